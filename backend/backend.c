@@ -1,0 +1,123 @@
+/*
+ * backend.c — SOURCE parsing and dispatch to the store that serves it.
+ *
+ * The SOURCE grammar is DESIGN.md section 1. Only local directories are
+ * served today; remote schemes are recognised so that the error is precise
+ * ("not supported yet") rather than "no such directory".
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_i.h"
+
+static const char *const remote_schemes[] = {"http://", "https://", "s3://", "gs://", "ais://"};
+
+int backend_open(struct backend **out, const char *source, const struct backend_config *cfg)
+{
+	struct backend *be;
+	const char *path = source;
+	int err;
+
+	(void)cfg;
+	*out = NULL;
+	if (!source || !*source)
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(remote_schemes) / sizeof(remote_schemes[0]); i++) {
+		if (strncmp(source, remote_schemes[i], strlen(remote_schemes[i])) == 0)
+			return -EPROTONOSUPPORT;
+	}
+	if (strncmp(source, "file://", 7) == 0) {
+		path = source + 7;
+		/* file://localhost/path and file:///path are the only host forms */
+		if (strncmp(path, "localhost/", 10) == 0)
+			path += 9;
+		if (path[0] != '/')
+			return -EINVAL;
+	} else if (strstr(source, "://")) {
+		return -EPROTONOSUPPORT;
+	}
+
+	be = calloc(1, sizeof(*be));
+	if (!be)
+		return -ENOMEM;
+	err = backend__local_open(be, path);
+	if (err < 0) {
+		free(be);
+		return err;
+	}
+	*out = be;
+	return 0;
+}
+
+void backend_close(struct backend *be)
+{
+	if (!be)
+		return;
+	be->ops->close(be);
+	free(be->desc);
+	free(be);
+}
+
+const char *backend_describe(const struct backend *be)
+{
+	return be->desc;
+}
+
+int backend_is_local(const struct backend *be)
+{
+	return be->local;
+}
+
+int backend_list(struct backend *be, backend_list_cb cb, void *arg)
+{
+	return be->ops->list(be, cb, arg);
+}
+
+int backend_stat(struct backend *be, const char *key, struct backend_objinfo *info)
+{
+	int err = backend__key_check(key);
+
+	if (err < 0)
+		return err;
+	return be->ops->stat(be, key, info);
+}
+
+ssize_t backend_pread(struct backend *be, const char *key, void *buf, size_t len, uint64_t off)
+{
+	int err = backend__key_check(key);
+
+	if (err < 0)
+		return err;
+	return be->ops->pread(be, key, buf, len, off);
+}
+
+int backend_open_fd(struct backend *be, const char *key)
+{
+	int err = backend__key_check(key);
+
+	if (err < 0)
+		return err;
+	if (!be->ops->open_fd)
+		return -ENOTSUP;
+	return be->ops->open_fd(be, key);
+}
+
+int backend__key_check(const char *key)
+{
+	const char *p = key;
+
+	if (!key || !*key || key[0] == '/')
+		return -EINVAL;
+	while (*p) {
+		const char *slash = strchr(p, '/');
+		size_t n = slash ? (size_t)(slash - p) : strlen(p);
+
+		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return -EINVAL;
+		p += n;
+		if (*p == '/')
+			p++;
+	}
+	return 0;
+}

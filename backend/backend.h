@@ -1,0 +1,66 @@
+/*
+ * backend — object stores behind one interface: list, stat, range read.
+ *
+ * A backend is opened from a SOURCE string (DESIGN.md section 1). Keys are
+ * object names relative to the source's prefix, '/'-separated, never
+ * starting with '/'. Implemented now: local directories (plain paths and
+ * file://). Remote stores (http(s), s3, gs, ais) come with issue 3 and
+ * return -EPROTONOSUPPORT from backend_open until then.
+ *
+ * Threads: every function may be called from any thread concurrently and
+ * may block (local I/O). Errors: 0 or a negative errno; each foreign error
+ * family is mapped in exactly one place inside this module.
+ */
+#ifndef BACKEND_H
+#define BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct backend;
+
+struct backend_config {
+	const char *endpoint; /* --endpoint override, or NULL */
+};
+
+/* What list and stat report about one object. */
+struct backend_objinfo {
+	const char *key;    /* relative key (list: valid during the callback only) */
+	uint64_t size;      /* bytes */
+	int64_t mtime;      /* seconds since the epoch */
+	uint32_t mode;      /* permission bits when the store has them, else 0644 */
+	char etag[80];      /* ETag or a stand-in (local: "size-mtime_ns-ino"), NUL-terminated */
+};
+
+/* Called once per object, in no particular order. Return non-zero to stop
+ * the listing (backend_list then returns that value). */
+typedef int (*backend_list_cb)(void *arg, const struct backend_objinfo *info);
+
+/* Open the backend for SOURCE. Returns -EPROTONOSUPPORT for a scheme that
+ * is not implemented, -ENOENT / -ENOTDIR / -EACCES for a bad local path. */
+int backend_open(struct backend **out, const char *source, const struct backend_config *cfg);
+void backend_close(struct backend *be); /* accepts NULL */
+
+/* A short description of the source for logs and stats (no credentials). */
+const char *backend_describe(const struct backend *be);
+
+/* 1 when the objects are local files (backend_fd works). */
+int backend_is_local(const struct backend *be);
+
+/* List every object under the source, recursively. Hidden objects whose
+ * name starts with '.' are listed too; symlinks to files are followed,
+ * special files are skipped. */
+int backend_list(struct backend *be, backend_list_cb cb, void *arg);
+
+int backend_stat(struct backend *be, const char *key, struct backend_objinfo *info);
+
+/* Read up to len bytes at off. Returns bytes read (short only at the end of
+ * the object) or a negative errno. */
+ssize_t backend_pread(struct backend *be, const char *key, void *buf, size_t len, uint64_t off);
+
+/* Local backends: open the object read-only and return a new fd the caller
+ * closes. -ENOTSUP for remote backends. */
+int backend_open_fd(struct backend *be, const char *key);
+
+#endif

@@ -1,0 +1,199 @@
+/*
+ * backend_local.c — a local directory as an object store.
+ *
+ * Keys are paths relative to the root directory. The root is opened once
+ * (O_PATH) and every object is reached with openat() relative to it, so a
+ * rename of the mount's source path does not redirect reads. Symlinks inside
+ * the tree are followed (the tree belongs to the user who mounts it);
+ * special files (FIFOs, devices, sockets) are never listed or opened.
+ *
+ * The "ETag" of a local file is its size, mtime in nanoseconds and inode
+ * number: any rewrite of the file changes it, so cached indexes and decoded
+ * copies of an older version are never used.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend_i.h"
+
+struct local {
+	int rootfd; /* O_PATH|O_DIRECTORY fd of the root */
+};
+
+/* Bound on directory nesting while listing, so a symlink loop ends. */
+#define LOCAL_MAX_DEPTH 64
+
+static void local_fill(struct backend_objinfo *info, const char *key, const struct stat *st)
+{
+	info->key = key;
+	info->size = (uint64_t)st->st_size;
+	info->mtime = st->st_mtim.tv_sec;
+	info->mode = st->st_mode & 07777;
+	snprintf(info->etag, sizeof(info->etag), "%" PRIx64 "-%" PRIx64 "-%" PRIx64,
+		 (uint64_t)st->st_size,
+		 (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec,
+		 (uint64_t)st->st_ino);
+}
+
+static int local_walk(struct local *l, char *key, size_t keylen, size_t keycap, int depth,
+		      backend_list_cb cb, void *arg)
+{
+	DIR *d;
+	struct dirent *de;
+	int fd, ret = 0;
+
+	if (depth > LOCAL_MAX_DEPTH)
+		return 0;
+	fd = openat(l->rootfd, keylen ? key : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return depth == 0 ? -errno : 0; /* an unreadable subdirectory is skipped */
+	d = fdopendir(fd);
+	if (!d) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	while ((de = readdir(d)) != NULL) {
+		struct stat st;
+		size_t n = strlen(de->d_name);
+		size_t len;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		len = keylen + (keylen ? 1 : 0) + n;
+		if (len + 1 > keycap)
+			continue; /* deeper than PATH_MAX: cannot be opened anyway */
+		if (keylen)
+			key[keylen] = '/';
+		memcpy(key + keylen + (keylen ? 1 : 0), de->d_name, n + 1);
+		if (fstatat(l->rootfd, key, &st, 0) < 0) {
+			key[keylen] = '\0';
+			continue; /* dangling symlink or vanished: not an object */
+		}
+		if (S_ISDIR(st.st_mode)) {
+			ret = local_walk(l, key, len, keycap, depth + 1, cb, arg);
+		} else if (S_ISREG(st.st_mode)) {
+			struct backend_objinfo info;
+
+			local_fill(&info, key, &st);
+			ret = cb(arg, &info);
+		}
+		key[keylen] = '\0';
+		if (ret != 0)
+			break;
+	}
+	closedir(d);
+	return ret;
+}
+
+static int local_list(struct backend *be, backend_list_cb cb, void *arg)
+{
+	struct local *l = be->impl;
+	char key[PATH_MAX];
+
+	key[0] = '\0';
+	return local_walk(l, key, 0, sizeof(key), 0, cb, arg);
+}
+
+static int local_stat(struct backend *be, const char *key, struct backend_objinfo *info)
+{
+	struct local *l = be->impl;
+	struct stat st;
+
+	if (fstatat(l->rootfd, key, &st, 0) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return S_ISDIR(st.st_mode) ? -EISDIR : -ENOENT;
+	local_fill(info, key, &st);
+	return 0;
+}
+
+static int local_open_fd(struct backend *be, const char *key)
+{
+	struct local *l = be->impl;
+	struct stat st;
+	int fd = openat(l->rootfd, key, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	return fd;
+}
+
+static ssize_t local_pread(struct backend *be, const char *key, void *buf, size_t len, uint64_t off)
+{
+	int fd = local_open_fd(be, key);
+	size_t done = 0;
+
+	if (fd < 0)
+		return fd;
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			close(fd);
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		done += (size_t)n;
+	}
+	close(fd);
+	return (ssize_t)done;
+}
+
+static void local_close(struct backend *be)
+{
+	struct local *l = be->impl;
+
+	if (l) {
+		close(l->rootfd);
+		free(l);
+	}
+}
+
+static const struct backend_ops local_ops = {
+	.close = local_close,
+	.list = local_list,
+	.stat = local_stat,
+	.pread = local_pread,
+	.open_fd = local_open_fd,
+};
+
+int backend__local_open(struct backend *be, const char *root)
+{
+	struct local *l;
+	char *abs;
+	int fd;
+
+	fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	abs = realpath(root, NULL);
+	l = calloc(1, sizeof(*l));
+	if (!l || !abs) {
+		free(l);
+		free(abs);
+		close(fd);
+		return -ENOMEM;
+	}
+	l->rootfd = fd;
+	be->ops = &local_ops;
+	be->impl = l;
+	be->local = 1;
+	be->desc = abs;
+	return 0;
+}

@@ -1,0 +1,128 @@
+/*
+ * cachetier_meta.c — small metadata blobs (shard indexes, decode records),
+ * stored crash-safely.
+ *
+ * A blob is written to a temp file, fsynced, renamed over its final name
+ * and the directory fsynced, so a reader sees the old blob, the new blob, or
+ * nothing — never a torn one. Blob contents carry their own magic, version
+ * and checksum (the caller's format); this file only moves bytes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cachetier_i.h"
+
+/* Largest blob accepted when reading: a corrupt or hostile file must not
+ * make us allocate without bound. An index of 10M members is ~400 MB. */
+#define META_MAX_BYTES (1ull << 31)
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = write(fd, (const char *)buf + done, len - done);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+int cachetier__write_atomic(struct cachetier *ct, int dirfd, const char *name, const void *buf,
+			    size_t len)
+{
+	char tmp[96];
+	int fd, err;
+
+	snprintf(tmp, sizeof(tmp), ".tmp.%d.%u", (int)getpid(), atomic_fetch_add(&ct->tmp_seq, 1));
+	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	err = write_all(fd, buf, len);
+	if (err == 0 && fsync(fd) < 0)
+		err = -errno;
+	if (close(fd) < 0 && err == 0)
+		err = -errno;
+	if (err == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
+		err = -errno;
+	if (err < 0) {
+		unlinkat(dirfd, tmp, 0);
+		return err;
+	}
+	fsync(dirfd);
+	return 0;
+}
+
+static void meta_filename(const char *name, char out[17])
+{
+	cachetier__hash_hex(name, strlen(name), out);
+}
+
+int cachetier_meta_get(struct cachetier *ct, const char *name, void **buf, size_t *len)
+{
+	char fname[17];
+	struct stat st;
+	size_t done = 0;
+	char *p;
+	int fd, err = 0;
+
+	*buf = NULL;
+	*len = 0;
+	meta_filename(name, fname);
+	fd = openat(ct->metafd, fname, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		err = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > META_MAX_BYTES) {
+		err = -EBADMSG;
+		goto out;
+	}
+	p = malloc(st.st_size ? (size_t)st.st_size : 1);
+	if (!p) {
+		err = -ENOMEM;
+		goto out;
+	}
+	while (done < (size_t)st.st_size) {
+		ssize_t n = read(fd, p + done, (size_t)st.st_size - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			err = n < 0 ? -errno : -EBADMSG;
+			free(p);
+			goto out;
+		}
+		done += (size_t)n;
+	}
+	*buf = p;
+	*len = done;
+	ct->meta_reads++;
+out:
+	close(fd);
+	return err;
+}
+
+int cachetier_meta_put(struct cachetier *ct, const char *name, const void *buf, size_t len)
+{
+	char fname[17];
+	int err;
+
+	meta_filename(name, fname);
+	err = cachetier__write_atomic(ct, ct->metafd, fname, buf, len);
+	if (err == 0)
+		ct->meta_writes++;
+	return err;
+}

@@ -1,0 +1,181 @@
+/*
+ * fs_i.h — private to fs/: the mounted filesystem's state, shared by the
+ * CLI, the namespace, the shard loader, the control files and the FUSE ops.
+ *
+ * The namespace (directories and objects of the source) is built once at
+ * mount from the backend's listing and never changes. Shard indexes are
+ * loaded lazily, on the first lookup or readdir inside a shard's directory,
+ * and are immutable once loaded.
+ */
+#ifndef FS_I_H
+#define FS_I_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "backend.h"
+#include "cachetier.h"
+#include "shardidx.h"
+
+#define SHARDFS_VERSION "0.1.0"
+
+/* ---- configuration (filled from the option table in fs_opt.c) ---------- */
+
+struct fs_config {
+	char *source;
+	char *mountpoint;
+	char *cache_dir;       /* default: $XDG_CACHE_HOME/shardfs or ~/.cache/shardfs */
+	char *log_file;        /* default: stderr in foreground, else CACHE/.../log */
+	char *fuse_opts;       /* -o, comma-joined */
+	int foreground;        /* -f */
+	int debug;             /* -d: FUSE request debugging, implies -f */
+	unsigned max_threads;  /* FUSE worker threads */
+	double entry_timeout_s; /* entry/attr/negative timeouts: data is immutable */
+};
+
+/* ---- inode numbers ---------------------------------------------------------
+ * Computed, never allocated: kind in the top 4 bits, then 28 bits of shard
+ * and 32 bits of member index. The root directory is FUSE's inode 1. */
+enum fs_kind {
+	FS_K_DIR = 1,    /* a directory of the source: a = dir index */
+	FS_K_OBJ = 2,    /* an object as a plain file: a = object index */
+	FS_K_SHARD = 3,  /* a shard's member tree root: a = shard index */
+	FS_K_MEMBER = 4, /* a member: a = shard index, b = entry index */
+	FS_K_CTL = 5,    /* .shardfs and its files: a = enum fs_ctl */
+};
+
+#define FS_INO_KIND_SHIFT 60
+#define FS_INO_A_BITS 28
+#define FS_INO_B_BITS 32
+#define FS_MAX_SHARDS (1u << FS_INO_A_BITS)
+_Static_assert(4 + FS_INO_A_BITS + FS_INO_B_BITS == 64, "inode fields fill 64 bits");
+_Static_assert(FS_K_CTL < 16, "kind fits in 4 bits");
+
+enum fs_ctl { FS_CTL_DIR = 0, FS_CTL_STATS, FS_CTL_METRICS, FS_CTL_COUNT };
+
+static inline uint64_t fs_ino(enum fs_kind k, uint32_t a, uint32_t b)
+{
+	if (k == FS_K_DIR && a == 0)
+		return 1; /* FUSE_ROOT_ID */
+	return ((uint64_t)k << FS_INO_KIND_SHIFT) | ((uint64_t)a << FS_INO_B_BITS) | b;
+}
+
+static inline enum fs_kind fs_ino_kind(uint64_t ino)
+{
+	return ino == 1 ? FS_K_DIR : (enum fs_kind)(ino >> FS_INO_KIND_SHIFT);
+}
+
+static inline uint32_t fs_ino_a(uint64_t ino)
+{
+	return ino == 1 ? 0 : (uint32_t)((ino >> FS_INO_B_BITS) & (FS_MAX_SHARDS - 1));
+}
+
+static inline uint32_t fs_ino_b(uint64_t ino)
+{
+	return (uint32_t)ino;
+}
+
+/* ---- namespace ------------------------------------------------------------ */
+
+struct fs_dirent {
+	const char *name; /* points into the object's key or the dir's name */
+	uint8_t kind;     /* FS_K_DIR, FS_K_OBJ or FS_K_SHARD */
+	uint32_t idx;     /* dir, object or shard index */
+};
+
+struct fs_dir {
+	char *name;               /* base name ("" for the root) */
+	uint32_t parent;          /* index of the parent dir (root: 0) */
+	struct fs_dirent *ents;   /* sorted by name (strcmp), unique */
+	uint32_t nents;
+	uint32_t nsubdirs;
+	int64_t mtime;            /* newest object mtime below it */
+};
+
+struct fs_obj {
+	char *key;                /* relative key */
+	const char *base;         /* base name, inside key */
+	struct backend_objinfo info; /* info.key == key */
+	uint32_t dir;             /* parent dir index */
+	int codec;                /* -1: not a shard; else enum cachetier_codec */
+	uint32_t shard;           /* shard index when codec >= 0 */
+	pthread_mutex_t lock;     /* protects raw */
+	struct cachetier_obj *raw; /* opened on first read, kept until unmount */
+};
+
+struct fs_shard {
+	uint32_t obj;             /* the shard's object */
+	char *dirname;            /* name of its member directory */
+	pthread_mutex_t lock;     /* serialises loading */
+	struct shardidx *_Atomic ix;          /* set once, then immutable */
+	struct cachetier_obj *_Atomic stream; /* decoded (or raw) tar stream */
+};
+
+/* ---- counters (all relaxed atomics; read for stats) ----------------------- */
+struct fs_counters {
+	atomic_ullong lookups, getattrs, readdirs, reads, read_bytes, read_errors;
+	atomic_ullong index_built, index_loaded, index_errors, index_bytes_scanned;
+	atomic_ullong index_save_errors, members, damaged_shards, skipped_members;
+	atomic_ullong index_mem_bytes;
+};
+
+struct fs {
+	struct fs_config cfg;
+	struct backend *be;
+	struct cachetier *ct;
+	struct fuse_session *se;
+
+	struct fs_dir *dirs;
+	uint32_t ndirs;
+	struct fs_obj *objs;
+	uint32_t nobjs;
+	struct fs_shard *shards;
+	uint32_t nshards;
+	uint64_t total_bytes;
+
+	uid_t uid;
+	gid_t gid;
+	int64_t mount_time;
+	struct fs_counters c;
+};
+
+/* fs_log.c */
+enum fs_log_level { FS_LOG_ERR, FS_LOG_WARN, FS_LOG_INFO, FS_LOG_DEBUG };
+void fs_log(enum fs_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int fs_log_open_file(const char *path);
+void fs_log_set_debug(int on);
+
+/* fs_ns.c: build the namespace from the backend's listing. */
+int fs_ns_build(struct fs *fs);
+void fs_ns_free(struct fs *fs);
+/* Entry named name[0..len) in dir, or NULL. */
+const struct fs_dirent *fs_ns_lookup(const struct fs *fs, uint32_t dir, const char *name,
+				     size_t len);
+/* The codec of a shard name (-1 when it is no shard) and the length of its
+ * member directory name. */
+int fs_ns_shard_suffix(const char *name, size_t *dirlen);
+
+/* fs_shard.c: lazily loaded shard indexes and the raw object streams. */
+int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
+		   struct cachetier_obj **stream);
+int fs_obj_raw(struct fs *fs, uint32_t obj, struct cachetier_obj **raw);
+void fs_shards_release(struct fs *fs);
+
+/* fs_ctl.c: the .shardfs control files. */
+extern const char *const fs_ctl_names[FS_CTL_COUNT];
+/* Render control file 'which' into a malloc'd buffer. */
+int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len);
+
+/* fs_ll.c: FUSE session. */
+int fs_ll_run(struct fs *fs, int ready_fd);
+
+/* fs_opt.c: the mount command line. */
+int fs_opt_parse_mount(int argc, char **argv, struct fs_config *cfg);
+void fs_opt_mount_usage(FILE *f);
+void fs_opt_free(struct fs_config *cfg);
+int fs_parse_size(const char *s, uint64_t *out);
+
+#endif

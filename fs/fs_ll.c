@@ -1,0 +1,974 @@
+/*
+ * fs_ll.c — the FUSE low-level operations.
+ *
+ * Thin by intent: every op decodes the computed inode number, asks the
+ * namespace, a shard index or the cache tier, and ends in exactly one reply.
+ * Inodes are computed (fs_i.h), so forget needs no bookkeeping.
+ *
+ * Caching: shard contents never change for one ETag, so entries, attributes
+ * and negative lookups get long timeouts, files open with keep_cache and
+ * directories with cache_readdir. Member and object reads are answered with
+ * fd buffers (fuse_reply_data) so the kernel can splice from the source file
+ * or the decoded copy without a copy through this process. Control files are
+ * the exception: timeouts 0, direct_io, a snapshot rendered at open.
+ *
+ * Everything is read-only: every modifying op answers EROFS.
+ *
+ * Threads: ops run on the multithreaded FUSE session; they may block
+ * (index loading, decoding). Shared state is immutable or atomic.
+ */
+#define FUSE_USE_VERSION 312
+
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "fs_i.h"
+
+/* Largest read the kernel sends (FUSE_MAX_MAX_PAGES * 4 KiB is 1 MiB). */
+#define FS_MAX_READ (1u << 20)
+/* Extents answered by splicing; more (sparse members) are copied. */
+#define FS_SPLICE_EXTENTS 8
+
+static struct fs *ll_fs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static void reply_err(fuse_req_t req, int err)
+{
+	fuse_reply_err(req, err < 0 ? -err : err);
+}
+
+/* ---- attributes ---------------------------------------------------------- */
+
+static void attr_base(const struct fs *fs, struct stat *st, fuse_ino_t ino)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_blksize = 65536;
+}
+
+static void attr_dir(const struct fs *fs, struct stat *st, fuse_ino_t ino, mode_t perm,
+		     nlink_t nlink, int64_t mtime)
+{
+	attr_base(fs, st, ino);
+	st->st_mode = S_IFDIR | perm;
+	st->st_nlink = nlink;
+	st->st_size = 4096;
+	st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec = mtime;
+}
+
+static void attr_file(const struct fs *fs, struct stat *st, fuse_ino_t ino, mode_t mode,
+		      uint64_t size, int64_t mtime)
+{
+	attr_base(fs, st, ino);
+	st->st_mode = mode;
+	st->st_nlink = 1;
+	st->st_size = (off_t)size;
+	st->st_blocks = (blkcnt_t)((size + 511) / 512);
+	st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec = mtime;
+}
+
+static int attr_member(struct fs *fs, uint32_t shard, uint32_t idx, struct stat *st)
+{
+	struct shardidx *ix;
+	struct shardidx_entry e;
+	int err = fs_shard_index(fs, shard, &ix, NULL);
+
+	if (err < 0)
+		return err;
+	if (shardidx_entry_get(ix, idx, &e) < 0)
+		return -ENOENT;
+	if (e.canon != idx && shardidx_entry_get(ix, e.canon, &e) < 0)
+		return -ENOENT;
+	attr_base(fs, st, fs_ino(FS_K_MEMBER, shard, e.canon));
+	st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec = e.mtime;
+	st->st_nlink = e.nlink;
+	st->st_size = (off_t)e.size;
+	switch (e.type) {
+	case SHARDIDX_DIR:
+		st->st_mode = S_IFDIR | (e.mode & 07777);
+		st->st_size = 4096;
+		break;
+	case SHARDIDX_SYMLINK:
+		st->st_mode = S_IFLNK | 0777;
+		break;
+	default:
+		st->st_mode = S_IFREG | (e.mode & 07777);
+		st->st_blocks = (blkcnt_t)((e.size + 511) / 512);
+		break;
+	}
+	return 0;
+}
+
+static int ll_attr(struct fs *fs, fuse_ino_t ino, struct stat *st)
+{
+	uint32_t a = fs_ino_a(ino), b = fs_ino_b(ino);
+
+	switch (fs_ino_kind(ino)) {
+	case FS_K_DIR:
+		if (a >= fs->ndirs || (ino != 1 && b != 0))
+			return -ENOENT;
+		attr_dir(fs, st, ino, 0555, 2 + fs->dirs[a].nsubdirs, fs->dirs[a].mtime);
+		return 0;
+	case FS_K_OBJ: {
+		const struct fs_obj *o;
+
+		if (a >= fs->nobjs || b != 0)
+			return -ENOENT;
+		o = &fs->objs[a];
+		/* read-only: strip write bits, keep the rest */
+		attr_file(fs, st, ino, S_IFREG | (o->info.mode & 07555), o->info.size,
+			  o->info.mtime);
+		return 0;
+	}
+	case FS_K_SHARD:
+		if (a >= fs->nshards || b != 0)
+			return -ENOENT;
+		/* nlink 1: "unknown", so tools never infer the subdirectory count
+		 * and we need not read the shard to answer */
+		attr_dir(fs, st, ino, 0555, 1, fs->objs[fs->shards[a].obj].info.mtime);
+		return 0;
+	case FS_K_MEMBER:
+		if (a >= fs->nshards)
+			return -ENOENT;
+		return attr_member(fs, a, b, st);
+	case FS_K_CTL:
+		if (a >= FS_CTL_COUNT || b != 0)
+			return -ENOENT;
+		if (a == FS_CTL_DIR)
+			attr_dir(fs, st, ino, 0555, 2, fs->mount_time);
+		else
+			attr_file(fs, st, ino, S_IFREG | 0444, 0, fs->mount_time);
+		return 0;
+	}
+	return -ENOENT;
+}
+
+static double ll_timeout(const struct fs *fs, fuse_ino_t ino)
+{
+	return fs_ino_kind(ino) == FS_K_CTL ? 0.0 : fs->cfg.entry_timeout_s;
+}
+
+static void reply_entry(fuse_req_t req, struct fs *fs, fuse_ino_t ino)
+{
+	struct fuse_entry_param e;
+	int err;
+
+	memset(&e, 0, sizeof(e));
+	err = ll_attr(fs, ino, &e.attr);
+	if (err < 0) {
+		reply_err(req, err);
+		return;
+	}
+	e.ino = e.attr.st_ino; /* a hardlink resolves to its target's inode */
+	e.attr_timeout = e.entry_timeout = ll_timeout(fs, ino);
+	fuse_reply_entry(req, &e);
+}
+
+static void reply_negative(fuse_req_t req, struct fs *fs, double timeout)
+{
+	struct fuse_entry_param e;
+
+	(void)fs;
+	memset(&e, 0, sizeof(e));
+	e.ino = 0; /* cached "no such entry" */
+	e.entry_timeout = timeout;
+	fuse_reply_entry(req, &e);
+}
+
+/* ---- lookup -------------------------------------------------------------- */
+
+static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = ll_fs(req);
+	uint32_t a = fs_ino_a(parent), b = fs_ino_b(parent);
+	size_t len = strlen(name);
+	struct shardidx *ix;
+	int64_t idx;
+	int err;
+
+	fs->c.lookups++;
+	switch (fs_ino_kind(parent)) {
+	case FS_K_DIR: {
+		const struct fs_dirent *d;
+
+		if (a >= fs->ndirs)
+			break;
+		if (parent == 1 && strcmp(name, fs_ctl_names[FS_CTL_DIR]) == 0) {
+			reply_entry(req, fs, fs_ino(FS_K_CTL, FS_CTL_DIR, 0));
+			return;
+		}
+		d = fs_ns_lookup(fs, a, name, len);
+		if (!d) {
+			reply_negative(req, fs, fs->cfg.entry_timeout_s);
+			return;
+		}
+		reply_entry(req, fs, fs_ino((enum fs_kind)d->kind, d->idx, 0));
+		return;
+	}
+	case FS_K_SHARD:
+	case FS_K_MEMBER: {
+		uint32_t dir = fs_ino_kind(parent) == FS_K_SHARD ? SHARDIDX_NONE : b;
+
+		if (a >= fs->nshards)
+			break;
+		err = fs_shard_index(fs, a, &ix, NULL);
+		if (err < 0) {
+			reply_err(req, err);
+			return;
+		}
+		idx = shardidx_lookup(ix, dir, name, len);
+		if (idx < 0) {
+			reply_negative(req, fs, fs->cfg.entry_timeout_s);
+			return;
+		}
+		reply_entry(req, fs, fs_ino(FS_K_MEMBER, a, (uint32_t)idx));
+		return;
+	}
+	case FS_K_CTL:
+		if (a == FS_CTL_DIR) {
+			for (uint32_t i = 1; i < FS_CTL_COUNT; i++) {
+				if (strcmp(name, fs_ctl_names[i]) == 0) {
+					reply_entry(req, fs, fs_ino(FS_K_CTL, i, 0));
+					return;
+				}
+			}
+			reply_negative(req, fs, 0);
+			return;
+		}
+		reply_err(req, ENOTDIR);
+		return;
+	case FS_K_OBJ:
+		reply_err(req, ENOTDIR);
+		return;
+	}
+	reply_err(req, ENOENT);
+}
+
+static void ll_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	(void)ino;
+	(void)nlookup;
+	fuse_reply_none(req); /* computed inodes: nothing to release */
+}
+
+static void ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	(void)count;
+	(void)forgets;
+	fuse_reply_none(req);
+}
+
+static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = ll_fs(req);
+	struct stat st;
+	int err;
+
+	(void)fi;
+	fs->c.getattrs++;
+	err = ll_attr(fs, ino, &st);
+	if (err < 0)
+		reply_err(req, err);
+	else
+		fuse_reply_attr(req, &st, ll_timeout(fs, ino));
+}
+
+static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *fs = ll_fs(req);
+	struct shardidx *ix;
+	struct shardidx_entry e;
+	int err;
+
+	if (fs_ino_kind(ino) != FS_K_MEMBER || fs_ino_a(ino) >= fs->nshards) {
+		reply_err(req, EINVAL);
+		return;
+	}
+	err = fs_shard_index(fs, fs_ino_a(ino), &ix, NULL);
+	if (err < 0) {
+		reply_err(req, err);
+		return;
+	}
+	if (shardidx_entry_get(ix, fs_ino_b(ino), &e) < 0 || e.type != SHARDIDX_SYMLINK) {
+		reply_err(req, EINVAL);
+		return;
+	}
+	fuse_reply_readlink(req, e.link);
+}
+
+/* ---- open / read ----------------------------------------------------------- */
+
+static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = ll_fs(req);
+	enum fs_kind k = fs_ino_kind(ino);
+
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+		reply_err(req, EROFS);
+		return;
+	}
+	if (k == FS_K_CTL) {
+		char *buf;
+		size_t len;
+		int err = fs_ctl_render(fs, (enum fs_ctl)fs_ino_a(ino), &buf, &len);
+
+		if (err < 0) {
+			reply_err(req, err);
+			return;
+		}
+		/* the snapshot: length in the first 8 bytes, then the text */
+		char *snap = malloc(sizeof(size_t) + len);
+
+		if (!snap) {
+			free(buf);
+			reply_err(req, ENOMEM);
+			return;
+		}
+		memcpy(snap, &len, sizeof(size_t));
+		memcpy(snap + sizeof(size_t), buf, len);
+		free(buf);
+		fi->fh = (uint64_t)(uintptr_t)snap;
+		fi->direct_io = 1;
+		if (fuse_reply_open(req, fi) == -ENOENT)
+			free(snap); /* the opener was interrupted: release never comes */
+		return;
+	}
+	if (k != FS_K_OBJ && k != FS_K_MEMBER) {
+		reply_err(req, EISDIR);
+		return;
+	}
+	fi->keep_cache = 1;
+	fi->noflush = 1;
+	fuse_reply_open(req, fi);
+}
+
+static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (fs_ino_kind(ino) == FS_K_CTL)
+		free((void *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+/* Answer a read of [off, off+size) of stream 'o' with one fd buffer. */
+static void reply_fd_range(fuse_req_t req, struct fs *fs, struct cachetier_obj *o, uint64_t off,
+			   size_t size)
+{
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
+	uint64_t fd_off;
+	int fd, err;
+
+	err = cachetier_obj_fd(o, off, size, &fd, &fd_off);
+	if (err < 0) {
+		fs->c.read_errors++;
+		reply_err(req, err);
+		return;
+	}
+	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
+	bv.buf[0].fd = fd;
+	bv.buf[0].pos = (off_t)fd_off;
+	fs->c.read_bytes += size;
+	fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+}
+
+static void read_obj(fuse_req_t req, struct fs *fs, uint32_t obj, size_t size, off_t off)
+{
+	struct cachetier_obj *raw;
+	uint64_t osize = fs->objs[obj].info.size;
+	int err = fs_obj_raw(fs, obj, &raw);
+
+	if (err < 0) {
+		fs->c.read_errors++;
+		reply_err(req, err);
+		return;
+	}
+	if ((uint64_t)off >= osize) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > osize - (uint64_t)off)
+		size = (size_t)(osize - (uint64_t)off);
+	reply_fd_range(req, fs, raw, (uint64_t)off, size);
+}
+
+/* Sparse members and reads spanning many extents: copy into memory. */
+static void read_member_copy(fuse_req_t req, struct fs *fs, const struct shardidx *ix,
+			     struct cachetier_obj *stream, uint32_t idx, uint64_t off, size_t size)
+{
+	struct shardidx_extent ext[FS_SPLICE_EXTENTS];
+	char *buf = malloc(size ? size : 1);
+	size_t done = 0;
+	int n, err = 0;
+
+	if (!buf) {
+		reply_err(req, ENOMEM);
+		return;
+	}
+	while (done < size) {
+		n = shardidx_map(ix, idx, off + done, size - done, ext, FS_SPLICE_EXTENTS);
+		if (n <= 0) {
+			err = n < 0 ? n : -EIO;
+			break;
+		}
+		for (int i = 0; i < n && !err; i++) {
+			char *dst = buf + (ext[i].logical - off);
+
+			if (ext[i].hole) {
+				memset(dst, 0, ext[i].len);
+			} else {
+				ssize_t r = cachetier_obj_pread(stream, dst, ext[i].len,
+								ext[i].stream_off);
+
+				if (r != (ssize_t)ext[i].len)
+					err = r < 0 ? (int)r : -EIO;
+			}
+			done = ext[i].logical + ext[i].len - off;
+		}
+		if (err)
+			break;
+	}
+	if (err) {
+		fs->c.read_errors++;
+		reply_err(req, err);
+	} else {
+		fs->c.read_bytes += size;
+		fuse_reply_buf(req, buf, size);
+	}
+	free(buf);
+}
+
+static void read_member(fuse_req_t req, struct fs *fs, uint32_t shard, uint32_t idx, size_t size,
+			off_t off)
+{
+	struct shardidx *ix;
+	struct cachetier_obj *stream;
+	struct shardidx_entry e;
+	struct shardidx_extent ext[FS_SPLICE_EXTENTS];
+	int n, err;
+
+	err = fs_shard_index(fs, shard, &ix, &stream);
+	if (err == 0 && shardidx_entry_get(ix, idx, &e) < 0)
+		err = -ENOENT;
+	if (err == 0 && e.type != SHARDIDX_REG)
+		err = -EISDIR;
+	if (err < 0) {
+		fs->c.read_errors++;
+		reply_err(req, err);
+		return;
+	}
+	if ((uint64_t)off >= e.size) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > e.size - (uint64_t)off)
+		size = (size_t)(e.size - (uint64_t)off);
+	n = shardidx_map(ix, idx, (uint64_t)off, size, ext, FS_SPLICE_EXTENTS);
+	if (n < 0) {
+		fs->c.read_errors++;
+		reply_err(req, n);
+		return;
+	}
+	if (n == 1 && !ext[0].hole && ext[0].len == size) {
+		reply_fd_range(req, fs, stream, ext[0].stream_off, size);
+		return;
+	}
+	read_member_copy(req, fs, ix, stream, idx, (uint64_t)off, size);
+}
+
+static void read_ctl(fuse_req_t req, struct fuse_file_info *fi, size_t size, off_t off)
+{
+	const char *snap = (const char *)(uintptr_t)fi->fh;
+	size_t len;
+
+	memcpy(&len, snap, sizeof(size_t));
+	if ((uint64_t)off >= len) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > len - (size_t)off)
+		size = len - (size_t)off;
+	fuse_reply_buf(req, snap + sizeof(size_t) + off, size);
+}
+
+static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct fs *fs = ll_fs(req);
+	uint32_t a = fs_ino_a(ino);
+
+	fs->c.reads++;
+	switch (fs_ino_kind(ino)) {
+	case FS_K_OBJ:
+		if (a < fs->nobjs) {
+			read_obj(req, fs, a, size, off);
+			return;
+		}
+		break;
+	case FS_K_MEMBER:
+		if (a < fs->nshards) {
+			read_member(req, fs, a, fs_ino_b(ino), size, off);
+			return;
+		}
+		break;
+	case FS_K_CTL:
+		if (a != FS_CTL_DIR && fi->fh) {
+			read_ctl(req, fi, size, off);
+			return;
+		}
+		reply_err(req, EISDIR);
+		return;
+	default:
+		reply_err(req, EISDIR);
+		return;
+	}
+	reply_err(req, ENOENT);
+}
+
+/* ---- directories ----------------------------------------------------------- */
+
+static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = ll_fs(req);
+	enum fs_kind k = fs_ino_kind(ino);
+
+	if (k == FS_K_OBJ) {
+		reply_err(req, ENOTDIR);
+		return;
+	}
+	if (k == FS_K_MEMBER) {
+		struct stat st;
+		int err = ll_attr(fs, ino, &st);
+
+		if (err < 0 || !S_ISDIR(st.st_mode)) {
+			reply_err(req, err < 0 ? err : -ENOTDIR);
+			return;
+		}
+	}
+	if (k != FS_K_CTL) {
+		fi->cache_readdir = 1;
+		fi->keep_cache = 1;
+	}
+	fuse_reply_open(req, fi);
+}
+
+/* One directory listing as (name, inode) pairs produced by index. */
+struct listing {
+	struct fs *fs;
+	fuse_ino_t ino, parent;
+	uint32_t n; /* entries after "." and ".." */
+	enum fs_kind kind;
+	uint32_t a;
+	const struct fs_dir *dir;        /* FS_K_DIR */
+	const struct shardidx *ix;       /* FS_K_SHARD, FS_K_MEMBER */
+	uint32_t first;                  /* first child in ix */
+};
+
+static int listing_open(struct fs *fs, fuse_ino_t ino, struct listing *l)
+{
+	uint32_t a = fs_ino_a(ino);
+	struct shardidx *ix;
+	int err;
+
+	memset(l, 0, sizeof(*l));
+	l->fs = fs;
+	l->ino = ino;
+	l->kind = fs_ino_kind(ino);
+	l->a = a;
+	switch (l->kind) {
+	case FS_K_DIR:
+		if (a >= fs->ndirs)
+			return -ENOENT;
+		l->dir = &fs->dirs[a];
+		l->n = l->dir->nents;
+		l->parent = fs_ino(FS_K_DIR, l->dir->parent, 0);
+		return 0;
+	case FS_K_SHARD:
+	case FS_K_MEMBER:
+		if (a >= fs->nshards)
+			return -ENOENT;
+		err = fs_shard_index(fs, a, &ix, NULL);
+		if (err < 0)
+			return err;
+		l->ix = ix;
+		if (l->kind == FS_K_SHARD) {
+			shardidx_root(ix, &l->first, &l->n);
+			l->parent = fs_ino(FS_K_DIR, fs->objs[fs->shards[a].obj].dir, 0);
+		} else {
+			struct shardidx_entry e;
+
+			if (shardidx_entry_get(ix, fs_ino_b(ino), &e) < 0 || e.type != SHARDIDX_DIR)
+				return -ENOTDIR;
+			l->first = e.first_child;
+			l->n = e.nchild;
+			l->parent = e.parent == SHARDIDX_NONE ? fs_ino(FS_K_SHARD, a, 0)
+							      : fs_ino(FS_K_MEMBER, a, e.parent);
+		}
+		return 0;
+	case FS_K_CTL:
+		l->n = FS_CTL_COUNT - 1;
+		l->parent = 1;
+		return 0;
+	default:
+		return -ENOTDIR;
+	}
+}
+
+/* Name and inode of entry i (0-based, after "." and ".."). */
+static const char *listing_entry(const struct listing *l, uint32_t i, fuse_ino_t *ino)
+{
+	switch (l->kind) {
+	case FS_K_DIR: {
+		const struct fs_dirent *d = &l->dir->ents[i];
+
+		*ino = fs_ino((enum fs_kind)d->kind, d->idx, 0);
+		return d->name;
+	}
+	case FS_K_SHARD:
+	case FS_K_MEMBER: {
+		struct shardidx_entry e;
+
+		if (shardidx_entry_get(l->ix, l->first + i, &e) < 0)
+			return NULL;
+		*ino = fs_ino(FS_K_MEMBER, l->a, e.canon);
+		return e.name;
+	}
+	case FS_K_CTL:
+		*ino = fs_ino(FS_K_CTL, i + 1, 0);
+		return fs_ctl_names[i + 1];
+	default:
+		return NULL;
+	}
+}
+
+static void ll_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
+{
+	struct fs *fs = ll_fs(req);
+	struct listing l;
+	char *buf;
+	size_t used = 0;
+	int err;
+
+	fs->c.readdirs++;
+	err = listing_open(fs, ino, &l);
+	if (err < 0) {
+		reply_err(req, err);
+		return;
+	}
+	buf = malloc(size);
+	if (!buf) {
+		reply_err(req, ENOMEM);
+		return;
+	}
+	/* offsets: 0 "." , 1 "..", 2+i entry i; each entry carries the next */
+	for (uint64_t pos = (uint64_t)off; pos < (uint64_t)l.n + 2; pos++) {
+		struct fuse_entry_param e;
+		const char *name;
+		fuse_ino_t eino;
+		size_t n;
+
+		if (pos == 0) {
+			name = ".";
+			eino = ino;
+		} else if (pos == 1) {
+			name = "..";
+			eino = l.parent;
+		} else {
+			name = listing_entry(&l, (uint32_t)(pos - 2), &eino);
+			if (!name)
+				break;
+		}
+		memset(&e, 0, sizeof(e));
+		if (plus && pos >= 2) {
+			if (ll_attr(fs, eino, &e.attr) < 0)
+				continue;
+			e.ino = e.attr.st_ino;
+			e.attr_timeout = e.entry_timeout = ll_timeout(fs, eino);
+		} else {
+			e.attr.st_ino = eino;
+			e.attr.st_mode = S_IFDIR;
+			if (pos >= 2 && ll_attr(fs, eino, &e.attr) < 0)
+				continue;
+		}
+		if (plus)
+			n = fuse_add_direntry_plus(req, buf + used, size - used, name, &e,
+						   (off_t)(pos + 1));
+		else
+			n = fuse_add_direntry(req, buf + used, size - used, name, &e.attr,
+					      (off_t)(pos + 1));
+		if (n > size - used)
+			break;
+		used += n;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	(void)fi;
+	ll_readdir_common(req, ino, size, off, 0);
+}
+
+static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	(void)fi;
+	ll_readdir_common(req, ino, size, off, 1);
+}
+
+static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *fs = ll_fs(req);
+	struct statvfs sv;
+
+	(void)ino;
+	memset(&sv, 0, sizeof(sv));
+	sv.f_bsize = 4096;
+	sv.f_frsize = 4096;
+	sv.f_blocks = (fs->total_bytes + 4095) / 4096;
+	sv.f_files = fs->nobjs + fs->ndirs + fs->c.members;
+	sv.f_namemax = 255;
+	sv.f_flag = ST_RDONLY | ST_NOSUID | ST_NODEV;
+	fuse_reply_statfs(req, &sv);
+}
+
+/* Python's open() asks isatty() of every file; answer at once. */
+static void ll_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+		     struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+		     size_t in_bufsz, size_t out_bufsz)
+{
+	(void)ino;
+	(void)cmd;
+	(void)arg;
+	(void)fi;
+	(void)flags;
+	(void)in_buf;
+	(void)in_bufsz;
+	(void)out_bufsz;
+	fuse_reply_err(req, ENOTTY);
+}
+
+static void ll_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	(void)ino;
+	fuse_reply_err(req, (mask & W_OK) ? EROFS : 0);
+}
+
+/* ---- everything that would modify: EROFS ------------------------------------ */
+
+static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)attr;
+	(void)to_set;
+	(void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+static void ll_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		     dev_t rdev)
+{
+	(void)parent;
+	(void)name;
+	(void)mode;
+	(void)rdev;
+	fuse_reply_err(req, EROFS);
+}
+
+static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	(void)parent;
+	(void)name;
+	(void)mode;
+	fuse_reply_err(req, EROFS);
+}
+
+static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	(void)parent;
+	(void)name;
+	fuse_reply_err(req, EROFS);
+}
+
+static void ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	(void)link;
+	(void)parent;
+	(void)name;
+	fuse_reply_err(req, EROFS);
+}
+
+static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	(void)parent;
+	(void)name;
+	(void)newparent;
+	(void)newname;
+	(void)flags;
+	fuse_reply_err(req, EROFS);
+}
+
+static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	(void)ino;
+	(void)newparent;
+	(void)newname;
+	fuse_reply_err(req, EROFS);
+}
+
+static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	(void)parent;
+	(void)name;
+	(void)mode;
+	(void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+static void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	(void)ino;
+	(void)name;
+	(void)value;
+	(void)size;
+	(void)flags;
+	fuse_reply_err(req, EROFS);
+}
+
+static void ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	(void)ino;
+	(void)name;
+	fuse_reply_err(req, EROFS);
+}
+
+/* ---- session ----------------------------------------------------------------- */
+
+static void ll_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	/* immutable data: splice replies, readdirplus, parallel lookups */
+	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	/* nothing changes behind the kernel's back: no data invalidation */
+	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
+	conn->max_readahead = FS_MAX_READ;
+}
+
+static const struct fuse_lowlevel_ops ll_ops = {
+	.init = ll_init,
+	.lookup = ll_lookup,
+	.forget = ll_forget,
+	.forget_multi = ll_forget_multi,
+	.getattr = ll_getattr,
+	.readlink = ll_readlink,
+	.open = ll_open,
+	.read = ll_read,
+	.release = ll_release,
+	.opendir = ll_opendir,
+	.readdir = ll_readdir,
+	.readdirplus = ll_readdirplus,
+	.releasedir = ll_releasedir,
+	.statfs = ll_statfs,
+	.ioctl = ll_ioctl,
+	.access = ll_access,
+	.setattr = ll_setattr,
+	.mknod = ll_mknod,
+	.mkdir = ll_mkdir,
+	.unlink = ll_unlink,
+	.rmdir = ll_unlink,
+	.symlink = ll_symlink,
+	.rename = ll_rename,
+	.link = ll_link,
+	.create = ll_create,
+	.setxattr = ll_setxattr,
+	.removexattr = ll_removexattr,
+};
+
+int fs_ll_run(struct fs *fs, int ready_fd)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_loop_config *lc = NULL;
+	char opts[4096];
+	int err = -EIO, n;
+
+	n = snprintf(opts, sizeof(opts), "-ofsname=shardfs:%s,subtype=shardfs,nosuid,nodev%s%s",
+		     backend_describe(fs->be), fs->cfg.fuse_opts ? "," : "",
+		     fs->cfg.fuse_opts ? fs->cfg.fuse_opts : "");
+	if (n < 0 || (size_t)n >= sizeof(opts))
+		return -E2BIG;
+	/* fsname may not contain commas: the option parser would split it */
+	for (char *p = opts + strlen("-ofsname=shardfs:"); *p && strncmp(p, ",subtype=", 9); p++) {
+		if (*p == ',')
+			*p = '_';
+	}
+	if (fuse_opt_add_arg(&args, "shardfs") || fuse_opt_add_arg(&args, opts) ||
+	    (fs->cfg.debug && fuse_opt_add_arg(&args, "-d")))
+		goto out;
+	fs->se = fuse_session_new(&args, &ll_ops, sizeof(ll_ops), fs);
+	if (!fs->se) {
+		err = -EINVAL;
+		goto out;
+	}
+	if (fuse_set_signal_handlers(fs->se) != 0)
+		goto out_destroy;
+	if (fuse_session_mount(fs->se, fs->cfg.mountpoint) != 0) {
+		err = -EIO;
+		goto out_signals;
+	}
+	fs_log(FS_LOG_INFO, "mounted %s at %s: %u objects, %u shards, %u directories",
+	       backend_describe(fs->be), fs->cfg.mountpoint, fs->nobjs, fs->nshards, fs->ndirs);
+	if (ready_fd >= 0) {
+		char ok = 0;
+
+		if (write(ready_fd, &ok, 1) < 0) {
+			/* the parent went away; keep serving */
+		}
+		close(ready_fd);
+	}
+	lc = fuse_loop_cfg_create();
+	if (!lc)
+		goto out_unmount;
+	fuse_loop_cfg_set_clone_fd(lc, 1);
+	fuse_loop_cfg_set_max_threads(lc, fs->cfg.max_threads);
+	fuse_loop_cfg_set_idle_threads(lc, fs->cfg.max_threads);
+	err = fuse_session_loop_mt(fs->se, lc) < 0 ? -EIO : 0;
+	fuse_loop_cfg_destroy(lc);
+out_unmount:
+	fuse_session_unmount(fs->se);
+out_signals:
+	fuse_remove_signal_handlers(fs->se);
+out_destroy:
+	fuse_session_destroy(fs->se);
+	fs->se = NULL;
+out:
+	fuse_opt_free_args(&args);
+	return err;
+}

@@ -1,0 +1,62 @@
+/*
+ * fs_log.c — one log for the daemon: stderr in the foreground, a file once
+ * it runs in the background. Lines carry a UTC timestamp and a level.
+ * Callers never pass credentials (the backend describes sources without
+ * them). Safe to call from any thread: each line is one write(2).
+ */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs_i.h"
+
+static int log_fd = 2;
+static int log_debug;
+
+int fs_log_open_file(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return -1;
+	log_fd = fd;
+	return 0;
+}
+
+void fs_log_set_debug(int on)
+{
+	log_debug = on;
+}
+
+void fs_log(enum fs_log_level lvl, const char *fmt, ...)
+{
+	static const char *const names[] = {"error", "warning", "info", "debug"};
+	char line[2048];
+	struct timespec ts;
+	struct tm tm;
+	va_list ap;
+	int n, m;
+
+	if (lvl == FS_LOG_DEBUG && !log_debug)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02dZ shardfs[%d] %s: ",
+		     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+		     tm.tm_sec, (int)getpid(), names[lvl]);
+	va_start(ap, fmt);
+	m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (m < 0)
+		m = 0;
+	n += m;
+	if ((size_t)n > sizeof(line) - 2)
+		n = sizeof(line) - 2;
+	line[n++] = '\n';
+	if (write(log_fd, line, (size_t)n) < 0) {
+		/* nowhere left to report it */
+	}
+}

@@ -1,0 +1,389 @@
+/*
+ * fs_main.c — the shardfs command: mount, umount, stats, --help, --version.
+ *
+ * mount forks before doing any work: the child opens the source, lists
+ * it, mounts and only then tells the waiting parent through a pipe that the
+ * mount is ready, so "shardfs mount ... && ls MNT" works and every startup
+ * error reaches the user's terminal with a non-zero exit.
+ */
+#define FUSE_USE_VERSION 312
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fuse_lowlevel.h>
+
+#include "fs_i.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: shardfs COMMAND [ARGS]\n\n"
+		"Mount a WebDataset dataset (tar shards) as a read-only directory: every shard\n"
+		"shows as its raw .tar file and as a directory of its members.\n\n"
+		"commands:\n"
+		"  mount [OPTIONS] SOURCE MOUNTPOINT   mount; returns once ready ('shardfs mount --help')\n"
+		"  umount MOUNTPOINT                   unmount and wait for the daemon to finish\n"
+		"  stats MOUNTPOINT                    print the counters of a running mount\n"
+		"  --help, -h                          this help\n"
+		"  --version, -V                       print the version\n\n"
+		"SOURCE: a local directory (/data/shards or file:///data/shards). Remote sources\n"
+		"(http(s)://, s3://, gs://, ais://) are not supported yet by this build.\n");
+}
+
+static void version(void)
+{
+	printf("shardfs %s (libfuse %d.%d)\n", SHARDFS_VERSION, FUSE_MAJOR_VERSION,
+	       FUSE_MINOR_VERSION);
+}
+
+static const char *source_error(int err)
+{
+	switch (err) {
+	case -EPROTONOSUPPORT:
+		return "remote sources (http(s), s3, gs, ais) are not supported yet by this build";
+	case -EINVAL:
+		return "not a valid source (a directory path or file:///path)";
+	default:
+		return strerror(-err);
+	}
+}
+
+/* Many shards each keep an fd open: take the hard limit. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static int mount_run(struct fs *fs, int ready_fd)
+{
+	struct backend_config bc = {0};
+	struct cachetier_config cc = {0};
+	char logpath[PATH_MAX];
+	int err;
+
+	err = backend_open(&fs->be, fs->cfg.source, &bc);
+	if (err < 0) {
+		fprintf(stderr, "shardfs: source %s: %s\n", fs->cfg.source, source_error(err));
+		return err;
+	}
+	cc.cache_dir = fs->cfg.cache_dir;
+	cc.source = backend_describe(fs->be);
+	err = cachetier_open(&fs->ct, &cc, fs->be);
+	if (err < 0) {
+		fprintf(stderr, "shardfs: cache directory %s: %s\n", fs->cfg.cache_dir,
+			strerror(-err));
+		return err;
+	}
+	if (!fs->cfg.foreground) {
+		if (fs->cfg.log_file)
+			snprintf(logpath, sizeof(logpath), "%s", fs->cfg.log_file);
+		else
+			snprintf(logpath, sizeof(logpath), "%s/log", cachetier_dir(fs->ct));
+		if (fs_log_open_file(logpath) < 0) {
+			err = -errno;
+			fprintf(stderr, "shardfs: log file %s: %s\n", logpath, strerror(errno));
+			return err;
+		}
+	}
+	fs_log_set_debug(fs->cfg.debug);
+	err = fs_ns_build(fs);
+	if (err < 0) {
+		fprintf(stderr, "shardfs: cannot list %s: %s\n", fs->cfg.source, strerror(-err));
+		return err;
+	}
+	if (fs->nobjs == 0)
+		fs_log(FS_LOG_WARN, "source %s has no objects", backend_describe(fs->be));
+	raise_nofile();
+	fs->uid = getuid();
+	fs->gid = getgid();
+	fs->mount_time = (int64_t)time(NULL);
+	err = fs_ll_run(fs, ready_fd);
+	if (err < 0 && ready_fd >= 0)
+		fprintf(stderr, "shardfs: cannot mount at %s (see above)\n", fs->cfg.mountpoint);
+	fs_log(FS_LOG_INFO, "unmounted %s", fs->cfg.mountpoint);
+	return err;
+}
+
+#define FUSE_SUPER_MAGIC 0x65735546
+
+static int mount_answers(const char *mnt)
+{
+	struct statfs sf;
+
+	return statfs(mnt, &sf) == 0 && sf.f_type == FUSE_SUPER_MAGIC;
+}
+
+static int cmd_mount(int argc, char **argv)
+{
+	struct fs fs;
+	struct stat st;
+	int pfd[2] = {-1, -1}, err;
+	pid_t pid;
+
+	memset(&fs, 0, sizeof(fs));
+	err = fs_opt_parse_mount(argc, argv, &fs.cfg);
+	if (err)
+		goto out;
+	if (stat(fs.cfg.mountpoint, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "shardfs: mountpoint %s is not a directory\n", fs.cfg.mountpoint);
+		err = -ENOTDIR;
+		goto out;
+	}
+	if (!fs.cfg.foreground) {
+		if (pipe2(pfd, O_CLOEXEC) < 0) {
+			err = -errno;
+			goto out;
+		}
+		pid = fork();
+		if (pid < 0) {
+			err = -errno;
+			goto out;
+		}
+		if (pid > 0) {
+			char ok;
+			ssize_t n;
+
+			close(pfd[1]);
+			do {
+				n = read(pfd[0], &ok, 1);
+			} while (n < 0 && errno == EINTR);
+			close(pfd[0]);
+			/* mounted; the kernel's INIT may still fail. statfs waits for
+			 * INIT and fails if the session died */
+			if (n == 1 && ok == 0 && !mount_answers(fs.cfg.mountpoint)) {
+				fprintf(stderr, "shardfs: the mount at %s does not answer\n",
+					fs.cfg.mountpoint);
+				n = 0;
+			}
+			fs_opt_free(&fs.cfg);
+			return n == 1 && ok == 0 ? 0 : 1;
+		}
+		close(pfd[0]);
+		setsid();
+	}
+	err = mount_run(&fs, pfd[1]);
+	fs_shards_release(&fs);
+	fs_ns_free(&fs);
+	cachetier_close(fs.ct);
+	backend_close(fs.be);
+out:
+	fs_opt_free(&fs.cfg);
+	return err < 0 ? 1 : 0;
+}
+
+/* Read a control file of a running mount into a malloc'd string. */
+static char *read_ctl(const char *mnt, const char *name)
+{
+	char path[PATH_MAX], *buf = NULL;
+	size_t len = 0, cap = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/.shardfs/%s", mnt, name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	for (;;) {
+		ssize_t n;
+
+		if (len + 4096 + 1 > cap) {
+			char *p = realloc(buf, cap = (cap + 4096) * 2);
+
+			if (!p) {
+				free(buf);
+				close(fd);
+				return NULL;
+			}
+			buf = p;
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	if (buf)
+		buf[len] = '\0';
+	return buf;
+}
+
+static long json_int(const char *json, const char *key)
+{
+	char pat[64];
+	const char *p;
+	char *end;
+	long v;
+
+	snprintf(pat, sizeof(pat), "\"%s\": ", key);
+	p = strstr(json, pat);
+	if (!p)
+		return -1;
+	errno = 0;
+	v = strtol(p + strlen(pat), &end, 10);
+	return errno || end == p + strlen(pat) ? -1 : v;
+}
+
+/* Is path a mount point of type fuse.shardfs? Reads /proc/self/mounts,
+ * without touching path itself (a dead daemon's mount answers ENOTCONN). */
+static int is_shardfs_mount(const char *path)
+{
+	char want[PATH_MAX], line[8192];
+	size_t n = strlen(path);
+	int found = 0;
+	FILE *f;
+
+	if (n == 0 || n >= sizeof(want))
+		return 0;
+	if (path[0] == '/') {
+		memcpy(want, path, n + 1);
+	} else {
+		char cwd[PATH_MAX];
+		int m;
+
+		if (!getcwd(cwd, sizeof(cwd)))
+			return 0;
+		m = snprintf(want, sizeof(want), "%s/%s", cwd, path);
+		if (m < 0 || (size_t)m >= sizeof(want))
+			return 0;
+	}
+	while ((n = strlen(want)) > 1 && want[n - 1] == '/')
+		want[n - 1] = '\0';
+	f = fopen("/proc/self/mounts", "re");
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *dev = strtok(line, " "), *mnt = strtok(NULL, " "), *type = strtok(NULL, " ");
+
+		found = dev && mnt && type && strcmp(type, "fuse.shardfs") == 0 &&
+			strcmp(mnt, want) == 0;
+	}
+	fclose(f);
+	return found;
+}
+
+static int cmd_umount(int argc, char **argv)
+{
+	char *stats;
+	long pid;
+	pid_t child;
+	int status;
+
+	if (argc != 1 || argv[0][0] == '-') {
+		fprintf(stderr, "usage: shardfs umount MOUNTPOINT\n");
+		return argc == 1 && (strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "--help") == 0)
+			       ? 0
+			       : 2;
+	}
+	stats = read_ctl(argv[0], "stats");
+	pid = stats ? json_int(stats, "pid") : -1;
+	free(stats);
+	/* a daemon that died (kill -9) leaves a mount that only unmounts */
+	if (pid <= 0 && !is_shardfs_mount(argv[0])) {
+		fprintf(stderr, "shardfs: %s is not a shardfs mount\n", argv[0]);
+		return 1;
+	}
+	child = fork();
+	if (child == 0) {
+		execlp("fusermount3", "fusermount3", "-u", "--", argv[0], (char *)NULL);
+		fprintf(stderr, "shardfs: cannot run fusermount3: %s\n", strerror(errno));
+		_exit(127);
+	}
+	if (child < 0 || waitpid(child, &status, 0) < 0 || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0) {
+		fprintf(stderr, "shardfs: unmounting %s failed\n", argv[0]);
+		return 1;
+	}
+	/* wait for the daemon to finish writing its state (60 s at most) */
+	for (int i = 0; pid > 0 && i < 600 && kill((pid_t)pid, 0) == 0; i++) {
+		struct timespec ts = {0, 100 * 1000 * 1000};
+
+		nanosleep(&ts, NULL);
+	}
+	if (pid > 0 && kill((pid_t)pid, 0) == 0) {
+		fprintf(stderr, "shardfs: unmounted, but daemon %ld is still running\n", pid);
+		return 1;
+	}
+	return 0;
+}
+
+static int cmd_stats(int argc, char **argv)
+{
+	char *stats;
+
+	if (argc != 1 || argv[0][0] == '-') {
+		fprintf(stderr, "usage: shardfs stats MOUNTPOINT\n");
+		return 2;
+	}
+	stats = read_ctl(argv[0], "stats");
+	if (!stats) {
+		fprintf(stderr, "shardfs: %s is not a shardfs mount\n", argv[0]);
+		return 1;
+	}
+	/* JSON lines '  "key": value,' become 'key  value' */
+	for (char *line = strtok(stats, "\n"); line; line = strtok(NULL, "\n")) {
+		char *k = strchr(line, '"'), *ke, *v;
+		size_t vl;
+
+		if (!k)
+			continue;
+		ke = strchr(k + 1, '"');
+		if (!ke || strncmp(ke, "\": ", 3) != 0)
+			continue;
+		v = ke + 3;
+		vl = strlen(v);
+		if (vl && v[vl - 1] == ',')
+			v[--vl] = '\0';
+		if (vl >= 2 && v[0] == '"' && v[vl - 1] == '"') {
+			v[vl - 1] = '\0';
+			v++;
+		}
+		*ke = '\0';
+		printf("%-22s %s\n", k + 1, v);
+	}
+	free(stats);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd = argc > 1 ? argv[1] : NULL;
+
+	if (!cmd) {
+		usage(stderr);
+		return 2;
+	}
+	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
+		version();
+		return 0;
+	}
+	if (strcmp(cmd, "mount") == 0)
+		return cmd_mount(argc - 2, argv + 2);
+	if (strcmp(cmd, "umount") == 0 || strcmp(cmd, "unmount") == 0)
+		return cmd_umount(argc - 2, argv + 2);
+	if (strcmp(cmd, "stats") == 0)
+		return cmd_stats(argc - 2, argv + 2);
+	fprintf(stderr, "shardfs: unknown command '%s' (see 'shardfs --help')\n", cmd);
+	return 2;
+}

@@ -1,0 +1,265 @@
+/*
+ * fs_opt.c — the mount command line, as data: one table of options with
+ * their type, the field they fill (offsetof into struct fs_config), their
+ * argument and their help text. The help output is generated from the same
+ * table, so it cannot drift from what is parsed.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs_i.h"
+
+enum opt_type { OPT_FLAG, OPT_STR, OPT_UINT, OPT_SECONDS, OPT_APPEND };
+
+struct opt {
+	const char *lng;
+	char shrt;
+	enum opt_type type;
+	size_t off;
+	const char *arg;
+	const char *help;
+};
+
+static const struct opt mount_opts[] = {
+	{"foreground", 'f', OPT_FLAG, offsetof(struct fs_config, foreground), NULL,
+	 "stay in the foreground and log to stderr"},
+	{"debug", 'd', OPT_FLAG, offsetof(struct fs_config, debug), NULL,
+	 "log every FUSE request (implies -f)"},
+	{"cache-dir", 0, OPT_STR, offsetof(struct fs_config, cache_dir), "DIR",
+	 "cache directory, created 0700 (default: $XDG_CACHE_HOME/shardfs or ~/.cache/shardfs)"},
+	{"log-file", 0, OPT_STR, offsetof(struct fs_config, log_file), "FILE",
+	 "log file in the background (default: 'log' in the source's cache directory)"},
+	{"threads", 0, OPT_UINT, offsetof(struct fs_config, max_threads), "N",
+	 "most FUSE worker threads (default: 16)"},
+	{"timeout", 0, OPT_SECONDS, offsetof(struct fs_config, entry_timeout_s), "SECONDS",
+	 "kernel cache time of names and attributes (default: 86400; data is immutable)"},
+	{"option", 'o', OPT_APPEND, offsetof(struct fs_config, fuse_opts), "OPT[,OPT...]",
+	 "FUSE mount options, e.g. allow_other (then default_permissions applies)"},
+};
+
+#define NOPTS (sizeof(mount_opts) / sizeof(mount_opts[0]))
+
+void fs_opt_mount_usage(FILE *f)
+{
+	fprintf(f, "usage: shardfs mount [OPTIONS] SOURCE MOUNTPOINT\n\n"
+		   "Mount the WebDataset shards of SOURCE read-only at MOUNTPOINT. Returns once\n"
+		   "the mount is ready (unless -f). SOURCE is a local directory or file:///path.\n\n"
+		   "options:\n");
+	for (size_t i = 0; i < NOPTS; i++) {
+		const struct opt *o = &mount_opts[i];
+		char left[64];
+
+		if (o->shrt)
+			snprintf(left, sizeof(left), "-%c, --%s%s%s", o->shrt, o->lng,
+				 o->arg ? " " : "", o->arg ? o->arg : "");
+		else
+			snprintf(left, sizeof(left), "    --%s%s%s", o->lng, o->arg ? " " : "",
+				 o->arg ? o->arg : "");
+		fprintf(f, "  %-28s %s\n", left, o->help);
+	}
+	fprintf(f, "  %-28s %s\n", "-h, --help", "show this help");
+}
+
+static int opt_set(struct fs_config *cfg, const struct opt *o, const char *val)
+{
+	char *field = (char *)cfg + o->off;
+	char *end;
+
+	switch (o->type) {
+	case OPT_FLAG:
+		*(int *)field = 1;
+		return 0;
+	case OPT_STR: {
+		char *s = strdup(val);
+
+		if (!s)
+			return -ENOMEM;
+		free(*(char **)field);
+		*(char **)field = s;
+		return 0;
+	}
+	case OPT_UINT: {
+		unsigned long long v;
+
+		errno = 0;
+		v = strtoull(val, &end, 10);
+		if (errno || end == val || *end || v == 0 || v > 1024) {
+			fprintf(stderr, "shardfs: --%s wants a number from 1 to 1024, not '%s'\n",
+				o->lng, val);
+			return -EINVAL;
+		}
+		*(unsigned *)field = (unsigned)v;
+		return 0;
+	}
+	case OPT_SECONDS: {
+		double v;
+
+		errno = 0;
+		v = strtod(val, &end);
+		if (errno || end == val || *end || v < 0 || v > 1e9) {
+			fprintf(stderr, "shardfs: --%s wants seconds, not '%s'\n", o->lng, val);
+			return -EINVAL;
+		}
+		*(double *)field = v;
+		return 0;
+	}
+	case OPT_APPEND: {
+		char **p = (char **)field;
+		size_t n = (*p ? strlen(*p) + 1 : 0) + strlen(val) + 1;
+		char *s = malloc(n);
+
+		if (!s)
+			return -ENOMEM;
+		snprintf(s, n, "%s%s%s", *p ? *p : "", *p ? "," : "", val);
+		free(*p);
+		*p = s;
+		return 0;
+	}
+	}
+	return -EINVAL;
+}
+
+static const struct opt *opt_find(const char *arg, const char **val)
+{
+	*val = NULL;
+	if (arg[1] == '-') {
+		const char *name = arg + 2, *eq = strchr(name, '=');
+		size_t n = eq ? (size_t)(eq - name) : strlen(name);
+
+		for (size_t i = 0; i < NOPTS; i++) {
+			if (strlen(mount_opts[i].lng) == n &&
+			    strncmp(mount_opts[i].lng, name, n) == 0) {
+				if (eq)
+					*val = eq + 1;
+				return &mount_opts[i];
+			}
+		}
+		return NULL;
+	}
+	for (size_t i = 0; i < NOPTS; i++) {
+		if (mount_opts[i].shrt && arg[1] == mount_opts[i].shrt) {
+			if (arg[2])
+				*val = arg + 2;
+			return &mount_opts[i];
+		}
+	}
+	return NULL;
+}
+
+/* Returns 0, 1 when help was shown, or a negative errno after printing why. */
+int fs_opt_parse_mount(int argc, char **argv, struct fs_config *cfg)
+{
+	const char *pos[2];
+	int npos = 0, only_pos = 0, err;
+
+	cfg->max_threads = 16; /* FUSE threads block on disk and decode; 16 keeps 2 cores busy */
+	cfg->entry_timeout_s = 86400; /* an object never changes for one ETag */
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i], *val;
+		const struct opt *o;
+
+		if (only_pos || a[0] != '-' || a[1] == '\0') {
+			if (npos == 2) {
+				fprintf(stderr, "shardfs: unexpected argument '%s'\n", a);
+				return -EINVAL;
+			}
+			pos[npos++] = a;
+			continue;
+		}
+		if (strcmp(a, "--") == 0) {
+			only_pos = 1;
+			continue;
+		}
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			fs_opt_mount_usage(stdout);
+			return 1;
+		}
+		o = opt_find(a, &val);
+		if (!o) {
+			fprintf(stderr, "shardfs: unknown option '%s' (see 'shardfs mount --help')\n",
+				a);
+			return -EINVAL;
+		}
+		if (o->type == OPT_FLAG && val) {
+			fprintf(stderr, "shardfs: option '%s' takes no value\n", a);
+			return -EINVAL;
+		}
+		if (o->type != OPT_FLAG && !val) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "shardfs: option '%s' needs %s\n", a, o->arg);
+				return -EINVAL;
+			}
+			val = argv[++i];
+		}
+		err = opt_set(cfg, o, val);
+		if (err < 0)
+			return err;
+	}
+	if (npos != 2) {
+		fprintf(stderr, "shardfs: mount needs SOURCE and MOUNTPOINT\n");
+		fs_opt_mount_usage(stderr);
+		return -EINVAL;
+	}
+	if (cfg->debug)
+		cfg->foreground = 1;
+	cfg->source = strdup(pos[0]);
+	cfg->mountpoint = realpath(pos[1], NULL);
+	if (!cfg->mountpoint) {
+		fprintf(stderr, "shardfs: mountpoint %s: %s\n", pos[1], strerror(errno));
+		return -errno;
+	}
+	if (!cfg->cache_dir) {
+		const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+		char buf[4096];
+
+		if (xdg && xdg[0] == '/')
+			snprintf(buf, sizeof(buf), "%s/shardfs", xdg);
+		else if (home && home[0] == '/')
+			snprintf(buf, sizeof(buf), "%s/.cache/shardfs", home);
+		else
+			snprintf(buf, sizeof(buf), "/var/cache/shardfs");
+		cfg->cache_dir = strdup(buf);
+	}
+	if (!cfg->source || !cfg->cache_dir)
+		return -ENOMEM;
+	return 0;
+}
+
+void fs_opt_free(struct fs_config *cfg)
+{
+	free(cfg->source);
+	free(cfg->mountpoint);
+	free(cfg->cache_dir);
+	free(cfg->log_file);
+	free(cfg->fuse_opts);
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+int fs_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case 'T': case 't': shift += 10; /* fall through */
+	case 'G': case 'g': shift += 10; /* fall through */
+	case 'M': case 'm': shift += 10; /* fall through */
+	case 'K': case 'k': shift += 10; end++; break;
+	case '\0': break;
+	default: return -EINVAL;
+	}
+	if (*end == 'i' || *end == 'B')
+		end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
+	if (*end || (shift && v > (~0ull >> shift)))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}

@@ -1,0 +1,168 @@
+/*
+ * shardidx — tar bytes to a compact, immutable index of a shard's members.
+ *
+ * Design: a push parser (struct shardidx_builder) is fed the bytes of one tar
+ * stream and tells the caller, through shardidx_builder_want(), which stream
+ * offset it needs next. A caller that streams the shard sequentially simply
+ * skips the bytes before want(); a caller with random access (a local file)
+ * seeks there and reads only headers. The result is an immutable
+ * struct shardidx: every member, its exact data location in the (decoded)
+ * tar stream, the directory tree, and the WebDataset samples.
+ *
+ * Non-goals: this module does no I/O of its own (no files, no sockets), does
+ * not decompress (the caller feeds decoded tar bytes), and does not extract.
+ *
+ * Name rules (DESIGN.md section 3): leading '/' and './' are dropped, '.'
+ * components are dropped, repeated '/' collapse; a name with a '..'
+ * component, an empty name, or a component longer than 255 bytes is left
+ * out and counted (shardidx_info.skipped). Device nodes and FIFOs are left
+ * out and counted too. A name stored twice shows the later copy (tar's
+ * rule). Directories implied by a member's path exist even without an
+ * entry of their own; a directory needed by children wins over a
+ * non-directory stored under the same path.
+ *
+ * Threads: a builder belongs to one thread. A finished struct shardidx is
+ * immutable and may be read from any number of threads without locks.
+ *
+ * Errors: functions return 0 or a negative errno. -EBADMSG: the bytes are
+ * not a valid tar header / index file; -EPROTO: an index file of another
+ * version; -ESTALE: an index file made for another object identity;
+ * -ENOMEM; -EINVAL: bad arguments; -EIO: the bytes asked for are not in the
+ * stream (truncated shard).
+ */
+#ifndef SHARDIDX_H
+#define SHARDIDX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Parent of top-level entries; also "no such entry". */
+#define SHARDIDX_NONE UINT32_MAX
+
+enum shardidx_type {
+	SHARDIDX_REG = 1, /* regular file (also hardlinks, see canon) */
+	SHARDIDX_DIR = 2,
+	SHARDIDX_SYMLINK = 3,
+};
+
+enum shardidx_flag {
+	SHARDIDX_F_SPARSE = 1 << 0,    /* data has holes; use shardidx_map */
+	SHARDIDX_F_TRUNCATED = 1 << 1, /* data runs past the end of the stream */
+	SHARDIDX_F_IMPLICIT = 1 << 2,  /* directory implied by a path, no own entry */
+	SHARDIDX_F_HARDLINK = 1 << 3,  /* stored as a hardlink to entry 'canon' */
+};
+
+struct shardidx;
+struct shardidx_builder;
+
+/* A decoded view of one entry. Pointers stay valid while the index lives. */
+struct shardidx_entry {
+	const char *name;     /* base name, NUL-terminated, never empty, no '/' */
+	const char *link;     /* SYMLINK: stored target (NUL-terminated); else NULL */
+	uint32_t parent;      /* index of the parent directory, or SHARDIDX_NONE */
+	uint32_t canon;       /* entry whose inode this one shares (itself unless hardlink) */
+	uint32_t first_child; /* DIR: index of the first child (children are contiguous) */
+	uint32_t nchild;      /* DIR: number of children */
+	uint32_t nlink;       /* REG: 1 + hardlinks to it; DIR: 2 + subdirectories */
+	uint8_t type;         /* enum shardidx_type */
+	uint8_t flags;        /* enum shardidx_flag */
+	uint16_t mode;        /* permission bits only (07777) */
+	int64_t mtime;        /* seconds since the epoch, as stored (clamped to 0..2^32-1) */
+	uint64_t size;        /* REG: logical size; SYMLINK: target length; DIR: 0 */
+	uint64_t data_off;    /* REG, not sparse: stream offset of byte 0 of the data */
+};
+
+/* One piece of a regular entry's data: either stored bytes or a hole of zeros. */
+struct shardidx_extent {
+	uint64_t logical;    /* offset within the member */
+	uint64_t stream_off; /* offset within the tar stream (unused for holes) */
+	uint64_t len;
+	int hole; /* 1: a sparse hole, reads as zeros (they are the member's bytes) */
+};
+
+struct shardidx_info {
+	uint32_t nentries;    /* entries in the index, directories included */
+	uint32_t nsamples;    /* WebDataset samples */
+	uint64_t stream_size; /* bytes of tar stream available when the index was built */
+	uint64_t end_off;     /* offset just past the last parsed header or data */
+	int damage;           /* 0, or negative errno: parsing stopped at damage_off */
+	uint64_t damage_off;  /* stream offset of the damage */
+	uint32_t skipped;     /* members left out (hostile names, devices, fifos, ...) */
+	size_t mem_bytes;     /* bytes of memory the index holds */
+};
+
+/* ---- building ---------------------------------------------------------- */
+
+struct shardidx_builder *shardidx_builder_new(void);
+void shardidx_builder_free(struct shardidx_builder *b); /* accepts NULL */
+
+/* Stream offset of the next byte the parser needs. Bytes before it are
+ * member data it does not need (the caller may skip or seek over them). */
+uint64_t shardidx_builder_want(const struct shardidx_builder *b);
+
+/* Feed stream bytes that start exactly at shardidx_builder_want(b). All of
+ * buf is consumed (header bytes are parsed or buffered, data bytes skipped).
+ * Returns 0: wants more; 1: end of archive seen, no more input needed;
+ * negative errno: the stream is damaged at want() (parsing stopped; entries
+ * before the damage are kept; further feeds return the same error). */
+int shardidx_builder_feed(struct shardidx_builder *b, const void *buf, size_t len);
+
+/* Finish: stream_size is the number of stream bytes that exist (the caller
+ * hit EOF there, or knows the object size). An archive that ends before its
+ * end-of-archive marker is recorded as damage (-EIO) at the point it ends;
+ * entries whose data runs past stream_size get SHARDIDX_F_TRUNCATED.
+ * Consumes b (frees it) whatever the result. */
+int shardidx_builder_finish(struct shardidx_builder *b, uint64_t stream_size,
+			    struct shardidx **out);
+
+/* Last human-readable message about damage or skipped members, or "". */
+const char *shardidx_builder_message(const struct shardidx_builder *b);
+
+/* ---- reading ----------------------------------------------------------- */
+
+void shardidx_free(struct shardidx *ix); /* accepts NULL */
+void shardidx_get_info(const struct shardidx *ix, struct shardidx_info *info);
+
+/* Top-level entries are [*first, *first + *n). */
+void shardidx_root(const struct shardidx *ix, uint32_t *first, uint32_t *n);
+
+/* Fill *e for entry i. Returns 0 or -EINVAL when i is out of range. */
+int shardidx_entry_get(const struct shardidx *ix, uint32_t i, struct shardidx_entry *e);
+
+/* Child of directory 'parent' (SHARDIDX_NONE: top level) named exactly
+ * name[0..len). Returns its index, or -ENOENT. Binary search. */
+int64_t shardidx_lookup(const struct shardidx *ix, uint32_t parent, const char *name, size_t len);
+
+/* Map [off, off+len) of regular entry i to extents, clipped to its size.
+ * Writes at most max extents; returns how many, or a negative errno:
+ * -EIO when part of the range lies past the end of the stream (truncated
+ * shard: those bytes are not in the shard), -EINVAL for a non-regular
+ * entry. Returns 0 for an empty range. If more than max extents would be
+ * needed, the first max are returned (call again after the last one). */
+int shardidx_map(const struct shardidx *ix, uint32_t i, uint64_t off, uint64_t len,
+		 struct shardidx_extent *ext, int max);
+
+/* WebDataset samples: consecutive non-directory entries of one directory
+ * whose names share the key (name up to its first '.'). Sample s covers the
+ * entries [*first, *first + *n); directory entries inside that range are not
+ * part of the sample. Samples are in index order. */
+int shardidx_sample_get(const struct shardidx *ix, uint32_t s, uint32_t *first, uint32_t *n);
+
+/* ---- persistence --------------------------------------------------------- */
+
+/* Serialize to a malloc'd buffer (caller frees). ident/identlen is an opaque
+ * identity of the source object (key, size, ETag...) that load checks.
+ * Format: magic, version, little-endian fixed-width fields, checksum. */
+int shardidx_save(const struct shardidx *ix, const void *ident, size_t identlen, void **buf,
+		  size_t *len);
+
+/* Load an index saved by shardidx_save. Takes ownership of buf (a malloc'd
+ * buffer of len bytes) in every case. Validates everything (checksum, every
+ * offset and count) so that a corrupt file can never cause an out-of-bounds
+ * access. Returns 0, -EBADMSG (corrupt), -EPROTO (other version), -ESTALE
+ * (ident differs) or -ENOMEM. */
+int shardidx_load(void *buf, size_t len, const void *ident, size_t identlen,
+		  struct shardidx **out);
+
+#endif
