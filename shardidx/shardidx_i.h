@@ -1,0 +1,138 @@
+/*
+ * shardidx_i.h — shardidx internals shared by its .c files.
+ *
+ * The index is a flat array of 32-byte records (struct shardidx__rec) plus a
+ * NUL-terminated string table and three small side tables (sparse maps,
+ * hardlinks, samples). Records are in breadth-first order: the top-level
+ * entries first, then for each directory in index order its children, sorted
+ * by name (bytewise, shorter first on a common prefix). So every directory's
+ * children are one contiguous, sorted range (binary-searchable), a parent
+ * always has a smaller index than its children (no cycles), and a WebDataset
+ * sample is a contiguous run.
+ *
+ * Record fields by type:
+ *   DIR      off = first_child | (number of child directories << 32),
+ *            size = number of children
+ *   SYMLINK  off = offset of the target in the string table, size = its length
+ *   REG      off = stream offset of the data (not sparse) or index into the
+ *            sparse table (SHARDIDX_F_SPARSE), size = logical size
+ * Hardlinks (SHARDIDX_F_HARDLINK) carry the same off/size/flags as their
+ * canonical entry; the link table (sorted by entry) maps them to the canon,
+ * and maps each canon (SHARDIDX__F_LINKED) to its nlink.
+ */
+#ifndef SHARDIDX_I_H
+#define SHARDIDX_I_H
+
+#include <stdint.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "shardidx.h"
+
+#define SHARDIDX__F_PUBLIC 0x0f
+#define SHARDIDX__F_LINKED 0x40 /* REG that hardlinks point to */
+
+#define SHARDIDX__NAME_MAX 255
+
+struct shardidx__rec {
+	uint64_t off;
+	uint64_t size;
+	uint32_t name_off;
+	uint32_t parent;
+	uint32_t mtime;
+	uint16_t mode;
+	uint8_t type;
+	uint8_t flags;
+};
+_Static_assert(sizeof(struct shardidx__rec) == 32, "record must stay 32 bytes");
+
+/* One sparse entry: its data segments are segs[first_seg, first_seg+nseg). */
+struct shardidx__sparse {
+	uint32_t first_seg;
+	uint32_t nseg;
+	uint64_t data_off; /* stream offset where the stored data begins */
+};
+
+/* A stored data segment of a sparse entry; everything between is a hole. */
+struct shardidx__seg {
+	uint64_t logical;
+	uint64_t stream_off;
+	uint64_t len;
+};
+
+/* Hardlink table row: for a HARDLINK entry val = canon; for a LINKED entry
+ * val = nlink. Sorted by entry, unique. */
+struct shardidx__link {
+	uint32_t entry;
+	uint32_t val;
+};
+
+struct shardidx {
+	struct shardidx__rec *recs;
+	uint32_t nrecs;
+	uint32_t root_n; /* top-level entries are [0, root_n) */
+	char *names;
+	uint32_t names_len;
+	struct shardidx__sparse *sparse;
+	uint32_t nsparse;
+	struct shardidx__seg *segs;
+	uint32_t nsegs;
+	struct shardidx__link *links;
+	uint32_t nlinks;
+	/* first entry of each sample: built on first use (shardidx_sample_get),
+	 * never saved, so an index costs 32 bytes per entry plus names unless
+	 * samples are asked for; published once with a compare-and-swap */
+	uint32_t *_Atomic samples;
+	uint32_t nsamples; /* counted when the index is built or loaded */
+
+	uint64_t stream_size;
+	uint64_t end_off;
+	int damage;
+	uint64_t damage_off;
+	uint32_t skipped;
+};
+
+/* One member as the tar parser hands it to the tree (shardidx_tree.c). */
+enum shardidx__kind {
+	SHARDIDX__K_REG = 1,
+	SHARDIDX__K_DIR,
+	SHARDIDX__K_SYMLINK,
+	SHARDIDX__K_HARDLINK, /* link names the target path */
+};
+
+struct shardidx__member {
+	const char *path; /* raw stored name (not normalized), path_len bytes */
+	size_t path_len;
+	const char *link; /* SYMLINK target / HARDLINK target path */
+	size_t link_len;
+	int kind; /* enum shardidx__kind */
+	uint16_t mode;
+	uint32_t mtime;			  /* already clamped */
+	uint64_t data_off;		  /* REG: stream offset of the stored data */
+	uint64_t size;			  /* REG: logical size */
+	uint64_t stored;		  /* REG: bytes stored in the stream */
+	const struct shardidx__seg *segs; /* sparse: data segments */
+	uint32_t nseg;
+	int sparse;
+};
+
+struct shardidx__tree;
+
+/* shardidx_tree.c */
+struct shardidx__tree *shardidx__tree_new(void);
+void shardidx__tree_free(struct shardidx__tree *t);
+/* 0: added; 1: left out (name rules, a hardlink without target...); -ENOMEM */
+int shardidx__tree_add(struct shardidx__tree *t, const struct shardidx__member *m,
+		       const char **why);
+/* Build the immutable index into *ix (zeroed by the caller). */
+int shardidx__tree_finish(struct shardidx__tree *t, uint64_t stream_size, struct shardidx *ix);
+
+/* shardidx_index.c */
+int shardidx__name_cmp(const char *a, size_t alen, const char *b, size_t blen);
+size_t shardidx__key_len(const char *name);
+/* Count the samples into ix->nsamples. */
+void shardidx__count_samples(struct shardidx *ix);
+const struct shardidx__link *shardidx__link_find(const struct shardidx *ix, uint32_t entry);
+size_t shardidx__mem_bytes(const struct shardidx *ix);
+
+#endif

@@ -1,0 +1,327 @@
+/*
+ * shardidx_index.c — reading the immutable index: entries, lookup, data maps,
+ * samples.
+ *
+ * Design: everything is computed from the 32-byte records and the side tables
+ * (see shardidx_i.h); nothing is mutated after the index is built or loaded,
+ * so any number of threads may read it. lookup is a binary search in the
+ * parent's sorted child range; map walks the sparse segments of one entry
+ * from a binary-searched start. The caller never gets a byte range that lies
+ * past the end of the stream: such a request fails with -EIO.
+ *
+ * Samples (WebDataset): a sample is a maximal run of consecutive
+ * non-directory children of one directory whose names share the key (the
+ * name up to its first '.'); a directory between two such entries ends the
+ * run. The table holds the first entry of each sample; its length is found
+ * by scanning the run, which costs O(members of the sample).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shardidx_i.h"
+
+int shardidx__name_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+	int c = memcmp(a, b, alen < blen ? alen : blen);
+
+	if (c)
+		return c;
+	return alen < blen ? -1 : alen > blen;
+}
+
+size_t shardidx__key_len(const char *name)
+{
+	const char *dot = strchr(name, '.');
+
+	return dot ? (size_t)(dot - name) : strlen(name);
+}
+
+/* Do entries a and b (a + 1 == b) belong to the same sample? */
+static int same_sample(const struct shardidx *ix, uint32_t a, uint32_t b)
+{
+	const struct shardidx__rec *x = &ix->recs[a], *y = &ix->recs[b];
+	const char *xn = ix->names + x->name_off, *yn = ix->names + y->name_off;
+	size_t kl = shardidx__key_len(xn);
+
+	if (x->parent != y->parent || x->type == SHARDIDX_DIR || y->type == SHARDIDX_DIR)
+		return 0;
+	return shardidx__key_len(yn) == kl && memcmp(xn, yn, kl) == 0;
+}
+
+static int sample_starts(const struct shardidx *ix, uint32_t i)
+{
+	return ix->recs[i].type != SHARDIDX_DIR && (i == 0 || !same_sample(ix, i - 1, i));
+}
+
+void shardidx__count_samples(struct shardidx *ix)
+{
+	ix->nsamples = 0;
+	for (uint32_t i = 0; i < ix->nrecs; i++)
+		ix->nsamples += (uint32_t)sample_starts(ix, i);
+}
+
+/* The sample table, built on first use. Concurrent first callers may both
+ * build it; one wins the compare-and-swap, the other frees its copy. */
+static const uint32_t *samples_table(const struct shardidx *ix)
+{
+	struct shardidx *m = (struct shardidx *)ix; /* lazily filled cache, not content */
+	uint32_t *t = atomic_load_explicit(&m->samples, memory_order_acquire), *expected = NULL;
+	uint32_t n = 0;
+
+	if (t)
+		return t;
+	t = malloc((ix->nsamples ? ix->nsamples : 1) * sizeof(*t));
+	if (!t)
+		return NULL;
+	for (uint32_t i = 0; i < ix->nrecs && n < ix->nsamples; i++)
+		if (sample_starts(ix, i))
+			t[n++] = i;
+	if (!atomic_compare_exchange_strong_explicit(&m->samples, &expected, t,
+						     memory_order_acq_rel, memory_order_acquire)) {
+		free(t);
+		t = expected;
+	}
+	return t;
+}
+
+const struct shardidx__link *shardidx__link_find(const struct shardidx *ix, uint32_t entry)
+{
+	uint32_t lo = 0, hi = ix->nlinks;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (ix->links[mid].entry < entry)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < ix->nlinks && ix->links[lo].entry == entry)
+		return &ix->links[lo];
+	return NULL;
+}
+
+size_t shardidx__mem_bytes(const struct shardidx *ix)
+{
+	return sizeof(*ix) + (size_t)ix->nrecs * sizeof(*ix->recs) + ix->names_len +
+	       (size_t)ix->nsparse * sizeof(*ix->sparse) + (size_t)ix->nsegs * sizeof(*ix->segs) +
+	       (size_t)ix->nlinks * sizeof(*ix->links) +
+	       (atomic_load(&((struct shardidx *)ix)->samples) ? (size_t)ix->nsamples * sizeof(uint32_t) : 0);
+}
+
+void shardidx_free(struct shardidx *ix)
+{
+	if (!ix)
+		return;
+	free(ix->recs);
+	free(ix->names);
+	free(ix->sparse);
+	free(ix->segs);
+	free(ix->links);
+	free(ix->samples);
+	free(ix);
+}
+
+void shardidx_get_info(const struct shardidx *ix, struct shardidx_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->nentries = ix->nrecs;
+	info->nsamples = ix->nsamples;
+	info->stream_size = ix->stream_size;
+	info->end_off = ix->end_off;
+	info->damage = ix->damage;
+	info->damage_off = ix->damage_off;
+	info->skipped = ix->skipped;
+	info->mem_bytes = shardidx__mem_bytes(ix);
+}
+
+void shardidx_root(const struct shardidx *ix, uint32_t *first, uint32_t *n)
+{
+	*first = 0;
+	*n = ix->root_n;
+}
+
+int shardidx_entry_get(const struct shardidx *ix, uint32_t i, struct shardidx_entry *e)
+{
+	const struct shardidx__rec *r;
+	const struct shardidx__link *l;
+
+	if (i >= ix->nrecs)
+		return -EINVAL;
+	r = &ix->recs[i];
+	memset(e, 0, sizeof(*e));
+	e->name = ix->names + r->name_off;
+	e->parent = r->parent;
+	e->canon = i;
+	e->type = r->type;
+	e->flags = r->flags & SHARDIDX__F_PUBLIC;
+	e->mode = r->mode;
+	e->mtime = r->mtime;
+	e->nlink = 1;
+	switch (r->type) {
+	case SHARDIDX_DIR:
+		e->first_child = (uint32_t)r->off;
+		e->nchild = (uint32_t)r->size;
+		e->nlink = 2 + (uint32_t)(r->off >> 32);
+		break;
+	case SHARDIDX_SYMLINK:
+		e->link = ix->names + r->off;
+		e->size = r->size;
+		break;
+	default:
+		e->size = r->size;
+		e->data_off = (r->flags & SHARDIDX_F_SPARSE) ? ix->sparse[r->off].data_off : r->off;
+		if (r->flags & SHARDIDX_F_HARDLINK) {
+			l = shardidx__link_find(ix, i);
+			if (l) {
+				e->canon = l->val;
+				l = shardidx__link_find(ix, l->val);
+				if (l)
+					e->nlink = l->val;
+			}
+		} else if (r->flags & SHARDIDX__F_LINKED) {
+			l = shardidx__link_find(ix, i);
+			if (l)
+				e->nlink = l->val;
+		}
+		break;
+	}
+	return 0;
+}
+
+int64_t shardidx_lookup(const struct shardidx *ix, uint32_t parent, const char *name, size_t len)
+{
+	uint32_t lo, hi;
+
+	if (parent == SHARDIDX_NONE) {
+		lo = 0;
+		hi = ix->root_n;
+	} else {
+		if (parent >= ix->nrecs || ix->recs[parent].type != SHARDIDX_DIR)
+			return -ENOENT;
+		lo = (uint32_t)ix->recs[parent].off;
+		hi = lo + (uint32_t)ix->recs[parent].size;
+	}
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		const char *mn = ix->names + ix->recs[mid].name_off;
+		int c = shardidx__name_cmp(mn, strlen(mn), name, len);
+
+		if (c == 0)
+			return mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -ENOENT;
+}
+
+/* Logical offset up to which the entry's bytes are in the stream. */
+static uint64_t sparse_avail(const struct shardidx *ix, const struct shardidx__seg *sg, uint32_t n,
+			     uint64_t size)
+{
+	uint32_t lo = 0, hi = n;
+
+	/* first segment that does not fit in the stream (stream_off ascending) */
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (sg[mid].stream_off + sg[mid].len <= ix->stream_size)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == n)
+		return size;
+	if (sg[lo].stream_off >= ix->stream_size)
+		return sg[lo].logical;
+	return sg[lo].logical + (ix->stream_size - sg[lo].stream_off);
+}
+
+int shardidx_map(const struct shardidx *ix, uint32_t i, uint64_t off, uint64_t len,
+		 struct shardidx_extent *ext, int max)
+{
+	const struct shardidx__rec *r;
+	const struct shardidx__sparse *sp;
+	const struct shardidx__seg *sg;
+	uint64_t end;
+	uint32_t lo, hi;
+	int n = 0;
+
+	if (i >= ix->nrecs || ix->recs[i].type != SHARDIDX_REG || max < 0)
+		return -EINVAL;
+	r = &ix->recs[i];
+	if (off >= r->size || len == 0)
+		return 0;
+	end = len > r->size - off ? r->size : off + len;
+	if (!(r->flags & SHARDIDX_F_SPARSE)) {
+		if (r->off > ix->stream_size || end > ix->stream_size - r->off)
+			return -EIO;
+		if (max < 1)
+			return -EINVAL;
+		ext[0].logical = off;
+		ext[0].stream_off = r->off + off;
+		ext[0].len = end - off;
+		ext[0].hole = 0;
+		return 1;
+	}
+
+	sp = &ix->sparse[r->off];
+	sg = ix->segs + sp->first_seg;
+	if (end > sparse_avail(ix, sg, sp->nseg, r->size))
+		return -EIO;
+	if (max < 1)
+		return -EINVAL;
+	/* first segment that ends after off */
+	lo = 0;
+	hi = sp->nseg;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (sg[mid].logical + sg[mid].len <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	while (off < end && n < max) {
+		struct shardidx_extent *x = &ext[n++];
+
+		x->logical = off;
+		if (lo < sp->nseg && sg[lo].logical <= off) {
+			uint64_t e = sg[lo].logical + sg[lo].len;
+
+			x->stream_off = sg[lo].stream_off + (off - sg[lo].logical);
+			x->len = (e < end ? e : end) - off;
+			x->hole = 0;
+			lo++;
+		} else {
+			uint64_t e = lo < sp->nseg ? sg[lo].logical : end;
+
+			x->stream_off = 0;
+			x->len = (e < end ? e : end) - off;
+			x->hole = 1;
+		}
+		off += x->len;
+	}
+	return n;
+}
+
+int shardidx_sample_get(const struct shardidx *ix, uint32_t s, uint32_t *first, uint32_t *n)
+{
+	const uint32_t *t;
+	uint32_t j;
+
+	if (s >= ix->nsamples)
+		return -EINVAL;
+	t = samples_table(ix);
+	if (!t)
+		return -ENOMEM;
+	j = t[s];
+	while (j + 1 < ix->nrecs && same_sample(ix, j, j + 1))
+		j++;
+	*first = t[s];
+	*n = j - t[s] + 1;
+	return 0;
+}
