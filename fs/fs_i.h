@@ -136,6 +136,7 @@ struct fs {
 	uint32_t nshards;
 	uint64_t total_bytes;
 
+	int no_opendir;           /* set once in init: the kernel can skip OPENDIR */
 	uid_t uid;
 	gid_t gid;
 	int64_t mount_time;

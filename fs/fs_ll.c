@@ -553,10 +553,15 @@ static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 			return;
 		}
 	}
-	if (k != FS_K_CTL) {
-		fi->cache_readdir = 1;
-		fi->keep_cache = 1;
+	/* Directories never change: where the kernel can do without OPENDIR
+	 * (and RELEASEDIR) it caches listings as if we had set cache_readdir
+	 * and keep_cache, and a second walk of the tree never asks us again. */
+	if (fs->no_opendir) {
+		reply_err(req, ENOSYS);
+		return;
 	}
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
 	fuse_reply_open(req, fi);
 }
 
@@ -867,7 +872,9 @@ static void ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 
 static void ll_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	struct fs *fs = userdata;
+
+	fs->no_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
 	/* immutable data: splice replies, readdirplus, parallel lookups */
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;

@@ -21,9 +21,13 @@
 
 #include "fs_i.h"
 
-/* Bytes read per header probe: a header plus the start of small members,
- * so archives of tiny members need one read for several headers. */
-#define INDEX_READ_BYTES (32u * 1024)
+/* Index building reads the stream in chunks of INDEX_READ_BYTES. When the
+ * parser's next header lies less than INDEX_SKIP_GAP past the end of the
+ * last read, reading on sequentially is cheaper than a seek (the kernel's
+ * readahead keeps streaming, as for cat); over larger gaps (big members) it
+ * seeks, and reads only headers. */
+#define INDEX_READ_BYTES (256u * 1024)
+#define INDEX_SKIP_GAP (1024u * 1024)
 
 static const char *const codec_names[] = {"raw", "gzip", "zstd"};
 
@@ -43,6 +47,7 @@ static int shard_build(struct fs *fs, const struct fs_obj *o, struct cachetier_o
 {
 	struct shardidx_builder *b = shardidx_builder_new();
 	uint64_t size = cachetier_obj_size(stream);
+	uint64_t end = 0; /* stream offset just past the last chunk read */
 	char *buf = malloc(INDEX_READ_BYTES);
 	int err = 0;
 
@@ -52,20 +57,23 @@ static int shard_build(struct fs *fs, const struct fs_obj *o, struct cachetier_o
 		return -ENOMEM;
 	}
 	for (;;) {
+		/* feeding consumes a whole chunk, so want() never lies before end */
 		uint64_t want = shardidx_builder_want(b);
+		uint64_t at = want - end < INDEX_SKIP_GAP ? end : want;
 		ssize_t n;
 
 		if (want >= size)
 			break;
-		n = cachetier_obj_pread(stream, buf, INDEX_READ_BYTES, want);
-		if (n < 0) {
+		n = cachetier_obj_pread(stream, buf, INDEX_READ_BYTES, at);
+		if (n <= 0) {
 			err = (int)n;
 			break;
 		}
-		if (n == 0)
-			break;
 		fs->c.index_bytes_scanned += (uint64_t)n;
-		err = shardidx_builder_feed(b, buf, (size_t)n);
+		end = at + (uint64_t)n;
+		if (want >= end)
+			continue; /* all member data: read on */
+		err = shardidx_builder_feed(b, buf + (want - at), (size_t)(end - want));
 		if (err != 0) {
 			if (err < 0)
 				fs_log(FS_LOG_WARN, "shard %s: damaged at offset %" PRIu64 ": %s",

@@ -1,0 +1,137 @@
+#!/bin/bash
+# Index and listing benchmark (issue 2). Not a test: it prints figures and
+# ratios against baselines measured in the same run.
+#
+#   bash tests/bench/index_bench.sh [--shard-mb 1024] [--member-kb 100] [--members 100000]
+#
+# 1. index build of one shard of --shard-mb MB made of --member-kb KB members,
+#    through a fresh mount (time of the first listing of the shard directory),
+#    against `cat SHARD > /dev/null`; page cache warm and dropped.
+# 2. index bytes per member on disk (the saved index file) and in memory
+#    (index_mem_bytes from stats), with and without the names.
+# 3. `find` over a mount of --members members (10 shards) against `find` over
+#    the same files extracted on local disk; warm (second run) and dropped.
+# Needs root for dropping caches (/proc/sys/vm/drop_caches); without it the
+# dropped rows are skipped.
+set -eu
+cd "$(dirname "$0")/../.."
+shard_mb=1024 member_kb=100 members=100000
+while [ $# -gt 0 ]; do
+	case $1 in
+	--shard-mb) shard_mb=$2; shift 2 ;;
+	--member-kb) member_kb=$2; shift 2 ;;
+	--members) members=$2; shift 2 ;;
+	*) echo "usage: $0 [--shard-mb N] [--member-kb N] [--members N]" >&2; exit 2 ;;
+	esac
+done
+sh scripts/install-deps.sh --test
+[ -f build/build.ninja ] || meson setup build >/dev/null
+meson compile -C build >/dev/null
+bin=$(pwd)/build/shardfs
+w=$(mktemp -d /var/tmp/shardfs-bench.XXXXXX)
+mnt=$w/mnt
+mkdir -p "$mnt"
+cleanup() {
+	"$bin" umount "$mnt" 2>/dev/null || fusermount3 -u "$mnt" 2>/dev/null || true
+	rm -rf "$w"
+}
+trap cleanup EXIT
+
+can_drop=0
+if [ -w /proc/sys/vm/drop_caches ]; then can_drop=1; fi
+drop() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+now() { date +%s.%N; }
+secs() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.4f}')" "$1" "$2"; }
+ratio() { python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); print(f'{a / b:.2f}' if b > 0 else 'n/a')" "$1" "$2"; }
+stat_of() { python3 -c "import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$mnt/.shardfs/stats" "$1"; }
+
+printf '%-52s %14s %14s %8s\n' workload shardfs baseline ratio
+
+# ---- 1. index build of one big shard ------------------------------------
+n=$((shard_mb * 1024 / member_kb))
+python3 - "$w/src1/shard-000000.tar" "$n" "$member_kb" <<'PY'
+import io, os, sys, tarfile
+path, n, kb = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+os.makedirs(os.path.dirname(path), exist_ok=True)
+payload = os.urandom(kb * 1024 + 4096)
+with tarfile.open(path, "w", format=tarfile.GNU_FORMAT) as t:
+    for i in range(n):
+        ti = tarfile.TarInfo(f"n{i % 1000:04d}_{i:08d}.jpg")
+        ti.size = kb * 1024
+        ti.mtime = 1700000000
+        off = i % 4096
+        t.addfile(ti, io.BytesIO(payload[off:off + ti.size]))
+PY
+size=$(stat -c %s "$w/src1/shard-000000.tar")
+for mode in warm dropped; do
+	if [ $mode = dropped ] && [ $can_drop = 0 ]; then continue; fi
+	cat "$w/src1/shard-000000.tar" >/dev/null
+	[ $mode = dropped ] && drop
+	t0=$(now); cat "$w/src1/shard-000000.tar" >/dev/null; t1=$(now)
+	tcat=$(secs "$t0" "$t1")
+	rm -rf "$w/cache1"
+	"$bin" mount --cache-dir "$w/cache1" "$w/src1" "$mnt"
+	[ $mode = dropped ] && drop
+	t0=$(now); ls "$mnt/shard-000000" >/dev/null; t1=$(now)
+	tidx=$(secs "$t0" "$t1")
+	mem=$(stat_of index_mem_bytes)
+	nent=$(stat_of members)
+	scanned=$(stat_of index_bytes_scanned)
+	"$bin" umount "$mnt"
+	mbs_idx=$(python3 -c "print(f'{$size / 1e6 / $tidx:.0f} MB/s')")
+	mbs_cat=$(python3 -c "print(f'{$size / 1e6 / $tcat:.0f} MB/s')")
+	printf '%-52s %14s %14s %8s\n' "index build, $((size / 1000000)) MB shard, ${member_kb} KB members, $mode" \
+		"$mbs_idx" "$mbs_cat (cat)" "$(ratio "$tcat" "$tidx")"
+done
+idxfile=$(find "$w/cache1" -path '*/meta/*' -type f | head -1)
+idxbytes=$(stat -c %s "$idxfile")
+names=$(python3 -c "import sys; print(sum(len(f'n{i % 1000:04d}_{i:08d}.jpg') + 1 for i in range($n)))")
+printf '%-52s %14s %14s %8s\n' "index on disk, bytes per member (incl. name)" \
+	"$(python3 -c "print(f'{$idxbytes / $nent:.1f}')")" "" ""
+printf '%-52s %14s %14s %8s\n' "index on disk, bytes per member (excl. names)" \
+	"$(python3 -c "print(f'{($idxbytes - $names) / $nent:.1f}')")" "goal <= 32" ""
+printf '%-52s %14s %14s %8s\n' "index in memory, bytes per member (excl. names)" \
+	"$(python3 -c "print(f'{($mem - $names) / $nent:.1f}')")" "goal <= 32" ""
+printf '%-52s %14s %14s %8s\n' "shard bytes read to index" "$scanned" "$size" \
+	"$(ratio "$scanned" "$size")"
+
+# ---- 3. find over many members ------------------------------------------
+per=$((members / 10))
+python3 - "$w/src2" "$w/extracted" "$per" <<'PY'
+import io, os, sys, tarfile
+src, ext, per = sys.argv[1], sys.argv[2], int(sys.argv[3])
+os.makedirs(src, exist_ok=True)
+blob = os.urandom(2048)
+for s in range(10):
+    d = os.path.join(ext, f"shard-{s:06d}")
+    with tarfile.open(os.path.join(src, f"shard-{s:06d}.tar"), "w") as t:
+        for i in range(per):
+            k = s * per + i
+            name = f"c{k % 100:03d}/n{k:08d}.jpg"
+            data = blob[: 512 + k % 1024]
+            ti = tarfile.TarInfo(name); ti.size = len(data); ti.mtime = 1700000000
+            t.addfile(ti, io.BytesIO(data))
+            p = os.path.join(d, name)
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            with open(p, "wb") as f:
+                f.write(data)
+PY
+"$bin" mount --cache-dir "$w/cache2" "$w/src2" "$mnt"
+find "$mnt" >/dev/null # builds the indexes once
+for mode in warm dropped; do
+	if [ $mode = dropped ] && [ $can_drop = 0 ]; then continue; fi
+	find "$w/extracted" >/dev/null; find "$mnt" >/dev/null
+	[ $mode = dropped ] && drop
+	t0=$(now); c1=$(find "$w/extracted" | wc -l); t1=$(now)
+	tdisk=$(secs "$t0" "$t1")
+	[ $mode = dropped ] && drop
+	t0=$(now); c2=$(find "$mnt" -path "$mnt/shard-*/*" | wc -l); t1=$(now)
+	tmnt=$(secs "$t0" "$t1")
+	printf '%-52s %14s %14s %8s\n' "find, $members members ($c2 vs $c1 paths), $mode" \
+		"${tmnt}s" "${tdisk}s" "$(ratio "$tdisk" "$tmnt")"
+done
+rss=$(ps -o rss= -p "$(stat_of pid)")
+printf '%-52s %14s %14s %8s\n' "daemon RSS per mounted member (bytes)" \
+	"$(python3 -c "print(f'{$rss * 1024 / $(stat_of members):.0f}')")" "" ""
+"$bin" umount "$mnt"
+echo "ratio: baseline time / shardfs time (above 1: shardfs is faster)"
