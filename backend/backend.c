@@ -11,21 +11,41 @@
 
 #include "backend_i.h"
 
-static const char *const remote_schemes[] = {"http://", "https://", "s3://", "gs://", "ais://"};
+static const struct {
+	const char *scheme;
+	int (*open)(struct backend *be, const char *source, const struct backend_config *cfg);
+} remote_stores[] = {
+	{"http://", backend__http_open}, {"https://", backend__http_open},
+	{"s3://", backend__s3_open},     {"gs://", backend__gs_open},
+	{"ais://", backend__ais_open},
+};
 
 int backend_open(struct backend **out, const char *source, const struct backend_config *cfg)
 {
+	static const struct backend_config defaults;
 	struct backend *be;
 	const char *path = source;
 	int err;
 
-	(void)cfg;
 	*out = NULL;
 	if (!source || !*source)
 		return -EINVAL;
-	for (size_t i = 0; i < sizeof(remote_schemes) / sizeof(remote_schemes[0]); i++) {
-		if (strncmp(source, remote_schemes[i], strlen(remote_schemes[i])) == 0)
-			return -EPROTONOSUPPORT;
+	if (!cfg)
+		cfg = &defaults;
+	for (size_t i = 0; i < sizeof(remote_stores) / sizeof(remote_stores[0]); i++) {
+		if (strncmp(source, remote_stores[i].scheme, strlen(remote_stores[i].scheme)) == 0) {
+			be = calloc(1, sizeof(*be));
+			if (!be)
+				return -ENOMEM;
+			err = remote_stores[i].open(be, source, cfg);
+			if (err < 0) {
+				free(be->desc);
+				free(be);
+				return err;
+			}
+			*out = be;
+			return 0;
+		}
 	}
 	if (strncmp(source, "file://", 7) == 0) {
 		path = source + 7;

@@ -3,13 +3,18 @@
  *
  * A backend is opened from a SOURCE string (DESIGN.md section 1). Keys are
  * object names relative to the source's prefix, '/'-separated, never
- * starting with '/'. Implemented now: local directories (plain paths and
- * file://). Remote stores (http(s), s3, gs, ais) come with issue 3 and
- * return -EPROTONOSUPPORT from backend_open until then.
+ * starting with '/'. Stores: local directories (plain paths and file://),
+ * and remote ones (http(s), s3, gs, ais) served by one I/O thread that runs
+ * a libuv loop driving a libcurl multi handle (backend_io_i.h).
  *
  * Threads: every function may be called from any thread concurrently and
- * may block (local I/O). Errors: 0 or a negative errno; each foreign error
- * family is mapped in exactly one place inside this module.
+ * may block (local I/O, or waiting for the I/O thread; the I/O thread
+ * itself never blocks). Errors: 0 or a negative errno; each foreign error
+ * family (errno of the OS, HTTP status, curl codes) is mapped in exactly
+ * one place inside this module: -ENOENT for a missing object (404),
+ * -EACCES when refused (401/403), -ESTALE when the object changed under a
+ * read (ETag mismatch, 412), -EIO when retries ran out, -ETIMEDOUT is never
+ * returned (it becomes -EIO after the retry budget).
  */
 #ifndef BACKEND_H
 #define BACKEND_H
@@ -20,8 +25,16 @@
 
 struct backend;
 
+/* Settings of remote stores (local directories ignore them). Zero fields
+ * take the defaults in brackets. */
 struct backend_config {
-	const char *endpoint; /* --endpoint override, or NULL */
+	const char *endpoint;     /* --endpoint: overrides AWS_ENDPOINT_URL, AIS_ENDPOINT, ... */
+	int no_sign;              /* --no-sign: anonymous S3/GCS requests */
+	unsigned connections;     /* most parallel connections to the store [8] */
+	const char *ca_file;      /* --ca-file: CA bundle for TLS verification [system] */
+	double retry_budget_s;    /* stop retrying a request after this long [30] */
+	double connect_timeout_s; /* [10] */
+	double stall_timeout_s;   /* a transfer with no bytes for this long is retried [20] */
 };
 
 /* What list and stat report about one object. */

@@ -25,6 +25,14 @@ struct backend {
 /* Local directory store: root is an absolute or relative directory path. */
 int backend__local_open(struct backend *be, const char *root);
 
+/* Remote stores. Each parses its SOURCE, fills be (ops, desc without
+ * credentials, impl) and returns 0, or a negative errno after writing a
+ * one-line reason to stderr-free storage: the caller prints strerror. */
+int backend__http_open(struct backend *be, const char *source, const struct backend_config *cfg);
+int backend__s3_open(struct backend *be, const char *source, const struct backend_config *cfg);
+int backend__gs_open(struct backend *be, const char *source, const struct backend_config *cfg);
+int backend__ais_open(struct backend *be, const char *source, const struct backend_config *cfg);
+
 /* Join root and key into buf; -ENAMETOOLONG when it does not fit, -EINVAL
  * for keys that could escape the root ('..' components, absolute). */
 int backend__key_check(const char *key);

@@ -77,8 +77,9 @@ uint64_t cachetier_obj_size(const struct cachetier_obj *o);
 int cachetier_obj_damage(const struct cachetier_obj *o, uint64_t *off);
 
 /* Where [off, off+len) of the stream can be read from: *fd (valid while o is
- * referenced; do not close it) at *fd_off. Returns 0, or -EIO when the range
- * lies past cachetier_obj_size. */
+ * referenced; do not close it) at *fd_off. Returns 0, -EIO when the range
+ * lies past cachetier_obj_size, or -ENOTSUP when the bytes are not in a
+ * local file (a remote object read through: use cachetier_obj_pread). */
 int cachetier_obj_fd(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
 		     uint64_t *fd_off);
 

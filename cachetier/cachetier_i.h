@@ -31,7 +31,9 @@ struct cachetier_obj {
 	int refs;                   /* protected by ct->lock */
 	enum obj_state state;       /* protected by ct->lock; waiters use ct->cond */
 	int err;                    /* OBJ_FAILED: negative errno */
-	int fd;                     /* readable stream, set before READY */
+	int fd;                     /* readable stream, set before READY; -1: read-through */
+	char *key;                  /* read-through objects: the backend key */
+	char etag[80];              /* read-through objects: the ETag the size belongs to */
 	uint64_t size;              /* readable bytes */
 	int damage;                 /* 0 or negative errno found while decoding */
 	uint64_t damage_off;        /* compressed offset of the damage */

@@ -34,6 +34,10 @@ struct fs_config {
 	int debug;             /* -d: FUSE request debugging, implies -f */
 	unsigned max_threads;  /* FUSE worker threads */
 	double entry_timeout_s; /* entry/attr/negative timeouts: data is immutable */
+	char *endpoint;        /* --endpoint: remote store endpoint override */
+	int no_sign;           /* --no-sign: anonymous S3/GCS */
+	unsigned connections;  /* --connections: parallel connections to the store */
+	char *ca_file;         /* --ca-file: CA bundle for TLS */
 };
 
 /* ---- inode numbers ---------------------------------------------------------

@@ -78,6 +78,10 @@ static int mount_run(struct fs *fs, int ready_fd)
 	char logpath[PATH_MAX];
 	int err;
 
+	bc.endpoint = fs->cfg.endpoint;
+	bc.no_sign = fs->cfg.no_sign;
+	bc.connections = fs->cfg.connections;
+	bc.ca_file = fs->cfg.ca_file;
 	err = backend_open(&fs->be, fs->cfg.source, &bc);
 	if (err < 0) {
 		fprintf(stderr, "shardfs: source %s: %s\n", fs->cfg.source, source_error(err));

@@ -36,6 +36,14 @@ static const struct opt mount_opts[] = {
 	 "most FUSE worker threads (default: 16)"},
 	{"timeout", 0, OPT_SECONDS, offsetof(struct fs_config, entry_timeout_s), "SECONDS",
 	 "kernel cache time of names and attributes (default: 86400; data is immutable)"},
+	{"endpoint", 0, OPT_STR, offsetof(struct fs_config, endpoint), "URL",
+	 "remote store endpoint (default: AWS_ENDPOINT_URL, AIS_ENDPOINT, or the store's own)"},
+	{"no-sign", 0, OPT_FLAG, offsetof(struct fs_config, no_sign), NULL,
+	 "anonymous requests to S3/GCS (public buckets)"},
+	{"connections", 0, OPT_UINT, offsetof(struct fs_config, connections), "N",
+	 "most parallel connections to a remote store (default: 8)"},
+	{"ca-file", 0, OPT_STR, offsetof(struct fs_config, ca_file), "FILE",
+	 "CA bundle that verifies the store's TLS certificate (default: the system's)"},
 	{"option", 'o', OPT_APPEND, offsetof(struct fs_config, fuse_opts), "OPT[,OPT...]",
 	 "FUSE mount options, e.g. allow_other (then default_permissions applies)"},
 };
@@ -235,6 +243,8 @@ void fs_opt_free(struct fs_config *cfg)
 	free(cfg->cache_dir);
 	free(cfg->log_file);
 	free(cfg->fuse_opts);
+	free(cfg->endpoint);
+	free(cfg->ca_file);
 	memset(cfg, 0, sizeof(*cfg));
 }
 

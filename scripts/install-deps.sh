@@ -3,7 +3,7 @@
 # Debian 12. Idempotent: packages already present are not fetched again.
 set -eu
 pkgs="meson ninja-build pkg-config gcc libc6-dev libfuse3-dev fuse3 libarchive-dev
-      libcurl4-openssl-dev libzstd-dev zlib1g-dev libuv1-dev"
+      libcurl4-openssl-dev libssl-dev libzstd-dev zlib1g-dev libuv1-dev"
 if [ "${1:-}" = "--test" ]; then
 	pkgs="$pkgs python3 tar libarchive-tools zstd gzip coreutils findutils diffutils"
 fi

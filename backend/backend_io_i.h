@@ -1,0 +1,96 @@
+/*
+ * backend_io_i.h — private to backend/: the I/O thread shared by every
+ * remote store. One thread runs a libuv loop that drives a libcurl multi
+ * handle (curl's documented multi_socket + libuv pattern: uv_poll per
+ * socket, one uv_timer for curl's timeout). Other threads hand requests
+ * over through a mutex-protected queue and uv_async_send; the loop never
+ * blocks. Connections are reused (keep-alive); up to 'connections'
+ * transfers run at once, the rest wait in the queue.
+ *
+ * A request is an HTTP GET or HEAD of one URL, optionally of a byte range.
+ * The engine owns retrying: connection errors, 5xx, 429, stalls (no bytes
+ * for stall_timeout_s) and short bodies are retried with exponential
+ * backoff and full jitter until retry_budget_s has passed since submit,
+ * then the request fails with -EIO. A ranged GET that already delivered
+ * bytes resumes after them, with If-Match on the ETag of the first answer
+ * (a changed object gives -ESTALE, never mixed bytes). Redirects (301,
+ * 302, 303, 307, 308) are followed up to 5 hops; headers made by 'sign' are
+ * dropped when a redirect leaves the original host (curl's own rule for
+ * Authorization, which we apply to every signed header).
+ *
+ * Lifecycle: every submitted request completes exactly once through
+ * on_done, on the I/O thread; at backend_io_close, queued and running ones
+ * complete with -ECANCELED. The caller owns struct backend_req and must
+ * keep it alive until on_done has run.
+ */
+#ifndef BACKEND_IO_I_H
+#define BACKEND_IO_I_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "backend.h"
+
+struct backend_io;
+struct backend_req;
+struct curl_slist;
+
+/* Return 0 to go on, a negative errno to abort the transfer (it completes
+ * with that error, no retry). Runs on the I/O thread: must not block. */
+typedef int (*backend_req_data_cb)(void *arg, const void *buf, size_t len);
+/* Runs on the I/O thread, exactly once per submitted request. */
+typedef void (*backend_req_done_cb)(void *arg, struct backend_req *r, int err);
+/* Add authentication headers for this attempt (SigV4 needs a fresh date on
+ * every attempt). Runs on the I/O thread; must not block. Returns 0 or a
+ * negative errno (the request then fails with it). */
+typedef int (*backend_req_sign_cb)(void *arg, struct backend_req *r, struct curl_slist **headers);
+
+struct backend_req {
+	/* ---- set by the caller before submit ---- */
+	const char *method;      /* "GET" or "HEAD" */
+	char *url;               /* absolute URL, owned by the caller */
+	uint64_t range_off;      /* with range_len > 0: "Range: bytes=off-(off+len-1)" */
+	uint64_t range_len;      /* 0: the whole object (never a suffix range) */
+	const char *if_match;    /* ETag the object must still have, or NULL */
+	backend_req_sign_cb sign; /* or NULL */
+	void *sign_arg;
+	backend_req_data_cb on_data; /* body bytes, in order, each byte once; or NULL */
+	backend_req_done_cb on_done;
+	void *arg;
+
+	/* ---- results, valid in on_done ---- */
+	long status;             /* last HTTP status (0: no answer) */
+	char etag[80];           /* ETag of the answer, quotes kept, or "" */
+	uint64_t size;           /* object size: Content-Length, or the total of Content-Range */
+	int64_t mtime;           /* Last-Modified as seconds since the epoch, or 0 */
+	uint64_t delivered;      /* body bytes handed to on_data */
+	int attempts;
+
+	/* ---- private to the engine ---- */
+	struct backend_req *next;
+	void *priv;
+};
+
+int backend_io_open(struct backend_io **out, const struct backend_config *cfg);
+/* Cancels what is queued or running (on_done with -ECANCELED), then stops
+ * the thread. Accepts NULL. Must not be called on the I/O thread. */
+void backend_io_close(struct backend_io *io);
+void backend_io_submit(struct backend_io *io, struct backend_req *r);
+
+/* Blocking helpers for callers that are not on the I/O thread. */
+/* Fetch the body into a malloc'd buffer of at most max bytes (-EFBIG if
+ * larger: a hostile server cannot make us allocate without bound). */
+int backend_io_get(struct backend_io *io, struct backend_req *r, void **body, size_t *len,
+		   size_t max);
+/* Read the range into buf (range_off/range_len set by the caller). Returns
+ * bytes read (less than range_len only at the end of the object) or a
+ * negative errno. */
+ssize_t backend_io_read(struct backend_io *io, struct backend_req *r, void *buf);
+/* HEAD; fills the result fields. */
+int backend_io_head(struct backend_io *io, struct backend_req *r);
+
+/* HTTP status to errno: the one place where that mapping lives. */
+int backend__http_errno(long status);
+
+#endif
