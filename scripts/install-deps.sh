@@ -5,7 +5,10 @@ set -eu
 pkgs="meson ninja-build pkg-config gcc libc6-dev libfuse3-dev fuse3 libarchive-dev
       libcurl4-openssl-dev libssl-dev libzstd-dev zlib1g-dev libuv1-dev"
 if [ "${1:-}" = "--test" ]; then
-	pkgs="$pkgs python3 tar libarchive-tools zstd gzip coreutils findutils diffutils"
+	pkgs="$pkgs python3 tar libarchive-tools zstd gzip coreutils findutils diffutils
+	      nginx python3-botocore curl"
+	# s3rver runs on Node.js; a machine may already have it from elsewhere
+	command -v npm >/dev/null 2>&1 || pkgs="$pkgs nodejs npm"
 fi
 missing=""
 for p in $pkgs; do
@@ -19,6 +22,18 @@ if [ -n "$missing" ]; then
 	echo "install-deps: installing$missing"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
+	# Packages must not start services (nginx would take port 80): the
+	# tests start their own servers on 127.0.0.1 and free ports.
+	policy=/usr/sbin/policy-rc.d
+	own_policy=0
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && own_policy=1
+	fi
 	# shellcheck disable=SC2086
 	apt-get install -y -qq --no-install-recommends $missing >/dev/null
+	[ "$own_policy" = 1 ] && rm -f "$policy"
+fi
+# npm packages the tests use (s3rver), installed under the tests' own prefix
+if [ "${1:-}" = "--test" ] && [ -f tests/remote/s3/install-s3rver.sh ]; then
+	sh tests/remote/s3/install-s3rver.sh
 fi
