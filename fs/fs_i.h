@@ -38,6 +38,8 @@ struct fs_config {
 	int no_sign;           /* --no-sign: anonymous S3/GCS */
 	unsigned connections;  /* --connections: parallel connections to the store */
 	char *ca_file;         /* --ca-file: CA bundle for TLS */
+	double retry_budget_s; /* --retry-budget: remote retries stop after this (0: default) */
+	double stall_timeout_s; /* --stall-timeout: a silent transfer is retried (0: default) */
 };
 
 /* ---- inode numbers ---------------------------------------------------------

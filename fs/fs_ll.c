@@ -20,6 +20,7 @@
 #define FUSE_USE_VERSION 312
 
 #include <errno.h>
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -983,11 +984,23 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 	       backend_describe(fs->be), fs->cfg.mountpoint, fs->nobjs, fs->nshards, fs->ndirs);
 	if (ready_fd >= 0) {
 		char ok = 0;
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 
 		if (write(ready_fd, &ok, 1) < 0) {
 			/* the parent went away; keep serving */
 		}
 		close(ready_fd);
+		/* a daemon must not hold the caller's terminal or pipes open:
+		 * '$(shardfs mount ...)' would never see end of file */
+		if (null >= 0) {
+			dup2(null, STDIN_FILENO);
+			dup2(null, STDOUT_FILENO);
+			dup2(null, STDERR_FILENO);
+			close(null);
+		}
+		if (chdir("/") < 0) {
+			/* every path we use is absolute or an open fd */
+		}
 	}
 	lc = fuse_loop_cfg_create();
 	if (!lc)

@@ -82,6 +82,8 @@ static int mount_run(struct fs *fs, int ready_fd)
 	bc.no_sign = fs->cfg.no_sign;
 	bc.connections = fs->cfg.connections;
 	bc.ca_file = fs->cfg.ca_file;
+	bc.retry_budget_s = fs->cfg.retry_budget_s;
+	bc.stall_timeout_s = fs->cfg.stall_timeout_s;
 	err = backend_open(&fs->be, fs->cfg.source, &bc);
 	if (err < 0) {
 		fprintf(stderr, "shardfs: source %s: %s\n", fs->cfg.source, source_error(err));
@@ -283,6 +285,29 @@ static int is_shardfs_mount(const char *path)
 	return found;
 }
 
+/* Is pid still running? A zombie (exited, not yet reaped by its parent)
+ * has finished its work and counts as gone. */
+static int pid_running(long pid)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	if (pid <= 0 || kill((pid_t)pid, 0) != 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 1;
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* "pid (comm) S ..." */
+	return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
+}
+
 static int cmd_umount(int argc, char **argv)
 {
 	char *stats;
@@ -316,12 +341,12 @@ static int cmd_umount(int argc, char **argv)
 		return 1;
 	}
 	/* wait for the daemon to finish writing its state (60 s at most) */
-	for (int i = 0; pid > 0 && i < 600 && kill((pid_t)pid, 0) == 0; i++) {
+	for (int i = 0; i < 600 && pid_running(pid); i++) {
 		struct timespec ts = {0, 100 * 1000 * 1000};
 
 		nanosleep(&ts, NULL);
 	}
-	if (pid > 0 && kill((pid_t)pid, 0) == 0) {
+	if (pid_running(pid)) {
 		fprintf(stderr, "shardfs: unmounted, but daemon %ld is still running\n", pid);
 		return 1;
 	}

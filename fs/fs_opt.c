@@ -44,6 +44,10 @@ static const struct opt mount_opts[] = {
 	 "most parallel connections to a remote store (default: 8)"},
 	{"ca-file", 0, OPT_STR, offsetof(struct fs_config, ca_file), "FILE",
 	 "CA bundle that verifies the store's TLS certificate (default: the system's)"},
+	{"retry-budget", 0, OPT_SECONDS, offsetof(struct fs_config, retry_budget_s), "SECONDS",
+	 "give up retrying a remote request after this long, then EIO (default: 30)"},
+	{"stall-timeout", 0, OPT_SECONDS, offsetof(struct fs_config, stall_timeout_s), "SECONDS",
+	 "retry a remote transfer that received nothing for this long (default: 20)"},
 	{"option", 'o', OPT_APPEND, offsetof(struct fs_config, fuse_opts), "OPT[,OPT...]",
 	 "FUSE mount options, e.g. allow_other (then default_permissions applies)"},
 };

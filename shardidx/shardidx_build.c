@@ -954,6 +954,12 @@ int shardidx_builder_finish(struct shardidx_builder *b, uint64_t stream_size, st
 		r = -EINVAL;
 		goto out;
 	}
+	/* A stream that ends exactly after a complete member, with no header
+	 * begun, is whole: many writers leave out the two zero blocks and GNU
+	 * tar reads such archives without complaint (an empty file too). */
+	if (b->state == ST_HDR && b->bfill == 0 && b->pos == stream_size &&
+	    b->grp_off == b->pos)
+		b->state = ST_END;
 	if (b->state != ST_END && b->state != ST_DAMAGED) {
 		uint64_t at = b->pos < stream_size ? b->pos : stream_size;
 

@@ -1,0 +1,654 @@
+"""Shared helpers for the shardfs mount tests: mounting with guaranteed cleanup, a watchdog
+against hung mounts, tree snapshots and comparisons. Python 3 stdlib only."""
+
+import errno
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+
+SKIP = 77
+MOUNT_TIMEOUT = 60
+UMOUNT_TIMEOUT = 30
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+class Skip(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Result collection
+# ---------------------------------------------------------------------------------------------
+
+class Checker:
+    MAX_PRINT = 300
+
+    def __init__(self):
+        self.checks = 0
+        self.failures = []
+
+    def fail(self, msg):
+        self.failures.append(msg)
+        if len(self.failures) <= self.MAX_PRINT:
+            log('FAIL: ' + msg)
+        elif len(self.failures) == self.MAX_PRINT + 1:
+            log('FAIL: ... (further failures not printed)')
+
+    def ok(self, cond, msg):
+        self.checks += 1
+        if not cond:
+            self.fail(msg)
+        return bool(cond)
+
+    def eq(self, what, got, expected):
+        self.checks += 1
+        if got != expected:
+            self.fail('%s: expected %s, got %s' % (what, short(expected), short(got)))
+            return False
+        return True
+
+
+def short(v, n=200):
+    s = repr(v)
+    return s if len(s) <= n else s[:n] + '...(%d chars)' % len(s)
+
+
+# ---------------------------------------------------------------------------------------------
+# Environment, subprocesses
+# ---------------------------------------------------------------------------------------------
+
+class Env:
+    """Per-test temp dir, environment for child processes, registry of live mounts."""
+
+    def __init__(self, shardfs, name):
+        self.shardfs = os.path.abspath(shardfs)
+        self.name = name
+        self.tmp = tempfile.mkdtemp(prefix='shardfs-mt-%s-' % name)
+        os.chmod(self.tmp, 0o755)
+        home = os.path.join(self.tmp, 'home')
+        os.makedirs(home)
+        self.env = dict(os.environ)
+        self.env.update(HOME=home, XDG_CACHE_HOME=os.path.join(home, '.cache'), LC_ALL='C.UTF-8')
+        self.mounts = []
+        seed = os.environ.get('SHARDFS_TEST_SEED')
+        self.seed = int(seed) if seed else 20240611
+        log('== shardfs mount test %r  shardfs=%s  seed=%d  tmp=%s' % (name, self.shardfs,
+                                                                       self.seed, self.tmp))
+        self.rng = random.Random(self.seed)
+
+    def path(self, *p):
+        return os.path.join(self.tmp, *p)
+
+    def run(self, cmd, timeout=60, input=None, check=False, files=False):
+        """Run cmd; files=True captures output through temp files instead of pipes (for
+        commands that leave a daemon behind, which may keep inherited fds open)."""
+        t = time.monotonic()
+        if files:
+            with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
+                try:
+                    rc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe,
+                                        env=self.env, timeout=timeout).returncode
+                except subprocess.TimeoutExpired:
+                    log('TIMEOUT after %ds: %s' % (timeout, ' '.join(map(str, cmd))))
+                    rc = None
+                fo.seek(0)
+                fe.seek(0)
+                r = subprocess.CompletedProcess(cmd, rc, fo.read(), fe.read())
+        else:
+            try:
+                r = subprocess.run(cmd, input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   env=self.env, timeout=timeout)
+            except subprocess.TimeoutExpired as e:
+                log('TIMEOUT after %ds: %s' % (timeout, ' '.join(map(str, cmd))))
+                r = subprocess.CompletedProcess(cmd, None, e.stdout or b'', e.stderr or b'')
+        r.elapsed = time.monotonic() - t
+        if check and r.returncode != 0:
+            raise RuntimeError('command failed (rc=%r): %s\n%s' % (
+                r.returncode, ' '.join(map(str, cmd)), r.stderr.decode(errors='replace')))
+        return r
+
+    def cleanup(self):
+        for m in list(self.mounts):
+            m.umount(quiet=True)
+        still = [p for p in mounted_paths() if p == self.tmp or p.startswith(self.tmp + '/')]
+        if still:
+            log('NOT removing %s: still mounted: %r' % (self.tmp, still))
+            return
+        if os.environ.get('SHARDFS_TEST_KEEP'):
+            log('keeping %s' % self.tmp)
+            return
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def unescape_mountinfo(s):
+    out, i = [], 0
+    while i < len(s):
+        if s[i] == '\\' and i + 3 < len(s) and s[i + 1:i + 4].isdigit():
+            out.append(chr(int(s[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(s[i])
+            i += 1
+    return ''.join(out)
+
+
+def mounted_paths():
+    """Mount points from /proc/self/mountinfo (no stat on the mount, so it cannot hang)."""
+    res = []
+    with open('/proc/self/mountinfo') as f:
+        for line in f:
+            parts = line.split(' ')
+            res.append(unescape_mountinfo(parts[4]))
+    return res
+
+
+def mount_fstype(path):
+    path = os.path.realpath(path)
+    with open('/proc/self/mountinfo') as f:
+        for line in f:
+            parts = line.split(' ')
+            if unescape_mountinfo(parts[4]) == path:
+                sep = parts.index('-')
+                return parts[sep + 1], parts[5]
+    return None
+
+
+def is_mounted(path):
+    return os.path.realpath(path) in mounted_paths()
+
+
+def pid_alive(pid):
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            st = f.read()
+    except OSError:
+        return False
+    return st[st.rindex(')') + 2] not in 'ZX'
+
+
+def daemons_for(shardfs, mountpoint):
+    """PIDs of shardfs processes whose argv names this mountpoint (processes we started)."""
+    pids = []
+    targets = {mountpoint, os.path.realpath(mountpoint)}
+    for d in os.listdir('/proc'):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open('/proc/%s/cmdline' % d, 'rb') as f:
+                argv = [a.decode(errors='replace') for a in f.read().split(b'\0') if a]
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]).startswith('shardfs') and targets & set(argv):
+            if pid_alive(int(d)):
+                pids.append(int(d))
+    return pids
+
+
+# ---------------------------------------------------------------------------------------------
+# FUSE availability
+# ---------------------------------------------------------------------------------------------
+
+def has_cap_sys_admin():
+    try:
+        with open('/proc/self/status') as f:
+            for line in f:
+                if line.startswith('CapEff:'):
+                    return bool(int(line.split()[1], 16) & (1 << 21))
+    except OSError:
+        pass
+    return False
+
+
+def fuse_precheck():
+    """Raise Skip when FUSE cannot work here at all (independent of shardfs)."""
+    if not os.path.exists('/dev/fuse'):
+        raise Skip('/dev/fuse does not exist')
+    try:
+        fd = os.open('/dev/fuse', os.O_RDWR)
+        os.close(fd)
+    except OSError as e:
+        if e.errno in (errno.EACCES, errno.EPERM, errno.ENODEV, errno.ENXIO, errno.ENOENT):
+            raise Skip('cannot open /dev/fuse: %s' % e)
+        raise
+    if not has_cap_sys_admin():
+        fm = shutil.which('fusermount3')
+        if not fm or not (os.stat(fm).st_mode & stat.S_ISUID):
+            raise Skip('no CAP_SYS_ADMIN and no setuid fusermount3')
+
+
+def privilege_problem(stderr):
+    s = stderr.lower()
+    return (not has_cap_sys_admin() and
+            ('operation not permitted' in s or 'permission denied' in s))
+
+
+# ---------------------------------------------------------------------------------------------
+# Mounts
+# ---------------------------------------------------------------------------------------------
+
+class MountError(Exception):
+    pass
+
+
+class Mount:
+    def __init__(self, env, source, mountpoint=None, cache_dir=None, extra=()):
+        self.env = env
+        self.source = source
+        self.mnt = mountpoint or env.path('mnt-%d' % len(env.mounts))
+        self.cache_dir = cache_dir
+        self.extra = list(extra)
+        self.pids = set()
+        self.mounted = False
+        self.alive_after_umount = []
+
+    def __enter__(self):
+        self.mount()
+        return self
+
+    def __exit__(self, *exc):
+        self.umount()
+        return False
+
+    def mount(self):
+        os.makedirs(self.mnt, exist_ok=True)
+        cmd = [self.env.shardfs, 'mount']
+        if self.cache_dir:
+            cmd += ['--cache-dir', self.cache_dir]
+        cmd += self.extra + [self.source, self.mnt]
+        self.env.mounts.append(self)
+        log('$ ' + ' '.join(cmd))
+        r = self.env.run(cmd, timeout=MOUNT_TIMEOUT, files=True)
+        err = r.stderr.decode(errors='replace')
+        if r.returncode != 0:
+            self.pids.update(daemons_for(self.env.shardfs, self.mnt))
+            self.umount(quiet=True)
+            if privilege_problem(err):
+                raise Skip('mounting not permitted: ' + err.strip())
+            raise MountError('shardfs mount failed (rc=%r): %s' % (r.returncode, err.strip()))
+        if not is_mounted(self.mnt):
+            self.pids.update(daemons_for(self.env.shardfs, self.mnt))
+            self.umount(quiet=True)
+            raise MountError('shardfs mount exited 0 but %s is not a mount point; stderr: %s'
+                             % (self.mnt, err.strip()))
+        self.mounted = True
+        self.pids.update(daemons_for(self.env.shardfs, self.mnt))
+        log('mounted %s on %s in %.2fs (fstype %s)' % (self.source, self.mnt, r.elapsed,
+                                                        mount_fstype(self.mnt)))
+
+    def stats(self):
+        with open(os.path.join(self.mnt, '.shardfs', 'stats'), 'rb') as f:
+            data = f.read()
+        st = json.loads(data.decode('utf-8'))
+        if isinstance(st, dict) and isinstance(st.get('pid'), int):
+            self.pids.add(st['pid'])
+        return st
+
+    def umount(self, quiet=False):
+        """Unmount (shardfs umount, then fusermount3 -u -z) and make sure the daemon is gone.
+        Returns the CompletedProcess of 'shardfs umount' or None."""
+        if self in self.env.mounts:
+            self.env.mounts.remove(self)
+        r = None
+        self.pids.update(daemons_for(self.env.shardfs, self.mnt))
+        if is_mounted(self.mnt):
+            r = self.env.run([self.env.shardfs, 'umount', self.mnt], timeout=UMOUNT_TIMEOUT,
+                             files=True)
+            # 'shardfs umount' waits for the daemon to exit: record who is still alive right now
+            self.alive_after_umount = sorted(p for p in self.pids if pid_alive(p))
+            if r.returncode != 0 and not quiet:
+                log('shardfs umount %s: rc=%r stderr=%s' % (self.mnt, r.returncode,
+                                                           r.stderr.decode(errors='replace')))
+            if is_mounted(self.mnt):
+                log('still mounted after shardfs umount; fusermount3 -u -z %s' % self.mnt)
+                self.env.run(['fusermount3', '-u', '-z', self.mnt], timeout=UMOUNT_TIMEOUT)
+            if is_mounted(self.mnt) and os.geteuid() == 0:
+                self.env.run(['umount', '-l', self.mnt], timeout=UMOUNT_TIMEOUT)
+        self.mounted = False
+        kill_pids(self.pids | set(daemons_for(self.env.shardfs, self.mnt)))
+        return r
+
+
+def kill_pids(pids, grace=5.0):
+    live = [p for p in pids if pid_alive(p)]
+    if not live:
+        return
+    t = time.monotonic() + grace
+    while time.monotonic() < t and any(pid_alive(p) for p in live):
+        time.sleep(0.1)
+    for p in live:
+        if pid_alive(p):
+            log('killing leftover daemon pid %d' % p)
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+class Watchdog:
+    """If the test runs past its deadline (e.g. a syscall blocked on a hung mount), kill the
+    daemons (which fails the blocked FUSE requests), lazily unmount and exit 1."""
+
+    def __init__(self, env, seconds):
+        self.env = env
+        self.seconds = seconds
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        if self.done.wait(self.seconds):
+            return
+        log('WATCHDOG: test exceeded %ds; the mount is presumably hung. Killing the daemon.'
+            % self.seconds)
+        for m in list(self.env.mounts):
+            for p in m.pids | set(daemons_for(self.env.shardfs, m.mnt)):
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+            subprocess.run(['fusermount3', '-u', '-z', m.mnt], timeout=30,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        if not any(p == self.env.tmp or p.startswith(self.env.tmp + '/') for p in mounted_paths()) \
+                and not os.environ.get('SHARDFS_TEST_KEEP'):
+            shutil.rmtree(self.env.tmp, ignore_errors=True)
+        sys.stdout.flush()
+        os._exit(1)
+
+    def stop(self):
+        self.done.set()
+
+
+# ---------------------------------------------------------------------------------------------
+# Snapshots and comparison
+# ---------------------------------------------------------------------------------------------
+
+KIND = {stat.S_IFREG: 'file', stat.S_IFDIR: 'dir', stat.S_IFLNK: 'symlink', stat.S_IFIFO: 'fifo',
+        stat.S_IFCHR: 'chardev', stat.S_IFBLK: 'blockdev', stat.S_IFSOCK: 'socket'}
+
+
+class Entry:
+    __slots__ = ('kind', 'mode', 'size', 'mtime', 'link', 'digest', 'ino', 'nlink', 'error',
+                 'dtype_kind')
+
+    def __repr__(self):
+        return 'Entry(%s)' % ', '.join('%s=%r' % (k, getattr(self, k, None)) for k in self.__slots__)
+
+
+def read_all(path):
+    with open(path, 'rb', buffering=0) as f:
+        chunks = []
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                break
+            chunks.append(b)
+    return b''.join(chunks)
+
+
+def snapshot(root, read=True, ck=None, skip_root_names=()):
+    """{relpath: Entry} of everything below root (root itself excluded), lstat-based.
+    Errors while listing/reading are recorded (and reported to ck, if given)."""
+    out = {}
+
+    def visit(d, rel):
+        try:
+            it = list(os.scandir(d))
+        except OSError as e:
+            if ck:
+                ck.fail('listing %s: %s' % (d, e))
+            return
+        for de in it:
+            r = de.name if not rel else rel + '/' + de.name
+            if not rel and de.name in skip_root_names:
+                continue
+            e = Entry()
+            e.error = None
+            e.digest = None
+            e.link = None
+            try:
+                st = os.lstat(de.path)
+            except OSError as ex:
+                e.kind = 'lstat-error'
+                e.error = ex
+                out[r] = e
+                if ck:
+                    ck.fail('lstat %s: %s' % (de.path, ex))
+                continue
+            e.kind = KIND.get(stat.S_IFMT(st.st_mode), 'unknown')
+            e.mode = stat.S_IMODE(st.st_mode)
+            e.size = st.st_size
+            e.mtime = int(st.st_mtime // 1)
+            e.ino = st.st_ino
+            e.nlink = st.st_nlink
+            try:
+                e.dtype_kind = ('symlink' if de.is_symlink() else 'dir' if de.is_dir(follow_symlinks=False)
+                                else 'file' if de.is_file(follow_symlinks=False) else 'other')
+            except OSError:
+                e.dtype_kind = None
+            if e.kind == 'symlink':
+                try:
+                    e.link = os.readlink(de.path)
+                except OSError as ex:
+                    e.error = ex
+            elif e.kind == 'file' and read:
+                try:
+                    e.digest = hashlib.sha256(read_all(de.path)).hexdigest()
+                except OSError as ex:
+                    e.error = ex
+            out[r] = e
+            if e.kind == 'dir':
+                visit(de.path, r)
+
+    visit(root, '')
+    return out
+
+
+def normalize_member(name):
+    parts = [p for p in name.split('/') if p not in ('', '.')]
+    if any(p == '..' for p in parts):
+        return None
+    return '/'.join(parts)
+
+
+def explicit_dirs(archive):
+    """Normalized names of directory entries stored in a (possibly compressed) shard."""
+    if archive.endswith('.tar.zst'):
+        data = subprocess.run(['zstd', '-q', '-d', '-c', archive], stdout=subprocess.PIPE,
+                              check=True, timeout=60).stdout
+        import io
+        tf = tarfile.open(fileobj=io.BytesIO(data))
+    else:
+        tf = tarfile.open(archive)
+    with tf:
+        res = set()
+        for m in tf:
+            n = normalize_member(m.name)
+            if m.isdir() and n:
+                res.add(n)
+        return res
+
+
+def gnu_extract(env, archive, dest, tolerate_errors=False):
+    os.makedirs(dest, exist_ok=True)
+    r = env.run(['tar', '-xf', archive, '-C', dest], timeout=120)
+    if r.returncode != 0 and not tolerate_errors:
+        raise RuntimeError('GNU tar could not extract %s: %s' % (archive,
+                                                                 r.stderr.decode(errors='replace')))
+    return r
+
+
+def clamp_mtime(t):
+    """shardfs keeps 32 unsigned bits of mtime (an index entry is 32 bytes): an mtime
+    before 1970 shows as 0, one after 2106-02-07 as 2**32-1 (README, "Indexes")."""
+    return min(max(t, 0), 2**32 - 1)
+
+
+def compare_trees(ck, label, got, ref, explicit=(), ino_map=None, check_dir_attrs_of=None):
+    """Compare snapshot got (mount) with snapshot ref (GNU tar extraction).
+    explicit: relpaths of directories stored in the shard (their mode/mtime must match).
+    ino_map: dict mount st_ino -> set of identities, filled for the inode uniqueness check.
+    Returns a dict of counts."""
+    counts = dict(files=0, dirs=0, symlinks=0, bytes=0, hardlink_groups=0)
+    gset, rset = set(got), set(ref)
+    for p in sorted(rset - gset):
+        ck.fail('%s: missing in mount: %r (%s)' % (label, p, ref[p].kind))
+    for p in sorted(gset - rset):
+        ck.fail('%s: unexpected entry in mount: %r (%s)' % (label, p, got[p].kind))
+    ck.eq('%s: number of entries' % label, len(got), len(ref))
+    for p in sorted(gset & rset):
+        g, r = got[p], ref[p]
+        what = '%s: %r' % (label, p)
+        if not ck.eq(what + ' type', g.kind, r.kind):
+            continue
+        ck.eq(what + ' d_type from readdir', g.dtype_kind, r.kind if r.kind != 'other' else 'other')
+        if r.kind == 'file':
+            counts['files'] += 1
+            counts['bytes'] += r.size
+            ck.eq(what + ' size', g.size, r.size)
+            ck.eq(what + ' mode', oct(g.mode), oct(r.mode))
+            ck.eq(what + ' mtime', g.mtime, clamp_mtime(r.mtime))
+            if g.error is not None:
+                ck.fail('%s read error: %s' % (what, g.error))
+            else:
+                ck.eq(what + ' content sha256', g.digest, r.digest)
+        elif r.kind == 'dir':
+            counts['dirs'] += 1
+            if p in explicit:
+                ck.eq(what + ' dir mode', oct(g.mode), oct(r.mode))
+                ck.eq(what + ' dir mtime', g.mtime, clamp_mtime(r.mtime))
+        elif r.kind == 'symlink':
+            counts['symlinks'] += 1
+            ck.eq(what + ' readlink', g.link, r.link)
+            ck.eq(what + ' symlink mtime', g.mtime, clamp_mtime(r.mtime))
+    # hardlinks: same inode in the extraction <=> same inode in the mount
+    groups = {}
+    for p, r in ref.items():
+        if r.kind == 'file' and r.nlink > 1:
+            groups.setdefault(r.ino, []).append(p)
+    for ino, paths in sorted(groups.items()):
+        paths = [p for p in paths if p in got]
+        if len(paths) < 2:
+            continue
+        counts['hardlink_groups'] += 1
+        inos = {got[p].ino for p in paths}
+        ck.ok(len(inos) == 1, '%s: hardlinks %r should share one inode in the mount, got %r'
+              % (label, paths, [got[p].ino for p in paths]))
+        for p in paths:
+            ck.ok(got[p].nlink >= 2, '%s: hardlink %r st_nlink expected >= 2, got %d'
+                  % (label, p, got[p].nlink))
+    if ino_map is not None:
+        for p in gset & rset:
+            ino_map.setdefault(got[p].ino, set()).add((label, ref[p].ino if ref[p].kind == 'file'
+                                                       else p))
+    return counts
+
+
+def check_ino_unique(ck, ino_map):
+    bad = {i: ids for i, ids in ino_map.items() if len(ids) > 1}
+    ck.ok(not bad, 'distinct files/dirs share an inode number in the mount: %s'
+          % short(sorted((i, sorted(map(str, ids))) for i, ids in bad.items())[:10], 2000))
+
+
+def check_preads(ck, label, path, ref_bytes, rng, n=6):
+    """Random-offset reads (and reads at/after EOF) through one fd."""
+    size = len(ref_bytes)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as e:
+        ck.fail('%s: open %s: %s' % (label, path, e))
+        return
+    try:
+        probes = [(size, 10), (size + 4096, 10)]
+        for _ in range(n):
+            off = rng.randrange(0, max(size, 1))
+            ln = rng.choice([1, 511, 4096, 65536, 200000])
+            probes.append((off, ln))
+        for off, ln in probes:
+            try:
+                got = os.pread(fd, ln, off)
+            except OSError as e:
+                ck.fail('%s: pread(%d, off=%d) on %s: %s' % (label, ln, off, path, e))
+                continue
+            exp = ref_bytes[off:off + ln]
+            # a short read is legal only at EOF; pread on FUSE returns full counts otherwise
+            ck.ok(got == exp, '%s: pread(len=%d, off=%d) of %s: expected %d bytes %s, got %d bytes %s'
+                  % (label, ln, off, path, len(exp), short(exp[:16]), len(got), short(got[:16])))
+    finally:
+        os.close(fd)
+
+
+def read_expect_eio(path):
+    """Read a whole file; returns ('ok', bytes) or ('err', errno, bytes_before_error)."""
+    got = b''
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as e:
+        return ('err', e.errno, b'', 'open')
+    try:
+        while True:
+            try:
+                b = os.read(fd, 65536)
+            except OSError as e:
+                return ('err', e.errno, got, 'read')
+            if not b:
+                return ('ok', got)
+            got += b
+    finally:
+        os.close(fd)
+
+
+def shard_member_count(snap):
+    return len(snap)
+
+
+def main_wrapper(fn, shardfs, name, deadline=240, **kw):
+    """Run fn(env, ck, **kw) with precheck, watchdog, cleanup; exit with 0, 1 or 77."""
+    if not os.path.exists(shardfs):
+        log('shardfs binary not found: %s' % shardfs)
+        sys.exit(1)
+    try:
+        fuse_precheck()
+    except Skip as e:
+        log('SKIP: %s' % e)
+        sys.exit(SKIP)
+    env = Env(shardfs, name)
+    ck = Checker()
+    wd = Watchdog(env, int(os.environ.get('SHARDFS_TEST_DEADLINE', deadline)))
+    rc = 1
+    t0 = time.monotonic()
+    try:
+        fn(env, ck, **kw)
+        rc = 0 if not ck.failures else 1
+    except Skip as e:
+        log('SKIP: %s' % e)
+        rc = SKIP
+    except Exception:
+        import traceback
+        traceback.print_exc()
+        ck.fail('exception (see traceback above)')
+        rc = 1
+    finally:
+        try:
+            env.cleanup()
+        finally:
+            wd.stop()
+    if rc == SKIP:
+        sys.exit(SKIP)
+    log('== %s: %d checks, %d failures, %.1fs -> %s' % (name, ck.checks, len(ck.failures),
+                                                       time.monotonic() - t0,
+                                                       'PASS' if rc == 0 else 'FAIL'))
+    sys.exit(rc)

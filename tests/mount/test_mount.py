@@ -1,0 +1,862 @@
+#!/usr/bin/python3
+"""shardfs mount tests (DESIGN.md sections 1 and 3).
+
+usage: test_mount.py SHARDFS GROUP [--version X]
+GROUP: cli formats mtime-range tools readonly damaged hostile cache   (or 'gen' to only check
+the generator and GNU tar's extraction side, without mounting anything).
+
+Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here). Environment: SHARDFS_TEST_SEED
+(default fixed), SHARDFS_TEST_KEEP=1 keeps the temp dir, SHARDFS_TEST_DEADLINE (s, default 240).
+"""
+
+import sys
+sys.dont_write_bytecode = True
+
+import errno  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import stat  # noqa: E402
+import subprocess  # noqa: E402
+import tarfile  # noqa: E402
+import time  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mountlib as ml  # noqa: E402
+import shardgen as sg  # noqa: E402
+from mountlib import log  # noqa: E402
+
+INT_FIELDS = ('pid', 'objects', 'shards', 'index_built', 'index_loaded', 'index_bytes_scanned',
+              'members', 'damaged_shards', 'skipped_members', 'reads', 'read_bytes', 'read_errors')
+STR_FIELDS = ('source', 'cache_dir', 'version')
+EXPECTED_VERSION = None
+
+
+# ---------------------------------------------------------------------------------------------
+# shared pieces
+# ---------------------------------------------------------------------------------------------
+
+def shard_dir_rel(shard_rel):
+    d, b = os.path.split(shard_rel)
+    return os.path.join(d, sg.shard_dir_name(b)) if d else sg.shard_dir_name(b)
+
+
+def prepare_formats(env, builder=sg.build_formats_source):
+    """Generate the source, extract every shard with GNU tar. Returns (src, info, refs) where
+    refs[shard_rel] = (snapshot of the extraction, explicit dir set, extraction dir)."""
+    src = env.path('src')
+    t = time.monotonic()
+    info = builder(src, env.path('gen'), env.rng)
+    refs = {}
+    for s in info['shards']:
+        dest = env.path('ref', s + '.d')
+        ml.gnu_extract(env, os.path.join(src, s), dest)
+        refs[s] = (ml.snapshot(dest), ml.explicit_dirs(os.path.join(src, s)), dest)
+    total = sum(len(r[0]) for r in refs.values())
+    log('generated %d shards + %d plain files in %s (%d member entries per GNU tar) in %.1fs'
+        % (len(info['shards']), len(info['plain']), src, total, time.monotonic() - t))
+    for s in info['shards']:
+        snap = refs[s][0]
+        kinds = {}
+        for e in snap.values():
+            kinds[e.kind] = kinds.get(e.kind, 0) + 1
+        log('  %-40s %8d bytes  %s' % (s, os.path.getsize(os.path.join(src, s)),
+                                        ' '.join('%s=%d' % kv for kv in sorted(kinds.items()))))
+    return src, info, refs
+
+
+def expected_paths(src, refs):
+    """Every relpath the mount must show (files, dirs, symlinks), .shardfs excluded."""
+    exp = set(ml.snapshot(src, read=False))
+    for s, (snap, _, _) in refs.items():
+        sd = shard_dir_rel(s)
+        exp.add(sd)
+        exp.update(sd + '/' + p for p in snap)
+    return exp
+
+
+def check_stats_fields(ck, st, label):
+    if not ck.ok(isinstance(st, dict), '%s: stats is not a JSON object: %s' % (label, ml.short(st))):
+        return False
+    for k in INT_FIELDS:
+        ck.ok(type(st.get(k)) is int, '%s: stats field %r should be an integer, got %s'
+              % (label, k, ml.short(st.get(k))))
+    for k in STR_FIELDS:
+        ck.ok(isinstance(st.get(k), str), '%s: stats field %r should be a string, got %s'
+              % (label, k, ml.short(st.get(k))))
+    if EXPECTED_VERSION and isinstance(st.get('version'), str):
+        ck.ok(EXPECTED_VERSION in st['version'], '%s: stats version %r does not contain %r'
+              % (label, st['version'], EXPECTED_VERSION))
+    return True
+
+
+def source_fingerprint(src):
+    return {p: (e.kind, e.size, e.mtime, e.mode, e.digest) for p, e in ml.snapshot(src).items()}
+
+
+def verify_formats_mount(env, ck, m, src, info, refs, label):
+    """Full comparison of a mounted formats source against the source and GNU tar."""
+    mnt = m.mnt
+    t = time.monotonic()
+    got_all = ml.snapshot(mnt, read=True, ck=ck)
+    log('%s: walked and read the whole mount: %d entries in %.1fs'
+        % (label, len(got_all), time.monotonic() - t))
+    ck.ok('.shardfs' not in got_all, '%s: .shardfs is listed in the mount root' % label)
+    exp = expected_paths(src, refs)
+    for p in sorted(set(got_all) - exp):
+        ck.fail('%s: unexpected path in mount: %r' % (label, p))
+    for p in sorted(exp - set(got_all)):
+        ck.fail('%s: missing path in mount: %r' % (label, p))
+    ck.eq('%s: total entries in mount' % label, len(got_all), len(exp))
+
+    ino_map = {}
+    # plain files, raw shards and source directories
+    src_snap = ml.snapshot(src)
+    nraw = nplain = 0
+    for p, r in sorted(src_snap.items()):
+        g = got_all.get(p)
+        if g is None:
+            continue
+        if not ck.eq('%s: %r type' % (label, p), g.kind, r.kind):
+            continue
+        ino_map.setdefault(g.ino, set()).add(('source', p))
+        if r.kind == 'file':
+            ck.eq('%s: %r size' % (label, p), g.size, r.size)
+            if g.error is not None:
+                ck.fail('%s: reading %r: %s' % (label, p, g.error))
+            else:
+                ck.eq('%s: %r content sha256' % (label, p), g.digest, r.digest)
+            if sg.shard_dir_name(os.path.basename(p)):
+                nraw += 1
+            else:
+                nplain += 1
+    log('%s: compared %d raw shard files and %d plain files byte for byte with the source'
+        % (label, nraw, nplain))
+    ck.eq('%s: raw shard files compared' % label, nraw, len(info['shards']))
+    ck.eq('%s: plain files compared' % label, nplain, len(info['plain']))
+
+    # random-offset reads on raw shards and on the bigger members
+    for s in info['shards']:
+        with open(os.path.join(src, s), 'rb') as f:
+            data = f.read()
+        ml.check_preads(ck, label, os.path.join(mnt, s), data, env.rng)
+        snap, _, dest = refs[s]
+        for p, e in snap.items():
+            if e.kind == 'file' and e.size > 60000:
+                with open(os.path.join(dest, p), 'rb') as f:
+                    ml.check_preads(ck, label, os.path.join(mnt, shard_dir_rel(s), p), f.read(),
+                                    env.rng)
+
+    # members of every shard against GNU tar's extraction
+    tot = dict(files=0, dirs=0, symlinks=0, bytes=0, hardlink_groups=0)
+    for s in info['shards']:
+        snap, explicit, _ = refs[s]
+        sd = shard_dir_rel(s)
+        g = got_all.get(sd)
+        ck.ok(g is not None and g.kind == 'dir', '%s: shard directory %r missing or not a dir (%r)'
+              % (label, sd, g))
+        if g is not None:
+            ino_map.setdefault(g.ino, set()).add(('shard-dir', sd))
+        sub = {p[len(sd) + 1:]: e for p, e in got_all.items() if p.startswith(sd + '/')}
+        c = ml.compare_trees(ck, '%s %s' % (label, s), sub, snap, explicit, ino_map)
+        for k in tot:
+            tot[k] += c[k]
+        log('%s: %-40s %3d entries: %d files (%d bytes), %d dirs (%d explicit), %d symlinks, '
+            '%d hardlink groups' % (label, s, len(snap), c['files'], c['bytes'], c['dirs'],
+                                    len(explicit), c['symlinks'], c['hardlink_groups']))
+    log('%s: members compared: %r' % (label, tot))
+    ml.check_ino_unique(ck, ino_map)
+    return got_all
+
+
+def check_control_dir(ck, m, label):
+    mnt = m.mnt
+    names = os.listdir(mnt)
+    ck.ok('.shardfs' not in names, '%s: os.listdir(mount) shows .shardfs: %r' % (label, names))
+    try:
+        st = os.stat(os.path.join(mnt, '.shardfs'))
+        ck.ok(stat.S_ISDIR(st.st_mode), '%s: .shardfs is not a directory' % label)
+    except OSError as e:
+        ck.fail('%s: stat MOUNT/.shardfs: %s' % (label, e))
+    try:
+        st = m.stats()
+    except (OSError, ValueError) as e:
+        ck.fail('%s: reading MOUNT/.shardfs/stats: %s' % (label, e))
+        return None
+    check_stats_fields(ck, st, label)
+    return st
+
+
+# ---------------------------------------------------------------------------------------------
+# groups
+# ---------------------------------------------------------------------------------------------
+
+def group_gen(env, ck):
+    """Generator + GNU tar extraction side only (no mount)."""
+    src, info, refs = prepare_formats(env)
+    ck.ok(len(info['shards']) == 17, 'expected 17 shards, got %d' % len(info['shards']))
+    for s, (snap, explicit, _) in refs.items():
+        ck.ok(len(snap) > 0, 'extraction of %s is empty' % s)
+        for d in explicit:
+            ck.ok(d in snap and snap[d].kind == 'dir', '%s: explicit dir %r not extracted' % (s, d))
+    u = refs['ustar.tar'][0]
+    ck.eq('ustar dup.txt is the later copy', u['dup.txt'].size, 42)
+    ck.eq('ustar dup.txt mode', oct(u['dup.txt'].mode), oct(0o600))
+    ck.ok(u['docs/a.txt'].ino == u['docs/a_hard.txt'].ino, 'ustar hardlink not extracted')
+    g = refs['gnu.tar'][0]
+    ck.eq('gnu tri nlink', g['tri/one'].nlink, 3)
+    ck.ok('implicit' not in refs['ustar.tar'][1], 'implicit dir stored explicitly')
+    dm = sg.build_damaged_source(env.path('dsrc'), env.rng)
+    for name, e in sorted(dm.items()):
+        log('damaged %-20s exact=%s eio=%s absent=%s maybe=%s prefix=%s' % (
+            name, sorted(e['exact']), sorted(e['eio']), e['absent'], sorted(e['maybe']),
+            e.get('decoded_prefix')))
+    ck.ok(set(dm['gztrunc.tar.gz']['exact']) >= {'f1.bin', 'f2.bin', 'f3.bin'}, 'gz prefix')
+    ck.ok(set(dm['zsttrunc.tar.zst']['exact']) >= {'f1.bin', 'f2.bin'}, 'zst prefix')
+    hx, lo, hi = sg.build_hostile_source(env.path('hsrc'), env.rng)
+    r = env.run(['tar', '-tvf', env.path('hsrc', 'sub', 'hostile.tar')])
+    log(r.stdout.decode(errors='replace'))
+    mr = sg.build_mtime_range_source(env.path('msrc'), env.path('mgen'), env.rng)
+    for s in mr['shards']:
+        dest = env.path('mref', s)
+        ml.gnu_extract(env, env.path('msrc', s), dest)
+        snap = ml.snapshot(dest)
+        ck.eq('%s before1970 mtime' % s, snap['before1970.txt'].mtime, -1000000)
+        ck.eq('%s y2286 mtime' % s, snap['y2286.txt'].mtime, 9999999999)
+
+
+def group_formats(env, ck):
+    src, info, refs = prepare_formats(env)
+    before = source_fingerprint(src)
+    with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+        check_control_dir(ck, m, 'formats')
+        verify_formats_mount(env, ck, m, src, info, refs, 'formats')
+        st = check_control_dir(ck, m, 'formats')
+        if st:
+            log('stats after full walk: %s' % json.dumps(st, sort_keys=True))
+            nfiles = len([p for p in ml.snapshot(src, read=False).values() if p.kind == 'file'])
+            ck.eq('stats shards', st.get('shards'), len(info['shards']))
+            ck.eq('stats objects (files in the source)', st.get('objects'), nfiles)
+            ck.eq('stats index_built after listing every shard', st.get('index_built'),
+                  len(info['shards']))
+            ck.eq('stats index_loaded (fresh cache dir)', st.get('index_loaded'), 0)
+            ck.eq('stats damaged_shards', st.get('damaged_shards'), 0)
+            ck.eq('stats read_errors', st.get('read_errors'), 0)
+            # lower bound: regular files with distinct inodes (however hardlinks, symlinks and
+            # directories are counted, these are members)
+            nmem = sum(len({e.ino for e in s[0].values() if e.kind == 'file'}) for s in refs.values())
+            ck.ok(isinstance(st.get('members'), int) and st['members'] >= nmem,
+                  'stats members %r < %d distinct regular files' % (st.get('members'), nmem))
+            ck.ok(isinstance(st.get('reads'), int) and st['reads'] > 0, 'stats reads not > 0')
+            ck.ok(isinstance(st.get('read_bytes'), int) and st['read_bytes'] > 0,
+                  'stats read_bytes not > 0')
+            ck.ok(isinstance(st.get('index_bytes_scanned'), int) and st['index_bytes_scanned'] > 0,
+                  'stats index_bytes_scanned not > 0 after building indexes')
+            ck.ok(isinstance(st.get('source'), str) and os.path.realpath(src) in st['source'],
+                  'stats source %r does not name %s' % (st.get('source'), src))
+            cd = os.path.realpath(env.path('cache'))
+            ck.ok(isinstance(st.get('cache_dir'), str) and
+                  (os.path.realpath(st['cache_dir']) + '/').startswith(cd + '/'),
+                  'stats cache_dir %r is not --cache-dir %s or inside it' % (st.get('cache_dir'), cd))
+            ck.ok(ml.pid_alive(st.get('pid', -1)) if isinstance(st.get('pid'), int) else False,
+                  'stats pid %r is not a live process' % st.get('pid'))
+    ck.eq('source directory unchanged by the mount', source_fingerprint(src), before)
+
+
+def group_mtime_range(env, ck):
+    src, info, refs = prepare_formats(env, sg.build_mtime_range_source)
+    with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+        verify_formats_mount(env, ck, m, src, info, refs, 'mtime-range')
+
+
+def group_tools(env, ck):
+    src, info, refs = prepare_formats(env)
+    with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+        mnt = m.mnt
+        # tar tf on the raw shards
+        for s in info['shards']:
+            a = env.run(['tar', 'tf', os.path.join(mnt, s)], timeout=60)
+            b = env.run(['tar', 'tf', os.path.join(src, s)], timeout=60)
+            ck.eq('tar tf MOUNT/%s exit status' % s, a.returncode, 0)
+            if ck.eq('tar tf MOUNT/%s output' % s, a.stdout, b.stdout):
+                log('tools: tar tf %-40s %d names, identical' % (s, b.stdout.count(b'\n')))
+            else:
+                log('  stderr: %s' % a.stderr.decode(errors='replace'))
+        # cmp on every source file
+        n = 0
+        for p, e in sorted(ml.snapshot(src, read=False).items()):
+            if e.kind == 'file':
+                r = env.run(['cmp', os.path.join(src, p), os.path.join(mnt, p)], timeout=60)
+                ck.ok(r.returncode == 0, 'cmp SRC/%s MOUNT/%s: rc=%r %s' % (
+                    p, p, r.returncode, (r.stdout + r.stderr).decode(errors='replace').strip()))
+                n += 1
+        log('tools: cmp identical for %d source files' % n)
+        # cp -a of each shard directory, diff -r against GNU tar's extraction
+        for s in info['shards']:
+            sd = shard_dir_rel(s)
+            dest = env.path('cp', s + '.d')
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            r = env.run(['cp', '-a', os.path.join(mnt, sd), dest], timeout=120)
+            ck.ok(r.returncode == 0, 'cp -a MOUNT/%s: rc=%r %s' % (sd, r.returncode,
+                                                                 r.stderr.decode(errors='replace')))
+            r = env.run(['diff', '-r', '--no-dereference', refs[s][2], dest], timeout=120)
+            if ck.ok(r.returncode == 0, 'diff -r (GNU tar extraction of %s) (cp -a of MOUNT/%s): '
+                     'rc=%r\n%s%s' % (s, sd, r.returncode, r.stdout.decode(errors='replace')[:3000],
+                                      r.stderr.decode(errors='replace')[:1000])):
+                log('tools: cp -a MOUNT/%-34s + diff -r vs tar -x: identical (%d entries)'
+                    % (sd, len(refs[s][0])))
+            # cp -a must also keep the hardlinks it saw (it relies on st_ino)
+            copied = ml.snapshot(dest, read=False)
+            groups = {}
+            for p, e in refs[s][0].items():
+                if e.kind == 'file' and e.nlink > 1:
+                    groups.setdefault(e.ino, []).append(p)
+            for paths in groups.values():
+                ck.ok(len({copied[p].ino for p in paths if p in copied}) == 1,
+                      'cp -a of MOUNT/%s did not keep hardlinks %r together' % (sd, paths))
+        # cp -r of a WebDataset shard dir
+        dest = env.path('cpr', 'wds')
+        os.makedirs(os.path.dirname(dest))
+        r = env.run(['cp', '-r', os.path.join(mnt, 'wds'), dest], timeout=120)
+        ck.eq('cp -r MOUNT/wds exit status', r.returncode, 0)
+        r = env.run(['diff', '-r', refs['wds.tar'][2], dest], timeout=120)
+        ck.ok(r.returncode == 0, 'diff -r after cp -r MOUNT/wds: %s' % r.stdout.decode(
+            errors='replace')[:2000])
+        # find
+        r = env.run(['find', mnt, '-print0'], timeout=120)
+        ck.eq('find MOUNT exit status', r.returncode, 0)
+        found = set()
+        for x in r.stdout.split(b'\0'):
+            if x:
+                x = os.fsdecode(x)
+                found.add(os.path.relpath(x, mnt) if x != mnt else '.')
+        found.discard('.')
+        exp = expected_paths(src, refs)
+        for p in sorted(found - exp):
+            ck.fail('find MOUNT lists unexpected %r' % p)
+        for p in sorted(exp - found):
+            ck.fail('find MOUNT does not list %r' % p)
+        ck.eq('find MOUNT: number of paths', len(found), len(exp))
+        log('tools: find MOUNT listed %d paths (expected %d)' % (len(found), len(exp)))
+        if r.stderr:
+            ck.fail('find MOUNT stderr: %s' % r.stderr.decode(errors='replace')[:2000])
+        # ls -a, cat stats, ls .shardfs
+        r = env.run(['ls', '-a', '-1', mnt])
+        names = set(r.stdout.decode().split('\n')) - {''}
+        top = {p for p in exp if '/' not in p} | {'.', '..'}
+        ck.eq('ls -a MOUNT', sorted(names), sorted(top))
+        ck.ok('.shardfs' not in names, 'ls -a MOUNT shows .shardfs')
+        r = env.run(['cat', os.path.join(mnt, '.shardfs', 'stats')])
+        ck.eq('cat MOUNT/.shardfs/stats exit status', r.returncode, 0)
+        try:
+            st = json.loads(r.stdout)
+            check_stats_fields(ck, st, 'cat stats')
+            log('tools: cat MOUNT/.shardfs/stats parsed: %d fields' % len(st))
+        except ValueError as e:
+            ck.fail('cat MOUNT/.shardfs/stats is not JSON (%s): %r' % (e, r.stdout[:500]))
+        r = env.run(['ls', '-a', os.path.join(mnt, '.shardfs')])
+        ck.ok(r.returncode == 0 and b'stats' in r.stdout.split(b'\n'),
+              'ls -a MOUNT/.shardfs: rc=%r out=%r' % (r.returncode, r.stdout))
+        # Python tarfile, random access into the raw shard (seeks and small reads)
+        for s in ('gnu.tar', 'pax.tar', 'py_pax.tar', 'sparse-gnu.tar'):
+            with tarfile.open(os.path.join(mnt, s)) as tm, tarfile.open(os.path.join(src, s)) as ts:
+                mm, ms = tm.getmembers(), ts.getmembers()
+                ck.eq('tarfile names of MOUNT/%s' % s, [x.name for x in mm], [x.name for x in ms])
+                for a_, b_ in reversed(list(zip(mm, ms))):   # backwards: seeks
+                    if a_.isfile():
+                        a = tm.extractfile(a_).read()
+                        b = ts.extractfile(b_).read()
+                        ck.ok(a == b, 'tarfile extractfile MOUNT/%s %r differs' % (s, a_.name))
+            log('tools: tarfile random access into MOUNT/%s ok' % s)
+        # concurrent readers: 8 threads reading members of plain and compressed shards at once
+        import threading
+        jobs = []
+        for s in info['shards']:
+            snap, _, dest = refs[s]
+            for p, e in snap.items():
+                if e.kind == 'file':
+                    jobs.append((os.path.join(mnt, shard_dir_rel(s), p), os.path.join(dest, p)))
+        env.rng.shuffle(jobs)
+        bad = []
+
+        def reader(part):
+            for mp, rp in part:
+                try:
+                    if ml.read_all(mp) != ml.read_all(rp):
+                        bad.append((mp, 'bytes differ'))
+                except OSError as e:
+                    bad.append((mp, str(e)))
+        ths = [threading.Thread(target=reader, args=(jobs[i::8],)) for i in range(8)]
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join()
+        for mp, why in bad[:20]:
+            ck.fail('concurrent read of %s: %s' % (mp, why))
+        ck.eq('concurrent readers: failures', len(bad), 0)
+        log('tools: 8 concurrent readers read %d members' % len(jobs))
+        # sha256sum over a shard dir through xargs (many opens)
+        r1 = env.run(['sh', '-c', 'cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum',
+                      'sh', os.path.join(mnt, 'wds')])
+        r2 = env.run(['sh', '-c', 'cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum',
+                      'sh', refs['wds.tar'][2]])
+        ck.ok(r1.returncode == 0 and r1.stdout == r2.stdout, 'sha256sum of MOUNT/wds/* differs')
+
+
+def group_readonly(env, ck):
+    src = env.path('src')
+    os.makedirs(os.path.join(src, 'sub'))
+    stage = env.path('stage')
+    sg.make_tree(stage, [('d', 'dir', 0o755, sg.T0), ('f', 'dir/f.txt', b'inside\n', 0o644, sg.T0),
+                         ('f', 'f2', b'two\n', 0o644, sg.T0)])
+    sg.gnu_tar_create(os.path.join(src, 'a.tar'), stage, ['dir', 'dir/f.txt', 'f2'], 'gnu')
+    sg.gnu_tar_create(os.path.join(src, 'sub', 'b.tar'), stage, ['f2'], 'gnu')
+    with open(os.path.join(src, 'README.txt'), 'wb') as f:
+        f.write(b'readme\n')
+    before = source_fingerprint(src)
+    with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+        M = lambda *p: os.path.join(m.mnt, *p)  # noqa: E731
+        listing = sorted(ml.snapshot(m.mnt, read=False))
+        log('readonly: mount shows %r' % listing)
+        ops = [
+            ('create new file in root', lambda: os.open(M('new.txt'), os.O_CREAT | os.O_WRONLY, 0o644)),
+            ('create new file in shard dir', lambda: os.open(M('a', 'new'), os.O_CREAT | os.O_WRONLY)),
+            ('create new file in member dir', lambda: os.open(M('a', 'dir', 'new'), os.O_CREAT | os.O_WRONLY)),
+            ('create new file in source subdir', lambda: os.open(M('sub', 'new'), os.O_CREAT | os.O_WRONLY)),
+            ('open plain file O_WRONLY', lambda: os.open(M('README.txt'), os.O_WRONLY)),
+            ('open plain file O_RDWR', lambda: os.open(M('README.txt'), os.O_RDWR)),
+            ('open plain file O_WRONLY|O_TRUNC', lambda: os.open(M('README.txt'), os.O_WRONLY | os.O_TRUNC)),
+            ('open plain file O_WRONLY|O_APPEND', lambda: os.open(M('README.txt'), os.O_WRONLY | os.O_APPEND)),
+            ('open raw shard O_RDWR', lambda: os.open(M('a.tar'), os.O_RDWR)),
+            ('open member O_WRONLY', lambda: os.open(M('a', 'dir', 'f.txt'), os.O_WRONLY)),
+            ('open member O_RDWR', lambda: os.open(M('a', 'f2'), os.O_RDWR)),
+            ('mkdir in root', lambda: os.mkdir(M('newdir'))),
+            ('mkdir in shard dir', lambda: os.mkdir(M('a', 'newdir'))),
+            ('unlink plain file', lambda: os.unlink(M('README.txt'))),
+            ('unlink raw shard', lambda: os.unlink(M('a.tar'))),
+            ('unlink member', lambda: os.unlink(M('a', 'f2'))),
+            ('rmdir shard dir', lambda: os.rmdir(M('a'))),
+            ('rmdir member dir', lambda: os.rmdir(M('a', 'dir'))),
+            ('rmdir source subdir', lambda: os.rmdir(M('sub'))),
+            ('rename plain file', lambda: os.rename(M('README.txt'), M('R2'))),
+            ('rename member', lambda: os.rename(M('a', 'f2'), M('a', 'f3'))),
+            ('symlink', lambda: os.symlink('x', M('newlink'))),
+            ('symlink in shard dir', lambda: os.symlink('x', M('a', 'newlink'))),
+            ('link', lambda: os.link(M('README.txt'), M('hl'))),
+            ('chmod plain file', lambda: os.chmod(M('README.txt'), 0o777)),
+            ('chmod member', lambda: os.chmod(M('a', 'f2'), 0o777)),
+            ('chown member', lambda: os.chown(M('a', 'f2'), 1, 1)),
+            ('utime (touch) member', lambda: os.utime(M('a', 'f2'))),
+            ('utime (touch) plain file', lambda: os.utime(M('README.txt'))),
+            ('truncate member', lambda: os.truncate(M('a', 'f2'), 0)),
+            ('truncate raw shard', lambda: os.truncate(M('a.tar'), 0)),
+            ('mkfifo', lambda: os.mkfifo(M('fifo'))),
+            ('setxattr member', lambda: os.setxattr(M('a', 'f2'), 'user.x', b'1')),
+        ]
+        for what, fn in ops:
+            try:
+                r = fn()
+                if isinstance(r, int):
+                    os.close(r)
+                ck.fail('readonly: %s succeeded, expected EROFS' % what)
+            except OSError as e:
+                ck.ok(e.errno == errno.EROFS, 'readonly: %s: expected EROFS, got %s'
+                      % (what, errno.errorcode.get(e.errno, e.errno)))
+        log('readonly: %d mutating syscalls tried' % len(ops))
+        for cmd in (['touch', M('newfile')], ['touch', M('a', 'f2')], ['mkdir', M('d2')],
+                    ['rm', '-f', M('README.txt')], ['rm', '-rf', M('a')],
+                    ['sh', '-c', 'echo x > "$1"', 'sh', M('README.txt')],
+                    ['sh', '-c', 'echo x >> "$1"', 'sh', M('a', 'f2')]):
+            r = env.run(cmd)
+            ck.ok(r.returncode != 0 and b'Read-only file system' in r.stderr,
+                  'readonly: %r: expected failure with "Read-only file system", got rc=%r %r'
+                  % (cmd[-1] if cmd[0] != 'sh' else cmd[2], r.returncode, r.stderr))
+        vfs = os.statvfs(m.mnt)
+        log('readonly: statvfs f_flag ST_RDONLY=%s (informational)' % bool(vfs.f_flag & os.ST_RDONLY))
+        ck.eq('readonly: tree unchanged', sorted(ml.snapshot(m.mnt, read=False)), listing)
+        with open(M('README.txt'), 'rb') as f:
+            ck.eq('readonly: README.txt unchanged', f.read(), b'readme\n')
+        with open(M('a', 'f2'), 'rb') as f:
+            ck.eq('readonly: a/f2 unchanged', f.read(), b'two\n')
+    ck.eq('readonly: source unchanged', source_fingerprint(src), before)
+
+
+def group_damaged(env, ck):
+    src = env.path('src')
+    dm = sg.build_damaged_source(src, env.rng)
+    raw = {n: ml.read_all(os.path.join(src, n)) for n in dm}
+    definite = sorted(n for n, e in dm.items() if e['damaged'] is True)
+    maybe_d = sorted(n for n, e in dm.items() if e['damaged'] is None)
+    log('damaged: definitely damaged %r; either way %r' % (definite, maybe_d))
+    with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+        mnt = m.mnt
+        top = sorted(os.listdir(mnt))
+        exp_top = sorted(list(dm) + [sg.shard_dir_name(n) for n in dm])
+        ck.eq('damaged: root listing', top, exp_top)
+        n_eio = 0
+        for name in sorted(dm):
+            e = dm[name]
+            sd = os.path.join(mnt, sg.shard_dir_name(name))
+            lbl = 'damaged %s' % name
+            # raw bytes are always the stored bytes
+            try:
+                ck.ok(ml.read_all(os.path.join(mnt, name)) == raw[name],
+                      '%s: raw file bytes differ from the source' % lbl)
+            except OSError as ex:
+                ck.fail('%s: reading the raw file: %s' % (lbl, ex))
+            try:
+                names = set(os.listdir(sd))
+            except OSError as ex:
+                ck.fail('%s: listing shard dir: %s' % (lbl, ex))
+                continue
+            allowed = set(e['exact']) | set(e['eio']) | set(e['maybe'])
+            for n in sorted(names - allowed):
+                ck.fail('%s: unexpected member %r listed' % (lbl, n))
+            for n in sorted((set(e['exact']) | set(e['eio'])) - names):
+                ck.fail('%s: member %r missing (expected %s)' % (lbl, n, 'exact bytes' if n in e['exact'] else 'listed, read EIO'))
+            for n in e['absent']:
+                ck.ok(n not in names, '%s: member %r after the damage must be absent' % (lbl, n))
+            for n, data in sorted(e['exact'].items()):
+                if n in names:
+                    res = ml.read_expect_eio(os.path.join(sd, n))
+                    if res[0] == 'ok':
+                        ck.ok(res[1] == data, '%s: %r: wrong bytes (%d read, %d expected)'
+                              % (lbl, n, len(res[1]), len(data)))
+                    else:
+                        ck.fail('%s: %r before the damage: %s failed with %s after %d bytes'
+                                % (lbl, n, res[3], errno.errorcode.get(res[1]), len(res[2])))
+            for n, data in sorted(list(e['eio'].items()) + list(e['maybe'].items())):
+                if n not in names:
+                    continue
+                res = ml.read_expect_eio(os.path.join(sd, n))
+                if res[0] == 'ok':
+                    ck.fail('%s: %r has missing data, read returned %d bytes with no error '
+                            '(expected EIO; %s)' % (lbl, n, len(res[1]),
+                                                    'bytes equal the original' if res[1] == data
+                                                    else 'bytes are WRONG'))
+                else:
+                    n_eio += 1
+                    ck.ok(res[1] == errno.EIO, '%s: %r: expected EIO, got %s (at %s)'
+                          % (lbl, n, errno.errorcode.get(res[1]), res[3]))
+                    ck.ok(data.startswith(res[2]), '%s: %r: the %d bytes returned before the '
+                          'error are not the stored bytes' % (lbl, n, len(res[2])))
+                    log('%s: %r -> %s after %d good bytes (of %d)' % (
+                        lbl, n, errno.errorcode.get(res[1]), len(res[2]), len(data)))
+            log('%s: listed %r; expected exact %r, EIO %r, EIO-or-absent %r, absent %r%s'
+                % (lbl, sorted(names), sorted(e['exact']), sorted(e['eio']), sorted(e['maybe']),
+                   e['absent'], ' (decoded prefix %d bytes)' % e['decoded_prefix']
+                   if 'decoded_prefix' in e else ''))
+            # the mount keeps answering
+            try:
+                os.stat(mnt)
+                os.listdir(mnt)
+            except OSError as ex:
+                ck.fail('damaged: mount stopped answering after %s: %s' % (name, ex))
+                return
+        # still healthy afterwards
+        ck.ok(ml.read_all(os.path.join(mnt, 'ok', 'f1.bin')) == dm['ok.tar']['exact']['f1.bin'],
+              'damaged: ok/f1.bin wrong after the damaged reads')
+        st = check_control_dir(ck, m, 'damaged')
+        if st:
+            log('damaged: stats %s' % json.dumps(st, sort_keys=True))
+            dmg = st.get('damaged_shards')
+            ck.ok(isinstance(dmg, int) and len(definite) <= dmg <= len(definite) + len(maybe_d),
+                  'damaged: stats damaged_shards=%r, expected %d..%d (%r + maybe %r)'
+                  % (dmg, len(definite), len(definite) + len(maybe_d), definite, maybe_d))
+            ck.ok(isinstance(st.get('read_errors'), int) and st['read_errors'] >= 1,
+                  'damaged: stats read_errors=%r, expected >= 1 after %d EIO reads'
+                  % (st.get('read_errors'), n_eio))
+            ck.eq('damaged: stats shards', st.get('shards'), len(dm))
+            if isinstance(st.get('pid'), int):
+                ck.ok(ml.pid_alive(st['pid']), 'damaged: daemon pid %d is gone' % st['pid'])
+        ck.ok(ml.is_mounted(mnt), 'damaged: mount disappeared')
+
+
+def group_hostile(env, ck):
+    src = env.path('src')
+    expect, lo, hi = sg.build_hostile_source(src, env.rng)
+    outside_probe = ['/abs', '/evil1', '/evil2', '/tmp/evil1', '/tmp/evil2', '/outside', '/double']
+    pre_exist = {p: os.path.lexists(p) for p in outside_probe}
+    mnt_path = env.path('mnt-hostile')
+
+    def tmp_state():
+        return {p: (e.kind, e.size, e.digest) for p, e in ml.snapshot(env.tmp).items()
+                if not (p == 'mnt-hostile' or p.startswith('mnt-hostile/'))
+                and not p.startswith('cache')}
+    before = tmp_state()
+    suspicious = lambda names: sorted(n for n in names if 'evil' in n or n in  # noqa: E731
+                                      ('abs', 'double', 'outside', 'x', 'd', 'l' * 120))
+    parent_before = suspicious(os.listdir(os.path.dirname(env.tmp)))
+    with ml.Mount(env, src, mountpoint=mnt_path, cache_dir=env.path('cache')) as m:
+        got = ml.snapshot(m.mnt, read=True, ck=ck)
+        exp = {'sub': ('d',), 'sub/hostile.tar': None, 'hostile-pax.tar': None}
+        for s, tree in expect.items():
+            sd = shard_dir_rel(s)
+            exp[sd] = ('d',)
+            for p, v in tree.items():
+                exp[sd + '/' + p] = v
+        for p in sorted(set(got) - set(exp)):
+            ck.fail('hostile: unexpected entry %r (%s)' % (p, got[p].kind))
+        for p in sorted(set(exp) - set(got)):
+            ck.fail('hostile: missing entry %r' % p)
+        ck.eq('hostile: number of entries', len(got), len(exp))
+        for p, v in sorted(exp.items()):
+            g = got.get(p)
+            if g is None or v is None:
+                continue
+            kind = {'d': 'dir', 'f': 'file', 'l': 'symlink'}[v[0]]
+            if not ck.eq('hostile: %r type' % p, g.kind, kind):
+                continue
+            if kind == 'file':
+                with open(os.path.join(m.mnt, p), 'rb') as f:
+                    ck.eq('hostile: %r content' % p, f.read(), v[1])
+            elif kind == 'symlink':
+                ck.eq('hostile: %r readlink' % p, g.link, v[1])
+        evil = [p for p in got if 'evil' in p]
+        ck.ok(not evil, 'hostile: evil names visible in the mount: %r' % evil)
+        log('hostile: mount shows exactly %d entries: %r' % (len(got), sorted(got)))
+        st = check_control_dir(ck, m, 'hostile')
+        if st:
+            sk = st.get('skipped_members')
+            ck.ok(isinstance(sk, int) and lo <= sk <= hi,
+                  'hostile: stats skipped_members=%r, expected %d..%d' % (sk, lo, hi))
+            log('hostile: skipped_members=%r' % sk)
+    ck.eq('hostile: temp dir (source, mount parent) unchanged', tmp_state(), before)
+    ck.eq('hostile: suspicious names in the parent of the temp dir',
+          suspicious(os.listdir(os.path.dirname(env.tmp))), parent_before)
+    for p, was in pre_exist.items():
+        ck.eq('hostile: existence of %s' % p, os.path.lexists(p), was)
+
+
+def group_cache(env, ck):
+    src, info, refs = prepare_formats(env)
+    cache = env.path('cachedir')           # does not exist yet
+    ns = len(info['shards'])
+    with ml.Mount(env, src, cache_dir=cache) as m:
+        try:
+            mode = stat.S_IMODE(os.stat(cache).st_mode)
+            ck.eq('fresh --cache-dir mode', oct(mode), oct(0o700))
+        except OSError as e:
+            ck.fail('cache dir %s not created: %s' % (cache, e))
+        verify_formats_mount(env, ck, m, src, info, refs, 'cache-1st')
+        st = m.stats()
+        log('cache-1st stats: %s' % json.dumps(st, sort_keys=True))
+        ck.eq('cache-1st: index_built', st.get('index_built'), ns)
+        ck.eq('cache-1st: index_loaded', st.get('index_loaded'), 0)
+    ck.ok(not m.alive_after_umount, 'daemon pid(s) %r still alive when shardfs umount returned'
+          % m.alive_after_umount)
+    files = [os.path.join(d, f) for d, _, fs in os.walk(cache) for f in fs]
+    log('cache dir after 1st mount: %d files, %d bytes' % (len(files),
+                                                         sum(os.path.getsize(f) for f in files)))
+    ck.ok(files, 'cache dir is empty after the first mount')
+    with ml.Mount(env, src, cache_dir=cache) as m:
+        # list every shard dir (no reads), then look at stats
+        t = time.monotonic()
+        n = len(ml.snapshot(m.mnt, read=False, ck=ck))
+        st = m.stats()
+        log('cache-2nd: listed %d entries in %.2fs; stats: %s' % (n, time.monotonic() - t,
+                                                                 json.dumps(st, sort_keys=True)))
+        ck.eq('cache-2nd: index_built after listing', st.get('index_built'), 0)
+        ck.eq('cache-2nd: index_loaded after listing', st.get('index_loaded'), ns)
+        ck.eq('cache-2nd: index_bytes_scanned after listing', st.get('index_bytes_scanned'), 0)
+        verify_formats_mount(env, ck, m, src, info, refs, 'cache-2nd')
+        st = m.stats()
+        ck.eq('cache-2nd: index_built after reading everything', st.get('index_built'), 0)
+        ck.eq('cache-2nd: index_loaded after reading everything', st.get('index_loaded'), ns)
+
+
+def group_cli(env, ck):
+    exe = env.shardfs
+    src = env.path('src')
+    os.makedirs(src)
+    with open(os.path.join(src, 'README.txt'), 'wb') as f:
+        f.write(b'cli readme\n')
+    stage = env.path('stage')
+    sg.make_tree(stage, [('f', 'x.txt', b'x\n', 0o644, sg.T0)])
+    sg.gnu_tar_create(os.path.join(src, 's.tar'), stage, ['x.txt'], 'ustar')
+
+    r = env.run([exe, '--version'])
+    out = (r.stdout + r.stderr).decode(errors='replace').strip()
+    log('shardfs --version -> rc=%r %r' % (r.returncode, out))
+    ck.eq('--version exit status', r.returncode, 0)
+    ck.ok(re.search(r'\d+\.\d+', r.stdout.decode(errors='replace')),
+          '--version prints no version on stdout: %r' % r.stdout)
+    if EXPECTED_VERSION:
+        ck.ok(EXPECTED_VERSION in r.stdout.decode(errors='replace'),
+              '--version output %r does not contain the project version %s' % (out, EXPECTED_VERSION))
+    r = env.run([exe, '--help'])
+    ck.eq('--help exit status', r.returncode, 0)
+    h = r.stdout.decode(errors='replace')
+    ck.ok('mount' in h and 'umount' in h, '--help does not mention mount/umount: %r' % h[:500])
+    r = env.run([exe, 'mount', '--help'])
+    ck.eq('mount --help exit status', r.returncode, 0)
+    ck.ok('--cache-dir' in r.stdout.decode(errors='replace'),
+          'mount --help does not list --cache-dir: %r' % r.stdout[:800])
+
+    def failed_mount(what, args, mnt):
+        before = set(ml.mounted_paths())
+        r = env.run([exe, 'mount'] + args, timeout=ml.MOUNT_TIMEOUT, files=True)
+        err = r.stderr.decode(errors='replace').strip()
+        log('%s -> rc=%r stderr=%r' % (what, r.returncode, err))
+        ck.ok(r.returncode not in (0, None), '%s: expected non-zero exit, got %r' % (what, r.returncode))
+        ck.ok(err, '%s: no message on stderr' % what)
+        ck.ok(not ml.is_mounted(mnt), '%s: left a mount on %s' % (what, mnt))
+        ck.eq('%s: mount table unchanged' % what, set(ml.mounted_paths()) - before, set())
+        left = ml.daemons_for(exe, mnt)
+        ck.ok(not left, '%s: left daemon(s) %r running' % (what, left))
+        ml.kill_pids(left, grace=0)
+        if ml.is_mounted(mnt):
+            env.run(['fusermount3', '-u', '-z', mnt])
+
+    m1 = env.path('mnt-a')
+    os.makedirs(m1)
+    failed_mount('mount nonexistent source', ['--cache-dir', env.path('c1'), env.path('nope'), m1], m1)
+    failed_mount('mount nonexistent file:// source',
+                 ['--cache-dir', env.path('c1'), 'file://' + env.path('nope2'), m1], m1)
+    failed_mount('mount on nonexistent mountpoint',
+                 ['--cache-dir', env.path('c1'), src, env.path('no-such-mnt')], env.path('no-such-mnt'))
+    failed_mount('mount with unknown option', ['--no-such-option', src, m1], m1)
+    failed_mount('mount with missing mountpoint argument', [src], m1)
+
+    r = env.run([exe, 'umount', m1], timeout=ml.UMOUNT_TIMEOUT, files=True)
+    log('umount of a non-mounted dir -> rc=%r stderr=%r' % (r.returncode, r.stderr))
+    ck.ok(r.returncode not in (0, None), 'umount of a non-mounted dir: expected non-zero, got %r'
+          % r.returncode)
+    ck.ok(r.stderr.strip(), 'umount of a non-mounted dir: no message on stderr')
+
+    # file:// source, background mount, umount waits for the daemon
+    with ml.Mount(env, 'file://' + src, mountpoint=m1, cache_dir=env.path('c2')) as m:
+        with open(os.path.join(m1, 'README.txt'), 'rb') as f:
+            ck.eq('file:// mount README.txt', f.read(), b'cli readme\n')
+        with open(os.path.join(m1, 's', 'x.txt'), 'rb') as f:
+            ck.eq('file:// mount s/x.txt', f.read(), b'x\n')
+        st = m.stats()
+        check_stats_fields(ck, st, 'cli')
+        pid = st.get('pid')
+        ck.ok(isinstance(pid, int) and ml.pid_alive(pid), 'stats pid %r not alive' % pid)
+        try:
+            with open('/proc/%d/cmdline' % pid, 'rb') as f:
+                argv0 = f.read().split(b'\0')[0]
+        except (OSError, TypeError):
+            argv0 = b''
+        ck.ok(os.path.basename(argv0).startswith(b'shardfs'),
+              'stats pid %r is not a shardfs process (argv0 %r)' % (pid, argv0))
+        r = m.umount()
+    ck.ok(r is not None and r.returncode == 0, 'shardfs umount: rc=%r stderr=%r'
+          % (r and r.returncode, r and r.stderr))
+    ck.ok(not ml.is_mounted(m1), 'still mounted after shardfs umount')
+    ck.ok(not m.alive_after_umount, 'daemon %r still alive when shardfs umount returned'
+          % m.alive_after_umount)
+
+    # a background mount must not keep the caller's stdout/stderr open: out=$(shardfs mount ..)
+    # and subprocess pipes would otherwise wait for the daemon to exit
+    m3 = env.path('mnt-pipe')
+    os.makedirs(m3)
+    pm = ml.Mount(env, src, mountpoint=m3)
+    env.mounts.append(pm)
+    try:
+        cmd = [exe, 'mount', '--cache-dir', env.path('c4'), src, m3]
+        log('$ %s   (stdout/stderr are pipes)' % ' '.join(cmd))
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env.env)
+        try:
+            rc = p.wait(timeout=ml.MOUNT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            rc = None
+        ck.eq('mount with piped stdio: exit status', rc, 0)
+        import select
+        eof = {p.stdout.fileno(): False, p.stderr.fileno(): False}
+        t = time.monotonic()
+        while not all(eof.values()) and time.monotonic() - t < 5:
+            rd, _, _ = select.select([fd for fd, e in eof.items() if not e], [], [], 0.2)
+            for fd in rd:
+                if not os.read(fd, 65536):
+                    eof[fd] = True
+        ck.ok(all(eof.values()), 'background mount: the daemon keeps the caller\'s stdout/stderr '
+              'open (no EOF 5s after "shardfs mount" exited), so out=$(shardfs mount ...) hangs')
+        p.stdout.close()
+        p.stderr.close()
+    finally:
+        pm.umount(quiet=True)
+
+    # foreground mode
+    m2 = env.path('mnt-fg')
+    os.makedirs(m2)
+    cmd = [exe, 'mount', '-f', '--cache-dir', env.path('c3'), src, m2]
+    log('$ ' + ' '.join(cmd))
+    fg_err = open(env.path('fg-stderr.log'), 'wb')
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=fg_err, stderr=fg_err, env=env.env)
+    fg_err.close()
+    fg = ml.Mount(env, src, mountpoint=m2)
+    fg.pids.add(p.pid)
+    env.mounts.append(fg)
+    try:
+        t = time.monotonic()
+        while not ml.is_mounted(m2) and p.poll() is None and time.monotonic() - t < ml.MOUNT_TIMEOUT:
+            time.sleep(0.05)
+        if not ck.ok(ml.is_mounted(m2), 'mount -f: not mounted after %.1fs (rc=%r)'
+                     % (time.monotonic() - t, p.poll())):
+            return
+        time.sleep(0.3)
+        ck.ok(p.poll() is None, 'mount -f: process exited (rc=%r) while mounted' % p.poll())
+        with open(os.path.join(m2, 's', 'x.txt'), 'rb') as f:
+            ck.eq('mount -f: s/x.txt', f.read(), b'x\n')
+        # run umount concurrently and reap the foreground process meanwhile (as a shell
+        # would), since 'shardfs umount' waits for the daemon to exit
+        um_out = open(env.path('fg-umount.log'), 'wb')
+        um = subprocess.Popen([exe, 'umount', m2], stdin=subprocess.DEVNULL, stdout=um_out,
+                              stderr=um_out, env=env.env)
+        um_out.close()
+        try:
+            rc = p.wait(timeout=30)
+            ck.eq('mount -f: exit status after umount', rc, 0)
+        except subprocess.TimeoutExpired:
+            ck.fail('mount -f: still running 30s after umount')
+        try:
+            ck.eq('umount of the -f mount: exit status', um.wait(timeout=ml.UMOUNT_TIMEOUT), 0)
+        except subprocess.TimeoutExpired:
+            um.kill()
+            um.wait()
+            ck.fail('umount of the -f mount: still running after %ds (the foreground process '
+                    'exited with %r)' % (ml.UMOUNT_TIMEOUT, p.poll()))
+    finally:
+        if p.poll() is None:
+            fg.umount(quiet=True)
+            if p.poll() is None:
+                p.kill()
+        p.wait(timeout=10)
+        fg.umount(quiet=True)
+        with open(env.path('fg-stderr.log'), 'rb') as f:
+            log('mount -f output (last 1500 bytes): %s' % f.read()[-1500:].decode(errors='replace'))
+
+
+GROUPS = {'gen': group_gen, 'cli': group_cli, 'formats': group_formats,
+          'mtime-range': group_mtime_range, 'tools': group_tools, 'readonly': group_readonly,
+          'damaged': group_damaged, 'hostile': group_hostile, 'cache': group_cache}
+
+
+def main():
+    global EXPECTED_VERSION
+    args = sys.argv[1:]
+    if '--version' in args:
+        i = args.index('--version')
+        EXPECTED_VERSION = args[i + 1]
+        del args[i:i + 2]
+    if len(args) != 2 or args[1] not in GROUPS:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    shardfs, group = args
+    if group == 'gen':
+        env = ml.Env(shardfs, 'gen')
+        ck = ml.Checker()
+        try:
+            group_gen(env, ck)
+        finally:
+            env.cleanup()
+        log('== gen: %d checks, %d failures' % (ck.checks, len(ck.failures)))
+        sys.exit(1 if ck.failures else 0)
+    ml.main_wrapper(GROUPS[group], shardfs, group)
+
+
+if __name__ == '__main__':
+    main()
