@@ -290,16 +290,31 @@ int cachetier_obj_damage(const struct cachetier_obj *o, uint64_t *off)
 	return o->damage;
 }
 
-int cachetier_obj_fd(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
-		     uint64_t *fd_off)
+int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
+			     uint64_t *fd_off)
 {
 	if (off > o->size || len > o->size - off)
 		return -EIO;
 	if (o->fd < 0)
-		return -ENOTSUP;
+		return -ENOTSUP; /* remote: the chunk store is not built yet */
 	*fd = o->fd;
 	*fd_off = off;
 	return 0;
+}
+
+void cachetier_obj_read_end(struct cachetier_obj *o)
+{
+	(void)o;
+}
+
+int cachetier_obj_prefetch(struct cachetier_obj *o)
+{
+	return o->fd >= 0 ? 0 : -ENOTSUP;
+}
+
+uint64_t cachetier_obj_cached_bytes(const struct cachetier_obj *o)
+{
+	return o->fd >= 0 ? o->size : 0;
 }
 
 ssize_t cachetier_obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_t off)

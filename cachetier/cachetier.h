@@ -33,9 +33,15 @@
 struct cachetier;
 struct cachetier_obj;
 
+/* Zero fields take the defaults in brackets. */
 struct cachetier_config {
-	const char *cache_dir; /* root of the cache directory (created 0700) */
-	const char *source;    /* source string; selects the per-source subdirectory */
+	const char *cache_dir;        /* root of the cache directory (created 0700) */
+	const char *source;           /* source string; selects the per-source subdirectory */
+	uint64_t cache_size_bytes;    /* --cache-size: most bytes of cached data [20 GiB] */
+	uint64_t min_free_bytes;      /* free space kept on the cache filesystem [1 GiB] */
+	uint32_t chunk_bytes;         /* fill unit, one range GET [8 MiB] */
+	uint64_t readahead_max_bytes; /* --readahead: cap of a sequential reader's window [64 MiB] */
+	unsigned fill_threads;        /* fills in flight at once (≈ connections) [8] */
 };
 
 enum cachetier_codec {
@@ -50,6 +56,18 @@ struct cachetier_stats {
 	uint64_t decoded_reused;  /* decoded copies found in the cache and reused */
 	uint64_t meta_reads;      /* blobs found */
 	uint64_t meta_writes;     /* blobs written */
+	/* the chunk store of remote objects */
+	uint64_t hits;            /* read ranges found present */
+	uint64_t misses;          /* read ranges that waited for a fill */
+	uint64_t bytes_fetched;   /* bytes written by fills */
+	uint64_t fills;           /* chunk fills completed */
+	uint64_t fills_inflight;  /* chunk fills running now */
+	uint64_t fill_errors;     /* fills that failed (backend errors) */
+	uint64_t readahead_fills; /* fills started by readahead or prefetch */
+	uint64_t evictions;       /* objects evicted */
+	uint64_t evicted_bytes;
+	uint64_t bytes_used;      /* cached bytes on disk now */
+	uint64_t bytes_limit;     /* cache_size_bytes in force */
 };
 
 /* Open the cache tier on top of be (not owned; must outlive ct). */
@@ -76,12 +94,23 @@ uint64_t cachetier_obj_size(const struct cachetier_obj *o);
  * compressed offset where it was found in *off. */
 int cachetier_obj_damage(const struct cachetier_obj *o, uint64_t *off);
 
-/* Where [off, off+len) of the stream can be read from: *fd (valid while o is
- * referenced; do not close it) at *fd_off. Returns 0, -EIO when the range
- * lies past cachetier_obj_size, or -ENOTSUP when the bytes are not in a
- * local file (a remote object read through: use cachetier_obj_pread). */
-int cachetier_obj_fd(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
-		     uint64_t *fd_off);
+/* Make [off, off+len) of the stream readable from a local file and say
+ * where: *fd (do not close it) at *fd_off. For remote objects this fetches
+ * the missing chunks (several in parallel; a chunk that is already being
+ * fetched is waited for, never fetched twice), blocks until they are
+ * present, and drives readahead (a sequential reader's window grows up to
+ * readahead_max_bytes; random reads fetch only their chunks). The range
+ * stays valid and unevicted until cachetier_obj_read_end, which every
+ * successful read_begin must be paired with. Returns 0, -EIO when the range
+ * lies past cachetier_obj_size, or the backend's error. */
+int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
+			     uint64_t *fd_off);
+void cachetier_obj_read_end(struct cachetier_obj *o);
+
+/* Start fetching the whole object in the background (large sequential
+ * fills); returns at once. cachetier_obj_cached_bytes tells the progress. */
+int cachetier_obj_prefetch(struct cachetier_obj *o);
+uint64_t cachetier_obj_cached_bytes(const struct cachetier_obj *o);
 
 /* Copy bytes of the stream. Returns bytes read (short only at the end of
  * the stream) or a negative errno. */

@@ -393,7 +393,7 @@ static void reply_fd_range(fuse_req_t req, struct fs *fs, struct cachetier_obj *
 	uint64_t fd_off;
 	int fd, err;
 
-	err = cachetier_obj_fd(o, off, size, &fd, &fd_off);
+	err = cachetier_obj_read_begin(o, off, size, &fd, &fd_off);
 	if (err == -ENOTSUP) {
 		reply_copy(req, fs, o, off, size);
 		return;
@@ -408,6 +408,7 @@ static void reply_fd_range(fuse_req_t req, struct fs *fs, struct cachetier_obj *
 	bv.buf[0].pos = (off_t)fd_off;
 	fs->c.read_bytes += size;
 	fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+	cachetier_obj_read_end(o);
 }
 
 static void read_obj(fuse_req_t req, struct fs *fs, uint32_t obj, size_t size, off_t off)
