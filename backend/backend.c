@@ -17,7 +17,7 @@ static const struct {
 } remote_stores[] = {
 	{"http://", backend__http_open}, {"https://", backend__http_open},
 	{"s3://", backend__s3_open},     {"gs://", backend__gs_open},
-	{"ais://", backend__ais_open},
+	{"ais://", backend__ais_open},   {"fault://", backend__fault_open},
 };
 
 int backend_open(struct backend **out, const char *source, const struct backend_config *cfg)

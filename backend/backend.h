@@ -76,4 +76,12 @@ ssize_t backend_pread(struct backend *be, const char *key, void *buf, size_t len
  * closes. -ENOTSUP for remote backends. */
 int backend_open_fd(struct backend *be, const char *key);
 
+/* The reason of the last failure of be, as one line for the log ("s3://b/p:
+ * credentials refused: SignatureDoesNotMatch: The request signature we
+ * calculated does not match ..."), or "" when there is none. With be ==
+ * NULL: why the last backend_open in this thread failed. Never contains
+ * credentials. The text is copied per thread; valid until the next call in
+ * the same thread. */
+const char *backend_last_error(const struct backend *be);
+
 #endif

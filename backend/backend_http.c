@@ -1,12 +1,732 @@
-/* backend_http.c — http(s) sources. Stub until issue 3 lands. */
+/*
+ * backend_http.c — http:// and https:// sources (DESIGN.md section 1).
+ *
+ * Three forms of SOURCE:
+ *   - brace pattern "http://h/d/shard-{000..099}.tar" (WebDataset notation,
+ *     backend_brace.c), and a single URL "http://h/d/x.tar" as its
+ *     one-name case: the object table is fixed at open; keys are the
+ *     decoded paths after the longest common directory prefix. Listing
+ *     HEADs every URL, several at once.
+ *   - directory "http://h/d/" (ends in '/'): an autoindex page (nginx JSON
+ *     or HTML, backend_listing.c) is fetched and subdirectories are walked;
+ *     keys are the decoded names joined by '/'; a key's URL is the source
+ *     URL plus the key percent-encoded. Files an HTML page lists without a
+ *     size are HEADed.
+ * Reads are ranged GETs through the I/O engine (backend_io.c), which owns
+ * retries, redirects and TLS. A query string in SOURCE (say, a token) is
+ * sent with every request and never shown in be->desc; neither is URL
+ * userinfo.
+ *
+ * Threads: list, stat and pread block the calling thread on the engine; any
+ * number may run at once. The object table is immutable after open.
+ */
 #include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend_i.h"
+#include "backend_io_i.h"
+
+#define HTTP_LIST_DEPTH_MAX 32
+#define HTTP_LIST_ENTRIES_MAX 10000000ul
+#define HTTP_LIST_BODY_MAX (64ul << 20)
+#define HTTP_URL_MAX 8192
+
+struct http_obj {
+	char *key;
+	char *url;
+};
+
+struct http {
+	struct backend_io *io;
+	int dir;              /* directory form */
+	char *base;           /* dir: the source URL up to its last '/' (raw) */
+	char *query;          /* dir: "?..." of the source, or "" */
+	struct http_obj *objs; /* pattern form, sorted by key */
+	size_t nobjs;
+	unsigned window;      /* HEADs in flight while listing */
+};
+
+static void http_fill(struct backend_objinfo *info, const char *key, const struct backend_req *r)
+{
+	memset(info, 0, sizeof(*info));
+	info->key = key;
+	info->size = r->size;
+	info->mtime = r->mtime;
+	info->mode = 0644;
+	snprintf(info->etag, sizeof(info->etag), "%s", r->etag);
+}
+
+/* The URL of key into buf. */
+static int http_url(struct http *h, const char *key, char *buf, size_t cap)
+{
+	if (h->dir) {
+		size_t bl = strlen(h->base);
+		ssize_t n;
+
+		if (bl >= cap)
+			return -ENAMETOOLONG;
+		memcpy(buf, h->base, bl);
+		n = backend__pct_encode(key, buf + bl, cap - bl);
+		if (n < 0)
+			return (int)n;
+		if ((size_t)snprintf(buf + bl + (size_t)n, cap - bl - (size_t)n, "%s", h->query) >=
+		    cap - bl - (size_t)n)
+			return -ENAMETOOLONG;
+		return 0;
+	}
+	{
+		size_t lo = 0, hi = h->nobjs;
+
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			int c = strcmp(h->objs[mid].key, key);
+
+			if (c == 0) {
+				if ((size_t)snprintf(buf, cap, "%s", h->objs[mid].url) >= cap)
+					return -ENAMETOOLONG;
+				return 0;
+			}
+			if (c < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+	}
+	return -ENOENT;
+}
+
+/* ------------------------------------------------------------------------ */
+/* many HEADs at once, results handled on the calling thread                  */
+
+struct head_job {
+	struct backend_req req;
+	struct head_batch *b;
+	size_t idx;
+	int err;
+	struct head_job *next; /* free list or done list */
+};
+
+struct head_batch {
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	struct head_job *done; /* protected by m */
+};
+
+static void head_done(void *arg, struct backend_req *r, int err)
+{
+	struct head_job *j = arg;
+	struct head_batch *b = j->b;
+
+	(void)r;
+	pthread_mutex_lock(&b->m);
+	j->err = err;
+	j->next = b->done;
+	b->done = j;
+	pthread_cond_signal(&b->c);
+	pthread_mutex_unlock(&b->m);
+}
+
+/* HEAD url_of(i) for i < n, at most h->window at once; on_result runs on
+ * this thread for each, in completion order; a non-zero return stops new
+ * HEADs and becomes the result once those in flight are done. */
+static int head_many(struct http *h, size_t n, int (*url_of)(void *arg, size_t i, char **url),
+		     int (*on_result)(void *arg, size_t i, const struct backend_req *r, int err),
+		     void *arg)
+{
+	struct head_batch b;
+	struct head_job *jobs, *free_jobs = NULL;
+	size_t next = 0, inflight = 0;
+	unsigned w = h->window;
+	int ret = 0;
+
+	if (n == 0)
+		return 0;
+	if (w > n)
+		w = (unsigned)n;
+	jobs = calloc(w, sizeof(*jobs));
+	if (!jobs)
+		return -ENOMEM;
+	for (unsigned i = 0; i < w; i++) {
+		jobs[i].next = free_jobs;
+		free_jobs = &jobs[i];
+	}
+	pthread_mutex_init(&b.m, NULL);
+	pthread_cond_init(&b.c, NULL);
+	b.done = NULL;
+	for (;;) {
+		struct head_job *j;
+
+		while (!ret && next < n && free_jobs) {
+			char *url = NULL;
+			int err = url_of(arg, next, &url);
+
+			if (err < 0) {
+				ret = err;
+				break;
+			}
+			j = free_jobs;
+			free_jobs = j->next;
+			memset(&j->req, 0, sizeof(j->req));
+			j->req.method = "HEAD";
+			j->req.url = url;
+			j->req.on_done = head_done;
+			j->req.arg = j;
+			j->b = &b;
+			j->idx = next++;
+			inflight++;
+			backend_io_submit(h->io, &j->req);
+		}
+		if (inflight == 0)
+			break;
+		pthread_mutex_lock(&b.m);
+		while (!b.done)
+			pthread_cond_wait(&b.c, &b.m);
+		j = b.done;
+		b.done = j->next;
+		pthread_mutex_unlock(&b.m);
+		inflight--;
+		if (!ret)
+			ret = on_result(arg, j->idx, &j->req, j->err);
+		free(j->req.url);
+		j->next = free_jobs;
+		free_jobs = j;
+	}
+	pthread_cond_destroy(&b.c);
+	pthread_mutex_destroy(&b.m);
+	free(jobs);
+	return ret;
+}
+
+/* ------------------------------------------------------------------------ */
+/* pattern form                                                              */
+
+struct pat_list {
+	struct http *h;
+	backend_list_cb cb;
+	void *arg;
+};
+
+static int pat_url_of(void *arg, size_t i, char **url)
+{
+	struct pat_list *pl = arg;
+
+	*url = strdup(pl->h->objs[i].url);
+	return *url ? 0 : -ENOMEM;
+}
+
+/* The URL as shown in errors: without userinfo and query. */
+static void url_display(const char *url, char *buf, size_t cap)
+{
+	struct backend__url u;
+
+	if (backend__url_split(url, &u) < 0) {
+		snprintf(buf, cap, "(bad URL)");
+		return;
+	}
+	snprintf(buf, cap, "%.*s://%.*s%.*s", (int)u.scheme_len, url, (int)u.host_len,
+		 url + u.host_off, (int)u.path_len, url + u.path_off);
+}
+
+static int report(const char *url, const struct backend_req *r, int err)
+{
+	char shown[1024];
+
+	url_display(url, shown, sizeof(shown));
+	if (r->status)
+		backend__set_error(NULL, "%s: HTTP %ld", shown, r->status);
+	else
+		backend__set_error(NULL, "%s: %s", shown, strerror(-err));
+	fprintf(stderr, "shardfs: %s: %s (HTTP status %ld)\n", shown, strerror(-err), r->status);
+	return err;
+}
+
+static int pat_result(void *arg, size_t i, const struct backend_req *r, int err)
+{
+	struct pat_list *pl = arg;
+	struct backend_objinfo info;
+
+	if (err < 0)
+		return report(pl->h->objs[i].url, r, err);
+	http_fill(&info, pl->h->objs[i].key, r);
+	return pl->cb(pl->arg, &info);
+}
+
+/* ------------------------------------------------------------------------ */
+/* directory form                                                            */
+
+struct dir_ent {
+	char *name;
+	int is_dir, has_size;
+	uint64_t size;
+	int64_t mtime;
+};
+
+struct dir_page {
+	struct dir_ent *e;
+	size_t n, cap;
+	int err;
+};
+
+static int page_add(void *arg, const struct backend__listent *le)
+{
+	struct dir_page *pg = arg;
+
+	if (pg->n == pg->cap) {
+		size_t cap = pg->cap ? pg->cap * 2 : 64;
+		struct dir_ent *ne = realloc(pg->e, cap * sizeof(*ne));
+
+		if (!ne)
+			return -ENOMEM;
+		pg->e = ne;
+		pg->cap = cap;
+	}
+	pg->e[pg->n].name = strdup(le->name);
+	if (!pg->e[pg->n].name)
+		return -ENOMEM;
+	pg->e[pg->n].is_dir = le->is_dir;
+	pg->e[pg->n].has_size = le->has_size;
+	pg->e[pg->n].size = le->size;
+	pg->e[pg->n].mtime = le->mtime;
+	pg->n++;
+	return 0;
+}
+
+static int ent_cmp(const void *a, const void *b)
+{
+	const struct dir_ent *x = a, *y = b;
+
+	return strcmp(x->name, y->name);
+}
+
+struct dir_walk {
+	struct http *h;
+	backend_list_cb cb;
+	void *arg;
+	size_t entries;
+	/* files of the current page that need a HEAD (during head_many) */
+	char **keys;
+	size_t nkeys;
+};
+
+static int dir_url_of(void *arg, size_t i, char **url)
+{
+	struct dir_walk *dw = arg;
+	char buf[HTTP_URL_MAX];
+	int err = http_url(dw->h, dw->keys[i], buf, sizeof(buf));
+
+	if (err < 0)
+		return err;
+	*url = strdup(buf);
+	return *url ? 0 : -ENOMEM;
+}
+
+static int dir_result(void *arg, size_t i, const struct backend_req *r, int err)
+{
+	struct dir_walk *dw = arg;
+	struct backend_objinfo info;
+
+	if (err == -ENOENT)
+		return 0; /* gone since the listing: not an object */
+	if (err < 0) {
+		char buf[HTTP_URL_MAX];
+
+		if (http_url(dw->h, dw->keys[i], buf, sizeof(buf)) == 0)
+			return report(buf, r, err);
+		return err;
+	}
+	http_fill(&info, dw->keys[i], r);
+	return dw->cb(dw->arg, &info);
+}
+
+static char *key_join(const char *prefix, const char *name)
+{
+	size_t pl = strlen(prefix), nl = strlen(name);
+	char *k = malloc(pl + nl + 2);
+
+	if (!k)
+		return NULL;
+	memcpy(k, prefix, pl);
+	if (pl)
+		k[pl++] = '/';
+	memcpy(k + pl, name, nl + 1);
+	return k;
+}
+
+/* List directory prefix ("" for the root) and, below it, its subdirectories. */
+static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
+{
+	struct http *h = dw->h;
+	struct dir_page pg = {0};
+	struct backend_req r;
+	char url[HTTP_URL_MAX];
+	void *body = NULL;
+	size_t len = 0, nf = 0, nd = 0;
+	char **files = NULL, **dirs = NULL;
+	int err;
+
+	if (depth > HTTP_LIST_DEPTH_MAX)
+		return 0;
+	if (*prefix) {
+		char *slash = key_join(prefix, "");
+
+		if (!slash)
+			return -ENOMEM;
+		err = http_url(h, slash, url, sizeof(url));
+		free(slash);
+	} else {
+		err = http_url(h, "", url, sizeof(url));
+	}
+	if (err < 0)
+		return err;
+	memset(&r, 0, sizeof(r));
+	r.method = "GET";
+	r.url = url;
+	err = backend_io_get(h->io, &r, &body, &len, HTTP_LIST_BODY_MAX);
+	if (err < 0) {
+		if (err == -EFBIG)
+			fprintf(stderr, "shardfs: listing larger than %lu bytes\n",
+				HTTP_LIST_BODY_MAX);
+		if (depth == 0 || err != -ENOENT)
+			return report(url, &r, err);
+		return 0; /* a subdirectory vanished */
+	}
+	err = backend__listing_parse(body, len, page_add, &pg);
+	free(body);
+	if (err < 0) {
+		char shown[1024];
+
+		url_display(url, shown, sizeof(shown));
+		fprintf(stderr, "shardfs: %s: not an autoindex listing\n", shown);
+		backend__set_error(NULL, "%s: not an autoindex listing", shown);
+		goto out;
+	}
+	qsort(pg.e, pg.n, sizeof(*pg.e), ent_cmp);
+	files = calloc(pg.n ? pg.n : 1, sizeof(*files));
+	dirs = calloc(pg.n ? pg.n : 1, sizeof(*dirs));
+	if (!files || !dirs) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < pg.n && !err; i++) {
+		struct dir_ent *e = &pg.e[i];
+		struct backend_objinfo info = {0};
+		char *key;
+
+		if (i > 0 && strcmp(e->name, pg.e[i - 1].name) == 0)
+			continue; /* listed twice */
+		if (++dw->entries > HTTP_LIST_ENTRIES_MAX) {
+			fprintf(stderr, "shardfs: more than %lu entries in the listing\n",
+				HTTP_LIST_ENTRIES_MAX);
+			err = -EFBIG;
+			break;
+		}
+		key = key_join(prefix, e->name);
+		if (!key) {
+			err = -ENOMEM;
+			break;
+		}
+		if (e->is_dir) {
+			dirs[nd++] = key;
+			continue;
+		}
+		if (!e->has_size) {
+			files[nf++] = key; /* HEADed below */
+			continue;
+		}
+		info.key = key;
+		info.size = e->size;
+		info.mtime = e->mtime;
+		info.mode = 0644;
+		/* nginx's own ETag: "mtime-size" in hex; a stand-in elsewhere */
+		snprintf(info.etag, sizeof(info.etag), "\"%" PRIx64 "-%" PRIx64 "\"",
+			 (uint64_t)e->mtime, e->size);
+		err = dw->cb(dw->arg, &info);
+		free(key);
+	}
+	if (!err) {
+		dw->keys = files;
+		dw->nkeys = nf;
+		err = head_many(h, nf, dir_url_of, dir_result, dw);
+		dw->keys = NULL;
+		dw->nkeys = 0;
+	}
+	for (size_t i = 0; i < nd && !err; i++)
+		err = dir_walk(dw, dirs[i], depth + 1);
+out:
+	for (size_t i = 0; i < nf; i++)
+		free(files[i]);
+	for (size_t i = 0; i < nd; i++)
+		free(dirs[i]);
+	free(files);
+	free(dirs);
+	for (size_t i = 0; i < pg.n; i++)
+		free(pg.e[i].name);
+	free(pg.e);
+	return err;
+}
+
+/* ------------------------------------------------------------------------ */
+/* ops                                                                        */
+
+static int http_list(struct backend *be, backend_list_cb cb, void *arg)
+{
+	struct http *h = be->impl;
+
+	if (h->dir) {
+		struct dir_walk dw = {h, cb, arg, 0, NULL, 0};
+
+		return dir_walk(&dw, "", 0);
+	} else {
+		struct pat_list pl = {h, cb, arg};
+
+		return head_many(h, h->nobjs, pat_url_of, pat_result, &pl);
+	}
+}
+
+static int http_stat(struct backend *be, const char *key, struct backend_objinfo *info)
+{
+	struct http *h = be->impl;
+	struct backend_req r;
+	char url[HTTP_URL_MAX];
+	int err = http_url(h, key, url, sizeof(url));
+
+	if (err < 0)
+		return err;
+	memset(&r, 0, sizeof(r));
+	r.url = url;
+	err = backend_io_head(h->io, &r);
+	if (err < 0)
+		return err;
+	http_fill(info, key, &r);
+	return 0;
+}
+
+static ssize_t http_pread(struct backend *be, const char *key, void *buf, size_t len, uint64_t off)
+{
+	struct http *h = be->impl;
+	struct backend_req r;
+	char url[HTTP_URL_MAX];
+	int err;
+
+	if (len == 0)
+		return 0;
+	err = http_url(h, key, url, sizeof(url));
+	if (err < 0)
+		return err;
+	memset(&r, 0, sizeof(r));
+	r.method = "GET";
+	r.url = url;
+	r.range_off = off;
+	r.range_len = len;
+	return backend_io_read(h->io, &r, buf);
+}
+
+static void http_free(struct http *h)
+{
+	if (!h)
+		return;
+	backend_io_close(h->io);
+	for (size_t i = 0; i < h->nobjs; i++) {
+		free(h->objs[i].key);
+		free(h->objs[i].url);
+	}
+	free(h->objs);
+	free(h->base);
+	free(h->query);
+	free(h);
+}
+
+static void http_close(struct backend *be)
+{
+	http_free(be->impl);
+	be->impl = NULL;
+}
+
+static const struct backend_ops http_ops = {
+	.close = http_close,
+	.list = http_list,
+	.stat = http_stat,
+	.pread = http_pread,
+	.open_fd = NULL,
+};
+
+static int obj_cmp(const void *a, const void *b)
+{
+	const struct http_obj *x = a, *y = b;
+
+	return strcmp(x->key, y->key);
+}
+
+/* Pattern form: expand, split, find the common directory, make keys. */
+static int http_open_pattern(struct http *h, const char *source)
+{
+	char **urls = NULL;
+	const char *first;
+	size_t n = 0, common = 0;
+	struct backend__url u0;
+	int err;
+
+	err = backend__brace_expand(source, BACKEND_BRACE_MAX, &urls, &n);
+	if (err < 0) {
+		backend__set_error(NULL, "%s: %s", source,
+				   err == -E2BIG ? "brace pattern expands to more than 1000000 names"
+						 : "malformed brace pattern");
+		return err;
+	}
+	h->objs = calloc(n, sizeof(*h->objs));
+	if (!h->objs) {
+		err = -ENOMEM;
+		goto out;
+	}
+	/* every URL must have the first one's scheme and authority */
+	if (backend__url_split(urls[0], &u0) < 0) {
+		err = -EINVAL;
+		goto out;
+	}
+	first = urls[0]; /* moves to h->objs[0].url, which lives on */
+	for (size_t i = 0; i < n; i++) {
+		struct backend__url u;
+		char *path;
+		ssize_t pl;
+
+		if (backend__url_split(urls[i], &u) < 0 || u.path_len == 0 ||
+		    u.host_off != u0.host_off || u.host_len != u0.host_len ||
+		    memcmp(urls[i], first, u0.host_off + u0.host_len) != 0) {
+			backend__set_error(NULL, "%s: every name must be on the same server",
+					   source);
+			err = -EINVAL;
+			goto out;
+		}
+		path = malloc(u.path_len + 1);
+		if (!path) {
+			err = -ENOMEM;
+			goto out;
+		}
+		pl = backend__pct_decode(urls[i] + u.path_off, u.path_len, path, u.path_len + 1);
+		if (pl < 0) {
+			free(path);
+			backend__set_error(NULL, "%s: bad percent escape", source);
+			err = -EINVAL;
+			goto out;
+		}
+		h->objs[i].key = path; /* the decoded path for now */
+		h->objs[i].url = urls[i];
+		urls[i] = NULL;
+		h->nobjs = i + 1;
+	}
+	/* longest common prefix of the decoded paths, cut after a '/' */
+	common = strlen(h->objs[0].key);
+	for (size_t i = 1; i < n; i++) {
+		size_t k = 0;
+
+		while (k < common && h->objs[i].key[k] == h->objs[0].key[k])
+			k++;
+		common = k;
+	}
+	while (common > 0 && h->objs[0].key[common - 1] != '/')
+		common--;
+	for (size_t i = 0; i < n; i++) {
+		char *k = h->objs[i].key;
+
+		memmove(k, k + common, strlen(k + common) + 1);
+		if (backend__key_check(k) < 0) {
+			backend__set_error(NULL, "%s: '%s' is not a usable object name", source, k);
+			err = -EINVAL;
+			goto out;
+		}
+	}
+	qsort(h->objs, n, sizeof(*h->objs), obj_cmp);
+	/* the same name twice: keep one */
+	{
+		size_t w = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			if (w > 0 && strcmp(h->objs[w - 1].key, h->objs[i].key) == 0) {
+				free(h->objs[i].key);
+				free(h->objs[i].url);
+				continue;
+			}
+			h->objs[w++] = h->objs[i];
+		}
+		h->nobjs = w;
+	}
+	err = 0;
+out:
+	backend__strv_free(urls, n);
+	return err;
+}
+
+static int http_open_dir(struct http *h, const char *source, const struct backend__url *u)
+{
+	size_t end = u->path_len ? u->path_off + u->path_len : u->host_off + u->host_len;
+
+	h->dir = 1;
+	h->base = malloc(end + 2);
+	h->query = malloc(u->query_len + 2);
+	if (!h->base || !h->query)
+		return -ENOMEM;
+	memcpy(h->base, source, end);
+	if (u->path_len == 0)
+		h->base[end++] = '/';
+	h->base[end] = '\0';
+	if (u->query_len) {
+		h->query[0] = '?';
+		memcpy(h->query + 1, source + u->query_off, u->query_len);
+		h->query[u->query_len + 1] = '\0';
+	} else {
+		h->query[0] = '\0';
+	}
+	return 0;
+}
 
 int backend__http_open(struct backend *be, const char *source, const struct backend_config *cfg)
 {
-	(void)be;
-	(void)source;
-	(void)cfg;
-	return -EPROTONOSUPPORT;
+	struct backend__url u;
+	struct http *h;
+	size_t dl;
+	int err;
+
+	if (backend__url_split(source, &u) < 0) {
+		backend__set_error(NULL, "%s: not an http(s)://host/path URL", source);
+		return -EINVAL;
+	}
+	if (strlen(source) >= HTTP_URL_MAX) {
+		backend__set_error(NULL, "source URL longer than %d bytes", HTTP_URL_MAX);
+		return -ENAMETOOLONG;
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	h->window = 4 * (cfg->connections ? cfg->connections : 8);
+	if (u.path_len == 0 || source[u.path_off + u.path_len - 1] == '/')
+		err = http_open_dir(h, source, &u);
+	else
+		err = http_open_pattern(h, source);
+	if (err < 0)
+		goto fail;
+	/* desc: scheme://host/path, without userinfo and query */
+	dl = u.scheme_len + 3 + u.host_len + u.path_len + 2;
+	be->desc = malloc(dl);
+	if (!be->desc) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	snprintf(be->desc, dl, "%.*s://%.*s%.*s", (int)u.scheme_len, source, (int)u.host_len,
+		 source + u.host_off, (int)u.path_len, source + u.path_off);
+	if (u.path_len == 0)
+		snprintf(be->desc + dl - 2, 2, "/");
+	err = backend_io_open(&h->io, cfg);
+	if (err < 0)
+		goto fail;
+	be->ops = &http_ops;
+	be->local = 0;
+	be->impl = h;
+	return 0;
+fail:
+	http_free(h);
+	return err;
 }

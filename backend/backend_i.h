@@ -5,6 +5,8 @@
 #ifndef BACKEND_I_H
 #define BACKEND_I_H
 
+#include <sys/types.h>
+
 #include "backend.h"
 
 struct backend_ops {
@@ -32,9 +34,223 @@ int backend__http_open(struct backend *be, const char *source, const struct back
 int backend__s3_open(struct backend *be, const char *source, const struct backend_config *cfg);
 int backend__gs_open(struct backend *be, const char *source, const struct backend_config *cfg);
 int backend__ais_open(struct backend *be, const char *source, const struct backend_config *cfg);
+/* Test store: a local directory served as if remote, with injected faults. */
+int backend__fault_open(struct backend *be, const char *source, const struct backend_config *cfg);
 
 /* Join root and key into buf; -ENAMETOOLONG when it does not fit, -EINVAL
  * for keys that could escape the root ('..' components, absolute). */
 int backend__key_check(const char *key);
+
+/* ---- s3 / gs / ais (backend_sigv4.c, backend_xml.c, backend_creds.c,
+ * backend_s3.c, backend_ais.c) ----------------------------------------- */
+
+#include <pthread.h>
+#include <time.h>
+
+struct backend_io;
+
+struct backend_kv {
+	const char *name;
+	const char *value;
+};
+
+/* SigV4 URI encoding (RFC 3986: A-Z a-z 0-9 - . _ ~ kept, every other byte
+ * as %XX upper case); '/' is kept when keep_slash (S3 object paths: each
+ * segment encoded once). Writes a NUL-terminated string; returns its length
+ * or -ENAMETOOLONG when it does not fit in cap. */
+ssize_t backend__uri_encode(char *dst, size_t cap, const char *src, size_t len, int keep_slash);
+
+/* Canonical query string: each name and value URI-encoded, sorted by name
+ * then value, joined with '&' ("a=1&b=", a NULL value counts as ""). The
+ * same string serves as the request's query, so what is signed is what is
+ * sent. Returns its length or -ENAMETOOLONG / -ENOMEM. */
+ssize_t backend__sigv4_query(char *dst, size_t cap, const struct backend_kv *params, size_t n);
+
+/* Credentials. Secret fields are zeroed before they are freed. */
+struct backend_creds {
+	char *access_key;    /* NULL: anonymous */
+	char *secret_key;
+	char *session_token; /* AWS_SESSION_TOKEN or aws_session_token, or NULL */
+	char *bearer;        /* GCS OAuth access token, or NULL */
+};
+
+struct backend_sigv4_req {
+	const char *method;       /* "GET", "HEAD", ... */
+	const char *host;         /* the Host header exactly as sent (port only if not default) */
+	const char *path;         /* canonical URI: the request path as sent, already encoded */
+	const char *query;        /* canonical query string (backend__sigv4_query) or "" / NULL */
+	const struct backend_kv *headers; /* further headers to sign (e.g. range), any case */
+	size_t nheaders;
+	const char *payload_hash; /* hex SHA-256 of the body, or NULL for "UNSIGNED-PAYLOAD" */
+	int content_sha256;       /* 1: sign (and send) x-amz-content-sha256, as S3 requires */
+	time_t now;               /* request time (UTC seconds) */
+	const char *region;       /* "us-east-1"; GCS: "auto" */
+	const char *service;      /* "s3" */
+};
+
+#define BACKEND_SIGV4_AUTH_MAX 1024
+
+/* What the caller sends besides its own headers: x-amz-date (always),
+ * x-amz-content-sha256 (when content_sha256), x-amz-security-token (when
+ * the credentials have a session token) and Authorization. */
+struct backend_sigv4_out {
+	char amz_date[17];                            /* 20130524T000000Z */
+	char payload_hash[65];                        /* value of x-amz-content-sha256 */
+	char authorization[BACKEND_SIGV4_AUTH_MAX];   /* AWS4-HMAC-SHA256 Credential=... */
+};
+
+/* Pure: computes the AWS Signature Version 4 of one request. Returns 0,
+ * -EINVAL for missing fields, -ENAMETOOLONG when something does not fit,
+ * -ENOMEM, -EIO when libcrypto fails. Never logs; secret-derived buffers
+ * are cleansed before returning. */
+int backend__sigv4_sign(const struct backend_sigv4_req *rq, const struct backend_creds *cr,
+			struct backend_sigv4_out *out);
+
+/* One <Contents> of a ListObjectsV2 page. */
+struct backend_s3_entry {
+	const char *key;    /* decoded, NUL-terminated, no NUL inside */
+	size_t keylen;
+	uint64_t size;
+	int64_t mtime;      /* LastModified, seconds since the epoch, 0 if absent */
+	char etag[80];      /* as listed (quotes kept), "" if absent or too long */
+};
+
+typedef int (*backend__s3_entry_cb)(void *arg, const struct backend_s3_entry *e);
+
+struct backend_s3_page {
+	int truncated;      /* IsTruncated was "true" */
+	char *next_token;   /* NextContinuationToken (malloc'd, decoded) or NULL */
+	size_t entries;     /* entries handed to cb */
+	size_t skipped;     /* <Contents> without a usable Key or Size */
+};
+
+/* Longest key accepted from a listing (S3 allows 1024 bytes). */
+#define BACKEND_S3_KEY_MAX 4096
+
+/* Parse a ListObjectsV2 (ListBucketResult) body. Bounded and safe against
+ * hostile input: returns 0, the callback's non-zero value, -EBADMSG for a
+ * body that is not a well-formed ListBucketResult, or -ENOMEM. page is
+ * filled (free next_token with free()) also on error. */
+int backend__s3_xml_list(const char *xml, size_t len, backend__s3_entry_cb cb, void *arg,
+			 struct backend_s3_page *page);
+
+/* Parse an S3 <Error> body into Code and Message (printable ASCII only,
+ * truncated to fit). Returns 0 or -EBADMSG; outputs are "" on failure. */
+int backend__s3_xml_error(const char *xml, size_t len, char *code, size_t codecap, char *msg,
+			  size_t msgcap);
+
+/* ISO 8601 "2013-05-24T00:00:00.000Z" (or an offset +hh:mm) to epoch
+ * seconds. Returns 0 or -EINVAL. */
+int backend__iso8601_parse(const char *s, size_t len, int64_t *out);
+
+/* Credentials (backend_creds.c). Read the environment and files only; no
+ * network. Return 0 (an empty result means: none found) or a negative
+ * errno. AWS: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN,
+ * else the [AWS_PROFILE or "default"] section of AWS_SHARED_CREDENTIALS_FILE
+ * or ~/.aws/credentials. GCS: GOOGLE_OAUTH_ACCESS_TOKEN (bearer), else
+ * GCS_HMAC_ACCESS_ID/GCS_HMAC_SECRET, else the AWS ones. */
+int backend__creds_aws(struct backend_creds *c);
+int backend__creds_gcs(struct backend_creds *c);
+/* The section 'profile' of an AWS credentials file (exposed for tests). */
+int backend__creds_file(struct backend_creds *c, const char *path, const char *profile);
+void backend__creds_clear(struct backend_creds *c); /* zeroes and frees; accepts NULL */
+/* AWS_REGION, else AWS_DEFAULT_REGION, else "us-east-1". */
+void backend__aws_region(char *buf, size_t cap);
+
+/* A parsed endpoint URL: "http(s)://host[:port][/path]". */
+struct backend_endpoint {
+	int https;
+	char host[256];      /* host[:port] as curl sends it in Host (default port dropped) */
+	char path[256];      /* the endpoint's own path without trailing '/': "" or "/s3" */
+	char base[512];      /* scheme://host[:port] + path */
+};
+int backend__endpoint_parse(struct backend_endpoint *ep, const char *url);
+
+/* The object stores' shared core (backend_s3.c), also used by ais://. */
+enum os_kind { OS_S3, OS_GS, OS_AIS };
+enum os_auth { OS_AUTH_NONE, OS_AUTH_SIGV4, OS_AUTH_BEARER };
+
+struct backend_objstore {
+	enum os_kind kind;
+	enum os_auth auth;
+	struct backend_io *io;
+	struct backend_endpoint ep;
+	char region[64];
+	struct backend_creds creds;
+	char *bucket;
+	char *prefix;           /* raw key prefix: "" or ends with '/' */
+	char *list_path;        /* encoded request paths, ep.path included */
+	char *head_prefix;      /* + encode(prefix + key) */
+	char *get_prefix;
+	const char *head_query; /* static strings */
+	const char *get_query;
+	char *ca_file;
+	pthread_mutex_t lock;   /* protects error; leaf lock */
+	char error[512];
+};
+
+extern const struct backend_ops backend__os_ops;
+int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
+		     const struct backend_config *cfg);
+/* Record the reason of the last failure of be (or, be == NULL, of the last
+ * failed backend_open in this thread), for backend_last_error. */
+void backend__set_error(struct backend *be, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* ---- http(s): backend_http.c, with pure parsers that the unit tests call
+ * directly (backend_brace.c, backend_listing.c) ---------------------------- */
+
+/* Most names one SOURCE may expand to. */
+#define BACKEND_BRACE_MAX 1000000
+
+/* Expand WebDataset brace notation: "{A..B}" with decimal A, B (ascending
+ * or descending; zero padding to the longer width when A or B starts with
+ * '0' and has more than one digit), "{a,b,c}" lists (items may be empty),
+ * several braces in one pattern (cartesian product, leftmost varies
+ * slowest). A brace holding neither ',' nor ".." is kept literally, as
+ * bash does. Nested or unbalanced braces are malformed. On success *out is
+ * a malloc'd array of *n malloc'd strings (free with backend__strv_free).
+ * Returns 0, -EINVAL (malformed), -E2BIG (more than max names), -ENOMEM. */
+int backend__brace_expand(const char *pattern, size_t max, char ***out, size_t *n);
+void backend__strv_free(char **v, size_t n); /* accepts NULL */
+
+/* The parts of an http(s) URL, as offsets into it (len 0: absent). */
+struct backend__url {
+	size_t scheme_len;          /* "http" or "https" */
+	size_t user_off, user_len;  /* userinfo before '@' */
+	size_t host_off, host_len;  /* host[:port] */
+	size_t path_off, path_len;  /* from the first '/' after the host; may be 0 */
+	size_t query_off, query_len; /* after '?', without it */
+};
+/* Returns 0, or -EINVAL unless url is http:// or https:// with a host. */
+int backend__url_split(const char *url, struct backend__url *u);
+
+/* Decode %XX escapes of in[0..len) into out (NUL-terminated). Returns the
+ * length, -EINVAL for a bad escape or an encoded NUL, -ENAMETOOLONG when
+ * out is too small. '+' stays '+' (paths are not form data). */
+ssize_t backend__pct_decode(const char *in, size_t len, char *out, size_t cap);
+/* Encode a key for a URL path: unreserved characters and '/' stay, every
+ * other byte becomes %XX. Returns the length or -ENAMETOOLONG. */
+ssize_t backend__pct_encode(const char *in, char *out, size_t cap);
+
+/* One entry of a directory listing, already checked: name is one decoded
+ * path component, not empty, not "." or "..", without '/' or NUL. */
+struct backend__listent {
+	const char *name;
+	int is_dir;
+	int has_size; /* size is known (JSON files); HTML never has one */
+	uint64_t size;
+	int64_t mtime; /* seconds since the epoch, 0 when unknown */
+};
+typedef int (*backend__listent_cb)(void *arg, const struct backend__listent *e);
+
+/* Parse an autoindex page: nginx "autoindex_format json" (a JSON array of
+ * {"name","type","mtime","size"}) when the first non-blank byte is '[',
+ * else HTML <a href="..."> links of direct children. Entries that are not
+ * safe or not understood are skipped. Returns 0, -EINVAL for a malformed
+ * JSON document, or the first non-zero value of cb. */
+int backend__listing_parse(const char *body, size_t len, backend__listent_cb cb, void *arg);
+int backend__listing_json(const char *body, size_t len, backend__listent_cb cb, void *arg);
+int backend__listing_html(const char *body, size_t len, backend__listent_cb cb, void *arg);
 
 #endif

@@ -1,0 +1,143 @@
+/*
+ * backend_fault.c — a test store: a local directory served as if it were
+ * remote (no file descriptors, every read a copy), with faults on demand.
+ *
+ *   fault:///abs/dir?fail_every=N&delay_ms=M&fail_after_bytes=B
+ *
+ * fail_every=N   every Nth read (counted across threads) fails with -EIO
+ * delay_ms=M     every read first sleeps M milliseconds (a slow network)
+ * fail_after_bytes=B  reads fail with -EIO once B bytes were served (the
+ *                store "goes away"); list and stat keep working
+ *
+ * For unit tests of the cache tier and the filesystem without servers
+ * (STYLE.md: a fault-injecting backend as an extra, never instead of real
+ * servers). Not listed in --help.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend_i.h"
+
+struct fault {
+	struct backend inner; /* the local store doing the work */
+	unsigned long long fail_every, delay_ms, fail_after_bytes;
+	atomic_ullong reads, bytes;
+};
+
+static int fault_list(struct backend *be, backend_list_cb cb, void *arg)
+{
+	struct fault *f = be->impl;
+
+	return f->inner.ops->list(&f->inner, cb, arg);
+}
+
+static int fault_stat(struct backend *be, const char *key, struct backend_objinfo *info)
+{
+	struct fault *f = be->impl;
+
+	return f->inner.ops->stat(&f->inner, key, info);
+}
+
+static ssize_t fault_pread(struct backend *be, const char *key, void *buf, size_t len,
+			   uint64_t off)
+{
+	struct fault *f = be->impl;
+	unsigned long long n = atomic_fetch_add(&f->reads, 1) + 1;
+	ssize_t r;
+
+	if (f->delay_ms) {
+		struct timespec ts = {(time_t)(f->delay_ms / 1000),
+				      (long)(f->delay_ms % 1000) * 1000000L};
+
+		nanosleep(&ts, NULL);
+	}
+	if (f->fail_every && n % f->fail_every == 0)
+		return -EIO;
+	if (f->fail_after_bytes && atomic_load(&f->bytes) >= f->fail_after_bytes)
+		return -EIO;
+	r = f->inner.ops->pread(&f->inner, key, buf, len, off);
+	if (r > 0)
+		atomic_fetch_add(&f->bytes, (unsigned long long)r);
+	return r;
+}
+
+static void fault_close(struct backend *be)
+{
+	struct fault *f = be->impl;
+
+	if (f) {
+		f->inner.ops->close(&f->inner);
+		free(f->inner.desc);
+		free(f);
+	}
+}
+
+static const struct backend_ops fault_ops = {
+	.close = fault_close,
+	.list = fault_list,
+	.stat = fault_stat,
+	.pread = fault_pread,
+	.open_fd = NULL, /* remote-like: no descriptors */
+};
+
+static int parse_param(const char *q, const char *name, unsigned long long *out)
+{
+	size_t n = strlen(name);
+
+	while (q && *q) {
+		if (strncmp(q, name, n) == 0 && q[n] == '=') {
+			char *end;
+
+			errno = 0;
+			*out = strtoull(q + n + 1, &end, 10);
+			if (errno || end == q + n + 1 || (*end && *end != '&'))
+				return -EINVAL;
+			return 0;
+		}
+		q = strchr(q, '&');
+		if (q)
+			q++;
+	}
+	return 0;
+}
+
+int backend__fault_open(struct backend *be, const char *source, const struct backend_config *cfg)
+{
+	const char *path = source + strlen("fault://"), *q = strchr(path, '?');
+	struct fault *f;
+	char *dir;
+	int err;
+
+	(void)cfg;
+	if (path[0] != '/')
+		return -EINVAL;
+	dir = q ? strndup(path, (size_t)(q - path)) : strdup(path);
+	f = calloc(1, sizeof(*f));
+	if (!dir || !f) {
+		free(dir);
+		free(f);
+		return -ENOMEM;
+	}
+	if (q && (parse_param(q + 1, "fail_every", &f->fail_every) < 0 ||
+		  parse_param(q + 1, "delay_ms", &f->delay_ms) < 0 ||
+		  parse_param(q + 1, "fail_after_bytes", &f->fail_after_bytes) < 0)) {
+		free(dir);
+		free(f);
+		return -EINVAL;
+	}
+	err = backend__local_open(&f->inner, dir);
+	free(dir);
+	if (err < 0) {
+		free(f);
+		return err;
+	}
+	be->ops = &fault_ops;
+	be->impl = f;
+	be->local = 0;
+	be->desc = strdup(source);
+	return be->desc ? 0 : -ENOMEM;
+}

@@ -1,0 +1,1232 @@
+/*
+ * backend_io.c — the I/O thread of the remote stores (contract:
+ * backend_io_i.h).
+ *
+ * One thread runs a libuv loop; the loop drives a libcurl multi handle with
+ * the multi_socket API as in curl's docs/examples/multi-uv.c: curl tells us
+ * which sockets to watch (CURLMOPT_SOCKETFUNCTION, one uv_poll_t each) and
+ * when to call it back (CURLMOPT_TIMERFUNCTION, one uv_timer_t). Other
+ * threads hand requests over through a mutex-protected queue and
+ * uv_async_send.
+ *
+ * Each submitted request becomes one struct xfer (loop thread only). An
+ * xfer is in exactly one state:
+ *   WAIT     in io->wait (FIFO), waiting for one of the 'connections' slots
+ *   RUN      its easy handle is in the multi handle, holding a slot
+ *   BACKOFF  its retry timer runs; it holds no slot
+ * and leaves through xfer_finish, the one place that calls on_done.
+ *
+ * Redirects are followed here, not by curl (CURLOPT_FOLLOWLOCATION is off):
+ * a 3xx answer ends the attempt, CURLINFO_REDIRECT_URL gives the absolute
+ * target, and the next attempt goes there. The sign callback runs — and
+ * URL userinfo is kept — only while the target has the scheme, host and
+ * port of the URL the caller submitted; so headers made by 'sign' can never
+ * reach another host, whatever curl's own redirect rules are.
+ *
+ * Ranges: "bytes=A-B" or, to resume a whole-object GET, "bytes=A-"; never a
+ * suffix or a multi-range. A 206 must start exactly at A and end at B or at
+ * the object's end; a 200 to a ranged request is consumed by skipping A
+ * bytes and stopping after the wanted length.
+ *
+ * Non-goals: request bodies (no PUT/POST), HTTP caching, cookies.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+#include <uv.h>
+
+#include "backend_io_i.h"
+
+/* Backoff: full jitter over base * 2^attempt, capped (AWS architecture
+ * blog "Exponential Backoff and Jitter"). 100 ms gives a quick second try
+ * for a one-off reset; 5 s keeps a broken server from being hammered. */
+#define IO_BACKOFF_BASE_MS 100.0
+#define IO_BACKOFF_CAP_MS 5000.0
+#define IO_MAX_REDIRECTS 5
+/* Bigger receive buffer than curl's 16 KiB: fewer callbacks per MB. */
+#define IO_BUFFER_BYTES (512 * 1024)
+
+enum xfer_state { X_WAIT, X_RUN, X_BACKOFF };
+
+struct xfer {
+	struct backend_io *io;
+	struct backend_req *r;
+	enum xfer_state state;
+	struct xfer *prev, *next; /* io->all */
+	struct xfer *wnext;       /* io->wait, state X_WAIT */
+	uv_timer_t backoff;       /* the memory is freed in its close callback */
+	CURL *easy;
+	struct curl_slist *hdrs; /* of the running attempt */
+	char *url;               /* target of the next/running attempt */
+	char *origin;            /* "scheme://host:port" of r->url */
+	int signable;            /* url has r->url's origin: sign, keep userinfo */
+	int hops;                /* redirects followed */
+	uint64_t t0_ns;          /* first attempt started (the budget's clock) */
+	int last_err;            /* why the last attempt failed, for -EIO */
+	char range[64];
+	char ifmatch[96];
+	char first_etag[80]; /* ETag of the first body answer; "" before */
+	int have_first;
+	char errbuf[CURL_ERROR_SIZE];
+
+	/* ---- the current attempt, reset by attempt_reset ---- */
+	long status;
+	int hdr_done;       /* the final response's headers are complete */
+	int have_clen, have_crange, crange_star;
+	uint64_t clen, cr_start, cr_end, cr_total;
+	char etag[80];
+	int64_t mtime;
+	uint64_t want_start;  /* first object offset this attempt asks for */
+	uint64_t skip;        /* body bytes to drop first (200 to a range) */
+	uint64_t limit;       /* most body bytes to deliver (UINT64_MAX: all) */
+	int accept_body;      /* 2xx GET whose body goes to on_data */
+	int abort_err;        /* set by a callback: finish with it, no retry */
+	int stop_ok;          /* we stopped the body ourselves: success */
+	int stalled;          /* on_progress aborted a silent transfer */
+	uint64_t progress_ns; /* when bytes last arrived (or the attempt began) */
+};
+
+struct sock {
+	uv_poll_t poll; /* first: the handle is freed as struct sock */
+	curl_socket_t fd;
+	struct backend_io *io;
+	struct sock *prev, *next; /* io->socks */
+};
+
+struct backend_io {
+	pthread_t thread;
+	pthread_mutex_t lock;          /* protects queue, closing; leaf lock */
+	struct backend_req *q_head;    /* protected by lock */
+	struct backend_req *q_tail;    /* protected by lock */
+	int closing;                   /* protected by lock */
+
+	/* ---- loop thread only (after open returned) ---- */
+	uv_loop_t loop;
+	uv_async_t async;
+	uv_timer_t timer; /* curl's timeout */
+	CURLM *multi;
+	struct xfer *all;
+	struct xfer *wait_head, *wait_tail;
+	struct sock *socks;
+	unsigned running;
+	uint64_t rng;
+
+	/* ---- read-only after open ---- */
+	unsigned max_running;
+	double budget_ms;
+	long connect_ms;
+	long stall_s;
+	uint64_t stall_ns;
+	char *ca_file;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_result;
+
+static void curl_init_once(void)
+{
+	curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+int backend__http_errno(long status)
+{
+	switch (status) {
+	case 404:
+	case 410:
+		return -ENOENT;
+	case 401:
+	case 403:
+		return -EACCES;
+	case 412:
+		return -ESTALE;
+	case 416:
+		return -EINVAL;
+	default:
+		return -EIO;
+	}
+}
+
+/* curl result to errno, and whether another attempt may help: the one place
+ * where curl codes are mapped. */
+static int curl_errno(CURLcode c, int *retry)
+{
+	switch (c) {
+	case CURLE_OK:
+		*retry = 0;
+		return 0;
+	case CURLE_UNSUPPORTED_PROTOCOL:
+	case CURLE_URL_MALFORMAT:
+	case CURLE_BAD_FUNCTION_ARGUMENT:
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_TOO_MANY_REDIRECTS:
+	case CURLE_WRITE_ERROR:
+		*retry = 0;
+		return -EIO;
+	case CURLE_OUT_OF_MEMORY:
+		*retry = 0;
+		return -ENOMEM;
+	default:
+		/* connect/resolve failures, resets, timeouts (stalls), short
+		 * bodies (PARTIAL_FILE), GOT_NOTHING, TLS handshake errors */
+		*retry = 1;
+		return -EIO;
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* small helpers                                                              */
+
+static uint64_t rng_next(struct backend_io *io)
+{
+	/* xorshift64*: jitter only, not security */
+	uint64_t x = io->rng;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	io->rng = x;
+	return x * 2685821657736338717ull;
+}
+
+/* "scheme://host:port" of url (default port filled in), or NULL. */
+static char *url_origin(const char *url)
+{
+	CURLU *u = curl_url();
+	char *scheme = NULL, *host = NULL, *port = NULL, *out = NULL;
+	size_t n;
+
+	if (!u)
+		return NULL;
+	if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK)
+		goto out;
+	if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK)
+		goto out;
+	n = strlen(scheme) + strlen(host) + strlen(port) + 5;
+	out = malloc(n);
+	if (out) {
+		snprintf(out, n, "%s://%s:%s", scheme, host, port);
+		for (char *p = out; *p; p++)
+			if (*p >= 'A' && *p <= 'Z')
+				*p = (char)(*p - 'A' + 'a');
+	}
+out:
+	curl_free(scheme);
+	curl_free(host);
+	curl_free(port);
+	curl_url_cleanup(u);
+	return out;
+}
+
+/* url without user:password@ (a redirect to another host must not carry
+ * them), or NULL. */
+static char *url_without_userinfo(const char *url)
+{
+	CURLU *u = curl_url();
+	char *s = NULL, *out = NULL;
+
+	if (!u)
+		return NULL;
+	if (curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+	    curl_url_set(u, CURLUPART_USER, NULL, 0) == CURLUE_OK &&
+	    curl_url_set(u, CURLUPART_PASSWORD, NULL, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_URL, &s, 0) == CURLUE_OK)
+		out = strdup(s);
+	curl_free(s);
+	curl_url_cleanup(u);
+	return out;
+}
+
+static int parse_u64(const char *s, const char *end, uint64_t *v, const char **stop)
+{
+	uint64_t x = 0;
+	const char *p = s;
+
+	while (p < end && *p >= '0' && *p <= '9') {
+		if (x > (UINT64_MAX - 9) / 10)
+			return -1;
+		x = x * 10 + (uint64_t)(*p - '0');
+		p++;
+	}
+	if (p == s)
+		return -1;
+	*v = x;
+	*stop = p;
+	return 0;
+}
+
+static const char *skip_ws(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	return p;
+}
+
+/* ------------------------------------------------------------------------ */
+/* curl callbacks of one attempt (loop thread)                                */
+
+static void attempt_reset(struct xfer *x)
+{
+	x->status = 0;
+	x->hdr_done = 0;
+	x->have_clen = x->have_crange = x->crange_star = 0;
+	x->clen = x->cr_start = x->cr_end = x->cr_total = 0;
+	x->etag[0] = '\0';
+	x->mtime = 0;
+	x->skip = 0;
+	x->limit = UINT64_MAX;
+	x->accept_body = 0;
+	x->abort_err = 0;
+	x->stop_ok = 0;
+	x->stalled = 0;
+	x->errbuf[0] = '\0';
+}
+
+static int is_redirect(long s)
+{
+	return s == 301 || s == 302 || s == 303 || s == 307 || s == 308;
+}
+
+/* The final response's headers are in: decide what its body is. Returns 0,
+ * or a negative errno that fails the request. */
+static int headers_complete(struct xfer *x)
+{
+	struct backend_req *r = x->r;
+	int get = strcmp(r->method, "HEAD") != 0;
+	int ranged = r->range_len > 0 || r->delivered > 0;
+	uint64_t remain = r->range_len ? r->range_len - r->delivered : UINT64_MAX;
+
+	if (x->status < 200 || x->status > 299)
+		return 0; /* body discarded; decided at the end */
+	if (x->have_first && x->first_etag[0] && x->etag[0] && strcmp(x->etag, x->first_etag) != 0)
+		return -ESTALE; /* resumed on a different object */
+	if (!get)
+		return 0;
+	if (x->status == 206) {
+		if (!ranged || !x->have_crange || x->crange_star || x->cr_start != x->want_start ||
+		    x->cr_end < x->cr_start || x->cr_end >= x->cr_total)
+			return -EIO;
+		/* may end early only at the object's end */
+		if (r->range_len && x->cr_end - x->cr_start + 1 < remain &&
+		    x->cr_end + 1 != x->cr_total)
+			return -EIO;
+		if (x->have_clen && x->clen != x->cr_end - x->cr_start + 1)
+			return -EIO;
+	} else if (x->status == 200 && ranged) {
+		/* the server ignored Range: read the whole body from offset 0 */
+		x->skip = x->want_start;
+	} else if (x->status != 200) {
+		return -EIO; /* 204 and friends: not an object body */
+	}
+	x->limit = remain;
+	x->accept_body = 1;
+	if (!x->have_first) {
+		x->have_first = 1;
+		snprintf(x->first_etag, sizeof(x->first_etag), "%s", x->etag);
+	}
+	return 0;
+}
+
+static size_t on_header(char *buf, size_t size, size_t n, void *arg)
+{
+	struct xfer *x = arg;
+	size_t len = size * n;
+	const char *end = buf + len, *v;
+	const char *stop;
+	int err;
+
+	x->progress_ns = uv_hrtime();
+	while (end > buf && (end[-1] == '\r' || end[-1] == '\n'))
+		end--;
+	if (len >= 5 && strncmp(buf, "HTTP/", 5) == 0) {
+		const char *p = memchr(buf, ' ', (size_t)(end - buf));
+		uint64_t st = 0;
+
+		attempt_reset(x); /* each response (1xx too) starts afresh */
+		if (!p || parse_u64(skip_ws(p, end), end, &st, &stop) < 0 || st > 999)
+			return 0;
+		x->status = (long)st;
+		return len;
+	}
+	if (end == buf) { /* the blank line: end of one response's headers */
+		if (x->status >= 100 && x->status < 200)
+			return len;
+		x->hdr_done = 1;
+		err = headers_complete(x);
+		if (err < 0) {
+			x->abort_err = err;
+			return 0;
+		}
+		return len;
+	}
+	v = memchr(buf, ':', (size_t)(end - buf));
+	if (!v)
+		return len;
+#define HDR(name) ((size_t)(v - buf) == sizeof(name) - 1 && strncasecmp(buf, name, sizeof(name) - 1) == 0)
+	if (HDR("etag")) {
+		const char *s = skip_ws(v + 1, end);
+		size_t l = (size_t)(end - s);
+
+		if (l >= sizeof(x->etag))
+			l = 0; /* absurd: treat as absent */
+		memcpy(x->etag, s, l);
+		x->etag[l] = '\0';
+	} else if (HDR("content-length")) {
+		const char *s = skip_ws(v + 1, end);
+
+		if (parse_u64(s, end, &x->clen, &stop) == 0 && skip_ws(stop, end) == end)
+			x->have_clen = 1;
+	} else if (HDR("content-range")) {
+		const char *s = skip_ws(v + 1, end);
+
+		/* "bytes A-B/T" or "bytes STAR/T" (416); an unknown total is refused */
+		if ((size_t)(end - s) > 6 && strncasecmp(s, "bytes ", 6) == 0) {
+			s = skip_ws(s + 6, end);
+			if (s < end && *s == '*') {
+				if (s + 1 < end && s[1] == '/' &&
+				    parse_u64(s + 2, end, &x->cr_total, &stop) == 0 && stop == end)
+					x->crange_star = x->have_crange = 1;
+			} else if (parse_u64(s, end, &x->cr_start, &stop) == 0 && stop < end &&
+				   *stop == '-' &&
+				   parse_u64(stop + 1, end, &x->cr_end, &stop) == 0 &&
+				   stop < end && *stop == '/' &&
+				   parse_u64(stop + 1, end, &x->cr_total, &stop) == 0 && stop == end) {
+				x->have_crange = 1;
+			}
+		}
+	} else if (HDR("last-modified")) {
+		char tmp[64];
+		const char *s = skip_ws(v + 1, end);
+		size_t l = (size_t)(end - s);
+		time_t t;
+
+		if (l < sizeof(tmp)) {
+			memcpy(tmp, s, l);
+			tmp[l] = '\0';
+			t = curl_getdate(tmp, NULL);
+			if (t > 0)
+				x->mtime = (int64_t)t;
+		}
+	}
+#undef HDR
+	return len;
+}
+
+static size_t on_body(char *buf, size_t size, size_t n, void *arg)
+{
+	struct xfer *x = arg;
+	struct backend_req *r = x->r;
+	size_t len = size * n;
+	int err;
+
+	x->progress_ns = uv_hrtime();
+	if (!x->accept_body)
+		return len; /* error pages, redirect bodies: dropped */
+	if (x->skip) {
+		size_t k = x->skip < len ? (size_t)x->skip : len;
+
+		x->skip -= k;
+		buf += k;
+		len -= k;
+		if (!len)
+			return size * n;
+	}
+	if ((uint64_t)len > x->limit) {
+		if (x->status == 206) { /* more than Content-Range said */
+			x->abort_err = -EIO;
+			return 0;
+		}
+		len = (size_t)x->limit; /* 200 to a range: stop after it */
+	}
+	if (len && r->on_data) {
+		err = r->on_data(r->arg, buf, len);
+		if (err < 0) {
+			x->abort_err = err;
+			return 0;
+		}
+	}
+	r->delivered += len;
+	x->limit -= len;
+	if (x->limit == 0 && x->status == 200 && r->range_len) {
+		x->stop_ok = 1;
+		return 0; /* the rest of a full body is not wanted */
+	}
+	return size * n;
+}
+
+/* Stall detection. curl's LOW_SPEED_TIME averages the speed over about five
+ * seconds, so a few bytes followed by silence are noticed up to five seconds
+ * late; this is exact to curl's once-a-second progress calls (which the
+ * LOW_SPEED settings keep coming while the transfer is silent). */
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		       curl_off_t ulnow)
+{
+	struct xfer *x = arg;
+
+	(void)dltotal;
+	(void)dlnow;
+	(void)ultotal;
+	(void)ulnow;
+	if (uv_hrtime() - x->progress_ns > x->io->stall_ns) {
+		x->stalled = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* xfer lifecycle (loop thread)                                               */
+
+static void xfer_free_cb(uv_handle_t *h)
+{
+	struct xfer *x = h->data;
+
+	free(x->url);
+	free(x->origin);
+	free(x);
+}
+
+static void xfer_detach_easy(struct xfer *x)
+{
+	if (x->easy) {
+		if (x->state == X_RUN) {
+			curl_multi_remove_handle(x->io->multi, x->easy);
+			x->io->running--;
+		}
+		curl_easy_cleanup(x->easy);
+		x->easy = NULL;
+	}
+	curl_slist_free_all(x->hdrs);
+	x->hdrs = NULL;
+}
+
+static void wait_remove(struct backend_io *io, struct xfer *x)
+{
+	struct xfer **pp = &io->wait_head, *prev = NULL;
+
+	while (*pp && *pp != x) {
+		prev = *pp;
+		pp = &(*pp)->wnext;
+	}
+	if (*pp) {
+		*pp = x->wnext;
+		if (io->wait_tail == x)
+			io->wait_tail = prev;
+	}
+	x->wnext = NULL;
+}
+
+/* The one exit of a request: on_done runs here, exactly once. */
+static void xfer_finish(struct xfer *x, int err)
+{
+	struct backend_io *io = x->io;
+	struct backend_req *r = x->r;
+	backend_req_done_cb done = r->on_done;
+	void *arg = r->arg;
+
+	if (x->state == X_WAIT)
+		wait_remove(io, x);
+	else if (x->state == X_BACKOFF)
+		uv_timer_stop(&x->backoff);
+	xfer_detach_easy(x);
+	if (x->prev)
+		x->prev->next = x->next;
+	else
+		io->all = x->next;
+	if (x->next)
+		x->next->prev = x->prev;
+	if (r->etag[0] == '\0' && x->first_etag[0])
+		snprintf(r->etag, sizeof(r->etag), "%s", x->first_etag);
+	r->priv = NULL;
+	x->r = NULL;
+	uv_close((uv_handle_t *)&x->backoff, xfer_free_cb);
+	done(arg, r, err); /* r may be gone after this */
+}
+
+static void io_kick(struct backend_io *io);
+
+static void wait_push(struct backend_io *io, struct xfer *x, int front)
+{
+	x->state = X_WAIT;
+	if (front) {
+		x->wnext = io->wait_head;
+		io->wait_head = x;
+		if (!io->wait_tail)
+			io->wait_tail = x;
+	} else {
+		x->wnext = NULL;
+		if (io->wait_tail)
+			io->wait_tail->wnext = x;
+		else
+			io->wait_head = x;
+		io->wait_tail = x;
+	}
+}
+
+static void backoff_cb(uv_timer_t *t)
+{
+	struct xfer *x = t->data;
+	struct backend_io *io = x->io;
+
+	wait_push(io, x, 1); /* a retry goes before new work */
+	io_kick(io);
+}
+
+/* The attempt failed with err; try again later if the budget allows. */
+static void xfer_retry(struct xfer *x, int err)
+{
+	struct backend_io *io = x->io;
+	double elapsed = (double)(uv_hrtime() - x->t0_ns) / 1e6;
+	double cap = IO_BACKOFF_BASE_MS;
+	double delay;
+
+	x->last_err = err;
+	for (int i = 1; i < x->r->attempts && cap < IO_BACKOFF_CAP_MS; i++)
+		cap *= 2;
+	if (cap > IO_BACKOFF_CAP_MS)
+		cap = IO_BACKOFF_CAP_MS;
+	delay = cap * (double)(rng_next(io) >> 11) / (double)(1ull << 53);
+	xfer_detach_easy(x);
+	if (elapsed + delay >= io->budget_ms) {
+		xfer_finish(x, -EIO);
+		return;
+	}
+	x->state = X_BACKOFF;
+	uv_timer_start(&x->backoff, backoff_cb, (uint64_t)delay, 0);
+}
+
+/* Start one attempt: a new easy handle in the multi handle. Returns 0 or a
+ * negative errno (the caller finishes the xfer with it). */
+static int xfer_start(struct xfer *x)
+{
+	struct backend_io *io = x->io;
+	struct backend_req *r = x->r;
+	int head = strcmp(r->method, "HEAD") == 0;
+	CURL *e;
+	int err;
+
+	if (!x->t0_ns)
+		x->t0_ns = uv_hrtime();
+	r->attempts++;
+	attempt_reset(x);
+	x->progress_ns = uv_hrtime();
+	e = curl_easy_init();
+	if (!e)
+		return -ENOMEM;
+	x->easy = e;
+	x->want_start = 0;
+	x->range[0] = '\0';
+	if (!head && (r->range_len || r->delivered)) {
+		x->want_start = r->range_off + r->delivered;
+		if (r->range_len)
+			snprintf(x->range, sizeof(x->range), "%" PRIu64 "-%" PRIu64,
+				 x->want_start, r->range_off + r->range_len - 1);
+		else
+			snprintf(x->range, sizeof(x->range), "%" PRIu64 "-", x->want_start);
+	}
+	/* If-Match: the caller's, else the first answer's when resuming. A
+	 * weak ETag can never match under If-Match's strong comparison, so it
+	 * is only compared by us (headers_complete). */
+	x->ifmatch[0] = '\0';
+	if (r->if_match && *r->if_match)
+		snprintf(x->ifmatch, sizeof(x->ifmatch), "If-Match: %s", r->if_match);
+	else if (r->delivered && x->first_etag[0] && strncmp(x->first_etag, "W/", 2) != 0)
+		snprintf(x->ifmatch, sizeof(x->ifmatch), "If-Match: %s", x->first_etag);
+	if (x->ifmatch[0]) {
+		struct curl_slist *l = curl_slist_append(x->hdrs, x->ifmatch);
+
+		if (!l)
+			return -ENOMEM;
+		x->hdrs = l;
+	}
+	if (r->sign && x->signable) {
+		err = r->sign(r->sign_arg, r, &x->hdrs);
+		if (err < 0)
+			return err;
+	}
+	curl_easy_setopt(e, CURLOPT_URL, x->url);
+	curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+	if (io->ca_file)
+		curl_easy_setopt(e, CURLOPT_CAINFO, io->ca_file);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, io->connect_ms);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, io->stall_s);
+	curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)IO_BUFFER_BYTES);
+	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(e, CURLOPT_XFERINFODATA, x);
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
+	if (head)
+		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+	if (x->range[0])
+		curl_easy_setopt(e, CURLOPT_RANGE, x->range);
+	if (curl_multi_add_handle(io->multi, e) != CURLM_OK)
+		return -ENOMEM;
+	x->state = X_RUN;
+	io->running++;
+	return 0;
+}
+
+/* Start waiting xfers while slots are free. */
+static void io_kick(struct backend_io *io)
+{
+	while (io->running < io->max_running && io->wait_head) {
+		struct xfer *x = io->wait_head;
+		int err;
+
+		io->wait_head = x->wnext;
+		if (!io->wait_head)
+			io->wait_tail = NULL;
+		x->wnext = NULL;
+		x->state = X_BACKOFF; /* neither waiting nor running yet */
+		err = xfer_start(x);
+		if (err < 0)
+			xfer_finish(x, err);
+	}
+}
+
+/* One attempt ended (curl says done with result c). */
+static void xfer_done(struct xfer *x, CURLcode c)
+{
+	struct backend_req *r = x->r;
+	int retry = 0;
+	int err;
+
+	r->status = x->status;
+	if (x->hdr_done && x->status >= 200 && x->status < 300) {
+		if (x->have_crange && !x->crange_star)
+			r->size = x->cr_total;
+		else if (x->have_clen && x->status == 200)
+			r->size = x->clen;
+		if (x->etag[0])
+			snprintf(r->etag, sizeof(r->etag), "%s", x->etag);
+		if (x->mtime)
+			r->mtime = x->mtime;
+	}
+	if (x->abort_err) {
+		xfer_finish(x, x->abort_err);
+		return;
+	}
+	if (x->stop_ok) {
+		xfer_finish(x, 0);
+		return;
+	}
+	if (x->stalled) {
+		xfer_retry(x, -EIO);
+		return;
+	}
+	if (c != CURLE_OK) {
+		err = curl_errno(c, &retry);
+		if (retry)
+			xfer_retry(x, err);
+		else
+			xfer_finish(x, err);
+		return;
+	}
+	if (is_redirect(x->status)) {
+		char *loc = NULL, *next, *origin;
+
+		curl_easy_getinfo(x->easy, CURLINFO_REDIRECT_URL, &loc);
+		if (!loc || ++x->hops > IO_MAX_REDIRECTS ||
+		    (strncasecmp(loc, "http://", 7) != 0 && strncasecmp(loc, "https://", 8) != 0)) {
+			xfer_finish(x, -EIO);
+			return;
+		}
+		origin = url_origin(loc);
+		if (!origin) {
+			xfer_finish(x, -EIO);
+			return;
+		}
+		x->signable = x->origin && strcmp(origin, x->origin) == 0;
+		free(origin);
+		next = x->signable ? strdup(loc) : url_without_userinfo(loc);
+		if (!next) {
+			xfer_finish(x, -ENOMEM);
+			return;
+		}
+		free(x->url);
+		x->url = next;
+		xfer_detach_easy(x);
+		r->attempts--; /* a hop is not a retry */
+		wait_push(x->io, x, 1);
+		return;
+	}
+	if (x->status >= 200 && x->status < 300) {
+		if (strcmp(r->method, "HEAD") == 0) {
+			xfer_finish(x, 0);
+			return;
+		}
+		if (r->range_len) {
+			/* short: neither all of it nor the object's end */
+			uint64_t end = r->range_off + r->delivered;
+
+			if (r->delivered < r->range_len && !(r->size && end >= r->size)) {
+				xfer_retry(x, -EIO);
+				return;
+			}
+		} else if (r->size && r->delivered < r->size) {
+			xfer_retry(x, -EIO);
+			return;
+		}
+		xfer_finish(x, 0);
+		return;
+	}
+	if (x->status == 416 && x->crange_star && x->want_start >= x->cr_total &&
+	    (r->range_len || r->delivered)) {
+		r->size = x->cr_total; /* asked at or past the end: nothing left */
+		xfer_finish(x, 0);
+		return;
+	}
+	if (x->status == 0 || x->status == 408 || x->status == 429 || x->status >= 500) {
+		xfer_retry(x, -EIO);
+		return;
+	}
+	xfer_finish(x, backend__http_errno(x->status));
+}
+
+static void check_multi_info(struct backend_io *io)
+{
+	CURLMsg *m;
+	int pending;
+
+	while ((m = curl_multi_info_read(io->multi, &pending))) {
+		struct xfer *x = NULL;
+
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+		if (!x)
+			continue;
+		xfer_done(x, m->data.result);
+	}
+	io_kick(io);
+}
+
+/* ------------------------------------------------------------------------ */
+/* curl <-> libuv glue (multi-uv.c pattern)                                   */
+
+static void sock_free_cb(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+static void sock_close(struct backend_io *io, struct sock *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		io->socks = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	uv_poll_stop(&s->poll);
+	uv_close((uv_handle_t *)&s->poll, sock_free_cb);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+	struct sock *s = h->data;
+	struct backend_io *io = s->io;
+	int flags = 0, running;
+
+	if (status < 0)
+		flags = CURL_CSELECT_ERR;
+	if (!status && (events & UV_READABLE))
+		flags |= CURL_CSELECT_IN;
+	if (!status && (events & UV_WRITABLE))
+		flags |= CURL_CSELECT_OUT;
+	curl_multi_socket_action(io->multi, s->fd, flags, &running);
+	check_multi_info(io);
+}
+
+static int on_socket(CURL *e, curl_socket_t fd, int what, void *userp, void *socketp)
+{
+	struct backend_io *io = userp;
+	struct sock *s = socketp;
+	int events = 0;
+
+	(void)e;
+	if (what == CURL_POLL_REMOVE) {
+		if (s) {
+			sock_close(io, s);
+			curl_multi_assign(io->multi, fd, NULL);
+		}
+		return 0;
+	}
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return -1;
+		if (uv_poll_init_socket(&io->loop, &s->poll, fd) < 0) {
+			free(s);
+			return -1;
+		}
+		s->poll.data = s;
+		s->fd = fd;
+		s->io = io;
+		s->next = io->socks;
+		if (io->socks)
+			io->socks->prev = s;
+		io->socks = s;
+		curl_multi_assign(io->multi, fd, s);
+	}
+	if (what & CURL_POLL_IN)
+		events |= UV_READABLE;
+	if (what & CURL_POLL_OUT)
+		events |= UV_WRITABLE;
+	uv_poll_start(&s->poll, events, on_poll);
+	return 0;
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+	struct backend_io *io = t->data;
+	int running;
+
+	curl_multi_socket_action(io->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	check_multi_info(io);
+}
+
+static int on_timer(CURLM *m, long timeout_ms, void *userp)
+{
+	struct backend_io *io = userp;
+
+	(void)m;
+	if (timeout_ms < 0)
+		uv_timer_stop(&io->timer);
+	else /* 0 means "now": a 0 ms timer fires on the loop's next turn, outside
+	      * curl's callbacks (multi-uv.c's 1 ms would cost 1 ms per request) */
+		uv_timer_start(&io->timer, on_timeout, (uint64_t)timeout_ms, 0);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* the queue from other threads, shutdown                                     */
+
+static void shutdown_loop(struct backend_io *io, struct backend_req *q)
+{
+	while (q) {
+		struct backend_req *next = q->next;
+
+		q->next = NULL;
+		q->on_done(q->arg, q, -ECANCELED);
+		q = next;
+	}
+	while (io->all)
+		xfer_finish(io->all, -ECANCELED);
+	/* closes cached connections; their sockets come back as POLL_REMOVE */
+	curl_multi_cleanup(io->multi);
+	io->multi = NULL;
+	while (io->socks)
+		sock_close(io, io->socks);
+	uv_close((uv_handle_t *)&io->timer, NULL);
+	uv_close((uv_handle_t *)&io->async, NULL);
+}
+
+static void on_async(uv_async_t *a)
+{
+	struct backend_io *io = a->data;
+	struct backend_req *q;
+	int closing;
+
+	pthread_mutex_lock(&io->lock);
+	q = io->q_head;
+	io->q_head = io->q_tail = NULL;
+	closing = io->closing;
+	pthread_mutex_unlock(&io->lock);
+	if (closing) {
+		shutdown_loop(io, q);
+		return;
+	}
+	while (q) {
+		struct backend_req *r = q, *next = q->next;
+		struct xfer *x = calloc(1, sizeof(*x));
+
+		r->next = NULL;
+		q = next;
+		if (x) {
+			x->url = strdup(r->url);
+			x->origin = url_origin(r->url);
+		}
+		if (!x || !x->url) {
+			if (x)
+				free(x);
+			r->on_done(r->arg, r, -ENOMEM);
+			continue;
+		}
+		x->io = io;
+		x->r = r;
+		x->signable = x->origin != NULL;
+		r->priv = x;
+		uv_timer_init(&io->loop, &x->backoff);
+		x->backoff.data = x;
+		x->next = io->all;
+		if (io->all)
+			io->all->prev = x;
+		io->all = x;
+		wait_push(io, x, 0);
+	}
+	io_kick(io);
+}
+
+static void *io_thread(void *arg)
+{
+	struct backend_io *io = arg;
+
+	uv_run(&io->loop, UV_RUN_DEFAULT);
+	return NULL;
+}
+
+int backend_io_open(struct backend_io **out, const struct backend_config *cfg)
+{
+	static const struct backend_config defaults;
+	struct backend_io *io;
+	int err = -ENOMEM;
+
+	*out = NULL;
+	if (!cfg)
+		cfg = &defaults;
+	pthread_once(&curl_once, curl_init_once);
+	if (curl_init_result != CURLE_OK)
+		return -ENOMEM;
+	io = calloc(1, sizeof(*io));
+	if (!io)
+		return -ENOMEM;
+	io->max_running = cfg->connections ? cfg->connections : 8;
+	io->budget_ms = (cfg->retry_budget_s > 0 ? cfg->retry_budget_s : 30) * 1000.0;
+	io->connect_ms = (long)((cfg->connect_timeout_s > 0 ? cfg->connect_timeout_s : 10) * 1000.0);
+	io->stall_s = (long)(cfg->stall_timeout_s > 0 ? cfg->stall_timeout_s + 0.999 : 20);
+	io->stall_ns = (uint64_t)((cfg->stall_timeout_s > 0 ? cfg->stall_timeout_s : 20) * 1e9);
+	io->rng = uv_hrtime() ^ (uint64_t)(uintptr_t)io ^ 0x9e3779b97f4a7c15ull;
+	if (!io->rng)
+		io->rng = 1;
+	if (cfg->ca_file && !(io->ca_file = strdup(cfg->ca_file)))
+		goto fail_free;
+	if (pthread_mutex_init(&io->lock, NULL) != 0)
+		goto fail_free;
+	if (uv_loop_init(&io->loop) < 0)
+		goto fail_mutex;
+	io->multi = curl_multi_init();
+	if (!io->multi)
+		goto fail_loop;
+	curl_multi_setopt(io->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+	curl_multi_setopt(io->multi, CURLMOPT_SOCKETDATA, io);
+	curl_multi_setopt(io->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+	curl_multi_setopt(io->multi, CURLMOPT_TIMERDATA, io);
+	/* keep-alive: enough idle connections for the store and, behind a
+	 * redirecting proxy (AIStore), its targets */
+	curl_multi_setopt(io->multi, CURLMOPT_MAXCONNECTS, (long)io->max_running * 2 + 2);
+	curl_multi_setopt(io->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)io->max_running);
+	uv_async_init(&io->loop, &io->async, on_async);
+	io->async.data = io;
+	uv_timer_init(&io->loop, &io->timer);
+	io->timer.data = io;
+	err = pthread_create(&io->thread, NULL, io_thread, io);
+	if (err) {
+		err = -err;
+		uv_close((uv_handle_t *)&io->async, NULL);
+		uv_close((uv_handle_t *)&io->timer, NULL);
+		uv_run(&io->loop, UV_RUN_DEFAULT);
+		curl_multi_cleanup(io->multi);
+		goto fail_loop;
+	}
+	*out = io;
+	return 0;
+fail_loop:
+	uv_loop_close(&io->loop);
+fail_mutex:
+	pthread_mutex_destroy(&io->lock);
+fail_free:
+	free(io->ca_file);
+	free(io);
+	return err;
+}
+
+void backend_io_close(struct backend_io *io)
+{
+	if (!io)
+		return;
+	pthread_mutex_lock(&io->lock);
+	io->closing = 1;
+	pthread_mutex_unlock(&io->lock);
+	uv_async_send(&io->async);
+	pthread_join(io->thread, NULL);
+	uv_loop_close(&io->loop);
+	pthread_mutex_destroy(&io->lock);
+	free(io->ca_file);
+	free(io);
+}
+
+void backend_io_submit(struct backend_io *io, struct backend_req *r)
+{
+	int closing;
+
+	r->next = NULL;
+	r->priv = NULL;
+	r->status = 0;
+	r->etag[0] = '\0';
+	r->size = 0;
+	r->mtime = 0;
+	r->delivered = 0;
+	r->attempts = 0;
+	pthread_mutex_lock(&io->lock);
+	closing = io->closing;
+	if (!closing) {
+		if (io->q_tail)
+			io->q_tail->next = r;
+		else
+			io->q_head = r;
+		io->q_tail = r;
+	}
+	pthread_mutex_unlock(&io->lock);
+	if (closing)
+		r->on_done(r->arg, r, -ECANCELED); /* racing with close: never queued */
+	else
+		uv_async_send(&io->async);
+}
+
+/* ------------------------------------------------------------------------ */
+/* blocking helpers                                                           */
+
+struct waiter {
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	int done; /* protected by m */
+	int err;  /* protected by m */
+	/* written on the loop thread only before done is set */
+	char *buf;
+	size_t len, cap, max;
+	int grow; /* buf is ours to realloc (backend_io_get) */
+};
+
+static void waiter_init(struct waiter *w)
+{
+	memset(w, 0, sizeof(*w));
+	pthread_mutex_init(&w->m, NULL);
+	pthread_cond_init(&w->c, NULL);
+}
+
+static void waiter_done(void *arg, struct backend_req *r, int err)
+{
+	struct waiter *w = arg;
+
+	(void)r;
+	pthread_mutex_lock(&w->m);
+	w->err = err;
+	w->done = 1;
+	pthread_cond_signal(&w->c);
+	pthread_mutex_unlock(&w->m);
+}
+
+static int waiter_run(struct backend_io *io, struct backend_req *r, struct waiter *w)
+{
+	int err;
+
+	r->on_done = waiter_done;
+	r->arg = w;
+	backend_io_submit(io, r);
+	pthread_mutex_lock(&w->m);
+	while (!w->done)
+		pthread_cond_wait(&w->c, &w->m);
+	err = w->err;
+	pthread_mutex_unlock(&w->m);
+	pthread_cond_destroy(&w->c);
+	pthread_mutex_destroy(&w->m);
+	return err;
+}
+
+static int waiter_data(void *arg, const void *buf, size_t len)
+{
+	struct waiter *w = arg;
+
+	if (len > w->max - w->len)
+		return w->grow ? -EFBIG : -EIO;
+	if (w->grow && w->len + len > w->cap) {
+		size_t cap = w->cap ? w->cap : 65536;
+		char *p;
+
+		while (cap < w->len + len)
+			cap = cap > w->max / 2 ? w->max : cap * 2;
+		p = realloc(w->buf, cap);
+		if (!p)
+			return -ENOMEM;
+		w->buf = p;
+		w->cap = cap;
+	}
+	memcpy(w->buf + w->len, buf, len);
+	w->len += len;
+	return 0;
+}
+
+int backend_io_get(struct backend_io *io, struct backend_req *r, void **body, size_t *len,
+		   size_t max)
+{
+	struct waiter w;
+	int err;
+
+	waiter_init(&w);
+	w.max = max;
+	w.grow = 1;
+	r->on_data = waiter_data;
+	err = waiter_run(io, r, &w);
+	if (err < 0) {
+		free(w.buf);
+		*body = NULL;
+		*len = 0;
+		return err;
+	}
+	if (!w.buf) /* empty body: still a valid buffer */
+		w.buf = malloc(1);
+	if (!w.buf)
+		return -ENOMEM;
+	*body = w.buf;
+	*len = w.len;
+	return 0;
+}
+
+ssize_t backend_io_read(struct backend_io *io, struct backend_req *r, void *buf)
+{
+	struct waiter w;
+	int err;
+
+	if (r->range_len == 0 || r->range_len > SSIZE_MAX)
+		return r->range_len ? -EINVAL : 0;
+	waiter_init(&w);
+	w.buf = buf;
+	w.cap = w.max = (size_t)r->range_len;
+	r->on_data = waiter_data;
+	err = waiter_run(io, r, &w);
+	if (err < 0)
+		return err;
+	return (ssize_t)w.len;
+}
+
+int backend_io_head(struct backend_io *io, struct backend_req *r)
+{
+	struct waiter w;
+
+	waiter_init(&w);
+	r->method = "HEAD";
+	r->on_data = NULL;
+	r->range_len = 0;
+	return waiter_run(io, r, &w);
+}

@@ -1,0 +1,659 @@
+/*
+ * backend_xml.c — a small, bounded XML scanner for the two documents the
+ * object stores send us: ListObjectsV2 pages (ListBucketResult) and S3
+ * error bodies (<Error><Code/><Message/></Error>).
+ *
+ * Non-goals: a general XML parser. No DTDs (a <!DOCTYPE> is refused, so no
+ * entity can expand), no namespaces beyond ignoring a "prefix:" on element
+ * names, no attributes beyond skipping them. Only the five predefined
+ * entities and numeric character references are decoded.
+ *
+ * Hostile input: the scanner only moves forward through [xml, xml+len),
+ * never reads past the end, never recurses, keeps at most XML_MAX_DEPTH open
+ * elements, and copies text only into buffers with a fixed bound (keys
+ * BACKEND_S3_KEY_MAX, other fields far less). A <Contents> whose key is too
+ * long, not decodable or missing, or whose size is not a number that fits
+ * in an off_t, is skipped and counted; a document that is not well formed
+ * fails as a whole with -EBADMSG.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_i.h"
+
+#define XML_MAX_DEPTH	32
+#define XML_FIELD_MAX	256  /* Size, ETag, LastModified, IsTruncated, Code */
+#define XML_TOKEN_MAX	4096 /* NextContinuationToken */
+#define XML_MESSAGE_MAX 1024
+
+enum xml_kind { XML_EOF, XML_START, XML_END, XML_EMPTY, XML_TEXT, XML_CDATA };
+
+struct xml_tok {
+	enum xml_kind kind;
+	const char *s; /* name (start/end/empty) or raw text */
+	size_t n;
+};
+
+struct xml_scan {
+	const char *p, *end;
+};
+
+static const char *find(const char *p, const char *end, const char *needle)
+{
+	size_t n = strlen(needle);
+
+	while ((size_t)(end - p) >= n) {
+		const char *q = memchr(p, needle[0], (size_t)(end - p) - n + 1);
+
+		if (!q)
+			return NULL;
+		if (memcmp(q, needle, n) == 0)
+			return q;
+		p = q + 1;
+	}
+	return NULL;
+}
+
+static int is_name_char(unsigned char c)
+{
+	return c > ' ' && c != '<' && c != '>' && c != '/' && c != '=' && c != '"' && c != '\'';
+}
+
+/* Next token. Returns 0, or -EBADMSG for malformed markup. */
+static int xml_next(struct xml_scan *x, struct xml_tok *t)
+{
+	const char *p = x->p, *end = x->end, *q;
+
+	if (p >= end) {
+		t->kind = XML_EOF;
+		return 0;
+	}
+	if (*p != '<') {
+		q = memchr(p, '<', (size_t)(end - p));
+		t->kind = XML_TEXT;
+		t->s = p;
+		t->n = (size_t)((q ? q : end) - p);
+		x->p = q ? q : end;
+		return 0;
+	}
+	if (end - p >= 2 && p[1] == '?') { /* processing instruction / declaration */
+		q = find(p + 2, end, "?>");
+		if (!q)
+			return -EBADMSG;
+		x->p = q + 2;
+		t->kind = XML_TEXT; /* an empty text token: no recursion on hostile input */
+		t->s = q + 2;
+		t->n = 0;
+		return 0;
+	}
+	if (end - p >= 4 && memcmp(p, "<!--", 4) == 0) {
+		q = find(p + 4, end, "-->");
+		if (!q)
+			return -EBADMSG;
+		x->p = q + 3;
+		t->kind = XML_TEXT; /* an empty text token: comments split nothing */
+		t->s = q + 3;
+		t->n = 0;
+		return 0;
+	}
+	if (end - p >= 9 && memcmp(p, "<![CDATA[", 9) == 0) {
+		q = find(p + 9, end, "]]>");
+		if (!q)
+			return -EBADMSG;
+		t->kind = XML_CDATA;
+		t->s = p + 9;
+		t->n = (size_t)(q - (p + 9));
+		x->p = q + 3;
+		return 0;
+	}
+	if (end - p >= 2 && p[1] == '!')
+		return -EBADMSG; /* DOCTYPE and friends: never in an S3 answer */
+	if (end - p >= 2 && p[1] == '/') {
+		const char *s = p + 2;
+
+		q = s;
+		while (q < end && is_name_char((unsigned char)*q))
+			q++;
+		if (q == s)
+			return -EBADMSG;
+		t->s = s;
+		t->n = (size_t)(q - s);
+		while (q < end && (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\n'))
+			q++;
+		if (q >= end || *q != '>')
+			return -EBADMSG;
+		t->kind = XML_END;
+		x->p = q + 1;
+		return 0;
+	}
+	/* start tag: name, attributes (quoted values may hold '>'), '>' or '/>' */
+	q = p + 1;
+	while (q < end && is_name_char((unsigned char)*q))
+		q++;
+	if (q == p + 1)
+		return -EBADMSG;
+	t->s = p + 1;
+	t->n = (size_t)(q - (p + 1));
+	while (q < end) {
+		if (*q == '"' || *q == '\'') {
+			const char *c = memchr(q + 1, *q, (size_t)(end - q - 1));
+
+			if (!c)
+				return -EBADMSG;
+			q = c + 1;
+			continue;
+		}
+		if (*q == '<')
+			return -EBADMSG;
+		if (*q == '>') {
+			t->kind = (q[-1] == '/' && q - 1 >= p + 1 + t->n) ? XML_EMPTY : XML_START;
+			x->p = q + 1;
+			return 0;
+		}
+		q++;
+	}
+	return -EBADMSG;
+}
+
+/* Local part of a (possibly prefixed) element name equals want. */
+static int name_is(const struct xml_tok *t, const char *want)
+{
+	const char *s = t->s, *colon = memchr(s, ':', t->n);
+	size_t n = t->n;
+
+	if (colon) {
+		n -= (size_t)(colon + 1 - s);
+		s = colon + 1;
+	}
+	return n == strlen(want) && memcmp(s, want, n) == 0;
+}
+
+/* ---- text fields --------------------------------------------------------- */
+
+struct field {
+	char *p;
+	size_t len, cap;
+	int bad; /* overflow, bad entity, NUL */
+};
+
+static void field_reset(struct field *f)
+{
+	f->len = 0;
+	f->bad = 0;
+	if (f->cap)
+		f->p[0] = '\0';
+}
+
+static void field_put(struct field *f, const char *s, size_t n)
+{
+	if (f->bad)
+		return;
+	if (n >= f->cap - f->len) {
+		f->bad = 1;
+		return;
+	}
+	memcpy(f->p + f->len, s, n);
+	f->len += n;
+	f->p[f->len] = '\0';
+}
+
+static void field_utf8(struct field *f, unsigned long cp)
+{
+	char u[4];
+	size_t n;
+
+	if (cp == 0 || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) {
+		f->bad = 1;
+		return;
+	}
+	if (cp < 0x80) {
+		u[0] = (char)cp;
+		n = 1;
+	} else if (cp < 0x800) {
+		u[0] = (char)(0xc0 | (cp >> 6));
+		u[1] = (char)(0x80 | (cp & 0x3f));
+		n = 2;
+	} else if (cp < 0x10000) {
+		u[0] = (char)(0xe0 | (cp >> 12));
+		u[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		u[2] = (char)(0x80 | (cp & 0x3f));
+		n = 3;
+	} else {
+		u[0] = (char)(0xf0 | (cp >> 18));
+		u[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+		u[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		u[3] = (char)(0x80 | (cp & 0x3f));
+		n = 4;
+	}
+	field_put(f, u, n);
+}
+
+/* Append raw text, decoding entities (decode == 0 for CDATA). */
+static void field_text(struct field *f, const char *s, size_t n, int decode)
+{
+	const char *end = s + n;
+
+	if (memchr(s, '\0', n)) {
+		f->bad = 1;
+		return;
+	}
+	if (!decode) {
+		field_put(f, s, n);
+		return;
+	}
+	while (s < end && !f->bad) {
+		const char *amp = memchr(s, '&', (size_t)(end - s));
+		const char *semi;
+		size_t en;
+
+		if (!amp) {
+			field_put(f, s, (size_t)(end - s));
+			return;
+		}
+		field_put(f, s, (size_t)(amp - s));
+		semi = memchr(amp, ';', (size_t)(end - amp) < 12 ? (size_t)(end - amp) : 12);
+		if (!semi) {
+			f->bad = 1;
+			return;
+		}
+		en = (size_t)(semi - amp - 1);
+		if (en == 3 && memcmp(amp + 1, "amp", 3) == 0)
+			field_put(f, "&", 1);
+		else if (en == 2 && memcmp(amp + 1, "lt", 2) == 0)
+			field_put(f, "<", 1);
+		else if (en == 2 && memcmp(amp + 1, "gt", 2) == 0)
+			field_put(f, ">", 1);
+		else if (en == 4 && memcmp(amp + 1, "quot", 4) == 0)
+			field_put(f, "\"", 1);
+		else if (en == 4 && memcmp(amp + 1, "apos", 4) == 0)
+			field_put(f, "'", 1);
+		else if (en >= 2 && amp[1] == '#') {
+			int hexa = amp[2] == 'x' || amp[2] == 'X';
+			const char *d = amp + 2 + hexa;
+			unsigned long cp = 0;
+
+			if (d == semi)
+				f->bad = 1;
+			for (; d < semi && !f->bad; d++) {
+				int v;
+
+				if (*d >= '0' && *d <= '9')
+					v = *d - '0';
+				else if (hexa && *d >= 'a' && *d <= 'f')
+					v = *d - 'a' + 10;
+				else if (hexa && *d >= 'A' && *d <= 'F')
+					v = *d - 'A' + 10;
+				else {
+					f->bad = 1;
+					break;
+				}
+				cp = cp * (hexa ? 16 : 10) + (unsigned long)v;
+				if (cp > 0x10ffff)
+					f->bad = 1;
+			}
+			if (!f->bad)
+				field_utf8(f, cp);
+		} else {
+			f->bad = 1;
+		}
+		s = semi + 1;
+	}
+}
+
+/* Trim ASCII blanks in place (numbers and flags may be pretty-printed). */
+static const char *field_trim(struct field *f, size_t *n)
+{
+	const char *s = f->p, *e = f->p + f->len;
+
+	while (s < e && (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n'))
+		s++;
+	while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n'))
+		e--;
+	*n = (size_t)(e - s);
+	return s;
+}
+
+static int parse_u64(const char *s, size_t n, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (n == 0 || n > 19)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -EINVAL;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	if (v > (uint64_t)INT64_MAX) /* must fit an off_t */
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* ---- ISO 8601 ------------------------------------------------------------ */
+
+static int num(const char *s, size_t n, int *out)
+{
+	int v = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant). */
+static int64_t days_from_civil(int64_t y, int m, int d)
+{
+	int64_t era, yoe, doy, doe;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = y - era * 400;
+	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + doe - 719468;
+}
+
+int backend__iso8601_parse(const char *s, size_t len, int64_t *out)
+{
+	int y, mo, d, h, mi, se, oh = 0, om = 0, sign = 0;
+	static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+	size_t i = 19;
+
+	if (len < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') ||
+	    s[13] != ':' || s[16] != ':' || num(s, 4, &y) || num(s + 5, 2, &mo) ||
+	    num(s + 8, 2, &d) || num(s + 11, 2, &h) || num(s + 14, 2, &mi) || num(s + 17, 2, &se))
+		return -EINVAL;
+	if (mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || h > 23 || mi > 59 || se > 60)
+		return -EINVAL;
+	if (s[i] == '.') { /* fraction: ignored */
+		i++;
+		if (i >= len || s[i] < '0' || s[i] > '9')
+			return -EINVAL;
+		while (i < len && s[i] >= '0' && s[i] <= '9')
+			i++;
+	}
+	if (i + 1 == len && (s[i] == 'Z' || s[i] == 'z')) {
+		sign = 0;
+	} else if (i + 6 == len && (s[i] == '+' || s[i] == '-') && s[i + 3] == ':' &&
+		   !num(s + i + 1, 2, &oh) && !num(s + i + 4, 2, &om) && oh < 24 && om < 60) {
+		sign = s[i] == '+' ? 1 : -1;
+	} else {
+		return -EINVAL;
+	}
+	*out = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se -
+	       sign * (oh * 3600 + om * 60);
+	return 0;
+}
+
+/* ---- ListObjectsV2 -------------------------------------------------------- */
+
+enum list_field { F_NONE, F_KEY, F_SIZE, F_ETAG, F_MTIME, F_TRUNC, F_TOKEN, F_IGNORE };
+
+int backend__s3_xml_list(const char *xml, size_t len, backend__s3_entry_cb cb, void *arg,
+			 struct backend_s3_page *page)
+{
+	struct xml_scan x = {xml, xml + len};
+	struct xml_tok t;
+	struct xml_tok stack[XML_MAX_DEPTH];
+	int depth = 0, in_contents = 0, seen_root = 0, ret = 0;
+	enum list_field cur = F_NONE;
+	struct field key = {0}, small = {0}, token = {0};
+	struct backend_s3_entry e;
+	int have_key = 0, have_size = 0, entry_bad = 0;
+	char smallbuf[XML_FIELD_MAX];
+
+	memset(page, 0, sizeof(*page));
+	memset(&e, 0, sizeof(e));
+	key.p = malloc(BACKEND_S3_KEY_MAX + 1);
+	token.p = malloc(XML_TOKEN_MAX + 1);
+	if (!key.p || !token.p) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	key.cap = BACKEND_S3_KEY_MAX + 1;
+	token.cap = XML_TOKEN_MAX + 1;
+	small.p = smallbuf;
+	small.cap = sizeof(smallbuf);
+	field_reset(&key);
+	field_reset(&token);
+	field_reset(&small);
+
+	for (;;) {
+		ret = xml_next(&x, &t);
+		if (ret < 0)
+			goto out;
+		if (t.kind == XML_EOF)
+			break;
+		if (t.kind == XML_TEXT || t.kind == XML_CDATA) {
+			int decode = t.kind == XML_TEXT;
+
+			if (depth == 0) { /* only blanks outside the root */
+				for (size_t i = 0; i < t.n; i++)
+					if (t.s[i] != ' ' && t.s[i] != '\t' && t.s[i] != '\r' &&
+					    t.s[i] != '\n') {
+						ret = -EBADMSG;
+						goto out;
+					}
+				continue;
+			}
+			if (cur == F_KEY)
+				field_text(&key, t.s, t.n, decode);
+			else if (cur == F_TOKEN)
+				field_text(&token, t.s, t.n, decode);
+			else if (cur != F_NONE && cur != F_IGNORE)
+				field_text(&small, t.s, t.n, decode);
+			continue;
+		}
+		if (t.kind == XML_START || t.kind == XML_EMPTY) {
+			if (depth == 0) {
+				if (seen_root || !name_is(&t, "ListBucketResult")) {
+					ret = -EBADMSG;
+					goto out;
+				}
+				seen_root = 1;
+				if (t.kind == XML_EMPTY)
+					continue;
+			} else if (depth == 1 && name_is(&t, "Contents") && t.kind == XML_START) {
+				in_contents = 1;
+				have_key = have_size = entry_bad = 0;
+				memset(&e, 0, sizeof(e));
+				field_reset(&key);
+			} else if (depth == 2 && in_contents && cur == F_NONE) {
+				cur = name_is(&t, "Key")	    ? F_KEY
+				      : name_is(&t, "Size")	    ? F_SIZE
+				      : name_is(&t, "ETag")	    ? F_ETAG
+				      : name_is(&t, "LastModified") ? F_MTIME
+								    : F_IGNORE;
+				if (cur == F_KEY)
+					field_reset(&key);
+				else
+					field_reset(&small);
+			} else if (depth == 1 && cur == F_NONE) {
+				cur = name_is(&t, "IsTruncated")	     ? F_TRUNC
+				      : name_is(&t, "NextContinuationToken") ? F_TOKEN
+									     : F_IGNORE;
+				if (cur == F_TOKEN)
+					field_reset(&token);
+				else
+					field_reset(&small);
+			} else if (cur != F_NONE && cur != F_IGNORE) {
+				/* markup inside a text field: the field is garbage */
+				if (cur == F_KEY)
+					key.bad = 1;
+				else if (cur == F_TOKEN)
+					token.bad = 1;
+				else
+					small.bad = 1;
+			}
+			if (depth >= XML_MAX_DEPTH) {
+				ret = -EBADMSG;
+				goto out;
+			}
+			stack[depth++] = t;
+			if (t.kind == XML_START)
+				continue;
+			t.kind = XML_END; /* <X/>: opened and closed at once */
+		}
+		/* XML_END */
+		if (depth == 0 || stack[depth - 1].n != t.n ||
+		    memcmp(stack[depth - 1].s, t.s, t.n) != 0) {
+			ret = -EBADMSG;
+			goto out;
+		}
+		depth--;
+		if (depth == 2 && in_contents) {
+			size_t n;
+			const char *v = field_trim(&small, &n);
+
+			switch (cur) {
+			case F_KEY:
+				if (key.bad || key.len == 0)
+					entry_bad = 1;
+				have_key = 1;
+				break;
+			case F_SIZE:
+				if (small.bad || parse_u64(v, n, &e.size) < 0)
+					entry_bad = 1;
+				have_size = 1;
+				break;
+			case F_ETAG:
+				if (!small.bad && n < sizeof(e.etag)) {
+					memcpy(e.etag, v, n);
+					e.etag[n] = '\0';
+				}
+				break;
+			case F_MTIME:
+				if (small.bad || backend__iso8601_parse(v, n, &e.mtime) < 0)
+					e.mtime = 0;
+				break;
+			default:
+				break;
+			}
+			cur = F_NONE;
+		} else if (depth == 1 && in_contents) {
+			in_contents = 0;
+			if (!have_key || !have_size || entry_bad) {
+				page->skipped++;
+				continue;
+			}
+			e.key = key.p;
+			e.keylen = key.len;
+			page->entries++;
+			ret = cb(arg, &e);
+			if (ret != 0)
+				goto out;
+		} else if (depth == 1) {
+			size_t n;
+			const char *v = field_trim(&small, &n);
+
+			if (cur == F_TRUNC) {
+				if (small.bad) {
+					ret = -EBADMSG;
+					goto out;
+				}
+				page->truncated = n == 4 && memcmp(v, "true", 4) == 0;
+			} else if (cur == F_TOKEN) {
+				if (token.bad) {
+					ret = -EBADMSG; /* cannot go on without it */
+					goto out;
+				}
+				free(page->next_token);
+				page->next_token = strndup(token.p, token.len);
+				if (!page->next_token) {
+					ret = -ENOMEM;
+					goto out;
+				}
+			}
+			cur = F_NONE;
+		}
+	}
+	if (!seen_root || depth != 0)
+		ret = -EBADMSG;
+out:
+	free(key.p);
+	free(token.p);
+	return ret;
+}
+
+/* ---- <Error> --------------------------------------------------------------- */
+
+static void copy_printable(char *dst, size_t cap, const struct field *f)
+{
+	size_t o = 0;
+
+	if (cap == 0)
+		return;
+	for (size_t i = 0; i < f->len && o + 1 < cap; i++) {
+		unsigned char c = (unsigned char)f->p[i];
+
+		dst[o++] = (c >= 0x20 && c < 0x7f) ? (char)c : (c == '\n' || c == '\t') ? ' ' : '?';
+	}
+	dst[o] = '\0';
+}
+
+int backend__s3_xml_error(const char *xml, size_t len, char *code, size_t codecap, char *msg,
+			  size_t msgcap)
+{
+	struct xml_scan x = {xml, xml + len};
+	struct xml_tok t;
+	char cbuf[XML_FIELD_MAX], mbuf[XML_MESSAGE_MAX];
+	struct field fc = {cbuf, 0, sizeof(cbuf), 0}, fm = {mbuf, 0, sizeof(mbuf), 0};
+	struct field *cur = NULL;
+	int depth = 0, seen_root = 0, ret;
+
+	if (codecap)
+		code[0] = '\0';
+	if (msgcap)
+		msg[0] = '\0';
+	field_reset(&fc);
+	field_reset(&fm);
+	for (;;) {
+		ret = xml_next(&x, &t);
+		if (ret < 0)
+			return ret;
+		if (t.kind == XML_EOF)
+			break;
+		switch (t.kind) {
+		case XML_TEXT:
+		case XML_CDATA:
+			if (cur && depth == 2)
+				field_text(cur, t.s, t.n, t.kind == XML_TEXT);
+			break;
+		case XML_START:
+			if (depth == 0) {
+				if (seen_root || !name_is(&t, "Error"))
+					return -EBADMSG;
+				seen_root = 1;
+			} else if (depth == 1) {
+				cur = name_is(&t, "Code")      ? &fc
+				      : name_is(&t, "Message") ? &fm
+							       : NULL;
+				if (cur)
+					field_reset(cur);
+			}
+			if (++depth > XML_MAX_DEPTH)
+				return -EBADMSG;
+			break;
+		case XML_END:
+			if (depth == 0)
+				return -EBADMSG;
+			if (--depth == 1)
+				cur = NULL;
+			break;
+		default:
+			break;
+		}
+	}
+	if (!seen_root || depth != 0)
+		return -EBADMSG;
+	/* a message cut at the bound is still worth showing */
+	copy_printable(code, codecap, &fc);
+	copy_printable(msg, msgcap, &fm);
+	return 0;
+}
