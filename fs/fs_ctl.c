@@ -14,7 +14,7 @@
 
 #include "fs_i.h"
 
-const char *const fs_ctl_names[FS_CTL_COUNT] = {".shardfs", "stats", "metrics"};
+const char *const fs_ctl_names[FS_CTL_COUNT] = {".shardfs", "stats", "metrics", "control"};
 
 struct out {
 	char *buf;
@@ -76,12 +76,33 @@ struct counter {
 	uint64_t value;
 };
 
+/* Bytes asked for by prefetch and how many of them are cached now. */
+static void prefetch_progress(struct fs *fs, uint64_t *want, uint64_t *have)
+{
+	*want = *have = 0;
+	for (uint32_t i = 0; i < fs->nobjs; i++) {
+		struct fs_obj *o = &fs->objs[i];
+		struct cachetier_obj *raw;
+
+		if (!atomic_load(&o->prefetch))
+			continue;
+		*want += o->info.size;
+		pthread_mutex_lock(&o->lock);
+		raw = o->raw;
+		pthread_mutex_unlock(&o->lock);
+		if (raw)
+			*have += cachetier_obj_cached_bytes(raw);
+	}
+}
+
 static size_t collect(struct fs *fs, struct counter *c, size_t max)
 {
 	struct cachetier_stats cs;
+	uint64_t pf_want, pf_have;
 	size_t n = 0;
 
 	cachetier_get_stats(fs->ct, &cs);
+	prefetch_progress(fs, &pf_want, &pf_have);
 #define C(nm, hp, v)                                                                               \
 	do {                                                                                       \
 		if (n < max)                                                                       \
@@ -110,6 +131,22 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 	C("decoded_streams", "compressed shards decoded into the cache", cs.decoded_streams);
 	C("decoded_bytes", "bytes written by decoding", cs.decoded_bytes);
 	C("decoded_reused", "decoded copies reused from the cache", cs.decoded_reused);
+	C("cache_hits", "read ranges found in the cache", cs.hits);
+	C("cache_misses", "read ranges that waited for a fill", cs.misses);
+	C("bytes_fetched", "bytes fetched from the store into the cache", cs.bytes_fetched);
+	C("fills", "chunk fills completed", cs.fills);
+	C("fills_inflight", "chunk fills running now", cs.fills_inflight);
+	C("fill_errors", "chunk fills that failed", cs.fill_errors);
+	C("readahead_fills", "fills started by readahead or prefetch", cs.readahead_fills);
+	C("evictions", "objects evicted from the cache", cs.evictions);
+	C("evicted_bytes", "bytes evicted from the cache", cs.evicted_bytes);
+	C("cache_bytes_used", "cached bytes on disk", cs.bytes_used);
+	C("cache_bytes_limit", "the cache size limit", cs.bytes_limit);
+	C("prefetch_requests", "objects asked to be prefetched", fs->c.prefetch_requests);
+	C("prefetch_errors", "prefetch requests that failed", fs->c.prefetch_errors);
+	C("shard_prefetches", "shards fetched ahead of an in-order reader", fs->c.shard_prefetches);
+	C("prefetch_bytes", "bytes of the objects asked to be prefetched", pf_want);
+	C("prefetch_cached_bytes", "of those, bytes in the cache now", pf_have);
 #undef C
 	return n;
 }
@@ -159,4 +196,91 @@ int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len)
 	*buf = o.buf;
 	*len = o.len;
 	return 0;
+}
+
+/* Every object at or below namespace directory d. */
+static void prefetch_dir(struct fs *fs, uint32_t d, int *n)
+{
+	const struct fs_dir *dir = &fs->dirs[d];
+
+	for (uint32_t i = 0; i < dir->nents; i++) {
+		const struct fs_dirent *e = &dir->ents[i];
+
+		if (e->kind == FS_K_DIR)
+			prefetch_dir(fs, e->idx, n);
+		else if (e->kind == FS_K_OBJ && fs_obj_prefetch(fs, e->idx) == 0)
+			(*n)++;
+	}
+}
+
+/* Resolve PATH (relative to the mount root, '/'-separated) in the source
+ * namespace and prefetch what it names. */
+static int prefetch_path(struct fs *fs, const char *path, size_t len)
+{
+	uint32_t d = 0;
+	size_t i = 0;
+	int n = 0;
+
+	while (i < len) {
+		const struct fs_dirent *e;
+		size_t j = i;
+
+		while (j < len && path[j] != '/')
+			j++;
+		if (j == i || (j - i == 1 && path[i] == '.')) {
+			i = j + 1;
+			continue;
+		}
+		e = fs_ns_lookup(fs, d, path + i, j - i);
+		if (!e)
+			return -ENOENT;
+		if (e->kind == FS_K_DIR) {
+			d = e->idx;
+		} else {
+			/* a file or a shard's directory: its object; nothing may follow */
+			uint32_t obj = e->kind == FS_K_OBJ ? e->idx : fs->shards[e->idx].obj;
+
+			while (j < len && path[j] == '/')
+				j++;
+			if (j < len)
+				return -ENOENT;
+			return fs_obj_prefetch(fs, obj) < 0 ? -EIO : 0;
+		}
+		i = j + 1;
+	}
+	prefetch_dir(fs, d, &n);
+	fs_log(FS_LOG_INFO, "prefetch of '%.*s': %d objects", (int)len, path, n);
+	return 0;
+}
+
+int fs_ctl_command(struct fs *fs, const char *buf, size_t len)
+{
+	size_t i = 0;
+	int err = 0;
+
+	while (i < len && err == 0) {
+		size_t j = i, k;
+
+		while (j < len && buf[j] != '\n')
+			j++;
+		k = j;
+		while (k > i && (buf[k - 1] == '\r' || buf[k - 1] == ' '))
+			k--;
+		if (k > i) {
+			if (k - i >= 8 && memcmp(buf + i, "prefetch", 8) == 0 &&
+			    (k - i == 8 || buf[i + 8] == ' ')) {
+				size_t p = i + 8;
+
+				while (p < k && buf[p] == ' ')
+					p++;
+				err = prefetch_path(fs, buf + p, k - p);
+			} else {
+				fs_log(FS_LOG_WARN, "control: unknown command '%.*s'", (int)(k - i),
+				       buf + i);
+				err = -EINVAL;
+			}
+		}
+		i = j + 1;
+	}
+	return err;
 }

@@ -40,6 +40,10 @@ struct fs_config {
 	char *ca_file;         /* --ca-file: CA bundle for TLS */
 	double retry_budget_s; /* --retry-budget: remote retries stop after this (0: default) */
 	double stall_timeout_s; /* --stall-timeout: a silent transfer is retried (0: default) */
+	uint64_t cache_size_bytes;    /* --cache-size */
+	uint64_t readahead_max_bytes; /* --readahead */
+	uint64_t chunk_bytes;         /* --chunk-size */
+	unsigned prefetch_shards;     /* --prefetch-shards: shards fetched ahead of an in-order reader */
 };
 
 /* ---- inode numbers ---------------------------------------------------------
@@ -60,7 +64,7 @@ enum fs_kind {
 _Static_assert(4 + FS_INO_A_BITS + FS_INO_B_BITS == 64, "inode fields fill 64 bits");
 _Static_assert(FS_K_CTL < 16, "kind fits in 4 bits");
 
-enum fs_ctl { FS_CTL_DIR = 0, FS_CTL_STATS, FS_CTL_METRICS, FS_CTL_COUNT };
+enum fs_ctl { FS_CTL_DIR = 0, FS_CTL_STATS, FS_CTL_METRICS, FS_CTL_CONTROL, FS_CTL_COUNT };
 
 static inline uint64_t fs_ino(enum fs_kind k, uint32_t a, uint32_t b)
 {
@@ -110,6 +114,7 @@ struct fs_obj {
 	uint32_t shard;           /* shard index when codec >= 0 */
 	pthread_mutex_t lock;     /* protects raw */
 	struct cachetier_obj *raw; /* opened on first read, kept until unmount */
+	atomic_int prefetch;      /* 1 once a prefetch was asked for (progress in stats) */
 };
 
 struct fs_shard {
@@ -126,10 +131,25 @@ struct fs_counters {
 	atomic_ullong index_built, index_loaded, index_errors, index_bytes_scanned;
 	atomic_ullong index_save_errors, members, damaged_shards, skipped_members;
 	atomic_ullong index_mem_bytes;
+	atomic_ullong prefetch_requests, prefetch_errors, shard_prefetches;
+};
+
+/* Snapshots of control files, one per open. A READ may still be in flight
+ * when RELEASE frees its snapshot (the kernel issues direct-I/O reads
+ * asynchronously and returns on the first short one), so the file handle
+ * is a generation number looked up under a lock, never a pointer. */
+#define FS_CTL_SNAPS 1024
+struct fs_ctl_snap {
+	uint64_t gen; /* 0: free */
+	char *buf;
+	size_t len;
 };
 
 struct fs {
 	struct fs_config cfg;
+	pthread_mutex_t ctl_lock;  /* protects ctl_snaps and ctl_gen */
+	struct fs_ctl_snap ctl_snaps[FS_CTL_SNAPS];
+	uint64_t ctl_gen;
 	struct backend *be;
 	struct cachetier *ct;
 	struct fuse_session *se;
@@ -143,6 +163,7 @@ struct fs {
 	uint64_t total_bytes;
 
 	int no_opendir;           /* set once in init: the kernel can skip OPENDIR */
+	atomic_uint last_shard;   /* the shard whose members were read last (+1; 0: none) */
 	uid_t uid;
 	gid_t gid;
 	int64_t mount_time;
@@ -170,11 +191,21 @@ int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
 		   struct cachetier_obj **stream);
 int fs_obj_raw(struct fs *fs, uint32_t obj, struct cachetier_obj **raw);
 void fs_shards_release(struct fs *fs);
+/* A reader reads members of shard: when shards are read in order, fetch
+ * the next cfg.prefetch_shards shards of the same directory ahead. */
+void fs_shard_touch(struct fs *fs, uint32_t shard);
+/* Start filling the cache with object obj (counts the request). */
+int fs_obj_prefetch(struct fs *fs, uint32_t obj);
 
 /* fs_ctl.c: the .shardfs control files. */
 extern const char *const fs_ctl_names[FS_CTL_COUNT];
 /* Render control file 'which' into a malloc'd buffer. */
 int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len);
+/* Carry out the commands written to .shardfs/control (one per line):
+ *   prefetch [PATH]   fill the cache with every object at or below PATH
+ *                     (relative to the mount root; none: everything)
+ * Returns 0, or -EINVAL / -ENOENT for a bad command or path. */
+int fs_ctl_command(struct fs *fs, const char *buf, size_t len);
 
 /* fs_ll.c: FUSE session. */
 int fs_ll_run(struct fs *fs, int ready_fd);

@@ -147,6 +147,8 @@ static int ll_attr(struct fs *fs, fuse_ino_t ino, struct stat *st)
 			return -ENOENT;
 		if (a == FS_CTL_DIR)
 			attr_dir(fs, st, ino, 0555, 2, fs->mount_time);
+		else if (a == FS_CTL_CONTROL)
+			attr_file(fs, st, ino, S_IFREG | 0200, 0, fs->mount_time);
 		else
 			attr_file(fs, st, ino, S_IFREG | 0444, 0, fs->mount_time);
 		return 0;
@@ -314,11 +316,23 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fs *fs = ll_fs(req);
 	enum fs_kind k = fs_ino_kind(ino);
 
+	if (k == FS_K_CTL && fs_ino_a(ino) == FS_CTL_CONTROL) {
+		/* commands are written; reading gives the list of commands */
+		fi->direct_io = 1;
+		fi->fh = 0;
+		if ((fi->flags & O_ACCMODE) != O_WRONLY) {
+			reply_err(req, EACCES);
+			return;
+		}
+		fuse_reply_open(req, fi);
+		return;
+	}
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
 		reply_err(req, EROFS);
 		return;
 	}
 	if (k == FS_K_CTL) {
+		struct fs_ctl_snap *slot;
 		char *buf;
 		size_t len;
 		int err = fs_ctl_render(fs, (enum fs_ctl)fs_ino_a(ino), &buf, &len);
@@ -327,21 +341,14 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			reply_err(req, err);
 			return;
 		}
-		/* the snapshot: length in the first 8 bytes, then the text */
-		char *snap = malloc(sizeof(size_t) + len);
-
-		if (!snap) {
-			free(buf);
-			reply_err(req, ENOMEM);
-			return;
-		}
-		memcpy(snap, &len, sizeof(size_t));
-		memcpy(snap + sizeof(size_t), buf, len);
-		free(buf);
-		fi->fh = (uint64_t)(uintptr_t)snap;
+		pthread_mutex_lock(&fs->ctl_lock);
+		fi->fh = ++fs->ctl_gen;
+		slot = &fs->ctl_snaps[fi->fh % FS_CTL_SNAPS];
+		free(slot->buf); /* a snapshot 1024 opens old: its reader is gone */
+		*slot = (struct fs_ctl_snap){fi->fh, buf, len};
+		pthread_mutex_unlock(&fs->ctl_lock);
 		fi->direct_io = 1;
-		if (fuse_reply_open(req, fi) == -ENOENT)
-			free(snap); /* the opener was interrupted: release never comes */
+		fuse_reply_open(req, fi);
 		return;
 	}
 	if (k != FS_K_OBJ && k != FS_K_MEMBER) {
@@ -353,10 +360,40 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_open(req, fi);
 }
 
+/* Only .shardfs/control takes writes: each write is a whole command line. */
+static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct fs *fs = ll_fs(req);
+	int err;
+
+	(void)off;
+	(void)fi;
+	if (fs_ino_kind(ino) != FS_K_CTL || fs_ino_a(ino) != FS_CTL_CONTROL) {
+		reply_err(req, EROFS);
+		return;
+	}
+	err = fs_ctl_command(fs, buf, size);
+	if (err < 0)
+		reply_err(req, err);
+	else
+		fuse_reply_write(req, size);
+}
+
 static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	if (fs_ino_kind(ino) == FS_K_CTL)
-		free((void *)(uintptr_t)fi->fh);
+	struct fs *fs = ll_fs(req);
+
+	if (fs_ino_kind(ino) == FS_K_CTL && fi->fh) {
+		struct fs_ctl_snap *slot = &fs->ctl_snaps[fi->fh % FS_CTL_SNAPS];
+
+		pthread_mutex_lock(&fs->ctl_lock);
+		if (slot->gen == fi->fh) {
+			free(slot->buf);
+			*slot = (struct fs_ctl_snap){0, NULL, 0};
+		}
+		pthread_mutex_unlock(&fs->ctl_lock);
+	}
 	fuse_reply_err(req, 0);
 }
 
@@ -502,6 +539,7 @@ static void read_member(fuse_req_t req, struct fs *fs, uint32_t shard, uint32_t 
 	}
 	if (size > e.size - (uint64_t)off)
 		size = (size_t)(e.size - (uint64_t)off);
+	fs_shard_touch(fs, shard);
 	n = shardidx_map(ix, idx, (uint64_t)off, size, ext, FS_SPLICE_EXTENTS);
 	if (n < 0) {
 		fs->c.read_errors++;
@@ -515,19 +553,25 @@ static void read_member(fuse_req_t req, struct fs *fs, uint32_t shard, uint32_t 
 	read_member_copy(req, fs, ix, stream, idx, (uint64_t)off, size);
 }
 
-static void read_ctl(fuse_req_t req, struct fuse_file_info *fi, size_t size, off_t off)
+static void read_ctl(fuse_req_t req, struct fs *fs, struct fuse_file_info *fi, size_t size,
+		     off_t off)
 {
-	const char *snap = (const char *)(uintptr_t)fi->fh;
-	size_t len;
+	struct fs_ctl_snap *slot = &fs->ctl_snaps[fi->fh % FS_CTL_SNAPS];
 
-	memcpy(&len, snap, sizeof(size_t));
-	if ((uint64_t)off >= len) {
-		fuse_reply_buf(req, NULL, 0);
+	pthread_mutex_lock(&fs->ctl_lock);
+	if (slot->gen != fi->fh) {
+		/* released already: a late async read nobody waits for */
+		pthread_mutex_unlock(&fs->ctl_lock);
+		reply_err(req, EIO);
 		return;
 	}
-	if (size > len - (size_t)off)
-		size = len - (size_t)off;
-	fuse_reply_buf(req, snap + sizeof(size_t) + off, size);
+	if ((uint64_t)off >= slot->len)
+		size = 0;
+	else if (size > slot->len - (size_t)off)
+		size = slot->len - (size_t)off;
+	/* the reply copies the bytes to the kernel before the lock is dropped */
+	fuse_reply_buf(req, size ? slot->buf + off : NULL, size);
+	pthread_mutex_unlock(&fs->ctl_lock);
 }
 
 static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -552,7 +596,7 @@ static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		break;
 	case FS_K_CTL:
 		if (a != FS_CTL_DIR && fi->fh) {
-			read_ctl(req, fi, size, off);
+			read_ctl(req, fs, fi, size, off);
 			return;
 		}
 		reply_err(req, EISDIR);
@@ -803,8 +847,9 @@ static void ll_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
 
 static void ll_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
-	(void)ino;
-	fuse_reply_err(req, (mask & W_OK) ? EROFS : 0);
+	int control = fs_ino_kind(ino) == FS_K_CTL && fs_ino_a(ino) == FS_CTL_CONTROL;
+
+	fuse_reply_err(req, (mask & W_OK) && !control ? EROFS : 0);
 }
 
 /* ---- everything that would modify: EROFS ------------------------------------ */
@@ -812,10 +857,17 @@ static void ll_access(fuse_req_t req, fuse_ino_t ino, int mask)
 static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
-	(void)ino;
-	(void)attr;
-	(void)to_set;
+	struct fs *fs = ll_fs(req);
+	struct stat st;
+
 	(void)fi;
+	/* 'echo prefetch > .shardfs/control' opens with O_TRUNC: let it */
+	if (fs_ino_kind(ino) == FS_K_CTL && fs_ino_a(ino) == FS_CTL_CONTROL &&
+	    (to_set & ~FUSE_SET_ATTR_SIZE) == 0 && attr->st_size == 0 &&
+	    ll_attr(fs, ino, &st) == 0) {
+		fuse_reply_attr(req, &st, 0);
+		return;
+	}
 	fuse_reply_err(req, EROFS);
 }
 
@@ -929,6 +981,7 @@ static const struct fuse_lowlevel_ops ll_ops = {
 	.readlink = ll_readlink,
 	.open = ll_open,
 	.read = ll_read,
+	.write = ll_write,
 	.release = ll_release,
 	.opendir = ll_opendir,
 	.readdir = ll_readdir,

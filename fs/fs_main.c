@@ -36,10 +36,16 @@ static void usage(FILE *f)
 		"  mount [OPTIONS] SOURCE MOUNTPOINT   mount; returns once ready ('shardfs mount --help')\n"
 		"  umount MOUNTPOINT                   unmount and wait for the daemon to finish\n"
 		"  stats MOUNTPOINT                    print the counters of a running mount\n"
+		"  prefetch MOUNTPOINT [PATH...]       fill the cache with PATHs (default: all), with progress\n"
 		"  --help, -h                          this help\n"
 		"  --version, -V                       print the version\n\n"
-		"SOURCE: a local directory (/data/shards or file:///data/shards). Remote sources\n"
-		"(http(s)://, s3://, gs://, ais://) are not supported yet by this build.\n");
+		"SOURCE: a local directory (/data/shards, file:///data/shards), an HTTP(S) URL\n"
+		"with brace ranges (https://host/d/shard-{000000..000099}.tar) or of a directory\n"
+		"listing (https://host/d/), s3://bucket/prefix/, gs://bucket/prefix/ or\n"
+		"ais://bucket/prefix/. Credentials come from the environment (AWS_ACCESS_KEY_ID,\n"
+		"AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE, AWS_REGION,\n"
+		"AWS_ENDPOINT_URL, GCS_HMAC_ACCESS_ID/GCS_HMAC_SECRET, GOOGLE_OAUTH_ACCESS_TOKEN,\n"
+		"AIS_ENDPOINT), never from the command line.\n");
 }
 
 static void version(void)
@@ -52,7 +58,7 @@ static const char *source_error(int err)
 {
 	switch (err) {
 	case -EPROTONOSUPPORT:
-		return "remote sources (http(s), s3, gs, ais) are not supported yet by this build";
+		return "unknown kind of source (see 'shardfs --help')";
 	case -EINVAL:
 		return "not a valid source (a directory path or file:///path)";
 	default:
@@ -86,11 +92,18 @@ static int mount_run(struct fs *fs, int ready_fd)
 	bc.stall_timeout_s = fs->cfg.stall_timeout_s;
 	err = backend_open(&fs->be, fs->cfg.source, &bc);
 	if (err < 0) {
-		fprintf(stderr, "shardfs: source %s: %s\n", fs->cfg.source, source_error(err));
+		const char *why = backend_last_error(NULL);
+
+		fprintf(stderr, "shardfs: source %s: %s%s%s\n", fs->cfg.source, source_error(err),
+			why && *why ? ": " : "", why ? why : "");
 		return err;
 	}
 	cc.cache_dir = fs->cfg.cache_dir;
 	cc.source = backend_describe(fs->be);
+	cc.cache_size_bytes = fs->cfg.cache_size_bytes;
+	cc.readahead_max_bytes = fs->cfg.readahead_max_bytes;
+	cc.chunk_bytes = (uint32_t)(fs->cfg.chunk_bytes > (1u << 30) ? (1u << 30) : fs->cfg.chunk_bytes);
+	cc.fill_threads = fs->cfg.connections;
 	err = cachetier_open(&fs->ct, &cc, fs->be);
 	if (err < 0) {
 		fprintf(stderr, "shardfs: cache directory %s: %s\n", fs->cfg.cache_dir,
@@ -111,7 +124,10 @@ static int mount_run(struct fs *fs, int ready_fd)
 	fs_log_set_debug(fs->cfg.debug);
 	err = fs_ns_build(fs);
 	if (err < 0) {
-		fprintf(stderr, "shardfs: cannot list %s: %s\n", fs->cfg.source, strerror(-err));
+		const char *why = backend_last_error(fs->be);
+
+		fprintf(stderr, "shardfs: cannot list %s: %s%s%s\n", fs->cfg.source, strerror(-err),
+			why && *why ? ": " : "", why ? why : "");
 		return err;
 	}
 	if (fs->nobjs == 0)
@@ -144,6 +160,7 @@ static int cmd_mount(int argc, char **argv)
 	pid_t pid;
 
 	memset(&fs, 0, sizeof(fs));
+	pthread_mutex_init(&fs.ctl_lock, NULL);
 	err = fs_opt_parse_mount(argc, argv, &fs.cfg);
 	if (err)
 		goto out;
@@ -187,6 +204,8 @@ static int cmd_mount(int argc, char **argv)
 	err = mount_run(&fs, pfd[1]);
 	fs_shards_release(&fs);
 	fs_ns_free(&fs);
+	for (int i = 0; i < FS_CTL_SNAPS; i++)
+		free(fs.ctl_snaps[i].buf);
 	cachetier_close(fs.ct);
 	backend_close(fs.be);
 out:
@@ -391,6 +410,135 @@ static int cmd_stats(int argc, char **argv)
 	return 0;
 }
 
+static void human_bytes(uint64_t b, char *out, size_t n)
+{
+	const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)b;
+	int u = 0;
+
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(out, n, u ? "%.2f %s" : "%.0f %s", v, units[u]);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Where PATH lies relative to the mount root: paths inside the mount
+ * (absolute, or relative to the working directory) lose the mount prefix;
+ * anything else is taken as relative to the mount root already. */
+static const char *mount_relative(const char *mnt, const char *path, char *buf, size_t n)
+{
+	char *abs = realpath(path, NULL);
+	size_t ml = strlen(mnt);
+
+	if (abs && strncmp(abs, mnt, ml) == 0 && (abs[ml] == '/' || abs[ml] == '\0')) {
+		snprintf(buf, n, "%s", abs[ml] ? abs + ml + 1 : "");
+		free(abs);
+		return buf;
+	}
+	free(abs);
+	while (*path == '/')
+		path++;
+	return path;
+}
+
+static int cmd_prefetch(int argc, char **argv)
+{
+	char *mnt, path[PATH_MAX], rel[PATH_MAX], line[PATH_MAX + 16];
+	double t0, last_print = 0, last_progress;
+	uint64_t last_have = 0;
+	int fd, tty = isatty(STDOUT_FILENO), rc = 0;
+
+	if (argc < 1 || argv[0][0] == '-') {
+		fprintf(stderr, "usage: shardfs prefetch MOUNTPOINT [PATH...]\n");
+		return argc >= 1 && (!strcmp(argv[0], "-h") || !strcmp(argv[0], "--help")) ? 0 : 2;
+	}
+	mnt = realpath(argv[0], NULL);
+	if (!mnt) {
+		fprintf(stderr, "shardfs: %s: %s\n", argv[0], strerror(errno));
+		return 1;
+	}
+	snprintf(path, sizeof(path), "%s/.shardfs/control", mnt);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "shardfs: %s is not a shardfs mount\n", argv[0]);
+		free(mnt);
+		return 1;
+	}
+	for (int i = argc > 1 ? 1 : 0; i < argc; i++) {
+		const char *r = argc > 1 ? mount_relative(mnt, argv[i], rel, sizeof(rel)) : "";
+		int n = snprintf(line, sizeof(line), "prefetch %s\n", r);
+
+		if (n < 0 || (size_t)n >= sizeof(line) || write(fd, line, (size_t)n) != n) {
+			fprintf(stderr, "shardfs: prefetch %s: %s\n", argc > 1 ? argv[i] : "(all)",
+				errno == ENOENT ? "no such file or directory in the mount"
+						: strerror(errno));
+			rc = 1;
+		}
+	}
+	close(fd);
+	t0 = last_progress = now_s();
+	for (;;) {
+		char *stats = read_ctl(mnt, "stats"), have_s[32], want_s[32];
+		long want = stats ? json_int(stats, "prefetch_bytes") : -1;
+		long have = stats ? json_int(stats, "prefetch_cached_bytes") : -1;
+		long errs = stats ? json_int(stats, "fill_errors") : -1;
+		double t = now_s(), rate;
+
+		free(stats);
+		if (want < 0 || have < 0) {
+			fprintf(stderr, "shardfs: lost the mount at %s\n", mnt);
+			rc = 1;
+			break;
+		}
+		if ((uint64_t)have != last_have) {
+			last_have = (uint64_t)have;
+			last_progress = t;
+		}
+		rate = t > t0 ? (double)have / (t - t0) : 0;
+		human_bytes((uint64_t)have, have_s, sizeof(have_s));
+		human_bytes((uint64_t)want, want_s, sizeof(want_s));
+		if (tty) {
+			int pct = want ? (int)(100.0 * (double)have / (double)want) : 100, bar = pct / 5;
+			double eta = rate > 0 ? (double)(want - have) / rate : 0;
+
+			printf("\r[%.*s%.*s] %3d%%  %s / %s  %.1f MB/s  ETA %d:%02d ", bar,
+			       "####################", 20 - bar, "--------------------", pct, have_s,
+			       want_s, rate / 1e6, (int)eta / 60, (int)eta % 60);
+			fflush(stdout);
+		} else if (t - last_print >= 5 || have >= want) {
+			printf("prefetch: %s of %s cached, %.1f MB/s\n", have_s, want_s, rate / 1e6);
+			fflush(stdout);
+			last_print = t;
+		}
+		if (have >= want)
+			break;
+		if (t - last_progress > 120) {
+			fprintf(stderr, "\nshardfs: prefetch made no progress for 2 minutes (%ld fill errors; see the log)\n",
+				errs);
+			rc = 1;
+			break;
+		}
+		{
+			struct timespec ts = {0, 250 * 1000 * 1000};
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	if (tty)
+		printf("\n");
+	free(mnt);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : NULL;
@@ -413,6 +561,8 @@ int main(int argc, char **argv)
 		return cmd_umount(argc - 2, argv + 2);
 	if (strcmp(cmd, "stats") == 0)
 		return cmd_stats(argc - 2, argv + 2);
+	if (strcmp(cmd, "prefetch") == 0)
+		return cmd_prefetch(argc - 2, argv + 2);
 	fprintf(stderr, "shardfs: unknown command '%s' (see 'shardfs --help')\n", cmd);
 	return 2;
 }

@@ -12,7 +12,7 @@
 
 #include "fs_i.h"
 
-enum opt_type { OPT_FLAG, OPT_STR, OPT_UINT, OPT_SECONDS, OPT_APPEND };
+enum opt_type { OPT_FLAG, OPT_STR, OPT_UINT, OPT_SECONDS, OPT_APPEND, OPT_SIZE, OPT_COUNT /* 0..1024 */ };
 
 struct opt {
 	const char *lng;
@@ -36,6 +36,14 @@ static const struct opt mount_opts[] = {
 	 "most FUSE worker threads (default: 16)"},
 	{"timeout", 0, OPT_SECONDS, offsetof(struct fs_config, entry_timeout_s), "SECONDS",
 	 "kernel cache time of names and attributes (default: 86400; data is immutable)"},
+	{"cache-size", 0, OPT_SIZE, offsetof(struct fs_config, cache_size_bytes), "SIZE",
+	 "most bytes of remote data kept in the cache directory (default: 20G)"},
+	{"readahead", 0, OPT_SIZE, offsetof(struct fs_config, readahead_max_bytes), "SIZE",
+	 "largest readahead window of a sequential reader (default: 64M)"},
+	{"chunk-size", 0, OPT_SIZE, offsetof(struct fs_config, chunk_bytes), "SIZE",
+	 "unit of cache fills, one range request each (default: 8M)"},
+	{"prefetch-shards", 0, OPT_COUNT, offsetof(struct fs_config, prefetch_shards), "N",
+	 "shards fetched ahead of a reader that reads shards in order (default: 2)"},
 	{"endpoint", 0, OPT_STR, offsetof(struct fs_config, endpoint), "URL",
 	 "remote store endpoint (default: AWS_ENDPOINT_URL, AIS_ENDPOINT, or the store's own)"},
 	{"no-sign", 0, OPT_FLAG, offsetof(struct fs_config, no_sign), NULL,
@@ -93,14 +101,15 @@ static int opt_set(struct fs_config *cfg, const struct opt *o, const char *val)
 		*(char **)field = s;
 		return 0;
 	}
-	case OPT_UINT: {
-		unsigned long long v;
+	case OPT_UINT:
+	case OPT_COUNT: {
+		unsigned long long v, min = o->type == OPT_COUNT ? 0 : 1;
 
 		errno = 0;
 		v = strtoull(val, &end, 10);
-		if (errno || end == val || *end || v == 0 || v > 1024) {
-			fprintf(stderr, "shardfs: --%s wants a number from 1 to 1024, not '%s'\n",
-				o->lng, val);
+		if (errno || end == val || *end || v < min || v > 1024 || val[0] == '-') {
+			fprintf(stderr, "shardfs: --%s wants a number from %llu to 1024, not '%s'\n",
+				o->lng, min, val);
 			return -EINVAL;
 		}
 		*(unsigned *)field = (unsigned)v;
@@ -116,6 +125,17 @@ static int opt_set(struct fs_config *cfg, const struct opt *o, const char *val)
 			return -EINVAL;
 		}
 		*(double *)field = v;
+		return 0;
+	}
+	case OPT_SIZE: {
+		uint64_t v;
+
+		if (fs_parse_size(val, &v) < 0 || v == 0) {
+			fprintf(stderr, "shardfs: --%s wants a size like 512M or 20G, not '%s'\n",
+				o->lng, val);
+			return -EINVAL;
+		}
+		*(uint64_t *)field = v;
 		return 0;
 	}
 	case OPT_APPEND: {
@@ -168,6 +188,7 @@ int fs_opt_parse_mount(int argc, char **argv, struct fs_config *cfg)
 	int npos = 0, only_pos = 0, err;
 
 	cfg->max_threads = 16; /* FUSE threads block on disk and decode; 16 keeps 2 cores busy */
+	cfg->prefetch_shards = 2; /* one shard being read, two on the way: hides a fill's latency */
 	cfg->entry_timeout_s = 86400; /* an object never changes for one ETag */
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i], *val;

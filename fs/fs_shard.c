@@ -218,3 +218,41 @@ void fs_shards_release(struct fs *fs)
 		fs->objs[i].raw = NULL;
 	}
 }
+
+int fs_obj_prefetch(struct fs *fs, uint32_t obj)
+{
+	struct cachetier_obj *raw;
+	int err = fs_obj_raw(fs, obj, &raw);
+
+	atomic_store(&fs->objs[obj].prefetch, 1);
+	fs->c.prefetch_requests++;
+	if (err == 0)
+		err = cachetier_obj_prefetch(raw);
+	if (err < 0) {
+		fs->c.prefetch_errors++;
+		fs_log(FS_LOG_WARN, "%s: prefetch failed: %s", fs->objs[obj].key, strerror(-err));
+	}
+	return err;
+}
+
+void fs_shard_touch(struct fs *fs, uint32_t shard)
+{
+	unsigned prev = atomic_exchange(&fs->last_shard, shard + 1);
+	uint32_t obj, dir;
+
+	/* only a move to the next shard counts as reading in order */
+	if (prev == shard + 1 || prev != shard || fs->cfg.prefetch_shards == 0)
+		return;
+	obj = fs->shards[shard].obj;
+	dir = fs->objs[obj].dir;
+	for (uint32_t i = 1; i <= fs->cfg.prefetch_shards && shard + i < fs->nshards; i++) {
+		uint32_t next = fs->shards[shard + i].obj;
+
+		if (fs->objs[next].dir != dir)
+			break; /* shards of one directory are consecutive */
+		if (atomic_load(&fs->objs[next].prefetch))
+			continue;
+		fs->c.shard_prefetches++;
+		fs_obj_prefetch(fs, next);
+	}
+}
