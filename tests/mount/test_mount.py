@@ -395,6 +395,27 @@ def group_tools(env, ck):
             ck.fail('concurrent read of %s: %s' % (mp, why))
         ck.eq('concurrent readers: failures', len(bad), 0)
         log('tools: 8 concurrent readers read %d members' % len(jobs))
+        # control files under concurrent open/read/close: each open is a snapshot that
+        # must parse whole (a late async read once raced its release: use after free)
+        sbad = []
+
+        def stats_reader():
+            for _ in range(150):
+                try:
+                    with open(os.path.join(mnt, '.shardfs', 'stats'), 'rb') as f:
+                        json.loads(f.read())
+                    with open(os.path.join(mnt, '.shardfs', 'metrics'), 'rb') as f:
+                        if not f.read().startswith(b'# HELP shardfs_'):
+                            sbad.append('metrics: unexpected start')
+                except (OSError, ValueError) as e:
+                    sbad.append(str(e))
+        ths = [threading.Thread(target=stats_reader) for _ in range(8)]
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join()
+        ck.eq('concurrent control-file reads: failures %r' % sbad[:5], len(sbad), 0)
+        log('tools: 8 threads x 150 opens of stats and metrics parsed whole')
         # sha256sum over a shard dir through xargs (many opens)
         r1 = env.run(['sh', '-c', 'cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum',
                       'sh', os.path.join(mnt, 'wds')])

@@ -1,0 +1,177 @@
+#!/bin/bash
+# Remote read-through benchmark (issue 3). Not a test: it prints figures and
+# ratios against a baseline measured in the same run (DESIGN.md section 4,
+# "cold fill from a loopback HTTP server vs curl with the same parallelism").
+#
+#   bash tests/bench/remote_bench.sh [--build DIR] [--shard-mb 1024] [--member-kb 100]
+#
+# Serves one shard of --shard-mb MB (members of --member-kb KB) from nginx on
+# 127.0.0.1 (sendfile on, the file warm in the page cache), then, for
+# --connections 1 and 8:
+#   - shardfs: `cat MNT/shard.tar > /dev/null` through a fresh mount (no cache
+#     tier yet: every read goes to the server), and, with 8, also 8 readers
+#     each reading one eighth with dd;
+#   - curl: `curl -s -o /dev/null URL`, and with 8, 8 parallel `curl --range`
+#     jobs of one eighth each.
+# and prints MB/s and the ratio shardfs/curl.
+set -eu
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+build=build shard_mb=1024 member_kb=100
+while [ $# -gt 0 ]; do
+	case $1 in
+	--build) build=$2; shift 2 ;;
+	--shard-mb) shard_mb=$2; shift 2 ;;
+	--member-kb) member_kb=$2; shift 2 ;;
+	*) echo "usage: $0 [--build DIR] [--shard-mb N] [--member-kb N]" >&2; exit 2 ;;
+	esac
+done
+if [ "$build" = build ]; then
+	sh scripts/install-deps.sh --test
+	[ -f build/build.ninja ] || meson setup build >/dev/null
+	meson compile -C build >/dev/null
+fi
+bin=$(cd "$build" && pwd)/shardfs
+[ -x "$bin" ] || { echo "no $bin" >&2; exit 1; }
+
+tmp=$(mktemp -d /tmp/shardfs-remote-bench.XXXXXX)
+chmod 755 "$tmp"
+ngpid=
+cleanup() {
+	for m in "$tmp"/mnt*; do
+		[ -d "$m" ] && mountpoint -q "$m" && "$bin" umount "$m" >/dev/null 2>&1
+	done
+	[ -n "$ngpid" ] && kill "$ngpid" 2>/dev/null && wait "$ngpid" 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+echo "making a ${shard_mb} MB shard of ${member_kb} KB members ..."
+mkdir -p "$tmp/data" "$tmp/ng/tmp"
+/usr/bin/python3 - "$tmp/data/shard.tar" "$shard_mb" "$member_kb" <<'PY'
+import io, os, sys, tarfile
+path, mb, kb = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+n = mb * 1024 // kb
+blob = os.urandom(kb * 1024 + 4096)
+with tarfile.open(path, 'w', format=tarfile.USTAR_FORMAT) as t:
+    for i in range(n):
+        data = blob[i % 4096:i % 4096 + kb * 1024]
+        ti = tarfile.TarInfo('sample_%07d.bin' % i)
+        ti.size = len(data)
+        ti.mtime = 1600000000
+        t.addfile(ti, io.BytesIO(data))
+PY
+chmod -R a+rX "$tmp/data"
+size=$(stat -c %s "$tmp/data/shard.tar")
+
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+user=
+[ "$(id -u)" = 0 ] && user='user root root;'
+cat >"$tmp/ng/nginx.conf" <<EOF
+$user
+worker_processes 1;
+pid $tmp/ng/nginx.pid;
+error_log $tmp/ng/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_temp_path $tmp/ng/tmp/body;
+    proxy_temp_path $tmp/ng/tmp/proxy;
+    fastcgi_temp_path $tmp/ng/tmp/fastcgi;
+    uwsgi_temp_path $tmp/ng/tmp/uwsgi;
+    scgi_temp_path $tmp/ng/tmp/scgi;
+    default_type application/octet-stream;
+    sendfile on;
+    tcp_nopush off;
+    keepalive_requests 1000000;
+    server { listen 127.0.0.1:$port; root $tmp/data; }
+}
+EOF
+/usr/sbin/nginx -c "$tmp/ng/nginx.conf" -p "$tmp/ng" -g 'daemon off;' &
+ngpid=$!
+for _ in $(seq 100); do
+	curl -s -o /dev/null "http://127.0.0.1:$port/shard.tar" -r 0-0 && break
+	sleep 0.1
+done
+url="http://127.0.0.1:$port/shard.tar"
+curl -s -o /dev/null "$url" # warm the server's page cache
+
+now() { date +%s.%N; }
+mbps() { # seconds -> MB/s of the shard
+	/usr/bin/python3 -c "import sys; print('%.0f' % ($size / 1e6 / float(sys.argv[1])))" "$1"
+}
+secs() { # start end
+	/usr/bin/python3 -c "import sys; print('%.3f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$2"
+}
+
+mount_fresh() { # connections -> prints mountpoint
+	local m="$tmp/mnt$1" c="$tmp/cache$1"
+	mkdir -p "$m"
+	rm -rf "$c"
+	"$bin" mount --cache-dir "$c" --connections "$1" "$url" "$m"
+	echo "$m"
+}
+
+run_cat() { # connections
+	local m t0 t1
+	m=$(mount_fresh "$1")
+	t0=$(now)
+	cat "$m/shard.tar" >/dev/null
+	t1=$(now)
+	"$bin" umount "$m" >/dev/null
+	secs "$t0" "$t1"
+}
+
+run_dd8() { # 8 readers of one eighth each, --connections 8
+	local m t0 t1 part i
+	m=$(mount_fresh 8)
+	part=$(( (size + 8 * 1048576 - 1) / (8 * 1048576) ))
+	t0=$(now)
+	for i in 0 1 2 3 4 5 6 7; do
+		dd if="$m/shard.tar" of=/dev/null bs=1M skip=$((i * part)) count=$part status=none &
+	done
+	wait
+	t1=$(now)
+	"$bin" umount "$m" >/dev/null
+	secs "$t0" "$t1"
+}
+
+run_curl1() {
+	local t0 t1
+	t0=$(now)
+	curl -s -o /dev/null "$url"
+	t1=$(now)
+	secs "$t0" "$t1"
+}
+
+run_curl8() {
+	local t0 t1 part i a b
+	part=$(( (size + 7) / 8 ))
+	t0=$(now)
+	for i in 0 1 2 3 4 5 6 7; do
+		a=$((i * part)) b=$(( (i + 1) * part - 1 ))
+		[ $b -ge $size ] && b=$((size - 1))
+		curl -s -o /dev/null --range "$a-$b" "$url" &
+	done
+	wait
+	t1=$(now)
+	secs "$t0" "$t1"
+}
+
+echo "shard: $size bytes; nginx on 127.0.0.1:$port; shardfs: $bin"
+printf '%-44s %8s %8s %8s %7s\n' "workload" "shardfs" "curl" "" "ratio"
+printf '%-44s %8s %8s %8s %7s\n' "" "MB/s" "MB/s" "" ""
+row() { # label shardfs-seconds curl-seconds
+	local a b
+	a=$(mbps "$2") b=$(mbps "$3")
+	printf '%-44s %8s %8s %8s %7s\n' "$1" "$a" "$b" "" \
+		"$(/usr/bin/python3 -c "import sys; print('%.2f' % (float(sys.argv[2]) / float(sys.argv[1])))" "$2" "$3")"
+}
+s1=$(run_cat 1)
+c1=$(run_curl1)
+row "cat, --connections 1 vs curl" "$s1" "$c1"
+s8=$(run_cat 8)
+c8=$(run_curl8)
+row "cat, --connections 8 vs curl 8 ranges" "$s8" "$c8"
+d8=$(run_dd8)
+row "8 dd readers, --connections 8 vs curl 8 ranges" "$d8" "$c8"

@@ -1,0 +1,384 @@
+"""Loopback servers for the s3:// gs:// ais:// tests (Python stdlib + Debian's python3-botocore).
+
+- S3rver: s3rver (npm, pinned 3.7.1, installed by install-s3rver.sh) on 127.0.0.1, a free port.
+  It checks only that the key id exists (and is run with --allow-mismatched-signatures), and it
+  mishandles suffix ranges.
+- SigV4Proxy: in front of s3rver. For each request it recomputes the signature with botocore's
+  own S3SigV4Auth from the shared secret, over exactly the headers the client says it signed, and
+  answers 403 with an S3 <Error> (SignatureDoesNotMatch, InvalidAccessKeyId, AccessDenied,
+  RequestTimeTooSkewed) when they differ; otherwise it forwards the request (keep-alive to
+  s3rver, response body streamed back, Range passed through). Requests without Authorization are
+  allowed only for the buckets named 'anonymous'. A suffix range (bytes=-N) is refused with 400
+  and counted: shardfs must never send one.
+- AisStandIn: a STAND-IN for an AIStore proxy, because AIStore itself is not installable here.
+  It implements only what backend_ais.c uses: the S3-compatible listing and HEAD under /s3/
+  (forwarded to s3rver) and the native GET /v1/objects/BUCKET/KEY, answered with a 307 redirect
+  to the object's URL on s3rver (the "target"), as an AIStore proxy does.
+
+Each server has a /__stats JSON endpoint with its counters.
+"""
+
+import datetime
+import hmac
+import http.client
+import http.server
+import json
+import os
+import re
+import shutil
+import socket
+import socketserver
+import subprocess
+import threading
+import time
+import urllib.parse
+
+import botocore.auth
+import botocore.awsrequest
+import botocore.credentials
+
+NPM_PREFIX = os.environ.get('SHARDFS_NPM_PREFIX', '/var/tmp/shardfs-npm')
+S3RVER_BIN = os.path.join(NPM_PREFIX, 'node_modules', '.bin', 's3rver')
+S3RVER_KEY = 'S3RVER'     # s3rver's built-in account: the key id it accepts
+S3RVER_SECRET = 'S3RVER'
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc=None, timeout=30):
+    t = time.monotonic() + timeout
+    while time.monotonic() < t:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError('server exited with %r' % proc.returncode)
+        try:
+            with socket.create_connection(('127.0.0.1', port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError('port %d did not open in %ds' % (port, timeout))
+
+
+def s3_error(code, message, status):
+    body = ('<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>%s</Code><Message>%s</Message>'
+            '<RequestId>shardfs-test</RequestId></Error>' % (code, message)).encode()
+    return status, body
+
+
+class S3rver:
+    def __init__(self, workdir):
+        self.dir = os.path.join(workdir, 's3rver-data')
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = free_port()
+        self.log = open(os.path.join(workdir, 's3rver.log'), 'wb')
+        self.proc = subprocess.Popen(
+            [S3RVER_BIN, '-d', self.dir, '-a', '127.0.0.1', '-p', str(self.port), '--silent',
+             '--allow-mismatched-signatures', '--no-vhost-buckets'],
+            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            # s3rver's ListObjectsV2 continuation tokens use DES, which Node 20's OpenSSL 3
+            # only has in its legacy provider (without it, every truncated listing is a 500)
+            env=dict(os.environ, NODE_OPTIONS='--openssl-legacy-provider'))
+        wait_port(self.port, self.proc)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+    # -- direct access (test set-up), signed with botocore like any client --
+    def request(self, method, path, body=b'', headers=None, query=''):
+        url = 'http://127.0.0.1:%d%s%s' % (self.port, path, '?' + query if query else '')
+        req = botocore.awsrequest.AWSRequest(method=method, url=url, data=body,
+                                             headers=dict(headers or {}))
+        botocore.auth.S3SigV4Auth(botocore.credentials.Credentials(S3RVER_KEY, S3RVER_SECRET),
+                                  's3', 'us-east-1').add_auth(req)
+        conn = http.client.HTTPConnection('127.0.0.1', self.port, timeout=60)
+        try:
+            conn.request(method, path + ('?' + query if query else ''), body=body,
+                         headers=dict(req.headers.items()))
+            r = conn.getresponse()
+            return r.status, r.read()
+        finally:
+            conn.close()
+
+    def create_bucket(self, name):
+        st, body = self.request('PUT', '/' + name)
+        if st != 200:
+            raise RuntimeError('create bucket %s: %d %r' % (name, st, body[:300]))
+
+    def put(self, bucket, key, data):
+        st, body = self.request('PUT', '/%s/%s' % (bucket, urllib.parse.quote(key, safe='/~')),
+                                body=data)
+        if st != 200:
+            raise RuntimeError('put %s/%s: %d %r' % (bucket, key, st, body[:300]))
+
+
+class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = 'HTTP/1.1'
+
+    def log_message(self, fmt, *a):
+        pass
+
+    def send_simple(self, status, body=b'', ctype='application/xml', extra=()):
+        self.send_response(status)
+        self.send_header('Content-Type', ctype)
+        self.send_header('Content-Length', str(len(body)))
+        for k, v in extra:
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != 'HEAD':
+            self.wfile.write(body)
+
+    def stats_answer(self):
+        if self.path == '/__stats':
+            with self.server.owner.lock:
+                body = json.dumps(self.server.owner.stats).encode()
+            self.send_simple(200, body, 'application/json')
+            return True
+        return False
+
+    def forward(self, path):
+        """Send this request to s3rver and stream the answer back (keep-alive upstream)."""
+        owner = self.server.owner
+        conn = getattr(self, '_up', None)
+        if conn is None:
+            conn = self._up = http.client.HTTPConnection('127.0.0.1', owner.upstream, timeout=60)
+        n = int(self.headers.get('Content-Length') or 0)
+        body = self.rfile.read(n) if n else None
+        headers = {k: v for k, v in self.headers.items()
+                   if k.lower() not in ('connection', 'keep-alive', 'host')}
+        headers['Host'] = '127.0.0.1:%d' % owner.upstream
+        auth = headers.get('Authorization')
+        if auth and 'Credential=' in auth:
+            # s3rver knows one key id; the signature was checked already (SigV4Proxy.verify)
+            headers['Authorization'] = re.sub(r'Credential=[^/]+/', 'Credential=%s/' % S3RVER_KEY,
+                                              auth)
+            headers.pop('x-amz-security-token', None)
+            headers.pop('X-Amz-Security-Token', None)
+        try:
+            conn.request(self.command, path, body=body, headers=headers)
+            r = conn.getresponse()
+        except (OSError, http.client.HTTPException):
+            conn.close()
+            self._up = None
+            self.send_simple(502, b'upstream failed', 'text/plain')
+            return
+        self.send_response(r.status)
+        length = r.getheader('Content-Length')
+        for k, v in r.getheaders():
+            if k.lower() in ('connection', 'keep-alive', 'transfer-encoding', 'content-length'):
+                continue
+            self.send_header(k, v)
+        if self.command == 'HEAD':
+            if length is not None:
+                self.send_header('Content-Length', length)
+            self.end_headers()
+            r.read()
+            return
+        if length is not None:
+            self.send_header('Content-Length', length)
+            self.end_headers()
+            while True:
+                chunk = r.read(256 * 1024)
+                if not chunk:
+                    break
+                self.wfile.write(chunk)
+        else:
+            data = r.read()
+            self.send_header('Content-Length', str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+
+class _ProxyHandler(_Handler):
+    def do_GET(self):
+        self.handle_s3()
+
+    def do_HEAD(self):
+        self.handle_s3()
+
+    def handle_s3(self):
+        if self.stats_answer():
+            return
+        owner = self.server.owner
+        owner.count('requests')
+        rng = self.headers.get('Range')
+        if rng is not None and re.match(r'^\s*bytes\s*=\s*-', rng):
+            owner.count('suffix_ranges')
+            self.send_simple(*s3_error('InvalidRange', 'suffix ranges are refused here', 400))
+            return
+        if rng is not None:
+            owner.count('ranged_gets')
+        verdict = owner.verify(self)
+        if verdict is not None:
+            owner.count('refused')
+            owner.count('refused_' + verdict[0])
+            self.send_simple(*s3_error(verdict[0], verdict[1], 403))
+            return
+        if '?' in self.path and 'list-type=2' in self.path:
+            owner.count('list_requests')
+            if 'continuation-token=' in self.path:
+                owner.count('list_continuations')
+        owner.count('forwarded')
+        self.forward(self.path)
+
+
+class SigV4Proxy:
+    """See the module docstring. keys: {access_key: (secret, session_token or None)}."""
+
+    def __init__(self, upstream_port, keys, anonymous=(), region='us-east-1'):
+        self.upstream = upstream_port
+        self.keys = dict(keys)
+        self.anonymous = set(anonymous)
+        self.region = region
+        self.lock = threading.Lock()
+        self.stats = {}
+        self.port = free_port()
+        self.httpd = _Server(('127.0.0.1', self.port), _ProxyHandler)
+        self.httpd.owner = self
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def count(self, k, n=1):
+        with self.lock:
+            self.stats[k] = self.stats.get(k, 0) + n
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def verify(self, h):
+        """None when the request may pass, else (Code, Message)."""
+        auth = h.headers.get('Authorization')
+        bucket = urllib.parse.urlsplit(h.path).path.lstrip('/').split('/', 1)[0]
+        if auth is None:
+            if bucket in self.anonymous:
+                self.count('anonymous_ok')
+                return None
+            return ('AccessDenied', 'Access Denied')
+        if auth.startswith('Bearer '):
+            return ('AccessDenied', 'bearer tokens are not accepted here')
+        m = re.match(r'^AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request,'
+                     r' ?SignedHeaders=([a-z0-9;-]+), ?Signature=([0-9a-f]{64})$', auth)
+        if not m:
+            return ('AuthorizationHeaderMalformed', 'cannot parse the Authorization header')
+        akid, date, region, service, signed, sig = m.groups()
+        if akid not in self.keys:
+            return ('InvalidAccessKeyId', 'The AWS Access Key Id you provided does not exist '
+                    'in our records.')
+        secret, token = self.keys[akid]
+        names = signed.split(';')
+        for must in ('host', 'x-amz-date', 'x-amz-content-sha256'):
+            if must not in names:
+                return ('AccessDenied', 'header %s must be signed' % must)
+        amz_date = h.headers.get('x-amz-date', '')
+        try:
+            t = datetime.datetime.strptime(amz_date, '%Y%m%dT%H%M%SZ').replace(
+                tzinfo=datetime.timezone.utc)
+        except ValueError:
+            return ('AccessDenied', 'bad x-amz-date')
+        if abs(time.time() - t.timestamp()) > 900 or date != amz_date[:8]:
+            return ('RequestTimeTooSkewed', 'request time too skewed')
+        if token is not None and h.headers.get('x-amz-security-token') != token:
+            return ('InvalidToken', 'The provided token is malformed or otherwise invalid.')
+        if h.headers.get('x-amz-content-sha256') != 'UNSIGNED-PAYLOAD':
+            self.count('signed_payload')
+        headers = {}
+        for n in names:
+            v = h.headers.get_all(n)
+            if v is None:
+                return ('AccessDenied', 'signed header %s is missing' % n)
+            headers[n] = ','.join(v)
+        req = botocore.awsrequest.AWSRequest(method=h.command,
+                                             url='http://%s%s' % (headers['host'], h.path),
+                                             headers=headers)
+        req.context['timestamp'] = amz_date
+        auth_obj = botocore.auth.S3SigV4Auth(
+            botocore.credentials.Credentials(akid, secret, h.headers.get('x-amz-security-token')),
+            service, region)
+        cr = auth_obj.canonical_request(req)
+        want = auth_obj.signature(auth_obj.string_to_sign(req, cr), req)
+        if not hmac.compare_digest(want, sig):
+            return ('SignatureDoesNotMatch', 'The request signature we calculated does not '
+                    'match the signature you provided. Check your key and signing method.')
+        if region != self.region and service == 's3' and region != 'auto':
+            return ('AuthorizationHeaderMalformed', "the region '%s' is wrong; expecting '%s'"
+                    % (region, self.region))
+        self.count('signature_ok')
+        return None
+
+
+class _AisHandler(_Handler):
+    def do_GET(self):
+        self.handle_ais()
+
+    def do_HEAD(self):
+        self.handle_ais()
+
+    def handle_ais(self):
+        if self.stats_answer():
+            return
+        owner = self.server.owner
+        owner.count('requests')
+        u = urllib.parse.urlsplit(self.path)
+        if self.headers.get('Authorization'):
+            owner.count('authorization_seen')
+        if u.path.startswith('/s3/'):
+            # the S3-compatible API: listing (GET /s3/BUCKET?list-type=2...) and HEAD of objects
+            owner.count('s3_' + self.command.lower())
+            if 'continuation-token=' in u.query:
+                owner.count('list_continuations')
+            self.forward(u.path[3:] + ('?' + u.query if u.query else ''))
+            return
+        if u.path.startswith('/v1/objects/') and self.command == 'GET':
+            q = urllib.parse.parse_qs(u.query)
+            if q.get('provider', ['ais']) != ['ais']:
+                self.send_simple(400, b'{"message":"only provider=ais here"}', 'application/json')
+                return
+            rng = self.headers.get('Range')
+            if rng is not None and re.match(r'^\s*bytes\s*=\s*-', rng):
+                owner.count('suffix_ranges')
+            owner.count('redirects')
+            loc = 'http://127.0.0.1:%d/%s' % (owner.upstream, u.path[len('/v1/objects/'):])
+            self.send_simple(307, b'', 'text/plain', extra=[('Location', loc)])
+            return
+        owner.count('unsupported')
+        self.send_simple(400, b'{"message":"not implemented by the AIS stand-in"}',
+                         'application/json')
+
+
+class AisStandIn:
+    def __init__(self, upstream_port):
+        self.upstream = upstream_port
+        self.lock = threading.Lock()
+        self.stats = {}
+        self.port = free_port()
+        self.httpd = _Server(('127.0.0.1', self.port), _AisHandler)
+        self.httpd.owner = self
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def count(self, k, n=1):
+        with self.lock:
+            self.stats[k] = self.stats.get(k, 0) + n
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def have_s3rver():
+    return os.access(S3RVER_BIN, os.X_OK) and shutil.which('node') is not None
