@@ -105,11 +105,17 @@ int backend_stat(struct backend *be, const char *key, struct backend_objinfo *in
 
 ssize_t backend_pread(struct backend *be, const char *key, void *buf, size_t len, uint64_t off)
 {
+	return backend_pread_version(be, key, NULL, buf, len, off);
+}
+
+ssize_t backend_pread_version(struct backend *be, const char *key, const char *etag, void *buf,
+			      size_t len, uint64_t off)
+{
 	int err = backend__key_check(key);
 
 	if (err < 0)
 		return err;
-	return be->ops->pread(be, key, buf, len, off);
+	return be->ops->pread(be, key, etag, buf, len, off);
 }
 
 int backend_open_fd(struct backend *be, const char *key)

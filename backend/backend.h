@@ -72,6 +72,13 @@ int backend_stat(struct backend *be, const char *key, struct backend_objinfo *in
  * the object) or a negative errno. */
 ssize_t backend_pread(struct backend *be, const char *key, void *buf, size_t len, uint64_t off);
 
+/* The same, but only from the version whose ETag is etag (as listed or
+ * stat'ed): remote stores send If-Match and compare the answer's ETag, and
+ * return -ESTALE when the object has changed since, so that bytes of two
+ * versions are never mixed. Local stores ignore etag. */
+ssize_t backend_pread_version(struct backend *be, const char *key, const char *etag, void *buf,
+			      size_t len, uint64_t off);
+
 /* Local backends: open the object read-only and return a new fd the caller
  * closes. -ENOTSUP for remote backends. */
 int backend_open_fd(struct backend *be, const char *key);

@@ -42,8 +42,8 @@ static int fault_stat(struct backend *be, const char *key, struct backend_objinf
 	return f->inner.ops->stat(&f->inner, key, info);
 }
 
-static ssize_t fault_pread(struct backend *be, const char *key, void *buf, size_t len,
-			   uint64_t off)
+static ssize_t fault_pread(struct backend *be, const char *key, const char *etag, void *buf,
+			   size_t len, uint64_t off)
 {
 	struct fault *f = be->impl;
 	unsigned long long n = atomic_fetch_add(&f->reads, 1) + 1;
@@ -59,7 +59,7 @@ static ssize_t fault_pread(struct backend *be, const char *key, void *buf, size_
 		return -EIO;
 	if (f->fail_after_bytes && atomic_load(&f->bytes) >= f->fail_after_bytes)
 		return -EIO;
-	r = f->inner.ops->pread(&f->inner, key, buf, len, off);
+	r = f->inner.ops->pread(&f->inner, key, etag, buf, len, off);
 	if (r > 0)
 		atomic_fetch_add(&f->bytes, (unsigned long long)r);
 	return r;

@@ -236,6 +236,11 @@ static int report(const char *url, const struct backend_req *r, int err)
 	char shown[1024];
 
 	url_display(url, shown, sizeof(shown));
+	if (r->error[0]) { /* no HTTP answer: the transport's reason */
+		backend__set_error(NULL, "%s: %s", shown, r->error);
+		fprintf(stderr, "shardfs: %s: %s\n", shown, r->error);
+		return err;
+	}
 	if (r->status)
 		backend__set_error(NULL, "%s: HTTP %ld", shown, r->status);
 	else
@@ -505,7 +510,8 @@ static int http_stat(struct backend *be, const char *key, struct backend_objinfo
 	return 0;
 }
 
-static ssize_t http_pread(struct backend *be, const char *key, void *buf, size_t len, uint64_t off)
+static ssize_t http_pread(struct backend *be, const char *key, const char *etag, void *buf,
+			  size_t len, uint64_t off)
 {
 	struct http *h = be->impl;
 	struct backend_req r;
@@ -522,6 +528,7 @@ static ssize_t http_pread(struct backend *be, const char *key, void *buf, size_t
 	r.url = url;
 	r.range_off = off;
 	r.range_len = len;
+	r.if_match = etag;
 	return backend_io_read(h->io, &r, buf);
 }
 

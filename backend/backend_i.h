@@ -13,7 +13,10 @@ struct backend_ops {
 	void (*close)(struct backend *be);
 	int (*list)(struct backend *be, backend_list_cb cb, void *arg);
 	int (*stat)(struct backend *be, const char *key, struct backend_objinfo *info);
-	ssize_t (*pread)(struct backend *be, const char *key, void *buf, size_t len, uint64_t off);
+	/* etag: the version the bytes must come from (NULL or "": any); a store
+	 * that can tell answers -ESTALE when the object is another version now */
+	ssize_t (*pread)(struct backend *be, const char *key, const char *etag, void *buf, size_t len,
+			 uint64_t off);
 	int (*open_fd)(struct backend *be, const char *key);
 };
 

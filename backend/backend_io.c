@@ -184,6 +184,54 @@ static int curl_errno(CURLcode c, int *retry)
 /* ------------------------------------------------------------------------ */
 /* small helpers                                                              */
 
+/* Host of url into buf ("?" when it cannot be parsed). */
+static void url_host(const char *url, char *buf, size_t cap)
+{
+	CURLU *u = curl_url();
+	char *host = NULL;
+
+	if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK)
+		snprintf(buf, cap, "%s", host);
+	else
+		snprintf(buf, cap, "?");
+	curl_free(host);
+	curl_url_cleanup(u);
+}
+
+/* A failed attempt's curl result in words, into r->error: the one place
+ * where curl codes become messages. curl's error buffer is used only for
+ * codes whose text names at most a host and port (never a URL, so never
+ * userinfo or a query). */
+static void curl_describe(CURLcode c, const char *url, const char *errbuf, struct backend_req *r)
+{
+	char host[128];
+	const char *detail = errbuf && *errbuf ? errbuf : curl_easy_strerror(c);
+
+	url_host(url, host, sizeof(host));
+	switch (c) {
+	case CURLE_PEER_FAILED_VERIFICATION:
+		snprintf(r->error, sizeof(r->error), "TLS certificate of %.100s not trusted: %.180s",
+			 host, detail);
+		break;
+	case CURLE_SSL_CACERT_BADFILE:
+		snprintf(r->error, sizeof(r->error), "cannot use the CA file: %s", detail);
+		break;
+	case CURLE_SSL_CONNECT_ERROR:
+		snprintf(r->error, sizeof(r->error), "TLS handshake with %.100s failed: %.180s", host,
+			 detail);
+		break;
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_OPERATION_TIMEDOUT:
+		snprintf(r->error, sizeof(r->error), "%s", detail);
+		break;
+	default:
+		snprintf(r->error, sizeof(r->error), "%s", curl_easy_strerror(c));
+		break;
+	}
+}
+
 static uint64_t rng_next(struct backend_io *io)
 {
 	/* xorshift64*: jitter only, not security */
@@ -309,6 +357,9 @@ static int headers_complete(struct xfer *x)
 		return 0; /* body discarded; decided at the end */
 	if (x->have_first && x->first_etag[0] && x->etag[0] && strcmp(x->etag, x->first_etag) != 0)
 		return -ESTALE; /* resumed on a different object */
+	/* the caller's version, also against servers that ignore If-Match */
+	if (r->if_match && *r->if_match && x->etag[0] && strcmp(x->etag, r->if_match) != 0)
+		return -ESTALE;
 	if (!get)
 		return 0;
 	if (x->status == 206) {
@@ -617,6 +668,7 @@ static int xfer_start(struct xfer *x)
 	if (!x->t0_ns)
 		x->t0_ns = uv_hrtime();
 	r->attempts++;
+	r->error[0] = '\0';
 	attempt_reset(x);
 	x->progress_ns = uv_hrtime();
 	e = curl_easy_init();
@@ -637,8 +689,10 @@ static int xfer_start(struct xfer *x)
 	 * weak ETag can never match under If-Match's strong comparison, so it
 	 * is only compared by us (headers_complete). */
 	x->ifmatch[0] = '\0';
-	if (r->if_match && *r->if_match)
+	if (r->if_match && *r->if_match && strncmp(r->if_match, "W/", 2) != 0)
 		snprintf(x->ifmatch, sizeof(x->ifmatch), "If-Match: %s", r->if_match);
+	else if (r->if_match && *r->if_match)
+		; /* weak: compared by us only (headers_complete) */
 	else if (r->delivered && x->first_etag[0] && strncmp(x->first_etag, "W/", 2) != 0)
 		snprintf(x->ifmatch, sizeof(x->ifmatch), "If-Match: %s", x->first_etag);
 	if (x->ifmatch[0]) {
@@ -736,6 +790,7 @@ static void xfer_done(struct xfer *x, CURLcode c)
 		return;
 	}
 	if (c != CURLE_OK) {
+		curl_describe(c, x->url, x->errbuf, r);
 		err = curl_errno(c, &retry);
 		if (retry)
 			xfer_retry(x, err);
@@ -1088,6 +1143,7 @@ void backend_io_submit(struct backend_io *io, struct backend_req *r)
 	r->mtime = 0;
 	r->delivered = 0;
 	r->attempts = 0;
+	r->error[0] = '\0';
 	pthread_mutex_lock(&io->lock);
 	closing = io->closing;
 	if (!closing) {

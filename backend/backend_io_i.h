@@ -66,6 +66,9 @@ struct backend_req {
 	int64_t mtime;           /* Last-Modified as seconds since the epoch, or 0 */
 	uint64_t delivered;      /* body bytes handed to on_data */
 	int attempts;
+	char error[320];         /* the last attempt's transport failure in words
+				  * ("TLS certificate of HOST not trusted: ..."),
+				  * or "" (then status says why); never credentials */
 
 	/* ---- private to the engine ---- */
 	struct backend_req *next;

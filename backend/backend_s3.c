@@ -385,6 +385,9 @@ static int os_list(struct backend *be, backend_list_cb cb, void *arg)
 			else if (ret == -EFBIG)
 				backend__set_error(be, "%s: a listing page is larger than %u bytes",
 						   be->desc, OS_LIST_PAGE_MAX);
+			else if (c.req.error[0])
+				backend__set_error(be, "%s: listing failed: %s", be->desc,
+						   c.req.error);
 			else
 				backend__set_error(be, "%s: listing failed (HTTP %ld): %s",
 						   be->desc, st, strerror(-ret));
@@ -455,7 +458,8 @@ static int os_stat(struct backend *be, const char *key, struct backend_objinfo *
 	return err;
 }
 
-static ssize_t os_pread(struct backend *be, const char *key, void *buf, size_t len, uint64_t off)
+static ssize_t os_pread(struct backend *be, const char *key, const char *etag, void *buf,
+			size_t len, uint64_t off)
 {
 	struct backend_objstore *os = be->impl;
 	char path[OS_PATH_MAX];
@@ -475,6 +479,7 @@ static ssize_t os_pread(struct backend *be, const char *key, void *buf, size_t l
 		return err;
 	c.req.range_off = off;
 	c.req.range_len = len;
+	c.req.if_match = etag;
 	n = backend_io_read(os->io, &c.req, buf);
 	/* S3 answers a range that starts at or past the end with 416 and no
 	 * "Content-Range: bytes * /SIZE" (which the engine would turn into
