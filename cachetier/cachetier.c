@@ -1,11 +1,23 @@
 /*
  * cachetier.c — the cache directory, and object handles that make a
- * stream's bytes readable from a file descriptor.
+ * stream's bytes readable from a file descriptor: a local source file, a
+ * decoded copy (cachetier_decode.c) or, for remote objects, the chunk
+ * store (cachetier_chunk.c, capacity in cachetier_evict.c).
  *
  * Open objects live in a small list keyed by codec, ETag and key, so that
  * concurrent openers of one compressed shard share a single decode: the
  * first caller decodes (outside the lock) while later ones wait on ct->cond.
  * The list is short (one entry per shard in use), so a list is enough.
+ *
+ * Configuration defaults (zero fields of struct cachetier_config):
+ *  - cache_size_bytes 20 GiB: a few hundred shards of a typical dataset, a
+ *    fraction of a training node's NVMe.
+ *  - min_free_bytes 1 GiB: the cache must not be what fills the disk.
+ *  - chunk_bytes 8 MiB: large enough that a range GET runs at the store's
+ *    streaming rate, small enough that a random member read fetches little.
+ *  - readahead_max_bytes 64 MiB: eight chunks in flight ahead of one
+ *    sequential reader, matching the default fill_threads.
+ *  - fill_threads 8: as many as the backend's default connections.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +30,7 @@
 
 #include "cachetier_i.h"
 
-void cachetier__hash_hex(const void *data, size_t len, char out[17])
+uint64_t cachetier__fnv64(const void *data, size_t len)
 {
 	const unsigned char *p = data;
 	uint64_t h = 0xcbf29ce484222325ull;
@@ -27,7 +39,12 @@ void cachetier__hash_hex(const void *data, size_t len, char out[17])
 		h ^= p[i];
 		h *= 0x100000001b3ull;
 	}
-	snprintf(out, 17, "%016llx", (unsigned long long)h);
+	return h;
+}
+
+void cachetier__hash_hex(const void *data, size_t len, char out[17])
+{
+	snprintf(out, 17, "%016llx", (unsigned long long)cachetier__fnv64(data, len));
 }
 
 /* mkdir -p with mode 0700 for every component we create. */
@@ -70,9 +87,31 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	if (!ct)
 		return -ENOMEM;
 	ct->be = be;
-	ct->dirfd = ct->metafd = ct->decfd = -1;
+	ct->dirfd = ct->metafd = ct->decfd = ct->datafd = -1;
 	pthread_mutex_init(&ct->lock, NULL);
 	pthread_cond_init(&ct->cond, NULL);
+	pthread_cond_init(&ct->chunk_cond, NULL);
+	pthread_cond_init(&ct->work_cond, NULL);
+	ct->dq_tail = &ct->dq;
+	ct->rq_tail = &ct->rq;
+	ct->pf_tail = &ct->pf;
+	ct->cfg = *cfg;
+	if (!ct->cfg.cache_size_bytes)
+		ct->cfg.cache_size_bytes = 20ull << 30;
+	if (!ct->cfg.min_free_bytes)
+		ct->cfg.min_free_bytes = 1ull << 30;
+	if (!ct->cfg.chunk_bytes)
+		ct->cfg.chunk_bytes = 8u << 20;
+	if (ct->cfg.chunk_bytes > 1u << 30) /* one fill buffer per thread */
+		ct->cfg.chunk_bytes = 1u << 30;
+	/* whole 4 KiB blocks, so punching a chunk frees exactly its blocks */
+	ct->cfg.chunk_bytes = (ct->cfg.chunk_bytes + 4095u) & ~4095u;
+	if (!ct->cfg.readahead_max_bytes)
+		ct->cfg.readahead_max_bytes = 64ull << 20;
+	if (!ct->cfg.fill_threads)
+		ct->cfg.fill_threads = 8;
+	ct->cfg.cache_dir = NULL; /* not kept: the caller's strings */
+	ct->cfg.source = NULL;
 
 	cachetier__hash_hex(source, strlen(source), hash);
 	n = snprintf(path, sizeof(path), "%s/v1/%s", cfg->cache_dir, hash);
@@ -95,6 +134,15 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	err = open_subdir(ct->dirfd, "decoded", &ct->decfd);
 	if (err < 0)
 		goto fail;
+	err = open_subdir(ct->dirfd, "data", &ct->datafd);
+	if (err < 0)
+		goto fail;
+	err = cachetier__scan(ct);
+	if (err < 0)
+		goto fail;
+	err = cachetier__chunk_start(ct);
+	if (err < 0)
+		goto fail;
 	/* For humans looking at the cache directory: which source is this. */
 	err = cachetier__write_atomic(ct, ct->dirfd, "source", source, strlen(source));
 	if (err < 0)
@@ -110,6 +158,8 @@ void cachetier_close(struct cachetier *ct)
 {
 	if (!ct)
 		return;
+	/* joins the fill workers, records every filled chunk in its map */
+	cachetier__chunk_stop(ct);
 	/* Objects still referenced are the caller's bug; release their fds. */
 	while (ct->objs) {
 		struct cachetier_obj *o = ct->objs;
@@ -117,16 +167,19 @@ void cachetier_close(struct cachetier *ct)
 		ct->objs = o->next;
 		if (o->fd >= 0)
 			close(o->fd);
-		free(o->key);
 		free(o->name);
 		free(o);
 	}
+	if (ct->datafd >= 0)
+		close(ct->datafd);
 	if (ct->decfd >= 0)
 		close(ct->decfd);
 	if (ct->metafd >= 0)
 		close(ct->metafd);
 	if (ct->dirfd >= 0)
 		close(ct->dirfd);
+	pthread_cond_destroy(&ct->work_cond);
+	pthread_cond_destroy(&ct->chunk_cond);
 	pthread_cond_destroy(&ct->cond);
 	pthread_mutex_destroy(&ct->lock);
 	free(ct->dir);
@@ -145,6 +198,19 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->decoded_reused = ct->decoded_reused;
 	st->meta_reads = ct->meta_reads;
 	st->meta_writes = ct->meta_writes;
+	pthread_mutex_lock(&ct->lock);
+	st->hits = ct->hits;
+	st->misses = ct->misses;
+	st->bytes_fetched = ct->bytes_fetched;
+	st->fills = ct->fills;
+	st->fills_inflight = ct->fills_inflight;
+	st->fill_errors = ct->fill_errors;
+	st->readahead_fills = ct->readahead_fills;
+	st->evictions = ct->evictions;
+	st->evicted_bytes = ct->evicted_bytes;
+	st->bytes_used = ct->used + atomic_load(&ct->decoded_used);
+	st->bytes_limit = ct->cfg.cache_size_bytes;
+	pthread_mutex_unlock(&ct->lock);
 }
 
 /* Make o readable: the source file itself, or a decoded copy. Runs
@@ -161,14 +227,9 @@ static int obj_fill(struct cachetier *ct, const struct backend_objinfo *info,
 		return cachetier__decode(ct, info, codec, hash, o);
 	}
 	if (!backend_is_local(ct->be)) {
-		/* read-through: no file to splice from until the chunk store of
-		 * issue 4; cachetier_obj_pread goes to the backend */
-		o->key = strdup(info->key);
-		if (!o->key)
-			return -ENOMEM;
-		snprintf(o->etag, sizeof(o->etag), "%s", info->etag);
+		/* the chunk store: fetched on demand, served from data/<hash> */
 		o->size = info->size;
-		return 0;
+		return cachetier__file_open(ct, info, &o->file);
 	}
 	fd = backend_open_fd(ct->be, info->key);
 	if (fd < 0)
@@ -271,9 +332,10 @@ void cachetier_obj_unref(struct cachetier_obj *o)
 		}
 	}
 	pthread_mutex_unlock(&ct->lock);
+	if (o->file) /* record what was filled; the entry itself lives on */
+		cachetier__file_flush(ct, o->file);
 	if (o->fd >= 0)
 		close(o->fd);
-	free(o->key);
 	free(o->name);
 	free(o);
 }
@@ -293,55 +355,75 @@ int cachetier_obj_damage(const struct cachetier_obj *o, uint64_t *off)
 int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
 			     uint64_t *fd_off)
 {
+	int err;
+
 	if (off > o->size || len > o->size - off)
 		return -EIO;
-	if (o->fd < 0)
-		return -ENOTSUP; /* remote: the chunk store is not built yet */
-	*fd = o->fd;
+	if (o->file) {
+		err = cachetier__file_read_begin(o->ct, o->file, off, len);
+		if (err < 0)
+			return err;
+		*fd = o->file->datafd;
+	} else {
+		*fd = o->fd;
+	}
 	*fd_off = off;
 	return 0;
 }
 
 void cachetier_obj_read_end(struct cachetier_obj *o)
 {
-	(void)o;
+	if (o->file)
+		cachetier__file_read_end(o->ct, o->file);
 }
 
 int cachetier_obj_prefetch(struct cachetier_obj *o)
 {
-	return o->fd >= 0 ? 0 : -ENOTSUP;
+	/* local files and decoded copies are all there already */
+	return o->file ? cachetier__file_prefetch(o->ct, o->file) : 0;
 }
 
 uint64_t cachetier_obj_cached_bytes(const struct cachetier_obj *o)
 {
-	return o->fd >= 0 ? o->size : 0;
+	uint64_t n;
+
+	if (!o->file)
+		return o->size;
+	pthread_mutex_lock(&o->ct->lock);
+	n = o->file->bytes;
+	pthread_mutex_unlock(&o->ct->lock);
+	return n;
 }
 
 ssize_t cachetier_obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_t off)
 {
+	uint64_t fd_off;
 	size_t done = 0;
+	ssize_t ret;
+	int fd, err;
 
 	if (off >= o->size)
 		return 0;
 	if (len > o->size - off)
 		len = (size_t)(o->size - off);
-	if (o->fd < 0) {
-		ssize_t n = backend_pread(o->ct->be, o->key, buf, len, off);
-
-		/* a short answer inside the known size: bytes are missing */
-		return n >= 0 && (size_t)n != len ? -EIO : n;
-	}
+	/* remote objects: fetch and pin the chunks, then copy from the file */
+	err = cachetier_obj_read_begin(o, off, len, &fd, &fd_off);
+	if (err < 0)
+		return err;
 	while (done < len) {
-		ssize_t n = pread(o->fd, (char *)buf + done, len - done, (off_t)(off + done));
+		ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(fd_off + done));
 
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			/* n == 0: the file shrank under us: never return zeros */
+			ret = n < 0 ? -errno : -EIO;
+			goto out;
 		}
-		if (n == 0)
-			return -EIO; /* the file shrank under us: never return zeros */
 		done += (size_t)n;
 	}
-	return (ssize_t)done;
+	ret = (ssize_t)done;
+out:
+	cachetier_obj_read_end(o);
+	return ret;
 }

@@ -1,25 +1,36 @@
 /*
  * cachetier — the local SSD/NVMe directory between the backend and readers.
  *
- * Today it does three things:
+ * It does four things:
  *  - makes an object's bytes readable through a file descriptor, so the FUSE
  *    layer can answer reads by splicing from it. A local source needs no
  *    copy: the fd is the source file itself.
+ *  - keeps a chunk store of remote objects: fetched in chunks of
+ *    chunk_bytes by a pool of fill threads, ahead of sequential readers,
+ *    into sparse local files that later reads and later mounts are served
+ *    from; within cache_size_bytes and min_free_bytes by evicting least
+ *    recently used objects; crash-safe (a chunk is recorded only once its
+ *    bytes are durable).
  *  - decodes compressed shards (.tar.gz/.tgz, .tar.zst) once into the cache
  *    directory; members are then read with random access from the decoded
  *    copy. A stream that is damaged part-way keeps its valid prefix and
  *    records where the damage is.
  *  - stores small metadata blobs (shard indexes) crash-safely: written to a
  *    temp file, fsynced and renamed.
- * Chunked fills of remote objects, readahead and eviction come with issue 4.
  *
  * On-disk layout (created 0700, files 0600):
  *   CACHE_DIR/v1/<source-hash>/source       the source string, for humans
  *   CACHE_DIR/v1/<source-hash>/meta/<h>     blobs, <h> = hash of the blob name
  *   CACHE_DIR/v1/<source-hash>/decoded/<h>  decoded streams, <h> = hash of key, ETag, codec
+ *   CACHE_DIR/v1/<source-hash>/data/<h>     remote objects' chunks (sparse), <h> = hash
+ *                                           of key, ETag, size
+ *   CACHE_DIR/v1/<source-hash>/data/<h>.map which chunks are valid (format in
+ *                                           cachetier_chunk.c)
+ * One process at a time per cache directory and source.
  *
  * Threads: all functions may be called from any thread; they may block on
- * disk I/O and, for decoding, on the backend. Errors: 0 or negative errno.
+ * disk I/O and, for decoding and remote reads, on the backend. Errors: 0
+ * or negative errno.
  */
 #ifndef CACHETIER_H
 #define CACHETIER_H
@@ -41,7 +52,7 @@ struct cachetier_config {
 	uint64_t min_free_bytes;      /* free space kept on the cache filesystem [1 GiB] */
 	uint32_t chunk_bytes;         /* fill unit, one range GET [8 MiB] */
 	uint64_t readahead_max_bytes; /* --readahead: cap of a sequential reader's window [64 MiB] */
-	unsigned fill_threads;        /* fills in flight at once (≈ connections) [8] */
+	unsigned fill_threads;        /* fill threads, fills in flight at once (≈ connections) [8] */
 };
 
 enum cachetier_codec {
@@ -101,14 +112,20 @@ int cachetier_obj_damage(const struct cachetier_obj *o, uint64_t *off);
  * present, and drives readahead (a sequential reader's window grows up to
  * readahead_max_bytes; random reads fetch only their chunks). The range
  * stays valid and unevicted until cachetier_obj_read_end, which every
- * successful read_begin must be paired with. Returns 0, -EIO when the range
- * lies past cachetier_obj_size, or the backend's error. */
+ * successful read_begin must be paired with, on the same thread (the pin
+ * is found by thread). Never -ENOTSUP. Returns 0, -EIO when the range
+ * lies past cachetier_obj_size, the backend's error of a failed fill
+ * (-EIO, -ENOENT, -EACCES, -ESTALE; a later call retries), -ECANCELED
+ * when the cache tier is closing. */
 int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
 			     uint64_t *fd_off);
 void cachetier_obj_read_end(struct cachetier_obj *o);
 
 /* Start fetching the whole object in the background (large sequential
- * fills); returns at once. cachetier_obj_cached_bytes tells the progress. */
+ * fills, after demand and readahead fills); returns at once.
+ * cachetier_obj_cached_bytes tells the progress (it may fall again when
+ * the cache evicts). A chunk whose fill fails is left for a later read or
+ * prefetch. Local objects and decoded copies are cached already. */
 int cachetier_obj_prefetch(struct cachetier_obj *o);
 uint64_t cachetier_obj_cached_bytes(const struct cachetier_obj *o);
 

@@ -15,8 +15,13 @@
  * decodes to a prefix of the original bytes. Either way the damage and its
  * compressed offset are recorded.
  *
- * Non-goals: bounding the decoded size (the capacity limits of the cache
- * tier, issue 4, will), decoding while a reader waits on a prefix.
+ * Decoded copies count in the cache tier's usage (cachetier_evict.c) but
+ * are not evicted.
+ *
+ * Non-goals: decoding while a reader waits on a prefix; reading the
+ * compressed bytes of a remote shard through the chunk store (they are
+ * read through the backend once, 1 MiB at a time, and only the decoded
+ * copy is kept).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -85,7 +90,8 @@ static ssize_t dec_read(struct dec *d, size_t *len)
 		if (d->srcfd >= 0)
 			n = pread(d->srcfd, d->in, DEC_IN_BYTES, (off_t)d->in_off);
 		else
-			n = backend_pread(d->ct->be, d->info->key, d->in, DEC_IN_BYTES, d->in_off);
+			n = backend_pread_version(d->ct->be, d->info->key, d->info->etag, d->in,
+						  DEC_IN_BYTES, d->in_off);
 		if (n < 0 && d->srcfd >= 0 && errno == EINTR)
 			continue;
 		break;
@@ -358,6 +364,7 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 	o->damage_off = d.damage_off;
 	ct->decoded_streams++;
 	ct->decoded_bytes += d.out_total;
+	atomic_fetch_add(&ct->decoded_used, d.out_total); /* counts against the cache size */
 	goto out;
 out_unlink:
 	unlinkat(ct->decfd, tmp, 0);

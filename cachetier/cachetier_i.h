@@ -1,5 +1,19 @@
 /*
  * cachetier_i.h — private to cachetier/.
+ *
+ * Locks (the whole module has two kinds, and this is their order):
+ *   1. ct_file.maplock — one per cached remote object; serialises writing
+ *      and unlinking its map file and punching its data file. Taken with
+ *      no other lock held.
+ *   2. cachetier.lock — everything else: the object table, the file table,
+ *      every chunk state, pin, queue and counter. Held only for short
+ *      in-memory work; never across backend I/O, file writes, unlinks or
+ *      fsync (eviction drops it around its file operations).
+ * maplock may be held while taking lock; never the other way round.
+ *
+ * Threads: FUSE threads (any cachetier_* call), the fill workers
+ * (cachetier_chunk.c, created in cachetier_open and joined in
+ * cachetier_close). Nothing else.
  */
 #ifndef CACHETIER_I_H
 #define CACHETIER_I_H
@@ -9,15 +23,93 @@
 
 #include "cachetier.h"
 
+/* States of one chunk of a cached remote object. */
+enum ct_chunk {
+	CH_EMPTY = 0, /* not on disk (or not trusted) */
+	CH_QUEUED,    /* exactly one ct_job for it sits in a fill queue */
+	CH_FILLING,   /* a worker is fetching and writing it */
+	CH_VALID,     /* written and fdatasync'ed: may be served */
+	CH_EVICTING,  /* being punched out of the data file */
+};
+
+/* One read between read_begin and read_end: pins chunks [c0, c1). */
+struct ct_read {
+	pthread_t tid; /* read_end finds its read by thread */
+	uint32_t c0, c1;
+	struct ct_read *next;
+};
+
+/* One remote object in the chunk store: data/<hash> + data/<hash>.map.
+ * An entry exists for every object with bytes on disk (found by the scan
+ * at open: 'live' == 0) and for every object opened in this session
+ * ('live' == 1: identity, fd and chunk arrays valid). A live entry stays
+ * live until cachetier_close, so workers and readers may use f->key,
+ * f->datafd, f->size and f->nchunks without the lock once they saw
+ * f->live under it. Everything else: protected by ct->lock. */
+struct ct_file {
+	struct ct_file *next; /* in ct->files */
+	char hash[17];	      /* file name: hash of key, ETag, size */
+	int live;	      /* identity, datafd and arrays below are set */
+	int opening;	      /* a thread is loading it (others wait on chunk_cond) */
+	int evicting;	      /* an eviction is working on it (ditto) */
+	uint64_t bytes;	      /* bytes of CH_VALID chunks, counted in ct->used */
+	int64_t atime_ns;     /* last access (CLOCK_REALTIME), for LRU */
+	unsigned evict_round; /* last eviction round that considered it */
+	/* live only */
+	char *key;
+	char etag[80];
+	uint64_t size;
+	uint32_t nchunks;
+	int datafd;	/* data/<hash>, O_RDWR */
+	uint8_t *cst;	/* enum ct_chunk per chunk */
+	uint32_t *pins; /* readers inside read_begin/read_end per chunk */
+	int *cerr;	/* the error of the last failed fill per chunk */
+	struct ct_read *reads;
+	unsigned dirty;	    /* valid chunks not yet in the persisted map */
+	int64_t map_ns;	    /* when the map was last written */
+	uint64_t ra_end;    /* end of the last read (readahead detection) */
+	uint64_t ra_window; /* readahead window in bytes; 0: random access */
+	uint32_t pf_next;   /* prefetch cursor */
+	int pf_listed;	    /* in ct->pf list */
+	struct ct_file *pf_link;
+	pthread_mutex_t maplock; /* lock order: before ct->lock */
+};
+
+/* A queued fill of one chunk. */
+struct ct_job {
+	struct ct_file *f;
+	uint32_t c;
+	int ra; /* queued by readahead (counts in readahead_fills) */
+	struct ct_job *next;
+};
+
 struct cachetier {
-	struct backend *be; /* not owned */
-	char *dir;          /* CACHE_DIR/v1/<source-hash> */
-	int dirfd;          /* O_DIRECTORY fd of dir */
-	int metafd;         /* dir/meta */
-	int decfd;          /* dir/decoded */
-	pthread_mutex_t lock; /* protects objs and each obj refs/state */
-	pthread_cond_t cond;  /* signalled when an object leaves OBJ_OPENING */
-	struct cachetier_obj *objs; /* open objects, protected by lock */
+	struct backend *be;	       /* not owned */
+	struct cachetier_config cfg;   /* with defaults applied; read-only after open */
+	char *dir;		       /* CACHE_DIR/v1/<source-hash> */
+	int dirfd;		       /* O_DIRECTORY fd of dir */
+	int metafd;		       /* dir/meta */
+	int decfd;		       /* dir/decoded */
+	int datafd;		       /* dir/data: chunk files and maps */
+	pthread_mutex_t lock;	       /* protects everything below not marked otherwise */
+	pthread_cond_t cond;	       /* signalled when an object leaves OBJ_OPENING */
+	pthread_cond_t chunk_cond;     /* chunk states, file opening/evicting changed */
+	pthread_cond_t work_cond;      /* fill queues got work, or stopping */
+	struct cachetier_obj *objs;    /* open objects */
+	struct ct_file *files;	       /* every object of the chunk store */
+	struct ct_job *dq, **dq_tail;  /* demand fills (readers wait) */
+	struct ct_job *rq, **rq_tail;  /* readahead fills */
+	struct ct_file *pf, **pf_tail; /* objects being prefetched */
+	pthread_t *workers;	       /* fill threads; the array is written only by open/close */
+	unsigned nworkers;
+	int stopping;
+	unsigned evict_round;
+	uint64_t used;	   /* bytes of valid chunks */
+	uint64_t reserved; /* bytes of fills in flight */
+	uint64_t evicting; /* bytes being punched out: still on disk */
+	uint64_t hits, misses, bytes_fetched, fills, fills_inflight, fill_errors;
+	uint64_t readahead_fills, evictions, evicted_bytes;
+	atomic_ullong decoded_used; /* bytes of decoded copies (never evicted) */
 	atomic_ullong decoded_streams, decoded_bytes, decoded_reused, meta_reads, meta_writes;
 	atomic_uint tmp_seq; /* unique temp file names */
 };
@@ -27,18 +119,19 @@ enum obj_state { OBJ_OPENING, OBJ_READY, OBJ_FAILED };
 struct cachetier_obj {
 	struct cachetier *ct;
 	struct cachetier_obj *next; /* in ct->objs, protected by ct->lock */
-	char *name;                 /* "<codec>:<etag>:<key>", the table key */
-	int refs;                   /* protected by ct->lock */
-	enum obj_state state;       /* protected by ct->lock; waiters use ct->cond */
-	int err;                    /* OBJ_FAILED: negative errno */
-	int fd;                     /* readable stream, set before READY; -1: read-through */
-	char *key;                  /* read-through objects: the backend key */
-	char etag[80];              /* read-through objects: the ETag the size belongs to */
-	uint64_t size;              /* readable bytes */
-	int damage;                 /* 0 or negative errno found while decoding */
-	uint64_t damage_off;        /* compressed offset of the damage */
+	char *name;		    /* "<codec>:<etag>:<key>", the table key */
+	int refs;		    /* protected by ct->lock */
+	enum obj_state state;	    /* protected by ct->lock; waiters use ct->cond */
+	int err;		    /* OBJ_FAILED: negative errno */
+	int fd;			    /* local source or decoded copy; -1 for the chunk store */
+	struct ct_file *file;	    /* remote raw objects: the chunk store entry */
+	uint64_t size;		    /* readable bytes */
+	int damage;		    /* 0 or negative errno found while decoding */
+	uint64_t damage_off;	    /* compressed offset of the damage */
 };
 
+/* 64-bit FNV-1a. */
+uint64_t cachetier__fnv64(const void *data, size_t len);
 /* 64-bit FNV-1a, rendered as 16 hex digits into out[17]. */
 void cachetier__hash_hex(const void *data, size_t len, char out[17]);
 
@@ -52,5 +145,58 @@ int cachetier__write_atomic(struct cachetier *ct, int dirfd, const char *name, c
  * earlier decode when its record matches. */
 int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 		      enum cachetier_codec codec, const char *name, struct cachetier_obj *o);
+
+/* cachetier_chunk.c — the chunk store. */
+int cachetier__chunk_start(struct cachetier *ct); /* fill workers; after the scan */
+void cachetier__chunk_stop(struct cachetier *ct); /* join workers, flush maps, free files */
+int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *info,
+			 struct ct_file **out);
+int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len);
+void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f);
+int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f);
+void cachetier__file_flush(struct cachetier *ct, struct ct_file *f);
+/* Map format shared with the scan: parse and check buf; on success fill
+ * the fields and point *bitmap into buf. Identity is checked by the caller. */
+struct ct_map {
+	uint32_t chunk_bytes, nchunks;
+	uint64_t size;
+	const char *key; /* not NUL-terminated */
+	size_t keylen;
+	const char *etag;
+	size_t etaglen;
+	const unsigned char *bitmap;
+};
+int cachetier__map_parse(const unsigned char *buf, size_t len, struct ct_map *m);
+int cachetier__map_read(int dirfd, const char *name, unsigned char **buf, size_t *len);
+uint64_t cachetier__map_bytes(const struct ct_map *m); /* bytes of the valid chunks */
+
+/* cachetier_evict.c — capacity. */
+int cachetier__scan(struct cachetier *ct); /* at open: rebuild usage from data/ and decoded/ */
+/* Make room for a fill of len bytes (already in ct->reserved). Called
+ * with ct->lock held; drops and retakes it around file operations. */
+void cachetier__make_room(struct cachetier *ct, uint64_t len);
+int64_t cachetier__now_ns(void);
+
+static inline void cachetier__le32_put(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline void cachetier__le64_put(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint32_t cachetier__le32_get(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t cachetier__le64_get(const unsigned char *p)
+{
+	return (uint64_t)cachetier__le32_get(p) | (uint64_t)cachetier__le32_get(p + 4) << 32;
+}
 
 #endif

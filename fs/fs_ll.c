@@ -397,31 +397,6 @@ static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
-/* Answer a read of [off, off+size) of stream 'o' from memory: for streams
- * that are not in a local file (remote objects read through). */
-static void reply_copy(fuse_req_t req, struct fs *fs, struct cachetier_obj *o, uint64_t off,
-		       size_t size)
-{
-	char *buf = malloc(size ? size : 1);
-	ssize_t n;
-
-	if (!buf) {
-		reply_err(req, ENOMEM);
-		return;
-	}
-	n = cachetier_obj_pread(o, buf, size, off);
-	if (n >= 0 && (size_t)n != size)
-		n = -EIO; /* the size is known: a short read means missing bytes */
-	if (n < 0) {
-		fs->c.read_errors++;
-		reply_err(req, (int)n);
-	} else {
-		fs->c.read_bytes += size;
-		fuse_reply_buf(req, buf, size);
-	}
-	free(buf);
-}
-
 /* Answer a read of [off, off+size) of stream 'o' with one fd buffer. */
 static void reply_fd_range(fuse_req_t req, struct fs *fs, struct cachetier_obj *o, uint64_t off,
 			   size_t size)
@@ -431,10 +406,6 @@ static void reply_fd_range(fuse_req_t req, struct fs *fs, struct cachetier_obj *
 	int fd, err;
 
 	err = cachetier_obj_read_begin(o, off, size, &fd, &fd_off);
-	if (err == -ENOTSUP) {
-		reply_copy(req, fs, o, off, size);
-		return;
-	}
 	if (err < 0) {
 		fs->c.read_errors++;
 		reply_err(req, err);

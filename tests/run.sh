@@ -1,7 +1,8 @@
 #!/bin/bash
 # The whole test suite, as CI runs it: installs what the tests need, builds
 # warning-free (-Werror) and runs every test, then builds again with
-# AddressSanitizer + UndefinedBehaviorSanitizer and runs every test again.
+# AddressSanitizer + UndefinedBehaviorSanitizer and runs every test again,
+# then with ThreadSanitizer and runs the unit suite (the concurrency tests).
 # Ends with one line "tests: N passed, N failed, N skipped".
 set -u
 cd "$(dirname "$0")/.."
@@ -10,12 +11,19 @@ sh scripts/install-deps.sh --test || exit 1
 
 total_pass=0 total_fail=0 total_skip=0 status=0
 
-run_suite() { # name builddir meson-setup-args...
+run_suite() { # name builddir meson-setup-args... [-- meson-test-args...]
 	local name=$1 dir=$2
+	local setup_args=() test_args=()
 	shift 2
-	echo "=== $name: meson setup $dir $*"
+	while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+		setup_args+=("$1")
+		shift
+	done
+	[ $# -gt 0 ] && shift
+	test_args=("$@")
+	echo "=== $name: meson setup $dir ${setup_args[*]}"
 	if [ ! -f "$dir/build.ninja" ]; then
-		meson setup "$dir" -Dwerror=true "$@" >"$dir.setup.log" 2>&1 ||
+		meson setup "$dir" -Dwerror=true "${setup_args[@]}" >"$dir.setup.log" 2>&1 ||
 			{ cat "$dir.setup.log"; status=1; total_fail=$((total_fail + 1)); return; }
 	fi
 	if ! meson compile -C "$dir" >"$dir.compile.log" 2>&1; then
@@ -25,7 +33,7 @@ run_suite() { # name builddir meson-setup-args...
 		total_fail=$((total_fail + 1))
 		return
 	fi
-	meson test -C "$dir" --print-errorlogs --num-processes 1 || status=1
+	meson test -C "$dir" --print-errorlogs --num-processes 1 "${test_args[@]}" || status=1
 	local counts
 	counts=$(python3 - "$dir/meson-logs/testlog.json" <<'PY'
 import json, sys
@@ -59,6 +67,19 @@ if ls build-asan/sanitizer/* >/dev/null 2>&1; then
 	total_fail=$((total_fail + 1))
 fi
 unset ASAN_OPTIONS UBSAN_OPTIONS
+
+# ThreadSanitizer: the unit suite only (the mount tests' daemon under TSan
+# is for later); reports go under build-tsan/sanitizer/ and fail the run.
+rm -rf build-tsan/sanitizer && mkdir -p build-tsan/sanitizer
+export TSAN_OPTIONS="halt_on_error=1:log_path=$root/build-tsan/sanitizer/tsan"
+run_suite tsan build-tsan -Db_sanitize=thread -Db_lundef=false -- --suite unit
+if ls build-tsan/sanitizer/* >/dev/null 2>&1; then
+	echo "=== sanitizer reports:"
+	cat build-tsan/sanitizer/*
+	status=1
+	total_fail=$((total_fail + 1))
+fi
+unset TSAN_OPTIONS
 
 echo "tests: $total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$status" = 0 ] && [ "$total_fail" = 0 ]

@@ -1,0 +1,731 @@
+/*
+ * test_chunkstore.c — the cache tier's chunk store for remote objects,
+ * without a mount, against the fault:// test store (a local directory
+ * served as if remote, with injected delays and failures).
+ *
+ * Every read is compared byte for byte with the source file (random data,
+ * seed printed; TEST_SEED repeats a run). Covered: random reads across
+ * chunk boundaries through pread and through read_begin's fd; 8 concurrent
+ * readers while a small cache evicts, with the cache directory's real disk
+ * usage sampled against the limit; readahead of a sequential reader and
+ * none for random reads; persistence across a reopen with the store gone;
+ * a fill killed with SIGKILL (then everything reread exactly); a corrupt
+ * map; fill errors reaching the reader and a retry succeeding; a changed
+ * object never served from old chunks.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "cachetier.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fprintf(stderr, "\n");                                                     \
+			failures++;                                                                \
+		}                                                                                  \
+	} while (0)
+
+#define CHUNK (64u * 1024)
+#define NOBJ  8
+
+static char tmpdir[256];
+static unsigned char *data[NOBJ + 1]; /* NOBJ: the "big" object */
+static size_t sizes[NOBJ + 1];
+static char keys[NOBJ + 1][32];
+
+static uint64_t rnd(uint64_t *s)
+{
+	uint64_t x = *s;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	*s = x;
+	return x;
+}
+
+static void write_src(const char *key, const void *buf, size_t len)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/src/%s", tmpdir, key);
+	f = fopen(path, "wb");
+	if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0) {
+		perror(path);
+		exit(1);
+	}
+}
+
+static struct backend *store(const char *query)
+{
+	char src[512];
+	struct backend *be;
+	int err;
+
+	snprintf(src, sizeof(src), "fault://%s/src%s%s", tmpdir, *query ? "?" : "", query);
+	err = backend_open(&be, src, NULL);
+	if (err < 0) {
+		fprintf(stderr, "backend_open %s: %d\n", src, err);
+		exit(1);
+	}
+	return be;
+}
+
+/* A cache tier in tmpdir/<name>; the source string is fixed so that stores
+ * with different fault settings share one per-source directory. */
+static struct cachetier *tier(struct backend *be, const char *name, uint64_t size, unsigned threads)
+{
+	struct cachetier_config cc = {0};
+	struct cachetier *ct;
+	char dir[512];
+	int err;
+
+	snprintf(dir, sizeof(dir), "%s/%s", tmpdir, name);
+	cc.cache_dir = dir;
+	cc.source = "test-source";
+	cc.cache_size_bytes = size;
+	cc.min_free_bytes = 1;
+	cc.chunk_bytes = CHUNK;
+	cc.readahead_max_bytes = 8 * CHUNK;
+	cc.fill_threads = threads;
+	err = cachetier_open(&ct, &cc, be);
+	if (err < 0) {
+		fprintf(stderr, "cachetier_open %s: %d\n", dir, err);
+		exit(1);
+	}
+	return ct;
+}
+
+static struct cachetier_obj *obj(struct cachetier *ct, struct backend *be, int i)
+{
+	struct backend_objinfo info;
+	struct cachetier_obj *o = NULL;
+	int err = backend_stat(be, keys[i], &info);
+
+	CHECK(err == 0, "stat %s: %d", keys[i], err);
+	err = cachetier_obj_open(ct, &info, CACHETIER_RAW, &o);
+	CHECK(err == 0, "open %s: %d", keys[i], err);
+	if (err)
+		exit(1);
+	return o;
+}
+
+/* Read [off, off+len) of object i, by pread (mode 0) or through the fd of
+ * read_begin (mode 1); 0 when the bytes are exact, else the error. */
+static int read_check(struct cachetier_obj *o, int i, uint64_t off, size_t len, int mode)
+{
+	unsigned char *buf = malloc(len ? len : 1);
+	size_t want = off >= sizes[i] ? 0 : (len < sizes[i] - off ? len : sizes[i] - off);
+	int err = 0;
+
+	if (mode == 0) {
+		ssize_t n = cachetier_obj_pread(o, buf, len, off);
+
+		if (n < 0)
+			err = (int)n;
+		else if ((size_t)n != want)
+			err = -ERANGE;
+	} else {
+		uint64_t fd_off;
+		int fd;
+
+		err = cachetier_obj_read_begin(o, off, want, &fd, &fd_off);
+		if (err == 0) {
+			if (pread(fd, buf, want, (off_t)fd_off) != (ssize_t)want)
+				err = -ERANGE;
+			cachetier_obj_read_end(o);
+		}
+	}
+	if (err == 0 && memcmp(buf, data[i] + off, want) != 0)
+		err = -EILSEQ;
+	free(buf);
+	return err;
+}
+
+static char *data_dir(struct cachetier *ct)
+{
+	static char path[600];
+
+	snprintf(path, sizeof(path), "%s/data", cachetier_dir(ct));
+	return path;
+}
+
+static int count_maps(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d)))
+		n += strlen(de->d_name) == 20 && strcmp(de->d_name + 16, ".map") == 0;
+	closedir(d);
+	return n;
+}
+
+static void stats(struct cachetier *ct, struct cachetier_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	cachetier_get_stats(ct, st);
+}
+
+/* ---- random reads ---- */
+
+static void test_random(uint64_t seed)
+{
+	struct backend *be = store("");
+	struct cachetier *ct = tier(be, "c-random", 1ull << 30, 4);
+	struct cachetier_obj *o[NOBJ + 1];
+	uint64_t s = seed;
+	int fd, bad = 0;
+	uint64_t fo;
+
+	for (int i = 0; i <= NOBJ; i++)
+		o[i] = obj(ct, be, i);
+	for (int k = 0; k < 400; k++) {
+		int i = (int)(rnd(&s) % (NOBJ + 1));
+		uint64_t off = rnd(&s) % (sizes[i] + 1);
+		size_t len = (size_t)(rnd(&s) % (k % 4 == 0 ? 3 * CHUNK : 5000));
+		int err = read_check(o[i], i, off, len, k & 1);
+
+		if (err && bad++ < 5)
+			CHECK(err == 0, "random read %d obj %d off %llu len %zu: %d", k, i,
+			      (unsigned long long)off, len, err);
+	}
+	CHECK(bad == 0, "%d random reads wrong", bad);
+	CHECK(cachetier_obj_read_begin(o[0], sizes[0], 1, &fd, &fo) == -EIO, "past end");
+	CHECK(cachetier_obj_read_begin(o[0], sizes[0], 0, &fd, &fo) == 0, "empty read at end");
+	cachetier_obj_read_end(o[0]);
+	for (int i = 0; i <= NOBJ; i++)
+		cachetier_obj_unref(o[i]);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
+/* ---- readahead ---- */
+
+static void test_sequential(void)
+{
+	struct backend *be = store("delay_ms=2");
+	struct cachetier *ct = tier(be, "c-seq", 1ull << 30, 4);
+	struct cachetier_obj *o = obj(ct, be, NOBJ);
+	struct cachetier_stats st, st2;
+	size_t step = 16 * 1024, nreads = 0, nchunks = (sizes[NOBJ] + CHUNK - 1) / CHUNK;
+	int bad = 0;
+
+	for (uint64_t off = 0; off < sizes[NOBJ]; off += step, nreads++)
+		bad += read_check(o, NOBJ, off, step, nreads & 1) != 0;
+	CHECK(bad == 0, "%d sequential reads wrong", bad);
+	stats(ct, &st);
+	printf("sequential: %zu reads, %zu chunks: hits %llu misses %llu readahead_fills %llu "
+	       "fetched %llu\n",
+	       nreads, nchunks, (unsigned long long)st.hits, (unsigned long long)st.misses,
+	       (unsigned long long)st.readahead_fills, (unsigned long long)st.bytes_fetched);
+	CHECK(st.readahead_fills > 0, "no readahead");
+	CHECK(st.readahead_fills + 2 >= nchunks, "readahead fetched only %llu of %zu chunks",
+	      (unsigned long long)st.readahead_fills, nchunks);
+	CHECK(st.misses <= nchunks, "misses %llu > chunks %zu", (unsigned long long)st.misses,
+	      nchunks);
+	CHECK(st.hits + st.misses == nreads, "hits+misses %llu != reads %zu",
+	      (unsigned long long)(st.hits + st.misses), nreads);
+	CHECK(st.bytes_fetched == sizes[NOBJ], "fetched %llu, object %zu",
+	      (unsigned long long)st.bytes_fetched, sizes[NOBJ]);
+	CHECK(st.fills == nchunks, "fills %llu", (unsigned long long)st.fills);
+	CHECK(cachetier_obj_cached_bytes(o) == sizes[NOBJ], "cached_bytes %llu",
+	      (unsigned long long)cachetier_obj_cached_bytes(o));
+	/* again: all hits, nothing fetched */
+	for (uint64_t off = 0; off < sizes[NOBJ]; off += step)
+		bad += read_check(o, NOBJ, off, step, 0) != 0;
+	stats(ct, &st2);
+	CHECK(bad == 0, "second pass wrong");
+	CHECK(st2.hits - st.hits == nreads && st2.misses == st.misses, "second pass not all hits");
+	CHECK(st2.bytes_fetched == st.bytes_fetched, "second pass fetched");
+	CHECK(st2.bytes_used == sizes[NOBJ] && st2.bytes_limit == 1ull << 30,
+	      "bytes_used %llu limit %llu", (unsigned long long)st2.bytes_used,
+	      (unsigned long long)st2.bytes_limit);
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
+static void test_random_no_readahead(uint64_t seed)
+{
+	struct backend *be = store("");
+	struct cachetier *ct = tier(be, "c-rand-ra", 1ull << 30, 4);
+	struct cachetier_obj *o = obj(ct, be, NOBJ);
+	size_t nchunks = (sizes[NOBJ] + CHUNK - 1) / CHUNK;
+	char *touched = calloc(nchunks, 1);
+	uint64_t s = seed ^ 0x5555, touched_bytes = 0;
+	struct cachetier_stats st;
+	int bad = 0;
+
+	uint64_t prev_end = 0;
+
+	for (int k = 0; k < 40; k++) {
+		uint64_t off = CHUNK + rnd(&s) % (sizes[NOBJ] - CHUNK - 4096);
+		size_t len = 1 + (size_t)(rnd(&s) % 4096);
+
+		/* within a chunk of the last read is near-sequential by design */
+		if (off + CHUNK >= prev_end && off <= prev_end + CHUNK) {
+			k--;
+			continue;
+		}
+		prev_end = off + len;
+
+		bad += read_check(o, NOBJ, off, len, k & 1) != 0;
+		for (uint64_t c = off / CHUNK; c <= (off + len - 1) / CHUNK; c++)
+			touched[c] = 1;
+	}
+	for (size_t c = 0; c < nchunks; c++) {
+		if (touched[c])
+			touched_bytes += c + 1 == nchunks ? sizes[NOBJ] - c * CHUNK : CHUNK;
+	}
+	usleep(20000); /* readahead, if it were queued, would land now */
+	stats(ct, &st);
+	printf("random: touched %llu bytes, fetched %llu, readahead_fills %llu\n",
+	       (unsigned long long)touched_bytes, (unsigned long long)st.bytes_fetched,
+	       (unsigned long long)st.readahead_fills);
+	CHECK(bad == 0, "%d reads wrong", bad);
+	CHECK(st.readahead_fills == 0, "random reads read ahead %llu chunks",
+	      (unsigned long long)st.readahead_fills);
+	CHECK(st.bytes_fetched == touched_bytes, "fetched %llu for %llu touched",
+	      (unsigned long long)st.bytes_fetched, (unsigned long long)touched_bytes);
+	free(touched);
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
+/* ---- concurrent readers, small cache ---- */
+
+struct conc {
+	struct cachetier *ct;
+	struct backend *be;
+	struct cachetier_obj **o;
+	uint64_t seed;
+	int bad, reads;
+	atomic_int *stop;
+};
+
+static void *reader_main(void *arg)
+{
+	struct conc *c = arg;
+	uint64_t s = c->seed;
+
+	while (!atomic_load(c->stop)) {
+		int i = (int)(rnd(&s) % NOBJ);
+		uint64_t off = rnd(&s) % sizes[i];
+		size_t len = 1 + (size_t)(rnd(&s) % CHUNK);
+		struct cachetier_obj *o = c->o[i];
+		int err;
+
+		if (rnd(&s) % 8 == 0) /* sometimes through a fresh handle */
+			o = obj(c->ct, c->be, i);
+		else
+			cachetier_obj_ref(o);
+		err = read_check(o, i, off, len, (int)(rnd(&s) & 1));
+		cachetier_obj_unref(o);
+		if (err) {
+			if (c->bad++ < 3)
+				fprintf(stderr, "concurrent read obj %d off %llu len %zu: %d\n", i,
+					(unsigned long long)off, len, err);
+		}
+		c->reads++;
+	}
+	return NULL;
+}
+
+struct du_mon {
+	const char *dir;
+	atomic_int *stop;
+	uint64_t max;
+	int nfiles;
+};
+
+/* Samples the disk usage of the data files. The files stay open between
+ * samples (live chunk files are never unlinked, only punched), so one
+ * sample is a quick run of fstat calls rather than a directory walk: less
+ * skew between files. */
+static void *du_main(void *arg)
+{
+	struct du_mon *m = arg;
+	int fds[64], nfd = 0;
+
+	for (unsigned k = 0; !atomic_load(m->stop); k++) {
+		uint64_t b = 0;
+
+		if (k % 64 == 0) { /* pick up new files */
+			DIR *d = opendir(m->dir);
+			struct dirent *de;
+
+			for (int i = 0; i < nfd; i++)
+				close(fds[i]);
+			nfd = 0;
+			while (d && (de = readdir(d)) && nfd < 64) {
+				if (de->d_name[0] != '.' && strlen(de->d_name) == 16)
+					fds[nfd] = openat(dirfd(d), de->d_name, O_RDONLY);
+				if (de->d_name[0] != '.' && strlen(de->d_name) == 16 &&
+				    fds[nfd] >= 0)
+					nfd++;
+			}
+			if (d)
+				closedir(d);
+		}
+		for (int i = 0; i < nfd; i++) {
+			struct stat st;
+
+			if (fstat(fds[i], &st) == 0)
+				b += (uint64_t)st.st_blocks * 512;
+		}
+		if (b > m->max) {
+			m->max = b;
+			m->nfiles = nfd;
+		}
+		usleep(500);
+	}
+	for (int i = 0; i < nfd; i++)
+		close(fds[i]);
+	return NULL;
+}
+
+static void test_concurrent(uint64_t seed, int seconds)
+{
+	struct backend *be = store("delay_ms=1");
+	const uint64_t limit = 24 * CHUNK;
+	const unsigned threads = 4;
+	struct cachetier *ct = tier(be, "c-conc", limit, threads);
+	struct cachetier_obj *o[NOBJ];
+	struct conc c[8];
+	pthread_t t[8], mt;
+	atomic_int stop = 0;
+	struct du_mon mon = {data_dir(ct), &stop, 0, 0};
+	struct cachetier_stats st;
+	int bad = 0, reads = 0;
+
+	for (int i = 0; i < NOBJ; i++)
+		o[i] = obj(ct, be, i);
+	pthread_create(&mt, NULL, du_main, &mon);
+	for (int k = 0; k < 8; k++) {
+		c[k] = (struct conc){ct, be, o, seed * 31 + (uint64_t)k + 1, 0, 0, &stop};
+		pthread_create(&t[k], NULL, reader_main, &c[k]);
+	}
+	sleep((unsigned)seconds);
+	atomic_store(&stop, 1);
+	for (int k = 0; k < 8; k++) {
+		pthread_join(t[k], NULL);
+		bad += c[k].bad;
+		reads += c[k].reads;
+	}
+	pthread_join(mt, NULL);
+	stats(ct, &st);
+	printf("concurrent: %d reads, fills %llu, evictions %llu (%llu bytes), max on disk %llu "
+	       "(limit %llu + %u fill threads x %u), used %llu\n",
+	       reads, (unsigned long long)st.fills, (unsigned long long)st.evictions,
+	       (unsigned long long)st.evicted_bytes, (unsigned long long)mon.max,
+	       (unsigned long long)limit, threads, CHUNK, (unsigned long long)st.bytes_used);
+	CHECK(bad == 0, "%d concurrent reads wrong", bad);
+	CHECK(reads > 100, "only %d reads", reads);
+	CHECK(st.evictions > 0, "no evictions");
+	/* one chunk per fill thread, plus a block of slack per file for the
+	 * short last chunk and the extent tree */
+	CHECK(mon.max <= limit + threads * CHUNK + (uint64_t)mon.nfiles * 8192,
+	      "cache dir reached %llu bytes", (unsigned long long)mon.max);
+	CHECK(st.bytes_used <= limit + threads * CHUNK, "bytes_used %llu",
+	      (unsigned long long)st.bytes_used);
+	for (int i = 0; i < NOBJ; i++)
+		cachetier_obj_unref(o[i]);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
+/* ---- persistence ---- */
+
+static int read_all_exact(struct cachetier *ct, struct backend *be, uint64_t seed)
+{
+	uint64_t s = seed;
+	int bad = 0;
+
+	for (int i = 0; i <= NOBJ; i++) {
+		struct cachetier_obj *o = obj(ct, be, i);
+
+		bad += read_check(o, i, 0, sizes[i], 0) != 0;
+		for (int k = 0; k < 20; k++) {
+			uint64_t off = rnd(&s) % sizes[i];
+
+			bad +=
+			    read_check(o, i, off, 1 + (size_t)(rnd(&s) % (2 * CHUNK)), k & 1) != 0;
+		}
+		cachetier_obj_unref(o);
+	}
+	return bad;
+}
+
+static void test_persist(uint64_t seed)
+{
+	struct backend *be = store("");
+	struct cachetier *ct = tier(be, "c-persist", 1ull << 30, 4);
+	struct cachetier_obj *o[NOBJ + 1];
+	struct cachetier_stats st;
+	int done = 0, bad;
+
+	for (int i = 0; i <= NOBJ; i++) {
+		o[i] = obj(ct, be, i);
+		CHECK(cachetier_obj_prefetch(o[i]) == 0, "prefetch");
+	}
+	for (int w = 0; w < 2000 && !done; w++) {
+		done = 1;
+		for (int i = 0; i <= NOBJ; i++)
+			done &= cachetier_obj_cached_bytes(o[i]) == sizes[i];
+		if (!done)
+			usleep(10000);
+	}
+	CHECK(done, "prefetch did not finish");
+	stats(ct, &st);
+	CHECK(st.readahead_fills == st.fills, "prefetch fills %llu of %llu counted",
+	      (unsigned long long)st.readahead_fills, (unsigned long long)st.fills);
+	for (int i = 0; i <= NOBJ; i++)
+		cachetier_obj_unref(o[i]);
+	cachetier_close(ct);
+	backend_close(be);
+
+	/* the store is gone: every read must come from the cache */
+	be = store("fail_every=1&fail_after_bytes=1");
+	ct = tier(be, "c-persist", 1ull << 30, 4);
+	bad = read_all_exact(ct, be, seed);
+	stats(ct, &st);
+	CHECK(bad == 0, "%d reads after reopen wrong", bad);
+	CHECK(st.fills == 0 && st.bytes_fetched == 0 && st.misses == 0 && st.fill_errors == 0,
+	      "reopen went to the store: fills %llu fetched %llu misses %llu errors %llu",
+	      (unsigned long long)st.fills, (unsigned long long)st.bytes_fetched,
+	      (unsigned long long)st.misses, (unsigned long long)st.fill_errors);
+	CHECK(st.hits > 0, "no hits");
+	cachetier_close(ct);
+	backend_close(be);
+}
+
+/* ---- crash in the middle of fills ---- */
+
+static void test_crash(uint64_t seed)
+{
+	struct cachetier_stats st;
+	struct backend *be;
+	struct cachetier *ct;
+	char dir[600], path[700];
+	uint64_t total = 0;
+	int status, bad, maps;
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		struct backend *cbe = store("delay_ms=40");
+		struct cachetier *cct = tier(cbe, "c-crash", 1ull << 30, 2);
+		unsigned char *buf = malloc(16384);
+
+		for (;;) { /* sequential readers of every object, until killed */
+			for (int i = 0; i <= NOBJ; i++) {
+				struct cachetier_obj *o = obj(cct, cbe, i);
+
+				for (uint64_t off = 0; off < sizes[i]; off += 16384)
+					cachetier_obj_pread(o, buf, 16384, off);
+				cachetier_obj_unref(o);
+			}
+		}
+	}
+	CHECK(pid > 0, "fork");
+	usleep(1800 * 1000);
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	CHECK(WIFSIGNALED(status), "child was not killed");
+
+	be = store("");
+	ct = tier(be, "c-crash", 1ull << 30, 4);
+	maps = count_maps(data_dir(ct));
+	bad = read_all_exact(ct, be, seed);
+	stats(ct, &st);
+	for (int i = 0; i <= NOBJ; i++)
+		total += sizes[i];
+	printf("crash: %d maps survived; reopen fetched %llu of %llu bytes\n", maps,
+	       (unsigned long long)st.bytes_fetched, (unsigned long long)total);
+	CHECK(bad == 0, "%d reads after the crash wrong", bad);
+	CHECK(maps > 0 && st.bytes_fetched < total, "nothing survived the crash");
+	snprintf(dir, sizeof(dir), "%s", data_dir(ct));
+	cachetier_close(ct);
+
+	/* damage a map: its object must be fetched again, never misread */
+	{
+		DIR *d = opendir(dir);
+		struct dirent *de;
+		int damaged = 0;
+
+		while (d && (de = readdir(d)) && !damaged) {
+			int fd;
+			unsigned char b;
+
+			if (strlen(de->d_name) != 20 || strcmp(de->d_name + 16, ".map") != 0)
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+			fd = open(path, O_RDWR);
+			if (fd >= 0 && pread(fd, &b, 1, 45) == 1) {
+				b ^= 0x40;
+				damaged = pwrite(fd, &b, 1, 45) == 1;
+			}
+			if (fd >= 0)
+				close(fd);
+		}
+		if (d)
+			closedir(d);
+		CHECK(damaged, "no map to damage");
+	}
+	ct = tier(be, "c-crash", 1ull << 30, 4);
+	bad = read_all_exact(ct, be, seed + 1);
+	stats(ct, &st);
+	CHECK(bad == 0, "%d reads after map damage wrong", bad);
+	CHECK(st.bytes_fetched > 0, "the damaged map was trusted");
+	cachetier_close(ct);
+	backend_close(be);
+}
+
+/* ---- fill errors ---- */
+
+static void test_errors(void)
+{
+	struct backend *be = store("fail_every=3");
+	struct cachetier *ct = tier(be, "c-errors", 1ull << 30, 4);
+	struct cachetier_obj *o = obj(ct, be, NOBJ);
+	size_t nchunks = (sizes[NOBJ] + CHUNK - 1) / CHUNK;
+	int eio = 0, other = 0, gaveup = 0;
+	struct cachetier_stats st;
+
+	for (size_t c = 0; c < nchunks; c += 3) {
+		int err = -1;
+
+		for (int tries = 0; tries < 20 && err != 0; tries++) {
+			err = read_check(o, NOBJ, c * CHUNK + 10, 100, tries & 1);
+			if (err == -EIO)
+				eio++;
+			else if (err != 0)
+				other++;
+		}
+		gaveup += err != 0;
+	}
+	stats(ct, &st);
+	printf("errors: %d reads got EIO, fill_errors %llu\n", eio,
+	       (unsigned long long)st.fill_errors);
+	CHECK(eio > 0 && st.fill_errors > 0, "no fill error reached a reader");
+	CHECK(other == 0, "%d reads failed with something else than EIO or wrong bytes", other);
+	CHECK(gaveup == 0, "%d reads never succeeded", gaveup);
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
+/* ---- a changed object ---- */
+
+static void test_changed(uint64_t seed)
+{
+	struct backend *be = store("");
+	struct cachetier *ct = tier(be, "c-changed", 1ull << 30, 4);
+	struct backend_objinfo a, b;
+	struct cachetier_obj *o;
+	struct timespec ts[2];
+	char path[512];
+	uint64_t s = seed ^ 0xabcdef;
+
+	o = obj(ct, be, 0);
+	CHECK(read_check(o, 0, 0, sizes[0], 0) == 0, "first version");
+	cachetier_obj_unref(o);
+	backend_stat(be, keys[0], &a);
+
+	for (size_t k = 0; k < sizes[0]; k++)
+		data[0][k] = (unsigned char)rnd(&s);
+	write_src(keys[0], data[0], sizes[0]);
+	snprintf(path, sizeof(path), "%s/src/%s", tmpdir, keys[0]);
+	clock_gettime(CLOCK_REALTIME, &ts[0]);
+	ts[0].tv_sec += 100;
+	ts[1] = ts[0];
+	utimensat(AT_FDCWD, path, ts, 0);
+	backend_stat(be, keys[0], &b);
+	CHECK(strcmp(a.etag, b.etag) != 0, "ETag did not change");
+
+	o = obj(ct, be, 0);
+	CHECK(read_check(o, 0, 0, sizes[0], 0) == 0, "new version served from old chunks");
+	CHECK(read_check(o, 0, CHUNK - 7, 100, 1) == 0, "new version (fd)");
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	ct = tier(be, "c-changed", 1ull << 30, 4);
+	o = obj(ct, be, 0);
+	CHECK(read_check(o, 0, 0, sizes[0], 1) == 0, "new version after reopen");
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
+int main(void)
+{
+	const char *env = getenv("TEST_SEED");
+	uint64_t seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
+	uint64_t s;
+	char path[512], cmd[600];
+
+	printf("seed %llu (set TEST_SEED to repeat)\n", (unsigned long long)seed);
+	s = seed * 2654435761u + 1;
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/shardfs-cs-XXXXXX");
+	if (!mkdtemp(tmpdir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	snprintf(path, sizeof(path), "%s/src", tmpdir);
+	mkdir(path, 0755);
+	for (int i = 0; i <= NOBJ; i++) {
+		/* sizes across chunk boundaries; the big one has 64+ chunks */
+		sizes[i] =
+		    i == NOBJ ? 64 * CHUNK + 1234 : 3 * CHUNK + (size_t)(rnd(&s) % (9 * CHUNK));
+		snprintf(keys[i], sizeof(keys[i]), i == NOBJ ? "big.tar" : "shard-%d.tar", i);
+		data[i] = malloc(sizes[i]);
+		for (size_t k = 0; k < sizes[i]; k++)
+			data[i][k] = (unsigned char)rnd(&s);
+		write_src(keys[i], data[i], sizes[i]);
+	}
+
+	test_random(seed);
+	test_sequential();
+	test_random_no_readahead(seed);
+	test_concurrent(seed, 3);
+	test_persist(seed);
+	test_crash(seed);
+	test_errors();
+	test_changed(seed);
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	if (failures == 0 && system(cmd) != 0)
+		fprintf(stderr, "warning: could not remove %s\n", tmpdir);
+	for (int i = 0; i <= NOBJ; i++)
+		free(data[i]);
+	if (failures) {
+		fprintf(stderr, "%d checks failed (seed %llu; files in %s)\n", failures,
+			(unsigned long long)seed, tmpdir);
+		return 1;
+	}
+	printf("all checks passed\n");
+	return 0;
+}
