@@ -1,14 +1,76 @@
 """Servers for the http(s) remote tests, Python 3 stdlib only: nginx on 127.0.0.1 with a
 generated config (JSON and HTML autoindex, raw files, a 307 redirector standing in for an
-AIStore proxy), and a small fault-injecting HTTP proxy in front of it."""
+AIStore proxy, optionally TLS servers with certificates made by make_tls), and a small
+fault-injecting HTTP proxy in front of it."""
 
 import os
+import re
+import shutil
 import socket
 import subprocess
 import threading
 import time
 
 NGINX = '/usr/sbin/nginx'
+OPENSSL = shutil.which('openssl') or '/usr/bin/openssl'
+
+
+_CNF = '''[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = unused
+[ca]
+basicConstraints = critical,CA:TRUE
+keyUsage = critical,keyCertSign,cRLSign
+subjectKeyIdentifier = hash
+[leaf]
+basicConstraints = critical,CA:FALSE
+keyUsage = critical,digitalSignature
+extendedKeyUsage = serverAuth
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+subjectAltName = %(san)s
+'''
+
+
+def make_tls(d):
+    """A throwaway CA (P-256, valid 2 days) and two server certificates it signed: one for
+    IP:127.0.0.1 and one for DNS:example.invalid (the wrong name for 127.0.0.1). Returns a
+    dict of paths: ca, cert, key, bad_cert, bad_key. Needs the openssl CLI."""
+    os.makedirs(d, exist_ok=True)
+
+    def run(*args):
+        r = subprocess.run([OPENSSL] + list(args), cwd=d, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+        if r.returncode != 0:
+            raise RuntimeError('openssl %s failed: %s' % (' '.join(args),
+                                                          r.stdout.decode(errors='replace')))
+
+    def cnf(name, san):
+        p = os.path.join(d, name + '.cnf')
+        with open(p, 'w') as f:
+            f.write(_CNF % dict(san=san))
+        return p
+
+    key = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
+    c = cnf('ca', 'IP:127.0.0.1')
+    run('req', '-x509', '-config', c, '-extensions', 'ca', '-subj', '/CN=shardfs test CA',
+        '-days', '2', *key, '-keyout', 'ca.key', '-out', 'ca.pem')
+    out = {'ca': os.path.join(d, 'ca.pem')}
+    for name, cn, san, serial in (('server', '127.0.0.1', 'IP:127.0.0.1', '2'),
+                                  ('wrong', 'example.invalid', 'DNS:example.invalid', '3')):
+        c = cnf(name, san)
+        run('req', '-new', '-config', c, '-subj', '/CN=' + cn, *key, '-keyout', name + '.key',
+            '-out', name + '.csr')
+        run('x509', '-req', '-in', name + '.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key',
+            '-set_serial', serial, '-days', '2', '-extfile', c, '-extensions', 'leaf',
+            '-out', name + '.pem')
+    out.update(cert=os.path.join(d, 'server.pem'), key=os.path.join(d, 'server.key'),
+               bad_cert=os.path.join(d, 'wrong.pem'), bad_key=os.path.join(d, 'wrong.key'))
+    for f in os.listdir(d):
+        os.chmod(os.path.join(d, f), 0o644)  # nginx's worker may run as another user
+    return out
 
 
 def free_port():
@@ -37,13 +99,18 @@ class Nginx:
          http://127.0.0.1:port/files/...   raw files (no listing)
          http://127.0.0.1:port/json/...    the same tree, autoindex_format json
          http://127.0.0.1:port/html/...    the same tree, autoindex html
-       and a redirector at http://127.0.0.1:redirect_port/X -> 307 -> http://127.0.0.1:port/X."""
+       and a redirector at http://127.0.0.1:redirect_port/X -> 307 -> http://127.0.0.1:port/X.
+       With tls (make_tls's dict), also https://127.0.0.1:tls_port/ (the same three locations,
+       certificate for IP:127.0.0.1) and https://127.0.0.1:bad_tls_port/files/ (a certificate of
+       the same CA for the wrong name)."""
 
-    def __init__(self, prefix, root):
+    def __init__(self, prefix, root, tls=None):
         self.prefix = os.path.abspath(prefix)
         self.root = os.path.abspath(root)
         self.port = free_port()
         self.redirect_port = free_port()
+        self.tls_port = free_port() if tls else None
+        self.bad_tls_port = free_port() if tls else None
         self.proc = None
         os.makedirs(os.path.join(self.prefix, 'tmp'), exist_ok=True)
         user = 'user root root;\n' if os.geteuid() == 0 else ''
@@ -74,15 +141,39 @@ http {
         listen 127.0.0.1:%(rport)d;
         location / { return 307 http://127.0.0.1:%(port)d$request_uri; }
     }
-}
+%(tls)s}
 ''' % dict(user=user, p=self.prefix, t=tmp, port=self.port, rport=self.redirect_port,
-           root=self.root)
+           root=self.root, tls=self._tls_conf(tls) if tls else '')
         self.conf = os.path.join(self.prefix, 'nginx.conf')
         with open(self.conf, 'w') as f:
             f.write(conf)
 
+    def _tls_conf(self, tls):
+        return '''    server {
+        listen 127.0.0.1:%(port)d ssl;
+        ssl_certificate %(cert)s;
+        ssl_certificate_key %(key)s;
+        location /files/ { alias %(root)s/; }
+        location /json/ { alias %(root)s/; autoindex on; autoindex_format json; }
+        location /html/ { alias %(root)s/; autoindex on; autoindex_format html; }
+    }
+    server {
+        listen 127.0.0.1:%(bport)d ssl;
+        ssl_certificate %(bcert)s;
+        ssl_certificate_key %(bkey)s;
+        location /files/ { alias %(root)s/; }
+    }
+''' % dict(port=self.tls_port, bport=self.bad_tls_port, root=self.root, cert=tls['cert'],
+           key=tls['key'], bcert=tls['bad_cert'], bkey=tls['bad_key'])
+
     def url(self, path=''):
         return 'http://127.0.0.1:%d/%s' % (self.port, path)
+
+    def tls_url(self, path=''):
+        return 'https://127.0.0.1:%d/%s' % (self.tls_port, path)
+
+    def bad_tls_url(self, path=''):
+        return 'https://127.0.0.1:%d/%s' % (self.bad_tls_port, path)
 
     def redirect_url(self, path=''):
         return 'http://127.0.0.1:%d/%s' % (self.redirect_port, path)
@@ -94,6 +185,9 @@ http {
                                      stdout=self.errlog, stderr=self.errlog)
         wait_port(self.port, self.proc)
         wait_port(self.redirect_port, self.proc)
+        for p in (self.tls_port, self.bad_tls_port):
+            if p:
+                wait_port(p, self.proc)
         return self
 
     def stop(self):
@@ -133,9 +227,21 @@ class FaultProxy:
              '503'      answer 503 (Retry-After: 0)
              'cut'      send the headers and half the body, then close the connection
              'stall'    send the headers and a few body bytes, then nothing (until shutdown)
+             ranged GETs ("Range: bytes=A-B") only, other requests pass:
+             'shift'    ask the upstream for bytes=A+512-B+512: an honest 206 of the wrong range
+             'short'    ask the upstream for the first half of A-B: a 206 that ends mid-object
+             'multipart' answer 206 multipart/byteranges (no Content-Range) with the right bytes
+             'overclaim' fetch the first half of A-B, relay it with Content-Length of the half
+                        but Content-Range: bytes A-B/T (they disagree)
       count = N         the fault hits the next N matching requests, then 'pass'; -1: always
       methods = {...}   methods the fault applies to (default GET only)
-    Counters: requests, faults."""
+      match = S         the fault applies only to request paths that contain S (None: all)
+      on_fault = f      called as f(method, path) after a fault was served, before the
+                        connection closes (e.g. to rewrite the object between a cut and the
+                        resumed request)
+      strip = {...}     request header names (lower case) dropped before the upstream sees them,
+                        on every request (e.g. {'if-match'}: a server that ignores If-Match)
+    Counters: requests, faults; log: (method, path, request headers) of every request."""
 
     def __init__(self, upstream_port):
         self.upstream = upstream_port
@@ -143,8 +249,12 @@ class FaultProxy:
         self.mode = 'pass'
         self.count = 0
         self.methods = {'GET'}
+        self.on_fault = None
+        self.match = None
+        self.strip = set()
         self.requests = 0
         self.faults = 0
+        self.log = []
         self.lock = threading.Lock()
         self.stop_ev = threading.Event()
         self.sock = socket.socket()
@@ -158,15 +268,26 @@ class FaultProxy:
     def url(self, path=''):
         return 'http://127.0.0.1:%d/%s' % (self.port, path)
 
-    def set(self, mode, count=-1, methods=('GET',)):
+    def set(self, mode, count=-1, methods=('GET',), on_fault=None, strip=(), match=None):
         with self.lock:
             self.mode, self.count, self.methods = mode, count, set(methods)
+            self.on_fault, self.strip, self.match = on_fault, set(strip), match
             self.faults = 0
+            self.log = []
 
-    def _take_fault(self, method):
+    RANGE_MODES = ('shift', 'short', 'multipart', 'overclaim')
+
+    def _take_fault(self, method, path, head):
+        rng = self._range(head)
         with self.lock:
             self.requests += 1
+            self.log.append((method, path, [h.decode('latin-1').rstrip('\r\n')
+                                            for h in head[1:]]))
             if self.mode == 'pass' or method not in self.methods or self.count == 0:
+                return 'pass'
+            if self.match is not None and self.match not in path:
+                return 'pass'
+            if self.mode in self.RANGE_MODES and (rng is None or rng[1] is None):
                 return 'pass'
             if self.count > 0:
                 self.count -= 1
@@ -194,12 +315,27 @@ class FaultProxy:
                 return lines
             lines.append(line)
 
+    @staticmethod
+    def _range(head):
+        """(A, B or None) of a "Range: bytes=A-B" request header, else None."""
+        for line in head[1:]:
+            m = re.match(rb'(?i)range:\s*bytes=(\d+)-(\d*)\s*$', line)
+            if m:
+                return int(m.group(1)), int(m.group(2)) if m.group(2) else None
+        return None
+
+    @staticmethod
+    def _set_range(head, a, b):
+        return [line if not line.lower().startswith(b'range:') else
+                b'Range: bytes=%d-%d\r\n' % (a, b) for line in head]
+
     def _fetch(self, head):
         """Send the request head to the upstream (Connection: close); return (status line,
         header lines, body)."""
         out = []
+        drop = tuple(h.encode() + b':' for h in self.strip)
         for line in head:
-            if line.lower().startswith((b'connection:', b'keep-alive:')):
+            if line.lower().startswith((b'connection:', b'keep-alive:') + drop):
                 continue
             out.append(line)
         up = socket.create_connection(('127.0.0.1', self.upstream), timeout=30)
@@ -220,27 +356,57 @@ class FaultProxy:
                 head = self._read_head(f)
                 if not head:
                     return
-                method = head[0].split(b' ', 1)[0].decode('latin-1')
-                fault = self._take_fault(method)
+                parts = head[0].split(b' ')
+                method = parts[0].decode('latin-1')
+                path = parts[1].decode('latin-1') if len(parts) > 1 else ''
+                fault = self._take_fault(method, path, head)
                 if fault == '503':
                     c.sendall(b'HTTP/1.1 503 Service Unavailable\r\nRetry-After: 0\r\n'
                               b'Content-Length: 5\r\n\r\nbusy\n')
+                    self._after_fault(method, path)
                     continue
+                rng = self._range(head)
+                if fault == 'shift':
+                    head = self._set_range(head, rng[0] + 512, rng[1] + 512)
+                elif fault in ('short', 'overclaim'):
+                    head = self._set_range(head, rng[0], rng[0] + (rng[1] - rng[0]) // 2)
+                elif fault == 'multipart':
+                    head = [line for line in head if not line.lower().startswith(b'range:')]
                 status, hdrs, body = self._fetch(head)
                 hdrs = [h for h in hdrs if not h.lower().startswith((b'connection:',
                                                                     b'keep-alive:'))]
+                if fault == 'multipart' and status.split(b' ')[1:2] == [b'200']:
+                    part = body[rng[0]:rng[1] + 1]
+                    mp = (b'--B0UND\r\nContent-Type: application/octet-stream\r\n'
+                          b'Content-Range: bytes %d-%d/%d\r\n\r\n' % (
+                              rng[0], rng[0] + len(part) - 1, len(body)) +
+                          part + b'\r\n--B0UND--\r\n')
+                    status = b'HTTP/1.1 206 Partial Content\r\n'
+                    hdrs = [h for h in hdrs if not h.lower().startswith((b'content-length:',
+                                                                        b'content-type:'))]
+                    hdrs += [b'Content-Type: multipart/byteranges; boundary=B0UND\r\n',
+                             b'Content-Length: %d\r\n' % len(mp)]
+                    body = mp
+                elif fault == 'overclaim' and status.split(b' ')[1:2] == [b'206']:
+                    hdrs = [re.sub(rb'(?i)^(content-range:\s*bytes )(\d+)-(\d+)/',
+                                   lambda m: m.group(1) + b'%d-%d/' % (rng[0], rng[1]), h)
+                            for h in hdrs]
                 if method == 'HEAD':
                     hb = status + b''.join(hdrs) + b'\r\n'
                 else:
                     hb = status + b''.join(hdrs) + b'Connection: keep-alive\r\n\r\n'
                 if fault == 'cut' and len(body) > 1:
                     c.sendall(hb + body[:len(body) // 2])
+                    self._after_fault(method, path)
                     return
                 if fault == 'stall':
                     c.sendall(hb + body[:min(len(body), 100)])
+                    self._after_fault(method, path)
                     self.stop_ev.wait()
                     return
                 c.sendall(hb + (b'' if method == 'HEAD' else body))
+                if fault != 'pass':
+                    self._after_fault(method, path)
         except OSError:
             return
         finally:
@@ -248,6 +414,11 @@ class FaultProxy:
                 c.close()
             except OSError:
                 pass
+
+    def _after_fault(self, method, path):
+        f = self.on_fault
+        if f:
+            f(method, path)
 
     def close(self):
         self.stop_ev.set()

@@ -8,6 +8,14 @@ GROUP:
   redirect  the same through a server that answers every request with 307 (an AIStore proxy)
   faults    a fault proxy in front of nginx: 503s, connections cut mid-body, stalls; permanent
             faults give EIO within the retry budget and the mount stays up
+  tls       https with a CA and certificates made at test time (openssl CLI): brace pattern and
+            JSON listing with --ca-file; without it, with a certificate for the wrong name and
+            with an unreadable CA file the mount fails at once and says why
+  stale     the object changes between a read's first GET (cut mid-body) and its resumed range
+            GET: ESTALE, from the server's 412 to If-Match and from the engine's own ETag check
+            when the server ignores If-Match; never bytes of both versions
+  badrange  206 answers whose Content-Range does not match the request (shifted, short,
+            multipart, disagreeing with Content-Length): EIO at once, never wrong bytes
 
 Every raw shard is compared byte for byte with its source file and every member with GNU tar's
 extraction. Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse, or no nginx).
@@ -18,6 +26,7 @@ import sys
 sys.dont_write_bytecode = True
 
 import errno  # noqa: E402
+import mmap  # noqa: E402
 import os  # noqa: E402
 import shutil  # noqa: E402
 import time  # noqa: E402
@@ -159,11 +168,12 @@ def group_brace(env, ck, ng, src, shards, refs):
             ck.ok(time.monotonic() - t < 20, 'malformed %s: refusal took too long' % bad)
 
 
-def group_listing(env, ck, ng, src, shards, refs, base=None, label='listing'):
+def group_listing(env, ck, ng, src, shards, refs, base=None, label='listing', extra=(),
+                  kinds=('json', 'html'), missing=True):
     expect = set(shards) | {'README.txt'}
-    for kind in ('json', 'html'):
+    for kind in kinds:
         url = (base or ng.url)('%s/' % kind)
-        with ml.Mount(env, url, cache_dir=env.path('cache')) as m:
+        with ml.Mount(env, url, cache_dir=env.path('cache'), extra=extra) as m:
             got = {k for k in listing(m.mnt) if k in expect or k.endswith('.tar')
                    or k == 'README.txt'}
             ck.eq('%s %s: objects' % (label, kind), got, expect)
@@ -176,6 +186,8 @@ def group_listing(env, ck, ng, src, shards, refs, base=None, label='listing'):
                   os.path.getsize(os.path.join(src, 'train', 'shard-000001.tar')))
             ck.eq('%s %s: mtime' % (label, kind), int(st.st_mtime),
                   int(os.path.getmtime(os.path.join(src, 'train', 'shard-000001.tar'))))
+    if not missing:
+        return
     # a directory that is not there
     m = ml.Mount(env, (base or ng.url)('json/nonexistent/'), cache_dir=env.path('cache'))
     try:
@@ -218,19 +230,19 @@ def group_faults(env, ck, ng, src, shards, refs):
 
         # (a) 503 for the first requests (HEADs of the listing and GETs)
         px.set('503', count=6, methods=('GET', 'HEAD'))
-        with ml.Mount(env, base, cache_dir=env.path('cache'), extra=opts) as m:
+        with ml.Mount(env, base, cache_dir=env.path('cache-503'), extra=opts) as m:
             check_shards(ck, 'faults 503', m.mnt, src, keys, refs)
             ck.eq('faults 503: faults served', px.faults, 6)
 
         # (b) connections cut in the middle of the body: resumed after the delivered bytes
         px.set('cut', count=5)
-        with ml.Mount(env, base, cache_dir=env.path('cache'), extra=opts) as m:
+        with ml.Mount(env, base, cache_dir=env.path('cache-cut'), extra=opts) as m:
             check_shards(ck, 'faults cut', m.mnt, src, keys, refs)
             ck.eq('faults cut: faults served', px.faults, 5)
 
         # (c) stalls: headers, a few bytes, then silence; retried after --stall-timeout
         px.set('stall', count=2)
-        with ml.Mount(env, base, cache_dir=env.path('cache'), extra=opts) as m:
+        with ml.Mount(env, base, cache_dir=env.path('cache-stall'), extra=opts) as m:
             t = time.monotonic()
             check_shards(ck, 'faults stall', m.mnt, src, keys, refs)
             ck.eq('faults stall: faults served', px.faults, 2)
@@ -240,7 +252,7 @@ def group_faults(env, ck, ng, src, shards, refs):
         for mode in ('503', 'cut', 'stall'):
             px.set('pass')
             opts_d = ['--retry-budget', '2', '--stall-timeout', '1']
-            with ml.Mount(env, base, cache_dir=env.path('cache'), extra=opts_d) as m:
+            with ml.Mount(env, base, cache_dir=env.path('cache-perm-%s' % mode), extra=opts_d) as m:
                 px.set(mode, count=-1)
                 p = os.path.join(m.mnt, keys[1])
                 t = time.monotonic()
@@ -267,8 +279,288 @@ def group_faults(env, ck, ng, src, shards, refs):
         px.close()
 
 
+# ---------------------------------------------------------------------------------------------
+# tls
+# ---------------------------------------------------------------------------------------------
+
+def expect_mount_failure(env, ck, label, source, extra, want, budget_s=20, within_s=8):
+    """The mount fails within within_s seconds (far less than the retry budget) and its error
+    contains every string of want."""
+    m = ml.Mount(env, source, cache_dir=env.path('cache'),
+                 extra=['--retry-budget', str(budget_s)] + list(extra))
+    t = time.monotonic()
+    try:
+        m.mount()
+        ck.fail('%s: mount succeeded' % label)
+        m.umount()
+        return
+    except ml.MountError as e:
+        msg = str(e)
+    dt = time.monotonic() - t
+    log('%s: refused in %.2fs: %s' % (label, dt, msg))
+    for w in want:
+        ck.ok(w in msg, '%s: error does not say %r: %s' % (label, w, msg))
+    ck.ok(dt < within_s, '%s: failing took %.1fs (retried as if transient? budget %ds)' % (
+        label, dt, budget_s))
+
+
+def group_tls(env, ck, ng, src, shards, refs):
+    ca = env.tls['ca']
+    keys = ['%s/shard-%06d.tar' % (s, i) for s in ('train', 'val') for i in range(2)]
+    with ml.Mount(env, ng.tls_url('files/{train,val}/shard-{000000..000001}.tar'),
+                  cache_dir=env.path('cache'), extra=['--ca-file', ca]) as m:
+        check_shards(ck, 'tls brace', m.mnt, src, keys, refs)
+    group_listing(env, ck, ng, src, shards, refs, base=ng.tls_url, label='tls listing',
+                  extra=['--ca-file', ca], kinds=('json',), missing=False)
+    host = 'TLS certificate of 127.0.0.1 not trusted'
+    # the CA is not in the system's store: the certificate cannot be verified
+    expect_mount_failure(env, ck, 'tls without --ca-file',
+                         ng.tls_url('files/train/shard-{000000..000001}.tar'), [],
+                         [host, 'unable to get local issuer certificate'])
+    expect_mount_failure(env, ck, 'tls listing without --ca-file', ng.tls_url('json/'), [],
+                         [host])
+    # a certificate from the trusted CA, but for another name
+    expect_mount_failure(env, ck, 'tls wrong name', ng.bad_tls_url('files/train/shard-000000.tar'),
+                         ['--ca-file', ca], [host, 'subject name'])
+    # a CA file that cannot be read
+    expect_mount_failure(env, ck, 'tls missing CA file',
+                         ng.tls_url('files/train/shard-000000.tar'),
+                         ['--ca-file', env.path('no-such-ca.pem')], ['CA file'])
+
+
+# ---------------------------------------------------------------------------------------------
+# object changed during a read
+# ---------------------------------------------------------------------------------------------
+
+def chmod_tree(root):
+    for d, _, files in os.walk(root):
+        os.chmod(d, 0o755)
+        for fn in files:
+            os.chmod(os.path.join(d, fn), 0o644)
+
+
+def rewrite(path, data, mtime_delta=1000):
+    """Replace the file with data (same size as before: only the ETag's mtime part changes)
+    and move its mtime, so nginx's ETag ("mtime-size") changes."""
+    st = os.stat(path)
+    tmp = path + '.new'
+    with open(tmp, 'wb') as f:
+        f.write(data)
+    os.chmod(tmp, 0o644)
+    os.utime(tmp, (st.st_atime, st.st_mtime + mtime_delta))
+    os.rename(tmp, path)
+
+
+def flipped(data):
+    return bytes(b ^ 0x5a for b in data)
+
+
+def read_direct(path, size):
+    """The whole file with O_DIRECT: one read(2) that goes to the daemon as is, without the
+    page cache (which retries a failed readahead page by page and so may hide its error).
+    Returns (bytes or None, errno)."""
+    buf = mmap.mmap(-1, max(4096, (size + 4095) // 4096 * 4096))  # page-aligned
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    try:
+        n = os.preadv(fd, [buf], 0)
+        return buf[:n], 0
+    except OSError as e:
+        return None, e.errno
+    finally:
+        os.close(fd)
+        buf.close()
+
+
+def versions(got, old, new, block=4096):
+    """Which versions the bytes come from, block by block: 'old', 'new', 'MIXED', 'neither'."""
+    o = n = 0
+    for i in range(0, len(got), block):
+        g = got[i:i + block]
+        o += g == old[i:i + block]
+        n += g == new[i:i + block]
+    blocks = (len(got) + block - 1) // block
+    if o == blocks:
+        return 'old'
+    if n == blocks:
+        return 'new'
+    return 'MIXED (%d old, %d new of %d blocks)' % (o, n, blocks) if o and n else 'neither'
+
+
+# Reads are not pinned to the ETag the listing saw: backend_pread carries no ETag, so each FUSE
+# read is a separate range GET of whatever the object is now. A page-cache read whose readahead
+# failed with ESTALE is retried page by page by the kernel and silently returns the new version,
+# and a file read in several requests across a change returns both versions mixed. True: these
+# checks only log the gap, and fail once it is gone (then set this to False and they become
+# strict); SHARDFS_TEST_STRICT_GAPS=1 makes them strict now.
+KNOWN_GAP_UNPINNED_READS = False  # fixed: reads are pinned to the listed ETag
+
+
+def gap_check(ck, label, cond, msg):
+    if not KNOWN_GAP_UNPINNED_READS:
+        ck.ok(cond, '%s: %s' % (label, msg))
+    elif cond:
+        ck.fail('%s: the known gap is gone: set KNOWN_GAP_UNPINNED_READS = False' % label)
+    else:
+        log('KNOWN GAP (reads not pinned to the listed ETag): %s: %s' % (label, msg))
+
+
+def group_stale(env, ck, ng, src, shards, refs):
+    """The first GET of a read is cut mid-body; before the engine resumes (Range after the
+    delivered bytes, If-Match on the first ETag) the object is replaced by another version of
+    the same size. The read must fail with ESTALE; no byte of either version is returned."""
+    d = os.path.join(src, 'stale')
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(src, 'train', 'shard-000000.tar'), 'rb') as f:
+        old = f.read()
+    ck.ok(len(old) >= 16384, 'stale: the shard is too small (%d bytes)' % len(old))
+    new = flipped(old)
+    big_old = bytes(env.rng.getrandbits(8) for _ in range(64 << 10)) * 48  # 3 MiB
+    big_new = flipped(big_old)
+    variants = (('if-match', ()),               # nginx honours If-Match: 412 -> ESTALE
+                ('etag-check', ('if-match',)))  # If-Match ignored: a 206 with another ETag
+    for name, _ in variants + (('buffered', ()),):
+        with open(os.path.join(d, name + '.tar'), 'wb') as f:
+            f.write(old)
+    with open(os.path.join(d, 'big.bin'), 'wb') as f:
+        f.write(big_old)
+    chmod_tree(d)
+    names = [n + '.tar' for n, _ in variants] + ['buffered.tar', 'big.bin']
+    px = httplib.FaultProxy(ng.port)
+    try:
+        source = px.url('files/stale/{%s}' % ','.join(names))
+        opts = ['--retry-budget', '20', '--prefetch-shards', '0']
+        with ml.Mount(env, source, cache_dir=env.path('cache'), extra=opts) as m:
+            for name, strip in variants + (('buffered', ()),):
+                path = os.path.join(d, name + '.tar')
+                url_path = '/files/stale/%s.tar' % name
+                done = []
+                px.set('cut', count=1, match=url_path, strip=strip,
+                       on_fault=lambda meth, p, path=path: done.append(p) or rewrite(path, new))
+                t = time.monotonic()
+                if name == 'buffered':
+                    got, err = None, 0
+                    try:
+                        got = ml.read_all(os.path.join(m.mnt, name + '.tar'))
+                    except OSError as e:
+                        err = e.errno
+                else:
+                    got, err = read_direct(os.path.join(m.mnt, name + '.tar'), len(old))
+                dt = time.monotonic() - t
+                log('stale %s: errno %s after %.2fs; proxy saw %r' % (
+                    name, errno.errorcode.get(err, err), dt,
+                    [(meth, [h for h in hs if h.lower().startswith(('range', 'if-match'))])
+                     for meth, p, hs in px.log[:4]]))
+                ck.eq('stale %s: the fault was served' % name, done, [url_path])
+                if name == 'buffered':
+                    # through the page cache: ESTALE of the readahead is retried by the kernel
+                    # page by page; the retries must not read the new version
+                    px.set('pass')
+                    what = versions(got, old, new) if got is not None else None
+                    gap_check(ck, 'stale buffered', got is None and err in (errno.ESTALE,
+                                                                             errno.EIO),
+                              'read returned %s instead of failing with ESTALE' % what)
+                    continue
+                if got is not None:
+                    ck.fail('stale %s: read returned %d bytes (%s) instead of ESTALE' % (
+                        name, len(got), versions(got, old, new)))
+                ck.eq('stale %s: errno' % name, errno.errorcode.get(err, err), 'ESTALE')
+                ck.ok(dt < 10, 'stale %s: took %.1fs' % (name, dt))
+                # the engine did resume: a ranged GET after the cut, with If-Match on the ETag
+                gets = [hs for meth, p, hs in px.log if meth == 'GET' and p == url_path]
+                resumed = [hs for hs in gets[1:] if any(
+                    h.lower().startswith('range: bytes=') and
+                    not h.lower().startswith('range: bytes=0-') for h in hs)]
+                ck.ok(resumed, 'stale %s: no resumed range GET after the cut: %r' % (name, gets))
+                ck.ok(resumed and any(h.lower().startswith('if-match: "') for h in resumed[0]),
+                      'stale %s: the resumed GET had no If-Match: %r' % (name, resumed[:1]))
+                px.set('pass')
+            reqs = [r for r in ng.requests() if '/files/stale/if-match.tar' in r]
+            ck.ok(any('" 412 ' in r for r in reqs),
+                  'stale if-match: nginx never answered 412: %r' % reqs[-3:])
+            # without If-Match the server sent the new version's bytes: the engine's own ETag
+            # check refused them
+            reqs = [r for r in ng.requests() if '/files/stale/etag-check.tar' in r]
+            ck.ok(not any('" 412 ' in r for r in reqs) and
+                  sum('" 206 ' in r for r in reqs) >= 2,
+                  'stale etag-check: expected two 206 and no 412: %r' % reqs[-3:])
+            # the object changes between two reads of one open file
+            path = os.path.join(d, 'big.bin')
+            got, err = b'', 0
+            try:
+                with open(os.path.join(m.mnt, 'big.bin'), 'rb', buffering=0) as f:
+                    got = f.read(1 << 20)
+                    rewrite(path, big_new)
+                    while True:
+                        b = f.read(1 << 20)
+                        if not b:
+                            break
+                        got += b
+            except OSError as e:
+                err = e.errno
+            what = versions(got, big_old, big_new)
+            log('stale across reads: errno %s after %d bytes: %s' % (
+                errno.errorcode.get(err, err), len(got), what))
+            # bytes only ever of the listed version: either all of it (the cache tier
+            # fetched it before the change) or a prefix of it and then ESTALE/EIO
+            gap_check(ck, 'stale across reads',
+                      what == 'old' and (err in (errno.ESTALE, errno.EIO) or
+                                         (err == 0 and len(got) == len(big_old))),
+                      'read returned %d bytes, %s, errno %s' % (len(got), what, err))
+            ck.ok(os.path.isdir(m.mnt) and len(os.listdir(m.mnt)) >= len(names),
+                  'stale: the mount is gone')
+    finally:
+        px.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# 206 with the wrong Content-Range
+# ---------------------------------------------------------------------------------------------
+
+def group_badrange(env, ck, ng, src, shards, refs):
+    modes = ('shift', 'short', 'multipart', 'overclaim')
+    keys = ['shard-%06d.tar' % i for i in range(4)]
+    px = httplib.FaultProxy(ng.port)
+    try:
+        source = px.url('files/train/shard-{000000..000003}.tar')
+        opts = ['--retry-budget', '20', '--prefetch-shards', '0']
+        with ml.Mount(env, source, cache_dir=env.path('cache'), extra=opts) as m:
+            for mode, key in zip(modes, keys):
+                with open(os.path.join(src, 'train', key), 'rb') as f:
+                    want = f.read()
+                px.set(mode, count=-1, match='/files/train/' + key)
+                p = os.path.join(m.mnt, key)
+                t = time.monotonic()
+                got, err = None, 0
+                try:
+                    with open(p, 'rb', buffering=0) as f:
+                        got = f.read(len(want))
+                except OSError as e:
+                    err = e.errno
+                dt = time.monotonic() - t
+                log('badrange %s: errno %s after %.2fs, %d faults' % (
+                    mode, errno.errorcode.get(err, err), dt, px.faults))
+                ck.ok(px.faults >= 1, 'badrange %s: no fault was served' % mode)
+                if got is not None:
+                    ck.fail('badrange %s: read returned %d bytes (%s) instead of EIO' % (
+                        mode, len(got), 'right ones' if got == want[:len(got)] else 'WRONG'))
+                ck.eq('badrange %s: errno' % mode, errno.errorcode.get(err, err), 'EIO')
+                # not transient: no retries for the budget
+                ck.ok(dt < 5, 'badrange %s: EIO took %.1fs' % (mode, dt))
+                px.set('pass')
+                try:
+                    got = ml.read_all(p)
+                except OSError as e:
+                    got = e
+                ck.ok(got == want, 'badrange %s: reading again after the fault: %s' % (
+                    mode, ml.short(got) if not isinstance(got, bytes) else
+                    '%d bytes differ' % len(got)))
+    finally:
+        px.close()
+
+
 GROUPS = {'brace': group_brace, 'listing': group_listing, 'redirect': group_redirect,
-          'faults': group_faults}
+          'faults': group_faults, 'tls': group_tls, 'stale': group_stale,
+          'badrange': group_badrange}
 
 
 def main():
@@ -286,7 +578,12 @@ def main():
     try:
         ml.fuse_precheck()
         src, shards, refs = build_source(env)
-        ng = httplib.Nginx(env.path('nginx'), src).start()
+        env.tls = None
+        if group == 'tls':
+            if not os.path.exists(httplib.OPENSSL):
+                raise ml.Skip('the openssl CLI is not installed (scripts/install-deps.sh --test)')
+            env.tls = httplib.make_tls(env.path('tls'))
+        ng = httplib.Nginx(env.path('nginx'), src, tls=env.tls).start()
         log('nginx on 127.0.0.1:%d, redirector on 127.0.0.1:%d' % (ng.port, ng.redirect_port))
         t = time.monotonic()
         GROUPS[group](env, ck, ng, src, shards, refs)
