@@ -13,7 +13,9 @@
  * family (errno of the OS, HTTP status, curl codes) is mapped in exactly
  * one place inside this module: -ENOENT for a missing object (404),
  * -EACCES when refused (401/403), -ESTALE when the object changed under a
- * read (ETag mismatch, 412), -EIO when retries ran out, -ETIMEDOUT is never
+ * read (ETag mismatch, 412), -EKEYREJECTED when the store's TLS certificate
+ * cannot be verified, -EINVAL for a malformed or unsupported URL, -EIO
+ * when retries ran out (the store is unreachable or failing), -ETIMEDOUT is never
  * returned (it becomes -EIO after the retry budget).
  */
 #ifndef BACKEND_H

@@ -8,6 +8,10 @@
  * delay_ms=M     every read first sleeps M milliseconds (a slow network)
  * fail_after_bytes=B  reads fail with -EIO once B bytes were served (the
  *                store "goes away"); list and stat keep working
+ * fail_list=1    listing fails with -EIO (the store is unreachable at mount)
+ *
+ * The description (which also selects the cache subdirectory) leaves the
+ * fault parameters out, so mounts with and without faults share a cache.
  *
  * For unit tests of the cache tier and the filesystem without servers
  * (STYLE.md: a fault-injecting backend as an extra, never instead of real
@@ -24,7 +28,7 @@
 
 struct fault {
 	struct backend inner; /* the local store doing the work */
-	unsigned long long fail_every, delay_ms, fail_after_bytes;
+	unsigned long long fail_every, delay_ms, fail_after_bytes, fail_list;
 	atomic_ullong reads, bytes;
 };
 
@@ -32,6 +36,8 @@ static int fault_list(struct backend *be, backend_list_cb cb, void *arg)
 {
 	struct fault *f = be->impl;
 
+	if (f->fail_list)
+		return -EIO;
 	return f->inner.ops->list(&f->inner, cb, arg);
 }
 
@@ -124,7 +130,8 @@ int backend__fault_open(struct backend *be, const char *source, const struct bac
 	}
 	if (q && (parse_param(q + 1, "fail_every", &f->fail_every) < 0 ||
 		  parse_param(q + 1, "delay_ms", &f->delay_ms) < 0 ||
-		  parse_param(q + 1, "fail_after_bytes", &f->fail_after_bytes) < 0)) {
+		  parse_param(q + 1, "fail_after_bytes", &f->fail_after_bytes) < 0 ||
+		  parse_param(q + 1, "fail_list", &f->fail_list) < 0)) {
 		free(dir);
 		free(f);
 		return -EINVAL;
@@ -138,6 +145,6 @@ int backend__fault_open(struct backend *be, const char *source, const struct bac
 	be->ops = &fault_ops;
 	be->impl = f;
 	be->local = 0;
-	be->desc = strdup(source);
+	be->desc = q ? strndup(source, (size_t)(q - source)) : strdup(source);
 	return be->desc ? 0 : -ENOMEM;
 }

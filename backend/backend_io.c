@@ -163,9 +163,15 @@ static int curl_errno(CURLcode c, int *retry)
 	case CURLE_UNSUPPORTED_PROTOCOL:
 	case CURLE_URL_MALFORMAT:
 	case CURLE_BAD_FUNCTION_ARGUMENT:
+		*retry = 0;
+		return -EINVAL;
 	case CURLE_PEER_FAILED_VERIFICATION:
 	case CURLE_SSL_CACERT_BADFILE:
 	case CURLE_SSL_CERTPROBLEM:
+		/* the store is there but cannot be trusted: its own errno, so
+		 * that nothing mistakes it for "unreachable" */
+		*retry = 0;
+		return -EKEYREJECTED;
 	case CURLE_TOO_MANY_REDIRECTS:
 	case CURLE_WRITE_ERROR:
 		*retry = 0;

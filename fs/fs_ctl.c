@@ -112,6 +112,8 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 	C("shards", "objects that are shards", fs->nshards);
 	C("source_dirs", "directories in the source", fs->ndirs);
 	C("source_bytes", "bytes of all objects in the source", fs->total_bytes);
+	C("source_offline", "1: the store was unreachable at mount, the listing came from the cache",
+	  fs->offline);
 	C("index_built", "shard indexes built by reading the shard", fs->c.index_built);
 	C("index_loaded", "shard indexes loaded from the cache directory", fs->c.index_loaded);
 	C("index_errors", "shards that could not be indexed", fs->c.index_errors);
@@ -147,6 +149,19 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 	C("shard_prefetches", "shards fetched ahead of an in-order reader", fs->c.shard_prefetches);
 	C("prefetch_bytes", "bytes of the objects asked to be prefetched", pf_want);
 	C("prefetch_cached_bytes", "of those, bytes in the cache now", pf_have);
+	/* ---- issue 5 ---- */
+	C("index_sidecar", "shard indexes loaded from a sidecar NAME.tar.idx", fs->c.index_sidecar);
+	C("index_sidecar_rejected", "sidecar indexes ignored (stale or corrupt)",
+	  fs->c.index_sidecar_rejected);
+	C("imagefolder_images", "files in the imagefolder view", fs->c.if_images);
+	C("imagefolder_no_image", "samples left out: no image member", fs->c.if_no_image);
+	C("imagefolder_no_class", "samples left out: no usable class", fs->c.if_no_class);
+	C("imagefolder_dup_dropped", "samples left out: name taken", fs->c.if_dup_dropped);
+	C("imagefolder_shards_indexed", "shards indexed to build the view", fs->c.if_shards_indexed);
+	C("imagefolder_build_ms", "milliseconds to build the view", fs->c.if_build_ms);
+	C("imagefolder_cls_reads", ".cls members read from shards (not from the cache)",
+	  fs->c.if_cls_reads);
+	/* ---- end issue 5 ---- */
 #undef C
 	return n;
 }
@@ -162,7 +177,9 @@ static void render_stats(struct fs *fs, struct out *o)
 	out_json_str(o, backend_describe(fs->be));
 	outf(o, ",\n  \"cache_dir\": ");
 	out_json_str(o, cachetier_dir(fs->ct));
-	outf(o, ",\n  \"layout\": \"shards\",\n  \"mount_time\": %" PRId64, fs->mount_time);
+	outf(o, ",\n  \"layout\": \"%s\",\n  \"mount_time\": %" PRId64,
+	     fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER ? "imagefolder" : "shards", /* issue 5 */
+	     fs->mount_time);
 	for (size_t i = 0; i < n; i++)
 		outf(o, ",\n  \"%s\": %" PRIu64, c[i].name, c[i].value);
 	outf(o, "\n}\n");

@@ -44,7 +44,17 @@ struct fs_config {
 	uint64_t readahead_max_bytes; /* --readahead */
 	uint64_t chunk_bytes;         /* --chunk-size */
 	unsigned prefetch_shards;     /* --prefetch-shards: shards fetched ahead of an in-order reader */
+	/* ---- issue 5: deep-learning views (fs_imagefolder.c) ---- */
+	char *layout_name;     /* --layout shards|imagefolder */
+	char *class_from_name; /* --class-from cls|dir|key-prefix */
+	int layout;            /* enum fs_layout, from layout_name */
+	int class_from;        /* enum fs_class_from, from class_from_name */
+	/* ---- end issue 5 ---- */
 };
+
+/* issue 5: what the mount shows (DESIGN.md section 1) */
+enum fs_layout { FS_LAYOUT_SHARDS = 0, FS_LAYOUT_IMAGEFOLDER = 1 };
+enum fs_class_from { FS_CLASS_CLS = 0, FS_CLASS_DIR = 1, FS_CLASS_KEY_PREFIX = 2 };
 
 /* ---- inode numbers ---------------------------------------------------------
  * Computed, never allocated: kind in the top 4 bits, then 28 bits of shard
@@ -55,6 +65,9 @@ enum fs_kind {
 	FS_K_SHARD = 3,  /* a shard's member tree root: a = shard index */
 	FS_K_MEMBER = 4, /* a member: a = shard index, b = entry index */
 	FS_K_CTL = 5,    /* .shardfs and its files: a = enum fs_ctl */
+	/* issue 5: --layout imagefolder (fs_imagefolder.c) */
+	FS_K_IFCLASS = 6, /* a class directory at the root: a = class index */
+	FS_K_IFFILE = 7,  /* a sample's image: a = shard index, b = entry index (canon) */
 };
 
 #define FS_INO_KIND_SHIFT 60
@@ -62,7 +75,7 @@ enum fs_kind {
 #define FS_INO_B_BITS 32
 #define FS_MAX_SHARDS (1u << FS_INO_A_BITS)
 _Static_assert(4 + FS_INO_A_BITS + FS_INO_B_BITS == 64, "inode fields fill 64 bits");
-_Static_assert(FS_K_CTL < 16, "kind fits in 4 bits");
+_Static_assert(FS_K_CTL < 16 && FS_K_IFFILE < 16, "kind fits in 4 bits");
 
 enum fs_ctl { FS_CTL_DIR = 0, FS_CTL_STATS, FS_CTL_METRICS, FS_CTL_CONTROL, FS_CTL_COUNT };
 
@@ -132,6 +145,9 @@ struct fs_counters {
 	atomic_ullong index_save_errors, members, damaged_shards, skipped_members;
 	atomic_ullong index_mem_bytes;
 	atomic_ullong prefetch_requests, prefetch_errors, shard_prefetches;
+	/* issue 5: imagefolder view and sidecar indexes */
+	atomic_ullong if_images, if_no_image, if_no_class, if_dup_dropped, if_shards_indexed;
+	atomic_ullong if_build_ms, if_cls_reads, index_sidecar, index_sidecar_rejected;
 };
 
 /* Snapshots of control files, one per open. A READ may still be in flight
@@ -163,17 +179,22 @@ struct fs {
 	uint64_t total_bytes;
 
 	int no_opendir;           /* set once in init: the kernel can skip OPENDIR */
+	int offline;              /* the store was unreachable at mount: cached listing */
 	atomic_uint last_shard;   /* the shard whose members were read last (+1; 0: none) */
 	uid_t uid;
 	gid_t gid;
 	int64_t mount_time;
 	struct fs_counters c;
+	/* issue 5: the imagefolder view, built on first use, then immutable */
+	pthread_mutex_t if_lock;               /* serialises building */
+	struct fs_ifview *_Atomic ifv;
 };
 
 /* fs_log.c */
 enum fs_log_level { FS_LOG_ERR, FS_LOG_WARN, FS_LOG_INFO, FS_LOG_DEBUG };
 void fs_log(enum fs_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int fs_log_open_file(const char *path);
+int fs_log_fd(void); /* the log's descriptor (2: stderr) */
 void fs_log_set_debug(int on);
 
 /* fs_ns.c: build the namespace from the backend's listing. */
@@ -209,6 +230,45 @@ int fs_ctl_command(struct fs *fs, const char *buf, size_t len);
 
 /* fs_ll.c: FUSE session. */
 int fs_ll_run(struct fs *fs, int ready_fd);
+
+/* ---- issue 5: fs_imagefolder.c — the --layout imagefolder view ----------
+ * ROOT/<class>/<name>.<ext>: one file per sample (its image member). Built
+ * once, on the first lookup or listing of the root, from every shard's
+ * index (indexed in parallel); immutable afterwards, so readers take no
+ * lock. Files are the members themselves: FS_K_IFFILE(shard, entry) is read
+ * and stat'ed like FS_K_MEMBER(shard, entry). */
+struct fs_if_file {
+	char *name;      /* unique within its class */
+	uint32_t shard;  /* the image member: shard ... */
+	uint32_t entry;  /* ... and canonical entry index */
+};
+struct fs_if_class {
+	char *name;
+	uint32_t first, n; /* files [first, first + n) of the view, sorted by name */
+	int64_t mtime;     /* newest member mtime in the class */
+};
+struct fs_ifview {
+	struct fs_if_class *classes; /* sorted by name (strcmp) */
+	uint32_t nclasses;
+	struct fs_if_file *files;
+	uint32_t nfiles;
+};
+/* The view, built on first call (blocking: indexes every shard). */
+int fs_if_get(struct fs *fs, const struct fs_ifview **v);
+void fs_if_free(struct fs *fs);
+/* Class named name[0..len), or -ENOENT. */
+int64_t fs_if_class_lookup(const struct fs_ifview *v, const char *name, size_t len);
+/* File of class c named name[0..len): its index in v->files, or -ENOENT. */
+int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *name, size_t len);
+
+/* issue 5: fs_pack.c / fs_index.c — the pack and index commands */
+int fs_pack_main(int argc, char **argv);
+int fs_index_main(int argc, char **argv);
+/* issue 5: identity a sidecar NAME.tar.idx is saved and checked with:
+ * codec and the shard object's size (no ETag: copies change it). */
+int fs_sidecar_ident(int codec, uint64_t size, char *buf, size_t bufsize, size_t *len);
+/* Write buf to path through a temp file, fsync and rename (fs_index.c). */
+int fs_write_atomic(const char *path, const void *buf, size_t len);
 
 /* fs_opt.c: the mount command line. */
 int fs_opt_parse_mount(int argc, char **argv, struct fs_config *cfg);

@@ -113,13 +113,43 @@ static int attr_member(struct fs *fs, uint32_t shard, uint32_t idx, struct stat 
 static int ll_attr(struct fs *fs, fuse_ino_t ino, struct stat *st)
 {
 	uint32_t a = fs_ino_a(ino), b = fs_ino_b(ino);
+	nlink_t nlink; /* issue 5 */
 
 	switch (fs_ino_kind(ino)) {
 	case FS_K_DIR:
 		if (a >= fs->ndirs || (ino != 1 && b != 0))
 			return -ENOENT;
-		attr_dir(fs, st, ino, 0555, 2 + fs->dirs[a].nsubdirs, fs->dirs[a].mtime);
+		/* issue 5: imagefolder root: nlink 1 ("unknown"), no view needed */
+		nlink = 2 + fs->dirs[a].nsubdirs;
+		if (ino == 1 && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER)
+			nlink = 1;
+		attr_dir(fs, st, ino, 0555, nlink, fs->dirs[a].mtime);
 		return 0;
+	/* ---- issue 5: imagefolder view ---- */
+	case FS_K_IFCLASS: {
+		const struct fs_ifview *v;
+		int err = fs_if_get(fs, &v);
+
+		if (err < 0)
+			return err;
+		if (a >= v->nclasses || b != 0)
+			return -ENOENT;
+		attr_dir(fs, st, ino, 0555, 2, v->classes[a].mtime);
+		return 0;
+	}
+	case FS_K_IFFILE: {
+		int err;
+
+		if (a >= fs->nshards)
+			return -ENOENT;
+		err = attr_member(fs, a, b, st);
+		if (err == 0 && !S_ISREG(st->st_mode))
+			err = -ENOENT;
+		st->st_ino = ino;
+		st->st_nlink = 1;
+		return err;
+	}
+	/* ---- end issue 5 ---- */
 	case FS_K_OBJ: {
 		const struct fs_obj *o;
 
@@ -210,6 +240,18 @@ static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			reply_entry(req, fs, fs_ino(FS_K_CTL, FS_CTL_DIR, 0));
 			return;
 		}
+		if (parent == 1 && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER) { /* issue 5 */
+			const struct fs_ifview *v;
+
+			err = fs_if_get(fs, &v);
+			if (err == 0 && (idx = fs_if_class_lookup(v, name, len)) >= 0)
+				reply_entry(req, fs, fs_ino(FS_K_IFCLASS, (uint32_t)idx, 0));
+			else if (err == 0)
+				reply_negative(req, fs, fs->cfg.entry_timeout_s);
+			else
+				reply_err(req, err);
+			return;
+		}
 		d = fs_ns_lookup(fs, a, name, len);
 		if (!d) {
 			reply_negative(req, fs, fs->cfg.entry_timeout_s);
@@ -250,7 +292,24 @@ static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		}
 		reply_err(req, ENOTDIR);
 		return;
+	case FS_K_IFCLASS: { /* issue 5 */
+		const struct fs_ifview *v;
+
+		err = fs_if_get(fs, &v);
+		if (err < 0) {
+			reply_err(req, err);
+			return;
+		}
+		idx = fs_if_file_lookup(v, a, name, len);
+		if (idx < 0) {
+			reply_negative(req, fs, fs->cfg.entry_timeout_s);
+			return;
+		}
+		reply_entry(req, fs, fs_ino(FS_K_IFFILE, v->files[idx].shard, v->files[idx].entry));
+		return;
+	}
 	case FS_K_OBJ:
+	case FS_K_IFFILE: /* issue 5 */
 		reply_err(req, ENOTDIR);
 		return;
 	}
@@ -351,7 +410,7 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_open(req, fi);
 		return;
 	}
-	if (k != FS_K_OBJ && k != FS_K_MEMBER) {
+	if (k != FS_K_OBJ && k != FS_K_MEMBER && k != FS_K_IFFILE /* issue 5 */) {
 		reply_err(req, EISDIR);
 		return;
 	}
@@ -560,6 +619,7 @@ static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		}
 		break;
 	case FS_K_MEMBER:
+	case FS_K_IFFILE: /* issue 5: a view file is its image member */
 		if (a < fs->nshards) {
 			read_member(req, fs, a, fs_ino_b(ino), size, off);
 			return;
@@ -586,7 +646,7 @@ static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct fs *fs = ll_fs(req);
 	enum fs_kind k = fs_ino_kind(ino);
 
-	if (k == FS_K_OBJ) {
+	if (k == FS_K_OBJ || k == FS_K_IFFILE /* issue 5 */) {
 		reply_err(req, ENOTDIR);
 		return;
 	}
@@ -621,6 +681,7 @@ struct listing {
 	const struct fs_dir *dir;        /* FS_K_DIR */
 	const struct shardidx *ix;       /* FS_K_SHARD, FS_K_MEMBER */
 	uint32_t first;                  /* first child in ix */
+	const struct fs_ifview *ifv;     /* issue 5: FS_K_IFCLASS, or the imagefolder root */
 };
 
 static int listing_open(struct fs *fs, fuse_ino_t ino, struct listing *l)
@@ -635,7 +696,27 @@ static int listing_open(struct fs *fs, fuse_ino_t ino, struct listing *l)
 	l->kind = fs_ino_kind(ino);
 	l->a = a;
 	switch (l->kind) {
+	/* ---- issue 5: imagefolder root lists classes, a class its files ---- */
+	case FS_K_IFCLASS:
+		err = fs_if_get(fs, &l->ifv);
+		if (err < 0)
+			return err;
+		if (a >= l->ifv->nclasses)
+			return -ENOENT;
+		l->first = l->ifv->classes[a].first;
+		l->n = l->ifv->classes[a].n;
+		l->parent = 1;
+		return 0;
 	case FS_K_DIR:
+		if (ino == 1 && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER) {
+			err = fs_if_get(fs, &l->ifv);
+			if (err < 0)
+				return err;
+			l->n = l->ifv->nclasses;
+			l->parent = 1;
+			return 0;
+		}
+		/* ---- end issue 5 ---- */
 		if (a >= fs->ndirs)
 			return -ENOENT;
 		l->dir = &fs->dirs[a];
@@ -677,8 +758,20 @@ static int listing_open(struct fs *fs, fuse_ino_t ino, struct listing *l)
 static const char *listing_entry(const struct listing *l, uint32_t i, fuse_ino_t *ino)
 {
 	switch (l->kind) {
+	case FS_K_IFCLASS: { /* issue 5 */
+		const struct fs_if_file *f = &l->ifv->files[l->first + i];
+
+		*ino = fs_ino(FS_K_IFFILE, f->shard, f->entry);
+		return f->name;
+	}
 	case FS_K_DIR: {
-		const struct fs_dirent *d = &l->dir->ents[i];
+		const struct fs_dirent *d;
+
+		if (l->ifv) { /* issue 5: the imagefolder root */
+			*ino = fs_ino(FS_K_IFCLASS, i, 0);
+			return l->ifv->classes[i].name;
+		}
+		d = &l->dir->ents[i];
 
 		*ino = fs_ino((enum fs_kind)d->kind, d->idx, 0);
 		return d->name;
@@ -915,6 +1008,98 @@ static void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	fuse_reply_err(req, EROFS);
 }
 
+/* ---- issue 5: extended attributes of members: where a sample lives -------------
+ * user.shardfs.shard   the shard's key in the source
+ * user.shardfs.offset  offset of the member's data in the (decoded) tar stream
+ * user.shardfs.size    the member's size
+ * user.shardfs.key     the WebDataset sample key (base name up to its first '.')
+ * Regular members and imagefolder files have them; everything else none. */
+static const char *const xattr_names[] = {"user.shardfs.shard", "user.shardfs.offset",
+					  "user.shardfs.size", "user.shardfs.key"};
+#define NXATTR (sizeof(xattr_names) / sizeof(xattr_names[0]))
+
+/* Value of xattr i of ino into buf (NUL-terminated; length returned), or
+ * a negative errno: -ENODATA where ino has no such attributes. */
+static int xattr_value(struct fs *fs, fuse_ino_t ino, size_t i, char *buf, size_t size)
+{
+	enum fs_kind k = fs_ino_kind(ino);
+	uint32_t a = fs_ino_a(ino);
+	struct shardidx *ix;
+	struct shardidx_entry e;
+	const char *dot;
+	int n, err;
+
+	if ((k != FS_K_MEMBER && k != FS_K_IFFILE) || a >= fs->nshards)
+		return -ENODATA;
+	err = fs_shard_index(fs, a, &ix, NULL);
+	if (err < 0)
+		return err;
+	if (shardidx_entry_get(ix, fs_ino_b(ino), &e) < 0 || e.type != SHARDIDX_REG ||
+	    (e.flags & SHARDIDX_F_SPARSE))
+		return -ENODATA;
+	switch (i) {
+	case 0:
+		n = snprintf(buf, size, "%s", fs->objs[fs->shards[a].obj].key);
+		break;
+	case 1:
+		n = snprintf(buf, size, "%" PRIu64, e.data_off);
+		break;
+	case 2:
+		n = snprintf(buf, size, "%" PRIu64, e.size);
+		break;
+	default:
+		dot = strchr(e.name, '.');
+		n = snprintf(buf, size, "%.*s", dot ? (int)(dot - e.name) : (int)strlen(e.name),
+			     e.name);
+		break;
+	}
+	return n < 0 || (size_t)n >= size ? -ERANGE : n;
+}
+
+static void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	char buf[4096 + 64];
+	int n = -ENODATA;
+
+	for (size_t i = 0; i < NXATTR; i++)
+		if (strcmp(name, xattr_names[i]) == 0)
+			n = xattr_value(ll_fs(req), ino, i, buf, sizeof(buf));
+	if (n < 0)
+		reply_err(req, n);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else if (size < (size_t)n)
+		reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
+static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char buf[256], val[4096 + 64];
+	size_t len = 0;
+	int err = xattr_value(ll_fs(req), ino, 1, val, sizeof(val));
+
+	if (err >= 0) {
+		for (size_t i = 0; i < NXATTR; i++) {
+			size_t l = strlen(xattr_names[i]) + 1;
+
+			memcpy(buf + len, xattr_names[i], l);
+			len += l;
+		}
+	} else if (err != -ENODATA) {
+		reply_err(req, err);
+		return;
+	}
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, len);
+}
+/* ---- end issue 5 ---- */
+
 static void ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	(void)ino;
@@ -971,6 +1156,8 @@ static const struct fuse_lowlevel_ops ll_ops = {
 	.link = ll_link,
 	.create = ll_create,
 	.setxattr = ll_setxattr,
+	.getxattr = ll_getxattr,   /* issue 5 */
+	.listxattr = ll_listxattr, /* issue 5 */
 	.removexattr = ll_removexattr,
 };
 
@@ -1020,7 +1207,9 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 		if (null >= 0) {
 			dup2(null, STDIN_FILENO);
 			dup2(null, STDOUT_FILENO);
-			dup2(null, STDERR_FILENO);
+			/* whatever still writes to stderr (sanitizers, libraries)
+			 * lands in the log file */
+			dup2(fs_log_fd() != STDERR_FILENO ? fs_log_fd() : null, STDERR_FILENO);
 			close(null);
 		}
 		if (chdir("/") < 0) {

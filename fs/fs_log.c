@@ -26,6 +26,11 @@ int fs_log_open_file(const char *path)
 	return 0;
 }
 
+int fs_log_fd(void)
+{
+	return log_fd;
+}
+
 void fs_log_set_debug(int on)
 {
 	log_debug = on;

@@ -37,6 +37,8 @@ static void usage(FILE *f)
 		"  umount MOUNTPOINT                   unmount and wait for the daemon to finish\n"
 		"  stats MOUNTPOINT                    print the counters of a running mount\n"
 		"  prefetch MOUNTPOINT [PATH...]       fill the cache with PATHs (default: all), with progress\n"
+		"  index [--sidecar] SOURCE            build every shard's index ('shardfs index --help')\n"
+		"  pack [OPTIONS] INPUT_DIR PREFIX     make WebDataset shards ('shardfs pack --help')\n"
 		"  --help, -h                          this help\n"
 		"  --version, -V                       print the version\n\n"
 		"SOURCE: a local directory (/data/shards, file:///data/shards), an HTTP(S) URL\n"
@@ -60,7 +62,11 @@ static const char *source_error(int err)
 	case -EPROTONOSUPPORT:
 		return "unknown kind of source (see 'shardfs --help')";
 	case -EINVAL:
-		return "not a valid source (a directory path or file:///path)";
+		return "not a valid source (see 'shardfs --help')";
+	case -EKEYREJECTED:
+		return "the store's TLS certificate cannot be verified (--ca-file adds a CA)";
+	case -EACCES:
+		return "access denied (check the credentials in the environment)";
 	default:
 		return strerror(-err);
 	}
@@ -126,7 +132,7 @@ static int mount_run(struct fs *fs, int ready_fd)
 	if (err < 0) {
 		const char *why = backend_last_error(fs->be);
 
-		fprintf(stderr, "shardfs: cannot list %s: %s%s%s\n", fs->cfg.source, strerror(-err),
+		fprintf(stderr, "shardfs: cannot list %s: %s%s%s\n", fs->cfg.source, source_error(err),
 			why && *why ? ": " : "", why ? why : "");
 		return err;
 	}
@@ -161,6 +167,7 @@ static int cmd_mount(int argc, char **argv)
 
 	memset(&fs, 0, sizeof(fs));
 	pthread_mutex_init(&fs.ctl_lock, NULL);
+	pthread_mutex_init(&fs.if_lock, NULL); /* issue 5 */
 	err = fs_opt_parse_mount(argc, argv, &fs.cfg);
 	if (err)
 		goto out;
@@ -202,6 +209,7 @@ static int cmd_mount(int argc, char **argv)
 		setsid();
 	}
 	err = mount_run(&fs, pfd[1]);
+	fs_if_free(&fs); /* issue 5 */
 	fs_shards_release(&fs);
 	fs_ns_free(&fs);
 	for (int i = 0; i < FS_CTL_SNAPS; i++)
@@ -563,6 +571,10 @@ int main(int argc, char **argv)
 		return cmd_stats(argc - 2, argv + 2);
 	if (strcmp(cmd, "prefetch") == 0)
 		return cmd_prefetch(argc - 2, argv + 2);
+	if (strcmp(cmd, "pack") == 0) /* issue 5 */
+		return fs_pack_main(argc - 2, argv + 2);
+	if (strcmp(cmd, "index") == 0) /* issue 5 */
+		return fs_index_main(argc - 2, argv + 2);
 	fprintf(stderr, "shardfs: unknown command '%s' (see 'shardfs --help')\n", cmd);
 	return 2;
 }

@@ -263,16 +263,157 @@ static int ns_entries(struct fs *fs)
 	return 0;
 }
 
+/* ---- the listing kept in the cache directory ------------------------------
+ * A remote source's listing is saved after every successful listing, so a
+ * mount can start while the store is unreachable and serve what the cache
+ * holds. Format: magic, u32 version, u32 count, u64 FNV-1a of the entries,
+ * then per object {u32 keylen, key, u64 size, i64 mtime, u32 mode,
+ * u32 etaglen, etag}; all little-endian. */
+#define LISTING_MAGIC "SHLIST\0\0\1"
+#define LISTING_VERSION 1u
+#define LISTING_HDR 24
+#define LISTING_BLOB "listing"
+
+static uint64_t fnv64(const unsigned char *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+static void put_le(unsigned char *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get_le(const unsigned char *p, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = n - 1; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static int listing_save(struct fs *fs)
+{
+	size_t len = LISTING_HDR, off;
+	unsigned char *b;
+	int err;
+
+	for (uint32_t i = 0; i < fs->nobjs; i++)
+		len += 4 + strlen(fs->objs[i].key) + 8 + 8 + 4 + 4 + strlen(fs->objs[i].info.etag);
+	b = malloc(len);
+	if (!b)
+		return -ENOMEM;
+	memcpy(b, LISTING_MAGIC, 8);
+	put_le(b + 8, LISTING_VERSION, 4);
+	put_le(b + 12, fs->nobjs, 4);
+	off = LISTING_HDR;
+	for (uint32_t i = 0; i < fs->nobjs; i++) {
+		const struct fs_obj *o = &fs->objs[i];
+		size_t kl = strlen(o->key), el = strlen(o->info.etag);
+
+		put_le(b + off, kl, 4);
+		memcpy(b + off + 4, o->key, kl);
+		off += 4 + kl;
+		put_le(b + off, o->info.size, 8);
+		put_le(b + off + 8, (uint64_t)o->info.mtime, 8);
+		put_le(b + off + 16, o->info.mode, 4);
+		put_le(b + off + 20, el, 4);
+		memcpy(b + off + 24, o->info.etag, el);
+		off += 24 + el;
+	}
+	put_le(b + 16, fnv64(b + LISTING_HDR, len - LISTING_HDR), 8);
+	err = cachetier_meta_put(fs->ct, LISTING_BLOB, b, len);
+	free(b);
+	return err;
+}
+
+/* Load the saved listing into l; -EBADMSG for anything malformed. */
+static int listing_load(struct fs *fs, struct listing *l)
+{
+	unsigned char *b;
+	size_t len, off = LISTING_HDR;
+	uint32_t n;
+	void *buf;
+	int err = cachetier_meta_get(fs->ct, LISTING_BLOB, &buf, &len);
+
+	if (err < 0)
+		return err;
+	b = buf;
+	err = -EBADMSG;
+	if (len < LISTING_HDR || memcmp(b, LISTING_MAGIC, 8) != 0 ||
+	    get_le(b + 8, 4) != LISTING_VERSION ||
+	    get_le(b + 16, 8) != fnv64(b + LISTING_HDR, len - LISTING_HDR))
+		goto out;
+	n = (uint32_t)get_le(b + 12, 4);
+	for (uint32_t i = 0; i < n; i++) {
+		struct backend_objinfo info;
+		char key[4096];
+		uint64_t kl, el;
+
+		memset(&info, 0, sizeof(info));
+		if (len - off < 4 || (kl = get_le(b + off, 4)) >= sizeof(key) || len - off - 4 < kl + 24)
+			goto out;
+		memcpy(key, b + off + 4, kl);
+		key[kl] = '\0';
+		off += 4 + kl;
+		info.key = key;
+		info.size = get_le(b + off, 8);
+		info.mtime = (int64_t)get_le(b + off + 8, 8);
+		info.mode = (uint32_t)get_le(b + off + 16, 4);
+		el = get_le(b + off + 20, 4);
+		if (el >= sizeof(info.etag) || len - off - 24 < el)
+			goto out;
+		memcpy(info.etag, b + off + 24, el);
+		off += 24 + el;
+		if (memchr(key, '\0', kl) || list_cb(l, &info) != 0)
+			goto out;
+	}
+	err = off == len ? 0 : -EBADMSG;
+out:
+	free(buf);
+	return err;
+}
+
 int fs_ns_build(struct fs *fs)
 {
 	struct listing l = {0};
 	int err;
 
 	err = backend_list(fs->be, list_cb, &l);
+	if (!backend_is_local(fs->be) && err == -EIO) {
+		/* the store is unreachable or failing (refusals, bad certificates
+		 * and bad URLs have their own errors): serve what the cache holds */
+		int lerr;
+
+		for (uint32_t i = 0; i < l.n; i++)
+			free(l.objs[i].key);
+		l.n = 0;
+		lerr = listing_load(fs, &l);
+		if (lerr == 0) {
+			fs_log(FS_LOG_WARN, "source %s unreachable (%s); serving the listing kept in the cache (%u objects)",
+			       backend_describe(fs->be), strerror(-err), l.n);
+			fs->offline = 1;
+			err = 0;
+		}
+	}
 	fs->objs = l.objs;
 	fs->nobjs = l.n;
 	if (err < 0)
 		return err;
+	if (!backend_is_local(fs->be) && !fs->offline) {
+		int serr = listing_save(fs);
+
+		if (serr < 0)
+			fs_log(FS_LOG_WARN, "listing not kept in the cache: %s", strerror(-serr));
+	}
 	qsort(fs->objs, fs->nobjs, sizeof(*fs->objs), obj_cmp);
 	for (uint32_t i = 0; i < fs->nobjs; i++)
 		pthread_mutex_init(&fs->objs[i].lock, NULL);

@@ -56,6 +56,11 @@ static const struct opt mount_opts[] = {
 	 "give up retrying a remote request after this long, then EIO (default: 30)"},
 	{"stall-timeout", 0, OPT_SECONDS, offsetof(struct fs_config, stall_timeout_s), "SECONDS",
 	 "retry a remote transfer that received nothing for this long (default: 20)"},
+	/* issue 5 */
+	{"layout", 0, OPT_STR, offsetof(struct fs_config, layout_name), "shards|imagefolder",
+	 "what the mount shows: shards and their members, or <class>/<image> (default: shards)"},
+	{"class-from", 0, OPT_STR, offsetof(struct fs_config, class_from_name), "cls|dir|key-prefix",
+	 "imagefolder class: the .cls integer, the member's directory, the key up to '_' (default: cls)"},
 	{"option", 'o', OPT_APPEND, offsetof(struct fs_config, fuse_opts), "OPT[,OPT...]",
 	 "FUSE mount options, e.g. allow_other (then default_permissions applies)"},
 };
@@ -238,6 +243,28 @@ int fs_opt_parse_mount(int argc, char **argv, struct fs_config *cfg)
 	}
 	if (cfg->debug)
 		cfg->foreground = 1;
+	/* issue 5: --layout and --class-from */
+	if (cfg->layout_name && strcmp(cfg->layout_name, "shards") != 0) {
+		if (strcmp(cfg->layout_name, "imagefolder") != 0) {
+			fprintf(stderr, "shardfs: --layout wants shards or imagefolder, not '%s'\n",
+				cfg->layout_name);
+			return -EINVAL;
+		}
+		cfg->layout = FS_LAYOUT_IMAGEFOLDER;
+	}
+	if (cfg->class_from_name) {
+		static const char *const names[] = {"cls", "dir", "key-prefix"};
+
+		cfg->class_from = -1;
+		for (int i = 0; i < 3; i++)
+			if (strcmp(cfg->class_from_name, names[i]) == 0)
+				cfg->class_from = i;
+		if (cfg->class_from < 0) {
+			fprintf(stderr, "shardfs: --class-from wants cls, dir or key-prefix, not '%s'\n",
+				cfg->class_from_name);
+			return -EINVAL;
+		}
+	}
 	cfg->source = strdup(pos[0]);
 	cfg->mountpoint = realpath(pos[1], NULL);
 	if (!cfg->mountpoint) {
@@ -270,6 +297,8 @@ void fs_opt_free(struct fs_config *cfg)
 	free(cfg->fuse_opts);
 	free(cfg->endpoint);
 	free(cfg->ca_file);
+	free(cfg->layout_name);     /* issue 5 */
+	free(cfg->class_from_name); /* issue 5 */
 	memset(cfg, 0, sizeof(*cfg));
 }
 

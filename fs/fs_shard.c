@@ -42,6 +42,149 @@ static int shard_ident(const struct fs_obj *o, char *buf, size_t size, size_t *l
 	return 0;
 }
 
+/* ---- issue 5: sidecar indexes ----------------------------------------------
+ * NAME.tar.idx beside a shard (written by 'shardfs index --sidecar' and
+ * 'shardfs pack') is a shardidx_save file whose identity is the codec and
+ * the shard object's size, not its ETag: a copy of the shard to another
+ * store or directory changes the ETag (local: size-mtime-inode) but not the
+ * bytes. Loading also checks that the index covers exactly the stream's
+ * size, and spot-checks the tar headers of the first and the last regular
+ * member against the shard (two 512-byte reads): header checksum, size and
+ * base name must agree. Size alone is not enough: tar pads to 10 KiB
+ * records, so different shards often have one size. A sidecar that fails
+ * any check is logged, counted and ignored; the index is then built from
+ * the shard. */
+int fs_sidecar_ident(int codec, uint64_t size, char *buf, size_t bufsize, size_t *len)
+{
+	int n = snprintf(buf, bufsize, "shardfs-sidecar|1|%s|%" PRIu64,
+			 codec >= 0 && codec <= 2 ? codec_names[codec] : "?", size);
+
+	if (n < 0 || (size_t)n >= bufsize)
+		return -ENAMETOOLONG;
+	*len = (size_t)n;
+	return 0;
+}
+
+static uint64_t hdr_octal(const unsigned char *f, size_t n)
+{
+	uint64_t v = 0;
+
+	if (f[0] & 0x80) { /* base-256 (GNU) */
+		for (size_t i = 1; i < n; i++)
+			v = (v << 8) | f[i];
+		return v;
+	}
+	for (size_t i = 0; i < n && f[i]; i++) {
+		if (f[i] == ' ')
+			continue;
+		if (f[i] < '0' || f[i] > '7')
+			break;
+		v = v * 8 + (uint64_t)(f[i] - '0');
+	}
+	return v;
+}
+
+/* Does the tar header before entry e's data describe e? */
+static int sidecar_header_ok(struct cachetier_obj *stream, const struct shardidx_entry *e)
+{
+	unsigned char h[512];
+	uint64_t sum = 0;
+	char name[101];
+	const char *base;
+
+	if (e->data_off < 512 || cachetier_obj_pread(stream, h, 512, e->data_off - 512) != 512)
+		return 0;
+	for (int i = 0; i < 512; i++)
+		sum += i >= 148 && i < 156 ? ' ' : h[i];
+	if (sum != hdr_octal(h + 148, 8) || hdr_octal(h + 124, 12) != e->size)
+		return 0;
+	memcpy(name, h, 100);
+	name[100] = '\0';
+	base = strrchr(name, '/');
+	base = base ? base + 1 : name;
+	/* a name too long for the field came in a pax/GNU header before: size only */
+	return strcmp(base, e->name) == 0 || strlen(e->name) > 90 || strlen(name) >= 99;
+}
+
+/* Check the first and the last regular, non-sparse member against the shard. */
+static int sidecar_matches(const struct shardidx *ix, struct cachetier_obj *stream)
+{
+	struct shardidx_info info;
+	struct shardidx_entry e;
+	uint32_t first = SHARDIDX_NONE, last = SHARDIDX_NONE;
+
+	shardidx_get_info(ix, &info);
+	for (uint32_t i = 0; i < info.nentries; i++) {
+		if (shardidx_entry_get(ix, i, &e) < 0 || e.type != SHARDIDX_REG || e.canon != i ||
+		    (e.flags & (SHARDIDX_F_SPARSE | SHARDIDX_F_TRUNCATED)))
+			continue;
+		if (first == SHARDIDX_NONE)
+			first = i;
+		last = i;
+	}
+	if (first == SHARDIDX_NONE)
+		return 1; /* nothing to compare; the size matched */
+	shardidx_entry_get(ix, first, &e);
+	if (!sidecar_header_ok(stream, &e))
+		return 0;
+	shardidx_entry_get(ix, last, &e);
+	return sidecar_header_ok(stream, &e);
+}
+
+/* The sidecar's index of shard object o, or NULL when there is none or it
+ * is unusable (logged). */
+static struct shardidx *shard_sidecar(struct fs *fs, const struct fs_obj *o,
+				      struct cachetier_obj *stream)
+{
+	char name[512], ident[128];
+	const struct fs_dirent *d;
+	const struct fs_obj *so;
+	struct shardidx *ix = NULL;
+	struct shardidx_info info;
+	size_t identlen;
+	ssize_t n;
+	void *buf;
+	int len = snprintf(name, sizeof(name), "%s.idx", o->base), err;
+
+	if (len < 0 || (size_t)len >= sizeof(name))
+		return NULL;
+	d = fs_ns_lookup(fs, o->dir, name, (size_t)len);
+	if (!d || d->kind != FS_K_OBJ)
+		return NULL;
+	so = &fs->objs[d->idx];
+	if (so->info.size == 0 || so->info.size > (1ull << 31) ||
+	    fs_sidecar_ident(o->codec, o->info.size, ident, sizeof(ident), &identlen) < 0)
+		return NULL;
+	buf = malloc(so->info.size);
+	if (!buf)
+		return NULL;
+	n = backend_pread(fs->be, so->key, buf, so->info.size, 0);
+	if (n != (ssize_t)so->info.size) {
+		free(buf);
+		err = n < 0 ? (int)n : -EIO;
+	} else {
+		err = shardidx_load(buf, (size_t)n, ident, identlen, &ix);
+	}
+	if (err == 0) {
+		shardidx_get_info(ix, &info);
+		if (info.stream_size != cachetier_obj_size(stream) || !sidecar_matches(ix, stream)) {
+			shardidx_free(ix);
+			ix = NULL;
+			err = -ESTALE;
+		}
+	}
+	if (err < 0) {
+		fs->c.index_sidecar_rejected++;
+		fs_log(FS_LOG_WARN, "shard %s: sidecar index %s ignored (%s); building the index",
+		       o->key, so->key,
+		       err == -ESTALE ? "stale: made for another shard" : strerror(-err));
+		return NULL;
+	}
+	fs->c.index_sidecar++;
+	return ix;
+}
+/* ---- end issue 5 ---- */
+
 static int shard_build(struct fs *fs, const struct fs_obj *o, struct cachetier_obj *stream,
 		       struct shardidx **out)
 {
@@ -144,6 +287,8 @@ static int shard_load(struct fs *fs, struct fs_shard *s)
 			fs_log(FS_LOG_WARN, "shard %s: saved index unusable (%s); rebuilding",
 			       o->key, strerror(-err));
 	}
+	if (!ix)
+		ix = shard_sidecar(fs, o, stream); /* issue 5 */
 	if (!ix) {
 		err = shard_build(fs, o, stream, &ix);
 		if (err < 0) {

@@ -1,0 +1,691 @@
+/*
+ * fs_imagefolder.c — the --layout imagefolder view (DESIGN.md section 1):
+ * MOUNTPOINT/<class>/<name>.<ext>, one file per WebDataset sample, so that
+ * torchvision's datasets.ImageFolder(MOUNTPOINT) works on shards unchanged.
+ *
+ * Building: the view needs every shard's index, so the first lookup or
+ * listing of the root indexes all shards with IF_THREADS threads (each
+ * takes the next shard; fs_shard_index is thread-safe and uses the cache
+ * directory's or a sidecar index when there is one). Each thread collects
+ * its shards' samples; one thread then merges them in shard order, so the
+ * result does not depend on thread timing. Afterwards the view is
+ * immutable and published with release semantics; readers take no lock.
+ *
+ * A sample's file is its first image member (jpg jpeg png webp bmp ppm pgm
+ * tif tiff, by the member name's last extension, any case). Its class:
+ *   cls         the integer in the sample's <key>.cls member, printed with
+ *               as many digits as the largest class (zero-padded), so the
+ *               sorted class names are in numeric order. torchvision maps
+ *               the i-th sorted directory to i: that is the stored integer
+ *               exactly when the classes present are 0..max; a gap is
+ *               logged (empty directories cannot fill it: ImageFolder
+ *               rejects classes without files).
+ *   dir         the name of the member's parent directory inside the shard
+ *   key-prefix  the key up to its first '_'
+ * Samples without an image, or without a usable class (missing, not an
+ * integer, empty, ".", "..", ".shardfs"), are left out and counted.
+ *
+ * The .cls values need the members' bytes (a remote shard's chunks), so
+ * each shard's values are kept in the cache directory (cachetier meta blob
+ * "imagefolder-cls|<codec>|<etag>|<size>|<key>": text lines "ENTRY VALUE"
+ * after a magic line) and later mounts read none of them again.
+ *
+ * Names: <key>.<ext> with the member's own extension. Where two samples of
+ * a class would get one name, the first in (shard, entry) order keeps it
+ * and later ones become <key>~<shard>.<ext>, then <key>~<shard>~<entry>.<ext>;
+ * a name still taken after that is left out and counted (if_dup_dropped).
+ * Everything is decided by the source's content, never by timing.
+ *
+ * Non-goals: other media (the view shows images only); labels beyond one
+ * class per sample.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "fs_i.h"
+
+/* Index building is I/O bound (headers of local shards, range reads of
+ * remote ones); a few threads overlap the waits without a thundering herd. */
+#define IF_THREADS 4
+/* A .cls member longer than this is no class number. */
+#define IF_CLS_MAX 32
+
+static const char *const image_exts[] = {"jpg", "jpeg", "png", "webp", "bmp",
+					 "ppm", "pgm",	"tif", "tiff"};
+
+/* One sample found while indexing, before names are made unique. */
+struct if_item {
+	char *cls; /* class name (cls: the integer, unpadded) */
+	char *key;
+	const char *ext; /* inside name, no '.' */
+	char *name;	 /* member name (owned) */
+	uint32_t shard, entry;
+	int64_t mtime;
+	uint64_t cls_num; /* cls: the integer */
+};
+
+struct if_list {
+	struct if_item *v;
+	size_t n, cap;
+};
+
+struct if_build {
+	struct fs *fs;
+	atomic_uint next;	   /* next shard to take */
+	struct if_list *per_shard; /* [nshards] */
+	atomic_int err;		   /* -ENOMEM aborts the build */
+};
+
+static int is_image(const char *name, const char **ext)
+{
+	const char *dot = strrchr(name, '.');
+
+	if (!dot || dot == name)
+		return 0;
+	for (size_t i = 0; i < sizeof(image_exts) / sizeof(image_exts[0]); i++) {
+		if (strcasecmp(dot + 1, image_exts[i]) == 0) {
+			*ext = dot + 1;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static int class_ok(const char *c)
+{
+	return c && *c && strcmp(c, ".") && strcmp(c, "..") && strcmp(c, ".shardfs") &&
+	       !strchr(c, '/');
+}
+
+/* The integer in a .cls member (surrounding white space allowed), or -1. */
+static int read_cls(struct cachetier_obj *stream, const struct shardidx_entry *e, uint64_t *num)
+{
+	char buf[IF_CLS_MAX + 1], *p, *end;
+	unsigned long long v;
+	ssize_t n;
+
+	if (e->type != SHARDIDX_REG || (e->flags & (SHARDIDX_F_SPARSE | SHARDIDX_F_TRUNCATED)) ||
+	    e->size == 0 || e->size > IF_CLS_MAX)
+		return -1;
+	n = cachetier_obj_pread(stream, buf, (size_t)e->size, e->data_off);
+	if (n != (ssize_t)e->size)
+		return -1;
+	buf[n] = '\0';
+	for (p = buf; isspace((unsigned char)*p); p++)
+		;
+	if (!isdigit((unsigned char)*p))
+		return -1;
+	errno = 0;
+	v = strtoull(p, &end, 10);
+	if (errno)
+		return -1;
+	while (isspace((unsigned char)*end))
+		end++;
+	if (*end)
+		return -1;
+	*num = v;
+	return 0;
+}
+
+/* ---- the .cls values of one shard, cached in the cache directory ---- */
+#define CLS_MAGIC "shardfs-imagefolder-cls 1\n"
+
+struct cls_map {
+	uint32_t *entry; /* ascending */
+	uint64_t *num;
+	size_t n, cap;
+	int from_cache; /* loaded: nothing to save */
+	int dirty;	/* values were read from the shard */
+};
+
+static int cls_map_add(struct cls_map *m, uint32_t entry, uint64_t num)
+{
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 64;
+		uint32_t *e = realloc(m->entry, cap * sizeof(*e));
+		uint64_t *v;
+
+		if (!e)
+			return -ENOMEM;
+		m->entry = e;
+		v = realloc(m->num, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		m->num = v;
+		m->cap = cap;
+	}
+	m->entry[m->n] = entry;
+	m->num[m->n++] = num;
+	return 0;
+}
+
+static int cls_map_find(const struct cls_map *m, uint32_t entry, uint64_t *num)
+{
+	size_t lo = 0, hi = m->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (m->entry[mid] == entry) {
+			*num = m->num[mid];
+			return 0;
+		}
+		if (m->entry[mid] < entry)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -ENOENT;
+}
+
+static int cls_blob_name(const struct fs *fs, uint32_t shard, char *buf, size_t size)
+{
+	const struct fs_obj *o = &fs->objs[fs->shards[shard].obj];
+	int n = snprintf(buf, size, "imagefolder-cls|%d|%s|%" PRIu64 "|%s", o->codec, o->info.etag,
+			 o->info.size, o->key);
+
+	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+/* Load the cached values; any doubt about the blob: start empty. */
+static void cls_map_load(struct fs *fs, uint32_t shard, struct cls_map *m)
+{
+	char name[4096 + 256], *buf, *p, *end;
+	size_t len, ml = strlen(CLS_MAGIC);
+	uint32_t last = 0;
+	void *vb;
+
+	if (cls_blob_name(fs, shard, name, sizeof(name)) < 0 ||
+	    cachetier_meta_get(fs->ct, name, &vb, &len) < 0)
+		return;
+	buf = vb;
+	if (len < ml || memcmp(buf, CLS_MAGIC, ml) != 0 || buf[len - 1] != '\n')
+		goto bad;
+	buf[len - 1] = '\0';
+	for (p = buf + ml; *p;) {
+		unsigned long long e, v;
+
+		errno = 0;
+		e = strtoull(p, &end, 10);
+		if (errno || end == p || *end != ' ' || e >= UINT32_MAX || (m->n && e <= last))
+			goto bad;
+		p = end + 1;
+		v = strtoull(p, &end, 10);
+		if (errno || end == p || (*end != '\n' && *end != '\0'))
+			goto bad;
+		if (cls_map_add(m, (uint32_t)e, v) < 0)
+			goto bad;
+		last = (uint32_t)e;
+		p = *end ? end + 1 : end;
+	}
+	free(buf);
+	m->from_cache = 1;
+	return;
+bad:
+	fs_log(FS_LOG_WARN, "imagefolder: cached classes of %s unusable; reading them again",
+	       fs->objs[fs->shards[shard].obj].key);
+	free(buf);
+	m->n = 0;
+}
+
+static void cls_map_save(struct fs *fs, uint32_t shard, const struct cls_map *m)
+{
+	char name[4096 + 256], *buf;
+	size_t cap = strlen(CLS_MAGIC) + m->n * 32 + 1, len;
+
+	if (m->from_cache || !m->dirty || cls_blob_name(fs, shard, name, sizeof(name)) < 0)
+		return;
+	buf = malloc(cap);
+	if (!buf)
+		return;
+	len = (size_t)snprintf(buf, cap, "%s", CLS_MAGIC);
+	for (size_t i = 0; i < m->n; i++)
+		len += (size_t)snprintf(buf + len, cap - len, "%" PRIu32 " %" PRIu64 "\n",
+					m->entry[i], m->num[i]);
+	if (cachetier_meta_put(fs->ct, name, buf, len) < 0)
+		fs_log(FS_LOG_WARN, "imagefolder: classes of %s not cached",
+		       fs->objs[fs->shards[shard].obj].key);
+	free(buf);
+}
+
+static int list_push(struct if_list *l, const struct if_item *it)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct if_item *p = realloc(l->v, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		l->v = p;
+		l->cap = cap;
+	}
+	l->v[l->n++] = *it;
+	return 0;
+}
+
+static void item_free(struct if_item *it)
+{
+	free(it->cls);
+	free(it->key);
+	free(it->name);
+}
+
+/* Collect the samples of one shard into l. */
+static int if_scan_shard(struct fs *fs, uint32_t shard, struct if_list *l)
+{
+	struct shardidx *ix;
+	struct cachetier_obj *stream;
+	struct shardidx_info info;
+	int err = fs_shard_index(fs, shard, &ix, &stream);
+
+	struct cls_map cm = {0};
+
+	if (err < 0)
+		return 0; /* logged and counted by fs_shard_index; the view goes on without it */
+	fs->c.if_shards_indexed++;
+	shardidx_get_info(ix, &info);
+	if (fs->cfg.class_from == FS_CLASS_CLS)
+		cls_map_load(fs, shard, &cm);
+	for (uint32_t s = 0; s < info.nsamples; s++) {
+		struct shardidx_entry e, img, cls;
+		uint32_t first, n, img_i = SHARDIDX_NONE, cls_i = SHARDIDX_NONE;
+		struct if_item it = {0};
+		const char *ext = NULL, *dot;
+		size_t keylen;
+
+		if (shardidx_sample_get(ix, s, &first, &n) < 0)
+			continue;
+		for (uint32_t i = first; i < first + n; i++) {
+			const char *x;
+
+			if (shardidx_entry_get(ix, i, &e) < 0 || e.type == SHARDIDX_DIR)
+				continue;
+			dot = strchr(e.name, '.');
+			if (img_i == SHARDIDX_NONE && e.type == SHARDIDX_REG &&
+			    is_image(e.name, &x)) {
+				img_i = i;
+				ext = x;
+			}
+			if (cls_i == SHARDIDX_NONE && dot && strcmp(dot, ".cls") == 0)
+				cls_i = i;
+		}
+		if (img_i == SHARDIDX_NONE) {
+			fs->c.if_no_image++;
+			continue;
+		}
+		shardidx_entry_get(ix, img_i, &img);
+		dot = strchr(img.name, '.');
+		keylen = dot ? (size_t)(dot - img.name) : strlen(img.name);
+		it.shard = shard;
+		it.entry = img.canon;
+		it.mtime = img.mtime;
+		switch (fs->cfg.class_from) {
+		case FS_CLASS_CLS: {
+			char num[32];
+
+			if (cls_i == SHARDIDX_NONE)
+				break;
+			if (cm.from_cache) {
+				if (cls_map_find(&cm, cls_i, &it.cls_num) < 0)
+					break;
+			} else {
+				if (shardidx_entry_get(ix, cls_i, &cls) < 0 ||
+				    (cls.canon != cls_i &&
+				     shardidx_entry_get(ix, cls.canon, &cls) < 0))
+					break;
+				fs->c.if_cls_reads++;
+				cm.dirty = 1;
+				if (read_cls(stream, &cls, &it.cls_num) < 0)
+					break;
+				if (cls_map_add(&cm, cls_i, it.cls_num) < 0) {
+					err = -ENOMEM;
+					goto out;
+				}
+			}
+			snprintf(num, sizeof(num), "%" PRIu64, it.cls_num);
+			it.cls = strdup(num);
+			break;
+		}
+		case FS_CLASS_DIR: {
+			struct shardidx_entry d;
+
+			if (img.parent != SHARDIDX_NONE &&
+			    shardidx_entry_get(ix, img.parent, &d) == 0)
+				it.cls = strdup(d.name);
+			break;
+		}
+		case FS_CLASS_KEY_PREFIX: {
+			const char *us = memchr(img.name, '_', keylen);
+
+			if (us && us > img.name)
+				it.cls = strndup(img.name, (size_t)(us - img.name));
+			break;
+		}
+		}
+		if (!class_ok(it.cls)) {
+			free(it.cls);
+			fs->c.if_no_class++;
+			continue;
+		}
+		it.name = strdup(img.name);
+		it.key = strndup(img.name, keylen);
+		if (!it.name || !it.key || list_push(l, &it) < 0) {
+			item_free(&it);
+			err = -ENOMEM;
+			goto out;
+		}
+		l->v[l->n - 1].ext = l->v[l->n - 1].name + (ext - img.name);
+	}
+	cls_map_save(fs, shard, &cm);
+out:
+	free(cm.entry);
+	free(cm.num);
+	return err;
+}
+
+static void *if_worker(void *arg)
+{
+	struct if_build *b = arg;
+
+	for (;;) {
+		unsigned i = atomic_fetch_add(&b->next, 1);
+
+		if (i >= b->fs->nshards || atomic_load(&b->err))
+			break;
+		if (if_scan_shard(b->fs, i, &b->per_shard[i]) < 0)
+			atomic_store(&b->err, -ENOMEM);
+	}
+	return NULL;
+}
+
+/* Order of the merged items: class, then the name each wants, then where
+ * it comes from; the first of equal names keeps its name. */
+static int item_cmp(const void *pa, const void *pb)
+{
+	const struct if_item *a = pa, *b = pb;
+	int c = strcmp(a->cls, b->cls);
+
+	if (c)
+		return c;
+	c = strcmp(a->key, b->key);
+	if (c)
+		return c;
+	c = strcmp(a->ext, b->ext);
+	if (c)
+		return c;
+	if (a->shard != b->shard)
+		return a->shard < b->shard ? -1 : 1;
+	return a->entry < b->entry ? -1 : a->entry > b->entry;
+}
+
+static int file_cmp(const void *pa, const void *pb)
+{
+	const struct fs_if_file *a = pa, *b = pb;
+
+	return strcmp(a->name, b->name);
+}
+
+static char *join_name(const struct if_item *it, const char *shardname, int with_entry)
+{
+	size_t n = strlen(it->key) + strlen(shardname) + strlen(it->ext) + 32;
+	char *s = malloc(n);
+
+	if (!s)
+		return NULL;
+	if (!shardname[0])
+		snprintf(s, n, "%s.%s", it->key, it->ext);
+	else if (with_entry)
+		snprintf(s, n, "%s~%s~%" PRIu32 ".%s", it->key, shardname, it->entry, it->ext);
+	else
+		snprintf(s, n, "%s~%s.%s", it->key, shardname, it->ext);
+	return s;
+}
+
+/* Turn the sorted items into the view. */
+static int if_assemble(struct fs *fs, struct if_item *items, size_t n, struct fs_ifview *v)
+{
+	uint64_t max_cls = 0;
+	int width = 1;
+	size_t i = 0;
+
+	if (n > UINT32_MAX)
+		return -EOVERFLOW;
+	if (fs->cfg.class_from == FS_CLASS_CLS && n) {
+		char buf[32];
+
+		for (size_t k = 0; k < n; k++)
+			max_cls = items[k].cls_num > max_cls ? items[k].cls_num : max_cls;
+		width = snprintf(buf, sizeof(buf), "%" PRIu64, max_cls);
+		for (size_t k = 0; k < n; k++) {
+			char *s = malloc(32);
+
+			if (!s)
+				return -ENOMEM;
+			snprintf(s, 32, "%0*" PRIu64, width, items[k].cls_num);
+			free(items[k].cls);
+			items[k].cls = s;
+		}
+	}
+	qsort(items, n, sizeof(*items), item_cmp);
+	v->files = calloc(n ? n : 1, sizeof(*v->files));
+	v->classes = calloc(n ? n : 1, sizeof(*v->classes));
+	if (!v->files || !v->classes)
+		return -ENOMEM;
+	while (i < n) {
+		struct fs_if_class *c = &v->classes[v->nclasses];
+		size_t j = i;
+
+		c->name = strdup(items[i].cls);
+		if (!c->name)
+			return -ENOMEM;
+		v->nclasses++;
+		c->first = v->nfiles;
+		for (; j < n && strcmp(items[j].cls, items[i].cls) == 0; j++) {
+			const struct if_item *it = &items[j];
+			int dup = j > i && strcmp(it->key, items[j - 1].key) == 0 &&
+				  strcmp(it->ext, items[j - 1].ext) == 0;
+			int same_shard = dup && items[j - 1].shard == it->shard;
+			char *name =
+			    join_name(it, dup ? fs->shards[it->shard].dirname : "", same_shard);
+
+			if (!name)
+				return -ENOMEM;
+			v->files[v->nfiles++] = (struct fs_if_file){name, it->shard, it->entry};
+			c->mtime = it->mtime > c->mtime ? it->mtime : c->mtime;
+		}
+		c->n = v->nfiles - c->first;
+		qsort(v->files + c->first, c->n, sizeof(*v->files), file_cmp);
+		/* a renamed file may still meet an existing name: leave it out */
+		for (uint32_t k = c->first + 1; k < c->first + c->n;) {
+			if (strcmp(v->files[k].name, v->files[k - 1].name) == 0) {
+				fs_log(FS_LOG_WARN,
+				       "imagefolder: %s/%s stored twice; left out once", c->name,
+				       v->files[k].name);
+				fs->c.if_dup_dropped++;
+				free(v->files[k].name);
+				memmove(&v->files[k], &v->files[k + 1],
+					(c->first + c->n - k - 1) * sizeof(*v->files));
+				c->n--;
+				v->nfiles--;
+			} else {
+				k++;
+			}
+		}
+		i = j;
+	}
+	if (fs->cfg.class_from == FS_CLASS_CLS && v->nclasses && max_cls + 1 != v->nclasses)
+		fs_log(FS_LOG_WARN,
+		       "imagefolder: classes are not 0..%" PRIu64
+		       " (%u present): torchvision's class_to_idx will not equal the .cls integers",
+		       max_cls, v->nclasses);
+	fs->c.if_images = v->nfiles;
+	return 0;
+}
+
+static void view_free(struct fs_ifview *v)
+{
+	if (!v)
+		return;
+	for (uint32_t i = 0; i < v->nclasses; i++)
+		free(v->classes[i].name);
+	for (uint32_t i = 0; i < v->nfiles; i++)
+		free(v->files[i].name);
+	free(v->classes);
+	free(v->files);
+	free(v);
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int if_build(struct fs *fs, struct fs_ifview **out)
+{
+	struct if_build b = {.fs = fs};
+	pthread_t th[IF_THREADS];
+	unsigned nth = fs->nshards < IF_THREADS ? fs->nshards : IF_THREADS, started = 0;
+	struct if_item *items = NULL;
+	struct fs_ifview *v = calloc(1, sizeof(*v));
+	size_t n = 0;
+	double t0 = now_ms();
+	int err = 0;
+
+	b.per_shard = calloc(fs->nshards ? fs->nshards : 1, sizeof(*b.per_shard));
+	if (!v || !b.per_shard) {
+		err = -ENOMEM;
+		goto out;
+	}
+	fs_log(FS_LOG_INFO, "imagefolder: indexing %u shards with %u threads", fs->nshards, nth);
+	for (unsigned i = 0; i < nth; i++) {
+		if (pthread_create(&th[i], NULL, if_worker, &b) != 0)
+			break;
+		started++;
+	}
+	if (started == 0)
+		if_worker(&b); /* no threads to be had: do it here */
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	err = atomic_load(&b.err);
+	if (err < 0)
+		goto out;
+	for (uint32_t i = 0; i < fs->nshards; i++)
+		n += b.per_shard[i].n;
+	items = malloc((n ? n : 1) * sizeof(*items));
+	if (!items) {
+		err = -ENOMEM;
+		goto out;
+	}
+	n = 0;
+	for (uint32_t i = 0; i < fs->nshards; i++) {
+		if (b.per_shard[i].n) /* a shard without images has no array at all */
+			memcpy(items + n, b.per_shard[i].v, b.per_shard[i].n * sizeof(*items));
+		n += b.per_shard[i].n;
+		b.per_shard[i].n = 0; /* items own the strings now */
+	}
+	err = if_assemble(fs, items, n, v);
+	fs->c.if_build_ms = (uint64_t)(now_ms() - t0);
+	if (err == 0)
+		fs_log(FS_LOG_INFO,
+		       "imagefolder: %u images in %u classes from %u shards in %" PRIu64
+		       " ms (%llu without image, %llu without class)",
+		       v->nfiles, v->nclasses, fs->nshards, (uint64_t)fs->c.if_build_ms,
+		       (unsigned long long)fs->c.if_no_image,
+		       (unsigned long long)fs->c.if_no_class);
+out:
+	for (size_t i = 0; i < n && items; i++)
+		item_free(&items[i]);
+	free(items);
+	for (uint32_t i = 0; b.per_shard && i < fs->nshards; i++) {
+		for (size_t k = 0; k < b.per_shard[i].n; k++)
+			item_free(&b.per_shard[i].v[k]);
+		free(b.per_shard[i].v);
+	}
+	free(b.per_shard);
+	if (err < 0) {
+		fs_log(FS_LOG_ERR, "imagefolder: cannot build the view: %s", strerror(-err));
+		view_free(v);
+		return err;
+	}
+	*out = v;
+	return 0;
+}
+
+int fs_if_get(struct fs *fs, const struct fs_ifview **v)
+{
+	struct fs_ifview *p = atomic_load_explicit(&fs->ifv, memory_order_acquire);
+	int err = 0;
+
+	if (!p) {
+		pthread_mutex_lock(&fs->if_lock);
+		p = atomic_load_explicit(&fs->ifv, memory_order_acquire);
+		if (!p) {
+			err = if_build(fs, &p);
+			if (err == 0)
+				atomic_store_explicit(&fs->ifv, p, memory_order_release);
+		}
+		pthread_mutex_unlock(&fs->if_lock);
+	}
+	*v = p;
+	return err;
+}
+
+void fs_if_free(struct fs *fs)
+{
+	view_free(fs->ifv);
+	fs->ifv = NULL;
+}
+
+int64_t fs_if_class_lookup(const struct fs_ifview *v, const char *name, size_t len)
+{
+	uint32_t lo = 0, hi = v->nclasses;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		const char *c = v->classes[mid].name;
+		int r = strncmp(c, name, len);
+
+		if (r == 0 && c[len])
+			r = 1;
+		if (r == 0)
+			return mid;
+		if (r < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -ENOENT;
+}
+
+int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *name, size_t len)
+{
+	uint32_t lo, hi;
+
+	if (c >= v->nclasses)
+		return -ENOENT;
+	lo = v->classes[c].first;
+	hi = lo + v->classes[c].n;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		const char *f = v->files[mid].name;
+		int r = strncmp(f, name, len);
+
+		if (r == 0 && f[len])
+			r = 1;
+		if (r == 0)
+			return mid;
+		if (r < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -ENOENT;
+}

@@ -1,0 +1,189 @@
+/*
+ * fs_index.c — 'shardfs index [--sidecar] [--cache-dir DIR] SOURCE' (issue 5).
+ *
+ * Builds every shard's index exactly as a mount would (fs_shard_index:
+ * the cache directory's copy, else a valid sidecar, else built from the
+ * shard) and so leaves them in the cache directory for later mounts. With
+ * --sidecar it also writes NAME.tar.idx beside each shard of a local source
+ * (temp file + rename), with the identity fs_sidecar_ident describes
+ * (codec and shard size), so a copy of the directory keeps working.
+ *
+ * Non-goals: writing sidecars to remote stores (upload them with the
+ * store's own tools: they are plain files).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fs_i.h"
+
+static void index_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: shardfs index [OPTIONS] SOURCE\n\n"
+		"Build the index of every shard of SOURCE into the cache directory.\n\n"
+		"options:\n"
+		"  --sidecar          also write NAME.tar.idx beside each shard (local sources)\n"
+		"  --cache-dir DIR    cache directory (default: as for mount)\n"
+		"  -h, --help         this help\n");
+}
+
+/* Write buf to path through path.tmp.PID and rename. */
+int fs_write_atomic(const char *path, const void *buf, size_t len)
+{
+	char tmp[PATH_MAX];
+	int n = snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()), fd, err = 0;
+	size_t done = 0;
+
+	if (n < 0 || (size_t)n >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	while (done < len) {
+		ssize_t w = write(fd, (const char *)buf + done, len - done);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			err = w < 0 ? -errno : -EIO;
+			break;
+		}
+		done += (size_t)w;
+	}
+	if (!err && fsync(fd) < 0)
+		err = -errno;
+	if (close(fd) < 0 && !err)
+		err = -errno;
+	if (!err && rename(tmp, path) < 0)
+		err = -errno;
+	if (err)
+		unlink(tmp);
+	return err;
+}
+
+static const char *local_root(const char *source)
+{
+	return strncmp(source, "file://", 7) == 0 ? source + 7 : source;
+}
+
+int fs_index_main(int argc, char **argv)
+{
+	struct fs fs;
+	struct backend_config bc = {0};
+	struct cachetier_config cc = {0};
+	const char *source = NULL, *cache_dir = NULL;
+	char defdir[PATH_MAX];
+	int sidecar = 0, rc = 0, err;
+	unsigned nside = 0, nfail = 0;
+
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--sidecar") == 0) {
+			sidecar = 1;
+		} else if (strcmp(argv[i], "--cache-dir") == 0 && i + 1 < argc) {
+			cache_dir = argv[++i];
+		} else if (strncmp(argv[i], "--cache-dir=", 12) == 0) {
+			cache_dir = argv[i] + 12;
+		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			index_usage(stdout);
+			return 0;
+		} else if (argv[i][0] == '-' || source) {
+			fprintf(stderr, "shardfs: index: unexpected argument '%s'\n", argv[i]);
+			index_usage(stderr);
+			return 2;
+		} else {
+			source = argv[i];
+		}
+	}
+	if (!source) {
+		index_usage(stderr);
+		return 2;
+	}
+	if (!cache_dir) {
+		const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+
+		if (xdg && xdg[0] == '/')
+			snprintf(defdir, sizeof(defdir), "%s/shardfs", xdg);
+		else if (home && home[0] == '/')
+			snprintf(defdir, sizeof(defdir), "%s/.cache/shardfs", home);
+		else
+			snprintf(defdir, sizeof(defdir), "/var/cache/shardfs");
+		cache_dir = defdir;
+	}
+	memset(&fs, 0, sizeof(fs));
+	pthread_mutex_init(&fs.ctl_lock, NULL);
+	pthread_mutex_init(&fs.if_lock, NULL);
+	err = backend_open(&fs.be, source, &bc);
+	if (err < 0) {
+		fprintf(stderr, "shardfs: source %s: %s\n", source, strerror(-err));
+		return 1;
+	}
+	if (sidecar && !backend_is_local(fs.be)) {
+		fprintf(stderr, "shardfs: --sidecar needs a local source (upload NAME.tar.idx "
+				"files yourself)\n");
+		rc = 1;
+		goto out;
+	}
+	cc.cache_dir = cache_dir;
+	cc.source = backend_describe(fs.be);
+	err = cachetier_open(&fs.ct, &cc, fs.be);
+	if (err == 0)
+		err = fs_ns_build(&fs);
+	if (err < 0) {
+		fprintf(stderr, "shardfs: %s: %s\n", source, strerror(-err));
+		rc = 1;
+		goto out;
+	}
+	for (uint32_t i = 0; i < fs.nshards; i++) {
+		const struct fs_obj *o = &fs.objs[fs.shards[i].obj];
+		struct shardidx *ix;
+		struct cachetier_obj *stream;
+		char ident[128], path[PATH_MAX];
+		size_t identlen, len;
+		void *buf;
+		int n;
+
+		err = fs_shard_index(&fs, i, &ix, &stream);
+		if (err < 0) {
+			fprintf(stderr, "shardfs: %s: cannot index: %s\n", o->key, strerror(-err));
+			nfail++;
+			continue;
+		}
+		if (!sidecar)
+			continue;
+		n = snprintf(path, sizeof(path), "%s/%s.idx", local_root(source), o->key);
+		err = n < 0 || (size_t)n >= sizeof(path) ? -ENAMETOOLONG : 0;
+		if (!err)
+			err = fs_sidecar_ident(o->codec, o->info.size, ident, sizeof(ident),
+					       &identlen);
+		if (!err)
+			err = shardidx_save(ix, ident, identlen, &buf, &len);
+		if (!err) {
+			err = fs_write_atomic(path, buf, len);
+			free(buf);
+		}
+		if (err < 0) {
+			fprintf(stderr, "shardfs: %s: %s\n", path, strerror(-err));
+			nfail++;
+		} else {
+			nside++;
+		}
+	}
+	printf("indexed %u shards (%llu built, %llu from the cache, %llu from sidecars)%s",
+	       fs.nshards - nfail, (unsigned long long)fs.c.index_built,
+	       (unsigned long long)fs.c.index_loaded, (unsigned long long)fs.c.index_sidecar,
+	       sidecar ? "" : "\n");
+	if (sidecar)
+		printf("; wrote %u sidecar indexes\n", nside);
+	rc = nfail ? 1 : 0;
+out:
+	fs_shards_release(&fs);
+	fs_ns_free(&fs);
+	cachetier_close(fs.ct);
+	backend_close(fs.be);
+	return rc;
+}

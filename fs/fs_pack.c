@@ -1,0 +1,810 @@
+/*
+ * fs_pack.c — 'shardfs pack [OPTIONS] INPUT_DIR OUTPUT_PREFIX' (issue 5):
+ * a directory tree becomes WebDataset shards PREFIX-000000.tar, ... with a
+ * sidecar index NAME.tar.idx beside each.
+ *
+ * Samples:
+ *  - a class-folder tree (torchvision ImageFolder layout: INPUT_DIR holds
+ *    only directories, one per class, and the files are below them): every
+ *    file is a sample <key>.<ext> plus <key>.cls holding the class index in
+ *    sorted class-name order (torchvision's rule). The key is
+ *    <class>_<path inside the class without the extension>, with '/' and
+ *    '.' made '_' (a WebDataset key ends at its first '.'), and _<n> added
+ *    when two files would share a key.
+ *  - any other tree keeps its relative paths; files whose paths agree up
+ *    to the first '.' of the base name form one sample.
+ * Samples are in sorted key order, or a seeded shuffle of it (--shuffle:
+ * splitmix64 + Fisher-Yates, so one seed gives one order everywhere).
+ *
+ * Determinism: the same input and options give the same bytes. Members
+ * carry the file's mtime (seconds) and permission bits; uid, gid, uname
+ * and gname are 0 and empty; pax extended headers only where ustar cannot
+ * hold a name; gzip without a timestamp.
+ *
+ * Sidecars: the uncompressed tar stream passes through a shardidx builder
+ * as it is written, so the index describes exactly the written bytes; it is
+ * saved with fs_sidecar_ident (codec and the shard file's size).
+ *
+ * Non-goals: hardlinks, symlinks and empty directories are not packed
+ * (samples are regular files); no multi-process packing.
+ */
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs_i.h"
+
+struct pk_file {
+	char *rel;    /* path relative to INPUT_DIR */
+	char *member; /* name inside the tar */
+	uint64_t size;
+	int64_t mtime;
+	uint32_t mode;
+	int cls; /* class index (class-folder trees), else -1 */
+};
+
+struct pk_sample {
+	char *key;
+	size_t first, n; /* files [first, first+n) of the sorted member list */
+	uint64_t bytes;	 /* tar bytes: headers and padded data */
+};
+
+struct pk {
+	const char *in, *prefix;
+	uint64_t max_size;
+	unsigned long long max_count;
+	int shuffle, force, codec; /* codec: enum cachetier_codec */
+	uint64_t seed;
+	struct pk_file *files;
+	size_t nfiles, capfiles;
+	char **classes;
+	size_t nclasses;
+	struct pk_sample *samples;
+	size_t nsamples;
+	int tty;
+};
+
+static void pack_usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "usage: shardfs pack [OPTIONS] INPUT_DIR OUTPUT_PREFIX\n\n"
+	    "Make WebDataset shards OUTPUT_PREFIX-000000.tar, ... from a directory tree,\n"
+	    "each with a sidecar index NAME.tar.idx. A class-folder tree (INPUT_DIR/CLASS/FILE,\n"
+	    "as torchvision's ImageFolder reads it) becomes samples KEY.EXT + KEY.cls (the class\n"
+	    "index in sorted class-name order); any other tree keeps its paths.\n\n"
+	    "options:\n"
+	    "  --max-size SIZE     most bytes per shard (K/M/G suffixes; default: 1G)\n"
+	    "  --max-count N       most samples per shard (default: no limit)\n"
+	    "  --shuffle SEED      shuffle the samples with this seed (default: sorted order)\n"
+	    "  --compress zstd|gzip  compress the shards (.tar.zst / .tar.gz)\n"
+	    "  --force             overwrite existing shards\n"
+	    "  -h, --help          this help\n");
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int add_file(struct pk *p, const char *rel, const struct stat *st)
+{
+	struct pk_file *f;
+
+	if (p->nfiles == p->capfiles) {
+		size_t cap = p->capfiles ? p->capfiles * 2 : 256;
+		struct pk_file *n = realloc(p->files, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		p->files = n;
+		p->capfiles = cap;
+	}
+	f = &p->files[p->nfiles];
+	memset(f, 0, sizeof(*f));
+	f->rel = strdup(rel);
+	if (!f->rel)
+		return -ENOMEM;
+	f->size = (uint64_t)st->st_size;
+	f->mtime = (int64_t)st->st_mtim.tv_sec;
+	f->mode = st->st_mode & 0777;
+	f->cls = -1;
+	p->nfiles++;
+	return 0;
+}
+
+/* Walk dir (relative path rel, "" at the top) in sorted order. */
+static int walk(struct pk *p, const char *rel)
+{
+	char path[PATH_MAX];
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
+	int err = 0;
+
+	snprintf(path, sizeof(path), "%s%s%s", p->in, *rel ? "/" : "", rel);
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (n == cap) {
+			char **nn = realloc(names, (cap = cap ? cap * 2 : 64) * sizeof(*nn));
+
+			if (!nn) {
+				err = -ENOMEM;
+				break;
+			}
+			names = nn;
+		}
+		names[n] = strdup(de->d_name);
+		if (!names[n]) {
+			err = -ENOMEM;
+			break;
+		}
+		n++;
+	}
+	closedir(d);
+	if (!err)
+		qsort(names, n, sizeof(*names), cmp_str);
+	for (size_t i = 0; i < n && !err; i++) {
+		char sub[PATH_MAX], full[PATH_MAX];
+		struct stat st;
+		int m = snprintf(sub, sizeof(sub), "%s%s%s", rel, *rel ? "/" : "", names[i]);
+
+		if (m < 0 || (size_t)m >= sizeof(sub) ||
+		    snprintf(full, sizeof(full), "%s/%s", p->in, sub) >= (int)sizeof(full)) {
+			err = -ENAMETOOLONG;
+			break;
+		}
+		if (stat(full, &st) < 0) {
+			err = -errno;
+			fprintf(stderr, "shardfs: pack: %s: %s\n", full, strerror(-err));
+			break;
+		}
+		if (S_ISDIR(st.st_mode))
+			err = walk(p, sub);
+		else if (S_ISREG(st.st_mode))
+			err = add_file(p, sub, &st);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return err;
+}
+
+/* Class-folder tree: no files at the top, at least one class directory. */
+static int detect_classes(struct pk *p)
+{
+	size_t cap = 0;
+
+	if (p->nfiles == 0)
+		return 0;
+	for (size_t i = 0; i < p->nfiles; i++)
+		if (!strchr(p->files[i].rel, '/'))
+			return 0;
+	/* files are sorted by path, so each class's files are contiguous */
+	for (size_t i = 0; i < p->nfiles; i++) {
+		const char *rel = p->files[i].rel;
+		size_t cl = (size_t)(strchr(rel, '/') - rel);
+
+		if (p->nclasses == 0 || strncmp(p->classes[p->nclasses - 1], rel, cl) != 0 ||
+		    p->classes[p->nclasses - 1][cl] != '\0') {
+			if (p->nclasses == cap) {
+				char **nc =
+				    realloc(p->classes, (cap = cap ? cap * 2 : 16) * sizeof(*nc));
+
+				if (!nc)
+					return -ENOMEM;
+				p->classes = nc;
+			}
+			p->classes[p->nclasses] = strndup(rel, cl);
+			if (!p->classes[p->nclasses])
+				return -ENOMEM;
+			p->nclasses++;
+		}
+		p->files[i].cls = (int)p->nclasses - 1;
+	}
+	/* walk sorts each directory's names with strcmp: byte order of UTF-8
+	 * is code point order, Python's sorted() order, so class i here is
+	 * torchvision's class i */
+	return 1;
+}
+
+/* Bytes a member takes in the tar: its header, a pax header where the name
+ * does not fit ustar (an upper bound), and its data padded to 512. */
+static uint64_t tar_bytes(const char *name, uint64_t size)
+{
+	int pax = strlen(name) > 99;
+
+	for (const unsigned char *c = (const unsigned char *)name; *c && !pax; c++)
+		pax = *c >= 0x80;
+	return 512 + (pax ? 1024 + (strlen(name) + 511) / 512 * 512 : 0) + (size + 511) / 512 * 512;
+}
+
+static int cmp_member(const void *a, const void *b)
+{
+	const struct pk_file *x = a, *y = b;
+
+	return strcmp(x->member, y->member);
+}
+
+/* The sample key of a member name: up to the first '.' of its base name. */
+static size_t member_keylen(const char *m)
+{
+	const char *base = strrchr(m, '/'), *dot;
+
+	base = base ? base + 1 : m;
+	dot = strchr(base, '.');
+	return dot ? (size_t)(dot - m) : strlen(m);
+}
+
+static int make_members(struct pk *p)
+{
+	for (size_t i = 0; i < p->nfiles; i++) {
+		struct pk_file *f = &p->files[i];
+
+		if (f->cls >= 0) {
+			const char *in = strchr(f->rel, '/') + 1, *dot = strrchr(in, '.');
+			const char *slash = strrchr(in, '/');
+			size_t stem = dot && (!slash || dot > slash) && dot != in
+					  ? (size_t)(dot - in)
+					  : strlen(in);
+			const char *ext = stem < strlen(in) ? in + stem + 1 : "bin";
+			const char *cname = p->classes[f->cls];
+			size_t n = strlen(cname) + stem + strlen(ext) + 32;
+			char *m = malloc(n), *q;
+
+			if (!m)
+				return -ENOMEM;
+			snprintf(m, n, "%s_%.*s", cname, (int)stem, in);
+			for (q = m; *q; q++)
+				if (*q == '/' || *q == '.')
+					*q = '_';
+			snprintf(q, n - (size_t)(q - m), ".%s", ext);
+			f->member = m;
+		} else {
+			f->member = strdup(f->rel);
+			if (!f->member)
+				return -ENOMEM;
+		}
+	}
+	qsort(p->files, p->nfiles, sizeof(*p->files), cmp_member);
+	/* class-folder keys must be unique: a later equal key gets _<n> */
+	for (size_t i = 1; i < p->nfiles; i++) {
+		struct pk_file *f = &p->files[i];
+		size_t kl = member_keylen(f->member);
+
+		if (f->cls < 0 || kl != member_keylen(p->files[i - 1].member) ||
+		    strncmp(f->member, p->files[i - 1].member, kl) != 0)
+			continue;
+		for (unsigned k = 1;; k++) {
+			size_t n = strlen(f->member) + 16;
+			char *m = malloc(n);
+			int dup = 0;
+
+			if (!m)
+				return -ENOMEM;
+			snprintf(m, n, "%.*s_%u%s", (int)kl, f->member, k, f->member + kl);
+			for (size_t j = 0; j < p->nfiles && !dup; j++)
+				dup = j != i &&
+				      strncmp(p->files[j].member, m, member_keylen(m)) == 0 &&
+				      member_keylen(p->files[j].member) == member_keylen(m);
+			if (!dup) {
+				free(f->member);
+				f->member = m;
+				break;
+			}
+			free(m);
+		}
+	}
+	qsort(p->files, p->nfiles, sizeof(*p->files), cmp_member);
+	/* samples: runs of equal keys */
+	p->samples = calloc(p->nfiles ? p->nfiles : 1, sizeof(*p->samples));
+	if (!p->samples)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->nfiles;) {
+		size_t kl = member_keylen(p->files[i].member), j = i;
+		struct pk_sample *s = &p->samples[p->nsamples++];
+
+		s->key = strndup(p->files[i].member, kl);
+		if (!s->key)
+			return -ENOMEM;
+		s->first = i;
+		for (; j < p->nfiles && member_keylen(p->files[j].member) == kl &&
+		       strncmp(p->files[j].member, p->files[i].member, kl) == 0;
+		     j++) {
+			s->bytes += tar_bytes(p->files[j].member, p->files[j].size);
+			if (p->files[j].cls >= 0)
+				s->bytes += tar_bytes(p->files[j].member, 16);
+		}
+		s->n = j - i;
+		i = j;
+	}
+	return 0;
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static void shuffle_samples(struct pk *p)
+{
+	uint64_t st = p->seed;
+
+	for (size_t i = p->nsamples; i > 1; i--) {
+		size_t j = (size_t)(splitmix64(&st) % i);
+		struct pk_sample t = p->samples[i - 1];
+
+		p->samples[i - 1] = p->samples[j];
+		p->samples[j] = t;
+	}
+}
+
+/* ---- writing one shard ---------------------------------------------------- */
+
+struct pk_out {
+	int fd;
+	uint64_t pos;
+	struct shardidx_builder *b;
+	int b_done; /* the builder saw the end of the archive, or failed */
+	int err;
+};
+
+static la_ssize_t out_write(struct archive *a, void *arg, const void *buf, size_t len)
+{
+	struct pk_out *o = arg;
+	uint64_t want;
+	size_t done = 0;
+
+	(void)a;
+	if (!o->b_done && (want = shardidx_builder_want(o->b)) < o->pos + len && want >= o->pos) {
+		int r = shardidx_builder_feed(o->b, (const char *)buf + (want - o->pos),
+					      len - (size_t)(want - o->pos));
+
+		if (r != 0)
+			o->b_done = 1;
+		if (r < 0)
+			o->err = r;
+	}
+	while (done < len) {
+		ssize_t w = write(o->fd, (const char *)buf + done, len - done);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			o->err = w < 0 ? -errno : -EIO;
+			archive_set_error(a, EIO, "write failed");
+			return -1;
+		}
+		done += (size_t)w;
+	}
+	o->pos += len;
+	return (la_ssize_t)len;
+}
+
+static int add_member(struct archive *a, const char *name, uint64_t size, int64_t mtime,
+		      uint32_t mode, int fd, const void *mem)
+{
+	struct archive_entry *e = archive_entry_new();
+	char buf[65536];
+	uint64_t left = size;
+	int err = 0;
+
+	if (!e)
+		return -ENOMEM;
+	archive_entry_set_pathname(e, name);
+	archive_entry_set_filetype(e, AE_IFREG);
+	archive_entry_set_perm(e, (mode_t)mode);
+	archive_entry_set_size(e, (la_int64_t)size);
+	archive_entry_set_mtime(e, (time_t)mtime, 0);
+	archive_entry_set_uid(e, 0);
+	archive_entry_set_gid(e, 0);
+	if (archive_write_header(a, e) != ARCHIVE_OK)
+		err = -EIO;
+	while (!err && left) {
+		size_t n = left < sizeof(buf) ? (size_t)left : sizeof(buf);
+		const void *src = mem;
+
+		if (!mem) {
+			ssize_t r = read(fd, buf, n);
+
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0) {
+				err = r < 0 ? -errno : -EIO; /* the file shrank under us */
+				break;
+			}
+			n = (size_t)r;
+			src = buf;
+		}
+		if (archive_write_data(a, src, n) != (la_ssize_t)n)
+			err = -EIO;
+		left -= n;
+		if (mem)
+			mem = (const char *)mem + n;
+	}
+	archive_entry_free(e);
+	return err;
+}
+
+/* Compress the tar file at src into dst with libarchive's raw format. */
+static int compress_file(struct pk *p, const char *src, const char *dst)
+{
+	struct archive *a = archive_write_new();
+	struct archive_entry *e = archive_entry_new();
+	char buf[65536];
+	int fd = open(src, O_RDONLY | O_CLOEXEC), err = 0;
+	struct stat st;
+
+	if (!a || !e || fd < 0 || fstat(fd, &st) < 0) {
+		err = fd < 0 ? -errno : -ENOMEM;
+		goto out;
+	}
+	archive_write_set_format_raw(a);
+	if (p->codec == CACHETIER_ZSTD) {
+		archive_write_add_filter_zstd(a);
+	} else {
+		archive_write_add_filter_gzip(a);
+		archive_write_set_filter_option(a, "gzip", "timestamp", NULL); /* no mtime */
+	}
+	archive_write_set_bytes_in_last_block(a, 1);
+	if (archive_write_open_filename(a, dst) != ARCHIVE_OK) {
+		fprintf(stderr, "shardfs: pack: %s: %s\n", dst, archive_error_string(a));
+		err = -EIO;
+		goto out;
+	}
+	archive_entry_set_pathname(e, "data");
+	archive_entry_set_filetype(e, AE_IFREG);
+	archive_entry_set_size(e, st.st_size);
+	if (archive_write_header(a, e) != ARCHIVE_OK)
+		err = -EIO;
+	for (;;) {
+		ssize_t n = err ? 0 : read(fd, buf, sizeof(buf));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			err = n < 0 ? -errno : err;
+			break;
+		}
+		if (archive_write_data(a, buf, (size_t)n) != n)
+			err = -EIO;
+	}
+	if (archive_write_close(a) != ARCHIVE_OK && !err)
+		err = -EIO;
+out:
+	if (fd >= 0)
+		close(fd);
+	archive_entry_free(e);
+	archive_write_free(a);
+	return err;
+}
+
+static const char *shard_ext(const struct pk *p)
+{
+	return p->codec == CACHETIER_ZSTD   ? ".tar.zst"
+	       : p->codec == CACHETIER_GZIP ? ".tar.gz"
+					    : ".tar";
+}
+
+static int write_shard(struct pk *p, unsigned no, size_t first, size_t n)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 32], raw[PATH_MAX + 32], idx[PATH_MAX + 8];
+	struct pk_out o = {.fd = -1};
+	struct archive *a = archive_write_new();
+	struct shardidx *ix = NULL;
+	char ident[128];
+	size_t identlen, len;
+	struct stat st;
+	void *buf;
+	int err = 0;
+
+	snprintf(path, sizeof(path), "%s-%06u%s", p->prefix, no, shard_ext(p));
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	snprintf(raw, sizeof(raw), "%s.raw.%d", path, (int)getpid());
+	snprintf(idx, sizeof(idx), "%s.idx", path);
+	o.b = shardidx_builder_new();
+	o.fd = open(p->codec == CACHETIER_RAW ? tmp : raw, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+		    0644);
+	if (!a || !o.b || o.fd < 0) {
+		err = o.fd < 0 ? -errno : -ENOMEM;
+		goto out;
+	}
+	archive_write_set_format_pax_restricted(a);
+	archive_write_set_bytes_per_block(a, 10240);
+	/* end after the end-of-archive marker: no padding to a whole record, so
+	 * --max-size holds exactly (readers do not need the padding) */
+	archive_write_set_bytes_in_last_block(a, 1);
+	if (archive_write_open2(a, &o, NULL, out_write, NULL, NULL) != ARCHIVE_OK) {
+		err = -EIO;
+		goto out;
+	}
+	for (size_t s = first; s < first + n && !err; s++) {
+		const struct pk_sample *sm = &p->samples[s];
+
+		for (size_t i = sm->first; i < sm->first + sm->n && !err; i++) {
+			const struct pk_file *f = &p->files[i];
+			char full[PATH_MAX];
+			int fd;
+
+			snprintf(full, sizeof(full), "%s/%s", p->in, f->rel);
+			fd = open(full, O_RDONLY | O_CLOEXEC);
+			if (fd < 0) {
+				err = -errno;
+				fprintf(stderr, "shardfs: pack: %s: %s\n", full, strerror(errno));
+				break;
+			}
+			err = add_member(a, f->member, f->size, f->mtime, f->mode, fd, NULL);
+			close(fd);
+			if (!err && f->cls >= 0) {
+				char name[PATH_MAX], num[16];
+				size_t kl = member_keylen(f->member);
+				int nl = snprintf(num, sizeof(num), "%d", f->cls);
+
+				snprintf(name, sizeof(name), "%.*s.cls", (int)kl, f->member);
+				err = add_member(a, name, (uint64_t)nl, f->mtime, 0644, -1, num);
+			}
+		}
+	}
+	if (archive_write_close(a) != ARCHIVE_OK && !err)
+		err = o.err ? o.err : -EIO;
+	if (!err && o.err)
+		err = o.err;
+	if (close(o.fd) < 0 && !err)
+		err = -errno;
+	o.fd = -1;
+	if (err)
+		goto out;
+	err = shardidx_builder_finish(o.b, o.pos, &ix);
+	o.b = NULL;
+	if (err)
+		goto out;
+	if (p->codec != CACHETIER_RAW) {
+		err = compress_file(p, raw, tmp);
+		if (err)
+			goto out;
+	}
+	if (stat(tmp, &st) < 0 || rename(tmp, path) < 0) {
+		err = -errno;
+		goto out;
+	}
+	err = fs_sidecar_ident(p->codec, (uint64_t)st.st_size, ident, sizeof(ident), &identlen);
+	if (!err)
+		err = shardidx_save(ix, ident, identlen, &buf, &len);
+	if (!err) {
+		err = fs_write_atomic(idx, buf, len);
+		free(buf);
+	}
+out:
+	if (o.fd >= 0)
+		close(o.fd);
+	if (err)
+		fprintf(stderr, "shardfs: pack: %s: %s\n", path, strerror(-err));
+	unlink(raw);
+	unlink(tmp);
+	shardidx_builder_free(o.b);
+	shardidx_free(ix);
+	archive_write_free(a);
+	return err;
+}
+
+/* Create the directories of PREFIX (mkdir -p of its dirname). */
+static int make_prefix_dirs(const char *prefix)
+{
+	char dir[PATH_MAX];
+	char *slash;
+	int n = snprintf(dir, sizeof(dir), "%s", prefix);
+
+	if (n < 0 || (size_t)n >= sizeof(dir))
+		return -ENAMETOOLONG;
+	slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		return 0;
+	*slash = '\0';
+	for (char *q = dir + 1; *q; q++) {
+		if (*q != '/')
+			continue;
+		*q = '\0';
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*q = '/';
+	}
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int parse_args(struct pk *p, int argc, char **argv)
+{
+	const char *pos[2];
+	int npos = 0;
+
+	p->max_size = 1ull << 30;
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		char *end;
+
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			pack_usage(stdout);
+			return 1;
+		} else if (!strcmp(a, "--force")) {
+			p->force = 1;
+		} else if (!strcmp(a, "--max-size") && v) {
+			if (fs_parse_size(v, &p->max_size) < 0 || p->max_size == 0) {
+				fprintf(
+				    stderr,
+				    "shardfs: pack: --max-size wants a size like 256M, not '%s'\n",
+				    v);
+				return -EINVAL;
+			}
+			i++;
+		} else if (!strcmp(a, "--max-count") && v) {
+			errno = 0;
+			p->max_count = strtoull(v, &end, 10);
+			if (errno || end == v || *end || p->max_count == 0 || v[0] == '-') {
+				fprintf(stderr,
+					"shardfs: pack: --max-count wants a positive number, not "
+					"'%s'\n",
+					v);
+				return -EINVAL;
+			}
+			i++;
+		} else if (!strcmp(a, "--shuffle") && v) {
+			errno = 0;
+			p->seed = strtoull(v, &end, 10);
+			if (errno || end == v || *end || v[0] == '-') {
+				fprintf(stderr,
+					"shardfs: pack: --shuffle wants a number (the seed), not "
+					"'%s'\n",
+					v);
+				return -EINVAL;
+			}
+			p->shuffle = 1;
+			i++;
+		} else if (!strcmp(a, "--compress") && v) {
+			if (!strcmp(v, "zstd")) {
+				p->codec = CACHETIER_ZSTD;
+			} else if (!strcmp(v, "gzip")) {
+				p->codec = CACHETIER_GZIP;
+			} else {
+				fprintf(stderr,
+					"shardfs: pack: --compress wants zstd or gzip, not '%s'\n",
+					v);
+				return -EINVAL;
+			}
+			i++;
+		} else if (a[0] == '-' && a[1]) {
+			fprintf(stderr, "shardfs: pack: unknown option or missing value: '%s'\n",
+				a);
+			return -EINVAL;
+		} else if (npos < 2) {
+			pos[npos++] = a;
+		} else {
+			fprintf(stderr, "shardfs: pack: unexpected argument '%s'\n", a);
+			return -EINVAL;
+		}
+	}
+	if (npos != 2) {
+		pack_usage(stderr);
+		return -EINVAL;
+	}
+	p->in = pos[0];
+	p->prefix = pos[1];
+	return 0;
+}
+
+int fs_pack_main(int argc, char **argv)
+{
+	struct pk p;
+	size_t *starts = NULL, nshards = 0;
+	int err, rc = 1;
+
+	memset(&p, 0, sizeof(p));
+	p.tty = isatty(STDERR_FILENO);
+	err = parse_args(&p, argc, argv);
+	if (err)
+		return err > 0 ? 0 : 2;
+	err = walk(&p, "");
+	if (err < 0) {
+		fprintf(stderr, "shardfs: pack: %s: %s\n", p.in, strerror(-err));
+		goto out;
+	}
+	err = detect_classes(&p);
+	if (err >= 0)
+		err = make_members(&p);
+	if (err < 0) {
+		fprintf(stderr, "shardfs: pack: %s\n", strerror(-err));
+		goto out;
+	}
+	if (p.nsamples == 0) {
+		fprintf(stderr, "shardfs: pack: %s has no files\n", p.in);
+		goto out;
+	}
+	if (p.shuffle)
+		shuffle_samples(&p);
+	/* plan the shards first, so nothing is written when one exists */
+	starts = calloc(p.nsamples + 1, sizeof(*starts));
+	if (!starts)
+		goto out;
+	for (size_t s = 0, count = 0, bytes = 0; s < p.nsamples; s++) {
+		if (s == 0 || count == p.max_count ||
+		    (count && bytes + p.samples[s].bytes + 1024 > p.max_size)) {
+			starts[nshards++] = s;
+			count = 0;
+			bytes = 0;
+		}
+		count++;
+		bytes += p.samples[s].bytes;
+	}
+	starts[nshards] = p.nsamples;
+	if (nshards > 1000000) {
+		fprintf(stderr,
+			"shardfs: pack: %zu shards is more than PREFIX-NNNNNN names allow\n",
+			nshards);
+		goto out;
+	}
+	if (!p.force) {
+		for (size_t i = 0; i < nshards; i++) {
+			char path[PATH_MAX];
+
+			snprintf(path, sizeof(path), "%s-%06zu%s", p.prefix, i, shard_ext(&p));
+			if (access(path, F_OK) == 0) {
+				fprintf(stderr,
+					"shardfs: pack: %s exists (use --force to overwrite)\n",
+					path);
+				goto out;
+			}
+		}
+	}
+	err = make_prefix_dirs(p.prefix);
+	if (err < 0) {
+		fprintf(stderr, "shardfs: pack: %s: %s\n", p.prefix, strerror(-err));
+		goto out;
+	}
+	for (size_t i = 0; i < nshards; i++) {
+		if (p.tty) {
+			fprintf(stderr, "\rpack: shard %zu/%zu, %zu/%zu samples", i + 1, nshards,
+				starts[i], p.nsamples);
+			fflush(stderr);
+		}
+		err = write_shard(&p, (unsigned)i, starts[i], starts[i + 1] - starts[i]);
+		if (err < 0)
+			goto out;
+	}
+	if (p.tty)
+		fprintf(stderr, "\r\033[K");
+	printf("packed %zu files in %zu samples into %zu shards%s%s\n", p.nfiles, p.nsamples,
+	       nshards, p.nclasses ? " (class-folder tree)" : "", p.shuffle ? ", shuffled" : "");
+	rc = 0;
+out:
+	free(starts);
+	for (size_t i = 0; i < p.nfiles; i++) {
+		free(p.files[i].rel);
+		free(p.files[i].member);
+	}
+	free(p.files);
+	for (size_t i = 0; i < p.nclasses; i++)
+		free(p.classes[i]);
+	free(p.classes);
+	for (size_t i = 0; i < p.nsamples; i++)
+		free(p.samples[i].key);
+	free(p.samples);
+	return rc;
+}

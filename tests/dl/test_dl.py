@@ -1,0 +1,397 @@
+"""Deep-learning tests of shardfs (issue 5): --layout imagefolder against torchvision, shardfs
+pack, sidecar indexes, extended attributes, and the PyTorch examples.
+
+Run: test_dl.py SHARDFS GROUP  (groups: imagefolder classfrom pack sidecar xattr examples)
+Uses the mount tests' helpers (tests/mount/mountlib.py). torch/torchvision/Pillow come from
+Debian (python3-torchvision, python3-pil, python3-numpy; scripts/install-deps.sh --test). Groups
+that need them exit 77 (skip) when they are missing, except in CI (CI=true), where that fails.
+"""
+
+import hashlib
+import io
+import os
+import random
+import subprocess
+import sys
+import tarfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', 'mount'))
+import mountlib  # noqa: E402
+from mountlib import Mount, Skip, log  # noqa: E402
+
+EXAMPLES = os.path.join(HERE, '..', '..', 'examples')
+
+
+def need_torch():
+    try:
+        import numpy  # noqa: F401
+        import PIL  # noqa: F401
+        import torch  # noqa: F401
+        import torchvision  # noqa: F401
+    except ImportError as e:
+        if os.environ.get('CI') == 'true':
+            raise RuntimeError('torchvision is required in CI: %s' % e)
+        raise Skip('torchvision/Pillow/numpy not importable: %s '
+                   '(scripts/install-deps.sh --test installs them)' % e)
+
+
+# class names chosen so that sorted names, creation order and the zero-padded indexes all
+# differ ('Bee' < 'ant' in code point order; 12 classes need two digits: '10' < '2' unpadded)
+CLASSES = ['zebra', 'ant', 'Bee', 'cat', 'dog', 'eel', 'fox', 'gnu', 'hen', 'ibis', 'jay', 'koi']
+
+
+def make_tree(root, classes=CLASSES, per_class=5, seed=1, size=32):
+    """A class-folder tree of real small JPEG and PNG images."""
+    from PIL import Image
+    rng = random.Random(seed)
+    for ci, c in enumerate(classes):
+        os.makedirs(os.path.join(root, c), exist_ok=True)
+        for i in range(per_class):
+            im = Image.new('RGB', (size, size), (rng.randrange(256), rng.randrange(256), ci * 20))
+            for _ in range(40):
+                im.putpixel((rng.randrange(size), rng.randrange(size)),
+                            (rng.randrange(256), rng.randrange(256), rng.randrange(256)))
+            ext = 'jpg' if i % 2 else 'png'
+            im.save(os.path.join(root, c, 'img%03d.%s' % (i, ext)))
+
+
+def dataset_digest(root, workers=2):
+    """ImageFolder(root) through a DataLoader: classes, samples per class and, per label, the
+    sorted digests of the decoded pixel arrays."""
+    import torch
+    from torchvision import datasets, transforms
+    ds = datasets.ImageFolder(root, transform=transforms.PILToTensor())
+    dl = torch.utils.data.DataLoader(ds, batch_size=8, num_workers=workers, shuffle=False)
+    per_label = {}
+    for x, y in dl:
+        for img, lab in zip(x, y):
+            per_label.setdefault(int(lab), []).append(
+                hashlib.sha256(img.numpy().tobytes()).hexdigest())
+    counts = {}
+    for _, t in ds.samples:
+        counts[t] = counts.get(t, 0) + 1
+    return ds, counts, {k: sorted(v) for k, v in per_label.items()}
+
+
+def epoch_rate(root, workers=2):
+    import torch
+    from torchvision import datasets, transforms
+    ds = datasets.ImageFolder(root, transform=transforms.PILToTensor())
+    dl = torch.utils.data.DataLoader(ds, batch_size=32, num_workers=workers, shuffle=True)
+    t = time.monotonic()
+    n = 0
+    for x, _ in dl:
+        n += len(x)
+    return n / (time.monotonic() - t)
+
+
+def pack(env, args, check=True):
+    r = env.run([env.shardfs, 'pack'] + args, timeout=120)
+    if check and r.returncode != 0:
+        raise RuntimeError('pack failed: %s' % r.stderr.decode(errors='replace'))
+    return r
+
+
+def add_tar_member(tf, name, data, mtime=1700000000):
+    ti = tarfile.TarInfo(name)
+    ti.size = len(data)
+    ti.mtime = mtime
+    tf.addfile(ti, io.BytesIO(data))
+
+
+def read(path):
+    with open(path, 'rb') as f:
+        return f.read()
+
+
+# ---------------------------------------------------------------------------------------------
+
+def t_imagefolder(env, ck):
+    """pack a class-folder tree, mount --layout imagefolder: torchvision sees the same data."""
+    need_torch()
+    tree, out = env.path('tree'), env.path('shards')
+    make_tree(tree)
+    os.makedirs(out)
+    pack(env, ['--max-count', '7', tree, os.path.join(out, 'train')])
+    # one extra shard with a sample without an image and one without a class
+    with tarfile.open(os.path.join(out, 'zz-extra.tar'), 'w', format=tarfile.USTAR_FORMAT) as tf:
+        add_tar_member(tf, 'noimg.cls', b'1')
+        add_tar_member(tf, 'noimg.txt', b'hello')
+        add_tar_member(tf, 'nocls.jpg', read(os.path.join(tree, 'ant', 'img001.jpg')))
+    with Mount(env, out, cache_dir=env.path('cache'),
+               extra=['--layout', 'imagefolder', '--log-file', env.path('log')]) as m:
+        names = sorted(os.listdir(m.mnt))
+        ck.eq('class dirs', names, ['%02d' % i for i in range(len(CLASSES))])
+        ds_m, counts_m, pix_m = dataset_digest(m.mnt)
+        ds_t, counts_t, pix_t = dataset_digest(tree)
+        ck.eq('number of classes', len(ds_m.classes), len(ds_t.classes))
+        ck.eq('class_to_idx is the .cls integer',
+              {c: int(c) for c in ds_m.classes}, ds_m.class_to_idx)
+        ck.eq('samples per class', counts_m, counts_t)
+        ck.eq('pixels per label', pix_m, pix_t)
+        # the file bytes too
+        for c in ds_t.classes:
+            idx = ds_t.class_to_idx[c]
+            for f in sorted(os.listdir(os.path.join(tree, c))):
+                want = read(os.path.join(tree, c, f))
+                got = os.path.join(m.mnt, '%02d' % idx, '%s_%s' % (c, f))
+                ck.ok(os.path.exists(got) and read(got) == want, 'bytes of %s' % got)
+        st = m.stats()
+        ck.eq('layout in stats', st.get('layout'), 'imagefolder')
+        ck.eq('imagefolder_images', st.get('imagefolder_images'), len(CLASSES) * 5)
+        ck.eq('imagefolder_no_image', st.get('imagefolder_no_image'), 1)
+        ck.eq('imagefolder_no_class', st.get('imagefolder_no_class'), 1)
+        ck.eq('shards indexed for the view', st.get('imagefolder_shards_indexed'),
+              len([n for n in os.listdir(out) if n.endswith('.tar')]))
+        ck.ok(os.path.exists(os.path.join(m.mnt, '.shardfs', 'stats')), '.shardfs reachable')
+        ck.ok('.shardfs' not in names, '.shardfs not listed')
+        # warm epoch rate, mount vs tree (reported, not asserted)
+        epoch_rate(m.mnt)
+        rm, rt = epoch_rate(m.mnt), epoch_rate(tree)
+        log('epoch (DataLoader, 2 workers, warm): mount %.0f samples/s, tree %.0f samples/s, '
+            'ratio %.2f' % (rm, rt, rm / rt))
+        ck.eq('.cls members read', st.get('imagefolder_cls_reads'), len(CLASSES) * 5)
+        listing = {c: sorted(os.listdir(os.path.join(m.mnt, c))) for c in names}
+    logtext = read(env.path('log')).decode(errors='replace')
+    ck.ok('imagefolder: indexing' in logtext, 'log says the shards are indexed: ' + logtext[-500:])
+    # again on the same cache directory: the classes come from the cache, no .cls is read
+    with Mount(env, out, cache_dir=env.path('cache'), extra=['--layout', 'imagefolder']) as m:
+        again = {c: sorted(os.listdir(os.path.join(m.mnt, c))) for c in os.listdir(m.mnt)}
+        ck.eq('same view on the second mount', again, listing)
+        st = m.stats()
+        ck.eq('.cls members read on the second mount', st.get('imagefolder_cls_reads'), 0)
+        ck.eq('no shard bytes scanned', st.get('index_bytes_scanned'), 0)
+
+
+def t_classfrom(env, ck):
+    """--class-from dir and key-prefix on suitable shards; collisions get unique names."""
+    need_torch()
+    tree, out = env.path('tree'), env.path('shards')
+    classes = ['zebra', 'ant', 'Bee', 'cat', 'dog']
+    make_tree(tree, classes=classes, per_class=4, seed=2)
+    os.makedirs(out)
+    # dir: members train/<class>/<file> written with tarfile, two shards
+    files = sorted((c, f) for c in classes for f in os.listdir(os.path.join(tree, c)))
+    for s in range(2):
+        with tarfile.open(os.path.join(out, 'd-%06d.tar' % s), 'w') as tf:
+            for c, f in files[s::2]:
+                add_tar_member(tf, 'train/%s/%s' % (c, f), read(os.path.join(tree, c, f)))
+    with Mount(env, out, cache_dir=env.path('cache1'),
+               extra=['--layout', 'imagefolder', '--class-from', 'dir']) as m:
+        ck.eq('dir classes', sorted(os.listdir(m.mnt)), sorted(classes))
+        _, counts_m, pix_m = dataset_digest(m.mnt)
+        _, counts_t, pix_t = dataset_digest(tree)
+        ck.eq('dir: samples per class', counts_m, counts_t)
+        ck.eq('dir: pixels per label', pix_m, pix_t)
+    # key-prefix: pack's keys are <class>_<name>
+    out2 = env.path('shards2')
+    os.makedirs(out2)
+    pack(env, ['--max-count', '5', '--shuffle', '7', tree, os.path.join(out2, 'k')])
+    # a second copy of one sample in another shard: same key, must get a unique name
+    with tarfile.open(os.path.join(out2, 'z-dup.tar'), 'w') as tf:
+        add_tar_member(tf, 'cat_img000.png', read(os.path.join(tree, 'cat', 'img000.png')))
+    with Mount(env, out2, cache_dir=env.path('cache2'),
+               extra=['--layout', 'imagefolder', '--class-from', 'key-prefix']) as m:
+        ck.eq('key-prefix classes', sorted(os.listdir(m.mnt)), sorted(classes))
+        cat = sorted(os.listdir(os.path.join(m.mnt, 'cat')))
+        ck.eq('duplicate key gets a shard suffix', len(cat), 5)
+        ck.ok('cat_img000.png' in cat and 'cat_img000~z-dup.png' in cat, 'names: %r' % cat)
+        names_again = sorted(os.listdir(os.path.join(m.mnt, 'cat')))
+        ck.eq('names are stable', names_again, cat)
+        _, counts_m, _ = dataset_digest(m.mnt)
+        ck.eq('key-prefix: samples per class', counts_m,
+              {i: 4 + (c == 'cat') for i, c in enumerate(sorted(classes))})
+
+
+def t_pack(env, ck):
+    """pack -> mount (shards) -> every file byte for byte; deterministic; --max-count."""
+    rng = random.Random(env.seed)
+    tree = env.path('tree')
+    files = {}
+    for i in range(23):
+        d = rng.choice(['', 'a', 'a/b', 'c d'])
+        key = 'sample%03d' % i
+        for ext in rng.sample(['jpg', 'json', 'txt', 'seg.png', 'bin'], rng.randint(1, 3)):
+            rel = os.path.join(d, '%s.%s' % (key, ext)) if d else '%s.%s' % (key, ext)
+            data = bytes(rng.randrange(256) for _ in range(rng.choice([0, 1, 511, 512, 513, 3000])))
+            files[rel] = data
+    files['README'] = b'not a sample of anything\n'
+    for rel, data in files.items():
+        os.makedirs(os.path.dirname(os.path.join(tree, rel)) or tree, exist_ok=True)
+        with open(os.path.join(tree, rel), 'wb') as f:
+            f.write(data)
+        os.utime(os.path.join(tree, rel), (1600000000, 1600000000))
+    nsamples = len({(os.path.dirname(r), os.path.basename(r).split('.')[0]) for r in files})
+    out = env.path('out')
+    os.makedirs(out)
+    for comp in ['', 'zstd', 'gzip']:
+        sub = os.path.join(out, comp or 'raw')
+        os.makedirs(sub)
+        args = ['--max-count', '4'] + (['--compress', comp] if comp else [])
+        pack(env, args + [tree, os.path.join(sub, 'p')])
+        ext = {'': '.tar', 'zstd': '.tar.zst', 'gzip': '.tar.gz'}[comp]
+        shards = sorted(n for n in os.listdir(sub) if n.endswith(ext))
+        ck.eq('%s: shard count' % (comp or 'raw'), len(shards), (nsamples + 3) // 4)
+        ck.ok(all(os.path.exists(os.path.join(sub, s + '.idx')) for s in shards),
+              '%s: a sidecar beside every shard' % (comp or 'raw'))
+        with Mount(env, sub, cache_dir=env.path('cache-' + (comp or 'raw'))) as m:
+            found = {}
+            per_shard = []
+            for s in shards:
+                d = os.path.join(m.mnt, s[:-len(ext)])
+                keys = set()
+                for dp, _, fns in os.walk(d):
+                    for fn in fns:
+                        rel = os.path.relpath(os.path.join(dp, fn), d)
+                        found[rel] = read(os.path.join(dp, fn))
+                        keys.add((os.path.dirname(rel), fn.split('.')[0]))
+                per_shard.append(len(keys))
+            ck.eq('%s: files byte for byte' % (comp or 'raw'), found, files)
+            ck.eq('%s: samples per shard' % (comp or 'raw'), per_shard,
+                  [4] * (nsamples // 4) + ([nsamples % 4] if nsamples % 4 else []))
+            st = m.stats()
+            ck.eq('%s: indexes from sidecars' % (comp or 'raw'), st.get('index_sidecar'),
+                  len(shards))
+    # determinism: same seed twice -> identical bytes; another seed -> another order
+    for tag, seed in [('s1', '42'), ('s2', '42'), ('s3', '43')]:
+        os.makedirs(os.path.join(out, tag))
+        pack(env, ['--max-count', '5', '--shuffle', seed, tree, os.path.join(out, tag, 'p')])
+    a = sorted(os.listdir(os.path.join(out, 's1')))
+    ck.eq('same seed: same files', sorted(os.listdir(os.path.join(out, 's2'))), a)
+    for n in a:
+        ck.ok(read(os.path.join(out, 's1', n)) == read(os.path.join(out, 's2', n)),
+              'same seed: identical bytes of %s' % n)
+    ck.ok(any(read(os.path.join(out, 's1', n)) != read(os.path.join(out, 's3', n)) for n in a
+              if n.endswith('.tar')), 'another seed: another order')
+    # --max-size: every shard within the limit (a sample larger than it gets a shard alone)
+    os.makedirs(os.path.join(out, 'ms'))
+    pack(env, ['--max-size', '16K', tree, os.path.join(out, 'ms', 'p')])
+    sizes = [os.path.getsize(os.path.join(out, 'ms', n)) for n in os.listdir(os.path.join(out, 'ms'))
+             if n.endswith('.tar')]
+    ck.ok(len(sizes) > 1 and all(s <= 16384 for s in sizes), '--max-size 16K: %r' % sizes)
+    # refuses to overwrite without --force
+    r = pack(env, [tree, os.path.join(out, 's1', 'p')], check=False)
+    ck.ok(r.returncode != 0 and b'--force' in r.stderr, 'refuses to overwrite: %r' % r.stderr)
+    r = pack(env, ['--force', '--max-count', '5', '--shuffle', '42', tree,
+                   os.path.join(out, 's1', 'p')], check=False)
+    ck.eq('--force overwrites', r.returncode, 0)
+    ck.ok(read(os.path.join(out, 's1', a[0])) == read(os.path.join(out, 's2', a[0])),
+          'rewritten with --force: still identical')
+    # class-folder tree: .cls in sorted class-name order
+    ctree = env.path('ctree')
+    for c, fn in [('b', 'x.jpg'), ('B', 'y.png'), ('a', 'z.jpg')]:
+        os.makedirs(os.path.join(ctree, c), exist_ok=True)
+        with open(os.path.join(ctree, c, fn), 'wb') as f:
+            f.write(c.encode() * 10)
+    pack(env, [ctree, os.path.join(out, 'cls')])
+    with tarfile.open(os.path.join(out, 'cls-000000.tar')) as tf:
+        got = {ti.name: tf.extractfile(ti).read() for ti in tf.getmembers()}
+    ck.eq('class-folder members', got, {'B_y.png': b'B' * 10, 'B_y.cls': b'0',
+                                        'a_z.jpg': b'a' * 10, 'a_z.cls': b'1',
+                                        'b_x.jpg': b'b' * 10, 'b_x.cls': b'2'})
+
+
+def t_sidecar(env, ck):
+    """Sidecars are used (no shard bytes read), stale or corrupt ones are ignored and logged."""
+    out = env.path('shards')
+    os.makedirs(out)
+    for s in range(3):
+        with tarfile.open(os.path.join(out, 's-%06d.tar' % s), 'w') as tf:
+            for i in range(5):
+                add_tar_member(tf, 'k%d_%d.txt' % (s, i), b'x' * (100 * i + s))
+                add_tar_member(tf, 'k%d_%d.cls' % (s, i), b'%d' % i)
+    r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('c0'), out])
+    ck.eq('index --sidecar rc', r.returncode, 0)
+    ck.ok(all(os.path.exists(os.path.join(out, 's-%06d.tar.idx' % s)) for s in range(3)),
+          'sidecars written')
+    with Mount(env, out, cache_dir=env.path('c1')) as m:
+        n = sum(len(os.listdir(os.path.join(m.mnt, 's-%06d' % s))) for s in range(3))
+        ck.eq('members listed', n, 30)
+        st = m.stats()
+        ck.eq('index_sidecar', st.get('index_sidecar'), 3)
+        ck.eq('index_bytes_scanned', st.get('index_bytes_scanned'), 0)
+        ck.eq('index_built', st.get('index_built'), 0)
+        ck.eq('member bytes', read(os.path.join(m.mnt, 's-000001', 'k1_3.txt')), b'x' * 301)
+    # corrupt one, make another stale (the sidecar of a different shard)
+    p0 = os.path.join(out, 's-000000.tar.idx')
+    b = bytearray(read(p0))
+    b[len(b) // 2] ^= 0xff
+    with open(p0, 'wb') as f:
+        f.write(b)
+    with open(os.path.join(out, 's-000001.tar.idx'), 'wb') as f:
+        f.write(read(os.path.join(out, 's-000002.tar.idx')))
+    logp = env.path('log2')
+    with Mount(env, out, cache_dir=env.path('c2'), extra=['--log-file', logp]) as m:
+        for s in range(3):
+            got = sorted(os.listdir(os.path.join(m.mnt, 's-%06d' % s)))
+            ck.eq('listing of s-%06d' % s, got,
+                  sorted('k%d_%d.%s' % (s, i, e) for i in range(5) for e in ('txt', 'cls')))
+        ck.eq('rebuilt member bytes', read(os.path.join(m.mnt, 's-000001', 'k1_4.txt')),
+              b'x' * 401)
+        st = m.stats()
+        ck.eq('index_sidecar', st.get('index_sidecar'), 1)
+        ck.eq('index_sidecar_rejected', st.get('index_sidecar_rejected'), 2)
+        ck.eq('index_built', st.get('index_built'), 2)
+    text = read(logp).decode(errors='replace')
+    ck.ok('s-000000.tar.idx ignored' in text, 'corrupt sidecar logged: ' + text[-600:])
+    ck.ok('s-000001.tar.idx ignored (stale' in text, 'stale sidecar logged: ' + text[-600:])
+
+
+def t_xattr(env, ck):
+    out = env.path('shards')
+    os.makedirs(out)
+    with tarfile.open(os.path.join(out, 's-000000.tar'), 'w') as tf:
+        add_tar_member(tf, 'a_1.jpg', b'\xff\xd8' + b'j' * 700)
+        add_tar_member(tf, 'a_1.cls', b'3')
+    data = read(os.path.join(out, 's-000000.tar'))
+    with Mount(env, out, cache_dir=env.path('c')) as m:
+        p = os.path.join(m.mnt, 's-000000', 'a_1.jpg')
+        ck.eq('listxattr', sorted(os.listxattr(p)),
+              sorted(['user.shardfs.shard', 'user.shardfs.offset', 'user.shardfs.size',
+                      'user.shardfs.key']))
+        off = int(os.getxattr(p, 'user.shardfs.offset'))
+        size = int(os.getxattr(p, 'user.shardfs.size'))
+        ck.eq('shard', os.getxattr(p, 'user.shardfs.shard'), b's-000000.tar')
+        ck.eq('key', os.getxattr(p, 'user.shardfs.key'), b'a_1')
+        ck.eq('offset/size locate the bytes', data[off:off + size], read(p))
+        ck.eq('no xattrs on a directory', os.listxattr(os.path.join(m.mnt, 's-000000')), [])
+        try:
+            os.getxattr(p, 'user.other')
+            ck.fail('unknown xattr should fail')
+        except OSError as e:
+            ck.eq('unknown xattr errno', e.errno, 61)  # ENODATA
+    with Mount(env, out, cache_dir=env.path('c'), extra=['--layout', 'imagefolder']) as m:
+        p = os.path.join(m.mnt, '3', 'a_1.jpg')
+        ck.eq('view file xattr', os.getxattr(p, 'user.shardfs.shard'), b's-000000.tar')
+
+
+def t_examples(env, ck):
+    """The runnable PyTorch examples, on a small generated dataset."""
+    need_torch()
+    tree, out = env.path('tree'), env.path('shards')
+    make_tree(tree, classes=CLASSES[:4], per_class=8, seed=3)
+    os.makedirs(out)
+    pack(env, ['--max-count', '8', '--shuffle', '1', tree, os.path.join(out, 'train')])
+    py = sys.executable
+    with Mount(env, out, cache_dir=env.path('c1'), extra=['--layout', 'imagefolder']) as m:
+        r = env.run([py, os.path.join(EXAMPLES, 'pytorch_imagefolder_train.py'), m.mnt,
+                     '--epochs', '2', '--workers', '2'], timeout=240)
+        log(r.stdout.decode(errors='replace') + r.stderr.decode(errors='replace')[-2000:])
+        ck.eq('pytorch_imagefolder_train.py rc', r.returncode, 0)
+    with Mount(env, out, cache_dir=env.path('c2')) as m:
+        r = env.run([py, os.path.join(EXAMPLES, 'pytorch_shard_sampler.py'), m.mnt,
+                     '--epochs', '1', '--workers', '2'], timeout=240)
+        log(r.stdout.decode(errors='replace') + r.stderr.decode(errors='replace')[-2000:])
+        ck.eq('pytorch_shard_sampler.py rc', r.returncode, 0)
+
+
+GROUPS = {'imagefolder': t_imagefolder, 'classfrom': t_classfrom, 'pack': t_pack,
+          'sidecar': t_sidecar, 'xattr': t_xattr, 'examples': t_examples}
+
+if __name__ == '__main__':
+    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
+        print('usage: test_dl.py SHARDFS {%s}' % '|'.join(GROUPS), file=sys.stderr)
+        sys.exit(2)
+    mountlib.main_wrapper(GROUPS[sys.argv[2]], sys.argv[1], 'dl-' + sys.argv[2], deadline=280)
