@@ -44,6 +44,7 @@ struct fs_config {
 	uint64_t readahead_max_bytes; /* --readahead */
 	uint64_t chunk_bytes;         /* --chunk-size */
 	unsigned prefetch_shards;     /* --prefetch-shards: shards fetched ahead of an in-order reader */
+	int strict_open;              /* --strict-open: answer every open (no zero-cost opens) */
 	/* ---- issue 5: deep-learning views (fs_imagefolder.c) ---- */
 	char *layout_name;     /* --layout shards|imagefolder */
 	char *class_from_name; /* --class-from cls|dir|key-prefix */
@@ -163,9 +164,15 @@ struct fs_ctl_snap {
 
 struct fs {
 	struct fs_config cfg;
-	pthread_mutex_t ctl_lock;  /* protects ctl_snaps and ctl_gen */
+	pthread_mutex_t ctl_lock;  /* protects ctl_snaps, ctl_gen and ctl_cur */
 	struct fs_ctl_snap ctl_snaps[FS_CTL_SNAPS];
 	uint64_t ctl_gen;
+	/* Without OPEN requests (zero-cost opens) a control file is read through
+	 * the page cache: every GETATTR renders a new snapshot here and reports
+	 * its size and a new mtime, so the kernel drops the old pages, and the
+	 * READ that follows serves this snapshot. */
+	struct fs_ctl_snap ctl_cur[FS_CTL_COUNT];
+	int no_open;               /* set once in init: OPEN answers ENOSYS */
 	struct backend *be;
 	struct cachetier *ct;
 	struct fuse_session *se;

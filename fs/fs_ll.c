@@ -110,6 +110,28 @@ static int attr_member(struct fs *fs, uint32_t shard, uint32_t idx, struct stat 
 	return 0;
 }
 
+/* A control file's attributes: render the current snapshot (see
+ * fs->ctl_cur) and report its size, with a new mtime every time. */
+static int ctl_attr(struct fs *fs, fuse_ino_t ino, enum fs_ctl which, struct stat *st)
+{
+	struct fs_ctl_snap *cur = &fs->ctl_cur[which];
+	struct timespec now;
+	char *buf;
+	size_t len;
+	int err = fs_ctl_render(fs, which, &buf, &len);
+
+	if (err < 0)
+		return err;
+	clock_gettime(CLOCK_REALTIME, &now);
+	pthread_mutex_lock(&fs->ctl_lock);
+	free(cur->buf);
+	*cur = (struct fs_ctl_snap){++fs->ctl_gen, buf, len};
+	pthread_mutex_unlock(&fs->ctl_lock);
+	attr_file(fs, st, ino, S_IFREG | 0444, len, now.tv_sec);
+	st->st_mtim = st->st_ctim = now;
+	return 0;
+}
+
 static int ll_attr(struct fs *fs, fuse_ino_t ino, struct stat *st)
 {
 	uint32_t a = fs_ino_a(ino), b = fs_ino_b(ino);
@@ -180,7 +202,7 @@ static int ll_attr(struct fs *fs, fuse_ino_t ino, struct stat *st)
 		else if (a == FS_CTL_CONTROL)
 			attr_file(fs, st, ino, S_IFREG | 0200, 0, fs->mount_time);
 		else
-			attr_file(fs, st, ino, S_IFREG | 0444, 0, fs->mount_time);
+			return ctl_attr(fs, ino, (enum fs_ctl)a, st);
 		return 0;
 	}
 	return -ENOENT;
@@ -375,6 +397,13 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fs *fs = ll_fs(req);
 	enum fs_kind k = fs_ino_kind(ino);
 
+	/* Zero-cost opens: the kernel stops sending OPEN and RELEASE for good and
+	 * keeps page caches (as with keep_cache); a second epoch never leaves
+	 * the kernel. Writes still fail: at write, setattr or create. */
+	if (fs->no_open) {
+		reply_err(req, ENOSYS);
+		return;
+	}
 	if (k == FS_K_CTL && fs_ino_a(ino) == FS_CTL_CONTROL) {
 		/* commands are written; reading gives the list of commands */
 		fi->direct_io = 1;
@@ -583,13 +612,15 @@ static void read_member(fuse_req_t req, struct fs *fs, uint32_t shard, uint32_t 
 	read_member_copy(req, fs, ix, stream, idx, (uint64_t)off, size);
 }
 
-static void read_ctl(fuse_req_t req, struct fs *fs, struct fuse_file_info *fi, size_t size,
-		     off_t off)
+static void read_ctl(fuse_req_t req, struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
+		     size_t size, off_t off)
 {
-	struct fs_ctl_snap *slot = &fs->ctl_snaps[fi->fh % FS_CTL_SNAPS];
+	/* opened: the open's own snapshot; not opened: the current one */
+	struct fs_ctl_snap *slot = fi && fi->fh ? &fs->ctl_snaps[fi->fh % FS_CTL_SNAPS]
+						: &fs->ctl_cur[fs_ino_a(ino)];
 
 	pthread_mutex_lock(&fs->ctl_lock);
-	if (slot->gen != fi->fh) {
+	if (fi && fi->fh && slot->gen != fi->fh) {
 		/* released already: a late async read nobody waits for */
 		pthread_mutex_unlock(&fs->ctl_lock);
 		reply_err(req, EIO);
@@ -626,8 +657,8 @@ static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		}
 		break;
 	case FS_K_CTL:
-		if (a != FS_CTL_DIR && fi->fh) {
-			read_ctl(req, fs, fi, size, off);
+		if (a == FS_CTL_STATS || a == FS_CTL_METRICS) {
+			read_ctl(req, fs, ino, fi, size, off);
 			return;
 		}
 		reply_err(req, EISDIR);
@@ -1114,6 +1145,15 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn)
 	struct fs *fs = userdata;
 
 	fs->no_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
+	fs->no_open = !fs->cfg.strict_open && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
+	/* control files change: a new mtime at GETATTR must drop their pages
+	 * (data files have day-long attribute timeouts: no GETATTR, no cost) */
+	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
+		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+	/* O_TRUNC must reach us as a SETATTR (refused: EROFS). With atomic
+	 * O_TRUNC the kernel leaves truncation to OPEN, and without OPEN
+	 * requests it would just zero its own view of the file. */
+	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
 	/* immutable data: splice replies, readdirplus, parallel lookups */
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
@@ -1123,8 +1163,6 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
-	/* nothing changes behind the kernel's back: no data invalidation */
-	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
 	conn->max_readahead = FS_MAX_READ;
 }
 

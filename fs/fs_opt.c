@@ -44,6 +44,9 @@ static const struct opt mount_opts[] = {
 	 "unit of cache fills, one range request each (default: 8M)"},
 	{"prefetch-shards", 0, OPT_COUNT, offsetof(struct fs_config, prefetch_shards), "N",
 	 "shards fetched ahead of a reader that reads shards in order (default: 2)"},
+	{"strict-open", 0, OPT_FLAG, offsetof(struct fs_config, strict_open), NULL,
+	 "answer every open: opening a file for writing fails at open (EROFS), at the cost of a "
+	 "round trip per open (default: opens cost nothing, writes fail with EROFS)"},
 	{"endpoint", 0, OPT_STR, offsetof(struct fs_config, endpoint), "URL",
 	 "remote store endpoint (default: AWS_ENDPOINT_URL, AIS_ENDPOINT, or the store's own)"},
 	{"no-sign", 0, OPT_FLAG, offsetof(struct fs_config, no_sign), NULL,

@@ -1,6 +1,7 @@
 """ImageFolder epoch through a shardfs mount vs the same tree on local disk (issue 5).
 
 Run: /usr/bin/python3 tests/bench/dl_bench.py build/shardfs [CLASSES] [PER_CLASS]
+Extra mount options (e.g. --strict-open) from the environment: SHARDFS_BENCH_MOUNT_OPTS.
 Generates a class-folder tree of small JPEGs, packs it, mounts --layout imagefolder, warms the
 cache with one epoch, then times one epoch of DataLoader(num_workers=2) on each, alternating,
 three times, and prints samples/s and the ratio (goal >= 0.8).
@@ -27,7 +28,8 @@ def main():
     os.makedirs(mnt)
     subprocess.run([shardfs, 'pack', '--max-size', '4M', '--shuffle', '1', tree,
                     os.path.join(out, 'train')], check=True)
-    subprocess.run([shardfs, 'mount', '--layout', 'imagefolder', '--cache-dir',
+    subprocess.run([shardfs, 'mount'] + os.environ.get('SHARDFS_BENCH_MOUNT_OPTS', '').split() +
+                   ['--layout', 'imagefolder', '--cache-dir',
                     os.path.join(tmp, 'cache'), out, mnt], check=True)
     try:
         test_dl.epoch_rate(mnt)
