@@ -72,7 +72,9 @@ static uint64_t fnv64(const unsigned char *p, size_t n)
 struct dec {
 	struct cachetier *ct;
 	const struct backend_objinfo *info;
-	int srcfd;          /* local source fd, or -1 to read through the backend */
+	int srcfd;          /* local source fd, or -1: remote, read through raw */
+	struct cachetier_obj *raw; /* remote: the compressed object in the chunk store
+				    * (parallel fills, readahead, cached for later) */
 	uint64_t in_off;    /* compressed bytes read so far */
 	int outfd;
 	uint64_t out_total; /* decoded bytes written */
@@ -90,8 +92,7 @@ static ssize_t dec_read(struct dec *d, size_t *len)
 		if (d->srcfd >= 0)
 			n = pread(d->srcfd, d->in, DEC_IN_BYTES, (off_t)d->in_off);
 		else
-			n = backend_pread_version(d->ct->be, d->info->key, d->info->etag, d->in,
-						  DEC_IN_BYTES, d->in_off);
+			n = cachetier_obj_pread(d->raw, d->in, DEC_IN_BYTES, d->in_off);
 		if (n < 0 && d->srcfd >= 0 && errno == EINTR)
 			continue;
 		break;
@@ -333,6 +334,11 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 			err = d.srcfd;
 			goto out;
 		}
+	} else {
+		/* a different table entry (RAW codec): no lock is held here */
+		err = cachetier_obj_open(ct, info, CACHETIER_RAW, &d.raw);
+		if (err < 0)
+			goto out;
 	}
 	snprintf(tmp, sizeof(tmp), ".tmp.%d.%u", (int)getpid(), atomic_fetch_add(&ct->tmp_seq, 1));
 	d.outfd = openat(ct->decfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -373,6 +379,7 @@ out:
 		close(d.outfd);
 	if (d.srcfd >= 0)
 		close(d.srcfd);
+	cachetier_obj_unref(d.raw);
 	free(d.in);
 	free(d.out);
 	return err;
