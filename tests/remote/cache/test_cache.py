@@ -1,0 +1,678 @@
+#!/usr/bin/python3
+"""shardfs cache tier tests through real mounts of nginx on 127.0.0.1 (issue 4, DESIGN.md 2-3).
+
+usage: test_cache.py SHARDFS GROUP
+GROUP:
+  offline      read a JSON-listed dataset, stop nginx, read it all again (same bytes, nothing
+               fetched); remount with nginx still down: source_offline, every cached shard reads
+               exactly, the log says the source is unreachable
+  capacity     a dataset 3x --cache-size read twice in full by 4 processes at once: bytes
+               correct, the cache's data files never exceed the limit by more than one chunk per
+               connection (sampled every 50 ms), evictions happened
+  crash        kill -9 the daemon in the middle of throttled fills, remount with the same cache
+               dir: bytes correct, some bytes reused, the chunks in flight fetched again
+  concurrency  8 processes reading random members (whole and partial) and raw ranges of the
+               same shards while a small cache evicts: bytes correct, no deadlock, daemon alive;
+               under a TSan build also: no ThreadSanitizer report in the daemon's log
+
+Every raw shard is compared with its source file, every member with GNU tar's extraction.
+Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse, or no nginx).
+Environment: SHARDFS_TEST_SEED, SHARDFS_TEST_KEEP=1, SHARDFS_TEST_DEADLINE (seconds).
+Internal: test_cache.py --reader MANIFEST.json (a reader subprocess).
+"""
+
+import sys
+sys.dont_write_bytecode = True
+
+import glob  # noqa: E402
+import shutil  # noqa: E402
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import random  # noqa: E402
+import re  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', '..', 'mount'))
+sys.path.insert(0, os.path.join(HERE, '..', 'http'))
+
+MiB = 1 << 20
+
+
+# ---------------------------------------------------------------------------------------------
+# reader subprocess: compares what it reads through the mount with reference files
+# ---------------------------------------------------------------------------------------------
+
+def reader_main(manifest_path):
+    """Manifest: {"items": [[mount_path, ref_path], ...], "mode": "full"|"random",
+    "seed": N, "passes": N (full), "ops": N and "seconds": S (random)}. Prints failures, one a
+    line, and a final "OK n" line; exit 1 on any failure."""
+    with open(manifest_path) as f:
+        man = json.load(f)
+    rng = random.Random(man['seed'])
+    items = man['items']
+    fails = []
+    refs = {}
+
+    def ref(p):
+        b = refs.get(p)
+        if b is None:
+            with open(p, 'rb') as f:
+                b = refs[p] = f.read()
+        return b
+
+    def read_whole(p):
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            out = []
+            while True:
+                b = os.read(fd, rng.choice((4096, 65536, 131072, MiB)))
+                if not b:
+                    break
+                out.append(b)
+            return b''.join(out)
+        finally:
+            os.close(fd)
+
+    n = 0
+    if man['mode'] == 'full':
+        for _ in range(man['passes']):
+            order = list(items)
+            rng.shuffle(order)
+            for mp, rp in order:
+                try:
+                    got = read_whole(mp)
+                except OSError as e:
+                    fails.append('%s: %s' % (mp, e))
+                    continue
+                n += 1
+                if got != ref(rp):
+                    fails.append('%s: %d bytes differ from %s' % (mp, len(got), rp))
+    else:
+        end = time.monotonic() + man['seconds']
+        for _ in range(man['ops']):
+            if time.monotonic() > end:
+                break
+            mp, rp = rng.choice(items)
+            want = ref(rp)
+            try:
+                if rng.random() < 0.4 or not want:
+                    got = read_whole(mp)
+                    ok = got == want
+                    what = 'whole'
+                else:
+                    off = rng.randrange(len(want))
+                    ln = rng.choice((1, 511, 4096, 65536, 300000, rng.randrange(1, 2 * MiB)))
+                    fd = os.open(mp, os.O_RDONLY)
+                    try:
+                        got = os.pread(fd, ln, off)
+                    finally:
+                        os.close(fd)
+                    ok = got == want[off:off + ln]
+                    what = 'pread(%d, %d)' % (off, ln)
+            except OSError as e:
+                fails.append('%s: %s' % (mp, e))
+                continue
+            n += 1
+            if not ok:
+                fails.append('%s: %s: %d bytes differ from %s' % (mp, what, len(got), rp))
+    for f in fails[:50]:
+        print('FAIL ' + f, flush=True)
+    print('OK %d reads, %d failures' % (n, len(fails)), flush=True)
+    return 1 if fails else 0
+
+
+if len(sys.argv) == 3 and sys.argv[1] == '--reader':
+    sys.exit(reader_main(sys.argv[2]))
+
+import mountlib as ml  # noqa: E402
+import shardgen as sg  # noqa: E402
+import httplib  # noqa: E402
+from mountlib import log  # noqa: E402
+
+
+# ---------------------------------------------------------------------------------------------
+# data
+# ---------------------------------------------------------------------------------------------
+
+def make_shard(env, path, prefix, sizes):
+    """A WebDataset-like shard written by GNU tar: members prefix_i.bin of the given sizes (and
+    a small .cls each)."""
+    stage = env.path('stage', os.path.basename(path) + '.%d' % env.rng.randrange(1 << 30))
+    spec = []
+    for i, n in enumerate(sizes):
+        key = '%s_%04d' % (prefix, i)
+        spec.append(('f', key + '.bin', sg.rbytes(env.rng, n), 0o644, sg.T0 + i))
+        spec.append(('f', key + '.cls', b'%d\n' % env.rng.randrange(1000), 0o644, sg.T0 + i))
+    sg.make_tree(stage, spec)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    sg.gnu_tar_create(path, stage, [e[1] for e in spec], 'gnu')
+    shutil.rmtree(stage)
+
+
+def build_source(env, shards):
+    """shards: {relpath: [member sizes]}. Writes src/, extracts each with GNU tar into ref/.
+    Returns (src, refs) where refs[rel] = (snapshot, explicit dirs, extraction dir)."""
+    src = env.path('src')
+    for i, (rel, sizes) in enumerate(sorted(shards.items())):
+        make_shard(env, os.path.join(src, rel), 's%d' % i, sizes)
+    for d, _, files in os.walk(env.tmp):  # nginx's worker may run as another user
+        os.chmod(d, 0o755)
+        for fn in files:
+            os.chmod(os.path.join(d, fn), 0o644)
+    refs = {}
+    for rel in shards:
+        dest = env.path('ref', rel + '.d')
+        ml.gnu_extract(env, os.path.join(src, rel), dest)
+        refs[rel] = (ml.snapshot(dest), ml.explicit_dirs(os.path.join(src, rel)), dest)
+    return src, refs
+
+
+def shard_dir_rel(rel):
+    d, b = os.path.split(rel)
+    n = sg.shard_dir_name(b)
+    return os.path.join(d, n) if d else n
+
+
+def members_of(refs, rel):
+    """Member paths (relative) of a shard's extraction."""
+    out = []
+    dest = refs[rel][2]
+    for d, _, files in os.walk(dest):
+        for fn in files:
+            out.append(os.path.relpath(os.path.join(d, fn), dest))
+    return sorted(out)
+
+
+def check_all(ck, label, mnt, src, refs):
+    """Raw bytes of every shard equal the source; its members equal GNU tar's extraction."""
+    for rel in sorted(refs):
+        try:
+            got = ml.read_all(os.path.join(mnt, rel))
+        except OSError as e:
+            ck.fail('%s: reading %s: %s' % (label, rel, e))
+            continue
+        with open(os.path.join(src, rel), 'rb') as f:
+            want = f.read()
+        ck.ok(got == want, '%s: %s: %d bytes differ from the source (%d bytes)' % (
+            label, rel, len(got), len(want)))
+        snap, explicit, _ = refs[rel]
+        got_tree = ml.snapshot(os.path.join(mnt, shard_dir_rel(rel)), ck=ck)
+        ml.compare_trees(ck, '%s: %s' % (label, rel), got_tree, snap, explicit=explicit)
+
+
+def manifest_items(mnt, src, refs, raw=True, members=True):
+    items = []
+    for rel in sorted(refs):
+        if raw:
+            items.append([os.path.join(mnt, rel), os.path.join(src, rel)])
+        if members:
+            for m in members_of(refs, rel):
+                items.append([os.path.join(mnt, shard_dir_rel(rel), m),
+                              os.path.join(refs[rel][2], m)])
+    return items
+
+
+def start_readers(env, name, manifests):
+    procs = []
+    for i, man in enumerate(manifests):
+        p = env.path('%s-%d.json' % (name, i))
+        with open(p, 'w') as f:
+            json.dump(man, f)
+        out = open(env.path('%s-%d.out' % (name, i)), 'wb')
+        procs.append((subprocess.Popen([sys.executable, os.path.abspath(__file__), '--reader', p],
+                                       stdin=subprocess.DEVNULL, stdout=out,
+                                       stderr=subprocess.STDOUT, env=env.env), out, i))
+    return procs
+
+
+def wait_readers(ck, env, name, procs, timeout):
+    end = time.monotonic() + timeout
+    for p, out, i in procs:
+        try:
+            rc = p.wait(max(1, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            ck.fail('%s reader %d: still running after %ds (deadlock?)' % (name, i, timeout))
+            p.kill()
+            rc = p.wait()
+        out.close()
+        with open(env.path('%s-%d.out' % (name, i)), errors='replace') as f:
+            text = f.read()
+        log('%s reader %d: rc=%s %s' % (name, i, rc, text.strip().splitlines()[-1:]))
+        ck.ok(rc == 0, '%s reader %d failed (rc=%s):\n%s' % (name, i, rc, text[-3000:]))
+
+
+def data_bytes(cache_dir):
+    """Bytes allocated by the files under the cache dir's data/ directories."""
+    total = 0
+    for d in glob.glob(os.path.join(cache_dir, 'v1', '*', 'data')):
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for n in names:
+            try:
+                total += os.lstat(os.path.join(d, n)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+class Sampler:
+    def __init__(self, cache_dir, period=0.05):
+        self.cache_dir = cache_dir
+        self.period = period
+        self.max = 0
+        self.samples = 0
+        self.stop_ev = threading.Event()
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        while not self.stop_ev.is_set():
+            b = data_bytes(self.cache_dir)
+            self.samples += 1
+            self.max = max(self.max, b)
+            self.stop_ev.wait(self.period)
+
+    def stop(self):
+        self.stop_ev.set()
+        self.t.join()
+
+
+def log_text(path):
+    try:
+        with open(path, errors='replace') as f:
+            return f.read()
+    except OSError:
+        return ''
+
+
+def tsan_reports(logfile, pid):
+    """TSan reports of the daemon: in its log file (its stderr), or in TSAN_OPTIONS' log_path."""
+    out = []
+    if 'ThreadSanitizer' in log_text(logfile):
+        out.append(logfile)
+    m = re.search(r'(?:^|:)log_path=([^:]+)', os.environ.get('TSAN_OPTIONS', ''))
+    if m and pid:
+        out += [p for p in glob.glob(m.group(1) + '.%d*' % pid)
+                if 'ThreadSanitizer' in log_text(p)]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# a throttling proxy (slow fills) that records which range requests were answered completely
+# ---------------------------------------------------------------------------------------------
+
+class SlowProxy:
+    """HTTP/1.1 proxy on 127.0.0.1 in front of nginx. Relays each answer's body at most
+    `rate` bytes/s per connection (None: unthrottled). Records every GET as a dict with
+    path, range (a, b), sent (body bytes relayed) and done (the whole body was relayed)."""
+
+    def __init__(self, upstream_port):
+        self.upstream = upstream_port
+        self.port = httplib.free_port()
+        self.rate = None
+        self.lock = threading.Lock()
+        self.gets = []
+        self.stop_ev = threading.Event()
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(('127.0.0.1', self.port))
+        self.sock.listen(128)
+        self.conns = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self, path=''):
+        return 'http://127.0.0.1:%d/%s' % (self.port, path)
+
+    def _accept(self):
+        while not self.stop_ev.is_set():
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.conns.append(c)
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        f = c.makefile('rb')
+        try:
+            while not self.stop_ev.is_set():
+                head = httplib.FaultProxy._read_head(f)
+                if not head:
+                    return
+                parts = head[0].split(b' ')
+                method = parts[0].decode('latin-1')
+                rng = httplib.FaultProxy._range(head)
+                rec = dict(path=parts[1].decode('latin-1'), range=rng, sent=0, done=False)
+                if method == 'GET':
+                    with self.lock:
+                        self.gets.append(rec)
+                out = [ln for ln in head
+                       if not ln.lower().startswith((b'connection:', b'keep-alive:'))]
+                up = socket.create_connection(('127.0.0.1', self.upstream), timeout=30)
+                try:
+                    up.sendall(b''.join(out) + b'Connection: close\r\n\r\n')
+                    uf = up.makefile('rb')
+                    status = uf.readline()
+                    hdrs = httplib.FaultProxy._read_head(uf) or []
+                    hdrs = [h for h in hdrs if not h.lower().startswith((b'connection:',
+                                                                         b'keep-alive:'))]
+                    c.sendall(status + b''.join(hdrs) + b'\r\n')
+                    t0 = time.monotonic()
+                    while True:
+                        b = uf.read1(65536) if method != 'HEAD' else b''
+                        if not b:
+                            break
+                        c.sendall(b)
+                        rec['sent'] += len(b)
+                        rate = self.rate
+                        if rate:
+                            ahead = rec['sent'] / rate - (time.monotonic() - t0)
+                            if ahead > 0:
+                                time.sleep(ahead)
+                        if self.stop_ev.is_set():
+                            return
+                    rec['done'] = True
+                finally:
+                    up.close()
+        except OSError:
+            return
+        finally:
+            try:
+                c.close()
+            except OSError:
+                pass
+
+    def reset(self):
+        with self.lock:
+            self.gets = []
+
+    def close(self):
+        self.stop_ev.set()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        with self.lock:
+            for c in self.conns:
+                try:
+                    c.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# groups
+# ---------------------------------------------------------------------------------------------
+
+def group_offline(env, ck, ng):
+    shards = {}
+    for i in range(3):
+        shards['train/shard-%06d.tar' % i] = [env.rng.randrange(100, 200000) for _ in range(12)]
+    shards['val/shard-000000.tar'] = [env.rng.randrange(300000, 700000) for _ in range(5)]
+    src, refs = build_source(env, shards)
+    with open(os.path.join(src, 'README.txt'), 'wb') as f:
+        f.write(b'shards for the cache tests\n')
+    os.chmod(os.path.join(src, 'README.txt'), 0o644)
+    ng.start()
+    cache = env.path('cache')
+    logf = env.path('daemon.log')
+    opts = ['--chunk-size', '1M', '--retry-budget', '2', '--log-file', logf]
+    url = ng.url('json/')
+    with ml.Mount(env, url, cache_dir=cache, extra=opts) as m:
+        check_all(ck, 'online', m.mnt, src, refs)
+        with open(os.path.join(m.mnt, 'README.txt'), 'rb') as f:
+            ck.eq('online: README.txt', f.read(), b'shards for the cache tests\n')
+        st1 = m.stats()
+        log('online: bytes_fetched %d, fills %d, hits %d, misses %d' % (
+            st1['bytes_fetched'], st1['fills'], st1['cache_hits'], st1['cache_misses']))
+        ng.stop()
+        log('nginx stopped')
+        check_all(ck, 'nginx down', m.mnt, src, refs)
+        with open(os.path.join(m.mnt, 'README.txt'), 'rb') as f:
+            ck.eq('nginx down: README.txt', f.read(), b'shards for the cache tests\n')
+        st2 = m.stats()
+        ck.eq('nginx down: bytes_fetched', st2['bytes_fetched'], st1['bytes_fetched'])
+        ck.eq('nginx down: read_errors', st2['read_errors'], 0)
+        ck.eq('nginx down: fill_errors', st2['fill_errors'], st1['fill_errors'])
+    t = time.monotonic()
+    with ml.Mount(env, url, cache_dir=cache, extra=opts) as m:
+        log('offline remount took %.1fs' % (time.monotonic() - t))
+        st = m.stats()
+        ck.eq('offline remount: source_offline', st.get('source_offline'), 1)
+        check_all(ck, 'offline remount', m.mnt, src, refs)
+        st = m.stats()
+        ck.eq('offline remount: bytes_fetched', st['bytes_fetched'], 0)
+        ck.eq('offline remount: read_errors', st['read_errors'], 0)
+        ck.eq('offline remount: index_built', st['index_built'], 0)
+    text = log_text(logf)
+    ck.ok(re.search(r'(?i)unreachable', text), 'offline remount: the log does not say the source '
+          'is unreachable:\n' + text[-2000:])
+
+
+def group_capacity(env, ck, ng):
+    shards = {}
+    for i in range(6):  # 6 x ~4 MiB = ~24 MiB
+        sizes, tot = [], 0
+        while tot < 4 * MiB - 400000:
+            n = env.rng.randrange(1000, 400000)
+            sizes.append(n)
+            tot += n + 1536
+        shards['shard-%06d.tar' % i] = sizes
+    src, refs = build_source(env, shards)
+    total = sum(os.path.getsize(os.path.join(src, r)) for r in refs)
+    ng.start()
+    cache = env.path('cache')
+    size, chunk, conns = 8 * MiB, MiB, 4
+    limit = size + conns * chunk + 256 * 1024
+    opts = ['--cache-size', '8M', '--chunk-size', '1M', '--connections', str(conns),
+            '--log-file', env.path('daemon.log')]
+    log('dataset %d bytes, cache-size %d, limit %d' % (total, size, limit))
+    with ml.Mount(env, ng.url('json/'), cache_dir=cache, extra=opts) as m:
+        items = manifest_items(m.mnt, src, refs)
+        samp = Sampler(cache)
+        t = time.monotonic()
+        procs = start_readers(env, 'capacity', [dict(items=items, mode='full', passes=2,
+                                                seed=env.seed + i) for i in range(4)])
+        wait_readers(ck, env, 'capacity', procs, 150)
+        samp.stop()
+        st = m.stats()
+        log('capacity: %.1fs, %d samples, max data bytes %d (limit %d); evictions %d, '
+            'evicted %d, fetched %d, used %d' % (
+                time.monotonic() - t, samp.samples, samp.max, limit, st['evictions'],
+                st['evicted_bytes'], st['bytes_fetched'], st['cache_bytes_used']))
+        ck.ok(samp.samples >= 10, 'capacity: only %d samples' % samp.samples)
+        ck.ok(samp.max <= limit, 'capacity: cache data files reached %d bytes > %d (cache-size '
+              '%d + %d chunks of %d)' % (samp.max, limit, size, conns, chunk))
+        ck.ok(st['evictions'] > 0, 'capacity: no evictions')
+        ck.ok(st['cache_bytes_used'] <= size, 'capacity: cache_bytes_used %d > %d' % (
+            st['cache_bytes_used'], size))
+        ck.eq('capacity: read_errors', st['read_errors'], 0)
+        check_all(ck, 'capacity after', m.mnt, src, refs)
+        ck.ok(data_bytes(cache) <= limit, 'capacity: data files at the end %d' % data_bytes(cache))
+
+
+def covered(rng, ranges):
+    a, b = rng
+    for r in ranges:
+        if r and r[0] <= a and (r[1] is None or r[1] >= b):
+            return True
+    return False
+
+
+def group_crash(env, ck, ng):
+    rel = 'big-000000.tar'
+    src, refs = build_source(env, {rel: [env.rng.randrange(200000, 1200000) for _ in range(40)]})
+    size = os.path.getsize(os.path.join(src, rel))
+    ng.start()
+    px = SlowProxy(ng.port)
+    try:
+        cache = env.path('cache')
+        opts = ['--chunk-size', '1M', '--connections', '2', '--readahead', '8M',
+                '--prefetch-shards', '0', '--log-file', env.path('daemon.log')]
+        source = px.url('files/' + rel)
+        px.rate = 2 * MiB  # per connection
+        m = ml.Mount(env, source, cache_dir=cache, extra=opts)
+        m.mount()
+        pid = m.stats()['pid']
+        px.reset()
+        p = subprocess.Popen(['dd', 'if=' + os.path.join(m.mnt, rel), 'of=/dev/null', 'bs=1M'],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # wait until about 40% came through
+            with px.lock:
+                done = sum(r['sent'] for r in px.gets if r['done'])
+            if done >= 0.4 * size:
+                break
+            time.sleep(0.05)
+        with px.lock:
+            inflight = [(r['range'], r['sent']) for r in px.gets
+                        if not r['done'] and r['sent'] > 0 and r['range']]
+            first = [dict(r) for r in px.gets]
+        log('killing daemon %d: %d GETs done (%d bytes), in flight with bytes: %r' % (
+            pid, sum(1 for r in first if r['done']), sum(r['sent'] for r in first if r['done']),
+            inflight))
+        os.kill(pid, signal.SIGKILL)
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            ck.fail('crash: the reader did not return after the daemon died')
+            p.kill()
+            p.wait()
+        m.umount(quiet=True)
+        ck.ok(not ml.is_mounted(m.mnt), 'crash: still mounted after umount of the dead mount')
+        ck.ok(inflight, 'crash: no fill was in flight when the daemon was killed')
+        data = glob.glob(os.path.join(cache, 'v1', '*', 'data', '*'))
+        log('cache files after the crash: %r' % [(os.path.basename(d), os.path.getsize(d))
+                                                  for d in data])
+        # The daemon writes a chunk once all of it arrived, so a kill rarely leaves a torn
+        # chunk on disk by itself: make one. A range whose body was not completely sent cannot
+        # have been recorded as present; write garbage over the part that was sent, as if
+        # the crash came in the middle of its pwrite.
+        datafiles = [d for d in data if not d.endswith('.map')]
+        ck.eq('crash: data files', len(datafiles), 1)
+        if datafiles:
+            with open(datafiles[0], 'r+b') as f:
+                for (a, b), sent in inflight:
+                    os.pwrite(f.fileno(), b'\xa5' * min(sent, b - a + 1), a)
+        px.rate = None
+        px.reset()
+        with ml.Mount(env, source, cache_dir=cache, extra=opts) as m2:
+            check_all(ck, 'after crash', m2.mnt, src, refs)
+            st = m2.stats()
+        with px.lock:
+            second = [r['range'] for r in px.gets]
+        log('after crash: bytes_fetched %d of %d, %d GETs' % (st['bytes_fetched'], size,
+                                                               len(second)))
+        ck.ok(0 < st['bytes_fetched'] < size, 'after crash: bytes_fetched %d, expected some '
+              'but less than the shard (%d): nothing reused?' % (st['bytes_fetched'], size))
+        for r, _ in inflight:
+            if r:
+                ck.ok(covered(r, second), 'after crash: the chunk in flight at the kill, bytes '
+                      '%d-%s, was not fetched again (GETs: %r)' % (r[0], r[1], second[:40]))
+    finally:
+        px.close()
+
+
+def group_concurrency(env, ck, ng):
+    shards = {}
+    for i in range(4):  # 4 x ~3 MiB
+        sizes, tot = [], 0
+        while tot < 3 * MiB:
+            n = env.rng.choice((env.rng.randrange(0, 4096), env.rng.randrange(4096, 300000)))
+            sizes.append(n)
+            tot += n + 1536
+        shards['shard-%06d.tar' % i] = sizes
+    src, refs = build_source(env, shards)
+    ng.start()
+    cache = env.path('cache')
+    logf = env.path('daemon.log')
+    opts = ['--cache-size', '3M', '--chunk-size', '1M', '--connections', '4',
+            '--log-file', logf]
+    with open(env.shardfs, 'rb') as f:
+        tsan = b'libtsan' in f.read()  # a ThreadSanitizer build: slower, give it more time
+    seconds = 25 if tsan else 15
+    with ml.Mount(env, ng.url('json/'), cache_dir=cache, extra=opts) as m:
+        pid = m.stats()['pid']
+        items = manifest_items(m.mnt, src, refs)
+        t = time.monotonic()
+        procs = start_readers(env, 'concurrency', [dict(items=items, mode='random', ops=400,
+                                                 seconds=seconds, seed=env.seed * 100 + i)
+                                            for i in range(8)])
+        wait_readers(ck, env, 'concurrency', procs, seconds + 60)
+        log('concurrency: readers took %.1fs' % (time.monotonic() - t))
+        ck.ok(ml.pid_alive(pid), 'concurrency: the daemon %d died' % pid)
+        st = m.stats()
+        log('concurrency: evictions %d, fetched %d, fills %d, hits %d, misses %d' % (
+            st['evictions'], st['bytes_fetched'], st['fills'], st['cache_hits'],
+            st['cache_misses']))
+        ck.ok(st['evictions'] > 0, 'concurrency: no evictions')
+        ck.eq('concurrency: read_errors', st['read_errors'], 0)
+        check_all(ck, 'concurrency after', m.mnt, src, refs)
+    rep = tsan_reports(logf, pid)
+    ck.ok(not rep, 'concurrency: ThreadSanitizer reports in %r:\n%s' % (
+        rep, ''.join(log_text(r)[:6000] for r in rep)))
+
+
+GROUPS = {'offline': group_offline, 'capacity': group_capacity, 'crash': group_crash,
+          'concurrency': group_concurrency}
+
+
+class LazyNginx(httplib.Nginx):
+    def start(self):
+        if self.proc is None:
+            super().start()
+        return self
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
+        print(__doc__)
+        return 2
+    shardfs, group = sys.argv[1], sys.argv[2]
+    if not os.path.exists(httplib.NGINX):
+        log('SKIP: %s is not installed (scripts/install-deps.sh --test)' % httplib.NGINX)
+        return ml.SKIP
+    env = ml.Env(shardfs, 'cache-' + group)
+    wd = ml.Watchdog(env, int(os.environ.get('SHARDFS_TEST_DEADLINE', '170')))
+    ck = ml.Checker()
+    ng = None
+    try:
+        ml.fuse_precheck()
+        ng = LazyNginx(env.path('nginx'), env.path('src'))
+        t = time.monotonic()
+        GROUPS[group](env, ck, ng)
+        log('group %s: %d checks in %.1fs' % (group, ck.checks, time.monotonic() - t))
+    except ml.Skip as e:
+        log('SKIP: %s' % e)
+        return ml.SKIP
+    except Exception as e:  # noqa: BLE001
+        import traceback
+        traceback.print_exc()
+        ck.fail('exception: %r' % e)
+    finally:
+        if ng:
+            ng.stop()
+        if ck.failures:
+            t = log_text(env.path('daemon.log'))
+            log('daemon log (tail):\n' + t[-3000:])
+        env.cleanup()
+        wd.stop()
+    if ck.failures:
+        log('FAILED: %d of %d checks' % (len(ck.failures), ck.checks))
+        return 1
+    log('PASS: %d checks' % ck.checks)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
