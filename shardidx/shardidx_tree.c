@@ -590,7 +590,9 @@ int shardidx__tree_finish(struct shardidx__tree *t, uint64_t stream_size, struct
 		sp->first_seg = (uint32_t)nseg_out;
 		sp->nseg = o->nseg;
 		sp->data_off = o->data_off;
-		memcpy(ix->segs + nseg_out, t->segs + o->first_seg, o->nseg * sizeof(*ix->segs));
+		if (o->nseg) /* a sparse member may have no segments; t->segs may be NULL */
+			memcpy(ix->segs + nseg_out, t->segs + o->first_seg,
+			       o->nseg * sizeof(*ix->segs));
 		nseg_out += o->nseg;
 	}
 
@@ -632,13 +634,13 @@ int shardidx__tree_finish(struct shardidx__tree *t, uint64_t stream_size, struct
 			rc->mtime = d->mtime;
 			rc->size = d->size;
 			if (d->sparse) {
-				const struct shardidx__seg *sg = t->segs + d->first_seg;
+				/* no segments (all holes): t->segs may be NULL */
+				const struct shardidx__seg *sg =
+				    d->nseg ? t->segs + d->first_seg + d->nseg - 1 : NULL;
 
 				rc->off = d->sp_index;
 				rc->flags |= SHARDIDX_F_SPARSE;
-				trunc =
-				    d->nseg &&
-				    sg[d->nseg - 1].stream_off + sg[d->nseg - 1].len > stream_size;
+				trunc = sg && sg->stream_off + sg->len > stream_size;
 			} else {
 				rc->off = d->data_off;
 				trunc = d->data_off + d->size > stream_size;
