@@ -1206,9 +1206,14 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 	char opts[4096];
 	int err = -EIO, n;
 
-	n = snprintf(opts, sizeof(opts), "-ofsname=shardfs:%s,subtype=shardfs,nosuid,nodev%s%s",
+	/* other users only ever see what the modes allow: with allow_other the
+	 * kernel checks permissions (default_permissions), always */
+	n = snprintf(opts, sizeof(opts), "-ofsname=shardfs:%s,subtype=shardfs,nosuid,nodev%s%s%s",
 		     backend_describe(fs->be), fs->cfg.fuse_opts ? "," : "",
-		     fs->cfg.fuse_opts ? fs->cfg.fuse_opts : "");
+		     fs->cfg.fuse_opts ? fs->cfg.fuse_opts : "",
+		     fs->cfg.fuse_opts && strstr(fs->cfg.fuse_opts, "allow_other")
+			     ? ",default_permissions"
+			     : "");
 	if (n < 0 || (size_t)n >= sizeof(opts))
 		return -E2BIG;
 	/* fsname may not contain commas: the option parser would split it */
