@@ -2,7 +2,8 @@
 # Index and listing benchmark (issue 2). Not a test: it prints figures and
 # ratios against baselines measured in the same run.
 #
-#   bash tests/bench/index_bench.sh [--shard-mb 1024] [--member-kb 100] [--members 100000]
+#   bash tests/bench/index_bench.sh [--build DIR] [--shard-mb 1024] [--member-kb 100]
+#                                   [--members 100000] [--runs 1]
 #
 # 1. index build of one shard of --shard-mb MB made of --member-kb KB members,
 #    through a fresh mount (time of the first listing of the shard directory),
@@ -10,24 +11,31 @@
 # 2. index bytes per member on disk (the saved index file) and in memory
 #    (index_mem_bytes from stats), with and without the names.
 # 3. `find` over a mount of --members members (10 shards) against `find` over
-#    the same files extracted on local disk; warm (second run) and dropped.
+#    the same files extracted on local disk; warm (second run) and dropped;
+#    the same for `ls -lR`. With --runs N, each listing figure is the median
+#    of N runs.
 # Needs root for dropping caches (/proc/sys/vm/drop_caches); without it the
 # dropped rows are skipped.
 set -eu
 cd "$(dirname "$0")/../.."
-shard_mb=1024 member_kb=100 members=100000
+build=build shard_mb=1024 member_kb=100 members=100000 runs=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--shard-mb) shard_mb=$2; shift 2 ;;
 	--member-kb) member_kb=$2; shift 2 ;;
 	--members) members=$2; shift 2 ;;
-	*) echo "usage: $0 [--shard-mb N] [--member-kb N] [--members N]" >&2; exit 2 ;;
+	--build) build=$2; shift 2 ;;
+	--runs) runs=$2; shift 2 ;;
+	*) echo "usage: $0 [--build DIR] [--shard-mb N] [--member-kb N] [--members N] [--runs N]" >&2; exit 2 ;;
 	esac
 done
-sh scripts/install-deps.sh --test
-[ -f build/build.ninja ] || meson setup build >/dev/null
-meson compile -C build >/dev/null
-bin=$(pwd)/build/shardfs
+if [ "$build" = build ]; then
+	sh scripts/install-deps.sh --test
+	[ -f build/build.ninja ] || meson setup build >/dev/null
+	meson compile -C build >/dev/null
+fi
+bin=$(cd "$build" && pwd)/shardfs
+[ -x "$bin" ] || { echo "no $bin" >&2; exit 1; }
 w=$(mktemp -d /var/tmp/shardfs-bench.XXXXXX)
 mnt=$w/mnt
 mkdir -p "$mnt"
@@ -118,17 +126,28 @@ for s in range(10):
 PY
 "$bin" mount --cache-dir "$w/cache2" "$w/src2" "$mnt"
 find "$mnt" >/dev/null # builds the indexes once
-for mode in warm dropped; do
-	if [ $mode = dropped ] && [ $can_drop = 0 ]; then continue; fi
-	find "$w/extracted" >/dev/null; find "$mnt" >/dev/null
-	[ $mode = dropped ] && drop
-	t0=$(now); c1=$(find "$w/extracted" | wc -l); t1=$(now)
-	tdisk=$(secs "$t0" "$t1")
-	[ $mode = dropped ] && drop
-	t0=$(now); c2=$(find "$mnt" -path "$mnt/shard-*/*" | wc -l); t1=$(now)
-	tmnt=$(secs "$t0" "$t1")
-	printf '%-52s %14s %14s %8s\n' "find, $members members ($c2 vs $c1 paths), $mode" \
-		"${tmnt}s" "${tdisk}s" "$(ratio "$tdisk" "$tmnt")"
+median() { python3 -c "import statistics, sys; print(f'{statistics.median(map(float, sys.argv[1:])):.4f}')" "$@"; }
+for tool in find "ls -lR"; do
+	for mode in warm dropped; do
+		if [ $mode = dropped ] && [ $can_drop = 0 ]; then continue; fi
+		$tool "$w/extracted" >/dev/null; $tool "$mnt" >/dev/null
+		td=() tm=()
+		for _ in $(seq "$runs"); do
+			[ $mode = dropped ] && drop
+			t0=$(now); c1=$($tool "$w/extracted" | wc -l); t1=$(now)
+			td+=("$(secs "$t0" "$t1")")
+			[ $mode = dropped ] && drop
+			if [ "$tool" = find ]; then
+				t0=$(now); c2=$(find "$mnt" -path "$mnt/shard-*/*" | wc -l); t1=$(now)
+			else
+				t0=$(now); c2=$(ls -lR "$mnt" | wc -l); t1=$(now)
+			fi
+			tm+=("$(secs "$t0" "$t1")")
+		done
+		tdisk=$(median "${td[@]}") tmnt=$(median "${tm[@]}")
+		printf '%-52s %14s %14s %8s\n' "$tool, $members members ($c2 vs $c1 lines), $mode" \
+			"${tmnt}s" "${tdisk}s" "$(ratio "$tdisk" "$tmnt")"
+	done
 done
 rss=$(ps -o rss= -p "$(stat_of pid)")
 printf '%-52s %14s %14s %8s\n' "daemon RSS per mounted member (bytes)" \

@@ -3,7 +3,7 @@
 # ratios against a baseline measured in the same run (DESIGN.md section 4,
 # "cold fill from a loopback HTTP server vs curl with the same parallelism").
 #
-#   bash tests/bench/remote_bench.sh [--build DIR] [--shard-mb 1024] [--member-kb 100]
+#   bash tests/bench/remote_bench.sh [--build DIR] [--shard-mb 1024] [--member-kb 100] [--runs 1]
 #
 # Serves one shard of --shard-mb MB (members of --member-kb KB) from nginx on
 # 127.0.0.1 (sendfile on, the file warm in the page cache), then, for
@@ -13,17 +13,19 @@
 #     each reading one eighth with dd;
 #   - curl: `curl -s -o /dev/null URL`, and with 8, 8 parallel `curl --range`
 #     jobs of one eighth each.
-# and prints MB/s and the ratio shardfs/curl.
+# and prints MB/s and the ratio shardfs/curl. With --runs N every figure is
+# the median of N runs (shardfs and curl alternating).
 set -eu
 cd "$(dirname "$0")/../.."
 root=$(pwd)
-build=build shard_mb=1024 member_kb=100
+build=build shard_mb=1024 member_kb=100 runs=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) build=$2; shift 2 ;;
 	--shard-mb) shard_mb=$2; shift 2 ;;
 	--member-kb) member_kb=$2; shift 2 ;;
-	*) echo "usage: $0 [--build DIR] [--shard-mb N] [--member-kb N]" >&2; exit 2 ;;
+	--runs) runs=$2; shift 2 ;;
+	*) echo "usage: $0 [--build DIR] [--shard-mb N] [--member-kb N] [--runs N]" >&2; exit 2 ;;
 	esac
 done
 if [ "$build" = build ]; then
@@ -167,11 +169,13 @@ row() { # label shardfs-seconds curl-seconds
 	printf '%-44s %8s %8s %8s %7s\n' "$1" "$a" "$b" "" \
 		"$(/usr/bin/python3 -c "import sys; print('%.2f' % (float(sys.argv[2]) / float(sys.argv[1])))" "$2" "$3")"
 }
-s1=$(run_cat 1)
-c1=$(run_curl1)
-row "cat, --connections 1 vs curl" "$s1" "$c1"
-s8=$(run_cat 8)
-c8=$(run_curl8)
-row "cat, --connections 8 vs curl 8 ranges" "$s8" "$c8"
-d8=$(run_dd8)
-row "8 dd readers, --connections 8 vs curl 8 ranges" "$d8" "$c8"
+median() { /usr/bin/python3 -c "import statistics, sys; print(statistics.median(map(float, sys.argv[1:])))" "$@"; }
+s1=() c1=() s8=() c8=() d8=()
+for _ in $(seq "$runs"); do
+	s1+=("$(run_cat 1)"); c1+=("$(run_curl1)")
+	s8+=("$(run_cat 8)"); c8+=("$(run_curl8)"); d8+=("$(run_dd8)")
+done
+c8m=$(median "${c8[@]}")
+row "cat, --connections 1 vs curl" "$(median "${s1[@]}")" "$(median "${c1[@]}")"
+row "cat, --connections 8 vs curl 8 ranges" "$(median "${s8[@]}")" "$c8m"
+row "8 dd readers, --connections 8 vs curl 8 ranges" "$(median "${d8[@]}")" "$c8m"
