@@ -210,8 +210,28 @@ int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len)
 		free(o.buf);
 		return o.err;
 	}
-	*buf = o.buf;
-	*len = o.len;
+	/* A fixed size, padded with blanks (whitespace to JSON and to the
+	 * Prometheus text format): without OPEN requests the kernel reads
+	 * control files through its page cache, and a size that changed
+	 * between one reader's GETATTR and another's READ would splice two
+	 * snapshots (or zeros) into one read. stats fits one page, so a page
+	 * is always one snapshot. Only a much longer rendering grows it. */
+	{
+		size_t want = which == FS_CTL_STATS ? 4096 : 32768;
+		char *p;
+
+		while (o.len + 2 > want)
+			want *= 2;
+		p = realloc(o.buf, want);
+		if (!p) {
+			free(o.buf);
+			return -ENOMEM;
+		}
+		memset(p + o.len, ' ', want - o.len - 1);
+		p[want - 1] = '\n';
+		*buf = p;
+		*len = want;
+	}
 	return 0;
 }
 
