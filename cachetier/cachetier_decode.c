@@ -43,32 +43,6 @@
 #define REC_VERSION 1u
 #define REC_BYTES 48
 
-static void put_le64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_le64(const unsigned char *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-static uint64_t fnv64(const unsigned char *p, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
 struct dec {
 	struct cachetier *ct;
 	const struct backend_objinfo *info;
@@ -268,13 +242,13 @@ static int rec_load(struct cachetier *ct, const char *recname, uint64_t *size, i
 	close(fd);
 	if (n != REC_BYTES || memcmp(rec, REC_MAGIC, 8) != 0)
 		return -EBADMSG;
-	if (get_le64(rec + 8) != REC_VERSION)
+	if (cachetier__le64_get(rec + 8) != REC_VERSION)
 		return -EPROTO;
-	if (get_le64(rec + 40) != fnv64(rec, 40))
+	if (cachetier__le64_get(rec + 40) != cachetier__fnv64(rec, 40))
 		return -EBADMSG;
-	*size = get_le64(rec + 16);
-	*damage = -(int)get_le64(rec + 24);
-	*damage_off = get_le64(rec + 32);
+	*size = cachetier__le64_get(rec + 16);
+	*damage = -(int)cachetier__le64_get(rec + 24);
+	*damage_off = cachetier__le64_get(rec + 32);
 	return 0;
 }
 
@@ -355,11 +329,11 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 		goto out_unlink;
 	}
 	memcpy(rec, REC_MAGIC, 8);
-	put_le64(rec + 8, REC_VERSION);
-	put_le64(rec + 16, d.out_total);
-	put_le64(rec + 24, (uint64_t)(-(int64_t)d.damage));
-	put_le64(rec + 32, d.damage_off);
-	put_le64(rec + 40, fnv64(rec, 40));
+	cachetier__le64_put(rec + 8, REC_VERSION);
+	cachetier__le64_put(rec + 16, d.out_total);
+	cachetier__le64_put(rec + 24, (uint64_t)(-(int64_t)d.damage));
+	cachetier__le64_put(rec + 32, d.damage_off);
+	cachetier__le64_put(rec + 40, cachetier__fnv64(rec, 40));
 	err = cachetier__write_atomic(ct, ct->decfd, recname, rec, sizeof(rec));
 	if (err < 0)
 		goto out;
