@@ -16,8 +16,11 @@
  *  - chunk_bytes 8 MiB: large enough that a range GET runs at the store's
  *    streaming rate, small enough that a random member read fetches little.
  *  - readahead_max_bytes 64 MiB: eight chunks in flight ahead of one
- *    sequential reader, matching the default fill_threads.
- *  - fill_threads 8: as many as the backend's default connections.
+ *    sequential reader, matching the default fill_threads; never more
+ *    than an eighth of cache_size_bytes (readahead that outruns the cache
+ *    evicts what it fetched before the reader gets there).
+ *  - fill_threads 8: as many as the backend's default connections (fs
+ *    passes connections + 1, so one thread writes while all fetch).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -92,6 +95,7 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	pthread_cond_init(&ct->cond, NULL);
 	pthread_cond_init(&ct->chunk_cond, NULL);
 	pthread_cond_init(&ct->work_cond, NULL);
+	pthread_cond_init(&ct->flush_cond, NULL);
 	ct->dq_tail = &ct->dq;
 	ct->rq_tail = &ct->rq;
 	ct->pf_tail = &ct->pf;
@@ -108,6 +112,13 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	ct->cfg.chunk_bytes = (ct->cfg.chunk_bytes + 4095u) & ~4095u;
 	if (!ct->cfg.readahead_max_bytes)
 		ct->cfg.readahead_max_bytes = 64ull << 20;
+	/* Readahead into a small cache would evict what it fetched (or what
+	 * the reader is about to reach) before the reader gets there: at most
+	 * an eighth of the cache is ahead of a reader, and at least one chunk. */
+	if (ct->cfg.readahead_max_bytes > ct->cfg.cache_size_bytes / 8)
+		ct->cfg.readahead_max_bytes = ct->cfg.cache_size_bytes / 8;
+	if (ct->cfg.readahead_max_bytes < ct->cfg.chunk_bytes)
+		ct->cfg.readahead_max_bytes = ct->cfg.chunk_bytes;
 	if (!ct->cfg.fill_threads)
 		ct->cfg.fill_threads = 8;
 	ct->cfg.cache_dir = NULL; /* not kept: the caller's strings */
@@ -179,6 +190,7 @@ void cachetier_close(struct cachetier *ct)
 	if (ct->dirfd >= 0)
 		close(ct->dirfd);
 	pthread_cond_destroy(&ct->work_cond);
+	pthread_cond_destroy(&ct->flush_cond);
 	pthread_cond_destroy(&ct->chunk_cond);
 	pthread_cond_destroy(&ct->cond);
 	pthread_mutex_destroy(&ct->lock);

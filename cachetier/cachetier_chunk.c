@@ -9,14 +9,17 @@
  *   data/<hash>      sparse data file; chunk i at offset i * chunk_bytes
  *   data/<hash>.map  which chunks are valid (format below)
  * The map is the only thing trusted after a restart. Protocol:
- *   fill:  pwrite chunk → fdatasync(data) → mark valid in memory →
- *          (batched: every MAP_BATCH_CHUNKS chunks, every second, at
- *          object close and cachetier_close) write the map atomically.
+ *   fill:  pwrite chunk → mark valid in memory (readers are served from
+ *          the page cache at once) → (batched: every MAP_BATCH_CHUNKS
+ *          chunks, every second, at object close and cachetier_close; by
+ *          the flusher thread, never on a fill worker) note the valid
+ *          chunks → fdatasync(data) → write the map atomically.
  *   evict: mark chunks EVICTING in memory → unlink the map + fsync the
  *          directory → punch the chunks out → mark them EMPTY (and rewrite
  *          the map of the chunks that stayed).
  * So a persisted map only ever claims chunks whose bytes were durable
- * before the map was written, and no map claims a chunk being punched. A
+ * before the map was written (each was written before the fdatasync that
+ * precedes the map), and no map claims a chunk being punched. A
  * crash loses at most the chunks not yet recorded; they are fetched again.
  *
  * Map format (little-endian):
@@ -214,7 +217,11 @@ void cachetier__file_flush(struct cachetier *ct, struct ct_file *f)
 	f->map_ns = cachetier__now_ns();
 	pthread_mutex_unlock(&ct->lock);
 	snprintf(name, sizeof(name), "%s.map", f->hash);
-	err = buf ? cachetier__write_atomic(ct, ct->datafd, name, buf, len) : -ENOMEM;
+	/* every chunk buf claims was written before this: make them durable
+	 * before any map says so (eviction waits on maplock meanwhile) */
+	err = !buf ? -ENOMEM : fdatasync(f->datafd) < 0 ? -errno : 0;
+	if (err == 0)
+		err = cachetier__write_atomic(ct, ct->datafd, name, buf, len);
 	if (err < 0) { /* try again at the next batch */
 		pthread_mutex_lock(&ct->lock);
 		f->dirty += dirty;
@@ -490,7 +497,8 @@ static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, int
 
 /* ---- fill workers ---- */
 
-/* Fetch chunk c into buf and make it durable in f's data file. No locks. */
+/* Fetch chunk c into buf and write it to f's data file (durable only at
+ * the next map flush). No locks. */
 static int fill_chunk(struct cachetier *ct, struct ct_file *f, uint32_t c, char *buf, size_t len)
 {
 	uint64_t off = chunk_off(ct, c);
@@ -516,8 +524,7 @@ static int fill_chunk(struct cachetier *ct, struct ct_file *f, uint32_t c, char 
 			return -errno;
 		done += (size_t)n;
 	}
-	/* the map may claim the chunk only once its bytes are durable */
-	return fdatasync(f->datafd) < 0 ? -errno : 0;
+	return 0;
 }
 
 static int flush_due(struct cachetier *ct, struct ct_file *f, int64_t now)
@@ -562,8 +569,7 @@ static void *worker_main(void *arg)
 
 			clock_gettime(CLOCK_REALTIME, &ts);
 			ts.tv_sec += 1;
-			if (pthread_cond_timedwait(&ct->work_cond, &ct->lock, &ts) == ETIMEDOUT)
-				flush_old_maps(ct);
+			pthread_cond_timedwait(&ct->work_cond, &ct->lock, &ts);
 			continue;
 		}
 		len = chunk_len(ct, f, c);
@@ -593,14 +599,32 @@ static void *worker_main(void *arg)
 			ct->fill_errors++;
 		}
 		pthread_cond_broadcast(&ct->chunk_cond);
-		if (flush_due(ct, f, cachetier__now_ns())) {
-			pthread_mutex_unlock(&ct->lock);
-			cachetier__file_flush(ct, f);
-			pthread_mutex_lock(&ct->lock);
-		}
+		if (flush_due(ct, f, cachetier__now_ns()))
+			pthread_cond_signal(&ct->flush_cond);
 	}
 	pthread_mutex_unlock(&ct->lock);
 	free(buf);
+	return NULL;
+}
+
+/* The flusher: writes the maps whose batch is due (a worker signals a full
+ * batch; the timer catches the rest), so the fdatasync before each map
+ * never holds up a fill. */
+static void *flusher_main(void *arg)
+{
+	struct cachetier *ct = arg;
+
+	pthread_mutex_lock(&ct->lock);
+	while (!ct->stopping) {
+		struct timespec ts;
+
+		flush_old_maps(ct);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		if (!ct->stopping)
+			pthread_cond_timedwait(&ct->flush_cond, &ct->lock, &ts);
+	}
+	pthread_mutex_unlock(&ct->lock);
 	return NULL;
 }
 
@@ -612,6 +636,10 @@ int cachetier__chunk_start(struct cachetier *ct)
 	ct->workers = calloc(ct->cfg.fill_threads, sizeof(*ct->workers));
 	if (!ct->workers)
 		return -ENOMEM;
+	if (pthread_create(&ct->flusher, NULL, flusher_main, ct) == 0)
+		ct->have_flusher = 1;
+	else
+		return -EAGAIN;
 	for (unsigned i = 0; i < ct->cfg.fill_threads; i++) {
 		int err = pthread_create(&ct->workers[i], NULL, worker_main, ct);
 
@@ -630,7 +658,11 @@ void cachetier__chunk_stop(struct cachetier *ct)
 	ct->stopping = 1;
 	pthread_cond_broadcast(&ct->work_cond);
 	pthread_cond_broadcast(&ct->chunk_cond);
+	pthread_cond_broadcast(&ct->flush_cond);
 	pthread_mutex_unlock(&ct->lock);
+	if (ct->have_flusher)
+		pthread_join(ct->flusher, NULL);
+	ct->have_flusher = 0;
 	for (unsigned i = 0; i < ct->nworkers; i++)
 		pthread_join(ct->workers[i], NULL);
 	free(ct->workers);

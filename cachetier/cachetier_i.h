@@ -28,7 +28,7 @@ enum ct_chunk {
 	CH_EMPTY = 0, /* not on disk (or not trusted) */
 	CH_QUEUED,    /* exactly one ct_job for it sits in a fill queue */
 	CH_FILLING,   /* a worker is fetching and writing it */
-	CH_VALID,     /* written and fdatasync'ed: may be served */
+	CH_VALID,     /* written (maybe not yet durable): may be served */
 	CH_EVICTING,  /* being punched out of the data file */
 };
 
@@ -95,6 +95,7 @@ struct cachetier {
 	pthread_cond_t cond;	       /* signalled when an object leaves OBJ_OPENING */
 	pthread_cond_t chunk_cond;     /* chunk states, file opening/evicting changed */
 	pthread_cond_t work_cond;      /* fill queues got work, or stopping */
+	pthread_cond_t flush_cond;     /* a map batch is due, or stopping */
 	struct cachetier_obj *objs;    /* open objects */
 	struct ct_file *files;	       /* every object of the chunk store */
 	struct ct_job *dq, **dq_tail;  /* demand fills (readers wait) */
@@ -102,6 +103,8 @@ struct cachetier {
 	struct ct_file *pf, **pf_tail; /* objects being prefetched */
 	pthread_t *workers;	       /* fill threads; the array is written only by open/close */
 	unsigned nworkers;
+	pthread_t flusher; /* writes the batched maps; off the fill path */
+	int have_flusher;
 	int stopping;
 	unsigned evict_round;
 	uint64_t used;	   /* bytes of valid chunks */

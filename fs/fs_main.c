@@ -109,7 +109,9 @@ static int mount_run(struct fs *fs, int ready_fd)
 	cc.cache_size_bytes = fs->cfg.cache_size_bytes;
 	cc.readahead_max_bytes = fs->cfg.readahead_max_bytes;
 	cc.chunk_bytes = (uint32_t)(fs->cfg.chunk_bytes > (1u << 30) ? (1u << 30) : fs->cfg.chunk_bytes);
-	cc.fill_threads = fs->cfg.connections;
+	/* one more fill thread than connections: one writes its chunk to disk
+	 * while every connection is busy fetching the next */
+	cc.fill_threads = fs->cfg.connections + 1;
 	err = cachetier_open(&fs->ct, &cc, fs->be);
 	if (err < 0) {
 		fprintf(stderr, "shardfs: cache directory %s: %s\n", fs->cfg.cache_dir,

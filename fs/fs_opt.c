@@ -39,7 +39,7 @@ static const struct opt mount_opts[] = {
 	{"cache-size", 0, OPT_SIZE, offsetof(struct fs_config, cache_size_bytes), "SIZE",
 	 "most bytes of remote data kept in the cache directory (default: 20G)"},
 	{"readahead", 0, OPT_SIZE, offsetof(struct fs_config, readahead_max_bytes), "SIZE",
-	 "largest readahead window of a sequential reader (default: 64M)"},
+	 "largest readahead window of a sequential reader (default: 64M; at most 1/8 of --cache-size)"},
 	{"chunk-size", 0, OPT_SIZE, offsetof(struct fs_config, chunk_bytes), "SIZE",
 	 "unit of cache fills, one range request each (default: 8M)"},
 	{"prefetch-shards", 0, OPT_COUNT, offsetof(struct fs_config, prefetch_shards), "N",
