@@ -372,6 +372,16 @@ def w_remote(a):
                 float(m.group(2)), float(m.group(3)), 'MB/s', float(m.group(4)), '>= 0.9', 0.9)
 
 
+def w_s3(a):
+    out = run_script([sys.executable, os.path.join(HERE, 's3_bench.py'), a.bin,
+                      '--shard-mb', str(a.size_mb), '--runs', str(min(a.runs, 3))], 's3_bench')
+    for ln in out.splitlines():
+        m = re.match(r'(s3rver: .+?)\s+(\d+)\s+(\d+)\s+([\d.]+)\s*$', ln)
+        if m:
+            row('3. cold fill from %s, %d MB' % (m.group(1).strip(), a.size_mb),
+                float(m.group(2)), float(m.group(3)), 'MB/s', float(m.group(4)), '>= 0.9', 0.9)
+
+
 def w_index(a):
     out = run_script(['bash', os.path.join(HERE, 'index_bench.sh'), '--build', a.build,
                       '--shard-mb', str(a.size_mb), '--members', str(a.members),
@@ -433,8 +443,8 @@ def w_cache(a):
 
 # ---------------------------------------------------------------------------------------------
 
-WORKLOADS = ['samples', 'sequential', 'archivemount', 'firstread', 'remote', 'index', 'dl',
-             'cache']
+WORKLOADS = ['samples', 'sequential', 'archivemount', 'firstread', 'remote', 's3', 'index',
+             'dl', 'cache']
 
 
 def main():
@@ -516,6 +526,9 @@ def main():
         if 'remote' in only:
             log('3. cold fill (remote_bench.sh)')
             w_remote(a)
+        if 's3' in only:
+            log('3. cold fill from s3rver (s3_bench.py)')
+            w_s3(a)
         if 'index' in only:
             log('4. index and listing (index_bench.sh)')
             w_index(a)

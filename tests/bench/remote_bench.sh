@@ -8,9 +8,9 @@
 # Serves one shard of --shard-mb MB (members of --member-kb KB) from nginx on
 # 127.0.0.1 (sendfile on, the file warm in the page cache), then, for
 # --connections 1 and 8:
-#   - shardfs: `cat MNT/shard.tar > /dev/null` through a fresh mount (no cache
-#     tier yet: every read goes to the server), and, with 8, also 8 readers
-#     each reading one eighth with dd;
+#   - shardfs: `cat MNT/shard.tar > /dev/null` through a fresh mount with an
+#     empty cache dir (every byte is fetched into the cache tier once), and,
+#     with 8, also 8 readers each reading one eighth with dd;
 #   - curl: `curl -s -o /dev/null URL`, and with 8, 8 parallel `curl --range`
 #     jobs of one eighth each.
 # and prints MB/s and the ratio shardfs/curl. With --runs N every figure is

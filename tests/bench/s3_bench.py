@@ -1,0 +1,126 @@
+#!/usr/bin/python3
+"""Cold fill from s3rver (issue 6, workload 3). Not a test: prints figures and ratios against a
+baseline measured in the same run.
+
+    /usr/bin/python3 tests/bench/s3_bench.py SHARDFS_BIN [--shard-mb 256] [--member-kb 100] [--runs 3]
+
+Starts s3rver (npm, installed by tests/remote/s3/install-s3rver.sh) on 127.0.0.1, uploads one
+shard of --shard-mb MB, then for --connections 1 and 8:
+  - shardfs: `cat MNT/shard.tar > /dev/null` through a fresh mount of s3://bench/ with an empty
+    cache dir (every byte comes from s3rver), signed with SigV4;
+  - curl: the same bytes with the same parallelism, signed too (`curl --aws-sigv4`): one GET
+    of the whole object, or 8 parallel range GETs of one eighth each.
+Each figure is the median of --runs runs, shardfs and curl alternating. Output lines:
+    LABEL   SHARDFS_MB/s   CURL_MB/s   RATIO
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', 'remote', 's3'))
+import servers  # noqa: E402  (tests/remote/s3/servers.py)
+
+
+def make_shard(path, mb, kb):
+    import io
+    import tarfile
+    n = mb * 1024 // kb
+    blob = os.urandom(kb * 1024 + 4096)
+    with tarfile.open(path, 'w', format=tarfile.USTAR_FORMAT) as t:
+        for i in range(n):
+            ti = tarfile.TarInfo('sample_%07d.bin' % i)
+            ti.size = kb * 1024
+            ti.mtime = 1600000000
+            t.addfile(ti, io.BytesIO(blob[i % 4096:i % 4096 + kb * 1024]))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('bin')
+    ap.add_argument('--shard-mb', type=int, default=256)
+    ap.add_argument('--member-kb', type=int, default=100)
+    ap.add_argument('--runs', type=int, default=3)
+    a = ap.parse_args()
+    if not servers.have_s3rver():
+        print('s3_bench: s3rver not installed (tests/remote/s3/install-s3rver.sh): skipped')
+        return 0
+    tmp = tempfile.mkdtemp(prefix='shardfs-s3-bench.')
+    s3 = None
+    mounts = []
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=servers.S3RVER_KEY,
+               AWS_SECRET_ACCESS_KEY=servers.S3RVER_SECRET, AWS_REGION='us-east-1')
+    for k in ('AWS_SESSION_TOKEN', 'AWS_PROFILE', 'AWS_SHARED_CREDENTIALS_FILE'):
+        env.pop(k, None)
+    try:
+        shard = os.path.join(tmp, 'shard.tar')
+        print('making a %d MB shard of %d KB members ...' % (a.shard_mb, a.member_kb))
+        make_shard(shard, a.shard_mb, a.member_kb)
+        size = os.path.getsize(shard)
+        s3 = servers.S3rver(tmp)
+        s3.create_bucket('bench')
+        with open(shard, 'rb') as f:
+            s3.put('bench', 'shard.tar', f.read())
+        os.unlink(shard)
+        endpoint = 'http://127.0.0.1:%d' % s3.port
+        url = endpoint + '/bench/shard.tar'
+        print('shard: %d bytes on s3rver at %s; shardfs: %s' % (size, endpoint, a.bin))
+        sig = ['-H', 'x-amz-content-sha256: UNSIGNED-PAYLOAD', '--aws-sigv4', 'aws:amz:us-east-1:s3',
+               '--user',
+               '%s:%s' % (servers.S3RVER_KEY, servers.S3RVER_SECRET)]
+        subprocess.run(['curl', '-sf', '-o', '/dev/null'] + sig + [url], check=True)  # warm
+
+        def shardfs_cat(conn):
+            m = os.path.join(tmp, 'mnt%d' % conn)
+            c = os.path.join(tmp, 'cache%d' % conn)
+            shutil.rmtree(c, ignore_errors=True)
+            os.makedirs(m, exist_ok=True)
+            subprocess.run([a.bin, 'mount', '--cache-dir', c, '--connections', str(conn),
+                            '--endpoint', endpoint, 's3://bench/', m], check=True, env=env)
+            mounts.append(m)
+            t0 = time.monotonic()
+            subprocess.run(['cat', os.path.join(m, 'shard.tar')], check=True,
+                           stdout=subprocess.DEVNULL)
+            t = time.monotonic() - t0
+            subprocess.run([a.bin, 'umount', m], check=True, stdout=subprocess.DEVNULL)
+            mounts.remove(m)
+            return t
+
+        def curl(conn):
+            part = -(-size // conn)
+            t0 = time.monotonic()
+            ps = [subprocess.Popen(['curl', '-sf', '-o', '/dev/null'] + sig +
+                                   (['-r', '%d-%d' % (i * part, min(size, (i + 1) * part) - 1)]
+                                    if conn > 1 else []) + [url]) for i in range(conn)]
+            if any(p.wait() != 0 for p in ps):
+                raise RuntimeError('curl failed')
+            return time.monotonic() - t0
+
+        print('%-46s %10s %10s %8s' % ('workload', 'shardfs', 'curl', 'ratio'))
+        print('%-46s %10s %10s' % ('', 'MB/s', 'MB/s'))
+        for conn in (1, 8):
+            sf, cu = [], []
+            for _ in range(a.runs):
+                sf.append(shardfs_cat(conn))
+                cu.append(curl(conn))
+            msf, mcu = size / 1e6 / statistics.median(sf), size / 1e6 / statistics.median(cu)
+            label = ('s3rver: cat, --connections 1 vs curl' if conn == 1 else
+                     's3rver: cat, --connections 8 vs curl 8 ranges')
+            print('%-46s %10.0f %10.0f %8.2f' % (label, msf, mcu, msf / mcu))
+        return 0
+    finally:
+        for m in mounts:
+            subprocess.run([a.bin, 'umount', m], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+        if s3:
+            s3.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
