@@ -45,6 +45,7 @@ struct fs_config {
 	uint64_t chunk_bytes;         /* --chunk-size */
 	unsigned prefetch_shards;     /* --prefetch-shards: shards fetched ahead of an in-order reader */
 	int strict_open;              /* --strict-open: answer every open (no zero-cost opens) */
+	int no_xattr; /* --no-xattr: getxattr/listxattr answer ENOSYS, which the kernel caches */
 	/* ---- issue 5: deep-learning views (fs_imagefolder.c) ---- */
 	char *layout_name;     /* --layout shards|imagefolder */
 	char *class_from_name; /* --class-from cls|dir|key-prefix */

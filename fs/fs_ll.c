@@ -1092,6 +1092,12 @@ static void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	char buf[4096 + 64];
 	int n = -ENODATA;
 
+	/* ENOSYS: the kernel stops sending getxattr for the whole mount, so
+	 * `ls -l`'s security.selinux and ACL probes cost no round trip */
+	if (ll_fs(req)->cfg.no_xattr) {
+		reply_err(req, -ENOSYS);
+		return;
+	}
 	for (size_t i = 0; i < NXATTR; i++)
 		if (strcmp(name, xattr_names[i]) == 0)
 			n = xattr_value(ll_fs(req), ino, i, buf, sizeof(buf));
@@ -1109,8 +1115,13 @@ static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	char buf[256], val[4096 + 64];
 	size_t len = 0;
-	int err = xattr_value(ll_fs(req), ino, 1, val, sizeof(val));
+	int err;
 
+	if (ll_fs(req)->cfg.no_xattr) {
+		reply_err(req, -ENOSYS);
+		return;
+	}
+	err = xattr_value(ll_fs(req), ino, 1, val, sizeof(val));
 	if (err >= 0) {
 		for (size_t i = 0; i < NXATTR; i++) {
 			size_t l = strlen(xattr_names[i]) + 1;

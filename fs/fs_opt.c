@@ -47,6 +47,9 @@ static const struct opt mount_opts[] = {
 	{"strict-open", 0, OPT_FLAG, offsetof(struct fs_config, strict_open), NULL,
 	 "answer every open: opening a file for writing fails at open (EROFS), at the cost of a "
 	 "round trip per open (default: opens cost nothing, writes fail with EROFS)"},
+	{"no-xattr", 0, OPT_FLAG, offsetof(struct fs_config, no_xattr), NULL,
+	 "no extended attributes (no user.shardfs.*): `ls -l` then costs one round trip per file "
+	 "instead of three (default: xattrs on)"},
 	{"endpoint", 0, OPT_STR, offsetof(struct fs_config, endpoint), "URL",
 	 "remote store endpoint (default: AWS_ENDPOINT_URL, AIS_ENDPOINT, or the store's own)"},
 	{"no-sign", 0, OPT_FLAG, offsetof(struct fs_config, no_sign), NULL,

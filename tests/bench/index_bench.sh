@@ -12,7 +12,7 @@
 #    (index_mem_bytes from stats), with and without the names.
 # 3. `find` over a mount of --members members (10 shards) against `find` over
 #    the same files extracted on local disk; warm (second run) and dropped;
-#    the same for `ls -lR`. With --runs N, each listing figure is the median
+#    the same for `ls -lR`, also with --no-xattr. With --runs N, each listing figure is the median
 #    of N runs.
 # Needs root for dropping caches (/proc/sys/vm/drop_caches); without it the
 # dropped rows are skipped.
@@ -127,7 +127,8 @@ PY
 "$bin" mount --cache-dir "$w/cache2" "$w/src2" "$mnt"
 find "$mnt" >/dev/null # builds the indexes once
 median() { python3 -c "import statistics, sys; print(f'{statistics.median(map(float, sys.argv[1:])):.4f}')" "$@"; }
-for tool in find "ls -lR"; do
+listing() { # tool label
+	local tool=$1 label=$2
 	for mode in warm dropped; do
 		if [ $mode = dropped ] && [ $can_drop = 0 ]; then continue; fi
 		$tool "$w/extracted" >/dev/null; $tool "$mnt" >/dev/null
@@ -145,12 +146,19 @@ for tool in find "ls -lR"; do
 			tm+=("$(secs "$t0" "$t1")")
 		done
 		tdisk=$(median "${td[@]}") tmnt=$(median "${tm[@]}")
-		printf '%-52s %14s %14s %8s\n' "$tool, $members members ($c2 vs $c1 lines), $mode" \
+		printf '%-52s %14s %14s %8s\n' "$label, $members members ($c2 vs $c1 lines), $mode" \
 			"${tmnt}s" "${tdisk}s" "$(ratio "$tdisk" "$tmnt")"
 	done
-done
+}
+listing find find
+listing "ls -lR" "ls -lR"
 rss=$(ps -o rss= -p "$(stat_of pid)")
 printf '%-52s %14s %14s %8s\n' "daemon RSS per mounted member (bytes)" \
 	"$(python3 -c "print(f'{$rss * 1024 / $(stat_of members):.0f}')")" "" ""
+"$bin" umount "$mnt"
+# the same ls -lR without xattrs (ls asks two per file; --no-xattr makes the kernel stop asking)
+"$bin" mount --no-xattr --cache-dir "$w/cache2" "$w/src2" "$mnt"
+find "$mnt" >/dev/null
+listing "ls -lR" "ls -lR --no-xattr"
 "$bin" umount "$mnt"
 echo "ratio: baseline time / shardfs time (above 1: shardfs is faster)"

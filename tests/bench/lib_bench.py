@@ -399,7 +399,7 @@ def w_index(a):
             row('4. ' + lab, v, '32 B budget', 'B', 32.0 / v, '<= 32 B + name', 1.0)
         elif lab.startswith('index on disk, bytes per member (incl'):
             row('4. ' + lab, float(parts[1]), None, 'B', None, 'report', None)
-        elif (lab.startswith('find,') or lab.startswith('ls -lR,')) and len(parts) >= 4:
+        elif (lab.startswith('find,') or lab.startswith('ls -lR')) and len(parts) >= 4:
             sf, base = float(parts[1].rstrip('s')), float(parts[2].rstrip('s'))
             row('4. ' + re.sub(r' \(.*?\)', '', lab), sf, base, 's', base / sf,
                 '>= 0.5 (2x)', 0.5)

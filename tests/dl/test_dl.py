@@ -365,6 +365,20 @@ def t_xattr(env, ck):
     with Mount(env, out, cache_dir=env.path('c'), extra=['--layout', 'imagefolder']) as m:
         p = os.path.join(m.mnt, '3', 'a_1.jpg')
         ck.eq('view file xattr', os.getxattr(p, 'user.shardfs.shard'), b's-000000.tar')
+    with Mount(env, out, cache_dir=env.path('c'), extra=['--no-xattr']) as m:
+        p = os.path.join(m.mnt, 's-000000', 'a_1.jpg')
+        for what, call in (('getxattr', lambda: os.getxattr(p, 'user.shardfs.shard')),
+                           ('listxattr', lambda: os.listxattr(p)),
+                           ('getxattr again', lambda: os.getxattr(p, 'security.selinux'))):
+            try:
+                call()
+                ck.fail('--no-xattr: %s should fail' % what)
+            except OSError as e:
+                ck.eq('--no-xattr: %s errno' % what, e.errno, 95)  # EOPNOTSUPP
+        r = env.run(['ls', '-l', os.path.join(m.mnt, 's-000000')])
+        ck.eq('--no-xattr: ls -l lists both members',
+              sorted(ln.split()[-1] for ln in r.stdout.splitlines()[1:]), [b'a_1.cls', b'a_1.jpg'])
+        ck.eq('--no-xattr: bytes', read(p), b'\xff\xd8' + b'j' * 700)
 
 
 def t_examples(env, ck):
