@@ -208,6 +208,12 @@ void fs_log_set_debug(int on);
 /* fs_ns.c: build the namespace from the backend's listing. */
 int fs_ns_build(struct fs *fs);
 void fs_ns_free(struct fs *fs);
+/* fs_ns.c: binary search for the name name[0..len) (no NUL needed) in elements
+ * [lo, hi) of an array of structs of size stride, sorted by strcmp of the
+ * string whose char * sits at offset name_off of each: the index found, or
+ * -1. */
+int64_t fs__bsearch_name(const void *base, size_t stride, size_t name_off, uint32_t lo,
+			 uint32_t hi, const char *name, size_t len);
 /* Entry named name[0..len) in dir, or NULL. */
 const struct fs_dirent *fs_ns_lookup(const struct fs *fs, uint32_t dir, const char *name,
 				     size_t len);

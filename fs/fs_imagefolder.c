@@ -41,6 +41,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -646,46 +647,19 @@ void fs_if_free(struct fs *fs)
 
 int64_t fs_if_class_lookup(const struct fs_ifview *v, const char *name, size_t len)
 {
-	uint32_t lo = 0, hi = v->nclasses;
+	int64_t i = fs__bsearch_name(v->classes, sizeof(v->classes[0]),
+				     offsetof(struct fs_if_class, name), 0, v->nclasses, name, len);
 
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		const char *c = v->classes[mid].name;
-		int r = strncmp(c, name, len);
-
-		if (r == 0 && c[len])
-			r = 1;
-		if (r == 0)
-			return mid;
-		if (r < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -ENOENT;
+	return i < 0 ? -ENOENT : i;
 }
 
 int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *name, size_t len)
 {
-	uint32_t lo, hi;
+	int64_t i;
 
 	if (c >= v->nclasses)
 		return -ENOENT;
-	lo = v->classes[c].first;
-	hi = lo + v->classes[c].n;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		const char *f = v->files[mid].name;
-		int r = strncmp(f, name, len);
-
-		if (r == 0 && f[len])
-			r = 1;
-		if (r == 0)
-			return mid;
-		if (r < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -ENOENT;
+	i = fs__bsearch_name(v->files, sizeof(v->files[0]), offsetof(struct fs_if_file, name),
+			     v->classes[c].first, v->classes[c].first + v->classes[c].n, name, len);
+	return i < 0 ? -ENOENT : i;
 }

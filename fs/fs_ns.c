@@ -14,6 +14,7 @@
  * the control directory.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -449,25 +450,34 @@ void fs_ns_free(struct fs *fs)
 	fs->ndirs = fs->nshards = fs->nobjs = 0;
 }
 
-const struct fs_dirent *fs_ns_lookup(const struct fs *fs, uint32_t dir, const char *name,
-				     size_t len)
+int64_t fs__bsearch_name(const void *base, size_t stride, size_t name_off, uint32_t lo,
+			 uint32_t hi, const char *name, size_t len)
 {
-	const struct fs_dir *d = &fs->dirs[dir];
-	uint32_t lo = 0, hi = d->nents;
-
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
-		const char *m = d->ents[mid].name;
-		int c = strncmp(m, name, len);
+		const char *m;
+		int c;
 
+		memcpy(&m, (const char *)base + (size_t)mid * stride + name_off, sizeof(m));
+		c = strncmp(m, name, len);
 		if (c == 0 && m[len] != '\0')
 			c = 1;
 		if (c == 0)
-			return &d->ents[mid];
+			return mid;
 		if (c < 0)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return NULL;
+	return -1;
+}
+
+const struct fs_dirent *fs_ns_lookup(const struct fs *fs, uint32_t dir, const char *name,
+				     size_t len)
+{
+	const struct fs_dir *d = &fs->dirs[dir];
+	int64_t i = fs__bsearch_name(d->ents, sizeof(d->ents[0]), offsetof(struct fs_dirent, name),
+				     0, d->nents, name, len);
+
+	return i < 0 ? NULL : &d->ents[i];
 }
