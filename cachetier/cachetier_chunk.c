@@ -128,42 +128,7 @@ uint64_t cachetier__map_bytes(const struct ct_map *m)
 
 int cachetier__map_read(int dirfd, const char *name, unsigned char **buf, size_t *len)
 {
-	struct stat st;
-	unsigned char *p = NULL;
-	size_t done = 0;
-	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC), err = 0;
-
-	*buf = NULL;
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > MAP_MAX_BYTES ||
-	    st.st_size < (off_t)(MAP_HDR + 8)) {
-		err = -EBADMSG;
-		goto out;
-	}
-	p = malloc((size_t)st.st_size);
-	if (!p) {
-		err = -ENOMEM;
-		goto out;
-	}
-	while (done < (size_t)st.st_size) {
-		ssize_t n = read(fd, p + done, (size_t)st.st_size - done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			err = n < 0 ? -errno : -EBADMSG;
-			goto out;
-		}
-		done += (size_t)n;
-	}
-	*buf = p;
-	*len = done;
-	p = NULL;
-out:
-	free(p);
-	close(fd);
-	return err;
+	return cachetier__read_file(dirfd, name, MAP_HDR + 8, MAP_MAX_BYTES, buf, len);
 }
 
 /* Encode f's valid chunks. Called with ct->lock held (reads f->cst). */

@@ -140,6 +140,10 @@ void cachetier__hash_hex(const void *data, size_t len, char out[17]);
 
 /* Write buf to name inside dirfd atomically: temp file, fsync, rename,
  * fsync of the directory. Files are created 0600. */
+/* Read all of dirfd/name (a regular file of min..max bytes, else
+ * -EBADMSG) into a malloc'ed *buf. cachetier_meta.c. */
+int cachetier__read_file(int dirfd, const char *name, uint64_t min, uint64_t max,
+			 unsigned char **buf, size_t *len);
 int cachetier__write_atomic(struct cachetier *ct, int dirfd, const char *name, const void *buf,
 			    size_t len);
 

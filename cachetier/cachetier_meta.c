@@ -68,25 +68,23 @@ static void meta_filename(const char *name, char out[17])
 	cachetier__hash_hex(name, strlen(name), out);
 }
 
-int cachetier_meta_get(struct cachetier *ct, const char *name, void **buf, size_t *len)
+int cachetier__read_file(int dirfd, const char *name, uint64_t min, uint64_t max,
+			 unsigned char **buf, size_t *len)
 {
-	char fname[17];
 	struct stat st;
+	unsigned char *p = NULL;
 	size_t done = 0;
-	char *p;
-	int fd, err = 0;
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC), err = 0;
 
 	*buf = NULL;
 	*len = 0;
-	meta_filename(name, fname);
-	fd = openat(ct->metafd, fname, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) < 0) {
 		err = -errno;
 		goto out;
 	}
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > META_MAX_BYTES) {
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > max || (uint64_t)st.st_size < min) {
 		err = -EBADMSG;
 		goto out;
 	}
@@ -102,16 +100,33 @@ int cachetier_meta_get(struct cachetier *ct, const char *name, void **buf, size_
 			continue;
 		if (n <= 0) {
 			err = n < 0 ? -errno : -EBADMSG;
-			free(p);
 			goto out;
 		}
 		done += (size_t)n;
 	}
 	*buf = p;
 	*len = done;
-	ct->meta_reads++;
+	p = NULL;
 out:
+	free(p);
 	close(fd);
+	return err;
+}
+
+int cachetier_meta_get(struct cachetier *ct, const char *name, void **buf, size_t *len)
+{
+	char fname[17];
+	unsigned char *p;
+	int err;
+
+	*buf = NULL;
+	*len = 0;
+	meta_filename(name, fname);
+	err = cachetier__read_file(ct->metafd, fname, 0, META_MAX_BYTES, &p, len);
+	if (err == 0) {
+		*buf = p;
+		ct->meta_reads++;
+	}
 	return err;
 }
 
