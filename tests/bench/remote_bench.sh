@@ -12,7 +12,8 @@
 #     empty cache dir (every byte is fetched into the cache tier once), and,
 #     with 8, also 8 readers each reading one eighth with dd;
 #   - curl: `curl -s -o /dev/null URL`, and with 8, 8 parallel `curl --range`
-#     jobs of one eighth each.
+#     jobs of one eighth each; and the same writing to new files on the disk
+#     of the cache dirs (what any cache fill must also do).
 # and prints MB/s and the ratio shardfs/curl. With --runs N every figure is
 # the median of N runs (shardfs and curl alternating).
 set -eu
@@ -138,44 +139,55 @@ run_dd8() { # 8 readers of one eighth each, --connections 8
 	secs "$t0" "$t1"
 }
 
-run_curl1() {
-	local t0 t1
+run_curl1() { # [file]: /dev/null, or a new file next to the cache dirs (the same disk)
+	local t0 t1 out=${1:-/dev/null}
+	[ "$out" = /dev/null ] || rm -f "$out"
 	t0=$(now)
-	curl -s -o /dev/null "$url"
+	curl -s -o "$out" "$url"
 	t1=$(now)
+	[ "$out" = /dev/null ] || rm -f "$out"
 	secs "$t0" "$t1"
 }
 
-run_curl8() {
-	local t0 t1 part i a b
+run_curl8() { # [file prefix]: as run_curl1, one file per range
+	local t0 t1 part i a b out
 	part=$(( (size + 7) / 8 ))
+	[ -n "${1:-}" ] && rm -f "$1".*
 	t0=$(now)
 	for i in 0 1 2 3 4 5 6 7; do
 		a=$((i * part)) b=$(( (i + 1) * part - 1 ))
 		[ $b -ge $size ] && b=$((size - 1))
-		curl -s -o /dev/null --range "$a-$b" "$url" &
+		out=/dev/null
+		[ -n "${1:-}" ] && out=$1.$i
+		curl -s -o "$out" --range "$a-$b" "$url" &
 	done
 	wait
 	t1=$(now)
+	[ -n "${1:-}" ] && rm -f "$1".*
 	secs "$t0" "$t1"
 }
 
 echo "shard: $size bytes; nginx on 127.0.0.1:$port; shardfs: $bin"
-printf '%-44s %8s %8s %8s %7s\n' "workload" "shardfs" "curl" "" "ratio"
-printf '%-44s %8s %8s %8s %7s\n' "" "MB/s" "MB/s" "" ""
+printf '%-48s %8s %8s %8s %7s\n' "workload" "shardfs" "curl" "" "ratio"
+printf '%-48s %8s %8s %8s %7s\n' "" "MB/s" "MB/s" "" ""
 row() { # label shardfs-seconds curl-seconds
 	local a b
 	a=$(mbps "$2") b=$(mbps "$3")
-	printf '%-44s %8s %8s %8s %7s\n' "$1" "$a" "$b" "" \
+	printf '%-48s %8s %8s %8s %7s\n' "$1" "$a" "$b" "" \
 		"$(/usr/bin/python3 -c "import sys; print('%.2f' % (float(sys.argv[2]) / float(sys.argv[1])))" "$2" "$3")"
 }
 median() { /usr/bin/python3 -c "import statistics, sys; print(statistics.median(map(float, sys.argv[1:])))" "$@"; }
-s1=() c1=() s8=() c8=() d8=()
+s1=() c1=() f1=() s8=() c8=() f8=() d8=()
 for _ in $(seq "$runs"); do
-	s1+=("$(run_cat 1)"); c1+=("$(run_curl1)")
-	s8+=("$(run_cat 8)"); c8+=("$(run_curl8)"); d8+=("$(run_dd8)")
+	s1+=("$(run_cat 1)"); c1+=("$(run_curl1)"); f1+=("$(run_curl1 "$tmp/curl.out")")
+	s8+=("$(run_cat 8)"); c8+=("$(run_curl8)"); f8+=("$(run_curl8 "$tmp/curl.out")")
+	d8+=("$(run_dd8)")
 done
-c8m=$(median "${c8[@]}")
+c8m=$(median "${c8[@]}") f8m=$(median "${f8[@]}")
 row "cat, --connections 1 vs curl" "$(median "${s1[@]}")" "$(median "${c1[@]}")"
 row "cat, --connections 8 vs curl 8 ranges" "$(median "${s8[@]}")" "$c8m"
 row "8 dd readers, --connections 8 vs curl 8 ranges" "$(median "${d8[@]}")" "$c8m"
+# The same, against curl writing the bytes to a new file on the cache's disk, as a cache fill
+# must (curl -o /dev/null never allocates page cache): the ceiling of any fill into a cache.
+row "cat, --connections 1 vs curl -o file" "$(median "${s1[@]}")" "$(median "${f1[@]}")"
+row "cat, --connections 8 vs curl 8 ranges -o files" "$(median "${s8[@]}")" "$f8m"
