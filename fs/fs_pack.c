@@ -10,7 +10,9 @@
  *    sorted class-name order (torchvision's rule). The key is
  *    <class>_<path inside the class without the extension>, with '/' and
  *    '.' made '_' (a WebDataset key ends at its first '.'), and _<n> added
- *    when two files would share a key.
+ *    when two files would share a key; the extension is "bin" when the file
+ *    has none (or "cls", which names the class member); keys are cut so a
+ *    member name fits 255 bytes.
  *  - any other tree keeps its relative paths; files whose paths agree up
  *    to the first '.' of the base name form one sample.
  * Samples are in sorted key order, or a seeded shuffle of it (--shuffle:
@@ -24,6 +26,10 @@
  * Sidecars: the uncompressed tar stream passes through a shardidx builder
  * as it is written, so the index describes exactly the written bytes; it is
  * saved with fs_sidecar_ident (codec and the shard file's size).
+ *
+ * The naming, grouping, shuffling and splitting above is fs_pack_plan.c
+ * (pure, fuzzed by tests/fuzz/fuzz_pack.c, contract in fs_pack_i.h); this
+ * file walks INPUT_DIR and writes what the plan says.
  *
  * Non-goals: hardlinks, symlinks and empty directories are not packed
  * (samples are regular files); no multi-process packing.
@@ -42,21 +48,7 @@
 #include <unistd.h>
 
 #include "fs_i.h"
-
-struct pk_file {
-	char *rel;    /* path relative to INPUT_DIR */
-	char *member; /* name inside the tar */
-	uint64_t size;
-	int64_t mtime;
-	uint32_t mode;
-	int cls; /* class index (class-folder trees), else -1 */
-};
-
-struct pk_sample {
-	char *key;
-	size_t first, n; /* files [first, first+n) of the sorted member list */
-	uint64_t bytes;	 /* tar bytes: headers and padded data */
-};
+#include "fs_pack_i.h"
 
 struct pk {
 	const char *in, *prefix;
@@ -64,12 +56,7 @@ struct pk {
 	unsigned long long max_count;
 	int shuffle, force, codec; /* codec: enum cachetier_codec */
 	uint64_t seed;
-	struct pk_file *files;
-	size_t nfiles, capfiles;
-	char **classes;
-	size_t nclasses;
-	struct pk_sample *samples;
-	size_t nsamples;
+	struct fs_pack_plan plan;
 	int tty;
 };
 
@@ -94,32 +81,6 @@ static void pack_usage(FILE *f)
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int add_file(struct pk *p, const char *rel, const struct stat *st)
-{
-	struct pk_file *f;
-
-	if (p->nfiles == p->capfiles) {
-		size_t cap = p->capfiles ? p->capfiles * 2 : 256;
-		struct pk_file *n = realloc(p->files, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		p->files = n;
-		p->capfiles = cap;
-	}
-	f = &p->files[p->nfiles];
-	memset(f, 0, sizeof(*f));
-	f->rel = strdup(rel);
-	if (!f->rel)
-		return -ENOMEM;
-	f->size = (uint64_t)st->st_size;
-	f->mtime = (int64_t)st->st_mtim.tv_sec;
-	f->mode = st->st_mode & 0777;
-	f->cls = -1;
-	p->nfiles++;
-	return 0;
 }
 
 /* Walk dir (relative path rel, "" at the top) in sorted order. */
@@ -176,185 +137,13 @@ static int walk(struct pk *p, const char *rel)
 		if (S_ISDIR(st.st_mode))
 			err = walk(p, sub);
 		else if (S_ISREG(st.st_mode))
-			err = add_file(p, sub, &st);
+			err = fs_pack_plan_add(&p->plan, sub, (uint64_t)st.st_size,
+					       (int64_t)st.st_mtim.tv_sec, st.st_mode & 0777);
 	}
 	for (size_t i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
 	return err;
-}
-
-/* Class-folder tree: no files at the top, at least one class directory. */
-static int detect_classes(struct pk *p)
-{
-	size_t cap = 0;
-
-	if (p->nfiles == 0)
-		return 0;
-	for (size_t i = 0; i < p->nfiles; i++)
-		if (!strchr(p->files[i].rel, '/'))
-			return 0;
-	/* files are sorted by path, so each class's files are contiguous */
-	for (size_t i = 0; i < p->nfiles; i++) {
-		const char *rel = p->files[i].rel;
-		size_t cl = (size_t)(strchr(rel, '/') - rel);
-
-		if (p->nclasses == 0 || strncmp(p->classes[p->nclasses - 1], rel, cl) != 0 ||
-		    p->classes[p->nclasses - 1][cl] != '\0') {
-			if (p->nclasses == cap) {
-				char **nc =
-				    realloc(p->classes, (cap = cap ? cap * 2 : 16) * sizeof(*nc));
-
-				if (!nc)
-					return -ENOMEM;
-				p->classes = nc;
-			}
-			p->classes[p->nclasses] = strndup(rel, cl);
-			if (!p->classes[p->nclasses])
-				return -ENOMEM;
-			p->nclasses++;
-		}
-		p->files[i].cls = (int)p->nclasses - 1;
-	}
-	/* walk sorts each directory's names with strcmp: byte order of UTF-8
-	 * is code point order, Python's sorted() order, so class i here is
-	 * torchvision's class i */
-	return 1;
-}
-
-/* Bytes a member takes in the tar: its header, a pax header where the name
- * does not fit ustar (an upper bound), and its data padded to 512. */
-static uint64_t tar_bytes(const char *name, uint64_t size)
-{
-	int pax = strlen(name) > 99;
-
-	for (const unsigned char *c = (const unsigned char *)name; *c && !pax; c++)
-		pax = *c >= 0x80;
-	return 512 + (pax ? 1024 + (strlen(name) + 511) / 512 * 512 : 0) + (size + 511) / 512 * 512;
-}
-
-static int cmp_member(const void *a, const void *b)
-{
-	const struct pk_file *x = a, *y = b;
-
-	return strcmp(x->member, y->member);
-}
-
-/* The sample key of a member name: up to the first '.' of its base name. */
-static size_t member_keylen(const char *m)
-{
-	const char *base = strrchr(m, '/'), *dot;
-
-	base = base ? base + 1 : m;
-	dot = strchr(base, '.');
-	return dot ? (size_t)(dot - m) : strlen(m);
-}
-
-static int make_members(struct pk *p)
-{
-	for (size_t i = 0; i < p->nfiles; i++) {
-		struct pk_file *f = &p->files[i];
-
-		if (f->cls >= 0) {
-			const char *in = strchr(f->rel, '/') + 1, *dot = strrchr(in, '.');
-			const char *slash = strrchr(in, '/');
-			size_t stem = dot && (!slash || dot > slash) && dot != in
-					  ? (size_t)(dot - in)
-					  : strlen(in);
-			const char *ext = stem < strlen(in) ? in + stem + 1 : "bin";
-			const char *cname = p->classes[f->cls];
-			size_t n = strlen(cname) + stem + strlen(ext) + 32;
-			char *m = malloc(n), *q;
-
-			if (!m)
-				return -ENOMEM;
-			snprintf(m, n, "%s_%.*s", cname, (int)stem, in);
-			for (q = m; *q; q++)
-				if (*q == '/' || *q == '.')
-					*q = '_';
-			snprintf(q, n - (size_t)(q - m), ".%s", ext);
-			f->member = m;
-		} else {
-			f->member = strdup(f->rel);
-			if (!f->member)
-				return -ENOMEM;
-		}
-	}
-	qsort(p->files, p->nfiles, sizeof(*p->files), cmp_member);
-	/* class-folder keys must be unique: a later equal key gets _<n> */
-	for (size_t i = 1; i < p->nfiles; i++) {
-		struct pk_file *f = &p->files[i];
-		size_t kl = member_keylen(f->member);
-
-		if (f->cls < 0 || kl != member_keylen(p->files[i - 1].member) ||
-		    strncmp(f->member, p->files[i - 1].member, kl) != 0)
-			continue;
-		for (unsigned k = 1;; k++) {
-			size_t n = strlen(f->member) + 16;
-			char *m = malloc(n);
-			int dup = 0;
-
-			if (!m)
-				return -ENOMEM;
-			snprintf(m, n, "%.*s_%u%s", (int)kl, f->member, k, f->member + kl);
-			for (size_t j = 0; j < p->nfiles && !dup; j++)
-				dup = j != i &&
-				      strncmp(p->files[j].member, m, member_keylen(m)) == 0 &&
-				      member_keylen(p->files[j].member) == member_keylen(m);
-			if (!dup) {
-				free(f->member);
-				f->member = m;
-				break;
-			}
-			free(m);
-		}
-	}
-	qsort(p->files, p->nfiles, sizeof(*p->files), cmp_member);
-	/* samples: runs of equal keys */
-	p->samples = calloc(p->nfiles ? p->nfiles : 1, sizeof(*p->samples));
-	if (!p->samples)
-		return -ENOMEM;
-	for (size_t i = 0; i < p->nfiles;) {
-		size_t kl = member_keylen(p->files[i].member), j = i;
-		struct pk_sample *s = &p->samples[p->nsamples++];
-
-		s->key = strndup(p->files[i].member, kl);
-		if (!s->key)
-			return -ENOMEM;
-		s->first = i;
-		for (; j < p->nfiles && member_keylen(p->files[j].member) == kl &&
-		       strncmp(p->files[j].member, p->files[i].member, kl) == 0;
-		     j++) {
-			s->bytes += tar_bytes(p->files[j].member, p->files[j].size);
-			if (p->files[j].cls >= 0)
-				s->bytes += tar_bytes(p->files[j].member, 16);
-		}
-		s->n = j - i;
-		i = j;
-	}
-	return 0;
-}
-
-static uint64_t splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static void shuffle_samples(struct pk *p)
-{
-	uint64_t st = p->seed;
-
-	for (size_t i = p->nsamples; i > 1; i--) {
-		size_t j = (size_t)(splitmix64(&st) % i);
-		struct pk_sample t = p->samples[i - 1];
-
-		p->samples[i - 1] = p->samples[j];
-		p->samples[j] = t;
-	}
 }
 
 /* ---- writing one shard ---------------------------------------------------- */
@@ -537,10 +326,10 @@ static int write_shard(struct pk *p, unsigned no, size_t first, size_t n)
 		goto out;
 	}
 	for (size_t s = first; s < first + n && !err; s++) {
-		const struct pk_sample *sm = &p->samples[s];
+		const struct fs_pack_sample *sm = &p->plan.samples[s];
 
 		for (size_t i = sm->first; i < sm->first + sm->n && !err; i++) {
-			const struct pk_file *f = &p->files[i];
+			const struct fs_pack_file *f = &p->plan.files[i];
 			char full[PATH_MAX];
 			int fd;
 
@@ -555,7 +344,7 @@ static int write_shard(struct pk *p, unsigned no, size_t first, size_t n)
 			close(fd);
 			if (!err && f->cls >= 0) {
 				char name[PATH_MAX], num[16];
-				size_t kl = member_keylen(f->member);
+				size_t kl = fs_pack_keylen(f->member);
 				int nl = snprintf(num, sizeof(num), "%d", f->cls);
 
 				snprintf(name, sizeof(name), "%.*s.cls", (int)kl, f->member);
@@ -713,7 +502,7 @@ static int parse_args(struct pk *p, int argc, char **argv)
 int fs_pack_main(int argc, char **argv)
 {
 	struct pk p;
-	size_t *starts = NULL, nshards = 0;
+	const struct fs_pack_plan *pl = &p.plan;
 	int err, rc = 1;
 
 	memset(&p, 0, sizeof(p));
@@ -726,42 +515,31 @@ int fs_pack_main(int argc, char **argv)
 		fprintf(stderr, "shardfs: pack: %s: %s\n", p.in, strerror(-err));
 		goto out;
 	}
-	err = detect_classes(&p);
-	if (err >= 0)
-		err = make_members(&p);
+	err = fs_pack_plan_members(&p.plan);
 	if (err < 0) {
 		fprintf(stderr, "shardfs: pack: %s\n", strerror(-err));
 		goto out;
 	}
-	if (p.nsamples == 0) {
+	if (pl->nsamples == 0) {
 		fprintf(stderr, "shardfs: pack: %s has no files\n", p.in);
 		goto out;
 	}
 	if (p.shuffle)
-		shuffle_samples(&p);
+		fs_pack_plan_shuffle(&p.plan, p.seed);
 	/* plan the shards first, so nothing is written when one exists */
-	starts = calloc(p.nsamples + 1, sizeof(*starts));
-	if (!starts)
+	err = fs_pack_plan_split(&p.plan, p.max_size, p.max_count);
+	if (err < 0) {
+		fprintf(stderr, "shardfs: pack: %s\n", strerror(-err));
 		goto out;
-	for (size_t s = 0, count = 0, bytes = 0; s < p.nsamples; s++) {
-		if (s == 0 || count == p.max_count ||
-		    (count && bytes + p.samples[s].bytes + 1024 > p.max_size)) {
-			starts[nshards++] = s;
-			count = 0;
-			bytes = 0;
-		}
-		count++;
-		bytes += p.samples[s].bytes;
 	}
-	starts[nshards] = p.nsamples;
-	if (nshards > 1000000) {
+	if (pl->nshards > 1000000) {
 		fprintf(stderr,
 			"shardfs: pack: %zu shards is more than PREFIX-NNNNNN names allow\n",
-			nshards);
+			pl->nshards);
 		goto out;
 	}
 	if (!p.force) {
-		for (size_t i = 0; i < nshards; i++) {
+		for (size_t i = 0; i < pl->nshards; i++) {
 			char path[PATH_MAX];
 
 			snprintf(path, sizeof(path), "%s-%06zu%s", p.prefix, i, shard_ext(&p));
@@ -778,33 +556,24 @@ int fs_pack_main(int argc, char **argv)
 		fprintf(stderr, "shardfs: pack: %s: %s\n", p.prefix, strerror(-err));
 		goto out;
 	}
-	for (size_t i = 0; i < nshards; i++) {
+	for (size_t i = 0; i < pl->nshards; i++) {
 		if (p.tty) {
-			fprintf(stderr, "\rpack: shard %zu/%zu, %zu/%zu samples", i + 1, nshards,
-				starts[i], p.nsamples);
+			fprintf(stderr, "\rpack: shard %zu/%zu, %zu/%zu samples", i + 1,
+				pl->nshards, pl->starts[i], pl->nsamples);
 			fflush(stderr);
 		}
-		err = write_shard(&p, (unsigned)i, starts[i], starts[i + 1] - starts[i]);
+		err =
+		    write_shard(&p, (unsigned)i, pl->starts[i], pl->starts[i + 1] - pl->starts[i]);
 		if (err < 0)
 			goto out;
 	}
 	if (p.tty)
 		fprintf(stderr, "\r\033[K");
-	printf("packed %zu files in %zu samples into %zu shards%s%s\n", p.nfiles, p.nsamples,
-	       nshards, p.nclasses ? " (class-folder tree)" : "", p.shuffle ? ", shuffled" : "");
+	printf("packed %zu files in %zu samples into %zu shards%s%s\n", pl->nfiles, pl->nsamples,
+	       pl->nshards, pl->nclasses ? " (class-folder tree)" : "",
+	       p.shuffle ? ", shuffled" : "");
 	rc = 0;
 out:
-	free(starts);
-	for (size_t i = 0; i < p.nfiles; i++) {
-		free(p.files[i].rel);
-		free(p.files[i].member);
-	}
-	free(p.files);
-	for (size_t i = 0; i < p.nclasses; i++)
-		free(p.classes[i]);
-	free(p.classes);
-	for (size_t i = 0; i < p.nsamples; i++)
-		free(p.samples[i].key);
-	free(p.samples);
+	fs_pack_plan_free(&p.plan);
 	return rc;
 }

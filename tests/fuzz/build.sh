@@ -39,6 +39,7 @@ fi
 mkdir -p "$out"
 S="$root/shardidx"
 B="$root/backend"
+F="$root/fs"
 shardidx_src="$S/shardidx_build.c $S/shardidx_tree.c $S/shardidx_index.c $S/shardidx_save.c"
 
 build() {
@@ -53,3 +54,4 @@ build fuzz_tar -I"$S" "$here/fuzz_tar.c" $shardidx_src
 build fuzz_index -I"$S" "$here/fuzz_index.c" $shardidx_src
 build fuzz_xml -I"$B" "$here/fuzz_xml.c" "$B/backend_xml.c"
 build fuzz_listing -I"$B" "$here/fuzz_listing.c" "$B/backend_listing.c" "$B/backend_brace.c" -lcurl
+build fuzz_pack -I"$F" "$here/fuzz_pack.c" "$F/fs_pack_plan.c"

@@ -15,15 +15,7 @@
 #include <string.h>
 
 #include "backend_i.h"
-
-#define FZ_ASSERT(cond)                                                                            \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "fuzz: contract broken %s:%d: %s\n", __FILE__, __LINE__,   \
-				#cond);                                                            \
-			abort();                                                                   \
-		}                                                                                  \
-	} while (0)
+#include "fuzz_assert.h"
 
 /* Small, so one input cannot make the harness itself slow or huge. */
 #define BRACE_CAP 256

@@ -16,15 +16,7 @@
 #include <string.h>
 
 #include "shardidx.h"
-
-#define FZ_ASSERT(cond)                                                                            \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "fuzz: contract broken %s:%d: %s\n", __FILE__, __LINE__,   \
-				#cond);                                                            \
-			abort();                                                                   \
-		}                                                                                  \
-	} while (0)
+#include "fuzz_assert.h"
 
 static uint64_t fz_rng(uint64_t *s)
 {

@@ -14,15 +14,7 @@
 #include <string.h>
 
 #include "backend_i.h"
-
-#define FZ_ASSERT(cond)                                                                            \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "fuzz: contract broken %s:%d: %s\n", __FILE__, __LINE__,   \
-				#cond);                                                            \
-			abort();                                                                   \
-		}                                                                                  \
-	} while (0)
+#include "fuzz_assert.h"
 
 struct seen {
 	size_t n;
