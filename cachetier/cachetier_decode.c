@@ -18,6 +18,24 @@
  * Decoded copies count in the cache tier's usage (cachetier_evict.c) but
  * are not evicted.
  *
+ * Decompression bombs (issue 7): a small hostile stream may decode to far
+ * more bytes than the disk holds. One decoded copy may hold at most
+ *   cfg.cache_size_bytes              (--cache-size: one copy never needs more
+ *                                      than the whole cache, and it is never
+ *                                      evicted), and
+ *   free space - cfg.min_free_bytes   (the reserve cachetier_evict.c keeps;
+ *                                      checked with fstatvfs at the start and
+ *                                      every DEC_FREE_CHECK_BYTES written),
+ * whichever is hit first. At the cap decoding stops as for a stream that
+ * ends early: the bytes decoded so far are kept (the last write is cut to
+ * the cap), the damage is -EFBIG at the compressed offset read so far, so
+ * members before the cut are served and the rest is EIO or absent
+ * (DESIGN.md section 3; fs_shard.c logs the shard, the error and the kept
+ * size, which is the cap). The record is written, but a later open reuses
+ * a copy cut this way only while cache_size_bytes is not larger than the
+ * kept size (a cut made by a full disk or a smaller --cache-size is
+ * decoded again).
+ *
  * Non-goals: decoding while a reader waits on a prefix; reading the
  * compressed bytes of a remote shard through the chunk store (they are
  * read through the backend once, 1 MiB at a time, and only the decoded
@@ -29,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -37,6 +56,8 @@
 
 #define DEC_IN_BYTES (1u << 20)
 #define DEC_OUT_BYTES (1u << 20)
+/* How often the free space is looked at again while decoding. */
+#define DEC_FREE_CHECK_BYTES (64u << 20)
 
 /* The decode record: fixed-width little-endian fields. */
 #define REC_MAGIC "SHDEC\0\0\1"
@@ -55,6 +76,8 @@ struct dec {
 	uint64_t unit_start; /* decoded offset where the current member/frame began */
 	int damage;
 	uint64_t damage_off;
+	uint64_t limit;	     /* most decoded bytes (see the header) */
+	uint64_t next_check; /* out_total at which the free space is checked again */
 	unsigned char *in, *out;
 };
 
@@ -77,10 +100,35 @@ static ssize_t dec_read(struct dec *d, size_t *len)
 	return 0;
 }
 
+/* Lower d->limit to what the free space above the reserve allows. */
+static void dec_check_free(struct dec *d)
+{
+	struct statvfs sv;
+
+	d->next_check = d->out_total + DEC_FREE_CHECK_BYTES;
+	if (fstatvfs(d->outfd, &sv) == 0) {
+		uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+		uint64_t room =
+		    avail > d->ct->cfg.min_free_bytes ? avail - d->ct->cfg.min_free_bytes : 0;
+
+		if (d->out_total + room < d->limit)
+			d->limit = d->out_total + room;
+	}
+}
+
+/* Append len decoded bytes; at the limit, write what fits and return
+ * -EFBIG (the caller records the damage and stops). */
 static int dec_write(struct dec *d, const void *buf, size_t len)
 {
 	size_t done = 0;
+	int cut = 0;
 
+	if (d->out_total + len > d->next_check)
+		dec_check_free(d);
+	if (len > d->limit - d->out_total) {
+		len = (size_t)(d->limit - d->out_total);
+		cut = 1;
+	}
 	while (done < len) {
 		ssize_t n = write(d->outfd, (const char *)buf + done, len - done);
 
@@ -92,7 +140,15 @@ static int dec_write(struct dec *d, const void *buf, size_t len)
 		done += (size_t)n;
 	}
 	d->out_total += len;
-	return 0;
+	return cut ? -EFBIG : 0;
+}
+
+/* The decoded size reached d->limit: keep what came before, as for a
+ * stream that ends early. */
+static void dec_cut(struct dec *d, uint64_t in_off)
+{
+	d->damage = -EFBIG;
+	d->damage_off = in_off;
 }
 
 static int all_zero(const unsigned char *p, size_t n)
@@ -151,6 +207,12 @@ static int decode_gzip(struct dec *d)
 			ret = inflate(&zs, Z_NO_FLUSH);
 			if (ret == Z_OK || ret == Z_STREAM_END || ret == Z_BUF_ERROR) {
 				err = dec_write(d, d->out, DEC_OUT_BYTES - zs.avail_out);
+				if (err == -EFBIG) {
+					dec_cut(d, d->in_off + (n - zs.avail_in));
+					err = 0;
+					done = 1;
+					break;
+				}
 				if (err < 0) {
 					done = 1;
 					break;
@@ -216,6 +278,12 @@ static int decode_zstd(struct dec *d)
 				break;
 			}
 			err = dec_write(d, d->out, out.pos);
+			if (err == -EFBIG) {
+				dec_cut(d, d->in_off + in.pos);
+				err = 0;
+				done = 1;
+				break;
+			}
 			if (err < 0) {
 				done = 1;
 				break;
@@ -263,6 +331,8 @@ static int decode_reuse(struct cachetier *ct, const char *name, const char *recn
 	err = rec_load(ct, recname, &size, &damage, &doff);
 	if (err < 0)
 		return err;
+	if (damage == -EFBIG && size < ct->cfg.cache_size_bytes)
+		return -EAGAIN; /* cut short by a smaller limit or a full disk: decode again */
 	fd = openat(ct->decfd, name, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -320,6 +390,8 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 		err = -errno;
 		goto out;
 	}
+	d.limit = ct->cfg.cache_size_bytes;
+	dec_check_free(&d);
 	err = codec == CACHETIER_GZIP ? decode_gzip(&d) : decode_zstd(&d);
 	if (err < 0)
 		goto out_unlink;

@@ -246,7 +246,10 @@ static void shard_account(struct fs *fs, const struct fs_obj *o, struct shardidx
 	fs->c.skipped_members += info.skipped;
 	fs->c.index_mem_bytes += info.mem_bytes;
 	derr = cachetier_obj_damage(stream, &doff);
-	if (derr < 0)
+	if (derr == -EFBIG) /* cachetier_decode.c: the decoded-size cap */
+		fs_log(FS_LOG_WARN, "shard %s: decoded size limit reached (--cache-size, or free space above the 1 GiB reserve) at compressed offset %" PRIu64 "; serving the %" PRIu64 " bytes decoded before it",
+		       o->key, doff, cachetier_obj_size(stream));
+	else if (derr < 0)
 		fs_log(FS_LOG_WARN, "shard %s: compressed stream damaged at offset %" PRIu64 " (%s); serving the %" PRIu64 " bytes decoded before it",
 		       o->key, doff, strerror(-derr), cachetier_obj_size(stream));
 	if (info.damage < 0)
