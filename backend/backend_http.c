@@ -30,10 +30,26 @@
 #include "backend_i.h"
 #include "backend_io_i.h"
 
-#define HTTP_LIST_DEPTH_MAX 32
+/*
+ * Caps of a directory walk (issue 7: a hostile or broken server may serve
+ * an endless listing, e.g. a page that links to itself under new names).
+ * Each one fails the listing, so the mount fails with a reason instead of
+ * showing a silently partial tree:
+ *   depth   32 levels below the source (-ELOOP): real datasets are a few
+ *           levels deep; a self-linking page hits this after 33 GETs;
+ *   entries 10 million names in all (-EFBIG): more than one mount holds;
+ *   pages   100,000 directory pages (-EFBIG): each is a sequential GET;
+ *   bytes   64 MiB per page and 1 GiB of pages in all (-EFBIG): about ten
+ *           million nginx JSON entries, matching the entries cap.
+ * Memory: a page's parsed names are freed before its subdirectories are
+ * walked; what stays is one list of subdirectory keys per level.
+ */
+#define HTTP_LIST_DEPTH_MAX   32
 #define HTTP_LIST_ENTRIES_MAX 10000000ul
-#define HTTP_LIST_BODY_MAX (64ul << 20)
-#define HTTP_URL_MAX 8192
+#define HTTP_LIST_PAGES_MAX   100000ul
+#define HTTP_LIST_BODY_MAX    (64ul << 20)
+#define HTTP_LIST_TOTAL_MAX   (1ul << 30)
+#define HTTP_URL_MAX	      8192
 
 struct http_obj {
 	char *key;
@@ -312,6 +328,8 @@ struct dir_walk {
 	backend_list_cb cb;
 	void *arg;
 	size_t entries;
+	size_t pages;
+	uint64_t bytes; /* of all pages so far */
 	/* files of the current page that need a HEAD (during head_many) */
 	char **keys;
 	size_t nkeys;
@@ -373,8 +391,22 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 	char **files = NULL, **dirs = NULL;
 	int err;
 
-	if (depth > HTTP_LIST_DEPTH_MAX)
-		return 0;
+	if (depth > HTTP_LIST_DEPTH_MAX) {
+		backend__set_error(NULL,
+				   "listing deeper than %d directories at '%.200s' (a page that "
+				   "links to itself?)",
+				   HTTP_LIST_DEPTH_MAX, prefix);
+		fprintf(stderr, "shardfs: listing deeper than %d directories at '%.200s'\n",
+			HTTP_LIST_DEPTH_MAX, prefix);
+		return -ELOOP;
+	}
+	if (++dw->pages > HTTP_LIST_PAGES_MAX) {
+		backend__set_error(NULL, "listing has more than %lu directory pages",
+				   HTTP_LIST_PAGES_MAX);
+		fprintf(stderr, "shardfs: listing has more than %lu directory pages\n",
+			HTTP_LIST_PAGES_MAX);
+		return -EFBIG;
+	}
 	if (*prefix) {
 		char *slash = key_join(prefix, "");
 
@@ -398,6 +430,15 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 		if (depth == 0 || err != -ENOENT)
 			return report(url, &r, err);
 		return 0; /* a subdirectory vanished */
+	}
+	dw->bytes += len;
+	if (dw->bytes > HTTP_LIST_TOTAL_MAX) {
+		free(body);
+		backend__set_error(NULL, "listing pages add up to more than %lu bytes",
+				   HTTP_LIST_TOTAL_MAX);
+		fprintf(stderr, "shardfs: listing pages add up to more than %lu bytes\n",
+			HTTP_LIST_TOTAL_MAX);
+		return -EFBIG;
 	}
 	err = backend__listing_parse(body, len, page_add, &pg);
 	free(body);
@@ -426,6 +467,8 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 		if (++dw->entries > HTTP_LIST_ENTRIES_MAX) {
 			fprintf(stderr, "shardfs: more than %lu entries in the listing\n",
 				HTTP_LIST_ENTRIES_MAX);
+			backend__set_error(NULL, "more than %lu entries in the listing",
+					   HTTP_LIST_ENTRIES_MAX);
 			err = -EFBIG;
 			break;
 		}
@@ -459,6 +502,12 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 		dw->keys = NULL;
 		dw->nkeys = 0;
 	}
+	/* the page's names are copied into keys: free them before going deeper */
+	for (size_t i = 0; i < pg.n; i++)
+		free(pg.e[i].name);
+	free(pg.e);
+	pg.e = NULL;
+	pg.n = 0;
 	for (size_t i = 0; i < nd && !err; i++)
 		err = dir_walk(dw, dirs[i], depth + 1);
 out:
@@ -482,7 +531,7 @@ static int http_list(struct backend *be, backend_list_cb cb, void *arg)
 	struct http *h = be->impl;
 
 	if (h->dir) {
-		struct dir_walk dw = {h, cb, arg, 0, NULL, 0};
+		struct dir_walk dw = {h, cb, arg, 0, 0, 0, NULL, 0};
 
 		return dir_walk(&dw, "", 0);
 	} else {

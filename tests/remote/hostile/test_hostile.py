@@ -1,0 +1,520 @@
+#!/usr/bin/env python3
+"""Hostile inputs (issue 7): a small Python stdlib HTTP server on 127.0.0.1 (free port, started
+and stopped by the test) that misbehaves on purpose, and a decompression bomb.
+
+  test_hostile.py SHARDFS GROUP     GROUP: range | listing | s3list | tarsize | bomb
+
+range    a shard served over http whose ranged GETs are answered (1) with 200 and a Content-Length
+         of 1 TB, the object streamed from offset 0 forever, (2) with a 206 whose body runs on far
+         past its Content-Range: members read back exactly or EIO; the daemon's VmRSS grows by
+         less than 64 MiB.
+listing  an nginx JSON autoindex where every directory links to a new subdirectory forever: the
+         mount fails within the depth cap with a reason, quickly, in bounded memory.
+s3list   ListObjectsV2 that always says IsTruncated=true: (1) with fresh tokens and no keys, (2)
+         with tokens that come round again: the mount fails with a reason, quickly.
+tarsize  a remote shard whose second member's header claims 2^62 bytes: the first member reads
+         exactly, the shard is damaged (logged), no huge allocation (VmRSS bound).
+bomb     a ~10 MB .tar.gz (multi-member gzip; one 10 GiB member of zeros) and a .tar.zst made by
+         streaming through the zstd CLI, mounted with --cache-size 64M: the mount answers, the
+         log names the cut and the limit, the cache dir stays under the limit, the members
+         before the big one read exactly.
+Exit 77 (skip) without /dev/fuse."""
+
+import io
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, '..', '..', 'mount'))
+sys.path.insert(0, os.path.join(here, '..', 'http'))
+import mountlib as ml  # noqa: E402
+from mountlib import log  # noqa: E402
+import httplib  # noqa: E402
+
+RSS_BOUND = 64 << 20
+TB = 1 << 40
+
+
+def vmrss(pid):
+    with open('/proc/%d/status' % pid) as f:
+        for line in f:
+            if line.startswith('VmRSS:'):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def daemon_pid(m):
+    st = m.stats()
+    return st['pid'] if isinstance(st.get('pid'), int) else sorted(m.pids)[0]
+
+
+def make_tar(members):
+    """An uncompressed tar (GNU format) of [(name, bytes)]."""
+    bio = io.BytesIO()
+    with tarfile.open(fileobj=bio, mode='w', format=tarfile.GNU_FORMAT) as tf:
+        for name, data in members:
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            ti.mtime = 1700000000
+            ti.mode = 0o644
+            tf.addfile(ti, io.BytesIO(data))
+    return bio.getvalue()
+
+
+def tar_header(name, size):
+    """One ustar header; size in base-256 (GNU) when it does not fit 11 octal digits."""
+    ti = tarfile.TarInfo(name)
+    ti.size = size
+    ti.mtime = 1700000000
+    ti.mode = 0o644
+    return ti.tobuf(format=tarfile.GNU_FORMAT)
+
+
+def read_log(m, env):
+    p = os.path.join(m.cache_dir or os.path.join(env.env['XDG_CACHE_HOME'], 'shardfs'))
+    text = ''
+    for root, _, files in os.walk(p):
+        for f in files:
+            if f == 'log':
+                with open(os.path.join(root, f), errors='replace') as fh:
+                    text += fh.read()
+    return text
+
+
+def du(path):
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+# ---------------------------------------------------------------------------------------------
+# The hostile server
+# ---------------------------------------------------------------------------------------------
+
+class Hostile:
+    """ThreadingHTTPServer on 127.0.0.1; behaviour chosen by self.mode and the path."""
+
+    def __init__(self):
+        self.mode = None
+        self.objects = {}  # path -> bytes (the real prefix of the object)
+        self.sizes = {}    # path -> size announced by HEAD
+        self.requests = 0
+        self.s3_pages = 0
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            protocol_version = 'HTTP/1.1'
+
+            def log_message(self, *a):
+                pass
+
+            def setup(self):
+                super().setup()
+                # headers and body are separate writes: without this, Nagle and delayed ACKs
+                # make every response take 40 ms
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def do_HEAD(self):
+                outer.requests += 1
+                path = self.path.split('?')[0]
+                if path not in outer.objects:
+                    self.send_response(404)
+                    self.send_header('Content-Length', '0')
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header('Content-Length', str(outer.sizes[path]))
+                self.send_header('ETag', '"e1"')
+                self.send_header('Last-Modified', 'Tue, 14 Nov 2023 22:13:20 GMT')
+                self.end_headers()
+
+            def do_GET(self):
+                outer.requests += 1
+                path, _, query = self.path.partition('?')
+                try:
+                    if outer.mode == 'listing' and path.endswith('/'):
+                        return self.loop_listing(path)
+                    if outer.mode in ('s3empty', 's3loop'):
+                        return self.s3_listing(query)
+                    if path in outer.objects:
+                        return self.object(path)
+                    self.send_response(404)
+                    self.send_header('Content-Length', '0')
+                    self.end_headers()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def loop_listing(self, path):
+                depth = path.count('/')
+                body = json.dumps([
+                    {'name': 'level%d-%d' % (depth, outer.requests), 'type': 'directory',
+                     'mtime': 'Tue, 14 Nov 2023 22:13:20 GMT'},
+                    {'name': 'f.txt', 'type': 'file', 'size': 1,
+                     'mtime': 'Tue, 14 Nov 2023 22:13:20 GMT'}]).encode()
+                self.send_response(200)
+                self.send_header('Content-Type', 'application/json')
+                self.send_header('Content-Length', str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def s3_listing(self, query):
+                outer.s3_pages += 1
+                n = outer.s3_pages
+                tok = 'tok-%d' % n if outer.mode == 's3empty' else 'tok-%d' % (n % 3)
+                body = ('<?xml version="1.0" encoding="UTF-8"?>\n'
+                        '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+                        '<Name>bkt</Name><Prefix></Prefix><KeyCount>%d</KeyCount>'
+                        '<MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>%s'
+                        '<NextContinuationToken>%s</NextContinuationToken>'
+                        '</ListBucketResult>' % (
+                            0 if outer.mode == 's3empty' else 1,
+                            '' if outer.mode == 's3empty' else
+                            '<Contents><Key>k%d.tar</Key><LastModified>2023-11-14T22:13:20.000Z'
+                            '</LastModified><ETag>"e%d"</ETag><Size>10240</Size></Contents>'
+                            % (n, n), tok)).encode()
+                self.send_response(200)
+                self.send_header('Content-Type', 'application/xml')
+                self.send_header('Content-Length', str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def object(self, path):
+                data = outer.objects[path]
+                size = outer.sizes[path]
+                rng = self.headers.get('Range')
+                m = re.match(r'bytes=(\d+)-(\d*)$', rng or '')
+                if outer.mode == 'range200' or not m:
+                    # ignores Range: the whole (1 TB) object from offset 0, forever
+                    self.send_response(200)
+                    self.send_header('Content-Length', str(size))
+                    self.send_header('ETag', '"e1"')
+                    self.end_headers()
+                    self.stream(data, 0)
+                    return
+                a = int(m.group(1))
+                b = int(m.group(2)) if m.group(2) else size - 1
+                b = min(b, size - 1)
+                self.send_response(206)
+                self.send_header('Content-Range', 'bytes %d-%d/%d' % (a, b, size))
+                self.send_header('ETag', '"e1"')
+                if outer.mode == 'range206':
+                    # no Content-Length, body delimited by close, and far too long
+                    self.send_header('Connection', 'close')
+                    self.end_headers()
+                    self.close_connection = True
+                    self.stream(data, a)
+                    return
+                self.send_header('Content-Length', str(b - a + 1))
+                self.end_headers()
+                chunk = data[a:b + 1]
+                self.wfile.write(chunk + bytes(b + 1 - a - len(chunk)))
+
+            def stream(self, data, off):
+                """The object's bytes from off, then zeros, until the client hangs up (at most
+                a few GB, so a broken client cannot keep the test busy for ever)."""
+                sent = 0
+                if off < len(data):
+                    self.wfile.write(data[off:])
+                    sent += len(data) - off
+                zeros = bytes(1 << 16)
+                while sent < (4 << 30):
+                    self.wfile.write(zeros)
+                    sent += len(zeros)
+
+        self.srv = ThreadingHTTPServer(('127.0.0.1', httplib.free_port()), H)
+        self.srv.daemon_threads = True
+        self.port = self.srv.server_address[1]
+        self.thread = threading.Thread(target=self.srv.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path=''):
+        return 'http://127.0.0.1:%d/%s' % (self.port, path)
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Groups
+# ---------------------------------------------------------------------------------------------
+
+def read_member(path, n=None):
+    try:
+        with open(path, 'rb') as f:
+            return ('ok', f.read() if n is None else f.read(n))
+    except OSError as e:
+        return ('err', e.errno)
+
+
+def t_range(env, ck):
+    members = [('s%d.bin' % i, os.urandom(100000 + i)) for i in range(3)]
+    tar = make_tar(members)
+    srv = Hostile()
+    try:
+        for mode in ('range200', 'range206'):
+            srv.mode = mode
+            srv.objects = {'/%s/shard.tar' % mode: tar}
+            srv.sizes = {'/%s/shard.tar' % mode: TB}
+            m = ml.Mount(env, srv.url('%s/shard.tar' % mode),
+                         cache_dir=env.path('cache-' + mode),
+                         extra=['--retry-budget', '3', '--chunk-size', '1M'])
+            with m:
+                pid = daemon_pid(m)
+                before = vmrss(pid)
+                t = time.monotonic()
+                for name, data in members:
+                    r = read_member(os.path.join(m.mnt, 'shard', name))
+                    if r[0] == 'ok':
+                        ck.eq('%s: %s bytes' % (mode, name), r[1], data)
+                    else:
+                        ck.ok(r[1] in (5, 2), '%s: %s: errno %d (want the bytes, EIO or '
+                              'ENOENT)' % (mode, name, r[1]))
+                    log('%s: %s -> %s' % (mode, name, r[0] if r[0] == 'ok' else r))
+                # the raw shard: a read deep inside the "1 TB" object
+                try:
+                    with open(os.path.join(m.mnt, 'shard.tar'), 'rb') as f:
+                        f.seek(len(tar))
+                        b = f.read(4096)
+                    ck.ok(b == bytes(len(b)), '%s: bytes after the tar are the zeros served'
+                          % mode)
+                except OSError as e:
+                    ck.ok(e.errno == 5, '%s: raw read: errno %d' % (mode, e.errno))
+                after = vmrss(pid)
+                log('%s: VmRSS before %.1f MiB, after %.1f MiB (+%.1f MiB), reads %.2fs' % (
+                    mode, before / 2**20, after / 2**20, (after - before) / 2**20,
+                    time.monotonic() - t))
+                ck.ok(after - before < RSS_BOUND, '%s: VmRSS grew by %d bytes' % (
+                    mode, after - before))
+                ck.ok(os.path.isdir(os.path.join(m.mnt, 'shard')), '%s: mount answers' % mode)
+    finally:
+        srv.close()
+
+
+def peak_bound(env):
+    """256 MiB, plus ASan's quarantine of freed memory (256 MiB by default) in a sanitized
+    build: freed page buffers stay resident there."""
+    with open(env.shardfs, 'rb') as f:
+        asan = b'__asan_init' in f.read()
+    return (512 if asan else 256) << 20
+
+
+def expect_mount_fails(env, ck, label, source, pattern, extra=(), limit_s=60):
+    m = ml.Mount(env, source, cache_dir=env.path('cache-' + label), extra=list(extra))
+    t = time.monotonic()
+    peak = [0]
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            for pid in ml.daemons_for(env.shardfs, m.mnt):
+                try:
+                    peak[0] = max(peak[0], vmrss(pid))
+                except OSError:
+                    pass
+            time.sleep(0.05)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    try:
+        m.mount()
+        ck.fail('%s: mount succeeded' % label)
+        m.umount()
+        return
+    except ml.MountError as e:
+        msg = str(e)
+    finally:
+        stop.set()
+        th.join()
+    el = time.monotonic() - t
+    log('%s: mount failed after %.2fs, peak VmRSS %.1f MiB: %s' % (label, el, peak[0] / 2**20,
+                                                                   msg))
+    ck.ok(re.search(pattern, msg), '%s: reason %r in %r' % (label, pattern, msg))
+    ck.ok(el < limit_s, '%s: took %.1fs' % (label, el))
+    ck.ok(peak[0] < peak_bound(env), '%s: peak VmRSS %d' % (label, peak[0]))
+
+
+def t_listing(env, ck):
+    srv = Hostile()
+    srv.mode = 'listing'
+    try:
+        expect_mount_fails(env, ck, 'listing', srv.url('loop/'), r'deeper than 32')
+        log('listing: %d requests served' % srv.requests)
+        ck.ok(srv.requests < 1000, 'listing: %d requests' % srv.requests)
+    finally:
+        srv.close()
+
+
+def t_s3list(env, ck):
+    env.env.pop('AWS_ENDPOINT_URL', None)
+    env.env['AWS_REGION'] = 'us-east-1'
+    srv = Hostile()
+    try:
+        srv.mode = 's3empty'
+        srv.s3_pages = 0
+        expect_mount_fails(env, ck, 's3empty', 's3://bkt/',
+                           r'truncated listing pages in a row without a key',
+                           extra=['--endpoint', srv.url().rstrip('/'), '--no-sign'])
+        log('s3empty: %d pages served' % srv.s3_pages)
+        srv.mode = 's3loop'
+        srv.s3_pages = 0
+        expect_mount_fails(env, ck, 's3loop', 's3://bkt/', r'listing loops',
+                           extra=['--endpoint', srv.url().rstrip('/'), '--no-sign'])
+        log('s3loop: %d pages served' % srv.s3_pages)
+        ck.ok(srv.s3_pages <= 5, 's3loop: %d pages' % srv.s3_pages)
+    finally:
+        srv.close()
+
+
+def t_tarsize(env, ck):
+    first = os.urandom(5000)
+    good = make_tar([('a.txt', first)])
+    good = good[:512 + 5120]  # header + data, without the end-of-archive blocks
+    obj = good + tar_header('huge.bin', 1 << 62) + os.urandom(4096) + bytes(1024)
+    srv = Hostile()
+    srv.mode = 'plain'
+    srv.objects = {'/d/bad.tar': obj}
+    srv.sizes = {'/d/bad.tar': len(obj)}
+    try:
+        m = ml.Mount(env, srv.url('d/bad.tar'), cache_dir=env.path('cache-tarsize'))
+        with m:
+            pid = daemon_pid(m)
+            before = vmrss(pid)
+            names = sorted(os.listdir(os.path.join(m.mnt, 'bad')))
+            log('tarsize: members shown: %r' % names)
+            ck.eq('tarsize: a.txt', read_member(os.path.join(m.mnt, 'bad', 'a.txt')),
+                  ('ok', first))
+            if 'huge.bin' in names:
+                r = read_member(os.path.join(m.mnt, 'bad', 'huge.bin'), 1 << 20)
+                ck.ok(r[0] == 'err' and r[1] == 5 or (r[0] == 'ok' and len(r[1]) <= 4096),
+                      'tarsize: huge.bin read: %r' % (r[:1],))
+            st = m.stats()
+            ck.ok(st.get('damaged_shards', 0) >= 1, 'tarsize: damaged_shards=%r' %
+                  st.get('damaged_shards'))
+            after = vmrss(pid)
+            log('tarsize: VmRSS before %.1f MiB, after %.1f MiB' % (before / 2**20,
+                                                                    after / 2**20))
+            ck.ok(after - before < RSS_BOUND, 'tarsize: VmRSS grew by %d' % (after - before))
+        text = read_log(m, env)
+        ck.ok('damaged' in text, 'tarsize: the log says damaged')
+    finally:
+        srv.close()
+
+
+BOMB_GIB = 10
+
+
+def write_bomb_gz(path, before):
+    """tar(before..., zz.bin of BOMB_GIB GiB zeros, after.txt) as multi-member gzip: the zeros
+    are one gzip member of 64 MiB of zeros, repeated."""
+    zeros64 = zlib.compressobj(9, zlib.DEFLATED, 31)
+    z = zeros64.compress(bytes(64 << 20)) + zeros64.flush()
+    head = make_tar(before)[:-1024]
+    # GNU tar pads the archive to 10240: drop the zero blocks after the last member
+    while head.endswith(bytes(512)):
+        head = head[:-512]
+    head += tar_header('zz.bin', BOMB_GIB << 30)
+    with open(path, 'wb') as f:
+        c = zlib.compressobj(9, zlib.DEFLATED, 31)
+        f.write(c.compress(head) + c.flush())
+        for _ in range(BOMB_GIB * 16):
+            f.write(z)
+        c = zlib.compressobj(9, zlib.DEFLATED, 31)
+        f.write(c.compress(make_tar([('after.txt', b'after\n')])) + c.flush())
+    return head
+
+
+def write_bomb_zst(path, head):
+    """The same as zstd frames (the zstd CLI; Python has no zstd): the head, one frame of 64 MiB
+    of zeros repeated, the tail."""
+    zstd = shutil.which('zstd')
+    if not zstd:
+        return False
+
+    def frame(data):
+        return subprocess.run([zstd, '-q', '-19', '-c'], input=data, stdout=subprocess.PIPE,
+                              check=True).stdout
+
+    z = frame(bytes(64 << 20))
+    with open(path, 'wb') as f:
+        f.write(frame(head))
+        for _ in range(BOMB_GIB * 16):
+            f.write(z)
+        f.write(frame(make_tar([('after.txt', b'after\n')])))
+    return True
+
+
+def t_bomb(env, ck):
+    src = env.path('src')
+    os.makedirs(src)
+    before = [('s%d.txt' % i, os.urandom(3000 + 1000 * i)) for i in range(4)]
+    t = time.monotonic()
+    head = write_bomb_gz(os.path.join(src, 'bomb.tar.gz'), before)
+    have_zst = write_bomb_zst(os.path.join(src, 'bombz.tar.zst'), head)
+    log('bomb: made in %.1fs: %s' % (time.monotonic() - t, ', '.join(
+        '%s %d bytes' % (n, os.path.getsize(os.path.join(src, n))) for n in sorted(os.listdir(src)))))
+    limit = 64 << 20
+    shards = ['bomb.tar.gz'] + (['bombz.tar.zst'] if have_zst else [])
+    for shard in shards:
+        # one bomb per mount and cache dir: a decoded copy may hold up to --cache-size each
+        one = env.path('src-' + shard)
+        os.makedirs(one)
+        os.rename(os.path.join(src, shard), os.path.join(one, shard))
+        bomb_mount(env, ck, one, shard, before, limit)
+
+
+def bomb_mount(env, ck, src, shard, before, limit):
+    sh = shard.split('.')[0]
+    cache = env.path('cache-' + sh)
+    m = ml.Mount(env, src, cache_dir=cache, extra=['--cache-size', '64M'])
+    with m:
+        t = time.monotonic()
+        names = sorted(os.listdir(os.path.join(m.mnt, sh)))
+        log('bomb: %s: decoded and listed in %.2fs: %r' % (shard, time.monotonic() - t, names))
+        for name, data in before:
+            ck.eq('bomb: %s/%s' % (sh, name), read_member(os.path.join(m.mnt, sh, name)),
+                  ('ok', data))
+        ck.ok('after.txt' not in names, 'bomb: %s: after.txt (past the cut) absent' % sh)
+        if 'zz.bin' in names:
+            with open(os.path.join(m.mnt, sh, 'zz.bin'), 'rb') as f:
+                f.seek(limit + (1 << 20))
+                try:
+                    b = f.read(4096)
+                    ck.fail('bomb: %s: read past the cut gave %d bytes' % (sh, len(b)))
+                except OSError as e:
+                    ck.eq('bomb: %s: read past the cut errno' % sh, e.errno, 5)
+        used = du(cache)
+        log('bomb: %s: cache dir uses %.1f MiB on disk (--cache-size %.0f MiB)' % (
+            shard, used / 2**20, limit / 2**20))
+        ck.ok(used <= limit + (1 << 20), 'bomb: %s: cache dir uses %d bytes' % (shard, used))
+        ck.ok(os.path.isdir(os.path.join(m.mnt, sh)), 'bomb: mount answers')
+    text = read_log(m, env)
+    line = [ln for ln in text.splitlines() if shard in ln and 'decoded size limit reached' in ln]
+    log('bomb: log: %s' % (line[0] if line else '(none)'))
+    ck.ok(line and ('%d bytes' % limit) in line[0],
+          'bomb: the log names %s and the %d-byte limit' % (shard, limit))
+
+
+GROUPS = {'range': t_range, 'listing': t_listing, 's3list': t_s3list, 'tarsize': t_tarsize,
+          'bomb': t_bomb}
+
+if __name__ == '__main__':
+    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
+        print(__doc__)
+        sys.exit(2)
+    ml.main_wrapper(GROUPS[sys.argv[2]], sys.argv[1], 'hostile-' + sys.argv[2], deadline=300)
