@@ -23,10 +23,12 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs_i.h"
@@ -485,6 +487,51 @@ static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
+/* The read this FUSE thread is answering, for read_fail's log line. */
+static _Thread_local struct {
+	fuse_ino_t ino;
+	uint64_t off;
+	size_t size;
+} rd_cur;
+
+/* Answer the current read with err, count it, and log it: which file,
+ * which range, why. At most READ_FAIL_LOG_PER_S lines a second (a store that
+ * is down fails every read); the rest are counted in read_errors only. */
+#define READ_FAIL_LOG_PER_S 10
+static void read_fail(fuse_req_t req, struct fs *fs, int err)
+{
+	static _Atomic int64_t sec;
+	static atomic_uint in_sec, dropped;
+	struct timespec ts;
+	uint32_t a = fs_ino_a(rd_cur.ino);
+	const char *what = "?", *member = "";
+	struct shardidx *ix;
+	struct shardidx_entry e;
+	unsigned skipped;
+
+	fs->c.read_errors++;
+	reply_err(req, err);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (atomic_exchange(&sec, (int64_t)ts.tv_sec) != (int64_t)ts.tv_sec)
+		atomic_store(&in_sec, 0);
+	if (atomic_fetch_add(&in_sec, 1) >= READ_FAIL_LOG_PER_S) {
+		atomic_fetch_add(&dropped, 1);
+		return;
+	}
+	if (fs_ino_kind(rd_cur.ino) == FS_K_OBJ && a < fs->nobjs) {
+		what = fs->objs[a].key;
+	} else if (a < fs->nshards) {
+		what = fs->objs[fs->shards[a].obj].key;
+		ix = atomic_load(&fs->shards[a].ix);
+		if (ix && shardidx_entry_get(ix, fs_ino_b(rd_cur.ino), &e) == 0)
+			member = e.name;
+	}
+	skipped = atomic_exchange(&dropped, 0);
+	fs_log(FS_LOG_WARN, "read of %s%s%s [%" PRIu64 ", +%zu) failed: %s%s", what,
+	       *member ? " member " : "", member, rd_cur.off, rd_cur.size,
+	       strerror(err < 0 ? -err : err), skipped ? " (more failed reads not logged)" : "");
+}
+
 /* Answer a read of [off, off+size) of stream 'o' with one fd buffer. */
 static void reply_fd_range(fuse_req_t req, struct fs *fs, struct cachetier_obj *o, uint64_t off,
 			   size_t size)
@@ -495,8 +542,7 @@ static void reply_fd_range(fuse_req_t req, struct fs *fs, struct cachetier_obj *
 
 	err = cachetier_obj_read_begin(o, off, size, &fd, &fd_off);
 	if (err < 0) {
-		fs->c.read_errors++;
-		reply_err(req, err);
+		read_fail(req, fs, err);
 		return;
 	}
 	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
@@ -514,8 +560,7 @@ static void read_obj(fuse_req_t req, struct fs *fs, uint32_t obj, size_t size, o
 	int err = fs_obj_raw(fs, obj, &raw);
 
 	if (err < 0) {
-		fs->c.read_errors++;
-		reply_err(req, err);
+		read_fail(req, fs, err);
 		return;
 	}
 	if ((uint64_t)off >= osize) {
@@ -564,8 +609,7 @@ static void read_member_copy(fuse_req_t req, struct fs *fs, const struct shardid
 			break;
 	}
 	if (err) {
-		fs->c.read_errors++;
-		reply_err(req, err);
+		read_fail(req, fs, err);
 	} else {
 		fs->c.read_bytes += size;
 		fuse_reply_buf(req, buf, size);
@@ -588,8 +632,7 @@ static void read_member(fuse_req_t req, struct fs *fs, uint32_t shard, uint32_t 
 	if (err == 0 && e.type != SHARDIDX_REG)
 		err = -EISDIR;
 	if (err < 0) {
-		fs->c.read_errors++;
-		reply_err(req, err);
+		read_fail(req, fs, err);
 		return;
 	}
 	if ((uint64_t)off >= e.size) {
@@ -601,8 +644,7 @@ static void read_member(fuse_req_t req, struct fs *fs, uint32_t shard, uint32_t 
 	fs_shard_touch(fs, shard);
 	n = shardidx_map(ix, idx, (uint64_t)off, size, ext, FS_SPLICE_EXTENTS);
 	if (n < 0) {
-		fs->c.read_errors++;
-		reply_err(req, n);
+		read_fail(req, fs, n);
 		return;
 	}
 	if (n == 1 && !ext[0].hole && ext[0].len == size) {
@@ -642,6 +684,9 @@ static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	uint32_t a = fs_ino_a(ino);
 
 	fs->c.reads++;
+	rd_cur.ino = ino;
+	rd_cur.off = (uint64_t)off;
+	rd_cur.size = size;
 	switch (fs_ino_kind(ino)) {
 	case FS_K_OBJ:
 		if (a < fs->nobjs) {
