@@ -4,6 +4,7 @@ AIStore proxy, optionally TLS servers with certificates made by make_tls), and a
 fault-injecting HTTP proxy in front of it."""
 
 import os
+import random
 import re
 import shutil
 import socket
@@ -241,7 +242,17 @@ class FaultProxy:
                         resumed request)
       strip = {...}     request header names (lower case) dropped before the upstream sees them,
                         on every request (e.g. {'if-match'}: a server that ignores If-Match)
-    Counters: requests, faults; log: (method, path, request headers) of every request."""
+    Counters: requests, faults; log: (method, path, request headers) of every request.
+    Random-rate mode (set_random): each matching request is faulted with probability `rate`,
+    the fault drawn from a seeded RNG among
+             '503'      as above
+             'cut'      as above (headers, half the body, close)
+             'trunc'    headers, a random-length prefix of the body, with Content-Length
+                        rewritten to that length (framing consistent, Content-Range unchanged:
+                        a 206 that claims A-B but carries less), connection kept
+             'stall'    headers and a few body bytes, then nothing for stall_s seconds (or until
+                        shutdown), then close
+    fault_counts: {fault: number served} of the random mode."""
 
     def __init__(self, upstream_port):
         self.upstream = upstream_port
@@ -255,6 +266,11 @@ class FaultProxy:
         self.requests = 0
         self.faults = 0
         self.log = []
+        self.rate = 0.0
+        self.rng = random.Random(0)
+        self.rate_modes = ()
+        self.fault_counts = {}
+        self.stall_s = 5.0
         self.lock = threading.Lock()
         self.stop_ev = threading.Event()
         self.sock = socket.socket()
@@ -275,6 +291,21 @@ class FaultProxy:
             self.faults = 0
             self.log = []
 
+    RANDOM_MODES = ('503', 'cut', 'trunc', 'stall')
+
+    def set_random(self, rate, seed=1, modes=RANDOM_MODES, methods=('GET',), match=None,
+                   stall_s=5.0):
+        """Fault each matching request with probability rate (seeded: the same sequence of
+        draws for the same seed), choosing uniformly among modes (of RANDOM_MODES)."""
+        with self.lock:
+            self.mode, self.count, self.methods = 'random', -1, set(methods)
+            self.on_fault, self.strip, self.match = None, set(), match
+            self.rate, self.rng, self.rate_modes = rate, random.Random(seed), tuple(modes)
+            self.stall_s = stall_s
+            self.fault_counts = {m: 0 for m in modes}
+            self.faults = 0
+            self.log = []
+
     RANGE_MODES = ('shift', 'short', 'multipart', 'overclaim')
 
     def _take_fault(self, method, path, head):
@@ -289,6 +320,13 @@ class FaultProxy:
                 return 'pass'
             if self.mode in self.RANGE_MODES and (rng is None or rng[1] is None):
                 return 'pass'
+            if self.mode == 'random':
+                if self.rng.random() >= self.rate:
+                    return 'pass'
+                mode = self.rng.choice(self.rate_modes)
+                self.faults += 1
+                self.fault_counts[mode] = self.fault_counts.get(mode, 0) + 1
+                return 'r-' + mode
             if self.count > 0:
                 self.count -= 1
             self.faults += 1
@@ -360,6 +398,8 @@ class FaultProxy:
                 method = parts[0].decode('latin-1')
                 path = parts[1].decode('latin-1') if len(parts) > 1 else ''
                 fault = self._take_fault(method, path, head)
+                if fault in ('r-503', 'r-cut'):
+                    fault = fault[2:]
                 if fault == '503':
                     c.sendall(b'HTTP/1.1 503 Service Unavailable\r\nRetry-After: 0\r\n'
                               b'Content-Length: 5\r\n\r\nbusy\n')
@@ -395,6 +435,17 @@ class FaultProxy:
                     hb = status + b''.join(hdrs) + b'\r\n'
                 else:
                     hb = status + b''.join(hdrs) + b'Connection: keep-alive\r\n\r\n'
+                if fault == 'r-trunc' and method != 'HEAD' and len(body) > 1:
+                    with self.lock:
+                        n = self.rng.randrange(0, len(body))
+                    hdrs = [h for h in hdrs if not h.lower().startswith(b'content-length:')]
+                    c.sendall(status + b''.join(hdrs) + b'Content-Length: %d\r\n' % n +
+                              b'Connection: keep-alive\r\n\r\n' + body[:n])
+                    continue
+                if fault == 'r-stall' and method != 'HEAD':
+                    c.sendall(hb + body[:min(len(body), 100)])
+                    self.stop_ev.wait(self.stall_s)
+                    return
                 if fault == 'cut' and len(body) > 1:
                     c.sendall(hb + body[:len(body) // 2])
                     self._after_fault(method, path)
