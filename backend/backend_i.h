@@ -69,7 +69,10 @@ ssize_t backend__uri_encode(char *dst, size_t cap, const char *src, size_t len, 
  * sent. Returns its length or -ENAMETOOLONG / -ENOMEM. */
 ssize_t backend__sigv4_query(char *dst, size_t cap, const struct backend_kv *params, size_t n);
 
-/* Credentials. Secret fields are zeroed before they are freed. */
+/* Credentials. The secret fields point into memory that core dumps leave
+ * out (backend_creds.c), zeroed when backend__creds_clear frees it: set them
+ * only through backend__creds_*; a struct filled by hand (tests) is never
+ * cleared. */
 struct backend_creds {
 	char *access_key;    /* NULL: anonymous */
 	char *secret_key;
@@ -157,6 +160,20 @@ int backend__creds_gcs(struct backend_creds *c);
 /* The section 'profile' of an AWS credentials file (exposed for tests). */
 int backend__creds_file(struct backend_creds *c, const char *path, const char *profile);
 void backend__creds_clear(struct backend_creds *c); /* zeroes and frees; accepts NULL */
+/* Copy the secret variables of the environment (AWS_SECRET_ACCESS_KEY,
+ * AWS_SESSION_TOKEN, GCS_HMAC_SECRET, GOOGLE_OAUTH_ACCESS_TOKEN) into secret
+ * memory and overwrite their values in place: /proc/PID/environ and core
+ * dumps no longer show them; backend__creds_* still find them. Idempotent;
+ * not thread-safe against setenv. Returns 0 or -ENOMEM. */
+int backend__creds_scrub_env(void);
+/* Make this the first curl_global_init of the process, with allocators that
+ * zero the blocks curl frees (its copies of header lines with tokens; not
+ * its large receive buffers). Call it before anything else uses curl.
+ * Returns 0, or -EIO when curl did not initialise. */
+int backend__creds_curl_init(void);
+/* Zero the calling thread's vector registers, where string and memory
+ * functions leave the last bytes they moved (a core dump holds them). */
+void backend__creds_regs_clear(void);
 /* AWS_REGION, else AWS_DEFAULT_REGION, else "us-east-1". */
 void backend__aws_region(char *buf, size_t cap);
 

@@ -30,6 +30,8 @@
  * fetched once more on the calling thread with a plain curl easy handle,
  * bounded in size and time, and the <Error> Code/Message go to
  * backend_last_error. Credentials never appear in be->desc or in that text.
+ * Header lines with a token are built on the stack and cleansed; curl's
+ * copies of them are zeroed when freed (backend__creds_curl_init).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -50,9 +52,20 @@
 #define OS_LIST_PAGE_MAX (32u << 20)
 /* 100,000 pages of 1000: far more objects than one mount can hold. */
 #define OS_LIST_MAX_PAGES 100000
-#define OS_PATH_MAX	  8192
-#define OS_DIAG_BODY_MAX  (64u << 10)
-#define OS_DIAG_TIMEOUT_S 15L
+/*
+ * Endless listings (issue 7): a broken or hostile store may answer
+ * IsTruncated=true forever. Besides the page cap above, a listing fails
+ *  - when a continuation token comes back that was seen before (a loop;
+ *    tokens are remembered as 64-bit hashes, 8 bytes a page),
+ *  - after OS_LIST_EMPTY_MAX truncated pages in a row without a key (a
+ *    store makes progress; AWS may send an empty page now and then),
+ *  - after OS_LIST_ENTRIES_MAX keys in all (as the http(s) listing).
+ */
+#define OS_LIST_EMPTY_MAX   1000
+#define OS_LIST_ENTRIES_MAX 10000000ul
+#define OS_PATH_MAX	    8192
+#define OS_DIAG_BODY_MAX    (64u << 10)
+#define OS_DIAG_TIMEOUT_S   15L
 
 static __thread char open_error[512]; /* why the last backend_open failed */
 static __thread char error_copy[512]; /* what backend_last_error returns */
@@ -126,6 +139,7 @@ static int os_sign_headers(struct backend_objstore *os, const char *method, cons
 
 		err = (n < 0 || (size_t)n >= sizeof(line)) ? -ENAMETOOLONG : slist_add(h, line);
 		OPENSSL_cleanse(line, sizeof(line));
+		backend__creds_regs_clear();
 		return err;
 	}
 	rq.method = method;
@@ -152,6 +166,7 @@ static int os_sign_headers(struct backend_objstore *os, const char *method, cons
 
 		err = (n < 0 || (size_t)n >= sizeof(line)) ? -ENAMETOOLONG : slist_add(h, line);
 		OPENSSL_cleanse(line, sizeof(line));
+		backend__creds_regs_clear();
 	}
 	if (!err) {
 		snprintf(line, sizeof(line), "Authorization: %s", out.authorization);
@@ -306,6 +321,7 @@ struct list_state {
 	void *arg;
 	size_t plen;
 	size_t hidden;
+	size_t entries; /* keys received, shown or not */
 };
 
 static int list_entry(void *arg, const struct backend_s3_entry *e)
@@ -315,6 +331,8 @@ static int list_entry(void *arg, const struct backend_s3_entry *e)
 	struct backend_objinfo info;
 	const char *rel;
 
+	if (++ls->entries > OS_LIST_ENTRIES_MAX)
+		return -EFBIG;
 	if (e->keylen <= ls->plen || memcmp(e->key, os->prefix, ls->plen) != 0) {
 		ls->hidden++; /* outside the prefix: a server bug, never shown */
 		return 0;
@@ -334,11 +352,50 @@ static int list_entry(void *arg, const struct backend_s3_entry *e)
 	return ls->cb(ls->arg, &info);
 }
 
+/* Remember token in the set (open addressing, at most half full); 1 when
+ * it was seen before, 0, or -ENOMEM. A hash collision reads as a loop:
+ * 2^-64 a pair. */
+static int token_seen(uint64_t **set, size_t *n, size_t *cap, const char *token)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	size_t i;
+
+	for (const unsigned char *p = (const unsigned char *)token; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ull;
+	h |= 1; /* 0 marks a free slot */
+	if (2 * (*n + 1) > *cap) {
+		size_t nc = *cap ? *cap * 2 : 64;
+		uint64_t *ns = calloc(nc, sizeof(*ns));
+
+		if (!ns)
+			return -ENOMEM;
+		for (size_t k = 0; k < *cap; k++) {
+			if (!(*set)[k])
+				continue;
+			for (i = (size_t)(*set)[k] & (nc - 1); ns[i]; i = (i + 1) & (nc - 1))
+				;
+			ns[i] = (*set)[k];
+		}
+		free(*set);
+		*set = ns;
+		*cap = nc;
+	}
+	for (i = (size_t)h & (*cap - 1); (*set)[i]; i = (i + 1) & (*cap - 1))
+		if ((*set)[i] == h)
+			return 1;
+	(*set)[i] = h;
+	(*n)++;
+	return 0;
+}
+
 static int os_list(struct backend *be, backend_list_cb cb, void *arg)
 {
 	struct backend_objstore *os = be->impl;
-	struct list_state ls = {be, cb, arg, strlen(os->prefix), 0};
+	struct list_state ls = {be, cb, arg, strlen(os->prefix), 0, 0};
 	char *token = NULL, *query = NULL;
+	uint64_t *seen = NULL; /* hashes of the tokens sent so far */
+	size_t nseen = 0, capseen = 0, before;
+	unsigned empty = 0;
 	int ret = 0;
 	size_t qcap;
 
@@ -394,10 +451,14 @@ static int os_list(struct backend *be, backend_list_cb cb, void *arg)
 			break;
 		}
 		os_call_free(&c);
+		before = ls.entries;
 		ret = backend__s3_xml_list(body, len, list_entry, &ls, &page);
 		free(body);
 		if (ret != 0) {
 			free(page.next_token);
+			if (ret == -EFBIG && ls.entries > OS_LIST_ENTRIES_MAX)
+				backend__set_error(be, "%s: listing has more than %lu keys",
+						   be->desc, OS_LIST_ENTRIES_MAX);
 			if (ret == -EBADMSG) {
 				backend__set_error(be,
 						   "%s: the store's listing is not a "
@@ -421,9 +482,31 @@ static int os_list(struct backend *be, backend_list_cb cb, void *arg)
 			ret = -EIO;
 			break;
 		}
+		empty = ls.entries == before ? empty + 1 : 0;
+		if (empty >= OS_LIST_EMPTY_MAX) {
+			free(page.next_token);
+			backend__set_error(be,
+					   "%s: %u truncated listing pages in a row without a key",
+					   be->desc, empty);
+			ret = -EIO;
+			break;
+		}
+		ret = token_seen(&seen, &nseen, &capseen, page.next_token);
+		if (ret != 0) {
+			free(page.next_token);
+			if (ret > 0) {
+				backend__set_error(be,
+						   "%s: the listing loops (continuation token "
+						   "repeated after %d pages)",
+						   be->desc, page_no + 1);
+				ret = -EIO;
+			}
+			break;
+		}
 		free(token);
 		token = page.next_token;
 	}
+	free(seen);
 	free(token);
 	free(query);
 	return ret;
@@ -566,6 +649,12 @@ int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 		backend__set_error(NULL, "%s: not a valid bucket name", source);
 		return -EINVAL;
 	}
+	/* secrets out of the environment (also with --no-sign and ais://, which
+	 * do not read them: they must not stay in this process's environ), and
+	 * curl's copies of token headers wiped when freed (backend_creds.c) */
+	if (backend__creds_scrub_env() < 0)
+		return -ENOMEM;
+	backend__creds_curl_init(); /* on failure backend_io_open reports it */
 	os = calloc(1, sizeof(*os));
 	if (!os)
 		return -ENOMEM;

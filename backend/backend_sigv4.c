@@ -20,8 +20,10 @@
  *   whatever else the caller lists. shardfs does not sign Range: the engine
  *   may rewrite it when it resumes a transfer, and S3 does not require it.
  *
- * Secrets: the derived keys and the "AWS4"+secret buffer live on the stack
- * and are cleansed (OPENSSL_cleanse) before return. Nothing here logs.
+ * Secrets: the derived keys, the "AWS4"+secret buffer and the canonical
+ * request (it holds the session token) live on the stack and are cleansed
+ * (OPENSSL_cleanse) before return; OpenSSL's HMAC clears its own copies of
+ * the key when it frees them. Nothing here logs.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -321,17 +323,21 @@ int backend__sigv4_sign(const struct backend_sigv4_req *rq, const struct backend
 	buf_str(&canon, sh.p);
 	buf_str(&canon, "\n");
 	buf_str(&canon, out->payload_hash);
-	if (canon.overflow || sh.overflow)
-		return -ENAMETOOLONG;
+	if (canon.overflow || sh.overflow) {
+		err = -ENAMETOOLONG;
+		goto out;
+	}
 	err = sha256_hex(crhash, canon.p, canon.len);
 	if (err < 0)
-		return err;
+		goto out;
 
 	/* string to sign */
 	w = snprintf(sts, sizeof(sts), "AWS4-HMAC-SHA256\n%s\n%s/%s/%s/aws4_request\n%s",
 		     out->amz_date, date, rq->region, rq->service, crhash);
-	if (w < 0 || (size_t)w >= sizeof(sts))
-		return -ENAMETOOLONG;
+	if (w < 0 || (size_t)w >= sizeof(sts)) {
+		err = -ENAMETOOLONG;
+		goto out;
+	}
 
 	/* signing key: HMAC chain from "AWS4" + secret */
 	memcpy(ksecret, "AWS4", 4);
@@ -352,11 +358,14 @@ int backend__sigv4_sign(const struct backend_sigv4_req *rq, const struct backend
 		err = -ENAMETOOLONG;
 	}
 out:
+	/* the canonical request holds the session token */
+	OPENSSL_cleanse(canon_mem, canon.len + 1);
 	OPENSSL_cleanse(ksecret, sizeof(ksecret));
 	OPENSSL_cleanse(k1, sizeof(k1));
 	OPENSSL_cleanse(k2, sizeof(k2));
 	OPENSSL_cleanse(k3, sizeof(k3));
 	OPENSSL_cleanse(k4, sizeof(k4));
 	OPENSSL_cleanse(sig, sizeof(sig));
+	backend__creds_regs_clear();
 	return err;
 }

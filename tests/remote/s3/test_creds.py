@@ -1,0 +1,573 @@
+"""Credentials never appear in argv, logs, stats or core dumps of the daemon (DESIGN.md section 3).
+
+A mount of s3:// (and gs://) against s3rver behind the botocore-verifying proxy (servers.py,
+set up with test_s3.py's helpers) with distinctive random credentials, read through with 4 KiB
+chunks so that hundreds of requests are signed; then, while the daemon idles:
+
+  (a) /proc/PID/cmdline and /proc/PID/environ;
+  (b) a simulated core dump: every readable mapping of /proc/PID/smaps that a core would hold
+      (everything not flagged 'dd' in VmFlags: heap, stacks, anonymous, file-backed) is read
+      through /proc/PID/mem and searched;
+  (c) a real core made with gdb's gcore (which also leaves 'dd' mappings out), when gcore is
+      installed and may attach here (optional: logged and skipped otherwise);
+  (d) every file in the cache directory (the daemon's log is there), .shardfs/stats,
+      .shardfs/metrics, `shardfs stats`, `shardfs --help` and `shardfs mount --help`.
+
+What is searched for: the secret access key and session token as stored, hex and base64 forms
+of them, the SigV4 signing keys derived from the secret for the current dates (kDate, kRegion,
+kService, kSigning, raw and hex) and the HMAC ipad/opad forms of "AWS4"+secret; in the profile
+case also the secret of another profile of the same file (read, never used). Any hit fails.
+
+The scanner must be able to fail: the daemon's environment holds SHARDFS_TEST_MARKER (which it
+has no reason to scrub) and its access key id (not a secret: it is sent in every Authorization
+header) lives on its heap. Both must be found, in environ / memory / the gcore core, or the test
+fails: a scanner that reads nothing cannot pass.
+
+Sanitizer builds (libasan/libubsan loaded in the daemon): their runtime keeps a verbatim copy of
+/proc/self/environ made before main; secret hits inside such a copy are logged, not counted. gcore
+is skipped there (gdb needs minutes over their mappings).
+
+Cases: 'env' (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN), 'profile' (a profile
+of ~/.aws/credentials with a session token), 'gs' (GCS_HMAC_ACCESS_ID/GCS_HMAC_SECRET).
+
+Usage: test_creds.py SHARDFS
+Exit 77 (skip) when /dev/fuse is unusable or s3rver is not installed.
+"""
+
+import base64
+import datetime
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', '..', 'mount'))
+sys.path.insert(0, HERE)
+
+import mountlib as ml  # noqa: E402
+import servers  # noqa: E402
+import test_s3  # noqa: E402
+
+log = ml.log
+BUCKET = 'creds'
+PREFIX = 'data/'
+READ_CHUNK = 4 << 20
+DD_SEARCH_MAX = 64 << 20
+GCORE_TIMEOUT_S = 120
+
+
+# ---------------------------------------------------------------------------------------------
+# What to look for
+# ---------------------------------------------------------------------------------------------
+
+def _hmac(key, msg):
+    return hmac.new(key, msg.encode(), hashlib.sha256).digest()
+
+
+def secret_needles(name, secret, region, service):
+    """(label, bytes) forms of a SigV4 secret that would let someone sign requests."""
+    raw = secret.encode()
+    out = [(name, raw), (name + ' hex', raw.hex().encode()),
+           (name + ' HEX', raw.hex().upper().encode()), (name + ' base64', base64.b64encode(raw))]
+    key = b'AWS4' + raw
+    if len(key) <= 64:  # HMAC-SHA256 pads a short key to the block and xors it
+        out.append((name + ' ipad', bytes(b ^ 0x36 for b in key)))
+        out.append((name + ' opad', bytes(b ^ 0x5c for b in key)))
+    now = datetime.datetime.now(datetime.timezone.utc)
+    for days in (-1, 0, 1):
+        date = (now + datetime.timedelta(days=days)).strftime('%Y%m%d')
+        k_date = _hmac(key, date)
+        k_region = _hmac(k_date, region)
+        k_service = _hmac(k_region, service)
+        k_signing = _hmac(k_service, 'aws4_request')
+        for what, k in (('kDate', k_date), ('kRegion', k_region), ('kService', k_service),
+                        ('kSigning', k_signing)):
+            out.append(('%s %s(%s)' % (name, what, date), k))
+            out.append(('%s %s(%s) hex' % (name, what, date), k.hex().encode()))
+    return out
+
+
+def token_needles(name, token):
+    raw = token.encode()
+    return [(name, raw), (name + ' hex', raw.hex().encode()),
+            (name + ' base64', base64.b64encode(raw))]
+
+
+def count_in(data, needle):
+    return data.count(needle)
+
+
+# ---------------------------------------------------------------------------------------------
+# Simulated core dump: the mappings a core would hold, read through /proc/PID/mem
+# ---------------------------------------------------------------------------------------------
+
+MAP_RE = re.compile(r'^([0-9a-f]+)-([0-9a-f]+) (\S{4}) \S+ \S+ \S+\s*(.*)$')
+
+
+def mappings(pid):
+    """[(start, end, perms, path, vmflags, rss_kb, swap_kb)] from /proc/PID/smaps."""
+    out = []
+    cur = None
+    with open('/proc/%d/smaps' % pid) as f:
+        for line in f:
+            m = MAP_RE.match(line)
+            if m:
+                cur = {'start': int(m.group(1), 16), 'end': int(m.group(2), 16),
+                       'perms': m.group(3), 'path': m.group(4), 'flags': [], 'rss': 0, 'swap': 0}
+                out.append(cur)
+                continue
+            if cur is None:
+                continue
+            if line.startswith('VmFlags:'):
+                cur['flags'] = line.split()[1:]
+            elif line.startswith('Rss:'):
+                cur['rss'] = int(line.split()[1])
+            elif line.startswith('Swap:'):
+                cur['swap'] = int(line.split()[1])
+    return out
+
+
+def read_span(fd, addr, n):
+    """The bytes at [addr, addr+n) of the process, or, where the kernel refuses part of it,
+    the pieces it gives page by page as [(address, bytes)]."""
+    try:
+        return [(addr, os.pread(fd, n, addr))]
+    except OSError:
+        out = []
+        for p in range(addr, addr + n, 4096):
+            try:
+                out.append((p, os.pread(fd, min(4096, addr + n - p), p)))
+            except OSError:
+                pass
+        return out
+
+
+def scan_memory(pid, needles):
+    """Search every readable mapping with something resident. Returns (hits, stats): hits is a
+    list of (label, address, mapping dict, is_dd)."""
+    keep = max(len(n) for _, n in needles) - 1  # chunks overlap by this much
+    hits = []
+    st = {'mappings': 0, 'read_bytes': 0, 'skipped_dd': 0, 'skipped_unread': 0,
+          'skipped_empty': 0}
+    fd = os.open('/proc/%d/mem' % pid, os.O_RDONLY)
+    try:
+        for mp in mappings(pid):
+            if 'r' not in mp['perms'] or mp['path'] == '[vsyscall]':
+                st['skipped_unread'] += 1
+                continue
+            dd = 'dd' in mp['flags']
+            if dd and mp['end'] - mp['start'] > DD_SEARCH_MAX:
+                # not dumped, and too big to read (ASan's shadow memory): skipped. Small ones
+                # are searched to show where the secrets are; a hit there is not a leak.
+                st['skipped_dd'] += 1
+                continue
+            # nothing resident or swapped: anonymous memory reads as zeros, file-backed as the
+            # file itself; there is nothing of ours to find
+            if mp['rss'] == 0 and mp['swap'] == 0:
+                st['skipped_empty'] += 1
+                continue
+            st['mappings'] += 1
+            addr = mp['start']
+            while addr < mp['end']:
+                n = min(READ_CHUNK, mp['end'] - addr)
+                last = addr + n >= mp['end']
+                for base, data in read_span(fd, addr, n):
+                    st['read_bytes'] += len(data)
+                    for label, nd in needles:
+                        i = data.find(nd)
+                        while i >= 0:
+                            # a hit in the overlap is counted by the next chunk
+                            if last or base + i < addr + n - keep:
+                                hits.append((label, base + i, mp, dd))
+                            i = data.find(nd, i + 1)
+                addr = mp['end'] if last else addr + n - keep
+    finally:
+        os.close(fd)
+    return hits, st
+
+
+def sanitizer_runtime(pid):
+    """The sanitizer runtime loaded in pid ('libasan', ...) or None."""
+    with open('/proc/%d/maps' % pid) as f:
+        for line in f:
+            m = re.search(r'/(lib[atm]san|libubsan)[^/]*\.so', line)
+            if m:
+                return m.group(1)
+    return None
+
+
+def environ_copies(pid, mp, block):
+    """[start, end) of every verbatim copy of the environment block the daemon was started with
+    inside mapping mp."""
+    out = []
+    fd = os.open('/proc/%d/mem' % pid, os.O_RDONLY)
+    try:
+        for base, data in read_span(fd, mp['start'], mp['end'] - mp['start']):
+            i = data.find(block)
+            while i >= 0:
+                out.append((base + i, base + i + len(block)))
+                i = data.find(block, i + 1)
+    finally:
+        os.close(fd)
+    return out
+
+
+def describe(mp):
+    return '%x-%x %s %s%s' % (mp['start'], mp['end'], mp['perms'], mp['path'] or '[anon]',
+                              ' dd' if 'dd' in mp['flags'] else '')
+
+
+def scan_file(path, needles):
+    hits = {}
+    maxlen = max(len(n) for _, n in needles)
+    tail = b''
+    try:
+        with open(path, 'rb') as f:
+            while True:
+                data = f.read(READ_CHUNK)
+                if not data:
+                    break
+                buf = tail + data
+                for label, nd in needles:
+                    c = buf.count(nd) - tail.count(nd)
+                    if c:
+                        hits[label] = hits.get(label, 0) + c
+                tail = buf[-(maxlen - 1):]
+    except OSError as e:
+        log('cannot read %s: %s' % (path, e))
+    return hits
+
+
+def core_where(path, offset):
+    """Where a file offset of an ELF64 core lies: 'vaddr 0x...' of a PT_LOAD or 'notes'."""
+    import struct
+    with open(path, 'rb') as f:
+        eh = f.read(64)
+        if eh[:4] != b'\x7fELF' or eh[4] != 2:
+            return 'offset %d' % offset
+        phoff, = struct.unpack_from('<Q', eh, 0x20)
+        phentsize, phnum = struct.unpack_from('<HH', eh, 0x36)
+        f.seek(phoff)
+        ph = f.read(phentsize * phnum)
+    for i in range(phnum):
+        ptype, _, poff, vaddr, _, filesz = struct.unpack_from('<IIQQQQ', ph, i * phentsize)
+        if poff <= offset < poff + filesz:
+            if ptype == 4:
+                return 'notes (offset %d)' % offset
+            return 'vaddr 0x%x' % (vaddr + offset - poff)
+    return 'offset %d' % offset
+
+
+def core_offsets(path, needle):
+    out = []
+    with open(path, 'rb') as f:
+        data = f.read()
+    i = data.find(needle)
+    while i >= 0 and len(out) < 20:
+        out.append(i)
+        i = data.find(needle, i + 1)
+    return out
+
+
+def gcore(env, pid):
+    """A real core of pid by gdb's gcore (honours 'dd'), or None when not possible here."""
+    exe = shutil.which('gcore')
+    if not exe:
+        log('gcore: not installed (gdb), part (c) skipped')
+        return None
+    prefix = env.path('core-%d' % pid)
+    p = subprocess.Popen([exe, '-o', prefix, str(pid)], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=GCORE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGTERM)  # gdb detaches from the daemon on SIGTERM
+        p.communicate()
+        log('gcore: timed out, part (c) skipped')
+        return None
+    r = subprocess.CompletedProcess(p.args, p.returncode, out, b'')
+    core = '%s.%d' % (prefix, pid)
+    if r.returncode != 0 or not os.path.exists(core):
+        log('gcore: failed (rc=%r), part (c) skipped: %s' % (
+            r.returncode, r.stdout.decode(errors='replace').strip()[-500:]))
+        if os.path.exists(core):
+            os.unlink(core)
+        return None
+    return core
+
+
+# ---------------------------------------------------------------------------------------------
+# One case: mount, read, scan
+# ---------------------------------------------------------------------------------------------
+
+def read_everything(mnt):
+    n = 0
+    for root, _, names in os.walk(mnt):
+        for name in names:
+            with open(os.path.join(root, name), 'rb') as f:
+                while f.read(1 << 16):
+                    pass
+            n += 1
+    return n
+
+
+def wait_quiet(proxy, seconds=1.0, limit=20.0):
+    """Until the proxy saw no request for `seconds` (prefetch and readahead are done)."""
+    t = time.monotonic() + limit
+    last = dict(proxy.stats).get('requests', 0)
+    still = time.monotonic()
+    while time.monotonic() < t:
+        time.sleep(0.2)
+        now = dict(proxy.stats).get('requests', 0)
+        if now != last:
+            last, still = now, time.monotonic()
+        elif time.monotonic() - still >= seconds:
+            return
+
+
+def run_case(env, ck, world, label, source, secret_set, controls, extra=()):
+    """Mount source, read it all, scan. secret_set: [(label, bytes)] that must never be found;
+    controls: [(label, bytes)] that must be found in memory (the scanner works)."""
+    cache = env.path('cache-' + label)
+    before = dict(world.proxy.stats).get('signature_ok', 0)
+    with ml.Mount(env, source, cache_dir=cache,
+                  extra=['--endpoint', world.endpoint, '--chunk-size', '4K', '--readahead', '4K',
+                         '--prefetch-shards', '0'] + list(extra)) as m:
+        n = read_everything(m.mnt)
+        st = m.stats()
+        pid = st.get('pid')
+        wait_quiet(world.proxy)
+        signed = dict(world.proxy.stats).get('signature_ok', 0) - before
+        log('%s: read %d files, %d requests verified by the proxy, daemon pid %r'
+            % (label, n, signed, pid))
+        ck.ok(n >= 5, '%s: only %d files read' % (label, n))
+        ck.ok(signed >= 50, '%s: only %d signed requests (expected many)' % (label, signed))
+        ck.eq('%s: refused requests' % label, dict(world.proxy.stats).get('refused', 0), 0)
+        if not isinstance(pid, int) or not ml.pid_alive(pid):
+            ck.fail('%s: no daemon pid in stats: %r' % (label, pid))
+            return
+        everything = secret_set + controls
+
+        # (a) argv and environment
+        for what in ('cmdline', 'environ'):
+            with open('/proc/%d/%s' % (pid, what), 'rb') as f:
+                data = f.read()
+            for nl, nd in secret_set:
+                ck.eq('%s: %s in /proc/PID/%s' % (label, nl, what), count_in(data, nd), 0)
+            if what == 'environ':
+                for nl, nd in controls:
+                    if nl == 'marker':
+                        ck.ok(count_in(data, nd) > 0,
+                              '%s: the scanner did not find the marker in /proc/PID/environ'
+                              % label)
+
+        # (b) simulated core dump
+        t = time.monotonic()
+        hits, sst = scan_memory(pid, everything)
+        log('%s: scanned %d mappings, %.1f MB in %.1fs (skipped: %d large dd, %d unreadable, '
+            '%d with nothing resident)' % (label, sst['mappings'], sst['read_bytes'] / 1e6,
+                                           time.monotonic() - t, sst['skipped_dd'],
+                                           sst['skipped_unread'], sst['skipped_empty']))
+        secret_labels = {nl for nl, _ in secret_set}
+        san = sanitizer_runtime(pid)
+        if san:
+            # A sanitizer runtime reads /proc/self/environ into a buffer of its own before main
+            # (sanitizer_common's GetEnv) and keeps it: a verbatim copy of the environment the
+            # process started with, out of reach of shardfs. Only in sanitizer builds, and only
+            # hits inside such a verbatim copy, are attributed to it.
+            block = b''.join(b'%s=%s\0' % (k.encode(), v.encode()) for k, v in env.env.items())
+            copies = {}
+            kept = []
+            for h in hits:
+                key = (h[2]['start'], h[2]['end'])
+                if h[0] in secret_labels and key not in copies:
+                    copies[key] = environ_copies(pid, h[2], block)
+                if (h[0] in secret_labels and not h[3] and h[2]['path'] != '[stack]' and
+                        any(a <= h[1] < b for a, b in copies[key])):
+                    log('%s: %s at %x is in %s\'s copy of the startup environment (%s): not '
+                        'counted' % (label, h[0], h[1], san, describe(h[2])))
+                    continue
+                kept.append(h)
+            hits = kept
+        dumped = [h for h in hits if not h[3]]
+        protected = [h for h in hits if h[3]]
+        for nl, a, mp, dd in dumped:
+            if nl in secret_labels:
+                log('%s: LEAK %s at %x in %s' % (label, nl, a, describe(mp)))
+        for nl, a, mp, dd in protected:
+            log('%s: (not dumped) %s at %x in %s' % (label, nl, a, describe(mp)))
+        for nl, _ in secret_set:
+            ck.eq('%s: %s in dumpable memory' % (label, nl),
+                  sum(1 for h in dumped if h[0] == nl), 0)
+        for nl, _ in controls:
+            where = [describe(h[2]) for h in dumped if h[0] == nl]
+            log('%s: control %s found %d times in dumpable memory' % (label, nl, len(where)))
+            ck.ok(where, '%s: the scanner did not find the control %s in memory: it is broken'
+                  % (label, nl))
+            if nl == 'access key id':
+                ck.ok(any(h[2]['path'] != '[stack]' for h in dumped if h[0] == nl),
+                      '%s: the access key id was not found off the main stack (heap unread?)'
+                      % label)
+
+        # (c) a real core (not of sanitizer builds: gdb takes minutes over their mappings)
+        core = None
+        if san:
+            log('%s: %s build: gcore skipped' % (label, san))
+        else:
+            core = gcore(env, pid)
+        if core:
+            size = os.path.getsize(core)
+            ch = scan_file(core, everything)
+            log('%s: gcore core of %.1f MB: %r' % (label, size / 1e6, ch))
+            for nl, nd in secret_set:
+                if ch.get(nl):
+                    for off in core_offsets(core, nd):
+                        log('%s: LEAK %s in the core at %s' % (label, nl, core_where(core, off)))
+            os.unlink(core)
+            for nl, _ in secret_set:
+                ck.eq('%s: %s in the gcore core' % (label, nl), ch.get(nl, 0), 0)
+            for nl, _ in controls:
+                ck.ok(ch.get(nl, 0) > 0, '%s: control %s not in the gcore core' % (label, nl))
+            ck.ok(ml.pid_alive(pid), '%s: the daemon died under gcore' % label)
+
+        # (d) logs, control files, commands
+        texts = {}
+        for name in ('stats', 'metrics'):
+            with open(os.path.join(m.mnt, '.shardfs', name), 'rb') as f:
+                texts['.shardfs/' + name] = f.read()
+        for cmd in (['stats', m.mnt], ['--help'], ['mount', '--help']):
+            r = env.run([env.shardfs] + cmd)
+            texts['shardfs ' + ' '.join(cmd[:1])] = r.stdout + r.stderr
+        for what, data in texts.items():
+            ck.ok(len(data) > 0, '%s: %s is empty' % (label, what))
+            for nl, nd in secret_set:
+                ck.eq('%s: %s in %s' % (label, nl, what), count_in(data, nd), 0)
+        # the read above touched the mount; still idle before unmount
+        wait_quiet(world.proxy)
+    # after unmount: the log and everything else the daemon wrote
+    nfiles = 0
+    saw_log = False
+    for root, _, names in os.walk(cache):
+        for name in names:
+            p = os.path.join(root, name)
+            if os.path.islink(p) or not os.path.isfile(p):
+                continue
+            nfiles += 1
+            saw_log = saw_log or name == 'log'
+            fh = scan_file(p, secret_set)
+            for nl, c in fh.items():
+                ck.fail('%s: %s found %d times in %s' % (label, nl, c, p))
+    log('%s: searched %d files of the cache dir' % (label, nfiles))
+    ck.ok(saw_log, '%s: no daemon log found in %s' % (label, cache))
+
+
+def rand(n=24):
+    return secrets.token_hex(n // 2)
+
+
+def group_creds(env, ck):
+    src, files, _ = test_s3.build_source(env)
+    akid = 'SHARDFSAKID' + rand(16).upper()
+    secret = 'SHARDFS-SECRET-' + rand(32)
+    token = 'SHARDFS-TOKEN-' + rand(48)
+    p_akid = 'SHARDFSPROF' + rand(16).upper()
+    p_secret = 'SHARDFS-PSECRET-' + rand(32)
+    p_token = 'SHARDFS-PTOKEN-' + rand(48)
+    decoy = 'SHARDFS-DECOY-' + rand(32)
+    g_akid = 'SHARDFSGOOG' + rand(16).upper()
+    g_secret = 'SHARDFS-GSECRET-' + rand(32)
+    marker = 'SHARDFS-MARKER-' + rand(32)
+
+    s3 = servers.S3rver(env.tmp)
+    proxy = servers.SigV4Proxy(s3.port, {akid: (secret, token), p_akid: (p_secret, p_token),
+                                         g_akid: (g_secret, None)})
+
+    class World:
+        pass
+    world = World()
+    world.s3, world.proxy = s3, proxy
+    world.endpoint = 'http://127.0.0.1:%d' % proxy.port
+    try:
+        s3.create_bucket(BUCKET)
+        for rel in files:
+            with open(os.path.join(src, rel), 'rb') as f:
+                s3.put(BUCKET, PREFIX + rel, f.read())
+        src_uri = 's3://%s/%s' % (BUCKET, PREFIX)
+        env.env['SHARDFS_TEST_MARKER'] = marker
+        every = (secret_needles('secret', secret, 'us-east-1', 's3') +
+                 token_needles('session token', token) +
+                 secret_needles('profile secret', p_secret, 'us-east-1', 's3') +
+                 token_needles('profile session token', p_token) +
+                 token_needles('decoy secret', decoy) +
+                 secret_needles('gcs secret', g_secret, 'auto', 's3'))
+
+        # 1. the environment
+        test_s3.set_aws_env(env, key=akid, secret=secret, token=token)
+        run_case(env, ck, world, 'env', src_uri, every,
+                 [('marker', marker.encode()), ('access key id', akid.encode())])
+
+        # 2. a profile of ~/.aws/credentials (HOME), with a decoy profile read but not used
+        test_s3.set_aws_env(env, key=None, secret=None)
+        awsdir = os.path.join(env.env['HOME'], '.aws')
+        os.makedirs(awsdir, exist_ok=True)
+        with open(os.path.join(awsdir, 'credentials'), 'w') as f:
+            f.write('[default]\naws_access_key_id = NOBODY\naws_secret_access_key = %s\n\n'
+                    '[shardfs]\naws_access_key_id = %s\naws_secret_access_key = %s\n'
+                    'aws_session_token = %s\n' % (decoy, p_akid, p_secret, p_token))
+        env.env['AWS_PROFILE'] = 'shardfs'
+        run_case(env, ck, world, 'profile', src_uri, every,
+                 [('marker', marker.encode()), ('access key id', p_akid.encode())])
+        del env.env['AWS_PROFILE']
+
+        # 3. gs:// with HMAC keys
+        test_s3.set_aws_env(env, key=None, secret=None)
+        os.unlink(os.path.join(awsdir, 'credentials'))
+        env.env['GCS_HMAC_ACCESS_ID'] = g_akid
+        env.env['GCS_HMAC_SECRET'] = g_secret
+        run_case(env, ck, world, 'gs', 'gs://%s/%s' % (BUCKET, PREFIX), every,
+                 [('marker', marker.encode()), ('access key id', g_akid.encode())])
+        test_s3.check_proxy(ck, world, 'creds')
+
+        # 4. a local source: secrets in the environment leave it all the same
+        env.env.pop('GCS_HMAC_ACCESS_ID', None)
+        env.env.pop('GCS_HMAC_SECRET', None)
+        test_s3.set_aws_env(env, key=akid, secret=secret, token=token)
+        with ml.Mount(env, src, cache_dir=env.path('cache-local')) as m:
+            n = read_everything(m.mnt)
+            pid = m.stats().get('pid')
+            with open('/proc/%d/environ' % pid, 'rb') as f:
+                data = f.read()
+            ck.ok(count_in(data, marker.encode()) > 0, 'local: marker not in environ')
+            for nl, nd in (('secret', secret.encode()), ('session token', token.encode())):
+                ck.eq('local: %s in /proc/PID/environ' % nl, count_in(data, nd), 0)
+            if not sanitizer_runtime(pid):  # (their runtime copies the startup environment)
+                hits, _ = scan_memory(pid, [('secret', secret.encode()),
+                                            ('session token', token.encode()),
+                                            ('marker', marker.encode())])
+                dumped = [h[0] for h in hits if not h[3]]
+                ck.ok('marker' in dumped, 'local: the scanner did not find the marker')
+                ck.eq('local: secrets in dumpable memory',
+                      sorted(x for x in dumped if x != 'marker'), [])
+            log('local: read %d files; environ and memory checked' % n)
+    finally:
+        proxy.stop()
+        s3.stop()
+
+
+def main():
+    shardfs = sys.argv[1]
+    if not servers.have_s3rver():
+        log('SKIP: s3rver is not installed (sh tests/remote/s3/install-s3rver.sh)')
+        sys.exit(ml.SKIP)
+    ml.main_wrapper(group_creds, shardfs, 'remote-creds', deadline=400)
+
+
+if __name__ == '__main__':
+    main()
