@@ -601,10 +601,9 @@ int cachetier__chunk_start(struct cachetier *ct)
 	ct->workers = calloc(ct->cfg.fill_threads, sizeof(*ct->workers));
 	if (!ct->workers)
 		return -ENOMEM;
-	if (pthread_create(&ct->flusher, NULL, flusher_main, ct) == 0)
-		ct->have_flusher = 1;
-	else
+	if (pthread_create(&ct->flusher, NULL, flusher_main, ct) != 0)
 		return -EAGAIN;
+	ct->have_flusher = 1;
 	for (unsigned i = 0; i < ct->cfg.fill_threads; i++) {
 		int err = pthread_create(&ct->workers[i], NULL, worker_main, ct);
 

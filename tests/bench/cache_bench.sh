@@ -19,6 +19,7 @@
 # Ratio = baseline time / shardfs time (1.00: as fast as the baseline).
 set -eu
 cd "$(dirname "$0")/../.."
+. tests/bench/lib_nginx.sh
 build=build shard_mb=1024 member_kb=100 readers=2 runs=3
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -111,7 +112,7 @@ EOF
 cc -O2 -o "$tmp/readfiles" "$tmp/readfiles.c"
 
 echo "making a ${shard_mb} MB shard of ${member_kb} KB members ..."
-mkdir -p "$tmp/data" "$tmp/ng/tmp" "$tmp/local"
+mkdir -p "$tmp/data" "$tmp/local"
 $py - "$tmp/data/shard.tar" "$shard_mb" "$member_kb" <<'PY'
 import io, os, sys, tarfile
 path, mb, kb = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -133,35 +134,7 @@ nfiles=$(wc -l <"$tmp/names")
 sed "s|^|$tmp/local/|" "$tmp/names" >"$tmp/list.local"
 sed "s|^|$tmp/mnt/shard/|" "$tmp/names" >"$tmp/list.mnt"
 
-port=$($py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-user=
-[ "$(id -u)" = 0 ] && user='user root root;'
-cat >"$tmp/ng/nginx.conf" <<EOF
-$user
-worker_processes 1;
-pid $tmp/ng/nginx.pid;
-error_log $tmp/ng/error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_temp_path $tmp/ng/tmp/body;
-    proxy_temp_path $tmp/ng/tmp/proxy;
-    fastcgi_temp_path $tmp/ng/tmp/fastcgi;
-    uwsgi_temp_path $tmp/ng/tmp/uwsgi;
-    scgi_temp_path $tmp/ng/tmp/scgi;
-    default_type application/octet-stream;
-    sendfile on;
-    tcp_nopush off;
-    keepalive_requests 1000000;
-    server { listen 127.0.0.1:$port; root $tmp/data; }
-}
-EOF
-/usr/sbin/nginx -c "$tmp/ng/nginx.conf" -p "$tmp/ng" -g 'daemon off;' &
-ngpid=$!
-for _ in $(seq 100); do
-	curl -s -o /dev/null "http://127.0.0.1:$port/shard.tar" -r 0-0 && break
-	sleep 0.1
-done
+nginx_start "$tmp/ng" "$tmp/data" shard.tar
 url="http://127.0.0.1:$port/shard.tar"
 warm_server() { cat "$tmp/data/shard.tar" >/dev/null; }
 warm_server

@@ -18,6 +18,7 @@
 # the median of N runs (shardfs and curl alternating).
 set -eu
 cd "$(dirname "$0")/../.."
+. tests/bench/lib_nginx.sh
 root=$(pwd)
 build=build shard_mb=1024 member_kb=100 runs=1
 while [ $# -gt 0 ]; do
@@ -50,7 +51,7 @@ cleanup() {
 trap cleanup EXIT
 
 echo "making a ${shard_mb} MB shard of ${member_kb} KB members ..."
-mkdir -p "$tmp/data" "$tmp/ng/tmp"
+mkdir -p "$tmp/data"
 /usr/bin/python3 - "$tmp/data/shard.tar" "$shard_mb" "$member_kb" <<'PY'
 import io, os, sys, tarfile
 path, mb, kb = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -67,35 +68,7 @@ PY
 chmod -R a+rX "$tmp/data"
 size=$(stat -c %s "$tmp/data/shard.tar")
 
-port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-user=
-[ "$(id -u)" = 0 ] && user='user root root;'
-cat >"$tmp/ng/nginx.conf" <<EOF
-$user
-worker_processes 1;
-pid $tmp/ng/nginx.pid;
-error_log $tmp/ng/error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_temp_path $tmp/ng/tmp/body;
-    proxy_temp_path $tmp/ng/tmp/proxy;
-    fastcgi_temp_path $tmp/ng/tmp/fastcgi;
-    uwsgi_temp_path $tmp/ng/tmp/uwsgi;
-    scgi_temp_path $tmp/ng/tmp/scgi;
-    default_type application/octet-stream;
-    sendfile on;
-    tcp_nopush off;
-    keepalive_requests 1000000;
-    server { listen 127.0.0.1:$port; root $tmp/data; }
-}
-EOF
-/usr/sbin/nginx -c "$tmp/ng/nginx.conf" -p "$tmp/ng" -g 'daemon off;' &
-ngpid=$!
-for _ in $(seq 100); do
-	curl -s -o /dev/null "http://127.0.0.1:$port/shard.tar" -r 0-0 && break
-	sleep 0.1
-done
+nginx_start "$tmp/ng" "$tmp/data" shard.tar
 url="http://127.0.0.1:$port/shard.tar"
 curl -s -o /dev/null "$url" # warm the server's page cache
 
