@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,6 +266,21 @@ static int report(const char *url, const struct backend_req *r, int err)
 	return err;
 }
 
+/* A listing stops at a cap: the reason goes to backend_last_error and to
+ * stderr (the log), as report() does for failed requests; returns err. */
+__attribute__((format(printf, 2, 3))) static int list_fail(int err, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	backend__set_error(NULL, "%s", msg);
+	fprintf(stderr, "shardfs: %s\n", msg);
+	return err;
+}
+
 static int pat_result(void *arg, size_t i, const struct backend_req *r, int err)
 {
 	struct pat_list *pl = arg;
@@ -391,22 +407,14 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 	char **files = NULL, **dirs = NULL;
 	int err;
 
-	if (depth > HTTP_LIST_DEPTH_MAX) {
-		backend__set_error(NULL,
-				   "listing deeper than %d directories at '%.200s' (a page that "
-				   "links to itself?)",
-				   HTTP_LIST_DEPTH_MAX, prefix);
-		fprintf(stderr, "shardfs: listing deeper than %d directories at '%.200s'\n",
-			HTTP_LIST_DEPTH_MAX, prefix);
-		return -ELOOP;
-	}
-	if (++dw->pages > HTTP_LIST_PAGES_MAX) {
-		backend__set_error(NULL, "listing has more than %lu directory pages",
-				   HTTP_LIST_PAGES_MAX);
-		fprintf(stderr, "shardfs: listing has more than %lu directory pages\n",
-			HTTP_LIST_PAGES_MAX);
-		return -EFBIG;
-	}
+	if (depth > HTTP_LIST_DEPTH_MAX)
+		return list_fail(-ELOOP,
+				 "listing deeper than %d directories at '%.200s' (a page that links "
+				 "to itself?)",
+				 HTTP_LIST_DEPTH_MAX, prefix);
+	if (++dw->pages > HTTP_LIST_PAGES_MAX)
+		return list_fail(-EFBIG, "listing has more than %lu directory pages",
+				 HTTP_LIST_PAGES_MAX);
 	if (*prefix) {
 		char *slash = key_join(prefix, "");
 
@@ -434,11 +442,8 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 	dw->bytes += len;
 	if (dw->bytes > HTTP_LIST_TOTAL_MAX) {
 		free(body);
-		backend__set_error(NULL, "listing pages add up to more than %lu bytes",
-				   HTTP_LIST_TOTAL_MAX);
-		fprintf(stderr, "shardfs: listing pages add up to more than %lu bytes\n",
-			HTTP_LIST_TOTAL_MAX);
-		return -EFBIG;
+		return list_fail(-EFBIG, "listing pages add up to more than %lu bytes",
+				 HTTP_LIST_TOTAL_MAX);
 	}
 	err = backend__listing_parse(body, len, page_add, &pg);
 	free(body);
@@ -465,11 +470,8 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 		if (i > 0 && strcmp(e->name, pg.e[i - 1].name) == 0)
 			continue; /* listed twice */
 		if (++dw->entries > HTTP_LIST_ENTRIES_MAX) {
-			fprintf(stderr, "shardfs: more than %lu entries in the listing\n",
-				HTTP_LIST_ENTRIES_MAX);
-			backend__set_error(NULL, "more than %lu entries in the listing",
-					   HTTP_LIST_ENTRIES_MAX);
-			err = -EFBIG;
+			err = list_fail(-EFBIG, "more than %lu entries in the listing",
+					HTTP_LIST_ENTRIES_MAX);
 			break;
 		}
 		key = key_join(prefix, e->name);
