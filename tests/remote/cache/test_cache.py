@@ -309,37 +309,15 @@ def tsan_reports(logfile, pid):
 # a throttling proxy (slow fills) that records which range requests were answered completely
 # ---------------------------------------------------------------------------------------------
 
-class SlowProxy:
+class SlowProxy(httplib.LoopbackProxy):
     """HTTP/1.1 proxy on 127.0.0.1 in front of nginx. Relays each answer's body at most
     `rate` bytes/s per connection (None: unthrottled). Records every GET as a dict with
     path, range (a, b), sent (body bytes relayed) and done (the whole body was relayed)."""
 
     def __init__(self, upstream_port):
-        self.upstream = upstream_port
-        self.port = httplib.free_port()
         self.rate = None
-        self.lock = threading.Lock()
         self.gets = []
-        self.stop_ev = threading.Event()
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(('127.0.0.1', self.port))
-        self.sock.listen(128)
-        self.conns = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def url(self, path=''):
-        return 'http://127.0.0.1:%d/%s' % (self.port, path)
-
-    def _accept(self):
-        while not self.stop_ev.is_set():
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            with self.lock:
-                self.conns.append(c)
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+        super().__init__(upstream_port)
 
     def _serve(self, c):
         f = c.makefile('rb')
@@ -394,19 +372,6 @@ class SlowProxy:
     def reset(self):
         with self.lock:
             self.gets = []
-
-    def close(self):
-        self.stop_ev.set()
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-        with self.lock:
-            for c in self.conns:
-                try:
-                    c.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
 
 # ---------------------------------------------------------------------------------------------

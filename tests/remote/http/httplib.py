@@ -220,7 +220,54 @@ http {
         return False
 
 
-class FaultProxy:
+class LoopbackProxy:
+    """A listening socket on 127.0.0.1 (a free port) with a thread per connection: subclasses
+    implement _serve(conn). Set a subclass's own attributes before calling __init__, which
+    starts accepting."""
+
+    def __init__(self, upstream_port):
+        self.upstream = upstream_port
+        self.port = free_port()
+        self.lock = threading.Lock()
+        self.stop_ev = threading.Event()
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(('127.0.0.1', self.port))
+        self.sock.listen(128)
+        self.conns = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self, path=''):
+        return 'http://127.0.0.1:%d/%s' % (self.port, path)
+
+    def _accept(self):
+        while not self.stop_ev.is_set():
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.conns.append(c)
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        raise NotImplementedError
+
+    def close(self):
+        self.stop_ev.set()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        with self.lock:
+            for c in self.conns:
+                try:
+                    c.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+class FaultProxy(LoopbackProxy):
     """An HTTP/1.1 proxy on 127.0.0.1 in front of an upstream (nginx). It reads each request,
     fetches the full answer from the upstream over a fresh connection, and relays it with
     keep-alive — unless a fault applies. Faults (set through attributes, any time):
@@ -255,8 +302,6 @@ class FaultProxy:
     fault_counts: {fault: number served} of the random mode."""
 
     def __init__(self, upstream_port):
-        self.upstream = upstream_port
-        self.port = free_port()
         self.mode = 'pass'
         self.count = 0
         self.methods = {'GET'}
@@ -271,18 +316,7 @@ class FaultProxy:
         self.rate_modes = ()
         self.fault_counts = {}
         self.stall_s = 5.0
-        self.lock = threading.Lock()
-        self.stop_ev = threading.Event()
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(('127.0.0.1', self.port))
-        self.sock.listen(128)
-        self.conns = []
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def url(self, path=''):
-        return 'http://127.0.0.1:%d/%s' % (self.port, path)
+        super().__init__(upstream_port)
 
     def set(self, mode, count=-1, methods=('GET',), on_fault=None, strip=(), match=None):
         with self.lock:
@@ -331,16 +365,6 @@ class FaultProxy:
                 self.count -= 1
             self.faults += 1
             return self.mode
-
-    def _accept(self):
-        while not self.stop_ev.is_set():
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            with self.lock:
-                self.conns.append(c)
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
 
     @staticmethod
     def _read_head(f):
@@ -471,15 +495,3 @@ class FaultProxy:
         if f:
             f(method, path)
 
-    def close(self):
-        self.stop_ev.set()
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-        with self.lock:
-            for c in self.conns:
-                try:
-                    c.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
