@@ -90,7 +90,7 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	if (!ct)
 		return -ENOMEM;
 	ct->be = be;
-	ct->dirfd = ct->metafd = ct->decfd = ct->datafd = -1;
+	ct->dirfd = ct->metafd = ct->decfd = ct->datafd = ct->v1fd = ct->usagefd = -1;
 	pthread_mutex_init(&ct->lock, NULL);
 	pthread_cond_init(&ct->cond, NULL);
 	pthread_cond_init(&ct->chunk_cond, NULL);
@@ -134,6 +134,13 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	if (err < 0)
 		goto fail;
 	ct->dir = strdup(path);
+	path[n - 17] = '\0'; /* CACHE_DIR/v1 */
+	ct->v1fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (ct->v1fd < 0) {
+		err = -errno;
+		goto fail;
+	}
+	path[n - 17] = '/';
 	ct->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (!ct->dir || ct->dirfd < 0) {
 		err = ct->dir ? -errno : -ENOMEM;
@@ -181,6 +188,12 @@ void cachetier_close(struct cachetier *ct)
 		free(o->name);
 		free(o);
 	}
+	cachetier__usage_close(ct);
+	for (unsigned i = 0; i < ct->nsrcfds; i++)
+		close(ct->srcfds[i]);
+	free(ct->srcfds);
+	if (ct->v1fd >= 0)
+		close(ct->v1fd);
 	if (ct->datafd >= 0)
 		close(ct->datafd);
 	if (ct->decfd >= 0)
@@ -220,7 +233,10 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->readahead_fills = ct->readahead_fills;
 	st->evictions = ct->evictions;
 	st->evicted_bytes = ct->evicted_bytes;
-	st->bytes_used = ct->used + atomic_load(&ct->decoded_used);
+	st->peer_chunks = ct->peer_chunks;
+	st->peer_waits = ct->peer_waits;
+	/* the whole directory: every process and source sharing it */
+	st->bytes_used = cachetier__usage_get(ct);
 	st->bytes_limit = ct->cfg.cache_size_bytes;
 	pthread_mutex_unlock(&ct->lock);
 }
@@ -401,9 +417,12 @@ uint64_t cachetier_obj_cached_bytes(const struct cachetier_obj *o)
 
 	if (!o->file)
 		return o->size;
-	pthread_mutex_lock(&o->ct->lock);
-	n = o->file->bytes;
-	pthread_mutex_unlock(&o->ct->lock);
+	/* what any process sharing the directory has filled */
+	n = 0;
+	for (uint32_t c = 0; c < o->file->nchunks; c++) {
+		if (cachetier__st_get(o->file, c))
+			n += cachetier__chunk_len(o->file, c);
+	}
 	return n;
 }
 

@@ -26,7 +26,11 @@
  *                                           of key, ETag, size
  *   CACHE_DIR/v1/<source-hash>/data/<h>.map which chunks are valid (format in
  *                                           cachetier_chunk.c)
- * One process at a time per cache directory and source.
+ *   CACHE_DIR/v1/<source-hash>/data/<h>.st  the chunks' state shared by the
+ *                                           processes using the object
+ *   CACHE_DIR/v1/usage                      bytes cached in the whole directory
+ * Any number of processes may share one cache directory, for one source or
+ * several (README.md: "Sharing one cache directory").
  *
  * Threads: all functions may be called from any thread; they may block on
  * disk I/O and, for decoding and remote reads, on the backend. Errors: 0
@@ -77,7 +81,9 @@ struct cachetier_stats {
 	uint64_t readahead_fills; /* fills started by readahead or prefetch */
 	uint64_t evictions;       /* objects evicted */
 	uint64_t evicted_bytes;
-	uint64_t bytes_used;      /* cached bytes on disk now */
+	uint64_t peer_chunks;     /* chunks read that another process (or mount) filled */
+	uint64_t peer_waits;      /* fills that waited for another process's fill of the chunk */
+	uint64_t bytes_used;      /* cached bytes on disk now, the whole directory */
 	uint64_t bytes_limit;     /* cache_size_bytes in force */
 };
 

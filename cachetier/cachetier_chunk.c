@@ -49,9 +49,16 @@
  * pinned chunk. read_end finds its read by thread id because its
  * signature carries no range (fs calls both on one FUSE thread).
  *
- * Non-goals: sharing one cache dir between two running processes;
- * caching the compressed bytes of shards that are decoded (the decoder
- * reads through the backend and keeps the decoded copy instead).
+ * Sharing: several processes may use one cache directory at once. Each
+ * chunk's truth while they run is the state file data/<hash>.st
+ * (cachetier_share.c), not this process's cst[]: a fill holds the chunk's
+ * write lock (F_OFD_SETLK on stfd) from before its fetch until the state
+ * says valid; a reader holds the chunk's read lock from read_begin to
+ * read_end and trusts a chunk only after taking it and seeing it valid in
+ * the state file; an eviction takes the write lock on auxfd (so it
+ * excludes this process's own readers and fills too), clears the state,
+ * then punches. A chunk another process is filling is waited for (the
+ * lock is polled), never fetched twice. The protocol is in README.md.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -74,16 +81,16 @@
 #define MAP_BATCH_CHUNKS 16u
 #define MAP_BATCH_NS	 1000000000LL
 
-static uint64_t chunk_off(const struct cachetier *ct, uint32_t c)
+static uint64_t chunk_off(const struct ct_file *f, uint32_t c)
 {
-	return (uint64_t)c * ct->cfg.chunk_bytes;
+	return (uint64_t)c * f->cb;
 }
 
-static uint64_t chunk_len(const struct cachetier *ct, const struct ct_file *f, uint32_t c)
-{
-	uint64_t off = chunk_off(ct, c);
+#define chunk_len(f, c) cachetier__chunk_len(f, c)
 
-	return f->size - off < ct->cfg.chunk_bytes ? f->size - off : ct->cfg.chunk_bytes;
+static void chunk_unlock(struct ct_file *f, uint32_t c)
+{
+	cachetier__ofd_lock(f->stfd, F_UNLCK, LK_CHUNK(c), 0);
 }
 
 /* ---- map format ---- */
@@ -131,18 +138,22 @@ int cachetier__map_read(int dirfd, const char *name, unsigned char **buf, size_t
 	return cachetier__read_file(dirfd, name, MAP_HDR + 8, MAP_MAX_BYTES, buf, len);
 }
 
-/* Encode f's valid chunks. Called with ct->lock held (reads f->cst). */
-static unsigned char *map_encode(struct cachetier *ct, struct ct_file *f, size_t *len)
+/* Encode the chunks f's state file says are valid into *out (NULL when
+ * none is). Called with LK_MAP held. */
+static int map_encode(struct ct_file *f, unsigned char **out, size_t *len)
 {
 	size_t klen = strlen(f->key), elen = strlen(f->etag), blen = ((size_t)f->nchunks + 7) / 8;
 	size_t n = MAP_HDR + klen + elen + blen + 8;
 	unsigned char *buf = calloc(1, n), *bm;
+	unsigned valid = 0;
 
+	*out = NULL;
+	*len = 0;
 	if (!buf)
-		return NULL;
+		return -ENOMEM;
 	memcpy(buf, MAP_MAGIC, 8);
 	cachetier__le32_put(buf + 8, MAP_VERSION);
-	cachetier__le32_put(buf + 12, ct->cfg.chunk_bytes);
+	cachetier__le32_put(buf + 12, f->cb);
 	cachetier__le64_put(buf + 16, f->size);
 	cachetier__le32_put(buf + 24, f->nchunks);
 	cachetier__le32_put(buf + 28, (uint32_t)klen);
@@ -151,20 +162,30 @@ static unsigned char *map_encode(struct cachetier *ct, struct ct_file *f, size_t
 	memcpy(buf + MAP_HDR + klen, f->etag, elen);
 	bm = buf + MAP_HDR + klen + elen;
 	for (uint32_t c = 0; c < f->nchunks; c++) {
-		if (f->cst[c] == CH_VALID)
+		if (cachetier__st_get(f, c)) {
 			bm[c / 8] |= (unsigned char)(1u << (c % 8));
+			valid++;
+		}
 	}
 	cachetier__le64_put(buf + n - 8, cachetier__fnv64(buf, n - 8));
+	if (!valid) {
+		free(buf);
+		return 0;
+	}
+	*out = buf;
 	*len = n;
-	return buf;
+	return 0;
 }
 
-/* Persist f's map if chunks were filled since the last write. Takes
- * f->maplock then ct->lock; call with neither held. */
+/* Persist f's map if chunks were filled since the last write: what the
+ * state file says is valid now (also chunks other processes filled: their
+ * bytes were written before they were marked, so the fdatasync below
+ * covers them). Takes f->maplock, ct->lock, then LK_MAP; call with none
+ * held. */
 void cachetier__file_flush(struct cachetier *ct, struct ct_file *f)
 {
 	char name[24];
-	unsigned char *buf;
+	unsigned char *buf = NULL;
 	unsigned dirty;
 	size_t len = 0;
 	int err;
@@ -176,17 +197,27 @@ void cachetier__file_flush(struct cachetier *ct, struct ct_file *f)
 		pthread_mutex_unlock(&f->maplock);
 		return;
 	}
-	buf = map_encode(ct, f, &len);
 	dirty = f->dirty;
 	f->dirty = 0;
 	f->map_ns = cachetier__now_ns();
 	pthread_mutex_unlock(&ct->lock);
 	snprintf(name, sizeof(name), "%s.map", f->hash);
-	/* every chunk buf claims was written before this: make them durable
-	 * before any map says so (eviction waits on maplock meanwhile) */
-	err = !buf ? -ENOMEM : fdatasync(f->datafd) < 0 ? -errno : 0;
-	if (err == 0)
-		err = cachetier__write_atomic(ct, ct->datafd, name, buf, len);
+	/* the snapshot is taken under LK_MAP: an eviction clears the state
+	 * before it takes LK_MAP to unlink the map, so no map written here can
+	 * claim a chunk that is punched afterwards */
+	err = cachetier__ofd_lock(f->stfd, F_WRLCK, LK_MAP, 1);
+	if (err == 0) {
+		err = map_encode(f, &buf, &len);
+		/* every chunk buf claims was written before this: make them
+		 * durable before any map says so */
+		if (err == 0 && !buf) /* nothing left to record */
+			err = unlinkat(f->dirfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
+		else if (err == 0)
+			err = fdatasync(f->datafd) < 0 ? -errno : 0;
+		if (err == 0 && buf)
+			err = cachetier__write_atomic(ct, f->dirfd, name, buf, len);
+		cachetier__ofd_lock(f->stfd, F_UNLCK, LK_MAP, 0);
+	}
 	if (err < 0) { /* try again at the next batch */
 		pthread_mutex_lock(&ct->lock);
 		f->dirty += dirty;
@@ -204,6 +235,7 @@ static void file_free(struct ct_file *f)
 		return;
 	if (f->live && f->datafd >= 0)
 		close(f->datafd);
+	cachetier__st_close(f);
 	while (f->reads) {
 		struct ct_read *r = f->reads;
 
@@ -214,104 +246,256 @@ static void file_free(struct ct_file *f)
 	free(f->cst);
 	free(f->pins);
 	free(f->cerr);
+	free(f->held);
+	free(f->seen);
 	pthread_mutex_destroy(&f->maplock);
 	free(f);
 }
 
-static struct ct_file *file_find(struct cachetier *ct, const char *hash)
+/* Undo a failed load: f stays a not-live entry without bytes. */
+static void file_unload(struct ct_file *f)
+{
+	if (f->datafd >= 0)
+		close(f->datafd);
+	f->datafd = -1;
+	cachetier__st_close(f);
+	free(f->key);
+	free(f->cst);
+	free(f->pins);
+	free(f->cerr);
+	free(f->held);
+	free(f->seen);
+	f->key = NULL;
+	f->cst = NULL;
+	f->pins = NULL;
+	f->cerr = NULL;
+	f->held = NULL;
+	f->seen = NULL;
+	f->bytes = 0;
+}
+
+static struct ct_file *file_find(struct cachetier *ct, int dirfd, const char *hash)
 {
 	for (struct ct_file *f = ct->files; f; f = f->next) {
-		if (strcmp(f->hash, hash) == 0)
+		if (f->dirfd == dirfd && strcmp(f->hash, hash) == 0)
 			return f;
 	}
 	return NULL;
 }
 
-/* Load the identity, arrays and trusted chunks of f (f->opening is set,
- * so nobody else touches f's live fields). Returns the valid bytes, or a
- * negative errno. An unusable map is not an error: the object starts
- * empty and the stale map and bytes are dropped. */
-static int64_t file_load(struct cachetier *ct, struct ct_file *f,
-			 const struct backend_objinfo *info)
+int cachetier__file_hash(const char *key, const char *etag, uint64_t size, uint32_t cb,
+			 char hash[17])
 {
-	uint32_t cb = ct->cfg.chunk_bytes;
-	uint64_t nchunks = (info->size + cb - 1) / cb, valid = 0;
+	char ident[4096 + 128];
+	int n = snprintf(ident, sizeof(ident), "%s%c%s%c%llu%c%u", key, 0, etag, 0,
+			 (unsigned long long)size, 0, cb);
+
+	if (n < 0 || (size_t)n >= sizeof(ident))
+		return -ENAMETOOLONG;
+	cachetier__hash_hex(ident, (size_t)n, hash);
+	return 0;
+}
+
+int cachetier__map_load(int dirfd, const char *hash, unsigned char **buf, struct ct_map *m,
+			struct stat *data_st)
+{
+	char mapname[24], h[17], *key = NULL, *etag = NULL;
+	size_t len = 0;
+	int err;
+
+	snprintf(mapname, sizeof(mapname), "%s.map", hash);
+	err = cachetier__map_read(dirfd, mapname, buf, &len);
+	if (err == 0)
+		err = cachetier__map_parse(*buf, len, m);
+	if (err == 0) {
+		key = strndup(m->key, m->keylen);
+		etag = strndup(m->etag, m->etaglen);
+		err = !key || !etag ? -ENOMEM
+				    : cachetier__file_hash(key, etag, m->size, m->chunk_bytes, h);
+		if (err == 0 && strcmp(h, hash) != 0)
+			err = -EBADMSG; /* not this file's map (or an old naming) */
+	}
+	if (err == 0 && fstatat(dirfd, hash, data_st, 0) < 0)
+		err = -EBADMSG;
+	for (uint32_t c = 0; err == 0 && c < m->nchunks; c++) {
+		uint64_t off = (uint64_t)c * m->chunk_bytes;
+		uint64_t clen = m->size - off < m->chunk_bytes ? m->size - off : m->chunk_bytes;
+
+		/* a data file shorter than a claimed chunk lost it */
+		if ((m->bitmap[c / 8] & (1u << (c % 8))) && (uint64_t)data_st->st_size < off + clen)
+			err = -EBADMSG;
+	}
+	free(key);
+	free(etag);
+	if (err < 0) {
+		free(*buf);
+		*buf = NULL;
+	}
+	return err;
+}
+
+/* Alone with f (the write presence lock on its state file): make the
+ * state file say what the durable map says, punch or drop bytes no map
+ * claims, and correct the directory's usage by what changed. */
+static int file_init_alone(struct cachetier *ct, struct ct_file *f)
+{
+	uint64_t epoch = cachetier__usage_epoch(ct), old = cachetier__st_old_bytes(f, epoch);
 	unsigned char *buf = NULL;
 	char mapname[24];
 	struct ct_map m;
 	struct stat st;
-	size_t len = 0;
-	int fd, err;
+	uint64_t valid = 0;
+	int err;
+
+	snprintf(mapname, sizeof(mapname), "%s.map", f->hash);
+	err = cachetier__map_load(f->dirfd, f->hash, &buf, &m, &st);
+	if (err == -ENOMEM)
+		return err;
+	if (err == 0 && (m.size != f->size || m.chunk_bytes != f->cb ||
+			 m.keylen != strlen(f->key) || memcmp(m.key, f->key, m.keylen) != 0))
+		err = -ESTALE;
+	if (err == 0)
+		valid = cachetier__map_bytes(&m);
+	/* What the usage counts for f now: what its old state file counted in
+	 * this epoch, else (the counter was rebuilt from the maps) its map. */
+	if (old == UINT64_MAX)
+		old = valid;
+	if (err < 0) {
+		if (err != -ENOENT)
+			unlinkat(f->dirfd, mapname, 0);
+		if (ftruncate(f->datafd, 0) < 0) {
+			free(buf);
+			return -errno;
+		}
+	} else if (fstat(f->datafd, &st) == 0 &&
+		   (uint64_t)st.st_blocks * 512 > valid + (uint64_t)f->nchunks * 4096) {
+		/* chunks written but never recorded (a crash): free them */
+		for (uint32_t c = 0; c < f->nchunks; c++) {
+			if (!(m.bitmap[c / 8] & (1u << (c % 8))) &&
+			    chunk_off(f, c) < (uint64_t)st.st_size)
+				fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					  (off_t)chunk_off(f, c), (off_t)f->cb);
+		}
+	}
+	cachetier__usage_add(ct, (int64_t)valid - (int64_t)old);
+	err = cachetier__st_ready(f, err == 0 ? m.bitmap : NULL, epoch);
+	free(buf);
+	return err;
+}
+
+/* Load f's identity, arrays and the chunks the state file says are valid
+ * (f->opening is set, so nobody else touches f's live fields). Returns
+ * the valid bytes, or a negative errno. */
+static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *key,
+			 const char *etag, uint64_t size, uint32_t cb)
+{
+	uint64_t nchunks = (size + cb - 1) / cb, valid = 0;
+	char name[24];
+	int alone = 0, err;
 
 	if (nchunks > UINT32_MAX)
 		return -EFBIG;
-	f->key = strdup(info->key);
+	f->key = strdup(key);
 	f->cst = calloc(nchunks ? nchunks : 1, 1);
 	f->pins = calloc(nchunks ? nchunks : 1, sizeof(*f->pins));
 	f->cerr = calloc(nchunks ? nchunks : 1, sizeof(*f->cerr));
-	if (!f->key || !f->cst || !f->pins || !f->cerr)
+	f->held = calloc(nchunks ? nchunks : 1, 1);
+	f->seen = calloc(nchunks ? nchunks : 1, 1);
+	if (!f->key || !f->cst || !f->pins || !f->cerr || !f->held || !f->seen)
 		return -ENOMEM;
-	snprintf(f->etag, sizeof(f->etag), "%s", info->etag);
-	f->size = info->size;
+	snprintf(f->etag, sizeof(f->etag), "%s", etag);
+	f->size = size;
+	f->cb = cb;
 	f->nchunks = (uint32_t)nchunks;
-	fd = openat(ct->datafd, f->hash, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0)
+	err = cachetier__st_open(f, 1, &alone);
+	if (err < 0)
+		return err;
+	snprintf(name, sizeof(name), "%s.st", f->hash);
+	f->auxfd = openat(f->dirfd, name, O_RDWR | O_CLOEXEC);
+	if (f->auxfd < 0)
 		return -errno;
-	f->datafd = fd;
-	if (fstat(fd, &st) < 0)
+	/* under the presence lock: nobody unlinks the data file meanwhile */
+	f->datafd = openat(f->dirfd, f->hash, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (f->datafd < 0)
 		return -errno;
-	snprintf(mapname, sizeof(mapname), "%s.map", f->hash);
-	err = cachetier__map_read(ct->datafd, mapname, &buf, &len);
-	if (err == 0)
-		err = cachetier__map_parse(buf, len, &m);
-	if (err == 0 && (m.chunk_bytes != cb || m.size != f->size || m.keylen != strlen(f->key) ||
-			 memcmp(m.key, f->key, m.keylen) != 0 || m.etaglen != strlen(f->etag) ||
-			 memcmp(m.etag, f->etag, m.etaglen) != 0))
-		err = -ESTALE;
-	if (err == 0) {
-		for (uint32_t c = 0; c < f->nchunks; c++) {
-			if (!(m.bitmap[c / 8] & (1u << (c % 8))))
-				continue;
-			/* a data file shorter than a claimed chunk lost it */
-			if ((uint64_t)st.st_size < chunk_off(ct, c) + chunk_len(ct, f, c)) {
-				err = -EBADMSG;
-				break;
-			}
+	if (alone) {
+		err = file_init_alone(ct, f);
+		if (err < 0)
+			return err;
+	}
+	for (uint32_t c = 0; c < f->nchunks; c++) {
+		if (cachetier__st_get(f, c)) {
 			f->cst[c] = CH_VALID;
-			valid += chunk_len(ct, f, c);
+			valid += chunk_len(f, c);
 		}
 	}
-	free(buf);
-	if (err < 0) {
-		/* no trusted map: forget every byte of the data file */
-		memset(f->cst, CH_EMPTY, nchunks ? nchunks : 1);
-		valid = 0;
-		if (err != -ENOENT)
-			unlinkat(ct->datafd, mapname, 0);
-		if (st.st_size > 0 && ftruncate(fd, 0) < 0)
-			return -errno;
-	}
 	return (int64_t)valid;
+}
+
+/* Make f live (ct->lock held on entry and return, dropped while loading). */
+static int file_activate(struct cachetier *ct, struct ct_file *f, const char *key,
+			 const char *etag, uint64_t size, uint32_t cb)
+{
+	int64_t valid;
+
+	f->opening = 1;
+	pthread_mutex_unlock(&ct->lock);
+	valid = file_load(ct, f, key, etag, size, cb);
+	pthread_mutex_lock(&ct->lock);
+	ct->used -= f->bytes;
+	f->opening = 0;
+	if (valid < 0) {
+		file_unload(f);
+	} else {
+		f->bytes = (uint64_t)valid;
+		ct->used += f->bytes;
+		f->live = 1;
+		f->atime_ns = f->map_ns = cachetier__now_ns();
+	}
+	pthread_cond_broadcast(&ct->chunk_cond);
+	return valid < 0 ? (int)valid : 0;
+}
+
+int cachetier__file_open_mapped(struct cachetier *ct, struct ct_file *f)
+{
+	unsigned char *buf = NULL;
+	char *key = NULL, *etag = NULL;
+	struct ct_map m;
+	struct stat st;
+	int err;
+
+	pthread_mutex_unlock(&ct->lock);
+	err = cachetier__map_load(f->dirfd, f->hash, &buf, &m, &st);
+	if (err == 0) {
+		key = strndup(m.key, m.keylen);
+		etag = strndup(m.etag, m.etaglen);
+		if (!key || !etag || m.etaglen >= sizeof(f->etag))
+			err = -ENOMEM;
+	}
+	pthread_mutex_lock(&ct->lock);
+	if (err == 0)
+		err = f->live ? 0 : file_activate(ct, f, key, etag, m.size, m.chunk_bytes);
+	free(key);
+	free(etag);
+	free(buf);
+	return err;
 }
 
 int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *info,
 			 struct ct_file **out)
 {
-	char ident[4096 + 128], hash[17];
+	char hash[17];
 	struct ct_file *f;
-	int64_t valid;
-	int n;
+	int err;
 
 	*out = NULL;
-	n = snprintf(ident, sizeof(ident), "%s%c%s%c%llu", info->key, 0, info->etag, 0,
-		     (unsigned long long)info->size);
-	if (n < 0 || (size_t)n >= sizeof(ident))
-		return -ENAMETOOLONG;
-	cachetier__hash_hex(ident, (size_t)n, hash);
+	err = cachetier__file_hash(info->key, info->etag, info->size, ct->cfg.chunk_bytes, hash);
+	if (err < 0)
+		return err;
 
 	pthread_mutex_lock(&ct->lock);
 	for (;;) {
-		f = file_find(ct, hash);
+		f = file_find(ct, ct->datafd, hash);
 		if (!f || (!f->opening && !f->evicting))
 			break;
 		pthread_cond_wait(&ct->chunk_cond, &ct->lock);
@@ -334,43 +518,17 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 			return -ENOMEM;
 		}
 		memcpy(f->hash, hash, sizeof(hash));
-		f->datafd = -1;
+		f->dirfd = ct->datafd;
+		f->datafd = f->stfd = f->auxfd = -1;
 		pthread_mutex_init(&f->maplock, NULL);
 		f->next = ct->files;
 		ct->files = f;
 	}
-	f->opening = 1;
-	pthread_mutex_unlock(&ct->lock);
-
-	valid = file_load(ct, f, info);
-
-	pthread_mutex_lock(&ct->lock);
-	ct->used -= f->bytes;
-	f->opening = 0;
-	if (valid < 0) {
-		/* stays a not-live entry without bytes; the fd is not kept */
-		if (f->datafd >= 0)
-			close(f->datafd);
-		f->datafd = -1;
-		free(f->key);
-		free(f->cst);
-		free(f->pins);
-		free(f->cerr);
-		f->key = NULL;
-		f->cst = NULL;
-		f->pins = NULL;
-		f->cerr = NULL;
-		f->bytes = 0;
-	} else {
-		f->bytes = (uint64_t)valid;
-		ct->used += f->bytes;
-		f->live = 1;
-		f->atime_ns = f->map_ns = cachetier__now_ns();
+	err = file_activate(ct, f, info->key, info->etag, info->size, ct->cfg.chunk_bytes);
+	if (err == 0)
 		*out = f;
-	}
-	pthread_cond_broadcast(&ct->chunk_cond);
 	pthread_mutex_unlock(&ct->lock);
-	return valid < 0 ? (int)valid : 0;
+	return err;
 }
 
 /* ---- queues (all with ct->lock held) ---- */
@@ -466,7 +624,7 @@ static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, int
  * the next map flush). No locks. */
 static int fill_chunk(struct cachetier *ct, struct ct_file *f, uint32_t c, char *buf, size_t len)
 {
-	uint64_t off = chunk_off(ct, c);
+	uint64_t off = chunk_off(f, c);
 	size_t done = 0;
 
 	while (done < len) {
@@ -517,6 +675,41 @@ again:
 	}
 }
 
+/* Claim chunk c of f for a fill: 1 when this process holds its write lock
+ * and must fetch it, 0 when another process filled it meanwhile (nothing
+ * held), or a negative errno (-ECANCELED when the cache tier closes while
+ * another process's fill is awaited). No ct->lock held. */
+static int fill_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, int *waited)
+{
+	unsigned sleep_us = 200;
+
+	for (;;) {
+		struct timespec ts;
+		int err;
+
+		if (cachetier__st_get(f, c))
+			return 0;
+		err = cachetier__ofd_lock(f->stfd, F_WRLCK, LK_CHUNK(c), 0);
+		if (err == 0) {
+			if (!cachetier__st_get(f, c))
+				return 1;
+			chunk_unlock(f, c);
+			return 0;
+		}
+		if (err != -EAGAIN)
+			return err;
+		/* another process fills or evicts it: wait for its lock to go */
+		if (__atomic_load_n(&ct->stopping, __ATOMIC_ACQUIRE))
+			return -ECANCELED;
+		*waited = 1;
+		ts.tv_sec = 0;
+		ts.tv_nsec = (long)sleep_us * 1000;
+		nanosleep(&ts, NULL);
+		if (sleep_us < 10000)
+			sleep_us *= 2;
+	}
+}
+
 static void *worker_main(void *arg)
 {
 	struct cachetier *ct = arg;
@@ -527,7 +720,7 @@ static void *worker_main(void *arg)
 		struct ct_file *f;
 		uint32_t c;
 		uint64_t len;
-		int ra, err;
+		int ra, err, claim, waited = 0;
 
 		if (!queue_next(ct, &f, &c, &ra)) {
 			struct timespec ts;
@@ -537,7 +730,7 @@ static void *worker_main(void *arg)
 			pthread_cond_timedwait(&ct->work_cond, &ct->lock, &ts);
 			continue;
 		}
-		len = chunk_len(ct, f, c);
+		len = chunk_len(f, c);
 		f->cst[c] = CH_FILLING;
 		ct->reserved += len;
 		ct->fills_inflight++;
@@ -546,7 +739,14 @@ static void *worker_main(void *arg)
 		cachetier__make_room(ct, len);
 		pthread_mutex_unlock(&ct->lock);
 
-		err = buf ? fill_chunk(ct, f, c, buf, (size_t)len) : -ENOMEM;
+		claim = fill_claim(ct, f, c, &waited);
+		err = claim < 0 ? claim : 0;
+		if (claim == 1) {
+			err = buf && len <= ct->cfg.chunk_bytes ? fill_chunk(ct, f, c, buf, (size_t)len)
+								: -ENOMEM;
+			if (err == 0 && !cachetier__st_set(f, c, 1))
+				cachetier__usage_add(ct, (int64_t)len);
+		}
 
 		pthread_mutex_lock(&ct->lock);
 		ct->reserved -= len;
@@ -554,14 +754,30 @@ static void *worker_main(void *arg)
 		if (err == 0) {
 			f->cst[c] = CH_VALID;
 			f->bytes += len;
-			f->dirty++;
 			ct->used += len;
-			ct->fills++;
-			ct->bytes_fetched += len;
+			if (claim == 1) {
+				f->seen[c] = 1;
+				f->dirty++;
+				ct->fills++;
+				ct->bytes_fetched += len;
+			} else if (waited) {
+				ct->peer_waits++;
+			}
 		} else {
 			f->cst[c] = CH_EMPTY;
 			f->cerr[c] = err;
 			ct->fill_errors++;
+		}
+		if (claim == 1) {
+			/* readers waiting for it keep it pinned: the write lock
+			 * becomes their read lock without a gap an eviction could
+			 * use; otherwise it goes */
+			if (err == 0 && f->pins[c] > 0) {
+				cachetier__ofd_lock(f->stfd, F_RDLCK, LK_CHUNK(c), 0);
+				f->held[c] = 1;
+			} else {
+				chunk_unlock(f, c);
+			}
 		}
 		pthread_cond_broadcast(&ct->chunk_cond);
 		if (flush_due(ct, f, cachetier__now_ns()))
@@ -619,7 +835,7 @@ void cachetier__chunk_stop(struct cachetier *ct)
 	struct ct_job *j;
 
 	pthread_mutex_lock(&ct->lock);
-	ct->stopping = 1;
+	__atomic_store_n(&ct->stopping, 1, __ATOMIC_RELEASE); /* fill_claim reads it unlocked */
 	pthread_cond_broadcast(&ct->work_cond);
 	pthread_cond_broadcast(&ct->chunk_cond);
 	pthread_cond_broadcast(&ct->flush_cond);
@@ -667,7 +883,7 @@ void cachetier__chunk_stop(struct cachetier *ct)
 /* Queue readahead after a read of [off, end) of f. ct->lock held. */
 static void ra_update(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t end)
 {
-	uint64_t cb = ct->cfg.chunk_bytes, max = ct->cfg.readahead_max_bytes;
+	uint64_t cb = f->cb, max = ct->cfg.readahead_max_bytes;
 	uint64_t last;
 
 	/* forward gaps up to a chunk (index building skips small members);
@@ -701,13 +917,43 @@ static void read_unpin(struct ct_file *f, struct ct_read *r)
 			break;
 		}
 	}
-	for (uint32_t c = r->c0; c < r->c1; c++)
-		f->pins[c]--;
+	for (uint32_t c = r->c0; c < r->c1; c++) {
+		if (--f->pins[c] == 0 && f->held[c]) {
+			chunk_unlock(f, c);
+			f->held[c] = 0;
+		}
+	}
+}
+
+/* A pinned chunk this process thinks valid: take its read lock, then
+ * trust it only if the state file still says valid (another process may
+ * have evicted it). Returns 1 when held, else marks it empty. ct->lock
+ * held. */
+static int chunk_hold(struct cachetier *ct, struct ct_file *f, uint32_t c)
+{
+	if (f->held[c])
+		return 1;
+	if (cachetier__ofd_lock(f->stfd, F_RDLCK, LK_CHUNK(c), 0) == 0) {
+		if (cachetier__st_get(f, c)) {
+			f->held[c] = 1;
+			if (!f->seen[c]) { /* filled by another process (or mount) */
+				f->seen[c] = 1;
+				ct->peer_chunks++;
+			}
+			return 1;
+		}
+		chunk_unlock(f, c);
+	}
+	/* evicted, or being evicted or filled, by another process */
+	f->cst[c] = CH_EMPTY;
+	f->bytes -= chunk_len(f, c);
+	ct->used -= chunk_len(f, c);
+	return 0;
 }
 
 int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len)
 {
-	uint64_t cb = ct->cfg.chunk_bytes;
+	uint64_t cb = f->cb;
 	uint32_t c0 = (uint32_t)(off / cb), c1 = len ? (uint32_t)((off + len - 1) / cb + 1) : c0;
 	struct ct_read *r = malloc(sizeof(*r));
 	uint8_t reqbuf[64], *req = reqbuf; /* per chunk: this read saw it queued or filling */
@@ -733,11 +979,14 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	r->next = f->reads;
 	f->reads = r;
 	f->atime_ns = cachetier__now_ns();
+	cachetier__st_touch(f, f->atime_ns);
 	ra_update(ct, f, off, off + len);
 	for (;;) {
 		int ready = 1;
 
 		for (uint32_t c = c0; c < c1 && err == 0; c++) {
+			if (f->cst[c] == CH_VALID && !chunk_hold(ct, f, c))
+				req[c - c0] = 0; /* gone again: fetch it anew */
 			switch (f->cst[c]) {
 			case CH_VALID:
 				break;

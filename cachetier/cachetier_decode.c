@@ -416,7 +416,8 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 	o->damage_off = d.damage_off;
 	ct->decoded_streams++;
 	ct->decoded_bytes += d.out_total;
-	atomic_fetch_add(&ct->decoded_used, d.out_total); /* counts against the cache size */
+	atomic_fetch_add(&ct->decoded_used, d.out_total);
+	cachetier__usage_add(ct, (int64_t)d.out_total); /* counts against the cache size */
 	goto out;
 out_unlink:
 	unlinkat(ct->decfd, tmp, 0);

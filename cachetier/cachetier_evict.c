@@ -1,35 +1,41 @@
 /*
- * cachetier_evict.c — capacity of the cache tier: how many bytes it holds,
- * and eviction of least recently used objects when a fill needs room.
+ * cachetier_evict.c — capacity of the cache tier: how many bytes the
+ * cache directory holds, and eviction of least recently used chunks when a
+ * fill needs room.
  *
- * Usage = bytes of valid chunks (ct->used) + fills in flight (ct->reserved)
- * + decoded copies (ct->decoded_used) + bytes being evicted (ct->evicting:
- * taken off 'used' when chosen, so no two evictions choose them, but on
- * disk until punched; a fill that fits once they are gone waits for them).
- * A fill reserves its chunk, then, while usage exceeds cfg.cache_size_bytes
- * or the filesystem's free space (statvfs) would drop below
- * cfg.min_free_bytes, evicts the least recently used object (last
- * read_begin or open; scanned objects: their map's mtime): every valid
- * chunk of it that no reader has pinned. An object of a previous session
- * (not opened now) goes whole: map, then data file. Decoded copies count
- * but are never evicted (they are rebuilt only by a full decode; a later
- * issue may add them).
+ * Usage is the directory's: the counter in CACHE_DIR/v1/usage that every
+ * process sharing the directory (any source) adds its fills and decoded
+ * copies to and takes its evictions from (cachetier_share.c), plus this
+ * process's fills in flight (ct->reserved), plus bytes it is evicting
+ * (ct->evicting: taken off the counter when chosen, so no two evictions
+ * choose them, but on disk until punched; a fill that fits once they are
+ * gone waits for them). A fill reserves its chunk, then, while usage
+ * exceeds cfg.cache_size_bytes or the filesystem's free space (statvfs)
+ * would drop below cfg.min_free_bytes, evicts the least recently used
+ * object (last read by any process, from its state file; objects not open
+ * here: their map's mtime): every valid chunk of it that no process pins or
+ * fills (cachetier_chunk.c: the chunk's write lock on auxfd). Objects of
+ * earlier mounts, other processes and other sources are opened for it
+ * from their maps. When nothing is left to evict, the data directories are
+ * scanned again (at most once a second) for objects other processes added.
+ * Decoded copies count but are not evicted.
  *
  * Full cache: when nothing evictable is left (every valid chunk pinned by
  * a reader), the fill goes ahead into its file anyway and the cache runs
  * over its limit; the next fills evict it back down as pins are released.
  * A read never fails because the cache is full. With readers pinning at
- * most P bytes, the cache stays within max(limit, P) + one chunk per fill
- * thread.
+ * most P bytes, the directory stays within max(limit, P) + one chunk per
+ * fill thread of each process.
  *
- * At open the usage is rebuilt by scanning the maps in data/: valid maps are
- * counted (and bytes of their data files beyond the valid chunks, left by
- * a crash, are punched out); data files without a valid map, and temp
- * files of dead processes, are removed.
+ * At open every source's data/ is scanned: valid maps become entries (for
+ * LRU); what no valid map speaks for is removed unless a running process
+ * uses it (cachetier__reap), and so are temp files of dead processes. The
+ * first process on the directory (alone on the usage file) rebuilds the
+ * usage counter from the maps and decoded copies of every source.
  *
  * Threads: make_room runs on fill workers with ct->lock held and drops it
  * around file operations (lock order in cachetier_i.h); scan runs in
- * cachetier_open before any worker exists.
+ * cachetier_open before any worker exists; rescan with ct->lock held.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -53,106 +59,128 @@ int64_t cachetier__now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static uint64_t file_chunk_len(const struct cachetier *ct, const struct ct_file *f, uint32_t c)
-{
-	uint64_t off = (uint64_t)c * ct->cfg.chunk_bytes;
 
-	return f->size - off < ct->cfg.chunk_bytes ? f->size - off : ct->cfg.chunk_bytes;
+/* Does any chunk of live f that no reader here pins hold bytes? */
+static int file_evictable(const struct ct_file *f)
+{
+	for (uint32_t c = 0; c < f->nchunks; c++) {
+		if (f->pins[c] == 0 && cachetier__st_get(f, c))
+			return 1;
+	}
+	return 0;
 }
 
-/* The least recently used entry with bytes not yet tried in this round. */
+/* The least recently used entry with bytes not yet tried in this round.
+ * A live object's last use is the latest by any process. */
 static struct ct_file *victim(struct cachetier *ct)
 {
 	struct ct_file *best = NULL;
+	int64_t best_at = 0;
 
 	for (struct ct_file *f = ct->files; f; f = f->next) {
-		if (f->bytes == 0 || f->opening || f->evicting || f->evict_round == ct->evict_round)
+		int64_t at = f->atime_ns;
+
+		if (f->opening || f->evicting || f->evict_round == ct->evict_round)
 			continue;
-		if (!best || f->atime_ns < best->atime_ns)
+		if (f->live) {
+			int64_t shared = cachetier__st_atime(f);
+
+			if (!file_evictable(f))
+				continue;
+			if (shared > at)
+				at = shared;
+		} else if (f->bytes == 0) {
+			continue;
+		}
+		if (!best || at < best_at) {
 			best = f;
+			best_at = at;
+		}
 	}
 	return best;
 }
 
-/* Evict what can go of f; returns the bytes freed. ct->lock held on entry
- * and return, dropped in between. */
+/* Evict what can go of f: every chunk the state file says is valid that
+ * no process pins or fills (its write lock on auxfd succeeds). Returns the
+ * bytes freed. ct->lock held on entry and return, dropped in between. */
 static uint64_t evict(struct cachetier *ct, struct ct_file *f)
 {
 	char name[24];
 	uint32_t *list = NULL, n = 0;
 	uint64_t freed = 0;
-	int had_map;
+	int had_map, left = 0;
 
 	f->evict_round = ct->evict_round;
-	if (f->live) {
-		list = malloc((size_t)f->nchunks * sizeof(*list));
-		if (!list)
-			return 0;
-		for (uint32_t c = 0; c < f->nchunks; c++) {
-			if (f->cst[c] == CH_VALID && f->pins[c] == 0) {
-				f->cst[c] = CH_EVICTING;
-				list[n++] = c;
-				freed += file_chunk_len(ct, f, c);
-			}
-		}
-		if (n == 0) {
-			free(list);
+	if (!f->live) { /* of an earlier mount, another process or source */
+		if (cachetier__file_open_mapped(ct, f) < 0 || !f->live) {
+			f->bytes = 0; /* nothing this process can evict */
 			return 0;
 		}
-	} else {
-		freed = f->bytes;
+		if (f->opening || f->evicting)
+			return 0;
 	}
+	list = malloc((size_t)f->nchunks * sizeof(*list));
+	if (!list)
+		return 0;
+	for (uint32_t c = 0; c < f->nchunks; c++) {
+		uint64_t len = cachetier__chunk_len(f, c);
+
+		if (f->pins[c] || (f->cst[c] != CH_VALID && f->cst[c] != CH_EMPTY) ||
+		    !cachetier__st_get(f, c))
+			continue;
+		if (cachetier__ofd_lock(f->auxfd, F_WRLCK, LK_CHUNK(c), 0) < 0)
+			continue; /* pinned or being filled by another process */
+		if (!cachetier__st_set(f, c, 0)) {
+			cachetier__ofd_lock(f->auxfd, F_UNLCK, LK_CHUNK(c), 0);
+			continue; /* another process evicted it first */
+		}
+		if (f->cst[c] == CH_VALID) {
+			f->bytes -= len;
+			ct->used -= len;
+		}
+		f->cst[c] = CH_EVICTING;
+		list[n++] = c;
+		freed += len;
+	}
+	if (n == 0) {
+		free(list);
+		return 0;
+	}
+	cachetier__usage_add(ct, -(int64_t)freed);
 	f->evicting = 1;
-	f->bytes -= freed;
-	ct->used -= freed;
 	ct->evicting += freed;
 	ct->evictions++;
 	ct->evicted_bytes += freed;
 	pthread_mutex_unlock(&ct->lock);
 
-	/* the map goes first and durably: no map may claim a punched chunk */
+	/* the map goes first and durably: no map may claim a punched chunk
+	 * (LK_MAP: a flusher of any process snapshots the state after this) */
 	pthread_mutex_lock(&f->maplock);
+	cachetier__ofd_lock(f->stfd, F_WRLCK, LK_MAP, 1);
 	snprintf(name, sizeof(name), "%s.map", f->hash);
-	had_map = unlinkat(ct->datafd, name, 0) == 0;
+	had_map = unlinkat(f->dirfd, name, 0) == 0;
 	if (had_map)
-		fsync(ct->datafd);
-	if (f->live) {
-		for (uint32_t i = 0; i < n; i++) {
-			/* Fails only where holes are unsupported: the bytes stay
-			 * on disk unaccounted, but are never served. */
-			fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-				  (off_t)((uint64_t)list[i] * ct->cfg.chunk_bytes),
-				  (off_t)file_chunk_len(ct, f, list[i]));
-		}
-	} else {
-		unlinkat(ct->datafd, f->hash, 0);
+		fsync(f->dirfd);
+	cachetier__ofd_lock(f->stfd, F_UNLCK, LK_MAP, 0);
+	for (uint32_t i = 0; i < n; i++) {
+		/* Fails only where holes are unsupported: the bytes stay on
+		 * disk unaccounted, but are never served. */
+		fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			  (off_t)((uint64_t)list[i] * f->cb),
+			  (off_t)cachetier__chunk_len(f, list[i]));
+		cachetier__ofd_lock(f->auxfd, F_UNLCK, LK_CHUNK(list[i]), 0);
 	}
 	pthread_mutex_unlock(&f->maplock);
 
 	pthread_mutex_lock(&ct->lock);
 	f->evicting = 0;
 	ct->evicting -= freed;
-	if (f->live) {
-		unsigned valid = 0;
-
-		for (uint32_t i = 0; i < n; i++)
-			f->cst[list[i]] = CH_EMPTY;
-		for (uint32_t c = 0; c < f->nchunks; c++)
-			valid += f->cst[c] == CH_VALID;
-		if (had_map && valid)
-			f->dirty += valid; /* the unlinked map recorded some of them */
-	} else {
-		/* not live and not opening: nobody holds f; openers that waited
-		 * look it up again */
-		for (struct ct_file **pp = &ct->files; *pp; pp = &(*pp)->next) {
-			if (*pp == f) {
-				*pp = f->next;
-				break;
-			}
-		}
-		pthread_mutex_destroy(&f->maplock);
-		free(f);
-	}
+	for (uint32_t i = 0; i < n; i++)
+		f->cst[list[i]] = CH_EMPTY;
+	for (uint32_t c = 0; c < f->nchunks && !left; c++)
+		left = cachetier__st_get(f, c);
+	if (had_map && left)
+		f->dirty++; /* the unlinked map recorded some of them */
 	pthread_cond_broadcast(&ct->chunk_cond);
 	free(list);
 	return freed;
@@ -162,6 +190,7 @@ void cachetier__make_room(struct cachetier *ct, uint64_t len)
 {
 	uint64_t want_free = 0;
 	struct statvfs sv;
+	int rescanned = 0;
 
 	/* statvfs without the lock: it is a syscall, and approximate anyway */
 	pthread_mutex_unlock(&ct->lock);
@@ -174,7 +203,9 @@ void cachetier__make_room(struct cachetier *ct, uint64_t len)
 	pthread_mutex_lock(&ct->lock);
 	ct->evict_round++;
 	for (;;) {
-		uint64_t total = ct->used + ct->reserved + atomic_load(&ct->decoded_used);
+		/* the whole directory's bytes (every process and source) plus
+		 * this process's fills in flight */
+		uint64_t total = cachetier__usage_get(ct) + ct->reserved;
 		struct ct_file *f;
 		uint64_t freed;
 
@@ -188,6 +219,13 @@ void cachetier__make_room(struct cachetier *ct, uint64_t len)
 			continue;
 		}
 		f = victim(ct);
+		if (!f && !rescanned) {
+			/* other processes may have cached objects this one has
+			 * not seen yet */
+			rescanned = 1;
+			cachetier__rescan(ct);
+			continue;
+		}
 		if (!f)
 			break; /* everything left is pinned: fill over the limit */
 		freed = evict(ct, f);
@@ -220,78 +258,64 @@ static int is_hash(const char *s, size_t n)
 	return 1;
 }
 
-/* One data/<hash>.map: count it, or remove it and its data file. */
-static int scan_map(struct cachetier *ct, const char *hash)
+/* Does dirfd's data/ hold an entry for hash? ct->lock held or no thread. */
+static struct ct_file *entry_find(struct cachetier *ct, int dirfd, const char *hash)
+{
+	for (struct ct_file *f = ct->files; f; f = f->next) {
+		if (f->dirfd == dirfd && strcmp(f->hash, hash) == 0)
+			return f;
+	}
+	return NULL;
+}
+
+/* One data/<hash>.map: a not-live entry with its bytes for LRU (the
+ * object is opened when it is evicted). Adds its bytes to *total. */
+static int scan_map(struct cachetier *ct, int dirfd, const char *hash, int foreign,
+		    uint64_t *total)
 {
 	char mapname[24];
 	unsigned char *buf = NULL;
-	struct ct_file *f = NULL;
 	struct stat st, mst;
+	struct ct_file *f;
 	struct ct_map m;
-	size_t len = 0;
-	uint64_t bytes = 0, end = 0;
-	int fd = -1, err;
+	int err;
 
 	snprintf(mapname, sizeof(mapname), "%s.map", hash);
-	err = cachetier__map_read(ct->datafd, mapname, &buf, &len);
-	if (err == -ENOMEM)
-		return err;
-	if (err == 0)
-		err = cachetier__map_parse(buf, len, &m);
-	if (err == 0 && m.chunk_bytes != ct->cfg.chunk_bytes)
-		err = -ESTALE; /* another chunk size: start over */
-	if (err == 0) {
-		fd = openat(ct->datafd, hash, O_RDWR | O_CLOEXEC);
-		if (fd < 0 || fstat(fd, &st) < 0 || fstatat(ct->datafd, mapname, &mst, 0) < 0)
-			err = -EBADMSG;
-	}
-	if (err == 0) {
-		bytes = cachetier__map_bytes(&m);
-		for (uint32_t c = 0; c < m.nchunks; c++) {
-			if (m.bitmap[c / 8] & (1u << (c % 8)))
-				end = (uint64_t)c * m.chunk_bytes +
-				      (m.size - (uint64_t)c * m.chunk_bytes < m.chunk_bytes
-					   ? m.size - (uint64_t)c * m.chunk_bytes
-					   : m.chunk_bytes);
-		}
-		if ((uint64_t)st.st_size < end)
-			err = -EBADMSG;
-	}
-	if (err == 0 && (uint64_t)st.st_blocks * 512 > bytes + (uint64_t)m.nchunks * 4096) {
-		/* chunks written but never recorded (a crash): free them */
-		for (uint32_t c = 0; c < m.nchunks; c++) {
-			uint64_t off = (uint64_t)c * m.chunk_bytes;
-
-			if (!(m.bitmap[c / 8] & (1u << (c % 8))) && off < (uint64_t)st.st_size)
-				fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-					  (off_t)off, (off_t)m.chunk_bytes);
-		}
-	}
-	if (fd >= 0)
-		close(fd);
-	free(buf);
+	err = cachetier__map_load(dirfd, hash, &buf, &m, &st);
+	if (err == 0 && fstatat(dirfd, mapname, &mst, 0) < 0)
+		err = -EBADMSG;
 	if (err < 0) {
-		unlinkat(ct->datafd, mapname, 0);
-		unlinkat(ct->datafd, hash, 0);
-		return 0;
+		free(buf);
+		return err;
 	}
 	f = calloc(1, sizeof(*f));
-	if (!f)
+	if (!f) {
+		free(buf);
 		return -ENOMEM;
+	}
 	memcpy(f->hash, hash, 17);
-	f->datafd = -1;
-	f->bytes = bytes;
+	f->dirfd = dirfd;
+	f->foreign = foreign;
+	f->datafd = f->stfd = f->auxfd = -1;
+	f->bytes = cachetier__map_bytes(&m);
 	f->atime_ns = (int64_t)mst.st_mtim.tv_sec * 1000000000LL + mst.st_mtim.tv_nsec;
 	pthread_mutex_init(&f->maplock, NULL);
 	f->next = ct->files;
 	ct->files = f;
-	ct->used += bytes;
+	ct->used += f->bytes;
+	*total += f->bytes;
+	free(buf);
 	return 0;
 }
 
-static int scan_data(struct cachetier *ct)
+/* One source's data/ directory: an entry per valid map not listed yet;
+ * what no valid map speaks for (data, map and state files) is removed
+ * unless a running process uses it (cachetier__reap), and so are temp
+ * files of dead processes. 'count': reaped bytes leave the usage (not
+ * while it is being rebuilt). */
+static int scan_data(struct cachetier *ct, int dirfd, int foreign, int count, uint64_t *total)
 {
-	int fd = dup(ct->datafd), err = 0;
+	int fd = dup(dirfd), err = 0;
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *de;
 
@@ -306,34 +330,42 @@ static int scan_data(struct cachetier *ct)
 		char hash[17];
 
 		if (strncmp(de->d_name, ".tmp.", 5) == 0)
-			scan_tmp(ct->datafd, de->d_name);
+			scan_tmp(dirfd, de->d_name);
 		else if (n == 20 && strcmp(de->d_name + 16, ".map") == 0 &&
 			 is_hash(de->d_name, 16)) {
 			memcpy(hash, de->d_name, 16);
 			hash[16] = '\0';
-			err = scan_map(ct, hash);
+			if (!entry_find(ct, dirfd, hash)) {
+				err = scan_map(ct, dirfd, hash, foreign, total);
+				if (err != -ENOMEM)
+					err = 0;
+			}
 		}
 	}
-	/* pass 2: data files no valid map speaks for */
+	/* pass 2: data and state files no valid map speaks for */
 	rewinddir(d);
 	while ((de = readdir(d)) && err == 0) {
-		int known = 0;
+		size_t n = strlen(de->d_name);
+		char hash[17];
 
-		if (!is_hash(de->d_name, strlen(de->d_name)))
+		if (!is_hash(de->d_name, n < 16 ? n : 16) ||
+		    !(n == 16 || (n == 19 && strcmp(de->d_name + 16, ".st") == 0) ||
+		      (n == 20 && strcmp(de->d_name + 16, ".map") == 0)))
 			continue;
-		for (struct ct_file *f = ct->files; f && !known; f = f->next)
-			known = strcmp(f->hash, de->d_name) == 0;
-		if (!known)
-			unlinkat(ct->datafd, de->d_name, 0);
+		memcpy(hash, de->d_name, 16);
+		hash[16] = '\0';
+		if (!entry_find(ct, dirfd, hash))
+			cachetier__reap(ct, dirfd, hash, count);
 	}
 	closedir(d);
 	return err;
 }
 
-/* Decoded copies: every regular file but records and temp files. */
-static int scan_decoded(struct cachetier *ct)
+/* Decoded copies of one source: every regular file but records and temp
+ * files. */
+static uint64_t scan_decoded(int decfd)
 {
-	int fd = dup(ct->decfd);
+	int fd = dup(decfd);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *de;
 	uint64_t sum = 0;
@@ -341,25 +373,111 @@ static int scan_decoded(struct cachetier *ct)
 	if (!d) {
 		if (fd >= 0)
 			close(fd);
-		return -errno;
+		return 0;
 	}
 	while ((de = readdir(d))) {
 		struct stat st;
 
 		if (!is_hash(de->d_name, strlen(de->d_name)) ||
-		    fstatat(ct->decfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    fstatat(decfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    !S_ISREG(st.st_mode))
 			continue;
 		sum += (uint64_t)st.st_size;
 	}
 	closedir(d);
-	atomic_store(&ct->decoded_used, sum);
-	return 0;
+	return sum;
+}
+
+/* Every source directory under CACHE_DIR/v1: scan its data/ (own: ours)
+ * and, when 'decoded', add its decoded copies to *total. New sources'
+ * data/ fds are kept in ct->srcfds (entries refer to them). */
+static int scan_sources(struct cachetier *ct, int count, int decoded, uint64_t *total)
+{
+	const char *own = strrchr(ct->dir, '/') + 1;
+	int fd = dup(ct->v1fd), err = 0;
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return -errno;
+	}
+	while ((de = readdir(d)) && err == 0) {
+		char path[40];
+		int dfd = -1, known = 0;
+
+		if (!is_hash(de->d_name, strlen(de->d_name)))
+			continue;
+		if (strcmp(de->d_name, own) == 0) {
+			err = scan_data(ct, ct->datafd, 0, count, total);
+			if (decoded)
+				*total += scan_decoded(ct->decfd);
+			continue;
+		}
+		snprintf(path, sizeof(path), "%s/data", de->d_name);
+		for (unsigned i = 0; i < ct->nsrcfds && !known; i++) {
+			struct stat a, b;
+
+			known = fstat(ct->srcfds[i], &a) == 0 &&
+				fstatat(ct->v1fd, path, &b, 0) == 0 && a.st_ino == b.st_ino;
+			if (known)
+				dfd = ct->srcfds[i];
+		}
+		if (!known) {
+			int *nfds = realloc(ct->srcfds, (ct->nsrcfds + 1) * sizeof(*nfds));
+
+			if (!nfds) {
+				err = -ENOMEM;
+				break;
+			}
+			ct->srcfds = nfds;
+			dfd = openat(ct->v1fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (dfd < 0)
+				continue; /* not a source directory (or not yet) */
+			ct->srcfds[ct->nsrcfds++] = dfd;
+		}
+		err = scan_data(ct, dfd, 1, count, total);
+		if (decoded) {
+			snprintf(path, sizeof(path), "%s/decoded", de->d_name);
+			fd = openat(ct->v1fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (fd >= 0) {
+				*total += scan_decoded(fd);
+				close(fd);
+			}
+		}
+	}
+	closedir(d);
+	return err;
+}
+
+void cachetier__rescan(struct cachetier *ct)
+{
+	int64_t now = cachetier__now_ns();
+	uint64_t total = 0;
+
+	if (now - ct->rescan_ns < 1000000000LL)
+		return;
+	ct->rescan_ns = now;
+	/* with ct->lock held: rare (under pressure, at most once a second),
+	 * and entries are added to ct->files */
+	scan_sources(ct, 1, 0, &total);
 }
 
 int cachetier__scan(struct cachetier *ct)
 {
-	int err = scan_data(ct);
+	uint64_t total = 0;
+	int alone = 0, err;
 
-	return err < 0 ? err : scan_decoded(ct);
+	err = cachetier__usage_open(ct, ct->v1fd, &alone);
+	if (err < 0)
+		return err;
+	/* alone: no other process runs on this directory, and none can start
+	 * before usage_ready: the usage is rebuilt from the maps and the
+	 * decoded copies of every source */
+	err = scan_sources(ct, !alone, alone, &total);
+	ct->decoded_used = scan_decoded(ct->decfd);
+	if (err == 0 && alone)
+		err = cachetier__usage_ready(ct, total);
+	return err;
 }

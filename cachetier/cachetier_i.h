@@ -11,8 +11,12 @@
  *      fsync (eviction drops it around its file operations).
  * maplock may be held while taking lock; never the other way round.
  *
- * Threads: FUSE threads (any cachetier_* call), the fill workers
- * (cachetier_chunk.c, created in cachetier_open and joined in
+ *   3. (other processes) the OFD locks of cachetier_share.c: taken with
+ *      F_OFD_SETLK, never blocking while ct->lock is held (waits poll
+ *      outside it), except LK_MAP, taken only under maplock.
+ *
+ * Threads: FUSE threads (any cachetier_* call), the fill workers and the
+ * flusher (cachetier_chunk.c, created in cachetier_open and joined in
  * cachetier_close). Nothing else.
  */
 #ifndef CACHETIER_I_H
@@ -20,6 +24,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 
 #include "cachetier.h"
 
@@ -31,6 +36,14 @@ enum ct_chunk {
 	CH_VALID,     /* written (maybe not yet durable): may be served */
 	CH_EVICTING,  /* being punched out of the data file */
 };
+
+/* Byte-range locks (F_OFD_SETLK) on an object's state file data/<hash>.st
+ * and on CACHE_DIR/v1/usage; offsets name locks, not bytes
+ * (cachetier_share.c, protocol in README.md). */
+#define LK_PRESENCE 0		       /* R: a process uses the file; W: it is initialising it */
+#define LK_MAP	    1		       /* W: writing or unlinking the object's map */
+#define LK_CHUNK(c) ((off_t)(1ll << 32) + (off_t)(c)) /* W: filling or evicting; R: pinned */
+#define ST_HDR	    64u		       /* state file: header bytes before one byte per chunk */
 
 /* One read between read_begin and read_end: pins chunks [c0, c1). */
 struct ct_read {
@@ -48,7 +61,9 @@ struct ct_read {
  * f->live under it. Everything else: protected by ct->lock. */
 struct ct_file {
 	struct ct_file *next; /* in ct->files */
-	char hash[17];	      /* file name: hash of key, ETag, size */
+	char hash[17];	      /* file name: hash of key, ETag, size, chunk bytes */
+	int dirfd;	      /* the data/ directory it lives in (not owned) */
+	int foreign;	      /* another source's object: evicted, never filled */
 	int live;	      /* identity, datafd and arrays below are set */
 	int opening;	      /* a thread is loading it (others wait on chunk_cond) */
 	int evicting;	      /* an eviction is working on it (ditto) */
@@ -59,8 +74,15 @@ struct ct_file {
 	char *key;
 	char etag[80];
 	uint64_t size;
+	uint32_t cb; /* chunk bytes */
 	uint32_t nchunks;
-	int datafd;	/* data/<hash>, O_RDWR */
+	int datafd;	     /* data/<hash>, O_RDWR */
+	int stfd;	     /* data/<hash>.st: presence and this process's chunk locks */
+	int auxfd;	     /* the same file opened again: eviction's chunk locks */
+	unsigned char *st;   /* data/<hash>.st mapped shared (cachetier_share.c) */
+	size_t st_len;
+	uint8_t *held;	     /* per chunk: stfd holds its read lock (pinned and valid) */
+	uint8_t *seen;	     /* per chunk: this process filled or served it already */
 	uint8_t *cst;	/* enum ct_chunk per chunk */
 	uint32_t *pins; /* readers inside read_begin/read_end per chunk */
 	int *cerr;	/* the error of the last failed fill per chunk */
@@ -107,11 +129,19 @@ struct cachetier {
 	int have_flusher;
 	int stopping;
 	unsigned evict_round;
-	uint64_t used;	   /* bytes of valid chunks */
+	int v1fd;		       /* CACHE_DIR/v1 */
+	int usagefd;		       /* CACHE_DIR/v1/usage (cachetier_share.c) */
+	unsigned char *usage;	       /* mapped shared: the directory's usage */
+	int *srcfds;		       /* other sources' data/ dirs (scan, eviction) */
+	unsigned nsrcfds;
+	int64_t rescan_ns;	       /* last rescan for objects of other processes */
+	uint64_t used;	   /* bytes of valid chunks this process knows of (stats) */
 	uint64_t reserved; /* bytes of fills in flight */
 	uint64_t evicting; /* bytes being punched out: still on disk */
 	uint64_t hits, misses, bytes_fetched, fills, fills_inflight, fill_errors;
 	uint64_t readahead_fills, evictions, evicted_bytes;
+	uint64_t peer_chunks; /* chunks served that another process filled */
+	uint64_t peer_waits;  /* fills that waited for another process's fill */
 	atomic_ullong decoded_used; /* bytes of decoded copies (never evicted) */
 	atomic_ullong decoded_streams, decoded_bytes, decoded_reused, meta_reads, meta_writes;
 	atomic_uint tmp_seq; /* unique temp file names */
@@ -176,6 +206,51 @@ struct ct_map {
 int cachetier__map_parse(const unsigned char *buf, size_t len, struct ct_map *m);
 int cachetier__map_read(int dirfd, const char *name, unsigned char **buf, size_t *len);
 uint64_t cachetier__map_bytes(const struct ct_map *m); /* bytes of the valid chunks */
+
+/* cachetier_share.c — state shared between processes. */
+int cachetier__ofd_lock(int fd, short type, off_t off, int wait);
+int cachetier__usage_open(struct cachetier *ct, int v1fd, int *alone);
+int cachetier__usage_ready(struct cachetier *ct, uint64_t used);
+void cachetier__usage_close(struct cachetier *ct);
+void cachetier__usage_add(struct cachetier *ct, int64_t delta);
+uint64_t cachetier__usage_get(const struct cachetier *ct);
+uint64_t cachetier__usage_epoch(const struct cachetier *ct);
+/* f->hash, dirfd, cb, nchunks and size set. Opens and maps data/<hash>.st
+ * with the presence lock; *alone: initialise, then call st_ready. */
+int cachetier__st_open(struct ct_file *f, int create, int *alone);
+/* Alone: bytes the old state file counted in 'epoch' (UINT64_MAX: none). */
+uint64_t cachetier__st_old_bytes(const struct ct_file *f, uint64_t epoch);
+int cachetier__st_ready(struct ct_file *f, const unsigned char *bitmap, uint64_t epoch);
+void cachetier__st_close(struct ct_file *f);
+int cachetier__st_get(const struct ct_file *f, uint32_t c);
+int cachetier__st_set(struct ct_file *f, uint32_t c, int valid); /* returns the old value */
+void cachetier__st_touch(struct ct_file *f, int64_t now_ns);
+int64_t cachetier__st_atime(const struct ct_file *f);
+
+static inline uint64_t cachetier__chunk_len(const struct ct_file *f, uint32_t c)
+{
+	uint64_t off = (uint64_t)c * f->cb;
+
+	return f->size - off < f->cb ? f->size - off : f->cb;
+}
+
+/* Data file name of an object: hash of key, ETag, size and chunk bytes. */
+int cachetier__file_hash(const char *key, const char *etag, uint64_t size, uint32_t cb,
+			 char hash[17]);
+/* Read and check dirfd/<hash>.map: it parses, names this file (hash) and
+ * the data file is long enough for every claimed chunk. *buf (freed by
+ * the caller) backs *m. */
+int cachetier__map_load(int dirfd, const char *hash, unsigned char **buf, struct ct_map *m,
+			struct stat *data_st);
+/* Remove dirfd/<hash> (data, map, state) unless a running process uses
+ * it; with 'count', its bytes counted in the usage leave it. Returns the
+ * bytes, -EBUSY when in use, or a negative errno. */
+int64_t cachetier__reap(struct cachetier *ct, int dirfd, const char *hash, int count);
+/* cachetier_chunk.c: open f live from its map's identity (eviction of an
+ * object this process did not open). */
+int cachetier__file_open_mapped(struct cachetier *ct, struct ct_file *f);
+/* cachetier_evict.c: look for objects other processes added (rate-limited). */
+void cachetier__rescan(struct cachetier *ct);
 
 /* cachetier_evict.c — capacity. */
 int cachetier__scan(struct cachetier *ct); /* at open: rebuild usage from data/ and decoded/ */

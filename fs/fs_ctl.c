@@ -142,7 +142,11 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 	C("readahead_fills", "fills started by readahead or prefetch", cs.readahead_fills);
 	C("evictions", "objects evicted from the cache", cs.evictions);
 	C("evicted_bytes", "bytes evicted from the cache", cs.evicted_bytes);
-	C("cache_bytes_used", "cached bytes on disk", cs.bytes_used);
+	C("cache_peer_chunks", "chunks read that another process or an earlier mount filled",
+	  cs.peer_chunks);
+	C("cache_peer_waits", "fills that waited for another process filling the same chunk",
+	  cs.peer_waits);
+	C("cache_bytes_used", "cached bytes in the whole cache directory", cs.bytes_used);
 	C("cache_bytes_limit", "the cache size limit", cs.bytes_limit);
 	C("prefetch_requests", "objects asked to be prefetched", fs->c.prefetch_requests);
 	C("prefetch_errors", "prefetch requests that failed", fs->c.prefetch_errors);

@@ -14,6 +14,11 @@ GROUP:
   concurrency  8 processes reading random members (whole and partial) and raw ranges of the
                same shards while a small cache evicts: bytes correct, no deadlock, daemon alive;
                under a TSan build also: no ThreadSanitizer report in the daemon's log
+  share        several daemons on one cache directory: two mounts on the default cache dir
+               (the second fetches nothing the first filled); then 3 daemons x 4 readers on one
+               cache dir 1/3 the size of the data, one daemon killed with -9 midway: every byte
+               read is exact, the directory stays within --cache-size, a remount after the kill
+               reads everything exactly
 
 Every raw shard is compared with its source file, every member with GNU tar's extraction.
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse, or no nginx).
@@ -58,6 +63,8 @@ def reader_main(manifest_path):
     items = man['items']
     fails = []
     refs = {}
+    nbytes = 0
+    wrong = 0
 
     def ref(p):
         b = refs.get(p)
@@ -91,7 +98,9 @@ def reader_main(manifest_path):
                     fails.append('%s: %s' % (mp, e))
                     continue
                 n += 1
+                nbytes += len(got)
                 if got != ref(rp):
+                    wrong += 1
                     fails.append('%s: %d bytes differ from %s' % (mp, len(got), rp))
     else:
         end = time.monotonic() + man['seconds']
@@ -119,11 +128,14 @@ def reader_main(manifest_path):
                 fails.append('%s: %s' % (mp, e))
                 continue
             n += 1
+            nbytes += len(got)
             if not ok:
+                wrong += 1
                 fails.append('%s: %s: %d bytes differ from %s' % (mp, what, len(got), rp))
     for f in fails[:50]:
         print('FAIL ' + f, flush=True)
-    print('OK %d reads, %d failures' % (n, len(fails)), flush=True)
+    print('OK %d reads, %d failures, %d bytes, %d wrong' % (n, len(fails), nbytes, wrong),
+          flush=True)
     return 1 if fails else 0
 
 
@@ -231,7 +243,18 @@ def start_readers(env, name, manifests):
     return procs
 
 
-def wait_readers(ck, env, name, procs, timeout):
+def reader_result(env, name, i):
+    """(reads, failures, bytes, wrong) from a reader's last line, or None."""
+    with open(env.path('%s-%d.out' % (name, i)), errors='replace') as f:
+        lines = f.read().strip().splitlines()
+    m = re.match(r'OK (\d+) reads, (\d+) failures, (\d+) bytes, (\d+) wrong$',
+                 lines[-1] if lines else '')
+    return tuple(int(x) for x in m.groups()) if m else None
+
+
+def wait_readers(ck, env, name, procs, timeout, may_fail=False):
+    """Wait for the readers; each must pass, or with may_fail (its mount's daemon was killed)
+    finish with errors but no wrong byte."""
     end = time.monotonic() + timeout
     for p, out, i in procs:
         try:
@@ -244,7 +267,12 @@ def wait_readers(ck, env, name, procs, timeout):
         with open(env.path('%s-%d.out' % (name, i)), errors='replace') as f:
             text = f.read()
         log('%s reader %d: rc=%s %s' % (name, i, rc, text.strip().splitlines()[-1:]))
-        ck.ok(rc == 0, '%s reader %d failed (rc=%s):\n%s' % (name, i, rc, text[-3000:]))
+        if may_fail:
+            res = reader_result(env, name, i)
+            ck.ok(res is not None and res[3] == 0, '%s reader %d read wrong bytes:\n%s' % (
+                name, i, text[-3000:]))
+        else:
+            ck.ok(rc == 0, '%s reader %d failed (rc=%s):\n%s' % (name, i, rc, text[-3000:]))
 
 
 def data_bytes(cache_dir):
@@ -523,7 +551,7 @@ def group_crash(env, ck, ng):
         # chunk on disk by itself: make one. A range whose body was not completely sent cannot
         # have been recorded as present; write garbage over the part that was sent, as if
         # the crash came in the middle of its pwrite.
-        datafiles = [d for d in data if not d.endswith('.map')]
+        datafiles = [d for d in data if not d.endswith(('.map', '.st'))]
         ck.eq('crash: data files', len(datafiles), 1)
         if datafiles:
             with open(datafiles[0], 'r+b') as f:
@@ -588,8 +616,120 @@ def group_concurrency(env, ck, ng):
         rep, ''.join(log_text(r)[:6000] for r in rep)))
 
 
+def group_share(env, ck, ng):
+    shards = {}
+    for i in range(8):  # 8 x ~3 MiB
+        sizes, tot = [], 0
+        while tot < 3 * MiB:
+            n = env.rng.randrange(1000, 300000)
+            sizes.append(n)
+            tot += n + 1536
+        shards['shard-%06d.tar' % i] = sizes
+    src, refs = build_source(env, shards)
+    total = sum(os.path.getsize(os.path.join(src, r)) for r in refs)
+    ng.start()
+    with open(env.shardfs, 'rb') as f:
+        tsan = b'libtsan' in f.read()
+
+    # 1. Two mounts of one source on the default cache dir (no --cache-dir): what one filled,
+    # the other serves without fetching it again.
+    a = ml.Mount(env, ng.url('json/'), mountpoint=env.path('mnt-a'),
+                 extra=['--log-file', env.path('a.log')])
+    b = ml.Mount(env, ng.url('json/'), mountpoint=env.path('mnt-b'),
+                 extra=['--log-file', env.path('b.log')])
+    with a, b:
+        check_all(ck, 'share: first mount', a.mnt, src, refs)
+        sa = a.stats()
+        check_all(ck, 'share: second mount', b.mnt, src, refs)
+        sb = b.stats()
+        log('share default dir: first fetched %d (dataset %d), second fetched %d, peer chunks '
+            '%d' % (sa['bytes_fetched'], total, sb['bytes_fetched'], sb['cache_peer_chunks']))
+        ck.eq('share: bytes the first mount fetched', sa['bytes_fetched'], total)
+        ck.eq('share: bytes the second mount fetched', sb['bytes_fetched'], 0)
+        ck.ok(sb['cache_peer_chunks'] > 0, 'share: the second mount read no chunk of the first')
+        ck.eq('share: read errors', (sa['read_errors'], sb['read_errors']), (0, 0))
+        ck.eq('share: cache_bytes_used (both mounts, one directory)',
+              (sa['cache_bytes_used'], b.stats()['cache_bytes_used']), (total, total))
+
+    # 2. Three daemons x 4 readers on one cache dir a third the size of the data; one daemon is
+    # killed with -9 while its readers read.
+    cache = env.path('cache')
+    size, chunk, conns = 8 * MiB, MiB, 3
+    limit = size + 3 * (conns + 1) * chunk + 256 * 1024
+    mounts = [ml.Mount(env, ng.url('json/'), cache_dir=cache, mountpoint=env.path('mnt-d%d' % i),
+                       extra=['--cache-size', '8M', '--chunk-size', '1M', '--connections',
+                              str(conns), '--log-file', env.path('d%d.log' % i)])
+              for i in range(3)]
+    for m in mounts:
+        m.mount()
+    try:
+        pids = [m.stats()['pid'] for m in mounts]
+        samp = Sampler(cache)
+        procs = []
+        for i, m in enumerate(mounts):
+            procs.append(start_readers(env, 'share%d' % i, [
+                dict(items=manifest_items(m.mnt, src, refs), mode='full',
+                     passes=1 if tsan else 2, seed=env.seed * 10 + 4 * i + j)
+                for j in range(4)]))
+        # kill the third daemon once it has filled a quarter of the data itself
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if mounts[2].stats()['bytes_fetched'] >= total // 4:
+                break
+            time.sleep(0.05)
+        running = sum(1 for p, _, _ in procs[2] if p.poll() is None)
+        st2 = mounts[2].stats()
+        os.kill(pids[2], signal.SIGKILL)
+        log('share: killed daemon %d after it fetched %d bytes; %d of its readers running' % (
+            pids[2], st2['bytes_fetched'], running))
+        for i in range(2):
+            wait_readers(ck, env, 'share%d' % i, procs[i], 240)
+        wait_readers(ck, env, 'share2', procs[2], 60, may_fail=True)
+        samp.stop()
+        stats = [m.stats() for m in mounts[:2]]
+        for i, m in enumerate(mounts[:2]):
+            check_all(ck, 'share: daemon %d after' % i, m.mnt, src, refs)
+        res = [reader_result(env, 'share%d' % i, j) for i in range(3) for j in range(4)]
+        res = [r for r in res if r]
+        reads, nbytes, wrong = (sum(r[0] for r in res), sum(r[2] for r in res),
+                                sum(r[3] for r in res))
+        fills = [s['fills'] for s in stats] + [st2['fills']]
+        peer = [s['cache_peer_chunks'] for s in stats]
+        ev = [s['evictions'] for s in stats]
+        log('share summary: %d readers, %d reads, %d bytes checked, %d wrong; fills per daemon '
+            '%r (daemon 2 at its kill), chunks reused from another process %r, peer waits %r, '
+            'evictions %r, max data bytes %d (limit %d), %d samples' % (
+                len(res), reads, nbytes, wrong, fills, peer,
+                [s['cache_peer_waits'] for s in stats], ev, samp.max, limit, samp.samples))
+        ck.eq('share: wrong reads', wrong, 0)
+        ck.eq('share: read_errors of the live daemons', [s['read_errors'] for s in stats],
+              [0, 0])
+        ck.ok(sum(peer) > 0, 'share: no chunk was reused from another process')
+        ck.ok(sum(ev) > 0, 'share: no evictions')
+        ck.ok(samp.max <= limit, 'share: cache data files reached %d bytes > %d' % (
+            samp.max, limit))
+        ck.ok(stats[0]['cache_bytes_used'] <= size, 'share: cache_bytes_used %d > %d' % (
+            stats[0]['cache_bytes_used'], size))
+    finally:
+        for m in mounts:
+            m.umount(quiet=True)
+    # what the killed daemon left is never trusted wrongly
+    with ml.Mount(env, ng.url('json/'), cache_dir=cache, mountpoint=env.path('mnt-d3'),
+                  extra=['--cache-size', '8M', '--chunk-size', '1M',
+                         '--log-file', env.path('d3.log')]) as m:
+        check_all(ck, 'share: remount after kill -9', m.mnt, src, refs)
+        st = m.stats()
+        ck.eq('share: remount read_errors', st['read_errors'], 0)
+        ck.ok(st['cache_bytes_used'] <= size, 'share: remount cache_bytes_used %d > %d' % (
+            st['cache_bytes_used'], size))
+    for i in range(4):
+        rep = tsan_reports(env.path('d%d.log' % i), 0)
+        ck.ok(not rep, 'share: ThreadSanitizer reports in %r:\n%s' % (
+            rep, ''.join(log_text(r)[:6000] for r in rep)))
+
+
 GROUPS = {'offline': group_offline, 'capacity': group_capacity, 'crash': group_crash,
-          'concurrency': group_concurrency}
+          'concurrency': group_concurrency, 'share': group_share}
 
 
 class LazyNginx(httplib.Nginx):
