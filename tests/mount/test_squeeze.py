@@ -2,7 +2,7 @@
 """shardfs mount tests: compressed shards squeezed by the cache size, a small cache disk and the
 decompression-bomb bounds (DESIGN.md section 3: a shard is whole or an error).
 
-usage: test_squeeze.py SHARDFS GROUP     GROUP: cache | disk | bomb | warn
+usage: test_squeeze.py SHARDFS GROUP     GROUP: cache | disk | bomb | warn | evict
 
 cache  --cache-size 24M and a .tar.zst of 20,000 small members decoding to ~28 MB: every member
        reads back exactly as Python's tarfile reads it (the decoded copy may exceed --cache-size).
@@ -17,6 +17,10 @@ bomb   a .tar.zst of 1 GiB of zeros (after a small member) fails whole with EFBI
 warn   `shardfs mount` with the cache dir on a 16 MiB tmpfs warns on stderr that the disk cannot
        hold one chunk per connection, and mounts; on a 64 MiB tmpfs it warns with the default 8
        connections and not with --connections 2.
+evict  an http source (nginx on 127.0.0.1) with the cache dir on a 64 MiB tmpfs: the raw bytes of
+       a .tar.zst (20 MB) and a 36 MB .tar read whole fill the chunk store; decoding the
+       .tar.zst (20 MB) then fits only when decoding evicts chunks, and is served whole; the
+       .tar reads back exactly after.
 The groups that need a small filesystem mount a tmpfs (root) and unmount it in any case.
 Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here)."""
 
@@ -319,7 +323,55 @@ def group_warn(env, ck):
                       '%s: the warning names the cache dir: %s' % (label, lines))
 
 
-GROUPS = {'cache': group_cache, 'disk': group_disk, 'bomb': group_bomb, 'warn': group_warn}
+def group_evict(env, ck):
+    """An http source, cache dir on a 64 MiB tmpfs (60.8 MiB above the reserve): the raw bytes
+    of a .tar.zst (20 MB) and then a 36 MB .tar fill the chunk store; decoding the .tar.zst
+    (20 MB more, no fill on the way: its raw bytes are cached) fits only when decoding evicts
+    chunks (the .tar's, least recently used): it must be served whole, not ENOSPC."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'remote',
+                                    'http'))
+    import httplib
+    if not os.path.exists(httplib.NGINX):
+        ck.fail('%s is not installed (scripts/install-deps.sh --test)' % httplib.NGINX)
+        return
+    rng = env.rng
+    src = env.path('src')
+    os.makedirs(src)
+    a = [('a%d.bin' % i, rng.randbytes(6 << 20)) for i in range(6)]
+    b = [('b%d.bin' % i, rng.randbytes(5 << 20)) for i in range(4)]
+    with open(os.path.join(src, 'a.tar'), 'wb') as f:
+        f.write(make_tar(a))
+    b_raw = write_shard(os.path.join(src, 'b.tar.zst'), b, 'zst')
+    ng = httplib.Nginx(env.path('nginx'), src).start()
+    try:
+        with Tmpfs(env.path('tmpfs'), 64 << 20) as fs:
+            cache = os.path.join(fs.path, 'cache')
+            m = ml.Mount(env, ng.url('json/'), cache_dir=cache,
+                         extra=['--chunk-size', '1M', '--prefetch-shards', '0'])
+            with m:
+                check_raw(ck, 'evict: b', m.mnt, 'b.tar.zst', b_raw)
+                check_served(ck, 'evict: a', m.mnt, 'a', a)
+                log('evict: after a: cache dir %.1f MiB, tmpfs free %.1f MiB' % (
+                    du(cache) / 2**20, free_bytes(fs.path) / 2**20))
+                check_served(ck, 'evict: b', m.mnt, 'b', b)
+                st = m.stats()
+                log('evict: after b: cache dir %.1f MiB, tmpfs free %.1f MiB, evictions %s' % (
+                    du(cache) / 2**20, free_bytes(fs.path) / 2**20, st.get('evictions')))
+                check_served(ck, 'evict: a again', m.mnt, 'a', a)
+            text = read_log(cache)
+        lines = [ln for ln in text.splitlines() if 'not served' in ln]
+        ck.eq('evict: refusals in the log', lines, [])
+    finally:
+        ng.stop()
+
+
+def free_bytes(path):
+    sv = os.statvfs(path)
+    return sv.f_bavail * sv.f_frsize
+
+
+GROUPS = {'cache': group_cache, 'disk': group_disk, 'bomb': group_bomb, 'warn': group_warn,
+          'evict': group_evict}
 
 
 def main():
