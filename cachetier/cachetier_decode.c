@@ -37,10 +37,12 @@
  *     tries again.
  * Only damage (a truncated or corrupt stream) keeps a prefix.
  *
- * Non-goals: decoding while a reader waits on a prefix; reading the
- * compressed bytes of a remote shard through the chunk store (they are
- * read through the backend once, 1 MiB at a time, and only the decoded
- * copy is kept).
+ * The compressed bytes of a remote shard are read through the chunk store
+ * (d->raw: parallel fills, readahead, cached for later).
+ *
+ * Non-goals: decoding while a reader waits on a prefix; evicting decoded
+ * copies (they count in the usage; only the chunk store is evicted to make
+ * room).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -435,9 +437,7 @@ int cachetier__decode_refusal(struct cachetier *ct, const char *name, struct cac
 
 	snprintf(recname, sizeof(recname), "%s.rec", name);
 	err = rec_load(ct, recname, &rec);
-	if (err < 0)
-		return err == -ENOENT ? err : -ENOENT;
-	if (rec.damage != -EFBIG)
+	if (err < 0 || rec.damage != -EFBIG)
 		return -ENOENT;
 	r->bound = (enum cachetier_bound)rec.bound;
 	r->decoded_bytes = rec.size;
