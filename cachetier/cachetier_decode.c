@@ -169,8 +169,8 @@ static int dec_write(struct dec *d, const void *buf, size_t len, uint64_t in_use
 
 	if (end > cfg->max_decoded_bytes ||
 	    (end > DEC_RATIO_FLOOR_BYTES && end / cfg->max_decode_ratio > in_used)) {
-		d->refused = end > cfg->max_decoded_bytes ? CACHETIER_BOUND_SIZE
-							  : CACHETIER_BOUND_RATIO;
+		d->refused =
+		    end > cfg->max_decoded_bytes ? CACHETIER_BOUND_SIZE : CACHETIER_BOUND_RATIO;
 		d->refused_at = end;
 		d->refused_in = in_used;
 		return -EFBIG;
