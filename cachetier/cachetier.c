@@ -12,7 +12,22 @@
  * Configuration defaults (zero fields of struct cachetier_config):
  *  - cache_size_bytes 20 GiB: a few hundred shards of a typical dataset, a
  *    fraction of a training node's NVMe.
- *  - min_free_bytes 1 GiB: the cache must not be what fills the disk.
+ *  - the disk reserve: min(min_free_bytes 1 GiB, min_free_percent 5 % of
+ *    the cache filesystem's size), computed once at open (fstatvfs) and
+ *    kept in cfg.min_free_bytes, which eviction and decoding then use. The
+ *    cache must not be what fills the disk, but a fixed 1 GiB would leave
+ *    nothing usable on a small disk (a 16 GiB card, a 64 MiB tmpfs).
+ *  - max_decode_ratio 500: tells a decompression bomb from a big shard. A
+ *    decoded copy past 64 MiB (DEC_RATIO_FLOOR_BYTES) may never hold more
+ *    than this many times the compressed bytes read so far. Real shards:
+ *    jpg/png 1.0-1.1x, text/json/npy 5-45x; a shard of nothing but tiny
+ *    members (tar headers and padding: 20,000 .cls files) 100-140x, and
+ *    all-identical tiny members at zstd -19 up to ~540x. Bombs: gzip tops
+ *    out at ~1030x, zstd reaches ~30,000x. 500 stops both kinds of bomb at
+ *    2x margin and passes every real shard with 3x or more.
+ *  - max_decoded_bytes 64 GiB: WebDataset shards are 0.1-10 GB; past this
+ *    a copy is refused whatever its ratio (a bomb that stays under the
+ *    ratio needs 128 MiB of compressed input to reach it).
  *  - chunk_bytes 8 MiB: large enough that a range GET runs at the store's
  *    streaming rate, small enough that a random member read fetches little.
  *  - readahead_max_bytes 64 MiB: eight chunks in flight ahead of one
@@ -29,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "cachetier_i.h"
@@ -81,6 +97,7 @@ static int open_subdir(int dirfd, const char *name, int *out)
 int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, struct backend *be)
 {
 	struct cachetier *ct;
+	struct statvfs sv;
 	char hash[17], path[PATH_MAX];
 	const char *source = cfg->source ? cfg->source : backend_describe(be);
 	int err, n;
@@ -104,6 +121,12 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 		ct->cfg.cache_size_bytes = 20ull << 30;
 	if (!ct->cfg.min_free_bytes)
 		ct->cfg.min_free_bytes = 1ull << 30;
+	if (!ct->cfg.min_free_percent || ct->cfg.min_free_percent > 100)
+		ct->cfg.min_free_percent = 5;
+	if (!ct->cfg.max_decode_ratio)
+		ct->cfg.max_decode_ratio = 500;
+	if (!ct->cfg.max_decoded_bytes)
+		ct->cfg.max_decoded_bytes = 64ull << 30;
 	if (!ct->cfg.chunk_bytes)
 		ct->cfg.chunk_bytes = 8u << 20;
 	if (ct->cfg.chunk_bytes > 1u << 30) /* one fill buffer per thread */
@@ -145,6 +168,13 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	if (!ct->dir || ct->dirfd < 0) {
 		err = ct->dir ? -errno : -ENOMEM;
 		goto fail;
+	}
+	/* the reserve scales with the filesystem (defaults above) */
+	if (fstatvfs(ct->dirfd, &sv) == 0) {
+		uint64_t pct = (uint64_t)sv.f_blocks * sv.f_frsize / 100 * ct->cfg.min_free_percent;
+
+		if (pct < ct->cfg.min_free_bytes)
+			ct->cfg.min_free_bytes = pct;
 	}
 	err = open_subdir(ct->dirfd, "meta", &ct->metafd);
 	if (err < 0)
@@ -216,6 +246,42 @@ const char *cachetier_dir(const struct cachetier *ct)
 	return ct->dir;
 }
 
+int cachetier_disk(struct cachetier *ct, uint64_t *avail_bytes, uint64_t *reserve_bytes)
+{
+	struct statvfs sv;
+
+	*reserve_bytes = ct->cfg.min_free_bytes;
+	*avail_bytes = 0;
+	if (fstatvfs(ct->dirfd, &sv) < 0)
+		return -errno;
+	*avail_bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
+	return 0;
+}
+
+/* The object table's key, "<codec>:<etag>:<key>" (malloc'd); a decoded
+ * copy's file name is its hash. */
+static char *obj_name(const struct backend_objinfo *info, enum cachetier_codec codec)
+{
+	size_t n = strlen(info->key) + strlen(info->etag) + 8;
+	char *name = malloc(n);
+
+	if (name)
+		snprintf(name, n, "%d:%s:%s", (int)codec, info->etag, info->key);
+	return name;
+}
+
+int cachetier_obj_refusal(struct cachetier *ct, const struct backend_objinfo *info,
+			  enum cachetier_codec codec, struct cachetier_refusal *r)
+{
+	char *name = obj_name(info, codec), hash[17];
+
+	if (!name)
+		return -ENOMEM;
+	cachetier__hash_hex(name, strlen(name), hash);
+	free(name);
+	return cachetier__decode_refusal(ct, hash, r);
+}
+
 void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 {
 	st->decoded_streams = ct->decoded_streams;
@@ -275,14 +341,12 @@ int cachetier_obj_open(struct cachetier *ct, const struct backend_objinfo *info,
 		       enum cachetier_codec codec, struct cachetier_obj **out)
 {
 	struct cachetier_obj *o;
-	size_t n = strlen(info->key) + strlen(info->etag) + 8;
-	char *name = malloc(n);
+	char *name = obj_name(info, codec);
 	int err;
 
 	*out = NULL;
 	if (!name)
 		return -ENOMEM;
-	snprintf(name, n, "%d:%s:%s", (int)codec, info->etag, info->key);
 
 	pthread_mutex_lock(&ct->lock);
 	for (o = ct->objs; o; o = o->next) {

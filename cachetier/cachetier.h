@@ -14,7 +14,8 @@
  *  - decodes compressed shards (.tar.gz/.tgz, .tar.zst) once into the cache
  *    directory; members are then read with random access from the decoded
  *    copy. A stream that is damaged part-way keeps its valid prefix and
- *    records where the damage is.
+ *    records where the damage is. A stream that decodes past a
+ *    decompression-bomb bound or past the disk's room is refused whole.
  *  - stores small metadata blobs (shard indexes) crash-safely: written to a
  *    temp file, fsynced and renamed.
  *
@@ -53,7 +54,13 @@ struct cachetier_config {
 	const char *cache_dir;        /* root of the cache directory (created 0700) */
 	const char *source;           /* source string; selects the per-source subdirectory */
 	uint64_t cache_size_bytes;    /* --cache-size: most bytes of cached data [20 GiB] */
-	uint64_t min_free_bytes;      /* free space kept on the cache filesystem [1 GiB] */
+	uint64_t min_free_bytes;      /* free space kept on the cache filesystem: at most
+				       * this [1 GiB] ... */
+	unsigned min_free_percent;    /* ... and at most this percentage of the
+				       * filesystem's size [5]; see cachetier_disk */
+	unsigned max_decode_ratio;    /* a decoded copy past 64 MiB stays within this many
+				       * times the compressed bytes read [500] */
+	uint64_t max_decoded_bytes;   /* most bytes of one decoded copy [64 GiB] */
 	uint32_t chunk_bytes;         /* fill unit, one range GET [8 MiB] */
 	uint64_t readahead_max_bytes; /* --readahead: cap of a sequential reader's window [64 MiB] */
 	unsigned fill_threads;        /* fill threads, fills in flight at once (≈ connections) [8] */
@@ -94,14 +101,44 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st);
 /* The per-source directory in use (for logs). */
 const char *cachetier_dir(const struct cachetier *ct);
 
+/* Free space of the cache filesystem now (f_bavail) and the reserve kept
+ * free on it: min(min_free_bytes, min_free_percent of its size), fixed at
+ * open. */
+int cachetier_disk(struct cachetier *ct, uint64_t *avail_bytes, uint64_t *reserve_bytes);
+
 /* Open a readable stream of object 'info' decoded with 'codec'. For a
  * codec other than RAW this decodes the whole object into the cache the
  * first time (blocking; concurrent callers for one object share the work)
  * and reuses the decoded copy afterwards. The returned handle is
- * referenced once; release with cachetier_obj_unref. */
+ * referenced once; release with cachetier_obj_unref.
+ * A decode is whole or an error, never a copy cut at a limit: -EFBIG when
+ * it passes max_decode_ratio or max_decoded_bytes (cachetier_obj_refusal
+ * says which; a later open with bounds no looser fails at once, without
+ * decoding again), -ENOSPC when the disk has no room above its reserve
+ * even after evicting (tried again by the next open). A damaged stream
+ * (truncated, corrupt) is not an error: see cachetier_obj_damage. */
 int cachetier_obj_open(struct cachetier *ct, const struct backend_objinfo *info,
 		       enum cachetier_codec codec, struct cachetier_obj **out);
 void cachetier_obj_ref(struct cachetier_obj *o);
+
+enum cachetier_bound {
+	CACHETIER_BOUND_RATIO = 1, /* max_decode_ratio */
+	CACHETIER_BOUND_SIZE = 2,  /* max_decoded_bytes */
+};
+
+/* Why the decode of (info, codec) was refused with -EFBIG. */
+struct cachetier_refusal {
+	enum cachetier_bound bound;
+	uint64_t decoded_bytes;	   /* decoded when it stopped */
+	uint64_t compressed_bytes; /* compressed bytes read by then */
+	unsigned max_decode_ratio; /* the bounds in force then */
+	uint64_t max_decoded_bytes;
+};
+
+/* Fill *r for an object whose cachetier_obj_open failed with -EFBIG;
+ * -ENOENT when no refusal is recorded. */
+int cachetier_obj_refusal(struct cachetier *ct, const struct backend_objinfo *info,
+			  enum cachetier_codec codec, struct cachetier_refusal *r);
 void cachetier_obj_unref(struct cachetier_obj *o); /* accepts NULL */
 
 /* Bytes readable from the stream (the decoded size; for a damaged

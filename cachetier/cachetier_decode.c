@@ -15,31 +15,34 @@
  * decodes to a prefix of the original bytes. Either way the damage and its
  * compressed offset are recorded.
  *
- * Decoded copies count in the cache tier's usage (cachetier_evict.c) but
- * are not evicted.
+ * Decoded copies count in the cache tier's usage (ct->decoded_used, from
+ * the first byte written; cachetier_evict.c) but are not evicted. A copy
+ * bigger than cache_size_bytes is allowed: the cache then runs over its
+ * limit while the copy exists, as it does for pinned chunks.
  *
- * Decompression bombs (issue 7): a small hostile stream may decode to far
- * more bytes than the disk holds. One decoded copy may hold at most
- *   cfg.cache_size_bytes              (--cache-size: one copy never needs more
- *                                      than the whole cache, and it is never
- *                                      evicted), and
- *   free space - cfg.min_free_bytes   (the reserve cachetier_evict.c keeps;
- *                                      checked with fstatvfs at the start and
- *                                      every DEC_FREE_CHECK_BYTES written),
- * whichever is hit first. At the cap decoding stops as for a stream that
- * ends early: the bytes decoded so far are kept (the last write is cut to
- * the cap), the damage is -EFBIG at the compressed offset read so far, so
- * members before the cut are served and the rest is EIO or absent
- * (DESIGN.md section 3; fs_shard.c logs the shard, the error and the kept
- * size, which is the cap). The record is written, but a later open reuses
- * a copy cut this way only while cache_size_bytes is not larger than the
- * kept size (a cut made by a full disk or a smaller --cache-size is
- * decoded again).
+ * Whole or error (DESIGN.md section 3): decoding is refused, the partial
+ * output removed and cachetier_obj_open fails, when
+ *   - the decoded bytes pass cfg.max_decoded_bytes, or pass
+ *     DEC_RATIO_FLOOR_BYTES and cfg.max_decode_ratio times the compressed
+ *     bytes read so far (-EFBIG: a decompression bomb; checked on every
+ *     write, so a bomb stops after at most max(floor, ratio x what it
+ *     read) bytes, never after the whole stream). A refusal record keeps
+ *     the bound and the point; a later open whose bound is no looser fails
+ *     at once (cachetier_obj_refusal reads it for the log line);
+ *   - the disk has no room left above cfg.min_free_bytes, even after
+ *     cachetier__make_room evicted what it could (-ENOSPC; looked at with
+ *     fstatvfs at the start, every DEC_FREE_CHECK_BYTES written and
+ *     whenever the room seen last is used up; a write that fails with
+ *     ENOSPC or EDQUOT counts the same). Nothing is recorded: the next open
+ *     tries again.
+ * Only damage (a truncated or corrupt stream) keeps a prefix.
  *
- * Non-goals: decoding while a reader waits on a prefix; reading the
- * compressed bytes of a remote shard through the chunk store (they are
- * read through the backend once, 1 MiB at a time, and only the decoded
- * copy is kept).
+ * The compressed bytes of a remote shard are read through the chunk store
+ * (d->raw: parallel fills, readahead, cached for later).
+ *
+ * Non-goals: decoding while a reader waits on a prefix; evicting decoded
+ * copies (they count in the usage; only the chunk store is evicted to make
+ * room).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -58,11 +61,27 @@
 #define DEC_OUT_BYTES (1u << 20)
 /* How often the free space is looked at again while decoding. */
 #define DEC_FREE_CHECK_BYTES (64u << 20)
+/* The ratio bound applies past this many decoded bytes only: small tars
+ * are mostly headers and zero padding and may compress far more than any
+ * real shard (a 10 KiB tar of one tiny member: ~100 compressed bytes). A
+ * bomb may always cost this much disk, briefly. */
+#define DEC_RATIO_FLOOR_BYTES (64ull << 20)
 
-/* The decode record: fixed-width little-endian fields. */
+/* The decode record: fixed-width little-endian fields. Version 2: a
+ * record with damage -EFBIG is a refusal (no data file), never a copy cut
+ * at a limit (version 1 kept those: they are decoded again). */
 #define REC_MAGIC "SHDEC\0\0\1"
-#define REC_VERSION 1u
-#define REC_BYTES 48
+#define REC_VERSION 2u
+#define REC_BYTES 72
+
+struct dec_rec {
+	uint64_t size;	     /* decoded bytes (a refusal: when it stopped) */
+	int damage;	     /* 0, damage found, or -EFBIG: refused */
+	uint64_t damage_off; /* compressed offset of the damage or of the stop */
+	uint32_t bound;	     /* refusal: enum cachetier_bound */
+	uint32_t max_ratio;  /* refusal: the bounds in force */
+	uint64_t max_bytes;
+};
 
 struct dec {
 	struct cachetier *ct;
@@ -73,11 +92,14 @@ struct dec {
 	uint64_t in_off;    /* compressed bytes read so far */
 	int outfd;
 	uint64_t out_total; /* decoded bytes written */
+	uint64_t counted;   /* bytes added to ct->decoded_used */
 	uint64_t unit_start; /* decoded offset where the current member/frame began */
 	int damage;
 	uint64_t damage_off;
-	uint64_t limit;	     /* most decoded bytes (see the header) */
-	uint64_t next_check; /* out_total at which the free space is checked again */
+	uint64_t disk_limit; /* out_total the room on the disk allowed when last looked at */
+	uint64_t next_check; /* out_total at which the free space is looked at again */
+	enum cachetier_bound refused; /* 0, or the bound that stopped the decode */
+	uint64_t refused_at, refused_in; /* decoded and compressed bytes then */
 	unsigned char *in, *out;
 };
 
@@ -100,34 +122,64 @@ static ssize_t dec_read(struct dec *d, size_t *len)
 	return 0;
 }
 
-/* Lower d->limit to what the free space above the reserve allows. */
-static void dec_check_free(struct dec *d)
+static uint64_t dec_room(struct dec *d)
 {
 	struct statvfs sv;
+	uint64_t avail;
 
-	d->next_check = d->out_total + DEC_FREE_CHECK_BYTES;
-	if (fstatvfs(d->outfd, &sv) == 0) {
-		uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
-		uint64_t room =
-		    avail > d->ct->cfg.min_free_bytes ? avail - d->ct->cfg.min_free_bytes : 0;
-
-		if (d->out_total + room < d->limit)
-			d->limit = d->out_total + room;
-	}
+	if (fstatvfs(d->outfd, &sv) < 0)
+		return UINT64_MAX; /* unknown: a full disk still fails the write */
+	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	return avail > d->ct->cfg.min_free_bytes ? avail - d->ct->cfg.min_free_bytes : 0;
 }
 
-/* Append len decoded bytes; at the limit, write what fits and return
- * -EFBIG (the caller records the damage and stops). */
-static int dec_write(struct dec *d, const void *buf, size_t len)
+/* Look at the room above the reserve again; when a write of len does not
+ * fit, let eviction free chunks of the chunk store first. */
+static void dec_check_free(struct dec *d, size_t len)
 {
-	size_t done = 0;
-	int cut = 0;
+	uint64_t room = dec_room(d);
 
-	if (d->out_total + len > d->next_check)
-		dec_check_free(d);
-	if (len > d->limit - d->out_total) {
-		len = (size_t)(d->limit - d->out_total);
-		cut = 1;
+	if (room < len) {
+		pthread_mutex_lock(&d->ct->lock);
+		cachetier__make_room(d->ct, len);
+		pthread_mutex_unlock(&d->ct->lock);
+		room = dec_room(d);
+	}
+	d->next_check = d->out_total + DEC_FREE_CHECK_BYTES;
+	d->disk_limit = room > UINT64_MAX - d->out_total ? UINT64_MAX : d->out_total + room;
+}
+
+/* Take n bytes off ct->decoded_used (never below zero). */
+static void dec_uncount(struct cachetier *ct, uint64_t n)
+{
+	unsigned long long cur = atomic_load(&ct->decoded_used);
+
+	while (!atomic_compare_exchange_weak(&ct->decoded_used, &cur, cur > n ? cur - n : 0))
+		;
+	cachetier__usage_add(ct, -(int64_t)n); /* the directory's usage (cachetier_share.c) */
+}
+
+/* Append len decoded bytes; in_used: compressed bytes consumed to make
+ * them. Returns 0, -EFBIG past a bound (d->refused says which), -ENOSPC
+ * when the disk has no room above the reserve, or a write error. */
+static int dec_write(struct dec *d, const void *buf, size_t len, uint64_t in_used)
+{
+	const struct cachetier_config *cfg = &d->ct->cfg;
+	uint64_t end = d->out_total + len;
+	size_t done = 0;
+
+	if (end > cfg->max_decoded_bytes ||
+	    (end > DEC_RATIO_FLOOR_BYTES && end / cfg->max_decode_ratio > in_used)) {
+		d->refused =
+		    end > cfg->max_decoded_bytes ? CACHETIER_BOUND_SIZE : CACHETIER_BOUND_RATIO;
+		d->refused_at = end;
+		d->refused_in = in_used;
+		return -EFBIG;
+	}
+	if (end > d->next_check || end > d->disk_limit) {
+		dec_check_free(d, len);
+		if (end > d->disk_limit)
+			return -ENOSPC;
 	}
 	while (done < len) {
 		ssize_t n = write(d->outfd, (const char *)buf + done, len - done);
@@ -135,20 +187,15 @@ static int dec_write(struct dec *d, const void *buf, size_t len)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			return -errno;
+			return errno == EDQUOT ? -ENOSPC : -errno;
 		}
 		done += (size_t)n;
 	}
-	d->out_total += len;
-	return cut ? -EFBIG : 0;
-}
-
-/* The decoded size reached d->limit: keep what came before, as for a
- * stream that ends early. */
-static void dec_cut(struct dec *d, uint64_t in_off)
-{
-	d->damage = -EFBIG;
-	d->damage_off = in_off;
+	d->out_total = end;
+	d->counted += len;
+	atomic_fetch_add(&d->ct->decoded_used, len);
+	cachetier__usage_add(d->ct, (int64_t)len); /* counts against the cache size */
+	return 0;
 }
 
 static int all_zero(const unsigned char *p, size_t n)
@@ -206,13 +253,8 @@ static int decode_gzip(struct dec *d)
 			zs.avail_out = DEC_OUT_BYTES;
 			ret = inflate(&zs, Z_NO_FLUSH);
 			if (ret == Z_OK || ret == Z_STREAM_END || ret == Z_BUF_ERROR) {
-				err = dec_write(d, d->out, DEC_OUT_BYTES - zs.avail_out);
-				if (err == -EFBIG) {
-					dec_cut(d, d->in_off + (n - zs.avail_in));
-					err = 0;
-					done = 1;
-					break;
-				}
+				err = dec_write(d, d->out, DEC_OUT_BYTES - zs.avail_out,
+						d->in_off + (n - zs.avail_in));
 				if (err < 0) {
 					done = 1;
 					break;
@@ -277,13 +319,7 @@ static int decode_zstd(struct dec *d)
 				done = 1;
 				break;
 			}
-			err = dec_write(d, d->out, out.pos);
-			if (err == -EFBIG) {
-				dec_cut(d, d->in_off + in.pos);
-				err = 0;
-				done = 1;
-				break;
-			}
+			err = dec_write(d, d->out, out.pos, d->in_off + in.pos);
 			if (err < 0) {
 				done = 1;
 				break;
@@ -297,8 +333,7 @@ static int decode_zstd(struct dec *d)
 	return err;
 }
 
-static int rec_load(struct cachetier *ct, const char *recname, uint64_t *size, int *damage,
-		    uint64_t *damage_off)
+static int rec_load(struct cachetier *ct, const char *recname, struct dec_rec *r)
 {
 	unsigned char rec[REC_BYTES];
 	ssize_t n;
@@ -308,42 +343,109 @@ static int rec_load(struct cachetier *ct, const char *recname, uint64_t *size, i
 		return -errno;
 	n = read(fd, rec, sizeof(rec));
 	close(fd);
-	if (n != REC_BYTES || memcmp(rec, REC_MAGIC, 8) != 0)
+	if (n < 16 || memcmp(rec, REC_MAGIC, 8) != 0)
 		return -EBADMSG;
 	if (cachetier__le64_get(rec + 8) != REC_VERSION)
 		return -EPROTO;
-	if (cachetier__le64_get(rec + 40) != cachetier__fnv64(rec, 40))
+	if (n != REC_BYTES || cachetier__le64_get(rec + 64) != cachetier__fnv64(rec, 64))
 		return -EBADMSG;
-	*size = cachetier__le64_get(rec + 16);
-	*damage = -(int)cachetier__le64_get(rec + 24);
-	*damage_off = cachetier__le64_get(rec + 32);
+	r->size = cachetier__le64_get(rec + 16);
+	r->damage = -(int)cachetier__le64_get(rec + 24);
+	r->damage_off = cachetier__le64_get(rec + 32);
+	r->bound = cachetier__le32_get(rec + 40);
+	r->max_ratio = cachetier__le32_get(rec + 44);
+	r->max_bytes = cachetier__le64_get(rec + 48);
+	/* rec + 56: reserved, 0 */
 	return 0;
 }
 
-/* Reuse an earlier complete decode named 'name' if its record matches. */
+static int rec_save(struct cachetier *ct, const char *recname, const struct dec_rec *r)
+{
+	unsigned char rec[REC_BYTES];
+
+	memset(rec, 0, sizeof(rec));
+	memcpy(rec, REC_MAGIC, 8);
+	cachetier__le64_put(rec + 8, REC_VERSION);
+	cachetier__le64_put(rec + 16, r->size);
+	cachetier__le64_put(rec + 24, (uint64_t)(-(int64_t)r->damage));
+	cachetier__le64_put(rec + 32, r->damage_off);
+	cachetier__le32_put(rec + 40, r->bound);
+	cachetier__le32_put(rec + 44, r->max_ratio);
+	cachetier__le64_put(rec + 48, r->max_bytes);
+	cachetier__le64_put(rec + 64, cachetier__fnv64(rec, 64));
+	return cachetier__write_atomic(ct, ct->decfd, recname, rec, sizeof(rec));
+}
+
+/* Would the decode a refusal record describes stop again under the bounds
+ * in force? Only when the bound that stopped it is no looser now: a
+ * stricter other bound stops it earlier, a looser one did not stop it
+ * before. */
+static int rec_refuses(const struct cachetier *ct, const struct dec_rec *r)
+{
+	if (r->bound == CACHETIER_BOUND_RATIO)
+		return ct->cfg.max_decode_ratio <= r->max_ratio;
+	return ct->cfg.max_decoded_bytes <= r->max_bytes;
+}
+
+/* Reuse an earlier complete decode named 'name' if its record matches;
+ * -EFBIG when a refusal recorded for it holds under today's bounds. An
+ * existing copy is reused whatever the bounds are now (it costs no more
+ * disk). */
 static int decode_reuse(struct cachetier *ct, const char *name, const char *recname,
 			struct cachetier_obj *o)
 {
-	uint64_t size = 0, doff = 0;
+	struct dec_rec r;
 	struct stat st;
-	int damage = 0, fd, err;
+	int fd, err;
 
-	err = rec_load(ct, recname, &size, &damage, &doff);
+	err = rec_load(ct, recname, &r);
 	if (err < 0)
 		return err;
-	if (damage == -EFBIG && size < ct->cfg.cache_size_bytes)
-		return -EAGAIN; /* cut short by a smaller limit or a full disk: decode again */
+	if (r.damage == -EFBIG)
+		return rec_refuses(ct, &r) ? -EFBIG : -EAGAIN;
 	fd = openat(ct->decfd, name, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != size) {
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != r.size) {
 		close(fd);
 		return -EBADMSG;
 	}
 	o->fd = fd;
-	o->size = size;
-	o->damage = damage;
-	o->damage_off = doff;
+	o->size = r.size;
+	o->damage = r.damage;
+	o->damage_off = r.damage_off;
+	return 0;
+}
+
+/* Before decoding 'name' again: remove what an earlier decode left (a
+ * record of another version, a refusal, a copy without a record), record
+ * first, and take the copy's bytes off decoded_used (the scan at open
+ * counted them). */
+static void decode_drop_old(struct cachetier *ct, const char *name, const char *recname)
+{
+	struct stat st;
+
+	unlinkat(ct->decfd, recname, 0);
+	if (fstatat(ct->decfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+	    unlinkat(ct->decfd, name, 0) == 0)
+		dec_uncount(ct, (uint64_t)st.st_size);
+}
+
+int cachetier__decode_refusal(struct cachetier *ct, const char *name, struct cachetier_refusal *r)
+{
+	char recname[40];
+	struct dec_rec rec;
+	int err;
+
+	snprintf(recname, sizeof(recname), "%s.rec", name);
+	err = rec_load(ct, recname, &rec);
+	if (err < 0 || rec.damage != -EFBIG)
+		return -ENOENT;
+	r->bound = (enum cachetier_bound)rec.bound;
+	r->decoded_bytes = rec.size;
+	r->compressed_bytes = rec.damage_off;
+	r->max_decode_ratio = rec.max_ratio;
+	r->max_decoded_bytes = rec.max_bytes;
 	return 0;
 }
 
@@ -351,15 +453,19 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 		      enum cachetier_codec codec, const char *name, struct cachetier_obj *o)
 {
 	char tmp[96], recname[40];
-	unsigned char rec[REC_BYTES];
+	struct dec_rec rec;
 	struct dec d;
 	int err;
 
 	snprintf(recname, sizeof(recname), "%s.rec", name);
-	if (decode_reuse(ct, name, recname, o) == 0) {
+	err = decode_reuse(ct, name, recname, o);
+	if (err == 0) {
 		ct->decoded_reused++;
 		return 0;
 	}
+	if (err == -EFBIG)
+		return err;
+	decode_drop_old(ct, name, recname);
 
 	memset(&d, 0, sizeof(d));
 	d.ct = ct;
@@ -390,9 +496,18 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 		err = -errno;
 		goto out;
 	}
-	d.limit = ct->cfg.cache_size_bytes;
-	dec_check_free(&d);
+	/* d.disk_limit = d.next_check = 0: the first write looks at the disk */
 	err = codec == CACHETIER_GZIP ? decode_gzip(&d) : decode_zstd(&d);
+	if (err == -EFBIG) {
+		memset(&rec, 0, sizeof(rec));
+		rec.size = d.refused_at;
+		rec.damage = -EFBIG;
+		rec.damage_off = d.refused_in;
+		rec.bound = d.refused;
+		rec.max_ratio = ct->cfg.max_decode_ratio;
+		rec.max_bytes = ct->cfg.max_decoded_bytes;
+		rec_save(ct, recname, &rec); /* if it fails, the next open decodes again */
+	}
 	if (err < 0)
 		goto out_unlink;
 	if (ftruncate(d.outfd, (off_t)d.out_total) < 0 || fsync(d.outfd) < 0 ||
@@ -400,15 +515,16 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 		err = -errno;
 		goto out_unlink;
 	}
-	memcpy(rec, REC_MAGIC, 8);
-	cachetier__le64_put(rec + 8, REC_VERSION);
-	cachetier__le64_put(rec + 16, d.out_total);
-	cachetier__le64_put(rec + 24, (uint64_t)(-(int64_t)d.damage));
-	cachetier__le64_put(rec + 32, d.damage_off);
-	cachetier__le64_put(rec + 40, cachetier__fnv64(rec, 40));
-	err = cachetier__write_atomic(ct, ct->decfd, recname, rec, sizeof(rec));
+	/* bytes cut off a corrupt member were counted when written */
+	if (d.counted > d.out_total)
+		dec_uncount(ct, d.counted - d.out_total);
+	memset(&rec, 0, sizeof(rec));
+	rec.size = d.out_total;
+	rec.damage = d.damage;
+	rec.damage_off = d.damage_off;
+	err = rec_save(ct, recname, &rec);
 	if (err < 0)
-		goto out;
+		goto out; /* the copy stays, counted; without a record it is decoded again */
 	o->fd = d.outfd;
 	d.outfd = -1;
 	o->size = d.out_total;
@@ -416,11 +532,10 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 	o->damage_off = d.damage_off;
 	ct->decoded_streams++;
 	ct->decoded_bytes += d.out_total;
-	atomic_fetch_add(&ct->decoded_used, d.out_total);
-	cachetier__usage_add(ct, (int64_t)d.out_total); /* counts against the cache size */
 	goto out;
 out_unlink:
 	unlinkat(ct->decfd, tmp, 0);
+	dec_uncount(ct, d.counted);
 out:
 	if (d.outfd >= 0)
 		close(d.outfd);

@@ -179,9 +179,13 @@ int cachetier__write_atomic(struct cachetier *ct, int dirfd, const char *name, c
 
 /* Decode object 'info' with codec into a new file in ct->decfd named
  * 'name'; fills o->fd, o->size, o->damage, o->damage_off. Reuses a complete
- * earlier decode when its record matches. */
+ * earlier decode when its record matches. -EFBIG / -ENOSPC: refused whole
+ * (cachetier_decode.c). */
 int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 		      enum cachetier_codec codec, const char *name, struct cachetier_obj *o);
+
+/* The refusal recorded for decoded copy 'name' (cachetier_obj_refusal). */
+int cachetier__decode_refusal(struct cachetier *ct, const char *name, struct cachetier_refusal *r);
 
 /* cachetier_chunk.c — the chunk store. */
 int cachetier__chunk_start(struct cachetier *ct); /* fill workers; after the scan */

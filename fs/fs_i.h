@@ -43,6 +43,10 @@ struct fs_config {
 	uint64_t cache_size_bytes;    /* --cache-size */
 	uint64_t readahead_max_bytes; /* --readahead */
 	uint64_t chunk_bytes;         /* --chunk-size */
+	unsigned max_decode_ratio;    /* --max-decode-ratio (0: cachetier's default) */
+	uint64_t max_decoded_bytes;   /* --max-decoded-size (0: cachetier's default) */
+	uint64_t min_free_bytes;      /* --min-free (0: cachetier's default) */
+	unsigned min_free_percent;    /* --min-free-percent (0: cachetier's default) */
 	unsigned prefetch_shards;     /* --prefetch-shards: shards fetched ahead of an in-order reader */
 	int strict_open;              /* --strict-open: answer every open (no zero-cost opens) */
 	int no_xattr; /* --no-xattr: getxattr/listxattr answer ENOSYS, which the kernel caches */
@@ -138,6 +142,8 @@ struct fs_shard {
 	pthread_mutex_t lock;     /* serialises loading */
 	struct shardidx *_Atomic ix;          /* set once, then immutable */
 	struct cachetier_obj *_Atomic stream; /* decoded (or raw) tar stream */
+	_Atomic int err; /* 0, or the error that refused the shard whole (-EFBIG,
+			  * -ENOSPC): sticks, so loading is not tried again */
 };
 
 /* ---- counters (all relaxed atomics; read for stats) ----------------------- */

@@ -83,6 +83,27 @@ static void raise_nofile(void)
 	}
 }
 
+/* A cache disk that cannot take one chunk per connection above its
+ * reserve makes every remote fill wait for eviction, and compressed shards
+ * fail with ENOSPC: say so on the terminal (the mount still goes ahead). */
+static void warn_small_disk(struct fs *fs)
+{
+	uint64_t avail, reserve, room, chunk = fs->cfg.chunk_bytes ? fs->cfg.chunk_bytes : 8u << 20;
+	unsigned conns = fs->cfg.connections ? fs->cfg.connections : 8;
+
+	if (cachetier_disk(fs->ct, &avail, &reserve) < 0)
+		return;
+	room = avail > reserve ? avail - reserve : 0;
+	if (room >= chunk * conns)
+		return;
+	fprintf(stderr,
+		"shardfs: warning: the cache disk of %s has %.1f MiB free above its %.1f MiB "
+		"reserve, less than one chunk per connection (%u x %.1f MiB): free space there, "
+		"use another --cache-dir, or lower --connections or --chunk-size\n",
+		fs->cfg.cache_dir, (double)room / (1 << 20), (double)reserve / (1 << 20), conns,
+		(double)chunk / (1 << 20));
+}
+
 static int mount_run(struct fs *fs, int ready_fd)
 {
 	struct backend_config bc = {0};
@@ -109,6 +130,10 @@ static int mount_run(struct fs *fs, int ready_fd)
 	cc.cache_size_bytes = fs->cfg.cache_size_bytes;
 	cc.readahead_max_bytes = fs->cfg.readahead_max_bytes;
 	cc.chunk_bytes = (uint32_t)(fs->cfg.chunk_bytes > (1u << 30) ? (1u << 30) : fs->cfg.chunk_bytes);
+	cc.max_decode_ratio = fs->cfg.max_decode_ratio;
+	cc.max_decoded_bytes = fs->cfg.max_decoded_bytes;
+	cc.min_free_bytes = fs->cfg.min_free_bytes;
+	cc.min_free_percent = fs->cfg.min_free_percent;
 	/* one more fill thread than connections: one writes its chunk to disk
 	 * while every connection is busy fetching the next */
 	cc.fill_threads = fs->cfg.connections + 1;
@@ -118,6 +143,7 @@ static int mount_run(struct fs *fs, int ready_fd)
 			strerror(-err));
 		return err;
 	}
+	warn_small_disk(fs);
 	if (!fs->cfg.foreground) {
 		if (fs->cfg.log_file)
 			snprintf(logpath, sizeof(logpath), "%s", fs->cfg.log_file);

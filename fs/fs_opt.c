@@ -42,6 +42,17 @@ static const struct opt mount_opts[] = {
 	 "largest readahead window of a sequential reader (default: 64M; at most 1/8 of --cache-size)"},
 	{"chunk-size", 0, OPT_SIZE, offsetof(struct fs_config, chunk_bytes), "SIZE",
 	 "unit of cache fills, one range request each (default: 8M)"},
+	{"max-decode-ratio", 0, OPT_UINT, offsetof(struct fs_config, max_decode_ratio), "N",
+	 "refuse a compressed shard (EFBIG) that decodes, past its first 64M, to more than N "
+	 "times the compressed bytes read: a decompression bomb (default: 500; real shards "
+	 "1-140)"},
+	{"max-decoded-size", 0, OPT_SIZE, offsetof(struct fs_config, max_decoded_bytes), "SIZE",
+	 "refuse a compressed shard (EFBIG) that decodes to more than SIZE (default: 64G)"},
+	{"min-free", 0, OPT_SIZE, offsetof(struct fs_config, min_free_bytes), "SIZE",
+	 "free space the cache keeps on its disk: the smaller of SIZE and --min-free-percent "
+	 "of the disk (default: 1G)"},
+	{"min-free-percent", 0, OPT_UINT, offsetof(struct fs_config, min_free_percent), "N",
+	 "see --min-free; 1 to 100 (default: 5)"},
 	{"prefetch-shards", 0, OPT_COUNT, offsetof(struct fs_config, prefetch_shards), "N",
 	 "shards fetched ahead of a reader that reads shards in order (default: 2)"},
 	{"strict-open", 0, OPT_FLAG, offsetof(struct fs_config, strict_open), NULL,
@@ -249,6 +260,11 @@ int fs_opt_parse_mount(int argc, char **argv, struct fs_config *cfg)
 	}
 	if (cfg->debug)
 		cfg->foreground = 1;
+	if (cfg->min_free_percent > 100) {
+		fprintf(stderr, "shardfs: --min-free-percent wants 1 to 100, not %u\n",
+			cfg->min_free_percent);
+		return -EINVAL;
+	}
 	/* issue 5: --layout and --class-from */
 	if (cfg->layout_name && strcmp(cfg->layout_name, "shards") != 0) {
 		if (strcmp(cfg->layout_name, "imagefolder") != 0) {

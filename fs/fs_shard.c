@@ -11,7 +11,9 @@
  *
  * Threads: any FUSE thread may ask; s->lock serialises loading of one
  * shard; once published with release semantics, s->ix and s->stream never
- * change until unmount, so readers take no lock.
+ * change until unmount, so readers take no lock. A shard the cache tier
+ * refuses whole (-EFBIG, -ENOSPC) keeps that error in s->err the same way:
+ * never a partial member list that looks complete (DESIGN.md section 3).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -246,10 +248,7 @@ static void shard_account(struct fs *fs, const struct fs_obj *o, struct shardidx
 	fs->c.skipped_members += info.skipped;
 	fs->c.index_mem_bytes += info.mem_bytes;
 	derr = cachetier_obj_damage(stream, &doff);
-	if (derr == -EFBIG) /* cachetier_decode.c: the decoded-size cap */
-		fs_log(FS_LOG_WARN, "shard %s: decoded size limit reached (--cache-size, or free space above the 1 GiB reserve) at compressed offset %" PRIu64 "; serving the %" PRIu64 " bytes decoded before it",
-		       o->key, doff, cachetier_obj_size(stream));
-	else if (derr < 0)
+	if (derr < 0)
 		fs_log(FS_LOG_WARN, "shard %s: compressed stream damaged at offset %" PRIu64 " (%s); serving the %" PRIu64 " bytes decoded before it",
 		       o->key, doff, strerror(-derr), cachetier_obj_size(stream));
 	if (info.damage < 0)
@@ -260,6 +259,30 @@ static void shard_account(struct fs *fs, const struct fs_obj *o, struct shardidx
 	if (info.skipped)
 		fs_log(FS_LOG_WARN, "shard %s: %u members left out (unsafe names or special files)",
 		       o->key, info.skipped);
+}
+
+/* A compressed shard refused whole by the cache tier: -EFBIG (a
+ * decompression-bomb bound) or -ENOSPC (no room on the cache disk). Logs
+ * which, and what to change; the caller makes the error stick. */
+static void shard_refused(struct fs *fs, const struct fs_obj *o, int err)
+{
+	struct cachetier_refusal r;
+	uint64_t avail, reserve;
+
+	if (err == -ENOSPC) {
+		cachetier_disk(fs->ct, &avail, &reserve);
+		fs_log(FS_LOG_ERR, "shard %s: not served (ENOSPC): its decoded copy does not fit on the cache disk of %s (%" PRIu64 " MiB free, %" PRIu64 " MiB of it kept free by --min-free/--min-free-percent); free space on that disk or use another --cache-dir, then remount",
+		       o->key, cachetier_dir(fs->ct), avail >> 20, reserve >> 20);
+	} else if (cachetier_obj_refusal(fs->ct, &o->info, (enum cachetier_codec)o->codec, &r) < 0) {
+		fs_log(FS_LOG_ERR, "shard %s: not served (EFBIG): it decodes past a decompression-bomb bound (--max-decode-ratio or --max-decoded-size)",
+		       o->key);
+	} else if (r.bound == CACHETIER_BOUND_RATIO) {
+		fs_log(FS_LOG_ERR, "shard %s: not served (EFBIG): a decompression bomb? its first %" PRIu64 " compressed bytes decode to %" PRIu64 " bytes, more than %u times as many; raise --max-decode-ratio if the shard is genuine",
+		       o->key, r.compressed_bytes, r.decoded_bytes, r.max_decode_ratio);
+	} else {
+		fs_log(FS_LOG_ERR, "shard %s: not served (EFBIG): it decodes to more than %" PRIu64 " bytes; raise --max-decoded-size if the shard is genuine",
+		       o->key, r.max_decoded_bytes);
+	}
 }
 
 static int shard_load(struct fs *fs, struct fs_shard *s)
@@ -277,6 +300,14 @@ static int shard_load(struct fs *fs, struct fs_shard *s)
 		return err;
 	snprintf(name, sizeof(name), "index|%s", ident);
 	err = cachetier_obj_open(fs->ct, &o->info, (enum cachetier_codec)o->codec, &stream);
+	if (err < 0 && o->codec != CACHETIER_RAW && (err == -EFBIG || err == -ENOSPC)) {
+		/* whole or error: every lookup, readdir and read of the shard's
+		 * members fails with this errno from now on */
+		fs->c.index_errors++;
+		shard_refused(fs, o, err);
+		atomic_store_explicit(&s->err, err, memory_order_release);
+		return err;
+	}
 	if (err < 0) {
 		fs_log(FS_LOG_ERR, "shard %s: cannot open: %s", o->key, strerror(-err));
 		return err;
@@ -325,8 +356,12 @@ int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
 
 	*ix = atomic_load_explicit(&s->ix, memory_order_acquire);
 	if (!*ix) {
+		err = atomic_load_explicit(&s->err, memory_order_acquire);
+		if (err < 0)
+			return err;
 		pthread_mutex_lock(&s->lock);
-		if (!atomic_load_explicit(&s->ix, memory_order_acquire))
+		err = atomic_load_explicit(&s->err, memory_order_acquire);
+		if (err == 0 && !atomic_load_explicit(&s->ix, memory_order_acquire))
 			err = shard_load(fs, s);
 		pthread_mutex_unlock(&s->lock);
 		if (err < 0)

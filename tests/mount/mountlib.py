@@ -251,6 +251,7 @@ class Mount:
         self.cache_dir = cache_dir
         self.extra = list(extra)
         self.pids = set()
+        self.stderr = ''  # what 'shardfs mount' printed (warnings of a mount that went ahead)
         self.mounted = False
         self.alive_after_umount = []
 
@@ -272,6 +273,7 @@ class Mount:
         log('$ ' + ' '.join(cmd))
         r = self.env.run(cmd, timeout=MOUNT_TIMEOUT, files=True)
         err = r.stderr.decode(errors='replace')
+        self.stderr = err
         if r.returncode != 0:
             self.pids.update(daemons_for(self.env.shardfs, self.mnt))
             self.umount(quiet=True)

@@ -1,7 +1,8 @@
 /*
  * test_cachetier.c — unit tests of backend (local) and cachetier without a
  * mount: listing, key checks, decoding of gzip and zstd shards (whole,
- * multi-member, truncated, corrupt), reuse of decoded copies, metadata
+ * multi-member, truncated, corrupt), reuse of decoded copies, refusal past
+ * max_decoded_bytes (whole or error, remembered), metadata
  * blobs, and the modes of what the cache directory holds.
  *
  * Data is random (seed printed) and compressed here with zlib and libzstd,
@@ -322,6 +323,49 @@ int main(void)
 		      files);
 	}
 	cachetier_close(ct);
+
+	/* whole or error: a copy past max_decoded_bytes is refused, remembered while the
+	 * bound is no looser, and decoded once it is raised */
+	zs[zlen / 2] ^= 0x55; /* undo the corruption of bad.tar.zst */
+	write_file("bound.tar.zst", zs, zlen);
+	for (int round = 0; round < 3; round++) {
+		struct backend_objinfo info;
+		struct cachetier_refusal r;
+		struct cachetier_obj *o = NULL;
+		uint64_t used0;
+
+		cc.max_decoded_bytes = round < 2 ? 1u << 20 : 8u << 20;
+		err = cachetier_open(&ct, &cc, be);
+		CHECK(err == 0, "open with a bound: %d", err);
+		if (err)
+			break;
+		cachetier_get_stats(ct, &st);
+		used0 = st.bytes_used;
+		backend_stat(be, "bound.tar.zst", &info);
+		err = cachetier_obj_open(ct, &info, CACHETIER_ZSTD, &o);
+		cachetier_get_stats(ct, &st);
+		if (round < 2) {
+			CHECK(err == -EFBIG, "round %d: open past the bound: %d", round, err);
+			CHECK(cachetier_obj_refusal(ct, &info, CACHETIER_ZSTD, &r) == 0 &&
+				      r.bound == CACHETIER_BOUND_SIZE &&
+				      r.max_decoded_bytes == 1u << 20 &&
+				      r.decoded_bytes > 1u << 20 && r.compressed_bytes <= zlen,
+			      "round %d: refusal", round);
+			CHECK(st.bytes_used == used0 && st.decoded_streams == 0,
+			      "round %d: used %llu -> %llu, decoded %llu", round,
+			      (unsigned long long)used0, (unsigned long long)st.bytes_used,
+			      (unsigned long long)st.decoded_streams);
+		} else {
+			CHECK(err == 0 && cachetier_obj_size(o) == n, "raised bound: %d", err);
+			CHECK(st.bytes_used == used0 + n && st.decoded_streams == 1,
+			      "raised bound: used %llu -> %llu",
+			      (unsigned long long)used0, (unsigned long long)st.bytes_used);
+			CHECK(cachetier_obj_refusal(ct, &info, CACHETIER_ZSTD, &r) == -ENOENT,
+			      "no refusal once decoded");
+		}
+		cachetier_obj_unref(o);
+		cachetier_close(ct);
+	}
 	backend_close(be);
 	free(data);
 	free(gz);

@@ -1,0 +1,386 @@
+#!/usr/bin/python3
+"""shardfs mount tests: compressed shards squeezed by the cache size, a small cache disk and the
+decompression-bomb bounds (DESIGN.md section 3: a shard is whole or an error).
+
+usage: test_squeeze.py SHARDFS GROUP     GROUP: cache | disk | bomb | warn | evict
+
+cache  --cache-size 24M and a .tar.zst of 20,000 small members decoding to ~28 MB: every member
+       reads back exactly as Python's tarfile reads it (the decoded copy may exceed --cache-size).
+disk   the cache dir on a 64 MiB tmpfs: a .tar.zst decoding to 80 MB fails whole with ENOSPC
+       (listing, lookup, read; `ls` prints nothing), the log says the cache disk is full, the
+       partial copy is gone; a small .tar.gz on the same tmpfs is served whole (the reserve is
+       5 % of the tmpfs, not 1 GiB); the raw .tar.zst still reads its stored bytes.
+bomb   a .tar.zst of 1 GiB of zeros (after a small member) fails whole with EFBIG and the log
+       names --max-decode-ratio; a shard decoding past 64 MiB at a legit ratio (~4x) is served;
+       --max-decoded-size 4M refuses an 8 MB .tar.gz (EFBIG, log names the option), again on a
+       remount, and a remount with 16M serves it.
+warn   `shardfs mount` with the cache dir on a 16 MiB tmpfs warns on stderr that the disk cannot
+       hold one chunk per connection, and mounts; on a 64 MiB tmpfs it warns with the default 8
+       connections and not with --connections 2.
+evict  an http source (nginx on 127.0.0.1) with the cache dir on a 64 MiB tmpfs: the raw bytes of
+       a .tar.zst (20 MB) and a 36 MB .tar read whole fill the chunk store; decoding the
+       .tar.zst (20 MB) then fits only when decoding evicts chunks, and is served whole; the
+       .tar reads back exactly after.
+The groups that need a small filesystem mount a tmpfs (root) and unmount it in any case.
+Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here)."""
+
+import sys
+sys.dont_write_bytecode = True
+
+import errno  # noqa: E402
+import hashlib  # noqa: E402
+import io  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import tarfile  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mountlib as ml  # noqa: E402
+from mountlib import log  # noqa: E402
+
+
+def make_tar(members):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode='w', format=tarfile.GNU_FORMAT) as tf:
+        for name, data in members:
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            ti.mtime = 1700000000
+            ti.mode = 0o644
+            tf.addfile(ti, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def compress(data, codec):
+    cmd = ['zstd', '-q', '-3', '-c'] if codec == 'zst' else ['gzip', '-c', '-6']
+    return subprocess.run(cmd, input=data, stdout=subprocess.PIPE, check=True,
+                          timeout=300).stdout
+
+
+def write_shard(path, members, codec):
+    data = compress(make_tar(members), codec)
+    with open(path, 'wb') as f:
+        f.write(data)
+    return data
+
+
+def read_log(cache):
+    text = ''
+    for root, _, files in os.walk(cache):
+        for f in files:
+            if f == 'log':
+                with open(os.path.join(root, f), errors='replace') as fh:
+                    text += fh.read()
+    return text
+
+
+def du(path):
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+def read_file(path):
+    try:
+        with open(path, 'rb') as f:
+            return ('ok', f.read())
+    except OSError as e:
+        return ('err', errno.errorcode.get(e.errno, e.errno))
+
+
+def md5(b):
+    return hashlib.md5(b).hexdigest()
+
+
+def check_served(ck, label, mnt, dirname, members):
+    """The shard's directory lists exactly these members and each reads back exactly."""
+    d = os.path.join(mnt, dirname)
+    try:
+        names = sorted(os.listdir(d))
+    except OSError as e:
+        ck.fail('%s: listing %s: %s' % (label, d, e))
+        return
+    ck.eq('%s: members listed' % label, names, sorted(n for n, _ in members))
+    bad = 0
+    for name, data in members:
+        got = read_file(os.path.join(d, name))
+        if got != ('ok', data):
+            bad += 1
+            if bad <= 5:
+                ck.fail('%s: %s read back %s' % (label, name, ml.short(got, 100)))
+    ck.eq('%s: members with wrong bytes' % label, bad, 0)
+
+
+def check_refused(ck, label, mnt, dirname, member, want):
+    """Whole or error: listing, `ls`, a lookup and a read of a member all fail with errno want;
+    nothing is ever listed."""
+    d = os.path.join(mnt, dirname)
+    wname = errno.errorcode[want]
+    try:
+        names = os.listdir(d)
+        ck.fail('%s: listing %s gave %d names %s instead of %s' % (label, d, len(names),
+                                                                   ml.short(names[:5]), wname))
+    except OSError as e:
+        ck.eq('%s: listing errno' % label, errno.errorcode.get(e.errno, e.errno), wname)
+    r = subprocess.run(['ls', d], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    ck.ok(r.returncode != 0 and r.stdout == b'' and os.strerror(want).encode() in r.stderr,
+          '%s: `ls %s`: rc=%d stdout=%r stderr=%r' % (label, d, r.returncode, r.stdout[:200],
+                                                      r.stderr[:200]))
+    try:
+        os.stat(os.path.join(d, member))
+        ck.fail('%s: stat of member %s succeeded' % (label, member))
+    except OSError as e:
+        ck.eq('%s: stat of member errno' % label, errno.errorcode.get(e.errno, e.errno), wname)
+    ck.eq('%s: read of member' % label, read_file(os.path.join(d, member)), ('err', wname))
+
+
+def check_raw(ck, label, mnt, name, data):
+    got = read_file(os.path.join(mnt, name))
+    ck.ok(got[0] == 'ok' and md5(got[1]) == md5(data),
+          '%s: raw %s reads back its %d stored bytes (got %s)' % (
+              label, name, len(data), got[0] if got[0] == 'err' else '%d bytes' % len(got[1])))
+
+
+class Tmpfs:
+    """A tmpfs of the given size at path (root only), unmounted on exit in any case."""
+
+    def __init__(self, path, size):
+        self.path = path
+        self.size = size
+
+    def __enter__(self):
+        os.makedirs(self.path, exist_ok=True)
+        subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=%d,mode=0700' % self.size, 'tmpfs',
+                        self.path], check=True, timeout=60)
+        log('tmpfs of %d MiB at %s' % (self.size >> 20, self.path))
+        return self
+
+    def __exit__(self, *exc):
+        if subprocess.run(['umount', self.path], timeout=60).returncode != 0:
+            subprocess.run(['umount', '-l', self.path], timeout=60)
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
+
+def group_cache(env, ck):
+    rng = env.rng
+    src = env.path('src')
+    os.makedirs(src)
+    members = [('%06d.%s' % (i // 2, 'cls' if i % 2 else 'txt'), rng.randbytes(rng.randrange(200, 1100)))
+               for i in range(20000)]
+    raw = write_shard(os.path.join(src, 'many.tar.zst'), members, 'zst')
+    # what Python's tarfile reads from the shard is the reference
+    tar = compress_undo(raw)
+    decoded = len(tar)
+    with tarfile.open(fileobj=io.BytesIO(tar), mode='r:') as tf:
+        ref = [(m.name, tf.extractfile(m).read()) for m in tf if m.isfile()]
+    ck.eq('cache: tarfile reads the generated members', ref == members, True)
+    log('cache: many.tar.zst: %d members, %d bytes compressed, %d decoded' % (
+        len(members), len(raw), decoded))
+    ck.ok(decoded > 26 << 20, 'cache: the shard decodes past 26 MiB (%d)' % decoded)
+    m = ml.Mount(env, src, cache_dir=env.path('cache'), extra=['--cache-size', '24M'])
+    with m:
+        check_served(ck, 'cache', m.mnt, 'many', ref)
+        check_raw(ck, 'cache', m.mnt, 'many.tar.zst', raw)
+        st = m.stats()
+        log('cache: cache_bytes_used %s, cache_bytes_limit %s' % (st.get('cache_bytes_used'),
+                                                                 st.get('cache_bytes_limit')))
+        # the decoded copy counts, over the limit while it is in use
+        ck.eq('cache: cache_bytes_used', st.get('cache_bytes_used'), decoded)
+
+
+def compress_undo(data):
+    return subprocess.run(['zstd', '-q', '-d', '-c'], input=data, stdout=subprocess.PIPE,
+                          check=True, timeout=300).stdout
+
+
+def group_disk(env, ck):
+    rng = env.rng
+    src = env.path('src')
+    os.makedirs(src)
+    big = [('b%d.bin' % i, rng.randbytes(10 << 20)) for i in range(8)]
+    small = [('s%03d.txt' % i, rng.randbytes(rng.randrange(1, 40000))) for i in range(50)]
+    big_raw = write_shard(os.path.join(src, 'big.tar.zst'), big, 'zst')
+    write_shard(os.path.join(src, 'small.tar.gz'), small, 'gz')
+    fs = Tmpfs(env.path('tmpfs'), 64 << 20)
+    with fs:
+        cache = os.path.join(fs.path, 'cache')
+        m = ml.Mount(env, src, cache_dir=cache)
+        with m:
+            check_refused(ck, 'disk: big', m.mnt, 'big', 'b3.bin', errno.ENOSPC)
+            used = du(cache)
+            log('disk: cache dir uses %.1f MiB after the refusal' % (used / 2**20))
+            ck.ok(used < 4 << 20, 'disk: the partial decoded copy is gone (%d bytes)' % used)
+            check_served(ck, 'disk: small', m.mnt, 'small', small)
+            check_raw(ck, 'disk: big', m.mnt, 'big.tar.zst', big_raw)
+            # the error sticks: asked again, the same answer (and no second decode)
+            check_refused(ck, 'disk: big again', m.mnt, 'big', 'b0.bin', errno.ENOSPC)
+        text = read_log(cache)
+    lines = [ln for ln in text.splitlines() if 'big.tar.zst' in ln and 'ENOSPC' in ln]
+    log('disk: log: %s' % (lines[0] if lines else '(none)'))
+    ck.eq('disk: log lines about the refusal', len(lines), 1)
+    ck.ok(lines and 'cache disk' in lines[0] and '--min-free' in lines[0],
+          'disk: the log line names the cache disk and --min-free')
+
+
+def write_zero_bomb(path, before, gib):
+    """tar(before, zz.bin of gib GiB of zeros) streamed through zstd: ~30,000x."""
+    head = make_tar(before)
+    while head.endswith(bytes(512)):
+        head = head[:-512]
+    ti = tarfile.TarInfo('zz.bin')
+    ti.size = gib << 30
+    ti.mtime = 1700000000
+    head += ti.tobuf(format=tarfile.GNU_FORMAT)
+    with open(path, 'wb') as f:
+        p = subprocess.Popen(['zstd', '-q', '-3', '-c'], stdin=subprocess.PIPE, stdout=f)
+        p.stdin.write(head)
+        zeros = bytes(1 << 20)
+        for _ in range(gib << 10):
+            p.stdin.write(zeros)
+        p.stdin.write(bytes(1024))
+        p.stdin.close()
+        if p.wait(timeout=300) != 0:
+            raise RuntimeError('zstd failed')
+    with open(path, 'rb') as f:
+        return f.read()
+
+
+def group_bomb(env, ck):
+    rng = env.rng
+    src = env.path('src')
+    os.makedirs(src)
+    before = [('a.txt', b'before the bomb\n')]
+    bomb_raw = write_zero_bomb(os.path.join(src, 'bomb.tar.zst'), before, 1)
+    # legit: 1 KiB random + 3 KiB zeros per 4 KiB (~4x), 9 x 8 MiB: past the 64 MiB floor
+    legit = [('l%d.bin' % i, b''.join(rng.randbytes(1024) + bytes(3072) for _ in range(2048)))
+             for i in range(9)]
+    legit_raw = write_shard(os.path.join(src, 'legit.tar.zst'), legit, 'zst')
+    log('bomb: bomb.tar.zst %d bytes (1 GiB of zeros), legit.tar.zst %d bytes (%.1fx)' % (
+        len(bomb_raw), len(legit_raw), 9 * (8 << 20) / len(legit_raw)))
+    cache = env.path('cache')
+    m = ml.Mount(env, src, cache_dir=cache)
+    with m:
+        check_refused(ck, 'bomb', m.mnt, 'bomb', 'a.txt', errno.EFBIG)
+        check_raw(ck, 'bomb', m.mnt, 'bomb.tar.zst', bomb_raw)
+        used = du(cache)
+        log('bomb: cache dir uses %.1f MiB after the refusal' % (used / 2**20))
+        ck.ok(used < 4 << 20, 'bomb: the partial decoded copy is gone (%d bytes)' % used)
+        check_served(ck, 'legit', m.mnt, 'legit', legit)
+    text = read_log(cache)
+    lines = [ln for ln in text.splitlines() if 'bomb.tar.zst' in ln and 'EFBIG' in ln]
+    log('bomb: log: %s' % (lines[0] if lines else '(none)'))
+    ck.eq('bomb: log lines about the refusal', len(lines), 1)
+    ck.ok(lines and '--max-decode-ratio' in lines[0], 'bomb: the log names --max-decode-ratio')
+
+    # the absolute bound, remembered across mounts while it is no looser
+    src2 = env.path('src2')
+    os.makedirs(src2)
+    mid = [('m%d.bin' % i, rng.randbytes((8 << 20) // 3)) for i in range(3)]
+    write_shard(os.path.join(src2, 'mid.tar.gz'), mid, 'gz')
+    cache2 = env.path('cache2')
+    for rnd, size in enumerate(['4M', '4M', '16M']):
+        m = ml.Mount(env, src2, cache_dir=cache2, extra=['--max-decoded-size', size])
+        with m:
+            if size == '4M':
+                check_refused(ck, 'size %d' % rnd, m.mnt, 'mid', 'm0.bin', errno.EFBIG)
+            else:
+                check_served(ck, 'size %d' % rnd, m.mnt, 'mid', mid)
+        text = read_log(cache2)
+        lines = [ln for ln in text.splitlines() if 'mid.tar.gz' in ln and 'EFBIG' in ln]
+        ck.eq('size: log lines about the refusal after mount %d' % rnd, len(lines),
+              min(rnd + 1, 2))
+        ck.ok(lines and '--max-decoded-size' in lines[-1] and str(4 << 20) in lines[-1],
+              'size %d: the log names --max-decoded-size and 4194304: %s' % (
+                  rnd, lines[-1] if lines else '(none)'))
+
+
+def group_warn(env, ck):
+    src = env.path('src')
+    os.makedirs(src)
+    with open(os.path.join(src, 'x.txt'), 'wb') as f:
+        f.write(b'x\n')
+    want = 'less than one chunk per connection'
+    for size, extra, warns in ((16 << 20, [], True), (64 << 20, [], True),
+                               (64 << 20, ['--connections', '2'], False)):
+        label = 'warn %d MiB %s' % (size >> 20, ' '.join(extra) or 'defaults')
+        with Tmpfs(env.path('tmpfs'), size) as fs:
+            m = ml.Mount(env, src, cache_dir=os.path.join(fs.path, 'cache'), extra=extra)
+            with m:
+                log('%s: stderr: %r' % (label, m.stderr))
+                ck.eq('%s: mount works' % label, read_file(os.path.join(m.mnt, 'x.txt')),
+                      ('ok', b'x\n'))
+            lines = [ln for ln in m.stderr.splitlines() if want in ln]
+            ck.eq('%s: warning lines on stderr' % label, len(lines), 1 if warns else 0)
+            if warns:
+                ck.ok(lines and 'warning' in lines[0] and fs.path in lines[0],
+                      '%s: the warning names the cache dir: %s' % (label, lines))
+
+
+def group_evict(env, ck):
+    """An http source, cache dir on a 64 MiB tmpfs (60.8 MiB above the reserve): the raw bytes
+    of a .tar.zst (20 MB) and then a 36 MB .tar fill the chunk store; decoding the .tar.zst
+    (20 MB more, no fill on the way: its raw bytes are cached) fits only when decoding evicts
+    chunks (the .tar's, least recently used): it must be served whole, not ENOSPC."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'remote',
+                                    'http'))
+    import httplib
+    if not os.path.exists(httplib.NGINX):
+        ck.fail('%s is not installed (scripts/install-deps.sh --test)' % httplib.NGINX)
+        return
+    rng = env.rng
+    src = env.path('src')
+    os.makedirs(src)
+    a = [('a%d.bin' % i, rng.randbytes(6 << 20)) for i in range(6)]
+    b = [('b%d.bin' % i, rng.randbytes(5 << 20)) for i in range(4)]
+    with open(os.path.join(src, 'a.tar'), 'wb') as f:
+        f.write(make_tar(a))
+    b_raw = write_shard(os.path.join(src, 'b.tar.zst'), b, 'zst')
+    ng = httplib.Nginx(env.path('nginx'), src).start()
+    try:
+        with Tmpfs(env.path('tmpfs'), 64 << 20) as fs:
+            cache = os.path.join(fs.path, 'cache')
+            m = ml.Mount(env, ng.url('json/'), cache_dir=cache,
+                         extra=['--chunk-size', '1M', '--prefetch-shards', '0'])
+            with m:
+                check_raw(ck, 'evict: b', m.mnt, 'b.tar.zst', b_raw)
+                check_served(ck, 'evict: a', m.mnt, 'a', a)
+                log('evict: after a: cache dir %.1f MiB, tmpfs free %.1f MiB' % (
+                    du(cache) / 2**20, free_bytes(fs.path) / 2**20))
+                check_served(ck, 'evict: b', m.mnt, 'b', b)
+                st = m.stats()
+                log('evict: after b: cache dir %.1f MiB, tmpfs free %.1f MiB, evictions %s' % (
+                    du(cache) / 2**20, free_bytes(fs.path) / 2**20, st.get('evictions')))
+                check_served(ck, 'evict: a again', m.mnt, 'a', a)
+            text = read_log(cache)
+        lines = [ln for ln in text.splitlines() if 'not served' in ln]
+        ck.eq('evict: refusals in the log', lines, [])
+    finally:
+        ng.stop()
+
+
+def free_bytes(path):
+    sv = os.statvfs(path)
+    return sv.f_bavail * sv.f_frsize
+
+
+GROUPS = {'cache': group_cache, 'disk': group_disk, 'bomb': group_bomb, 'warn': group_warn,
+          'evict': group_evict}
+
+
+def main():
+    args = sys.argv[1:]
+    if len(args) != 2 or args[1] not in GROUPS:
+        print(__doc__)
+        sys.exit(2)
+    ml.main_wrapper(GROUPS[args[1]], args[0], 'squeeze-' + args[1], deadline=280)
+
+
+if __name__ == '__main__':
+    main()
