@@ -218,6 +218,12 @@ void cachetier_close(struct cachetier *ct)
 		free(o->name);
 		free(o);
 	}
+	while (ct->decs) {
+		struct ct_dec *d = ct->decs;
+
+		ct->decs = d->next;
+		free(d);
+	}
 	cachetier__usage_close(ct);
 	for (unsigned i = 0; i < ct->nsrcfds; i++)
 		close(ct->srcfds[i]);
@@ -299,6 +305,7 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->readahead_fills = ct->readahead_fills;
 	st->evictions = ct->evictions;
 	st->evicted_bytes = ct->evicted_bytes;
+	st->decoded_evictions = ct->decoded_evictions;
 	st->peer_chunks = ct->peer_chunks;
 	st->peer_waits = ct->peer_waits;
 	/* the whole directory: every process and source sharing it */
@@ -317,8 +324,21 @@ static int obj_fill(struct cachetier *ct, const struct backend_objinfo *info,
 	int fd;
 
 	if (codec != CACHETIER_RAW) {
+		int err;
+
 		cachetier__hash_hex(o->name, strlen(o->name), hash);
-		return cachetier__decode(ct, info, codec, hash, o);
+		err = cachetier__decode(ct, info, codec, hash, o);
+		if (err == 0) {
+			/* an evictable cache object from now on */
+			pthread_mutex_lock(&ct->lock);
+			o->dec = cachetier__dec_entry(ct, ct->decfd, hash);
+			if (o->dec) {
+				o->dec->bytes = o->size;
+				o->dec->atime_ns = cachetier__now_ns();
+			}
+			pthread_mutex_unlock(&ct->lock);
+		}
+		return err;
 	}
 	if (!backend_is_local(ct->be)) {
 		/* the chunk store: fetched on demand, served from data/<hash> */
@@ -378,6 +398,9 @@ int cachetier_obj_open(struct cachetier *ct, const struct backend_objinfo *info,
 	o->refs = 1;
 	o->fd = -1;
 	o->state = OBJ_OPENING;
+	o->codec = codec;
+	o->info = *info;
+	o->info.key = name + strlen(name) - strlen(info->key); /* obj_name ends with the key */
 	o->next = ct->objs;
 	ct->objs = o;
 	pthread_mutex_unlock(&ct->lock);
@@ -444,6 +467,72 @@ int cachetier_obj_damage(const struct cachetier_obj *o, uint64_t *off)
 	return o->damage;
 }
 
+/* A decoded copy evicted (by this or another process) is decoded again:
+ * from the same version of the object, to the same bytes. ct->lock held
+ * on entry and return; dropped while decoding. */
+static int obj_redecode(struct cachetier *ct, struct cachetier_obj *o)
+{
+	uint64_t size = o->size;
+	int damage = o->damage, err;
+
+	o->redecoding = 1;
+	pthread_mutex_unlock(&ct->lock);
+	err = 0;
+	if (backend_is_local(ct->be)) {
+		struct backend_objinfo now;
+
+		/* a local file decodes from whatever is at its path now */
+		err = backend_stat(ct->be, o->info.key, &now);
+		if (err == 0 && strcmp(now.etag, o->info.etag) != 0)
+			err = -ESTALE;
+	}
+	if (err == 0)
+		err = cachetier__decode(ct, &o->info, o->codec, o->dec->name, o);
+	if (err == 0 && (o->size != size || o->damage != damage)) {
+		close(o->fd); /* never serve another version under one index */
+		o->fd = -1;
+		err = -ESTALE;
+	}
+	o->size = size;
+	pthread_mutex_lock(&ct->lock);
+	o->redecoding = 0;
+	if (err == 0) {
+		o->dec->bytes = size;
+		o->dec->atime_ns = cachetier__now_ns();
+	}
+	pthread_cond_broadcast(&ct->cond);
+	return err;
+}
+
+static int obj_dec_begin(struct cachetier *ct, struct cachetier_obj *o, int *fd)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&ct->lock);
+	while (o->redecoding)
+		pthread_cond_wait(&ct->cond, &ct->lock);
+	if (o->fd < 0)
+		err = obj_redecode(ct, o);
+	if (err == 0) {
+		o->dpins++;
+		o->dec->atime_ns = cachetier__now_ns();
+		*fd = o->fd;
+	}
+	pthread_mutex_unlock(&ct->lock);
+	return err;
+}
+
+static void obj_dec_end(struct cachetier *ct, struct cachetier_obj *o)
+{
+	pthread_mutex_lock(&ct->lock);
+	/* an eviction that found it in use left the fd to the last reader */
+	if (--o->dpins == 0 && o->dec->bytes == 0 && o->fd >= 0) {
+		close(o->fd);
+		o->fd = -1;
+	}
+	pthread_mutex_unlock(&ct->lock);
+}
+
 int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
 			     uint64_t *fd_off)
 {
@@ -451,7 +540,11 @@ int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len
 
 	if (off > o->size || len > o->size - off)
 		return -EIO;
-	if (o->file) {
+	if (o->dec) {
+		err = obj_dec_begin(o->ct, o, fd);
+		if (err < 0)
+			return err;
+	} else if (o->file) {
 		err = cachetier__file_read_begin(o->ct, o->file, off, len);
 		if (err < 0)
 			return err;
@@ -465,7 +558,9 @@ int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len
 
 void cachetier_obj_read_end(struct cachetier_obj *o)
 {
-	if (o->file)
+	if (o->dec)
+		obj_dec_end(o->ct, o);
+	else if (o->file)
 		cachetier__file_read_end(o->ct, o->file);
 }
 

@@ -88,6 +88,7 @@ struct cachetier_stats {
 	uint64_t readahead_fills; /* fills started by readahead or prefetch */
 	uint64_t evictions;       /* objects evicted */
 	uint64_t evicted_bytes;
+	uint64_t decoded_evictions; /* decoded copies evicted (also in evictions) */
 	uint64_t peer_chunks;     /* chunks read that another process (or mount) filled */
 	uint64_t peer_waits;      /* fills that waited for another process's fill of the chunk */
 	uint64_t bytes_used;      /* cached bytes on disk now, the whole directory */

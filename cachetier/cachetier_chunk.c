@@ -800,6 +800,7 @@ static void *flusher_main(void *arg)
 		struct timespec ts;
 
 		flush_old_maps(ct);
+		cachetier__dec_release(ct); /* decoded copies other processes evicted */
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += 1;
 		if (!ct->stopping)

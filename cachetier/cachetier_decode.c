@@ -15,10 +15,12 @@
  * decodes to a prefix of the original bytes. Either way the damage and its
  * compressed offset are recorded.
  *
- * Decoded copies count in the cache tier's usage (ct->decoded_used, from
- * the first byte written; cachetier_evict.c) but are not evicted. A copy
- * bigger than cache_size_bytes is allowed: the cache then runs over its
- * limit while the copy exists, as it does for pinned chunks.
+ * Decoded copies count in the cache tier's usage (the directory's counter
+ * and ct->decoded_used, from the first byte written) and are evicted least
+ * recently used (cachetier_evict.c; decoding makes room every
+ * DEC_ROOM_BYTES). A copy bigger than cache_size_bytes is allowed: the
+ * cache then runs over its limit while the copy is in use, as it does for
+ * pinned chunks.
  *
  * Whole or error (DESIGN.md section 3): decoding is refused, the partial
  * output removed and cachetier_obj_open fails, when
@@ -61,6 +63,8 @@
 #define DEC_OUT_BYTES (1u << 20)
 /* How often the free space is looked at again while decoding. */
 #define DEC_FREE_CHECK_BYTES (64u << 20)
+/* How often decoding makes room in the cache for what it wrote. */
+#define DEC_ROOM_BYTES (4u << 20)
 /* The ratio bound applies past this many decoded bytes only: small tars
  * are mostly headers and zero padding and may compress far more than any
  * real shard (a 10 KiB tar of one tiny member: ~100 compressed bytes). A
@@ -98,6 +102,7 @@ struct dec {
 	uint64_t damage_off;
 	uint64_t disk_limit; /* out_total the room on the disk allowed when last looked at */
 	uint64_t next_check; /* out_total at which the free space is looked at again */
+	uint64_t next_room;  /* out_total at which older cache objects are evicted for it */
 	enum cachetier_bound refused; /* 0, or the bound that stopped the decode */
 	uint64_t refused_at, refused_in; /* decoded and compressed bytes then */
 	unsigned char *in, *out;
@@ -175,6 +180,15 @@ static int dec_write(struct dec *d, const void *buf, size_t len, uint64_t in_use
 		d->refused_at = end;
 		d->refused_in = in_used;
 		return -EFBIG;
+	}
+	if (end > d->next_room) {
+		/* the copy counts in the usage as it grows: keep the directory
+		 * within --cache-size by evicting older chunks and copies (a
+		 * copy bigger than the cache runs over it while in use) */
+		d->next_room = end + DEC_ROOM_BYTES;
+		pthread_mutex_lock(&d->ct->lock);
+		cachetier__make_room(d->ct, len);
+		pthread_mutex_unlock(&d->ct->lock);
 	}
 	if (end > d->next_check || end > d->disk_limit) {
 		dec_check_free(d, len);

@@ -18,7 +18,7 @@
  * earlier mounts, other processes and other sources are opened for it
  * from their maps. When nothing is left to evict, the data directories are
  * scanned again (at most once a second) for objects other processes added.
- * Decoded copies count but are not evicted.
+ * Decoded copies are evicted too, least recently used (evict_dec).
  *
  * Full cache: when nothing evictable is left (every valid chunk pinned by
  * a reader), the fill goes ahead into its file anyway and the cache runs
@@ -186,6 +186,105 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f)
 	return freed;
 }
 
+struct ct_dec *cachetier__dec_entry(struct cachetier *ct, int dirfd, const char *name)
+{
+	struct ct_dec *d;
+
+	for (d = ct->decs; d; d = d->next) {
+		if (d->dirfd == dirfd && strcmp(d->name, name) == 0)
+			return d;
+	}
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return NULL;
+	d->dirfd = dirfd;
+	snprintf(d->name, sizeof(d->name), "%s", name);
+	d->next = ct->decs;
+	ct->decs = d;
+	return d;
+}
+
+/* Our open decoded copy named d->name is gone from the disk: close its fd
+ * unless a read uses it (then the last read_end does). ct->lock held. */
+static void dec_forget(struct cachetier *ct, struct ct_dec *d)
+{
+	d->bytes = 0;
+	for (struct cachetier_obj *o = ct->objs; o; o = o->next) {
+		if (o->dec == d && o->fd >= 0 && o->dpins == 0) {
+			close(o->fd);
+			o->fd = -1;
+		}
+	}
+}
+
+void cachetier__dec_release(struct cachetier *ct)
+{
+	for (struct cachetier_obj *o = ct->objs; o; o = o->next) {
+		struct stat st;
+
+		if (o->dec && o->fd >= 0 && o->dpins == 0 && !o->redecoding &&
+		    fstat(o->fd, &st) == 0 && st.st_nlink == 0)
+			dec_forget(ct, o->dec); /* another process evicted it */
+	}
+}
+
+/* The least recently used decoded copy not tried in this round that no
+ * read of this process uses. */
+static struct ct_dec *victim_dec(struct cachetier *ct)
+{
+	struct ct_dec *best = NULL;
+
+	for (struct ct_dec *d = ct->decs; d; d = d->next) {
+		if (d->bytes == 0 || d->evict_round == ct->evict_round)
+			continue;
+		if (!best || d->atime_ns < best->atime_ns)
+			best = d;
+	}
+	return best;
+}
+
+/* Evict decoded copy d: unlink it (the process whose unlink succeeds
+ * takes its bytes off the usage), then its record; processes that have
+ * it open keep reading the unlinked file until they let it go
+ * (dec_release, within a second) and decode it again when read. ct->lock
+ * held on entry and return, dropped in between. */
+static uint64_t evict_dec(struct cachetier *ct, struct ct_dec *d)
+{
+	char rec[24];
+	struct stat st;
+	uint64_t freed = 0;
+	int in_use = 0;
+
+	d->evict_round = ct->evict_round;
+	for (struct cachetier_obj *o = ct->objs; o && !in_use; o = o->next)
+		in_use = o->dec == d && (o->dpins > 0 || o->redecoding || o->state == OBJ_OPENING);
+	if (in_use)
+		return 0;
+	pthread_mutex_unlock(&ct->lock);
+	if (fstatat(d->dirfd, d->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+	    unlinkat(d->dirfd, d->name, 0) == 0) {
+		freed = (uint64_t)st.st_size;
+		cachetier__usage_add(ct, -(int64_t)freed);
+		if (d->dirfd == ct->decfd) {
+			unsigned long long cur = atomic_load(&ct->decoded_used);
+
+			while (!atomic_compare_exchange_weak(&ct->decoded_used, &cur,
+							     cur > freed ? cur - freed : 0))
+				;
+		}
+	}
+	snprintf(rec, sizeof(rec), "%s.rec", d->name);
+	unlinkat(d->dirfd, rec, 0);
+	pthread_mutex_lock(&ct->lock);
+	if (freed) {
+		ct->evictions++;
+		ct->evicted_bytes += freed;
+		ct->decoded_evictions++;
+	}
+	dec_forget(ct, d);
+	return freed;
+}
+
 void cachetier__make_room(struct cachetier *ct, uint64_t len)
 {
 	uint64_t want_free = 0;
@@ -219,6 +318,18 @@ void cachetier__make_room(struct cachetier *ct, uint64_t len)
 			continue;
 		}
 		f = victim(ct);
+		{
+			struct ct_dec *d = victim_dec(ct);
+
+			/* a decoded copy older than every chunk goes first */
+			if (d && (!f || d->atime_ns < (f->live && cachetier__st_atime(f) > f->atime_ns
+								  ? cachetier__st_atime(f)
+								  : f->atime_ns))) {
+				freed = evict_dec(ct, d);
+				want_free = freed >= want_free ? 0 : want_free - freed;
+				continue;
+			}
+		}
 		if (!f && !rescanned) {
 			/* other processes may have cached objects this one has
 			 * not seen yet */
@@ -362,8 +473,8 @@ static int scan_data(struct cachetier *ct, int dirfd, int foreign, int count, ui
 }
 
 /* Decoded copies of one source: every regular file but records and temp
- * files. */
-static uint64_t scan_decoded(int decfd)
+ * files; an entry each (for LRU: last use = mtime). Returns their bytes. */
+static uint64_t scan_decoded(struct cachetier *ct, int decfd)
 {
 	int fd = dup(decfd);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -383,14 +494,24 @@ static uint64_t scan_decoded(int decfd)
 		    !S_ISREG(st.st_mode))
 			continue;
 		sum += (uint64_t)st.st_size;
+		{
+			struct ct_dec *e = cachetier__dec_entry(ct, decfd, de->d_name);
+
+			if (e && e->bytes == 0) {
+				e->bytes = (uint64_t)st.st_size;
+				e->atime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL +
+					      st.st_mtim.tv_nsec;
+			}
+		}
 	}
 	closedir(d);
 	return sum;
 }
 
 /* Every source directory under CACHE_DIR/v1: scan its data/ (own: ours)
- * and, when 'decoded', add its decoded copies to *total. New sources'
- * data/ fds are kept in ct->srcfds (entries refer to them). */
+ * and decoded/; with 'decoded', add the decoded copies' bytes to *total.
+ * Other sources' directory fds are kept in ct->srcfds (data/, decoded/
+ * pairs; entries refer to them). */
 static int scan_sources(struct cachetier *ct, int count, int decoded, uint64_t *total)
 {
 	const char *own = strrchr(ct->dir, '/') + 1;
@@ -405,47 +526,56 @@ static int scan_sources(struct cachetier *ct, int count, int decoded, uint64_t *
 	}
 	while ((de = readdir(d)) && err == 0) {
 		char path[40];
-		int dfd = -1, known = 0;
+		int dfd = -1, decfd = -1;
+		uint64_t dec;
+		struct stat b;
 
 		if (!is_hash(de->d_name, strlen(de->d_name)))
 			continue;
 		if (strcmp(de->d_name, own) == 0) {
-			err = scan_data(ct, ct->datafd, 0, count, total);
-			if (decoded)
-				*total += scan_decoded(ct->decfd);
-			continue;
-		}
-		snprintf(path, sizeof(path), "%s/data", de->d_name);
-		for (unsigned i = 0; i < ct->nsrcfds && !known; i++) {
-			struct stat a, b;
-
-			known = fstat(ct->srcfds[i], &a) == 0 &&
-				fstatat(ct->v1fd, path, &b, 0) == 0 && a.st_ino == b.st_ino;
-			if (known)
-				dfd = ct->srcfds[i];
-		}
-		if (!known) {
-			int *nfds = realloc(ct->srcfds, (ct->nsrcfds + 1) * sizeof(*nfds));
-
-			if (!nfds) {
-				err = -ENOMEM;
-				break;
-			}
-			ct->srcfds = nfds;
-			dfd = openat(ct->v1fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-			if (dfd < 0)
+			dfd = ct->datafd;
+			decfd = ct->decfd;
+		} else {
+			snprintf(path, sizeof(path), "%s/data", de->d_name);
+			if (fstatat(ct->v1fd, path, &b, 0) < 0)
 				continue; /* not a source directory (or not yet) */
-			ct->srcfds[ct->nsrcfds++] = dfd;
-		}
-		err = scan_data(ct, dfd, 1, count, total);
-		if (decoded) {
-			snprintf(path, sizeof(path), "%s/decoded", de->d_name);
-			fd = openat(ct->v1fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-			if (fd >= 0) {
-				*total += scan_decoded(fd);
-				close(fd);
+			for (unsigned i = 0; i + 1 < ct->nsrcfds && dfd < 0; i += 2) {
+				struct stat a;
+
+				if (fstat(ct->srcfds[i], &a) == 0 && a.st_ino == b.st_ino &&
+				    a.st_dev == b.st_dev) {
+					dfd = ct->srcfds[i];
+					decfd = ct->srcfds[i + 1];
+				}
+			}
+			if (dfd < 0) {
+				int *nfds = realloc(ct->srcfds, (ct->nsrcfds + 2) * sizeof(*nfds));
+
+				if (!nfds) {
+					err = -ENOMEM;
+					break;
+				}
+				ct->srcfds = nfds;
+				dfd = openat(ct->v1fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+				snprintf(path, sizeof(path), "%s/decoded", de->d_name);
+				decfd = openat(ct->v1fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+				if (dfd < 0 || decfd < 0) {
+					if (dfd >= 0)
+						close(dfd);
+					if (decfd >= 0)
+						close(decfd);
+					continue;
+				}
+				ct->srcfds[ct->nsrcfds++] = dfd;
+				ct->srcfds[ct->nsrcfds++] = decfd;
 			}
 		}
+		err = scan_data(ct, dfd, dfd != ct->datafd, count, total);
+		dec = scan_decoded(ct, decfd);
+		if (decfd == ct->decfd)
+			atomic_store(&ct->decoded_used, dec);
+		if (decoded)
+			*total += dec;
 	}
 	closedir(d);
 	return err;
@@ -476,7 +606,6 @@ int cachetier__scan(struct cachetier *ct)
 	 * before usage_ready: the usage is rebuilt from the maps and the
 	 * decoded copies of every source */
 	err = scan_sources(ct, !alone, alone, &total);
-	ct->decoded_used = scan_decoded(ct->decfd);
 	if (err == 0 && alone)
 		err = cachetier__usage_ready(ct, total);
 	return err;

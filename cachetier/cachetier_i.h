@@ -97,6 +97,18 @@ struct ct_file {
 	pthread_mutex_t maplock; /* lock order: before ct->lock */
 };
 
+/* A decoded copy on disk, of any source (decoded/<name>): for LRU
+ * eviction. Entries live until cachetier_close; one not on disk (evicted,
+ * or not decoded yet) has bytes == 0. Protected by ct->lock. */
+struct ct_dec {
+	struct ct_dec *next; /* in ct->decs */
+	int dirfd;	     /* decoded/ of its source (not owned) */
+	char name[17];
+	uint64_t bytes;
+	int64_t atime_ns;
+	unsigned evict_round;
+};
+
 /* A queued fill of one chunk. */
 struct ct_job {
 	struct ct_file *f;
@@ -120,6 +132,7 @@ struct cachetier {
 	pthread_cond_t flush_cond;     /* a map batch is due, or stopping */
 	struct cachetier_obj *objs;    /* open objects */
 	struct ct_file *files;	       /* every object of the chunk store */
+	struct ct_dec *decs;	       /* every decoded copy (cachetier_evict.c) */
 	struct ct_job *dq, **dq_tail;  /* demand fills (readers wait) */
 	struct ct_job *rq, **rq_tail;  /* readahead fills */
 	struct ct_file *pf, **pf_tail; /* objects being prefetched */
@@ -132,7 +145,7 @@ struct cachetier {
 	int v1fd;		       /* CACHE_DIR/v1 */
 	int usagefd;		       /* CACHE_DIR/v1/usage (cachetier_share.c) */
 	unsigned char *usage;	       /* mapped shared: the directory's usage */
-	int *srcfds;		       /* other sources' data/ dirs (scan, eviction) */
+	int *srcfds;		       /* other sources' data/, decoded/ dir pairs */
 	unsigned nsrcfds;
 	int64_t rescan_ns;	       /* last rescan for objects of other processes */
 	uint64_t used;	   /* bytes of valid chunks this process knows of (stats) */
@@ -140,6 +153,7 @@ struct cachetier {
 	uint64_t evicting; /* bytes being punched out: still on disk */
 	uint64_t hits, misses, bytes_fetched, fills, fills_inflight, fill_errors;
 	uint64_t readahead_fills, evictions, evicted_bytes;
+	uint64_t decoded_evictions; /* decoded copies evicted */
 	uint64_t peer_chunks; /* chunks served that another process filled */
 	uint64_t peer_waits;  /* fills that waited for another process's fill */
 	atomic_ullong decoded_used; /* bytes of decoded copies (never evicted) */
@@ -161,6 +175,13 @@ struct cachetier_obj {
 	uint64_t size;		    /* readable bytes */
 	int damage;		    /* 0 or negative errno found while decoding */
 	uint64_t damage_off;	    /* compressed offset of the damage */
+	/* decoded copies (evictable; decoded again on demand), protected by
+	 * ct->lock: */
+	struct ct_dec *dec;	    /* its entry, or NULL */
+	enum cachetier_codec codec;
+	struct backend_objinfo info; /* info.key points into 'name' */
+	unsigned dpins;		     /* reads between read_begin and read_end */
+	int redecoding;		     /* a thread decodes it again (others wait on ct->cond) */
 };
 
 /* 64-bit FNV-1a. */
@@ -253,6 +274,12 @@ int64_t cachetier__reap(struct cachetier *ct, int dirfd, const char *hash, int c
 /* cachetier_chunk.c: open f live from its map's identity (eviction of an
  * object this process did not open). */
 int cachetier__file_open_mapped(struct cachetier *ct, struct ct_file *f);
+/* cachetier_evict.c: the entry of decoded copy dirfd/name (added if
+ * new). ct->lock held. NULL when out of memory. */
+struct ct_dec *cachetier__dec_entry(struct cachetier *ct, int dirfd, const char *name);
+/* Close the fds of decoded copies another process evicted (unlinked) that
+ * no read here uses. ct->lock held. */
+void cachetier__dec_release(struct cachetier *ct);
 /* cachetier_evict.c: look for objects other processes added (rate-limited). */
 void cachetier__rescan(struct cachetier *ct);
 

@@ -142,6 +142,8 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 	C("readahead_fills", "fills started by readahead or prefetch", cs.readahead_fills);
 	C("evictions", "objects evicted from the cache", cs.evictions);
 	C("evicted_bytes", "bytes evicted from the cache", cs.evicted_bytes);
+	C("decoded_evictions", "decoded copies evicted (decoded again when read)",
+	  cs.decoded_evictions);
 	C("cache_peer_chunks", "chunks read that another process or an earlier mount filled",
 	  cs.peer_chunks);
 	C("cache_peer_waits", "fills that waited for another process filling the same chunk",

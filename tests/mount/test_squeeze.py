@@ -2,7 +2,7 @@
 """shardfs mount tests: compressed shards squeezed by the cache size, a small cache disk and the
 decompression-bomb bounds (DESIGN.md section 3: a shard is whole or an error).
 
-usage: test_squeeze.py SHARDFS GROUP     GROUP: cache | disk | bomb | warn | evict
+usage: test_squeeze.py SHARDFS GROUP     GROUP: cache | disk | bomb | warn | evict | lru
 
 cache  --cache-size 24M and a .tar.zst of 20,000 small members decoding to ~28 MB: every member
        reads back exactly as Python's tarfile reads it (the decoded copy may exceed --cache-size).
@@ -21,6 +21,10 @@ evict  an http source (nginx on 127.0.0.1) with the cache dir on a 64 MiB tmpfs:
        a .tar.zst (20 MB) and a 36 MB .tar read whole fill the chunk store; decoding the
        .tar.zst (20 MB) then fits only when decoding evicts chunks, and is served whole; the
        .tar reads back exactly after.
+lru    five .tar.zst shards of ~8 MB decoded each, --cache-size 20M, read one after another: older
+       decoded copies are evicted (decoded_evictions), the decoded copies on disk stay within
+       the cache size plus the copy being read, and the first shard read again is decoded again
+       and reads back exactly.
 The groups that need a small filesystem mount a tmpfs (root) and unmount it in any case.
 Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here)."""
 
@@ -370,8 +374,47 @@ def free_bytes(path):
     return sv.f_bavail * sv.f_frsize
 
 
+def group_lru(env, ck):
+    rng = env.rng
+    src = env.path('src')
+    os.makedirs(src)
+    shards = []
+    for i in range(5):
+        members = [('k%d_%04d.bin' % (i, j), rng.randbytes(rng.randrange(20000, 300000)))
+                   for j in range(50)]
+        write_shard(os.path.join(src, 's%d.tar.zst' % i), members, 'zst')
+        shards.append(('s%d' % i, members))
+    cache = env.path('cache')
+    limit = 20 << 20
+    biggest = max(len(make_tar(m)) for _, m in shards)
+    with ml.Mount(env, src, cache_dir=cache, extra=['--cache-size', '20M']) as m:
+        for name, members in shards:
+            check_served(ck, 'lru %s' % name, m.mnt, name, members)
+            on_disk = du(os.path.join(cache, 'v1'))
+            log('lru: after %s: %d bytes in the cache dir' % (name, on_disk))
+            ck.ok(on_disk <= limit + biggest + (1 << 20),
+                  'lru: after %s the cache dir holds %d bytes > %d + one copy (%d)' % (
+                      name, on_disk, limit, biggest))
+        st = m.stats()
+        ck.ok(st['decoded_evictions'] >= 2, 'lru: %d decoded copies evicted' %
+              st['decoded_evictions'])
+        ck.ok(st['cache_bytes_used'] <= limit + biggest, 'lru: cache_bytes_used %d' %
+              st['cache_bytes_used'])
+        before = st['decoded_streams']
+        # the kernel's page cache still has s0's pages: drop them so the reads reach the daemon
+        subprocess.run(['sync'], timeout=120)
+        with open('/proc/sys/vm/drop_caches', 'w') as f:
+            f.write('1\n')
+        check_served(ck, 'lru s0 again', m.mnt, 's0', shards[0][1])
+        st = m.stats()
+        ck.eq('lru: s0 decoded again', st['decoded_streams'], before + 1)
+        ck.eq('lru: read_errors', st['read_errors'], 0)
+        log('lru: decoded_streams %d, decoded_evictions %d, cache_bytes_used %d' % (
+            st['decoded_streams'], st['decoded_evictions'], st['cache_bytes_used']))
+
+
 GROUPS = {'cache': group_cache, 'disk': group_disk, 'bomb': group_bomb, 'warn': group_warn,
-          'evict': group_evict}
+          'evict': group_evict, 'lru': group_lru}
 
 
 def main():
