@@ -3,11 +3,11 @@
 
 usage: test_integrity.py SHARDFS GROUP
 GROUP:
-  manyshards   more local shards than the daemon may open files (RLIMIT_NOFILE): 3000 shards
-               under a limit of 1024 read by 8 threads at once, a shard replaced on disk after
-               its fd was closed gives ESTALE (never other bytes); then 100,000 shards (hard
-               links of one small shard) under the default limit: find counts every path and a
-               random sample reads back exactly (sha256 and md5sum).
+  manyshards   far more local shards than the daemon may open files: 30,000 shards (hard links
+               of one small shard) under RLIMIT_NOFILE 1024: find lists exactly every path, a
+               random sample reads back exactly (Python and md5sum), 8 threads read at once, the
+               daemon stays under the limit, and a shard replaced on disk after its fd was
+               closed gives ESTALE (never other bytes).
   codec-magic  shards whose name does not match their bytes (a plain tar named .tar.gz and
                .tar.zst, a v7 tar without the ustar magic named .tar.gz, gzip data named .tar,
                zstd data named .tgz and .tar.gz) read exactly as GNU tar extracts them; the raw
@@ -34,9 +34,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mountlib as ml  # noqa: E402
 from mountlib import log  # noqa: E402
 
+# 30,000 shards under an open-file limit of 1024. 100,000 shards work as well
+# (SHARDFS_MANY_SHARDS=100000) but take about 5 minutes on a 2-core machine, nearly all of it
+# in saving 100,000 index files (temp file, fsync, rename) during the first find.
 NOFILE_LOW = 1024
-MANY_LOW = 3000  # shards mounted under NOFILE_LOW: three times what it allows
-MANY_BIG = int(os.environ.get('SHARDFS_MANY_SHARDS', '100000'))
+MANY = int(os.environ.get('SHARDFS_MANY_SHARDS', '30000'))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -62,14 +64,22 @@ def small_shard(rng):
 
 
 def make_links(orig, d, n):
-    """d/shard-NNNNNN.tar as hard links of orig, in directories of 1000."""
+    """d/dNNN/shard-NNNNNN.tar as hard links of copies of orig (a file has at most 65000
+    links on ext4), in directories of 1000."""
     names = []
+    with open(orig, 'rb') as f:
+        data = f.read()
     for i in range(n):
         sub = 'd%03d' % (i // 1000)
         if i % 1000 == 0:
             os.makedirs(os.path.join(d, sub))
+        if i % 50000 == 0:
+            target = '%s.%d' % (orig, i // 50000)
+            if not os.path.exists(target):
+                with open(target, 'wb') as f:
+                    f.write(data)
         rel = '%s/shard-%06d.tar' % (sub, i)
-        os.link(orig, os.path.join(d, rel))
+        os.link(target, os.path.join(d, rel))
         names.append(rel)
     return names
 
@@ -189,25 +199,24 @@ def group_manyshards(env, ck):
     orig = env.path('orig.tar')
     with open(orig, 'wb') as f:
         f.write(orig_bytes)
-
-    # 1) three times more shards than the open-file limit allows, several readers at once
-    label = 'nofile=%d' % NOFILE_LOW
-    src = env.path('src-low')
+    label = '%d shards, nofile=%d' % (MANY, NOFILE_LOW)
+    src = env.path('src')
     t = time.monotonic()
-    names = make_links(orig, src, MANY_LOW)
+    names = make_links(orig, src, MANY)
     log('%s: %d hard links in %.1fs' % (label, len(names), time.monotonic() - t))
     prefix = ['prlimit', '--nofile=%d:%d' % (NOFILE_LOW, NOFILE_LOW), '--']
-    with ml.Mount(env, src, cache_dir=env.path('cache-low'),
-                  extra=['--log-file', env.path('daemon-low.log')], prefix=prefix) as m:
+    t = time.monotonic()
+    with ml.Mount(env, src, cache_dir=env.path('cache'),
+                  extra=['--log-file', env.path('daemon.log')], prefix=prefix) as m:
         check_find(env, ck, m, names, members, label)
         # the last shard is kept unread for the replacement below (no pages in the kernel)
-        check_sample(env, ck, m, names[:-1], members, orig_bytes, 600, label)
+        check_sample(env, ck, m, names[:-1], members, orig_bytes, 1000, label)
         concurrent_reads(env, ck, m, names[:-1], members, label)
         st = m.stats()
-        ck.eq('%s: stats shards' % label, st['shards'], MANY_LOW)
+        ck.eq('%s: stats shards' % label, st['shards'], MANY)
         ck.eq('%s: stats index_errors' % label, st['index_errors'], 0)
         ck.eq('%s: stats read_errors' % label, st['read_errors'], 0)
-        ck.eq('%s: stats members' % label, st['members'], MANY_LOW * len(members))
+        ck.eq('%s: stats members' % label, st['members'], MANY * len(members))
         ck.ok(0 < st.get('local_fds_open', -1) < NOFILE_LOW,
               '%s: local_fds_open %r not in (0, %d)' % (label, st.get('local_fds_open'),
                                                         NOFILE_LOW))
@@ -229,8 +238,8 @@ def group_manyshards(env, ck):
         with open(tmp, 'wb') as f:
             f.write(newer)
         os.rename(tmp, os.path.join(src, victim))
-        # touch more shards than the bound keeps open, so the victim's fd is closed
-        for rel in names[100:100 + NOFILE_LOW + 100]:
+        # read members of more shards than the bound keeps open, so the victim's fd is closed
+        for rel in names[:NOFILE_LOW + 100]:
             ml.read_all(os.path.join(m.mnt, rel[:-len('.tar')], 's001.cls'))
         try:
             got = ml.read_all(os.path.join(vdir, 's001.bin'))
@@ -241,26 +250,7 @@ def group_manyshards(env, ck):
             ck.eq('%s: reading a member of replaced shard %s: errno' % (label, victim),
                   errno.errorcode.get(e.errno, e.errno), 'ESTALE')
         ck.ok(ml.pid_alive(st['pid']), '%s: the daemon died' % label)
-
-    # 2) the big case under the default limit
-    label = '%d shards' % MANY_BIG
-    src = env.path('src-big')
-    t = time.monotonic()
-    names = make_links(orig, src, MANY_BIG)
-    log('%s: %d hard links in %.1fs' % (label, len(names), time.monotonic() - t))
-    t = time.monotonic()
-    with ml.Mount(env, src, cache_dir=env.path('cache-big'),
-                  extra=['--log-file', env.path('daemon-big.log')]) as m:
-        check_find(env, ck, m, names, members, label)
-        check_sample(env, ck, m, names, members, orig_bytes, 1000, label)
-        st = m.stats()
-        ck.eq('%s: stats shards' % label, st['shards'], MANY_BIG)
-        ck.eq('%s: stats index_errors' % label, st['index_errors'], 0)
-        ck.eq('%s: stats read_errors' % label, st['read_errors'], 0)
-        ck.eq('%s: stats members' % label, st['members'], MANY_BIG * len(members))
-        log('%s: stats local_fds_open %r, local_fd_reopens %r; daemon fds %d; %.1fs mounted' % (
-            label, st.get('local_fds_open'), st.get('local_fd_reopens'), daemon_fds(m),
-            time.monotonic() - t))
+        log('%s: %.1fs mounted' % (label, time.monotonic() - t))
 
 
 # ---------------------------------------------------------------------------------------------
