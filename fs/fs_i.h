@@ -125,7 +125,8 @@ struct fs_obj {
 	const char *base;         /* base name, inside key */
 	struct backend_objinfo info; /* info.key == key */
 	uint32_t dir;             /* parent dir index */
-	int codec;                /* -1: not a shard; else enum cachetier_codec */
+	int codec;                /* -1: not a shard; else the enum cachetier_codec its
+				   * name suggests (the shard's bytes decide: fs_shard.codec) */
 	uint32_t shard;           /* shard index when codec >= 0 */
 	pthread_mutex_t lock;     /* protects raw */
 	struct cachetier_obj *raw; /* opened on first read, kept until unmount */
@@ -138,6 +139,8 @@ struct fs_shard {
 	pthread_mutex_t lock;     /* serialises loading */
 	struct shardidx *_Atomic ix;          /* set once, then immutable */
 	struct cachetier_obj *_Atomic stream; /* decoded (or raw) tar stream */
+	int codec;                /* enum cachetier_codec of the shard's bytes; set by
+				   * the load, valid once ix is published */
 };
 
 /* ---- counters (all relaxed atomics; read for stats) ----------------------- */

@@ -25,6 +25,7 @@ import gzip  # noqa: E402
 import hashlib  # noqa: E402
 import io  # noqa: E402
 import os  # noqa: E402
+import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import tarfile  # noqa: E402
 import threading  # noqa: E402
@@ -313,17 +314,28 @@ def group_codec_magic(env, ck):
         'gzip-named-zst.tar.zst': (gz, ustar),
         # named right: must keep working
         'right.tar': (ustar, ustar),
-        'right.tar.gz': (gz, ustar),
-        'right.tar.zst': (zst, ustar),
+        'right-gz.tar.gz': (gz, ustar),
+        'right-zst.tar.zst': (zst, ustar),
     }
     refs = {}
     for rel, (stored, plain) in shards.items():
         path = os.path.join(src, rel)
         with open(path, 'wb') as f:
             f.write(stored)
-        # GNU tar decides the compression by the bytes too; extract what is stored
+        # GNU tar decides the compression by the bytes too; extract what is stored. Only a
+        # tar without the ustar magic (v7) makes GNU tar fall back to the name's suffix; bsdtar
+        # (and Python) read it by its header checksum, as shardfs does.
         dest = env.path('ref', rel + '.d')
-        ml.gnu_extract(env, path, dest)
+        if rel.startswith('v7-') and shutil.which('bsdtar'):
+            os.makedirs(dest)
+            env.run(['bsdtar', '-xf', path, '-C', dest], check=True)
+        elif rel.startswith('v7-'):
+            copy = env.path('gen', 'v7-copy.tar')
+            with open(copy, 'wb') as f:
+                f.write(plain)
+            ml.gnu_extract(env, copy, dest)
+        else:
+            ml.gnu_extract(env, path, dest)
         with tarfile.open(fileobj=io.BytesIO(plain)) as tf:
             explicit = set(ml.normalize_member(t.name) for t in tf if t.isdir())
         refs[rel] = (ml.snapshot(dest), explicit)
