@@ -129,7 +129,9 @@ int cachetier_obj_damage(const struct cachetier_obj *o, uint64_t *off);
  * is found by thread). Never -ENOTSUP. Returns 0, -EIO when the range
  * lies past cachetier_obj_size, the backend's error of a failed fill
  * (-EIO, -ENOENT, -EACCES, -ESTALE; a later call retries), -ECANCELED
- * when the cache tier is closing. */
+ * when the cache tier is closing. A local source file whose fd the bound
+ * on open fds had closed is reopened here: -ESTALE when it is no longer
+ * the file first opened (replaced or rewritten), or the open's error. */
 int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
 			     uint64_t *fd_off);
 void cachetier_obj_read_end(struct cachetier_obj *o);
