@@ -11,7 +11,8 @@ GROUP:
   codec-magic  shards whose name does not match their bytes (a plain tar named .tar.gz and
                .tar.zst, a v7 tar without the ustar magic named .tar.gz, gzip data named .tar,
                zstd data named .tgz and .tar.gz) read exactly as GNU tar extracts them; the raw
-               files show the stored bytes; a remount loads every index from the cache.
+               files show the stored bytes; a remount loads every index from the cache; the
+               same through nginx (http://, skipped without nginx).
 Environment: SHARDFS_TEST_SEED, SHARDFS_TEST_KEEP=1, SHARDFS_TEST_DEADLINE,
 SHARDFS_MANY_SHARDS (the big case, default 100000).
 Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here).
@@ -378,6 +379,24 @@ def group_codec_magic(env, ck):
     with open(env.path('daemon.log'), errors='replace') as f:
         logtext = f.read()
     ck.ok('damaged' not in logtext, 'the log reports damage: %s' % ml.short(logtext, 600))
+
+    # The same shards from an http server: the first bytes come through the cache tier's chunk
+    # store, and a remount serves every index from the cache dir.
+    if not shutil.which('nginx'):
+        log('nginx not installed: the http part is skipped')
+        return
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'remote',
+                                    'http'))
+    import httplib
+    with httplib.Nginx(env.path('nginx'), src) as ng:
+        cache = env.path('cache-http')
+        opts = ['--log-file', env.path('daemon-http.log')]
+        with ml.Mount(env, ng.url('json/'), cache_dir=cache, extra=opts) as m:
+            st = verify(m, 'http')
+            ck.eq('http: index_built', st['index_built'], len(shards))
+        with ml.Mount(env, ng.url('json/'), cache_dir=cache, extra=opts) as m:
+            st = verify(m, 'http remount')
+            ck.eq('http remount: index_loaded', st['index_loaded'], len(shards))
 
 
 GROUPS = {'manyshards': (group_manyshards, 600), 'codec-magic': (group_codec_magic, 240)}
