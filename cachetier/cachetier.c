@@ -4,10 +4,20 @@
  * decoded copy (cachetier_decode.c) or, for remote objects, the chunk
  * store (cachetier_chunk.c, capacity in cachetier_evict.c).
  *
- * Open objects live in a small list keyed by codec, ETag and key, so that
+ * Open objects live in a hash table keyed by codec, ETag and key, so that
  * concurrent openers of one compressed shard share a single decode: the
  * first caller decodes (outside the lock) while later ones wait on ct->cond.
- * The list is short (one entry per shard in use), so a list is enough.
+ * A mount keeps one object per shard it has indexed, so the table holds
+ * up to every shard of the dataset (hundreds of thousands).
+ *
+ * Local source files are read through their own fds, but a process has
+ * only RLIMIT_NOFILE of those and a dataset may have more shards: at most
+ * local_fds_max stay open, in least-recently-used order. A read pins its
+ * object's fd from read_begin to read_end (the FUSE reply splices from it
+ * in between), so only unpinned fds are closed; read_begin reopens a
+ * closed one and checks that it is still the file first opened (device,
+ * inode, size, mtime), else -ESTALE: the index and the sizes were made
+ * from that file.
  *
  * Configuration defaults (zero fields of struct cachetier_config):
  *  - cache_size_bytes 20 GiB: a few hundred shards of a typical dataset, a
@@ -36,6 +46,12 @@
  *    evicts what it fetched before the reader gets there).
  *  - fill_threads 8: as many as the backend's default connections (fs
  *    passes connections + 1, so one thread writes while all fetch).
+ *  - local_fds_max: the soft RLIMIT_NOFILE (fs raises it to the hard limit
+ *    before opening the cache tier) less a reserve for every other fd the
+ *    process holds: /dev/fuse and two splice-pipe fds per FUSE thread,
+ *    curl's connections and libuv, decoded copies and chunk files, the log,
+ *    directories while listing. The reserve is a quarter of the limit,
+ *    at least 128 and at most 4096 fds.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -43,11 +59,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "cachetier_i.h"
+
+int cachetier_codec_sniff(const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+
+	if (len >= 2 && p[0] == 0x1f && p[1] == 0x8b)
+		return CACHETIER_GZIP;
+	if (len >= 4 && p[0] == 0x28 && p[1] == 0xb5 && p[2] == 0x2f && p[3] == 0xfd)
+		return CACHETIER_ZSTD;
+	/* a skippable frame (pzstd starts with one); the decoder skips it */
+	if (len >= 4 && (p[0] & 0xf0) == 0x50 && p[1] == 0x2a && p[2] == 0x4d && p[3] == 0x18)
+		return CACHETIER_ZSTD;
+	return -1;
+}
 
 uint64_t cachetier__fnv64(const void *data, size_t len)
 {
@@ -86,6 +117,28 @@ static int mkdirs(const char *path)
 	return 0;
 }
 
+#define OBJ_TAB_MIN 256
+
+static void obj_free(struct cachetier *ct, struct cachetier_obj *o);
+
+static unsigned local_fds_default(void)
+{
+	struct rlimit rl;
+	uint64_t lim = 1u << 20, reserve;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		lim = (uint64_t)rl.rlim_cur;
+	reserve = lim / 4;
+	if (reserve < 128)
+		reserve = 128;
+	if (reserve > 4096)
+		reserve = 4096;
+	if (lim < reserve + 16)
+		return 16; /* a tiny limit: a few local fds, and hope */
+	lim -= reserve;
+	return lim > (1u << 30) ? 1u << 30 : (unsigned)lim;
+}
+
 static int open_subdir(int dirfd, const char *name, int *out)
 {
 	if (mkdirat(dirfd, name, 0700) < 0 && errno != EEXIST)
@@ -109,6 +162,7 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	ct->be = be;
 	ct->dirfd = ct->metafd = ct->decfd = ct->datafd = ct->v1fd = ct->usagefd = -1;
 	pthread_mutex_init(&ct->lock, NULL);
+	pthread_mutex_init(&ct->fd_lock, NULL);
 	pthread_cond_init(&ct->cond, NULL);
 	pthread_cond_init(&ct->chunk_cond, NULL);
 	pthread_cond_init(&ct->work_cond, NULL);
@@ -144,6 +198,15 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 		ct->cfg.readahead_max_bytes = ct->cfg.chunk_bytes;
 	if (!ct->cfg.fill_threads)
 		ct->cfg.fill_threads = 8;
+	if (!ct->cfg.local_fds_max)
+		ct->cfg.local_fds_max = local_fds_default();
+	ct->fd_max = ct->cfg.local_fds_max;
+	ct->obj_tab_size = OBJ_TAB_MIN;
+	ct->obj_tab = calloc(ct->obj_tab_size, sizeof(*ct->obj_tab));
+	if (!ct->obj_tab) {
+		err = -ENOMEM;
+		goto fail;
+	}
 	ct->cfg.cache_dir = NULL; /* not kept: the caller's strings */
 	ct->cfg.source = NULL;
 
@@ -209,15 +272,15 @@ void cachetier_close(struct cachetier *ct)
 	/* joins the fill workers, records every filled chunk in its map */
 	cachetier__chunk_stop(ct);
 	/* Objects still referenced are the caller's bug; release their fds. */
-	while (ct->objs) {
-		struct cachetier_obj *o = ct->objs;
+	for (size_t i = 0; ct->obj_tab && i < ct->obj_tab_size; i++) {
+		while (ct->obj_tab[i]) {
+			struct cachetier_obj *o = ct->obj_tab[i];
 
-		ct->objs = o->next;
-		if (o->fd >= 0)
-			close(o->fd);
-		free(o->name);
-		free(o);
+			ct->obj_tab[i] = o->next;
+			obj_free(ct, o);
+		}
 	}
+	free(ct->obj_tab);
 	while (ct->decs) {
 		struct ct_dec *d = ct->decs;
 
@@ -242,6 +305,7 @@ void cachetier_close(struct cachetier *ct)
 	pthread_cond_destroy(&ct->flush_cond);
 	pthread_cond_destroy(&ct->chunk_cond);
 	pthread_cond_destroy(&ct->cond);
+	pthread_mutex_destroy(&ct->fd_lock);
 	pthread_mutex_destroy(&ct->lock);
 	free(ct->dir);
 	free(ct);
@@ -312,6 +376,178 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->bytes_used = cachetier__usage_get(ct);
 	st->bytes_limit = ct->cfg.cache_size_bytes;
 	pthread_mutex_unlock(&ct->lock);
+	pthread_mutex_lock(&ct->fd_lock);
+	st->local_fds_open = ct->fd_open;
+	st->local_fd_reopens = ct->fd_reopens;
+	pthread_mutex_unlock(&ct->fd_lock);
+}
+
+/* ---- the bounded set of open local source fds (ct->fd_lock) ------------- */
+
+static void fd_unlink(struct cachetier *ct, struct cachetier_obj *o)
+{
+	if (o->fd_prev)
+		o->fd_prev->fd_next = o->fd_next;
+	else
+		ct->fd_mru = o->fd_next;
+	if (o->fd_next)
+		o->fd_next->fd_prev = o->fd_prev;
+	else
+		ct->fd_lru = o->fd_prev;
+	o->fd_prev = o->fd_next = NULL;
+}
+
+static void fd_push(struct cachetier *ct, struct cachetier_obj *o)
+{
+	o->fd_prev = NULL;
+	o->fd_next = ct->fd_mru;
+	if (ct->fd_mru)
+		ct->fd_mru->fd_prev = o;
+	else
+		ct->fd_lru = o;
+	ct->fd_mru = o;
+}
+
+/* Close least recently used unpinned fds until at most fd_max are open.
+ * Pinned ones are skipped: they are at most the reads in flight. */
+static void fd_trim(struct cachetier *ct)
+{
+	struct cachetier_obj *o = ct->fd_lru;
+
+	while (ct->fd_open > ct->fd_max && o) {
+		struct cachetier_obj *prev = o->fd_prev;
+
+		if (!o->fd_pins) {
+			fd_unlink(ct, o);
+			close(o->fd);
+			o->fd = -1;
+			ct->fd_open--;
+		}
+		o = prev;
+	}
+}
+
+/* Open o's source file; no lock held. The first open records the file's
+ * identity (and o->size); later ones must find the same file: -ESTALE
+ * when it was replaced or rewritten since. */
+static int local_open(struct cachetier *ct, struct cachetier_obj *o, int first)
+{
+	struct stat st;
+	int64_t mtime_ns;
+	int fd = backend_open_fd(ct->be, o->key), err;
+
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) < 0) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	if (first) {
+		o->dev = st.st_dev;
+		o->ino = st.st_ino;
+		o->mtime_ns = mtime_ns;
+		o->size = (uint64_t)st.st_size;
+	} else if (st.st_dev != o->dev || st.st_ino != o->ino || mtime_ns != o->mtime_ns ||
+		   (uint64_t)st.st_size != o->size) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
+}
+
+/* o's fd, reopened when the bound had closed it, pinned until local_unpin. */
+static int local_pin(struct cachetier_obj *o, int *fd)
+{
+	struct cachetier *ct = o->ct;
+	int nfd = -1;
+
+	pthread_mutex_lock(&ct->fd_lock);
+	if (o->fd < 0) {
+		pthread_mutex_unlock(&ct->fd_lock);
+		nfd = local_open(ct, o, 0);
+		if (nfd < 0)
+			return nfd;
+		pthread_mutex_lock(&ct->fd_lock);
+	}
+	if (o->fd >= 0) {
+		fd_unlink(ct, o); /* to the front */
+		if (nfd >= 0)
+			close(nfd); /* another reader reopened it meanwhile */
+	} else {
+		o->fd = nfd;
+		ct->fd_open++;
+		ct->fd_reopens++;
+	}
+	fd_push(ct, o);
+	o->fd_pins++;
+	*fd = o->fd;
+	fd_trim(ct);
+	pthread_mutex_unlock(&ct->fd_lock);
+	return 0;
+}
+
+static void local_unpin(struct cachetier_obj *o)
+{
+	struct cachetier *ct = o->ct;
+
+	pthread_mutex_lock(&ct->fd_lock);
+	o->fd_pins--;
+	fd_trim(ct);
+	pthread_mutex_unlock(&ct->fd_lock);
+}
+
+/* Release an object that left the table. */
+static void obj_free(struct cachetier *ct, struct cachetier_obj *o)
+{
+	if (o->local) {
+		pthread_mutex_lock(&ct->fd_lock);
+		if (o->fd >= 0) {
+			fd_unlink(ct, o);
+			close(o->fd);
+			ct->fd_open--;
+		}
+		pthread_mutex_unlock(&ct->fd_lock);
+	} else if (o->fd >= 0) {
+		close(o->fd);
+	}
+	free(o->name);
+	free(o);
+}
+
+/* ---- the object table (ct->lock) ------------------------------------------ */
+
+static struct cachetier_obj **obj_bucket(struct cachetier *ct, const char *name)
+{
+	return &ct->obj_tab[cachetier__fnv64(name, strlen(name)) & (ct->obj_tab_size - 1)];
+}
+
+/* Keep chains short: double the buckets past one object per bucket. Out of
+ * memory, the chains just grow. */
+static void obj_tab_grow(struct cachetier *ct)
+{
+	size_t old = ct->obj_tab_size;
+	struct cachetier_obj **tab, **oldtab = ct->obj_tab;
+
+	if (ct->nobjs < old || old > SIZE_MAX / 2 / sizeof(*tab))
+		return;
+	tab = calloc(old * 2, sizeof(*tab));
+	if (!tab)
+		return;
+	ct->obj_tab = tab;
+	ct->obj_tab_size = old * 2;
+	for (size_t i = 0; i < old; i++) {
+		while (oldtab[i]) {
+			struct cachetier_obj *o = oldtab[i], **b;
+
+			oldtab[i] = o->next;
+			b = obj_bucket(ct, o->name);
+			o->next = *b;
+			*b = o;
+		}
+	}
+	free(oldtab);
 }
 
 /* Make o readable: the source file itself, or a decoded copy. Runs
@@ -319,7 +555,6 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 static int obj_fill(struct cachetier *ct, const struct backend_objinfo *info,
 		    enum cachetier_codec codec, struct cachetier_obj *o)
 {
-	struct stat st;
 	char hash[17];
 	int fd;
 
@@ -335,6 +570,8 @@ static int obj_fill(struct cachetier *ct, const struct backend_objinfo *info,
 			if (o->dec) {
 				o->dec->bytes = o->size;
 				o->dec->atime_ns = cachetier__now_ns();
+				o->dnext = ct->dec_objs;
+				ct->dec_objs = o;
 			}
 			pthread_mutex_unlock(&ct->lock);
 		}
@@ -345,31 +582,35 @@ static int obj_fill(struct cachetier *ct, const struct backend_objinfo *info,
 		o->size = info->size;
 		return cachetier__file_open(ct, info, &o->file);
 	}
-	fd = backend_open_fd(ct->be, info->key);
+	o->local = 1;
+	fd = local_open(ct, o, 1);
 	if (fd < 0)
 		return fd;
-	if (fstat(fd, &st) < 0) {
-		close(fd);
-		return -errno;
-	}
+	pthread_mutex_lock(&ct->fd_lock);
 	o->fd = fd;
-	o->size = (uint64_t)st.st_size;
+	ct->fd_open++;
+	fd_push(ct, o);
+	fd_trim(ct);
+	pthread_mutex_unlock(&ct->fd_lock);
 	return 0;
 }
 
 int cachetier_obj_open(struct cachetier *ct, const struct backend_objinfo *info,
 		       enum cachetier_codec codec, struct cachetier_obj **out)
 {
-	struct cachetier_obj *o;
+	struct cachetier_obj *o, **b;
 	char *name = obj_name(info, codec);
+	size_t keyoff;
 	int err;
 
 	*out = NULL;
 	if (!name)
 		return -ENOMEM;
+	keyoff = strlen(name) - strlen(info->key); /* obj_name ends with the key */
 
 	pthread_mutex_lock(&ct->lock);
-	for (o = ct->objs; o; o = o->next) {
+	b = obj_bucket(ct, name);
+	for (o = *b; o; o = o->next) {
 		if (strcmp(o->name, name) == 0)
 			break;
 	}
@@ -395,14 +636,17 @@ int cachetier_obj_open(struct cachetier *ct, const struct backend_objinfo *info,
 	}
 	o->ct = ct;
 	o->name = name;
+	o->key = name + keyoff;
 	o->refs = 1;
 	o->fd = -1;
 	o->state = OBJ_OPENING;
 	o->codec = codec;
 	o->info = *info;
-	o->info.key = name + strlen(name) - strlen(info->key); /* obj_name ends with the key */
-	o->next = ct->objs;
-	ct->objs = o;
+	o->info.key = o->key;
+	o->next = *b;
+	*b = o;
+	ct->nobjs++;
+	obj_tab_grow(ct);
 	pthread_mutex_unlock(&ct->lock);
 
 	err = obj_fill(ct, info, codec, o);
@@ -440,19 +684,23 @@ void cachetier_obj_unref(struct cachetier_obj *o)
 		pthread_mutex_unlock(&ct->lock);
 		return;
 	}
-	for (pp = &ct->objs; *pp; pp = &(*pp)->next) {
+	for (pp = obj_bucket(ct, o->name); *pp; pp = &(*pp)->next) {
 		if (*pp == o) {
 			*pp = o->next;
+			ct->nobjs--;
+			break;
+		}
+	}
+	for (pp = &ct->dec_objs; o->dec && *pp; pp = &(*pp)->dnext) {
+		if (*pp == o) {
+			*pp = o->dnext;
 			break;
 		}
 	}
 	pthread_mutex_unlock(&ct->lock);
 	if (o->file) /* record what was filled; the entry itself lives on */
 		cachetier__file_flush(ct, o->file);
-	if (o->fd >= 0)
-		close(o->fd);
-	free(o->name);
-	free(o);
+	obj_free(ct, o);
 }
 
 uint64_t cachetier_obj_size(const struct cachetier_obj *o)
@@ -549,6 +797,10 @@ int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len
 		if (err < 0)
 			return err;
 		*fd = o->file->datafd;
+	} else if (o->local) {
+		err = local_pin(o, fd);
+		if (err < 0)
+			return err;
 	} else {
 		*fd = o->fd;
 	}
@@ -562,6 +814,8 @@ void cachetier_obj_read_end(struct cachetier_obj *o)
 		obj_dec_end(o->ct, o);
 	else if (o->file)
 		cachetier__file_read_end(o->ct, o->file);
+	else if (o->local)
+		local_unpin(o);
 }
 
 int cachetier_obj_prefetch(struct cachetier_obj *o)

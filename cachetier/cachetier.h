@@ -4,7 +4,10 @@
  * It does four things:
  *  - makes an object's bytes readable through a file descriptor, so the FUSE
  *    layer can answer reads by splicing from it. A local source needs no
- *    copy: the fd is the source file itself.
+ *    copy: the fd is the source file itself. At most local_fds_max such
+ *    fds are open at once: the least recently used is closed and reopened
+ *    on demand (a reopened file that is no longer the one first opened
+ *    gives -ESTALE).
  *  - keeps a chunk store of remote objects: fetched in chunks of
  *    chunk_bytes by a pool of fill threads, ahead of sequential readers,
  *    into sparse local files that later reads and later mounts are served
@@ -64,6 +67,8 @@ struct cachetier_config {
 	uint32_t chunk_bytes;         /* fill unit, one range GET [8 MiB] */
 	uint64_t readahead_max_bytes; /* --readahead: cap of a sequential reader's window [64 MiB] */
 	unsigned fill_threads;        /* fill threads, fills in flight at once (≈ connections) [8] */
+	unsigned local_fds_max;       /* most fds of local source files kept open at once
+				       * [RLIMIT_NOFILE's soft limit less a reserve] */
 };
 
 enum cachetier_codec {
@@ -93,7 +98,15 @@ struct cachetier_stats {
 	uint64_t peer_waits;      /* fills that waited for another process's fill of the chunk */
 	uint64_t bytes_used;      /* cached bytes on disk now, the whole directory */
 	uint64_t bytes_limit;     /* cache_size_bytes in force */
+	/* local sources */
+	uint64_t local_fds_open;  /* fds of local source files open now */
+	uint64_t local_fd_reopens; /* reopened after the fd bound had closed them */
 };
+
+/* The codec whose magic bytes start buf (the first bytes of an object):
+ * CACHETIER_GZIP (1f 8b), CACHETIER_ZSTD (a zstd or skippable frame), or
+ * -1 when buf starts with neither (plain bytes, e.g. a tar). */
+int cachetier_codec_sniff(const void *buf, size_t len);
 
 /* Open the cache tier on top of be (not owned; must outlive ct). */
 int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, struct backend *be);
@@ -160,7 +173,9 @@ int cachetier_obj_damage(const struct cachetier_obj *o, uint64_t *off);
  * is found by thread). Never -ENOTSUP. Returns 0, -EIO when the range
  * lies past cachetier_obj_size, the backend's error of a failed fill
  * (-EIO, -ENOENT, -EACCES, -ESTALE; a later call retries), -ECANCELED
- * when the cache tier is closing. */
+ * when the cache tier is closing. A local source file whose fd the bound
+ * on open fds had closed is reopened here: -ESTALE when it is no longer
+ * the file first opened (replaced or rewritten), or the open's error. */
 int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
 			     uint64_t *fd_off);
 void cachetier_obj_read_end(struct cachetier_obj *o);

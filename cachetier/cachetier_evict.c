@@ -209,7 +209,7 @@ struct ct_dec *cachetier__dec_entry(struct cachetier *ct, int dirfd, const char 
 static void dec_forget(struct cachetier *ct, struct ct_dec *d)
 {
 	d->bytes = 0;
-	for (struct cachetier_obj *o = ct->objs; o; o = o->next) {
+	for (struct cachetier_obj *o = ct->dec_objs; o; o = o->dnext) {
 		if (o->dec == d && o->fd >= 0 && o->dpins == 0) {
 			close(o->fd);
 			o->fd = -1;
@@ -219,7 +219,7 @@ static void dec_forget(struct cachetier *ct, struct ct_dec *d)
 
 void cachetier__dec_release(struct cachetier *ct)
 {
-	for (struct cachetier_obj *o = ct->objs; o; o = o->next) {
+	for (struct cachetier_obj *o = ct->dec_objs; o; o = o->dnext) {
 		struct stat st;
 
 		if (o->dec && o->fd >= 0 && o->dpins == 0 && !o->redecoding &&
@@ -256,7 +256,7 @@ static uint64_t evict_dec(struct cachetier *ct, struct ct_dec *d)
 	int in_use = 0;
 
 	d->evict_round = ct->evict_round;
-	for (struct cachetier_obj *o = ct->objs; o && !in_use; o = o->next)
+	for (struct cachetier_obj *o = ct->dec_objs; o && !in_use; o = o->dnext)
 		in_use = o->dec == d && (o->dpins > 0 || o->redecoding || o->state == OBJ_OPENING);
 	if (in_use)
 		return 0;

@@ -9,6 +9,9 @@
  *      every chunk state, pin, queue and counter. Held only for short
  *      in-memory work; never across backend I/O, file writes, unlinks or
  *      fsync (eviction drops it around its file operations).
+ *   3. cachetier.fd_lock — the bounded set of open local source fds
+ *      (cachetier.c). Taken with no other lock held; held for list work
+ *      and close() of local files only, never across an open.
  * maplock may be held while taking lock; never the other way round.
  *
  *   3. (other processes) the OFD locks of cachetier_share.c: taken with
@@ -130,9 +133,12 @@ struct cachetier {
 	pthread_cond_t chunk_cond;     /* chunk states, file opening/evicting changed */
 	pthread_cond_t work_cond;      /* fill queues got work, or stopping */
 	pthread_cond_t flush_cond;     /* a map batch is due, or stopping */
-	struct cachetier_obj *objs;    /* open objects */
+	struct cachetier_obj **obj_tab; /* open objects: chains by hash of name */
+	size_t obj_tab_size;	       /* buckets, a power of two */
+	size_t nobjs;		       /* objects in obj_tab */
 	struct ct_file *files;	       /* every object of the chunk store */
 	struct ct_dec *decs;	       /* every decoded copy (cachetier_evict.c) */
+	struct cachetier_obj *dec_objs; /* open objects with a decoded copy */
 	struct ct_job *dq, **dq_tail;  /* demand fills (readers wait) */
 	struct ct_job *rq, **rq_tail;  /* readahead fills */
 	struct ct_file *pf, **pf_tail; /* objects being prefetched */
@@ -159,18 +165,37 @@ struct cachetier {
 	atomic_ullong decoded_used; /* bytes of decoded copies (never evicted) */
 	atomic_ullong decoded_streams, decoded_bytes, decoded_reused, meta_reads, meta_writes;
 	atomic_uint tmp_seq; /* unique temp file names */
+	/* Open fds of local source files (objects with 'local' set): at most
+	 * fd_max; the least recently used unpinned one is closed when a
+	 * new one would pass it, and reopened by the next read. */
+	pthread_mutex_t fd_lock;		 /* protects the fields below */
+	struct cachetier_obj *fd_mru, *fd_lru; /* open ones, most recent first */
+	unsigned fd_open;			 /* open local source fds */
+	unsigned fd_max;			 /* read-only after open */
+	uint64_t fd_reopens;			 /* fds opened again after a close */
 };
 
 enum obj_state { OBJ_OPENING, OBJ_READY, OBJ_FAILED };
 
 struct cachetier_obj {
 	struct cachetier *ct;
-	struct cachetier_obj *next; /* in ct->objs, protected by ct->lock */
+	struct cachetier_obj *next; /* chain in ct->obj_tab, protected by ct->lock */
 	char *name;		    /* "<codec>:<etag>:<key>", the table key */
+	const char *key;	    /* the key, inside name */
 	int refs;		    /* protected by ct->lock */
 	enum obj_state state;	    /* protected by ct->lock; waiters use ct->cond */
 	int err;		    /* OBJ_FAILED: negative errno */
-	int fd;			    /* local source or decoded copy; -1 for the chunk store */
+	int fd;			    /* local source or decoded copy; -1 for the chunk store
+				     * (local sources: -1 while closed by the fd bound) */
+	/* Local source files only; protected by ct->fd_lock. The fd stays open
+	 * while pinned (between read_begin and read_end); identity is what the
+	 * first open saw: a reopened file must match it, else -ESTALE. */
+	int local;
+	unsigned fd_pins;
+	struct cachetier_obj *fd_prev, *fd_next; /* in ct->fd_mru list while fd >= 0 */
+	dev_t dev;
+	ino_t ino;
+	int64_t mtime_ns;
 	struct ct_file *file;	    /* remote raw objects: the chunk store entry */
 	uint64_t size;		    /* readable bytes */
 	int damage;		    /* 0 or negative errno found while decoding */
@@ -178,6 +203,7 @@ struct cachetier_obj {
 	/* decoded copies (evictable; decoded again on demand), protected by
 	 * ct->lock: */
 	struct ct_dec *dec;	    /* its entry, or NULL */
+	struct cachetier_obj *dnext; /* in ct->dec_objs */
 	enum cachetier_codec codec;
 	struct backend_objinfo info; /* info.key points into 'name' */
 	unsigned dpins;		     /* reads between read_begin and read_end */

@@ -150,6 +150,10 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 	  cs.peer_waits);
 	C("cache_bytes_used", "cached bytes in the whole cache directory", cs.bytes_used);
 	C("cache_bytes_limit", "the cache size limit", cs.bytes_limit);
+	C("local_fds_open", "local shard files open now (bounded by the open-file limit)",
+	  cs.local_fds_open);
+	C("local_fd_reopens", "local shard files opened again after the bound closed them",
+	  cs.local_fd_reopens);
 	C("prefetch_requests", "objects asked to be prefetched", fs->c.prefetch_requests);
 	C("prefetch_errors", "prefetch requests that failed", fs->c.prefetch_errors);
 	C("shard_prefetches", "shards fetched ahead of an in-order reader", fs->c.shard_prefetches);

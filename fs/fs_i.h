@@ -129,7 +129,8 @@ struct fs_obj {
 	const char *base;         /* base name, inside key */
 	struct backend_objinfo info; /* info.key == key */
 	uint32_t dir;             /* parent dir index */
-	int codec;                /* -1: not a shard; else enum cachetier_codec */
+	int codec;                /* -1: not a shard; else the enum cachetier_codec its
+				   * name suggests (the shard's bytes decide: fs_shard.codec) */
 	uint32_t shard;           /* shard index when codec >= 0 */
 	pthread_mutex_t lock;     /* protects raw */
 	struct cachetier_obj *raw; /* opened on first read, kept until unmount */
@@ -144,6 +145,8 @@ struct fs_shard {
 	struct cachetier_obj *_Atomic stream; /* decoded (or raw) tar stream */
 	_Atomic int err; /* 0, or the error that refused the shard whole (-EFBIG,
 			  * -ENOSPC): sticks, so loading is not tried again */
+	int codec;                /* enum cachetier_codec of the shard's bytes; set by
+				   * the load, valid once ix is published */
 };
 
 /* ---- counters (all relaxed atomics; read for stats) ----------------------- */

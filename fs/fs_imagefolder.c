@@ -187,8 +187,8 @@ static int cls_map_find(const struct cls_map *m, uint32_t entry, uint64_t *num)
 static int cls_blob_name(const struct fs *fs, uint32_t shard, char *buf, size_t size)
 {
 	const struct fs_obj *o = &fs->objs[fs->shards[shard].obj];
-	int n = snprintf(buf, size, "imagefolder-cls|%d|%s|%" PRIu64 "|%s", o->codec, o->info.etag,
-			 o->info.size, o->key);
+	int n = snprintf(buf, size, "imagefolder-cls|%d|%s|%" PRIu64 "|%s", fs->shards[shard].codec,
+			 o->info.etag, o->info.size, o->key);
 
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }

@@ -158,8 +158,8 @@ int fs_index_main(int argc, char **argv)
 		n = snprintf(path, sizeof(path), "%s/%s.idx", local_root(source), o->key);
 		err = n < 0 || (size_t)n >= sizeof(path) ? -ENAMETOOLONG : 0;
 		if (!err)
-			err = fs_sidecar_ident(o->codec, o->info.size, ident, sizeof(ident),
-					       &identlen);
+			err = fs_sidecar_ident(fs.shards[i].codec, o->info.size, ident,
+					       sizeof(ident), &identlen);
 		if (!err)
 			err = shardidx_save(ix, ident, identlen, &buf, &len);
 		if (!err) {

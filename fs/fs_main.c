@@ -72,7 +72,8 @@ static const char *source_error(int err)
 	}
 }
 
-/* Many shards each keep an fd open: take the hard limit. */
+/* Take the hard limit of open files: the cache tier sizes its set of open
+ * local shard fds from the soft limit (cachetier.c), so raise it first. */
 static void raise_nofile(void)
 {
 	struct rlimit rl;
@@ -137,6 +138,7 @@ static int mount_run(struct fs *fs, int ready_fd)
 	/* one more fill thread than connections: one writes its chunk to disk
 	 * while every connection is busy fetching the next */
 	cc.fill_threads = fs->cfg.connections + 1;
+	raise_nofile();
 	err = cachetier_open(&fs->ct, &cc, fs->be);
 	if (err < 0) {
 		fprintf(stderr, "shardfs: cache directory %s: %s\n", fs->cfg.cache_dir,
@@ -166,7 +168,6 @@ static int mount_run(struct fs *fs, int ready_fd)
 	}
 	if (fs->nobjs == 0)
 		fs_log(FS_LOG_WARN, "source %s has no objects", backend_describe(fs->be));
-	raise_nofile();
 	fs->uid = getuid();
 	fs->gid = getgid();
 	fs->mount_time = (int64_t)time(NULL);

@@ -9,6 +9,15 @@
  * cache directory (crash-safe) under an identity of key, ETag and codec,
  * so a changed object never gets an old index.
  *
+ * The codec is decided by the shard's bytes, as GNU tar and bsdtar do: gzip
+ * and zstd by their magic, a plain tar by its first header; the name's
+ * suffix only decides that an object is a shard, and the codec only when
+ * the bytes are none of these. A saved index under the codec the name
+ * suggests is proof enough (it was saved after the bytes were looked at),
+ * so a later mount reads nothing; otherwise the first 512 bytes are read
+ * through the cache tier (for a remote shard the chunk that indexing or
+ * decoding reads next anyway).
+ *
  * Threads: any FUSE thread may ask; s->lock serialises loading of one
  * shard; once published with release semantics, s->ix and s->stream never
  * change until unmount, so readers take no lock. A shard the cache tier
@@ -33,9 +42,12 @@
 
 static const char *const codec_names[] = {"raw", "gzip", "zstd"};
 
-static int shard_ident(const struct fs_obj *o, char *buf, size_t size, size_t *len)
+/* The "2" marks indexes whose codec was decided by the shard's bytes; older
+ * ones took it from the name and may hold a misnamed shard's index built
+ * with the wrong codec, so they are never loaded. */
+static int shard_ident(const struct fs_obj *o, int codec, char *buf, size_t size, size_t *len)
 {
-	int n = snprintf(buf, size, "shardfs-index|%s|%s|%" PRIu64 "|%s", codec_names[o->codec],
+	int n = snprintf(buf, size, "shardfs-index|2|%s|%s|%" PRIu64 "|%s", codec_names[codec],
 			 o->info.etag, o->info.size, o->key);
 
 	if (n < 0 || (size_t)n >= size)
@@ -135,7 +147,7 @@ static int sidecar_matches(const struct shardidx *ix, struct cachetier_obj *stre
 
 /* The sidecar's index of shard object o, or NULL when there is none or it
  * is unusable (logged). */
-static struct shardidx *shard_sidecar(struct fs *fs, const struct fs_obj *o,
+static struct shardidx *shard_sidecar(struct fs *fs, const struct fs_obj *o, int codec,
 				      struct cachetier_obj *stream)
 {
 	char name[512], ident[128];
@@ -155,7 +167,7 @@ static struct shardidx *shard_sidecar(struct fs *fs, const struct fs_obj *o,
 		return NULL;
 	so = &fs->objs[d->idx];
 	if (so->info.size == 0 || so->info.size > (1ull << 31) ||
-	    fs_sidecar_ident(o->codec, o->info.size, ident, sizeof(ident), &identlen) < 0)
+	    fs_sidecar_ident(codec, o->info.size, ident, sizeof(ident), &identlen) < 0)
 		return NULL;
 	buf = malloc(so->info.size);
 	if (!buf)
@@ -264,7 +276,7 @@ static void shard_account(struct fs *fs, const struct fs_obj *o, struct shardidx
 /* A compressed shard refused whole by the cache tier: -EFBIG (a
  * decompression-bomb bound) or -ENOSPC (no room on the cache disk). Logs
  * which, and what to change; the caller makes the error stick. */
-static void shard_refused(struct fs *fs, const struct fs_obj *o, int err)
+static void shard_refused(struct fs *fs, const struct fs_obj *o, int codec, int err)
 {
 	struct cachetier_refusal r;
 	uint64_t avail, reserve;
@@ -273,7 +285,7 @@ static void shard_refused(struct fs *fs, const struct fs_obj *o, int err)
 		cachetier_disk(fs->ct, &avail, &reserve);
 		fs_log(FS_LOG_ERR, "shard %s: not served (ENOSPC): its decoded copy does not fit on the cache disk of %s (%" PRIu64 " MiB free, %" PRIu64 " MiB of it kept free by --min-free/--min-free-percent); free space on that disk or use another --cache-dir, then remount",
 		       o->key, cachetier_dir(fs->ct), avail >> 20, reserve >> 20);
-	} else if (cachetier_obj_refusal(fs->ct, &o->info, (enum cachetier_codec)o->codec, &r) < 0) {
+	} else if (cachetier_obj_refusal(fs->ct, &o->info, (enum cachetier_codec)codec, &r) < 0) {
 		fs_log(FS_LOG_ERR, "shard %s: not served (EFBIG): it decodes past a decompression-bomb bound (--max-decode-ratio or --max-decoded-size)",
 		       o->key);
 	} else if (r.bound == CACHETIER_BOUND_RATIO) {
@@ -285,33 +297,45 @@ static void shard_refused(struct fs *fs, const struct fs_obj *o, int err)
 	}
 }
 
-static int shard_load(struct fs *fs, struct fs_shard *s)
+/* The codec of shard s's bytes: gzip or zstd by their magic, a plain tar by
+ * its first header, else (unknown bytes, fewer than 512) what the name says. */
+static int shard_sniff(struct fs *fs, struct fs_shard *s, int *codec)
 {
 	const struct fs_obj *o = &fs->objs[s->obj];
-	struct cachetier_obj *stream = NULL;
+	struct cachetier_obj *raw;
+	unsigned char buf[512];
+	ssize_t n;
+	int err = fs_obj_raw(fs, s->obj, &raw);
+
+	if (err < 0)
+		return err;
+	n = cachetier_obj_pread(raw, buf, sizeof(buf), 0);
+	if (n < 0) {
+		fs_log(FS_LOG_ERR, "shard %s: cannot read its first bytes: %s", o->key,
+		       strerror((int)-n));
+		return (int)n;
+	}
+	*codec = cachetier_codec_sniff(buf, (size_t)n);
+	if (*codec < 0)
+		*codec = shardidx_looks_like_tar(buf, (size_t)n) ? CACHETIER_RAW : o->codec;
+	if (*codec != o->codec)
+		fs_log(FS_LOG_INFO, "shard %s: its bytes are %s, not %s as its name says; read as %s",
+		       o->key, *codec == CACHETIER_RAW ? "a plain tar" : codec_names[*codec],
+		       codec_names[o->codec], codec_names[*codec]);
+	return 0;
+}
+
+/* The index saved in the cache directory under ident, or NULL. */
+static struct shardidx *shard_saved(struct fs *fs, const struct fs_obj *o, const char *ident,
+				    size_t identlen)
+{
 	struct shardidx *ix = NULL;
-	char ident[4096 + 256], name[4096 + 300];
-	size_t identlen, len;
+	char name[4096 + 300];
+	size_t len;
 	void *buf;
 	int err;
 
-	err = shard_ident(o, ident, sizeof(ident), &identlen);
-	if (err < 0)
-		return err;
 	snprintf(name, sizeof(name), "index|%s", ident);
-	err = cachetier_obj_open(fs->ct, &o->info, (enum cachetier_codec)o->codec, &stream);
-	if (err < 0 && o->codec != CACHETIER_RAW && (err == -EFBIG || err == -ENOSPC)) {
-		/* whole or error: every lookup, readdir and read of the shard's
-		 * members fails with this errno from now on */
-		fs->c.index_errors++;
-		shard_refused(fs, o, err);
-		atomic_store_explicit(&s->err, err, memory_order_release);
-		return err;
-	}
-	if (err < 0) {
-		fs_log(FS_LOG_ERR, "shard %s: cannot open: %s", o->key, strerror(-err));
-		return err;
-	}
 	err = cachetier_meta_get(fs->ct, name, &buf, &len);
 	if (err == 0) {
 		err = shardidx_load(buf, len, ident, identlen, &ix);
@@ -321,8 +345,51 @@ static int shard_load(struct fs *fs, struct fs_shard *s)
 			fs_log(FS_LOG_WARN, "shard %s: saved index unusable (%s); rebuilding",
 			       o->key, strerror(-err));
 	}
+	return ix;
+}
+
+static int shard_load(struct fs *fs, struct fs_shard *s)
+{
+	const struct fs_obj *o = &fs->objs[s->obj];
+	struct cachetier_obj *stream = NULL;
+	struct shardidx *ix = NULL;
+	char ident[4096 + 256], name[4096 + 300];
+	size_t identlen, len;
+	void *buf;
+	int codec = o->codec, err;
+
+	err = shard_ident(o, codec, ident, sizeof(ident), &identlen);
+	if (err < 0)
+		return err;
+	ix = shard_saved(fs, o, ident, identlen);
+	if (!ix) {
+		err = shard_sniff(fs, s, &codec);
+		if (err == 0 && codec != o->codec) {
+			err = shard_ident(o, codec, ident, sizeof(ident), &identlen);
+			if (err == 0)
+				ix = shard_saved(fs, o, ident, identlen);
+		}
+		if (err < 0)
+			return err;
+	}
+	snprintf(name, sizeof(name), "index|%s", ident);
+	err = cachetier_obj_open(fs->ct, &o->info, (enum cachetier_codec)codec, &stream);
+	if (err < 0 && codec != CACHETIER_RAW && (err == -EFBIG || err == -ENOSPC)) {
+		/* whole or error: every lookup, readdir and read of the shard's
+		 * members fails with this errno from now on */
+		shardidx_free(ix);
+		fs->c.index_errors++;
+		shard_refused(fs, o, codec, err);
+		atomic_store_explicit(&s->err, err, memory_order_release);
+		return err;
+	}
+	if (err < 0) {
+		shardidx_free(ix);
+		fs_log(FS_LOG_ERR, "shard %s: cannot open: %s", o->key, strerror(-err));
+		return err;
+	}
 	if (!ix)
-		ix = shard_sidecar(fs, o, stream); /* issue 5 */
+		ix = shard_sidecar(fs, o, codec, stream); /* issue 5 */
 	if (!ix) {
 		err = shard_build(fs, o, stream, &ix);
 		if (err < 0) {
@@ -343,6 +410,7 @@ static int shard_load(struct fs *fs, struct fs_shard *s)
 		}
 	}
 	shard_account(fs, o, ix, stream);
+	s->codec = codec;
 	atomic_store_explicit(&s->stream, stream, memory_order_release);
 	atomic_store_explicit(&s->ix, ix, memory_order_release);
 	return 0;

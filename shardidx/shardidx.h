@@ -119,6 +119,13 @@ int shardidx_builder_finish(struct shardidx_builder *b, uint64_t stream_size,
 /* Last human-readable message about damage or skipped members, or "". */
 const char *shardidx_builder_message(const struct shardidx_builder *b);
 
+/* 1 when buf, the first len bytes of a stream, starts like an uncompressed
+ * tar archive: a first 512-byte block with the "ustar" magic at offset 257
+ * (ustar, GNU and pax formats), a valid header checksum (also v7), or all
+ * zeros (an empty archive). 0 for anything else, e.g. compressed bytes, or
+ * fewer than 512 bytes without the magic. */
+int shardidx_looks_like_tar(const void *buf, size_t len);
+
 /* ---- reading ----------------------------------------------------------- */
 
 void shardidx_free(struct shardidx *ix); /* accepts NULL */

@@ -216,6 +216,15 @@ static int is_zero_block(const unsigned char *h)
 	return 1;
 }
 
+int shardidx_looks_like_tar(const void *buf, size_t len)
+{
+	const unsigned char *h = buf;
+
+	if (len >= 262 && memcmp(h + 257, "ustar", 5) == 0)
+		return 1;
+	return len >= BLK && (is_zero_block(h) || cksum_ok(h));
+}
+
 /* Decimal digits only, no sign; returns 0 or -EBADMSG. */
 static int parse_u64(const char *s, size_t len, uint64_t *out)
 {

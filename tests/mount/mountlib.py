@@ -244,8 +244,11 @@ class MountError(Exception):
 
 
 class Mount:
-    def __init__(self, env, source, mountpoint=None, cache_dir=None, extra=()):
+    def __init__(self, env, source, mountpoint=None, cache_dir=None, extra=(), prefix=()):
+        """prefix: argv run before 'shardfs mount' (e.g. prlimit --nofile=N:N --), so
+        the daemon inherits its settings."""
         self.env = env
+        self.prefix = list(prefix)
         self.source = source
         self.mnt = mountpoint or env.path('mnt-%d' % len(env.mounts))
         self.cache_dir = cache_dir
@@ -265,7 +268,7 @@ class Mount:
 
     def mount(self):
         os.makedirs(self.mnt, exist_ok=True)
-        cmd = [self.env.shardfs, 'mount']
+        cmd = self.prefix + [self.env.shardfs, 'mount']
         if self.cache_dir:
             cmd += ['--cache-dir', self.cache_dir]
         cmd += self.extra + [self.source, self.mnt]

@@ -1,0 +1,414 @@
+#!/usr/bin/python3
+"""shardfs mount tests: many local shards, and codecs decided by content.
+
+usage: test_integrity.py SHARDFS GROUP
+GROUP:
+  manyshards   far more local shards than the daemon may open files: 30,000 shards (hard links
+               of one small shard) under RLIMIT_NOFILE 1024: find lists exactly every path, a
+               random sample reads back exactly (Python and md5sum), 8 threads read at once, the
+               daemon stays under the limit, and a shard replaced on disk after its fd was
+               closed gives ESTALE (never other bytes).
+  codec-magic  shards whose name does not match their bytes (a plain tar named .tar.gz and
+               .tar.zst, a v7 tar without the ustar magic named .tar.gz, gzip data named .tar,
+               zstd data named .tgz and .tar.gz) read exactly as GNU tar extracts them; the raw
+               files show the stored bytes; a remount loads every index from the cache; the
+               same through nginx (http://, skipped without nginx).
+Environment: SHARDFS_TEST_SEED, SHARDFS_TEST_KEEP=1, SHARDFS_TEST_DEADLINE,
+SHARDFS_MANY_SHARDS (the big case, default 100000).
+Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here).
+"""
+
+import sys
+sys.dont_write_bytecode = True
+
+import errno  # noqa: E402
+import gzip  # noqa: E402
+import hashlib  # noqa: E402
+import io  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import tarfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mountlib as ml  # noqa: E402
+from mountlib import log  # noqa: E402
+
+# 30,000 shards under an open-file limit of 1024. 100,000 shards work as well
+# (SHARDFS_MANY_SHARDS=100000) but take about 5 minutes on a 2-core machine, nearly all of it
+# in saving 100,000 index files (temp file, fsync, rename) during the first find.
+NOFILE_LOW = 1024
+MANY = int(os.environ.get('SHARDFS_MANY_SHARDS', '30000'))
+
+
+# ---------------------------------------------------------------------------------------------
+# manyshards
+# ---------------------------------------------------------------------------------------------
+
+def small_shard(rng):
+    """(tar bytes, {member name: bytes}) of one WebDataset shard of two samples."""
+    members = {}
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode='w', format=tarfile.USTAR_FORMAT) as tf:
+        for key in ('s000', 's001'):
+            for ext, n in (('txt', rng.randrange(1, 300)), ('cls', 2), ('bin', rng.randrange(4000, 9000))):
+                name = '%s.%s' % (key, ext)
+                data = bytes(rng.getrandbits(8) for _ in range(n))
+                ti = tarfile.TarInfo(name)
+                ti.size = n
+                ti.mtime = 1700000000
+                ti.mode = 0o644
+                tf.addfile(ti, io.BytesIO(data))
+                members[name] = data
+    return buf.getvalue(), members
+
+
+def make_links(orig, d, n):
+    """d/dNNN/shard-NNNNNN.tar as hard links of copies of orig (a file has at most 65000
+    links on ext4), in directories of 1000."""
+    names = []
+    with open(orig, 'rb') as f:
+        data = f.read()
+    for i in range(n):
+        sub = 'd%03d' % (i // 1000)
+        if i % 1000 == 0:
+            os.makedirs(os.path.join(d, sub))
+        if i % 50000 == 0:
+            target = '%s.%d' % (orig, i // 50000)
+            if not os.path.exists(target):
+                with open(target, 'wb') as f:
+                    f.write(data)
+        rel = '%s/shard-%06d.tar' % (sub, i)
+        os.link(target, os.path.join(d, rel))
+        names.append(rel)
+    return names
+
+
+def find_lines(env, root, *args):
+    r = env.run(['find', root] + list(args), timeout=900)
+    if r.returncode != 0:
+        raise RuntimeError('find %s failed (rc %r): %s' % (
+            ' '.join(args), r.returncode, r.stderr.decode(errors='replace')[-2000:]))
+    return r.stdout.decode('utf-8', errors='surrogateescape').split('\n')[:-1], r.elapsed
+
+
+def daemon_fds(m):
+    pid = m.stats()['pid']
+    return len(os.listdir('/proc/%d/fd' % pid))
+
+
+def check_find(env, ck, m, names, members, label):
+    """find lists exactly every shard, its member directory and its members."""
+    mnt = m.mnt
+    expect = set()
+    for rel in names:
+        expect.add(rel)
+        base = rel[:-len('.tar')]
+        expect.add(base)
+        for n in members:
+            expect.add(base + '/' + n)
+    expect.update('d%03d' % (i // 1000) for i in range(0, len(names), 1000))
+    lines, dt = find_lines(env, mnt, '-mindepth', '1')
+    got = set(p[len(mnt) + 1:] for p in lines)
+    log('%s: find listed %d paths in %.1fs (expected %d)' % (label, len(lines), dt, len(expect)))
+    ck.eq('%s: find: number of paths' % label, len(lines), len(expect))
+    missing = sorted(expect - got)
+    extra = sorted(got - expect)
+    ck.ok(not missing, '%s: find: %d paths missing, e.g. %r' % (label, len(missing), missing[:5]))
+    ck.ok(not extra, '%s: find: %d unexpected paths, e.g. %r' % (label, len(extra), extra[:5]))
+    files, dt = find_lines(env, mnt, '-type', 'f')
+    ck.eq('%s: find -type f' % label, len(files), len(names) * (1 + len(members)))
+    log('%s: find -type f: %d in %.1fs' % (label, len(files), dt))
+
+
+def check_sample(env, ck, m, names, members, orig_bytes, n, label):
+    """n random members and n/10 raw shards read back exactly (Python reads, then md5sum)."""
+    rng = env.rng
+    paths, want = [], {}
+    for _ in range(n):
+        rel = rng.choice(names)
+        mem = rng.choice(sorted(members))
+        p = os.path.join(m.mnt, rel[:-len('.tar')], mem)
+        paths.append(p)
+        want[p] = members[mem]
+    for rel in rng.sample(names, max(1, n // 10)):
+        p = os.path.join(m.mnt, rel)
+        paths.append(p)
+        want[p] = orig_bytes
+    bad = 0
+    for p in paths:
+        try:
+            got = ml.read_all(p)
+        except OSError as e:
+            ck.fail('%s: reading %s: %s' % (label, p, e))
+            bad += 1
+            continue
+        if got != want[p]:
+            bad += 1
+            ck.fail('%s: %s: %d bytes differ from the original (%d bytes)' % (
+                label, p, len(got), len(want[p])))
+    ck.eq('%s: sampled reads that differ' % label, bad, 0)
+    # md5sum reads the same files again through the kernel (cached or not: same bytes)
+    some = sorted(set(paths))[:400]
+    r = env.run(['md5sum', '--'] + some, timeout=300)
+    ck.eq('%s: md5sum rc' % label, r.returncode, 0)
+    sums = {}
+    for line in r.stdout.decode('utf-8', errors='surrogateescape').splitlines():
+        h, _, p = line.partition('  ')
+        sums[p] = h
+    for p in some:
+        ck.eq('%s: md5sum %s' % (label, p), sums.get(p), hashlib.md5(want[p]).hexdigest())
+    log('%s: %d sampled paths read exactly (%d also with md5sum)' % (label, len(paths), len(some)))
+
+
+def concurrent_reads(env, ck, m, names, members, label, nthreads=8, per_thread=400):
+    """nthreads readers of random members at once while the fd bound closes and reopens."""
+    errors = []
+    wrong = []
+    seeds = [env.rng.randrange(1 << 30) for _ in range(nthreads)]
+
+    def reader(seed):
+        import random
+        r = random.Random(seed)
+        for _ in range(per_thread):
+            rel = r.choice(names)
+            mem = r.choice(sorted(members))
+            p = os.path.join(m.mnt, rel[:-len('.tar')], mem)
+            try:
+                with open(p, 'rb', buffering=0) as f:
+                    got = f.read(1 << 20)
+            except OSError as e:
+                errors.append((p, e))
+                continue
+            if got != members[mem]:
+                wrong.append(p)
+
+    ts = [threading.Thread(target=reader, args=(s,)) for s in seeds]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    ck.ok(not errors, '%s: concurrent reads failed: %d, e.g. %r' % (label, len(errors), errors[:3]))
+    ck.ok(not wrong, '%s: concurrent reads differ: %d, e.g. %r' % (label, len(wrong), wrong[:3]))
+    log('%s: %d threads x %d member reads: %d errors, %d wrong' % (
+        label, nthreads, per_thread, len(errors), len(wrong)))
+
+
+def group_manyshards(env, ck):
+    orig_bytes, members = small_shard(env.rng)
+    orig = env.path('orig.tar')
+    with open(orig, 'wb') as f:
+        f.write(orig_bytes)
+    label = '%d shards, nofile=%d' % (MANY, NOFILE_LOW)
+    src = env.path('src')
+    t = time.monotonic()
+    names = make_links(orig, src, MANY)
+    log('%s: %d hard links in %.1fs' % (label, len(names), time.monotonic() - t))
+    prefix = ['prlimit', '--nofile=%d:%d' % (NOFILE_LOW, NOFILE_LOW), '--']
+    t = time.monotonic()
+    with ml.Mount(env, src, cache_dir=env.path('cache'),
+                  extra=['--log-file', env.path('daemon.log')], prefix=prefix) as m:
+        check_find(env, ck, m, names, members, label)
+        # the last shard is kept unread for the replacement below (no pages in the kernel)
+        check_sample(env, ck, m, names[:-1], members, orig_bytes, 1000, label)
+        concurrent_reads(env, ck, m, names[:-1], members, label)
+        st = m.stats()
+        ck.eq('%s: stats shards' % label, st['shards'], MANY)
+        ck.eq('%s: stats index_errors' % label, st['index_errors'], 0)
+        ck.eq('%s: stats read_errors' % label, st['read_errors'], 0)
+        ck.eq('%s: stats members' % label, st['members'], MANY * len(members))
+        ck.ok(0 < st.get('local_fds_open', -1) < NOFILE_LOW,
+              '%s: local_fds_open %r not in (0, %d)' % (label, st.get('local_fds_open'),
+                                                        NOFILE_LOW))
+        ck.ok(st.get('local_fd_reopens', 0) > 0, '%s: local_fd_reopens %r: the bound never closed '
+              'an fd' % (label, st.get('local_fd_reopens')))
+        nfd = daemon_fds(m)
+        ck.ok(nfd < NOFILE_LOW, '%s: the daemon holds %d fds' % (label, nfd))
+        log('%s: stats local_fds_open %r, local_fd_reopens %r; daemon fds %d' % (
+            label, st.get('local_fds_open'), st.get('local_fd_reopens'), nfd))
+
+        # A shard replaced on disk after the bound closed its fd: the reopened file is not the
+        # one that was indexed, so reads fail with ESTALE instead of serving other bytes.
+        victim = names[-1]
+        vdir = os.path.join(m.mnt, victim[:-len('.tar')])
+        ck.eq('%s: first member of %s' % (label, victim), ml.read_all(os.path.join(vdir, 's000.txt')),
+              members['s000.txt'])
+        newer, _ = small_shard(env.rng)
+        tmp = os.path.join(src, victim + '.new')
+        with open(tmp, 'wb') as f:
+            f.write(newer)
+        os.rename(tmp, os.path.join(src, victim))
+        # read members of more shards than the bound keeps open, so the victim's fd is closed
+        for rel in names[:NOFILE_LOW + 100]:
+            ml.read_all(os.path.join(m.mnt, rel[:-len('.tar')], 's001.cls'))
+        try:
+            got = ml.read_all(os.path.join(vdir, 's001.bin'))
+            ck.fail('%s: reading a member of replaced shard %s gave %d bytes (%s), expected '
+                    'ESTALE' % (label, victim, len(got),
+                                'the old bytes' if got == members['s001.bin'] else 'other bytes'))
+        except OSError as e:
+            ck.eq('%s: reading a member of replaced shard %s: errno' % (label, victim),
+                  errno.errorcode.get(e.errno, e.errno), 'ESTALE')
+        ck.ok(ml.pid_alive(st['pid']), '%s: the daemon died' % label)
+        log('%s: %.1fs mounted' % (label, time.monotonic() - t))
+
+
+# ---------------------------------------------------------------------------------------------
+# codec-magic
+# ---------------------------------------------------------------------------------------------
+
+def stage_tree(root, rng):
+    """A small tree with files of several sizes, a directory, a symlink."""
+    os.makedirs(os.path.join(root, 'sub', 'deeper'))
+    files = {
+        'a.txt': b'hello\n',
+        'empty.cls': b'',
+        'sub/b.bin': bytes(rng.getrandbits(8) for _ in range(70000)),
+        'sub/deeper/c.json': b'{"k": 1}\n' * 300,
+        'sample_%03d.jpg' % 7: bytes(rng.getrandbits(8) for _ in range(5000)),
+    }
+    for rel, data in files.items():
+        with open(os.path.join(root, rel), 'wb') as f:
+            f.write(data)
+        os.utime(os.path.join(root, rel), (1700000000, 1700000000))
+    os.symlink('a.txt', os.path.join(root, 'link.txt'))
+    return sorted(files) + ['link.txt', 'sub', 'sub/deeper']
+
+
+def tar_of(env, stage, members, fmt):
+    out = env.path('gen', 'plain-%s.tar' % fmt)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    env.run(['tar', '--format=' + fmt, '-cf', out, '-C', stage, '--no-recursion'] + members,
+            check=True)
+    with open(out, 'rb') as f:
+        return f.read()
+
+
+def zstd_of(env, data):
+    r = subprocess.run(['zstd', '-q', '-c', '-19'], input=data, stdout=subprocess.PIPE,
+                       check=True, timeout=60)
+    return r.stdout
+
+
+def group_codec_magic(env, ck):
+    stage = env.path('stage')
+    members = stage_tree(stage, env.rng)
+    ustar = tar_of(env, stage, members, 'gnu')
+    v7 = tar_of(env, stage, members, 'v7')
+    ck.ok(ustar[257:262] == b'ustar', 'generator: the GNU tar has the ustar magic')
+    ck.ok(v7[257:262] != b'ustar', 'generator: the v7 tar has no ustar magic')
+    gz = gzip.compress(ustar, mtime=0)
+    zst = zstd_of(env, ustar)
+    src = env.path('src')
+    os.makedirs(os.path.join(src, 'd'))
+    # name -> (stored bytes, the plain tar they hold)
+    shards = {
+        'plain-named-gz.tar.gz': (ustar, ustar),
+        'plain-named-tgz.tgz': (ustar, ustar),
+        'plain-named-zst.tar.zst': (ustar, ustar),
+        'v7-named-gz.tar.gz': (v7, v7),
+        'd/gzip-named-tar.tar': (gz, ustar),
+        'd/zstd-named-tgz.tgz': (zst, ustar),
+        'd/zstd-named-gz.tar.gz': (zst, ustar),
+        'gzip-named-zst.tar.zst': (gz, ustar),
+        # named right: must keep working
+        'right.tar': (ustar, ustar),
+        'right-gz.tar.gz': (gz, ustar),
+        'right-zst.tar.zst': (zst, ustar),
+    }
+    refs = {}
+    for rel, (stored, plain) in shards.items():
+        path = os.path.join(src, rel)
+        with open(path, 'wb') as f:
+            f.write(stored)
+        # GNU tar decides the compression by the bytes too; extract what is stored. Only a
+        # tar without the ustar magic (v7) makes GNU tar fall back to the name's suffix; bsdtar
+        # (and Python) read it by its header checksum, as shardfs does.
+        dest = env.path('ref', rel + '.d')
+        if rel.startswith('v7-') and shutil.which('bsdtar'):
+            os.makedirs(dest)
+            env.run(['bsdtar', '-xf', path, '-C', dest], check=True)
+        elif rel.startswith('v7-'):
+            copy = env.path('gen', 'v7-copy.tar')
+            with open(copy, 'wb') as f:
+                f.write(plain)
+            ml.gnu_extract(env, copy, dest)
+        else:
+            ml.gnu_extract(env, path, dest)
+        with tarfile.open(fileobj=io.BytesIO(plain)) as tf:
+            explicit = set(ml.normalize_member(t.name) for t in tf if t.isdir())
+        refs[rel] = (ml.snapshot(dest), explicit)
+        ck.eq('reference %s: entries extracted by GNU tar' % rel, len(refs[rel][0]), len(members))
+
+    def verify(m, label):
+        got_all = ml.snapshot(m.mnt, read=True, ck=ck)
+        ino_map = {}
+        for rel, (stored, _) in sorted(shards.items()):
+            g = got_all.get(rel)
+            ck.ok(g is not None and g.kind == 'file', '%s: raw file %s missing' % (label, rel))
+            if g is not None:
+                ck.eq('%s: raw file %s sha256 (the stored bytes)' % (label, rel), g.digest,
+                      hashlib.sha256(stored).hexdigest())
+            d = rel
+            for suf in ('.tar.gz', '.tgz', '.tar.zst', '.tar'):
+                if d.endswith(suf):
+                    d = d[:-len(suf)]
+                    break
+            sub = {p[len(d) + 1:]: e for p, e in got_all.items() if p.startswith(d + '/')}
+            c = ml.compare_trees(ck, '%s %s' % (label, rel), sub, refs[rel][0], refs[rel][1],
+                                 ino_map)
+            log('%s: %-28s %d files (%d bytes), %d dirs, %d symlinks as GNU tar extracts them' % (
+                label, rel, c['files'], c['bytes'], c['dirs'], c['symlinks']))
+        st = m.stats()
+        ck.eq('%s: stats damaged_shards' % label, st['damaged_shards'], 0)
+        ck.eq('%s: stats index_errors' % label, st['index_errors'], 0)
+        ck.eq('%s: stats read_errors' % label, st['read_errors'], 0)
+        return st
+
+    cache = env.path('cache')
+    opts = ['--log-file', env.path('daemon.log')]
+    with ml.Mount(env, src, cache_dir=cache, extra=opts) as m:
+        st = verify(m, 'first mount')
+        ck.eq('first mount: index_built', st['index_built'], len(shards))
+    with ml.Mount(env, src, cache_dir=cache, extra=opts) as m:
+        st = verify(m, 'remount')
+        ck.eq('remount: index_loaded', st['index_loaded'], len(shards))
+        ck.eq('remount: index_built', st['index_built'], 0)
+    with open(env.path('daemon.log'), errors='replace') as f:
+        logtext = f.read()
+    ck.ok('damaged' not in logtext, 'the log reports damage: %s' % ml.short(logtext, 600))
+
+    # The same shards from an http server: the first bytes come through the cache tier's chunk
+    # store, and a remount serves every index from the cache dir.
+    if not shutil.which('nginx'):
+        log('nginx not installed: the http part is skipped')
+        return
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'remote',
+                                    'http'))
+    import httplib
+    with httplib.Nginx(env.path('nginx'), src) as ng:
+        cache = env.path('cache-http')
+        opts = ['--log-file', env.path('daemon-http.log')]
+        with ml.Mount(env, ng.url('json/'), cache_dir=cache, extra=opts) as m:
+            st = verify(m, 'http')
+            ck.eq('http: index_built', st['index_built'], len(shards))
+        with ml.Mount(env, ng.url('json/'), cache_dir=cache, extra=opts) as m:
+            st = verify(m, 'http remount')
+            ck.eq('http remount: index_loaded', st['index_loaded'], len(shards))
+
+
+GROUPS = {'manyshards': (group_manyshards, 600), 'codec-magic': (group_codec_magic, 240)}
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
+        print(__doc__)
+        return 2
+    fn, deadline = GROUPS[sys.argv[2]]
+    ml.main_wrapper(fn, sys.argv[1], sys.argv[2], deadline=deadline)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
