@@ -345,6 +345,27 @@ static void attempt_reset(struct xfer *x)
 	x->errbuf[0] = '\0';
 }
 
+/* The path of an absolute URL (up to '?' or '#'; "" for none) and its length. */
+static const char *url_path(const char *u, size_t *len)
+{
+	const char *p = strstr(u, "://");
+
+	p = p ? strchr(p + 3, '/') : NULL;
+	if (!p)
+		p = "";
+	*len = strcspn(p, "?#");
+	return p;
+}
+
+/* Does a redirect from 'from' to 'to' only add a trailing '/' to the path? */
+static int redirect_to_dir(const char *from, const char *to)
+{
+	size_t fl, tl;
+	const char *f = url_path(from, &fl), *t = url_path(to, &tl);
+
+	return tl == fl + 1 && memcmp(f, t, fl) == 0 && t[fl] == '/';
+}
+
 static int is_redirect(long s)
 {
 	return s == 301 || s == 302 || s == 303 || s == 307 || s == 308;
@@ -813,6 +834,7 @@ static void xfer_done(struct xfer *x, CURLcode c)
 			xfer_finish(x, -EIO);
 			return;
 		}
+		r->dir_redirect |= redirect_to_dir(x->url, loc);
 		origin = url_origin(loc);
 		if (!origin) {
 			xfer_finish(x, -EIO);
