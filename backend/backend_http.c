@@ -768,7 +768,7 @@ int backend__http_open(struct backend *be, const char *source, const struct back
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return -ENOMEM;
-	h->window = 4 * (cfg->connections ? cfg->connections : 8);
+	h->window = 4 * (cfg->connections ? cfg->connections : 1);
 	if (u.path_len == 0 || source[u.path_off + u.path_len - 1] == '/')
 		err = http_open_dir(h, source, &u);
 	else

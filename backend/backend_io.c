@@ -1094,11 +1094,13 @@ int backend_io_open(struct backend_io **out, const struct backend_config *cfg)
 	io = calloc(1, sizeof(*io));
 	if (!io)
 		return -ENOMEM;
-	io->max_running = cfg->connections ? cfg->connections : 8;
-	io->budget_ms = (cfg->retry_budget_s > 0 ? cfg->retry_budget_s : 30) * 1000.0;
-	io->connect_ms = (long)((cfg->connect_timeout_s > 0 ? cfg->connect_timeout_s : 10) * 1000.0);
-	io->stall_s = (long)(cfg->stall_timeout_s > 0 ? cfg->stall_timeout_s + 0.999 : 20);
-	io->stall_ns = (uint64_t)((cfg->stall_timeout_s > 0 ? cfg->stall_timeout_s : 20) * 1e9);
+	/* The caller's values (fs/fs_opt.c holds the defaults); only what
+	 * cannot work is clamped, as backend.h says. */
+	io->max_running = cfg->connections ? cfg->connections : 1;
+	io->budget_ms = (cfg->retry_budget_s > 0 ? cfg->retry_budget_s : 0) * 1000.0;
+	io->connect_ms = (long)((cfg->connect_timeout_s > 0 ? cfg->connect_timeout_s : 0) * 1000.0);
+	io->stall_s = (long)(cfg->stall_timeout_s > 0 ? cfg->stall_timeout_s + 0.999 : 0);
+	io->stall_ns = cfg->stall_timeout_s > 0 ? (uint64_t)(cfg->stall_timeout_s * 1e9) : UINT64_MAX;
 	io->rng = uv_hrtime() ^ (uint64_t)(uintptr_t)io ^ 0x9e3779b97f4a7c15ull;
 	if (!io->rng)
 		io->rng = 1;

@@ -9,18 +9,9 @@
  * first caller decodes (outside the lock) while later ones wait on ct->cond.
  * The list is short (one entry per shard in use), so a list is enough.
  *
- * Configuration defaults (zero fields of struct cachetier_config):
- *  - cache_size_bytes 20 GiB: a few hundred shards of a typical dataset, a
- *    fraction of a training node's NVMe.
- *  - min_free_bytes 1 GiB: the cache must not be what fills the disk.
- *  - chunk_bytes 8 MiB: large enough that a range GET runs at the store's
- *    streaming rate, small enough that a random member read fetches little.
- *  - readahead_max_bytes 64 MiB: eight chunks in flight ahead of one
- *    sequential reader, matching the default fill_threads; never more
- *    than an eighth of cache_size_bytes (readahead that outruns the cache
- *    evicts what it fetched before the reader gets there).
- *  - fill_threads 8: as many as the backend's default connections (fs
- *    passes connections + 1, so one thread writes while all fetch).
+ * Configuration: every field is the caller's (the mount's defaults, with
+ * the reasons for them, are in fs/fs_opt.c's option table). cachetier_open
+ * only clamps what cannot work, as cachetier.h says for each field.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -100,18 +91,12 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	ct->rq_tail = &ct->rq;
 	ct->pf_tail = &ct->pf;
 	ct->cfg = *cfg;
-	if (!ct->cfg.cache_size_bytes)
-		ct->cfg.cache_size_bytes = 20ull << 30;
-	if (!ct->cfg.min_free_bytes)
-		ct->cfg.min_free_bytes = 1ull << 30;
-	if (!ct->cfg.chunk_bytes)
-		ct->cfg.chunk_bytes = 8u << 20;
+	/* Sanity clamps only (the defaults are the caller's) */
 	if (ct->cfg.chunk_bytes > 1u << 30) /* one fill buffer per thread */
 		ct->cfg.chunk_bytes = 1u << 30;
-	/* whole 4 KiB blocks, so punching a chunk frees exactly its blocks */
-	ct->cfg.chunk_bytes = (ct->cfg.chunk_bytes + 4095u) & ~4095u;
-	if (!ct->cfg.readahead_max_bytes)
-		ct->cfg.readahead_max_bytes = 64ull << 20;
+	/* whole 4 KiB blocks (at least one), so punching a chunk frees exactly
+	 * its blocks */
+	ct->cfg.chunk_bytes = ct->cfg.chunk_bytes ? (ct->cfg.chunk_bytes + 4095u) & ~4095u : 4096u;
 	/* Readahead into a small cache would evict what it fetched (or what
 	 * the reader is about to reach) before the reader gets there: at most
 	 * an eighth of the cache is ahead of a reader, and at least one chunk. */
@@ -119,8 +104,8 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 		ct->cfg.readahead_max_bytes = ct->cfg.cache_size_bytes / 8;
 	if (ct->cfg.readahead_max_bytes < ct->cfg.chunk_bytes)
 		ct->cfg.readahead_max_bytes = ct->cfg.chunk_bytes;
-	if (!ct->cfg.fill_threads)
-		ct->cfg.fill_threads = 8;
+	if (!ct->cfg.fill_threads) /* fills must run somewhere */
+		ct->cfg.fill_threads = 1;
 	ct->cfg.cache_dir = NULL; /* not kept: the caller's strings */
 	ct->cfg.source = NULL;
 
