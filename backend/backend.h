@@ -32,12 +32,15 @@ struct backend;
 struct backend_config {
 	const char *endpoint;     /* --endpoint: overrides AWS_ENDPOINT_URL, AIS_ENDPOINT, ... */
 	int no_sign;              /* --no-sign: anonymous S3/GCS requests */
-	unsigned connections;     /* most parallel connections to the store [8] */
-	const char *ca_file;      /* --ca-file: CA bundle for TLS verification [system] */
-	double retry_budget_s;    /* stop retrying a request after this long [30] */
-	double connect_timeout_s; /* [10] */
-	double stall_timeout_s;   /* a transfer with no bytes for this long is retried [20] */
+	unsigned connections;     /* most parallel connections to the store (0 works as 1) */
+	const char *ca_file;      /* --ca-file: CA bundle for TLS verification (NULL: system's) */
+	double retry_budget_s;    /* stop retrying a request after this long (<= 0: no retries) */
+	double connect_timeout_s; /* give up a connection attempt after this (<= 0: curl's, 300 s) */
+	double stall_timeout_s;   /* a transfer with no bytes for this long is retried (<= 0: never) */
 };
+/* Every field is the caller's choice: the backend applies no defaults (the
+ * mount's are in fs/fs_opt.c's option table) and only clamps what cannot
+ * work, as each field says. backend_open(..., NULL) is a config of zeros. */
 
 /* What list and stat report about one object. */
 struct backend_objinfo {

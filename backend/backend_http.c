@@ -286,6 +286,15 @@ static int pat_result(void *arg, size_t i, const struct backend_req *r, int err)
 	struct pat_list *pl = arg;
 	struct backend_objinfo info;
 
+	if (r->dir_redirect) {
+		char shown[512];
+
+		url_display(pl->h->objs[i].url, shown, sizeof(shown));
+		return list_fail(-EISDIR,
+				 "%s is a directory (the server redirects to %s/): add a trailing "
+				 "slash to mount its listing",
+				 shown, shown);
+	}
 	if (err < 0)
 		return report(pl->h->objs[i].url, r, err);
 	http_fill(&info, pl->h->objs[i].key, r);
@@ -759,7 +768,7 @@ int backend__http_open(struct backend *be, const char *source, const struct back
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return -ENOMEM;
-	h->window = 4 * (cfg->connections ? cfg->connections : 8);
+	h->window = 4 * (cfg->connections ? cfg->connections : 1);
 	if (u.path_len == 0 || source[u.path_off + u.path_len - 1] == '/')
 		err = http_open_dir(h, source, &u);
 	else

@@ -345,6 +345,27 @@ static void attempt_reset(struct xfer *x)
 	x->errbuf[0] = '\0';
 }
 
+/* The path of an absolute URL (up to '?' or '#'; "" for none) and its length. */
+static const char *url_path(const char *u, size_t *len)
+{
+	const char *p = strstr(u, "://");
+
+	p = p ? strchr(p + 3, '/') : NULL;
+	if (!p)
+		p = "";
+	*len = strcspn(p, "?#");
+	return p;
+}
+
+/* Does a redirect from 'from' to 'to' only add a trailing '/' to the path? */
+static int redirect_to_dir(const char *from, const char *to)
+{
+	size_t fl, tl;
+	const char *f = url_path(from, &fl), *t = url_path(to, &tl);
+
+	return tl == fl + 1 && memcmp(f, t, fl) == 0 && t[fl] == '/';
+}
+
 static int is_redirect(long s)
 {
 	return s == 301 || s == 302 || s == 303 || s == 307 || s == 308;
@@ -813,6 +834,7 @@ static void xfer_done(struct xfer *x, CURLcode c)
 			xfer_finish(x, -EIO);
 			return;
 		}
+		r->dir_redirect |= redirect_to_dir(x->url, loc);
 		origin = url_origin(loc);
 		if (!origin) {
 			xfer_finish(x, -EIO);
@@ -1072,11 +1094,13 @@ int backend_io_open(struct backend_io **out, const struct backend_config *cfg)
 	io = calloc(1, sizeof(*io));
 	if (!io)
 		return -ENOMEM;
-	io->max_running = cfg->connections ? cfg->connections : 8;
-	io->budget_ms = (cfg->retry_budget_s > 0 ? cfg->retry_budget_s : 30) * 1000.0;
-	io->connect_ms = (long)((cfg->connect_timeout_s > 0 ? cfg->connect_timeout_s : 10) * 1000.0);
-	io->stall_s = (long)(cfg->stall_timeout_s > 0 ? cfg->stall_timeout_s + 0.999 : 20);
-	io->stall_ns = (uint64_t)((cfg->stall_timeout_s > 0 ? cfg->stall_timeout_s : 20) * 1e9);
+	/* The caller's values (fs/fs_opt.c holds the defaults); only what
+	 * cannot work is clamped, as backend.h says. */
+	io->max_running = cfg->connections ? cfg->connections : 1;
+	io->budget_ms = (cfg->retry_budget_s > 0 ? cfg->retry_budget_s : 0) * 1000.0;
+	io->connect_ms = (long)((cfg->connect_timeout_s > 0 ? cfg->connect_timeout_s : 0) * 1000.0);
+	io->stall_s = (long)(cfg->stall_timeout_s > 0 ? cfg->stall_timeout_s + 0.999 : 0);
+	io->stall_ns = cfg->stall_timeout_s > 0 ? (uint64_t)(cfg->stall_timeout_s * 1e9) : UINT64_MAX;
 	io->rng = uv_hrtime() ^ (uint64_t)(uintptr_t)io ^ 0x9e3779b97f4a7c15ull;
 	if (!io->rng)
 		io->rng = 1;

@@ -19,39 +19,16 @@
  * inode, size, mtime), else -ESTALE: the index and the sizes were made
  * from that file.
  *
- * Configuration defaults (zero fields of struct cachetier_config):
- *  - cache_size_bytes 20 GiB: a few hundred shards of a typical dataset, a
- *    fraction of a training node's NVMe.
- *  - the disk reserve: min(min_free_bytes 1 GiB, min_free_percent 5 % of
- *    the cache filesystem's size), computed once at open (fstatvfs) and
- *    kept in cfg.min_free_bytes, which eviction and decoding then use. The
- *    cache must not be what fills the disk, but a fixed 1 GiB would leave
- *    nothing usable on a small disk (a 16 GiB card, a 64 MiB tmpfs).
- *  - max_decode_ratio 500: tells a decompression bomb from a big shard. A
- *    decoded copy past 64 MiB (DEC_RATIO_FLOOR_BYTES) may never hold more
- *    than this many times the compressed bytes read so far. Real shards:
- *    jpg/png 1.0-1.1x, text/json/npy 5-45x; a shard of nothing but tiny
- *    members (tar headers and padding: 20,000 .cls files) 100-140x, and
- *    all-identical tiny members at zstd -19 up to ~540x. Bombs: gzip tops
- *    out at ~1030x, zstd reaches ~30,000x. 500 stops both kinds of bomb at
- *    2x margin and passes every real shard with 3x or more.
- *  - max_decoded_bytes 64 GiB: WebDataset shards are 0.1-10 GB; past this
- *    a copy is refused whatever its ratio (a bomb that stays under the
- *    ratio needs 128 MiB of compressed input to reach it).
- *  - chunk_bytes 8 MiB: large enough that a range GET runs at the store's
- *    streaming rate, small enough that a random member read fetches little.
- *  - readahead_max_bytes 64 MiB: eight chunks in flight ahead of one
- *    sequential reader, matching the default fill_threads; never more
- *    than an eighth of cache_size_bytes (readahead that outruns the cache
- *    evicts what it fetched before the reader gets there).
- *  - fill_threads 8: as many as the backend's default connections (fs
- *    passes connections + 1, so one thread writes while all fetch).
- *  - local_fds_max: the soft RLIMIT_NOFILE (fs raises it to the hard limit
- *    before opening the cache tier) less a reserve for every other fd the
- *    process holds: /dev/fuse and two splice-pipe fds per FUSE thread,
- *    curl's connections and libuv, decoded copies and chunk files, the log,
- *    directories while listing. The reserve is a quarter of the limit,
- *    at least 128 and at most 4096 fds.
+ * Configuration: every field is the caller's (the mount's defaults, with
+ * the reasons for them, are in fs/fs_opt.c's option table). cachetier_open
+ * only clamps what cannot work, as cachetier.h says for each field.
+ *
+ * Derived at open, not configured: local_fds_max 0 means the soft
+ * RLIMIT_NOFILE (fs raises it to the hard limit before opening the cache
+ * tier) less a reserve for every other fd the process holds: /dev/fuse and
+ * two splice-pipe fds per FUSE thread, curl's connections and libuv,
+ * decoded copies and chunk files, the log, directories while listing. The
+ * reserve is a quarter of the limit, at least 128 and at most 4096 fds.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -171,24 +148,18 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	ct->rq_tail = &ct->rq;
 	ct->pf_tail = &ct->pf;
 	ct->cfg = *cfg;
-	if (!ct->cfg.cache_size_bytes)
-		ct->cfg.cache_size_bytes = 20ull << 30;
-	if (!ct->cfg.min_free_bytes)
-		ct->cfg.min_free_bytes = 1ull << 30;
-	if (!ct->cfg.min_free_percent || ct->cfg.min_free_percent > 100)
-		ct->cfg.min_free_percent = 5;
-	if (!ct->cfg.max_decode_ratio)
-		ct->cfg.max_decode_ratio = 500;
-	if (!ct->cfg.max_decoded_bytes)
-		ct->cfg.max_decoded_bytes = 64ull << 30;
-	if (!ct->cfg.chunk_bytes)
-		ct->cfg.chunk_bytes = 8u << 20;
+	/* Sanity clamps only (the defaults are the caller's) */
+	if (!ct->cfg.max_decode_ratio) /* 0: no ratio bound */
+		ct->cfg.max_decode_ratio = UINT_MAX;
+	if (!ct->cfg.max_decoded_bytes) /* 0: no size bound */
+		ct->cfg.max_decoded_bytes = UINT64_MAX;
+	if (!ct->cfg.min_free_percent || ct->cfg.min_free_percent > 100) /* 0: no cap */
+		ct->cfg.min_free_percent = 100;
 	if (ct->cfg.chunk_bytes > 1u << 30) /* one fill buffer per thread */
 		ct->cfg.chunk_bytes = 1u << 30;
-	/* whole 4 KiB blocks, so punching a chunk frees exactly its blocks */
-	ct->cfg.chunk_bytes = (ct->cfg.chunk_bytes + 4095u) & ~4095u;
-	if (!ct->cfg.readahead_max_bytes)
-		ct->cfg.readahead_max_bytes = 64ull << 20;
+	/* whole 4 KiB blocks (at least one), so punching a chunk frees exactly
+	 * its blocks */
+	ct->cfg.chunk_bytes = ct->cfg.chunk_bytes ? (ct->cfg.chunk_bytes + 4095u) & ~4095u : 4096u;
 	/* Readahead into a small cache would evict what it fetched (or what
 	 * the reader is about to reach) before the reader gets there: at most
 	 * an eighth of the cache is ahead of a reader, and at least one chunk. */
@@ -196,8 +167,8 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 		ct->cfg.readahead_max_bytes = ct->cfg.cache_size_bytes / 8;
 	if (ct->cfg.readahead_max_bytes < ct->cfg.chunk_bytes)
 		ct->cfg.readahead_max_bytes = ct->cfg.chunk_bytes;
-	if (!ct->cfg.fill_threads)
-		ct->cfg.fill_threads = 8;
+	if (!ct->cfg.fill_threads) /* fills must run somewhere */
+		ct->cfg.fill_threads = 1;
 	if (!ct->cfg.local_fds_max)
 		ct->cfg.local_fds_max = local_fds_default();
 	ct->fd_max = ct->cfg.local_fds_max;

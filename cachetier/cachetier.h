@@ -52,23 +52,28 @@
 struct cachetier;
 struct cachetier_obj;
 
-/* Zero fields take the defaults in brackets. */
+/* Every field is the caller's choice: cachetier_open applies no defaults
+ * (the mount's, with the reasons for them, are in fs/fs_opt.c's option
+ * table) and only clamps what cannot work, as each field says. */
 struct cachetier_config {
 	const char *cache_dir;        /* root of the cache directory (created 0700) */
 	const char *source;           /* source string; selects the per-source subdirectory */
-	uint64_t cache_size_bytes;    /* --cache-size: most bytes of cached data [20 GiB] */
+	uint64_t cache_size_bytes;    /* most bytes of cached data in the whole directory
+				       * (0: nothing is kept that no reader pins) */
 	uint64_t min_free_bytes;      /* free space kept on the cache filesystem: at most
-				       * this [1 GiB] ... */
+				       * this (0: none) ... */
 	unsigned min_free_percent;    /* ... and at most this percentage of the
-				       * filesystem's size [5]; see cachetier_disk */
+				       * filesystem's size (0: no cap); see cachetier_disk */
 	unsigned max_decode_ratio;    /* a decoded copy past 64 MiB stays within this many
-				       * times the compressed bytes read [500] */
-	uint64_t max_decoded_bytes;   /* most bytes of one decoded copy [64 GiB] */
-	uint32_t chunk_bytes;         /* fill unit, one range GET [8 MiB] */
-	uint64_t readahead_max_bytes; /* --readahead: cap of a sequential reader's window [64 MiB] */
-	unsigned fill_threads;        /* fill threads, fills in flight at once (≈ connections) [8] */
+				       * times the compressed bytes read (0: no bound) */
+	uint64_t max_decoded_bytes;   /* most bytes of one decoded copy (0: no bound) */
+	uint32_t chunk_bytes;         /* fill unit, one range GET: at most 1 GiB, rounded up to
+				       * whole 4 KiB blocks (0 works as 4 KiB) */
+	uint64_t readahead_max_bytes; /* cap of a sequential reader's window: at most an eighth
+				       * of cache_size_bytes, at least one chunk */
+	unsigned fill_threads;        /* fill threads, fills in flight at once (0 works as 1) */
 	unsigned local_fds_max;       /* most fds of local source files kept open at once
-				       * [RLIMIT_NOFILE's soft limit less a reserve] */
+				       * (0: RLIMIT_NOFILE's soft limit less a reserve) */
 };
 
 enum cachetier_codec {

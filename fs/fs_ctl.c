@@ -74,6 +74,7 @@ struct counter {
 	const char *name;
 	const char *help;
 	uint64_t value;
+	int gauge; /* 1: a value that goes up and down (or is set once); 0: only ever counts up */
 };
 
 /* Bytes asked for by prefetch and how many of them are cached now. */
@@ -106,22 +107,27 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 #define C(nm, hp, v)                                                                               \
 	do {                                                                                       \
 		if (n < max)                                                                       \
-			c[n++] = (struct counter){nm, hp, (uint64_t)(v)};                          \
+			c[n++] = (struct counter){nm, hp, (uint64_t)(v), 0};                       \
 	} while (0)
-	C("objects", "objects in the source", fs->nobjs);
-	C("shards", "objects that are shards", fs->nshards);
-	C("source_dirs", "directories in the source", fs->ndirs);
-	C("source_bytes", "bytes of all objects in the source", fs->total_bytes);
-	C("source_offline", "1: the store was unreachable at mount, the listing came from the cache",
+#define G(nm, hp, v)                                                                               \
+	do {                                                                                       \
+		if (n < max)                                                                       \
+			c[n++] = (struct counter){nm, hp, (uint64_t)(v), 1};                       \
+	} while (0)
+	G("objects", "objects in the source", fs->nobjs);
+	G("shards", "objects that are shards", fs->nshards);
+	G("source_dirs", "directories in the source", fs->ndirs);
+	G("source_bytes", "bytes of all objects in the source", fs->total_bytes);
+	G("source_offline", "1: the store was unreachable at mount, the listing came from the cache",
 	  fs->offline);
 	C("index_built", "shard indexes built by reading the shard", fs->c.index_built);
 	C("index_loaded", "shard indexes loaded from the cache directory", fs->c.index_loaded);
 	C("index_errors", "shards that could not be indexed", fs->c.index_errors);
 	C("index_save_errors", "indexes that could not be saved", fs->c.index_save_errors);
 	C("index_bytes_scanned", "shard bytes read to build indexes", fs->c.index_bytes_scanned);
-	C("index_mem_bytes", "memory held by loaded indexes", fs->c.index_mem_bytes);
-	C("members", "entries in loaded shard indexes", fs->c.members);
-	C("damaged_shards", "loaded shards with damage", fs->c.damaged_shards);
+	G("index_mem_bytes", "memory held by loaded indexes", fs->c.index_mem_bytes);
+	G("members", "entries in loaded shard indexes", fs->c.members);
+	G("damaged_shards", "loaded shards with damage", fs->c.damaged_shards);
 	C("skipped_members", "members left out (unsafe names, special files)",
 	  fs->c.skipped_members);
 	C("lookups", "lookup requests", fs->c.lookups);
@@ -137,7 +143,9 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 	C("cache_misses", "read ranges that waited for a fill", cs.misses);
 	C("bytes_fetched", "bytes fetched from the store into the cache", cs.bytes_fetched);
 	C("fills", "chunk fills completed", cs.fills);
-	C("fills_inflight", "chunk fills running now", cs.fills_inflight);
+	G("fills_inflight", "chunk fills running now", cs.fills_inflight);
+	G("fill_threads", "cache fill threads (one more than connections)", fs->fill_threads);
+	G("connections", "most parallel connections to a remote store", fs->cfg.connections);
 	C("fill_errors", "chunk fills that failed", cs.fill_errors);
 	C("readahead_fills", "fills started by readahead or prefetch", cs.readahead_fills);
 	C("evictions", "objects evicted from the cache", cs.evictions);
@@ -148,31 +156,32 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 	  cs.peer_chunks);
 	C("cache_peer_waits", "fills that waited for another process filling the same chunk",
 	  cs.peer_waits);
-	C("cache_bytes_used", "cached bytes in the whole cache directory", cs.bytes_used);
-	C("cache_bytes_limit", "the cache size limit", cs.bytes_limit);
-	C("local_fds_open", "local shard files open now (bounded by the open-file limit)",
+	G("cache_bytes_used", "cached bytes in the whole cache directory", cs.bytes_used);
+	G("cache_bytes_limit", "the cache size limit", cs.bytes_limit);
+	G("local_fds_open", "local shard files open now (bounded by the open-file limit)",
 	  cs.local_fds_open);
 	C("local_fd_reopens", "local shard files opened again after the bound closed them",
 	  cs.local_fd_reopens);
 	C("prefetch_requests", "objects asked to be prefetched", fs->c.prefetch_requests);
 	C("prefetch_errors", "prefetch requests that failed", fs->c.prefetch_errors);
 	C("shard_prefetches", "shards fetched ahead of an in-order reader", fs->c.shard_prefetches);
-	C("prefetch_bytes", "bytes of the objects asked to be prefetched", pf_want);
-	C("prefetch_cached_bytes", "of those, bytes in the cache now", pf_have);
+	G("prefetch_bytes", "bytes of the objects asked to be prefetched", pf_want);
+	G("prefetch_cached_bytes", "of those, bytes in the cache now", pf_have);
 	/* ---- issue 5 ---- */
 	C("index_sidecar", "shard indexes loaded from a sidecar NAME.tar.idx", fs->c.index_sidecar);
 	C("index_sidecar_rejected", "sidecar indexes ignored (stale or corrupt)",
 	  fs->c.index_sidecar_rejected);
-	C("imagefolder_images", "files in the imagefolder view", fs->c.if_images);
-	C("imagefolder_no_image", "samples left out: no image member", fs->c.if_no_image);
-	C("imagefolder_no_class", "samples left out: no usable class", fs->c.if_no_class);
-	C("imagefolder_dup_dropped", "samples left out: name taken", fs->c.if_dup_dropped);
-	C("imagefolder_shards_indexed", "shards indexed to build the view", fs->c.if_shards_indexed);
-	C("imagefolder_build_ms", "milliseconds to build the view", fs->c.if_build_ms);
+	G("imagefolder_images", "files in the imagefolder view", fs->c.if_images);
+	G("imagefolder_no_image", "samples left out: no image member", fs->c.if_no_image);
+	G("imagefolder_no_class", "samples left out: no usable class", fs->c.if_no_class);
+	G("imagefolder_dup_dropped", "samples left out: name taken", fs->c.if_dup_dropped);
+	G("imagefolder_shards_indexed", "shards indexed to build the view", fs->c.if_shards_indexed);
+	G("imagefolder_build_ms", "milliseconds to build the view", fs->c.if_build_ms);
 	C("imagefolder_cls_reads", ".cls members read from shards (not from the cache)",
 	  fs->c.if_cls_reads);
 	/* ---- end issue 5 ---- */
 #undef C
+#undef G
 	return n;
 }
 
@@ -200,9 +209,21 @@ static void render_metrics(struct fs *fs, struct out *o)
 	struct counter c[64];
 	size_t n = collect(fs, c, 64);
 
+	/* Prometheus conventions: counters are named *_total, times are in
+	 * seconds (a stats field NAME_ms becomes NAME_seconds) */
 	for (size_t i = 0; i < n; i++) {
-		outf(o, "# HELP shardfs_%s %s\n# TYPE shardfs_%s gauge\nshardfs_%s %" PRIu64 "\n",
-		     c[i].name, c[i].help, c[i].name, c[i].name, c[i].value);
+		size_t nl = strlen(c[i].name);
+		int ms = nl > 3 && strcmp(c[i].name + nl - 3, "_ms") == 0;
+		const char *sfx = ms ? "_seconds" : c[i].gauge ? "" : "_total";
+		int len = (int)(ms ? nl - 3 : nl);
+
+		outf(o, "# HELP shardfs_%.*s%s %s\n# TYPE shardfs_%.*s%s %s\nshardfs_%.*s%s ", len,
+		     c[i].name, sfx, c[i].help, len, c[i].name, sfx, c[i].gauge ? "gauge" : "counter",
+		     len, c[i].name, sfx);
+		if (ms)
+			outf(o, "%" PRIu64 ".%03u\n", c[i].value / 1000, (unsigned)(c[i].value % 1000));
+		else
+			outf(o, "%" PRIu64 "\n", c[i].value);
 	}
 }
 
@@ -284,14 +305,18 @@ static int prefetch_path(struct fs *fs, const char *path, size_t len)
 		if (e->kind == FS_K_DIR) {
 			d = e->idx;
 		} else {
-			/* a file or a shard's directory: its object; nothing may follow */
+			/* a file or a shard's directory: its object. Below a
+			 * shard's directory (a member): the whole shard, since
+			 * the cache holds objects; nothing may follow a file. */
 			uint32_t obj = e->kind == FS_K_OBJ ? e->idx : fs->shards[e->idx].obj;
 
 			while (j < len && path[j] == '/')
 				j++;
-			if (j < len)
+			if (j < len && e->kind != FS_K_SHARD)
 				return -ENOENT;
-			return fs_obj_prefetch(fs, obj) < 0 ? -EIO : 0;
+			if (fs_obj_prefetch(fs, obj) < 0)
+				return -EIO;
+			return j < len ? 1 : 0;
 		}
 		i = j + 1;
 	}
@@ -303,9 +328,9 @@ static int prefetch_path(struct fs *fs, const char *path, size_t len)
 int fs_ctl_command(struct fs *fs, const char *buf, size_t len)
 {
 	size_t i = 0;
-	int err = 0;
+	int err = 0, inside_shard = 0;
 
-	while (i < len && err == 0) {
+	while (i < len && err >= 0) {
 		size_t j = i, k;
 
 		while (j < len && buf[j] != '\n')
@@ -321,6 +346,7 @@ int fs_ctl_command(struct fs *fs, const char *buf, size_t len)
 				while (p < k && buf[p] == ' ')
 					p++;
 				err = prefetch_path(fs, buf + p, k - p);
+				inside_shard |= err == 1;
 			} else {
 				fs_log(FS_LOG_WARN, "control: unknown command '%.*s'", (int)(k - i),
 				       buf + i);
@@ -329,5 +355,5 @@ int fs_ctl_command(struct fs *fs, const char *buf, size_t len)
 		}
 		i = j + 1;
 	}
-	return err;
+	return err < 0 ? err : inside_shard;
 }

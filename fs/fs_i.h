@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/ioctl.h>
 #include <sys/types.h>
 
 #include "backend.h"
@@ -22,34 +23,37 @@
 
 #define SHARDFS_VERSION "0.1.0"
 
-/* ---- configuration (filled from the option table in fs_opt.c) ---------- */
+/* ---- configuration (filled from the option tables in fs_opt.c) ---------
+ * Every default is in those tables; nothing else applies one. */
 
 struct fs_config {
 	char *source;
 	char *mountpoint;
-	char *cache_dir;       /* default: $XDG_CACHE_HOME/shardfs or ~/.cache/shardfs */
-	char *log_file;        /* default: stderr in foreground, else CACHE/.../log */
+	char *cache_dir;       /* --cache-dir; computed default: $XDG_CACHE_HOME/shardfs, ... */
+	char *log_file;        /* --log-file; none: stderr in foreground, else CACHE/.../log */
 	char *fuse_opts;       /* -o, comma-joined */
 	int foreground;        /* -f */
 	int debug;             /* -d: FUSE request debugging, implies -f */
-	unsigned max_threads;  /* FUSE worker threads */
-	double entry_timeout_s; /* entry/attr/negative timeouts: data is immutable */
+	unsigned max_threads;  /* --threads: FUSE worker threads */
+	double entry_timeout_s; /* --timeout: entry/attr/negative timeouts: data is immutable */
 	char *endpoint;        /* --endpoint: remote store endpoint override */
 	int no_sign;           /* --no-sign: anonymous S3/GCS */
 	unsigned connections;  /* --connections: parallel connections to the store */
 	char *ca_file;         /* --ca-file: CA bundle for TLS */
-	double retry_budget_s; /* --retry-budget: remote retries stop after this (0: default) */
-	double stall_timeout_s; /* --stall-timeout: a silent transfer is retried (0: default) */
+	double retry_budget_s; /* --retry-budget: remote retries stop after this */
+	double stall_timeout_s; /* --stall-timeout: a silent transfer is retried */
+	double connect_timeout_s; /* --connect-timeout */
 	uint64_t cache_size_bytes;    /* --cache-size */
+	uint64_t min_free_bytes;      /* --min-free: free space the cache leaves on its filesystem */
 	uint64_t readahead_max_bytes; /* --readahead */
 	uint64_t chunk_bytes;         /* --chunk-size */
-	unsigned max_decode_ratio;    /* --max-decode-ratio (0: cachetier's default) */
-	uint64_t max_decoded_bytes;   /* --max-decoded-size (0: cachetier's default) */
-	uint64_t min_free_bytes;      /* --min-free (0: cachetier's default) */
-	unsigned min_free_percent;    /* --min-free-percent (0: cachetier's default) */
+	unsigned max_decode_ratio;    /* --max-decode-ratio */
+	uint64_t max_decoded_bytes;   /* --max-decoded-size */
+	unsigned min_free_percent;    /* --min-free-percent */
 	unsigned prefetch_shards;     /* --prefetch-shards: shards fetched ahead of an in-order reader */
 	int strict_open;              /* --strict-open: answer every open (no zero-cost opens) */
 	int no_xattr; /* --no-xattr: getxattr/listxattr answer ENOSYS, which the kernel caches */
+	int sidecar;  /* index --sidecar: also write NAME.tar.idx beside local shards */
 	/* ---- issue 5: deep-learning views (fs_imagefolder.c) ---- */
 	char *layout_name;     /* --layout shards|imagefolder */
 	char *class_from_name; /* --class-from cls|dir|key-prefix */
@@ -197,6 +201,7 @@ struct fs {
 
 	int no_opendir;           /* set once in init: the kernel can skip OPENDIR */
 	int offline;              /* the store was unreachable at mount: cached listing */
+	unsigned fill_threads;    /* cache fill threads asked for (set once at mount) */
 	atomic_uint last_shard;   /* the shard whose members were read last (+1; 0: none) */
 	uid_t uid;
 	gid_t gid;
@@ -241,6 +246,15 @@ void fs_shard_touch(struct fs *fs, uint32_t shard);
 /* Start filling the cache with object obj (counts the request). */
 int fs_obj_prefetch(struct fs *fs, uint32_t obj);
 
+/* Commands reach a running mount as this ioctl on MOUNTPOINT/.shardfs/control
+ * opened read-only (the mount is read-only, so nothing on it can be opened
+ * for writing): the argument is FS_CTL_IOC_LEN bytes holding command lines
+ * as fs_ctl_command takes them, NUL-terminated. ioctl returns what
+ * fs_ctl_command does (-1 with errno for an error). Only the mount's owner
+ * (and root) may send commands. */
+#define FS_CTL_IOC_LEN 8192
+#define FS_CTL_IOC _IOW('S', 0x01, char[FS_CTL_IOC_LEN])
+
 /* fs_ctl.c: the .shardfs control files. */
 extern const char *const fs_ctl_names[FS_CTL_COUNT];
 /* Render control file 'which' into a malloc'd buffer. */
@@ -248,7 +262,10 @@ int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len);
 /* Carry out the commands written to .shardfs/control (one per line):
  *   prefetch [PATH]   fill the cache with every object at or below PATH
  *                     (relative to the mount root; none: everything)
- * Returns 0, or -EINVAL / -ENOENT for a bad command or path. */
+ * A PATH inside a shard's member directory prefetches the whole shard (the
+ * cache holds objects, a member is a range of its shard).
+ * Returns 0, 1 when a PATH named something inside a shard (so its shard
+ * was prefetched), or -EINVAL / -ENOENT for a bad command or path. */
 int fs_ctl_command(struct fs *fs, const char *buf, size_t len);
 
 /* fs_ll.c: FUSE session. */
@@ -293,10 +310,58 @@ int fs_sidecar_ident(int codec, uint64_t size, char *buf, size_t bufsize, size_t
 /* Write buf to path through a temp file, fsync and rename (fs_index.c). */
 int fs_write_atomic(const char *path, const void *buf, size_t len);
 
-/* fs_opt.c: the mount command line. */
+/* fs_opt.c: command lines as data. A subcommand is a list of option tables;
+ * each option fills one field of the command's config struct. */
+enum fs_opt_type {
+	FS_OPT_FLAG,    /* int, set to 1 */
+	FS_OPT_STR,     /* char *, strdup'd (the previous value freed) */
+	FS_OPT_UINT,    /* unsigned, digits only, within [min, max] */
+	FS_OPT_U64,     /* uint64_t, digits only, within [min, max] */
+	FS_OPT_SIZE,    /* uint64_t: digits and one optional K/M/G/T suffix, within [min, max] */
+	FS_OPT_SECONDS, /* double, 0..1e9; min 1: more than 0 */
+	FS_OPT_APPEND,  /* char *, values joined with ',' */
+};
+struct fs_opt {
+	const char *lng;     /* --lng (NULL ends a table) */
+	char shrt;           /* -c, or 0 */
+	enum fs_opt_type type;
+	size_t off;          /* the field, offsetof in the command's config struct */
+	size_t given_off;    /* 0, or 1 + offsetof an int set to 1 when the option is given */
+	const char *def;     /* the default, parsed like a command-line value before argv
+			      * (NULL: none, the field stays zero); --help shows it */
+	uint64_t min, max;   /* UINT, U64, SIZE: accepted range; SECONDS: min 1 means > 0 */
+	const char *arg;     /* the value's name in --help (NULL: a flag) */
+	const char *help;
+};
+struct fs_opt_cmd {
+	const char *name;                   /* "mount" */
+	const char *synopsis;               /* "[OPTIONS] SOURCE MOUNTPOINT" */
+	const char *about;                  /* paragraph after the usage line */
+	const struct fs_opt *const *groups; /* option tables, NULL-terminated */
+	int npos;                           /* positional arguments wanted */
+};
+extern const struct fs_opt_cmd fs_opt_mount_cmd, fs_opt_index_cmd;
+extern const char *const fs_opt_sources_help; /* what SOURCE may be, for help texts */
+/* Apply every default, then parse argv into cfg; the npos positional
+ * arguments go to pos. 0, 1 when --help was shown (on stdout), or a
+ * negative errno after printing why on stderr. */
+int fs_opt_parse(const struct fs_opt_cmd *cmd, void *cfg, int argc, char **argv,
+		 const char **pos);
+void fs_opt_usage(const struct fs_opt_cmd *cmd, FILE *f);
 int fs_opt_parse_mount(int argc, char **argv, struct fs_config *cfg);
-void fs_opt_mount_usage(FILE *f);
+int fs_opt_parse_index(int argc, char **argv, struct fs_config *cfg);
+/* The backend's and the cache tier's configuration from cfg (no defaults
+ * are added: cfg has them all). */
+void fs_opt_backend_config(const struct fs_config *cfg, struct backend_config *bc);
+void fs_opt_cachetier_config(const struct fs_config *cfg, const char *source,
+			     struct cachetier_config *cc);
 void fs_opt_free(struct fs_config *cfg);
+/* Digits with one optional K/M/G/T suffix (powers of 1024): 0, -EINVAL,
+ * or -ERANGE past 2^64-1. */
 int fs_parse_size(const char *s, uint64_t *out);
+
+/* fs_main.c: say on stderr that the daemon of mountpoint mnt is gone (its
+ * mount answers ENOTCONN) and how to clean up. */
+void fs_say_dead_mount(const char *mnt);
 
 #endif

@@ -21,17 +21,6 @@
 
 #include "fs_i.h"
 
-static void index_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: shardfs index [OPTIONS] SOURCE\n\n"
-		"Build the index of every shard of SOURCE into the cache directory.\n\n"
-		"options:\n"
-		"  --sidecar          also write NAME.tar.idx beside each shard (local sources)\n"
-		"  --cache-dir DIR    cache directory (default: as for mount)\n"
-		"  -h, --help         this help\n");
-}
-
 /* Write buf to path through path.tmp.PID and rename. */
 int fs_write_atomic(const char *path, const void *buf, size_t len)
 {
@@ -74,52 +63,27 @@ static const char *local_root(const char *source)
 int fs_index_main(int argc, char **argv)
 {
 	struct fs fs;
-	struct backend_config bc = {0};
-	struct cachetier_config cc = {0};
-	const char *source = NULL, *cache_dir = NULL;
-	char defdir[PATH_MAX];
-	int sidecar = 0, rc = 0, err;
+	struct backend_config bc;
+	struct cachetier_config cc;
+	const char *source;
+	int sidecar, rc = 0, err;
 	unsigned nside = 0, nfail = 0;
 
-	for (int i = 0; i < argc; i++) {
-		if (strcmp(argv[i], "--sidecar") == 0) {
-			sidecar = 1;
-		} else if (strcmp(argv[i], "--cache-dir") == 0 && i + 1 < argc) {
-			cache_dir = argv[++i];
-		} else if (strncmp(argv[i], "--cache-dir=", 12) == 0) {
-			cache_dir = argv[i] + 12;
-		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-			index_usage(stdout);
-			return 0;
-		} else if (argv[i][0] == '-' || source) {
-			fprintf(stderr, "shardfs: index: unexpected argument '%s'\n", argv[i]);
-			index_usage(stderr);
-			return 2;
-		} else {
-			source = argv[i];
-		}
-	}
-	if (!source) {
-		index_usage(stderr);
-		return 2;
-	}
-	if (!cache_dir) {
-		const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-
-		if (xdg && xdg[0] == '/')
-			snprintf(defdir, sizeof(defdir), "%s/shardfs", xdg);
-		else if (home && home[0] == '/')
-			snprintf(defdir, sizeof(defdir), "%s/.cache/shardfs", home);
-		else
-			snprintf(defdir, sizeof(defdir), "/var/cache/shardfs");
-		cache_dir = defdir;
-	}
 	memset(&fs, 0, sizeof(fs));
 	pthread_mutex_init(&fs.ctl_lock, NULL);
 	pthread_mutex_init(&fs.if_lock, NULL);
+	err = fs_opt_parse_index(argc, argv, &fs.cfg);
+	if (err) {
+		fs_opt_free(&fs.cfg);
+		return err > 0 ? 0 : 2;
+	}
+	source = fs.cfg.source;
+	sidecar = fs.cfg.sidecar;
+	fs_opt_backend_config(&fs.cfg, &bc);
 	err = backend_open(&fs.be, source, &bc);
 	if (err < 0) {
 		fprintf(stderr, "shardfs: source %s: %s\n", source, strerror(-err));
+		fs_opt_free(&fs.cfg);
 		return 1;
 	}
 	if (sidecar && !backend_is_local(fs.be)) {
@@ -128,8 +92,7 @@ int fs_index_main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
-	cc.cache_dir = cache_dir;
-	cc.source = backend_describe(fs.be);
+	fs_opt_cachetier_config(&fs.cfg, backend_describe(fs.be), &cc);
 	err = cachetier_open(&fs.ct, &cc, fs.be);
 	if (err == 0)
 		err = fs_ns_build(&fs);
@@ -185,5 +148,6 @@ out:
 	fs_ns_free(&fs);
 	cachetier_close(fs.ct);
 	backend_close(fs.be);
+	fs_opt_free(&fs.cfg);
 	return rc;
 }

@@ -202,7 +202,9 @@ static int ll_attr(struct fs *fs, fuse_ino_t ino, struct stat *st)
 		if (a == FS_CTL_DIR)
 			attr_dir(fs, st, ino, 0555, 2, fs->mount_time);
 		else if (a == FS_CTL_CONTROL)
-			attr_file(fs, st, ino, S_IFREG | 0200, 0, fs->mount_time);
+			/* read-write for the owner: commands are an ioctl on
+			 * a read-only open (the mount is read-only) */
+			attr_file(fs, st, ino, S_IFREG | 0600, 0, fs->mount_time);
 		else
 			return ctl_attr(fs, ino, (enum fs_ctl)a, st);
 		return 0;
@@ -407,13 +409,10 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	if (k == FS_K_CTL && fs_ino_a(ino) == FS_CTL_CONTROL) {
-		/* commands are written; reading gives the list of commands */
+		/* commands are ioctls on a read-only open (or writes, where a
+		 * mount is writable); reading gives nothing */
 		fi->direct_io = 1;
 		fi->fh = 0;
-		if ((fi->flags & O_ACCMODE) != O_WRONLY) {
-			reply_err(req, EACCES);
-			return;
-		}
 		fuse_reply_open(req, fi);
 		return;
 	}
@@ -970,19 +969,37 @@ static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
 }
 
 /* Python's open() asks isatty() of every file; answer at once. */
+/* Everything but the control command answers ENOTTY at once (Python's
+ * open() asks isatty() on every file). */
 static void ll_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		     struct fuse_file_info *fi, unsigned flags, const void *in_buf,
 		     size_t in_bufsz, size_t out_bufsz)
 {
-	(void)ino;
-	(void)cmd;
+	struct fs *fs = ll_fs(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	int err;
+
 	(void)arg;
 	(void)fi;
 	(void)flags;
-	(void)in_buf;
-	(void)in_bufsz;
 	(void)out_bufsz;
-	fuse_reply_err(req, ENOTTY);
+	if (cmd != FS_CTL_IOC || fs_ino_kind(ino) != FS_K_CTL || fs_ino_a(ino) != FS_CTL_CONTROL) {
+		fuse_reply_err(req, ENOTTY);
+		return;
+	}
+	if (ctx->uid != 0 && ctx->uid != fs->uid) {
+		reply_err(req, EACCES);
+		return;
+	}
+	if (in_bufsz != FS_CTL_IOC_LEN) {
+		reply_err(req, EINVAL);
+		return;
+	}
+	err = fs_ctl_command(fs, in_buf, strnlen(in_buf, in_bufsz));
+	if (err < 0)
+		reply_err(req, -err);
+	else
+		fuse_reply_ioctl(req, err, NULL, 0);
 }
 
 static void ll_access(fuse_req_t req, fuse_ino_t ino, int mask)
@@ -1260,16 +1277,16 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_loop_config *lc = NULL;
 	char opts[4096];
+	const char *uopts = fs->cfg.fuse_opts ? fs->cfg.fuse_opts : "";
 	int err = -EIO, n;
 
 	/* other users only ever see what the modes allow: with allow_other the
 	 * kernel checks permissions (default_permissions), always */
-	n = snprintf(opts, sizeof(opts), "-ofsname=shardfs:%s,subtype=shardfs,nosuid,nodev%s%s%s",
-		     backend_describe(fs->be), fs->cfg.fuse_opts ? "," : "",
-		     fs->cfg.fuse_opts ? fs->cfg.fuse_opts : "",
-		     fs->cfg.fuse_opts && strstr(fs->cfg.fuse_opts, "allow_other")
-			     ? ",default_permissions"
-			     : "");
+	/* the mount is read-only (ro last, so an -o rw cannot undo it): the
+	 * mount table says so and the kernel refuses writes before asking */
+	n = snprintf(opts, sizeof(opts), "-ofsname=shardfs:%s,subtype=shardfs,nosuid,nodev%s%s,ro%s",
+		     backend_describe(fs->be), uopts[0] ? "," : "", uopts,
+		     strstr(uopts, "allow_other") ? ",default_permissions" : "");
 	if (n < 0 || (size_t)n >= sizeof(opts))
 		return -E2BIG;
 	/* fsname may not contain commas: the option parser would split it */

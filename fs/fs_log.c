@@ -2,7 +2,9 @@
  * fs_log.c — one log for the daemon: stderr in the foreground, a file once
  * it runs in the background. Lines carry a UTC timestamp and a level.
  * Callers never pass credentials (the backend describes sources without
- * them). Safe to call from any thread: each line is one write(2).
+ * them). Control characters in a message (names from shards and listings)
+ * are escaped (\n, \t, \r, \xHH), so every call is exactly one line.
+ * Safe to call from any thread: each line is one write(2).
  */
 #include <fcntl.h>
 #include <stdarg.h>
@@ -39,7 +41,7 @@ void fs_log_set_debug(int on)
 void fs_log(enum fs_log_level lvl, const char *fmt, ...)
 {
 	static const char *const names[] = {"error", "warning", "info", "debug"};
-	char line[2048];
+	char line[2048], msg[2048];
 	struct timespec ts;
 	struct tm tm;
 	va_list ap;
@@ -53,13 +55,26 @@ void fs_log(enum fs_log_level lvl, const char *fmt, ...)
 		     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
 		     tm.tm_sec, (int)getpid(), names[lvl]);
 	va_start(ap, fmt);
-	m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	m = vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	if (m < 0)
 		m = 0;
-	n += m;
-	if ((size_t)n > sizeof(line) - 2)
-		n = sizeof(line) - 2;
+	if ((size_t)m >= sizeof(msg))
+		m = sizeof(msg) - 1;
+	/* One call is one line: control characters (a shard name may hold a
+	 * newline) are escaped, so no name can forge or split a line. */
+	for (int i = 0; i < m && (size_t)n < sizeof(line) - 6; i++) {
+		unsigned char c = (unsigned char)msg[i];
+
+		if (c == '\n' || c == '\t' || c == '\r') {
+			line[n++] = '\\';
+			line[n++] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+		} else if (c < 0x20 || c == 0x7f) {
+			n += snprintf(line + n, sizeof(line) - (size_t)n, "\\x%02x", c);
+		} else {
+			line[n++] = (char)c;
+		}
+	}
 	line[n++] = '\n';
 	if (write(log_fd, line, (size_t)n) < 0) {
 		/* nowhere left to report it */

@@ -15,6 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <mntent.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -34,20 +37,42 @@ static void usage(FILE *f)
 		"shows as its raw .tar file and as a directory of its members.\n\n"
 		"commands:\n"
 		"  mount [OPTIONS] SOURCE MOUNTPOINT   mount; returns once ready ('shardfs mount --help')\n"
-		"  umount MOUNTPOINT                   unmount and wait for the daemon to finish\n"
+		"  umount MOUNTPOINT                   unmount (also a mount whose daemon died) and wait\n"
+		"                                      for the daemon to finish\n"
 		"  stats MOUNTPOINT                    print the counters of a running mount\n"
 		"  prefetch MOUNTPOINT [PATH...]       fill the cache with PATHs (default: all), with progress\n"
-		"  index [--sidecar] SOURCE            build every shard's index ('shardfs index --help')\n"
+		"  index [OPTIONS] SOURCE              build every shard's index ('shardfs index --help')\n"
 		"  pack [OPTIONS] INPUT_DIR PREFIX     make WebDataset shards ('shardfs pack --help')\n"
 		"  --help, -h                          this help\n"
 		"  --version, -V                       print the version\n\n"
-		"SOURCE: a local directory (/data/shards, file:///data/shards), an HTTP(S) URL\n"
-		"with brace ranges (https://host/d/shard-{000000..000099}.tar) or of a directory\n"
-		"listing (https://host/d/), s3://bucket/prefix/, gs://bucket/prefix/ or\n"
-		"ais://bucket/prefix/. Credentials come from the environment (AWS_ACCESS_KEY_ID,\n"
+		"%s"
+		"Credentials come from the environment (AWS_ACCESS_KEY_ID,\n"
 		"AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE, AWS_REGION,\n"
 		"AWS_ENDPOINT_URL, GCS_HMAC_ACCESS_ID/GCS_HMAC_SECRET, GOOGLE_OAUTH_ACCESS_TOKEN,\n"
-		"AIS_ENDPOINT), never from the command line.\n");
+		"AIS_ENDPOINT), never from the command line.\n",
+		fs_opt_sources_help);
+}
+
+void fs_say_dead_mount(const char *mnt)
+{
+	fprintf(stderr,
+		"shardfs: the daemon of %s is gone (the mount answers \"%s\"); "
+		"'shardfs umount %s' cleans up\n",
+		mnt, strerror(ENOTCONN), mnt);
+}
+
+/* Say why path cannot be used: a dead mount gets its own message. */
+static void say_path_error(const char *what, const char *path, int err)
+{
+	if (err == ENOTCONN)
+		fs_say_dead_mount(path);
+	else
+		fprintf(stderr, "shardfs: %s%s: %s\n", what, path, strerror(err));
+}
+
+static int is_help(const char *a)
+{
+	return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
 }
 
 static void version(void)
@@ -89,8 +114,8 @@ static void raise_nofile(void)
  * fail with ENOSPC: say so on the terminal (the mount still goes ahead). */
 static void warn_small_disk(struct fs *fs)
 {
-	uint64_t avail, reserve, room, chunk = fs->cfg.chunk_bytes ? fs->cfg.chunk_bytes : 8u << 20;
-	unsigned conns = fs->cfg.connections ? fs->cfg.connections : 8;
+	uint64_t avail, reserve, room, chunk = fs->cfg.chunk_bytes;
+	unsigned conns = fs->cfg.connections;
 
 	if (cachetier_disk(fs->ct, &avail, &reserve) < 0)
 		return;
@@ -105,19 +130,62 @@ static void warn_small_disk(struct fs *fs)
 		(double)chunk / (1 << 20));
 }
 
+/* --layout imagefolder: build the view now, before the mount is ready, and
+ * say on the caller's stderr what it left out and why (an empty view that
+ * mounts silently looks like a bug in the data loader). */
+static int imagefolder_report(struct fs *fs)
+{
+	static const char *const why_class[] = {
+		"no .cls member, or one that is not an integer (--class-from cls)",
+		"the image is not in a directory inside its shard (--class-from dir)",
+		"the key has no '_' (--class-from key-prefix)",
+	};
+	const struct fs_ifview *v;
+	unsigned long long no_image, no_class, dup, bad_shards, left;
+	int err = fs_if_get(fs, &v);
+
+	if (err < 0) {
+		fprintf(stderr, "shardfs: imagefolder: cannot build the view: %s\n", strerror(-err));
+		return err;
+	}
+	no_image = fs->c.if_no_image;
+	no_class = fs->c.if_no_class;
+	dup = fs->c.if_dup_dropped;
+	bad_shards = fs->c.index_errors;
+	left = no_image + no_class + dup;
+	if (left == 0 && bad_shards == 0 && v->nfiles > 0)
+		return 0;
+	fprintf(stderr, "shardfs: imagefolder: %u images in %u classes from %u shards",
+		v->nfiles, v->nclasses, fs->nshards);
+	if (left)
+		fprintf(stderr, "; %llu of %llu samples left out", left, left + v->nfiles);
+	fprintf(stderr, "\n");
+	if (no_class)
+		fprintf(stderr, "shardfs: imagefolder: %llu samples without a class: %s\n",
+			no_class, why_class[fs->cfg.class_from]);
+	if (no_image)
+		fprintf(stderr,
+			"shardfs: imagefolder: %llu samples without an image member (jpg, jpeg, "
+			"png, webp, bmp, ppm, pgm, tif, tiff)\n",
+			no_image);
+	if (dup)
+		fprintf(stderr, "shardfs: imagefolder: %llu samples whose name was taken\n", dup);
+	if (bad_shards)
+		fprintf(stderr, "shardfs: imagefolder: %llu shards could not be indexed (see the log)\n",
+			bad_shards);
+	if (fs->nshards == 0)
+		fprintf(stderr, "shardfs: imagefolder: the source has no shards\n");
+	return 0;
+}
+
 static int mount_run(struct fs *fs, int ready_fd)
 {
-	struct backend_config bc = {0};
-	struct cachetier_config cc = {0};
+	struct backend_config bc;
+	struct cachetier_config cc;
 	char logpath[PATH_MAX];
 	int err;
 
-	bc.endpoint = fs->cfg.endpoint;
-	bc.no_sign = fs->cfg.no_sign;
-	bc.connections = fs->cfg.connections;
-	bc.ca_file = fs->cfg.ca_file;
-	bc.retry_budget_s = fs->cfg.retry_budget_s;
-	bc.stall_timeout_s = fs->cfg.stall_timeout_s;
+	fs_opt_backend_config(&fs->cfg, &bc);
 	err = backend_open(&fs->be, fs->cfg.source, &bc);
 	if (err < 0) {
 		const char *why = backend_last_error(NULL);
@@ -126,19 +194,9 @@ static int mount_run(struct fs *fs, int ready_fd)
 			why && *why ? ": " : "", why ? why : "");
 		return err;
 	}
-	cc.cache_dir = fs->cfg.cache_dir;
-	cc.source = backend_describe(fs->be);
-	cc.cache_size_bytes = fs->cfg.cache_size_bytes;
-	cc.readahead_max_bytes = fs->cfg.readahead_max_bytes;
-	cc.chunk_bytes = (uint32_t)(fs->cfg.chunk_bytes > (1u << 30) ? (1u << 30) : fs->cfg.chunk_bytes);
-	cc.max_decode_ratio = fs->cfg.max_decode_ratio;
-	cc.max_decoded_bytes = fs->cfg.max_decoded_bytes;
-	cc.min_free_bytes = fs->cfg.min_free_bytes;
-	cc.min_free_percent = fs->cfg.min_free_percent;
-	/* one more fill thread than connections: one writes its chunk to disk
-	 * while every connection is busy fetching the next */
-	cc.fill_threads = fs->cfg.connections + 1;
-	raise_nofile();
+	fs_opt_cachetier_config(&fs->cfg, backend_describe(fs->be), &cc);
+	fs->fill_threads = cc.fill_threads;
+	raise_nofile(); /* before cachetier_open, which sizes its fd bound from it */
 	err = cachetier_open(&fs->ct, &cc, fs->be);
 	if (err < 0) {
 		fprintf(stderr, "shardfs: cache directory %s: %s\n", fs->cfg.cache_dir,
@@ -171,12 +229,19 @@ static int mount_run(struct fs *fs, int ready_fd)
 	fs->uid = getuid();
 	fs->gid = getgid();
 	fs->mount_time = (int64_t)time(NULL);
+	if (fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER) {
+		err = imagefolder_report(fs);
+		if (err < 0)
+			return err;
+	}
 	err = fs_ll_run(fs, ready_fd);
 	if (err < 0 && ready_fd >= 0)
 		fprintf(stderr, "shardfs: cannot mount at %s (see above)\n", fs->cfg.mountpoint);
 	fs_log(FS_LOG_INFO, "unmounted %s", fs->cfg.mountpoint);
 	return err;
 }
+
+static int is_shardfs_mount_abs(const char *abs);
 
 #define FUSE_SUPER_MAGIC 0x65735546
 
@@ -187,11 +252,55 @@ static int mount_answers(const char *mnt)
 	return statfs(mnt, &sf) == 0 && sf.f_type == FUSE_SUPER_MAGIC;
 }
 
+/* Remove every option name from the comma-separated list opts (in place);
+ * 1 when it was there. */
+static int take_fuse_opt(char *opts, const char *name)
+{
+	size_t n = strlen(name);
+	char *p = opts, *w = opts;
+	int found = 0;
+
+	if (!opts)
+		return 0;
+	while (*p) {
+		char *e = strchr(p, ',');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+
+		if (len == n && strncmp(p, name, n) == 0) {
+			found = 1;
+		} else if (len) {
+			if (w != opts)
+				*w++ = ',';
+			memmove(w, p, len);
+			w += len;
+		}
+		p += len + (e ? 1 : 0);
+	}
+	*w = '\0';
+	return found;
+}
+
+/* 1 when directory path has no entries but . and .. (or cannot be read:
+ * the mount reports that itself). */
+static int dir_is_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int empty = 1;
+
+	if (!d)
+		return 1;
+	while (empty && (e = readdir(d)))
+		empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+	closedir(d);
+	return empty;
+}
+
 static int cmd_mount(int argc, char **argv)
 {
 	struct fs fs;
 	struct stat st;
-	int pfd[2] = {-1, -1}, err;
+	int pfd[2] = {-1, -1}, err, nonempty;
 	pid_t pid;
 
 	memset(&fs, 0, sizeof(fs));
@@ -200,9 +309,36 @@ static int cmd_mount(int argc, char **argv)
 	err = fs_opt_parse_mount(argc, argv, &fs.cfg);
 	if (err)
 		goto out;
+	nonempty = take_fuse_opt(fs.cfg.fuse_opts, "nonempty");
+	if (is_shardfs_mount_abs(fs.cfg.mountpoint)) {
+		struct statfs sf;
+
+		/* statfs always reaches the daemon (stat may be answered from
+		 * the kernel's attribute cache) */
+		if (statfs(fs.cfg.mountpoint, &sf) < 0 && errno == ENOTCONN)
+			fs_say_dead_mount(fs.cfg.mountpoint);
+		else
+			fprintf(stderr,
+				"shardfs: %s is already a shardfs mount; 'shardfs umount %s' first\n",
+				fs.cfg.mountpoint, fs.cfg.mountpoint);
+		err = -EBUSY;
+		goto out;
+	}
 	if (stat(fs.cfg.mountpoint, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "shardfs: mountpoint %s is not a directory\n", fs.cfg.mountpoint);
+		if (errno == ENOTCONN)
+			fs_say_dead_mount(fs.cfg.mountpoint);
+		else
+			fprintf(stderr, "shardfs: mountpoint %s is not a directory\n",
+				fs.cfg.mountpoint);
 		err = -ENOTDIR;
+		goto out;
+	}
+	if (!nonempty && !dir_is_empty(fs.cfg.mountpoint)) {
+		fprintf(stderr,
+			"shardfs: mountpoint %s is not empty: the mount would hide its files "
+			"(-o nonempty mounts over them)\n",
+			fs.cfg.mountpoint);
+		err = -ENOTEMPTY;
 		goto out;
 	}
 	if (!fs.cfg.foreground) {
@@ -305,14 +441,31 @@ static long json_int(const char *json, const char *key)
 	return errno || end == p + strlen(pat) ? -1 : v;
 }
 
-/* Is path a mount point of type fuse.shardfs? Reads /proc/self/mounts,
- * without touching path itself (a dead daemon's mount answers ENOTCONN). */
+/* Is the absolute path abs a mount point of type fuse.shardfs? Reads the
+ * mount table with getmntent_r (which undoes its escapes, so a mount point
+ * with a space is found) and never touches the path itself (a dead
+ * daemon's mount answers ENOTCONN). */
+static int is_shardfs_mount_abs(const char *abs)
+{
+	struct mntent ent;
+	char buf[3 * PATH_MAX];
+	int found = 0;
+	FILE *f = setmntent("/proc/self/mounts", "re");
+
+	if (!f)
+		return 0;
+	while (!found && getmntent_r(f, &ent, buf, sizeof(buf)))
+		found = strcmp(ent.mnt_type, "fuse.shardfs") == 0 && strcmp(ent.mnt_dir, abs) == 0;
+	endmntent(f);
+	return found;
+}
+
+/* The same for a path as given: relative to the working directory,
+ * trailing slashes ignored, not resolved (it may not answer). */
 static int is_shardfs_mount(const char *path)
 {
-	char want[PATH_MAX], line[8192];
+	char want[PATH_MAX];
 	size_t n = strlen(path);
-	int found = 0;
-	FILE *f;
 
 	if (n == 0 || n >= sizeof(want))
 		return 0;
@@ -330,17 +483,7 @@ static int is_shardfs_mount(const char *path)
 	}
 	while ((n = strlen(want)) > 1 && want[n - 1] == '/')
 		want[n - 1] = '\0';
-	f = fopen("/proc/self/mounts", "re");
-	if (!f)
-		return 0;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char *dev = strtok(line, " "), *mnt = strtok(NULL, " "), *type = strtok(NULL, " ");
-
-		found = dev && mnt && type && strcmp(type, "fuse.shardfs") == 0 &&
-			strcmp(mnt, want) == 0;
-	}
-	fclose(f);
-	return found;
+	return is_shardfs_mount_abs(want);
 }
 
 /* Is pid still running? A zombie (exited, not yet reaped by its parent)
@@ -373,11 +516,15 @@ static int cmd_umount(int argc, char **argv)
 	pid_t child;
 	int status;
 
+	if (argc == 1 && is_help(argv[0])) {
+		printf("usage: shardfs umount MOUNTPOINT\n\n"
+		       "Unmount a shardfs mount and wait (up to 60 s) for its daemon to finish.\n"
+		       "A mount whose daemon died is unmounted too.\n");
+		return 0;
+	}
 	if (argc != 1 || argv[0][0] == '-') {
 		fprintf(stderr, "usage: shardfs umount MOUNTPOINT\n");
-		return argc == 1 && (strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "--help") == 0)
-			       ? 0
-			       : 2;
+		return 2;
 	}
 	stats = read_ctl(argv[0], "stats");
 	pid = stats ? json_int(stats, "pid") : -1;
@@ -415,13 +562,22 @@ static int cmd_stats(int argc, char **argv)
 {
 	char *stats;
 
+	if (argc == 1 && is_help(argv[0])) {
+		printf("usage: shardfs stats MOUNTPOINT\n\n"
+		       "Print the counters of a running mount (MOUNTPOINT/.shardfs/stats), one\n"
+		       "per line; MOUNTPOINT/.shardfs/metrics has them in Prometheus text format.\n");
+		return 0;
+	}
 	if (argc != 1 || argv[0][0] == '-') {
 		fprintf(stderr, "usage: shardfs stats MOUNTPOINT\n");
 		return 2;
 	}
 	stats = read_ctl(argv[0], "stats");
 	if (!stats) {
-		fprintf(stderr, "shardfs: %s is not a shardfs mount\n", argv[0]);
+		if (errno == ENOTCONN)
+			fs_say_dead_mount(argv[0]);
+		else
+			fprintf(stderr, "shardfs: %s is not a shardfs mount\n", argv[0]);
 		return 1;
 	}
 	/* JSON lines '  "key": value,' become 'key  value' */
@@ -489,48 +645,86 @@ static const char *mount_relative(const char *mnt, const char *path, char *buf, 
 	return path;
 }
 
+/* Send command lines to a running mount (FS_CTL_IOC on its control file).
+ * Returns what the mount's fs_ctl_command returned, or a negative errno. */
+static int ctl_send(int fd, const char *cmd)
+{
+	static char buf[FS_CTL_IOC_LEN];
+	int r;
+
+	if (strlen(cmd) >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memset(buf, 0, sizeof(buf));
+	memcpy(buf, cmd, strlen(cmd));
+	r = ioctl(fd, FS_CTL_IOC, buf);
+	return r < 0 ? -errno : r;
+}
+
 static int cmd_prefetch(int argc, char **argv)
 {
 	char *mnt, path[PATH_MAX], rel[PATH_MAX], line[PATH_MAX + 16];
 	double t0, last_print = 0, last_progress;
 	uint64_t last_have = 0;
+	long fetched0 = -1;
 	int fd, tty = isatty(STDOUT_FILENO), rc = 0;
 
+	if (argc >= 1 && is_help(argv[0])) {
+		printf("usage: shardfs prefetch MOUNTPOINT [PATH...]\n\n"
+		       "Fill the cache of a running mount with the objects at or below each PATH\n"
+		       "(a shard, a directory, a file; none: everything) and follow the progress.\n"
+		       "A PATH inside a shard's member directory prefetches that whole shard.\n");
+		return 0;
+	}
 	if (argc < 1 || argv[0][0] == '-') {
 		fprintf(stderr, "usage: shardfs prefetch MOUNTPOINT [PATH...]\n");
-		return argc >= 1 && (!strcmp(argv[0], "-h") || !strcmp(argv[0], "--help")) ? 0 : 2;
+		return 2;
 	}
 	mnt = realpath(argv[0], NULL);
 	if (!mnt) {
-		fprintf(stderr, "shardfs: %s: %s\n", argv[0], strerror(errno));
+		say_path_error("", argv[0], errno);
 		return 1;
 	}
 	snprintf(path, sizeof(path), "%s/.shardfs/control", mnt);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		fprintf(stderr, "shardfs: %s is not a shardfs mount\n", argv[0]);
+		if (errno == ENOTCONN)
+			fs_say_dead_mount(argv[0]);
+		else
+			fprintf(stderr, "shardfs: %s is not a shardfs mount\n", argv[0]);
 		free(mnt);
 		return 1;
 	}
+	{
+		char *stats = read_ctl(mnt, "stats");
+
+		fetched0 = stats ? json_int(stats, "bytes_fetched") : -1;
+		free(stats);
+	}
 	for (int i = argc > 1 ? 1 : 0; i < argc; i++) {
 		const char *r = argc > 1 ? mount_relative(mnt, argv[i], rel, sizeof(rel)) : "";
-		int n = snprintf(line, sizeof(line), "prefetch %s\n", r);
+		int n = snprintf(line, sizeof(line), "prefetch %s\n", r), err;
 
-		if (n < 0 || (size_t)n >= sizeof(line) || write(fd, line, (size_t)n) != n) {
+		err = n < 0 || (size_t)n >= sizeof(line) ? -ENAMETOOLONG : ctl_send(fd, line);
+		if (err < 0) {
 			fprintf(stderr, "shardfs: prefetch %s: %s\n", argc > 1 ? argv[i] : "(all)",
-				errno == ENOENT ? "no such file or directory in the mount"
-						: strerror(errno));
+				err == -ENOENT ? "no such file or directory in the mount"
+					       : strerror(-err));
 			rc = 1;
+		} else if (err == 1) {
+			printf("prefetch: %s is inside a shard: prefetching the whole shard\n",
+			       argv[i]);
 		}
 	}
 	close(fd);
 	t0 = last_progress = now_s();
 	for (;;) {
-		char *stats = read_ctl(mnt, "stats"), have_s[32], want_s[32];
+		char *stats = read_ctl(mnt, "stats"), have_s[32], want_s[32], rate_s[48];
 		long want = stats ? json_int(stats, "prefetch_bytes") : -1;
 		long have = stats ? json_int(stats, "prefetch_cached_bytes") : -1;
 		long errs = stats ? json_int(stats, "fill_errors") : -1;
-		double t = now_s(), rate;
+		long fetched = stats ? json_int(stats, "bytes_fetched") : -1;
+		double t = now_s();
+		double rate = 0;
 
 		free(stats);
 		if (want < 0 || have < 0) {
@@ -542,19 +736,27 @@ static int cmd_prefetch(int argc, char **argv)
 			last_have = (uint64_t)have;
 			last_progress = t;
 		}
-		rate = t > t0 ? (double)have / (t - t0) : 0;
+		/* the rate of what this run fetched from the store, not of what
+		 * was cached already */
+		if (fetched0 >= 0 && fetched > fetched0 && t - t0 >= 0.01)
+			rate = (double)(fetched - fetched0) / (t - t0);
+		if (fetched0 >= 0 && fetched <= fetched0)
+			snprintf(rate_s, sizeof(rate_s), have >= want ? "already cached"
+								    : "waiting for the store");
+		else
+			snprintf(rate_s, sizeof(rate_s), "%.1f MB/s", rate / 1e6);
 		human_bytes((uint64_t)have, have_s, sizeof(have_s));
 		human_bytes((uint64_t)want, want_s, sizeof(want_s));
 		if (tty) {
 			int pct = want ? (int)(100.0 * (double)have / (double)want) : 100, bar = pct / 5;
 			double eta = rate > 0 ? (double)(want - have) / rate : 0;
 
-			printf("\r[%.*s%.*s] %3d%%  %s / %s  %.1f MB/s  ETA %d:%02d ", bar,
+			printf("\r[%.*s%.*s] %3d%%  %s / %s  %s  ETA %d:%02d ", bar,
 			       "####################", 20 - bar, "--------------------", pct, have_s,
-			       want_s, rate / 1e6, (int)eta / 60, (int)eta % 60);
+			       want_s, rate_s, (int)eta / 60, (int)eta % 60);
 			fflush(stdout);
 		} else if (t - last_print >= 5 || have >= want) {
-			printf("prefetch: %s of %s cached, %.1f MB/s\n", have_s, want_s, rate / 1e6);
+			printf("prefetch: %s of %s cached, %s\n", have_s, want_s, rate_s);
 			fflush(stdout);
 			last_print = t;
 		}

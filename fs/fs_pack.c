@@ -41,6 +41,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,30 +54,41 @@
 struct pk {
 	const char *in, *prefix;
 	uint64_t max_size;
-	unsigned long long max_count;
+	uint64_t max_count; /* 0: no limit */
 	int shuffle, force, codec; /* codec: enum cachetier_codec */
 	uint64_t seed;
+	char *compress; /* --compress, turned into codec */
 	struct fs_pack_plan plan;
 	int tty;
 };
 
-static void pack_usage(FILE *f)
-{
-	fprintf(
-	    f,
-	    "usage: shardfs pack [OPTIONS] INPUT_DIR OUTPUT_PREFIX\n\n"
-	    "Make WebDataset shards OUTPUT_PREFIX-000000.tar, ... from a directory tree,\n"
-	    "each with a sidecar index NAME.tar.idx. A class-folder tree (INPUT_DIR/CLASS/FILE,\n"
-	    "as torchvision's ImageFolder reads it) becomes samples KEY.EXT + KEY.cls (the class\n"
-	    "index in sorted class-name order); any other tree keeps its paths.\n\n"
-	    "options:\n"
-	    "  --max-size SIZE     most bytes per shard (K/M/G suffixes; default: 1G)\n"
-	    "  --max-count N       most samples per shard (default: no limit)\n"
-	    "  --shuffle SEED      shuffle the samples with this seed (default: sorted order)\n"
-	    "  --compress zstd|gzip  compress the shards (.tar.zst / .tar.gz)\n"
-	    "  --force             overwrite existing shards\n"
-	    "  -h, --help          this help\n");
-}
+#define PK(field) offsetof(struct pk, field)
+
+static const struct fs_opt pack_opts[] = {
+	/* a shard of about 1 GB streams for seconds at a store's rate and
+	 * keeps the number of objects of a large dataset in the thousands */
+	{"max-size", 0, FS_OPT_SIZE, PK(max_size), 0, "1G", 1, UINT64_MAX, "SIZE",
+	 "most bytes per shard (unless one sample is larger)"},
+	{"max-count", 0, FS_OPT_U64, PK(max_count), 0, NULL, 1, UINT64_MAX, "N",
+	 "most samples per shard (default: no limit)"},
+	{"shuffle", 0, FS_OPT_U64, PK(seed), PK(shuffle) + 1, NULL, 0, UINT64_MAX, "SEED",
+	 "shuffle the samples with this seed (default: sorted order)"},
+	{"compress", 0, FS_OPT_STR, PK(compress), 0, NULL, 0, 0, "zstd|gzip",
+	 "compress the shards (.tar.zst / .tar.gz; default: plain .tar)"},
+	{"force", 0, FS_OPT_FLAG, PK(force), 0, NULL, 0, 0, NULL, "overwrite existing shards"},
+	{NULL, 0, 0, 0, 0, NULL, 0, 0, NULL, NULL},
+};
+
+static const struct fs_opt *const pack_groups[] = {pack_opts, NULL};
+
+static const struct fs_opt_cmd pack_cmd = {
+	"pack", "[OPTIONS] INPUT_DIR OUTPUT_PREFIX",
+	"Make WebDataset shards OUTPUT_PREFIX-000000.tar, ... from a directory tree,\n"
+	"each with a sidecar index NAME.tar.idx. A class-folder tree (INPUT_DIR/CLASS/FILE,\n"
+	"as torchvision's ImageFolder reads it) becomes samples KEY.EXT + KEY.cls (the class\n"
+	"index in sorted class-name order); any other tree keeps its paths.\n",
+	pack_groups, 2,
+};
 
 static int cmp_str(const void *a, const void *b)
 {
@@ -423,75 +435,17 @@ static int make_prefix_dirs(const char *prefix)
 static int parse_args(struct pk *p, int argc, char **argv)
 {
 	const char *pos[2];
-	int npos = 0;
+	int err = fs_opt_parse(&pack_cmd, p, argc, argv, pos);
 
-	p->max_size = 1ull << 30;
-	for (int i = 0; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		char *end;
-
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			pack_usage(stdout);
-			return 1;
-		} else if (!strcmp(a, "--force")) {
-			p->force = 1;
-		} else if (!strcmp(a, "--max-size") && v) {
-			if (fs_parse_size(v, &p->max_size) < 0 || p->max_size == 0) {
-				fprintf(
-				    stderr,
-				    "shardfs: pack: --max-size wants a size like 256M, not '%s'\n",
-				    v);
-				return -EINVAL;
-			}
-			i++;
-		} else if (!strcmp(a, "--max-count") && v) {
-			errno = 0;
-			p->max_count = strtoull(v, &end, 10);
-			if (errno || end == v || *end || p->max_count == 0 || v[0] == '-') {
-				fprintf(stderr,
-					"shardfs: pack: --max-count wants a positive number, not "
-					"'%s'\n",
-					v);
-				return -EINVAL;
-			}
-			i++;
-		} else if (!strcmp(a, "--shuffle") && v) {
-			errno = 0;
-			p->seed = strtoull(v, &end, 10);
-			if (errno || end == v || *end || v[0] == '-') {
-				fprintf(stderr,
-					"shardfs: pack: --shuffle wants a number (the seed), not "
-					"'%s'\n",
-					v);
-				return -EINVAL;
-			}
-			p->shuffle = 1;
-			i++;
-		} else if (!strcmp(a, "--compress") && v) {
-			if (!strcmp(v, "zstd")) {
-				p->codec = CACHETIER_ZSTD;
-			} else if (!strcmp(v, "gzip")) {
-				p->codec = CACHETIER_GZIP;
-			} else {
-				fprintf(stderr,
-					"shardfs: pack: --compress wants zstd or gzip, not '%s'\n",
-					v);
-				return -EINVAL;
-			}
-			i++;
-		} else if (a[0] == '-' && a[1]) {
-			fprintf(stderr, "shardfs: pack: unknown option or missing value: '%s'\n",
-				a);
-			return -EINVAL;
-		} else if (npos < 2) {
-			pos[npos++] = a;
-		} else {
-			fprintf(stderr, "shardfs: pack: unexpected argument '%s'\n", a);
-			return -EINVAL;
-		}
-	}
-	if (npos != 2) {
-		pack_usage(stderr);
+	if (err)
+		return err;
+	if (p->compress && !strcmp(p->compress, "zstd")) {
+		p->codec = CACHETIER_ZSTD;
+	} else if (p->compress && !strcmp(p->compress, "gzip")) {
+		p->codec = CACHETIER_GZIP;
+	} else if (p->compress) {
+		fprintf(stderr, "shardfs: pack: --compress wants zstd or gzip, not '%s'\n",
+			p->compress);
 		return -EINVAL;
 	}
 	p->in = pos[0];
@@ -508,8 +462,10 @@ int fs_pack_main(int argc, char **argv)
 	memset(&p, 0, sizeof(p));
 	p.tty = isatty(STDERR_FILENO);
 	err = parse_args(&p, argc, argv);
-	if (err)
+	if (err) {
+		free(p.compress);
 		return err > 0 ? 0 : 2;
+	}
 	err = walk(&p, "");
 	if (err < 0) {
 		fprintf(stderr, "shardfs: pack: %s: %s\n", p.in, strerror(-err));
@@ -575,5 +531,6 @@ int fs_pack_main(int argc, char **argv)
 	rc = 0;
 out:
 	fs_pack_plan_free(&p.plan);
+	free(p.compress);
 	return rc;
 }

@@ -2,7 +2,7 @@
 """shardfs mount tests (DESIGN.md sections 1 and 3).
 
 usage: test_mount.py SHARDFS GROUP [--version X]
-GROUP: cli formats mtime-range tools readonly damaged hostile cache   (or 'gen' to only check
+GROUP: cli cli-truth formats mtime-range tools readonly damaged hostile cache   (or 'gen' to only check
 the generator and GNU tar's extraction side, without mounting anything).
 
 Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here). Environment: SHARDFS_TEST_SEED
@@ -881,9 +881,262 @@ def group_cli(env, ck):
             log('mount -f output (last 1500 bytes): %s' % f.read()[-1500:].decode(errors='replace'))
 
 
+
+def metrics_format_errors(text):
+    """A strict check of the Prometheus text format as shardfs writes it: every family has
+    HELP and TYPE before its one sample, counters end in _total, gauges do not, values are
+    non-negative numbers (integers but for *_seconds). Returns a list of problems."""
+    errs, fams, typ = [], set(), {}
+    lines = text.rstrip(' \n').split('\n')
+    i = 0
+    while i < len(lines):
+        ln = lines[i].rstrip(' ')
+        if not ln:
+            i += 1
+            continue
+        m = re.match(r'^# HELP (shardfs_[a-z0-9_]+) (\S.*)$', ln)
+        if not m:
+            errs.append('line %d: expected "# HELP name text": %r' % (i + 1, ln))
+            i += 1
+            continue
+        name = m.group(1)
+        t = re.match(r'^# TYPE (\S+) (counter|gauge)$', lines[i + 1] if i + 1 < len(lines) else '')
+        if not t or t.group(1) != name:
+            errs.append('line %d: no "# TYPE %s counter|gauge" after its HELP' % (i + 2, name))
+            i += 1
+            continue
+        v = re.match(r'^(\S+) (\d+|\d+\.\d+)$', lines[i + 2] if i + 2 < len(lines) else '')
+        if not v or v.group(1) != name or ('.' in v.group(2) and not name.endswith('_seconds')):
+            errs.append('line %d: no sample "%s VALUE" after its TYPE' % (i + 3, name))
+        if name in fams:
+            errs.append('%s: family repeated' % name)
+        fams.add(name)
+        typ[name] = t.group(2)
+        if t.group(2) == 'counter' and not name.endswith('_total'):
+            errs.append('%s: a counter without the _total suffix' % name)
+        if t.group(2) == 'gauge' and name.endswith('_total'):
+            errs.append('%s: a gauge named like a counter (_total)' % name)
+        i += 3
+    return errs, typ
+
+
+def group_cli_truth(env, ck):
+    """The command line says what is true: strict sizes, ro mounts, no covering of non-empty
+    directories or stacking, dead daemons named as such, typed metrics, help everywhere, an
+    imagefolder view that says what it left out, escaped names in the log, prefetch of a
+    member path."""
+    exe = env.shardfs
+    src = env.path('src')
+    os.makedirs(src)
+    stage = env.path('stage')
+    sg.make_tree(stage, [('f', 'x.txt', b'x\n', 0o644, sg.T0)])
+    sg.gnu_tar_create(os.path.join(src, 's.tar'), stage, ['x.txt'], 'ustar')
+    cache = env.path('cache')
+
+    def refused(what, args, must=(), mnt=None):
+        """args must be refused; mnt: a mountpoint that must not gain a mount (one that a
+        wrongly accepted mount stacked there is taken off again)."""
+        before = ml.mounted_paths().count(os.path.realpath(mnt)) if mnt else 0
+        r = env.run([exe] + args, timeout=ml.MOUNT_TIMEOUT, files=True)
+        err = r.stderr.decode(errors='replace')
+        log('%s -> rc=%r stderr=%r' % (what, r.returncode, err.strip()))
+        ck.ok(r.returncode not in (0, None), '%s: accepted (rc=%r)' % (what, r.returncode))
+        for w in must:
+            ck.ok(w in err, '%s: stderr does not say %r: %r' % (what, w, err))
+        if mnt:
+            extra = ml.mounted_paths().count(os.path.realpath(mnt)) - before
+            ck.eq('%s: mounts added on %s' % (what, mnt), extra, 0)
+            for _ in range(extra):
+                env.run(['fusermount3', '-u', '-z', mnt], timeout=ml.UMOUNT_TIMEOUT)
+            ml.kill_pids([p for p in ml.daemons_for(exe, mnt) if extra > 0], grace=5)
+        return err
+
+    # -- values: digits with an optional K/M/G/T suffix, within range, named in the error
+    m0 = env.path('mnt-values')
+    os.makedirs(m0)
+    for opt in ('--cache-size', '--chunk-size', '--readahead'):
+        for val in ('-1', ' 5G', '0', '5GiB', '1.5G', '99999999999T', '18446744073709551616', ''):
+            refused('mount %s %r' % (opt, val), ['mount', '--cache-dir', cache, opt, val, src, m0],
+                    must=(opt,), mnt=m0)
+    for val in ('-1', ' 5G', '0', '5x'):
+        refused('pack --max-size %r' % val, ['pack', '--max-size', val, stage, env.path('pk')],
+                must=('--max-size',))
+    ck.eq('pack --max-size -1 wrote no shard', [f for f in os.listdir(env.tmp)
+                                                if f.startswith('pk')], [])
+    refused('mount --ca-file /nonexistent', ['mount', '--cache-dir', cache, '--ca-file',
+                                             env.path('no-such-ca.pem'), src, m0],
+            must=('--ca-file', 'no-such-ca.pem'), mnt=m0)
+
+    # -- help: exit 0 everywhere, every kind of source named
+    for cmd in ('mount', 'umount', 'stats', 'prefetch', 'index', 'pack'):
+        for h in ('--help', '-h'):
+            r = env.run([exe, cmd, h])
+            ck.eq('shardfs %s %s: exit status' % (cmd, h), r.returncode, 0)
+            ck.ok(b'usage: shardfs ' + cmd.encode() in r.stdout,
+                  'shardfs %s %s: no usage on stdout: %r' % (cmd, h, r.stdout[:300]))
+    for cmd in ([], ['mount'], ['index']):
+        r = env.run([exe] + cmd + ['--help'])
+        out = r.stdout.decode(errors='replace')
+        for kind in ('file://', 'https://', '{000000..', 's3://', 'gs://', 'ais://'):
+            ck.ok(kind in out, 'shardfs %s --help does not name %s sources' % (' '.join(cmd), kind))
+    r = env.run([exe, 'mount', '--help'])
+    out = r.stdout.decode(errors='replace')
+    for opt, default in (('--connections', '8'), ('--cache-size', '20G'), ('--chunk-size', '8M'),
+                         ('--readahead', '64M'), ('--threads', '16'), ('--retry-budget', '30'),
+                         ('--stall-timeout', '20'), ('--prefetch-shards', '2')):
+        line = [ln for ln in out.splitlines() if (' %s ' % opt) in ln]
+        ck.ok(line and ('(default: %s)' % default) in line[0],
+              'mount --help: %s does not say (default: %s): %r' % (opt, default, line))
+
+    # -- a non-empty mountpoint is refused, unless -o nonempty
+    ne = env.path('nonempty')
+    os.makedirs(ne)
+    with open(os.path.join(ne, 'precious.txt'), 'wb') as f:
+        f.write(b'mine\n')
+    refused('mount on a non-empty directory', ['mount', '--cache-dir', cache, src, ne],
+            must=('not empty', 'nonempty'), mnt=ne)
+
+    # -- a mount is ro in the mount table; a second mount on it is refused (a space in the path:
+    #    the mount table escapes it as \040)
+    sp = env.path('mnt with space')
+    with ml.Mount(env, src, mountpoint=sp, cache_dir=cache) as m:
+        fstype = ml.mount_fstype(sp)
+        opts = []
+        with open('/proc/self/mountinfo') as f:
+            for line in f:
+                parts = line.split(' ')
+                if ml.unescape_mountinfo(parts[4]) == os.path.realpath(sp):
+                    opts = parts[5].split(',')
+        log('mount options of %r: %r (%r)' % (sp, opts, fstype))
+        ck.ok('ro' in opts and 'rw' not in opts, 'mount options %r are not ro' % opts)
+        with open(os.path.join(sp, 's', 'x.txt'), 'rb') as f:
+            ck.eq('ro mount: s/x.txt', f.read(), b'x\n')
+        try:
+            open(os.path.join(sp, 's.tar'), 'r+b').close()
+            ck.fail('ro mount: opening s.tar for writing succeeded')
+        except OSError as e:
+            ck.eq('ro mount: open for writing', errno.errorcode.get(e.errno), 'EROFS')
+        refused('a second mount on a shardfs mount', ['mount', '--cache-dir', cache, src, sp],
+                must=('already a shardfs mount',), mnt=sp)
+
+        # -- metrics: counters are counters (_total), gauges gauges; promtool agrees
+        with open(os.path.join(sp, '.shardfs', 'metrics'), 'rb') as f:
+            text = f.read().decode()
+        errs, typ = metrics_format_errors(text)
+        for e in errs:
+            ck.fail('metrics: ' + e)
+        ck.eq('metrics: type of shardfs_reads_total', typ.get('shardfs_reads_total'), 'counter')
+        ck.eq('metrics: type of shardfs_lookups_total', typ.get('shardfs_lookups_total'), 'counter')
+        ck.eq('metrics: type of shardfs_cache_bytes_used', typ.get('shardfs_cache_bytes_used'),
+              'gauge')
+        ck.eq('metrics: type of shardfs_fills_inflight', typ.get('shardfs_fills_inflight'), 'gauge')
+        ck.ok(len(typ) >= 40, 'metrics: only %d families' % len(typ))
+        promtool = shutil_which('promtool')
+        if ck.ok(promtool, 'promtool is not installed (scripts/install-deps.sh --test)'):
+            p = subprocess.run([promtool, 'check', 'metrics'], input=text.rstrip(' \n').encode()
+                               + b'\n', stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               timeout=60)
+            log('promtool check metrics -> rc=%d %s' % (p.returncode, p.stdout.decode()[:2000]))
+            ck.eq('promtool check metrics: exit status', p.returncode, 0)
+            ck.eq('promtool check metrics: complaints', p.stdout.decode().strip(), '')
+
+        # -- prefetch of a member path prefetches its shard and says so; rates are sane
+        r = env.run([exe, 'prefetch', sp, os.path.join(sp, 's', 'x.txt')], timeout=120)
+        out = (r.stdout + r.stderr).decode(errors='replace')
+        log('prefetch of a member path -> rc=%r %r' % (r.returncode, out))
+        ck.eq('prefetch of a member path: exit status', r.returncode, 0)
+        ck.ok('no such file' not in out, 'prefetch of a member path: %r' % out)
+        ck.ok('inside a shard' in out and 'whole shard' in out,
+              'prefetch of a member path does not say what it does: %r' % out)
+        r = env.run([exe, 'prefetch', sp, 's.tar'], timeout=120)
+        out = (r.stdout + r.stderr).decode(errors='replace')
+        log('prefetch of a cached shard -> rc=%r %r' % (r.returncode, out))
+        ck.eq('prefetch of a cached shard: exit status', r.returncode, 0)
+        rates = [float(x.replace(',', '')) for x in re.findall(r'([\d,.]+) MB/s', out)]
+        ck.ok(not rates and 'already cached' in out,
+              'prefetch of what is cached: %r (want "already cached", no rate)' % out)
+
+        # -- the daemon dies: every command says so, and umount cleans up
+        pid = m.stats()['pid']
+        os.kill(pid, 9)
+        t = time.monotonic()
+        while ml.pid_alive(pid) and time.monotonic() - t < 30:
+            time.sleep(0.05)
+        for what, args in (('stats', ['stats', sp]), ('mount', ['mount', '--cache-dir', cache,
+                                                                   src, sp]),
+                           ('prefetch', ['prefetch', sp])):
+            refused('%s on a dead mount' % what, args,
+                    must=('daemon of', 'is gone', "'shardfs umount %s'" % sp), mnt=sp)
+        r = env.run([exe, 'umount', sp], timeout=ml.UMOUNT_TIMEOUT, files=True)
+        log('umount of a dead mount -> rc=%r %r' % (r.returncode, r.stderr))
+        ck.eq('umount of a dead mount: exit status', r.returncode, 0)
+        ck.ok(not ml.is_mounted(sp), 'umount of a dead mount left it mounted')
+
+    # -- -o nonempty mounts over a non-empty directory
+    with ml.Mount(env, src, mountpoint=ne, cache_dir=cache, extra=['-o', 'nonempty']):
+        with open(os.path.join(ne, 's', 'x.txt'), 'rb') as f:
+            ck.eq('-o nonempty: s/x.txt', f.read(), b'x\n')
+    with open(os.path.join(ne, 'precious.txt'), 'rb') as f:
+        ck.eq('-o nonempty: the covered file after umount', f.read(), b'mine\n')
+
+    # -- a name with a newline cannot forge a log line (a file and a shard of one name: the
+    #    name conflict is logged with the name)
+    evil_src = env.path('evil-src')
+    os.makedirs(evil_src)
+    evil = 'evil\n2030-01-01T00:00:00Z shardfs[1] error: FORGED'
+    with open(os.path.join(evil_src, evil), 'wb') as f:
+        f.write(b'plain\n')
+    sg.gnu_tar_create(os.path.join(evil_src, evil + '.tar'), stage, ['x.txt'], 'ustar')
+    logf = env.path('evil.log')
+    with ml.Mount(env, evil_src, cache_dir=cache, extra=['--log-file', logf]) as m:
+        ck.ok(os.path.exists(os.path.join(m.mnt, evil)), 'the evil name is not in the mount')
+    with open(logf, 'rb') as f:
+        lines = f.read().decode(errors='replace').splitlines()
+    log('log with the evil name:\n' + '\n'.join(lines))
+    ck.ok(not [ln for ln in lines if 'FORGED' in ln and not ln.startswith(tuple('0123456789'))
+               or ln.startswith('2030-')],
+          'a name with a newline forged a log line: %r' % lines)
+    ck.ok([ln for ln in lines if 'evil\\n2030' in ln],
+          'the name conflict of the evil name is not logged with \\n escaped: %r' % lines)
+
+    # -- imagefolder: samples left out are counted on the mount command's stderr
+    if_src = env.path('if-src')
+    os.makedirs(if_src)
+    if_stage = env.path('if-stage')
+    sg.make_tree(if_stage, [('f', 'k%d.jpg' % i, b'jpeg?%d' % i, 0o644, sg.T0) for i in range(5)] +
+                 [('f', 'k5.txt', b'no image', 0o644, sg.T0)])
+    sg.gnu_tar_create(os.path.join(if_src, 'a.tar'), if_stage,
+                      ['k%d.jpg' % i for i in range(5)] + ['k5.txt'], 'ustar')
+    mif = env.path('mnt-if')
+    os.makedirs(mif)
+    cmd = [exe, 'mount', '--cache-dir', cache, '--layout', 'imagefolder', '--class-from', 'cls',
+           if_src, mif]
+    pm = ml.Mount(env, if_src, mountpoint=mif)
+    env.mounts.append(pm)
+    try:
+        r = env.run(cmd, timeout=ml.MOUNT_TIMEOUT, files=True)
+        err = r.stderr.decode(errors='replace')
+        log('imagefolder without .cls -> rc=%r stderr=%r' % (r.returncode, err))
+        ck.ok('5 samples without a class' in err and '.cls' in err,
+              'imagefolder without .cls: stderr does not say that 5 samples had no class: %r' % err)
+        ck.ok('1 samples without an image' in err,
+              'imagefolder without .cls: stderr does not count the sample without an image: %r'
+              % err)
+        ck.ok('6 of 6 samples left out' in err, 'imagefolder: no total of samples left out: %r'
+              % err)
+    finally:
+        pm.umount(quiet=True)
+
+
+def shutil_which(name):
+    import shutil
+    return shutil.which(name)
+
+
 GROUPS = {'gen': group_gen, 'cli': group_cli, 'formats': group_formats,
           'mtime-range': group_mtime_range, 'tools': group_tools, 'readonly': group_readonly,
-          'damaged': group_damaged, 'hostile': group_hostile, 'cache': group_cache}
+          'damaged': group_damaged, 'hostile': group_hostile, 'cache': group_cache,
+          'cli-truth': group_cli_truth}
 
 
 def main():

@@ -234,6 +234,12 @@ int main(void)
 	/* cachetier: decoding */
 	snprintf(path, sizeof(path), "%s/cache/deeper", tmpdir);
 	cc.cache_dir = path;
+	/* the cache tier applies no defaults: the mount's (fs/fs_opt.c) */
+	cc.cache_size_bytes = 20ull << 30;
+	cc.min_free_bytes = 1ull << 30;
+	cc.chunk_bytes = 8u << 20;
+	cc.readahead_max_bytes = 64ull << 20;
+	cc.fill_threads = 9;
 	err = cachetier_open(&ct, &cc, be);
 	CHECK(err == 0, "cachetier_open: %d", err);
 	if (err)

@@ -495,3 +495,51 @@ class FaultProxy(LoopbackProxy):
         if f:
             f(method, path)
 
+
+
+class GateProxy(FaultProxy):
+    """A proxy that counts ranged GETs in flight (received, answer not yet sent) and holds
+    each until `target` are in flight at once; from then on, or once `deadline` seconds have
+    passed since the first ranged GET, the gate stays open. A client that runs `target`
+    requests in parallel reaches the target without waiting; one that runs fewer is held
+    until the deadline, and max_inflight says how many it ran. Counts, not timings, decide:
+    the deadline only bounds how long a failing client waits."""
+
+    def __init__(self, upstream_port, target, deadline=30.0):
+        self.target = target
+        self.deadline = deadline
+        self.cond = threading.Condition()
+        self.inflight = 0
+        self.max_inflight = 0
+        self.ranged = 0
+        self.opened = False
+        self.t_first = None
+        super().__init__(upstream_port)
+
+    def _fetch(self, head):
+        ranged = head[0].startswith(b'GET ') and self._range(head) is not None
+        if not ranged:
+            return super()._fetch(head)
+        with self.cond:
+            self.inflight += 1
+            self.ranged += 1
+            self.max_inflight = max(self.max_inflight, self.inflight)
+            if self.t_first is None:
+                self.t_first = time.monotonic()
+            if self.inflight >= self.target:
+                self.opened = True
+                self.cond.notify_all()
+            while not self.opened and not self.stop_ev.is_set():
+                left = self.t_first + self.deadline - time.monotonic()
+                if left <= 0:
+                    self.opened = True
+                    self.cond.notify_all()
+                    break
+                self.cond.wait(min(left, 1.0))
+        try:
+            return super()._fetch(head)
+        finally:
+            # the answer is sent right after; counting it out here is early by one send,
+            # which only ever lowers max_inflight
+            with self.cond:
+                self.inflight -= 1

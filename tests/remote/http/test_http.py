@@ -16,6 +16,9 @@ GROUP:
             when the server ignores If-Match; never bytes of both versions
   badrange  206 answers whose Content-Range does not match the request (shifted, short,
             multipart, disagreeing with Content-Length): EIO at once, never wrong bytes
+  conns     a mount with default options runs 8 ranged GETs at once (a proxy holds them until
+            8 are in flight and counts), for a cold read and for a prefetch
+  cli       a directory URL without its trailing slash fails with the hint to add one
 
 Every raw shard is compared byte for byte with its source file and every member with GNU tar's
 extraction. Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse, or no nginx).
@@ -558,9 +561,74 @@ def group_badrange(env, ck, ng, src, shards, refs):
         px.close()
 
 
+
+def group_conns(env, ck, ng, src, shards, refs):
+    """A mount with default options fetches over --connections (8) connections at once: a
+    proxy holds every ranged GET until 8 are in flight, during a cold read of a 72 MB shard
+    and during a prefetch of another, and counts them."""
+    import tarfile
+    import io
+    big = os.path.join(src, 'big')
+    os.makedirs(big)
+    for name in ('a.tar', 'b.tar'):
+        data = os.urandom(72 << 20)
+        with tarfile.open(os.path.join(big, name), 'w', format=tarfile.USTAR_FORMAT) as t:
+            ti = tarfile.TarInfo('payload.bin')
+            ti.size = len(data)
+            t.addfile(ti, io.BytesIO(data))
+        os.chmod(os.path.join(big, name), 0o644)
+    os.chmod(big, 0o755)
+    for label, name in (('cold cat', 'a.tar'), ('prefetch', 'b.tar')):
+        px = httplib.GateProxy(ng.port, target=8, deadline=30)
+        try:
+            with ml.Mount(env, px.url('files/big/' + name),
+                          cache_dir=env.path('cache-' + name)) as m:
+                st = m.stats()
+                ck.eq('%s: stats connections' % label, st.get('connections'), 8)
+                ck.eq('%s: stats fill_threads' % label, st.get('fill_threads'), 9)
+                if name == 'a.tar':
+                    got = ml.read_all(os.path.join(m.mnt, name))
+                else:
+                    r = env.run([env.shardfs, 'prefetch', m.mnt, name], timeout=150)
+                    ck.eq('prefetch: exit status', r.returncode, 0)
+                    got = ml.read_all(os.path.join(m.mnt, name))
+                with open(os.path.join(big, name), 'rb') as f:
+                    ck.ok(got == f.read(), '%s: %s differs from the source' % (label, name))
+                st = m.stats()
+            log('%s: %d ranged GETs, at most %d in flight at once (gate %s)' % (
+                label, px.ranged, px.max_inflight, 'reached' if px.max_inflight >= 8 else
+                'timed out'))
+            ck.eq('%s: most ranged GETs in flight at once' % label, px.max_inflight, 8)
+            ck.eq('%s: chunks fetched' % label, st.get('bytes_fetched'),
+                  os.path.getsize(os.path.join(big, name)))
+        finally:
+            px.close()
+
+
+def group_cli(env, ck, ng, src, shards, refs):
+    """SOURCE mistakes are named: a directory URL without its trailing slash (nginx answers
+    301 to DIR/) fails with the hint to add one, instead of mounting one empty file."""
+    for path in ('json/train', 'html/train', 'files/train'):
+        url = ng.url(path)
+        mnt = env.path('mnt-noslash-' + path.replace('/', '-'))
+        os.makedirs(mnt)
+        r = env.run([env.shardfs, 'mount', '--cache-dir', env.path('cache'), url, mnt],
+                    timeout=ml.MOUNT_TIMEOUT, files=True)
+        err = r.stderr.decode(errors='replace')
+        log('mount %s -> rc=%r stderr=%r' % (url, r.returncode, err))
+        ck.ok(r.returncode not in (0, None), 'mount %s: accepted (rc=%r)' % (url, r.returncode))
+        ck.ok('trailing slash' in err, 'mount %s: no hint to add a trailing slash: %r' % (url, err))
+        if ml.is_mounted(mnt):
+            ml.Mount(env, url, mountpoint=mnt).umount(quiet=True)
+    # with the slash, the same directory mounts
+    with ml.Mount(env, ng.url('json/train/'), cache_dir=env.path('cache')) as m:
+        ck.eq('json/train/ listing', sorted(os.listdir(m.mnt)),
+              sorted(['shard-%06d.tar' % i for i in range(4)] +
+                     ['shard-%06d' % i for i in range(4)]))
+
 GROUPS = {'brace': group_brace, 'listing': group_listing, 'redirect': group_redirect,
           'faults': group_faults, 'tls': group_tls, 'stale': group_stale,
-          'badrange': group_badrange}
+          'badrange': group_badrange, 'conns': group_conns, 'cli': group_cli}
 
 
 def main():
