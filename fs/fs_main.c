@@ -1,5 +1,6 @@
 /*
- * fs_main.c — the shardfs command: mount, umount, stats, --help, --version.
+ * fs_main.c — the shardfs command: mount, umount, stats, prefetch, refresh,
+ * --help, --version.
  *
  * mount forks before doing any work: the child opens the source, lists
  * it, mounts and only then tells the waiting parent through a pipe that the
@@ -37,6 +38,7 @@ static void usage(FILE *f)
 		"  umount MOUNTPOINT                   unmount and wait for the daemon to finish\n"
 		"  stats MOUNTPOINT                    print the counters of a running mount\n"
 		"  prefetch MOUNTPOINT [PATH...]       fill the cache with PATHs (default: all), with progress\n"
+		"  refresh MOUNTPOINT                  list the source again: show new, removed, changed shards\n"
 		"  index [--sidecar] SOURCE            build every shard's index ('shardfs index --help')\n"
 		"  pack [OPTIONS] INPUT_DIR PREFIX     make WebDataset shards ('shardfs pack --help')\n"
 		"  --help, -h                          this help\n"
@@ -551,6 +553,54 @@ static int cmd_prefetch(int argc, char **argv)
 	return rc;
 }
 
+/* 'shardfs refresh MOUNTPOINT': write "refresh" into the control file (the
+ * write returns once the mount shows the source as it is now) and say
+ * what changed, from the counters before and after. */
+static int cmd_refresh(int argc, char **argv)
+{
+	static const char *const keys[] = {"refresh_added", "refresh_removed", "refresh_changed",
+					   "objects", "shards"};
+	long before[5], after[5];
+	char path[PATH_MAX], *stats;
+	int fd, err = 0;
+
+	if (argc != 1 || argv[0][0] == '-') {
+		fprintf(stderr, "usage: shardfs refresh MOUNTPOINT\n");
+		return argc == 1 && (!strcmp(argv[0], "-h") || !strcmp(argv[0], "--help")) ? 0 : 2;
+	}
+	stats = read_ctl(argv[0], "stats");
+	snprintf(path, sizeof(path), "%s/.shardfs/control", argv[0]);
+	fd = stats ? open(path, O_WRONLY | O_CLOEXEC) : -1;
+	if (fd < 0) {
+		free(stats);
+		fprintf(stderr, "shardfs: %s is not a shardfs mount\n", argv[0]);
+		return 1;
+	}
+	for (int i = 0; i < 5; i++)
+		before[i] = json_int(stats, keys[i]);
+	free(stats);
+	if (write(fd, "refresh\n", 8) != 8)
+		err = errno;
+	close(fd);
+	if (err) {
+		fprintf(stderr, "shardfs: refresh of %s failed: %s (see the mount's log)\n", argv[0],
+			err == EIO ? "the source cannot be listed" : strerror(err));
+		return 1;
+	}
+	stats = read_ctl(argv[0], "stats");
+	if (!stats) {
+		fprintf(stderr, "shardfs: lost the mount at %s\n", argv[0]);
+		return 1;
+	}
+	for (int i = 0; i < 5; i++)
+		after[i] = json_int(stats, keys[i]);
+	free(stats);
+	printf("refreshed %s: %ld new, %ld removed, %ld changed; %ld objects, %ld shards\n",
+	       argv[0], after[0] - before[0], after[1] - before[1], after[2] - before[2], after[3],
+	       after[4]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : NULL;
@@ -575,6 +625,8 @@ int main(int argc, char **argv)
 		return cmd_stats(argc - 2, argv + 2);
 	if (strcmp(cmd, "prefetch") == 0)
 		return cmd_prefetch(argc - 2, argv + 2);
+	if (strcmp(cmd, "refresh") == 0)
+		return cmd_refresh(argc - 2, argv + 2);
 	if (strcmp(cmd, "pack") == 0) /* issue 5 */
 		return fs_pack_main(argc - 2, argv + 2);
 	if (strcmp(cmd, "index") == 0) /* issue 5 */
