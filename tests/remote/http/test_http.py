@@ -16,6 +16,8 @@ GROUP:
             when the server ignores If-Match; never bytes of both versions
   badrange  206 answers whose Content-Range does not match the request (shifted, short,
             multipart, disagreeing with Content-Length): EIO at once, never wrong bytes
+  refresh   'shardfs refresh' of a JSON listing mount: a shard uploaded to the served directory
+            appears (exact bytes and members), a deleted one is gone
 
 Every raw shard is compared byte for byte with its source file and every member with GNU tar's
 extraction. Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse, or no nginx).
@@ -558,9 +560,39 @@ def group_badrange(env, ck, ng, src, shards, refs):
         px.close()
 
 
+def group_refresh(env, ck, ng, src, shards, refs):
+    """A shard uploaded to the served directory appears after 'shardfs refresh', one removed
+    from it is gone, the others are untouched."""
+    with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache')) as m:
+        before = listing(m.mnt)
+        ck.ok('train/shard-000000.tar' in before, 'refresh: listing before: %r' % sorted(before))
+        new = 'train/shard-000009.tar'
+        make_shard(env, os.path.join(src, new), 'late', 4)
+        os.chmod(os.path.join(src, new), 0o644)
+        dest = env.path('ref', new + '.d')
+        ml.gnu_extract(env, os.path.join(src, new), dest)
+        refs[new] = (ml.snapshot(dest), ml.explicit_dirs(os.path.join(src, new)))
+        os.unlink(os.path.join(src, 'val', 'shard-000001.tar'))
+        ck.ok(not os.path.exists(os.path.join(m.mnt, new)), 'refresh: new shard seen before')
+        r = env.run([env.shardfs, 'refresh', m.mnt])
+        out = r.stdout.decode(errors='replace')
+        log('shardfs refresh -> rc=%r %r %r' % (r.returncode, out, r.stderr))
+        ck.eq('refresh: exit', r.returncode, 0)
+        ck.ok(': 1 new, 1 removed, 0 changed; ' in out, 'refresh: summary %r' % out)
+        after = listing(m.mnt)
+        want = {k for k in before if k != 'val/shard-000001.tar' and
+                not k.startswith('val/shard-000001/')}
+        want |= {new} | {os.path.join('train', 'shard-000009', k) for k in listing(dest)}
+        ck.eq('refresh: listing after', after, want)
+        kept = [s for s in shards if s != 'val/shard-000001.tar'] + [new]
+        check_shards(ck, 'refresh', m.mnt, src, kept, refs)
+        ck.ok(not os.path.exists(os.path.join(m.mnt, 'val', 'shard-000001.tar')),
+              'refresh: removed shard still there')
+
+
 GROUPS = {'brace': group_brace, 'listing': group_listing, 'redirect': group_redirect,
           'faults': group_faults, 'tls': group_tls, 'stale': group_stale,
-          'badrange': group_badrange}
+          'badrange': group_badrange, 'refresh': group_refresh}
 
 
 def main():
