@@ -5,8 +5,9 @@
  * namespace, a shard index or the cache tier, and ends in exactly one reply.
  * Inodes are computed (fs_i.h), so forget needs no bookkeeping.
  *
- * Caching: shard contents never change for one ETag, so entries, attributes
- * and negative lookups get long timeouts, files open with keep_cache and
+ * Caching: shard contents never change for one ETag (a changed object is a
+ * new version at new inode numbers), so entries, attributes and negative
+ * lookups get long timeouts, files open with keep_cache and
  * directories with cache_readdir. Member and object reads are answered with
  * fd buffers (fuse_reply_data) so the kernel can splice from the source file
  * or the decoded copy without a copy through this process. Control files are
@@ -15,7 +16,12 @@
  * Everything is read-only: every modifying op answers EROFS.
  *
  * Threads: ops run on the multithreaded FUSE session; they may block
- * (index loading, decoding). Shared state is immutable or atomic.
+ * (index loading, decoding). Shared state is immutable, atomic, or (the
+ * source directories' entries) read under fs->ns_lock. A local object is
+ * stat'ed on every read and lookup that reaches us (fs_obj_check), so a
+ * file changed under the mount gives ESTALE for its old inodes; kernel
+ * caches are invalidated by the notifier thread below, never by a request
+ * handler.
  */
 #define FUSE_USE_VERSION 312
 
@@ -978,16 +984,22 @@ static void ll_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t
 				break;
 		}
 		memset(&e, 0, sizeof(e));
-		if (plus && pos >= 2) {
-			if (ll_attr(fs, eino, &e.attr) < 0)
-				continue;
+		err = pos >= 2 ? ll_attr(fs, eino, &e.attr) : 0;
+		if (err == -ESTALE && l.kind == FS_K_DIR) {
+			/* a file that changed and was not looked up since: list its
+			 * name without attributes (ino 0: the kernel makes no entry),
+			 * so a lookup gets the new version */
+			memset(&e, 0, sizeof(e));
+			e.attr.st_ino = eino;
+			e.attr.st_mode = fs_ino_kind(eino) == FS_K_OBJ ? S_IFREG : S_IFDIR;
+		} else if (err < 0) {
+			continue;
+		} else if (plus && pos >= 2) {
 			e.ino = e.attr.st_ino;
 			e.attr_timeout = e.entry_timeout = ll_timeout(fs, eino);
-		} else {
+		} else if (pos < 2) {
 			e.attr.st_ino = eino;
 			e.attr.st_mode = S_IFDIR;
-			if (pos >= 2 && ll_attr(fs, eino, &e.attr) < 0)
-				continue;
 		}
 		if (plus)
 			n = fuse_add_direntry_plus(req, buf + used, size - used, name, &e,

@@ -524,7 +524,10 @@ static int ap_place(struct apply *ap)
 		}
 		if (level < depth)
 			depth = level;
-		o->dir = d; /* the same as before for an existing object */
+		/* an existing object keeps its directory (directories keep their
+		 * index by path): only new ones, not yet visible, are written */
+		if (o->dir != d)
+			o->dir = d;
 	}
 	free(t.slot);
 	return err;

@@ -254,6 +254,41 @@ def group_refresh(env, ck):
                      ('refresh_changed', 1), ('objects', 3), ('shards', 3)):
             ck.eq('stats %s' % k, st.get(k), v)
 
+        # readers of unchanged shards during refreshes: always the exact bytes (an unchanged
+        # shard keeps its inodes); a shard added and removed at every refresh meanwhile
+        import threading
+        stop, bad, nread = threading.Event(), [], [0]
+
+        def reader(paths):
+            while not stop.is_set():
+                for p, data in paths:
+                    got = read_result(p)
+                    nread[0] += 1
+                    if got != ('ok', data):
+                        bad.append((p, ml.short(got)))
+        paths = [(os.path.join(top, 's2', n), data) for n, data in new] + \
+                [(os.path.join(top, 's2.tar'), tar_bytes(new))]
+        ths = [threading.Thread(target=reader, args=(paths,)) for _ in range(2)]
+        for t in ths:
+            t.start()
+        try:
+            for i in range(6):
+                extra = os.path.join(src, 'train', 'e.tar')
+                if i % 2 == 0:
+                    write_file(extra, tar_bytes(b))
+                else:
+                    os.unlink(extra)
+                r = env.run([exe, 'refresh', m.mnt])
+                ck.eq('refresh %d during reads: exit' % i, r.returncode, 0)
+                ck.eq('refresh %d: e.tar listed' % i, os.path.exists(os.path.join(top, 'e.tar')),
+                      i % 2 == 0)
+        finally:
+            stop.set()
+            for t in ths:
+                t.join()
+        log('%d reads during 6 refreshes' % nread[0])
+        ck.eq('reads of an unchanged shard during refreshes: all exact', bad[:5], [])
+
         # a removed directory disappears too; the control command does the same as the CLI
         shutil.rmtree(os.path.join(src, 'val'))
         with open(os.path.join(m.mnt, '.shardfs', 'control'), 'w') as f:
