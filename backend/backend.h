@@ -48,7 +48,7 @@ struct backend_objinfo {
 	uint64_t size;      /* bytes */
 	int64_t mtime;      /* seconds since the epoch */
 	uint32_t mode;      /* permission bits when the store has them, else 0644 */
-	char etag[80];      /* ETag or a stand-in (local: "size-mtime_ns-ino"), NUL-terminated */
+	char etag[80];      /* ETag or a stand-in (local: "size-mtime_ns-ino-ctime_ns"), NUL-terminated */
 };
 
 /* Called once per object, in no particular order. Return non-zero to stop

@@ -7,9 +7,10 @@
  * the tree are followed (the tree belongs to the user who mounts it);
  * special files (FIFOs, devices, sockets) are never listed or opened.
  *
- * The "ETag" of a local file is its size, mtime in nanoseconds and inode
- * number: any rewrite of the file changes it, so cached indexes and decoded
- * copies of an older version are never used.
+ * The "ETag" of a local file is its size, mtime and ctime in nanoseconds
+ * and inode number: any rewrite of the file changes it (ctime too when the
+ * writer puts the old mtime back), so cached indexes and decoded copies of
+ * an older version are never used.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -37,10 +38,11 @@ static void local_fill(struct backend_objinfo *info, const char *key, const stru
 	info->size = (uint64_t)st->st_size;
 	info->mtime = st->st_mtim.tv_sec;
 	info->mode = st->st_mode & 07777;
-	snprintf(info->etag, sizeof(info->etag), "%" PRIx64 "-%" PRIx64 "-%" PRIx64,
+	snprintf(info->etag, sizeof(info->etag), "%" PRIx64 "-%" PRIx64 "-%" PRIx64 "-%" PRIx64,
 		 (uint64_t)st->st_size,
 		 (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec,
-		 (uint64_t)st->st_ino);
+		 (uint64_t)st->st_ino,
+		 (uint64_t)st->st_ctim.tv_sec * 1000000000u + (uint64_t)st->st_ctim.tv_nsec);
 }
 
 static int local_walk(struct local *l, char *key, size_t keylen, size_t keycap, int depth,

@@ -1,6 +1,7 @@
 /*
  * fs_ctl.c — the files of MOUNTPOINT/.shardfs/: counters as JSON (stats)
- * and as Prometheus text (metrics). Rendered on open into a private buffer,
+ * and as Prometheus text (metrics), and the commands written to control
+ * (prefetch, refresh). Rendered on open into a private buffer,
  * so one reader sees one consistent snapshot. Never contains credentials:
  * the source is shown as the backend describes it.
  */
@@ -82,10 +83,10 @@ static void prefetch_progress(struct fs *fs, uint64_t *want, uint64_t *have)
 {
 	*want = *have = 0;
 	for (uint32_t i = 0; i < fs->nobjs; i++) {
-		struct fs_obj *o = &fs->objs[i];
+		struct fs_obj *o = fs_obj(fs, i);
 		struct cachetier_obj *raw;
 
-		if (!atomic_load(&o->prefetch))
+		if (!atomic_load(&o->prefetch) || !fs_obj_live(o))
 			continue;
 		*want += o->info.size;
 		pthread_mutex_lock(&o->lock);
@@ -96,14 +97,33 @@ static void prefetch_progress(struct fs *fs, uint64_t *want, uint64_t *have)
 	}
 }
 
+/* Live objects, shards and directories (old versions stay until unmount). */
+static void live_counts(struct fs *fs, uint64_t *objs, uint64_t *shards, uint64_t *dirs)
+{
+	*objs = *shards = *dirs = 0;
+	for (uint32_t i = 0; i < fs->nobjs; i++) {
+		const struct fs_obj *o = fs_obj(fs, i);
+
+		if (fs_obj_live(o)) {
+			(*objs)++;
+			*shards += o->codec >= 0;
+		}
+	}
+	fs_ns_rdlock(fs);
+	for (uint32_t i = 0; i < fs->ndirs; i++)
+		*dirs += !fs->dirs[i].gone;
+	fs_ns_unlock(fs);
+}
+
 static size_t collect(struct fs *fs, struct counter *c, size_t max)
 {
 	struct cachetier_stats cs;
-	uint64_t pf_want, pf_have;
+	uint64_t pf_want, pf_have, nobjs, nshards, ndirs;
 	size_t n = 0;
 
 	cachetier_get_stats(fs->ct, &cs);
 	prefetch_progress(fs, &pf_want, &pf_have);
+	live_counts(fs, &nobjs, &nshards, &ndirs);
 #define C(nm, hp, v)                                                                               \
 	do {                                                                                       \
 		if (n < max)                                                                       \
@@ -114,9 +134,9 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 		if (n < max)                                                                       \
 			c[n++] = (struct counter){nm, hp, (uint64_t)(v), 1};                       \
 	} while (0)
-	G("objects", "objects in the source", fs->nobjs);
-	G("shards", "objects that are shards", fs->nshards);
-	G("source_dirs", "directories in the source", fs->ndirs);
+	G("objects", "objects in the source", nobjs);
+	G("shards", "objects that are shards", nshards);
+	G("source_dirs", "directories in the source", ndirs);
 	G("source_bytes", "bytes of all objects in the source", fs->total_bytes);
 	G("source_offline", "1: the store was unreachable at mount, the listing came from the cache",
 	  fs->offline);
@@ -180,15 +200,26 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 	C("imagefolder_cls_reads", ".cls members read from shards (not from the cache)",
 	  fs->c.if_cls_reads);
 	/* ---- end issue 5 ---- */
+	C("refreshes", "refreshes of the source's listing", fs->c.refreshes);
+	C("refresh_added", "objects new at a refresh", fs->c.refresh_added);
+	C("refresh_removed", "objects removed at a refresh", fs->c.refresh_removed);
+	C("refresh_changed", "objects changed at a refresh (indexed again)", fs->c.refresh_changed);
+	C("changes_noticed", "objects found changed or removed (ESTALE for the old version)",
+	  fs->c.stale_noticed);
 #undef C
 #undef G
+	if (n == max)
+		fs_log(FS_LOG_ERR, "control: more counters than CTL_COUNTERS_MAX; some are missing");
 	return n;
 }
 
+/* More than the table has (collect says so in the log if it ever is not). */
+#define CTL_COUNTERS_MAX 128
+
 static void render_stats(struct fs *fs, struct out *o)
 {
-	struct counter c[64];
-	size_t n = collect(fs, c, 64);
+	struct counter c[CTL_COUNTERS_MAX];
+	size_t n = collect(fs, c, CTL_COUNTERS_MAX);
 
 	outf(o, "{\n  \"version\": ");
 	out_json_str(o, SHARDFS_VERSION);
@@ -206,8 +237,8 @@ static void render_stats(struct fs *fs, struct out *o)
 
 static void render_metrics(struct fs *fs, struct out *o)
 {
-	struct counter c[64];
-	size_t n = collect(fs, c, 64);
+	struct counter c[CTL_COUNTERS_MAX];
+	size_t n = collect(fs, c, CTL_COUNTERS_MAX);
 
 	/* Prometheus conventions: counters are named *_total, times are in
 	 * seconds (a stats field NAME_ms becomes NAME_seconds) */
@@ -266,7 +297,7 @@ int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len)
 	return 0;
 }
 
-/* Every object at or below namespace directory d. */
+/* Every object at or below namespace directory d. fs->ns_lock held. */
 static void prefetch_dir(struct fs *fs, uint32_t d, int *n)
 {
 	const struct fs_dir *dir = &fs->dirs[d];
@@ -282,8 +313,8 @@ static void prefetch_dir(struct fs *fs, uint32_t d, int *n)
 }
 
 /* Resolve PATH (relative to the mount root, '/'-separated) in the source
- * namespace and prefetch what it names. */
-static int prefetch_path(struct fs *fs, const char *path, size_t len)
+ * namespace and prefetch what it names. fs->ns_lock held. */
+static int prefetch_path_locked(struct fs *fs, const char *path, size_t len)
 {
 	uint32_t d = 0;
 	size_t i = 0;
@@ -308,7 +339,7 @@ static int prefetch_path(struct fs *fs, const char *path, size_t len)
 			/* a file or a shard's directory: its object. Below a
 			 * shard's directory (a member): the whole shard, since
 			 * the cache holds objects; nothing may follow a file. */
-			uint32_t obj = e->kind == FS_K_OBJ ? e->idx : fs->shards[e->idx].obj;
+			uint32_t obj = e->kind == FS_K_OBJ ? e->idx : fs_shard(fs, e->idx)->obj;
 
 			while (j < len && path[j] == '/')
 				j++;
@@ -323,6 +354,26 @@ static int prefetch_path(struct fs *fs, const char *path, size_t len)
 	prefetch_dir(fs, d, &n);
 	fs_log(FS_LOG_INFO, "prefetch of '%.*s': %d objects", (int)len, path, n);
 	return 0;
+}
+
+static int prefetch_path(struct fs *fs, const char *path, size_t len)
+{
+	int err;
+
+	fs_ns_rdlock(fs);
+	err = prefetch_path_locked(fs, path, len);
+	fs_ns_unlock(fs);
+	return err;
+}
+
+/* List the source again; the write returns once the kernel's caches of
+ * what changed are invalidated (so 'ls' right after shows the new state). */
+static int refresh(struct fs *fs)
+{
+	int err = fs_ns_refresh(fs);
+
+	fs_notify_drain(fs, 30);
+	return err;
 }
 
 int fs_ctl_command(struct fs *fs, const char *buf, size_t len)
@@ -347,6 +398,8 @@ int fs_ctl_command(struct fs *fs, const char *buf, size_t len)
 					p++;
 				err = prefetch_path(fs, buf + p, k - p);
 				inside_shard |= err == 1;
+			} else if (k - i == 7 && memcmp(buf + i, "refresh", 7) == 0) {
+				err = refresh(fs);
 			} else {
 				fs_log(FS_LOG_WARN, "control: unknown command '%.*s'", (int)(k - i),
 				       buf + i);

@@ -2,10 +2,15 @@
  * fs_i.h — private to fs/: the mounted filesystem's state, shared by the
  * CLI, the namespace, the shard loader, the control files and the FUSE ops.
  *
- * The namespace (directories and objects of the source) is built once at
- * mount from the backend's listing and never changes. Shard indexes are
- * loaded lazily, on the first lookup or readdir inside a shard's directory,
- * and are immutable once loaded.
+ * The namespace (directories and objects of the source) is built at mount
+ * from the backend's listing and changes only by versions: a refresh (or a
+ * lookup that finds a local file changed) appends new objects and shards
+ * at new indexes and marks the old ones stale or gone, so an inode number
+ * never changes its meaning. Objects and shards live in blocks that never
+ * move and are freed only at unmount; directories' entry lists are
+ * protected by fs->ns_lock. Shard indexes are loaded lazily, on the first
+ * lookup or readdir inside a shard's directory, and are immutable once
+ * loaded.
  */
 #ifndef FS_I_H
 #define FS_I_H
@@ -119,13 +124,23 @@ struct fs_dirent {
 	uint32_t idx;     /* dir, object or shard index */
 };
 
+/* Everything in a dir except name and parent may change at a refresh:
+ * read it only under fs->ns_lock (read), change it under the write lock. */
 struct fs_dir {
-	char *name;               /* base name ("" for the root) */
-	uint32_t parent;          /* index of the parent dir (root: 0) */
+	char *name;               /* base name ("" for the root); never changes */
+	uint32_t parent;          /* index of the parent dir (root: 0); never changes */
 	struct fs_dirent *ents;   /* sorted by name (strcmp), unique */
 	uint32_t nents;
 	uint32_t nsubdirs;
 	int64_t mtime;            /* newest object mtime below it */
+	int gone;                 /* no object below it any more: ESTALE */
+};
+
+/* The version state of an object (fs_obj.state). */
+enum fs_obj_state {
+	FS_OBJ_LIVE = 0,  /* the current version of its key */
+	FS_OBJ_STALE = 1, /* the source's object changed: a newer version replaces it */
+	FS_OBJ_GONE = 2,  /* the source's object was removed */
 };
 
 struct fs_obj {
@@ -139,6 +154,7 @@ struct fs_obj {
 	pthread_mutex_t lock;     /* protects raw */
 	struct cachetier_obj *raw; /* opened on first read, kept until unmount */
 	atomic_int prefetch;      /* 1 once a prefetch was asked for (progress in stats) */
+	atomic_int state;         /* enum fs_obj_state; only ever leaves LIVE */
 };
 
 struct fs_shard {
@@ -153,6 +169,8 @@ struct fs_shard {
 				   * the load, valid once ix is published */
 };
 
+struct fs_notify; /* a queued kernel cache invalidation (fs_ll.c) */
+
 /* ---- counters (all relaxed atomics; read for stats) ----------------------- */
 struct fs_counters {
 	atomic_ullong lookups, getattrs, readdirs, reads, read_bytes, read_errors;
@@ -163,6 +181,8 @@ struct fs_counters {
 	/* issue 5: imagefolder view and sidecar indexes */
 	atomic_ullong if_images, if_no_image, if_no_class, if_dup_dropped, if_shards_indexed;
 	atomic_ullong if_build_ms, if_cls_reads, index_sidecar, index_sidecar_rejected;
+	/* sources that change under the mount (fs_ns.c) */
+	atomic_ullong refreshes, refresh_added, refresh_removed, refresh_changed, stale_noticed;
 };
 
 /* Snapshots of control files, one per open. A READ may still be in flight
@@ -191,13 +211,31 @@ struct fs {
 	struct cachetier *ct;
 	struct fuse_session *se;
 
+	/* Objects and shards: blocks of FS_BLOCK elements that never move
+	 * (fs_obj(), fs_shard()); appended under refresh_lock, the count
+	 * published after the element is complete, freed at unmount. */
+	struct fs_obj **objs;
+	_Atomic uint32_t nobjs;
+	struct fs_shard **shards;
+	_Atomic uint32_t nshards;
+	/* Lock order: refresh_lock, then ns_lock. refresh_lock serialises every
+	 * change of the namespace (refresh, a lookup replacing a changed
+	 * object); ns_lock (reader-preferring, so a reader may take it twice)
+	 * protects dirs, ndirs and every dir's entries. Nothing blocks on I/O
+	 * or on the kernel while holding ns_lock. */
+	pthread_mutex_t refresh_lock;
+	pthread_rwlock_t ns_lock;
 	struct fs_dir *dirs;
-	uint32_t ndirs;
-	struct fs_obj *objs;
-	uint32_t nobjs;
-	struct fs_shard *shards;
-	uint32_t nshards;
-	uint64_t total_bytes;
+	_Atomic uint32_t ndirs;
+	_Atomic uint64_t total_bytes; /* of live objects */
+	/* kernel cache invalidations, sent by one notifier thread (fs_ll.c) */
+	struct fs_notify *nq_head, **nq_tail; /* protected by nq_lock */
+	pthread_mutex_t nq_lock;
+	pthread_cond_t nq_cond;   /* work queued, or stop */
+	pthread_cond_t nq_idle;   /* queue drained */
+	int nq_busy;              /* the notifier is sending an item */
+	int nq_run;               /* the notifier thread runs */
+	pthread_t nq_thread;
 
 	int no_opendir;           /* set once in init: the kernel can skip OPENDIR */
 	int offline;              /* the store was unreachable at mount: cached listing */
@@ -210,7 +248,28 @@ struct fs {
 	/* issue 5: the imagefolder view, built on first use, then immutable */
 	pthread_mutex_t if_lock;               /* serialises building */
 	struct fs_ifview *_Atomic ifv;
+	struct fs_ifview *if_retired;          /* views a refresh replaced; freed at unmount */
 };
+
+/* Blocks of objects and shards (fs->objs, fs->shards). */
+#define FS_BLOCK_SHIFT 12
+#define FS_BLOCK (1u << FS_BLOCK_SHIFT)
+#define FS_NBLOCKS (FS_MAX_SHARDS >> FS_BLOCK_SHIFT)
+
+static inline struct fs_obj *fs_obj(const struct fs *fs, uint32_t i)
+{
+	return &fs->objs[i >> FS_BLOCK_SHIFT][i & (FS_BLOCK - 1)];
+}
+
+static inline struct fs_shard *fs_shard(const struct fs *fs, uint32_t i)
+{
+	return &fs->shards[i >> FS_BLOCK_SHIFT][i & (FS_BLOCK - 1)];
+}
+
+static inline int fs_obj_live(const struct fs_obj *o)
+{
+	return atomic_load_explicit(&o->state, memory_order_acquire) == FS_OBJ_LIVE;
+}
 
 /* fs_log.c */
 enum fs_log_level { FS_LOG_ERR, FS_LOG_WARN, FS_LOG_INFO, FS_LOG_DEBUG };
@@ -222,6 +281,30 @@ void fs_log_set_debug(int on);
 /* fs_ns.c: build the namespace from the backend's listing. */
 int fs_ns_build(struct fs *fs);
 void fs_ns_free(struct fs *fs);
+/* List the source again and apply it: new objects appear (at new indexes),
+ * removed ones are marked gone, changed ones (another ETag; local: size,
+ * mtime, ctime or inode) are marked stale and replaced by a new version at
+ * a new index. Kernel caches of what changed are invalidated through the
+ * notifier. Blocks (listing); callable from any thread. Returns 0 or the
+ * listing's error (then nothing changed). */
+int fs_ns_refresh(struct fs *fs);
+/* Is object obj still the source's current version? 0, or -ESTALE once it
+ * changed or went away (then it is marked so and the kernel's caches of it
+ * are invalidated). Local sources stat the file (one fstatat) unless it is
+ * marked already; remote ones only report the mark (their reads carry
+ * If-Match and mark the object through fs_obj_mark_stale). */
+int fs_obj_check(struct fs *fs, uint32_t obj);
+/* Mark obj stale (changed) and queue the invalidations of its inodes. */
+void fs_obj_mark_stale(struct fs *fs, uint32_t obj, enum fs_obj_state why);
+/* Object obj is not live (or fs_obj_check said so) and a lookup found its
+ * name: stat the source's object and replace obj's entries in its
+ * directory with a new version at new indexes, or remove them when it is
+ * gone. Returns 0 (look the name up again) or a negative errno. */
+int fs_ns_replace(struct fs *fs, uint32_t obj);
+/* Read lock of the directories (fs->ns_lock) around fs_ns_lookup and any
+ * use of fs->dirs. */
+void fs_ns_rdlock(struct fs *fs);
+void fs_ns_unlock(struct fs *fs);
 /* fs_ns.c: binary search for the name name[0..len) (no NUL needed) in elements
  * [lo, hi) of an array of structs of size stride, sorted by strcmp of the
  * string whose char * sits at offset name_off of each: the index found, or
@@ -262,14 +345,26 @@ int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len);
 /* Carry out the commands written to .shardfs/control (one per line):
  *   prefetch [PATH]   fill the cache with every object at or below PATH
  *                     (relative to the mount root; none: everything)
+ *   refresh           list the source again (fs_ns_refresh) and wait until
+ *                     the kernel's caches of what changed are invalidated
  * A PATH inside a shard's member directory prefetches the whole shard (the
  * cache holds objects, a member is a range of its shard).
  * Returns 0, 1 when a PATH named something inside a shard (so its shard
- * was prefetched), or -EINVAL / -ENOENT for a bad command or path. */
+ * was prefetched), or -EINVAL / -ENOENT for a bad command or path, or the
+ * listing's error of a refresh. */
 int fs_ctl_command(struct fs *fs, const char *buf, size_t len);
 
 /* fs_ll.c: FUSE session. */
 int fs_ll_run(struct fs *fs, int ready_fd);
+/* Kernel cache invalidations, queued for the notifier thread (a request
+ * handler must not send them itself: the kernel may hold the very locks
+ * the invalidation waits for). Without a session they are dropped.
+ * fs_notify_shard invalidates the member inodes [0, n) of shard. */
+void fs_notify_inode(struct fs *fs, uint64_t ino);
+void fs_notify_entry(struct fs *fs, uint64_t parent, const char *name, size_t len);
+void fs_notify_shard(struct fs *fs, uint32_t shard, uint32_t n);
+/* Wait until everything queued so far is sent (at most timeout_s). */
+void fs_notify_drain(struct fs *fs, double timeout_s);
 
 /* ---- issue 5: fs_imagefolder.c — the --layout imagefolder view ----------
  * ROOT/<class>/<name>.<ext>: one file per sample (its image member). Built
@@ -292,10 +387,15 @@ struct fs_ifview {
 	uint32_t nclasses;
 	struct fs_if_file *files;
 	uint32_t nfiles;
+	struct fs_ifview *retired_next; /* fs->if_retired list */
 };
 /* The view, built on first call (blocking: indexes every shard). */
 int fs_if_get(struct fs *fs, const struct fs_ifview **v);
 void fs_if_free(struct fs *fs);
+/* A refresh changed shards: drop the view (kept until unmount: readers
+ * may hold it), so the next use builds it again; invalidates the kernel's
+ * entries of its classes. */
+void fs_if_reset(struct fs *fs);
 /* Class named name[0..len), or -ENOENT. */
 int64_t fs_if_class_lookup(const struct fs_ifview *v, const char *name, size_t len);
 /* File of class c named name[0..len): its index in v->files, or -ENOENT. */
@@ -304,9 +404,18 @@ int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *nam
 /* issue 5: fs_pack.c / fs_index.c — the pack and index commands */
 int fs_pack_main(int argc, char **argv);
 int fs_index_main(int argc, char **argv);
-/* issue 5: identity a sidecar NAME.tar.idx is saved and checked with:
- * codec and the shard object's size (no ETag: copies change it). */
-int fs_sidecar_ident(int codec, uint64_t size, char *buf, size_t bufsize, size_t *len);
+/* The identity a sidecar NAME.tar.idx is saved with (fs_shard.c): codec,
+ * size, an FNV-1a of the shard's last FS_SIDECAR_TAIL bytes, and the local
+ * file's mtime (ns) and inode. */
+#define FS_SIDECAR_TAIL (64u * 1024)
+struct fs_sidecar_id {
+	int codec;
+	uint64_t size, tail_fnv, mtime_ns, ino;
+};
+int fs_sidecar_ident(const struct fs_sidecar_id *id, char *buf, size_t bufsize, size_t *len);
+/* The identity of the local shard file open at fd (fstat and a read of
+ * its tail). */
+int fs_sidecar_id_fd(int fd, int codec, struct fs_sidecar_id *id);
 /* Write buf to path through a temp file, fsync and rename (fs_index.c). */
 int fs_write_atomic(const char *path, const void *buf, size_t len);
 

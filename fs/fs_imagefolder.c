@@ -77,6 +77,7 @@ struct if_list {
 
 struct if_build {
 	struct fs *fs;
+	uint32_t nshards;	   /* shards when the build started (a refresh may add) */
 	atomic_uint next;	   /* next shard to take */
 	struct if_list *per_shard; /* [nshards] */
 	atomic_int err;		   /* -ENOMEM aborts the build */
@@ -186,8 +187,8 @@ static int cls_map_find(const struct cls_map *m, uint32_t entry, uint64_t *num)
 
 static int cls_blob_name(const struct fs *fs, uint32_t shard, char *buf, size_t size)
 {
-	const struct fs_obj *o = &fs->objs[fs->shards[shard].obj];
-	int n = snprintf(buf, size, "imagefolder-cls|%d|%s|%" PRIu64 "|%s", fs->shards[shard].codec,
+	const struct fs_obj *o = fs_obj(fs, fs_shard(fs, shard)->obj);
+	int n = snprintf(buf, size, "imagefolder-cls|%d|%s|%" PRIu64 "|%s", fs_shard(fs, shard)->codec,
 			 o->info.etag, o->info.size, o->key);
 
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
@@ -229,7 +230,7 @@ static void cls_map_load(struct fs *fs, uint32_t shard, struct cls_map *m)
 	return;
 bad:
 	fs_log(FS_LOG_WARN, "imagefolder: cached classes of %s unusable; reading them again",
-	       fs->objs[fs->shards[shard].obj].key);
+	       fs_obj(fs, fs_shard(fs, shard)->obj)->key);
 	free(buf);
 	m->n = 0;
 }
@@ -250,7 +251,7 @@ static void cls_map_save(struct fs *fs, uint32_t shard, const struct cls_map *m)
 					m->entry[i], m->num[i]);
 	if (cachetier_meta_put(fs->ct, name, buf, len) < 0)
 		fs_log(FS_LOG_WARN, "imagefolder: classes of %s not cached",
-		       fs->objs[fs->shards[shard].obj].key);
+		       fs_obj(fs, fs_shard(fs, shard)->obj)->key);
 	free(buf);
 }
 
@@ -396,7 +397,7 @@ static void *if_worker(void *arg)
 	for (;;) {
 		unsigned i = atomic_fetch_add(&b->next, 1);
 
-		if (i >= b->fs->nshards || atomic_load(&b->err))
+		if (i >= b->nshards || atomic_load(&b->err))
 			break;
 		if (if_scan_shard(b->fs, i, &b->per_shard[i]) < 0)
 			atomic_store(&b->err, -ENOMEM);
@@ -492,7 +493,7 @@ static int if_assemble(struct fs *fs, struct if_item *items, size_t n, struct fs
 				  strcmp(it->ext, items[j - 1].ext) == 0;
 			int same_shard = dup && items[j - 1].shard == it->shard;
 			char *name =
-			    join_name(it, dup ? fs->shards[it->shard].dirname : "", same_shard);
+			    join_name(it, dup ? fs_shard(fs, it->shard)->dirname : "", same_shard);
 
 			if (!name)
 				return -ENOMEM;
@@ -551,21 +552,22 @@ static double now_ms(void)
 
 static int if_build(struct fs *fs, struct fs_ifview **out)
 {
-	struct if_build b = {.fs = fs};
+	struct if_build b = {.fs = fs, .nshards = fs->nshards};
+	uint32_t nshards = b.nshards;
 	pthread_t th[IF_THREADS];
-	unsigned nth = fs->nshards < IF_THREADS ? fs->nshards : IF_THREADS, started = 0;
+	unsigned nth = nshards < IF_THREADS ? nshards : IF_THREADS, started = 0;
 	struct if_item *items = NULL;
 	struct fs_ifview *v = calloc(1, sizeof(*v));
 	size_t n = 0;
 	double t0 = now_ms();
 	int err = 0;
 
-	b.per_shard = calloc(fs->nshards ? fs->nshards : 1, sizeof(*b.per_shard));
+	b.per_shard = calloc(nshards ? nshards : 1, sizeof(*b.per_shard));
 	if (!v || !b.per_shard) {
 		err = -ENOMEM;
 		goto out;
 	}
-	fs_log(FS_LOG_INFO, "imagefolder: indexing %u shards with %u threads", fs->nshards, nth);
+	fs_log(FS_LOG_INFO, "imagefolder: indexing %u shards with %u threads", nshards, nth);
 	for (unsigned i = 0; i < nth; i++) {
 		if (pthread_create(&th[i], NULL, if_worker, &b) != 0)
 			break;
@@ -578,7 +580,7 @@ static int if_build(struct fs *fs, struct fs_ifview **out)
 	err = atomic_load(&b.err);
 	if (err < 0)
 		goto out;
-	for (uint32_t i = 0; i < fs->nshards; i++)
+	for (uint32_t i = 0; i < nshards; i++)
 		n += b.per_shard[i].n;
 	items = malloc((n ? n : 1) * sizeof(*items));
 	if (!items) {
@@ -586,7 +588,7 @@ static int if_build(struct fs *fs, struct fs_ifview **out)
 		goto out;
 	}
 	n = 0;
-	for (uint32_t i = 0; i < fs->nshards; i++) {
+	for (uint32_t i = 0; i < nshards; i++) {
 		if (b.per_shard[i].n) /* a shard without images has no array at all */
 			memcpy(items + n, b.per_shard[i].v, b.per_shard[i].n * sizeof(*items));
 		n += b.per_shard[i].n;
@@ -598,14 +600,14 @@ static int if_build(struct fs *fs, struct fs_ifview **out)
 		fs_log(FS_LOG_INFO,
 		       "imagefolder: %u images in %u classes from %u shards in %" PRIu64
 		       " ms (%llu without image, %llu without class)",
-		       v->nfiles, v->nclasses, fs->nshards, (uint64_t)fs->c.if_build_ms,
+		       v->nfiles, v->nclasses, nshards, (uint64_t)fs->c.if_build_ms,
 		       (unsigned long long)fs->c.if_no_image,
 		       (unsigned long long)fs->c.if_no_class);
 out:
 	for (size_t i = 0; i < n && items; i++)
 		item_free(&items[i]);
 	free(items);
-	for (uint32_t i = 0; b.per_shard && i < fs->nshards; i++) {
+	for (uint32_t i = 0; b.per_shard && i < nshards; i++) {
 		for (size_t k = 0; k < b.per_shard[i].n; k++)
 			item_free(&b.per_shard[i].v[k]);
 		free(b.per_shard[i].v);
@@ -643,6 +645,30 @@ void fs_if_free(struct fs *fs)
 {
 	view_free(fs->ifv);
 	fs->ifv = NULL;
+	while (fs->if_retired) {
+		struct fs_ifview *v = fs->if_retired;
+
+		fs->if_retired = v->retired_next;
+		view_free(v);
+	}
+}
+
+void fs_if_reset(struct fs *fs)
+{
+	struct fs_ifview *v;
+
+	pthread_mutex_lock(&fs->if_lock);
+	v = atomic_exchange(&fs->ifv, NULL);
+	if (v) {
+		/* class inodes are indexes into this view: the kernel must look
+		 * every class name up again in the next one */
+		for (uint32_t i = 0; i < v->nclasses; i++)
+			fs_notify_entry(fs, 1, v->classes[i].name, strlen(v->classes[i].name));
+		fs_notify_inode(fs, 1);
+		v->retired_next = fs->if_retired;
+		fs->if_retired = v;
+	}
+	pthread_mutex_unlock(&fs->if_lock);
 }
 
 int64_t fs_if_class_lookup(const struct fs_ifview *v, const char *name, size_t len)

@@ -5,8 +5,9 @@
  * the cache directory's copy, else a valid sidecar, else built from the
  * shard) and so leaves them in the cache directory for later mounts. With
  * --sidecar it also writes NAME.tar.idx beside each shard of a local source
- * (temp file + rename), with the identity fs_sidecar_ident describes
- * (codec and shard size), so a copy of the directory keeps working.
+ * (temp file + rename), with the identity fs_shard.c describes (codec,
+ * size, a checksum of the shard's tail, its mtime and inode): a copy of
+ * the directory gets its indexes built again at the first mount.
  *
  * Non-goals: writing sidecars to remote stores (upload them with the
  * store's own tools: they are plain files).
@@ -102,13 +103,14 @@ int fs_index_main(int argc, char **argv)
 		goto out;
 	}
 	for (uint32_t i = 0; i < fs.nshards; i++) {
-		const struct fs_obj *o = &fs.objs[fs.shards[i].obj];
+		const struct fs_obj *o = fs_obj(&fs, fs_shard(&fs, i)->obj);
 		struct shardidx *ix;
 		struct cachetier_obj *stream;
-		char ident[128], path[PATH_MAX];
+		struct fs_sidecar_id id;
+		char ident[256], path[PATH_MAX];
 		size_t identlen, len;
 		void *buf;
-		int n;
+		int n, fd;
 
 		err = fs_shard_index(&fs, i, &ix, &stream);
 		if (err < 0) {
@@ -120,9 +122,19 @@ int fs_index_main(int argc, char **argv)
 			continue;
 		n = snprintf(path, sizeof(path), "%s/%s.idx", local_root(source), o->key);
 		err = n < 0 || (size_t)n >= sizeof(path) ? -ENAMETOOLONG : 0;
+		/* the identity of the file as it is now; one that changed since
+		 * it was indexed gets a sidecar that no mount accepts */
+		fd = err ? -1 : backend_open_fd(fs.be, o->key);
+		if (!err && fd < 0)
+			err = fd;
+		if (!err) {
+			err = fs_sidecar_id_fd(fd, fs_shard(&fs, i)->codec, &id);
+			close(fd);
+		}
+		if (!err && id.size != o->info.size)
+			err = -ESTALE; /* changed while indexing: try again */
 		if (!err)
-			err = fs_sidecar_ident(fs.shards[i].codec, o->info.size, ident,
-					       sizeof(ident), &identlen);
+			err = fs_sidecar_ident(&id, ident, sizeof(ident), &identlen);
 		if (!err)
 			err = shardidx_save(ix, ident, identlen, &buf, &len);
 		if (!err) {

@@ -5,8 +5,9 @@
  * namespace, a shard index or the cache tier, and ends in exactly one reply.
  * Inodes are computed (fs_i.h), so forget needs no bookkeeping.
  *
- * Caching: shard contents never change for one ETag, so entries, attributes
- * and negative lookups get long timeouts, files open with keep_cache and
+ * Caching: shard contents never change for one ETag (a changed object is a
+ * new version at new inode numbers), so entries, attributes and negative
+ * lookups get long timeouts, files open with keep_cache and
  * directories with cache_readdir. Member and object reads are answered with
  * fd buffers (fuse_reply_data) so the kernel can splice from the source file
  * or the decoded copy without a copy through this process. Control files are
@@ -15,7 +16,12 @@
  * Everything is read-only: every modifying op answers EROFS.
  *
  * Threads: ops run on the multithreaded FUSE session; they may block
- * (index loading, decoding). Shared state is immutable or atomic.
+ * (index loading, decoding). Shared state is immutable, atomic, or (the
+ * source directories' entries) read under fs->ns_lock. A local object is
+ * stat'ed on every read and lookup that reaches us (fs_obj_check), so a
+ * file changed under the mount gives ESTALE for its old inodes; kernel
+ * caches are invalidated by the notifier thread below, never by a request
+ * handler.
  */
 #define FUSE_USE_VERSION 312
 
@@ -140,15 +146,27 @@ static int ll_attr(struct fs *fs, fuse_ino_t ino, struct stat *st)
 	nlink_t nlink; /* issue 5 */
 
 	switch (fs_ino_kind(ino)) {
-	case FS_K_DIR:
-		if (a >= fs->ndirs || (ino != 1 && b != 0))
+	case FS_K_DIR: {
+		int64_t mtime;
+		int gone;
+
+		fs_ns_rdlock(fs);
+		if (a >= fs->ndirs || (ino != 1 && b != 0)) {
+			fs_ns_unlock(fs);
 			return -ENOENT;
+		}
 		/* issue 5: imagefolder root: nlink 1 ("unknown"), no view needed */
 		nlink = 2 + fs->dirs[a].nsubdirs;
+		mtime = fs->dirs[a].mtime;
+		gone = fs->dirs[a].gone;
+		fs_ns_unlock(fs);
+		if (gone)
+			return -ESTALE; /* nothing below it any more */
 		if (ino == 1 && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER)
 			nlink = 1;
-		attr_dir(fs, st, ino, 0555, nlink, fs->dirs[a].mtime);
+		attr_dir(fs, st, ino, 0555, nlink, mtime);
 		return 0;
+	}
 	/* ---- issue 5: imagefolder view ---- */
 	case FS_K_IFCLASS: {
 		const struct fs_ifview *v;
@@ -179,19 +197,27 @@ static int ll_attr(struct fs *fs, fuse_ino_t ino, struct stat *st)
 
 		if (a >= fs->nobjs || b != 0)
 			return -ENOENT;
-		o = &fs->objs[a];
+		o = fs_obj(fs, a);
+		if (!fs_obj_live(o))
+			return -ESTALE; /* an old version: a refresh or lookup replaced it */
 		/* read-only: strip write bits, keep the rest */
 		attr_file(fs, st, ino, S_IFREG | (o->info.mode & 07555), o->info.size,
 			  o->info.mtime);
 		return 0;
 	}
-	case FS_K_SHARD:
+	case FS_K_SHARD: {
+		const struct fs_obj *o;
+
 		if (a >= fs->nshards || b != 0)
 			return -ENOENT;
+		o = fs_obj(fs, fs_shard(fs, a)->obj);
+		if (!fs_obj_live(o))
+			return -ESTALE;
 		/* nlink 1: "unknown", so tools never infer the subdirectory count
 		 * and we need not read the shard to answer */
-		attr_dir(fs, st, ino, 0555, 1, fs->objs[fs->shards[a].obj].info.mtime);
+		attr_dir(fs, st, ino, 0555, 1, o->info.mtime);
 		return 0;
+	}
 	case FS_K_MEMBER:
 		if (a >= fs->nshards)
 			return -ENOENT;
@@ -259,9 +285,8 @@ static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	switch (fs_ino_kind(parent)) {
 	case FS_K_DIR: {
 		const struct fs_dirent *d;
+		uint32_t kind = 0, di = 0;
 
-		if (a >= fs->ndirs)
-			break;
 		if (parent == 1 && strcmp(name, fs_ctl_names[FS_CTL_DIR]) == 0) {
 			reply_entry(req, fs, fs_ino(FS_K_CTL, FS_CTL_DIR, 0));
 			return;
@@ -278,12 +303,41 @@ static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 				reply_err(req, err);
 			return;
 		}
-		d = fs_ns_lookup(fs, a, name, len);
-		if (!d) {
-			reply_negative(req, fs, fs->cfg.entry_timeout_s);
-			return;
+		/* A lookup that reaches us revalidates: a local file that
+		 * changed (or a remote object a read found changed) is replaced
+		 * by its new version here, at new inode numbers. */
+		for (int tries = 0;; tries++) {
+			uint32_t obj;
+
+			fs_ns_rdlock(fs);
+			if (a >= fs->ndirs || fs->dirs[a].gone) {
+				err = a >= fs->ndirs ? -ENOENT : -ESTALE;
+				fs_ns_unlock(fs);
+				reply_err(req, err);
+				return;
+			}
+			d = fs_ns_lookup(fs, a, name, len);
+			if (d) {
+				kind = d->kind;
+				di = d->idx;
+			}
+			fs_ns_unlock(fs);
+			if (!d) {
+				reply_negative(req, fs, fs->cfg.entry_timeout_s);
+				return;
+			}
+			if (kind == FS_K_DIR)
+				break;
+			obj = kind == FS_K_OBJ ? di : fs_shard(fs, di)->obj;
+			if (tries == 2 || fs_obj_check(fs, obj) != -ESTALE)
+				break;
+			err = fs_ns_replace(fs, obj);
+			if (err < 0) {
+				reply_err(req, err);
+				return;
+			}
 		}
-		reply_entry(req, fs, fs_ino((enum fs_kind)d->kind, d->idx, 0));
+		reply_entry(req, fs, fs_ino((enum fs_kind)kind, di, 0));
 		return;
 	}
 	case FS_K_SHARD:
@@ -292,7 +346,9 @@ static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 		if (a >= fs->nshards)
 			break;
-		err = fs_shard_index(fs, a, &ix, NULL);
+		err = fs_obj_check(fs, fs_shard(fs, a)->obj);
+		if (err == 0)
+			err = fs_shard_index(fs, a, &ix, NULL);
 		if (err < 0) {
 			reply_err(req, err);
 			return;
@@ -510,6 +566,12 @@ static void read_fail(fuse_req_t req, struct fs *fs, int err)
 
 	fs->c.read_errors++;
 	reply_err(req, err);
+	/* a remote object that changed under a read: the next lookup of its
+	 * name gets the new version */
+	if (err == -ESTALE && fs_ino_kind(rd_cur.ino) == FS_K_OBJ && a < fs->nobjs)
+		fs_obj_mark_stale(fs, a, FS_OBJ_STALE);
+	else if (err == -ESTALE && fs_ino_kind(rd_cur.ino) != FS_K_OBJ && a < fs->nshards)
+		fs_obj_mark_stale(fs, fs_shard(fs, a)->obj, FS_OBJ_STALE);
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	if (atomic_exchange(&sec, (int64_t)ts.tv_sec) != (int64_t)ts.tv_sec)
 		atomic_store(&in_sec, 0);
@@ -518,10 +580,10 @@ static void read_fail(fuse_req_t req, struct fs *fs, int err)
 		return;
 	}
 	if (fs_ino_kind(rd_cur.ino) == FS_K_OBJ && a < fs->nobjs) {
-		what = fs->objs[a].key;
+		what = fs_obj(fs, a)->key;
 	} else if (a < fs->nshards) {
-		what = fs->objs[fs->shards[a].obj].key;
-		ix = atomic_load(&fs->shards[a].ix);
+		what = fs_obj(fs, fs_shard(fs, a)->obj)->key;
+		ix = atomic_load(&fs_shard(fs, a)->ix);
 		if (ix && shardidx_entry_get(ix, fs_ino_b(rd_cur.ino), &e) == 0)
 			member = e.name;
 	}
@@ -555,8 +617,14 @@ static void reply_fd_range(fuse_req_t req, struct fs *fs, struct cachetier_obj *
 static void read_obj(fuse_req_t req, struct fs *fs, uint32_t obj, size_t size, off_t off)
 {
 	struct cachetier_obj *raw;
-	uint64_t osize = fs->objs[obj].info.size;
-	int err = fs_obj_raw(fs, obj, &raw);
+	uint64_t osize = fs_obj(fs, obj)->info.size;
+	/* local sources: one stat, so a file rewritten in place is ESTALE,
+	 * never bytes of another version (pages the kernel cached before the
+	 * change never reach us) */
+	int err = fs_obj_check(fs, obj);
+
+	if (err == 0)
+		err = fs_obj_raw(fs, obj, &raw);
 
 	if (err < 0) {
 		read_fail(req, fs, err);
@@ -625,7 +693,9 @@ static void read_member(fuse_req_t req, struct fs *fs, uint32_t shard, uint32_t 
 	struct shardidx_extent ext[FS_SPLICE_EXTENTS];
 	int n, err;
 
-	err = fs_shard_index(fs, shard, &ix, &stream);
+	err = fs_obj_check(fs, fs_shard(fs, shard)->obj);
+	if (err == 0)
+		err = fs_shard_index(fs, shard, &ix, &stream);
 	if (err == 0 && shardidx_entry_get(ix, idx, &e) < 0)
 		err = -ENOENT;
 	if (err == 0 && e.type != SHARDIDX_REG)
@@ -792,8 +862,11 @@ static int listing_open(struct fs *fs, fuse_ino_t ino, struct listing *l)
 			return 0;
 		}
 		/* ---- end issue 5 ---- */
+		/* the caller holds fs->ns_lock (read) until the listing is done */
 		if (a >= fs->ndirs)
 			return -ENOENT;
+		if (fs->dirs[a].gone)
+			return -ESTALE;
 		l->dir = &fs->dirs[a];
 		l->n = l->dir->nents;
 		l->parent = fs_ino(FS_K_DIR, l->dir->parent, 0);
@@ -808,7 +881,7 @@ static int listing_open(struct fs *fs, fuse_ino_t ino, struct listing *l)
 		l->ix = ix;
 		if (l->kind == FS_K_SHARD) {
 			shardidx_root(ix, &l->first, &l->n);
-			l->parent = fs_ino(FS_K_DIR, fs->objs[fs->shards[a].obj].dir, 0);
+			l->parent = fs_ino(FS_K_DIR, fs_obj(fs, fs_shard(fs, a)->obj)->dir, 0);
 		} else {
 			struct shardidx_entry e;
 
@@ -874,17 +947,21 @@ static void ll_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t
 	struct listing l;
 	char *buf;
 	size_t used = 0;
-	int err;
+	int err, locked;
 
 	fs->c.readdirs++;
+	/* a source directory's entries may change at a refresh: read them
+	 * under the namespace lock (the imagefolder root is a view instead) */
+	locked = fs_ino_kind(ino) == FS_K_DIR &&
+		 !(ino == 1 && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER);
+	if (locked)
+		fs_ns_rdlock(fs);
 	err = listing_open(fs, ino, &l);
-	if (err < 0) {
-		reply_err(req, err);
-		return;
-	}
-	buf = malloc(size);
-	if (!buf) {
-		reply_err(req, ENOMEM);
+	buf = err < 0 ? NULL : malloc(size);
+	if (err < 0 || !buf) {
+		if (locked)
+			fs_ns_unlock(fs);
+		reply_err(req, err < 0 ? err : -ENOMEM);
 		return;
 	}
 	/* offsets: 0 "." , 1 "..", 2+i entry i; each entry carries the next */
@@ -906,16 +983,22 @@ static void ll_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t
 				break;
 		}
 		memset(&e, 0, sizeof(e));
-		if (plus && pos >= 2) {
-			if (ll_attr(fs, eino, &e.attr) < 0)
-				continue;
+		err = pos >= 2 ? ll_attr(fs, eino, &e.attr) : 0;
+		if (err == -ESTALE && l.kind == FS_K_DIR) {
+			/* a file that changed and was not looked up since: list its
+			 * name without attributes (ino 0: the kernel makes no entry),
+			 * so a lookup gets the new version */
+			memset(&e, 0, sizeof(e));
+			e.attr.st_ino = eino;
+			e.attr.st_mode = fs_ino_kind(eino) == FS_K_OBJ ? S_IFREG : S_IFDIR;
+		} else if (err < 0) {
+			continue;
+		} else if (plus && pos >= 2) {
 			e.ino = e.attr.st_ino;
 			e.attr_timeout = e.entry_timeout = ll_timeout(fs, eino);
-		} else {
+		} else if (pos < 2) {
 			e.attr.st_ino = eino;
 			e.attr.st_mode = S_IFDIR;
-			if (pos >= 2 && ll_attr(fs, eino, &e.attr) < 0)
-				continue;
 		}
 		if (plus)
 			n = fuse_add_direntry_plus(req, buf + used, size - used, name, &e,
@@ -927,6 +1010,8 @@ static void ll_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t
 			break;
 		used += n;
 	}
+	if (locked)
+		fs_ns_unlock(fs);
 	fuse_reply_buf(req, buf, used);
 	free(buf);
 }
@@ -1132,7 +1217,7 @@ static int xattr_value(struct fs *fs, fuse_ino_t ino, size_t i, char *buf, size_
 		return -ENODATA;
 	switch (i) {
 	case 0:
-		n = snprintf(buf, size, "%s", fs->objs[fs->shards[a].obj].key);
+		n = snprintf(buf, size, "%s", fs_obj(fs, fs_shard(fs, a)->obj)->key);
 		break;
 	case 1:
 		n = snprintf(buf, size, "%" PRIu64, e.data_off);
@@ -1209,6 +1294,165 @@ static void ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	(void)ino;
 	(void)name;
 	fuse_reply_err(req, EROFS);
+}
+
+/* ---- kernel cache invalidations ---------------------------------------------
+ * One notifier thread sends them, never a request handler: invalidating an
+ * inode waits for its locked pages and an entry for its directory's lock,
+ * which the kernel may hold while it waits for the very request that
+ * noticed the change (libfuse: "don't call this function from a
+ * filesystem operation"). Sends to inodes the kernel does not know fail
+ * with ENOENT, which is fine. */
+struct fs_notify {
+	struct fs_notify *next;
+	enum { NQ_INODE, NQ_ENTRY, NQ_SHARD } kind;
+	uint64_t ino;  /* the inode; NQ_ENTRY: the parent; NQ_SHARD: the shard */
+	uint32_t n;    /* NQ_SHARD: members */
+	size_t len;
+	char name[];   /* NQ_ENTRY */
+};
+
+static void nq_push(struct fs *fs, int kind, uint64_t ino, uint32_t n, const char *name,
+		    size_t len)
+{
+	struct fs_notify *q;
+
+	pthread_mutex_lock(&fs->nq_lock);
+	if (!fs->nq_run) { /* no session (shardfs index) or shutting down */
+		pthread_mutex_unlock(&fs->nq_lock);
+		return;
+	}
+	q = malloc(sizeof(*q) + len + 1);
+	if (q) {
+		q->next = NULL;
+		q->kind = kind;
+		q->ino = ino;
+		q->n = n;
+		q->len = len;
+		memcpy(q->name, name, len);
+		q->name[len] = '\0';
+		*fs->nq_tail = q;
+		fs->nq_tail = &q->next;
+		pthread_cond_signal(&fs->nq_cond);
+	}
+	pthread_mutex_unlock(&fs->nq_lock);
+}
+
+void fs_notify_inode(struct fs *fs, uint64_t ino)
+{
+	nq_push(fs, NQ_INODE, ino, 0, "", 0);
+}
+
+void fs_notify_entry(struct fs *fs, uint64_t parent, const char *name, size_t len)
+{
+	nq_push(fs, NQ_ENTRY, parent, 0, name, len);
+}
+
+void fs_notify_shard(struct fs *fs, uint32_t shard, uint32_t n)
+{
+	nq_push(fs, NQ_SHARD, shard, n, "", 0);
+}
+
+void fs_notify_drain(struct fs *fs, double timeout_s)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += (time_t)timeout_s;
+	pthread_mutex_lock(&fs->nq_lock);
+	while (fs->nq_run && (fs->nq_head || fs->nq_busy)) {
+		if (pthread_cond_timedwait(&fs->nq_idle, &fs->nq_lock, &until) == ETIMEDOUT)
+			break;
+	}
+	pthread_mutex_unlock(&fs->nq_lock);
+}
+
+static void nq_send(struct fs *fs, const struct fs_notify *q)
+{
+	switch (q->kind) {
+	case NQ_INODE:
+		fuse_lowlevel_notify_inval_inode(fs->se, q->ino, 0, 0);
+		break;
+	case NQ_ENTRY:
+		fuse_lowlevel_notify_inval_entry(fs->se, q->ino, q->name, q->len);
+		break;
+	case NQ_SHARD:
+		for (uint32_t i = 0; i < q->n; i++) {
+			fuse_lowlevel_notify_inval_inode(fs->se, fs_ino(FS_K_MEMBER, (uint32_t)q->ino, i),
+							 0, 0);
+			if (fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER)
+				fuse_lowlevel_notify_inval_inode(
+					fs->se, fs_ino(FS_K_IFFILE, (uint32_t)q->ino, i), 0, 0);
+		}
+		break;
+	}
+}
+
+static void *nq_thread(void *arg)
+{
+	struct fs *fs = arg;
+
+	pthread_mutex_lock(&fs->nq_lock);
+	for (;;) {
+		struct fs_notify *q = fs->nq_head;
+
+		if (!q) {
+			pthread_cond_broadcast(&fs->nq_idle);
+			if (!fs->nq_run)
+				break;
+			pthread_cond_wait(&fs->nq_cond, &fs->nq_lock);
+			continue;
+		}
+		fs->nq_head = q->next;
+		if (!fs->nq_head)
+			fs->nq_tail = &fs->nq_head;
+		fs->nq_busy = 1;
+		pthread_mutex_unlock(&fs->nq_lock);
+		nq_send(fs, q);
+		free(q);
+		pthread_mutex_lock(&fs->nq_lock);
+		fs->nq_busy = 0;
+	}
+	pthread_mutex_unlock(&fs->nq_lock);
+	return NULL;
+}
+
+static int nq_start(struct fs *fs)
+{
+	int err;
+
+	pthread_mutex_lock(&fs->nq_lock);
+	fs->nq_run = 1;
+	pthread_mutex_unlock(&fs->nq_lock);
+	err = pthread_create(&fs->nq_thread, NULL, nq_thread, fs);
+	if (err) {
+		fs->nq_run = 0;
+		return -err;
+	}
+	return 0;
+}
+
+/* Stop the notifier; what is still queued is dropped (the kernel's caches
+ * go with the mount). */
+static void nq_stop(struct fs *fs)
+{
+	struct fs_notify *q;
+
+	pthread_mutex_lock(&fs->nq_lock);
+	if (!fs->nq_run) {
+		pthread_mutex_unlock(&fs->nq_lock);
+		return;
+	}
+	fs->nq_run = 0;
+	while ((q = fs->nq_head) != NULL) {
+		fs->nq_head = q->next;
+		free(q);
+	}
+	fs->nq_tail = &fs->nq_head;
+	pthread_cond_broadcast(&fs->nq_cond);
+	pthread_cond_broadcast(&fs->nq_idle);
+	pthread_mutex_unlock(&fs->nq_lock);
+	pthread_join(fs->nq_thread, NULL);
 }
 
 /* ---- session ----------------------------------------------------------------- */
@@ -1333,14 +1577,15 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 		}
 	}
 	lc = fuse_loop_cfg_create();
-	if (!lc)
+	if (!lc || nq_start(fs) < 0)
 		goto out_unmount;
 	fuse_loop_cfg_set_clone_fd(lc, 1);
 	fuse_loop_cfg_set_max_threads(lc, fs->cfg.max_threads);
 	fuse_loop_cfg_set_idle_threads(lc, fs->cfg.max_threads);
 	err = fuse_session_loop_mt(fs->se, lc) < 0 ? -EIO : 0;
-	fuse_loop_cfg_destroy(lc);
 out_unmount:
+	nq_stop(fs);
+	fuse_loop_cfg_destroy(lc);
 	fuse_session_unmount(fs->se);
 out_signals:
 	fuse_remove_signal_handlers(fs->se);

@@ -1,5 +1,6 @@
 /*
- * fs_main.c — the shardfs command: mount, umount, stats, --help, --version.
+ * fs_main.c — the shardfs command: mount, umount, stats, prefetch, refresh,
+ * --help, --version.
  *
  * mount forks before doing any work: the child opens the source, lists
  * it, mounts and only then tells the waiting parent through a pipe that the
@@ -41,6 +42,7 @@ static void usage(FILE *f)
 		"                                      for the daemon to finish\n"
 		"  stats MOUNTPOINT                    print the counters of a running mount\n"
 		"  prefetch MOUNTPOINT [PATH...]       fill the cache with PATHs (default: all), with progress\n"
+		"  refresh MOUNTPOINT                  list the source again: show new, removed, changed shards\n"
 		"  index [OPTIONS] SOURCE              build every shard's index ('shardfs index --help')\n"
 		"  pack [OPTIONS] INPUT_DIR PREFIX     make WebDataset shards ('shardfs pack --help')\n"
 		"  --help, -h                          this help\n"
@@ -780,6 +782,67 @@ static int cmd_prefetch(int argc, char **argv)
 	return rc;
 }
 
+/* 'shardfs refresh MOUNTPOINT': write "refresh" into the control file (the
+ * write returns once the mount shows the source as it is now) and say
+ * what changed, from the counters before and after. */
+static int ctl_send(int fd, const char *cmd);
+
+static int cmd_refresh(int argc, char **argv)
+{
+	static const char *const keys[] = {"refresh_added", "refresh_removed", "refresh_changed",
+					   "objects", "shards"};
+	long before[5], after[5];
+	char path[PATH_MAX], *stats;
+	int fd, err;
+
+	if (argc == 1 && is_help(argv[0])) {
+		printf("usage: shardfs refresh MOUNTPOINT\n\n"
+		       "List the source of a running mount again: new shards appear, removed ones\n"
+		       "go, changed ones are indexed again when next looked up (their old view\n"
+		       "gives ESTALE). Prints what changed.\n");
+		return 0;
+	}
+	if (argc != 1 || argv[0][0] == '-') {
+		fprintf(stderr, "usage: shardfs refresh MOUNTPOINT\n");
+		return 2;
+	}
+	snprintf(path, sizeof(path), "%s/.shardfs/control", argv[0]);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	stats = fd >= 0 ? read_ctl(argv[0], "stats") : NULL;
+	if (fd < 0 || !stats) {
+		if (errno == ENOTCONN)
+			fs_say_dead_mount(argv[0]);
+		else
+			fprintf(stderr, "shardfs: %s is not a shardfs mount\n", argv[0]);
+		if (fd >= 0)
+			close(fd);
+		free(stats);
+		return 1;
+	}
+	for (int i = 0; i < 5; i++)
+		before[i] = json_int(stats, keys[i]);
+	free(stats);
+	err = ctl_send(fd, "refresh\n");
+	close(fd);
+	if (err < 0) {
+		fprintf(stderr, "shardfs: refresh of %s failed: %s (see the mount's log)\n", argv[0],
+			err == -EIO ? "the source cannot be listed" : strerror(-err));
+		return 1;
+	}
+	stats = read_ctl(argv[0], "stats");
+	if (!stats) {
+		fprintf(stderr, "shardfs: lost the mount at %s\n", argv[0]);
+		return 1;
+	}
+	for (int i = 0; i < 5; i++)
+		after[i] = json_int(stats, keys[i]);
+	free(stats);
+	printf("refreshed %s: %ld new, %ld removed, %ld changed; %ld objects, %ld shards\n",
+	       argv[0], after[0] - before[0], after[1] - before[1], after[2] - before[2], after[3],
+	       after[4]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : NULL;
@@ -804,6 +867,8 @@ int main(int argc, char **argv)
 		return cmd_stats(argc - 2, argv + 2);
 	if (strcmp(cmd, "prefetch") == 0)
 		return cmd_prefetch(argc - 2, argv + 2);
+	if (strcmp(cmd, "refresh") == 0)
+		return cmd_refresh(argc - 2, argv + 2);
 	if (strcmp(cmd, "pack") == 0) /* issue 5 */
 		return fs_pack_main(argc - 2, argv + 2);
 	if (strcmp(cmd, "index") == 0) /* issue 5 */

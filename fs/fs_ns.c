@@ -1,10 +1,28 @@
 /*
  * fs_ns.c — the namespace of the source: directories, objects, shards.
  *
- * Built once at mount from the backend's listing and immutable afterwards,
- * so lookups need no locks. Keys are sorted first; then every directory's
- * keys are contiguous, and one pass with a stack of the current directory
- * chain creates each directory exactly once.
+ * Built at mount from the backend's listing; a refresh lists the source
+ * again and applies the difference by versions, so an inode number never
+ * changes its meaning (inodes are computed from object and shard indexes):
+ *  - an object whose key and ETag are unchanged keeps its index;
+ *  - a new key gets a new object (and shard) index at the end;
+ *  - a changed object (another ETag; for local files size, mtime, ctime or
+ *    inode) is marked stale and its key gets a new object at the end, with
+ *    a new shard index, so its old inodes answer ESTALE and the new ones
+ *    are indexed again from the new bytes;
+ *  - a removed key's object is marked gone (ESTALE for its old inodes, its
+ *    name is no longer listed: ENOENT).
+ * Directories keep their index by path; one without any object below is
+ * marked gone. Every directory's entries are computed again from the live
+ * objects and swapped in under the write lock of fs->ns_lock; what changed
+ * is then invalidated in the kernel (entries, directory listings, the
+ * inodes and page caches of stale objects and their members) through the
+ * notifier thread (fs_ll.c).
+ *
+ * Objects, shards, their keys and names are never freed before unmount: a
+ * FUSE thread may be using any of them (old shard indexes and streams
+ * too); entry arrays are only used under the read lock, so the old ones
+ * are freed right after the swap.
  *
  * Name conflicts (a real directory "x", a file "x" and shards "x.tar" and
  * "x.tar.gz" all want the name "x"): a directory wins over a file, a file
@@ -14,6 +32,7 @@
  * the control directory.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,223 +64,64 @@ int fs_ns_shard_suffix(const char *name, size_t *dirlen)
 	return -1;
 }
 
+void fs_ns_rdlock(struct fs *fs)
+{
+	pthread_rwlock_rdlock(&fs->ns_lock);
+}
+
+void fs_ns_unlock(struct fs *fs)
+{
+	pthread_rwlock_unlock(&fs->ns_lock);
+}
+
+/* ---- one listing of the source ------------------------------------------- */
+
+struct lent {
+	char *key;
+	struct backend_objinfo info; /* info.key == key */
+};
+
 struct listing {
-	struct fs_obj *objs;
+	struct lent *v;
 	uint32_t n, cap;
 };
 
 static int list_cb(void *arg, const struct backend_objinfo *info)
 {
 	struct listing *l = arg;
-	struct fs_obj *o;
+	struct lent *e;
 
 	if (l->n == l->cap) {
 		uint32_t cap = l->cap ? l->cap * 2 : 256;
-		struct fs_obj *p = realloc(l->objs, cap * sizeof(*p));
+		struct lent *p = realloc(l->v, cap * sizeof(*p));
 
 		if (!p)
 			return -ENOMEM;
-		l->objs = p;
+		l->v = p;
 		l->cap = cap;
 	}
-	o = &l->objs[l->n];
-	memset(o, 0, sizeof(*o));
-	o->key = strdup(info->key);
-	if (!o->key)
+	e = &l->v[l->n];
+	e->key = strdup(info->key);
+	if (!e->key)
 		return -ENOMEM;
-	o->info = *info;
-	o->info.key = o->key;
+	e->info = *info;
+	e->info.key = e->key;
 	l->n++;
 	return 0;
 }
 
-static int obj_cmp(const void *a, const void *b)
+static void listing_free(struct listing *l)
 {
-	return strcmp(((const struct fs_obj *)a)->key, ((const struct fs_obj *)b)->key);
+	for (uint32_t i = 0; i < l->n; i++)
+		free(l->v[i].key);
+	free(l->v);
+	l->v = NULL;
+	l->n = l->cap = 0;
 }
 
-static int dirent_cmp(const void *a, const void *b)
+static int lent_cmp(const void *a, const void *b)
 {
-	const struct fs_dirent *x = a, *y = b;
-	int c = strcmp(x->name, y->name);
-
-	if (c)
-		return c;
-	/* DIR (1) < OBJ (2) < SHARD (3): the lower kind wins a conflict */
-	if (x->kind != y->kind)
-		return x->kind < y->kind ? -1 : 1;
-	return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
-static int dir_new(struct fs *fs, uint32_t *cap, const char *name, size_t len, uint32_t parent)
-{
-	struct fs_dir *d;
-
-	if (fs->ndirs == *cap) {
-		uint32_t ncap = *cap * 2;
-		struct fs_dir *p = realloc(fs->dirs, ncap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		fs->dirs = p;
-		*cap = ncap;
-	}
-	d = &fs->dirs[fs->ndirs];
-	memset(d, 0, sizeof(*d));
-	d->name = strndup(name, len);
-	if (!d->name)
-		return -ENOMEM;
-	d->parent = parent;
-	return (int)fs->ndirs++;
-}
-
-/* Place every object in its directory, creating directories on the way. */
-static int ns_place(struct fs *fs)
-{
-	/* stack[i]: dir index at depth i+1; stack_name[i]: its path component */
-	uint32_t stack[256];
-	const char *stack_name[256];
-	size_t stack_len[256];
-	uint32_t depth = 0, dcap = 64;
-	int err;
-
-	fs->dirs = calloc(dcap, sizeof(*fs->dirs));
-	if (!fs->dirs)
-		return -ENOMEM;
-	err = dir_new(fs, &dcap, "", 0, 0);
-	if (err < 0)
-		return err;
-
-	for (uint32_t i = 0; i < fs->nobjs; i++) {
-		struct fs_obj *o = &fs->objs[i];
-		const char *p = o->key, *slash;
-		uint32_t d = 0, level = 0;
-
-		while ((slash = strchr(p, '/')) != NULL) {
-			size_t len = (size_t)(slash - p);
-
-			if (level >= 256)
-				break; /* deeper than any real tree; keep it at this level */
-			if (level < depth && stack_len[level] == len &&
-			    memcmp(stack_name[level], p, len) == 0) {
-				d = stack[level];
-			} else {
-				err = dir_new(fs, &dcap, p, len, d);
-				if (err < 0)
-					return err;
-				d = (uint32_t)err;
-				stack[level] = d;
-				stack_name[level] = p;
-				stack_len[level] = len;
-				depth = level + 1;
-			}
-			level++;
-			p = slash + 1;
-		}
-		if (level < depth)
-			depth = level;
-		o->base = p;
-		o->dir = d;
-		fs->total_bytes += o->info.size;
-		/* directory mtimes: the newest object below */
-		for (uint32_t x = d;; x = fs->dirs[x].parent) {
-			if (fs->dirs[x].mtime < o->info.mtime)
-				fs->dirs[x].mtime = o->info.mtime;
-			if (x == 0)
-				break;
-		}
-	}
-	return 0;
-}
-
-static int ns_shards(struct fs *fs)
-{
-	uint32_t n = 0;
-
-	for (uint32_t i = 0; i < fs->nobjs; i++) {
-		size_t dl;
-
-		fs->objs[i].codec = fs_ns_shard_suffix(fs->objs[i].base, &dl);
-		if (fs->objs[i].codec >= 0)
-			n++;
-	}
-	if (n >= FS_MAX_SHARDS)
-		return -EFBIG;
-	fs->shards = calloc(n ? n : 1, sizeof(*fs->shards));
-	if (!fs->shards)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < fs->nobjs; i++) {
-		struct fs_obj *o = &fs->objs[i];
-		struct fs_shard *s;
-		size_t dl;
-
-		if (o->codec < 0)
-			continue;
-		fs_ns_shard_suffix(o->base, &dl);
-		s = &fs->shards[fs->nshards];
-		s->obj = i;
-		s->dirname = strndup(o->base, dl);
-		if (!s->dirname)
-			return -ENOMEM;
-		pthread_mutex_init(&s->lock, NULL);
-		o->shard = fs->nshards++;
-	}
-	return 0;
-}
-
-static int ns_entries(struct fs *fs)
-{
-	uint32_t *count = calloc(fs->ndirs, sizeof(*count));
-
-	if (!count)
-		return -ENOMEM;
-	for (uint32_t i = 1; i < fs->ndirs; i++)
-		count[fs->dirs[i].parent]++;
-	for (uint32_t i = 0; i < fs->nobjs; i++)
-		count[fs->objs[i].dir] += fs->objs[i].codec >= 0 ? 2 : 1;
-	for (uint32_t i = 0; i < fs->ndirs; i++) {
-		fs->dirs[i].ents = calloc(count[i] ? count[i] : 1, sizeof(struct fs_dirent));
-		if (!fs->dirs[i].ents) {
-			free(count);
-			return -ENOMEM;
-		}
-	}
-	free(count);
-	for (uint32_t i = 1; i < fs->ndirs; i++) {
-		struct fs_dir *p = &fs->dirs[fs->dirs[i].parent];
-
-		p->ents[p->nents++] = (struct fs_dirent){fs->dirs[i].name, FS_K_DIR, i};
-	}
-	for (uint32_t i = 0; i < fs->nobjs; i++) {
-		struct fs_obj *o = &fs->objs[i];
-		struct fs_dir *p = &fs->dirs[o->dir];
-
-		p->ents[p->nents++] = (struct fs_dirent){o->base, FS_K_OBJ, i};
-		if (o->codec >= 0)
-			p->ents[p->nents++] =
-				(struct fs_dirent){fs->shards[o->shard].dirname, FS_K_SHARD, o->shard};
-	}
-	for (uint32_t i = 0; i < fs->ndirs; i++) {
-		struct fs_dir *d = &fs->dirs[i];
-		uint32_t w = 0;
-
-		qsort(d->ents, d->nents, sizeof(*d->ents), dirent_cmp);
-		for (uint32_t r = 0; r < d->nents; r++) {
-			const struct fs_dirent *e = &d->ents[r];
-
-			if ((w > 0 && strcmp(d->ents[w - 1].name, e->name) == 0) ||
-			    (i == 0 && strcmp(e->name, ".shardfs") == 0)) {
-				fs_log(FS_LOG_WARN, "name conflict: '%s' in directory '%s' is hidden",
-				       e->name, d->name);
-				continue;
-			}
-			d->ents[w++] = *e;
-			if (e->kind == FS_K_DIR || e->kind == FS_K_SHARD)
-				d->nsubdirs++;
-		}
-		d->nents = w;
-	}
-	return 0;
+	return strcmp(((const struct lent *)a)->key, ((const struct lent *)b)->key);
 }
 
 /* ---- the listing kept in the cache directory ------------------------------
@@ -301,23 +161,23 @@ static uint64_t get_le(const unsigned char *p, int n)
 	return v;
 }
 
-static int listing_save(struct fs *fs)
+static int listing_save(struct fs *fs, const struct listing *l)
 {
 	size_t len = LISTING_HDR, off;
 	unsigned char *b;
 	int err;
 
-	for (uint32_t i = 0; i < fs->nobjs; i++)
-		len += 4 + strlen(fs->objs[i].key) + 8 + 8 + 4 + 4 + strlen(fs->objs[i].info.etag);
+	for (uint32_t i = 0; i < l->n; i++)
+		len += 4 + strlen(l->v[i].key) + 8 + 8 + 4 + 4 + strlen(l->v[i].info.etag);
 	b = malloc(len);
 	if (!b)
 		return -ENOMEM;
 	memcpy(b, LISTING_MAGIC, 8);
 	put_le(b + 8, LISTING_VERSION, 4);
-	put_le(b + 12, fs->nobjs, 4);
+	put_le(b + 12, l->n, 4);
 	off = LISTING_HDR;
-	for (uint32_t i = 0; i < fs->nobjs; i++) {
-		const struct fs_obj *o = &fs->objs[i];
+	for (uint32_t i = 0; i < l->n; i++) {
+		const struct lent *o = &l->v[i];
 		size_t kl = strlen(o->key), el = strlen(o->info.etag);
 
 		put_le(b + off, kl, 4);
@@ -383,67 +243,813 @@ out:
 	return err;
 }
 
-int fs_ns_build(struct fs *fs)
-{
-	struct listing l = {0};
-	int err;
+/* ---- objects, shards and directories ------------------------------------- */
 
-	err = backend_list(fs->be, list_cb, &l);
-	if (!backend_is_local(fs->be) && err == -EIO) {
+static int ns_init(struct fs *fs)
+{
+	pthread_rwlockattr_t ra;
+
+	if (fs->objs)
+		return 0;
+	fs->objs = calloc(FS_NBLOCKS, sizeof(*fs->objs));
+	fs->shards = calloc(FS_NBLOCKS, sizeof(*fs->shards));
+	if (!fs->objs || !fs->shards)
+		return -ENOMEM;
+	pthread_mutex_init(&fs->refresh_lock, NULL);
+	/* readers may take it twice (readdirplus asks attributes of
+	 * directories while listing one): a waiting writer must not block
+	 * them */
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_READER_NP);
+	pthread_rwlock_init(&fs->ns_lock, &ra);
+	pthread_rwlockattr_destroy(&ra);
+	pthread_mutex_init(&fs->nq_lock, NULL);
+	pthread_cond_init(&fs->nq_cond, NULL);
+	pthread_cond_init(&fs->nq_idle, NULL);
+	fs->nq_tail = &fs->nq_head;
+	return 0;
+}
+
+/* A new object for listing entry e (not yet in any directory), at index
+ * fs->nobjs; the count is published by the caller. refresh_lock held. */
+static int obj_append(struct fs *fs, const struct lent *e, uint32_t n, uint32_t *idx)
+{
+	struct fs_obj *o;
+
+	if (n >= FS_MAX_SHARDS)
+		return -EFBIG;
+	if (!fs->objs[n >> FS_BLOCK_SHIFT]) {
+		fs->objs[n >> FS_BLOCK_SHIFT] = calloc(FS_BLOCK, sizeof(struct fs_obj));
+		if (!fs->objs[n >> FS_BLOCK_SHIFT])
+			return -ENOMEM;
+	}
+	o = fs_obj(fs, n);
+	memset(o, 0, sizeof(*o));
+	o->key = strdup(e->key);
+	if (!o->key)
+		return -ENOMEM;
+	o->info = e->info;
+	o->info.key = o->key;
+	o->base = strrchr(o->key, '/');
+	o->base = o->base ? o->base + 1 : o->key;
+	o->codec = -1;
+	pthread_mutex_init(&o->lock, NULL);
+	*idx = n;
+	return 0;
+}
+
+/* Make object obj a shard at index n (the caller publishes the count). */
+static int shard_append(struct fs *fs, uint32_t obj, uint32_t n)
+{
+	struct fs_obj *o = fs_obj(fs, obj);
+	struct fs_shard *s;
+	size_t dl;
+
+	o->codec = fs_ns_shard_suffix(o->base, &dl);
+	if (o->codec < 0)
+		return 0;
+	if (n >= FS_MAX_SHARDS)
+		return -EFBIG;
+	if (!fs->shards[n >> FS_BLOCK_SHIFT]) {
+		fs->shards[n >> FS_BLOCK_SHIFT] = calloc(FS_BLOCK, sizeof(struct fs_shard));
+		if (!fs->shards[n >> FS_BLOCK_SHIFT])
+			return -ENOMEM;
+	}
+	s = fs_shard(fs, n);
+	memset(s, 0, sizeof(*s));
+	s->obj = obj;
+	s->dirname = strndup(o->base, dl);
+	if (!s->dirname)
+		return -ENOMEM;
+	pthread_mutex_init(&s->lock, NULL);
+	o->shard = n;
+	return 1;
+}
+
+/* Order of a directory's entries: by name; on a tie the lower kind wins
+ * (DIR < OBJ < SHARD), then the object's key (x.tar before x.tar.gz). */
+static int dirent_cmp(const void *a, const void *b, void *arg)
+{
+	const struct fs *fs = arg;
+	const struct fs_dirent *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	if (c)
+		return c;
+	if (x->kind != y->kind)
+		return x->kind < y->kind ? -1 : 1;
+	if (x->kind == FS_K_OBJ)
+		return strcmp(fs_obj(fs, x->idx)->key, fs_obj(fs, y->idx)->key);
+	if (x->kind == FS_K_SHARD)
+		return strcmp(fs_obj(fs, fs_shard(fs, x->idx)->obj)->key,
+			      fs_obj(fs, fs_shard(fs, y->idx)->obj)->key);
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* A directory as a refresh computes it. */
+struct ndir {
+	char *name;     /* new directories only (owned until published) */
+	uint32_t parent;
+	struct fs_dirent *ents;
+	uint32_t nents, cap, nsubdirs;
+	int64_t mtime;
+	int live;
+};
+
+struct apply {
+	struct fs *fs;
+	struct ndir *d;        /* [0, old_ndirs) existing, then new ones */
+	uint32_t nd, cap, old_ndirs;
+	uint32_t *live;        /* live objects in key order */
+	uint32_t nlive;
+	uint32_t *stale;       /* objects this refresh replaced or removed */
+	uint8_t *stale_why;
+	uint32_t nstale;
+	uint32_t added, removed, changed, shards_changed;
+};
+
+static const char *ap_dir_name(const struct apply *ap, uint32_t d)
+{
+	return d < ap->old_ndirs ? ap->fs->dirs[d].name : ap->d[d].name;
+}
+
+static uint32_t ap_dir_parent(const struct apply *ap, uint32_t d)
+{
+	return d < ap->old_ndirs ? ap->fs->dirs[d].parent : ap->d[d].parent;
+}
+
+static uint64_t dir_hash(uint32_t parent, const char *name, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ parent;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)name[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/* (parent, name) -> directory index: open addressing, slots hold index+1. */
+struct dir_table {
+	uint32_t *slot;
+	uint32_t mask, n;
+};
+
+static int64_t dt_find(const struct apply *ap, const struct dir_table *t, uint32_t parent,
+		       const char *name, size_t len)
+{
+	for (uint64_t h = dir_hash(parent, name, len);; h++) {
+		uint32_t v = t->slot[h & t->mask];
+		const char *dn;
+
+		if (!v)
+			return -1;
+		dn = ap_dir_name(ap, v - 1);
+		if (ap_dir_parent(ap, v - 1) == parent && strncmp(dn, name, len) == 0 &&
+		    dn[len] == '\0')
+			return v - 1;
+	}
+}
+
+static int dt_add(const struct apply *ap, struct dir_table *t, uint32_t d)
+{
+	const char *name;
+
+	if ((t->n + 1) * 2 > t->mask + 1) {
+		struct dir_table g = {calloc((size_t)(t->mask + 1) * 2, sizeof(uint32_t)),
+				      (t->mask + 1) * 2 - 1, 0};
+
+		if (!g.slot)
+			return -ENOMEM;
+		for (uint32_t i = 0; i <= t->mask; i++)
+			if (t->slot[i])
+				dt_add(ap, &g, t->slot[i] - 1);
+		free(t->slot);
+		*t = g;
+	}
+	name = ap_dir_name(ap, d);
+	for (uint64_t h = dir_hash(ap_dir_parent(ap, d), name, strlen(name));; h++) {
+		if (!t->slot[h & t->mask]) {
+			t->slot[h & t->mask] = d + 1;
+			t->n++;
+			return 0;
+		}
+	}
+}
+
+static uint64_t dir_ino(uint32_t d)
+{
+	return fs_ino(FS_K_DIR, d, 0);
+}
+
+static int obj_key_cmp(const void *a, const void *b, void *arg)
+{
+	const struct fs *fs = arg;
+
+	return strcmp(fs_obj(fs, *(const uint32_t *)a)->key, fs_obj(fs, *(const uint32_t *)b)->key);
+}
+
+static int ap_new_dir(struct apply *ap, struct dir_table *t, uint32_t parent, const char *name,
+		      size_t len, uint32_t *out)
+{
+	if (ap->nd == ap->cap) {
+		uint32_t cap = ap->cap * 2;
+		struct ndir *p = realloc(ap->d, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		ap->d = p;
+		ap->cap = cap;
+	}
+	memset(&ap->d[ap->nd], 0, sizeof(ap->d[0]));
+	ap->d[ap->nd].name = strndup(name, len);
+	if (!ap->d[ap->nd].name)
+		return -ENOMEM;
+	ap->d[ap->nd].parent = parent;
+	*out = ap->nd++;
+	return dt_add(ap, t, *out);
+}
+
+/* The directory of every live object, creating directories on the way.
+ * Keys are sorted, so the keys below one directory are contiguous and a
+ * stack of the current chain finds most directories without a lookup. */
+static int ap_place(struct apply *ap)
+{
+	struct fs *fs = ap->fs;
+	uint32_t stack[256];
+	const char *stack_name[256];
+	size_t stack_len[256];
+	uint32_t depth = 0;
+	struct dir_table t = {NULL, 0, 0};
+	int err = 0;
+
+	t.mask = 1023;
+	while (t.mask + 1 < ap->old_ndirs * 2u + 2)
+		t.mask = t.mask * 2 + 1;
+	t.slot = calloc((size_t)t.mask + 1, sizeof(uint32_t));
+	if (!t.slot)
+		return -ENOMEM;
+	for (uint32_t i = 1; i < ap->nd && !err; i++)
+		err = dt_add(ap, &t, i);
+	for (uint32_t k = 0; k < ap->nlive && !err; k++) {
+		struct fs_obj *o = fs_obj(fs, ap->live[k]);
+		const char *p = o->key, *slash;
+		uint32_t d = 0, level = 0;
+
+		while ((slash = strchr(p, '/')) != NULL) {
+			size_t len = (size_t)(slash - p);
+			int64_t f;
+
+			if (level >= 256)
+				break; /* deeper than any real tree; keep it at this level */
+			if (level < depth && stack_len[level] == len &&
+			    memcmp(stack_name[level], p, len) == 0) {
+				d = stack[level];
+			} else {
+				f = dt_find(ap, &t, d, p, len);
+				if (f >= 0) {
+					d = (uint32_t)f;
+				} else {
+					err = ap_new_dir(ap, &t, d, p, len, &d);
+					if (err)
+						break;
+				}
+				stack[level] = d;
+				stack_name[level] = p;
+				stack_len[level] = len;
+				depth = level + 1;
+			}
+			level++;
+			p = slash + 1;
+		}
+		if (level < depth)
+			depth = level;
+		/* an existing object keeps its directory (directories keep their
+		 * index by path): only new ones, not yet visible, are written */
+		if (o->dir != d)
+			o->dir = d;
+	}
+	free(t.slot);
+	return err;
+}
+
+/* Every directory's entries from the live objects. */
+static int ap_entries(struct apply *ap)
+{
+	struct fs *fs = ap->fs;
+
+	ap->d[0].live = 1;
+	for (uint32_t k = 0; k < ap->nlive; k++) {
+		const struct fs_obj *o = fs_obj(fs, ap->live[k]);
+
+		for (uint32_t x = o->dir;; x = ap->d[x].parent) {
+			ap->d[x].live = 1;
+			if (ap->d[x].mtime < o->info.mtime)
+				ap->d[x].mtime = o->info.mtime;
+			if (x == 0)
+				break;
+		}
+		ap->d[o->dir].cap += o->codec >= 0 ? 2 : 1;
+	}
+	for (uint32_t i = 1; i < ap->nd; i++)
+		if (ap->d[i].live)
+			ap->d[ap->d[i].parent].cap++;
+	for (uint32_t i = 0; i < ap->nd; i++) {
+		ap->d[i].ents = calloc(ap->d[i].cap ? ap->d[i].cap : 1, sizeof(struct fs_dirent));
+		if (!ap->d[i].ents)
+			return -ENOMEM;
+	}
+	for (uint32_t i = 1; i < ap->nd; i++) {
+		struct ndir *p = &ap->d[ap->d[i].parent];
+
+		if (ap->d[i].live)
+			p->ents[p->nents++] =
+				(struct fs_dirent){ap_dir_name(ap, i), FS_K_DIR, i};
+	}
+	for (uint32_t k = 0; k < ap->nlive; k++) {
+		const struct fs_obj *o = fs_obj(fs, ap->live[k]);
+		struct ndir *p = &ap->d[o->dir];
+
+		p->ents[p->nents++] = (struct fs_dirent){o->base, FS_K_OBJ, ap->live[k]};
+		if (o->codec >= 0)
+			p->ents[p->nents++] = (struct fs_dirent){fs_shard(fs, o->shard)->dirname,
+								 FS_K_SHARD, o->shard};
+	}
+	for (uint32_t i = 0; i < ap->nd; i++) {
+		struct ndir *d = &ap->d[i];
+		uint32_t w = 0;
+
+		qsort_r(d->ents, d->nents, sizeof(*d->ents), dirent_cmp, fs);
+		for (uint32_t r = 0; r < d->nents; r++) {
+			const struct fs_dirent *e = &d->ents[r];
+
+			if ((w > 0 && strcmp(d->ents[w - 1].name, e->name) == 0) ||
+			    (i == 0 && strcmp(e->name, ".shardfs") == 0)) {
+				fs_log(FS_LOG_WARN, "name conflict: '%s' in directory '%s' is hidden",
+				       e->name, ap_dir_name(ap, i));
+				continue;
+			}
+			d->ents[w++] = *e;
+			if (e->kind == FS_K_DIR || e->kind == FS_K_SHARD)
+				d->nsubdirs++;
+		}
+		d->nents = w;
+	}
+	return 0;
+}
+
+/* Queue kernel invalidations for what differs between a directory's old
+ * and new entries (both sorted by name, names unique). */
+static void notify_dir_diff(struct fs *fs, uint32_t d, const struct fs_dirent *a, uint32_t na,
+			    const struct fs_dirent *b, uint32_t nb)
+{
+	uint32_t i = 0, j = 0;
+	int changed = 0;
+
+	while (i < na || j < nb) {
+		int c = i == na ? 1 : j == nb ? -1 : strcmp(a[i].name, b[j].name);
+		const char *name;
+
+		if (c == 0 && a[i].kind == b[j].kind && a[i].idx == b[j].idx) {
+			i++;
+			j++;
+			continue;
+		}
+		name = c <= 0 ? a[i].name : b[j].name;
+		fs_notify_entry(fs, dir_ino(d), name, strlen(name));
+		changed = 1;
+		if (c <= 0)
+			i++;
+		if (c >= 0)
+			j++;
+	}
+	if (changed)
+		fs_notify_inode(fs, dir_ino(d));
+}
+
+/* Apply listing l (sorted here) to the namespace. refresh_lock held. */
+static int ns_apply(struct fs *fs, struct listing *l, int initial)
+{
+	struct apply ap = {.fs = fs};
+	uint32_t nobjs = fs->nobjs, nshards = fs->nshards, ncur = 0, i = 0, j = 0, w = 0;
+	uint32_t *cur = NULL;
+	struct fs_dirent **old_ents = NULL;
+	uint32_t *old_n = NULL;
+	uint64_t total = 0;
+	int err = -ENOMEM;
+
+	qsort(l->v, l->n, sizeof(*l->v), lent_cmp);
+	for (uint32_t r = 0; r < l->n; r++) { /* one object per key */
+		if (w > 0 && strcmp(l->v[w - 1].key, l->v[r].key) == 0) {
+			free(l->v[r].key);
+			continue;
+		}
+		l->v[w++] = l->v[r];
+	}
+	l->n = w;
+	cur = malloc(((size_t)nobjs + 1) * sizeof(*cur));
+	ap.live = malloc(((size_t)l->n + 1) * sizeof(*ap.live));
+	ap.stale = malloc(((size_t)nobjs + 1) * sizeof(*ap.stale));
+	ap.stale_why = malloc((size_t)nobjs + 1);
+	ap.old_ndirs = ap.nd = fs->ndirs ? fs->ndirs : 1;
+	ap.cap = ap.nd * 2 + 16;
+	ap.d = calloc(ap.cap, sizeof(*ap.d));
+	if (!cur || !ap.live || !ap.stale || !ap.stale_why || !ap.d)
+		goto out;
+	for (uint32_t k = 0; k < fs->ndirs; k++)
+		ap.d[k].parent = fs->dirs[k].parent;
+	if (!fs->ndirs) { /* the root */
+		ap.old_ndirs = 0;
+		ap.d[0].name = strdup("");
+		if (!ap.d[0].name)
+			goto out;
+	}
+	for (uint32_t k = 0; k < nobjs; k++)
+		if (fs_obj_live(fs_obj(fs, k)))
+			cur[ncur++] = k;
+	qsort_r(cur, ncur, sizeof(*cur), obj_key_cmp, fs);
+
+	/* merge the listing with the live objects, both in key order */
+	while (i < l->n || j < ncur) {
+		const struct fs_obj *o = j < ncur ? fs_obj(fs, cur[j]) : NULL;
+		int c = i == l->n ? 1 : j == ncur ? -1 : strcmp(l->v[i].key, o->key);
+		uint32_t idx;
+
+		if (c == 0 && strcmp(l->v[i].info.etag, o->info.etag) == 0 &&
+		    l->v[i].info.size == o->info.size) {
+			ap.live[ap.nlive++] = cur[j];
+			i++;
+			j++;
+			continue;
+		}
+		if (c >= 0) { /* removed, or changed (replaced below) */
+			ap.stale[ap.nstale] = cur[j];
+			ap.stale_why[ap.nstale++] = c == 0 ? FS_OBJ_STALE : FS_OBJ_GONE;
+			if (c == 0)
+				ap.changed++;
+			else
+				ap.removed++;
+			if (o->codec >= 0)
+				ap.shards_changed++;
+			j++;
+			if (c > 0)
+				continue;
+		} else {
+			ap.added++;
+		}
+		err = obj_append(fs, &l->v[i], nobjs, &idx);
+		if (err)
+			goto out;
+		nobjs++;
+		err = shard_append(fs, idx, nshards);
+		if (err < 0)
+			goto out;
+		if (err > 0) {
+			nshards++;
+			ap.shards_changed++;
+		}
+		ap.live[ap.nlive++] = idx;
+		i++;
+	}
+	err = ap_place(&ap);
+	if (err == 0)
+		err = ap_entries(&ap);
+	if (err)
+		goto out;
+	old_ents = calloc(ap.old_ndirs + 1, sizeof(*old_ents));
+	old_n = calloc(ap.old_ndirs + 1, sizeof(*old_n));
+	if (!old_ents || !old_n) {
+		err = -ENOMEM;
+		goto out;
+	}
+
+	/* publish: objects and shards first, then the directories that name them */
+	atomic_store_explicit(&fs->nobjs, nobjs, memory_order_release);
+	atomic_store_explicit(&fs->nshards, nshards, memory_order_release);
+	pthread_rwlock_wrlock(&fs->ns_lock);
+	if (ap.nd > fs->ndirs) {
+		struct fs_dir *p = realloc(fs->dirs, ap.nd * sizeof(*p));
+
+		if (!p) {
+			pthread_rwlock_unlock(&fs->ns_lock);
+			err = -ENOMEM;
+			goto out;
+		}
+		fs->dirs = p;
+		for (uint32_t k = ap.old_ndirs; k < ap.nd; k++) {
+			memset(&p[k], 0, sizeof(p[k]));
+			p[k].name = ap.d[k].name; /* owned by fs->dirs now */
+			ap.d[k].name = NULL;
+			p[k].parent = ap.d[k].parent;
+		}
+	}
+	for (uint32_t k = 0; k < ap.nd; k++) {
+		struct fs_dir *d = &fs->dirs[k];
+
+		if (k < ap.old_ndirs) {
+			old_ents[k] = d->ents;
+			old_n[k] = d->nents;
+		}
+		d->ents = ap.d[k].ents;
+		d->nents = ap.d[k].nents;
+		d->nsubdirs = ap.d[k].nsubdirs;
+		d->mtime = ap.d[k].mtime;
+		d->gone = !ap.d[k].live;
+		ap.d[k].ents = NULL;
+	}
+	atomic_store(&fs->ndirs, ap.nd);
+	pthread_rwlock_unlock(&fs->ns_lock);
+
+	/* the old versions: ESTALE from now on, and out of the kernel's caches */
+	for (uint32_t k = 0; k < ap.nstale; k++)
+		fs_obj_mark_stale(fs, ap.stale[k], (enum fs_obj_state)ap.stale_why[k]);
+	for (uint32_t k = 0; k < ap.nlive; k++)
+		total += fs_obj(fs, ap.live[k])->info.size;
+	atomic_store(&fs->total_bytes, total);
+	for (uint32_t k = 0; k < ap.old_ndirs; k++) {
+		if (!initial)
+			notify_dir_diff(fs, k, old_ents[k], old_n[k], fs->dirs[k].ents,
+					fs->dirs[k].nents);
+		free(old_ents[k]);
+	}
+	if (!initial) {
+		fs->c.refreshes++;
+		fs->c.refresh_added += ap.added;
+		fs->c.refresh_removed += ap.removed;
+		fs->c.refresh_changed += ap.changed;
+		fs_log(FS_LOG_INFO, "refresh of %s: %u new, %u removed, %u changed objects; %u objects, %u directories",
+		       backend_describe(fs->be), ap.added, ap.removed, ap.changed, ap.nlive,
+		       ap.nd);
+		if (ap.shards_changed && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER)
+			fs_if_reset(fs);
+	}
+	err = 0;
+out:
+	for (uint32_t k = 0; ap.d && k < ap.nd; k++) {
+		free(ap.d[k].ents);
+		if (k >= ap.old_ndirs)
+			free(ap.d[k].name);
+	}
+	free(ap.d);
+	free(ap.live);
+	free(ap.stale);
+	free(ap.stale_why);
+	free(cur);
+	free(old_ents);
+	free(old_n);
+	return err;
+}
+/* List the source into l. A remote store that cannot be reached at mount
+ * (initial) gives the listing kept in the cache instead. */
+static int ns_list(struct fs *fs, struct listing *l, int initial)
+{
+	int err = backend_list(fs->be, list_cb, l);
+
+	if (initial && !backend_is_local(fs->be) && err == -EIO) {
 		/* the store is unreachable or failing (refusals, bad certificates
 		 * and bad URLs have their own errors): serve what the cache holds */
 		int lerr;
 
-		for (uint32_t i = 0; i < l.n; i++)
-			free(l.objs[i].key);
-		l.n = 0;
-		lerr = listing_load(fs, &l);
+		listing_free(l);
+		lerr = listing_load(fs, l);
 		if (lerr == 0) {
 			fs_log(FS_LOG_WARN, "source %s unreachable (%s); serving the listing kept in the cache (%u objects)",
-			       backend_describe(fs->be), strerror(-err), l.n);
+			       backend_describe(fs->be), strerror(-err), l->n);
 			fs->offline = 1;
-			err = 0;
+			return 0;
 		}
 	}
-	fs->objs = l.objs;
-	fs->nobjs = l.n;
-	if (err < 0)
-		return err;
-	if (!backend_is_local(fs->be) && !fs->offline) {
-		int serr = listing_save(fs);
+	if (err == 0 && !backend_is_local(fs->be)) {
+		int serr = listing_save(fs, l);
 
 		if (serr < 0)
 			fs_log(FS_LOG_WARN, "listing not kept in the cache: %s", strerror(-serr));
 	}
-	qsort(fs->objs, fs->nobjs, sizeof(*fs->objs), obj_cmp);
-	for (uint32_t i = 0; i < fs->nobjs; i++)
-		pthread_mutex_init(&fs->objs[i].lock, NULL);
-	err = ns_place(fs);
+	return err;
+}
+
+int fs_ns_build(struct fs *fs)
+{
+	struct listing l = {0};
+	int err = ns_init(fs);
+
 	if (err < 0)
 		return err;
-	err = ns_shards(fs);
+	err = ns_list(fs, &l, 1);
+	if (err == 0) {
+		pthread_mutex_lock(&fs->refresh_lock);
+		err = ns_apply(fs, &l, 1);
+		pthread_mutex_unlock(&fs->refresh_lock);
+	}
+	listing_free(&l);
+	return err;
+}
+
+int fs_ns_refresh(struct fs *fs)
+{
+	struct listing l = {0};
+	int err;
+
+	/* one refresh at a time: a second one waits and lists again */
+	pthread_mutex_lock(&fs->refresh_lock);
+	err = ns_list(fs, &l, 0);
+	if (err == 0) {
+		err = ns_apply(fs, &l, 0);
+		if (err == 0)
+			fs->offline = 0;
+	} else {
+		fs_log(FS_LOG_WARN, "refresh of %s failed: %s; the mount shows what it showed",
+		       backend_describe(fs->be), strerror(-err));
+	}
+	pthread_mutex_unlock(&fs->refresh_lock);
+	listing_free(&l);
+	return err;
+}
+
+void fs_obj_mark_stale(struct fs *fs, uint32_t obj, enum fs_obj_state why)
+{
+	struct fs_obj *o = fs_obj(fs, obj);
+	int live = FS_OBJ_LIVE;
+	uint64_t dino = dir_ino(o->dir);
+
+	if (!atomic_compare_exchange_strong(&o->state, &live, (int)why))
+		return; /* marked already */
+	fs->c.stale_noticed++;
+	fs_log(FS_LOG_INFO, "%s %s under the mount: ESTALE for the old version", o->key,
+	       why == FS_OBJ_GONE ? "was removed" : "changed");
+	fs_notify_inode(fs, fs_ino(FS_K_OBJ, obj, 0));
+	fs_notify_entry(fs, dino, o->base, strlen(o->base));
+	if (o->codec >= 0) {
+		const struct fs_shard *s = fs_shard(fs, o->shard);
+		struct shardidx *ix = atomic_load(&s->ix);
+		struct shardidx_info info = {0};
+
+		if (ix)
+			shardidx_get_info(ix, &info);
+		fs_notify_inode(fs, fs_ino(FS_K_SHARD, o->shard, 0));
+		fs_notify_entry(fs, dino, s->dirname, strlen(s->dirname));
+		/* members the kernel may hold pages of: only a loaded index
+		 * ever handed out member inodes */
+		if (info.nentries)
+			fs_notify_shard(fs, o->shard, info.nentries);
+	}
+}
+
+int fs_obj_check(struct fs *fs, uint32_t obj)
+{
+	struct fs_obj *o = fs_obj(fs, obj);
+	struct backend_objinfo info;
+	int err;
+
+	if (!fs_obj_live(o))
+		return -ESTALE;
+	if (!backend_is_local(fs->be))
+		return 0;
+	err = backend_stat(fs->be, o->key, &info);
+	if (err == -ENOENT || err == -EISDIR) {
+		fs_obj_mark_stale(fs, obj, FS_OBJ_GONE);
+		return -ESTALE;
+	}
 	if (err < 0)
 		return err;
-	return ns_entries(fs);
+	if (strcmp(info.etag, o->info.etag) != 0 || info.size != o->info.size) {
+		fs_obj_mark_stale(fs, obj, FS_OBJ_STALE);
+		return -ESTALE;
+	}
+	return 0;
+}
+
+/* Entry of directory d named name with kind and index idx: its position,
+ * or -1. ns_lock held. */
+static int64_t dir_entry_of(const struct fs_dir *d, const char *name, uint8_t kind, uint32_t idx)
+{
+	int64_t i = fs__bsearch_name(d->ents, sizeof(d->ents[0]), offsetof(struct fs_dirent, name),
+				     0, d->nents, name, strlen(name));
+
+	return i >= 0 && d->ents[i].kind == kind && d->ents[i].idx == idx ? i : -1;
+}
+
+int fs_ns_replace(struct fs *fs, uint32_t obj)
+{
+	struct fs_obj *o = fs_obj(fs, obj), *no = NULL;
+	const char *sdname = o->codec >= 0 ? fs_shard(fs, o->shard)->dirname : NULL;
+	struct backend_objinfo info;
+	struct lent e;
+	uint32_t nidx = 0;
+	int64_t oi, si;
+	int err, listed, gone;
+
+	pthread_mutex_lock(&fs->refresh_lock);
+	fs_ns_rdlock(fs);
+	listed = dir_entry_of(&fs->dirs[o->dir], o->base, FS_K_OBJ, obj) >= 0 ||
+		 (sdname && dir_entry_of(&fs->dirs[o->dir], sdname, FS_K_SHARD, o->shard) >= 0);
+	fs_ns_unlock(fs);
+	if (!listed) { /* replaced or removed already: look again */
+		pthread_mutex_unlock(&fs->refresh_lock);
+		return 0;
+	}
+	err = backend_stat(fs->be, o->key, &info);
+	gone = err == -ENOENT || err == -EISDIR;
+	if (err < 0 && !gone)
+		goto out;
+	if (!gone && fs_obj_live(o) && strcmp(info.etag, o->info.etag) == 0 &&
+	    info.size == o->info.size) {
+		err = 0; /* unchanged after all */
+		goto out;
+	}
+	if (!gone) {
+		uint32_t n = fs->nobjs, ns = fs->nshards;
+
+		e.key = o->key;
+		e.info = info;
+		e.info.key = o->key;
+		err = obj_append(fs, &e, n, &nidx);
+		if (err)
+			goto out;
+		no = fs_obj(fs, nidx);
+		no->dir = o->dir;
+		err = shard_append(fs, nidx, ns);
+		if (err < 0)
+			goto out;
+		atomic_store_explicit(&fs->nobjs, n + 1, memory_order_release);
+		atomic_store_explicit(&fs->nshards, ns + (err > 0 ? 1u : 0u), memory_order_release);
+	}
+	pthread_rwlock_wrlock(&fs->ns_lock);
+	{
+		struct fs_dir *d = &fs->dirs[o->dir];
+
+		oi = dir_entry_of(d, o->base, FS_K_OBJ, obj);
+		si = sdname ? dir_entry_of(d, sdname, FS_K_SHARD, o->shard) : -1;
+		if (no) { /* the same names, the new version's indexes */
+			if (oi >= 0)
+				d->ents[oi] = (struct fs_dirent){no->base, FS_K_OBJ, nidx};
+			if (si >= 0)
+				d->ents[si] = (struct fs_dirent){fs_shard(fs, no->shard)->dirname,
+								 FS_K_SHARD, no->shard};
+			for (uint32_t x = o->dir;; x = fs->dirs[x].parent) {
+				if (fs->dirs[x].mtime < no->info.mtime)
+					fs->dirs[x].mtime = no->info.mtime;
+				if (x == 0)
+					break;
+			}
+		} else { /* removed: drop its entries, the later one first */
+			int64_t hi = si > oi ? si : oi, lo = si > oi ? oi : si;
+
+			for (int k = 0; k < 2; k++) {
+				int64_t at = k == 0 ? hi : lo;
+
+				if (at < 0)
+					continue;
+				memmove(&d->ents[at], &d->ents[at + 1],
+					(d->nents - (uint32_t)at - 1) * sizeof(d->ents[0]));
+				d->nents--;
+			}
+			if (si >= 0)
+				d->nsubdirs--;
+		}
+	}
+	pthread_rwlock_unlock(&fs->ns_lock);
+	atomic_fetch_add(&fs->total_bytes, (no ? no->info.size : 0) - o->info.size);
+	fs_obj_mark_stale(fs, obj, no ? FS_OBJ_STALE : FS_OBJ_GONE);
+	fs_notify_inode(fs, dir_ino(o->dir));
+	if (o->codec >= 0 && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER)
+		fs_if_reset(fs);
+	err = 0;
+out:
+	pthread_mutex_unlock(&fs->refresh_lock);
+	return err;
 }
 
 void fs_ns_free(struct fs *fs)
 {
+	uint32_t nobjs = fs->nobjs, nshards = fs->nshards;
+
 	for (uint32_t i = 0; i < fs->ndirs; i++) {
 		free(fs->dirs[i].name);
 		free(fs->dirs[i].ents);
 	}
 	free(fs->dirs);
-	for (uint32_t i = 0; i < fs->nshards; i++) {
-		free(fs->shards[i].dirname);
-		pthread_mutex_destroy(&fs->shards[i].lock);
+	for (uint32_t i = 0; i < nshards; i++) {
+		free(fs_shard(fs, i)->dirname);
+		pthread_mutex_destroy(&fs_shard(fs, i)->lock);
 	}
-	free(fs->shards);
-	for (uint32_t i = 0; i < fs->nobjs; i++) {
-		free(fs->objs[i].key);
-		pthread_mutex_destroy(&fs->objs[i].lock);
+	for (uint32_t i = 0; i < nobjs; i++) {
+		free(fs_obj(fs, i)->key);
+		pthread_mutex_destroy(&fs_obj(fs, i)->lock);
+	}
+	for (uint32_t b = 0; fs->objs && b < FS_NBLOCKS; b++) {
+		free(fs->objs[b]);
+		free(fs->shards[b]);
+	}
+	if (fs->objs) {
+		pthread_rwlock_destroy(&fs->ns_lock);
+		pthread_mutex_destroy(&fs->refresh_lock);
+		pthread_mutex_destroy(&fs->nq_lock);
+		pthread_cond_destroy(&fs->nq_cond);
+		pthread_cond_destroy(&fs->nq_idle);
 	}
 	free(fs->objs);
+	free(fs->shards);
 	fs->dirs = NULL;
 	fs->shards = NULL;
 	fs->objs = NULL;

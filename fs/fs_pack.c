@@ -25,7 +25,7 @@
  *
  * Sidecars: the uncompressed tar stream passes through a shardidx builder
  * as it is written, so the index describes exactly the written bytes; it is
- * saved with fs_sidecar_ident (codec and the shard file's size).
+ * saved with fs_sidecar_ident (codec, size, tail checksum, mtime, inode).
  *
  * The naming, grouping, shuffling and splitting above is fs_pack_plan.c
  * (pure, fuzzed by tests/fuzz/fuzz_pack.c, contract in fs_pack_i.h); this
@@ -311,9 +311,9 @@ static int write_shard(struct pk *p, unsigned no, size_t first, size_t n)
 	struct pk_out o = {.fd = -1};
 	struct archive *a = archive_write_new();
 	struct shardidx *ix = NULL;
-	char ident[128];
+	char ident[256];
 	size_t identlen, len;
-	struct stat st;
+	struct fs_sidecar_id sid;
 	void *buf;
 	int err = 0;
 
@@ -382,11 +382,15 @@ static int write_shard(struct pk *p, unsigned no, size_t first, size_t n)
 		if (err)
 			goto out;
 	}
-	if (stat(tmp, &st) < 0 || rename(tmp, path) < 0) {
+	/* the identity of the finished file (rename keeps mtime and inode) */
+	o.fd = open(tmp, O_RDONLY | O_CLOEXEC);
+	if (o.fd < 0 || rename(tmp, path) < 0) {
 		err = -errno;
 		goto out;
 	}
-	err = fs_sidecar_ident(p->codec, (uint64_t)st.st_size, ident, sizeof(ident), &identlen);
+	err = fs_sidecar_id_fd(o.fd, p->codec, &sid);
+	if (!err)
+		err = fs_sidecar_ident(&sid, ident, sizeof(ident), &identlen);
 	if (!err)
 		err = shardidx_save(ix, ident, identlen, &buf, &len);
 	if (!err) {

@@ -29,6 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "fs_i.h"
 
@@ -56,27 +58,143 @@ static int shard_ident(const struct fs_obj *o, int codec, char *buf, size_t size
 	return 0;
 }
 
-/* ---- issue 5: sidecar indexes ----------------------------------------------
+/* ---- sidecar indexes -------------------------------------------------------
  * NAME.tar.idx beside a shard (written by 'shardfs index --sidecar' and
- * 'shardfs pack') is a shardidx_save file whose identity is the codec and
- * the shard object's size, not its ETag: a copy of the shard to another
- * store or directory changes the ETag (local: size-mtime-inode) but not the
- * bytes. Loading also checks that the index covers exactly the stream's
- * size, and spot-checks the tar headers of the first and the last regular
- * member against the shard (two 512-byte reads): header checksum, size and
- * base name must agree. Size alone is not enough: tar pads to 10 KiB
- * records, so different shards often have one size. A sidecar that fails
- * any check is logged, counted and ignored; the index is then built from
- * the shard. */
-int fs_sidecar_ident(int codec, uint64_t size, char *buf, size_t bufsize, size_t *len)
+ * 'shardfs pack') is a shardidx_save file whose identity names the shard
+ * it was made from: "shardfs-sidecar|2|CODEC|SIZE|TAIL|MTIME_NS|INO", TAIL
+ * being an FNV-1a 64 of the shard file's last FS_SIDECAR_TAIL bytes (an
+ * appended member, `tar -rf`, changes them even when the size stays within
+ * the record padding). A mount trusts a sidecar only when:
+ *  - local source: every field matches the shard file as it is now, so a
+ *    rewrite, an append, a `touch` or a copy (a new inode; `cp -p` keeps
+ *    the mtime, not the inode) rejects it and the index is built from the
+ *    shard: safe, at the cost of one read of its headers;
+ *  - remote source: codec, size and TAIL match (a store's ETag is not
+ *    something the local tool that wrote the sidecar can know; the tail is
+ *    read with If-Match on the listed ETag, and the index accepted is then
+ *    kept in the cache under that ETag).
+ * Then the index must cover exactly the stream's size, and the tar headers
+ * of the first and the last regular member (two 512-byte reads) must
+ * agree: header checksum, size and base name. A sidecar that fails any
+ * check (an older format too) is logged, counted and ignored. */
+int fs_sidecar_ident(const struct fs_sidecar_id *id, char *buf, size_t bufsize, size_t *len)
 {
-	int n = snprintf(buf, bufsize, "shardfs-sidecar|1|%s|%" PRIu64,
-			 codec >= 0 && codec <= 2 ? codec_names[codec] : "?", size);
+	int n = snprintf(buf, bufsize,
+			 "shardfs-sidecar|2|%s|%" PRIu64 "|%016" PRIx64 "|%" PRIu64 "|%" PRIu64,
+			 id->codec >= 0 && id->codec <= 2 ? codec_names[id->codec] : "?",
+			 id->size, id->tail_fnv, id->mtime_ns, id->ino);
 
 	if (n < 0 || (size_t)n >= bufsize)
 		return -ENAMETOOLONG;
 	*len = (size_t)n;
 	return 0;
+}
+
+static uint64_t fnv64(const unsigned char *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+int fs_sidecar_id_fd(int fd, int codec, struct fs_sidecar_id *id)
+{
+	unsigned char *buf = malloc(FS_SIDECAR_TAIL);
+	struct stat st;
+	size_t want, done = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	if (fstat(fd, &st) < 0) {
+		free(buf);
+		return -errno;
+	}
+	id->codec = codec;
+	id->size = (uint64_t)st.st_size;
+	id->mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
+	id->ino = (uint64_t)st.st_ino;
+	want = id->size < FS_SIDECAR_TAIL ? (size_t)id->size : FS_SIDECAR_TAIL;
+	while (done < want) {
+		ssize_t n = pread(fd, buf + done, want - done, (off_t)(id->size - want + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			free(buf);
+			return n < 0 ? -errno : -EIO; /* shorter than it said: it changes */
+		}
+		done += (size_t)n;
+	}
+	id->tail_fnv = fnv64(buf, want);
+	free(buf);
+	return 0;
+}
+
+/* The identity sidecar buf says it was made for, and whether shard object
+ * o is that shard now: 0, -ESTALE (another shard or version), or an error
+ * reading the shard. */
+static int sidecar_ident_check(struct fs *fs, const struct fs_obj *o, int codec,
+			       const void *buf, size_t len, char *ident, size_t identsize,
+			       size_t *identlen)
+{
+	struct fs_sidecar_id id = {0};
+	const void *stored;
+	size_t slen;
+	int err = shardidx_ident(buf, len, &stored, &slen);
+
+	if (err < 0)
+		return err;
+	if (slen < 18 || memcmp(stored, "shardfs-sidecar|2|", 18) != 0)
+		return slen >= 16 && memcmp(stored, "shardfs-sidecar|", 16) == 0 ? -EPROTO : -ESTALE;
+	if (backend_is_local(fs->be)) {
+		int fd = backend_open_fd(fs->be, o->key);
+
+		if (fd < 0)
+			return fd;
+		err = fs_sidecar_id_fd(fd, codec, &id);
+		close(fd);
+		if (err < 0)
+			return err;
+		if (id.size != o->info.size)
+			return -ESTALE; /* not the version listed: a read will say so */
+	} else {
+		unsigned char *tail = malloc(FS_SIDECAR_TAIL);
+		size_t want = o->info.size < FS_SIDECAR_TAIL ? (size_t)o->info.size : FS_SIDECAR_TAIL;
+		ssize_t n;
+		unsigned long long sz, ino, mt;
+		unsigned long long tf;
+		char cname[8];
+
+		if (!tail)
+			return -ENOMEM;
+		n = backend_pread_version(fs->be, o->key, o->info.etag, tail, want,
+					  o->info.size - want);
+		if (n == (ssize_t)want)
+			id.tail_fnv = fnv64(tail, want);
+		free(tail);
+		if (n != (ssize_t)want)
+			return n < 0 ? (int)n : -EIO;
+		/* the local fields are the writer's: take them as stored */
+		if (slen >= identsize)
+			return -ESTALE;
+		memcpy(ident, stored, slen);
+		ident[slen] = '\0';
+		if (sscanf(ident, "shardfs-sidecar|2|%7[a-z?]|%llu|%16llx|%llu|%llu", cname, &sz, &tf,
+			   &mt, &ino) != 5)
+			return -ESTALE;
+		id.codec = codec;
+		id.size = o->info.size;
+		id.mtime_ns = mt;
+		id.ino = ino;
+	}
+	err = fs_sidecar_ident(&id, ident, identsize, identlen);
+	if (err < 0)
+		return err;
+	return *identlen == slen && memcmp(ident, stored, slen) == 0 ? 0 : -ESTALE;
 }
 
 static uint64_t hdr_octal(const unsigned char *f, size_t n)
@@ -150,7 +268,7 @@ static int sidecar_matches(const struct shardidx *ix, struct cachetier_obj *stre
 static struct shardidx *shard_sidecar(struct fs *fs, const struct fs_obj *o, int codec,
 				      struct cachetier_obj *stream)
 {
-	char name[512], ident[128];
+	char name[512], ident[256];
 	const struct fs_dirent *d;
 	const struct fs_obj *so;
 	struct shardidx *ix = NULL;
@@ -162,22 +280,26 @@ static struct shardidx *shard_sidecar(struct fs *fs, const struct fs_obj *o, int
 
 	if (len < 0 || (size_t)len >= sizeof(name))
 		return NULL;
+	fs_ns_rdlock(fs);
 	d = fs_ns_lookup(fs, o->dir, name, (size_t)len);
-	if (!d || d->kind != FS_K_OBJ)
-		return NULL;
-	so = &fs->objs[d->idx];
-	if (so->info.size == 0 || so->info.size > (1ull << 31) ||
-	    fs_sidecar_ident(codec, o->info.size, ident, sizeof(ident), &identlen) < 0)
+	so = d && d->kind == FS_K_OBJ ? fs_obj(fs, d->idx) : NULL;
+	fs_ns_unlock(fs);
+	if (!so || so->info.size == 0 || so->info.size > (1ull << 31))
 		return NULL;
 	buf = malloc(so->info.size);
 	if (!buf)
 		return NULL;
-	n = backend_pread(fs->be, so->key, buf, so->info.size, 0);
+	n = backend_pread_version(fs->be, so->key, so->info.etag, buf, so->info.size, 0);
 	if (n != (ssize_t)so->info.size) {
 		free(buf);
 		err = n < 0 ? (int)n : -EIO;
 	} else {
-		err = shardidx_load(buf, (size_t)n, ident, identlen, &ix);
+		err = sidecar_ident_check(fs, o, codec, buf, (size_t)n, ident, sizeof(ident),
+					  &identlen);
+		if (err == 0)
+			err = shardidx_load(buf, (size_t)n, ident, identlen, &ix);
+		else
+			free(buf);
 	}
 	if (err == 0) {
 		shardidx_get_info(ix, &info);
@@ -191,13 +313,14 @@ static struct shardidx *shard_sidecar(struct fs *fs, const struct fs_obj *o, int
 		fs->c.index_sidecar_rejected++;
 		fs_log(FS_LOG_WARN, "shard %s: sidecar index %s ignored (%s); building the index",
 		       o->key, so->key,
-		       err == -ESTALE ? "stale: made for another shard" : strerror(-err));
+		       err == -ESTALE ? "stale: made for another shard or version"
+		       : err == -EPROTO ? "an older format"
+					: strerror(-err));
 		return NULL;
 	}
 	fs->c.index_sidecar++;
 	return ix;
 }
-/* ---- end issue 5 ---- */
 
 static int shard_build(struct fs *fs, const struct fs_obj *o, struct cachetier_obj *stream,
 		       struct shardidx **out)
@@ -301,7 +424,7 @@ static void shard_refused(struct fs *fs, const struct fs_obj *o, int codec, int 
  * its first header, else (unknown bytes, fewer than 512) what the name says. */
 static int shard_sniff(struct fs *fs, struct fs_shard *s, int *codec)
 {
-	const struct fs_obj *o = &fs->objs[s->obj];
+	const struct fs_obj *o = fs_obj(fs, s->obj);
 	struct cachetier_obj *raw;
 	unsigned char buf[512];
 	ssize_t n;
@@ -350,7 +473,7 @@ static struct shardidx *shard_saved(struct fs *fs, const struct fs_obj *o, const
 
 static int shard_load(struct fs *fs, struct fs_shard *s)
 {
-	const struct fs_obj *o = &fs->objs[s->obj];
+	const struct fs_obj *o = fs_obj(fs, s->obj);
 	struct cachetier_obj *stream = NULL;
 	struct shardidx *ix = NULL;
 	char ident[4096 + 256], name[4096 + 300];
@@ -419,9 +542,12 @@ static int shard_load(struct fs *fs, struct fs_shard *s)
 int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
 		   struct cachetier_obj **stream)
 {
-	struct fs_shard *s = &fs->shards[shard];
+	struct fs_shard *s = fs_shard(fs, shard);
 	int err = 0;
 
+	/* an old version: its index may be loaded, but its bytes are gone */
+	if (!fs_obj_live(fs_obj(fs, s->obj)))
+		return -ESTALE;
 	*ix = atomic_load_explicit(&s->ix, memory_order_acquire);
 	if (!*ix) {
 		err = atomic_load_explicit(&s->err, memory_order_acquire);
@@ -443,7 +569,7 @@ int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
 
 int fs_obj_raw(struct fs *fs, uint32_t obj, struct cachetier_obj **raw)
 {
-	struct fs_obj *o = &fs->objs[obj];
+	struct fs_obj *o = fs_obj(fs, obj);
 	int err = 0;
 
 	pthread_mutex_lock(&o->lock);
@@ -459,14 +585,16 @@ int fs_obj_raw(struct fs *fs, uint32_t obj, struct cachetier_obj **raw)
 void fs_shards_release(struct fs *fs)
 {
 	for (uint32_t i = 0; i < fs->nshards; i++) {
-		shardidx_free(fs->shards[i].ix);
-		cachetier_obj_unref(fs->shards[i].stream);
-		fs->shards[i].ix = NULL;
-		fs->shards[i].stream = NULL;
+		struct fs_shard *s = fs_shard(fs, i);
+
+		shardidx_free(s->ix);
+		cachetier_obj_unref(s->stream);
+		s->ix = NULL;
+		s->stream = NULL;
 	}
 	for (uint32_t i = 0; i < fs->nobjs; i++) {
-		cachetier_obj_unref(fs->objs[i].raw);
-		fs->objs[i].raw = NULL;
+		cachetier_obj_unref(fs_obj(fs, i)->raw);
+		fs_obj(fs, i)->raw = NULL;
 	}
 }
 
@@ -475,13 +603,13 @@ int fs_obj_prefetch(struct fs *fs, uint32_t obj)
 	struct cachetier_obj *raw;
 	int err = fs_obj_raw(fs, obj, &raw);
 
-	atomic_store(&fs->objs[obj].prefetch, 1);
+	atomic_store(&fs_obj(fs, obj)->prefetch, 1);
 	fs->c.prefetch_requests++;
 	if (err == 0)
 		err = cachetier_obj_prefetch(raw);
 	if (err < 0) {
 		fs->c.prefetch_errors++;
-		fs_log(FS_LOG_WARN, "%s: prefetch failed: %s", fs->objs[obj].key, strerror(-err));
+		fs_log(FS_LOG_WARN, "%s: prefetch failed: %s", fs_obj(fs, obj)->key, strerror(-err));
 	}
 	return err;
 }
@@ -494,14 +622,16 @@ void fs_shard_touch(struct fs *fs, uint32_t shard)
 	/* only a move to the next shard counts as reading in order */
 	if (prev == shard + 1 || prev != shard || fs->cfg.prefetch_shards == 0)
 		return;
-	obj = fs->shards[shard].obj;
-	dir = fs->objs[obj].dir;
+	obj = fs_shard(fs, shard)->obj;
+	dir = fs_obj(fs, obj)->dir;
 	for (uint32_t i = 1; i <= fs->cfg.prefetch_shards && shard + i < fs->nshards; i++) {
-		uint32_t next = fs->shards[shard + i].obj;
+		uint32_t next = fs_shard(fs, shard + i)->obj;
 
-		if (fs->objs[next].dir != dir)
-			break; /* shards of one directory are consecutive */
-		if (atomic_load(&fs->objs[next].prefetch))
+		/* shards of one directory are consecutive (those a refresh
+		 * added come at the end) */
+		if (fs_obj(fs, next)->dir != dir)
+			break;
+		if (atomic_load(&fs_obj(fs, next)->prefetch) || !fs_obj_live(fs_obj(fs, next)))
 			continue;
 		fs->c.shard_prefetches++;
 		fs_obj_prefetch(fs, next);

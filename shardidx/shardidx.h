@@ -172,4 +172,9 @@ int shardidx_save(const struct shardidx *ix, const void *ident, size_t identlen,
 int shardidx_load(void *buf, size_t len, const void *ident, size_t identlen,
 		  struct shardidx **out);
 
+/* The identity an index file in buf[0..len) was saved with, without
+ * loading it: *ident points into buf. Checks magic, version, length and
+ * checksum first: 0, -EBADMSG or -EPROTO. */
+int shardidx_ident(const void *buf, size_t len, const void **ident, size_t *identlen);
+
 #endif

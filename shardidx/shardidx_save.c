@@ -404,6 +404,22 @@ static void *alloc_n(uint64_t n, size_t elem)
 	return calloc(n ? (size_t)n : 1, elem);
 }
 
+int shardidx_ident(const void *buf, size_t len, const void **ident, size_t *identlen)
+{
+	const unsigned char *b = buf, *p;
+
+	if (!buf || len < 12 || memcmp(b, MAGIC, 8) != 0)
+		return -EBADMSG;
+	if (get32(b + 8) != VERSION)
+		return -EPROTO;
+	if (len < HDR_SIZE || get32(b + 12) != HDR_SIZE || get64(b + 24) != len ||
+	    get64(b + 16) != fnv64(b, len) || section(b, len, SEC_IDENT, get32(b + 60), 1, &p))
+		return -EBADMSG;
+	*ident = p;
+	*identlen = get32(b + 60);
+	return 0;
+}
+
 int shardidx_load(void *buf, size_t len, const void *ident, size_t identlen, struct shardidx **out)
 {
 	const unsigned char *b = buf, *s[NSECT];

@@ -393,6 +393,26 @@ class Entry:
         return 'Entry(%s)' % ', '.join('%s=%r' % (k, getattr(self, k, None)) for k in self.__slots__)
 
 
+# the control command ioctl (fs/fs_i.h FS_CTL_IOC: _IOW('S', 1, char[8192])); the mount is
+# read-only, so commands cannot be written to .shardfs/control
+FS_CTL_IOC_LEN = 8192
+FS_CTL_IOC = (1 << 30) | (FS_CTL_IOC_LEN << 16) | (ord('S') << 8) | 1
+
+
+def control(mnt, cmd):
+    """Send command line(s) to a mount's .shardfs/control; returns the ioctl's result or raises
+    OSError with the command's errno."""
+    import fcntl
+    buf = bytearray(cmd.encode())
+    buf += bytes(FS_CTL_IOC_LEN - len(buf))
+    fd = os.open(os.path.join(mnt, '.shardfs', 'control'), os.O_RDONLY)
+    try:
+        # a mutable buffer: Python passes one longer than 1024 bytes as it is
+        return fcntl.ioctl(fd, FS_CTL_IOC, buf, True)
+    finally:
+        os.close(fd)
+
+
 def read_all(path):
     with open(path, 'rb', buffering=0) as f:
         chunks = []

@@ -81,7 +81,13 @@ def make_links(orig, d, n):
                 with open(target, 'wb') as f:
                     f.write(data)
         rel = '%s/shard-%06d.tar' % (sub, i)
-        os.link(target, os.path.join(d, rel))
+        if i == n - 1:
+            # the last one is replaced under the mount later: a copy of its own, so that
+            # unlinking it changes no other shard's ctime (the others are links of one file)
+            with open(os.path.join(d, rel), 'wb') as f:
+                f.write(data)
+        else:
+            os.link(target, os.path.join(d, rel))
         names.append(rel)
     return names
 

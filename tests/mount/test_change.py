@@ -1,0 +1,384 @@
+#!/usr/bin/python3
+"""shardfs mount tests: a local source that changes under the mount (DESIGN.md section 3,
+"Sources can change under a mount"; README "When the mount sees changes").
+
+usage: test_change.py SHARDFS GROUP
+GROUP:
+  rewrite   a mounted shard overwritten in place with another shard's bytes (another size, and
+            the same size with the members in another order), and one truncated: a read that
+            reaches the daemon gives ESTALE or the new version's exact bytes, never the old
+            index over the new bytes, never zeros; the name is indexed again when looked up
+  refresh   'shardfs refresh MOUNTPOINT': a new shard appears, a removed one is gone
+            (ENOENT), a changed one (replaced by rename) shows its new members and bytes;
+            the CLI's exit codes and its summary line
+  sidecar   NAME.tar.idx beside a shard: used while the shard is unchanged; rejected (and
+            counted) after `tar -rf` appended a member that fits in the record padding (the
+            size stays the same), after a copy of shard and sidecar (cp -p: a new inode), and
+            for a sidecar of the older format
+
+Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
+"""
+
+import sys
+sys.dont_write_bytecode = True
+
+import errno  # noqa: E402
+import io  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+import struct  # noqa: E402
+import subprocess  # noqa: E402
+import tarfile  # noqa: E402
+import time  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mountlib as ml  # noqa: E402
+from mountlib import log  # noqa: E402
+
+# How long a condition may take to come true (polled, never slept for)
+DEADLINE_S = 30
+
+
+def tar_bytes(members):
+    """A ustar shard (as GNU tar pads it: 10 KiB records) of [(name, bytes)]."""
+    bio = io.BytesIO()
+    with tarfile.open(fileobj=bio, mode='w', format=tarfile.USTAR_FORMAT) as tf:
+        for name, data in members:
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            ti.mtime = 1700000000
+            ti.mode = 0o644
+            tf.addfile(ti, io.BytesIO(data))
+    return bio.getvalue()
+
+
+def members_of(env, tag, sizes):
+    return [('k%d.bin' % i, bytes(env.rng.randrange(256) for _ in range(16)) * (n // 16) +
+             tag.encode() * (n % 16)) for i, n in enumerate(sizes)]
+
+
+def write_file(path, data):
+    with open(path, 'wb') as f:
+        f.write(data)
+
+
+def overwrite_in_place(path, data):
+    """Same inode: truncate and write, as 'cp other.tar path' does."""
+    with open(path, 'r+b') as f:
+        f.truncate(0)
+        f.write(data)
+
+
+def read_result(path):
+    """('ok', bytes) or ('err', errno)."""
+    try:
+        with open(path, 'rb', buffering=0) as f:
+            return ('ok', f.read())
+    except OSError as e:
+        return ('err', e.errno)
+
+
+def poll(fn, deadline=DEADLINE_S):
+    """Call fn() until it returns a true value or the deadline passes; the last value."""
+    t = time.monotonic() + deadline
+    while True:
+        v = fn()
+        if v or time.monotonic() > t:
+            return v
+        time.sleep(0.05)
+
+
+def check_read(ck, label, path, allowed):
+    """A read of path must give one of the exact byte strings in allowed, or ESTALE."""
+    kind, v = read_result(path)
+    log('%s: %s' % (label, errno.errorcode.get(v, v) if kind == 'err' else
+                    '%d bytes, %s' % (len(v), 'version %d' % allowed.index(v) if v in allowed
+                                      else 'no version')))
+    if kind == 'err':
+        ck.ok(v == errno.ESTALE, '%s: read failed with %s, not ESTALE' % (label, errno.errorcode.get(v, v)))
+    else:
+        ck.ok(any(v == a for a in allowed), '%s: read %d bytes that are no version of the member'
+              ' (%s)' % (label, len(v), 'all zeros' if v and not v.strip(b'\0') else 'wrong bytes'))
+    return kind, v
+
+
+# ---------------------------------------------------------------------------------------------
+
+def group_rewrite(env, ck):
+    src = env.path('src')
+    os.makedirs(os.path.join(src, 'train'))
+    a = members_of(env, 'a', [5000 + 1000 * i for i in range(8)])
+    b = members_of(env, 'b', [9000 - 700 * i for i in range(8)])             # another layout
+    c = members_of(env, 'c', [4000 + 1500 * i for i in range(6)])
+    c_same = [(n, bytes(x ^ 0x5a for x in d)) for n, d in reversed(c)]          # same size
+    d = members_of(env, 'd', [20000 + 3000 * i for i in range(6)])
+    p_a, p_c, p_d = (os.path.join(src, 'train', n) for n in ('s0.tar', 's1.tar', 's2.tar'))
+    write_file(p_a, tar_bytes(a))
+    write_file(p_c, tar_bytes(c))
+    write_file(p_d, tar_bytes(d))
+    ck.eq('same-size rewrite really has the same size', len(tar_bytes(c_same)),
+          len(tar_bytes(c)))
+    ref = {'s0': dict(a), 's1': dict(c), 's2': dict(d)}
+    with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+        top = os.path.join(m.mnt, 'train')
+        # index every shard and look every member up; read only k0 of s0 (its pages are then
+        # in the kernel's cache: reads of them never reach the daemon and may give the old
+        # version's exact bytes)
+        for s in ('s0', 's1', 's2'):
+            ck.eq('%s: members' % s, sorted(os.listdir(os.path.join(top, s))), sorted(ref[s]))
+            for n in ref[s]:
+                ck.eq('%s/%s: size' % (s, n), os.stat(os.path.join(top, s, n)).st_size,
+                      len(ref[s][n]))
+        ck.eq('s0/k0.bin before', read_result(os.path.join(top, 's0', 'k0.bin')),
+              ('ok', a[0][1]))
+
+        # 1. another shard's bytes, another size
+        overwrite_in_place(p_a, tar_bytes(b))
+        nb = dict(b)
+        for n in sorted(ref['s0']):
+            allowed = [nb[n]] + ([a[0][1]] if n == 'k0.bin' else [])
+            check_read(ck, 'rewritten s0/%s' % n, os.path.join(top, 's0', n), allowed)
+        # the name is indexed again when looked up: the new bytes, exactly
+        for n in sorted(nb):
+            got = poll(lambda: read_result(os.path.join(top, 's0', n)) == ('ok', nb[n]))
+            if not ck.ok(got, 'rewritten s0/%s: never the new bytes (last: %s)' % (
+                    n, ml.short(read_result(os.path.join(top, 's0', n))))):
+                break  # the rest would wait as long
+        got = poll(lambda: read_result(os.path.join(top, 's0.tar')) == ('ok', tar_bytes(b)))
+        ck.ok(got, 'rewritten s0.tar: never the new raw bytes')
+
+        # 2. the same size, members in another order (only mtime/ctime tell)
+        overwrite_in_place(p_c, tar_bytes(c_same))
+        ncs = dict(c_same)
+        for n in sorted(ref['s1']):
+            check_read(ck, 'same-size s1/%s' % n, os.path.join(top, 's1', n), [ncs[n]])
+        for n in sorted(ncs):
+            if not ck.ok(poll(lambda: read_result(os.path.join(top, 's1', n)) == ('ok', ncs[n])),
+                         'same-size s1/%s: never the new bytes' % n):
+                break
+
+        # 3. truncated to less than half: members past the new end are no longer there
+        whole = tar_bytes(d)
+        cut = 512 + len(d[0][1]) + 700
+        with open(p_d, 'r+b') as f:
+            f.truncate(cut)
+        last = d[-1][0]
+        kind, v = read_result(os.path.join(top, 's2', last))
+        ck.ok(kind == 'err' and v in (errno.ESTALE, errno.EIO, errno.ENOENT),
+              'truncated s2/%s: %s instead of an error' % (
+                  last, ('%d bytes' % len(v)) if kind == 'ok' else errno.errorcode.get(v, v)))
+
+        def settled():
+            k, e = read_result(os.path.join(top, 's2', last))
+            return k == 'err' and e in (errno.ENOENT, errno.EIO)
+        ck.ok(poll(settled), 'truncated s2/%s: not gone after the new version was indexed' % last)
+        ck.eq('truncated s2/k0.bin (before the cut)',
+              poll(lambda: read_result(os.path.join(top, 's2', 'k0.bin')) == ('ok', d[0][1])),
+              True)
+        ck.eq('truncated s2.tar', poll(lambda: read_result(os.path.join(top, 's2.tar')) ==
+                                       ('ok', whole[:cut])), True)
+        st = m.stats()
+        ck.ok(st.get('changes_noticed', 0) >= 3, 'changes_noticed %r < 3' % st.get('changes_noticed'))
+        ck.eq('damaged_shards (the truncated s2)', st.get('damaged_shards'), 1)
+
+
+def group_refresh(env, ck):
+    exe = env.shardfs
+    src = env.path('src')
+    os.makedirs(os.path.join(src, 'train'))
+    a = members_of(env, 'a', [3000, 4000, 5000])
+    b = members_of(env, 'b', [3500, 4500])
+    new = members_of(env, 'n', [6000, 7000])
+    a2 = [('x%d.bin' % i, data) for i, (_, data) in enumerate(members_of(env, 'z', [2000] * 4))]
+    write_file(os.path.join(src, 'train', 's0.tar'), tar_bytes(a))
+    write_file(os.path.join(src, 'train', 's1.tar'), tar_bytes(b))
+
+    # the CLI without a mount
+    r = env.run([exe, 'refresh'])
+    ck.eq('refresh without MOUNTPOINT: exit 2', r.returncode, 2)
+    notmnt = env.path('notmnt')
+    os.makedirs(notmnt)
+    r = env.run([exe, 'refresh', notmnt])
+    ck.eq('refresh of a plain directory: exit 1', r.returncode, 1)
+    ck.ok(b'not a shardfs mount' in r.stderr, 'refresh of a plain directory says so: %r' % r.stderr)
+
+    with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+        top = os.path.join(m.mnt, 'train')
+        ck.eq('before: listing', sorted(os.listdir(top)), ['s0', 's0.tar', 's1', 's1.tar'])
+        for n, data in a:
+            ck.eq('before: s0/' + n, read_result(os.path.join(top, 's0', n)), ('ok', data))
+        # nothing changed: a refresh says so
+        r = env.run([exe, 'refresh', m.mnt])
+        ck.eq('refresh (no change): exit 0', r.returncode, 0)
+        ck.ok(b': 0 new, 0 removed, 0 changed; 2 objects, 2 shards' in r.stdout,
+              'refresh (no change) summary: %r' % r.stdout)
+
+        # a new shard, and a new directory with one; both invisible until the refresh
+        write_file(os.path.join(src, 'train', 's2.tar'), tar_bytes(new))
+        os.makedirs(os.path.join(src, 'val'))
+        write_file(os.path.join(src, 'val', 'v0.tar'), tar_bytes(b))
+        ck.ok(not os.path.exists(os.path.join(top, 's2.tar')), 'new shard visible before refresh')
+        ck.eq('before refresh: listing', sorted(os.listdir(top)), ['s0', 's0.tar', 's1', 's1.tar'])
+        # a removed shard, and a changed one (a new file renamed over it)
+        os.unlink(os.path.join(src, 'train', 's1.tar'))
+        tmp = os.path.join(src, 'train', '.s0.tmp')
+        write_file(tmp, tar_bytes(a2))
+        os.rename(tmp, os.path.join(src, 'train', 's0.tar'))
+
+        r = env.run([exe, 'refresh', m.mnt])
+        out = r.stdout.decode(errors='replace')
+        log('shardfs refresh -> rc=%r %r %r' % (r.returncode, out, r.stderr))
+        ck.eq('refresh: exit 0', r.returncode, 0)
+        ck.ok(': 2 new, 1 removed, 1 changed; 3 objects, 3 shards' in out,
+              'refresh summary: %r' % out)
+        ck.eq('after refresh: listing', sorted(os.listdir(top)),
+              ['s0', 's0.tar', 's2', 's2.tar'])
+        ck.eq('after refresh: root', sorted(os.listdir(m.mnt)), ['train', 'val'])
+        for n, data in new:
+            ck.eq('new s2/' + n, read_result(os.path.join(top, 's2', n)), ('ok', data))
+        ck.eq('new s2.tar', read_result(os.path.join(top, 's2.tar')), ('ok', tar_bytes(new)))
+        for n, data in b:
+            ck.eq('new val/v0/' + n, read_result(os.path.join(m.mnt, 'val', 'v0', n)),
+                  ('ok', data))
+        for p in ('s1.tar', 's1', 's1/' + b[0][0]):
+            ck.eq('removed %s' % p, read_result(os.path.join(top, p)), ('err', errno.ENOENT))
+        ck.eq('changed s0: members', sorted(os.listdir(os.path.join(top, 's0'))),
+              sorted(n for n, _ in a2))
+        for n, data in a2:
+            ck.eq('changed s0/' + n, read_result(os.path.join(top, 's0', n)), ('ok', data))
+        ck.eq('changed s0/' + a[0][0], read_result(os.path.join(top, 's0', a[0][0])),
+              ('err', errno.ENOENT))
+        ck.eq('changed s0.tar', read_result(os.path.join(top, 's0.tar')), ('ok', tar_bytes(a2)))
+        st = m.stats()
+        for k, v in (('refreshes', 2), ('refresh_added', 2), ('refresh_removed', 1),
+                     ('refresh_changed', 1), ('objects', 3), ('shards', 3)):
+            ck.eq('stats %s' % k, st.get(k), v)
+
+        # readers of unchanged shards during refreshes: always the exact bytes (an unchanged
+        # shard keeps its inodes); a shard added and removed at every refresh meanwhile
+        import threading
+        stop, bad, nread = threading.Event(), [], [0]
+
+        def reader(paths):
+            while not stop.is_set():
+                for p, data in paths:
+                    got = read_result(p)
+                    nread[0] += 1
+                    if got != ('ok', data):
+                        bad.append((p, ml.short(got)))
+        paths = [(os.path.join(top, 's2', n), data) for n, data in new] + \
+                [(os.path.join(top, 's2.tar'), tar_bytes(new))]
+        ths = [threading.Thread(target=reader, args=(paths,)) for _ in range(2)]
+        for t in ths:
+            t.start()
+        try:
+            for i in range(6):
+                extra = os.path.join(src, 'train', 'e.tar')
+                if i % 2 == 0:
+                    write_file(extra, tar_bytes(b))
+                else:
+                    os.unlink(extra)
+                r = env.run([exe, 'refresh', m.mnt])
+                ck.eq('refresh %d during reads: exit' % i, r.returncode, 0)
+                ck.eq('refresh %d: e.tar listed' % i, os.path.exists(os.path.join(top, 'e.tar')),
+                      i % 2 == 0)
+        finally:
+            stop.set()
+            for t in ths:
+                t.join()
+        log('%d reads during 6 refreshes' % nread[0])
+        ck.eq('reads of an unchanged shard during refreshes: all exact', bad[:5], [])
+
+        # a removed directory disappears too; the control command does the same as the CLI
+        shutil.rmtree(os.path.join(src, 'val'))
+        ml.control(m.mnt, 'refresh\n')
+        ck.eq('after 2nd refresh: root', sorted(os.listdir(m.mnt)), ['train'])
+        ck.eq('removed val/', read_result(os.path.join(m.mnt, 'val', 'v0.tar')),
+              ('err', errno.ENOENT))
+
+
+def old_format_sidecar(data):
+    """The same index file with the identity of the first sidecar format
+    ("shardfs-sidecar|1|raw|SIZE"), checksum recomputed (shardidx_save.c's layout)."""
+    b = bytearray(data)
+    off, ln = struct.unpack_from('<QQ', b, 96)
+    ident = bytes(b[off:off + ln])
+    parts = ident.split(b'|')
+    old = b'shardfs-sidecar|1|%s|%s' % (parts[2], parts[3])
+    assert len(old) <= ln
+    b[off:off + ln] = old + b'\0' * (ln - len(old))
+    struct.pack_into('<I', b, 60, len(old))
+    struct.pack_into('<Q', b, 104, len(old))
+    struct.pack_into('<Q', b, 16, 0)
+    h = 0xcbf29ce484222325
+    for x in bytes(b):
+        h = ((h ^ x) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    struct.pack_into('<Q', b, 16, h)
+    return bytes(b)
+
+
+def group_sidecar(env, ck):
+    exe = env.shardfs
+    src = env.path('src')
+    stage = env.path('stage')
+    os.makedirs(src)
+    os.makedirs(stage)
+    mem = members_of(env, 's', [3000, 2000, 1000])
+    for n, data in mem:
+        write_file(os.path.join(stage, n), data)
+    shard = os.path.join(src, 's0.tar')
+    subprocess.run(['tar', '-cf', shard, '-C', stage] + [n for n, _ in mem], check=True)
+    size0 = os.path.getsize(shard)
+    r = env.run([exe, 'index', '--sidecar', '--cache-dir', env.path('c0'), src])
+    ck.eq('index --sidecar: exit', r.returncode, 0)
+    sidecar = shard + '.idx'
+    ck.ok(os.path.exists(sidecar), 'sidecar written')
+
+    def mount_and_check(label, names, used, rejected, source=src):
+        with ml.Mount(env, source, cache_dir=env.path('cache-' + label)) as m:
+            d = os.path.join(m.mnt, 's0')
+            ck.eq('%s: members' % label, sorted(os.listdir(d)), sorted(names))
+            for n in names:
+                want = dict(mem).get(n)
+                if want is None:
+                    with open(os.path.join(stage, n), 'rb') as f:
+                        want = f.read()
+                ck.eq('%s: %s' % (label, n), read_result(os.path.join(d, n)), ('ok', want))
+            st = m.stats()
+            ck.eq('%s: index_sidecar' % label, st.get('index_sidecar'), used)
+            ck.eq('%s: index_sidecar_rejected' % label, st.get('index_sidecar_rejected'), rejected)
+
+    names = [n for n, _ in mem]
+    mount_and_check('unchanged', names, 1, 0)
+
+    # an old-format sidecar of the unchanged shard: rejected cleanly, index built
+    good = open(sidecar, 'rb').read()
+    write_file(sidecar, old_format_sidecar(good))
+    mount_and_check('old-format', names, 0, 1)
+    write_file(sidecar, good)
+
+    # a copy of shard and sidecar elsewhere (cp -p keeps mtimes, not inodes): rebuilt, correct
+    cp = env.path('copy')
+    os.makedirs(cp)
+    subprocess.run(['cp', '-p', shard, sidecar, cp], check=True)
+    mount_and_check('copied', names, 0, 1, source=cp)
+
+    # tar -rf: a member that fits in the record padding, so the size stays the same
+    write_file(os.path.join(stage, 'late.bin'), b'appended member\n' * 8)
+    subprocess.run(['tar', '-rf', shard, '-C', stage, 'late.bin'], check=True)
+    ck.eq('tar -rf kept the size', os.path.getsize(shard), size0)
+    mount_and_check('appended', names + ['late.bin'], 0, 1)
+
+
+GROUPS = {'rewrite': group_rewrite, 'refresh': group_refresh, 'sidecar': group_sidecar}
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    ml.main_wrapper(GROUPS[sys.argv[2]], sys.argv[1], 'change-' + sys.argv[2])
+
+
+if __name__ == '__main__':
+    main()
