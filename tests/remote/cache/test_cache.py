@@ -24,6 +24,7 @@ Internal: test_cache.py --reader MANIFEST.json (a reader subprocess).
 import sys
 sys.dont_write_bytecode = True
 
+import errno  # noqa: E402
 import glob  # noqa: E402
 import shutil  # noqa: E402
 import hashlib  # noqa: E402
@@ -69,6 +70,8 @@ def reader_main(manifest_path):
     def read_whole(p):
         fd = os.open(p, os.O_RDONLY)
         try:
+            if man.get('uncached'):  # past the kernel's page cache: the daemon answers
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             out = []
             while True:
                 b = os.read(fd, rng.choice((4096, 65536, 131072, MiB)))
@@ -80,7 +83,25 @@ def reader_main(manifest_path):
             os.close(fd)
 
     n = 0
-    if man['mode'] == 'full':
+    if man['mode'] == 'errors':
+        # every item once, in a shuffled order: exact bytes or EIO, never anything else
+        eio = 0
+        order = list(items)
+        rng.shuffle(order)
+        for mp, rp in order:
+            try:
+                got = read_whole(mp)
+            except OSError as e:
+                if e.errno == errno.EIO:
+                    eio += 1
+                else:
+                    fails.append('%s: %s (not EIO)' % (mp, e))
+                continue
+            n += 1
+            if got != ref(rp):
+                fails.append('%s: %d bytes differ from %s' % (mp, len(got), rp))
+        print('EIO %d' % eio, flush=True)
+    elif man['mode'] == 'full':
         for _ in range(man['passes']):
             order = list(items)
             rng.shuffle(order)
@@ -312,12 +333,42 @@ def tsan_reports(logfile, pid):
 class SlowProxy(httplib.LoopbackProxy):
     """HTTP/1.1 proxy on 127.0.0.1 in front of nginx. Relays each answer's body at most
     `rate` bytes/s per connection (None: unthrottled). Records every GET as a dict with
-    path, range (a, b), sent (body bytes relayed) and done (the whole body was relayed)."""
+    path, range (a, b), sent (body bytes relayed), done (the whole body was relayed) and held.
+    Holding: with hold_from set, a GET of a range that starts at or after hold_from relays its
+    headers and the first hold_bytes of its body, sets held, and then waits until release()
+    (or close) before it relays the rest: a fill that is deterministically in flight."""
 
     def __init__(self, upstream_port):
         self.rate = None
         self.gets = []
+        self.hold_from = None
+        self.hold_bytes = 64 * 1024
+        self.released = threading.Event()
         super().__init__(upstream_port)
+
+    def held(self):
+        with self.lock:
+            return [dict(r) for r in self.gets if r['held']]
+
+    def release(self):
+        self.hold_from = None
+        self.released.set()
+
+    def _relay(self, c, rec, b, hold):
+        """Send body bytes b, stopping for the hold once hold_bytes were sent."""
+        if hold and not rec['held'] and rec['sent'] + len(b) >= self.hold_bytes:
+            k = self.hold_bytes - rec['sent']
+            c.sendall(b[:k])
+            with self.lock:
+                rec['sent'] += k
+                rec['held'] = True
+            while not self.released.wait(0.1):
+                if self.stop_ev.is_set():
+                    return
+            b = b[k:]
+        c.sendall(b)
+        with self.lock:
+            rec['sent'] += len(b)
 
     def _serve(self, c):
         f = c.makefile('rb')
@@ -329,7 +380,11 @@ class SlowProxy(httplib.LoopbackProxy):
                 parts = head[0].split(b' ')
                 method = parts[0].decode('latin-1')
                 rng = httplib.FaultProxy._range(head)
-                rec = dict(path=parts[1].decode('latin-1'), range=rng, sent=0, done=False)
+                rec = dict(path=parts[1].decode('latin-1'), range=rng, sent=0, done=False,
+                           held=False)
+                hold_from = self.hold_from
+                hold = (method == 'GET' and hold_from is not None and rng is not None and
+                        rng[0] >= hold_from)
                 if method == 'GET':
                     with self.lock:
                         self.gets.append(rec)
@@ -349,8 +404,7 @@ class SlowProxy(httplib.LoopbackProxy):
                         b = uf.read1(65536) if method != 'HEAD' else b''
                         if not b:
                             break
-                        c.sendall(b)
-                        rec['sent'] += len(b)
+                        self._relay(c, rec, b, hold)
                         rate = self.rate
                         if rate:
                             ahead = rec['sent'] / rate - (time.monotonic() - t0)
@@ -358,7 +412,8 @@ class SlowProxy(httplib.LoopbackProxy):
                                 time.sleep(ahead)
                         if self.stop_ev.is_set():
                             return
-                    rec['done'] = True
+                    with self.lock:
+                        rec['done'] = True
                 finally:
                     up.close()
         except OSError:
@@ -473,6 +528,20 @@ def covered(rng, ranges):
     return False
 
 
+def wait_for(cond, timeout, step=0.05):
+    """Poll cond until it holds or timeout seconds passed; its last value."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
+
+
+def map_files(cache):
+    return glob.glob(os.path.join(cache, 'v1', '*', 'data', '*.map'))
+
+
 def group_crash(env, ck, ng):
     rel = 'big-000000.tar'
     src, refs = build_source(env, {rel: [env.rng.randrange(200000, 1200000) for _ in range(40)]})
@@ -484,29 +553,34 @@ def group_crash(env, ck, ng):
         opts = ['--chunk-size', '1M', '--connections', '2', '--readahead', '8M',
                 '--prefetch-shards', '0', '--log-file', env.path('daemon.log')]
         source = px.url('files/' + rel)
-        px.rate = 2 * MiB  # per connection
         m = ml.Mount(env, source, cache_dir=cache, extra=opts)
         m.mount()
         pid = m.stats()['pid']
         px.reset()
+        # Everything before 40% of the shard passes; every range GET from there on relays its
+        # first 64 KiB and then waits for release(): the kill comes while those fills are held
+        # in flight, whatever the machine's speed.
+        px.hold_from = (int(0.4 * size) // MiB) * MiB
         p = subprocess.Popen(['dd', 'if=' + os.path.join(m.mnt, rel), 'of=/dev/null', 'bs=1M'],
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:  # wait until about 40% came through
-            with px.lock:
-                done = sum(r['sent'] for r in px.gets if r['done'])
-            if done >= 0.4 * size:
-                break
-            time.sleep(0.05)
+        # the state to kill in: both connections hold a fill with bytes relayed, and a map
+        # records some of the chunks before the hold (the flusher writes it within a second)
+        ok = wait_for(lambda: len([r for r in px.held() if r['sent'] > 0]) >= 2 and
+                      map_files(cache), 60)
         with px.lock:
             inflight = [(r['range'], r['sent']) for r in px.gets
-                        if not r['done'] and r['sent'] > 0 and r['range']]
+                        if r['held'] and not r['done'] and r['sent'] > 0 and r['range']]
             first = [dict(r) for r in px.gets]
-        log('killing daemon %d: %d GETs done (%d bytes), in flight with bytes: %r' % (
+        ck.ok(ok, 'crash: the fills were not held in flight with a map written (held %r, '
+              'maps %r)' % (px.held(), map_files(cache)))
+        log('killing daemon %d: %d GETs done (%d bytes), held in flight: %r' % (
             pid, sum(1 for r in first if r['done']), sum(r['sent'] for r in first if r['done']),
             inflight))
         os.kill(pid, signal.SIGKILL)
+        ok = wait_for(lambda: not ml.pid_alive(pid), 30)
+        ck.ok(ok, 'crash: the daemon %d is alive after SIGKILL' % pid)
+        px.release()  # the dead daemon's connections: nothing reads them any more
         try:
             p.wait(20)
         except subprocess.TimeoutExpired:
@@ -588,8 +662,233 @@ def group_concurrency(env, ck, ng):
         rep, ''.join(log_text(r)[:6000] for r in rep)))
 
 
+def big_shards(env, n, size=4 * MiB):
+    shards = {}
+    for i in range(n):
+        sizes, tot = [], 0
+        while tot < size - 400000:
+            k = env.rng.randrange(1000, 400000)
+            sizes.append(k)
+            tot += k + 1536
+        shards['shard-%06d.tar' % i] = sizes
+    return shards
+
+
+def reader_eio(env, name, i):
+    """(reads, EIO count) from an 'errors' reader's output."""
+    with open(env.path('%s-%d.out' % (name, i)), errors='replace') as f:
+        text = f.read()
+    m = re.search(r'^EIO (\d+)$', text, re.M)
+    r = re.search(r'^OK (\d+) reads', text, re.M)
+    return (int(r.group(1)) if r else -1), (int(m.group(1)) if m else -1)
+
+
+def uncached_read(path):
+    """The whole file, its pages first dropped from the kernel's page cache: the daemon
+    answers (from its cache tier or the store)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        out = []
+        while True:
+            b = os.read(fd, MiB)
+            if not b:
+                return b''.join(out)
+            out.append(b)
+    finally:
+        os.close(fd)
+
+
+def group_storedown(env, ck, ng):
+    """The store goes away under 4 readers of a dataset 3x the cache: the first request that
+    spends its retry budget marks the store down and every other read fails at once with EIO
+    (one budget in all, not one per queued chunk or per kernel retry of a read); nginx comes
+    back on the same port: reads are exact again once the probe got its answer."""
+    shards = big_shards(env, 6)  # ~24 MiB
+    src, refs = build_source(env, shards)
+    ng.start()
+    budget = 3
+    logf = env.path('daemon.log')
+    opts = ['--cache-size', '8M', '--chunk-size', '1M', '--connections', '2',
+            '--retry-budget', str(budget), '--log-file', logf]
+    with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'), extra=opts) as m:
+        pid = m.stats()['pid']
+        items = manifest_items(m.mnt, src, refs)
+        procs = start_readers(env, 'online', [dict(items=items, mode='full', passes=1,
+                                                   seed=env.seed + i) for i in range(4)])
+        wait_readers(ck, env, 'online', procs, 120)
+        st0 = m.stats()
+        ck.eq('online: store_failures', st0['store_failures'], 0)
+        ck.eq('online: store_down', st0['store_down'], 0)
+        ck.ok(st0['evictions'] > 0, 'online: no evictions (the cache holds everything?)')
+        ng.stop()
+        log('nginx stopped; %d items per reader' % len(items))
+        # 4 readers read every item once: with the cache a third of the data, most items need
+        # the store. Each reader alone would spend a budget (3 s) per item, several with the
+        # kernel's retries of a failed readahead: minutes. One budget in all is the goal.
+        t = time.monotonic()
+        procs = start_readers(env, 'down', [dict(items=items, mode='errors', uncached=True,
+                                                 seed=env.seed * 10 + i) for i in range(4)])
+        wait_readers(ck, env, 'down', procs, 90)
+        dt = time.monotonic() - t
+        st1 = m.stats()
+        eios = [reader_eio(env, 'down', i) for i in range(4)]
+        log('store down: the 4 readers took %.1fs (budget %ds): (reads, EIO) %r; '
+            'store_failures %d, store_fast_fails %d, store_probes %d, attempts %d -> %d' % (
+                dt, budget, eios, st1['store_failures'], st1['store_fast_fails'],
+                st1['store_probes'], st0['store_attempts'], st1['store_attempts']))
+        ck.ok(all(e > 0 for _, e in eios), 'store down: a reader got no EIO: %r' % eios)
+        ck.eq('store down: store_failures (one budget spent, then fail fast)',
+              st1['store_failures'], 1)
+        ck.eq('store down: store_down', st1['store_down'], 1)
+        ck.ok(st1['store_fast_fails'] >= 4, 'store down: store_fast_fails %d' %
+              st1['store_fast_fails'])
+        ck.ok(dt < budget + 30, 'store down: the readers took %.1fs, more than the budget (%ds) '
+              'and 30 s: the budget was spent again and again' % (dt, budget))
+        # while down, reads go nowhere: no attempt reaches the store (probes aside)
+        e = [0, 0]
+        for rel in sorted(refs):
+            for mem in members_of(refs, rel)[:3]:
+                try:
+                    uncached_read(os.path.join(m.mnt, shard_dir_rel(rel), mem))
+                    e[0] += 1
+                except OSError as ex:
+                    e[1] += 1
+                    ck.eq('store down: errno of a member read', errno.errorcode.get(ex.errno),
+                          'EIO')
+        st2 = m.stats()
+        log('store down: %d more reads (%d from the cache, %d EIO), attempts %d -> %d' % (
+            sum(e), e[0], e[1], st1['store_attempts'], st2['store_attempts']))
+        ck.eq('store down: attempts of reads while down', st2['store_attempts'],
+              st1['store_attempts'])
+        ck.ok(ml.pid_alive(pid), 'store down: the daemon died')
+
+        # nginx back on the same port: reads succeed once a probe got an answer
+        ng.start()
+        rel = sorted(refs)[-1]
+        with open(os.path.join(src, rel), 'rb') as f:
+            want = f.read()
+        t, got = time.monotonic(), None
+        while time.monotonic() < t + 60:
+            try:
+                got = uncached_read(os.path.join(m.mnt, rel))
+                break
+            except OSError as ex:
+                got = ex
+            time.sleep(0.1)
+        log('nginx back: first exact read after %.1fs' % (time.monotonic() - t))
+        ck.ok(got == want, 'nginx back: %s: %s' % (rel, ml.short(got) if not isinstance(
+            got, bytes) else '%d bytes differ' % len(got)))
+        check_all(ck, 'nginx back', m.mnt, src, refs)
+        st3 = m.stats()
+        ck.eq('nginx back: store_down', st3['store_down'], 0)
+        ck.ok(st3['store_probes'] >= 1, 'nginx back: no probe')
+        ck.eq('nginx back: store_failures', st3['store_failures'], 1)
+
+
+def spawn_waiter(env, name, code):
+    """A process that runs one blocking operation on the mount (python code whose last
+    expression is the operation) and prints 'ERR errno' or 'OK'."""
+    prog = ('import os, sys\ntry:\n    %s\n    print("OK", flush=True)\n'
+            'except OSError as e:\n    print("ERR %%d" %% e.errno, flush=True)\n' % code)
+    out = open(env.path(name + '.out'), 'wb')
+    return subprocess.Popen([sys.executable, '-c', prog], stdin=subprocess.DEVNULL,
+                            stdout=out, stderr=subprocess.STDOUT), out
+
+
+def waiting_on_store(m, procs, base_attempts):
+    """The waiters are blocked on the store: alive, and the store is being retried."""
+    try:
+        st = m.stats()
+    except OSError:
+        return False
+    return (all(p.poll() is None for p, _ in procs) and st['store_failures'] == 0 and
+            st['store_attempts'] >= base_attempts + 2)
+
+
+def finish_waiters(ck, env, label, name, procs, timeout):
+    """Every waiter ends within timeout with an error (any errno): what it waited for was
+    cancelled."""
+    for i, (p, out) in enumerate(procs):
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            ck.fail('%s: waiter %d still blocked after %ds' % (label, i, timeout))
+            p.kill()
+            p.wait()
+        out.close()
+        text = log_text(env.path('%s-%d.out' % (name, i))).strip()
+        ck.ok(text.startswith('ERR'), '%s: waiter %d: %r (expected an error)' % (label, i, text))
+
+
+def group_stop(env, ck, ng):
+    """SIGTERM, and 'shardfs umount', while 4 readers wait for a store that went away (a retry
+    budget of 120 s): what is in flight is cancelled, the readers get an error and the daemon
+    exits at once (goal: 2 s) instead of after the budgets, and the mount is gone."""
+    shards = big_shards(env, 6, 2 * MiB)
+    src, refs = build_source(env, shards)
+    opts = ['--cache-size', '8M', '--chunk-size', '1M', '--connections', '2',
+            '--retry-budget', '120', '--log-file', env.path('daemon.log')]
+
+    # (a) SIGTERM while the imagefolder view is being built for 4 readers
+    ng.start()
+    m = ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache-a'),
+                 extra=opts + ['--layout', 'imagefolder', '--class-from', 'key-prefix'])
+    m.mount()
+    try:
+        st = m.stats()
+        pid = st['pid']
+        ng.stop()
+        procs = [spawn_waiter(env, 'sigterm-%d' % i, 'os.listdir(%r)' % m.mnt)
+                 for i in range(4)]
+        ck.ok(wait_for(lambda: waiting_on_store(m, procs, st['store_attempts']), 60),
+              'sigterm: the readers are not waiting on the store')
+        t = time.monotonic()
+        os.kill(pid, signal.SIGTERM)
+        gone = wait_for(lambda: not ml.pid_alive(pid), 30, 0.02)
+        dt = time.monotonic() - t
+        log('sigterm: daemon %d exited %s after %.2fs (goal 2 s)' % (
+            pid, 'at once' if gone else 'NOT', dt))
+        ck.ok(gone, 'sigterm: the daemon %d still runs %.0fs after SIGTERM' % (pid, dt))
+        finish_waiters(ck, env, 'sigterm', 'sigterm', procs, 30)
+        if ml.is_mounted(m.mnt):
+            r = env.run([env.shardfs, 'umount', m.mnt], timeout=60, files=True)
+            log('sigterm: shardfs umount of the stopped mount: rc=%d' % r.returncode)
+        ck.ok(not ml.is_mounted(m.mnt), 'sigterm: %s still mounted' % m.mnt)
+        text = log_text(env.path('daemon.log'))
+        ck.ok('SIGTERM: stopping' in text, 'sigterm: the log does not say why it stopped')
+    finally:
+        m.umount(quiet=True)
+
+    # (b) 'shardfs umount' while 4 readers wait in reads of uncached shards
+    ng.start()
+    m = ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache-b'), extra=opts)
+    m.mount()
+    try:
+        st = m.stats()
+        pid = st['pid']
+        ng.stop()
+        rels = sorted(refs)
+        procs = [spawn_waiter(env, 'umount-%d' % i, 'open(%r, "rb").read()' % os.path.join(
+            m.mnt, rels[i])) for i in range(4)]
+        ck.ok(wait_for(lambda: waiting_on_store(m, procs, st['store_attempts']), 60),
+              'umount: the readers are not waiting on the store')
+        t = time.monotonic()
+        r = env.run([env.shardfs, 'umount', m.mnt], timeout=90, files=True)
+        dt = time.monotonic() - t
+        log('umount: rc=%d after %.2fs (goal 2 s): %s' % (
+            r.returncode, dt, r.stderr.decode(errors='replace').strip()))
+        ck.eq('umount: rc', r.returncode, 0)
+        ck.ok(not ml.pid_alive(pid), 'umount: the daemon %d still runs' % pid)
+        ck.ok(dt < 30, 'umount: took %.1fs' % dt)
+        finish_waiters(ck, env, 'umount', 'umount', procs, 30)
+        ck.ok(not ml.is_mounted(m.mnt), 'umount: %s still mounted' % m.mnt)
+    finally:
+        m.umount(quiet=True)
+
+
 GROUPS = {'offline': group_offline, 'capacity': group_capacity, 'crash': group_crash,
-          'concurrency': group_concurrency}
+          'concurrency': group_concurrency, 'storedown': group_storedown, 'stop': group_stop}
 
 
 class LazyNginx(httplib.Nginx):
