@@ -9,11 +9,19 @@ GROUP:
   capacity     a dataset 3x --cache-size read twice in full by 4 processes at once: bytes
                correct, the cache's data files never exceed the limit by more than one chunk per
                connection (sampled every 50 ms), evictions happened
-  crash        kill -9 the daemon in the middle of throttled fills, remount with the same cache
-               dir: bytes correct, some bytes reused, the chunks in flight fetched again
+  crash        kill -9 the daemon while a proxy holds two fills in flight (and a map records
+               earlier chunks), remount with the same cache dir: bytes correct, some bytes
+               reused, the chunks in flight fetched again
   concurrency  8 processes reading random members (whole and partial) and raw ranges of the
                same shards while a small cache evicts: bytes correct, no deadlock, daemon alive;
                under a TSan build also: no ThreadSanitizer report in the daemon's log
+  storedown    nginx stopped under 4 readers of a dataset 3x the cache: one retry budget is
+               spent (store_failures 1), every other read fails at once with EIO and sends no
+               request; nginx back on its port: exact bytes once the probe got its answer. The
+               same for an imagefolder view being built: EIO, then the whole view
+  stop         SIGTERM (imagefolder view being built) and 'shardfs umount' (raw reads) while 4
+               readers sleep in the mount waiting for a dead store with a 120 s budget: the
+               readers get an error, the daemon exits (time printed; goal 2 s), the mount is gone
 
 Every raw shard is compared with its source file, every member with GNU tar's extraction.
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse, or no nginx).
@@ -182,10 +190,7 @@ def build_source(env, shards):
     src = env.path('src')
     for i, (rel, sizes) in enumerate(sorted(shards.items())):
         make_shard(env, os.path.join(src, rel), 's%d' % i, sizes)
-    for d, _, files in os.walk(env.tmp):  # nginx's worker may run as another user
-        os.chmod(d, 0o755)
-        for fn in files:
-            os.chmod(os.path.join(d, fn), 0o644)
+    chmod_tree(env.tmp)
     refs = {}
     for rel in shards:
         dest = env.path('ref', rel + '.d')
@@ -776,26 +781,117 @@ def group_storedown(env, ck, ng):
         ck.eq('nginx back: store_down', st3['store_down'], 0)
         ck.ok(st3['store_probes'] >= 1, 'nginx back: no probe')
         ck.eq('nginx back: store_failures', st3['store_failures'], 1)
+    group_storedown_imagefolder(env, ck, ng, budget)
+
+
+def imagefolder_source(env, sub, nshards=4, nsamples=8):
+    """Shards under src/SUB/ whose samples are key.jpg (random bytes) and key.cls (0..2).
+    Returns {class: {file name: bytes}}, the view --class-from cls must show."""
+    want = {}
+    os.makedirs(env.path('src', sub), exist_ok=True)
+    for i in range(nshards):
+        stage = env.path('stage-if-%d' % i)
+        spec = []
+        for k in range(nsamples):
+            key = 'if%d_%03d' % (i, k)
+            img = sg.rbytes(env.rng, env.rng.randrange(20000, 60000))
+            cls = env.rng.randrange(3)
+            spec.append(('f', key + '.jpg', img, 0o644, sg.T0 + k))
+            spec.append(('f', key + '.cls', b'%d\n' % cls, 0o644, sg.T0 + k))
+            want.setdefault(str(cls), {})[key + '.jpg'] = img
+        sg.make_tree(stage, spec)
+        sg.gnu_tar_create(env.path('src', sub, 'if-%06d.tar' % i), stage, [e[1] for e in spec],
+                          'gnu')
+        shutil.rmtree(stage)
+    chmod_tree(env.path('src'))
+    return want
+
+
+def chmod_tree(root):
+    for d, _, files in os.walk(root):  # nginx's worker may run as another user
+        os.chmod(d, 0o755)
+        for fn in files:
+            os.chmod(os.path.join(d, fn), 0o644)
+
+
+def group_storedown_imagefolder(env, ck, ng, budget):
+    """The imagefolder view is being built for 4 readers when the store goes away: they get
+    EIO after one budget, and no view that lacks the shards is kept; when the store is back
+    the view is whole."""
+    want = imagefolder_source(env, 'if')
+    ng.start()
+    opts = ['--retry-budget', str(budget), '--layout', 'imagefolder', '--class-from', 'cls',
+            '--log-file', env.path('daemon-if.log')]
+    with ml.Mount(env, ng.url('json/if/'), cache_dir=env.path('cache-if'), extra=opts) as m:
+        ng.stop()
+        t = time.monotonic()
+        procs = [spawn_waiter(env, 'ifdown-%d' % i, 'os.listdir(%r)' % m.mnt) for i in range(4)]
+        for i, (p, out) in enumerate(procs):
+            try:
+                p.wait(budget + 60)
+            except subprocess.TimeoutExpired:
+                ck.fail('imagefolder down: reader %d still waits' % i)
+                p.kill()
+                p.wait()
+            out.close()
+            text = log_text(env.path('ifdown-%d.out' % i)).split()
+            ck.eq('imagefolder down: reader %d' % i, text, ['START', 'ERR', str(errno.EIO)])
+        st = m.stats()
+        log('imagefolder down: the 4 listings failed after %.1fs; store_failures %d' % (
+            time.monotonic() - t, st['store_failures']))
+        ck.eq('imagefolder down: store_failures', st['store_failures'], 1)
+        ng.start()
+        ck.ok(wait_for(lambda: m.stats()['store_down'] == 0, 60),
+              'imagefolder back: the store is still down after 60 s')
+        got = {}
+        for c in sorted(os.listdir(m.mnt)):
+            got[c] = {}
+            for fn in os.listdir(os.path.join(m.mnt, c)):
+                got[c][fn] = ml.read_all(os.path.join(m.mnt, c, fn))
+        ck.eq('imagefolder back: classes', sorted(got), sorted(want))
+        for c in sorted(want):
+            ck.eq('imagefolder back: class %s files' % c, sorted(got.get(c, {})),
+                  sorted(want[c]))
+            for fn, b in sorted(want[c].items()):
+                ck.ok(got.get(c, {}).get(fn) == b, 'imagefolder back: %s/%s differs' % (c, fn))
 
 
 def spawn_waiter(env, name, code):
-    """A process that runs one blocking operation on the mount (python code whose last
-    expression is the operation) and prints 'ERR errno' or 'OK'."""
-    prog = ('import os, sys\ntry:\n    %s\n    print("OK", flush=True)\n'
+    """A process that prints START, runs one blocking operation on the mount (python code)
+    and prints 'ERR errno' or 'OK'."""
+    prog = ('import os, sys\nprint("START", flush=True)\ntry:\n    %s\n'
+            '    print("OK", flush=True)\n'
             'except OSError as e:\n    print("ERR %%d" %% e.errno, flush=True)\n' % code)
     out = open(env.path(name + '.out'), 'wb')
     return subprocess.Popen([sys.executable, '-c', prog], stdin=subprocess.DEVNULL,
                             stdout=out, stderr=subprocess.STDOUT), out
 
 
-def waiting_on_store(m, procs, base_attempts):
-    """The waiters are blocked on the store: alive, and the store is being retried."""
+def in_fuse_request(pid):
+    """The process sleeps in the mount: waiting for a FUSE request's answer, for the inode
+    lock that another process's request holds (a second readdir of one directory), or for a
+    page that the kernel's readahead request is filling."""
+    try:
+        with open('/proc/%d/wchan' % pid) as f:
+            w = f.read().strip()
+    except OSError:
+        return False
+    return w in ('request_wait_answer', 'folio_wait_bit_common',
+                 'wait_on_page_bit_common') or w.startswith('fuse_')
+
+
+def waiting_on_store(env, m, name, procs, base_attempts):
+    """Every waiter is past START and sleeps in a FUSE request, and the daemon is retrying
+    the store (no budget spent yet)."""
+    for i, (p, _) in enumerate(procs):
+        if p.poll() is not None or not log_text(env.path('%s-%d.out' % (name, i))).startswith(
+                'START') or not in_fuse_request(p.pid):
+            return False
     try:
         st = m.stats()
     except OSError:
         return False
-    return (all(p.poll() is None for p, _ in procs) and st['store_failures'] == 0 and
-            st['store_attempts'] >= base_attempts + 2)
+    return st['store_failures'] == 0 and st['store_attempts'] >= base_attempts + 2
 
 
 def finish_waiters(ck, env, label, name, procs, timeout):
@@ -809,8 +905,9 @@ def finish_waiters(ck, env, label, name, procs, timeout):
             p.kill()
             p.wait()
         out.close()
-        text = log_text(env.path('%s-%d.out' % (name, i))).strip()
-        ck.ok(text.startswith('ERR'), '%s: waiter %d: %r (expected an error)' % (label, i, text))
+        text = log_text(env.path('%s-%d.out' % (name, i))).split()
+        ck.ok(text[:1] == ['START'] and text[1:2] == ['ERR'],
+              '%s: waiter %d: %r (expected an error)' % (label, i, text))
 
 
 def group_stop(env, ck, ng):
@@ -833,7 +930,7 @@ def group_stop(env, ck, ng):
         ng.stop()
         procs = [spawn_waiter(env, 'sigterm-%d' % i, 'os.listdir(%r)' % m.mnt)
                  for i in range(4)]
-        ck.ok(wait_for(lambda: waiting_on_store(m, procs, st['store_attempts']), 60),
+        ck.ok(wait_for(lambda: waiting_on_store(env, m, 'sigterm', procs, st['store_attempts']), 60),
               'sigterm: the readers are not waiting on the store')
         t = time.monotonic()
         os.kill(pid, signal.SIGTERM)
@@ -863,7 +960,7 @@ def group_stop(env, ck, ng):
         rels = sorted(refs)
         procs = [spawn_waiter(env, 'umount-%d' % i, 'open(%r, "rb").read()' % os.path.join(
             m.mnt, rels[i])) for i in range(4)]
-        ck.ok(wait_for(lambda: waiting_on_store(m, procs, st['store_attempts']), 60),
+        ck.ok(wait_for(lambda: waiting_on_store(env, m, 'umount', procs, st['store_attempts']), 60),
               'umount: the readers are not waiting on the store')
         t = time.monotonic()
         r = env.run([env.shardfs, 'umount', m.mnt], timeout=90, files=True)
