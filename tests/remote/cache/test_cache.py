@@ -21,7 +21,8 @@ GROUP:
                same for an imagefolder view being built: EIO, then the whole view
   stop         SIGTERM (imagefolder view being built) and 'shardfs umount' (raw reads) while 4
                readers sleep in the mount waiting for a dead store with a 120 s budget: the
-               readers get an error, the daemon exits (time printed; goal 2 s), the mount is gone
+               readers get an error, the daemon exits (time printed; goal 2 s), the mount is
+               gone; 'shardfs umount' of an idle mount whose prefetch fills wait: the same
 
 Every raw shard is compared with its source file, every member with GNU tar's extraction.
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse, or no nginx).
@@ -972,6 +973,35 @@ def group_stop(env, ck, ng):
         ck.ok(dt < 30, 'umount: took %.1fs' % dt)
         finish_waiters(ck, env, 'umount', 'umount', procs, 30)
         ck.ok(not ml.is_mounted(m.mnt), 'umount: %s still mounted' % m.mnt)
+    finally:
+        m.umount(quiet=True)
+
+    # (c) 'shardfs umount' of an idle mount while prefetch fills wait for the store: the
+    # unmount itself succeeds, and the daemon cancels the fills instead of waiting them out
+    ng.start()
+    m = ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache-c'), extra=opts)
+    m.mount()
+    try:
+        st = m.stats()
+        pid = st['pid']
+        ng.stop()
+        with open(os.path.join(m.mnt, '.shardfs', 'control'), 'w') as f:
+            f.write('prefetch\n')
+
+        def fills_waiting():
+            s2 = m.stats()
+            return (s2['fills_inflight'] >= 1 and s2['store_failures'] == 0 and
+                    s2['store_attempts'] >= st['store_attempts'] + 2)
+        ck.ok(wait_for(fills_waiting, 60), 'prefetch: no fill waits on the store')
+        t = time.monotonic()
+        r = env.run([env.shardfs, 'umount', m.mnt], timeout=90, files=True)
+        dt = time.monotonic() - t
+        log('prefetch: umount rc=%d after %.2fs (goal 2 s) %s' % (
+            r.returncode, dt, r.stderr.decode(errors='replace').strip()))
+        ck.eq('prefetch: umount rc', r.returncode, 0)
+        ck.ok(not ml.pid_alive(pid), 'prefetch: the daemon %d still runs' % pid)
+        ck.ok(not ml.is_mounted(m.mnt), 'prefetch: %s still mounted' % m.mnt)
+        ck.ok(dt < 30, 'prefetch: umount took %.1fs' % dt)
     finally:
         m.umount(quiet=True)
 
