@@ -396,8 +396,10 @@ static int cmd_umount(int argc, char **argv)
 		 * daemon stops itself on SIGTERM — cancels what is in flight, so
 		 * waiting reads fail, detaches the mount and exits. */
 		if (pid > 0 && pid_running(pid) && kill((pid_t)pid, SIGTERM) == 0) {
-			fprintf(stderr, "shardfs: %s is busy: stopped daemon %ld (reads in flight "
-				"fail; the mount is detached)\n", argv[0], pid);
+			fprintf(stderr,
+				"shardfs: %s cannot be unmounted (busy): stopped daemon %ld instead "
+				"(reads in flight fail; the mount is detached)\n",
+				argv[0], pid);
 		} else {
 			fputs(err, stderr);
 			fprintf(stderr, "shardfs: unmounting %s failed\n", argv[0]);
