@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backend_i.h"
+#include "backend_io_i.h"
 
 static const struct {
 	const char *scheme;
@@ -120,6 +121,19 @@ ssize_t backend_pread_version(struct backend *be, const char *key, const char *e
 	if (err < 0)
 		return err;
 	return be->ops->pread(be, key, etag, buf, len, off);
+}
+
+void backend_cancel(struct backend *be)
+{
+	if (be)
+		backend_io_cancel(be->io);
+}
+
+void backend_get_stats(struct backend *be, struct backend_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (be && be->io)
+		backend_io_stats(be->io, st);
 }
 
 int backend_open_fd(struct backend *be, const char *key)

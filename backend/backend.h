@@ -15,8 +15,10 @@
  * -EACCES when refused (401/403), -ESTALE when the object changed under a
  * read (ETag mismatch, 412), -EKEYREJECTED when the store's TLS certificate
  * cannot be verified, -EINVAL for a malformed or unsupported URL, -EIO
- * when retries ran out (the store is unreachable or failing), -ETIMEDOUT is never
- * returned (it becomes -EIO after the retry budget).
+ * when retries ran out (the store is unreachable or failing) and at once
+ * while the store is down (another request ran out of retries and no
+ * answer came since: backend_io_i.h), -ECANCELED after backend_cancel.
+ * -ETIMEDOUT is never returned (it becomes -EIO after the retry budget).
  */
 #ifndef BACKEND_H
 #define BACKEND_H
@@ -41,6 +43,17 @@ struct backend_config {
 /* Every field is the caller's choice: the backend applies no defaults (the
  * mount's are in fs/fs_opt.c's option table) and only clamps what cannot
  * work, as each field says. backend_open(..., NULL) is a config of zeros. */
+
+/* Counters of a remote store's requests (all 0 for local directories). */
+struct backend_stats {
+	uint64_t requests;   /* requests made (each may take several attempts) */
+	uint64_t attempts;   /* HTTP attempts of those requests (retries, redirect hops) */
+	uint64_t failures;   /* requests that spent their whole retry budget: the store went down */
+	uint64_t fast_fails; /* requests failed at once with EIO because the store was down */
+	uint64_t probes;     /* probe requests while the store was down */
+	uint64_t cancels;    /* requests completed with ECANCELED by backend_cancel or close */
+	uint64_t down;       /* 1 while the store is down, else 0 */
+};
 
 /* What list and stat report about one object. */
 struct backend_objinfo {
@@ -83,6 +96,12 @@ ssize_t backend_pread(struct backend *be, const char *key, void *buf, size_t len
  * versions are never mixed. Local stores ignore etag. */
 ssize_t backend_pread_version(struct backend *be, const char *key, const char *etag, void *buf,
 			      size_t len, uint64_t off);
+
+/* Stop: every request in flight or waiting, now and later, completes at
+ * once with -ECANCELED (transfers are aborted). For shutdown; there is no
+ * way back. Returns without waiting; any thread; accepts NULL. */
+void backend_cancel(struct backend *be);
+void backend_get_stats(struct backend *be, struct backend_stats *st);
 
 /* Local backends: open the object read-only and return a new fd the caller
  * closes. -ENOTSUP for remote backends. */

@@ -792,6 +792,7 @@ int backend__http_open(struct backend *be, const char *source, const struct back
 	be->ops = &http_ops;
 	be->local = 0;
 	be->impl = h;
+	be->io = h->io;
 	return 0;
 fail:
 	http_free(h);

@@ -9,6 +9,8 @@
 
 #include "backend.h"
 
+struct backend_io;
+
 struct backend_ops {
 	void (*close)(struct backend *be);
 	int (*list)(struct backend *be, backend_list_cb cb, void *arg);
@@ -25,6 +27,7 @@ struct backend {
 	char *desc;  /* for logs; never holds credentials */
 	int local;   /* 1: objects are local files */
 	void *impl;  /* the store's own state */
+	struct backend_io *io; /* remote stores: their I/O thread (cancel, stats); else NULL */
 };
 
 /* Local directory store: root is an absolute or relative directory path. */

@@ -16,6 +16,15 @@
  *   BACKOFF  its retry timer runs; it holds no slot
  * and leaves through xfer_finish, the one place that calls on_done.
  *
+ * The store's health is shared by all requests (a circuit breaker): the
+ * first request that runs out of its retry budget marks the store down
+ * (store_down), which fails every WAIT and BACKOFF xfer at once, makes
+ * on_async fail new requests at once and xfer_retry fail running ones
+ * instead of retrying, and starts the probe timer. Whatever answers — a
+ * request or the probe — marks it up again (store_up, from xfer_finish).
+ * backend_io_cancel sets 'halted': everything completes with -ECANCELED
+ * (cancel_all) and nothing starts any more; close does the same first.
+ *
  * Redirects are followed here, not by curl (CURLOPT_FOLLOWLOCATION is off):
  * a 3xx answer ends the attempt, CURLINFO_REDIRECT_URL gives the absolute
  * target, and the next attempt goes there. The sign callback runs — and
@@ -33,6 +42,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +59,12 @@
 #define IO_BACKOFF_BASE_MS 100.0
 #define IO_BACKOFF_CAP_MS 5000.0
 #define IO_MAX_REDIRECTS 5
+/* Probes of a store that is down: the first soon after it went down (a
+ * restart is often quick), then backing off to one every 5 s, so that a
+ * dead store costs one small request every few seconds and a recovered
+ * one is used again within 5 s. */
+#define IO_PROBE_FIRST_MS 250.0
+#define IO_PROBE_CAP_MS 5000.0
 /* Bigger receive buffer than curl's 16 KiB: fewer callbacks per MB. */
 #define IO_BUFFER_BYTES (512 * 1024)
 
@@ -73,6 +89,7 @@ struct xfer {
 	char ifmatch[96];
 	char first_etag[80]; /* ETag of the first body answer; "" before */
 	int have_first;
+	int probe;           /* io->probe_req: one attempt, never failed fast */
 	char errbuf[CURL_ERROR_SIZE];
 
 	/* ---- the current attempt, reset by attempt_reset ---- */
@@ -105,6 +122,7 @@ struct backend_io {
 	struct backend_req *q_head;    /* protected by lock */
 	struct backend_req *q_tail;    /* protected by lock */
 	int closing;                   /* protected by lock */
+	int cancelled;                 /* protected by lock: backend_io_cancel was called */
 
 	/* ---- loop thread only (after open returned) ---- */
 	uv_loop_t loop;
@@ -116,6 +134,18 @@ struct backend_io {
 	struct sock *socks;
 	unsigned running;
 	uint64_t rng;
+	int halted;            /* cancelled: everything completes with -ECANCELED */
+	/* the circuit breaker (see "store down" below) */
+	int down;              /* a request spent its budget; no answer since */
+	char *probe_url;       /* what the probe asks for: the failed request's URL */
+	struct backend_req probe_req;
+	int probe_busy;        /* probe_req is submitted */
+	double probe_delay_ms; /* until the next probe */
+	uv_timer_t probe_timer;
+
+	/* ---- any thread: counters for backend_io_stats ---- */
+	atomic_ullong n_requests, n_attempts, n_failures, n_fast_fails, n_probes, n_cancels;
+	atomic_int down_now;
 
 	/* ---- read-only after open ---- */
 	unsigned max_running;
@@ -564,6 +594,10 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off
 /* ------------------------------------------------------------------------ */
 /* xfer lifecycle (loop thread)                                               */
 
+static void store_up(struct backend_io *io);
+static void store_down(struct backend_io *io, struct xfer *failed);
+static void fail_fast(struct backend_io *io, struct xfer *x);
+
 static void xfer_free_cb(uv_handle_t *h)
 {
 	struct xfer *x = h->data;
@@ -624,6 +658,10 @@ static void xfer_finish(struct xfer *x, int err)
 		x->next->prev = x->prev;
 	if (r->etag[0] == '\0' && x->first_etag[0])
 		snprintf(r->etag, sizeof(r->etag), "%s", x->first_etag);
+	/* the store answered: a success, or an answer that is not a failure
+	 * of the store (404, 403, 412, ...) */
+	if (err == 0 || (err != -EIO && err != -ECANCELED && r->status > 0))
+		store_up(io);
 	r->priv = NULL;
 	x->r = NULL;
 	uv_close((uv_handle_t *)&x->backoff, xfer_free_cb);
@@ -668,6 +706,14 @@ static void xfer_retry(struct xfer *x, int err)
 	double delay;
 
 	x->last_err = err;
+	if (x->probe) { /* one attempt: the next probe is the retry */
+		xfer_finish(x, err);
+		return;
+	}
+	if (io->down) { /* another request found the store down meanwhile */
+		fail_fast(io, x);
+		return;
+	}
 	for (int i = 1; i < x->r->attempts && cap < IO_BACKOFF_CAP_MS; i++)
 		cap *= 2;
 	if (cap > IO_BACKOFF_CAP_MS)
@@ -675,6 +721,8 @@ static void xfer_retry(struct xfer *x, int err)
 	delay = cap * (double)(rng_next(io) >> 11) / (double)(1ull << 53);
 	xfer_detach_easy(x);
 	if (elapsed + delay >= io->budget_ms) {
+		atomic_fetch_add(&io->n_failures, 1);
+		store_down(io, x);
 		xfer_finish(x, -EIO);
 		return;
 	}
@@ -695,6 +743,8 @@ static int xfer_start(struct xfer *x)
 	if (!x->t0_ns)
 		x->t0_ns = uv_hrtime();
 	r->attempts++;
+	if (!x->probe)
+		atomic_fetch_add(&io->n_attempts, 1);
 	r->error[0] = '\0';
 	attempt_reset(x);
 	x->progress_ns = uv_hrtime();
@@ -906,6 +956,141 @@ static void check_multi_info(struct backend_io *io)
 }
 
 /* ------------------------------------------------------------------------ */
+/* the store is down: a circuit breaker (loop thread)                         */
+
+/* A new xfer for r, queued (a probe goes first: it decides for everybody).
+ * Returns 0 or -ENOMEM (r not taken). */
+static int xfer_add(struct backend_io *io, struct backend_req *r, int probe)
+{
+	struct xfer *x = calloc(1, sizeof(*x));
+
+	if (x) {
+		x->url = strdup(r->url);
+		x->origin = url_origin(r->url);
+	}
+	if (!x || !x->url) {
+		if (x) {
+			free(x->origin);
+			free(x);
+		}
+		return -ENOMEM;
+	}
+	x->io = io;
+	x->r = r;
+	x->probe = probe;
+	x->signable = x->origin != NULL;
+	r->priv = x;
+	uv_timer_init(&io->loop, &x->backoff);
+	x->backoff.data = x;
+	x->next = io->all;
+	if (io->all)
+		io->all->prev = x;
+	io->all = x;
+	wait_push(io, x, probe);
+	return 0;
+}
+
+static void fast_fail_words(struct backend_req *r)
+{
+	snprintf(r->error, sizeof(r->error),
+		 "the store is down (a request ran out of its retry budget); failing at once "
+		 "until it answers again");
+}
+
+/* Fail x at once with -EIO: the store is down. */
+static void fail_fast(struct backend_io *io, struct xfer *x)
+{
+	atomic_fetch_add(&io->n_fast_fails, 1);
+	fast_fail_words(x->r);
+	xfer_finish(x, -EIO);
+}
+
+static void probe_cb(uv_timer_t *t);
+
+/* The probe completed (xfer_finish already called store_up if the store
+ * answered): while the store is still down, probe again later. */
+static void probe_done(void *arg, struct backend_req *r, int err)
+{
+	struct backend_io *io = arg;
+
+	(void)r;
+	(void)err;
+	io->probe_busy = 0;
+	if (!io->down || io->halted)
+		return;
+	io->probe_delay_ms *= 2;
+	if (io->probe_delay_ms > IO_PROBE_CAP_MS)
+		io->probe_delay_ms = IO_PROBE_CAP_MS;
+	uv_timer_start(&io->probe_timer, probe_cb, (uint64_t)io->probe_delay_ms, 0);
+}
+
+/* Ask the store one small question: the first byte of the object whose
+ * request tripped the breaker, unsigned (a 403 is an answer too). One
+ * attempt; any HTTP answer but 408, 429 and 5xx means the store is back. */
+static void probe_cb(uv_timer_t *t)
+{
+	struct backend_io *io = t->data;
+	struct backend_req *r = &io->probe_req;
+
+	if (!io->down || io->probe_busy || io->halted || !io->probe_url)
+		return;
+	memset(r, 0, sizeof(*r));
+	r->method = "GET";
+	r->url = io->probe_url;
+	r->range_off = 0;
+	r->range_len = 1;
+	r->on_done = probe_done;
+	r->arg = io;
+	io->probe_busy = 1;
+	atomic_fetch_add(&io->n_probes, 1);
+	if (xfer_add(io, r, 1) < 0) {
+		probe_done(io, r, -ENOMEM);
+		return;
+	}
+	io_kick(io);
+}
+
+/* failed ran out of its retry budget: the store is down. What waits for a
+ * slot or a retry fails now; new requests fail at once (on_async) and
+ * running ones when their attempt fails (xfer_retry), until a request or
+ * the probe gets an answer (store_up). So an outage costs one budget, not
+ * one per queued request. */
+static void store_down(struct backend_io *io, struct xfer *failed)
+{
+	struct xfer *x, *next;
+
+	if (io->down)
+		return;
+	io->down = 1;
+	atomic_store(&io->down_now, 1);
+	if (!io->probe_busy) {
+		char *url = strdup(failed->r->url);
+
+		if (url) { /* else the last probe's URL stays */
+			free(io->probe_url);
+			io->probe_url = url;
+		}
+		io->probe_delay_ms = IO_PROBE_FIRST_MS;
+		uv_timer_start(&io->probe_timer, probe_cb, (uint64_t)io->probe_delay_ms, 0);
+	}
+	for (x = io->all; x; x = next) {
+		next = x->next; /* xfer_finish unlinks x only; on_done never runs xfers */
+		if (x != failed && !x->probe && x->state != X_RUN)
+			fail_fast(io, x);
+	}
+}
+
+/* The store answered: requests go to it again. */
+static void store_up(struct backend_io *io)
+{
+	if (!io->down)
+		return;
+	io->down = 0;
+	atomic_store(&io->down_now, 0);
+	uv_timer_stop(&io->probe_timer);
+}
+
+/* ------------------------------------------------------------------------ */
 /* curl <-> libuv glue (multi-uv.c pattern)                                   */
 
 static void sock_free_cb(uv_handle_t *h)
@@ -1005,23 +1190,37 @@ static int on_timer(CURLM *m, long timeout_ms, void *userp)
 /* ------------------------------------------------------------------------ */
 /* the queue from other threads, shutdown                                     */
 
-static void shutdown_loop(struct backend_io *io, struct backend_req *q)
+/* Complete the queue q and every xfer with -ECANCELED; from now on the
+ * loop starts nothing (halted). The handles stay open. */
+static void cancel_all(struct backend_io *io, struct backend_req *q)
 {
+	io->halted = 1;
+	uv_timer_stop(&io->probe_timer);
 	while (q) {
 		struct backend_req *next = q->next;
 
 		q->next = NULL;
+		atomic_fetch_add(&io->n_cancels, 1);
 		q->on_done(q->arg, q, -ECANCELED);
 		q = next;
 	}
-	while (io->all)
+	while (io->all) {
+		if (!io->all->probe)
+			atomic_fetch_add(&io->n_cancels, 1);
 		xfer_finish(io->all, -ECANCELED);
+	}
+}
+
+static void shutdown_loop(struct backend_io *io, struct backend_req *q)
+{
+	cancel_all(io, q);
 	/* closes cached connections; their sockets come back as POLL_REMOVE */
 	curl_multi_cleanup(io->multi);
 	io->multi = NULL;
 	while (io->socks)
 		sock_close(io, io->socks);
 	uv_close((uv_handle_t *)&io->timer, NULL);
+	uv_close((uv_handle_t *)&io->probe_timer, NULL);
 	uv_close((uv_handle_t *)&io->async, NULL);
 }
 
@@ -1029,44 +1228,34 @@ static void on_async(uv_async_t *a)
 {
 	struct backend_io *io = a->data;
 	struct backend_req *q;
-	int closing;
+	int closing, cancelled;
 
 	pthread_mutex_lock(&io->lock);
 	q = io->q_head;
 	io->q_head = io->q_tail = NULL;
 	closing = io->closing;
+	cancelled = io->cancelled;
 	pthread_mutex_unlock(&io->lock);
 	if (closing) {
 		shutdown_loop(io, q);
 		return;
 	}
+	if (cancelled) {
+		cancel_all(io, q);
+		return;
+	}
 	while (q) {
 		struct backend_req *r = q, *next = q->next;
-		struct xfer *x = calloc(1, sizeof(*x));
 
 		r->next = NULL;
 		q = next;
-		if (x) {
-			x->url = strdup(r->url);
-			x->origin = url_origin(r->url);
-		}
-		if (!x || !x->url) {
-			if (x)
-				free(x);
+		if (io->down) {
+			atomic_fetch_add(&io->n_fast_fails, 1);
+			fast_fail_words(r);
+			r->on_done(r->arg, r, -EIO);
+		} else if (xfer_add(io, r, 0) < 0) {
 			r->on_done(r->arg, r, -ENOMEM);
-			continue;
 		}
-		x->io = io;
-		x->r = r;
-		x->signable = x->origin != NULL;
-		r->priv = x;
-		uv_timer_init(&io->loop, &x->backoff);
-		x->backoff.data = x;
-		x->next = io->all;
-		if (io->all)
-			io->all->prev = x;
-		io->all = x;
-		wait_push(io, x, 0);
 	}
 	io_kick(io);
 }
@@ -1125,11 +1314,14 @@ int backend_io_open(struct backend_io **out, const struct backend_config *cfg)
 	io->async.data = io;
 	uv_timer_init(&io->loop, &io->timer);
 	io->timer.data = io;
+	uv_timer_init(&io->loop, &io->probe_timer);
+	io->probe_timer.data = io;
 	err = pthread_create(&io->thread, NULL, io_thread, io);
 	if (err) {
 		err = -err;
 		uv_close((uv_handle_t *)&io->async, NULL);
 		uv_close((uv_handle_t *)&io->timer, NULL);
+		uv_close((uv_handle_t *)&io->probe_timer, NULL);
 		uv_run(&io->loop, UV_RUN_DEFAULT);
 		curl_multi_cleanup(io->multi);
 		goto fail_loop;
@@ -1157,8 +1349,30 @@ void backend_io_close(struct backend_io *io)
 	pthread_join(io->thread, NULL);
 	uv_loop_close(&io->loop);
 	pthread_mutex_destroy(&io->lock);
+	free(io->probe_url);
 	free(io->ca_file);
 	free(io);
+}
+
+void backend_io_cancel(struct backend_io *io)
+{
+	if (!io)
+		return;
+	pthread_mutex_lock(&io->lock);
+	io->cancelled = 1;
+	pthread_mutex_unlock(&io->lock);
+	uv_async_send(&io->async);
+}
+
+void backend_io_stats(struct backend_io *io, struct backend_stats *st)
+{
+	st->requests = atomic_load(&io->n_requests);
+	st->attempts = atomic_load(&io->n_attempts);
+	st->failures = atomic_load(&io->n_failures);
+	st->fast_fails = atomic_load(&io->n_fast_fails);
+	st->probes = atomic_load(&io->n_probes);
+	st->cancels = atomic_load(&io->n_cancels);
+	st->down = (uint64_t)atomic_load(&io->down_now);
 }
 
 void backend_io_submit(struct backend_io *io, struct backend_req *r)
@@ -1174,8 +1388,9 @@ void backend_io_submit(struct backend_io *io, struct backend_req *r)
 	r->delivered = 0;
 	r->attempts = 0;
 	r->error[0] = '\0';
+	atomic_fetch_add(&io->n_requests, 1);
 	pthread_mutex_lock(&io->lock);
-	closing = io->closing;
+	closing = io->closing || io->cancelled;
 	if (!closing) {
 		if (io->q_tail)
 			io->q_tail->next = r;
@@ -1184,8 +1399,10 @@ void backend_io_submit(struct backend_io *io, struct backend_req *r)
 		io->q_tail = r;
 	}
 	pthread_mutex_unlock(&io->lock);
-	if (closing)
-		r->on_done(r->arg, r, -ECANCELED); /* racing with close: never queued */
+	if (closing) { /* cancelled, or racing with close: never queued */
+		atomic_fetch_add(&io->n_cancels, 1);
+		r->on_done(r->arg, r, -ECANCELED);
+	}
 	else
 		uv_async_send(&io->async);
 }

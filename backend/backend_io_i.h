@@ -18,10 +18,21 @@
  * dropped when a redirect leaves the original host (curl's own rule for
  * Authorization, which we apply to every signed header).
  *
+ * A store failure is shared: once a request has spent its whole budget
+ * on failures of the store (no answer, 5xx, 408, 429, stalls, cut bodies),
+ * the store is "down" — requests that wait for a slot or a retry fail at
+ * once with -EIO, new ones too, running ones when their attempt fails —
+ * while one probe (a 1-byte GET of the failed request's URL, unsigned)
+ * asks the store every 0.25 s, backing off to every 5 s. Any answer of
+ * the store (a success, or a status that is not a store failure: 404,
+ * 403, 412, ... — also from the probe) makes it "up" again. 404, 403 and
+ * a changed ETag are answers, never failures.
+ *
  * Lifecycle: every submitted request completes exactly once through
- * on_done, on the I/O thread; at backend_io_close, queued and running ones
- * complete with -ECANCELED. The caller owns struct backend_req and must
- * keep it alive until on_done has run.
+ * on_done, on the I/O thread; after backend_io_cancel and at
+ * backend_io_close, queued and running ones complete with -ECANCELED (a
+ * running transfer is aborted). The caller owns struct backend_req and
+ * must keep it alive until on_done has run.
  */
 #ifndef BACKEND_IO_I_H
 #define BACKEND_IO_I_H
@@ -82,6 +93,11 @@ int backend_io_open(struct backend_io **out, const struct backend_config *cfg);
  * the thread. Accepts NULL. Must not be called on the I/O thread. */
 void backend_io_close(struct backend_io *io);
 void backend_io_submit(struct backend_io *io, struct backend_req *r);
+/* Complete everything queued or running with -ECANCELED, and every later
+ * submit at once with -ECANCELED; returns without waiting. Any thread
+ * but the I/O thread; accepts NULL. */
+void backend_io_cancel(struct backend_io *io);
+void backend_io_stats(struct backend_io *io, struct backend_stats *st);
 
 /* Blocking helpers for callers that are not on the I/O thread. */
 /* Fetch the body into a malloc'd buffer of at most max bytes (-EFBIG if

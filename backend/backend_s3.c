@@ -778,6 +778,7 @@ int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 	be->ops = &backend__os_ops;
 	be->local = 0;
 	be->impl = os;
+	be->io = os->io;
 	open_error[0] = '\0';
 	return 0;
 fail:

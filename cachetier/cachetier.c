@@ -236,6 +236,20 @@ fail:
 	return err;
 }
 
+void cachetier_cancel(struct cachetier *ct)
+{
+	if (!ct)
+		return;
+	/* the flag that cachetier__chunk_stop sets: workers leave their loop,
+	 * waiting readers leave read_begin with -ECANCELED */
+	pthread_mutex_lock(&ct->lock);
+	__atomic_store_n(&ct->stopping, 1, __ATOMIC_RELEASE); /* fill_claim reads it unlocked */
+	pthread_cond_broadcast(&ct->work_cond);
+	pthread_cond_broadcast(&ct->chunk_cond);
+	pthread_cond_broadcast(&ct->flush_cond);
+	pthread_mutex_unlock(&ct->lock);
+}
+
 void cachetier_close(struct cachetier *ct)
 {
 	if (!ct)

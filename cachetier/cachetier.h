@@ -116,6 +116,11 @@ int cachetier_codec_sniff(const void *buf, size_t len);
 /* Open the cache tier on top of be (not owned; must outlive ct). */
 int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, struct backend *be);
 void cachetier_close(struct cachetier *ct); /* accepts NULL */
+/* Begin shutdown without waiting: fill workers take no more work, and every
+ * read_begin that waits for a chunk, now or later, returns -ECANCELED.
+ * Fills already running end with the backend (backend_cancel them first).
+ * cachetier_close still follows. Any thread; accepts NULL. */
+void cachetier_cancel(struct cachetier *ct);
 void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st);
 /* The per-source directory in use (for logs). */
 const char *cachetier_dir(const struct cachetier *ct);

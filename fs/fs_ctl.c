@@ -118,10 +118,12 @@ static void live_counts(struct fs *fs, uint64_t *objs, uint64_t *shards, uint64_
 static size_t collect(struct fs *fs, struct counter *c, size_t max)
 {
 	struct cachetier_stats cs;
+	struct backend_stats bs;
 	uint64_t pf_want, pf_have, nobjs, nshards, ndirs;
 	size_t n = 0;
 
 	cachetier_get_stats(fs->ct, &cs);
+	backend_get_stats(fs->be, &bs);
 	prefetch_progress(fs, &pf_want, &pf_have);
 	live_counts(fs, &nobjs, &nshards, &ndirs);
 #define C(nm, hp, v)                                                                               \
@@ -187,6 +189,15 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 	C("shard_prefetches", "shards fetched ahead of an in-order reader", fs->c.shard_prefetches);
 	G("prefetch_bytes", "bytes of the objects asked to be prefetched", pf_want);
 	G("prefetch_cached_bytes", "of those, bytes in the cache now", pf_have);
+	C("store_requests", "requests to the remote store", bs.requests);
+	C("store_attempts", "HTTP attempts of those requests (retries, redirects)", bs.attempts);
+	C("store_failures", "requests that spent their retry budget: the store went down",
+	  bs.failures);
+	C("store_fast_fails", "requests failed at once (EIO) while the store was down",
+	  bs.fast_fails);
+	C("store_probes", "probes of the store while it was down", bs.probes);
+	C("store_cancels", "requests cancelled at shutdown", bs.cancels);
+	G("store_down", "1 while the store is down (requests fail at once)", bs.down);
 	/* ---- issue 5 ---- */
 	C("index_sidecar", "shard indexes loaded from a sidecar NAME.tar.idx", fs->c.index_sidecar);
 	C("index_sidecar_rejected", "sidecar indexes ignored (stale or corrupt)",

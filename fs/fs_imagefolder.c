@@ -80,7 +80,7 @@ struct if_build {
 	uint32_t nshards;	   /* shards when the build started (a refresh may add) */
 	atomic_uint next;	   /* next shard to take */
 	struct if_list *per_shard; /* [nshards] */
-	atomic_int err;		   /* -ENOMEM aborts the build */
+	atomic_int err;		   /* -ENOMEM, -EIO, -ECANCELED abort the build */
 };
 
 static int is_image(const char *name, const char **ext)
@@ -104,7 +104,8 @@ static int class_ok(const char *c)
 	       !strchr(c, '/');
 }
 
-/* The integer in a .cls member (surrounding white space allowed), or -1. */
+/* The integer in a .cls member (surrounding white space allowed): 0, -EINVAL
+ * when the member holds no class, or the read's negative errno. */
 static int read_cls(struct cachetier_obj *stream, const struct shardidx_entry *e, uint64_t *num)
 {
 	char buf[IF_CLS_MAX + 1], *p, *end;
@@ -113,23 +114,25 @@ static int read_cls(struct cachetier_obj *stream, const struct shardidx_entry *e
 
 	if (e->type != SHARDIDX_REG || (e->flags & (SHARDIDX_F_SPARSE | SHARDIDX_F_TRUNCATED)) ||
 	    e->size == 0 || e->size > IF_CLS_MAX)
-		return -1;
+		return -EINVAL;
 	n = cachetier_obj_pread(stream, buf, (size_t)e->size, e->data_off);
+	if (n < 0)
+		return (int)n;
 	if (n != (ssize_t)e->size)
-		return -1;
+		return -EINVAL;
 	buf[n] = '\0';
 	for (p = buf; isspace((unsigned char)*p); p++)
 		;
 	if (!isdigit((unsigned char)*p))
-		return -1;
+		return -EINVAL;
 	errno = 0;
 	v = strtoull(p, &end, 10);
 	if (errno)
-		return -1;
+		return -EINVAL;
 	while (isspace((unsigned char)*end))
 		end++;
 	if (*end)
-		return -1;
+		return -EINVAL;
 	*num = v;
 	return 0;
 }
@@ -287,6 +290,11 @@ static int if_scan_shard(struct fs *fs, uint32_t shard, struct if_list *l)
 
 	struct cls_map cm = {0};
 
+	/* The store is unreachable (or the daemon stops): no view now, rather
+	 * than a view that lacks the shard for good; a later lookup builds it
+	 * again (the indexes already loaded are kept). */
+	if (err == -EIO || err == -ECANCELED)
+		return err;
 	if (err < 0)
 		return 0; /* logged and counted by fs_shard_index; the view goes on without it */
 	fs->c.if_shards_indexed++;
@@ -342,8 +350,13 @@ static int if_scan_shard(struct fs *fs, uint32_t shard, struct if_list *l)
 					break;
 				fs->c.if_cls_reads++;
 				cm.dirty = 1;
-				if (read_cls(stream, &cls, &it.cls_num) < 0)
+				err = read_cls(stream, &cls, &it.cls_num);
+				if (err == -EIO || err == -ECANCELED)
+					goto out; /* as for the index: no view, no saved map */
+				if (err < 0) {
+					err = 0;
 					break;
+				}
 				if (cls_map_add(&cm, cls_i, it.cls_num) < 0) {
 					err = -ENOMEM;
 					goto out;
@@ -399,8 +412,10 @@ static void *if_worker(void *arg)
 
 		if (i >= b->nshards || atomic_load(&b->err))
 			break;
-		if (if_scan_shard(b->fs, i, &b->per_shard[i]) < 0)
-			atomic_store(&b->err, -ENOMEM);
+		int err = if_scan_shard(b->fs, i, &b->per_shard[i]);
+
+		if (err < 0)
+			atomic_store(&b->err, err);
 	}
 	return NULL;
 }

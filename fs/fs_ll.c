@@ -29,6 +29,9 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1516,13 +1519,179 @@ static const struct fuse_lowlevel_ops ll_ops = {
 	.removexattr = ll_removexattr,
 };
 
+/* ---- stopping -----------------------------------------------------------------
+ * SIGTERM, SIGINT, SIGHUP, and the end of the session (an unmount: the
+ * kernel ends the connection and libfuse marks the session exited) stop the
+ * daemon at once, whatever is in flight. fuse_session_loop_mt only returns
+ * once every worker finished its request, and a request may wait for the
+ * store; so the stop thread first cancels the backend (running transfers
+ * end with -ECANCELED) and the cache tier (waiting readers get
+ * -ECANCELED), then marks the session exited and wakes the main thread out
+ * of the loop's sem_wait with STOP_WAKE_SIG (the loop looks at the exit flag
+ * only when a worker ends or a signal interrupts it; it is sent again until
+ * the loop returned, as it may arrive just before sem_wait). The signal
+ * handlers only write the signal number to a pipe. Unmounting, closing the
+ * cache (its maps) and the backend then follow in fs_ll_run and cmd_mount.
+ */
+#define STOP_WAKE_SIG SIGRTMIN
+#define STOP_POLL_MS 250 /* how soon the end of the session is noticed */
+
+static int stop_pipe_w = -1; /* for the handler: the write end of stop->pipe */
+
+struct ll_stop {
+	struct fs *fs;
+	int pipe[2];      /* a byte per signal; 0 from fs_ll_run: stop waiting */
+	pthread_t main;   /* runs fuse_session_loop_mt */
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int loop_done;    /* protected by lock: the loop returned, send no wake */
+	struct sigaction old[4];
+};
+
+static const int stop_sigs[3] = {SIGTERM, SIGINT, SIGHUP};
+
+static void stop_signal(int sig)
+{
+	int saved = errno;
+	char c = (char)sig;
+
+	if (write(stop_pipe_w, &c, 1) < 0) {
+		/* the pipe is full: a stop is on its way already */
+	}
+	errno = saved;
+}
+
+static void stop_wake(int sig)
+{
+	(void)sig; /* only interrupts the main thread's sem_wait */
+}
+
+static const char *stop_sig_name(int sig)
+{
+	return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "?";
+}
+
+static void *stop_main(void *arg)
+{
+	struct ll_stop *st = arg;
+	struct fs *fs = st->fs;
+	int sig = 0;
+
+	for (;;) {
+		struct pollfd p = {.fd = st->pipe[0], .events = POLLIN};
+		char c;
+
+		if (poll(&p, 1, STOP_POLL_MS) > 0 && read(st->pipe[0], &c, 1) == 1) {
+			if (c == 0)
+				return NULL; /* the loop ended and nothing asked to stop */
+			sig = c;
+			break;
+		}
+		if (fuse_session_exited(fs->se))
+			break;
+	}
+	if (sig)
+		fs_log(FS_LOG_INFO, "%s: stopping; requests in flight are cancelled",
+		       stop_sig_name(sig));
+	else
+		fs_log(FS_LOG_INFO, "the session ended: requests in flight are cancelled");
+	backend_cancel(fs->be);
+	cachetier_cancel(fs->ct);
+	fuse_session_exit(fs->se);
+	pthread_mutex_lock(&st->lock);
+	while (!st->loop_done) {
+		struct timespec ts;
+
+		pthread_kill(st->main, STOP_WAKE_SIG);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&st->cond, &st->lock, &ts);
+	}
+	pthread_mutex_unlock(&st->lock);
+	return NULL;
+}
+
+/* Install the handlers and start the stop thread. Returns 0 or a negative
+ * errno (nothing installed). */
+static int stop_start(struct ll_stop *st, struct fs *fs)
+{
+	struct sigaction sa;
+	int err;
+
+	memset(st, 0, sizeof(*st));
+	st->fs = fs;
+	st->main = pthread_self();
+	if (pipe2(st->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+		return -errno;
+	/* the reader blocks in poll, not in read */
+	fcntl(st->pipe[0], F_SETFL, 0);
+	pthread_mutex_init(&st->lock, NULL);
+	pthread_cond_init(&st->cond, NULL);
+	stop_pipe_w = st->pipe[1];
+	memset(&sa, 0, sizeof(sa));
+	sigemptyset(&sa.sa_mask);
+	/* restart what the handler interrupts in the other threads */
+	sa.sa_flags = SA_RESTART;
+	sa.sa_handler = stop_signal;
+	for (int i = 0; i < 3; i++)
+		sigaction(stop_sigs[i], &sa, &st->old[i]);
+	/* no SA_RESTART: the main thread's sem_wait must return */
+	sa.sa_flags = 0;
+	sa.sa_handler = stop_wake;
+	sigaction(STOP_WAKE_SIG, &sa, &st->old[3]);
+	signal(SIGPIPE, SIG_IGN);
+	err = pthread_create(&st->thread, NULL, stop_main, st);
+	if (err) {
+		for (int i = 0; i < 3; i++)
+			sigaction(stop_sigs[i], &st->old[i], NULL);
+		sigaction(STOP_WAKE_SIG, &st->old[3], NULL);
+		stop_pipe_w = -1;
+		close(st->pipe[0]);
+		close(st->pipe[1]);
+		pthread_cond_destroy(&st->cond);
+		pthread_mutex_destroy(&st->lock);
+		return -err;
+	}
+	return 0;
+}
+
+/* After fuse_session_loop_mt returned: end the stop thread (it may still be
+ * cancelling), restore the handlers. */
+static void stop_finish(struct ll_stop *st)
+{
+	char zero = 0;
+
+	pthread_mutex_lock(&st->lock);
+	st->loop_done = 1;
+	pthread_cond_broadcast(&st->cond);
+	pthread_mutex_unlock(&st->lock);
+	if (write(st->pipe[1], &zero, 1) < 0) {
+		/* full of signal bytes: the thread is stopping anyway */
+	}
+	pthread_join(st->thread, NULL);
+	for (int i = 0; i < 3; i++)
+		sigaction(stop_sigs[i], &st->old[i], NULL);
+	sigaction(STOP_WAKE_SIG, &st->old[3], NULL);
+	stop_pipe_w = -1;
+	close(st->pipe[0]);
+	close(st->pipe[1]);
+	pthread_cond_destroy(&st->cond);
+	pthread_mutex_destroy(&st->lock);
+}
+
 int fs_ll_run(struct fs *fs, int ready_fd)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_loop_config *lc = NULL;
+	struct ll_stop stop;
 	char opts[4096];
 	const char *uopts = fs->cfg.fuse_opts ? fs->cfg.fuse_opts : "";
-	int err = -EIO, n;
+	int err = -EIO, n, stopping = 0;
 
 	/* other users only ever see what the modes allow: with allow_other the
 	 * kernel checks permissions (default_permissions), always */
@@ -1546,12 +1715,14 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 		err = -EINVAL;
 		goto out;
 	}
-	if (fuse_set_signal_handlers(fs->se) != 0)
+	/* before the mount: a signal never finds the mount without its daemon */
+	err = stop_start(&stop, fs);
+	if (err < 0)
 		goto out_destroy;
-	if (fuse_session_mount(fs->se, fs->cfg.mountpoint) != 0) {
-		err = -EIO;
-		goto out_signals;
-	}
+	stopping = 1;
+	err = -EIO;
+	if (fuse_session_mount(fs->se, fs->cfg.mountpoint) != 0)
+		goto out_stop;
 	fs_log(FS_LOG_INFO, "mounted %s at %s: %u objects, %u shards, %u directories",
 	       backend_describe(fs->be), fs->cfg.mountpoint, fs->nobjs, fs->nshards, fs->ndirs);
 	if (ready_fd >= 0) {
@@ -1583,12 +1754,15 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 	fuse_loop_cfg_set_max_threads(lc, fs->cfg.max_threads);
 	fuse_loop_cfg_set_idle_threads(lc, fs->cfg.max_threads);
 	err = fuse_session_loop_mt(fs->se, lc) < 0 ? -EIO : 0;
+	stop_finish(&stop); /* no wake signal interrupts the unmount */
+	stopping = 0;
 out_unmount:
 	nq_stop(fs);
 	fuse_loop_cfg_destroy(lc);
 	fuse_session_unmount(fs->se);
-out_signals:
-	fuse_remove_signal_handlers(fs->se);
+out_stop:
+	if (stopping)
+		stop_finish(&stop);
 out_destroy:
 	fuse_session_destroy(fs->se);
 	fs->se = NULL;

@@ -376,6 +376,10 @@ static int cmd_mount(int argc, char **argv)
 		setsid();
 	}
 	err = mount_run(&fs, pfd[1]);
+	/* fills still running (readahead, prefetch) end now instead of after
+	 * their retry budgets; then the cache records what was filled */
+	backend_cancel(fs.be);
+	cachetier_cancel(fs.ct);
 	fs_if_free(&fs); /* issue 5 */
 	fs_shards_release(&fs);
 	fs_ns_free(&fs);
@@ -513,10 +517,11 @@ static int pid_running(long pid)
 
 static int cmd_umount(int argc, char **argv)
 {
-	char *stats;
+	char *stats, err[1024];
+	size_t elen = 0;
 	long pid;
 	pid_t child;
-	int status;
+	int status, efd[2];
 
 	if (argc == 1 && is_help(argv[0])) {
 		printf("usage: shardfs umount MOUNTPOINT\n\n"
@@ -536,16 +541,46 @@ static int cmd_umount(int argc, char **argv)
 		fprintf(stderr, "shardfs: %s is not a shardfs mount\n", argv[0]);
 		return 1;
 	}
+	if (pipe2(efd, O_CLOEXEC) < 0) {
+		fprintf(stderr, "shardfs: %s\n", strerror(errno));
+		return 1;
+	}
 	child = fork();
 	if (child == 0) {
+		dup2(efd[1], STDERR_FILENO);
 		execlp("fusermount3", "fusermount3", "-u", "--", argv[0], (char *)NULL);
 		fprintf(stderr, "shardfs: cannot run fusermount3: %s\n", strerror(errno));
 		_exit(127);
 	}
+	close(efd[1]);
+	for (;;) { /* fusermount3's complaint, shown unless the fallback below works */
+		ssize_t n = read(efd[0], err + elen, sizeof(err) - 1 - elen);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		elen += (size_t)n;
+		if (elen == sizeof(err) - 1)
+			elen = 0; /* keep reading (the pipe must drain); the tail is enough */
+	}
+	err[elen] = '\0';
+	close(efd[0]);
 	if (child < 0 || waitpid(child, &status, 0) < 0 || !WIFEXITED(status) ||
 	    WEXITSTATUS(status) != 0) {
-		fprintf(stderr, "shardfs: unmounting %s failed\n", argv[0]);
-		return 1;
+		/* Busy (a reader waits in a read, a shell sits in the mount): the
+		 * daemon stops itself on SIGTERM — cancels what is in flight, so
+		 * waiting reads fail, detaches the mount and exits. */
+		if (pid > 0 && pid_running(pid) && kill((pid_t)pid, SIGTERM) == 0) {
+			fprintf(stderr,
+				"shardfs: %s cannot be unmounted (busy): stopped daemon %ld instead "
+				"(reads in flight fail; the mount is detached)\n",
+				argv[0], pid);
+		} else {
+			fputs(err, stderr);
+			fprintf(stderr, "shardfs: unmounting %s failed\n", argv[0]);
+			return 1;
+		}
 	}
 	/* wait for the daemon to finish writing its state (60 s at most) */
 	for (int i = 0; i < 600 && pid_running(pid); i++) {

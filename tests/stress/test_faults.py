@@ -130,6 +130,15 @@ def group_http(env, ck):
             ck.ok(tot['ok'] > 0, 'faults http: no file read correctly under faults')
             mount_alive(ck, 'faults http', m, pid)
             px.set('pass')
+            # a request may have spent its whole budget on faults: the store is then down
+            # (reads fail at once) until a probe gets an answer, within 5 s
+            end = time.monotonic() + 60
+            while m.stats().get('store_down') and time.monotonic() < end:
+                time.sleep(0.1)
+            st = m.stats()
+            log('faults http: store_failures %s, store_down %s' % (st.get('store_failures'),
+                                                                   st.get('store_down')))
+            ck.eq('faults http: store_down after the faults stopped', st.get('store_down'), 0)
             for i, direct in ((3, True), (4, False)):
                 read_pass(ck, env, m, cat, 'faults http pass %d (%s, no faults)' % (
                     i, 'O_DIRECT' if direct else 'buffered'), direct, expect_all_ok=True)

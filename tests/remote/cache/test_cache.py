@@ -9,8 +9,9 @@ GROUP:
   capacity     a dataset 3x --cache-size read twice in full by 4 processes at once: bytes
                correct, the cache's data files never exceed the limit by more than one chunk per
                connection (sampled every 50 ms), evictions happened
-  crash        kill -9 the daemon in the middle of throttled fills, remount with the same cache
-               dir: bytes correct, some bytes reused, the chunks in flight fetched again
+  crash        kill -9 the daemon while a proxy holds two fills in flight (and a map records
+               earlier chunks), remount with the same cache dir: bytes correct, some bytes
+               reused, the chunks in flight fetched again
   concurrency  8 processes reading random members (whole and partial) and raw ranges of the
                same shards while a small cache evicts: bytes correct, no deadlock, daemon alive;
                under a TSan build also: no ThreadSanitizer report in the daemon's log
@@ -19,6 +20,14 @@ GROUP:
                cache dir 1/3 the size of the data, one daemon killed with -9 midway: every byte
                read is exact, the directory stays within --cache-size, a remount after the kill
                reads everything exactly
+  storedown    nginx stopped under 4 readers of a dataset 3x the cache: one retry budget is
+               spent (store_failures 1), every other read fails at once with EIO and sends no
+               request; nginx back on its port: exact bytes once the probe got its answer. The
+               same for an imagefolder view being built: EIO, then the whole view
+  stop         SIGTERM (imagefolder view being built) and 'shardfs umount' (raw reads) while 4
+               readers sleep in the mount waiting for a dead store with a 120 s budget: the
+               readers get an error, the daemon exits (time printed; goal 2 s), the mount is
+               gone; 'shardfs umount' of an idle mount whose prefetch fills wait: the same
 
 Every raw shard is compared with its source file, every member with GNU tar's extraction.
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse, or no nginx).
@@ -29,6 +38,7 @@ Internal: test_cache.py --reader MANIFEST.json (a reader subprocess).
 import sys
 sys.dont_write_bytecode = True
 
+import errno  # noqa: E402
 import glob  # noqa: E402
 import shutil  # noqa: E402
 import hashlib  # noqa: E402
@@ -76,6 +86,8 @@ def reader_main(manifest_path):
     def read_whole(p):
         fd = os.open(p, os.O_RDONLY)
         try:
+            if man.get('uncached'):  # past the kernel's page cache: the daemon answers
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             out = []
             while True:
                 b = os.read(fd, rng.choice((4096, 65536, 131072, MiB)))
@@ -87,7 +99,25 @@ def reader_main(manifest_path):
             os.close(fd)
 
     n = 0
-    if man['mode'] == 'full':
+    if man['mode'] == 'errors':
+        # every item once, in a shuffled order: exact bytes or EIO, never anything else
+        eio = 0
+        order = list(items)
+        rng.shuffle(order)
+        for mp, rp in order:
+            try:
+                got = read_whole(mp)
+            except OSError as e:
+                if e.errno == errno.EIO:
+                    eio += 1
+                else:
+                    fails.append('%s: %s (not EIO)' % (mp, e))
+                continue
+            n += 1
+            if got != ref(rp):
+                fails.append('%s: %d bytes differ from %s' % (mp, len(got), rp))
+        print('EIO %d' % eio, flush=True)
+    elif man['mode'] == 'full':
         for _ in range(man['passes']):
             order = list(items)
             rng.shuffle(order)
@@ -173,10 +203,7 @@ def build_source(env, shards):
     src = env.path('src')
     for i, (rel, sizes) in enumerate(sorted(shards.items())):
         make_shard(env, os.path.join(src, rel), 's%d' % i, sizes)
-    for d, _, files in os.walk(env.tmp):  # nginx's worker may run as another user
-        os.chmod(d, 0o755)
-        for fn in files:
-            os.chmod(os.path.join(d, fn), 0o644)
+    chmod_tree(env.tmp)
     refs = {}
     for rel in shards:
         dest = env.path('ref', rel + '.d')
@@ -340,12 +367,42 @@ def tsan_reports(logfile, pid):
 class SlowProxy(httplib.LoopbackProxy):
     """HTTP/1.1 proxy on 127.0.0.1 in front of nginx. Relays each answer's body at most
     `rate` bytes/s per connection (None: unthrottled). Records every GET as a dict with
-    path, range (a, b), sent (body bytes relayed) and done (the whole body was relayed)."""
+    path, range (a, b), sent (body bytes relayed), done (the whole body was relayed) and held.
+    Holding: with hold_from set, a GET of a range that starts at or after hold_from relays its
+    headers and the first hold_bytes of its body, sets held, and then waits until release()
+    (or close) before it relays the rest: a fill that is deterministically in flight."""
 
     def __init__(self, upstream_port):
         self.rate = None
         self.gets = []
+        self.hold_from = None
+        self.hold_bytes = 64 * 1024
+        self.released = threading.Event()
         super().__init__(upstream_port)
+
+    def held(self):
+        with self.lock:
+            return [dict(r) for r in self.gets if r['held']]
+
+    def release(self):
+        self.hold_from = None
+        self.released.set()
+
+    def _relay(self, c, rec, b, hold):
+        """Send body bytes b, stopping for the hold once hold_bytes were sent."""
+        if hold and not rec['held'] and rec['sent'] + len(b) >= self.hold_bytes:
+            k = self.hold_bytes - rec['sent']
+            c.sendall(b[:k])
+            with self.lock:
+                rec['sent'] += k
+                rec['held'] = True
+            while not self.released.wait(0.1):
+                if self.stop_ev.is_set():
+                    return
+            b = b[k:]
+        c.sendall(b)
+        with self.lock:
+            rec['sent'] += len(b)
 
     def _serve(self, c):
         f = c.makefile('rb')
@@ -357,7 +414,11 @@ class SlowProxy(httplib.LoopbackProxy):
                 parts = head[0].split(b' ')
                 method = parts[0].decode('latin-1')
                 rng = httplib.FaultProxy._range(head)
-                rec = dict(path=parts[1].decode('latin-1'), range=rng, sent=0, done=False)
+                rec = dict(path=parts[1].decode('latin-1'), range=rng, sent=0, done=False,
+                           held=False)
+                hold_from = self.hold_from
+                hold = (method == 'GET' and hold_from is not None and rng is not None and
+                        rng[0] >= hold_from)
                 if method == 'GET':
                     with self.lock:
                         self.gets.append(rec)
@@ -377,8 +438,7 @@ class SlowProxy(httplib.LoopbackProxy):
                         b = uf.read1(65536) if method != 'HEAD' else b''
                         if not b:
                             break
-                        c.sendall(b)
-                        rec['sent'] += len(b)
+                        self._relay(c, rec, b, hold)
                         rate = self.rate
                         if rate:
                             ahead = rec['sent'] / rate - (time.monotonic() - t0)
@@ -386,7 +446,8 @@ class SlowProxy(httplib.LoopbackProxy):
                                 time.sleep(ahead)
                         if self.stop_ev.is_set():
                             return
-                    rec['done'] = True
+                    with self.lock:
+                        rec['done'] = True
                 finally:
                     up.close()
         except OSError:
@@ -501,6 +562,20 @@ def covered(rng, ranges):
     return False
 
 
+def wait_for(cond, timeout, step=0.05):
+    """Poll cond until it holds or timeout seconds passed; its last value."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
+
+
+def map_files(cache):
+    return glob.glob(os.path.join(cache, 'v1', '*', 'data', '*.map'))
+
+
 def group_crash(env, ck, ng):
     rel = 'big-000000.tar'
     src, refs = build_source(env, {rel: [env.rng.randrange(200000, 1200000) for _ in range(40)]})
@@ -512,29 +587,34 @@ def group_crash(env, ck, ng):
         opts = ['--chunk-size', '1M', '--connections', '2', '--readahead', '8M',
                 '--prefetch-shards', '0', '--log-file', env.path('daemon.log')]
         source = px.url('files/' + rel)
-        px.rate = 2 * MiB  # per connection
         m = ml.Mount(env, source, cache_dir=cache, extra=opts)
         m.mount()
         pid = m.stats()['pid']
         px.reset()
+        # Everything before 40% of the shard passes; every range GET from there on relays its
+        # first 64 KiB and then waits for release(): the kill comes while those fills are held
+        # in flight, whatever the machine's speed.
+        px.hold_from = (int(0.4 * size) // MiB) * MiB
         p = subprocess.Popen(['dd', 'if=' + os.path.join(m.mnt, rel), 'of=/dev/null', 'bs=1M'],
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:  # wait until about 40% came through
-            with px.lock:
-                done = sum(r['sent'] for r in px.gets if r['done'])
-            if done >= 0.4 * size:
-                break
-            time.sleep(0.05)
+        # the state to kill in: both connections hold a fill with bytes relayed, and a map
+        # records some of the chunks before the hold (the flusher writes it within a second)
+        ok = wait_for(lambda: len([r for r in px.held() if r['sent'] > 0]) >= 2 and
+                      map_files(cache), 60)
         with px.lock:
             inflight = [(r['range'], r['sent']) for r in px.gets
-                        if not r['done'] and r['sent'] > 0 and r['range']]
+                        if r['held'] and not r['done'] and r['sent'] > 0 and r['range']]
             first = [dict(r) for r in px.gets]
-        log('killing daemon %d: %d GETs done (%d bytes), in flight with bytes: %r' % (
+        ck.ok(ok, 'crash: the fills were not held in flight with a map written (held %r, '
+              'maps %r)' % (px.held(), map_files(cache)))
+        log('killing daemon %d: %d GETs done (%d bytes), held in flight: %r' % (
             pid, sum(1 for r in first if r['done']), sum(r['sent'] for r in first if r['done']),
             inflight))
         os.kill(pid, signal.SIGKILL)
+        ok = wait_for(lambda: not ml.pid_alive(pid), 30)
+        ck.ok(ok, 'crash: the daemon %d is alive after SIGKILL' % pid)
+        px.release()  # the dead daemon's connections: nothing reads them any more
         try:
             p.wait(20)
         except subprocess.TimeoutExpired:
@@ -728,8 +808,362 @@ def group_share(env, ck, ng):
             rep, ''.join(log_text(r)[:6000] for r in rep)))
 
 
+def big_shards(env, n, size=4 * MiB):
+    shards = {}
+    for i in range(n):
+        sizes, tot = [], 0
+        while tot < size - 400000:
+            k = env.rng.randrange(1000, 400000)
+            sizes.append(k)
+            tot += k + 1536
+        shards['shard-%06d.tar' % i] = sizes
+    return shards
+
+
+def reader_eio(env, name, i):
+    """(reads, EIO count) from an 'errors' reader's output."""
+    with open(env.path('%s-%d.out' % (name, i)), errors='replace') as f:
+        text = f.read()
+    m = re.search(r'^EIO (\d+)$', text, re.M)
+    r = re.search(r'^OK (\d+) reads', text, re.M)
+    return (int(r.group(1)) if r else -1), (int(m.group(1)) if m else -1)
+
+
+def uncached_read(path):
+    """The whole file, its pages first dropped from the kernel's page cache: the daemon
+    answers (from its cache tier or the store)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        out = []
+        while True:
+            b = os.read(fd, MiB)
+            if not b:
+                return b''.join(out)
+            out.append(b)
+    finally:
+        os.close(fd)
+
+
+def group_storedown(env, ck, ng):
+    """The store goes away under 4 readers of a dataset 3x the cache: the first request that
+    spends its retry budget marks the store down and every other read fails at once with EIO
+    (one budget in all, not one per queued chunk or per kernel retry of a read); nginx comes
+    back on the same port: reads are exact again once the probe got its answer."""
+    shards = big_shards(env, 6)  # ~24 MiB
+    src, refs = build_source(env, shards)
+    ng.start()
+    budget = 3
+    logf = env.path('daemon.log')
+    opts = ['--cache-size', '8M', '--chunk-size', '1M', '--connections', '2',
+            '--retry-budget', str(budget), '--log-file', logf]
+    with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'), extra=opts) as m:
+        pid = m.stats()['pid']
+        items = manifest_items(m.mnt, src, refs)
+        procs = start_readers(env, 'online', [dict(items=items, mode='full', passes=1,
+                                                   seed=env.seed + i) for i in range(4)])
+        wait_readers(ck, env, 'online', procs, 120)
+        st0 = m.stats()
+        ck.eq('online: store_failures', st0['store_failures'], 0)
+        ck.eq('online: store_down', st0['store_down'], 0)
+        ck.ok(st0['evictions'] > 0, 'online: no evictions (the cache holds everything?)')
+        ng.stop()
+        log('nginx stopped; %d items per reader' % len(items))
+        # 4 readers read every item once: with the cache a third of the data, most items need
+        # the store. Each reader alone would spend a budget (3 s) per item, several with the
+        # kernel's retries of a failed readahead: minutes. One budget in all is the goal.
+        t = time.monotonic()
+        procs = start_readers(env, 'down', [dict(items=items, mode='errors', uncached=True,
+                                                 seed=env.seed * 10 + i) for i in range(4)])
+        wait_readers(ck, env, 'down', procs, 90)
+        dt = time.monotonic() - t
+        st1 = m.stats()
+        eios = [reader_eio(env, 'down', i) for i in range(4)]
+        log('store down: the 4 readers took %.1fs (budget %ds): (reads, EIO) %r; '
+            'store_failures %d, store_fast_fails %d, store_probes %d, attempts %d -> %d' % (
+                dt, budget, eios, st1['store_failures'], st1['store_fast_fails'],
+                st1['store_probes'], st0['store_attempts'], st1['store_attempts']))
+        ck.ok(all(e > 0 for _, e in eios), 'store down: a reader got no EIO: %r' % eios)
+        ck.eq('store down: store_failures (one budget spent, then fail fast)',
+              st1['store_failures'], 1)
+        ck.eq('store down: store_down', st1['store_down'], 1)
+        ck.ok(st1['store_fast_fails'] >= 4, 'store down: store_fast_fails %d' %
+              st1['store_fast_fails'])
+        ck.ok(dt < budget + 30, 'store down: the readers took %.1fs, more than the budget (%ds) '
+              'and 30 s: the budget was spent again and again' % (dt, budget))
+        # while down, reads go nowhere: no attempt reaches the store (probes aside)
+        e = [0, 0]
+        for rel in sorted(refs):
+            for mem in members_of(refs, rel)[:3]:
+                try:
+                    uncached_read(os.path.join(m.mnt, shard_dir_rel(rel), mem))
+                    e[0] += 1
+                except OSError as ex:
+                    e[1] += 1
+                    ck.eq('store down: errno of a member read', errno.errorcode.get(ex.errno),
+                          'EIO')
+        st2 = m.stats()
+        log('store down: %d more reads (%d from the cache, %d EIO), attempts %d -> %d' % (
+            sum(e), e[0], e[1], st1['store_attempts'], st2['store_attempts']))
+        ck.eq('store down: attempts of reads while down', st2['store_attempts'],
+              st1['store_attempts'])
+        ck.ok(ml.pid_alive(pid), 'store down: the daemon died')
+
+        log('before nginx start: %r' % {k: v for k, v in m.stats().items() if k.startswith('store_')})
+        # nginx back on the same port: reads succeed again once a probe got an answer (while
+        # the store is down nothing else asks it); probes back off to one every 5 s
+        ng.start()
+        t = time.monotonic()
+        up = wait_for(lambda: m.stats()['store_down'] == 0, 60)
+        log('nginx back: the store is up again after %.1fs' % (time.monotonic() - t))
+        ck.ok(up, 'nginx back: the store is still down after 60 s')
+        check_all(ck, 'nginx back', m.mnt, src, refs)
+        st3 = m.stats()
+        ck.eq('nginx back: store_down', st3['store_down'], 0)
+        ck.ok(st3['store_probes'] >= 1, 'nginx back: no probe')
+        ck.eq('nginx back: store_failures', st3['store_failures'], 1)
+    group_storedown_imagefolder(env, ck, ng, budget)
+
+
+def imagefolder_source(env, sub, nshards=4, nsamples=8, first=0, want=None):
+    """Shards first.. under src/SUB/ whose samples are key.jpg (random bytes) and key.cls
+    (0..2). Returns {class: {file name: bytes}} (added to want), the view --class-from cls
+    must show."""
+    want = {} if want is None else want
+    os.makedirs(env.path('src', sub), exist_ok=True)
+    for i in range(first, first + nshards):
+        stage = env.path('stage-if-%d' % i)
+        spec = []
+        for k in range(nsamples):
+            key = 'if%d_%03d' % (i, k)
+            img = sg.rbytes(env.rng, env.rng.randrange(20000, 60000))
+            cls = env.rng.randrange(3)
+            spec.append(('f', key + '.jpg', img, 0o644, sg.T0 + k))
+            spec.append(('f', key + '.cls', b'%d\n' % cls, 0o644, sg.T0 + k))
+            want.setdefault(str(cls), {})[key + '.jpg'] = img
+        sg.make_tree(stage, spec)
+        sg.gnu_tar_create(env.path('src', sub, 'if-%06d.tar' % i), stage, [e[1] for e in spec],
+                          'gnu')
+        shutil.rmtree(stage)
+    chmod_tree(env.path('src'))
+    return want
+
+
+def chmod_tree(root):
+    for d, _, files in os.walk(root):  # nginx's worker may run as another user
+        os.chmod(d, 0o755)
+        for fn in files:
+            os.chmod(os.path.join(d, fn), 0o644)
+
+
+def retire_view(env, ck, m, add):
+    """The mount built its imagefolder view before it was ready: add a shard to the source
+    (add()) and refresh, so that the view is built again, with the new shard's index, at its
+    next use."""
+    add()
+    r = env.run([env.shardfs, 'refresh', m.mnt])
+    ck.eq('refresh before the store goes: exit', r.returncode, 0)
+    ck.ok(b'1 new' in r.stdout, 'refresh: %r' % r.stdout)
+
+
+def group_storedown_imagefolder(env, ck, ng, budget):
+    """The imagefolder view is being built for 4 readers when the store goes away: they get
+    EIO after one budget, and no view that lacks the shards is kept; when the store is back
+    the view is whole."""
+    want = imagefolder_source(env, 'if')
+    ng.start()
+    opts = ['--retry-budget', str(budget), '--layout', 'imagefolder', '--class-from', 'cls',
+            '--log-file', env.path('daemon-if.log')]
+    with ml.Mount(env, ng.url('json/if/'), cache_dir=env.path('cache-if'), extra=opts) as m:
+        retire_view(env, ck, m, lambda: imagefolder_source(env, 'if', 1, first=4, want=want))
+        ng.stop()
+        t = time.monotonic()
+        procs = [spawn_waiter(env, 'ifdown-%d' % i, 'os.listdir(%r)' % m.mnt) for i in range(4)]
+        for i, (p, out) in enumerate(procs):
+            try:
+                p.wait(budget + 60)
+            except subprocess.TimeoutExpired:
+                ck.fail('imagefolder down: reader %d still waits' % i)
+                p.kill()
+                p.wait()
+            out.close()
+            text = log_text(env.path('ifdown-%d.out' % i)).split()
+            ck.eq('imagefolder down: reader %d' % i, text, ['START', 'ERR', str(errno.EIO)])
+        st = m.stats()
+        log('imagefolder down: the 4 listings failed after %.1fs; store_failures %d' % (
+            time.monotonic() - t, st['store_failures']))
+        ck.eq('imagefolder down: store_failures', st['store_failures'], 1)
+        ng.start()
+        ck.ok(wait_for(lambda: m.stats()['store_down'] == 0, 60),
+              'imagefolder back: the store is still down after 60 s')
+        got = {}
+        for c in sorted(os.listdir(m.mnt)):
+            got[c] = {}
+            for fn in os.listdir(os.path.join(m.mnt, c)):
+                got[c][fn] = ml.read_all(os.path.join(m.mnt, c, fn))
+        ck.eq('imagefolder back: classes', sorted(got), sorted(want))
+        for c in sorted(want):
+            ck.eq('imagefolder back: class %s files' % c, sorted(got.get(c, {})),
+                  sorted(want[c]))
+            for fn, b in sorted(want[c].items()):
+                ck.ok(got.get(c, {}).get(fn) == b, 'imagefolder back: %s/%s differs' % (c, fn))
+
+
+def spawn_waiter(env, name, code):
+    """A process that prints START, runs one blocking operation on the mount (python code)
+    and prints 'ERR errno' or 'OK'."""
+    prog = ('import os, sys\nprint("START", flush=True)\ntry:\n    %s\n'
+            '    print("OK", flush=True)\n'
+            'except OSError as e:\n    print("ERR %%d" %% e.errno, flush=True)\n' % code)
+    out = open(env.path(name + '.out'), 'wb')
+    return subprocess.Popen([sys.executable, '-c', prog], stdin=subprocess.DEVNULL,
+                            stdout=out, stderr=subprocess.STDOUT), out
+
+
+def in_fuse_request(pid):
+    """The process sleeps in the mount: waiting for a FUSE request's answer, for the inode
+    lock that another process's request holds (a second readdir of one directory), or for a
+    page that the kernel's readahead request is filling."""
+    try:
+        with open('/proc/%d/wchan' % pid) as f:
+            w = f.read().strip()
+    except OSError:
+        return False
+    return w in ('request_wait_answer', 'folio_wait_bit_common',
+                 'wait_on_page_bit_common') or w.startswith('fuse_')
+
+
+def waiting_on_store(env, m, name, procs, base_attempts):
+    """Every waiter is past START and sleeps in a FUSE request, and the daemon is retrying
+    the store (no budget spent yet)."""
+    for i, (p, _) in enumerate(procs):
+        if p.poll() is not None or not log_text(env.path('%s-%d.out' % (name, i))).startswith(
+                'START') or not in_fuse_request(p.pid):
+            return False
+    try:
+        st = m.stats()
+    except OSError:
+        return False
+    return st['store_failures'] == 0 and st['store_attempts'] >= base_attempts + 2
+
+
+def finish_waiters(ck, env, label, name, procs, timeout):
+    """Every waiter ends within timeout with an error (any errno): what it waited for was
+    cancelled."""
+    for i, (p, out) in enumerate(procs):
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            ck.fail('%s: waiter %d still blocked after %ds' % (label, i, timeout))
+            p.kill()
+            p.wait()
+        out.close()
+        text = log_text(env.path('%s-%d.out' % (name, i))).split()
+        ck.ok(text[:1] == ['START'] and text[1:2] == ['ERR'],
+              '%s: waiter %d: %r (expected an error)' % (label, i, text))
+
+
+def group_stop(env, ck, ng):
+    """SIGTERM, and 'shardfs umount', while 4 readers wait for a store that went away (a retry
+    budget of 120 s): what is in flight is cancelled, the readers get an error and the daemon
+    exits at once (goal: 2 s) instead of after the budgets, and the mount is gone."""
+    shards = big_shards(env, 6, 2 * MiB)
+    src, refs = build_source(env, shards)
+    opts = ['--cache-size', '8M', '--chunk-size', '1M', '--connections', '2',
+            '--retry-budget', '120', '--log-file', env.path('daemon.log')]
+
+    # (a) SIGTERM while the imagefolder view is being built for 4 readers
+    ng.start()
+    m = ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache-a'),
+                 extra=opts + ['--layout', 'imagefolder', '--class-from', 'key-prefix'])
+    m.mount()
+    try:
+        def add():
+            make_shard(env, os.path.join(src, 'shard-000099.tar'), 's99', [300000] * 4)
+            chmod_tree(src)
+        retire_view(env, ck, m, add)
+        st = m.stats()
+        pid = st['pid']
+        ng.stop()
+        procs = [spawn_waiter(env, 'sigterm-%d' % i, 'os.listdir(%r)' % m.mnt)
+                 for i in range(4)]
+        ck.ok(wait_for(lambda: waiting_on_store(env, m, 'sigterm', procs, st['store_attempts']), 60),
+              'sigterm: the readers are not waiting on the store')
+        t = time.monotonic()
+        os.kill(pid, signal.SIGTERM)
+        gone = wait_for(lambda: not ml.pid_alive(pid), 30, 0.02)
+        dt = time.monotonic() - t
+        log('sigterm: daemon %d exited %s after %.2fs (goal 2 s)' % (
+            pid, 'at once' if gone else 'NOT', dt))
+        ck.ok(gone, 'sigterm: the daemon %d still runs %.0fs after SIGTERM' % (pid, dt))
+        finish_waiters(ck, env, 'sigterm', 'sigterm', procs, 30)
+        if ml.is_mounted(m.mnt):
+            r = env.run([env.shardfs, 'umount', m.mnt], timeout=60, files=True)
+            log('sigterm: shardfs umount of the stopped mount: rc=%d' % r.returncode)
+        ck.ok(not ml.is_mounted(m.mnt), 'sigterm: %s still mounted' % m.mnt)
+        text = log_text(env.path('daemon.log'))
+        ck.ok('SIGTERM: stopping' in text, 'sigterm: the log does not say why it stopped')
+    finally:
+        m.umount(quiet=True)
+
+    # (b) 'shardfs umount' while 4 readers wait in reads of uncached shards
+    ng.start()
+    m = ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache-b'), extra=opts)
+    m.mount()
+    try:
+        st = m.stats()
+        pid = st['pid']
+        ng.stop()
+        rels = sorted(refs)
+        procs = [spawn_waiter(env, 'umount-%d' % i, 'open(%r, "rb").read()' % os.path.join(
+            m.mnt, rels[i])) for i in range(4)]
+        ck.ok(wait_for(lambda: waiting_on_store(env, m, 'umount', procs, st['store_attempts']), 60),
+              'umount: the readers are not waiting on the store')
+        t = time.monotonic()
+        r = env.run([env.shardfs, 'umount', m.mnt], timeout=90, files=True)
+        dt = time.monotonic() - t
+        log('umount: rc=%d after %.2fs (goal 2 s): %s' % (
+            r.returncode, dt, r.stderr.decode(errors='replace').strip()))
+        ck.eq('umount: rc', r.returncode, 0)
+        ck.ok(not ml.pid_alive(pid), 'umount: the daemon %d still runs' % pid)
+        ck.ok(dt < 30, 'umount: took %.1fs' % dt)
+        finish_waiters(ck, env, 'umount', 'umount', procs, 30)
+        ck.ok(not ml.is_mounted(m.mnt), 'umount: %s still mounted' % m.mnt)
+    finally:
+        m.umount(quiet=True)
+
+    # (c) 'shardfs umount' of an idle mount while prefetch fills wait for the store: the
+    # unmount itself succeeds, and the daemon cancels the fills instead of waiting them out
+    ng.start()
+    m = ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache-c'), extra=opts)
+    m.mount()
+    try:
+        st = m.stats()
+        pid = st['pid']
+        ng.stop()
+        ml.control(m.mnt, 'prefetch\n')
+
+        def fills_waiting():
+            s2 = m.stats()
+            return (s2['fills_inflight'] >= 1 and s2['store_failures'] == 0 and
+                    s2['store_attempts'] >= st['store_attempts'] + 2)
+        ck.ok(wait_for(fills_waiting, 60), 'prefetch: no fill waits on the store')
+        t = time.monotonic()
+        r = env.run([env.shardfs, 'umount', m.mnt], timeout=90, files=True)
+        dt = time.monotonic() - t
+        log('prefetch: umount rc=%d after %.2fs (goal 2 s) %s' % (
+            r.returncode, dt, r.stderr.decode(errors='replace').strip()))
+        ck.eq('prefetch: umount rc', r.returncode, 0)
+        ck.ok(not ml.pid_alive(pid), 'prefetch: the daemon %d still runs' % pid)
+        ck.ok(not ml.is_mounted(m.mnt), 'prefetch: %s still mounted' % m.mnt)
+        ck.ok(dt < 30, 'prefetch: umount took %.1fs' % dt)
+    finally:
+        m.umount(quiet=True)
+
+
 GROUPS = {'offline': group_offline, 'capacity': group_capacity, 'crash': group_crash,
-          'concurrency': group_concurrency, 'share': group_share}
+          'concurrency': group_concurrency, 'share': group_share, 'storedown': group_storedown,
+          'stop': group_stop}
 
 
 class LazyNginx(httplib.Nginx):

@@ -270,14 +270,37 @@ def group_faults(env, ck, ng, src, shards, refs):
                 ck.ok(dt < 10, 'faults permanent %s: EIO took %.1fs' % (mode, dt))
                 ck.ok(os.path.isdir(m.mnt) and len(os.listdir(m.mnt)) >= 2,
                       'faults permanent %s: the mount is gone' % mode)
+                st = m.stats()
+                log('permanent %s: store_failures %d, store_down %d, store_probes %d' % (
+                    mode, st['store_failures'], st['store_down'], st['store_probes']))
+                ck.ok(st['store_failures'] >= 1, 'faults permanent %s: store_failures 0' % mode)
+                if mode == '503':
+                    # every GET, the probe's too, gets 503: the store stays down, and a read of
+                    # another file fails at once with EIO without a request to the store
+                    # (cut and stall let the probe's 1-byte answer through: up again)
+                    att = st['store_attempts']
+                    e = read_errno(os.path.join(m.mnt, keys[3]), 4096)
+                    st2 = m.stats()
+                    ck.eq('faults permanent 503: errno while down', errno.errorcode.get(e, e),
+                          'EIO')
+                    ck.eq('faults permanent 503: store_down', st2['store_down'], 1)
+                    ck.eq('faults permanent 503: attempts while down', st2['store_attempts'],
+                          att)
+                    ck.ok(st2['store_fast_fails'] > st['store_fast_fails'],
+                          'faults permanent 503: no fast fail counted')
                 px.set('pass')
-                # the server is back: the same file reads correctly now
+                # the server is back: once the probe got an answer, the same file reads
+                # correctly (probes back off to one every 5 s)
                 with open(os.path.join(src, keys[2]), 'rb') as f:
                     want = f.read()
-                try:
-                    got = ml.read_all(os.path.join(m.mnt, keys[2]))
-                except OSError as ex:
-                    got = ex
+                got, deadline = None, time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    try:
+                        got = ml.read_all(os.path.join(m.mnt, keys[2]))
+                        break
+                    except OSError as ex:
+                        got = ex
+                    time.sleep(0.2)
                 ck.ok(got == want, 'faults permanent %s: a read after recovery failed (%s)' % (
                     mode, ml.short(got) if not isinstance(got, bytes) else len(got)))
     finally:
