@@ -229,30 +229,7 @@ void cachetier__file_flush(struct cachetier *ct, struct ct_file *f)
 
 /* ---- opening an object's chunk file ---- */
 
-static void file_free(struct ct_file *f)
-{
-	if (!f)
-		return;
-	if (f->live && f->datafd >= 0)
-		close(f->datafd);
-	cachetier__st_close(f);
-	while (f->reads) {
-		struct ct_read *r = f->reads;
-
-		f->reads = r->next;
-		free(r);
-	}
-	free(f->key);
-	free(f->cst);
-	free(f->pins);
-	free(f->cerr);
-	free(f->held);
-	free(f->seen);
-	pthread_mutex_destroy(&f->maplock);
-	free(f);
-}
-
-/* Undo a failed load: f stays a not-live entry without bytes. */
+/* Undo a (failed) load: f stays a not-live entry without bytes. */
 static void file_unload(struct ct_file *f)
 {
 	if (f->datafd >= 0)
@@ -272,6 +249,21 @@ static void file_unload(struct ct_file *f)
 	f->held = NULL;
 	f->seen = NULL;
 	f->bytes = 0;
+}
+
+static void file_free(struct ct_file *f)
+{
+	if (!f)
+		return;
+	while (f->reads) {
+		struct ct_read *r = f->reads;
+
+		f->reads = r->next;
+		free(r);
+	}
+	file_unload(f);
+	pthread_mutex_destroy(&f->maplock);
+	free(f);
 }
 
 static struct ct_file *file_find(struct cachetier *ct, int dirfd, const char *hash)
@@ -684,7 +676,6 @@ static int fill_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, int *
 	unsigned sleep_us = 200;
 
 	for (;;) {
-		struct timespec ts;
 		int err;
 
 		if (cachetier__st_get(f, c))
@@ -702,11 +693,7 @@ static int fill_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, int *
 		if (__atomic_load_n(&ct->stopping, __ATOMIC_ACQUIRE))
 			return -ECANCELED;
 		*waited = 1;
-		ts.tv_sec = 0;
-		ts.tv_nsec = (long)sleep_us * 1000;
-		nanosleep(&ts, NULL);
-		if (sleep_us < 10000)
-			sleep_us *= 2;
+		cachetier__backoff(&sleep_us, 10000);
 	}
 }
 
@@ -835,12 +822,7 @@ void cachetier__chunk_stop(struct cachetier *ct)
 {
 	struct ct_job *j;
 
-	pthread_mutex_lock(&ct->lock);
-	__atomic_store_n(&ct->stopping, 1, __ATOMIC_RELEASE); /* fill_claim reads it unlocked */
-	pthread_cond_broadcast(&ct->work_cond);
-	pthread_cond_broadcast(&ct->chunk_cond);
-	pthread_cond_broadcast(&ct->flush_cond);
-	pthread_mutex_unlock(&ct->lock);
+	cachetier_cancel(ct);
 	if (ct->have_flusher)
 		pthread_join(ct->flusher, NULL);
 	ct->have_flusher = 0;

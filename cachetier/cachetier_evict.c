@@ -369,6 +369,21 @@ static int is_hash(const char *s, size_t n)
 	return 1;
 }
 
+/* A DIR stream of its own over directory dirfd; NULL with errno set. */
+static DIR *dir_open(int dirfd)
+{
+	int fd = dup(dirfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+
+	if (!d && fd >= 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+	}
+	return d;
+}
+
 /* Does dirfd's data/ hold an entry for hash? ct->lock held or no thread. */
 static struct ct_file *entry_find(struct cachetier *ct, int dirfd, const char *hash)
 {
@@ -426,15 +441,12 @@ static int scan_map(struct cachetier *ct, int dirfd, const char *hash, int forei
  * while it is being rebuilt). */
 static int scan_data(struct cachetier *ct, int dirfd, int foreign, int count, uint64_t *total)
 {
-	int fd = dup(dirfd), err = 0;
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	DIR *d = dir_open(dirfd);
 	struct dirent *de;
+	int err = 0;
 
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
+	if (!d)
 		return -errno;
-	}
 	/* pass 1: maps (and temp files) */
 	while ((de = readdir(d)) && err == 0) {
 		size_t n = strlen(de->d_name);
@@ -476,16 +488,12 @@ static int scan_data(struct cachetier *ct, int dirfd, int foreign, int count, ui
  * files; an entry each (for LRU: last use = mtime). Returns their bytes. */
 static uint64_t scan_decoded(struct cachetier *ct, int decfd)
 {
-	int fd = dup(decfd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	DIR *d = dir_open(decfd);
 	struct dirent *de;
 	uint64_t sum = 0;
 
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
+	if (!d)
 		return 0;
-	}
 	while ((de = readdir(d))) {
 		struct stat st;
 
@@ -515,15 +523,12 @@ static uint64_t scan_decoded(struct cachetier *ct, int decfd)
 static int scan_sources(struct cachetier *ct, int count, int decoded, uint64_t *total)
 {
 	const char *own = strrchr(ct->dir, '/') + 1;
-	int fd = dup(ct->v1fd), err = 0;
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	DIR *d = dir_open(ct->v1fd);
 	struct dirent *de;
+	int err = 0;
 
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
+	if (!d)
 		return -errno;
-	}
 	while ((de = readdir(d)) && err == 0) {
 		char path[40];
 		int dfd = -1, decfd = -1;

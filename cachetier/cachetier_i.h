@@ -259,7 +259,11 @@ int cachetier__map_read(int dirfd, const char *name, unsigned char **buf, size_t
 uint64_t cachetier__map_bytes(const struct ct_map *m); /* bytes of the valid chunks */
 
 /* cachetier_share.c — state shared between processes. */
+/* Lock byte off of fd (F_RDLCK, F_WRLCK, F_UNLCK); wait: poll until it is
+ * granted, else -EAGAIN when another holder conflicts. */
 int cachetier__ofd_lock(int fd, short type, off_t off, int wait);
+/* Sleep *sleep_us, then double it up to max_us (lock polls). */
+void cachetier__backoff(unsigned *sleep_us, unsigned max_us);
 int cachetier__usage_open(struct cachetier *ct, int v1fd, int *alone);
 int cachetier__usage_ready(struct cachetier *ct, uint64_t used);
 void cachetier__usage_close(struct cachetier *ct);

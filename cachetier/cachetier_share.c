@@ -60,6 +60,15 @@
 #define S_EPOCH	  32 /* u64: usage epoch its valid chunks are counted in */
 #define S_ATIME	  40 /* i64, atomic: last read by any process (LRU) */
 
+void cachetier__backoff(unsigned *sleep_us, unsigned max_us)
+{
+	struct timespec ts = {0, (long)*sleep_us * 1000};
+
+	nanosleep(&ts, NULL);
+	if (*sleep_us < max_us)
+		*sleep_us *= 2;
+}
+
 int cachetier__ofd_lock(int fd, short type, off_t off, int wait)
 {
 	struct flock fl;
@@ -71,19 +80,13 @@ int cachetier__ofd_lock(int fd, short type, off_t off, int wait)
 	fl.l_start = off;
 	fl.l_len = 1;
 	for (;;) {
-		struct timespec ts;
-
 		if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
 			return 0;
 		if (errno != EAGAIN && errno != EACCES && errno != EINTR)
 			return -errno;
 		if (!wait)
 			return -EAGAIN;
-		ts.tv_sec = 0;
-		ts.tv_nsec = (long)sleep_us * 1000;
-		nanosleep(&ts, NULL);
-		if (sleep_us < 20000)
-			sleep_us *= 2;
+		cachetier__backoff(&sleep_us, 20000);
 	}
 }
 
@@ -179,9 +182,9 @@ int cachetier__usage_open(struct cachetier *ct, int v1fd, int *alone)
 		ct->usagefd = -1;
 		close(fd);
 		{
-			struct timespec ts = {0, 1000000};
+			unsigned us = 1000;
 
-			nanosleep(&ts, NULL);
+			cachetier__backoff(&us, us);
 		}
 	}
 }

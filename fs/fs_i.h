@@ -338,6 +338,9 @@ int fs_obj_prefetch(struct fs *fs, uint32_t obj);
 #define FS_CTL_IOC_LEN 8192
 #define FS_CTL_IOC _IOW('S', 0x01, char[FS_CTL_IOC_LEN])
 
+/* fs_ns.c: 64-bit FNV-1a (on-disk checksums of fs/). */
+uint64_t fs__fnv64(const unsigned char *p, size_t n);
+
 /* fs_ctl.c: the .shardfs control files. */
 extern const char *const fs_ctl_names[FS_CTL_COUNT];
 /* Render control file 'which' into a malloc'd buffer. */

@@ -135,7 +135,7 @@ static int lent_cmp(const void *a, const void *b)
 #define LISTING_HDR 24
 #define LISTING_BLOB "listing"
 
-static uint64_t fnv64(const unsigned char *p, size_t n)
+uint64_t fs__fnv64(const unsigned char *p, size_t n)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
 
@@ -190,7 +190,7 @@ static int listing_save(struct fs *fs, const struct listing *l)
 		memcpy(b + off + 24, o->info.etag, el);
 		off += 24 + el;
 	}
-	put_le(b + 16, fnv64(b + LISTING_HDR, len - LISTING_HDR), 8);
+	put_le(b + 16, fs__fnv64(b + LISTING_HDR, len - LISTING_HDR), 8);
 	err = cachetier_meta_put(fs->ct, LISTING_BLOB, b, len);
 	free(b);
 	return err;
@@ -211,7 +211,7 @@ static int listing_load(struct fs *fs, struct listing *l)
 	err = -EBADMSG;
 	if (len < LISTING_HDR || memcmp(b, LISTING_MAGIC, 8) != 0 ||
 	    get_le(b + 8, 4) != LISTING_VERSION ||
-	    get_le(b + 16, 8) != fnv64(b + LISTING_HDR, len - LISTING_HDR))
+	    get_le(b + 16, 8) != fs__fnv64(b + LISTING_HDR, len - LISTING_HDR))
 		goto out;
 	n = (uint32_t)get_le(b + 12, 4);
 	for (uint32_t i = 0; i < n; i++) {

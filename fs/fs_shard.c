@@ -90,17 +90,6 @@ int fs_sidecar_ident(const struct fs_sidecar_id *id, char *buf, size_t bufsize, 
 	return 0;
 }
 
-static uint64_t fnv64(const unsigned char *p, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
 int fs_sidecar_id_fd(int fd, int codec, struct fs_sidecar_id *id)
 {
 	unsigned char *buf = malloc(FS_SIDECAR_TAIL);
@@ -129,7 +118,7 @@ int fs_sidecar_id_fd(int fd, int codec, struct fs_sidecar_id *id)
 		}
 		done += (size_t)n;
 	}
-	id->tail_fnv = fnv64(buf, want);
+	id->tail_fnv = fs__fnv64(buf, want);
 	free(buf);
 	return 0;
 }
@@ -174,7 +163,7 @@ static int sidecar_ident_check(struct fs *fs, const struct fs_obj *o, int codec,
 		n = backend_pread_version(fs->be, o->key, o->info.etag, tail, want,
 					  o->info.size - want);
 		if (n == (ssize_t)want)
-			id.tail_fnv = fnv64(tail, want);
+			id.tail_fnv = fs__fnv64(tail, want);
 		free(tail);
 		if (n != (ssize_t)want)
 			return n < 0 ? (int)n : -EIO;
