@@ -629,6 +629,8 @@ static int cmd_stats(int argc, char **argv)
 			continue;
 		v = ke + 3;
 		vl = strlen(v);
+		while (vl && v[vl - 1] == ' ') /* values are padded to a fixed width */
+			v[--vl] = '\0';
 		if (vl && v[vl - 1] == ',')
 			v[--vl] = '\0';
 		if (vl >= 2 && v[0] == '"' && v[vl - 1] == '"') {
