@@ -359,7 +359,7 @@ def group_killed_decoder(env, ck):
             px.close()
 
 
-GROUPS = {'ctl-layout': group_ctl_layout}
+GROUPS = {'ctl-layout': group_ctl_layout, 'refresh-counts': group_refresh_counts}
 
 
 def main():
