@@ -359,7 +359,8 @@ def group_killed_decoder(env, ck):
             px.close()
 
 
-GROUPS = {'ctl-layout': group_ctl_layout, 'refresh-counts': group_refresh_counts}
+GROUPS = {'ctl-layout': group_ctl_layout, 'refresh-counts': group_refresh_counts,
+          'seconds': group_seconds}
 
 
 def main():
