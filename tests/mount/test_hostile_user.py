@@ -360,7 +360,7 @@ def group_killed_decoder(env, ck):
 
 
 GROUPS = {'ctl-layout': group_ctl_layout, 'refresh-counts': group_refresh_counts,
-          'seconds': group_seconds}
+          'seconds': group_seconds, 'killed-decoder': group_killed_decoder}
 
 
 def main():
