@@ -19,6 +19,8 @@ GROUP:
                   mount on the cache directory (shared with a running mount of another source)
                   removes the partial decoded copy, and the usage it reports leaves it out;
                   the member then reads exact
+  prefetch-missing 'shardfs prefetch MNT nonexist': exit 1, the error names the path, and no
+                  progress line (of what earlier runs prefetched) on stdout
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -249,6 +251,21 @@ def group_seconds(env, ck):
                       read_result(os.path.join(m.mnt, 's0', 'a.txt')), ('ok', b'a\n'))
 
 
+def group_prefetch_missing(env, ck):
+    src = env.path('src')
+    os.makedirs(src)
+    write_file(os.path.join(src, 's0.tar'), tar_bytes([('a.txt', b'a\n' * 5000)]))
+    with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+        r = env.run([env.shardfs, 'prefetch', m.mnt, 's0.tar'])
+        ck.eq('prefetch s0.tar: exit', r.returncode, 0)
+        ck.ok(r.stdout.startswith(b'prefetch: '), 'prefetch s0.tar: progress %r' % r.stdout)
+        r = env.run([env.shardfs, 'prefetch', m.mnt, 'nonexist'])
+        ck.eq('prefetch nonexist: exit', r.returncode, 1)
+        ck.eq('prefetch nonexist: no progress of other paths on stdout', r.stdout, b'')
+        ck.ok(b'prefetch nonexist: no such file or directory in the mount' in r.stderr,
+              'prefetch nonexist: the error names the path: %r' % r.stderr)
+
+
 def du_bytes(path):
     total = 0
     for dp, dns, fns in os.walk(path):
@@ -360,7 +377,8 @@ def group_killed_decoder(env, ck):
 
 
 GROUPS = {'ctl-layout': group_ctl_layout, 'refresh-counts': group_refresh_counts,
-          'seconds': group_seconds, 'killed-decoder': group_killed_decoder}
+          'seconds': group_seconds, 'killed-decoder': group_killed_decoder,
+          'prefetch-missing': group_prefetch_missing}
 
 
 def main():
