@@ -141,6 +141,8 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 	G("shards", "objects that are shards", nshards);
 	G("source_dirs", "directories in the source", ndirs);
 	G("source_bytes", "bytes of all objects in the source", fs->total_bytes);
+	G("hidden_names", "names hidden by a conflict (x.tar and x.tar.gz, a shard and a directory)",
+	  fs->c.hidden_names);
 	G("source_offline", "1: the store was unreachable at mount, the listing came from the cache",
 	  fs->offline);
 	C("index_built", "shard indexes built by reading the shard", fs->c.index_built);

@@ -366,6 +366,7 @@ struct apply {
 	uint8_t *stale_why;
 	uint32_t nstale;
 	uint32_t added, removed, changed, shards_changed;
+	uint32_t hidden;       /* entries hidden by a name conflict */
 };
 
 static const char *ap_dir_name(const struct apply *ap, uint32_t d)
@@ -587,6 +588,7 @@ static int ap_entries(struct apply *ap)
 			    (i == 0 && strcmp(e->name, ".shardfs") == 0)) {
 				fs_log(FS_LOG_WARN, "name conflict: '%s' in directory '%s' is hidden",
 				       e->name, ap_dir_name(ap, i));
+				ap->hidden++;
 				continue;
 			}
 			d->ents[w++] = *e;
@@ -778,6 +780,7 @@ static int ns_apply(struct fs *fs, struct listing *l, int initial)
 	for (uint32_t k = 0; k < ap.nlive; k++)
 		total += fs_obj(fs, ap.live[k])->info.size;
 	atomic_store(&fs->total_bytes, total);
+	atomic_store(&fs->c.hidden_names, ap.hidden);
 	for (uint32_t k = 0; k < ap.old_ndirs; k++) {
 		if (!initial)
 			notify_dir_diff(fs, k, old_ents[k], old_n[k], fs->dirs[k].ents,

@@ -19,6 +19,9 @@ GROUP:
                   mount on the cache directory (shared with a running mount of another source)
                   removes the partial decoded copy, and the usage it reports leaves it out;
                   the member then reads exact
+  name-conflict   x.tar beside x.tar.gz, d/y.tar beside a directory d/y/: one name each (a
+                  source directory first, then the shard file that sorts first), the raw files
+                  all shown, the hidden member directories counted in hidden_names and logged
   prefetch-missing 'shardfs prefetch MNT nonexist': exit 1, the error names the path, and no
                   progress line (of what earlier runs prefetched) on stdout
 
@@ -266,6 +269,36 @@ def group_prefetch_missing(env, ck):
               'prefetch nonexist: the error names the path: %r' % r.stderr)
 
 
+def group_name_conflict(env, ck):
+    src = env.path('src')
+    os.makedirs(os.path.join(src, 'd', 'y'))
+    write_file(os.path.join(src, 'x.tar'), tar_bytes([('a.txt', b'from x.tar\n')]))
+    gz = tar_bytes([('b.txt', b'from x.tar.gz\n')])
+    subprocess.run(['gzip', '-n'], input=gz, stdout=open(os.path.join(src, 'x.tar.gz'), 'wb'),
+                   check=True)
+    write_file(os.path.join(src, 'd', 'y.tar'), tar_bytes([('c.txt', b'from y.tar\n')]))
+    write_file(os.path.join(src, 'd', 'y', 'plain.txt'), b'plain\n')
+    log_file = env.path('daemon.log')
+    with ml.Mount(env, src, cache_dir=env.path('cache'), extra=['--log-file', log_file]) as m:
+        ck.eq('listing', sorted(os.listdir(m.mnt)), ['d', 'x', 'x.tar', 'x.tar.gz'])
+        ck.eq('listing of d', sorted(os.listdir(os.path.join(m.mnt, 'd'))), ['y', 'y.tar'])
+        # the first in order wins: a source directory, then the shard whose name sorts first
+        ck.eq('x/ is x.tar\'s', sorted(os.listdir(os.path.join(m.mnt, 'x'))), ['a.txt'])
+        ck.eq('d/y/ is the source directory', sorted(os.listdir(os.path.join(m.mnt, 'd', 'y'))),
+              ['plain.txt'])
+        ck.eq('x.tar.gz raw bytes', read_result(os.path.join(m.mnt, 'x.tar.gz')),
+              ('ok', open(os.path.join(src, 'x.tar.gz'), 'rb').read()))
+        st = m.stats()
+        ck.eq('hidden_names', st.get('hidden_names'), 2)
+        with open(os.path.join(m.mnt, '.shardfs', 'metrics')) as f:
+            ck.ok(re.search(r'^shardfs_hidden_names +2$', f.read(), re.M),
+                  'shardfs_hidden_names 2 in metrics')
+    with open(log_file, errors='replace') as f:
+        text = f.read()
+    for name in ("'x' in directory ''", "'y' in directory 'd'"):
+        ck.ok('name conflict: %s is hidden' % name in text, 'the log names %s' % name)
+
+
 def du_bytes(path):
     total = 0
     for dp, dns, fns in os.walk(path):
@@ -378,7 +411,7 @@ def group_killed_decoder(env, ck):
 
 GROUPS = {'ctl-layout': group_ctl_layout, 'refresh-counts': group_refresh_counts,
           'seconds': group_seconds, 'killed-decoder': group_killed_decoder,
-          'prefetch-missing': group_prefetch_missing}
+          'prefetch-missing': group_prefetch_missing, 'name-conflict': group_name_conflict}
 
 
 def main():
