@@ -1287,7 +1287,11 @@ int backend_io_open(struct backend_io **out, const struct backend_config *cfg)
 	 * cannot work is clamped, as backend.h says. */
 	io->max_running = cfg->connections ? cfg->connections : 1;
 	io->budget_ms = (cfg->retry_budget_s > 0 ? cfg->retry_budget_s : 0) * 1000.0;
+	/* rounded up: a timeout below 1 ms must not become curl's 0 (its
+	 * default of 300 s) */
 	io->connect_ms = (long)((cfg->connect_timeout_s > 0 ? cfg->connect_timeout_s : 0) * 1000.0);
+	if (cfg->connect_timeout_s > 0 && (double)io->connect_ms < cfg->connect_timeout_s * 1000.0)
+		io->connect_ms++;
 	io->stall_s = (long)(cfg->stall_timeout_s > 0 ? cfg->stall_timeout_s + 0.999 : 0);
 	io->stall_ns = cfg->stall_timeout_s > 0 ? (uint64_t)(cfg->stall_timeout_s * 1e9) : UINT64_MAX;
 	io->rng = uv_hrtime() ^ (uint64_t)(uintptr_t)io ^ 0x9e3779b97f4a7c15ull;

@@ -40,6 +40,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -344,18 +345,42 @@ void cachetier__make_room(struct cachetier *ct, uint64_t len)
 	}
 }
 
-/* Drop a temp file of a process that no longer runs. */
-static void scan_tmp(int dirfd, const char *name)
+/* Has process pid exited? A zombie has: in a container whose init does
+ * not reap, a killed daemon stays one for good. */
+static int pid_gone(pid_t pid)
+{
+	char path[32], buf[512], *rp;
+	ssize_t n;
+	int fd;
+
+	if (kill(pid, 0) < 0)
+		return errno == ESRCH;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* "PID (COMM) STATE ...": COMM may hold ')' */
+	rp = strrchr(buf, ')');
+	return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+/* Drop a temp file of a process that no longer runs. Returns 1 when this
+ * call removed it. */
+static int scan_tmp(int dirfd, const char *name)
 {
 	char *end;
 	long pid;
 
 	errno = 0;
 	pid = strtol(name + 5, &end, 10);
-	if (errno || end == name + 5 || *end != '.' || pid <= 0)
-		return;
-	if (pid != getpid() && kill((pid_t)pid, 0) < 0 && errno == ESRCH)
-		unlinkat(dirfd, name, 0);
+	if (errno || end == name + 5 || *end != '.' || pid <= 0 || pid > INT_MAX)
+		return 0;
+	return pid != getpid() && pid_gone((pid_t)pid) && unlinkat(dirfd, name, 0) == 0;
 }
 
 static int is_hash(const char *s, size_t n)
@@ -485,8 +510,11 @@ static int scan_data(struct cachetier *ct, int dirfd, int foreign, int count, ui
 }
 
 /* Decoded copies of one source: every regular file but records and temp
- * files; an entry each (for LRU: last use = mtime). Returns their bytes. */
-static uint64_t scan_decoded(struct cachetier *ct, int decfd)
+ * files; an entry each (for LRU: last use = mtime). Returns their bytes.
+ * The partial output of a decoder killed mid-way (.tmp.PID.N of a process
+ * that no longer runs) is removed, as nothing else would ever free it;
+ * with 'count' its bytes leave the usage. */
+static uint64_t scan_decoded(struct cachetier *ct, int decfd, int count)
 {
 	DIR *d = dir_open(decfd);
 	struct dirent *de;
@@ -497,6 +525,13 @@ static uint64_t scan_decoded(struct cachetier *ct, int decfd)
 	while ((de = readdir(d))) {
 		struct stat st;
 
+		if (strncmp(de->d_name, ".tmp.", 5) == 0) {
+			/* its writer counted it in the usage as it grew (dec_write) */
+			if (fstatat(decfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    scan_tmp(decfd, de->d_name) && count)
+				cachetier__usage_add(ct, -(int64_t)st.st_size);
+			continue;
+		}
 		if (!is_hash(de->d_name, strlen(de->d_name)) ||
 		    fstatat(decfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    !S_ISREG(st.st_mode))
@@ -576,7 +611,7 @@ static int scan_sources(struct cachetier *ct, int count, int decoded, uint64_t *
 			}
 		}
 		err = scan_data(ct, dfd, dfd != ct->datafd, count, total);
-		dec = scan_decoded(ct, decfd);
+		dec = scan_decoded(ct, decfd, count);
 		if (decfd == ct->decfd)
 			atomic_store(&ct->decoded_used, dec);
 		if (decoded)

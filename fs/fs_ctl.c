@@ -1,8 +1,9 @@
 /*
  * fs_ctl.c — the files of MOUNTPOINT/.shardfs/: counters as JSON (stats)
  * and as Prometheus text (metrics), and the commands written to control
- * (prefetch, refresh). Rendered on open into a private buffer,
- * so one reader sees one consistent snapshot. Never contains credentials:
+ * (prefetch, refresh). Rendered on GETATTR (and on open with
+ * --strict-open) in a layout that is the same in every snapshot (see
+ * fs_ctl_render). Never contains credentials:
  * the source is shown as the backend describes it.
  */
 #include <errno.h>
@@ -140,6 +141,8 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 	G("shards", "objects that are shards", nshards);
 	G("source_dirs", "directories in the source", ndirs);
 	G("source_bytes", "bytes of all objects in the source", fs->total_bytes);
+	G("hidden_names", "names hidden by a conflict (x.tar and x.tar.gz, a shard and a directory)",
+	  fs->c.hidden_names);
 	G("source_offline", "1: the store was unreachable at mount, the listing came from the cache",
 	  fs->offline);
 	C("index_built", "shard indexes built by reading the shard", fs->c.index_built);
@@ -226,6 +229,8 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 
 /* More than the table has (collect says so in the log if it ever is not). */
 #define CTL_COUNTERS_MAX 128
+/* Characters of a value's field: the digits of UINT64_MAX */
+#define CTL_VALUE_WIDTH 20
 
 static void render_stats(struct fs *fs, struct out *o)
 {
@@ -241,9 +246,16 @@ static void render_stats(struct fs *fs, struct out *o)
 	outf(o, ",\n  \"layout\": \"%s\",\n  \"mount_time\": %" PRId64,
 	     fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER ? "imagefolder" : "shards", /* issue 5 */
 	     fs->mount_time);
-	for (size_t i = 0; i < n; i++)
-		outf(o, ",\n  \"%s\": %" PRIu64, c[i].name, c[i].value);
-	outf(o, "\n}\n");
+	outf(o, ",\n");
+	/* each value padded (after its comma) to a fixed width: see
+	 * fs_ctl_render */
+	for (size_t i = 0; i < n; i++) {
+		int w = snprintf(NULL, 0, "%" PRIu64, c[i].value);
+
+		outf(o, "  \"%s\": %" PRIu64 "%s%*s\n", c[i].name, c[i].value,
+		     i + 1 < n ? "," : "", CTL_VALUE_WIDTH - w, "");
+	}
+	outf(o, "}\n");
 }
 
 static void render_metrics(struct fs *fs, struct out *o)
@@ -262,10 +274,13 @@ static void render_metrics(struct fs *fs, struct out *o)
 		outf(o, "# HELP shardfs_%.*s%s %s\n# TYPE shardfs_%.*s%s %s\nshardfs_%.*s%s ", len,
 		     c[i].name, sfx, c[i].help, len, c[i].name, sfx, c[i].gauge ? "gauge" : "counter",
 		     len, c[i].name, sfx);
+		/* right-aligned in a fixed width (the format allows any number
+		 * of blanks between name and value): see fs_ctl_render */
 		if (ms)
-			outf(o, "%" PRIu64 ".%03u\n", c[i].value / 1000, (unsigned)(c[i].value % 1000));
+			outf(o, "%*" PRIu64 ".%03u\n", CTL_VALUE_WIDTH - 4, c[i].value / 1000,
+			     (unsigned)(c[i].value % 1000));
 		else
-			outf(o, "%" PRIu64 "\n", c[i].value);
+			outf(o, "%*" PRIu64 "\n", CTL_VALUE_WIDTH, c[i].value);
 	}
 }
 
@@ -287,8 +302,15 @@ int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len)
 	 * Prometheus text format): without OPEN requests the kernel reads
 	 * control files through its page cache, and a size that changed
 	 * between one reader's GETATTR and another's READ would splice two
-	 * snapshots (or zeros) into one read. stats fits one page, so a page
-	 * is always one snapshot. Only a much longer rendering grows it. */
+	 * snapshots (or zeros) into one read. The same holds for one reader:
+	 * each read() may GETATTR (attribute timeout 0), which renders a new
+	 * snapshot with a new mtime and drops the pages read so far, so a
+	 * reader with a small buffer gets each part from another snapshot.
+	 * Hence a fixed layout too: every value is padded to a fixed width
+	 * and the rest never changes while mounted, so every byte offset
+	 * holds the same thing in every snapshot; any splice of snapshots is
+	 * a whole document whose values are each whole (maybe of different
+	 * moments). Only a much longer rendering grows the size. */
 	{
 		size_t want = which == FS_CTL_STATS ? 4096 : 32768;
 		char *p;

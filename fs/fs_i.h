@@ -183,6 +183,7 @@ struct fs_counters {
 	atomic_ullong if_build_ms, if_cls_reads, index_sidecar, index_sidecar_rejected;
 	/* sources that change under the mount (fs_ns.c) */
 	atomic_ullong refreshes, refresh_added, refresh_removed, refresh_changed, stale_noticed;
+	atomic_ullong hidden_names; /* entries hidden by a name conflict at the last listing */
 };
 
 /* Snapshots of control files, one per open. A READ may still be in flight

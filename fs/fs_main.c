@@ -629,6 +629,8 @@ static int cmd_stats(int argc, char **argv)
 			continue;
 		v = ke + 3;
 		vl = strlen(v);
+		while (vl && v[vl - 1] == ' ') /* values are padded to a fixed width */
+			v[--vl] = '\0';
 		if (vl && v[vl - 1] == ',')
 			v[--vl] = '\0';
 		if (vl >= 2 && v[0] == '"' && v[vl - 1] == '"') {
@@ -703,7 +705,7 @@ static int cmd_prefetch(int argc, char **argv)
 	double t0, last_print = 0, last_progress;
 	uint64_t last_have = 0;
 	long fetched0 = -1;
-	int fd, tty = isatty(STDOUT_FILENO), rc = 0;
+	int fd, tty = isatty(STDOUT_FILENO), rc = 0, sent = 0;
 
 	if (argc >= 1 && is_help(argv[0])) {
 		printf("usage: shardfs prefetch MOUNTPOINT [PATH...]\n\n"
@@ -747,14 +749,18 @@ static int cmd_prefetch(int argc, char **argv)
 				err == -ENOENT ? "no such file or directory in the mount"
 					       : strerror(-err));
 			rc = 1;
-		} else if (err == 1) {
+			continue;
+		}
+		sent++;
+		if (err == 1)
 			printf("prefetch: %s is inside a shard: prefetching the whole shard\n",
 			       argv[i]);
-		}
 	}
 	close(fd);
 	t0 = last_progress = now_s();
-	for (;;) {
+	/* the progress is of everything the mount was asked to prefetch: none
+	 * of it is this run's when every PATH failed */
+	while (sent) {
 		char *stats = read_ctl(mnt, "stats"), have_s[32], want_s[32], rate_s[48];
 		long want = stats ? json_int(stats, "prefetch_bytes") : -1;
 		long have = stats ? json_int(stats, "prefetch_cached_bytes") : -1;
@@ -811,7 +817,7 @@ static int cmd_prefetch(int argc, char **argv)
 			nanosleep(&ts, NULL);
 		}
 	}
-	if (tty)
+	if (tty && sent)
 		printf("\n");
 	free(mnt);
 	return rc;

@@ -366,6 +366,7 @@ struct apply {
 	uint8_t *stale_why;
 	uint32_t nstale;
 	uint32_t added, removed, changed, shards_changed;
+	uint32_t hidden;       /* entries hidden by a name conflict */
 };
 
 static const char *ap_dir_name(const struct apply *ap, uint32_t d)
@@ -587,6 +588,7 @@ static int ap_entries(struct apply *ap)
 			    (i == 0 && strcmp(e->name, ".shardfs") == 0)) {
 				fs_log(FS_LOG_WARN, "name conflict: '%s' in directory '%s' is hidden",
 				       e->name, ap_dir_name(ap, i));
+				ap->hidden++;
 				continue;
 			}
 			d->ents[w++] = *e;
@@ -627,7 +629,10 @@ static void notify_dir_diff(struct fs *fs, uint32_t d, const struct fs_dirent *a
 		fs_notify_inode(fs, dir_ino(d));
 }
 
-/* Apply listing l (sorted here) to the namespace. refresh_lock held. */
+static int64_t dir_entry_of(const struct fs_dir *d, const char *name, uint8_t kind, uint32_t idx);
+
+/* Apply listing l (sorted here) to the namespace. refresh_lock held (so
+ * no one else changes the directories). */
 static int ns_apply(struct fs *fs, struct listing *l, int initial)
 {
 	struct apply ap = {.fs = fs};
@@ -664,9 +669,18 @@ static int ns_apply(struct fs *fs, struct listing *l, int initial)
 		if (!ap.d[0].name)
 			goto out;
 	}
-	for (uint32_t k = 0; k < nobjs; k++)
-		if (fs_obj_live(fs_obj(fs, k)))
+	/* the objects the mount shows: the live ones, and old versions that a
+	 * read or lookup found changed or removed while their name still
+	 * leads to them (nothing looked the name up since), so that the
+	 * refresh reports them as changed or removed, not as new or not at all */
+	for (uint32_t k = 0; k < nobjs; k++) {
+		const struct fs_obj *o = fs_obj(fs, k);
+
+		if (fs_obj_live(o) ||
+		    (o->dir < fs->ndirs &&
+		     dir_entry_of(&fs->dirs[o->dir], o->base, FS_K_OBJ, k) >= 0))
 			cur[ncur++] = k;
+	}
 	qsort_r(cur, ncur, sizeof(*cur), obj_key_cmp, fs);
 
 	/* merge the listing with the live objects, both in key order */
@@ -675,7 +689,7 @@ static int ns_apply(struct fs *fs, struct listing *l, int initial)
 		int c = i == l->n ? 1 : j == ncur ? -1 : strcmp(l->v[i].key, o->key);
 		uint32_t idx;
 
-		if (c == 0 && strcmp(l->v[i].info.etag, o->info.etag) == 0 &&
+		if (c == 0 && fs_obj_live(o) && strcmp(l->v[i].info.etag, o->info.etag) == 0 &&
 		    l->v[i].info.size == o->info.size) {
 			ap.live[ap.nlive++] = cur[j];
 			i++;
@@ -766,6 +780,7 @@ static int ns_apply(struct fs *fs, struct listing *l, int initial)
 	for (uint32_t k = 0; k < ap.nlive; k++)
 		total += fs_obj(fs, ap.live[k])->info.size;
 	atomic_store(&fs->total_bytes, total);
+	atomic_store(&fs->c.hidden_names, ap.hidden);
 	for (uint32_t k = 0; k < ap.old_ndirs; k++) {
 		if (!initial)
 			notify_dir_diff(fs, k, old_ents[k], old_n[k], fs->dirs[k].ents,

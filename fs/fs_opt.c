@@ -288,10 +288,16 @@ static int opt_set(const struct fs_opt_cmd *cmd, void *cfg, const struct fs_opt 
 		char *end;
 		double v = 0;
 
+		/* decimal only: strtod alone would also take 0x10, 1e3, 0x1p3 */
+		size_t digits = strspn(val, "0123456789"), frac = 0;
+
+		if (val[digits] == '.')
+			frac = 1 + strspn(val + digits + 1, "0123456789");
 		errno = 0;
-		if (isdigit((unsigned char)val[0]))
+		end = (char *)val;
+		if (digits && val[digits + frac] == '\0')
 			v = strtod(val, &end);
-		if (!isdigit((unsigned char)val[0]) || errno || *end || !isfinite(v) || v > 1e9 ||
+		if (!digits || val[digits + frac] || errno || *end || !isfinite(v) || v > 1e9 ||
 		    (o->min && v <= 0)) {
 			fprintf(stderr, "shardfs: %s: --%s wants seconds (%s up to 1e9), not '%s'\n",
 				cmd->name, o->lng, o->min ? "more than 0" : "0", val);

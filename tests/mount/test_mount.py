@@ -905,7 +905,7 @@ def metrics_format_errors(text):
             errs.append('line %d: no "# TYPE %s counter|gauge" after its HELP' % (i + 2, name))
             i += 1
             continue
-        v = re.match(r'^(\S+) (\d+|\d+\.\d+)$', lines[i + 2] if i + 2 < len(lines) else '')
+        v = re.match(r'^(\S+) +(\d+|\d+\.\d+)$', lines[i + 2] if i + 2 < len(lines) else '')
         if not v or v.group(1) != name or ('.' in v.group(2) and not name.endswith('_seconds')):
             errs.append('line %d: no sample "%s VALUE" after its TYPE' % (i + 3, name))
         if name in fams:

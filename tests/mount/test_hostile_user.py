@@ -1,0 +1,425 @@
+#!/usr/bin/python3
+"""shardfs mount tests: what a hostile new user ran into (a user who reads the control files with
+small buffers, kills daemons, changes shards under a mount and types odd option values).
+
+usage: test_hostile_user.py SHARDFS GROUP
+GROUP:
+  ctl-layout      .shardfs/stats and .shardfs/metrics read by one reader in two read() calls
+                  with GETATTRs (other processes' stats) between them, while a counter grows a
+                  digit: the reader gets a whole JSON document / valid Prometheus text with
+                  every counter once (each read() may be served from another snapshot: the
+                  layout must be the same in all of them)
+  refresh-counts  a shard rewritten in place and one deleted, both noticed by a read (ESTALE)
+                  before 'shardfs refresh': the refresh says "0 new, 1 removed, 1 changed" and
+                  the refresh_* counters agree (it once said "1 new, 0 removed, 0 changed")
+  seconds         SECONDS options take decimal numbers only: 0x10, 1e3, 0x1p3 and .5 are
+                  refused with the option's name, 1.5 and 10 are taken
+  killed-decoder  a daemon killed with -9 while decoding a compressed remote shard (the fills
+                  after the first chunks held at a proxy, so the decoder is mid-way): the next
+                  mount on the cache directory (shared with a running mount of another source)
+                  removes the partial decoded copy, and the usage it reports leaves it out;
+                  the member then reads exact
+  name-conflict   x.tar beside x.tar.gz, d/y.tar beside a directory d/y/: one name each (a
+                  source directory first, then the shard file that sorts first), the raw files
+                  all shown, the hidden member directories counted in hidden_names and logged
+  prefetch-missing 'shardfs prefetch MNT nonexist': exit 1, the error names the path, and no
+                  progress line (of what earlier runs prefetched) on stdout
+
+Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
+"""
+
+import sys
+sys.dont_write_bytecode = True
+
+import errno  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import tarfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mountlib as ml  # noqa: E402
+from mountlib import log  # noqa: E402
+
+# How long a condition may take to come true (polled, never slept for)
+DEADLINE_S = 60
+
+
+def poll(fn, deadline=DEADLINE_S):
+    """Call fn() until it returns a true value or the deadline passes; the last value."""
+    t = time.monotonic() + deadline
+    while True:
+        v = fn()
+        if v or time.monotonic() > t:
+            return v
+        time.sleep(0.02)
+
+
+def tar_bytes(members):
+    bio = io.BytesIO()
+    with tarfile.open(fileobj=bio, mode='w', format=tarfile.USTAR_FORMAT) as tf:
+        for name, data in members:
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            ti.mtime = 1700000000
+            ti.mode = 0o644
+            tf.addfile(ti, io.BytesIO(data))
+    return bio.getvalue()
+
+
+def write_file(path, data):
+    with open(path, 'wb') as f:
+        f.write(data)
+
+
+def read_result(path):
+    """('ok', bytes) or ('err', errno)."""
+    try:
+        with open(path, 'rb', buffering=0) as f:
+            return ('ok', f.read())
+    except OSError as e:
+        return ('err', e.errno)
+
+
+# ---------------------------------------------------------------------------------------------
+
+STATS_LINE = re.compile(r'^  "([a-z0-9_]+)": (\d+|"[^"]*"),? *$')
+METRIC_SAMPLE = re.compile(r'^(shardfs_[a-z0-9_]+)[ \t]+(\d+(?:\.\d+)?)$')
+
+
+def stats_problems(text):
+    """Lines of a stats document that are not '  "name": value' (or the braces), and the
+    names seen (a name twice is a problem too)."""
+    probs, names = [], []
+    lines = text.rstrip(' \n').split('\n')
+    if not lines or lines[0] != '{' or lines[-1].rstrip(' ') != '}':
+        probs.append('not braced: %r ... %r' % (lines[:1], lines[-1:]))
+    for ln in lines[1:-1]:
+        m = STATS_LINE.match(ln)
+        if not m:
+            probs.append('bad line %r' % ln)
+            continue
+        if m.group(1) in names:
+            probs.append('%s twice' % m.group(1))
+        names.append(m.group(1))
+    try:
+        json.loads(text)
+    except ValueError as e:
+        probs.append('not JSON: %s' % e)
+    return probs, names
+
+
+def metrics_problems(text):
+    """Every family as '# HELP', '# TYPE', one sample; returns (problems, families)."""
+    probs, fams = [], []
+    lines = [ln for ln in text.rstrip(' \n').split('\n') if ln.strip(' ')]
+    if len(lines) % 3:
+        probs.append('%d lines, not 3 per family' % len(lines))
+    for i in range(0, len(lines) - 2, 3):
+        h = re.match(r'^# HELP (shardfs_[a-z0-9_]+) \S', lines[i])
+        t = re.match(r'^# TYPE (shardfs_[a-z0-9_]+) (counter|gauge)$', lines[i + 1])
+        s = METRIC_SAMPLE.match(lines[i + 2])
+        if not (h and t and s and h.group(1) == t.group(1) == s.group(1)):
+            probs.append('bad family at line %d: %r' % (i + 1, lines[i:i + 3]))
+            continue
+        fams.append(h.group(1))
+    return probs, fams
+
+
+def group_ctl_layout(env, ck):
+    src = env.path('src')
+    os.makedirs(src)
+    write_file(os.path.join(src, 's0.tar'), tar_bytes([('a.txt', b'a\n')]))
+    promtool = shutil.which('promtool')
+    with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+        for name, anchor in (('stats', '"reads"'), ('metrics', '# HELP shardfs_reads_total')):
+            path = os.path.join(m.mnt, '.shardfs', name)
+            with open(path, 'rb') as f:
+                fresh = f.read().decode()
+            if name == 'stats':
+                _, want = stats_problems(fresh)
+            else:
+                _, want = metrics_problems(fresh)
+            g = int(re.search(r'getattrs(?:_total)?"?:?\s+(\d+)', fresh).group(1))
+            # the getattrs counter (before the cut) grows a digit between the two reads
+            bump = 10 ** len(str(g)) - g + 10
+            cut = fresh.index(anchor) + 5
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                first = os.read(fd, cut)
+                for _ in range(bump):
+                    os.stat(path)
+                rest = b''
+                while True:
+                    b = os.read(fd, 1 << 16)
+                    if not b:
+                        break
+                    rest += b
+            finally:
+                os.close(fd)
+            text = (first + rest).decode(errors='replace')
+            ck.eq('%s: size of a read in two parts' % name, len(first + rest), len(fresh))
+            if name == 'stats':
+                probs, got = stats_problems(text)
+            else:
+                probs, got = metrics_problems(text)
+            for p in probs[:5]:
+                ck.fail('%s read in two parts: %s' % (name, p))
+            ck.eq('%s read in two parts: problems' % name, len(probs), 0)
+            ck.eq('%s read in two parts: names' % name, got, want)
+            if name == 'metrics' and promtool:
+                r = subprocess.run([promtool, 'check', 'metrics'], input=text.encode(),
+                                   capture_output=True, timeout=60)
+                ck.eq('promtool check metrics of a read in two parts: exit (%s)' %
+                      r.stdout.decode(errors='replace')[:300], r.returncode, 0)
+            log('%s: read in two parts around %d GETATTRs: %d problems' % (name, bump,
+                                                                            len(probs)))
+        # shardfs stats prints the padded values without their padding or commas
+        r = env.run([env.shardfs, 'stats', m.mnt])
+        ck.eq('shardfs stats: exit', r.returncode, 0)
+        for ln in r.stdout.decode().split('\n'):
+            if ln:
+                ck.ok(re.match(r'^[a-z0-9_]+ +\S+$', ln), 'shardfs stats line %r' % ln)
+
+
+def group_refresh_counts(env, ck):
+    src = env.path('src')
+    os.makedirs(src)
+    a = [('k%d.bin' % i, bytes([65 + i]) * (3000 + 500 * i)) for i in range(3)]
+    b = [('k%d.bin' % i, bytes([97 + i]) * (2000 + 700 * i)) for i in range(4)]
+    for n in range(3):
+        write_file(os.path.join(src, 's%d.tar' % n), tar_bytes(a))
+    with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+        ck.eq('before: listing', sorted(os.listdir(m.mnt)),
+              ['s0', 's0.tar', 's1', 's1.tar', 's2', 's2.tar'])
+        # opened, not read: the first read reaches the daemon (no page is cached)
+        fds = [os.open(os.path.join(m.mnt, 's%d.tar' % n), os.O_RDONLY) for n in range(2)]
+        try:
+            # s0 rewritten in place (same inode, other bytes and size), s1 deleted
+            write_file(os.path.join(src, 's0.tar'), tar_bytes(b))
+            os.unlink(os.path.join(src, 's1.tar'))
+            for n, fd in enumerate(fds):
+                try:
+                    os.pread(fd, 512, 0)
+                    got = 'ok'
+                except OSError as e:
+                    got = errno.errorcode.get(e.errno, e.errno)
+                ck.eq('s%d.tar read after the change' % n, got, 'ESTALE')
+        finally:
+            for fd in fds:
+                os.close(fd)
+        r = env.run([env.shardfs, 'refresh', m.mnt])
+        out = r.stdout.decode(errors='replace')
+        log('shardfs refresh: rc=%d %s' % (r.returncode, out.strip()))
+        ck.eq('refresh: exit', r.returncode, 0)
+        ck.ok(': 0 new, 1 removed, 1 changed; 2 objects, 2 shards' in out,
+              'refresh summary after changes noticed by reads: %r' % out)
+        st = m.stats()
+        ck.eq('refresh counters (added, removed, changed)',
+              (st['refresh_added'], st['refresh_removed'], st['refresh_changed']), (0, 1, 1))
+        ck.eq('after refresh: listing', sorted(os.listdir(m.mnt)),
+              ['s0', 's0.tar', 's2', 's2.tar'])
+        for n, data in b:
+            ck.eq('after refresh: s0/' + n, read_result(os.path.join(m.mnt, 's0', n)),
+                  ('ok', data))
+        ck.eq('after refresh: s1.tar', read_result(os.path.join(m.mnt, 's1.tar')),
+              ('err', errno.ENOENT))
+
+
+def group_seconds(env, ck):
+    src = env.path('src')
+    os.makedirs(src)
+    write_file(os.path.join(src, 's0.tar'), tar_bytes([('a.txt', b'a\n')]))
+    mnt = env.path('mnt')
+    os.makedirs(mnt)
+    for opt in ('timeout', 'retry-budget', 'stall-timeout', 'connect-timeout'):
+        for val in ('0x10', '1e3', '0x1p3', '.5', '1.2.3', '5s', 'infinity'):
+            r = env.run([env.shardfs, 'mount', '--cache-dir', env.path('cache'), '--' + opt,
+                         val, src, mnt])
+            if r.returncode == 0 or ml.is_mounted(mnt):
+                env.run([env.shardfs, 'umount', mnt])
+            ck.eq('--%s %r: exit' % (opt, val), r.returncode, 1)
+            ck.ok(('--%s' % opt).encode() in r.stderr and b'seconds' in r.stderr,
+                  '--%s %r: error names the option: %r' % (opt, val, r.stderr))
+        for val in ('1.5', '10'):
+            with ml.Mount(env, src, mountpoint=mnt, cache_dir=env.path('cache'),
+                          extra=['--' + opt, val]) as m:
+                ck.eq('--%s %s: a shard reads' % (opt, val),
+                      read_result(os.path.join(m.mnt, 's0', 'a.txt')), ('ok', b'a\n'))
+
+
+def group_prefetch_missing(env, ck):
+    src = env.path('src')
+    os.makedirs(src)
+    write_file(os.path.join(src, 's0.tar'), tar_bytes([('a.txt', b'a\n' * 5000)]))
+    with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+        r = env.run([env.shardfs, 'prefetch', m.mnt, 's0.tar'])
+        ck.eq('prefetch s0.tar: exit', r.returncode, 0)
+        ck.ok(r.stdout.startswith(b'prefetch: '), 'prefetch s0.tar: progress %r' % r.stdout)
+        r = env.run([env.shardfs, 'prefetch', m.mnt, 'nonexist'])
+        ck.eq('prefetch nonexist: exit', r.returncode, 1)
+        ck.eq('prefetch nonexist: no progress of other paths on stdout', r.stdout, b'')
+        ck.ok(b'prefetch nonexist: no such file or directory in the mount' in r.stderr,
+              'prefetch nonexist: the error names the path: %r' % r.stderr)
+
+
+def group_name_conflict(env, ck):
+    src = env.path('src')
+    os.makedirs(os.path.join(src, 'd', 'y'))
+    write_file(os.path.join(src, 'x.tar'), tar_bytes([('a.txt', b'from x.tar\n')]))
+    gz = tar_bytes([('b.txt', b'from x.tar.gz\n')])
+    subprocess.run(['gzip', '-n'], input=gz, stdout=open(os.path.join(src, 'x.tar.gz'), 'wb'),
+                   check=True)
+    write_file(os.path.join(src, 'd', 'y.tar'), tar_bytes([('c.txt', b'from y.tar\n')]))
+    write_file(os.path.join(src, 'd', 'y', 'plain.txt'), b'plain\n')
+    log_file = env.path('daemon.log')
+    with ml.Mount(env, src, cache_dir=env.path('cache'), extra=['--log-file', log_file]) as m:
+        ck.eq('listing', sorted(os.listdir(m.mnt)), ['d', 'x', 'x.tar', 'x.tar.gz'])
+        ck.eq('listing of d', sorted(os.listdir(os.path.join(m.mnt, 'd'))), ['y', 'y.tar'])
+        # the first in order wins: a source directory, then the shard whose name sorts first
+        ck.eq('x/ is x.tar\'s', sorted(os.listdir(os.path.join(m.mnt, 'x'))), ['a.txt'])
+        ck.eq('d/y/ is the source directory', sorted(os.listdir(os.path.join(m.mnt, 'd', 'y'))),
+              ['plain.txt'])
+        ck.eq('x.tar.gz raw bytes', read_result(os.path.join(m.mnt, 'x.tar.gz')),
+              ('ok', open(os.path.join(src, 'x.tar.gz'), 'rb').read()))
+        st = m.stats()
+        ck.eq('hidden_names', st.get('hidden_names'), 2)
+        with open(os.path.join(m.mnt, '.shardfs', 'metrics')) as f:
+            ck.ok(re.search(r'^shardfs_hidden_names +2$', f.read(), re.M),
+                  'shardfs_hidden_names 2 in metrics')
+    with open(log_file, errors='replace') as f:
+        text = f.read()
+    for name in ("'x' in directory ''", "'y' in directory 'd'"):
+        ck.ok('name conflict: %s is hidden' % name in text, 'the log names %s' % name)
+
+
+def du_bytes(path):
+    total = 0
+    for dp, dns, fns in os.walk(path):
+        for fn in fns:
+            try:
+                total += os.lstat(os.path.join(dp, fn)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+def group_killed_decoder(env, ck):
+    for tool in ('nginx', 'zstd'):
+        ck.ok(shutil.which(tool), '%s is not installed (scripts/install-deps.sh)' % tool)
+    if ck.failures:
+        return
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'remote',
+                                    'http'))
+    import httplib
+
+    class HoldProxy(httplib.FaultProxy):
+        """Ranged GETs that start at or past hold_from wait until release is set."""
+
+        def __init__(self, upstream_port, hold_from):
+            self.hold_from = hold_from
+            self.release = threading.Event()
+            super().__init__(upstream_port)
+
+        def _fetch(self, head):
+            rng = self._range(head)
+            if rng and rng[0] >= self.hold_from:
+                while not self.release.is_set() and not self.stop_ev.is_set():
+                    self.release.wait(0.5)
+            return super()._fetch(head)
+
+    src = env.path('src')
+    os.makedirs(os.path.join(src, 'a'))
+    os.makedirs(os.path.join(src, 'b'))
+    big = os.urandom(24 << 20)
+    plain = tar_bytes([('big.bin', big), ('small.txt', b'small\n')])
+    zpath = os.path.join(src, 'a', 'z.tar.zst')
+    subprocess.run(['zstd', '-q', '-1', '-o', zpath], input=plain, check=True)
+    write_file(os.path.join(src, 'b', 'other.tar'), tar_bytes([('o.txt', b'other\n')]))
+    cache = env.path('cache')
+    chunk = 1 << 20
+    opts = ['--chunk-size', '1M', '--connections', '2', '--retry-budget', '120']
+    with httplib.Nginx(env.path('nginx'), src) as ng:
+        px = HoldProxy(ng.port, 4 * chunk)
+        try:
+            # a mount of another source on the same cache directory, running throughout: the
+            # later mounts are not alone there (the usage is kept, not rebuilt)
+            with ml.Mount(env, ng.url('json/b/'), cache_dir=cache, extra=opts) as other:
+                ck.eq('other: reads', read_result(os.path.join(other.mnt, 'other', 'o.txt')),
+                      ('ok', b'other\n'))
+                a = ml.Mount(env, px.url('json/a/'), cache_dir=cache, extra=opts)
+                a.mount()
+                apid = a.stats()['pid']
+                res = {}
+
+                def reader():
+                    res['r'] = read_result(os.path.join(a.mnt, 'z', 'big.bin'))
+                th = threading.Thread(target=reader, daemon=True)
+                th.start()
+                decdirs = []
+
+                def partial():
+                    for dp, dns, fns in os.walk(os.path.join(cache, 'v1')):
+                        for fn in fns:
+                            if fn.startswith('.tmp.%d.' % apid) and \
+                                    os.path.basename(dp) == 'decoded':
+                                p = os.path.join(dp, fn)
+                                try:
+                                    if os.path.getsize(p) >= chunk:
+                                        decdirs.append(dp)
+                                        return p
+                                except OSError:
+                                    pass
+                    return None
+                tmp = poll(partial)
+                ck.ok(tmp, 'a partial decoded copy of the held shard appeared')
+                if not tmp:
+                    return
+                tmp_size = os.path.getsize(tmp)
+                log('partial decoded copy %s: %d bytes; kill -9 %d' % (tmp, tmp_size, apid))
+                os.kill(apid, signal.SIGKILL)
+                ck.ok(poll(lambda: not ml.pid_alive(apid)), 'the killed daemon is gone')
+                th.join(DEADLINE_S)
+                a.umount(quiet=True)
+                px.release.set()
+                with ml.Mount(env, px.url('json/a/'), cache_dir=cache, extra=opts) as c:
+                    st = c.stats()
+                    ck.ok(not os.path.exists(tmp),
+                          'the killed decoder\'s partial copy %s is removed at the next mount'
+                          % tmp)
+                    left = [f for f in os.listdir(decdirs[0]) if f.startswith('.tmp.')]
+                    ck.eq('temp files left in decoded/', left, [])
+                    used, disk = st['cache_bytes_used'], du_bytes(cache)
+                    log('cache_bytes_used %d, bytes on disk %d' % (used, disk))
+                    ck.ok(used <= disk, 'cache_bytes_used %d counts more than the cache '
+                          'directory holds (%d bytes): the removed partial copy (%d bytes) '
+                          'stayed in the usage' % (used, disk, tmp_size))
+                    ck.eq('after the kill: z/big.bin', read_result(
+                        os.path.join(c.mnt, 'z', 'big.bin')), ('ok', big))
+                    ck.eq('after the kill: z/small.txt', read_result(
+                        os.path.join(c.mnt, 'z', 'small.txt')), ('ok', b'small\n'))
+        finally:
+            px.release.set()
+            px.close()
+
+
+GROUPS = {'ctl-layout': group_ctl_layout, 'refresh-counts': group_refresh_counts,
+          'seconds': group_seconds, 'killed-decoder': group_killed_decoder,
+          'prefetch-missing': group_prefetch_missing, 'name-conflict': group_name_conflict}
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    ml.main_wrapper(GROUPS[sys.argv[2]], sys.argv[1], 'hostile-' + sys.argv[2])
+
+
+if __name__ == '__main__':
+    main()
