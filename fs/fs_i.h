@@ -414,7 +414,7 @@ int fs_index_main(int argc, char **argv);
 #define FS_SIDECAR_TAIL (64u * 1024)
 struct fs_sidecar_id {
 	int codec;
-	uint64_t size, tail_fnv, mtime_ns, ino;
+	uint64_t size, tail_fnv, mtime_ns, ino, ctime_ns;
 };
 int fs_sidecar_ident(const struct fs_sidecar_id *id, char *buf, size_t bufsize, size_t *len);
 /* The identity of the local shard file open at fd (fstat and a read of

@@ -61,12 +61,13 @@ static int shard_ident(const struct fs_obj *o, int codec, char *buf, size_t size
 /* ---- sidecar indexes -------------------------------------------------------
  * NAME.tar.idx beside a shard (written by 'shardfs index --sidecar' and
  * 'shardfs pack') is a shardidx_save file whose identity names the shard
- * it was made from: "shardfs-sidecar|2|CODEC|SIZE|TAIL|MTIME_NS|INO", TAIL
+ * it was made from: "shardfs-sidecar|3|CODEC|SIZE|TAIL|MTIME_NS|INO|CTIME_NS", TAIL
  * being an FNV-1a 64 of the shard file's last FS_SIDECAR_TAIL bytes (an
  * appended member, `tar -rf`, changes them even when the size stays within
  * the record padding). A mount trusts a sidecar only when:
  *  - local source: every field matches the shard file as it is now, so a
- *    rewrite, an append, a `touch` or a copy (a new inode; `cp -p` keeps
+ *    rewrite (even one that puts the old mtime back: ctime cannot be set),
+ *    an append, a `touch`, a `chmod` or a copy (a new inode; `cp -p` keeps
  *    the mtime, not the inode) rejects it and the index is built from the
  *    shard: safe, at the cost of one read of its headers;
  *  - remote source: codec, size and TAIL match (a store's ETag is not
@@ -80,9 +81,10 @@ static int shard_ident(const struct fs_obj *o, int codec, char *buf, size_t size
 int fs_sidecar_ident(const struct fs_sidecar_id *id, char *buf, size_t bufsize, size_t *len)
 {
 	int n = snprintf(buf, bufsize,
-			 "shardfs-sidecar|2|%s|%" PRIu64 "|%016" PRIx64 "|%" PRIu64 "|%" PRIu64,
+			 "shardfs-sidecar|3|%s|%" PRIu64 "|%016" PRIx64 "|%" PRIu64 "|%" PRIu64
+			 "|%" PRIu64,
 			 id->codec >= 0 && id->codec <= 2 ? codec_names[id->codec] : "?",
-			 id->size, id->tail_fnv, id->mtime_ns, id->ino);
+			 id->size, id->tail_fnv, id->mtime_ns, id->ino, id->ctime_ns);
 
 	if (n < 0 || (size_t)n >= bufsize)
 		return -ENAMETOOLONG;
@@ -106,6 +108,7 @@ int fs_sidecar_id_fd(int fd, int codec, struct fs_sidecar_id *id)
 	id->size = (uint64_t)st.st_size;
 	id->mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
 	id->ino = (uint64_t)st.st_ino;
+	id->ctime_ns = (uint64_t)st.st_ctim.tv_sec * 1000000000u + (uint64_t)st.st_ctim.tv_nsec;
 	want = id->size < FS_SIDECAR_TAIL ? (size_t)id->size : FS_SIDECAR_TAIL;
 	while (done < want) {
 		ssize_t n = pread(fd, buf + done, want - done, (off_t)(id->size - want + done));
@@ -137,7 +140,7 @@ static int sidecar_ident_check(struct fs *fs, const struct fs_obj *o, int codec,
 
 	if (err < 0)
 		return err;
-	if (slen < 18 || memcmp(stored, "shardfs-sidecar|2|", 18) != 0)
+	if (slen < 18 || memcmp(stored, "shardfs-sidecar|3|", 18) != 0)
 		return slen >= 16 && memcmp(stored, "shardfs-sidecar|", 16) == 0 ? -EPROTO : -ESTALE;
 	if (backend_is_local(fs->be)) {
 		int fd = backend_open_fd(fs->be, o->key);
@@ -154,7 +157,7 @@ static int sidecar_ident_check(struct fs *fs, const struct fs_obj *o, int codec,
 		unsigned char *tail = malloc(FS_SIDECAR_TAIL);
 		size_t want = o->info.size < FS_SIDECAR_TAIL ? (size_t)o->info.size : FS_SIDECAR_TAIL;
 		ssize_t n;
-		unsigned long long sz, ino, mt;
+		unsigned long long sz, ino, mt, ct;
 		unsigned long long tf;
 		char cname[8];
 
@@ -172,13 +175,14 @@ static int sidecar_ident_check(struct fs *fs, const struct fs_obj *o, int codec,
 			return -ESTALE;
 		memcpy(ident, stored, slen);
 		ident[slen] = '\0';
-		if (sscanf(ident, "shardfs-sidecar|2|%7[a-z?]|%llu|%16llx|%llu|%llu", cname, &sz, &tf,
-			   &mt, &ino) != 5)
+		if (sscanf(ident, "shardfs-sidecar|3|%7[a-z?]|%llu|%16llx|%llu|%llu|%llu", cname, &sz,
+			   &tf, &mt, &ino, &ct) != 6)
 			return -ESTALE;
 		id.codec = codec;
 		id.size = o->info.size;
 		id.mtime_ns = mt;
 		id.ino = ino;
+		id.ctime_ns = ct;
 	}
 	err = fs_sidecar_ident(&id, ident, identsize, identlen);
 	if (err < 0)

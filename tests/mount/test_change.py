@@ -369,6 +369,42 @@ def group_sidecar(env, ck):
     ck.eq('tar -rf kept the size', os.path.getsize(shard), size0)
     mount_and_check('appended', names + ['late.bin'], 0, 1)
 
+    # a rewrite in place that keeps size, tail and mtime (a member's name changed in its
+    # header, the old mtime put back): only the ctime tells, and the sidecar is rejected
+    src2 = env.path('src2')
+    stage2 = env.path('stage2')
+    os.makedirs(src2)
+    os.makedirs(stage2)
+    mem2 = [('m%02d.bin' % i, bytes([i]) * 8000) for i in range(20)]
+    for n, data in mem2:
+        write_file(os.path.join(stage2, n), data)
+    big = os.path.join(src2, 'big.tar')
+    subprocess.run(['tar', '-cf', big, '-C', stage2] + [n for n, _ in mem2], check=True)
+    r = env.run([exe, 'index', '--sidecar', '--cache-dir', env.path('c2'), src2])
+    ck.eq('index --sidecar (big): exit', r.returncode, 0)
+    st0 = os.stat(big)
+    with open(big, 'r+b') as f:
+        data = bytearray(f.read())
+        off = data.find(b'm05.bin\0')
+        ck.ok(off >= 0 and off % 512 == 0, 'm05.bin header at %d' % off)
+        data[off:off + 7] = b'm55.bin'
+        data[off + 148:off + 156] = b' ' * 8
+        data[off + 148:off + 156] = b'%06o\0 ' % sum(data[off:off + 512])
+        f.seek(off)
+        f.write(data[off:off + 512])
+    os.utime(big, ns=(st0.st_atime_ns, st0.st_mtime_ns))
+    ck.eq('size and mtime kept', (os.path.getsize(big), os.stat(big).st_mtime_ns),
+          (st0.st_size, st0.st_mtime_ns))
+    with ml.Mount(env, src2, cache_dir=env.path('cache-mtime-kept')) as m:
+        got = sorted(os.listdir(os.path.join(m.mnt, 'big')))
+        want = sorted(n if n != 'm05.bin' else 'm55.bin' for n, _ in mem2)
+        ck.eq('mtime kept: members as the shard has them now', got, want)
+        ck.eq('mtime kept: m55.bin', read_result(os.path.join(m.mnt, 'big', 'm55.bin')),
+              ('ok', bytes([5]) * 8000))
+        st = m.stats()
+        ck.eq('mtime kept: sidecar used, rejected', (st.get('index_sidecar'),
+              st.get('index_sidecar_rejected')), (0, 1))
+
 
 GROUPS = {'rewrite': group_rewrite, 'refresh': group_refresh, 'sidecar': group_sidecar}
 
