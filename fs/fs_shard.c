@@ -606,7 +606,7 @@ int fs_obj_prefetch(struct fs *fs, uint32_t obj)
 	atomic_store(&fs_obj(fs, obj)->prefetch, 1);
 	fs->c.prefetch_requests++;
 	if (err == 0)
-		err = cachetier_obj_prefetch(raw);
+		err = cachetier_obj_prefetch(raw, CACHETIER_PF_FIT);
 	if (err < 0) {
 		fs->c.prefetch_errors++;
 		fs_log(FS_LOG_WARN, "%s: prefetch failed: %s", fs_obj(fs, obj)->key, strerror(-err));
