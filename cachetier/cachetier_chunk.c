@@ -30,7 +30,10 @@
  *
  * Fills: cfg.fill_threads workers take jobs from three queues in order:
  * demand (a reader waits), readahead, prefetch (a cursor per object, so a
- * prefetch of a huge object queues nothing up front). A chunk has one
+ * prefetch of a huge object queues nothing up front; an object a reader
+ * reads moves to the front; prefetch fills leave two workers to demand and
+ * readahead; a PF_FIT prefetch skips, never evicts for, a chunk that does
+ * not fit). A chunk has one
  * state (enum ct_chunk), so concurrent misses of one chunk share one fill.
  * Readers wait on ct->chunk_cond for just the chunks they need; a failed
  * fill leaves the chunk EMPTY with its error, which every reader that was
@@ -617,10 +620,21 @@ static void pf_push(struct cachetier *ct, struct ct_file *f, int front)
 	}
 }
 
+/* Most prefetch fills in flight at once: all workers but two (at least
+ * one), so that a demand fill always finds a free worker and, with one
+ * worker more than the backend's connections (as fs/ configures it), a free
+ * connection: a reader's miss never queues behind a whole round of
+ * prefetch fills. */
+static unsigned pf_max(const struct cachetier *ct)
+{
+	return ct->cfg.fill_threads > 2 ? ct->cfg.fill_threads - 2 : 1;
+}
+
 /* The next fill: demand, then readahead, then prefetch cursors (the
- * object at the front of ct->pf first). *pf: a prefetch cursor's chunk. An
- * object whose cursor passed its last chunk leaves the list at once, so
- * its prefetch counts as ended once its fills in flight are done. */
+ * object at the front of ct->pf first; at most pf_max in flight). *pf: a
+ * prefetch cursor's chunk. An object whose cursor passed its last chunk
+ * leaves the list at once, so its prefetch counts as ended once its fills
+ * in flight are done. */
 static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, int *ra, int *pf)
 {
 	struct ct_job *j = NULL;
@@ -637,7 +651,7 @@ static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, int
 		free(j);
 		return 1;
 	}
-	while (ct->pf) {
+	while (ct->pf && ct->pf_running < pf_max(ct)) {
 		struct ct_file *p = ct->pf;
 
 		while (p->pf_next < p->nchunks && p->cst[p->pf_next] != CH_EMPTY)
@@ -800,10 +814,13 @@ static void *worker_main(void *arg)
 		/* a PF_FIT prefetch never evicts: a chunk that needs room is
 		 * skipped (one another process filled needs none) */
 		fit = pf && !f->pf_evict;
-		if (pf) /* counted from here: its prefetch has not ended yet */
+		if (pf) { /* counted from here: its prefetch has not ended yet */
 			f->pf_inflight++;
+			ct->pf_running++;
+		}
 		if (fit && !cachetier__st_get(f, c) && pf_fits(ct, f, c, len) != 1) {
 			f->pf_inflight--;
+			ct->pf_running--;
 			continue;
 		}
 		f->cst[c] = CH_FILLING;
@@ -827,8 +844,10 @@ static void *worker_main(void *arg)
 		pthread_mutex_lock(&ct->lock);
 		ct->reserved -= len;
 		ct->fills_inflight--;
-		if (pf)
+		if (pf) {
 			f->pf_inflight--;
+			ct->pf_running--;
+		}
 		if (err == 0) {
 			f->cst[c] = CH_VALID;
 			f->bytes += len;

@@ -146,6 +146,7 @@ struct cachetier {
 	struct ct_job *rq, **rq_tail;  /* readahead fills */
 	struct ct_file *pf, **pf_tail; /* objects being prefetched, in the order they are
 					* filled (a reader's object moves to the front) */
+	unsigned pf_running;	       /* prefetch fills in flight (cachetier_chunk.c pf_max) */
 	pthread_t *workers;	       /* fill threads; the array is written only by open/close */
 	unsigned nworkers;
 	pthread_t flusher; /* writes the batched maps; off the fill path */
