@@ -596,7 +596,7 @@ def group_crash(env, ck, ng):
     try:
         cache = env.path('cache')
         opts = ['--chunk-size', '1M', '--connections', '2', '--readahead', '8M',
-                '--prefetch-shards', '0', '--log-file', env.path('daemon.log')]
+                '--prefetch-shards', '0', '--warm', 'off', '--log-file', env.path('daemon.log')]
         source = px.url('files/' + rel)
         m = ml.Mount(env, source, cache_dir=cache, extra=opts)
         m.mount()
@@ -722,22 +722,33 @@ def group_share(env, ck, ng):
     with open(env.shardfs, 'rb') as f:
         tsan = b'libtsan' in f.read()
 
-    # 1. Two mounts of one source on the default cache dir (no --cache-dir): what one filled,
-    # the other serves without fetching it again.
+    # 1. Two mounts of one source on the default cache dir (no --cache-dir), both warming the
+    # dataset (it fits the default cache) at once: each chunk is fetched once, by one of them;
+    # then each serves everything without fetching it again.
     a = ml.Mount(env, ng.url('json/'), mountpoint=env.path('mnt-a'),
                  extra=['--log-file', env.path('a.log')])
     b = ml.Mount(env, ng.url('json/'), mountpoint=env.path('mnt-b'),
                  extra=['--log-file', env.path('b.log')])
     with a, b:
+        for m in (a, b):
+            st = wait_stats(m, lambda s: s.get('warm_state') != 1, 120)
+            ck.eq('share: warm_state of %s' % m.mnt, st.get('warm_state'), 2)
+        sa0, sb0 = a.stats(), b.stats()
+        log('share default dir: warms fetched %d + %d (dataset %d)' % (
+            sa0['bytes_fetched'], sb0['bytes_fetched'], total))
+        ck.eq('share: bytes the two warms fetched', sa0['bytes_fetched'] + sb0['bytes_fetched'],
+              total)
         check_all(ck, 'share: first mount', a.mnt, src, refs)
         sa = a.stats()
         check_all(ck, 'share: second mount', b.mnt, src, refs)
         sb = b.stats()
         log('share default dir: first fetched %d (dataset %d), second fetched %d, peer chunks '
-            '%d' % (sa['bytes_fetched'], total, sb['bytes_fetched'], sb['cache_peer_chunks']))
-        ck.eq('share: bytes the first mount fetched', sa['bytes_fetched'], total)
-        ck.eq('share: bytes the second mount fetched', sb['bytes_fetched'], 0)
-        ck.ok(sb['cache_peer_chunks'] > 0, 'share: the second mount read no chunk of the first')
+            '%d + %d' % (sa['bytes_fetched'], total, sb['bytes_fetched'],
+                         sa['cache_peer_chunks'], sb['cache_peer_chunks']))
+        ck.eq('share: bytes fetched by reads', (sa['bytes_fetched'], sb['bytes_fetched']),
+              (sa0['bytes_fetched'], sb0['bytes_fetched']))
+        ck.ok(sa['cache_peer_chunks'] + sb['cache_peer_chunks'] > 0,
+              'share: no mount read a chunk of the other')
         ck.eq('share: read errors', (sa['read_errors'], sb['read_errors']), (0, 0))
         ck.eq('share: cache_bytes_used (both mounts, one directory)',
               (sa['cache_bytes_used'], b.stats()['cache_bytes_used']), (total, total))
@@ -984,7 +995,7 @@ def group_storedown_imagefolder(env, ck, ng, budget):
     want = imagefolder_source(env, 'if')
     ng.start()
     opts = ['--retry-budget', str(budget), '--layout', 'imagefolder', '--class-from', 'cls',
-            '--log-file', env.path('daemon-if.log')]
+            '--warm', 'off', '--log-file', env.path('daemon-if.log')]
     with ml.Mount(env, ng.url('json/if/'), cache_dir=env.path('cache-if'), extra=opts) as m:
         retire_view(env, ck, m, lambda: imagefolder_source(env, 'if', 1, first=4, want=want))
         ng.stop()
