@@ -56,7 +56,7 @@ static const struct fs_opt mount_opts[] = {
 	 * reads; 90 % leaves room for readers and other datasets */
 	{"warm", 0, FS_OPT_STR, CFG(warm_name), 0, "auto", 0, 0, "auto|all|off",
 	 "fill the cache with the whole remote dataset in the background: auto when it fits in "
-	 "90% of --cache-size and the disk's room, all: what fits (the warm never evicts)"},
+	 "90% of the cache size and in the disk's room; all: what fits (it never evicts)"},
 	{"strict-open", 0, FS_OPT_FLAG, CFG(strict_open), 0, NULL, 0, 0, NULL,
 	 "answer every open, at the cost of a round trip per open (default: opens cost nothing; "
 	 "the mount is read-only either way)"},

@@ -1273,6 +1273,9 @@ def group_warm(env, ck, ng):
         ck.eq('warm (b): warm_bytes_wanted', st.get('warm_bytes_wanted'), 0)
     with ml.Mount(env, small, cache_dir=env.path('cache-b')) as m:
         ck.eq('warm (b) local: warm_state', m.stats().get('warm_state'), 0)
+    r = env.run([env.shardfs, 'mount', '--warm', 'some', small, env.path('mnt-none')])
+    ck.ok(r.returncode != 0 and b'--warm' in r.stderr, 'warm (b): --warm some was not refused '
+          'naming the option: rc=%r %r' % (r.returncode, r.stderr))
 
     # (c) a dataset 3x the cache: auto does not warm it; --warm all warms what fits, stops at
     # the limit, says so, and evicts nothing
