@@ -352,6 +352,7 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->fills_inflight = ct->fills_inflight;
 	st->fill_errors = ct->fill_errors;
 	st->readahead_fills = ct->readahead_fills;
+	st->unfit_bytes = ct->unfit_bytes;
 	st->evictions = ct->evictions;
 	st->evicted_bytes = ct->evicted_bytes;
 	st->decoded_evictions = ct->decoded_evictions;
@@ -803,10 +804,20 @@ void cachetier_obj_read_end(struct cachetier_obj *o)
 		local_unpin(o);
 }
 
-int cachetier_obj_prefetch(struct cachetier_obj *o)
+int cachetier_obj_prefetch(struct cachetier_obj *o, enum cachetier_prefetch_mode mode)
 {
 	/* local files and decoded copies are all there already */
-	return o->file ? cachetier__file_prefetch(o->ct, o->file) : 0;
+	return o->file ? cachetier__file_prefetch(o->ct, o->file, (int)mode) : 0;
+}
+
+int cachetier_obj_prefetch_state(struct cachetier_obj *o, uint64_t *unfit_bytes)
+{
+	uint64_t unfit = 0;
+	int running = o->file ? cachetier__file_prefetch_state(o->ct, o->file, &unfit) : 0;
+
+	if (unfit_bytes)
+		*unfit_bytes = unfit;
+	return running;
 }
 
 uint64_t cachetier_obj_cached_bytes(const struct cachetier_obj *o)

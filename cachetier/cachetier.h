@@ -96,6 +96,8 @@ struct cachetier_stats {
 	uint64_t fills_inflight;  /* chunk fills running now */
 	uint64_t fill_errors;     /* fills that failed (backend errors) */
 	uint64_t readahead_fills; /* fills started by readahead or prefetch */
+	uint64_t unfit_bytes;     /* bytes of PF_FIT prefetch fills skipped: no room without
+				   * evicting */
 	uint64_t evictions;       /* objects evicted */
 	uint64_t evicted_bytes;
 	uint64_t decoded_evictions; /* decoded copies evicted (also in evictions) */
@@ -190,12 +192,35 @@ int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len
 			     uint64_t *fd_off);
 void cachetier_obj_read_end(struct cachetier_obj *o);
 
+/* How a prefetch makes room. */
+enum cachetier_prefetch_mode {
+	/* like a reader's fill: evicts the least recently used data when the
+	 * cache is full (a reader will want these bytes soon) */
+	CACHETIER_PF_EVICT = 0,
+	/* only into room the cache has: never evicts. A chunk that would need
+	 * an eviction (the directory's usage plus fills in flight past
+	 * cache_size_bytes, or the disk's free space past its reserve) is
+	 * skipped and counted (cachetier_obj_prefetch_state, unfit_bytes) */
+	CACHETIER_PF_FIT = 1,
+};
+
 /* Start fetching the whole object in the background (large sequential
- * fills, after demand and readahead fills); returns at once.
- * cachetier_obj_cached_bytes tells the progress (it may fall again when
- * the cache evicts). A chunk whose fill fails is left for a later read or
- * prefetch. Local objects and decoded copies are cached already. */
-int cachetier_obj_prefetch(struct cachetier_obj *o);
+ * fills at full parallelism, after demand and readahead fills); returns at
+ * once. Objects are filled one after another in the order they were asked
+ * for, except that an object a reader reads (read_begin) moves to the
+ * front. Asking again for an object whose prefetch runs adds nothing but
+ * may turn a PF_FIT prefetch into PF_EVICT; asking again after it ended
+ * looks at every chunk again. cachetier_obj_cached_bytes tells the progress
+ * (it may fall again when the cache evicts). A chunk whose fill fails is
+ * left for a later read or prefetch. Chunks are claimed through the same
+ * fill path as reads, so processes sharing the directory fetch each chunk
+ * once. Local objects and decoded copies are cached already. */
+int cachetier_obj_prefetch(struct cachetier_obj *o, enum cachetier_prefetch_mode mode);
+/* The latest prefetch of o: 1 while it runs (chunks left to look at, or
+ * fills in flight), 0 once it ended or when none was asked. *unfit_bytes
+ * (may be NULL): the bytes it skipped because they did not fit
+ * (CACHETIER_PF_FIT). */
+int cachetier_obj_prefetch_state(struct cachetier_obj *o, uint64_t *unfit_bytes);
 uint64_t cachetier_obj_cached_bytes(const struct cachetier_obj *o);
 
 /* Copy bytes of the stream. Returns bytes read (short only at the end of

@@ -30,7 +30,10 @@
  *
  * Fills: cfg.fill_threads workers take jobs from three queues in order:
  * demand (a reader waits), readahead, prefetch (a cursor per object, so a
- * prefetch of a huge object queues nothing up front). A chunk has one
+ * prefetch of a huge object queues nothing up front; an object a reader
+ * reads moves to the front; prefetch fills leave two workers to demand and
+ * readahead; a PF_FIT prefetch skips, never evicts for, a chunk that does
+ * not fit). A chunk has one
  * state (enum ct_chunk), so concurrent misses of one chunk share one fill.
  * Readers wait on ct->chunk_cond for just the chunks they need; a failed
  * fill leaves the chunk EMPTY with its error, which every reader that was
@@ -66,6 +69,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -574,11 +578,60 @@ static void queue_promote(struct cachetier *ct, struct ct_file *f, uint32_t c)
 	}
 }
 
-/* The next fill: demand, then readahead, then prefetch cursors. */
-static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, int *ra)
+/* The prefetch list ct->pf: objects whose prefetch runs, doubly linked
+ * (pf_pprev points at the link that points at the entry) so that a
+ * reader's object moves to the front in O(1). */
+static void pf_unlink(struct cachetier *ct, struct ct_file *f)
+{
+	*f->pf_pprev = f->pf_link;
+	if (f->pf_link)
+		f->pf_link->pf_pprev = f->pf_pprev;
+	else
+		ct->pf_tail = f->pf_pprev;
+	f->pf_link = NULL;
+	f->pf_pprev = NULL;
+	f->pf_listed = 0;
+}
+
+static void pf_push(struct cachetier *ct, struct ct_file *f, int front)
+{
+	f->pf_listed = 1;
+	if (front) {
+		f->pf_link = ct->pf;
+		f->pf_pprev = &ct->pf;
+		if (ct->pf)
+			ct->pf->pf_pprev = &f->pf_link;
+		else
+			ct->pf_tail = &f->pf_link;
+		ct->pf = f;
+	} else {
+		f->pf_link = NULL;
+		f->pf_pprev = ct->pf_tail;
+		*ct->pf_tail = f;
+		ct->pf_tail = &f->pf_link;
+	}
+}
+
+/* Most prefetch fills in flight at once: all workers but two (at least
+ * one), so that a demand fill always finds a free worker and, with one
+ * worker more than the backend's connections (as fs/ configures it), a free
+ * connection: a reader's miss never queues behind a whole round of
+ * prefetch fills. */
+static unsigned pf_max(const struct cachetier *ct)
+{
+	return ct->cfg.fill_threads > 2 ? ct->cfg.fill_threads - 2 : 1;
+}
+
+/* The next fill: demand, then readahead, then prefetch cursors (the
+ * object at the front of ct->pf first; at most pf_max in flight). *pf: a
+ * prefetch cursor's chunk. An object whose cursor passed its last chunk
+ * leaves the list at once, so its prefetch counts as ended once its fills
+ * in flight are done. */
+static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, int *ra, int *pf)
 {
 	struct ct_job *j = NULL;
 
+	*pf = 0;
 	if (ct->dq)
 		j = queue_pop(&ct->dq_tail, &ct->dq);
 	else if (ct->rq)
@@ -590,7 +643,7 @@ static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, int
 		free(j);
 		return 1;
 	}
-	while (ct->pf) {
+	while (ct->pf && ct->pf_running < pf_max(ct)) {
 		struct ct_file *p = ct->pf;
 
 		while (p->pf_next < p->nchunks && p->cst[p->pf_next] != CH_EMPTY)
@@ -599,14 +652,41 @@ static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, int
 			*f = p;
 			*c = p->pf_next++;
 			*ra = 1;
+			*pf = 1;
+			while (p->pf_next < p->nchunks && p->cst[p->pf_next] != CH_EMPTY)
+				p->pf_next++;
+			if (p->pf_next >= p->nchunks)
+				pf_unlink(ct, p);
 			return 1;
 		}
-		ct->pf = p->pf_link;
-		if (!ct->pf)
-			ct->pf_tail = &ct->pf;
-		p->pf_listed = 0;
-		p->pf_link = NULL;
+		pf_unlink(ct, p);
 	}
+	return 0;
+}
+
+/* May a PF_FIT prefetch fill chunk c of f (len bytes) without evicting:
+ * the directory's usage, this process's fills in flight and bytes being
+ * punched leave room for it within cache_size_bytes, and the disk keeps
+ * its reserve? 1: yes; 0: no (counted as unfit); -1: a reader queued the
+ * chunk meanwhile (its own fill takes it). ct->lock held on entry and
+ * return; dropped around statvfs. */
+static int pf_fits(struct cachetier *ct, struct ct_file *f, uint32_t c, uint64_t len)
+{
+	uint64_t avail = UINT64_MAX;
+	struct statvfs sv;
+
+	pthread_mutex_unlock(&ct->lock);
+	if (fstatvfs(ct->datafd, &sv) == 0)
+		avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	pthread_mutex_lock(&ct->lock);
+	if (f->cst[c] != CH_EMPTY)
+		return -1;
+	if (cachetier__usage_get(ct) + ct->reserved + ct->evicting + len <=
+		    ct->cfg.cache_size_bytes &&
+	    avail >= ct->cfg.min_free_bytes + ct->reserved + len)
+		return 1;
+	f->pf_unfit += len;
+	ct->unfit_bytes += len;
 	return 0;
 }
 
@@ -707,9 +787,9 @@ static void *worker_main(void *arg)
 		struct ct_file *f;
 		uint32_t c;
 		uint64_t len;
-		int ra, err, claim, waited = 0;
+		int ra, pf, fit, err, claim, waited = 0;
 
-		if (!queue_next(ct, &f, &c, &ra)) {
+		if (!queue_next(ct, &f, &c, &ra, &pf)) {
 			struct timespec ts;
 
 			clock_gettime(CLOCK_REALTIME, &ts);
@@ -718,12 +798,25 @@ static void *worker_main(void *arg)
 			continue;
 		}
 		len = chunk_len(f, c);
+		/* a PF_FIT prefetch never evicts: a chunk that needs room is
+		 * skipped (one another process filled needs none) */
+		fit = pf && !f->pf_evict;
+		if (pf) { /* counted from here: its prefetch has not ended yet */
+			f->pf_inflight++;
+			ct->pf_running++;
+		}
+		if (fit && !cachetier__st_get(f, c) && pf_fits(ct, f, c, len) != 1) {
+			f->pf_inflight--;
+			ct->pf_running--;
+			continue;
+		}
 		f->cst[c] = CH_FILLING;
 		ct->reserved += len;
 		ct->fills_inflight++;
 		if (ra)
 			ct->readahead_fills++;
-		cachetier__make_room(ct, len);
+		if (!fit)
+			cachetier__make_room(ct, len);
 		pthread_mutex_unlock(&ct->lock);
 
 		claim = fill_claim(ct, f, c, &waited);
@@ -738,6 +831,10 @@ static void *worker_main(void *arg)
 		pthread_mutex_lock(&ct->lock);
 		ct->reserved -= len;
 		ct->fills_inflight--;
+		if (pf) {
+			f->pf_inflight--;
+			ct->pf_running--;
+		}
 		if (err == 0) {
 			f->cst[c] = CH_VALID;
 			f->bytes += len;
@@ -845,8 +942,8 @@ void cachetier__chunk_stop(struct cachetier *ct)
 	}
 	ct->dq_tail = &ct->dq;
 	ct->rq_tail = &ct->rq;
-	ct->pf = NULL;
-	ct->pf_tail = &ct->pf;
+	while (ct->pf)
+		pf_unlink(ct, ct->pf);
 	pthread_cond_broadcast(&ct->chunk_cond);
 	pthread_mutex_unlock(&ct->lock);
 
@@ -963,6 +1060,11 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	f->reads = r;
 	f->atime_ns = cachetier__now_ns();
 	cachetier__st_touch(f, f->atime_ns);
+	/* what readers touch is prefetched first */
+	if (f->pf_listed && ct->pf != f) {
+		pf_unlink(ct, f);
+		pf_push(ct, f, 1);
+	}
 	ra_update(ct, f, off, off + len);
 	for (;;) {
 		int ready = 1;
@@ -1034,17 +1136,29 @@ void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f)
 	free(r);
 }
 
-int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f)
+int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, int mode)
 {
 	pthread_mutex_lock(&ct->lock);
-	if (!f->pf_listed && !ct->stopping) {
-		f->pf_listed = 1;
+	if (f->pf_listed) {
+		f->pf_evict |= mode == CACHETIER_PF_EVICT;
+	} else if (!ct->stopping) {
 		f->pf_next = 0;
-		f->pf_link = NULL;
-		*ct->pf_tail = f;
-		ct->pf_tail = &f->pf_link;
+		f->pf_unfit = 0;
+		f->pf_evict = mode == CACHETIER_PF_EVICT;
+		pf_push(ct, f, 0);
 		pthread_cond_broadcast(&ct->work_cond);
 	}
 	pthread_mutex_unlock(&ct->lock);
 	return 0;
+}
+
+int cachetier__file_prefetch_state(struct cachetier *ct, struct ct_file *f, uint64_t *unfit)
+{
+	int running;
+
+	pthread_mutex_lock(&ct->lock);
+	running = f->pf_listed || f->pf_inflight > 0;
+	*unfit = f->pf_unfit;
+	pthread_mutex_unlock(&ct->lock);
+	return running;
 }

@@ -94,9 +94,12 @@ struct ct_file {
 	int64_t map_ns;	    /* when the map was last written */
 	uint64_t ra_end;    /* end of the last read (readahead detection) */
 	uint64_t ra_window; /* readahead window in bytes; 0: random access */
-	uint32_t pf_next;   /* prefetch cursor */
+	uint32_t pf_next;   /* prefetch cursor: the next chunk to look at */
 	int pf_listed;	    /* in ct->pf list */
-	struct ct_file *pf_link;
+	int pf_evict;	    /* its prefetch fills may evict (CACHETIER_PF_EVICT was asked) */
+	unsigned pf_inflight; /* prefetch fills of it running now */
+	uint64_t pf_unfit;  /* bytes its latest prefetch skipped: no room without evicting */
+	struct ct_file *pf_link, **pf_pprev; /* ct->pf list, doubly linked */
 	pthread_mutex_t maplock; /* lock order: before ct->lock */
 };
 
@@ -141,7 +144,9 @@ struct cachetier {
 	struct cachetier_obj *dec_objs; /* open objects with a decoded copy */
 	struct ct_job *dq, **dq_tail;  /* demand fills (readers wait) */
 	struct ct_job *rq, **rq_tail;  /* readahead fills */
-	struct ct_file *pf, **pf_tail; /* objects being prefetched */
+	struct ct_file *pf, **pf_tail; /* objects being prefetched, in the order they are
+					* filled (a reader's object moves to the front) */
+	unsigned pf_running;	       /* prefetch fills in flight (cachetier_chunk.c pf_max) */
 	pthread_t *workers;	       /* fill threads; the array is written only by open/close */
 	unsigned nworkers;
 	pthread_t flusher; /* writes the batched maps; off the fill path */
@@ -159,6 +164,7 @@ struct cachetier {
 	uint64_t evicting; /* bytes being punched out: still on disk */
 	uint64_t hits, misses, bytes_fetched, fills, fills_inflight, fill_errors;
 	uint64_t readahead_fills, evictions, evicted_bytes;
+	uint64_t unfit_bytes; /* prefetch fills skipped: no room without evicting */
 	uint64_t decoded_evictions; /* decoded copies evicted */
 	uint64_t peer_chunks; /* chunks served that another process filled */
 	uint64_t peer_waits;  /* fills that waited for another process's fill */
@@ -241,7 +247,8 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 			 struct ct_file **out);
 int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len);
 void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f);
-int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f);
+int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, int mode);
+int cachetier__file_prefetch_state(struct cachetier *ct, struct ct_file *f, uint64_t *unfit);
 void cachetier__file_flush(struct cachetier *ct, struct ct_file *f);
 /* Map format shared with the scan: parse and check buf; on success fill
  * the fields and point *bitmap into buf. Identity is checked by the caller. */

@@ -79,22 +79,32 @@ struct counter {
 	int gauge; /* 1: a value that goes up and down (or is set once); 0: only ever counts up */
 };
 
-/* Bytes asked for by prefetch and how many of them are cached now. */
-static void prefetch_progress(struct fs *fs, uint64_t *want, uint64_t *have)
+/* The objects prefetch commands asked for: their bytes, how many of them
+ * are cached now, how many their latest prefetch skipped because they did
+ * not fit, and how many of them are still being prefetched. */
+struct pf_progress {
+	uint64_t want, have, unfit, pending;
+};
+
+static void prefetch_progress(struct fs *fs, struct pf_progress *p)
 {
-	*want = *have = 0;
+	memset(p, 0, sizeof(*p));
 	for (uint32_t i = 0; i < fs->nobjs; i++) {
 		struct fs_obj *o = fs_obj(fs, i);
 		struct cachetier_obj *raw;
+		uint64_t unfit = 0;
 
 		if (!atomic_load(&o->prefetch) || !fs_obj_live(o))
 			continue;
-		*want += o->info.size;
+		p->want += o->info.size;
 		pthread_mutex_lock(&o->lock);
 		raw = o->raw;
 		pthread_mutex_unlock(&o->lock);
-		if (raw)
-			*have += cachetier_obj_cached_bytes(raw);
+		if (!raw)
+			continue;
+		p->have += cachetier_obj_cached_bytes(raw);
+		p->pending += (uint64_t)cachetier_obj_prefetch_state(raw, &unfit);
+		p->unfit += unfit;
 	}
 }
 
@@ -120,12 +130,15 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 {
 	struct cachetier_stats cs;
 	struct backend_stats bs;
-	uint64_t pf_want, pf_have, nobjs, nshards, ndirs;
+	struct fs_warm_progress wp;
+	struct pf_progress pf;
+	uint64_t nobjs, nshards, ndirs;
 	size_t n = 0;
 
 	cachetier_get_stats(fs->ct, &cs);
 	backend_get_stats(fs->be, &bs);
-	prefetch_progress(fs, &pf_want, &pf_have);
+	prefetch_progress(fs, &pf);
+	fs_warm_progress(fs, &wp);
 	live_counts(fs, &nobjs, &nshards, &ndirs);
 #define C(nm, hp, v)                                                                               \
 	do {                                                                                       \
@@ -183,6 +196,10 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 	  cs.peer_waits);
 	G("cache_bytes_used", "cached bytes in the whole cache directory", cs.bytes_used);
 	G("cache_bytes_limit", "the cache size limit", cs.bytes_limit);
+	G("cache_room_bytes",
+	  "bytes the cache can take without evicting (limit and disk reserve)", fs_cache_room(fs));
+	C("cache_unfit_bytes", "bytes prefetch and warm fills skipped: no room without evicting",
+	  cs.unfit_bytes);
 	G("local_fds_open", "local shard files open now (bounded by the open-file limit)",
 	  cs.local_fds_open);
 	C("local_fd_reopens", "local shard files opened again after the bound closed them",
@@ -190,8 +207,16 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 	C("prefetch_requests", "objects asked to be prefetched", fs->c.prefetch_requests);
 	C("prefetch_errors", "prefetch requests that failed", fs->c.prefetch_errors);
 	C("shard_prefetches", "shards fetched ahead of an in-order reader", fs->c.shard_prefetches);
-	G("prefetch_bytes", "bytes of the objects asked to be prefetched", pf_want);
-	G("prefetch_cached_bytes", "of those, bytes in the cache now", pf_have);
+	G("prefetch_bytes", "bytes of the objects asked to be prefetched", pf.want);
+	G("prefetch_cached_bytes", "of those, bytes in the cache now", pf.have);
+	G("prefetch_unfit_bytes", "of those, bytes their prefetch skipped: the cache was full",
+	  pf.unfit);
+	G("prefetch_pending", "of those objects, how many are still being prefetched", pf.pending);
+	G("warm_state", "warm fill: 0 off, 1 running, 2 done, 3 stopped (cache full or errors)",
+	  wp.state);
+	G("warm_bytes_wanted", "bytes of the objects the warm fill fetches", wp.wanted);
+	G("warm_bytes_done", "of those, bytes in the cache now", wp.done);
+	G("warm_unfit_bytes", "of those, bytes the warm skipped: the cache was full", wp.unfit);
 	C("store_requests", "requests to the remote store", bs.requests);
 	C("store_attempts", "HTTP attempts of those requests (retries, redirects)", bs.attempts);
 	C("store_failures", "requests that spent their retry budget: the store went down",

@@ -56,6 +56,8 @@ struct fs_config {
 	uint64_t max_decoded_bytes;   /* --max-decoded-size */
 	unsigned min_free_percent;    /* --min-free-percent */
 	unsigned prefetch_shards;     /* --prefetch-shards: shards fetched ahead of an in-order reader */
+	char *warm_name;              /* --warm auto|all|off */
+	int warm;                     /* enum fs_warm_mode, from warm_name */
 	int strict_open;              /* --strict-open: answer every open (no zero-cost opens) */
 	int no_xattr; /* --no-xattr: getxattr/listxattr answer ENOSYS, which the kernel caches */
 	int sidecar;  /* index --sidecar: also write NAME.tar.idx beside local shards */
@@ -65,6 +67,17 @@ struct fs_config {
 	int layout;            /* enum fs_layout, from layout_name */
 	int class_from;        /* enum fs_class_from, from class_from_name */
 	/* ---- end issue 5 ---- */
+};
+
+/* --warm: fill the cache with the whole dataset in the background (fs_warm.c) */
+enum fs_warm_mode { FS_WARM_OFF = 0, FS_WARM_AUTO = 1, FS_WARM_ALL = 2 };
+/* warm_state in stats */
+enum fs_warm_state {
+	FS_WARM_STATE_OFF = 0,
+	FS_WARM_STATE_RUNNING = 1,
+	FS_WARM_STATE_DONE = 2,    /* every byte of the dataset is cached */
+	FS_WARM_STATE_STOPPED = 3, /* ended short: the cache is full (it never evicts to warm),
+				    * or fills failed */
 };
 
 /* issue 5: what the mount shows (DESIGN.md section 1) */
@@ -153,7 +166,9 @@ struct fs_obj {
 	uint32_t shard;           /* shard index when codec >= 0 */
 	pthread_mutex_t lock;     /* protects raw */
 	struct cachetier_obj *raw; /* opened on first read, kept until unmount */
-	atomic_int prefetch;      /* 1 once a prefetch was asked for (progress in stats) */
+	atomic_int prefetch;      /* 1 once a prefetch command asked for it (progress in stats) */
+	atomic_int ahead;         /* 1 once fetched ahead of an in-order reader */
+	atomic_int warm;          /* 1: part of the warm fill (fs_warm.c) */
 	atomic_int state;         /* enum fs_obj_state; only ever leaves LIVE */
 };
 
@@ -250,6 +265,16 @@ struct fs {
 	pthread_mutex_t if_lock;               /* serialises building */
 	struct fs_ifview *_Atomic ifv;
 	struct fs_ifview *if_retired;          /* views a refresh replaced; freed at unmount */
+	/* fs_warm.c: the warm fill. warm_on and the thread are set before it
+	 * runs; warm_lock protects warm_stop (warm_cond wakes the thread). */
+	int warm_on;                 /* a warm fill runs or ran */
+	atomic_int warm_listed;      /* every object of it was handed to the cache tier */
+	atomic_int warm_state;       /* enum fs_warm_state once it ended; 0 before */
+	int warm_thread_run;
+	pthread_t warm_thread;
+	pthread_mutex_t warm_lock;
+	pthread_cond_t warm_cond;
+	int warm_stop;
 };
 
 /* Blocks of objects and shards (fs->objs, fs->shards). */
@@ -327,8 +352,29 @@ void fs_shards_release(struct fs *fs);
 /* A reader reads members of shard: when shards are read in order, fetch
  * the next cfg.prefetch_shards shards of the same directory ahead. */
 void fs_shard_touch(struct fs *fs, uint32_t shard);
-/* Start filling the cache with object obj (counts the request). */
+/* Start filling the cache with object obj for a prefetch command (counts
+ * the request): only into free room, never evicting (CACHETIER_PF_FIT). */
 int fs_obj_prefetch(struct fs *fs, uint32_t obj);
+
+/* fs_warm.c: --warm. Decide from the mode, the dataset's size, the cache's
+ * size and the disk's room whether to warm, say so in the log, and start
+ * the warm thread (which hands every object to the cache tier as a PF_FIT
+ * prefetch, in listing order, then follows it to its end). Call once,
+ * after the namespace is built. fs_warm_stop joins the thread (call after
+ * cachetier_cancel; accepts a warm that never started). */
+void fs_warm_start(struct fs *fs);
+void fs_warm_stop(struct fs *fs);
+struct fs_warm_progress {
+	uint64_t wanted;  /* bytes of the objects being warmed */
+	uint64_t done;    /* of those, bytes cached now */
+	uint64_t unfit;   /* of those, bytes skipped: no room without evicting */
+	unsigned state;   /* enum fs_warm_state */
+};
+void fs_warm_progress(struct fs *fs, struct fs_warm_progress *p);
+/* Bytes the cache can still take without evicting: the smaller of what
+ * --cache-size leaves above the directory's usage and the disk's free
+ * space above its reserve. */
+uint64_t fs_cache_room(struct fs *fs);
 
 /* Commands reach a running mount as this ioctl on MOUNTPOINT/.shardfs/control
  * opened read-only (the mount is read-only, so nothing on it can be opened

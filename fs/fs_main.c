@@ -236,6 +236,7 @@ static int mount_run(struct fs *fs, int ready_fd)
 		if (err < 0)
 			return err;
 	}
+	fs_warm_start(fs);
 	err = fs_ll_run(fs, ready_fd);
 	if (err < 0 && ready_fd >= 0)
 		fprintf(stderr, "shardfs: cannot mount at %s (see above)\n", fs->cfg.mountpoint);
@@ -380,6 +381,7 @@ static int cmd_mount(int argc, char **argv)
 	 * their retry budgets; then the cache records what was filled */
 	backend_cancel(fs.be);
 	cachetier_cancel(fs.ct);
+	fs_warm_stop(&fs);
 	fs_if_free(&fs); /* issue 5 */
 	fs_shards_release(&fs);
 	fs_ns_free(&fs);
@@ -699,19 +701,54 @@ static int ctl_send(int fd, const char *cmd)
 	return r < 0 ? -errno : r;
 }
 
+/* The prefetch numbers of a stats snapshot (-1: missing). */
+struct pf_stats {
+	long want, have, unfit, pending, room, limit, fetched, errors;
+};
+
+static int pf_stats_read(const char *mnt, struct pf_stats *p)
+{
+	char *stats = read_ctl(mnt, "stats");
+
+	if (!stats)
+		return -1;
+	p->want = json_int(stats, "prefetch_bytes");
+	p->have = json_int(stats, "prefetch_cached_bytes");
+	p->unfit = json_int(stats, "prefetch_unfit_bytes");
+	p->pending = json_int(stats, "prefetch_pending");
+	p->room = json_int(stats, "cache_room_bytes");
+	p->limit = json_int(stats, "cache_bytes_limit");
+	p->fetched = json_int(stats, "bytes_fetched");
+	p->errors = json_int(stats, "fill_errors");
+	free(stats);
+	return p->want < 0 || p->have < 0 || p->unfit < 0 || p->pending < 0 ? -1 : 0;
+}
+
+/* Exit status of 'shardfs prefetch' (also in its --help and README.md). */
+#define PF_EXIT_OK 0  /* everything asked for that fits is cached */
+#define PF_EXIT_ERR 1 /* a PATH was refused, the mount was lost, or bytes that fit are not
+		       * cached (fills failed, or readers' fills evicted them meanwhile) */
+
 static int cmd_prefetch(int argc, char **argv)
 {
 	char *mnt, path[PATH_MAX], rel[PATH_MAX], line[PATH_MAX + 16];
+	char a[32], b[32], c[32], d[32];
 	double t0, last_print = 0, last_progress;
 	uint64_t last_have = 0;
-	long fetched0 = -1;
-	int fd, tty = isatty(STDOUT_FILENO), rc = 0, sent = 0;
+	struct pf_stats s0, s;
+	int fd, tty = isatty(STDOUT_FILENO), rc = PF_EXIT_OK, have_s0, ended = 0, sent = 0;
 
 	if (argc >= 1 && is_help(argv[0])) {
 		printf("usage: shardfs prefetch MOUNTPOINT [PATH...]\n\n"
 		       "Fill the cache of a running mount with the objects at or below each PATH\n"
 		       "(a shard, a directory, a file; none: everything) and follow the progress.\n"
-		       "A PATH inside a shard's member directory prefetches that whole shard.\n");
+		       "A PATH inside a shard's member directory prefetches that whole shard.\n"
+		       "A prefetch fills only the room the cache has (--cache-size, the disk's\n"
+		       "reserve) and never evicts: it says up front how much fits, fetches that,\n"
+		       "and ends with what it fetched, what was cached already and what did not fit.\n\n"
+		       "exit status: 0 when everything that fits is cached (bytes that did not fit\n"
+		       "are no error); 1 when a PATH is not in the mount, the mount went away, or\n"
+		       "bytes that fit are not cached (fills failed: see the mount's log).\n");
 		return 0;
 	}
 	if (argc < 1 || argv[0][0] == '-') {
@@ -733,12 +770,9 @@ static int cmd_prefetch(int argc, char **argv)
 		free(mnt);
 		return 1;
 	}
-	{
-		char *stats = read_ctl(mnt, "stats");
-
-		fetched0 = stats ? json_int(stats, "bytes_fetched") : -1;
-		free(stats);
-	}
+	/* what was cached before, and what had been fetched: the summary's
+	 * "cached already" and the rate of this run */
+	have_s0 = pf_stats_read(mnt, &s0) == 0;
 	for (int i = argc > 1 ? 1 : 0; i < argc; i++) {
 		const char *r = argc > 1 ? mount_relative(mnt, argv[i], rel, sizeof(rel)) : "";
 		int n = snprintf(line, sizeof(line), "prefetch %s\n", r), err;
@@ -748,7 +782,7 @@ static int cmd_prefetch(int argc, char **argv)
 			fprintf(stderr, "shardfs: prefetch %s: %s\n", argc > 1 ? argv[i] : "(all)",
 				err == -ENOENT ? "no such file or directory in the mount"
 					       : strerror(-err));
-			rc = 1;
+			rc = PF_EXIT_ERR;
 			continue;
 		}
 		sent++;
@@ -757,58 +791,90 @@ static int cmd_prefetch(int argc, char **argv)
 			       argv[i]);
 	}
 	close(fd);
-	t0 = last_progress = now_s();
-	/* the progress is of everything the mount was asked to prefetch: none
-	 * of it is this run's when every PATH failed */
-	while (sent) {
-		char *stats = read_ctl(mnt, "stats"), have_s[32], want_s[32], rate_s[48];
-		long want = stats ? json_int(stats, "prefetch_bytes") : -1;
-		long have = stats ? json_int(stats, "prefetch_cached_bytes") : -1;
-		long errs = stats ? json_int(stats, "fill_errors") : -1;
-		long fetched = stats ? json_int(stats, "bytes_fetched") : -1;
-		double t = now_s();
-		double rate = 0;
+	if (!sent) { /* the mount's progress would be of other prefetches */
+		free(mnt);
+		return rc;
+	}
+	/* up front: what was asked, what is cached, and what fits */
+	if (pf_stats_read(mnt, &s) < 0) {
+		fprintf(stderr, "shardfs: lost the mount at %s\n", mnt);
+		free(mnt);
+		return PF_EXIT_ERR;
+	}
+	{
+		uint64_t missing = (uint64_t)(s.want - s.have);
+		uint64_t room = s.room < 0 ? 0 : (uint64_t)s.room;
 
-		free(stats);
-		if (want < 0 || have < 0) {
-			fprintf(stderr, "shardfs: lost the mount at %s\n", mnt);
-			rc = 1;
+		human_bytes((uint64_t)s.want, a, sizeof(a));
+		human_bytes((uint64_t)s.have, b, sizeof(b));
+		human_bytes(room, c, sizeof(c));
+		human_bytes(s.limit < 0 ? 0 : (uint64_t)s.limit, d, sizeof(d));
+		if (s.have >= s.want)
+			printf("prefetch: %s asked, all of it cached already\n", a);
+		else
+			printf("prefetch: %s asked, %s of it cached; the cache (--cache-size %s) "
+			       "has room for %s more\n",
+			       a, b, d, c);
+		if (missing > room) {
+			human_bytes(missing - room, a, sizeof(a));
+			printf("prefetch: about %s will not fit: a prefetch fills only free room "
+			       "and never evicts (a larger --cache-size, or prefetch less)\n",
+			       a);
+		}
+		fflush(stdout);
+	}
+	t0 = last_progress = now_s();
+	for (;;) {
+		char have_str[32], want_str[32], rate_s[48];
+		double t = now_s(), rate = 0;
+
+		if (pf_stats_read(mnt, &s) < 0) {
+			fprintf(stderr, "%sshardfs: lost the mount at %s\n", tty ? "\n" : "", mnt);
+			rc = PF_EXIT_ERR;
 			break;
 		}
-		if ((uint64_t)have != last_have) {
-			last_have = (uint64_t)have;
+		/* ended: all cached, or the mount's prefetch of these objects is
+		 * over (what did not fit was skipped, failed fills gave up) */
+		ended = s.have >= s.want || s.pending == 0;
+		if ((uint64_t)s.have != last_have) {
+			last_have = (uint64_t)s.have;
 			last_progress = t;
 		}
 		/* the rate of what this run fetched from the store, not of what
 		 * was cached already */
-		if (fetched0 >= 0 && fetched > fetched0 && t - t0 >= 0.01)
-			rate = (double)(fetched - fetched0) / (t - t0);
-		if (fetched0 >= 0 && fetched <= fetched0)
-			snprintf(rate_s, sizeof(rate_s), have >= want ? "already cached"
-								    : "waiting for the store");
+		if (have_s0 && s.fetched > s0.fetched && t - t0 >= 0.01)
+			rate = (double)(s.fetched - s0.fetched) / (t - t0);
+		if (have_s0 && s.fetched <= s0.fetched)
+			snprintf(rate_s, sizeof(rate_s),
+				 s.have >= s.want ? "already cached" : ended ? "" : "waiting for the store");
 		else
 			snprintf(rate_s, sizeof(rate_s), "%.1f MB/s", rate / 1e6);
-		human_bytes((uint64_t)have, have_s, sizeof(have_s));
-		human_bytes((uint64_t)want, want_s, sizeof(want_s));
+		human_bytes((uint64_t)s.have, have_str, sizeof(have_str));
+		human_bytes((uint64_t)s.want, want_str, sizeof(want_str));
 		if (tty) {
-			int pct = want ? (int)(100.0 * (double)have / (double)want) : 100, bar = pct / 5;
-			double eta = rate > 0 ? (double)(want - have) / rate : 0;
+			int pct = s.want ? (int)(100.0 * (double)s.have / (double)s.want) : 100;
+			int bar = pct / 5;
+			double eta = rate > 0 ? (double)(s.want - s.have) / rate : 0;
 
 			printf("\r[%.*s%.*s] %3d%%  %s / %s  %s  ETA %d:%02d ", bar,
-			       "####################", 20 - bar, "--------------------", pct, have_s,
-			       want_s, rate_s, (int)eta / 60, (int)eta % 60);
+			       "####################", 20 - bar, "--------------------", pct,
+			       have_str, want_str, rate_s, (int)eta / 60, (int)eta % 60);
 			fflush(stdout);
-		} else if (t - last_print >= 5 || have >= want) {
-			printf("prefetch: %s of %s cached, %s\n", have_s, want_s, rate_s);
+		} else if (t - last_print >= 5 || ended) {
+			printf("prefetch: %s of %s cached%s%s\n", have_str, want_str,
+			       rate_s[0] ? ", " : "", rate_s);
 			fflush(stdout);
 			last_print = t;
 		}
-		if (have >= want)
+		if (ended)
 			break;
 		if (t - last_progress > 120) {
-			fprintf(stderr, "\nshardfs: prefetch made no progress for 2 minutes (%ld fill errors; see the log)\n",
-				errs);
-			rc = 1;
+			/* a safety net: the mount's fills give up within their retry
+			 * budget, so this is not reached while the daemon works */
+			fprintf(stderr, "\nshardfs: prefetch made no progress for 2 minutes (%ld "
+					"fill errors; see the log)\n",
+				s.errors);
+			rc = PF_EXIT_ERR;
 			break;
 		}
 		{
@@ -819,6 +885,34 @@ static int cmd_prefetch(int argc, char **argv)
 	}
 	if (tty && sent)
 		printf("\n");
+	if (ended) {
+		/* the summary: every byte asked is cached already, fetched now,
+		 * skipped because it did not fit, or missing (failed) */
+		uint64_t want = (uint64_t)s.want, have = (uint64_t)s.have;
+		uint64_t before = have_s0 && s0.have > 0 ? (uint64_t)s0.have : 0;
+		uint64_t unfit = (uint64_t)s.unfit, got, missing;
+
+		if (have > want)
+			have = want;
+		if (before > have)
+			before = have; /* evicted meanwhile */
+		got = have - before;
+		if (unfit > want - have)
+			unfit = want - have;
+		missing = want - have - unfit;
+		human_bytes(got, a, sizeof(a));
+		human_bytes(before, b, sizeof(b));
+		human_bytes(unfit, c, sizeof(c));
+		printf("prefetch: done: %s fetched, %s cached already, %s did not fit", a, b, c);
+		if (missing) {
+			human_bytes(missing, d, sizeof(d));
+			printf(", %s not cached (%ld fills failed meanwhile, see the mount's log; or "
+			       "readers' fills evicted them)",
+			       d, have_s0 ? s.errors - s0.errors : s.errors);
+			rc = PF_EXIT_ERR;
+		}
+		printf("\n");
+	}
 	free(mnt);
 	return rc;
 }

@@ -51,6 +51,12 @@ static const struct fs_opt mount_opts[] = {
 	 * from a reader that reads shards in order */
 	{"prefetch-shards", 0, FS_OPT_UINT, CFG(prefetch_shards), 0, "2", 0, 1024, "N",
 	 "shards fetched ahead of a reader that reads shards in order (0: off)"},
+	/* a dataset that fits in the cache is worth fetching at once, at the
+	 * link's full rate, instead of at the pace of the first epoch's
+	 * reads; 90 % leaves room for readers and other datasets */
+	{"warm", 0, FS_OPT_STR, CFG(warm_name), 0, "auto", 0, 0, "auto|all|off",
+	 "fill the cache with the whole remote dataset in the background: auto when it fits in "
+	 "90% of the cache size and in the disk's room; all: what fits (it never evicts)"},
 	{"strict-open", 0, FS_OPT_FLAG, CFG(strict_open), 0, NULL, 0, 0, NULL,
 	 "answer every open, at the cost of a round trip per open (default: opens cost nothing; "
 	 "the mount is read-only either way)"},
@@ -496,6 +502,17 @@ int fs_opt_parse_mount(int argc, char **argv, struct fs_config *cfg)
 			cfg->class_from_name);
 		return -EINVAL;
 	}
+	if (strcmp(cfg->warm_name, "auto") == 0) {
+		cfg->warm = FS_WARM_AUTO;
+	} else if (strcmp(cfg->warm_name, "all") == 0) {
+		cfg->warm = FS_WARM_ALL;
+	} else if (strcmp(cfg->warm_name, "off") == 0) {
+		cfg->warm = FS_WARM_OFF;
+	} else {
+		fprintf(stderr, "shardfs: mount: --warm wants auto, all or off, not '%s'\n",
+			cfg->warm_name);
+		return -EINVAL;
+	}
 	err = check_common("mount", cfg);
 	if (err < 0)
 		return err;
@@ -569,5 +586,6 @@ void fs_opt_free(struct fs_config *cfg)
 	free(cfg->ca_file);
 	free(cfg->layout_name);
 	free(cfg->class_from_name);
+	free(cfg->warm_name);
 	memset(cfg, 0, sizeof(*cfg));
 }

@@ -599,7 +599,7 @@ int fs_obj_prefetch(struct fs *fs, uint32_t obj)
 	atomic_store(&fs_obj(fs, obj)->prefetch, 1);
 	fs->c.prefetch_requests++;
 	if (err == 0)
-		err = cachetier_obj_prefetch(raw);
+		err = cachetier_obj_prefetch(raw, CACHETIER_PF_FIT);
 	if (err < 0) {
 		fs->c.prefetch_errors++;
 		fs_log(FS_LOG_WARN, "%s: prefetch failed: %s", fs_obj(fs, obj)->key, strerror(-err));
@@ -610,6 +610,7 @@ int fs_obj_prefetch(struct fs *fs, uint32_t obj)
 void fs_shard_touch(struct fs *fs, uint32_t shard)
 {
 	unsigned prev = atomic_exchange(&fs->last_shard, shard + 1);
+	struct cachetier_obj *raw;
 	uint32_t obj, dir;
 
 	/* only a move to the next shard counts as reading in order */
@@ -624,9 +625,12 @@ void fs_shard_touch(struct fs *fs, uint32_t shard)
 		 * added come at the end) */
 		if (fs_obj(fs, next)->dir != dir)
 			break;
-		if (atomic_load(&fs_obj(fs, next)->prefetch) || !fs_obj_live(fs_obj(fs, next)))
+		if (atomic_exchange(&fs_obj(fs, next)->ahead, 1) || !fs_obj_live(fs_obj(fs, next)))
 			continue;
 		fs->c.shard_prefetches++;
-		fs_obj_prefetch(fs, next);
+		/* for a reader that gets there soon: room is made like for its
+		 * reads (evicting what was read longest ago) */
+		if (fs_obj_raw(fs, next, &raw) == 0)
+			cachetier_obj_prefetch(raw, CACHETIER_PF_EVICT);
 	}
 }

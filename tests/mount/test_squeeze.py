@@ -351,7 +351,7 @@ def group_evict(env, ck):
         with Tmpfs(env.path('tmpfs'), 64 << 20) as fs:
             cache = os.path.join(fs.path, 'cache')
             m = ml.Mount(env, ng.url('json/'), cache_dir=cache,
-                         extra=['--chunk-size', '1M', '--prefetch-shards', '0'])
+                         extra=['--chunk-size', '1M', '--prefetch-shards', '0', '--warm', 'off'])
             with m:
                 check_raw(ck, 'evict: b', m.mnt, 'b.tar.zst', b_raw)
                 check_served(ck, 'evict: a', m.mnt, 'a', a)

@@ -489,7 +489,7 @@ static void test_persist(uint64_t seed)
 
 	for (int i = 0; i <= NOBJ; i++) {
 		o[i] = obj(ct, be, i);
-		CHECK(cachetier_obj_prefetch(o[i]) == 0, "prefetch");
+		CHECK(cachetier_obj_prefetch(o[i], CACHETIER_PF_EVICT) == 0, "prefetch");
 	}
 	for (int w = 0; w < 2000 && !done; w++) {
 		done = 1;
@@ -523,6 +523,70 @@ static void test_persist(uint64_t seed)
 }
 
 /* ---- crash in the middle of fills ---- */
+
+/* ---- a prefetch that must not evict ---- */
+
+/* A cache of 20 chunks holds what a reader read; PF_FIT prefetches of
+ * every object (far more than the cache) fill only the room left: no
+ * eviction, the reader's object stays whole, the directory stays within
+ * the limit, and every chunk asked for is either cached or counted as not
+ * fitting. Then PF_EVICT (a reader's prefetch) does evict. */
+static void test_prefetch_fit(void)
+{
+	struct backend *be = store("");
+	uint64_t size = 20 * CHUNK, asked = 0, cached = 0, unfit = 0;
+	struct cachetier *ct = tier(be, "c-fit", size, 4);
+	struct cachetier_obj *o[NOBJ + 1];
+	struct cachetier_stats st;
+	int running = 1;
+
+	for (int i = 0; i <= NOBJ; i++)
+		o[i] = obj(ct, be, i);
+	CHECK(read_check(o[0], 0, 0, sizes[0], 0) == 0, "read of object 0");
+	for (int i = 1; i <= NOBJ; i++) {
+		CHECK(cachetier_obj_prefetch(o[i], CACHETIER_PF_FIT) == 0, "prefetch");
+		asked += sizes[i];
+	}
+	for (int w = 0; w < 3000 && running; w++) {
+		running = 0;
+		for (int i = 1; i <= NOBJ; i++)
+			running |= cachetier_obj_prefetch_state(o[i], NULL);
+		if (running)
+			usleep(10000);
+	}
+	CHECK(!running, "PF_FIT prefetches did not end");
+	for (int i = 1; i <= NOBJ; i++) {
+		uint64_t u = 0;
+
+		cachetier_obj_prefetch_state(o[i], &u);
+		unfit += u;
+		cached += cachetier_obj_cached_bytes(o[i]);
+	}
+	stats(ct, &st);
+	CHECK(st.evictions == 0, "PF_FIT evicted %llu objects", (unsigned long long)st.evictions);
+	CHECK(cachetier_obj_cached_bytes(o[0]) == sizes[0], "the reader's object lost bytes");
+	CHECK(st.bytes_used <= size, "usage %llu past the limit %llu",
+	      (unsigned long long)st.bytes_used, (unsigned long long)size);
+	CHECK(st.bytes_used + CHUNK > size, "usage %llu: the room was not filled",
+	      (unsigned long long)st.bytes_used);
+	CHECK(cached + unfit == asked && st.unfit_bytes == unfit,
+	      "cached %llu + unfit %llu != asked %llu (unfit_bytes %llu)",
+	      (unsigned long long)cached, (unsigned long long)unfit, (unsigned long long)asked,
+	      (unsigned long long)st.unfit_bytes);
+	for (int i = 1; i <= NOBJ; i++)
+		CHECK(read_check(o[i], i, 0, sizes[i], 0) == 0, "read of object %d", i);
+	/* a reader's prefetch makes room like a read */
+	CHECK(cachetier_obj_prefetch(o[0], CACHETIER_PF_EVICT) == 0, "prefetch");
+	CHECK(cachetier_obj_prefetch(o[NOBJ], CACHETIER_PF_EVICT) == 0, "prefetch");
+	for (int w = 0; w < 3000 && cachetier_obj_prefetch_state(o[NOBJ], NULL); w++)
+		usleep(10000);
+	stats(ct, &st);
+	CHECK(st.evictions > 0, "PF_EVICT did not evict");
+	for (int i = 0; i <= NOBJ; i++)
+		cachetier_obj_unref(o[i]);
+	cachetier_close(ct);
+	backend_close(be);
+}
 
 static void test_crash(uint64_t seed)
 {
@@ -712,6 +776,7 @@ int main(void)
 	test_random_no_readahead(seed);
 	test_concurrent(seed, 3);
 	test_persist(seed);
+	test_prefetch_fit();
 	test_crash(seed);
 	test_errors();
 	test_changed(seed);

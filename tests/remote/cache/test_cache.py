@@ -24,6 +24,14 @@ GROUP:
                spent (store_failures 1), every other read fails at once with EIO and sends no
                request; nginx back on its port: exact bytes once the probe got its answer. The
                same for an imagefolder view being built: EIO, then the whole view
+  warm         a default mount of a dataset that fits the cache fetches all of it without a
+               read (warm_state 2, each chunk once), then every read hits the cache with exact
+               bytes; --warm off and a local source fetch nothing; a dataset 3x the cache: auto
+               does not warm it, --warm all stops at the limit (warm_state 3, no eviction) and
+               says so; a reader is served exact bytes while every warm fill is held at a
+               proxy, and the shard it touched is warmed next
+  prefetch     'shardfs prefetch' of a dataset 3x the cache: says up front what does not fit,
+               fetches what fits without evicting, ends with a summary and exit 0 (twice)
   stop         SIGTERM (imagefolder view being built) and 'shardfs umount' (raw reads) while 4
                readers sleep in the mount waiting for a dead store with a 120 s budget: the
                readers get an error, the daemon exits (time printed; goal 2 s), the mount is
@@ -376,6 +384,7 @@ class SlowProxy(httplib.LoopbackProxy):
         self.rate = None
         self.gets = []
         self.hold_from = None
+        self.hold_paths = None  # or a function of a ranged GET's path: hold it too
         self.hold_bytes = 64 * 1024
         self.released = threading.Event()
         super().__init__(upstream_port)
@@ -386,6 +395,7 @@ class SlowProxy(httplib.LoopbackProxy):
 
     def release(self):
         self.hold_from = None
+        self.hold_paths = None
         self.released.set()
 
     def _relay(self, c, rec, b, hold):
@@ -416,9 +426,10 @@ class SlowProxy(httplib.LoopbackProxy):
                 rng = httplib.FaultProxy._range(head)
                 rec = dict(path=parts[1].decode('latin-1'), range=rng, sent=0, done=False,
                            held=False)
-                hold_from = self.hold_from
-                hold = (method == 'GET' and hold_from is not None and rng is not None and
-                        rng[0] >= hold_from)
+                hold_from, hold_paths = self.hold_from, self.hold_paths
+                hold = (method == 'GET' and rng is not None and
+                        ((hold_from is not None and rng[0] >= hold_from) or
+                         (hold_paths is not None and hold_paths(rec['path']))))
                 if method == 'GET':
                     with self.lock:
                         self.gets.append(rec)
@@ -585,7 +596,7 @@ def group_crash(env, ck, ng):
     try:
         cache = env.path('cache')
         opts = ['--chunk-size', '1M', '--connections', '2', '--readahead', '8M',
-                '--prefetch-shards', '0', '--log-file', env.path('daemon.log')]
+                '--prefetch-shards', '0', '--warm', 'off', '--log-file', env.path('daemon.log')]
         source = px.url('files/' + rel)
         m = ml.Mount(env, source, cache_dir=cache, extra=opts)
         m.mount()
@@ -711,22 +722,33 @@ def group_share(env, ck, ng):
     with open(env.shardfs, 'rb') as f:
         tsan = b'libtsan' in f.read()
 
-    # 1. Two mounts of one source on the default cache dir (no --cache-dir): what one filled,
-    # the other serves without fetching it again.
+    # 1. Two mounts of one source on the default cache dir (no --cache-dir), both warming the
+    # dataset (it fits the default cache) at once: each chunk is fetched once, by one of them;
+    # then each serves everything without fetching it again.
     a = ml.Mount(env, ng.url('json/'), mountpoint=env.path('mnt-a'),
                  extra=['--log-file', env.path('a.log')])
     b = ml.Mount(env, ng.url('json/'), mountpoint=env.path('mnt-b'),
                  extra=['--log-file', env.path('b.log')])
     with a, b:
+        for m in (a, b):
+            st = wait_stats(m, lambda s: s.get('warm_state') != 1, 120)
+            ck.eq('share: warm_state of %s' % m.mnt, st.get('warm_state'), 2)
+        sa0, sb0 = a.stats(), b.stats()
+        log('share default dir: warms fetched %d + %d (dataset %d)' % (
+            sa0['bytes_fetched'], sb0['bytes_fetched'], total))
+        ck.eq('share: bytes the two warms fetched', sa0['bytes_fetched'] + sb0['bytes_fetched'],
+              total)
         check_all(ck, 'share: first mount', a.mnt, src, refs)
         sa = a.stats()
         check_all(ck, 'share: second mount', b.mnt, src, refs)
         sb = b.stats()
         log('share default dir: first fetched %d (dataset %d), second fetched %d, peer chunks '
-            '%d' % (sa['bytes_fetched'], total, sb['bytes_fetched'], sb['cache_peer_chunks']))
-        ck.eq('share: bytes the first mount fetched', sa['bytes_fetched'], total)
-        ck.eq('share: bytes the second mount fetched', sb['bytes_fetched'], 0)
-        ck.ok(sb['cache_peer_chunks'] > 0, 'share: the second mount read no chunk of the first')
+            '%d + %d' % (sa['bytes_fetched'], total, sb['bytes_fetched'],
+                         sa['cache_peer_chunks'], sb['cache_peer_chunks']))
+        ck.eq('share: bytes fetched by reads', (sa['bytes_fetched'], sb['bytes_fetched']),
+              (sa0['bytes_fetched'], sb0['bytes_fetched']))
+        ck.ok(sa['cache_peer_chunks'] + sb['cache_peer_chunks'] > 0,
+              'share: no mount read a chunk of the other')
         ck.eq('share: read errors', (sa['read_errors'], sb['read_errors']), (0, 0))
         ck.eq('share: cache_bytes_used (both mounts, one directory)',
               (sa['cache_bytes_used'], b.stats()['cache_bytes_used']), (total, total))
@@ -973,7 +995,7 @@ def group_storedown_imagefolder(env, ck, ng, budget):
     want = imagefolder_source(env, 'if')
     ng.start()
     opts = ['--retry-budget', str(budget), '--layout', 'imagefolder', '--class-from', 'cls',
-            '--log-file', env.path('daemon-if.log')]
+            '--warm', 'off', '--log-file', env.path('daemon-if.log')]
     with ml.Mount(env, ng.url('json/if/'), cache_dir=env.path('cache-if'), extra=opts) as m:
         retire_view(env, ck, m, lambda: imagefolder_source(env, 'if', 1, first=4, want=want))
         ng.stop()
@@ -1161,9 +1183,223 @@ def group_stop(env, ck, ng):
         m.umount(quiet=True)
 
 
+# ---------------------------------------------------------------------------------------------
+# warm: the whole dataset fetched in the background at mount; prefetch of more than fits
+# ---------------------------------------------------------------------------------------------
+
+def wait_stats(m, cond, timeout):
+    """Poll the mount's stats until cond(stats) holds (or timeout seconds passed); the last."""
+    end = time.monotonic() + timeout
+    st = m.stats()
+    while not cond(st) and time.monotonic() < end:
+        time.sleep(0.1)
+        st = m.stats()
+    return st
+
+
+def sub_refs(refs, prefix):
+    """The shards of refs below prefix/, relative to it (for a mount of that directory)."""
+    return {rel[len(prefix) + 1:]: v for rel, v in refs.items() if rel.startswith(prefix + '/')}
+
+
+def tree_bytes(d):
+    return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(d) for f in fs)
+
+
+def warm_source(env):
+    """small/: 4 shards of ~2 MiB and a plain file (fits a default cache); big/: 6 shards of
+    ~4 MiB (3x an 8M cache)."""
+    shards = {}
+    for i in range(4):
+        shards['small/shard-%06d.tar' % i] = [env.rng.randrange(1000, 300000) for _ in range(12)]
+    for i in range(6):
+        sizes, tot = [], 0
+        while tot < 4 * MiB - 400000:
+            n = env.rng.randrange(1000, 400000)
+            sizes.append(n)
+            tot += n + 1536
+        shards['big/shard-%06d.tar' % i] = sizes
+    src, refs = build_source(env, shards)
+    with open(os.path.join(src, 'small', 'README.txt'), 'wb') as f:
+        f.write(b'a plain file is warmed too\n')
+    os.chmod(os.path.join(src, 'small', 'README.txt'), 0o644)
+    return src, refs
+
+
+def group_warm(env, ck, ng):
+    src, refs = warm_source(env)
+    small, big = os.path.join(src, 'small'), os.path.join(src, 'big')
+    small_refs, big_refs = sub_refs(refs, 'small'), sub_refs(refs, 'big')
+    small_total, big_total = tree_bytes(small), tree_bytes(big)
+    ng.start()
+    logf = env.path('daemon.log')
+
+    # (a) a default mount of a dataset that fits: everything is fetched without a read, once;
+    # then every read hits the cache and nothing more is fetched
+    with ml.Mount(env, ng.url('json/small/'), cache_dir=env.path('cache-a'),
+                  extra=['--chunk-size', '1M', '--log-file', logf]) as m:
+        st = wait_stats(m, lambda s: s.get('warm_state') != 1, 120)
+        log('warm (a): %r' % {k: st.get(k) for k in ('warm_state', 'warm_bytes_wanted',
+                                                     'warm_bytes_done', 'bytes_fetched',
+                                                     'fills', 'evictions')})
+        ck.eq('warm (a): warm_state', st.get('warm_state'), 2)
+        ck.eq('warm (a): warm_bytes_wanted', st.get('warm_bytes_wanted'), small_total)
+        ck.eq('warm (a): source_bytes', st.get('source_bytes'), small_total)
+        ck.eq('warm (a): warm_bytes_done', st.get('warm_bytes_done'), small_total)
+        ck.eq('warm (a): bytes_fetched (each chunk once)', st.get('bytes_fetched'), small_total)
+        ck.eq('warm (a): reads of the cache (none was asked)',
+              (st.get('cache_hits'), st.get('cache_misses')), (0, 0))
+        ck.eq('warm (a): evictions', st.get('evictions'), 0)
+        check_all(ck, 'warm (a) reads', m.mnt, small, small_refs)
+        with open(os.path.join(m.mnt, 'README.txt'), 'rb') as f:
+            ck.eq('warm (a): README.txt', f.read(), b'a plain file is warmed too\n')
+        st2 = m.stats()
+        ck.eq('warm (a): bytes_fetched after reading everything', st2['bytes_fetched'],
+              small_total)
+        ck.eq('warm (a): cache_misses after reading everything', st2['cache_misses'], 0)
+        ck.ok(st2['cache_hits'] > 0, 'warm (a): no cache hits')
+        ck.eq('warm (a): read_errors', st2['read_errors'], 0)
+    ck.ok('warm: done' in log_text(logf), 'warm (a): the log does not say the warm is done')
+
+    # (b) --warm off fetches nothing without reads; a local source needs no warm
+    with ml.Mount(env, ng.url('json/small/'), cache_dir=env.path('cache-b'),
+                  extra=['--chunk-size', '1M', '--warm', 'off']) as m:
+        names = sorted(os.listdir(m.mnt))
+        st = m.stats()
+        ck.ok('shard-000000.tar' in names, 'warm (b): listing %r' % names)
+        ck.eq('warm (b): warm_state', st.get('warm_state'), 0)
+        ck.eq('warm (b): bytes_fetched', st.get('bytes_fetched'), 0)
+        ck.eq('warm (b): fills', st.get('fills'), 0)
+        ck.eq('warm (b): warm_bytes_wanted', st.get('warm_bytes_wanted'), 0)
+    with ml.Mount(env, small, cache_dir=env.path('cache-b')) as m:
+        ck.eq('warm (b) local: warm_state', m.stats().get('warm_state'), 0)
+    r = env.run([env.shardfs, 'mount', '--warm', 'some', small, env.path('mnt-none')])
+    ck.ok(r.returncode != 0 and b'--warm' in r.stderr, 'warm (b): --warm some was not refused '
+          'naming the option: rc=%r %r' % (r.returncode, r.stderr))
+
+    # (c) a dataset 3x the cache: auto does not warm it; --warm all warms what fits, stops at
+    # the limit, says so, and evicts nothing
+    opts = ['--cache-size', '8M', '--chunk-size', '1M', '--connections', '4']
+    logc = env.path('daemon-c.log')
+    with ml.Mount(env, ng.url('json/big/'), cache_dir=env.path('cache-c'),
+                  extra=opts + ['--log-file', logc]) as m:
+        st = m.stats()
+        ck.eq('warm (c) auto: warm_state', st.get('warm_state'), 0)
+        ck.eq('warm (c) auto: bytes_fetched', st.get('bytes_fetched'), 0)
+    ck.ok('does not fit' in log_text(logc), 'warm (c) auto: the log does not say why it does '
+          'not warm:\n' + log_text(logc)[-1500:])
+    with ml.Mount(env, ng.url('json/big/'), cache_dir=env.path('cache-c'),
+                  extra=opts + ['--log-file', logc, '--warm', 'all']) as m:
+        st = wait_stats(m, lambda s: s.get('warm_state') != 1, 120)
+        log('warm (c) all: %r' % {k: st.get(k) for k in (
+            'warm_state', 'warm_bytes_wanted', 'warm_bytes_done', 'warm_unfit_bytes',
+            'bytes_fetched', 'evictions', 'cache_bytes_used', 'cache_unfit_bytes')})
+        ck.eq('warm (c) all: warm_state (stopped at the limit)', st.get('warm_state'), 3)
+        ck.eq('warm (c) all: warm_bytes_wanted', st.get('warm_bytes_wanted'), big_total)
+        ck.eq('warm (c) all: evictions', st.get('evictions'), 0)
+        done = st.get('warm_bytes_done', 0)
+        ck.ok(8 * MiB - MiB < done <= 8 * MiB, 'warm (c) all: %d bytes warmed, want the cache '
+              'filled to within a chunk of 8M' % done)
+        ck.eq('warm (c) all: bytes_fetched', st.get('bytes_fetched'), done)
+        ck.eq('warm (c) all: warm_unfit_bytes', st.get('warm_unfit_bytes'), big_total - done)
+        ck.ok(st.get('cache_bytes_used', 1 << 62) <= 8 * MiB, 'warm (c) all: cache_bytes_used '
+              '%r past 8M' % st.get('cache_bytes_used'))
+        ck.eq('warm (c) all: fill_errors', st.get('fill_errors'), 0)
+        check_all(ck, 'warm (c) all reads', m.mnt, big, big_refs)
+    text = log_text(logc)
+    ck.ok('larger than the cache' in text and 'stopped at the cache' in text,
+          'warm (c) all: the log does not say it warms what fits and stopped:\n' + text[-1500:])
+
+    # (d) a reader is served while the warm runs: every warm fill of the other shards is held
+    # at a proxy; the reader's demand reads of the last shard (in listing order) go through
+    # and are exact; the shard it touched is warmed next; each chunk is fetched once
+    px = SlowProxy(ng.port)
+    try:
+        target = 'shard-000003.tar'
+        px.hold_paths = lambda p: not p.endswith('/' + target)
+        with ml.Mount(env, px.url('json/small/'), cache_dir=env.path('cache-d'),
+                      extra=['--chunk-size', '256K', '--connections', '2']) as m:
+            st = wait_stats(m, lambda s: s.get('warm_bytes_wanted') == small_total, 60)
+            ck.eq('warm (d): every object in the warm order', st.get('warm_bytes_wanted'),
+                  small_total)
+            ck.ok(wait_for(lambda: px.held(), 60), 'warm (d): no warm fill reached the proxy')
+            with open(os.path.join(small, target), 'rb') as f:
+                want = f.read()
+            with open(os.path.join(m.mnt, target), 'rb', buffering=0) as f:
+                head = f.read(4096)
+            ck.ok(head == want[:4096], 'warm (d): the first 4 KiB of %s differ' % target)
+            st = m.stats()
+            ck.eq('warm (d): warm_state while the reader read', st.get('warm_state'), 1)
+            with px.lock:
+                n0 = len(px.gets)
+            px.release()
+            st = wait_stats(m, lambda s: s.get('warm_state') != 1, 120)
+            ck.eq('warm (d): warm_state', st.get('warm_state'), 2)
+            ck.eq('warm (d): bytes_fetched (each chunk once)', st.get('bytes_fetched'),
+                  small_total)
+            with px.lock:
+                after = [r['path'].rsplit('/', 1)[-1] for r in px.gets[n0:] if r['range']]
+            log('warm (d): GETs after the release: %r' % after[:30])
+            first_other = next((i for i, p in enumerate(after) if p != target), len(after))
+            ck.ok(target not in after[first_other:], 'warm (d): the touched shard was not '
+                  'warmed first: %r' % after[:30])
+            got = ml.read_all(os.path.join(m.mnt, target))
+            ck.ok(got == want, 'warm (d): %s differs from the source' % target)
+            ck.eq('warm (d): bytes_fetched after the read', m.stats()['bytes_fetched'],
+                  small_total)
+    finally:
+        px.close()
+
+
+def group_prefetch(env, ck, ng):
+    """'shardfs prefetch' of a dataset 3x the cache: it says up front what does not fit,
+    fetches what fits without evicting, and ends (no stall) with a summary and exit 0; a
+    second run finds what fits cached."""
+    src, refs = warm_source(env)
+    big = os.path.join(src, 'big')
+    big_total = tree_bytes(big)
+    ng.start()
+    opts = ['--cache-size', '8M', '--chunk-size', '1M', '--connections', '4', '--warm', 'off',
+            '--log-file', env.path('daemon.log')]
+    with ml.Mount(env, ng.url('json/big/'), cache_dir=env.path('cache'), extra=opts) as m:
+        for run in (1, 2):
+            t = time.monotonic()
+            r = env.run([env.shardfs, 'prefetch', m.mnt], timeout=100)
+            out = (r.stdout + r.stderr).decode(errors='replace')
+            log('prefetch run %d: rc=%r in %.1fs:\n%s' % (run, r.returncode,
+                                                        time.monotonic() - t, out))
+            ck.eq('prefetch run %d: exit status' % run, r.returncode, 0)
+            ck.ok('will not fit' in ''.join(out.split('\n')[:3]),
+                  'prefetch run %d: does not say up front what does not fit: %r' % (run, out))
+            ck.ok(re.search(r'done: .* fetched, .* cached already, .* did not fit', out),
+                  'prefetch run %d: no summary: %r' % (run, out))
+            st = m.stats()
+            log('prefetch run %d: %r' % (run, {k: st.get(k) for k in (
+                'prefetch_bytes', 'prefetch_cached_bytes', 'prefetch_unfit_bytes',
+                'prefetch_pending', 'bytes_fetched', 'evictions', 'cache_bytes_used')}))
+            ck.eq('prefetch run %d: prefetch_bytes' % run, st.get('prefetch_bytes'), big_total)
+            ck.eq('prefetch run %d: prefetch_pending' % run, st.get('prefetch_pending'), 0)
+            ck.eq('prefetch run %d: cached + did not fit' % run,
+                  st.get('prefetch_cached_bytes', 0) + st.get('prefetch_unfit_bytes', 0),
+                  big_total)
+            ck.ok(8 * MiB - MiB < st.get('prefetch_cached_bytes', 0) <= 8 * MiB,
+                  'prefetch run %d: %r bytes cached, want within a chunk of 8M' % (
+                      run, st.get('prefetch_cached_bytes')))
+            ck.eq('prefetch run %d: bytes_fetched' % run, st.get('bytes_fetched'),
+                  st.get('prefetch_cached_bytes'))
+            ck.eq('prefetch run %d: evictions' % run, st.get('evictions'), 0)
+            if run == 2:
+                ck.ok(re.search(r'done: 0 B fetched', out),
+                      'prefetch run 2: fetched something again: %r' % out)
+        r = env.run([env.shardfs, 'prefetch', '--help'])
+        out = r.stdout.decode(errors='replace')
+        ck.ok('exit status' in out and 'did not fit' in out,
+              'prefetch --help does not document the exit status: %r' % out)
+
+
 GROUPS = {'offline': group_offline, 'capacity': group_capacity, 'crash': group_crash,
           'concurrency': group_concurrency, 'share': group_share, 'storedown': group_storedown,
-          'stop': group_stop}
+          'stop': group_stop, 'warm': group_warm, 'prefetch': group_prefetch}
 
 
 class LazyNginx(httplib.Nginx):

@@ -1,0 +1,276 @@
+/*
+ * fs_warm.c — warming the cache at mount (--warm): when a remote dataset
+ * (every object of the source, shards and plain files) fits in the cache
+ * with room to spare (auto), or when asked (all), the whole dataset is
+ * fetched in the background, so that a training job's first epoch reads
+ * from the cache.
+ *
+ * It is the cache tier's prefetch, not a mechanism of its own: one thread
+ * hands every object to cachetier_obj_prefetch in listing order and then
+ * follows the progress. The cache tier's queues put demand reads first,
+ * readahead second and prefetch last; an object a reader reads moves to
+ * the front of the prefetch order; prefetch fills claim chunks through the
+ * same path as reads, so mounts sharing a cache directory fetch each chunk
+ * once. The warm uses CACHETIER_PF_FIT: it fills only the room the cache
+ * has and never evicts, so it stops where the cache is full
+ * (FS_WARM_STATE_STOPPED) instead of pushing out what readers use or what
+ * it warmed itself.
+ *
+ * Non-goals: objects a refresh adds are not warmed; local sources need no
+ * warm (their files are read in place); an offline mount (the store did
+ * not answer at mount) does not warm.
+ *
+ * Threads: the warm thread, and stats readers calling fs_warm_progress
+ * (any thread). Object flags are atomics.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "fs_i.h"
+
+/* auto warms a dataset of at most this share of --cache-size (percent):
+ * the rest is room for readers and other datasets sharing the directory */
+#define WARM_AUTO_PERCENT 90u
+/* how often the thread looks at the progress once everything is handed
+ * over (it only logs the end; stats compute the progress themselves) */
+#define WARM_POLL_NS 250000000L
+
+static void human(uint64_t b, char *out, size_t n)
+{
+	const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)b;
+	int u = 0;
+
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(out, n, u ? "%.2f %s" : "%.0f %s", v, units[u]);
+}
+
+uint64_t fs_cache_room(struct fs *fs)
+{
+	struct cachetier_stats cs;
+	uint64_t avail, reserve, room;
+
+	memset(&cs, 0, sizeof(cs));
+	cachetier_get_stats(fs->ct, &cs);
+	room = cs.bytes_limit > cs.bytes_used ? cs.bytes_limit - cs.bytes_used : 0;
+	if (cachetier_disk(fs->ct, &avail, &reserve) == 0) {
+		uint64_t disk = avail > reserve ? avail - reserve : 0;
+
+		if (disk < room)
+			room = disk;
+	}
+	return room;
+}
+
+/* Sum the progress of the objects marked for the warm; *running: a
+ * prefetch of one of them still runs. */
+static void warm_scan(struct fs *fs, struct fs_warm_progress *p, int *running)
+{
+	memset(p, 0, sizeof(*p));
+	*running = 0;
+	for (uint32_t i = 0; i < fs->nobjs; i++) {
+		struct fs_obj *o = fs_obj(fs, i);
+		struct cachetier_obj *raw;
+		uint64_t unfit = 0;
+
+		if (!atomic_load(&o->warm) || !fs_obj_live(o))
+			continue;
+		p->wanted += o->info.size;
+		pthread_mutex_lock(&o->lock);
+		raw = o->raw;
+		pthread_mutex_unlock(&o->lock);
+		if (!raw)
+			continue; /* not handed over yet */
+		p->done += cachetier_obj_cached_bytes(raw);
+		*running |= cachetier_obj_prefetch_state(raw, &unfit);
+		p->unfit += unfit;
+	}
+}
+
+void fs_warm_progress(struct fs *fs, struct fs_warm_progress *p)
+{
+	int running, state;
+
+	if (!fs->warm_on) {
+		memset(p, 0, sizeof(*p));
+		return;
+	}
+	warm_scan(fs, p, &running);
+	state = atomic_load(&fs->warm_state);
+	p->state = state ? (unsigned)state : FS_WARM_STATE_RUNNING;
+}
+
+/* Wait up to WARM_POLL_NS for a stop; 1 when stopping. */
+static int warm_wait(struct fs *fs)
+{
+	struct timespec ts;
+	int stop;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += WARM_POLL_NS;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&fs->warm_lock);
+	if (!fs->warm_stop)
+		pthread_cond_timedwait(&fs->warm_cond, &fs->warm_lock, &ts);
+	stop = fs->warm_stop;
+	pthread_mutex_unlock(&fs->warm_lock);
+	return stop;
+}
+
+static int warm_stopping(struct fs *fs)
+{
+	int stop;
+
+	pthread_mutex_lock(&fs->warm_lock);
+	stop = fs->warm_stop;
+	pthread_mutex_unlock(&fs->warm_lock);
+	return stop;
+}
+
+static void *warm_main(void *arg)
+{
+	struct fs *fs = arg;
+	uint32_t n = fs->nobjs;
+	struct timespec t0, t1;
+	uint64_t failed = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* every object is handed to the cache tier in listing order (opening
+	 * an object touches only the cache directory) and counts in
+	 * warm_bytes_wanted from then on: wanted reaches the dataset's size
+	 * once all are in the cache tier's prefetch order */
+	for (uint32_t i = 0; i < n && !warm_stopping(fs); i++) {
+		struct fs_obj *o = fs_obj(fs, i);
+		struct cachetier_obj *raw;
+
+		if (!fs_obj_live(o))
+			continue;
+		if (fs_obj_raw(fs, i, &raw) < 0 ||
+		    cachetier_obj_prefetch(raw, CACHETIER_PF_FIT) < 0) {
+			failed++; /* fs_obj_raw logged why */
+			continue;
+		}
+		atomic_store(&o->warm, 1);
+	}
+	atomic_store(&fs->warm_listed, 1);
+	while (!warm_wait(fs)) {
+		struct fs_warm_progress p;
+		char done_s[32], want_s[32], unfit_s[32], size_s[32];
+		double secs;
+		int running;
+
+		warm_scan(fs, &p, &running);
+		if (running)
+			continue;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+		human(p.done, done_s, sizeof(done_s));
+		human(p.wanted, want_s, sizeof(want_s));
+		human(p.unfit, unfit_s, sizeof(unfit_s));
+		human(fs->cfg.cache_size_bytes, size_s, sizeof(size_s));
+		if (p.done >= p.wanted) {
+			atomic_store(&fs->warm_state, FS_WARM_STATE_DONE);
+			fs_log(FS_LOG_INFO, "warm: done: %s of %s cached in %.1f s", done_s, want_s,
+			       secs);
+		} else {
+			atomic_store(&fs->warm_state, FS_WARM_STATE_STOPPED);
+			if (p.unfit)
+				fs_log(FS_LOG_WARN,
+				       "warm: stopped at the cache's limit after %.1f s: %s of %s "
+				       "cached, %s did not fit (--cache-size %s; the warm never "
+				       "evicts)",
+				       secs, done_s, want_s, unfit_s, size_s);
+			else
+				fs_log(FS_LOG_WARN,
+				       "warm: ended after %.1f s with %s of %s cached: fills failed "
+				       "(see fill_errors and the log)%s",
+				       secs, done_s, want_s,
+				       failed ? ", or objects could not be opened" : "");
+		}
+		break;
+	}
+	return NULL;
+}
+
+void fs_warm_start(struct fs *fs)
+{
+	uint64_t total = fs->total_bytes, limit = fs->cfg.cache_size_bytes;
+	uint64_t room = fs_cache_room(fs), auto_max = limit / 100 * WARM_AUTO_PERCENT;
+	char total_s[32], limit_s[32], room_s[32];
+	struct cachetier_stats cs;
+	uint64_t avail, reserve, disk = 0;
+	int err;
+
+	human(total, total_s, sizeof(total_s));
+	human(limit, limit_s, sizeof(limit_s));
+	human(room, room_s, sizeof(room_s));
+	if (fs->cfg.warm == FS_WARM_OFF)
+		return;
+	if (backend_is_local(fs->be)) {
+		if (fs->cfg.warm == FS_WARM_ALL)
+			fs_log(FS_LOG_INFO, "warm: nothing to do: the source's files are local");
+		return;
+	}
+	if (fs->offline) {
+		fs_log(FS_LOG_WARN, "warm: not started: the store did not answer at mount");
+		return;
+	}
+	if (total == 0)
+		return;
+	memset(&cs, 0, sizeof(cs));
+	cachetier_get_stats(fs->ct, &cs);
+	if (cachetier_disk(fs->ct, &avail, &reserve) == 0)
+		disk = avail > reserve ? avail - reserve : 0;
+	if (fs->cfg.warm == FS_WARM_AUTO) {
+		/* fits: within 90 % of --cache-size, and within the disk's free
+		 * space above its reserve (what the cache holds already may be
+		 * this dataset's; the fill stops at the limit anyway) */
+		if (total > auto_max || total > disk + cs.bytes_used) {
+			fs_log(FS_LOG_INFO,
+			       "warm: off: the dataset (%s) does not fit in %u%% of --cache-size "
+			       "%s and the disk's room (--warm all warms what fits)",
+			       total_s, WARM_AUTO_PERCENT, limit_s);
+			return;
+		}
+		fs_log(FS_LOG_INFO, "warm: the dataset (%s) fits in the cache (--cache-size %s): "
+				    "fetching all of it in the background",
+		       total_s, limit_s);
+	} else if (total > room) {
+		fs_log(FS_LOG_WARN,
+		       "warm: the dataset (%s) is larger than the cache's room (%s, --cache-size "
+		       "%s): warming what fits; the warm never evicts, so it stops at the limit",
+		       total_s, room_s, limit_s);
+	} else {
+		fs_log(FS_LOG_INFO, "warm: fetching the dataset (%s) in the background", total_s);
+	}
+	pthread_mutex_init(&fs->warm_lock, NULL);
+	pthread_cond_init(&fs->warm_cond, NULL);
+	fs->warm_on = 1;
+	err = pthread_create(&fs->warm_thread, NULL, warm_main, fs);
+	if (err) {
+		fs_log(FS_LOG_ERR, "warm: cannot start its thread: %s", strerror(err));
+		atomic_store(&fs->warm_state, FS_WARM_STATE_STOPPED);
+		return;
+	}
+	fs->warm_thread_run = 1;
+}
+
+void fs_warm_stop(struct fs *fs)
+{
+	if (!fs->warm_thread_run)
+		return;
+	pthread_mutex_lock(&fs->warm_lock);
+	fs->warm_stop = 1;
+	pthread_cond_broadcast(&fs->warm_cond);
+	pthread_mutex_unlock(&fs->warm_lock);
+	pthread_join(fs->warm_thread, NULL);
+	fs->warm_thread_run = 0;
+}
