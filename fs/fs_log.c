@@ -80,3 +80,16 @@ void fs_log(enum fs_log_level lvl, const char *fmt, ...)
 		/* nowhere left to report it */
 	}
 }
+
+void fs_human_bytes(uint64_t b, char *out, size_t n)
+{
+	const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)b;
+	int u = 0;
+
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(out, n, u ? "%.2f %s" : "%.0f %s", v, units[u]);
+}

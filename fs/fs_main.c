@@ -646,19 +646,6 @@ static int cmd_stats(int argc, char **argv)
 	return 0;
 }
 
-static void human_bytes(uint64_t b, char *out, size_t n)
-{
-	const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-	double v = (double)b;
-	int u = 0;
-
-	while (v >= 1024 && u < 4) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(out, n, u ? "%.2f %s" : "%.0f %s", v, units[u]);
-}
-
 static double now_s(void)
 {
 	struct timespec ts;
@@ -805,10 +792,10 @@ static int cmd_prefetch(int argc, char **argv)
 		uint64_t missing = (uint64_t)(s.want - s.have);
 		uint64_t room = s.room < 0 ? 0 : (uint64_t)s.room;
 
-		human_bytes((uint64_t)s.want, a, sizeof(a));
-		human_bytes((uint64_t)s.have, b, sizeof(b));
-		human_bytes(room, c, sizeof(c));
-		human_bytes(s.limit < 0 ? 0 : (uint64_t)s.limit, d, sizeof(d));
+		fs_human_bytes((uint64_t)s.want, a, sizeof(a));
+		fs_human_bytes((uint64_t)s.have, b, sizeof(b));
+		fs_human_bytes(room, c, sizeof(c));
+		fs_human_bytes(s.limit < 0 ? 0 : (uint64_t)s.limit, d, sizeof(d));
 		if (s.have >= s.want)
 			printf("prefetch: %s asked, all of it cached already\n", a);
 		else
@@ -816,7 +803,7 @@ static int cmd_prefetch(int argc, char **argv)
 			       "has room for %s more\n",
 			       a, b, d, c);
 		if (missing > room) {
-			human_bytes(missing - room, a, sizeof(a));
+			fs_human_bytes(missing - room, a, sizeof(a));
 			printf("prefetch: about %s will not fit: a prefetch fills only free room "
 			       "and never evicts (a larger --cache-size, or prefetch less)\n",
 			       a);
@@ -849,8 +836,8 @@ static int cmd_prefetch(int argc, char **argv)
 				 s.have >= s.want ? "already cached" : ended ? "" : "waiting for the store");
 		else
 			snprintf(rate_s, sizeof(rate_s), "%.1f MB/s", rate / 1e6);
-		human_bytes((uint64_t)s.have, have_str, sizeof(have_str));
-		human_bytes((uint64_t)s.want, want_str, sizeof(want_str));
+		fs_human_bytes((uint64_t)s.have, have_str, sizeof(have_str));
+		fs_human_bytes((uint64_t)s.want, want_str, sizeof(want_str));
 		if (tty) {
 			int pct = s.want ? (int)(100.0 * (double)s.have / (double)s.want) : 100;
 			int bar = pct / 5;
@@ -900,12 +887,12 @@ static int cmd_prefetch(int argc, char **argv)
 		if (unfit > want - have)
 			unfit = want - have;
 		missing = want - have - unfit;
-		human_bytes(got, a, sizeof(a));
-		human_bytes(before, b, sizeof(b));
-		human_bytes(unfit, c, sizeof(c));
+		fs_human_bytes(got, a, sizeof(a));
+		fs_human_bytes(before, b, sizeof(b));
+		fs_human_bytes(unfit, c, sizeof(c));
 		printf("prefetch: done: %s fetched, %s cached already, %s did not fit", a, b, c);
 		if (missing) {
-			human_bytes(missing, d, sizeof(d));
+			fs_human_bytes(missing, d, sizeof(d));
 			printf(", %s not cached (%ld fills failed meanwhile, see the mount's log; or "
 			       "readers' fills evicted them)",
 			       d, have_s0 ? s.errors - s0.errors : s.errors);

@@ -37,19 +37,6 @@
  * over (it only logs the end; stats compute the progress themselves) */
 #define WARM_POLL_NS 250000000L
 
-static void human(uint64_t b, char *out, size_t n)
-{
-	const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-	double v = (double)b;
-	int u = 0;
-
-	while (v >= 1024 && u < 4) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(out, n, u ? "%.2f %s" : "%.0f %s", v, units[u]);
-}
-
 uint64_t fs_cache_room(struct fs *fs)
 {
 	struct cachetier_stats cs;
@@ -172,10 +159,10 @@ static void *warm_main(void *arg)
 			continue;
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-		human(p.done, done_s, sizeof(done_s));
-		human(p.wanted, want_s, sizeof(want_s));
-		human(p.unfit, unfit_s, sizeof(unfit_s));
-		human(fs->cfg.cache_size_bytes, size_s, sizeof(size_s));
+		fs_human_bytes(p.done, done_s, sizeof(done_s));
+		fs_human_bytes(p.wanted, want_s, sizeof(want_s));
+		fs_human_bytes(p.unfit, unfit_s, sizeof(unfit_s));
+		fs_human_bytes(fs->cfg.cache_size_bytes, size_s, sizeof(size_s));
 		if (p.done >= p.wanted) {
 			atomic_store(&fs->warm_state, FS_WARM_STATE_DONE);
 			fs_log(FS_LOG_INFO, "warm: done: %s of %s cached in %.1f s", done_s, want_s,
@@ -209,9 +196,9 @@ void fs_warm_start(struct fs *fs)
 	uint64_t avail, reserve, disk = 0;
 	int err;
 
-	human(total, total_s, sizeof(total_s));
-	human(limit, limit_s, sizeof(limit_s));
-	human(room, room_s, sizeof(room_s));
+	fs_human_bytes(total, total_s, sizeof(total_s));
+	fs_human_bytes(limit, limit_s, sizeof(limit_s));
+	fs_human_bytes(room, room_s, sizeof(room_s));
 	if (fs->cfg.warm == FS_WARM_OFF)
 		return;
 	if (backend_is_local(fs->be)) {

@@ -413,6 +413,23 @@ def control(mnt, cmd):
         os.close(fd)
 
 
+def tar_bytes(members, fmt='ustar'):
+    """An uncompressed tar of [(name, bytes)] written by Python's tarfile ('ustar', padded to
+    10 KiB records as GNU tar does, or 'gnu'), mode 0644, mtime 1700000000."""
+    import io
+    import tarfile
+    bio = io.BytesIO()
+    form = tarfile.USTAR_FORMAT if fmt == 'ustar' else tarfile.GNU_FORMAT
+    with tarfile.open(fileobj=bio, mode='w', format=form) as tf:
+        for name, data in members:
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            ti.mtime = 1700000000
+            ti.mode = 0o644
+            tf.addfile(ti, io.BytesIO(data))
+    return bio.getvalue()
+
+
 def read_all(path):
     with open(path, 'rb', buffering=0) as f:
         chunks = []

@@ -39,19 +39,6 @@ from mountlib import log  # noqa: E402
 DEADLINE_S = 30
 
 
-def tar_bytes(members):
-    """A ustar shard (as GNU tar pads it: 10 KiB records) of [(name, bytes)]."""
-    bio = io.BytesIO()
-    with tarfile.open(fileobj=bio, mode='w', format=tarfile.USTAR_FORMAT) as tf:
-        for name, data in members:
-            ti = tarfile.TarInfo(name)
-            ti.size = len(data)
-            ti.mtime = 1700000000
-            ti.mode = 0o644
-            tf.addfile(ti, io.BytesIO(data))
-    return bio.getvalue()
-
-
 def members_of(env, tag, sizes):
     return [('k%d.bin' % i, bytes(env.rng.randrange(256) for _ in range(16)) * (n // 16) +
              tag.encode() * (n % 16)) for i, n in enumerate(sizes)]
@@ -113,11 +100,11 @@ def group_rewrite(env, ck):
     c_same = [(n, bytes(x ^ 0x5a for x in d)) for n, d in reversed(c)]          # same size
     d = members_of(env, 'd', [20000 + 3000 * i for i in range(6)])
     p_a, p_c, p_d = (os.path.join(src, 'train', n) for n in ('s0.tar', 's1.tar', 's2.tar'))
-    write_file(p_a, tar_bytes(a))
-    write_file(p_c, tar_bytes(c))
-    write_file(p_d, tar_bytes(d))
-    ck.eq('same-size rewrite really has the same size', len(tar_bytes(c_same)),
-          len(tar_bytes(c)))
+    write_file(p_a, ml.tar_bytes(a))
+    write_file(p_c, ml.tar_bytes(c))
+    write_file(p_d, ml.tar_bytes(d))
+    ck.eq('same-size rewrite really has the same size', len(ml.tar_bytes(c_same)),
+          len(ml.tar_bytes(c)))
     ref = {'s0': dict(a), 's1': dict(c), 's2': dict(d)}
     with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
         top = os.path.join(m.mnt, 'train')
@@ -133,7 +120,7 @@ def group_rewrite(env, ck):
               ('ok', a[0][1]))
 
         # 1. another shard's bytes, another size
-        overwrite_in_place(p_a, tar_bytes(b))
+        overwrite_in_place(p_a, ml.tar_bytes(b))
         nb = dict(b)
         for n in sorted(ref['s0']):
             allowed = [nb[n]] + ([a[0][1]] if n == 'k0.bin' else [])
@@ -144,11 +131,11 @@ def group_rewrite(env, ck):
             if not ck.ok(got, 'rewritten s0/%s: never the new bytes (last: %s)' % (
                     n, ml.short(read_result(os.path.join(top, 's0', n))))):
                 break  # the rest would wait as long
-        got = poll(lambda: read_result(os.path.join(top, 's0.tar')) == ('ok', tar_bytes(b)))
+        got = poll(lambda: read_result(os.path.join(top, 's0.tar')) == ('ok', ml.tar_bytes(b)))
         ck.ok(got, 'rewritten s0.tar: never the new raw bytes')
 
         # 2. the same size, members in another order (only mtime/ctime tell)
-        overwrite_in_place(p_c, tar_bytes(c_same))
+        overwrite_in_place(p_c, ml.tar_bytes(c_same))
         ncs = dict(c_same)
         for n in sorted(ref['s1']):
             check_read(ck, 'same-size s1/%s' % n, os.path.join(top, 's1', n), [ncs[n]])
@@ -158,7 +145,7 @@ def group_rewrite(env, ck):
                 break
 
         # 3. truncated to less than half: members past the new end are no longer there
-        whole = tar_bytes(d)
+        whole = ml.tar_bytes(d)
         cut = 512 + len(d[0][1]) + 700
         with open(p_d, 'r+b') as f:
             f.truncate(cut)
@@ -190,8 +177,8 @@ def group_refresh(env, ck):
     b = members_of(env, 'b', [3500, 4500])
     new = members_of(env, 'n', [6000, 7000])
     a2 = [('x%d.bin' % i, data) for i, (_, data) in enumerate(members_of(env, 'z', [2000] * 4))]
-    write_file(os.path.join(src, 'train', 's0.tar'), tar_bytes(a))
-    write_file(os.path.join(src, 'train', 's1.tar'), tar_bytes(b))
+    write_file(os.path.join(src, 'train', 's0.tar'), ml.tar_bytes(a))
+    write_file(os.path.join(src, 'train', 's1.tar'), ml.tar_bytes(b))
 
     # the CLI without a mount
     r = env.run([exe, 'refresh'])
@@ -214,15 +201,15 @@ def group_refresh(env, ck):
               'refresh (no change) summary: %r' % r.stdout)
 
         # a new shard, and a new directory with one; both invisible until the refresh
-        write_file(os.path.join(src, 'train', 's2.tar'), tar_bytes(new))
+        write_file(os.path.join(src, 'train', 's2.tar'), ml.tar_bytes(new))
         os.makedirs(os.path.join(src, 'val'))
-        write_file(os.path.join(src, 'val', 'v0.tar'), tar_bytes(b))
+        write_file(os.path.join(src, 'val', 'v0.tar'), ml.tar_bytes(b))
         ck.ok(not os.path.exists(os.path.join(top, 's2.tar')), 'new shard visible before refresh')
         ck.eq('before refresh: listing', sorted(os.listdir(top)), ['s0', 's0.tar', 's1', 's1.tar'])
         # a removed shard, and a changed one (a new file renamed over it)
         os.unlink(os.path.join(src, 'train', 's1.tar'))
         tmp = os.path.join(src, 'train', '.s0.tmp')
-        write_file(tmp, tar_bytes(a2))
+        write_file(tmp, ml.tar_bytes(a2))
         os.rename(tmp, os.path.join(src, 'train', 's0.tar'))
 
         r = env.run([exe, 'refresh', m.mnt])
@@ -236,7 +223,7 @@ def group_refresh(env, ck):
         ck.eq('after refresh: root', sorted(os.listdir(m.mnt)), ['train', 'val'])
         for n, data in new:
             ck.eq('new s2/' + n, read_result(os.path.join(top, 's2', n)), ('ok', data))
-        ck.eq('new s2.tar', read_result(os.path.join(top, 's2.tar')), ('ok', tar_bytes(new)))
+        ck.eq('new s2.tar', read_result(os.path.join(top, 's2.tar')), ('ok', ml.tar_bytes(new)))
         for n, data in b:
             ck.eq('new val/v0/' + n, read_result(os.path.join(m.mnt, 'val', 'v0', n)),
                   ('ok', data))
@@ -248,7 +235,7 @@ def group_refresh(env, ck):
             ck.eq('changed s0/' + n, read_result(os.path.join(top, 's0', n)), ('ok', data))
         ck.eq('changed s0/' + a[0][0], read_result(os.path.join(top, 's0', a[0][0])),
               ('err', errno.ENOENT))
-        ck.eq('changed s0.tar', read_result(os.path.join(top, 's0.tar')), ('ok', tar_bytes(a2)))
+        ck.eq('changed s0.tar', read_result(os.path.join(top, 's0.tar')), ('ok', ml.tar_bytes(a2)))
         st = m.stats()
         for k, v in (('refreshes', 2), ('refresh_added', 2), ('refresh_removed', 1),
                      ('refresh_changed', 1), ('objects', 3), ('shards', 3)):
@@ -267,7 +254,7 @@ def group_refresh(env, ck):
                     if got != ('ok', data):
                         bad.append((p, ml.short(got)))
         paths = [(os.path.join(top, 's2', n), data) for n, data in new] + \
-                [(os.path.join(top, 's2.tar'), tar_bytes(new))]
+                [(os.path.join(top, 's2.tar'), ml.tar_bytes(new))]
         ths = [threading.Thread(target=reader, args=(paths,)) for _ in range(2)]
         for t in ths:
             t.start()
@@ -275,7 +262,7 @@ def group_refresh(env, ck):
             for i in range(6):
                 extra = os.path.join(src, 'train', 'e.tar')
                 if i % 2 == 0:
-                    write_file(extra, tar_bytes(b))
+                    write_file(extra, ml.tar_bytes(b))
                 else:
                     os.unlink(extra)
                 r = env.run([exe, 'refresh', m.mnt])

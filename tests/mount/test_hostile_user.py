@@ -61,18 +61,6 @@ def poll(fn, deadline=DEADLINE_S):
         time.sleep(0.02)
 
 
-def tar_bytes(members):
-    bio = io.BytesIO()
-    with tarfile.open(fileobj=bio, mode='w', format=tarfile.USTAR_FORMAT) as tf:
-        for name, data in members:
-            ti = tarfile.TarInfo(name)
-            ti.size = len(data)
-            ti.mtime = 1700000000
-            ti.mode = 0o644
-            tf.addfile(ti, io.BytesIO(data))
-    return bio.getvalue()
-
-
 def write_file(path, data):
     with open(path, 'wb') as f:
         f.write(data)
@@ -135,7 +123,7 @@ def metrics_problems(text):
 def group_ctl_layout(env, ck):
     src = env.path('src')
     os.makedirs(src)
-    write_file(os.path.join(src, 's0.tar'), tar_bytes([('a.txt', b'a\n')]))
+    write_file(os.path.join(src, 's0.tar'), ml.tar_bytes([('a.txt', b'a\n')]))
     promtool = shutil.which('promtool')
     with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
         for name, anchor in (('stats', '"reads"'), ('metrics', '# HELP shardfs_reads_total')):
@@ -194,7 +182,7 @@ def group_refresh_counts(env, ck):
     a = [('k%d.bin' % i, bytes([65 + i]) * (3000 + 500 * i)) for i in range(3)]
     b = [('k%d.bin' % i, bytes([97 + i]) * (2000 + 700 * i)) for i in range(4)]
     for n in range(3):
-        write_file(os.path.join(src, 's%d.tar' % n), tar_bytes(a))
+        write_file(os.path.join(src, 's%d.tar' % n), ml.tar_bytes(a))
     with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
         ck.eq('before: listing', sorted(os.listdir(m.mnt)),
               ['s0', 's0.tar', 's1', 's1.tar', 's2', 's2.tar'])
@@ -202,7 +190,7 @@ def group_refresh_counts(env, ck):
         fds = [os.open(os.path.join(m.mnt, 's%d.tar' % n), os.O_RDONLY) for n in range(2)]
         try:
             # s0 rewritten in place (same inode, other bytes and size), s1 deleted
-            write_file(os.path.join(src, 's0.tar'), tar_bytes(b))
+            write_file(os.path.join(src, 's0.tar'), ml.tar_bytes(b))
             os.unlink(os.path.join(src, 's1.tar'))
             for n, fd in enumerate(fds):
                 try:
@@ -235,7 +223,7 @@ def group_refresh_counts(env, ck):
 def group_seconds(env, ck):
     src = env.path('src')
     os.makedirs(src)
-    write_file(os.path.join(src, 's0.tar'), tar_bytes([('a.txt', b'a\n')]))
+    write_file(os.path.join(src, 's0.tar'), ml.tar_bytes([('a.txt', b'a\n')]))
     mnt = env.path('mnt')
     os.makedirs(mnt)
     for opt in ('timeout', 'retry-budget', 'stall-timeout', 'connect-timeout'):
@@ -257,7 +245,7 @@ def group_seconds(env, ck):
 def group_prefetch_missing(env, ck):
     src = env.path('src')
     os.makedirs(src)
-    write_file(os.path.join(src, 's0.tar'), tar_bytes([('a.txt', b'a\n' * 5000)]))
+    write_file(os.path.join(src, 's0.tar'), ml.tar_bytes([('a.txt', b'a\n' * 5000)]))
     with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
         r = env.run([env.shardfs, 'prefetch', m.mnt, 's0.tar'])
         ck.eq('prefetch s0.tar: exit', r.returncode, 0)
@@ -272,11 +260,11 @@ def group_prefetch_missing(env, ck):
 def group_name_conflict(env, ck):
     src = env.path('src')
     os.makedirs(os.path.join(src, 'd', 'y'))
-    write_file(os.path.join(src, 'x.tar'), tar_bytes([('a.txt', b'from x.tar\n')]))
-    gz = tar_bytes([('b.txt', b'from x.tar.gz\n')])
+    write_file(os.path.join(src, 'x.tar'), ml.tar_bytes([('a.txt', b'from x.tar\n')]))
+    gz = ml.tar_bytes([('b.txt', b'from x.tar.gz\n')])
     subprocess.run(['gzip', '-n'], input=gz, stdout=open(os.path.join(src, 'x.tar.gz'), 'wb'),
                    check=True)
-    write_file(os.path.join(src, 'd', 'y.tar'), tar_bytes([('c.txt', b'from y.tar\n')]))
+    write_file(os.path.join(src, 'd', 'y.tar'), ml.tar_bytes([('c.txt', b'from y.tar\n')]))
     write_file(os.path.join(src, 'd', 'y', 'plain.txt'), b'plain\n')
     log_file = env.path('daemon.log')
     with ml.Mount(env, src, cache_dir=env.path('cache'), extra=['--log-file', log_file]) as m:
@@ -338,10 +326,10 @@ def group_killed_decoder(env, ck):
     os.makedirs(os.path.join(src, 'a'))
     os.makedirs(os.path.join(src, 'b'))
     big = os.urandom(24 << 20)
-    plain = tar_bytes([('big.bin', big), ('small.txt', b'small\n')])
+    plain = ml.tar_bytes([('big.bin', big), ('small.txt', b'small\n')])
     zpath = os.path.join(src, 'a', 'z.tar.zst')
     subprocess.run(['zstd', '-q', '-1', '-o', zpath], input=plain, check=True)
-    write_file(os.path.join(src, 'b', 'other.tar'), tar_bytes([('o.txt', b'other\n')]))
+    write_file(os.path.join(src, 'b', 'other.tar'), ml.tar_bytes([('o.txt', b'other\n')]))
     cache = env.path('cache')
     chunk = 1 << 20
     opts = ['--chunk-size', '1M', '--connections', '2', '--retry-budget', '120']

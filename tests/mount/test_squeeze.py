@@ -43,18 +43,6 @@ import mountlib as ml  # noqa: E402
 from mountlib import log  # noqa: E402
 
 
-def make_tar(members):
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode='w', format=tarfile.GNU_FORMAT) as tf:
-        for name, data in members:
-            ti = tarfile.TarInfo(name)
-            ti.size = len(data)
-            ti.mtime = 1700000000
-            ti.mode = 0o644
-            tf.addfile(ti, io.BytesIO(data))
-    return buf.getvalue()
-
-
 def compress(data, codec):
     cmd = ['zstd', '-q', '-3', '-c'] if codec == 'zst' else ['gzip', '-c', '-6']
     return subprocess.run(cmd, input=data, stdout=subprocess.PIPE, check=True,
@@ -62,7 +50,7 @@ def compress(data, codec):
 
 
 def write_shard(path, members, codec):
-    data = compress(make_tar(members), codec)
+    data = compress(ml.tar_bytes(members, 'gnu'), codec)
     with open(path, 'wb') as f:
         f.write(data)
     return data
@@ -235,7 +223,7 @@ def group_disk(env, ck):
 
 def write_zero_bomb(path, before, gib):
     """tar(before, zz.bin of gib GiB of zeros) streamed through zstd: ~30,000x."""
-    head = make_tar(before)
+    head = ml.tar_bytes(before, 'gnu')
     while head.endswith(bytes(512)):
         head = head[:-512]
     ti = tarfile.TarInfo('zz.bin')
@@ -344,7 +332,7 @@ def group_evict(env, ck):
     a = [('a%d.bin' % i, rng.randbytes(6 << 20)) for i in range(6)]
     b = [('b%d.bin' % i, rng.randbytes(5 << 20)) for i in range(4)]
     with open(os.path.join(src, 'a.tar'), 'wb') as f:
-        f.write(make_tar(a))
+        f.write(ml.tar_bytes(a, 'gnu'))
     b_raw = write_shard(os.path.join(src, 'b.tar.zst'), b, 'zst')
     ng = httplib.Nginx(env.path('nginx'), src).start()
     try:
@@ -386,7 +374,7 @@ def group_lru(env, ck):
         shards.append(('s%d' % i, members))
     cache = env.path('cache')
     limit = 20 << 20
-    biggest = max(len(make_tar(m)) for _, m in shards)
+    biggest = max(len(ml.tar_bytes(m, 'gnu')) for _, m in shards)
     with ml.Mount(env, src, cache_dir=cache, extra=['--cache-size', '20M']) as m:
         for name, members in shards:
             check_served(ck, 'lru %s' % name, m.mnt, name, members)

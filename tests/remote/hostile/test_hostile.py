@@ -59,19 +59,6 @@ def daemon_pid(m):
     return st['pid'] if isinstance(st.get('pid'), int) else sorted(m.pids)[0]
 
 
-def make_tar(members):
-    """An uncompressed tar (GNU format) of [(name, bytes)]."""
-    bio = io.BytesIO()
-    with tarfile.open(fileobj=bio, mode='w', format=tarfile.GNU_FORMAT) as tf:
-        for name, data in members:
-            ti = tarfile.TarInfo(name)
-            ti.size = len(data)
-            ti.mtime = 1700000000
-            ti.mode = 0o644
-            tf.addfile(ti, io.BytesIO(data))
-    return bio.getvalue()
-
-
 def tar_header(name, size):
     """One ustar header; size in base-256 (GNU) when it does not fit 11 octal digits."""
     ti = tarfile.TarInfo(name)
@@ -265,7 +252,7 @@ def read_member(path, n=None):
 
 def t_range(env, ck):
     members = [('s%d.bin' % i, os.urandom(100000 + i)) for i in range(3)]
-    tar = make_tar(members)
+    tar = ml.tar_bytes(members, 'gnu')
     srv = Hostile()
     try:
         for mode in ('range200', 'range206'):
@@ -384,7 +371,7 @@ def t_s3list(env, ck):
 
 def t_tarsize(env, ck):
     first = os.urandom(5000)
-    good = make_tar([('a.txt', first)])
+    good = ml.tar_bytes([('a.txt', first)], 'gnu')
     good = good[:512 + 5120]  # header + data, without the end-of-archive blocks
     obj = good + tar_header('huge.bin', 1 << 62) + os.urandom(4096) + bytes(1024)
     srv = Hostile()
@@ -425,7 +412,7 @@ def write_bomb_gz(path, before):
     are one gzip member of 64 MiB of zeros, repeated."""
     zeros64 = zlib.compressobj(9, zlib.DEFLATED, 31)
     z = zeros64.compress(bytes(64 << 20)) + zeros64.flush()
-    head = make_tar(before)[:-1024]
+    head = ml.tar_bytes(before, 'gnu')[:-1024]
     # GNU tar pads the archive to 10240: drop the zero blocks after the last member
     while head.endswith(bytes(512)):
         head = head[:-512]
@@ -436,7 +423,7 @@ def write_bomb_gz(path, before):
         for _ in range(BOMB_GIB * 16):
             f.write(z)
         c = zlib.compressobj(9, zlib.DEFLATED, 31)
-        f.write(c.compress(make_tar([('after.txt', b'after\n')])) + c.flush())
+        f.write(c.compress(ml.tar_bytes([('after.txt', b'after\n')], 'gnu')) + c.flush())
     return head
 
 
@@ -456,7 +443,7 @@ def write_bomb_zst(path, head):
         f.write(frame(head))
         for _ in range(BOMB_GIB * 16):
             f.write(z)
-        f.write(frame(make_tar([('after.txt', b'after\n')])))
+        f.write(frame(ml.tar_bytes([('after.txt', b'after\n')], 'gnu')))
     return True
 
 
