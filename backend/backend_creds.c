@@ -3,14 +3,16 @@
  * come from: the environment and the usual files, never argv (DESIGN.md
  * section 1).
  *
- * AWS order (as the AWS CLI): AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY
- * (+ AWS_SESSION_TOKEN), else the [AWS_PROFILE] section ("default" when
- * unset) of AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials. GCS:
- * GOOGLE_OAUTH_ACCESS_TOKEN (sent as a bearer token), else HMAC keys from
- * GCS_HMAC_ACCESS_ID + GCS_HMAC_SECRET, else the AWS ones.
+ * The static sources (backend__creds_aws/_gcs, no network): AWS_ACCESS_KEY_ID
+ * + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN), else the [AWS_PROFILE]
+ * section ("default" when unset) of AWS_SHARED_CREDENTIALS_FILE or
+ * ~/.aws/credentials. GCS: GOOGLE_OAUTH_ACCESS_TOKEN (sent as a bearer
+ * token), else HMAC keys from GCS_HMAC_ACCESS_ID + GCS_HMAC_SECRET, else the
+ * AWS ones. The whole chain a mount uses, with the sources that ask a
+ * service or run a program and hand out credentials that expire, is
+ * backend__credsrc_open (the second half of this file).
  *
- * Non-goals: instance metadata (IMDS), SSO, credential_process, assume-role
- * profiles: they need network calls or other programs at mount time.
+ * Non-goals: SSO and assume-role profiles (role_arn + source_profile).
  *
  * Secrets never sit in memory a core dump would hold (DESIGN.md section 3):
  * - every secret (secret key, session token, bearer token, HMAC secret) lives

@@ -152,7 +152,8 @@ int backend__s3_xml_error(const char *xml, size_t len, char *code, size_t codeca
  * seconds. Returns 0 or -EINVAL. */
 int backend__iso8601_parse(const char *s, size_t len, int64_t *out);
 
-/* Credentials (backend_creds.c). Read the environment and files only; no
+/* The static credentials (backend_creds.c; the unit tests call them; a mount
+ * uses backend__credsrc_open, below). Read the environment and files only; no
  * network. Return 0 (an empty result means: none found) or a negative
  * errno. AWS: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN,
  * else the [AWS_PROFILE or "default"] section of AWS_SHARED_CREDENTIALS_FILE

@@ -149,8 +149,9 @@ class Imds(StandIn):
     prefix = 'IMDS'
     ROLE = 'shardfs-test-role'
 
-    def __init__(self, **kw):
+    def __init__(self, session=None, **kw):
         self.tokens = set()
+        self.session = session  # the session token to hand out (None: a new random one each time)
         super().__init__(**kw)
 
     def handle(self, h, method):
@@ -161,7 +162,7 @@ class Imds(StandIn):
                 self.note('bad-ttl', ttl)
                 h.reply(400, 'missing or bad X-aws-ec2-metadata-token-ttl-seconds')
                 return
-            tok = 'IMDSSESSION-' + secrets.token_hex(20)
+            tok = self.session or 'IMDSSESSION-' + secrets.token_hex(20)
             with self.lock:
                 self.tokens.add(tok)
             self.note('token')

@@ -28,7 +28,11 @@ Sanitizer builds (libasan/libubsan loaded in the daemon): their runtime keeps a 
 is skipped there (gdb needs minutes over their mappings).
 
 Cases: 'env' (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN), 'profile' (a profile
-of ~/.aws/credentials with a session token), 'gs' (GCS_HMAC_ACCESS_ID/GCS_HMAC_SECRET).
+of ~/.aws/credentials with a session token), 'gs' (GCS_HMAC_ACCESS_ID/GCS_HMAC_SECRET), and the
+temporary sources from the loopback stand-ins of cloudmeta.py: 'imds' (the IMDSv2 session token,
+the instance role's secret and session token), 'webid' (the web identity token, and the secret and
+session token STS gave for it), 'container' (AWS_CONTAINER_AUTHORIZATION_TOKEN, the secret and
+session token of the container endpoint).
 
 Usage: test_creds.py SHARDFS
 Exit 77 (skip) when /dev/fuse is unusable or s3rver is not installed.
@@ -53,6 +57,7 @@ sys.path.insert(0, HERE)
 
 import mountlib as ml  # noqa: E402
 import servers  # noqa: E402
+import cloudmeta  # noqa: E402
 import test_s3  # noqa: E402
 
 log = ml.log
@@ -535,9 +540,59 @@ def group_creds(env, ck):
                  [('marker', marker.encode()), ('access key id', g_akid.encode())])
         test_s3.check_proxy(ck, world, 'creds')
 
-        # 4. a local source: secrets in the environment leave it all the same
-        env.env.pop('GCS_HMAC_ACCESS_ID', None)
-        env.env.pop('GCS_HMAC_SECRET', None)
+        # 4. temporary credentials from the loopback stand-ins (cloudmeta.py)
+        more = []
+
+        def preset(tag):
+            c = ('SHARDFS%s' % tag + rand(12).upper(), 'SHARDFS-%sSECRET-' % tag + rand(32),
+                 'SHARDFS-%sTOKEN-' % tag + rand(48))
+            proxy.keys[c[0]] = (c[1], c[2])
+            more.extend(secret_needles('%s secret' % tag, c[1], 'us-east-1', 's3') +
+                        token_needles('%s session token' % tag, c[2]))
+            return c
+        imds_c, sts_c, ecs_c = preset('IMDS'), preset('STS'), preset('ECS')
+        imds_session = 'SHARDFS-IMDSSESSION-' + rand(40)
+        web_token = 'SHARDFS-WEBID-' + rand(64)
+        ecs_auth = 'SHARDFS-ECSAUTH-' + rand(40)
+        more += (token_needles('imds session token', imds_session) +
+                 token_needles('web identity token', web_token) +
+                 token_needles('container authorization token', ecs_auth))
+        every2 = every + more
+        del env.env['GCS_HMAC_ACCESS_ID'], env.env['GCS_HMAC_SECRET']
+        test_s3.set_aws_env(env, key=None, secret=None)
+        imds = cloudmeta.Imds(session=imds_session, preset=[imds_c])
+        try:
+            env.env.pop('AWS_EC2_METADATA_DISABLED', None)
+            env.env['AWS_EC2_METADATA_SERVICE_ENDPOINT'] = imds.url()
+            run_case(env, ck, world, 'imds', src_uri, every2,
+                     [('marker', marker.encode()), ('access key id', imds_c[0].encode())])
+        finally:
+            imds.stop()
+        test_s3.set_aws_env(env, key=None, secret=None)
+        arn = 'arn:aws:iam::123456789012:role/shardfs'
+        sts = cloudmeta.Sts(arn, web_token, preset=[sts_c])
+        tf = env.path('web-token')
+        with open(tf, 'w') as f:
+            f.write(web_token)
+        env.env.update(AWS_WEB_IDENTITY_TOKEN_FILE=tf, AWS_ROLE_ARN=arn,
+                       AWS_ENDPOINT_URL_STS=sts.url())
+        try:
+            run_case(env, ck, world, 'webid', src_uri, every2,
+                     [('marker', marker.encode()), ('access key id', sts_c[0].encode())])
+        finally:
+            sts.stop()
+        test_s3.set_aws_env(env, key=None, secret=None)
+        ecs = cloudmeta.Container(ecs_auth, preset=[ecs_c])
+        env.env.update(AWS_CONTAINER_CREDENTIALS_FULL_URI=ecs.url() + ecs.PATH,
+                       AWS_CONTAINER_AUTHORIZATION_TOKEN=ecs_auth)
+        try:
+            run_case(env, ck, world, 'container', src_uri, every2,
+                     [('marker', marker.encode()), ('access key id', ecs_c[0].encode())])
+        finally:
+            ecs.stop()
+        test_s3.set_aws_env(env, key=None, secret=None)
+
+        # 5. a local source: secrets in the environment leave it all the same
         test_s3.set_aws_env(env, key=akid, secret=secret, token=token)
         with ml.Mount(env, src, cache_dir=env.path('cache-local')) as m:
             n = read_everything(m.mnt)
