@@ -1619,6 +1619,7 @@ static int fetch_process(struct backend_credsrc *s, struct backend_creds *out, i
 		if (null >= 0)
 			dup2(null, STDIN_FILENO);
 		dup2(pfd[1], STDOUT_FILENO);
+		closefrom(3); /* the FUSE device, sockets, the cache: not the program's */
 		execl("/bin/sh", "sh", "-c", s->process, (char *)NULL);
 		_exit(127);
 	}
@@ -1724,6 +1725,22 @@ static int64_t refresh_plan(int64_t now, int64_t exp)
 	return exp - ahead;
 }
 
+/* One line of the refresh thread for the daemon's log (its stderr once it
+ * runs in the background), in the log's own shape: time, pid, level. */
+static void src_log(struct backend_credsrc *s, const char *level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void src_log(struct backend_credsrc *s, const char *level, const char *fmt, ...)
+{
+	char now[32], msg[1024];
+	va_list ap;
+
+	utc_text((int64_t)time(NULL), now, sizeof(now));
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s shardfs[%ld] %s: %s: %s\n", now, (long)getpid(), level, s->label, msg);
+}
+
 static void *src_thread(void *arg)
 {
 	struct backend_credsrc *s = arg;
@@ -1763,18 +1780,18 @@ static void *src_thread(void *arg)
 			/* after the swap: no signer holds the old buffers now */
 			backend__creds_clear(&old);
 			utc_text(exp, when, sizeof(when));
-			fprintf(stderr, "shardfs: %s: credentials from %s refreshed; they expire at %s\n",
-				s->label, s->name, exp ? when : "never");
+			src_log(s, "info", "credentials from %s refreshed; they expire at %s", s->name,
+				exp ? when : "never");
 			pthread_mutex_lock(&s->lock);
 			continue;
 		}
 		s->refresh_at = now + backoff;
 		pthread_mutex_unlock(&s->lock);
 		utc_text(cur_exp, when, sizeof(when));
-		fprintf(stderr,
-			"shardfs: %s: refreshing credentials from %s failed (%s); retrying in %u s; "
-			"the current ones %s %s\n",
-			s->label, s->name, why[0] ? why : strerror(-err), backoff,
+		src_log(s, "warning",
+			"refreshing credentials from %s failed (%s); retrying in %u s; the current "
+			"ones %s %s",
+			s->name, why[0] ? why : strerror(-err), backoff,
 			now >= cur_exp ? "expired at" : "expire at", when);
 		backoff = backoff * 2 > CREDS_BACKOFF_MAX ? CREDS_BACKOFF_MAX : backoff * 2;
 		pthread_mutex_lock(&s->lock);

@@ -334,6 +334,21 @@ static void os_refused(struct backend *be, long status, const char *path, const 
 
 /* ---- operations --------------------------------------------------------- */
 
+/* Why a request of be was refused: by the store (status), or before it was
+ * sent (status 0: the credentials expired and no refresh has worked yet). */
+static void os_denied(struct backend *be, const char *method, const char *key, long status)
+{
+	struct backend_objstore *os = be->impl;
+
+	if (status == 0 && os->creds)
+		backend__set_error(be, "%s: %s %s: the credentials from %s have expired and could "
+				   "not be refreshed yet", be->desc, method, key,
+				   backend__credsrc_name(os->creds));
+	else
+		backend__set_error(be, "%s: %s %s: access denied (HTTP %ld)", be->desc, method, key,
+				   status);
+}
+
 struct list_state {
 	struct backend *be;
 	backend_list_cb cb;
@@ -553,8 +568,7 @@ static int os_stat(struct backend *be, const char *key, struct backend_objinfo *
 		info->mode = 0644;
 		snprintf(info->etag, sizeof(info->etag), "%s", c.req.etag);
 	} else if (err == -EACCES) {
-		backend__set_error(be, "%s: HEAD %s: access denied (HTTP %ld)", be->desc, key,
-				   c.req.status);
+		os_denied(be, "HEAD", key, c.req.status);
 	}
 	os_call_free(&c);
 	return err;
@@ -589,8 +603,7 @@ static ssize_t os_pread(struct backend *be, const char *key, const char *etag, v
 	if (n == -EINVAL && c.req.status == 416)
 		n = 0;
 	if (n == -EACCES)
-		backend__set_error(be, "%s: GET %s: access denied (HTTP %ld)", be->desc, key,
-				   c.req.status);
+		os_denied(be, "GET", key, c.req.status);
 	os_call_free(&c);
 	return n;
 }
