@@ -669,10 +669,10 @@ int backend__endpoint_parse(struct backend_endpoint *ep, const char *url)
  * live in secret memory like everything above.
  */
 
-#define CREDS_HTTP_MAX	  (64u << 10)   /* any metadata/STS answer is far smaller */
-#define CREDS_REFRESH_MAX 900           /* refresh at most 15 minutes before Expiration */
-#define CREDS_BACKOFF_MAX 60            /* seconds between failed refreshes, at most */
-#define CREDS_PROCESS_TIMEOUT_MS 60000  /* a credential_process that says nothing for this long */
+#define CREDS_HTTP_MAX		 (64u << 10) /* any metadata/STS answer is far smaller */
+#define CREDS_REFRESH_MAX	 900	     /* refresh at most 15 minutes before Expiration */
+#define CREDS_BACKOFF_MAX	 60	     /* seconds between failed refreshes, at most */
+#define CREDS_PROCESS_TIMEOUT_MS 60000 /* a credential_process that says nothing for this long */
 
 enum src_kind { SRC_STATIC, SRC_WEBID, SRC_PROCESS, SRC_CONTAINER, SRC_IMDS, SRC_GCE };
 
@@ -686,23 +686,24 @@ struct backend_credsrc {
 	int thread_started;
 	pthread_t thread;
 	enum src_kind kind;
-	char name[512];  /* "instance metadata (IMDSv2, role r)": for logs; no secret */
+	char name[512];	 /* "instance metadata (IMDSv2, role r)": for logs; no secret */
 	char label[256]; /* the source being mounted, for log lines */
 	/* what a fetch needs (none of it secret) */
-	char *url;       /* STS endpoint, container URL, IMDS base, GCE host */
+	char *url; /* STS endpoint, container URL, IMDS base, GCE host */
 	char *role_arn;
 	char *session_name;
-	char *token_file;  /* web identity token, or the container's authorization token file */
-	char *process;     /* credential_process command line */
+	char *token_file; /* web identity token, or the container's authorization token file */
+	char *process;	  /* credential_process command line */
 	char *ca_file;
-	char role[256];    /* IMDS role name, once known */
+	char role[256]; /* IMDS role name, once known */
 	long timeout_ms;
 	int attempts;
 };
 
 /* ---- small helpers ---------------------------------------------------------- */
 
-static void why_set(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void why_set(char *why, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void why_set(char *why, size_t cap, const char *fmt, ...)
 {
 	va_list ap;
@@ -748,18 +749,18 @@ static int env_true(const char *name)
 /* ---- HTTP (blocking, on the calling thread) ----------------------------------- */
 
 struct http_call {
-	const char *method;   /* "GET", "PUT", "POST" */
+	const char *method; /* "GET", "PUT", "POST" */
 	const char *url;
 	struct curl_slist *hdrs;
-	const char *body;     /* POST body, or NULL */
+	const char *body; /* POST body, or NULL */
 	size_t bodylen;
 	long timeout_ms;
 	const char *ca_file;
-	int no_proxy;         /* metadata services: never through a proxy */
+	int no_proxy; /* metadata services: never through a proxy */
 	/* results */
 	long status;
-	int google;           /* the answer had Metadata-Flavor: Google */
-	char *resp;           /* secret memory of CREDS_HTTP_MAX + 1 bytes, NUL-terminated */
+	int google; /* the answer had Metadata-Flavor: Google */
+	char *resp; /* secret memory of CREDS_HTTP_MAX + 1 bytes, NUL-terminated */
 	size_t resplen;
 	int toolong;
 };
@@ -982,11 +983,21 @@ static int json_field(const char *js, size_t len, const char *key, char **out)
 				if (ch == '\\') {
 					q++;
 					switch (*q) {
-					case 'n': ch = '\n'; break;
-					case 't': ch = '\t'; break;
-					case 'r': ch = '\r'; break;
-					case 'b': ch = '\b'; break;
-					case 'f': ch = '\f'; break;
+					case 'n':
+						ch = '\n';
+						break;
+					case 't':
+						ch = '\t';
+						break;
+					case 'r':
+						ch = '\r';
+						break;
+					case 'b':
+						ch = '\b';
+						break;
+					case 'f':
+						ch = '\f';
+						break;
 					case 'u': {
 						unsigned v = 0;
 
@@ -1000,8 +1011,10 @@ static int json_field(const char *js, size_t len, const char *key, char **out)
 							v <<= 4;
 							if (h >= '0' && h <= '9')
 								v |= (unsigned)(h - '0');
-							else if ((h | 0x20) >= 'a' && (h | 0x20) <= 'f')
-								v |= (unsigned)((h | 0x20) - 'a' + 10);
+							else if ((h | 0x20) >= 'a' &&
+								 (h | 0x20) <= 'f')
+								v |= (unsigned)((h | 0x20) - 'a' +
+										10);
 							else
 								v = 0x10000;
 						}
@@ -1013,7 +1026,9 @@ static int json_field(const char *js, size_t len, const char *key, char **out)
 						q += 4;
 						break;
 					}
-					default: ch = *q; break;
+					default:
+						ch = *q;
+						break;
 					}
 				}
 				d[n++] = ch;
@@ -1060,7 +1075,11 @@ static int xml_field(const char *x, const char *tag, char **out)
 		static const struct {
 			const char *ent;
 			char ch;
-		} ents[] = {{"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
+		} ents[] = {{"&amp;", '&'},
+			    {"&lt;", '<'},
+			    {"&gt;", '>'},
+			    {"&quot;", '"'},
+			    {"&apos;", '\''}};
 		size_t i, l = 0;
 
 		for (i = 0; *q == '&' && i < sizeof(ents) / sizeof(ents[0]); i++) {
@@ -1162,19 +1181,20 @@ static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int
 	memset(out, 0, sizeof(*out));
 	err = slurp(s->token_file, &tok, &toklen);
 	if (err < 0) {
-		why_set(why, whycap, "cannot read AWS_WEB_IDENTITY_TOKEN_FILE %s: %s", s->token_file,
-			strerror(-err));
+		why_set(why, whycap, "cannot read AWS_WEB_IDENTITY_TOKEN_FILE %s: %s",
+			s->token_file, strerror(-err));
 		return err;
 	}
-	while (toklen > 0 && (tok[toklen - 1] == '\n' || tok[toklen - 1] == '\r' ||
-			      tok[toklen - 1] == ' '))
+	while (toklen > 0 &&
+	       (tok[toklen - 1] == '\n' || tok[toklen - 1] == '\r' || tok[toklen - 1] == ' '))
 		tok[--toklen] = '\0';
 	err = -ENOMEM;
 	u = curl_easy_init();
 	if (!u)
 		goto out;
 	{
-		char *a = curl_easy_escape(u, s->role_arn, 0), *n = curl_easy_escape(u, s->session_name, 0);
+		char *a = curl_easy_escape(u, s->role_arn, 0),
+		     *n = curl_easy_escape(u, s->session_name, 0);
 
 		if (!a || !n) {
 			curl_free(a);
@@ -1194,8 +1214,8 @@ static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int
 	for (size_t i = 0, n = 0; i < toklen; i++) {
 		unsigned char ch = (unsigned char)tok[i];
 
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-		    ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
 			enc[n++] = (char)ch;
 		} else {
 			enc[n++] = '%';
@@ -1213,7 +1233,8 @@ static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int
 		 arn, sess, enc);
 	backend__creds_regs_clear();
 	{
-		struct curl_slist *l = curl_slist_append(h, "Content-Type: application/x-www-form-urlencoded");
+		struct curl_slist *l =
+		    curl_slist_append(h, "Content-Type: application/x-www-form-urlencoded");
 
 		if (!l)
 			goto out;
@@ -1239,8 +1260,8 @@ static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int
 		xml_field(c.resp, "Code", &code);
 		xml_field(c.resp, "Message", &msg);
 		why_set(why, whycap, "STS %s answered HTTP %ld%s%s%s%s", s->url, c.status,
-			code ? " " : "", code && header_safe(code) ? code : "",
-			msg ? ": " : "", msg && header_safe(msg) ? msg : "");
+			code ? " " : "", code && header_safe(code) ? code : "", msg ? ": " : "",
+			msg && header_safe(msg) ? msg : "");
 		secret_free(code);
 		secret_free(msg);
 		err = c.status == 400 || c.status == 403 ? -EACCES : -EIO;
@@ -1268,8 +1289,10 @@ static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int
 			out->session_token = token;
 			secret = token = NULL;
 		} else if (err != -ENOMEM) {
-			why_set(why, whycap, "STS %s: the AssumeRoleWithWebIdentity answer has no "
-				"usable Credentials", s->url);
+			why_set(why, whycap,
+				"STS %s: the AssumeRoleWithWebIdentity answer has no "
+				"usable Credentials",
+				s->url);
 			err = -EBADMSG;
 		}
 		secret_free(id);
@@ -1397,8 +1420,8 @@ static int imds_get(struct backend_credsrc *s, const char *path, const char *tok
 	return err;
 }
 
-static int fetch_imds(struct backend_credsrc *s, struct backend_creds *out, int64_t *exp,
-		      char *why, size_t whycap)
+static int fetch_imds(struct backend_credsrc *s, struct backend_creds *out, int64_t *exp, char *why,
+		      size_t whycap)
 {
 	struct http_call c = {0};
 	struct curl_slist *h = NULL;
@@ -1453,8 +1476,8 @@ static int fetch_imds(struct backend_credsrc *s, struct backend_creds *out, int6
 		if (!s->role[0]) {
 			const char *r, *re;
 
-			err = imds_get(s, "/latest/meta-data/iam/security-credentials/", token, &c, why,
-				       whycap);
+			err = imds_get(s, "/latest/meta-data/iam/security-credentials/", token, &c,
+				       why, whycap);
 			if (err < 0)
 				goto out;
 			r = c.resp;
@@ -1473,7 +1496,8 @@ static int fetch_imds(struct backend_credsrc *s, struct backend_creds *out, int6
 			secret_free(c.resp);
 			c.resp = NULL;
 		}
-		snprintf(path, sizeof(path), "/latest/meta-data/iam/security-credentials/%s", s->role);
+		snprintf(path, sizeof(path), "/latest/meta-data/iam/security-credentials/%s",
+			 s->role);
 		err = imds_get(s, path, token, &c, why, whycap);
 		if (err == -ENOENT && pass == 0) {
 			s->role[0] = '\0';
@@ -1488,7 +1512,8 @@ static int fetch_imds(struct backend_credsrc *s, struct backend_creds *out, int6
 	{
 		char *code = NULL;
 
-		if (json_field(c.resp, c.resplen, "Code", &code) == 0 && strcmp(code, "Success") != 0) {
+		if (json_field(c.resp, c.resplen, "Code", &code) == 0 &&
+		    strcmp(code, "Success") != 0) {
 			why_set(why, whycap, "%s%s: Code is %.64s", s->url, path,
 				header_safe(code) ? code : "?");
 			secret_free(code);
@@ -1510,8 +1535,8 @@ out:
 	return err;
 }
 
-static int fetch_gce(struct backend_credsrc *s, struct backend_creds *out, int64_t *exp,
-		     char *why, size_t whycap)
+static int fetch_gce(struct backend_credsrc *s, struct backend_creds *out, int64_t *exp, char *why,
+		     size_t whycap)
 {
 	struct http_call c = {0};
 	struct curl_slist *h;
@@ -1631,8 +1656,8 @@ static int fetch_process(struct backend_credsrc *s, struct backend_creds *out, i
 		ssize_t n;
 
 		clock_gettime(CLOCK_MONOTONIC, &t1);
-		left = CREDS_PROCESS_TIMEOUT_MS - ((t1.tv_sec - t0.tv_sec) * 1000 +
-						  (t1.tv_nsec - t0.tv_nsec) / 1000000);
+		left = CREDS_PROCESS_TIMEOUT_MS -
+		       ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
 		if (left <= 0) {
 			kill(pid, SIGKILL);
 			err = -ETIMEDOUT;
@@ -1728,7 +1753,7 @@ static int64_t refresh_plan(int64_t now, int64_t exp)
 /* One line of the refresh thread for the daemon's log (its stderr once it
  * runs in the background), in the log's own shape: time, pid, level. */
 static void src_log(struct backend_credsrc *s, const char *level, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static void src_log(struct backend_credsrc *s, const char *level, const char *fmt, ...)
 {
 	char now[32], msg[1024];
@@ -1780,8 +1805,8 @@ static void *src_thread(void *arg)
 			/* after the swap: no signer holds the old buffers now */
 			backend__creds_clear(&old);
 			utc_text(exp, when, sizeof(when));
-			src_log(s, "info", "credentials from %s refreshed; they expire at %s", s->name,
-				exp ? when : "never");
+			src_log(s, "info", "credentials from %s refreshed; they expire at %s",
+				s->name, exp ? when : "never");
 			pthread_mutex_lock(&s->lock);
 			continue;
 		}
@@ -1874,7 +1899,7 @@ int backend__credsrc_use(struct backend_credsrc *s, backend__creds_use_cb fn, vo
 	return err;
 }
 
-int backend__credsrc_kind(struct backend_credsrc *s)
+int backend__credsrc_bearer(struct backend_credsrc *s)
 {
 	int bearer;
 
@@ -1894,8 +1919,8 @@ static int url_origin_ok(const char *url, int *loopback_or_https)
 {
 	struct backend_endpoint ep;
 	int err = backend__endpoint_parse(&ep, url);
-	static const char *const allowed[] = {"127.", "localhost", "[::1]", "169.254.170.2",
-					      "169.254.170.23", "[fd00:ec2::23]"};
+	static const char *const allowed[] = {"127.",	       "localhost",	 "[::1]",
+					      "169.254.170.2", "169.254.170.23", "[fd00:ec2::23]"};
 
 	if (err < 0)
 		return err;
@@ -1975,7 +2000,8 @@ static int find_process(const char *profile, char **out)
 	int err;
 
 	*out = NULL;
-	if (!cfile && home && snprintf(path, sizeof(path), "%s/.aws/credentials", home) < (int)sizeof(path))
+	if (!cfile && home &&
+	    snprintf(path, sizeof(path), "%s/.aws/credentials", home) < (int)sizeof(path))
 		cfile = path;
 	if (cfile) {
 		err = ini_get(cfile, profile, "credential_process", out);
@@ -1984,7 +2010,8 @@ static int find_process(const char *profile, char **out)
 		if (*out)
 			return 0;
 	}
-	if (!conf && home && snprintf(path, sizeof(path), "%s/.aws/config", home) < (int)sizeof(path))
+	if (!conf && home &&
+	    snprintf(path, sizeof(path), "%s/.aws/config", home) < (int)sizeof(path))
 		conf = path;
 	if (!conf)
 		return 0;
@@ -2048,7 +2075,8 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 		if (tok) {
 			if (!header_safe(tok)) {
 				secret_free(tok);
-				why_set(why, whycap, "GOOGLE_OAUTH_ACCESS_TOKEN has control characters");
+				why_set(why, whycap,
+					"GOOGLE_OAUTH_ACCESS_TOKEN has control characters");
 				return -EINVAL;
 			}
 			st.bearer = tok;
@@ -2058,7 +2086,8 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 				return -ENOMEM;
 			}
 			s->cur = st;
-			snprintf(s->name, sizeof(s->name), "the environment (GOOGLE_OAUTH_ACCESS_TOKEN)");
+			snprintf(s->name, sizeof(s->name),
+				 "the environment (GOOGLE_OAUTH_ACCESS_TOKEN)");
 			goto found;
 		}
 		err = from_env(&st, "GCS_HMAC_ACCESS_ID", "GCS_HMAC_SECRET", NULL);
@@ -2146,8 +2175,8 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 					return -ENOMEM;
 				}
 				s->cur = st;
-				snprintf(s->name, sizeof(s->name), "the credentials file (profile %.100s)",
-					 profile);
+				snprintf(s->name, sizeof(s->name),
+					 "the credentials file (profile %.100s)", profile);
 				goto found;
 			}
 		}
@@ -2176,7 +2205,8 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 	}
 
 	/* 5. the container endpoint (ECS, EKS Pod Identity) */
-	if (env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") || env("AWS_CONTAINER_CREDENTIALS_FULL_URI")) {
+	if (env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") ||
+	    env("AWS_CONTAINER_CREDENTIALS_FULL_URI")) {
 		const char *rel = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
 		char url[1024];
 
@@ -2184,14 +2214,15 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 		if (!s)
 			return -ENOMEM;
 		if (rel)
-			snprintf(url, sizeof(url), "http://169.254.170.2%s%s", rel[0] == '/' ? "" : "/",
-				 rel);
+			snprintf(url, sizeof(url), "http://169.254.170.2%s%s",
+				 rel[0] == '/' ? "" : "/", rel);
 		else
 			snprintf(url, sizeof(url), "%s", env("AWS_CONTAINER_CREDENTIALS_FULL_URI"));
 		if (url_origin_ok(url, &loop_ok) < 0 || !loop_ok) {
-			why_set(why, whycap,
-				"container credentials: %s must be https or a loopback/ECS/EKS address",
-				url);
+			why_set(
+			    why, whycap,
+			    "container credentials: %s must be https or a loopback/ECS/EKS address",
+			    url);
 			err = -EINVAL;
 			goto fail;
 		}
@@ -2239,8 +2270,8 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 			/* as botocore: an unreachable IMDS means "no credentials" */
 			return err == -ETIMEDOUT || err == -EIO || err == -ENOENT ? 0 : err;
 		}
-		snprintf(s->name, sizeof(s->name), "instance metadata (%.200s, role %.100s)", s->url,
-			 s->role);
+		snprintf(s->name, sizeof(s->name), "instance metadata (%.200s, role %.100s)",
+			 s->url, s->role);
 		goto found;
 	}
 

@@ -195,7 +195,7 @@ typedef int (*backend__creds_use_cb)(void *arg, const struct backend_creds *c);
  * expired and no refresh has worked. Any thread. */
 int backend__credsrc_use(struct backend_credsrc *s, backend__creds_use_cb fn, void *arg);
 /* 1 when the credentials are a bearer token (GCS OAuth), else 0 */
-int backend__credsrc_kind(struct backend_credsrc *s);
+int backend__credsrc_bearer(struct backend_credsrc *s);
 const char *backend__credsrc_name(const struct backend_credsrc *s);
 /* AWS_REGION, else AWS_DEFAULT_REGION, else "us-east-1". */
 void backend__aws_region(char *buf, size_t cap);

@@ -139,8 +139,9 @@ static int os_sign_with(void *arg, const struct backend_creds *c)
 	int err;
 
 	if (os->auth == OS_AUTH_BEARER) {
-		int n = c->bearer ? snprintf(line, sizeof(line), "Authorization: Bearer %s", c->bearer)
-				  : -1;
+		int n = c->bearer
+			    ? snprintf(line, sizeof(line), "Authorization: Bearer %s", c->bearer)
+			    : -1;
 
 		err = (n < 0 || (size_t)n >= sizeof(line)) ? -ENAMETOOLONG : slist_add(a->h, line);
 		OPENSSL_cleanse(line, sizeof(line));
@@ -341,9 +342,10 @@ static void os_denied(struct backend *be, const char *method, const char *key, l
 	struct backend_objstore *os = be->impl;
 
 	if (status == 0 && os->creds)
-		backend__set_error(be, "%s: %s %s: the credentials from %s have expired and could "
-				   "not be refreshed yet", be->desc, method, key,
-				   backend__credsrc_name(os->creds));
+		backend__set_error(be,
+				   "%s: %s %s: the credentials from %s have expired and could "
+				   "not be refreshed yet",
+				   be->desc, method, key, backend__credsrc_name(os->creds));
 	else
 		backend__set_error(be, "%s: %s %s: access denied (HTTP %ld)", be->desc, method, key,
 				   status);
@@ -771,7 +773,7 @@ int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 			err = -EACCES;
 			goto fail;
 		}
-		os->auth = backend__credsrc_kind(os->creds) ? OS_AUTH_BEARER : OS_AUTH_SIGV4;
+		os->auth = backend__credsrc_bearer(os->creds) ? OS_AUTH_BEARER : OS_AUTH_SIGV4;
 	}
 
 	/* request paths (encoded, as sent and signed) */
