@@ -3,14 +3,16 @@
  * come from: the environment and the usual files, never argv (DESIGN.md
  * section 1).
  *
- * AWS order (as the AWS CLI): AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY
- * (+ AWS_SESSION_TOKEN), else the [AWS_PROFILE] section ("default" when
- * unset) of AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials. GCS:
- * GOOGLE_OAUTH_ACCESS_TOKEN (sent as a bearer token), else HMAC keys from
- * GCS_HMAC_ACCESS_ID + GCS_HMAC_SECRET, else the AWS ones.
+ * The static sources (backend__creds_aws/_gcs, no network): AWS_ACCESS_KEY_ID
+ * + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN), else the [AWS_PROFILE]
+ * section ("default" when unset) of AWS_SHARED_CREDENTIALS_FILE or
+ * ~/.aws/credentials. GCS: GOOGLE_OAUTH_ACCESS_TOKEN (sent as a bearer
+ * token), else HMAC keys from GCS_HMAC_ACCESS_ID + GCS_HMAC_SECRET, else the
+ * AWS ones. The whole chain a mount uses, with the sources that ask a
+ * service or run a program and hand out credentials that expire, is
+ * backend__credsrc_open (the second half of this file).
  *
- * Non-goals: instance metadata (IMDS), SSO, credential_process, assume-role
- * profiles: they need network calls or other programs at mount time.
+ * Non-goals: SSO and assume-role profiles (role_arn + source_profile).
  *
  * Secrets never sit in memory a core dump would hold (DESIGN.md section 3):
  * - every secret (secret key, session token, bearer token, HMAC secret) lives
@@ -36,12 +38,19 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -129,6 +138,7 @@ static struct env_secret {
     {"AWS_SESSION_TOKEN", NULL},
     {"GCS_HMAC_SECRET", NULL},
     {"GOOGLE_OAUTH_ACCESS_TOKEN", NULL},
+    {"AWS_CONTAINER_AUTHORIZATION_TOKEN", NULL},
 };
 static pthread_mutex_t env_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -636,4 +646,1675 @@ int backend__endpoint_parse(struct backend_endpoint *ep, const char *url)
 	if (w < 0 || (size_t)w >= sizeof(ep->base))
 		return -ENAMETOOLONG;
 	return 0;
+}
+
+/* ---- temporary credentials: the rest of the chain ---------------------------
+ *
+ * The AWS default chain in botocore's order: the environment, web identity
+ * (STS AssumeRoleWithWebIdentity), the shared credentials file, the
+ * profile's credential_process, the container endpoint (ECS/EKS), the EC2
+ * instance metadata service (IMDSv2). GCS: GOOGLE_OAUTH_ACCESS_TOKEN, HMAC
+ * keys, the AWS static keys, then the GCE metadata server.
+ *
+ * A source that hands out credentials with an Expiration gets a refresh
+ * thread (struct backend_credsrc): it fetches new credentials well before
+ * they expire (half their lifetime, at most 15 minutes before), with a
+ * plain blocking curl easy handle (never on the I/O loop), and swaps them
+ * in under the source's lock. The sign callback copies what it needs into
+ * the request's header lines under the same lock, so a request signed with
+ * the old credentials keeps them and the old buffers are freed only after
+ * the swap. A failed refresh is logged and retried (1 s doubling to 60 s);
+ * signing fails with -EACCES only once the current credentials have
+ * expired. Response bodies, tokens and request bodies that carry a token
+ * live in secret memory like everything above.
+ */
+
+#define CREDS_HTTP_MAX		 (64u << 10) /* any metadata/STS answer is far smaller */
+#define CREDS_REFRESH_MAX	 900	     /* refresh at most 15 minutes before Expiration */
+#define CREDS_BACKOFF_MAX	 60	     /* seconds between failed refreshes, at most */
+#define CREDS_PROCESS_TIMEOUT_MS 60000 /* a credential_process that says nothing for this long */
+
+enum src_kind { SRC_STATIC, SRC_WEBID, SRC_PROCESS, SRC_CONTAINER, SRC_IMDS, SRC_GCE };
+
+struct backend_credsrc {
+	pthread_mutex_t lock; /* protects cur, expires, refresh_at, stop; leaf lock */
+	pthread_cond_t cond;
+	struct backend_creds cur;
+	int64_t expires;    /* epoch seconds; 0: never */
+	int64_t refresh_at; /* next refresh attempt (epoch seconds) */
+	int stop;
+	int thread_started;
+	pthread_t thread;
+	enum src_kind kind;
+	char name[512];	 /* "instance metadata (IMDSv2, role r)": for logs; no secret */
+	char label[256]; /* the source being mounted, for log lines */
+	/* what a fetch needs (none of it secret) */
+	char *url; /* STS endpoint, container URL, IMDS base, GCE host */
+	char *role_arn;
+	char *session_name;
+	char *token_file; /* web identity token, or the container's authorization token file */
+	char *process;	  /* credential_process command line */
+	char *ca_file;
+	char role[256]; /* IMDS role name, once known */
+	long timeout_ms;
+	int attempts;
+};
+
+/* ---- small helpers ---------------------------------------------------------- */
+
+static void why_set(char *why, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void why_set(char *why, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, cap, fmt, ap);
+	va_end(ap);
+}
+
+static void utc_text(int64_t t, char *buf, size_t cap)
+{
+	struct tm tm;
+	time_t tt = (time_t)t;
+
+	if (!gmtime_r(&tt, &tm) || strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(buf, cap, "%lld", (long long)t);
+}
+
+/* Seconds (a decimal, fractions allowed) from variable name, in ms; dflt
+ * when unset or malformed. */
+static long env_ms(const char *name, long dflt)
+{
+	const char *v = env(name);
+	char *end;
+	double d;
+
+	if (!v)
+		return dflt;
+	errno = 0;
+	d = strtod(v, &end);
+	if (errno || end == v || *end || d <= 0 || d > 3600)
+		return dflt;
+	return (long)(d * 1000);
+}
+
+static int env_true(const char *name)
+{
+	const char *v = env(name);
+
+	return v && (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0);
+}
+
+/* ---- HTTP (blocking, on the calling thread) ----------------------------------- */
+
+struct http_call {
+	const char *method; /* "GET", "PUT", "POST" */
+	const char *url;
+	struct curl_slist *hdrs;
+	const char *body; /* POST body, or NULL */
+	size_t bodylen;
+	long timeout_ms;
+	const char *ca_file;
+	int no_proxy; /* metadata services: never through a proxy */
+	/* results */
+	long status;
+	int google; /* the answer had Metadata-Flavor: Google */
+	char *resp; /* secret memory of CREDS_HTTP_MAX + 1 bytes, NUL-terminated */
+	size_t resplen;
+	int toolong;
+};
+
+static size_t http_write(char *d, size_t sz, size_t n, void *arg)
+{
+	struct http_call *c = arg;
+	size_t len = sz * n;
+
+	if (len > CREDS_HTTP_MAX - c->resplen) {
+		c->toolong = 1;
+		return 0;
+	}
+	memcpy(c->resp + c->resplen, d, len);
+	c->resplen += len;
+	c->resp[c->resplen] = '\0';
+	backend__creds_regs_clear();
+	return len;
+}
+
+static size_t http_header(char *d, size_t sz, size_t n, void *arg)
+{
+	struct http_call *c = arg;
+	size_t len = sz * n;
+	static const char want[] = "metadata-flavor:";
+
+	if (len > sizeof(want) - 1 && strncasecmp(d, want, sizeof(want) - 1) == 0) {
+		const char *v = d + sizeof(want) - 1, *e = d + len;
+
+		trim(&v, &e);
+		while (e > v && (e[-1] == '\n' || e[-1] == '\r'))
+			e--;
+		c->google = (size_t)(e - v) == 6 && memcmp(v, "Google", 6) == 0;
+	}
+	return len;
+}
+
+/* Perform c. Returns 0 with c->status and c->resp (free with secret_free;
+ * also on error), or -EIO / -ETIMEDOUT / -EMSGSIZE / -ENOMEM with why. */
+static int http_perform(struct http_call *c, char *why, size_t whycap)
+{
+	CURL *e;
+	CURLcode rc;
+	int err = 0;
+
+	c->status = 0;
+	c->resplen = 0;
+	c->google = 0;
+	c->toolong = 0;
+	c->resp = secret_alloc(CREDS_HTTP_MAX);
+	e = curl_easy_init();
+	if (!c->resp || !e) {
+		if (e)
+			curl_easy_cleanup(e);
+		why_set(why, whycap, "out of memory");
+		return -ENOMEM;
+	}
+	curl_easy_setopt(e, CURLOPT_URL, c->url);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+	if (c->ca_file)
+		curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
+	if (c->no_proxy)
+		curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
+	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, c->timeout_ms);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->hdrs);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, http_write);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, http_header);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, c);
+	if (strcmp(c->method, "POST") == 0) {
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)c->bodylen);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, c->body ? c->body : "");
+	} else if (strcmp(c->method, "PUT") == 0) {
+		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "PUT");
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, 0L);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, "");
+	}
+	rc = curl_easy_perform(e);
+	if (rc == CURLE_OK) {
+		curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &c->status);
+	} else if (c->toolong) {
+		why_set(why, whycap, "answer larger than %u bytes", CREDS_HTTP_MAX);
+		err = -EMSGSIZE;
+	} else {
+		why_set(why, whycap, "%s", curl_easy_strerror(rc));
+		err = rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO;
+	}
+	curl_easy_cleanup(e);
+	backend__creds_regs_clear();
+	return err;
+}
+
+/* A header line "name: value" with a secret value, made in secret memory;
+ * curl copies it (and wipes its copy when freeing it). */
+static int slist_secret(struct curl_slist **h, const char *name, const char *value)
+{
+	size_t n = strlen(name) + 2 + strlen(value);
+	char *line = secret_alloc(n);
+	struct curl_slist *l;
+
+	if (!line)
+		return -ENOMEM;
+	snprintf(line, n + 1, "%s: %s", name, value);
+	l = curl_slist_append(*h, line);
+	secret_free(line);
+	if (!l)
+		return -ENOMEM;
+	*h = l;
+	return 0;
+}
+
+/* ---- JSON and XML fields ------------------------------------------------------ */
+
+static const char *json_ws(const char *p, const char *e)
+{
+	while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+/* Skip a JSON string starting at p ('"'); returns the byte after it or NULL. */
+static const char *json_skip_str(const char *p, const char *e)
+{
+	for (p++; p < e; p++) {
+		if (*p == '\\')
+			p++;
+		else if (*p == '"')
+			return p + 1;
+	}
+	return NULL;
+}
+
+/* Skip any JSON value; NULL when malformed. Bounded nesting. */
+static const char *json_skip(const char *p, const char *e)
+{
+	int depth = 0;
+
+	p = json_ws(p, e);
+	do {
+		if (p >= e)
+			return NULL;
+		if (*p == '"') {
+			p = json_skip_str(p, e);
+			if (!p)
+				return NULL;
+		} else if (*p == '{' || *p == '[') {
+			if (++depth > 64)
+				return NULL;
+			p++;
+		} else if (*p == '}' || *p == ']') {
+			if (--depth < 0)
+				return NULL;
+			p++;
+		} else {
+			p++;
+		}
+		if (depth > 0)
+			p = json_ws(p, e);
+	} while (depth > 0);
+	/* a scalar: run to the next delimiter */
+	while (p < e && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\n' &&
+	       *p != '\r' && *p != '\t')
+		p++;
+	return p;
+}
+
+/* The value of "key" in the top-level JSON object js[0..len): a string
+ * (escapes decoded; \u only for ASCII) or a scalar's text, as a new secret
+ * buffer in *out. Returns 0, -ENOENT when absent, -EBADMSG when js is not
+ * a JSON object, -ENOMEM. */
+static int json_field(const char *js, size_t len, const char *key, char **out)
+{
+	const char *p = js, *e = js + len;
+	size_t kl = strlen(key);
+
+	*out = NULL;
+	p = json_ws(p, e);
+	if (p >= e || *p != '{')
+		return -EBADMSG;
+	p = json_ws(p + 1, e);
+	if (p < e && *p == '}')
+		return -ENOENT;
+	while (p < e) {
+		const char *ks, *ke, *vs, *ve;
+		int match;
+
+		if (*p != '"')
+			return -EBADMSG;
+		ks = p + 1;
+		ke = json_skip_str(p, e);
+		if (!ke)
+			return -EBADMSG;
+		match = (size_t)(ke - 1 - ks) == kl && memcmp(ks, key, kl) == 0;
+		p = json_ws(ke, e);
+		if (p >= e || *p != ':')
+			return -EBADMSG;
+		vs = json_ws(p + 1, e);
+		ve = json_skip(vs, e);
+		if (!ve || ve == vs)
+			return -EBADMSG;
+		if (match) {
+			char *d = secret_alloc((size_t)(ve - vs));
+			size_t n = 0;
+
+			if (!d)
+				return -ENOMEM;
+			if (*vs != '"') {
+				memcpy(d, vs, (size_t)(ve - vs));
+				*out = d;
+				return 0;
+			}
+			for (const char *q = vs + 1; q < ve - 1; q++) {
+				char ch = *q;
+
+				if (ch == '\\') {
+					q++;
+					switch (*q) {
+					case 'n':
+						ch = '\n';
+						break;
+					case 't':
+						ch = '\t';
+						break;
+					case 'r':
+						ch = '\r';
+						break;
+					case 'b':
+						ch = '\b';
+						break;
+					case 'f':
+						ch = '\f';
+						break;
+					case 'u': {
+						unsigned v = 0;
+
+						if (ve - 1 - q < 5) {
+							secret_free(d);
+							return -EBADMSG;
+						}
+						for (int i = 1; i <= 4; i++) {
+							char h = q[i];
+
+							v <<= 4;
+							if (h >= '0' && h <= '9')
+								v |= (unsigned)(h - '0');
+							else if ((h | 0x20) >= 'a' &&
+								 (h | 0x20) <= 'f')
+								v |= (unsigned)((h | 0x20) - 'a' +
+										10);
+							else
+								v = 0x10000;
+						}
+						if (v == 0 || v > 0x7f) {
+							secret_free(d);
+							return -EBADMSG;
+						}
+						ch = (char)v;
+						q += 4;
+						break;
+					}
+					default:
+						ch = *q;
+						break;
+					}
+				}
+				d[n++] = ch;
+			}
+			d[n] = '\0';
+			*out = d;
+			return 0;
+		}
+		p = json_ws(ve, e);
+		if (p < e && *p == ',') {
+			p = json_ws(p + 1, e);
+			continue;
+		}
+		if (p < e && *p == '}')
+			return -ENOENT;
+		return -EBADMSG;
+	}
+	return -EBADMSG;
+}
+
+/* The text of the first <tag>...</tag> in x, entities decoded, as a new
+ * secret buffer. Returns 0, -ENOENT or -ENOMEM. */
+static int xml_field(const char *x, const char *tag, char **out)
+{
+	char open[64], close[64];
+	const char *s, *e;
+	char *d;
+	size_t n = 0;
+
+	*out = NULL;
+	snprintf(open, sizeof(open), "<%s>", tag);
+	snprintf(close, sizeof(close), "</%s>", tag);
+	s = strstr(x, open);
+	if (!s)
+		return -ENOENT;
+	s += strlen(open);
+	e = strstr(s, close);
+	if (!e)
+		return -ENOENT;
+	d = secret_alloc((size_t)(e - s));
+	if (!d)
+		return -ENOMEM;
+	for (const char *q = s; q < e; q++) {
+		static const struct {
+			const char *ent;
+			char ch;
+		} ents[] = {{"&amp;", '&'},
+			    {"&lt;", '<'},
+			    {"&gt;", '>'},
+			    {"&quot;", '"'},
+			    {"&apos;", '\''}};
+		size_t i, l = 0;
+
+		for (i = 0; *q == '&' && i < sizeof(ents) / sizeof(ents[0]); i++) {
+			l = strlen(ents[i].ent);
+			if ((size_t)(e - q) >= l && memcmp(q, ents[i].ent, l) == 0)
+				break;
+		}
+		if (*q == '&' && i < sizeof(ents) / sizeof(ents[0])) {
+			d[n++] = ents[i].ch;
+			q += l - 1;
+		} else {
+			d[n++] = *q;
+		}
+	}
+	d[n] = '\0';
+	*out = d;
+	return 0;
+}
+
+/* A credential string goes into a header line: refuse control bytes. */
+static int header_safe(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return 0;
+	return 1;
+}
+
+/* Fill out from fields id/secret/token/expiration of a JSON document (the
+ * IMDS, container and credential_process shapes). exp: 0 when the document
+ * has no expiration. */
+static int creds_from_json(const char *js, size_t len, const char *token_key,
+			   struct backend_creds *out, int64_t *exp, char *why, size_t whycap)
+{
+	char *id = NULL, *secret = NULL, *token = NULL, *expiration = NULL;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	*exp = 0;
+	err = json_field(js, len, "AccessKeyId", &id);
+	if (err == 0)
+		err = json_field(js, len, "SecretAccessKey", &secret);
+	if (err == -EBADMSG) {
+		why_set(why, whycap, "the answer is not a JSON object");
+		goto out;
+	}
+	if (err < 0) {
+		why_set(why, whycap, "the answer has no AccessKeyId/SecretAccessKey");
+		err = err == -ENOMEM ? err : -EBADMSG;
+		goto out;
+	}
+	err = json_field(js, len, token_key, &token);
+	if (err < 0 && err != -ENOENT)
+		goto out;
+	err = json_field(js, len, "Expiration", &expiration);
+	if (err == 0 && backend__iso8601_parse(expiration, strlen(expiration), exp) < 0) {
+		why_set(why, whycap, "the answer's Expiration is not a date");
+		err = -EBADMSG;
+		goto out;
+	}
+	if (err < 0 && err != -ENOENT)
+		goto out;
+	if (!id[0] || !secret[0] || !header_safe(id) || !header_safe(secret) ||
+	    (token && !header_safe(token))) {
+		why_set(why, whycap, "the answer's credentials are empty or malformed");
+		err = -EBADMSG;
+		goto out;
+	}
+	err = set_plain(&out->access_key, id, strlen(id));
+	if (err == 0) {
+		out->secret_key = secret;
+		secret = NULL;
+		if (token && token[0]) {
+			out->session_token = token;
+			token = NULL;
+		}
+	}
+out:
+	secret_free(id);
+	secret_free(secret);
+	secret_free(token);
+	secret_free(expiration);
+	return err;
+}
+
+/* ---- the sources that fetch ----------------------------------------------- */
+
+static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int64_t *exp,
+		       char *why, size_t whycap)
+{
+	struct http_call c = {0};
+	struct curl_slist *h = NULL;
+	char *tok = NULL, *enc = NULL, *body = NULL, *x = NULL;
+	char arn[1024], sess[256];
+	size_t toklen = 0, bodycap;
+	CURL *u = NULL;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	err = slurp(s->token_file, &tok, &toklen);
+	if (err < 0) {
+		why_set(why, whycap, "cannot read AWS_WEB_IDENTITY_TOKEN_FILE %s: %s",
+			s->token_file, strerror(-err));
+		return err;
+	}
+	while (toklen > 0 &&
+	       (tok[toklen - 1] == '\n' || tok[toklen - 1] == '\r' || tok[toklen - 1] == ' '))
+		tok[--toklen] = '\0';
+	err = -ENOMEM;
+	u = curl_easy_init();
+	if (!u)
+		goto out;
+	{
+		char *a = curl_easy_escape(u, s->role_arn, 0),
+		     *n = curl_easy_escape(u, s->session_name, 0);
+
+		if (!a || !n) {
+			curl_free(a);
+			curl_free(n);
+			goto out;
+		}
+		snprintf(arn, sizeof(arn), "%s", a);
+		snprintf(sess, sizeof(sess), "%s", n);
+		curl_free(a);
+		curl_free(n);
+	}
+	/* the token, URL-encoded, in secret memory (curl_easy_escape would put
+	 * it on the heap) */
+	enc = secret_alloc(3 * toklen);
+	if (!enc)
+		goto out;
+	for (size_t i = 0, n = 0; i < toklen; i++) {
+		unsigned char ch = (unsigned char)tok[i];
+
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+			enc[n++] = (char)ch;
+		} else {
+			enc[n++] = '%';
+			enc[n++] = "0123456789ABCDEF"[ch >> 4];
+			enc[n++] = "0123456789ABCDEF"[ch & 15];
+		}
+	}
+	bodycap = strlen(enc) + strlen(arn) + strlen(sess) + 128;
+	body = secret_alloc(bodycap);
+	if (!body)
+		goto out;
+	snprintf(body, bodycap + 1,
+		 "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=%s&RoleSessionName=%s"
+		 "&WebIdentityToken=%s",
+		 arn, sess, enc);
+	backend__creds_regs_clear();
+	{
+		struct curl_slist *l =
+		    curl_slist_append(h, "Content-Type: application/x-www-form-urlencoded");
+
+		if (!l)
+			goto out;
+		h = l;
+		l = curl_slist_append(h, "Accept: application/xml");
+		if (!l)
+			goto out;
+		h = l;
+	}
+	c.method = "POST";
+	c.url = s->url;
+	c.hdrs = h;
+	c.body = body;
+	c.bodylen = strlen(body);
+	c.timeout_ms = s->timeout_ms;
+	c.ca_file = s->ca_file;
+	err = http_perform(&c, why, whycap);
+	if (err < 0)
+		goto out;
+	if (c.status != 200) {
+		char *code = NULL, *msg = NULL;
+
+		xml_field(c.resp, "Code", &code);
+		xml_field(c.resp, "Message", &msg);
+		why_set(why, whycap, "STS %s answered HTTP %ld%s%s%s%s", s->url, c.status,
+			code ? " " : "", code && header_safe(code) ? code : "", msg ? ": " : "",
+			msg && header_safe(msg) ? msg : "");
+		secret_free(code);
+		secret_free(msg);
+		err = c.status == 400 || c.status == 403 ? -EACCES : -EIO;
+		goto out;
+	}
+	{
+		char *id = NULL, *secret = NULL, *token = NULL;
+
+		err = xml_field(c.resp, "AccessKeyId", &id);
+		if (!err)
+			err = xml_field(c.resp, "SecretAccessKey", &secret);
+		if (!err)
+			err = xml_field(c.resp, "SessionToken", &token);
+		if (!err)
+			err = xml_field(c.resp, "Expiration", &x);
+		if (!err && backend__iso8601_parse(x, strlen(x), exp) < 0)
+			err = -EBADMSG;
+		if (!err && (!id[0] || !secret[0] || !header_safe(id) || !header_safe(secret) ||
+			     !header_safe(token)))
+			err = -EBADMSG;
+		if (!err)
+			err = set_plain(&out->access_key, id, strlen(id));
+		if (!err) {
+			out->secret_key = secret;
+			out->session_token = token;
+			secret = token = NULL;
+		} else if (err != -ENOMEM) {
+			why_set(why, whycap,
+				"STS %s: the AssumeRoleWithWebIdentity answer has no "
+				"usable Credentials",
+				s->url);
+			err = -EBADMSG;
+		}
+		secret_free(id);
+		secret_free(secret);
+		secret_free(token);
+	}
+out:
+	if (err == -ENOMEM && !why[0])
+		why_set(why, whycap, "out of memory");
+	if (u)
+		curl_easy_cleanup(u);
+	curl_slist_free_all(h);
+	secret_free(c.resp);
+	secret_free(tok);
+	secret_free(enc);
+	secret_free(body);
+	secret_free(x);
+	if (err < 0)
+		backend__creds_clear(out);
+	return err;
+}
+
+static int fetch_container(struct backend_credsrc *s, struct backend_creds *out, int64_t *exp,
+			   char *why, size_t whycap)
+{
+	struct http_call c = {0};
+	struct curl_slist *h = NULL;
+	char *auth = NULL;
+	size_t alen = 0;
+	int err = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (s->token_file) {
+		err = slurp(s->token_file, &auth, &alen);
+		if (err < 0) {
+			why_set(why, whycap,
+				"cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE %s: %s",
+				s->token_file, strerror(-err));
+			return err;
+		}
+		while (alen > 0 && (auth[alen - 1] == '\n' || auth[alen - 1] == '\r'))
+			auth[--alen] = '\0';
+	} else {
+		err = env_secret("AWS_CONTAINER_AUTHORIZATION_TOKEN", &auth);
+		if (err < 0)
+			return err;
+	}
+	if (auth && !header_safe(auth)) {
+		why_set(why, whycap, "the container authorization token has control characters");
+		err = -EINVAL;
+		goto out;
+	}
+	if (auth && auth[0] && (err = slist_secret(&h, "Authorization", auth)) < 0)
+		goto out;
+	{
+		struct curl_slist *l = curl_slist_append(h, "Accept: application/json");
+
+		if (!l) {
+			err = -ENOMEM;
+			goto out;
+		}
+		h = l;
+	}
+	c.method = "GET";
+	c.url = s->url;
+	c.hdrs = h;
+	c.timeout_ms = s->timeout_ms;
+	c.ca_file = s->ca_file;
+	c.no_proxy = 1;
+	for (int i = 0; i < s->attempts; i++) {
+		secret_free(c.resp);
+		c.resp = NULL;
+		err = http_perform(&c, why, whycap);
+		if (err == 0 && c.status == 200)
+			break;
+	}
+	if (err < 0)
+		goto out;
+	if (c.status != 200) {
+		why_set(why, whycap, "%s answered HTTP %ld", s->url, c.status);
+		err = c.status == 401 || c.status == 403 ? -EACCES : -EIO;
+		goto out;
+	}
+	err = creds_from_json(c.resp, c.resplen, "Token", out, exp, why, whycap);
+out:
+	curl_slist_free_all(h);
+	secret_free(c.resp);
+	secret_free(auth);
+	return err;
+}
+
+static int imds_get(struct backend_credsrc *s, const char *path, const char *token,
+		    struct http_call *c, char *why, size_t whycap)
+{
+	struct curl_slist *h = NULL;
+	char url[1024];
+	int err = 0;
+
+	snprintf(url, sizeof(url), "%s%s", s->url, path);
+	if (token && (err = slist_secret(&h, "X-aws-ec2-metadata-token", token)) < 0)
+		return err;
+	memset(c, 0, sizeof(*c));
+	c->method = "GET";
+	c->url = url;
+	c->hdrs = h;
+	c->timeout_ms = s->timeout_ms;
+	c->no_proxy = 1;
+	for (int i = 0; i < s->attempts; i++) {
+		secret_free(c->resp);
+		c->resp = NULL;
+		err = http_perform(c, why, whycap);
+		if (err == 0 && c->status < 500)
+			break;
+	}
+	curl_slist_free_all(h);
+	if (err == 0 && c->status != 200) {
+		why_set(why, whycap, "%s answered HTTP %ld", url, c->status);
+		err = c->status == 404 ? -ENOENT : -EIO;
+	} else if (err < 0) {
+		char tmp[256];
+
+		snprintf(tmp, sizeof(tmp), "%s", why);
+		why_set(why, whycap, "%s: %s", url, tmp);
+	}
+	return err;
+}
+
+static int fetch_imds(struct backend_credsrc *s, struct backend_creds *out, int64_t *exp, char *why,
+		      size_t whycap)
+{
+	struct http_call c = {0};
+	struct curl_slist *h = NULL;
+	char url[1024], path[512];
+	char *token = NULL;
+	int err = 0;
+
+	memset(out, 0, sizeof(*out));
+	/* IMDSv2: a session token first (PUT); 403/404/405 mean an IMDSv1-only
+	 * service, as botocore takes them */
+	snprintf(url, sizeof(url), "%s/latest/api/token", s->url);
+	h = curl_slist_append(NULL, "X-aws-ec2-metadata-token-ttl-seconds: 21600");
+	if (!h)
+		return -ENOMEM;
+	c.method = "PUT";
+	c.url = url;
+	c.hdrs = h;
+	c.timeout_ms = s->timeout_ms;
+	c.no_proxy = 1;
+	for (int i = 0; i < s->attempts; i++) {
+		secret_free(c.resp);
+		c.resp = NULL;
+		err = http_perform(&c, why, whycap);
+		if (err == 0 && c.status < 500)
+			break;
+	}
+	curl_slist_free_all(h);
+	if (err < 0) {
+		char tmp[256];
+
+		snprintf(tmp, sizeof(tmp), "%s", why);
+		why_set(why, whycap, "%s: %s", url, tmp);
+		goto out;
+	}
+	if (c.status == 200) {
+		token = c.resp;
+		c.resp = NULL;
+		if (!token[0] || !header_safe(token)) {
+			why_set(why, whycap, "%s: the session token is empty or malformed", url);
+			err = -EBADMSG;
+			goto out;
+		}
+	} else if (c.status != 403 && c.status != 404 && c.status != 405) {
+		why_set(why, whycap, "%s answered HTTP %ld", url, c.status);
+		err = -EIO;
+		goto out;
+	}
+	secret_free(c.resp);
+	c.resp = NULL;
+	/* the role name (once; looked up again when it is gone) */
+	for (int pass = 0; pass < 2; pass++) {
+		if (!s->role[0]) {
+			const char *r, *re;
+
+			err = imds_get(s, "/latest/meta-data/iam/security-credentials/", token, &c,
+				       why, whycap);
+			if (err < 0)
+				goto out;
+			r = c.resp;
+			re = strchr(r, '\n');
+			re = re ? re : r + c.resplen;
+			trim(&r, &re);
+			if (re == r || (size_t)(re - r) >= sizeof(s->role) ||
+			    memchr(r, '/', (size_t)(re - r)) || !header_safe(c.resp)) {
+				why_set(why, whycap, "%s: no IAM role in the instance metadata",
+					s->url);
+				err = -ENOENT;
+				goto out;
+			}
+			memcpy(s->role, r, (size_t)(re - r));
+			s->role[re - r] = '\0';
+			secret_free(c.resp);
+			c.resp = NULL;
+		}
+		snprintf(path, sizeof(path), "/latest/meta-data/iam/security-credentials/%s",
+			 s->role);
+		err = imds_get(s, path, token, &c, why, whycap);
+		if (err == -ENOENT && pass == 0) {
+			s->role[0] = '\0';
+			secret_free(c.resp);
+			c.resp = NULL;
+			continue;
+		}
+		break;
+	}
+	if (err < 0)
+		goto out;
+	{
+		char *code = NULL;
+
+		if (json_field(c.resp, c.resplen, "Code", &code) == 0 &&
+		    strcmp(code, "Success") != 0) {
+			why_set(why, whycap, "%s%s: Code is %.64s", s->url, path,
+				header_safe(code) ? code : "?");
+			secret_free(code);
+			err = -EIO;
+			goto out;
+		}
+		secret_free(code);
+	}
+	err = creds_from_json(c.resp, c.resplen, "Token", out, exp, why, whycap);
+	if (err < 0) {
+		char tmp[256];
+
+		snprintf(tmp, sizeof(tmp), "%s", why);
+		why_set(why, whycap, "%s%s: %s", s->url, path, tmp);
+	}
+out:
+	secret_free(c.resp);
+	secret_free(token);
+	return err;
+}
+
+static int fetch_gce(struct backend_credsrc *s, struct backend_creds *out, int64_t *exp, char *why,
+		     size_t whycap)
+{
+	struct http_call c = {0};
+	struct curl_slist *h;
+	char url[1024];
+	char *tok = NULL, *ttl = NULL, *type = NULL;
+	int err = 0;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(url, sizeof(url),
+		 "http://%s/computeMetadata/v1/instance/service-accounts/default/token", s->url);
+	h = curl_slist_append(NULL, "Metadata-Flavor: Google");
+	if (!h)
+		return -ENOMEM;
+	c.method = "GET";
+	c.url = url;
+	c.hdrs = h;
+	c.timeout_ms = s->timeout_ms;
+	c.no_proxy = 1;
+	for (int i = 0; i < s->attempts; i++) {
+		secret_free(c.resp);
+		c.resp = NULL;
+		err = http_perform(&c, why, whycap);
+		if (err == 0 && c.status < 500)
+			break;
+	}
+	curl_slist_free_all(h);
+	if (err < 0) {
+		char tmp[256];
+
+		snprintf(tmp, sizeof(tmp), "%s", why);
+		why_set(why, whycap, "%s: %s", url, tmp);
+		goto out;
+	}
+	if (c.status != 200 || !c.google) {
+		why_set(why, whycap, "%s answered HTTP %ld%s", url, c.status,
+			c.google ? "" : " without Metadata-Flavor: Google");
+		err = c.status == 403 || c.status == 401 ? -EACCES : -EIO;
+		goto out;
+	}
+	err = json_field(c.resp, c.resplen, "access_token", &tok);
+	if (err == 0)
+		err = json_field(c.resp, c.resplen, "expires_in", &ttl);
+	if (err == 0 && json_field(c.resp, c.resplen, "token_type", &type) == 0 &&
+	    strcasecmp(type, "Bearer") != 0)
+		err = -EBADMSG;
+	if (err == 0) {
+		char *end;
+		long long t;
+
+		errno = 0;
+		t = strtoll(ttl, &end, 10);
+		if (errno || end == ttl || *end || t <= 0 || t > 7 * 86400 || !tok[0] ||
+		    !header_safe(tok))
+			err = -EBADMSG;
+		else
+			*exp = (int64_t)time(NULL) + t;
+	}
+	if (err < 0) {
+		if (err != -ENOMEM)
+			why_set(why, whycap, "%s: the answer has no usable access_token/expires_in",
+				url);
+		err = err == -ENOMEM ? err : -EBADMSG;
+		goto out;
+	}
+	out->bearer = tok;
+	tok = NULL;
+out:
+	secret_free(c.resp);
+	secret_free(tok);
+	secret_free(ttl);
+	secret_free(type);
+	return err;
+}
+
+static int fetch_process(struct backend_credsrc *s, struct backend_creds *out, int64_t *exp,
+			 char *why, size_t whycap)
+{
+	int pfd[2], status = 0, err = 0;
+	char *buf;
+	size_t len = 0;
+	pid_t pid;
+	struct timespec t0, t1;
+
+	memset(out, 0, sizeof(*out));
+	buf = secret_alloc(CREDS_HTTP_MAX);
+	if (!buf)
+		return -ENOMEM;
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
+		err = -errno;
+		secret_free(buf);
+		return err;
+	}
+	pid = fork();
+	if (pid < 0) {
+		err = -errno;
+		close(pfd[0]);
+		close(pfd[1]);
+		secret_free(buf);
+		why_set(why, whycap, "cannot run credential_process: %s", strerror(-err));
+		return err;
+	}
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDONLY);
+
+		if (null >= 0)
+			dup2(null, STDIN_FILENO);
+		dup2(pfd[1], STDOUT_FILENO);
+		closefrom(3); /* the FUSE device, sockets, the cache: not the program's */
+		execl("/bin/sh", "sh", "-c", s->process, (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct pollfd p = {pfd[0], POLLIN, 0};
+		long left;
+		ssize_t n;
+
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		left = CREDS_PROCESS_TIMEOUT_MS -
+		       ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+		if (left <= 0) {
+			kill(pid, SIGKILL);
+			err = -ETIMEDOUT;
+			break;
+		}
+		if (poll(&p, 1, (int)left) < 0) {
+			if (errno == EINTR)
+				continue;
+			err = -errno;
+			kill(pid, SIGKILL);
+			break;
+		}
+		n = read(pfd[0], buf + len, CREDS_HTTP_MAX - len);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		if (len == CREDS_HTTP_MAX) {
+			kill(pid, SIGKILL);
+			err = -EMSGSIZE;
+			break;
+		}
+	}
+	close(pfd[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	backend__creds_regs_clear();
+	if (err < 0) {
+		why_set(why, whycap, "credential_process: %s", strerror(-err));
+	} else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		why_set(why, whycap, "credential_process exited with status %d",
+			WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+		err = -EIO;
+	} else {
+		char *ver = NULL;
+
+		buf[len] = '\0';
+		if (json_field(buf, len, "Version", &ver) == 0 && strcmp(ver, "1") != 0) {
+			why_set(why, whycap, "credential_process: Version %.16s is not 1",
+				header_safe(ver) ? ver : "?");
+			err = -EBADMSG;
+		} else {
+			err = creds_from_json(buf, len, "SessionToken", out, exp, why, whycap);
+			if (err < 0) {
+				char tmp[256];
+
+				snprintf(tmp, sizeof(tmp), "%s", why);
+				why_set(why, whycap, "credential_process: %s", tmp);
+			}
+		}
+		secret_free(ver);
+	}
+	secret_free(buf);
+	return err;
+}
+
+static int src_fetch(struct backend_credsrc *s, struct backend_creds *out, int64_t *exp, char *why,
+		     size_t whycap)
+{
+	why[0] = '\0';
+	switch (s->kind) {
+	case SRC_WEBID:
+		return fetch_webid(s, out, exp, why, whycap);
+	case SRC_CONTAINER:
+		return fetch_container(s, out, exp, why, whycap);
+	case SRC_IMDS:
+		return fetch_imds(s, out, exp, why, whycap);
+	case SRC_GCE:
+		return fetch_gce(s, out, exp, why, whycap);
+	case SRC_PROCESS:
+		return fetch_process(s, out, exp, why, whycap);
+	default:
+		return -EINVAL;
+	}
+}
+
+/* ---- refresh ------------------------------------------------------------------ */
+
+/* When to refresh credentials fetched at now that expire at exp: half their
+ * lifetime, at most CREDS_REFRESH_MAX seconds before they expire. */
+static int64_t refresh_plan(int64_t now, int64_t exp)
+{
+	int64_t life = exp - now, ahead = life / 2;
+
+	if (life <= 1)
+		return now + 1;
+	if (ahead > CREDS_REFRESH_MAX)
+		ahead = CREDS_REFRESH_MAX;
+	return exp - ahead;
+}
+
+/* One line of the refresh thread for the daemon's log (its stderr once it
+ * runs in the background), in the log's own shape: time, pid, level. */
+static void src_log(struct backend_credsrc *s, const char *level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void src_log(struct backend_credsrc *s, const char *level, const char *fmt, ...)
+{
+	char now[32], msg[1024];
+	va_list ap;
+
+	utc_text((int64_t)time(NULL), now, sizeof(now));
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s shardfs[%ld] %s: %s: %s\n", now, (long)getpid(), level, s->label, msg);
+}
+
+static void *src_thread(void *arg)
+{
+	struct backend_credsrc *s = arg;
+	unsigned backoff = 1;
+	char why[512], when[32];
+
+	pthread_mutex_lock(&s->lock);
+	while (!s->stop) {
+		int64_t now = (int64_t)time(NULL);
+		struct backend_creds fresh, old;
+		int64_t exp = 0, cur_exp;
+		int err;
+
+		if (now < s->refresh_at) {
+			struct timespec ts = {(time_t)s->refresh_at, 0};
+
+			pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+			continue;
+		}
+		cur_exp = s->expires;
+		pthread_mutex_unlock(&s->lock);
+		err = src_fetch(s, &fresh, &exp, why, sizeof(why));
+		pthread_mutex_lock(&s->lock);
+		if (s->stop) {
+			if (err == 0)
+				backend__creds_clear(&fresh);
+			break;
+		}
+		now = (int64_t)time(NULL);
+		if (err == 0) {
+			old = s->cur;
+			s->cur = fresh;
+			s->expires = exp;
+			s->refresh_at = exp ? refresh_plan(now, exp) : INT64_MAX;
+			backoff = 1;
+			pthread_mutex_unlock(&s->lock);
+			/* after the swap: no signer holds the old buffers now */
+			backend__creds_clear(&old);
+			utc_text(exp, when, sizeof(when));
+			src_log(s, "info", "credentials from %s refreshed; they expire at %s",
+				s->name, exp ? when : "never");
+			pthread_mutex_lock(&s->lock);
+			continue;
+		}
+		s->refresh_at = now + backoff;
+		pthread_mutex_unlock(&s->lock);
+		utc_text(cur_exp, when, sizeof(when));
+		src_log(s, "warning",
+			"refreshing credentials from %s failed (%s); retrying in %u s; the current "
+			"ones %s %s",
+			s->name, why[0] ? why : strerror(-err), backoff,
+			now >= cur_exp ? "expired at" : "expire at", when);
+		backoff = backoff * 2 > CREDS_BACKOFF_MAX ? CREDS_BACKOFF_MAX : backoff * 2;
+		pthread_mutex_lock(&s->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
+	backend__creds_regs_clear();
+	return NULL;
+}
+
+/* ---- the chain --------------------------------------------------------------- */
+
+static struct backend_credsrc *src_new(enum src_kind kind, const char *label, const char *ca_file)
+{
+	struct backend_credsrc *s = calloc(1, sizeof(*s));
+	pthread_condattr_t ca;
+
+	if (!s)
+		return NULL;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_REALTIME);
+	pthread_cond_init(&s->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	s->kind = kind;
+	snprintf(s->label, sizeof(s->label), "%s", label);
+	s->timeout_ms = env_ms("AWS_METADATA_SERVICE_TIMEOUT", 1000);
+	s->attempts = 1;
+	{
+		const char *a = env("AWS_METADATA_SERVICE_NUM_ATTEMPTS");
+		char *end;
+		long v;
+
+		if (a) {
+			errno = 0;
+			v = strtol(a, &end, 10);
+			if (!errno && end != a && !*end && v >= 1 && v <= 10)
+				s->attempts = (int)v;
+		}
+	}
+	if (ca_file && !(s->ca_file = strdup(ca_file))) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+void backend__credsrc_close(struct backend_credsrc *s)
+{
+	if (!s)
+		return;
+	if (s->thread_started) {
+		pthread_mutex_lock(&s->lock);
+		s->stop = 1;
+		pthread_cond_signal(&s->cond);
+		pthread_mutex_unlock(&s->lock);
+		pthread_join(s->thread, NULL);
+	}
+	backend__creds_clear(&s->cur);
+	free(s->url);
+	free(s->role_arn);
+	free(s->session_name);
+	free(s->token_file);
+	free(s->process);
+	free(s->ca_file);
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+int backend__credsrc_use(struct backend_credsrc *s, backend__creds_use_cb fn, void *arg)
+{
+	int err;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->expires && (int64_t)time(NULL) >= s->expires)
+		err = -EACCES; /* expired, and no refresh has worked since */
+	else
+		err = fn(arg, &s->cur);
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
+int backend__credsrc_bearer(struct backend_credsrc *s)
+{
+	int bearer;
+
+	pthread_mutex_lock(&s->lock);
+	bearer = s->cur.bearer != NULL;
+	pthread_mutex_unlock(&s->lock);
+	return bearer;
+}
+
+const char *backend__credsrc_name(const struct backend_credsrc *s)
+{
+	return s->name;
+}
+
+/* "scheme://host[:port]" of url (no userinfo); -EINVAL when it is not one */
+static int url_origin_ok(const char *url, int *loopback_or_https)
+{
+	struct backend_endpoint ep;
+	int err = backend__endpoint_parse(&ep, url);
+	static const char *const allowed[] = {"127.",	       "localhost",	 "[::1]",
+					      "169.254.170.2", "169.254.170.23", "[fd00:ec2::23]"};
+
+	if (err < 0)
+		return err;
+	*loopback_or_https = ep.https;
+	for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++) {
+		size_t n = strlen(allowed[i]);
+
+		if (strncmp(ep.host, allowed[i], n) == 0 &&
+		    (allowed[i][n - 1] == '.' || ep.host[n] == '\0' || ep.host[n] == ':'))
+			*loopback_or_https = 1;
+	}
+	return 0;
+}
+
+static char *dup_or(const char *v, const char *dflt)
+{
+	return strdup(v ? v : dflt);
+}
+
+/* Value of key in section of an INI file (the AWS config file); a heap
+ * copy in *out, or NULL. Returns 0 or a negative errno (-ENOENT: no file). */
+static int ini_get(const char *path, const char *section, const char *key, char **out)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	const char *p, *end;
+	int in_section = 0, err;
+
+	*out = NULL;
+	err = slurp(path, &buf, &len);
+	if (err < 0)
+		return err;
+	p = buf;
+	end = buf + len;
+	while (p < end && !*out) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *e = nl ? nl : end, *s = p, *eq;
+
+		p = nl ? nl + 1 : end;
+		trim(&s, &e);
+		if (s == e || *s == '#' || *s == ';')
+			continue;
+		if (*s == '[') {
+			const char *ns = s + 1, *ne = e;
+
+			if (ne[-1] != ']')
+				continue;
+			ne--;
+			trim(&ns, &ne);
+			in_section = (size_t)(ne - ns) == strlen(section) &&
+				     memcmp(ns, section, (size_t)(ne - ns)) == 0;
+			continue;
+		}
+		if (!in_section || !(eq = memchr(s, '=', (size_t)(e - s))))
+			continue;
+		{
+			const char *ks = s, *ke = eq, *vs = eq + 1, *ve = e;
+
+			trim(&ks, &ke);
+			trim(&vs, &ve);
+			if ((size_t)(ke - ks) == strlen(key) && memcmp(ks, key, strlen(key)) == 0 &&
+			    ve > vs && !(*out = strndup(vs, (size_t)(ve - vs))))
+				err = -ENOMEM;
+		}
+	}
+	secret_free(buf);
+	return err;
+}
+
+/* credential_process of the profile: in the credentials file's [profile]
+ * or the config file's [profile NAME] ([default] for "default"). */
+static int find_process(const char *profile, char **out)
+{
+	char path[4096], sect[300];
+	const char *home = env("HOME"), *cfile = env("AWS_SHARED_CREDENTIALS_FILE");
+	const char *conf = env("AWS_CONFIG_FILE");
+	int err;
+
+	*out = NULL;
+	if (!cfile && home &&
+	    snprintf(path, sizeof(path), "%s/.aws/credentials", home) < (int)sizeof(path))
+		cfile = path;
+	if (cfile) {
+		err = ini_get(cfile, profile, "credential_process", out);
+		if (err < 0 && err != -ENOENT)
+			return err;
+		if (*out)
+			return 0;
+	}
+	if (!conf && home &&
+	    snprintf(path, sizeof(path), "%s/.aws/config", home) < (int)sizeof(path))
+		conf = path;
+	if (!conf)
+		return 0;
+	snprintf(sect, sizeof(sect), "profile %s", profile);
+	err = ini_get(conf, sect, "credential_process", out);
+	if (err == 0 && !*out && strcmp(profile, "default") == 0)
+		err = ini_get(conf, "default", "credential_process", out);
+	return err == -ENOENT ? 0 : err;
+}
+
+/* Fetch the first credentials of s at mount time, and start its refresh
+ * thread when they expire. */
+static int src_start(struct backend_credsrc *s, char *why, size_t whycap)
+{
+	int64_t exp = 0, now;
+	int err;
+
+	err = src_fetch(s, &s->cur, &exp, why, whycap);
+	if (err < 0)
+		return err;
+	now = (int64_t)time(NULL);
+	s->expires = exp;
+	if (!exp)
+		return 0;
+	if (exp <= now) {
+		why_set(why, whycap, "the credentials it gave have expired already");
+		return -EACCES;
+	}
+	s->refresh_at = refresh_plan(now, exp);
+	err = pthread_create(&s->thread, NULL, src_thread, s);
+	if (err) {
+		why_set(why, whycap, "cannot start the refresh thread: %s", strerror(err));
+		return -err;
+	}
+	s->thread_started = 1;
+	return 0;
+}
+
+int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_file,
+			  const char *label, char *why, size_t whycap)
+{
+	struct backend_credsrc *s = NULL;
+	struct backend_creds st;
+	const char *profile = env("AWS_PROFILE");
+	int err, loop_ok = 0;
+	char when[32];
+
+	*out = NULL;
+	why[0] = '\0';
+	if (!profile)
+		profile = "default";
+
+	/* 1. static: the environment (and GCS's own), the credentials file */
+	if (gcs) {
+		char *tok = NULL;
+
+		memset(&st, 0, sizeof(st));
+		err = env_secret("GOOGLE_OAUTH_ACCESS_TOKEN", &tok);
+		if (err < 0)
+			return err;
+		if (tok) {
+			if (!header_safe(tok)) {
+				secret_free(tok);
+				why_set(why, whycap,
+					"GOOGLE_OAUTH_ACCESS_TOKEN has control characters");
+				return -EINVAL;
+			}
+			st.bearer = tok;
+			s = src_new(SRC_STATIC, label, ca_file);
+			if (!s) {
+				backend__creds_clear(&st);
+				return -ENOMEM;
+			}
+			s->cur = st;
+			snprintf(s->name, sizeof(s->name),
+				 "the environment (GOOGLE_OAUTH_ACCESS_TOKEN)");
+			goto found;
+		}
+		err = from_env(&st, "GCS_HMAC_ACCESS_ID", "GCS_HMAC_SECRET", NULL);
+		if (err < 0)
+			return err;
+		if (err > 0) {
+			s = src_new(SRC_STATIC, label, ca_file);
+			if (!s) {
+				backend__creds_clear(&st);
+				return -ENOMEM;
+			}
+			s->cur = st;
+			snprintf(s->name, sizeof(s->name), "the environment (GCS_HMAC_ACCESS_ID)");
+			goto found;
+		}
+	}
+	memset(&st, 0, sizeof(st));
+	err = from_env(&st, "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN");
+	if (err < 0)
+		return err;
+	if (err > 0) {
+		s = src_new(SRC_STATIC, label, ca_file);
+		if (!s) {
+			backend__creds_clear(&st);
+			return -ENOMEM;
+		}
+		s->cur = st;
+		snprintf(s->name, sizeof(s->name), "the environment (AWS_ACCESS_KEY_ID)");
+		goto found;
+	}
+
+	/* 2. web identity (botocore has it before the credentials file) */
+	if (!gcs && env("AWS_WEB_IDENTITY_TOKEN_FILE") && env("AWS_ROLE_ARN")) {
+		const char *sts = env("AWS_ENDPOINT_URL_STS");
+		char dflt[128], region[64], sess[64];
+
+		if (!sts)
+			sts = env("AWS_ENDPOINT_URL");
+		backend__aws_region(region, sizeof(region));
+		snprintf(dflt, sizeof(dflt), "https://sts.%s.amazonaws.com", region);
+		snprintf(sess, sizeof(sess), "shardfs-%lld", (long long)time(NULL));
+		s = src_new(SRC_WEBID, label, ca_file);
+		if (!s)
+			return -ENOMEM;
+		s->token_file = strdup(env("AWS_WEB_IDENTITY_TOKEN_FILE"));
+		s->role_arn = strdup(env("AWS_ROLE_ARN"));
+		s->session_name = dup_or(env("AWS_ROLE_SESSION_NAME"), sess);
+		s->url = dup_or(sts, dflt);
+		s->timeout_ms = 10000;
+		if (!s->token_file || !s->role_arn || !s->session_name || !s->url) {
+			err = -ENOMEM;
+			goto fail;
+		}
+		if (backend__endpoint_parse(&(struct backend_endpoint){0}, s->url) < 0) {
+			why_set(why, whycap, "web identity: bad STS endpoint URL %s", s->url);
+			err = -EINVAL;
+			goto fail;
+		}
+		snprintf(s->name, sizeof(s->name), "web identity (role %.150s, STS %.80s)",
+			 s->role_arn, s->url);
+		goto fetch;
+	}
+
+	/* 3. the shared credentials file */
+	{
+		char path[4096];
+		const char *file = env("AWS_SHARED_CREDENTIALS_FILE");
+
+		if (!file) {
+			const char *home = env("HOME");
+
+			if (home && snprintf(path, sizeof(path), "%s/.aws/credentials", home) <
+					(int)sizeof(path))
+				file = path;
+		}
+		if (file) {
+			memset(&st, 0, sizeof(st));
+			err = backend__creds_file(&st, file, profile);
+			if (err < 0 && err != -ENOENT)
+				return err;
+			if (st.access_key) {
+				s = src_new(SRC_STATIC, label, ca_file);
+				if (!s) {
+					backend__creds_clear(&st);
+					return -ENOMEM;
+				}
+				s->cur = st;
+				snprintf(s->name, sizeof(s->name),
+					 "the credentials file (profile %.100s)", profile);
+				goto found;
+			}
+		}
+	}
+	if (gcs)
+		goto gce;
+
+	/* 4. credential_process of the profile */
+	{
+		char *cmd = NULL;
+
+		err = find_process(profile, &cmd);
+		if (err < 0)
+			return err;
+		if (cmd) {
+			s = src_new(SRC_PROCESS, label, ca_file);
+			if (!s) {
+				free(cmd);
+				return -ENOMEM;
+			}
+			s->process = cmd;
+			snprintf(s->name, sizeof(s->name), "credential_process (profile %.100s)",
+				 profile);
+			goto fetch;
+		}
+	}
+
+	/* 5. the container endpoint (ECS, EKS Pod Identity) */
+	if (env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") ||
+	    env("AWS_CONTAINER_CREDENTIALS_FULL_URI")) {
+		const char *rel = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+		char url[1024];
+
+		s = src_new(SRC_CONTAINER, label, ca_file);
+		if (!s)
+			return -ENOMEM;
+		if (rel)
+			snprintf(url, sizeof(url), "http://169.254.170.2%s%s",
+				 rel[0] == '/' ? "" : "/", rel);
+		else
+			snprintf(url, sizeof(url), "%s", env("AWS_CONTAINER_CREDENTIALS_FULL_URI"));
+		if (url_origin_ok(url, &loop_ok) < 0 || !loop_ok) {
+			why_set(
+			    why, whycap,
+			    "container credentials: %s must be https or a loopback/ECS/EKS address",
+			    url);
+			err = -EINVAL;
+			goto fail;
+		}
+		if (env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE") &&
+		    !(s->token_file = strdup(env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")))) {
+			err = -ENOMEM;
+			goto fail;
+		}
+		s->url = strdup(url);
+		s->timeout_ms = env_ms("AWS_METADATA_SERVICE_TIMEOUT", 2000);
+		if (!s->url) {
+			err = -ENOMEM;
+			goto fail;
+		}
+		snprintf(s->name, sizeof(s->name), "the container endpoint (%.200s)", url);
+		goto fetch;
+	}
+
+	/* 6. the EC2 instance metadata service */
+	if (env_true("AWS_EC2_METADATA_DISABLED"))
+		return 0;
+	{
+		const char *ep = env("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+		size_t n;
+
+		s = src_new(SRC_IMDS, label, ca_file);
+		if (!s)
+			return -ENOMEM;
+		s->url = dup_or(ep, "http://169.254.169.254");
+		if (!s->url) {
+			err = -ENOMEM;
+			goto fail;
+		}
+		n = strlen(s->url);
+		while (n > 0 && s->url[n - 1] == '/')
+			s->url[--n] = '\0';
+		snprintf(s->name, sizeof(s->name), "instance metadata (%.200s)", s->url);
+		err = src_start(s, why, whycap);
+		if (err < 0) {
+			char tmp[512];
+
+			snprintf(tmp, sizeof(tmp), "%s", why);
+			why_set(why, whycap, "instance metadata: %s", tmp);
+			backend__credsrc_close(s);
+			/* as botocore: an unreachable IMDS means "no credentials" */
+			return err == -ETIMEDOUT || err == -EIO || err == -ENOENT ? 0 : err;
+		}
+		snprintf(s->name, sizeof(s->name), "instance metadata (%.200s, role %.100s)",
+			 s->url, s->role);
+		goto found;
+	}
+
+gce:
+	if (env_true("NO_GCE_CHECK"))
+		return 0;
+	s = src_new(SRC_GCE, label, ca_file);
+	if (!s)
+		return -ENOMEM;
+	s->url = dup_or(env("GCE_METADATA_HOST"), "metadata.google.internal");
+	s->timeout_ms = env_ms("GCE_METADATA_TIMEOUT", 3000);
+	if (!s->url) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	snprintf(s->name, sizeof(s->name), "the GCE metadata server (%.200s)", s->url);
+	err = src_start(s, why, whycap);
+	if (err < 0) {
+		char tmp[512];
+
+		snprintf(tmp, sizeof(tmp), "%s", why);
+		why_set(why, whycap, "GCE metadata server: %s", tmp);
+		backend__credsrc_close(s);
+		return err == -ETIMEDOUT || err == -EIO ? 0 : err;
+	}
+	goto found;
+
+fetch:
+	err = src_start(s, why, whycap);
+	if (err < 0) {
+		char tmp[512];
+
+		snprintf(tmp, sizeof(tmp), "%s", why);
+		why_set(why, whycap, "%s: %s", s->name, tmp);
+		goto fail;
+	}
+found:
+	utc_text(s->expires, when, sizeof(when));
+	fprintf(stderr, "shardfs: %s: credentials from %s%s%s\n", label, s->name,
+		s->expires ? "; they expire at " : "", s->expires ? when : "");
+	*out = s;
+	return 0;
+fail:
+	backend__credsrc_close(s);
+	return err;
 }

@@ -152,7 +152,8 @@ int backend__s3_xml_error(const char *xml, size_t len, char *code, size_t codeca
  * seconds. Returns 0 or -EINVAL. */
 int backend__iso8601_parse(const char *s, size_t len, int64_t *out);
 
-/* Credentials (backend_creds.c). Read the environment and files only; no
+/* The static credentials (backend_creds.c; the unit tests call them; a mount
+ * uses backend__credsrc_open, below). Read the environment and files only; no
  * network. Return 0 (an empty result means: none found) or a negative
  * errno. AWS: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN,
  * else the [AWS_PROFILE or "default"] section of AWS_SHARED_CREDENTIALS_FILE
@@ -177,6 +178,25 @@ int backend__creds_curl_init(void);
 /* Zero the calling thread's vector registers, where string and memory
  * functions leave the last bytes they moved (a core dump holds them). */
 void backend__creds_regs_clear(void);
+/* A source of credentials for one mount: the chain in backend_creds.c's
+ * order, with a refresh thread for credentials that expire. */
+struct backend_credsrc;
+/* Find and fetch the first credentials (blocking: metadata services and STS
+ * are asked with short timeouts). gcs: the GCS chain. label names the
+ * source in log lines. Returns 0 with *out (NULL when no source has any:
+ * why may then say what was tried), or a negative errno with a one-line
+ * why (never a secret). Writes "credentials from SOURCE" to stderr. */
+int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_file,
+			  const char *label, char *why, size_t whycap);
+void backend__credsrc_close(struct backend_credsrc *s); /* stops the refresh; accepts NULL */
+typedef int (*backend__creds_use_cb)(void *arg, const struct backend_creds *c);
+/* fn(arg, current credentials) under the source's lock (fn must not block;
+ * what it copies stays valid after a refresh), or -EACCES once they have
+ * expired and no refresh has worked. Any thread. */
+int backend__credsrc_use(struct backend_credsrc *s, backend__creds_use_cb fn, void *arg);
+/* 1 when the credentials are a bearer token (GCS OAuth), else 0 */
+int backend__credsrc_bearer(struct backend_credsrc *s);
+const char *backend__credsrc_name(const struct backend_credsrc *s);
 /* AWS_REGION, else AWS_DEFAULT_REGION, else "us-east-1". */
 void backend__aws_region(char *buf, size_t cap);
 
@@ -199,7 +219,7 @@ struct backend_objstore {
 	struct backend_io *io;
 	struct backend_endpoint ep;
 	char region[64];
-	struct backend_creds creds;
+	struct backend_credsrc *creds; /* NULL: no signing */
 	char *bucket;
 	char *prefix;           /* raw key prefix: "" or ends with '/' */
 	char *list_path;        /* encoded request paths, ep.path included */

@@ -122,57 +122,77 @@ static int slist_add(struct curl_slist **h, const char *line)
 	return 0;
 }
 
-/* Headers for one attempt. Runs on the I/O thread (and, for the diagnostic
- * fetch, on the caller's); never blocks. */
-static int os_sign_headers(struct backend_objstore *os, const char *method, const char *path,
-			   const char *query, struct curl_slist **h)
+struct sign_args {
+	struct backend_objstore *os;
+	const char *method, *path, *query;
+	struct curl_slist **h;
+};
+
+/* Headers for one attempt with credentials c (under the source's lock). */
+static int os_sign_with(void *arg, const struct backend_creds *c)
 {
+	struct sign_args *a = arg;
+	struct backend_objstore *os = a->os;
 	struct backend_sigv4_req rq = {0};
 	struct backend_sigv4_out out;
 	char line[BACKEND_SIGV4_AUTH_MAX + 64];
 	int err;
 
-	if (os->auth == OS_AUTH_NONE)
-		return 0;
 	if (os->auth == OS_AUTH_BEARER) {
-		int n = snprintf(line, sizeof(line), "Authorization: Bearer %s", os->creds.bearer);
+		int n = c->bearer
+			    ? snprintf(line, sizeof(line), "Authorization: Bearer %s", c->bearer)
+			    : -1;
 
-		err = (n < 0 || (size_t)n >= sizeof(line)) ? -ENAMETOOLONG : slist_add(h, line);
+		err = (n < 0 || (size_t)n >= sizeof(line)) ? -ENAMETOOLONG : slist_add(a->h, line);
 		OPENSSL_cleanse(line, sizeof(line));
 		backend__creds_regs_clear();
 		return err;
 	}
-	rq.method = method;
+	rq.method = a->method;
 	rq.host = os->ep.host;
-	rq.path = path;
-	rq.query = query;
+	rq.path = a->path;
+	rq.query = a->query;
 	rq.payload_hash = NULL; /* UNSIGNED-PAYLOAD */
 	rq.content_sha256 = 1;
 	rq.now = time(NULL);
 	rq.region = os->region;
 	rq.service = "s3";
-	err = backend__sigv4_sign(&rq, &os->creds, &out);
+	err = backend__sigv4_sign(&rq, c, &out);
 	if (err < 0)
 		return err;
 	snprintf(line, sizeof(line), "x-amz-date: %s", out.amz_date);
-	err = slist_add(h, line);
+	err = slist_add(a->h, line);
 	if (!err) {
 		snprintf(line, sizeof(line), "x-amz-content-sha256: %s", out.payload_hash);
-		err = slist_add(h, line);
+		err = slist_add(a->h, line);
 	}
-	if (!err && os->creds.session_token && os->creds.session_token[0]) {
-		int n = snprintf(line, sizeof(line), "x-amz-security-token: %s",
-				 os->creds.session_token);
+	if (!err && c->session_token && c->session_token[0]) {
+		int n = snprintf(line, sizeof(line), "x-amz-security-token: %s", c->session_token);
 
-		err = (n < 0 || (size_t)n >= sizeof(line)) ? -ENAMETOOLONG : slist_add(h, line);
+		err = (n < 0 || (size_t)n >= sizeof(line)) ? -ENAMETOOLONG : slist_add(a->h, line);
 		OPENSSL_cleanse(line, sizeof(line));
 		backend__creds_regs_clear();
 	}
 	if (!err) {
 		snprintf(line, sizeof(line), "Authorization: %s", out.authorization);
-		err = slist_add(h, line);
+		err = slist_add(a->h, line);
 	}
 	return err;
+}
+
+/* Headers for one attempt, signed with the credentials current now (a
+ * refresh swaps them between attempts, never during one). Runs on the I/O
+ * thread (and, for the diagnostic fetch, on the caller's); never blocks
+ * but for the source's lock, which nothing holds across I/O. -EACCES once
+ * the credentials have expired without a refresh. */
+static int os_sign_headers(struct backend_objstore *os, const char *method, const char *path,
+			   const char *query, struct curl_slist **h)
+{
+	struct sign_args a = {os, method, path, query, h};
+
+	if (os->auth == OS_AUTH_NONE || !os->creds)
+		return 0;
+	return backend__credsrc_use(os->creds, os_sign_with, &a);
 }
 
 static int os_sign_cb(void *arg, struct backend_req *r, struct curl_slist **headers)
@@ -314,6 +334,22 @@ static void os_refused(struct backend *be, long status, const char *path, const 
 }
 
 /* ---- operations --------------------------------------------------------- */
+
+/* Why a request of be was refused: by the store (status), or before it was
+ * sent (status 0: the credentials expired and no refresh has worked yet). */
+static void os_denied(struct backend *be, const char *method, const char *key, long status)
+{
+	struct backend_objstore *os = be->impl;
+
+	if (status == 0 && os->creds)
+		backend__set_error(be,
+				   "%s: %s %s: the credentials from %s have expired and could "
+				   "not be refreshed yet",
+				   be->desc, method, key, backend__credsrc_name(os->creds));
+	else
+		backend__set_error(be, "%s: %s %s: access denied (HTTP %ld)", be->desc, method, key,
+				   status);
+}
 
 struct list_state {
 	struct backend *be;
@@ -534,8 +570,7 @@ static int os_stat(struct backend *be, const char *key, struct backend_objinfo *
 		info->mode = 0644;
 		snprintf(info->etag, sizeof(info->etag), "%s", c.req.etag);
 	} else if (err == -EACCES) {
-		backend__set_error(be, "%s: HEAD %s: access denied (HTTP %ld)", be->desc, key,
-				   c.req.status);
+		os_denied(be, "HEAD", key, c.req.status);
 	}
 	os_call_free(&c);
 	return err;
@@ -570,8 +605,7 @@ static ssize_t os_pread(struct backend *be, const char *key, const char *etag, v
 	if (n == -EINVAL && c.req.status == 416)
 		n = 0;
 	if (n == -EACCES)
-		backend__set_error(be, "%s: GET %s: access denied (HTTP %ld)", be->desc, key,
-				   c.req.status);
+		os_denied(be, "GET", key, c.req.status);
 	os_call_free(&c);
 	return n;
 }
@@ -583,7 +617,7 @@ static void os_close(struct backend *be)
 	if (!os)
 		return;
 	backend_io_close(os->io);
-	backend__creds_clear(&os->creds);
+	backend__credsrc_close(os->creds);
 	free(os->bucket);
 	free(os->prefix);
 	free(os->list_path);
@@ -713,31 +747,33 @@ int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 	} else if (cfg->no_sign) {
 		os->auth = OS_AUTH_NONE;
 	} else {
-		err =
-		    kind == OS_GS ? backend__creds_gcs(&os->creds) : backend__creds_aws(&os->creds);
+		char why[768];
+
+		err = backend__credsrc_open(&os->creds, kind == OS_GS, cfg->ca_file, source, why,
+					    sizeof(why));
 		if (err < 0) {
-			backend__set_error(NULL, "%s: cannot read credentials: %s", source,
-					   strerror(-err));
+			backend__set_error(NULL, "%s: cannot get credentials: %s", source,
+					   why[0] ? why : strerror(-err));
 			goto fail;
 		}
-		if (os->creds.bearer) {
-			os->auth = OS_AUTH_BEARER;
-		} else if (os->creds.access_key && os->creds.secret_key) {
-			os->auth = OS_AUTH_SIGV4;
-		} else {
+		if (!os->creds) {
 			backend__set_error(
 			    NULL,
 			    "%s: no credentials found (set %s, or use --no-sign for a public "
-			    "bucket)",
+			    "bucket)%s%s%s",
 			    source,
 			    kind == OS_GS ? "GOOGLE_OAUTH_ACCESS_TOKEN, GCS_HMAC_ACCESS_ID/"
 					    "GCS_HMAC_SECRET or AWS_ACCESS_KEY_ID/"
-					    "AWS_SECRET_ACCESS_KEY"
+					    "AWS_SECRET_ACCESS_KEY, or run where the GCE metadata "
+					    "server answers"
 					  : "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or "
-					    "~/.aws/credentials");
+					    "~/.aws/credentials, or run with an instance role, web "
+					    "identity or container credentials",
+			    why[0] ? " [" : "", why, why[0] ? "]" : "");
 			err = -EACCES;
 			goto fail;
 		}
+		os->auth = backend__credsrc_bearer(os->creds) ? OS_AUTH_BEARER : OS_AUTH_SIGV4;
 	}
 
 	/* request paths (encoded, as sent and signed) */

@@ -3,7 +3,8 @@
 - S3rver: s3rver (npm, pinned 3.7.1, installed by install-s3rver.sh) on 127.0.0.1, a free port.
   It checks only that the key id exists (and is run with --allow-mismatched-signatures), and it
   mishandles suffix ranges.
-- SigV4Proxy: in front of s3rver. For each request it recomputes the signature with botocore's
+- SigV4Proxy: in front of s3rver (keys and bearers may change while it runs: temporary
+  credentials; counts per key id as 'sig_ok:AKID'; 'hold' stops one response midway). For each request it recomputes the signature with botocore's
   own S3SigV4Auth from the shared secret, over exactly the headers the client says it signed, and
   answers 403 with an S3 <Error> (SignatureDoesNotMatch, InvalidAccessKeyId, AccessDenied,
   RequestTimeTooSkewed) when they differ; otherwise it forwards the request (keep-alive to
@@ -168,6 +169,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                                               auth)
             headers.pop('x-amz-security-token', None)
             headers.pop('X-Amz-Security-Token', None)
+        elif auth and auth.startswith('Bearer '):
+            headers.pop('Authorization', None)  # checked already; s3rver serves it unsigned
         try:
             conn.request(self.command, path, body=body, headers=headers)
             r = conn.getresponse()
@@ -191,15 +194,31 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if length is not None:
             self.send_header('Content-Length', length)
             self.end_headers()
+            hold = getattr(owner, 'hold', None)
             while True:
                 chunk = r.read(256 * 1024)
                 if not chunk:
                     break
                 self.wfile.write(chunk)
+                if hold is not None and hold['match'] in path and not hold['reached'].is_set():
+                    # part of the body is out: stop here until the test says go
+                    self.wfile.flush()
+                    hold['akid'] = getattr(self, '_akid', None)
+                    hold['reached'].set()
+                    hold['go'].wait(300)
         else:
             data = r.read()
             self.send_header('Content-Length', str(len(data)))
             self.end_headers()
+            hold = getattr(owner, 'hold', None)
+            if hold is not None and hold['match'] in path and not hold['reached'].is_set():
+                half = len(data) // 2
+                self.wfile.write(data[:half])
+                self.wfile.flush()
+                hold['akid'] = getattr(self, '_akid', None)
+                hold['reached'].set()
+                hold['go'].wait(300)
+                data = data[half:]
             self.wfile.write(data)
 
 
@@ -242,6 +261,8 @@ class SigV4Proxy:
     def __init__(self, upstream_port, keys, anonymous=(), region='us-east-1'):
         self.upstream = upstream_port
         self.keys = dict(keys)
+        self.bearers = {}  # OAuth token -> label: accepted as 'Authorization: Bearer TOKEN'
+        self.hold = None   # {'match', 'reached', 'go'} (threading.Event): see _Handler.forward
         self.anonymous = set(anonymous)
         self.region = region
         self.lock = threading.Lock()
@@ -270,7 +291,12 @@ class SigV4Proxy:
                 return None
             return ('AccessDenied', 'Access Denied')
         if auth.startswith('Bearer '):
-            return ('AccessDenied', 'bearer tokens are not accepted here')
+            label = self.bearers.get(auth[7:])
+            if label is None:
+                return ('AccessDenied', 'bearer tokens are not accepted here')
+            self.count('bearer_ok')
+            self.count('bearer_ok:' + label)
+            return None
         m = re.match(r'^AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request,'
                      r' ?SignedHeaders=([a-z0-9;-]+), ?Signature=([0-9a-f]{64})$', auth)
         if not m:
@@ -318,6 +344,8 @@ class SigV4Proxy:
             return ('AuthorizationHeaderMalformed', "the region '%s' is wrong; expecting '%s'"
                     % (region, self.region))
         self.count('signature_ok')
+        self.count('sig_ok:' + akid)
+        h._akid = akid
         return None
 
 

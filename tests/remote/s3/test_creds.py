@@ -28,7 +28,11 @@ Sanitizer builds (libasan/libubsan loaded in the daemon): their runtime keeps a 
 is skipped there (gdb needs minutes over their mappings).
 
 Cases: 'env' (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN), 'profile' (a profile
-of ~/.aws/credentials with a session token), 'gs' (GCS_HMAC_ACCESS_ID/GCS_HMAC_SECRET).
+of ~/.aws/credentials with a session token), 'gs' (GCS_HMAC_ACCESS_ID/GCS_HMAC_SECRET), and the
+temporary sources from the loopback stand-ins of cloudmeta.py: 'imds' (the IMDSv2 session token,
+the instance role's secret and session token), 'webid' (the web identity token, and the secret and
+session token STS gave for it), 'container' (AWS_CONTAINER_AUTHORIZATION_TOKEN, the secret and
+session token of the container endpoint).
 
 Usage: test_creds.py SHARDFS
 Exit 77 (skip) when /dev/fuse is unusable or s3rver is not installed.
@@ -53,6 +57,7 @@ sys.path.insert(0, HERE)
 
 import mountlib as ml  # noqa: E402
 import servers  # noqa: E402
+import cloudmeta  # noqa: E402
 import test_s3  # noqa: E402
 
 log = ml.log
@@ -332,9 +337,10 @@ def wait_quiet(proxy, seconds=1.0, limit=20.0):
             return
 
 
-def run_case(env, ck, world, label, source, secret_set, controls, extra=()):
+def run_case(env, ck, world, label, source, secret_set, controls, extra=(), real_core=True):
     """Mount source, read it all, scan. secret_set: [(label, bytes)] that must never be found;
-    controls: [(label, bytes)] that must be found in memory (the scanner works)."""
+    controls: [(label, bytes)] that must be found in memory (the scanner works). real_core=False:
+    the simulated core only (gcore takes a minute on a busy machine)."""
     cache = env.path('cache-' + label)
     before = dict(world.proxy.stats).get('signature_ok', 0)
     with ml.Mount(env, source, cache_dir=cache,
@@ -420,6 +426,8 @@ def run_case(env, ck, world, label, source, secret_set, controls, extra=()):
         core = None
         if san:
             log('%s: %s build: gcore skipped' % (label, san))
+        elif not real_core:
+            log('%s: gcore skipped (the simulated core above covers this case)' % label)
         else:
             core = gcore(env, pid)
         if core:
@@ -535,9 +543,61 @@ def group_creds(env, ck):
                  [('marker', marker.encode()), ('access key id', g_akid.encode())])
         test_s3.check_proxy(ck, world, 'creds')
 
-        # 4. a local source: secrets in the environment leave it all the same
-        env.env.pop('GCS_HMAC_ACCESS_ID', None)
-        env.env.pop('GCS_HMAC_SECRET', None)
+        # 4. temporary credentials from the loopback stand-ins (cloudmeta.py)
+        more = []
+
+        def preset(tag):
+            c = ('SHARDFS%s' % tag + rand(12).upper(), 'SHARDFS-%sSECRET-' % tag + rand(32),
+                 'SHARDFS-%sTOKEN-' % tag + rand(48))
+            proxy.keys[c[0]] = (c[1], c[2])
+            more.extend(secret_needles('%s secret' % tag, c[1], 'us-east-1', 's3') +
+                        token_needles('%s session token' % tag, c[2]))
+            return c
+        imds_c, sts_c, ecs_c = preset('IMDS'), preset('STS'), preset('ECS')
+        imds_session = 'SHARDFS-IMDSSESSION-' + rand(40)
+        web_token = 'SHARDFS-WEBID-' + rand(64)
+        ecs_auth = 'SHARDFS-ECSAUTH-' + rand(40)
+        more += (token_needles('imds session token', imds_session) +
+                 token_needles('web identity token', web_token) +
+                 token_needles('container authorization token', ecs_auth))
+        every2 = every + more
+        del env.env['GCS_HMAC_ACCESS_ID'], env.env['GCS_HMAC_SECRET']
+        test_s3.set_aws_env(env, key=None, secret=None)
+        imds = cloudmeta.Imds(session=imds_session, preset=[imds_c])
+        try:
+            env.env.pop('AWS_EC2_METADATA_DISABLED', None)
+            env.env['AWS_EC2_METADATA_SERVICE_ENDPOINT'] = imds.url()
+            run_case(env, ck, world, 'imds', src_uri, every2,
+                     [('marker', marker.encode()), ('access key id', imds_c[0].encode())])
+        finally:
+            imds.stop()
+        test_s3.set_aws_env(env, key=None, secret=None)
+        arn = 'arn:aws:iam::123456789012:role/shardfs'
+        sts = cloudmeta.Sts(arn, web_token, preset=[sts_c])
+        tf = env.path('web-token')
+        with open(tf, 'w') as f:
+            f.write(web_token)
+        env.env.update(AWS_WEB_IDENTITY_TOKEN_FILE=tf, AWS_ROLE_ARN=arn,
+                       AWS_ENDPOINT_URL_STS=sts.url())
+        try:
+            run_case(env, ck, world, 'webid', src_uri, every2,
+                     [('marker', marker.encode()), ('access key id', sts_c[0].encode())],
+                     real_core=False)
+        finally:
+            sts.stop()
+        test_s3.set_aws_env(env, key=None, secret=None)
+        ecs = cloudmeta.Container(ecs_auth, preset=[ecs_c])
+        env.env.update(AWS_CONTAINER_CREDENTIALS_FULL_URI=ecs.url() + ecs.PATH,
+                       AWS_CONTAINER_AUTHORIZATION_TOKEN=ecs_auth)
+        try:
+            run_case(env, ck, world, 'container', src_uri, every2,
+                     [('marker', marker.encode()), ('access key id', ecs_c[0].encode())],
+                     real_core=False)
+        finally:
+            ecs.stop()
+        test_s3.set_aws_env(env, key=None, secret=None)
+
+        # 5. a local source: secrets in the environment leave it all the same
         test_s3.set_aws_env(env, key=akid, secret=secret, token=token)
         with ml.Mount(env, src, cache_dir=env.path('cache-local')) as m:
             n = read_everything(m.mnt)
@@ -566,7 +626,7 @@ def main():
     if not servers.have_s3rver():
         log('SKIP: s3rver is not installed (sh tests/remote/s3/install-s3rver.sh)')
         sys.exit(ml.SKIP)
-    ml.main_wrapper(group_creds, shardfs, 'remote-creds', deadline=400)
+    ml.main_wrapper(group_creds, shardfs, 'remote-creds', deadline=560)
 
 
 if __name__ == '__main__':

@@ -98,8 +98,17 @@ class World:
 def set_aws_env(env, key=KEY, secret=SECRET, token=None):
     for k in ('AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_PROFILE',
               'AWS_SHARED_CREDENTIALS_FILE', 'AWS_ENDPOINT_URL', 'AWS_ENDPOINT_URL_S3',
-              'GCS_HMAC_ACCESS_ID', 'GCS_HMAC_SECRET', 'GOOGLE_OAUTH_ACCESS_TOKEN', 'AIS_ENDPOINT'):
+              'GCS_HMAC_ACCESS_ID', 'GCS_HMAC_SECRET', 'GOOGLE_OAUTH_ACCESS_TOKEN', 'AIS_ENDPOINT',
+              'AWS_CONFIG_FILE', 'AWS_WEB_IDENTITY_TOKEN_FILE', 'AWS_ROLE_ARN',
+              'AWS_ROLE_SESSION_NAME', 'AWS_ENDPOINT_URL_STS', 'AWS_CONTAINER_CREDENTIALS_FULL_URI',
+              'AWS_CONTAINER_CREDENTIALS_RELATIVE_URI', 'AWS_CONTAINER_AUTHORIZATION_TOKEN',
+              'AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE', 'AWS_EC2_METADATA_SERVICE_ENDPOINT',
+              'GCE_METADATA_HOST'):
         env.env.pop(k, None)
+    # the chain's last steps ask the instance metadata service and the GCE metadata server:
+    # never their real (link-local) addresses from a test
+    env.env['AWS_EC2_METADATA_DISABLED'] = 'true'
+    env.env['NO_GCE_CHECK'] = 'true'
     env.env['AWS_REGION'] = 'us-east-1'
     if key:
         env.env['AWS_ACCESS_KEY_ID'] = key
