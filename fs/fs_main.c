@@ -784,7 +784,7 @@ static int cmd_prefetch(int argc, char **argv)
 			snprintf(rate_s, sizeof(rate_s), "%.1f MB/s", rate / 1e6);
 		human_bytes((uint64_t)have, have_s, sizeof(have_s));
 		human_bytes((uint64_t)want, want_s, sizeof(want_s));
-		if (tty) {
+		if (tty && (t - last_print >= 0.25 || have >= want)) {
 			int pct = want ? (int)(100.0 * (double)have / (double)want) : 100, bar = pct / 5;
 			double eta = rate > 0 ? (double)(want - have) / rate : 0;
 
@@ -792,7 +792,8 @@ static int cmd_prefetch(int argc, char **argv)
 			       "####################", 20 - bar, "--------------------", pct, have_s,
 			       want_s, rate_s, (int)eta / 60, (int)eta % 60);
 			fflush(stdout);
-		} else if (t - last_print >= 5 || have >= want) {
+			last_print = t;
+		} else if (!tty && (t - last_print >= 5 || have >= want)) {
 			printf("prefetch: %s of %s cached, %s\n", have_s, want_s, rate_s);
 			fflush(stdout);
 			last_print = t;
@@ -806,7 +807,11 @@ static int cmd_prefetch(int argc, char **argv)
 			break;
 		}
 		{
-			struct timespec ts = {0, 250 * 1000 * 1000};
+			/* the counters are polled often enough that the command
+			 * ends within 20 ms of the last fill (a 1 GB prefetch on
+			 * a fast link takes about a second); the bar is redrawn
+			 * at most 4 times a second */
+			struct timespec ts = {0, 20 * 1000 * 1000};
 
 			nanosleep(&ts, NULL);
 		}
