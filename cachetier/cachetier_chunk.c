@@ -65,6 +65,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -710,10 +711,31 @@ static int fill_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, int *
 	}
 }
 
+/* A fill thread's chunk buffer, or NULL. It is on transparent huge pages
+ * where the kernel allows them on request (THP "madvise", Debian's
+ * default): a new 8 MiB buffer then costs 4 page faults instead of 2048.
+ * Measured on a fresh mount prefetching 0.5 GB with 17 fill threads, the
+ * faults of 4 KiB pages were a sixth of the daemon's CPU. */
+#define FILL_BUF_ALIGN (2u << 20)
+static char *fill_buf_alloc(size_t len)
+{
+	void *p = NULL;
+
+	if (len < FILL_BUF_ALIGN)
+		return malloc(len);
+	if (posix_memalign(&p, FILL_BUF_ALIGN, len) != 0)
+		return NULL;
+#ifdef MADV_HUGEPAGE
+	/* advice only: without huge pages the buffer works the same */
+	(void)madvise(p, len & ~(size_t)(FILL_BUF_ALIGN - 1), MADV_HUGEPAGE);
+#endif
+	return p;
+}
+
 static void *worker_main(void *arg)
 {
 	struct cachetier *ct = arg;
-	char *buf = malloc(ct->cfg.chunk_bytes);
+	char *buf = fill_buf_alloc(ct->cfg.chunk_bytes);
 
 	pthread_mutex_lock(&ct->lock);
 	while (!ct->stopping) {
