@@ -42,8 +42,8 @@
  * gaps, and kernel readahead arriving slightly out of order); its window
  * doubles from one chunk up to
  * cfg.readahead_max_bytes and the chunks of the window past the read are
- * queued without waiting. A read at offset 0 with no window yet starts at
- * the full window. Any other read resets the window.
+ * queued without waiting. A read at offset 0 starts at the full window.
+ * Any other read resets the window.
  *
  * Pins: read_begin pins the chunks of its range (also while it waits), and
  * read_end, on the same thread, unpins them; eviction never touches a
@@ -913,7 +913,7 @@ static void ra_update(struct cachetier *ct, struct ct_file *f, uint64_t off, uin
 	/* forward gaps up to a chunk (index building skips small members);
 	 * back up to a quarter chunk (kernel readahead requests overtaking
 	 * each other) */
-	if (off == 0 && !f->ra_window) {
+	if (off == 0) {
 		/* A read from an object's start is nearly always the start of a
 		 * whole-object read (cat, cp, an index build, a decoder): it gets
 		 * the full window at once. A ramp waits for one chunk's fill per
