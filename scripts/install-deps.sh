@@ -1,7 +1,7 @@
 #!/bin/sh
 # Install what shardfs needs to build (and, with --test, to run its tests;
-# with --bench, also what only tests/bench/ uses: the link emulator's nginx
-# Lua module, aria2c, archivemount, gnuplot) on Debian 12. Idempotent:
+# with --bench, also what only tests/bench/ uses: aria2c, archivemount,
+# gnuplot) on Debian 12. Idempotent:
 # packages already present are not fetched again. No test needs the --bench
 # packages.
 set -eu
@@ -16,7 +16,7 @@ if [ "$mode" = "--test" ] || [ "$mode" = "--bench" ]; then
 	command -v npm >/dev/null 2>&1 || pkgs="$pkgs nodejs npm"
 fi
 if [ "$mode" = "--bench" ]; then
-	pkgs="$pkgs libnginx-mod-http-lua aria2 archivemount gnuplot-nox"
+	pkgs="$pkgs aria2 archivemount gnuplot-nox"
 fi
 missing=""
 for p in $pkgs; do

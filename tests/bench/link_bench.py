@@ -313,6 +313,9 @@ def w_prefetch(a, emu):
 
 
 def w_cat(a, emu):
+    if not shutil.which('aria2c'):
+        log('aria2c not installed (scripts/install-deps.sh --bench): the cat row is skipped')
+        return
     x = min(a.n, 16)  # aria2c allows at most 16 connections per server
     dl = os.path.join(a.w, 'dl')
     nm = a.names[len(a.names) // 2]
