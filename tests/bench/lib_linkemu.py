@@ -145,6 +145,11 @@ class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
     allow_reuse_address = True
     request_queue_size = 256
 
+    def handle_error(self, request, client_address):
+        # a client that closes early (aria2c drops connections it no longer needs) is normal
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
 
 def main():
     ap = argparse.ArgumentParser()

@@ -86,6 +86,20 @@ def machine_busy():
     return sum(v) - idle, sum(v)
 
 
+def thread_sched(pid):
+    """{tid: (ns on a CPU, ns runnable waiting for one)} of a process's threads
+    (/proc/PID/task/TID/schedstat)."""
+    d = {}
+    for t in os.listdir('/proc/%d/task' % pid):
+        try:
+            with open('/proc/%d/task/%s/schedstat' % (pid, t)) as f:
+                v = f.read().split()
+            d[t] = (int(v[0]), int(v[1]))
+        except OSError:
+            pass
+    return d
+
+
 def children_cpu():
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
@@ -263,13 +277,20 @@ def range_jobs(a, emu, n, outdir):
 
 def prefetch_once(a, emu, extra=()):
     """(seconds, daemon cpu seconds, bytes fetched, mount) of `shardfs prefetch` of everything
-    through a fresh mount; the mount is left mounted for the caller's stats."""
+    through a fresh mount; the mount is left mounted for the caller's stats, and m.busiest
+    says how the daemon's busiest thread spent the time: (on a CPU, waiting for one), as
+    fractions of the prefetch's wall time."""
     m = Mount(a, emu.url(a.brace), extra)
     c0 = proc_cpu(m.pid)
+    s0 = thread_sched(m.pid)
     t = time.monotonic()
     sh([a.bin, 'prefetch', m.mnt], stdout=subprocess.DEVNULL)
     secs = time.monotonic() - t
     cpu = proc_cpu(m.pid) - c0
+    s1 = thread_sched(m.pid)
+    run, wait = max((v[0] - s0.get(k, (0, 0))[0], v[1] - s0.get(k, (0, 0))[1])
+                    for k, v in s1.items())
+    m.busiest = (run / 1e9 / secs, wait / 1e9 / secs)
     fetched = int(m.stat('bytes_fetched'))
     return secs, cpu, fetched, m
 
@@ -277,7 +298,7 @@ def prefetch_once(a, emu, extra=()):
 def w_prefetch(a, emu):
     dl = os.path.join(a.w, 'dl')
     sf, sfcpu, cu, cucpu, cr = [], [], [], [], []
-    for i in range(a.runs):
+    for i in range(max(a.runs, 5)):  # short runs; the CPU figures are noisy
         order = ('sf', 'curl', 'ranges') if i % 2 == 0 else ('ranges', 'curl', 'sf')
         for side in order:
             settle()
@@ -320,7 +341,7 @@ def w_cat(a, emu):
     dl = os.path.join(a.w, 'dl')
     nm = a.names[len(a.names) // 2]
     sf, ar = [], []
-    for i in range(a.runs):
+    for i in range(max(a.runs, 5)):  # a fraction of a second each: noisy
         for side in (('sf', 'aria') if i % 2 == 0 else ('aria', 'sf')):
             settle()
             if side == 'sf':
@@ -478,8 +499,10 @@ def w_scaling(a):
                 m.umount()
                 busy = 100 * ncpu * (b1[0] - b0[0]) / max(1, b1[1] - b0[1])
                 d, e = 100 * cpu / secs, 100 * (e1 - e0) / secs
-                res.append((fetched / 1e6 / secs, 'daemon %.0f%%, emulator %.0f%%, the rest '
-                            '%.0f%% of %d cores' % (d, e, max(0, busy - d - e), ncpu)))
+                res.append((fetched / 1e6 / secs, 'daemon %.0f%% (busiest thread %.0f%%, and '
+                            '%.0f%% waiting for a CPU), emulator %.0f%%, others %.0f%% of %d '
+                            'cores' % (d, 100 * m.busiest[0], 100 * m.busiest[1], e,
+                                       max(0, busy - d - e), ncpu)))
                 log('scaling %d: %.0f MB/s; %s' % (c, res[-1][0], res[-1][1]))
             res.sort()
             r, note = res[len(res) // 2]
