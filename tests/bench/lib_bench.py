@@ -390,7 +390,7 @@ def cold_fill_row(label, m):
             0.9, opts=opts)
     else:
         row(label + ' (/dev/null)', float(m.group(2)), float(m.group(3)), 'MB/s',
-            float(m.group(4)), 'reference', None, opts=opts)
+            float(m.group(4)), 'reference', None, ref=True, opts=opts)
 
 
 def w_s3(a):
@@ -476,7 +476,7 @@ def w_cache(a):
                 # a cold fill against curl to /dev/null: a reference only (the goal is on
                 # remote_bench.sh's rows against curl writing files)
                 row(lab + ' (/dev/null)', float(m.group(3)), float(m.group(5)), m.group(4),
-                    float(m.group(6)), 'reference', None, opts='--connections 8')
+                    float(m.group(6)), 'reference', None, ref=True, opts='--connections 8')
                 continue
             row(lab, float(m.group(3)), float(m.group(5)), m.group(4), float(m.group(6)),
                 '>= %g' % goal, goal)
