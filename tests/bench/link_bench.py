@@ -445,6 +445,9 @@ def w_imagefolder(a, emu):
                         for nm in a.names]
                 t_dl, _ = curl_pool(jobs, a.n)
                 t = time.monotonic()
+                # the class folders first: 8 tars at once each creating them race (ENOENT)
+                for c in range(10):
+                    os.makedirs(os.path.join(ext, 'c%02d' % c))
                 # members CLASS_NAME.jpg (+ .cls): into CLASS/NAME.jpg, as ImageFolder reads
                 ps = [subprocess.Popen(['tar', '-x', '-C', ext, '-f', os.path.join(dl, nm),
                                         '--exclude', '*.cls',
