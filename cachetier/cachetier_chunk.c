@@ -45,7 +45,8 @@
  * gaps, and kernel readahead arriving slightly out of order); its window
  * doubles from one chunk up to
  * cfg.readahead_max_bytes and the chunks of the window past the read are
- * queued without waiting. Any other read resets the window.
+ * queued without waiting. A read at offset 0 starts at the full window.
+ * Any other read resets the window.
  *
  * Pins: read_begin pins the chunks of its range (also while it waits), and
  * read_end, on the same thread, unpins them; eviction never touches a
@@ -65,9 +66,11 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -777,10 +780,51 @@ static int fill_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, int *
 	}
 }
 
+/* A fill thread's chunk buffer, or NULL. From 2 MiB up it is its own
+ * anonymous mapping, 2 MiB aligned and on transparent huge pages where the
+ * kernel allows them on request (THP "madvise", Debian's default): a new
+ * 8 MiB buffer then costs 4 page faults instead of 2048 (measured on a
+ * fresh mount prefetching 0.5 GB with 17 fill threads, the faults of
+ * 4 KiB pages were a sixth of the daemon's CPU). A mapping is resident
+ * only once a fill has written to it, so a mount that fills little holds
+ * little (malloc's debugging fill, MALLOC_PERTURB_, would touch it all at
+ * once: 33 x 8 MiB with the default 32 connections). */
+#define FILL_BUF_ALIGN ((size_t)2 << 20)
+static char *fill_buf_alloc(size_t len)
+{
+	size_t span = len + FILL_BUF_ALIGN, head;
+	char *p;
+
+	if (len < FILL_BUF_ALIGN)
+		return malloc(len);
+	p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	/* keep the 2 MiB aligned [p + head, p + head + len) */
+	head = (FILL_BUF_ALIGN - ((uintptr_t)p & (FILL_BUF_ALIGN - 1))) & (FILL_BUF_ALIGN - 1);
+	if (head)
+		munmap(p, head);
+	munmap(p + head + len, span - head - len);
+	p += head;
+#ifdef MADV_HUGEPAGE
+	/* advice only: without huge pages the buffer works the same */
+	(void)madvise(p, len & ~(FILL_BUF_ALIGN - 1), MADV_HUGEPAGE);
+#endif
+	return p;
+}
+
+static void fill_buf_free(char *buf, size_t len)
+{
+	if (len < FILL_BUF_ALIGN)
+		free(buf);
+	else if (buf)
+		munmap(buf, len);
+}
+
 static void *worker_main(void *arg)
 {
 	struct cachetier *ct = arg;
-	char *buf = malloc(ct->cfg.chunk_bytes);
+	char *buf = fill_buf_alloc(ct->cfg.chunk_bytes);
 
 	pthread_mutex_lock(&ct->lock);
 	while (!ct->stopping) {
@@ -868,7 +912,7 @@ static void *worker_main(void *arg)
 			pthread_cond_signal(&ct->flush_cond);
 	}
 	pthread_mutex_unlock(&ct->lock);
-	free(buf);
+	fill_buf_free(buf, ct->cfg.chunk_bytes);
 	return NULL;
 }
 
@@ -969,7 +1013,15 @@ static void ra_update(struct cachetier *ct, struct ct_file *f, uint64_t off, uin
 	/* forward gaps up to a chunk (index building skips small members);
 	 * back up to a quarter chunk (kernel readahead requests overtaking
 	 * each other) */
-	if (off + cb / 4 >= f->ra_end && off <= f->ra_end + cb) {
+	if (off == 0) {
+		/* A read from an object's start is nearly always the start of a
+		 * whole-object read (cat, cp, an index build, a decoder): it gets
+		 * the full window at once. A ramp waits for one chunk's fill per
+		 * doubling (about 0.17 s for 8 MiB on a link of 60 MB/s per
+		 * connection and 30 ms to first byte), which made a fresh
+		 * mount's cat of a 64 MB shard take two fill times, not one. */
+		f->ra_window = max;
+	} else if (off + cb / 4 >= f->ra_end && off <= f->ra_end + cb) {
 		uint64_t w = f->ra_window ? f->ra_window * 2 : cb;
 
 		f->ra_window = w < max ? w : max;

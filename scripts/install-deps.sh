@@ -1,15 +1,22 @@
 #!/bin/sh
-# Install what shardfs needs to build (and, with --test, to run its tests) on
-# Debian 12. Idempotent: packages already present are not fetched again.
+# Install what shardfs needs to build (and, with --test, to run its tests;
+# with --bench, also what only tests/bench/ uses: aria2c, archivemount,
+# gnuplot) on Debian 12. Idempotent:
+# packages already present are not fetched again. No test needs the --bench
+# packages.
 set -eu
 pkgs="meson ninja-build pkg-config gcc libc6-dev libfuse3-dev fuse3 libarchive-dev
       libcurl4-openssl-dev libssl-dev libzstd-dev zlib1g-dev libuv1-dev"
-if [ "${1:-}" = "--test" ]; then
+mode=${1:-}
+if [ "$mode" = "--test" ] || [ "$mode" = "--bench" ]; then
 	pkgs="$pkgs python3 tar libarchive-tools zstd gzip coreutils findutils diffutils
 	      nginx python3-botocore curl openssl python3-torchvision python3-pil python3-numpy clang libclang-rt-14-dev gdb
 	      prometheus"
 	# s3rver runs on Node.js; a machine may already have it from elsewhere
 	command -v npm >/dev/null 2>&1 || pkgs="$pkgs nodejs npm"
+fi
+if [ "$mode" = "--bench" ]; then
+	pkgs="$pkgs aria2 archivemount gnuplot-nox"
 fi
 missing=""
 for p in $pkgs; do
@@ -35,6 +42,6 @@ if [ -n "$missing" ]; then
 	[ "$own_policy" = 1 ] && rm -f "$policy"
 fi
 # npm packages the tests use (s3rver), installed under the tests' own prefix
-if [ "${1:-}" = "--test" ] && [ -f tests/remote/s3/install-s3rver.sh ]; then
+if { [ "$mode" = "--test" ] || [ "$mode" = "--bench" ]; } && [ -f tests/remote/s3/install-s3rver.sh ]; then
 	sh tests/remote/s3/install-s3rver.sh
 fi

@@ -1,7 +1,7 @@
 #!/bin/bash
 # shardfs benchmark suite (issue 6): every workload against its baseline in the
 # same invocation, median of several runs; prints the table
-#   workload | shardfs | baseline | ratio | goal | met?
+#   workload | options | shardfs | baseline | ratio | goal | met?
 # and writes tests/bench/out/results.csv and tests/bench/out/results.png.
 # See tests/bench/README.md for what each row and goal means.
 #
@@ -9,8 +9,8 @@
 #                           [--samples N] [--shards N] [--random-members N]
 #                           [--am-cap SECONDS] [--dl CLASSESxPER] [--only LIST]
 #
-# Default sizes fit a 2-core, 24 GB machine (about 15 minutes); --quick takes
-# about 3. Needs root (packages, drop_caches); without root the "dropped" rows
+# Default sizes fit a 2-core, 24 GB machine (about 20 minutes); --quick takes
+# about 6. Needs root (packages, drop_caches); without root the "dropped" rows
 # are skipped and missing packages are only listed.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -18,20 +18,10 @@ for a in "$@"; do
 	case $a in -h|--help) exec /usr/bin/python3 tests/bench/lib_bench.py --bin x --help ;; esac
 done
 
-# ---- packages: the build and test ones, plus archivemount and gnuplot -------
-sh scripts/install-deps.sh --test
-missing=
-for p in archivemount gnuplot-nox; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
-done
-if [ -n "$missing" ]; then
-	if [ "$(id -u)" = 0 ]; then
-		echo "run.sh: installing$missing"
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null ||
-			{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null; }
-	else
-		echo "run.sh: missing packages:$missing (their rows/chart are skipped)" >&2
-	fi
+# ---- packages: the build and test ones, plus the bench's own (install-deps --bench:
+# aria2c, archivemount, gnuplot) ------------------------------------------------
+if ! sh scripts/install-deps.sh --bench; then
+	echo "run.sh: packages missing (see above): their rows/chart are skipped" >&2
 fi
 
 # ---- build: its own release build dir ---------------------------------------

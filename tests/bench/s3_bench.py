@@ -9,7 +9,8 @@ shard of --shard-mb MB, then for --connections 1 and 8:
   - shardfs: `cat MNT/shard.tar > /dev/null` through a fresh mount of s3://bench/ with an empty
     cache dir (every byte comes from s3rver), signed with SigV4;
   - curl: the same bytes with the same parallelism, signed too (`curl --aws-sigv4`): one GET
-    of the whole object, or 8 parallel range GETs of one eighth each.
+    of the whole object, or 8 parallel range GETs of one eighth each; to /dev/null (a
+    reference) and to new files on the disk of the cache (what a cache fill must also do).
 Each figure is the median of --runs runs, shardfs and curl alternating. Output lines:
     LABEL   SHARDFS_MB/s   CURL_MB/s   RATIO
 """
@@ -91,27 +92,40 @@ def main():
             mounts.remove(m)
             return t
 
-        def curl(conn):
+        def curl(conn, files=False):
+            """files: each range to a new file next to the cache dirs (the same disk), as a
+            cache fill must write it; else to /dev/null (a reference only)."""
             part = -(-size // conn)
+            outs = [os.path.join(tmp, 'curl.%d' % i) if files else '/dev/null'
+                    for i in range(conn)]
             t0 = time.monotonic()
-            ps = [subprocess.Popen(['curl', '-sf', '-o', '/dev/null'] + sig +
+            ps = [subprocess.Popen(['curl', '-sf', '-o', outs[i]] + sig +
                                    (['-r', '%d-%d' % (i * part, min(size, (i + 1) * part) - 1)]
                                     if conn > 1 else []) + [url]) for i in range(conn)]
             if any(p.wait() != 0 for p in ps):
                 raise RuntimeError('curl failed')
-            return time.monotonic() - t0
+            t = time.monotonic() - t0
+            for o in outs:
+                if o != '/dev/null':
+                    os.unlink(o)
+            return t
 
         print('%-46s %10s %10s %8s' % ('workload', 'shardfs', 'curl', 'ratio'))
         print('%-46s %10s %10s' % ('', 'MB/s', 'MB/s'))
         for conn in (1, 8):
-            sf, cu = [], []
+            sf, cu, cf = [], [], []
             for _ in range(a.runs):
                 sf.append(shardfs_cat(conn))
                 cu.append(curl(conn))
-            msf, mcu = size / 1e6 / statistics.median(sf), size / 1e6 / statistics.median(cu)
+                os.sync()
+                cf.append(curl(conn, files=True))
+                os.sync()
+            msf = size / 1e6 / statistics.median(sf)
             label = ('s3rver: cat, --connections 1 vs curl' if conn == 1 else
                      's3rver: cat, --connections 8 vs curl 8 ranges')
-            print('%-46s %10.0f %10.0f %8.2f' % (label, msf, mcu, msf / mcu))
+            for lab, xs in ((label, cu), (label + ' -o file%s' % ('s' if conn > 1 else ''), cf)):
+                mcu = size / 1e6 / statistics.median(xs)
+                print('%-46s %10.0f %10.0f %8.2f' % (lab, msf, mcu, msf / mcu))
         return 0
     finally:
         for m in mounts:

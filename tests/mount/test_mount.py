@@ -981,8 +981,8 @@ def group_cli_truth(env, ck):
             ck.ok(kind in out, 'shardfs %s --help does not name %s sources' % (' '.join(cmd), kind))
     r = env.run([exe, 'mount', '--help'])
     out = r.stdout.decode(errors='replace')
-    for opt, default in (('--connections', '8'), ('--cache-size', '20G'), ('--chunk-size', '8M'),
-                         ('--readahead', '64M'), ('--threads', '16'), ('--retry-budget', '30'),
+    for opt, default in (('--connections', '32'), ('--cache-size', '20G'), ('--chunk-size', '8M'),
+                         ('--readahead', '256M'), ('--threads', '16'), ('--retry-budget', '30'),
                          ('--stall-timeout', '20'), ('--prefetch-shards', '2')):
         line = [ln for ln in out.splitlines() if (' %s ' % opt) in ln]
         ck.ok(line and ('(default: %s)' % default) in line[0],

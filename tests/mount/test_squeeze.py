@@ -15,7 +15,7 @@ bomb   a .tar.zst of 1 GiB of zeros (after a small member) fails whole with EFBI
        --max-decoded-size 4M refuses an 8 MB .tar.gz (EFBIG, log names the option), again on a
        remount, and a remount with 16M serves it.
 warn   `shardfs mount` with the cache dir on a 16 MiB tmpfs warns on stderr that the disk cannot
-       hold one chunk per connection, and mounts; on a 64 MiB tmpfs it warns with the default 8
+       hold one chunk per connection, and mounts; on a 64 MiB tmpfs it warns with the default 32
        connections and not with --connections 2.
 evict  an http source (nginx on 127.0.0.1) with the cache dir on a 64 MiB tmpfs: the raw bytes of
        a .tar.zst (20 MB) and a 36 MB .tar read whole fill the chunk store; decoding the
