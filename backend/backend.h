@@ -73,6 +73,10 @@ typedef int (*backend_list_cb)(void *arg, const struct backend_objinfo *info);
 int backend_open(struct backend **out, const char *source, const struct backend_config *cfg);
 void backend_close(struct backend *be); /* accepts NULL */
 
+/* Where a signing store's credentials come from, for the log ("instance
+ * metadata (IMDSv2, role r)"; never a secret), or NULL when it signs
+ * nothing. */
+const char *backend_credentials_source(const struct backend *be);
 /* A short description of the source for logs and stats (no credentials). */
 const char *backend_describe(const struct backend *be);
 

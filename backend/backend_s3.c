@@ -86,6 +86,15 @@ void backend__set_error(struct backend *be, const char *fmt, ...)
 	va_end(ap);
 }
 
+const char *backend_credentials_source(const struct backend *be)
+{
+	const struct backend_objstore *os = be ? be->impl : NULL;
+
+	if (!os || !be->ops || be->ops->close != backend__os_ops.close || !os->creds)
+		return NULL;
+	return backend__credsrc_name(os->creds);
+}
+
 const char *backend_last_error(const struct backend *be)
 {
 	const struct backend_objstore *os = be ? be->impl : NULL;

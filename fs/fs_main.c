@@ -218,6 +218,9 @@ static int mount_run(struct fs *fs, int ready_fd)
 		}
 	}
 	fs_log_set_debug(fs->cfg.debug);
+	if (backend_credentials_source(fs->be))
+		fs_log(FS_LOG_INFO, "%s: credentials from %s", backend_describe(fs->be),
+		       backend_credentials_source(fs->be));
 	err = fs_ns_build(fs);
 	if (err < 0) {
 		const char *why = backend_last_error(fs->be);

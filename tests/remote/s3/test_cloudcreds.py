@@ -154,6 +154,8 @@ def case_imds(env, ck, w):
         with w.mount() as m:
             ck.ok('credentials from instance metadata' in m.stderr and imds.ROLE in m.stderr,
                   'imds: the mount does not say where its credentials came from: %r' % m.stderr)
+            ck.ok(re.search(r'info: .*: credentials from instance metadata', log_text(m)),
+                  'imds: the mount log does not say where the credentials came from')
             ck.eq('imds: generations issued at mount', len(imds.issued), 1)
             ck.ok(imds.count('token') >= 1, 'imds: no IMDSv2 session token was asked for')
             ck.eq('imds: requests without a session token', imds.count('no-token'), 0)
