@@ -858,6 +858,38 @@ static int http_perform(struct http_call *c, char *why, size_t whycap)
 	return err;
 }
 
+/* One call to a metadata service, never through a proxy: up to
+ * s->attempts tries of method on url until an answer (until: that status;
+ * 0: any below 500). c->ca_file is the caller's. On a transport error,
+ * with name_url, why starts with the url. Returns http_perform's result. */
+static int meta_call(struct backend_credsrc *s, struct http_call *c, const char *method,
+		     const char *url, struct curl_slist *h, long until, int name_url, char *why,
+		     size_t whycap)
+{
+	int err = 0;
+
+	c->method = method;
+	c->url = url;
+	c->hdrs = h;
+	c->timeout_ms = s->timeout_ms;
+	c->no_proxy = 1;
+	for (int i = 0; i < s->attempts; i++) {
+		secret_free(c->resp);
+		c->resp = NULL;
+		err = http_perform(c, why, whycap);
+		if (err == 0 && (until ? c->status == until : c->status < 500))
+			break;
+	}
+	if (err < 0 && name_url) {
+		char tmp[256];
+
+		snprintf(tmp, sizeof(tmp), "%s", why);
+		why_set(why, whycap, "%s: %s", url, tmp);
+	}
+	return err;
+}
+
+
 /* A header line "name: value" with a secret value, made in secret memory;
  * curl copies it (and wipes its copy when freeing it). */
 static int slist_secret(struct curl_slist **h, const char *name, const char *value)
@@ -1356,19 +1388,8 @@ static int fetch_container(struct backend_credsrc *s, struct backend_creds *out,
 		}
 		h = l;
 	}
-	c.method = "GET";
-	c.url = s->url;
-	c.hdrs = h;
-	c.timeout_ms = s->timeout_ms;
 	c.ca_file = s->ca_file;
-	c.no_proxy = 1;
-	for (int i = 0; i < s->attempts; i++) {
-		secret_free(c.resp);
-		c.resp = NULL;
-		err = http_perform(&c, why, whycap);
-		if (err == 0 && c.status == 200)
-			break;
-	}
+	err = meta_call(s, &c, "GET", s->url, h, 200, 0, why, whycap);
 	if (err < 0)
 		goto out;
 	if (c.status != 200) {
@@ -1395,27 +1416,11 @@ static int imds_get(struct backend_credsrc *s, const char *path, const char *tok
 	if (token && (err = slist_secret(&h, "X-aws-ec2-metadata-token", token)) < 0)
 		return err;
 	memset(c, 0, sizeof(*c));
-	c->method = "GET";
-	c->url = url;
-	c->hdrs = h;
-	c->timeout_ms = s->timeout_ms;
-	c->no_proxy = 1;
-	for (int i = 0; i < s->attempts; i++) {
-		secret_free(c->resp);
-		c->resp = NULL;
-		err = http_perform(c, why, whycap);
-		if (err == 0 && c->status < 500)
-			break;
-	}
+	err = meta_call(s, c, "GET", url, h, 0, 1, why, whycap);
 	curl_slist_free_all(h);
 	if (err == 0 && c->status != 200) {
 		why_set(why, whycap, "%s answered HTTP %ld", url, c->status);
 		err = c->status == 404 ? -ENOENT : -EIO;
-	} else if (err < 0) {
-		char tmp[256];
-
-		snprintf(tmp, sizeof(tmp), "%s", why);
-		why_set(why, whycap, "%s: %s", url, tmp);
 	}
 	return err;
 }
@@ -1436,26 +1441,10 @@ static int fetch_imds(struct backend_credsrc *s, struct backend_creds *out, int6
 	h = curl_slist_append(NULL, "X-aws-ec2-metadata-token-ttl-seconds: 21600");
 	if (!h)
 		return -ENOMEM;
-	c.method = "PUT";
-	c.url = url;
-	c.hdrs = h;
-	c.timeout_ms = s->timeout_ms;
-	c.no_proxy = 1;
-	for (int i = 0; i < s->attempts; i++) {
-		secret_free(c.resp);
-		c.resp = NULL;
-		err = http_perform(&c, why, whycap);
-		if (err == 0 && c.status < 500)
-			break;
-	}
+	err = meta_call(s, &c, "PUT", url, h, 0, 1, why, whycap);
 	curl_slist_free_all(h);
-	if (err < 0) {
-		char tmp[256];
-
-		snprintf(tmp, sizeof(tmp), "%s", why);
-		why_set(why, whycap, "%s: %s", url, tmp);
+	if (err < 0)
 		goto out;
-	}
 	if (c.status == 200) {
 		token = c.resp;
 		c.resp = NULL;
@@ -1550,26 +1539,10 @@ static int fetch_gce(struct backend_credsrc *s, struct backend_creds *out, int64
 	h = curl_slist_append(NULL, "Metadata-Flavor: Google");
 	if (!h)
 		return -ENOMEM;
-	c.method = "GET";
-	c.url = url;
-	c.hdrs = h;
-	c.timeout_ms = s->timeout_ms;
-	c.no_proxy = 1;
-	for (int i = 0; i < s->attempts; i++) {
-		secret_free(c.resp);
-		c.resp = NULL;
-		err = http_perform(&c, why, whycap);
-		if (err == 0 && c.status < 500)
-			break;
-	}
+	err = meta_call(s, &c, "GET", url, h, 0, 1, why, whycap);
 	curl_slist_free_all(h);
-	if (err < 0) {
-		char tmp[256];
-
-		snprintf(tmp, sizeof(tmp), "%s", why);
-		why_set(why, whycap, "%s: %s", url, tmp);
+	if (err < 0)
 		goto out;
-	}
 	if (c.status != 200 || !c.google) {
 		why_set(why, whycap, "%s answered HTTP %ld%s", url, c.status,
 			c.google ? "" : " without Metadata-Flavor: Google");
