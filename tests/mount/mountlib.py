@@ -413,6 +413,29 @@ def control(mnt, cmd):
         os.close(fd)
 
 
+def logs_under(root):
+    """The text of every daemon log file ('log') below a cache directory."""
+    text = ''
+    for d, _, files in os.walk(root):
+        for f in files:
+            if f == 'log':
+                with open(os.path.join(d, f), errors='replace') as fh:
+                    text += fh.read()
+    return text
+
+
+def du(path):
+    """Bytes allocated by the files below path."""
+    total = 0
+    for d, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(d, f)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
 def tar_bytes(members, fmt='ustar'):
     """An uncompressed tar of [(name, bytes)] written by Python's tarfile ('ustar', padded to
     10 KiB records as GNU tar does, or 'gnu'), mode 0644, mtime 1700000000."""

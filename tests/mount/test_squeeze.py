@@ -56,27 +56,6 @@ def write_shard(path, members, codec):
     return data
 
 
-def read_log(cache):
-    text = ''
-    for root, _, files in os.walk(cache):
-        for f in files:
-            if f == 'log':
-                with open(os.path.join(root, f), errors='replace') as fh:
-                    text += fh.read()
-    return text
-
-
-def du(path):
-    total = 0
-    for root, _, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.lstat(os.path.join(root, f)).st_blocks * 512
-            except OSError:
-                pass
-    return total
-
-
 def read_file(path):
     try:
         with open(path, 'rb') as f:
@@ -206,14 +185,14 @@ def group_disk(env, ck):
         m = ml.Mount(env, src, cache_dir=cache)
         with m:
             check_refused(ck, 'disk: big', m.mnt, 'big', 'b3.bin', errno.ENOSPC)
-            used = du(cache)
+            used = ml.du(cache)
             log('disk: cache dir uses %.1f MiB after the refusal' % (used / 2**20))
             ck.ok(used < 4 << 20, 'disk: the partial decoded copy is gone (%d bytes)' % used)
             check_served(ck, 'disk: small', m.mnt, 'small', small)
             check_raw(ck, 'disk: big', m.mnt, 'big.tar.zst', big_raw)
             # the error sticks: asked again, the same answer (and no second decode)
             check_refused(ck, 'disk: big again', m.mnt, 'big', 'b0.bin', errno.ENOSPC)
-        text = read_log(cache)
+        text = ml.logs_under(cache)
     lines = [ln for ln in text.splitlines() if 'big.tar.zst' in ln and 'ENOSPC' in ln]
     log('disk: log: %s' % (lines[0] if lines else '(none)'))
     ck.eq('disk: log lines about the refusal', len(lines), 1)
@@ -261,11 +240,11 @@ def group_bomb(env, ck):
     with m:
         check_refused(ck, 'bomb', m.mnt, 'bomb', 'a.txt', errno.EFBIG)
         check_raw(ck, 'bomb', m.mnt, 'bomb.tar.zst', bomb_raw)
-        used = du(cache)
+        used = ml.du(cache)
         log('bomb: cache dir uses %.1f MiB after the refusal' % (used / 2**20))
         ck.ok(used < 4 << 20, 'bomb: the partial decoded copy is gone (%d bytes)' % used)
         check_served(ck, 'legit', m.mnt, 'legit', legit)
-    text = read_log(cache)
+    text = ml.logs_under(cache)
     lines = [ln for ln in text.splitlines() if 'bomb.tar.zst' in ln and 'EFBIG' in ln]
     log('bomb: log: %s' % (lines[0] if lines else '(none)'))
     ck.eq('bomb: log lines about the refusal', len(lines), 1)
@@ -284,7 +263,7 @@ def group_bomb(env, ck):
                 check_refused(ck, 'size %d' % rnd, m.mnt, 'mid', 'm0.bin', errno.EFBIG)
             else:
                 check_served(ck, 'size %d' % rnd, m.mnt, 'mid', mid)
-        text = read_log(cache2)
+        text = ml.logs_under(cache2)
         lines = [ln for ln in text.splitlines() if 'mid.tar.gz' in ln and 'EFBIG' in ln]
         ck.eq('size: log lines about the refusal after mount %d' % rnd, len(lines),
               min(rnd + 1, 2))
@@ -344,13 +323,13 @@ def group_evict(env, ck):
                 check_raw(ck, 'evict: b', m.mnt, 'b.tar.zst', b_raw)
                 check_served(ck, 'evict: a', m.mnt, 'a', a)
                 log('evict: after a: cache dir %.1f MiB, tmpfs free %.1f MiB' % (
-                    du(cache) / 2**20, free_bytes(fs.path) / 2**20))
+                    ml.du(cache) / 2**20, free_bytes(fs.path) / 2**20))
                 check_served(ck, 'evict: b', m.mnt, 'b', b)
                 st = m.stats()
                 log('evict: after b: cache dir %.1f MiB, tmpfs free %.1f MiB, evictions %s' % (
-                    du(cache) / 2**20, free_bytes(fs.path) / 2**20, st.get('evictions')))
+                    ml.du(cache) / 2**20, free_bytes(fs.path) / 2**20, st.get('evictions')))
                 check_served(ck, 'evict: a again', m.mnt, 'a', a)
-            text = read_log(cache)
+            text = ml.logs_under(cache)
         lines = [ln for ln in text.splitlines() if 'not served' in ln]
         ck.eq('evict: refusals in the log', lines, [])
     finally:
@@ -378,7 +357,7 @@ def group_lru(env, ck):
     with ml.Mount(env, src, cache_dir=cache, extra=['--cache-size', '20M']) as m:
         for name, members in shards:
             check_served(ck, 'lru %s' % name, m.mnt, name, members)
-            on_disk = du(os.path.join(cache, 'v1'))
+            on_disk = ml.du(os.path.join(cache, 'v1'))
             log('lru: after %s: %d bytes in the cache dir' % (name, on_disk))
             ck.ok(on_disk <= limit + biggest + (1 << 20),
                   'lru: after %s the cache dir holds %d bytes > %d + one copy (%d)' % (

@@ -69,25 +69,7 @@ def tar_header(name, size):
 
 
 def read_log(m, env):
-    p = os.path.join(m.cache_dir or os.path.join(env.env['XDG_CACHE_HOME'], 'shardfs'))
-    text = ''
-    for root, _, files in os.walk(p):
-        for f in files:
-            if f == 'log':
-                with open(os.path.join(root, f), errors='replace') as fh:
-                    text += fh.read()
-    return text
-
-
-def du(path):
-    total = 0
-    for root, _, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.lstat(os.path.join(root, f)).st_blocks * 512
-            except OSError:
-                pass
-    return total
+    return ml.logs_under(m.cache_dir or os.path.join(env.env['XDG_CACHE_HOME'], 'shardfs'))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -485,7 +467,7 @@ def bomb_mount(env, ck, src, shard, before, limit):
             stored = f.read()
         ck.ok(read_member(os.path.join(m.mnt, shard)) == ('ok', stored),
               'bomb: raw %s reads its %d stored bytes' % (shard, len(stored)))
-        used = du(cache)
+        used = ml.du(cache)
         log('bomb: %s: cache dir uses %.1f MiB on disk (--cache-size %.0f MiB)' % (
             shard, used / 2**20, limit / 2**20))
         ck.ok(used <= 1 << 20, 'bomb: %s: cache dir uses %d bytes' % (shard, used))
