@@ -212,7 +212,9 @@ void cachetier__file_flush(struct cachetier *ct, struct ct_file *f)
 	/* the snapshot is taken under LK_MAP: an eviction clears the state
 	 * before it takes LK_MAP to unlink the map, so no map written here can
 	 * claim a chunk that is punched afterwards */
-	err = cachetier__ofd_lock(f->stfd, F_WRLCK, LK_MAP, 1);
+	/* bounded: a map write that cannot get LK_MAP is retried at the
+	 * next batch instead of holding maplock (an eviction waits on it) */
+	err = cachetier__ofd_lock(f->stfd, F_WRLCK, LK_MAP, LK_MAP_WAIT_MS);
 	if (err == 0) {
 		err = map_encode(f, &buf, &len);
 		/* every chunk buf claims was written before this: make them

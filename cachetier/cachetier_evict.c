@@ -157,7 +157,10 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f)
 	/* the map goes first and durably: no map may claim a punched chunk
 	 * (LK_MAP: a flusher of any process snapshots the state after this) */
 	pthread_mutex_lock(&f->maplock);
-	cachetier__ofd_lock(f->stfd, F_WRLCK, LK_MAP, 1);
+	/* bounded (LK_MAP_WAIT_MS): the map goes whether or not LK_MAP could be
+	 * had; without it only another process's map write racing this one
+	 * could claim a punched chunk */
+	cachetier__ofd_lock(f->stfd, F_WRLCK, LK_MAP, LK_MAP_WAIT_MS);
 	snprintf(name, sizeof(name), "%s.map", f->hash);
 	had_map = unlinkat(f->dirfd, name, 0) == 0;
 	if (had_map)

@@ -45,6 +45,7 @@ enum ct_chunk {
  * (cachetier_share.c, protocol in README.md). */
 #define LK_PRESENCE 0		       /* R: a process uses the file; W: it is initialising it */
 #define LK_MAP	    1		       /* W: writing or unlinking the object's map */
+#define LK_MAP_WAIT_MS 2000	       /* most a map write or unlink waits for LK_MAP */
 #define LK_CHUNK(c) ((off_t)(1ll << 32) + (off_t)(c)) /* W: filling or evicting; R: pinned */
 #define ST_HDR	    64u		       /* state file: header bytes before one byte per chunk */
 
@@ -266,8 +267,9 @@ int cachetier__map_read(int dirfd, const char *name, unsigned char **buf, size_t
 uint64_t cachetier__map_bytes(const struct ct_map *m); /* bytes of the valid chunks */
 
 /* cachetier_share.c — state shared between processes. */
-/* Lock byte off of fd (F_RDLCK, F_WRLCK, F_UNLCK); wait: poll until it is
- * granted, else -EAGAIN when another holder conflicts. */
+/* Lock byte off of fd (F_RDLCK, F_WRLCK, F_UNLCK); wait 1: poll until it
+ * is granted; wait > 1: poll for at most that many ms; else -EAGAIN when
+ * another holder conflicts. */
 int cachetier__ofd_lock(int fd, short type, off_t off, int wait);
 /* Sleep *sleep_us, then double it up to max_us (lock polls). */
 void cachetier__backoff(unsigned *sleep_us, unsigned max_us);

@@ -73,6 +73,7 @@ int cachetier__ofd_lock(int fd, short type, off_t off, int wait)
 {
 	struct flock fl;
 	unsigned sleep_us = 100;
+	int64_t deadline = wait > 1 ? cachetier__now_ns() + (int64_t)wait * 1000000 : 0;
 
 	memset(&fl, 0, sizeof(fl));
 	fl.l_type = type;
@@ -84,7 +85,7 @@ int cachetier__ofd_lock(int fd, short type, off_t off, int wait)
 			return 0;
 		if (errno != EAGAIN && errno != EACCES && errno != EINTR)
 			return -errno;
-		if (!wait)
+		if (!wait || (deadline && cachetier__now_ns() > deadline))
 			return -EAGAIN;
 		cachetier__backoff(&sleep_us, 20000);
 	}
