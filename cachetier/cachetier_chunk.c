@@ -465,6 +465,8 @@ int cachetier__file_open_mapped(struct cachetier *ct, struct ct_file *f)
 	struct stat st;
 	int err;
 
+	if (f->opening || f->evicting)
+		return -EBUSY; /* another thread loads or evicts it */
 	pthread_mutex_unlock(&ct->lock);
 	err = cachetier__map_load(f->dirfd, f->hash, &buf, &m, &st);
 	if (err == 0) {
@@ -474,6 +476,13 @@ int cachetier__file_open_mapped(struct cachetier *ct, struct ct_file *f)
 			err = -ENOMEM;
 	}
 	pthread_mutex_lock(&ct->lock);
+	/* a reader's cachetier__file_open may have started loading f while
+	 * the lock was dropped: a second load would open a second state file
+	 * description and replace f's fds and arrays under the first (a lock
+	 * taken on the replaced fd, such as LK_MAP, would then never be
+	 * released) */
+	if (err == 0 && (f->opening || f->evicting))
+		err = -EBUSY;
 	if (err == 0)
 		err = f->live ? 0 : file_activate(ct, f, key, etag, m.size, m.chunk_bytes);
 	free(key);

@@ -113,7 +113,11 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f)
 
 	f->evict_round = ct->evict_round;
 	if (!f->live) { /* of an earlier mount, another process or source */
-		if (cachetier__file_open_mapped(ct, f) < 0 || !f->live) {
+		int err = cachetier__file_open_mapped(ct, f);
+
+		if (err == -EBUSY)
+			return 0; /* a reader is loading it: not this round */
+		if (err < 0 || !f->live) {
 			f->bytes = 0; /* nothing this process can evict */
 			return 0;
 		}

@@ -11,7 +11,8 @@
  * none for random reads; persistence across a reopen with the store gone;
  * a fill killed with SIGKILL (then everything reread exactly); a corrupt
  * map; fill errors reaching the reader and a retry succeeding; a changed
- * object never served from old chunks.
+ * object never served from old chunks; objects of an earlier mount opened
+ * by readers while an eviction loads them.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -44,6 +45,7 @@ static int failures;
 
 #define CHUNK (64u * 1024)
 #define NOBJ  8
+#define NCACHED 5 /* test_reopen_race: objects an earlier mount cached */
 
 static char tmpdir[256];
 static unsigned char *data[NOBJ + 1]; /* NOBJ: the "big" object */
@@ -522,6 +524,139 @@ static void test_persist(uint64_t seed)
 	backend_close(be);
 }
 
+/* ---- objects of an earlier mount, opened while an eviction takes them ---- */
+
+/* Open fds of this process on files under dir (the cache directory). */
+static int fds_under(const char *dir)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	char link[300], target[1024];
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		ssize_t len;
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%s", de->d_name);
+		len = readlink(link, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = 0;
+		n += strncmp(target, dir, strlen(dir)) == 0 && target[strlen(dir)] == '/';
+	}
+	closedir(d);
+	return n;
+}
+
+struct race {
+	struct cachetier *ct;
+	struct backend *be;
+	int first, n, bad;
+	pthread_barrier_t *go;
+};
+
+/* Open objects first, first+1, ... (n of them, wrapping at NCACHED or
+ * NOBJ + 1) and read each whole. */
+static void *race_main(void *arg)
+{
+	struct race *r = arg;
+
+	pthread_barrier_wait(r->go);
+	for (int k = 0; k < r->n; k++) {
+		int i = r->first + k;
+		struct cachetier_obj *o;
+
+		if (r->first < NCACHED)
+			i %= NCACHED;
+		else
+			i = NCACHED + (i - NCACHED) % (NOBJ + 1 - NCACHED);
+		o = obj(r->ct, r->be, i);
+		r->bad += read_check(o, i, 0, sizes[i], k & 1) != 0;
+		cachetier_obj_unref(o);
+	}
+	return NULL;
+}
+
+/* A mount over a full cache of an earlier one: its first fills (of
+ * objects not cached) evict objects of the earlier mount, which an
+ * eviction loads from their maps, while other readers open those same
+ * objects. Both loads of one object once opened its state file twice,
+ * and a lock taken on the replaced description was never released: every
+ * fill then hung. Checks, over many rounds: exact bytes, no fd of the
+ * cache directory left after close (each load's fds are closed exactly
+ * once), and the tier closes. */
+static void test_reopen_race(void)
+{
+	struct backend *be = store("");
+	enum { NTHR = 6 };
+	int rounds = 0, bad = 0, leaked = 0;
+	uint64_t cached = 0;
+	char dir[512], cmd[600];
+
+	snprintf(dir, sizeof(dir), "%s/c-race", tmpdir);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	for (int i = 0; i < NCACHED; i++)
+		cached += (sizes[i] + CHUNK - 1) / CHUNK * CHUNK;
+	for (int round = 0; round < 60; round++) {
+		struct cachetier *ct;
+		struct cachetier_obj *o[NCACHED];
+		struct race r[NTHR];
+		pthread_t t[NTHR];
+		pthread_barrier_t go;
+		int done = 0, left;
+
+		if (system(cmd) != 0)
+			fprintf(stderr, "warning: %s failed\n", cmd);
+		/* an earlier mount cached objects 0 .. NCACHED-1 */
+		ct = tier(be, "c-race", 1ull << 30, 4);
+		for (int i = 0; i < NCACHED; i++) {
+			o[i] = obj(ct, be, i);
+			cachetier_obj_prefetch(o[i], CACHETIER_PF_EVICT);
+		}
+		for (int w = 0; w < 2000 && !done; w++) {
+			done = 1;
+			for (int i = 0; i < NCACHED; i++)
+				done &= cachetier_obj_cached_bytes(o[i]) == sizes[i];
+			if (!done)
+				usleep(1000);
+		}
+		CHECK(done, "round %d: prefetch did not finish", round);
+		for (int i = 0; i < NCACHED; i++)
+			cachetier_obj_unref(o[i]);
+		cachetier_close(ct);
+
+		/* exactly full: every new fill evicts */
+		ct = tier(be, "c-race", cached, 4);
+		pthread_barrier_init(&go, NULL, NTHR);
+		for (int k = 0; k < NTHR; k++) {
+			/* even threads open the cached objects, odd ones fill others */
+			r[k] = (struct race){ct, be, k % 2 ? NCACHED + k : k, k % 2 ? 2 : NCACHED,
+					     0, &go};
+			pthread_create(&t[k], NULL, race_main, &r[k]);
+		}
+		for (int k = 0; k < NTHR; k++) {
+			pthread_join(t[k], NULL);
+			bad += r[k].bad;
+		}
+		pthread_barrier_destroy(&go);
+		cachetier_close(ct);
+		left = fds_under(dir);
+		if (left != 0 && leaked++ < 3)
+			fprintf(stderr, "round %d: %d fds of the cache dir open after close\n", round,
+				left);
+		rounds++;
+		if (left != 0)
+			break; /* the next rounds would count them again */
+	}
+	printf("reopen race: %d rounds, %d reads wrong, %d rounds leaked fds\n", rounds, bad,
+	       leaked);
+	CHECK(bad == 0, "%d whole-object reads wrong", bad);
+	CHECK(leaked == 0, "a load left fds of the cache directory open");
+	backend_close(be);
+}
+
 /* ---- crash in the middle of fills ---- */
 
 /* ---- a prefetch that must not evict ---- */
@@ -751,6 +886,7 @@ int main(void)
 	uint64_t s;
 	char path[512], cmd[600];
 
+	setvbuf(stdout, NULL, _IOLBF, 0); /* a hang still shows how far it got */
 	printf("seed %llu (set TEST_SEED to repeat)\n", (unsigned long long)seed);
 	s = seed * 2654435761u + 1;
 	snprintf(tmpdir, sizeof(tmpdir), "/tmp/shardfs-cs-XXXXXX");
@@ -777,6 +913,7 @@ int main(void)
 	test_concurrent(seed, 3);
 	test_persist(seed);
 	test_prefetch_fit();
+	test_reopen_race();
 	test_crash(seed);
 	test_errors();
 	test_changed(seed);
