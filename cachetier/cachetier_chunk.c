@@ -1,6 +1,7 @@
 /*
  * cachetier_chunk.c — the chunk store of remote objects: a remote object
- * is fetched once, in chunks of cfg.chunk_bytes (one backend_pread each),
+ * is fetched once, in chunks of cfg.chunk_bytes (one range request each,
+ * streamed into the file as the bytes arrive: backend_read_version_cb),
  * ahead of a sequential reader, into a sparse local file, and served from
  * it across reads and remounts.
  *
@@ -9,7 +10,8 @@
  *   data/<hash>      sparse data file; chunk i at offset i * chunk_bytes
  *   data/<hash>.map  which chunks are valid (format below)
  * The map is the only thing trusted after a restart. Protocol:
- *   fill:  pwrite chunk → mark valid in memory (readers are served from
+ *   fill:  pwrite the chunk's pieces as they arrive (a failed fill punches
+ *          them) → mark valid in memory (readers are served from
  *          the page cache at once) → (batched: every MAP_BATCH_CHUNKS
  *          chunks, every second, at object close and cachetier_close; by
  *          the flusher thread, never on a fill worker) note the valid
