@@ -9,7 +9,7 @@
  *
  * Threads: every function may be called from any thread concurrently and
  * may block (local I/O, or waiting for the I/O thread; the I/O thread
- * itself never blocks). Errors: 0 or a negative errno; each foreign error
+ * itself never blocks but in a backend_sink_cb's local writes). Errors: 0 or a negative errno; each foreign error
  * family (errno of the OS, HTTP status, curl codes) is mapped in exactly
  * one place inside this module: -ENOENT for a missing object (404),
  * -EACCES when refused (401/403), -ESTALE when the object changed under a

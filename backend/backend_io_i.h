@@ -4,7 +4,10 @@
  * handle (curl's documented multi_socket + libuv pattern: uv_poll per
  * socket, one uv_timer for curl's timeout). Other threads hand requests
  * over through a mutex-protected queue and uv_async_send; the loop never
- * blocks. Connections are reused (keep-alive); up to 'connections'
+ * blocks (but for a streamed read's pwrite of each piece to a local file:
+ * backend_io_stream; that is where a fill's bytes go, with no copy in
+ * between, and a disk slower than the network then paces every
+ * transfer, as it paces the fills anyway). Connections are reused (keep-alive); up to 'connections'
  * transfers run at once, the rest wait in the queue.
  *
  * A request is an HTTP GET or HEAD of one URL, optionally of a byte range.
