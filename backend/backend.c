@@ -126,8 +126,8 @@ ssize_t backend_pread_version(struct backend *be, const char *key, const char *e
 
 #define READ_CB_BUF_MAX ((size_t)1 << 20)
 
-ssize_t backend__read_cb_pread(struct backend *be, const char *key, const char *etag,
-			       uint64_t off, size_t len, backend_sink_cb cb, void *arg)
+ssize_t backend__read_cb_pread(struct backend *be, const char *key, const char *etag, uint64_t off,
+			       size_t len, backend_sink_cb cb, void *arg)
 {
 	size_t cap = len < READ_CB_BUF_MAX ? len : READ_CB_BUF_MAX, done = 0;
 	char *buf;
@@ -162,8 +162,8 @@ out:
 	return ret;
 }
 
-ssize_t backend_read_version_cb(struct backend *be, const char *key, const char *etag,
-				uint64_t off, size_t len, backend_sink_cb cb, void *arg)
+ssize_t backend_read_version_cb(struct backend *be, const char *key, const char *etag, uint64_t off,
+				size_t len, backend_sink_cb cb, void *arg)
 {
 	int err = backend__key_check(key);
 

@@ -9,15 +9,16 @@
  *
  * Threads: every function may be called from any thread concurrently and
  * may block (local I/O, or waiting for the I/O thread; the I/O thread
- * itself never blocks but in a backend_sink_cb's local writes). Errors: 0 or a negative errno; each foreign error
- * family (errno of the OS, HTTP status, curl codes) is mapped in exactly
- * one place inside this module: -ENOENT for a missing object (404),
- * -EACCES when refused (401/403), -ESTALE when the object changed under a
- * read (ETag mismatch, 412), -EKEYREJECTED when the store's TLS certificate
- * cannot be verified, -EINVAL for a malformed or unsupported URL, -EIO
- * when retries ran out (the store is unreachable or failing) and at once
- * while the store is down (another request ran out of retries and no
- * answer came since: backend_io_i.h), -ECANCELED after backend_cancel.
+ * itself blocks only in a backend_sink_cb's local writes). Errors: 0 or a
+ * negative errno; each foreign error family (errno of the OS, HTTP status,
+ * curl codes) is mapped in exactly one place inside this module: -ENOENT
+ * for a missing object (404), -EACCES when refused (401/403), -ESTALE when
+ * the object changed under a read (ETag mismatch, 412), -EKEYREJECTED when
+ * the store's TLS certificate cannot be verified, -EINVAL for a malformed
+ * or unsupported URL, -EIO when retries ran out (the store is unreachable
+ * or failing) and at once while the store is down (another request ran out
+ * of retries and no answer came since: backend_io_i.h), -ECANCELED after
+ * backend_cancel.
  * -ETIMEDOUT is never returned (it becomes -EIO after the retry budget).
  */
 #ifndef BACKEND_H
@@ -116,8 +117,8 @@ typedef int (*backend_sink_cb)(void *arg, uint64_t off, const void *buf, size_t 
  * the bytes cb got are to be dropped. Remote stores hand over the receive
  * buffer's pieces (at most 64 KiB each, no copy); local ones read into a
  * buffer of at most 1 MiB per call. */
-ssize_t backend_read_version_cb(struct backend *be, const char *key, const char *etag,
-				uint64_t off, size_t len, backend_sink_cb cb, void *arg);
+ssize_t backend_read_version_cb(struct backend *be, const char *key, const char *etag, uint64_t off,
+				size_t len, backend_sink_cb cb, void *arg);
 
 /* Stop: every request in flight or waiting, now and later, completes at
  * once with -ECANCELED (transfers are aborted). For shutdown; there is no

@@ -592,8 +592,8 @@ static ssize_t http_pread(struct backend *be, const char *key, const char *etag,
 	return backend_io_read(h->io, &r, buf);
 }
 
-static ssize_t http_read_cb(struct backend *be, const char *key, const char *etag,
-			    uint64_t off, size_t len, backend_sink_cb cb, void *arg)
+static ssize_t http_read_cb(struct backend *be, const char *key, const char *etag, uint64_t off,
+			    size_t len, backend_sink_cb cb, void *arg)
 {
 	struct http *h = be->impl;
 	struct backend_req r;

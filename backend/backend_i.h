@@ -49,8 +49,8 @@ int backend__fault_open(struct backend *be, const char *source, const struct bac
 /* backend_read_version_cb over be's pread: reads of at most 1 MiB into one
  * buffer, each handed to cb (local stores, and the fault store over its
  * local one). */
-ssize_t backend__read_cb_pread(struct backend *be, const char *key, const char *etag,
-			       uint64_t off, size_t len, backend_sink_cb cb, void *arg);
+ssize_t backend__read_cb_pread(struct backend *be, const char *key, const char *etag, uint64_t off,
+			       size_t len, backend_sink_cb cb, void *arg);
 
 /* Join root and key into buf; -ENAMETOOLONG when it does not fit, -EINVAL
  * for keys that could escape the root ('..' components, absolute). */

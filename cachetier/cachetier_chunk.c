@@ -711,9 +711,9 @@ static int pf_fits(struct cachetier *ct, struct ct_file *f, uint32_t c, uint64_t
  * (chunk i of the object is at i * chunk_bytes in both). */
 struct fill_sink {
 	int fd;
-	uint64_t next;  /* object offset of the next byte expected */
-	uint64_t end;   /* the chunk's end */
-	int wrote;      /* a byte may have reached the file */
+	uint64_t next; /* object offset of the next byte expected */
+	uint64_t end;  /* the chunk's end */
+	int wrote;     /* a byte may have reached the file */
 };
 
 /* backend_sink_cb: may run on the store's I/O thread; no locks. */
@@ -728,7 +728,8 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 		return -EIO;
 	s->wrote = 1;
 	while (done < len) {
-		ssize_t n = pwrite(s->fd, (const char *)buf + done, len - done, (off_t)(off + done));
+		ssize_t n =
+		    pwrite(s->fd, (const char *)buf + done, len - done, (off_t)(off + done));
 
 		if (n < 0 && errno == EINTR)
 			continue;
