@@ -592,6 +592,28 @@ static ssize_t http_pread(struct backend *be, const char *key, const char *etag,
 	return backend_io_read(h->io, &r, buf);
 }
 
+static ssize_t http_read_cb(struct backend *be, const char *key, const char *etag, uint64_t off,
+			    size_t len, backend_sink_cb cb, void *arg)
+{
+	struct http *h = be->impl;
+	struct backend_req r;
+	char url[HTTP_URL_MAX];
+	int err;
+
+	if (len == 0)
+		return 0;
+	err = http_url(h, key, url, sizeof(url));
+	if (err < 0)
+		return err;
+	memset(&r, 0, sizeof(r));
+	r.method = "GET";
+	r.url = url;
+	r.range_off = off;
+	r.range_len = len;
+	r.if_match = etag;
+	return backend_io_stream(h->io, &r, cb, arg);
+}
+
 static void http_free(struct http *h)
 {
 	if (!h)
@@ -619,6 +641,7 @@ static const struct backend_ops http_ops = {
 	.stat = http_stat,
 	.pread = http_pread,
 	.open_fd = NULL,
+	.read_cb = http_read_cb,
 };
 
 static int obj_cmp(const void *a, const void *b)

@@ -20,6 +20,9 @@ struct backend_ops {
 	ssize_t (*pread)(struct backend *be, const char *key, const char *etag, void *buf, size_t len,
 			 uint64_t off);
 	int (*open_fd)(struct backend *be, const char *key);
+	/* backend_read_version_cb; NULL: backend__read_cb_pread serves it */
+	ssize_t (*read_cb)(struct backend *be, const char *key, const char *etag, uint64_t off,
+			   size_t len, backend_sink_cb cb, void *arg);
 };
 
 struct backend {
@@ -42,6 +45,12 @@ int backend__gs_open(struct backend *be, const char *source, const struct backen
 int backend__ais_open(struct backend *be, const char *source, const struct backend_config *cfg);
 /* Test store: a local directory served as if remote, with injected faults. */
 int backend__fault_open(struct backend *be, const char *source, const struct backend_config *cfg);
+
+/* backend_read_version_cb over be's pread: reads of at most 1 MiB into one
+ * buffer, each handed to cb (local stores, and the fault store over its
+ * local one). */
+ssize_t backend__read_cb_pread(struct backend *be, const char *key, const char *etag, uint64_t off,
+			       size_t len, backend_sink_cb cb, void *arg);
 
 /* Join root and key into buf; -ENAMETOOLONG when it does not fit, -EINVAL
  * for keys that could escape the root ('..' components, absolute). */
