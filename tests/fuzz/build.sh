@@ -39,7 +39,7 @@ fi
 mkdir -p "$out"
 S="$root/shardidx"
 B="$root/backend"
-F="$root/fs"
+F="$root/fs/tools"
 shardidx_src="$S/shardidx_build.c $S/shardidx_tree.c $S/shardidx_index.c $S/shardidx_save.c"
 
 build() {

@@ -29,6 +29,7 @@
 #include <fuse_lowlevel.h>
 
 #include "fs_i.h"
+#include "fs_ll.h"
 
 static void usage(FILE *f)
 {
@@ -53,14 +54,6 @@ static void usage(FILE *f)
 		"AWS_ENDPOINT_URL, GCS_HMAC_ACCESS_ID/GCS_HMAC_SECRET, GOOGLE_OAUTH_ACCESS_TOKEN,\n"
 		"AIS_ENDPOINT), never from the command line.\n",
 		fs_opt_sources_help);
-}
-
-void fs_say_dead_mount(const char *mnt)
-{
-	fprintf(stderr,
-		"shardfs: the daemon of %s is gone (the mount answers \"%s\"); "
-		"'shardfs umount %s' cleans up\n",
-		mnt, strerror(ENOTCONN), mnt);
 }
 
 /* Say why path cannot be used: a dead mount gets its own message. */

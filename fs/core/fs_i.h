@@ -1,6 +1,8 @@
 /*
  * fs_i.h — private to fs/: the mounted filesystem's state, shared by the
- * CLI, the namespace, the shard loader, the control files and the FUSE ops.
+ * namespace, the shard loader, the control files, the operations (fs_ops.h),
+ * the offline tools, the FUSE adapter and the CLI. No FUSE type appears here:
+ * fs/core/ builds without libfuse.
  *
  * The namespace (directories and objects of the source) is built at mount
  * from the backend's listing and changes only by versions: a refresh (or a
@@ -184,11 +186,18 @@ struct fs_shard {
 				   * the load, valid once ix is published */
 };
 
-struct fs_notify; /* a queued kernel cache invalidation (fs_ll.c) */
+struct fs_notify; /* a queued kernel cache invalidation (fs_notify.c) */
+/* How the notifier sends an invalidation to the kernel (given by the FUSE
+ * adapter); called on the notifier thread only. */
+struct fs_notify_ops {
+	void (*inval_inode)(void *ctx, uint64_t ino);
+	void (*inval_entry)(void *ctx, uint64_t parent, const char *name, size_t len);
+};
 
 /* ---- counters (all relaxed atomics; read for stats) ----------------------- */
 struct fs_counters {
 	atomic_ullong lookups, getattrs, readdirs, reads, read_bytes, read_errors;
+	atomic_ullong op_errors; /* requests but reads that failed (fs_ll.c's reply helper) */
 	atomic_ullong index_built, index_loaded, index_errors, index_bytes_scanned;
 	atomic_ullong index_save_errors, members, damaged_shards, skipped_members;
 	atomic_ullong index_mem_bytes;
@@ -225,7 +234,6 @@ struct fs {
 	int no_open;               /* set once in init: OPEN answers ENOSYS */
 	struct backend *be;
 	struct cachetier *ct;
-	struct fuse_session *se;
 
 	/* Objects and shards: blocks of FS_BLOCK elements that never move
 	 * (fs_obj(), fs_shard()); appended under refresh_lock, the count
@@ -244,7 +252,10 @@ struct fs {
 	struct fs_dir *dirs;
 	_Atomic uint32_t ndirs;
 	_Atomic uint64_t total_bytes; /* of live objects */
-	/* kernel cache invalidations, sent by one notifier thread (fs_ll.c) */
+	/* kernel cache invalidations, sent by one notifier thread (fs_notify.c)
+	 * through nq_ops (set once at fs_notify_start) */
+	const struct fs_notify_ops *nq_ops;
+	void *nq_ctx;
 	struct fs_notify *nq_head, **nq_tail; /* protected by nq_lock */
 	pthread_mutex_t nq_lock;
 	pthread_cond_t nq_cond;   /* work queued, or stop */
@@ -406,12 +417,15 @@ int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len);
  * listing's error of a refresh. */
 int fs_ctl_command(struct fs *fs, const char *buf, size_t len);
 
-/* fs_ll.c: FUSE session. */
-int fs_ll_run(struct fs *fs, int ready_fd);
-/* Kernel cache invalidations, queued for the notifier thread (a request
- * handler must not send them itself: the kernel may hold the very locks
- * the invalidation waits for). Without a session they are dropped.
- * fs_notify_shard invalidates the member inodes [0, n) of shard. */
+/* fs_notify.c: kernel cache invalidations, queued for the notifier thread
+ * (a request handler must not send them itself: the kernel may hold the
+ * very locks the invalidation waits for). Without a started notifier they
+ * are dropped. fs_notify_shard invalidates the member inodes [0, n) of
+ * shard (and their imagefolder files). */
+int fs_notify_start(struct fs *fs, const struct fs_notify_ops *ops, void *ctx);
+/* Stop the notifier; what is still queued is dropped (the kernel's caches
+ * go with the mount). Accepts a notifier that never started. */
+void fs_notify_stop(struct fs *fs);
 void fs_notify_inode(struct fs *fs, uint64_t ino);
 void fs_notify_entry(struct fs *fs, uint64_t parent, const char *name, size_t len);
 void fs_notify_shard(struct fs *fs, uint32_t shard, uint32_t n);
@@ -521,7 +535,7 @@ void fs_opt_free(struct fs_config *cfg);
  * or -ERANGE past 2^64-1. */
 int fs_parse_size(const char *s, uint64_t *out);
 
-/* fs_main.c: say on stderr that the daemon of mountpoint mnt is gone (its
+/* fs_opt.c: say on stderr that the daemon of mountpoint mnt is gone (its
  * mount answers ENOTCONN) and how to clean up. */
 void fs_say_dead_mount(const char *mnt);
 

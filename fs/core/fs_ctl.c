@@ -174,6 +174,8 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 	C("reads", "read requests", fs->c.reads);
 	C("read_bytes", "bytes returned by reads", fs->c.read_bytes);
 	C("read_errors", "reads answered with an error", fs->c.read_errors);
+	C("op_errors", "other requests that failed (answers such as ENOENT not counted)",
+	  fs->c.op_errors);
 	C("decoded_streams", "compressed shards decoded into the cache", cs.decoded_streams);
 	C("decoded_bytes", "bytes written by decoding", cs.decoded_bytes);
 	C("decoded_reused", "decoded copies reused from the cache", cs.decoded_reused);

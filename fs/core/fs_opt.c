@@ -487,6 +487,14 @@ static int check_common(const char *cmd, struct fs_config *cfg)
 }
 
 /* Returns 0, 1 when help was shown, or a negative errno after printing why. */
+void fs_say_dead_mount(const char *mnt)
+{
+	fprintf(stderr,
+		"shardfs: the daemon of %s is gone (the mount answers \"%s\"); "
+		"'shardfs umount %s' cleans up\n",
+		mnt, strerror(ENOTCONN), mnt);
+}
+
 int fs_opt_parse_mount(int argc, char **argv, struct fs_config *cfg)
 {
 	static const char *const class_names[] = {"cls", "dir", "key-prefix"};

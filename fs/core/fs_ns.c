@@ -17,7 +17,7 @@
  * objects and swapped in under the write lock of fs->ns_lock; what changed
  * is then invalidated in the kernel (entries, directory listings, the
  * inodes and page caches of stale objects and their members) through the
- * notifier thread (fs_ll.c).
+ * notifier thread (fs_notify.c).
  *
  * Objects, shards, their keys and names are never freed before unmount: a
  * FUSE thread may be using any of them (old shard indexes and streams

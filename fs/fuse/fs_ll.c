@@ -1,0 +1,832 @@
+/*
+ * fs_ll.c — the FUSE adapter: the only file of shardfs that speaks FUSE
+ * (besides the daemon's main, which starts it).
+ *
+ * Thin by intent, in the manner of squashfuse's ll.c: every request decodes
+ * its arguments, calls one operation of the core (fs/core/fs_ops.h), and
+ * ends in exactly one reply. Errors come back as negative errnos and go
+ * through one reply helper (reply_fail) that counts and logs them. What the
+ * filesystem answers (attributes, entries, timeouts, reads, xattrs, EROFS)
+ * is decided in the core; what is FUSE's is here: the reply formats, fd
+ * buffers so the kernel can splice, zero-cost opens and opendirs, the
+ * session's capabilities, the invalidation callbacks, and stopping.
+ */
+#define FUSE_USE_VERSION 312
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs_ll.h"
+#include "fs_ops.h"
+
+/* Largest read the kernel sends (FUSE_MAX_MAX_PAGES * 4 KiB is 1 MiB). */
+#define FS_MAX_READ (1u << 20)
+
+static struct fs *ll_fs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+/* ---- the one error reply --------------------------------------------------- */
+
+/* What a request was, for the log line of its failure. */
+enum ll_op {
+	OP_LOOKUP, OP_GETATTR, OP_READLINK, OP_OPEN, OP_READ, OP_WRITE, OP_OPENDIR, OP_READDIR,
+	OP_IOCTL, OP_SETATTR, OP_GETXATTR, OP_LISTXATTR,
+};
+static const char *const ll_op_names[] = {
+	"lookup", "getattr", "readlink", "open", "read", "write", "opendir", "readdir",
+	"ioctl", "setattr", "getxattr", "listxattr",
+};
+
+/* Errors that answer a question (no such name, not a directory, read-only,
+ * a changed file's old version, ...) rather than report a failure. */
+static int ll_is_answer(int err)
+{
+	switch (err) {
+	case ENOENT: case ENOTDIR: case EISDIR: case ENODATA: case ERANGE: case ENOSYS:
+	case EROFS: case ENOTTY: case EINVAL: case EACCES: case ESTALE:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* Answer request req (op on inode ino; detail: what the log line adds, or
+ * NULL) with error err (negative errno). Counts and logs what failed: every failed read of a
+ * file (read_errors) and the other requests' failures that are no answer
+ * (op_errors); the log says which request, which file, why. At most
+ * FAIL_LOG_PER_S lines a second (a store that is down fails every read);
+ * the rest are only counted. */
+#define FAIL_LOG_PER_S 10
+static void reply_fail(fuse_req_t req, struct fs *fs, enum ll_op op, fuse_ino_t ino,
+		       const char *detail, int err)
+{
+	static _Atomic int64_t sec;
+	static atomic_uint in_sec, dropped;
+	enum fs_kind k = fs_ino_kind(ino);
+	char what[1024];
+	struct timespec ts;
+	unsigned skipped;
+
+	err = err < 0 ? -err : err;
+	fuse_reply_err(req, err);
+	if (op == OP_READ) {
+		if (k != FS_K_OBJ && k != FS_K_MEMBER && k != FS_K_IFFILE)
+			return; /* a directory, or a control file's late read */
+		fs->c.read_errors++;
+	} else {
+		if (ll_is_answer(err))
+			return;
+		fs->c.op_errors++;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (atomic_exchange(&sec, (int64_t)ts.tv_sec) != (int64_t)ts.tv_sec)
+		atomic_store(&in_sec, 0);
+	if (atomic_fetch_add(&in_sec, 1) >= FAIL_LOG_PER_S) {
+		atomic_fetch_add(&dropped, 1);
+		return;
+	}
+	fs_op_describe(fs, ino, what, sizeof(what));
+	skipped = atomic_exchange(&dropped, 0);
+	fs_log(FS_LOG_WARN, "%s of %s%s failed: %s%s", ll_op_names[op], what, detail ? detail : "",
+	       strerror(err), skipped ? " (more failed requests not logged)" : "");
+}
+
+/* ---- requests: decode, call the core (fs_ops.h), reply once -------------- */
+
+static void reply_entry(fuse_req_t req, const struct fs_entry *fe)
+{
+	struct fuse_entry_param e;
+
+	memset(&e, 0, sizeof(e));
+	e.ino = fe->ino;
+	e.attr = fe->attr;
+	e.entry_timeout = fe->timeout;
+	if (fe->ino)
+		e.attr_timeout = fe->timeout;
+	fuse_reply_entry(req, &e);
+}
+
+static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = ll_fs(req);
+	struct fs_entry e;
+	int err = fs_op_lookup(fs, parent, name, &e);
+
+	if (err < 0) {
+		char detail[NAME_MAX + 16];
+
+		snprintf(detail, sizeof(detail), ": name %s", name);
+		reply_fail(req, fs, OP_LOOKUP, parent, detail, err);
+		return;
+	}
+	reply_entry(req, &e);
+}
+
+static void ll_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	(void)ino;
+	(void)nlookup;
+	fuse_reply_none(req); /* computed inodes: nothing to release */
+}
+
+static void ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	(void)count;
+	(void)forgets;
+	fuse_reply_none(req);
+}
+
+static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = ll_fs(req);
+	struct stat st;
+	int err;
+
+	(void)fi;
+	fs->c.getattrs++;
+	err = fs_op_getattr(fs, ino, &st);
+	if (err < 0)
+		reply_fail(req, fs, OP_GETATTR, ino, NULL, err);
+	else
+		fuse_reply_attr(req, &st, fs_op_timeout(fs, ino));
+}
+
+static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *fs = ll_fs(req);
+	const char *target;
+	int err = fs_op_readlink(fs, ino, &target);
+
+	if (err < 0)
+		reply_fail(req, fs, OP_READLINK, ino, NULL, err);
+	else
+		fuse_reply_readlink(req, target);
+}
+
+static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = ll_fs(req);
+	struct fs_open o;
+	int err;
+
+	/* Zero-cost opens: the kernel stops sending OPEN and RELEASE for good and
+	 * keeps page caches (as with keep_cache); a second epoch never leaves
+	 * the kernel. Writes still fail: at write, setattr or create. */
+	if (fs->no_open) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	err = fs_op_open(fs, ino, fi->flags, &o);
+	if (err < 0) {
+		reply_fail(req, fs, OP_OPEN, ino, NULL, err);
+		return;
+	}
+	fi->fh = o.fh;
+	fi->direct_io = o.direct_io;
+	fi->keep_cache = o.keep_cache;
+	fi->noflush = o.noflush;
+	fuse_reply_open(req, fi);
+}
+
+static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct fs *fs = ll_fs(req);
+	int err;
+
+	(void)off;
+	(void)fi;
+	err = fs_op_write(fs, ino, buf, size);
+	if (err < 0)
+		reply_fail(req, fs, OP_WRITE, ino, NULL, err);
+	else
+		fuse_reply_write(req, size);
+}
+
+static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fs_op_release(ll_fs(req), ino, fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct fs *fs = ll_fs(req);
+	struct fs_read r;
+	int err;
+
+	err = fs_op_read(fs, ino, fi ? fi->fh : 0, (uint64_t)off, size, &r);
+	if (err < 0) {
+		char detail[64];
+
+		snprintf(detail, sizeof(detail), " [%" PRIu64 ", +%zu)", (uint64_t)off, size);
+		reply_fail(req, fs, OP_READ, ino, detail, err);
+		return;
+	}
+	if (r.pin) { /* one fd buffer: the kernel can splice from it */
+		struct fuse_bufvec bv = FUSE_BUFVEC_INIT(r.len);
+
+		bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
+		bv.buf[0].fd = r.fd;
+		bv.buf[0].pos = (off_t)r.fd_off;
+		fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+	} else {
+		fuse_reply_buf(req, r.buf, r.len);
+	}
+	fs_op_read_done(&r);
+}
+
+static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = ll_fs(req);
+	int err = fs_op_opendir(fs, ino);
+
+	if (err < 0) {
+		reply_fail(req, fs, OP_OPENDIR, ino, NULL, err);
+		return;
+	}
+	/* Directories never change: where the kernel can do without OPENDIR
+	 * (and RELEASEDIR) it caches listings as if we had set cache_readdir
+	 * and keep_cache, and a second walk of the tree never asks us again. */
+	if (fs->no_opendir) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+/* A readdir reply being filled. */
+struct ll_dirbuf {
+	fuse_req_t req;
+	char *buf;
+	size_t size, used;
+	int plus;
+};
+
+static int ll_dirent(void *ctx, const char *name, const struct fs_entry *fe, uint64_t next)
+{
+	struct ll_dirbuf *d = ctx;
+	size_t n;
+
+	if (d->plus) {
+		struct fuse_entry_param e;
+
+		memset(&e, 0, sizeof(e));
+		e.ino = fe->ino;
+		e.attr = fe->attr;
+		e.attr_timeout = e.entry_timeout = fe->timeout;
+		n = fuse_add_direntry_plus(d->req, d->buf + d->used, d->size - d->used, name, &e,
+					   (off_t)next);
+	} else {
+		n = fuse_add_direntry(d->req, d->buf + d->used, d->size - d->used, name, &fe->attr,
+				      (off_t)next);
+	}
+	if (n > d->size - d->used)
+		return 1;
+	d->used += n;
+	return 0;
+}
+
+static void ll_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
+{
+	struct fs *fs = ll_fs(req);
+	struct ll_dirbuf d = {req, malloc(size), size, 0, plus};
+	int err = d.buf ? fs_op_readdir(fs, ino, (uint64_t)off, ll_dirent, &d) : -ENOMEM;
+
+	if (err < 0)
+		reply_fail(req, fs, OP_READDIR, ino, NULL, err);
+	else
+		fuse_reply_buf(req, d.buf, d.used);
+	free(d.buf);
+}
+
+static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	(void)fi;
+	ll_readdir_common(req, ino, size, off, 0);
+}
+
+static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	(void)fi;
+	ll_readdir_common(req, ino, size, off, 1);
+}
+
+static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+
+	(void)ino;
+	fs_op_statfs(ll_fs(req), &sv);
+	fuse_reply_statfs(req, &sv);
+}
+
+/* Everything but the control command answers ENOTTY at once (Python's
+ * open() asks isatty() on every file). */
+static void ll_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+		     struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+		     size_t in_bufsz, size_t out_bufsz)
+{
+	struct fs *fs = ll_fs(req);
+	int err;
+
+	(void)arg;
+	(void)fi;
+	(void)flags;
+	(void)out_bufsz;
+	err = fs_op_ioctl(fs, ino, cmd, fuse_req_ctx(req)->uid, in_buf, in_bufsz);
+	if (err < 0)
+		reply_fail(req, fs, OP_IOCTL, ino, NULL, err);
+	else
+		fuse_reply_ioctl(req, err, NULL, 0);
+}
+
+static void ll_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	fuse_reply_err(req, -fs_op_access(ll_fs(req), ino, mask));
+}
+
+static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	struct fs *fs = ll_fs(req);
+	struct stat st;
+	int err;
+
+	(void)fi;
+	err = fs_op_setattr(fs, ino, (to_set & ~FUSE_SET_ATTR_SIZE) == 0 && attr->st_size == 0, &st);
+	if (err < 0)
+		reply_fail(req, fs, OP_SETATTR, ino, NULL, err);
+	else
+		fuse_reply_attr(req, &st, 0);
+}
+
+/* ---- everything that would modify: EROFS ------------------------------------ */
+
+static void ll_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		     dev_t rdev)
+{
+	(void)parent;
+	(void)name;
+	(void)mode;
+	(void)rdev;
+	fuse_reply_err(req, EROFS);
+}
+
+static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	(void)parent;
+	(void)name;
+	(void)mode;
+	fuse_reply_err(req, EROFS);
+}
+
+static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	(void)parent;
+	(void)name;
+	fuse_reply_err(req, EROFS);
+}
+
+static void ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	(void)link;
+	(void)parent;
+	(void)name;
+	fuse_reply_err(req, EROFS);
+}
+
+static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	(void)parent;
+	(void)name;
+	(void)newparent;
+	(void)newname;
+	(void)flags;
+	fuse_reply_err(req, EROFS);
+}
+
+static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	(void)ino;
+	(void)newparent;
+	(void)newname;
+	fuse_reply_err(req, EROFS);
+}
+
+static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	(void)parent;
+	(void)name;
+	(void)mode;
+	(void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+static void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	(void)ino;
+	(void)name;
+	(void)value;
+	(void)size;
+	(void)flags;
+	fuse_reply_err(req, EROFS);
+}
+
+static void ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	(void)ino;
+	(void)name;
+	fuse_reply_err(req, EROFS);
+}
+
+/* ---- extended attributes (fs_ops.c says which) -------------------------------- */
+
+/* Answer an xattr request for size bytes with buf[0..n) (n from the core). */
+static void reply_xattr(fuse_req_t req, enum ll_op op, fuse_ino_t ino, const char *buf, int n,
+			size_t size)
+{
+	if (n < 0)
+		reply_fail(req, ll_fs(req), op, ino, NULL, n);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else if (size < (size_t)n)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
+static void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	char buf[FS_XATTR_MAX];
+
+	reply_xattr(req, OP_GETXATTR, ino, buf,
+		    fs_op_getxattr(ll_fs(req), ino, name, buf, sizeof(buf)), size);
+}
+
+static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char buf[256];
+
+	reply_xattr(req, OP_LISTXATTR, ino, buf, fs_op_listxattr(ll_fs(req), ino, buf, sizeof(buf)),
+		    size);
+}
+
+/* ---- kernel cache invalidations, for the notifier (fs_notify.c) ------------- */
+
+static void ll_inval_inode(void *ctx, uint64_t ino)
+{
+	fuse_lowlevel_notify_inval_inode(ctx, ino, 0, 0);
+}
+
+static void ll_inval_entry(void *ctx, uint64_t parent, const char *name, size_t len)
+{
+	fuse_lowlevel_notify_inval_entry(ctx, parent, name, len);
+}
+
+static const struct fs_notify_ops ll_notify_ops = {ll_inval_inode, ll_inval_entry};
+
+/* ---- session ----------------------------------------------------------------- */
+
+static void ll_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct fs *fs = userdata;
+
+	fs->no_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
+	fs->no_open = !fs->cfg.strict_open && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
+	/* control files change: a new mtime at GETATTR must drop their pages
+	 * (data files have day-long attribute timeouts: no GETATTR, no cost) */
+	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
+		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+	/* O_TRUNC must reach us as a SETATTR (refused: EROFS). With atomic
+	 * O_TRUNC the kernel leaves truncation to OPEN, and without OPEN
+	 * requests it would just zero its own view of the file. */
+	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
+	/* immutable data: splice replies, readdirplus, parallel lookups */
+	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	conn->max_readahead = FS_MAX_READ;
+}
+
+static const struct fuse_lowlevel_ops ll_ops = {
+	.init = ll_init,
+	.lookup = ll_lookup,
+	.forget = ll_forget,
+	.forget_multi = ll_forget_multi,
+	.getattr = ll_getattr,
+	.readlink = ll_readlink,
+	.open = ll_open,
+	.read = ll_read,
+	.write = ll_write,
+	.release = ll_release,
+	.opendir = ll_opendir,
+	.readdir = ll_readdir,
+	.readdirplus = ll_readdirplus,
+	.releasedir = ll_releasedir,
+	.statfs = ll_statfs,
+	.ioctl = ll_ioctl,
+	.access = ll_access,
+	.setattr = ll_setattr,
+	.mknod = ll_mknod,
+	.mkdir = ll_mkdir,
+	.unlink = ll_unlink,
+	.rmdir = ll_unlink,
+	.symlink = ll_symlink,
+	.rename = ll_rename,
+	.link = ll_link,
+	.create = ll_create,
+	.setxattr = ll_setxattr,
+	.getxattr = ll_getxattr,
+	.listxattr = ll_listxattr,
+	.removexattr = ll_removexattr,
+};
+
+/* ---- stopping -----------------------------------------------------------------
+ * SIGTERM, SIGINT, SIGHUP, and the end of the session (an unmount: the
+ * kernel ends the connection and libfuse marks the session exited) stop the
+ * daemon at once, whatever is in flight. fuse_session_loop_mt only returns
+ * once every worker finished its request, and a request may wait for the
+ * store; so the stop thread first cancels the backend (running transfers
+ * end with -ECANCELED) and the cache tier (waiting readers get
+ * -ECANCELED), then marks the session exited and wakes the main thread out
+ * of the loop's sem_wait with STOP_WAKE_SIG (the loop looks at the exit flag
+ * only when a worker ends or a signal interrupts it; it is sent again until
+ * the loop returned, as it may arrive just before sem_wait). The signal
+ * handlers only write the signal number to a pipe. Unmounting, closing the
+ * cache (its maps) and the backend then follow in fs_ll_run and cmd_mount.
+ */
+#define STOP_WAKE_SIG SIGRTMIN
+#define STOP_POLL_MS 250 /* how soon the end of the session is noticed */
+
+static int stop_pipe_w = -1; /* for the handler: the write end of stop->pipe */
+
+struct ll_stop {
+	struct fs *fs;
+	struct fuse_session *se;
+	int pipe[2];      /* a byte per signal; 0 from fs_ll_run: stop waiting */
+	pthread_t main;   /* runs fuse_session_loop_mt */
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int loop_done;    /* protected by lock: the loop returned, send no wake */
+	struct sigaction old[4];
+};
+
+static const int stop_sigs[3] = {SIGTERM, SIGINT, SIGHUP};
+
+static void stop_signal(int sig)
+{
+	int saved = errno;
+	char c = (char)sig;
+
+	if (write(stop_pipe_w, &c, 1) < 0) {
+		/* the pipe is full: a stop is on its way already */
+	}
+	errno = saved;
+}
+
+static void stop_wake(int sig)
+{
+	(void)sig; /* only interrupts the main thread's sem_wait */
+}
+
+static const char *stop_sig_name(int sig)
+{
+	return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "?";
+}
+
+static void *stop_main(void *arg)
+{
+	struct ll_stop *st = arg;
+	struct fs *fs = st->fs;
+	int sig = 0;
+
+	for (;;) {
+		struct pollfd p = {.fd = st->pipe[0], .events = POLLIN};
+		char c;
+
+		if (poll(&p, 1, STOP_POLL_MS) > 0 && read(st->pipe[0], &c, 1) == 1) {
+			if (c == 0)
+				return NULL; /* the loop ended and nothing asked to stop */
+			sig = c;
+			break;
+		}
+		if (fuse_session_exited(st->se))
+			break;
+	}
+	if (sig)
+		fs_log(FS_LOG_INFO, "%s: stopping; requests in flight are cancelled",
+		       stop_sig_name(sig));
+	else
+		fs_log(FS_LOG_INFO, "the session ended: requests in flight are cancelled");
+	backend_cancel(fs->be);
+	cachetier_cancel(fs->ct);
+	fuse_session_exit(st->se);
+	pthread_mutex_lock(&st->lock);
+	while (!st->loop_done) {
+		struct timespec ts;
+
+		pthread_kill(st->main, STOP_WAKE_SIG);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&st->cond, &st->lock, &ts);
+	}
+	pthread_mutex_unlock(&st->lock);
+	return NULL;
+}
+
+/* Install the handlers and start the stop thread. Returns 0 or a negative
+ * errno (nothing installed). */
+static int stop_start(struct ll_stop *st, struct fs *fs, struct fuse_session *se)
+{
+	struct sigaction sa;
+	int err;
+
+	memset(st, 0, sizeof(*st));
+	st->fs = fs;
+	st->se = se;
+	st->main = pthread_self();
+	if (pipe2(st->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+		return -errno;
+	/* the reader blocks in poll, not in read */
+	fcntl(st->pipe[0], F_SETFL, 0);
+	pthread_mutex_init(&st->lock, NULL);
+	pthread_cond_init(&st->cond, NULL);
+	stop_pipe_w = st->pipe[1];
+	memset(&sa, 0, sizeof(sa));
+	sigemptyset(&sa.sa_mask);
+	/* restart what the handler interrupts in the other threads */
+	sa.sa_flags = SA_RESTART;
+	sa.sa_handler = stop_signal;
+	for (int i = 0; i < 3; i++)
+		sigaction(stop_sigs[i], &sa, &st->old[i]);
+	/* no SA_RESTART: the main thread's sem_wait must return */
+	sa.sa_flags = 0;
+	sa.sa_handler = stop_wake;
+	sigaction(STOP_WAKE_SIG, &sa, &st->old[3]);
+	signal(SIGPIPE, SIG_IGN);
+	err = pthread_create(&st->thread, NULL, stop_main, st);
+	if (err) {
+		for (int i = 0; i < 3; i++)
+			sigaction(stop_sigs[i], &st->old[i], NULL);
+		sigaction(STOP_WAKE_SIG, &st->old[3], NULL);
+		stop_pipe_w = -1;
+		close(st->pipe[0]);
+		close(st->pipe[1]);
+		pthread_cond_destroy(&st->cond);
+		pthread_mutex_destroy(&st->lock);
+		return -err;
+	}
+	return 0;
+}
+
+/* After fuse_session_loop_mt returned: end the stop thread (it may still be
+ * cancelling), restore the handlers. */
+static void stop_finish(struct ll_stop *st)
+{
+	char zero = 0;
+
+	pthread_mutex_lock(&st->lock);
+	st->loop_done = 1;
+	pthread_cond_broadcast(&st->cond);
+	pthread_mutex_unlock(&st->lock);
+	if (write(st->pipe[1], &zero, 1) < 0) {
+		/* full of signal bytes: the thread is stopping anyway */
+	}
+	pthread_join(st->thread, NULL);
+	for (int i = 0; i < 3; i++)
+		sigaction(stop_sigs[i], &st->old[i], NULL);
+	sigaction(STOP_WAKE_SIG, &st->old[3], NULL);
+	stop_pipe_w = -1;
+	close(st->pipe[0]);
+	close(st->pipe[1]);
+	pthread_cond_destroy(&st->cond);
+	pthread_mutex_destroy(&st->lock);
+}
+
+int fs_ll_run(struct fs *fs, int ready_fd)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_loop_config *lc = NULL;
+	struct fuse_session *se;
+	struct ll_stop stop;
+	char opts[4096];
+	const char *uopts = fs->cfg.fuse_opts ? fs->cfg.fuse_opts : "";
+	int err = -EIO, n, stopping = 0;
+
+	/* other users only ever see what the modes allow: with allow_other the
+	 * kernel checks permissions (default_permissions), always */
+	/* the mount is read-only (ro last, so an -o rw cannot undo it): the
+	 * mount table says so and the kernel refuses writes before asking */
+	n = snprintf(opts, sizeof(opts), "-ofsname=shardfs:%s,subtype=shardfs,nosuid,nodev%s%s,ro%s",
+		     backend_describe(fs->be), uopts[0] ? "," : "", uopts,
+		     strstr(uopts, "allow_other") ? ",default_permissions" : "");
+	if (n < 0 || (size_t)n >= sizeof(opts))
+		return -E2BIG;
+	/* fsname may not contain commas: the option parser would split it */
+	for (char *p = opts + strlen("-ofsname=shardfs:"); *p && strncmp(p, ",subtype=", 9); p++) {
+		if (*p == ',')
+			*p = '_';
+	}
+	if (fuse_opt_add_arg(&args, "shardfs") || fuse_opt_add_arg(&args, opts) ||
+	    (fs->cfg.debug && fuse_opt_add_arg(&args, "-d")))
+		goto out;
+	se = fuse_session_new(&args, &ll_ops, sizeof(ll_ops), fs);
+	if (!se) {
+		err = -EINVAL;
+		goto out;
+	}
+	/* before the mount: a signal never finds the mount without its daemon */
+	err = stop_start(&stop, fs, se);
+	if (err < 0)
+		goto out_destroy;
+	stopping = 1;
+	err = -EIO;
+	if (fuse_session_mount(se, fs->cfg.mountpoint) != 0)
+		goto out_stop;
+	fs_log(FS_LOG_INFO, "mounted %s at %s: %u objects, %u shards, %u directories",
+	       backend_describe(fs->be), fs->cfg.mountpoint, fs->nobjs, fs->nshards, fs->ndirs);
+	if (ready_fd >= 0) {
+		char ok = 0;
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		if (write(ready_fd, &ok, 1) < 0) {
+			/* the parent went away; keep serving */
+		}
+		close(ready_fd);
+		/* a daemon must not hold the caller's terminal or pipes open:
+		 * '$(shardfs mount ...)' would never see end of file */
+		if (null >= 0) {
+			dup2(null, STDIN_FILENO);
+			dup2(null, STDOUT_FILENO);
+			/* whatever still writes to stderr (sanitizers, libraries)
+			 * lands in the log file */
+			dup2(fs_log_fd() != STDERR_FILENO ? fs_log_fd() : null, STDERR_FILENO);
+			close(null);
+		}
+		if (chdir("/") < 0) {
+			/* every path we use is absolute or an open fd */
+		}
+	}
+	lc = fuse_loop_cfg_create();
+	if (!lc || fs_notify_start(fs, &ll_notify_ops, se) < 0)
+		goto out_unmount;
+	fuse_loop_cfg_set_clone_fd(lc, 1);
+	fuse_loop_cfg_set_max_threads(lc, fs->cfg.max_threads);
+	fuse_loop_cfg_set_idle_threads(lc, fs->cfg.max_threads);
+	err = fuse_session_loop_mt(se, lc) < 0 ? -EIO : 0;
+	stop_finish(&stop); /* no wake signal interrupts the unmount */
+	stopping = 0;
+out_unmount:
+	fs_notify_stop(fs);
+	fuse_loop_cfg_destroy(lc);
+	fuse_session_unmount(se);
+out_stop:
+	if (stopping)
+		stop_finish(&stop);
+out_destroy:
+	fuse_session_destroy(se);
+out:
+	fuse_opt_free_args(&args);
+	return err;
+}
