@@ -88,7 +88,8 @@ enum fs_class_from { FS_CLASS_CLS = 0, FS_CLASS_DIR = 1, FS_CLASS_KEY_PREFIX = 2
 
 /* ---- inode numbers ---------------------------------------------------------
  * Computed, never allocated: kind in the top 4 bits, then 28 bits of shard
- * and 32 bits of member index. The root directory is FUSE's inode 1. */
+ * and 32 bits of member index. The root directory is FUSE's inode 1. What
+ * each kind does is its view's table of operations (fs_view.h). */
 enum fs_kind {
 	FS_K_DIR = 1,    /* a directory of the source: a = dir index */
 	FS_K_OBJ = 2,    /* an object as a plain file: a = object index */

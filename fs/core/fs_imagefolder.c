@@ -48,7 +48,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "fs_i.h"
+#include "fs_view.h"
 
 /* Index building is I/O bound (headers of local shards, range reads of
  * remote ones); a few threads overlap the waits without a thundering herd. */
@@ -704,3 +704,146 @@ int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *nam
 			     v->classes[c].first, v->classes[c].first + v->classes[c].n, name, len);
 	return i < 0 ? -ENOENT : i;
 }
+
+/* ---- the view's operations (fs_view.h) ------------------------------------
+ * The root lists the classes (FS_K_IFCLASS), a class its files
+ * (FS_K_IFFILE). A file is its image member: read, xattrs and log lines are
+ * the member's; its attributes too, with its own inode and nlink 1. */
+
+static int ifroot_getattr(struct fs *fs, uint64_t ino, struct stat *st)
+{
+	int err = fs_view_dir.getattr(fs, ino, st);
+
+	if (err == 0)
+		st->st_nlink = 1; /* "unknown": no view needed to answer */
+	return err;
+}
+
+static int ifroot_lookup(struct fs *fs, uint64_t parent, const char *name, size_t len,
+			 uint64_t *ino)
+{
+	const struct fs_ifview *v;
+	int64_t idx;
+	int err = fs_if_get(fs, &v);
+
+	(void)parent;
+	if (err < 0)
+		return err;
+	idx = fs_if_class_lookup(v, name, len);
+	*ino = idx < 0 ? 0 : fs_ino(FS_K_IFCLASS, (uint32_t)idx, 0);
+	return 0;
+}
+
+static int ifroot_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
+{
+	const struct fs_ifview *v;
+	int err = fs_if_get(fs, &v);
+
+	(void)ino;
+	if (err < 0)
+		return err;
+	l->p = v;
+	l->n = v->nclasses;
+	l->parent = 1;
+	return 0;
+}
+
+static const char *ifroot_list_entry(const struct fs_listing *l, uint32_t i, uint64_t *ino)
+{
+	const struct fs_ifview *v = l->p;
+
+	*ino = fs_ino(FS_K_IFCLASS, i, 0);
+	return v->classes[i].name;
+}
+
+const struct fs_view fs_view_ifroot = {
+	.name = "imagefolder root",
+	.getattr = ifroot_getattr,
+	.lookup = ifroot_lookup,
+	.list_open = ifroot_list_open,
+	.list_entry = ifroot_list_entry,
+};
+
+static int ifclass_getattr(struct fs *fs, uint64_t ino, struct stat *st)
+{
+	const struct fs_ifview *v;
+	uint32_t a = fs_ino_a(ino);
+	int err = fs_if_get(fs, &v);
+
+	if (err < 0)
+		return err;
+	if (a >= v->nclasses || fs_ino_b(ino) != 0)
+		return -ENOENT;
+	fs_attr_dir(fs, st, ino, 0555, 2, v->classes[a].mtime);
+	return 0;
+}
+
+static int ifclass_lookup(struct fs *fs, uint64_t parent, const char *name, size_t len,
+			  uint64_t *ino)
+{
+	const struct fs_ifview *v;
+	int64_t idx;
+	int err = fs_if_get(fs, &v);
+
+	if (err < 0)
+		return err;
+	idx = fs_if_file_lookup(v, fs_ino_a(parent), name, len);
+	*ino = idx < 0 ? 0 : fs_ino(FS_K_IFFILE, v->files[idx].shard, v->files[idx].entry);
+	return 0;
+}
+
+static int ifclass_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
+{
+	const struct fs_ifview *v;
+	int err = fs_if_get(fs, &v);
+
+	(void)ino;
+	if (err < 0)
+		return err;
+	if (l->a >= v->nclasses)
+		return -ENOENT;
+	l->p = v;
+	l->first = v->classes[l->a].first;
+	l->n = v->classes[l->a].n;
+	l->parent = 1;
+	return 0;
+}
+
+static const char *ifclass_list_entry(const struct fs_listing *l, uint32_t i, uint64_t *ino)
+{
+	const struct fs_if_file *f = &((const struct fs_ifview *)l->p)->files[l->first + i];
+
+	*ino = fs_ino(FS_K_IFFILE, f->shard, f->entry);
+	return f->name;
+}
+
+const struct fs_view fs_view_ifclass = {
+	.name = "imagefolder class",
+	.getattr = ifclass_getattr,
+	.lookup = ifclass_lookup,
+	.list_open = ifclass_list_open,
+	.list_entry = ifclass_list_entry,
+};
+
+static int iffile_getattr(struct fs *fs, uint64_t ino, struct stat *st)
+{
+	int err;
+
+	if (fs_ino_a(ino) >= fs->nshards)
+		return -ENOENT;
+	err = fs_member_getattr(fs, ino, st);
+	if (err == 0 && !S_ISREG(st->st_mode))
+		err = -ENOENT;
+	st->st_ino = ino;
+	st->st_nlink = 1;
+	return err;
+}
+
+const struct fs_view fs_view_iffile = {
+	.name = "imagefolder file",
+	.getattr = iffile_getattr,
+	.read = fs_member_read,
+	.xattr = fs_member_xattr,
+	.describe = fs_member_describe,
+	.mark_stale = fs_member_mark_stale,
+};

@@ -1,9 +1,12 @@
 /*
  * fs_ops.c — the filesystem's operations, without FUSE (fs_ops.h).
  *
- * Every operation decodes the computed inode number (fs_i.h) and asks the
- * namespace, a shard index, the imagefolder view, the control files or the
- * cache tier. Inodes are computed, so nothing is allocated per inode.
+ * Every operation decodes the computed inode number (fs_i.h) into its view
+ * (fs_view.h: the source's directories and objects, shards and members,
+ * control files, the imagefolder view) and calls the view's operation; what
+ * is the same for every kind (entries, timeouts, listings' "." and "..",
+ * failures' bookkeeping, control commands) is here. Inodes are computed, so
+ * nothing is allocated per inode.
  *
  * Caching: shard contents never change for one ETag (a changed object is a
  * new version at new inode numbers), so entries, attributes and negative
@@ -35,14 +38,25 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs_ops.h"
+#include "fs_view.h"
 
-/* Extents answered with one fd extent; more (sparse members) are copied. */
-#define FS_SPLICE_EXTENTS 8
+/* ---- views and attributes ------------------------------------------------ */
 
-/* ---- attributes ---------------------------------------------------------- */
+const struct fs_view *fs_view_of(const struct fs *fs, uint64_t ino)
+{
+	static const struct fs_view *const by_kind[16] = {
+		[FS_K_DIR] = &fs_view_dir,	   [FS_K_OBJ] = &fs_view_obj,
+		[FS_K_SHARD] = &fs_view_shard,	   [FS_K_MEMBER] = &fs_view_member,
+		[FS_K_CTL] = &fs_view_ctl,	   [FS_K_IFCLASS] = &fs_view_ifclass,
+		[FS_K_IFFILE] = &fs_view_iffile,
+	};
 
-static void attr_base(const struct fs *fs, struct stat *st, uint64_t ino)
+	if (ino == 1 && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER)
+		return &fs_view_ifroot;
+	return by_kind[fs_ino_kind(ino)];
+}
+
+void fs_attr_base(const struct fs *fs, struct stat *st, uint64_t ino)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
@@ -51,20 +65,20 @@ static void attr_base(const struct fs *fs, struct stat *st, uint64_t ino)
 	st->st_blksize = 65536;
 }
 
-static void attr_dir(const struct fs *fs, struct stat *st, uint64_t ino, mode_t perm,
-		     nlink_t nlink, int64_t mtime)
+void fs_attr_dir(const struct fs *fs, struct stat *st, uint64_t ino, mode_t perm, nlink_t nlink,
+		 int64_t mtime)
 {
-	attr_base(fs, st, ino);
+	fs_attr_base(fs, st, ino);
 	st->st_mode = S_IFDIR | perm;
 	st->st_nlink = nlink;
 	st->st_size = 4096;
 	st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec = mtime;
 }
 
-static void attr_file(const struct fs *fs, struct stat *st, uint64_t ino, mode_t mode,
-		      uint64_t size, int64_t mtime)
+void fs_attr_file(const struct fs *fs, struct stat *st, uint64_t ino, mode_t mode, uint64_t size,
+		  int64_t mtime)
 {
-	attr_base(fs, st, ino);
+	fs_attr_base(fs, st, ino);
 	st->st_mode = mode;
 	st->st_nlink = 1;
 	st->st_size = (off_t)size;
@@ -72,160 +86,25 @@ static void attr_file(const struct fs *fs, struct stat *st, uint64_t ino, mode_t
 	st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec = mtime;
 }
 
-static int attr_member(struct fs *fs, uint32_t shard, uint32_t idx, struct stat *st)
-{
-	struct shardidx *ix;
-	struct shardidx_entry e;
-	int err = fs_shard_index(fs, shard, &ix, NULL);
-
-	if (err < 0)
-		return err;
-	if (shardidx_entry_get(ix, idx, &e) < 0)
-		return -ENOENT;
-	if (e.canon != idx && shardidx_entry_get(ix, e.canon, &e) < 0)
-		return -ENOENT;
-	attr_base(fs, st, fs_ino(FS_K_MEMBER, shard, e.canon));
-	st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec = e.mtime;
-	st->st_nlink = e.nlink;
-	st->st_size = (off_t)e.size;
-	switch (e.type) {
-	case SHARDIDX_DIR:
-		st->st_mode = S_IFDIR | (e.mode & 07777);
-		st->st_size = 4096;
-		break;
-	case SHARDIDX_SYMLINK:
-		st->st_mode = S_IFLNK | 0777;
-		break;
-	default:
-		st->st_mode = S_IFREG | (e.mode & 07777);
-		st->st_blocks = (blkcnt_t)((e.size + 511) / 512);
-		break;
-	}
-	return 0;
-}
-
-/* A control file's attributes: render the current snapshot (see
- * fs->ctl_cur) and report its size, with a new mtime every time. */
-static int ctl_attr(struct fs *fs, uint64_t ino, enum fs_ctl which, struct stat *st)
-{
-	struct fs_ctl_snap *cur = &fs->ctl_cur[which];
-	struct timespec now;
-	char *buf;
-	size_t len;
-	int err = fs_ctl_render(fs, which, &buf, &len);
-
-	if (err < 0)
-		return err;
-	clock_gettime(CLOCK_REALTIME, &now);
-	pthread_mutex_lock(&fs->ctl_lock);
-	free(cur->buf);
-	*cur = (struct fs_ctl_snap){++fs->ctl_gen, buf, len};
-	pthread_mutex_unlock(&fs->ctl_lock);
-	attr_file(fs, st, ino, S_IFREG | 0444, len, now.tv_sec);
-	st->st_mtim = st->st_ctim = now;
-	return 0;
-}
-
 int fs_op_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 {
-	uint32_t a = fs_ino_a(ino), b = fs_ino_b(ino);
-	nlink_t nlink;
+	const struct fs_view *v = fs_view_of(fs, ino);
 
-	switch (fs_ino_kind(ino)) {
-	case FS_K_DIR: {
-		int64_t mtime;
-		int gone;
-
-		fs_ns_rdlock(fs);
-		if (a >= fs->ndirs || (ino != 1 && b != 0)) {
-			fs_ns_unlock(fs);
-			return -ENOENT;
-		}
-		/* the imagefolder root: nlink 1 ("unknown"), no view needed */
-		nlink = 2 + fs->dirs[a].nsubdirs;
-		mtime = fs->dirs[a].mtime;
-		gone = fs->dirs[a].gone;
-		fs_ns_unlock(fs);
-		if (gone)
-			return -ESTALE; /* nothing below it any more */
-		if (ino == 1 && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER)
-			nlink = 1;
-		attr_dir(fs, st, ino, 0555, nlink, mtime);
-		return 0;
-	}
-	case FS_K_IFCLASS: {
-		const struct fs_ifview *v;
-		int err = fs_if_get(fs, &v);
-
-		if (err < 0)
-			return err;
-		if (a >= v->nclasses || b != 0)
-			return -ENOENT;
-		attr_dir(fs, st, ino, 0555, 2, v->classes[a].mtime);
-		return 0;
-	}
-	case FS_K_IFFILE: {
-		int err;
-
-		if (a >= fs->nshards)
-			return -ENOENT;
-		err = attr_member(fs, a, b, st);
-		if (err == 0 && !S_ISREG(st->st_mode))
-			err = -ENOENT;
-		st->st_ino = ino;
-		st->st_nlink = 1;
-		return err;
-	}
-	case FS_K_OBJ: {
-		const struct fs_obj *o;
-
-		if (a >= fs->nobjs || b != 0)
-			return -ENOENT;
-		o = fs_obj(fs, a);
-		if (!fs_obj_live(o))
-			return -ESTALE; /* an old version: a refresh or lookup replaced it */
-		/* read-only: strip write bits, keep the rest */
-		attr_file(fs, st, ino, S_IFREG | (o->info.mode & 07555), o->info.size,
-			  o->info.mtime);
-		return 0;
-	}
-	case FS_K_SHARD: {
-		const struct fs_obj *o;
-
-		if (a >= fs->nshards || b != 0)
-			return -ENOENT;
-		o = fs_obj(fs, fs_shard(fs, a)->obj);
-		if (!fs_obj_live(o))
-			return -ESTALE;
-		/* nlink 1: "unknown", so tools never infer the subdirectory count
-		 * and we need not read the shard to answer */
-		attr_dir(fs, st, ino, 0555, 1, o->info.mtime);
-		return 0;
-	}
-	case FS_K_MEMBER:
-		if (a >= fs->nshards)
-			return -ENOENT;
-		return attr_member(fs, a, b, st);
-	case FS_K_CTL:
-		if (a >= FS_CTL_COUNT || b != 0)
-			return -ENOENT;
-		if (a == FS_CTL_DIR)
-			attr_dir(fs, st, ino, 0555, 2, fs->mount_time);
-		else if (a == FS_CTL_CONTROL)
-			/* read-write for the owner: commands are an ioctl on
-			 * a read-only open (the mount is read-only) */
-			attr_file(fs, st, ino, S_IFREG | 0600, 0, fs->mount_time);
-		else
-			return ctl_attr(fs, ino, (enum fs_ctl)a, st);
-		return 0;
-	}
-	return -ENOENT;
+	return v ? v->getattr(fs, ino, st) : -ENOENT;
 }
-
 
 double fs_op_timeout(const struct fs *fs, uint64_t ino)
 {
-	return fs_ino_kind(ino) == FS_K_CTL ? 0.0 : fs->cfg.entry_timeout_s;
+	const struct fs_view *v = fs_view_of(fs, ino);
+
+	return v && v->volatile_attrs ? 0.0 : fs->cfg.entry_timeout_s;
+}
+
+int fs_op_is_data(const struct fs *fs, uint64_t ino)
+{
+	const struct fs_view *v = fs_view_of(fs, ino);
+
+	return v && v->read && !v->volatile_attrs;
 }
 
 /* e for inode ino: its attributes (a hardlink resolves to its target's
@@ -243,130 +122,38 @@ static int entry_of(struct fs *fs, uint64_t ino, struct fs_entry *e)
 	return 0;
 }
 
-/* A cached "no such entry". */
-static int entry_negative(struct fs_entry *e, double timeout)
-{
-	memset(e, 0, sizeof(*e));
-	e->timeout = timeout;
-	return 0;
-}
-
 /* ---- lookup -------------------------------------------------------------- */
 
 int fs_op_lookup(struct fs *fs, uint64_t parent, const char *name, struct fs_entry *e)
 {
-	uint32_t a = fs_ino_a(parent), b = fs_ino_b(parent);
-	size_t len = strlen(name);
-	struct shardidx *ix;
-	int64_t idx;
+	const struct fs_view *v = fs_view_of(fs, parent);
+	uint64_t ino = 0;
 	int err;
 
 	fs->c.lookups++;
-	switch (fs_ino_kind(parent)) {
-	case FS_K_DIR: {
-		const struct fs_dirent *d;
-		uint32_t kind = 0, di = 0;
-
-		if (parent == 1 && strcmp(name, fs_ctl_names[FS_CTL_DIR]) == 0)
-			return entry_of(fs, fs_ino(FS_K_CTL, FS_CTL_DIR, 0), e);
-		if (parent == 1 && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER) {
-			const struct fs_ifview *v;
-
-			err = fs_if_get(fs, &v);
-			if (err < 0)
-				return err;
-			idx = fs_if_class_lookup(v, name, len);
-			if (idx < 0)
-				return entry_negative(e, fs->cfg.entry_timeout_s);
-			return entry_of(fs, fs_ino(FS_K_IFCLASS, (uint32_t)idx, 0), e);
-		}
-		/* A lookup that reaches us revalidates: a local file that
-		 * changed (or a remote object a read found changed) is replaced
-		 * by its new version here, at new inode numbers. */
-		for (int tries = 0;; tries++) {
-			uint32_t obj;
-
-			fs_ns_rdlock(fs);
-			if (a >= fs->ndirs || fs->dirs[a].gone) {
-				err = a >= fs->ndirs ? -ENOENT : -ESTALE;
-				fs_ns_unlock(fs);
-				return err;
-			}
-			d = fs_ns_lookup(fs, a, name, len);
-			if (d) {
-				kind = d->kind;
-				di = d->idx;
-			}
-			fs_ns_unlock(fs);
-			if (!d)
-				return entry_negative(e, fs->cfg.entry_timeout_s);
-			if (kind == FS_K_DIR)
-				break;
-			obj = kind == FS_K_OBJ ? di : fs_shard(fs, di)->obj;
-			if (tries == 2 || fs_obj_check(fs, obj) != -ESTALE)
-				break;
-			err = fs_ns_replace(fs, obj);
-			if (err < 0)
-				return err;
-		}
-		return entry_of(fs, fs_ino((enum fs_kind)kind, di, 0), e);
-	}
-	case FS_K_SHARD:
-	case FS_K_MEMBER: {
-		uint32_t dir = fs_ino_kind(parent) == FS_K_SHARD ? SHARDIDX_NONE : b;
-
-		if (a >= fs->nshards)
-			break;
-		err = fs_obj_check(fs, fs_shard(fs, a)->obj);
-		if (err == 0)
-			err = fs_shard_index(fs, a, &ix, NULL);
-		if (err < 0)
-			return err;
-		idx = shardidx_lookup(ix, dir, name, len);
-		if (idx < 0)
-			return entry_negative(e, fs->cfg.entry_timeout_s);
-		return entry_of(fs, fs_ino(FS_K_MEMBER, a, (uint32_t)idx), e);
-	}
-	case FS_K_CTL:
-		if (a != FS_CTL_DIR)
-			return -ENOTDIR;
-		for (uint32_t i = 1; i < FS_CTL_COUNT; i++)
-			if (strcmp(name, fs_ctl_names[i]) == 0)
-				return entry_of(fs, fs_ino(FS_K_CTL, i, 0), e);
-		return entry_negative(e, 0);
-	case FS_K_IFCLASS: {
-		const struct fs_ifview *v;
-
-		err = fs_if_get(fs, &v);
-		if (err < 0)
-			return err;
-		idx = fs_if_file_lookup(v, a, name, len);
-		if (idx < 0)
-			return entry_negative(e, fs->cfg.entry_timeout_s);
-		return entry_of(fs, fs_ino(FS_K_IFFILE, v->files[idx].shard, v->files[idx].entry), e);
-	}
-	case FS_K_OBJ:
-	case FS_K_IFFILE:
+	/* .shardfs is in the root of every layout (and never listed) */
+	if (parent == 1 && strcmp(name, fs_ctl_names[FS_CTL_DIR]) == 0)
+		return entry_of(fs, fs_ino(FS_K_CTL, FS_CTL_DIR, 0), e);
+	if (!v)
+		return -ENOENT;
+	if (!v->lookup)
 		return -ENOTDIR;
-	}
-	return -ENOENT;
+	err = v->lookup(fs, parent, name, strlen(name), &ino);
+	if (err < 0)
+		return err;
+	if (ino)
+		return entry_of(fs, ino, e);
+	/* a cached "no such entry", as long as the directory's entries */
+	memset(e, 0, sizeof(*e));
+	e->timeout = fs_op_timeout(fs, parent);
+	return 0;
 }
 
 int fs_op_readlink(struct fs *fs, uint64_t ino, const char **target)
 {
-	struct shardidx *ix;
-	struct shardidx_entry e;
-	int err;
+	const struct fs_view *v = fs_view_of(fs, ino);
 
-	if (fs_ino_kind(ino) != FS_K_MEMBER || fs_ino_a(ino) >= fs->nshards)
-		return -EINVAL;
-	err = fs_shard_index(fs, fs_ino_a(ino), &ix, NULL);
-	if (err < 0)
-		return err;
-	if (shardidx_entry_get(ix, fs_ino_b(ino), &e) < 0 || e.type != SHARDIDX_SYMLINK)
-		return -EINVAL;
-	*target = e.link;
-	return 0;
+	return v && v->readlink ? v->readlink(fs, ino, target) : -EINVAL;
 }
 
 /* ---- open / read ----------------------------------------------------------- */
@@ -378,36 +165,16 @@ static int is_control(uint64_t ino)
 
 int fs_op_open(struct fs *fs, uint64_t ino, int flags, struct fs_open *o)
 {
-	enum fs_kind k = fs_ino_kind(ino);
+	const struct fs_view *v = fs_view_of(fs, ino);
 
 	memset(o, 0, sizeof(*o));
-	if (is_control(ino)) {
-		/* commands are ioctls on a read-only open (or writes, where a
-		 * mount is writable); reading gives nothing */
-		o->direct_io = 1;
-		return 0;
-	}
+	if (v && v->open)
+		return v->open(fs, ino, flags, o);
 	if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))
 		return -EROFS;
-	if (k == FS_K_CTL) {
-		struct fs_ctl_snap *slot;
-		char *buf;
-		size_t len;
-		int err = fs_ctl_render(fs, (enum fs_ctl)fs_ino_a(ino), &buf, &len);
-
-		if (err < 0)
-			return err;
-		pthread_mutex_lock(&fs->ctl_lock);
-		o->fh = ++fs->ctl_gen;
-		slot = &fs->ctl_snaps[o->fh % FS_CTL_SNAPS];
-		free(slot->buf); /* a snapshot 1024 opens old: its reader is gone */
-		*slot = (struct fs_ctl_snap){o->fh, buf, len};
-		pthread_mutex_unlock(&fs->ctl_lock);
-		o->direct_io = 1;
-		return 0;
-	}
-	if (k != FS_K_OBJ && k != FS_K_MEMBER && k != FS_K_IFFILE)
+	if (!v || !v->read)
 		return -EISDIR;
+	/* immutable data: the kernel keeps its pages */
 	o->keep_cache = 1;
 	o->noflush = 1;
 	return 0;
@@ -415,16 +182,10 @@ int fs_op_open(struct fs *fs, uint64_t ino, int flags, struct fs_open *o)
 
 void fs_op_release(struct fs *fs, uint64_t ino, uint64_t fh)
 {
-	struct fs_ctl_snap *slot = &fs->ctl_snaps[fh % FS_CTL_SNAPS];
+	const struct fs_view *v = fs_view_of(fs, ino);
 
-	if (fs_ino_kind(ino) != FS_K_CTL || !fh)
-		return;
-	pthread_mutex_lock(&fs->ctl_lock);
-	if (slot->gen == fh) {
-		free(slot->buf);
-		*slot = (struct fs_ctl_snap){0, NULL, 0};
-	}
-	pthread_mutex_unlock(&fs->ctl_lock);
+	if (v && v->release)
+		v->release(fs, ino, fh);
 }
 
 int fs_op_write(struct fs *fs, uint64_t ino, const char *buf, size_t size)
@@ -446,9 +207,8 @@ int fs_op_ioctl(struct fs *fs, uint64_t ino, unsigned cmd, uid_t uid, const void
 	return fs_ctl_command(fs, in_buf, strnlen(in_buf, in_len));
 }
 
-/* [off, off+size) of stream o as one fd extent. */
-static int read_fd_range(struct fs *fs, struct cachetier_obj *o, uint64_t off, size_t size,
-			 struct fs_read *r)
+int fs_read_fd_range(struct fs *fs, struct cachetier_obj *o, uint64_t off, size_t size,
+		     struct fs_read *r)
 {
 	int err = cachetier_obj_read_begin(o, off, size, &r->fd, &r->fd_off);
 
@@ -460,171 +220,22 @@ static int read_fd_range(struct fs *fs, struct cachetier_obj *o, uint64_t off, s
 	return 0;
 }
 
-static int read_obj(struct fs *fs, uint32_t obj, uint64_t off, size_t size, struct fs_read *r)
-{
-	struct cachetier_obj *raw;
-	uint64_t osize = fs_obj(fs, obj)->info.size;
-	/* local sources: one stat, so a file rewritten in place is ESTALE,
-	 * never bytes of another version (pages the kernel cached before the
-	 * change never reach us) */
-	int err = fs_obj_check(fs, obj);
-
-	if (err == 0)
-		err = fs_obj_raw(fs, obj, &raw);
-	if (err < 0)
-		return err;
-	if (off >= osize)
-		return 0;
-	if (size > osize - off)
-		size = (size_t)(osize - off);
-	return read_fd_range(fs, raw, off, size, r);
-}
-
-/* Sparse members and reads spanning many extents: copy into memory. */
-static int read_member_copy(struct fs *fs, const struct shardidx *ix,
-			    struct cachetier_obj *stream, uint32_t idx, uint64_t off, size_t size,
-			    struct fs_read *r)
-{
-	struct shardidx_extent ext[FS_SPLICE_EXTENTS];
-	char *buf = malloc(size ? size : 1);
-	size_t done = 0;
-	int n, err = 0;
-
-	if (!buf)
-		return -ENOMEM;
-	while (done < size) {
-		n = shardidx_map(ix, idx, off + done, size - done, ext, FS_SPLICE_EXTENTS);
-		if (n <= 0) {
-			err = n < 0 ? n : -EIO;
-			break;
-		}
-		for (int i = 0; i < n && !err; i++) {
-			char *dst = buf + (ext[i].logical - off);
-
-			if (ext[i].hole) {
-				memset(dst, 0, ext[i].len);
-			} else {
-				ssize_t got = cachetier_obj_pread(stream, dst, ext[i].len,
-								  ext[i].stream_off);
-
-				if (got != (ssize_t)ext[i].len)
-					err = got < 0 ? (int)got : -EIO;
-			}
-			done = ext[i].logical + ext[i].len - off;
-		}
-		if (err)
-			break;
-	}
-	if (err) {
-		free(buf);
-		return err;
-	}
-	fs->c.read_bytes += size;
-	r->buf = buf;
-	r->len = size;
-	return 0;
-}
-
-static int read_member(struct fs *fs, uint32_t shard, uint32_t idx, uint64_t off, size_t size,
-		       struct fs_read *r)
-{
-	struct shardidx *ix;
-	struct cachetier_obj *stream;
-	struct shardidx_entry e;
-	struct shardidx_extent ext[FS_SPLICE_EXTENTS];
-	int n, err;
-
-	err = fs_obj_check(fs, fs_shard(fs, shard)->obj);
-	if (err == 0)
-		err = fs_shard_index(fs, shard, &ix, &stream);
-	if (err == 0 && shardidx_entry_get(ix, idx, &e) < 0)
-		err = -ENOENT;
-	if (err == 0 && e.type != SHARDIDX_REG)
-		err = -EISDIR;
-	if (err < 0)
-		return err;
-	if (off >= e.size)
-		return 0;
-	if (size > e.size - off)
-		size = (size_t)(e.size - off);
-	fs_shard_touch(fs, shard);
-	n = shardidx_map(ix, idx, off, size, ext, FS_SPLICE_EXTENTS);
-	if (n < 0)
-		return n;
-	if (n == 1 && !ext[0].hole && ext[0].len == size)
-		return read_fd_range(fs, stream, ext[0].stream_off, size, r);
-	return read_member_copy(fs, ix, stream, idx, off, size, r);
-}
-
-/* A control file: the open's own snapshot (fh), or without an open the
- * current one (fs->ctl_cur, rendered at getattr); copied. */
-static int read_ctl(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_t size,
-		    struct fs_read *r)
-{
-	struct fs_ctl_snap *slot = fh ? &fs->ctl_snaps[fh % FS_CTL_SNAPS]
-				      : &fs->ctl_cur[fs_ino_a(ino)];
-	int err = 0;
-
-	pthread_mutex_lock(&fs->ctl_lock);
-	if (fh && slot->gen != fh) {
-		/* released already: a late async read nobody waits for */
-		err = -EIO;
-		goto out;
-	}
-	if (off >= slot->len)
-		size = 0;
-	else if (size > slot->len - (size_t)off)
-		size = slot->len - (size_t)off;
-	if (size) {
-		r->buf = malloc(size);
-		if (!r->buf) {
-			err = -ENOMEM;
-			goto out;
-		}
-		memcpy(r->buf, slot->buf + off, size);
-		r->len = size;
-	}
-out:
-	pthread_mutex_unlock(&fs->ctl_lock);
-	return err;
-}
-
-static int read_ino(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_t size,
-		    struct fs_read *r)
-{
-	uint32_t a = fs_ino_a(ino);
-
-	switch (fs_ino_kind(ino)) {
-	case FS_K_OBJ:
-		return a < fs->nobjs ? read_obj(fs, a, off, size, r) : -ENOENT;
-	case FS_K_MEMBER:
-	case FS_K_IFFILE: /* a view file is its image member */
-		return a < fs->nshards ? read_member(fs, a, fs_ino_b(ino), off, size, r) : -ENOENT;
-	case FS_K_CTL:
-		if (a == FS_CTL_STATS || a == FS_CTL_METRICS)
-			return read_ctl(fs, ino, fh, off, size, r);
-		return -EISDIR;
-	default:
-		return -EISDIR;
-	}
-}
-
 int fs_op_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_t size,
 	       struct fs_read *r)
 {
-	uint32_t a = fs_ino_a(ino);
+	const struct fs_view *v = fs_view_of(fs, ino);
 	int err;
 
 	memset(r, 0, sizeof(*r));
 	r->fd = -1;
 	fs->c.reads++;
-	err = read_ino(fs, ino, fh, off, size, r);
+	if (!v || !v->read)
+		return -EISDIR;
+	err = v->read(fs, ino, fh, off, size, r);
 	/* a remote object that changed under a read: the next lookup of its
 	 * name gets the new version */
-	if (err == -ESTALE && fs_ino_kind(ino) == FS_K_OBJ && a < fs->nobjs)
-		fs_obj_mark_stale(fs, a, FS_OBJ_STALE);
-	else if (err == -ESTALE && fs_ino_kind(ino) != FS_K_OBJ && a < fs->nshards)
-		fs_obj_mark_stale(fs, fs_shard(fs, a)->obj, FS_OBJ_STALE);
+	if (err == -ESTALE && v->mark_stale)
+		v->mark_stale(fs, ino);
 	return err;
 }
 
@@ -641,159 +252,29 @@ void fs_op_read_done(struct fs_read *r)
 
 int fs_op_opendir(struct fs *fs, uint64_t ino)
 {
-	enum fs_kind k = fs_ino_kind(ino);
+	const struct fs_view *v = fs_view_of(fs, ino);
 
-	if (k == FS_K_OBJ || k == FS_K_IFFILE)
+	if (!v || !v->list_open)
 		return -ENOTDIR;
-	if (k == FS_K_MEMBER) {
-		struct stat st;
-		int err = fs_op_getattr(fs, ino, &st);
-
-		if (err < 0 || !S_ISDIR(st.st_mode))
-			return err < 0 ? err : -ENOTDIR;
-	}
-	return 0;
-}
-
-/* One directory listing as (name, inode) pairs produced by index. */
-struct listing {
-	struct fs *fs;
-	uint64_t ino, parent;
-	uint32_t n; /* entries after "." and ".." */
-	enum fs_kind kind;
-	uint32_t a;
-	const struct fs_dir *dir;        /* FS_K_DIR */
-	const struct shardidx *ix;       /* FS_K_SHARD, FS_K_MEMBER */
-	uint32_t first;                  /* first child in ix */
-	const struct fs_ifview *ifv;     /* FS_K_IFCLASS, or the imagefolder root */
-};
-
-static int listing_open(struct fs *fs, uint64_t ino, struct listing *l)
-{
-	uint32_t a = fs_ino_a(ino);
-	struct shardidx *ix;
-	int err;
-
-	memset(l, 0, sizeof(*l));
-	l->fs = fs;
-	l->ino = ino;
-	l->kind = fs_ino_kind(ino);
-	l->a = a;
-	switch (l->kind) {
-	/* the imagefolder root lists classes, a class its files */
-	case FS_K_IFCLASS:
-		err = fs_if_get(fs, &l->ifv);
-		if (err < 0)
-			return err;
-		if (a >= l->ifv->nclasses)
-			return -ENOENT;
-		l->first = l->ifv->classes[a].first;
-		l->n = l->ifv->classes[a].n;
-		l->parent = 1;
-		return 0;
-	case FS_K_DIR:
-		if (ino == 1 && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER) {
-			err = fs_if_get(fs, &l->ifv);
-			if (err < 0)
-				return err;
-			l->n = l->ifv->nclasses;
-			l->parent = 1;
-			return 0;
-		}
-			/* the caller holds fs->ns_lock (read) until the listing is done */
-		if (a >= fs->ndirs)
-			return -ENOENT;
-		if (fs->dirs[a].gone)
-			return -ESTALE;
-		l->dir = &fs->dirs[a];
-		l->n = l->dir->nents;
-		l->parent = fs_ino(FS_K_DIR, l->dir->parent, 0);
-		return 0;
-	case FS_K_SHARD:
-	case FS_K_MEMBER:
-		if (a >= fs->nshards)
-			return -ENOENT;
-		err = fs_shard_index(fs, a, &ix, NULL);
-		if (err < 0)
-			return err;
-		l->ix = ix;
-		if (l->kind == FS_K_SHARD) {
-			shardidx_root(ix, &l->first, &l->n);
-			l->parent = fs_ino(FS_K_DIR, fs_obj(fs, fs_shard(fs, a)->obj)->dir, 0);
-		} else {
-			struct shardidx_entry e;
-
-			if (shardidx_entry_get(ix, fs_ino_b(ino), &e) < 0 || e.type != SHARDIDX_DIR)
-				return -ENOTDIR;
-			l->first = e.first_child;
-			l->n = e.nchild;
-			l->parent = e.parent == SHARDIDX_NONE ? fs_ino(FS_K_SHARD, a, 0)
-							      : fs_ino(FS_K_MEMBER, a, e.parent);
-		}
-		return 0;
-	case FS_K_CTL:
-		l->n = FS_CTL_COUNT - 1;
-		l->parent = 1;
-		return 0;
-	default:
-		return -ENOTDIR;
-	}
-}
-
-/* Name and inode of entry i (0-based, after "." and ".."). */
-static const char *listing_entry(const struct listing *l, uint32_t i, uint64_t *ino)
-{
-	switch (l->kind) {
-	case FS_K_IFCLASS: {
-		const struct fs_if_file *f = &l->ifv->files[l->first + i];
-
-		*ino = fs_ino(FS_K_IFFILE, f->shard, f->entry);
-		return f->name;
-	}
-	case FS_K_DIR: {
-		const struct fs_dirent *d;
-
-		if (l->ifv) { /* the imagefolder root */
-			*ino = fs_ino(FS_K_IFCLASS, i, 0);
-			return l->ifv->classes[i].name;
-		}
-		d = &l->dir->ents[i];
-
-		*ino = fs_ino((enum fs_kind)d->kind, d->idx, 0);
-		return d->name;
-	}
-	case FS_K_SHARD:
-	case FS_K_MEMBER: {
-		struct shardidx_entry e;
-
-		if (shardidx_entry_get(l->ix, l->first + i, &e) < 0)
-			return NULL;
-		*ino = fs_ino(FS_K_MEMBER, l->a, e.canon);
-		return e.name;
-	}
-	case FS_K_CTL:
-		*ino = fs_ino(FS_K_CTL, i + 1, 0);
-		return fs_ctl_names[i + 1];
-	default:
-		return NULL;
-	}
+	return v->opendir ? v->opendir(fs, ino) : 0;
 }
 
 int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, void *ctx)
 {
-	struct listing l;
-	int err, locked;
+	const struct fs_view *v = fs_view_of(fs, ino);
+	struct fs_listing l;
+	int err;
 
 	fs->c.readdirs++;
-	/* a source directory's entries may change at a refresh: read them
-	 * under the namespace lock (the imagefolder root is a view instead) */
-	locked = fs_ino_kind(ino) == FS_K_DIR &&
-		 !(ino == 1 && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER);
-	if (locked)
-		fs_ns_rdlock(fs);
-	err = listing_open(fs, ino, &l);
+	if (!v || !v->list_open)
+		return -ENOTDIR;
+	memset(&l, 0, sizeof(l));
+	l.fs = fs;
+	l.ino = ino;
+	l.a = fs_ino_a(ino);
+	err = v->list_open(fs, ino, &l);
 	if (err < 0)
-		goto out;
+		return err;
 	/* offsets: 0 "." , 1 "..", 2+i entry i; each entry carries the next */
 	for (uint64_t pos = off; pos < (uint64_t)l.n + 2; pos++) {
 		struct fs_entry e;
@@ -801,39 +282,35 @@ int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, vo
 		uint64_t eino;
 		int aerr;
 
-		if (pos == 0) {
-			name = ".";
-			eino = ino;
-		} else if (pos == 1) {
-			name = "..";
-			eino = l.parent;
-		} else {
-			name = listing_entry(&l, (uint32_t)(pos - 2), &eino);
-			if (!name)
+		if (pos < 2) {
+			/* no inode: the kernel makes no entry for these */
+			memset(&e, 0, sizeof(e));
+			e.attr.st_ino = pos == 0 ? ino : l.parent;
+			e.attr.st_mode = S_IFDIR;
+			if (fn(ctx, pos == 0 ? "." : "..", &e, pos + 1))
 				break;
+			continue;
 		}
-		memset(&e, 0, sizeof(e));
-		aerr = pos >= 2 ? entry_of(fs, eino, &e) : 0;
-		if (aerr == -ESTALE && l.kind == FS_K_DIR) {
+		name = v->list_entry(&l, (uint32_t)(pos - 2), &eino);
+		if (!name)
+			break;
+		aerr = entry_of(fs, eino, &e);
+		if (aerr == -ESTALE && l.stale_names) {
 			/* a file that changed and was not looked up since: list its
 			 * name without attributes (ino 0: the kernel makes no entry),
 			 * so a lookup gets the new version */
 			memset(&e, 0, sizeof(e));
 			e.attr.st_ino = eino;
-			e.attr.st_mode = fs_ino_kind(eino) == FS_K_OBJ ? S_IFREG : S_IFDIR;
+			e.attr.st_mode = fs_view_of(fs, eino)->read ? S_IFREG : S_IFDIR;
 		} else if (aerr < 0) {
 			continue;
-		} else if (pos < 2) {
-			e.attr.st_ino = eino;
-			e.attr.st_mode = S_IFDIR;
 		}
 		if (fn(ctx, name, &e, pos + 1))
 			break;
 	}
-out:
-	if (locked)
+	if (l.locked)
 		fs_ns_unlock(fs);
-	return err;
+	return 0;
 }
 
 /* ---- the rest ---------------------------------------------------------------- */
@@ -863,87 +340,48 @@ int fs_op_setattr(struct fs *fs, uint64_t ino, int truncate_only, struct stat *s
 	return -EROFS;
 }
 
-/* ---- extended attributes of members: where a sample lives --------------------
- * user.shardfs.shard   the shard's key in the source
- * user.shardfs.offset  offset of the member's data in the (decoded) tar stream
- * user.shardfs.size    the member's size
- * user.shardfs.key     the WebDataset sample key (base name up to its first '.')
- * Regular members and imagefolder files have them; everything else none. */
-static const char *const xattr_names[] = {"user.shardfs.shard", "user.shardfs.offset",
-					  "user.shardfs.size", "user.shardfs.key"};
-#define NXATTR (sizeof(xattr_names) / sizeof(xattr_names[0]))
-
-/* Value of xattr i of ino into buf (NUL-terminated; length returned), or
- * a negative errno: -ENODATA where ino has no such attributes. */
-static int xattr_value(struct fs *fs, uint64_t ino, size_t i, char *buf, size_t size)
-{
-	enum fs_kind k = fs_ino_kind(ino);
-	uint32_t a = fs_ino_a(ino);
-	struct shardidx *ix;
-	struct shardidx_entry e;
-	const char *dot;
-	int n, err;
-
-	if ((k != FS_K_MEMBER && k != FS_K_IFFILE) || a >= fs->nshards)
-		return -ENODATA;
-	err = fs_shard_index(fs, a, &ix, NULL);
-	if (err < 0)
-		return err;
-	if (shardidx_entry_get(ix, fs_ino_b(ino), &e) < 0 || e.type != SHARDIDX_REG ||
-	    (e.flags & SHARDIDX_F_SPARSE))
-		return -ENODATA;
-	switch (i) {
-	case 0:
-		n = snprintf(buf, size, "%s", fs_obj(fs, fs_shard(fs, a)->obj)->key);
-		break;
-	case 1:
-		n = snprintf(buf, size, "%" PRIu64, e.data_off);
-		break;
-	case 2:
-		n = snprintf(buf, size, "%" PRIu64, e.size);
-		break;
-	default:
-		dot = strchr(e.name, '.');
-		n = snprintf(buf, size, "%.*s", dot ? (int)(dot - e.name) : (int)strlen(e.name),
-			     e.name);
-		break;
-	}
-	return n < 0 || (size_t)n >= size ? -ERANGE : n;
-}
+/* ---- extended attributes: where a sample lives ------------------------------
+ * Regular members and imagefolder files have them (fs_member_xattr);
+ * everything else none. */
+const char *const fs_xattr_names[FS_NXATTR] = {"user.shardfs.shard", "user.shardfs.offset",
+					       "user.shardfs.size", "user.shardfs.key"};
 
 int fs_op_getxattr(struct fs *fs, uint64_t ino, const char *name, char *buf, size_t size)
 {
+	const struct fs_view *v = fs_view_of(fs, ino);
 	int n = -ENODATA;
 
 	/* ENOSYS: the kernel stops sending getxattr for the whole mount, so
 	 * `ls -l`'s security.selinux and ACL probes cost no round trip */
 	if (fs->cfg.no_xattr)
 		return -ENOSYS;
-	for (size_t i = 0; i < NXATTR; i++)
-		if (strcmp(name, xattr_names[i]) == 0)
-			n = xattr_value(fs, ino, i, buf, size);
+	for (size_t i = 0; i < FS_NXATTR; i++)
+		if (strcmp(name, fs_xattr_names[i]) == 0 && v && v->xattr)
+			n = v->xattr(fs, ino, i, buf, size);
 	return n;
 }
 
 int fs_op_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size)
 {
+	const struct fs_view *v = fs_view_of(fs, ino);
 	char val[FS_XATTR_MAX];
 	size_t len = 0;
 	int err;
 
 	if (fs->cfg.no_xattr)
 		return -ENOSYS;
-	err = xattr_value(fs, ino, 1, val, sizeof(val));
+	/* all of them or none: ask for one */
+	err = v && v->xattr ? v->xattr(fs, ino, 1, val, sizeof(val)) : -ENODATA;
 	if (err == -ENODATA)
 		return 0;
 	if (err < 0)
 		return err;
-	for (size_t i = 0; i < NXATTR; i++) {
-		size_t l = strlen(xattr_names[i]) + 1;
+	for (size_t i = 0; i < FS_NXATTR; i++) {
+		size_t l = strlen(fs_xattr_names[i]) + 1;
 
 		if (len + l > size)
 			return -ERANGE;
-		memcpy(buf + len, xattr_names[i], l);
+		memcpy(buf + len, fs_xattr_names[i], l);
 		len += l;
 	}
 	return (int)len;
@@ -951,19 +389,10 @@ int fs_op_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size)
 
 void fs_op_describe(struct fs *fs, uint64_t ino, char *buf, size_t size)
 {
-	uint32_t a = fs_ino_a(ino);
-	enum fs_kind k = fs_ino_kind(ino);
-	const char *what = "?", *member = "";
-	struct shardidx *ix;
-	struct shardidx_entry e;
+	const struct fs_view *v = fs_view_of(fs, ino);
 
-	if (k == FS_K_OBJ && a < fs->nobjs) {
-		what = fs_obj(fs, a)->key;
-	} else if ((k == FS_K_SHARD || k == FS_K_MEMBER || k == FS_K_IFFILE) && a < fs->nshards) {
-		what = fs_obj(fs, fs_shard(fs, a)->obj)->key;
-		ix = atomic_load(&fs_shard(fs, a)->ix);
-		if (k != FS_K_SHARD && ix && shardidx_entry_get(ix, fs_ino_b(ino), &e) == 0)
-			member = e.name;
-	}
-	snprintf(buf, size, "%s%s%s", what, *member ? " member " : "", member);
+	if (v && v->describe)
+		v->describe(fs, ino, buf, size);
+	else
+		snprintf(buf, size, "%s", v ? v->name : "?");
 }

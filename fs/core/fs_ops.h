@@ -31,6 +31,9 @@ struct fs_entry {
 
 /* How long the kernel may cache ino's entry and attributes. */
 double fs_op_timeout(const struct fs *fs, uint64_t ino);
+/* Is ino a file of the dataset (an object, a member, an imagefolder file),
+ * whose failed reads count in read_errors? */
+int fs_op_is_data(const struct fs *fs, uint64_t ino);
 /* ino's attributes. A control file renders a new snapshot here (fs_ctl.c). */
 int fs_op_getattr(struct fs *fs, uint64_t ino, struct stat *st);
 /* name in directory parent: 0 with e filled (e->ino 0: a negative entry), or

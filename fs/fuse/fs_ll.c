@@ -77,7 +77,6 @@ static void reply_fail(fuse_req_t req, struct fs *fs, enum ll_op op, fuse_ino_t 
 {
 	static _Atomic int64_t sec;
 	static atomic_uint in_sec, dropped;
-	enum fs_kind k = fs_ino_kind(ino);
 	char what[1024];
 	struct timespec ts;
 	unsigned skipped;
@@ -85,7 +84,7 @@ static void reply_fail(fuse_req_t req, struct fs *fs, enum ll_op op, fuse_ino_t 
 	err = err < 0 ? -err : err;
 	fuse_reply_err(req, err);
 	if (op == OP_READ) {
-		if (k != FS_K_OBJ && k != FS_K_MEMBER && k != FS_K_IFFILE)
+		if (!fs_op_is_data(fs, ino))
 			return; /* a directory, or a control file's late read */
 		fs->c.read_errors++;
 	} else {

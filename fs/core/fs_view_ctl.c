@@ -1,0 +1,178 @@
+/*
+ * fs_view_ctl.c — .shardfs and its control files (fs_view.h; what they say:
+ * fs_ctl.c).
+ *
+ * A control file is read as a snapshot: one rendered at open, kept under
+ * the open's generation number (fs->ctl_snaps: a READ may still be in
+ * flight when RELEASE frees it), or, without OPEN requests, the one the
+ * last GETATTR rendered (fs->ctl_cur). Timeouts are 0 (fs_op_timeout).
+ * .shardfs/control reads as empty and takes commands (fs_ops.c: ioctl,
+ * write).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fs_view.h"
+
+/* A control file's attributes: render the current snapshot (see
+ * fs->ctl_cur) and report its size, with a new mtime every time. */
+static int ctl_snap_attr(struct fs *fs, uint64_t ino, enum fs_ctl which, struct stat *st)
+{
+	struct fs_ctl_snap *cur = &fs->ctl_cur[which];
+	struct timespec now;
+	char *buf;
+	size_t len;
+	int err = fs_ctl_render(fs, which, &buf, &len);
+
+	if (err < 0)
+		return err;
+	clock_gettime(CLOCK_REALTIME, &now);
+	pthread_mutex_lock(&fs->ctl_lock);
+	free(cur->buf);
+	*cur = (struct fs_ctl_snap){++fs->ctl_gen, buf, len};
+	pthread_mutex_unlock(&fs->ctl_lock);
+	fs_attr_file(fs, st, ino, S_IFREG | 0444, len, now.tv_sec);
+	st->st_mtim = st->st_ctim = now;
+	return 0;
+}
+
+static int ctl_getattr(struct fs *fs, uint64_t ino, struct stat *st)
+{
+	uint32_t a = fs_ino_a(ino);
+
+	if (a >= FS_CTL_COUNT || fs_ino_b(ino) != 0)
+		return -ENOENT;
+	if (a == FS_CTL_DIR)
+		fs_attr_dir(fs, st, ino, 0555, 2, fs->mount_time);
+	else if (a == FS_CTL_CONTROL)
+		/* read-write for the owner: commands are an ioctl on a
+		 * read-only open (the mount is read-only) */
+		fs_attr_file(fs, st, ino, S_IFREG | 0600, 0, fs->mount_time);
+	else
+		return ctl_snap_attr(fs, ino, (enum fs_ctl)a, st);
+	return 0;
+}
+
+static int ctl_lookup(struct fs *fs, uint64_t parent, const char *name, size_t len,
+		      uint64_t *ino)
+{
+	(void)fs;
+	(void)len;
+	if (fs_ino_a(parent) != FS_CTL_DIR)
+		return -ENOTDIR;
+	*ino = 0;
+	for (uint32_t i = 1; i < FS_CTL_COUNT; i++)
+		if (strcmp(name, fs_ctl_names[i]) == 0)
+			*ino = fs_ino(FS_K_CTL, i, 0);
+	return 0;
+}
+
+static int ctl_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
+{
+	(void)fs;
+	(void)ino;
+	l->n = FS_CTL_COUNT - 1;
+	l->parent = 1;
+	return 0;
+}
+
+static const char *ctl_list_entry(const struct fs_listing *l, uint32_t i, uint64_t *ino)
+{
+	(void)l;
+	*ino = fs_ino(FS_K_CTL, i + 1, 0);
+	return fs_ctl_names[i + 1];
+}
+
+static int ctl_open(struct fs *fs, uint64_t ino, int flags, struct fs_open *o)
+{
+	struct fs_ctl_snap *slot;
+	char *buf;
+	size_t len;
+	int err;
+
+	if (fs_ino_a(ino) == FS_CTL_CONTROL) {
+		/* commands are ioctls on a read-only open (or writes, where a
+		 * mount is writable); reading gives nothing */
+		o->direct_io = 1;
+		return 0;
+	}
+	if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))
+		return -EROFS;
+	err = fs_ctl_render(fs, (enum fs_ctl)fs_ino_a(ino), &buf, &len);
+	if (err < 0)
+		return err;
+	pthread_mutex_lock(&fs->ctl_lock);
+	o->fh = ++fs->ctl_gen;
+	slot = &fs->ctl_snaps[o->fh % FS_CTL_SNAPS];
+	free(slot->buf); /* a snapshot 1024 opens old: its reader is gone */
+	*slot = (struct fs_ctl_snap){o->fh, buf, len};
+	pthread_mutex_unlock(&fs->ctl_lock);
+	o->direct_io = 1;
+	return 0;
+}
+
+static void ctl_release(struct fs *fs, uint64_t ino, uint64_t fh)
+{
+	struct fs_ctl_snap *slot = &fs->ctl_snaps[fh % FS_CTL_SNAPS];
+
+	(void)ino;
+	if (!fh)
+		return;
+	pthread_mutex_lock(&fs->ctl_lock);
+	if (slot->gen == fh) {
+		free(slot->buf);
+		*slot = (struct fs_ctl_snap){0, NULL, 0};
+	}
+	pthread_mutex_unlock(&fs->ctl_lock);
+}
+
+/* The open's own snapshot (fh), or without an open the current one; copied. */
+static int ctl_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_t size,
+		    struct fs_read *r)
+{
+	uint32_t a = fs_ino_a(ino);
+	struct fs_ctl_snap *slot;
+	int err = 0;
+
+	if (a != FS_CTL_STATS && a != FS_CTL_METRICS)
+		return -EISDIR;
+	slot = fh ? &fs->ctl_snaps[fh % FS_CTL_SNAPS] : &fs->ctl_cur[a];
+	pthread_mutex_lock(&fs->ctl_lock);
+	if (fh && slot->gen != fh) {
+		/* released already: a late async read nobody waits for */
+		err = -EIO;
+		goto out;
+	}
+	if (off >= slot->len)
+		size = 0;
+	else if (size > slot->len - (size_t)off)
+		size = slot->len - (size_t)off;
+	if (size) {
+		r->buf = malloc(size);
+		if (!r->buf) {
+			err = -ENOMEM;
+			goto out;
+		}
+		memcpy(r->buf, slot->buf + off, size);
+		r->len = size;
+	}
+out:
+	pthread_mutex_unlock(&fs->ctl_lock);
+	return err;
+}
+
+const struct fs_view fs_view_ctl = {
+	.name = "control",
+	.volatile_attrs = 1,
+	.getattr = ctl_getattr,
+	.lookup = ctl_lookup,
+	.list_open = ctl_list_open,
+	.list_entry = ctl_list_entry,
+	.open = ctl_open,
+	.release = ctl_release,
+	.read = ctl_read,
+};

@@ -1,0 +1,351 @@
+/*
+ * fs_view_shard.c — a shard as a directory of its members (fs_view.h):
+ * the member directory (FS_K_SHARD: the shard's root) and every member
+ * (FS_K_MEMBER: files, directories, symlinks; a hard link is its target's
+ * inode). Everything is answered from the shard's index, loaded on first
+ * use (fs_shard.c) and immutable afterwards. The member operations are
+ * also the imagefolder view's files (fs_imagefolder.c).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs_view.h"
+
+/* Extents answered with one fd extent; more (sparse members) are copied. */
+#define FS_SPLICE_EXTENTS 8
+
+/* ---- the member directory ------------------------------------------------ */
+
+static int shard_getattr(struct fs *fs, uint64_t ino, struct stat *st)
+{
+	uint32_t a = fs_ino_a(ino);
+	const struct fs_obj *o;
+
+	if (a >= fs->nshards || fs_ino_b(ino) != 0)
+		return -ENOENT;
+	o = fs_obj(fs, fs_shard(fs, a)->obj);
+	if (!fs_obj_live(o))
+		return -ESTALE;
+	/* nlink 1: "unknown", so tools never infer the subdirectory count
+	 * and we need not read the shard to answer */
+	fs_attr_dir(fs, st, ino, 0555, 1, o->info.mtime);
+	return 0;
+}
+
+/* name in the member directory dir (SHARDIDX_NONE: the shard's root). */
+static int lookup_in(struct fs *fs, uint32_t shard, uint32_t dir, const char *name, size_t len,
+		     uint64_t *ino)
+{
+	struct shardidx *ix;
+	int64_t idx;
+	int err;
+
+	if (shard >= fs->nshards)
+		return -ENOENT;
+	err = fs_obj_check(fs, fs_shard(fs, shard)->obj);
+	if (err == 0)
+		err = fs_shard_index(fs, shard, &ix, NULL);
+	if (err < 0)
+		return err;
+	idx = shardidx_lookup(ix, dir, name, len);
+	*ino = idx < 0 ? 0 : fs_ino(FS_K_MEMBER, shard, (uint32_t)idx);
+	return 0;
+}
+
+static int shard_lookup(struct fs *fs, uint64_t parent, const char *name, size_t len,
+			uint64_t *ino)
+{
+	return lookup_in(fs, fs_ino_a(parent), SHARDIDX_NONE, name, len, ino);
+}
+
+static int shard_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
+{
+	struct shardidx *ix;
+	int err;
+
+	(void)ino;
+	if (l->a >= fs->nshards)
+		return -ENOENT;
+	err = fs_shard_index(fs, l->a, &ix, NULL);
+	if (err < 0)
+		return err;
+	l->p = ix;
+	shardidx_root(ix, &l->first, &l->n);
+	l->parent = fs_ino(FS_K_DIR, fs_obj(fs, fs_shard(fs, l->a)->obj)->dir, 0);
+	return 0;
+}
+
+/* Entry i of a member directory: the children [first, first + n) of the index. */
+static const char *members_entry(const struct fs_listing *l, uint32_t i, uint64_t *ino)
+{
+	struct shardidx_entry e;
+
+	if (shardidx_entry_get(l->p, l->first + i, &e) < 0)
+		return NULL;
+	*ino = fs_ino(FS_K_MEMBER, l->a, e.canon);
+	return e.name;
+}
+
+static void shard_describe(struct fs *fs, uint64_t ino, char *buf, size_t size)
+{
+	uint32_t a = fs_ino_a(ino);
+
+	snprintf(buf, size, "%s", a < fs->nshards ? fs_obj(fs, fs_shard(fs, a)->obj)->key : "?");
+}
+
+const struct fs_view fs_view_shard = {
+	.name = "shard",
+	.getattr = shard_getattr,
+	.lookup = shard_lookup,
+	.list_open = shard_list_open,
+	.list_entry = members_entry,
+	.describe = shard_describe,
+};
+
+/* ---- members ----------------------------------------------------------------- */
+
+int fs_member_getattr(struct fs *fs, uint64_t ino, struct stat *st)
+{
+	uint32_t shard = fs_ino_a(ino), idx = fs_ino_b(ino);
+	struct shardidx *ix;
+	struct shardidx_entry e;
+	int err;
+
+	if (shard >= fs->nshards)
+		return -ENOENT;
+	err = fs_shard_index(fs, shard, &ix, NULL);
+	if (err < 0)
+		return err;
+	if (shardidx_entry_get(ix, idx, &e) < 0)
+		return -ENOENT;
+	if (e.canon != idx && shardidx_entry_get(ix, e.canon, &e) < 0)
+		return -ENOENT;
+	fs_attr_base(fs, st, fs_ino(FS_K_MEMBER, shard, e.canon));
+	st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec = e.mtime;
+	st->st_nlink = e.nlink;
+	st->st_size = (off_t)e.size;
+	switch (e.type) {
+	case SHARDIDX_DIR:
+		st->st_mode = S_IFDIR | (e.mode & 07777);
+		st->st_size = 4096;
+		break;
+	case SHARDIDX_SYMLINK:
+		st->st_mode = S_IFLNK | 0777;
+		break;
+	default:
+		st->st_mode = S_IFREG | (e.mode & 07777);
+		st->st_blocks = (blkcnt_t)((e.size + 511) / 512);
+		break;
+	}
+	return 0;
+}
+
+static int member_lookup(struct fs *fs, uint64_t parent, const char *name, size_t len,
+			 uint64_t *ino)
+{
+	return lookup_in(fs, fs_ino_a(parent), fs_ino_b(parent), name, len, ino);
+}
+
+static int member_opendir(struct fs *fs, uint64_t ino)
+{
+	struct stat st;
+	int err = fs_member_getattr(fs, ino, &st);
+
+	return err < 0 ? err : S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+static int member_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
+{
+	struct shardidx *ix;
+	struct shardidx_entry e;
+	int err;
+
+	if (l->a >= fs->nshards)
+		return -ENOENT;
+	err = fs_shard_index(fs, l->a, &ix, NULL);
+	if (err < 0)
+		return err;
+	if (shardidx_entry_get(ix, fs_ino_b(ino), &e) < 0 || e.type != SHARDIDX_DIR)
+		return -ENOTDIR;
+	l->p = ix;
+	l->first = e.first_child;
+	l->n = e.nchild;
+	l->parent = e.parent == SHARDIDX_NONE ? fs_ino(FS_K_SHARD, l->a, 0)
+					      : fs_ino(FS_K_MEMBER, l->a, e.parent);
+	return 0;
+}
+
+/* Sparse members and reads spanning many extents: copy into memory. */
+static int read_copy(struct fs *fs, const struct shardidx *ix, struct cachetier_obj *stream,
+		     uint32_t idx, uint64_t off, size_t size, struct fs_read *r)
+{
+	struct shardidx_extent ext[FS_SPLICE_EXTENTS];
+	char *buf = malloc(size ? size : 1);
+	size_t done = 0;
+	int n, err = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	while (done < size) {
+		n = shardidx_map(ix, idx, off + done, size - done, ext, FS_SPLICE_EXTENTS);
+		if (n <= 0) {
+			err = n < 0 ? n : -EIO;
+			break;
+		}
+		for (int i = 0; i < n && !err; i++) {
+			char *dst = buf + (ext[i].logical - off);
+
+			if (ext[i].hole) {
+				memset(dst, 0, ext[i].len);
+			} else {
+				ssize_t got = cachetier_obj_pread(stream, dst, ext[i].len,
+								  ext[i].stream_off);
+
+				if (got != (ssize_t)ext[i].len)
+					err = got < 0 ? (int)got : -EIO;
+			}
+			done = ext[i].logical + ext[i].len - off;
+		}
+		if (err)
+			break;
+	}
+	if (err) {
+		free(buf);
+		return err;
+	}
+	fs->c.read_bytes += size;
+	r->buf = buf;
+	r->len = size;
+	return 0;
+}
+
+int fs_member_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_t size,
+		   struct fs_read *r)
+{
+	uint32_t shard = fs_ino_a(ino), idx = fs_ino_b(ino);
+	struct shardidx *ix;
+	struct cachetier_obj *stream;
+	struct shardidx_entry e;
+	struct shardidx_extent ext[FS_SPLICE_EXTENTS];
+	int n, err;
+
+	(void)fh;
+	if (shard >= fs->nshards)
+		return -ENOENT;
+	err = fs_obj_check(fs, fs_shard(fs, shard)->obj);
+	if (err == 0)
+		err = fs_shard_index(fs, shard, &ix, &stream);
+	if (err == 0 && shardidx_entry_get(ix, idx, &e) < 0)
+		err = -ENOENT;
+	if (err == 0 && e.type != SHARDIDX_REG)
+		err = -EISDIR;
+	if (err < 0)
+		return err;
+	if (off >= e.size)
+		return 0;
+	if (size > e.size - off)
+		size = (size_t)(e.size - off);
+	fs_shard_touch(fs, shard);
+	n = shardidx_map(ix, idx, off, size, ext, FS_SPLICE_EXTENTS);
+	if (n < 0)
+		return n;
+	if (n == 1 && !ext[0].hole && ext[0].len == size)
+		return fs_read_fd_range(fs, stream, ext[0].stream_off, size, r);
+	return read_copy(fs, ix, stream, idx, off, size, r);
+}
+
+static int member_readlink(struct fs *fs, uint64_t ino, const char **target)
+{
+	struct shardidx *ix;
+	struct shardidx_entry e;
+	int err;
+
+	if (fs_ino_a(ino) >= fs->nshards)
+		return -EINVAL;
+	err = fs_shard_index(fs, fs_ino_a(ino), &ix, NULL);
+	if (err < 0)
+		return err;
+	if (shardidx_entry_get(ix, fs_ino_b(ino), &e) < 0 || e.type != SHARDIDX_SYMLINK)
+		return -EINVAL;
+	*target = e.link;
+	return 0;
+}
+
+/* Where a sample lives (fs_xattr_names): the shard's key, the member's data
+ * offset in the (decoded) tar stream, its size, its WebDataset key (the base
+ * name up to its first '.'). Regular members only. */
+int fs_member_xattr(struct fs *fs, uint64_t ino, size_t i, char *buf, size_t size)
+{
+	uint32_t a = fs_ino_a(ino);
+	struct shardidx *ix;
+	struct shardidx_entry e;
+	const char *dot;
+	int n, err;
+
+	if (a >= fs->nshards)
+		return -ENODATA;
+	err = fs_shard_index(fs, a, &ix, NULL);
+	if (err < 0)
+		return err;
+	if (shardidx_entry_get(ix, fs_ino_b(ino), &e) < 0 || e.type != SHARDIDX_REG ||
+	    (e.flags & SHARDIDX_F_SPARSE))
+		return -ENODATA;
+	switch (i) {
+	case 0:
+		n = snprintf(buf, size, "%s", fs_obj(fs, fs_shard(fs, a)->obj)->key);
+		break;
+	case 1:
+		n = snprintf(buf, size, "%" PRIu64, e.data_off);
+		break;
+	case 2:
+		n = snprintf(buf, size, "%" PRIu64, e.size);
+		break;
+	default:
+		dot = strchr(e.name, '.');
+		n = snprintf(buf, size, "%.*s", dot ? (int)(dot - e.name) : (int)strlen(e.name),
+			     e.name);
+		break;
+	}
+	return n < 0 || (size_t)n >= size ? -ERANGE : n;
+}
+
+void fs_member_describe(struct fs *fs, uint64_t ino, char *buf, size_t size)
+{
+	uint32_t a = fs_ino_a(ino);
+	struct shardidx *ix;
+	struct shardidx_entry e;
+
+	if (a >= fs->nshards) {
+		snprintf(buf, size, "?");
+		return;
+	}
+	ix = atomic_load(&fs_shard(fs, a)->ix);
+	if (ix && shardidx_entry_get(ix, fs_ino_b(ino), &e) == 0)
+		snprintf(buf, size, "%s member %s", fs_obj(fs, fs_shard(fs, a)->obj)->key, e.name);
+	else
+		snprintf(buf, size, "%s", fs_obj(fs, fs_shard(fs, a)->obj)->key);
+}
+
+void fs_member_mark_stale(struct fs *fs, uint64_t ino)
+{
+	if (fs_ino_a(ino) < fs->nshards)
+		fs_obj_mark_stale(fs, fs_shard(fs, fs_ino_a(ino))->obj, FS_OBJ_STALE);
+}
+
+const struct fs_view fs_view_member = {
+	.name = "member",
+	.getattr = fs_member_getattr,
+	.lookup = member_lookup,
+	.opendir = member_opendir,
+	.list_open = member_list_open,
+	.list_entry = members_entry,
+	.read = fs_member_read,
+	.readlink = member_readlink,
+	.xattr = fs_member_xattr,
+	.describe = fs_member_describe,
+	.mark_stale = fs_member_mark_stale,
+};
