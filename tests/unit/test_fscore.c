@@ -1,0 +1,585 @@
+/*
+ * test_fscore.c — the filesystem core (fs/core/fs_ops.h) without a mount.
+ *
+ * Writes a local directory of small tar shards (and plain files whose names
+ * conflict with them), opens the core on it as a mount would (options,
+ * backend, cache tier, namespace) and drives fs_op_* directly: lookups,
+ * listings (with offsets), attributes, name-conflict rules, extended
+ * attributes, control files, reads compared byte for byte (fd extents and
+ * copied buffers), and the imagefolder layout's class and file names. The
+ * core is linked without libfuse: this test's meson target lists no fuse
+ * dependency.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs_ops.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fprintf(stderr, "\n");                                                     \
+			failures++;                                                                \
+		}                                                                                  \
+	} while (0)
+
+static char tmp[] = "/tmp/test_fscore.XXXXXX";
+
+/* ---- writing the source ---------------------------------------------------- */
+
+struct member {
+	const char *name;
+	char type; /* '0' file, '5' directory */
+	const char *data;
+};
+
+/* data for a member: a pattern long enough to span several reads */
+static char *pattern(const char *seed, size_t len)
+{
+	char *p = malloc(len + 1);
+
+	for (size_t i = 0; i < len; i++)
+		p[i] = (char)(seed[i % strlen(seed)] + (char)(i / 7 % 5));
+	p[len] = '\0';
+	return p;
+}
+
+/* v as width - 1 octal digits and a NUL (v fits: the test's values are small) */
+static void octal(char *dst, size_t width, uint64_t v)
+{
+	char tmpbuf[32];
+
+	snprintf(tmpbuf, sizeof(tmpbuf), "%0*" PRIo64, (int)width - 1, v);
+	memcpy(dst, tmpbuf, width);
+}
+
+/* A ustar archive of members into buf; returns its length. */
+static size_t tar_write(const struct member *m, size_t n, char **out)
+{
+	size_t cap = 1024 * 2, len = 0;
+	char *buf = calloc(1, cap);
+
+	for (size_t i = 0; i < n; i++) {
+		size_t dlen = m[i].data ? strlen(m[i].data) : 0;
+		size_t need = len + 512 + (dlen + 511) / 512 * 512 + 1024;
+		char *h;
+		unsigned sum = 0;
+
+		if (need > cap) {
+			buf = realloc(buf, need);
+			memset(buf + cap, 0, need - cap);
+			cap = need;
+		}
+		h = buf + len;
+		snprintf(h, 100, "%s", m[i].name);
+		octal(h + 100, 8, m[i].type == '5' ? 0755 : 0644);
+		octal(h + 108, 8, 0);
+		octal(h + 116, 8, 0);
+		octal(h + 124, 12, dlen);
+		octal(h + 136, 12, 1700000000);
+		h[156] = m[i].type;
+		memcpy(h + 257, "ustar", 6);
+		memcpy(h + 263, "00", 2);
+		memset(h + 148, ' ', 8);
+		for (int k = 0; k < 512; k++)
+			sum += (unsigned char)h[k];
+		snprintf(h + 148, 8, "%06o", sum);
+		len += 512;
+		if (dlen) {
+			memcpy(buf + len, m[i].data, dlen);
+			len += (dlen + 511) / 512 * 512;
+		}
+	}
+	len += 1024; /* two zero blocks */
+	*out = buf;
+	return len;
+}
+
+static void path_of(char *buf, size_t size, const char *rel)
+{
+	snprintf(buf, size, "%s/src/%s", tmp, rel);
+}
+
+static void write_file(const char *rel, const char *data, size_t len)
+{
+	char path[4096];
+	FILE *f;
+
+	path_of(path, sizeof(path), rel);
+	f = fopen(path, "wb");
+	if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
+		perror(path);
+		exit(1);
+	}
+}
+
+static void make_dir(const char *rel)
+{
+	char path[4096];
+
+	path_of(path, sizeof(path), rel);
+	if (mkdir(path, 0755) < 0) {
+		perror(path);
+		exit(1);
+	}
+}
+
+static void write_shard(const char *rel, const struct member *m, size_t n)
+{
+	char *buf;
+	size_t len = tar_write(m, n, &buf);
+
+	write_file(rel, buf, len);
+	free(buf);
+}
+
+/* ---- opening the core ------------------------------------------------------ */
+
+static void fs_open_core(struct fs *fs, const char *layout)
+{
+	char cache[4096], src[4096], mnt[4096];
+	char *argv[] = {"--cache-dir", cache, "--warm", "off", "--layout", (char *)layout,
+			"--class-from", "cls", src, mnt, NULL};
+	struct backend_config bc;
+	struct cachetier_config cc;
+	int err;
+
+	snprintf(cache, sizeof(cache), "%s/cache-%s", tmp, layout);
+	snprintf(src, sizeof(src), "%s/src", tmp);
+	snprintf(mnt, sizeof(mnt), "%s/mnt", tmp);
+	memset(fs, 0, sizeof(*fs));
+	pthread_mutex_init(&fs->ctl_lock, NULL);
+	pthread_mutex_init(&fs->if_lock, NULL);
+	err = fs_opt_parse_mount(10, argv, &fs->cfg);
+	if (err) {
+		fprintf(stderr, "fs_opt_parse_mount: %d\n", err);
+		exit(1);
+	}
+	fs_opt_backend_config(&fs->cfg, &bc);
+	err = backend_open(&fs->be, fs->cfg.source, &bc);
+	if (err == 0) {
+		fs_opt_cachetier_config(&fs->cfg, backend_describe(fs->be), &cc);
+		err = cachetier_open(&fs->ct, &cc, fs->be);
+	}
+	if (err == 0)
+		err = fs_ns_build(fs);
+	if (err < 0) {
+		fprintf(stderr, "opening the core: %s\n", strerror(-err));
+		exit(1);
+	}
+	fs->uid = getuid();
+	fs->gid = getgid();
+	fs->mount_time = 1700000000;
+}
+
+static void fs_close_core(struct fs *fs)
+{
+	fs_if_free(fs);
+	fs_shards_release(fs);
+	fs_ns_free(fs);
+	cachetier_close(fs->ct);
+	backend_close(fs->be);
+	fs_opt_free(&fs->cfg);
+}
+
+/* ---- driving it -------------------------------------------------------------- */
+
+/* The inode at path (relative to the root, '/'-separated): 0 when a
+ * component is a negative entry, or a negative errno. */
+static int64_t walk(struct fs *fs, const char *path)
+{
+	char buf[4096], *save = NULL;
+	uint64_t ino = 1;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		struct fs_entry e;
+		int err = fs_op_lookup(fs, ino, c, &e);
+
+		if (err < 0)
+			return err;
+		if (e.ino == 0)
+			return 0;
+		CHECK(e.attr.st_ino == e.ino, "%s: entry ino %" PRIu64 " attr ino %" PRIu64, path,
+		      e.ino, (uint64_t)e.attr.st_ino);
+		ino = e.ino;
+	}
+	return (int64_t)ino;
+}
+
+struct names {
+	char text[8192]; /* names joined with ' ' */
+	unsigned n, stop_after;
+	uint64_t last_next;
+};
+
+static int collect(void *ctx, const char *name, const struct fs_entry *e, uint64_t next)
+{
+	struct names *l = ctx;
+	size_t len = strlen(l->text);
+
+	(void)e;
+	if (l->stop_after && l->n == l->stop_after)
+		return 1;
+	snprintf(l->text + len, sizeof(l->text) - len, "%s%s", len ? " " : "", name);
+	l->n++;
+	l->last_next = next;
+	return 0;
+}
+
+/* The listing of path from offset off, as "name name ...". */
+static const char *list(struct fs *fs, const char *path, uint64_t off, struct names *l)
+{
+	int64_t ino = walk(fs, path);
+	int err;
+
+	memset(l, 0, sizeof(*l));
+	CHECK(ino > 0, "%s: walk gave %" PRId64, path, ino);
+	if (ino <= 0)
+		return "";
+	err = fs_op_readdir(fs, (uint64_t)ino, off, collect, l);
+	CHECK(err == 0, "readdir %s: %s", path, strerror(-err));
+	return l->text;
+}
+
+/* Read all of ino in reads of step bytes (as the kernel does), into out. */
+static int read_all(struct fs *fs, uint64_t ino, size_t step, char *out, size_t cap, size_t *len)
+{
+	uint64_t off = 0;
+
+	for (;;) {
+		struct fs_read r;
+		int err = fs_op_read(fs, ino, 0, off, step, &r);
+
+		if (err < 0)
+			return err;
+		if (r.len == 0)
+			break;
+		if (off + r.len > cap) {
+			fs_op_read_done(&r);
+			return -EFBIG;
+		}
+		if (r.pin) {
+			if (pread(r.fd, out + off, r.len, (off_t)r.fd_off) != (ssize_t)r.len)
+				err = -EIO;
+		} else {
+			memcpy(out + off, r.buf, r.len);
+		}
+		off += r.len;
+		fs_op_read_done(&r);
+		if (err < 0)
+			return err;
+	}
+	*len = (size_t)off;
+	return 0;
+}
+
+/* Compare the file at path in the core with want[0..wlen), read in steps. */
+static void check_bytes(struct fs *fs, const char *path, const char *want, size_t wlen)
+{
+	static char got[1 << 20];
+	static const size_t steps[] = {1 << 17, 4096, 1000};
+	int64_t ino = walk(fs, path);
+
+	CHECK(ino > 0, "%s: walk gave %" PRId64, path, ino);
+	if (ino <= 0)
+		return;
+	for (size_t s = 0; s < sizeof(steps) / sizeof(steps[0]); s++) {
+		size_t len = 0;
+		int err = read_all(fs, (uint64_t)ino, steps[s], got, sizeof(got), &len);
+
+		CHECK(err == 0, "%s: read: %s", path, strerror(-err));
+		CHECK(len == wlen && memcmp(got, want, wlen) == 0,
+		      "%s in steps of %zu: %zu bytes, want %zu, %s", path, steps[s], len, wlen,
+		      len == wlen ? "different bytes" : "different length");
+	}
+}
+
+static char *slurp(const char *rel, size_t *len)
+{
+	char path[4096];
+	struct stat st;
+	char *buf;
+	int fd;
+
+	path_of(path, sizeof(path), rel);
+	fd = open(path, O_RDONLY);
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return NULL;
+	buf = malloc((size_t)st.st_size + 1);
+	*len = (size_t)pread(fd, buf, (size_t)st.st_size, 0);
+	close(fd);
+	return buf;
+}
+
+/* ---- the tests ---------------------------------------------------------------- */
+
+static char *big0, *big1;
+
+static void make_source(void)
+{
+	char path[4096];
+	const struct member s0[] = {
+		{"s0.jpg", '0', big0}, {"s0.cls", '0', "3"},   {"s1.jpg", '0', "image s1\n"},
+		{"s1.cls", '0', "1"},  {"d", '5', NULL},       {"d/n.txt", '0', "nested\n"},
+	};
+	const struct member s1[] = {
+		{"s0.jpg", '0', big1}, {"s0.cls", '0', "3"}, {"s2.png", '0', "png s2\n"},
+		{"s2.cls", '0', "1"},  {"s3.txt", '0', "no image\n"},
+	};
+	const struct member x[] = {{"a.txt", '0', "from x.tar\n"}};
+	const struct member y[] = {{"c.txt", '0', "from y.tar\n"}};
+
+	snprintf(path, sizeof(path), "%s/src", tmp);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/mnt", tmp);
+	mkdir(path, 0755);
+	make_dir("train");
+	write_shard("train/shard-000000.tar", s0, sizeof(s0) / sizeof(s0[0]));
+	write_shard("train/shard-000001.tar", s1, sizeof(s1) / sizeof(s1[0]));
+	/* a plain file x beside x.tar: the file keeps the name x */
+	write_shard("x.tar", x, 1);
+	write_file("x", "plain x\n", 8);
+	/* a directory d/y beside d/y.tar: the directory keeps the name y */
+	make_dir("d");
+	make_dir("d/y");
+	write_file("d/y/plain.txt", "plain\n", 6);
+	write_shard("d/y.tar", y, 1);
+}
+
+static void test_shards_layout(void)
+{
+	struct fs fs;
+	struct names l;
+	struct fs_entry e;
+	struct stat st;
+	char buf[FS_XATTR_MAX];
+	size_t len = 0;
+	char *raw;
+	int64_t ino;
+	int n;
+
+	fs_open_core(&fs, "shards");
+	CHECK(fs.nshards == 4 && fs.nobjs == 6, "%u shards, %u objects", fs.nshards, fs.nobjs);
+
+	/* listings: sorted, "." and ".." first, .shardfs never listed */
+	CHECK(strcmp(list(&fs, "", 0, &l), ". .. d train x x.tar") == 0, "root: %s", l.text);
+	CHECK(strcmp(list(&fs, "train", 0, &l),
+		     ". .. shard-000000 shard-000000.tar shard-000001 shard-000001.tar") == 0,
+	      "train: %s", l.text);
+	CHECK(strcmp(list(&fs, "train/shard-000000", 0, &l), ". .. d s0.cls s0.jpg s1.cls s1.jpg") ==
+		      0,
+	      "shard-000000: %s", l.text);
+	CHECK(strcmp(list(&fs, "train/shard-000000/d", 0, &l), ". .. n.txt") == 0, "d: %s", l.text);
+	/* offsets: resume after the 4th entry; a full reply stops the listing */
+	CHECK(strcmp(list(&fs, "train/shard-000000", 4, &l), "s0.jpg s1.cls s1.jpg") == 0,
+	      "from offset 4: %s", l.text);
+	memset(&l, 0, sizeof(l));
+	l.stop_after = 3;
+	CHECK(fs_op_readdir(&fs, (uint64_t)walk(&fs, "train/shard-000000"), 0, collect, &l) == 0 &&
+		      strcmp(l.text, ". .. d") == 0 && l.last_next == 3,
+	      "stopped listing: %s, next %" PRIu64, l.text, l.last_next);
+
+	/* name conflicts: a file beats a shard's member directory, a source
+	 * directory beats it too; both counted */
+	CHECK(strcmp(list(&fs, "d", 0, &l), ". .. y y.tar") == 0, "d: %s", l.text);
+	CHECK(strcmp(list(&fs, "d/y", 0, &l), ". .. plain.txt") == 0, "d/y: %s", l.text);
+	ino = walk(&fs, "x");
+	CHECK(ino > 0 && fs_op_getattr(&fs, (uint64_t)ino, &st) == 0 && S_ISREG(st.st_mode) &&
+		      st.st_size == 8,
+	      "x is the plain file");
+	check_bytes(&fs, "x", "plain x\n", 8);
+	check_bytes(&fs, "d/y/plain.txt", "plain\n", 6);
+	CHECK(fs.c.hidden_names == 2, "hidden_names %llu", (unsigned long long)fs.c.hidden_names);
+
+	/* lookups: negative entries carry the timeout, a file is no directory */
+	CHECK(fs_op_lookup(&fs, 1, "nonexistent", &e) == 0 && e.ino == 0 &&
+		      e.timeout == fs.cfg.entry_timeout_s,
+	      "negative lookup: ino %" PRIu64 " timeout %g", e.ino, e.timeout);
+	CHECK(fs_op_lookup(&fs, (uint64_t)walk(&fs, "x"), "z", &e) == -ENOTDIR,
+	      "lookup in a plain file");
+	ino = walk(&fs, "train/shard-000000/s1.jpg");
+	CHECK(fs_op_opendir(&fs, (uint64_t)ino) == -ENOTDIR, "opendir of a member file");
+	CHECK(walk(&fs, "train/shard-000000/nope") == 0, "negative member lookup");
+
+	/* attributes; a lookup counts once per name */
+	n = (int)fs.c.lookups;
+	ino = walk(&fs, "train/shard-000000/s0.jpg");
+	CHECK(fs.c.lookups == (unsigned long long)n + 3, "lookups %llu, want %d + 3",
+	      (unsigned long long)fs.c.lookups, n);
+	CHECK(ino > 0 && fs_op_getattr(&fs, (uint64_t)ino, &st) == 0 && S_ISREG(st.st_mode) &&
+		      (st.st_mode & 07777) == 0644 && st.st_size == (off_t)strlen(big0) &&
+		      st.st_mtime == 1700000000 && st.st_nlink == 1,
+	      "s0.jpg attributes: mode %o size %lld", (unsigned)st.st_mode,
+	      (long long)st.st_size);
+	ino = walk(&fs, "train/shard-000000");
+	CHECK(ino > 0 && fs_op_getattr(&fs, (uint64_t)ino, &st) == 0 && S_ISDIR(st.st_mode) &&
+		      (st.st_mode & 07777) == 0555 && st.st_nlink == 1,
+	      "member directory attributes");
+
+	/* reads, byte for byte: members (fd extents), raw shards, plain files */
+	check_bytes(&fs, "train/shard-000000/s0.jpg", big0, strlen(big0));
+	check_bytes(&fs, "train/shard-000001/s0.jpg", big1, strlen(big1));
+	check_bytes(&fs, "train/shard-000000/d/n.txt", "nested\n", 7);
+	raw = slurp("train/shard-000001.tar", &len);
+	check_bytes(&fs, "train/shard-000001.tar", raw, len);
+	free(raw);
+	{
+		struct fs_read r;
+		uint64_t rd = fs.c.reads;
+
+		ino = walk(&fs, "train/shard-000000/s1.jpg");
+		CHECK(fs_op_read(&fs, (uint64_t)ino, 0, 9, 100, &r) == 0 && r.len == 0,
+		      "read at the end: %zu bytes", r.len);
+		fs_op_read_done(&r);
+		CHECK(fs_op_read(&fs, (uint64_t)walk(&fs, "train"), 0, 0, 100, &r) == -EISDIR,
+		      "read of a directory");
+		CHECK(fs.c.reads == rd + 2, "reads counted: %llu", (unsigned long long)fs.c.reads);
+	}
+
+	/* extended attributes: where a sample lives */
+	ino = walk(&fs, "train/shard-000001/s2.png");
+	n = fs_op_getxattr(&fs, (uint64_t)ino, "user.shardfs.key", buf, sizeof(buf));
+	CHECK(n == 2 && memcmp(buf, "s2", 2) == 0, "key xattr: %d", n);
+	n = fs_op_getxattr(&fs, (uint64_t)ino, "user.shardfs.shard", buf, sizeof(buf));
+	CHECK(n == 22 && memcmp(buf, "train/shard-000001.tar", 22) == 0, "shard xattr: %d %.*s",
+	      n, n > 0 ? n : 0, buf);
+	n = fs_op_getxattr(&fs, (uint64_t)ino, "user.shardfs.size", buf, sizeof(buf));
+	CHECK(n == 1 && buf[0] == '7', "size xattr: %d", n);
+	n = fs_op_listxattr(&fs, (uint64_t)ino, buf, sizeof(buf));
+	CHECK(n == 19 + 20 + 18 + 17, "listxattr: %d", n);
+	CHECK(fs_op_listxattr(&fs, (uint64_t)walk(&fs, "train"), buf, sizeof(buf)) == 0,
+	      "a directory has no xattrs");
+	CHECK(fs_op_getxattr(&fs, (uint64_t)walk(&fs, "x"), "user.shardfs.key", buf,
+			     sizeof(buf)) == -ENODATA,
+	      "a plain file has no xattrs");
+
+	/* control files: reachable by name, read as a snapshot */
+	ino = walk(&fs, ".shardfs/stats");
+	CHECK(ino > 0, ".shardfs/stats");
+	if (ino > 0) {
+		struct fs_open o;
+		struct fs_read r;
+
+		CHECK(fs_op_open(&fs, (uint64_t)ino, O_RDONLY, &o) == 0 && o.fh && o.direct_io,
+		      "open stats");
+		CHECK(fs_op_open(&fs, (uint64_t)ino, O_WRONLY, &o) == -EROFS, "stats for writing");
+		CHECK(fs_op_open(&fs, (uint64_t)ino, O_RDONLY, &o) == 0 &&
+			      fs_op_read(&fs, (uint64_t)ino, o.fh, 0, 65536, &r) == 0 && r.buf &&
+			      memmem(r.buf, r.len, "\"lookups\":", 10),
+		      "stats has lookups");
+		fs_op_read_done(&r);
+		fs_op_release(&fs, (uint64_t)ino, o.fh);
+		CHECK(fs_op_read(&fs, (uint64_t)ino, o.fh, 0, 100, &r) == -EIO,
+		      "a read after release");
+	}
+	CHECK(strcmp(list(&fs, ".shardfs", 0, &l), ". .. stats metrics control") == 0,
+	      ".shardfs: %s", l.text);
+	CHECK(fs_op_write(&fs, (uint64_t)walk(&fs, "x"), "x", 1) == -EROFS, "write");
+	fs_close_core(&fs);
+}
+
+static void test_imagefolder_layout(void)
+{
+	struct fs fs;
+	struct names l;
+	struct stat st;
+	int64_t ino;
+
+	fs_open_core(&fs, "imagefolder");
+	/* classes from .cls; the second s0 of class 3 is named after its shard;
+	 * samples without an image (s3, d/n, and the members of x.tar and
+	 * y.tar) are left out before their class is asked */
+	CHECK(strcmp(list(&fs, "", 0, &l), ". .. 1 3") == 0, "root: %s", l.text);
+	CHECK(strcmp(list(&fs, "1", 0, &l), ". .. s1.jpg s2.png") == 0, "class 1: %s", l.text);
+	CHECK(strcmp(list(&fs, "3", 0, &l), ". .. s0.jpg s0~shard-000001.jpg") == 0, "class 3: %s",
+	      l.text);
+	CHECK(fs.c.if_images == 4 && fs.c.if_no_image == 4 && fs.c.if_no_class == 0 &&
+		      fs.c.if_dup_dropped == 0,
+	      "images %llu, no image %llu, no class %llu, dropped %llu",
+	      (unsigned long long)fs.c.if_images, (unsigned long long)fs.c.if_no_image,
+	      (unsigned long long)fs.c.if_no_class, (unsigned long long)fs.c.if_dup_dropped);
+	ino = walk(&fs, "3/s0~shard-000001.jpg");
+	CHECK(ino > 0 && fs_op_getattr(&fs, (uint64_t)ino, &st) == 0 && S_ISREG(st.st_mode) &&
+		      st.st_ino == (ino_t)ino && st.st_nlink == 1 &&
+		      st.st_size == (off_t)strlen(big1),
+	      "image file attributes");
+	check_bytes(&fs, "3/s0.jpg", big0, strlen(big0));
+	check_bytes(&fs, "3/s0~shard-000001.jpg", big1, strlen(big1));
+	check_bytes(&fs, "1/s2.png", "png s2\n", 7);
+	CHECK(walk(&fs, "train") == 0, "the source's directories are not in the view");
+	CHECK(walk(&fs, ".shardfs/stats") > 0, ".shardfs in the view's root");
+	ino = walk(&fs, "");
+	CHECK(fs_op_getattr(&fs, 1, &st) == 0 && S_ISDIR(st.st_mode) && st.st_nlink == 1,
+	      "the view's root");
+	fs_close_core(&fs);
+}
+
+/* A shard rewritten under the core: its old inodes answer ESTALE (reads,
+ * attributes), and a lookup of its name finds the new version at new
+ * inode numbers. */
+static void test_change(void)
+{
+	const struct member v2[] = {{"s2.png", '0', "png s2, version 2\n"}, {"s2.cls", '0', "1"}};
+	struct fs fs;
+	struct fs_read r;
+	struct stat st;
+	struct names l;
+	int64_t old, shard_old, now;
+	unsigned long long changed;
+
+	fs_open_core(&fs, "shards");
+	old = walk(&fs, "train/shard-000001/s2.png");
+	shard_old = walk(&fs, "train/shard-000001");
+	check_bytes(&fs, "train/shard-000001/s2.png", "png s2\n", 7);
+	write_shard("train/shard-000001.tar", v2, 2);
+	CHECK(fs_op_read(&fs, (uint64_t)old, 0, 0, 100, &r) == -ESTALE, "read of the old member");
+	CHECK(fs_op_getattr(&fs, (uint64_t)shard_old, &st) == -ESTALE, "the old member directory");
+	changed = fs.c.stale_noticed;
+	now = walk(&fs, "train/shard-000001/s2.png");
+	CHECK(now > 0 && now != old, "new member inode %" PRId64 " (old %" PRId64 ")", now, old);
+	check_bytes(&fs, "train/shard-000001/s2.png", "png s2, version 2\n", 18);
+	CHECK(strcmp(list(&fs, "train/shard-000001", 0, &l), ". .. s2.cls s2.png") == 0,
+	      "new listing: %s", l.text);
+	CHECK(fs.c.stale_noticed == changed, "noticed once: %llu, then %llu", changed,
+	      (unsigned long long)fs.c.stale_noticed);
+	fs_close_core(&fs);
+}
+
+int main(void)
+{
+	char cmd[4200];
+
+	if (!mkdtemp(tmp)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	big0 = pattern("shard0-sample0-", 300 * 1000 + 17);
+	big1 = pattern("SHARD1/s0:", 70 * 1000 + 3);
+	make_source();
+	test_shards_layout();
+	test_imagefolder_layout();
+	test_change();
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", tmp);
+	free(big0);
+	free(big1);
+	if (failures) {
+		fprintf(stderr, "%d failures\n", failures);
+		return 1;
+	}
+	printf("fscore: all checks passed\n");
+	return 0;
+}
