@@ -471,6 +471,16 @@ int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *nam
 /* issue 5: fs_pack.c / fs_index.c — the pack and index commands */
 int fs_pack_main(int argc, char **argv);
 int fs_index_main(int argc, char **argv);
+/* fs_client.c — the commands that talk to a running mount: shardfs umount,
+ * stats, prefetch, refresh (argv after the command's name; the exit
+ * status). */
+int fs_umount_main(int argc, char **argv);
+int fs_stats_main(int argc, char **argv);
+int fs_prefetch_main(int argc, char **argv);
+int fs_refresh_main(int argc, char **argv);
+/* Is the absolute path abs a mount point of type fuse.shardfs (the mount
+ * table)? */
+int fs_is_shardfs_mount_abs(const char *abs);
 /* The identity a sidecar NAME.tar.idx is saved with (fs_shard.c): codec,
  * size, an FNV-1a of the shard's last FS_SIDECAR_TAIL bytes, and the local
  * file's mtime (ns) and inode. */
