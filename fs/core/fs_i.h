@@ -406,6 +406,9 @@ uint64_t fs__fnv64(const unsigned char *p, size_t n);
 extern const char *const fs_ctl_names[FS_CTL_COUNT];
 /* Render control file 'which' into a malloc'd buffer. */
 int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len);
+/* fs_view_ctl.c: free every snapshot of the control files (at unmount,
+ * when no request runs any more). */
+void fs_ctl_free(struct fs *fs);
 /* Carry out the commands written to .shardfs/control (one per line):
  *   prefetch [PATH]   fill the cache with every object at or below PATH
  *                     (relative to the mount root; none: everything)

@@ -176,3 +176,13 @@ const struct fs_view fs_view_ctl = {
 	.release = ctl_release,
 	.read = ctl_read,
 };
+
+void fs_ctl_free(struct fs *fs)
+{
+	for (int i = 0; i < FS_CTL_SNAPS; i++)
+		free(fs->ctl_snaps[i].buf);
+	for (int i = 0; i < FS_CTL_COUNT; i++)
+		free(fs->ctl_cur[i].buf);
+	memset(fs->ctl_snaps, 0, sizeof(fs->ctl_snaps));
+	memset(fs->ctl_cur, 0, sizeof(fs->ctl_cur));
+}

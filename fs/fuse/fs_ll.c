@@ -66,11 +66,11 @@ static int ll_is_answer(int err)
 }
 
 /* Answer request req (op on inode ino; detail: what the log line adds, or
- * NULL) with error err (negative errno). Counts and logs what failed: every failed read of a
- * file (read_errors) and the other requests' failures that are no answer
- * (op_errors); the log says which request, which file, why. At most
- * FAIL_LOG_PER_S lines a second (a store that is down fails every read);
- * the rest are only counted. */
+ * NULL) with error err (negative errno). Counts and logs what failed: every
+ * failed read of a file (read_errors) and the other requests' failures that
+ * are no answer (op_errors); the log says which request, which file, why.
+ * At most FAIL_LOG_PER_S lines a second (a store that is down fails every
+ * read); the rest are only counted. */
 #define FAIL_LOG_PER_S 10
 static void reply_fail(fuse_req_t req, struct fs *fs, enum ll_op op, fuse_ino_t ino,
 		       const char *detail, int err)

@@ -362,10 +362,7 @@ static int cmd_mount(int argc, char **argv)
 	fs_if_free(&fs); /* issue 5 */
 	fs_shards_release(&fs);
 	fs_ns_free(&fs);
-	for (int i = 0; i < FS_CTL_SNAPS; i++)
-		free(fs.ctl_snaps[i].buf);
-	for (int i = 0; i < FS_CTL_COUNT; i++)
-		free(fs.ctl_cur[i].buf);
+	fs_ctl_free(&fs);
 	cachetier_close(fs.ct);
 	backend_close(fs.be);
 out:

@@ -185,6 +185,7 @@ static void fs_open_core(struct fs *fs, const char *layout)
 
 static void fs_close_core(struct fs *fs)
 {
+	fs_ctl_free(fs);
 	fs_if_free(fs);
 	fs_shards_release(fs);
 	fs_ns_free(fs);
