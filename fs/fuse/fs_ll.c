@@ -45,11 +45,12 @@ static struct fs *ll_fs(fuse_req_t req)
 /* What a request was, for the log line of its failure. */
 enum ll_op {
 	OP_LOOKUP, OP_GETATTR, OP_READLINK, OP_OPEN, OP_READ, OP_WRITE, OP_OPENDIR, OP_READDIR,
-	OP_IOCTL, OP_SETATTR, OP_GETXATTR, OP_LISTXATTR,
+	OP_IOCTL, OP_SETATTR, OP_GETXATTR, OP_LISTXATTR, OP_ACCESS,
+	OP_CHANGE, /* mknod, mkdir, unlink, rmdir, symlink, rename, link, create, set/removexattr */
 };
 static const char *const ll_op_names[] = {
 	"lookup", "getattr", "readlink", "open", "read", "write", "opendir", "readdir",
-	"ioctl", "setattr", "getxattr", "listxattr",
+	"ioctl", "setattr", "getxattr", "listxattr", "access", "change",
 };
 
 /* Errors that answer a question (no such name, not a directory, read-only,
@@ -187,7 +188,7 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * keeps page caches (as with keep_cache); a second epoch never leaves
 	 * the kernel. Writes still fail: at write, setattr or create. */
 	if (fs->no_open) {
-		fuse_reply_err(req, ENOSYS);
+		reply_fail(req, fs, OP_OPEN, ino, NULL, -ENOSYS);
 		return;
 	}
 	err = fs_op_open(fs, ino, fi->flags, &o);
@@ -264,7 +265,7 @@ static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	 * (and RELEASEDIR) it caches listings as if we had set cache_readdir
 	 * and keep_cache, and a second walk of the tree never asks us again. */
 	if (fs->no_opendir) {
-		fuse_reply_err(req, ENOSYS);
+		reply_fail(req, fs, OP_OPENDIR, ino, NULL, -ENOSYS);
 		return;
 	}
 	fi->cache_readdir = 1;
@@ -369,7 +370,12 @@ static void ll_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
 
 static void ll_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
-	fuse_reply_err(req, -fs_op_access(ll_fs(req), ino, mask));
+	int err = fs_op_access(ll_fs(req), ino, mask);
+
+	if (err < 0)
+		reply_fail(req, ll_fs(req), OP_ACCESS, ino, NULL, err);
+	else
+		fuse_reply_err(req, 0); /* the success reply of access */
 }
 
 static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -392,81 +398,72 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 static void ll_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		     dev_t rdev)
 {
-	(void)parent;
 	(void)name;
 	(void)mode;
 	(void)rdev;
-	fuse_reply_err(req, EROFS);
+	reply_fail(req, ll_fs(req), OP_CHANGE, parent, NULL, -EROFS);
 }
 
 static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-	(void)parent;
 	(void)name;
 	(void)mode;
-	fuse_reply_err(req, EROFS);
+	reply_fail(req, ll_fs(req), OP_CHANGE, parent, NULL, -EROFS);
 }
 
 static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	(void)parent;
 	(void)name;
-	fuse_reply_err(req, EROFS);
+	reply_fail(req, ll_fs(req), OP_CHANGE, parent, NULL, -EROFS);
 }
 
 static void ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
 	(void)link;
-	(void)parent;
 	(void)name;
-	fuse_reply_err(req, EROFS);
+	reply_fail(req, ll_fs(req), OP_CHANGE, parent, NULL, -EROFS);
 }
 
 static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		      const char *newname, unsigned int flags)
 {
-	(void)parent;
 	(void)name;
 	(void)newparent;
 	(void)newname;
 	(void)flags;
-	fuse_reply_err(req, EROFS);
+	reply_fail(req, ll_fs(req), OP_CHANGE, parent, NULL, -EROFS);
 }
 
 static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
-	(void)ino;
 	(void)newparent;
 	(void)newname;
-	fuse_reply_err(req, EROFS);
+	reply_fail(req, ll_fs(req), OP_CHANGE, ino, NULL, -EROFS);
 }
 
 static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		      struct fuse_file_info *fi)
 {
-	(void)parent;
 	(void)name;
 	(void)mode;
 	(void)fi;
-	fuse_reply_err(req, EROFS);
+	reply_fail(req, ll_fs(req), OP_CHANGE, parent, NULL, -EROFS);
 }
 
 static void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			size_t size, int flags)
 {
-	(void)ino;
 	(void)name;
 	(void)value;
 	(void)size;
 	(void)flags;
-	fuse_reply_err(req, EROFS);
+	reply_fail(req, ll_fs(req), OP_CHANGE, ino, NULL, -EROFS);
 }
 
 static void ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	(void)ino;
 	(void)name;
-	fuse_reply_err(req, EROFS);
+	reply_fail(req, ll_fs(req), OP_CHANGE, ino, NULL, -EROFS);
 }
 
 /* ---- extended attributes (fs_ops.c says which) -------------------------------- */
@@ -480,7 +477,7 @@ static void reply_xattr(fuse_req_t req, enum ll_op op, fuse_ino_t ino, const cha
 	else if (size == 0)
 		fuse_reply_xattr(req, (size_t)n);
 	else if (size < (size_t)n)
-		fuse_reply_err(req, ERANGE);
+		reply_fail(req, ll_fs(req), op, ino, NULL, -ERANGE);
 	else
 		fuse_reply_buf(req, buf, (size_t)n);
 }
