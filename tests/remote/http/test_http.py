@@ -290,6 +290,22 @@ def group_faults(env, ck, ng, src, shards, refs):
                           att)
                     ck.ok(st2['store_fast_fails'] > st['store_fast_fails'],
                           'faults permanent 503: no fast fail counted')
+                    # a request other than a read fails too: listing the member directory
+                    # of a shard not indexed yet is one failed readdir, counted in op_errors
+                    # and logged (a lookup's or getattr's ENOENT never is)
+                    d = os.path.join(m.mnt, keys[2][:-len('.tar')])
+                    try:
+                        os.listdir(d)
+                        e = 0
+                    except OSError as ex:
+                        e = ex.errno
+                    st3 = m.stats()
+                    ck.eq('faults permanent 503: listing an unindexed shard while down',
+                          errno.errorcode.get(e, e), 'EIO')
+                    ck.eq('faults permanent 503: op_errors', st3['op_errors'],
+                          st2['op_errors'] + 1)
+                    ck.eq('faults permanent 503: read_errors of the listing',
+                          st3['read_errors'], st2['read_errors'])
                 px.set('pass')
                 # the server is back: once the probe got an answer, the same file reads
                 # correctly (probes back off to one every 5 s)
