@@ -27,15 +27,11 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "fs_view.h"

@@ -93,8 +93,9 @@ int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, vo
 void fs_op_statfs(struct fs *fs, struct statvfs *sv);
 /* access(2) with mask: 0, or -EROFS for a write anywhere but control. */
 int fs_op_access(struct fs *fs, uint64_t ino, int mask);
-/* A setattr: only truncating .shardfs/control to 0 is accepted (size_only:
- * nothing else changes), answering its attributes; everything else -EROFS. */
+/* A setattr: only truncating .shardfs/control to 0 is accepted
+ * (truncate_only: the request sets the size to 0 and nothing else),
+ * answering its attributes in st; everything else -EROFS. */
 int fs_op_setattr(struct fs *fs, uint64_t ino, int truncate_only, struct stat *st);
 
 /* Extended attribute name of ino into buf (NUL-terminated): its length, or

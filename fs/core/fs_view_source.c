@@ -8,6 +8,7 @@
  * is done. A lookup that reaches us revalidates the object it finds.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "fs_view.h"
