@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "backend_i.h"
 #include "backend_io_i.h"
@@ -26,6 +27,7 @@ int backend_open(struct backend **out, const char *source, const struct backend_
 	static const struct backend_config defaults;
 	struct backend *be;
 	const char *path = source;
+	char *decoded = NULL;
 	int err;
 
 	*out = NULL;
@@ -52,21 +54,22 @@ int backend_open(struct backend **out, const char *source, const struct backend_
 			return 0;
 		}
 	}
-	if (strncmp(source, "file://", 7) == 0) {
-		path = source + 7;
-		/* file://localhost/path and file:///path are the only host forms */
-		if (strncmp(path, "localhost/", 10) == 0)
-			path += 9;
-		if (path[0] != '/')
-			return -EINVAL;
+	if (strncasecmp(source, "file://", 7) == 0) {
+		err = backend__file_url_path(source, &decoded);
+		if (err < 0)
+			return err;
+		path = decoded;
 	} else if (strstr(source, "://")) {
 		return -EPROTONOSUPPORT;
 	}
 
 	be = calloc(1, sizeof(*be));
-	if (!be)
+	if (!be) {
+		free(decoded);
 		return -ENOMEM;
+	}
 	err = backend__local_open(be, path);
+	free(decoded);
 	if (err < 0) {
 		free(be);
 		return err;
@@ -92,6 +95,11 @@ const char *backend_describe(const struct backend *be)
 int backend_is_local(const struct backend *be)
 {
 	return be->local;
+}
+
+const char *backend_local_path(const struct backend *be)
+{
+	return be->local ? be->desc : NULL;
 }
 
 int backend_list(struct backend *be, backend_list_cb cb, void *arg)

@@ -3,7 +3,8 @@
  *
  * A backend is opened from a SOURCE string (DESIGN.md section 1). Keys are
  * object names relative to the source's prefix, '/'-separated, never
- * starting with '/'. Stores: local directories (plain paths and file://),
+ * starting with '/'. Stores: local directories (plain paths, file:///PATH
+ * and file://localhost/PATH),
  * and remote ones (http(s), s3, gs, ais) served by one I/O thread that runs
  * a libuv loop driving a libcurl multi handle (backend_io_i.h).
  *
@@ -82,6 +83,9 @@ const char *backend_describe(const struct backend *be);
 
 /* 1 when the objects are local files (backend_fd works). */
 int backend_is_local(const struct backend *be);
+/* The absolute path of a local store's directory (symlinks resolved; a
+ * file:// SOURCE decoded): key K is the file PATH/K. NULL for remote stores. */
+const char *backend_local_path(const struct backend *be);
 
 /* List every object under the source, recursively. Hidden objects whose
  * name starts with '.' are listed too; symlinks to files are followed,

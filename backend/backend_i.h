@@ -200,6 +200,32 @@ const char *backend__credsrc_name(const struct backend_credsrc *s);
 /* AWS_REGION, else AWS_DEFAULT_REGION, else "us-east-1". */
 void backend__aws_region(char *buf, size_t cap);
 
+/* ---- URLs (backend_url.c): every http(s) and file:// URL is split by
+ * curl's parser, the one that decides where curl connects --------------- */
+struct backend_url {
+	char *scheme;    /* lower case: "http", "https" or "file" */
+	int userinfo;    /* the URL has a user or password before '@' */
+	char *host;      /* as curl reads it (IPv6 in brackets); NULL for file:// */
+	char *port;      /* the port when one is written, else NULL */
+	char *path;      /* as written, still percent-encoded, dot segments kept; "/" at least */
+	char *query;     /* after '?', or NULL */
+	char *fragment;  /* after '#', or NULL */
+	char *authority; /* http(s): host[:port] as curl sends it in Host: (no default port) */
+	char *origin;    /* http(s): "scheme://host:port", port always written; else NULL */
+};
+/* Parse an http://, https:// or file:// URL (file: only file:///PATH and
+ * file://localhost/PATH). Returns 0 (free with backend__url_free), -EINVAL
+ * for anything curl would not connect to as written, or -ENOMEM. */
+int backend__url_parse(struct backend_url *u, const char *url);
+void backend__url_free(struct backend_url *u); /* accepts a zeroed or freed u */
+/* u.origin of url as a malloc'd string, or NULL (not an http(s) URL, ENOMEM):
+ * requests to another origin never carry the signing headers. */
+char *backend__url_origin(const char *url);
+/* The decoded absolute path of a file:// URL (malloc'd). Returns 0, -EINVAL
+ * (another host, a query, a bad escape: the reason goes to
+ * backend_last_error(NULL)) or -ENOMEM. */
+int backend__file_url_path(const char *url, char **path);
+
 /* A parsed endpoint URL: "http(s)://host[:port][/path]". */
 struct backend_endpoint {
 	int https;

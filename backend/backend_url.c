@@ -1,0 +1,175 @@
+/*
+ * backend_url.c — the one URL parser of backend/: every http(s) and file://
+ * URL (sources, --endpoint, credential endpoints, redirect targets) is
+ * split by curl's own parser (CURLU), the one that decides where curl
+ * connects. So the host that a request is signed for, and the origin that
+ * decides whether signed headers follow a redirect, are the host curl
+ * talks to: no second parser can disagree with it.
+ *
+ * Percent-encoding lives in backend_sigv4.c (backend__uri_encode: SigV4's
+ * rule, which is RFC 3986's) and decoding here (backend__pct_decode).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+
+#include "backend_i.h"
+
+static int curl_part(CURLU *h, CURLUPart part, unsigned flags, char **out)
+{
+	char *s = NULL;
+	CURLUcode rc = curl_url_get(h, part, &s, flags);
+
+	*out = NULL;
+	if (rc == CURLUE_OUT_OF_MEMORY)
+		return -ENOMEM;
+	if (rc != CURLUE_OK || !s)
+		return 0; /* absent */
+	*out = strdup(s);
+	curl_free(s);
+	return *out ? 0 : -ENOMEM;
+}
+
+void backend__url_free(struct backend_url *u)
+{
+	if (!u)
+		return;
+	free(u->scheme);
+	free(u->host);
+	free(u->port);
+	free(u->path);
+	free(u->query);
+	free(u->fragment);
+	free(u->authority);
+	free(u->origin);
+	memset(u, 0, sizeof(*u));
+}
+
+/* "host[:port]" as curl sends it in Host:, and "scheme://host:port" with
+ * the port always written (so that http://h and http://h:80 compare equal) */
+static int url_compose(struct backend_url *u, const char *default_port)
+{
+	const char *port = u->port ? u->port : default_port;
+	size_t al = strlen(u->host) + 1 + strlen(port) + 1;
+	size_t ol = strlen(u->scheme) + 3 + al;
+
+	u->authority = malloc(al);
+	u->origin = malloc(ol);
+	if (!u->authority || !u->origin)
+		return -ENOMEM;
+	snprintf(u->authority, al, "%s%s%s", u->host, u->port ? ":" : "", u->port ? u->port : "");
+	snprintf(u->origin, ol, "%s://%s:%s", u->scheme, u->host, port);
+	return 0;
+}
+
+int backend__url_parse(struct backend_url *u, const char *url)
+{
+	char *user = NULL, *password = NULL;
+	CURLU *h;
+	CURLUcode rc;
+	int err;
+
+	memset(u, 0, sizeof(*u));
+	if (!url || (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0 &&
+		     strncasecmp(url, "file://", 7) != 0))
+		return -EINVAL;
+	h = curl_url();
+	if (!h)
+		return -ENOMEM;
+	/* PATH_AS_IS: the path as written ("/a/../b" is not made "/b": the
+	 * callers refuse such names instead of reading another object) */
+	rc = curl_url_set(h, CURLUPART_URL, url, CURLU_PATH_AS_IS);
+	if (rc != CURLUE_OK) {
+		err = rc == CURLUE_OUT_OF_MEMORY ? -ENOMEM : -EINVAL;
+		goto out;
+	}
+	if ((err = curl_part(h, CURLUPART_SCHEME, 0, &u->scheme)) < 0 ||
+	    (err = curl_part(h, CURLUPART_USER, 0, &user)) < 0 ||
+	    (err = curl_part(h, CURLUPART_PASSWORD, 0, &password)) < 0 ||
+	    (err = curl_part(h, CURLUPART_HOST, 0, &u->host)) < 0 ||
+	    (err = curl_part(h, CURLUPART_PORT, 0, &u->port)) < 0 ||
+	    (err = curl_part(h, CURLUPART_PATH, 0, &u->path)) < 0 ||
+	    (err = curl_part(h, CURLUPART_QUERY, 0, &u->query)) < 0 ||
+	    (err = curl_part(h, CURLUPART_FRAGMENT, 0, &u->fragment)) < 0)
+		goto out;
+	u->userinfo = user || password;
+	err = -EINVAL;
+	if (!u->scheme || !u->path)
+		goto out;
+	for (char *p = u->scheme; *p; p++)
+		if (*p >= 'A' && *p <= 'Z')
+			*p = (char)(*p - 'A' + 'a');
+	if (strcmp(u->scheme, "file") == 0) {
+		/* curl accepts only file:///PATH and file://localhost/PATH */
+		free(u->host);
+		u->host = NULL;
+		err = u->path[0] == '/' ? 0 : -EINVAL;
+		goto out;
+	}
+	if (!u->host || !*u->host)
+		goto out;
+	err = url_compose(u, strcmp(u->scheme, "https") == 0 ? "443" : "80");
+out:
+	free(user);
+	free(password);
+	curl_url_cleanup(h);
+	if (err < 0)
+		backend__url_free(u);
+	return err;
+}
+
+char *backend__url_origin(const char *url)
+{
+	struct backend_url u;
+	char *o;
+
+	if (backend__url_parse(&u, url) < 0 || !u.origin) {
+		backend__url_free(&u);
+		return NULL;
+	}
+	o = u.origin;
+	u.origin = NULL;
+	backend__url_free(&u);
+	return o;
+}
+
+int backend__file_url_path(const char *url, char **path)
+{
+	struct backend_url u;
+	ssize_t n;
+	int err;
+
+	*path = NULL;
+	err = backend__url_parse(&u, url);
+	if (err == -ENOMEM)
+		return err;
+	if (err < 0 || strcmp(u.scheme, "file") != 0) {
+		backend__set_error(NULL, "a file:// URL names a directory of this machine "
+					 "(file:///PATH or file://localhost/PATH)");
+		backend__url_free(&u);
+		return -EINVAL;
+	}
+	if (u.query || u.fragment) {
+		backend__set_error(NULL, "a file:// URL has no query or fragment");
+		backend__url_free(&u);
+		return -EINVAL;
+	}
+	*path = malloc(strlen(u.path) + 1);
+	if (!*path) {
+		backend__url_free(&u);
+		return -ENOMEM;
+	}
+	n = backend__pct_decode(u.path, strlen(u.path), *path, strlen(u.path) + 1);
+	backend__url_free(&u);
+	if (n < 0) {
+		free(*path);
+		*path = NULL;
+		backend__set_error(NULL, "bad percent escape in the path");
+		return -EINVAL;
+	}
+	return 0;
+}
