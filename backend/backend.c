@@ -1,11 +1,21 @@
 /*
- * backend.c — SOURCE parsing and dispatch to the store that serves it.
+ * backend.c — SOURCE dispatch to the store that serves it, what every store
+ * shares (key checks, the last error), and the public entry points.
  *
- * The SOURCE grammar is DESIGN.md section 1. Only local directories are
- * served today; remote schemes are recognised so that the error is precise
- * ("not supported yet") rather than "no such directory".
+ * The SOURCE grammar is DESIGN.md section 1: a scheme of remote_stores
+ * below, a file:// URL (backend_url.c) or a local path. Any other
+ * "scheme://" is -EPROTONOSUPPORT, so that the error is precise rather
+ * than "no such directory".
+ *
+ * Errors: a store records why something failed with backend__set_error;
+ * before backend_open hands be out, that goes to a per-thread slot (read
+ * with backend_last_error(NULL)), afterwards to be->error under
+ * be->error_lock.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -22,6 +32,54 @@ static const struct {
 	{"ais://", backend__ais_open},   {"fault://", backend__fault_open},
 };
 
+static __thread char open_error[512]; /* why this thread's last backend_open failed */
+static __thread char error_copy[512]; /* what backend_last_error returns */
+
+void backend__set_error(struct backend *be, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (be) {
+		pthread_mutex_lock(&be->error_lock);
+		vsnprintf(be->error, sizeof(be->error), fmt, ap);
+		pthread_mutex_unlock(&be->error_lock);
+	} else {
+		vsnprintf(open_error, sizeof(open_error), fmt, ap);
+	}
+	va_end(ap);
+}
+
+const char *backend_last_error(const struct backend *be)
+{
+	struct backend *m = (struct backend *)be; /* the lock, not the state, changes */
+
+	if (!be) {
+		snprintf(error_copy, sizeof(error_copy), "%s", open_error);
+	} else {
+		pthread_mutex_lock(&m->error_lock);
+		snprintf(error_copy, sizeof(error_copy), "%s", be->error);
+		pthread_mutex_unlock(&m->error_lock);
+	}
+	return error_copy;
+}
+
+static struct backend *backend_new(void)
+{
+	struct backend *be = calloc(1, sizeof(*be));
+
+	if (be)
+		pthread_mutex_init(&be->error_lock, NULL);
+	return be;
+}
+
+static void backend_free(struct backend *be)
+{
+	pthread_mutex_destroy(&be->error_lock);
+	free(be->desc);
+	free(be);
+}
+
 int backend_open(struct backend **out, const char *source, const struct backend_config *cfg)
 {
 	static const struct backend_config defaults;
@@ -31,6 +89,7 @@ int backend_open(struct backend **out, const char *source, const struct backend_
 	int err;
 
 	*out = NULL;
+	open_error[0] = '\0';
 	if (!source || !*source)
 		return -EINVAL;
 	if (!cfg)
@@ -41,13 +100,12 @@ int backend_open(struct backend **out, const char *source, const struct backend_
 		return -ENOMEM;
 	for (size_t i = 0; i < sizeof(remote_stores) / sizeof(remote_stores[0]); i++) {
 		if (strncmp(source, remote_stores[i].scheme, strlen(remote_stores[i].scheme)) == 0) {
-			be = calloc(1, sizeof(*be));
+			be = backend_new();
 			if (!be)
 				return -ENOMEM;
 			err = remote_stores[i].open(be, source, cfg);
 			if (err < 0) {
-				free(be->desc);
-				free(be);
+				backend_free(be);
 				return err;
 			}
 			*out = be;
@@ -63,7 +121,7 @@ int backend_open(struct backend **out, const char *source, const struct backend_
 		return -EPROTONOSUPPORT;
 	}
 
-	be = calloc(1, sizeof(*be));
+	be = backend_new();
 	if (!be) {
 		free(decoded);
 		return -ENOMEM;
@@ -71,7 +129,7 @@ int backend_open(struct backend **out, const char *source, const struct backend_
 	err = backend__local_open(be, path);
 	free(decoded);
 	if (err < 0) {
-		free(be);
+		backend_free(be);
 		return err;
 	}
 	*out = be;
@@ -83,8 +141,7 @@ void backend_close(struct backend *be)
 	if (!be)
 		return;
 	be->ops->close(be);
-	free(be->desc);
-	free(be);
+	backend_free(be);
 }
 
 const char *backend_describe(const struct backend *be)

@@ -58,6 +58,7 @@ struct http_obj {
 };
 
 struct http {
+	struct backend *be;   /* whose last error report() sets */
 	struct backend_io *io;
 	int dir;              /* directory form */
 	char *base;           /* dir: the source URL up to its last '/' (raw) */
@@ -248,27 +249,28 @@ static void url_display(const char *url, char *buf, size_t cap)
 		 url + u.host_off, (int)u.path_len, url + u.path_off);
 }
 
-static int report(const char *url, const struct backend_req *r, int err)
+static int report(struct http *h, const char *url, const struct backend_req *r, int err)
 {
 	char shown[1024];
 
 	url_display(url, shown, sizeof(shown));
 	if (r->error[0]) { /* no HTTP answer: the transport's reason */
-		backend__set_error(NULL, "%s: %s", shown, r->error);
+		backend__set_error(h->be, "%s: %s", shown, r->error);
 		fprintf(stderr, "shardfs: %s: %s\n", shown, r->error);
 		return err;
 	}
 	if (r->status)
-		backend__set_error(NULL, "%s: HTTP %ld", shown, r->status);
+		backend__set_error(h->be, "%s: HTTP %ld", shown, r->status);
 	else
-		backend__set_error(NULL, "%s: %s", shown, strerror(-err));
-	fprintf(stderr, "shardfs: %s: %s (HTTP status %ld)\n", shown, strerror(-err), r->status);
+		backend__set_error(h->be, "%s: %s", shown, strerror(-err));
+	fprintf(stderr, "shardfs: %s: %s (HTTP %ld)\n", shown, strerror(-err), r->status);
 	return err;
 }
 
 /* A listing stops at a cap: the reason goes to backend_last_error and to
  * stderr (the log), as report() does for failed requests; returns err. */
-__attribute__((format(printf, 2, 3))) static int list_fail(int err, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int list_fail(struct http *h, int err,
+							    const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -276,7 +278,7 @@ __attribute__((format(printf, 2, 3))) static int list_fail(int err, const char *
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	backend__set_error(NULL, "%s", msg);
+	backend__set_error(h->be, "%s", msg);
 	fprintf(stderr, "shardfs: %s\n", msg);
 	return err;
 }
@@ -290,13 +292,13 @@ static int pat_result(void *arg, size_t i, const struct backend_req *r, int err)
 		char shown[512];
 
 		url_display(pl->h->objs[i].url, shown, sizeof(shown));
-		return list_fail(-EISDIR,
+		return list_fail(pl->h, -EISDIR,
 				 "%s is a directory (the server redirects to %s/): add a trailing "
 				 "slash to mount its listing",
 				 shown, shown);
 	}
 	if (err < 0)
-		return report(pl->h->objs[i].url, r, err);
+		return report(pl->h, pl->h->objs[i].url, r, err);
 	http_fill(&info, pl->h->objs[i].key, r);
 	return pl->cb(pl->arg, &info);
 }
@@ -383,7 +385,7 @@ static int dir_result(void *arg, size_t i, const struct backend_req *r, int err)
 		char buf[HTTP_URL_MAX];
 
 		if (http_url(dw->h, dw->keys[i], buf, sizeof(buf)) == 0)
-			return report(buf, r, err);
+			return report(dw->h, buf, r, err);
 		return err;
 	}
 	http_fill(&info, dw->keys[i], r);
@@ -417,12 +419,12 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 	int err;
 
 	if (depth > HTTP_LIST_DEPTH_MAX)
-		return list_fail(-ELOOP,
+		return list_fail(h, -ELOOP,
 				 "listing deeper than %d directories at '%.200s' (a page that links "
 				 "to itself?)",
 				 HTTP_LIST_DEPTH_MAX, prefix);
 	if (++dw->pages > HTTP_LIST_PAGES_MAX)
-		return list_fail(-EFBIG, "listing has more than %lu directory pages",
+		return list_fail(h, -EFBIG, "listing has more than %lu directory pages",
 				 HTTP_LIST_PAGES_MAX);
 	if (*prefix) {
 		char *slash = key_join(prefix, "");
@@ -441,17 +443,21 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 	r.url = url;
 	err = backend_io_get(h->io, &r, &body, &len, HTTP_LIST_BODY_MAX);
 	if (err < 0) {
-		if (err == -EFBIG)
-			fprintf(stderr, "shardfs: listing larger than %lu bytes\n",
-				HTTP_LIST_BODY_MAX);
+		if (err == -EFBIG) {
+			char shown[1024];
+
+			url_display(url, shown, sizeof(shown));
+			return list_fail(h, err, "%s: listing larger than %lu bytes", shown,
+					 HTTP_LIST_BODY_MAX);
+		}
 		if (depth == 0 || err != -ENOENT)
-			return report(url, &r, err);
+			return report(h, url, &r, err);
 		return 0; /* a subdirectory vanished */
 	}
 	dw->bytes += len;
 	if (dw->bytes > HTTP_LIST_TOTAL_MAX) {
 		free(body);
-		return list_fail(-EFBIG, "listing pages add up to more than %lu bytes",
+		return list_fail(h, -EFBIG, "listing pages add up to more than %lu bytes",
 				 HTTP_LIST_TOTAL_MAX);
 	}
 	err = backend__listing_parse(body, len, page_add, &pg);
@@ -460,8 +466,7 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 		char shown[1024];
 
 		url_display(url, shown, sizeof(shown));
-		fprintf(stderr, "shardfs: %s: not an autoindex listing\n", shown);
-		backend__set_error(NULL, "%s: not an autoindex listing", shown);
+		list_fail(h, err, "%s: not an autoindex listing", shown);
 		goto out;
 	}
 	qsort(pg.e, pg.n, sizeof(*pg.e), ent_cmp);
@@ -479,7 +484,7 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 		if (i > 0 && strcmp(e->name, pg.e[i - 1].name) == 0)
 			continue; /* listed twice */
 		if (++dw->entries > HTTP_LIST_ENTRIES_MAX) {
-			err = list_fail(-EFBIG, "more than %lu entries in the listing",
+			err = list_fail(h, -EFBIG, "more than %lu entries in the listing",
 					HTTP_LIST_ENTRIES_MAX);
 			break;
 		}
@@ -792,6 +797,7 @@ int backend__http_open(struct backend *be, const char *source, const struct back
 	be->ops = &http_ops;
 	be->local = 0;
 	be->impl = h;
+	h->be = be;
 	be->io = h->io;
 	return 0;
 fail:

@@ -5,6 +5,7 @@
 #ifndef BACKEND_I_H
 #define BACKEND_I_H
 
+#include <pthread.h>
 #include <sys/types.h>
 
 #include "backend.h"
@@ -28,7 +29,16 @@ struct backend {
 	int local;   /* 1: objects are local files */
 	void *impl;  /* the store's own state */
 	struct backend_io *io; /* remote stores: their I/O thread (cancel, stats); else NULL */
+	pthread_mutex_t error_lock; /* protects error; leaf lock */
+	char error[512];            /* the last failure's reason (backend_last_error), or "" */
 };
+
+/* Record the reason of the last failure of be, for backend_last_error: the
+ * one way every store reports one. be == NULL while a store opens (be is
+ * not handed out yet): the reason of this thread's failing backend_open.
+ * Any thread; never pass credentials. */
+void backend__set_error(struct backend *be, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* Local directory store: root is an absolute or relative directory path. */
 int backend__local_open(struct backend *be, const char *root);
@@ -254,17 +264,11 @@ struct backend_objstore {
 	const char *head_query; /* static strings */
 	const char *get_query;
 	char *ca_file;
-	pthread_mutex_t lock;   /* protects error; leaf lock */
-	char error[512];
 };
 
 extern const struct backend_ops backend__os_ops;
 int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 		     const struct backend_config *cfg);
-/* Record the reason of the last failure of be (or, be == NULL, of the last
- * failed backend_open in this thread), for backend_last_error. */
-void backend__set_error(struct backend *be, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
 
 /* ---- http(s): backend_http.c, with pure parsers that the unit tests call
  * directly (backend_brace.c, backend_listing.c) ---------------------------- */

@@ -67,25 +67,6 @@
 #define OS_DIAG_BODY_MAX    (64u << 10)
 #define OS_DIAG_TIMEOUT_S   15L
 
-static __thread char open_error[512]; /* why the last backend_open failed */
-static __thread char error_copy[512]; /* what backend_last_error returns */
-
-void backend__set_error(struct backend *be, const char *fmt, ...)
-{
-	struct backend_objstore *os = be ? be->impl : NULL;
-	va_list ap;
-
-	va_start(ap, fmt);
-	if (os && be->ops && be->ops->close == backend__os_ops.close) {
-		pthread_mutex_lock(&os->lock);
-		vsnprintf(os->error, sizeof(os->error), fmt, ap);
-		pthread_mutex_unlock(&os->lock);
-	} else {
-		vsnprintf(open_error, sizeof(open_error), fmt, ap);
-	}
-	va_end(ap);
-}
-
 const char *backend_credentials_source(const struct backend *be)
 {
 	const struct backend_objstore *os = be ? be->impl : NULL;
@@ -93,22 +74,6 @@ const char *backend_credentials_source(const struct backend *be)
 	if (!os || !be->ops || be->ops->close != backend__os_ops.close || !os->creds)
 		return NULL;
 	return backend__credsrc_name(os->creds);
-}
-
-const char *backend_last_error(const struct backend *be)
-{
-	const struct backend_objstore *os = be ? be->impl : NULL;
-
-	if (!be) {
-		snprintf(error_copy, sizeof(error_copy), "%s", open_error);
-	} else if (os && be->ops && be->ops->close == backend__os_ops.close) {
-		pthread_mutex_lock((pthread_mutex_t *)&os->lock);
-		snprintf(error_copy, sizeof(error_copy), "%s", os->error);
-		pthread_mutex_unlock((pthread_mutex_t *)&os->lock);
-	} else {
-		error_copy[0] = '\0';
-	}
-	return error_copy;
 }
 
 /* ---- requests --------------------------------------------------------- */
@@ -633,7 +598,6 @@ static void os_close(struct backend *be)
 	free(os->head_prefix);
 	free(os->get_prefix);
 	free(os->ca_file);
-	pthread_mutex_destroy(&os->lock);
 	free(os);
 	be->impl = NULL;
 }
@@ -701,7 +665,6 @@ int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 	os = calloc(1, sizeof(*os));
 	if (!os)
 		return -ENOMEM;
-	pthread_mutex_init(&os->lock, NULL);
 	os->kind = kind;
 	os->bucket = strndup(p, blen);
 	/* the prefix names a directory: "train" lists "train/..." only */
@@ -824,7 +787,6 @@ int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 	be->local = 0;
 	be->impl = os;
 	be->io = os->io;
-	open_error[0] = '\0';
 	return 0;
 fail:
 	be->impl = os;

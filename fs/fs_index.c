@@ -93,10 +93,18 @@ int fs_index_main(int argc, char **argv)
 	}
 	fs_opt_cachetier_config(&fs.cfg, backend_describe(fs.be), &cc);
 	err = cachetier_open(&fs.ct, &cc, fs.be);
-	if (err == 0)
-		err = fs_ns_build(&fs);
 	if (err < 0) {
-		fprintf(stderr, "shardfs: %s: %s\n", source, strerror(-err));
+		fprintf(stderr, "shardfs: cache directory %s: %s\n", fs.cfg.cache_dir,
+			strerror(-err));
+		rc = 1;
+		goto out;
+	}
+	err = fs_ns_build(&fs);
+	if (err < 0) {
+		const char *why = backend_last_error(fs.be);
+
+		fprintf(stderr, "shardfs: cannot list %s: %s%s%s\n", source, strerror(-err),
+			*why ? ": " : "", why);
 		rc = 1;
 		goto out;
 	}
