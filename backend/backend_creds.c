@@ -594,60 +594,6 @@ void backend__aws_region(char *buf, size_t cap)
 	snprintf(buf, cap, "%s", r ? r : "us-east-1");
 }
 
-int backend__endpoint_parse(struct backend_endpoint *ep, const char *url)
-{
-	const char *p, *hs, *he, *path;
-	size_t n;
-	int w;
-
-	memset(ep, 0, sizeof(*ep));
-	if (strncmp(url, "https://", 8) == 0) {
-		ep->https = 1;
-		p = url + 8;
-	} else if (strncmp(url, "http://", 7) == 0) {
-		p = url + 7;
-	} else {
-		return -EINVAL;
-	}
-	hs = p;
-	while (*p && *p != '/' && *p != '?' && *p != '#')
-		p++;
-	he = p;
-	if (he == hs || memchr(hs, '@', (size_t)(he - hs)))
-		return -EINVAL; /* no host, or userinfo (credentials never go in URLs) */
-	if (*p == '?' || *p == '#')
-		return -EINVAL;
-	path = p;
-	n = strlen(path);
-	while (n > 0 && path[n - 1] == '/')
-		n--;
-	for (const char *q = hs; q < he; q++)
-		if ((unsigned char)*q <= ' ' || *q == '\\' || (unsigned char)*q >= 0x7f)
-			return -EINVAL;
-	/* curl leaves the default port out of Host: so must the signature */
-	{
-		size_t hn = (size_t)(he - hs);
-		const char *dflt = ep->https ? ":443" : ":80";
-		size_t dn = strlen(dflt);
-
-		if (hn > dn && memcmp(he - dn, dflt, dn) == 0 && hs[0] != '[')
-			hn -= dn;
-		if (hn >= sizeof(ep->host))
-			return -ENAMETOOLONG;
-		memcpy(ep->host, hs, hn);
-		ep->host[hn] = '\0';
-	}
-	if (n >= sizeof(ep->path))
-		return -ENAMETOOLONG;
-	memcpy(ep->path, path, n);
-	ep->path[n] = '\0';
-	w = snprintf(ep->base, sizeof(ep->base), "%s://%s%.*s", ep->https ? "https" : "http",
-		     ep->host, (int)n, path);
-	if (w < 0 || (size_t)w >= sizeof(ep->base))
-		return -ENAMETOOLONG;
-	return 0;
-}
-
 /* ---- temporary credentials: the rest of the chain ---------------------------
  *
  * The AWS default chain in botocore's order: the environment, web identity
@@ -1205,9 +1151,8 @@ static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int
 	struct http_call c = {0};
 	struct curl_slist *h = NULL;
 	char *tok = NULL, *enc = NULL, *body = NULL, *x = NULL;
-	char arn[1024], sess[256];
+	char arn[4096], sess[256];
 	size_t toklen = 0, bodycap;
-	CURL *u = NULL;
 	int err;
 
 	memset(out, 0, sizeof(*out));
@@ -1220,41 +1165,21 @@ static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int
 	while (toklen > 0 &&
 	       (tok[toklen - 1] == '\n' || tok[toklen - 1] == '\r' || tok[toklen - 1] == ' '))
 		tok[--toklen] = '\0';
-	err = -ENOMEM;
-	u = curl_easy_init();
-	if (!u)
+	/* form values, URL-encoded by the one encoder (the token into secret
+	 * memory: curl_easy_escape would put it on the heap) */
+	if (backend__uri_encode(arn, sizeof(arn), s->role_arn, strlen(s->role_arn), 0) < 0 ||
+	    backend__uri_encode(sess, sizeof(sess), s->session_name, strlen(s->session_name), 0) <
+		    0) {
+		why_set(why, whycap, "AWS_ROLE_ARN or AWS_ROLE_SESSION_NAME is too long");
+		err = -ENAMETOOLONG;
 		goto out;
-	{
-		char *a = curl_easy_escape(u, s->role_arn, 0),
-		     *n = curl_easy_escape(u, s->session_name, 0);
-
-		if (!a || !n) {
-			curl_free(a);
-			curl_free(n);
-			goto out;
-		}
-		snprintf(arn, sizeof(arn), "%s", a);
-		snprintf(sess, sizeof(sess), "%s", n);
-		curl_free(a);
-		curl_free(n);
 	}
-	/* the token, URL-encoded, in secret memory (curl_easy_escape would put
-	 * it on the heap) */
-	enc = secret_alloc(3 * toklen);
+	err = -ENOMEM;
+	enc = secret_alloc(3 * toklen + 1);
 	if (!enc)
 		goto out;
-	for (size_t i = 0, n = 0; i < toklen; i++) {
-		unsigned char ch = (unsigned char)tok[i];
-
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
-			enc[n++] = (char)ch;
-		} else {
-			enc[n++] = '%';
-			enc[n++] = "0123456789ABCDEF"[ch >> 4];
-			enc[n++] = "0123456789ABCDEF"[ch & 15];
-		}
-	}
+	if (backend__uri_encode(enc, 3 * toklen + 1, tok, toklen, 0) < 0)
+		goto out; /* cannot happen: 3 bytes a byte fit */
 	bodycap = strlen(enc) + strlen(arn) + strlen(sess) + 128;
 	body = secret_alloc(bodycap);
 	if (!body)
@@ -1334,8 +1259,6 @@ static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int
 out:
 	if (err == -ENOMEM && !why[0])
 		why_set(why, whycap, "out of memory");
-	if (u)
-		curl_easy_cleanup(u);
 	curl_slist_free_all(h);
 	secret_free(c.resp);
 	secret_free(tok);

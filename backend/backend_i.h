@@ -70,9 +70,10 @@ struct backend_kv {
 	const char *value;
 };
 
-/* SigV4 URI encoding (RFC 3986: A-Z a-z 0-9 - . _ ~ kept, every other byte
- * as %XX upper case); '/' is kept when keep_slash (S3 object paths: each
- * segment encoded once). Writes a NUL-terminated string; returns its length
+/* The one percent-encoder (backend_sigv4.c), for SigV4 and every URL we
+ * build: RFC 3986 (A-Z a-z 0-9 - . _ ~ kept, every other byte as %XX upper
+ * case); '/' is kept when keep_slash (object paths: each segment encoded
+ * once). Writes a NUL-terminated string; returns its length
  * or -ENAMETOOLONG when it does not fit in cap. */
 ssize_t backend__uri_encode(char *dst, size_t cap, const char *src, size_t len, int keep_slash);
 
@@ -221,7 +222,10 @@ struct backend_url {
 	char *query;     /* after '?', or NULL */
 	char *fragment;  /* after '#', or NULL */
 	char *authority; /* http(s): host[:port] as curl sends it in Host: (no default port) */
-	char *origin;    /* http(s): "scheme://host:port", port always written; else NULL */
+	char *origin;    /* http(s): "scheme://host:port", port always written, lower case;
+			  * else NULL */
+	char *base;      /* http(s): the URL without query and fragment, as curl writes it
+			  * (userinfo kept); else NULL */
 };
 /* Parse an http://, https:// or file:// URL (file: only file:///PATH and
  * file://localhost/PATH). Returns 0 (free with backend__url_free), -EINVAL
@@ -231,12 +235,21 @@ void backend__url_free(struct backend_url *u); /* accepts a zeroed or freed u */
 /* u.origin of url as a malloc'd string, or NULL (not an http(s) URL, ENOMEM):
  * requests to another origin never carry the signing headers. */
 char *backend__url_origin(const char *url);
+/* url without user:password@ (malloc'd), or NULL: a redirect to another
+ * origin must not carry them. */
+char *backend__url_without_userinfo(const char *url);
+/* The host of url into buf ("?" when url is not an http(s) URL). */
+void backend__url_host(const char *url, char *buf, size_t cap);
+/* url as shown in errors and logs: scheme://host[:port]/path, without
+ * userinfo, query and fragment ("(bad URL)" when it is not one). */
+void backend__url_display(const char *url, char *buf, size_t cap);
 /* The decoded absolute path of a file:// URL (malloc'd). Returns 0, -EINVAL
  * (another host, a query, a bad escape: the reason goes to
  * backend_last_error(NULL)) or -ENOMEM. */
 int backend__file_url_path(const char *url, char **path);
 
-/* A parsed endpoint URL: "http(s)://host[:port][/path]". */
+/* A parsed endpoint URL: "http(s)://host[:port][/path]" (backend_url.c;
+ * -EINVAL with userinfo, a query or a fragment). */
 struct backend_endpoint {
 	int https;
 	char host[256];      /* host[:port] as curl sends it in Host (default port dropped) */
@@ -287,24 +300,10 @@ int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 int backend__brace_expand(const char *pattern, size_t max, char ***out, size_t *n);
 void backend__strv_free(char **v, size_t n); /* accepts NULL */
 
-/* The parts of an http(s) URL, as offsets into it (len 0: absent). */
-struct backend__url {
-	size_t scheme_len;          /* "http" or "https" */
-	size_t user_off, user_len;  /* userinfo before '@' */
-	size_t host_off, host_len;  /* host[:port] */
-	size_t path_off, path_len;  /* from the first '/' after the host; may be 0 */
-	size_t query_off, query_len; /* after '?', without it */
-};
-/* Returns 0, or -EINVAL unless url is http:// or https:// with a host. */
-int backend__url_split(const char *url, struct backend__url *u);
-
 /* Decode %XX escapes of in[0..len) into out (NUL-terminated). Returns the
  * length, -EINVAL for a bad escape or an encoded NUL, -ENAMETOOLONG when
  * out is too small. '+' stays '+' (paths are not form data). */
 ssize_t backend__pct_decode(const char *in, size_t len, char *out, size_t cap);
-/* Encode a key for a URL path: unreserved characters and '/' stay, every
- * other byte becomes %XX. Returns the length or -ENAMETOOLONG. */
-ssize_t backend__pct_encode(const char *in, char *out, size_t cap);
 
 /* One entry of a directory listing, already checked: name is one decoded
  * path component, not empty, not "." or "..", without '/' or NUL. */

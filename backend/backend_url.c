@@ -46,6 +46,7 @@ void backend__url_free(struct backend_url *u)
 	free(u->fragment);
 	free(u->authority);
 	free(u->origin);
+	free(u->base);
 	memset(u, 0, sizeof(*u));
 }
 
@@ -54,6 +55,7 @@ void backend__url_free(struct backend_url *u)
 static int url_compose(struct backend_url *u, const char *default_port)
 {
 	const char *port = u->port ? u->port : default_port;
+	int shown = u->port && strcmp(u->port, default_port) != 0; /* curl's Host: rule */
 	size_t al = strlen(u->host) + 1 + strlen(port) + 1;
 	size_t ol = strlen(u->scheme) + 3 + al;
 
@@ -61,8 +63,11 @@ static int url_compose(struct backend_url *u, const char *default_port)
 	u->origin = malloc(ol);
 	if (!u->authority || !u->origin)
 		return -ENOMEM;
-	snprintf(u->authority, al, "%s%s%s", u->host, u->port ? ":" : "", u->port ? u->port : "");
+	snprintf(u->authority, al, "%s%s%s", u->host, shown ? ":" : "", shown ? port : "");
 	snprintf(u->origin, ol, "%s://%s:%s", u->scheme, u->host, port);
+	for (char *p = u->origin; *p; p++) /* scheme and host compare without case */
+		if (*p >= 'A' && *p <= 'Z')
+			*p = (char)(*p - 'A' + 'a');
 	return 0;
 }
 
@@ -110,9 +115,21 @@ int backend__url_parse(struct backend_url *u, const char *url)
 		err = u->path[0] == '/' ? 0 : -EINVAL;
 		goto out;
 	}
-	if (!u->host || !*u->host)
+	/* curl reads "http:///x" as host x: refuse what only looks like no host */
+	if (!u->host || !*u->host || url[strlen(u->scheme) + 3] == '/')
 		goto out;
 	err = url_compose(u, strcmp(u->scheme, "https") == 0 ? "443" : "80");
+	if (err < 0)
+		goto out;
+	/* the URL without query and fragment, as curl writes it */
+	if (curl_url_set(h, CURLUPART_QUERY, NULL, 0) != CURLUE_OK ||
+	    curl_url_set(h, CURLUPART_FRAGMENT, NULL, 0) != CURLUE_OK) {
+		err = -ENOMEM;
+		goto out;
+	}
+	err = curl_part(h, CURLUPART_URL, 0, &u->base);
+	if (err == 0 && !u->base)
+		err = -EINVAL;
 out:
 	free(user);
 	free(password);
@@ -135,6 +152,82 @@ char *backend__url_origin(const char *url)
 	u.origin = NULL;
 	backend__url_free(&u);
 	return o;
+}
+
+char *backend__url_without_userinfo(const char *url)
+{
+	CURLU *h;
+	char *s = NULL, *out = NULL;
+	struct backend_url u;
+
+	if (backend__url_parse(&u, url) < 0)
+		return NULL;
+	backend__url_free(&u);
+	h = curl_url();
+	if (h && curl_url_set(h, CURLUPART_URL, url, CURLU_PATH_AS_IS) == CURLUE_OK &&
+	    curl_url_set(h, CURLUPART_USER, NULL, 0) == CURLUE_OK &&
+	    curl_url_set(h, CURLUPART_PASSWORD, NULL, 0) == CURLUE_OK &&
+	    curl_url_get(h, CURLUPART_URL, &s, 0) == CURLUE_OK)
+		out = strdup(s);
+	curl_free(s);
+	curl_url_cleanup(h);
+	return out;
+}
+
+void backend__url_host(const char *url, char *buf, size_t cap)
+{
+	struct backend_url u;
+
+	if (backend__url_parse(&u, url) == 0 && u.host)
+		snprintf(buf, cap, "%s", u.host);
+	else
+		snprintf(buf, cap, "?");
+	backend__url_free(&u);
+}
+
+void backend__url_display(const char *url, char *buf, size_t cap)
+{
+	struct backend_url u;
+
+	if (backend__url_parse(&u, url) == 0 && u.authority)
+		snprintf(buf, cap, "%s://%s%s", u.scheme, u.authority, u.path);
+	else
+		snprintf(buf, cap, "(bad URL)");
+	backend__url_free(&u);
+}
+
+int backend__endpoint_parse(struct backend_endpoint *ep, const char *url)
+{
+	struct backend_url u;
+	size_t n;
+	int w, err;
+
+	memset(ep, 0, sizeof(*ep));
+	err = backend__url_parse(&u, url);
+	if (err < 0)
+		return err;
+	err = -EINVAL;
+	/* credentials never go in URLs; an endpoint has no query */
+	if (!u.authority || u.userinfo || u.query || u.fragment)
+		goto out;
+	ep->https = strcmp(u.scheme, "https") == 0;
+	err = -ENAMETOOLONG;
+	n = strlen(u.path);
+	while (n > 0 && u.path[n - 1] == '/')
+		n--;
+	if (strlen(u.authority) >= sizeof(ep->host) || n >= sizeof(ep->path))
+		goto out;
+	snprintf(ep->host, sizeof(ep->host), "%s", u.authority);
+	snprintf(ep->path, sizeof(ep->path), "%.*s", (int)n, u.path);
+	w = snprintf(ep->base, sizeof(ep->base), "%s://%s%s", u.scheme, ep->host, ep->path);
+	if (w < 0 || (size_t)w >= sizeof(ep->base))
+		goto out;
+	err = 0;
+out:
+	backend__url_free(&u);
+	if (err < 0)
+		memset(ep, 0, sizeof(*ep));
+	return err;
 }
 
 int backend__file_url_path(const char *url, char **path)
