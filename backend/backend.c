@@ -64,12 +64,30 @@ const char *backend_last_error(const struct backend *be)
 	return error_copy;
 }
 
-static struct backend *backend_new(void)
+void backend__log(const struct backend_logger *lg, enum backend_log_level level, const char *fmt,
+		  ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (lg && lg->fn)
+		lg->fn(lg->arg, level, msg);
+	else
+		fprintf(stderr, "shardfs: %s\n", msg);
+}
+
+static struct backend *backend_new(const struct backend_config *cfg)
 {
 	struct backend *be = calloc(1, sizeof(*be));
 
-	if (be)
+	if (be) {
 		pthread_mutex_init(&be->error_lock, NULL);
+		be->log.fn = cfg->log;
+		be->log.arg = cfg->log_arg;
+	}
 	return be;
 }
 
@@ -100,7 +118,7 @@ int backend_open(struct backend **out, const char *source, const struct backend_
 		return -ENOMEM;
 	for (size_t i = 0; i < sizeof(remote_stores) / sizeof(remote_stores[0]); i++) {
 		if (strncmp(source, remote_stores[i].scheme, strlen(remote_stores[i].scheme)) == 0) {
-			be = backend_new();
+			be = backend_new(cfg);
 			if (!be)
 				return -ENOMEM;
 			err = remote_stores[i].open(be, source, cfg);
@@ -113,15 +131,19 @@ int backend_open(struct backend **out, const char *source, const struct backend_
 		}
 	}
 	if (strncasecmp(source, "file://", 7) == 0) {
-		err = backend__file_url_path(source, &decoded);
-		if (err < 0)
+		const char *why;
+
+		err = backend__file_url_path(source, &decoded, &why);
+		if (err < 0) {
+			backend__set_error(NULL, "%s", why);
 			return err;
+		}
 		path = decoded;
 	} else if (strstr(source, "://")) {
 		return -EPROTONOSUPPORT;
 	}
 
-	be = backend_new();
+	be = backend_new(cfg);
 	if (!be) {
 		free(decoded);
 		return -ENOMEM;

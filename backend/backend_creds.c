@@ -634,6 +634,7 @@ struct backend_credsrc {
 	enum src_kind kind;
 	char name[512];	 /* "instance metadata (IMDSv2, role r)": for logs; no secret */
 	char label[256]; /* the source being mounted, for log lines */
+	struct backend_logger log; /* where they go */
 	/* what a fetch needs (none of it secret) */
 	char *url; /* STS endpoint, container URL, IMDS base, GCE host */
 	char *role_arn;
@@ -1646,20 +1647,18 @@ static int64_t refresh_plan(int64_t now, int64_t exp)
 	return exp - ahead;
 }
 
-/* One line of the refresh thread for the daemon's log (its stderr once it
- * runs in the background), in the log's own shape: time, pid, level. */
-static void src_log(struct backend_credsrc *s, const char *level, const char *fmt, ...)
+/* One line of the refresh thread for the mount's log, naming the source. */
+static void src_log(struct backend_credsrc *s, enum backend_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void src_log(struct backend_credsrc *s, const char *level, const char *fmt, ...)
+static void src_log(struct backend_credsrc *s, enum backend_log_level level, const char *fmt, ...)
 {
-	char now[32], msg[1024];
+	char msg[1024];
 	va_list ap;
 
-	utc_text((int64_t)time(NULL), now, sizeof(now));
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "%s shardfs[%ld] %s: %s: %s\n", now, (long)getpid(), level, s->label, msg);
+	backend__log(&s->log, level, "%s: %s", s->label, msg);
 }
 
 static void *src_thread(void *arg)
@@ -1701,7 +1700,7 @@ static void *src_thread(void *arg)
 			/* after the swap: no signer holds the old buffers now */
 			backend__creds_clear(&old);
 			utc_text(exp, when, sizeof(when));
-			src_log(s, "info", "credentials from %s refreshed; they expire at %s",
+			src_log(s, BACKEND_LOG_INFO, "credentials from %s refreshed; they expire at %s",
 				s->name, exp ? when : "never");
 			pthread_mutex_lock(&s->lock);
 			continue;
@@ -1709,7 +1708,7 @@ static void *src_thread(void *arg)
 		s->refresh_at = now + backoff;
 		pthread_mutex_unlock(&s->lock);
 		utc_text(cur_exp, when, sizeof(when));
-		src_log(s, "warning",
+		src_log(s, BACKEND_LOG_WARN,
 			"refreshing credentials from %s failed (%s); retrying in %u s; the current "
 			"ones %s %s",
 			s->name, why[0] ? why : strerror(-err), backoff,
@@ -1724,7 +1723,8 @@ static void *src_thread(void *arg)
 
 /* ---- the chain --------------------------------------------------------------- */
 
-static struct backend_credsrc *src_new(enum src_kind kind, const char *label, const char *ca_file)
+static struct backend_credsrc *src_new(enum src_kind kind, const char *label, const char *ca_file,
+				       const struct backend_logger *log)
 {
 	struct backend_credsrc *s = calloc(1, sizeof(*s));
 	pthread_condattr_t ca;
@@ -1738,6 +1738,7 @@ static struct backend_credsrc *src_new(enum src_kind kind, const char *label, co
 	pthread_condattr_destroy(&ca);
 	s->kind = kind;
 	snprintf(s->label, sizeof(s->label), "%s", label);
+	s->log = *log;
 	s->timeout_ms = env_ms("AWS_METADATA_SERVICE_TIMEOUT", 1000);
 	s->attempts = 1;
 	{
@@ -1947,7 +1948,8 @@ static int src_start(struct backend_credsrc *s, char *why, size_t whycap)
 }
 
 int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_file,
-			  const char *label, char *why, size_t whycap)
+			  const char *label, const struct backend_logger *log, char *why,
+			  size_t whycap)
 {
 	struct backend_credsrc *s = NULL;
 	struct backend_creds st;
@@ -1976,7 +1978,7 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 				return -EINVAL;
 			}
 			st.bearer = tok;
-			s = src_new(SRC_STATIC, label, ca_file);
+			s = src_new(SRC_STATIC, label, ca_file, log);
 			if (!s) {
 				backend__creds_clear(&st);
 				return -ENOMEM;
@@ -1990,7 +1992,7 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 		if (err < 0)
 			return err;
 		if (err > 0) {
-			s = src_new(SRC_STATIC, label, ca_file);
+			s = src_new(SRC_STATIC, label, ca_file, log);
 			if (!s) {
 				backend__creds_clear(&st);
 				return -ENOMEM;
@@ -2005,7 +2007,7 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 	if (err < 0)
 		return err;
 	if (err > 0) {
-		s = src_new(SRC_STATIC, label, ca_file);
+		s = src_new(SRC_STATIC, label, ca_file, log);
 		if (!s) {
 			backend__creds_clear(&st);
 			return -ENOMEM;
@@ -2025,7 +2027,7 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 		backend__aws_region(region, sizeof(region));
 		snprintf(dflt, sizeof(dflt), "https://sts.%s.amazonaws.com", region);
 		snprintf(sess, sizeof(sess), "shardfs-%lld", (long long)time(NULL));
-		s = src_new(SRC_WEBID, label, ca_file);
+		s = src_new(SRC_WEBID, label, ca_file, log);
 		if (!s)
 			return -ENOMEM;
 		s->token_file = strdup(env("AWS_WEB_IDENTITY_TOKEN_FILE"));
@@ -2065,7 +2067,7 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 			if (err < 0 && err != -ENOENT)
 				return err;
 			if (st.access_key) {
-				s = src_new(SRC_STATIC, label, ca_file);
+				s = src_new(SRC_STATIC, label, ca_file, log);
 				if (!s) {
 					backend__creds_clear(&st);
 					return -ENOMEM;
@@ -2088,7 +2090,7 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 		if (err < 0)
 			return err;
 		if (cmd) {
-			s = src_new(SRC_PROCESS, label, ca_file);
+			s = src_new(SRC_PROCESS, label, ca_file, log);
 			if (!s) {
 				free(cmd);
 				return -ENOMEM;
@@ -2106,7 +2108,7 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 		const char *rel = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
 		char url[1024];
 
-		s = src_new(SRC_CONTAINER, label, ca_file);
+		s = src_new(SRC_CONTAINER, label, ca_file, log);
 		if (!s)
 			return -ENOMEM;
 		if (rel)
@@ -2144,7 +2146,7 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 		const char *ep = env("AWS_EC2_METADATA_SERVICE_ENDPOINT");
 		size_t n;
 
-		s = src_new(SRC_IMDS, label, ca_file);
+		s = src_new(SRC_IMDS, label, ca_file, log);
 		if (!s)
 			return -ENOMEM;
 		s->url = dup_or(ep, "http://169.254.169.254");
@@ -2174,7 +2176,7 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 gce:
 	if (env_true("NO_GCE_CHECK"))
 		return 0;
-	s = src_new(SRC_GCE, label, ca_file);
+	s = src_new(SRC_GCE, label, ca_file, log);
 	if (!s)
 		return -ENOMEM;
 	s->url = dup_or(env("GCE_METADATA_HOST"), "metadata.google.internal");
@@ -2206,8 +2208,8 @@ fetch:
 	}
 found:
 	utc_text(s->expires, when, sizeof(when));
-	fprintf(stderr, "shardfs: %s: credentials from %s%s%s\n", label, s->name,
-		s->expires ? "; they expire at " : "", s->expires ? when : "");
+	backend__log(log, BACKEND_LOG_INFO, "%s: credentials from %s%s%s", label, s->name,
+		     s->expires ? "; they expire at " : "", s->expires ? when : "");
 	*out = s;
 	return 0;
 fail:

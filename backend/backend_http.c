@@ -243,19 +243,20 @@ static int report(struct http *h, const char *url, const struct backend_req *r, 
 	backend__url_display(url, shown, sizeof(shown));
 	if (r->error[0]) { /* no HTTP answer: the transport's reason */
 		backend__set_error(h->be, "%s: %s", shown, r->error);
-		fprintf(stderr, "shardfs: %s: %s\n", shown, r->error);
+		backend__log(&h->be->log, BACKEND_LOG_ERROR, "%s: %s", shown, r->error);
 		return err;
 	}
 	if (r->status)
 		backend__set_error(h->be, "%s: HTTP %ld", shown, r->status);
 	else
 		backend__set_error(h->be, "%s: %s", shown, strerror(-err));
-	fprintf(stderr, "shardfs: %s: %s (HTTP %ld)\n", shown, strerror(-err), r->status);
+	backend__log(&h->be->log, BACKEND_LOG_ERROR, "%s: %s (HTTP %ld)", shown, strerror(-err),
+		     r->status);
 	return err;
 }
 
 /* A listing stops at a cap: the reason goes to backend_last_error and to
- * stderr (the log), as report() does for failed requests; returns err. */
+ * the log, as report() does for failed requests; returns err. */
 __attribute__((format(printf, 3, 4))) static int list_fail(struct http *h, int err,
 							    const char *fmt, ...)
 {
@@ -266,7 +267,7 @@ __attribute__((format(printf, 3, 4))) static int list_fail(struct http *h, int e
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	backend__set_error(h->be, "%s", msg);
-	fprintf(stderr, "shardfs: %s\n", msg);
+	backend__log(&h->be->log, BACKEND_LOG_ERROR, "%s", msg);
 	return err;
 }
 

@@ -12,6 +12,12 @@
 
 struct backend_io;
 
+/* Where log lines go (backend_config's log and log_arg). */
+struct backend_logger {
+	backend_log_fn fn; /* NULL: stderr */
+	void *arg;
+};
+
 struct backend_ops {
 	void (*close)(struct backend *be);
 	int (*list)(struct backend *be, backend_list_cb cb, void *arg);
@@ -31,7 +37,13 @@ struct backend {
 	struct backend_io *io; /* remote stores: their I/O thread (cancel, stats); else NULL */
 	pthread_mutex_t error_lock; /* protects error; leaf lock */
 	char error[512];            /* the last failure's reason (backend_last_error), or "" */
+	struct backend_logger log;  /* from backend_config, set before the store opens */
 };
+
+/* One log line through lg (the config's callback, or stderr when it has
+ * none): the one way backend/ logs. Any thread. */
+void backend__log(const struct backend_logger *lg, enum backend_log_level level, const char *fmt,
+		  ...) __attribute__((format(printf, 3, 4)));
 
 /* Record the reason of the last failure of be, for backend_last_error: the
  * one way every store reports one. be == NULL while a store opens (be is
@@ -44,8 +56,9 @@ void backend__set_error(struct backend *be, const char *fmt, ...)
 int backend__local_open(struct backend *be, const char *root);
 
 /* Remote stores. Each parses its SOURCE, fills be (ops, desc without
- * credentials, impl) and returns 0, or a negative errno after writing a
- * one-line reason to stderr-free storage: the caller prints strerror. */
+ * credentials, impl) and returns 0, or a negative errno after recording a
+ * one-line reason with backend__set_error(NULL, ...), which the caller
+ * reads with backend_last_error(NULL). */
 int backend__http_open(struct backend *be, const char *source, const struct backend_config *cfg);
 int backend__s3_open(struct backend *be, const char *source, const struct backend_config *cfg);
 int backend__gs_open(struct backend *be, const char *source, const struct backend_config *cfg);
@@ -70,7 +83,7 @@ struct backend_kv {
 	const char *value;
 };
 
-/* The one percent-encoder (backend_sigv4.c), for SigV4 and every URL we
+/* The one percent-encoder (backend_url.c), for SigV4 and every URL we
  * build: RFC 3986 (A-Z a-z 0-9 - . _ ~ kept, every other byte as %XX upper
  * case); '/' is kept when keep_slash (object paths: each segment encoded
  * once). Writes a NUL-terminated string; returns its length
@@ -196,9 +209,11 @@ struct backend_credsrc;
  * are asked with short timeouts). gcs: the GCS chain. label names the
  * source in log lines. Returns 0 with *out (NULL when no source has any:
  * why may then say what was tried), or a negative errno with a one-line
- * why (never a secret). Writes "credentials from SOURCE" to stderr. */
+ * why (never a secret). Logs "credentials from SOURCE" through log, and
+ * the refresh thread's lines too. */
 int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_file,
-			  const char *label, char *why, size_t whycap);
+			  const char *label, const struct backend_logger *log, char *why,
+			  size_t whycap);
 void backend__credsrc_close(struct backend_credsrc *s); /* stops the refresh; accepts NULL */
 typedef int (*backend__creds_use_cb)(void *arg, const struct backend_creds *c);
 /* fn(arg, current credentials) under the source's lock (fn must not block;
@@ -244,9 +259,9 @@ void backend__url_host(const char *url, char *buf, size_t cap);
  * userinfo, query and fragment ("(bad URL)" when it is not one). */
 void backend__url_display(const char *url, char *buf, size_t cap);
 /* The decoded absolute path of a file:// URL (malloc'd). Returns 0, -EINVAL
- * (another host, a query, a bad escape: the reason goes to
- * backend_last_error(NULL)) or -ENOMEM. */
-int backend__file_url_path(const char *url, char **path);
+ * (another host, a query, a bad escape; *why says which, a static string)
+ * or -ENOMEM. */
+int backend__file_url_path(const char *url, char **path, const char **why);
 
 /* A parsed endpoint URL: "http(s)://host[:port][/path]" (backend_url.c;
  * -EINVAL with userinfo, a query or a fragment). */

@@ -721,8 +721,8 @@ int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 	} else {
 		char why[768];
 
-		err = backend__credsrc_open(&os->creds, kind == OS_GS, cfg->ca_file, source, why,
-					    sizeof(why));
+		err = backend__credsrc_open(&os->creds, kind == OS_GS, cfg->ca_file, source,
+					    &be->log, why, sizeof(why));
 		if (err < 0) {
 			backend__set_error(NULL, "%s: cannot get credentials: %s", source,
 					   why[0] ? why : strerror(-err));

@@ -6,8 +6,9 @@
  * decides whether signed headers follow a redirect, are the host curl
  * talks to: no second parser can disagree with it.
  *
- * Percent-encoding lives in backend_sigv4.c (backend__uri_encode: SigV4's
- * rule, which is RFC 3986's) and decoding here (backend__pct_decode).
+ * The one percent-encoder is here too (backend__uri_encode: RFC 3986's
+ * rule, which SigV4 requires); the decoder, backend__pct_decode, is in
+ * backend_listing.c with the listing parsers that use it most.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -18,6 +19,38 @@
 #include <curl/curl.h>
 
 #include "backend_i.h"
+
+static int unreserved(unsigned char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+	       c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+ssize_t backend__uri_encode(char *dst, size_t cap, const char *src, size_t len, int keep_slash)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)src[i];
+
+		if (unreserved(c) || (keep_slash && c == '/')) {
+			if (o + 1 >= cap)
+				return -ENAMETOOLONG;
+			dst[o++] = (char)c;
+		} else {
+			if (o + 3 >= cap)
+				return -ENAMETOOLONG;
+			dst[o++] = '%';
+			dst[o++] = hex[c >> 4];
+			dst[o++] = hex[c & 15];
+		}
+	}
+	if (o >= cap)
+		return -ENAMETOOLONG;
+	dst[o] = '\0';
+	return (ssize_t)o;
+}
 
 static int curl_part(CURLU *h, CURLUPart part, unsigned flags, char **out)
 {
@@ -230,24 +263,25 @@ out:
 	return err;
 }
 
-int backend__file_url_path(const char *url, char **path)
+int backend__file_url_path(const char *url, char **path, const char **why)
 {
 	struct backend_url u;
 	ssize_t n;
 	int err;
 
 	*path = NULL;
+	*why = "";
 	err = backend__url_parse(&u, url);
 	if (err == -ENOMEM)
 		return err;
 	if (err < 0 || strcmp(u.scheme, "file") != 0) {
-		backend__set_error(NULL, "a file:// URL names a directory of this machine "
-					 "(file:///PATH or file://localhost/PATH)");
+		*why = "a file:// URL names a directory of this machine (file:///PATH or "
+		       "file://localhost/PATH)";
 		backend__url_free(&u);
 		return -EINVAL;
 	}
 	if (u.query || u.fragment) {
-		backend__set_error(NULL, "a file:// URL has no query or fragment");
+		*why = "a file:// URL has no query or fragment";
 		backend__url_free(&u);
 		return -EINVAL;
 	}
@@ -261,7 +295,7 @@ int backend__file_url_path(const char *url, char **path)
 	if (n < 0) {
 		free(*path);
 		*path = NULL;
-		backend__set_error(NULL, "bad percent escape in the path");
+		*why = "bad percent escape in the path";
 		return -EINVAL;
 	}
 	return 0;

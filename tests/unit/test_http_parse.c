@@ -146,7 +146,8 @@ static void origin_eq(const char *url, const char *want)
 static void file_eq(const char *url, const char *want)
 {
 	char *path = NULL;
-	int err = backend__file_url_path(url, &path);
+	const char *why;
+	int err = backend__file_url_path(url, &path, &why);
 
 	CHECK((err < 0 && !want) || (err == 0 && want && strcmp(path, want) == 0),
 	      "file path of '%s': %d '%s', want '%s'", url, err, path ? path : "",
