@@ -632,8 +632,8 @@ struct backend_credsrc {
 	int thread_started;
 	pthread_t thread;
 	enum src_kind kind;
-	char name[512];	 /* "instance metadata (IMDSv2, role r)": for logs; no secret */
-	char label[256]; /* the source being mounted, for log lines */
+	char name[512];		   /* "instance metadata (IMDSv2, role r)": for logs; no secret */
+	char label[256];	   /* the source being mounted, for log lines */
 	struct backend_logger log; /* where they go */
 	/* what a fetch needs (none of it secret) */
 	char *url; /* STS endpoint, container URL, IMDS base, GCE host */
@@ -835,7 +835,6 @@ static int meta_call(struct backend_credsrc *s, struct http_call *c, const char 
 	}
 	return err;
 }
-
 
 /* A header line "name: value" with a secret value, made in secret memory;
  * curl copies it (and wipes its copy when freeing it). */
@@ -1154,6 +1153,7 @@ static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int
 	char *tok = NULL, *enc = NULL, *body = NULL, *x = NULL;
 	char arn[4096], sess[256];
 	size_t toklen = 0, bodycap;
+	ssize_t na, ns;
 	int err;
 
 	memset(out, 0, sizeof(*out));
@@ -1168,9 +1168,9 @@ static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int
 		tok[--toklen] = '\0';
 	/* form values, URL-encoded by the one encoder (the token into secret
 	 * memory: curl_easy_escape would put it on the heap) */
-	if (backend__uri_encode(arn, sizeof(arn), s->role_arn, strlen(s->role_arn), 0) < 0 ||
-	    backend__uri_encode(sess, sizeof(sess), s->session_name, strlen(s->session_name), 0) <
-		    0) {
+	na = backend__uri_encode(arn, sizeof(arn), s->role_arn, strlen(s->role_arn), 0);
+	ns = backend__uri_encode(sess, sizeof(sess), s->session_name, strlen(s->session_name), 0);
+	if (na < 0 || ns < 0) {
 		why_set(why, whycap, "AWS_ROLE_ARN or AWS_ROLE_SESSION_NAME is too long");
 		err = -ENAMETOOLONG;
 		goto out;
@@ -1700,8 +1700,9 @@ static void *src_thread(void *arg)
 			/* after the swap: no signer holds the old buffers now */
 			backend__creds_clear(&old);
 			utc_text(exp, when, sizeof(when));
-			src_log(s, BACKEND_LOG_INFO, "credentials from %s refreshed; they expire at %s",
-				s->name, exp ? when : "never");
+			src_log(s, BACKEND_LOG_INFO,
+				"credentials from %s refreshed; they expire at %s", s->name,
+				exp ? when : "never");
 			pthread_mutex_lock(&s->lock);
 			continue;
 		}

@@ -257,8 +257,8 @@ static int report(struct http *h, const char *url, const struct backend_req *r, 
 
 /* A listing stops at a cap: the reason goes to backend_last_error and to
  * the log, as report() does for failed requests; returns err. */
-__attribute__((format(printf, 3, 4))) static int list_fail(struct http *h, int err,
-							    const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int list_fail(struct http *h, int err, const char *fmt,
+							   ...)
 {
 	char msg[512];
 	va_list ap;
@@ -407,10 +407,11 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 	int err;
 
 	if (depth > HTTP_LIST_DEPTH_MAX)
-		return list_fail(h, -ELOOP,
-				 "listing deeper than %d directories at '%.200s' (a page that links "
-				 "to itself?)",
-				 HTTP_LIST_DEPTH_MAX, prefix);
+		return list_fail(
+		    h, -ELOOP,
+		    "listing deeper than %d directories at '%.200s' (a page that links "
+		    "to itself?)",
+		    HTTP_LIST_DEPTH_MAX, prefix);
 	if (++dw->pages > HTTP_LIST_PAGES_MAX)
 		return list_fail(h, -EFBIG, "listing has more than %lu directory pages",
 				 HTTP_LIST_PAGES_MAX);

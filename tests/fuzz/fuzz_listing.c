@@ -67,8 +67,8 @@ static void url(const char *z, size_t len)
 	z0[len] = '\0';
 	if (backend__url_parse(&u, z0) == 0) {
 		FZ_ASSERT(u.scheme && u.path && u.path[0] == '/');
-		FZ_ASSERT(!strcmp(u.scheme, "file") || (u.host && *u.host && u.authority &&
-							  u.origin && u.base));
+		FZ_ASSERT(!strcmp(u.scheme, "file") ||
+			  (u.host && *u.host && u.authority && u.origin && u.base));
 		backend__url_free(&u);
 	}
 	free(z0);

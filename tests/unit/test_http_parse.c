@@ -138,8 +138,8 @@ static void origin_eq(const char *url, const char *want)
 {
 	char *o = backend__url_origin(url);
 
-	CHECK((!o && !want) || (o && want && strcmp(o, want) == 0), "origin of '%s': '%s', want '%s'",
-	      url, o ? o : "(null)", want ? want : "(null)");
+	CHECK((!o && !want) || (o && want && strcmp(o, want) == 0),
+	      "origin of '%s': '%s', want '%s'", url, o ? o : "(null)", want ? want : "(null)");
 	free(o);
 }
 
@@ -161,9 +161,9 @@ static void endpoint_eq(const char *url, int want_err, const char *host, const c
 	struct backend_endpoint ep;
 	int err = backend__endpoint_parse(&ep, url);
 
-	CHECK(err == want_err && (err < 0 || (strcmp(ep.host, host) == 0 &&
-					      strcmp(ep.path, path) == 0 &&
-					      strcmp(ep.base, base) == 0)),
+	CHECK(err == want_err &&
+		  (err < 0 || (strcmp(ep.host, host) == 0 && strcmp(ep.path, path) == 0 &&
+			       strcmp(ep.base, base) == 0)),
 	      "endpoint '%s': %d host '%s' path '%s' base '%s'", url, err, ep.host, ep.path,
 	      ep.base);
 }
@@ -179,10 +179,12 @@ static void test_url(void)
 	url_eq("HTTP://u:p@h:1/a/b?tok=1&y=2#frag",
 	       "http|1|h:1|/a/b|tok=1&y=2|http://h:1|http://u:p@h:1/a/b");
 	url_eq("http://h/p#x?y", "http|0|h|/p||http://h:80|http://h/p");
-	url_eq("http://[::1]:8080/p", "http|0|[::1]:8080|/p||http://[::1]:8080|http://[::1]:8080/p");
+	url_eq("http://[::1]:8080/p",
+	       "http|0|[::1]:8080|/p||http://[::1]:8080|http://[::1]:8080/p");
 	/* the default port is left out of Host: (as curl sends it), not out of the origin */
 	url_eq("https://S3.Example.com:443/s3/",
-	       "https|0|S3.Example.com|/s3/||https://s3.example.com:443|https://S3.Example.com:443/s3/");
+	       "https|0|S3.Example.com|/s3/||"
+	       "https://s3.example.com:443|https://S3.Example.com:443/s3/");
 	url_eq("http://h/d/../x", "http|0|h|/d/../x||http://h:80|http://h/d/../x");
 	url_eq("file:///a/b", "file|0||/a/b|||");
 	url_eq("file://localhost/a/b", "file|0||/a/b|||");
