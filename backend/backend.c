@@ -176,6 +176,11 @@ int backend_is_local(const struct backend *be)
 	return be->local;
 }
 
+const char *backend_credentials_source(const struct backend *be)
+{
+	return be && be->ops->credentials ? be->ops->credentials(be) : NULL;
+}
+
 const char *backend_local_path(const struct backend *be)
 {
 	return be->local ? be->desc : NULL;

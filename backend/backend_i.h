@@ -27,6 +27,9 @@ struct backend_ops {
 	ssize_t (*pread)(struct backend *be, const char *key, const char *etag, void *buf, size_t len,
 			 uint64_t off);
 	int (*open_fd)(struct backend *be, const char *key);
+	/* where the credentials come from (backend_credentials_source); NULL
+	 * when the store never signs */
+	const char *(*credentials)(const struct backend *be);
 };
 
 struct backend {

@@ -67,15 +67,6 @@
 #define OS_DIAG_BODY_MAX    (64u << 10)
 #define OS_DIAG_TIMEOUT_S   15L
 
-const char *backend_credentials_source(const struct backend *be)
-{
-	const struct backend_objstore *os = be ? be->impl : NULL;
-
-	if (!os || !be->ops || be->ops->close != backend__os_ops.close || !os->creds)
-		return NULL;
-	return backend__credsrc_name(os->creds);
-}
-
 /* ---- requests --------------------------------------------------------- */
 
 /* What the sign callback needs besides the engine's request. */
@@ -602,12 +593,20 @@ static void os_close(struct backend *be)
 	be->impl = NULL;
 }
 
+static const char *os_credentials(const struct backend *be)
+{
+	const struct backend_objstore *os = be->impl;
+
+	return os->creds ? backend__credsrc_name(os->creds) : NULL;
+}
+
 const struct backend_ops backend__os_ops = {
     .close = os_close,
     .list = os_list,
     .stat = os_stat,
     .pread = os_pread,
     .open_fd = NULL,
+    .credentials = os_credentials,
 };
 
 /* ---- open ----------------------------------------------------------------- */
