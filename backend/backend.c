@@ -13,6 +13,7 @@
  * be->error_lock.
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -213,6 +214,58 @@ ssize_t backend_pread_version(struct backend *be, const char *key, const char *e
 	if (err < 0)
 		return err;
 	return be->ops->pread(be, key, etag, buf, len, off);
+}
+
+#define READ_CB_BUF_MAX ((size_t)1 << 20)
+
+ssize_t backend__read_cb_pread(struct backend *be, const char *key, const char *etag, uint64_t off,
+			       size_t len, backend_sink_cb cb, void *arg)
+{
+	size_t cap = len < READ_CB_BUF_MAX ? len : READ_CB_BUF_MAX, done = 0;
+	char *buf;
+	ssize_t ret = 0;
+
+	if (len == 0)
+		return 0;
+	buf = malloc(cap);
+	if (!buf)
+		return -ENOMEM;
+	while (done < len) {
+		size_t want = len - done < cap ? len - done : cap;
+		ssize_t n = be->ops->pread(be, key, etag, buf, want, off + done);
+		int err;
+
+		if (n < 0) {
+			ret = n;
+			goto out;
+		}
+		if (n == 0)
+			break; /* the end of the object */
+		err = cb(arg, off + done, buf, (size_t)n);
+		if (err < 0) {
+			ret = err;
+			goto out;
+		}
+		done += (size_t)n;
+	}
+	ret = (ssize_t)done;
+out:
+	free(buf);
+	return ret;
+}
+
+ssize_t backend_read_version_cb(struct backend *be, const char *key, const char *etag, uint64_t off,
+				size_t len, backend_sink_cb cb, void *arg)
+{
+	int err = backend__key_check(key);
+
+	if (err < 0)
+		return err;
+	if (len > SSIZE_MAX)
+		return -EINVAL;
+	if (be->ops->read_cb)
+		return be->ops->read_cb(be, key, etag, off, len, cb, arg);
+	return backend__read_cb_pread(be, key, etag, off, len, cb, arg);
 }
 
 void backend_cancel(struct backend *be)

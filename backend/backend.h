@@ -10,15 +10,16 @@
  *
  * Threads: every function may be called from any thread concurrently and
  * may block (local I/O, or waiting for the I/O thread; the I/O thread
- * itself never blocks). Errors: 0 or a negative errno; each foreign error
- * family (errno of the OS, HTTP status, curl codes) is mapped in exactly
- * one place inside this module: -ENOENT for a missing object (404),
- * -EACCES when refused (401/403), -ESTALE when the object changed under a
- * read (ETag mismatch, 412), -EKEYREJECTED when the store's TLS certificate
- * cannot be verified, -EINVAL for a malformed or unsupported URL, -EIO
- * when retries ran out (the store is unreachable or failing) and at once
- * while the store is down (another request ran out of retries and no
- * answer came since: backend_io_i.h), -ECANCELED after backend_cancel.
+ * itself blocks only in a backend_sink_cb's local writes). Errors: 0 or a
+ * negative errno; each foreign error family (errno of the OS, HTTP status,
+ * curl codes) is mapped in exactly one place inside this module: -ENOENT
+ * for a missing object (404), -EACCES when refused (401/403), -ESTALE when
+ * the object changed under a read (ETag mismatch, 412), -EKEYREJECTED when
+ * the store's TLS certificate cannot be verified, -EINVAL for a malformed
+ * or unsupported URL, -EIO when retries ran out (the store is unreachable
+ * or failing) and at once while the store is down (another request ran out
+ * of retries and no answer came since: backend_io_i.h), -ECANCELED after
+ * backend_cancel.
  * -ETIMEDOUT is never returned (it becomes -EIO after the retry budget).
  */
 #ifndef BACKEND_H
@@ -114,6 +115,24 @@ ssize_t backend_pread(struct backend *be, const char *key, void *buf, size_t len
  * versions are never mixed. Local stores ignore etag. */
 ssize_t backend_pread_version(struct backend *be, const char *key, const char *etag, void *buf,
 			      size_t len, uint64_t off);
+
+/* Receives the bytes of a streamed read: len bytes of the object at offset
+ * off (len > 0). Return 0 to go on, or a negative errno to stop the read,
+ * which then returns that errno. Remote stores call it on their I/O thread:
+ * it must be quick and must not wait for other threads; a pwrite to a local
+ * file is fine, a call into the backend is not. */
+typedef int (*backend_sink_cb)(void *arg, uint64_t off, const void *buf, size_t len);
+
+/* backend_pread_version without a caller's buffer: the bytes of
+ * [off, off + len) go to cb as they arrive, in order, each byte once, the
+ * pieces contiguous from off (a retry after a cut body resumes after what
+ * cb already has, from the same version). Returns the bytes delivered
+ * (short only at the end of the object) or a negative errno; after an error
+ * the bytes cb got are to be dropped. Remote stores hand over the receive
+ * buffer's pieces (at most 64 KiB each, no copy); local ones read into a
+ * buffer of at most 1 MiB per call. */
+ssize_t backend_read_version_cb(struct backend *be, const char *key, const char *etag, uint64_t off,
+				size_t len, backend_sink_cb cb, void *arg);
 
 /* Stop: every request in flight or waiting, now and later, completes at
  * once with -ECANCELED (transfers are aborted). For shutdown; there is no

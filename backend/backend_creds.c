@@ -471,7 +471,15 @@ static int slurp(const char *path, char **out, size_t *outlen)
 	return 0;
 }
 
-int backend__creds_file(struct backend_creds *c, const char *path, const char *profile)
+/* Called for every "key = value" line with a value in the section an INI
+ * walk looks at: 0 goes on, anything else stops the walk and is its result. */
+typedef int (*ini_cb)(void *arg, const char *k, size_t kn, const char *v, size_t vn);
+
+/* Walk [section] of the INI file path (the AWS credentials and config
+ * files). The file is read into protected memory: it may hold secrets.
+ * Returns cb's non-zero result, 0 at the end, or a negative errno
+ * (-ENOENT: no file). */
+static int ini_walk(const char *path, const char *section, ini_cb cb, void *arg)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -483,9 +491,9 @@ int backend__creds_file(struct backend_creds *c, const char *path, const char *p
 		return err;
 	p = buf;
 	end = buf + len;
-	while (p < end) {
+	while (p < end && err == 0) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		const char *e = nl ? nl : end, *s = p, *eq;
+		const char *e = nl ? nl : end, *s = p, *eq, *ks, *ke, *vs, *ve;
 
 		p = nl ? nl + 1 : end;
 		trim(&s, &e);
@@ -498,40 +506,51 @@ int backend__creds_file(struct backend_creds *c, const char *path, const char *p
 				continue;
 			ne--;
 			trim(&ns, &ne);
-			in_section = (size_t)(ne - ns) == strlen(profile) &&
-				     memcmp(ns, profile, (size_t)(ne - ns)) == 0;
+			in_section = (size_t)(ne - ns) == strlen(section) &&
+				     memcmp(ns, section, (size_t)(ne - ns)) == 0;
 			continue;
 		}
-		if (!in_section)
+		if (!in_section || !(eq = memchr(s, '=', (size_t)(e - s))))
 			continue;
-		eq = memchr(s, '=', (size_t)(e - s));
-		if (!eq)
-			continue;
-		{
-			const char *ks = s, *ke = eq, *vs = eq + 1, *ve = e;
-			size_t kn, vn;
-
-			trim(&ks, &ke);
-			trim(&vs, &ve);
-			kn = (size_t)(ke - ks);
-			vn = (size_t)(ve - vs);
-			if (vn == 0)
-				continue;
-			if (kn == 17 && memcmp(ks, "aws_access_key_id", kn) == 0)
-				err = set_plain(&c->access_key, vs, vn);
-			else if (kn == 21 && memcmp(ks, "aws_secret_access_key", kn) == 0)
-				err = set_secret(&c->secret_key, vs, vn);
-			else if (kn == 17 && memcmp(ks, "aws_session_token", kn) == 0)
-				err = set_secret(&c->session_token, vs, vn);
-			if (err < 0)
-				break;
-		}
+		ks = s;
+		ke = eq;
+		vs = eq + 1;
+		ve = e;
+		trim(&ks, &ke);
+		trim(&vs, &ve);
+		if (ve > vs)
+			err = cb(arg, ks, (size_t)(ke - ks), vs, (size_t)(ve - vs));
 	}
 	secret_free(buf);
+	return err;
+}
+
+static int key_is(const char *k, size_t kn, const char *name)
+{
+	return kn == strlen(name) && memcmp(k, name, kn) == 0;
+}
+
+static int creds_file_cb(void *arg, const char *k, size_t kn, const char *v, size_t vn)
+{
+	struct backend_creds *c = arg;
+
+	if (key_is(k, kn, "aws_access_key_id"))
+		return set_plain(&c->access_key, v, vn);
+	if (key_is(k, kn, "aws_secret_access_key"))
+		return set_secret(&c->secret_key, v, vn);
+	if (key_is(k, kn, "aws_session_token"))
+		return set_secret(&c->session_token, v, vn);
+	return 0;
+}
+
+int backend__creds_file(struct backend_creds *c, const char *path, const char *profile)
+{
+	int err = ini_walk(path, profile, creds_file_cb, c);
+
 	/* a section absent or incomplete gives no credentials from this file */
 	if (err < 0 || !c->access_key || !c->secret_key)
 		backend__creds_clear(c);
-	return err;
+	return err < 0 ? err : 0;
 }
 
 int backend__creds_aws(struct backend_creds *c)
@@ -1838,54 +1857,30 @@ static char *dup_or(const char *v, const char *dflt)
 	return strdup(v ? v : dflt);
 }
 
+struct ini_get {
+	const char *key;
+	char *out;
+};
+
+static int ini_get_cb(void *arg, const char *k, size_t kn, const char *v, size_t vn)
+{
+	struct ini_get *g = arg;
+
+	if (!key_is(k, kn, g->key))
+		return 0;
+	g->out = strndup(v, vn);
+	return g->out ? 1 : -ENOMEM;
+}
+
 /* Value of key in section of an INI file (the AWS config file); a heap
  * copy in *out, or NULL. Returns 0 or a negative errno (-ENOENT: no file). */
 static int ini_get(const char *path, const char *section, const char *key, char **out)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	const char *p, *end;
-	int in_section = 0, err;
+	struct ini_get g = {key, NULL};
+	int err = ini_walk(path, section, ini_get_cb, &g);
 
-	*out = NULL;
-	err = slurp(path, &buf, &len);
-	if (err < 0)
-		return err;
-	p = buf;
-	end = buf + len;
-	while (p < end && !*out) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		const char *e = nl ? nl : end, *s = p, *eq;
-
-		p = nl ? nl + 1 : end;
-		trim(&s, &e);
-		if (s == e || *s == '#' || *s == ';')
-			continue;
-		if (*s == '[') {
-			const char *ns = s + 1, *ne = e;
-
-			if (ne[-1] != ']')
-				continue;
-			ne--;
-			trim(&ns, &ne);
-			in_section = (size_t)(ne - ns) == strlen(section) &&
-				     memcmp(ns, section, (size_t)(ne - ns)) == 0;
-			continue;
-		}
-		if (!in_section || !(eq = memchr(s, '=', (size_t)(e - s))))
-			continue;
-		{
-			const char *ks = s, *ke = eq, *vs = eq + 1, *ve = e;
-
-			trim(&ks, &ke);
-			trim(&vs, &ve);
-			if ((size_t)(ke - ks) == strlen(key) && memcmp(ks, key, strlen(key)) == 0 &&
-			    ve > vs && !(*out = strndup(vs, (size_t)(ve - vs))))
-				err = -ENOMEM;
-		}
-	}
-	secret_free(buf);
-	return err;
+	*out = g.out;
+	return err < 0 ? err : 0;
 }
 
 /* credential_process of the profile: in the credentials file's [profile]

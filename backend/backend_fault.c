@@ -9,6 +9,9 @@
  * fail_after_bytes=B  reads fail with -EIO once B bytes were served (the
  *                store "goes away"); list and stat keep working
  * fail_list=1    listing fails with -EIO (the store is unreachable at mount)
+ * cut_every=N    every Nth read (the same count) is cut: a streamed read
+ *                (backend_read_version_cb) first hands over the first half
+ *                of its range, then fails with -EIO; a pread just fails
  *
  * The description (which also selects the cache subdirectory) leaves the
  * fault parameters out, so mounts with and without faults share a cache.
@@ -28,7 +31,7 @@
 
 struct fault {
 	struct backend inner; /* the local store doing the work */
-	unsigned long long fail_every, delay_ms, fail_after_bytes, fail_list;
+	unsigned long long fail_every, delay_ms, fail_after_bytes, fail_list, cut_every;
 	atomic_ullong reads, bytes;
 };
 
@@ -48,12 +51,11 @@ static int fault_stat(struct backend *be, const char *key, struct backend_objinf
 	return f->inner.ops->stat(&f->inner, key, info);
 }
 
-static ssize_t fault_pread(struct backend *be, const char *key, const char *etag, void *buf,
-			   size_t len, uint64_t off)
+/* One read's faults, decided once per read (pread or streamed): 0, -EIO,
+ * or 1 when the read is to be cut. */
+static int fault_read_begin(struct fault *f)
 {
-	struct fault *f = be->impl;
 	unsigned long long n = atomic_fetch_add(&f->reads, 1) + 1;
-	ssize_t r;
 
 	if (f->delay_ms) {
 		struct timespec ts = {(time_t)(f->delay_ms / 1000),
@@ -65,10 +67,38 @@ static ssize_t fault_pread(struct backend *be, const char *key, const char *etag
 		return -EIO;
 	if (f->fail_after_bytes && atomic_load(&f->bytes) >= f->fail_after_bytes)
 		return -EIO;
+	return f->cut_every && n % f->cut_every == 0;
+}
+
+static ssize_t fault_pread(struct backend *be, const char *key, const char *etag, void *buf,
+			   size_t len, uint64_t off)
+{
+	struct fault *f = be->impl;
+	ssize_t r = fault_read_begin(f);
+
+	if (r != 0)
+		return -EIO;
 	r = f->inner.ops->pread(&f->inner, key, etag, buf, len, off);
 	if (r > 0)
 		atomic_fetch_add(&f->bytes, (unsigned long long)r);
 	return r;
+}
+
+/* A streamed read is one read of the store, as a pread of the same range:
+ * the faults count alike through either */
+static ssize_t fault_read_cb(struct backend *be, const char *key, const char *etag, uint64_t off,
+			     size_t len, backend_sink_cb cb, void *arg)
+{
+	struct fault *f = be->impl;
+	int cut = fault_read_begin(f);
+	ssize_t r;
+
+	if (cut < 0)
+		return cut;
+	r = backend__read_cb_pread(&f->inner, key, etag, off, cut ? len / 2 : len, cb, arg);
+	if (r > 0)
+		atomic_fetch_add(&f->bytes, (unsigned long long)r);
+	return cut && r >= 0 ? -EIO : r;
 }
 
 static void fault_close(struct backend *be)
@@ -88,6 +118,7 @@ static const struct backend_ops fault_ops = {
 	.stat = fault_stat,
 	.pread = fault_pread,
 	.open_fd = NULL, /* remote-like: no descriptors */
+	.read_cb = fault_read_cb,
 };
 
 static int parse_param(const char *q, const char *name, unsigned long long *out)
@@ -131,7 +162,8 @@ int backend__fault_open(struct backend *be, const char *source, const struct bac
 	if (q && (parse_param(q + 1, "fail_every", &f->fail_every) < 0 ||
 		  parse_param(q + 1, "delay_ms", &f->delay_ms) < 0 ||
 		  parse_param(q + 1, "fail_after_bytes", &f->fail_after_bytes) < 0 ||
-		  parse_param(q + 1, "fail_list", &f->fail_list) < 0)) {
+		  parse_param(q + 1, "fail_list", &f->fail_list) < 0 ||
+		  parse_param(q + 1, "cut_every", &f->cut_every) < 0)) {
 		free(dir);
 		free(f);
 		return -EINVAL;

@@ -30,6 +30,9 @@ struct backend_ops {
 	/* where the credentials come from (backend_credentials_source); NULL
 	 * when the store never signs */
 	const char *(*credentials)(const struct backend *be);
+	/* backend_read_version_cb; NULL: backend__read_cb_pread serves it */
+	ssize_t (*read_cb)(struct backend *be, const char *key, const char *etag, uint64_t off,
+			   size_t len, backend_sink_cb cb, void *arg);
 };
 
 struct backend {
@@ -68,6 +71,12 @@ int backend__gs_open(struct backend *be, const char *source, const struct backen
 int backend__ais_open(struct backend *be, const char *source, const struct backend_config *cfg);
 /* Test store: a local directory served as if remote, with injected faults. */
 int backend__fault_open(struct backend *be, const char *source, const struct backend_config *cfg);
+
+/* backend_read_version_cb over be's pread: reads of at most 1 MiB into one
+ * buffer, each handed to cb (local stores, and the fault store over its
+ * local one). */
+ssize_t backend__read_cb_pread(struct backend *be, const char *key, const char *etag, uint64_t off,
+			       size_t len, backend_sink_cb cb, void *arg);
 
 /* Join root and key into buf; -ENAMETOOLONG when it does not fit, -EINVAL
  * for keys that could escape the root ('..' components, absolute). */

@@ -1467,6 +1467,45 @@ ssize_t backend_io_read(struct backend_io *io, struct backend_req *r, void *buf)
 	return (ssize_t)w.len;
 }
 
+struct streamer {
+	struct waiter w; /* first: on_done's arg is the waiter */
+	backend_sink_cb cb;
+	void *arg;
+	uint64_t pos; /* object offset of the next byte */
+};
+
+static int streamer_data(void *arg, const void *buf, size_t len)
+{
+	struct streamer *s = arg;
+	int err = s->cb(s->arg, s->pos, buf, len);
+
+	if (err < 0)
+		return err;
+	s->pos += len;
+	s->w.len += len;
+	return 0;
+}
+
+ssize_t backend_io_stream(struct backend_io *io, struct backend_req *r, backend_sink_cb cb,
+			  void *arg)
+{
+	struct streamer s;
+	int err;
+
+	if (r->range_len == 0 || r->range_len > SSIZE_MAX)
+		return r->range_len ? -EINVAL : 0;
+	waiter_init(&s.w);
+	s.cb = cb;
+	s.arg = arg;
+	s.pos = r->range_off;
+	r->on_data = streamer_data;
+	/* waiter_run sets r->arg = &s.w: on_data and on_done share it */
+	err = waiter_run(io, r, &s.w);
+	if (err < 0)
+		return err;
+	return (ssize_t)s.w.len;
+}
+
 int backend_io_head(struct backend_io *io, struct backend_req *r)
 {
 	struct waiter w;

@@ -4,7 +4,10 @@
  * handle (curl's documented multi_socket + libuv pattern: uv_poll per
  * socket, one uv_timer for curl's timeout). Other threads hand requests
  * over through a mutex-protected queue and uv_async_send; the loop never
- * blocks. Connections are reused (keep-alive); up to 'connections'
+ * blocks (but for a streamed read's pwrite of each piece to a local file:
+ * backend_io_stream; that is where a fill's bytes go, with no copy in
+ * between, and a disk slower than the network then paces every
+ * transfer, as it paces the fills anyway). Connections are reused (keep-alive); up to 'connections'
  * transfers run at once, the rest wait in the queue.
  *
  * A request is an HTTP GET or HEAD of one URL, optionally of a byte range.
@@ -48,7 +51,8 @@ struct backend_req;
 struct curl_slist;
 
 /* Return 0 to go on, a negative errno to abort the transfer (it completes
- * with that error, no retry). Runs on the I/O thread: must not block. */
+ * with that error, no retry). Runs on the I/O thread: must not block (a
+ * backend_sink_cb's pwrite to a local file is the one wait allowed). */
 typedef int (*backend_req_data_cb)(void *arg, const void *buf, size_t len);
 /* Runs on the I/O thread, exactly once per submitted request. */
 typedef void (*backend_req_done_cb)(void *arg, struct backend_req *r, int err);
@@ -108,6 +112,11 @@ int backend_io_get(struct backend_io *io, struct backend_req *r, void **body, si
  * bytes read (less than range_len only at the end of the object) or a
  * negative errno. */
 ssize_t backend_io_read(struct backend_io *io, struct backend_req *r, void *buf);
+/* The same, the body going to cb (with its object offset, from range_off
+ * on) straight from curl's receive buffer, on the I/O thread. Returns the
+ * bytes delivered or a negative errno (cb's own, when it stopped). */
+ssize_t backend_io_stream(struct backend_io *io, struct backend_req *r, backend_sink_cb cb,
+			  void *arg);
 /* HEAD; fills the result fields. */
 int backend_io_head(struct backend_io *io, struct backend_req *r);
 

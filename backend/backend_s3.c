@@ -541,8 +541,9 @@ static int os_stat(struct backend *be, const char *key, struct backend_objinfo *
 	return err;
 }
 
-static ssize_t os_pread(struct backend *be, const char *key, const char *etag, void *buf,
-			size_t len, uint64_t off)
+/* A ranged GET of key, into buf or (buf NULL) to cb. */
+static ssize_t os_get(struct backend *be, const char *key, const char *etag, void *buf,
+		      uint64_t off, size_t len, backend_sink_cb cb, void *arg)
 {
 	struct backend_objstore *os = be->impl;
 	char path[OS_PATH_MAX];
@@ -563,7 +564,7 @@ static ssize_t os_pread(struct backend *be, const char *key, const char *etag, v
 	c.req.range_off = off;
 	c.req.range_len = len;
 	c.req.if_match = etag;
-	n = backend_io_read(os->io, &c.req, buf);
+	n = buf ? backend_io_read(os->io, &c.req, buf) : backend_io_stream(os->io, &c.req, cb, arg);
 	/* S3 answers a range that starts at or past the end with 416 and no
 	 * "Content-Range: bytes * /SIZE" (which the engine would turn into
 	 * EOF itself): that is end of object, not an error */
@@ -573,6 +574,18 @@ static ssize_t os_pread(struct backend *be, const char *key, const char *etag, v
 		os_denied(be, "GET", key, c.req.status);
 	os_call_free(&c);
 	return n;
+}
+
+static ssize_t os_pread(struct backend *be, const char *key, const char *etag, void *buf,
+			size_t len, uint64_t off)
+{
+	return os_get(be, key, etag, buf, off, len, NULL, NULL);
+}
+
+static ssize_t os_read_cb(struct backend *be, const char *key, const char *etag, uint64_t off,
+			  size_t len, backend_sink_cb cb, void *arg)
+{
+	return os_get(be, key, etag, NULL, off, len, cb, arg);
 }
 
 static void os_close(struct backend *be)
@@ -607,6 +620,7 @@ const struct backend_ops backend__os_ops = {
     .pread = os_pread,
     .open_fd = NULL,
     .credentials = os_credentials,
+    .read_cb = os_read_cb,
 };
 
 /* ---- open ----------------------------------------------------------------- */

@@ -155,7 +155,7 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 		ct->cfg.max_decoded_bytes = UINT64_MAX;
 	if (!ct->cfg.min_free_percent || ct->cfg.min_free_percent > 100) /* 0: no cap */
 		ct->cfg.min_free_percent = 100;
-	if (ct->cfg.chunk_bytes > 1u << 30) /* one fill buffer per thread */
+	if (ct->cfg.chunk_bytes > 1u << 30) /* one request each, refetched whole */
 		ct->cfg.chunk_bytes = 1u << 30;
 	/* whole 4 KiB blocks (at least one), so punching a chunk frees exactly
 	 * its blocks */

@@ -1,6 +1,7 @@
 /*
  * cachetier_chunk.c — the chunk store of remote objects: a remote object
- * is fetched once, in chunks of cfg.chunk_bytes (one backend_pread each),
+ * is fetched once, in chunks of cfg.chunk_bytes (one range request each,
+ * streamed into the file as the bytes arrive: backend_read_version_cb),
  * ahead of a sequential reader, into a sparse local file, and served from
  * it across reads and remounts.
  *
@@ -9,7 +10,8 @@
  *   data/<hash>      sparse data file; chunk i at offset i * chunk_bytes
  *   data/<hash>.map  which chunks are valid (format below)
  * The map is the only thing trusted after a restart. Protocol:
- *   fill:  pwrite chunk → mark valid in memory (readers are served from
+ *   fill:  pwrite the chunk's pieces as they arrive (a failed fill punches
+ *          them) → mark valid in memory (readers are served from
  *          the page cache at once) → (batched: every MAP_BATCH_CHUNKS
  *          chunks, every second, at object close and cachetier_close; by
  *          the flusher thread, never on a fill worker) note the valid
@@ -70,7 +72,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -706,26 +707,29 @@ static int pf_fits(struct cachetier *ct, struct ct_file *f, uint32_t c, uint64_t
 
 /* ---- fill workers ---- */
 
-/* Fetch chunk c into buf and write it to f's data file (durable only at
- * the next map flush). No locks. */
-static int fill_chunk(struct cachetier *ct, struct ct_file *f, uint32_t c, char *buf, size_t len)
+/* Where a fill's bytes go: straight into the data file at their own offset
+ * (chunk i of the object is at i * chunk_bytes in both). */
+struct fill_sink {
+	int fd;
+	uint64_t next; /* object offset of the next byte expected */
+	uint64_t end;  /* the chunk's end */
+	int wrote;     /* a byte may have reached the file */
+};
+
+/* backend_sink_cb: may run on the store's I/O thread; no locks. */
+static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 {
-	uint64_t off = chunk_off(f, c);
+	struct fill_sink *s = arg;
 	size_t done = 0;
 
+	/* the backend promises contiguous pieces inside the range: anything
+	 * else would leave a hole in a chunk about to be marked valid */
+	if (off != s->next || len > s->end - off)
+		return -EIO;
+	s->wrote = 1;
 	while (done < len) {
-		/* only from the listed version: chunks of two versions never mix */
-		ssize_t n = backend_pread_version(ct->be, f->key, f->etag, buf + done, len - done,
-						  off + done);
-
-		if (n < 0)
-			return (int)n;
-		if (n == 0)
-			return -EIO; /* the object is shorter than its size said */
-		done += (size_t)n;
-	}
-	for (done = 0; done < len;) {
-		ssize_t n = pwrite(f->datafd, buf + done, len - done, (off_t)(off + done));
+		ssize_t n =
+		    pwrite(s->fd, (const char *)buf + done, len - done, (off_t)(off + done));
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -733,7 +737,41 @@ static int fill_chunk(struct cachetier *ct, struct ct_file *f, uint32_t c, char 
 			return -errno;
 		done += (size_t)n;
 	}
+	s->next += len;
 	return 0;
+}
+
+/* Fetch chunk c into f's data file, each piece written as it arrives
+ * (durable only at the next map flush). On failure the chunk's range is
+ * punched again: bytes of a failed fill (perhaps of a version that changed
+ * meanwhile) are never counted, so they must not stay on the disk. The
+ * caller holds the chunk's write lock, so no one else trusts or writes the
+ * range. No ct->lock held. */
+static int fill_chunk(struct cachetier *ct, struct ct_file *f, uint32_t c, size_t len)
+{
+	uint64_t off = chunk_off(f, c);
+	struct fill_sink s = {.fd = f->datafd, .next = off, .end = off + len};
+	int err = 0;
+
+	while (s.next < s.end) {
+		uint64_t from = s.next;
+		/* only from the listed version: chunks of two versions never mix */
+		ssize_t n = backend_read_version_cb(ct->be, f->key, f->etag, from,
+						    (size_t)(s.end - from), fill_sink_write, &s);
+
+		if (n < 0) {
+			err = (int)n;
+			break;
+		}
+		if (s.next == from) {
+			err = -EIO; /* the object is shorter than its size said */
+			break;
+		}
+	}
+	if (err < 0 && s.wrote)
+		(void)fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+				(off_t)len);
+	return err;
 }
 
 static int flush_due(struct cachetier *ct, struct ct_file *f, int64_t now)
@@ -791,51 +829,9 @@ static int fill_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, int *
 	}
 }
 
-/* A fill thread's chunk buffer, or NULL. From 2 MiB up it is its own
- * anonymous mapping, 2 MiB aligned and on transparent huge pages where the
- * kernel allows them on request (THP "madvise", Debian's default): a new
- * 8 MiB buffer then costs 4 page faults instead of 2048 (measured on a
- * fresh mount prefetching 0.5 GB with 17 fill threads, the faults of
- * 4 KiB pages were a sixth of the daemon's CPU). A mapping is resident
- * only once a fill has written to it, so a mount that fills little holds
- * little (malloc's debugging fill, MALLOC_PERTURB_, would touch it all at
- * once: 33 x 8 MiB with the default 32 connections). */
-#define FILL_BUF_ALIGN ((size_t)2 << 20)
-static char *fill_buf_alloc(size_t len)
-{
-	size_t span = len + FILL_BUF_ALIGN, head;
-	char *p;
-
-	if (len < FILL_BUF_ALIGN)
-		return malloc(len);
-	p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return NULL;
-	/* keep the 2 MiB aligned [p + head, p + head + len) */
-	head = (FILL_BUF_ALIGN - ((uintptr_t)p & (FILL_BUF_ALIGN - 1))) & (FILL_BUF_ALIGN - 1);
-	if (head)
-		munmap(p, head);
-	munmap(p + head + len, span - head - len);
-	p += head;
-#ifdef MADV_HUGEPAGE
-	/* advice only: without huge pages the buffer works the same */
-	(void)madvise(p, len & ~(FILL_BUF_ALIGN - 1), MADV_HUGEPAGE);
-#endif
-	return p;
-}
-
-static void fill_buf_free(char *buf, size_t len)
-{
-	if (len < FILL_BUF_ALIGN)
-		free(buf);
-	else if (buf)
-		munmap(buf, len);
-}
-
 static void *worker_main(void *arg)
 {
 	struct cachetier *ct = arg;
-	char *buf = fill_buf_alloc(ct->cfg.chunk_bytes);
 
 	pthread_mutex_lock(&ct->lock);
 	while (!ct->stopping) {
@@ -877,8 +873,7 @@ static void *worker_main(void *arg)
 		claim = fill_claim(ct, f, c, &waited);
 		err = claim < 0 ? claim : 0;
 		if (claim == 1) {
-			err = buf && len <= ct->cfg.chunk_bytes ? fill_chunk(ct, f, c, buf, (size_t)len)
-								: -ENOMEM;
+			err = fill_chunk(ct, f, c, (size_t)len);
 			if (err == 0 && !cachetier__st_set(f, c, 1))
 				cachetier__usage_add(ct, (int64_t)len);
 		}
@@ -923,7 +918,6 @@ static void *worker_main(void *arg)
 			pthread_cond_signal(&ct->flush_cond);
 	}
 	pthread_mutex_unlock(&ct->lock);
-	fill_buf_free(buf, ct->cfg.chunk_bytes);
 	return NULL;
 }
 

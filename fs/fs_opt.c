@@ -108,8 +108,8 @@ static const struct fs_opt cache_opts[] = {
 	 "largest readahead window of a sequential reader (at most 1/8 of --cache-size)"},
 	/* large enough that a range GET runs at the store's streaming rate,
 	 * small enough that a random member read fetches little; at most
-	 * 1 GiB (one fill buffer per fill thread); the cache tier rounds it up
-	 * to whole 4 KiB blocks */
+	 * 1 GiB (a failed fill is fetched again whole); the cache tier rounds
+	 * it up to whole 4 KiB blocks */
 	{"chunk-size", 0, FS_OPT_SIZE, CFG(chunk_bytes), 0, "8M", 4096, 1ull << 30, "SIZE",
 	 "unit of cache fills, one range request each"},
 	{NULL, 0, 0, 0, 0, NULL, 0, 0, NULL, NULL},
@@ -133,9 +133,10 @@ static const struct fs_opt store_opts[] = {
 	 * 30 ms per chunk and the last round of chunks allow 0.93-0.97); at
 	 * 60 MB/s per connection, 32 connections filled 0.5-0.8 GB/s, as much
 	 * as this 2-core VM's CPU allows. The mount runs one more fill thread
-	 * than connections (one writes to disk while every connection
-	 * fetches), each with one --chunk-size buffer: at most 33 x 8 MiB =
-	 * 264 MiB with the defaults. */
+	 * than connections (one may wait for room or for another process's
+	 * fill while every connection fetches). Fills hold no chunk buffers:
+	 * the bytes go from curl's 64 KiB receive buffer of each connection
+	 * straight into the cache file (2 MiB with the defaults). */
 	{"connections", 0, FS_OPT_UINT, CFG(connections), 0, "32", 1, 1024, "N",
 	 "most parallel connections to a remote store"},
 	{"ca-file", 0, FS_OPT_STR, CFG(ca_file), 0, NULL, 0, 0, "FILE",

@@ -10,7 +10,8 @@
  * usage sampled against the limit; readahead of a sequential reader and
  * none for random reads; persistence across a reopen with the store gone;
  * a fill killed with SIGKILL (then everything reread exactly); a corrupt
- * map; fill errors reaching the reader and a retry succeeding; a changed
+ * map; fill errors reaching the reader and a retry succeeding; fills cut
+ * midway leaving nothing on the disk, then exact bytes; a changed
  * object never served from old chunks; objects of an earlier mount opened
  * by readers while an eviction loads them.
  */
@@ -838,6 +839,104 @@ static void test_errors(void)
 	backend_close(be);
 }
 
+/* ---- fills cut mid-chunk ---- */
+
+/* Allocated bytes of the data files (data/<16 hex>) of ct's directory. */
+static uint64_t data_blocks(struct cachetier *ct)
+{
+	DIR *d = opendir(data_dir(ct));
+	struct dirent *de;
+	uint64_t b = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		char path[900];
+		struct stat st;
+
+		if (strlen(de->d_name) != 16)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", data_dir(ct), de->d_name);
+		if (stat(path, &st) == 0)
+			b += (uint64_t)st.st_blocks * 512;
+	}
+	closedir(d);
+	return b;
+}
+
+/* Wait (up to 60 s) until no fill runs. */
+static void fills_idle(struct cachetier *ct)
+{
+	struct cachetier_stats st;
+
+	for (int i = 0; i < 6000; i++) {
+		stats(ct, &st);
+		if (st.fills_inflight == 0)
+			return;
+		usleep(10000);
+	}
+	CHECK(0, "fills still running after 60 s");
+}
+
+/* A fill streams into the data file as the store hands bytes over; one cut
+ * midway (half the chunk written) must leave nothing on the disk and
+ * nothing marked, and the next fill of the chunk must write exact bytes. */
+static void test_cut(void)
+{
+	struct backend *be = store("cut_every=1");
+	struct cachetier *ct = tier(be, "c-cut", 1ull << 30, 4);
+	struct cachetier_obj *o = obj(ct, be, NOBJ);
+	size_t nchunks = (sizes[NOBJ] + CHUNK - 1) / CHUNK;
+	struct cachetier_stats st;
+	int other = 0, gaveup = 0, eio = 0;
+
+	for (size_t c = 0; c < 4; c++) {
+		int err = read_check(o, NOBJ, c * CHUNK + 5, 100, (int)(c & 1));
+
+		CHECK(err == -EIO, "chunk %zu of a store that cuts every read: %d", c, err);
+	}
+	fills_idle(ct);
+	stats(ct, &st);
+	CHECK(st.fill_errors >= 4 && st.fills == 0 && st.bytes_fetched == 0,
+	      "cut fills: %llu errors, %llu fills, %llu bytes", (unsigned long long)st.fill_errors,
+	      (unsigned long long)st.fills, (unsigned long long)st.bytes_fetched);
+	CHECK(data_blocks(ct) == 0, "cut fills left %llu bytes in the data file",
+	      (unsigned long long)data_blocks(ct));
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	backend_close(be);
+
+	/* every other read cut: each chunk is read exactly in the end */
+	be = store("cut_every=2");
+	ct = tier(be, "c-cut", 1ull << 30, 4);
+	o = obj(ct, be, NOBJ);
+	for (size_t c = 0; c < nchunks; c++) {
+		int err = -1;
+
+		for (int tries = 0; tries < 20 && err != 0; tries++) {
+			err = read_check(o, NOBJ, c * CHUNK + (c * 977) % CHUNK, CHUNK, tries & 1);
+			if (err == -EIO)
+				eio++;
+			else if (err != 0)
+				other++;
+		}
+		gaveup += err != 0;
+	}
+	CHECK(read_check(o, NOBJ, 0, sizes[NOBJ], 0) == 0, "whole object after cut fills");
+	fills_idle(ct);
+	stats(ct, &st);
+	printf("cut: %d reads got EIO, fill_errors %llu, fills %llu\n", eio,
+	       (unsigned long long)st.fill_errors, (unsigned long long)st.fills);
+	CHECK(st.fill_errors > 0, "no fill was cut");
+	CHECK(other == 0, "%d reads failed with something else than EIO or wrong bytes", other);
+	CHECK(gaveup == 0, "%d reads never succeeded", gaveup);
+	CHECK(st.bytes_fetched == sizes[NOBJ], "bytes fetched %llu, object %zu",
+	      (unsigned long long)st.bytes_fetched, sizes[NOBJ]);
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
 /* ---- a changed object ---- */
 
 static void test_changed(uint64_t seed)
@@ -916,6 +1015,7 @@ int main(void)
 	test_reopen_race();
 	test_crash(seed);
 	test_errors();
+	test_cut();
 	test_changed(seed);
 
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
