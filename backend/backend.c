@@ -1,14 +1,25 @@
 /*
- * backend.c — SOURCE parsing and dispatch to the store that serves it.
+ * backend.c — SOURCE dispatch to the store that serves it, what every store
+ * shares (key checks, the last error), and the public entry points.
  *
- * The SOURCE grammar is DESIGN.md section 1. Only local directories are
- * served today; remote schemes are recognised so that the error is precise
- * ("not supported yet") rather than "no such directory".
+ * The SOURCE grammar is DESIGN.md section 1: a scheme of remote_stores
+ * below, a file:// URL (backend_url.c) or a local path. Any other
+ * "scheme://" is -EPROTONOSUPPORT, so that the error is precise rather
+ * than "no such directory".
+ *
+ * Errors: a store records why something failed with backend__set_error;
+ * before backend_open hands be out, that goes to a per-thread slot (read
+ * with backend_last_error(NULL)), afterwards to be->error under
+ * be->error_lock.
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "backend_i.h"
 #include "backend_io_i.h"
@@ -22,14 +33,82 @@ static const struct {
 	{"ais://", backend__ais_open},   {"fault://", backend__fault_open},
 };
 
+static __thread char open_error[512]; /* why this thread's last backend_open failed */
+static __thread char error_copy[512]; /* what backend_last_error returns */
+
+void backend__set_error(struct backend *be, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (be) {
+		pthread_mutex_lock(&be->error_lock);
+		vsnprintf(be->error, sizeof(be->error), fmt, ap);
+		pthread_mutex_unlock(&be->error_lock);
+	} else {
+		vsnprintf(open_error, sizeof(open_error), fmt, ap);
+	}
+	va_end(ap);
+}
+
+const char *backend_last_error(const struct backend *be)
+{
+	struct backend *m = (struct backend *)be; /* the lock, not the state, changes */
+
+	if (!be) {
+		snprintf(error_copy, sizeof(error_copy), "%s", open_error);
+	} else {
+		pthread_mutex_lock(&m->error_lock);
+		snprintf(error_copy, sizeof(error_copy), "%s", be->error);
+		pthread_mutex_unlock(&m->error_lock);
+	}
+	return error_copy;
+}
+
+void backend__log(const struct backend_logger *lg, enum backend_log_level level, const char *fmt,
+		  ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (lg && lg->fn)
+		lg->fn(lg->arg, level, msg);
+	else
+		fprintf(stderr, "shardfs: %s\n", msg);
+}
+
+static struct backend *backend_new(const struct backend_config *cfg)
+{
+	struct backend *be = calloc(1, sizeof(*be));
+
+	if (be) {
+		pthread_mutex_init(&be->error_lock, NULL);
+		be->log.fn = cfg->log;
+		be->log.arg = cfg->log_arg;
+	}
+	return be;
+}
+
+static void backend_free(struct backend *be)
+{
+	pthread_mutex_destroy(&be->error_lock);
+	free(be->desc);
+	free(be);
+}
+
 int backend_open(struct backend **out, const char *source, const struct backend_config *cfg)
 {
 	static const struct backend_config defaults;
 	struct backend *be;
 	const char *path = source;
+	char *decoded = NULL;
 	int err;
 
 	*out = NULL;
+	open_error[0] = '\0';
 	if (!source || !*source)
 		return -EINVAL;
 	if (!cfg)
@@ -40,36 +119,40 @@ int backend_open(struct backend **out, const char *source, const struct backend_
 		return -ENOMEM;
 	for (size_t i = 0; i < sizeof(remote_stores) / sizeof(remote_stores[0]); i++) {
 		if (strncmp(source, remote_stores[i].scheme, strlen(remote_stores[i].scheme)) == 0) {
-			be = calloc(1, sizeof(*be));
+			be = backend_new(cfg);
 			if (!be)
 				return -ENOMEM;
 			err = remote_stores[i].open(be, source, cfg);
 			if (err < 0) {
-				free(be->desc);
-				free(be);
+				backend_free(be);
 				return err;
 			}
 			*out = be;
 			return 0;
 		}
 	}
-	if (strncmp(source, "file://", 7) == 0) {
-		path = source + 7;
-		/* file://localhost/path and file:///path are the only host forms */
-		if (strncmp(path, "localhost/", 10) == 0)
-			path += 9;
-		if (path[0] != '/')
-			return -EINVAL;
+	if (strncasecmp(source, "file://", 7) == 0) {
+		const char *why;
+
+		err = backend__file_url_path(source, &decoded, &why);
+		if (err < 0) {
+			backend__set_error(NULL, "%s", why);
+			return err;
+		}
+		path = decoded;
 	} else if (strstr(source, "://")) {
 		return -EPROTONOSUPPORT;
 	}
 
-	be = calloc(1, sizeof(*be));
-	if (!be)
+	be = backend_new(cfg);
+	if (!be) {
+		free(decoded);
 		return -ENOMEM;
+	}
 	err = backend__local_open(be, path);
+	free(decoded);
 	if (err < 0) {
-		free(be);
+		backend_free(be);
 		return err;
 	}
 	*out = be;
@@ -81,8 +164,7 @@ void backend_close(struct backend *be)
 	if (!be)
 		return;
 	be->ops->close(be);
-	free(be->desc);
-	free(be);
+	backend_free(be);
 }
 
 const char *backend_describe(const struct backend *be)
@@ -93,6 +175,16 @@ const char *backend_describe(const struct backend *be)
 int backend_is_local(const struct backend *be)
 {
 	return be->local;
+}
+
+const char *backend_credentials_source(const struct backend *be)
+{
+	return be && be->ops->credentials ? be->ops->credentials(be) : NULL;
+}
+
+const char *backend_local_path(const struct backend *be)
+{
+	return be->local ? be->desc : NULL;
 }
 
 int backend_list(struct backend *be, backend_list_cb cb, void *arg)

@@ -3,7 +3,8 @@
  *
  * A backend is opened from a SOURCE string (DESIGN.md section 1). Keys are
  * object names relative to the source's prefix, '/'-separated, never
- * starting with '/'. Stores: local directories (plain paths and file://),
+ * starting with '/'. Stores: local directories (plain paths, file:///PATH
+ * and file://localhost/PATH),
  * and remote ones (http(s), s3, gs, ais) served by one I/O thread that runs
  * a libuv loop driving a libcurl multi handle (backend_io_i.h).
  *
@@ -30,6 +31,14 @@
 
 struct backend;
 
+/* Log levels of backend_log_fn, most severe first. */
+enum backend_log_level { BACKEND_LOG_ERROR, BACKEND_LOG_WARN, BACKEND_LOG_INFO };
+/* Where the backend's log lines go: one call per line; msg has no newline
+ * and never a credential. Called from any thread, several at once, and
+ * from the I/O and credential-refresh threads: it must not block long or
+ * call back into the backend. */
+typedef void (*backend_log_fn)(void *arg, enum backend_log_level level, const char *msg);
+
 /* Settings of remote stores (local directories ignore them). Zero fields
  * take the defaults in brackets. */
 struct backend_config {
@@ -40,6 +49,8 @@ struct backend_config {
 	double retry_budget_s;    /* stop retrying a request after this long (<= 0: no retries) */
 	double connect_timeout_s; /* give up a connection attempt after this (<= 0: curl's, 300 s) */
 	double stall_timeout_s;   /* a transfer with no bytes for this long is retried (<= 0: never) */
+	backend_log_fn log;       /* log lines of every store (NULL: "shardfs: MSG" on stderr) */
+	void *log_arg;            /* log's first argument */
 };
 /* Every field is the caller's choice: the backend applies no defaults (the
  * mount's are in fs/fs_opt.c's option table) and only clamps what cannot
@@ -83,6 +94,9 @@ const char *backend_describe(const struct backend *be);
 
 /* 1 when the objects are local files (backend_fd works). */
 int backend_is_local(const struct backend *be);
+/* The absolute path of a local store's directory (symlinks resolved; a
+ * file:// SOURCE decoded): key K is the file PATH/K. NULL for remote stores. */
+const char *backend_local_path(const struct backend *be);
 
 /* List every object under the source, recursively. Hidden objects whose
  * name starts with '.' are listed too; symlinks to files are followed,

@@ -613,60 +613,6 @@ void backend__aws_region(char *buf, size_t cap)
 	snprintf(buf, cap, "%s", r ? r : "us-east-1");
 }
 
-int backend__endpoint_parse(struct backend_endpoint *ep, const char *url)
-{
-	const char *p, *hs, *he, *path;
-	size_t n;
-	int w;
-
-	memset(ep, 0, sizeof(*ep));
-	if (strncmp(url, "https://", 8) == 0) {
-		ep->https = 1;
-		p = url + 8;
-	} else if (strncmp(url, "http://", 7) == 0) {
-		p = url + 7;
-	} else {
-		return -EINVAL;
-	}
-	hs = p;
-	while (*p && *p != '/' && *p != '?' && *p != '#')
-		p++;
-	he = p;
-	if (he == hs || memchr(hs, '@', (size_t)(he - hs)))
-		return -EINVAL; /* no host, or userinfo (credentials never go in URLs) */
-	if (*p == '?' || *p == '#')
-		return -EINVAL;
-	path = p;
-	n = strlen(path);
-	while (n > 0 && path[n - 1] == '/')
-		n--;
-	for (const char *q = hs; q < he; q++)
-		if ((unsigned char)*q <= ' ' || *q == '\\' || (unsigned char)*q >= 0x7f)
-			return -EINVAL;
-	/* curl leaves the default port out of Host: so must the signature */
-	{
-		size_t hn = (size_t)(he - hs);
-		const char *dflt = ep->https ? ":443" : ":80";
-		size_t dn = strlen(dflt);
-
-		if (hn > dn && memcmp(he - dn, dflt, dn) == 0 && hs[0] != '[')
-			hn -= dn;
-		if (hn >= sizeof(ep->host))
-			return -ENAMETOOLONG;
-		memcpy(ep->host, hs, hn);
-		ep->host[hn] = '\0';
-	}
-	if (n >= sizeof(ep->path))
-		return -ENAMETOOLONG;
-	memcpy(ep->path, path, n);
-	ep->path[n] = '\0';
-	w = snprintf(ep->base, sizeof(ep->base), "%s://%s%.*s", ep->https ? "https" : "http",
-		     ep->host, (int)n, path);
-	if (w < 0 || (size_t)w >= sizeof(ep->base))
-		return -ENAMETOOLONG;
-	return 0;
-}
-
 /* ---- temporary credentials: the rest of the chain ---------------------------
  *
  * The AWS default chain in botocore's order: the environment, web identity
@@ -705,8 +651,9 @@ struct backend_credsrc {
 	int thread_started;
 	pthread_t thread;
 	enum src_kind kind;
-	char name[512];	 /* "instance metadata (IMDSv2, role r)": for logs; no secret */
-	char label[256]; /* the source being mounted, for log lines */
+	char name[512];		   /* "instance metadata (IMDSv2, role r)": for logs; no secret */
+	char label[256];	   /* the source being mounted, for log lines */
+	struct backend_logger log; /* where they go */
 	/* what a fetch needs (none of it secret) */
 	char *url; /* STS endpoint, container URL, IMDS base, GCE host */
 	char *role_arn;
@@ -907,7 +854,6 @@ static int meta_call(struct backend_credsrc *s, struct http_call *c, const char 
 	}
 	return err;
 }
-
 
 /* A header line "name: value" with a secret value, made in secret memory;
  * curl copies it (and wipes its copy when freeing it). */
@@ -1224,9 +1170,9 @@ static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int
 	struct http_call c = {0};
 	struct curl_slist *h = NULL;
 	char *tok = NULL, *enc = NULL, *body = NULL, *x = NULL;
-	char arn[1024], sess[256];
+	char arn[4096], sess[256];
 	size_t toklen = 0, bodycap;
-	CURL *u = NULL;
+	ssize_t na, ns;
 	int err;
 
 	memset(out, 0, sizeof(*out));
@@ -1239,41 +1185,21 @@ static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int
 	while (toklen > 0 &&
 	       (tok[toklen - 1] == '\n' || tok[toklen - 1] == '\r' || tok[toklen - 1] == ' '))
 		tok[--toklen] = '\0';
-	err = -ENOMEM;
-	u = curl_easy_init();
-	if (!u)
+	/* form values, URL-encoded by the one encoder (the token into secret
+	 * memory: curl_easy_escape would put it on the heap) */
+	na = backend__uri_encode(arn, sizeof(arn), s->role_arn, strlen(s->role_arn), 0);
+	ns = backend__uri_encode(sess, sizeof(sess), s->session_name, strlen(s->session_name), 0);
+	if (na < 0 || ns < 0) {
+		why_set(why, whycap, "AWS_ROLE_ARN or AWS_ROLE_SESSION_NAME is too long");
+		err = -ENAMETOOLONG;
 		goto out;
-	{
-		char *a = curl_easy_escape(u, s->role_arn, 0),
-		     *n = curl_easy_escape(u, s->session_name, 0);
-
-		if (!a || !n) {
-			curl_free(a);
-			curl_free(n);
-			goto out;
-		}
-		snprintf(arn, sizeof(arn), "%s", a);
-		snprintf(sess, sizeof(sess), "%s", n);
-		curl_free(a);
-		curl_free(n);
 	}
-	/* the token, URL-encoded, in secret memory (curl_easy_escape would put
-	 * it on the heap) */
-	enc = secret_alloc(3 * toklen);
+	err = -ENOMEM;
+	enc = secret_alloc(3 * toklen + 1);
 	if (!enc)
 		goto out;
-	for (size_t i = 0, n = 0; i < toklen; i++) {
-		unsigned char ch = (unsigned char)tok[i];
-
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
-			enc[n++] = (char)ch;
-		} else {
-			enc[n++] = '%';
-			enc[n++] = "0123456789ABCDEF"[ch >> 4];
-			enc[n++] = "0123456789ABCDEF"[ch & 15];
-		}
-	}
+	if (backend__uri_encode(enc, 3 * toklen + 1, tok, toklen, 0) < 0)
+		goto out; /* cannot happen: 3 bytes a byte fit */
 	bodycap = strlen(enc) + strlen(arn) + strlen(sess) + 128;
 	body = secret_alloc(bodycap);
 	if (!body)
@@ -1353,8 +1279,6 @@ static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int
 out:
 	if (err == -ENOMEM && !why[0])
 		why_set(why, whycap, "out of memory");
-	if (u)
-		curl_easy_cleanup(u);
 	curl_slist_free_all(h);
 	secret_free(c.resp);
 	secret_free(tok);
@@ -1742,20 +1666,18 @@ static int64_t refresh_plan(int64_t now, int64_t exp)
 	return exp - ahead;
 }
 
-/* One line of the refresh thread for the daemon's log (its stderr once it
- * runs in the background), in the log's own shape: time, pid, level. */
-static void src_log(struct backend_credsrc *s, const char *level, const char *fmt, ...)
+/* One line of the refresh thread for the mount's log, naming the source. */
+static void src_log(struct backend_credsrc *s, enum backend_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void src_log(struct backend_credsrc *s, const char *level, const char *fmt, ...)
+static void src_log(struct backend_credsrc *s, enum backend_log_level level, const char *fmt, ...)
 {
-	char now[32], msg[1024];
+	char msg[1024];
 	va_list ap;
 
-	utc_text((int64_t)time(NULL), now, sizeof(now));
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "%s shardfs[%ld] %s: %s: %s\n", now, (long)getpid(), level, s->label, msg);
+	backend__log(&s->log, level, "%s: %s", s->label, msg);
 }
 
 static void *src_thread(void *arg)
@@ -1797,15 +1719,16 @@ static void *src_thread(void *arg)
 			/* after the swap: no signer holds the old buffers now */
 			backend__creds_clear(&old);
 			utc_text(exp, when, sizeof(when));
-			src_log(s, "info", "credentials from %s refreshed; they expire at %s",
-				s->name, exp ? when : "never");
+			src_log(s, BACKEND_LOG_INFO,
+				"credentials from %s refreshed; they expire at %s", s->name,
+				exp ? when : "never");
 			pthread_mutex_lock(&s->lock);
 			continue;
 		}
 		s->refresh_at = now + backoff;
 		pthread_mutex_unlock(&s->lock);
 		utc_text(cur_exp, when, sizeof(when));
-		src_log(s, "warning",
+		src_log(s, BACKEND_LOG_WARN,
 			"refreshing credentials from %s failed (%s); retrying in %u s; the current "
 			"ones %s %s",
 			s->name, why[0] ? why : strerror(-err), backoff,
@@ -1820,7 +1743,8 @@ static void *src_thread(void *arg)
 
 /* ---- the chain --------------------------------------------------------------- */
 
-static struct backend_credsrc *src_new(enum src_kind kind, const char *label, const char *ca_file)
+static struct backend_credsrc *src_new(enum src_kind kind, const char *label, const char *ca_file,
+				       const struct backend_logger *log)
 {
 	struct backend_credsrc *s = calloc(1, sizeof(*s));
 	pthread_condattr_t ca;
@@ -1834,6 +1758,7 @@ static struct backend_credsrc *src_new(enum src_kind kind, const char *label, co
 	pthread_condattr_destroy(&ca);
 	s->kind = kind;
 	snprintf(s->label, sizeof(s->label), "%s", label);
+	s->log = *log;
 	s->timeout_ms = env_ms("AWS_METADATA_SERVICE_TIMEOUT", 1000);
 	s->attempts = 1;
 	{
@@ -2019,7 +1944,8 @@ static int src_start(struct backend_credsrc *s, char *why, size_t whycap)
 }
 
 int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_file,
-			  const char *label, char *why, size_t whycap)
+			  const char *label, const struct backend_logger *log, char *why,
+			  size_t whycap)
 {
 	struct backend_credsrc *s = NULL;
 	struct backend_creds st;
@@ -2048,7 +1974,7 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 				return -EINVAL;
 			}
 			st.bearer = tok;
-			s = src_new(SRC_STATIC, label, ca_file);
+			s = src_new(SRC_STATIC, label, ca_file, log);
 			if (!s) {
 				backend__creds_clear(&st);
 				return -ENOMEM;
@@ -2062,7 +1988,7 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 		if (err < 0)
 			return err;
 		if (err > 0) {
-			s = src_new(SRC_STATIC, label, ca_file);
+			s = src_new(SRC_STATIC, label, ca_file, log);
 			if (!s) {
 				backend__creds_clear(&st);
 				return -ENOMEM;
@@ -2077,7 +2003,7 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 	if (err < 0)
 		return err;
 	if (err > 0) {
-		s = src_new(SRC_STATIC, label, ca_file);
+		s = src_new(SRC_STATIC, label, ca_file, log);
 		if (!s) {
 			backend__creds_clear(&st);
 			return -ENOMEM;
@@ -2097,7 +2023,7 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 		backend__aws_region(region, sizeof(region));
 		snprintf(dflt, sizeof(dflt), "https://sts.%s.amazonaws.com", region);
 		snprintf(sess, sizeof(sess), "shardfs-%lld", (long long)time(NULL));
-		s = src_new(SRC_WEBID, label, ca_file);
+		s = src_new(SRC_WEBID, label, ca_file, log);
 		if (!s)
 			return -ENOMEM;
 		s->token_file = strdup(env("AWS_WEB_IDENTITY_TOKEN_FILE"));
@@ -2137,7 +2063,7 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 			if (err < 0 && err != -ENOENT)
 				return err;
 			if (st.access_key) {
-				s = src_new(SRC_STATIC, label, ca_file);
+				s = src_new(SRC_STATIC, label, ca_file, log);
 				if (!s) {
 					backend__creds_clear(&st);
 					return -ENOMEM;
@@ -2160,7 +2086,7 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 		if (err < 0)
 			return err;
 		if (cmd) {
-			s = src_new(SRC_PROCESS, label, ca_file);
+			s = src_new(SRC_PROCESS, label, ca_file, log);
 			if (!s) {
 				free(cmd);
 				return -ENOMEM;
@@ -2178,7 +2104,7 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 		const char *rel = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
 		char url[1024];
 
-		s = src_new(SRC_CONTAINER, label, ca_file);
+		s = src_new(SRC_CONTAINER, label, ca_file, log);
 		if (!s)
 			return -ENOMEM;
 		if (rel)
@@ -2216,7 +2142,7 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 		const char *ep = env("AWS_EC2_METADATA_SERVICE_ENDPOINT");
 		size_t n;
 
-		s = src_new(SRC_IMDS, label, ca_file);
+		s = src_new(SRC_IMDS, label, ca_file, log);
 		if (!s)
 			return -ENOMEM;
 		s->url = dup_or(ep, "http://169.254.169.254");
@@ -2246,7 +2172,7 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 gce:
 	if (env_true("NO_GCE_CHECK"))
 		return 0;
-	s = src_new(SRC_GCE, label, ca_file);
+	s = src_new(SRC_GCE, label, ca_file, log);
 	if (!s)
 		return -ENOMEM;
 	s->url = dup_or(env("GCE_METADATA_HOST"), "metadata.google.internal");
@@ -2278,8 +2204,8 @@ fetch:
 	}
 found:
 	utc_text(s->expires, when, sizeof(when));
-	fprintf(stderr, "shardfs: %s: credentials from %s%s%s\n", label, s->name,
-		s->expires ? "; they expire at " : "", s->expires ? when : "");
+	backend__log(log, BACKEND_LOG_INFO, "%s: credentials from %s%s%s", label, s->name,
+		     s->expires ? "; they expire at " : "", s->expires ? when : "");
 	*out = s;
 	return 0;
 fail:

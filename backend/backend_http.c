@@ -58,6 +58,7 @@ struct http_obj {
 };
 
 struct http {
+	struct backend *be;   /* whose last error report() sets */
 	struct backend_io *io;
 	int dir;              /* directory form */
 	char *base;           /* dir: the source URL up to its last '/' (raw) */
@@ -87,7 +88,7 @@ static int http_url(struct http *h, const char *key, char *buf, size_t cap)
 		if (bl >= cap)
 			return -ENAMETOOLONG;
 		memcpy(buf, h->base, bl);
-		n = backend__pct_encode(key, buf + bl, cap - bl);
+		n = backend__uri_encode(buf + bl, cap - bl, key, strlen(key), 1);
 		if (n < 0)
 			return (int)n;
 		if ((size_t)snprintf(buf + bl + (size_t)n, cap - bl - (size_t)n, "%s", h->query) >=
@@ -235,40 +236,29 @@ static int pat_url_of(void *arg, size_t i, char **url)
 	return *url ? 0 : -ENOMEM;
 }
 
-/* The URL as shown in errors: without userinfo and query. */
-static void url_display(const char *url, char *buf, size_t cap)
-{
-	struct backend__url u;
-
-	if (backend__url_split(url, &u) < 0) {
-		snprintf(buf, cap, "(bad URL)");
-		return;
-	}
-	snprintf(buf, cap, "%.*s://%.*s%.*s", (int)u.scheme_len, url, (int)u.host_len,
-		 url + u.host_off, (int)u.path_len, url + u.path_off);
-}
-
-static int report(const char *url, const struct backend_req *r, int err)
+static int report(struct http *h, const char *url, const struct backend_req *r, int err)
 {
 	char shown[1024];
 
-	url_display(url, shown, sizeof(shown));
+	backend__url_display(url, shown, sizeof(shown));
 	if (r->error[0]) { /* no HTTP answer: the transport's reason */
-		backend__set_error(NULL, "%s: %s", shown, r->error);
-		fprintf(stderr, "shardfs: %s: %s\n", shown, r->error);
+		backend__set_error(h->be, "%s: %s", shown, r->error);
+		backend__log(&h->be->log, BACKEND_LOG_ERROR, "%s: %s", shown, r->error);
 		return err;
 	}
 	if (r->status)
-		backend__set_error(NULL, "%s: HTTP %ld", shown, r->status);
+		backend__set_error(h->be, "%s: HTTP %ld", shown, r->status);
 	else
-		backend__set_error(NULL, "%s: %s", shown, strerror(-err));
-	fprintf(stderr, "shardfs: %s: %s (HTTP status %ld)\n", shown, strerror(-err), r->status);
+		backend__set_error(h->be, "%s: %s", shown, strerror(-err));
+	backend__log(&h->be->log, BACKEND_LOG_ERROR, "%s: %s (HTTP %ld)", shown, strerror(-err),
+		     r->status);
 	return err;
 }
 
 /* A listing stops at a cap: the reason goes to backend_last_error and to
- * stderr (the log), as report() does for failed requests; returns err. */
-__attribute__((format(printf, 2, 3))) static int list_fail(int err, const char *fmt, ...)
+ * the log, as report() does for failed requests; returns err. */
+__attribute__((format(printf, 3, 4))) static int list_fail(struct http *h, int err, const char *fmt,
+							   ...)
 {
 	char msg[512];
 	va_list ap;
@@ -276,8 +266,8 @@ __attribute__((format(printf, 2, 3))) static int list_fail(int err, const char *
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	backend__set_error(NULL, "%s", msg);
-	fprintf(stderr, "shardfs: %s\n", msg);
+	backend__set_error(h->be, "%s", msg);
+	backend__log(&h->be->log, BACKEND_LOG_ERROR, "%s", msg);
 	return err;
 }
 
@@ -289,14 +279,14 @@ static int pat_result(void *arg, size_t i, const struct backend_req *r, int err)
 	if (r->dir_redirect) {
 		char shown[512];
 
-		url_display(pl->h->objs[i].url, shown, sizeof(shown));
-		return list_fail(-EISDIR,
+		backend__url_display(pl->h->objs[i].url, shown, sizeof(shown));
+		return list_fail(pl->h, -EISDIR,
 				 "%s is a directory (the server redirects to %s/): add a trailing "
 				 "slash to mount its listing",
 				 shown, shown);
 	}
 	if (err < 0)
-		return report(pl->h->objs[i].url, r, err);
+		return report(pl->h, pl->h->objs[i].url, r, err);
 	http_fill(&info, pl->h->objs[i].key, r);
 	return pl->cb(pl->arg, &info);
 }
@@ -383,7 +373,7 @@ static int dir_result(void *arg, size_t i, const struct backend_req *r, int err)
 		char buf[HTTP_URL_MAX];
 
 		if (http_url(dw->h, dw->keys[i], buf, sizeof(buf)) == 0)
-			return report(buf, r, err);
+			return report(dw->h, buf, r, err);
 		return err;
 	}
 	http_fill(&info, dw->keys[i], r);
@@ -417,12 +407,13 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 	int err;
 
 	if (depth > HTTP_LIST_DEPTH_MAX)
-		return list_fail(-ELOOP,
-				 "listing deeper than %d directories at '%.200s' (a page that links "
-				 "to itself?)",
-				 HTTP_LIST_DEPTH_MAX, prefix);
+		return list_fail(
+		    h, -ELOOP,
+		    "listing deeper than %d directories at '%.200s' (a page that links "
+		    "to itself?)",
+		    HTTP_LIST_DEPTH_MAX, prefix);
 	if (++dw->pages > HTTP_LIST_PAGES_MAX)
-		return list_fail(-EFBIG, "listing has more than %lu directory pages",
+		return list_fail(h, -EFBIG, "listing has more than %lu directory pages",
 				 HTTP_LIST_PAGES_MAX);
 	if (*prefix) {
 		char *slash = key_join(prefix, "");
@@ -441,17 +432,21 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 	r.url = url;
 	err = backend_io_get(h->io, &r, &body, &len, HTTP_LIST_BODY_MAX);
 	if (err < 0) {
-		if (err == -EFBIG)
-			fprintf(stderr, "shardfs: listing larger than %lu bytes\n",
-				HTTP_LIST_BODY_MAX);
+		if (err == -EFBIG) {
+			char shown[1024];
+
+			backend__url_display(url, shown, sizeof(shown));
+			return list_fail(h, err, "%s: listing larger than %lu bytes", shown,
+					 HTTP_LIST_BODY_MAX);
+		}
 		if (depth == 0 || err != -ENOENT)
-			return report(url, &r, err);
+			return report(h, url, &r, err);
 		return 0; /* a subdirectory vanished */
 	}
 	dw->bytes += len;
 	if (dw->bytes > HTTP_LIST_TOTAL_MAX) {
 		free(body);
-		return list_fail(-EFBIG, "listing pages add up to more than %lu bytes",
+		return list_fail(h, -EFBIG, "listing pages add up to more than %lu bytes",
 				 HTTP_LIST_TOTAL_MAX);
 	}
 	err = backend__listing_parse(body, len, page_add, &pg);
@@ -459,9 +454,8 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 	if (err < 0) {
 		char shown[1024];
 
-		url_display(url, shown, sizeof(shown));
-		fprintf(stderr, "shardfs: %s: not an autoindex listing\n", shown);
-		backend__set_error(NULL, "%s: not an autoindex listing", shown);
+		backend__url_display(url, shown, sizeof(shown));
+		list_fail(h, err, "%s: not an autoindex listing", shown);
 		goto out;
 	}
 	qsort(pg.e, pg.n, sizeof(*pg.e), ent_cmp);
@@ -479,7 +473,7 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 		if (i > 0 && strcmp(e->name, pg.e[i - 1].name) == 0)
 			continue; /* listed twice */
 		if (++dw->entries > HTTP_LIST_ENTRIES_MAX) {
-			err = list_fail(-EFBIG, "more than %lu entries in the listing",
+			err = list_fail(h, -EFBIG, "more than %lu entries in the listing",
 					HTTP_LIST_ENTRIES_MAX);
 			break;
 		}
@@ -655,9 +649,8 @@ static int obj_cmp(const void *a, const void *b)
 static int http_open_pattern(struct http *h, const char *source)
 {
 	char **urls = NULL;
-	const char *first;
 	size_t n = 0, common = 0;
-	struct backend__url u0;
+	struct backend_url u0 = {0};
 	int err;
 
 	err = backend__brace_expand(source, BACKEND_BRACE_MAX, &urls, &n);
@@ -672,31 +665,39 @@ static int http_open_pattern(struct http *h, const char *source)
 		err = -ENOMEM;
 		goto out;
 	}
-	/* every URL must have the first one's scheme and authority */
-	if (backend__url_split(urls[0], &u0) < 0) {
-		err = -EINVAL;
+	/* every URL must have the first one's origin and userinfo */
+	err = backend__url_parse(&u0, urls[0]);
+	if (err < 0 || !u0.origin) {
+		backend__set_error(NULL, "%s: not an http(s)://host/path URL", urls[0]);
+		err = err == -ENOMEM ? err : -EINVAL;
 		goto out;
 	}
-	first = urls[0]; /* moves to h->objs[0].url, which lives on */
 	for (size_t i = 0; i < n; i++) {
-		struct backend__url u;
+		struct backend_url u;
 		char *path;
 		ssize_t pl;
+		size_t len;
 
-		if (backend__url_split(urls[i], &u) < 0 || u.path_len == 0 ||
-		    u.host_off != u0.host_off || u.host_len != u0.host_len ||
-		    memcmp(urls[i], first, u0.host_off + u0.host_len) != 0) {
+		err = backend__url_parse(&u, urls[i]);
+		if (err == -ENOMEM)
+			goto out;
+		if (err < 0 || !u.origin || strcmp(u.origin, u0.origin) != 0 ||
+		    u.userinfo != u0.userinfo) {
+			backend__url_free(&u);
 			backend__set_error(NULL, "%s: every name must be on the same server",
 					   source);
 			err = -EINVAL;
 			goto out;
 		}
-		path = malloc(u.path_len + 1);
+		len = strlen(u.path);
+		path = malloc(len + 1);
 		if (!path) {
+			backend__url_free(&u);
 			err = -ENOMEM;
 			goto out;
 		}
-		pl = backend__pct_decode(urls[i] + u.path_off, u.path_len, path, u.path_len + 1);
+		pl = backend__pct_decode(u.path, len, path, len + 1);
+		backend__url_free(&u);
 		if (pl < 0) {
 			free(path);
 			backend__set_error(NULL, "%s: bad percent escape", source);
@@ -746,78 +747,77 @@ static int http_open_pattern(struct http *h, const char *source)
 	}
 	err = 0;
 out:
+	backend__url_free(&u0);
 	backend__strv_free(urls, n);
 	return err;
 }
 
-static int http_open_dir(struct http *h, const char *source, const struct backend__url *u)
+static int http_open_dir(struct http *h, const struct backend_url *u)
 {
-	size_t end = u->path_len ? u->path_off + u->path_len : u->host_off + u->host_len;
+	size_t ql = u->query ? strlen(u->query) : 0;
 
 	h->dir = 1;
-	h->base = malloc(end + 2);
-	h->query = malloc(u->query_len + 2);
+	h->base = strdup(u->base); /* ends with '/': the path does */
+	h->query = malloc(ql + 2);
 	if (!h->base || !h->query)
 		return -ENOMEM;
-	memcpy(h->base, source, end);
-	if (u->path_len == 0)
-		h->base[end++] = '/';
-	h->base[end] = '\0';
-	if (u->query_len) {
-		h->query[0] = '?';
-		memcpy(h->query + 1, source + u->query_off, u->query_len);
-		h->query[u->query_len + 1] = '\0';
-	} else {
-		h->query[0] = '\0';
-	}
+	h->query[0] = '\0';
+	if (u->query)
+		snprintf(h->query, ql + 2, "?%s", u->query);
 	return 0;
 }
 
 int backend__http_open(struct backend *be, const char *source, const struct backend_config *cfg)
 {
-	struct backend__url u;
+	struct backend_url u;
 	struct http *h;
 	size_t dl;
 	int err;
 
-	if (backend__url_split(source, &u) < 0) {
-		backend__set_error(NULL, "%s: not an http(s)://host/path URL", source);
-		return -EINVAL;
-	}
 	if (strlen(source) >= HTTP_URL_MAX) {
 		backend__set_error(NULL, "source URL longer than %d bytes", HTTP_URL_MAX);
 		return -ENAMETOOLONG;
 	}
+	err = backend__url_parse(&u, source);
+	if (err == -ENOMEM)
+		return err;
+	if (err < 0 || !u.origin) {
+		backend__url_free(&u);
+		backend__set_error(NULL, "%s: not an http(s)://host/path URL", source);
+		return -EINVAL;
+	}
 	h = calloc(1, sizeof(*h));
-	if (!h)
+	if (!h) {
+		backend__url_free(&u);
 		return -ENOMEM;
+	}
 	h->window = 4 * (cfg->connections ? cfg->connections : 1);
-	if (u.path_len == 0 || source[u.path_off + u.path_len - 1] == '/')
-		err = http_open_dir(h, source, &u);
+	if (u.path[strlen(u.path) - 1] == '/')
+		err = http_open_dir(h, &u);
 	else
 		err = http_open_pattern(h, source);
 	if (err < 0)
 		goto fail;
 	/* desc: scheme://host/path, without userinfo and query */
-	dl = u.scheme_len + 3 + u.host_len + u.path_len + 2;
+	dl = strlen(u.scheme) + 3 + strlen(u.authority) + strlen(u.path) + 1;
 	be->desc = malloc(dl);
 	if (!be->desc) {
 		err = -ENOMEM;
 		goto fail;
 	}
-	snprintf(be->desc, dl, "%.*s://%.*s%.*s", (int)u.scheme_len, source, (int)u.host_len,
-		 source + u.host_off, (int)u.path_len, source + u.path_off);
-	if (u.path_len == 0)
-		snprintf(be->desc + dl - 2, 2, "/");
+	snprintf(be->desc, dl, "%s://%s%s", u.scheme, u.authority, u.path);
 	err = backend_io_open(&h->io, cfg);
 	if (err < 0)
 		goto fail;
 	be->ops = &http_ops;
 	be->local = 0;
 	be->impl = h;
+	h->be = be;
 	be->io = h->io;
+	backend__url_free(&u);
 	return 0;
 fail:
+	backend__url_free(&u);
 	http_free(h);
 	return err;
 }

@@ -5,11 +5,18 @@
 #ifndef BACKEND_I_H
 #define BACKEND_I_H
 
+#include <pthread.h>
 #include <sys/types.h>
 
 #include "backend.h"
 
 struct backend_io;
+
+/* Where log lines go (backend_config's log and log_arg). */
+struct backend_logger {
+	backend_log_fn fn; /* NULL: stderr */
+	void *arg;
+};
 
 struct backend_ops {
 	void (*close)(struct backend *be);
@@ -20,6 +27,9 @@ struct backend_ops {
 	ssize_t (*pread)(struct backend *be, const char *key, const char *etag, void *buf, size_t len,
 			 uint64_t off);
 	int (*open_fd)(struct backend *be, const char *key);
+	/* where the credentials come from (backend_credentials_source); NULL
+	 * when the store never signs */
+	const char *(*credentials)(const struct backend *be);
 	/* backend_read_version_cb; NULL: backend__read_cb_pread serves it */
 	ssize_t (*read_cb)(struct backend *be, const char *key, const char *etag, uint64_t off,
 			   size_t len, backend_sink_cb cb, void *arg);
@@ -31,14 +41,30 @@ struct backend {
 	int local;   /* 1: objects are local files */
 	void *impl;  /* the store's own state */
 	struct backend_io *io; /* remote stores: their I/O thread (cancel, stats); else NULL */
+	pthread_mutex_t error_lock; /* protects error; leaf lock */
+	char error[512];            /* the last failure's reason (backend_last_error), or "" */
+	struct backend_logger log;  /* from backend_config, set before the store opens */
 };
+
+/* One log line through lg (the config's callback, or stderr when it has
+ * none): the one way backend/ logs. Any thread. */
+void backend__log(const struct backend_logger *lg, enum backend_log_level level, const char *fmt,
+		  ...) __attribute__((format(printf, 3, 4)));
+
+/* Record the reason of the last failure of be, for backend_last_error: the
+ * one way every store reports one. be == NULL while a store opens (be is
+ * not handed out yet): the reason of this thread's failing backend_open.
+ * Any thread; never pass credentials. */
+void backend__set_error(struct backend *be, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* Local directory store: root is an absolute or relative directory path. */
 int backend__local_open(struct backend *be, const char *root);
 
 /* Remote stores. Each parses its SOURCE, fills be (ops, desc without
- * credentials, impl) and returns 0, or a negative errno after writing a
- * one-line reason to stderr-free storage: the caller prints strerror. */
+ * credentials, impl) and returns 0, or a negative errno after recording a
+ * one-line reason with backend__set_error(NULL, ...), which the caller
+ * reads with backend_last_error(NULL). */
 int backend__http_open(struct backend *be, const char *source, const struct backend_config *cfg);
 int backend__s3_open(struct backend *be, const char *source, const struct backend_config *cfg);
 int backend__gs_open(struct backend *be, const char *source, const struct backend_config *cfg);
@@ -69,9 +95,10 @@ struct backend_kv {
 	const char *value;
 };
 
-/* SigV4 URI encoding (RFC 3986: A-Z a-z 0-9 - . _ ~ kept, every other byte
- * as %XX upper case); '/' is kept when keep_slash (S3 object paths: each
- * segment encoded once). Writes a NUL-terminated string; returns its length
+/* The one percent-encoder (backend_url.c), for SigV4 and every URL we
+ * build: RFC 3986 (A-Z a-z 0-9 - . _ ~ kept, every other byte as %XX upper
+ * case); '/' is kept when keep_slash (object paths: each segment encoded
+ * once). Writes a NUL-terminated string; returns its length
  * or -ENAMETOOLONG when it does not fit in cap. */
 ssize_t backend__uri_encode(char *dst, size_t cap, const char *src, size_t len, int keep_slash);
 
@@ -194,9 +221,11 @@ struct backend_credsrc;
  * are asked with short timeouts). gcs: the GCS chain. label names the
  * source in log lines. Returns 0 with *out (NULL when no source has any:
  * why may then say what was tried), or a negative errno with a one-line
- * why (never a secret). Writes "credentials from SOURCE" to stderr. */
+ * why (never a secret). Logs "credentials from SOURCE" through log, and
+ * the refresh thread's lines too. */
 int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_file,
-			  const char *label, char *why, size_t whycap);
+			  const char *label, const struct backend_logger *log, char *why,
+			  size_t whycap);
 void backend__credsrc_close(struct backend_credsrc *s); /* stops the refresh; accepts NULL */
 typedef int (*backend__creds_use_cb)(void *arg, const struct backend_creds *c);
 /* fn(arg, current credentials) under the source's lock (fn must not block;
@@ -209,7 +238,45 @@ const char *backend__credsrc_name(const struct backend_credsrc *s);
 /* AWS_REGION, else AWS_DEFAULT_REGION, else "us-east-1". */
 void backend__aws_region(char *buf, size_t cap);
 
-/* A parsed endpoint URL: "http(s)://host[:port][/path]". */
+/* ---- URLs (backend_url.c): every http(s) and file:// URL is split by
+ * curl's parser, the one that decides where curl connects --------------- */
+struct backend_url {
+	char *scheme;    /* lower case: "http", "https" or "file" */
+	int userinfo;    /* the URL has a user or password before '@' */
+	char *host;      /* as curl reads it (IPv6 in brackets); NULL for file:// */
+	char *port;      /* the port when one is written, else NULL */
+	char *path;      /* as written, still percent-encoded, dot segments kept; "/" at least */
+	char *query;     /* after '?', or NULL */
+	char *fragment;  /* after '#', or NULL */
+	char *authority; /* http(s): host[:port] as curl sends it in Host: (no default port) */
+	char *origin;    /* http(s): "scheme://host:port", port always written, lower case;
+			  * else NULL */
+	char *base;      /* http(s): the URL without query and fragment, as curl writes it
+			  * (userinfo kept); else NULL */
+};
+/* Parse an http://, https:// or file:// URL (file: only file:///PATH and
+ * file://localhost/PATH). Returns 0 (free with backend__url_free), -EINVAL
+ * for anything curl would not connect to as written, or -ENOMEM. */
+int backend__url_parse(struct backend_url *u, const char *url);
+void backend__url_free(struct backend_url *u); /* accepts a zeroed or freed u */
+/* u.origin of url as a malloc'd string, or NULL (not an http(s) URL, ENOMEM):
+ * requests to another origin never carry the signing headers. */
+char *backend__url_origin(const char *url);
+/* url without user:password@ (malloc'd), or NULL: a redirect to another
+ * origin must not carry them. */
+char *backend__url_without_userinfo(const char *url);
+/* The host of url into buf ("?" when url is not an http(s) URL). */
+void backend__url_host(const char *url, char *buf, size_t cap);
+/* url as shown in errors and logs: scheme://host[:port]/path, without
+ * userinfo, query and fragment ("(bad URL)" when it is not one). */
+void backend__url_display(const char *url, char *buf, size_t cap);
+/* The decoded absolute path of a file:// URL (malloc'd). Returns 0, -EINVAL
+ * (another host, a query, a bad escape; *why says which, a static string)
+ * or -ENOMEM. */
+int backend__file_url_path(const char *url, char **path, const char **why);
+
+/* A parsed endpoint URL: "http(s)://host[:port][/path]" (backend_url.c;
+ * -EINVAL with userinfo, a query or a fragment). */
 struct backend_endpoint {
 	int https;
 	char host[256];      /* host[:port] as curl sends it in Host (default port dropped) */
@@ -237,17 +304,11 @@ struct backend_objstore {
 	const char *head_query; /* static strings */
 	const char *get_query;
 	char *ca_file;
-	pthread_mutex_t lock;   /* protects error; leaf lock */
-	char error[512];
 };
 
 extern const struct backend_ops backend__os_ops;
 int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 		     const struct backend_config *cfg);
-/* Record the reason of the last failure of be (or, be == NULL, of the last
- * failed backend_open in this thread), for backend_last_error. */
-void backend__set_error(struct backend *be, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
 
 /* ---- http(s): backend_http.c, with pure parsers that the unit tests call
  * directly (backend_brace.c, backend_listing.c) ---------------------------- */
@@ -266,24 +327,10 @@ void backend__set_error(struct backend *be, const char *fmt, ...)
 int backend__brace_expand(const char *pattern, size_t max, char ***out, size_t *n);
 void backend__strv_free(char **v, size_t n); /* accepts NULL */
 
-/* The parts of an http(s) URL, as offsets into it (len 0: absent). */
-struct backend__url {
-	size_t scheme_len;          /* "http" or "https" */
-	size_t user_off, user_len;  /* userinfo before '@' */
-	size_t host_off, host_len;  /* host[:port] */
-	size_t path_off, path_len;  /* from the first '/' after the host; may be 0 */
-	size_t query_off, query_len; /* after '?', without it */
-};
-/* Returns 0, or -EINVAL unless url is http:// or https:// with a host. */
-int backend__url_split(const char *url, struct backend__url *u);
-
 /* Decode %XX escapes of in[0..len) into out (NUL-terminated). Returns the
  * length, -EINVAL for a bad escape or an encoded NUL, -ENAMETOOLONG when
  * out is too small. '+' stays '+' (paths are not form data). */
 ssize_t backend__pct_decode(const char *in, size_t len, char *out, size_t cap);
-/* Encode a key for a URL path: unreserved characters and '/' stay, every
- * other byte becomes %XX. Returns the length or -ENAMETOOLONG. */
-ssize_t backend__pct_encode(const char *in, char *out, size_t cap);
 
 /* One entry of a directory listing, already checked: name is one decoded
  * path component, not empty, not "." or "..", without '/' or NUL. */

@@ -51,6 +51,7 @@
 #include <curl/curl.h>
 #include <uv.h>
 
+#include "backend_i.h"
 #include "backend_io_i.h"
 
 /* Backoff: full jitter over base * 2^attempt, capped (AWS architecture
@@ -224,21 +225,6 @@ static int curl_errno(CURLcode c, int *retry)
 /* ------------------------------------------------------------------------ */
 /* small helpers                                                              */
 
-/* Host of url into buf ("?" when it cannot be parsed). */
-static void url_host(const char *url, char *buf, size_t cap)
-{
-	CURLU *u = curl_url();
-	char *host = NULL;
-
-	if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
-	    curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK)
-		snprintf(buf, cap, "%s", host);
-	else
-		snprintf(buf, cap, "?");
-	curl_free(host);
-	curl_url_cleanup(u);
-}
-
 /* A failed attempt's curl result in words, into r->error: the one place
  * where curl codes become messages. curl's error buffer is used only for
  * codes whose text names at most a host and port (never a URL, so never
@@ -248,7 +234,7 @@ static void curl_describe(CURLcode c, const char *url, const char *errbuf, struc
 	char host[128];
 	const char *detail = errbuf && *errbuf ? errbuf : curl_easy_strerror(c);
 
-	url_host(url, host, sizeof(host));
+	backend__url_host(url, host, sizeof(host));
 	switch (c) {
 	case CURLE_PEER_FAILED_VERIFICATION:
 		snprintf(r->error, sizeof(r->error), "TLS certificate of %.100s not trusted: %.180s",
@@ -282,56 +268,6 @@ static uint64_t rng_next(struct backend_io *io)
 	x ^= x >> 27;
 	io->rng = x;
 	return x * 2685821657736338717ull;
-}
-
-/* "scheme://host:port" of url (default port filled in), or NULL. */
-static char *url_origin(const char *url)
-{
-	CURLU *u = curl_url();
-	char *scheme = NULL, *host = NULL, *port = NULL, *out = NULL;
-	size_t n;
-
-	if (!u)
-		return NULL;
-	if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK)
-		goto out;
-	if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
-	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK)
-		goto out;
-	n = strlen(scheme) + strlen(host) + strlen(port) + 5;
-	out = malloc(n);
-	if (out) {
-		snprintf(out, n, "%s://%s:%s", scheme, host, port);
-		for (char *p = out; *p; p++)
-			if (*p >= 'A' && *p <= 'Z')
-				*p = (char)(*p - 'A' + 'a');
-	}
-out:
-	curl_free(scheme);
-	curl_free(host);
-	curl_free(port);
-	curl_url_cleanup(u);
-	return out;
-}
-
-/* url without user:password@ (a redirect to another host must not carry
- * them), or NULL. */
-static char *url_without_userinfo(const char *url)
-{
-	CURLU *u = curl_url();
-	char *s = NULL, *out = NULL;
-
-	if (!u)
-		return NULL;
-	if (curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
-	    curl_url_set(u, CURLUPART_USER, NULL, 0) == CURLUE_OK &&
-	    curl_url_set(u, CURLUPART_PASSWORD, NULL, 0) == CURLUE_OK &&
-	    curl_url_get(u, CURLUPART_URL, &s, 0) == CURLUE_OK)
-		out = strdup(s);
-	curl_free(s);
-	curl_url_cleanup(u);
-	return out;
 }
 
 static int parse_u64(const char *s, const char *end, uint64_t *v, const char **stop)
@@ -889,14 +825,14 @@ static void xfer_done(struct xfer *x, CURLcode c)
 			return;
 		}
 		r->dir_redirect |= redirect_to_dir(x->url, loc);
-		origin = url_origin(loc);
+		origin = backend__url_origin(loc);
 		if (!origin) {
 			xfer_finish(x, -EIO);
 			return;
 		}
 		x->signable = x->origin && strcmp(origin, x->origin) == 0;
 		free(origin);
-		next = x->signable ? strdup(loc) : url_without_userinfo(loc);
+		next = x->signable ? strdup(loc) : backend__url_without_userinfo(loc);
 		if (!next) {
 			xfer_finish(x, -ENOMEM);
 			return;
@@ -970,7 +906,7 @@ static int xfer_add(struct backend_io *io, struct backend_req *r, int probe)
 
 	if (x) {
 		x->url = strdup(r->url);
-		x->origin = url_origin(r->url);
+		x->origin = backend__url_origin(r->url);
 	}
 	if (!x || !x->url) {
 		if (x) {

@@ -28,52 +28,7 @@
 #define LISTING_NAME_MAX 255
 
 /* ------------------------------------------------------------------------ */
-/* URLs                                                                       */
-
-int backend__url_split(const char *url, struct backend__url *u)
-{
-	const char *p, *host, *end;
-	size_t n;
-
-	memset(u, 0, sizeof(*u));
-	if (strncasecmp(url, "http://", 7) == 0)
-		u->scheme_len = 4;
-	else if (strncasecmp(url, "https://", 8) == 0)
-		u->scheme_len = 5;
-	else
-		return -EINVAL;
-	host = url + u->scheme_len + 3;
-	n = strcspn(host, "/?#");
-	end = host + n;
-	p = memchr(host, '@', n);
-	if (p) {
-		/* the last '@' of the authority ends the userinfo */
-		const char *q = p;
-
-		while ((q = memchr(q + 1, '@', (size_t)(end - q - 1))) != NULL)
-			p = q;
-		u->user_off = (size_t)(host - url);
-		u->user_len = (size_t)(p - host);
-		host = p + 1;
-	}
-	u->host_off = (size_t)(host - url);
-	u->host_len = (size_t)(end - host);
-	if (u->host_len == 0 || host[0] == ':')
-		return -EINVAL;
-	p = end;
-	if (*p == '/') {
-		u->path_off = (size_t)(p - url);
-		u->path_len = strcspn(p, "?#");
-		p += u->path_len;
-	} else {
-		u->path_off = (size_t)(p - url);
-	}
-	if (*p == '?') {
-		u->query_off = (size_t)(p + 1 - url);
-		u->query_len = strcspn(p + 1, "#");
-	}
-	return 0;
-}
+/* percent-decoding (URLs are parsed in backend_url.c)                      */
 
 static int hexval(char c)
 {
@@ -117,31 +72,6 @@ ssize_t backend__pct_decode(const char *in, size_t len, char *out, size_t cap)
 	return (ssize_t)o;
 }
 
-ssize_t backend__pct_encode(const char *in, char *out, size_t cap)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t o = 0;
-
-	for (const unsigned char *p = (const unsigned char *)in; *p; p++) {
-		unsigned char c = *p;
-		int keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-			   c == '-' || c == '.' || c == '_' || c == '~' || c == '/';
-
-		if (o + (keep ? 1 : 3) >= cap)
-			return -ENAMETOOLONG;
-		if (keep) {
-			out[o++] = (char)c;
-		} else {
-			out[o++] = '%';
-			out[o++] = hex[c >> 4];
-			out[o++] = hex[c & 15];
-		}
-	}
-	if (o >= cap)
-		return -ENAMETOOLONG;
-	out[o] = '\0';
-	return (ssize_t)o;
-}
 
 /* A decoded name is one safe path component. */
 static int name_ok(const char *s, size_t len)

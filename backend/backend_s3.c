@@ -67,50 +67,6 @@
 #define OS_DIAG_BODY_MAX    (64u << 10)
 #define OS_DIAG_TIMEOUT_S   15L
 
-static __thread char open_error[512]; /* why the last backend_open failed */
-static __thread char error_copy[512]; /* what backend_last_error returns */
-
-void backend__set_error(struct backend *be, const char *fmt, ...)
-{
-	struct backend_objstore *os = be ? be->impl : NULL;
-	va_list ap;
-
-	va_start(ap, fmt);
-	if (os && be->ops && be->ops->close == backend__os_ops.close) {
-		pthread_mutex_lock(&os->lock);
-		vsnprintf(os->error, sizeof(os->error), fmt, ap);
-		pthread_mutex_unlock(&os->lock);
-	} else {
-		vsnprintf(open_error, sizeof(open_error), fmt, ap);
-	}
-	va_end(ap);
-}
-
-const char *backend_credentials_source(const struct backend *be)
-{
-	const struct backend_objstore *os = be ? be->impl : NULL;
-
-	if (!os || !be->ops || be->ops->close != backend__os_ops.close || !os->creds)
-		return NULL;
-	return backend__credsrc_name(os->creds);
-}
-
-const char *backend_last_error(const struct backend *be)
-{
-	const struct backend_objstore *os = be ? be->impl : NULL;
-
-	if (!be) {
-		snprintf(error_copy, sizeof(error_copy), "%s", open_error);
-	} else if (os && be->ops && be->ops->close == backend__os_ops.close) {
-		pthread_mutex_lock((pthread_mutex_t *)&os->lock);
-		snprintf(error_copy, sizeof(error_copy), "%s", os->error);
-		pthread_mutex_unlock((pthread_mutex_t *)&os->lock);
-	} else {
-		error_copy[0] = '\0';
-	}
-	return error_copy;
-}
-
 /* ---- requests --------------------------------------------------------- */
 
 /* What the sign callback needs besides the engine's request. */
@@ -646,9 +602,15 @@ static void os_close(struct backend *be)
 	free(os->head_prefix);
 	free(os->get_prefix);
 	free(os->ca_file);
-	pthread_mutex_destroy(&os->lock);
 	free(os);
 	be->impl = NULL;
+}
+
+static const char *os_credentials(const struct backend *be)
+{
+	const struct backend_objstore *os = be->impl;
+
+	return os->creds ? backend__credsrc_name(os->creds) : NULL;
 }
 
 const struct backend_ops backend__os_ops = {
@@ -657,6 +619,7 @@ const struct backend_ops backend__os_ops = {
     .stat = os_stat,
     .pread = os_pread,
     .open_fd = NULL,
+    .credentials = os_credentials,
     .read_cb = os_read_cb,
 };
 
@@ -715,7 +678,6 @@ int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 	os = calloc(1, sizeof(*os));
 	if (!os)
 		return -ENOMEM;
-	pthread_mutex_init(&os->lock, NULL);
 	os->kind = kind;
 	os->bucket = strndup(p, blen);
 	/* the prefix names a directory: "train" lists "train/..." only */
@@ -772,8 +734,8 @@ int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 	} else {
 		char why[768];
 
-		err = backend__credsrc_open(&os->creds, kind == OS_GS, cfg->ca_file, source, why,
-					    sizeof(why));
+		err = backend__credsrc_open(&os->creds, kind == OS_GS, cfg->ca_file, source,
+					    &be->log, why, sizeof(why));
 		if (err < 0) {
 			backend__set_error(NULL, "%s: cannot get credentials: %s", source,
 					   why[0] ? why : strerror(-err));
@@ -838,7 +800,6 @@ int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 	be->local = 0;
 	be->impl = os;
 	be->io = os->io;
-	open_error[0] = '\0';
 	return 0;
 fail:
 	be->impl = os;

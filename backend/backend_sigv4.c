@@ -40,38 +40,6 @@
 #define SIGV4_MAX_HEADERS 16
 #define SIGV4_CANON_MAX	  16384
 
-static int unreserved(unsigned char c)
-{
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-	       c == '-' || c == '.' || c == '_' || c == '~';
-}
-
-ssize_t backend__uri_encode(char *dst, size_t cap, const char *src, size_t len, int keep_slash)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t o = 0;
-
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)src[i];
-
-		if (unreserved(c) || (keep_slash && c == '/')) {
-			if (o + 1 >= cap)
-				return -ENAMETOOLONG;
-			dst[o++] = (char)c;
-		} else {
-			if (o + 3 >= cap)
-				return -ENAMETOOLONG;
-			dst[o++] = '%';
-			dst[o++] = hex[c >> 4];
-			dst[o++] = hex[c & 15];
-		}
-	}
-	if (o >= cap)
-		return -ENAMETOOLONG;
-	dst[o] = '\0';
-	return (ssize_t)o;
-}
-
 struct qpair {
 	char *name;
 	char *value;

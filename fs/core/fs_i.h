@@ -317,6 +317,8 @@ int fs_log_fd(void); /* the log's descriptor (2: stderr) */
 /* b as "12.34 MiB" (B, KiB, MiB, GiB, TiB) into out. */
 void fs_human_bytes(uint64_t b, char *out, size_t n);
 void fs_log_set_debug(int on);
+/* backend_config's log callback: the backend's lines into this log. */
+void fs_log_backend(void *arg, enum backend_log_level level, const char *msg);
 
 /* fs_ns.c: build the namespace from the backend's listing. */
 int fs_ns_build(struct fs *fs);

@@ -81,6 +81,19 @@ void fs_log(enum fs_log_level lvl, const char *fmt, ...)
 	}
 }
 
+void fs_log_backend(void *arg, enum backend_log_level level, const char *msg)
+{
+	static const enum fs_log_level lvl[] = {
+	    [BACKEND_LOG_ERROR] = FS_LOG_ERR,
+	    [BACKEND_LOG_WARN] = FS_LOG_WARN,
+	    [BACKEND_LOG_INFO] = FS_LOG_INFO,
+	};
+
+	(void)arg;
+	fs_log((unsigned)level < sizeof(lvl) / sizeof(lvl[0]) ? lvl[level] : FS_LOG_INFO, "%s",
+	       msg);
+}
+
 void fs_human_bytes(uint64_t b, char *out, size_t n)
 {
 	const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -164,6 +164,9 @@ static int mount_run(struct fs *fs, int ready_fd)
 	int err;
 
 	fs_opt_backend_config(&fs->cfg, &bc);
+	/* the daemon's log (stderr until the log file opens); 'index' keeps
+	 * the backend's default, plain lines on stderr */
+	bc.log = fs_log_backend;
 	err = backend_open(&fs->be, fs->cfg.source, &bc);
 	if (err < 0) {
 		const char *why = backend_last_error(NULL);

@@ -56,11 +56,6 @@ int fs_write_atomic(const char *path, const void *buf, size_t len)
 	return err;
 }
 
-static const char *local_root(const char *source)
-{
-	return strncmp(source, "file://", 7) == 0 ? source + 7 : source;
-}
-
 int fs_index_main(int argc, char **argv)
 {
 	struct fs fs;
@@ -83,7 +78,10 @@ int fs_index_main(int argc, char **argv)
 	fs_opt_backend_config(&fs.cfg, &bc);
 	err = backend_open(&fs.be, source, &bc);
 	if (err < 0) {
-		fprintf(stderr, "shardfs: source %s: %s\n", source, strerror(-err));
+		const char *why = backend_last_error(NULL);
+
+		fprintf(stderr, "shardfs: source %s: %s%s%s\n", source, strerror(-err),
+			*why ? ": " : "", why);
 		fs_opt_free(&fs.cfg);
 		return 1;
 	}
@@ -95,10 +93,18 @@ int fs_index_main(int argc, char **argv)
 	}
 	fs_opt_cachetier_config(&fs.cfg, backend_describe(fs.be), &cc);
 	err = cachetier_open(&fs.ct, &cc, fs.be);
-	if (err == 0)
-		err = fs_ns_build(&fs);
 	if (err < 0) {
-		fprintf(stderr, "shardfs: %s: %s\n", source, strerror(-err));
+		fprintf(stderr, "shardfs: cache directory %s: %s\n", fs.cfg.cache_dir,
+			strerror(-err));
+		rc = 1;
+		goto out;
+	}
+	err = fs_ns_build(&fs);
+	if (err < 0) {
+		const char *why = backend_last_error(fs.be);
+
+		fprintf(stderr, "shardfs: cannot list %s: %s%s%s\n", source, strerror(-err),
+			*why ? ": " : "", why);
 		rc = 1;
 		goto out;
 	}
@@ -120,7 +126,7 @@ int fs_index_main(int argc, char **argv)
 		}
 		if (!sidecar)
 			continue;
-		n = snprintf(path, sizeof(path), "%s/%s.idx", local_root(source), o->key);
+		n = snprintf(path, sizeof(path), "%s/%s.idx", backend_local_path(fs.be), o->key);
 		err = n < 0 || (size_t)n >= sizeof(path) ? -ENAMETOOLONG : 0;
 		/* the identity of the file as it is now; one that changed since
 		 * it was indexed gets a sidecar that no mount accepts */

@@ -15,6 +15,8 @@ GROUP:
             counted) after `tar -rf` appended a member that fits in the record padding (the
             size stays the same), after a copy of shard and sidecar (cp -p: a new inode), and
             for a sidecar of the older format
+  sidecar-url  'index --sidecar' of file://localhost/ABS and file:///ABS writes beside the
+            shards (not under ./localhost/); file://otherhost/ABS is refused with a reason
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -393,7 +395,57 @@ def group_sidecar(env, ck):
               st.get('index_sidecar_rejected')), (0, 1))
 
 
-GROUPS = {'rewrite': group_rewrite, 'refresh': group_refresh, 'sidecar': group_sidecar}
+def group_sidecar_url(env, ck):
+    """'shardfs index --sidecar' of a file:// URL writes NAME.tar.idx beside the shards in the
+    URL's absolute directory (file://localhost/ABS and file:///ABS), never under a directory
+    named after the host relative to the working directory; file://OTHERHOST/ABS is refused
+    with a reason. A mount of the URL then uses the sidecar."""
+    exe = env.shardfs
+    src = env.path('src')
+    stage = env.path('stage')
+    cwd = env.path('cwd')
+    for d in (src, stage, cwd):
+        os.makedirs(d)
+    mem = members_of(env, 'u', [1500, 700])
+    for n, data in mem:
+        write_file(os.path.join(stage, n), data)
+    shard = os.path.join(src, 's0.tar')
+    subprocess.run(['tar', '-cf', shard, '-C', stage] + [n for n, _ in mem], check=True)
+    sidecar = shard + '.idx'
+
+    def index(label, url):
+        r = subprocess.run([exe, 'index', '--sidecar', '--cache-dir', env.path('c-' + label), url],
+                           cwd=cwd, env=env.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=120)
+        out, err = r.stdout.decode(errors='replace'), r.stderr.decode(errors='replace')
+        log('index --sidecar %s -> rc=%r %r %r' % (url, r.returncode, out, err))
+        return r.returncode, out, err
+
+    for label, url in (('localhost', 'file://localhost' + src), ('empty-host', 'file://' + src)):
+        if os.path.exists(sidecar):
+            os.unlink(sidecar)
+        rc, out, err = index(label, url)
+        ck.eq('%s: exit' % label, rc, 0)
+        ck.ok(out.endswith('; wrote 1 sidecar indexes\n'), '%s: summary %r' % (label, out))
+        ck.ok(os.path.isfile(sidecar), '%s: no sidecar beside the shard' % label)
+        ck.eq('%s: files written under the working directory' % label, sorted(os.listdir(cwd)), [])
+        with ml.Mount(env, url, cache_dir=env.path('cache-' + label)) as m:
+            d = os.path.join(m.mnt, 's0')
+            ck.eq('%s: members' % label, sorted(os.listdir(d)), sorted(n for n, _ in mem))
+            for n, data in mem:
+                ck.eq('%s: %s' % (label, n), read_result(os.path.join(d, n)), ('ok', data))
+            ck.eq('%s: index_sidecar' % label, m.stats().get('index_sidecar'), 1)
+
+    rc, out, err = index('otherhost', 'file://otherhost' + src)
+    ck.eq('file://otherhost: exit', rc, 1)
+    ck.ok('otherhost' in err and 'localhost' in err,
+          'file://otherhost: the error does not say the host must be localhost: %r' % err)
+    ck.eq('file://otherhost: files written under the working directory', sorted(os.listdir(cwd)),
+          [])
+
+
+GROUPS = {'rewrite': group_rewrite, 'refresh': group_refresh, 'sidecar': group_sidecar,
+          'sidecar-url': group_sidecar_url}
 
 
 def main():

@@ -116,48 +116,114 @@ static void test_brace(void)
 
 /* ---- URLs and percent-coding --------------------------------------------- */
 
-static void part(const char *url, size_t off, size_t len, char *buf, size_t cap)
+/* "scheme|userinfo|authority|path|query|origin|base" of url, or "ERR" */
+static void url_eq(const char *url, const char *want)
 {
-	snprintf(buf, cap, "%.*s", (int)len, url + off);
-}
-
-static void url_eq(const char *url, const char *scheme_user_host_path_query)
-{
-	struct backend__url u;
-	char user[256], host[256], path[256], query[256], got[1100];
-	int err = backend__url_split(url, &u);
+	struct backend_url u;
+	char got[1100];
+	int err = backend__url_parse(&u, url);
 
 	if (err < 0) {
-		CHECK(strcmp(scheme_user_host_path_query, "ERR") == 0, "'%s': split failed", url);
+		CHECK(strcmp(want, "ERR") == 0, "'%s': parse failed", url);
 		return;
 	}
-	part(url, u.user_off, u.user_len, user, sizeof(user));
-	part(url, u.host_off, u.host_len, host, sizeof(host));
-	part(url, u.path_off, u.path_len, path, sizeof(path));
-	part(url, u.query_off, u.query_len, query, sizeof(query));
-	snprintf(got, sizeof(got), "%.*s|%s|%s|%s|%s", (int)u.scheme_len, url, user, host, path,
-		 query);
-	CHECK(strcmp(got, scheme_user_host_path_query) == 0, "'%s': got '%s', want '%s'", url, got,
-	      scheme_user_host_path_query);
+	snprintf(got, sizeof(got), "%s|%d|%s|%s|%s|%s|%s", u.scheme, u.userinfo,
+		 u.authority ? u.authority : "", u.path, u.query ? u.query : "",
+		 u.origin ? u.origin : "", u.base ? u.base : "");
+	CHECK(strcmp(got, want) == 0, "'%s': got '%s', want '%s'", url, got, want);
+	backend__url_free(&u);
+}
+
+static void origin_eq(const char *url, const char *want)
+{
+	char *o = backend__url_origin(url);
+
+	CHECK((!o && !want) || (o && want && strcmp(o, want) == 0),
+	      "origin of '%s': '%s', want '%s'", url, o ? o : "(null)", want ? want : "(null)");
+	free(o);
+}
+
+static void file_eq(const char *url, const char *want)
+{
+	char *path = NULL;
+	const char *why;
+	int err = backend__file_url_path(url, &path, &why);
+
+	CHECK((err < 0 && !want) || (err == 0 && want && strcmp(path, want) == 0),
+	      "file path of '%s': %d '%s', want '%s'", url, err, path ? path : "",
+	      want ? want : "(error)");
+	free(path);
+}
+
+static void endpoint_eq(const char *url, int want_err, const char *host, const char *path,
+			const char *base)
+{
+	struct backend_endpoint ep;
+	int err = backend__endpoint_parse(&ep, url);
+
+	CHECK(err == want_err &&
+		  (err < 0 || (strcmp(ep.host, host) == 0 && strcmp(ep.path, path) == 0 &&
+			       strcmp(ep.base, base) == 0)),
+	      "endpoint '%s': %d host '%s' path '%s' base '%s'", url, err, ep.host, ep.path,
+	      ep.base);
 }
 
 static void test_url(void)
 {
 	char buf[64];
 
-	url_eq("http://h/d/x.tar", "http||h|/d/x.tar|");
-	url_eq("https://h:8443/", "https||h:8443|/|");
-	url_eq("http://h", "http||h||");
-	url_eq("http://h?x=1", "http||h||x=1");
-	url_eq("HTTP://u:p@h:1/a/b?tok=1&y=2#frag", "HTTP|u:p|h:1|/a/b|tok=1&y=2");
-	url_eq("http://a@b@h/p", "http|a@b|h|/p|");
-	url_eq("http://h/p#x?y", "http||h|/p|");
-	url_eq("http://[::1]:8080/p", "http||[::1]:8080|/p|");
+	url_eq("http://h/d/x.tar", "http|0|h|/d/x.tar||http://h:80|http://h/d/x.tar");
+	url_eq("https://h:8443/", "https|0|h:8443|/||https://h:8443|https://h:8443/");
+	url_eq("http://h", "http|0|h|/||http://h:80|http://h/");
+	url_eq("http://h?x=1", "http|0|h|/|x=1|http://h:80|http://h/");
+	url_eq("HTTP://u:p@h:1/a/b?tok=1&y=2#frag",
+	       "http|1|h:1|/a/b|tok=1&y=2|http://h:1|http://u:p@h:1/a/b");
+	url_eq("http://h/p#x?y", "http|0|h|/p||http://h:80|http://h/p");
+	url_eq("http://[::1]:8080/p",
+	       "http|0|[::1]:8080|/p||http://[::1]:8080|http://[::1]:8080/p");
+	/* the default port is left out of Host: (as curl sends it), not out of the origin */
+	url_eq("https://S3.Example.com:443/s3/",
+	       "https|0|S3.Example.com|/s3/||"
+	       "https://s3.example.com:443|https://S3.Example.com:443/s3/");
+	url_eq("http://h/d/../x", "http|0|h|/d/../x||http://h:80|http://h/d/../x");
+	url_eq("file:///a/b", "file|0||/a/b|||");
+	url_eq("file://localhost/a/b", "file|0||/a/b|||");
 	url_eq("ftp://h/p", "ERR");
 	url_eq("http:///p", "ERR");
 	url_eq("http://u@/p", "ERR");
 	url_eq("http://:80/p", "ERR");
+	url_eq("http://a@b@h/p", "ERR");
+	url_eq("http://h:99999/p", "ERR");
+	url_eq("http://h/a b", "ERR");
 	url_eq("s3://b/p", "ERR");
+	url_eq("file://otherhost/a", "ERR");
+
+	/* the origin is the host curl connects to, whatever precedes an '@' */
+	origin_eq("http://good.example@evil.example/x", "http://evil.example:80");
+	origin_eq("http://good.example\\@evil.example/x", "http://evil.example:80");
+	origin_eq("HTTPS://Host:443/x", "https://host:443");
+	origin_eq("https://host/x", "https://host:443");
+	origin_eq("http://host:8080/x", "http://host:8080");
+	origin_eq("ftp://host/x", NULL);
+	origin_eq("file:///x", NULL);
+
+	file_eq("file:///data/shards", "/data/shards");
+	file_eq("file://localhost/data/shards", "/data/shards");
+	file_eq("file://LOCALHOST/data/my%20shards", "/data/my shards");
+	file_eq("file://otherhost/data", NULL);
+	file_eq("file:///data?x=1", NULL);
+	file_eq("file:///data#f", NULL);
+	file_eq("file:///a%00b", NULL);
+	file_eq("file:///a%zz", NULL);
+	file_eq("file://localhost", NULL);
+
+	endpoint_eq("http://127.0.0.1:9000/", 0, "127.0.0.1:9000", "", "http://127.0.0.1:9000");
+	endpoint_eq("https://s3.example.com:443/s3/", 0, "s3.example.com", "/s3",
+		    "https://s3.example.com/s3");
+	endpoint_eq("http://u:p@h/", -EINVAL, NULL, NULL, NULL);
+	endpoint_eq("http://h/?x=1", -EINVAL, NULL, NULL, NULL);
+	endpoint_eq("ftp://h/", -EINVAL, NULL, NULL, NULL);
+	endpoint_eq("http:///x", -EINVAL, NULL, NULL, NULL);
 
 	CHECK(backend__pct_decode("a%20b%2Fc%41+", 13, buf, sizeof(buf)) == 7 &&
 		      strcmp(buf, "a b/cA+") == 0,
@@ -175,12 +241,13 @@ static void test_url(void)
 	CHECK(backend__pct_decode("abcd", 4, buf, 5) == 4, "exact fit");
 	CHECK(backend__pct_decode("", 0, buf, 1) == 0 && buf[0] == '\0', "empty");
 
-	CHECK(backend__pct_encode("d/a b%?#&+\xc3\xa9~._-", buf, sizeof(buf)) == 32 &&
+	/* object keys in URL paths: the SigV4 encoder with '/' kept */
+	CHECK(backend__uri_encode(buf, sizeof(buf), "d/a b%?#&+\xc3\xa9~._-", 16, 1) == 32 &&
 		      strcmp(buf, "d/a%20b%25%3F%23%26%2B%C3%A9~._-") == 0,
 	      "encode got '%s'", buf);
-	CHECK(backend__pct_encode("abc", buf, 3) == -ENAMETOOLONG, "encode no room");
-	CHECK(backend__pct_encode(" ", buf, 3) == -ENAMETOOLONG, "encode %%20 needs 4");
-	CHECK(backend__pct_encode(" ", buf, 4) == 3, "encode %%20 fits 4");
+	CHECK(backend__uri_encode(buf, 3, "abc", 3, 1) == -ENAMETOOLONG, "encode no room");
+	CHECK(backend__uri_encode(buf, 3, " ", 1, 1) == -ENAMETOOLONG, "encode %%20 needs 4");
+	CHECK(backend__uri_encode(buf, 4, " ", 1, 1) == 3, "encode %%20 fits 4");
 }
 
 /* ---- listings ------------------------------------------------------------ */

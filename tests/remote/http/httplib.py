@@ -100,6 +100,8 @@ class Nginx:
          http://127.0.0.1:port/files/...   raw files (no listing)
          http://127.0.0.1:port/json/...    the same tree, autoindex_format json
          http://127.0.0.1:port/html/...    the same tree, autoindex html
+         http://127.0.0.1:port/deny/, /broken/, /notjson/  listings that fail: 403, 500, a
+                                           truncated JSON array (200)
        and a redirector at http://127.0.0.1:redirect_port/X -> 307 -> http://127.0.0.1:port/X.
        With tls (make_tls's dict), also https://127.0.0.1:tls_port/ (the same three locations,
        certificate for IP:127.0.0.1) and https://127.0.0.1:bad_tls_port/files/ (a certificate of
@@ -137,6 +139,9 @@ http {
         location /files/ { alias %(root)s/; }
         location /json/ { alias %(root)s/; autoindex on; autoindex_format json; }
         location /html/ { alias %(root)s/; autoindex on; autoindex_format html; }
+        location /deny/ { return 403; }
+        location /broken/ { return 500; }
+        location /notjson/ { default_type application/json; return 200 '[{"name": "a",'; }
     }
     server {
         listen 127.0.0.1:%(rport)d;

@@ -22,6 +22,9 @@ GROUP:
   cli       a directory URL without its trailing slash fails with the hint to add one
   refresh   'shardfs refresh' of a JSON listing mount: a shard uploaded to the served directory
             appears (exact bytes and members), a deleted one is gone
+  errors    listings that fail (403, 500, a page that is not a listing): mount and index say
+            which URL and why, with the HTTP status
+  index     'shardfs index' of an https listing with --ca-file (and without: refused)
 
 Every raw shard is compared byte for byte with its source file and every member with GNU tar's
 extraction. Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse, or no nginx).
@@ -720,10 +723,77 @@ def group_refresh(env, ck, ng, src, shards, refs):
               'refresh: removed shard still there')
 
 
+def run_cli(env, args, mnt=None):
+    """Run 'shardfs ARGS' (a mount leaves a daemon: output through files); returns (rc, stderr,
+    stdout)."""
+    r = env.run([env.shardfs] + args, timeout=ml.MOUNT_TIMEOUT, files=True)
+    err = r.stderr.decode(errors='replace')
+    out = r.stdout.decode(errors='replace')
+    log('shardfs %s -> rc=%r stderr=%r stdout=%r' % (' '.join(args), r.returncode, err, out))
+    if mnt and ml.is_mounted(mnt):
+        ml.Mount(env, args[-2], mountpoint=mnt).umount(quiet=True)
+    return r.returncode, err, out
+
+
+def group_errors(env, ck, ng, src, shards, refs):
+    """A directory listing that fails reaches the user with what failed: the URL and the HTTP
+    status (403, 500) or that the page is not a listing, on the line that says the mount (or
+    'shardfs index') could not list the source; never an empty reason."""
+    cases = [('deny/', ['HTTP 403']), ('broken/', ['HTTP 500']),
+             ('notjson/', ['not an autoindex listing'])]
+    for path, want in cases:
+        url = ng.url(path)
+        shown = url  # the URL as shown in errors (no userinfo, no query)
+        mnt = env.path('mnt-err-' + path.strip('/'))
+        os.makedirs(mnt)
+        rc, err, _ = run_cli(env, ['mount', '--retry-budget', '1', '--cache-dir',
+                                   env.path('cache'), url, mnt], mnt)
+        ck.ok(rc not in (0, None), 'mount %s: accepted (rc=%r)' % (url, rc))
+        lines = [ln for ln in err.splitlines() if 'cannot list' in ln]
+        ck.eq('mount %s: "cannot list" lines' % url, len(lines), 1)
+        for w in want + [shown]:
+            ck.ok(any(w in ln for ln in lines),
+                  'mount %s: the "cannot list" line does not say %r: %r' % (url, w, err))
+        ck.ok(not any(ln.rstrip().endswith(':') for ln in lines),
+                  'mount %s: empty reason: %r' % (url, err))
+        rc, err, _ = run_cli(env, ['index', '--retry-budget', '1', '--cache-dir',
+                                   env.path('cache'), url])
+        ck.eq('index %s: exit' % url, rc, 1)
+        last = err.strip().splitlines()[-1] if err.strip() else ''
+        for w in want + [shown]:
+            ck.ok(w in last, 'index %s: the last line does not say %r: %r' % (url, w, err))
+
+
+def group_index(env, ck, ng, src, shards, refs):
+    """'shardfs index' of an https source honours --ca-file (the same store options as mount):
+    with it every shard is indexed, and a mount afterwards finds the indexes in the cache;
+    without it the index fails because the certificate cannot be verified."""
+    ca = env.tls['ca']
+    cache = env.path('cache-index')
+    url = ng.tls_url('json/')
+    rc, err, out = run_cli(env, ['index', '--ca-file', ca, '--cache-dir', cache, url])
+    ck.eq('index --ca-file: exit', rc, 0)
+    ck.ok(out.startswith('indexed %d shards (%d built, 0 from the cache' % (
+        len(shards), len(shards))), 'index --ca-file: summary %r' % out)
+    with ml.Mount(env, url, cache_dir=cache, extra=['--ca-file', ca]) as m:
+        check_shards(ck, 'index then mount', m.mnt, src, shards, refs)
+        st = m.stats()
+        ck.eq('index then mount: index_loaded', st.get('index_loaded'), len(shards))
+        ck.eq('index then mount: index_built', st.get('index_built'), 0)
+    rc, err, out = run_cli(env, ['index', '--cache-dir', env.path('cache-noca'), url])
+    ck.eq('index without --ca-file: exit', rc, 1)
+    ck.ok('TLS certificate of 127.0.0.1 not trusted' in err,
+          'index without --ca-file: no reason: %r' % err)
+    rc, err, out = run_cli(env, ['index', '--ca-file', env.path('no-such-ca.pem'), '--cache-dir',
+                                 env.path('cache-noca'), url])
+    ck.eq('index with a missing CA file: exit (usage error)', rc, 2)
+    ck.ok('CA file' in err, 'index with a missing CA file: no reason: %r' % err)
+
+
 GROUPS = {'brace': group_brace, 'listing': group_listing, 'redirect': group_redirect,
           'faults': group_faults, 'tls': group_tls, 'stale': group_stale,
           'badrange': group_badrange, 'conns': group_conns, 'cli': group_cli,
-          'refresh': group_refresh}
+          'refresh': group_refresh, 'errors': group_errors, 'index': group_index}
 
 
 def main():
@@ -742,7 +812,7 @@ def main():
         ml.fuse_precheck()
         src, shards, refs = build_source(env)
         env.tls = None
-        if group == 'tls':
+        if group in ('tls', 'index'):
             if not os.path.exists(httplib.OPENSSL):
                 raise ml.Skip('the openssl CLI is not installed (scripts/install-deps.sh --test)')
             env.tls = httplib.make_tls(env.path('tls'))

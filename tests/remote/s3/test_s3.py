@@ -10,6 +10,7 @@ Groups (one meson test each):
        session token, ~/.aws/credentials profile, --no-sign on an anonymous bucket
   gs   the same shards through gs:// with GCS HMAC keys (and a refused OAuth token)
   ais  the same shards through ais:// (listing via /s3, objects via 307 redirects)
+  s3-index  'shardfs index' with --endpoint and --no-sign, then a mount that uses its indexes
 
 Usage: test_s3.py SHARDFS GROUP
 Exit 77 (skip) when /dev/fuse is unusable or s3rver is not installed.
@@ -327,7 +328,64 @@ def group_ais(env, ck):
         w.stop()
 
 
-GROUPS = {'s3': group_s3, 'gs': group_gs, 'ais': group_ais}
+def run_index(env, args):
+    r = env.run([env.shardfs, 'index'] + args, timeout=FAIL_FAST_S + 30)
+    out, err = r.stdout.decode(errors='replace'), r.stderr.decode(errors='replace')
+    log('shardfs index %s -> rc=%r stdout=%r stderr=%r' % (' '.join(args), r.returncode, out, err))
+    return r.returncode, out, err
+
+
+def group_s3_index(env, ck):
+    """'shardfs index' takes the store options of mount: --endpoint (the only way to reach the
+    test's store: AWS_ENDPOINT_URL is unset) and --no-sign (anonymous requests, which the proxy
+    allows for bucket "public" only). A mount afterwards loads every index from the cache."""
+    src, files, shards = build_source(env)
+    w = World(env)
+    try:
+        w.upload(BUCKET, PREFIX, src, files)
+        set_aws_env(env)
+        src_uri = 's3://%s/%s' % (BUCKET, PREFIX)
+        ep = ['--endpoint', w.endpoint]
+        cache = env.path('cache')
+        before = dict(w.proxy.stats)
+        rc, out, err = run_index(env, ep + ['--cache-dir', cache, src_uri])
+        ck.eq('index --endpoint: exit', rc, 0)
+        ck.ok(out.startswith('indexed %d shards (%d built, ' % (len(shards), len(shards))),
+              'index --endpoint: summary %r' % out)
+        after = dict(w.proxy.stats)
+        ck.ok(after.get('signature_ok', 0) > before.get('signature_ok', 0),
+              'index --endpoint: no signed request reached the endpoint')
+        with ml.Mount(env, src_uri, cache_dir=cache, extra=ep) as m:
+            verify_mount(env, ck, m, src, files, shards, 'index then mount')
+            st = m.stats()
+            ck.eq('index then mount: index_loaded', st.get('index_loaded'), len(shards))
+            ck.eq('index then mount: index_built', st.get('index_built'), 0)
+
+        # --no-sign: anonymous; a public bucket indexes, the private one is refused
+        w.s3.create_bucket('public')
+        w.s3.put('public', 'shard-000000.tar', open(os.path.join(src, shards[0]), 'rb').read())
+        set_aws_env(env, key=None, secret=None)
+        before = dict(w.proxy.stats)
+        rc, out, err = run_index(env, ep + ['--no-sign', '--cache-dir', env.path('cache-pub'),
+                                            's3://public/'])
+        ck.eq('index --no-sign: exit', rc, 0)
+        ck.ok(out.startswith('indexed 1 shards (1 built, '), 'index --no-sign: summary %r' % out)
+        after = dict(w.proxy.stats)
+        ck.eq('index --no-sign: signed requests', after.get('signature_ok', 0),
+              before.get('signature_ok', 0))
+        set_aws_env(env)  # credentials in the environment, but --no-sign sends none
+        rc, out, err = run_index(env, ep + ['--no-sign', '--cache-dir', env.path('cache-anon'),
+                                            src_uri])
+        ck.eq('index --no-sign on a private bucket: exit', rc, 1)
+        ck.ok(any(wd.lower() in err.lower() for wd in ACCESS_WORDS),
+              'index --no-sign on a private bucket: stderr %r' % err)
+        ck.ok(SECRET not in err, 'index: a secret appears in the error output')
+        check_proxy(ck, w, 's3 index')
+    finally:
+        w.stop()
+
+
+GROUPS = {'s3': group_s3, 'gs': group_gs, 'ais': group_ais, 's3-index': group_s3_index}
 
 
 def main():
