@@ -6,9 +6,11 @@
  * fs_ctl_render). Never contains credentials:
  * the source is shown as the backend describes it.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,13 +74,6 @@ static void out_json_str(struct out *o, const char *s)
 	outf(o, "\"");
 }
 
-struct counter {
-	const char *name;
-	const char *help;
-	uint64_t value;
-	int gauge; /* 1: a value that goes up and down (or is set once); 0: only ever counts up */
-};
-
 /* The objects prefetch commands asked for: their bytes, how many of them
  * are cached now, how many their latest prefetch skipped because they did
  * not fit, and how many of them are still being prefetched. */
@@ -108,162 +103,197 @@ static void prefetch_progress(struct fs *fs, struct pf_progress *p)
 	}
 }
 
-/* Live objects, shards and directories (old versions stay until unmount). */
-static void live_counts(struct fs *fs, uint64_t *objs, uint64_t *shards, uint64_t *dirs)
+/* One moment's values of everything a counter shows that is not a field
+ * of fs->c: gathered once per rendering (collect_snapshot). */
+struct ctl_snapshot {
+	struct cachetier_stats cs;
+	struct backend_stats bs;
+	struct pf_progress pf;
+	uint64_t objects, shards, dirs; /* live ones (old versions stay until unmount) */
+	uint64_t source_bytes, offline, fill_threads, connections, cache_room;
+	uint64_t warm_state, warm_wanted, warm_done, warm_unfit;
+};
+
+static void collect_snapshot(struct fs *fs, struct ctl_snapshot *s)
 {
-	*objs = *shards = *dirs = 0;
+	struct fs_warm_progress wp;
+
+	memset(s, 0, sizeof(*s));
+	cachetier_get_stats(fs->ct, &s->cs);
+	backend_get_stats(fs->be, &s->bs);
+	prefetch_progress(fs, &s->pf);
+	fs_warm_progress(fs, &wp);
+	s->warm_state = wp.state;
+	s->warm_wanted = wp.wanted;
+	s->warm_done = wp.done;
+	s->warm_unfit = wp.unfit;
 	for (uint32_t i = 0; i < fs->nobjs; i++) {
 		const struct fs_obj *o = fs_obj(fs, i);
 
 		if (fs_obj_live(o)) {
-			(*objs)++;
-			*shards += o->codec >= 0;
+			s->objects++;
+			s->shards += o->codec >= 0;
 		}
 	}
 	fs_ns_rdlock(fs);
 	for (uint32_t i = 0; i < fs->ndirs; i++)
-		*dirs += !fs->dirs[i].gone;
+		s->dirs += !fs->dirs[i].gone;
 	fs_ns_unlock(fs);
+	s->source_bytes = fs->total_bytes;
+	s->offline = (uint64_t)fs->offline;
+	s->fill_threads = fs->fill_threads;
+	s->connections = fs->cfg.connections;
+	s->cache_room = fs_cache_room(fs);
 }
 
-static size_t collect(struct fs *fs, struct counter *c, size_t max)
-{
-	struct cachetier_stats cs;
-	struct backend_stats bs;
-	struct fs_warm_progress wp;
-	struct pf_progress pf;
-	uint64_t nobjs, nshards, ndirs;
-	size_t n = 0;
+/* Every counter, in the order of the stats file: its name (a JSON key, and
+ * shardfs_NAME in metrics), its help text (metrics' # HELP), its type, and
+ * where its value lives: a relaxed atomic of fs->c (FS) or a uint64_t of
+ * the snapshot (SNAP), as an offset checked for its type at compile time.
+ * A counter more is one line here. */
+enum ctl_type {
+	CTL_COUNTER, /* only ever counts up: shardfs_NAME_total, a Prometheus counter */
+	CTL_GAUGE,   /* goes up and down, or is set once */
+	CTL_GAUGE_MS /* a gauge in milliseconds: NAME_ms in stats, shardfs_NAME_seconds */
+};
+enum ctl_src { CTL_FS, CTL_SNAP };
+struct ctl_counter {
+	const char *name;
+	const char *help;
+	enum ctl_type type;
+	enum ctl_src src;
+	size_t off;
+};
 
-	cachetier_get_stats(fs->ct, &cs);
-	backend_get_stats(fs->be, &bs);
-	prefetch_progress(fs, &pf);
-	fs_warm_progress(fs, &wp);
-	live_counts(fs, &nobjs, &nshards, &ndirs);
-#define C(nm, hp, v)                                                                               \
-	do {                                                                                       \
-		if (n < max)                                                                       \
-			c[n++] = (struct counter){nm, hp, (uint64_t)(v), 0};                       \
-	} while (0)
-#define G(nm, hp, v)                                                                               \
-	do {                                                                                       \
-		if (n < max)                                                                       \
-			c[n++] = (struct counter){nm, hp, (uint64_t)(v), 1};                       \
-	} while (0)
-	G("objects", "objects in the source", nobjs);
-	G("shards", "objects that are shards", nshards);
-	G("source_dirs", "directories in the source", ndirs);
-	G("source_bytes", "bytes of all objects in the source", fs->total_bytes);
-	G("hidden_names", "names hidden by a conflict (x.tar and x.tar.gz, a shard and a directory)",
-	  fs->c.hidden_names);
-	G("source_offline", "1: the store was unreachable at mount, the listing came from the cache",
-	  fs->offline);
-	C("index_built", "shard indexes built by reading the shard", fs->c.index_built);
-	C("index_loaded", "shard indexes loaded from the cache directory", fs->c.index_loaded);
-	C("index_errors", "shards that could not be indexed", fs->c.index_errors);
-	C("index_save_errors", "indexes that could not be saved", fs->c.index_save_errors);
-	C("index_bytes_scanned", "shard bytes read to build indexes", fs->c.index_bytes_scanned);
-	G("index_mem_bytes", "memory held by loaded indexes", fs->c.index_mem_bytes);
-	G("members", "entries in loaded shard indexes", fs->c.members);
-	G("damaged_shards", "loaded shards with damage", fs->c.damaged_shards);
-	C("skipped_members", "members left out (unsafe names, special files)",
-	  fs->c.skipped_members);
-	C("lookups", "lookup requests", fs->c.lookups);
-	C("getattrs", "getattr requests", fs->c.getattrs);
-	C("readdirs", "readdir requests", fs->c.readdirs);
-	C("reads", "read requests", fs->c.reads);
-	C("read_bytes", "bytes returned by reads", fs->c.read_bytes);
-	C("read_errors", "reads answered with an error", fs->c.read_errors);
-	C("op_errors", "other requests that failed (answers such as ENOENT not counted)",
-	  fs->c.op_errors);
-	C("decoded_streams", "compressed shards decoded into the cache", cs.decoded_streams);
-	C("decoded_bytes", "bytes written by decoding", cs.decoded_bytes);
-	C("decoded_reused", "decoded copies reused from the cache", cs.decoded_reused);
-	C("cache_hits", "read ranges found in the cache", cs.hits);
-	C("cache_misses", "read ranges that waited for a fill", cs.misses);
-	C("bytes_fetched", "bytes fetched from the store into the cache", cs.bytes_fetched);
-	C("fills", "chunk fills completed", cs.fills);
-	G("fills_inflight", "chunk fills running now", cs.fills_inflight);
-	G("fill_threads", "cache fill threads (one more than connections)", fs->fill_threads);
-	G("connections", "most parallel connections to a remote store", fs->cfg.connections);
-	C("fill_errors", "chunk fills that failed", cs.fill_errors);
-	C("readahead_fills", "fills started by readahead or prefetch", cs.readahead_fills);
-	C("evictions", "objects evicted from the cache", cs.evictions);
-	C("evicted_bytes", "bytes evicted from the cache", cs.evicted_bytes);
-	C("decoded_evictions", "decoded copies evicted (decoded again when read)",
-	  cs.decoded_evictions);
-	C("cache_peer_chunks", "chunks read that another process or an earlier mount filled",
-	  cs.peer_chunks);
-	C("cache_peer_waits", "fills that waited for another process filling the same chunk",
-	  cs.peer_waits);
-	G("cache_bytes_used", "cached bytes in the whole cache directory", cs.bytes_used);
-	G("cache_bytes_limit", "the cache size limit", cs.bytes_limit);
-	G("cache_room_bytes",
-	  "bytes the cache can take without evicting (limit and disk reserve)", fs_cache_room(fs));
-	C("cache_unfit_bytes", "bytes prefetch and warm fills skipped: no room without evicting",
-	  cs.unfit_bytes);
-	G("local_fds_open", "local shard files open now (bounded by the open-file limit)",
-	  cs.local_fds_open);
-	C("local_fd_reopens", "local shard files opened again after the bound closed them",
-	  cs.local_fd_reopens);
-	C("prefetch_requests", "objects asked to be prefetched", fs->c.prefetch_requests);
-	C("prefetch_errors", "prefetch requests that failed", fs->c.prefetch_errors);
-	C("shard_prefetches", "shards fetched ahead of an in-order reader", fs->c.shard_prefetches);
-	G("prefetch_bytes", "bytes of the objects asked to be prefetched", pf.want);
-	G("prefetch_cached_bytes", "of those, bytes in the cache now", pf.have);
-	G("prefetch_unfit_bytes", "of those, bytes their prefetch skipped: the cache was full",
-	  pf.unfit);
-	G("prefetch_pending", "of those objects, how many are still being prefetched", pf.pending);
-	G("warm_state", "warm fill: 0 off, 1 running, 2 done, 3 stopped (cache full or errors)",
-	  wp.state);
-	G("warm_bytes_wanted", "bytes of the objects the warm fill fetches", wp.wanted);
-	G("warm_bytes_done", "of those, bytes in the cache now", wp.done);
-	G("warm_unfit_bytes", "of those, bytes the warm skipped: the cache was full", wp.unfit);
-	C("store_requests", "requests to the remote store", bs.requests);
-	C("store_attempts", "HTTP attempts of those requests (retries, redirects)", bs.attempts);
-	C("store_failures", "requests that spent their retry budget: the store went down",
-	  bs.failures);
-	C("store_fast_fails", "requests failed at once (EIO) while the store was down",
-	  bs.fast_fails);
-	C("store_probes", "probes of the store while it was down", bs.probes);
-	C("store_cancels", "requests cancelled at shutdown", bs.cancels);
-	G("store_down", "1 while the store is down (requests fail at once)", bs.down);
-	/* ---- issue 5 ---- */
-	C("index_sidecar", "shard indexes loaded from a sidecar NAME.tar.idx", fs->c.index_sidecar);
-	C("index_sidecar_rejected", "sidecar indexes ignored (stale or corrupt)",
-	  fs->c.index_sidecar_rejected);
-	G("imagefolder_images", "files in the imagefolder view", fs->c.if_images);
-	G("imagefolder_no_image", "samples left out: no image member", fs->c.if_no_image);
-	G("imagefolder_no_class", "samples left out: no usable class", fs->c.if_no_class);
-	G("imagefolder_dup_dropped", "samples left out: name taken", fs->c.if_dup_dropped);
-	G("imagefolder_shards_indexed", "shards indexed to build the view", fs->c.if_shards_indexed);
-	G("imagefolder_build_ms", "milliseconds to build the view", fs->c.if_build_ms);
-	C("imagefolder_cls_reads", ".cls members read from shards (not from the cache)",
-	  fs->c.if_cls_reads);
-	/* ---- end issue 5 ---- */
-	C("refreshes", "refreshes of the source's listing", fs->c.refreshes);
-	C("refresh_added", "objects new at a refresh", fs->c.refresh_added);
-	C("refresh_removed", "objects removed at a refresh", fs->c.refresh_removed);
-	C("refresh_changed", "objects changed at a refresh (indexed again)", fs->c.refresh_changed);
-	C("changes_noticed", "objects found changed or removed (ESTALE for the old version)",
-	  fs->c.stale_noticed);
+#define FS(f)                                                                                      \
+	CTL_FS, offsetof(struct fs_counters, f) +                                                  \
+			0 * sizeof(char[_Generic(((struct fs_counters *)0)->f, atomic_ullong: 1,   \
+						 unsigned long long: 1)])
+#define SNAP(f)                                                                                    \
+	CTL_SNAP, offsetof(struct ctl_snapshot, f) +                                               \
+			  0 * sizeof(char[_Generic(((struct ctl_snapshot *)0)->f, uint64_t: 1)])
+#define C CTL_COUNTER
+#define G CTL_GAUGE
+static const struct ctl_counter ctl_counters[] = {
+	{"objects", "objects in the source", G, SNAP(objects)},
+	{"shards", "objects that are shards", G, SNAP(shards)},
+	{"source_dirs", "directories in the source", G, SNAP(dirs)},
+	{"source_bytes", "bytes of all objects in the source", G, SNAP(source_bytes)},
+	{"hidden_names", "names hidden by a conflict (x.tar and x.tar.gz, a shard and a directory)",
+	 G, FS(hidden_names)},
+	{"source_offline", "1: the store was unreachable at mount, the listing came from the cache",
+	 G, SNAP(offline)},
+	{"index_built", "shard indexes built by reading the shard", C, FS(index_built)},
+	{"index_loaded", "shard indexes loaded from the cache directory", C, FS(index_loaded)},
+	{"index_errors", "shards that could not be indexed", C, FS(index_errors)},
+	{"index_save_errors", "indexes that could not be saved", C, FS(index_save_errors)},
+	{"index_bytes_scanned", "shard bytes read to build indexes", C, FS(index_bytes_scanned)},
+	{"index_mem_bytes", "memory held by loaded indexes", G, FS(index_mem_bytes)},
+	{"members", "entries in loaded shard indexes", G, FS(members)},
+	{"damaged_shards", "loaded shards with damage", G, FS(damaged_shards)},
+	{"skipped_members", "members left out (unsafe names, special files)", C,
+	 FS(skipped_members)},
+	{"lookups", "lookup requests", C, FS(lookups)},
+	{"getattrs", "getattr requests", C, FS(getattrs)},
+	{"readdirs", "readdir requests", C, FS(readdirs)},
+	{"reads", "read requests", C, FS(reads)},
+	{"read_bytes", "bytes returned by reads", C, FS(read_bytes)},
+	{"read_errors", "reads answered with an error", C, FS(read_errors)},
+	{"op_errors", "other requests that failed (answers such as ENOENT not counted)", C,
+	 FS(op_errors)},
+	{"decoded_streams", "compressed shards decoded into the cache", C, SNAP(cs.decoded_streams)},
+	{"decoded_bytes", "bytes written by decoding", C, SNAP(cs.decoded_bytes)},
+	{"decoded_reused", "decoded copies reused from the cache", C, SNAP(cs.decoded_reused)},
+	{"cache_hits", "read ranges found in the cache", C, SNAP(cs.hits)},
+	{"cache_misses", "read ranges that waited for a fill", C, SNAP(cs.misses)},
+	{"bytes_fetched", "bytes fetched from the store into the cache", C, SNAP(cs.bytes_fetched)},
+	{"fills", "chunk fills completed", C, SNAP(cs.fills)},
+	{"fills_inflight", "chunk fills running now", G, SNAP(cs.fills_inflight)},
+	{"fill_threads", "cache fill threads (one more than connections)", G, SNAP(fill_threads)},
+	{"connections", "most parallel connections to a remote store", G, SNAP(connections)},
+	{"fill_errors", "chunk fills that failed", C, SNAP(cs.fill_errors)},
+	{"readahead_fills", "fills started by readahead or prefetch", C, SNAP(cs.readahead_fills)},
+	{"evictions", "objects evicted from the cache", C, SNAP(cs.evictions)},
+	{"evicted_bytes", "bytes evicted from the cache", C, SNAP(cs.evicted_bytes)},
+	{"decoded_evictions", "decoded copies evicted (decoded again when read)", C,
+	 SNAP(cs.decoded_evictions)},
+	{"cache_peer_chunks", "chunks read that another process or an earlier mount filled", C,
+	 SNAP(cs.peer_chunks)},
+	{"cache_peer_waits", "fills that waited for another process filling the same chunk", C,
+	 SNAP(cs.peer_waits)},
+	{"cache_bytes_used", "cached bytes in the whole cache directory", G, SNAP(cs.bytes_used)},
+	{"cache_bytes_limit", "the cache size limit", G, SNAP(cs.bytes_limit)},
+	{"cache_room_bytes", "bytes the cache can take without evicting (limit and disk reserve)",
+	 G, SNAP(cache_room)},
+	{"cache_unfit_bytes", "bytes prefetch and warm fills skipped: no room without evicting", C,
+	 SNAP(cs.unfit_bytes)},
+	{"local_fds_open", "local shard files open now (bounded by the open-file limit)", G,
+	 SNAP(cs.local_fds_open)},
+	{"local_fd_reopens", "local shard files opened again after the bound closed them", C,
+	 SNAP(cs.local_fd_reopens)},
+	{"prefetch_requests", "objects asked to be prefetched", C, FS(prefetch_requests)},
+	{"prefetch_errors", "prefetch requests that failed", C, FS(prefetch_errors)},
+	{"shard_prefetches", "shards fetched ahead of an in-order reader", C, FS(shard_prefetches)},
+	{"prefetch_bytes", "bytes of the objects asked to be prefetched", G, SNAP(pf.want)},
+	{"prefetch_cached_bytes", "of those, bytes in the cache now", G, SNAP(pf.have)},
+	{"prefetch_unfit_bytes", "of those, bytes their prefetch skipped: the cache was full", G,
+	 SNAP(pf.unfit)},
+	{"prefetch_pending", "of those objects, how many are still being prefetched", G,
+	 SNAP(pf.pending)},
+	{"warm_state", "warm fill: 0 off, 1 running, 2 done, 3 stopped (cache full or errors)", G,
+	 SNAP(warm_state)},
+	{"warm_bytes_wanted", "bytes of the objects the warm fill fetches", G, SNAP(warm_wanted)},
+	{"warm_bytes_done", "of those, bytes in the cache now", G, SNAP(warm_done)},
+	{"warm_unfit_bytes", "of those, bytes the warm skipped: the cache was full", G,
+	 SNAP(warm_unfit)},
+	{"store_requests", "requests to the remote store", C, SNAP(bs.requests)},
+	{"store_attempts", "HTTP attempts of those requests (retries, redirects)", C,
+	 SNAP(bs.attempts)},
+	{"store_failures", "requests that spent their retry budget: the store went down", C,
+	 SNAP(bs.failures)},
+	{"store_fast_fails", "requests failed at once (EIO) while the store was down", C,
+	 SNAP(bs.fast_fails)},
+	{"store_probes", "probes of the store while it was down", C, SNAP(bs.probes)},
+	{"store_cancels", "requests cancelled at shutdown", C, SNAP(bs.cancels)},
+	{"store_down", "1 while the store is down (requests fail at once)", G, SNAP(bs.down)},
+	{"index_sidecar", "shard indexes loaded from a sidecar NAME.tar.idx", C, FS(index_sidecar)},
+	{"index_sidecar_rejected", "sidecar indexes ignored (stale or corrupt)", C,
+	 FS(index_sidecar_rejected)},
+	{"imagefolder_images", "files in the imagefolder view", G, FS(if_images)},
+	{"imagefolder_no_image", "samples left out: no image member", G, FS(if_no_image)},
+	{"imagefolder_no_class", "samples left out: no usable class", G, FS(if_no_class)},
+	{"imagefolder_dup_dropped", "samples left out: name taken", G, FS(if_dup_dropped)},
+	{"imagefolder_shards_indexed", "shards indexed to build the view", G,
+	 FS(if_shards_indexed)},
+	{"imagefolder_build_ms", "time to build the view", CTL_GAUGE_MS, FS(if_build_ms)},
+	{"imagefolder_cls_reads", ".cls members read from shards (not from the cache)", C,
+	 FS(if_cls_reads)},
+	{"refreshes", "refreshes of the source's listing", C, FS(refreshes)},
+	{"refresh_added", "objects new at a refresh", C, FS(refresh_added)},
+	{"refresh_removed", "objects removed at a refresh", C, FS(refresh_removed)},
+	{"refresh_changed", "objects changed at a refresh (indexed again)", C, FS(refresh_changed)},
+	{"changes_noticed", "objects found changed or removed (ESTALE for the old version)", C,
+	 FS(stale_noticed)},
+};
+#undef FS
+#undef SNAP
 #undef C
 #undef G
-	if (n == max)
-		fs_log(FS_LOG_ERR, "control: more counters than CTL_COUNTERS_MAX; some are missing");
-	return n;
+
+static uint64_t ctl_value(const struct ctl_counter *k, struct fs *fs, const struct ctl_snapshot *s)
+{
+	if (k->src == CTL_FS)
+		return atomic_load_explicit((atomic_ullong *)((char *)&fs->c + k->off),
+					    memory_order_relaxed);
+	return *(const uint64_t *)(const void *)((const char *)s + k->off);
 }
 
-/* More than the table has (collect says so in the log if it ever is not). */
-#define CTL_COUNTERS_MAX 128
 /* Characters of a value's field: the digits of UINT64_MAX */
 #define CTL_VALUE_WIDTH 20
+#define NCOUNTERS (sizeof(ctl_counters) / sizeof(ctl_counters[0]))
 
-static void render_stats(struct fs *fs, struct out *o)
+static void render_stats(struct fs *fs, const struct ctl_snapshot *s, struct out *o)
 {
-	struct counter c[CTL_COUNTERS_MAX];
-	size_t n = collect(fs, c, CTL_COUNTERS_MAX);
-
 	outf(o, "{\n  \"version\": ");
 	out_json_str(o, SHARDFS_VERSION);
 	outf(o, ",\n  \"pid\": %d,\n  \"source\": ", (int)getpid());
@@ -271,56 +301,58 @@ static void render_stats(struct fs *fs, struct out *o)
 	outf(o, ",\n  \"cache_dir\": ");
 	out_json_str(o, cachetier_dir(fs->ct));
 	outf(o, ",\n  \"layout\": \"%s\",\n  \"mount_time\": %" PRId64,
-	     fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER ? "imagefolder" : "shards", /* issue 5 */
-	     fs->mount_time);
+	     fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER ? "imagefolder" : "shards", fs->mount_time);
 	outf(o, ",\n");
 	/* each value padded (after its comma) to a fixed width: see
 	 * fs_ctl_render */
-	for (size_t i = 0; i < n; i++) {
-		int w = snprintf(NULL, 0, "%" PRIu64, c[i].value);
+	for (size_t i = 0; i < NCOUNTERS; i++) {
+		uint64_t v = ctl_value(&ctl_counters[i], fs, s);
+		int w = snprintf(NULL, 0, "%" PRIu64, v);
 
-		outf(o, "  \"%s\": %" PRIu64 "%s%*s\n", c[i].name, c[i].value,
-		     i + 1 < n ? "," : "", CTL_VALUE_WIDTH - w, "");
+		outf(o, "  \"%s\": %" PRIu64 "%s%*s\n", ctl_counters[i].name, v,
+		     i + 1 < NCOUNTERS ? "," : "", CTL_VALUE_WIDTH - w, "");
 	}
 	outf(o, "}\n");
 }
 
-static void render_metrics(struct fs *fs, struct out *o)
+/* Prometheus conventions: counters are named *_total, times are in seconds
+ * (a stats field NAME_ms becomes NAME_seconds). */
+static void render_metrics(struct fs *fs, const struct ctl_snapshot *s, struct out *o)
 {
-	struct counter c[CTL_COUNTERS_MAX];
-	size_t n = collect(fs, c, CTL_COUNTERS_MAX);
+	static const char *const suffix[] = {"_total", "", "_seconds"};
+	static const char *const type[] = {"counter", "gauge", "gauge"};
 
-	/* Prometheus conventions: counters are named *_total, times are in
-	 * seconds (a stats field NAME_ms becomes NAME_seconds) */
-	for (size_t i = 0; i < n; i++) {
-		size_t nl = strlen(c[i].name);
-		int ms = nl > 3 && strcmp(c[i].name + nl - 3, "_ms") == 0;
-		const char *sfx = ms ? "_seconds" : c[i].gauge ? "" : "_total";
-		int len = (int)(ms ? nl - 3 : nl);
+	for (size_t i = 0; i < NCOUNTERS; i++) {
+		const struct ctl_counter *k = &ctl_counters[i];
+		int ms = k->type == CTL_GAUGE_MS;
+		int len = (int)strlen(k->name) - (ms ? 3 : 0); /* without "_ms" */
+		uint64_t v = ctl_value(k, fs, s);
 
 		outf(o, "# HELP shardfs_%.*s%s %s\n# TYPE shardfs_%.*s%s %s\nshardfs_%.*s%s ", len,
-		     c[i].name, sfx, c[i].help, len, c[i].name, sfx, c[i].gauge ? "gauge" : "counter",
-		     len, c[i].name, sfx);
+		     k->name, suffix[k->type], k->help, len, k->name, suffix[k->type],
+		     type[k->type], len, k->name, suffix[k->type]);
 		/* right-aligned in a fixed width (the format allows any number
 		 * of blanks between name and value): see fs_ctl_render */
 		if (ms)
-			outf(o, "%*" PRIu64 ".%03u\n", CTL_VALUE_WIDTH - 4, c[i].value / 1000,
-			     (unsigned)(c[i].value % 1000));
+			outf(o, "%*" PRIu64 ".%03u\n", CTL_VALUE_WIDTH - 4, v / 1000,
+			     (unsigned)(v % 1000));
 		else
-			outf(o, "%*" PRIu64 "\n", CTL_VALUE_WIDTH, c[i].value);
+			outf(o, "%*" PRIu64 "\n", CTL_VALUE_WIDTH, v);
 	}
 }
 
 int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len)
 {
 	struct out o = {0};
+	struct ctl_snapshot s;
 
-	if (which == FS_CTL_STATS)
-		render_stats(fs, &o);
-	else if (which == FS_CTL_METRICS)
-		render_metrics(fs, &o);
-	else
+	if (which != FS_CTL_STATS && which != FS_CTL_METRICS)
 		return -EISDIR;
+	collect_snapshot(fs, &s);
+	if (which == FS_CTL_STATS)
+		render_stats(fs, &s, &o);
+	else
+		render_metrics(fs, &s, &o);
 	if (o.err) {
 		free(o.buf);
 		return o.err;
@@ -469,4 +501,149 @@ int fs_ctl_command(struct fs *fs, const char *buf, size_t len)
 		i = j + 1;
 	}
 	return err < 0 ? err : inside_shard;
+}
+
+/* ---- the stats document read back (the CLI) ------------------------------ */
+
+static const char *skip_ws(const char *p)
+{
+	while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
+		p++;
+	return p;
+}
+
+/* The string literal at *pp (after its opening quote), unescaped as
+ * out_json_str escapes it, copied to *w and NUL-terminated; *pp moves past
+ * the closing quote, *w past the NUL. NULL when it is not one. */
+static char *json_str(const char **pp, char **w)
+{
+	const char *r = *pp;
+	char *s = *w, *o = *w;
+
+	while (*r != '"') {
+		if (*r == '\0' || (unsigned char)*r < 0x20)
+			return NULL;
+		if (*r != '\\') {
+			*o++ = *r++;
+		} else if (r[1] == '"' || r[1] == '\\' || r[1] == '/') {
+			*o++ = r[1];
+			r += 2;
+		} else if (r[1] == 'u' && strspn(r + 2, "0123456789abcdefABCDEF") >= 4) {
+			char hex[5] = {r[2], r[3], r[4], r[5], '\0'};
+			unsigned long c = strtoul(hex, NULL, 16);
+
+			if (c == 0 || c >= 0x80) /* out_json_str escapes only controls */
+				return NULL;
+			*o++ = (char)c;
+			r += 6;
+		} else {
+			return NULL;
+		}
+	}
+	*o++ = '\0';
+	*pp = r + 1;
+	*w = o;
+	return s;
+}
+
+/* The number at *pp (digits, maybe after '-') copied to *w as text. */
+static char *json_num(const char **pp, char **w)
+{
+	const char *r = *pp;
+	char *s = *w;
+	size_t n = (*r == '-') + strspn(r + (*r == '-'), "0123456789");
+
+	if (n == (size_t)(*r == '-'))
+		return NULL;
+	memcpy(s, r, n);
+	s[n] = '\0';
+	*pp = r + n;
+	*w = s + n + 1;
+	return s;
+}
+
+int fs_stats_parse(const char *text, struct fs_stats_doc *d)
+{
+	size_t cap = 0;
+	const char *p = skip_ws(text);
+	char *w;
+
+	memset(d, 0, sizeof(*d));
+	/* every name and value with its NUL fits in the text: each one
+	 * leaves out at least one character of it (a quote or a separator) */
+	d->buf = w = malloc(strlen(text) + 1);
+	if (!d->buf)
+		return -ENOMEM;
+	if (*p != '{')
+		goto bad;
+	for (p = skip_ws(p + 1); *p != '}'; p = skip_ws(p + 1)) {
+		struct fs_stats_field f;
+
+		if (*p++ != '"' || !(f.name = json_str(&p, &w)))
+			goto bad;
+		p = skip_ws(p);
+		if (*p++ != ':')
+			goto bad;
+		p = skip_ws(p);
+		if (*p == '"') {
+			p++;
+			f.value = json_str(&p, &w);
+		} else {
+			f.value = json_num(&p, &w);
+		}
+		if (!f.value)
+			goto bad;
+		if (d->n == cap) {
+			struct fs_stats_field *nf = realloc(d->f, (cap = cap * 2 + 64) * sizeof(*nf));
+
+			if (!nf) {
+				fs_stats_doc_free(d);
+				return -ENOMEM;
+			}
+			d->f = nf;
+		}
+		d->f[d->n++] = f;
+		p = skip_ws(p);
+		if (*p == '}')
+			break;
+		if (*p != ',')
+			goto bad;
+	}
+	return 0;
+bad:
+	fs_stats_doc_free(d);
+	return -EPROTO;
+}
+
+const char *fs_stats_get(const struct fs_stats_doc *d, const char *name)
+{
+	for (size_t i = 0; i < d->n; i++)
+		if (strcmp(d->f[i].name, name) == 0)
+			return d->f[i].value;
+	return NULL;
+}
+
+int fs_stats_u64(const struct fs_stats_doc *d, const char *name, uint64_t *v)
+{
+	const char *s = fs_stats_get(d, name);
+	unsigned long long x;
+	char *end;
+
+	if (!s)
+		return -ENOENT;
+	if (!isdigit((unsigned char)s[0]))
+		return -EPROTO;
+	errno = 0;
+	x = strtoull(s, &end, 10);
+	if (errno || *end)
+		return -EPROTO;
+	*v = x;
+	return 0;
+}
+
+void fs_stats_doc_free(struct fs_stats_doc *d)
+{
+	free(d->f);
+	free(d->buf);
+	memset(d, 0, sizeof(*d));
 }

@@ -408,6 +408,24 @@ uint64_t fs__fnv64(const unsigned char *p, size_t n);
 extern const char *const fs_ctl_names[FS_CTL_COUNT];
 /* Render control file 'which' into a malloc'd buffer. */
 int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len);
+/* The stats document read back (the CLI, fs_client.c): its fields in the
+ * order of the file; a value is a string's text (unescaped) or a number's
+ * digits. fs_stats_parse returns 0, -EPROTO when text is not a flat JSON
+ * object of strings and integers, or -ENOMEM. */
+struct fs_stats_field {
+	const char *name, *value;
+};
+struct fs_stats_doc {
+	struct fs_stats_field *f;
+	size_t n;
+	char *buf; /* holds every name and value */
+};
+int fs_stats_parse(const char *text, struct fs_stats_doc *d);
+void fs_stats_doc_free(struct fs_stats_doc *d);
+/* The value of field name, or NULL. */
+const char *fs_stats_get(const struct fs_stats_doc *d, const char *name);
+/* The unsigned integer value of field name: 0, -ENOENT, or -EPROTO. */
+int fs_stats_u64(const struct fs_stats_doc *d, const char *name, uint64_t *v);
 /* fs_view_ctl.c: free every snapshot of the control files (at unmount,
  * when no request runs any more). */
 void fs_ctl_free(struct fs *fs);

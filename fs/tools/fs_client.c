@@ -6,8 +6,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +24,21 @@
 
 #include "fs_i.h"
 
-static int is_help(const char *a)
+/* The usage of a command that takes MOUNTPOINT (and, with more, further
+ * arguments): -1 to go on, or the exit status after --help (0, on stdout)
+ * or a wrong command line (2). */
+static int client_usage(int argc, char **argv, const char *synopsis, const char *about, int more)
 {
-	return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
+	if (argc >= 1 && (strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "--help") == 0) &&
+	    (more || argc == 1)) {
+		printf("usage: shardfs %s\n\n%s", synopsis, about);
+		return 0;
+	}
+	if (argc < 1 || (!more && argc != 1) || argv[0][0] == '-') {
+		fprintf(stderr, "usage: shardfs %s\n", synopsis);
+		return 2;
+	}
+	return -1;
 }
 
 /* Say why path cannot be used: a dead mount gets its own message. */
@@ -36,12 +50,22 @@ static void say_path_error(const char *what, const char *path, int err)
 		fprintf(stderr, "shardfs: %s%s: %s\n", what, path, strerror(err));
 }
 
-/* Read a control file of a running mount into a malloc'd string. */
+/* Say that mnt is no (live) shardfs mount; err: the errno of the attempt. */
+static void say_not_mount(const char *mnt, int err)
+{
+	if (err == ENOTCONN)
+		fs_say_dead_mount(mnt);
+	else
+		fprintf(stderr, "shardfs: %s is not a shardfs mount\n", mnt);
+}
+
+/* Read a control file of a running mount into a malloc'd string (NULL with
+ * errno set). */
 static char *read_ctl(const char *mnt, const char *name)
 {
 	char path[PATH_MAX], *buf = NULL;
 	size_t len = 0, cap = 0;
-	int fd;
+	int fd, err = 0;
 
 	snprintf(path, sizeof(path), "%s/.shardfs/%s", mnt, name);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -54,39 +78,44 @@ static char *read_ctl(const char *mnt, const char *name)
 			char *p = realloc(buf, cap = (cap + 4096) * 2);
 
 			if (!p) {
-				free(buf);
-				close(fd);
-				return NULL;
+				err = ENOMEM;
+				break;
 			}
 			buf = p;
 		}
 		n = read(fd, buf + len, cap - len - 1);
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0)
+			err = errno;
 		if (n <= 0)
 			break;
 		len += (size_t)n;
 	}
 	close(fd);
-	if (buf)
-		buf[len] = '\0';
+	if (err || !buf) {
+		free(buf);
+		errno = err ? err : EIO;
+		return NULL;
+	}
+	buf[len] = '\0';
 	return buf;
 }
 
-static long json_int(const char *json, const char *key)
+/* The stats of a running mount (MOUNTPOINT/.shardfs/stats): 0, or a
+ * negative errno (-EPROTO: not a stats document). d is empty after an
+ * error (fs_stats_doc_free accepts it either way). */
+static int read_stats(const char *mnt, struct fs_stats_doc *d)
 {
-	char pat[64];
-	const char *p;
-	char *end;
-	long v;
+	char *text = read_ctl(mnt, "stats");
+	int err;
 
-	snprintf(pat, sizeof(pat), "\"%s\": ", key);
-	p = strstr(json, pat);
-	if (!p)
-		return -1;
-	errno = 0;
-	v = strtol(p + strlen(pat), &end, 10);
-	return errno || end == p + strlen(pat) ? -1 : v;
+	memset(d, 0, sizeof(*d));
+	if (!text)
+		return -errno;
+	err = fs_stats_parse(text, d);
+	free(text);
+	return err;
 }
 
 /* Is the absolute path abs a mount point of type fuse.shardfs? Reads the
@@ -159,25 +188,25 @@ static int pid_running(long pid)
 
 int fs_umount_main(int argc, char **argv)
 {
-	char *stats, err[1024];
+	struct fs_stats_doc stats;
+	char err[1024];
 	size_t elen = 0;
-	long pid;
+	uint64_t v = 0;
+	long pid = -1;
 	pid_t child;
 	int status, efd[2];
+	int rc = client_usage(argc, argv, "umount MOUNTPOINT",
+			      "Unmount a shardfs mount and wait (up to 60 s) for its daemon to "
+			      "finish.\nA mount whose daemon died is unmounted too.\n",
+			      0);
 
-	if (argc == 1 && is_help(argv[0])) {
-		printf("usage: shardfs umount MOUNTPOINT\n\n"
-		       "Unmount a shardfs mount and wait (up to 60 s) for its daemon to finish.\n"
-		       "A mount whose daemon died is unmounted too.\n");
-		return 0;
+	if (rc >= 0)
+		return rc;
+	if (read_stats(argv[0], &stats) == 0) {
+		if (fs_stats_u64(&stats, "pid", &v) == 0 && v <= INT_MAX)
+			pid = (long)v;
+		fs_stats_doc_free(&stats);
 	}
-	if (argc != 1 || argv[0][0] == '-') {
-		fprintf(stderr, "usage: shardfs umount MOUNTPOINT\n");
-		return 2;
-	}
-	stats = read_ctl(argv[0], "stats");
-	pid = stats ? json_int(stats, "pid") : -1;
-	free(stats);
 	/* a daemon that died (kill -9) leaves a mount that only unmounts */
 	if (pid <= 0 && !is_shardfs_mount(argv[0])) {
 		fprintf(stderr, "shardfs: %s is not a shardfs mount\n", argv[0]);
@@ -239,50 +268,23 @@ int fs_umount_main(int argc, char **argv)
 
 int fs_stats_main(int argc, char **argv)
 {
-	char *stats;
+	struct fs_stats_doc stats;
+	int err, rc = client_usage(
+			 argc, argv, "stats MOUNTPOINT",
+			 "Print the counters of a running mount (MOUNTPOINT/.shardfs/stats), one\n"
+			 "per line; MOUNTPOINT/.shardfs/metrics has them in Prometheus text format.\n",
+			 0);
 
-	if (argc == 1 && is_help(argv[0])) {
-		printf("usage: shardfs stats MOUNTPOINT\n\n"
-		       "Print the counters of a running mount (MOUNTPOINT/.shardfs/stats), one\n"
-		       "per line; MOUNTPOINT/.shardfs/metrics has them in Prometheus text format.\n");
-		return 0;
-	}
-	if (argc != 1 || argv[0][0] == '-') {
-		fprintf(stderr, "usage: shardfs stats MOUNTPOINT\n");
-		return 2;
-	}
-	stats = read_ctl(argv[0], "stats");
-	if (!stats) {
-		if (errno == ENOTCONN)
-			fs_say_dead_mount(argv[0]);
-		else
-			fprintf(stderr, "shardfs: %s is not a shardfs mount\n", argv[0]);
+	if (rc >= 0)
+		return rc;
+	err = read_stats(argv[0], &stats);
+	if (err < 0) {
+		say_not_mount(argv[0], -err);
 		return 1;
 	}
-	/* JSON lines '  "key": value,' become 'key  value' */
-	for (char *line = strtok(stats, "\n"); line; line = strtok(NULL, "\n")) {
-		char *k = strchr(line, '"'), *ke, *v;
-		size_t vl;
-
-		if (!k)
-			continue;
-		ke = strchr(k + 1, '"');
-		if (!ke || strncmp(ke, "\": ", 3) != 0)
-			continue;
-		v = ke + 3;
-		vl = strlen(v);
-		while (vl && v[vl - 1] == ' ') /* values are padded to a fixed width */
-			v[--vl] = '\0';
-		if (vl && v[vl - 1] == ',')
-			v[--vl] = '\0';
-		if (vl >= 2 && v[0] == '"' && v[vl - 1] == '"') {
-			v[vl - 1] = '\0';
-			v++;
-		}
-		*ke = '\0';
-		printf("%-22s %s\n", k + 1, v);
-	}
-	free(stats);
+	for (size_t i = 0; i < stats.n; i++)
+		printf("%-22s %s\n", stats.f[i].name, stats.f[i].value);
+	fs_stats_doc_free(&stats);
 	return 0;
 }
 
@@ -328,27 +330,34 @@ static int ctl_send(int fd, const char *cmd)
 	return r < 0 ? -errno : r;
 }
 
-/* The prefetch numbers of a stats snapshot (-1: missing). */
+/* The prefetch numbers of a stats snapshot. */
 struct pf_stats {
-	long want, have, unfit, pending, room, limit, fetched, errors;
+	uint64_t want, have, unfit, pending, room, limit, fetched, errors;
 };
 
 static int pf_stats_read(const char *mnt, struct pf_stats *p)
 {
-	char *stats = read_ctl(mnt, "stats");
+	static const struct {
+		const char *name;
+		size_t off;
+	} fields[] = {
+		{"prefetch_bytes", offsetof(struct pf_stats, want)},
+		{"prefetch_cached_bytes", offsetof(struct pf_stats, have)},
+		{"prefetch_unfit_bytes", offsetof(struct pf_stats, unfit)},
+		{"prefetch_pending", offsetof(struct pf_stats, pending)},
+		{"cache_room_bytes", offsetof(struct pf_stats, room)},
+		{"cache_bytes_limit", offsetof(struct pf_stats, limit)},
+		{"bytes_fetched", offsetof(struct pf_stats, fetched)},
+		{"fill_errors", offsetof(struct pf_stats, errors)},
+	};
+	struct fs_stats_doc stats;
+	int err = read_stats(mnt, &stats);
 
-	if (!stats)
-		return -1;
-	p->want = json_int(stats, "prefetch_bytes");
-	p->have = json_int(stats, "prefetch_cached_bytes");
-	p->unfit = json_int(stats, "prefetch_unfit_bytes");
-	p->pending = json_int(stats, "prefetch_pending");
-	p->room = json_int(stats, "cache_room_bytes");
-	p->limit = json_int(stats, "cache_bytes_limit");
-	p->fetched = json_int(stats, "bytes_fetched");
-	p->errors = json_int(stats, "fill_errors");
-	free(stats);
-	return p->want < 0 || p->have < 0 || p->unfit < 0 || p->pending < 0 ? -1 : 0;
+	for (size_t i = 0; err == 0 && i < sizeof(fields) / sizeof(fields[0]); i++)
+		err = fs_stats_u64(&stats, fields[i].name,
+				   (uint64_t *)(void *)((char *)p + fields[i].off));
+	fs_stats_doc_free(&stats);
+	return err;
 }
 
 /* Exit status of 'shardfs prefetch' (also in its --help and README.md). */
@@ -356,50 +365,24 @@ static int pf_stats_read(const char *mnt, struct pf_stats *p)
 #define PF_EXIT_ERR 1 /* a PATH was refused, the mount was lost, or bytes that fit are not
 		       * cached (fills failed, or readers' fills evicted them meanwhile) */
 
-int fs_prefetch_main(int argc, char **argv)
-{
-	char *mnt, path[PATH_MAX], rel[PATH_MAX], line[PATH_MAX + 16];
-	char a[32], b[32], c[32], d[32];
-	double t0, last_print = 0, last_progress;
-	uint64_t last_have = 0;
+/* One 'shardfs prefetch': the mount, its counters before the commands
+ * (s0, when have_s0) and now (s). */
+struct pf_run {
+	const char *mnt;
 	struct pf_stats s0, s;
-	int fd, tty = isatty(STDOUT_FILENO), rc = PF_EXIT_OK, have_s0, ended = 0, sent = 0;
+	int have_s0;
+	int tty;   /* stdout is a terminal: a progress bar, else a line every 5 s */
+	int ended; /* the mount's prefetch of these objects is over */
+};
 
-	if (argc >= 1 && is_help(argv[0])) {
-		printf("usage: shardfs prefetch MOUNTPOINT [PATH...]\n\n"
-		       "Fill the cache of a running mount with the objects at or below each PATH\n"
-		       "(a shard, a directory, a file; none: everything) and follow the progress.\n"
-		       "A PATH inside a shard's member directory prefetches that whole shard.\n"
-		       "A prefetch fills only the room the cache has (--cache-size, the disk's\n"
-		       "reserve) and never evicts: it says up front how much fits, fetches that,\n"
-		       "and ends with what it fetched, what was cached already and what did not fit.\n\n"
-		       "exit status: 0 when everything that fits is cached (bytes that did not fit\n"
-		       "are no error); 1 when a PATH is not in the mount, the mount went away, or\n"
-		       "bytes that fit are not cached (fills failed: see the mount's log).\n");
-		return 0;
-	}
-	if (argc < 1 || argv[0][0] == '-') {
-		fprintf(stderr, "usage: shardfs prefetch MOUNTPOINT [PATH...]\n");
-		return 2;
-	}
-	mnt = realpath(argv[0], NULL);
-	if (!mnt) {
-		say_path_error("", argv[0], errno);
-		return 1;
-	}
-	snprintf(path, sizeof(path), "%s/.shardfs/control", mnt);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		if (errno == ENOTCONN)
-			fs_say_dead_mount(argv[0]);
-		else
-			fprintf(stderr, "shardfs: %s is not a shardfs mount\n", argv[0]);
-		free(mnt);
-		return 1;
-	}
-	/* what was cached before, and what had been fetched: the summary's
-	 * "cached already" and the rate of this run */
-	have_s0 = pf_stats_read(mnt, &s0) == 0;
+/* Send 'prefetch PATH' for each PATH (none: everything) on the control
+ * file fd; the exit status so far, and in *sent how many were taken. */
+static int pf_send(int fd, const char *mnt, int argc, char **argv, int *sent)
+{
+	char rel[PATH_MAX], line[PATH_MAX + 16];
+	int rc = PF_EXIT_OK;
+
+	*sent = 0;
 	for (int i = argc > 1 ? 1 : 0; i < argc; i++) {
 		const char *r = argc > 1 ? mount_relative(mnt, argv[i], rel, sizeof(rel)) : "";
 		int n = snprintf(line, sizeof(line), "prefetch %s\n", r), err;
@@ -412,183 +395,247 @@ int fs_prefetch_main(int argc, char **argv)
 			rc = PF_EXIT_ERR;
 			continue;
 		}
-		sent++;
+		(*sent)++;
 		if (err == 1)
 			printf("prefetch: %s is inside a shard: prefetching the whole shard\n",
 			       argv[i]);
 	}
+	return rc;
+}
+
+/* Up front: what was asked, what is cached, and what fits. */
+static void pf_say_plan(const struct pf_stats *s)
+{
+	char a[32], b[32], c[32], d[32];
+	uint64_t missing = s->want > s->have ? s->want - s->have : 0;
+
+	fs_human_bytes(s->want, a, sizeof(a));
+	fs_human_bytes(s->have, b, sizeof(b));
+	fs_human_bytes(s->room, c, sizeof(c));
+	fs_human_bytes(s->limit, d, sizeof(d));
+	if (!missing)
+		printf("prefetch: %s asked, all of it cached already\n", a);
+	else
+		printf("prefetch: %s asked, %s of it cached; the cache (--cache-size %s) "
+		       "has room for %s more\n",
+		       a, b, d, c);
+	if (missing > s->room) {
+		fs_human_bytes(missing - s->room, a, sizeof(a));
+		printf("prefetch: about %s will not fit: a prefetch fills only free room "
+		       "and never evicts (a larger --cache-size, or prefetch less)\n",
+		       a);
+	}
+	fflush(stdout);
+}
+
+/* One progress report of the loop in pf_follow: a bar on a terminal (at
+ * most 4 a second), else a line every 5 s; always at the end. rate: bytes
+ * a second this run fetched. Returns whether it printed. */
+static int pf_report(const struct pf_run *r, double rate, double since_print)
+{
+	const struct pf_stats *s = &r->s;
+	char have_str[32], want_str[32], rate_s[48];
+
+	if (since_print < (r->tty ? 0.25 : 5) && !r->ended)
+		return 0;
+	/* the rate of what this run fetched from the store, not of what was
+	 * cached already */
+	if (r->have_s0 && s->fetched <= r->s0.fetched)
+		snprintf(rate_s, sizeof(rate_s), "%s",
+			 s->have >= s->want ? "already cached"
+			 : r->ended	    ? ""
+					    : "waiting for the store");
+	else
+		snprintf(rate_s, sizeof(rate_s), "%.1f MB/s", rate / 1e6);
+	fs_human_bytes(s->have, have_str, sizeof(have_str));
+	fs_human_bytes(s->want, want_str, sizeof(want_str));
+	if (r->tty) {
+		int pct = s->want ? (int)(100.0 * (double)s->have / (double)s->want) : 100;
+		int bar = pct > 100 ? 20 : pct / 5;
+		double eta = rate > 0 && s->want > s->have ? (double)(s->want - s->have) / rate : 0;
+
+		printf("\r[%.*s%.*s] %3d%%  %s / %s  %s  ETA %d:%02d ", bar, "####################",
+		       20 - bar, "--------------------", pct, have_str, want_str, rate_s,
+		       (int)eta / 60, (int)eta % 60);
+	} else {
+		printf("prefetch: %s of %s cached%s%s\n", have_str, want_str, rate_s[0] ? ", " : "",
+		       rate_s);
+	}
+	fflush(stdout);
+	return 1;
+}
+
+/* Follow the mount's counters until every byte asked is cached or the
+ * mount's prefetch of them is over (what did not fit was skipped, failed
+ * fills gave up). The exit status so far; r->ended says whether it ended. */
+static int pf_follow(struct pf_run *r)
+{
+	double t0 = now_s(), last_print = 0, last_progress = t0;
+	uint64_t last_have = 0;
+
+	for (;;) {
+		struct pf_stats *s = &r->s;
+		double t = now_s(), rate = 0;
+
+		if (pf_stats_read(r->mnt, s) < 0) {
+			fprintf(stderr, "%sshardfs: lost the mount at %s\n", r->tty ? "\n" : "",
+				r->mnt);
+			return PF_EXIT_ERR;
+		}
+		r->ended = s->have >= s->want || s->pending == 0;
+		if (s->have != last_have) {
+			last_have = s->have;
+			last_progress = t;
+		}
+		if (r->have_s0 && s->fetched > r->s0.fetched && t - t0 >= 0.01)
+			rate = (double)(s->fetched - r->s0.fetched) / (t - t0);
+		if (pf_report(r, rate, t - last_print))
+			last_print = t;
+		if (r->ended)
+			return PF_EXIT_OK;
+		if (t - last_progress > 120) {
+			/* a safety net: the mount's fills give up within their retry
+			 * budget, so this is not reached while the daemon works */
+			fprintf(stderr,
+				"\nshardfs: prefetch made no progress for 2 minutes (%" PRIu64
+				" fill errors; see the log)\n",
+				s->errors);
+			return PF_EXIT_ERR;
+		}
+		/* the counters are polled often enough that the command ends
+		 * within 20 ms of the last fill (a 1 GB prefetch on a fast link
+		 * takes about a second) */
+		nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+	}
+}
+
+/* The summary: every byte asked is cached already, fetched now, skipped
+ * because it did not fit, or missing (failed). The exit status. */
+static int pf_summary(const struct pf_run *r)
+{
+	char a[32], b[32], c[32], d[32];
+	uint64_t want = r->s.want, have = r->s.have < want ? r->s.have : want;
+	uint64_t before = r->have_s0 ? r->s0.have : 0;
+	uint64_t unfit = r->s.unfit, got, missing;
+
+	if (before > have)
+		before = have; /* evicted meanwhile */
+	got = have - before;
+	if (unfit > want - have)
+		unfit = want - have;
+	missing = want - have - unfit;
+	fs_human_bytes(got, a, sizeof(a));
+	fs_human_bytes(before, b, sizeof(b));
+	fs_human_bytes(unfit, c, sizeof(c));
+	printf("prefetch: done: %s fetched, %s cached already, %s did not fit", a, b, c);
+	if (missing) {
+		fs_human_bytes(missing, d, sizeof(d));
+		printf(", %s not cached (%" PRIu64 " fills failed meanwhile, see the mount's log; "
+		       "or readers' fills evicted them)\n",
+		       d, r->s.errors - (r->have_s0 ? r->s0.errors : 0));
+		return PF_EXIT_ERR;
+	}
+	printf("\n");
+	return PF_EXIT_OK;
+}
+
+int fs_prefetch_main(int argc, char **argv)
+{
+	struct pf_run r = {.tty = isatty(STDOUT_FILENO)};
+	char path[PATH_MAX], *mnt;
+	int fd, rc, sent;
+
+	rc = client_usage(
+		argc, argv, "prefetch MOUNTPOINT [PATH...]",
+		"Fill the cache of a running mount with the objects at or below each PATH\n"
+		"(a shard, a directory, a file; none: everything) and follow the progress.\n"
+		"A PATH inside a shard's member directory prefetches that whole shard.\n"
+		"A prefetch fills only the room the cache has (--cache-size, the disk's\n"
+		"reserve) and never evicts: it says up front how much fits, fetches that,\n"
+		"and ends with what it fetched, what was cached already and what did not fit.\n\n"
+		"exit status: 0 when everything that fits is cached (bytes that did not fit\n"
+		"are no error); 1 when a PATH is not in the mount, the mount went away, or\n"
+		"bytes that fit are not cached (fills failed: see the mount's log).\n",
+		1);
+	if (rc >= 0)
+		return rc;
+	mnt = realpath(argv[0], NULL);
+	if (!mnt) {
+		say_path_error("", argv[0], errno);
+		return 1;
+	}
+	r.mnt = mnt;
+	snprintf(path, sizeof(path), "%s/.shardfs/control", mnt);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		say_not_mount(argv[0], errno);
+		free(mnt);
+		return 1;
+	}
+	/* what was cached before, and what had been fetched: the summary's
+	 * "cached already" and the rate of this run */
+	r.have_s0 = pf_stats_read(mnt, &r.s0) == 0;
+	rc = pf_send(fd, mnt, argc, argv, &sent);
 	close(fd);
 	if (!sent) { /* the mount's progress would be of other prefetches */
 		free(mnt);
 		return rc;
 	}
-	/* up front: what was asked, what is cached, and what fits */
-	if (pf_stats_read(mnt, &s) < 0) {
+	if (pf_stats_read(mnt, &r.s) < 0) {
 		fprintf(stderr, "shardfs: lost the mount at %s\n", mnt);
 		free(mnt);
 		return PF_EXIT_ERR;
 	}
-	{
-		uint64_t missing = (uint64_t)(s.want - s.have);
-		uint64_t room = s.room < 0 ? 0 : (uint64_t)s.room;
-
-		fs_human_bytes((uint64_t)s.want, a, sizeof(a));
-		fs_human_bytes((uint64_t)s.have, b, sizeof(b));
-		fs_human_bytes(room, c, sizeof(c));
-		fs_human_bytes(s.limit < 0 ? 0 : (uint64_t)s.limit, d, sizeof(d));
-		if (s.have >= s.want)
-			printf("prefetch: %s asked, all of it cached already\n", a);
-		else
-			printf("prefetch: %s asked, %s of it cached; the cache (--cache-size %s) "
-			       "has room for %s more\n",
-			       a, b, d, c);
-		if (missing > room) {
-			fs_human_bytes(missing - room, a, sizeof(a));
-			printf("prefetch: about %s will not fit: a prefetch fills only free room "
-			       "and never evicts (a larger --cache-size, or prefetch less)\n",
-			       a);
-		}
-		fflush(stdout);
-	}
-	t0 = last_progress = now_s();
-	for (;;) {
-		char have_str[32], want_str[32], rate_s[48];
-		double t = now_s(), rate = 0;
-
-		if (pf_stats_read(mnt, &s) < 0) {
-			fprintf(stderr, "%sshardfs: lost the mount at %s\n", tty ? "\n" : "", mnt);
-			rc = PF_EXIT_ERR;
-			break;
-		}
-		/* ended: all cached, or the mount's prefetch of these objects is
-		 * over (what did not fit was skipped, failed fills gave up) */
-		ended = s.have >= s.want || s.pending == 0;
-		if ((uint64_t)s.have != last_have) {
-			last_have = (uint64_t)s.have;
-			last_progress = t;
-		}
-		/* the rate of what this run fetched from the store, not of what
-		 * was cached already */
-		if (have_s0 && s.fetched > s0.fetched && t - t0 >= 0.01)
-			rate = (double)(s.fetched - s0.fetched) / (t - t0);
-		if (have_s0 && s.fetched <= s0.fetched)
-			snprintf(rate_s, sizeof(rate_s),
-				 s.have >= s.want ? "already cached" : ended ? "" : "waiting for the store");
-		else
-			snprintf(rate_s, sizeof(rate_s), "%.1f MB/s", rate / 1e6);
-		fs_human_bytes((uint64_t)s.have, have_str, sizeof(have_str));
-		fs_human_bytes((uint64_t)s.want, want_str, sizeof(want_str));
-		if (tty && (t - last_print >= 0.25 || ended)) {
-			int pct = s.want ? (int)(100.0 * (double)s.have / (double)s.want) : 100;
-			int bar = pct / 5;
-			double eta = rate > 0 ? (double)(s.want - s.have) / rate : 0;
-
-			printf("\r[%.*s%.*s] %3d%%  %s / %s  %s  ETA %d:%02d ", bar,
-			       "####################", 20 - bar, "--------------------", pct,
-			       have_str, want_str, rate_s, (int)eta / 60, (int)eta % 60);
-			fflush(stdout);
-			last_print = t;
-		} else if (!tty && (t - last_print >= 5 || ended)) {
-			printf("prefetch: %s of %s cached%s%s\n", have_str, want_str,
-			       rate_s[0] ? ", " : "", rate_s);
-			fflush(stdout);
-			last_print = t;
-		}
-		if (ended)
-			break;
-		if (t - last_progress > 120) {
-			/* a safety net: the mount's fills give up within their retry
-			 * budget, so this is not reached while the daemon works */
-			fprintf(stderr, "\nshardfs: prefetch made no progress for 2 minutes (%ld "
-					"fill errors; see the log)\n",
-				s.errors);
-			rc = PF_EXIT_ERR;
-			break;
-		}
-		{
-			/* the counters are polled often enough that the command
-			 * ends within 20 ms of the last fill (a 1 GB prefetch on
-			 * a fast link takes about a second); the bar is redrawn
-			 * at most 4 times a second */
-			struct timespec ts = {0, 20 * 1000 * 1000};
-
-			nanosleep(&ts, NULL);
-		}
-	}
-	if (tty && sent)
+	pf_say_plan(&r.s);
+	if (pf_follow(&r) != PF_EXIT_OK)
+		rc = PF_EXIT_ERR;
+	if (r.tty)
 		printf("\n");
-	if (ended) {
-		/* the summary: every byte asked is cached already, fetched now,
-		 * skipped because it did not fit, or missing (failed) */
-		uint64_t want = (uint64_t)s.want, have = (uint64_t)s.have;
-		uint64_t before = have_s0 && s0.have > 0 ? (uint64_t)s0.have : 0;
-		uint64_t unfit = (uint64_t)s.unfit, got, missing;
-
-		if (have > want)
-			have = want;
-		if (before > have)
-			before = have; /* evicted meanwhile */
-		got = have - before;
-		if (unfit > want - have)
-			unfit = want - have;
-		missing = want - have - unfit;
-		fs_human_bytes(got, a, sizeof(a));
-		fs_human_bytes(before, b, sizeof(b));
-		fs_human_bytes(unfit, c, sizeof(c));
-		printf("prefetch: done: %s fetched, %s cached already, %s did not fit", a, b, c);
-		if (missing) {
-			fs_human_bytes(missing, d, sizeof(d));
-			printf(", %s not cached (%ld fills failed meanwhile, see the mount's log; or "
-			       "readers' fills evicted them)",
-			       d, have_s0 ? s.errors - s0.errors : s.errors);
-			rc = PF_EXIT_ERR;
-		}
-		printf("\n");
-	}
+	if (r.ended && pf_summary(&r) != PF_EXIT_OK)
+		rc = PF_EXIT_ERR;
 	free(mnt);
 	return rc;
 }
 
-/* 'shardfs refresh MOUNTPOINT': write "refresh" into the control file (the
- * write returns once the mount shows the source as it is now) and say
- * what changed, from the counters before and after. */
-static int ctl_send(int fd, const char *cmd);
-
-int fs_refresh_main(int argc, char **argv)
+/* The counters 'shardfs refresh' reports, from a stats snapshot. */
+static int refresh_counts(const char *mnt, uint64_t v[5])
 {
 	static const char *const keys[] = {"refresh_added", "refresh_removed", "refresh_changed",
 					   "objects", "shards"};
-	long before[5], after[5];
-	char path[PATH_MAX], *stats;
-	int fd, err;
+	struct fs_stats_doc stats;
+	int err = read_stats(mnt, &stats);
 
-	if (argc == 1 && is_help(argv[0])) {
-		printf("usage: shardfs refresh MOUNTPOINT\n\n"
-		       "List the source of a running mount again: new shards appear, removed ones\n"
-		       "go, changed ones are indexed again when next looked up (their old view\n"
-		       "gives ESTALE). Prints what changed.\n");
-		return 0;
-	}
-	if (argc != 1 || argv[0][0] == '-') {
-		fprintf(stderr, "usage: shardfs refresh MOUNTPOINT\n");
-		return 2;
-	}
+	for (int i = 0; err == 0 && i < 5; i++)
+		err = fs_stats_u64(&stats, keys[i], &v[i]);
+	fs_stats_doc_free(&stats);
+	return err;
+}
+
+/* 'shardfs refresh MOUNTPOINT': send "refresh" on the control file (it
+ * returns once the mount shows the source as it is now) and say what
+ * changed, from the counters before and after. */
+int fs_refresh_main(int argc, char **argv)
+{
+	uint64_t before[5], after[5];
+	char path[PATH_MAX];
+	int fd, err, rc = client_usage(
+			     argc, argv, "refresh MOUNTPOINT",
+			     "List the source of a running mount again: new shards appear, removed "
+			     "ones\ngo, changed ones are indexed again when next looked up (their "
+			     "old view\ngives ESTALE). Prints what changed.\n",
+			     0);
+
+	if (rc >= 0)
+		return rc;
 	snprintf(path, sizeof(path), "%s/.shardfs/control", argv[0]);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	stats = fd >= 0 ? read_ctl(argv[0], "stats") : NULL;
-	if (fd < 0 || !stats) {
-		if (errno == ENOTCONN)
-			fs_say_dead_mount(argv[0]);
-		else
-			fprintf(stderr, "shardfs: %s is not a shardfs mount\n", argv[0]);
+	err = fd < 0 ? -errno : refresh_counts(argv[0], before);
+	if (err < 0) {
+		say_not_mount(argv[0], -err);
 		if (fd >= 0)
 			close(fd);
-		free(stats);
 		return 1;
 	}
-	for (int i = 0; i < 5; i++)
-		before[i] = json_int(stats, keys[i]);
-	free(stats);
 	err = ctl_send(fd, "refresh\n");
 	close(fd);
 	if (err < 0) {
@@ -596,15 +643,12 @@ int fs_refresh_main(int argc, char **argv)
 			err == -EIO ? "the source cannot be listed" : strerror(-err));
 		return 1;
 	}
-	stats = read_ctl(argv[0], "stats");
-	if (!stats) {
+	if (refresh_counts(argv[0], after) < 0) {
 		fprintf(stderr, "shardfs: lost the mount at %s\n", argv[0]);
 		return 1;
 	}
-	for (int i = 0; i < 5; i++)
-		after[i] = json_int(stats, keys[i]);
-	free(stats);
-	printf("refreshed %s: %ld new, %ld removed, %ld changed; %ld objects, %ld shards\n",
+	printf("refreshed %s: %" PRIu64 " new, %" PRIu64 " removed, %" PRIu64 " changed; %" PRIu64
+	       " objects, %" PRIu64 " shards\n",
 	       argv[0], after[0] - before[0], after[1] - before[1], after[2] - before[2], after[3],
 	       after[4]);
 	return 0;
