@@ -631,20 +631,13 @@ static void notify_dir_diff(struct fs *fs, uint32_t d, const struct fs_dirent *a
 
 static int64_t dir_entry_of(const struct fs_dir *d, const char *name, uint8_t kind, uint32_t idx);
 
-/* Apply listing l (sorted here) to the namespace. refresh_lock held (so
- * no one else changes the directories). */
-static int ns_apply(struct fs *fs, struct listing *l, int initial)
+/* Sort listing l by key, one object per key. */
+static void listing_sort(struct listing *l)
 {
-	struct apply ap = {.fs = fs};
-	uint32_t nobjs = fs->nobjs, nshards = fs->nshards, ncur = 0, i = 0, j = 0, w = 0;
-	uint32_t *cur = NULL;
-	struct fs_dirent **old_ents = NULL;
-	uint32_t *old_n = NULL;
-	uint64_t total = 0;
-	int err = -ENOMEM;
+	uint32_t w = 0;
 
 	qsort(l->v, l->n, sizeof(*l->v), lent_cmp);
-	for (uint32_t r = 0; r < l->n; r++) { /* one object per key */
+	for (uint32_t r = 0; r < l->n; r++) {
 		if (w > 0 && strcmp(l->v[w - 1].key, l->v[r].key) == 0) {
 			free(l->v[r].key);
 			continue;
@@ -652,6 +645,173 @@ static int ns_apply(struct fs *fs, struct listing *l, int initial)
 		l->v[w++] = l->v[r];
 	}
 	l->n = w;
+}
+
+/* The objects the mount shows, in key order: the live ones, and old
+ * versions that a read or lookup found changed or removed while their name
+ * still leads to them (nothing looked the name up since), so that the
+ * refresh reports them as changed or removed, not as new or not at all.
+ * cur has room for fs->nobjs; returns how many. */
+static uint32_t ap_current(struct fs *fs, uint32_t *cur)
+{
+	uint32_t ncur = 0;
+
+	for (uint32_t k = 0; k < fs->nobjs; k++) {
+		const struct fs_obj *o = fs_obj(fs, k);
+
+		if (fs_obj_live(o) ||
+		    (o->dir < fs->ndirs &&
+		     dir_entry_of(&fs->dirs[o->dir], o->base, FS_K_OBJ, k) >= 0))
+			cur[ncur++] = k;
+	}
+	qsort_r(cur, ncur, sizeof(*cur), obj_key_cmp, fs);
+	return ncur;
+}
+
+/* Merge listing l with the objects the mount shows (cur, ncur), both in
+ * key order: unchanged objects stay live, removed and changed ones go to
+ * ap->stale, new versions are appended at *nobjs and *nshards (not yet
+ * published). */
+static int ap_merge(struct apply *ap, const struct listing *l, const uint32_t *cur, uint32_t ncur,
+		    uint32_t *nobjs, uint32_t *nshards)
+{
+	struct fs *fs = ap->fs;
+	uint32_t i = 0, j = 0;
+
+	while (i < l->n || j < ncur) {
+		const struct fs_obj *o = j < ncur ? fs_obj(fs, cur[j]) : NULL;
+		int c = i == l->n ? 1 : j == ncur ? -1 : strcmp(l->v[i].key, o->key), err;
+		uint32_t idx;
+
+		if (c == 0 && fs_obj_live(o) && strcmp(l->v[i].info.etag, o->info.etag) == 0 &&
+		    l->v[i].info.size == o->info.size) {
+			ap->live[ap->nlive++] = cur[j];
+			i++;
+			j++;
+			continue;
+		}
+		if (c >= 0) { /* removed, or changed (replaced below) */
+			ap->stale[ap->nstale] = cur[j];
+			ap->stale_why[ap->nstale++] = c == 0 ? FS_OBJ_STALE : FS_OBJ_GONE;
+			if (c == 0)
+				ap->changed++;
+			else
+				ap->removed++;
+			if (o->codec >= 0)
+				ap->shards_changed++;
+			j++;
+			if (c > 0)
+				continue;
+		} else {
+			ap->added++;
+		}
+		err = obj_append(fs, &l->v[i], *nobjs, &idx);
+		if (err)
+			return err;
+		(*nobjs)++;
+		err = shard_append(fs, idx, *nshards);
+		if (err < 0)
+			return err;
+		if (err > 0) {
+			(*nshards)++;
+			ap->shards_changed++;
+		}
+		ap->live[ap->nlive++] = idx;
+		i++;
+	}
+	return 0;
+}
+
+/* Publish the new objects and shards, then the directories that name
+ * them; the old entry lists of the existing directories go to old_ents
+ * and old_n (the caller frees them). */
+static int ap_publish(struct apply *ap, uint32_t nobjs, uint32_t nshards,
+		      struct fs_dirent **old_ents, uint32_t *old_n)
+{
+	struct fs *fs = ap->fs;
+
+	atomic_store_explicit(&fs->nobjs, nobjs, memory_order_release);
+	atomic_store_explicit(&fs->nshards, nshards, memory_order_release);
+	pthread_rwlock_wrlock(&fs->ns_lock);
+	if (ap->nd > fs->ndirs) {
+		struct fs_dir *p = realloc(fs->dirs, ap->nd * sizeof(*p));
+
+		if (!p) {
+			pthread_rwlock_unlock(&fs->ns_lock);
+			return -ENOMEM;
+		}
+		fs->dirs = p;
+		for (uint32_t k = ap->old_ndirs; k < ap->nd; k++) {
+			memset(&p[k], 0, sizeof(p[k]));
+			p[k].name = ap->d[k].name; /* owned by fs->dirs now */
+			ap->d[k].name = NULL;
+			p[k].parent = ap->d[k].parent;
+		}
+	}
+	for (uint32_t k = 0; k < ap->nd; k++) {
+		struct fs_dir *d = &fs->dirs[k];
+
+		if (k < ap->old_ndirs) {
+			old_ents[k] = d->ents;
+			old_n[k] = d->nents;
+		}
+		d->ents = ap->d[k].ents;
+		d->nents = ap->d[k].nents;
+		d->nsubdirs = ap->d[k].nsubdirs;
+		d->mtime = ap->d[k].mtime;
+		d->gone = !ap->d[k].live;
+		ap->d[k].ents = NULL;
+	}
+	atomic_store(&fs->ndirs, ap->nd);
+	pthread_rwlock_unlock(&fs->ns_lock);
+	return 0;
+}
+
+/* After publishing: the old versions give ESTALE from now on and leave
+ * the kernel's caches, the totals and (for a refresh) its counters. */
+static void ap_settle(struct apply *ap, struct fs_dirent **old_ents, const uint32_t *old_n,
+		      int initial)
+{
+	struct fs *fs = ap->fs;
+	uint64_t total = 0;
+
+	for (uint32_t k = 0; k < ap->nstale; k++)
+		fs_obj_mark_stale(fs, ap->stale[k], (enum fs_obj_state)ap->stale_why[k]);
+	for (uint32_t k = 0; k < ap->nlive; k++)
+		total += fs_obj(fs, ap->live[k])->info.size;
+	atomic_store(&fs->total_bytes, total);
+	atomic_store(&fs->c.hidden_names, ap->hidden);
+	for (uint32_t k = 0; k < ap->old_ndirs; k++) {
+		if (!initial)
+			notify_dir_diff(fs, k, old_ents[k], old_n[k], fs->dirs[k].ents,
+					fs->dirs[k].nents);
+		free(old_ents[k]);
+		old_ents[k] = NULL;
+	}
+	if (initial)
+		return;
+	fs->c.refreshes++;
+	fs->c.refresh_added += ap->added;
+	fs->c.refresh_removed += ap->removed;
+	fs->c.refresh_changed += ap->changed;
+	fs_log(FS_LOG_INFO, "refresh of %s: %u new, %u removed, %u changed objects; %u objects, %u directories",
+	       backend_describe(fs->be), ap->added, ap->removed, ap->changed, ap->nlive, ap->nd);
+	if (ap->shards_changed && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER)
+		fs_if_reset(fs);
+}
+
+/* Apply listing l (sorted here) to the namespace. refresh_lock held (so
+ * no one else changes the directories). */
+static int ns_apply(struct fs *fs, struct listing *l, int initial)
+{
+	struct apply ap = {.fs = fs};
+	uint32_t nobjs = fs->nobjs, nshards = fs->nshards, ncur;
+	uint32_t *cur = NULL;
+	struct fs_dirent **old_ents = NULL;
+	uint32_t *old_n = NULL;
+	int err = -ENOMEM;
+
+	listing_sort(l);
 	cur = malloc(((size_t)nobjs + 1) * sizeof(*cur));
 	ap.live = malloc(((size_t)l->n + 1) * sizeof(*ap.live));
 	ap.stale = malloc(((size_t)nobjs + 1) * sizeof(*ap.stale));
@@ -659,7 +819,9 @@ static int ns_apply(struct fs *fs, struct listing *l, int initial)
 	ap.old_ndirs = ap.nd = fs->ndirs ? fs->ndirs : 1;
 	ap.cap = ap.nd * 2 + 16;
 	ap.d = calloc(ap.cap, sizeof(*ap.d));
-	if (!cur || !ap.live || !ap.stale || !ap.stale_why || !ap.d)
+	old_ents = calloc(ap.old_ndirs + 1, sizeof(*old_ents));
+	old_n = calloc(ap.old_ndirs + 1, sizeof(*old_n));
+	if (!cur || !ap.live || !ap.stale || !ap.stale_why || !ap.d || !old_ents || !old_n)
 		goto out;
 	for (uint32_t k = 0; k < fs->ndirs; k++)
 		ap.d[k].parent = fs->dirs[k].parent;
@@ -669,136 +831,16 @@ static int ns_apply(struct fs *fs, struct listing *l, int initial)
 		if (!ap.d[0].name)
 			goto out;
 	}
-	/* the objects the mount shows: the live ones, and old versions that a
-	 * read or lookup found changed or removed while their name still
-	 * leads to them (nothing looked the name up since), so that the
-	 * refresh reports them as changed or removed, not as new or not at all */
-	for (uint32_t k = 0; k < nobjs; k++) {
-		const struct fs_obj *o = fs_obj(fs, k);
-
-		if (fs_obj_live(o) ||
-		    (o->dir < fs->ndirs &&
-		     dir_entry_of(&fs->dirs[o->dir], o->base, FS_K_OBJ, k) >= 0))
-			cur[ncur++] = k;
-	}
-	qsort_r(cur, ncur, sizeof(*cur), obj_key_cmp, fs);
-
-	/* merge the listing with the live objects, both in key order */
-	while (i < l->n || j < ncur) {
-		const struct fs_obj *o = j < ncur ? fs_obj(fs, cur[j]) : NULL;
-		int c = i == l->n ? 1 : j == ncur ? -1 : strcmp(l->v[i].key, o->key);
-		uint32_t idx;
-
-		if (c == 0 && fs_obj_live(o) && strcmp(l->v[i].info.etag, o->info.etag) == 0 &&
-		    l->v[i].info.size == o->info.size) {
-			ap.live[ap.nlive++] = cur[j];
-			i++;
-			j++;
-			continue;
-		}
-		if (c >= 0) { /* removed, or changed (replaced below) */
-			ap.stale[ap.nstale] = cur[j];
-			ap.stale_why[ap.nstale++] = c == 0 ? FS_OBJ_STALE : FS_OBJ_GONE;
-			if (c == 0)
-				ap.changed++;
-			else
-				ap.removed++;
-			if (o->codec >= 0)
-				ap.shards_changed++;
-			j++;
-			if (c > 0)
-				continue;
-		} else {
-			ap.added++;
-		}
-		err = obj_append(fs, &l->v[i], nobjs, &idx);
-		if (err)
-			goto out;
-		nobjs++;
-		err = shard_append(fs, idx, nshards);
-		if (err < 0)
-			goto out;
-		if (err > 0) {
-			nshards++;
-			ap.shards_changed++;
-		}
-		ap.live[ap.nlive++] = idx;
-		i++;
-	}
-	err = ap_place(&ap);
+	ncur = ap_current(fs, cur);
+	err = ap_merge(&ap, l, cur, ncur, &nobjs, &nshards);
+	if (err == 0)
+		err = ap_place(&ap);
 	if (err == 0)
 		err = ap_entries(&ap);
-	if (err)
-		goto out;
-	old_ents = calloc(ap.old_ndirs + 1, sizeof(*old_ents));
-	old_n = calloc(ap.old_ndirs + 1, sizeof(*old_n));
-	if (!old_ents || !old_n) {
-		err = -ENOMEM;
-		goto out;
-	}
-
-	/* publish: objects and shards first, then the directories that name them */
-	atomic_store_explicit(&fs->nobjs, nobjs, memory_order_release);
-	atomic_store_explicit(&fs->nshards, nshards, memory_order_release);
-	pthread_rwlock_wrlock(&fs->ns_lock);
-	if (ap.nd > fs->ndirs) {
-		struct fs_dir *p = realloc(fs->dirs, ap.nd * sizeof(*p));
-
-		if (!p) {
-			pthread_rwlock_unlock(&fs->ns_lock);
-			err = -ENOMEM;
-			goto out;
-		}
-		fs->dirs = p;
-		for (uint32_t k = ap.old_ndirs; k < ap.nd; k++) {
-			memset(&p[k], 0, sizeof(p[k]));
-			p[k].name = ap.d[k].name; /* owned by fs->dirs now */
-			ap.d[k].name = NULL;
-			p[k].parent = ap.d[k].parent;
-		}
-	}
-	for (uint32_t k = 0; k < ap.nd; k++) {
-		struct fs_dir *d = &fs->dirs[k];
-
-		if (k < ap.old_ndirs) {
-			old_ents[k] = d->ents;
-			old_n[k] = d->nents;
-		}
-		d->ents = ap.d[k].ents;
-		d->nents = ap.d[k].nents;
-		d->nsubdirs = ap.d[k].nsubdirs;
-		d->mtime = ap.d[k].mtime;
-		d->gone = !ap.d[k].live;
-		ap.d[k].ents = NULL;
-	}
-	atomic_store(&fs->ndirs, ap.nd);
-	pthread_rwlock_unlock(&fs->ns_lock);
-
-	/* the old versions: ESTALE from now on, and out of the kernel's caches */
-	for (uint32_t k = 0; k < ap.nstale; k++)
-		fs_obj_mark_stale(fs, ap.stale[k], (enum fs_obj_state)ap.stale_why[k]);
-	for (uint32_t k = 0; k < ap.nlive; k++)
-		total += fs_obj(fs, ap.live[k])->info.size;
-	atomic_store(&fs->total_bytes, total);
-	atomic_store(&fs->c.hidden_names, ap.hidden);
-	for (uint32_t k = 0; k < ap.old_ndirs; k++) {
-		if (!initial)
-			notify_dir_diff(fs, k, old_ents[k], old_n[k], fs->dirs[k].ents,
-					fs->dirs[k].nents);
-		free(old_ents[k]);
-	}
-	if (!initial) {
-		fs->c.refreshes++;
-		fs->c.refresh_added += ap.added;
-		fs->c.refresh_removed += ap.removed;
-		fs->c.refresh_changed += ap.changed;
-		fs_log(FS_LOG_INFO, "refresh of %s: %u new, %u removed, %u changed objects; %u objects, %u directories",
-		       backend_describe(fs->be), ap.added, ap.removed, ap.changed, ap.nlive,
-		       ap.nd);
-		if (ap.shards_changed && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER)
-			fs_if_reset(fs);
-	}
-	err = 0;
+	if (err == 0)
+		err = ap_publish(&ap, nobjs, nshards, old_ents, old_n);
+	if (err == 0)
+		ap_settle(&ap, old_ents, old_n, initial);
 out:
 	for (uint32_t k = 0; ap.d && k < ap.nd; k++) {
 		free(ap.d[k].ents);
@@ -814,6 +856,7 @@ out:
 	free(old_n);
 	return err;
 }
+
 /* List the source into l. A remote store that cannot be reached at mount
  * (initial) gives the listing kept in the cache instead. */
 static int ns_list(struct fs *fs, struct listing *l, int initial)
