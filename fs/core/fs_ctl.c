@@ -142,7 +142,7 @@ static void collect_snapshot(struct fs *fs, struct ctl_snapshot *s)
 	s->source_bytes = fs->total_bytes;
 	s->offline = (uint64_t)fs->offline;
 	s->fill_threads = fs->fill_threads;
-	s->connections = fs->cfg.connections;
+	s->connections = fs->cfg.be.connections;
 	s->cache_room = fs_cache_room(fs);
 }
 

@@ -36,39 +36,31 @@
 struct fs_config {
 	char *source;
 	char *mountpoint;
-	char *cache_dir;       /* --cache-dir; computed default: $XDG_CACHE_HOME/shardfs, ... */
 	char *log_file;        /* --log-file; none: stderr in foreground, else CACHE/.../log */
 	char *fuse_opts;       /* -o, comma-joined */
 	int foreground;        /* -f */
 	int debug;             /* -d: FUSE request debugging, implies -f */
 	unsigned max_threads;  /* --threads: FUSE worker threads */
 	double entry_timeout_s; /* --timeout: entry/attr/negative timeouts: data is immutable */
-	char *endpoint;        /* --endpoint: remote store endpoint override */
-	int no_sign;           /* --no-sign: anonymous S3/GCS */
-	unsigned connections;  /* --connections: parallel connections to the store */
-	char *ca_file;         /* --ca-file: CA bundle for TLS */
-	double retry_budget_s; /* --retry-budget: remote retries stop after this */
-	double stall_timeout_s; /* --stall-timeout: a silent transfer is retried */
-	double connect_timeout_s; /* --connect-timeout */
-	uint64_t cache_size_bytes;    /* --cache-size */
-	uint64_t min_free_bytes;      /* --min-free: free space the cache leaves on its filesystem */
-	uint64_t readahead_max_bytes; /* --readahead */
-	uint64_t chunk_bytes;         /* --chunk-size */
-	unsigned max_decode_ratio;    /* --max-decode-ratio */
-	uint64_t max_decoded_bytes;   /* --max-decoded-size */
-	unsigned min_free_percent;    /* --min-free-percent */
+	/* The remote store's settings (--endpoint, --no-sign, --connections,
+	 * --ca-file, --retry-budget, --stall-timeout, --connect-timeout),
+	 * handed to backend_open as they are (the daemon sets be.log);
+	 * be.endpoint and be.ca_file are owned (fs_opt_free). */
+	struct backend_config be;
+	/* The cache tier's (--cache-dir or its computed default, --cache-size,
+	 * --min-free, --min-free-percent, --max-decode-ratio,
+	 * --max-decoded-size, --readahead, --chunk-size; fill_threads follows
+	 * --connections), handed to cachetier_open as they are; ct.source stays
+	 * NULL (the backend's description); ct.cache_dir is owned. */
+	struct cachetier_config ct;
+	uint64_t cache_size_bytes;    /* ct.cache_size_bytes, for fs_warm.c (fs_opt.c sets it) */
 	unsigned prefetch_shards;     /* --prefetch-shards: shards fetched ahead of an in-order reader */
-	char *warm_name;              /* --warm auto|all|off */
-	int warm;                     /* enum fs_warm_mode, from warm_name */
+	int warm;                     /* --warm: enum fs_warm_mode */
 	int strict_open;              /* --strict-open: answer every open (no zero-cost opens) */
 	int no_xattr; /* --no-xattr: getxattr/listxattr answer ENOSYS, which the kernel caches */
 	int sidecar;  /* index --sidecar: also write NAME.tar.idx beside local shards */
-	/* ---- issue 5: deep-learning views (fs_imagefolder.c) ---- */
-	char *layout_name;     /* --layout shards|imagefolder */
-	char *class_from_name; /* --class-from cls|dir|key-prefix */
-	int layout;            /* enum fs_layout, from layout_name */
-	int class_from;        /* enum fs_class_from, from class_from_name */
-	/* ---- end issue 5 ---- */
+	int layout;     /* --layout: enum fs_layout */
+	int class_from; /* --class-from: enum fs_class_from */
 };
 
 /* --warm: fill the cache with the whole dataset in the background (fs_warm.c) */
@@ -529,6 +521,8 @@ enum fs_opt_type {
 	FS_OPT_SIZE,    /* uint64_t: digits and one optional K/M/G/T suffix, within [min, max] */
 	FS_OPT_SECONDS, /* double, 0..1e9; min 1: more than 0 */
 	FS_OPT_APPEND,  /* char *, values joined with ',' */
+	FS_OPT_SIZE32,  /* uint32_t: like SIZE, max at most UINT32_MAX */
+	FS_OPT_ENUM,    /* int: the position of the value among arg's '|'-separated names */
 };
 struct fs_opt {
 	const char *lng;     /* --lng (NULL ends a table) */
@@ -559,11 +553,6 @@ int fs_opt_parse(const struct fs_opt_cmd *cmd, void *cfg, int argc, char **argv,
 void fs_opt_usage(const struct fs_opt_cmd *cmd, FILE *f);
 int fs_opt_parse_mount(int argc, char **argv, struct fs_config *cfg);
 int fs_opt_parse_index(int argc, char **argv, struct fs_config *cfg);
-/* The backend's and the cache tier's configuration from cfg (no defaults
- * are added: cfg has them all). */
-void fs_opt_backend_config(const struct fs_config *cfg, struct backend_config *bc);
-void fs_opt_cachetier_config(const struct fs_config *cfg, const char *source,
-			     struct cachetier_config *cc);
 void fs_opt_free(struct fs_config *cfg);
 /* Digits with one optional K/M/G/T suffix (powers of 1024): 0, -EINVAL,
  * or -ERANGE past 2^64-1. */

@@ -43,9 +43,9 @@ static const struct fs_opt mount_opts[] = {
 	 * cached by the kernel for a day */
 	{"timeout", 0, FS_OPT_SECONDS, CFG(entry_timeout_s), 0, "86400", 0, 0, "SECONDS",
 	 "kernel cache time of names and attributes (data is immutable)"},
-	{"layout", 0, FS_OPT_STR, CFG(layout_name), 0, "shards", 0, 0, "shards|imagefolder",
+	{"layout", 0, FS_OPT_ENUM, CFG(layout), 0, "shards", 0, 0, "shards|imagefolder",
 	 "what the mount shows: shards and their members, or <class>/<image>"},
-	{"class-from", 0, FS_OPT_STR, CFG(class_from_name), 0, "cls", 0, 0, "cls|dir|key-prefix",
+	{"class-from", 0, FS_OPT_ENUM, CFG(class_from), 0, "cls", 0, 0, "cls|dir|key-prefix",
 	 "imagefolder class: the .cls integer, the member's directory, the key up to '_'"},
 	/* one shard being read and two on the way hide a shard fill's latency
 	 * from a reader that reads shards in order */
@@ -54,7 +54,7 @@ static const struct fs_opt mount_opts[] = {
 	/* a dataset that fits in the cache is worth fetching at once, at the
 	 * link's full rate, instead of at the pace of the first epoch's
 	 * reads; 90 % leaves room for readers and other datasets */
-	{"warm", 0, FS_OPT_STR, CFG(warm_name), 0, "auto", 0, 0, "auto|all|off",
+	{"warm", 0, FS_OPT_ENUM, CFG(warm), 0, "auto", 0, 0, "off|auto|all",
 	 "fill the cache with the whole remote dataset in the background: auto when it fits in "
 	 "90% of the cache size and in the disk's room; all: what fits (it never evicts)"},
 	{"strict-open", 0, FS_OPT_FLAG, CFG(strict_open), 0, NULL, 0, 0, NULL,
@@ -71,31 +71,31 @@ static const struct fs_opt mount_opts[] = {
 
 /* The cache directory (mount and index). */
 static const struct fs_opt cache_opts[] = {
-	{"cache-dir", 0, FS_OPT_STR, CFG(cache_dir), 0, NULL, 0, 0, "DIR",
+	{"cache-dir", 0, FS_OPT_STR, CFG(ct.cache_dir), 0, NULL, 0, 0, "DIR",
 	 "cache directory, created 0700 (default: $XDG_CACHE_HOME/shardfs or ~/.cache/shardfs)"},
 	/* a few hundred shards of a typical dataset, a fraction of a training
 	 * node's NVMe */
-	{"cache-size", 0, FS_OPT_SIZE, CFG(cache_size_bytes), 0, "20G", 1, NOLIMIT, "SIZE",
+	{"cache-size", 0, FS_OPT_SIZE, CFG(ct.cache_size_bytes), 0, "20G", 1, NOLIMIT, "SIZE",
 	 "most bytes of remote data kept in the cache directory"},
 	/* the cache must not be what fills the disk */
-	{"min-free", 0, FS_OPT_SIZE, CFG(min_free_bytes), 0, "1G", 0, NOLIMIT, "SIZE",
+	{"min-free", 0, FS_OPT_SIZE, CFG(ct.min_free_bytes), 0, "1G", 0, NOLIMIT, "SIZE",
 	 "free space the cache leaves on its filesystem: the smaller of SIZE and "
 	 "--min-free-percent of the filesystem"},
 	/* 1 GiB is nothing on a training node's NVMe but all of a small
 	 * tmpfs or container disk: 5 % of the filesystem caps it there */
-	{"min-free-percent", 0, FS_OPT_UINT, CFG(min_free_percent), 0, "5", 1, 100, "N",
+	{"min-free-percent", 0, FS_OPT_UINT, CFG(ct.min_free_percent), 0, "5", 1, 100, "N",
 	 "see --min-free"},
 	/* Real shards decode at 1-1.1x (jpg), 5-10x (text, npy), and up to
 	 * 100-140x for shards of only tiny members (540x at zstd -19); gzip
 	 * bombs reach ~1030x, zstd bombs ~30,000x: 500 stops both with a 2x
 	 * margin over the densest genuine shard measured. Checked past the
 	 * first 64 MiB only (small tars are mostly headers and padding). */
-	{"max-decode-ratio", 0, FS_OPT_UINT, CFG(max_decode_ratio), 0, "500", 1, 1u << 30, "N",
+	{"max-decode-ratio", 0, FS_OPT_UINT, CFG(ct.max_decode_ratio), 0, "500", 1, 1u << 30, "N",
 	 "refuse a compressed shard (EFBIG) that decodes, past its first 64M, to more than N "
 	 "times the compressed bytes read: a decompression bomb"},
 	/* far above any real shard (WebDataset shards are 100 MB to a few
 	 * GB), far below a disk */
-	{"max-decoded-size", 0, FS_OPT_SIZE, CFG(max_decoded_bytes), 0, "64G", 1, NOLIMIT, "SIZE",
+	{"max-decoded-size", 0, FS_OPT_SIZE, CFG(ct.max_decoded_bytes), 0, "64G", 1, NOLIMIT, "SIZE",
 	 "refuse a compressed shard (EFBIG) that decodes to more than SIZE"},
 	/* one chunk in flight on every default connection ahead of one
 	 * sequential reader (32 x 8M): on a link of 60 MB/s per connection
@@ -104,22 +104,22 @@ static const struct fs_opt cache_opts[] = {
 	 * it at an eighth of --cache-size (readahead that outruns the cache
 	 * evicts what it fetched before the reader gets there) and raises it
 	 * to one chunk */
-	{"readahead", 0, FS_OPT_SIZE, CFG(readahead_max_bytes), 0, "256M", 1, NOLIMIT, "SIZE",
+	{"readahead", 0, FS_OPT_SIZE, CFG(ct.readahead_max_bytes), 0, "256M", 1, NOLIMIT, "SIZE",
 	 "largest readahead window of a sequential reader (at most 1/8 of --cache-size)"},
 	/* large enough that a range GET runs at the store's streaming rate,
 	 * small enough that a random member read fetches little; at most
 	 * 1 GiB (a failed fill is fetched again whole); the cache tier rounds
 	 * it up to whole 4 KiB blocks */
-	{"chunk-size", 0, FS_OPT_SIZE, CFG(chunk_bytes), 0, "8M", 4096, 1ull << 30, "SIZE",
+	{"chunk-size", 0, FS_OPT_SIZE32, CFG(ct.chunk_bytes), 0, "8M", 4096, 1ull << 30, "SIZE",
 	 "unit of cache fills, one range request each"},
 	{NULL, 0, 0, 0, 0, NULL, 0, 0, NULL, NULL},
 };
 
 /* The remote store (mount and index). */
 static const struct fs_opt store_opts[] = {
-	{"endpoint", 0, FS_OPT_STR, CFG(endpoint), 0, NULL, 0, 0, "URL",
+	{"endpoint", 0, FS_OPT_STR, CFG(be.endpoint), 0, NULL, 0, 0, "URL",
 	 "remote store endpoint (default: AWS_ENDPOINT_URL, AIS_ENDPOINT, or the store's own)"},
-	{"no-sign", 0, FS_OPT_FLAG, CFG(no_sign), 0, NULL, 0, 0, NULL,
+	{"no-sign", 0, FS_OPT_FLAG, CFG(be.no_sign), 0, NULL, 0, 0, NULL,
 	 "anonymous requests to S3/GCS (public buckets)"},
 	/* An object store's connection runs at 60-90 MB/s and each range GET
 	 * waits ~30 ms for its first byte, so an 8 MiB chunk keeps a
@@ -137,21 +137,21 @@ static const struct fs_opt store_opts[] = {
 	 * fill while every connection fetches). Fills hold no chunk buffers:
 	 * the bytes go from curl's 64 KiB receive buffer of each connection
 	 * straight into the cache file (2 MiB with the defaults). */
-	{"connections", 0, FS_OPT_UINT, CFG(connections), 0, "32", 1, 1024, "N",
+	{"connections", 0, FS_OPT_UINT, CFG(be.connections), 0, "32", 1, 1024, "N",
 	 "most parallel connections to a remote store"},
-	{"ca-file", 0, FS_OPT_STR, CFG(ca_file), 0, NULL, 0, 0, "FILE",
+	{"ca-file", 0, FS_OPT_STR, CFG(be.ca_file), 0, NULL, 0, 0, "FILE",
 	 "CA bundle that verifies the store's TLS certificate (default: the system's)"},
 	/* long enough to ride out a store's restart or a short network
 	 * outage, short enough that a reader gets EIO rather than a hang */
-	{"retry-budget", 0, FS_OPT_SECONDS, CFG(retry_budget_s), 0, "30", 0, 0, "SECONDS",
+	{"retry-budget", 0, FS_OPT_SECONDS, CFG(be.retry_budget_s), 0, "30", 0, 0, "SECONDS",
 	 "give up retrying a remote request after this long, then EIO (0: no retries)"},
 	/* a transfer that has received nothing for this long is stuck (a
 	 * dead peer, a lost route): retry it on a new connection */
-	{"stall-timeout", 0, FS_OPT_SECONDS, CFG(stall_timeout_s), 0, "20", 1, 0, "SECONDS",
+	{"stall-timeout", 0, FS_OPT_SECONDS, CFG(be.stall_timeout_s), 0, "20", 1, 0, "SECONDS",
 	 "retry a remote transfer that received nothing for this long"},
 	/* TCP and TLS handshakes to a reachable store take milliseconds;
 	 * 10 s covers a loaded one and still fails fast when it is gone */
-	{"connect-timeout", 0, FS_OPT_SECONDS, CFG(connect_timeout_s), 0, "10", 1, 0, "SECONDS",
+	{"connect-timeout", 0, FS_OPT_SECONDS, CFG(be.connect_timeout_s), 0, "10", 1, 0, "SECONDS",
 	 "give up a connection attempt after this long (then retry within --retry-budget)"},
 	{NULL, 0, 0, 0, 0, NULL, 0, 0, NULL, NULL},
 };
@@ -193,14 +193,12 @@ void fs_opt_usage(const struct fs_opt_cmd *cmd, FILE *f)
 	fprintf(f, "usage: shardfs %s %s\n\n%s\noptions:\n", cmd->name, cmd->synopsis, cmd->about);
 	for (const struct fs_opt *const *g = cmd->groups; *g; g++) {
 		for (const struct fs_opt *o = *g; o->lng; o++) {
-			char left[64];
+			char left[64], shrt[8] = "    ";
 
 			if (o->shrt)
-				snprintf(left, sizeof(left), "-%c, --%s%s%s", o->shrt, o->lng,
-					 o->arg ? " " : "", o->arg ? o->arg : "");
-			else
-				snprintf(left, sizeof(left), "    --%s%s%s", o->lng,
-					 o->arg ? " " : "", o->arg ? o->arg : "");
+				snprintf(shrt, sizeof(shrt), "-%c, ", o->shrt);
+			snprintf(left, sizeof(left), "%s--%s%s%s", shrt, o->lng, o->arg ? " " : "",
+				 o->arg ? o->arg : "");
 			fprintf(f, "  %-28s %s", left, o->help);
 			if (o->def)
 				fprintf(f, " (default: %s)", o->def);
@@ -262,102 +260,184 @@ static void size_str(uint64_t v, char *buf, size_t n)
 		snprintf(buf, n, "%llu%c", (unsigned long long)v, units[u]);
 }
 
+/* The position of val among the '|'-separated names of o->arg, or -1. */
+static int enum_index(const struct fs_opt *o, const char *val)
+{
+	const char *p = o->arg;
+	size_t n = strlen(val);
+
+	for (int i = 0;; i++) {
+		size_t len = strcspn(p, "|");
+
+		if (len == n && strncmp(p, val, n) == 0)
+			return i;
+		if (!p[len])
+			return -1;
+		p += len + 1;
+	}
+}
+
+/* Say on stderr which values --OPT takes (the option's type and range),
+ * then that val is not one of them. */
+static void say_wants(const struct fs_opt_cmd *cmd, const struct fs_opt *o, const char *val)
+{
+	char lo[32], hi[32], names[256];
+	const char *from = o->max == NOLIMIT ? "at least " : "from ";
+	const char *to = o->max == NOLIMIT ? "" : " to ";
+
+	fprintf(stderr, "shardfs: %s: --%s wants ", cmd->name, o->lng);
+	switch (o->type) {
+	case FS_OPT_UINT:
+	case FS_OPT_U64:
+		snprintf(lo, sizeof(lo), "%llu", (unsigned long long)o->min);
+		snprintf(hi, sizeof(hi), "%llu", (unsigned long long)o->max);
+		fprintf(stderr, "a number %s%s%s%s", o->max == NOLIMIT ? "of at least " : "from ", lo,
+			to, o->max == NOLIMIT ? "" : hi);
+		break;
+	case FS_OPT_SECONDS:
+		fprintf(stderr, "seconds (%s up to 1e9)", o->min ? "more than 0" : "0");
+		break;
+	case FS_OPT_SIZE:
+	case FS_OPT_SIZE32:
+		size_str(o->min, lo, sizeof(lo));
+		size_str(o->max, hi, sizeof(hi));
+		fprintf(stderr, "a size: digits with an optional K, M, G or T suffix, %s%s%s%s", from,
+			lo, to, o->max == NOLIMIT ? "" : hi);
+		break;
+	case FS_OPT_ENUM: {
+		/* "a|b|c" as "a, b or c" */
+		const char *last = strrchr(o->arg, '|');
+		size_t w = 0;
+
+		for (const char *p = o->arg; *p && w + 3 < sizeof(names); p++) {
+			if (*p != '|') {
+				names[w++] = *p;
+			} else if (p == last) {
+				w += (size_t)snprintf(names + w, sizeof(names) - w, " or ");
+			} else {
+				names[w++] = ',';
+				names[w++] = ' ';
+			}
+			if (w >= sizeof(names))
+				w = sizeof(names) - 1;
+		}
+		names[w] = '\0';
+		fprintf(stderr, "%s", names);
+		break;
+	}
+	default:
+		fprintf(stderr, "a value");
+	}
+	fprintf(stderr, ", not '%s'\n", val);
+}
+
+/* Seconds: decimal only (strtod alone would also take 0x10, 1e3, 0x1p3),
+ * 0 to 1e9; with min, more than 0. */
+static int parse_seconds(const struct fs_opt *o, const char *val, double *out)
+{
+	size_t digits = strspn(val, "0123456789"), frac = 0;
+	char *end;
+	double v;
+
+	if (val[digits] == '.')
+		frac = 1 + strspn(val + digits + 1, "0123456789");
+	if (!digits || val[digits + frac])
+		return -EINVAL;
+	errno = 0;
+	v = strtod(val, &end);
+	if (errno || *end || !isfinite(v) || v > 1e9 || (o->min && v <= 0))
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* An unsigned value within the option's range: digits only (UINT, U64),
+ * or a size (SIZE, SIZE32). */
+static int parse_ranged(const struct fs_opt *o, const char *val, uint64_t *out)
+{
+	int size = o->type == FS_OPT_SIZE || o->type == FS_OPT_SIZE32;
+	unsigned long long v;
+
+	if (size) {
+		if (fs_parse_size(val, out) < 0)
+			return -EINVAL;
+	} else {
+		if (!all_digits(val, strlen(val)))
+			return -EINVAL;
+		errno = 0;
+		v = strtoull(val, NULL, 10);
+		if (errno == ERANGE)
+			return -EINVAL;
+		*out = v;
+	}
+	return *out < o->min || *out > o->max ? -EINVAL : 0;
+}
+
+/* A string option: val strdup'd into the field (the previous value freed);
+ * APPEND joins the values with ','. */
+static int set_str(const struct fs_opt *o, char **field, const char *val)
+{
+	size_t n = (o->type == FS_OPT_APPEND && *field ? strlen(*field) + 1 : 0) + strlen(val) + 1;
+	char *s = malloc(n);
+
+	if (!s)
+		return -ENOMEM;
+	if (o->type == FS_OPT_APPEND && *field)
+		snprintf(s, n, "%s,%s", *field, val);
+	else
+		memcpy(s, val, n);
+	free(*field);
+	*field = s;
+	return 0;
+}
+
 static int opt_set(const struct fs_opt_cmd *cmd, void *cfg, const struct fs_opt *o,
 		   const char *val)
 {
 	char *field = (char *)cfg + o->off;
+	uint64_t v;
+	int err = 0;
 
 	switch (o->type) {
 	case FS_OPT_FLAG:
 		*(int *)field = 1;
 		break;
-	case FS_OPT_STR: {
-		char *s = strdup(val);
-
-		if (!s)
-			return -ENOMEM;
-		free(*(char **)field);
-		*(char **)field = s;
+	case FS_OPT_STR:
+	case FS_OPT_APPEND:
+		err = set_str(o, (char **)(void *)field, val);
+		if (err < 0)
+			return err;
 		break;
-	}
 	case FS_OPT_UINT:
-	case FS_OPT_U64: {
-		unsigned long long v;
+	case FS_OPT_U64:
+	case FS_OPT_SIZE:
+	case FS_OPT_SIZE32:
+		err = parse_ranged(o, val, &v);
+		if (err == 0 && o->type == FS_OPT_UINT)
+			*(unsigned *)(void *)field = (unsigned)v; /* max fits: the table's range */
+		else if (err == 0 && o->type == FS_OPT_SIZE32)
+			*(uint32_t *)(void *)field = (uint32_t)v;
+		else if (err == 0)
+			*(uint64_t *)(void *)field = v;
+		break;
+	case FS_OPT_SECONDS:
+		err = parse_seconds(o, val, (double *)(void *)field);
+		break;
+	case FS_OPT_ENUM: {
+		int i = enum_index(o, val);
 
-		errno = 0;
-		v = all_digits(val, strlen(val)) ? strtoull(val, NULL, 10) : 0;
-		if (!all_digits(val, strlen(val)) || errno == ERANGE || v < o->min || v > o->max) {
-			if (o->max == NOLIMIT)
-				fprintf(stderr, "shardfs: %s: --%s wants a number of at least %llu, "
-						"not '%s'\n",
-					cmd->name, o->lng, (unsigned long long)o->min, val);
-			else
-				fprintf(stderr, "shardfs: %s: --%s wants a number from %llu to %llu, "
-						"not '%s'\n",
-					cmd->name, o->lng, (unsigned long long)o->min,
-					(unsigned long long)o->max, val);
-			return -EINVAL;
-		}
-		if (o->type == FS_OPT_UINT)
-			*(unsigned *)field = (unsigned)v;
+		if (i < 0)
+			err = -EINVAL;
 		else
-			*(uint64_t *)field = v;
-		break;
-	}
-	case FS_OPT_SECONDS: {
-		char *end;
-		double v = 0;
-
-		/* decimal only: strtod alone would also take 0x10, 1e3, 0x1p3 */
-		size_t digits = strspn(val, "0123456789"), frac = 0;
-
-		if (val[digits] == '.')
-			frac = 1 + strspn(val + digits + 1, "0123456789");
-		errno = 0;
-		end = (char *)val;
-		if (digits && val[digits + frac] == '\0')
-			v = strtod(val, &end);
-		if (!digits || val[digits + frac] || errno || *end || !isfinite(v) || v > 1e9 ||
-		    (o->min && v <= 0)) {
-			fprintf(stderr, "shardfs: %s: --%s wants seconds (%s up to 1e9), not '%s'\n",
-				cmd->name, o->lng, o->min ? "more than 0" : "0", val);
-			return -EINVAL;
-		}
-		*(double *)field = v;
-		break;
-	}
-	case FS_OPT_SIZE: {
-		uint64_t v;
-
-		if (fs_parse_size(val, &v) < 0 || v < o->min || v > o->max) {
-			char lo[32], hi[32];
-
-			size_str(o->min, lo, sizeof(lo));
-			size_str(o->max, hi, sizeof(hi));
-			fprintf(stderr,
-				"shardfs: %s: --%s wants a size: digits with an optional K, M, G or "
-				"T suffix, %s%s%s%s, not '%s'\n",
-				cmd->name, o->lng, o->max == NOLIMIT ? "at least " : "from ", lo,
-				o->max == NOLIMIT ? "" : " to ", o->max == NOLIMIT ? "" : hi, val);
-			return -EINVAL;
-		}
-		*(uint64_t *)field = v;
-		break;
-	}
-	case FS_OPT_APPEND: {
-		char **p = (char **)field;
-		size_t n = (*p ? strlen(*p) + 1 : 0) + strlen(val) + 1;
-		char *s = malloc(n);
-
-		if (!s)
-			return -ENOMEM;
-		snprintf(s, n, "%s%s%s", *p ? *p : "", *p ? "," : "", val);
-		free(*p);
-		*p = s;
+			*(int *)(void *)field = i;
 		break;
 	}
 	default:
 		return -EINVAL;
+	}
+	if (err < 0) {
+		say_wants(cmd, o, val);
+		return err;
 	}
 	if (o->given_off)
 		*(int *)((char *)cfg + o->given_off - 1) = 1;
@@ -463,7 +543,7 @@ static int default_cache_dir(struct fs_config *cfg)
 	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
 	char buf[4096];
 
-	if (cfg->cache_dir)
+	if (cfg->ct.cache_dir)
 		return 0;
 	if (xdg && xdg[0] == '/')
 		snprintf(buf, sizeof(buf), "%s/shardfs", xdg);
@@ -471,22 +551,25 @@ static int default_cache_dir(struct fs_config *cfg)
 		snprintf(buf, sizeof(buf), "%s/.cache/shardfs", home);
 	else
 		snprintf(buf, sizeof(buf), "/var/cache/shardfs");
-	cfg->cache_dir = strdup(buf);
-	return cfg->cache_dir ? 0 : -ENOMEM;
+	cfg->ct.cache_dir = strdup(buf);
+	return cfg->ct.cache_dir ? 0 : -ENOMEM;
 }
 
 /* Checks that need the whole command line, shared by mount and index. */
 static int check_common(const char *cmd, struct fs_config *cfg)
 {
-	if (cfg->ca_file && access(cfg->ca_file, R_OK) < 0) {
+	if (cfg->be.ca_file && access(cfg->be.ca_file, R_OK) < 0) {
 		fprintf(stderr, "shardfs: %s: --ca-file %s: cannot read the CA file: %s\n", cmd,
-			cfg->ca_file, strerror(errno));
+			cfg->be.ca_file, strerror(errno));
 		return -EINVAL;
 	}
+	/* one more fill thread than connections: one writes its chunk to disk
+	 * while every connection is busy fetching the next */
+	cfg->ct.fill_threads = cfg->be.connections + 1;
+	cfg->cache_size_bytes = cfg->ct.cache_size_bytes;
 	return default_cache_dir(cfg);
 }
 
-/* Returns 0, 1 when help was shown, or a negative errno after printing why. */
 void fs_say_dead_mount(const char *mnt)
 {
 	fprintf(stderr,
@@ -497,7 +580,6 @@ void fs_say_dead_mount(const char *mnt)
 
 int fs_opt_parse_mount(int argc, char **argv, struct fs_config *cfg)
 {
-	static const char *const class_names[] = {"cls", "dir", "key-prefix"};
 	const char *pos[2];
 	int err;
 
@@ -506,35 +588,6 @@ int fs_opt_parse_mount(int argc, char **argv, struct fs_config *cfg)
 		return err;
 	if (cfg->debug)
 		cfg->foreground = 1;
-	if (strcmp(cfg->layout_name, "shards") == 0) {
-		cfg->layout = FS_LAYOUT_SHARDS;
-	} else if (strcmp(cfg->layout_name, "imagefolder") == 0) {
-		cfg->layout = FS_LAYOUT_IMAGEFOLDER;
-	} else {
-		fprintf(stderr, "shardfs: mount: --layout wants shards or imagefolder, not '%s'\n",
-			cfg->layout_name);
-		return -EINVAL;
-	}
-	cfg->class_from = -1;
-	for (int i = 0; i < 3; i++)
-		if (strcmp(cfg->class_from_name, class_names[i]) == 0)
-			cfg->class_from = i;
-	if (cfg->class_from < 0) {
-		fprintf(stderr, "shardfs: mount: --class-from wants cls, dir or key-prefix, not '%s'\n",
-			cfg->class_from_name);
-		return -EINVAL;
-	}
-	if (strcmp(cfg->warm_name, "auto") == 0) {
-		cfg->warm = FS_WARM_AUTO;
-	} else if (strcmp(cfg->warm_name, "all") == 0) {
-		cfg->warm = FS_WARM_ALL;
-	} else if (strcmp(cfg->warm_name, "off") == 0) {
-		cfg->warm = FS_WARM_OFF;
-	} else {
-		fprintf(stderr, "shardfs: mount: --warm wants auto, all or off, not '%s'\n",
-			cfg->warm_name);
-		return -EINVAL;
-	}
 	err = check_common("mount", cfg);
 	if (err < 0)
 		return err;
@@ -567,47 +620,15 @@ int fs_opt_parse_index(int argc, char **argv, struct fs_config *cfg)
 	return cfg->source ? 0 : -ENOMEM;
 }
 
-void fs_opt_backend_config(const struct fs_config *cfg, struct backend_config *bc)
-{
-	memset(bc, 0, sizeof(*bc));
-	bc->endpoint = cfg->endpoint;
-	bc->no_sign = cfg->no_sign;
-	bc->connections = cfg->connections;
-	bc->ca_file = cfg->ca_file;
-	bc->retry_budget_s = cfg->retry_budget_s;
-	bc->connect_timeout_s = cfg->connect_timeout_s;
-	bc->stall_timeout_s = cfg->stall_timeout_s;
-}
-
-void fs_opt_cachetier_config(const struct fs_config *cfg, const char *source,
-			     struct cachetier_config *cc)
-{
-	memset(cc, 0, sizeof(*cc));
-	cc->cache_dir = cfg->cache_dir;
-	cc->source = source;
-	cc->cache_size_bytes = cfg->cache_size_bytes;
-	cc->min_free_bytes = cfg->min_free_bytes;
-	cc->min_free_percent = cfg->min_free_percent;
-	cc->max_decode_ratio = cfg->max_decode_ratio;
-	cc->max_decoded_bytes = cfg->max_decoded_bytes;
-	cc->readahead_max_bytes = cfg->readahead_max_bytes;
-	cc->chunk_bytes = (uint32_t)cfg->chunk_bytes; /* at most 1 GiB (the table's range) */
-	/* one more fill thread than connections: one writes its chunk to disk
-	 * while every connection is busy fetching the next */
-	cc->fill_threads = cfg->connections + 1;
-}
-
 void fs_opt_free(struct fs_config *cfg)
 {
 	free(cfg->source);
 	free(cfg->mountpoint);
-	free(cfg->cache_dir);
 	free(cfg->log_file);
 	free(cfg->fuse_opts);
-	free(cfg->endpoint);
-	free(cfg->ca_file);
-	free(cfg->layout_name);
-	free(cfg->class_from_name);
-	free(cfg->warm_name);
+	/* the option table's strings (FS_OPT_STR): strdup'd by set_str */
+	free((char *)cfg->ct.cache_dir);
+	free((char *)cfg->be.endpoint);
+	free((char *)cfg->be.ca_file);
 	memset(cfg, 0, sizeof(*cfg));
 }

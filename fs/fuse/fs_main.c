@@ -92,8 +92,8 @@ static void raise_nofile(void)
  * fail with ENOSPC: say so on the terminal (the mount still goes ahead). */
 static void warn_small_disk(struct fs *fs)
 {
-	uint64_t avail, reserve, room, chunk = fs->cfg.chunk_bytes;
-	unsigned conns = fs->cfg.connections;
+	uint64_t avail, reserve, room, chunk = fs->cfg.ct.chunk_bytes;
+	unsigned conns = fs->cfg.be.connections;
 
 	if (cachetier_disk(fs->ct, &avail, &reserve) < 0)
 		return;
@@ -104,7 +104,7 @@ static void warn_small_disk(struct fs *fs)
 		"shardfs: warning: the cache disk of %s has %.1f MiB free above its %.1f MiB "
 		"reserve, less than one chunk per connection (%u x %.1f MiB): free space there, "
 		"use another --cache-dir, or lower --connections or --chunk-size\n",
-		fs->cfg.cache_dir, (double)room / (1 << 20), (double)reserve / (1 << 20), conns,
+		fs->cfg.ct.cache_dir, (double)room / (1 << 20), (double)reserve / (1 << 20), conns,
 		(double)chunk / (1 << 20));
 }
 
@@ -158,16 +158,13 @@ static int imagefolder_report(struct fs *fs)
 
 static int mount_run(struct fs *fs, int ready_fd)
 {
-	struct backend_config bc;
-	struct cachetier_config cc;
 	char logpath[PATH_MAX];
 	int err;
 
-	fs_opt_backend_config(&fs->cfg, &bc);
 	/* the daemon's log (stderr until the log file opens); 'index' keeps
 	 * the backend's default, plain lines on stderr */
-	bc.log = fs_log_backend;
-	err = backend_open(&fs->be, fs->cfg.source, &bc);
+	fs->cfg.be.log = fs_log_backend;
+	err = backend_open(&fs->be, fs->cfg.source, &fs->cfg.be);
 	if (err < 0) {
 		const char *why = backend_last_error(NULL);
 
@@ -175,12 +172,11 @@ static int mount_run(struct fs *fs, int ready_fd)
 			why && *why ? ": " : "", why ? why : "");
 		return err;
 	}
-	fs_opt_cachetier_config(&fs->cfg, backend_describe(fs->be), &cc);
-	fs->fill_threads = cc.fill_threads;
+	fs->fill_threads = fs->cfg.ct.fill_threads;
 	raise_nofile(); /* before cachetier_open, which sizes its fd bound from it */
-	err = cachetier_open(&fs->ct, &cc, fs->be);
+	err = cachetier_open(&fs->ct, &fs->cfg.ct, fs->be);
 	if (err < 0) {
-		fprintf(stderr, "shardfs: cache directory %s: %s\n", fs->cfg.cache_dir,
+		fprintf(stderr, "shardfs: cache directory %s: %s\n", fs->cfg.ct.cache_dir,
 			strerror(-err));
 		return err;
 	}

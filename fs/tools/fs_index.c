@@ -59,8 +59,6 @@ int fs_write_atomic(const char *path, const void *buf, size_t len)
 int fs_index_main(int argc, char **argv)
 {
 	struct fs fs;
-	struct backend_config bc;
-	struct cachetier_config cc;
 	const char *source;
 	int sidecar, rc = 0, err;
 	unsigned nside = 0, nfail = 0;
@@ -75,8 +73,7 @@ int fs_index_main(int argc, char **argv)
 	}
 	source = fs.cfg.source;
 	sidecar = fs.cfg.sidecar;
-	fs_opt_backend_config(&fs.cfg, &bc);
-	err = backend_open(&fs.be, source, &bc);
+	err = backend_open(&fs.be, source, &fs.cfg.be);
 	if (err < 0) {
 		const char *why = backend_last_error(NULL);
 
@@ -91,10 +88,9 @@ int fs_index_main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
-	fs_opt_cachetier_config(&fs.cfg, backend_describe(fs.be), &cc);
-	err = cachetier_open(&fs.ct, &cc, fs.be);
+	err = cachetier_open(&fs.ct, &fs.cfg.ct, fs.be);
 	if (err < 0) {
-		fprintf(stderr, "shardfs: cache directory %s: %s\n", fs.cfg.cache_dir,
+		fprintf(stderr, "shardfs: cache directory %s: %s\n", fs.cfg.ct.cache_dir,
 			strerror(-err));
 		rc = 1;
 		goto out;

@@ -151,8 +151,6 @@ static void fs_open_core(struct fs *fs, const char *layout)
 	char cache[4096], src[4096], mnt[4096];
 	char *argv[] = {"--cache-dir", cache, "--warm", "off", "--layout", (char *)layout,
 			"--class-from", "cls", src, mnt, NULL};
-	struct backend_config bc;
-	struct cachetier_config cc;
 	int err;
 
 	snprintf(cache, sizeof(cache), "%s/cache-%s", tmp, layout);
@@ -166,12 +164,9 @@ static void fs_open_core(struct fs *fs, const char *layout)
 		fprintf(stderr, "fs_opt_parse_mount: %d\n", err);
 		exit(1);
 	}
-	fs_opt_backend_config(&fs->cfg, &bc);
-	err = backend_open(&fs->be, fs->cfg.source, &bc);
-	if (err == 0) {
-		fs_opt_cachetier_config(&fs->cfg, backend_describe(fs->be), &cc);
-		err = cachetier_open(&fs->ct, &cc, fs->be);
-	}
+	err = backend_open(&fs->be, fs->cfg.source, &fs->cfg.be);
+	if (err == 0)
+		err = cachetier_open(&fs->ct, &fs->cfg.ct, fs->be);
 	if (err == 0)
 		err = fs_ns_build(fs);
 	if (err < 0) {
