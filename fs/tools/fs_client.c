@@ -282,8 +282,18 @@ int fs_stats_main(int argc, char **argv)
 		say_not_mount(argv[0], -err);
 		return 1;
 	}
-	for (size_t i = 0; i < stats.n; i++)
-		printf("%-22s %s\n", stats.f[i].name, stats.f[i].value);
+	/* one line a field: its name and its value as it is (a string without
+	 * its quotes and escapes; control characters, which would break the
+	 * line, as \uXXXX) */
+	for (size_t i = 0; i < stats.n; i++) {
+		printf("%-22s ", stats.f[i].name);
+		for (const unsigned char *p = (const unsigned char *)stats.f[i].value; *p; p++)
+			if (*p < 0x20)
+				printf("\\u%04x", *p);
+			else
+				putchar(*p);
+		putchar('\n');
+	}
 	fs_stats_doc_free(&stats);
 	return 0;
 }

@@ -24,6 +24,10 @@ GROUP:
                   all shown, the hidden member directories counted in hidden_names and logged
   prefetch-missing 'shardfs prefetch MNT nonexist': exit 1, the error names the path, and no
                   progress line (of what earlier runs prefetched) on stdout
+  stats-cli       a source whose path has a quote, a backslash and a newline: 'shardfs stats'
+                  prints every field of .shardfs/stats in its order, strings as they are (it
+                  once printed the JSON escapes: \" and \\), a newline as \u000a (one line
+                  a field); 'shardfs refresh' and 'shardfs umount' work on it
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -397,9 +401,38 @@ def group_killed_decoder(env, ck):
             px.close()
 
 
+def group_stats_cli(env, ck):
+    src = env.path('src "q" \\b\nnl')
+    os.makedirs(src)
+    write_file(os.path.join(src, 's0.tar'), ml.tar_bytes([('a.txt', b'a\n')]))
+    with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+        with open(os.path.join(m.mnt, '.shardfs', 'stats'), 'rb') as f:
+            doc = json.loads(f.read().decode(), object_pairs_hook=list)
+        r = env.run([env.shardfs, 'stats', m.mnt])
+        ck.eq('shardfs stats: exit', r.returncode, 0)
+        lines = r.stdout.decode().rstrip('\n').split('\n')
+        got = [tuple(ln.split(None, 1)) for ln in lines]
+        log('shardfs stats: %d lines, source line %r' % (len(lines), [ln for ln in lines
+                                                                       if 'source ' in ln]))
+        ck.eq('shardfs stats: the names of .shardfs/stats in order', [g[0] for g in got],
+              [k for k, _ in doc])
+        want = dict((k, str(v).replace('\n', '\\u000a')) for k, v in doc)
+        have = dict(g for g in got if len(g) == 2)
+        for k in ('version', 'pid', 'source', 'cache_dir', 'layout', 'mount_time', 'objects',
+                  'shards'):
+            ck.eq('shardfs stats: %s' % k, have.get(k), want[k])
+        ck.ok('"' in have.get('source', '') and '\\\\' not in have.get('source', ''),
+              'shardfs stats: source %r' % have.get('source'))
+        r = env.run([env.shardfs, 'refresh', m.mnt])
+        ck.eq('shardfs refresh: exit (%r)' % r.stderr, r.returncode, 0)
+        ck.ok(b'0 new, 0 removed, 0 changed; 1 objects, 1 shards' in r.stdout,
+              'shardfs refresh: %r' % r.stdout)
+
+
 GROUPS = {'ctl-layout': group_ctl_layout, 'refresh-counts': group_refresh_counts,
           'seconds': group_seconds, 'killed-decoder': group_killed_decoder,
-          'prefetch-missing': group_prefetch_missing, 'name-conflict': group_name_conflict}
+          'prefetch-missing': group_prefetch_missing, 'name-conflict': group_name_conflict,
+          'stats-cli': group_stats_cli}
 
 
 def main():

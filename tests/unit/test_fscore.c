@@ -553,6 +553,103 @@ static void test_change(void)
 	fs_close_core(&fs);
 }
 
+/* The counters: stats and metrics come from one table, so every numeric
+ * stats field is one metrics family of the right type and value; the CLI's
+ * reader takes the stats document back (and refuses what is not one). */
+static void test_counters(void)
+{
+	static const char *const header[] = {"version", "pid", "source", "cache_dir", "layout",
+					     "mount_time"};
+	struct fs fs;
+	struct fs_stats_doc d;
+	char *st = NULL, *mx = NULL, *text;
+	size_t stl = 0, mxl = 0, fams = 0;
+	uint64_t v;
+
+	fs_open_core(&fs, "shards");
+	fs.c.lookups = 1234567;
+	fs.c.if_build_ms = 2500;
+	CHECK(fs_ctl_render(&fs, FS_CTL_STATS, &st, &stl) == 0, "render stats");
+	CHECK(fs_ctl_render(&fs, FS_CTL_METRICS, &mx, &mxl) == 0, "render metrics");
+	if (!st || !mx)
+		goto out;
+	text = strndup(st, stl);
+	CHECK(text && fs_stats_parse(text, &d) == 0, "stats parses");
+	free(text);
+	CHECK(d.n > 70, "%zu stats fields", d.n);
+	for (size_t i = 0; i < d.n && i < 6; i++)
+		CHECK(strcmp(d.f[i].name, header[i]) == 0, "field %zu: %s", i, d.f[i].name);
+	CHECK(fs_stats_u64(&d, "lookups", &v) == 0 && v == 1234567, "lookups %" PRIu64, v);
+	CHECK(fs_stats_u64(&d, "pid", &v) == 0 && v == (uint64_t)getpid(), "pid");
+	CHECK(fs_stats_get(&d, "layout") && strcmp(fs_stats_get(&d, "layout"), "shards") == 0,
+	      "layout");
+	CHECK(fs_stats_u64(&d, "source", &v) == -EPROTO, "a string is no number");
+	CHECK(fs_stats_u64(&d, "no_such_counter", &v) == -ENOENT, "a missing field");
+	/* each counter of stats is a family of metrics: NAME_total for a
+	 * counter, NAME for a gauge, NAME_seconds for NAME_ms */
+	for (size_t i = 6; i < d.n; i++) {
+		const char *nm = d.f[i].name;
+		size_t nl = strlen(nm);
+		int ms = nl > 3 && strcmp(nm + nl - 3, "_ms") == 0;
+		char fam[128], want[256];
+		const char *type = NULL, *p;
+
+		snprintf(fam, sizeof(fam), "shardfs_%.*s", (int)(ms ? nl - 3 : nl), nm);
+		for (const char *const *t = (const char *const[]){"counter", "gauge", NULL}; *t; t++) {
+			snprintf(want, sizeof(want), "# TYPE %s%s %s\n", fam,
+				 ms ? "_seconds" : strcmp(*t, "counter") == 0 ? "_total" : "", *t);
+			if (memmem(mx, mxl, want, strlen(want)))
+				type = *t;
+		}
+		CHECK(type != NULL, "no metrics family for %s", nm);
+		if (!type)
+			continue;
+		fams++;
+		snprintf(want, sizeof(want), "\n%s%s ", fam,
+			 ms ? "_seconds" : strcmp(type, "counter") == 0 ? "_total" : "");
+		p = memmem(mx, mxl, want, strlen(want));
+		CHECK(p != NULL, "no sample of %s", nm);
+		if (p && !ms) {
+			p += strlen(want) + strspn(p + strlen(want), " ");
+			CHECK(strtoull(p, NULL, 10) == strtoull(d.f[i].value, NULL, 10),
+			      "%s: metrics %.20s, stats %s", nm, p, d.f[i].value);
+		}
+	}
+	{
+		const char *p = memmem(mx, mxl, "\nshardfs_imagefolder_build_seconds ", 35);
+
+		CHECK(p && strncmp(p + 35 + strspn(p + 35, " "), "2.500\n", 6) == 0,
+		      "imagefolder_build_ms as seconds");
+	}
+	CHECK(!memmem(mx, mxl, "millisecond", 11), "a help text in seconds names milliseconds");
+	{
+		size_t n = 0;
+
+		for (const char *p = mx; (p = memmem(p, mxl - (size_t)(p - mx), "# TYPE ", 7)); p++)
+			n++;
+		CHECK(n == fams && n == d.n - 6, "%zu families, %zu counters", n, d.n - 6);
+	}
+	fs_stats_doc_free(&d);
+
+	/* the reader: escapes undone, anything else refused */
+	CHECK(fs_stats_parse("{\"a\": \"x\\\"y\\\\z\\u0001\", \"b\": 7}  \n", &d) == 0 && d.n == 2 &&
+		      strcmp(d.f[0].value, "x\"y\\z\x01") == 0 && fs_stats_u64(&d, "b", &v) == 0 &&
+		      v == 7,
+	      "escapes");
+	fs_stats_doc_free(&d);
+	CHECK(fs_stats_parse("{}", &d) == 0 && d.n == 0, "empty");
+	fs_stats_doc_free(&d);
+	for (const char *const *bad = (const char *const[]){"", "[]", "{\"a\": 1", "{\"a\" 1}",
+							    "{\"a\": x}", "{\"a\": \"\\q\"}",
+							    "{\"a\": 1 \"b\": 2}", NULL};
+	     *bad; bad++)
+		CHECK(fs_stats_parse(*bad, &d) == -EPROTO && d.buf == NULL, "accepted '%s'", *bad);
+out:
+	free(st);
+	free(mx);
+	fs_close_core(&fs);
+}
+
 int main(void)
 {
 	char cmd[4200];
@@ -567,6 +664,7 @@ int main(void)
 	test_shards_layout();
 	test_imagefolder_layout();
 	test_change();
+	test_counters();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", tmp);
