@@ -141,7 +141,7 @@ static void collect_snapshot(struct fs *fs, struct ctl_snapshot *s)
 	fs_ns_unlock(fs);
 	s->source_bytes = fs->total_bytes;
 	s->offline = (uint64_t)fs->offline;
-	s->fill_threads = fs->fill_threads;
+	s->fill_threads = fs->cfg.ct.fill_threads;
 	s->connections = fs->cfg.be.connections;
 	s->cache_room = fs_cache_room(fs);
 }

@@ -259,7 +259,6 @@ struct fs {
 
 	int no_opendir;           /* set once in init: the kernel can skip OPENDIR */
 	int offline;              /* the store was unreachable at mount: cached listing */
-	unsigned fill_threads;    /* cache fill threads asked for (set once at mount) */
 	atomic_uint last_shard;   /* the shard whose members were read last (+1; 0: none) */
 	uid_t uid;
 	gid_t gid;

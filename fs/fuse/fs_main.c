@@ -172,7 +172,6 @@ static int mount_run(struct fs *fs, int ready_fd)
 			why && *why ? ": " : "", why ? why : "");
 		return err;
 	}
-	fs->fill_threads = fs->cfg.ct.fill_threads;
 	raise_nofile(); /* before cachetier_open, which sizes its fd bound from it */
 	err = cachetier_open(&fs->ct, &fs->cfg.ct, fs->be);
 	if (err < 0) {
