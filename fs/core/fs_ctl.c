@@ -594,7 +594,10 @@ int fs_stats_parse(const char *text, struct fs_stats_doc *d)
 		if (!f.value)
 			goto bad;
 		if (d->n == cap) {
-			struct fs_stats_field *nf = realloc(d->f, (cap = cap * 2 + 64) * sizeof(*nf));
+			struct fs_stats_field *nf;
+
+			cap = cap * 2 + 64;
+			nf = realloc(d->f, cap * sizeof(*nf));
 
 			if (!nf) {
 				fs_stats_doc_free(d);

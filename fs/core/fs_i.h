@@ -63,7 +63,9 @@ struct fs_config {
 	int class_from; /* --class-from: enum fs_class_from */
 };
 
-/* --warm: fill the cache with the whole dataset in the background (fs_warm.c) */
+/* --warm: fill the cache with the whole dataset in the background (fs_warm.c).
+ * The values of this enum, fs_layout and fs_class_from are the positions
+ * of their names in the option's table (FS_OPT_ENUM: "off|auto|all"). */
 enum fs_warm_mode { FS_WARM_OFF = 0, FS_WARM_AUTO = 1, FS_WARM_ALL = 2 };
 /* warm_state in stats */
 enum fs_warm_state {

@@ -794,7 +794,8 @@ static void ap_settle(struct apply *ap, struct fs_dirent **old_ents, const uint3
 	fs->c.refresh_added += ap->added;
 	fs->c.refresh_removed += ap->removed;
 	fs->c.refresh_changed += ap->changed;
-	fs_log(FS_LOG_INFO, "refresh of %s: %u new, %u removed, %u changed objects; %u objects, %u directories",
+	fs_log(FS_LOG_INFO,
+	       "refresh of %s: %u new, %u removed, %u changed objects; %u objects, %u directories",
 	       backend_describe(fs->be), ap->added, ap->removed, ap->changed, ap->nlive, ap->nd);
 	if (ap->shards_changed && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER)
 		fs_if_reset(fs);

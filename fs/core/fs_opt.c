@@ -6,7 +6,11 @@
  * default string exactly like a command-line value, before argv, and
  * --help prints the same strings: what the help says is what runs. No
  * other code applies a default to these fields (backend/ and cachetier/
- * take what they are given; they only clamp, as their headers say).
+ * take what they are given; they only clamp, as their headers say). The
+ * store's and the cache tier's options fill struct backend_config and
+ * struct cachetier_config inside struct fs_config (CFG(be.FIELD),
+ * CFG(ct.FIELD)), which are handed to backend_open and cachetier_open as
+ * they are: nothing copies them field by field.
  *
  * Values are strict: integers and sizes are digits only (sizes with one
  * optional K, M, G or T suffix, powers of 1024), within the option's range,
