@@ -222,9 +222,16 @@ def group_redirect(env, ck, ng, src, shards, refs):
 
 
 def read_errno(path, n=None):
+    """errno of reading path (all of it, or its first n bytes), 0 if it read. A read of n bytes
+    turns the kernel's readahead off (POSIX_FADV_RANDOM): it is one READ request, so no
+    readahead request of the same file fails after this returns and moves a counter later."""
     try:
         with open(path, 'rb', buffering=0) as f:
-            f.read() if n is None else f.read(n)
+            if n is None:
+                f.read()
+            else:
+                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
+                f.read(n)
         return 0
     except OSError as e:
         return e.errno
