@@ -32,7 +32,7 @@
 #include "backend_io_i.h"
 
 /*
- * Caps of a directory walk (issue 7: a hostile or broken server may serve
+ * Caps of a directory walk (a hostile or broken server may serve
  * an endless listing, e.g. a page that links to itself under new names).
  * Each one fails the listing, so the mount fails with a reason instead of
  * showing a silently partial tree:

@@ -53,7 +53,7 @@
 /* 100,000 pages of 1000: far more objects than one mount can hold. */
 #define OS_LIST_MAX_PAGES 100000
 /*
- * Endless listings (issue 7): a broken or hostile store may answer
+ * Endless listings: a broken or hostile store may answer
  * IsTruncated=true forever. Besides the page cap above, a listing fails
  *  - when a continuation token comes back that was seen before (a loop;
  *    tokens are remembered as 64-bit hashes, 8 bytes a page),

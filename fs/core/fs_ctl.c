@@ -228,7 +228,7 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 	C("store_probes", "probes of the store while it was down", bs.probes);
 	C("store_cancels", "requests cancelled at shutdown", bs.cancels);
 	G("store_down", "1 while the store is down (requests fail at once)", bs.down);
-	/* ---- issue 5 ---- */
+	/* ---- sidecar indexes and the imagefolder view ---- */
 	C("index_sidecar", "shard indexes loaded from a sidecar NAME.tar.idx", fs->c.index_sidecar);
 	C("index_sidecar_rejected", "sidecar indexes ignored (stale or corrupt)",
 	  fs->c.index_sidecar_rejected);
@@ -240,7 +240,6 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 	G("imagefolder_build_ms", "milliseconds to build the view", fs->c.if_build_ms);
 	C("imagefolder_cls_reads", ".cls members read from shards (not from the cache)",
 	  fs->c.if_cls_reads);
-	/* ---- end issue 5 ---- */
 	C("refreshes", "refreshes of the source's listing", fs->c.refreshes);
 	C("refresh_added", "objects new at a refresh", fs->c.refresh_added);
 	C("refresh_removed", "objects removed at a refresh", fs->c.refresh_removed);
@@ -271,7 +270,7 @@ static void render_stats(struct fs *fs, struct out *o)
 	outf(o, ",\n  \"cache_dir\": ");
 	out_json_str(o, cachetier_dir(fs->ct));
 	outf(o, ",\n  \"layout\": \"%s\",\n  \"mount_time\": %" PRId64,
-	     fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER ? "imagefolder" : "shards", /* issue 5 */
+	     fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER ? "imagefolder" : "shards",
 	     fs->mount_time);
 	outf(o, ",\n");
 	/* each value padded (after its comma) to a fixed width: see
