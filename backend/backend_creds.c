@@ -1943,23 +1943,45 @@ static int src_start(struct backend_credsrc *s, char *why, size_t whycap)
 	return 0;
 }
 
-int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_file,
-			  const char *label, const struct backend_logger *log, char *why,
-			  size_t whycap)
+/* What every link of the chain needs to know. */
+struct chain {
+	int gcs;
+	const char *ca_file;
+	const char *label;
+	const struct backend_logger *log;
+	const char *profile; /* AWS_PROFILE, or "default" */
+};
+
+/*
+ * One link of the chain. Returns 0 when it has nothing (*sp stays NULL),
+ * LINK_FOUND with *sp holding credentials, LINK_FETCH with *sp that must
+ * fetch its first credentials (src_start), or a negative errno with why
+ * (the caller closes *sp, which may be set).
+ */
+enum { LINK_FOUND = 1, LINK_FETCH = 2 };
+typedef int (*chain_link)(const struct chain *ch, struct backend_credsrc **sp, char *why,
+			  size_t whycap);
+
+/* A static source holding st (taken, also on failure): LINK_FOUND or -ENOMEM. */
+static int src_static(const struct chain *ch, struct backend_creds *st, struct backend_credsrc **sp)
 {
-	struct backend_credsrc *s = NULL;
+	*sp = src_new(SRC_STATIC, ch->label, ch->ca_file, ch->log);
+	if (!*sp) {
+		backend__creds_clear(st);
+		return -ENOMEM;
+	}
+	(*sp)->cur = *st;
+	return LINK_FOUND;
+}
+
+/* 1. static: the environment (and GCS's own) */
+static int link_env(const struct chain *ch, struct backend_credsrc **sp, char *why, size_t whycap)
+{
 	struct backend_creds st;
-	const char *profile = env("AWS_PROFILE");
-	int err, loop_ok = 0;
-	char when[32];
+	const char *name = "the environment (AWS_ACCESS_KEY_ID)";
+	int err;
 
-	*out = NULL;
-	why[0] = '\0';
-	if (!profile)
-		profile = "default";
-
-	/* 1. static: the environment (and GCS's own), the credentials file */
-	if (gcs) {
+	if (ch->gcs) {
 		char *tok = NULL;
 
 		memset(&st, 0, sizeof(st));
@@ -1974,241 +1996,258 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 				return -EINVAL;
 			}
 			st.bearer = tok;
-			s = src_new(SRC_STATIC, label, ca_file, log);
-			if (!s) {
-				backend__creds_clear(&st);
-				return -ENOMEM;
-			}
-			s->cur = st;
-			snprintf(s->name, sizeof(s->name),
-				 "the environment (GOOGLE_OAUTH_ACCESS_TOKEN)");
+			name = "the environment (GOOGLE_OAUTH_ACCESS_TOKEN)";
 			goto found;
 		}
 		err = from_env(&st, "GCS_HMAC_ACCESS_ID", "GCS_HMAC_SECRET", NULL);
 		if (err < 0)
 			return err;
 		if (err > 0) {
-			s = src_new(SRC_STATIC, label, ca_file, log);
-			if (!s) {
-				backend__creds_clear(&st);
-				return -ENOMEM;
-			}
-			s->cur = st;
-			snprintf(s->name, sizeof(s->name), "the environment (GCS_HMAC_ACCESS_ID)");
+			name = "the environment (GCS_HMAC_ACCESS_ID)";
 			goto found;
 		}
 	}
 	memset(&st, 0, sizeof(st));
 	err = from_env(&st, "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN");
-	if (err < 0)
+	if (err <= 0)
 		return err;
-	if (err > 0) {
-		s = src_new(SRC_STATIC, label, ca_file, log);
-		if (!s) {
-			backend__creds_clear(&st);
-			return -ENOMEM;
-		}
-		s->cur = st;
-		snprintf(s->name, sizeof(s->name), "the environment (AWS_ACCESS_KEY_ID)");
-		goto found;
+found:
+	err = src_static(ch, &st, sp);
+	if (err > 0)
+		snprintf((*sp)->name, sizeof((*sp)->name), "%s", name);
+	return err;
+}
+
+/* 2. web identity (botocore has it before the credentials file) */
+static int link_webid(const struct chain *ch, struct backend_credsrc **sp, char *why,
+		      size_t whycap)
+{
+	const char *sts = env("AWS_ENDPOINT_URL_STS");
+	char dflt[128], region[64], sess[64];
+	struct backend_credsrc *s;
+
+	if (ch->gcs || !env("AWS_WEB_IDENTITY_TOKEN_FILE") || !env("AWS_ROLE_ARN"))
+		return 0;
+	if (!sts)
+		sts = env("AWS_ENDPOINT_URL");
+	backend__aws_region(region, sizeof(region));
+	snprintf(dflt, sizeof(dflt), "https://sts.%s.amazonaws.com", region);
+	snprintf(sess, sizeof(sess), "shardfs-%lld", (long long)time(NULL));
+	s = *sp = src_new(SRC_WEBID, ch->label, ch->ca_file, ch->log);
+	if (!s)
+		return -ENOMEM;
+	s->token_file = strdup(env("AWS_WEB_IDENTITY_TOKEN_FILE"));
+	s->role_arn = strdup(env("AWS_ROLE_ARN"));
+	s->session_name = dup_or(env("AWS_ROLE_SESSION_NAME"), sess);
+	s->url = dup_or(sts, dflt);
+	s->timeout_ms = 10000;
+	if (!s->token_file || !s->role_arn || !s->session_name || !s->url)
+		return -ENOMEM;
+	if (backend__endpoint_parse(&(struct backend_endpoint){0}, s->url) < 0) {
+		why_set(why, whycap, "web identity: bad STS endpoint URL %s", s->url);
+		return -EINVAL;
 	}
+	snprintf(s->name, sizeof(s->name), "web identity (role %.150s, STS %.80s)", s->role_arn,
+		 s->url);
+	return LINK_FETCH;
+}
 
-	/* 2. web identity (botocore has it before the credentials file) */
-	if (!gcs && env("AWS_WEB_IDENTITY_TOKEN_FILE") && env("AWS_ROLE_ARN")) {
-		const char *sts = env("AWS_ENDPOINT_URL_STS");
-		char dflt[128], region[64], sess[64];
+/* 3. the shared credentials file */
+static int link_file(const struct chain *ch, struct backend_credsrc **sp, char *why,
+		     size_t whycap)
+{
+	char path[4096];
+	const char *file = env("AWS_SHARED_CREDENTIALS_FILE");
+	struct backend_creds st;
+	int err;
 
-		if (!sts)
-			sts = env("AWS_ENDPOINT_URL");
-		backend__aws_region(region, sizeof(region));
-		snprintf(dflt, sizeof(dflt), "https://sts.%s.amazonaws.com", region);
-		snprintf(sess, sizeof(sess), "shardfs-%lld", (long long)time(NULL));
-		s = src_new(SRC_WEBID, label, ca_file, log);
-		if (!s)
-			return -ENOMEM;
-		s->token_file = strdup(env("AWS_WEB_IDENTITY_TOKEN_FILE"));
-		s->role_arn = strdup(env("AWS_ROLE_ARN"));
-		s->session_name = dup_or(env("AWS_ROLE_SESSION_NAME"), sess);
-		s->url = dup_or(sts, dflt);
-		s->timeout_ms = 10000;
-		if (!s->token_file || !s->role_arn || !s->session_name || !s->url) {
-			err = -ENOMEM;
-			goto fail;
-		}
-		if (backend__endpoint_parse(&(struct backend_endpoint){0}, s->url) < 0) {
-			why_set(why, whycap, "web identity: bad STS endpoint URL %s", s->url);
-			err = -EINVAL;
-			goto fail;
-		}
-		snprintf(s->name, sizeof(s->name), "web identity (role %.150s, STS %.80s)",
-			 s->role_arn, s->url);
-		goto fetch;
+	(void)why;
+	(void)whycap;
+	if (!file) {
+		const char *home = env("HOME");
+
+		if (home &&
+		    snprintf(path, sizeof(path), "%s/.aws/credentials", home) < (int)sizeof(path))
+			file = path;
 	}
+	if (!file)
+		return 0;
+	memset(&st, 0, sizeof(st));
+	err = backend__creds_file(&st, file, ch->profile);
+	if (err < 0 && err != -ENOENT)
+		return err;
+	if (!st.access_key)
+		return 0;
+	err = src_static(ch, &st, sp);
+	if (err > 0)
+		snprintf((*sp)->name, sizeof((*sp)->name), "the credentials file (profile %.100s)",
+			 ch->profile);
+	return err;
+}
 
-	/* 3. the shared credentials file */
-	{
-		char path[4096];
-		const char *file = env("AWS_SHARED_CREDENTIALS_FILE");
+/* 4. credential_process of the profile */
+static int link_process(const struct chain *ch, struct backend_credsrc **sp, char *why,
+			size_t whycap)
+{
+	char *cmd = NULL;
+	int err;
 
-		if (!file) {
-			const char *home = env("HOME");
-
-			if (home && snprintf(path, sizeof(path), "%s/.aws/credentials", home) <
-					(int)sizeof(path))
-				file = path;
-		}
-		if (file) {
-			memset(&st, 0, sizeof(st));
-			err = backend__creds_file(&st, file, profile);
-			if (err < 0 && err != -ENOENT)
-				return err;
-			if (st.access_key) {
-				s = src_new(SRC_STATIC, label, ca_file, log);
-				if (!s) {
-					backend__creds_clear(&st);
-					return -ENOMEM;
-				}
-				s->cur = st;
-				snprintf(s->name, sizeof(s->name),
-					 "the credentials file (profile %.100s)", profile);
-				goto found;
-			}
-		}
+	(void)why;
+	(void)whycap;
+	err = find_process(ch->profile, &cmd);
+	if (err < 0 || !cmd)
+		return err;
+	*sp = src_new(SRC_PROCESS, ch->label, ch->ca_file, ch->log);
+	if (!*sp) {
+		free(cmd);
+		return -ENOMEM;
 	}
-	if (gcs)
-		goto gce;
+	(*sp)->process = cmd;
+	snprintf((*sp)->name, sizeof((*sp)->name), "credential_process (profile %.100s)",
+		 ch->profile);
+	return LINK_FETCH;
+}
 
-	/* 4. credential_process of the profile */
-	{
-		char *cmd = NULL;
+/* 5. the container endpoint (ECS, EKS Pod Identity) */
+static int link_container(const struct chain *ch, struct backend_credsrc **sp, char *why,
+			  size_t whycap)
+{
+	const char *rel = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+	const char *full = env("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+	const char *tokfile = env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
+	struct backend_credsrc *s;
+	char url[1024];
+	int loop_ok = 0;
 
-		err = find_process(profile, &cmd);
-		if (err < 0)
-			return err;
-		if (cmd) {
-			s = src_new(SRC_PROCESS, label, ca_file, log);
-			if (!s) {
-				free(cmd);
-				return -ENOMEM;
-			}
-			s->process = cmd;
-			snprintf(s->name, sizeof(s->name), "credential_process (profile %.100s)",
-				 profile);
-			goto fetch;
-		}
+	if (!rel && !full)
+		return 0;
+	s = *sp = src_new(SRC_CONTAINER, ch->label, ch->ca_file, ch->log);
+	if (!s)
+		return -ENOMEM;
+	if (rel)
+		snprintf(url, sizeof(url), "http://169.254.170.2%s%s", rel[0] == '/' ? "" : "/",
+			 rel);
+	else
+		snprintf(url, sizeof(url), "%s", full);
+	if (url_origin_ok(url, &loop_ok) < 0 || !loop_ok) {
+		why_set(why, whycap,
+			"container credentials: %s must be https or a loopback/ECS/EKS address",
+			url);
+		return -EINVAL;
 	}
+	if (tokfile && !(s->token_file = strdup(tokfile)))
+		return -ENOMEM;
+	s->url = strdup(url);
+	s->timeout_ms = env_ms("AWS_METADATA_SERVICE_TIMEOUT", 2000);
+	if (!s->url)
+		return -ENOMEM;
+	snprintf(s->name, sizeof(s->name), "the container endpoint (%.200s)", url);
+	return LINK_FETCH;
+}
 
-	/* 5. the container endpoint (ECS, EKS Pod Identity) */
-	if (env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") ||
-	    env("AWS_CONTAINER_CREDENTIALS_FULL_URI")) {
-		const char *rel = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
-		char url[1024];
+/* Start a metadata-service source s (what: its name in why): LINK_FOUND;
+ * 0 when the service is not there (quiet: the errors that mean so), s
+ * closed; or a negative errno, s closed. */
+static int meta_start(struct backend_credsrc **sp, const char *what, int quiet_enoent, char *why,
+		      size_t whycap)
+{
+	int err = src_start(*sp, why, whycap);
+	char tmp[512];
 
-		s = src_new(SRC_CONTAINER, label, ca_file, log);
-		if (!s)
-			return -ENOMEM;
-		if (rel)
-			snprintf(url, sizeof(url), "http://169.254.170.2%s%s",
-				 rel[0] == '/' ? "" : "/", rel);
-		else
-			snprintf(url, sizeof(url), "%s", env("AWS_CONTAINER_CREDENTIALS_FULL_URI"));
-		if (url_origin_ok(url, &loop_ok) < 0 || !loop_ok) {
-			why_set(
-			    why, whycap,
-			    "container credentials: %s must be https or a loopback/ECS/EKS address",
-			    url);
-			err = -EINVAL;
-			goto fail;
-		}
-		if (env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE") &&
-		    !(s->token_file = strdup(env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")))) {
-			err = -ENOMEM;
-			goto fail;
-		}
-		s->url = strdup(url);
-		s->timeout_ms = env_ms("AWS_METADATA_SERVICE_TIMEOUT", 2000);
-		if (!s->url) {
-			err = -ENOMEM;
-			goto fail;
-		}
-		snprintf(s->name, sizeof(s->name), "the container endpoint (%.200s)", url);
-		goto fetch;
-	}
+	if (err >= 0)
+		return LINK_FOUND;
+	snprintf(tmp, sizeof(tmp), "%s", why);
+	why_set(why, whycap, "%s: %s", what, tmp);
+	backend__credsrc_close(*sp);
+	*sp = NULL;
+	/* as botocore: an unreachable metadata service means "no credentials" */
+	return err == -ETIMEDOUT || err == -EIO || (quiet_enoent && err == -ENOENT) ? 0 : err;
+}
 
-	/* 6. the EC2 instance metadata service */
+/* 6. the EC2 instance metadata service */
+static int link_imds(const struct chain *ch, struct backend_credsrc **sp, char *why,
+		     size_t whycap)
+{
+	const char *ep = env("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+	struct backend_credsrc *s;
+	size_t n;
+	int err;
+
 	if (env_true("AWS_EC2_METADATA_DISABLED"))
 		return 0;
-	{
-		const char *ep = env("AWS_EC2_METADATA_SERVICE_ENDPOINT");
-		size_t n;
+	s = *sp = src_new(SRC_IMDS, ch->label, ch->ca_file, ch->log);
+	if (!s)
+		return -ENOMEM;
+	s->url = dup_or(ep, "http://169.254.169.254");
+	if (!s->url)
+		return -ENOMEM;
+	n = strlen(s->url);
+	while (n > 0 && s->url[n - 1] == '/')
+		s->url[--n] = '\0';
+	snprintf(s->name, sizeof(s->name), "instance metadata (%.200s)", s->url);
+	err = meta_start(sp, "instance metadata", 1, why, whycap);
+	if (err == LINK_FOUND)
+		snprintf(s->name, sizeof(s->name), "instance metadata (%.200s, role %.100s)",
+			 s->url, s->role);
+	return err;
+}
 
-		s = src_new(SRC_IMDS, label, ca_file, log);
-		if (!s)
-			return -ENOMEM;
-		s->url = dup_or(ep, "http://169.254.169.254");
-		if (!s->url) {
-			err = -ENOMEM;
-			goto fail;
-		}
-		n = strlen(s->url);
-		while (n > 0 && s->url[n - 1] == '/')
-			s->url[--n] = '\0';
-		snprintf(s->name, sizeof(s->name), "instance metadata (%.200s)", s->url);
+/* GCS's last link: the GCE metadata server */
+static int link_gce(const struct chain *ch, struct backend_credsrc **sp, char *why, size_t whycap)
+{
+	struct backend_credsrc *s;
+
+	if (env_true("NO_GCE_CHECK"))
+		return 0;
+	s = *sp = src_new(SRC_GCE, ch->label, ch->ca_file, ch->log);
+	if (!s)
+		return -ENOMEM;
+	s->url = dup_or(env("GCE_METADATA_HOST"), "metadata.google.internal");
+	s->timeout_ms = env_ms("GCE_METADATA_TIMEOUT", 3000);
+	if (!s->url)
+		return -ENOMEM;
+	snprintf(s->name, sizeof(s->name), "the GCE metadata server (%.200s)", s->url);
+	return meta_start(sp, "GCE metadata server", 0, why, whycap);
+}
+
+int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_file,
+			  const char *label, const struct backend_logger *log, char *why,
+			  size_t whycap)
+{
+	static const chain_link aws[] = {link_env,     link_webid,     link_file,
+					 link_process, link_container, link_imds};
+	static const chain_link gcp[] = {link_env, link_file, link_gce};
+	const chain_link *links = gcs ? gcp : aws;
+	size_t nlinks = gcs ? sizeof(gcp) / sizeof(gcp[0]) : sizeof(aws) / sizeof(aws[0]);
+	struct chain ch = {gcs, ca_file, label, log, env("AWS_PROFILE")};
+	struct backend_credsrc *s = NULL;
+	int err = 0;
+	char when[32];
+
+	*out = NULL;
+	why[0] = '\0';
+	if (!ch.profile)
+		ch.profile = "default";
+	for (size_t i = 0; i < nlinks && err == 0; i++)
+		err = links[i](&ch, &s, why, whycap);
+	if (err == LINK_FETCH) {
 		err = src_start(s, why, whycap);
 		if (err < 0) {
 			char tmp[512];
 
 			snprintf(tmp, sizeof(tmp), "%s", why);
-			why_set(why, whycap, "instance metadata: %s", tmp);
-			backend__credsrc_close(s);
-			/* as botocore: an unreachable IMDS means "no credentials" */
-			return err == -ETIMEDOUT || err == -EIO || err == -ENOENT ? 0 : err;
+			why_set(why, whycap, "%s: %s", s->name, tmp);
 		}
-		snprintf(s->name, sizeof(s->name), "instance metadata (%.200s, role %.100s)",
-			 s->url, s->role);
-		goto found;
 	}
-
-gce:
-	if (env_true("NO_GCE_CHECK"))
-		return 0;
-	s = src_new(SRC_GCE, label, ca_file, log);
-	if (!s)
-		return -ENOMEM;
-	s->url = dup_or(env("GCE_METADATA_HOST"), "metadata.google.internal");
-	s->timeout_ms = env_ms("GCE_METADATA_TIMEOUT", 3000);
-	if (!s->url) {
-		err = -ENOMEM;
-		goto fail;
-	}
-	snprintf(s->name, sizeof(s->name), "the GCE metadata server (%.200s)", s->url);
-	err = src_start(s, why, whycap);
 	if (err < 0) {
-		char tmp[512];
-
-		snprintf(tmp, sizeof(tmp), "%s", why);
-		why_set(why, whycap, "GCE metadata server: %s", tmp);
 		backend__credsrc_close(s);
-		return err == -ETIMEDOUT || err == -EIO ? 0 : err;
+		return err;
 	}
-	goto found;
-
-fetch:
-	err = src_start(s, why, whycap);
-	if (err < 0) {
-		char tmp[512];
-
-		snprintf(tmp, sizeof(tmp), "%s", why);
-		why_set(why, whycap, "%s: %s", s->name, tmp);
-		goto fail;
-	}
-found:
+	if (!s)
+		return 0;
 	utc_text(s->expires, when, sizeof(when));
 	backend__log(log, BACKEND_LOG_INFO, "%s: credentials from %s%s%s", label, s->name,
 		     s->expires ? "; they expire at " : "", s->expires ? when : "");
 	*out = s;
 	return 0;
-fail:
-	backend__credsrc_close(s);
-	return err;
 }
