@@ -1105,6 +1105,28 @@ static int header_safe(const char *s)
 	return 1;
 }
 
+/* Move id, secret and token (secret memory; token may be NULL or "": none)
+ * into out, taking the ones it keeps (set to NULL). Returns 0, -EBADMSG
+ * when id or secret is empty or one has control bytes, or -ENOMEM. */
+static int creds_take(struct backend_creds *out, char **id, char **secret, char **token)
+{
+	int err;
+
+	if (!(*id)[0] || !(*secret)[0] || !header_safe(*id) || !header_safe(*secret) ||
+	    (*token && !header_safe(*token)))
+		return -EBADMSG;
+	err = set_plain(&out->access_key, *id, strlen(*id));
+	if (err < 0)
+		return err;
+	out->secret_key = *secret;
+	*secret = NULL;
+	if (*token && (*token)[0]) {
+		out->session_token = *token;
+		*token = NULL;
+	}
+	return 0;
+}
+
 /* Fill out from fields id/secret/token/expiration of a JSON document (the
  * IMDS, container and credential_process shapes). exp: 0 when the document
  * has no expiration. */
@@ -1139,21 +1161,9 @@ static int creds_from_json(const char *js, size_t len, const char *token_key,
 	}
 	if (err < 0 && err != -ENOENT)
 		goto out;
-	if (!id[0] || !secret[0] || !header_safe(id) || !header_safe(secret) ||
-	    (token && !header_safe(token))) {
+	err = creds_take(out, &id, &secret, &token);
+	if (err == -EBADMSG)
 		why_set(why, whycap, "the answer's credentials are empty or malformed");
-		err = -EBADMSG;
-		goto out;
-	}
-	err = set_plain(&out->access_key, id, strlen(id));
-	if (err == 0) {
-		out->secret_key = secret;
-		secret = NULL;
-		if (token && token[0]) {
-			out->session_token = token;
-			token = NULL;
-		}
-	}
 out:
 	secret_free(id);
 	secret_free(secret);
@@ -1164,15 +1174,87 @@ out:
 
 /* ---- the sources that fetch ----------------------------------------------- */
 
+/* Append a header line without secrets to *h: 0, or -ENOMEM with *h as it was. */
+static int slist_plain(struct curl_slist **h, const char *line)
+{
+	struct curl_slist *l = curl_slist_append(*h, line);
+
+	if (!l)
+		return -ENOMEM;
+	*h = l;
+	return 0;
+}
+
+/* The AssumeRoleWithWebIdentity form of s with the token tok, in secret
+ * memory (*body; free with secret_free). Returns 0, -ENAMETOOLONG with why,
+ * or -ENOMEM. */
+static int webid_body(struct backend_credsrc *s, const char *tok, size_t toklen, char **body,
+		      char *why, size_t whycap)
+{
+	char arn[4096], sess[256];
+	char *enc = NULL;
+	size_t bodycap;
+	ssize_t na, ns;
+
+	*body = NULL;
+	/* form values, URL-encoded by the one encoder (the token into secret
+	 * memory: curl_easy_escape would put it on the heap) */
+	na = backend__uri_encode(arn, sizeof(arn), s->role_arn, strlen(s->role_arn), 0);
+	ns = backend__uri_encode(sess, sizeof(sess), s->session_name, strlen(s->session_name), 0);
+	if (na < 0 || ns < 0) {
+		why_set(why, whycap, "AWS_ROLE_ARN or AWS_ROLE_SESSION_NAME is too long");
+		return -ENAMETOOLONG;
+	}
+	enc = secret_alloc(3 * toklen + 1);
+	if (!enc)
+		return -ENOMEM;
+	if (backend__uri_encode(enc, 3 * toklen + 1, tok, toklen, 0) < 0) {
+		secret_free(enc); /* cannot happen: 3 bytes a byte fit */
+		return -ENOMEM;
+	}
+	bodycap = strlen(enc) + strlen(arn) + strlen(sess) + 128;
+	*body = secret_alloc(bodycap);
+	if (*body)
+		snprintf(*body, bodycap + 1,
+			 "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=%s"
+			 "&RoleSessionName=%s&WebIdentityToken=%s",
+			 arn, sess, enc);
+	secret_free(enc);
+	return *body ? 0 : -ENOMEM;
+}
+
+/* The Credentials of an AssumeRoleWithWebIdentity answer (XML) into out
+ * and *exp. Returns 0, -EBADMSG or -ENOMEM. */
+static int webid_creds(const char *resp, struct backend_creds *out, int64_t *exp)
+{
+	char *id = NULL, *secret = NULL, *token = NULL, *x = NULL;
+	int err;
+
+	err = xml_field(resp, "AccessKeyId", &id);
+	if (!err)
+		err = xml_field(resp, "SecretAccessKey", &secret);
+	if (!err)
+		err = xml_field(resp, "SessionToken", &token);
+	if (!err)
+		err = xml_field(resp, "Expiration", &x);
+	if (!err && backend__iso8601_parse(x, strlen(x), exp) < 0)
+		err = -EBADMSG;
+	if (!err)
+		err = creds_take(out, &id, &secret, &token);
+	secret_free(id);
+	secret_free(secret);
+	secret_free(token);
+	secret_free(x);
+	return err == -ENOMEM ? err : err < 0 ? -EBADMSG : 0;
+}
+
 static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int64_t *exp,
 		       char *why, size_t whycap)
 {
 	struct http_call c = {0};
 	struct curl_slist *h = NULL;
-	char *tok = NULL, *enc = NULL, *body = NULL, *x = NULL;
-	char arn[4096], sess[256];
-	size_t toklen = 0, bodycap;
-	ssize_t na, ns;
+	char *tok = NULL, *body = NULL;
+	size_t toklen = 0;
 	int err;
 
 	memset(out, 0, sizeof(*out));
@@ -1185,42 +1267,15 @@ static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int
 	while (toklen > 0 &&
 	       (tok[toklen - 1] == '\n' || tok[toklen - 1] == '\r' || tok[toklen - 1] == ' '))
 		tok[--toklen] = '\0';
-	/* form values, URL-encoded by the one encoder (the token into secret
-	 * memory: curl_easy_escape would put it on the heap) */
-	na = backend__uri_encode(arn, sizeof(arn), s->role_arn, strlen(s->role_arn), 0);
-	ns = backend__uri_encode(sess, sizeof(sess), s->session_name, strlen(s->session_name), 0);
-	if (na < 0 || ns < 0) {
-		why_set(why, whycap, "AWS_ROLE_ARN or AWS_ROLE_SESSION_NAME is too long");
-		err = -ENAMETOOLONG;
+	err = webid_body(s, tok, toklen, &body, why, whycap);
+	if (err < 0)
 		goto out;
-	}
-	err = -ENOMEM;
-	enc = secret_alloc(3 * toklen + 1);
-	if (!enc)
-		goto out;
-	if (backend__uri_encode(enc, 3 * toklen + 1, tok, toklen, 0) < 0)
-		goto out; /* cannot happen: 3 bytes a byte fit */
-	bodycap = strlen(enc) + strlen(arn) + strlen(sess) + 128;
-	body = secret_alloc(bodycap);
-	if (!body)
-		goto out;
-	snprintf(body, bodycap + 1,
-		 "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=%s&RoleSessionName=%s"
-		 "&WebIdentityToken=%s",
-		 arn, sess, enc);
 	backend__creds_regs_clear();
-	{
-		struct curl_slist *l =
-		    curl_slist_append(h, "Content-Type: application/x-www-form-urlencoded");
-
-		if (!l)
-			goto out;
-		h = l;
-		l = curl_slist_append(h, "Accept: application/xml");
-		if (!l)
-			goto out;
-		h = l;
-	}
+	err = slist_plain(&h, "Content-Type: application/x-www-form-urlencoded");
+	if (!err)
+		err = slist_plain(&h, "Accept: application/xml");
+	if (err < 0)
+		goto out;
 	c.method = "POST";
 	c.url = s->url;
 	c.hdrs = h;
@@ -1244,47 +1299,18 @@ static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int
 		err = c.status == 400 || c.status == 403 ? -EACCES : -EIO;
 		goto out;
 	}
-	{
-		char *id = NULL, *secret = NULL, *token = NULL;
-
-		err = xml_field(c.resp, "AccessKeyId", &id);
-		if (!err)
-			err = xml_field(c.resp, "SecretAccessKey", &secret);
-		if (!err)
-			err = xml_field(c.resp, "SessionToken", &token);
-		if (!err)
-			err = xml_field(c.resp, "Expiration", &x);
-		if (!err && backend__iso8601_parse(x, strlen(x), exp) < 0)
-			err = -EBADMSG;
-		if (!err && (!id[0] || !secret[0] || !header_safe(id) || !header_safe(secret) ||
-			     !header_safe(token)))
-			err = -EBADMSG;
-		if (!err)
-			err = set_plain(&out->access_key, id, strlen(id));
-		if (!err) {
-			out->secret_key = secret;
-			out->session_token = token;
-			secret = token = NULL;
-		} else if (err != -ENOMEM) {
-			why_set(why, whycap,
-				"STS %s: the AssumeRoleWithWebIdentity answer has no "
-				"usable Credentials",
-				s->url);
-			err = -EBADMSG;
-		}
-		secret_free(id);
-		secret_free(secret);
-		secret_free(token);
-	}
+	err = webid_creds(c.resp, out, exp);
+	if (err == -EBADMSG)
+		why_set(why, whycap,
+			"STS %s: the AssumeRoleWithWebIdentity answer has no usable Credentials",
+			s->url);
 out:
 	if (err == -ENOMEM && !why[0])
 		why_set(why, whycap, "out of memory");
 	curl_slist_free_all(h);
 	secret_free(c.resp);
 	secret_free(tok);
-	secret_free(enc);
 	secret_free(body);
-	secret_free(x);
 	if (err < 0)
 		backend__creds_clear(out);
 	return err;
@@ -1322,15 +1348,9 @@ static int fetch_container(struct backend_credsrc *s, struct backend_creds *out,
 	}
 	if (auth && auth[0] && (err = slist_secret(&h, "Authorization", auth)) < 0)
 		goto out;
-	{
-		struct curl_slist *l = curl_slist_append(h, "Accept: application/json");
-
-		if (!l) {
-			err = -ENOMEM;
-			goto out;
-		}
-		h = l;
-	}
+	err = slist_plain(&h, "Accept: application/json");
+	if (err < 0)
+		goto out;
 	c.ca_file = s->ca_file;
 	err = meta_call(s, &c, "GET", s->url, h, 200, 0, why, whycap);
 	if (err < 0)
