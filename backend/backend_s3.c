@@ -389,126 +389,143 @@ static int token_seen(uint64_t **set, size_t *n, size_t *cap, const char *token)
 	return 0;
 }
 
+/* GET the listing page after token (NULL: the first) into *body (free it;
+ * *len bytes). *query: the query string sent (the caller frees it).
+ * Returns 0, or a negative errno with the error set. */
+static int os_list_page(struct backend *be, const char *token, char **query, void **body,
+			size_t *len)
+{
+	struct backend_objstore *os = be->impl;
+	struct backend_kv params[4] = {{"list-type", "2"}, {"max-keys", "1000"}};
+	size_t np = 2, plen = strlen(os->prefix), qcap;
+	struct os_call c;
+	long st;
+	int ret;
+
+	if (plen)
+		params[np++] = (struct backend_kv){"prefix", os->prefix};
+	if (token)
+		params[np++] = (struct backend_kv){"continuation-token", token};
+	qcap = 3 * (plen + (token ? strlen(token) : 0)) + 128;
+	free(*query);
+	*query = malloc(qcap);
+	if (!*query)
+		return -ENOMEM;
+	ret = (int)backend__sigv4_query(*query, qcap, params, np);
+	if (ret < 0)
+		return ret;
+	ret = os_call_init(&c, os, "GET", os->list_path, *query);
+	if (ret < 0)
+		return ret;
+	ret = backend_io_get(os->io, &c.req, body, len, OS_LIST_PAGE_MAX);
+	st = c.req.status;
+	os_call_free(&c);
+	if (ret >= 0)
+		return 0;
+	if (st == 401 || st == 403 || st == 400)
+		os_refused(be, st, os->list_path, *query);
+	else if (st == 404)
+		backend__set_error(be, "%s: no such bucket (HTTP 404)", be->desc);
+	else if (ret == -EFBIG)
+		backend__set_error(be, "%s: a listing page is larger than %u bytes", be->desc,
+				   OS_LIST_PAGE_MAX);
+	else if (c.req.error[0])
+		backend__set_error(be, "%s: listing failed: %s", be->desc, c.req.error);
+	else
+		backend__set_error(be, "%s: listing failed (HTTP %ld): %s", be->desc, st,
+				   strerror(-ret));
+	return ret;
+}
+
+/* Where a listing is, between its pages. */
+struct list_walk {
+	char *token;	/* the continuation token to send next, or NULL */
+	uint64_t *seen; /* hashes of the tokens sent so far (token_seen) */
+	size_t nseen, capseen;
+	unsigned empty; /* truncated pages in a row without a key */
+	int page_no;
+};
+
+/* After the truncated page number w->page_no: take page->next_token (set
+ * to NULL) as the next one to send, unless the listing does not move on
+ * (endless listings, above). Returns 0, or -EIO with the error set, or
+ * -ENOMEM. */
+static int os_list_follow(struct backend *be, struct list_walk *w,
+			  struct backend_s3_page *page, int got_keys)
+{
+	int ret;
+
+	if (!page->next_token || !page->next_token[0] ||
+	    (w->token && strcmp(w->token, page->next_token) == 0)) {
+		backend__set_error(be, "%s: truncated listing without a new continuation token",
+				   be->desc);
+		return -EIO;
+	}
+	w->empty = got_keys ? 0 : w->empty + 1;
+	if (w->empty >= OS_LIST_EMPTY_MAX) {
+		backend__set_error(be, "%s: %u truncated listing pages in a row without a key",
+				   be->desc, w->empty);
+		return -EIO;
+	}
+	ret = token_seen(&w->seen, &w->nseen, &w->capseen, page->next_token);
+	if (ret > 0) {
+		backend__set_error(be,
+				   "%s: the listing loops (continuation token repeated after %d "
+				   "pages)",
+				   be->desc, w->page_no + 1);
+		return -EIO;
+	}
+	if (ret < 0)
+		return ret;
+	free(w->token);
+	w->token = page->next_token;
+	page->next_token = NULL;
+	return 0;
+}
+
 static int os_list(struct backend *be, backend_list_cb cb, void *arg)
 {
 	struct backend_objstore *os = be->impl;
 	struct list_state ls = {be, cb, arg, strlen(os->prefix), 0, 0};
-	char *token = NULL, *query = NULL;
-	uint64_t *seen = NULL; /* hashes of the tokens sent so far */
-	size_t nseen = 0, capseen = 0, before;
-	unsigned empty = 0;
+	struct list_walk w = {0};
+	char *query = NULL;
 	int ret = 0;
-	size_t qcap;
 
-	for (int page_no = 0;; page_no++) {
-		struct backend_kv params[4] = {{"list-type", "2"}, {"max-keys", "1000"}};
-		size_t np = 2;
+	for (w.page_no = 0;; w.page_no++) {
 		struct backend_s3_page page;
-		struct os_call c;
 		void *body = NULL;
-		size_t len = 0;
+		size_t len = 0, before;
 
-		if (page_no >= OS_LIST_MAX_PAGES) {
+		if (w.page_no >= OS_LIST_MAX_PAGES) {
 			backend__set_error(be, "%s: listing has more than %d pages", be->desc,
 					   OS_LIST_MAX_PAGES);
 			ret = -EFBIG;
 			break;
 		}
-		if (ls.plen)
-			params[np++] = (struct backend_kv){"prefix", os->prefix};
-		if (token)
-			params[np++] = (struct backend_kv){"continuation-token", token};
-		qcap = 3 * (ls.plen + (token ? strlen(token) : 0)) + 128;
-		free(query);
-		query = malloc(qcap);
-		if (!query) {
-			ret = -ENOMEM;
-			break;
-		}
-		ret = (int)backend__sigv4_query(query, qcap, params, np);
+		ret = os_list_page(be, w.token, &query, &body, &len);
 		if (ret < 0)
 			break;
-		ret = os_call_init(&c, os, "GET", os->list_path, query);
-		if (ret < 0)
-			break;
-		ret = backend_io_get(os->io, &c.req, &body, &len, OS_LIST_PAGE_MAX);
-		if (ret < 0) {
-			long st = c.req.status;
-
-			os_call_free(&c);
-			if (st == 401 || st == 403 || st == 400)
-				os_refused(be, st, os->list_path, query);
-			else if (st == 404)
-				backend__set_error(be, "%s: no such bucket (HTTP 404)", be->desc);
-			else if (ret == -EFBIG)
-				backend__set_error(be, "%s: a listing page is larger than %u bytes",
-						   be->desc, OS_LIST_PAGE_MAX);
-			else if (c.req.error[0])
-				backend__set_error(be, "%s: listing failed: %s", be->desc,
-						   c.req.error);
-			else
-				backend__set_error(be, "%s: listing failed (HTTP %ld): %s",
-						   be->desc, st, strerror(-ret));
-			break;
-		}
-		os_call_free(&c);
 		before = ls.entries;
 		ret = backend__s3_xml_list(body, len, list_entry, &ls, &page);
 		free(body);
-		if (ret != 0) {
-			free(page.next_token);
-			if (ret == -EFBIG && ls.entries > OS_LIST_ENTRIES_MAX)
-				backend__set_error(be, "%s: listing has more than %lu keys",
-						   be->desc, OS_LIST_ENTRIES_MAX);
-			if (ret == -EBADMSG) {
-				backend__set_error(be,
-						   "%s: the store's listing is not a "
-						   "ListBucketResult document",
-						   be->desc);
-				ret = -EIO;
-			}
-			break;
-		}
-		if (!page.truncated) {
-			free(page.next_token);
-			break;
-		}
-		if (!page.next_token || !page.next_token[0] ||
-		    (token && strcmp(token, page.next_token) == 0)) {
-			free(page.next_token);
+		if (ret == -EFBIG && ls.entries > OS_LIST_ENTRIES_MAX)
+			backend__set_error(be, "%s: listing has more than %lu keys", be->desc,
+					   OS_LIST_ENTRIES_MAX);
+		if (ret == -EBADMSG) {
 			backend__set_error(be,
-					   "%s: truncated listing without a new continuation "
-					   "token",
+					   "%s: the store's listing is not a ListBucketResult "
+					   "document",
 					   be->desc);
 			ret = -EIO;
-			break;
 		}
-		empty = ls.entries == before ? empty + 1 : 0;
-		if (empty >= OS_LIST_EMPTY_MAX) {
-			free(page.next_token);
-			backend__set_error(be,
-					   "%s: %u truncated listing pages in a row without a key",
-					   be->desc, empty);
-			ret = -EIO;
+		if (ret == 0 && page.truncated)
+			ret = os_list_follow(be, &w, &page, ls.entries != before);
+		free(page.next_token);
+		if (ret != 0 || !page.truncated)
 			break;
-		}
-		ret = token_seen(&seen, &nseen, &capseen, page.next_token);
-		if (ret != 0) {
-			free(page.next_token);
-			if (ret > 0) {
-				backend__set_error(be,
-						   "%s: the listing loops (continuation token "
-						   "repeated after %d pages)",
-						   be->desc, page_no + 1);
-				ret = -EIO;
-			}
-			break;
-		}
-		free(token);
-		token = page.next_token;
 	}
-	free(seen);
-	free(token);
+	free(w.seen);
+	free(w.token);
 	free(query);
 	return ret;
 }
