@@ -669,6 +669,114 @@ static char *dup_printf(const char *fmt, ...)
 	return s;
 }
 
+/* The endpoint URL of os (kind, bucket set) and its region: cfg's,
+ * the environment's, or the store's default (in ebuf). *path_style: 0 for
+ * a virtual-hosted AWS endpoint, else 1. */
+static const char *os_endpoint(struct backend_objstore *os, const struct backend_config *cfg,
+			       char *ebuf, size_t ebufcap, int *path_style)
+{
+	const char *endpoint = cfg->endpoint;
+
+	*path_style = 1;
+	if (os->kind == OS_S3) {
+		backend__aws_region(os->region, sizeof(os->region));
+		if (!endpoint)
+			endpoint = getenv("AWS_ENDPOINT_URL_S3");
+		if (!endpoint || !*endpoint)
+			endpoint = getenv("AWS_ENDPOINT_URL");
+		if (!endpoint || !*endpoint) {
+			if (!strchr(os->bucket, '.')) {
+				snprintf(ebuf, ebufcap, "https://%s.s3.%s.amazonaws.com",
+					 os->bucket, os->region);
+				*path_style = 0;
+			} else {
+				snprintf(ebuf, ebufcap, "https://s3.%s.amazonaws.com", os->region);
+			}
+			endpoint = ebuf;
+		}
+	} else if (os->kind == OS_GS) {
+		snprintf(os->region, sizeof(os->region), "auto");
+		if (!endpoint || !*endpoint)
+			endpoint = "https://storage.googleapis.com";
+	} else {
+		snprintf(os->region, sizeof(os->region), "us-east-1");
+		if (!endpoint || !*endpoint)
+			endpoint = getenv("AIS_ENDPOINT");
+		if (!endpoint || !*endpoint)
+			endpoint = "http://localhost:8080";
+	}
+	return endpoint;
+}
+
+/* How os signs its requests, with its credential source when it has one.
+ * Returns 0, or a negative errno with the error set (-EACCES: none found). */
+static int os_auth(struct backend *be, struct backend_objstore *os, const char *source,
+		   const struct backend_config *cfg)
+{
+	char why[768];
+	int err;
+
+	if (os->kind == OS_AIS || cfg->no_sign) {
+		os->auth = OS_AUTH_NONE; /* no_sign, or AIStore without AuthN */
+		return 0;
+	}
+	err = backend__credsrc_open(&os->creds, os->kind == OS_GS, cfg->ca_file, source, &be->log,
+				    why, sizeof(why));
+	if (err < 0) {
+		backend__set_error(NULL, "%s: cannot get credentials: %s", source,
+				   why[0] ? why : strerror(-err));
+		return err;
+	}
+	if (!os->creds) {
+		backend__set_error(
+		    NULL,
+		    "%s: no credentials found (set %s, or use --no-sign for a public "
+		    "bucket)%s%s%s",
+		    source,
+		    os->kind == OS_GS ? "GOOGLE_OAUTH_ACCESS_TOKEN, GCS_HMAC_ACCESS_ID/"
+					"GCS_HMAC_SECRET or AWS_ACCESS_KEY_ID/"
+					"AWS_SECRET_ACCESS_KEY, or run where the GCE metadata "
+					"server answers"
+				      : "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or "
+					"~/.aws/credentials, or run with an instance role, web "
+					"identity or container credentials",
+		    why[0] ? " [" : "", why, why[0] ? "]" : "");
+		return -EACCES;
+	}
+	os->auth = backend__credsrc_bearer(os->creds) ? OS_AUTH_BEARER : OS_AUTH_SIGV4;
+	return 0;
+}
+
+/* The request paths of os (encoded, as sent and signed). 0 or -ENOMEM. */
+static int os_paths(struct backend_objstore *os, int path_style)
+{
+	char bucket_enc[1024];
+
+	if (backend__uri_encode(bucket_enc, sizeof(bucket_enc), os->bucket, strlen(os->bucket), 0) <
+	    0)
+		return -ENOMEM;
+	if (os->kind == OS_AIS) {
+		/* listing and HEAD through AIStore's S3 API, GET through the native
+		 * API (backend_ais.c says why) */
+		os->list_path = dup_printf("%s/s3/%s", os->ep.path, bucket_enc);
+		os->head_prefix = dup_printf("%s/s3/%s/", os->ep.path, bucket_enc);
+		os->get_prefix = dup_printf("%s/v1/objects/%s/", os->ep.path, bucket_enc);
+		os->head_query = "";
+		os->get_query = "provider=ais";
+	} else if (path_style) {
+		os->list_path = dup_printf("%s/%s", os->ep.path, bucket_enc);
+		os->head_prefix = dup_printf("%s/%s/", os->ep.path, bucket_enc);
+		os->get_prefix = dup_printf("%s/%s/", os->ep.path, bucket_enc);
+		os->head_query = os->get_query = "";
+	} else {
+		os->list_path = dup_printf("%s/", os->ep.path);
+		os->head_prefix = dup_printf("%s/", os->ep.path);
+		os->get_prefix = dup_printf("%s/", os->ep.path);
+		os->head_query = os->get_query = "";
+	}
+	return os->list_path && os->head_prefix && os->get_prefix ? 0 : -ENOMEM;
+}
+
 int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 		     const struct backend_config *cfg)
 {
@@ -677,10 +785,9 @@ int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 	const char *slash = strchr(p, '/');
 	size_t blen = slash ? (size_t)(slash - p) : strlen(p);
 	const char *pfx = slash ? slash + 1 : "";
-	const char *endpoint = cfg->endpoint;
 	struct backend_objstore *os;
-	char ebuf[512], bucket_enc[1024];
-	int err = -ENOMEM, path_style = 1;
+	char ebuf[512];
+	int err = -ENOMEM, path_style;
 
 	if (!valid_bucket(p, blen)) {
 		backend__set_error(NULL, "%s: not a valid bucket name", source);
@@ -708,102 +815,19 @@ int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 	}
 	if (cfg->ca_file && !(os->ca_file = strdup(cfg->ca_file)))
 		goto fail;
-
-	/* endpoint, region, credentials */
-	if (kind == OS_S3) {
-		backend__aws_region(os->region, sizeof(os->region));
-		if (!endpoint)
-			endpoint = getenv("AWS_ENDPOINT_URL_S3");
-		if (!endpoint || !*endpoint)
-			endpoint = getenv("AWS_ENDPOINT_URL");
-		if (!endpoint || !*endpoint) {
-			if (!strchr(os->bucket, '.')) {
-				snprintf(ebuf, sizeof(ebuf), "https://%s.s3.%s.amazonaws.com",
-					 os->bucket, os->region);
-				path_style = 0;
-			} else {
-				snprintf(ebuf, sizeof(ebuf), "https://s3.%s.amazonaws.com",
-					 os->region);
-			}
-			endpoint = ebuf;
-		}
-	} else if (kind == OS_GS) {
-		snprintf(os->region, sizeof(os->region), "auto");
-		if (!endpoint || !*endpoint)
-			endpoint = "https://storage.googleapis.com";
-	} else {
-		snprintf(os->region, sizeof(os->region), "us-east-1");
-		if (!endpoint || !*endpoint)
-			endpoint = getenv("AIS_ENDPOINT");
-		if (!endpoint || !*endpoint)
-			endpoint = "http://localhost:8080";
-	}
-	err = backend__endpoint_parse(&os->ep, endpoint);
+	err = backend__endpoint_parse(&os->ep,
+				      os_endpoint(os, cfg, ebuf, sizeof(ebuf), &path_style));
 	if (err < 0) {
 		backend__set_error(NULL, "%s: bad endpoint URL (want http(s)://host[:port][/path])",
 				   source);
 		goto fail;
 	}
-	if (kind == OS_AIS) {
-		os->auth = OS_AUTH_NONE; /* AIStore without AuthN */
-	} else if (cfg->no_sign) {
-		os->auth = OS_AUTH_NONE;
-	} else {
-		char why[768];
-
-		err = backend__credsrc_open(&os->creds, kind == OS_GS, cfg->ca_file, source,
-					    &be->log, why, sizeof(why));
-		if (err < 0) {
-			backend__set_error(NULL, "%s: cannot get credentials: %s", source,
-					   why[0] ? why : strerror(-err));
-			goto fail;
-		}
-		if (!os->creds) {
-			backend__set_error(
-			    NULL,
-			    "%s: no credentials found (set %s, or use --no-sign for a public "
-			    "bucket)%s%s%s",
-			    source,
-			    kind == OS_GS ? "GOOGLE_OAUTH_ACCESS_TOKEN, GCS_HMAC_ACCESS_ID/"
-					    "GCS_HMAC_SECRET or AWS_ACCESS_KEY_ID/"
-					    "AWS_SECRET_ACCESS_KEY, or run where the GCE metadata "
-					    "server answers"
-					  : "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or "
-					    "~/.aws/credentials, or run with an instance role, web "
-					    "identity or container credentials",
-			    why[0] ? " [" : "", why, why[0] ? "]" : "");
-			err = -EACCES;
-			goto fail;
-		}
-		os->auth = backend__credsrc_bearer(os->creds) ? OS_AUTH_BEARER : OS_AUTH_SIGV4;
-	}
-
-	/* request paths (encoded, as sent and signed) */
-	if (backend__uri_encode(bucket_enc, sizeof(bucket_enc), os->bucket, strlen(os->bucket), 0) <
-	    0)
+	err = os_auth(be, os, source, cfg);
+	if (err == 0)
+		err = os_paths(os, path_style);
+	if (err < 0)
 		goto fail;
-	if (kind == OS_AIS) {
-		/* listing and HEAD through AIStore's S3 API, GET through the native
-		 * API (backend_ais.c says why) */
-		os->list_path = dup_printf("%s/s3/%s", os->ep.path, bucket_enc);
-		os->head_prefix = dup_printf("%s/s3/%s/", os->ep.path, bucket_enc);
-		os->get_prefix = dup_printf("%s/v1/objects/%s/", os->ep.path, bucket_enc);
-		os->head_query = "";
-		os->get_query = "provider=ais";
-	} else if (path_style) {
-		os->list_path = dup_printf("%s/%s", os->ep.path, bucket_enc);
-		os->head_prefix = dup_printf("%s/%s/", os->ep.path, bucket_enc);
-		os->get_prefix = dup_printf("%s/%s/", os->ep.path, bucket_enc);
-		os->head_query = os->get_query = "";
-	} else {
-		os->list_path = dup_printf("%s/", os->ep.path);
-		os->head_prefix = dup_printf("%s/", os->ep.path);
-		os->get_prefix = dup_printf("%s/", os->ep.path);
-		os->head_query = os->get_query = "";
-	}
 	err = -ENOMEM;
-	if (!os->list_path || !os->head_prefix || !os->get_prefix)
-		goto fail;
 	be->desc = dup_printf("%s%s/%s", scheme[kind], os->bucket, os->prefix);
 	if (!be->desc)
 		goto fail;
@@ -825,6 +849,7 @@ fail:
 	be->desc = NULL;
 	return err;
 }
+
 
 int backend__s3_open(struct backend *be, const char *source, const struct backend_config *cfg)
 {
