@@ -364,6 +364,17 @@ int backend__creds_curl_init(void)
 	return curl_result;
 }
 
+void backend__curl_harden(void *e, const char *ca_file)
+{
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+	if (ca_file)
+		curl_easy_setopt(e, CURLOPT_CAINFO, ca_file);
+}
+
 /* ---- sources ---------------------------------------------------------------- */
 
 static const char *env(const char *name)
@@ -785,13 +796,7 @@ static int http_perform(struct http_call *c, char *why, size_t whycap)
 		return -ENOMEM;
 	}
 	curl_easy_setopt(e, CURLOPT_URL, c->url);
-	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
-	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-	if (c->ca_file)
-		curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
+	backend__curl_harden(e, c->ca_file);
 	if (c->no_proxy)
 		curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, c->timeout_ms);

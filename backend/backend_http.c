@@ -590,47 +590,39 @@ static int http_stat(struct backend *be, const char *key, struct backend_objinfo
 }
 
 /* The ranged GET of [off, off + len) of key, only from version etag when
- * given; url (HTTP_URL_MAX bytes) holds its URL. */
-static int http_range_req(struct http *h, const char *key, const char *etag, uint64_t off,
-			  size_t len, struct backend_req *r, char *url)
+ * given: into buf when it is not NULL, else handed to cb (as os_get). */
+static ssize_t http_get(struct backend *be, const char *key, const char *etag, void *buf,
+			uint64_t off, size_t len, backend_sink_cb cb, void *arg)
 {
-	int err = http_url(h, key, url, HTTP_URL_MAX);
+	struct http *h = be->impl;
+	struct backend_req r;
+	char url[HTTP_URL_MAX];
+	int err;
 
+	if (len == 0)
+		return 0;
+	err = http_url(h, key, url, sizeof(url));
 	if (err < 0)
 		return err;
-	memset(r, 0, sizeof(*r));
-	r->method = "GET";
-	r->url = url;
-	r->range_off = off;
-	r->range_len = len;
-	r->if_match = etag;
-	return 0;
+	memset(&r, 0, sizeof(r));
+	r.method = "GET";
+	r.url = url;
+	r.range_off = off;
+	r.range_len = len;
+	r.if_match = etag;
+	return buf ? backend_io_read(h->io, &r, buf) : backend_io_stream(h->io, &r, cb, arg);
 }
 
 static ssize_t http_pread(struct backend *be, const char *key, const char *etag, void *buf,
 			  size_t len, uint64_t off)
 {
-	struct backend_req r;
-	char url[HTTP_URL_MAX];
-	int err;
-
-	if (len == 0)
-		return 0;
-	err = http_range_req(be->impl, key, etag, off, len, &r, url);
-	return err < 0 ? err : backend_io_read(((struct http *)be->impl)->io, &r, buf);
+	return http_get(be, key, etag, buf, off, len, NULL, NULL);
 }
 
 static ssize_t http_read_cb(struct backend *be, const char *key, const char *etag, uint64_t off,
 			    size_t len, backend_sink_cb cb, void *arg)
 {
-	struct backend_req r;
-	char url[HTTP_URL_MAX];
-	int err;
-
-	if (len == 0)
-		return 0;
-	err = http_range_req(be->impl, key, etag, off, len, &r, url);
-	return err < 0 ? err : backend_io_stream(((struct http *)be->impl)->io, &r, cb, arg);
+	return http_get(be, key, etag, NULL, off, len, cb, arg);
 }
 
 static void http_free(struct http *h)

@@ -255,13 +255,7 @@ static void os_diagnose(struct backend_objstore *os, const char *path, const cha
 	if (!b.p || !e || os_sign_headers(os, "GET", path, c.query, &h) < 0)
 		goto out;
 	curl_easy_setopt(e, CURLOPT_URL, c.req.url);
-	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
-	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-	if (os->ca_file)
-		curl_easy_setopt(e, CURLOPT_CAINFO, os->ca_file);
+	backend__curl_harden(e, os->ca_file);
 	curl_easy_setopt(e, CURLOPT_TIMEOUT, OS_DIAG_TIMEOUT_S);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, OS_DIAG_TIMEOUT_S);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
