@@ -364,6 +364,17 @@ int backend__creds_curl_init(void)
 	return curl_result;
 }
 
+void backend__curl_harden(void *e, const char *ca_file)
+{
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+	if (ca_file)
+		curl_easy_setopt(e, CURLOPT_CAINFO, ca_file);
+}
+
 /* ---- sources ---------------------------------------------------------------- */
 
 static const char *env(const char *name)
@@ -785,13 +796,7 @@ static int http_perform(struct http_call *c, char *why, size_t whycap)
 		return -ENOMEM;
 	}
 	curl_easy_setopt(e, CURLOPT_URL, c->url);
-	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
-	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-	if (c->ca_file)
-		curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
+	backend__curl_harden(e, c->ca_file);
 	if (c->no_proxy)
 		curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, c->timeout_ms);
@@ -1105,6 +1110,28 @@ static int header_safe(const char *s)
 	return 1;
 }
 
+/* Move id, secret and token (secret memory; token may be NULL or "": none)
+ * into out, taking the ones it keeps (set to NULL). Returns 0, -EBADMSG
+ * when id or secret is empty or one has control bytes, or -ENOMEM. */
+static int creds_take(struct backend_creds *out, char **id, char **secret, char **token)
+{
+	int err;
+
+	if (!(*id)[0] || !(*secret)[0] || !header_safe(*id) || !header_safe(*secret) ||
+	    (*token && !header_safe(*token)))
+		return -EBADMSG;
+	err = set_plain(&out->access_key, *id, strlen(*id));
+	if (err < 0)
+		return err;
+	out->secret_key = *secret;
+	*secret = NULL;
+	if (*token && (*token)[0]) {
+		out->session_token = *token;
+		*token = NULL;
+	}
+	return 0;
+}
+
 /* Fill out from fields id/secret/token/expiration of a JSON document (the
  * IMDS, container and credential_process shapes). exp: 0 when the document
  * has no expiration. */
@@ -1139,21 +1166,9 @@ static int creds_from_json(const char *js, size_t len, const char *token_key,
 	}
 	if (err < 0 && err != -ENOENT)
 		goto out;
-	if (!id[0] || !secret[0] || !header_safe(id) || !header_safe(secret) ||
-	    (token && !header_safe(token))) {
+	err = creds_take(out, &id, &secret, &token);
+	if (err == -EBADMSG)
 		why_set(why, whycap, "the answer's credentials are empty or malformed");
-		err = -EBADMSG;
-		goto out;
-	}
-	err = set_plain(&out->access_key, id, strlen(id));
-	if (err == 0) {
-		out->secret_key = secret;
-		secret = NULL;
-		if (token && token[0]) {
-			out->session_token = token;
-			token = NULL;
-		}
-	}
 out:
 	secret_free(id);
 	secret_free(secret);
@@ -1164,15 +1179,87 @@ out:
 
 /* ---- the sources that fetch ----------------------------------------------- */
 
+/* Append a header line without secrets to *h: 0, or -ENOMEM with *h as it was. */
+static int slist_plain(struct curl_slist **h, const char *line)
+{
+	struct curl_slist *l = curl_slist_append(*h, line);
+
+	if (!l)
+		return -ENOMEM;
+	*h = l;
+	return 0;
+}
+
+/* The AssumeRoleWithWebIdentity form of s with the token tok, in secret
+ * memory (*body; free with secret_free). Returns 0, -ENAMETOOLONG with why,
+ * or -ENOMEM. */
+static int webid_body(struct backend_credsrc *s, const char *tok, size_t toklen, char **body,
+		      char *why, size_t whycap)
+{
+	char arn[4096], sess[256];
+	char *enc = NULL;
+	size_t bodycap;
+	ssize_t na, ns;
+
+	*body = NULL;
+	/* form values, URL-encoded by the one encoder (the token into secret
+	 * memory: curl_easy_escape would put it on the heap) */
+	na = backend__uri_encode(arn, sizeof(arn), s->role_arn, strlen(s->role_arn), 0);
+	ns = backend__uri_encode(sess, sizeof(sess), s->session_name, strlen(s->session_name), 0);
+	if (na < 0 || ns < 0) {
+		why_set(why, whycap, "AWS_ROLE_ARN or AWS_ROLE_SESSION_NAME is too long");
+		return -ENAMETOOLONG;
+	}
+	enc = secret_alloc(3 * toklen + 1);
+	if (!enc)
+		return -ENOMEM;
+	if (backend__uri_encode(enc, 3 * toklen + 1, tok, toklen, 0) < 0) {
+		secret_free(enc); /* cannot happen: 3 bytes a byte fit */
+		return -ENOMEM;
+	}
+	bodycap = strlen(enc) + strlen(arn) + strlen(sess) + 128;
+	*body = secret_alloc(bodycap);
+	if (*body)
+		snprintf(*body, bodycap + 1,
+			 "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=%s"
+			 "&RoleSessionName=%s&WebIdentityToken=%s",
+			 arn, sess, enc);
+	secret_free(enc);
+	return *body ? 0 : -ENOMEM;
+}
+
+/* The Credentials of an AssumeRoleWithWebIdentity answer (XML) into out
+ * and *exp. Returns 0, -EBADMSG or -ENOMEM. */
+static int webid_creds(const char *resp, struct backend_creds *out, int64_t *exp)
+{
+	char *id = NULL, *secret = NULL, *token = NULL, *x = NULL;
+	int err;
+
+	err = xml_field(resp, "AccessKeyId", &id);
+	if (!err)
+		err = xml_field(resp, "SecretAccessKey", &secret);
+	if (!err)
+		err = xml_field(resp, "SessionToken", &token);
+	if (!err)
+		err = xml_field(resp, "Expiration", &x);
+	if (!err && backend__iso8601_parse(x, strlen(x), exp) < 0)
+		err = -EBADMSG;
+	if (!err)
+		err = creds_take(out, &id, &secret, &token);
+	secret_free(id);
+	secret_free(secret);
+	secret_free(token);
+	secret_free(x);
+	return err == -ENOMEM ? err : err < 0 ? -EBADMSG : 0;
+}
+
 static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int64_t *exp,
 		       char *why, size_t whycap)
 {
 	struct http_call c = {0};
 	struct curl_slist *h = NULL;
-	char *tok = NULL, *enc = NULL, *body = NULL, *x = NULL;
-	char arn[4096], sess[256];
-	size_t toklen = 0, bodycap;
-	ssize_t na, ns;
+	char *tok = NULL, *body = NULL;
+	size_t toklen = 0;
 	int err;
 
 	memset(out, 0, sizeof(*out));
@@ -1185,42 +1272,15 @@ static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int
 	while (toklen > 0 &&
 	       (tok[toklen - 1] == '\n' || tok[toklen - 1] == '\r' || tok[toklen - 1] == ' '))
 		tok[--toklen] = '\0';
-	/* form values, URL-encoded by the one encoder (the token into secret
-	 * memory: curl_easy_escape would put it on the heap) */
-	na = backend__uri_encode(arn, sizeof(arn), s->role_arn, strlen(s->role_arn), 0);
-	ns = backend__uri_encode(sess, sizeof(sess), s->session_name, strlen(s->session_name), 0);
-	if (na < 0 || ns < 0) {
-		why_set(why, whycap, "AWS_ROLE_ARN or AWS_ROLE_SESSION_NAME is too long");
-		err = -ENAMETOOLONG;
+	err = webid_body(s, tok, toklen, &body, why, whycap);
+	if (err < 0)
 		goto out;
-	}
-	err = -ENOMEM;
-	enc = secret_alloc(3 * toklen + 1);
-	if (!enc)
-		goto out;
-	if (backend__uri_encode(enc, 3 * toklen + 1, tok, toklen, 0) < 0)
-		goto out; /* cannot happen: 3 bytes a byte fit */
-	bodycap = strlen(enc) + strlen(arn) + strlen(sess) + 128;
-	body = secret_alloc(bodycap);
-	if (!body)
-		goto out;
-	snprintf(body, bodycap + 1,
-		 "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=%s&RoleSessionName=%s"
-		 "&WebIdentityToken=%s",
-		 arn, sess, enc);
 	backend__creds_regs_clear();
-	{
-		struct curl_slist *l =
-		    curl_slist_append(h, "Content-Type: application/x-www-form-urlencoded");
-
-		if (!l)
-			goto out;
-		h = l;
-		l = curl_slist_append(h, "Accept: application/xml");
-		if (!l)
-			goto out;
-		h = l;
-	}
+	err = slist_plain(&h, "Content-Type: application/x-www-form-urlencoded");
+	if (!err)
+		err = slist_plain(&h, "Accept: application/xml");
+	if (err < 0)
+		goto out;
 	c.method = "POST";
 	c.url = s->url;
 	c.hdrs = h;
@@ -1244,47 +1304,18 @@ static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int
 		err = c.status == 400 || c.status == 403 ? -EACCES : -EIO;
 		goto out;
 	}
-	{
-		char *id = NULL, *secret = NULL, *token = NULL;
-
-		err = xml_field(c.resp, "AccessKeyId", &id);
-		if (!err)
-			err = xml_field(c.resp, "SecretAccessKey", &secret);
-		if (!err)
-			err = xml_field(c.resp, "SessionToken", &token);
-		if (!err)
-			err = xml_field(c.resp, "Expiration", &x);
-		if (!err && backend__iso8601_parse(x, strlen(x), exp) < 0)
-			err = -EBADMSG;
-		if (!err && (!id[0] || !secret[0] || !header_safe(id) || !header_safe(secret) ||
-			     !header_safe(token)))
-			err = -EBADMSG;
-		if (!err)
-			err = set_plain(&out->access_key, id, strlen(id));
-		if (!err) {
-			out->secret_key = secret;
-			out->session_token = token;
-			secret = token = NULL;
-		} else if (err != -ENOMEM) {
-			why_set(why, whycap,
-				"STS %s: the AssumeRoleWithWebIdentity answer has no "
-				"usable Credentials",
-				s->url);
-			err = -EBADMSG;
-		}
-		secret_free(id);
-		secret_free(secret);
-		secret_free(token);
-	}
+	err = webid_creds(c.resp, out, exp);
+	if (err == -EBADMSG)
+		why_set(why, whycap,
+			"STS %s: the AssumeRoleWithWebIdentity answer has no usable Credentials",
+			s->url);
 out:
 	if (err == -ENOMEM && !why[0])
 		why_set(why, whycap, "out of memory");
 	curl_slist_free_all(h);
 	secret_free(c.resp);
 	secret_free(tok);
-	secret_free(enc);
 	secret_free(body);
-	secret_free(x);
 	if (err < 0)
 		backend__creds_clear(out);
 	return err;
@@ -1322,15 +1353,9 @@ static int fetch_container(struct backend_credsrc *s, struct backend_creds *out,
 	}
 	if (auth && auth[0] && (err = slist_secret(&h, "Authorization", auth)) < 0)
 		goto out;
-	{
-		struct curl_slist *l = curl_slist_append(h, "Accept: application/json");
-
-		if (!l) {
-			err = -ENOMEM;
-			goto out;
-		}
-		h = l;
-	}
+	err = slist_plain(&h, "Accept: application/json");
+	if (err < 0)
+		goto out;
 	c.ca_file = s->ca_file;
 	err = meta_call(s, &c, "GET", s->url, h, 200, 0, why, whycap);
 	if (err < 0)
@@ -1943,23 +1968,45 @@ static int src_start(struct backend_credsrc *s, char *why, size_t whycap)
 	return 0;
 }
 
-int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_file,
-			  const char *label, const struct backend_logger *log, char *why,
-			  size_t whycap)
+/* What every link of the chain needs to know. */
+struct chain {
+	int gcs;
+	const char *ca_file;
+	const char *label;
+	const struct backend_logger *log;
+	const char *profile; /* AWS_PROFILE, or "default" */
+};
+
+/*
+ * One link of the chain. Returns 0 when it has nothing (*sp stays NULL),
+ * LINK_FOUND with *sp holding credentials, LINK_FETCH with *sp that must
+ * fetch its first credentials (src_start), or a negative errno with why
+ * (the caller closes *sp, which may be set).
+ */
+enum { LINK_FOUND = 1, LINK_FETCH = 2 };
+typedef int (*chain_link)(const struct chain *ch, struct backend_credsrc **sp, char *why,
+			  size_t whycap);
+
+/* A static source holding st (taken, also on failure): LINK_FOUND or -ENOMEM. */
+static int src_static(const struct chain *ch, struct backend_creds *st, struct backend_credsrc **sp)
 {
-	struct backend_credsrc *s = NULL;
+	*sp = src_new(SRC_STATIC, ch->label, ch->ca_file, ch->log);
+	if (!*sp) {
+		backend__creds_clear(st);
+		return -ENOMEM;
+	}
+	(*sp)->cur = *st;
+	return LINK_FOUND;
+}
+
+/* 1. static: the environment (and GCS's own) */
+static int link_env(const struct chain *ch, struct backend_credsrc **sp, char *why, size_t whycap)
+{
 	struct backend_creds st;
-	const char *profile = env("AWS_PROFILE");
-	int err, loop_ok = 0;
-	char when[32];
+	const char *name = "the environment (AWS_ACCESS_KEY_ID)";
+	int err;
 
-	*out = NULL;
-	why[0] = '\0';
-	if (!profile)
-		profile = "default";
-
-	/* 1. static: the environment (and GCS's own), the credentials file */
-	if (gcs) {
+	if (ch->gcs) {
 		char *tok = NULL;
 
 		memset(&st, 0, sizeof(st));
@@ -1974,241 +2021,258 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 				return -EINVAL;
 			}
 			st.bearer = tok;
-			s = src_new(SRC_STATIC, label, ca_file, log);
-			if (!s) {
-				backend__creds_clear(&st);
-				return -ENOMEM;
-			}
-			s->cur = st;
-			snprintf(s->name, sizeof(s->name),
-				 "the environment (GOOGLE_OAUTH_ACCESS_TOKEN)");
+			name = "the environment (GOOGLE_OAUTH_ACCESS_TOKEN)";
 			goto found;
 		}
 		err = from_env(&st, "GCS_HMAC_ACCESS_ID", "GCS_HMAC_SECRET", NULL);
 		if (err < 0)
 			return err;
 		if (err > 0) {
-			s = src_new(SRC_STATIC, label, ca_file, log);
-			if (!s) {
-				backend__creds_clear(&st);
-				return -ENOMEM;
-			}
-			s->cur = st;
-			snprintf(s->name, sizeof(s->name), "the environment (GCS_HMAC_ACCESS_ID)");
+			name = "the environment (GCS_HMAC_ACCESS_ID)";
 			goto found;
 		}
 	}
 	memset(&st, 0, sizeof(st));
 	err = from_env(&st, "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN");
-	if (err < 0)
+	if (err <= 0)
 		return err;
-	if (err > 0) {
-		s = src_new(SRC_STATIC, label, ca_file, log);
-		if (!s) {
-			backend__creds_clear(&st);
-			return -ENOMEM;
-		}
-		s->cur = st;
-		snprintf(s->name, sizeof(s->name), "the environment (AWS_ACCESS_KEY_ID)");
-		goto found;
+found:
+	err = src_static(ch, &st, sp);
+	if (err > 0)
+		snprintf((*sp)->name, sizeof((*sp)->name), "%s", name);
+	return err;
+}
+
+/* 2. web identity (botocore has it before the credentials file) */
+static int link_webid(const struct chain *ch, struct backend_credsrc **sp, char *why,
+		      size_t whycap)
+{
+	const char *sts = env("AWS_ENDPOINT_URL_STS");
+	char dflt[128], region[64], sess[64];
+	struct backend_credsrc *s;
+
+	if (ch->gcs || !env("AWS_WEB_IDENTITY_TOKEN_FILE") || !env("AWS_ROLE_ARN"))
+		return 0;
+	if (!sts)
+		sts = env("AWS_ENDPOINT_URL");
+	backend__aws_region(region, sizeof(region));
+	snprintf(dflt, sizeof(dflt), "https://sts.%s.amazonaws.com", region);
+	snprintf(sess, sizeof(sess), "shardfs-%lld", (long long)time(NULL));
+	s = *sp = src_new(SRC_WEBID, ch->label, ch->ca_file, ch->log);
+	if (!s)
+		return -ENOMEM;
+	s->token_file = strdup(env("AWS_WEB_IDENTITY_TOKEN_FILE"));
+	s->role_arn = strdup(env("AWS_ROLE_ARN"));
+	s->session_name = dup_or(env("AWS_ROLE_SESSION_NAME"), sess);
+	s->url = dup_or(sts, dflt);
+	s->timeout_ms = 10000;
+	if (!s->token_file || !s->role_arn || !s->session_name || !s->url)
+		return -ENOMEM;
+	if (backend__endpoint_parse(&(struct backend_endpoint){0}, s->url) < 0) {
+		why_set(why, whycap, "web identity: bad STS endpoint URL %s", s->url);
+		return -EINVAL;
 	}
+	snprintf(s->name, sizeof(s->name), "web identity (role %.150s, STS %.80s)", s->role_arn,
+		 s->url);
+	return LINK_FETCH;
+}
 
-	/* 2. web identity (botocore has it before the credentials file) */
-	if (!gcs && env("AWS_WEB_IDENTITY_TOKEN_FILE") && env("AWS_ROLE_ARN")) {
-		const char *sts = env("AWS_ENDPOINT_URL_STS");
-		char dflt[128], region[64], sess[64];
+/* 3. the shared credentials file */
+static int link_file(const struct chain *ch, struct backend_credsrc **sp, char *why,
+		     size_t whycap)
+{
+	char path[4096];
+	const char *file = env("AWS_SHARED_CREDENTIALS_FILE");
+	struct backend_creds st;
+	int err;
 
-		if (!sts)
-			sts = env("AWS_ENDPOINT_URL");
-		backend__aws_region(region, sizeof(region));
-		snprintf(dflt, sizeof(dflt), "https://sts.%s.amazonaws.com", region);
-		snprintf(sess, sizeof(sess), "shardfs-%lld", (long long)time(NULL));
-		s = src_new(SRC_WEBID, label, ca_file, log);
-		if (!s)
-			return -ENOMEM;
-		s->token_file = strdup(env("AWS_WEB_IDENTITY_TOKEN_FILE"));
-		s->role_arn = strdup(env("AWS_ROLE_ARN"));
-		s->session_name = dup_or(env("AWS_ROLE_SESSION_NAME"), sess);
-		s->url = dup_or(sts, dflt);
-		s->timeout_ms = 10000;
-		if (!s->token_file || !s->role_arn || !s->session_name || !s->url) {
-			err = -ENOMEM;
-			goto fail;
-		}
-		if (backend__endpoint_parse(&(struct backend_endpoint){0}, s->url) < 0) {
-			why_set(why, whycap, "web identity: bad STS endpoint URL %s", s->url);
-			err = -EINVAL;
-			goto fail;
-		}
-		snprintf(s->name, sizeof(s->name), "web identity (role %.150s, STS %.80s)",
-			 s->role_arn, s->url);
-		goto fetch;
+	(void)why;
+	(void)whycap;
+	if (!file) {
+		const char *home = env("HOME");
+
+		if (home &&
+		    snprintf(path, sizeof(path), "%s/.aws/credentials", home) < (int)sizeof(path))
+			file = path;
 	}
+	if (!file)
+		return 0;
+	memset(&st, 0, sizeof(st));
+	err = backend__creds_file(&st, file, ch->profile);
+	if (err < 0 && err != -ENOENT)
+		return err;
+	if (!st.access_key)
+		return 0;
+	err = src_static(ch, &st, sp);
+	if (err > 0)
+		snprintf((*sp)->name, sizeof((*sp)->name), "the credentials file (profile %.100s)",
+			 ch->profile);
+	return err;
+}
 
-	/* 3. the shared credentials file */
-	{
-		char path[4096];
-		const char *file = env("AWS_SHARED_CREDENTIALS_FILE");
+/* 4. credential_process of the profile */
+static int link_process(const struct chain *ch, struct backend_credsrc **sp, char *why,
+			size_t whycap)
+{
+	char *cmd = NULL;
+	int err;
 
-		if (!file) {
-			const char *home = env("HOME");
-
-			if (home && snprintf(path, sizeof(path), "%s/.aws/credentials", home) <
-					(int)sizeof(path))
-				file = path;
-		}
-		if (file) {
-			memset(&st, 0, sizeof(st));
-			err = backend__creds_file(&st, file, profile);
-			if (err < 0 && err != -ENOENT)
-				return err;
-			if (st.access_key) {
-				s = src_new(SRC_STATIC, label, ca_file, log);
-				if (!s) {
-					backend__creds_clear(&st);
-					return -ENOMEM;
-				}
-				s->cur = st;
-				snprintf(s->name, sizeof(s->name),
-					 "the credentials file (profile %.100s)", profile);
-				goto found;
-			}
-		}
+	(void)why;
+	(void)whycap;
+	err = find_process(ch->profile, &cmd);
+	if (err < 0 || !cmd)
+		return err;
+	*sp = src_new(SRC_PROCESS, ch->label, ch->ca_file, ch->log);
+	if (!*sp) {
+		free(cmd);
+		return -ENOMEM;
 	}
-	if (gcs)
-		goto gce;
+	(*sp)->process = cmd;
+	snprintf((*sp)->name, sizeof((*sp)->name), "credential_process (profile %.100s)",
+		 ch->profile);
+	return LINK_FETCH;
+}
 
-	/* 4. credential_process of the profile */
-	{
-		char *cmd = NULL;
+/* 5. the container endpoint (ECS, EKS Pod Identity) */
+static int link_container(const struct chain *ch, struct backend_credsrc **sp, char *why,
+			  size_t whycap)
+{
+	const char *rel = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+	const char *full = env("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+	const char *tokfile = env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
+	struct backend_credsrc *s;
+	char url[1024];
+	int loop_ok = 0;
 
-		err = find_process(profile, &cmd);
-		if (err < 0)
-			return err;
-		if (cmd) {
-			s = src_new(SRC_PROCESS, label, ca_file, log);
-			if (!s) {
-				free(cmd);
-				return -ENOMEM;
-			}
-			s->process = cmd;
-			snprintf(s->name, sizeof(s->name), "credential_process (profile %.100s)",
-				 profile);
-			goto fetch;
-		}
+	if (!rel && !full)
+		return 0;
+	s = *sp = src_new(SRC_CONTAINER, ch->label, ch->ca_file, ch->log);
+	if (!s)
+		return -ENOMEM;
+	if (rel)
+		snprintf(url, sizeof(url), "http://169.254.170.2%s%s", rel[0] == '/' ? "" : "/",
+			 rel);
+	else
+		snprintf(url, sizeof(url), "%s", full);
+	if (url_origin_ok(url, &loop_ok) < 0 || !loop_ok) {
+		why_set(why, whycap,
+			"container credentials: %s must be https or a loopback/ECS/EKS address",
+			url);
+		return -EINVAL;
 	}
+	if (tokfile && !(s->token_file = strdup(tokfile)))
+		return -ENOMEM;
+	s->url = strdup(url);
+	s->timeout_ms = env_ms("AWS_METADATA_SERVICE_TIMEOUT", 2000);
+	if (!s->url)
+		return -ENOMEM;
+	snprintf(s->name, sizeof(s->name), "the container endpoint (%.200s)", url);
+	return LINK_FETCH;
+}
 
-	/* 5. the container endpoint (ECS, EKS Pod Identity) */
-	if (env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") ||
-	    env("AWS_CONTAINER_CREDENTIALS_FULL_URI")) {
-		const char *rel = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
-		char url[1024];
+/* Start a metadata-service source s (what: its name in why): LINK_FOUND;
+ * 0 when the service is not there (quiet: the errors that mean so), s
+ * closed; or a negative errno, s closed. */
+static int meta_start(struct backend_credsrc **sp, const char *what, int quiet_enoent, char *why,
+		      size_t whycap)
+{
+	int err = src_start(*sp, why, whycap);
+	char tmp[512];
 
-		s = src_new(SRC_CONTAINER, label, ca_file, log);
-		if (!s)
-			return -ENOMEM;
-		if (rel)
-			snprintf(url, sizeof(url), "http://169.254.170.2%s%s",
-				 rel[0] == '/' ? "" : "/", rel);
-		else
-			snprintf(url, sizeof(url), "%s", env("AWS_CONTAINER_CREDENTIALS_FULL_URI"));
-		if (url_origin_ok(url, &loop_ok) < 0 || !loop_ok) {
-			why_set(
-			    why, whycap,
-			    "container credentials: %s must be https or a loopback/ECS/EKS address",
-			    url);
-			err = -EINVAL;
-			goto fail;
-		}
-		if (env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE") &&
-		    !(s->token_file = strdup(env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")))) {
-			err = -ENOMEM;
-			goto fail;
-		}
-		s->url = strdup(url);
-		s->timeout_ms = env_ms("AWS_METADATA_SERVICE_TIMEOUT", 2000);
-		if (!s->url) {
-			err = -ENOMEM;
-			goto fail;
-		}
-		snprintf(s->name, sizeof(s->name), "the container endpoint (%.200s)", url);
-		goto fetch;
-	}
+	if (err >= 0)
+		return LINK_FOUND;
+	snprintf(tmp, sizeof(tmp), "%s", why);
+	why_set(why, whycap, "%s: %s", what, tmp);
+	backend__credsrc_close(*sp);
+	*sp = NULL;
+	/* as botocore: an unreachable metadata service means "no credentials" */
+	return err == -ETIMEDOUT || err == -EIO || (quiet_enoent && err == -ENOENT) ? 0 : err;
+}
 
-	/* 6. the EC2 instance metadata service */
+/* 6. the EC2 instance metadata service */
+static int link_imds(const struct chain *ch, struct backend_credsrc **sp, char *why,
+		     size_t whycap)
+{
+	const char *ep = env("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+	struct backend_credsrc *s;
+	size_t n;
+	int err;
+
 	if (env_true("AWS_EC2_METADATA_DISABLED"))
 		return 0;
-	{
-		const char *ep = env("AWS_EC2_METADATA_SERVICE_ENDPOINT");
-		size_t n;
+	s = *sp = src_new(SRC_IMDS, ch->label, ch->ca_file, ch->log);
+	if (!s)
+		return -ENOMEM;
+	s->url = dup_or(ep, "http://169.254.169.254");
+	if (!s->url)
+		return -ENOMEM;
+	n = strlen(s->url);
+	while (n > 0 && s->url[n - 1] == '/')
+		s->url[--n] = '\0';
+	snprintf(s->name, sizeof(s->name), "instance metadata (%.200s)", s->url);
+	err = meta_start(sp, "instance metadata", 1, why, whycap);
+	if (err == LINK_FOUND)
+		snprintf(s->name, sizeof(s->name), "instance metadata (%.200s, role %.100s)",
+			 s->url, s->role);
+	return err;
+}
 
-		s = src_new(SRC_IMDS, label, ca_file, log);
-		if (!s)
-			return -ENOMEM;
-		s->url = dup_or(ep, "http://169.254.169.254");
-		if (!s->url) {
-			err = -ENOMEM;
-			goto fail;
-		}
-		n = strlen(s->url);
-		while (n > 0 && s->url[n - 1] == '/')
-			s->url[--n] = '\0';
-		snprintf(s->name, sizeof(s->name), "instance metadata (%.200s)", s->url);
+/* GCS's last link: the GCE metadata server */
+static int link_gce(const struct chain *ch, struct backend_credsrc **sp, char *why, size_t whycap)
+{
+	struct backend_credsrc *s;
+
+	if (env_true("NO_GCE_CHECK"))
+		return 0;
+	s = *sp = src_new(SRC_GCE, ch->label, ch->ca_file, ch->log);
+	if (!s)
+		return -ENOMEM;
+	s->url = dup_or(env("GCE_METADATA_HOST"), "metadata.google.internal");
+	s->timeout_ms = env_ms("GCE_METADATA_TIMEOUT", 3000);
+	if (!s->url)
+		return -ENOMEM;
+	snprintf(s->name, sizeof(s->name), "the GCE metadata server (%.200s)", s->url);
+	return meta_start(sp, "GCE metadata server", 0, why, whycap);
+}
+
+int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_file,
+			  const char *label, const struct backend_logger *log, char *why,
+			  size_t whycap)
+{
+	static const chain_link aws[] = {link_env,     link_webid,     link_file,
+					 link_process, link_container, link_imds};
+	static const chain_link gcp[] = {link_env, link_file, link_gce};
+	const chain_link *links = gcs ? gcp : aws;
+	size_t nlinks = gcs ? sizeof(gcp) / sizeof(gcp[0]) : sizeof(aws) / sizeof(aws[0]);
+	struct chain ch = {gcs, ca_file, label, log, env("AWS_PROFILE")};
+	struct backend_credsrc *s = NULL;
+	int err = 0;
+	char when[32];
+
+	*out = NULL;
+	why[0] = '\0';
+	if (!ch.profile)
+		ch.profile = "default";
+	for (size_t i = 0; i < nlinks && err == 0; i++)
+		err = links[i](&ch, &s, why, whycap);
+	if (err == LINK_FETCH) {
 		err = src_start(s, why, whycap);
 		if (err < 0) {
 			char tmp[512];
 
 			snprintf(tmp, sizeof(tmp), "%s", why);
-			why_set(why, whycap, "instance metadata: %s", tmp);
-			backend__credsrc_close(s);
-			/* as botocore: an unreachable IMDS means "no credentials" */
-			return err == -ETIMEDOUT || err == -EIO || err == -ENOENT ? 0 : err;
+			why_set(why, whycap, "%s: %s", s->name, tmp);
 		}
-		snprintf(s->name, sizeof(s->name), "instance metadata (%.200s, role %.100s)",
-			 s->url, s->role);
-		goto found;
 	}
-
-gce:
-	if (env_true("NO_GCE_CHECK"))
-		return 0;
-	s = src_new(SRC_GCE, label, ca_file, log);
-	if (!s)
-		return -ENOMEM;
-	s->url = dup_or(env("GCE_METADATA_HOST"), "metadata.google.internal");
-	s->timeout_ms = env_ms("GCE_METADATA_TIMEOUT", 3000);
-	if (!s->url) {
-		err = -ENOMEM;
-		goto fail;
-	}
-	snprintf(s->name, sizeof(s->name), "the GCE metadata server (%.200s)", s->url);
-	err = src_start(s, why, whycap);
 	if (err < 0) {
-		char tmp[512];
-
-		snprintf(tmp, sizeof(tmp), "%s", why);
-		why_set(why, whycap, "GCE metadata server: %s", tmp);
 		backend__credsrc_close(s);
-		return err == -ETIMEDOUT || err == -EIO ? 0 : err;
+		return err;
 	}
-	goto found;
-
-fetch:
-	err = src_start(s, why, whycap);
-	if (err < 0) {
-		char tmp[512];
-
-		snprintf(tmp, sizeof(tmp), "%s", why);
-		why_set(why, whycap, "%s: %s", s->name, tmp);
-		goto fail;
-	}
-found:
+	if (!s)
+		return 0;
 	utc_text(s->expires, when, sizeof(when));
 	backend__log(log, BACKEND_LOG_INFO, "%s: credentials from %s%s%s", label, s->name,
 		     s->expires ? "; they expire at " : "", s->expires ? when : "");
 	*out = s;
 	return 0;
-fail:
-	backend__credsrc_close(s);
-	return err;
 }

@@ -32,7 +32,7 @@
 #include "backend_io_i.h"
 
 /*
- * Caps of a directory walk (issue 7: a hostile or broken server may serve
+ * Caps of a directory walk (a hostile or broken server may serve
  * an endless listing, e.g. a page that links to itself under new names).
  * Each one fails the listing, so the mount fails with a reason instead of
  * showing a silently partial tree:
@@ -394,27 +394,28 @@ static char *key_join(const char *prefix, const char *name)
 	return k;
 }
 
-/* List directory prefix ("" for the root) and, below it, its subdirectories. */
-static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
+static void dir_page_free(struct dir_page *pg)
+{
+	for (size_t i = 0; i < pg->n; i++)
+		free(pg->e[i].name);
+	free(pg->e);
+	pg->e = NULL;
+	pg->n = 0;
+}
+
+/* GET and parse the listing page of directory prefix ("" for the root) at
+ * depth into pg (the caller frees it with dir_page_free, also on error).
+ * Returns 0, 1 when a subdirectory vanished since its parent was listed,
+ * or a negative errno with the error set. */
+static int dir_page_get(struct dir_walk *dw, const char *prefix, int depth, struct dir_page *pg)
 {
 	struct http *h = dw->h;
-	struct dir_page pg = {0};
 	struct backend_req r;
-	char url[HTTP_URL_MAX];
+	char url[HTTP_URL_MAX], shown[1024];
 	void *body = NULL;
-	size_t len = 0, nf = 0, nd = 0;
-	char **files = NULL, **dirs = NULL;
+	size_t len = 0;
 	int err;
 
-	if (depth > HTTP_LIST_DEPTH_MAX)
-		return list_fail(
-		    h, -ELOOP,
-		    "listing deeper than %d directories at '%.200s' (a page that links "
-		    "to itself?)",
-		    HTTP_LIST_DEPTH_MAX, prefix);
-	if (++dw->pages > HTTP_LIST_PAGES_MAX)
-		return list_fail(h, -EFBIG, "listing has more than %lu directory pages",
-				 HTTP_LIST_PAGES_MAX);
 	if (*prefix) {
 		char *slash = key_join(prefix, "");
 
@@ -433,15 +434,13 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 	err = backend_io_get(h->io, &r, &body, &len, HTTP_LIST_BODY_MAX);
 	if (err < 0) {
 		if (err == -EFBIG) {
-			char shown[1024];
-
 			backend__url_display(url, shown, sizeof(shown));
 			return list_fail(h, err, "%s: listing larger than %lu bytes", shown,
 					 HTTP_LIST_BODY_MAX);
 		}
 		if (depth == 0 || err != -ENOENT)
 			return report(h, url, &r, err);
-		return 0; /* a subdirectory vanished */
+		return 1; /* a subdirectory vanished */
 	}
 	dw->bytes += len;
 	if (dw->bytes > HTTP_LIST_TOTAL_MAX) {
@@ -449,45 +448,43 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 		return list_fail(h, -EFBIG, "listing pages add up to more than %lu bytes",
 				 HTTP_LIST_TOTAL_MAX);
 	}
-	err = backend__listing_parse(body, len, page_add, &pg);
+	err = backend__listing_parse(body, len, page_add, pg);
 	free(body);
 	if (err < 0) {
-		char shown[1024];
-
 		backend__url_display(url, shown, sizeof(shown));
 		list_fail(h, err, "%s: not an autoindex listing", shown);
-		goto out;
 	}
-	qsort(pg.e, pg.n, sizeof(*pg.e), ent_cmp);
-	files = calloc(pg.n ? pg.n : 1, sizeof(*files));
-	dirs = calloc(pg.n ? pg.n : 1, sizeof(*dirs));
-	if (!files || !dirs) {
-		err = -ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < pg.n && !err; i++) {
-		struct dir_ent *e = &pg.e[i];
+	return err;
+}
+
+/* Go through the sorted entries of pg, the page of directory prefix: hand
+ * the files with a size to dw->cb; add the keys of the files without one
+ * (to HEAD) to files, of the subdirectories to dirs (each room for pg->n).
+ * Returns 0, the callback's nonzero answer, or a negative errno. */
+static int dir_page_split(struct dir_walk *dw, const char *prefix, const struct dir_page *pg,
+			  char **files, size_t *nf, char **dirs, size_t *nd)
+{
+	int err = 0;
+
+	for (size_t i = 0; i < pg->n && !err; i++) {
+		const struct dir_ent *e = &pg->e[i];
 		struct backend_objinfo info = {0};
 		char *key;
 
-		if (i > 0 && strcmp(e->name, pg.e[i - 1].name) == 0)
+		if (i > 0 && strcmp(e->name, pg->e[i - 1].name) == 0)
 			continue; /* listed twice */
-		if (++dw->entries > HTTP_LIST_ENTRIES_MAX) {
-			err = list_fail(h, -EFBIG, "more than %lu entries in the listing",
-					HTTP_LIST_ENTRIES_MAX);
-			break;
-		}
+		if (++dw->entries > HTTP_LIST_ENTRIES_MAX)
+			return list_fail(dw->h, -EFBIG, "more than %lu entries in the listing",
+					 HTTP_LIST_ENTRIES_MAX);
 		key = key_join(prefix, e->name);
-		if (!key) {
-			err = -ENOMEM;
-			break;
-		}
+		if (!key)
+			return -ENOMEM;
 		if (e->is_dir) {
-			dirs[nd++] = key;
+			dirs[(*nd)++] = key;
 			continue;
 		}
 		if (!e->has_size) {
-			files[nf++] = key; /* HEADed below */
+			files[(*nf)++] = key; /* HEADed by the caller */
 			continue;
 		}
 		info.key = key;
@@ -500,6 +497,40 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 		err = dw->cb(dw->arg, &info);
 		free(key);
 	}
+	return err;
+}
+
+/* List directory prefix ("" for the root) and, below it, its subdirectories. */
+static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
+{
+	struct http *h = dw->h;
+	struct dir_page pg = {0};
+	size_t nf = 0, nd = 0;
+	char **files = NULL, **dirs = NULL;
+	int err;
+
+	if (depth > HTTP_LIST_DEPTH_MAX)
+		return list_fail(
+		    h, -ELOOP,
+		    "listing deeper than %d directories at '%.200s' (a page that links "
+		    "to itself?)",
+		    HTTP_LIST_DEPTH_MAX, prefix);
+	if (++dw->pages > HTTP_LIST_PAGES_MAX)
+		return list_fail(h, -EFBIG, "listing has more than %lu directory pages",
+				 HTTP_LIST_PAGES_MAX);
+	err = dir_page_get(dw, prefix, depth, &pg);
+	if (err != 0) {
+		err = err > 0 ? 0 : err; /* a vanished subdirectory lists nothing */
+		goto out;
+	}
+	qsort(pg.e, pg.n, sizeof(*pg.e), ent_cmp);
+	files = calloc(pg.n ? pg.n : 1, sizeof(*files));
+	dirs = calloc(pg.n ? pg.n : 1, sizeof(*dirs));
+	if (!files || !dirs) {
+		err = -ENOMEM;
+		goto out;
+	}
+	err = dir_page_split(dw, prefix, &pg, files, &nf, dirs, &nd);
 	if (!err) {
 		dw->keys = files;
 		dw->nkeys = nf;
@@ -508,11 +539,7 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 		dw->nkeys = 0;
 	}
 	/* the page's names are copied into keys: free them before going deeper */
-	for (size_t i = 0; i < pg.n; i++)
-		free(pg.e[i].name);
-	free(pg.e);
-	pg.e = NULL;
-	pg.n = 0;
+	dir_page_free(&pg);
 	for (size_t i = 0; i < nd && !err; i++)
 		err = dir_walk(dw, dirs[i], depth + 1);
 out:
@@ -522,9 +549,7 @@ out:
 		free(dirs[i]);
 	free(files);
 	free(dirs);
-	for (size_t i = 0; i < pg.n; i++)
-		free(pg.e[i].name);
-	free(pg.e);
+	dir_page_free(&pg);
 	return err;
 }
 
@@ -565,47 +590,39 @@ static int http_stat(struct backend *be, const char *key, struct backend_objinfo
 }
 
 /* The ranged GET of [off, off + len) of key, only from version etag when
- * given; url (HTTP_URL_MAX bytes) holds its URL. */
-static int http_range_req(struct http *h, const char *key, const char *etag, uint64_t off,
-			  size_t len, struct backend_req *r, char *url)
+ * given: into buf when it is not NULL, else handed to cb (as os_get). */
+static ssize_t http_get(struct backend *be, const char *key, const char *etag, void *buf,
+			uint64_t off, size_t len, backend_sink_cb cb, void *arg)
 {
-	int err = http_url(h, key, url, HTTP_URL_MAX);
+	struct http *h = be->impl;
+	struct backend_req r;
+	char url[HTTP_URL_MAX];
+	int err;
 
+	if (len == 0)
+		return 0;
+	err = http_url(h, key, url, sizeof(url));
 	if (err < 0)
 		return err;
-	memset(r, 0, sizeof(*r));
-	r->method = "GET";
-	r->url = url;
-	r->range_off = off;
-	r->range_len = len;
-	r->if_match = etag;
-	return 0;
+	memset(&r, 0, sizeof(r));
+	r.method = "GET";
+	r.url = url;
+	r.range_off = off;
+	r.range_len = len;
+	r.if_match = etag;
+	return buf ? backend_io_read(h->io, &r, buf) : backend_io_stream(h->io, &r, cb, arg);
 }
 
 static ssize_t http_pread(struct backend *be, const char *key, const char *etag, void *buf,
 			  size_t len, uint64_t off)
 {
-	struct backend_req r;
-	char url[HTTP_URL_MAX];
-	int err;
-
-	if (len == 0)
-		return 0;
-	err = http_range_req(be->impl, key, etag, off, len, &r, url);
-	return err < 0 ? err : backend_io_read(((struct http *)be->impl)->io, &r, buf);
+	return http_get(be, key, etag, buf, off, len, NULL, NULL);
 }
 
 static ssize_t http_read_cb(struct backend *be, const char *key, const char *etag, uint64_t off,
 			    size_t len, backend_sink_cb cb, void *arg)
 {
-	struct backend_req r;
-	char url[HTTP_URL_MAX];
-	int err;
-
-	if (len == 0)
-		return 0;
-	err = http_range_req(be->impl, key, etag, off, len, &r, url);
-	return err < 0 ? err : backend_io_stream(((struct http *)be->impl)->io, &r, cb, arg);
+	return http_get(be, key, etag, NULL, off, len, cb, arg);
 }
 
 static void http_free(struct http *h)

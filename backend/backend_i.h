@@ -211,6 +211,11 @@ int backend__creds_scrub_env(void);
  * its large receive buffers). Call it before anything else uses curl.
  * Returns 0, or -EIO when curl did not initialise. */
 int backend__creds_curl_init(void);
+/* The transport settings every curl easy handle of backend gets (e: a
+ * CURL *): no signals, http(s) only, redirects not followed (signed
+ * headers never go to another host), peer and host verified, against
+ * ca_file when not NULL. */
+void backend__curl_harden(void *e, const char *ca_file);
 /* Zero the calling thread's vector registers, where string and memory
  * functions leave the last bytes they moved (a core dump holds them). */
 void backend__creds_regs_clear(void);

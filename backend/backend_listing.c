@@ -278,6 +278,41 @@ static int j_lit(struct jp *j, const char *w)
 	return 0;
 }
 
+/* Consume open (after blanks), then blanks: 1 when close follows at once
+ * (consumed too: an empty array or object), 0 when values follow, -EINVAL
+ * when open is not there. */
+static int j_open(struct jp *j, char open, char close)
+{
+	j_ws(j);
+	if (j->p >= j->end || *j->p != open)
+		return -EINVAL;
+	j->p++;
+	j_ws(j);
+	if (j->p < j->end && *j->p == close) {
+		j->p++;
+		return 1;
+	}
+	return 0;
+}
+
+/* After a value inside an array or object that close ends: 1 when a ','
+ * follows (another value comes), 0 when close does, either consumed;
+ * -EINVAL otherwise. */
+static int j_more(struct jp *j, char close)
+{
+	j_ws(j);
+	if (j->p >= j->end)
+		return -EINVAL;
+	if (*j->p == ',') {
+		j->p++;
+		return 1;
+	}
+	if (*j->p != close)
+		return -EINVAL;
+	j->p++;
+	return 0;
+}
+
 /* Skip any value. */
 static int j_skip(struct jp *j)
 {
@@ -299,20 +334,14 @@ static int j_skip(struct jp *j)
 	case '[':
 	case '{': {
 		char close = *j->p == '[' ? ']' : '}';
-		int obj = close == '}';
+		int more;
 
 		if (++j->depth > JSON_MAX_DEPTH)
 			return -EINVAL;
-		j->p++;
-		j_ws(j);
-		if (j->p < j->end && *j->p == close) {
-			j->p++;
-			j->depth--;
-			return 0;
-		}
-		for (;;) {
+		more = j_open(j, *j->p, close) == 0;
+		while (more) {
 			j_ws(j);
-			if (obj) {
+			if (close == '}') {
 				if ((err = j_string(j, NULL, 0, NULL)) < 0)
 					return err;
 				j_ws(j);
@@ -322,135 +351,128 @@ static int j_skip(struct jp *j)
 			}
 			if ((err = j_skip(j)) < 0)
 				return err;
-			j_ws(j);
-			if (j->p >= j->end)
-				return -EINVAL;
-			if (*j->p == ',') {
-				j->p++;
-				continue;
-			}
-			if (*j->p != close)
-				return -EINVAL;
-			j->p++;
-			j->depth--;
-			return 0;
+			more = j_more(j, close);
+			if (more < 0)
+				return more;
 		}
+		j->depth--;
+		return 0;
 	}
 	default:
 		return j_number(j, &v, &ok);
 	}
 }
 
+/* The fields of one entry of a JSON listing. */
+struct jent {
+	char name[LISTING_NAME_MAX + 1], type[16], mtime[64];
+	long name_len, type_len, mtime_len; /* -1: too long */
+	int have_name, have_type, size_ok, have_size;
+	uint64_t size;
+};
+
+/* One value of key in an entry object (j after the ':' and blanks). */
+static int j_entry_value(struct jp *j, const char *key, long key_len, struct jent *e)
+{
+	int err = 0;
+
+	if (key_len < 0 || j->p >= j->end) {
+		err = j_skip(j);
+	} else if (strcmp(key, "name") == 0 && *j->p == '"') {
+		err = j_string(j, e->name, sizeof(e->name), &e->name_len);
+		e->have_name = 1;
+	} else if (strcmp(key, "type") == 0 && *j->p == '"') {
+		err = j_string(j, e->type, sizeof(e->type), &e->type_len);
+		e->have_type = 1;
+	} else if (strcmp(key, "mtime") == 0 && *j->p == '"') {
+		err = j_string(j, e->mtime, sizeof(e->mtime), &e->mtime_len);
+	} else if (strcmp(key, "size") == 0 && *j->p != '"' && *j->p != '[' && *j->p != '{' &&
+		   *j->p != 't' && *j->p != 'f' && *j->p != 'n') {
+		err = j_number(j, &e->size, &e->size_ok);
+		e->have_size = 1;
+	} else {
+		err = j_skip(j);
+	}
+	return err < 0 ? err : 0;
+}
+
+/* The entry object at j into e. Returns 0 or a negative errno. */
+static int j_entry(struct jp *j, struct jent *e)
+{
+	int err, more;
+
+	memset(e, 0, sizeof(*e));
+	e->name_len = e->type_len = e->mtime_len = -1;
+	more = j_open(j, '{', '}');
+	if (more < 0)
+		return more;
+	for (more = !more; more; ) {
+		char key[16];
+		long key_len = -1;
+
+		j_ws(j);
+		if ((err = j_string(j, key, sizeof(key), &key_len)) < 0)
+			return err;
+		j_ws(j);
+		if (j->p >= j->end || *j->p != ':')
+			return -EINVAL;
+		j->p++;
+		j_ws(j);
+		if ((err = j_entry_value(j, key, key_len, e)) < 0)
+			return err;
+		more = j_more(j, '}');
+		if (more < 0)
+			return more;
+	}
+	return 0;
+}
+
+/* Hand e to cb when it is a usable file or directory. 0 or cb's answer. */
+static int j_entry_emit(const struct jent *e, backend__listent_cb cb, void *arg)
+{
+	struct backend__listent le = {0};
+	int is_file;
+
+	if (!e->have_name || !e->have_type || e->name_len <= 0 || e->type_len <= 0 ||
+	    !name_ok(e->name, (size_t)e->name_len))
+		return 0;
+	is_file = strcmp(e->type, "file") == 0;
+	le.name = e->name;
+	le.is_dir = strcmp(e->type, "directory") == 0;
+	if (e->mtime_len > 0) {
+		time_t t = curl_getdate(e->mtime, NULL);
+
+		le.mtime = t > 0 ? (int64_t)t : 0;
+	}
+	/* a file whose size is not a sane integer is skipped: reading it could
+	 * only go wrong */
+	if (!le.is_dir && !(is_file && (!e->have_size || e->size_ok)))
+		return 0;
+	le.has_size = is_file && e->have_size;
+	le.size = le.has_size ? e->size : 0;
+	return cb(arg, &le);
+}
+
 int backend__listing_json(const char *body, size_t len, backend__listent_cb cb, void *arg)
 {
 	struct jp j = {body, body + len, 0};
-	int err;
+	struct jent e;
+	int err, more;
 
-	j_ws(&j);
-	if (j.p >= j.end || *j.p != '[')
-		return -EINVAL;
-	j.p++;
-	j_ws(&j);
-	if (j.p < j.end && *j.p == ']') {
-		j.p++;
-		goto tail;
+	more = j_open(&j, '[', ']');
+	if (more < 0)
+		return more;
+	for (more = !more; more; ) {
+		err = j_entry(&j, &e);
+		if (err < 0)
+			return err;
+		err = j_entry_emit(&e, cb, arg);
+		if (err)
+			return err;
+		more = j_more(&j, ']');
+		if (more < 0)
+			return more;
 	}
-	for (;;) {
-		char name[LISTING_NAME_MAX + 1], type[16], mtime[64];
-		long name_len = -1, type_len = -1, mtime_len = -1;
-		int have_name = 0, have_type = 0, size_ok = 0, have_size = 0;
-		uint64_t size = 0;
-
-		j_ws(&j);
-		if (j.p >= j.end || *j.p != '{')
-			return -EINVAL;
-		j.p++;
-		j_ws(&j);
-		if (j.p < j.end && *j.p == '}') {
-			j.p++;
-		} else {
-			for (;;) {
-				char key[16];
-				long key_len = -1;
-
-				j_ws(&j);
-				if ((err = j_string(&j, key, sizeof(key), &key_len)) < 0)
-					return err;
-				j_ws(&j);
-				if (j.p >= j.end || *j.p != ':')
-					return -EINVAL;
-				j.p++;
-				j_ws(&j);
-				if (key_len < 0 || j.p >= j.end) {
-					if ((err = j_skip(&j)) < 0)
-						return err;
-				} else if (strcmp(key, "name") == 0 && *j.p == '"') {
-					if ((err = j_string(&j, name, sizeof(name), &name_len)) < 0)
-						return err;
-					have_name = 1;
-				} else if (strcmp(key, "type") == 0 && *j.p == '"') {
-					if ((err = j_string(&j, type, sizeof(type), &type_len)) < 0)
-						return err;
-					have_type = 1;
-				} else if (strcmp(key, "mtime") == 0 && *j.p == '"') {
-					if ((err = j_string(&j, mtime, sizeof(mtime), &mtime_len)) < 0)
-						return err;
-				} else if (strcmp(key, "size") == 0 && *j.p != '"' && *j.p != '[' &&
-					   *j.p != '{' && *j.p != 't' && *j.p != 'f' && *j.p != 'n') {
-					if ((err = j_number(&j, &size, &size_ok)) < 0)
-						return err;
-					have_size = 1;
-				} else if ((err = j_skip(&j)) < 0) {
-					return err;
-				}
-				j_ws(&j);
-				if (j.p >= j.end)
-					return -EINVAL;
-				if (*j.p == ',') {
-					j.p++;
-					continue;
-				}
-				if (*j.p != '}')
-					return -EINVAL;
-				j.p++;
-				break;
-			}
-		}
-		if (have_name && have_type && name_len > 0 && type_len > 0 &&
-		    name_ok(name, (size_t)name_len)) {
-			struct backend__listent e = {0};
-			int is_file = strcmp(type, "file") == 0;
-
-			e.name = name;
-			e.is_dir = strcmp(type, "directory") == 0;
-			if (mtime_len > 0) {
-				time_t t = curl_getdate(mtime, NULL);
-
-				e.mtime = t > 0 ? (int64_t)t : 0;
-			}
-			/* a file whose size is not a sane integer is skipped:
-			 * reading it could only go wrong */
-			if (e.is_dir || (is_file && (!have_size || size_ok))) {
-				e.has_size = is_file && have_size;
-				e.size = e.has_size ? size : 0;
-				err = cb(arg, &e);
-				if (err)
-					return err;
-			}
-		}
-		j_ws(&j);
-		if (j.p >= j.end)
-			return -EINVAL;
-		if (*j.p == ',') {
-			j.p++;
-			continue;
-		}
-		if (*j.p != ']')
-			return -EINVAL;
-		j.p++;
-		break;
-	}
-tail:
 	j_ws(&j);
 	return j.p == j.end ? 0 : -EINVAL;
 }

@@ -53,7 +53,7 @@
 /* 100,000 pages of 1000: far more objects than one mount can hold. */
 #define OS_LIST_MAX_PAGES 100000
 /*
- * Endless listings (issue 7): a broken or hostile store may answer
+ * Endless listings: a broken or hostile store may answer
  * IsTruncated=true forever. Besides the page cap above, a listing fails
  *  - when a continuation token comes back that was seen before (a loop;
  *    tokens are remembered as 64-bit hashes, 8 bytes a page),
@@ -255,13 +255,7 @@ static void os_diagnose(struct backend_objstore *os, const char *path, const cha
 	if (!b.p || !e || os_sign_headers(os, "GET", path, c.query, &h) < 0)
 		goto out;
 	curl_easy_setopt(e, CURLOPT_URL, c.req.url);
-	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
-	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-	if (os->ca_file)
-		curl_easy_setopt(e, CURLOPT_CAINFO, os->ca_file);
+	backend__curl_harden(e, os->ca_file);
 	curl_easy_setopt(e, CURLOPT_TIMEOUT, OS_DIAG_TIMEOUT_S);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, OS_DIAG_TIMEOUT_S);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
@@ -389,126 +383,143 @@ static int token_seen(uint64_t **set, size_t *n, size_t *cap, const char *token)
 	return 0;
 }
 
+/* GET the listing page after token (NULL: the first) into *body (free it;
+ * *len bytes). *query: the query string sent (the caller frees it).
+ * Returns 0, or a negative errno with the error set. */
+static int os_list_page(struct backend *be, const char *token, char **query, void **body,
+			size_t *len)
+{
+	struct backend_objstore *os = be->impl;
+	struct backend_kv params[4] = {{"list-type", "2"}, {"max-keys", "1000"}};
+	size_t np = 2, plen = strlen(os->prefix), qcap;
+	struct os_call c;
+	long st;
+	int ret;
+
+	if (plen)
+		params[np++] = (struct backend_kv){"prefix", os->prefix};
+	if (token)
+		params[np++] = (struct backend_kv){"continuation-token", token};
+	qcap = 3 * (plen + (token ? strlen(token) : 0)) + 128;
+	free(*query);
+	*query = malloc(qcap);
+	if (!*query)
+		return -ENOMEM;
+	ret = (int)backend__sigv4_query(*query, qcap, params, np);
+	if (ret < 0)
+		return ret;
+	ret = os_call_init(&c, os, "GET", os->list_path, *query);
+	if (ret < 0)
+		return ret;
+	ret = backend_io_get(os->io, &c.req, body, len, OS_LIST_PAGE_MAX);
+	st = c.req.status;
+	os_call_free(&c);
+	if (ret >= 0)
+		return 0;
+	if (st == 401 || st == 403 || st == 400)
+		os_refused(be, st, os->list_path, *query);
+	else if (st == 404)
+		backend__set_error(be, "%s: no such bucket (HTTP 404)", be->desc);
+	else if (ret == -EFBIG)
+		backend__set_error(be, "%s: a listing page is larger than %u bytes", be->desc,
+				   OS_LIST_PAGE_MAX);
+	else if (c.req.error[0])
+		backend__set_error(be, "%s: listing failed: %s", be->desc, c.req.error);
+	else
+		backend__set_error(be, "%s: listing failed (HTTP %ld): %s", be->desc, st,
+				   strerror(-ret));
+	return ret;
+}
+
+/* Where a listing is, between its pages. */
+struct list_walk {
+	char *token;	/* the continuation token to send next, or NULL */
+	uint64_t *seen; /* hashes of the tokens sent so far (token_seen) */
+	size_t nseen, capseen;
+	unsigned empty; /* truncated pages in a row without a key */
+	int page_no;
+};
+
+/* After the truncated page number w->page_no: take page->next_token (set
+ * to NULL) as the next one to send, unless the listing does not move on
+ * (endless listings, above). Returns 0, or -EIO with the error set, or
+ * -ENOMEM. */
+static int os_list_follow(struct backend *be, struct list_walk *w,
+			  struct backend_s3_page *page, int got_keys)
+{
+	int ret;
+
+	if (!page->next_token || !page->next_token[0] ||
+	    (w->token && strcmp(w->token, page->next_token) == 0)) {
+		backend__set_error(be, "%s: truncated listing without a new continuation token",
+				   be->desc);
+		return -EIO;
+	}
+	w->empty = got_keys ? 0 : w->empty + 1;
+	if (w->empty >= OS_LIST_EMPTY_MAX) {
+		backend__set_error(be, "%s: %u truncated listing pages in a row without a key",
+				   be->desc, w->empty);
+		return -EIO;
+	}
+	ret = token_seen(&w->seen, &w->nseen, &w->capseen, page->next_token);
+	if (ret > 0) {
+		backend__set_error(be,
+				   "%s: the listing loops (continuation token repeated after %d "
+				   "pages)",
+				   be->desc, w->page_no + 1);
+		return -EIO;
+	}
+	if (ret < 0)
+		return ret;
+	free(w->token);
+	w->token = page->next_token;
+	page->next_token = NULL;
+	return 0;
+}
+
 static int os_list(struct backend *be, backend_list_cb cb, void *arg)
 {
 	struct backend_objstore *os = be->impl;
 	struct list_state ls = {be, cb, arg, strlen(os->prefix), 0, 0};
-	char *token = NULL, *query = NULL;
-	uint64_t *seen = NULL; /* hashes of the tokens sent so far */
-	size_t nseen = 0, capseen = 0, before;
-	unsigned empty = 0;
+	struct list_walk w = {0};
+	char *query = NULL;
 	int ret = 0;
-	size_t qcap;
 
-	for (int page_no = 0;; page_no++) {
-		struct backend_kv params[4] = {{"list-type", "2"}, {"max-keys", "1000"}};
-		size_t np = 2;
+	for (w.page_no = 0;; w.page_no++) {
 		struct backend_s3_page page;
-		struct os_call c;
 		void *body = NULL;
-		size_t len = 0;
+		size_t len = 0, before;
 
-		if (page_no >= OS_LIST_MAX_PAGES) {
+		if (w.page_no >= OS_LIST_MAX_PAGES) {
 			backend__set_error(be, "%s: listing has more than %d pages", be->desc,
 					   OS_LIST_MAX_PAGES);
 			ret = -EFBIG;
 			break;
 		}
-		if (ls.plen)
-			params[np++] = (struct backend_kv){"prefix", os->prefix};
-		if (token)
-			params[np++] = (struct backend_kv){"continuation-token", token};
-		qcap = 3 * (ls.plen + (token ? strlen(token) : 0)) + 128;
-		free(query);
-		query = malloc(qcap);
-		if (!query) {
-			ret = -ENOMEM;
-			break;
-		}
-		ret = (int)backend__sigv4_query(query, qcap, params, np);
+		ret = os_list_page(be, w.token, &query, &body, &len);
 		if (ret < 0)
 			break;
-		ret = os_call_init(&c, os, "GET", os->list_path, query);
-		if (ret < 0)
-			break;
-		ret = backend_io_get(os->io, &c.req, &body, &len, OS_LIST_PAGE_MAX);
-		if (ret < 0) {
-			long st = c.req.status;
-
-			os_call_free(&c);
-			if (st == 401 || st == 403 || st == 400)
-				os_refused(be, st, os->list_path, query);
-			else if (st == 404)
-				backend__set_error(be, "%s: no such bucket (HTTP 404)", be->desc);
-			else if (ret == -EFBIG)
-				backend__set_error(be, "%s: a listing page is larger than %u bytes",
-						   be->desc, OS_LIST_PAGE_MAX);
-			else if (c.req.error[0])
-				backend__set_error(be, "%s: listing failed: %s", be->desc,
-						   c.req.error);
-			else
-				backend__set_error(be, "%s: listing failed (HTTP %ld): %s",
-						   be->desc, st, strerror(-ret));
-			break;
-		}
-		os_call_free(&c);
 		before = ls.entries;
 		ret = backend__s3_xml_list(body, len, list_entry, &ls, &page);
 		free(body);
-		if (ret != 0) {
-			free(page.next_token);
-			if (ret == -EFBIG && ls.entries > OS_LIST_ENTRIES_MAX)
-				backend__set_error(be, "%s: listing has more than %lu keys",
-						   be->desc, OS_LIST_ENTRIES_MAX);
-			if (ret == -EBADMSG) {
-				backend__set_error(be,
-						   "%s: the store's listing is not a "
-						   "ListBucketResult document",
-						   be->desc);
-				ret = -EIO;
-			}
-			break;
-		}
-		if (!page.truncated) {
-			free(page.next_token);
-			break;
-		}
-		if (!page.next_token || !page.next_token[0] ||
-		    (token && strcmp(token, page.next_token) == 0)) {
-			free(page.next_token);
+		if (ret == -EFBIG && ls.entries > OS_LIST_ENTRIES_MAX)
+			backend__set_error(be, "%s: listing has more than %lu keys", be->desc,
+					   OS_LIST_ENTRIES_MAX);
+		if (ret == -EBADMSG) {
 			backend__set_error(be,
-					   "%s: truncated listing without a new continuation "
-					   "token",
+					   "%s: the store's listing is not a ListBucketResult "
+					   "document",
 					   be->desc);
 			ret = -EIO;
-			break;
 		}
-		empty = ls.entries == before ? empty + 1 : 0;
-		if (empty >= OS_LIST_EMPTY_MAX) {
-			free(page.next_token);
-			backend__set_error(be,
-					   "%s: %u truncated listing pages in a row without a key",
-					   be->desc, empty);
-			ret = -EIO;
+		if (ret == 0 && page.truncated)
+			ret = os_list_follow(be, &w, &page, ls.entries != before);
+		free(page.next_token);
+		if (ret != 0 || !page.truncated)
 			break;
-		}
-		ret = token_seen(&seen, &nseen, &capseen, page.next_token);
-		if (ret != 0) {
-			free(page.next_token);
-			if (ret > 0) {
-				backend__set_error(be,
-						   "%s: the listing loops (continuation token "
-						   "repeated after %d pages)",
-						   be->desc, page_no + 1);
-				ret = -EIO;
-			}
-			break;
-		}
-		free(token);
-		token = page.next_token;
 	}
-	free(seen);
-	free(token);
+	free(w.seen);
+	free(w.token);
 	free(query);
 	return ret;
 }
@@ -652,6 +663,114 @@ static char *dup_printf(const char *fmt, ...)
 	return s;
 }
 
+/* The endpoint URL of os (kind, bucket set) and its region: cfg's,
+ * the environment's, or the store's default (in ebuf). *path_style: 0 for
+ * a virtual-hosted AWS endpoint, else 1. */
+static const char *os_endpoint(struct backend_objstore *os, const struct backend_config *cfg,
+			       char *ebuf, size_t ebufcap, int *path_style)
+{
+	const char *endpoint = cfg->endpoint;
+
+	*path_style = 1;
+	if (os->kind == OS_S3) {
+		backend__aws_region(os->region, sizeof(os->region));
+		if (!endpoint)
+			endpoint = getenv("AWS_ENDPOINT_URL_S3");
+		if (!endpoint || !*endpoint)
+			endpoint = getenv("AWS_ENDPOINT_URL");
+		if (!endpoint || !*endpoint) {
+			if (!strchr(os->bucket, '.')) {
+				snprintf(ebuf, ebufcap, "https://%s.s3.%s.amazonaws.com",
+					 os->bucket, os->region);
+				*path_style = 0;
+			} else {
+				snprintf(ebuf, ebufcap, "https://s3.%s.amazonaws.com", os->region);
+			}
+			endpoint = ebuf;
+		}
+	} else if (os->kind == OS_GS) {
+		snprintf(os->region, sizeof(os->region), "auto");
+		if (!endpoint || !*endpoint)
+			endpoint = "https://storage.googleapis.com";
+	} else {
+		snprintf(os->region, sizeof(os->region), "us-east-1");
+		if (!endpoint || !*endpoint)
+			endpoint = getenv("AIS_ENDPOINT");
+		if (!endpoint || !*endpoint)
+			endpoint = "http://localhost:8080";
+	}
+	return endpoint;
+}
+
+/* How os signs its requests, with its credential source when it has one.
+ * Returns 0, or a negative errno with the error set (-EACCES: none found). */
+static int os_auth(struct backend *be, struct backend_objstore *os, const char *source,
+		   const struct backend_config *cfg)
+{
+	char why[768];
+	int err;
+
+	if (os->kind == OS_AIS || cfg->no_sign) {
+		os->auth = OS_AUTH_NONE; /* no_sign, or AIStore without AuthN */
+		return 0;
+	}
+	err = backend__credsrc_open(&os->creds, os->kind == OS_GS, cfg->ca_file, source, &be->log,
+				    why, sizeof(why));
+	if (err < 0) {
+		backend__set_error(NULL, "%s: cannot get credentials: %s", source,
+				   why[0] ? why : strerror(-err));
+		return err;
+	}
+	if (!os->creds) {
+		backend__set_error(
+		    NULL,
+		    "%s: no credentials found (set %s, or use --no-sign for a public "
+		    "bucket)%s%s%s",
+		    source,
+		    os->kind == OS_GS ? "GOOGLE_OAUTH_ACCESS_TOKEN, GCS_HMAC_ACCESS_ID/"
+					"GCS_HMAC_SECRET or AWS_ACCESS_KEY_ID/"
+					"AWS_SECRET_ACCESS_KEY, or run where the GCE metadata "
+					"server answers"
+				      : "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or "
+					"~/.aws/credentials, or run with an instance role, web "
+					"identity or container credentials",
+		    why[0] ? " [" : "", why, why[0] ? "]" : "");
+		return -EACCES;
+	}
+	os->auth = backend__credsrc_bearer(os->creds) ? OS_AUTH_BEARER : OS_AUTH_SIGV4;
+	return 0;
+}
+
+/* The request paths of os (encoded, as sent and signed). 0 or -ENOMEM. */
+static int os_paths(struct backend_objstore *os, int path_style)
+{
+	char bucket_enc[1024];
+
+	if (backend__uri_encode(bucket_enc, sizeof(bucket_enc), os->bucket, strlen(os->bucket), 0) <
+	    0)
+		return -ENOMEM;
+	if (os->kind == OS_AIS) {
+		/* listing and HEAD through AIStore's S3 API, GET through the native
+		 * API (backend_ais.c says why) */
+		os->list_path = dup_printf("%s/s3/%s", os->ep.path, bucket_enc);
+		os->head_prefix = dup_printf("%s/s3/%s/", os->ep.path, bucket_enc);
+		os->get_prefix = dup_printf("%s/v1/objects/%s/", os->ep.path, bucket_enc);
+		os->head_query = "";
+		os->get_query = "provider=ais";
+	} else if (path_style) {
+		os->list_path = dup_printf("%s/%s", os->ep.path, bucket_enc);
+		os->head_prefix = dup_printf("%s/%s/", os->ep.path, bucket_enc);
+		os->get_prefix = dup_printf("%s/%s/", os->ep.path, bucket_enc);
+		os->head_query = os->get_query = "";
+	} else {
+		os->list_path = dup_printf("%s/", os->ep.path);
+		os->head_prefix = dup_printf("%s/", os->ep.path);
+		os->get_prefix = dup_printf("%s/", os->ep.path);
+		os->head_query = os->get_query = "";
+	}
+	return os->list_path && os->head_prefix && os->get_prefix ? 0 : -ENOMEM;
+}
+
 int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 		     const struct backend_config *cfg)
 {
@@ -660,10 +779,9 @@ int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 	const char *slash = strchr(p, '/');
 	size_t blen = slash ? (size_t)(slash - p) : strlen(p);
 	const char *pfx = slash ? slash + 1 : "";
-	const char *endpoint = cfg->endpoint;
 	struct backend_objstore *os;
-	char ebuf[512], bucket_enc[1024];
-	int err = -ENOMEM, path_style = 1;
+	char ebuf[512];
+	int err = -ENOMEM, path_style;
 
 	if (!valid_bucket(p, blen)) {
 		backend__set_error(NULL, "%s: not a valid bucket name", source);
@@ -691,102 +809,19 @@ int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 	}
 	if (cfg->ca_file && !(os->ca_file = strdup(cfg->ca_file)))
 		goto fail;
-
-	/* endpoint, region, credentials */
-	if (kind == OS_S3) {
-		backend__aws_region(os->region, sizeof(os->region));
-		if (!endpoint)
-			endpoint = getenv("AWS_ENDPOINT_URL_S3");
-		if (!endpoint || !*endpoint)
-			endpoint = getenv("AWS_ENDPOINT_URL");
-		if (!endpoint || !*endpoint) {
-			if (!strchr(os->bucket, '.')) {
-				snprintf(ebuf, sizeof(ebuf), "https://%s.s3.%s.amazonaws.com",
-					 os->bucket, os->region);
-				path_style = 0;
-			} else {
-				snprintf(ebuf, sizeof(ebuf), "https://s3.%s.amazonaws.com",
-					 os->region);
-			}
-			endpoint = ebuf;
-		}
-	} else if (kind == OS_GS) {
-		snprintf(os->region, sizeof(os->region), "auto");
-		if (!endpoint || !*endpoint)
-			endpoint = "https://storage.googleapis.com";
-	} else {
-		snprintf(os->region, sizeof(os->region), "us-east-1");
-		if (!endpoint || !*endpoint)
-			endpoint = getenv("AIS_ENDPOINT");
-		if (!endpoint || !*endpoint)
-			endpoint = "http://localhost:8080";
-	}
-	err = backend__endpoint_parse(&os->ep, endpoint);
+	err = backend__endpoint_parse(&os->ep,
+				      os_endpoint(os, cfg, ebuf, sizeof(ebuf), &path_style));
 	if (err < 0) {
 		backend__set_error(NULL, "%s: bad endpoint URL (want http(s)://host[:port][/path])",
 				   source);
 		goto fail;
 	}
-	if (kind == OS_AIS) {
-		os->auth = OS_AUTH_NONE; /* AIStore without AuthN */
-	} else if (cfg->no_sign) {
-		os->auth = OS_AUTH_NONE;
-	} else {
-		char why[768];
-
-		err = backend__credsrc_open(&os->creds, kind == OS_GS, cfg->ca_file, source,
-					    &be->log, why, sizeof(why));
-		if (err < 0) {
-			backend__set_error(NULL, "%s: cannot get credentials: %s", source,
-					   why[0] ? why : strerror(-err));
-			goto fail;
-		}
-		if (!os->creds) {
-			backend__set_error(
-			    NULL,
-			    "%s: no credentials found (set %s, or use --no-sign for a public "
-			    "bucket)%s%s%s",
-			    source,
-			    kind == OS_GS ? "GOOGLE_OAUTH_ACCESS_TOKEN, GCS_HMAC_ACCESS_ID/"
-					    "GCS_HMAC_SECRET or AWS_ACCESS_KEY_ID/"
-					    "AWS_SECRET_ACCESS_KEY, or run where the GCE metadata "
-					    "server answers"
-					  : "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or "
-					    "~/.aws/credentials, or run with an instance role, web "
-					    "identity or container credentials",
-			    why[0] ? " [" : "", why, why[0] ? "]" : "");
-			err = -EACCES;
-			goto fail;
-		}
-		os->auth = backend__credsrc_bearer(os->creds) ? OS_AUTH_BEARER : OS_AUTH_SIGV4;
-	}
-
-	/* request paths (encoded, as sent and signed) */
-	if (backend__uri_encode(bucket_enc, sizeof(bucket_enc), os->bucket, strlen(os->bucket), 0) <
-	    0)
+	err = os_auth(be, os, source, cfg);
+	if (err == 0)
+		err = os_paths(os, path_style);
+	if (err < 0)
 		goto fail;
-	if (kind == OS_AIS) {
-		/* listing and HEAD through AIStore's S3 API, GET through the native
-		 * API (backend_ais.c says why) */
-		os->list_path = dup_printf("%s/s3/%s", os->ep.path, bucket_enc);
-		os->head_prefix = dup_printf("%s/s3/%s/", os->ep.path, bucket_enc);
-		os->get_prefix = dup_printf("%s/v1/objects/%s/", os->ep.path, bucket_enc);
-		os->head_query = "";
-		os->get_query = "provider=ais";
-	} else if (path_style) {
-		os->list_path = dup_printf("%s/%s", os->ep.path, bucket_enc);
-		os->head_prefix = dup_printf("%s/%s/", os->ep.path, bucket_enc);
-		os->get_prefix = dup_printf("%s/%s/", os->ep.path, bucket_enc);
-		os->head_query = os->get_query = "";
-	} else {
-		os->list_path = dup_printf("%s/", os->ep.path);
-		os->head_prefix = dup_printf("%s/", os->ep.path);
-		os->get_prefix = dup_printf("%s/", os->ep.path);
-		os->head_query = os->get_query = "";
-	}
 	err = -ENOMEM;
-	if (!os->list_path || !os->head_prefix || !os->get_prefix)
-		goto fail;
 	be->desc = dup_printf("%s%s/%s", scheme[kind], os->bucket, os->prefix);
 	if (!be->desc)
 		goto fail;
@@ -808,6 +843,7 @@ fail:
 	be->desc = NULL;
 	return err;
 }
+
 
 int backend__s3_open(struct backend *be, const char *source, const struct backend_config *cfg)
 {

@@ -204,43 +204,15 @@ static int valid_token(const char *s, size_t max)
 	return n > 0;
 }
 
-int backend__sigv4_sign(const struct backend_sigv4_req *rq, const struct backend_creds *cr,
-			struct backend_sigv4_out *out)
+/* The headers to sign, lower-cased and sorted, into h (room for
+ * rq->nheaders + 4): rq's, then host, x-amz-date, and the content hash and
+ * session token headers when they are sent. Returns the count, or -EINVAL
+ * (a name empty or too long, or given twice). */
+static int sign_headers(const struct backend_sigv4_req *rq, const struct backend_creds *cr,
+			const struct backend_sigv4_out *out, struct hdr *h)
 {
-	struct hdr h[SIGV4_MAX_HEADERS + 4];
 	size_t nh = 0;
-	char canon_mem[SIGV4_CANON_MAX], signed_mem[1024], sts[512], date[9], crhash[65];
-	struct buf canon = {canon_mem, 0, sizeof(canon_mem), 0};
-	struct buf sh = {signed_mem, 0, sizeof(signed_mem), 0};
-	unsigned char k1[32], k2[32], k3[32], k4[32], sig[32];
-	char ksecret[4 + 256];
-	char sighex[65];
-	size_t slen;
-	struct tm tm;
-	int w, err = 0;
 
-	memset(out, 0, sizeof(*out));
-	if (!rq || !cr || !rq->method || !rq->host || !rq->path || !rq->region || !rq->service ||
-	    !cr->access_key || !cr->secret_key || rq->path[0] != '/')
-		return -EINVAL;
-	if (rq->nheaders > SIGV4_MAX_HEADERS)
-		return -E2BIG;
-	/* the key id and scope go into a header verbatim: no separators in them */
-	if (!valid_token(cr->access_key, 128) || !valid_token(rq->region, 64) ||
-	    !valid_token(rq->service, 64))
-		return -EINVAL;
-	slen = strlen(cr->secret_key);
-	if (slen == 0 || slen > sizeof(ksecret) - 4)
-		return -EINVAL;
-	if (!gmtime_r(&rq->now, &tm) ||
-	    strftime(out->amz_date, sizeof(out->amz_date), "%Y%m%dT%H%M%SZ", &tm) != 16)
-		return -EINVAL;
-	memcpy(date, out->amz_date, 8);
-	date[8] = '\0';
-	snprintf(out->payload_hash, sizeof(out->payload_hash), "%s",
-		 rq->payload_hash ? rq->payload_hash : "UNSIGNED-PAYLOAD");
-
-	/* the headers to sign */
 	for (size_t i = 0; i < rq->nheaders; i++) {
 		size_t n = strlen(rq->headers[i].name);
 
@@ -270,27 +242,101 @@ int backend__sigv4_sign(const struct backend_sigv4_req *rq, const struct backend
 	for (size_t i = 1; i < nh; i++)
 		if (strcmp(h[i - 1].name, h[i].name) == 0)
 			return -EINVAL; /* a header given twice (e.g. host) */
+	return (int)nh;
+}
 
-	/* canonical request */
-	buf_str(&canon, rq->method);
-	buf_str(&canon, "\n");
-	buf_str(&canon, rq->path);
-	buf_str(&canon, "\n");
-	buf_str(&canon, rq->query ? rq->query : "");
-	buf_str(&canon, "\n");
+/* The canonical request of rq with the sorted headers h into canon (it
+ * may hold the session token: the caller wipes it), their names into sh. */
+static void sign_canon(const struct backend_sigv4_req *rq, const struct hdr *h, size_t nh,
+		       const char *payload_hash, struct buf *canon, struct buf *sh)
+{
+	buf_str(canon, rq->method);
+	buf_str(canon, "\n");
+	buf_str(canon, rq->path);
+	buf_str(canon, "\n");
+	buf_str(canon, rq->query ? rq->query : "");
+	buf_str(canon, "\n");
 	for (size_t i = 0; i < nh; i++) {
-		buf_str(&canon, h[i].name);
-		buf_str(&canon, ":");
-		buf_trimall(&canon, h[i].value);
-		buf_str(&canon, "\n");
+		buf_str(canon, h[i].name);
+		buf_str(canon, ":");
+		buf_trimall(canon, h[i].value);
+		buf_str(canon, "\n");
 		if (i)
-			buf_str(&sh, ";");
-		buf_str(&sh, h[i].name);
+			buf_str(sh, ";");
+		buf_str(sh, h[i].name);
 	}
-	buf_str(&canon, "\n");
-	buf_str(&canon, sh.p);
-	buf_str(&canon, "\n");
-	buf_str(&canon, out->payload_hash);
+	buf_str(canon, "\n");
+	buf_str(canon, sh->p);
+	buf_str(canon, "\n");
+	buf_str(canon, payload_hash);
+}
+
+/* The hex signature of the string to sign sts (stslen bytes): the HMAC
+ * chain from "AWS4" + secret (slen bytes, at most 256) over date, region,
+ * service. Wipes the keys it derives. Returns 0 or a negative errno. */
+static int sign_hmac(char sighex[65], const char *secret, size_t slen, const char *date,
+		     const struct backend_sigv4_req *rq, const char *sts, size_t stslen)
+{
+	unsigned char k1[32], k2[32], k3[32], k4[32], sig[32];
+	char ksecret[4 + 256];
+	int err;
+
+	memcpy(ksecret, "AWS4", 4);
+	memcpy(ksecret + 4, secret, slen);
+	if ((err = hmac(k1, ksecret, 4 + slen, date, 8)) < 0 ||
+	    (err = hmac(k2, k1, 32, rq->region, strlen(rq->region))) < 0 ||
+	    (err = hmac(k3, k2, 32, rq->service, strlen(rq->service))) < 0 ||
+	    (err = hmac(k4, k3, 32, "aws4_request", 12)) < 0 ||
+	    (err = hmac(sig, k4, 32, sts, stslen)) < 0)
+		goto out;
+	hex_of(sighex, sig, sizeof(sig));
+out:
+	OPENSSL_cleanse(ksecret, sizeof(ksecret));
+	OPENSSL_cleanse(k1, sizeof(k1));
+	OPENSSL_cleanse(k2, sizeof(k2));
+	OPENSSL_cleanse(k3, sizeof(k3));
+	OPENSSL_cleanse(k4, sizeof(k4));
+	OPENSSL_cleanse(sig, sizeof(sig));
+	return err;
+}
+
+int backend__sigv4_sign(const struct backend_sigv4_req *rq, const struct backend_creds *cr,
+			struct backend_sigv4_out *out)
+{
+	struct hdr h[SIGV4_MAX_HEADERS + 4];
+	int nh;
+	char canon_mem[SIGV4_CANON_MAX], signed_mem[1024], sts[512], date[9], crhash[65];
+	struct buf canon = {canon_mem, 0, sizeof(canon_mem), 0};
+	struct buf sh = {signed_mem, 0, sizeof(signed_mem), 0};
+	char sighex[65];
+	size_t slen;
+	struct tm tm;
+	int w, err = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (!rq || !cr || !rq->method || !rq->host || !rq->path || !rq->region || !rq->service ||
+	    !cr->access_key || !cr->secret_key || rq->path[0] != '/')
+		return -EINVAL;
+	if (rq->nheaders > SIGV4_MAX_HEADERS)
+		return -E2BIG;
+	/* the key id and scope go into a header verbatim: no separators in them */
+	if (!valid_token(cr->access_key, 128) || !valid_token(rq->region, 64) ||
+	    !valid_token(rq->service, 64))
+		return -EINVAL;
+	slen = strlen(cr->secret_key);
+	if (slen == 0 || slen > 256)
+		return -EINVAL;
+	if (!gmtime_r(&rq->now, &tm) ||
+	    strftime(out->amz_date, sizeof(out->amz_date), "%Y%m%dT%H%M%SZ", &tm) != 16)
+		return -EINVAL;
+	memcpy(date, out->amz_date, 8);
+	date[8] = '\0';
+	snprintf(out->payload_hash, sizeof(out->payload_hash), "%s",
+		 rq->payload_hash ? rq->payload_hash : "UNSIGNED-PAYLOAD");
+	nh = sign_headers(rq, cr, out, h);
+	if (nh < 0)
+		return nh;
+	sign_canon(rq, h, (size_t)nh, out->payload_hash, &canon, &sh);
 	if (canon.overflow || sh.overflow) {
 		err = -ENAMETOOLONG;
 		goto out;
@@ -298,7 +344,6 @@ int backend__sigv4_sign(const struct backend_sigv4_req *rq, const struct backend
 	err = sha256_hex(crhash, canon.p, canon.len);
 	if (err < 0)
 		goto out;
-
 	/* string to sign */
 	w = snprintf(sts, sizeof(sts), "AWS4-HMAC-SHA256\n%s\n%s/%s/%s/aws4_request\n%s",
 		     out->amz_date, date, rq->region, rq->service, crhash);
@@ -306,17 +351,9 @@ int backend__sigv4_sign(const struct backend_sigv4_req *rq, const struct backend
 		err = -ENAMETOOLONG;
 		goto out;
 	}
-
-	/* signing key: HMAC chain from "AWS4" + secret */
-	memcpy(ksecret, "AWS4", 4);
-	memcpy(ksecret + 4, cr->secret_key, slen);
-	if ((err = hmac(k1, ksecret, 4 + slen, date, 8)) < 0 ||
-	    (err = hmac(k2, k1, 32, rq->region, strlen(rq->region))) < 0 ||
-	    (err = hmac(k3, k2, 32, rq->service, strlen(rq->service))) < 0 ||
-	    (err = hmac(k4, k3, 32, "aws4_request", 12)) < 0 ||
-	    (err = hmac(sig, k4, 32, sts, (size_t)w)) < 0)
+	err = sign_hmac(sighex, cr->secret_key, slen, date, rq, sts, (size_t)w);
+	if (err < 0)
 		goto out;
-	hex_of(sighex, sig, sizeof(sig));
 	w = snprintf(out->authorization, sizeof(out->authorization),
 		     "AWS4-HMAC-SHA256 Credential=%s/%s/%s/%s/aws4_request, SignedHeaders=%s, "
 		     "Signature=%s",
@@ -328,12 +365,6 @@ int backend__sigv4_sign(const struct backend_sigv4_req *rq, const struct backend
 out:
 	/* the canonical request holds the session token */
 	OPENSSL_cleanse(canon_mem, canon.len + 1);
-	OPENSSL_cleanse(ksecret, sizeof(ksecret));
-	OPENSSL_cleanse(k1, sizeof(k1));
-	OPENSSL_cleanse(k2, sizeof(k2));
-	OPENSSL_cleanse(k3, sizeof(k3));
-	OPENSSL_cleanse(k4, sizeof(k4));
-	OPENSSL_cleanse(sig, sizeof(sig));
 	backend__creds_regs_clear();
 	return err;
 }

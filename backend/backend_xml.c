@@ -395,189 +395,218 @@ int backend__iso8601_parse(const char *s, size_t len, int64_t *out)
 
 enum list_field { F_NONE, F_KEY, F_SIZE, F_ETAG, F_MTIME, F_TRUNC, F_TOKEN, F_IGNORE };
 
+/* The state of one ListObjectsV2 page being parsed. */
+struct list_parse {
+	struct xml_tok stack[XML_MAX_DEPTH]; /* the open elements */
+	int depth, in_contents, seen_root;
+	enum list_field cur; /* the field whose text is being read */
+	struct field key, small, token;
+	char smallbuf[XML_FIELD_MAX];
+	struct backend_s3_entry e; /* the <Contents> being read */
+	int have_key, have_size, entry_bad;
+	backend__s3_entry_cb cb;
+	void *arg;
+	struct backend_s3_page *page;
+};
+
+/* Text or CDATA t: into the current field. 0 or -EBADMSG. */
+static int list_text(struct list_parse *p, const struct xml_tok *t)
+{
+	int decode = t->kind == XML_TEXT;
+
+	if (p->depth == 0) { /* only blanks outside the root */
+		for (size_t i = 0; i < t->n; i++)
+			if (t->s[i] != ' ' && t->s[i] != '\t' && t->s[i] != '\r' && t->s[i] != '\n')
+				return -EBADMSG;
+		return 0;
+	}
+	if (p->cur == F_KEY)
+		field_text(&p->key, t->s, t->n, decode);
+	else if (p->cur == F_TOKEN)
+		field_text(&p->token, t->s, t->n, decode);
+	else if (p->cur != F_NONE && p->cur != F_IGNORE)
+		field_text(&p->small, t->s, t->n, decode);
+	return 0;
+}
+
+/* Start tag (or empty element) t: pushed. 0; 1 for an empty root (not
+ * pushed, nothing more to do with it); -EBADMSG. */
+static int list_open(struct list_parse *p, const struct xml_tok *t)
+{
+	if (p->depth == 0) {
+		if (p->seen_root || !name_is(t, "ListBucketResult"))
+			return -EBADMSG;
+		p->seen_root = 1;
+		if (t->kind == XML_EMPTY)
+			return 1;
+	} else if (p->depth == 1 && name_is(t, "Contents") && t->kind == XML_START) {
+		p->in_contents = 1;
+		p->have_key = p->have_size = p->entry_bad = 0;
+		memset(&p->e, 0, sizeof(p->e));
+		field_reset(&p->key);
+	} else if (p->depth == 2 && p->in_contents && p->cur == F_NONE) {
+		p->cur = name_is(t, "Key")	      ? F_KEY
+			 : name_is(t, "Size")	      ? F_SIZE
+			 : name_is(t, "ETag")	      ? F_ETAG
+			 : name_is(t, "LastModified") ? F_MTIME
+						      : F_IGNORE;
+		field_reset(p->cur == F_KEY ? &p->key : &p->small);
+	} else if (p->depth == 1 && p->cur == F_NONE) {
+		p->cur = name_is(t, "IsTruncated")		 ? F_TRUNC
+			 : name_is(t, "NextContinuationToken") ? F_TOKEN
+								 : F_IGNORE;
+		field_reset(p->cur == F_TOKEN ? &p->token : &p->small);
+	} else if (p->cur != F_NONE && p->cur != F_IGNORE) {
+		/* markup inside a text field: the field is garbage */
+		if (p->cur == F_KEY)
+			p->key.bad = 1;
+		else if (p->cur == F_TOKEN)
+			p->token.bad = 1;
+		else
+			p->small.bad = 1;
+	}
+	if (p->depth >= XML_MAX_DEPTH)
+		return -EBADMSG;
+	p->stack[p->depth++] = *t;
+	return 0;
+}
+
+/* The end of a field of <Contents>. */
+static void list_entry_field(struct list_parse *p)
+{
+	size_t n;
+	const char *v = field_trim(&p->small, &n);
+
+	switch (p->cur) {
+	case F_KEY:
+		if (p->key.bad || p->key.len == 0)
+			p->entry_bad = 1;
+		p->have_key = 1;
+		break;
+	case F_SIZE:
+		if (p->small.bad || parse_u64(v, n, &p->e.size) < 0)
+			p->entry_bad = 1;
+		p->have_size = 1;
+		break;
+	case F_ETAG:
+		if (!p->small.bad && n < sizeof(p->e.etag)) {
+			memcpy(p->e.etag, v, n);
+			p->e.etag[n] = '\0';
+		}
+		break;
+	case F_MTIME:
+		if (p->small.bad || backend__iso8601_parse(v, n, &p->e.mtime) < 0)
+			p->e.mtime = 0;
+		break;
+	default:
+		break;
+	}
+	p->cur = F_NONE;
+}
+
+/* The end of a field of the page (IsTruncated, NextContinuationToken).
+ * 0, -EBADMSG or -ENOMEM. */
+static int list_page_field(struct list_parse *p)
+{
+	size_t n;
+	const char *v = field_trim(&p->small, &n);
+	enum list_field cur = p->cur;
+
+	p->cur = F_NONE;
+	if (cur == F_TRUNC) {
+		if (p->small.bad)
+			return -EBADMSG;
+		p->page->truncated = n == 4 && memcmp(v, "true", 4) == 0;
+	} else if (cur == F_TOKEN) {
+		if (p->token.bad)
+			return -EBADMSG; /* cannot go on without it */
+		free(p->page->next_token);
+		p->page->next_token = strndup(p->token.p, p->token.len);
+		if (!p->page->next_token)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* End tag t (or the end of an empty element): popped. 0, the callback's
+ * nonzero answer, or a negative errno. */
+static int list_close(struct list_parse *p, const struct xml_tok *t)
+{
+	if (p->depth == 0 || p->stack[p->depth - 1].n != t->n ||
+	    memcmp(p->stack[p->depth - 1].s, t->s, t->n) != 0)
+		return -EBADMSG;
+	p->depth--;
+	if (p->depth == 2 && p->in_contents) {
+		list_entry_field(p);
+	} else if (p->depth == 1 && p->in_contents) {
+		p->in_contents = 0;
+		if (!p->have_key || !p->have_size || p->entry_bad) {
+			p->page->skipped++;
+			return 0;
+		}
+		p->e.key = p->key.p;
+		p->e.keylen = p->key.len;
+		p->page->entries++;
+		return p->cb(p->arg, &p->e);
+	} else if (p->depth == 1) {
+		return list_page_field(p);
+	}
+	return 0;
+}
+
 int backend__s3_xml_list(const char *xml, size_t len, backend__s3_entry_cb cb, void *arg,
 			 struct backend_s3_page *page)
 {
 	struct xml_scan x = {xml, xml + len};
 	struct xml_tok t;
-	struct xml_tok stack[XML_MAX_DEPTH];
-	int depth = 0, in_contents = 0, seen_root = 0, ret = 0;
-	enum list_field cur = F_NONE;
-	struct field key = {0}, small = {0}, token = {0};
-	struct backend_s3_entry e;
-	int have_key = 0, have_size = 0, entry_bad = 0;
-	char smallbuf[XML_FIELD_MAX];
+	struct list_parse lp, *p = &lp;
+	int ret = 0;
 
 	memset(page, 0, sizeof(*page));
-	memset(&e, 0, sizeof(e));
-	key.p = malloc(BACKEND_S3_KEY_MAX + 1);
-	token.p = malloc(XML_TOKEN_MAX + 1);
-	if (!key.p || !token.p) {
+	memset(p, 0, sizeof(*p));
+	p->cb = cb;
+	p->arg = arg;
+	p->page = page;
+	p->key.p = malloc(BACKEND_S3_KEY_MAX + 1);
+	p->token.p = malloc(XML_TOKEN_MAX + 1);
+	if (!p->key.p || !p->token.p) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	key.cap = BACKEND_S3_KEY_MAX + 1;
-	token.cap = XML_TOKEN_MAX + 1;
-	small.p = smallbuf;
-	small.cap = sizeof(smallbuf);
-	field_reset(&key);
-	field_reset(&token);
-	field_reset(&small);
-
+	p->key.cap = BACKEND_S3_KEY_MAX + 1;
+	p->token.cap = XML_TOKEN_MAX + 1;
+	p->small.p = p->smallbuf;
+	p->small.cap = sizeof(p->smallbuf);
+	field_reset(&p->key);
+	field_reset(&p->token);
+	field_reset(&p->small);
 	for (;;) {
 		ret = xml_next(&x, &t);
-		if (ret < 0)
-			goto out;
-		if (t.kind == XML_EOF)
+		if (ret < 0 || t.kind == XML_EOF)
 			break;
 		if (t.kind == XML_TEXT || t.kind == XML_CDATA) {
-			int decode = t.kind == XML_TEXT;
-
-			if (depth == 0) { /* only blanks outside the root */
-				for (size_t i = 0; i < t.n; i++)
-					if (t.s[i] != ' ' && t.s[i] != '\t' && t.s[i] != '\r' &&
-					    t.s[i] != '\n') {
-						ret = -EBADMSG;
-						goto out;
-					}
-				continue;
-			}
-			if (cur == F_KEY)
-				field_text(&key, t.s, t.n, decode);
-			else if (cur == F_TOKEN)
-				field_text(&token, t.s, t.n, decode);
-			else if (cur != F_NONE && cur != F_IGNORE)
-				field_text(&small, t.s, t.n, decode);
-			continue;
-		}
-		if (t.kind == XML_START || t.kind == XML_EMPTY) {
-			if (depth == 0) {
-				if (seen_root || !name_is(&t, "ListBucketResult")) {
-					ret = -EBADMSG;
-					goto out;
-				}
-				seen_root = 1;
-				if (t.kind == XML_EMPTY)
+			ret = list_text(p, &t);
+		} else {
+			if (t.kind == XML_START || t.kind == XML_EMPTY) {
+				ret = list_open(p, &t);
+				if (ret != 0 || t.kind == XML_START) {
+					if (ret < 0)
+						break;
+					ret = 0;
 					continue;
-			} else if (depth == 1 && name_is(&t, "Contents") && t.kind == XML_START) {
-				in_contents = 1;
-				have_key = have_size = entry_bad = 0;
-				memset(&e, 0, sizeof(e));
-				field_reset(&key);
-			} else if (depth == 2 && in_contents && cur == F_NONE) {
-				cur = name_is(&t, "Key")	    ? F_KEY
-				      : name_is(&t, "Size")	    ? F_SIZE
-				      : name_is(&t, "ETag")	    ? F_ETAG
-				      : name_is(&t, "LastModified") ? F_MTIME
-								    : F_IGNORE;
-				if (cur == F_KEY)
-					field_reset(&key);
-				else
-					field_reset(&small);
-			} else if (depth == 1 && cur == F_NONE) {
-				cur = name_is(&t, "IsTruncated")	     ? F_TRUNC
-				      : name_is(&t, "NextContinuationToken") ? F_TOKEN
-									     : F_IGNORE;
-				if (cur == F_TOKEN)
-					field_reset(&token);
-				else
-					field_reset(&small);
-			} else if (cur != F_NONE && cur != F_IGNORE) {
-				/* markup inside a text field: the field is garbage */
-				if (cur == F_KEY)
-					key.bad = 1;
-				else if (cur == F_TOKEN)
-					token.bad = 1;
-				else
-					small.bad = 1;
+				}
+				t.kind = XML_END; /* <X/>: opened and closed at once */
 			}
-			if (depth >= XML_MAX_DEPTH) {
-				ret = -EBADMSG;
-				goto out;
-			}
-			stack[depth++] = t;
-			if (t.kind == XML_START)
-				continue;
-			t.kind = XML_END; /* <X/>: opened and closed at once */
+			ret = list_close(p, &t);
 		}
-		/* XML_END */
-		if (depth == 0 || stack[depth - 1].n != t.n ||
-		    memcmp(stack[depth - 1].s, t.s, t.n) != 0) {
-			ret = -EBADMSG;
+		if (ret != 0)
 			goto out;
-		}
-		depth--;
-		if (depth == 2 && in_contents) {
-			size_t n;
-			const char *v = field_trim(&small, &n);
-
-			switch (cur) {
-			case F_KEY:
-				if (key.bad || key.len == 0)
-					entry_bad = 1;
-				have_key = 1;
-				break;
-			case F_SIZE:
-				if (small.bad || parse_u64(v, n, &e.size) < 0)
-					entry_bad = 1;
-				have_size = 1;
-				break;
-			case F_ETAG:
-				if (!small.bad && n < sizeof(e.etag)) {
-					memcpy(e.etag, v, n);
-					e.etag[n] = '\0';
-				}
-				break;
-			case F_MTIME:
-				if (small.bad || backend__iso8601_parse(v, n, &e.mtime) < 0)
-					e.mtime = 0;
-				break;
-			default:
-				break;
-			}
-			cur = F_NONE;
-		} else if (depth == 1 && in_contents) {
-			in_contents = 0;
-			if (!have_key || !have_size || entry_bad) {
-				page->skipped++;
-				continue;
-			}
-			e.key = key.p;
-			e.keylen = key.len;
-			page->entries++;
-			ret = cb(arg, &e);
-			if (ret != 0)
-				goto out;
-		} else if (depth == 1) {
-			size_t n;
-			const char *v = field_trim(&small, &n);
-
-			if (cur == F_TRUNC) {
-				if (small.bad) {
-					ret = -EBADMSG;
-					goto out;
-				}
-				page->truncated = n == 4 && memcmp(v, "true", 4) == 0;
-			} else if (cur == F_TOKEN) {
-				if (token.bad) {
-					ret = -EBADMSG; /* cannot go on without it */
-					goto out;
-				}
-				free(page->next_token);
-				page->next_token = strndup(token.p, token.len);
-				if (!page->next_token) {
-					ret = -ENOMEM;
-					goto out;
-				}
-			}
-			cur = F_NONE;
-		}
 	}
-	if (!seen_root || depth != 0)
+	if (ret == 0 && (!p->seen_root || p->depth != 0))
 		ret = -EBADMSG;
 out:
-	free(key.p);
-	free(token.p);
+	free(p->key.p);
+	free(p->token.p);
 	return ret;
 }
 

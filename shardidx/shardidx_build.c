@@ -602,68 +602,34 @@ static int old_sparse_entries(struct shardidx_builder *b, const unsigned char *e
 	return 0;
 }
 
-static int on_header(struct shardidx_builder *b)
+/* A metadata member of type (L, K, x, g, X) and size bytes whose data is
+ * read next (ST_XDATA). Returns 0, -ENOMEM, or damage. */
+static int xdata_start(struct shardidx_builder *b, unsigned char type, int64_t size,
+		       uint64_t hoff)
 {
-	const unsigned char *h = b->blk;
-	uint64_t hoff = b->pos - BLK;
-	int64_t size, mode = 0, mtime = 0;
-	int posix, gnu, r;
-	unsigned char type = h[156];
-	uint64_t stored;
+	if ((uint64_t)size > XDATA_MAX)
+		return damage(b, -EBADMSG, hoff, "extended header too large");
+	b->xtype = type;
+	b->xneed = (size_t)size;
+	b->xlen = 0;
+	b->xnext = b->pos + round_blk((uint64_t)size);
+	if (b->xcap < b->xneed + 1) {
+		char *x = realloc(b->x, b->xneed + 1);
 
-	if (is_zero_block(h)) {
-		b->state = ST_END;
-		return 1;
+		if (!x)
+			return -ENOMEM;
+		b->x = x;
+		b->xcap = b->xneed + 1;
 	}
-	if (!cksum_ok(h))
-		return damage(b, -EBADMSG, hoff, "header checksum mismatch");
-	posix = memcmp(h + 257, "ustar\0", 6) == 0;
-	gnu = memcmp(h + 257, "ustar  \0", 8) == 0;
-	if (num_field(h + 124, 12, &size) || size < 0 || (uint64_t)size > SIZE_MAX_STORED)
-		return damage(b, -EBADMSG, hoff, "bad size field");
+	b->state = ST_XDATA;
+	return 0;
+}
 
-	/* Metadata members whose data we need. */
-	if (type == 'L' || type == 'K' || type == 'x' || type == 'g' || type == 'X') {
-		if ((uint64_t)size > XDATA_MAX)
-			return damage(b, -EBADMSG, hoff, "extended header too large");
-		b->xtype = type;
-		b->xneed = (size_t)size;
-		b->xlen = 0;
-		b->xnext = b->pos + round_blk((uint64_t)size);
-		if (b->xcap < b->xneed + 1) {
-			char *x = realloc(b->x, b->xneed + 1);
-
-			if (!x)
-				return -ENOMEM;
-			b->x = x;
-			b->xcap = b->xneed + 1;
-		}
-		b->state = ST_XDATA;
-		return 0;
-	}
-
-	/* A real member. */
-	if (num_field(h + 100, 8, &mode))
-		mode = 0;
-	if (num_field(h + 136, 12, &mtime))
-		mtime = 0;
-	if (b->px.has_mtime)
-		mtime = b->px.mtime;
-	else if (b->gx.has_mtime)
-		mtime = b->gx.mtime;
-	stored = (uint64_t)size;
-	if (b->px.has_size)
-		stored = b->px.size;
-	else if (b->gx.has_size)
-		stored = b->gx.size;
-	if (stored > SIZE_MAX_STORED)
-		return damage(b, -EBADMSG, hoff, "bad size");
-	b->mmode = (uint16_t)(mode & 07777);
-	b->mmtime = clamp_mtime(mtime);
-	b->mdata = b->pos;
-	b->mstored = stored;
+/* b->mkind of a member of type (0: left out, counted in b->skipped with
+ * a reason in b->msg). */
+static void member_kind(struct shardidx_builder *b, unsigned char type)
+{
 	b->mkind = 0;
-
 	switch (type) {
 	case '0':
 	case '\0':
@@ -704,8 +670,19 @@ static int on_header(struct shardidx_builder *b)
 		}
 		break;
 	}
+}
 
-	if (b->mkind == SHARDIDX__K_REG && type == 'S' && gnu) {
+/* Whether the regular member of header h is sparse (old GNU 'S' in a gnu
+ * header, or PAX GNU.sparse 0.x/1.0), and its real size. Returns 0,
+ * -ENOMEM, or damage. */
+static int member_sparse(struct shardidx_builder *b, const unsigned char *h, int gnu,
+			 uint64_t hoff)
+{
+	int r;
+
+	if (b->mkind != SHARDIDX__K_REG)
+		return 0;
+	if (h[156] == 'S' && gnu) {
 		int64_t rs;
 
 		b->msparse = 1;
@@ -716,12 +693,11 @@ static int on_header(struct shardidx_builder *b)
 		if (num_field(h + 483, 12, &rs) || rs < 0)
 			return damage(b, -EBADMSG, hoff, "bad sparse realsize");
 		b->mrealsize = (uint64_t)rs;
-	} else if (b->mkind == SHARDIDX__K_REG &&
-		   (b->px.sp_major > 1 || (b->px.sp_major == 1 && b->px.sp_minor > 0))) {
+	} else if (b->px.sp_major > 1 || (b->px.sp_major == 1 && b->px.sp_minor > 0)) {
 		return damage(b, -EBADMSG, hoff, "unsupported GNU sparse version");
-	} else if (b->mkind == SHARDIDX__K_REG && (b->px.sp_major == 1 || b->px.sp_pairs)) {
+	} else if (b->px.sp_major == 1 || b->px.sp_pairs) {
 		b->msparse = 1;
-		b->mrealsize = b->px.has_realsize ? b->px.realsize : stored;
+		b->mrealsize = b->px.has_realsize ? b->px.realsize : b->mstored;
 	}
 	if (b->msparse && !b->mrealsize) {
 		/* no realsize: the end of the last piece */
@@ -730,6 +706,57 @@ static int on_header(struct shardidx_builder *b)
 			    b->sp[2 * i] <= SIZE_MAX_STORED && b->sp[2 * i + 1] <= SIZE_MAX_STORED)
 				b->mrealsize = b->sp[2 * i] + b->sp[2 * i + 1];
 	}
+	return 0;
+}
+
+static int on_header(struct shardidx_builder *b)
+{
+	const unsigned char *h = b->blk;
+	uint64_t hoff = b->pos - BLK;
+	int64_t size, mode = 0, mtime = 0;
+	int posix, gnu, r;
+	unsigned char type = h[156];
+	uint64_t stored;
+
+	if (is_zero_block(h)) {
+		b->state = ST_END;
+		return 1;
+	}
+	if (!cksum_ok(h))
+		return damage(b, -EBADMSG, hoff, "header checksum mismatch");
+	posix = memcmp(h + 257, "ustar\0", 6) == 0;
+	gnu = memcmp(h + 257, "ustar  \0", 8) == 0;
+	if (num_field(h + 124, 12, &size) || size < 0 || (uint64_t)size > SIZE_MAX_STORED)
+		return damage(b, -EBADMSG, hoff, "bad size field");
+
+	/* Metadata members whose data we need. */
+	if (type == 'L' || type == 'K' || type == 'x' || type == 'g' || type == 'X')
+		return xdata_start(b, type, size, hoff);
+
+	/* A real member. */
+	if (num_field(h + 100, 8, &mode))
+		mode = 0;
+	if (num_field(h + 136, 12, &mtime))
+		mtime = 0;
+	if (b->px.has_mtime)
+		mtime = b->px.mtime;
+	else if (b->gx.has_mtime)
+		mtime = b->gx.mtime;
+	stored = (uint64_t)size;
+	if (b->px.has_size)
+		stored = b->px.size;
+	else if (b->gx.has_size)
+		stored = b->gx.size;
+	if (stored > SIZE_MAX_STORED)
+		return damage(b, -EBADMSG, hoff, "bad size");
+	b->mmode = (uint16_t)(mode & 07777);
+	b->mmtime = clamp_mtime(mtime);
+	b->mdata = b->pos;
+	b->mstored = stored;
+	member_kind(b, type);
+	r = member_sparse(b, h, gnu, hoff);
+	if (r)
+		return r;
 
 	/* A name ending in '/' is a directory (v7 and old GNU archives). */
 	r = member_names(b, h, posix);

@@ -476,21 +476,36 @@ static int child_cmp(const void *a, const void *b, void *ctx)
 				  y->name_len);
 }
 
-int shardidx__tree_finish(struct shardidx__tree *t, uint64_t stream_size, struct shardidx *ix)
-{
-	uint32_t n = t->nnodes;
-	uint32_t *start = NULL, *bucket = NULL, *order = NULL, *idx = NULL;
-	uint64_t names_len = 0, nseg_out = 0;
-	uint32_t nsparse = 0, nlinks = 0, q = 0;
-	int r = -ENOMEM;
+/* The breadth-first order of a tree's nodes (shardidx__tree_finish). */
+struct tree_layout {
+	uint32_t *start;  /* [n + 2]: bucket k is bucket[start[k] .. start[k + 1]) */
+	uint32_t *bucket; /* [n + 1]: node numbers, children of node k - 1 in
+			   * bucket k sorted by name; the top level is bucket 0 */
+	uint32_t *order;  /* [n + 1]: record i is node order[i] */
+	uint32_t *idx;	  /* [n + 1]: node i is record idx[i] */
+};
 
-	/* Children of node k go to bucket k + 1; the top level is bucket 0. */
-	start = calloc((size_t)n + 2, sizeof(*start));
-	bucket = malloc(((size_t)n + 1) * sizeof(*bucket));
-	order = malloc(((size_t)n + 1) * sizeof(*order));
-	idx = malloc(((size_t)n + 1) * sizeof(*idx));
+static void layout_free(struct tree_layout *lay)
+{
+	free(lay->start);
+	free(lay->bucket);
+	free(lay->order);
+	free(lay->idx);
+}
+
+/* Sort the n nodes of t into buckets by parent, then breadth-first; sets
+ * ix->root_n. Returns 0 or -ENOMEM (the caller frees lay). */
+static int layout_make(struct shardidx__tree *t, struct tree_layout *lay, struct shardidx *ix)
+{
+	uint32_t n = t->nnodes, q = 0;
+	uint32_t *start, *bucket, *order, *idx;
+
+	start = lay->start = calloc((size_t)n + 2, sizeof(*start));
+	bucket = lay->bucket = malloc(((size_t)n + 1) * sizeof(*bucket));
+	order = lay->order = malloc(((size_t)n + 1) * sizeof(*order));
+	idx = lay->idx = malloc(((size_t)n + 1) * sizeof(*idx));
 	if (!start || !bucket || !order || !idx)
-		goto out;
+		return -ENOMEM;
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t p = t->nodes[i].parent;
 
@@ -525,14 +540,20 @@ int shardidx__tree_finish(struct shardidx__tree *t, uint64_t stream_size, struct
 		for (uint32_t j = start[k]; j < start[k + 1]; j++)
 			order[q++] = bucket[j];
 	}
+	return 0;
+}
 
-	/* Data objects: reference counts and canonical entries. */
+/* Reference counts and canonical records of the data objects; the bytes
+ * of all names and link targets into *names_len. */
+static void layout_dobjs(struct shardidx__tree *t, const uint32_t *order, uint64_t *names_len)
+{
+	*names_len = 0;
 	for (uint32_t d = 0; d < t->ndobjs; d++) {
 		t->dobjs[d].refs = 0;
 		t->dobjs[d].canon = NONE;
 		t->dobjs[d].sp_index = NONE;
 	}
-	for (uint32_t i = 0; i < n; i++) {
+	for (uint32_t i = 0; i < t->nnodes; i++) {
 		const struct node *nd = &t->nodes[order[i]];
 
 		if (nd->type == SHARDIDX_REG) {
@@ -543,19 +564,20 @@ int shardidx__tree_finish(struct shardidx__tree *t, uint64_t stream_size, struct
 			if (order[i] == d->owner)
 				d->canon = i;
 		}
-		names_len += nd->name_len + 1u;
+		*names_len += nd->name_len + 1u;
 		if (nd->type == SHARDIDX_SYMLINK)
-			names_len += nd->link_len + 1u;
+			*names_len += nd->link_len + 1u;
 	}
-	if (names_len > UINT32_MAX)
-		goto out;
+}
 
-	ix->recs = calloc(n ? n : 1, sizeof(*ix->recs));
-	ix->names = malloc(names_len ? names_len : 1);
-	if (!ix->recs || !ix->names)
-		goto out;
-	ix->nrecs = n;
-	for (uint32_t i = 0; i < n; i++) {
+/* Number the sparse members, allocate ix's sparse, segment and link
+ * tables and copy the segments. Returns 0 or -ENOMEM. */
+static int layout_sparse(struct shardidx__tree *t, const uint32_t *order, struct shardidx *ix)
+{
+	uint64_t nseg_out = 0;
+	uint32_t nsparse = 0, nlinks = 0;
+
+	for (uint32_t i = 0; i < t->nnodes; i++) {
 		const struct node *nd = &t->nodes[order[i]];
 
 		if (nd->type == SHARDIDX_REG) {
@@ -575,7 +597,7 @@ int shardidx__tree_finish(struct shardidx__tree *t, uint64_t stream_size, struct
 	ix->segs = calloc(nseg_out ? nseg_out : 1, sizeof(*ix->segs));
 	ix->links = calloc(nlinks ? nlinks : 1, sizeof(*ix->links));
 	if (!ix->sparse || !ix->segs || !ix->links)
-		goto out;
+		return -ENOMEM;
 	ix->nsparse = nsparse;
 	ix->nsegs = (uint32_t)nseg_out;
 	ix->nlinks = nlinks;
@@ -595,11 +617,56 @@ int shardidx__tree_finish(struct shardidx__tree *t, uint64_t stream_size, struct
 			       o->nseg * sizeof(*ix->segs));
 		nseg_out += o->nseg;
 	}
+	return 0;
+}
 
-	names_len = 0;
-	nlinks = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		const struct node *nd = &t->nodes[order[i]];
+/* The record rc (number i) of a regular file nd; its link entry at
+ * ix->links[*nlinks] when it has one. */
+static void rec_file(const struct shardidx__tree *t, const struct node *nd, uint32_t i,
+		     uint64_t stream_size, struct shardidx__rec *rc, struct shardidx *ix,
+		     uint32_t *nlinks)
+{
+	const struct dobj *d = &t->dobjs[nd->data];
+	int trunc;
+
+	rc->mode = d->mode & 07777;
+	rc->mtime = d->mtime;
+	rc->size = d->size;
+	if (d->sparse) {
+		/* no segments (all holes): t->segs may be NULL */
+		const struct shardidx__seg *sg =
+		    d->nseg ? t->segs + d->first_seg + d->nseg - 1 : NULL;
+
+		rc->off = d->sp_index;
+		rc->flags |= SHARDIDX_F_SPARSE;
+		trunc = sg && sg->stream_off + sg->len > stream_size;
+	} else {
+		rc->off = d->data_off;
+		trunc = d->data_off + d->size > stream_size;
+	}
+	if (trunc)
+		rc->flags |= SHARDIDX_F_TRUNCATED;
+	if (d->canon != i) {
+		rc->flags |= SHARDIDX_F_HARDLINK;
+		ix->links[*nlinks].entry = i;
+		ix->links[(*nlinks)++].val = d->canon;
+	} else if (d->refs > 1) {
+		rc->flags |= SHARDIDX__F_LINKED;
+		ix->links[*nlinks].entry = i;
+		ix->links[(*nlinks)++].val = d->refs;
+	}
+}
+
+/* Fill ix's records and names in the order of lay. */
+static void layout_recs(const struct shardidx__tree *t, const struct tree_layout *lay,
+			uint64_t stream_size, struct shardidx *ix)
+{
+	const uint32_t *start = lay->start, *bucket = lay->bucket, *idx = lay->idx;
+	uint64_t names_len = 0;
+	uint32_t nlinks = 0;
+
+	for (uint32_t i = 0; i < t->nnodes; i++) {
+		const struct node *nd = &t->nodes[lay->order[i]];
 		struct shardidx__rec *rc = &ix->recs[i];
 
 		rc->name_off = (uint32_t)names_len;
@@ -612,7 +679,7 @@ int shardidx__tree_finish(struct shardidx__tree *t, uint64_t stream_size, struct
 		rc->mtime = nd->mtime;
 		rc->flags = nd->flags & SHARDIDX_F_IMPLICIT;
 		if (nd->type == SHARDIDX_DIR) {
-			uint32_t k = order[i] + 1, nsub = 0;
+			uint32_t k = lay->order[i] + 1, nsub = 0;
 			uint32_t first = start[k + 1] > start[k] ? idx[bucket[start[k]]] : 0;
 
 			for (uint32_t j = start[k]; j < start[k + 1]; j++)
@@ -627,45 +694,39 @@ int shardidx__tree_finish(struct shardidx__tree *t, uint64_t stream_size, struct
 			names_len += nd->link_len;
 			ix->names[names_len++] = 0;
 		} else {
-			const struct dobj *d = &t->dobjs[nd->data];
-			int trunc;
-
-			rc->mode = d->mode & 07777;
-			rc->mtime = d->mtime;
-			rc->size = d->size;
-			if (d->sparse) {
-				/* no segments (all holes): t->segs may be NULL */
-				const struct shardidx__seg *sg =
-				    d->nseg ? t->segs + d->first_seg + d->nseg - 1 : NULL;
-
-				rc->off = d->sp_index;
-				rc->flags |= SHARDIDX_F_SPARSE;
-				trunc = sg && sg->stream_off + sg->len > stream_size;
-			} else {
-				rc->off = d->data_off;
-				trunc = d->data_off + d->size > stream_size;
-			}
-			if (trunc)
-				rc->flags |= SHARDIDX_F_TRUNCATED;
-			if (d->canon != i) {
-				rc->flags |= SHARDIDX_F_HARDLINK;
-				ix->links[nlinks].entry = i;
-				ix->links[nlinks++].val = d->canon;
-			} else if (d->refs > 1) {
-				rc->flags |= SHARDIDX__F_LINKED;
-				ix->links[nlinks].entry = i;
-				ix->links[nlinks++].val = d->refs;
-			}
+			rec_file(t, nd, i, stream_size, rc, ix, &nlinks);
 		}
 	}
 	ix->names_len = (uint32_t)names_len;
+}
+
+int shardidx__tree_finish(struct shardidx__tree *t, uint64_t stream_size, struct shardidx *ix)
+{
+	struct tree_layout lay = {0};
+	uint32_t n = t->nnodes;
+	uint64_t names_len;
+	int r;
+
+	r = layout_make(t, &lay, ix);
+	if (r < 0)
+		goto out;
+	layout_dobjs(t, lay.order, &names_len);
+	r = -ENOMEM;
+	if (names_len > UINT32_MAX)
+		goto out;
+	ix->recs = calloc(n ? n : 1, sizeof(*ix->recs));
+	ix->names = malloc(names_len ? names_len : 1);
+	if (!ix->recs || !ix->names)
+		goto out;
+	ix->nrecs = n;
+	r = layout_sparse(t, lay.order, ix);
+	if (r < 0)
+		goto out;
+	layout_recs(t, &lay, stream_size, ix);
 	ix->stream_size = stream_size;
 	shardidx__count_samples(ix);
 	r = 0;
 out:
-	free(start);
-	free(bucket);
-	free(order);
-	free(idx);
+	layout_free(&lay);
 	return r;
 }

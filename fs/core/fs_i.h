@@ -76,7 +76,7 @@ enum fs_warm_state {
 				    * or fills failed */
 };
 
-/* issue 5: what the mount shows (DESIGN.md section 1) */
+/* What the mount shows (DESIGN.md section 1) */
 enum fs_layout { FS_LAYOUT_SHARDS = 0, FS_LAYOUT_IMAGEFOLDER = 1 };
 enum fs_class_from { FS_CLASS_CLS = 0, FS_CLASS_DIR = 1, FS_CLASS_KEY_PREFIX = 2 };
 
@@ -90,7 +90,7 @@ enum fs_kind {
 	FS_K_SHARD = 3,  /* a shard's member tree root: a = shard index */
 	FS_K_MEMBER = 4, /* a member: a = shard index, b = entry index */
 	FS_K_CTL = 5,    /* .shardfs and its files: a = enum fs_ctl */
-	/* issue 5: --layout imagefolder (fs_imagefolder.c) */
+	/* --layout imagefolder (fs_imagefolder.c) */
 	FS_K_IFCLASS = 6, /* a class directory at the root: a = class index */
 	FS_K_IFFILE = 7,  /* a sample's image: a = shard index, b = entry index (canon) */
 };
@@ -197,7 +197,7 @@ struct fs_counters {
 	atomic_ullong index_save_errors, members, damaged_shards, skipped_members;
 	atomic_ullong index_mem_bytes;
 	atomic_ullong prefetch_requests, prefetch_errors, shard_prefetches;
-	/* issue 5: imagefolder view and sidecar indexes */
+	/* Imagefolder view and sidecar indexes */
 	atomic_ullong if_images, if_no_image, if_no_class, if_dup_dropped, if_shards_indexed;
 	atomic_ullong if_build_ms, if_cls_reads, index_sidecar, index_sidecar_rejected;
 	/* sources that change under the mount (fs_ns.c) */
@@ -266,7 +266,7 @@ struct fs {
 	gid_t gid;
 	int64_t mount_time;
 	struct fs_counters c;
-	/* issue 5: the imagefolder view, built on first use, then immutable */
+	/* The imagefolder view, built on first use, then immutable */
 	pthread_mutex_t if_lock;               /* serialises building */
 	struct fs_ifview *_Atomic ifv;
 	struct fs_ifview *if_retired;          /* views a refresh replaced; freed at unmount */
@@ -449,7 +449,7 @@ void fs_notify_shard(struct fs *fs, uint32_t shard, uint32_t n);
 /* Wait until everything queued so far is sent (at most timeout_s). */
 void fs_notify_drain(struct fs *fs, double timeout_s);
 
-/* ---- issue 5: fs_imagefolder.c — the --layout imagefolder view ----------
+/* ---- fs_imagefolder.c — the --layout imagefolder view ----------
  * ROOT/<class>/<name>.<ext>: one file per sample (its image member). Built
  * once, on the first lookup or listing of the root, from every shard's
  * index (indexed in parallel); immutable afterwards, so readers take no
@@ -484,7 +484,7 @@ int64_t fs_if_class_lookup(const struct fs_ifview *v, const char *name, size_t l
 /* File of class c named name[0..len): its index in v->files, or -ENOENT. */
 int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *name, size_t len);
 
-/* issue 5: fs_pack.c / fs_index.c — the pack and index commands */
+/* fs_pack.c / fs_index.c — the pack and index commands */
 int fs_pack_main(int argc, char **argv);
 int fs_index_main(int argc, char **argv);
 /* fs_client.c — the commands that talk to a running mount: shardfs umount,

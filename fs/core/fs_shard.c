@@ -505,7 +505,7 @@ static int shard_load(struct fs *fs, struct fs_shard *s)
 		return err;
 	}
 	if (!ix)
-		ix = shard_sidecar(fs, o, codec, stream); /* issue 5 */
+		ix = shard_sidecar(fs, o, codec, stream);
 	if (!ix) {
 		err = shard_build(fs, o, stream, &ix);
 		if (err < 0) {

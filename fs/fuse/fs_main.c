@@ -283,7 +283,7 @@ static int cmd_mount(int argc, char **argv)
 
 	memset(&fs, 0, sizeof(fs));
 	pthread_mutex_init(&fs.ctl_lock, NULL);
-	pthread_mutex_init(&fs.if_lock, NULL); /* issue 5 */
+	pthread_mutex_init(&fs.if_lock, NULL);
 	err = fs_opt_parse_mount(argc, argv, &fs.cfg);
 	if (err)
 		goto out;
@@ -357,7 +357,7 @@ static int cmd_mount(int argc, char **argv)
 	backend_cancel(fs.be);
 	cachetier_cancel(fs.ct);
 	fs_warm_stop(&fs);
-	fs_if_free(&fs); /* issue 5 */
+	fs_if_free(&fs);
 	fs_shards_release(&fs);
 	fs_ns_free(&fs);
 	fs_ctl_free(&fs);

@@ -1,5 +1,5 @@
 /*
- * fs_index.c — 'shardfs index [--sidecar] [--cache-dir DIR] SOURCE' (issue 5).
+ * fs_index.c — 'shardfs index [--sidecar] [--cache-dir DIR] SOURCE'.
  *
  * Builds every shard's index exactly as a mount would (fs_shard_index:
  * the cache directory's copy, else a valid sidecar, else built from the

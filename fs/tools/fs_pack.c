@@ -1,5 +1,5 @@
 /*
- * fs_pack.c — 'shardfs pack [OPTIONS] INPUT_DIR OUTPUT_PREFIX' (issue 5):
+ * fs_pack.c — 'shardfs pack [OPTIONS] INPUT_DIR OUTPUT_PREFIX':
  * a directory tree becomes WebDataset shards PREFIX-000000.tar, ... with a
  * sidecar index NAME.tar.idx beside each.
  *

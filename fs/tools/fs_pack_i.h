@@ -1,5 +1,5 @@
 /*
- * fs_pack_i.h — private to fs/: the pure part of 'shardfs pack' (issue 7).
+ * fs_pack_i.h — private to fs/: the pure part of 'shardfs pack'.
  *
  * fs_pack_plan.c turns the list of files found in INPUT_DIR into members,
  * samples and shards without touching any filesystem, so it can be tested

@@ -1,5 +1,5 @@
 /*
- * fs_pack_plan.c — the pure part of 'shardfs pack' (issue 7): from the list
+ * fs_pack_plan.c — the pure part of 'shardfs pack': from the list
  * of files of INPUT_DIR to member names, samples and shards. No I/O, so
  * tests/fuzz/fuzz_pack.c runs it on arbitrary file lists; the contract is
  * in fs_pack_i.h, the rules are described in fs_pack.c's header.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Cache tier benchmark (issue 4). Not a test: it prints a table of ratios, each against a
+# Cache tier benchmark. Not a test: it prints a table of ratios, each against a
 # baseline measured in the same run (DESIGN.md section 4), median of --runs runs per side.
 #
 #   bash tests/bench/cache_bench.sh [--build DIR] [--shard-mb 1024] [--member-kb 100]

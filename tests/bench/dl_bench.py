@@ -1,4 +1,4 @@
-"""ImageFolder epoch through a shardfs mount vs the same tree on local disk (issue 5).
+"""ImageFolder epoch through a shardfs mount vs the same tree on local disk.
 
 Run: /usr/bin/python3 tests/bench/dl_bench.py build/shardfs [CLASSES] [PER_CLASS]
 Extra mount options (e.g. --strict-open) from the environment: SHARDFS_BENCH_MOUNT_OPTS.

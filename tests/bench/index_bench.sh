@@ -1,5 +1,5 @@
 #!/bin/bash
-# Index and listing benchmark (issue 2). Not a test: it prints figures and
+# Index and listing benchmark. Not a test: it prints figures and
 # ratios against baselines measured in the same run.
 #
 #   bash tests/bench/index_bench.sh [--build DIR] [--shard-mb 1024] [--member-kb 100]

@@ -1,4 +1,4 @@
-"""Driver of tests/bench/run.sh (issue 6): runs every workload against its baseline in the same
+"""Driver of tests/bench/run.sh: runs every workload against its baseline in the same
 invocation and writes the table (stdout, out/results.csv) and the chart's data (out/results.dat).
 
     python3 tests/bench/lib_bench.py --bin build-bench/shardfs [--quick] [--size-mb N] ...

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Remote read-through benchmark (issue 3). Not a test: it prints figures and
+# Remote read-through benchmark. Not a test: it prints figures and
 # ratios against a baseline measured in the same run (DESIGN.md section 4,
 # "cold fill from a loopback HTTP server vs curl with the same parallelism").
 #

@@ -1,5 +1,5 @@
 #!/bin/bash
-# shardfs benchmark suite (issue 6): every workload against its baseline in the
+# shardfs benchmark suite: every workload against its baseline in the
 # same invocation, median of several runs; prints the table
 #   workload | options | shardfs | baseline | ratio | goal | met?
 # and writes tests/bench/out/results.csv and tests/bench/out/results.png.

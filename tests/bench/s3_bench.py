@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Cold fill from s3rver (issue 6, workload 3). Not a test: prints figures and ratios against a
+"""Cold fill from s3rver (workload 3). Not a test: prints figures and ratios against a
 baseline measured in the same run.
 
     /usr/bin/python3 tests/bench/s3_bench.py SHARDFS_BIN [--shard-mb 256] [--member-kb 100] [--runs 3]

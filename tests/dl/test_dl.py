@@ -1,4 +1,4 @@
-"""Deep-learning tests of shardfs (issue 5): --layout imagefolder against torchvision, shardfs
+"""Deep-learning tests of shardfs: --layout imagefolder against torchvision, shardfs
 pack, sidecar indexes, extended attributes, and the PyTorch examples.
 
 Run: test_dl.py SHARDFS GROUP  (groups: imagefolder classfrom pack sidecar xattr examples)

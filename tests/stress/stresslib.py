@@ -1,4 +1,4 @@
-"""Helpers shared by the stress tests (issue 7): fast shard generation with known member bytes
+"""Helpers shared by the stress tests: fast shard generation with known member bytes
 and offsets (tar headers written directly, no staging tree, no GNU tar), exact whole-file reads
 that classify the outcome, and the daemon's resources from /proc. Python 3 stdlib only; mount
 and server helpers come from tests/mount/mountlib.py and tests/remote/http/httplib.py."""

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Fault injection at a 10% rate (issue 7): every file of the mount is either exactly the source's
+"""Fault injection at a 10% rate: every file of the mount is either exactly the source's
 bytes or fails with EIO — never another errno, never a short read, never wrong bytes.
 
 usage: test_faults.py SHARDFS GROUP

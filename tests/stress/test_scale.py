@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Scale (issue 7): thousands of shards, hundreds of thousands of members.
+"""Scale: thousands of shards, hundreds of thousands of members.
 
 usage: test_scale.py SHARDFS
 

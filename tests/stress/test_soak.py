@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Soak and many-open-files tests (issue 7).
+"""Soak and many-open-files tests.
 
 usage: test_soak.py SHARDFS GROUP
 GROUP:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hostile inputs (issue 7): a small Python stdlib HTTP server on 127.0.0.1 (free port, started
+"""Hostile inputs: a small Python stdlib HTTP server on 127.0.0.1 (free port, started
 and stopped by the test) that misbehaves on purpose, and a decompression bomb.
 
   test_hostile.py SHARDFS GROUP     GROUP: range | listing | s3list | tarsize | bomb
