@@ -137,8 +137,17 @@ static int read_cls(struct cachetier_obj *stream, const struct shardidx_entry *e
 	return 0;
 }
 
-/* ---- the .cls values of one shard, cached in the cache directory ---- */
-#define CLS_MAGIC "shardfs-imagefolder-cls 1\n"
+/* ---- the .cls values of one shard, cached in the cache directory ----
+ * A blob of the cache tier named by the shard's codec, ETag, size and key
+ * (so another version of the shard never meets it). Format: the disk.h
+ * envelope (magic, u32 version, u32 count of rows, u64 FNV-1a of the rows),
+ * then per sample that has a class {u32 entry of its .cls member, u64 the
+ * class}, in ascending order of entry; little-endian. Version 1 was a text
+ * file without a checksum ("shardfs-imagefolder-cls 1"), which this magic
+ * does not match: it is read again from the shard and replaced. */
+#define CLS_MAGIC   "SHCLSMAP"
+#define CLS_VERSION 2u
+#define CLS_ROW	    12u
 
 struct cls_map {
 	uint32_t *entry; /* ascending */
@@ -197,61 +206,65 @@ static int cls_blob_name(const struct fs *fs, uint32_t shard, char *buf, size_t 
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
-/* Load the cached values; any doubt about the blob: start empty. */
+/* Load the cached values into m (empty on any doubt about the blob: the
+ * values are then read from the shard and the map saved again). */
 static void cls_map_load(struct fs *fs, uint32_t shard, struct cls_map *m)
 {
-	char name[4096 + 256], *buf, *p, *end;
-	size_t len, ml = strlen(CLS_MAGIC);
-	uint32_t last = 0;
-	void *vb;
+	char name[4096 + 256];
+	const unsigned char *b;
+	size_t len;
+	uint32_t n;
+	void *buf;
+	int err;
 
 	if (cls_blob_name(fs, shard, name, sizeof(name)) < 0 ||
-	    cachetier_meta_get(fs->ct, name, &vb, &len) < 0)
+	    cachetier_meta_get(fs->ct, name, &buf, &len) < 0)
 		return;
-	buf = vb;
-	if (len < ml || memcmp(buf, CLS_MAGIC, ml) != 0 || buf[len - 1] != '\n')
-		goto bad;
-	buf[len - 1] = '\0';
-	for (p = buf + ml; *p;) {
-		unsigned long long e, v;
+	b = buf;
+	err = disk_blob_check(b, len, CLS_MAGIC, CLS_VERSION);
+	n = err == 0 ? disk_le32_get(b + 12) : 0;
+	if (err == 0 && (len - DISK_BLOB_HDR) / CLS_ROW != n)
+		err = -EBADMSG;
+	if (err == 0 && (len - DISK_BLOB_HDR) % CLS_ROW != 0)
+		err = -EBADMSG;
+	for (uint32_t i = 0; err == 0 && i < n; i++) {
+		const unsigned char *r = b + DISK_BLOB_HDR + (size_t)i * CLS_ROW;
+		uint32_t e = disk_le32_get(r);
 
-		errno = 0;
-		e = strtoull(p, &end, 10);
-		if (errno || end == p || *end != ' ' || e >= UINT32_MAX || (m->n && e <= last))
-			goto bad;
-		p = end + 1;
-		v = strtoull(p, &end, 10);
-		if (errno || end == p || (*end != '\n' && *end != '\0'))
-			goto bad;
-		if (cls_map_add(m, (uint32_t)e, v) < 0)
-			goto bad;
-		last = (uint32_t)e;
-		p = *end ? end + 1 : end;
+		if (m->n && e <= m->entry[m->n - 1])
+			err = -EBADMSG; /* rows are in ascending order of entry */
+		else if (cls_map_add(m, e, disk_le64_get(r + 4)) < 0)
+			err = -ENOMEM;
 	}
 	free(buf);
-	m->from_cache = 1;
-	return;
-bad:
-	fs_log(FS_LOG_WARN, "imagefolder: cached classes of %s unusable; reading them again",
-	       fs_obj(fs, fs_shard(fs, shard)->obj)->key);
-	free(buf);
+	if (err == 0) {
+		m->from_cache = 1;
+		return;
+	}
+	fs_log(FS_LOG_WARN, "imagefolder: cached classes of %s unusable (%s); reading them again",
+	       fs_obj(fs, fs_shard(fs, shard)->obj)->key,
+	       err == -EPROTO ? "another version" : strerror(-err));
 	m->n = 0;
 }
 
 static void cls_map_save(struct fs *fs, uint32_t shard, const struct cls_map *m)
 {
-	char name[4096 + 256], *buf;
-	size_t cap = strlen(CLS_MAGIC) + m->n * 32 + 1, len;
+	char name[4096 + 256];
+	size_t len = DISK_BLOB_HDR + m->n * CLS_ROW;
+	unsigned char *buf;
 
-	if (m->from_cache || !m->dirty || cls_blob_name(fs, shard, name, sizeof(name)) < 0)
+	if (m->from_cache || !m->dirty || m->n > UINT32_MAX ||
+	    cls_blob_name(fs, shard, name, sizeof(name)) < 0)
 		return;
-	buf = malloc(cap);
+	buf = malloc(len);
 	if (!buf)
 		return;
-	len = (size_t)snprintf(buf, cap, "%s", CLS_MAGIC);
-	for (size_t i = 0; i < m->n; i++)
-		len += (size_t)snprintf(buf + len, cap - len, "%" PRIu32 " %" PRIu64 "\n",
-					m->entry[i], m->num[i]);
+	disk_le32_put(buf + 12, (uint32_t)m->n);
+	for (size_t i = 0; i < m->n; i++) {
+		disk_le32_put(buf + DISK_BLOB_HDR + i * CLS_ROW, m->entry[i]);
+		disk_le64_put(buf + DISK_BLOB_HDR + i * CLS_ROW + 4, m->num[i]);
+	}
+	disk_blob_seal(buf, len, CLS_MAGIC, CLS_VERSION);
 	if (cachetier_meta_put(fs->ct, name, buf, len) < 0)
 		fs_log(FS_LOG_WARN, "imagefolder: classes of %s not cached",
 		       fs_obj(fs, fs_shard(fs, shard)->obj)->key);

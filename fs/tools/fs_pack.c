@@ -384,17 +384,20 @@ static int write_shard(struct pk *p, unsigned no, size_t first, size_t n)
 	}
 	/* the identity of the finished file (rename keeps mtime and inode) */
 	o.fd = open(tmp, O_RDONLY | O_CLOEXEC);
-	if (o.fd < 0 || rename(tmp, path) < 0) {
+	if (o.fd < 0) {
 		err = -errno;
 		goto out;
 	}
+	err = disk_commit(AT_FDCWD, o.fd, tmp, path);
+	if (err)
+		goto out;
 	err = fs_sidecar_id_fd(o.fd, p->codec, &sid);
 	if (!err)
 		err = fs_sidecar_ident(&sid, ident, sizeof(ident), &identlen);
 	if (!err)
 		err = shardidx_save(ix, ident, identlen, &buf, &len);
 	if (!err) {
-		err = fs_write_atomic(idx, buf, len);
+		err = disk_write_atomic(AT_FDCWD, idx, buf, len, 0644);
 		free(buf);
 	}
 out:
