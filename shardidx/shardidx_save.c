@@ -196,6 +196,139 @@ static int child_range_ok(const struct shardidx *ix, uint32_t dir, uint32_t firs
 	return 1;
 }
 
+/* Sparse rows and their segments: ordered, in range, no overflow; each
+ * row's logical end goes to sp_end[row]. 1 when valid. */
+static int sparse_ok(const struct shardidx *ix, uint64_t *sp_end)
+{
+	for (uint32_t s = 0; s < ix->nsparse; s++) {
+		const struct shardidx__sparse *sp = &ix->sparse[s];
+		uint64_t lend = 0, send = sp->data_off;
+
+		if (sp->first_seg > ix->nsegs || sp->nseg > ix->nsegs - sp->first_seg)
+			return 0;
+		for (uint32_t k = sp->first_seg; k < sp->first_seg + sp->nseg; k++) {
+			const struct shardidx__seg *g = &ix->segs[k];
+
+			if (!g->len || g->len > (1ull << 62) || g->logical > (1ull << 62) ||
+			    g->stream_off > (1ull << 62) || g->logical < lend ||
+			    g->stream_off < send)
+				return 0;
+			lend = g->logical + g->len;
+			send = g->stream_off + g->len;
+		}
+		sp_end[s] = lend;
+	}
+	return 1;
+}
+
+/* A regular file's record: flags, size, and data that ends past the stream
+ * exactly when it is flagged truncated. Counts hardlink-flagged records in
+ * *nflagged. 1 when valid. */
+static int reg_ok(const struct shardidx *ix, const struct shardidx__rec *rc,
+		  const uint64_t *sp_end, uint32_t *nflagged)
+{
+	uint64_t dend;
+
+	if (rc->flags &
+	    ~(SHARDIDX_F_SPARSE | SHARDIDX_F_TRUNCATED | SHARDIDX_F_HARDLINK | SHARDIDX__F_LINKED))
+		return 0;
+	if ((rc->flags & SHARDIDX_F_HARDLINK) && (rc->flags & SHARDIDX__F_LINKED))
+		return 0;
+	if (rc->flags & (SHARDIDX_F_HARDLINK | SHARDIDX__F_LINKED))
+		(*nflagged)++;
+	if (rc->size > (1ull << 62))
+		return 0;
+	if (rc->flags & SHARDIDX_F_SPARSE) {
+		const struct shardidx__sparse *sp;
+		const struct shardidx__seg *g;
+
+		if (rc->off >= ix->nsparse || sp_end[rc->off] > rc->size)
+			return 0;
+		sp = &ix->sparse[rc->off];
+		g = sp->nseg ? &ix->segs[sp->first_seg + sp->nseg - 1] : NULL;
+		dend = g ? g->stream_off + g->len : 0;
+	} else {
+		if (rc->off > (1ull << 62))
+			return 0;
+		dend = rc->off + rc->size;
+	}
+	return (dend > ix->stream_size) == !!(rc->flags & SHARDIDX_F_TRUNCATED);
+}
+
+/* Record i: mode, its place in the tree, and what its type says of off,
+ * size and flags. 1 when valid. */
+static int rec_ok(const struct shardidx *ix, uint32_t i, const uint64_t *sp_end,
+		  uint32_t *nflagged)
+{
+	const struct shardidx__rec *rc = &ix->recs[i];
+	uint32_t nsub;
+
+	if (rc->mode > 07777 || (i < ix->root_n) != (rc->parent == SHARDIDX_NONE))
+		return 0;
+	if (rc->parent != SHARDIDX_NONE) {
+		const struct shardidx__rec *p;
+
+		if (rc->parent >= i)
+			return 0;
+		p = &ix->recs[rc->parent];
+		if (p->type != SHARDIDX_DIR || i < (uint32_t)p->off || i - (uint32_t)p->off >= p->size)
+			return 0;
+	}
+	switch (rc->type) {
+	case SHARDIDX_DIR:
+		return !(rc->flags & ~SHARDIDX_F_IMPLICIT) && rc->size <= UINT32_MAX &&
+		       child_range_ok(ix, i, (uint32_t)rc->off, (uint32_t)rc->size, &nsub) &&
+		       nsub == rc->off >> 32;
+	case SHARDIDX_SYMLINK:
+		return !rc->flags && table_str(ix, rc->off) == (int64_t)rc->size;
+	case SHARDIDX_REG:
+		return reg_ok(ix, rc, sp_end, nflagged);
+	default:
+		return 0;
+	}
+}
+
+/* Hardlink rows: sorted, one per flagged entry, canon consistent (nhard:
+ * nrecs zeroed counters). 1 when valid. */
+static int links_ok(const struct shardidx *ix, uint32_t nflagged, uint32_t *nhard)
+{
+	if (ix->nlinks != nflagged)
+		return 0;
+	for (uint32_t k = 0; k < ix->nlinks; k++) {
+		const struct shardidx__link *l = &ix->links[k];
+		const struct shardidx__rec *rc, *c;
+
+		if (l->entry >= ix->nrecs || (k && ix->links[k - 1].entry >= l->entry))
+			return 0;
+		rc = &ix->recs[l->entry];
+		if (rc->type != SHARDIDX_REG ||
+		    !(rc->flags & (SHARDIDX_F_HARDLINK | SHARDIDX__F_LINKED)))
+			return 0;
+		if (rc->flags & SHARDIDX_F_HARDLINK) {
+			if (l->val >= ix->nrecs)
+				return 0;
+			c = &ix->recs[l->val];
+			if (c->type != SHARDIDX_REG || !(c->flags & SHARDIDX__F_LINKED) ||
+			    c->off != rc->off || c->size != rc->size ||
+			    ((c->flags ^ rc->flags) & SHARDIDX_F_SPARSE))
+				return 0;
+			nhard[l->val]++;
+		} else if (l->val < 2) {
+			return 0;
+		}
+	}
+	for (uint32_t k = 0; k < ix->nlinks; k++) {
+		const struct shardidx__link *l = &ix->links[k];
+
+		if ((ix->recs[l->entry].flags & SHARDIDX__F_LINKED) &&
+		    nhard[l->entry] + 1 != l->val)
+			return 0;
+	}
+	return 1;
+}
+
+/* Every field of a loaded index, so that reading it can never go out of
+ * bounds or loop: 0, -EBADMSG or -ENOMEM. */
 static int validate(struct shardidx *ix)
 {
 	uint64_t *sp_end = NULL;
@@ -208,144 +341,28 @@ static int validate(struct shardidx *ix)
 		return -EBADMSG;
 	if (ix->damage > 0 || ix->damage < -4095)
 		return -EBADMSG;
-
-	/* Sparse rows and their segments: ordered, in range, no overflow. */
 	sp_end = calloc(ix->nsparse ? ix->nsparse : 1, sizeof(*sp_end));
 	nhard = calloc(ix->nrecs ? ix->nrecs : 1, sizeof(*nhard));
 	if (!sp_end || !nhard) {
 		r = -ENOMEM;
 		goto out;
 	}
-	for (uint32_t s = 0; s < ix->nsparse; s++) {
-		const struct shardidx__sparse *sp = &ix->sparse[s];
-		uint64_t lend = 0, send = sp->data_off;
-
-		if (sp->first_seg > ix->nsegs || sp->nseg > ix->nsegs - sp->first_seg)
-			goto out;
-		for (uint32_t k = sp->first_seg; k < sp->first_seg + sp->nseg; k++) {
-			const struct shardidx__seg *g = &ix->segs[k];
-
-			if (!g->len || g->len > (1ull << 62) || g->logical > (1ull << 62) ||
-			    g->stream_off > (1ull << 62) || g->logical < lend ||
-			    g->stream_off < send)
-				goto out;
-			lend = g->logical + g->len;
-			send = g->stream_off + g->len;
-		}
-		sp_end[s] = lend;
-	}
-
-	/* Names first: the checks below compare names of other entries. */
+	if (!sparse_ok(ix, sp_end))
+		goto out;
+	/* names first: the records' checks compare names of other entries */
 	for (uint32_t i = 0; i < ix->nrecs; i++)
 		if (!name_ok(ix, ix->recs[i].name_off))
 			goto out;
-	for (uint32_t i = 0; i < ix->nrecs; i++) {
-		const struct shardidx__rec *rc = &ix->recs[i];
-
-		if (rc->mode > 07777)
+	for (uint32_t i = 0; i < ix->nrecs; i++)
+		if (!rec_ok(ix, i, sp_end, &nflagged))
 			goto out;
-		if ((i < ix->root_n) != (rc->parent == SHARDIDX_NONE))
-			goto out;
-		if (rc->parent != SHARDIDX_NONE) {
-			const struct shardidx__rec *p;
-
-			if (rc->parent >= i)
-				goto out;
-			p = &ix->recs[rc->parent];
-			if (p->type != SHARDIDX_DIR || i < (uint32_t)p->off ||
-			    i - (uint32_t)p->off >= p->size)
-				goto out;
-		}
-		switch (rc->type) {
-		case SHARDIDX_DIR:
-			if (rc->flags & ~SHARDIDX_F_IMPLICIT || rc->size > UINT32_MAX)
-				goto out;
-			if (!child_range_ok(ix, i, (uint32_t)rc->off, (uint32_t)rc->size, &nsub) ||
-			    nsub != rc->off >> 32)
-				goto out;
-			break;
-		case SHARDIDX_SYMLINK:
-			if (rc->flags || table_str(ix, rc->off) != (int64_t)rc->size)
-				goto out;
-			break;
-		case SHARDIDX_REG: {
-			uint64_t dend;
-
-			if (rc->flags & ~(SHARDIDX_F_SPARSE | SHARDIDX_F_TRUNCATED |
-					  SHARDIDX_F_HARDLINK | SHARDIDX__F_LINKED))
-				goto out;
-			if ((rc->flags & SHARDIDX_F_HARDLINK) && (rc->flags & SHARDIDX__F_LINKED))
-				goto out;
-			if (rc->flags & (SHARDIDX_F_HARDLINK | SHARDIDX__F_LINKED))
-				nflagged++;
-			if (rc->size > (1ull << 62))
-				goto out;
-			if (rc->flags & SHARDIDX_F_SPARSE) {
-				const struct shardidx__sparse *sp;
-
-				if (rc->off >= ix->nsparse || sp_end[rc->off] > rc->size)
-					goto out;
-				sp = &ix->sparse[rc->off];
-				dend = sp->nseg
-					   ? ix->segs[sp->first_seg + sp->nseg - 1].stream_off +
-						 ix->segs[sp->first_seg + sp->nseg - 1].len
-					   : 0;
-			} else {
-				if (rc->off > (1ull << 62))
-					goto out;
-				dend = rc->off + rc->size;
-			}
-			if ((dend > ix->stream_size) != !!(rc->flags & SHARDIDX_F_TRUNCATED))
-				goto out;
-			break;
-		}
-		default:
-			goto out;
-		}
-	}
-	if (!child_range_ok(ix, SHARDIDX_NONE, 0, ix->root_n, &nsub))
+	if (!child_range_ok(ix, SHARDIDX_NONE, 0, ix->root_n, &nsub) ||
+	    !links_ok(ix, nflagged, nhard))
 		goto out;
-
-	/* Hardlink rows: sorted, one per flagged entry, canon consistent. */
-	if (ix->nlinks != nflagged)
-		goto out;
-	for (uint32_t k = 0; k < ix->nlinks; k++) {
-		const struct shardidx__link *l = &ix->links[k];
-		const struct shardidx__rec *rc, *c;
-
-		if (l->entry >= ix->nrecs || (k && ix->links[k - 1].entry >= l->entry))
-			goto out;
-		rc = &ix->recs[l->entry];
-		if (rc->type != SHARDIDX_REG ||
-		    !(rc->flags & (SHARDIDX_F_HARDLINK | SHARDIDX__F_LINKED)))
-			goto out;
-		if (rc->flags & SHARDIDX_F_HARDLINK) {
-			if (l->val >= ix->nrecs)
-				goto out;
-			c = &ix->recs[l->val];
-			if (c->type != SHARDIDX_REG || !(c->flags & SHARDIDX__F_LINKED) ||
-			    c->off != rc->off || c->size != rc->size ||
-			    ((c->flags ^ rc->flags) & SHARDIDX_F_SPARSE))
-				goto out;
-			nhard[l->val]++;
-		} else if (l->val < 2) {
-			goto out;
-		}
-	}
-	for (uint32_t k = 0; k < ix->nlinks; k++) {
-		const struct shardidx__link *l = &ix->links[k];
-
-		if ((ix->recs[l->entry].flags & SHARDIDX__F_LINKED) &&
-		    nhard[l->entry] + 1 != l->val)
-			goto out;
-	}
-
-	/* Samples: the stored count must be what the entries imply. */
+	/* samples: the stored count must be what the entries imply */
 	nsaved = ix->nsamples;
 	shardidx__count_samples(ix);
-	if (ix->nsamples != nsaved)
-		goto out;
-	ok = 1;
+	ok = ix->nsamples == nsaved;
 out:
 	free(sp_end);
 	free(nhard);

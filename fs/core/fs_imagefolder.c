@@ -293,6 +293,87 @@ static void item_free(struct if_item *it)
 	free(it->name);
 }
 
+/* The members of sample s that matter: its first image (*img_i, *ext
+ * inside the entry's name) and its first ".cls" (*cls_i); SHARDIDX_NONE
+ * where there is none. -1 when s is not a sample. */
+static int sample_members(const struct shardidx *ix, uint32_t s, uint32_t *img_i,
+			   const char **ext, uint32_t *cls_i)
+{
+	struct shardidx_entry e;
+	uint32_t first, n;
+
+	*img_i = *cls_i = SHARDIDX_NONE;
+	if (shardidx_sample_get(ix, s, &first, &n) < 0)
+		return -1;
+	for (uint32_t i = first; i < first + n; i++) {
+		const char *x, *dot;
+
+		if (shardidx_entry_get(ix, i, &e) < 0 || e.type == SHARDIDX_DIR)
+			continue;
+		dot = strchr(e.name, '.');
+		if (*img_i == SHARDIDX_NONE && e.type == SHARDIDX_REG && is_image(e.name, &x)) {
+			*img_i = i;
+			*ext = x;
+		}
+		if (*cls_i == SHARDIDX_NONE && dot && strcmp(dot, ".cls") == 0)
+			*cls_i = i;
+	}
+	return 0;
+}
+
+/* --class-from cls: the class of a sample from its .cls member cls_i, from
+ * the cached map cm or read from the shard (and added to cm). it->cls stays
+ * NULL when the sample has none. 0, or -EIO / -ECANCELED / -ENOMEM, which
+ * abort the view. */
+static int class_from_cls(struct fs *fs, const struct shardidx *ix, struct cachetier_obj *stream,
+			  struct cls_map *cm, uint32_t cls_i, struct if_item *it)
+{
+	struct shardidx_entry cls;
+	char num[32];
+	int err;
+
+	if (cls_i == SHARDIDX_NONE)
+		return 0;
+	if (cm->from_cache) {
+		if (cls_map_find(cm, cls_i, &it->cls_num) < 0)
+			return 0;
+	} else {
+		if (shardidx_entry_get(ix, cls_i, &cls) < 0 ||
+		    (cls.canon != cls_i && shardidx_entry_get(ix, cls.canon, &cls) < 0))
+			return 0;
+		fs->c.if_cls_reads++;
+		cm->dirty = 1;
+		err = read_cls(stream, &cls, &it->cls_num);
+		if (err == -EIO || err == -ECANCELED)
+			return err; /* as for the index: no view, no saved map */
+		if (err < 0)
+			return 0;
+		if (cls_map_add(cm, cls_i, it->cls_num) < 0)
+			return -ENOMEM;
+	}
+	snprintf(num, sizeof(num), "%" PRIu64, it->cls_num);
+	it->cls = strdup(num);
+	return 0;
+}
+
+/* The class of image img (a member named keylen bytes of key, then its
+ * extension) by --class-from dir or key-prefix: it->cls, or NULL. */
+static void class_from_name(struct fs *fs, const struct shardidx *ix,
+			    const struct shardidx_entry *img, size_t keylen, struct if_item *it)
+{
+	struct shardidx_entry d;
+	const char *us;
+
+	if (fs->cfg.class_from == FS_CLASS_DIR) {
+		if (img->parent != SHARDIDX_NONE && shardidx_entry_get(ix, img->parent, &d) == 0)
+			it->cls = strdup(d.name);
+		return;
+	}
+	us = memchr(img->name, '_', keylen);
+	if (us && us > img->name)
+		it->cls = strndup(img->name, (size_t)(us - img->name));
+}
+
 /* Collect the samples of one shard into l. */
 static int if_scan_shard(struct fs *fs, uint32_t shard, struct if_list *l)
 {
@@ -315,28 +396,14 @@ static int if_scan_shard(struct fs *fs, uint32_t shard, struct if_list *l)
 	if (fs->cfg.class_from == FS_CLASS_CLS)
 		cls_map_load(fs, shard, &cm);
 	for (uint32_t s = 0; s < info.nsamples; s++) {
-		struct shardidx_entry e, img, cls;
-		uint32_t first, n, img_i = SHARDIDX_NONE, cls_i = SHARDIDX_NONE;
+		struct shardidx_entry img;
+		uint32_t img_i, cls_i;
 		struct if_item it = {0};
 		const char *ext = NULL, *dot;
 		size_t keylen;
 
-		if (shardidx_sample_get(ix, s, &first, &n) < 0)
+		if (sample_members(ix, s, &img_i, &ext, &cls_i) < 0)
 			continue;
-		for (uint32_t i = first; i < first + n; i++) {
-			const char *x;
-
-			if (shardidx_entry_get(ix, i, &e) < 0 || e.type == SHARDIDX_DIR)
-				continue;
-			dot = strchr(e.name, '.');
-			if (img_i == SHARDIDX_NONE && e.type == SHARDIDX_REG &&
-			    is_image(e.name, &x)) {
-				img_i = i;
-				ext = x;
-			}
-			if (cls_i == SHARDIDX_NONE && dot && strcmp(dot, ".cls") == 0)
-				cls_i = i;
-		}
 		if (img_i == SHARDIDX_NONE) {
 			fs->c.if_no_image++;
 			continue;
@@ -347,53 +414,12 @@ static int if_scan_shard(struct fs *fs, uint32_t shard, struct if_list *l)
 		it.shard = shard;
 		it.entry = img.canon;
 		it.mtime = img.mtime;
-		switch (fs->cfg.class_from) {
-		case FS_CLASS_CLS: {
-			char num[32];
-
-			if (cls_i == SHARDIDX_NONE)
-				break;
-			if (cm.from_cache) {
-				if (cls_map_find(&cm, cls_i, &it.cls_num) < 0)
-					break;
-			} else {
-				if (shardidx_entry_get(ix, cls_i, &cls) < 0 ||
-				    (cls.canon != cls_i &&
-				     shardidx_entry_get(ix, cls.canon, &cls) < 0))
-					break;
-				fs->c.if_cls_reads++;
-				cm.dirty = 1;
-				err = read_cls(stream, &cls, &it.cls_num);
-				if (err == -EIO || err == -ECANCELED)
-					goto out; /* as for the index: no view, no saved map */
-				if (err < 0) {
-					err = 0;
-					break;
-				}
-				if (cls_map_add(&cm, cls_i, it.cls_num) < 0) {
-					err = -ENOMEM;
-					goto out;
-				}
-			}
-			snprintf(num, sizeof(num), "%" PRIu64, it.cls_num);
-			it.cls = strdup(num);
-			break;
-		}
-		case FS_CLASS_DIR: {
-			struct shardidx_entry d;
-
-			if (img.parent != SHARDIDX_NONE &&
-			    shardidx_entry_get(ix, img.parent, &d) == 0)
-				it.cls = strdup(d.name);
-			break;
-		}
-		case FS_CLASS_KEY_PREFIX: {
-			const char *us = memchr(img.name, '_', keylen);
-
-			if (us && us > img.name)
-				it.cls = strndup(img.name, (size_t)(us - img.name));
-			break;
-		}
+		if (fs->cfg.class_from == FS_CLASS_CLS) {
+			err = class_from_cls(fs, ix, stream, &cm, cls_i, &it);
+			if (err < 0)
+				goto out;
+		} else {
+			class_from_name(fs, ix, &img, keylen, &it);
 		}
 		if (!class_ok(it.cls)) {
 			free(it.cls);
