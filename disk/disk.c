@@ -40,8 +40,7 @@ static size_t dir_len(const char *name)
 	return slash ? (size_t)(slash - name) + 1 : 0;
 }
 
-int disk_tmp_open(int dirfd, const char *name, int flags, mode_t mode, char *tmp,
-		  size_t tmpsize)
+int disk_tmp_open(int dirfd, const char *name, int flags, mode_t mode, char *tmp, size_t tmpsize)
 {
 	size_t dl = dir_len(name);
 	int n = snprintf(tmp, tmpsize, "%.*s.tmp.%d.%u", (int)dl, name, (int)getpid(),

@@ -105,8 +105,7 @@ int disk_write_all(int fd, const void *buf, size_t len);
 /* Create a new temp file (O_CREAT | O_EXCL | O_CLOEXEC | flags, mode) for
  * the final name 'name'; its path relative to dirfd goes to tmp[tmpsize].
  * Returns the fd or -errno. */
-int disk_tmp_open(int dirfd, const char *name, int flags, mode_t mode, char *tmp,
-		  size_t tmpsize);
+int disk_tmp_open(int dirfd, const char *name, int flags, mode_t mode, char *tmp, size_t tmpsize);
 
 /* Make temp file tmp (open as fd, which the caller still owns and closes)
  * the file 'name': fsync fd, rename, fsync the directory. 0 or -errno; on

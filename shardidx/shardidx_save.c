@@ -224,8 +224,8 @@ static int sparse_ok(const struct shardidx *ix, uint64_t *sp_end)
 /* A regular file's record: flags, size, and data that ends past the stream
  * exactly when it is flagged truncated. Counts hardlink-flagged records in
  * *nflagged. 1 when valid. */
-static int reg_ok(const struct shardidx *ix, const struct shardidx__rec *rc,
-		  const uint64_t *sp_end, uint32_t *nflagged)
+static int reg_ok(const struct shardidx *ix, const struct shardidx__rec *rc, const uint64_t *sp_end,
+		  uint32_t *nflagged)
 {
 	uint64_t dend;
 
@@ -257,8 +257,7 @@ static int reg_ok(const struct shardidx *ix, const struct shardidx__rec *rc,
 
 /* Record i: mode, its place in the tree, and what its type says of off,
  * size and flags. 1 when valid. */
-static int rec_ok(const struct shardidx *ix, uint32_t i, const uint64_t *sp_end,
-		  uint32_t *nflagged)
+static int rec_ok(const struct shardidx *ix, uint32_t i, const uint64_t *sp_end, uint32_t *nflagged)
 {
 	const struct shardidx__rec *rc = &ix->recs[i];
 	uint32_t nsub;
@@ -271,7 +270,8 @@ static int rec_ok(const struct shardidx *ix, uint32_t i, const uint64_t *sp_end,
 		if (rc->parent >= i)
 			return 0;
 		p = &ix->recs[rc->parent];
-		if (p->type != SHARDIDX_DIR || i < (uint32_t)p->off || i - (uint32_t)p->off >= p->size)
+		if (p->type != SHARDIDX_DIR || i < (uint32_t)p->off ||
+		    i - (uint32_t)p->off >= p->size)
 			return 0;
 	}
 	switch (rc->type) {
@@ -425,7 +425,8 @@ int shardidx_load(void *buf, size_t len, const void *ident, size_t identlen, str
 		goto out;
 	if (section(b, len, SEC_IDENT, disk_le32_get(b + 60), 1, &s[SEC_IDENT]))
 		goto out;
-	if (disk_le32_get(b + 60) != identlen || (identlen && memcmp(s[SEC_IDENT], ident, identlen))) {
+	if (disk_le32_get(b + 60) != identlen ||
+	    (identlen && memcmp(s[SEC_IDENT], ident, identlen))) {
 		r = -ESTALE;
 		goto out;
 	}

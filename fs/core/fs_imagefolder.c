@@ -296,8 +296,8 @@ static void item_free(struct if_item *it)
 /* The members of sample s that matter: its first image (*img_i, *ext
  * inside the entry's name) and its first ".cls" (*cls_i); SHARDIDX_NONE
  * where there is none. -1 when s is not a sample. */
-static int sample_members(const struct shardidx *ix, uint32_t s, uint32_t *img_i,
-			   const char **ext, uint32_t *cls_i)
+static int sample_members(const struct shardidx *ix, uint32_t s, uint32_t *img_i, const char **ext,
+			  uint32_t *cls_i)
 {
 	struct shardidx_entry e;
 	uint32_t first, n;

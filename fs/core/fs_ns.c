@@ -132,9 +132,9 @@ static int lent_cmp(const void *a, const void *b)
  * (magic, u32 version, u32 count, u64 FNV-1a of the entries), then per
  * object {u32 keylen, key, u64 size, i64 mtime, u32 mode, u32 etaglen,
  * etag}; all little-endian. */
-#define LISTING_MAGIC "SHLIST\0\0"
+#define LISTING_MAGIC	"SHLIST\0\0"
 #define LISTING_VERSION 1u
-#define LISTING_BLOB "listing"
+#define LISTING_BLOB	"listing"
 
 static int listing_save(struct fs *fs, const struct listing *l)
 {
@@ -218,12 +218,14 @@ static int listing_load(struct fs *fs, struct listing *l)
 	if (err == 0)
 		err = listing_parse(buf, len, l);
 	if (err == -EPROTO)
-		fs_log(FS_LOG_WARN, "the listing kept in the cache is of another version (not %u): "
-				    "not used; the next listing of the source replaces it",
+		fs_log(FS_LOG_WARN,
+		       "the listing kept in the cache is of another version (not %u): "
+		       "not used; the next listing of the source replaces it",
 		       LISTING_VERSION);
 	else if (err < 0)
-		fs_log(FS_LOG_WARN, "the listing kept in the cache is damaged (%s): not used; the "
-				    "next listing of the source replaces it",
+		fs_log(FS_LOG_WARN,
+		       "the listing kept in the cache is damaged (%s): not used; the "
+		       "next listing of the source replaces it",
 		       strerror(-err));
 	free(buf);
 	return err;
