@@ -57,6 +57,25 @@ int cachetier_codec_sniff(const void *buf, size_t len)
 	return -1;
 }
 
+void cachetier__note_version(struct cachetier *ct, enum ct_format kind, const char *name)
+{
+	static const char *const what[CT_FMT_COUNT] = {
+		[CT_FMT_MAP] = "chunk map",
+		[CT_FMT_REC] = "decode record",
+	};
+	static const char *const redo[CT_FMT_COUNT] = {
+		[CT_FMT_MAP] = "its chunks are fetched again",
+		[CT_FMT_REC] = "the shard is decoded again",
+	};
+
+	if (atomic_exchange(&ct->version_noted[kind], 1))
+		return;
+	backend_log(ct->be, BACKEND_LOG_WARN,
+		    "cache %s: %s %s is of another version: not used, %s (others like it are not "
+		    "logged)",
+		    ct->dir, what[kind], name, redo[kind]);
+}
+
 void cachetier__hash_hex(const void *data, size_t len, char out[17])
 {
 	snprintf(out, 17, "%016llx", (unsigned long long)disk_fnv64(data, len));

@@ -298,8 +298,8 @@ int cachetier__file_hash(const char *key, const char *etag, uint64_t size, uint3
 	return 0;
 }
 
-int cachetier__map_load(int dirfd, const char *hash, unsigned char **buf, struct ct_map *m,
-			struct stat *data_st)
+int cachetier__map_load(struct cachetier *ct, int dirfd, const char *hash, unsigned char **buf,
+			struct ct_map *m, struct stat *data_st)
 {
 	char mapname[24], h[17], *key = NULL, *etag = NULL;
 	size_t len = 0;
@@ -309,6 +309,8 @@ int cachetier__map_load(int dirfd, const char *hash, unsigned char **buf, struct
 	err = cachetier__map_read(dirfd, mapname, buf, &len);
 	if (err == 0)
 		err = cachetier__map_parse(*buf, len, m);
+	if (err == -EPROTO)
+		cachetier__note_version(ct, CT_FMT_MAP, mapname);
 	if (err == 0) {
 		key = strndup(m->key, m->keylen);
 		etag = strndup(m->etag, m->etaglen);
@@ -350,7 +352,7 @@ static int file_init_alone(struct cachetier *ct, struct ct_file *f)
 	int err;
 
 	snprintf(mapname, sizeof(mapname), "%s.map", f->hash);
-	err = cachetier__map_load(f->dirfd, f->hash, &buf, &m, &st);
+	err = cachetier__map_load(ct, f->dirfd, f->hash, &buf, &m, &st);
 	if (err == -ENOMEM)
 		return err;
 	if (err == 0 && (m.size != f->size || m.chunk_bytes != f->cb ||
@@ -469,7 +471,7 @@ int cachetier__file_open_mapped(struct cachetier *ct, struct ct_file *f)
 	if (f->opening || f->evicting)
 		return -EBUSY; /* another thread loads or evicts it */
 	pthread_mutex_unlock(&ct->lock);
-	err = cachetier__map_load(f->dirfd, f->hash, &buf, &m, &st);
+	err = cachetier__map_load(ct, f->dirfd, f->hash, &buf, &m, &st);
 	if (err == 0) {
 		key = strndup(m.key, m.keylen);
 		etag = strndup(m.etag, m.etaglen);

@@ -2,10 +2,11 @@
  * cachetier_decode.c — decode a compressed shard once into the cache dir.
  *
  * gzip (zlib, multi-member) and zstd (multi-frame) streams are decoded
- * sequentially into a temp file which is fsynced and renamed to its final
- * name; a small record (magic, version, sizes, damage, checksum) written
- * after it marks the decode complete. A later open finds the record, checks
- * the data file's size against it and reuses the copy.
+ * sequentially into a temp file (disk_tmp_open) which is fsynced and renamed
+ * to its final name, then the directory fsynced (disk_commit); a small
+ * record (magic, version, sizes, damage, checksum) written after it marks
+ * the decode complete. A later open finds the record, checks the data
+ * file's size against it and reuses the copy.
  *
  * Never wrong bytes: a gzip member or zstd frame is trusted only once its
  * checksum has been verified at its end. On corruption the output of the
@@ -413,6 +414,8 @@ static int decode_reuse(struct cachetier *ct, const char *name, const char *recn
 	int fd, err;
 
 	err = rec_load(ct, recname, &r);
+	if (err == -EPROTO)
+		cachetier__note_version(ct, CT_FMT_REC, recname);
 	if (err < 0)
 		return err;
 	if (r.damage == -EFBIG)

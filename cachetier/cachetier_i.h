@@ -125,6 +125,9 @@ struct ct_job {
 	struct ct_job *next;
 };
 
+/* The cache tier's own files that carry a version (cachetier__note_version). */
+enum ct_format { CT_FMT_MAP, CT_FMT_REC, CT_FMT_COUNT };
+
 struct cachetier {
 	struct backend *be;	       /* not owned */
 	struct cachetier_config cfg;   /* with defaults applied; read-only after open */
@@ -172,6 +175,7 @@ struct cachetier {
 	uint64_t peer_waits;  /* fills that waited for another process's fill */
 	atomic_ullong decoded_used; /* bytes of decoded copies (never evicted) */
 	atomic_ullong decoded_streams, decoded_bytes, decoded_reused, meta_reads, meta_writes;
+	atomic_int version_noted[CT_FMT_COUNT]; /* cachetier__note_version logged it */
 	/* Open fds of local source files (objects with 'local' set): at most
 	 * fd_max; the least recently used unpinned one is closed when a
 	 * new one would pass it, and reopened by the next read. */
@@ -217,6 +221,10 @@ struct cachetier_obj {
 	int redecoding;		     /* a thread decodes it again (others wait on ct->cond) */
 };
 
+/* A file of kind 'kind' named 'name' is of another version (-EPROTO): the
+ * caller drops it and builds it again. Logged through the backend's log,
+ * once per kind and process (an upgrade finds one in every object). */
+void cachetier__note_version(struct cachetier *ct, enum ct_format kind, const char *name);
 /* 64-bit FNV-1a (disk_fnv64), rendered as 16 hex digits into out[17]. */
 void cachetier__hash_hex(const void *data, size_t len, char out[17]);
 
@@ -297,8 +305,8 @@ int cachetier__file_hash(const char *key, const char *etag, uint64_t size, uint3
 			 char hash[17]);
 /* Read and check dirfd/<hash>.map: it parses, names this file (hash) and
  * the data file is long enough for every claimed chunk. *buf (freed by
- * the caller) backs *m. */
-int cachetier__map_load(int dirfd, const char *hash, unsigned char **buf, struct ct_map *m,
+ * the caller) backs *m. -EPROTO: a map of another version (noted). */
+int cachetier__map_load(struct cachetier *ct, int dirfd, const char *hash, unsigned char **buf, struct ct_map *m,
 			struct stat *data_st);
 /* Remove dirfd/<hash> (data, map, state) unless a running process uses
  * it; with 'count', its bytes counted in the usage leave it. Returns the

@@ -428,7 +428,7 @@ static struct shardidx *shard_saved(struct fs *fs, const struct fs_obj *o, const
 			fs->c.index_loaded++;
 		else
 			fs_log(FS_LOG_WARN, "shard %s: saved index unusable (%s); rebuilding",
-			       o->key, strerror(-err));
+			       o->key, err == -EPROTO ? "another version" : strerror(-err));
 	}
 	return ix;
 }

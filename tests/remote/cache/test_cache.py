@@ -36,9 +36,10 @@ GROUP:
                readers sleep in the mount waiting for a dead store with a 120 s budget: the
                readers get an error, the daemon exits (time printed; goal 2 s), the mount is
                gone; 'shardfs umount' of an idle mount whose prefetch fills wait: the same
-  metablobs    the blobs fs/ keeps through the cache tier: imagefolder class maps with a
-               changed class (a bad checksum) and of another version are detected, logged and
-               rebuilt byte for byte, the view exact; the kept listing of another version or
+  metablobs    the files kept in the cache: imagefolder class maps with a changed class (a bad
+               checksum) and of another version, shard indexes and chunk maps of another
+               version are detected, logged and rebuilt (class maps byte for byte), the view
+               exact; the kept listing of another version or
                damaged: an offline mount says so and fails, an online one writes it again byte
                for byte, and the offline mount after it shows the view exactly
 
@@ -1468,9 +1469,12 @@ def group_metablobs(env, ck, ng):
     opts = ['--layout', 'imagefolder', '--class-from', 'cls', '--warm', 'off',
             '--retry-budget', '1', '--log-file', logf]
     url = ng.url('json/mb/')
+    total = sum(os.path.getsize(p) for p in glob.glob(env.path('src', 'mb', '*.tar')))
     with ml.Mount(env, url, cache_dir=cache, extra=opts) as m:
         check_view(ck, 'first mount', read_view(m.mnt), want)
-        ck.eq('first mount: if_cls_reads', m.stats()['imagefolder_cls_reads'], nsamples)
+        st = m.stats()
+        ck.eq('first mount: if_cls_reads', st['imagefolder_cls_reads'], nsamples)
+        ck.eq('first mount: bytes_fetched', st['bytes_fetched'], total)
     blobs = meta_files(cache)
     maps = sorted(p for p, b in blobs.items() if b.startswith(CLS_MAGICS))
     lists = [p for p in blobs if os.path.basename(p) == fnv64_hex(b'listing')]
@@ -1486,10 +1490,28 @@ def group_metablobs(env, ck, ng):
     with open(maps[1], 'wb') as f:
         f.write(b[:8] + (1).to_bytes(4, 'little') + b[12:] if b.startswith(b'SHCLSMAP') else
                 b.replace(b'cls 1\n', b'cls 0\n', 1))
+    # and the shards' saved indexes and chunk maps of another version
+    idx = sorted(p for p, b in blobs.items() if b.startswith(b'SHRDIDX\0'))
+    cmaps = sorted(glob.glob(os.path.join(cache, 'v1', '*', 'data', '*.map')))
+    ck.eq('indexes kept', len(idx), 2)
+    ck.eq('chunk maps kept', len(cmaps), 2)
+    for p in idx + cmaps:
+        with open(p, 'r+b') as f:
+            f.seek(8)
+            f.write((99).to_bytes(4, 'little'))
     with ml.Mount(env, url, cache_dir=cache, extra=opts) as m:
         check_view(ck, 'damaged class maps', read_view(m.mnt), want)
-        ck.eq('damaged class maps: if_cls_reads', m.stats()['imagefolder_cls_reads'], nsamples)
+        st = m.stats()
+        ck.eq('damaged class maps: if_cls_reads', st['imagefolder_cls_reads'], nsamples)
+        ck.eq('indexes of another version: index_built', st['index_built'], 2)
+        ck.eq('chunk maps of another version: bytes_fetched', st['bytes_fetched'], total)
+        said = m.stderr  # the scan at open runs before the daemon's log file is open
     text = log_text(logf)
+    ck.eq('indexes of another version: log lines', len(re.findall(
+        r'saved index unusable \(another version\); rebuilding', text)), 2)
+    ck.eq('chunk maps of another version: log lines', len(re.findall(
+        r'chunk map \w+\.map is of another version: not used, its chunks are fetched again',
+        said + text)), 1)
     ck.eq('damaged class maps: log lines', len(re.findall(
         r'cached classes of \S+ unusable \((another version|Bad message)\); reading them again',
         text)), 2)
