@@ -496,6 +496,9 @@ int fs_sidecar_ident(const struct fs_sidecar_id *id, char *buf, size_t bufsize, 
 /* The identity of the local shard file open at fd (fstat and a read of
  * its tail). */
 int fs_sidecar_id_fd(int fd, int codec, struct fs_sidecar_id *id);
+/* Write index ix as the sidecar at path (beside its shard), for the shard
+ * whose identity is id: disk_write_atomic. 0 or -errno (fs/tools/fs_index.c). */
+int fs_sidecar_write(const char *path, const struct shardidx *ix, const struct fs_sidecar_id *id);
 
 /* fs_opt.c: command lines as data. A subcommand is a list of option tables;
  * each option fills one field of the command's config struct. */

@@ -23,6 +23,22 @@
 
 #include "fs_i.h"
 
+int fs_sidecar_write(const char *path, const struct shardidx *ix, const struct fs_sidecar_id *id)
+{
+	char ident[256];
+	size_t identlen, len;
+	void *buf;
+	int err = fs_sidecar_ident(id, ident, sizeof(ident), &identlen);
+
+	if (err == 0)
+		err = shardidx_save(ix, ident, identlen, &buf, &len);
+	if (err == 0) {
+		err = disk_write_atomic(AT_FDCWD, path, buf, len, 0644);
+		free(buf);
+	}
+	return err;
+}
+
 int fs_index_main(int argc, char **argv)
 {
 	struct fs fs;
@@ -80,9 +96,7 @@ int fs_index_main(int argc, char **argv)
 		struct shardidx *ix;
 		struct cachetier_obj *stream;
 		struct fs_sidecar_id id;
-		char ident[256], path[PATH_MAX];
-		size_t identlen, len;
-		void *buf;
+		char path[PATH_MAX];
 		int n, fd;
 
 		err = fs_shard_index(&fs, i, &ix, &stream);
@@ -107,13 +121,7 @@ int fs_index_main(int argc, char **argv)
 		if (!err && id.size != o->info.size)
 			err = -ESTALE; /* changed while indexing: try again */
 		if (!err)
-			err = fs_sidecar_ident(&id, ident, sizeof(ident), &identlen);
-		if (!err)
-			err = shardidx_save(ix, ident, identlen, &buf, &len);
-		if (!err) {
-			err = disk_write_atomic(AT_FDCWD, path, buf, len, 0644);
-			free(buf);
-		}
+			err = fs_sidecar_write(path, ix, &id);
 		if (err < 0) {
 			fprintf(stderr, "shardfs: %s: %s\n", path, strerror(-err));
 			nfail++;

@@ -311,10 +311,7 @@ static int write_shard(struct pk *p, unsigned no, size_t first, size_t n)
 	struct pk_out o = {.fd = -1};
 	struct archive *a = archive_write_new();
 	struct shardidx *ix = NULL;
-	char ident[256];
-	size_t identlen, len;
 	struct fs_sidecar_id sid;
-	void *buf;
 	int err = 0;
 
 	snprintf(path, sizeof(path), "%s-%06u%s", p->prefix, no, shard_ext(p));
@@ -393,13 +390,7 @@ static int write_shard(struct pk *p, unsigned no, size_t first, size_t n)
 		goto out;
 	err = fs_sidecar_id_fd(o.fd, p->codec, &sid);
 	if (!err)
-		err = fs_sidecar_ident(&sid, ident, sizeof(ident), &identlen);
-	if (!err)
-		err = shardidx_save(ix, ident, identlen, &buf, &len);
-	if (!err) {
-		err = disk_write_atomic(AT_FDCWD, idx, buf, len, 0644);
-		free(buf);
-	}
+		err = fs_sidecar_write(idx, ix, &sid);
 out:
 	if (o.fd >= 0)
 		close(o.fd);
