@@ -80,6 +80,17 @@ void backend__log(const struct backend_logger *lg, enum backend_log_level level,
 		fprintf(stderr, "shardfs: %s\n", msg);
 }
 
+void backend_log(struct backend *be, enum backend_log_level level, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	backend__log(be ? &be->log : NULL, level, "%s", msg);
+}
+
 static struct backend *backend_new(const struct backend_config *cfg)
 {
 	struct backend *be = calloc(1, sizeof(*be));

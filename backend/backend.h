@@ -39,6 +39,12 @@ enum backend_log_level { BACKEND_LOG_ERROR, BACKEND_LOG_WARN, BACKEND_LOG_INFO }
  * call back into the backend. */
 typedef void (*backend_log_fn)(void *arg, enum backend_log_level level, const char *msg);
 
+/* One log line through be's log callback (backend_config.log; stderr without
+ * one), for the modules above backend that have no log of their own
+ * (cachetier). Any thread. */
+void backend_log(struct backend *be, enum backend_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* Settings of remote stores (local directories ignore them). Zero fields
  * take the defaults in brackets. */
 struct backend_config {

@@ -46,6 +46,7 @@
 #include <openssl/crypto.h>
 
 #include "backend_i.h"
+#include "disk.h"
 #include "backend_io_i.h"
 
 /* A ListObjectsV2 page of 1000 keys of at most 1024 bytes is ~1.5 MB. */
@@ -352,11 +353,9 @@ static int list_entry(void *arg, const struct backend_s3_entry *e)
  * 2^-64 a pair. */
 static int token_seen(uint64_t **set, size_t *n, size_t *cap, const char *token)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = disk_fnv64(token, strlen(token));
 	size_t i;
 
-	for (const unsigned char *p = (const unsigned char *)token; *p; p++)
-		h = (h ^ *p) * 0x100000001b3ull;
 	h |= 1; /* 0 marks a free slot */
 	if (2 * (*n + 1) > *cap) {
 		size_t nc = *cap ? *cap * 2 : 64;

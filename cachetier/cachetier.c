@@ -57,21 +57,28 @@ int cachetier_codec_sniff(const void *buf, size_t len)
 	return -1;
 }
 
-uint64_t cachetier__fnv64(const void *data, size_t len)
+void cachetier__note_version(struct cachetier *ct, enum ct_format kind, const char *name)
 {
-	const unsigned char *p = data;
-	uint64_t h = 0xcbf29ce484222325ull;
+	static const char *const what[CT_FMT_COUNT] = {
+		[CT_FMT_MAP] = "chunk map",
+		[CT_FMT_REC] = "decode record",
+	};
+	static const char *const redo[CT_FMT_COUNT] = {
+		[CT_FMT_MAP] = "its chunks are fetched again",
+		[CT_FMT_REC] = "the shard is decoded again",
+	};
 
-	for (size_t i = 0; i < len; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
+	if (atomic_exchange(&ct->version_noted[kind], 1))
+		return;
+	backend_log(ct->be, BACKEND_LOG_WARN,
+		    "cache %s: %s %s is of another version: not used, %s (others like it are not "
+		    "logged)",
+		    ct->dir, what[kind], name, redo[kind]);
 }
 
 void cachetier__hash_hex(const void *data, size_t len, char out[17])
 {
-	snprintf(out, 17, "%016llx", (unsigned long long)cachetier__fnv64(data, len));
+	snprintf(out, 17, "%016llx", (unsigned long long)disk_fnv64(data, len));
 }
 
 /* mkdir -p with mode 0700 for every component we create. */
@@ -226,7 +233,7 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	if (err < 0)
 		goto fail;
 	/* For humans looking at the cache directory: which source is this. */
-	err = cachetier__write_atomic(ct, ct->dirfd, "source", source, strlen(source));
+	err = disk_write_atomic(ct->dirfd, "source", source, strlen(source), 0600);
 	if (err < 0)
 		goto fail;
 	*out = ct;
@@ -506,7 +513,7 @@ static void obj_free(struct cachetier *ct, struct cachetier_obj *o)
 
 static struct cachetier_obj **obj_bucket(struct cachetier *ct, const char *name)
 {
-	return &ct->obj_tab[cachetier__fnv64(name, strlen(name)) & (ct->obj_tab_size - 1)];
+	return &ct->obj_tab[disk_fnv64(name, strlen(name)) & (ct->obj_tab_size - 1)];
 }
 
 /* Keep chains short: double the buckets past one object per bucket. Out of

@@ -19,8 +19,9 @@
  *    copy. A stream that is damaged part-way keeps its valid prefix and
  *    records where the damage is. A stream that decodes past a
  *    decompression-bomb bound or past the disk's room is refused whole.
- *  - stores small metadata blobs (shard indexes) crash-safely: written to a
- *    temp file, fsynced and renamed.
+ *  - stores small metadata blobs (shard indexes, fs's kept listing and
+ *    imagefolder class maps) crash-safely: disk_write_atomic (temp file,
+ *    fsync, rename, fsync of the directory).
  *
  * On-disk layout (created 0700, files 0600):
  *   CACHE_DIR/v1/<source-hash>/source       the source string, for humans
@@ -227,8 +228,11 @@ uint64_t cachetier_obj_cached_bytes(const struct cachetier_obj *o);
  * the stream) or a negative errno. */
 ssize_t cachetier_obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_t off);
 
-/* Metadata blobs keyed by an arbitrary name. get: *buf is malloc'd (caller
- * frees); -ENOENT when absent. put: atomic (temp file, fsync, rename). */
+/* Metadata blobs keyed by an arbitrary name: the only way other modules
+ * keep files in the cache directory. The bytes are the caller's format
+ * (with its own magic, version and checksum). get: *buf is malloc'd
+ * (caller frees); -ENOENT when absent. put: atomic (temp file, fsync,
+ * rename, fsync of the directory). */
 int cachetier_meta_get(struct cachetier *ct, const char *name, void **buf, size_t *len);
 int cachetier_meta_put(struct cachetier *ct, const char *name, const void *buf, size_t len);
 

@@ -109,15 +109,15 @@ int cachetier__map_parse(const unsigned char *buf, size_t len, struct ct_map *m)
 
 	if (len < MAP_HDR + 8 || memcmp(buf, MAP_MAGIC, 8) != 0)
 		return -EBADMSG;
-	if (cachetier__le32_get(buf + 8) != MAP_VERSION)
+	if (disk_le32_get(buf + 8) != MAP_VERSION)
 		return -EPROTO;
-	if (cachetier__le64_get(buf + len - 8) != cachetier__fnv64(buf, len - 8))
+	if (disk_le64_get(buf + len - 8) != disk_fnv64(buf, len - 8))
 		return -EBADMSG;
-	m->chunk_bytes = cachetier__le32_get(buf + 12);
-	m->size = cachetier__le64_get(buf + 16);
-	m->nchunks = cachetier__le32_get(buf + 24);
-	m->keylen = cachetier__le32_get(buf + 28);
-	m->etaglen = cachetier__le32_get(buf + 32);
+	m->chunk_bytes = disk_le32_get(buf + 12);
+	m->size = disk_le64_get(buf + 16);
+	m->nchunks = disk_le32_get(buf + 24);
+	m->keylen = disk_le32_get(buf + 28);
+	m->etaglen = disk_le32_get(buf + 32);
 	need = (uint64_t)MAP_HDR + m->keylen + m->etaglen + ((uint64_t)m->nchunks + 7) / 8 + 8;
 	if (m->chunk_bytes == 0 || need != len ||
 	    m->nchunks != (m->size + m->chunk_bytes - 1) / m->chunk_bytes)
@@ -160,12 +160,12 @@ static int map_encode(struct ct_file *f, unsigned char **out, size_t *len)
 	if (!buf)
 		return -ENOMEM;
 	memcpy(buf, MAP_MAGIC, 8);
-	cachetier__le32_put(buf + 8, MAP_VERSION);
-	cachetier__le32_put(buf + 12, f->cb);
-	cachetier__le64_put(buf + 16, f->size);
-	cachetier__le32_put(buf + 24, f->nchunks);
-	cachetier__le32_put(buf + 28, (uint32_t)klen);
-	cachetier__le32_put(buf + 32, (uint32_t)elen);
+	disk_le32_put(buf + 8, MAP_VERSION);
+	disk_le32_put(buf + 12, f->cb);
+	disk_le64_put(buf + 16, f->size);
+	disk_le32_put(buf + 24, f->nchunks);
+	disk_le32_put(buf + 28, (uint32_t)klen);
+	disk_le32_put(buf + 32, (uint32_t)elen);
 	memcpy(buf + MAP_HDR, f->key, klen);
 	memcpy(buf + MAP_HDR + klen, f->etag, elen);
 	bm = buf + MAP_HDR + klen + elen;
@@ -175,7 +175,7 @@ static int map_encode(struct ct_file *f, unsigned char **out, size_t *len)
 			valid++;
 		}
 	}
-	cachetier__le64_put(buf + n - 8, cachetier__fnv64(buf, n - 8));
+	disk_le64_put(buf + n - 8, disk_fnv64(buf, n - 8));
 	if (!valid) {
 		free(buf);
 		return 0;
@@ -225,7 +225,7 @@ void cachetier__file_flush(struct cachetier *ct, struct ct_file *f)
 		else if (err == 0)
 			err = fdatasync(f->datafd) < 0 ? -errno : 0;
 		if (err == 0 && buf)
-			err = cachetier__write_atomic(ct, f->dirfd, name, buf, len);
+			err = disk_write_atomic(f->dirfd, name, buf, len, 0600);
 		cachetier__ofd_lock(f->stfd, F_UNLCK, LK_MAP, 0);
 	}
 	if (err < 0) { /* try again at the next batch */
@@ -298,8 +298,8 @@ int cachetier__file_hash(const char *key, const char *etag, uint64_t size, uint3
 	return 0;
 }
 
-int cachetier__map_load(int dirfd, const char *hash, unsigned char **buf, struct ct_map *m,
-			struct stat *data_st)
+int cachetier__map_load(struct cachetier *ct, int dirfd, const char *hash, unsigned char **buf,
+			struct ct_map *m, struct stat *data_st)
 {
 	char mapname[24], h[17], *key = NULL, *etag = NULL;
 	size_t len = 0;
@@ -309,6 +309,8 @@ int cachetier__map_load(int dirfd, const char *hash, unsigned char **buf, struct
 	err = cachetier__map_read(dirfd, mapname, buf, &len);
 	if (err == 0)
 		err = cachetier__map_parse(*buf, len, m);
+	if (err == -EPROTO)
+		cachetier__note_version(ct, CT_FMT_MAP, mapname);
 	if (err == 0) {
 		key = strndup(m->key, m->keylen);
 		etag = strndup(m->etag, m->etaglen);
@@ -350,7 +352,7 @@ static int file_init_alone(struct cachetier *ct, struct ct_file *f)
 	int err;
 
 	snprintf(mapname, sizeof(mapname), "%s.map", f->hash);
-	err = cachetier__map_load(f->dirfd, f->hash, &buf, &m, &st);
+	err = cachetier__map_load(ct, f->dirfd, f->hash, &buf, &m, &st);
 	if (err == -ENOMEM)
 		return err;
 	if (err == 0 && (m.size != f->size || m.chunk_bytes != f->cb ||
@@ -469,7 +471,7 @@ int cachetier__file_open_mapped(struct cachetier *ct, struct ct_file *f)
 	if (f->opening || f->evicting)
 		return -EBUSY; /* another thread loads or evicts it */
 	pthread_mutex_unlock(&ct->lock);
-	err = cachetier__map_load(f->dirfd, f->hash, &buf, &m, &st);
+	err = cachetier__map_load(ct, f->dirfd, f->hash, &buf, &m, &st);
 	if (err == 0) {
 		key = strndup(m.key, m.keylen);
 		etag = strndup(m.etag, m.etaglen);

@@ -2,10 +2,11 @@
  * cachetier_decode.c — decode a compressed shard once into the cache dir.
  *
  * gzip (zlib, multi-member) and zstd (multi-frame) streams are decoded
- * sequentially into a temp file which is fsynced and renamed to its final
- * name; a small record (magic, version, sizes, damage, checksum) written
- * after it marks the decode complete. A later open finds the record, checks
- * the data file's size against it and reuses the copy.
+ * sequentially into a temp file (disk_tmp_open) which is fsynced and renamed
+ * to its final name, then the directory fsynced (disk_commit); a small
+ * record (magic, version, sizes, damage, checksum) written after it marks
+ * the decode complete. A later open finds the record, checks the data
+ * file's size against it and reuses the copy.
  *
  * Never wrong bytes: a gzip member or zstd frame is trusted only once its
  * checksum has been verified at its end. On corruption the output of the
@@ -359,16 +360,16 @@ static int rec_load(struct cachetier *ct, const char *recname, struct dec_rec *r
 	close(fd);
 	if (n < 16 || memcmp(rec, REC_MAGIC, 8) != 0)
 		return -EBADMSG;
-	if (cachetier__le64_get(rec + 8) != REC_VERSION)
+	if (disk_le64_get(rec + 8) != REC_VERSION)
 		return -EPROTO;
-	if (n != REC_BYTES || cachetier__le64_get(rec + 64) != cachetier__fnv64(rec, 64))
+	if (n != REC_BYTES || disk_le64_get(rec + 64) != disk_fnv64(rec, 64))
 		return -EBADMSG;
-	r->size = cachetier__le64_get(rec + 16);
-	r->damage = -(int)cachetier__le64_get(rec + 24);
-	r->damage_off = cachetier__le64_get(rec + 32);
-	r->bound = cachetier__le32_get(rec + 40);
-	r->max_ratio = cachetier__le32_get(rec + 44);
-	r->max_bytes = cachetier__le64_get(rec + 48);
+	r->size = disk_le64_get(rec + 16);
+	r->damage = -(int)disk_le64_get(rec + 24);
+	r->damage_off = disk_le64_get(rec + 32);
+	r->bound = disk_le32_get(rec + 40);
+	r->max_ratio = disk_le32_get(rec + 44);
+	r->max_bytes = disk_le64_get(rec + 48);
 	/* rec + 56: reserved, 0 */
 	return 0;
 }
@@ -379,15 +380,15 @@ static int rec_save(struct cachetier *ct, const char *recname, const struct dec_
 
 	memset(rec, 0, sizeof(rec));
 	memcpy(rec, REC_MAGIC, 8);
-	cachetier__le64_put(rec + 8, REC_VERSION);
-	cachetier__le64_put(rec + 16, r->size);
-	cachetier__le64_put(rec + 24, (uint64_t)(-(int64_t)r->damage));
-	cachetier__le64_put(rec + 32, r->damage_off);
-	cachetier__le32_put(rec + 40, r->bound);
-	cachetier__le32_put(rec + 44, r->max_ratio);
-	cachetier__le64_put(rec + 48, r->max_bytes);
-	cachetier__le64_put(rec + 64, cachetier__fnv64(rec, 64));
-	return cachetier__write_atomic(ct, ct->decfd, recname, rec, sizeof(rec));
+	disk_le64_put(rec + 8, REC_VERSION);
+	disk_le64_put(rec + 16, r->size);
+	disk_le64_put(rec + 24, (uint64_t)(-(int64_t)r->damage));
+	disk_le64_put(rec + 32, r->damage_off);
+	disk_le32_put(rec + 40, r->bound);
+	disk_le32_put(rec + 44, r->max_ratio);
+	disk_le64_put(rec + 48, r->max_bytes);
+	disk_le64_put(rec + 64, disk_fnv64(rec, 64));
+	return disk_write_atomic(ct->decfd, recname, rec, sizeof(rec), 0600);
 }
 
 /* Would the decode a refusal record describes stop again under the bounds
@@ -413,6 +414,8 @@ static int decode_reuse(struct cachetier *ct, const char *name, const char *recn
 	int fd, err;
 
 	err = rec_load(ct, recname, &r);
+	if (err == -EPROTO)
+		cachetier__note_version(ct, CT_FMT_REC, recname);
 	if (err < 0)
 		return err;
 	if (r.damage == -EFBIG)
@@ -504,10 +507,9 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 		if (err < 0)
 			goto out;
 	}
-	snprintf(tmp, sizeof(tmp), ".tmp.%d.%u", (int)getpid(), atomic_fetch_add(&ct->tmp_seq, 1));
-	d.outfd = openat(ct->decfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	d.outfd = disk_tmp_open(ct->decfd, name, O_RDWR, 0600, tmp, sizeof(tmp));
 	if (d.outfd < 0) {
-		err = -errno;
+		err = d.outfd;
 		goto out;
 	}
 	/* d.disk_limit = d.next_check = 0: the first write looks at the disk */
@@ -524,11 +526,13 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 	}
 	if (err < 0)
 		goto out_unlink;
-	if (ftruncate(d.outfd, (off_t)d.out_total) < 0 || fsync(d.outfd) < 0 ||
-	    renameat(ct->decfd, tmp, ct->decfd, name) < 0) {
+	if (ftruncate(d.outfd, (off_t)d.out_total) < 0) {
 		err = -errno;
 		goto out_unlink;
 	}
+	err = disk_commit(ct->decfd, d.outfd, tmp, name);
+	if (err < 0)
+		goto out_unlink;
 	/* bytes cut off a corrupt member were counted when written */
 	if (d.counted > d.out_total)
 		dec_uncount(ct, d.counted - d.out_total);

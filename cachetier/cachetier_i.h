@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 
 #include "cachetier.h"
+#include "disk.h"
 
 /* States of one chunk of a cached remote object. */
 enum ct_chunk {
@@ -124,6 +125,9 @@ struct ct_job {
 	struct ct_job *next;
 };
 
+/* The cache tier's own files that carry a version (cachetier__note_version). */
+enum ct_format { CT_FMT_MAP, CT_FMT_REC, CT_FMT_COUNT };
+
 struct cachetier {
 	struct backend *be;	       /* not owned */
 	struct cachetier_config cfg;   /* with defaults applied; read-only after open */
@@ -171,7 +175,7 @@ struct cachetier {
 	uint64_t peer_waits;  /* fills that waited for another process's fill */
 	atomic_ullong decoded_used; /* bytes of decoded copies (never evicted) */
 	atomic_ullong decoded_streams, decoded_bytes, decoded_reused, meta_reads, meta_writes;
-	atomic_uint tmp_seq; /* unique temp file names */
+	atomic_int version_noted[CT_FMT_COUNT]; /* cachetier__note_version logged it */
 	/* Open fds of local source files (objects with 'local' set): at most
 	 * fd_max; the least recently used unpinned one is closed when a
 	 * new one would pass it, and reopened by the next read. */
@@ -217,19 +221,17 @@ struct cachetier_obj {
 	int redecoding;		     /* a thread decodes it again (others wait on ct->cond) */
 };
 
-/* 64-bit FNV-1a. */
-uint64_t cachetier__fnv64(const void *data, size_t len);
-/* 64-bit FNV-1a, rendered as 16 hex digits into out[17]. */
+/* A file of kind 'kind' named 'name' is of another version (-EPROTO): the
+ * caller drops it and builds it again. Logged through the backend's log,
+ * once per kind and process (an upgrade finds one in every object). */
+void cachetier__note_version(struct cachetier *ct, enum ct_format kind, const char *name);
+/* 64-bit FNV-1a (disk_fnv64), rendered as 16 hex digits into out[17]. */
 void cachetier__hash_hex(const void *data, size_t len, char out[17]);
 
-/* Write buf to name inside dirfd atomically: temp file, fsync, rename,
- * fsync of the directory. Files are created 0600. */
 /* Read all of dirfd/name (a regular file of min..max bytes, else
  * -EBADMSG) into a malloc'ed *buf. cachetier_meta.c. */
 int cachetier__read_file(int dirfd, const char *name, uint64_t min, uint64_t max,
 			 unsigned char **buf, size_t *len);
-int cachetier__write_atomic(struct cachetier *ct, int dirfd, const char *name, const void *buf,
-			    size_t len);
 
 /* Decode object 'info' with codec into a new file in ct->decfd named
  * 'name'; fills o->fd, o->size, o->damage, o->damage_off. Reuses a complete
@@ -303,8 +305,8 @@ int cachetier__file_hash(const char *key, const char *etag, uint64_t size, uint3
 			 char hash[17]);
 /* Read and check dirfd/<hash>.map: it parses, names this file (hash) and
  * the data file is long enough for every claimed chunk. *buf (freed by
- * the caller) backs *m. */
-int cachetier__map_load(int dirfd, const char *hash, unsigned char **buf, struct ct_map *m,
+ * the caller) backs *m. -EPROTO: a map of another version (noted). */
+int cachetier__map_load(struct cachetier *ct, int dirfd, const char *hash, unsigned char **buf, struct ct_map *m,
 			struct stat *data_st);
 /* Remove dirfd/<hash> (data, map, state) unless a running process uses
  * it; with 'count', its bytes counted in the usage leave it. Returns the
@@ -328,27 +330,5 @@ int cachetier__scan(struct cachetier *ct); /* at open: rebuild usage from data/ 
  * with ct->lock held; drops and retakes it around file operations. */
 void cachetier__make_room(struct cachetier *ct, uint64_t len);
 int64_t cachetier__now_ns(void);
-
-static inline void cachetier__le32_put(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static inline void cachetier__le64_put(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static inline uint32_t cachetier__le32_get(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static inline uint64_t cachetier__le64_get(const unsigned char *p)
-{
-	return (uint64_t)cachetier__le32_get(p) | (uint64_t)cachetier__le32_get(p + 4) << 32;
-}
 
 #endif

@@ -2,8 +2,8 @@
  * cachetier_meta.c — small metadata blobs (shard indexes, decode records),
  * stored crash-safely.
  *
- * A blob is written to a temp file, fsynced, renamed over its final name
- * and the directory fsynced, so a reader sees the old blob, the new blob, or
+ * A blob is written with disk_write_atomic (temp file, fsync, rename, fsync
+ * of the directory), so a reader sees the old blob, the new blob, or
  * nothing — never a torn one. Blob contents carry their own magic, version
  * and checksum (the caller's format); this file only moves bytes.
  */
@@ -20,48 +20,6 @@
 /* Largest blob accepted when reading: a corrupt or hostile file must not
  * make us allocate without bound. An index of 10M members is ~400 MB. */
 #define META_MAX_BYTES (1ull << 31)
-
-static int write_all(int fd, const void *buf, size_t len)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = write(fd, (const char *)buf + done, len - done);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		done += (size_t)n;
-	}
-	return 0;
-}
-
-int cachetier__write_atomic(struct cachetier *ct, int dirfd, const char *name, const void *buf,
-			    size_t len)
-{
-	char tmp[96];
-	int fd, err;
-
-	snprintf(tmp, sizeof(tmp), ".tmp.%d.%u", (int)getpid(), atomic_fetch_add(&ct->tmp_seq, 1));
-	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	err = write_all(fd, buf, len);
-	if (err == 0 && fsync(fd) < 0)
-		err = -errno;
-	if (close(fd) < 0 && err == 0)
-		err = -errno;
-	if (err == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
-		err = -errno;
-	if (err < 0) {
-		unlinkat(dirfd, tmp, 0);
-		return err;
-	}
-	fsync(dirfd);
-	return 0;
-}
 
 static void meta_filename(const char *name, char out[17])
 {
@@ -136,7 +94,7 @@ int cachetier_meta_put(struct cachetier *ct, const char *name, const void *buf, 
 	int err;
 
 	meta_filename(name, fname);
-	err = cachetier__write_atomic(ct, ct->metafd, fname, buf, len);
+	err = disk_write_atomic(ct->metafd, fname, buf, len, 0600);
 	if (err == 0)
 		ct->meta_writes++;
 	return err;

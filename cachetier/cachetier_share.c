@@ -366,12 +366,12 @@ int64_t cachetier__reap(struct cachetier *ct, int dirfd, const char *hash, int c
 		return -EBUSY;
 	}
 	if (count && pread(fd, hdr, sizeof(hdr), 0) == (ssize_t)sizeof(hdr) &&
-	    memcmp(hdr, ST_MAGIC, 8) == 0 && cachetier__le32_get(hdr + S_VERSION) == ST_VERSION &&
-	    cachetier__le64_get(hdr + S_EPOCH) == cachetier__usage_epoch(ct)) {
+	    memcmp(hdr, ST_MAGIC, 8) == 0 && disk_le32_get(hdr + S_VERSION) == ST_VERSION &&
+	    disk_le64_get(hdr + S_EPOCH) == cachetier__usage_epoch(ct)) {
 		/* its valid chunks are counted in the usage: give them back */
-		uint32_t cb = cachetier__le32_get(hdr + S_CHUNK);
-		uint32_t nchunks = cachetier__le32_get(hdr + S_NCHUNKS);
-		uint64_t size = cachetier__le64_get(hdr + S_SIZE);
+		uint32_t cb = disk_le32_get(hdr + S_CHUNK);
+		uint32_t nchunks = disk_le32_get(hdr + S_NCHUNKS);
+		uint64_t size = disk_le64_get(hdr + S_SIZE);
 		unsigned char *bits = cb && nchunks == (size + cb - 1) / cb ? malloc(nchunks) : NULL;
 
 		if (bits && pread(fd, bits, nchunks, ST_HDR) == (ssize_t)nchunks) {

@@ -126,6 +126,13 @@ const char *shardidx_builder_message(const struct shardidx_builder *b);
  * fewer than 512 bytes without the magic. */
 int shardidx_looks_like_tar(const void *buf, size_t len);
 
+/* 1 when hdr, the 512-byte tar header block just before entry e's data,
+ * describes e: its checksum is valid, its size is e->size and its name field
+ * ends in e->name (a name longer than the field, which a pax or GNU header
+ * before it carried, is not compared). 0 otherwise. A spot check that an
+ * index loaded from elsewhere (a sidecar) fits the shard it is used with. */
+int shardidx_header_describes(const void *hdr, const struct shardidx_entry *e);
+
 /* ---- reading ----------------------------------------------------------- */
 
 void shardidx_free(struct shardidx *ix); /* accepts NULL */

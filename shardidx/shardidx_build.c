@@ -225,6 +225,23 @@ int shardidx_looks_like_tar(const void *buf, size_t len)
 	return len >= BLK && (is_zero_block(h) || cksum_ok(h));
 }
 
+int shardidx_header_describes(const void *hdr, const struct shardidx_entry *e)
+{
+	const unsigned char *h = hdr;
+	char name[101];
+	const char *base;
+	int64_t size;
+
+	if (!cksum_ok(h) || num_field(h + 124, 12, &size) || size < 0 || (uint64_t)size != e->size)
+		return 0;
+	memcpy(name, h, 100);
+	name[100] = '\0';
+	base = strrchr(name, '/');
+	base = base ? base + 1 : name;
+	/* a name too long for the field came in a pax/GNU header before: size only */
+	return strcmp(base, e->name) == 0 || strlen(e->name) > 90 || strlen(name) >= 99;
+}
+
 /* Decimal digits only, no sign; returns 0 or -EBADMSG. */
 static int parse_u64(const char *s, size_t len, uint64_t *out)
 {

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "disk.h"
 #include "shardidx_i.h"
 
 #define MAGIC	    "SHRDIDX"
@@ -42,50 +43,14 @@
 
 enum { SEC_IDENT, SEC_RECS, SEC_NAMES, SEC_SPARSE, SEC_SEGS, SEC_LINKS, SEC_SAMPLES };
 
-static void put16(unsigned char *p, uint16_t v)
+/* The checksum: FNV-1a 64 of the whole file, its own 8 bytes read as zeros. */
+static uint64_t file_sum(const unsigned char *p, size_t len)
 {
-	p[0] = (unsigned char)v;
-	p[1] = (unsigned char)(v >> 8);
-}
+	static const unsigned char zero[8];
+	uint64_t h = disk_fnv64(p, 16);
 
-static void put32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint16_t get16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-	       ((uint32_t)p[3] << 24);
-}
-
-static uint64_t get64(const unsigned char *p)
-{
-	return (uint64_t)get32(p) | ((uint64_t)get32(p + 4) << 32);
-}
-
-static uint64_t fnv64(const unsigned char *p, size_t len)
-{
-	uint64_t h = 14695981039346656037ull;
-
-	for (size_t i = 0; i < len; i++) {
-		/* the checksum field itself counts as zeros */
-		h ^= (i >= 16 && i < 24) ? 0 : p[i];
-		h *= 1099511628211ull;
-	}
-	return h;
+	h = disk_fnv64_update(h, zero, 8);
+	return disk_fnv64_update(h, p + 24, len - 24);
 }
 
 static uint64_t align8(uint64_t v)
@@ -119,25 +84,25 @@ int shardidx_save(const struct shardidx *ix, const void *ident, size_t identlen,
 		return -ENOMEM;
 
 	memcpy(out, MAGIC, 8);
-	put32(out + 8, VERSION);
-	put32(out + 12, HDR_SIZE);
-	put64(out + 24, total);
-	put32(out + 32, ix->nrecs);
-	put32(out + 36, ix->root_n);
-	put32(out + 40, ix->names_len);
-	put32(out + 44, ix->nsparse);
-	put32(out + 48, ix->nsegs);
-	put32(out + 52, ix->nlinks);
-	put32(out + 56, ix->nsamples);
-	put32(out + 60, (uint32_t)identlen);
-	put64(out + 64, ix->stream_size);
-	put64(out + 72, ix->end_off);
-	put32(out + 80, (uint32_t)ix->damage);
-	put32(out + 84, ix->skipped);
-	put64(out + 88, ix->damage_off);
+	disk_le32_put(out + 8, VERSION);
+	disk_le32_put(out + 12, HDR_SIZE);
+	disk_le64_put(out + 24, total);
+	disk_le32_put(out + 32, ix->nrecs);
+	disk_le32_put(out + 36, ix->root_n);
+	disk_le32_put(out + 40, ix->names_len);
+	disk_le32_put(out + 44, ix->nsparse);
+	disk_le32_put(out + 48, ix->nsegs);
+	disk_le32_put(out + 52, ix->nlinks);
+	disk_le32_put(out + 56, ix->nsamples);
+	disk_le32_put(out + 60, (uint32_t)identlen);
+	disk_le64_put(out + 64, ix->stream_size);
+	disk_le64_put(out + 72, ix->end_off);
+	disk_le32_put(out + 80, (uint32_t)ix->damage);
+	disk_le32_put(out + 84, ix->skipped);
+	disk_le64_put(out + 88, ix->damage_off);
 	for (int s = 0; s < NSECT; s++) {
-		put64(out + 96 + 16 * s, sec_off[s]);
-		put64(out + 104 + 16 * s, sec_len[s]);
+		disk_le64_put(out + 96 + 16 * s, sec_off[s]);
+		disk_le64_put(out + 104 + 16 * s, sec_len[s]);
 	}
 
 	if (identlen)
@@ -146,12 +111,12 @@ int shardidx_save(const struct shardidx *ix, const void *ident, size_t identlen,
 	for (uint32_t i = 0; i < ix->nrecs; i++, p += REC_SIZE) {
 		const struct shardidx__rec *r = &ix->recs[i];
 
-		put64(p, r->off);
-		put64(p + 8, r->size);
-		put32(p + 16, r->name_off);
-		put32(p + 20, r->parent);
-		put32(p + 24, r->mtime);
-		put16(p + 28, r->mode);
+		disk_le64_put(p, r->off);
+		disk_le64_put(p + 8, r->size);
+		disk_le32_put(p + 16, r->name_off);
+		disk_le32_put(p + 20, r->parent);
+		disk_le32_put(p + 24, r->mtime);
+		disk_le16_put(p + 28, r->mode);
 		p[30] = r->type;
 		p[31] = r->flags;
 	}
@@ -159,23 +124,23 @@ int shardidx_save(const struct shardidx *ix, const void *ident, size_t identlen,
 		memcpy(out + sec_off[SEC_NAMES], ix->names, ix->names_len);
 	p = out + sec_off[SEC_SPARSE];
 	for (uint32_t i = 0; i < ix->nsparse; i++, p += SPARSE_SIZE) {
-		put32(p, ix->sparse[i].first_seg);
-		put32(p + 4, ix->sparse[i].nseg);
-		put64(p + 8, ix->sparse[i].data_off);
+		disk_le32_put(p, ix->sparse[i].first_seg);
+		disk_le32_put(p + 4, ix->sparse[i].nseg);
+		disk_le64_put(p + 8, ix->sparse[i].data_off);
 	}
 	p = out + sec_off[SEC_SEGS];
 	for (uint32_t i = 0; i < ix->nsegs; i++, p += SEG_SIZE) {
-		put64(p, ix->segs[i].logical);
-		put64(p + 8, ix->segs[i].stream_off);
-		put64(p + 16, ix->segs[i].len);
+		disk_le64_put(p, ix->segs[i].logical);
+		disk_le64_put(p + 8, ix->segs[i].stream_off);
+		disk_le64_put(p + 16, ix->segs[i].len);
 	}
 	p = out + sec_off[SEC_LINKS];
 	for (uint32_t i = 0; i < ix->nlinks; i++, p += LINK_SIZE) {
-		put32(p, ix->links[i].entry);
-		put32(p + 4, ix->links[i].val);
+		disk_le32_put(p, ix->links[i].entry);
+		disk_le32_put(p + 4, ix->links[i].val);
 	}
 
-	put64(out + 16, fnv64(out, (size_t)total));
+	disk_le64_put(out + 16, file_sum(out, (size_t)total));
 	*buf = out;
 	*len = (size_t)total;
 	return 0;
@@ -231,6 +196,139 @@ static int child_range_ok(const struct shardidx *ix, uint32_t dir, uint32_t firs
 	return 1;
 }
 
+/* Sparse rows and their segments: ordered, in range, no overflow; each
+ * row's logical end goes to sp_end[row]. 1 when valid. */
+static int sparse_ok(const struct shardidx *ix, uint64_t *sp_end)
+{
+	for (uint32_t s = 0; s < ix->nsparse; s++) {
+		const struct shardidx__sparse *sp = &ix->sparse[s];
+		uint64_t lend = 0, send = sp->data_off;
+
+		if (sp->first_seg > ix->nsegs || sp->nseg > ix->nsegs - sp->first_seg)
+			return 0;
+		for (uint32_t k = sp->first_seg; k < sp->first_seg + sp->nseg; k++) {
+			const struct shardidx__seg *g = &ix->segs[k];
+
+			if (!g->len || g->len > (1ull << 62) || g->logical > (1ull << 62) ||
+			    g->stream_off > (1ull << 62) || g->logical < lend ||
+			    g->stream_off < send)
+				return 0;
+			lend = g->logical + g->len;
+			send = g->stream_off + g->len;
+		}
+		sp_end[s] = lend;
+	}
+	return 1;
+}
+
+/* A regular file's record: flags, size, and data that ends past the stream
+ * exactly when it is flagged truncated. Counts hardlink-flagged records in
+ * *nflagged. 1 when valid. */
+static int reg_ok(const struct shardidx *ix, const struct shardidx__rec *rc, const uint64_t *sp_end,
+		  uint32_t *nflagged)
+{
+	uint64_t dend;
+
+	if (rc->flags &
+	    ~(SHARDIDX_F_SPARSE | SHARDIDX_F_TRUNCATED | SHARDIDX_F_HARDLINK | SHARDIDX__F_LINKED))
+		return 0;
+	if ((rc->flags & SHARDIDX_F_HARDLINK) && (rc->flags & SHARDIDX__F_LINKED))
+		return 0;
+	if (rc->flags & (SHARDIDX_F_HARDLINK | SHARDIDX__F_LINKED))
+		(*nflagged)++;
+	if (rc->size > (1ull << 62))
+		return 0;
+	if (rc->flags & SHARDIDX_F_SPARSE) {
+		const struct shardidx__sparse *sp;
+		const struct shardidx__seg *g;
+
+		if (rc->off >= ix->nsparse || sp_end[rc->off] > rc->size)
+			return 0;
+		sp = &ix->sparse[rc->off];
+		g = sp->nseg ? &ix->segs[sp->first_seg + sp->nseg - 1] : NULL;
+		dend = g ? g->stream_off + g->len : 0;
+	} else {
+		if (rc->off > (1ull << 62))
+			return 0;
+		dend = rc->off + rc->size;
+	}
+	return (dend > ix->stream_size) == !!(rc->flags & SHARDIDX_F_TRUNCATED);
+}
+
+/* Record i: mode, its place in the tree, and what its type says of off,
+ * size and flags. 1 when valid. */
+static int rec_ok(const struct shardidx *ix, uint32_t i, const uint64_t *sp_end, uint32_t *nflagged)
+{
+	const struct shardidx__rec *rc = &ix->recs[i];
+	uint32_t nsub;
+
+	if (rc->mode > 07777 || (i < ix->root_n) != (rc->parent == SHARDIDX_NONE))
+		return 0;
+	if (rc->parent != SHARDIDX_NONE) {
+		const struct shardidx__rec *p;
+
+		if (rc->parent >= i)
+			return 0;
+		p = &ix->recs[rc->parent];
+		if (p->type != SHARDIDX_DIR || i < (uint32_t)p->off ||
+		    i - (uint32_t)p->off >= p->size)
+			return 0;
+	}
+	switch (rc->type) {
+	case SHARDIDX_DIR:
+		return !(rc->flags & ~SHARDIDX_F_IMPLICIT) && rc->size <= UINT32_MAX &&
+		       child_range_ok(ix, i, (uint32_t)rc->off, (uint32_t)rc->size, &nsub) &&
+		       nsub == rc->off >> 32;
+	case SHARDIDX_SYMLINK:
+		return !rc->flags && table_str(ix, rc->off) == (int64_t)rc->size;
+	case SHARDIDX_REG:
+		return reg_ok(ix, rc, sp_end, nflagged);
+	default:
+		return 0;
+	}
+}
+
+/* Hardlink rows: sorted, one per flagged entry, canon consistent (nhard:
+ * nrecs zeroed counters). 1 when valid. */
+static int links_ok(const struct shardidx *ix, uint32_t nflagged, uint32_t *nhard)
+{
+	if (ix->nlinks != nflagged)
+		return 0;
+	for (uint32_t k = 0; k < ix->nlinks; k++) {
+		const struct shardidx__link *l = &ix->links[k];
+		const struct shardidx__rec *rc, *c;
+
+		if (l->entry >= ix->nrecs || (k && ix->links[k - 1].entry >= l->entry))
+			return 0;
+		rc = &ix->recs[l->entry];
+		if (rc->type != SHARDIDX_REG ||
+		    !(rc->flags & (SHARDIDX_F_HARDLINK | SHARDIDX__F_LINKED)))
+			return 0;
+		if (rc->flags & SHARDIDX_F_HARDLINK) {
+			if (l->val >= ix->nrecs)
+				return 0;
+			c = &ix->recs[l->val];
+			if (c->type != SHARDIDX_REG || !(c->flags & SHARDIDX__F_LINKED) ||
+			    c->off != rc->off || c->size != rc->size ||
+			    ((c->flags ^ rc->flags) & SHARDIDX_F_SPARSE))
+				return 0;
+			nhard[l->val]++;
+		} else if (l->val < 2) {
+			return 0;
+		}
+	}
+	for (uint32_t k = 0; k < ix->nlinks; k++) {
+		const struct shardidx__link *l = &ix->links[k];
+
+		if ((ix->recs[l->entry].flags & SHARDIDX__F_LINKED) &&
+		    nhard[l->entry] + 1 != l->val)
+			return 0;
+	}
+	return 1;
+}
+
+/* Every field of a loaded index, so that reading it can never go out of
+ * bounds or loop: 0, -EBADMSG or -ENOMEM. */
 static int validate(struct shardidx *ix)
 {
 	uint64_t *sp_end = NULL;
@@ -243,144 +341,28 @@ static int validate(struct shardidx *ix)
 		return -EBADMSG;
 	if (ix->damage > 0 || ix->damage < -4095)
 		return -EBADMSG;
-
-	/* Sparse rows and their segments: ordered, in range, no overflow. */
 	sp_end = calloc(ix->nsparse ? ix->nsparse : 1, sizeof(*sp_end));
 	nhard = calloc(ix->nrecs ? ix->nrecs : 1, sizeof(*nhard));
 	if (!sp_end || !nhard) {
 		r = -ENOMEM;
 		goto out;
 	}
-	for (uint32_t s = 0; s < ix->nsparse; s++) {
-		const struct shardidx__sparse *sp = &ix->sparse[s];
-		uint64_t lend = 0, send = sp->data_off;
-
-		if (sp->first_seg > ix->nsegs || sp->nseg > ix->nsegs - sp->first_seg)
-			goto out;
-		for (uint32_t k = sp->first_seg; k < sp->first_seg + sp->nseg; k++) {
-			const struct shardidx__seg *g = &ix->segs[k];
-
-			if (!g->len || g->len > (1ull << 62) || g->logical > (1ull << 62) ||
-			    g->stream_off > (1ull << 62) || g->logical < lend ||
-			    g->stream_off < send)
-				goto out;
-			lend = g->logical + g->len;
-			send = g->stream_off + g->len;
-		}
-		sp_end[s] = lend;
-	}
-
-	/* Names first: the checks below compare names of other entries. */
+	if (!sparse_ok(ix, sp_end))
+		goto out;
+	/* names first: the records' checks compare names of other entries */
 	for (uint32_t i = 0; i < ix->nrecs; i++)
 		if (!name_ok(ix, ix->recs[i].name_off))
 			goto out;
-	for (uint32_t i = 0; i < ix->nrecs; i++) {
-		const struct shardidx__rec *rc = &ix->recs[i];
-
-		if (rc->mode > 07777)
+	for (uint32_t i = 0; i < ix->nrecs; i++)
+		if (!rec_ok(ix, i, sp_end, &nflagged))
 			goto out;
-		if ((i < ix->root_n) != (rc->parent == SHARDIDX_NONE))
-			goto out;
-		if (rc->parent != SHARDIDX_NONE) {
-			const struct shardidx__rec *p;
-
-			if (rc->parent >= i)
-				goto out;
-			p = &ix->recs[rc->parent];
-			if (p->type != SHARDIDX_DIR || i < (uint32_t)p->off ||
-			    i - (uint32_t)p->off >= p->size)
-				goto out;
-		}
-		switch (rc->type) {
-		case SHARDIDX_DIR:
-			if (rc->flags & ~SHARDIDX_F_IMPLICIT || rc->size > UINT32_MAX)
-				goto out;
-			if (!child_range_ok(ix, i, (uint32_t)rc->off, (uint32_t)rc->size, &nsub) ||
-			    nsub != rc->off >> 32)
-				goto out;
-			break;
-		case SHARDIDX_SYMLINK:
-			if (rc->flags || table_str(ix, rc->off) != (int64_t)rc->size)
-				goto out;
-			break;
-		case SHARDIDX_REG: {
-			uint64_t dend;
-
-			if (rc->flags & ~(SHARDIDX_F_SPARSE | SHARDIDX_F_TRUNCATED |
-					  SHARDIDX_F_HARDLINK | SHARDIDX__F_LINKED))
-				goto out;
-			if ((rc->flags & SHARDIDX_F_HARDLINK) && (rc->flags & SHARDIDX__F_LINKED))
-				goto out;
-			if (rc->flags & (SHARDIDX_F_HARDLINK | SHARDIDX__F_LINKED))
-				nflagged++;
-			if (rc->size > (1ull << 62))
-				goto out;
-			if (rc->flags & SHARDIDX_F_SPARSE) {
-				const struct shardidx__sparse *sp;
-
-				if (rc->off >= ix->nsparse || sp_end[rc->off] > rc->size)
-					goto out;
-				sp = &ix->sparse[rc->off];
-				dend = sp->nseg
-					   ? ix->segs[sp->first_seg + sp->nseg - 1].stream_off +
-						 ix->segs[sp->first_seg + sp->nseg - 1].len
-					   : 0;
-			} else {
-				if (rc->off > (1ull << 62))
-					goto out;
-				dend = rc->off + rc->size;
-			}
-			if ((dend > ix->stream_size) != !!(rc->flags & SHARDIDX_F_TRUNCATED))
-				goto out;
-			break;
-		}
-		default:
-			goto out;
-		}
-	}
-	if (!child_range_ok(ix, SHARDIDX_NONE, 0, ix->root_n, &nsub))
+	if (!child_range_ok(ix, SHARDIDX_NONE, 0, ix->root_n, &nsub) ||
+	    !links_ok(ix, nflagged, nhard))
 		goto out;
-
-	/* Hardlink rows: sorted, one per flagged entry, canon consistent. */
-	if (ix->nlinks != nflagged)
-		goto out;
-	for (uint32_t k = 0; k < ix->nlinks; k++) {
-		const struct shardidx__link *l = &ix->links[k];
-		const struct shardidx__rec *rc, *c;
-
-		if (l->entry >= ix->nrecs || (k && ix->links[k - 1].entry >= l->entry))
-			goto out;
-		rc = &ix->recs[l->entry];
-		if (rc->type != SHARDIDX_REG ||
-		    !(rc->flags & (SHARDIDX_F_HARDLINK | SHARDIDX__F_LINKED)))
-			goto out;
-		if (rc->flags & SHARDIDX_F_HARDLINK) {
-			if (l->val >= ix->nrecs)
-				goto out;
-			c = &ix->recs[l->val];
-			if (c->type != SHARDIDX_REG || !(c->flags & SHARDIDX__F_LINKED) ||
-			    c->off != rc->off || c->size != rc->size ||
-			    ((c->flags ^ rc->flags) & SHARDIDX_F_SPARSE))
-				goto out;
-			nhard[l->val]++;
-		} else if (l->val < 2) {
-			goto out;
-		}
-	}
-	for (uint32_t k = 0; k < ix->nlinks; k++) {
-		const struct shardidx__link *l = &ix->links[k];
-
-		if ((ix->recs[l->entry].flags & SHARDIDX__F_LINKED) &&
-		    nhard[l->entry] + 1 != l->val)
-			goto out;
-	}
-
-	/* Samples: the stored count must be what the entries imply. */
+	/* samples: the stored count must be what the entries imply */
 	nsaved = ix->nsamples;
 	shardidx__count_samples(ix);
-	if (ix->nsamples != nsaved)
-		goto out;
-	ok = 1;
+	ok = ix->nsamples == nsaved;
 out:
 	free(sp_end);
 	free(nhard);
@@ -390,7 +372,7 @@ out:
 static int section(const unsigned char *b, size_t len, int s, uint64_t count, uint64_t elem,
 		   const unsigned char **p)
 {
-	uint64_t off = get64(b + 96 + 16 * s), l = get64(b + 104 + 16 * s);
+	uint64_t off = disk_le64_get(b + 96 + 16 * s), l = disk_le64_get(b + 104 + 16 * s);
 
 	if (off < HDR_SIZE || off > len || l > len - off || count > UINT64_MAX / elem ||
 	    l != count * elem)
@@ -410,13 +392,14 @@ int shardidx_ident(const void *buf, size_t len, const void **ident, size_t *iden
 
 	if (!buf || len < 12 || memcmp(b, MAGIC, 8) != 0)
 		return -EBADMSG;
-	if (get32(b + 8) != VERSION)
+	if (disk_le32_get(b + 8) != VERSION)
 		return -EPROTO;
-	if (len < HDR_SIZE || get32(b + 12) != HDR_SIZE || get64(b + 24) != len ||
-	    get64(b + 16) != fnv64(b, len) || section(b, len, SEC_IDENT, get32(b + 60), 1, &p))
+	if (len < HDR_SIZE || disk_le32_get(b + 12) != HDR_SIZE || disk_le64_get(b + 24) != len ||
+	    disk_le64_get(b + 16) != file_sum(b, len) ||
+	    section(b, len, SEC_IDENT, disk_le32_get(b + 60), 1, &p))
 		return -EBADMSG;
 	*ident = p;
-	*identlen = get32(b + 60);
+	*identlen = disk_le32_get(b + 60);
 	return 0;
 }
 
@@ -433,16 +416,17 @@ int shardidx_load(void *buf, size_t len, const void *ident, size_t identlen, str
 	*out = NULL;
 	if (!buf || len < 12 || memcmp(b, MAGIC, 8) != 0)
 		goto out;
-	if (get32(b + 8) != VERSION) {
+	if (disk_le32_get(b + 8) != VERSION) {
 		r = -EPROTO;
 		goto out;
 	}
-	if (len < HDR_SIZE || get32(b + 12) != HDR_SIZE || get64(b + 24) != len ||
-	    get64(b + 16) != fnv64(b, len))
+	if (len < HDR_SIZE || disk_le32_get(b + 12) != HDR_SIZE || disk_le64_get(b + 24) != len ||
+	    disk_le64_get(b + 16) != file_sum(b, len))
 		goto out;
-	if (section(b, len, SEC_IDENT, get32(b + 60), 1, &s[SEC_IDENT]))
+	if (section(b, len, SEC_IDENT, disk_le32_get(b + 60), 1, &s[SEC_IDENT]))
 		goto out;
-	if (get32(b + 60) != identlen || (identlen && memcmp(s[SEC_IDENT], ident, identlen))) {
+	if (disk_le32_get(b + 60) != identlen ||
+	    (identlen && memcmp(s[SEC_IDENT], ident, identlen))) {
 		r = -ESTALE;
 		goto out;
 	}
@@ -452,18 +436,18 @@ int shardidx_load(void *buf, size_t len, const void *ident, size_t identlen, str
 		r = -ENOMEM;
 		goto out;
 	}
-	ix->nrecs = get32(b + 32);
-	ix->root_n = get32(b + 36);
-	ix->names_len = get32(b + 40);
-	ix->nsparse = get32(b + 44);
-	ix->nsegs = get32(b + 48);
-	ix->nlinks = get32(b + 52);
-	ix->nsamples = get32(b + 56);
-	ix->stream_size = get64(b + 64);
-	ix->end_off = get64(b + 72);
-	ix->damage = (int32_t)get32(b + 80);
-	ix->skipped = get32(b + 84);
-	ix->damage_off = get64(b + 88);
+	ix->nrecs = disk_le32_get(b + 32);
+	ix->root_n = disk_le32_get(b + 36);
+	ix->names_len = disk_le32_get(b + 40);
+	ix->nsparse = disk_le32_get(b + 44);
+	ix->nsegs = disk_le32_get(b + 48);
+	ix->nlinks = disk_le32_get(b + 52);
+	ix->nsamples = disk_le32_get(b + 56);
+	ix->stream_size = disk_le64_get(b + 64);
+	ix->end_off = disk_le64_get(b + 72);
+	ix->damage = (int32_t)disk_le32_get(b + 80);
+	ix->skipped = disk_le32_get(b + 84);
+	ix->damage_off = disk_le64_get(b + 88);
 	if (section(b, len, SEC_RECS, ix->nrecs, REC_SIZE, &s[SEC_RECS]) ||
 	    section(b, len, SEC_NAMES, ix->names_len, 1, &s[SEC_NAMES]) ||
 	    section(b, len, SEC_SPARSE, ix->nsparse, SPARSE_SIZE, &s[SEC_SPARSE]) ||
@@ -484,12 +468,12 @@ int shardidx_load(void *buf, size_t len, const void *ident, size_t identlen, str
 		const unsigned char *p = s[SEC_RECS] + (size_t)i * REC_SIZE;
 		struct shardidx__rec *rc = &ix->recs[i];
 
-		rc->off = get64(p);
-		rc->size = get64(p + 8);
-		rc->name_off = get32(p + 16);
-		rc->parent = get32(p + 20);
-		rc->mtime = get32(p + 24);
-		rc->mode = get16(p + 28);
+		rc->off = disk_le64_get(p);
+		rc->size = disk_le64_get(p + 8);
+		rc->name_off = disk_le32_get(p + 16);
+		rc->parent = disk_le32_get(p + 20);
+		rc->mtime = disk_le32_get(p + 24);
+		rc->mode = disk_le16_get(p + 28);
 		rc->type = p[30];
 		rc->flags = p[31];
 	}
@@ -498,22 +482,22 @@ int shardidx_load(void *buf, size_t len, const void *ident, size_t identlen, str
 	for (uint32_t i = 0; i < ix->nsparse; i++) {
 		const unsigned char *p = s[SEC_SPARSE] + (size_t)i * SPARSE_SIZE;
 
-		ix->sparse[i].first_seg = get32(p);
-		ix->sparse[i].nseg = get32(p + 4);
-		ix->sparse[i].data_off = get64(p + 8);
+		ix->sparse[i].first_seg = disk_le32_get(p);
+		ix->sparse[i].nseg = disk_le32_get(p + 4);
+		ix->sparse[i].data_off = disk_le64_get(p + 8);
 	}
 	for (uint32_t i = 0; i < ix->nsegs; i++) {
 		const unsigned char *p = s[SEC_SEGS] + (size_t)i * SEG_SIZE;
 
-		ix->segs[i].logical = get64(p);
-		ix->segs[i].stream_off = get64(p + 8);
-		ix->segs[i].len = get64(p + 16);
+		ix->segs[i].logical = disk_le64_get(p);
+		ix->segs[i].stream_off = disk_le64_get(p + 8);
+		ix->segs[i].len = disk_le64_get(p + 16);
 	}
 	for (uint32_t i = 0; i < ix->nlinks; i++) {
 		const unsigned char *p = s[SEC_LINKS] + (size_t)i * LINK_SIZE;
 
-		ix->links[i].entry = get32(p);
-		ix->links[i].val = get32(p + 4);
+		ix->links[i].entry = disk_le32_get(p);
+		ix->links[i].val = disk_le32_get(p + 4);
 	}
 
 	r = validate(ix);

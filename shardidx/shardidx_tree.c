@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "disk.h"
 #include "shardidx_i.h"
 
 #define NONE SHARDIDX_NONE
@@ -132,18 +133,6 @@ static int arena_add(struct shardidx__tree *t, const char *s, size_t len, uint64
 	*off = t->arena_len;
 	t->arena_len += len + 1;
 	return 0;
-}
-
-#define FNV32_INIT  2166136261u
-#define FNV32_PRIME 16777619u
-
-static uint32_t fnv32(uint32_t h, const char *s, size_t len)
-{
-	for (size_t i = 0; i < len; i++) {
-		h ^= (unsigned char)s[i];
-		h *= FNV32_PRIME;
-	}
-	return h;
 }
 
 static int node_is(const struct shardidx__tree *t, uint32_t id, uint32_t hash, uint32_t parent,
@@ -299,7 +288,7 @@ static void make_implicit_dir(struct shardidx__tree *t, uint32_t id, uint32_t mt
 static int resolve(struct shardidx__tree *t, const char *p, size_t len, int create, uint32_t mtime,
 		   uint32_t *parent, uint32_t *node, uint32_t *hash)
 {
-	uint32_t h = FNV32_INIT, cur = NONE;
+	uint32_t h = DISK_FNV32_INIT, cur = NONE;
 	size_t i = 0;
 
 	for (;;) {
@@ -308,7 +297,7 @@ static int resolve(struct shardidx__tree *t, const char *p, size_t len, int crea
 
 		while (j < len && p[j] != '/')
 			j++;
-		h = fnv32(h, p + i, j - i);
+		h = disk_fnv32_update(h, p + i, j - i);
 		id = hash_find(t, h, cur, p + i, j - i);
 		if (j == len) {
 			*parent = cur;
@@ -331,7 +320,7 @@ static int resolve(struct shardidx__tree *t, const char *p, size_t len, int crea
 			make_implicit_dir(t, id, mtime);
 		}
 		cur = id;
-		h = fnv32(h, "/", 1);
+		h = disk_fnv32_update(h, "/", 1);
 		i = j + 1;
 	}
 }

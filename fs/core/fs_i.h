@@ -26,6 +26,7 @@
 
 #include "backend.h"
 #include "cachetier.h"
+#include "disk.h"
 #include "shardidx.h"
 
 #define SHARDFS_VERSION "0.1.0"
@@ -394,9 +395,6 @@ uint64_t fs_cache_room(struct fs *fs);
 #define FS_CTL_IOC_LEN 8192
 #define FS_CTL_IOC _IOW('S', 0x01, char[FS_CTL_IOC_LEN])
 
-/* fs_ns.c: 64-bit FNV-1a (on-disk checksums of fs/). */
-uint64_t fs__fnv64(const unsigned char *p, size_t n);
-
 /* fs_ctl.c: the .shardfs control files. */
 extern const char *const fs_ctl_names[FS_CTL_COUNT];
 /* Render control file 'which' into a malloc'd buffer. */
@@ -509,8 +507,9 @@ int fs_sidecar_ident(const struct fs_sidecar_id *id, char *buf, size_t bufsize, 
 /* The identity of the local shard file open at fd (fstat and a read of
  * its tail). */
 int fs_sidecar_id_fd(int fd, int codec, struct fs_sidecar_id *id);
-/* Write buf to path through a temp file, fsync and rename (fs_index.c). */
-int fs_write_atomic(const char *path, const void *buf, size_t len);
+/* Write index ix as the sidecar at path (beside its shard), for the shard
+ * whose identity is id: disk_write_atomic. 0 or -errno (fs/tools/fs_index.c). */
+int fs_sidecar_write(const char *path, const struct shardidx *ix, const struct fs_sidecar_id *id);
 
 /* fs_opt.c: command lines as data. A subcommand is a list of option tables;
  * each option fills one field of the command's config struct. */

@@ -137,8 +137,17 @@ static int read_cls(struct cachetier_obj *stream, const struct shardidx_entry *e
 	return 0;
 }
 
-/* ---- the .cls values of one shard, cached in the cache directory ---- */
-#define CLS_MAGIC "shardfs-imagefolder-cls 1\n"
+/* ---- the .cls values of one shard, cached in the cache directory ----
+ * A blob of the cache tier named by the shard's codec, ETag, size and key
+ * (so another version of the shard never meets it). Format: the disk.h
+ * envelope (magic, u32 version, u32 count of rows, u64 FNV-1a of the rows),
+ * then per sample that has a class {u32 entry of its .cls member, u64 the
+ * class}, in ascending order of entry; little-endian. Version 1 was a text
+ * file without a checksum ("shardfs-imagefolder-cls 1"), which this magic
+ * does not match: it is read again from the shard and replaced. */
+#define CLS_MAGIC   "SHCLSMAP"
+#define CLS_VERSION 2u
+#define CLS_ROW	    12u
 
 struct cls_map {
 	uint32_t *entry; /* ascending */
@@ -197,61 +206,65 @@ static int cls_blob_name(const struct fs *fs, uint32_t shard, char *buf, size_t 
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
-/* Load the cached values; any doubt about the blob: start empty. */
+/* Load the cached values into m (empty on any doubt about the blob: the
+ * values are then read from the shard and the map saved again). */
 static void cls_map_load(struct fs *fs, uint32_t shard, struct cls_map *m)
 {
-	char name[4096 + 256], *buf, *p, *end;
-	size_t len, ml = strlen(CLS_MAGIC);
-	uint32_t last = 0;
-	void *vb;
+	char name[4096 + 256];
+	const unsigned char *b;
+	size_t len;
+	uint32_t n;
+	void *buf;
+	int err;
 
 	if (cls_blob_name(fs, shard, name, sizeof(name)) < 0 ||
-	    cachetier_meta_get(fs->ct, name, &vb, &len) < 0)
+	    cachetier_meta_get(fs->ct, name, &buf, &len) < 0)
 		return;
-	buf = vb;
-	if (len < ml || memcmp(buf, CLS_MAGIC, ml) != 0 || buf[len - 1] != '\n')
-		goto bad;
-	buf[len - 1] = '\0';
-	for (p = buf + ml; *p;) {
-		unsigned long long e, v;
+	b = buf;
+	err = disk_blob_check(b, len, CLS_MAGIC, CLS_VERSION);
+	n = err == 0 ? disk_le32_get(b + 12) : 0;
+	if (err == 0 && (len - DISK_BLOB_HDR) / CLS_ROW != n)
+		err = -EBADMSG;
+	if (err == 0 && (len - DISK_BLOB_HDR) % CLS_ROW != 0)
+		err = -EBADMSG;
+	for (uint32_t i = 0; err == 0 && i < n; i++) {
+		const unsigned char *r = b + DISK_BLOB_HDR + (size_t)i * CLS_ROW;
+		uint32_t e = disk_le32_get(r);
 
-		errno = 0;
-		e = strtoull(p, &end, 10);
-		if (errno || end == p || *end != ' ' || e >= UINT32_MAX || (m->n && e <= last))
-			goto bad;
-		p = end + 1;
-		v = strtoull(p, &end, 10);
-		if (errno || end == p || (*end != '\n' && *end != '\0'))
-			goto bad;
-		if (cls_map_add(m, (uint32_t)e, v) < 0)
-			goto bad;
-		last = (uint32_t)e;
-		p = *end ? end + 1 : end;
+		if (m->n && e <= m->entry[m->n - 1])
+			err = -EBADMSG; /* rows are in ascending order of entry */
+		else if (cls_map_add(m, e, disk_le64_get(r + 4)) < 0)
+			err = -ENOMEM;
 	}
 	free(buf);
-	m->from_cache = 1;
-	return;
-bad:
-	fs_log(FS_LOG_WARN, "imagefolder: cached classes of %s unusable; reading them again",
-	       fs_obj(fs, fs_shard(fs, shard)->obj)->key);
-	free(buf);
+	if (err == 0) {
+		m->from_cache = 1;
+		return;
+	}
+	fs_log(FS_LOG_WARN, "imagefolder: cached classes of %s unusable (%s); reading them again",
+	       fs_obj(fs, fs_shard(fs, shard)->obj)->key,
+	       err == -EPROTO ? "another version" : strerror(-err));
 	m->n = 0;
 }
 
 static void cls_map_save(struct fs *fs, uint32_t shard, const struct cls_map *m)
 {
-	char name[4096 + 256], *buf;
-	size_t cap = strlen(CLS_MAGIC) + m->n * 32 + 1, len;
+	char name[4096 + 256];
+	size_t len = DISK_BLOB_HDR + m->n * CLS_ROW;
+	unsigned char *buf;
 
-	if (m->from_cache || !m->dirty || cls_blob_name(fs, shard, name, sizeof(name)) < 0)
+	if (m->from_cache || !m->dirty || m->n > UINT32_MAX ||
+	    cls_blob_name(fs, shard, name, sizeof(name)) < 0)
 		return;
-	buf = malloc(cap);
+	buf = malloc(len);
 	if (!buf)
 		return;
-	len = (size_t)snprintf(buf, cap, "%s", CLS_MAGIC);
-	for (size_t i = 0; i < m->n; i++)
-		len += (size_t)snprintf(buf + len, cap - len, "%" PRIu32 " %" PRIu64 "\n",
-					m->entry[i], m->num[i]);
+	disk_le32_put(buf + 12, (uint32_t)m->n);
+	for (size_t i = 0; i < m->n; i++) {
+		disk_le32_put(buf + DISK_BLOB_HDR + i * CLS_ROW, m->entry[i]);
+		disk_le64_put(buf + DISK_BLOB_HDR + i * CLS_ROW + 4, m->num[i]);
+	}
+	disk_blob_seal(buf, len, CLS_MAGIC, CLS_VERSION);
 	if (cachetier_meta_put(fs->ct, name, buf, len) < 0)
 		fs_log(FS_LOG_WARN, "imagefolder: classes of %s not cached",
 		       fs_obj(fs, fs_shard(fs, shard)->obj)->key);
@@ -280,6 +293,87 @@ static void item_free(struct if_item *it)
 	free(it->name);
 }
 
+/* The members of sample s that matter: its first image (*img_i, *ext
+ * inside the entry's name) and its first ".cls" (*cls_i); SHARDIDX_NONE
+ * where there is none. -1 when s is not a sample. */
+static int sample_members(const struct shardidx *ix, uint32_t s, uint32_t *img_i, const char **ext,
+			  uint32_t *cls_i)
+{
+	struct shardidx_entry e;
+	uint32_t first, n;
+
+	*img_i = *cls_i = SHARDIDX_NONE;
+	if (shardidx_sample_get(ix, s, &first, &n) < 0)
+		return -1;
+	for (uint32_t i = first; i < first + n; i++) {
+		const char *x, *dot;
+
+		if (shardidx_entry_get(ix, i, &e) < 0 || e.type == SHARDIDX_DIR)
+			continue;
+		dot = strchr(e.name, '.');
+		if (*img_i == SHARDIDX_NONE && e.type == SHARDIDX_REG && is_image(e.name, &x)) {
+			*img_i = i;
+			*ext = x;
+		}
+		if (*cls_i == SHARDIDX_NONE && dot && strcmp(dot, ".cls") == 0)
+			*cls_i = i;
+	}
+	return 0;
+}
+
+/* --class-from cls: the class of a sample from its .cls member cls_i, from
+ * the cached map cm or read from the shard (and added to cm). it->cls stays
+ * NULL when the sample has none. 0, or -EIO / -ECANCELED / -ENOMEM, which
+ * abort the view. */
+static int class_from_cls(struct fs *fs, const struct shardidx *ix, struct cachetier_obj *stream,
+			  struct cls_map *cm, uint32_t cls_i, struct if_item *it)
+{
+	struct shardidx_entry cls;
+	char num[32];
+	int err;
+
+	if (cls_i == SHARDIDX_NONE)
+		return 0;
+	if (cm->from_cache) {
+		if (cls_map_find(cm, cls_i, &it->cls_num) < 0)
+			return 0;
+	} else {
+		if (shardidx_entry_get(ix, cls_i, &cls) < 0 ||
+		    (cls.canon != cls_i && shardidx_entry_get(ix, cls.canon, &cls) < 0))
+			return 0;
+		fs->c.if_cls_reads++;
+		cm->dirty = 1;
+		err = read_cls(stream, &cls, &it->cls_num);
+		if (err == -EIO || err == -ECANCELED)
+			return err; /* as for the index: no view, no saved map */
+		if (err < 0)
+			return 0;
+		if (cls_map_add(cm, cls_i, it->cls_num) < 0)
+			return -ENOMEM;
+	}
+	snprintf(num, sizeof(num), "%" PRIu64, it->cls_num);
+	it->cls = strdup(num);
+	return 0;
+}
+
+/* The class of image img (a member named keylen bytes of key, then its
+ * extension) by --class-from dir or key-prefix: it->cls, or NULL. */
+static void class_from_name(struct fs *fs, const struct shardidx *ix,
+			    const struct shardidx_entry *img, size_t keylen, struct if_item *it)
+{
+	struct shardidx_entry d;
+	const char *us;
+
+	if (fs->cfg.class_from == FS_CLASS_DIR) {
+		if (img->parent != SHARDIDX_NONE && shardidx_entry_get(ix, img->parent, &d) == 0)
+			it->cls = strdup(d.name);
+		return;
+	}
+	us = memchr(img->name, '_', keylen);
+	if (us && us > img->name)
+		it->cls = strndup(img->name, (size_t)(us - img->name));
+}
+
 /* Collect the samples of one shard into l. */
 static int if_scan_shard(struct fs *fs, uint32_t shard, struct if_list *l)
 {
@@ -302,28 +396,14 @@ static int if_scan_shard(struct fs *fs, uint32_t shard, struct if_list *l)
 	if (fs->cfg.class_from == FS_CLASS_CLS)
 		cls_map_load(fs, shard, &cm);
 	for (uint32_t s = 0; s < info.nsamples; s++) {
-		struct shardidx_entry e, img, cls;
-		uint32_t first, n, img_i = SHARDIDX_NONE, cls_i = SHARDIDX_NONE;
+		struct shardidx_entry img;
+		uint32_t img_i, cls_i;
 		struct if_item it = {0};
 		const char *ext = NULL, *dot;
 		size_t keylen;
 
-		if (shardidx_sample_get(ix, s, &first, &n) < 0)
+		if (sample_members(ix, s, &img_i, &ext, &cls_i) < 0)
 			continue;
-		for (uint32_t i = first; i < first + n; i++) {
-			const char *x;
-
-			if (shardidx_entry_get(ix, i, &e) < 0 || e.type == SHARDIDX_DIR)
-				continue;
-			dot = strchr(e.name, '.');
-			if (img_i == SHARDIDX_NONE && e.type == SHARDIDX_REG &&
-			    is_image(e.name, &x)) {
-				img_i = i;
-				ext = x;
-			}
-			if (cls_i == SHARDIDX_NONE && dot && strcmp(dot, ".cls") == 0)
-				cls_i = i;
-		}
 		if (img_i == SHARDIDX_NONE) {
 			fs->c.if_no_image++;
 			continue;
@@ -334,53 +414,12 @@ static int if_scan_shard(struct fs *fs, uint32_t shard, struct if_list *l)
 		it.shard = shard;
 		it.entry = img.canon;
 		it.mtime = img.mtime;
-		switch (fs->cfg.class_from) {
-		case FS_CLASS_CLS: {
-			char num[32];
-
-			if (cls_i == SHARDIDX_NONE)
-				break;
-			if (cm.from_cache) {
-				if (cls_map_find(&cm, cls_i, &it.cls_num) < 0)
-					break;
-			} else {
-				if (shardidx_entry_get(ix, cls_i, &cls) < 0 ||
-				    (cls.canon != cls_i &&
-				     shardidx_entry_get(ix, cls.canon, &cls) < 0))
-					break;
-				fs->c.if_cls_reads++;
-				cm.dirty = 1;
-				err = read_cls(stream, &cls, &it.cls_num);
-				if (err == -EIO || err == -ECANCELED)
-					goto out; /* as for the index: no view, no saved map */
-				if (err < 0) {
-					err = 0;
-					break;
-				}
-				if (cls_map_add(&cm, cls_i, it.cls_num) < 0) {
-					err = -ENOMEM;
-					goto out;
-				}
-			}
-			snprintf(num, sizeof(num), "%" PRIu64, it.cls_num);
-			it.cls = strdup(num);
-			break;
-		}
-		case FS_CLASS_DIR: {
-			struct shardidx_entry d;
-
-			if (img.parent != SHARDIDX_NONE &&
-			    shardidx_entry_get(ix, img.parent, &d) == 0)
-				it.cls = strdup(d.name);
-			break;
-		}
-		case FS_CLASS_KEY_PREFIX: {
-			const char *us = memchr(img.name, '_', keylen);
-
-			if (us && us > img.name)
-				it.cls = strndup(img.name, (size_t)(us - img.name));
-			break;
-		}
+		if (fs->cfg.class_from == FS_CLASS_CLS) {
+			err = class_from_cls(fs, ix, stream, &cm, cls_i, &it);
+			if (err < 0)
+				goto out;
+		} else {
+			class_from_name(fs, ix, &img, keylen, &it);
 		}
 		if (!class_ok(it.cls)) {
 			free(it.cls);

@@ -127,43 +127,18 @@ static int lent_cmp(const void *a, const void *b)
 /* ---- the listing kept in the cache directory ------------------------------
  * A remote source's listing is saved after every successful listing, so a
  * mount can start while the store is unreachable and serve what the cache
- * holds. Format: magic, u32 version, u32 count, u64 FNV-1a of the entries,
- * then per object {u32 keylen, key, u64 size, i64 mtime, u32 mode,
- * u32 etaglen, etag}; all little-endian. */
-#define LISTING_MAGIC "SHLIST\0\0\1"
+ * holds. It is a blob of the cache tier (cachetier_meta_put/get): fs/ never
+ * writes into the cache directory itself. Format: the disk.h envelope
+ * (magic, u32 version, u32 count, u64 FNV-1a of the entries), then per
+ * object {u32 keylen, key, u64 size, i64 mtime, u32 mode, u32 etaglen,
+ * etag}; all little-endian. */
+#define LISTING_MAGIC	"SHLIST\0\0"
 #define LISTING_VERSION 1u
-#define LISTING_HDR 24
-#define LISTING_BLOB "listing"
-
-uint64_t fs__fnv64(const unsigned char *p, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
-static void put_le(unsigned char *p, uint64_t v, int n)
-{
-	for (int i = 0; i < n; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_le(const unsigned char *p, int n)
-{
-	uint64_t v = 0;
-
-	for (int i = n - 1; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
+#define LISTING_BLOB	"listing"
 
 static int listing_save(struct fs *fs, const struct listing *l)
 {
-	size_t len = LISTING_HDR, off;
+	size_t len = DISK_BLOB_HDR, off;
 	unsigned char *b;
 	int err;
 
@@ -172,73 +147,86 @@ static int listing_save(struct fs *fs, const struct listing *l)
 	b = malloc(len);
 	if (!b)
 		return -ENOMEM;
-	memcpy(b, LISTING_MAGIC, 8);
-	put_le(b + 8, LISTING_VERSION, 4);
-	put_le(b + 12, l->n, 4);
-	off = LISTING_HDR;
+	disk_le32_put(b + 12, l->n);
+	off = DISK_BLOB_HDR;
 	for (uint32_t i = 0; i < l->n; i++) {
 		const struct lent *o = &l->v[i];
 		size_t kl = strlen(o->key), el = strlen(o->info.etag);
 
-		put_le(b + off, kl, 4);
+		disk_le32_put(b + off, (uint32_t)kl);
 		memcpy(b + off + 4, o->key, kl);
 		off += 4 + kl;
-		put_le(b + off, o->info.size, 8);
-		put_le(b + off + 8, (uint64_t)o->info.mtime, 8);
-		put_le(b + off + 16, o->info.mode, 4);
-		put_le(b + off + 20, el, 4);
+		disk_le64_put(b + off, o->info.size);
+		disk_le64_put(b + off + 8, (uint64_t)o->info.mtime);
+		disk_le32_put(b + off + 16, o->info.mode);
+		disk_le32_put(b + off + 20, (uint32_t)el);
 		memcpy(b + off + 24, o->info.etag, el);
 		off += 24 + el;
 	}
-	put_le(b + 16, fs__fnv64(b + LISTING_HDR, len - LISTING_HDR), 8);
+	disk_blob_seal(b, len, LISTING_MAGIC, LISTING_VERSION);
 	err = cachetier_meta_put(fs->ct, LISTING_BLOB, b, len);
 	free(b);
 	return err;
 }
 
-/* Load the saved listing into l; -EBADMSG for anything malformed. */
-static int listing_load(struct fs *fs, struct listing *l)
+/* Append the entries of a checked listing blob b[0..len) to l; -EBADMSG
+ * for anything malformed. */
+static int listing_parse(const unsigned char *b, size_t len, struct listing *l)
 {
-	unsigned char *b;
-	size_t len, off = LISTING_HDR;
-	uint32_t n;
-	void *buf;
-	int err = cachetier_meta_get(fs->ct, LISTING_BLOB, &buf, &len);
+	uint32_t n = disk_le32_get(b + 12);
+	size_t off = DISK_BLOB_HDR;
 
-	if (err < 0)
-		return err;
-	b = buf;
-	err = -EBADMSG;
-	if (len < LISTING_HDR || memcmp(b, LISTING_MAGIC, 8) != 0 ||
-	    get_le(b + 8, 4) != LISTING_VERSION ||
-	    get_le(b + 16, 8) != fs__fnv64(b + LISTING_HDR, len - LISTING_HDR))
-		goto out;
-	n = (uint32_t)get_le(b + 12, 4);
 	for (uint32_t i = 0; i < n; i++) {
 		struct backend_objinfo info;
 		char key[4096];
 		uint64_t kl, el;
 
 		memset(&info, 0, sizeof(info));
-		if (len - off < 4 || (kl = get_le(b + off, 4)) >= sizeof(key) || len - off - 4 < kl + 24)
-			goto out;
+		if (len - off < 4 || (kl = disk_le32_get(b + off)) >= sizeof(key) ||
+		    len - off - 4 < kl + 24)
+			return -EBADMSG;
 		memcpy(key, b + off + 4, kl);
 		key[kl] = '\0';
 		off += 4 + kl;
 		info.key = key;
-		info.size = get_le(b + off, 8);
-		info.mtime = (int64_t)get_le(b + off + 8, 8);
-		info.mode = (uint32_t)get_le(b + off + 16, 4);
-		el = get_le(b + off + 20, 4);
+		info.size = disk_le64_get(b + off);
+		info.mtime = (int64_t)disk_le64_get(b + off + 8);
+		info.mode = disk_le32_get(b + off + 16);
+		el = disk_le32_get(b + off + 20);
 		if (el >= sizeof(info.etag) || len - off - 24 < el)
-			goto out;
+			return -EBADMSG;
 		memcpy(info.etag, b + off + 24, el);
 		off += 24 + el;
 		if (memchr(key, '\0', kl) || list_cb(l, &info) != 0)
-			goto out;
+			return -EBADMSG;
 	}
-	err = off == len ? 0 : -EBADMSG;
-out:
+	return off == len ? 0 : -EBADMSG;
+}
+
+/* Load the saved listing into l: 0, -ENOENT (none), -EPROTO (another
+ * version), -EBADMSG (torn or corrupt). A listing that is not used is
+ * logged; the next successful listing of the source replaces it. */
+static int listing_load(struct fs *fs, struct listing *l)
+{
+	size_t len;
+	void *buf;
+	int err = cachetier_meta_get(fs->ct, LISTING_BLOB, &buf, &len);
+
+	if (err < 0)
+		return err;
+	err = disk_blob_check(buf, len, LISTING_MAGIC, LISTING_VERSION);
+	if (err == 0)
+		err = listing_parse(buf, len, l);
+	if (err == -EPROTO)
+		fs_log(FS_LOG_WARN,
+		       "the listing kept in the cache is of another version (not %u): "
+		       "not used; the next listing of the source replaces it",
+		       LISTING_VERSION);
+	else if (err < 0)
+		fs_log(FS_LOG_WARN,
+		       "the listing kept in the cache is damaged (%s): not used; the "
+		       "next listing of the source replaces it",
+		       strerror(-err));
 	free(buf);
 	return err;
 }
@@ -381,13 +369,7 @@ static uint32_t ap_dir_parent(const struct apply *ap, uint32_t d)
 
 static uint64_t dir_hash(uint32_t parent, const char *name, size_t len)
 {
-	uint64_t h = 0xcbf29ce484222325ull ^ parent;
-
-	for (size_t i = 0; i < len; i++) {
-		h ^= (unsigned char)name[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
+	return disk_fnv64_update(DISK_FNV64_INIT ^ parent, name, len);
 }
 
 /* (parent, name) -> directory index: open addressing, slots hold index+1. */

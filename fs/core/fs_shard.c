@@ -121,7 +121,7 @@ int fs_sidecar_id_fd(int fd, int codec, struct fs_sidecar_id *id)
 		}
 		done += (size_t)n;
 	}
-	id->tail_fnv = fs__fnv64(buf, want);
+	id->tail_fnv = disk_fnv64(buf, want);
 	free(buf);
 	return 0;
 }
@@ -166,7 +166,7 @@ static int sidecar_ident_check(struct fs *fs, const struct fs_obj *o, int codec,
 		n = backend_pread_version(fs->be, o->key, o->info.etag, tail, want,
 					  o->info.size - want);
 		if (n == (ssize_t)want)
-			id.tail_fnv = fs__fnv64(tail, want);
+			id.tail_fnv = disk_fnv64(tail, want);
 		free(tail);
 		if (n != (ssize_t)want)
 			return n < 0 ? (int)n : -EIO;
@@ -190,45 +190,14 @@ static int sidecar_ident_check(struct fs *fs, const struct fs_obj *o, int codec,
 	return *identlen == slen && memcmp(ident, stored, slen) == 0 ? 0 : -ESTALE;
 }
 
-static uint64_t hdr_octal(const unsigned char *f, size_t n)
-{
-	uint64_t v = 0;
-
-	if (f[0] & 0x80) { /* base-256 (GNU) */
-		for (size_t i = 1; i < n; i++)
-			v = (v << 8) | f[i];
-		return v;
-	}
-	for (size_t i = 0; i < n && f[i]; i++) {
-		if (f[i] == ' ')
-			continue;
-		if (f[i] < '0' || f[i] > '7')
-			break;
-		v = v * 8 + (uint64_t)(f[i] - '0');
-	}
-	return v;
-}
-
 /* Does the tar header before entry e's data describe e? */
 static int sidecar_header_ok(struct cachetier_obj *stream, const struct shardidx_entry *e)
 {
 	unsigned char h[512];
-	uint64_t sum = 0;
-	char name[101];
-	const char *base;
 
 	if (e->data_off < 512 || cachetier_obj_pread(stream, h, 512, e->data_off - 512) != 512)
 		return 0;
-	for (int i = 0; i < 512; i++)
-		sum += i >= 148 && i < 156 ? ' ' : h[i];
-	if (sum != hdr_octal(h + 148, 8) || hdr_octal(h + 124, 12) != e->size)
-		return 0;
-	memcpy(name, h, 100);
-	name[100] = '\0';
-	base = strrchr(name, '/');
-	base = base ? base + 1 : name;
-	/* a name too long for the field came in a pax/GNU header before: size only */
-	return strcmp(base, e->name) == 0 || strlen(e->name) > 90 || strlen(name) >= 99;
+	return shardidx_header_describes(h, e);
 }
 
 /* Check the first and the last regular, non-sparse member against the shard. */
@@ -459,7 +428,7 @@ static struct shardidx *shard_saved(struct fs *fs, const struct fs_obj *o, const
 			fs->c.index_loaded++;
 		else
 			fs_log(FS_LOG_WARN, "shard %s: saved index unusable (%s); rebuilding",
-			       o->key, strerror(-err));
+			       o->key, err == -EPROTO ? "another version" : strerror(-err));
 	}
 	return ix;
 }

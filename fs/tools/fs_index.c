@@ -5,8 +5,9 @@
  * the cache directory's copy, else a valid sidecar, else built from the
  * shard) and so leaves them in the cache directory for later mounts. With
  * --sidecar it also writes NAME.tar.idx beside each shard of a local source
- * (temp file + rename), with the identity fs_shard.c describes (codec,
- * size, a checksum of the shard's tail, its mtime and inode): a copy of
+ * (disk_write_atomic: temp file, fsync, rename, fsync of the directory),
+ * with the identity fs_shard.c describes (codec, size, a checksum of the
+ * shard's tail, its mtime and inode): a copy of
  * the directory gets its indexes built again at the first mount.
  *
  * Non-goals: writing sidecars to remote stores (upload them with the
@@ -22,37 +23,19 @@
 
 #include "fs_i.h"
 
-/* Write buf to path through path.tmp.PID and rename. */
-int fs_write_atomic(const char *path, const void *buf, size_t len)
+int fs_sidecar_write(const char *path, const struct shardidx *ix, const struct fs_sidecar_id *id)
 {
-	char tmp[PATH_MAX];
-	int n = snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()), fd, err = 0;
-	size_t done = 0;
+	char ident[256];
+	size_t identlen, len;
+	void *buf;
+	int err = fs_sidecar_ident(id, ident, sizeof(ident), &identlen);
 
-	if (n < 0 || (size_t)n >= sizeof(tmp))
-		return -ENAMETOOLONG;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	while (done < len) {
-		ssize_t w = write(fd, (const char *)buf + done, len - done);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			err = w < 0 ? -errno : -EIO;
-			break;
-		}
-		done += (size_t)w;
+	if (err == 0)
+		err = shardidx_save(ix, ident, identlen, &buf, &len);
+	if (err == 0) {
+		err = disk_write_atomic(AT_FDCWD, path, buf, len, 0644);
+		free(buf);
 	}
-	if (!err && fsync(fd) < 0)
-		err = -errno;
-	if (close(fd) < 0 && !err)
-		err = -errno;
-	if (!err && rename(tmp, path) < 0)
-		err = -errno;
-	if (err)
-		unlink(tmp);
 	return err;
 }
 
@@ -109,9 +92,7 @@ int fs_index_main(int argc, char **argv)
 		struct shardidx *ix;
 		struct cachetier_obj *stream;
 		struct fs_sidecar_id id;
-		char ident[256], path[PATH_MAX];
-		size_t identlen, len;
-		void *buf;
+		char path[PATH_MAX];
 		int n, fd;
 
 		err = fs_shard_index(&fs, i, &ix, &stream);
@@ -136,13 +117,7 @@ int fs_index_main(int argc, char **argv)
 		if (!err && id.size != o->info.size)
 			err = -ESTALE; /* changed while indexing: try again */
 		if (!err)
-			err = fs_sidecar_ident(&id, ident, sizeof(ident), &identlen);
-		if (!err)
-			err = shardidx_save(ix, ident, identlen, &buf, &len);
-		if (!err) {
-			err = fs_write_atomic(path, buf, len);
-			free(buf);
-		}
+			err = fs_sidecar_write(path, ix, &id);
 		if (err < 0) {
 			fprintf(stderr, "shardfs: %s: %s\n", path, strerror(-err));
 			nfail++;

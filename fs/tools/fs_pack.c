@@ -311,10 +311,7 @@ static int write_shard(struct pk *p, unsigned no, size_t first, size_t n)
 	struct pk_out o = {.fd = -1};
 	struct archive *a = archive_write_new();
 	struct shardidx *ix = NULL;
-	char ident[256];
-	size_t identlen, len;
 	struct fs_sidecar_id sid;
-	void *buf;
 	int err = 0;
 
 	snprintf(path, sizeof(path), "%s-%06u%s", p->prefix, no, shard_ext(p));
@@ -384,19 +381,16 @@ static int write_shard(struct pk *p, unsigned no, size_t first, size_t n)
 	}
 	/* the identity of the finished file (rename keeps mtime and inode) */
 	o.fd = open(tmp, O_RDONLY | O_CLOEXEC);
-	if (o.fd < 0 || rename(tmp, path) < 0) {
+	if (o.fd < 0) {
 		err = -errno;
 		goto out;
 	}
+	err = disk_commit(AT_FDCWD, o.fd, tmp, path);
+	if (err)
+		goto out;
 	err = fs_sidecar_id_fd(o.fd, p->codec, &sid);
 	if (!err)
-		err = fs_sidecar_ident(&sid, ident, sizeof(ident), &identlen);
-	if (!err)
-		err = shardidx_save(ix, ident, identlen, &buf, &len);
-	if (!err) {
-		err = fs_write_atomic(idx, buf, len);
-		free(buf);
-	}
+		err = fs_sidecar_write(idx, ix, &sid);
 out:
 	if (o.fd >= 0)
 		close(o.fd);

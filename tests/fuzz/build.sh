@@ -38,6 +38,7 @@ fi
 
 mkdir -p "$out"
 S="$root/shardidx"
+D="$root/disk"
 B="$root/backend"
 F="$root/fs/tools"
 shardidx_src="$S/shardidx_build.c $S/shardidx_tree.c $S/shardidx_index.c $S/shardidx_save.c"
@@ -50,8 +51,8 @@ build() {
 	$CC $CFLAGS "$@" -o "$out/$name"
 }
 
-build fuzz_tar -I"$S" "$here/fuzz_tar.c" $shardidx_src
-build fuzz_index -I"$S" "$here/fuzz_index.c" $shardidx_src
+build fuzz_tar -I"$S" -I"$D" "$here/fuzz_tar.c" $shardidx_src
+build fuzz_index -I"$S" -I"$D" "$here/fuzz_index.c" $shardidx_src
 build fuzz_xml -I"$B" "$here/fuzz_xml.c" "$B/backend_xml.c"
 build fuzz_listing -I"$B" "$here/fuzz_listing.c" "$B/backend_listing.c" "$B/backend_brace.c" \
 	"$B/backend_url.c" -lcurl

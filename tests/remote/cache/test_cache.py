@@ -36,6 +36,12 @@ GROUP:
                readers sleep in the mount waiting for a dead store with a 120 s budget: the
                readers get an error, the daemon exits (time printed; goal 2 s), the mount is
                gone; 'shardfs umount' of an idle mount whose prefetch fills wait: the same
+  metablobs    the files kept in the cache: imagefolder class maps with a changed class (a bad
+               checksum) and of another version, shard indexes and chunk maps of another
+               version are detected, logged and rebuilt (class maps byte for byte), the view
+               exact; the kept listing of another version or
+               damaged: an offline mount says so and fails, an online one writes it again byte
+               for byte, and the offline mount after it shows the view exactly
 
 Every raw shard is compared with its source file, every member with GNU tar's extraction.
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse, or no nginx).
@@ -1405,9 +1411,156 @@ def group_prefetch(env, ck, ng):
               'prefetch --help does not document the exit status: %r' % out)
 
 
+def fnv64_hex(b):
+    h = 0xcbf29ce484222325
+    for c in b:
+        h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
+    return '%016x' % h
+
+
+CLS_MAGICS = (b'SHCLSMAP', b'shardfs-imagefolder-cls 1\n')
+
+
+def meta_files(cache):
+    """{path: bytes} of every blob in the cache's meta directories."""
+    out = {}
+    for p in glob.glob(os.path.join(cache, 'v1', '*', 'meta', '*')):
+        if os.path.isfile(p) and not os.path.basename(p).startswith('.tmp.'):
+            with open(p, 'rb') as f:
+                out[p] = f.read()
+    return out
+
+
+def read_view(mnt):
+    got = {}
+    for c in sorted(os.listdir(mnt)):
+        got[c] = {}
+        for fn in os.listdir(os.path.join(mnt, c)):
+            got[c][fn] = ml.read_all(os.path.join(mnt, c, fn))
+    return got
+
+
+def check_view(ck, label, got, want):
+    ck.eq('%s: classes' % label, sorted(got), sorted(want))
+    for c in sorted(want):
+        ck.eq('%s: class %s files' % (label, c), sorted(got.get(c, {})), sorted(want[c]))
+        for fn, b in sorted(want[c].items()):
+            ck.ok(got.get(c, {}).get(fn) == b, '%s: %s/%s differs' % (label, c, fn))
+
+
+def corrupt_cls_value(b):
+    """A class map whose first class is another number (its checksum no longer matches)."""
+    if b.startswith(b'SHCLSMAP'):
+        v = int.from_bytes(b[28:36], 'little')
+        return b[:28] + ((v + 1) % 3).to_bytes(8, 'little') + b[36:]
+    # the text format of 0143ec1 ("ENTRY CLASS" lines, no checksum)
+    head, _, rows = b.partition(b'\n')
+    first, _, rest = rows.partition(b'\n')
+    e, v = first.split(b' ')
+    return head + b'\n' + e + b' ' + str((int(v) + 1) % 3).encode() + b'\n' + rest
+
+
+def group_metablobs(env, ck, ng):
+    want = imagefolder_source(env, 'mb', nshards=2, nsamples=6)
+    nsamples = 12
+    ng.start()
+    cache = env.path('cache')
+    logf = env.path('daemon.log')
+    opts = ['--layout', 'imagefolder', '--class-from', 'cls', '--warm', 'off',
+            '--retry-budget', '1', '--log-file', logf]
+    url = ng.url('json/mb/')
+    total = sum(os.path.getsize(p) for p in glob.glob(env.path('src', 'mb', '*.tar')))
+    with ml.Mount(env, url, cache_dir=cache, extra=opts) as m:
+        check_view(ck, 'first mount', read_view(m.mnt), want)
+        st = m.stats()
+        ck.eq('first mount: if_cls_reads', st['imagefolder_cls_reads'], nsamples)
+        ck.eq('first mount: bytes_fetched', st['bytes_fetched'], total)
+    blobs = meta_files(cache)
+    maps = sorted(p for p, b in blobs.items() if b.startswith(CLS_MAGICS))
+    lists = [p for p in blobs if os.path.basename(p) == fnv64_hex(b'listing')]
+    ck.eq('class maps kept', len(maps), 2)
+    ck.eq('listing kept', len(lists), 1)
+    if len(maps) != 2 or len(lists) != 1:
+        return
+
+    # class maps: one with another class (bad checksum), one of another version
+    with open(maps[0], 'wb') as f:
+        f.write(corrupt_cls_value(blobs[maps[0]]))
+    b = blobs[maps[1]]
+    with open(maps[1], 'wb') as f:
+        f.write(b[:8] + (1).to_bytes(4, 'little') + b[12:] if b.startswith(b'SHCLSMAP') else
+                b.replace(b'cls 1\n', b'cls 0\n', 1))
+    # and the shards' saved indexes and chunk maps of another version
+    idx = sorted(p for p, b in blobs.items() if b.startswith(b'SHRDIDX\0'))
+    cmaps = sorted(glob.glob(os.path.join(cache, 'v1', '*', 'data', '*.map')))
+    ck.eq('indexes kept', len(idx), 2)
+    ck.eq('chunk maps kept', len(cmaps), 2)
+    for p in idx + cmaps:
+        with open(p, 'r+b') as f:
+            f.seek(8)
+            f.write((99).to_bytes(4, 'little'))
+    with ml.Mount(env, url, cache_dir=cache, extra=opts) as m:
+        check_view(ck, 'damaged class maps', read_view(m.mnt), want)
+        st = m.stats()
+        ck.eq('damaged class maps: if_cls_reads', st['imagefolder_cls_reads'], nsamples)
+        ck.eq('indexes of another version: index_built', st['index_built'], 2)
+        ck.eq('chunk maps of another version: bytes_fetched', st['bytes_fetched'], total)
+        said = m.stderr  # the scan at open runs before the daemon's log file is open
+    text = log_text(logf)
+    ck.eq('indexes of another version: log lines', len(re.findall(
+        r'saved index unusable \(another version\); rebuilding', text)), 2)
+    ck.eq('chunk maps of another version: log lines', len(re.findall(
+        r'chunk map \w+\.map is of another version: not used, its chunks are fetched again',
+        said + text)), 1)
+    ck.eq('damaged class maps: log lines', len(re.findall(
+        r'cached classes of \S+ unusable \((another version|Bad message)\); reading them again',
+        text)), 2)
+    ck.ok('another version' in text, 'the class map of another version is not named as such')
+    after = meta_files(cache)
+    for p in maps:
+        ck.ok(after.get(p) == blobs[p], 'class map %s not rebuilt with the same bytes' % p)
+    with ml.Mount(env, url, cache_dir=cache, extra=opts) as m:
+        check_view(ck, 'rebuilt class maps', read_view(m.mnt), want)
+        ck.eq('rebuilt class maps: if_cls_reads', m.stats()['imagefolder_cls_reads'], 0)
+
+    # the kept listing, with the store down: of another version, then damaged
+    ng.stop()
+    lb = blobs[lists[0]]
+    cases = [('another version', lb[:8] + (7).to_bytes(4, 'little') + lb[12:],
+              r'listing kept in the cache is of another version'),
+             ('damaged', lb[:-1] + bytes([lb[-1] ^ 1]),
+              r'listing kept in the cache is damaged \(Bad message\)')]
+    for label, bad, line in cases:
+        with open(lists[0], 'wb') as f:
+            f.write(bad)
+        os.truncate(logf, 0)
+        err = None
+        try:
+            with ml.Mount(env, url, cache_dir=cache, extra=opts):
+                pass
+        except ml.MountError as e:
+            err = str(e)
+        ck.ok(err is not None, 'listing %s: an offline mount went ahead' % label)
+        ck.ok(re.search(line, (err or '') + log_text(logf)),
+              'listing %s: not said (%r); log:\n%s' % (label, err, log_text(logf)[-2000:]))
+    ng.start()
+    with ml.Mount(env, url, cache_dir=cache, extra=opts) as m:
+        check_view(ck, 'online again', read_view(m.mnt), want)
+    ck.ok(meta_files(cache).get(lists[0]) == lb, 'the listing was not written again byte for byte')
+    ng.stop()
+    with ml.Mount(env, url, cache_dir=cache, extra=opts) as m:
+        st = m.stats()
+        ck.eq('offline: source_offline', st.get('source_offline'), 1)
+        check_view(ck, 'offline', read_view(m.mnt), want)
+        st = m.stats()
+        ck.eq('offline: bytes_fetched', st['bytes_fetched'], 0)
+        ck.eq('offline: if_cls_reads', st['imagefolder_cls_reads'], 0)
+
+
 GROUPS = {'offline': group_offline, 'capacity': group_capacity, 'crash': group_crash,
           'concurrency': group_concurrency, 'share': group_share, 'storedown': group_storedown,
-          'stop': group_stop, 'warm': group_warm, 'prefetch': group_prefetch}
+          'stop': group_stop, 'warm': group_warm, 'prefetch': group_prefetch,
+          'metablobs': group_metablobs}
 
 
 class LazyNginx(httplib.Nginx):

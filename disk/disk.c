@@ -1,0 +1,131 @@
+/*
+ * disk.c — crash-safe writes and the blob envelope (disk.h).
+ *
+ * Non-goals: reading files (each owner bounds and checks its own), locks,
+ * anything that knows a format.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "disk.h"
+
+static atomic_uint tmp_seq;
+
+int disk_write_all(int fd, const void *buf, size_t len)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = write(fd, (const char *)buf + done, len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* Length of the directory part of name, its last '/' included (0: none). */
+static size_t dir_len(const char *name)
+{
+	const char *slash = strrchr(name, '/');
+
+	return slash ? (size_t)(slash - name) + 1 : 0;
+}
+
+int disk_tmp_open(int dirfd, const char *name, int flags, mode_t mode, char *tmp, size_t tmpsize)
+{
+	size_t dl = dir_len(name);
+	int n = snprintf(tmp, tmpsize, "%.*s.tmp.%d.%u", (int)dl, name, (int)getpid(),
+			 atomic_fetch_add(&tmp_seq, 1));
+	int fd;
+
+	if (n < 0 || (size_t)n >= tmpsize)
+		return -ENAMETOOLONG;
+	fd = openat(dirfd, tmp, O_CREAT | O_EXCL | O_CLOEXEC | flags, mode);
+	return fd < 0 ? -errno : fd;
+}
+
+/* fsync the directory that holds name (relative to dirfd). */
+static int dir_sync(int dirfd, const char *name)
+{
+	char dir[PATH_MAX];
+	size_t dl = dir_len(name);
+	int fd, err = 0;
+
+	if (dl == 0 && dirfd != AT_FDCWD)
+		return fsync(dirfd) < 0 ? -errno : 0;
+	if (dl >= sizeof(dir))
+		return -ENAMETOOLONG;
+	if (dl == 0) {
+		dir[0] = '.';
+		dir[1] = '\0';
+	} else {
+		memcpy(dir, name, dl);
+		dir[dl] = '\0';
+	}
+	fd = openat(dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+int disk_commit(int dirfd, int fd, const char *tmp, const char *name)
+{
+	if (fsync(fd) < 0 || renameat(dirfd, tmp, dirfd, name) < 0)
+		return -errno;
+	/* the rename is done: a directory that cannot be synced (some
+	 * filesystems refuse fsync on directories) costs durability, not the
+	 * new file */
+	dir_sync(dirfd, name);
+	return 0;
+}
+
+int disk_write_atomic(int dirfd, const char *name, const void *buf, size_t len, mode_t mode)
+{
+	char tmp[PATH_MAX];
+	int fd = disk_tmp_open(dirfd, name, O_WRONLY, mode, tmp, sizeof(tmp)), err;
+
+	if (fd < 0)
+		return fd;
+	err = disk_write_all(fd, buf, len);
+	if (err == 0)
+		err = disk_commit(dirfd, fd, tmp, name);
+	if (close(fd) < 0 && err == 0)
+		err = -errno;
+	if (err < 0)
+		unlinkat(dirfd, tmp, 0);
+	return err;
+}
+
+void disk_blob_seal(void *buf, size_t len, const char magic[8], uint32_t version)
+{
+	unsigned char *b = buf;
+
+	memcpy(b, magic, 8);
+	disk_le32_put(b + 8, version);
+	disk_le64_put(b + 16, disk_fnv64(b + DISK_BLOB_HDR, len - DISK_BLOB_HDR));
+}
+
+int disk_blob_check(const void *buf, size_t len, const char magic[8], uint32_t version)
+{
+	const unsigned char *b = buf;
+
+	if (!buf || len < DISK_BLOB_HDR || memcmp(b, magic, 8) != 0)
+		return -EBADMSG;
+	if (disk_le32_get(b + 8) != version)
+		return -EPROTO;
+	if (disk_le64_get(b + 16) != disk_fnv64(b + DISK_BLOB_HDR, len - DISK_BLOB_HDR))
+		return -EBADMSG;
+	return 0;
+}

@@ -1,0 +1,133 @@
+/*
+ * disk.h — the on-disk toolkit every module shares: little-endian fields,
+ * FNV-1a, a crash-safe file write and the envelope of a metadata blob.
+ *
+ * The bottom module: it depends on nothing of ours (libc only), and every
+ * module may use it. Formats themselves stay with their owners (shardidx
+ * saves indexes, cachetier its maps and records, fs its listing and class
+ * map through cachetier's blobs); this header only gives them one way to
+ * lay out integers, to checksum and to replace a file.
+ *
+ * Thread safety: every function is reentrant; disk_tmp_open numbers its
+ * temp files with a process-wide atomic counter.
+ */
+#ifndef SHARDFS_DISK_H
+#define SHARDFS_DISK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- little-endian fixed-width fields (unaligned pointers are fine) ---- */
+
+static inline void disk_le16_put(unsigned char *p, uint16_t v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+}
+
+static inline void disk_le32_put(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline void disk_le64_put(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint16_t disk_le16_get(const unsigned char *p)
+{
+	return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static inline uint32_t disk_le32_get(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t disk_le64_get(const unsigned char *p)
+{
+	return (uint64_t)disk_le32_get(p) | (uint64_t)disk_le32_get(p + 4) << 32;
+}
+
+/* ---- FNV-1a ------------------------------------------------------------
+ * Checksums of every on-disk format (64-bit) and the hashes of in-memory
+ * tables (shardidx's name table: 32-bit). _update continues a hash, so a
+ * caller can hash pieces (or leave out a field) without a copy. Not a
+ * cryptographic hash: it detects torn and corrupted files, not forgeries. */
+#define DISK_FNV32_INIT 2166136261u
+#define DISK_FNV64_INIT 0xcbf29ce484222325ull
+
+static inline uint32_t disk_fnv32_update(uint32_t h, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= p[i];
+		h *= 16777619u;
+	}
+	return h;
+}
+
+static inline uint64_t disk_fnv64_update(uint64_t h, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+static inline uint64_t disk_fnv64(const void *data, size_t len)
+{
+	return disk_fnv64_update(DISK_FNV64_INIT, data, len);
+}
+
+/* ---- crash-safe writes -------------------------------------------------
+ * A file is replaced by writing a temp file in the same directory, fsyncing
+ * it, renaming it over the final name and fsyncing the directory: a reader
+ * (or a restart after a crash or power loss) sees the old file, the new
+ * file, or none — never a torn one. Temp files are named ".tmp.PID.N" in
+ * the directory of the final name (cachetier's scan removes those a killed
+ * process left in its directories).
+ *
+ * dirfd is a directory fd or AT_FDCWD; name may contain '/'. 0 or -errno;
+ * on failure the temp file is gone and the old file is untouched. */
+
+/* write(2) all of buf, retrying short writes and EINTR. 0 or -errno. */
+int disk_write_all(int fd, const void *buf, size_t len);
+
+/* Create a new temp file (O_CREAT | O_EXCL | O_CLOEXEC | flags, mode) for
+ * the final name 'name'; its path relative to dirfd goes to tmp[tmpsize].
+ * Returns the fd or -errno. */
+int disk_tmp_open(int dirfd, const char *name, int flags, mode_t mode, char *tmp, size_t tmpsize);
+
+/* Make temp file tmp (open as fd, which the caller still owns and closes)
+ * the file 'name': fsync fd, rename, fsync the directory. 0 or -errno; on
+ * failure the caller unlinks tmp. */
+int disk_commit(int dirfd, int fd, const char *tmp, const char *name);
+
+/* disk_tmp_open + disk_write_all + disk_commit of buf as dirfd/name. */
+int disk_write_atomic(int dirfd, const char *name, const void *buf, size_t len, mode_t mode);
+
+/* ---- the envelope of a metadata blob -----------------------------------
+ * A small format that has nothing else to put in its header starts with
+ * DISK_BLOB_HDR bytes: 8 magic, u32 version, u32 for the format's own use
+ * (a count), u64 FNV-1a 64 of every byte after the header. */
+#define DISK_BLOB_HDR 24
+
+/* Fill in magic, version and checksum of buf[0..len) (len >= DISK_BLOB_HDR;
+ * bytes 12..16 and the payload are the caller's, written before). */
+void disk_blob_seal(void *buf, size_t len, const char magic[8], uint32_t version);
+
+/* 0; -EBADMSG: too short, another magic or a checksum that fails (torn or
+ * corrupted); -EPROTO: a version this build does not read (the caller
+ * rebuilds it). The version is checked before the checksum. */
+int disk_blob_check(const void *buf, size_t len, const char magic[8], uint32_t version);
+
+#endif
