@@ -21,10 +21,10 @@ import subprocess  # noqa: E402
 import tarfile  # noqa: E402
 import time  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import mountlib as ml  # noqa: E402
-import shardgen as sg  # noqa: E402
-from mountlib import log  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import shardgen as sg  # noqa: E402
+from shardfs_test.mount import log  # noqa: E402
 
 INT_FIELDS = ('pid', 'objects', 'shards', 'index_built', 'index_loaded', 'index_bytes_scanned',
               'members', 'damaged_shards', 'skipped_members', 'reads', 'read_bytes', 'read_errors')

@@ -34,9 +34,11 @@ import random  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 
-import stresslib as sl  # noqa: E402
-from stresslib import ml, httplib, MiB  # noqa: E402
-from mountlib import log  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import stress as sl  # noqa: E402
+from shardfs_test import mount as ml, web  # noqa: E402
+from shardfs_test.stress import MiB  # noqa: E402
+from shardfs_test.mount import log  # noqa: E402
 
 READERS = 16
 # a FUSE worker thread brings its own descriptors: a /dev/fuse clone and a splice pipe pair.
@@ -216,8 +218,8 @@ def group_soak(env, ck):
         local.mount()
         mounts.append(local)
         daemons.append(Daemon('local', local))
-        if os.path.exists(httplib.NGINX):
-            ng = httplib.Nginx(env.path('nginx'), src).start()
+        if os.path.exists(web.NGINX):
+            ng = web.Nginx(env.path('nginx'), src).start()
             hm = ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache-http'),
                           extra=['--chunk-size', '1M', '--cache-size', '16M', '--readahead', '4M',
                                  '--connections', '8', '--retry-budget', '120',
@@ -448,8 +450,8 @@ def group_openmany(env, ck):
                                                   ['--strict-open'])):
         with ml.Mount(env, src, cache_dir=env.path('cache'), extra=extra) as m:
             open_many(ck, env, label, m, cat)
-    if os.path.exists(httplib.NGINX):
-        ng = httplib.Nginx(env.path('nginx'), src).start()
+    if os.path.exists(web.NGINX):
+        ng = web.Nginx(env.path('nginx'), src).start()
         try:
             with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache-http'),
                           extra=['--chunk-size', '1M', '--cache-size', '4M']) as m:

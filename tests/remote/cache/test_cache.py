@@ -61,8 +61,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, '..', '..', 'mount'))
-sys.path.insert(0, os.path.join(HERE, '..', 'http'))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
 
 MiB = 1 << 20
 
@@ -180,10 +179,10 @@ def reader_main(manifest_path):
 if len(sys.argv) == 3 and sys.argv[1] == '--reader':
     sys.exit(reader_main(sys.argv[2]))
 
-import mountlib as ml  # noqa: E402
-import shardgen as sg  # noqa: E402
-import httplib  # noqa: E402
-from mountlib import log  # noqa: E402
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import shardgen as sg  # noqa: E402
+from shardfs_test import web  # noqa: E402
+from shardfs_test.mount import log  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------
@@ -372,7 +371,7 @@ def tsan_reports(logfile, pid):
 # a throttling proxy (slow fills) that records which range requests were answered completely
 # ---------------------------------------------------------------------------------------------
 
-class SlowProxy(httplib.LoopbackProxy):
+class SlowProxy(web.LoopbackProxy):
     """HTTP/1.1 proxy on 127.0.0.1 in front of nginx. Relays each answer's body at most
     `rate` bytes/s per connection (None: unthrottled). Records every GET as a dict with
     path, range (a, b), sent (body bytes relayed), done (the whole body was relayed) and held.
@@ -418,12 +417,12 @@ class SlowProxy(httplib.LoopbackProxy):
         f = c.makefile('rb')
         try:
             while not self.stop_ev.is_set():
-                head = httplib.FaultProxy._read_head(f)
+                head = web.FaultProxy._read_head(f)
                 if not head:
                     return
                 parts = head[0].split(b' ')
                 method = parts[0].decode('latin-1')
-                rng = httplib.FaultProxy._range(head)
+                rng = web.FaultProxy._range(head)
                 rec = dict(path=parts[1].decode('latin-1'), range=rng, sent=0, done=False,
                            held=False)
                 hold_from, hold_paths = self.hold_from, self.hold_paths
@@ -440,7 +439,7 @@ class SlowProxy(httplib.LoopbackProxy):
                     up.sendall(b''.join(out) + b'Connection: close\r\n\r\n')
                     uf = up.makefile('rb')
                     status = uf.readline()
-                    hdrs = httplib.FaultProxy._read_head(uf) or []
+                    hdrs = web.FaultProxy._read_head(uf) or []
                     hdrs = [h for h in hdrs if not h.lower().startswith((b'connection:',
                                                                          b'keep-alive:'))]
                     c.sendall(status + b''.join(hdrs) + b'\r\n')
@@ -1410,7 +1409,7 @@ GROUPS = {'offline': group_offline, 'capacity': group_capacity, 'crash': group_c
           'stop': group_stop, 'warm': group_warm, 'prefetch': group_prefetch}
 
 
-class LazyNginx(httplib.Nginx):
+class LazyNginx(web.Nginx):
     def start(self):
         if self.proc is None:
             super().start()
@@ -1422,8 +1421,8 @@ def main():
         print(__doc__)
         return 2
     shardfs, group = sys.argv[1], sys.argv[2]
-    if not os.path.exists(httplib.NGINX):
-        log('SKIP: %s is not installed (scripts/install-deps.sh --test)' % httplib.NGINX)
+    if not os.path.exists(web.NGINX):
+        log('SKIP: %s is not installed (scripts/install-deps.sh --test)' % web.NGINX)
         return ml.SKIP
     env = ml.Env(shardfs, 'cache-' + group)
     wd = ml.Watchdog(env, int(os.environ.get('SHARDFS_TEST_DEADLINE', '170')))

@@ -36,11 +36,10 @@ import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, '..', '..', 'mount'))
-sys.path.insert(0, os.path.join(here, '..', 'http'))
-import mountlib as ml  # noqa: E402
-from mountlib import log  # noqa: E402
-import httplib  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test.mount import log  # noqa: E402
+from shardfs_test import web  # noqa: E402
 
 RSS_BOUND = 64 << 20
 TB = 1 << 40
@@ -206,7 +205,7 @@ class Hostile:
                     self.wfile.write(zeros)
                     sent += len(zeros)
 
-        self.srv = ThreadingHTTPServer(('127.0.0.1', httplib.free_port()), H)
+        self.srv = ThreadingHTTPServer(('127.0.0.1', web.free_port()), H)
         self.srv.daemon_threads = True
         self.port = self.srv.server_address[1]
         self.thread = threading.Thread(target=self.srv.serve_forever, daemon=True)

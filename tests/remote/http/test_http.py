@@ -41,12 +41,11 @@ import shutil  # noqa: E402
 import time  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, '..', '..', 'mount'))
-sys.path.insert(0, HERE)
-import mountlib as ml  # noqa: E402
-import shardgen as sg  # noqa: E402
-import httplib  # noqa: E402
-from mountlib import log  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import shardgen as sg  # noqa: E402
+from shardfs_test import web  # noqa: E402
+from shardfs_test.mount import log  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,7 +230,7 @@ def read_errno(path, n=None):
 
 
 def group_faults(env, ck, ng, src, shards, refs):
-    px = httplib.FaultProxy(ng.port)
+    px = web.FaultProxy(ng.port)
     try:
         base = px.url('files/{train,val}/shard-{000000..000001}.tar')
         keys = ['%s/shard-%06d.tar' % (s, i) for s in ('train', 'val') for i in range(2)]
@@ -474,7 +473,7 @@ def group_stale(env, ck, ng, src, shards, refs):
         f.write(big_old)
     chmod_tree(d)
     names = [n + '.tar' for n, _ in variants] + ['buffered.tar', 'big.bin']
-    px = httplib.FaultProxy(ng.port)
+    px = web.FaultProxy(ng.port)
     try:
         source = px.url('files/stale/{%s}' % ','.join(names))
         opts = ['--retry-budget', '20', '--prefetch-shards', '0', '--warm', 'off']
@@ -568,7 +567,7 @@ def group_stale(env, ck, ng, src, shards, refs):
 def group_badrange(env, ck, ng, src, shards, refs):
     modes = ('shift', 'short', 'multipart', 'overclaim')
     keys = ['shard-%06d.tar' % i for i in range(4)]
-    px = httplib.FaultProxy(ng.port)
+    px = web.FaultProxy(ng.port)
     try:
         source = px.url('files/train/shard-{000000..000003}.tar')
         opts = ['--retry-budget', '20', '--prefetch-shards', '0', '--warm', 'off']
@@ -641,7 +640,7 @@ def group_conns(env, ck, ng, src, shards, refs):
     chunks_a = -(-os.path.getsize(a_tar) // (8 << 20))
     many_bytes = sum(os.path.getsize(os.path.join(many, n)) for n in os.listdir(many))
     for label, want in (('cold cat', chunks_a), ('prefetch', 31)):
-        px = httplib.GateProxy(ng.port, target=want, deadline=30)
+        px = web.GateProxy(ng.port, target=want, deadline=30)
         try:
             url = px.url('files/big/a.tar') if label == 'cold cat' else px.url('json/many/')
             with ml.Mount(env, url, cache_dir=env.path('cache-' + label.replace(' ', '-')),
@@ -801,8 +800,8 @@ def main():
         print(__doc__)
         return 2
     shardfs, group = sys.argv[1], sys.argv[2]
-    if not os.path.exists(httplib.NGINX):
-        log('SKIP: %s is not installed (scripts/install-deps.sh --test)' % httplib.NGINX)
+    if not os.path.exists(web.NGINX):
+        log('SKIP: %s is not installed (scripts/install-deps.sh --test)' % web.NGINX)
         return ml.SKIP
     env = ml.Env(shardfs, 'http-' + group)
     wd = ml.Watchdog(env, int(os.environ.get('SHARDFS_TEST_DEADLINE', '170')))
@@ -813,10 +812,10 @@ def main():
         src, shards, refs = build_source(env)
         env.tls = None
         if group in ('tls', 'index'):
-            if not os.path.exists(httplib.OPENSSL):
+            if not os.path.exists(web.OPENSSL):
                 raise ml.Skip('the openssl CLI is not installed (scripts/install-deps.sh --test)')
-            env.tls = httplib.make_tls(env.path('tls'))
-        ng = httplib.Nginx(env.path('nginx'), src, tls=env.tls).start()
+            env.tls = web.make_tls(env.path('tls'))
+        ng = web.Nginx(env.path('nginx'), src, tls=env.tls).start()
         log('nginx on 127.0.0.1:%d, redirector on 127.0.0.1:%d' % (ng.port, ng.redirect_port))
         t = time.monotonic()
         GROUPS[group](env, ck, ng, src, shards, refs)

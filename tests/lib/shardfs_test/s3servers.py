@@ -27,8 +27,6 @@ import json
 import os
 import re
 import shutil
-import socket
-import socketserver
 import subprocess
 import threading
 import time
@@ -38,29 +36,12 @@ import botocore.auth
 import botocore.awsrequest
 import botocore.credentials
 
+from .net import ThreadingServer, free_port, wait_port
+
 NPM_PREFIX = os.environ.get('SHARDFS_NPM_PREFIX', '/var/tmp/shardfs-npm')
 S3RVER_BIN = os.path.join(NPM_PREFIX, 'node_modules', '.bin', 's3rver')
 S3RVER_KEY = 'S3RVER'     # s3rver's built-in account: the key id it accepts
 S3RVER_SECRET = 'S3RVER'
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, proc=None, timeout=30):
-    t = time.monotonic() + timeout
-    while time.monotonic() < t:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError('server exited with %r' % proc.returncode)
-        try:
-            with socket.create_connection(('127.0.0.1', port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError('port %d did not open in %ds' % (port, timeout))
 
 
 def s3_error(code, message, status):
@@ -120,11 +101,6 @@ class S3rver:
                                 body=data)
         if st != 200:
             raise RuntimeError('put %s/%s: %d %r' % (bucket, key, st, body[:300]))
-
-
-class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -268,7 +244,7 @@ class SigV4Proxy:
         self.lock = threading.Lock()
         self.stats = {}
         self.port = free_port()
-        self.httpd = _Server(('127.0.0.1', self.port), _ProxyHandler)
+        self.httpd = ThreadingServer(('127.0.0.1', self.port), _ProxyHandler)
         self.httpd.owner = self
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
@@ -394,7 +370,7 @@ class AisStandIn:
         self.lock = threading.Lock()
         self.stats = {}
         self.port = free_port()
-        self.httpd = _Server(('127.0.0.1', self.port), _AisHandler)
+        self.httpd = ThreadingServer(('127.0.0.1', self.port), _AisHandler)
         self.httpd.owner = self
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()

@@ -28,21 +28,15 @@ import datetime
 import http.server
 import json
 import secrets
-import socketserver
 import threading
 import time
 import urllib.parse
 
-from servers import free_port
+from .net import ThreadingServer, free_port
 
 
 def iso(t):
     return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
-
-
-class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
 
 
 class _H(http.server.BaseHTTPRequestHandler):
@@ -89,7 +83,7 @@ class StandIn:
         self.issued = []    # dicts: gen, akid, secret, token, issued, expiration
         self.release = threading.Event()
         self.port = free_port()
-        self.httpd = _Server(('127.0.0.1', self.port), _H)
+        self.httpd = ThreadingServer(('127.0.0.1', self.port), _H)
         self.httpd.owner = self
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()

@@ -12,6 +12,8 @@ import subprocess
 import threading
 import time
 
+from .net import free_port, wait_port  # noqa: F401 (tests use web.free_port)
+
 NGINX = '/usr/sbin/nginx'
 OPENSSL = shutil.which('openssl') or '/usr/bin/openssl'
 
@@ -72,27 +74,6 @@ def make_tls(d):
     for f in os.listdir(d):
         os.chmod(os.path.join(d, f), 0o644)  # nginx's worker may run as another user
     return out
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(('127.0.0.1', 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def wait_port(port, proc=None, timeout=15.0):
-    t = time.monotonic() + timeout
-    while time.monotonic() < t:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError('server exited with %r before listening' % proc.returncode)
-        try:
-            socket.create_connection(('127.0.0.1', port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError('nothing listens on 127.0.0.1:%d after %.0fs' % (port, timeout))
 
 
 class Nginx:

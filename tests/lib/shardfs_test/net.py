@@ -1,0 +1,35 @@
+"""Loopback networking for the test servers: free ports on 127.0.0.1, waiting until a server
+listens, and the threading HTTP server class the Python stand-ins run on. Python 3 stdlib."""
+
+import http.server
+import socket
+import socketserver
+import time
+
+
+def free_port():
+    """A port on 127.0.0.1 that nothing listens on now (the caller binds it soon after)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc=None, timeout=30.0):
+    """Returns once 127.0.0.1:port accepts a connection; raises RuntimeError when proc (a
+    Popen, optional) exits first or after timeout seconds (generous: a busy CI machine)."""
+    t = time.monotonic() + timeout
+    while time.monotonic() < t:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError('server exited with %r before listening' % proc.returncode)
+        try:
+            socket.create_connection(('127.0.0.1', port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError('nothing listens on 127.0.0.1:%d after %.0fs' % (port, timeout))
+
+
+class ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    """An HTTP server with one daemon thread per connection (the stand-ins' base)."""
+    daemon_threads = True
+    allow_reuse_address = True
