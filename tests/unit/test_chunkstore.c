@@ -31,18 +31,8 @@
 
 #include "backend.h"
 #include "cachetier.h"
+#include "check.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fprintf(stderr, "\n");                                                     \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
 
 #define CHUNK (64u * 1024)
 #define NOBJ  8
@@ -1019,15 +1009,12 @@ int main(void)
 	test_changed(seed);
 
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	if (failures == 0 && system(cmd) != 0)
+	if (check_failures() == 0 && system(cmd) != 0)
 		fprintf(stderr, "warning: could not remove %s\n", tmpdir);
 	for (int i = 0; i <= NOBJ; i++)
 		free(data[i]);
-	if (failures) {
-		fprintf(stderr, "%d checks failed (seed %llu; files in %s)\n", failures,
-			(unsigned long long)seed, tmpdir);
-		return 1;
-	}
-	printf("all checks passed\n");
-	return 0;
+	if (check_failures())
+		fprintf(stderr, "chunkstore: seed %llu; files in %s\n", (unsigned long long)seed,
+			tmpdir);
+	return check_summary("chunkstore");
 }
