@@ -7,6 +7,7 @@ import errno
 import mmap
 import os
 import subprocess
+import time
 
 from . import mount as ml
 from . import web
@@ -192,6 +193,20 @@ def fd_count(pid):
         return len(os.listdir('/proc/%d/fd' % pid))
     except OSError:
         return -1
+
+
+def settled(fn, timeout=10.0, step=0.2):
+    """fn()'s value once two readings step seconds apart agree, or the last after timeout
+    seconds: for a baseline count that asynchronous releases may still be lowering."""
+    end = time.monotonic() + timeout
+    v = fn()
+    while time.monotonic() < end:
+        time.sleep(step)
+        w = fn()
+        if w == v:
+            return v
+        v = w
+    return v
 
 
 def fd_kinds(pid):

@@ -320,18 +320,9 @@ def read_everything(mnt):
     return n
 
 
-def wait_quiet(proxy, seconds=1.0, limit=20.0):
-    """Until the proxy saw no request for `seconds` (prefetch and readahead are done)."""
-    t = time.monotonic() + limit
-    last = dict(proxy.stats).get('requests', 0)
-    still = time.monotonic()
-    while time.monotonic() < t:
-        time.sleep(0.2)
-        now = dict(proxy.stats).get('requests', 0)
-        if now != last:
-            last, still = now, time.monotonic()
-        elif time.monotonic() - still >= seconds:
-            return
+def wait_idle(m):
+    """Until the daemon runs no fill (readahead and prefetch are done): polled, a deadline."""
+    ml.poll(lambda: m.stats()['fills_inflight'] == 0, what='no fill running in the daemon')
 
 
 def run_case(env, ck, world, label, source, secret_set, controls, extra=(), real_core=True):
@@ -346,7 +337,7 @@ def run_case(env, ck, world, label, source, secret_set, controls, extra=(), real
         n = read_everything(m.mnt)
         st = m.stats()
         pid = st.get('pid')
-        wait_quiet(world.proxy)
+        wait_idle(m)
         signed = dict(world.proxy.stats).get('signature_ok', 0) - before
         log('%s: read %d files, %d requests verified by the proxy, daemon pid %r'
             % (label, n, signed, pid))
@@ -455,7 +446,7 @@ def run_case(env, ck, world, label, source, secret_set, controls, extra=(), real
             for nl, nd in secret_set:
                 ck.eq('%s: %s in %s' % (label, nl, what), count_in(data, nd), 0)
         # the read above touched the mount; still idle before unmount
-        wait_quiet(world.proxy)
+        wait_idle(m)
     # after unmount: the log and everything else the daemon wrote
     nfiles = 0
     saw_log = False
