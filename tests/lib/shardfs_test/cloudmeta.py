@@ -25,37 +25,20 @@ the document), 'slow' (the credentials call never answers until stopped).
 """
 
 import datetime
-import http.server
 import json
 import secrets
 import threading
 import time
 import urllib.parse
 
-from .net import ThreadingServer, free_port
+from .net import Handler, ThreadingServer, free_port
 
 
 def iso(t):
     return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
 
 
-class _H(http.server.BaseHTTPRequestHandler):
-    protocol_version = 'HTTP/1.1'
-
-    def log_message(self, fmt, *a):
-        pass
-
-    def reply(self, status, body, ctype='text/plain', extra=()):
-        if isinstance(body, str):
-            body = body.encode()
-        self.send_response(status)
-        self.send_header('Content-Type', ctype)
-        self.send_header('Content-Length', str(len(body)))
-        for k, v in extra:
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(body)
-
+class _H(Handler):
     def body(self):
         n = int(self.headers.get('Content-Length') or 0)
         return self.rfile.read(n) if n else b''

@@ -1,7 +1,8 @@
 """Link emulator of the benchmarks: an HTTP object store on 127.0.0.1 that behaves like a
 remote object store on a real link, for tests/bench/link_bench.py.
 
-    python3 tests/lib/shardfs_test/linkemu.py --root DIR [--delay-ms 30] [--rate-mb 60] [--port-file F]
+    python3 tests/lib/shardfs_test/linkemu.py --root DIR [--delay-ms 30] [--rate-mb 60]
+                                              [--port-file F]
 
 Every request waits --delay-ms before its response starts (an object store's time to first
 byte), and every connection sends at most --rate-mb MB/s (10^6 bytes): the kernel paces the

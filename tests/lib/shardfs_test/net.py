@@ -1,9 +1,11 @@
 """Loopback networking for the test servers: free ports on 127.0.0.1, waiting until a server
-listens, and the threading HTTP server class the Python stand-ins run on. Python 3 stdlib."""
+listens, stopping it, and the threading HTTP server class the Python stand-ins run on.
+Python 3 stdlib."""
 
 import http.server
 import socket
 import socketserver
+import subprocess
 import time
 
 
@@ -27,6 +29,42 @@ def wait_port(port, proc=None, timeout=30.0):
         except OSError:
             time.sleep(0.05)
     raise RuntimeError('nothing listens on 127.0.0.1:%d after %.0fs' % (port, timeout))
+
+
+def stop_process(proc, grace=10.0):
+    """Ends a server started with Popen (None or already exited: nothing to do): SIGTERM,
+    then SIGKILL when it has not exited after grace seconds."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    """The stand-ins' request handler base: HTTP/1.1 keep-alive, no access log on stderr,
+    and reply() for a whole answer."""
+    protocol_version = 'HTTP/1.1'
+
+    def log_message(self, fmt, *a):
+        pass
+
+    def reply(self, status, body=b'', ctype='text/plain', extra=()):
+        """One whole answer: status, Content-Type, Content-Length, extra (name, value)
+        headers, and body (str is UTF-8; not sent for HEAD)."""
+        if isinstance(body, str):
+            body = body.encode()
+        self.send_response(status)
+        self.send_header('Content-Type', ctype)
+        self.send_header('Content-Length', str(len(body)))
+        for k, v in extra:
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != 'HEAD':
+            self.wfile.write(body)
 
 
 class ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):

@@ -36,7 +36,7 @@ import botocore.auth
 import botocore.awsrequest
 import botocore.credentials
 
-from .net import ThreadingServer, free_port, wait_port
+from .net import Handler, ThreadingServer, free_port, stop_process, wait_port
 
 NPM_PREFIX = os.environ.get('SHARDFS_NPM_PREFIX', '/var/tmp/shardfs-npm')
 S3RVER_BIN = os.path.join(NPM_PREFIX, 'node_modules', '.bin', 's3rver')
@@ -66,13 +66,7 @@ class S3rver:
         wait_port(self.port, self.proc)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self.log.close()
 
     # -- direct access (test set-up), signed with botocore like any client --
@@ -103,21 +97,9 @@ class S3rver:
             raise RuntimeError('put %s/%s: %d %r' % (bucket, key, st, body[:300]))
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = 'HTTP/1.1'
-
-    def log_message(self, fmt, *a):
-        pass
-
+class _Handler(Handler):
     def send_simple(self, status, body=b'', ctype='application/xml', extra=()):
-        self.send_response(status)
-        self.send_header('Content-Type', ctype)
-        self.send_header('Content-Length', str(len(body)))
-        for k, v in extra:
-            self.send_header(k, v)
-        self.end_headers()
-        if self.command != 'HEAD':
-            self.wfile.write(body)
+        self.reply(status, body, ctype, extra)
 
     def stats_answer(self):
         if self.path == '/__stats':

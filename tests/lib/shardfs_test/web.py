@@ -12,7 +12,7 @@ import subprocess
 import threading
 import time
 
-from .net import free_port, wait_port  # noqa: F401 (tests use web.free_port)
+from .net import free_port, stop_process, wait_port  # noqa: F401 (tests use web.free_port)
 
 NGINX = '/usr/sbin/nginx'
 OPENSSL = shutil.which('openssl') or '/usr/bin/openssl'
@@ -178,13 +178,7 @@ http {
         return self
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self.proc = None
         if getattr(self, 'errlog', None):
             self.errlog.close()

@@ -49,7 +49,6 @@ sys.dont_write_bytecode = True
 import errno  # noqa: E402
 import glob  # noqa: E402
 import shutil  # noqa: E402
-import hashlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
@@ -572,16 +571,6 @@ def covered(rng, ranges):
     return False
 
 
-def wait_for(cond, timeout, step=0.05):
-    """Poll cond until it holds or timeout seconds passed; its last value."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(step)
-    return cond()
-
-
 def map_files(cache):
     return glob.glob(os.path.join(cache, 'v1', '*', 'data', '*.map'))
 
@@ -610,7 +599,7 @@ def group_crash(env, ck, ng):
                              stderr=subprocess.DEVNULL)
         # the state to kill in: both connections hold a fill with bytes relayed, and a map
         # records some of the chunks before the hold (the flusher writes it within a second)
-        ok = wait_for(lambda: len([r for r in px.held() if r['sent'] > 0]) >= 2 and
+        ok = ml.poll(lambda: len([r for r in px.held() if r['sent'] > 0]) >= 2 and
                       map_files(cache), 60)
         with px.lock:
             inflight = [(r['range'], r['sent']) for r in px.gets
@@ -622,7 +611,7 @@ def group_crash(env, ck, ng):
             pid, sum(1 for r in first if r['done']), sum(r['sent'] for r in first if r['done']),
             inflight))
         os.kill(pid, signal.SIGKILL)
-        ok = wait_for(lambda: not ml.pid_alive(pid), 30)
+        ok = ml.poll(lambda: not ml.pid_alive(pid), 30)
         ck.ok(ok, 'crash: the daemon %d is alive after SIGKILL' % pid)
         px.release()  # the dead daemon's connections: nothing reads them any more
         try:
@@ -943,7 +932,7 @@ def group_storedown(env, ck, ng):
         # the store is down nothing else asks it); probes back off to one every 5 s
         ng.start()
         t = time.monotonic()
-        up = wait_for(lambda: m.stats()['store_down'] == 0, 60)
+        up = ml.poll(lambda: m.stats()['store_down'] == 0, 60)
         log('nginx back: the store is up again after %.1fs' % (time.monotonic() - t))
         ck.ok(up, 'nginx back: the store is still down after 60 s')
         check_all(ck, 'nginx back', m.mnt, src, refs)
@@ -1023,7 +1012,7 @@ def group_storedown_imagefolder(env, ck, ng, budget):
             time.monotonic() - t, st['store_failures']))
         ck.eq('imagefolder down: store_failures', st['store_failures'], 1)
         ng.start()
-        ck.ok(wait_for(lambda: m.stats()['store_down'] == 0, 60),
+        ck.ok(ml.poll(lambda: m.stats()['store_down'] == 0, 60),
               'imagefolder back: the store is still down after 60 s')
         got = {}
         for c in sorted(os.listdir(m.mnt)):
@@ -1116,11 +1105,11 @@ def group_stop(env, ck, ng):
         ng.stop()
         procs = [spawn_waiter(env, 'sigterm-%d' % i, 'os.listdir(%r)' % m.mnt)
                  for i in range(4)]
-        ck.ok(wait_for(lambda: waiting_on_store(env, m, 'sigterm', procs, st['store_attempts']), 60),
+        ck.ok(ml.poll(lambda: waiting_on_store(env, m, 'sigterm', procs, st['store_attempts']), 60),
               'sigterm: the readers are not waiting on the store')
         t = time.monotonic()
         os.kill(pid, signal.SIGTERM)
-        gone = wait_for(lambda: not ml.pid_alive(pid), 30, 0.02)
+        gone = ml.poll(lambda: not ml.pid_alive(pid), 30, 0.02)
         dt = time.monotonic() - t
         log('sigterm: daemon %d exited %s after %.2fs (goal 2 s)' % (
             pid, 'at once' if gone else 'NOT', dt))
@@ -1146,7 +1135,7 @@ def group_stop(env, ck, ng):
         rels = sorted(refs)
         procs = [spawn_waiter(env, 'umount-%d' % i, 'open(%r, "rb").read()' % os.path.join(
             m.mnt, rels[i])) for i in range(4)]
-        ck.ok(wait_for(lambda: waiting_on_store(env, m, 'umount', procs, st['store_attempts']), 60),
+        ck.ok(ml.poll(lambda: waiting_on_store(env, m, 'umount', procs, st['store_attempts']), 60),
               'umount: the readers are not waiting on the store')
         t = time.monotonic()
         r = env.run([env.shardfs, 'umount', m.mnt], timeout=90, files=True)
@@ -1176,7 +1165,7 @@ def group_stop(env, ck, ng):
             s2 = m.stats()
             return (s2['fills_inflight'] >= 1 and s2['store_failures'] == 0 and
                     s2['store_attempts'] >= st['store_attempts'] + 2)
-        ck.ok(wait_for(fills_waiting, 60), 'prefetch: no fill waits on the store')
+        ck.ok(ml.poll(fills_waiting, 60), 'prefetch: no fill waits on the store')
         t = time.monotonic()
         r = env.run([env.shardfs, 'umount', m.mnt], timeout=90, files=True)
         dt = time.monotonic() - t
@@ -1329,7 +1318,7 @@ def group_warm(env, ck, ng):
             st = wait_stats(m, lambda s: s.get('warm_bytes_wanted') == small_total, 60)
             ck.eq('warm (d): every object in the warm order', st.get('warm_bytes_wanted'),
                   small_total)
-            ck.ok(wait_for(lambda: px.held(), 60), 'warm (d): no warm fill reached the proxy')
+            ck.ok(ml.poll(lambda: px.held(), 60), 'warm (d): no warm fill reached the proxy')
             with open(os.path.join(small, target), 'rb') as f:
                 want = f.read()
             with open(os.path.join(m.mnt, target), 'rb', buffering=0) as f:
@@ -1416,44 +1405,29 @@ class LazyNginx(web.Nginx):
         return self
 
 
+def run_group(env, ck, group):
+    """One group with its nginx (started by the group when it needs it); the daemon log's tail
+    when it failed."""
+    ng = LazyNginx(env.path('nginx'), env.path('src'))
+    failed = True
+    try:
+        GROUPS[group](env, ck, ng)
+        failed = bool(ck.failures)
+    finally:
+        ng.stop()
+        if failed:
+            log('daemon log (tail):\n' + log_text(env.path('daemon.log'))[-3000:])
+
+
 def main():
     if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
         print(__doc__)
         return 2
-    shardfs, group = sys.argv[1], sys.argv[2]
     if not os.path.exists(web.NGINX):
         log('SKIP: %s is not installed (scripts/install-deps.sh --test)' % web.NGINX)
         return ml.SKIP
-    env = ml.Env(shardfs, 'cache-' + group)
-    wd = ml.Watchdog(env, int(os.environ.get('SHARDFS_TEST_DEADLINE', '170')))
-    ck = ml.Checker()
-    ng = None
-    try:
-        ml.fuse_precheck()
-        ng = LazyNginx(env.path('nginx'), env.path('src'))
-        t = time.monotonic()
-        GROUPS[group](env, ck, ng)
-        log('group %s: %d checks in %.1fs' % (group, ck.checks, time.monotonic() - t))
-    except ml.Skip as e:
-        log('SKIP: %s' % e)
-        return ml.SKIP
-    except Exception as e:  # noqa: BLE001
-        import traceback
-        traceback.print_exc()
-        ck.fail('exception: %r' % e)
-    finally:
-        if ng:
-            ng.stop()
-        if ck.failures:
-            t = log_text(env.path('daemon.log'))
-            log('daemon log (tail):\n' + t[-3000:])
-        env.cleanup()
-        wd.stop()
-    if ck.failures:
-        log('FAILED: %d of %d checks' % (len(ck.failures), ck.checks))
-        return 1
-    log('PASS: %d checks' % ck.checks)
-    return 0
+    ml.main_wrapper(run_group, sys.argv[1], 'cache-' + sys.argv[2], deadline=170,
+                    group=sys.argv[2])
 
 
 if __name__ == '__main__':

@@ -21,7 +21,6 @@ bomb     a ~10 MB .tar.gz (multi-member gzip; one 10 GiB member of zeros) and a 
          the raw file still reads its stored bytes, the mount answers.
 Exit 77 (skip) without /dev/fuse."""
 
-import io
 import json
 import os
 import re

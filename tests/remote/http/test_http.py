@@ -795,54 +795,40 @@ GROUPS = {'brace': group_brace, 'listing': group_listing, 'redirect': group_redi
           'refresh': group_refresh, 'errors': group_errors, 'index': group_index}
 
 
+def run_group(env, ck, group):
+    """The source, nginx (and TLS material for 'tls' and 'index'), then one group; nginx's
+    error log's tail when it failed."""
+    src, shards, refs = build_source(env)
+    env.tls = None
+    if group in ('tls', 'index'):
+        if not os.path.exists(web.OPENSSL):
+            raise ml.Skip('the openssl CLI is not installed (scripts/install-deps.sh --test)')
+        env.tls = web.make_tls(env.path('tls'))
+    ng = web.Nginx(env.path('nginx'), src, tls=env.tls).start()
+    failed = True
+    try:
+        log('nginx on 127.0.0.1:%d, redirector on 127.0.0.1:%d' % (ng.port, ng.redirect_port))
+        GROUPS[group](env, ck, ng, src, shards, refs)
+        failed = bool(ck.failures)
+    finally:
+        if failed:
+            try:
+                with open(os.path.join(ng.prefix, 'error.log')) as f:
+                    log('nginx error.log (tail):\n' + ''.join(f.readlines()[-20:]))
+            except OSError:
+                pass
+        ng.stop()
+
+
 def main():
     if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
         print(__doc__)
         return 2
-    shardfs, group = sys.argv[1], sys.argv[2]
     if not os.path.exists(web.NGINX):
         log('SKIP: %s is not installed (scripts/install-deps.sh --test)' % web.NGINX)
         return ml.SKIP
-    env = ml.Env(shardfs, 'http-' + group)
-    wd = ml.Watchdog(env, int(os.environ.get('SHARDFS_TEST_DEADLINE', '170')))
-    ck = ml.Checker()
-    ng = None
-    try:
-        ml.fuse_precheck()
-        src, shards, refs = build_source(env)
-        env.tls = None
-        if group in ('tls', 'index'):
-            if not os.path.exists(web.OPENSSL):
-                raise ml.Skip('the openssl CLI is not installed (scripts/install-deps.sh --test)')
-            env.tls = web.make_tls(env.path('tls'))
-        ng = web.Nginx(env.path('nginx'), src, tls=env.tls).start()
-        log('nginx on 127.0.0.1:%d, redirector on 127.0.0.1:%d' % (ng.port, ng.redirect_port))
-        t = time.monotonic()
-        GROUPS[group](env, ck, ng, src, shards, refs)
-        log('group %s: %d checks in %.1fs' % (group, ck.checks, time.monotonic() - t))
-    except ml.Skip as e:
-        log('SKIP: %s' % e)
-        return ml.SKIP
-    except Exception as e:  # noqa: BLE001
-        import traceback
-        traceback.print_exc()
-        ck.fail('exception: %r' % e)
-    finally:
-        if ng:
-            if ck.failures:
-                try:
-                    with open(os.path.join(ng.prefix, 'error.log')) as f:
-                        log('nginx error.log (tail):\n' + ''.join(f.readlines()[-20:]))
-                except OSError:
-                    pass
-            ng.stop()
-        env.cleanup()
-        wd.stop()
-    if ck.failures:
-        log('FAILED: %d of %d checks' % (len(ck.failures), ck.checks))
-        return 1
-    log('PASS: %d checks' % ck.checks)
-    return 0
+    ml.main_wrapper(run_group, sys.argv[1], 'http-' + sys.argv[2], deadline=170,
+                    group=sys.argv[2])
 
 
 if __name__ == '__main__':

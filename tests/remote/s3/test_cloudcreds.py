@@ -56,13 +56,7 @@ def sha(b):
 
 
 def wait_for(cond, what, limit):
-    t = time.monotonic() + limit
-    while time.monotonic() < t:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise RuntimeError('timed out after %ds waiting for %s' % (limit, what))
+    return ml.poll(cond, limit, step=0.1, what=what)
 
 
 def read(m, name):
