@@ -1,14 +1,20 @@
 """Servers for the http(s) remote tests, Python 3 stdlib only: nginx on 127.0.0.1 with a
 generated config (JSON and HTML autoindex, raw files, a 307 redirector standing in for an
 AIStore proxy, optionally TLS servers with certificates made by make_tls), and a small
-fault-injecting HTTP proxy in front of it."""
+fault-injecting HTTP proxy in front of it.
+
+For shell scripts (tests/bench/lib_nginx.sh): python3 -m shardfs_test.web serve PREFIX ROOT
+starts Nginx(PREFIX, ROOT) without an access log, prints "port N" once it listens and runs
+until SIGTERM or SIGINT, when it stops nginx."""
 
 import os
 import random
 import re
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -86,9 +92,9 @@ class Nginx:
        and a redirector at http://127.0.0.1:redirect_port/X -> 307 -> http://127.0.0.1:port/X.
        With tls (make_tls's dict), also https://127.0.0.1:tls_port/ (the same three locations,
        certificate for IP:127.0.0.1) and https://127.0.0.1:bad_tls_port/files/ (a certificate of
-       the same CA for the wrong name)."""
+       the same CA for the wrong name). access_log=False: none (the benchmarks)."""
 
-    def __init__(self, prefix, root, tls=None):
+    def __init__(self, prefix, root, tls=None, access_log=True):
         self.prefix = os.path.abspath(prefix)
         self.root = os.path.abspath(root)
         self.port = free_port()
@@ -104,7 +110,7 @@ pid %(p)s/nginx.pid;
 error_log %(p)s/error.log warn;
 events { worker_connections 1024; }
 http {
-    access_log %(p)s/access.log;
+    access_log %(alog)s;
     client_body_temp_path %(t)s/body;
     proxy_temp_path %(t)s/proxy;
     fastcgi_temp_path %(t)s/fastcgi;
@@ -130,6 +136,7 @@ http {
     }
 %(tls)s}
 ''' % dict(user=user, p=self.prefix, t=tmp, port=self.port, rport=self.redirect_port,
+           alog=os.path.join(self.prefix, 'access.log') if access_log else 'off',
            root=self.root, tls=self._tls_conf(tls) if tls else '')
         self.conf = os.path.join(self.prefix, 'nginx.conf')
         with open(self.conf, 'w') as f:
@@ -523,3 +530,23 @@ class GateProxy(FaultProxy):
             # which only ever lowers max_inflight
             with self.cond:
                 self.inflight -= 1
+
+
+def main(argv):
+    if len(argv) != 3 or argv[0] != 'serve':
+        print('usage: python3 -m shardfs_test.web serve PREFIX ROOT', file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+    ng = Nginx(argv[1], argv[2], access_log=False)
+    try:
+        ng.start()
+        print('port %d' % ng.port, flush=True)
+        return ng.proc.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        ng.stop()
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
