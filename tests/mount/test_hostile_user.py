@@ -261,17 +261,6 @@ def group_name_conflict(env, ck):
         ck.ok('name conflict: %s is hidden' % name in text, 'the log names %s' % name)
 
 
-def du_bytes(path):
-    total = 0
-    for dp, dns, fns in os.walk(path):
-        for fn in fns:
-            try:
-                total += os.lstat(os.path.join(dp, fn)).st_blocks * 512
-            except OSError:
-                pass
-    return total
-
-
 def group_killed_decoder(env, ck):
     for tool in ('nginx', 'zstd'):
         ck.ok(shutil.which(tool), '%s is not installed (scripts/install-deps.sh)' % tool)
@@ -354,7 +343,7 @@ def group_killed_decoder(env, ck):
                           % tmp)
                     left = [f for f in os.listdir(decdirs[0]) if f.startswith('.tmp.')]
                     ck.eq('temp files left in decoded/', left, [])
-                    used, disk = st['cache_bytes_used'], du_bytes(cache)
+                    used, disk = st['cache_bytes_used'], ml.du(cache)
                     log('cache_bytes_used %d, bytes on disk %d' % (used, disk))
                     ck.ok(used <= disk, 'cache_bytes_used %d counts more than the cache '
                           'directory holds (%d bytes): the removed partial copy (%d bytes) '

@@ -31,7 +31,7 @@ import threading
 import time
 import urllib.parse
 
-from .net import Handler, ThreadingServer, free_port
+from .net import Handler, LoopbackServer
 
 
 def iso(t):
@@ -53,7 +53,7 @@ class _H(Handler):
         self.server.owner.handle(self, 'POST')
 
 
-class StandIn:
+class StandIn(LoopbackServer):
     prefix = 'SA'
 
     def __init__(self, life=3600, on_issue=None, preset=None):
@@ -65,11 +65,7 @@ class StandIn:
         self.log = []       # (time, what, detail)
         self.issued = []    # dicts: gen, akid, secret, token, issued, expiration
         self.release = threading.Event()
-        self.port = free_port()
-        self.httpd = ThreadingServer(('127.0.0.1', self.port), _H)
-        self.httpd.owner = self
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
+        self.serve(_H)
 
     def url(self):
         return 'http://127.0.0.1:%d' % self.port
@@ -118,8 +114,7 @@ class StandIn:
 
     def stop(self):
         self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().stop()
 
 
 class Imds(StandIn):

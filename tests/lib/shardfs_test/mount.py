@@ -360,6 +360,18 @@ class Mount:
         return r
 
 
+def mount_error(ck, label, m):
+    """Mounts m (a Mount), which must fail: returns the error message; None, with the failed
+    check '<label>: mount succeeded', when it mounted (it is unmounted again)."""
+    try:
+        m.mount()
+    except MountError as e:
+        return str(e)
+    ck.fail('%s: mount succeeded' % label)
+    m.umount()
+    return None
+
+
 def kill_pids(pids, grace=5.0):
     live = [p for p in pids if pid_alive(p)]
     if not live:

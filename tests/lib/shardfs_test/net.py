@@ -6,6 +6,7 @@ import http.server
 import socket
 import socketserver
 import subprocess
+import threading
 import time
 
 
@@ -71,3 +72,21 @@ class ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
     """An HTTP server with one daemon thread per connection (the stand-ins' base)."""
     daemon_threads = True
     allow_reuse_address = True
+
+
+class LoopbackServer:
+    """Base of the Python stand-ins: serve(handler_cls) runs a ThreadingServer on a free
+    127.0.0.1 port (self.port) in a daemon thread, its handlers reach this object as
+    self.server.owner; stop() ends it. Call serve() last in __init__: requests may come
+    at once."""
+
+    def serve(self, handler_cls):
+        self.port = free_port()
+        self.httpd = ThreadingServer(('127.0.0.1', self.port), handler_cls)
+        self.httpd.owner = self
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()

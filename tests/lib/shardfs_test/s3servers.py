@@ -36,7 +36,7 @@ import botocore.auth
 import botocore.awsrequest
 import botocore.credentials
 
-from .net import Handler, ThreadingServer, free_port, stop_process, wait_port
+from .net import Handler, LoopbackServer, free_port, stop_process, wait_port
 
 NPM_PREFIX = os.environ.get('SHARDFS_NPM_PREFIX', '/var/tmp/shardfs-npm')
 S3RVER_BIN = os.path.join(NPM_PREFIX, 'node_modules', '.bin', 's3rver')
@@ -213,7 +213,19 @@ class _ProxyHandler(_Handler):
         self.forward(self.path)
 
 
-class SigV4Proxy:
+class _Counting(LoopbackServer):
+    """A stand-in with counters: stats {name: n}, under lock (and served at /__stats)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.stats = {}
+
+    def count(self, k, n=1):
+        with self.lock:
+            self.stats[k] = self.stats.get(k, 0) + n
+
+
+class SigV4Proxy(_Counting):
     """See the module docstring. keys: {access_key: (secret, session_token or None)}."""
 
     def __init__(self, upstream_port, keys, anonymous=(), region='us-east-1'):
@@ -223,21 +235,8 @@ class SigV4Proxy:
         self.hold = None   # {'match', 'reached', 'go'} (threading.Event): see _Handler.forward
         self.anonymous = set(anonymous)
         self.region = region
-        self.lock = threading.Lock()
-        self.stats = {}
-        self.port = free_port()
-        self.httpd = ThreadingServer(('127.0.0.1', self.port), _ProxyHandler)
-        self.httpd.owner = self
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def count(self, k, n=1):
-        with self.lock:
-            self.stats[k] = self.stats.get(k, 0) + n
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__()
+        self.serve(_ProxyHandler)
 
     def verify(self, h):
         """None when the request may pass, else (Code, Message)."""
@@ -346,24 +345,11 @@ class _AisHandler(_Handler):
                          'application/json')
 
 
-class AisStandIn:
+class AisStandIn(_Counting):
     def __init__(self, upstream_port):
         self.upstream = upstream_port
-        self.lock = threading.Lock()
-        self.stats = {}
-        self.port = free_port()
-        self.httpd = ThreadingServer(('127.0.0.1', self.port), _AisHandler)
-        self.httpd.owner = self
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def count(self, k, n=1):
-        with self.lock:
-            self.stats[k] = self.stats.get(k, 0) + n
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__()
+        self.serve(_AisHandler)
 
 
 def have_s3rver():

@@ -310,18 +310,7 @@ def wait_readers(ck, env, name, procs, timeout, may_fail=False):
 
 def data_bytes(cache_dir):
     """Bytes allocated by the files under the cache dir's data/ directories."""
-    total = 0
-    for d in glob.glob(os.path.join(cache_dir, 'v1', '*', 'data')):
-        try:
-            names = os.listdir(d)
-        except OSError:
-            continue
-        for n in names:
-            try:
-                total += os.lstat(os.path.join(d, n)).st_blocks * 512
-            except OSError:
-                pass
-    return total
+    return sum(ml.du(d) for d in glob.glob(os.path.join(cache_dir, 'v1', '*', 'data')))
 
 
 class Sampler:
