@@ -22,7 +22,6 @@ import sys
 sys.dont_write_bytecode = True
 
 import os  # noqa: E402
-import subprocess  # noqa: E402
 import time  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
