@@ -1,6 +1,7 @@
 /*
  * check.h — the assertions of the C tests (tests/unit, tests/shardidx, tests/fuzz).
- * One test program is one translation unit: the counters are static to it.
+ * One test program is one translation unit: the counters are static to it, and atomic
+ * (threads of a test may check).
  *
  *   CHECK(cond, fmt, ...)  counts a check; a false cond prints
  *                          "FAIL file:line: cond: message" on stderr, counts a failure and
@@ -17,29 +18,30 @@
 #ifndef SHARDFS_TEST_CHECK_H
 #define SHARDFS_TEST_CHECK_H
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-static inline int *check__failures(void)
+static inline atomic_int *check__failures(void)
 {
-	static int n;
+	static atomic_int n;
 	return &n;
 }
 
-static inline int *check__count(void)
+static inline atomic_int *check__count(void)
 {
-	static int n;
+	static atomic_int n;
 	return &n;
 }
 
 static inline int check_failures(void)
 {
-	return *check__failures();
+	return atomic_load(check__failures());
 }
 
 static inline int check_count(void)
 {
-	return *check__count();
+	return atomic_load(check__count());
 }
 
 static inline int check_summary(const char *name)
@@ -55,12 +57,12 @@ static inline int check_summary(const char *name)
 
 #define CHECK(cond, ...)                                                                           \
 	do {                                                                                       \
-		(*check__count())++;                                                               \
+		atomic_fetch_add(check__count(), 1);                                               \
 		if (!(cond)) {                                                                     \
 			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
 			fprintf(stderr, __VA_ARGS__);                                              \
 			fprintf(stderr, "\n");                                                     \
-			(*check__failures())++;                                                    \
+			atomic_fetch_add(check__failures(), 1);                                    \
 		}                                                                                  \
 	} while (0)
 
