@@ -267,21 +267,6 @@ def group_killed_decoder(env, ck):
     if ck.failures:
         return
 
-    class HoldProxy(web.FaultProxy):
-        """Ranged GETs that start at or past hold_from wait until release is set."""
-
-        def __init__(self, upstream_port, hold_from):
-            self.hold_from = hold_from
-            self.release = threading.Event()
-            super().__init__(upstream_port)
-
-        def _fetch(self, head):
-            rng = self._range(head)
-            if rng and rng[0] >= self.hold_from:
-                while not self.release.is_set() and not self.stop_ev.is_set():
-                    self.release.wait(0.5)
-            return super()._fetch(head)
-
     src = env.path('src')
     os.makedirs(os.path.join(src, 'a'))
     os.makedirs(os.path.join(src, 'b'))
@@ -294,7 +279,7 @@ def group_killed_decoder(env, ck):
     chunk = 1 << 20
     opts = ['--chunk-size', '1M', '--connections', '2', '--retry-budget', '120']
     with web.Nginx(env.path('nginx'), src) as ng:
-        px = HoldProxy(ng.port, 4 * chunk)
+        px = web.HoldProxy(ng.port, 4 * chunk)
         try:
             # a mount of another source on the same cache directory, running throughout: the
             # later mounts are not alone there (the usage is kept, not rebuilt)

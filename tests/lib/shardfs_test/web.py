@@ -532,6 +532,125 @@ class GateProxy(FaultProxy):
                 self.inflight -= 1
 
 
+class HoldProxy(FaultProxy):
+    """A FaultProxy whose ranged GETs that start at or past hold_from wait (before they are
+    fetched) until the event release is set, or the proxy is closed."""
+
+    def __init__(self, upstream_port, hold_from):
+        self.hold_from = hold_from
+        self.release = threading.Event()
+        super().__init__(upstream_port)
+
+    def _fetch(self, head):
+        rng = self._range(head)
+        if rng and rng[0] >= self.hold_from:
+            while not self.release.is_set() and not self.stop_ev.is_set():
+                self.release.wait(0.5)
+        return super()._fetch(head)
+
+
+class SlowProxy(LoopbackProxy):
+    """HTTP/1.1 proxy on 127.0.0.1 in front of nginx. Relays each answer's body at most
+    `rate` bytes/s per connection (None: unthrottled). Records every GET as a dict with
+    path, range (a, b), sent (body bytes relayed), done (the whole body was relayed) and held.
+    Holding: with hold_from set, a GET of a range that starts at or after hold_from relays its
+    headers and the first hold_bytes of its body, sets held, and then waits until release()
+    (or close) before it relays the rest: a fill that is deterministically in flight."""
+
+    def __init__(self, upstream_port):
+        self.rate = None
+        self.gets = []
+        self.hold_from = None
+        self.hold_paths = None  # or a function of a ranged GET's path: hold it too
+        self.hold_bytes = 64 * 1024
+        self.released = threading.Event()
+        super().__init__(upstream_port)
+
+    def held(self):
+        with self.lock:
+            return [dict(r) for r in self.gets if r['held']]
+
+    def release(self):
+        self.hold_from = None
+        self.hold_paths = None
+        self.released.set()
+
+    def _relay(self, c, rec, b, hold):
+        """Send body bytes b, stopping for the hold once hold_bytes were sent."""
+        if hold and not rec['held'] and rec['sent'] + len(b) >= self.hold_bytes:
+            k = self.hold_bytes - rec['sent']
+            c.sendall(b[:k])
+            with self.lock:
+                rec['sent'] += k
+                rec['held'] = True
+            while not self.released.wait(0.1):
+                if self.stop_ev.is_set():
+                    return
+            b = b[k:]
+        c.sendall(b)
+        with self.lock:
+            rec['sent'] += len(b)
+
+    def _serve(self, c):
+        f = c.makefile('rb')
+        try:
+            while not self.stop_ev.is_set():
+                head = FaultProxy._read_head(f)
+                if not head:
+                    return
+                parts = head[0].split(b' ')
+                method = parts[0].decode('latin-1')
+                rng = FaultProxy._range(head)
+                rec = dict(path=parts[1].decode('latin-1'), range=rng, sent=0, done=False,
+                           held=False)
+                hold_from, hold_paths = self.hold_from, self.hold_paths
+                hold = (method == 'GET' and rng is not None and
+                        ((hold_from is not None and rng[0] >= hold_from) or
+                         (hold_paths is not None and hold_paths(rec['path']))))
+                if method == 'GET':
+                    with self.lock:
+                        self.gets.append(rec)
+                out = [ln for ln in head
+                       if not ln.lower().startswith((b'connection:', b'keep-alive:'))]
+                up = socket.create_connection(('127.0.0.1', self.upstream), timeout=30)
+                try:
+                    up.sendall(b''.join(out) + b'Connection: close\r\n\r\n')
+                    uf = up.makefile('rb')
+                    status = uf.readline()
+                    hdrs = FaultProxy._read_head(uf) or []
+                    hdrs = [h for h in hdrs if not h.lower().startswith((b'connection:',
+                                                                         b'keep-alive:'))]
+                    c.sendall(status + b''.join(hdrs) + b'\r\n')
+                    t0 = time.monotonic()
+                    while True:
+                        b = uf.read1(65536) if method != 'HEAD' else b''
+                        if not b:
+                            break
+                        self._relay(c, rec, b, hold)
+                        rate = self.rate
+                        if rate:
+                            ahead = rec['sent'] / rate - (time.monotonic() - t0)
+                            if ahead > 0:
+                                time.sleep(ahead)
+                        if self.stop_ev.is_set():
+                            return
+                    with self.lock:
+                        rec['done'] = True
+                finally:
+                    up.close()
+        except OSError:
+            return
+        finally:
+            try:
+                c.close()
+            except OSError:
+                pass
+
+    def reset(self):
+        with self.lock:
+            self.gets = []
+
+
 def main(argv):
     if len(argv) != 3 or argv[0] != 'serve':
         print('usage: python3 -m shardfs_test.web serve PREFIX ROOT', file=sys.stderr)
