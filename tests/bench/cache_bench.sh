@@ -134,8 +134,8 @@ nfiles=$(wc -l <"$tmp/names")
 sed "s|^|$tmp/local/|" "$tmp/names" >"$tmp/list.local"
 sed "s|^|$tmp/mnt/shard/|" "$tmp/names" >"$tmp/list.mnt"
 
-nginx_start "$tmp/ng" "$tmp/data" shard.tar
-url="http://127.0.0.1:$port/shard.tar"
+nginx_start "$tmp/ng" "$tmp/data" || exit 1
+url="$base/shard.tar"
 warm_server() { cat "$tmp/data/shard.tar" >/dev/null; }
 warm_server
 

@@ -10,10 +10,9 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'dl'))
-import test_dl  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import dl  # noqa: E402
 
 
 def main():
@@ -23,7 +22,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix='shardfs-dlbench-')
     tree, out, mnt = (os.path.join(tmp, n) for n in ('tree', 'shards', 'mnt'))
     classes = ['c%03d' % i for i in range(ncls)]
-    test_dl.make_tree(tree, classes=classes, per_class=per, size=64)
+    dl.make_tree(tree, classes=classes, per_class=per, size=64)
     os.makedirs(out)
     os.makedirs(mnt)
     subprocess.run([shardfs, 'pack', '--max-size', '4M', '--shuffle', '1', tree,
@@ -32,12 +31,12 @@ def main():
                    ['--layout', 'imagefolder', '--cache-dir',
                     os.path.join(tmp, 'cache'), out, mnt], check=True)
     try:
-        test_dl.epoch_rate(mnt)
-        test_dl.epoch_rate(tree)
+        dl.epoch_rate(mnt)
+        dl.epoch_rate(tree)
         rm, rt = [], []
         for _ in range(3):
-            rm.append(test_dl.epoch_rate(mnt))
-            rt.append(test_dl.epoch_rate(tree))
+            rm.append(dl.epoch_rate(mnt))
+            rt.append(dl.epoch_rate(tree))
         m, t = max(rm), max(rt)
         print('%d images: mount %.0f samples/s, local tree %.0f samples/s, ratio %.2f'
               % (ncls * per, m, t, m / t))

@@ -1,38 +1,28 @@
 # lib_nginx.sh — sourced by the bench scripts (remote_bench.sh, cache_bench.sh): nginx on
-# 127.0.0.1, on a free port, serving one directory with sendfile, as their remote store.
+# 127.0.0.1, on a free port, serving one directory with sendfile, as their remote store. The
+# server is the test toolkit's (tests/lib/shardfs_test/web.py, `python3 -m shardfs_test.web
+# serve`), without its access log.
 #
-#   nginx_start NGDIR ROOT PROBE   write NGDIR/nginx.conf (temp files under NGDIR/tmp/), start
-#                                  nginx in the background and wait until ROOT/PROBE answers;
-#                                  sets $port and $ngpid (the caller kills $ngpid at exit)
+#   nginx_start NGDIR ROOT   start nginx (config, logs and temp files under NGDIR) in the
+#                            background and wait until it listens; sets $port, $base (the URL
+#                            of ROOT: $base/NAME is ROOT/NAME) and $ngpid (the caller kills
+#                            $ngpid at exit, which stops nginx)
 nginx_start() {
-	local ngdir=$1 root=$2 probe=$3 user=
-	port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-	[ "$(id -u)" = 0 ] && user='user root root;'
-	mkdir -p "$ngdir/tmp"
-	cat >"$ngdir/nginx.conf" <<EOF
-$user
-worker_processes 1;
-pid $ngdir/nginx.pid;
-error_log $ngdir/error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_temp_path $ngdir/tmp/body;
-    proxy_temp_path $ngdir/tmp/proxy;
-    fastcgi_temp_path $ngdir/tmp/fastcgi;
-    uwsgi_temp_path $ngdir/tmp/uwsgi;
-    scgi_temp_path $ngdir/tmp/scgi;
-    default_type application/octet-stream;
-    sendfile on;
-    tcp_nopush off;
-    keepalive_requests 1000000;
-    server { listen 127.0.0.1:$port; root $root; }
-}
-EOF
-	/usr/sbin/nginx -c "$ngdir/nginx.conf" -p "$ngdir" -g 'daemon off;' &
+	local ngdir=$1 root=$2 lib
+	lib=$(cd "$(dirname "${BASH_SOURCE[0]}")/../lib" && pwd)
+	mkdir -p "$ngdir"
+	: >"$ngdir/port"
+	PYTHONPATH=$lib /usr/bin/python3 -m shardfs_test.web serve "$ngdir" "$root" >"$ngdir/port" &
 	ngpid=$!
-	for _ in $(seq 100); do
-		curl -s -o /dev/null "http://127.0.0.1:$port/$probe" -r 0-0 && break
+	port=
+	for _ in $(seq 600); do # the server prints its port once nginx listens: 60 s at most
+		read -r _ port <"$ngdir/port" && [ -n "$port" ] && break
+		kill -0 "$ngpid" 2>/dev/null || break
 		sleep 0.1
 	done
+	if [ -z "$port" ]; then
+		echo "nginx_start: nginx did not start (see $ngdir/stderr.log)" >&2
+		return 1
+	fi
+	base="http://127.0.0.1:$port/files"
 }

@@ -1,4 +1,4 @@
-"""Remote-store rows on an emulated real link (lib_linkemu.py): every request waits --delay-ms
+"""Remote-store rows on an emulated real link (shardfs_test.linkemu): every request waits --delay-ms
 before its response starts, every connection is capped at --rate-mb MB/s. Not a test: it
 prints figures and ratios against baselines measured in the same run, alternating.
 
@@ -35,7 +35,6 @@ import os
 import re
 import resource
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -43,6 +42,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', 'lib'))
+from shardfs_test.linkemu import Emu  # noqa: E402
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
 PY = '/usr/bin/python3'
 HZ = os.sysconf('SC_CLK_TCK')
@@ -106,31 +107,6 @@ def children_cpu():
 
 
 # ---------------------------------------------------------------------------------------------
-
-class Emu:
-    """lib_linkemu.py on a free port, serving root."""
-
-    def __init__(self, root, delay_ms, rate_mb, w, tag):
-        pf = os.path.join(w, 'emu-%s.port' % tag)
-        if os.path.exists(pf):
-            os.unlink(pf)
-        self.p = subprocess.Popen([PY, os.path.join(HERE, 'lib_linkemu.py'), '--root', root,
-                                   '--delay-ms', str(delay_ms), '--rate-mb', str(rate_mb),
-                                   '--port-file', pf], stdout=subprocess.DEVNULL)
-        for _ in range(200):
-            if os.path.exists(pf):
-                break
-            time.sleep(0.05)
-        self.port = int(open(pf).read())
-        self.rate_mb, self.delay_ms = rate_mb, delay_ms
-
-    def url(self, name=''):
-        return 'http://127.0.0.1:%d/%s' % (self.port, name)
-
-    def stop(self):
-        self.p.send_signal(signal.SIGTERM)
-        self.p.wait()
-
 
 class Mount:
     def __init__(self, a, src, extra=()):

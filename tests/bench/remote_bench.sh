@@ -68,8 +68,8 @@ PY
 chmod -R a+rX "$tmp/data"
 size=$(stat -c %s "$tmp/data/shard.tar")
 
-nginx_start "$tmp/ng" "$tmp/data" shard.tar
-url="http://127.0.0.1:$port/shard.tar"
+nginx_start "$tmp/ng" "$tmp/data" || exit 1
+url="$base/shard.tar"
 curl -s -o /dev/null "$url" # warm the server's page cache
 
 now() { date +%s.%N; }

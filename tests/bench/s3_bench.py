@@ -23,9 +23,8 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, '..', 'remote', 's3'))
-import servers  # noqa: E402  (tests/remote/s3/servers.py)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import s3servers  # noqa: E402
 
 
 def make_shard(path, mb, kb):
@@ -48,14 +47,14 @@ def main():
     ap.add_argument('--member-kb', type=int, default=100)
     ap.add_argument('--runs', type=int, default=3)
     a = ap.parse_args()
-    if not servers.have_s3rver():
+    if not s3servers.have_s3rver():
         print('s3_bench: s3rver not installed (tests/remote/s3/install-s3rver.sh): skipped')
         return 0
     tmp = tempfile.mkdtemp(prefix='shardfs-s3-bench.')
     s3 = None
     mounts = []
-    env = dict(os.environ, AWS_ACCESS_KEY_ID=servers.S3RVER_KEY,
-               AWS_SECRET_ACCESS_KEY=servers.S3RVER_SECRET, AWS_REGION='us-east-1')
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=s3servers.S3RVER_KEY,
+               AWS_SECRET_ACCESS_KEY=s3servers.S3RVER_SECRET, AWS_REGION='us-east-1')
     for k in ('AWS_SESSION_TOKEN', 'AWS_PROFILE', 'AWS_SHARED_CREDENTIALS_FILE'):
         env.pop(k, None)
     try:
@@ -63,7 +62,7 @@ def main():
         print('making a %d MB shard of %d KB members ...' % (a.shard_mb, a.member_kb))
         make_shard(shard, a.shard_mb, a.member_kb)
         size = os.path.getsize(shard)
-        s3 = servers.S3rver(tmp)
+        s3 = s3servers.S3rver(tmp)
         s3.create_bucket('bench')
         with open(shard, 'rb') as f:
             s3.put('bench', 'shard.tar', f.read())
@@ -73,7 +72,7 @@ def main():
         print('shard: %d bytes on s3rver at %s; shardfs: %s' % (size, endpoint, a.bin))
         sig = ['-H', 'x-amz-content-sha256: UNSIGNED-PAYLOAD', '--aws-sigv4', 'aws:amz:us-east-1:s3',
                '--user',
-               '%s:%s' % (servers.S3RVER_KEY, servers.S3RVER_SECRET)]
+               '%s:%s' % (s3servers.S3RVER_KEY, s3servers.S3RVER_SECRET)]
         subprocess.run(['curl', '-sf', '-o', '/dev/null'] + sig + [url], check=True)  # warm
 
         def shardfs_cat(conn):

@@ -48,7 +48,7 @@ build() {
 	shift
 	echo "fuzz: building $name"
 	# shellcheck disable=SC2086
-	$CC $CFLAGS "$@" -o "$out/$name"
+	$CC $CFLAGS -I"$root/tests/lib" "$@" -o "$out/$name"
 }
 
 build fuzz_tar -I"$S" -I"$D" "$here/fuzz_tar.c" $shardidx_src

@@ -52,12 +52,12 @@ static void try_load(const uint8_t *data, size_t size, const void *ident, size_t
 	uint8_t *buf = malloc(size ? size : 1); /* exact size: overreads are caught */
 	int r;
 
-	FZ_ASSERT(buf);
+	ENSURE(buf);
 	if (size)
 		memcpy(buf, data, size);
 	r = shardidx_load(buf, size, ident, identlen, &ix); /* takes buf */
-	FZ_ASSERT(r == 0 || r == -EBADMSG || r == -EPROTO || r == -ESTALE || r == -ENOMEM);
-	FZ_ASSERT((r == 0) == (ix != NULL));
+	ENSURE(r == 0 || r == -EBADMSG || r == -EPROTO || r == -ESTALE || r == -ENOMEM);
+	ENSURE((r == 0) == (ix != NULL));
 	if (!ix)
 		return;
 	fz_check(ix, seed);
@@ -81,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	/* 2. length and checksum fixed up; identity taken from the file */
 	fixed = malloc(size);
-	FZ_ASSERT(fixed);
+	ENSURE(fixed);
 	memcpy(fixed, data, size);
 	wr64(fixed + 24, size);
 	if (size >= HDR_SIZE) {

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "backend_i.h"
-#include "fuzz_assert.h"
+#include "check.h"
 
 /* Small, so one input cannot make the harness itself slow or huge. */
 #define BRACE_CAP 256
@@ -30,11 +30,11 @@ static int on_ent(void *arg, const struct backend__listent *e)
 	struct seen *s = arg;
 	size_t l;
 
-	FZ_ASSERT(e->name);
+	ENSURE(e->name);
 	l = strlen(e->name);
-	FZ_ASSERT(l > 0 && !memchr(e->name, '/', l));
-	FZ_ASSERT(strcmp(e->name, ".") && strcmp(e->name, ".."));
-	FZ_ASSERT(e->is_dir == 0 || e->is_dir == 1);
+	ENSURE(l > 0 && !memchr(e->name, '/', l));
+	ENSURE(strcmp(e->name, ".") && strcmp(e->name, ".."));
+	ENSURE(e->is_dir == 0 || e->is_dir == 1);
 	s->n++;
 	return s->stop_at && s->n == s->stop_at ? 42 : 0;
 }
@@ -45,12 +45,12 @@ static void listing(int (*fn)(const char *, size_t, backend__listent_cb, void *)
 	struct seen s = {0, 0};
 	int r = fn(body, len, on_ent, &s);
 
-	FZ_ASSERT(r == 0 || r == -EINVAL);
+	ENSURE(r == 0 || r == -EINVAL);
 	if (r == 0 && s.n > 1) {
 		struct seen s2 = {0, 1 + len % s.n};
 
 		r = fn(body, len, on_ent, &s2);
-		FZ_ASSERT(r == 42 && s2.n == s2.stop_at);
+		ENSURE(r == 42 && s2.n == s2.stop_at);
 	}
 }
 
@@ -62,12 +62,12 @@ static void url(const char *z, size_t len)
 
 	/* curl's parser on any bytes: a result is self-consistent */
 	z0 = malloc(len + 1);
-	FZ_ASSERT(z0);
+	ENSURE(z0);
 	memcpy(z0, z, len);
 	z0[len] = '\0';
 	if (backend__url_parse(&u, z0) == 0) {
-		FZ_ASSERT(u.scheme && u.path && u.path[0] == '/');
-		FZ_ASSERT(!strcmp(u.scheme, "file") ||
+		ENSURE(u.scheme && u.path && u.path[0] == '/');
+		ENSURE(!strcmp(u.scheme, "file") ||
 			  (u.host && *u.host && u.authority && u.origin && u.base));
 		backend__url_free(&u);
 	}
@@ -77,20 +77,20 @@ static void url(const char *z, size_t len)
 	dec = malloc(len + 1);
 	enc = malloc(3 * len + 1);
 	dec2 = malloc(len + 1);
-	FZ_ASSERT(dec && enc && dec2);
+	ENSURE(dec && enc && dec2);
 	dl = backend__pct_decode(z, len, dec, len + 1);
-	FZ_ASSERT(dl == -EINVAL || (dl >= 0 && (size_t)dl <= len && dec[dl] == '\0'));
+	ENSURE(dl == -EINVAL || (dl >= 0 && (size_t)dl <= len && dec[dl] == '\0'));
 	if (dl >= 0) {
-		FZ_ASSERT(strlen(dec) == (size_t)dl);
+		ENSURE(strlen(dec) == (size_t)dl);
 		el = backend__uri_encode(enc, 3 * (size_t)dl + 1, dec, (size_t)dl, 1);
-		FZ_ASSERT(el >= 0 && (size_t)el == strlen(enc));
+		ENSURE(el >= 0 && (size_t)el == strlen(enc));
 		dl2 = backend__pct_decode(enc, (size_t)el, dec2, len + 1);
-		FZ_ASSERT(dl2 == dl && memcmp(dec, dec2, (size_t)dl) == 0);
+		ENSURE(dl2 == dl && memcmp(dec, dec2, (size_t)dl) == 0);
 		/* too small an output is -ENAMETOOLONG, never an overflow */
 		if (el > 0)
-			FZ_ASSERT(backend__uri_encode(enc, (size_t)el, dec, (size_t)dl, 1) ==
+			ENSURE(backend__uri_encode(enc, (size_t)el, dec, (size_t)dl, 1) ==
 				  -ENAMETOOLONG);
-		FZ_ASSERT(backend__pct_decode(z, len, dec2, (size_t)dl) == -ENAMETOOLONG);
+		ENSURE(backend__pct_decode(z, len, dec2, (size_t)dl) == -ENAMETOOLONG);
 	}
 	free(dec);
 	free(enc);
@@ -103,14 +103,14 @@ static void brace(const char *z)
 	size_t n = 0;
 	int r = backend__brace_expand(z, BRACE_CAP, &v, &n);
 
-	FZ_ASSERT(r == 0 || r == -EINVAL || r == -E2BIG || r == -ENOMEM);
+	ENSURE(r == 0 || r == -EINVAL || r == -E2BIG || r == -ENOMEM);
 	if (r == 0) {
-		FZ_ASSERT(n >= 1 && n <= BRACE_CAP && v);
+		ENSURE(n >= 1 && n <= BRACE_CAP && v);
 		for (size_t i = 0; i < n; i++)
-			FZ_ASSERT(v[i]);
+			ENSURE(v[i]);
 		/* no brace pattern: the one name is the pattern itself */
 		if (!strchr(z, '{') && !strchr(z, '}'))
-			FZ_ASSERT(n == 1 && strcmp(v[0], z) == 0);
+			ENSURE(n == 1 && strcmp(v[0], z) == 0);
 		backend__strv_free(v, n);
 	}
 }
@@ -123,7 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *z = malloc(size + 1);
 	size_t zl;
 
-	FZ_ASSERT(body && z);
+	ENSURE(body && z);
 	if (size)
 		memcpy(body, data, size);
 	listing(backend__listing_parse, body, size);

@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "fs_pack_i.h"
-#include "fuzz_assert.h"
+#include "check.h"
 
 #define MAX_FILES 512
 
@@ -119,17 +119,17 @@ static void check_name(const char *m)
 {
 	size_t len = strlen(m), i = 0;
 
-	FZ_ASSERT(len > 0);
-	FZ_ASSERT(m[0] != '/');
+	ENSURE(len > 0);
+	ENSURE(m[0] != '/');
 	while (i <= len) {
 		size_t j = i;
 
 		while (j < len && m[j] != '/')
 			j++;
-		FZ_ASSERT(j > i);
-		FZ_ASSERT(j - i <= FS_PACK_NAME_MAX);
-		FZ_ASSERT(!(j - i == 1 && m[i] == '.'));
-		FZ_ASSERT(!(j - i == 2 && m[i] == '.' && m[i + 1] == '.'));
+		ENSURE(j > i);
+		ENSURE(j - i <= FS_PACK_NAME_MAX);
+		ENSURE(!(j - i == 1 && m[i] == '.'));
+		ENSURE(!(j - i == 2 && m[i] == '.' && m[i + 1] == '.'));
 		i = j + 1;
 	}
 }
@@ -143,7 +143,7 @@ static void check_unique(char **v, size_t n)
 {
 	qsort(v, n, sizeof(*v), cmp_strp);
 	for (size_t i = 1; i < n; i++)
-		FZ_ASSERT(strcmp(v[i - 1], v[i]) != 0);
+		ENSURE(strcmp(v[i - 1], v[i]) != 0);
 }
 
 static void check_plan(const struct fs_pack_plan *p, size_t nin)
@@ -152,11 +152,11 @@ static void check_plan(const struct fs_pack_plan *p, size_t nin)
 	char **keys = calloc(p->nsamples + 1, sizeof(*keys));
 	size_t nn = 0, at = 0;
 
-	FZ_ASSERT(names && keys);
-	FZ_ASSERT(p->nfiles == nin);
-	FZ_ASSERT((p->nfiles == 0) == (p->nsamples == 0));
+	ENSURE(names && keys);
+	ENSURE(p->nfiles == nin);
+	ENSURE((p->nfiles == 0) == (p->nsamples == 0));
 	for (size_t c = 1; c < p->nclasses; c++)
-		FZ_ASSERT(strcmp(p->classes[c - 1], p->classes[c]) < 0);
+		ENSURE(strcmp(p->classes[c - 1], p->classes[c]) < 0);
 	for (size_t i = 0; i < p->nfiles; i++) {
 		const struct fs_pack_file *f = &p->files[i];
 		size_t kl = fs_pack_keylen(f->member);
@@ -164,23 +164,23 @@ static void check_plan(const struct fs_pack_plan *p, size_t nin)
 		check_name(f->member);
 		names[nn++] = f->member;
 		if (p->nclasses == 0) {
-			FZ_ASSERT(f->cls == -1);
-			FZ_ASSERT(strcmp(f->member, f->rel) == 0);
+			ENSURE(f->cls == -1);
+			ENSURE(strcmp(f->member, f->rel) == 0);
 		} else {
 			const char *ext = f->member + kl + 1;
 			const char *cname;
 			char *cm;
 
-			FZ_ASSERT(f->cls >= 0 && (size_t)f->cls < p->nclasses);
+			ENSURE(f->cls >= 0 && (size_t)f->cls < p->nclasses);
 			cname = p->classes[f->cls];
-			FZ_ASSERT(strncmp(f->rel, cname, strlen(cname)) == 0 &&
+			ENSURE(strncmp(f->rel, cname, strlen(cname)) == 0 &&
 				  f->rel[strlen(cname)] == '/');
-			FZ_ASSERT(!strchr(f->member, '/'));
-			FZ_ASSERT(kl > 0 && kl < strlen(f->member));
-			FZ_ASSERT(!memchr(f->member, '.', kl));
-			FZ_ASSERT(*ext && strcmp(ext, "cls") != 0);
+			ENSURE(!strchr(f->member, '/'));
+			ENSURE(kl > 0 && kl < strlen(f->member));
+			ENSURE(!memchr(f->member, '.', kl));
+			ENSURE(*ext && strcmp(ext, "cls") != 0);
 			cm = malloc(kl + 5);
-			FZ_ASSERT(cm);
+			ENSURE(cm);
 			memcpy(cm, f->member, kl);
 			memcpy(cm + kl, ".cls", 5);
 			check_name(cm);
@@ -191,20 +191,20 @@ static void check_plan(const struct fs_pack_plan *p, size_t nin)
 	for (size_t s = 0; s < p->nsamples; s++) {
 		const struct fs_pack_sample *sm = &p->samples[s];
 
-		FZ_ASSERT(sm->first == at && sm->n > 0);
+		ENSURE(sm->first == at && sm->n > 0);
 		if (p->nclasses)
-			FZ_ASSERT(sm->n == 1);
+			ENSURE(sm->n == 1);
 		for (size_t i = sm->first; i < sm->first + sm->n; i++) {
 			const char *m = p->files[i].member;
 
-			FZ_ASSERT(fs_pack_keylen(m) == strlen(sm->key));
-			FZ_ASSERT(memcmp(m, sm->key, strlen(sm->key)) == 0);
-			FZ_ASSERT(sm->bytes >= fs_pack_tar_bytes(m, p->files[i].size));
+			ENSURE(fs_pack_keylen(m) == strlen(sm->key));
+			ENSURE(memcmp(m, sm->key, strlen(sm->key)) == 0);
+			ENSURE(sm->bytes >= fs_pack_tar_bytes(m, p->files[i].size));
 		}
 		at += sm->n;
 		keys[s] = sm->key;
 	}
-	FZ_ASSERT(at == p->nfiles);
+	ENSURE(at == p->nfiles);
 	check_unique(names, nn);
 	check_unique(keys, p->nsamples);
 	for (size_t i = 0; i < nn; i++) {
@@ -221,23 +221,23 @@ static void check_plan(const struct fs_pack_plan *p, size_t nin)
 static void check_split(const struct fs_pack_plan *p, uint64_t max_size,
 			unsigned long long max_count)
 {
-	FZ_ASSERT(p->nshards >= (p->nsamples ? 1u : 0u));
-	FZ_ASSERT(p->starts[p->nshards] == p->nsamples);
+	ENSURE(p->nshards >= (p->nsamples ? 1u : 0u));
+	ENSURE(p->starts[p->nshards] == p->nsamples);
 	if (p->nshards)
-		FZ_ASSERT(p->starts[0] == 0);
+		ENSURE(p->starts[0] == 0);
 	for (size_t i = 0; i < p->nshards; i++) {
 		size_t a = p->starts[i], b = p->starts[i + 1];
 		uint64_t bytes = 0;
 
-		FZ_ASSERT(a < b);
+		ENSURE(a < b);
 		if (max_count)
-			FZ_ASSERT(b - a <= max_count);
+			ENSURE(b - a <= max_count);
 		for (size_t s = a; s < b; s++)
 			bytes = bytes > UINT64_MAX - p->samples[s].bytes
 				    ? UINT64_MAX
 				    : bytes + p->samples[s].bytes;
 		if (b - a > 1)
-			FZ_ASSERT(bytes <= max_size && max_size - bytes >= 1024);
+			ENSURE(bytes <= max_size && max_size - bytes >= 1024);
 	}
 }
 
@@ -285,20 +285,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(&p, 0, sizeof(p));
 	memset(&q, 0, sizeof(q));
 	for (size_t i = 0; i < nin; i++) {
-		FZ_ASSERT(fs_pack_plan_add(&p, in[i].path, in[i].size, 0, 0644) == 0);
-		FZ_ASSERT(fs_pack_plan_add(&q, in[i].path, in[i].size, 0, 0644) == 0);
+		ENSURE(fs_pack_plan_add(&p, in[i].path, in[i].size, 0, 0644) == 0);
+		ENSURE(fs_pack_plan_add(&q, in[i].path, in[i].size, 0, 0644) == 0);
 	}
-	FZ_ASSERT(fs_pack_plan_members(&p) == 0);
-	FZ_ASSERT(fs_pack_plan_members(&q) == 0);
+	ENSURE(fs_pack_plan_members(&p) == 0);
+	ENSURE(fs_pack_plan_members(&q) == 0);
 	check_plan(&p, nin);
 	/* deterministic */
-	FZ_ASSERT(p.nsamples == q.nsamples && p.nfiles == q.nfiles);
+	ENSURE(p.nsamples == q.nsamples && p.nfiles == q.nfiles);
 	for (size_t i = 0; i < p.nfiles; i++)
-		FZ_ASSERT(strcmp(p.files[i].member, q.files[i].member) == 0);
+		ENSURE(strcmp(p.files[i].member, q.files[i].member) == 0);
 
 	/* the shuffle is a permutation of the samples */
 	before = calloc(p.nsamples + 1, sizeof(*before));
-	FZ_ASSERT(before);
+	ENSURE(before);
 	for (size_t s = 0; s < p.nsamples; s++)
 		before[s] = p.samples[s].key;
 	if (shuffle)
@@ -306,17 +306,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	{
 		char **after = calloc(p.nsamples + 1, sizeof(*after));
 
-		FZ_ASSERT(after);
+		ENSURE(after);
 		for (size_t s = 0; s < p.nsamples; s++)
 			after[s] = p.samples[s].key;
 		qsort(before, p.nsamples, sizeof(*before), cmp_strp);
 		qsort(after, p.nsamples, sizeof(*after), cmp_strp);
 		for (size_t s = 0; s < p.nsamples; s++)
-			FZ_ASSERT(before[s] == after[s]);
+			ENSURE(before[s] == after[s]);
 		free(after);
 	}
 	free(before);
-	FZ_ASSERT(fs_pack_plan_split(&p, max_size, max_count) == 0);
+	ENSURE(fs_pack_plan_split(&p, max_size, max_count) == 0);
 	check_split(&p, max_size, max_count);
 
 	fs_pack_plan_free(&p);

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "shardidx.h"
-#include "fuzz_assert.h"
+#include "check.h"
 
 static uint64_t fz_rng(uint64_t *s)
 {
@@ -49,24 +49,24 @@ static void fz_check_map(const struct shardidx *ix, uint32_t i, const struct sha
 	int r, trunc = !!(e->flags & SHARDIDX_F_TRUNCATED);
 
 	r = shardidx_map(ix, i, 0, e->size, ext, 3);
-	FZ_ASSERT(!trunc || !e->size || r == -EIO);
-	FZ_ASSERT(trunc || r >= 0);
+	ENSURE(!trunc || !e->size || r == -EIO);
+	ENSURE(trunc || r >= 0);
 	if (r >= 0) {
 		/* a sparse file of many tiny segments: bound the walk */
 		for (int steps = 0; off < e->size && steps < 4096; steps++) {
 			r = shardidx_map(ix, i, off, e->size - off, ext, 3);
-			FZ_ASSERT(r > 0 && r <= 3);
+			ENSURE(r > 0 && r <= 3);
 			for (int k = 0; k < r; k++) {
-				FZ_ASSERT(ext[k].logical == off && ext[k].len);
-				FZ_ASSERT(ext[k].len <= e->size - off);
-				FZ_ASSERT(ext[k].hole ||
+				ENSURE(ext[k].logical == off && ext[k].len);
+				ENSURE(ext[k].len <= e->size - off);
+				ENSURE(ext[k].hole ||
 					  (ext[k].stream_off <= inf->stream_size &&
 					   ext[k].len <= inf->stream_size - ext[k].stream_off));
-				FZ_ASSERT(!ext[k].hole || (e->flags & SHARDIDX_F_SPARSE));
+				ENSURE(!ext[k].hole || (e->flags & SHARDIDX_F_SPARSE));
 				off += ext[k].len;
 			}
 		}
-		FZ_ASSERT(shardidx_map(ix, i, e->size, 10, ext, 3) == 0);
+		ENSURE(shardidx_map(ix, i, e->size, 10, ext, 3) == 0);
 	}
 	for (int k = 0; k < 4; k++) {
 		uint64_t o = fz_rng(rng) % (e->size + 2), l = fz_rng(rng) % (e->size + 2);
@@ -74,9 +74,9 @@ static void fz_check_map(const struct shardidx *ix, uint32_t i, const struct sha
 		if (k == 3)
 			l = UINT64_MAX - o; /* overflow of off + len must be handled */
 		r = shardidx_map(ix, i, o, l, ext, 1 + (int)(fz_rng(rng) % 3));
-		FZ_ASSERT(r >= -4095 && r <= 3);
+		ENSURE(r >= -4095 && r <= 3);
 		if (r > 0)
-			FZ_ASSERT(ext[0].logical == o && ext[0].len && ext[0].len <= e->size - o);
+			ENSURE(ext[0].logical == o && ext[0].len && ext[0].len <= e->size - o);
 	}
 }
 
@@ -89,78 +89,78 @@ static void fz_check(const struct shardidx *ix, uint64_t seed)
 
 	shardidx_get_info(ix, &inf);
 	shardidx_root(ix, &first, &rootn);
-	FZ_ASSERT(first == 0 && rootn <= inf.nentries);
-	FZ_ASSERT(shardidx_entry_get(ix, inf.nentries, &e) == -EINVAL);
+	ENSURE(first == 0 && rootn <= inf.nentries);
+	ENSURE(shardidx_entry_get(ix, inf.nentries, &e) == -EINVAL);
 	in_sample = calloc(inf.nentries + 1, sizeof(*in_sample));
-	FZ_ASSERT(in_sample);
+	ENSURE(in_sample);
 	for (uint32_t i = 0; i < inf.nentries; i++) {
 		uint32_t lo, hi;
 		size_t nl;
 
-		FZ_ASSERT(shardidx_entry_get(ix, i, &e) == 0);
+		ENSURE(shardidx_entry_get(ix, i, &e) == 0);
 		nl = strlen(e.name);
-		FZ_ASSERT(nl && nl <= 255 && !strchr(e.name, '/') && strcmp(e.name, ".") &&
+		ENSURE(nl && nl <= 255 && !strchr(e.name, '/') && strcmp(e.name, ".") &&
 			  strcmp(e.name, ".."));
 		if (e.parent == SHARDIDX_NONE) {
 			lo = 0;
 			hi = rootn;
 		} else {
-			FZ_ASSERT(shardidx_entry_get(ix, e.parent, &c) == 0 &&
+			ENSURE(shardidx_entry_get(ix, e.parent, &c) == 0 &&
 				  c.type == SHARDIDX_DIR);
 			lo = c.first_child;
 			hi = c.first_child + c.nchild;
 		}
-		FZ_ASSERT(i >= lo && i < hi);
-		FZ_ASSERT(shardidx_lookup(ix, e.parent, e.name, nl) == i);
-		FZ_ASSERT(!(e.mode & ~07777));
+		ENSURE(i >= lo && i < hi);
+		ENSURE(shardidx_lookup(ix, e.parent, e.name, nl) == i);
+		ENSURE(!(e.mode & ~07777));
 		switch (e.type) {
 		case SHARDIDX_DIR: {
 			uint32_t nsub = 0;
 
-			FZ_ASSERT(e.first_child <= inf.nentries &&
+			ENSURE(e.first_child <= inf.nentries &&
 				  e.nchild <= inf.nentries - e.first_child);
 			for (uint32_t j = e.first_child; j < e.first_child + e.nchild; j++) {
-				FZ_ASSERT(shardidx_entry_get(ix, j, &c) == 0 && c.parent == i);
+				ENSURE(shardidx_entry_get(ix, j, &c) == 0 && c.parent == i);
 				nsub += c.type == SHARDIDX_DIR;
 			}
-			FZ_ASSERT(e.nlink == 2 + nsub);
-			FZ_ASSERT(shardidx_map(ix, i, 0, 1, NULL, 0) == -EINVAL);
+			ENSURE(e.nlink == 2 + nsub);
+			ENSURE(shardidx_map(ix, i, 0, 1, NULL, 0) == -EINVAL);
 			break;
 		}
 		case SHARDIDX_SYMLINK:
-			FZ_ASSERT(e.link && strlen(e.link) == e.size);
+			ENSURE(e.link && strlen(e.link) == e.size);
 			break;
 		case SHARDIDX_REG:
 			if (e.canon != i) {
-				FZ_ASSERT(e.flags & SHARDIDX_F_HARDLINK);
-				FZ_ASSERT(shardidx_entry_get(ix, e.canon, &c) == 0 &&
+				ENSURE(e.flags & SHARDIDX_F_HARDLINK);
+				ENSURE(shardidx_entry_get(ix, e.canon, &c) == 0 &&
 					  c.type == SHARDIDX_REG && c.canon == e.canon &&
 					  c.size == e.size && c.data_off == e.data_off &&
 					  c.nlink == e.nlink && c.nlink >= 2);
 			} else {
-				FZ_ASSERT(!(e.flags & SHARDIDX_F_HARDLINK));
+				ENSURE(!(e.flags & SHARDIDX_F_HARDLINK));
 			}
 			fz_check_map(ix, i, &e, &inf, &rng);
 			break;
 		default:
-			FZ_ASSERT(0);
+			ENSURE(0);
 		}
 	}
 	for (uint32_t s = 0; s < inf.nsamples; s++) {
-		FZ_ASSERT(shardidx_sample_get(ix, s, &first, &n) == 0 && n &&
+		ENSURE(shardidx_sample_get(ix, s, &first, &n) == 0 && n &&
 			  first <= inf.nentries && n <= inf.nentries - first);
 		for (uint32_t j = first; j < first + n; j++)
 			in_sample[j]++;
 	}
-	FZ_ASSERT(shardidx_sample_get(ix, inf.nsamples, &first, &n) == -EINVAL);
+	ENSURE(shardidx_sample_get(ix, inf.nsamples, &first, &n) == -EINVAL);
 	for (uint32_t i = 0; i < inf.nentries; i++) {
-		FZ_ASSERT(shardidx_entry_get(ix, i, &e) == 0);
-		FZ_ASSERT(in_sample[i] == (e.type != SHARDIDX_DIR));
+		ENSURE(shardidx_entry_get(ix, i, &e) == 0);
+		ENSURE(in_sample[i] == (e.type != SHARDIDX_DIR));
 	}
 	free(in_sample);
 	/* lookups of names that are not there */
-	FZ_ASSERT(shardidx_lookup(ix, SHARDIDX_NONE, "", 0) < 0);
-	FZ_ASSERT(shardidx_lookup(ix, inf.nentries, "x", 1) < 0);
+	ENSURE(shardidx_lookup(ix, SHARDIDX_NONE, "", 0) < 0);
+	ENSURE(shardidx_lookup(ix, inf.nentries, "x", 1) < 0);
 }
 
 /* save -> load -> save is the identity, and the loaded copy checks too.
@@ -172,25 +172,25 @@ static void fz_roundtrip(const struct shardidx *ix, uint64_t seed, void **saved,
 	void *a, *b, *c;
 	size_t al, cl;
 
-	FZ_ASSERT(shardidx_save(ix, ident, sizeof(ident) - 1, &a, &al) == 0);
+	ENSURE(shardidx_save(ix, ident, sizeof(ident) - 1, &a, &al) == 0);
 	b = malloc(al);
-	FZ_ASSERT(b);
+	ENSURE(b);
 	memcpy(b, a, al);
-	FZ_ASSERT(shardidx_load(b, al, ident, sizeof(ident) - 1, &ix2) == 0);
-	FZ_ASSERT(shardidx_save(ix2, ident, sizeof(ident) - 1, &c, &cl) == 0);
-	FZ_ASSERT(al == cl && memcmp(a, c, al) == 0);
+	ENSURE(shardidx_load(b, al, ident, sizeof(ident) - 1, &ix2) == 0);
+	ENSURE(shardidx_save(ix2, ident, sizeof(ident) - 1, &c, &cl) == 0);
+	ENSURE(al == cl && memcmp(a, c, al) == 0);
 	/* another identity is -ESTALE, a cut file is -EBADMSG */
 	b = malloc(al);
-	FZ_ASSERT(b);
+	ENSURE(b);
 	memcpy(b, a, al);
 	{
 		struct shardidx *ix3 = NULL;
 
-		FZ_ASSERT(shardidx_load(b, al, "other", 5, &ix3) == -ESTALE && !ix3);
+		ENSURE(shardidx_load(b, al, "other", 5, &ix3) == -ESTALE && !ix3);
 		b = malloc(al);
-		FZ_ASSERT(b);
+		ENSURE(b);
 		memcpy(b, a, al - 1);
-		FZ_ASSERT(shardidx_load(b, al - 1, ident, sizeof(ident) - 1, &ix3) == -EBADMSG &&
+		ENSURE(shardidx_load(b, al - 1, ident, sizeof(ident) - 1, &ix3) == -EBADMSG &&
 			  !ix3);
 	}
 	fz_check(ix2, seed);

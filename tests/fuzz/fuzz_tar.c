@@ -23,7 +23,7 @@ static struct shardidx *build_seq(const uint8_t *d, size_t n, uint64_t *rng)
 	size_t cur = 0;
 	int r = 0;
 
-	FZ_ASSERT(b);
+	ENSURE(b);
 	while (cur < n && r == 0) {
 		/* mode 0: tiny chunks, 1: around a block, 2: big, 3: whole */
 		size_t c = mode == 0   ? 1 + (size_t)(fz_rng(rng) % 17)
@@ -34,17 +34,17 @@ static struct shardidx *build_seq(const uint8_t *d, size_t n, uint64_t *rng)
 
 		if (c > n - cur)
 			c = n - cur;
-		FZ_ASSERT(w >= cur); /* want() never goes backwards */
+		ENSURE(w >= cur); /* want() never goes backwards */
 		if (w < cur + c)
 			r = shardidx_builder_feed(b, d + w, cur + c - w);
-		FZ_ASSERT(r == 0 || r == 1 || (r < 0 && r >= -4095));
+		ENSURE(r == 0 || r == 1 || (r < 0 && r >= -4095));
 		cur += c;
 	}
 	if (r < 0) /* a damaged stream keeps answering with the same error */
-		FZ_ASSERT(shardidx_builder_feed(b, d, 0) == r);
-	FZ_ASSERT(shardidx_builder_message(b) != NULL);
+		ENSURE(shardidx_builder_feed(b, d, 0) == r);
+	ENSURE(shardidx_builder_message(b) != NULL);
 	r = shardidx_builder_finish(b, n, &ix);
-	FZ_ASSERT(r == 0 && ix);
+	ENSURE(r == 0 && ix);
 	return ix;
 }
 
@@ -55,12 +55,12 @@ static struct shardidx *build_seek(const uint8_t *d, size_t n, size_t rd)
 	uint64_t prev = 0;
 	int r;
 
-	FZ_ASSERT(b);
+	ENSURE(b);
 	for (;;) {
 		uint64_t w = shardidx_builder_want(b);
 		size_t len;
 
-		FZ_ASSERT(w >= prev);
+		ENSURE(w >= prev);
 		prev = w;
 		if (w >= n)
 			break;
@@ -69,10 +69,10 @@ static struct shardidx *build_seek(const uint8_t *d, size_t n, size_t rd)
 		if (r != 0)
 			break;
 		/* progress: a feed of len > 0 bytes moves want() forward */
-		FZ_ASSERT(shardidx_builder_want(b) > w);
+		ENSURE(shardidx_builder_want(b) > w);
 	}
 	r = shardidx_builder_finish(b, n, &ix);
-	FZ_ASSERT(r == 0 && ix);
+	ENSURE(r == 0 && ix);
 	return ix;
 }
 
@@ -88,15 +88,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* an exact-size copy: reads past the end are caught by ASan */
 	uint8_t *d = malloc(size ? size : 1);
 
-	FZ_ASSERT(d);
+	ENSURE(d);
 	if (size)
 		memcpy(d, data, size);
 	a = build_seq(d, size, &rng);
 	b = build_seek(d, size, reads[fz_rng(&rng) % 5]);
 	fz_roundtrip(a, seed, &sa, &la);
 	fz_check(a, seed);
-	FZ_ASSERT(shardidx_save(b, "fuzz-ident", 10, &sb, &lb) == 0);
-	FZ_ASSERT(la == lb && memcmp(sa, sb, la) == 0); /* both ways give one index */
+	ENSURE(shardidx_save(b, "fuzz-ident", 10, &sb, &lb) == 0);
+	ENSURE(la == lb && memcmp(sa, sb, la) == 0); /* both ways give one index */
 	free(sa);
 	free(sb);
 	shardidx_free(a);

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "backend_i.h"
-#include "fuzz_assert.h"
+#include "check.h"
 
 struct seen {
 	size_t n;
@@ -25,9 +25,9 @@ static int on_entry(void *arg, const struct backend_s3_entry *e)
 {
 	struct seen *s = arg;
 
-	FZ_ASSERT(e->key && strlen(e->key) == e->keylen);
-	FZ_ASSERT(e->keylen <= BACKEND_S3_KEY_MAX);
-	FZ_ASSERT(memchr(e->etag, 0, sizeof(e->etag)));
+	ENSURE(e->key && strlen(e->key) == e->keylen);
+	ENSURE(e->keylen <= BACKEND_S3_KEY_MAX);
+	ENSURE(memchr(e->etag, 0, sizeof(e->etag)));
 	s->n++;
 	return s->stop_at && s->n == s->stop_at ? 42 : 0;
 }
@@ -44,14 +44,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int64_t t;
 	int r;
 
-	FZ_ASSERT(xml);
+	ENSURE(xml);
 	if (size)
 		memcpy(xml, data, size);
 
 	r = backend__s3_xml_list(xml, size, on_entry, &s, &page);
-	FZ_ASSERT(r == 0 || r == -EBADMSG || r == -ENOMEM);
-	FZ_ASSERT(page.entries == s.n);
-	FZ_ASSERT(!page.next_token || strlen(page.next_token) < size + 1);
+	ENSURE(r == 0 || r == -EBADMSG || r == -ENOMEM);
+	ENSURE(page.entries == s.n);
+	ENSURE(!page.next_token || strlen(page.next_token) < size + 1);
 	free(page.next_token);
 
 	/* a callback that stops early: its value comes back, nothing after it */
@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct seen s2 = {0, 1 + size % s.n};
 
 		r = backend__s3_xml_list(xml, size, on_entry, &s2, &page);
-		FZ_ASSERT(r == 42 && s2.n == s2.stop_at);
+		ENSURE(r == 42 && s2.n == s2.stop_at);
 		free(page.next_token);
 	}
 
@@ -69,27 +69,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(code, 'X', sizeof(code));
 	memset(msg, 'X', sizeof(msg));
 	r = backend__s3_xml_error(xml, size, code, codecap, msg, msgcap);
-	FZ_ASSERT(r == 0 || r == -EBADMSG);
+	ENSURE(r == 0 || r == -EBADMSG);
 	if (codecap) {
-		FZ_ASSERT(memchr(code, 0, codecap));
+		ENSURE(memchr(code, 0, codecap));
 		for (const char *p = code; *p; p++)
-			FZ_ASSERT(*p >= 0x20 && *p < 0x7f);
+			ENSURE(*p >= 0x20 && *p < 0x7f);
 	}
 	if (msgcap) {
-		FZ_ASSERT(memchr(msg, 0, msgcap));
+		ENSURE(memchr(msg, 0, msgcap));
 		for (const char *p = msg; *p; p++)
-			FZ_ASSERT(*p >= 0x20 && *p < 0x7f);
+			ENSURE(*p >= 0x20 && *p < 0x7f);
 	}
 	for (size_t i = codecap; i < sizeof(code); i++)
-		FZ_ASSERT(code[i] == 'X'); /* nothing written past the capacity */
+		ENSURE(code[i] == 'X'); /* nothing written past the capacity */
 	for (size_t i = msgcap; i < sizeof(msg); i++)
-		FZ_ASSERT(msg[i] == 'X');
+		ENSURE(msg[i] == 'X');
 
 	/* timestamps: the whole input, and its first 40 bytes */
 	r = backend__iso8601_parse(xml, size, &t);
-	FZ_ASSERT(r == 0 || r == -EINVAL);
+	ENSURE(r == 0 || r == -EINVAL);
 	r = backend__iso8601_parse(xml, size < 40 ? size : 40, &t);
-	FZ_ASSERT(r == 0 || r == -EINVAL);
+	ENSURE(r == 0 || r == -EINVAL);
 
 	free(xml);
 	return 0;

@@ -25,20 +25,14 @@ import sys
 sys.dont_write_bytecode = True
 
 import errno  # noqa: E402
-import io  # noqa: E402
 import os  # noqa: E402
 import shutil  # noqa: E402
 import struct  # noqa: E402
 import subprocess  # noqa: E402
-import tarfile  # noqa: E402
-import time  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import mountlib as ml  # noqa: E402
-from mountlib import log  # noqa: E402
-
-# How long a condition may take to come true (polled, never slept for)
-DEADLINE_S = 30
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test.mount import log, poll, read_result, write_file  # noqa: E402
 
 
 def members_of(env, tag, sizes):
@@ -46,35 +40,11 @@ def members_of(env, tag, sizes):
              tag.encode() * (n % 16)) for i, n in enumerate(sizes)]
 
 
-def write_file(path, data):
-    with open(path, 'wb') as f:
-        f.write(data)
-
-
 def overwrite_in_place(path, data):
     """Same inode: truncate and write, as 'cp other.tar path' does."""
     with open(path, 'r+b') as f:
         f.truncate(0)
         f.write(data)
-
-
-def read_result(path):
-    """('ok', bytes) or ('err', errno)."""
-    try:
-        with open(path, 'rb', buffering=0) as f:
-            return ('ok', f.read())
-    except OSError as e:
-        return ('err', e.errno)
-
-
-def poll(fn, deadline=DEADLINE_S):
-    """Call fn() until it returns a true value or the deadline passes; the last value."""
-    t = time.monotonic() + deadline
-    while True:
-        v = fn()
-        if v or time.monotonic() > t:
-            return v
-        time.sleep(0.05)
 
 
 def check_read(ck, label, path, allowed):

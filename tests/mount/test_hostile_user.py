@@ -36,47 +36,21 @@ import sys
 sys.dont_write_bytecode = True
 
 import errno  # noqa: E402
-import io  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
-import tarfile  # noqa: E402
 import threading  # noqa: E402
-import time  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import mountlib as ml  # noqa: E402
-from mountlib import log  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test.mount import log, poll, read_result, write_file  # noqa: E402
+from shardfs_test import web  # noqa: E402
 
-# How long a condition may take to come true (polled, never slept for)
-DEADLINE_S = 60
-
-
-def poll(fn, deadline=DEADLINE_S):
-    """Call fn() until it returns a true value or the deadline passes; the last value."""
-    t = time.monotonic() + deadline
-    while True:
-        v = fn()
-        if v or time.monotonic() > t:
-            return v
-        time.sleep(0.02)
-
-
-def write_file(path, data):
-    with open(path, 'wb') as f:
-        f.write(data)
-
-
-def read_result(path):
-    """('ok', bytes) or ('err', errno)."""
-    try:
-        with open(path, 'rb', buffering=0) as f:
-            return ('ok', f.read())
-    except OSError as e:
-        return ('err', e.errno)
+# How long a thread may take to finish (joined, never slept for)
+DEADLINE_S = ml.POLL_TIMEOUT
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,40 +265,11 @@ def group_name_conflict(env, ck):
         ck.ok('name conflict: %s is hidden' % name in text, 'the log names %s' % name)
 
 
-def du_bytes(path):
-    total = 0
-    for dp, dns, fns in os.walk(path):
-        for fn in fns:
-            try:
-                total += os.lstat(os.path.join(dp, fn)).st_blocks * 512
-            except OSError:
-                pass
-    return total
-
-
 def group_killed_decoder(env, ck):
     for tool in ('nginx', 'zstd'):
         ck.ok(shutil.which(tool), '%s is not installed (scripts/install-deps.sh)' % tool)
     if ck.failures:
         return
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'remote',
-                                    'http'))
-    import httplib
-
-    class HoldProxy(httplib.FaultProxy):
-        """Ranged GETs that start at or past hold_from wait until release is set."""
-
-        def __init__(self, upstream_port, hold_from):
-            self.hold_from = hold_from
-            self.release = threading.Event()
-            super().__init__(upstream_port)
-
-        def _fetch(self, head):
-            rng = self._range(head)
-            if rng and rng[0] >= self.hold_from:
-                while not self.release.is_set() and not self.stop_ev.is_set():
-                    self.release.wait(0.5)
-            return super()._fetch(head)
 
     src = env.path('src')
     os.makedirs(os.path.join(src, 'a'))
@@ -337,8 +282,8 @@ def group_killed_decoder(env, ck):
     cache = env.path('cache')
     chunk = 1 << 20
     opts = ['--chunk-size', '1M', '--connections', '2', '--retry-budget', '120']
-    with httplib.Nginx(env.path('nginx'), src) as ng:
-        px = HoldProxy(ng.port, 4 * chunk)
+    with web.Nginx(env.path('nginx'), src) as ng:
+        px = web.HoldProxy(ng.port, 4 * chunk)
         try:
             # a mount of another source on the same cache directory, running throughout: the
             # later mounts are not alone there (the usage is kept, not rebuilt)
@@ -387,7 +332,7 @@ def group_killed_decoder(env, ck):
                           % tmp)
                     left = [f for f in os.listdir(decdirs[0]) if f.startswith('.tmp.')]
                     ck.eq('temp files left in decoded/', left, [])
-                    used, disk = st['cache_bytes_used'], du_bytes(cache)
+                    used, disk = st['cache_bytes_used'], ml.du(cache)
                     log('cache_bytes_used %d, bytes on disk %d' % (used, disk))
                     ck.ok(used <= disk, 'cache_bytes_used %d counts more than the cache '
                           'directory holds (%d bytes): the removed partial copy (%d bytes) '

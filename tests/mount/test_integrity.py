@@ -32,9 +32,10 @@ import tarfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import mountlib as ml  # noqa: E402
-from mountlib import log  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test.mount import log  # noqa: E402
+from shardfs_test import web  # noqa: E402
 
 # 30,000 shards under an open-file limit of 1024. 100,000 shards work as well
 # (SHARDFS_MANY_SHARDS=100000) but take about 5 minutes on a 2-core machine, nearly all of it
@@ -391,10 +392,7 @@ def group_codec_magic(env, ck):
     if not shutil.which('nginx'):
         log('nginx not installed: the http part is skipped')
         return
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'remote',
-                                    'http'))
-    import httplib
-    with httplib.Nginx(env.path('nginx'), src) as ng:
+    with web.Nginx(env.path('nginx'), src) as ng:
         cache = env.path('cache-http')
         opts = ['--log-file', env.path('daemon-http.log')]
         with ml.Mount(env, ng.url('json/'), cache_dir=cache, extra=opts) as m:

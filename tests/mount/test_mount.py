@@ -21,10 +21,10 @@ import subprocess  # noqa: E402
 import tarfile  # noqa: E402
 import time  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import mountlib as ml  # noqa: E402
-import shardgen as sg  # noqa: E402
-from mountlib import log  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import shardgen as sg  # noqa: E402
+from shardfs_test.mount import log  # noqa: E402
 
 INT_FIELDS = ('pid', 'objects', 'shards', 'index_built', 'index_loaded', 'index_bytes_scanned',
               'members', 'damaged_shards', 'skipped_members', 'reads', 'read_bytes', 'read_errors')
@@ -818,13 +818,14 @@ def group_cli(env, ck):
         import select
         eof = {p.stdout.fileno(): False, p.stderr.fileno(): False}
         t = time.monotonic()
-        while not all(eof.values()) and time.monotonic() - t < 5:
+        while not all(eof.values()) and time.monotonic() - t < ml.POLL_TIMEOUT:
             rd, _, _ = select.select([fd for fd, e in eof.items() if not e], [], [], 0.2)
             for fd in rd:
                 if not os.read(fd, 65536):
                     eof[fd] = True
         ck.ok(all(eof.values()), 'background mount: the daemon keeps the caller\'s stdout/stderr '
-              'open (no EOF 5s after "shardfs mount" exited), so out=$(shardfs mount ...) hangs')
+              'open (no EOF %ds after "shardfs mount" exited), so out=$(shardfs mount ...) hangs'
+              % ml.POLL_TIMEOUT)
         p.stdout.close()
         p.stderr.close()
     finally:
@@ -843,15 +844,14 @@ def group_cli(env, ck):
     env.mounts.append(fg)
     try:
         t = time.monotonic()
-        while not ml.is_mounted(m2) and p.poll() is None and time.monotonic() - t < ml.MOUNT_TIMEOUT:
-            time.sleep(0.05)
+        ml.poll(lambda: ml.is_mounted(m2) or p.poll() is not None, ml.MOUNT_TIMEOUT)
         if not ck.ok(ml.is_mounted(m2), 'mount -f: not mounted after %.1fs (rc=%r)'
                      % (time.monotonic() - t, p.poll())):
             return
-        time.sleep(0.3)
-        ck.ok(p.poll() is None, 'mount -f: process exited (rc=%r) while mounted' % p.poll())
         with open(os.path.join(m2, 's', 'x.txt'), 'rb') as f:
             ck.eq('mount -f: s/x.txt', f.read(), b'x\n')
+        # the read was served: the foreground process, the daemon itself, still runs
+        ck.ok(p.poll() is None, 'mount -f: process exited (rc=%r) while mounted' % p.poll())
         # run umount concurrently and reap the foreground process meanwhile (as a shell
         # would), since 'shardfs umount' waits for the daemon to exit
         um_out = open(env.path('fg-umount.log'), 'wb')
@@ -1059,9 +1059,7 @@ def group_cli_truth(env, ck):
         # -- the daemon dies: every command says so, and umount cleans up
         pid = m.stats()['pid']
         os.kill(pid, 9)
-        t = time.monotonic()
-        while ml.pid_alive(pid) and time.monotonic() - t < 30:
-            time.sleep(0.05)
+        ml.poll(lambda: not ml.pid_alive(pid))
         for what, args in (('stats', ['stats', sp]), ('mount', ['mount', '--cache-dir', cache,
                                                                    src, sp]),
                            ('prefetch', ['prefetch', sp])):

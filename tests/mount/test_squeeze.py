@@ -38,9 +38,10 @@ import os  # noqa: E402
 import subprocess  # noqa: E402
 import tarfile  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import mountlib as ml  # noqa: E402
-from mountlib import log  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test.mount import log  # noqa: E402
+from shardfs_test import web  # noqa: E402
 
 
 def compress(data, codec):
@@ -299,11 +300,8 @@ def group_evict(env, ck):
     of a .tar.zst (20 MB) and then a 36 MB .tar fill the chunk store; decoding the .tar.zst
     (20 MB more, no fill on the way: its raw bytes are cached) fits only when decoding evicts
     chunks (the .tar's, least recently used): it must be served whole, not ENOSPC."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'remote',
-                                    'http'))
-    import httplib
-    if not os.path.exists(httplib.NGINX):
-        ck.fail('%s is not installed (scripts/install-deps.sh --test)' % httplib.NGINX)
+    if not os.path.exists(web.NGINX):
+        ck.fail('%s is not installed (scripts/install-deps.sh --test)' % web.NGINX)
         return
     rng = env.rng
     src = env.path('src')
@@ -313,7 +311,7 @@ def group_evict(env, ck):
     with open(os.path.join(src, 'a.tar'), 'wb') as f:
         f.write(ml.tar_bytes(a, 'gnu'))
     b_raw = write_shard(os.path.join(src, 'b.tar.zst'), b, 'zst')
-    ng = httplib.Nginx(env.path('nginx'), src).start()
+    ng = web.Nginx(env.path('nginx'), src).start()
     try:
         with Tmpfs(env.path('tmpfs'), 64 << 20) as fs:
             cache = os.path.join(fs.path, 'cache')

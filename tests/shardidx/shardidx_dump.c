@@ -29,14 +29,7 @@
 
 #include "shardidx.h"
 #include "sha256.h"
-
-#define FAIL(...)                                                                                  \
-	do {                                                                                       \
-		fprintf(stderr, "shardidx_dump: FAIL %s:%d: ", __FILE__, __LINE__);                \
-		fprintf(stderr, __VA_ARGS__);                                                      \
-		fprintf(stderr, "\n");                                                             \
-		exit(1);                                                                           \
-	} while (0)
+#include "check.h"
 
 static const char *g_ctx = ""; /* what is being checked, for messages */
 

@@ -13,7 +13,6 @@ import io
 import json
 import os
 import random
-import shutil
 import stat
 import subprocess
 import sys

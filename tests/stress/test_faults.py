@@ -5,7 +5,7 @@ bytes or fails with EIO — never another errno, never a short read, never wrong
 usage: test_faults.py SHARDFS GROUP
 GROUP:
   http     8 shards (320 members, some larger than the 256K chunk) served by nginx through
-           httplib.FaultProxy in random mode: each GET of a shard is faulted with probability
+           web.FaultProxy in random mode: each GET of a shard is faulted with probability
            0.1, the fault drawn from a seeded RNG among 503, connection cut mid-body, a truncated
            body with a consistent Content-Length, and a 3 s stall (--stall-timeout 1 retries
            it). Pass 1 reads every member and raw .tar buffered, pass 2 with O_DIRECT (past the
@@ -27,9 +27,10 @@ sys.dont_write_bytecode = True
 import os  # noqa: E402
 import time  # noqa: E402
 
-import stresslib as sl  # noqa: E402
-from stresslib import ml, httplib  # noqa: E402
-from mountlib import log  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import stress as sl  # noqa: E402
+from shardfs_test import mount as ml, web  # noqa: E402
+from shardfs_test.mount import log  # noqa: E402
 
 NSHARDS = 8
 RATE = 0.1
@@ -103,8 +104,8 @@ def stats_line(st):
 def group_http(env, ck):
     sl.nginx_or_skip()
     src, cat = build(env)
-    ng = httplib.Nginx(env.path('nginx'), src).start()
-    px = httplib.FaultProxy(ng.port)
+    ng = web.Nginx(env.path('nginx'), src).start()
+    px = web.FaultProxy(ng.port)
     try:
         opts = ['--chunk-size', '256K', '--cache-size', '4M', '--readahead', '1M',
                 '--connections', '4', '--retry-budget', '4', '--stall-timeout', '1',

@@ -22,12 +22,12 @@ import sys
 sys.dont_write_bytecode = True
 
 import os  # noqa: E402
-import subprocess  # noqa: E402
 import time  # noqa: E402
 
-import stresslib as sl  # noqa: E402
-from stresslib import ml  # noqa: E402
-from mountlib import log  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import stress as sl  # noqa: E402
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test.mount import log  # noqa: E402
 
 NSHARDS = int(os.environ.get('SHARDFS_SCALE_SHARDS', '2000'))
 NMEMBERS = int(os.environ.get('SHARDFS_SCALE_MEMBERS', '100'))  # per shard

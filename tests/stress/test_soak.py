@@ -34,9 +34,11 @@ import random  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 
-import stresslib as sl  # noqa: E402
-from stresslib import ml, httplib, MiB  # noqa: E402
-from mountlib import log  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import stress as sl  # noqa: E402
+from shardfs_test import mount as ml, web  # noqa: E402
+from shardfs_test.stress import MiB  # noqa: E402
+from shardfs_test.mount import log  # noqa: E402
 
 READERS = 16
 # a FUSE worker thread brings its own descriptors: a /dev/fuse clone and a splice pipe pair.
@@ -195,6 +197,12 @@ class Daemon:
         self.samples.append(s)
         return s
 
+    def fd_bound(self, threads):
+        """The most descriptors the daemon may hold once every file is closed: the first
+        sample's, plus slack, plus a few per thread started since."""
+        fd0, thr0 = self.samples[0][1], self.samples[0][3]
+        return fd0 + (8 if self.label == 'local' else 16) + FDS_PER_THREAD * max(0, threads - thr0)
+
 
 def soak_seconds(san):
     v = os.environ.get('SHARDFS_SOAK_SECONDS')
@@ -216,8 +224,8 @@ def group_soak(env, ck):
         local.mount()
         mounts.append(local)
         daemons.append(Daemon('local', local))
-        if os.path.exists(httplib.NGINX):
-            ng = httplib.Nginx(env.path('nginx'), src).start()
+        if os.path.exists(web.NGINX):
+            ng = web.Nginx(env.path('nginx'), src).start()
             hm = ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache-http'),
                           extra=['--chunk-size', '1M', '--cache-size', '16M', '--readahead', '4M',
                                  '--connections', '8', '--retry-budget', '120',
@@ -294,9 +302,11 @@ def group_soak(env, ck):
             log('soak: NOTE: this process was not scheduled for %.1fs at a time (an overloaded '
                 'machine): retries and timeouts in the daemons may have run out' % max_gap)
         log('soak: operations (direct: opened O_DIRECT, dropped: page cache dropped first) %s' % ', '.join('%s=%d' % kv for kv in sorted(ops.items())))
-        # the end sample: readers done, every file closed
-        time.sleep(1.0)
+        # the end sample: readers done, every file closed; the kernel hands the daemons the
+        # releases asynchronously, so wait (within a deadline) for the bound checked below
         for d in daemons:
+            if d.samples:
+                ml.poll(lambda: sl.fd_count(d.pid) <= d.fd_bound(sl.threads(d.pid)))
             d.sample(time.time() - t0)
         # the daemons still answer, and answer right
         for m, d in zip(mounts, daemons):
@@ -333,7 +343,7 @@ def group_soak(env, ck):
                 continue
             (_, fd0, rss0, thr0, _), (_, fd1, rss1, thr1, _) = d.samples[0], d.samples[-1]
             peak_fd = max(s[1] for s in d.samples)
-            slack = (8 if d.label == 'local' else 16) + FDS_PER_THREAD * max(0, thr1 - thr0)
+            slack = d.fd_bound(thr1) - fd0
             ck.ok(fd1 <= fd0 + slack, 'soak %s: fds grew from %d to %d (slack %d; threads %d -> '
                   '%d): %r' % (d.label, fd0, fd1, slack, thr0, thr1, sl.fd_kinds(d.pid)))
             ck.ok(peak_fd <= fd0 + 64, 'soak %s: fds peaked at %d (start %d)' % (
@@ -383,8 +393,7 @@ def open_many(ck, env, label, m, cat, n_members=500, n_raw=100):
         ml.read_all(os.path.join(m.mnt, rel))
     for rel, path, off, size in chosen[:50]:
         ml.read_all(os.path.join(m.mnt, rel))
-    time.sleep(0.5)
-    fd_before, thr_before = sl.fd_count(pid), sl.threads(pid)
+    fd_before, thr_before = sl.settled(lambda: sl.fd_count(pid)), sl.threads(pid)
     fds = []
     t = time.monotonic()
     try:
@@ -420,7 +429,12 @@ def open_many(ck, env, label, m, cat, n_members=500, n_raw=100):
     finally:
         for f in fds:
             os.close(f[0])
-    time.sleep(0.5)
+
+    def allowed_now():
+        return fd_before + 8 + FDS_PER_THREAD * max(0, sl.threads(pid) - thr_before)
+
+    # the releases of the closes reach the daemon asynchronously: wait for them (a deadline)
+    ml.poll(lambda: sl.fd_count(pid) <= allowed_now())
     fd_after, thr_after = sl.fd_count(pid), sl.threads(pid)
     log('%s: %d members + %d raw shards open at once, read in %.1fs; daemon fds before %d, '
         'while open %d, after %d; threads before %d, after %d' % (
@@ -448,8 +462,8 @@ def group_openmany(env, ck):
                                                   ['--strict-open'])):
         with ml.Mount(env, src, cache_dir=env.path('cache'), extra=extra) as m:
             open_many(ck, env, label, m, cat)
-    if os.path.exists(httplib.NGINX):
-        ng = httplib.Nginx(env.path('nginx'), src).start()
+    if os.path.exists(web.NGINX):
+        ng = web.Nginx(env.path('nginx'), src).start()
         try:
             with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache-http'),
                           extra=['--chunk-size', '1M', '--cache-size', '4M']) as m:

@@ -22,18 +22,8 @@
 
 #include "backend.h"
 #include "cachetier.h"
+#include "check.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fprintf(stderr, "\n");                                                     \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
 
 static char tmpdir[256];
 
@@ -385,10 +375,5 @@ int main(void)
 		if (system(cmd) != 0)
 			fprintf(stderr, "warning: could not remove %s\n", tmpdir);
 	}
-	if (failures) {
-		printf("%d checks failed\n", failures);
-		return 1;
-	}
-	printf("all checks passed\n");
-	return 0;
+	return check_summary("cachetier");
 }

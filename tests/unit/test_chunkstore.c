@@ -18,6 +18,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -31,18 +32,8 @@
 
 #include "backend.h"
 #include "cachetier.h"
+#include "check.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fprintf(stderr, "\n");                                                     \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
 
 #define CHUNK (64u * 1024)
 #define NOBJ  8
@@ -191,6 +182,20 @@ static void stats(struct cachetier *ct, struct cachetier_stats *st)
 	cachetier_get_stats(ct, st);
 }
 
+/* Wait (up to 60 s) until no fill runs. */
+static void fills_idle(struct cachetier *ct)
+{
+	struct cachetier_stats st;
+
+	for (int i = 0; i < 6000; i++) {
+		stats(ct, &st);
+		if (st.fills_inflight == 0)
+			return;
+		usleep(10000);
+	}
+	CHECK(0, "fills still running after 60 s");
+}
+
 /* ---- random reads ---- */
 
 static void test_random(uint64_t seed)
@@ -302,7 +307,7 @@ static void test_random_no_readahead(uint64_t seed)
 		if (touched[c])
 			touched_bytes += c + 1 == nchunks ? sizes[NOBJ] - c * CHUNK : CHUNK;
 	}
-	usleep(20000); /* readahead, if it were queued, would land now */
+	fills_idle(ct); /* a readahead, had one been queued, has landed */
 	stats(ct, &st);
 	printf("random: touched %llu bytes, fetched %llu, readahead_fills %llu\n",
 	       (unsigned long long)touched_bytes, (unsigned long long)st.bytes_fetched,
@@ -325,7 +330,8 @@ struct conc {
 	struct backend *be;
 	struct cachetier_obj **o;
 	uint64_t seed;
-	int bad, reads;
+	int bad;
+	atomic_int reads; /* read by the main thread while the readers run */
 	atomic_int *stop;
 };
 
@@ -431,12 +437,23 @@ static void test_concurrent(uint64_t seed, int seconds)
 		c[k] = (struct conc){ct, be, o, seed * 31 + (uint64_t)k + 1, 0, 0, &stop};
 		pthread_create(&t[k], NULL, reader_main, &c[k]);
 	}
-	sleep((unsigned)seconds);
+	/* at least `seconds` of readers, then on until the checks below have something to
+	 * check (a busy machine may run few reads in that time), within a deadline */
+	for (int sec = 0; sec < 120; sec++) {
+		int n = 0;
+
+		sleep(1);
+		for (int k = 0; k < 8; k++)
+			n += atomic_load(&c[k].reads);
+		stats(ct, &st);
+		if (sec + 1 >= seconds && n > 100 && st.evictions > 0)
+			break;
+	}
 	atomic_store(&stop, 1);
 	for (int k = 0; k < 8; k++) {
 		pthread_join(t[k], NULL);
 		bad += c[k].bad;
-		reads += c[k].reads;
+		reads += atomic_load(&c[k].reads);
 	}
 	pthread_join(mt, NULL);
 	stats(ct, &st);
@@ -731,28 +748,43 @@ static void test_crash(uint64_t seed)
 	struct cachetier *ct;
 	char dir[600], path[700];
 	uint64_t total = 0;
-	int status, bad, maps;
+	int status, bad, maps, ready[2];
+	struct pollfd pf = {0};
 	pid_t pid;
 
 	fflush(NULL);
+	if (pipe(ready) != 0)
+		FAIL("pipe: %s", strerror(errno));
 	pid = fork();
 	if (pid == 0) {
 		struct backend *cbe = store("delay_ms=40");
 		struct cachetier *cct = tier(cbe, "c-crash", 1ull << 30, 2);
 		unsigned char *buf = malloc(16384);
+		int told = 0;
 
-		for (;;) { /* sequential readers of every object, until killed */
-			for (int i = 0; i <= NOBJ; i++) {
+		/* a sequential reader of every object but the last (which so stays uncached),
+		 * over and over until killed; it tells the parent once a map is on the disk, and
+		 * the parent kills it then, while it fills the objects after */
+		close(ready[0]);
+		for (;;) {
+			for (int i = 0; i < NOBJ; i++) {
 				struct cachetier_obj *o = obj(cct, cbe, i);
 
 				for (uint64_t off = 0; off < sizes[i]; off += 16384)
 					cachetier_obj_pread(o, buf, 16384, off);
 				cachetier_obj_unref(o);
+				if (!told && count_maps(data_dir(cct)) > 0)
+					told = write(ready[1], "m", 1) == 1;
 			}
 		}
 	}
 	CHECK(pid > 0, "fork");
-	usleep(1800 * 1000);
+	close(ready[1]);
+	/* a hold, not a timing window: wait (within a deadline) for the child's word */
+	pf.fd = ready[0];
+	pf.events = POLLIN;
+	CHECK(poll(&pf, 1, 120 * 1000) == 1, "the child wrote no map within 120 s");
+	close(ready[0]);
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
 	CHECK(WIFSIGNALED(status), "child was not killed");
@@ -862,20 +894,6 @@ static uint64_t data_blocks(struct cachetier *ct)
 	}
 	closedir(d);
 	return b;
-}
-
-/* Wait (up to 60 s) until no fill runs. */
-static void fills_idle(struct cachetier *ct)
-{
-	struct cachetier_stats st;
-
-	for (int i = 0; i < 6000; i++) {
-		stats(ct, &st);
-		if (st.fills_inflight == 0)
-			return;
-		usleep(10000);
-	}
-	CHECK(0, "fills still running after 60 s");
 }
 
 /* A fill streams into the data file as the store hands bytes over; one cut
@@ -1019,15 +1037,12 @@ int main(void)
 	test_changed(seed);
 
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	if (failures == 0 && system(cmd) != 0)
+	if (check_failures() == 0 && system(cmd) != 0)
 		fprintf(stderr, "warning: could not remove %s\n", tmpdir);
 	for (int i = 0; i <= NOBJ; i++)
 		free(data[i]);
-	if (failures) {
-		fprintf(stderr, "%d checks failed (seed %llu; files in %s)\n", failures,
-			(unsigned long long)seed, tmpdir);
-		return 1;
-	}
-	printf("all checks passed\n");
-	return 0;
+	if (check_failures())
+		fprintf(stderr, "chunkstore: seed %llu; files in %s\n", (unsigned long long)seed,
+			tmpdir);
+	return check_summary("chunkstore");
 }

@@ -21,18 +21,8 @@
 #include <unistd.h>
 
 #include "fs_ops.h"
+#include "check.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fprintf(stderr, "\n");                                                     \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
 
 static char tmp[] = "/tmp/test_fscore.XXXXXX";
 
@@ -670,10 +660,5 @@ int main(void)
 		fprintf(stderr, "could not remove %s\n", tmp);
 	free(big0);
 	free(big1);
-	if (failures) {
-		fprintf(stderr, "%d failures\n", failures);
-		return 1;
-	}
-	printf("fscore: all checks passed\n");
-	return 0;
+	return check_summary("fscore");
 }

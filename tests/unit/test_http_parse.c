@@ -11,19 +11,8 @@
 #include <string.h>
 
 #include "backend_i.h"
+#include "check.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		checks++;                                                                          \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fprintf(stderr, "\n");                                                     \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
 
 /* ---- brace expansion ---------------------------------------------------- */
 
@@ -433,10 +422,5 @@ int main(void)
 	test_url();
 	test_json();
 	test_html();
-	if (failures) {
-		fprintf(stderr, "test_http_parse: %d of %d checks failed\n", failures, checks);
-		return 1;
-	}
-	printf("test_http_parse: %d checks passed\n", checks);
-	return 0;
+	return check_summary("test_http_parse");
 }

@@ -12,19 +12,8 @@
 #include <string.h>
 
 #include "backend_i.h"
+#include "check.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		checks++;                                                                          \
-		if (!(cond)) {                                                                     \
-			failures++;                                                                \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);                                \
-			printf(__VA_ARGS__);                                                       \
-			printf("\n");                                                              \
-		}                                                                                  \
-	} while (0)
 
 struct got {
 	int n;
@@ -400,6 +389,5 @@ int main(void)
 	test_hostile();
 	test_error_and_dates();
 	test_fuzz(seed);
-	printf("%d checks, %d failures\n", checks, failures);
-	return failures ? 1 : 0;
+	return check_summary("s3_xml");
 }

@@ -23,19 +23,8 @@
 #include <unistd.h>
 
 #include "backend_i.h"
+#include "check.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		checks++;                                                                          \
-		if (!(cond)) {                                                                     \
-			failures++;                                                                \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);                                \
-			printf(__VA_ARGS__);                                                       \
-			printf("\n");                                                              \
-		}                                                                                  \
-	} while (0)
 
 #define EMPTY_SHA "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 #define T20130524 1369353600 /* 2013-05-24T00:00:00Z */
@@ -391,6 +380,5 @@ int main(int argc, char **argv)
 	test_token_and_errors();
 	test_encoding();
 	test_creds_file();
-	printf("%d checks, %d failures\n", checks, failures);
-	return failures ? 1 : 0;
+	return check_summary("sigv4");
 }

@@ -55,20 +55,17 @@ sys.dont_write_bytecode = True
 import errno  # noqa: E402
 import glob  # noqa: E402
 import shutil  # noqa: E402
-import hashlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
-import socket  # noqa: E402
 import subprocess  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, '..', '..', 'mount'))
-sys.path.insert(0, os.path.join(HERE, '..', 'http'))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
 
 MiB = 1 << 20
 
@@ -186,10 +183,10 @@ def reader_main(manifest_path):
 if len(sys.argv) == 3 and sys.argv[1] == '--reader':
     sys.exit(reader_main(sys.argv[2]))
 
-import mountlib as ml  # noqa: E402
-import shardgen as sg  # noqa: E402
-import httplib  # noqa: E402
-from mountlib import log  # noqa: E402
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import shardgen as sg  # noqa: E402
+from shardfs_test import web  # noqa: E402
+from shardfs_test.mount import log  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------
@@ -318,18 +315,7 @@ def wait_readers(ck, env, name, procs, timeout, may_fail=False):
 
 def data_bytes(cache_dir):
     """Bytes allocated by the files under the cache dir's data/ directories."""
-    total = 0
-    for d in glob.glob(os.path.join(cache_dir, 'v1', '*', 'data')):
-        try:
-            names = os.listdir(d)
-        except OSError:
-            continue
-        for n in names:
-            try:
-                total += os.lstat(os.path.join(d, n)).st_blocks * 512
-            except OSError:
-                pass
-    return total
+    return sum(ml.du(d) for d in glob.glob(os.path.join(cache_dir, 'v1', '*', 'data')))
 
 
 class Sampler:
@@ -372,112 +358,6 @@ def tsan_reports(logfile, pid):
         out += [p for p in glob.glob(m.group(1) + '.%d*' % pid)
                 if 'ThreadSanitizer' in log_text(p)]
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-# a throttling proxy (slow fills) that records which range requests were answered completely
-# ---------------------------------------------------------------------------------------------
-
-class SlowProxy(httplib.LoopbackProxy):
-    """HTTP/1.1 proxy on 127.0.0.1 in front of nginx. Relays each answer's body at most
-    `rate` bytes/s per connection (None: unthrottled). Records every GET as a dict with
-    path, range (a, b), sent (body bytes relayed), done (the whole body was relayed) and held.
-    Holding: with hold_from set, a GET of a range that starts at or after hold_from relays its
-    headers and the first hold_bytes of its body, sets held, and then waits until release()
-    (or close) before it relays the rest: a fill that is deterministically in flight."""
-
-    def __init__(self, upstream_port):
-        self.rate = None
-        self.gets = []
-        self.hold_from = None
-        self.hold_paths = None  # or a function of a ranged GET's path: hold it too
-        self.hold_bytes = 64 * 1024
-        self.released = threading.Event()
-        super().__init__(upstream_port)
-
-    def held(self):
-        with self.lock:
-            return [dict(r) for r in self.gets if r['held']]
-
-    def release(self):
-        self.hold_from = None
-        self.hold_paths = None
-        self.released.set()
-
-    def _relay(self, c, rec, b, hold):
-        """Send body bytes b, stopping for the hold once hold_bytes were sent."""
-        if hold and not rec['held'] and rec['sent'] + len(b) >= self.hold_bytes:
-            k = self.hold_bytes - rec['sent']
-            c.sendall(b[:k])
-            with self.lock:
-                rec['sent'] += k
-                rec['held'] = True
-            while not self.released.wait(0.1):
-                if self.stop_ev.is_set():
-                    return
-            b = b[k:]
-        c.sendall(b)
-        with self.lock:
-            rec['sent'] += len(b)
-
-    def _serve(self, c):
-        f = c.makefile('rb')
-        try:
-            while not self.stop_ev.is_set():
-                head = httplib.FaultProxy._read_head(f)
-                if not head:
-                    return
-                parts = head[0].split(b' ')
-                method = parts[0].decode('latin-1')
-                rng = httplib.FaultProxy._range(head)
-                rec = dict(path=parts[1].decode('latin-1'), range=rng, sent=0, done=False,
-                           held=False)
-                hold_from, hold_paths = self.hold_from, self.hold_paths
-                hold = (method == 'GET' and rng is not None and
-                        ((hold_from is not None and rng[0] >= hold_from) or
-                         (hold_paths is not None and hold_paths(rec['path']))))
-                if method == 'GET':
-                    with self.lock:
-                        self.gets.append(rec)
-                out = [ln for ln in head
-                       if not ln.lower().startswith((b'connection:', b'keep-alive:'))]
-                up = socket.create_connection(('127.0.0.1', self.upstream), timeout=30)
-                try:
-                    up.sendall(b''.join(out) + b'Connection: close\r\n\r\n')
-                    uf = up.makefile('rb')
-                    status = uf.readline()
-                    hdrs = httplib.FaultProxy._read_head(uf) or []
-                    hdrs = [h for h in hdrs if not h.lower().startswith((b'connection:',
-                                                                         b'keep-alive:'))]
-                    c.sendall(status + b''.join(hdrs) + b'\r\n')
-                    t0 = time.monotonic()
-                    while True:
-                        b = uf.read1(65536) if method != 'HEAD' else b''
-                        if not b:
-                            break
-                        self._relay(c, rec, b, hold)
-                        rate = self.rate
-                        if rate:
-                            ahead = rec['sent'] / rate - (time.monotonic() - t0)
-                            if ahead > 0:
-                                time.sleep(ahead)
-                        if self.stop_ev.is_set():
-                            return
-                    with self.lock:
-                        rec['done'] = True
-                finally:
-                    up.close()
-        except OSError:
-            return
-        finally:
-            try:
-                c.close()
-            except OSError:
-                pass
-
-    def reset(self):
-        with self.lock:
-            self.gets = []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -579,16 +459,6 @@ def covered(rng, ranges):
     return False
 
 
-def wait_for(cond, timeout, step=0.05):
-    """Poll cond until it holds or timeout seconds passed; its last value."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(step)
-    return cond()
-
-
 def map_files(cache):
     return glob.glob(os.path.join(cache, 'v1', '*', 'data', '*.map'))
 
@@ -598,7 +468,7 @@ def group_crash(env, ck, ng):
     src, refs = build_source(env, {rel: [env.rng.randrange(200000, 1200000) for _ in range(40)]})
     size = os.path.getsize(os.path.join(src, rel))
     ng.start()
-    px = SlowProxy(ng.port)
+    px = web.SlowProxy(ng.port)
     try:
         cache = env.path('cache')
         opts = ['--chunk-size', '1M', '--connections', '2', '--readahead', '8M',
@@ -617,7 +487,7 @@ def group_crash(env, ck, ng):
                              stderr=subprocess.DEVNULL)
         # the state to kill in: both connections hold a fill with bytes relayed, and a map
         # records some of the chunks before the hold (the flusher writes it within a second)
-        ok = wait_for(lambda: len([r for r in px.held() if r['sent'] > 0]) >= 2 and
+        ok = ml.poll(lambda: len([r for r in px.held() if r['sent'] > 0]) >= 2 and
                       map_files(cache), 60)
         with px.lock:
             inflight = [(r['range'], r['sent']) for r in px.gets
@@ -629,7 +499,7 @@ def group_crash(env, ck, ng):
             pid, sum(1 for r in first if r['done']), sum(r['sent'] for r in first if r['done']),
             inflight))
         os.kill(pid, signal.SIGKILL)
-        ok = wait_for(lambda: not ml.pid_alive(pid), 30)
+        ok = ml.poll(lambda: not ml.pid_alive(pid), 30)
         ck.ok(ok, 'crash: the daemon %d is alive after SIGKILL' % pid)
         px.release()  # the dead daemon's connections: nothing reads them any more
         try:
@@ -950,7 +820,7 @@ def group_storedown(env, ck, ng):
         # the store is down nothing else asks it); probes back off to one every 5 s
         ng.start()
         t = time.monotonic()
-        up = wait_for(lambda: m.stats()['store_down'] == 0, 60)
+        up = ml.poll(lambda: m.stats()['store_down'] == 0, 60)
         log('nginx back: the store is up again after %.1fs' % (time.monotonic() - t))
         ck.ok(up, 'nginx back: the store is still down after 60 s')
         check_all(ck, 'nginx back', m.mnt, src, refs)
@@ -1030,7 +900,7 @@ def group_storedown_imagefolder(env, ck, ng, budget):
             time.monotonic() - t, st['store_failures']))
         ck.eq('imagefolder down: store_failures', st['store_failures'], 1)
         ng.start()
-        ck.ok(wait_for(lambda: m.stats()['store_down'] == 0, 60),
+        ck.ok(ml.poll(lambda: m.stats()['store_down'] == 0, 60),
               'imagefolder back: the store is still down after 60 s')
         got = {}
         for c in sorted(os.listdir(m.mnt)):
@@ -1123,11 +993,11 @@ def group_stop(env, ck, ng):
         ng.stop()
         procs = [spawn_waiter(env, 'sigterm-%d' % i, 'os.listdir(%r)' % m.mnt)
                  for i in range(4)]
-        ck.ok(wait_for(lambda: waiting_on_store(env, m, 'sigterm', procs, st['store_attempts']), 60),
+        ck.ok(ml.poll(lambda: waiting_on_store(env, m, 'sigterm', procs, st['store_attempts']), 60),
               'sigterm: the readers are not waiting on the store')
         t = time.monotonic()
         os.kill(pid, signal.SIGTERM)
-        gone = wait_for(lambda: not ml.pid_alive(pid), 30, 0.02)
+        gone = ml.poll(lambda: not ml.pid_alive(pid), 30, 0.02)
         dt = time.monotonic() - t
         log('sigterm: daemon %d exited %s after %.2fs (goal 2 s)' % (
             pid, 'at once' if gone else 'NOT', dt))
@@ -1153,7 +1023,7 @@ def group_stop(env, ck, ng):
         rels = sorted(refs)
         procs = [spawn_waiter(env, 'umount-%d' % i, 'open(%r, "rb").read()' % os.path.join(
             m.mnt, rels[i])) for i in range(4)]
-        ck.ok(wait_for(lambda: waiting_on_store(env, m, 'umount', procs, st['store_attempts']), 60),
+        ck.ok(ml.poll(lambda: waiting_on_store(env, m, 'umount', procs, st['store_attempts']), 60),
               'umount: the readers are not waiting on the store')
         t = time.monotonic()
         r = env.run([env.shardfs, 'umount', m.mnt], timeout=90, files=True)
@@ -1183,7 +1053,7 @@ def group_stop(env, ck, ng):
             s2 = m.stats()
             return (s2['fills_inflight'] >= 1 and s2['store_failures'] == 0 and
                     s2['store_attempts'] >= st['store_attempts'] + 2)
-        ck.ok(wait_for(fills_waiting, 60), 'prefetch: no fill waits on the store')
+        ck.ok(ml.poll(fills_waiting, 60), 'prefetch: no fill waits on the store')
         t = time.monotonic()
         r = env.run([env.shardfs, 'umount', m.mnt], timeout=90, files=True)
         dt = time.monotonic() - t
@@ -1327,7 +1197,7 @@ def group_warm(env, ck, ng):
     # (d) a reader is served while the warm runs: every warm fill of the other shards is held
     # at a proxy; the reader's demand reads of the last shard (in listing order) go through
     # and are exact; the shard it touched is warmed next; each chunk is fetched once
-    px = SlowProxy(ng.port)
+    px = web.SlowProxy(ng.port)
     try:
         target = 'shard-000003.tar'
         px.hold_paths = lambda p: not p.endswith('/' + target)
@@ -1336,7 +1206,7 @@ def group_warm(env, ck, ng):
             st = wait_stats(m, lambda s: s.get('warm_bytes_wanted') == small_total, 60)
             ck.eq('warm (d): every object in the warm order', st.get('warm_bytes_wanted'),
                   small_total)
-            ck.ok(wait_for(lambda: px.held(), 60), 'warm (d): no warm fill reached the proxy')
+            ck.ok(ml.poll(lambda: px.held(), 60), 'warm (d): no warm fill reached the proxy')
             with open(os.path.join(small, target), 'rb') as f:
                 want = f.read()
             with open(os.path.join(m.mnt, target), 'rb', buffering=0) as f:
@@ -1563,51 +1433,36 @@ GROUPS = {'offline': group_offline, 'capacity': group_capacity, 'crash': group_c
           'metablobs': group_metablobs}
 
 
-class LazyNginx(httplib.Nginx):
+class LazyNginx(web.Nginx):
     def start(self):
         if self.proc is None:
             super().start()
         return self
 
 
+def run_group(env, ck, group):
+    """One group with its nginx (started by the group when it needs it); the daemon log's tail
+    when it failed."""
+    ng = LazyNginx(env.path('nginx'), env.path('src'))
+    failed = True
+    try:
+        GROUPS[group](env, ck, ng)
+        failed = bool(ck.failures)
+    finally:
+        ng.stop()
+        if failed:
+            log('daemon log (tail):\n' + log_text(env.path('daemon.log'))[-3000:])
+
+
 def main():
     if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
         print(__doc__)
         return 2
-    shardfs, group = sys.argv[1], sys.argv[2]
-    if not os.path.exists(httplib.NGINX):
-        log('SKIP: %s is not installed (scripts/install-deps.sh --test)' % httplib.NGINX)
+    if not os.path.exists(web.NGINX):
+        log('SKIP: %s is not installed (scripts/install-deps.sh --test)' % web.NGINX)
         return ml.SKIP
-    env = ml.Env(shardfs, 'cache-' + group)
-    wd = ml.Watchdog(env, int(os.environ.get('SHARDFS_TEST_DEADLINE', '170')))
-    ck = ml.Checker()
-    ng = None
-    try:
-        ml.fuse_precheck()
-        ng = LazyNginx(env.path('nginx'), env.path('src'))
-        t = time.monotonic()
-        GROUPS[group](env, ck, ng)
-        log('group %s: %d checks in %.1fs' % (group, ck.checks, time.monotonic() - t))
-    except ml.Skip as e:
-        log('SKIP: %s' % e)
-        return ml.SKIP
-    except Exception as e:  # noqa: BLE001
-        import traceback
-        traceback.print_exc()
-        ck.fail('exception: %r' % e)
-    finally:
-        if ng:
-            ng.stop()
-        if ck.failures:
-            t = log_text(env.path('daemon.log'))
-            log('daemon log (tail):\n' + t[-3000:])
-        env.cleanup()
-        wd.stop()
-    if ck.failures:
-        log('FAILED: %d of %d checks' % (len(ck.failures), ck.checks))
-        return 1
-    log('PASS: %d checks' % ck.checks)
-    return 0
+    ml.main_wrapper(run_group, sys.argv[1], 'cache-' + sys.argv[2], deadline=170,
+                    group=sys.argv[2])
 
 
 if __name__ == '__main__':

@@ -1,7 +1,7 @@
 """Temporary credentials from the services clouds hand them out from, refreshed while mounted.
 
-s3rver behind the signature-verifying proxy (servers.py), which accepts exactly the keys the
-loopback stand-ins (cloudmeta.py) handed out, session token included, and counts signatures per
+s3rver behind the signature-verifying proxy (s3servers), which accepts exactly the keys the
+loopback stand-ins (cloudmeta) handed out, session token included, and counts signatures per
 key id. Every endpoint variable points to 127.0.0.1; AWS_EC2_METADATA_DISABLED=true and
 NO_GCE_CHECK=true stay set except where a case runs its own stand-in.
 
@@ -34,14 +34,11 @@ import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, '..', '..', 'mount'))
-sys.path.insert(0, HERE)
-
-import mountlib as ml  # noqa: E402
-import servers  # noqa: E402
-import cloudmeta  # noqa: E402
-import test_s3  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import s3servers  # noqa: E402
+from shardfs_test import cloudmeta  # noqa: E402
+from shardfs_test import s3world  # noqa: E402
 
 log = ml.log
 BUCKET = 'cloud'
@@ -59,13 +56,7 @@ def sha(b):
 
 
 def wait_for(cond, what, limit):
-    t = time.monotonic() + limit
-    while time.monotonic() < t:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise RuntimeError('timed out after %ds waiting for %s' % (limit, what))
+    return ml.poll(cond, limit, step=0.1, what=what)
 
 
 def read(m, name):
@@ -84,8 +75,8 @@ def log_text(m):
 class World:
     def __init__(self, env):
         self.env = env
-        self.s3 = servers.S3rver(env.tmp)
-        self.proxy = servers.SigV4Proxy(self.s3.port, {})
+        self.s3 = s3servers.S3rver(env.tmp)
+        self.proxy = s3servers.SigV4Proxy(self.s3.port, {})
         self.endpoint = 'http://127.0.0.1:%d' % self.proxy.port
         self.data = {}
         self.next_file = 0
@@ -127,7 +118,7 @@ class World:
 
 
 def clean_env(env):
-    test_s3.set_aws_env(env, key=None, secret=None)
+    s3world.set_aws_env(env, key=None, secret=None)
     for k in ('AWS_METADATA_SERVICE_TIMEOUT', 'AWS_METADATA_SERVICE_NUM_ATTEMPTS'):
         env.env.pop(k, None)
 
@@ -270,7 +261,7 @@ def case_webid(env, ck, w):
         f.write(token + '\n')
     env.env.update(AWS_WEB_IDENTITY_TOKEN_FILE=tf, AWS_ROLE_ARN=arn,
                    AWS_ROLE_SESSION_NAME='shardfs-test', AWS_ENDPOINT_URL_STS=sts.url(),
-                   AWS_ENDPOINT_URL='http://127.0.0.1:%d' % servers.free_port())
+                   AWS_ENDPOINT_URL='http://127.0.0.1:%d' % s3servers.free_port())
     # botocore asks web identity before the credentials file: this profile must not be used
     awsdir = os.path.join(env.env['HOME'], '.aws')
     os.makedirs(awsdir, exist_ok=True)
@@ -288,7 +279,7 @@ def case_webid(env, ck, w):
         ck.eq('webid: STS refusals', sts.count('refused'), 0)
         with open(tf, 'w') as f:
             f.write('not-the-token\n')
-        test_s3.expect_mount_fails(env, ck, 's3://%s/%s' % (BUCKET, PREFIX),
+        s3world.expect_mount_fails(env, ck, 's3://%s/%s' % (BUCKET, PREFIX),
                                    ['--endpoint', w.endpoint], 'webid wrong token',
                                    ['InvalidIdentityToken'])
     finally:
@@ -314,13 +305,13 @@ def case_container(env, ck, w):
         ck.eq('container: requests with a wrong authorization', ct.count('bad-auth'), 0)
         del env.env['AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE']
         env.env['AWS_CONTAINER_AUTHORIZATION_TOKEN'] = 'wrong-' + auth
-        test_s3.expect_mount_fails(env, ck, 's3://%s/%s' % (BUCKET, PREFIX),
+        s3world.expect_mount_fails(env, ck, 's3://%s/%s' % (BUCKET, PREFIX),
                                    ['--endpoint', w.endpoint], 'container wrong token',
                                    ['HTTP 401'])
         ck.eq('container: wrong authorization refused', ct.count('bad-auth'), 1)
         # a plain-http endpoint that is not loopback/ECS/EKS is refused without a request
         env.env['AWS_CONTAINER_CREDENTIALS_FULL_URI'] = 'http://192.0.2.1/creds'
-        test_s3.expect_mount_fails(env, ck, 's3://%s/%s' % (BUCKET, PREFIX),
+        s3world.expect_mount_fails(env, ck, 's3://%s/%s' % (BUCKET, PREFIX),
                                    ['--endpoint', w.endpoint], 'container remote http',
                                    ['must be https or a loopback'])
     finally:
@@ -381,7 +372,7 @@ def case_gce(env, ck, w):
 
 def fail_fast(env, ck, w, source, label, words):
     t = time.monotonic()
-    test_s3.expect_mount_fails(env, ck, source, ['--endpoint', w.endpoint], label, words)
+    s3world.expect_mount_fails(env, ck, source, ['--endpoint', w.endpoint], label, words)
     dt = time.monotonic() - t
     ck.ok(dt < MOUNT_FAIL_S, '%s: the mount took %.1f s to fail' % (label, dt))
 
@@ -402,14 +393,14 @@ def case_failures(env, ck, w):
         fail_fast(env, ck, w, src, 'imds slow', ['imed out', 'Timeout'])
     finally:
         imds.stop()
-    env.env['AWS_EC2_METADATA_SERVICE_ENDPOINT'] = 'http://127.0.0.1:%d' % servers.free_port()
+    env.env['AWS_EC2_METADATA_SERVICE_ENDPOINT'] = 'http://127.0.0.1:%d' % s3servers.free_port()
     fail_fast(env, ck, w, src, 'imds down', ['instance metadata'])
     clean_env(env)
     tf = env.path('tok2')
     with open(tf, 'w') as f:
         f.write('x')
     env.env.update(AWS_WEB_IDENTITY_TOKEN_FILE=tf, AWS_ROLE_ARN='arn:aws:iam::1:role/r',
-                   AWS_ENDPOINT_URL_STS='http://127.0.0.1:%d' % servers.free_port())
+                   AWS_ENDPOINT_URL_STS='http://127.0.0.1:%d' % s3servers.free_port())
     fail_fast(env, ck, w, src, 'sts down', ['web identity'])
     clean_env(env)
 
@@ -422,14 +413,14 @@ def group(env, ck):
                      case_imds):
             log('---- %s' % case.__name__)
             case(env, ck, w)
-        test_s3.check_proxy(ck, w, 'cloudcreds')
+        s3world.check_proxy(ck, w, 'cloudcreds')
     finally:
         w.stop()
 
 
 def main():
     shardfs = sys.argv[1]
-    if not servers.have_s3rver():
+    if not s3servers.have_s3rver():
         log('SKIP: s3rver is not installed (sh tests/remote/s3/install-s3rver.sh)')
         sys.exit(ml.SKIP)
     ml.main_wrapper(group, shardfs, 'remote-cloudcreds', deadline=400)

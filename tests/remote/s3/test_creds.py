@@ -1,7 +1,7 @@
 """Credentials never appear in argv, logs, stats or core dumps of the daemon (DESIGN.md section 3).
 
-A mount of s3:// (and gs://) against s3rver behind the botocore-verifying proxy (servers.py,
-set up with test_s3.py's helpers) with distinctive random credentials, read through with 4 KiB
+A mount of s3:// (and gs://) against s3rver behind the botocore-verifying proxy
+(s3servers, set up with s3world) with distinctive random credentials, read through with 4 KiB
 chunks so that hundreds of requests are signed; then, while the daemon idles:
 
   (a) /proc/PID/cmdline and /proc/PID/environ;
@@ -29,7 +29,7 @@ is skipped there (gdb needs minutes over their mappings).
 
 Cases: 'env' (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN), 'profile' (a profile
 of ~/.aws/credentials with a session token), 'gs' (GCS_HMAC_ACCESS_ID/GCS_HMAC_SECRET), and the
-temporary sources from the loopback stand-ins of cloudmeta.py: 'imds' (the IMDSv2 session token,
+temporary sources from the loopback stand-ins of cloudmeta: 'imds' (the IMDSv2 session token,
 the instance role's secret and session token), 'webid' (the web identity token, and the secret and
 session token STS gave for it), 'container' (AWS_CONTAINER_AUTHORIZATION_TOKEN, the secret and
 session token of the container endpoint).
@@ -51,14 +51,11 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, '..', '..', 'mount'))
-sys.path.insert(0, HERE)
-
-import mountlib as ml  # noqa: E402
-import servers  # noqa: E402
-import cloudmeta  # noqa: E402
-import test_s3  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import s3servers  # noqa: E402
+from shardfs_test import cloudmeta  # noqa: E402
+from shardfs_test import s3world  # noqa: E402
 
 log = ml.log
 BUCKET = 'creds'
@@ -323,18 +320,9 @@ def read_everything(mnt):
     return n
 
 
-def wait_quiet(proxy, seconds=1.0, limit=20.0):
-    """Until the proxy saw no request for `seconds` (prefetch and readahead are done)."""
-    t = time.monotonic() + limit
-    last = dict(proxy.stats).get('requests', 0)
-    still = time.monotonic()
-    while time.monotonic() < t:
-        time.sleep(0.2)
-        now = dict(proxy.stats).get('requests', 0)
-        if now != last:
-            last, still = now, time.monotonic()
-        elif time.monotonic() - still >= seconds:
-            return
+def wait_idle(m):
+    """Until the daemon runs no fill (readahead and prefetch are done): polled, a deadline."""
+    ml.poll(lambda: m.stats()['fills_inflight'] == 0, what='no fill running in the daemon')
 
 
 def run_case(env, ck, world, label, source, secret_set, controls, extra=(), real_core=True):
@@ -349,7 +337,7 @@ def run_case(env, ck, world, label, source, secret_set, controls, extra=(), real
         n = read_everything(m.mnt)
         st = m.stats()
         pid = st.get('pid')
-        wait_quiet(world.proxy)
+        wait_idle(m)
         signed = dict(world.proxy.stats).get('signature_ok', 0) - before
         log('%s: read %d files, %d requests verified by the proxy, daemon pid %r'
             % (label, n, signed, pid))
@@ -458,7 +446,7 @@ def run_case(env, ck, world, label, source, secret_set, controls, extra=(), real
             for nl, nd in secret_set:
                 ck.eq('%s: %s in %s' % (label, nl, what), count_in(data, nd), 0)
         # the read above touched the mount; still idle before unmount
-        wait_quiet(world.proxy)
+        wait_idle(m)
     # after unmount: the log and everything else the daemon wrote
     nfiles = 0
     saw_log = False
@@ -481,7 +469,7 @@ def rand(n=24):
 
 
 def group_creds(env, ck):
-    src, files, _ = test_s3.build_source(env)
+    src, files, _ = s3world.build_source(env)
     akid = 'SHARDFSAKID' + rand(16).upper()
     secret = 'SHARDFS-SECRET-' + rand(32)
     token = 'SHARDFS-TOKEN-' + rand(48)
@@ -493,8 +481,8 @@ def group_creds(env, ck):
     g_secret = 'SHARDFS-GSECRET-' + rand(32)
     marker = 'SHARDFS-MARKER-' + rand(32)
 
-    s3 = servers.S3rver(env.tmp)
-    proxy = servers.SigV4Proxy(s3.port, {akid: (secret, token), p_akid: (p_secret, p_token),
+    s3 = s3servers.S3rver(env.tmp)
+    proxy = s3servers.SigV4Proxy(s3.port, {akid: (secret, token), p_akid: (p_secret, p_token),
                                          g_akid: (g_secret, None)})
 
     class World:
@@ -517,12 +505,12 @@ def group_creds(env, ck):
                  secret_needles('gcs secret', g_secret, 'auto', 's3'))
 
         # 1. the environment
-        test_s3.set_aws_env(env, key=akid, secret=secret, token=token)
+        s3world.set_aws_env(env, key=akid, secret=secret, token=token)
         run_case(env, ck, world, 'env', src_uri, every,
                  [('marker', marker.encode()), ('access key id', akid.encode())])
 
         # 2. a profile of ~/.aws/credentials (HOME), with a decoy profile read but not used
-        test_s3.set_aws_env(env, key=None, secret=None)
+        s3world.set_aws_env(env, key=None, secret=None)
         awsdir = os.path.join(env.env['HOME'], '.aws')
         os.makedirs(awsdir, exist_ok=True)
         with open(os.path.join(awsdir, 'credentials'), 'w') as f:
@@ -535,15 +523,15 @@ def group_creds(env, ck):
         del env.env['AWS_PROFILE']
 
         # 3. gs:// with HMAC keys
-        test_s3.set_aws_env(env, key=None, secret=None)
+        s3world.set_aws_env(env, key=None, secret=None)
         os.unlink(os.path.join(awsdir, 'credentials'))
         env.env['GCS_HMAC_ACCESS_ID'] = g_akid
         env.env['GCS_HMAC_SECRET'] = g_secret
         run_case(env, ck, world, 'gs', 'gs://%s/%s' % (BUCKET, PREFIX), every,
                  [('marker', marker.encode()), ('access key id', g_akid.encode())])
-        test_s3.check_proxy(ck, world, 'creds')
+        s3world.check_proxy(ck, world, 'creds')
 
-        # 4. temporary credentials from the loopback stand-ins (cloudmeta.py)
+        # 4. temporary credentials from the loopback stand-ins (cloudmeta)
         more = []
 
         def preset(tag):
@@ -562,7 +550,7 @@ def group_creds(env, ck):
                  token_needles('container authorization token', ecs_auth))
         every2 = every + more
         del env.env['GCS_HMAC_ACCESS_ID'], env.env['GCS_HMAC_SECRET']
-        test_s3.set_aws_env(env, key=None, secret=None)
+        s3world.set_aws_env(env, key=None, secret=None)
         imds = cloudmeta.Imds(session=imds_session, preset=[imds_c])
         try:
             env.env.pop('AWS_EC2_METADATA_DISABLED', None)
@@ -571,7 +559,7 @@ def group_creds(env, ck):
                      [('marker', marker.encode()), ('access key id', imds_c[0].encode())])
         finally:
             imds.stop()
-        test_s3.set_aws_env(env, key=None, secret=None)
+        s3world.set_aws_env(env, key=None, secret=None)
         arn = 'arn:aws:iam::123456789012:role/shardfs'
         sts = cloudmeta.Sts(arn, web_token, preset=[sts_c])
         tf = env.path('web-token')
@@ -585,7 +573,7 @@ def group_creds(env, ck):
                      real_core=False)
         finally:
             sts.stop()
-        test_s3.set_aws_env(env, key=None, secret=None)
+        s3world.set_aws_env(env, key=None, secret=None)
         ecs = cloudmeta.Container(ecs_auth, preset=[ecs_c])
         env.env.update(AWS_CONTAINER_CREDENTIALS_FULL_URI=ecs.url() + ecs.PATH,
                        AWS_CONTAINER_AUTHORIZATION_TOKEN=ecs_auth)
@@ -595,10 +583,10 @@ def group_creds(env, ck):
                      real_core=False)
         finally:
             ecs.stop()
-        test_s3.set_aws_env(env, key=None, secret=None)
+        s3world.set_aws_env(env, key=None, secret=None)
 
         # 5. a local source: secrets in the environment leave it all the same
-        test_s3.set_aws_env(env, key=akid, secret=secret, token=token)
+        s3world.set_aws_env(env, key=akid, secret=secret, token=token)
         with ml.Mount(env, src, cache_dir=env.path('cache-local')) as m:
             n = read_everything(m.mnt)
             pid = m.stats().get('pid')
@@ -623,7 +611,7 @@ def group_creds(env, ck):
 
 def main():
     shardfs = sys.argv[1]
-    if not servers.have_s3rver():
+    if not s3servers.have_s3rver():
         log('SKIP: s3rver is not installed (sh tests/remote/s3/install-s3rver.sh)')
         sys.exit(ml.SKIP)
     ml.main_wrapper(group_creds, shardfs, 'remote-creds', deadline=560)

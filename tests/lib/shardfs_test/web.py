@@ -1,16 +1,24 @@
 """Servers for the http(s) remote tests, Python 3 stdlib only: nginx on 127.0.0.1 with a
 generated config (JSON and HTML autoindex, raw files, a 307 redirector standing in for an
 AIStore proxy, optionally TLS servers with certificates made by make_tls), and a small
-fault-injecting HTTP proxy in front of it."""
+fault-injecting HTTP proxy in front of it.
+
+For shell scripts (tests/bench/lib_nginx.sh): python3 -m shardfs_test.web serve PREFIX ROOT
+starts Nginx(PREFIX, ROOT) without an access log, prints "port N" once it listens and runs
+until SIGTERM or SIGINT, when it stops nginx."""
 
 import os
 import random
 import re
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
+
+from .net import free_port, stop_process, wait_port  # noqa: F401 (tests use web.free_port)
 
 NGINX = '/usr/sbin/nginx'
 OPENSSL = shutil.which('openssl') or '/usr/bin/openssl'
@@ -74,27 +82,6 @@ def make_tls(d):
     return out
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(('127.0.0.1', 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def wait_port(port, proc=None, timeout=15.0):
-    t = time.monotonic() + timeout
-    while time.monotonic() < t:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError('server exited with %r before listening' % proc.returncode)
-        try:
-            socket.create_connection(('127.0.0.1', port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError('nothing listens on 127.0.0.1:%d after %.0fs' % (port, timeout))
-
-
 class Nginx:
     """nginx serving root at:
          http://127.0.0.1:port/files/...   raw files (no listing)
@@ -105,9 +92,9 @@ class Nginx:
        and a redirector at http://127.0.0.1:redirect_port/X -> 307 -> http://127.0.0.1:port/X.
        With tls (make_tls's dict), also https://127.0.0.1:tls_port/ (the same three locations,
        certificate for IP:127.0.0.1) and https://127.0.0.1:bad_tls_port/files/ (a certificate of
-       the same CA for the wrong name)."""
+       the same CA for the wrong name). access_log=False: none (the benchmarks)."""
 
-    def __init__(self, prefix, root, tls=None):
+    def __init__(self, prefix, root, tls=None, access_log=True):
         self.prefix = os.path.abspath(prefix)
         self.root = os.path.abspath(root)
         self.port = free_port()
@@ -123,7 +110,7 @@ pid %(p)s/nginx.pid;
 error_log %(p)s/error.log warn;
 events { worker_connections 1024; }
 http {
-    access_log %(p)s/access.log;
+    access_log %(alog)s;
     client_body_temp_path %(t)s/body;
     proxy_temp_path %(t)s/proxy;
     fastcgi_temp_path %(t)s/fastcgi;
@@ -149,6 +136,7 @@ http {
     }
 %(tls)s}
 ''' % dict(user=user, p=self.prefix, t=tmp, port=self.port, rport=self.redirect_port,
+           alog=os.path.join(self.prefix, 'access.log') if access_log else 'off',
            root=self.root, tls=self._tls_conf(tls) if tls else '')
         self.conf = os.path.join(self.prefix, 'nginx.conf')
         with open(self.conf, 'w') as f:
@@ -197,13 +185,7 @@ http {
         return self
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self.proc = None
         if getattr(self, 'errlog', None):
             self.errlog.close()
@@ -548,3 +530,142 @@ class GateProxy(FaultProxy):
             # which only ever lowers max_inflight
             with self.cond:
                 self.inflight -= 1
+
+
+class HoldProxy(FaultProxy):
+    """A FaultProxy whose ranged GETs that start at or past hold_from wait (before they are
+    fetched) until the event release is set, or the proxy is closed."""
+
+    def __init__(self, upstream_port, hold_from):
+        self.hold_from = hold_from
+        self.release = threading.Event()
+        super().__init__(upstream_port)
+
+    def _fetch(self, head):
+        rng = self._range(head)
+        if rng and rng[0] >= self.hold_from:
+            while not self.release.is_set() and not self.stop_ev.is_set():
+                self.release.wait(0.5)
+        return super()._fetch(head)
+
+
+class SlowProxy(LoopbackProxy):
+    """HTTP/1.1 proxy on 127.0.0.1 in front of nginx. Relays each answer's body at most
+    `rate` bytes/s per connection (None: unthrottled). Records every GET as a dict with
+    path, range (a, b), sent (body bytes relayed), done (the whole body was relayed) and held.
+    Holding: with hold_from set, a GET of a range that starts at or after hold_from relays its
+    headers and the first hold_bytes of its body, sets held, and then waits until release()
+    (or close) before it relays the rest: a fill that is deterministically in flight."""
+
+    def __init__(self, upstream_port):
+        self.rate = None
+        self.gets = []
+        self.hold_from = None
+        self.hold_paths = None  # or a function of a ranged GET's path: hold it too
+        self.hold_bytes = 64 * 1024
+        self.released = threading.Event()
+        super().__init__(upstream_port)
+
+    def held(self):
+        with self.lock:
+            return [dict(r) for r in self.gets if r['held']]
+
+    def release(self):
+        self.hold_from = None
+        self.hold_paths = None
+        self.released.set()
+
+    def _relay(self, c, rec, b, hold):
+        """Send body bytes b, stopping for the hold once hold_bytes were sent."""
+        if hold and not rec['held'] and rec['sent'] + len(b) >= self.hold_bytes:
+            k = self.hold_bytes - rec['sent']
+            c.sendall(b[:k])
+            with self.lock:
+                rec['sent'] += k
+                rec['held'] = True
+            while not self.released.wait(0.1):
+                if self.stop_ev.is_set():
+                    return
+            b = b[k:]
+        c.sendall(b)
+        with self.lock:
+            rec['sent'] += len(b)
+
+    def _serve(self, c):
+        f = c.makefile('rb')
+        try:
+            while not self.stop_ev.is_set():
+                head = FaultProxy._read_head(f)
+                if not head:
+                    return
+                parts = head[0].split(b' ')
+                method = parts[0].decode('latin-1')
+                rng = FaultProxy._range(head)
+                rec = dict(path=parts[1].decode('latin-1'), range=rng, sent=0, done=False,
+                           held=False)
+                hold_from, hold_paths = self.hold_from, self.hold_paths
+                hold = (method == 'GET' and rng is not None and
+                        ((hold_from is not None and rng[0] >= hold_from) or
+                         (hold_paths is not None and hold_paths(rec['path']))))
+                if method == 'GET':
+                    with self.lock:
+                        self.gets.append(rec)
+                out = [ln for ln in head
+                       if not ln.lower().startswith((b'connection:', b'keep-alive:'))]
+                up = socket.create_connection(('127.0.0.1', self.upstream), timeout=30)
+                try:
+                    up.sendall(b''.join(out) + b'Connection: close\r\n\r\n')
+                    uf = up.makefile('rb')
+                    status = uf.readline()
+                    hdrs = FaultProxy._read_head(uf) or []
+                    hdrs = [h for h in hdrs if not h.lower().startswith((b'connection:',
+                                                                         b'keep-alive:'))]
+                    c.sendall(status + b''.join(hdrs) + b'\r\n')
+                    t0 = time.monotonic()
+                    while True:
+                        b = uf.read1(65536) if method != 'HEAD' else b''
+                        if not b:
+                            break
+                        self._relay(c, rec, b, hold)
+                        rate = self.rate
+                        if rate:
+                            ahead = rec['sent'] / rate - (time.monotonic() - t0)
+                            if ahead > 0:
+                                time.sleep(ahead)
+                        if self.stop_ev.is_set():
+                            return
+                    with self.lock:
+                        rec['done'] = True
+                finally:
+                    up.close()
+        except OSError:
+            return
+        finally:
+            try:
+                c.close()
+            except OSError:
+                pass
+
+    def reset(self):
+        with self.lock:
+            self.gets = []
+
+
+def main(argv):
+    if len(argv) != 3 or argv[0] != 'serve':
+        print('usage: python3 -m shardfs_test.web serve PREFIX ROOT', file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+    ng = Nginx(argv[1], argv[2], access_log=False)
+    try:
+        ng.start()
+        print('port %d' % ng.port, flush=True)
+        return ng.proc.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        ng.stop()
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))

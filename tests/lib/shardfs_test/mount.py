@@ -66,6 +66,40 @@ def short(v, n=200):
     return s if len(s) <= n else s[:n] + '...(%d chars)' % len(s)
 
 
+# How long a condition may take to come true: generous, a busy CI machine must not flake a test
+POLL_TIMEOUT = 60
+
+
+def poll(fn, timeout=POLL_TIMEOUT, step=0.05, what=None):
+    """Call fn() until it returns a true value or timeout seconds pass; returns its last value.
+    With what (a description): raises RuntimeError naming it instead of returning a false value.
+    The way to wait for a condition: never assert after a fixed sleep."""
+    t = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() > t:
+            if what is not None:
+                raise RuntimeError('timed out after %gs waiting for %s' % (timeout, what))
+            return v
+        time.sleep(step)
+
+
+def write_file(path, data):
+    with open(path, 'wb') as f:
+        f.write(data)
+
+
+def read_result(path):
+    """('ok', bytes) or ('err', errno): one unbuffered read of the whole file."""
+    try:
+        with open(path, 'rb', buffering=0) as f:
+            return ('ok', f.read())
+    except OSError as e:
+        return ('err', e.errno)
+
+
 # ---------------------------------------------------------------------------------------------
 # Environment, subprocesses
 # ---------------------------------------------------------------------------------------------
@@ -324,6 +358,18 @@ class Mount:
         self.mounted = False
         kill_pids(self.pids | set(daemons_for(self.env.shardfs, self.mnt)))
         return r
+
+
+def mount_error(ck, label, m):
+    """Mounts m (a Mount), which must fail: returns the error message; None, with the failed
+    check '<label>: mount succeeded', when it mounted (it is unmounted again)."""
+    try:
+        m.mount()
+    except MountError as e:
+        return str(e)
+    ck.fail('%s: mount succeeded' % label)
+    m.umount()
+    return None
 
 
 def kill_pids(pids, grace=5.0):

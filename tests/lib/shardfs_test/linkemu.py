@@ -1,7 +1,8 @@
 """Link emulator of the benchmarks: an HTTP object store on 127.0.0.1 that behaves like a
 remote object store on a real link, for tests/bench/link_bench.py.
 
-    python3 tests/bench/lib_linkemu.py --root DIR [--delay-ms 30] [--rate-mb 60] [--port-file F]
+    python3 tests/lib/shardfs_test/linkemu.py --root DIR [--delay-ms 30] [--rate-mb 60]
+                                              [--port-file F]
 
 Every request waits --delay-ms before its response starts (an object store's time to first
 byte), and every connection sends at most --rate-mb MB/s (10^6 bytes): the kernel paces the
@@ -22,8 +23,10 @@ import argparse
 import email.utils
 import json
 import os
+import signal
 import socket
 import socketserver
+import subprocess
 import sys
 import threading
 import time
@@ -149,6 +152,36 @@ class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
         # a client that closes early (aria2c drops connections it no longer needs) is normal
         if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
             super().handle_error(request, client_address)
+
+
+class Emu:
+    """This emulator in a child process on a free port, serving root; w is a work dir for its
+    port file, tag names it."""
+
+    def __init__(self, root, delay_ms, rate_mb, w, tag, timeout=60.0):
+        pf = os.path.join(w, 'emu-%s.port' % tag)
+        if os.path.exists(pf):
+            os.unlink(pf)
+        self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), '--root', root,
+                                   '--delay-ms', str(delay_ms), '--rate-mb', str(rate_mb),
+                                   '--port-file', pf], stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(pf):  # written by rename: whole once it exists
+            if self.p.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError('link emulator did not start (rc %r)' % self.p.returncode)
+            time.sleep(0.05)
+        with open(pf) as f:
+            self.port = int(f.read())
+        self.rate_mb, self.delay_ms = rate_mb, delay_ms
+
+    def url(self, name=''):
+        return 'http://127.0.0.1:%d/%s' % (self.port, name)
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+        self.p.wait()
 
 
 def main():

@@ -25,43 +25,20 @@ the document), 'slow' (the credentials call never answers until stopped).
 """
 
 import datetime
-import http.server
 import json
 import secrets
-import socketserver
 import threading
 import time
 import urllib.parse
 
-from servers import free_port
+from .net import Handler, LoopbackServer
 
 
 def iso(t):
     return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
 
 
-class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-class _H(http.server.BaseHTTPRequestHandler):
-    protocol_version = 'HTTP/1.1'
-
-    def log_message(self, fmt, *a):
-        pass
-
-    def reply(self, status, body, ctype='text/plain', extra=()):
-        if isinstance(body, str):
-            body = body.encode()
-        self.send_response(status)
-        self.send_header('Content-Type', ctype)
-        self.send_header('Content-Length', str(len(body)))
-        for k, v in extra:
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(body)
-
+class _H(Handler):
     def body(self):
         n = int(self.headers.get('Content-Length') or 0)
         return self.rfile.read(n) if n else b''
@@ -76,7 +53,7 @@ class _H(http.server.BaseHTTPRequestHandler):
         self.server.owner.handle(self, 'POST')
 
 
-class StandIn:
+class StandIn(LoopbackServer):
     prefix = 'SA'
 
     def __init__(self, life=3600, on_issue=None, preset=None):
@@ -88,11 +65,7 @@ class StandIn:
         self.log = []       # (time, what, detail)
         self.issued = []    # dicts: gen, akid, secret, token, issued, expiration
         self.release = threading.Event()
-        self.port = free_port()
-        self.httpd = _Server(('127.0.0.1', self.port), _H)
-        self.httpd.owner = self
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
+        self.serve(_H)
 
     def url(self):
         return 'http://127.0.0.1:%d' % self.port
@@ -141,8 +114,7 @@ class StandIn:
 
     def stop(self):
         self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().stop()
 
 
 class Imds(StandIn):

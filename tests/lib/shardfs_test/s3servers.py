@@ -27,8 +27,6 @@ import json
 import os
 import re
 import shutil
-import socket
-import socketserver
 import subprocess
 import threading
 import time
@@ -38,29 +36,12 @@ import botocore.auth
 import botocore.awsrequest
 import botocore.credentials
 
+from .net import Handler, LoopbackServer, free_port, stop_process, wait_port
+
 NPM_PREFIX = os.environ.get('SHARDFS_NPM_PREFIX', '/var/tmp/shardfs-npm')
 S3RVER_BIN = os.path.join(NPM_PREFIX, 'node_modules', '.bin', 's3rver')
 S3RVER_KEY = 'S3RVER'     # s3rver's built-in account: the key id it accepts
 S3RVER_SECRET = 'S3RVER'
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, proc=None, timeout=30):
-    t = time.monotonic() + timeout
-    while time.monotonic() < t:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError('server exited with %r' % proc.returncode)
-        try:
-            with socket.create_connection(('127.0.0.1', port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError('port %d did not open in %ds' % (port, timeout))
 
 
 def s3_error(code, message, status):
@@ -85,13 +66,7 @@ class S3rver:
         wait_port(self.port, self.proc)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self.log.close()
 
     # -- direct access (test set-up), signed with botocore like any client --
@@ -122,26 +97,9 @@ class S3rver:
             raise RuntimeError('put %s/%s: %d %r' % (bucket, key, st, body[:300]))
 
 
-class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = 'HTTP/1.1'
-
-    def log_message(self, fmt, *a):
-        pass
-
+class _Handler(Handler):
     def send_simple(self, status, body=b'', ctype='application/xml', extra=()):
-        self.send_response(status)
-        self.send_header('Content-Type', ctype)
-        self.send_header('Content-Length', str(len(body)))
-        for k, v in extra:
-            self.send_header(k, v)
-        self.end_headers()
-        if self.command != 'HEAD':
-            self.wfile.write(body)
+        self.reply(status, body, ctype, extra)
 
     def stats_answer(self):
         if self.path == '/__stats':
@@ -255,7 +213,19 @@ class _ProxyHandler(_Handler):
         self.forward(self.path)
 
 
-class SigV4Proxy:
+class _Counting(LoopbackServer):
+    """A stand-in with counters: stats {name: n}, under lock (and served at /__stats)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.stats = {}
+
+    def count(self, k, n=1):
+        with self.lock:
+            self.stats[k] = self.stats.get(k, 0) + n
+
+
+class SigV4Proxy(_Counting):
     """See the module docstring. keys: {access_key: (secret, session_token or None)}."""
 
     def __init__(self, upstream_port, keys, anonymous=(), region='us-east-1'):
@@ -265,21 +235,8 @@ class SigV4Proxy:
         self.hold = None   # {'match', 'reached', 'go'} (threading.Event): see _Handler.forward
         self.anonymous = set(anonymous)
         self.region = region
-        self.lock = threading.Lock()
-        self.stats = {}
-        self.port = free_port()
-        self.httpd = _Server(('127.0.0.1', self.port), _ProxyHandler)
-        self.httpd.owner = self
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def count(self, k, n=1):
-        with self.lock:
-            self.stats[k] = self.stats.get(k, 0) + n
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__()
+        self.serve(_ProxyHandler)
 
     def verify(self, h):
         """None when the request may pass, else (Code, Message)."""
@@ -388,24 +345,11 @@ class _AisHandler(_Handler):
                          'application/json')
 
 
-class AisStandIn:
+class AisStandIn(_Counting):
     def __init__(self, upstream_port):
         self.upstream = upstream_port
-        self.lock = threading.Lock()
-        self.stats = {}
-        self.port = free_port()
-        self.httpd = _Server(('127.0.0.1', self.port), _AisHandler)
-        self.httpd.owner = self
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def count(self, k, n=1):
-        with self.lock:
-            self.stats[k] = self.stats.get(k, 0) + n
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__()
+        self.serve(_AisHandler)
 
 
 def have_s3rver():

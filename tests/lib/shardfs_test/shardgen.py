@@ -8,7 +8,6 @@ together with GNU tar's own extraction of each shard.
 import gzip
 import io
 import os
-import stat
 import subprocess
 import tarfile
 import zlib

@@ -1,20 +1,16 @@
 """Helpers shared by the stress tests: fast shard generation with known member bytes
 and offsets (tar headers written directly, no staging tree, no GNU tar), exact whole-file reads
 that classify the outcome, and the daemon's resources from /proc. Python 3 stdlib only; mount
-and server helpers come from tests/mount/mountlib.py and tests/remote/http/httplib.py."""
+and server helpers are shardfs_test.mount and shardfs_test.web."""
 
 import errno
 import mmap
 import os
 import subprocess
-import sys
+import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, '..', 'mount'))
-sys.path.insert(0, os.path.join(HERE, '..', 'remote', 'http'))
-
-import mountlib as ml  # noqa: E402
-import httplib  # noqa: E402
+from . import mount as ml
+from . import web
 
 MiB = 1 << 20
 T0 = 1600000000
@@ -199,6 +195,20 @@ def fd_count(pid):
         return -1
 
 
+def settled(fn, timeout=10.0, step=0.2):
+    """fn()'s value once two readings step seconds apart agree, or the last after timeout
+    seconds: for a baseline count that asynchronous releases may still be lowering."""
+    end = time.monotonic() + timeout
+    v = fn()
+    while time.monotonic() < end:
+        time.sleep(step)
+        w = fn()
+        if w == v:
+            return v
+        v = w
+    return v
+
+
 def fd_kinds(pid):
     """{kind: count} of the daemon's fds (socket, pipe, anon_inode:..., files by directory)."""
     out = {}
@@ -285,8 +295,8 @@ def daemon_pid(m):
 
 
 def nginx_or_skip():
-    if not os.path.exists(httplib.NGINX):
-        raise ml.Skip('%s is not installed (scripts/install-deps.sh --test)' % httplib.NGINX)
+    if not os.path.exists(web.NGINX):
+        raise ml.Skip('%s is not installed (scripts/install-deps.sh --test)' % web.NGINX)
 
 
 def with_log_tail(fn, logs=('daemon.log',)):

@@ -1,0 +1,17 @@
+"""The shardfs test toolkit, shared by every Python test and by tests/bench (see ../README.md).
+
+Modules (import the ones you need; none is imported here):
+  mount       Mount/Env/Checker/main_wrapper, poll, mount_error, tree snapshots and comparisons,
+              control files
+  shardgen    shard generator of the mount tests (GNU tar, gzip, zstd)
+  stress      fast ustar shards with a member catalogue, classified reads, /proc resources
+  net         free_port, wait_port, stop_process; Handler, ThreadingServer, LoopbackServer: the
+              Python stand-ins' HTTP server
+  web         nginx (autoindex, redirector, TLS), make_tls; proxies: LoopbackProxy, FaultProxy,
+              GateProxy, HoldProxy, SlowProxy (throttles, holds fills in flight)
+  s3servers   s3rver, the SigV4-checking proxy, the AIStore stand-in
+  s3world     s3rver + proxy + source for the s3/gs/ais tests, AWS env, a mount that must fail
+  cloudmeta   loopback stand-ins of IMDSv2, STS, the container endpoint, GCE metadata
+  dl          image trees and torchvision ImageFolder helpers
+  linkemu     the link emulator of tests/bench/link_bench.py (also a script)
+"""
