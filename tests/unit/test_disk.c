@@ -14,18 +14,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "disk.h"
 
-static int nfail;
-
-static void expect(int ok, int line, const char *what)
-{
-	if (!ok) {
-		fprintf(stderr, "FAIL test_disk.c:%d: %s\n", line, what);
-		nfail++;
-	}
-}
-#define EXPECT(c) expect(!!(c), __LINE__, #c)
+/* a check whose condition says it all */
+#define EXPECT(c) CHECK(c, "%s", "false")
 
 static void test_fnv_le(void)
 {
@@ -95,10 +88,8 @@ static void test_write_atomic(void)
 	char dir[] = "/tmp/shardfs-test-disk-XXXXXX", path[128], got[64];
 	int dfd;
 
-	if (!mkdtemp(dir)) {
-		expect(0, __LINE__, "mkdtemp");
-		return;
-	}
+	if (!mkdtemp(dir))
+		FAIL("mkdtemp %s: %s", dir, strerror(errno));
 	snprintf(path, sizeof(path), "%s/a.idx", dir);
 	EXPECT(disk_write_atomic(AT_FDCWD, path, "first", 5, 0644) == 0);
 	EXPECT(disk_write_atomic(AT_FDCWD, path, "second!", 7, 0644) == 0);
@@ -120,10 +111,5 @@ int main(void)
 	test_fnv_le();
 	test_blob();
 	test_write_atomic();
-	if (nfail) {
-		fprintf(stderr, "%d failures\n", nfail);
-		return 1;
-	}
-	printf("disk: all checks passed\n");
-	return 0;
+	return check_summary("disk");
 }
