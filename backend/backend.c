@@ -28,9 +28,9 @@ static const struct {
 	const char *scheme;
 	int (*open)(struct backend *be, const char *source, const struct backend_config *cfg);
 } remote_stores[] = {
-	{"http://", backend__http_open}, {"https://", backend__http_open},
-	{"s3://", backend__s3_open},     {"gs://", backend__gs_open},
-	{"ais://", backend__ais_open},   {"fault://", backend__fault_open},
+    {"http://", backend__http_open}, {"https://", backend__http_open},
+    {"s3://", backend__s3_open},     {"gs://", backend__gs_open},
+    {"ais://", backend__ais_open},   {"fault://", backend__fault_open},
 };
 
 static __thread char open_error[512]; /* why this thread's last backend_open failed */
@@ -129,7 +129,8 @@ int backend_open(struct backend **out, const char *source, const struct backend_
 	if (backend__creds_scrub_env() < 0)
 		return -ENOMEM;
 	for (size_t i = 0; i < sizeof(remote_stores) / sizeof(remote_stores[0]); i++) {
-		if (strncmp(source, remote_stores[i].scheme, strlen(remote_stores[i].scheme)) == 0) {
+		if (strncmp(source, remote_stores[i].scheme, strlen(remote_stores[i].scheme)) ==
+		    0) {
 			be = backend_new(cfg);
 			if (!be)
 				return -ENOMEM;

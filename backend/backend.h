@@ -43,20 +43,22 @@ typedef void (*backend_log_fn)(void *arg, enum backend_log_level level, const ch
  * one), for the modules above backend that have no log of their own
  * (cachetier). Any thread. */
 void backend_log(struct backend *be, enum backend_log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
-/* Settings of remote stores (local directories ignore them). Zero fields
- * take the defaults in brackets. */
+/* Settings of remote stores (local directories ignore them). The brackets
+ * say what a zero or negative field means. */
 struct backend_config {
-	const char *endpoint;     /* --endpoint: overrides AWS_ENDPOINT_URL, AIS_ENDPOINT, ... */
-	int no_sign;              /* --no-sign: anonymous S3/GCS requests */
-	unsigned connections;     /* most parallel connections to the store (0 works as 1) */
-	const char *ca_file;      /* --ca-file: CA bundle for TLS verification (NULL: system's) */
-	double retry_budget_s;    /* stop retrying a request after this long (<= 0: no retries) */
-	double connect_timeout_s; /* give up a connection attempt after this (<= 0: curl's, 300 s) */
-	double stall_timeout_s;   /* a transfer with no bytes for this long is retried (<= 0: never) */
-	backend_log_fn log;       /* log lines of every store (NULL: "shardfs: MSG" on stderr) */
-	void *log_arg;            /* log's first argument */
+	const char *endpoint;  /* --endpoint: overrides AWS_ENDPOINT_URL, AIS_ENDPOINT, ... */
+	int no_sign;	       /* --no-sign: anonymous S3/GCS requests */
+	unsigned connections;  /* most parallel connections to the store (0 works as 1) */
+	const char *ca_file;   /* --ca-file: CA bundle for TLS verification (NULL: system's) */
+	double retry_budget_s; /* stop retrying a request after this long (<= 0: no retries) */
+	/* give up a connection attempt after this (<= 0: curl's, 300 s) */
+	double connect_timeout_s;
+	/* a transfer with no bytes for this long is retried (<= 0: never) */
+	double stall_timeout_s;
+	backend_log_fn log; /* log lines of every store (NULL: "shardfs: MSG" on stderr) */
+	void *log_arg;	    /* log's first argument */
 };
 /* Every field is the caller's choice: the backend applies no defaults (the
  * mount's are in fs/fs_opt.c's option table) and only clamps what cannot
@@ -70,16 +72,17 @@ struct backend_stats {
 	uint64_t fast_fails; /* requests failed at once with EIO because the store was down */
 	uint64_t probes;     /* probe requests while the store was down */
 	uint64_t cancels;    /* requests completed with ECANCELED by backend_cancel or close */
-	uint64_t down;       /* 1 while the store is down, else 0 */
+	uint64_t down;	     /* 1 while the store is down, else 0 */
 };
 
 /* What list and stat report about one object. */
 struct backend_objinfo {
-	const char *key;    /* relative key (list: valid during the callback only) */
-	uint64_t size;      /* bytes */
-	int64_t mtime;      /* seconds since the epoch */
-	uint32_t mode;      /* permission bits when the store has them, else 0644 */
-	char etag[80];      /* ETag or a stand-in (local: "size-mtime_ns-ino-ctime_ns"), NUL-terminated */
+	const char *key; /* relative key (list: valid during the callback only) */
+	uint64_t size;	 /* bytes */
+	int64_t mtime;	 /* seconds since the epoch */
+	uint32_t mode;	 /* permission bits when the store has them, else 0644 */
+	/* ETag or a stand-in (local: "size-mtime_ns-ino-ctime_ns"), NUL-terminated */
+	char etag[80];
 };
 
 /* Called once per object, in no particular order. Return non-zero to stop

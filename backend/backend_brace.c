@@ -23,13 +23,13 @@
 struct brace_part {
 	const char *lit; /* literal text before the brace (or the tail) */
 	size_t lit_len;
-	int kind;        /* 0: none (tail), 1: list, 2: range */
+	int kind;	  /* 0: none (tail), 1: list, 2: range */
 	const char *body; /* list: inside the braces */
 	size_t body_len;
-	uint64_t count;   /* alternatives */
-	uint64_t lo, hi;  /* range */
-	int desc;         /* range runs downwards */
-	int width;        /* range: zero-pad to this many digits, 0: none */
+	uint64_t count;	 /* alternatives */
+	uint64_t lo, hi; /* range */
+	int desc;	 /* range runs downwards */
+	int width;	 /* range: zero-pad to this many digits, 0: none */
 };
 
 static int parse_bound(const char *s, size_t len, uint64_t *v)

@@ -2044,8 +2044,7 @@ found:
 }
 
 /* 2. web identity (botocore has it before the credentials file) */
-static int link_webid(const struct chain *ch, struct backend_credsrc **sp, char *why,
-		      size_t whycap)
+static int link_webid(const struct chain *ch, struct backend_credsrc **sp, char *why, size_t whycap)
 {
 	const char *sts = env("AWS_ENDPOINT_URL_STS");
 	char dflt[128], region[64], sess[64];
@@ -2078,8 +2077,7 @@ static int link_webid(const struct chain *ch, struct backend_credsrc **sp, char 
 }
 
 /* 3. the shared credentials file */
-static int link_file(const struct chain *ch, struct backend_credsrc **sp, char *why,
-		     size_t whycap)
+static int link_file(const struct chain *ch, struct backend_credsrc **sp, char *why, size_t whycap)
 {
 	char path[4096];
 	const char *file = env("AWS_SHARED_CREDENTIALS_FILE");
@@ -2190,8 +2188,7 @@ static int meta_start(struct backend_credsrc **sp, const char *what, int quiet_e
 }
 
 /* 6. the EC2 instance metadata service */
-static int link_imds(const struct chain *ch, struct backend_credsrc **sp, char *why,
-		     size_t whycap)
+static int link_imds(const struct chain *ch, struct backend_credsrc **sp, char *why, size_t whycap)
 {
 	const char *ep = env("AWS_EC2_METADATA_SERVICE_ENDPOINT");
 	struct backend_credsrc *s;

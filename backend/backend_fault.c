@@ -113,12 +113,12 @@ static void fault_close(struct backend *be)
 }
 
 static const struct backend_ops fault_ops = {
-	.close = fault_close,
-	.list = fault_list,
-	.stat = fault_stat,
-	.pread = fault_pread,
-	.open_fd = NULL, /* remote-like: no descriptors */
-	.read_cb = fault_read_cb,
+    .close = fault_close,
+    .list = fault_list,
+    .stat = fault_stat,
+    .pread = fault_pread,
+    .open_fd = NULL, /* remote-like: no descriptors */
+    .read_cb = fault_read_cb,
 };
 
 static int parse_param(const char *q, const char *name, unsigned long long *out)

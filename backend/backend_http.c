@@ -58,14 +58,14 @@ struct http_obj {
 };
 
 struct http {
-	struct backend *be;   /* whose last error report() sets */
+	struct backend *be; /* whose last error report() sets */
 	struct backend_io *io;
-	int dir;              /* directory form */
-	char *base;           /* dir: the source URL up to its last '/' (raw) */
-	char *query;          /* dir: "?..." of the source, or "" */
+	int dir;	       /* directory form */
+	char *base;	       /* dir: the source URL up to its last '/' (raw) */
+	char *query;	       /* dir: "?..." of the source, or "" */
 	struct http_obj *objs; /* pattern form, sorted by key */
 	size_t nobjs;
-	unsigned window;      /* HEADs in flight while listing */
+	unsigned window; /* HEADs in flight while listing */
 };
 
 static void http_fill(struct backend_objinfo *info, const char *key, const struct backend_req *r)
@@ -647,12 +647,12 @@ static void http_close(struct backend *be)
 }
 
 static const struct backend_ops http_ops = {
-	.close = http_close,
-	.list = http_list,
-	.stat = http_stat,
-	.pread = http_pread,
-	.open_fd = NULL,
-	.read_cb = http_read_cb,
+    .close = http_close,
+    .list = http_list,
+    .stat = http_stat,
+    .pread = http_pread,
+    .open_fd = NULL,
+    .read_cb = http_read_cb,
 };
 
 static int obj_cmp(const void *a, const void *b)
@@ -673,8 +673,9 @@ static int http_open_pattern(struct http *h, const char *source)
 	err = backend__brace_expand(source, BACKEND_BRACE_MAX, &urls, &n);
 	if (err < 0) {
 		backend__set_error(NULL, "%s: %s", source,
-				   err == -E2BIG ? "brace pattern expands to more than 1000000 names"
-						 : "malformed brace pattern");
+				   err == -E2BIG
+				       ? "brace pattern expands to more than 1000000 names"
+				       : "malformed brace pattern");
 		return err;
 	}
 	h->objs = calloc(n, sizeof(*h->objs));

@@ -24,8 +24,8 @@ struct backend_ops {
 	int (*stat)(struct backend *be, const char *key, struct backend_objinfo *info);
 	/* etag: the version the bytes must come from (NULL or "": any); a store
 	 * that can tell answers -ESTALE when the object is another version now */
-	ssize_t (*pread)(struct backend *be, const char *key, const char *etag, void *buf, size_t len,
-			 uint64_t off);
+	ssize_t (*pread)(struct backend *be, const char *key, const char *etag, void *buf,
+			 size_t len, uint64_t off);
 	int (*open_fd)(struct backend *be, const char *key);
 	/* where the credentials come from (backend_credentials_source); NULL
 	 * when the store never signs */
@@ -37,12 +37,12 @@ struct backend_ops {
 
 struct backend {
 	const struct backend_ops *ops;
-	char *desc;  /* for logs; never holds credentials */
-	int local;   /* 1: objects are local files */
-	void *impl;  /* the store's own state */
-	struct backend_io *io; /* remote stores: their I/O thread (cancel, stats); else NULL */
+	char *desc;		    /* for logs; never holds credentials */
+	int local;		    /* 1: objects are local files */
+	void *impl;		    /* the store's own state */
+	struct backend_io *io;	    /* remote stores: their I/O thread (cancel, stats); else NULL */
 	pthread_mutex_t error_lock; /* protects error; leaf lock */
-	char error[512];            /* the last failure's reason (backend_last_error), or "" */
+	char error[512];	    /* the last failure's reason (backend_last_error), or "" */
 	struct backend_logger log;  /* from backend_config, set before the store opens */
 };
 
@@ -56,7 +56,7 @@ void backend__log(const struct backend_logger *lg, enum backend_log_level level,
  * not handed out yet): the reason of this thread's failing backend_open.
  * Any thread; never pass credentials. */
 void backend__set_error(struct backend *be, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 /* Local directory store: root is an absolute or relative directory path. */
 int backend__local_open(struct backend *be, const char *root);
@@ -113,24 +113,24 @@ ssize_t backend__sigv4_query(char *dst, size_t cap, const struct backend_kv *par
  * only through backend__creds_*; a struct filled by hand (tests) is never
  * cleared. */
 struct backend_creds {
-	char *access_key;    /* NULL: anonymous */
+	char *access_key; /* NULL: anonymous */
 	char *secret_key;
 	char *session_token; /* AWS_SESSION_TOKEN or aws_session_token, or NULL */
-	char *bearer;        /* GCS OAuth access token, or NULL */
+	char *bearer;	     /* GCS OAuth access token, or NULL */
 };
 
 struct backend_sigv4_req {
-	const char *method;       /* "GET", "HEAD", ... */
-	const char *host;         /* the Host header exactly as sent (port only if not default) */
-	const char *path;         /* canonical URI: the request path as sent, already encoded */
-	const char *query;        /* canonical query string (backend__sigv4_query) or "" / NULL */
+	const char *method; /* "GET", "HEAD", ... */
+	const char *host;   /* the Host header exactly as sent (port only if not default) */
+	const char *path;   /* canonical URI: the request path as sent, already encoded */
+	const char *query;  /* canonical query string (backend__sigv4_query) or "" / NULL */
 	const struct backend_kv *headers; /* further headers to sign (e.g. range), any case */
 	size_t nheaders;
 	const char *payload_hash; /* hex SHA-256 of the body, or NULL for "UNSIGNED-PAYLOAD" */
-	int content_sha256;       /* 1: sign (and send) x-amz-content-sha256, as S3 requires */
-	time_t now;               /* request time (UTC seconds) */
-	const char *region;       /* "us-east-1"; GCS: "auto" */
-	const char *service;      /* "s3" */
+	int content_sha256;	  /* 1: sign (and send) x-amz-content-sha256, as S3 requires */
+	time_t now;		  /* request time (UTC seconds) */
+	const char *region;	  /* "us-east-1"; GCS: "auto" */
+	const char *service;	  /* "s3" */
 };
 
 #define BACKEND_SIGV4_AUTH_MAX 1024
@@ -139,9 +139,9 @@ struct backend_sigv4_req {
  * x-amz-content-sha256 (when content_sha256), x-amz-security-token (when
  * the credentials have a session token) and Authorization. */
 struct backend_sigv4_out {
-	char amz_date[17];                            /* 20130524T000000Z */
-	char payload_hash[65];                        /* value of x-amz-content-sha256 */
-	char authorization[BACKEND_SIGV4_AUTH_MAX];   /* AWS4-HMAC-SHA256 Credential=... */
+	char amz_date[17];			    /* 20130524T000000Z */
+	char payload_hash[65];			    /* value of x-amz-content-sha256 */
+	char authorization[BACKEND_SIGV4_AUTH_MAX]; /* AWS4-HMAC-SHA256 Credential=... */
 };
 
 /* Pure: computes the AWS Signature Version 4 of one request. Returns 0,
@@ -153,20 +153,20 @@ int backend__sigv4_sign(const struct backend_sigv4_req *rq, const struct backend
 
 /* One <Contents> of a ListObjectsV2 page. */
 struct backend_s3_entry {
-	const char *key;    /* decoded, NUL-terminated, no NUL inside */
+	const char *key; /* decoded, NUL-terminated, no NUL inside */
 	size_t keylen;
 	uint64_t size;
-	int64_t mtime;      /* LastModified, seconds since the epoch, 0 if absent */
-	char etag[80];      /* as listed (quotes kept), "" if absent or too long */
+	int64_t mtime; /* LastModified, seconds since the epoch, 0 if absent */
+	char etag[80]; /* as listed (quotes kept), "" if absent or too long */
 };
 
 typedef int (*backend__s3_entry_cb)(void *arg, const struct backend_s3_entry *e);
 
 struct backend_s3_page {
-	int truncated;      /* IsTruncated was "true" */
-	char *next_token;   /* NextContinuationToken (malloc'd, decoded) or NULL */
-	size_t entries;     /* entries handed to cb */
-	size_t skipped;     /* <Contents> without a usable Key or Size */
+	int truncated;	  /* IsTruncated was "true" */
+	char *next_token; /* NextContinuationToken (malloc'd, decoded) or NULL */
+	size_t entries;	  /* entries handed to cb */
+	size_t skipped;	  /* <Contents> without a usable Key or Size */
 };
 
 /* Longest key accepted from a listing (S3 allows 1024 bytes). */
@@ -246,17 +246,17 @@ void backend__aws_region(char *buf, size_t cap);
 /* ---- URLs (backend_url.c): every http(s) and file:// URL is split by
  * curl's parser, the one that decides where curl connects --------------- */
 struct backend_url {
-	char *scheme;    /* lower case: "http", "https" or "file" */
-	int userinfo;    /* the URL has a user or password before '@' */
-	char *host;      /* as curl reads it (IPv6 in brackets); NULL for file:// */
-	char *port;      /* the port when one is written, else NULL */
-	char *path;      /* as written, still percent-encoded, dot segments kept; "/" at least */
-	char *query;     /* after '?', or NULL */
-	char *fragment;  /* after '#', or NULL */
+	char *scheme;	 /* lower case: "http", "https" or "file" */
+	int userinfo;	 /* the URL has a user or password before '@' */
+	char *host;	 /* as curl reads it (IPv6 in brackets); NULL for file:// */
+	char *port;	 /* the port when one is written, else NULL */
+	char *path;	 /* as written, still percent-encoded, dot segments kept; "/" at least */
+	char *query;	 /* after '?', or NULL */
+	char *fragment;	 /* after '#', or NULL */
 	char *authority; /* http(s): host[:port] as curl sends it in Host: (no default port) */
-	char *origin;    /* http(s): "scheme://host:port", port always written, lower case;
+	char *origin;	 /* http(s): "scheme://host:port", port always written, lower case;
 			  * else NULL */
-	char *base;      /* http(s): the URL without query and fragment, as curl writes it
+	char *base;	 /* http(s): the URL without query and fragment, as curl writes it
 			  * (userinfo kept); else NULL */
 };
 /* Parse an http://, https:// or file:// URL (file: only file:///PATH and
@@ -284,9 +284,9 @@ int backend__file_url_path(const char *url, char **path, const char **why);
  * -EINVAL with userinfo, a query or a fragment). */
 struct backend_endpoint {
 	int https;
-	char host[256];      /* host[:port] as curl sends it in Host (default port dropped) */
-	char path[256];      /* the endpoint's own path without trailing '/': "" or "/s3" */
-	char base[512];      /* scheme://host[:port] + path */
+	char host[256]; /* host[:port] as curl sends it in Host (default port dropped) */
+	char path[256]; /* the endpoint's own path without trailing '/': "" or "/s3" */
+	char base[512]; /* scheme://host[:port] + path */
 };
 int backend__endpoint_parse(struct backend_endpoint *ep, const char *url);
 
@@ -302,9 +302,9 @@ struct backend_objstore {
 	char region[64];
 	struct backend_credsrc *creds; /* NULL: no signing */
 	char *bucket;
-	char *prefix;           /* raw key prefix: "" or ends with '/' */
-	char *list_path;        /* encoded request paths, ep.path included */
-	char *head_prefix;      /* + encode(prefix + key) */
+	char *prefix;	   /* raw key prefix: "" or ends with '/' */
+	char *list_path;   /* encoded request paths, ep.path included */
+	char *head_prefix; /* + encode(prefix + key) */
 	char *get_prefix;
 	const char *head_query; /* static strings */
 	const char *get_query;

@@ -58,14 +58,14 @@
  * blog "Exponential Backoff and Jitter"). 100 ms gives a quick second try
  * for a one-off reset; 5 s keeps a broken server from being hammered. */
 #define IO_BACKOFF_BASE_MS 100.0
-#define IO_BACKOFF_CAP_MS 5000.0
-#define IO_MAX_REDIRECTS 5
+#define IO_BACKOFF_CAP_MS  5000.0
+#define IO_MAX_REDIRECTS   5
 /* Probes of a store that is down: the first soon after it went down (a
  * restart is often quick), then backing off to one every 5 s, so that a
  * dead store costs one small request every few seconds and a recovered
  * one is used again within 5 s. */
 #define IO_PROBE_FIRST_MS 250.0
-#define IO_PROBE_CAP_MS 5000.0
+#define IO_PROBE_CAP_MS	  5000.0
 /* Bigger receive buffer than curl's 16 KiB (fewer callbacks per MB), small
  * enough to stay in the CPU's cache between the recv that fills it and the
  * copy out of it: with 32 connections, 512 KiB buffers (16 MiB in all)
@@ -80,37 +80,37 @@ struct xfer {
 	struct backend_req *r;
 	enum xfer_state state;
 	struct xfer *prev, *next; /* io->all */
-	struct xfer *wnext;       /* io->wait, state X_WAIT */
-	uv_timer_t backoff;       /* the memory is freed in its close callback */
+	struct xfer *wnext;	  /* io->wait, state X_WAIT */
+	uv_timer_t backoff;	  /* the memory is freed in its close callback */
 	CURL *easy;
 	struct curl_slist *hdrs; /* of the running attempt */
-	char *url;               /* target of the next/running attempt */
-	char *origin;            /* "scheme://host:port" of r->url */
-	int signable;            /* url has r->url's origin: sign, keep userinfo */
-	int hops;                /* redirects followed */
-	uint64_t t0_ns;          /* first attempt started (the budget's clock) */
-	int last_err;            /* why the last attempt failed, for -EIO */
+	char *url;		 /* target of the next/running attempt */
+	char *origin;		 /* "scheme://host:port" of r->url */
+	int signable;		 /* url has r->url's origin: sign, keep userinfo */
+	int hops;		 /* redirects followed */
+	uint64_t t0_ns;		 /* first attempt started (the budget's clock) */
+	int last_err;		 /* why the last attempt failed, for -EIO */
 	char range[64];
 	char ifmatch[96];
 	char first_etag[80]; /* ETag of the first body answer; "" before */
 	int have_first;
-	int probe;           /* io->probe_req: one attempt, never failed fast */
+	int probe; /* io->probe_req: one attempt, never failed fast */
 	char errbuf[CURL_ERROR_SIZE];
 
 	/* ---- the current attempt, reset by attempt_reset ---- */
 	long status;
-	int hdr_done;       /* the final response's headers are complete */
+	int hdr_done; /* the final response's headers are complete */
 	int have_clen, have_crange, crange_star;
 	uint64_t clen, cr_start, cr_end, cr_total;
 	char etag[80];
 	int64_t mtime;
 	uint64_t want_start;  /* first object offset this attempt asks for */
-	uint64_t skip;        /* body bytes to drop first (200 to a range) */
-	uint64_t limit;       /* most body bytes to deliver (UINT64_MAX: all) */
+	uint64_t skip;	      /* body bytes to drop first (200 to a range) */
+	uint64_t limit;	      /* most body bytes to deliver (UINT64_MAX: all) */
 	int accept_body;      /* 2xx GET whose body goes to on_data */
-	int abort_err;        /* set by a callback: finish with it, no retry */
-	int stop_ok;          /* we stopped the body ourselves: success */
-	int stalled;          /* on_progress aborted a silent transfer */
+	int abort_err;	      /* set by a callback: finish with it, no retry */
+	int stop_ok;	      /* we stopped the body ourselves: success */
+	int stalled;	      /* on_progress aborted a silent transfer */
 	uint64_t progress_ns; /* when bytes last arrived (or the attempt began) */
 };
 
@@ -123,11 +123,11 @@ struct sock {
 
 struct backend_io {
 	pthread_t thread;
-	pthread_mutex_t lock;          /* protects queue, closing; leaf lock */
-	struct backend_req *q_head;    /* protected by lock */
-	struct backend_req *q_tail;    /* protected by lock */
-	int closing;                   /* protected by lock */
-	int cancelled;                 /* protected by lock: backend_io_cancel was called */
+	pthread_mutex_t lock;	    /* protects queue, closing; leaf lock */
+	struct backend_req *q_head; /* protected by lock */
+	struct backend_req *q_tail; /* protected by lock */
+	int closing;		    /* protected by lock */
+	int cancelled;		    /* protected by lock: backend_io_cancel was called */
 
 	/* ---- loop thread only (after open returned) ---- */
 	uv_loop_t loop;
@@ -139,12 +139,12 @@ struct backend_io {
 	struct sock *socks;
 	unsigned running;
 	uint64_t rng;
-	int halted;            /* cancelled: everything completes with -ECANCELED */
+	int halted; /* cancelled: everything completes with -ECANCELED */
 	/* the circuit breaker (see "store down" below) */
-	int down;              /* a request spent its budget; no answer since */
-	char *probe_url;       /* what the probe asks for: the failed request's URL */
+	int down;	 /* a request spent its budget; no answer since */
+	char *probe_url; /* what the probe asks for: the failed request's URL */
 	struct backend_req probe_req;
-	int probe_busy;        /* probe_req is submitted */
+	int probe_busy;	       /* probe_req is submitted */
 	double probe_delay_ms; /* until the next probe */
 	uv_timer_t probe_timer;
 
@@ -237,15 +237,15 @@ static void curl_describe(CURLcode c, const char *url, const char *errbuf, struc
 	backend__url_host(url, host, sizeof(host));
 	switch (c) {
 	case CURLE_PEER_FAILED_VERIFICATION:
-		snprintf(r->error, sizeof(r->error), "TLS certificate of %.100s not trusted: %.180s",
-			 host, detail);
+		snprintf(r->error, sizeof(r->error),
+			 "TLS certificate of %.100s not trusted: %.180s", host, detail);
 		break;
 	case CURLE_SSL_CACERT_BADFILE:
 		snprintf(r->error, sizeof(r->error), "cannot use the CA file: %s", detail);
 		break;
 	case CURLE_SSL_CONNECT_ERROR:
-		snprintf(r->error, sizeof(r->error), "TLS handshake with %.100s failed: %.180s", host,
-			 detail);
+		snprintf(r->error, sizeof(r->error), "TLS handshake with %.100s failed: %.180s",
+			 host, detail);
 		break;
 	case CURLE_COULDNT_RESOLVE_HOST:
 	case CURLE_COULDNT_CONNECT:
@@ -419,7 +419,8 @@ static size_t on_header(char *buf, size_t size, size_t n, void *arg)
 	v = memchr(buf, ':', (size_t)(end - buf));
 	if (!v)
 		return len;
-#define HDR(name) ((size_t)(v - buf) == sizeof(name) - 1 && strncasecmp(buf, name, sizeof(name) - 1) == 0)
+#define HDR(name)                                                                                  \
+	((size_t)(v - buf) == sizeof(name) - 1 && strncasecmp(buf, name, sizeof(name) - 1) == 0)
 	if (HDR("etag")) {
 		const char *s = skip_ws(v + 1, end);
 		size_t l = (size_t)(end - s);
@@ -445,9 +446,10 @@ static size_t on_header(char *buf, size_t size, size_t n, void *arg)
 					x->crange_star = x->have_crange = 1;
 			} else if (parse_u64(s, end, &x->cr_start, &stop) == 0 && stop < end &&
 				   *stop == '-' &&
-				   parse_u64(stop + 1, end, &x->cr_end, &stop) == 0 &&
-				   stop < end && *stop == '/' &&
-				   parse_u64(stop + 1, end, &x->cr_total, &stop) == 0 && stop == end) {
+				   parse_u64(stop + 1, end, &x->cr_end, &stop) == 0 && stop < end &&
+				   *stop == '/' &&
+				   parse_u64(stop + 1, end, &x->cr_total, &stop) == 0 &&
+				   stop == end) {
 				x->have_crange = 1;
 			}
 		}
@@ -697,8 +699,8 @@ static int xfer_start(struct xfer *x)
 	if (!head && (r->range_len || r->delivered)) {
 		x->want_start = r->range_off + r->delivered;
 		if (r->range_len)
-			snprintf(x->range, sizeof(x->range), "%" PRIu64 "-%" PRIu64,
-				 x->want_start, r->range_off + r->range_len - 1);
+			snprintf(x->range, sizeof(x->range), "%" PRIu64 "-%" PRIu64, x->want_start,
+				 r->range_off + r->range_len - 1);
 		else
 			snprintf(x->range, sizeof(x->range), "%" PRIu64 "-", x->want_start);
 	}
@@ -1227,7 +1229,8 @@ int backend_io_open(struct backend_io **out, const struct backend_config *cfg)
 	if (cfg->connect_timeout_s > 0 && (double)io->connect_ms < cfg->connect_timeout_s * 1000.0)
 		io->connect_ms++;
 	io->stall_s = (long)(cfg->stall_timeout_s > 0 ? cfg->stall_timeout_s + 0.999 : 0);
-	io->stall_ns = cfg->stall_timeout_s > 0 ? (uint64_t)(cfg->stall_timeout_s * 1e9) : UINT64_MAX;
+	io->stall_ns =
+	    cfg->stall_timeout_s > 0 ? (uint64_t)(cfg->stall_timeout_s * 1e9) : UINT64_MAX;
 	io->rng = uv_hrtime() ^ (uint64_t)(uintptr_t)io ^ 0x9e3779b97f4a7c15ull;
 	if (!io->rng)
 		io->rng = 1;
@@ -1340,8 +1343,7 @@ void backend_io_submit(struct backend_io *io, struct backend_req *r)
 	if (closing) { /* cancelled, or racing with close: never queued */
 		atomic_fetch_add(&io->n_cancels, 1);
 		r->on_done(r->arg, r, -ECANCELED);
-	}
-	else
+	} else
 		uv_async_send(&io->async);
 }
 

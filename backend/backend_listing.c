@@ -72,7 +72,6 @@ ssize_t backend__pct_decode(const char *in, size_t len, char *out, size_t cap)
 	return (ssize_t)o;
 }
 
-
 /* A decoded name is one safe path component. */
 static int name_ok(const char *s, size_t len)
 {
@@ -178,13 +177,25 @@ static int j_string(struct jp *j, char *out, size_t cap, long *len)
 				return -EINVAL;
 			c = (unsigned char)*j->p++;
 			switch (c) {
-			case '"': case '\\': case '/':
+			case '"':
+			case '\\':
+			case '/':
 				break;
-			case 'b': c = '\b'; break;
-			case 'f': c = '\f'; break;
-			case 'n': c = '\n'; break;
-			case 'r': c = '\r'; break;
-			case 't': c = '\t'; break;
+			case 'b':
+				c = '\b';
+				break;
+			case 'f':
+				c = '\f';
+				break;
+			case 'n':
+				c = '\n';
+				break;
+			case 'r':
+				c = '\r';
+				break;
+			case 't':
+				c = '\t';
+				break;
 			case 'u':
 				if (j_hex4(j, &cp) < 0)
 					return -EINVAL;
@@ -406,7 +417,7 @@ static int j_entry(struct jp *j, struct jent *e)
 	more = j_open(j, '{', '}');
 	if (more < 0)
 		return more;
-	for (more = !more; more; ) {
+	for (more = !more; more;) {
 		char key[16];
 		long key_len = -1;
 
@@ -462,7 +473,7 @@ int backend__listing_json(const char *body, size_t len, backend__listent_cb cb, 
 	more = j_open(&j, '[', ']');
 	if (more < 0)
 		return more;
-	for (more = !more; more; ) {
+	for (more = !more; more;) {
 		err = j_entry(&j, &e);
 		if (err < 0)
 			return err;
@@ -493,8 +504,8 @@ static long html_unescape(const char *in, size_t len, char *out, size_t cap)
 			static const struct {
 				const char *name;
 				char c;
-			} ents[] = {{"amp;", '&'}, {"lt;", '<'}, {"gt;", '>'}, {"quot;", '"'},
-				    {"apos;", '\''}, {"#39;", '\''}};
+			} ents[] = {{"amp;", '&'},  {"lt;", '<'},    {"gt;", '>'},
+				    {"quot;", '"'}, {"apos;", '\''}, {"#39;", '\''}};
 			size_t k;
 
 			for (k = 0; k < sizeof(ents) / sizeof(ents[0]); k++) {
@@ -506,7 +517,8 @@ static long html_unescape(const char *in, size_t len, char *out, size_t cap)
 					break;
 				}
 			}
-			if (k == sizeof(ents) / sizeof(ents[0]) && i + 2 < len && in[i + 1] == '#') {
+			if (k == sizeof(ents) / sizeof(ents[0]) && i + 2 < len &&
+			    in[i + 1] == '#') {
 				const char *semi = memchr(in + i, ';', len - i);
 				int hx = in[i + 2] == 'x' || in[i + 2] == 'X';
 				unsigned long v = 0;
@@ -515,7 +527,8 @@ static long html_unescape(const char *in, size_t len, char *out, size_t cap)
 				if (!semi)
 					return -1;
 				for (q = in + i + 2 + hx; q < semi; q++) {
-					int h = hx ? hexval(*q) : (*q >= '0' && *q <= '9' ? *q - '0' : -1);
+					int h = hx ? hexval(*q)
+						   : (*q >= '0' && *q <= '9' ? *q - '0' : -1);
 
 					if (h < 0 || v > 0x10ffff)
 						return -1;
@@ -637,7 +650,8 @@ int backend__listing_html(const char *body, size_t len, backend__listent_cb cb, 
 				}
 			} else {
 				v = a;
-				while (a < gt && *a != ' ' && *a != '\t' && *a != '\n' && *a != '\r')
+				while (a < gt && *a != ' ' && *a != '\t' && *a != '\n' &&
+				       *a != '\r')
 					a++;
 				vlen = (size_t)(a - v);
 			}

@@ -170,11 +170,11 @@ static void local_close(struct backend *be)
 }
 
 static const struct backend_ops local_ops = {
-	.close = local_close,
-	.list = local_list,
-	.stat = local_stat,
-	.pread = local_pread,
-	.open_fd = local_open_fd,
+    .close = local_close,
+    .list = local_list,
+    .stat = local_stat,
+    .pread = local_pread,
+    .open_fd = local_open_fd,
 };
 
 int backend__local_open(struct backend *be, const char *root)

@@ -443,8 +443,8 @@ struct list_walk {
  * to NULL) as the next one to send, unless the listing does not move on
  * (endless listings, above). Returns 0, or -EIO with the error set, or
  * -ENOMEM. */
-static int os_list_follow(struct backend *be, struct list_walk *w,
-			  struct backend_s3_page *page, int got_keys)
+static int os_list_follow(struct backend *be, struct list_walk *w, struct backend_s3_page *page,
+			  int got_keys)
 {
 	int ret;
 
@@ -808,8 +808,8 @@ int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 	}
 	if (cfg->ca_file && !(os->ca_file = strdup(cfg->ca_file)))
 		goto fail;
-	err = backend__endpoint_parse(&os->ep,
-				      os_endpoint(os, cfg, ebuf, sizeof(ebuf), &path_style));
+	err =
+	    backend__endpoint_parse(&os->ep, os_endpoint(os, cfg, ebuf, sizeof(ebuf), &path_style));
 	if (err < 0) {
 		backend__set_error(NULL, "%s: bad endpoint URL (want http(s)://host[:port][/path])",
 				   source);
@@ -842,7 +842,6 @@ fail:
 	be->desc = NULL;
 	return err;
 }
-
 
 int backend__s3_open(struct backend *be, const char *source, const struct backend_config *cfg)
 {

@@ -452,9 +452,9 @@ static int list_open(struct list_parse *p, const struct xml_tok *t)
 						      : F_IGNORE;
 		field_reset(p->cur == F_KEY ? &p->key : &p->small);
 	} else if (p->depth == 1 && p->cur == F_NONE) {
-		p->cur = name_is(t, "IsTruncated")		 ? F_TRUNC
+		p->cur = name_is(t, "IsTruncated")	       ? F_TRUNC
 			 : name_is(t, "NextContinuationToken") ? F_TOKEN
-								 : F_IGNORE;
+							       : F_IGNORE;
 		field_reset(p->cur == F_TOKEN ? &p->token : &p->small);
 	} else if (p->cur != F_NONE && p->cur != F_IGNORE) {
 		/* markup inside a text field: the field is garbage */

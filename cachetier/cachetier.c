@@ -60,12 +60,12 @@ int cachetier_codec_sniff(const void *buf, size_t len)
 void cachetier__note_version(struct cachetier *ct, enum ct_format kind, const char *name)
 {
 	static const char *const what[CT_FMT_COUNT] = {
-		[CT_FMT_MAP] = "chunk map",
-		[CT_FMT_REC] = "decode record",
+	    [CT_FMT_MAP] = "chunk map",
+	    [CT_FMT_REC] = "decode record",
 	};
 	static const char *const redo[CT_FMT_COUNT] = {
-		[CT_FMT_MAP] = "its chunks are fetched again",
-		[CT_FMT_REC] = "the shard is decoded again",
+	    [CT_FMT_MAP] = "its chunks are fetched again",
+	    [CT_FMT_REC] = "the shard is decoded again",
 	};
 
 	if (atomic_exchange(&ct->version_noted[kind], 1))

@@ -57,8 +57,8 @@ struct cachetier_obj;
  * (the mount's, with the reasons for them, are in fs/fs_opt.c's option
  * table) and only clamps what cannot work, as each field says. */
 struct cachetier_config {
-	const char *cache_dir;        /* root of the cache directory (created 0700) */
-	const char *source;           /* source string; selects the per-source subdirectory */
+	const char *cache_dir;	      /* root of the cache directory (created 0700) */
+	const char *source;	      /* source string; selects the per-source subdirectory */
 	uint64_t cache_size_bytes;    /* most bytes of cached data in the whole directory
 				       * (0: nothing is kept that no reader pins) */
 	uint64_t min_free_bytes;      /* free space kept on the cache filesystem: at most
@@ -68,12 +68,12 @@ struct cachetier_config {
 	unsigned max_decode_ratio;    /* a decoded copy past 64 MiB stays within this many
 				       * times the compressed bytes read (0: no bound) */
 	uint64_t max_decoded_bytes;   /* most bytes of one decoded copy (0: no bound) */
-	uint32_t chunk_bytes;         /* fill unit, one range GET: at most 1 GiB, rounded up to
+	uint32_t chunk_bytes;	      /* fill unit, one range GET: at most 1 GiB, rounded up to
 				       * whole 4 KiB blocks (0 works as 4 KiB) */
 	uint64_t readahead_max_bytes; /* cap of a sequential reader's window: at most an eighth
 				       * of cache_size_bytes, at least one chunk */
-	unsigned fill_threads;        /* fill threads, fills in flight at once (0 works as 1) */
-	unsigned local_fds_max;       /* most fds of local source files kept open at once
+	unsigned fill_threads;	      /* fill threads, fills in flight at once (0 works as 1) */
+	unsigned local_fds_max;	      /* most fds of local source files kept open at once
 				       * (0: RLIMIT_NOFILE's soft limit less a reserve) */
 };
 
@@ -85,29 +85,29 @@ enum cachetier_codec {
 
 struct cachetier_stats {
 	uint64_t decoded_streams; /* compressed objects decoded into the cache */
-	uint64_t decoded_bytes;   /* bytes written by decoding */
+	uint64_t decoded_bytes;	  /* bytes written by decoding */
 	uint64_t decoded_reused;  /* decoded copies found in the cache and reused */
-	uint64_t meta_reads;      /* blobs found */
-	uint64_t meta_writes;     /* blobs written */
+	uint64_t meta_reads;	  /* blobs found */
+	uint64_t meta_writes;	  /* blobs written */
 	/* the chunk store of remote objects */
-	uint64_t hits;            /* read ranges found present */
-	uint64_t misses;          /* read ranges that waited for a fill */
-	uint64_t bytes_fetched;   /* bytes written by fills */
-	uint64_t fills;           /* chunk fills completed */
+	uint64_t hits;		  /* read ranges found present */
+	uint64_t misses;	  /* read ranges that waited for a fill */
+	uint64_t bytes_fetched;	  /* bytes written by fills */
+	uint64_t fills;		  /* chunk fills completed */
 	uint64_t fills_inflight;  /* chunk fills running now */
-	uint64_t fill_errors;     /* fills that failed (backend errors) */
+	uint64_t fill_errors;	  /* fills that failed (backend errors) */
 	uint64_t readahead_fills; /* fills started by readahead or prefetch */
-	uint64_t unfit_bytes;     /* bytes of PF_FIT prefetch fills skipped: no room without
+	uint64_t unfit_bytes;	  /* bytes of PF_FIT prefetch fills skipped: no room without
 				   * evicting */
-	uint64_t evictions;       /* objects evicted */
+	uint64_t evictions;	  /* objects evicted */
 	uint64_t evicted_bytes;
 	uint64_t decoded_evictions; /* decoded copies evicted (also in evictions) */
-	uint64_t peer_chunks;     /* chunks read that another process (or mount) filled */
-	uint64_t peer_waits;      /* fills that waited for another process's fill of the chunk */
-	uint64_t bytes_used;      /* cached bytes on disk now, the whole directory */
-	uint64_t bytes_limit;     /* cache_size_bytes in force */
+	uint64_t peer_chunks;	    /* chunks read that another process (or mount) filled */
+	uint64_t peer_waits;	    /* fills that waited for another process's fill of the chunk */
+	uint64_t bytes_used;	    /* cached bytes on disk now, the whole directory */
+	uint64_t bytes_limit;	    /* cache_size_bytes in force */
 	/* local sources */
-	uint64_t local_fds_open;  /* fds of local source files open now */
+	uint64_t local_fds_open;   /* fds of local source files open now */
 	uint64_t local_fd_reopens; /* reopened after the fd bound had closed them */
 };
 

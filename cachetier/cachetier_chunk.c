@@ -390,8 +390,8 @@ static int file_init_alone(struct cachetier *ct, struct ct_file *f)
 /* Load f's identity, arrays and the chunks the state file says are valid
  * (f->opening is set, so nobody else touches f's live fields). Returns
  * the valid bytes, or a negative errno. */
-static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *key,
-			 const char *etag, uint64_t size, uint32_t cb)
+static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *key, const char *etag,
+			 uint64_t size, uint32_t cb)
 {
 	uint64_t nchunks = (size + cb - 1) / cb, valid = 0;
 	char name[24];
@@ -437,8 +437,8 @@ static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *ke
 }
 
 /* Make f live (ct->lock held on entry and return, dropped while loading). */
-static int file_activate(struct cachetier *ct, struct ct_file *f, const char *key,
-			 const char *etag, uint64_t size, uint32_t cb)
+static int file_activate(struct cachetier *ct, struct ct_file *f, const char *key, const char *etag,
+			 uint64_t size, uint32_t cb)
 {
 	int64_t valid;
 
@@ -699,7 +699,7 @@ static int pf_fits(struct cachetier *ct, struct ct_file *f, uint32_t c, uint64_t
 	if (f->cst[c] != CH_EMPTY)
 		return -1;
 	if (cachetier__usage_get(ct) + ct->reserved + ct->evicting + len <=
-		    ct->cfg.cache_size_bytes &&
+		ct->cfg.cache_size_bytes &&
 	    avail >= ct->cfg.min_free_bytes + ct->reserved + len)
 		return 1;
 	f->pf_unfit += len;

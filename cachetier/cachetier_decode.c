@@ -60,7 +60,7 @@
 
 #include "cachetier_i.h"
 
-#define DEC_IN_BYTES (1u << 20)
+#define DEC_IN_BYTES  (1u << 20)
 #define DEC_OUT_BYTES (1u << 20)
 /* How often the free space is looked at again while decoding. */
 #define DEC_FREE_CHECK_BYTES (64u << 20)
@@ -75,9 +75,9 @@
 /* The decode record: fixed-width little-endian fields. Version 2: a
  * record with damage -EFBIG is a refusal (no data file), never a copy cut
  * at a limit (version 1 kept those: they are decoded again). */
-#define REC_MAGIC "SHDEC\0\0\1"
+#define REC_MAGIC   "SHDEC\0\0\1"
 #define REC_VERSION 2u
-#define REC_BYTES 72
+#define REC_BYTES   72
 
 struct dec_rec {
 	uint64_t size;	     /* decoded bytes (a refusal: when it stopped) */
@@ -91,20 +91,20 @@ struct dec_rec {
 struct dec {
 	struct cachetier *ct;
 	const struct backend_objinfo *info;
-	int srcfd;          /* local source fd, or -1: remote, read through raw */
+	int srcfd;		   /* local source fd, or -1: remote, read through raw */
 	struct cachetier_obj *raw; /* remote: the compressed object in the chunk store
 				    * (parallel fills, readahead, cached for later) */
-	uint64_t in_off;    /* compressed bytes read so far */
+	uint64_t in_off;	   /* compressed bytes read so far */
 	int outfd;
-	uint64_t out_total; /* decoded bytes written */
-	uint64_t counted;   /* bytes added to ct->decoded_used */
+	uint64_t out_total;  /* decoded bytes written */
+	uint64_t counted;    /* bytes added to ct->decoded_used */
 	uint64_t unit_start; /* decoded offset where the current member/frame began */
 	int damage;
 	uint64_t damage_off;
 	uint64_t disk_limit; /* out_total the room on the disk allowed when last looked at */
 	uint64_t next_check; /* out_total at which the free space is looked at again */
 	uint64_t next_room;  /* out_total at which older cache objects are evicted for it */
-	enum cachetier_bound refused; /* 0, or the bound that stopped the decode */
+	enum cachetier_bound refused;	 /* 0, or the bound that stopped the decode */
 	uint64_t refused_at, refused_in; /* decoded and compressed bytes then */
 	unsigned char *in, *out;
 };

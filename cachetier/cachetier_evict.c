@@ -60,7 +60,6 @@ int64_t cachetier__now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-
 /* Does any chunk of live f that no reader here pins hold bytes? */
 static int file_evictable(const struct ct_file *f)
 {
@@ -330,9 +329,10 @@ void cachetier__make_room(struct cachetier *ct, uint64_t len)
 			struct ct_dec *d = victim_dec(ct);
 
 			/* a decoded copy older than every chunk goes first */
-			if (d && (!f || d->atime_ns < (f->live && cachetier__st_atime(f) > f->atime_ns
-								  ? cachetier__st_atime(f)
-								  : f->atime_ns))) {
+			if (d &&
+			    (!f || d->atime_ns < (f->live && cachetier__st_atime(f) > f->atime_ns
+						      ? cachetier__st_atime(f)
+						      : f->atime_ns))) {
 				freed = evict_dec(ct, d);
 				want_free = freed >= want_free ? 0 : want_free - freed;
 				continue;
@@ -428,8 +428,7 @@ static struct ct_file *entry_find(struct cachetier *ct, int dirfd, const char *h
 
 /* One data/<hash>.map: a not-live entry with its bytes for LRU (the
  * object is opened when it is evicted). Adds its bytes to *total. */
-static int scan_map(struct cachetier *ct, int dirfd, const char *hash, int foreign,
-		    uint64_t *total)
+static int scan_map(struct cachetier *ct, int dirfd, const char *hash, int foreign, uint64_t *total)
 {
 	char mapname[24];
 	unsigned char *buf = NULL;
@@ -549,8 +548,8 @@ static uint64_t scan_decoded(struct cachetier *ct, int decfd, int count)
 
 			if (e && e->bytes == 0) {
 				e->bytes = (uint64_t)st.st_size;
-				e->atime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL +
-					      st.st_mtim.tv_nsec;
+				e->atime_ns =
+				    (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
 			}
 		}
 	}

@@ -44,11 +44,11 @@ enum ct_chunk {
 /* Byte-range locks (F_OFD_SETLK) on an object's state file data/<hash>.st
  * and on CACHE_DIR/v1/usage; offsets name locks, not bytes
  * (cachetier_share.c, protocol in README.md). */
-#define LK_PRESENCE 0		       /* R: a process uses the file; W: it is initialising it */
-#define LK_MAP	    1		       /* W: writing or unlinking the object's map */
-#define LK_MAP_WAIT_MS 2000	       /* most a map write or unlink waits for LK_MAP */
-#define LK_CHUNK(c) ((off_t)(1ll << 32) + (off_t)(c)) /* W: filling or evicting; R: pinned */
-#define ST_HDR	    64u		       /* state file: header bytes before one byte per chunk */
+#define LK_PRESENCE    0    /* R: a process uses the file; W: it is initialising it */
+#define LK_MAP	       1    /* W: writing or unlinking the object's map */
+#define LK_MAP_WAIT_MS 2000 /* most a map write or unlink waits for LK_MAP */
+#define LK_CHUNK(c)    ((off_t)(1ll << 32) + (off_t)(c)) /* W: filling or evicting; R: pinned */
+#define ST_HDR	       64u /* state file: header bytes before one byte per chunk */
 
 /* One read between read_begin and read_end: pins chunks [c0, c1). */
 struct ct_read {
@@ -81,28 +81,28 @@ struct ct_file {
 	uint64_t size;
 	uint32_t cb; /* chunk bytes */
 	uint32_t nchunks;
-	int datafd;	     /* data/<hash>, O_RDWR */
-	int stfd;	     /* data/<hash>.st: presence and this process's chunk locks */
-	int auxfd;	     /* the same file opened again: eviction's chunk locks */
-	unsigned char *st;   /* data/<hash>.st mapped shared (cachetier_share.c) */
+	int datafd;	   /* data/<hash>, O_RDWR */
+	int stfd;	   /* data/<hash>.st: presence and this process's chunk locks */
+	int auxfd;	   /* the same file opened again: eviction's chunk locks */
+	unsigned char *st; /* data/<hash>.st mapped shared (cachetier_share.c) */
 	size_t st_len;
-	uint8_t *held;	     /* per chunk: stfd holds its read lock (pinned and valid) */
-	uint8_t *seen;	     /* per chunk: this process filled or served it already */
+	uint8_t *held;	/* per chunk: stfd holds its read lock (pinned and valid) */
+	uint8_t *seen;	/* per chunk: this process filled or served it already */
 	uint8_t *cst;	/* enum ct_chunk per chunk */
 	uint32_t *pins; /* readers inside read_begin/read_end per chunk */
 	int *cerr;	/* the error of the last failed fill per chunk */
 	struct ct_read *reads;
-	unsigned dirty;	    /* valid chunks not yet in the persisted map */
-	int64_t map_ns;	    /* when the map was last written */
-	uint64_t ra_end;    /* end of the last read (readahead detection) */
-	uint64_t ra_window; /* readahead window in bytes; 0: random access */
-	uint32_t pf_next;   /* prefetch cursor: the next chunk to look at */
-	int pf_listed;	    /* in ct->pf list */
-	int pf_evict;	    /* its prefetch fills may evict (CACHETIER_PF_EVICT was asked) */
+	unsigned dirty;	      /* valid chunks not yet in the persisted map */
+	int64_t map_ns;	      /* when the map was last written */
+	uint64_t ra_end;      /* end of the last read (readahead detection) */
+	uint64_t ra_window;   /* readahead window in bytes; 0: random access */
+	uint32_t pf_next;     /* prefetch cursor: the next chunk to look at */
+	int pf_listed;	      /* in ct->pf list */
+	int pf_evict;	      /* its prefetch fills may evict (CACHETIER_PF_EVICT was asked) */
 	unsigned pf_inflight; /* prefetch fills of it running now */
-	uint64_t pf_unfit;  /* bytes its latest prefetch skipped: no room without evicting */
+	uint64_t pf_unfit;    /* bytes its latest prefetch skipped: no room without evicting */
 	struct ct_file *pf_link, **pf_pprev; /* ct->pf list, doubly linked */
-	pthread_mutex_t maplock; /* lock order: before ct->lock */
+	pthread_mutex_t maplock;	     /* lock order: before ct->lock */
 };
 
 /* A decoded copy on disk, of any source (decoded/<name>): for LRU
@@ -129,61 +129,61 @@ struct ct_job {
 enum ct_format { CT_FMT_MAP, CT_FMT_REC, CT_FMT_COUNT };
 
 struct cachetier {
-	struct backend *be;	       /* not owned */
-	struct cachetier_config cfg;   /* with defaults applied; read-only after open */
-	char *dir;		       /* CACHE_DIR/v1/<source-hash> */
-	int dirfd;		       /* O_DIRECTORY fd of dir */
-	int metafd;		       /* dir/meta */
-	int decfd;		       /* dir/decoded */
-	int datafd;		       /* dir/data: chunk files and maps */
-	pthread_mutex_t lock;	       /* protects everything below not marked otherwise */
-	pthread_cond_t cond;	       /* signalled when an object leaves OBJ_OPENING */
-	pthread_cond_t chunk_cond;     /* chunk states, file opening/evicting changed */
-	pthread_cond_t work_cond;      /* fill queues got work, or stopping */
-	pthread_cond_t flush_cond;     /* a map batch is due, or stopping */
+	struct backend *be;		/* not owned */
+	struct cachetier_config cfg;	/* with defaults applied; read-only after open */
+	char *dir;			/* CACHE_DIR/v1/<source-hash> */
+	int dirfd;			/* O_DIRECTORY fd of dir */
+	int metafd;			/* dir/meta */
+	int decfd;			/* dir/decoded */
+	int datafd;			/* dir/data: chunk files and maps */
+	pthread_mutex_t lock;		/* protects everything below not marked otherwise */
+	pthread_cond_t cond;		/* signalled when an object leaves OBJ_OPENING */
+	pthread_cond_t chunk_cond;	/* chunk states, file opening/evicting changed */
+	pthread_cond_t work_cond;	/* fill queues got work, or stopping */
+	pthread_cond_t flush_cond;	/* a map batch is due, or stopping */
 	struct cachetier_obj **obj_tab; /* open objects: chains by hash of name */
-	size_t obj_tab_size;	       /* buckets, a power of two */
-	size_t nobjs;		       /* objects in obj_tab */
-	struct ct_file *files;	       /* every object of the chunk store */
-	struct ct_dec *decs;	       /* every decoded copy (cachetier_evict.c) */
+	size_t obj_tab_size;		/* buckets, a power of two */
+	size_t nobjs;			/* objects in obj_tab */
+	struct ct_file *files;		/* every object of the chunk store */
+	struct ct_dec *decs;		/* every decoded copy (cachetier_evict.c) */
 	struct cachetier_obj *dec_objs; /* open objects with a decoded copy */
-	struct ct_job *dq, **dq_tail;  /* demand fills (readers wait) */
-	struct ct_job *rq, **rq_tail;  /* readahead fills */
-	struct ct_file *pf, **pf_tail; /* objects being prefetched, in the order they are
-					* filled (a reader's object moves to the front) */
-	unsigned pf_running;	       /* prefetch fills in flight (cachetier_chunk.c pf_max) */
-	pthread_t *workers;	       /* fill threads; the array is written only by open/close */
+	struct ct_job *dq, **dq_tail;	/* demand fills (readers wait) */
+	struct ct_job *rq, **rq_tail;	/* readahead fills */
+	struct ct_file *pf, **pf_tail;	/* objects being prefetched, in the order they are
+					 * filled (a reader's object moves to the front) */
+	unsigned pf_running;		/* prefetch fills in flight (cachetier_chunk.c pf_max) */
+	pthread_t *workers;		/* fill threads; the array is written only by open/close */
 	unsigned nworkers;
 	pthread_t flusher; /* writes the batched maps; off the fill path */
 	int have_flusher;
 	int stopping;
 	unsigned evict_round;
-	int v1fd;		       /* CACHE_DIR/v1 */
-	int usagefd;		       /* CACHE_DIR/v1/usage (cachetier_share.c) */
-	unsigned char *usage;	       /* mapped shared: the directory's usage */
-	int *srcfds;		       /* other sources' data/, decoded/ dir pairs */
+	int v1fd;	      /* CACHE_DIR/v1 */
+	int usagefd;	      /* CACHE_DIR/v1/usage (cachetier_share.c) */
+	unsigned char *usage; /* mapped shared: the directory's usage */
+	int *srcfds;	      /* other sources' data/, decoded/ dir pairs */
 	unsigned nsrcfds;
-	int64_t rescan_ns;	       /* last rescan for objects of other processes */
+	int64_t rescan_ns; /* last rescan for objects of other processes */
 	uint64_t used;	   /* bytes of valid chunks this process knows of (stats) */
 	uint64_t reserved; /* bytes of fills in flight */
 	uint64_t evicting; /* bytes being punched out: still on disk */
 	uint64_t hits, misses, bytes_fetched, fills, fills_inflight, fill_errors;
 	uint64_t readahead_fills, evictions, evicted_bytes;
-	uint64_t unfit_bytes; /* prefetch fills skipped: no room without evicting */
+	uint64_t unfit_bytes;	    /* prefetch fills skipped: no room without evicting */
 	uint64_t decoded_evictions; /* decoded copies evicted */
-	uint64_t peer_chunks; /* chunks served that another process filled */
-	uint64_t peer_waits;  /* fills that waited for another process's fill */
+	uint64_t peer_chunks;	    /* chunks served that another process filled */
+	uint64_t peer_waits;	    /* fills that waited for another process's fill */
 	atomic_ullong decoded_used; /* bytes of decoded copies (never evicted) */
 	atomic_ullong decoded_streams, decoded_bytes, decoded_reused, meta_reads, meta_writes;
 	atomic_int version_noted[CT_FMT_COUNT]; /* cachetier__note_version logged it */
 	/* Open fds of local source files (objects with 'local' set): at most
 	 * fd_max; the least recently used unpinned one is closed when a
 	 * new one would pass it, and reopened by the next read. */
-	pthread_mutex_t fd_lock;		 /* protects the fields below */
+	pthread_mutex_t fd_lock;	       /* protects the fields below */
 	struct cachetier_obj *fd_mru, *fd_lru; /* open ones, most recent first */
-	unsigned fd_open;			 /* open local source fds */
-	unsigned fd_max;			 /* read-only after open */
-	uint64_t fd_reopens;			 /* fds opened again after a close */
+	unsigned fd_open;		       /* open local source fds */
+	unsigned fd_max;		       /* read-only after open */
+	uint64_t fd_reopens;		       /* fds opened again after a close */
 };
 
 enum obj_state { OBJ_OPENING, OBJ_READY, OBJ_FAILED };
@@ -207,13 +207,13 @@ struct cachetier_obj {
 	dev_t dev;
 	ino_t ino;
 	int64_t mtime_ns;
-	struct ct_file *file;	    /* remote raw objects: the chunk store entry */
-	uint64_t size;		    /* readable bytes */
-	int damage;		    /* 0 or negative errno found while decoding */
-	uint64_t damage_off;	    /* compressed offset of the damage */
+	struct ct_file *file; /* remote raw objects: the chunk store entry */
+	uint64_t size;	      /* readable bytes */
+	int damage;	      /* 0 or negative errno found while decoding */
+	uint64_t damage_off;  /* compressed offset of the damage */
 	/* decoded copies (evictable; decoded again on demand), protected by
 	 * ct->lock: */
-	struct ct_dec *dec;	    /* its entry, or NULL */
+	struct ct_dec *dec;	     /* its entry, or NULL */
 	struct cachetier_obj *dnext; /* in ct->dec_objs */
 	enum cachetier_codec codec;
 	struct backend_objinfo info; /* info.key points into 'name' */
@@ -306,8 +306,8 @@ int cachetier__file_hash(const char *key, const char *etag, uint64_t size, uint3
 /* Read and check dirfd/<hash>.map: it parses, names this file (hash) and
  * the data file is long enough for every claimed chunk. *buf (freed by
  * the caller) backs *m. -EPROTO: a map of another version (noted). */
-int cachetier__map_load(struct cachetier *ct, int dirfd, const char *hash, unsigned char **buf, struct ct_map *m,
-			struct stat *data_st);
+int cachetier__map_load(struct cachetier *ct, int dirfd, const char *hash, unsigned char **buf,
+			struct ct_map *m, struct stat *data_st);
 /* Remove dirfd/<hash> (data, map, state) unless a running process uses
  * it; with 'count', its bytes counted in the usage leave it. Returns the
  * bytes, -EBUSY when in use, or a negative errno. */

@@ -173,9 +173,9 @@ int cachetier__usage_open(struct cachetier *ct, int v1fd, int *alone)
 			return err;
 		}
 		ct->usagefd = fd;
-		if (*alone || (memcmp(ct->usage, USAGE_MAGIC, 8) == 0 &&
-			       ld32(ct->usage + U_VERSION) == USAGE_VERSION &&
-			       ld32(ct->usage + U_READY)))
+		if (*alone ||
+		    (memcmp(ct->usage, USAGE_MAGIC, 8) == 0 &&
+		     ld32(ct->usage + U_VERSION) == USAGE_VERSION && ld32(ct->usage + U_READY)))
 			return 0;
 		/* the process that initialised it died before it was ready */
 		munmap(ct->usage, USAGE_BYTES);
@@ -308,9 +308,10 @@ int cachetier__st_ready(struct ct_file *f, const unsigned char *bitmap, uint64_t
 	st64(f->st + S_EPOCH, epoch);
 	st64(f->st + S_ATIME, (uint64_t)cachetier__now_ns());
 	for (uint32_t c = 0; c < f->nchunks; c++)
-		__atomic_store_n(f->st + ST_HDR + c,
-				 (unsigned char)(bitmap && (bitmap[c / 8] & (1u << (c % 8))) ? 1 : 0),
-				 __ATOMIC_RELEASE);
+		__atomic_store_n(
+		    f->st + ST_HDR + c,
+		    (unsigned char)(bitmap && (bitmap[c / 8] & (1u << (c % 8))) ? 1 : 0),
+		    __ATOMIC_RELEASE);
 	st32(f->st + S_READY, 1);
 	return cachetier__ofd_lock(f->stfd, F_RDLCK, LK_PRESENCE, 1);
 }
@@ -372,7 +373,8 @@ int64_t cachetier__reap(struct cachetier *ct, int dirfd, const char *hash, int c
 		uint32_t cb = disk_le32_get(hdr + S_CHUNK);
 		uint32_t nchunks = disk_le32_get(hdr + S_NCHUNKS);
 		uint64_t size = disk_le64_get(hdr + S_SIZE);
-		unsigned char *bits = cb && nchunks == (size + cb - 1) / cb ? malloc(nchunks) : NULL;
+		unsigned char *bits =
+		    cb && nchunks == (size + cb - 1) / cb ? malloc(nchunks) : NULL;
 
 		if (bits && pread(fd, bits, nchunks, ST_HDR) == (ssize_t)nchunks) {
 			for (uint32_t c = 0; c < nchunks; c++) {

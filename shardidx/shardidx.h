@@ -61,15 +61,15 @@ struct shardidx_entry {
 	const char *name;     /* base name, NUL-terminated, never empty, no '/' */
 	const char *link;     /* SYMLINK: stored target (NUL-terminated); else NULL */
 	uint32_t parent;      /* index of the parent directory, or SHARDIDX_NONE */
-	uint32_t canon;       /* entry whose inode this one shares (itself unless hardlink) */
+	uint32_t canon;	      /* entry whose inode this one shares (itself unless hardlink) */
 	uint32_t first_child; /* DIR: index of the first child (children are contiguous) */
 	uint32_t nchild;      /* DIR: number of children */
-	uint32_t nlink;       /* REG: 1 + hardlinks to it; DIR: 2 + subdirectories */
-	uint8_t type;         /* enum shardidx_type */
-	uint8_t flags;        /* enum shardidx_flag */
-	uint16_t mode;        /* permission bits only (07777) */
-	int64_t mtime;        /* seconds since the epoch, as stored (clamped to 0..2^32-1) */
-	uint64_t size;        /* REG: logical size; SYMLINK: target length; DIR: 0 */
+	uint32_t nlink;	      /* REG: 1 + hardlinks to it; DIR: 2 + subdirectories */
+	uint8_t type;	      /* enum shardidx_type */
+	uint8_t flags;	      /* enum shardidx_flag */
+	uint16_t mode;	      /* permission bits only (07777) */
+	int64_t mtime;	      /* seconds since the epoch, as stored (clamped to 0..2^32-1) */
+	uint64_t size;	      /* REG: logical size; SYMLINK: target length; DIR: 0 */
 	uint64_t data_off;    /* REG, not sparse: stream offset of byte 0 of the data */
 };
 
@@ -86,7 +86,7 @@ struct shardidx_info {
 	uint32_t nsamples;    /* WebDataset samples */
 	uint64_t stream_size; /* bytes of tar stream available when the index was built */
 	uint64_t end_off;     /* offset just past the last parsed header or data */
-	int damage;           /* 0, or negative errno: parsing stopped at damage_off */
+	int damage;	      /* 0, or negative errno: parsing stopped at damage_off */
 	uint64_t damage_off;  /* stream offset of the damage */
 	uint32_t skipped;     /* members left out (hostile names, devices, fifos, ...) */
 	size_t mem_bytes;     /* bytes of memory the index holds */
@@ -176,8 +176,7 @@ int shardidx_save(const struct shardidx *ix, const void *ident, size_t identlen,
  * offset and count) so that a corrupt file can never cause an out-of-bounds
  * access. Returns 0, -EBADMSG (corrupt), -EPROTO (other version), -ESTALE
  * (ident differs) or -ENOMEM. */
-int shardidx_load(void *buf, size_t len, const void *ident, size_t identlen,
-		  struct shardidx **out);
+int shardidx_load(void *buf, size_t len, const void *ident, size_t identlen, struct shardidx **out);
 
 /* The identity an index file in buf[0..len) was saved with, without
  * loading it: *ident points into buf. Checks magic, version, length and

@@ -621,8 +621,7 @@ static int old_sparse_entries(struct shardidx_builder *b, const unsigned char *e
 
 /* A metadata member of type (L, K, x, g, X) and size bytes whose data is
  * read next (ST_XDATA). Returns 0, -ENOMEM, or damage. */
-static int xdata_start(struct shardidx_builder *b, unsigned char type, int64_t size,
-		       uint64_t hoff)
+static int xdata_start(struct shardidx_builder *b, unsigned char type, int64_t size, uint64_t hoff)
 {
 	if ((uint64_t)size > XDATA_MAX)
 		return damage(b, -EBADMSG, hoff, "extended header too large");
@@ -692,8 +691,7 @@ static void member_kind(struct shardidx_builder *b, unsigned char type)
 /* Whether the regular member of header h is sparse (old GNU 'S' in a gnu
  * header, or PAX GNU.sparse 0.x/1.0), and its real size. Returns 0,
  * -ENOMEM, or damage. */
-static int member_sparse(struct shardidx_builder *b, const unsigned char *h, int gnu,
-			 uint64_t hoff)
+static int member_sparse(struct shardidx_builder *b, const unsigned char *h, int gnu, uint64_t hoff)
 {
 	int r;
 
@@ -1010,8 +1008,7 @@ int shardidx_builder_finish(struct shardidx_builder *b, uint64_t stream_size, st
 	/* A stream that ends exactly after a complete member, with no header
 	 * begun, is whole: many writers leave out the two zero blocks and GNU
 	 * tar reads such archives without complaint (an empty file too). */
-	if (b->state == ST_HDR && b->bfill == 0 && b->pos == stream_size &&
-	    b->grp_off == b->pos)
+	if (b->state == ST_HDR && b->bfill == 0 && b->pos == stream_size && b->grp_off == b->pos)
 		b->state = ST_END;
 	if (b->state != ST_END && b->state != ST_DAMAGED) {
 		uint64_t at = b->pos < stream_size ? b->pos : stream_size;

@@ -107,7 +107,9 @@ size_t shardidx__mem_bytes(const struct shardidx *ix)
 	return sizeof(*ix) + (size_t)ix->nrecs * sizeof(*ix->recs) + ix->names_len +
 	       (size_t)ix->nsparse * sizeof(*ix->sparse) + (size_t)ix->nsegs * sizeof(*ix->segs) +
 	       (size_t)ix->nlinks * sizeof(*ix->links) +
-	       (atomic_load(&((struct shardidx *)ix)->samples) ? (size_t)ix->nsamples * sizeof(uint32_t) : 0);
+	       (atomic_load(&((struct shardidx *)ix)->samples)
+		    ? (size_t)ix->nsamples * sizeof(uint32_t)
+		    : 0);
 }
 
 void shardidx_free(struct shardidx *ix)

@@ -1,6 +1,6 @@
 #!/bin/bash
-# The whole test suite, as CI runs it: installs what the tests need, builds
-# warning-free (-Werror) and runs every test, then builds again with
+# The whole test suite, as CI runs it: installs what the tests need, checks
+# the C files' format, builds warning-free (-Werror) and runs every test, then builds again with
 # AddressSanitizer + UndefinedBehaviorSanitizer and runs every test again,
 # then with ThreadSanitizer and runs the unit suite (the concurrency tests).
 # Ends with one line "tests: N passed, N failed, N skipped".
@@ -10,6 +10,19 @@ root=$(pwd)
 sh scripts/install-deps.sh --test || exit 1
 
 total_pass=0 total_fail=0 total_skip=0 status=0
+
+# Format: every C file as .clang-format says (clang-format -i FILE fixes one).
+# Counted as one test.
+echo "=== format: clang-format --dry-run -Werror"
+if { git ls-files '*.c' '*.h' 2>/dev/null || find . -path './build*' -prune -o -name '*.[ch]' -print; } |
+	xargs clang-format --dry-run -Werror; then
+	total_pass=$((total_pass + 1))
+	echo "=== format: ok"
+else
+	echo "=== format: FAILED (the files above differ from clang-format's output)"
+	status=1
+	total_fail=$((total_fail + 1))
+fi
 
 run_suite() { # name builddir meson-setup-args... [-- meson-test-args...]
 	local name=$1 dir=$2

@@ -37,11 +37,11 @@
 struct fs_config {
 	char *source;
 	char *mountpoint;
-	char *log_file;        /* --log-file; none: stderr in foreground, else CACHE/.../log */
-	char *fuse_opts;       /* -o, comma-joined */
-	int foreground;        /* -f */
-	int debug;             /* -d: FUSE request debugging, implies -f */
-	unsigned max_threads;  /* --threads: FUSE worker threads */
+	char *log_file;		/* --log-file; none: stderr in foreground, else CACHE/.../log */
+	char *fuse_opts;	/* -o, comma-joined */
+	int foreground;		/* -f */
+	int debug;		/* -d: FUSE request debugging, implies -f */
+	unsigned max_threads;	/* --threads: FUSE worker threads */
 	double entry_timeout_s; /* --timeout: entry/attr/negative timeouts: data is immutable */
 	/* The remote store's settings (--endpoint, --no-sign, --connections,
 	 * --ca-file, --retry-budget, --stall-timeout, --connect-timeout),
@@ -54,14 +54,15 @@ struct fs_config {
 	 * --connections), handed to cachetier_open as they are; ct.source stays
 	 * NULL (the backend's description); ct.cache_dir is owned. */
 	struct cachetier_config ct;
-	uint64_t cache_size_bytes;    /* ct.cache_size_bytes, for fs_warm.c (fs_opt.c sets it) */
-	unsigned prefetch_shards;     /* --prefetch-shards: shards fetched ahead of an in-order reader */
-	int warm;                     /* --warm: enum fs_warm_mode */
-	int strict_open;              /* --strict-open: answer every open (no zero-cost opens) */
-	int no_xattr; /* --no-xattr: getxattr/listxattr answer ENOSYS, which the kernel caches */
-	int sidecar;  /* index --sidecar: also write NAME.tar.idx beside local shards */
-	int layout;     /* --layout: enum fs_layout */
-	int class_from; /* --class-from: enum fs_class_from */
+	uint64_t cache_size_bytes; /* ct.cache_size_bytes, for fs_warm.c (fs_opt.c sets it) */
+	/* --prefetch-shards: shards fetched ahead of an in-order reader */
+	unsigned prefetch_shards;
+	int warm;	 /* --warm: enum fs_warm_mode */
+	int strict_open; /* --strict-open: answer every open (no zero-cost opens) */
+	int no_xattr;	 /* --no-xattr: getxattr/listxattr answer ENOSYS, which the kernel caches */
+	int sidecar;	 /* index --sidecar: also write NAME.tar.idx beside local shards */
+	int layout;	 /* --layout: enum fs_layout */
+	int class_from;	 /* --class-from: enum fs_class_from */
 };
 
 /* --warm: fill the cache with the whole dataset in the background (fs_warm.c).
@@ -72,7 +73,7 @@ enum fs_warm_mode { FS_WARM_OFF = 0, FS_WARM_AUTO = 1, FS_WARM_ALL = 2 };
 enum fs_warm_state {
 	FS_WARM_STATE_OFF = 0,
 	FS_WARM_STATE_RUNNING = 1,
-	FS_WARM_STATE_DONE = 2,    /* every byte of the dataset is cached */
+	FS_WARM_STATE_DONE = 2,	   /* every byte of the dataset is cached */
 	FS_WARM_STATE_STOPPED = 3, /* ended short: the cache is full (it never evicts to warm),
 				    * or fills failed */
 };
@@ -86,20 +87,20 @@ enum fs_class_from { FS_CLASS_CLS = 0, FS_CLASS_DIR = 1, FS_CLASS_KEY_PREFIX = 2
  * and 32 bits of member index. The root directory is FUSE's inode 1. What
  * each kind does is its view's table of operations (fs_view.h). */
 enum fs_kind {
-	FS_K_DIR = 1,    /* a directory of the source: a = dir index */
-	FS_K_OBJ = 2,    /* an object as a plain file: a = object index */
-	FS_K_SHARD = 3,  /* a shard's member tree root: a = shard index */
+	FS_K_DIR = 1,	 /* a directory of the source: a = dir index */
+	FS_K_OBJ = 2,	 /* an object as a plain file: a = object index */
+	FS_K_SHARD = 3,	 /* a shard's member tree root: a = shard index */
 	FS_K_MEMBER = 4, /* a member: a = shard index, b = entry index */
-	FS_K_CTL = 5,    /* .shardfs and its files: a = enum fs_ctl */
+	FS_K_CTL = 5,	 /* .shardfs and its files: a = enum fs_ctl */
 	/* --layout imagefolder (fs_imagefolder.c) */
 	FS_K_IFCLASS = 6, /* a class directory at the root: a = class index */
 	FS_K_IFFILE = 7,  /* a sample's image: a = shard index, b = entry index (canon) */
 };
 
 #define FS_INO_KIND_SHIFT 60
-#define FS_INO_A_BITS 28
-#define FS_INO_B_BITS 32
-#define FS_MAX_SHARDS (1u << FS_INO_A_BITS)
+#define FS_INO_A_BITS	  28
+#define FS_INO_B_BITS	  32
+#define FS_MAX_SHARDS	  (1u << FS_INO_A_BITS)
 _Static_assert(4 + FS_INO_A_BITS + FS_INO_B_BITS == 64, "inode fields fill 64 bits");
 _Static_assert(FS_K_CTL < 16 && FS_K_IFFILE < 16, "kind fits in 4 bits");
 
@@ -131,20 +132,20 @@ static inline uint32_t fs_ino_b(uint64_t ino)
 
 struct fs_dirent {
 	const char *name; /* points into the object's key or the dir's name */
-	uint8_t kind;     /* FS_K_DIR, FS_K_OBJ or FS_K_SHARD */
-	uint32_t idx;     /* dir, object or shard index */
+	uint8_t kind;	  /* FS_K_DIR, FS_K_OBJ or FS_K_SHARD */
+	uint32_t idx;	  /* dir, object or shard index */
 };
 
 /* Everything in a dir except name and parent may change at a refresh:
  * read it only under fs->ns_lock (read), change it under the write lock. */
 struct fs_dir {
-	char *name;               /* base name ("" for the root); never changes */
-	uint32_t parent;          /* index of the parent dir (root: 0); never changes */
-	struct fs_dirent *ents;   /* sorted by name (strcmp), unique */
+	char *name;		/* base name ("" for the root); never changes */
+	uint32_t parent;	/* index of the parent dir (root: 0); never changes */
+	struct fs_dirent *ents; /* sorted by name (strcmp), unique */
 	uint32_t nents;
 	uint32_t nsubdirs;
-	int64_t mtime;            /* newest object mtime below it */
-	int gone;                 /* no object below it any more: ESTALE */
+	int64_t mtime; /* newest object mtime below it */
+	int gone;      /* no object below it any more: ESTALE */
 };
 
 /* The version state of an object (fs_obj.state). */
@@ -155,31 +156,31 @@ enum fs_obj_state {
 };
 
 struct fs_obj {
-	char *key;                /* relative key */
-	const char *base;         /* base name, inside key */
+	char *key;		     /* relative key */
+	const char *base;	     /* base name, inside key */
 	struct backend_objinfo info; /* info.key == key */
-	uint32_t dir;             /* parent dir index */
-	int codec;                /* -1: not a shard; else the enum cachetier_codec its
-				   * name suggests (the shard's bytes decide: fs_shard.codec) */
-	uint32_t shard;           /* shard index when codec >= 0 */
-	pthread_mutex_t lock;     /* protects raw */
-	struct cachetier_obj *raw; /* opened on first read, kept until unmount */
-	atomic_int prefetch;      /* 1 once a prefetch command asked for it (progress in stats) */
-	atomic_int ahead;         /* 1 once fetched ahead of an in-order reader */
-	atomic_int warm;          /* 1: part of the warm fill (fs_warm.c) */
-	atomic_int state;         /* enum fs_obj_state; only ever leaves LIVE */
+	uint32_t dir;		     /* parent dir index */
+	int codec;		     /* -1: not a shard; else the enum cachetier_codec its
+				      * name suggests (the shard's bytes decide: fs_shard.codec) */
+	uint32_t shard;		     /* shard index when codec >= 0 */
+	pthread_mutex_t lock;	     /* protects raw */
+	struct cachetier_obj *raw;   /* opened on first read, kept until unmount */
+	atomic_int prefetch; /* 1 once a prefetch command asked for it (progress in stats) */
+	atomic_int ahead;    /* 1 once fetched ahead of an in-order reader */
+	atomic_int warm;     /* 1: part of the warm fill (fs_warm.c) */
+	atomic_int state;    /* enum fs_obj_state; only ever leaves LIVE */
 };
 
 struct fs_shard {
-	uint32_t obj;             /* the shard's object */
-	char *dirname;            /* name of its member directory */
-	pthread_mutex_t lock;     /* serialises loading */
-	struct shardidx *_Atomic ix;          /* set once, then immutable */
+	uint32_t obj;			      /* the shard's object */
+	char *dirname;			      /* name of its member directory */
+	pthread_mutex_t lock;		      /* serialises loading */
+	struct shardidx *_Atomic ix;	      /* set once, then immutable */
 	struct cachetier_obj *_Atomic stream; /* decoded (or raw) tar stream */
 	_Atomic int err; /* 0, or the error that refused the shard whole (-EFBIG,
 			  * -ENOSPC): sticks, so loading is not tried again */
-	int codec;                /* enum cachetier_codec of the shard's bytes; set by
-				   * the load, valid once ix is published */
+	int codec;	 /* enum cachetier_codec of the shard's bytes; set by
+			  * the load, valid once ix is published */
 };
 
 struct fs_notify; /* a queued kernel cache invalidation (fs_notify.c) */
@@ -219,7 +220,7 @@ struct fs_ctl_snap {
 
 struct fs {
 	struct fs_config cfg;
-	pthread_mutex_t ctl_lock;  /* protects ctl_snaps, ctl_gen and ctl_cur */
+	pthread_mutex_t ctl_lock; /* protects ctl_snaps, ctl_gen and ctl_cur */
 	struct fs_ctl_snap ctl_snaps[FS_CTL_SNAPS];
 	uint64_t ctl_gen;
 	/* Without OPEN requests (zero-cost opens) a control file is read through
@@ -227,7 +228,7 @@ struct fs {
 	 * its size and a new mtime, so the kernel drops the old pages, and the
 	 * READ that follows serves this snapshot. */
 	struct fs_ctl_snap ctl_cur[FS_CTL_COUNT];
-	int no_open;               /* set once in init: OPEN answers ENOSYS */
+	int no_open; /* set once in init: OPEN answers ENOSYS */
 	struct backend *be;
 	struct cachetier *ct;
 
@@ -254,28 +255,28 @@ struct fs {
 	void *nq_ctx;
 	struct fs_notify *nq_head, **nq_tail; /* protected by nq_lock */
 	pthread_mutex_t nq_lock;
-	pthread_cond_t nq_cond;   /* work queued, or stop */
-	pthread_cond_t nq_idle;   /* queue drained */
-	int nq_busy;              /* the notifier is sending an item */
-	int nq_run;               /* the notifier thread runs */
+	pthread_cond_t nq_cond; /* work queued, or stop */
+	pthread_cond_t nq_idle; /* queue drained */
+	int nq_busy;		/* the notifier is sending an item */
+	int nq_run;		/* the notifier thread runs */
 	pthread_t nq_thread;
 
-	int no_opendir;           /* set once in init: the kernel can skip OPENDIR */
-	int offline;              /* the store was unreachable at mount: cached listing */
-	atomic_uint last_shard;   /* the shard whose members were read last (+1; 0: none) */
+	int no_opendir;		/* set once in init: the kernel can skip OPENDIR */
+	int offline;		/* the store was unreachable at mount: cached listing */
+	atomic_uint last_shard; /* the shard whose members were read last (+1; 0: none) */
 	uid_t uid;
 	gid_t gid;
 	int64_t mount_time;
 	struct fs_counters c;
 	/* The imagefolder view, built on first use, then immutable */
-	pthread_mutex_t if_lock;               /* serialises building */
+	pthread_mutex_t if_lock; /* serialises building */
 	struct fs_ifview *_Atomic ifv;
-	struct fs_ifview *if_retired;          /* views a refresh replaced; freed at unmount */
+	struct fs_ifview *if_retired; /* views a refresh replaced; freed at unmount */
 	/* fs_warm.c: the warm fill. warm_on and the thread are set before it
 	 * runs; warm_lock protects warm_stop (warm_cond wakes the thread). */
-	int warm_on;                 /* a warm fill runs or ran */
-	atomic_int warm_listed;      /* every object of it was handed to the cache tier */
-	atomic_int warm_state;       /* enum fs_warm_state once it ended; 0 before */
+	int warm_on;		/* a warm fill runs or ran */
+	atomic_int warm_listed; /* every object of it was handed to the cache tier */
+	atomic_int warm_state;	/* enum fs_warm_state once it ended; 0 before */
 	int warm_thread_run;
 	pthread_t warm_thread;
 	pthread_mutex_t warm_lock;
@@ -285,8 +286,8 @@ struct fs {
 
 /* Blocks of objects and shards (fs->objs, fs->shards). */
 #define FS_BLOCK_SHIFT 12
-#define FS_BLOCK (1u << FS_BLOCK_SHIFT)
-#define FS_NBLOCKS (FS_MAX_SHARDS >> FS_BLOCK_SHIFT)
+#define FS_BLOCK       (1u << FS_BLOCK_SHIFT)
+#define FS_NBLOCKS     (FS_MAX_SHARDS >> FS_BLOCK_SHIFT)
 
 static inline struct fs_obj *fs_obj(const struct fs *fs, uint32_t i)
 {
@@ -345,8 +346,8 @@ void fs_ns_unlock(struct fs *fs);
  * [lo, hi) of an array of structs of size stride, sorted by strcmp of the
  * string whose char * sits at offset name_off of each: the index found, or
  * -1. */
-int64_t fs__bsearch_name(const void *base, size_t stride, size_t name_off, uint32_t lo,
-			 uint32_t hi, const char *name, size_t len);
+int64_t fs__bsearch_name(const void *base, size_t stride, size_t name_off, uint32_t lo, uint32_t hi,
+			 const char *name, size_t len);
 /* Entry named name[0..len) in dir, or NULL. */
 const struct fs_dirent *fs_ns_lookup(const struct fs *fs, uint32_t dir, const char *name,
 				     size_t len);
@@ -375,10 +376,10 @@ int fs_obj_prefetch(struct fs *fs, uint32_t obj);
 void fs_warm_start(struct fs *fs);
 void fs_warm_stop(struct fs *fs);
 struct fs_warm_progress {
-	uint64_t wanted;  /* bytes of the objects being warmed */
-	uint64_t done;    /* of those, bytes cached now */
-	uint64_t unfit;   /* of those, bytes skipped: no room without evicting */
-	unsigned state;   /* enum fs_warm_state */
+	uint64_t wanted; /* bytes of the objects being warmed */
+	uint64_t done;	 /* of those, bytes cached now */
+	uint64_t unfit;	 /* of those, bytes skipped: no room without evicting */
+	unsigned state;	 /* enum fs_warm_state */
 };
 void fs_warm_progress(struct fs *fs, struct fs_warm_progress *p);
 /* Bytes the cache can still take without evicting: the smaller of what
@@ -393,7 +394,7 @@ uint64_t fs_cache_room(struct fs *fs);
  * fs_ctl_command does (-1 with errno for an error). Only the mount's owner
  * (and root) may send commands. */
 #define FS_CTL_IOC_LEN 8192
-#define FS_CTL_IOC _IOW('S', 0x01, char[FS_CTL_IOC_LEN])
+#define FS_CTL_IOC     _IOW('S', 0x01, char[FS_CTL_IOC_LEN])
 
 /* fs_ctl.c: the .shardfs control files. */
 extern const char *const fs_ctl_names[FS_CTL_COUNT];
@@ -454,14 +455,14 @@ void fs_notify_drain(struct fs *fs, double timeout_s);
  * lock. Files are the members themselves: FS_K_IFFILE(shard, entry) is read
  * and stat'ed like FS_K_MEMBER(shard, entry). */
 struct fs_if_file {
-	char *name;      /* unique within its class */
-	uint32_t shard;  /* the image member: shard ... */
-	uint32_t entry;  /* ... and canonical entry index */
+	char *name;	/* unique within its class */
+	uint32_t shard; /* the image member: shard ... */
+	uint32_t entry; /* ... and canonical entry index */
 };
 struct fs_if_class {
 	char *name;
 	uint32_t first, n; /* files [first, first + n) of the view, sorted by name */
-	int64_t mtime;     /* newest member mtime in the class */
+	int64_t mtime;	   /* newest member mtime in the class */
 };
 struct fs_ifview {
 	struct fs_if_class *classes; /* sorted by name (strcmp) */
@@ -514,42 +515,41 @@ int fs_sidecar_write(const char *path, const struct shardidx *ix, const struct f
 /* fs_opt.c: command lines as data. A subcommand is a list of option tables;
  * each option fills one field of the command's config struct. */
 enum fs_opt_type {
-	FS_OPT_FLAG,    /* int, set to 1 */
-	FS_OPT_STR,     /* char *, strdup'd (the previous value freed) */
-	FS_OPT_UINT,    /* unsigned, digits only, within [min, max] */
-	FS_OPT_U64,     /* uint64_t, digits only, within [min, max] */
-	FS_OPT_SIZE,    /* uint64_t: digits and one optional K/M/G/T suffix, within [min, max] */
+	FS_OPT_FLAG,	/* int, set to 1 */
+	FS_OPT_STR,	/* char *, strdup'd (the previous value freed) */
+	FS_OPT_UINT,	/* unsigned, digits only, within [min, max] */
+	FS_OPT_U64,	/* uint64_t, digits only, within [min, max] */
+	FS_OPT_SIZE,	/* uint64_t: digits and one optional K/M/G/T suffix, within [min, max] */
 	FS_OPT_SECONDS, /* double, 0..1e9; min 1: more than 0 */
-	FS_OPT_APPEND,  /* char *, values joined with ',' */
-	FS_OPT_SIZE32,  /* uint32_t: like SIZE, max at most UINT32_MAX */
-	FS_OPT_ENUM,    /* int: the position of the value among arg's '|'-separated names */
+	FS_OPT_APPEND,	/* char *, values joined with ',' */
+	FS_OPT_SIZE32,	/* uint32_t: like SIZE, max at most UINT32_MAX */
+	FS_OPT_ENUM,	/* int: the position of the value among arg's '|'-separated names */
 };
 struct fs_opt {
-	const char *lng;     /* --lng (NULL ends a table) */
-	char shrt;           /* -c, or 0 */
+	const char *lng; /* --lng (NULL ends a table) */
+	char shrt;	 /* -c, or 0 */
 	enum fs_opt_type type;
-	size_t off;          /* the field, offsetof in the command's config struct */
-	size_t given_off;    /* 0, or 1 + offsetof an int set to 1 when the option is given */
-	const char *def;     /* the default, parsed like a command-line value before argv
-			      * (NULL: none, the field stays zero); --help shows it */
-	uint64_t min, max;   /* UINT, U64, SIZE: accepted range; SECONDS: min 1 means > 0 */
-	const char *arg;     /* the value's name in --help (NULL: a flag) */
+	size_t off;	   /* the field, offsetof in the command's config struct */
+	size_t given_off;  /* 0, or 1 + offsetof an int set to 1 when the option is given */
+	const char *def;   /* the default, parsed like a command-line value before argv
+			    * (NULL: none, the field stays zero); --help shows it */
+	uint64_t min, max; /* UINT, U64, SIZE: accepted range; SECONDS: min 1 means > 0 */
+	const char *arg;   /* the value's name in --help (NULL: a flag) */
 	const char *help;
 };
 struct fs_opt_cmd {
-	const char *name;                   /* "mount" */
-	const char *synopsis;               /* "[OPTIONS] SOURCE MOUNTPOINT" */
-	const char *about;                  /* paragraph after the usage line */
+	const char *name;		    /* "mount" */
+	const char *synopsis;		    /* "[OPTIONS] SOURCE MOUNTPOINT" */
+	const char *about;		    /* paragraph after the usage line */
 	const struct fs_opt *const *groups; /* option tables, NULL-terminated */
-	int npos;                           /* positional arguments wanted */
+	int npos;			    /* positional arguments wanted */
 };
 extern const struct fs_opt_cmd fs_opt_mount_cmd, fs_opt_index_cmd;
 extern const char *const fs_opt_sources_help; /* what SOURCE may be, for help texts */
 /* Apply every default, then parse argv into cfg; the npos positional
  * arguments go to pos. 0, 1 when --help was shown (on stdout), or a
  * negative errno after printing why on stderr. */
-int fs_opt_parse(const struct fs_opt_cmd *cmd, void *cfg, int argc, char **argv,
-		 const char **pos);
+int fs_opt_parse(const struct fs_opt_cmd *cmd, void *cfg, int argc, char **argv, const char **pos);
 void fs_opt_usage(const struct fs_opt_cmd *cmd, FILE *f);
 int fs_opt_parse_mount(int argc, char **argv, struct fs_config *cfg);
 int fs_opt_parse_index(int argc, char **argv, struct fs_config *cfg);

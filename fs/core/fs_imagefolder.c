@@ -200,8 +200,8 @@ static int cls_map_find(const struct cls_map *m, uint32_t entry, uint64_t *num)
 static int cls_blob_name(const struct fs *fs, uint32_t shard, char *buf, size_t size)
 {
 	const struct fs_obj *o = fs_obj(fs, fs_shard(fs, shard)->obj);
-	int n = snprintf(buf, size, "imagefolder-cls|%d|%s|%" PRIu64 "|%s", fs_shard(fs, shard)->codec,
-			 o->info.etag, o->info.size, o->key);
+	int n = snprintf(buf, size, "imagefolder-cls|%d|%s|%" PRIu64 "|%s",
+			 fs_shard(fs, shard)->codec, o->info.etag, o->info.size, o->key);
 
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
@@ -796,11 +796,11 @@ static const char *ifroot_list_entry(const struct fs_listing *l, uint32_t i, uin
 }
 
 const struct fs_view fs_view_ifroot = {
-	.name = "imagefolder root",
-	.getattr = ifroot_getattr,
-	.lookup = ifroot_lookup,
-	.list_open = ifroot_list_open,
-	.list_entry = ifroot_list_entry,
+    .name = "imagefolder root",
+    .getattr = ifroot_getattr,
+    .lookup = ifroot_lookup,
+    .list_open = ifroot_list_open,
+    .list_entry = ifroot_list_entry,
 };
 
 static int ifclass_getattr(struct fs *fs, uint64_t ino, struct stat *st)
@@ -857,11 +857,11 @@ static const char *ifclass_list_entry(const struct fs_listing *l, uint32_t i, ui
 }
 
 const struct fs_view fs_view_ifclass = {
-	.name = "imagefolder class",
-	.getattr = ifclass_getattr,
-	.lookup = ifclass_lookup,
-	.list_open = ifclass_list_open,
-	.list_entry = ifclass_list_entry,
+    .name = "imagefolder class",
+    .getattr = ifclass_getattr,
+    .lookup = ifclass_lookup,
+    .list_open = ifclass_list_open,
+    .list_entry = ifclass_list_entry,
 };
 
 static int iffile_getattr(struct fs *fs, uint64_t ino, struct stat *st)
@@ -879,10 +879,10 @@ static int iffile_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 }
 
 const struct fs_view fs_view_iffile = {
-	.name = "imagefolder file",
-	.getattr = iffile_getattr,
-	.read = fs_member_read,
-	.xattr = fs_member_xattr,
-	.describe = fs_member_describe,
-	.mark_stale = fs_member_mark_stale,
+    .name = "imagefolder file",
+    .getattr = iffile_getattr,
+    .read = fs_member_read,
+    .xattr = fs_member_xattr,
+    .describe = fs_member_describe,
+    .mark_stale = fs_member_mark_stale,
 };

@@ -51,9 +51,10 @@ void fs_log(enum fs_log_level lvl, const char *fmt, ...)
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02dZ shardfs[%d] %s: ",
-		     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-		     tm.tm_sec, (int)getpid(), names[lvl]);
+	n = snprintf(line, sizeof(line),
+		     "%04d-%02d-%02dT%02d:%02d:%02dZ shardfs[%d] %s: ", tm.tm_year + 1900,
+		     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid(),
+		     names[lvl]);
 	va_start(ap, fmt);
 	m = vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);

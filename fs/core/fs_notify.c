@@ -24,14 +24,13 @@
 struct fs_notify {
 	struct fs_notify *next;
 	enum { NQ_INODE, NQ_ENTRY, NQ_SHARD } kind;
-	uint64_t ino;  /* the inode; NQ_ENTRY: the parent; NQ_SHARD: the shard */
-	uint32_t n;    /* NQ_SHARD: members */
+	uint64_t ino; /* the inode; NQ_ENTRY: the parent; NQ_SHARD: the shard */
+	uint32_t n;   /* NQ_SHARD: members */
 	size_t len;
-	char name[];   /* NQ_ENTRY */
+	char name[]; /* NQ_ENTRY */
 };
 
-static void nq_push(struct fs *fs, int kind, uint64_t ino, uint32_t n, const char *name,
-		    size_t len)
+static void nq_push(struct fs *fs, int kind, uint64_t ino, uint32_t n, const char *name, size_t len)
 {
 	struct fs_notify *q;
 
@@ -100,7 +99,8 @@ static void nq_send(struct fs *fs, const struct fs_notify *q)
 		for (uint32_t i = 0; i < q->n; i++) {
 			ops->inval_inode(fs->nq_ctx, fs_ino(FS_K_MEMBER, (uint32_t)q->ino, i));
 			if (fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER)
-				ops->inval_inode(fs->nq_ctx, fs_ino(FS_K_IFFILE, (uint32_t)q->ino, i));
+				ops->inval_inode(fs->nq_ctx,
+						 fs_ino(FS_K_IFFILE, (uint32_t)q->ino, i));
 		}
 		break;
 	}

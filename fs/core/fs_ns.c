@@ -43,10 +43,10 @@ static const struct {
 	const char *suffix;
 	int codec;
 } shard_suffixes[] = {
-	{".tar", CACHETIER_RAW},
-	{".tar.gz", CACHETIER_GZIP},
-	{".tgz", CACHETIER_GZIP},
-	{".tar.zst", CACHETIER_ZSTD},
+    {".tar", CACHETIER_RAW},
+    {".tar.gz", CACHETIER_GZIP},
+    {".tgz", CACHETIER_GZIP},
+    {".tar.zst", CACHETIER_ZSTD},
 };
 
 int fs_ns_shard_suffix(const char *name, size_t *dirlen)
@@ -336,7 +336,7 @@ static int dirent_cmp(const void *a, const void *b, void *arg)
 
 /* A directory as a refresh computes it. */
 struct ndir {
-	char *name;     /* new directories only (owned until published) */
+	char *name; /* new directories only (owned until published) */
 	uint32_t parent;
 	struct fs_dirent *ents;
 	uint32_t nents, cap, nsubdirs;
@@ -346,15 +346,15 @@ struct ndir {
 
 struct apply {
 	struct fs *fs;
-	struct ndir *d;        /* [0, old_ndirs) existing, then new ones */
+	struct ndir *d; /* [0, old_ndirs) existing, then new ones */
 	uint32_t nd, cap, old_ndirs;
-	uint32_t *live;        /* live objects in key order */
+	uint32_t *live; /* live objects in key order */
 	uint32_t nlive;
-	uint32_t *stale;       /* objects this refresh replaced or removed */
+	uint32_t *stale; /* objects this refresh replaced or removed */
 	uint8_t *stale_why;
 	uint32_t nstale;
 	uint32_t added, removed, changed, shards_changed;
-	uint32_t hidden;       /* entries hidden by a name conflict */
+	uint32_t hidden; /* entries hidden by a name conflict */
 };
 
 static const char *ap_dir_name(const struct apply *ap, uint32_t d)
@@ -546,8 +546,7 @@ static int ap_entries(struct apply *ap)
 		struct ndir *p = &ap->d[ap->d[i].parent];
 
 		if (ap->d[i].live)
-			p->ents[p->nents++] =
-				(struct fs_dirent){ap_dir_name(ap, i), FS_K_DIR, i};
+			p->ents[p->nents++] = (struct fs_dirent){ap_dir_name(ap, i), FS_K_DIR, i};
 	}
 	for (uint32_t k = 0; k < ap->nlive; k++) {
 		const struct fs_obj *o = fs_obj(fs, ap->live[k]);
@@ -568,8 +567,9 @@ static int ap_entries(struct apply *ap)
 
 			if ((w > 0 && strcmp(d->ents[w - 1].name, e->name) == 0) ||
 			    (i == 0 && strcmp(e->name, ".shardfs") == 0)) {
-				fs_log(FS_LOG_WARN, "name conflict: '%s' in directory '%s' is hidden",
-				       e->name, ap_dir_name(ap, i));
+				fs_log(FS_LOG_WARN,
+				       "name conflict: '%s' in directory '%s' is hidden", e->name,
+				       ap_dir_name(ap, i));
 				ap->hidden++;
 				continue;
 			}
@@ -641,9 +641,8 @@ static uint32_t ap_current(struct fs *fs, uint32_t *cur)
 	for (uint32_t k = 0; k < fs->nobjs; k++) {
 		const struct fs_obj *o = fs_obj(fs, k);
 
-		if (fs_obj_live(o) ||
-		    (o->dir < fs->ndirs &&
-		     dir_entry_of(&fs->dirs[o->dir], o->base, FS_K_OBJ, k) >= 0))
+		if (fs_obj_live(o) || (o->dir < fs->ndirs &&
+				       dir_entry_of(&fs->dirs[o->dir], o->base, FS_K_OBJ, k) >= 0))
 			cur[ncur++] = k;
 	}
 	qsort_r(cur, ncur, sizeof(*cur), obj_key_cmp, fs);
@@ -854,7 +853,9 @@ static int ns_list(struct fs *fs, struct listing *l, int initial)
 		listing_free(l);
 		lerr = listing_load(fs, l);
 		if (lerr == 0) {
-			fs_log(FS_LOG_WARN, "source %s unreachable (%s); serving the listing kept in the cache (%u objects)",
+			fs_log(FS_LOG_WARN,
+			       "source %s unreachable (%s); serving the listing kept in the cache "
+			       "(%u objects)",
 			       backend_describe(fs->be), strerror(-err), l->n);
 			fs->offline = 1;
 			return 0;
@@ -1097,8 +1098,8 @@ void fs_ns_free(struct fs *fs)
 	fs->ndirs = fs->nshards = fs->nobjs = 0;
 }
 
-int64_t fs__bsearch_name(const void *base, size_t stride, size_t name_off, uint32_t lo,
-			 uint32_t hi, const char *name, size_t len)
+int64_t fs__bsearch_name(const void *base, size_t stride, size_t name_off, uint32_t lo, uint32_t hi,
+			 const char *name, size_t len)
 {
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;

@@ -41,10 +41,10 @@
 const struct fs_view *fs_view_of(const struct fs *fs, uint64_t ino)
 {
 	static const struct fs_view *const by_kind[16] = {
-		[FS_K_DIR] = &fs_view_dir,	   [FS_K_OBJ] = &fs_view_obj,
-		[FS_K_SHARD] = &fs_view_shard,	   [FS_K_MEMBER] = &fs_view_member,
-		[FS_K_CTL] = &fs_view_ctl,	   [FS_K_IFCLASS] = &fs_view_ifclass,
-		[FS_K_IFFILE] = &fs_view_iffile,
+	    [FS_K_DIR] = &fs_view_dir,	     [FS_K_OBJ] = &fs_view_obj,
+	    [FS_K_SHARD] = &fs_view_shard,   [FS_K_MEMBER] = &fs_view_member,
+	    [FS_K_CTL] = &fs_view_ctl,	     [FS_K_IFCLASS] = &fs_view_ifclass,
+	    [FS_K_IFFILE] = &fs_view_iffile,
 	};
 
 	if (ino == 1 && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER)

@@ -21,12 +21,12 @@
 
 /* An entry as a lookup or a readdirplus answers it. */
 struct fs_entry {
-	uint64_t ino;     /* 0: no inode (a lookup: a negative entry, "no such name",
+	uint64_t ino;	  /* 0: no inode (a lookup: a negative entry, "no such name",
 			   * cached for timeout; a listing: the name only) */
 	struct stat attr; /* attr.st_ino is ino (a hard link: its target's); a
 			   * listed name without an inode has st_ino and the type
 			   * bits of st_mode only */
-	double timeout;   /* entry and attribute timeout, seconds */
+	double timeout;	  /* entry and attribute timeout, seconds */
 };
 
 /* How long the kernel may cache ino's entry and attributes. */
@@ -45,8 +45,8 @@ int fs_op_readlink(struct fs *fs, uint64_t ino, const char **target);
 
 /* What an open answers. */
 struct fs_open {
-	uint64_t fh;    /* a control file's snapshot (fs_op_read, fs_op_release) */
-	int direct_io;  /* control files: no page cache */
+	uint64_t fh;	/* a control file's snapshot (fs_op_read, fs_op_release) */
+	int direct_io;	/* control files: no page cache */
 	int keep_cache; /* data: immutable, keep the kernel's pages */
 	int noflush;
 };
@@ -83,8 +83,7 @@ int fs_op_ioctl(struct fs *fs, uint64_t ino, unsigned cmd, uid_t uid, const void
 int fs_op_opendir(struct fs *fs, uint64_t ino);
 /* One directory entry: name, e (ino 0: list the name without an inode), and
  * the offset of the next entry. Returns nonzero to stop (the reply is full). */
-typedef int (*fs_dirent_fn)(void *ctx, const char *name, const struct fs_entry *e,
-			    uint64_t next);
+typedef int (*fs_dirent_fn)(void *ctx, const char *name, const struct fs_entry *e, uint64_t next);
 /* List directory ino from offset off (0 ".", 1 "..", 2 + i entry i): fn for
  * each entry until it stops or the listing ends. Entries whose attributes
  * fail are skipped. Counts the readdir. */

@@ -29,165 +29,169 @@
 #include "fs_i.h"
 
 #define CFG(field) offsetof(struct fs_config, field)
-#define NOLIMIT UINT64_MAX
+#define NOLIMIT	   UINT64_MAX
 
 /* What the mount itself does: FUSE, the kernel's caches, the view. */
 static const struct fs_opt mount_opts[] = {
-	{"foreground", 'f', FS_OPT_FLAG, CFG(foreground), 0, NULL, 0, 0, NULL,
-	 "stay in the foreground and log to stderr"},
-	{"debug", 'd', FS_OPT_FLAG, CFG(debug), 0, NULL, 0, 0, NULL,
-	 "log every FUSE request (implies -f)"},
-	{"log-file", 0, FS_OPT_STR, CFG(log_file), 0, NULL, 0, 0, "FILE",
-	 "log file in the background (default: 'log' in the source's cache directory)"},
-	/* FUSE threads block on disk reads and decoding; 16 keeps 2 cores
-	 * busy while some wait */
-	{"threads", 0, FS_OPT_UINT, CFG(max_threads), 0, "16", 1, 1024, "N",
-	 "most FUSE worker threads"},
-	/* an object never changes for one ETag: names and attributes can be
-	 * cached by the kernel for a day */
-	{"timeout", 0, FS_OPT_SECONDS, CFG(entry_timeout_s), 0, "86400", 0, 0, "SECONDS",
-	 "kernel cache time of names and attributes (data is immutable)"},
-	{"layout", 0, FS_OPT_ENUM, CFG(layout), 0, "shards", 0, 0, "shards|imagefolder",
-	 "what the mount shows: shards and their members, or <class>/<image>"},
-	{"class-from", 0, FS_OPT_ENUM, CFG(class_from), 0, "cls", 0, 0, "cls|dir|key-prefix",
-	 "imagefolder class: the .cls integer, the member's directory, the key up to '_'"},
-	/* one shard being read and two on the way hide a shard fill's latency
-	 * from a reader that reads shards in order */
-	{"prefetch-shards", 0, FS_OPT_UINT, CFG(prefetch_shards), 0, "2", 0, 1024, "N",
-	 "shards fetched ahead of a reader that reads shards in order (0: off)"},
-	/* a dataset that fits in the cache is worth fetching at once, at the
-	 * link's full rate, instead of at the pace of the first epoch's
-	 * reads; 90 % leaves room for readers and other datasets */
-	{"warm", 0, FS_OPT_ENUM, CFG(warm), 0, "auto", 0, 0, "off|auto|all",
-	 "fill the cache with the whole remote dataset in the background: auto when it fits in "
-	 "90% of the cache size and in the disk's room; all: what fits (it never evicts)"},
-	{"strict-open", 0, FS_OPT_FLAG, CFG(strict_open), 0, NULL, 0, 0, NULL,
-	 "answer every open, at the cost of a round trip per open (default: opens cost nothing; "
-	 "the mount is read-only either way)"},
-	{"no-xattr", 0, FS_OPT_FLAG, CFG(no_xattr), 0, NULL, 0, 0, NULL,
-	 "no extended attributes (no user.shardfs.*): `ls -l` then costs one round trip per file "
-	 "instead of three (default: xattrs on)"},
-	{"option", 'o', FS_OPT_APPEND, CFG(fuse_opts), 0, NULL, 0, 0, "OPT[,OPT...]",
-	 "FUSE mount options, e.g. allow_other (then default_permissions applies); nonempty "
-	 "mounts over a non-empty directory"},
-	{NULL, 0, 0, 0, 0, NULL, 0, 0, NULL, NULL},
+    {"foreground", 'f', FS_OPT_FLAG, CFG(foreground), 0, NULL, 0, 0, NULL,
+     "stay in the foreground and log to stderr"},
+    {"debug", 'd', FS_OPT_FLAG, CFG(debug), 0, NULL, 0, 0, NULL,
+     "log every FUSE request (implies -f)"},
+    {"log-file", 0, FS_OPT_STR, CFG(log_file), 0, NULL, 0, 0, "FILE",
+     "log file in the background (default: 'log' in the source's cache directory)"},
+    /* FUSE threads block on disk reads and decoding; 16 keeps 2 cores
+     * busy while some wait */
+    {"threads", 0, FS_OPT_UINT, CFG(max_threads), 0, "16", 1, 1024, "N",
+     "most FUSE worker threads"},
+    /* an object never changes for one ETag: names and attributes can be
+     * cached by the kernel for a day */
+    {"timeout", 0, FS_OPT_SECONDS, CFG(entry_timeout_s), 0, "86400", 0, 0, "SECONDS",
+     "kernel cache time of names and attributes (data is immutable)"},
+    {"layout", 0, FS_OPT_ENUM, CFG(layout), 0, "shards", 0, 0, "shards|imagefolder",
+     "what the mount shows: shards and their members, or <class>/<image>"},
+    {"class-from", 0, FS_OPT_ENUM, CFG(class_from), 0, "cls", 0, 0, "cls|dir|key-prefix",
+     "imagefolder class: the .cls integer, the member's directory, the key up to '_'"},
+    /* one shard being read and two on the way hide a shard fill's latency
+     * from a reader that reads shards in order */
+    {"prefetch-shards", 0, FS_OPT_UINT, CFG(prefetch_shards), 0, "2", 0, 1024, "N",
+     "shards fetched ahead of a reader that reads shards in order (0: off)"},
+    /* a dataset that fits in the cache is worth fetching at once, at the
+     * link's full rate, instead of at the pace of the first epoch's
+     * reads; 90 % leaves room for readers and other datasets */
+    {"warm", 0, FS_OPT_ENUM, CFG(warm), 0, "auto", 0, 0, "off|auto|all",
+     "fill the cache with the whole remote dataset in the background: auto when it fits in "
+     "90% of the cache size and in the disk's room; all: what fits (it never evicts)"},
+    {"strict-open", 0, FS_OPT_FLAG, CFG(strict_open), 0, NULL, 0, 0, NULL,
+     "answer every open, at the cost of a round trip per open (default: opens cost nothing; "
+     "the mount is read-only either way)"},
+    {"no-xattr", 0, FS_OPT_FLAG, CFG(no_xattr), 0, NULL, 0, 0, NULL,
+     "no extended attributes (no user.shardfs.*): `ls -l` then costs one round trip per file "
+     "instead of three (default: xattrs on)"},
+    {"option", 'o', FS_OPT_APPEND, CFG(fuse_opts), 0, NULL, 0, 0, "OPT[,OPT...]",
+     "FUSE mount options, e.g. allow_other (then default_permissions applies); nonempty "
+     "mounts over a non-empty directory"},
+    {NULL, 0, 0, 0, 0, NULL, 0, 0, NULL, NULL},
 };
 
 /* The cache directory (mount and index). */
 static const struct fs_opt cache_opts[] = {
-	{"cache-dir", 0, FS_OPT_STR, CFG(ct.cache_dir), 0, NULL, 0, 0, "DIR",
-	 "cache directory, created 0700 (default: $XDG_CACHE_HOME/shardfs or ~/.cache/shardfs)"},
-	/* a few hundred shards of a typical dataset, a fraction of a training
-	 * node's NVMe */
-	{"cache-size", 0, FS_OPT_SIZE, CFG(ct.cache_size_bytes), 0, "20G", 1, NOLIMIT, "SIZE",
-	 "most bytes of remote data kept in the cache directory"},
-	/* the cache must not be what fills the disk */
-	{"min-free", 0, FS_OPT_SIZE, CFG(ct.min_free_bytes), 0, "1G", 0, NOLIMIT, "SIZE",
-	 "free space the cache leaves on its filesystem: the smaller of SIZE and "
-	 "--min-free-percent of the filesystem"},
-	/* 1 GiB is nothing on a training node's NVMe but all of a small
-	 * tmpfs or container disk: 5 % of the filesystem caps it there */
-	{"min-free-percent", 0, FS_OPT_UINT, CFG(ct.min_free_percent), 0, "5", 1, 100, "N",
-	 "see --min-free"},
-	/* Real shards decode at 1-1.1x (jpg), 5-10x (text, npy), and up to
-	 * 100-140x for shards of only tiny members (540x at zstd -19); gzip
-	 * bombs reach ~1030x, zstd bombs ~30,000x: 500 stops both with a 2x
-	 * margin over the densest genuine shard measured. Checked past the
-	 * first 64 MiB only (small tars are mostly headers and padding). */
-	{"max-decode-ratio", 0, FS_OPT_UINT, CFG(ct.max_decode_ratio), 0, "500", 1, 1u << 30, "N",
-	 "refuse a compressed shard (EFBIG) that decodes, past its first 64M, to more than N "
-	 "times the compressed bytes read: a decompression bomb"},
-	/* far above any real shard (WebDataset shards are 100 MB to a few
-	 * GB), far below a disk */
-	{"max-decoded-size", 0, FS_OPT_SIZE, CFG(ct.max_decoded_bytes), 0, "64G", 1, NOLIMIT, "SIZE",
-	 "refuse a compressed shard (EFBIG) that decodes to more than SIZE"},
-	/* one chunk in flight on every default connection ahead of one
-	 * sequential reader (32 x 8M): on a link of 60 MB/s per connection
-	 * and 30 ms to first byte, a window of 64M left three quarters of
-	 * the connections idle under a cat of one shard. The cache tier caps
-	 * it at an eighth of --cache-size (readahead that outruns the cache
-	 * evicts what it fetched before the reader gets there) and raises it
-	 * to one chunk */
-	{"readahead", 0, FS_OPT_SIZE, CFG(ct.readahead_max_bytes), 0, "256M", 1, NOLIMIT, "SIZE",
-	 "largest readahead window of a sequential reader (at most 1/8 of --cache-size)"},
-	/* large enough that a range GET runs at the store's streaming rate,
-	 * small enough that a random member read fetches little; at most
-	 * 1 GiB (a failed fill is fetched again whole); the cache tier rounds
-	 * it up to whole 4 KiB blocks */
-	{"chunk-size", 0, FS_OPT_SIZE32, CFG(ct.chunk_bytes), 0, "8M", 4096, 1ull << 30, "SIZE",
-	 "unit of cache fills, one range request each"},
-	{NULL, 0, 0, 0, 0, NULL, 0, 0, NULL, NULL},
+    {"cache-dir", 0, FS_OPT_STR, CFG(ct.cache_dir), 0, NULL, 0, 0, "DIR",
+     "cache directory, created 0700 (default: $XDG_CACHE_HOME/shardfs or ~/.cache/shardfs)"},
+    /* a few hundred shards of a typical dataset, a fraction of a training
+     * node's NVMe */
+    {"cache-size", 0, FS_OPT_SIZE, CFG(ct.cache_size_bytes), 0, "20G", 1, NOLIMIT, "SIZE",
+     "most bytes of remote data kept in the cache directory"},
+    /* the cache must not be what fills the disk */
+    {"min-free", 0, FS_OPT_SIZE, CFG(ct.min_free_bytes), 0, "1G", 0, NOLIMIT, "SIZE",
+     "free space the cache leaves on its filesystem: the smaller of SIZE and "
+     "--min-free-percent of the filesystem"},
+    /* 1 GiB is nothing on a training node's NVMe but all of a small
+     * tmpfs or container disk: 5 % of the filesystem caps it there */
+    {"min-free-percent", 0, FS_OPT_UINT, CFG(ct.min_free_percent), 0, "5", 1, 100, "N",
+     "see --min-free"},
+    /* Real shards decode at 1-1.1x (jpg), 5-10x (text, npy), and up to
+     * 100-140x for shards of only tiny members (540x at zstd -19); gzip
+     * bombs reach ~1030x, zstd bombs ~30,000x: 500 stops both with a 2x
+     * margin over the densest genuine shard measured. Checked past the
+     * first 64 MiB only (small tars are mostly headers and padding). */
+    {"max-decode-ratio", 0, FS_OPT_UINT, CFG(ct.max_decode_ratio), 0, "500", 1, 1u << 30, "N",
+     "refuse a compressed shard (EFBIG) that decodes, past its first 64M, to more than N "
+     "times the compressed bytes read: a decompression bomb"},
+    /* far above any real shard (WebDataset shards are 100 MB to a few
+     * GB), far below a disk */
+    {"max-decoded-size", 0, FS_OPT_SIZE, CFG(ct.max_decoded_bytes), 0, "64G", 1, NOLIMIT, "SIZE",
+     "refuse a compressed shard (EFBIG) that decodes to more than SIZE"},
+    /* one chunk in flight on every default connection ahead of one
+     * sequential reader (32 x 8M): on a link of 60 MB/s per connection
+     * and 30 ms to first byte, a window of 64M left three quarters of
+     * the connections idle under a cat of one shard. The cache tier caps
+     * it at an eighth of --cache-size (readahead that outruns the cache
+     * evicts what it fetched before the reader gets there) and raises it
+     * to one chunk */
+    {"readahead", 0, FS_OPT_SIZE, CFG(ct.readahead_max_bytes), 0, "256M", 1, NOLIMIT, "SIZE",
+     "largest readahead window of a sequential reader (at most 1/8 of --cache-size)"},
+    /* large enough that a range GET runs at the store's streaming rate,
+     * small enough that a random member read fetches little; at most
+     * 1 GiB (a failed fill is fetched again whole); the cache tier rounds
+     * it up to whole 4 KiB blocks */
+    {"chunk-size", 0, FS_OPT_SIZE32, CFG(ct.chunk_bytes), 0, "8M", 4096, 1ull << 30, "SIZE",
+     "unit of cache fills, one range request each"},
+    {NULL, 0, 0, 0, 0, NULL, 0, 0, NULL, NULL},
 };
 
 /* The remote store (mount and index). */
 static const struct fs_opt store_opts[] = {
-	{"endpoint", 0, FS_OPT_STR, CFG(be.endpoint), 0, NULL, 0, 0, "URL",
-	 "remote store endpoint (default: AWS_ENDPOINT_URL, AIS_ENDPOINT, or the store's own)"},
-	{"no-sign", 0, FS_OPT_FLAG, CFG(be.no_sign), 0, NULL, 0, 0, NULL,
-	 "anonymous requests to S3/GCS (public buckets)"},
-	/* An object store's connection runs at 60-90 MB/s and each range GET
-	 * waits ~30 ms for its first byte, so an 8 MiB chunk keeps a
-	 * connection busy 76-82 % of the time: filling a 10 Gbit/s link
-	 * (1250 MB/s) takes 1250 / (60 x 0.82) = 26 connections at 60 MB/s,
-	 * 19 at 90. Peers size theirs alike (mountpoint-s3: 16 threads of
-	 * 8 MiB parts; gcsfuse: max(16, 2 x CPUs) parallel downloads).
-	 * Measured with tests/bench/link_bench.py's emulator (30 ms to first
-	 * byte): a 1 GB prefetch at 8 MB/s per connection reached 0.96, 0.92,
-	 * 0.89 and 0.82 of connections x rate with 8, 16, 32 and 64 (the
-	 * 30 ms per chunk and the last round of chunks allow 0.93-0.97); at
-	 * 60 MB/s per connection, 32 connections filled 0.5-0.8 GB/s, as much
-	 * as this 2-core VM's CPU allows. The mount runs one more fill thread
-	 * than connections (one may wait for room or for another process's
-	 * fill while every connection fetches). Fills hold no chunk buffers:
-	 * the bytes go from curl's 64 KiB receive buffer of each connection
-	 * straight into the cache file (2 MiB with the defaults). */
-	{"connections", 0, FS_OPT_UINT, CFG(be.connections), 0, "32", 1, 1024, "N",
-	 "most parallel connections to a remote store"},
-	{"ca-file", 0, FS_OPT_STR, CFG(be.ca_file), 0, NULL, 0, 0, "FILE",
-	 "CA bundle that verifies the store's TLS certificate (default: the system's)"},
-	/* long enough to ride out a store's restart or a short network
-	 * outage, short enough that a reader gets EIO rather than a hang */
-	{"retry-budget", 0, FS_OPT_SECONDS, CFG(be.retry_budget_s), 0, "30", 0, 0, "SECONDS",
-	 "give up retrying a remote request after this long, then EIO (0: no retries)"},
-	/* a transfer that has received nothing for this long is stuck (a
-	 * dead peer, a lost route): retry it on a new connection */
-	{"stall-timeout", 0, FS_OPT_SECONDS, CFG(be.stall_timeout_s), 0, "20", 1, 0, "SECONDS",
-	 "retry a remote transfer that received nothing for this long"},
-	/* TCP and TLS handshakes to a reachable store take milliseconds;
-	 * 10 s covers a loaded one and still fails fast when it is gone */
-	{"connect-timeout", 0, FS_OPT_SECONDS, CFG(be.connect_timeout_s), 0, "10", 1, 0, "SECONDS",
-	 "give up a connection attempt after this long (then retry within --retry-budget)"},
-	{NULL, 0, 0, 0, 0, NULL, 0, 0, NULL, NULL},
+    {"endpoint", 0, FS_OPT_STR, CFG(be.endpoint), 0, NULL, 0, 0, "URL",
+     "remote store endpoint (default: AWS_ENDPOINT_URL, AIS_ENDPOINT, or the store's own)"},
+    {"no-sign", 0, FS_OPT_FLAG, CFG(be.no_sign), 0, NULL, 0, 0, NULL,
+     "anonymous requests to S3/GCS (public buckets)"},
+    /* An object store's connection runs at 60-90 MB/s and each range GET
+     * waits ~30 ms for its first byte, so an 8 MiB chunk keeps a
+     * connection busy 76-82 % of the time: filling a 10 Gbit/s link
+     * (1250 MB/s) takes 1250 / (60 x 0.82) = 26 connections at 60 MB/s,
+     * 19 at 90. Peers size theirs alike (mountpoint-s3: 16 threads of
+     * 8 MiB parts; gcsfuse: max(16, 2 x CPUs) parallel downloads).
+     * Measured with tests/bench/link_bench.py's emulator (30 ms to first
+     * byte): a 1 GB prefetch at 8 MB/s per connection reached 0.96, 0.92,
+     * 0.89 and 0.82 of connections x rate with 8, 16, 32 and 64 (the
+     * 30 ms per chunk and the last round of chunks allow 0.93-0.97); at
+     * 60 MB/s per connection, 32 connections filled 0.5-0.8 GB/s, as much
+     * as this 2-core VM's CPU allows. The mount runs one more fill thread
+     * than connections (one may wait for room or for another process's
+     * fill while every connection fetches). Fills hold no chunk buffers:
+     * the bytes go from curl's 64 KiB receive buffer of each connection
+     * straight into the cache file (2 MiB with the defaults). */
+    {"connections", 0, FS_OPT_UINT, CFG(be.connections), 0, "32", 1, 1024, "N",
+     "most parallel connections to a remote store"},
+    {"ca-file", 0, FS_OPT_STR, CFG(be.ca_file), 0, NULL, 0, 0, "FILE",
+     "CA bundle that verifies the store's TLS certificate (default: the system's)"},
+    /* long enough to ride out a store's restart or a short network
+     * outage, short enough that a reader gets EIO rather than a hang */
+    {"retry-budget", 0, FS_OPT_SECONDS, CFG(be.retry_budget_s), 0, "30", 0, 0, "SECONDS",
+     "give up retrying a remote request after this long, then EIO (0: no retries)"},
+    /* a transfer that has received nothing for this long is stuck (a
+     * dead peer, a lost route): retry it on a new connection */
+    {"stall-timeout", 0, FS_OPT_SECONDS, CFG(be.stall_timeout_s), 0, "20", 1, 0, "SECONDS",
+     "retry a remote transfer that received nothing for this long"},
+    /* TCP and TLS handshakes to a reachable store take milliseconds;
+     * 10 s covers a loaded one and still fails fast when it is gone */
+    {"connect-timeout", 0, FS_OPT_SECONDS, CFG(be.connect_timeout_s), 0, "10", 1, 0, "SECONDS",
+     "give up a connection attempt after this long (then retry within --retry-budget)"},
+    {NULL, 0, 0, 0, 0, NULL, 0, 0, NULL, NULL},
 };
 
 static const struct fs_opt index_opts[] = {
-	{"sidecar", 0, FS_OPT_FLAG, CFG(sidecar), 0, NULL, 0, 0, NULL,
-	 "also write NAME.tar.idx beside each shard (local sources)"},
-	{NULL, 0, 0, 0, 0, NULL, 0, 0, NULL, NULL},
+    {"sidecar", 0, FS_OPT_FLAG, CFG(sidecar), 0, NULL, 0, 0, NULL,
+     "also write NAME.tar.idx beside each shard (local sources)"},
+    {NULL, 0, 0, 0, 0, NULL, 0, 0, NULL, NULL},
 };
 
 #define SOURCES                                                                                    \
-	"SOURCE is a local directory (/data/shards, file:///data/shards), an HTTP(S) URL\n"       \
-	"with brace ranges (https://host/d/shard-{000000..000099}.tar) or of a directory\n"       \
-	"listing (https://host/d/), s3://bucket/prefix/, gs://bucket/prefix/ or\n"                \
+	"SOURCE is a local directory (/data/shards, file:///data/shards), an HTTP(S) URL\n"        \
+	"with brace ranges (https://host/d/shard-{000000..000099}.tar) or of a directory\n"        \
+	"listing (https://host/d/), s3://bucket/prefix/, gs://bucket/prefix/ or\n"                 \
 	"ais://bucket/prefix/.\n"
 
 static const struct fs_opt *const mount_groups[] = {mount_opts, cache_opts, store_opts, NULL};
 static const struct fs_opt *const index_groups[] = {index_opts, cache_opts, store_opts, NULL};
 
 const struct fs_opt_cmd fs_opt_mount_cmd = {
-	"mount", "[OPTIONS] SOURCE MOUNTPOINT",
-	"Mount the WebDataset shards of SOURCE read-only at MOUNTPOINT. Returns once\n"
-	"the mount is ready (unless -f).\n" SOURCES
-	"Credentials come from the environment (see 'shardfs --help').\n",
-	mount_groups, 2,
+    "mount",
+    "[OPTIONS] SOURCE MOUNTPOINT",
+    "Mount the WebDataset shards of SOURCE read-only at MOUNTPOINT. Returns once\n"
+    "the mount is ready (unless -f).\n" SOURCES
+    "Credentials come from the environment (see 'shardfs --help').\n",
+    mount_groups,
+    2,
 };
 
 const struct fs_opt_cmd fs_opt_index_cmd = {
-	"index", "[OPTIONS] SOURCE",
-	"Build the index of every shard of SOURCE into the cache directory.\n" SOURCES
-	"Credentials come from the environment (see 'shardfs --help').\n",
-	index_groups, 1,
+    "index",
+    "[OPTIONS] SOURCE",
+    "Build the index of every shard of SOURCE into the cache directory.\n" SOURCES
+    "Credentials come from the environment (see 'shardfs --help').\n",
+    index_groups,
+    1,
 };
 
 const char *const fs_opt_sources_help = SOURCES;
@@ -230,11 +234,24 @@ int fs_parse_size(const char *s, uint64_t *out)
 
 	if (n && !isdigit((unsigned char)s[n - 1])) {
 		switch (s[n - 1]) {
-		case 'T': case 't': shift = 40; break;
-		case 'G': case 'g': shift = 30; break;
-		case 'M': case 'm': shift = 20; break;
-		case 'K': case 'k': shift = 10; break;
-		default: return -EINVAL;
+		case 'T':
+		case 't':
+			shift = 40;
+			break;
+		case 'G':
+		case 'g':
+			shift = 30;
+			break;
+		case 'M':
+		case 'm':
+			shift = 20;
+			break;
+		case 'K':
+		case 'k':
+			shift = 10;
+			break;
+		default:
+			return -EINVAL;
 		}
 		digits = n - 1;
 	}
@@ -295,8 +312,8 @@ static void say_wants(const struct fs_opt_cmd *cmd, const struct fs_opt *o, cons
 	case FS_OPT_U64:
 		snprintf(lo, sizeof(lo), "%llu", (unsigned long long)o->min);
 		snprintf(hi, sizeof(hi), "%llu", (unsigned long long)o->max);
-		fprintf(stderr, "a number %s%s%s%s", o->max == NOLIMIT ? "of at least " : "from ", lo,
-			to, o->max == NOLIMIT ? "" : hi);
+		fprintf(stderr, "a number %s%s%s%s", o->max == NOLIMIT ? "of at least " : "from ",
+			lo, to, o->max == NOLIMIT ? "" : hi);
 		break;
 	case FS_OPT_SECONDS:
 		fprintf(stderr, "seconds (%s up to 1e9)", o->min ? "more than 0" : "0");
@@ -305,8 +322,8 @@ static void say_wants(const struct fs_opt_cmd *cmd, const struct fs_opt *o, cons
 	case FS_OPT_SIZE32:
 		size_str(o->min, lo, sizeof(lo));
 		size_str(o->max, hi, sizeof(hi));
-		fprintf(stderr, "a size: digits with an optional K, M, G or T suffix, %s%s%s%s", from,
-			lo, to, o->max == NOLIMIT ? "" : hi);
+		fprintf(stderr, "a size: digits with an optional K, M, G or T suffix, %s%s%s%s",
+			from, lo, to, o->max == NOLIMIT ? "" : hi);
 		break;
 	case FS_OPT_ENUM: {
 		/* "a|b|c" as "a, b or c" */
@@ -395,8 +412,7 @@ static int set_str(const struct fs_opt *o, char **field, const char *val)
 	return 0;
 }
 
-static int opt_set(const struct fs_opt_cmd *cmd, void *cfg, const struct fs_opt *o,
-		   const char *val)
+static int opt_set(const struct fs_opt_cmd *cmd, void *cfg, const struct fs_opt *o, const char *val)
 {
 	char *field = (char *)cfg + o->off;
 	uint64_t v;
@@ -473,8 +489,7 @@ static const struct fs_opt *opt_find(const struct fs_opt_cmd *cmd, const char *a
 	return NULL;
 }
 
-int fs_opt_parse(const struct fs_opt_cmd *cmd, void *cfg, int argc, char **argv,
-		 const char **pos)
+int fs_opt_parse(const struct fs_opt_cmd *cmd, void *cfg, int argc, char **argv, const char **pos)
 {
 	int npos = 0, only_pos = 0, err;
 
@@ -496,8 +511,8 @@ int fs_opt_parse(const struct fs_opt_cmd *cmd, void *cfg, int argc, char **argv,
 
 		if (only_pos || a[0] != '-' || a[1] == '\0') {
 			if (npos == cmd->npos) {
-				fprintf(stderr, "shardfs: %s: unexpected argument '%s'\n", cmd->name,
-					a);
+				fprintf(stderr, "shardfs: %s: unexpected argument '%s'\n",
+					cmd->name, a);
 				return -EINVAL;
 			}
 			pos[npos++] = a;
@@ -513,7 +528,8 @@ int fs_opt_parse(const struct fs_opt_cmd *cmd, void *cfg, int argc, char **argv,
 		}
 		o = opt_find(cmd, a, &val);
 		if (!o) {
-			fprintf(stderr, "shardfs: %s: unknown option '%s' (see 'shardfs %s --help')\n",
+			fprintf(stderr,
+				"shardfs: %s: unknown option '%s' (see 'shardfs %s --help')\n",
 				cmd->name, a, cmd->name);
 			return -EINVAL;
 		}

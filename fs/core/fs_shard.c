@@ -40,7 +40,7 @@
  * readahead keeps streaming, as for cat); over larger gaps (big members) it
  * seeks, and reads only headers. */
 #define INDEX_READ_BYTES (256u * 1024)
-#define INDEX_SKIP_GAP (1024u * 1024)
+#define INDEX_SKIP_GAP	 (1024u * 1024)
 
 static const char *const codec_names[] = {"raw", "gzip", "zstd"};
 
@@ -83,8 +83,8 @@ int fs_sidecar_ident(const struct fs_sidecar_id *id, char *buf, size_t bufsize, 
 	int n = snprintf(buf, bufsize,
 			 "shardfs-sidecar|3|%s|%" PRIu64 "|%016" PRIx64 "|%" PRIu64 "|%" PRIu64
 			 "|%" PRIu64,
-			 id->codec >= 0 && id->codec <= 2 ? codec_names[id->codec] : "?",
-			 id->size, id->tail_fnv, id->mtime_ns, id->ino, id->ctime_ns);
+			 id->codec >= 0 && id->codec <= 2 ? codec_names[id->codec] : "?", id->size,
+			 id->tail_fnv, id->mtime_ns, id->ino, id->ctime_ns);
 
 	if (n < 0 || (size_t)n >= bufsize)
 		return -ENAMETOOLONG;
@@ -129,9 +129,8 @@ int fs_sidecar_id_fd(int fd, int codec, struct fs_sidecar_id *id)
 /* The identity sidecar buf says it was made for, and whether shard object
  * o is that shard now: 0, -ESTALE (another shard or version), or an error
  * reading the shard. */
-static int sidecar_ident_check(struct fs *fs, const struct fs_obj *o, int codec,
-			       const void *buf, size_t len, char *ident, size_t identsize,
-			       size_t *identlen)
+static int sidecar_ident_check(struct fs *fs, const struct fs_obj *o, int codec, const void *buf,
+			       size_t len, char *ident, size_t identsize, size_t *identlen)
 {
 	struct fs_sidecar_id id = {0};
 	const void *stored;
@@ -141,7 +140,8 @@ static int sidecar_ident_check(struct fs *fs, const struct fs_obj *o, int codec,
 	if (err < 0)
 		return err;
 	if (slen < 18 || memcmp(stored, "shardfs-sidecar|3|", 18) != 0)
-		return slen >= 16 && memcmp(stored, "shardfs-sidecar|", 16) == 0 ? -EPROTO : -ESTALE;
+		return slen >= 16 && memcmp(stored, "shardfs-sidecar|", 16) == 0 ? -EPROTO
+										 : -ESTALE;
 	if (backend_is_local(fs->be)) {
 		int fd = backend_open_fd(fs->be, o->key);
 
@@ -155,7 +155,8 @@ static int sidecar_ident_check(struct fs *fs, const struct fs_obj *o, int codec,
 			return -ESTALE; /* not the version listed: a read will say so */
 	} else {
 		unsigned char *tail = malloc(FS_SIDECAR_TAIL);
-		size_t want = o->info.size < FS_SIDECAR_TAIL ? (size_t)o->info.size : FS_SIDECAR_TAIL;
+		size_t want =
+		    o->info.size < FS_SIDECAR_TAIL ? (size_t)o->info.size : FS_SIDECAR_TAIL;
 		ssize_t n;
 		unsigned long long sz, ino, mt, ct;
 		unsigned long long tf;
@@ -175,8 +176,8 @@ static int sidecar_ident_check(struct fs *fs, const struct fs_obj *o, int codec,
 			return -ESTALE;
 		memcpy(ident, stored, slen);
 		ident[slen] = '\0';
-		if (sscanf(ident, "shardfs-sidecar|3|%7[a-z?]|%llu|%16llx|%llu|%llu|%llu", cname, &sz,
-			   &tf, &mt, &ino, &ct) != 6)
+		if (sscanf(ident, "shardfs-sidecar|3|%7[a-z?]|%llu|%16llx|%llu|%llu|%llu", cname,
+			   &sz, &tf, &mt, &ino, &ct) != 6)
 			return -ESTALE;
 		id.codec = codec;
 		id.size = o->info.size;
@@ -265,7 +266,8 @@ static struct shardidx *shard_sidecar(struct fs *fs, const struct fs_obj *o, int
 	}
 	if (err == 0) {
 		shardidx_get_info(ix, &info);
-		if (info.stream_size != cachetier_obj_size(stream) || !sidecar_matches(ix, stream)) {
+		if (info.stream_size != cachetier_obj_size(stream) ||
+		    !sidecar_matches(ix, stream)) {
 			shardidx_free(ix);
 			ix = NULL;
 			err = -ESTALE;
@@ -275,7 +277,7 @@ static struct shardidx *shard_sidecar(struct fs *fs, const struct fs_obj *o, int
 		fs->c.index_sidecar_rejected++;
 		fs_log(FS_LOG_WARN, "shard %s: sidecar index %s ignored (%s); building the index",
 		       o->key, so->key,
-		       err == -ESTALE ? "stale: made for another shard or version"
+		       err == -ESTALE	? "stale: made for another shard or version"
 		       : err == -EPROTO ? "an older format"
 					: strerror(-err));
 		return NULL;
@@ -321,7 +323,8 @@ static int shard_build(struct fs *fs, const struct fs_obj *o, struct cachetier_o
 				fs_log(FS_LOG_WARN, "shard %s: damaged at offset %" PRIu64 ": %s",
 				       o->key, shardidx_builder_want(b),
 				       shardidx_builder_message(b));
-			err = err < 0 && err != -ENOMEM ? 0 : err; /* damage: keep what came before */
+			err =
+			    err < 0 && err != -ENOMEM ? 0 : err; /* damage: keep what came before */
 			break;
 		}
 	}
@@ -346,10 +349,14 @@ static void shard_account(struct fs *fs, const struct fs_obj *o, struct shardidx
 	fs->c.index_mem_bytes += info.mem_bytes;
 	derr = cachetier_obj_damage(stream, &doff);
 	if (derr < 0)
-		fs_log(FS_LOG_WARN, "shard %s: compressed stream damaged at offset %" PRIu64 " (%s); serving the %" PRIu64 " bytes decoded before it",
+		fs_log(FS_LOG_WARN,
+		       "shard %s: compressed stream damaged at offset %" PRIu64
+		       " (%s); serving the %" PRIu64 " bytes decoded before it",
 		       o->key, doff, strerror(-derr), cachetier_obj_size(stream));
 	if (info.damage < 0)
-		fs_log(FS_LOG_WARN, "shard %s: tar damaged at offset %" PRIu64 " (%s); members before it are served",
+		fs_log(FS_LOG_WARN,
+		       "shard %s: tar damaged at offset %" PRIu64
+		       " (%s); members before it are served",
 		       o->key, info.damage_off, strerror(-info.damage));
 	if (info.damage < 0 || derr < 0)
 		fs->c.damaged_shards++;
@@ -368,16 +375,28 @@ static void shard_refused(struct fs *fs, const struct fs_obj *o, int codec, int 
 
 	if (err == -ENOSPC) {
 		cachetier_disk(fs->ct, &avail, &reserve);
-		fs_log(FS_LOG_ERR, "shard %s: not served (ENOSPC): its decoded copy does not fit on the cache disk of %s (%" PRIu64 " MiB free, %" PRIu64 " MiB of it kept free by --min-free/--min-free-percent); free space on that disk or use another --cache-dir, then remount",
+		fs_log(FS_LOG_ERR,
+		       "shard %s: not served (ENOSPC): its decoded copy does not fit on the cache "
+		       "disk of %s (%" PRIu64 " MiB free, %" PRIu64
+		       " MiB of it kept free by --min-free/--min-free-percent); free space on that "
+		       "disk or use another --cache-dir, then remount",
 		       o->key, cachetier_dir(fs->ct), avail >> 20, reserve >> 20);
 	} else if (cachetier_obj_refusal(fs->ct, &o->info, (enum cachetier_codec)codec, &r) < 0) {
-		fs_log(FS_LOG_ERR, "shard %s: not served (EFBIG): it decodes past a decompression-bomb bound (--max-decode-ratio or --max-decoded-size)",
+		fs_log(FS_LOG_ERR,
+		       "shard %s: not served (EFBIG): it decodes past a decompression-bomb bound "
+		       "(--max-decode-ratio or --max-decoded-size)",
 		       o->key);
 	} else if (r.bound == CACHETIER_BOUND_RATIO) {
-		fs_log(FS_LOG_ERR, "shard %s: not served (EFBIG): a decompression bomb? its first %" PRIu64 " compressed bytes decode to %" PRIu64 " bytes, more than %u times as many; raise --max-decode-ratio if the shard is genuine",
+		fs_log(FS_LOG_ERR,
+		       "shard %s: not served (EFBIG): a decompression bomb? its first %" PRIu64
+		       " compressed bytes decode to %" PRIu64
+		       " bytes, more than %u times as many; raise --max-decode-ratio if the shard "
+		       "is genuine",
 		       o->key, r.compressed_bytes, r.decoded_bytes, r.max_decode_ratio);
 	} else {
-		fs_log(FS_LOG_ERR, "shard %s: not served (EFBIG): it decodes to more than %" PRIu64 " bytes; raise --max-decoded-size if the shard is genuine",
+		fs_log(FS_LOG_ERR,
+		       "shard %s: not served (EFBIG): it decodes to more than %" PRIu64
+		       " bytes; raise --max-decoded-size if the shard is genuine",
 		       o->key, r.max_decoded_bytes);
 	}
 }
@@ -404,8 +423,9 @@ static int shard_sniff(struct fs *fs, struct fs_shard *s, int *codec)
 	if (*codec < 0)
 		*codec = shardidx_looks_like_tar(buf, (size_t)n) ? CACHETIER_RAW : o->codec;
 	if (*codec != o->codec)
-		fs_log(FS_LOG_INFO, "shard %s: its bytes are %s, not %s as its name says; read as %s",
-		       o->key, *codec == CACHETIER_RAW ? "a plain tar" : codec_names[*codec],
+		fs_log(FS_LOG_INFO,
+		       "shard %s: its bytes are %s, not %s as its name says; read as %s", o->key,
+		       *codec == CACHETIER_RAW ? "a plain tar" : codec_names[*codec],
 		       codec_names[o->codec], codec_names[*codec]);
 	return 0;
 }
@@ -491,7 +511,8 @@ static int shard_load(struct fs *fs, struct fs_shard *s)
 		}
 		if (err < 0) {
 			fs->c.index_save_errors++;
-			fs_log(FS_LOG_WARN, "shard %s: index not saved: %s", o->key, strerror(-err));
+			fs_log(FS_LOG_WARN, "shard %s: index not saved: %s", o->key,
+			       strerror(-err));
 		}
 	}
 	shard_account(fs, o, ix, stream);
@@ -571,7 +592,8 @@ int fs_obj_prefetch(struct fs *fs, uint32_t obj)
 		err = cachetier_obj_prefetch(raw, CACHETIER_PF_FIT);
 	if (err < 0) {
 		fs->c.prefetch_errors++;
-		fs_log(FS_LOG_WARN, "%s: prefetch failed: %s", fs_obj(fs, obj)->key, strerror(-err));
+		fs_log(FS_LOG_WARN, "%s: prefetch failed: %s", fs_obj(fs, obj)->key,
+		       strerror(-err));
 	}
 	return err;
 }

@@ -25,25 +25,24 @@
 struct fs_listing {
 	struct fs *fs;
 	uint64_t ino, parent;
-	uint32_t n;     /* entries after "." and ".." */
-	uint32_t a;     /* fs_ino_a(ino) */
-	uint32_t first; /* the view's: first entry */
-	int locked;     /* list_open took the namespace's read lock: fs_ops.c drops it */
+	uint32_t n;	 /* entries after "." and ".." */
+	uint32_t a;	 /* fs_ino_a(ino) */
+	uint32_t first;	 /* the view's: first entry */
+	int locked;	 /* list_open took the namespace's read lock: fs_ops.c drops it */
 	int stale_names; /* an entry whose attributes say ESTALE is listed by name
 			  * (a changed object, not looked up since) */
-	const void *p;  /* the view's: the directory, index or view listed */
+	const void *p;	 /* the view's: the directory, index or view listed */
 };
 
 struct fs_view {
-	const char *name; /* for reading the code and the log, e.g. "member" */
+	const char *name;   /* for reading the code and the log, e.g. "member" */
 	int volatile_attrs; /* attributes change all the time (control files):
 			     * timeouts 0, and a read's failure is no data's */
 	/* Attributes (required). */
 	int (*getattr)(struct fs *fs, uint64_t ino, struct stat *st);
 	/* name[0..len) (NUL-terminated too) in directory parent: 0 with *ino
 	 * (0: no such name, a negative entry), or a negative errno. */
-	int (*lookup)(struct fs *fs, uint64_t parent, const char *name, size_t len,
-		      uint64_t *ino);
+	int (*lookup)(struct fs *fs, uint64_t parent, const char *name, size_t len, uint64_t *ino);
 	/* opendir's extra check (a member that is no directory); NULL: none. */
 	int (*opendir)(struct fs *fs, uint64_t ino);
 	/* A listing: list_open fills l; list_entry gives entry i's name and
@@ -66,9 +65,9 @@ struct fs_view {
 	void (*mark_stale)(struct fs *fs, uint64_t ino);
 };
 
-extern const struct fs_view fs_view_dir, fs_view_obj;        /* fs_view_source.c */
-extern const struct fs_view fs_view_shard, fs_view_member;   /* fs_view_shard.c */
-extern const struct fs_view fs_view_ctl;                     /* fs_view_ctl.c */
+extern const struct fs_view fs_view_dir, fs_view_obj;			     /* fs_view_source.c */
+extern const struct fs_view fs_view_shard, fs_view_member;		     /* fs_view_shard.c */
+extern const struct fs_view fs_view_ctl;				     /* fs_view_ctl.c */
 extern const struct fs_view fs_view_ifroot, fs_view_ifclass, fs_view_iffile; /* fs_imagefolder.c */
 
 /* The view of inode ino (the root's depends on the layout), or NULL for a

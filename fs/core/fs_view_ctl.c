@@ -57,8 +57,7 @@ static int ctl_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 	return 0;
 }
 
-static int ctl_lookup(struct fs *fs, uint64_t parent, const char *name, size_t len,
-		      uint64_t *ino)
+static int ctl_lookup(struct fs *fs, uint64_t parent, const char *name, size_t len, uint64_t *ino)
 {
 	(void)fs;
 	(void)len;
@@ -166,15 +165,15 @@ out:
 }
 
 const struct fs_view fs_view_ctl = {
-	.name = "control",
-	.volatile_attrs = 1,
-	.getattr = ctl_getattr,
-	.lookup = ctl_lookup,
-	.list_open = ctl_list_open,
-	.list_entry = ctl_list_entry,
-	.open = ctl_open,
-	.release = ctl_release,
-	.read = ctl_read,
+    .name = "control",
+    .volatile_attrs = 1,
+    .getattr = ctl_getattr,
+    .lookup = ctl_lookup,
+    .list_open = ctl_list_open,
+    .list_entry = ctl_list_entry,
+    .open = ctl_open,
+    .release = ctl_release,
+    .read = ctl_read,
 };
 
 void fs_ctl_free(struct fs *fs)

@@ -56,8 +56,7 @@ static int lookup_in(struct fs *fs, uint32_t shard, uint32_t dir, const char *na
 	return 0;
 }
 
-static int shard_lookup(struct fs *fs, uint64_t parent, const char *name, size_t len,
-			uint64_t *ino)
+static int shard_lookup(struct fs *fs, uint64_t parent, const char *name, size_t len, uint64_t *ino)
 {
 	return lookup_in(fs, fs_ino_a(parent), SHARDIDX_NONE, name, len, ino);
 }
@@ -98,12 +97,12 @@ static void shard_describe(struct fs *fs, uint64_t ino, char *buf, size_t size)
 }
 
 const struct fs_view fs_view_shard = {
-	.name = "shard",
-	.getattr = shard_getattr,
-	.lookup = shard_lookup,
-	.list_open = shard_list_open,
-	.list_entry = members_entry,
-	.describe = shard_describe,
+    .name = "shard",
+    .getattr = shard_getattr,
+    .lookup = shard_lookup,
+    .list_open = shard_list_open,
+    .list_entry = members_entry,
+    .describe = shard_describe,
 };
 
 /* ---- members ----------------------------------------------------------------- */
@@ -202,8 +201,8 @@ static int read_copy(struct fs *fs, const struct shardidx *ix, struct cachetier_
 			if (ext[i].hole) {
 				memset(dst, 0, ext[i].len);
 			} else {
-				ssize_t got = cachetier_obj_pread(stream, dst, ext[i].len,
-								  ext[i].stream_off);
+				ssize_t got =
+				    cachetier_obj_pread(stream, dst, ext[i].len, ext[i].stream_off);
 
 				if (got != (ssize_t)ext[i].len)
 					err = got < 0 ? (int)got : -EIO;
@@ -337,15 +336,15 @@ void fs_member_mark_stale(struct fs *fs, uint64_t ino)
 }
 
 const struct fs_view fs_view_member = {
-	.name = "member",
-	.getattr = fs_member_getattr,
-	.lookup = member_lookup,
-	.opendir = member_opendir,
-	.list_open = member_list_open,
-	.list_entry = members_entry,
-	.read = fs_member_read,
-	.readlink = member_readlink,
-	.xattr = fs_member_xattr,
-	.describe = fs_member_describe,
-	.mark_stale = fs_member_mark_stale,
+    .name = "member",
+    .getattr = fs_member_getattr,
+    .lookup = member_lookup,
+    .opendir = member_opendir,
+    .list_open = member_list_open,
+    .list_entry = members_entry,
+    .read = fs_member_read,
+    .readlink = member_readlink,
+    .xattr = fs_member_xattr,
+    .describe = fs_member_describe,
+    .mark_stale = fs_member_mark_stale,
 };

@@ -38,8 +38,7 @@ static int dir_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 /* A lookup that reaches us revalidates: a local file that changed (or a
  * remote object a read found changed) is replaced by its new version here,
  * at new inode numbers. */
-static int dir_lookup(struct fs *fs, uint64_t parent, const char *name, size_t len,
-		      uint64_t *ino)
+static int dir_lookup(struct fs *fs, uint64_t parent, const char *name, size_t len, uint64_t *ino)
 {
 	uint32_t a = fs_ino_a(parent), kind = 0, di = 0;
 	const struct fs_dirent *d;
@@ -105,11 +104,11 @@ static const char *dir_list_entry(const struct fs_listing *l, uint32_t i, uint64
 }
 
 const struct fs_view fs_view_dir = {
-	.name = "directory",
-	.getattr = dir_getattr,
-	.lookup = dir_lookup,
-	.list_open = dir_list_open,
-	.list_entry = dir_list_entry,
+    .name = "directory",
+    .getattr = dir_getattr,
+    .lookup = dir_lookup,
+    .list_open = dir_list_open,
+    .list_entry = dir_list_entry,
 };
 
 /* ---- objects ------------------------------------------------------------- */
@@ -170,9 +169,9 @@ static void obj_mark_stale(struct fs *fs, uint64_t ino)
 }
 
 const struct fs_view fs_view_obj = {
-	.name = "object",
-	.getattr = obj_getattr,
-	.read = obj_read,
-	.describe = obj_describe,
-	.mark_stale = obj_mark_stale,
+    .name = "object",
+    .getattr = obj_getattr,
+    .read = obj_read,
+    .describe = obj_describe,
+    .mark_stale = obj_mark_stale,
 };

@@ -176,11 +176,12 @@ static void *warm_main(void *arg)
 				       "evicts)",
 				       secs, done_s, want_s, unfit_s, size_s);
 			else
-				fs_log(FS_LOG_WARN,
-				       "warm: ended after %.1f s with %s of %s cached: fills failed "
-				       "(see fill_errors and the log)%s",
-				       secs, done_s, want_s,
-				       failed ? ", or objects could not be opened" : "");
+				fs_log(
+				    FS_LOG_WARN,
+				    "warm: ended after %.1f s with %s of %s cached: fills failed "
+				    "(see fill_errors and the log)%s",
+				    secs, done_s, want_s,
+				    failed ? ", or objects could not be opened" : "");
 		}
 		break;
 	}
@@ -227,8 +228,9 @@ void fs_warm_start(struct fs *fs)
 			       total_s, WARM_AUTO_PERCENT, limit_s);
 			return;
 		}
-		fs_log(FS_LOG_INFO, "warm: the dataset (%s) fits in the cache (--cache-size %s): "
-				    "fetching all of it in the background",
+		fs_log(FS_LOG_INFO,
+		       "warm: the dataset (%s) fits in the cache (--cache-size %s): "
+		       "fetching all of it in the background",
 		       total_s, limit_s);
 	} else if (total > room) {
 		fs_log(FS_LOG_WARN,

@@ -44,13 +44,24 @@ static struct fs *ll_fs(fuse_req_t req)
 
 /* What a request was, for the log line of its failure. */
 enum ll_op {
-	OP_LOOKUP, OP_GETATTR, OP_READLINK, OP_OPEN, OP_READ, OP_WRITE, OP_OPENDIR, OP_READDIR,
-	OP_IOCTL, OP_SETATTR, OP_GETXATTR, OP_LISTXATTR, OP_ACCESS,
+	OP_LOOKUP,
+	OP_GETATTR,
+	OP_READLINK,
+	OP_OPEN,
+	OP_READ,
+	OP_WRITE,
+	OP_OPENDIR,
+	OP_READDIR,
+	OP_IOCTL,
+	OP_SETATTR,
+	OP_GETXATTR,
+	OP_LISTXATTR,
+	OP_ACCESS,
 	OP_CHANGE, /* mknod, mkdir, unlink, rmdir, symlink, rename, link, create, set/removexattr */
 };
 static const char *const ll_op_names[] = {
-	"lookup", "getattr", "readlink", "open", "read", "write", "opendir", "readdir",
-	"ioctl", "setattr", "getxattr", "listxattr", "access", "change",
+    "lookup",  "getattr", "readlink", "open",	  "read",      "write",	 "opendir",
+    "readdir", "ioctl",	  "setattr",  "getxattr", "listxattr", "access", "change",
 };
 
 /* Errors that answer a question (no such name, not a directory, read-only,
@@ -58,8 +69,17 @@ static const char *const ll_op_names[] = {
 static int ll_is_answer(int err)
 {
 	switch (err) {
-	case ENOENT: case ENOTDIR: case EISDIR: case ENODATA: case ERANGE: case ENOSYS:
-	case EROFS: case ENOTTY: case EINVAL: case EACCES: case ESTALE:
+	case ENOENT:
+	case ENOTDIR:
+	case EISDIR:
+	case ENODATA:
+	case ERANGE:
+	case ENOSYS:
+	case EROFS:
+	case ENOTTY:
+	case EINVAL:
+	case EACCES:
+	case ESTALE:
 		return 1;
 	default:
 		return 0;
@@ -351,8 +371,8 @@ static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
 /* Everything but the control command answers ENOTTY at once (Python's
  * open() asks isatty() on every file). */
 static void ll_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
-		     struct fuse_file_info *fi, unsigned flags, const void *in_buf,
-		     size_t in_bufsz, size_t out_bufsz)
+		     struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
+		     size_t out_bufsz)
 {
 	struct fs *fs = ll_fs(req);
 	int err;
@@ -386,7 +406,8 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	int err;
 
 	(void)fi;
-	err = fs_op_setattr(fs, ino, (to_set & ~FUSE_SET_ATTR_SIZE) == 0 && attr->st_size == 0, &st);
+	err =
+	    fs_op_setattr(fs, ino, (to_set & ~FUSE_SET_ATTR_SIZE) == 0 && attr->st_size == 0, &st);
 	if (err < 0)
 		reply_fail(req, fs, OP_SETATTR, ino, NULL, err);
 	else
@@ -395,8 +416,7 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 
 /* ---- everything that would modify: EROFS ------------------------------------ */
 
-static void ll_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-		     dev_t rdev)
+static void ll_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	(void)name;
 	(void)mode;
@@ -541,36 +561,36 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn)
 }
 
 static const struct fuse_lowlevel_ops ll_ops = {
-	.init = ll_init,
-	.lookup = ll_lookup,
-	.forget = ll_forget,
-	.forget_multi = ll_forget_multi,
-	.getattr = ll_getattr,
-	.readlink = ll_readlink,
-	.open = ll_open,
-	.read = ll_read,
-	.write = ll_write,
-	.release = ll_release,
-	.opendir = ll_opendir,
-	.readdir = ll_readdir,
-	.readdirplus = ll_readdirplus,
-	.releasedir = ll_releasedir,
-	.statfs = ll_statfs,
-	.ioctl = ll_ioctl,
-	.access = ll_access,
-	.setattr = ll_setattr,
-	.mknod = ll_mknod,
-	.mkdir = ll_mkdir,
-	.unlink = ll_unlink,
-	.rmdir = ll_unlink,
-	.symlink = ll_symlink,
-	.rename = ll_rename,
-	.link = ll_link,
-	.create = ll_create,
-	.setxattr = ll_setxattr,
-	.getxattr = ll_getxattr,
-	.listxattr = ll_listxattr,
-	.removexattr = ll_removexattr,
+    .init = ll_init,
+    .lookup = ll_lookup,
+    .forget = ll_forget,
+    .forget_multi = ll_forget_multi,
+    .getattr = ll_getattr,
+    .readlink = ll_readlink,
+    .open = ll_open,
+    .read = ll_read,
+    .write = ll_write,
+    .release = ll_release,
+    .opendir = ll_opendir,
+    .readdir = ll_readdir,
+    .readdirplus = ll_readdirplus,
+    .releasedir = ll_releasedir,
+    .statfs = ll_statfs,
+    .ioctl = ll_ioctl,
+    .access = ll_access,
+    .setattr = ll_setattr,
+    .mknod = ll_mknod,
+    .mkdir = ll_mkdir,
+    .unlink = ll_unlink,
+    .rmdir = ll_unlink,
+    .symlink = ll_symlink,
+    .rename = ll_rename,
+    .link = ll_link,
+    .create = ll_create,
+    .setxattr = ll_setxattr,
+    .getxattr = ll_getxattr,
+    .listxattr = ll_listxattr,
+    .removexattr = ll_removexattr,
 };
 
 /* ---- stopping -----------------------------------------------------------------
@@ -588,19 +608,19 @@ static const struct fuse_lowlevel_ops ll_ops = {
  * cache (its maps) and the backend then follow in fs_ll_run and cmd_mount.
  */
 #define STOP_WAKE_SIG SIGRTMIN
-#define STOP_POLL_MS 250 /* how soon the end of the session is noticed */
+#define STOP_POLL_MS  250 /* how soon the end of the session is noticed */
 
 static int stop_pipe_w = -1; /* for the handler: the write end of stop->pipe */
 
 struct ll_stop {
 	struct fs *fs;
 	struct fuse_session *se;
-	int pipe[2];      /* a byte per signal; 0 from fs_ll_run: stop waiting */
-	pthread_t main;   /* runs fuse_session_loop_mt */
+	int pipe[2];	/* a byte per signal; 0 from fs_ll_run: stop waiting */
+	pthread_t main; /* runs fuse_session_loop_mt */
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	int loop_done;    /* protected by lock: the loop returned, send no wake */
+	int loop_done; /* protected by lock: the loop returned, send no wake */
 	struct sigaction old[4];
 };
 
@@ -624,7 +644,10 @@ static void stop_wake(int sig)
 
 static const char *stop_sig_name(int sig)
 {
-	return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "?";
+	return sig == SIGTERM  ? "SIGTERM"
+	       : sig == SIGINT ? "SIGINT"
+	       : sig == SIGHUP ? "SIGHUP"
+			       : "?";
 }
 
 static void *stop_main(void *arg)
@@ -754,7 +777,8 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 	 * kernel checks permissions (default_permissions), always */
 	/* the mount is read-only (ro last, so an -o rw cannot undo it): the
 	 * mount table says so and the kernel refuses writes before asking */
-	n = snprintf(opts, sizeof(opts), "-ofsname=shardfs:%s,subtype=shardfs,nosuid,nodev%s%s,ro%s",
+	n = snprintf(opts, sizeof(opts),
+		     "-ofsname=shardfs:%s,subtype=shardfs,nosuid,nodev%s%s,ro%s",
 		     backend_describe(fs->be), uopts[0] ? "," : "", uopts,
 		     strstr(uopts, "allow_other") ? ",default_permissions" : "");
 	if (n < 0 || (size_t)n >= sizeof(opts))

@@ -30,27 +30,33 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: shardfs COMMAND [ARGS]\n\n"
-		"Mount a WebDataset dataset (tar shards) as a read-only directory: every shard\n"
-		"shows as its raw .tar file and as a directory of its members.\n\n"
-		"commands:\n"
-		"  mount [OPTIONS] SOURCE MOUNTPOINT   mount; returns once ready ('shardfs mount --help')\n"
-		"  umount MOUNTPOINT                   unmount (also a mount whose daemon died) and wait\n"
-		"                                      for the daemon to finish\n"
-		"  stats MOUNTPOINT                    print the counters of a running mount\n"
-		"  prefetch MOUNTPOINT [PATH...]       fill the cache with PATHs (default: all), with progress\n"
-		"  refresh MOUNTPOINT                  list the source again: show new, removed, changed shards\n"
-		"  index [OPTIONS] SOURCE              build every shard's index ('shardfs index --help')\n"
-		"  pack [OPTIONS] INPUT_DIR PREFIX     make WebDataset shards ('shardfs pack --help')\n"
-		"  --help, -h                          this help\n"
-		"  --version, -V                       print the version\n\n"
-		"%s"
-		"Credentials come from the environment (AWS_ACCESS_KEY_ID,\n"
-		"AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE, AWS_REGION,\n"
-		"AWS_ENDPOINT_URL, GCS_HMAC_ACCESS_ID/GCS_HMAC_SECRET, GOOGLE_OAUTH_ACCESS_TOKEN,\n"
-		"AIS_ENDPOINT), never from the command line.\n",
-		fs_opt_sources_help);
+	fprintf(
+	    f,
+	    "usage: shardfs COMMAND [ARGS]\n\n"
+	    "Mount a WebDataset dataset (tar shards) as a read-only directory: every shard\n"
+	    "shows as its raw .tar file and as a directory of its members.\n\n"
+	    "commands:\n"
+	    "  mount [OPTIONS] SOURCE MOUNTPOINT   mount; returns once ready ('shardfs mount "
+	    "--help')\n"
+	    "  umount MOUNTPOINT                   unmount (also a mount whose daemon died) and "
+	    "wait\n"
+	    "                                      for the daemon to finish\n"
+	    "  stats MOUNTPOINT                    print the counters of a running mount\n"
+	    "  prefetch MOUNTPOINT [PATH...]       fill the cache with PATHs (default: all), with "
+	    "progress\n"
+	    "  refresh MOUNTPOINT                  list the source again: show new, removed, "
+	    "changed shards\n"
+	    "  index [OPTIONS] SOURCE              build every shard's index ('shardfs index "
+	    "--help')\n"
+	    "  pack [OPTIONS] INPUT_DIR PREFIX     make WebDataset shards ('shardfs pack --help')\n"
+	    "  --help, -h                          this help\n"
+	    "  --version, -V                       print the version\n\n"
+	    "%s"
+	    "Credentials come from the environment (AWS_ACCESS_KEY_ID,\n"
+	    "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE, AWS_REGION,\n"
+	    "AWS_ENDPOINT_URL, GCS_HMAC_ACCESS_ID/GCS_HMAC_SECRET, GOOGLE_OAUTH_ACCESS_TOKEN,\n"
+	    "AIS_ENDPOINT), never from the command line.\n",
+	    fs_opt_sources_help);
 }
 
 static void version(void)
@@ -114,16 +120,17 @@ static void warn_small_disk(struct fs *fs)
 static int imagefolder_report(struct fs *fs)
 {
 	static const char *const why_class[] = {
-		"no .cls member, or one that is not an integer (--class-from cls)",
-		"the image is not in a directory inside its shard (--class-from dir)",
-		"the key has no '_' (--class-from key-prefix)",
+	    "no .cls member, or one that is not an integer (--class-from cls)",
+	    "the image is not in a directory inside its shard (--class-from dir)",
+	    "the key has no '_' (--class-from key-prefix)",
 	};
 	const struct fs_ifview *v;
 	unsigned long long no_image, no_class, dup, bad_shards, left;
 	int err = fs_if_get(fs, &v);
 
 	if (err < 0) {
-		fprintf(stderr, "shardfs: imagefolder: cannot build the view: %s\n", strerror(-err));
+		fprintf(stderr, "shardfs: imagefolder: cannot build the view: %s\n",
+			strerror(-err));
 		return err;
 	}
 	no_image = fs->c.if_no_image;
@@ -133,8 +140,8 @@ static int imagefolder_report(struct fs *fs)
 	left = no_image + no_class + dup;
 	if (left == 0 && bad_shards == 0 && v->nfiles > 0)
 		return 0;
-	fprintf(stderr, "shardfs: imagefolder: %u images in %u classes from %u shards",
-		v->nfiles, v->nclasses, fs->nshards);
+	fprintf(stderr, "shardfs: imagefolder: %u images in %u classes from %u shards", v->nfiles,
+		v->nclasses, fs->nshards);
 	if (left)
 		fprintf(stderr, "; %llu of %llu samples left out", left, left + v->nfiles);
 	fprintf(stderr, "\n");
@@ -149,7 +156,8 @@ static int imagefolder_report(struct fs *fs)
 	if (dup)
 		fprintf(stderr, "shardfs: imagefolder: %llu samples whose name was taken\n", dup);
 	if (bad_shards)
-		fprintf(stderr, "shardfs: imagefolder: %llu shards could not be indexed (see the log)\n",
+		fprintf(stderr,
+			"shardfs: imagefolder: %llu shards could not be indexed (see the log)\n",
 			bad_shards);
 	if (fs->nshards == 0)
 		fprintf(stderr, "shardfs: imagefolder: the source has no shards\n");
@@ -199,8 +207,8 @@ static int mount_run(struct fs *fs, int ready_fd)
 	if (err < 0) {
 		const char *why = backend_last_error(fs->be);
 
-		fprintf(stderr, "shardfs: cannot list %s: %s%s%s\n", fs->cfg.source, source_error(err),
-			why && *why ? ": " : "", why ? why : "");
+		fprintf(stderr, "shardfs: cannot list %s: %s%s%s\n", fs->cfg.source,
+			source_error(err), why && *why ? ": " : "", why ? why : "");
 		return err;
 	}
 	if (fs->nobjs == 0)
@@ -296,9 +304,10 @@ static int cmd_mount(int argc, char **argv)
 		if (statfs(fs.cfg.mountpoint, &sf) < 0 && errno == ENOTCONN)
 			fs_say_dead_mount(fs.cfg.mountpoint);
 		else
-			fprintf(stderr,
-				"shardfs: %s is already a shardfs mount; 'shardfs umount %s' first\n",
-				fs.cfg.mountpoint, fs.cfg.mountpoint);
+			fprintf(
+			    stderr,
+			    "shardfs: %s is already a shardfs mount; 'shardfs umount %s' first\n",
+			    fs.cfg.mountpoint, fs.cfg.mountpoint);
 		err = -EBUSY;
 		goto out;
 	}

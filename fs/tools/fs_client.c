@@ -243,10 +243,11 @@ int fs_umount_main(int argc, char **argv)
 		 * daemon stops itself on SIGTERM — cancels what is in flight, so
 		 * waiting reads fail, detaches the mount and exits. */
 		if (pid > 0 && pid_running(pid) && kill((pid_t)pid, SIGTERM) == 0) {
-			fprintf(stderr,
-				"shardfs: %s cannot be unmounted (busy): stopped daemon %ld instead "
-				"(reads in flight fail; the mount is detached)\n",
-				argv[0], pid);
+			fprintf(
+			    stderr,
+			    "shardfs: %s cannot be unmounted (busy): stopped daemon %ld instead "
+			    "(reads in flight fail; the mount is detached)\n",
+			    argv[0], pid);
 		} else {
 			fputs(err, stderr);
 			fprintf(stderr, "shardfs: unmounting %s failed\n", argv[0]);
@@ -270,10 +271,10 @@ int fs_stats_main(int argc, char **argv)
 {
 	struct fs_stats_doc stats;
 	int err, rc = client_usage(
-			 argc, argv, "stats MOUNTPOINT",
-			 "Print the counters of a running mount (MOUNTPOINT/.shardfs/stats), one\n"
-			 "per line; MOUNTPOINT/.shardfs/metrics has them in Prometheus text format.\n",
-			 0);
+		     argc, argv, "stats MOUNTPOINT",
+		     "Print the counters of a running mount (MOUNTPOINT/.shardfs/stats), one\n"
+		     "per line; MOUNTPOINT/.shardfs/metrics has them in Prometheus text format.\n",
+		     0);
 
 	if (rc >= 0)
 		return rc;
@@ -351,14 +352,14 @@ static int pf_stats_read(const char *mnt, struct pf_stats *p)
 		const char *name;
 		size_t off;
 	} fields[] = {
-		{"prefetch_bytes", offsetof(struct pf_stats, want)},
-		{"prefetch_cached_bytes", offsetof(struct pf_stats, have)},
-		{"prefetch_unfit_bytes", offsetof(struct pf_stats, unfit)},
-		{"prefetch_pending", offsetof(struct pf_stats, pending)},
-		{"cache_room_bytes", offsetof(struct pf_stats, room)},
-		{"cache_bytes_limit", offsetof(struct pf_stats, limit)},
-		{"bytes_fetched", offsetof(struct pf_stats, fetched)},
-		{"fill_errors", offsetof(struct pf_stats, errors)},
+	    {"prefetch_bytes", offsetof(struct pf_stats, want)},
+	    {"prefetch_cached_bytes", offsetof(struct pf_stats, have)},
+	    {"prefetch_unfit_bytes", offsetof(struct pf_stats, unfit)},
+	    {"prefetch_pending", offsetof(struct pf_stats, pending)},
+	    {"cache_room_bytes", offsetof(struct pf_stats, room)},
+	    {"cache_bytes_limit", offsetof(struct pf_stats, limit)},
+	    {"bytes_fetched", offsetof(struct pf_stats, fetched)},
+	    {"fill_errors", offsetof(struct pf_stats, errors)},
 	};
 	struct fs_stats_doc stats;
 	int err = read_stats(mnt, &stats);
@@ -371,9 +372,10 @@ static int pf_stats_read(const char *mnt, struct pf_stats *p)
 }
 
 /* Exit status of 'shardfs prefetch' (also in its --help and README.md). */
-#define PF_EXIT_OK 0  /* everything asked for that fits is cached */
-#define PF_EXIT_ERR 1 /* a PATH was refused, the mount was lost, or bytes that fit are not
-		       * cached (fills failed, or readers' fills evicted them meanwhile) */
+#define PF_EXIT_OK 0 /* everything asked for that fits is cached */
+#define PF_EXIT_ERR                                                                                \
+	1 /* a PATH was refused, the mount was lost, or bytes that fit are not                     \
+	   * cached (fills failed, or readers' fills evicted them meanwhile) */
 
 /* One 'shardfs prefetch': the mount, its counters before the commands
  * (s0, when have_s0) and now (s). */
@@ -556,17 +558,17 @@ int fs_prefetch_main(int argc, char **argv)
 	int fd, rc, sent;
 
 	rc = client_usage(
-		argc, argv, "prefetch MOUNTPOINT [PATH...]",
-		"Fill the cache of a running mount with the objects at or below each PATH\n"
-		"(a shard, a directory, a file; none: everything) and follow the progress.\n"
-		"A PATH inside a shard's member directory prefetches that whole shard.\n"
-		"A prefetch fills only the room the cache has (--cache-size, the disk's\n"
-		"reserve) and never evicts: it says up front how much fits, fetches that,\n"
-		"and ends with what it fetched, what was cached already and what did not fit.\n\n"
-		"exit status: 0 when everything that fits is cached (bytes that did not fit\n"
-		"are no error); 1 when a PATH is not in the mount, the mount went away, or\n"
-		"bytes that fit are not cached (fills failed: see the mount's log).\n",
-		1);
+	    argc, argv, "prefetch MOUNTPOINT [PATH...]",
+	    "Fill the cache of a running mount with the objects at or below each PATH\n"
+	    "(a shard, a directory, a file; none: everything) and follow the progress.\n"
+	    "A PATH inside a shard's member directory prefetches that whole shard.\n"
+	    "A prefetch fills only the room the cache has (--cache-size, the disk's\n"
+	    "reserve) and never evicts: it says up front how much fits, fetches that,\n"
+	    "and ends with what it fetched, what was cached already and what did not fit.\n\n"
+	    "exit status: 0 when everything that fits is cached (bytes that did not fit\n"
+	    "are no error); 1 when a PATH is not in the mount, the mount went away, or\n"
+	    "bytes that fit are not cached (fills failed: see the mount's log).\n",
+	    1);
 	if (rc >= 0)
 		return rc;
 	mnt = realpath(argv[0], NULL);
@@ -628,8 +630,9 @@ int fs_refresh_main(int argc, char **argv)
 {
 	uint64_t before[5], after[5];
 	char path[PATH_MAX];
-	int fd, err, rc = client_usage(
-			     argc, argv, "refresh MOUNTPOINT",
+	int fd, err,
+	    rc =
+		client_usage(argc, argv, "refresh MOUNTPOINT",
 			     "List the source of a running mount again: new shards appear, removed "
 			     "ones\ngo, changed ones are indexed again when next looked up (their "
 			     "old view\ngives ESTALE). Prints what changed.\n",
@@ -649,8 +652,8 @@ int fs_refresh_main(int argc, char **argv)
 	err = ctl_send(fd, "refresh\n");
 	close(fd);
 	if (err < 0) {
-		fprintf(stderr, "shardfs: refresh of %s failed: %s (see the mount's log)\n", argv[0],
-			err == -EIO ? "the source cannot be listed" : strerror(-err));
+		fprintf(stderr, "shardfs: refresh of %s failed: %s (see the mount's log)\n",
+			argv[0], err == -EIO ? "the source cannot be listed" : strerror(-err));
 		return 1;
 	}
 	if (refresh_counts(argv[0], after) < 0) {

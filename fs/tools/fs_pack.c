@@ -54,7 +54,7 @@
 struct pk {
 	const char *in, *prefix;
 	uint64_t max_size;
-	uint64_t max_count; /* 0: no limit */
+	uint64_t max_count;	   /* 0: no limit */
 	int shuffle, force, codec; /* codec: enum cachetier_codec */
 	uint64_t seed;
 	char *compress; /* --compress, turned into codec */
@@ -65,29 +65,31 @@ struct pk {
 #define PK(field) offsetof(struct pk, field)
 
 static const struct fs_opt pack_opts[] = {
-	/* a shard of about 1 GB streams for seconds at a store's rate and
-	 * keeps the number of objects of a large dataset in the thousands */
-	{"max-size", 0, FS_OPT_SIZE, PK(max_size), 0, "1G", 1, UINT64_MAX, "SIZE",
-	 "most bytes per shard (unless one sample is larger)"},
-	{"max-count", 0, FS_OPT_U64, PK(max_count), 0, NULL, 1, UINT64_MAX, "N",
-	 "most samples per shard (default: no limit)"},
-	{"shuffle", 0, FS_OPT_U64, PK(seed), PK(shuffle) + 1, NULL, 0, UINT64_MAX, "SEED",
-	 "shuffle the samples with this seed (default: sorted order)"},
-	{"compress", 0, FS_OPT_STR, PK(compress), 0, NULL, 0, 0, "zstd|gzip",
-	 "compress the shards (.tar.zst / .tar.gz; default: plain .tar)"},
-	{"force", 0, FS_OPT_FLAG, PK(force), 0, NULL, 0, 0, NULL, "overwrite existing shards"},
-	{NULL, 0, 0, 0, 0, NULL, 0, 0, NULL, NULL},
+    /* a shard of about 1 GB streams for seconds at a store's rate and
+     * keeps the number of objects of a large dataset in the thousands */
+    {"max-size", 0, FS_OPT_SIZE, PK(max_size), 0, "1G", 1, UINT64_MAX, "SIZE",
+     "most bytes per shard (unless one sample is larger)"},
+    {"max-count", 0, FS_OPT_U64, PK(max_count), 0, NULL, 1, UINT64_MAX, "N",
+     "most samples per shard (default: no limit)"},
+    {"shuffle", 0, FS_OPT_U64, PK(seed), PK(shuffle) + 1, NULL, 0, UINT64_MAX, "SEED",
+     "shuffle the samples with this seed (default: sorted order)"},
+    {"compress", 0, FS_OPT_STR, PK(compress), 0, NULL, 0, 0, "zstd|gzip",
+     "compress the shards (.tar.zst / .tar.gz; default: plain .tar)"},
+    {"force", 0, FS_OPT_FLAG, PK(force), 0, NULL, 0, 0, NULL, "overwrite existing shards"},
+    {NULL, 0, 0, 0, 0, NULL, 0, 0, NULL, NULL},
 };
 
 static const struct fs_opt *const pack_groups[] = {pack_opts, NULL};
 
 static const struct fs_opt_cmd pack_cmd = {
-	"pack", "[OPTIONS] INPUT_DIR OUTPUT_PREFIX",
-	"Make WebDataset shards OUTPUT_PREFIX-000000.tar, ... from a directory tree,\n"
-	"each with a sidecar index NAME.tar.idx. A class-folder tree (INPUT_DIR/CLASS/FILE,\n"
-	"as torchvision's ImageFolder reads it) becomes samples KEY.EXT + KEY.cls (the class\n"
-	"index in sorted class-name order); any other tree keeps its paths.\n",
-	pack_groups, 2,
+    "pack",
+    "[OPTIONS] INPUT_DIR OUTPUT_PREFIX",
+    "Make WebDataset shards OUTPUT_PREFIX-000000.tar, ... from a directory tree,\n"
+    "each with a sidecar index NAME.tar.idx. A class-folder tree (INPUT_DIR/CLASS/FILE,\n"
+    "as torchvision's ImageFolder reads it) becomes samples KEY.EXT + KEY.cls (the class\n"
+    "index in sorted class-name order); any other tree keeps its paths.\n",
+    pack_groups,
+    2,
 };
 
 static int cmp_str(const void *a, const void *b)

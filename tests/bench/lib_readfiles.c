@@ -34,16 +34,22 @@ int main(int argc, char **argv)
 	int np = atoi(argv[2]);
 	double maxs = argc > 3 ? atof(argv[3]) : 0;
 	FILE *f = fopen(argv[1], "r");
-	if (!f) { perror(argv[1]); return 1; }
+	if (!f) {
+		perror(argv[1]);
+		return 1;
+	}
 	size_t n = 0, cap = 1024;
 	char **paths = malloc(cap * sizeof *paths);
 	char *line = NULL;
 	size_t lcap = 0;
 	ssize_t len;
 	while ((len = getline(&line, &lcap, f)) > 0) {
-		if (line[len - 1] == '\n') line[--len] = 0;
-		if (!len) continue;
-		if (n == cap) paths = realloc(paths, (cap *= 2) * sizeof *paths);
+		if (line[len - 1] == '\n')
+			line[--len] = 0;
+		if (!len)
+			continue;
+		if (n == cap)
+			paths = realloc(paths, (cap *= 2) * sizeof *paths);
 		paths[n++] = strdup(line);
 	}
 	fclose(f);
@@ -56,12 +62,20 @@ int main(int argc, char **argv)
 			static char buf[256 * 1024];
 			long long files = 0, bytes = 0;
 			for (size_t i = p; i < n; i += np) {
-				if (maxs > 0 && now() - t0 > maxs) break;
+				if (maxs > 0 && now() - t0 > maxs)
+					break;
 				int fd = open(paths[i], O_RDONLY);
-				if (fd < 0) { perror(paths[i]); _exit(1); }
+				if (fd < 0) {
+					perror(paths[i]);
+					_exit(1);
+				}
 				ssize_t r;
-				while ((r = read(fd, buf, sizeof buf)) > 0) bytes += r;
-				if (r < 0) { perror(paths[i]); _exit(1); }
+				while ((r = read(fd, buf, sizeof buf)) > 0)
+					bytes += r;
+				if (r < 0) {
+					perror(paths[i]);
+					_exit(1);
+				}
 				close(fd);
 				files++;
 			}
@@ -72,10 +86,14 @@ int main(int argc, char **argv)
 	}
 	int bad = 0, st;
 	while (wait(&st) > 0)
-		if (!WIFEXITED(st) || WEXITSTATUS(st)) bad = 1;
+		if (!WIFEXITED(st) || WEXITSTATUS(st))
+			bad = 1;
 	double t = now() - t0;
 	long long files = 0, bytes = 0;
-	for (int p = 0; p < np; p++) { files += cnt[2 * p]; bytes += cnt[2 * p + 1]; }
+	for (int p = 0; p < np; p++) {
+		files += cnt[2 * p];
+		bytes += cnt[2 * p + 1];
+	}
 	printf("%lld %lld %.6f\n", files, bytes, t);
 	return bad;
 }

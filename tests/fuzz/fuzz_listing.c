@@ -68,7 +68,7 @@ static void url(const char *z, size_t len)
 	if (backend__url_parse(&u, z0) == 0) {
 		ENSURE(u.scheme && u.path && u.path[0] == '/');
 		ENSURE(!strcmp(u.scheme, "file") ||
-			  (u.host && *u.host && u.authority && u.origin && u.base));
+		       (u.host && *u.host && u.authority && u.origin && u.base));
 		backend__url_free(&u);
 	}
 	free(z0);
@@ -89,7 +89,7 @@ static void url(const char *z, size_t len)
 		/* too small an output is -ENAMETOOLONG, never an overflow */
 		if (el > 0)
 			ENSURE(backend__uri_encode(enc, (size_t)el, dec, (size_t)dl, 1) ==
-				  -ENAMETOOLONG);
+			       -ENAMETOOLONG);
 		ENSURE(backend__pct_decode(z, len, dec2, (size_t)dl) == -ENAMETOOLONG);
 	}
 	free(dec);

@@ -174,7 +174,7 @@ static void check_plan(const struct fs_pack_plan *p, size_t nin)
 			ENSURE(f->cls >= 0 && (size_t)f->cls < p->nclasses);
 			cname = p->classes[f->cls];
 			ENSURE(strncmp(f->rel, cname, strlen(cname)) == 0 &&
-				  f->rel[strlen(cname)] == '/');
+			       f->rel[strlen(cname)] == '/');
 			ENSURE(!strchr(f->member, '/'));
 			ENSURE(kl > 0 && kl < strlen(f->member));
 			ENSURE(!memchr(f->member, '.', kl));

@@ -60,8 +60,8 @@ static void fz_check_map(const struct shardidx *ix, uint32_t i, const struct sha
 				ENSURE(ext[k].logical == off && ext[k].len);
 				ENSURE(ext[k].len <= e->size - off);
 				ENSURE(ext[k].hole ||
-					  (ext[k].stream_off <= inf->stream_size &&
-					   ext[k].len <= inf->stream_size - ext[k].stream_off));
+				       (ext[k].stream_off <= inf->stream_size &&
+					ext[k].len <= inf->stream_size - ext[k].stream_off));
 				ENSURE(!ext[k].hole || (e->flags & SHARDIDX_F_SPARSE));
 				off += ext[k].len;
 			}
@@ -100,13 +100,12 @@ static void fz_check(const struct shardidx *ix, uint64_t seed)
 		ENSURE(shardidx_entry_get(ix, i, &e) == 0);
 		nl = strlen(e.name);
 		ENSURE(nl && nl <= 255 && !strchr(e.name, '/') && strcmp(e.name, ".") &&
-			  strcmp(e.name, ".."));
+		       strcmp(e.name, ".."));
 		if (e.parent == SHARDIDX_NONE) {
 			lo = 0;
 			hi = rootn;
 		} else {
-			ENSURE(shardidx_entry_get(ix, e.parent, &c) == 0 &&
-				  c.type == SHARDIDX_DIR);
+			ENSURE(shardidx_entry_get(ix, e.parent, &c) == 0 && c.type == SHARDIDX_DIR);
 			lo = c.first_child;
 			hi = c.first_child + c.nchild;
 		}
@@ -118,7 +117,7 @@ static void fz_check(const struct shardidx *ix, uint64_t seed)
 			uint32_t nsub = 0;
 
 			ENSURE(e.first_child <= inf.nentries &&
-				  e.nchild <= inf.nentries - e.first_child);
+			       e.nchild <= inf.nentries - e.first_child);
 			for (uint32_t j = e.first_child; j < e.first_child + e.nchild; j++) {
 				ENSURE(shardidx_entry_get(ix, j, &c) == 0 && c.parent == i);
 				nsub += c.type == SHARDIDX_DIR;
@@ -134,9 +133,9 @@ static void fz_check(const struct shardidx *ix, uint64_t seed)
 			if (e.canon != i) {
 				ENSURE(e.flags & SHARDIDX_F_HARDLINK);
 				ENSURE(shardidx_entry_get(ix, e.canon, &c) == 0 &&
-					  c.type == SHARDIDX_REG && c.canon == e.canon &&
-					  c.size == e.size && c.data_off == e.data_off &&
-					  c.nlink == e.nlink && c.nlink >= 2);
+				       c.type == SHARDIDX_REG && c.canon == e.canon &&
+				       c.size == e.size && c.data_off == e.data_off &&
+				       c.nlink == e.nlink && c.nlink >= 2);
 			} else {
 				ENSURE(!(e.flags & SHARDIDX_F_HARDLINK));
 			}
@@ -147,8 +146,8 @@ static void fz_check(const struct shardidx *ix, uint64_t seed)
 		}
 	}
 	for (uint32_t s = 0; s < inf.nsamples; s++) {
-		ENSURE(shardidx_sample_get(ix, s, &first, &n) == 0 && n &&
-			  first <= inf.nentries && n <= inf.nentries - first);
+		ENSURE(shardidx_sample_get(ix, s, &first, &n) == 0 && n && first <= inf.nentries &&
+		       n <= inf.nentries - first);
 		for (uint32_t j = first; j < first + n; j++)
 			in_sample[j]++;
 	}
@@ -191,7 +190,7 @@ static void fz_roundtrip(const struct shardidx *ix, uint64_t seed, void **saved,
 		ENSURE(b);
 		memcpy(b, a, al - 1);
 		ENSURE(shardidx_load(b, al - 1, ident, sizeof(ident) - 1, &ix3) == -EBADMSG &&
-			  !ix3);
+		       !ix3);
 	}
 	fz_check(ix2, seed);
 	shardidx_free(ix2);

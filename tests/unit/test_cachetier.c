@@ -24,7 +24,6 @@
 #include "cachetier.h"
 #include "check.h"
 
-
 static char tmpdir[256];
 
 static void write_file(const char *rel, const void *buf, size_t len)
@@ -115,7 +114,8 @@ static void check_decode(struct cachetier *ct, struct backend *be, const char *k
 		int fd;
 		uint64_t fo;
 
-		CHECK(cachetier_obj_read_begin(o, 0, wantlen, &fd, &fo) == 0, "%s: fd in range", key);
+		CHECK(cachetier_obj_read_begin(o, 0, wantlen, &fd, &fo) == 0, "%s: fd in range",
+		      key);
 		cachetier_obj_read_end(o);
 		CHECK(cachetier_obj_read_begin(o, wantlen, 1, &fd, &fo) == -EIO, "%s: fd past end",
 		      key);
@@ -217,7 +217,7 @@ int main(void)
 		CHECK(backend_stat(be, "sub/./dir/nested.bin", &info) == -EINVAL, "'.' refused");
 		CHECK(backend_stat(be, "missing", &info) == -ENOENT, "missing key");
 		CHECK(backend_pread(be, "sub/dir/nested.bin", buf, 8, 1) == 4 &&
-			      memcmp(buf, "ello", 4) == 0,
+			  memcmp(buf, "ello", 4) == 0,
 		      "pread");
 	}
 
@@ -235,8 +235,7 @@ int main(void)
 	if (err)
 		return 1;
 	CHECK(mode_of(path) == 0700, "cache dir mode %o", mode_of(path));
-	CHECK(mode_of(cachetier_dir(ct)) == 0700, "source dir mode %o",
-	      mode_of(cachetier_dir(ct)));
+	CHECK(mode_of(cachetier_dir(ct)) == 0700, "source dir mode %o", mode_of(cachetier_dir(ct)));
 
 	check_decode(ct, be, "whole.tar.gz", CACHETIER_GZIP, data, n, 0);
 	check_decode(ct, be, "whole.tar.zst", CACHETIER_ZSTD, data, n, 0);
@@ -256,8 +255,8 @@ int main(void)
 
 		for (int k = 0; k < 2; k++) {
 			backend_stat(be, keys[k], &info);
-			err = cachetier_obj_open(ct, &info, k ? CACHETIER_ZSTD : CACHETIER_GZIP,
-						 &o);
+			err =
+			    cachetier_obj_open(ct, &info, k ? CACHETIER_ZSTD : CACHETIER_GZIP, &o);
 			CHECK(err == 0, "%s: open %d", keys[k], err);
 			if (err)
 				continue;
@@ -267,7 +266,7 @@ int main(void)
 			      (unsigned long long)sz);
 			CHECK(cachetier_obj_damage(o, NULL) == -EIO, "%s: damage", keys[k]);
 			CHECK(cachetier_obj_pread(o, got, n, 0) == (ssize_t)sz &&
-				      memcmp(got, data, sz) == 0,
+				  memcmp(got, data, sz) == 0,
 			      "%s: prefix bytes", keys[k]);
 			cachetier_obj_unref(o);
 		}
@@ -343,9 +342,9 @@ int main(void)
 		if (round < 2) {
 			CHECK(err == -EFBIG, "round %d: open past the bound: %d", round, err);
 			CHECK(cachetier_obj_refusal(ct, &info, CACHETIER_ZSTD, &r) == 0 &&
-				      r.bound == CACHETIER_BOUND_SIZE &&
-				      r.max_decoded_bytes == 1u << 20 &&
-				      r.decoded_bytes > 1u << 20 && r.compressed_bytes <= zlen,
+				  r.bound == CACHETIER_BOUND_SIZE &&
+				  r.max_decoded_bytes == 1u << 20 && r.decoded_bytes > 1u << 20 &&
+				  r.compressed_bytes <= zlen,
 			      "round %d: refusal", round);
 			CHECK(st.bytes_used == used0 && st.decoded_streams == 0,
 			      "round %d: used %llu -> %llu, decoded %llu", round,
@@ -354,8 +353,8 @@ int main(void)
 		} else {
 			CHECK(err == 0 && cachetier_obj_size(o) == n, "raised bound: %d", err);
 			CHECK(st.bytes_used == used0 + n && st.decoded_streams == 1,
-			      "raised bound: used %llu -> %llu",
-			      (unsigned long long)used0, (unsigned long long)st.bytes_used);
+			      "raised bound: used %llu -> %llu", (unsigned long long)used0,
+			      (unsigned long long)st.bytes_used);
 			CHECK(cachetier_obj_refusal(ct, &info, CACHETIER_ZSTD, &r) == -ENOENT,
 			      "no refusal once decoded");
 		}

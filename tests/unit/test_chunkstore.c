@@ -34,9 +34,8 @@
 #include "cachetier.h"
 #include "check.h"
 
-
-#define CHUNK (64u * 1024)
-#define NOBJ  8
+#define CHUNK	(64u * 1024)
+#define NOBJ	8
 #define NCACHED 5 /* test_reopen_race: objects an earlier mount cached */
 
 static char tmpdir[256];
@@ -651,7 +650,7 @@ static void test_reopen_race(void)
 		for (int k = 0; k < NTHR; k++) {
 			/* even threads open the cached objects, odd ones fill others */
 			r[k] = (struct race){ct, be, k % 2 ? NCACHED + k : k, k % 2 ? 2 : NCACHED,
-					     0, &go};
+					     0,	 &go};
 			pthread_create(&t[k], NULL, race_main, &r[k]);
 		}
 		for (int k = 0; k < NTHR; k++) {
@@ -662,8 +661,8 @@ static void test_reopen_race(void)
 		cachetier_close(ct);
 		left = fds_under(dir);
 		if (left != 0 && leaked++ < 3)
-			fprintf(stderr, "round %d: %d fds of the cache dir open after close\n", round,
-				left);
+			fprintf(stderr, "round %d: %d fds of the cache dir open after close\n",
+				round, left);
 		rounds++;
 		if (left != 0)
 			break; /* the next rounds would count them again */

@@ -23,7 +23,6 @@
 #include "fs_ops.h"
 #include "check.h"
 
-
 static char tmp[] = "/tmp/test_fscore.XXXXXX";
 
 /* ---- writing the source ---------------------------------------------------- */
@@ -139,8 +138,8 @@ static void write_shard(const char *rel, const struct member *m, size_t n)
 static void fs_open_core(struct fs *fs, const char *layout)
 {
 	char cache[4096], src[4096], mnt[4096];
-	char *argv[] = {"--cache-dir", cache, "--warm", "off", "--layout", (char *)layout,
-			"--class-from", "cls", src, mnt, NULL};
+	char *argv[] = {"--cache-dir",	cache, "--warm", "off", "--layout", (char *)layout,
+			"--class-from", "cls", src,	 mnt,	NULL};
 	int err;
 
 	snprintf(cache, sizeof(cache), "%s/cache-%s", tmp, layout);
@@ -317,12 +316,12 @@ static void make_source(void)
 {
 	char path[4096];
 	const struct member s0[] = {
-		{"s0.jpg", '0', big0}, {"s0.cls", '0', "3"},   {"s1.jpg", '0', "image s1\n"},
-		{"s1.cls", '0', "1"},  {"d", '5', NULL},       {"d/n.txt", '0', "nested\n"},
+	    {"s0.jpg", '0', big0}, {"s0.cls", '0', "3"}, {"s1.jpg", '0', "image s1\n"},
+	    {"s1.cls", '0', "1"},  {"d", '5', NULL},	 {"d/n.txt", '0', "nested\n"},
 	};
 	const struct member s1[] = {
-		{"s0.jpg", '0', big1}, {"s0.cls", '0', "3"}, {"s2.png", '0', "png s2\n"},
-		{"s2.cls", '0', "1"},  {"s3.txt", '0', "no image\n"},
+	    {"s0.jpg", '0', big1}, {"s0.cls", '0', "3"},	  {"s2.png", '0', "png s2\n"},
+	    {"s2.cls", '0', "1"},  {"s3.txt", '0', "no image\n"},
 	};
 	const struct member x[] = {{"a.txt", '0', "from x.tar\n"}};
 	const struct member y[] = {{"c.txt", '0', "from y.tar\n"}};
@@ -364,8 +363,8 @@ static void test_shards_layout(void)
 	CHECK(strcmp(list(&fs, "train", 0, &l),
 		     ". .. shard-000000 shard-000000.tar shard-000001 shard-000001.tar") == 0,
 	      "train: %s", l.text);
-	CHECK(strcmp(list(&fs, "train/shard-000000", 0, &l), ". .. d s0.cls s0.jpg s1.cls s1.jpg") ==
-		      0,
+	CHECK(strcmp(list(&fs, "train/shard-000000", 0, &l),
+		     ". .. d s0.cls s0.jpg s1.cls s1.jpg") == 0,
 	      "shard-000000: %s", l.text);
 	CHECK(strcmp(list(&fs, "train/shard-000000/d", 0, &l), ". .. n.txt") == 0, "d: %s", l.text);
 	/* offsets: resume after the 4th entry; a full reply stops the listing */
@@ -374,7 +373,7 @@ static void test_shards_layout(void)
 	memset(&l, 0, sizeof(l));
 	l.stop_after = 3;
 	CHECK(fs_op_readdir(&fs, (uint64_t)walk(&fs, "train/shard-000000"), 0, collect, &l) == 0 &&
-		      strcmp(l.text, ". .. d") == 0 && l.last_next == 3,
+		  strcmp(l.text, ". .. d") == 0 && l.last_next == 3,
 	      "stopped listing: %s, next %" PRIu64, l.text, l.last_next);
 
 	/* name conflicts: a file beats a shard's member directory, a source
@@ -383,7 +382,7 @@ static void test_shards_layout(void)
 	CHECK(strcmp(list(&fs, "d/y", 0, &l), ". .. plain.txt") == 0, "d/y: %s", l.text);
 	ino = walk(&fs, "x");
 	CHECK(ino > 0 && fs_op_getattr(&fs, (uint64_t)ino, &st) == 0 && S_ISREG(st.st_mode) &&
-		      st.st_size == 8,
+		  st.st_size == 8,
 	      "x is the plain file");
 	check_bytes(&fs, "x", "plain x\n", 8);
 	check_bytes(&fs, "d/y/plain.txt", "plain\n", 6);
@@ -391,7 +390,7 @@ static void test_shards_layout(void)
 
 	/* lookups: negative entries carry the timeout, a file is no directory */
 	CHECK(fs_op_lookup(&fs, 1, "nonexistent", &e) == 0 && e.ino == 0 &&
-		      e.timeout == fs.cfg.entry_timeout_s,
+		  e.timeout == fs.cfg.entry_timeout_s,
 	      "negative lookup: ino %" PRIu64 " timeout %g", e.ino, e.timeout);
 	CHECK(fs_op_lookup(&fs, (uint64_t)walk(&fs, "x"), "z", &e) == -ENOTDIR,
 	      "lookup in a plain file");
@@ -405,13 +404,12 @@ static void test_shards_layout(void)
 	CHECK(fs.c.lookups == (unsigned long long)n + 3, "lookups %llu, want %d + 3",
 	      (unsigned long long)fs.c.lookups, n);
 	CHECK(ino > 0 && fs_op_getattr(&fs, (uint64_t)ino, &st) == 0 && S_ISREG(st.st_mode) &&
-		      (st.st_mode & 07777) == 0644 && st.st_size == (off_t)strlen(big0) &&
-		      st.st_mtime == 1700000000 && st.st_nlink == 1,
-	      "s0.jpg attributes: mode %o size %lld", (unsigned)st.st_mode,
-	      (long long)st.st_size);
+		  (st.st_mode & 07777) == 0644 && st.st_size == (off_t)strlen(big0) &&
+		  st.st_mtime == 1700000000 && st.st_nlink == 1,
+	      "s0.jpg attributes: mode %o size %lld", (unsigned)st.st_mode, (long long)st.st_size);
 	ino = walk(&fs, "train/shard-000000");
 	CHECK(ino > 0 && fs_op_getattr(&fs, (uint64_t)ino, &st) == 0 && S_ISDIR(st.st_mode) &&
-		      (st.st_mode & 07777) == 0555 && st.st_nlink == 1,
+		  (st.st_mode & 07777) == 0555 && st.st_nlink == 1,
 	      "member directory attributes");
 
 	/* reads, byte for byte: members (fd extents), raw shards, plain files */
@@ -439,16 +437,16 @@ static void test_shards_layout(void)
 	n = fs_op_getxattr(&fs, (uint64_t)ino, "user.shardfs.key", buf, sizeof(buf));
 	CHECK(n == 2 && memcmp(buf, "s2", 2) == 0, "key xattr: %d", n);
 	n = fs_op_getxattr(&fs, (uint64_t)ino, "user.shardfs.shard", buf, sizeof(buf));
-	CHECK(n == 22 && memcmp(buf, "train/shard-000001.tar", 22) == 0, "shard xattr: %d %.*s",
-	      n, n > 0 ? n : 0, buf);
+	CHECK(n == 22 && memcmp(buf, "train/shard-000001.tar", 22) == 0, "shard xattr: %d %.*s", n,
+	      n > 0 ? n : 0, buf);
 	n = fs_op_getxattr(&fs, (uint64_t)ino, "user.shardfs.size", buf, sizeof(buf));
 	CHECK(n == 1 && buf[0] == '7', "size xattr: %d", n);
 	n = fs_op_listxattr(&fs, (uint64_t)ino, buf, sizeof(buf));
 	CHECK(n == 19 + 20 + 18 + 17, "listxattr: %d", n);
 	CHECK(fs_op_listxattr(&fs, (uint64_t)walk(&fs, "train"), buf, sizeof(buf)) == 0,
 	      "a directory has no xattrs");
-	CHECK(fs_op_getxattr(&fs, (uint64_t)walk(&fs, "x"), "user.shardfs.key", buf,
-			     sizeof(buf)) == -ENODATA,
+	CHECK(fs_op_getxattr(&fs, (uint64_t)walk(&fs, "x"), "user.shardfs.key", buf, sizeof(buf)) ==
+		  -ENODATA,
 	      "a plain file has no xattrs");
 
 	/* control files: reachable by name, read as a snapshot */
@@ -462,8 +460,8 @@ static void test_shards_layout(void)
 		      "open stats");
 		CHECK(fs_op_open(&fs, (uint64_t)ino, O_WRONLY, &o) == -EROFS, "stats for writing");
 		CHECK(fs_op_open(&fs, (uint64_t)ino, O_RDONLY, &o) == 0 &&
-			      fs_op_read(&fs, (uint64_t)ino, o.fh, 0, 65536, &r) == 0 && r.buf &&
-			      memmem(r.buf, r.len, "\"lookups\":", 10),
+			  fs_op_read(&fs, (uint64_t)ino, o.fh, 0, 65536, &r) == 0 && r.buf &&
+			  memmem(r.buf, r.len, "\"lookups\":", 10),
 		      "stats has lookups");
 		fs_op_read_done(&r);
 		fs_op_release(&fs, (uint64_t)ino, o.fh);
@@ -492,14 +490,13 @@ static void test_imagefolder_layout(void)
 	CHECK(strcmp(list(&fs, "3", 0, &l), ". .. s0.jpg s0~shard-000001.jpg") == 0, "class 3: %s",
 	      l.text);
 	CHECK(fs.c.if_images == 4 && fs.c.if_no_image == 4 && fs.c.if_no_class == 0 &&
-		      fs.c.if_dup_dropped == 0,
+		  fs.c.if_dup_dropped == 0,
 	      "images %llu, no image %llu, no class %llu, dropped %llu",
 	      (unsigned long long)fs.c.if_images, (unsigned long long)fs.c.if_no_image,
 	      (unsigned long long)fs.c.if_no_class, (unsigned long long)fs.c.if_dup_dropped);
 	ino = walk(&fs, "3/s0~shard-000001.jpg");
 	CHECK(ino > 0 && fs_op_getattr(&fs, (uint64_t)ino, &st) == 0 && S_ISREG(st.st_mode) &&
-		      st.st_ino == (ino_t)ino && st.st_nlink == 1 &&
-		      st.st_size == (off_t)strlen(big1),
+		  st.st_ino == (ino_t)ino && st.st_nlink == 1 && st.st_size == (off_t)strlen(big1),
 	      "image file attributes");
 	check_bytes(&fs, "3/s0.jpg", big0, strlen(big0));
 	check_bytes(&fs, "3/s0~shard-000001.jpg", big1, strlen(big1));
@@ -548,8 +545,8 @@ static void test_change(void)
  * reader takes the stats document back (and refuses what is not one). */
 static void test_counters(void)
 {
-	static const char *const header[] = {"version", "pid", "source", "cache_dir", "layout",
-					     "mount_time"};
+	static const char *const header[] = {"version",	  "pid",    "source",
+					     "cache_dir", "layout", "mount_time"};
 	struct fs fs;
 	struct fs_stats_doc d;
 	char *st = NULL, *mx = NULL, *text;
@@ -585,9 +582,13 @@ static void test_counters(void)
 		const char *type = NULL, *p;
 
 		snprintf(fam, sizeof(fam), "shardfs_%.*s", (int)(ms ? nl - 3 : nl), nm);
-		for (const char *const *t = (const char *const[]){"counter", "gauge", NULL}; *t; t++) {
+		for (const char *const *t = (const char *const[]){"counter", "gauge", NULL}; *t;
+		     t++) {
 			snprintf(want, sizeof(want), "# TYPE %s%s %s\n", fam,
-				 ms ? "_seconds" : strcmp(*t, "counter") == 0 ? "_total" : "", *t);
+				 ms			      ? "_seconds"
+				 : strcmp(*t, "counter") == 0 ? "_total"
+							      : "",
+				 *t);
 			if (memmem(mx, mxl, want, strlen(want)))
 				type = *t;
 		}
@@ -596,7 +597,9 @@ static void test_counters(void)
 			continue;
 		fams++;
 		snprintf(want, sizeof(want), "\n%s%s ", fam,
-			 ms ? "_seconds" : strcmp(type, "counter") == 0 ? "_total" : "");
+			 ms				? "_seconds"
+			 : strcmp(type, "counter") == 0 ? "_total"
+							: "");
 		p = memmem(mx, mxl, want, strlen(want));
 		CHECK(p != NULL, "no sample of %s", nm);
 		if (p && !ms) {
@@ -622,16 +625,16 @@ static void test_counters(void)
 	fs_stats_doc_free(&d);
 
 	/* the reader: escapes undone, anything else refused */
-	CHECK(fs_stats_parse("{\"a\": \"x\\\"y\\\\z\\u0001\", \"b\": 7}  \n", &d) == 0 && d.n == 2 &&
-		      strcmp(d.f[0].value, "x\"y\\z\x01") == 0 && fs_stats_u64(&d, "b", &v) == 0 &&
-		      v == 7,
+	CHECK(fs_stats_parse("{\"a\": \"x\\\"y\\\\z\\u0001\", \"b\": 7}  \n", &d) == 0 &&
+		  d.n == 2 && strcmp(d.f[0].value, "x\"y\\z\x01") == 0 &&
+		  fs_stats_u64(&d, "b", &v) == 0 && v == 7,
 	      "escapes");
 	fs_stats_doc_free(&d);
 	CHECK(fs_stats_parse("{}", &d) == 0 && d.n == 0, "empty");
 	fs_stats_doc_free(&d);
-	for (const char *const *bad = (const char *const[]){"", "[]", "{\"a\": 1", "{\"a\" 1}",
-							    "{\"a\": x}", "{\"a\": \"\\q\"}",
-							    "{\"a\": 1 \"b\": 2}", NULL};
+	for (const char *const *bad =
+		 (const char *const[]){"", "[]", "{\"a\": 1", "{\"a\" 1}", "{\"a\": x}",
+				       "{\"a\": \"\\q\"}", "{\"a\": 1 \"b\": 2}", NULL};
 	     *bad; bad++)
 		CHECK(fs_stats_parse(*bad, &d) == -EPROTO && d.buf == NULL, "accepted '%s'", *bad);
 out:

@@ -13,7 +13,6 @@
 #include "backend_i.h"
 #include "check.h"
 
-
 /* ---- brace expansion ---------------------------------------------------- */
 
 /* Expand pat and join the names with ' '; returns the error or 0. */
@@ -67,7 +66,7 @@ static void test_brace(void)
 	brace_eq("x{,y}z", "xz xyz");
 	brace_eq("{train,val}/s-{0..1}.tar", "train/s-0.tar train/s-1.tar val/s-0.tar val/s-1.tar");
 	brace_eq("{a,b}{1..2}{x,y}", "a1x a1y a2x a2y b1x b1y b2x b2y");
-	brace_eq("lit{}eral", "lit{}eral");   /* no ',' or '..': kept literally */
+	brace_eq("lit{}eral", "lit{}eral"); /* no ',' or '..': kept literally */
 	brace_eq("lit{abc}", "lit{abc}");
 	brace_eq("{abc}{1..2}", "{abc}1 {abc}2");
 	brace_eq("http://h:80/d/shard-{000000..000002}.tar",
@@ -96,8 +95,8 @@ static void test_brace(void)
 	backend__strv_free(v, n);
 	/* exactly at the default cap */
 	CHECK(backend__brace_expand("{0..999}{000..999}", BACKEND_BRACE_MAX, &v, &n) == 0 &&
-		      n == 1000000 && strcmp(v[0], "0000") == 0 && strcmp(v[999999], "999999") == 0 &&
-		      strcmp(v[1000], "1000") == 0,
+		  n == 1000000 && strcmp(v[0], "0000") == 0 && strcmp(v[999999], "999999") == 0 &&
+		  strcmp(v[1000], "1000") == 0,
 	      "1000000 names");
 	backend__strv_free(v, n);
 	backend__strv_free(NULL, 0);
@@ -215,12 +214,12 @@ static void test_url(void)
 	endpoint_eq("http:///x", -EINVAL, NULL, NULL, NULL);
 
 	CHECK(backend__pct_decode("a%20b%2Fc%41+", 13, buf, sizeof(buf)) == 7 &&
-		      strcmp(buf, "a b/cA+") == 0,
+		  strcmp(buf, "a b/cA+") == 0,
 	      "decode got '%s'", buf);
 	CHECK(backend__pct_decode("a%20b", 5, buf, sizeof(buf)) == 3 && strcmp(buf, "a b") == 0,
 	      "decode got '%s'", buf);
 	CHECK(backend__pct_decode("%e2%82%ac", 9, buf, sizeof(buf)) == 3 &&
-		      strcmp(buf, "\xe2\x82\xac") == 0,
+		  strcmp(buf, "\xe2\x82\xac") == 0,
 	      "decode utf-8");
 	CHECK(backend__pct_decode("a%2", 3, buf, sizeof(buf)) == -EINVAL, "truncated escape");
 	CHECK(backend__pct_decode("a%", 2, buf, sizeof(buf)) == -EINVAL, "bare %%");
@@ -232,7 +231,7 @@ static void test_url(void)
 
 	/* object keys in URL paths: the SigV4 encoder with '/' kept */
 	CHECK(backend__uri_encode(buf, sizeof(buf), "d/a b%?#&+\xc3\xa9~._-", 16, 1) == 32 &&
-		      strcmp(buf, "d/a%20b%25%3F%23%26%2B%C3%A9~._-") == 0,
+		  strcmp(buf, "d/a%20b%25%3F%23%26%2B%C3%A9~._-") == 0,
 	      "encode got '%s'", buf);
 	CHECK(backend__uri_encode(buf, 3, "abc", 3, 1) == -ENAMETOOLONG, "encode no room");
 	CHECK(backend__uri_encode(buf, 3, " ", 1, 1) == -ENAMETOOLONG, "encode %%20 needs 4");
@@ -252,9 +251,9 @@ static int acc_cb(void *arg, const struct backend__listent *e)
 {
 	struct acc *a = arg;
 
-	a->o += (size_t)snprintf(a->s + a->o, sizeof(a->s) - a->o, "%s|%c|%s%" PRIu64 "|%" PRId64 ";",
-				 e->name, e->is_dir ? 'd' : 'f', e->has_size ? "" : "?",
-				 e->has_size ? e->size : 0, e->mtime);
+	a->o += (size_t)snprintf(a->s + a->o, sizeof(a->s) - a->o,
+				 "%s|%c|%s%" PRIu64 "|%" PRId64 ";", e->name, e->is_dir ? 'd' : 'f',
+				 e->has_size ? "" : "?", e->has_size ? e->size : 0, e->mtime);
 	if (a->o >= sizeof(a->s))
 		a->o = sizeof(a->s) - 1;
 	a->n++;
@@ -268,8 +267,8 @@ static void json_eq(const char *body, int want_err, const char *want)
 
 	a.s[0] = '\0';
 	err = backend__listing_parse(body, strlen(body), acc_cb, &a);
-	CHECK(err == want_err && strcmp(a.s, want) == 0, "json %s\n  got err %d '%s'\n  want %d '%s'",
-	      body, err, a.s, want_err, want);
+	CHECK(err == want_err && strcmp(a.s, want) == 0,
+	      "json %s\n  got err %d '%s'\n  want %d '%s'", body, err, a.s, want_err, want);
 }
 
 static void html_eq(const char *body, const char *want)
@@ -287,17 +286,20 @@ static void test_json(void)
 {
 	/* what nginx 1.22 writes */
 	json_eq("[\n"
-		"{ \"name\":\"sub\", \"type\":\"directory\", \"mtime\":\"Thu, 26 Nov 2026 01:45:33 GMT\" },\n"
-		"{ \"name\":\"shard-0.tar\", \"type\":\"file\", \"mtime\":\"Wed, 29 May 2024 10:00:00 GMT\", "
+		"{ \"name\":\"sub\", \"type\":\"directory\", \"mtime\":\"Thu, 26 Nov 2026 01:45:33 "
+		"GMT\" },\n"
+		"{ \"name\":\"shard-0.tar\", \"type\":\"file\", \"mtime\":\"Wed, 29 May 2024 "
+		"10:00:00 GMT\", "
 		"\"size\":2242560 }\n]\n",
 		0, "sub|d|?0|1795657533;shard-0.tar|f|2242560|1716976800;");
 	json_eq("[]", 0, "");
 	json_eq("  [ ]  ", 0, "");
 	/* escapes: quotes, backslash, \u with a surrogate pair, "\/" */
-	json_eq("[{\"name\":\"a\\\"b\\\\c\\u00e9\\ud83d\\ude00\\/x\",\"type\":\"file\",\"size\":1}]", 0,
-		"");
-	json_eq("[{\"name\":\"a\\\"b\\\\c\\u00e9\\ud83d\\ude00.x\",\"type\":\"file\",\"size\":1}]", 0,
-		"a\"b\\c\xc3\xa9\xf0\x9f\x98\x80.x|f|1|0;");
+	json_eq(
+	    "[{\"name\":\"a\\\"b\\\\c\\u00e9\\ud83d\\ude00\\/x\",\"type\":\"file\",\"size\":1}]", 0,
+	    "");
+	json_eq("[{\"name\":\"a\\\"b\\\\c\\u00e9\\ud83d\\ude00.x\",\"type\":\"file\",\"size\":1}]",
+		0, "a\"b\\c\xc3\xa9\xf0\x9f\x98\x80.x|f|1|0;");
 	/* unsafe names are skipped: '/', '..', '.', empty, NUL */
 	json_eq("[{\"name\":\"a/b\",\"type\":\"file\",\"size\":1},"
 		"{\"name\":\"..\",\"type\":\"directory\"},"
@@ -313,7 +315,8 @@ static void test_json(void)
 		"{\"name\":\"link\",\"type\":\"other\",\"size\":1},"
 		"{\"name\":7,\"type\":\"file\",\"size\":1},"
 		"{\"name\":\"strsize\",\"type\":\"file\",\"size\":\"12\"},"
-		"{\"name\":\"x\",\"type\":\"file\",\"size\":3,\"extra\":{\"a\":[1,2.5e3,true,null,\"s\"]}},"
+		"{\"name\":\"x\",\"type\":\"file\",\"size\":3,\"extra\":{\"a\":[1,2.5e3,true,null,"
+		"\"s\"]}},"
 		"{}]",
 		0, "nosize|f|?0|0;strsize|f|?0|0;x|f|3|0;");
 	/* hostile numbers: too big, negative, fractional, exponent: the file is skipped */
@@ -350,7 +353,8 @@ static void test_json(void)
 	json_eq("[{\"name\":\"a\nb\"}]", -EINVAL, "");
 	json_eq("[1]", -EINVAL, "");
 	json_eq("[{\"name\":\"a\",\"type\":\"file\",\"size\":1}] x", -EINVAL, "a|f|1|0;");
-	json_eq("[{\"x\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}]",
+	json_eq("[{\"x\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"
+		"]]]]]]]}]",
 		-EINVAL, "");
 	json_eq("[{\"name\":\"a\",\"type\":\"file\",\"size\":tru}]", -EINVAL, "");
 	/* the callback stops the walk with its value */
@@ -367,7 +371,7 @@ static void test_json(void)
 		struct acc a = {.o = 0};
 
 		CHECK(backend__listing_json(b, strlen(b) - 4, acc_cb, &a) == 0 &&
-			      strcmp(a.s, "a|f|12|0;") == 0,
+			  strcmp(a.s, "a|f|12|0;") == 0,
 		      "bounded: %s", a.s);
 		CHECK(backend__listing_json(b, 30, acc_cb, &a) == -EINVAL, "cut short");
 	}
@@ -398,9 +402,10 @@ static void test_html(void)
 		"<a href=\"./ok.tar\">ok</a>",
 		"ok.tar|f|?0|0;");
 	/* entities and quotes in the href */
-	html_eq("<a href=\"a&amp;b.tar\">x</a><a href=\"q&quot;.tar\">y</a><a href='s\"q.tar'>z</a>"
-		"<a href=\"&#x41;&#66;.tar\">w</a><a href=\"&bogus;.tar\">v</a><a href=\"&#0;\">n</a>",
-		"a&b.tar|f|?0|0;q\".tar|f|?0|0;s\"q.tar|f|?0|0;AB.tar|f|?0|0;&bogus;.tar|f|?0|0;");
+	html_eq(
+	    "<a href=\"a&amp;b.tar\">x</a><a href=\"q&quot;.tar\">y</a><a href='s\"q.tar'>z</a>"
+	    "<a href=\"&#x41;&#66;.tar\">w</a><a href=\"&bogus;.tar\">v</a><a href=\"&#0;\">n</a>",
+	    "a&b.tar|f|?0|0;q\".tar|f|?0|0;s\"q.tar|f|?0|0;AB.tar|f|?0|0;&bogus;.tar|f|?0|0;");
 	/* '>' inside a quoted value, comments, <abbr> is not <a>, attributes before href */
 	html_eq("<!-- <a href=\"hidden.tar\"> --><abbr href=\"no.tar\">"
 		"<a title=\"x>y\" href=\"gt.tar\">g</a><a\nhref=\"nl.tar\">n</a>",

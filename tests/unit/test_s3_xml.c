@@ -14,7 +14,6 @@
 #include "backend_i.h"
 #include "check.h"
 
-
 struct got {
 	int n;
 	char keys[8][256];

@@ -25,7 +25,6 @@
 #include "backend_i.h"
 #include "check.h"
 
-
 #define EMPTY_SHA "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 #define T20130524 1369353600 /* 2013-05-24T00:00:00Z */
 #define T20150830 1440938160 /* 2015-08-30T12:36:00Z */
