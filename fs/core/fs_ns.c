@@ -1109,13 +1109,13 @@ int64_t fs__bsearch_name(const void *base, size_t stride, size_t name_off, uint3
 		memcpy(&m, (const char *)base + (size_t)mid * stride + name_off, sizeof(m));
 		c = strncmp(m, name, len);
 		if (c == 0 && m[len] != '\0')
-			c = 1;
-		if (c == 0)
-			return mid;
+			c = 1; /* m is longer: after name */
 		if (c < 0)
 			lo = mid + 1;
-		else
+		else if (c > 0)
 			hi = mid;
+		else
+			return mid;
 	}
 	return -1;
 }

@@ -416,74 +416,59 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 
 /* ---- everything that would modify: EROFS ------------------------------------ */
 
+/* A request that would change the tree (on inode ino): EROFS, counted and
+ * logged as every failed request is. */
+static void ll_readonly(fuse_req_t req, fuse_ino_t ino)
+{
+	reply_fail(req, ll_fs(req), OP_CHANGE, ino, NULL, -EROFS);
+}
+
 static void ll_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
-	(void)name;
-	(void)mode;
-	(void)rdev;
-	reply_fail(req, ll_fs(req), OP_CHANGE, parent, NULL, -EROFS);
+	ll_readonly(req, parent);
 }
 
 static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-	(void)name;
-	(void)mode;
-	reply_fail(req, ll_fs(req), OP_CHANGE, parent, NULL, -EROFS);
+	ll_readonly(req, parent);
 }
 
 static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	(void)name;
-	reply_fail(req, ll_fs(req), OP_CHANGE, parent, NULL, -EROFS);
+	ll_readonly(req, parent);
 }
 
 static void ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
-	(void)link;
-	(void)name;
-	reply_fail(req, ll_fs(req), OP_CHANGE, parent, NULL, -EROFS);
+	ll_readonly(req, parent);
 }
 
 static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		      const char *newname, unsigned int flags)
 {
-	(void)name;
-	(void)newparent;
-	(void)newname;
-	(void)flags;
-	reply_fail(req, ll_fs(req), OP_CHANGE, parent, NULL, -EROFS);
+	ll_readonly(req, parent);
 }
 
 static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
-	(void)newparent;
-	(void)newname;
-	reply_fail(req, ll_fs(req), OP_CHANGE, ino, NULL, -EROFS);
+	ll_readonly(req, ino);
 }
 
 static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		      struct fuse_file_info *fi)
 {
-	(void)name;
-	(void)mode;
-	(void)fi;
-	reply_fail(req, ll_fs(req), OP_CHANGE, parent, NULL, -EROFS);
+	ll_readonly(req, parent);
 }
 
 static void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			size_t size, int flags)
 {
-	(void)name;
-	(void)value;
-	(void)size;
-	(void)flags;
-	reply_fail(req, ll_fs(req), OP_CHANGE, ino, NULL, -EROFS);
+	ll_readonly(req, ino);
 }
 
 static void ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	(void)name;
-	reply_fail(req, ll_fs(req), OP_CHANGE, ino, NULL, -EROFS);
+	ll_readonly(req, ino);
 }
 
 /* ---- extended attributes (fs_ops.c says which) -------------------------------- */
@@ -694,6 +679,20 @@ static void *stop_main(void *arg)
 	return NULL;
 }
 
+/* Restore the signal handlers and free what stop_start set up (the stop
+ * thread is not running). */
+static void stop_release(struct ll_stop *st)
+{
+	for (int i = 0; i < 3; i++)
+		sigaction(stop_sigs[i], &st->old[i], NULL);
+	sigaction(STOP_WAKE_SIG, &st->old[3], NULL);
+	stop_pipe_w = -1;
+	close(st->pipe[0]);
+	close(st->pipe[1]);
+	pthread_cond_destroy(&st->cond);
+	pthread_mutex_destroy(&st->lock);
+}
+
 /* Install the handlers and start the stop thread. Returns 0 or a negative
  * errno (nothing installed). */
 static int stop_start(struct ll_stop *st, struct fs *fs, struct fuse_session *se)
@@ -726,14 +725,7 @@ static int stop_start(struct ll_stop *st, struct fs *fs, struct fuse_session *se
 	signal(SIGPIPE, SIG_IGN);
 	err = pthread_create(&st->thread, NULL, stop_main, st);
 	if (err) {
-		for (int i = 0; i < 3; i++)
-			sigaction(stop_sigs[i], &st->old[i], NULL);
-		sigaction(STOP_WAKE_SIG, &st->old[3], NULL);
-		stop_pipe_w = -1;
-		close(st->pipe[0]);
-		close(st->pipe[1]);
-		pthread_cond_destroy(&st->cond);
-		pthread_mutex_destroy(&st->lock);
+		stop_release(st);
 		return -err;
 	}
 	return 0;
@@ -753,14 +745,7 @@ static void stop_finish(struct ll_stop *st)
 		/* full of signal bytes: the thread is stopping anyway */
 	}
 	pthread_join(st->thread, NULL);
-	for (int i = 0; i < 3; i++)
-		sigaction(stop_sigs[i], &st->old[i], NULL);
-	sigaction(STOP_WAKE_SIG, &st->old[3], NULL);
-	stop_pipe_w = -1;
-	close(st->pipe[0]);
-	close(st->pipe[1]);
-	pthread_cond_destroy(&st->cond);
-	pthread_mutex_destroy(&st->lock);
+	stop_release(st);
 }
 
 int fs_ll_run(struct fs *fs, int ready_fd)
