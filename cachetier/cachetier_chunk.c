@@ -874,13 +874,15 @@ static void *worker_main(void *arg)
 
 		claim = fill_claim(ct, f, c, &waited);
 		err = claim < 0 ? claim : 0;
-		if (claim == 1) {
+		if (claim == 1)
 			err = fill_chunk(ct, f, c, (size_t)len);
-			if (err == 0 && !cachetier__st_set(f, c, 1))
-				cachetier__usage_add(ct, (int64_t)len);
-		}
 
 		pthread_mutex_lock(&ct->lock);
+		/* the chunk moves from reserved to the directory's usage under
+		 * ct->lock, so pf_fits never counts it in both (it would skip a
+		 * chunk that fits) */
+		if (claim == 1 && err == 0 && !cachetier__st_set(f, c, 1))
+			cachetier__usage_add(ct, (int64_t)len);
 		ct->reserved -= len;
 		ct->fills_inflight--;
 		if (pf) {
