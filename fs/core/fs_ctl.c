@@ -278,8 +278,8 @@ static const struct ctl_counter ctl_counters[] = {
      FS(stale_noticed)},
     {"loader_index_builds", "builds of .shardfs/samples.tsv and wids.json", C, FS(lidx_builds)},
     {"loader_index_shards_skipped",
-     "shards the last build left out of wids.json (compressed, not indexable, a name that is not "
-     "UTF-8); they have no DALI index",
+     "shards the last build left out of wids.json: compressed (these have no DALI index either), "
+     "not indexable, or a path that is not UTF-8",
      G, FS(lidx_shards_skipped)},
     {"loader_index_members_skipped",
      "regular members of plain shards left out of the DALI indexes at the last build (no "
