@@ -670,11 +670,13 @@ static int lx_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 }
 
 /* name in dali directory parent: a source directory, or S.idx for the
- * plain tar shard whose member directory is S. */
+ * shard S.tar (its raw file: a name conflict may hide its member
+ * directory, never the file). */
 static int lx_lookup(struct fs *fs, uint64_t parent, const char *name, size_t len, uint64_t *ino)
 {
 	const struct fs_dirent *e;
 	uint32_t dir = fs_ino_b(parent), shard = 0;
+	char tar[256];
 	int found = 0;
 	struct stat st;
 
@@ -686,10 +688,12 @@ static int lx_lookup(struct fs *fs, uint64_t parent, const char *name, size_t le
 		e = fs_ns_lookup(fs, dir, name, len);
 		if (e && e->kind == FS_K_DIR) {
 			*ino = fs_ino(FS_K_LIDX, LX_DALI_DIR, e->idx);
-		} else if (len > 4 && memcmp(name + len - 4, ".idx", 4) == 0) {
-			e = fs_ns_lookup(fs, dir, name, len - 4);
-			found = e && e->kind == FS_K_SHARD;
-			shard = found ? e->idx : 0;
+		} else if (len > 4 && len < sizeof(tar) && memcmp(name + len - 4, ".idx", 4) == 0) {
+			memcpy(tar, name, len - 4);
+			memcpy(tar + len - 4, ".tar", 4);
+			e = fs_ns_lookup(fs, dir, tar, len);
+			found = e && e->kind == FS_K_OBJ && fs_obj(fs, e->idx)->codec >= 0;
+			shard = found ? fs_obj(fs, e->idx)->shard : 0;
 		}
 	}
 	fs_ns_unlock(fs);
