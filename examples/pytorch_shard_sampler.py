@@ -2,10 +2,10 @@
 """A shard-ordered sampler: shuffle shards, then samples within each shard, so that every
 worker reads one shard front to back (sequential I/O, shardfs readahead and --prefetch-shards
 work) while the epoch is still shuffled. Uses the user.shardfs.* extended attributes that
-shardfs puts on every member.
+shardfs puts on every member when mounted with --xattr (off by default).
 
 Run:
-  build/shardfs mount /data/shards /mnt/shards                # --layout shards (default)
+  build/shardfs mount --xattr /data/shards /mnt/shards        # --layout shards (default)
   /usr/bin/python3 examples/pytorch_shard_sampler.py /mnt/shards --epochs 1 --workers 2
 (also works on a --layout imagefolder mount: its files carry the same attributes)
 

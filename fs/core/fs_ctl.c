@@ -200,6 +200,10 @@ static const struct ctl_counter ctl_counters[] = {
     {"read_errors", "reads answered with an error", C, FS(read_errors)},
     {"op_errors", "other requests that failed (answers such as ENOENT not counted)", C,
      FS(op_errors)},
+    {"xattr_requests",
+     "getxattr and listxattr requests (without --xattr the kernel stops after "
+     "the first ENOSYS)",
+     C, FS(xattr_requests)},
     {"decoded_streams", "compressed shards decoded into the cache", C, SNAP(cs.decoded_streams)},
     {"decoded_bytes", "bytes written by decoding", C, SNAP(cs.decoded_bytes)},
     {"decoded_reused", "decoded copies reused from the cache", C, SNAP(cs.decoded_reused)},
@@ -272,6 +276,15 @@ static const struct ctl_counter ctl_counters[] = {
     {"refresh_changed", "objects changed at a refresh (indexed again)", C, FS(refresh_changed)},
     {"changes_noticed", "objects found changed or removed (ESTALE for the old version)", C,
      FS(stale_noticed)},
+    {"loader_index_builds", "builds of .shardfs/samples.tsv and wids.json", C, FS(lidx_builds)},
+    {"loader_index_shards_skipped",
+     "shards the last build left out of wids.json: compressed (these have no DALI index either), "
+     "not indexable, or a path that is not UTF-8",
+     G, FS(lidx_shards_skipped)},
+    {"loader_index_members_skipped",
+     "regular members of plain shards left out of the DALI indexes at the last build (no "
+     "extension, white space in the name, hardlinks, sparse)",
+     G, FS(lidx_members_skipped)},
 };
 #undef FS
 #undef SNAP

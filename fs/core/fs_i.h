@@ -59,7 +59,9 @@ struct fs_config {
 	unsigned prefetch_shards;
 	int warm;	 /* --warm: enum fs_warm_mode */
 	int strict_open; /* --strict-open: answer every open (no zero-cost opens) */
-	int no_xattr;	 /* --no-xattr: getxattr/listxattr answer ENOSYS, which the kernel caches */
+	int xattr;	 /* --xattr: user.shardfs.* xattrs; off: getxattr/listxattr answer
+			  * ENOSYS, which the kernel caches for the mount */
+	int no_xattr;	 /* --no-xattr: off, the default (wins over --xattr) */
 	int sidecar;	 /* index --sidecar: also write NAME.tar.idx beside local shards */
 	int layout;	 /* --layout: enum fs_layout */
 	int class_from;	 /* --class-from: enum fs_class_from */
@@ -95,6 +97,8 @@ enum fs_kind {
 	/* --layout imagefolder (fs_imagefolder.c) */
 	FS_K_IFCLASS = 6, /* a class directory at the root: a = class index */
 	FS_K_IFFILE = 7,  /* a sample's image: a = shard index, b = entry index (canon) */
+	/* .shardfs/samples.tsv, wids.json and dali/ (fs_loaderidx.c) */
+	FS_K_LIDX = 8, /* a = what, b = source dir, shard or generation */
 };
 
 #define FS_INO_KIND_SHIFT 60
@@ -102,7 +106,7 @@ enum fs_kind {
 #define FS_INO_B_BITS	  32
 #define FS_MAX_SHARDS	  (1u << FS_INO_A_BITS)
 _Static_assert(4 + FS_INO_A_BITS + FS_INO_B_BITS == 64, "inode fields fill 64 bits");
-_Static_assert(FS_K_CTL < 16 && FS_K_IFFILE < 16, "kind fits in 4 bits");
+_Static_assert(FS_K_CTL < 16 && FS_K_LIDX < 16, "kind fits in 4 bits");
 
 enum fs_ctl { FS_CTL_DIR = 0, FS_CTL_STATS, FS_CTL_METRICS, FS_CTL_CONTROL, FS_CTL_COUNT };
 
@@ -204,7 +208,12 @@ struct fs_counters {
 	atomic_ullong if_build_ms, if_cls_reads, index_sidecar, index_sidecar_rejected;
 	/* sources that change under the mount (fs_ns.c) */
 	atomic_ullong refreshes, refresh_added, refresh_removed, refresh_changed, stale_noticed;
-	atomic_ullong hidden_names; /* entries hidden by a name conflict at the last listing */
+	atomic_ullong hidden_names;   /* entries hidden by a name conflict at the last listing */
+	atomic_ullong xattr_requests; /* getxattr and listxattr requests */
+	/* loader indexes (fs_loaderidx.c): builds of samples.tsv and wids.json;
+	 * of the last build, shards left out of the DALI and wids indexes and
+	 * members left out of the DALI files */
+	atomic_ullong lidx_builds, lidx_shards_skipped, lidx_members_skipped;
 };
 
 /* Snapshots of control files, one per open. A READ may still be in flight
@@ -272,6 +281,9 @@ struct fs {
 	pthread_mutex_t if_lock; /* serialises building */
 	struct fs_ifview *_Atomic ifv;
 	struct fs_ifview *if_retired; /* views a refresh replaced; freed at unmount */
+	/* fs_loaderidx.c: the newest samples.tsv/wids.json, built under
+	 * if_lock, then immutable; older generations hang off it until unmount */
+	struct fs_lidx_doc *_Atomic lidx;
 	/* fs_warm.c: the warm fill. warm_on and the thread are set before it
 	 * runs; warm_lock protects warm_stop (warm_cond wakes the thread). */
 	int warm_on;		/* a warm fill runs or ran */
@@ -421,6 +433,11 @@ int fs_stats_u64(const struct fs_stats_doc *d, const char *name, uint64_t *v);
 /* fs_view_ctl.c: free every snapshot of the control files (at unmount,
  * when no request runs any more). */
 void fs_ctl_free(struct fs *fs);
+/* fs_loaderidx.c: name in .shardfs when it is a loader index (samples.tsv,
+ * wids.json, dali): 0 with *ino (untouched when it is none), or the build's
+ * error. fs_lidx_free frees every generation (fs_ctl_free calls it). */
+int fs_lidx_lookup_ctl(struct fs *fs, const char *name, uint64_t *ino);
+void fs_lidx_free(struct fs *fs);
 /* Carry out the commands written to .shardfs/control (one per line):
  *   prefetch [PATH]   fill the cache with every object at or below PATH
  *                     (relative to the mount root; none: everything)

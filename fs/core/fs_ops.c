@@ -44,7 +44,7 @@ const struct fs_view *fs_view_of(const struct fs *fs, uint64_t ino)
 	    [FS_K_DIR] = &fs_view_dir,	     [FS_K_OBJ] = &fs_view_obj,
 	    [FS_K_SHARD] = &fs_view_shard,   [FS_K_MEMBER] = &fs_view_member,
 	    [FS_K_CTL] = &fs_view_ctl,	     [FS_K_IFCLASS] = &fs_view_ifclass,
-	    [FS_K_IFFILE] = &fs_view_iffile,
+	    [FS_K_IFFILE] = &fs_view_iffile, [FS_K_LIDX] = &fs_view_lidx,
 	};
 
 	if (ino == 1 && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER)
@@ -347,9 +347,10 @@ int fs_op_getxattr(struct fs *fs, uint64_t ino, const char *name, char *buf, siz
 	const struct fs_view *v = fs_view_of(fs, ino);
 	int n = -ENODATA;
 
+	fs->c.xattr_requests++;
 	/* ENOSYS: the kernel stops sending getxattr for the whole mount, so
 	 * `ls -l`'s security.selinux and ACL probes cost no round trip */
-	if (fs->cfg.no_xattr)
+	if (!fs->cfg.xattr || fs->cfg.no_xattr)
 		return -ENOSYS;
 	for (size_t i = 0; i < FS_NXATTR; i++)
 		if (strcmp(name, fs_xattr_names[i]) == 0 && v && v->xattr)
@@ -364,7 +365,8 @@ int fs_op_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size)
 	size_t len = 0;
 	int err;
 
-	if (fs->cfg.no_xattr)
+	fs->c.xattr_requests++;
+	if (!fs->cfg.xattr || fs->cfg.no_xattr)
 		return -ENOSYS;
 	/* all of them or none: ask for one */
 	err = v && v->xattr ? v->xattr(fs, ino, 1, val, sizeof(val)) : -ENODATA;

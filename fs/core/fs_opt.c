@@ -64,9 +64,15 @@ static const struct fs_opt mount_opts[] = {
     {"strict-open", 0, FS_OPT_FLAG, CFG(strict_open), 0, NULL, 0, 0, NULL,
      "answer every open, at the cost of a round trip per open (default: opens cost nothing; "
      "the mount is read-only either way)"},
+    /* off by default: `ls -l` asks two xattrs of every file (security.selinux,
+     * the ACL), a round trip each unless getxattr answers ENOSYS, which the
+     * kernel remembers; .shardfs/samples.tsv says where samples live */
+    {"xattr", 0, FS_OPT_FLAG, CFG(xattr), 0, NULL, 0, 0, NULL,
+     "extended attributes user.shardfs.shard, .offset, .size, .key on members (default: off; "
+     "getxattr answers ENOSYS, so `ls -l` costs one round trip per file instead of three)"},
     {"no-xattr", 0, FS_OPT_FLAG, CFG(no_xattr), 0, NULL, 0, 0, NULL,
-     "no extended attributes (no user.shardfs.*): `ls -l` then costs one round trip per file "
-     "instead of three (default: xattrs on)"},
+     "no extended attributes: what the default does now (kept for existing command lines; "
+     "wins over --xattr)"},
     {"option", 'o', FS_OPT_APPEND, CFG(fuse_opts), 0, NULL, 0, 0, "OPT[,OPT...]",
      "FUSE mount options, e.g. allow_other (then default_permissions applies); nonempty "
      "mounts over a non-empty directory"},

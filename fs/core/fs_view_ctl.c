@@ -59,7 +59,6 @@ static int ctl_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 
 static int ctl_lookup(struct fs *fs, uint64_t parent, const char *name, size_t len, uint64_t *ino)
 {
-	(void)fs;
 	(void)len;
 	if (fs_ino_a(parent) != FS_CTL_DIR)
 		return -ENOTDIR;
@@ -67,7 +66,8 @@ static int ctl_lookup(struct fs *fs, uint64_t parent, const char *name, size_t l
 	for (uint32_t i = 1; i < FS_CTL_COUNT; i++)
 		if (strcmp(name, fs_ctl_names[i]) == 0)
 			*ino = fs_ino(FS_K_CTL, i, 0);
-	return 0;
+	/* the loader indexes (fs_loaderidx.c): by name only, never listed */
+	return *ino ? 0 : fs_lidx_lookup_ctl(fs, name, ino);
 }
 
 static int ctl_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
@@ -184,4 +184,5 @@ void fs_ctl_free(struct fs *fs)
 		free(fs->ctl_cur[i].buf);
 	memset(fs->ctl_snaps, 0, sizeof(fs->ctl_snaps));
 	memset(fs->ctl_cur, 0, sizeof(fs->ctl_cur));
+	fs_lidx_free(fs);
 }

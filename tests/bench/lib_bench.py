@@ -422,7 +422,7 @@ def w_index(a):
         elif (lab.startswith('find,') or lab.startswith('ls -lR')) and len(parts) >= 4:
             sf, base = float(parts[1].rstrip('s')), float(parts[2].rstrip('s'))
             row('4. ' + re.sub(r' \(.*?\)', '', lab), sf, base, 's', base / sf,
-                '>= 0.5 (2x)', 0.5, opts='--no-xattr' if 'no-xattr' in lab else 'defaults')
+                '>= 0.5 (2x)', 0.5, opts='--xattr' if '--xattr' in lab else 'defaults')
         elif lab.startswith('daemon RSS per mounted member'):
             row('4. daemon RSS per mounted member', float(parts[1]), None, 'B', None, 'report',
                 None)

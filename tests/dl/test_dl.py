@@ -296,7 +296,7 @@ def t_xattr(env, ck):
         add_tar_member(tf, 'a_1.jpg', b'\xff\xd8' + b'j' * 700)
         add_tar_member(tf, 'a_1.cls', b'3')
     data = read(os.path.join(out, 's-000000.tar'))
-    with Mount(env, out, cache_dir=env.path('c')) as m:
+    with Mount(env, out, cache_dir=env.path('c'), extra=['--xattr']) as m:
         p = os.path.join(m.mnt, 's-000000', 'a_1.jpg')
         ck.eq('listxattr', sorted(os.listxattr(p)),
               sorted(['user.shardfs.shard', 'user.shardfs.offset', 'user.shardfs.size',
@@ -312,7 +312,8 @@ def t_xattr(env, ck):
             ck.fail('unknown xattr should fail')
         except OSError as e:
             ck.eq('unknown xattr errno', e.errno, 61)  # ENODATA
-    with Mount(env, out, cache_dir=env.path('c'), extra=['--layout', 'imagefolder']) as m:
+    with Mount(env, out, cache_dir=env.path('c'),
+               extra=['--layout', 'imagefolder', '--xattr']) as m:
         p = os.path.join(m.mnt, '3', 'a_1.jpg')
         ck.eq('view file xattr', os.getxattr(p, 'user.shardfs.shard'), b's-000000.tar')
     with Mount(env, out, cache_dir=env.path('c'), extra=['--no-xattr']) as m:
@@ -344,7 +345,7 @@ def t_examples(env, ck):
                      '--epochs', '2', '--workers', '2'], timeout=240)
         log(r.stdout.decode(errors='replace') + r.stderr.decode(errors='replace')[-2000:])
         ck.eq('pytorch_imagefolder_train.py rc', r.returncode, 0)
-    with Mount(env, out, cache_dir=env.path('c2')) as m:
+    with Mount(env, out, cache_dir=env.path('c2'), extra=['--xattr']) as m:
         r = env.run([py, os.path.join(EXAMPLES, 'pytorch_shard_sampler.py'), m.mnt,
                      '--epochs', '1', '--workers', '2'], timeout=240)
         log(r.stdout.decode(errors='replace') + r.stderr.decode(errors='replace')[-2000:])

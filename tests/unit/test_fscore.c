@@ -432,8 +432,14 @@ static void test_shards_layout(void)
 		CHECK(fs.c.reads == rd + 2, "reads counted: %llu", (unsigned long long)fs.c.reads);
 	}
 
-	/* extended attributes: where a sample lives */
+	/* extended attributes: where a sample lives; off by default (ENOSYS,
+	 * which the kernel remembers), on with --xattr, off again with
+	 * --no-xattr */
 	ino = walk(&fs, "train/shard-000001/s2.png");
+	CHECK(fs_op_getxattr(&fs, (uint64_t)ino, "user.shardfs.key", buf, sizeof(buf)) == -ENOSYS &&
+		  fs_op_listxattr(&fs, (uint64_t)ino, buf, sizeof(buf)) == -ENOSYS,
+	      "xattrs off by default");
+	fs.cfg.xattr = 1;
 	n = fs_op_getxattr(&fs, (uint64_t)ino, "user.shardfs.key", buf, sizeof(buf));
 	CHECK(n == 2 && memcmp(buf, "s2", 2) == 0, "key xattr: %d", n);
 	n = fs_op_getxattr(&fs, (uint64_t)ino, "user.shardfs.shard", buf, sizeof(buf));
@@ -448,6 +454,34 @@ static void test_shards_layout(void)
 	CHECK(fs_op_getxattr(&fs, (uint64_t)walk(&fs, "x"), "user.shardfs.key", buf, sizeof(buf)) ==
 		  -ENODATA,
 	      "a plain file has no xattrs");
+	fs.cfg.no_xattr = 1;
+	CHECK(fs_op_getxattr(&fs, (uint64_t)ino, "user.shardfs.key", buf, sizeof(buf)) == -ENOSYS,
+	      "--no-xattr wins over --xattr");
+	fs.cfg.xattr = fs.cfg.no_xattr = 0;
+
+	/* the loader indexes: by name only, generated from the indexes */
+	{
+		size_t tlen;
+		char *tsv = malloc(1 << 16);
+
+		ino = walk(&fs, ".shardfs/samples.tsv");
+		/* their kind (8) sets bit 63: ino < 0 here; errors are > -4096 */
+		CHECK(ino < -4096 && tsv, ".shardfs/samples.tsv: %" PRId64, ino);
+		if (ino < -4096 && tsv &&
+		    read_all(&fs, (uint64_t)ino, 7, tsv, (1 << 16) - 1, &tlen) == 0) {
+			tsv[tlen] = '\0';
+			CHECK(strncmp(tsv, "path\tshard\toffset\tsize\tkey\n", 27) == 0,
+			      "samples.tsv header: %.40s", tsv);
+			CHECK(strstr(tsv, "train/shard-000001/s2.png\ttrain/shard-000001.tar\t"),
+			      "samples.tsv has s2.png: %s", tsv);
+		}
+		free(tsv);
+		CHECK(walk(&fs, ".shardfs/wids.json") < -4096, ".shardfs/wids.json");
+		CHECK(walk(&fs, ".shardfs/dali/train/shard-000001.idx") < -4096,
+		      ".shardfs/dali/train/shard-000001.idx");
+		CHECK(walk(&fs, ".shardfs/dali/train/nothere.idx") == 0,
+		      "no DALI index of no shard");
+	}
 
 	/* control files: reachable by name, read as a snapshot */
 	ino = walk(&fs, ".shardfs/stats");
