@@ -188,6 +188,9 @@ static size_t collect(struct fs *fs, struct counter *c, size_t max)
 	G("connections", "most parallel connections to a remote store", fs->cfg.connections);
 	C("fill_errors", "chunk fills that failed", cs.fill_errors);
 	C("readahead_fills", "fills started by readahead or prefetch", cs.readahead_fills);
+	C("prefetch_withdrawn",
+	  "prefetch and warm fills stopped part-way to free a connection for a reader's fill",
+	  cs.prefetch_withdrawn);
 	C("evictions", "objects evicted from the cache", cs.evictions);
 	C("evicted_bytes", "bytes evicted from the cache", cs.evicted_bytes);
 	C("decoded_evictions", "decoded copies evicted (decoded again when read)",
