@@ -71,6 +71,10 @@ struct backend_req {
 	backend_req_sign_cb sign; /* or NULL */
 	void *sign_arg;
 	backend_req_data_cb on_data; /* body bytes, in order, each byte once; or NULL */
+	/* or NULL: asked while an attempt runs (on curl's progress calls: as
+	 * bytes arrive and about once a second while none do); a negative
+	 * errno stops the request with it, without a retry. I/O thread. */
+	int (*on_poll)(void *arg);
 	backend_req_done_cb on_done;
 	void *arg;
 

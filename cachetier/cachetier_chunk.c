@@ -632,6 +632,7 @@ static int queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, int r
 	}
 	f->cst[c] = CH_QUEUED;
 	ct->rd_queued++;
+	ct->pf_quiet = 0;
 	if (ra) {
 		ct->ra_busy++;
 		ct->pf_cap = 1; /* pf_max: the slow start after it */
@@ -702,11 +703,17 @@ static void pf_push(struct cachetier *ct, struct ct_file *f, int front)
 	}
 }
 
-/* Most prefetch fills in flight at once: all workers but two (at least
- * one), so that a demand fill always finds a free worker and, with one
- * worker more than the backend's connections (as fs/ configures it), a free
- * connection: a reader's miss never queues behind a whole round of
- * prefetch fills; less one for each demand fill in flight, so that
+/* Most prefetch fills in flight at once. While readers read (a demand or
+ * readahead job was queued within the last round of prefetch fills:
+ * pf_quiet < fill_threads): all workers but two (at least one), so that a
+ * demand fill always finds a free worker and, with one worker more than
+ * the backend's connections (as fs/ configures it), a free connection: a
+ * reader's miss never waits for a prefetch fill to be withdrawn. With no
+ * reader (a prefetch or a warm alone): all workers but one, every
+ * connection (leaving one idle cost 1/connections of the throughput: 0.83
+ * of 8 x rate with 8 connections on tests/bench/link_bench.py's link); a
+ * reader's first miss then withdraws one (pf_yield). Less one for each
+ * demand fill in flight, so that
  * prefetch fills take only connections readers leave idle (pf_yield
  * withdraws the ones readers need). None while readahead is queued or in
  * flight (a sequential reader streams), and then a slow start: pf_cap
@@ -717,7 +724,8 @@ static void pf_push(struct cachetier *ct, struct ct_file *f, int front)
  * again before they reach full parallelism. */
 static unsigned pf_max(const struct cachetier *ct)
 {
-	unsigned m = ct->cfg.fill_threads > 2 ? ct->cfg.fill_threads - 2 : 1;
+	unsigned n = ct->cfg.fill_threads;
+	unsigned m = ct->pf_quiet < n ? (n > 2 ? n - 2 : 1) : (n > 1 ? n - 1 : 1);
 
 	if (ct->ra_busy)
 		return 0;
@@ -818,10 +826,12 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 
 	/* the backend promises contiguous pieces inside the range: anything
 	 * else would leave a hole in a chunk about to be marked valid */
-	if (off != s->next || len > s->end - off)
-		return -EIO;
 	if (atomic_load_explicit(&s->slot->withdraw, memory_order_relaxed))
 		return FILL_WITHDRAWN;
+	if (len == 0) /* the store's poll while no bytes arrive */
+		return 0;
+	if (off != s->next || len > s->end - off)
+		return -EIO;
 	s->wrote = 1;
 	while (done < len) {
 		ssize_t n =
@@ -1026,6 +1036,8 @@ static void *worker_main(void *arg)
 		}
 		if (pf && err == 0 && !ct->ra_busy && ct->pf_cap < ct->cfg.fill_threads)
 			ct->pf_cap++;
+		if (pf && err == 0 && ct->pf_quiet < ct->cfg.fill_threads)
+			ct->pf_quiet++;
 		if (err < 0 && withdrawn) {
 			pf_withdrawn(ct, f, c, ra);
 		} else if (err == 0) {
@@ -1096,6 +1108,7 @@ int cachetier__chunk_start(struct cachetier *ct)
 	ct->rq_tail = &ct->rq;
 	ct->pf_tail = &ct->pf;
 	ct->pf_cap = ct->cfg.fill_threads;
+	ct->pf_quiet = ct->cfg.fill_threads; /* no reader yet */
 	ct->workers = calloc(ct->cfg.fill_threads, sizeof(*ct->workers));
 	ct->slots = calloc(ct->cfg.fill_threads, sizeof(*ct->slots));
 	if (!ct->workers || !ct->slots)

@@ -166,6 +166,8 @@ struct cachetier {
 	unsigned rd_inflight;	       /* demand and readahead fills in flight */
 	unsigned ra_busy;	       /* readahead jobs queued and fills in flight */
 	unsigned pf_cap;	       /* prefetch fills' slow start after readahead (pf_max) */
+	unsigned pf_quiet;	       /* prefetch fills completed since a reader's job was queued,
+					* up to fill_threads (pf_max) */
 	unsigned pf_withdrawing;       /* prefetch fills asked to stop that have not ended yet */
 	struct ct_slot *slots;	       /* one per worker */
 	unsigned long long fill_seq;   /* fills started (ct_slot.seq) */
