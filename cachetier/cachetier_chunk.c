@@ -555,15 +555,18 @@ static void pf_withdraw(struct cachetier *ct, struct ct_slot *sl)
 	ct->pf_withdrawn++;
 }
 
-/* May the prefetch fill of slot sl be withdrawn: one that no reader waits
- * for (its chunk is not pinned) and not asked already. */
-static int pf_withdrawable(const struct ct_slot *sl)
+/* May the prefetch fill of slot sl be withdrawn for a reader's job on
+ * object f: one that no reader waits for (its chunk is not pinned), not
+ * asked already, and of another object (a reader of f wants f's prefetched
+ * chunks soon: a shard fetched ahead of an in-order reader). */
+static int pf_withdrawable(const struct ct_slot *sl, const struct ct_file *f)
 {
-	return sl->f && sl->pf && !atomic_load(&sl->withdraw) && sl->f->pins[sl->c] == 0;
+	return sl->f && sl->pf && sl->f != f && !atomic_load(&sl->withdraw) &&
+	       sl->f->pins[sl->c] == 0;
 }
 
-/* Prefetch fills yield to readers, after a job was queued (ra: a
- * readahead job).
+/* Prefetch fills yield to readers, after a job for object f was queued
+ * (ra: a readahead job).
  *  - A readahead job means a sequential reader streams: every prefetch
  *    fill in flight with less than half its chunk received stops, so the
  *    reader gets the connections and the link's (and this machine's)
@@ -577,8 +580,8 @@ static int pf_withdrawable(const struct ct_slot *sl)
  *    least is fetched again) until they do not. A connection is free when
  *    no fill holds it (the mount runs one worker more than connections:
  *    fill_threads - 1 of them); fills asked to stop count as free.
- * A fill a reader waits for (pinned chunk) is never withdrawn. */
-static void pf_yield(struct cachetier *ct, int ra)
+ * Only fills pf_withdrawable allows are withdrawn. */
+static void pf_yield(struct cachetier *ct, const struct ct_file *f, int ra)
 {
 	unsigned conns = ct->cfg.fill_threads > 1 ? ct->cfg.fill_threads - 1 : 1;
 	uint64_t busy;
@@ -586,7 +589,7 @@ static void pf_yield(struct cachetier *ct, int ra)
 	for (unsigned i = 0; ra && i < ct->nworkers; i++) {
 		struct ct_slot *sl = &ct->slots[i];
 
-		if (pf_withdrawable(sl) &&
+		if (pf_withdrawable(sl, f) &&
 		    atomic_load_explicit(&sl->got, memory_order_relaxed) < chunk_len(sl->f, sl->c) / 2)
 			pf_withdraw(ct, sl);
 	}
@@ -599,7 +602,7 @@ static void pf_yield(struct cachetier *ct, int ra)
 			struct ct_slot *sl = &ct->slots[i];
 			unsigned long long got, bgot;
 
-			if (!pf_withdrawable(sl))
+			if (!pf_withdrawable(sl, f))
 				continue;
 			got = atomic_load_explicit(&sl->got, memory_order_relaxed);
 			bgot = best ? atomic_load_explicit(&best->got, memory_order_relaxed) : 0;
@@ -637,7 +640,7 @@ static int queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, int r
 		ct->ra_busy++;
 		ct->pf_cap = 1; /* pf_max: the slow start after it */
 	}
-	pf_yield(ct, ra);
+	pf_yield(ct, f, ra);
 	pthread_cond_signal(&ct->work_cond);
 	return 0;
 }
@@ -713,9 +716,8 @@ static void pf_push(struct cachetier *ct, struct ct_file *f, int front)
  * connection (leaving one idle cost 1/connections of the throughput: 0.83
  * of 8 x rate with 8 connections on tests/bench/link_bench.py's link); a
  * reader's first miss then withdraws one (pf_yield). Less one for each
- * demand fill in flight, so that
- * prefetch fills take only connections readers leave idle (pf_yield
- * withdraws the ones readers need). None while readahead is queued or in
+ * demand fill in flight, so that prefetch fills take only connections
+ * readers leave idle (pf_yield withdraws the ones readers need). None while readahead is queued or in
  * flight (a sequential reader streams), and then a slow start: pf_cap
  * starts again at one and grows by one with each prefetch fill that
  * completes (doubling per round of fills), so that a reader reading what
@@ -824,12 +826,12 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 	struct fill_sink *s = arg;
 	size_t done = 0;
 
-	/* the backend promises contiguous pieces inside the range: anything
-	 * else would leave a hole in a chunk about to be marked valid */
 	if (atomic_load_explicit(&s->slot->withdraw, memory_order_relaxed))
 		return FILL_WITHDRAWN;
 	if (len == 0) /* the store's poll while no bytes arrive */
 		return 0;
+	/* the backend promises contiguous pieces inside the range: anything
+	 * else would leave a hole in a chunk about to be marked valid */
 	if (off != s->next || len > s->end - off)
 		return -EIO;
 	s->wrote = 1;
