@@ -127,9 +127,13 @@ ssize_t backend_pread_version(struct backend *be, const char *key, const char *e
 
 /* Receives the bytes of a streamed read: len bytes of the object at offset
  * off (len > 0). Return 0 to go on, or a negative errno to stop the read,
- * which then returns that errno. Remote stores call it on their I/O thread:
- * it must be quick and must not wait for other threads; a pwrite to a local
- * file is fine, a call into the backend is not. */
+ * which then returns that errno. Remote stores also call it with len 0
+ * (buf NULL, off the next offset expected) while the request runs and no
+ * bytes arrive — waiting for the first byte, or a stalled transfer — at
+ * least about once a second, so that a reader can stop a read that
+ * delivers nothing; answer those alike. Remote stores call it on their I/O
+ * thread: it must be quick and must not wait for other threads; a pwrite
+ * to a local file is fine, a call into the backend is not. */
 typedef int (*backend_sink_cb)(void *arg, uint64_t off, const void *buf, size_t len);
 
 /* backend_pread_version without a caller's buffer: the bytes of

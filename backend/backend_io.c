@@ -526,6 +526,14 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off
 	(void)dlnow;
 	(void)ultotal;
 	(void)ulnow;
+	if (x->r->on_poll) {
+		int err = x->r->on_poll(x->r->arg);
+
+		if (err < 0) {
+			x->abort_err = err;
+			return 1;
+		}
+	}
 	if (uv_hrtime() - x->progress_ns > x->io->stall_ns) {
 		x->stalled = 1;
 		return 1;
@@ -1430,6 +1438,7 @@ int backend_io_get(struct backend_io *io, struct backend_req *r, void **body, si
 	w.max = max;
 	w.grow = 1;
 	r->on_data = waiter_data;
+	r->on_poll = NULL;
 	err = waiter_run(io, r, &w);
 	if (err < 0) {
 		free(w.buf);
@@ -1457,6 +1466,7 @@ ssize_t backend_io_read(struct backend_io *io, struct backend_req *r, void *buf)
 	w.buf = buf;
 	w.cap = w.max = (size_t)r->range_len;
 	r->on_data = waiter_data;
+	r->on_poll = NULL;
 	err = waiter_run(io, r, &w);
 	if (err < 0)
 		return err;
@@ -1469,6 +1479,14 @@ struct streamer {
 	void *arg;
 	uint64_t pos; /* object offset of the next byte */
 };
+
+/* The sink's poll: a call with no bytes (backend_sink_cb). */
+static int streamer_poll(void *arg)
+{
+	struct streamer *s = arg;
+
+	return s->cb(s->arg, s->pos, NULL, 0);
+}
 
 static int streamer_data(void *arg, const void *buf, size_t len)
 {
@@ -1495,6 +1513,7 @@ ssize_t backend_io_stream(struct backend_io *io, struct backend_req *r, backend_
 	s.arg = arg;
 	s.pos = r->range_off;
 	r->on_data = streamer_data;
+	r->on_poll = streamer_poll;
 	/* waiter_run sets r->arg = &s.w: on_data and on_done share it */
 	err = waiter_run(io, r, &s.w);
 	if (err < 0)
@@ -1509,6 +1528,7 @@ int backend_io_head(struct backend_io *io, struct backend_req *r)
 	waiter_init(&w);
 	r->method = "HEAD";
 	r->on_data = NULL;
+	r->on_poll = NULL;
 	r->range_len = 0;
 	return waiter_run(io, r, &w);
 }

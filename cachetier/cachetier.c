@@ -365,6 +365,7 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->decoded_evictions = ct->decoded_evictions;
 	st->peer_chunks = ct->peer_chunks;
 	st->peer_waits = ct->peer_waits;
+	st->prefetch_withdrawn = ct->pf_withdrawn;
 	/* the whole directory: every process and source sharing it */
 	st->bytes_used = cachetier__usage_get(ct);
 	st->bytes_limit = ct->cfg.cache_size_bytes;

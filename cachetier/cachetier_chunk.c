@@ -34,8 +34,10 @@
  * demand (a reader waits), readahead, prefetch (a cursor per object, so a
  * prefetch of a huge object queues nothing up front; an object a reader
  * reads moves to the front; prefetch fills leave two workers to demand and
- * readahead; a PF_FIT prefetch skips, never evicts for, a chunk that does
- * not fit). A chunk has one
+ * readahead, take only connections demand fills leave idle, pause while
+ * readahead runs, and are withdrawn part-way when readers need their
+ * connections (pf_yield, pf_max); a PF_FIT prefetch skips, never evicts
+ * for, a chunk that does not fit). A chunk has one
  * state (enum ct_chunk), so concurrent misses of one chunk share one fill.
  * Readers wait on ct->chunk_cond for just the chunks they need; a failed
  * fill leaves the chunk EMPTY with its error, which every reader that was
@@ -546,6 +548,76 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 
 /* ---- queues (all with ct->lock held) ---- */
 
+/* Ask the prefetch fill of slot sl to stop (its sink ends it at the next
+ * piece that arrives; worker_main then hands the chunk back). */
+static void pf_withdraw(struct cachetier *ct, struct ct_slot *sl)
+{
+	atomic_store(&sl->withdraw, 1);
+	ct->pf_withdrawing++;
+	ct->pf_withdrawn++;
+}
+
+/* May the prefetch fill of slot sl be withdrawn for a reader's job on
+ * object f: one that no reader waits for (its chunk is not pinned), not
+ * asked already, and of another object (a reader of f wants f's prefetched
+ * chunks soon: a shard fetched ahead of an in-order reader). */
+static int pf_withdrawable(const struct ct_slot *sl, const struct ct_file *f)
+{
+	return sl->f && sl->pf && sl->f != f && !atomic_load(&sl->withdraw) &&
+	       sl->f->pins[sl->c] == 0;
+}
+
+/* Prefetch fills yield to readers, after a job for object f was queued
+ * (ra: a readahead job).
+ *  - A readahead job means a sequential reader streams: every prefetch
+ *    fill in flight with less than half its chunk received stops, so the
+ *    reader gets the connections and the link's (and this machine's)
+ *    throughput at once; fills past half finish (stopping them would
+ *    throw away more than it frees). Measured with tests/bench/link_bench.py
+ *    (cat of a fresh mount while the warm runs): stopping only as many as
+ *    the reader needs connections left the reader sharing the link with a
+ *    full round of prefetch fills, at 0.6-0.8 of its speed without them.
+ *  - Any job: when demand and readahead jobs wait for more connections than
+ *    are free, prefetch fills stop (fewest bytes received first, so the
+ *    least is fetched again) until they do not. A connection is free when
+ *    no fill holds it (the mount runs one worker more than connections:
+ *    fill_threads - 1 of them); fills asked to stop count as free.
+ * Only fills pf_withdrawable allows are withdrawn. */
+static void pf_yield(struct cachetier *ct, const struct ct_file *f, int ra)
+{
+	unsigned conns = ct->cfg.fill_threads > 1 ? ct->cfg.fill_threads - 1 : 1;
+	uint64_t busy;
+
+	for (unsigned i = 0; ra && i < ct->nworkers; i++) {
+		struct ct_slot *sl = &ct->slots[i];
+
+		if (pf_withdrawable(sl, f) &&
+		    atomic_load_explicit(&sl->got, memory_order_relaxed) < chunk_len(sl->f, sl->c) / 2)
+			pf_withdraw(ct, sl);
+	}
+	busy = ct->fills_inflight - ct->pf_withdrawing;
+
+	while (busy + ct->rd_queued > conns) {
+		struct ct_slot *best = NULL;
+
+		for (unsigned i = 0; i < ct->nworkers; i++) {
+			struct ct_slot *sl = &ct->slots[i];
+			unsigned long long got, bgot;
+
+			if (!pf_withdrawable(sl, f))
+				continue;
+			got = atomic_load_explicit(&sl->got, memory_order_relaxed);
+			bgot = best ? atomic_load_explicit(&best->got, memory_order_relaxed) : 0;
+			if (!best || got < bgot || (got == bgot && sl->seq > best->seq))
+				best = sl;
+		}
+		if (!best)
+			return;
+		pf_withdraw(ct, best);
+		busy--;
+	}
+}
+
 static int queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, int ra)
 {
 	struct ct_job *j = malloc(sizeof(*j));
@@ -564,6 +636,13 @@ static int queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, int r
 		ct->dq_tail = &j->next;
 	}
 	f->cst[c] = CH_QUEUED;
+	ct->rd_queued++;
+	ct->pf_quiet = 0;
+	if (ra) {
+		ct->ra_busy++;
+		ct->pf_cap = 1; /* pf_max: the slow start after it */
+	}
+	pf_yield(ct, f, ra);
 	pthread_cond_signal(&ct->work_cond);
 	return 0;
 }
@@ -629,14 +708,33 @@ static void pf_push(struct cachetier *ct, struct ct_file *f, int front)
 	}
 }
 
-/* Most prefetch fills in flight at once: all workers but two (at least
- * one), so that a demand fill always finds a free worker and, with one
- * worker more than the backend's connections (as fs/ configures it), a free
- * connection: a reader's miss never queues behind a whole round of
- * prefetch fills. */
+/* Most prefetch fills in flight at once. While readers read (a demand or
+ * readahead job was queued within the last round of prefetch fills:
+ * pf_quiet < fill_threads): all workers but two (at least one), so that a
+ * demand fill always finds a free worker and, with one worker more than
+ * the backend's connections (as fs/ configures it), a free connection: a
+ * reader's miss never waits for a prefetch fill to be withdrawn. With no
+ * reader (a prefetch or a warm alone): all workers but one, every
+ * connection (leaving one idle cost 1/connections of the throughput: 0.83
+ * of 8 x rate with 8 connections on tests/bench/link_bench.py's link); a
+ * reader's first miss then withdraws one (pf_yield). Less one for each
+ * demand fill in flight, so that prefetch fills take only connections
+ * readers leave idle (pf_yield withdraws the ones readers need). None while readahead is queued or in
+ * flight (a sequential reader streams), and then a slow start: pf_cap
+ * starts again at one and grows by one with each prefetch fill that
+ * completes (doubling per round of fills), so that a reader reading what
+ * its readahead fetched does not share the machine with a full round of
+ * prefetch fills at once, and a reader that keeps streaming stops them
+ * again before they reach full parallelism. */
 static unsigned pf_max(const struct cachetier *ct)
 {
-	return ct->cfg.fill_threads > 2 ? ct->cfg.fill_threads - 2 : 1;
+	unsigned n = ct->cfg.fill_threads;
+	unsigned m = ct->pf_quiet < n ? (n > 2 ? n - 2 : 1) : (n > 1 ? n - 1 : 1);
+
+	if (ct->ra_busy)
+		return 0;
+	m = ct->rd_inflight < m ? m - ct->rd_inflight : 0;
+	return m < ct->pf_cap ? m : ct->pf_cap;
 }
 
 /* The next fill: demand, then readahead, then prefetch cursors (the
@@ -654,6 +752,7 @@ static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, int
 	else if (ct->rq)
 		j = queue_pop(&ct->rq_tail, &ct->rq);
 	if (j) {
+		ct->rd_queued--;
 		*f = j->f;
 		*c = j->c;
 		*ra = j->ra;
@@ -713,10 +812,15 @@ static int pf_fits(struct cachetier *ct, struct ct_file *f, uint32_t c, uint64_t
  * (chunk i of the object is at i * chunk_bytes in both). */
 struct fill_sink {
 	int fd;
+	uint64_t start; /* the chunk's start */
 	uint64_t next; /* object offset of the next byte expected */
 	uint64_t end;  /* the chunk's end */
 	int wrote;     /* a byte may have reached the file */
+	struct ct_slot *slot; /* the worker's: progress, and a request to stop */
 };
+
+/* The error a withdrawn prefetch fill stops with (pf_yield). */
+#define FILL_WITHDRAWN (-ECANCELED)
 
 /* backend_sink_cb: may run on the store's I/O thread; no locks. */
 static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
@@ -724,6 +828,10 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 	struct fill_sink *s = arg;
 	size_t done = 0;
 
+	if (atomic_load_explicit(&s->slot->withdraw, memory_order_relaxed))
+		return FILL_WITHDRAWN;
+	if (len == 0) /* the store's poll while no bytes arrive */
+		return 0;
 	/* the backend promises contiguous pieces inside the range: anything
 	 * else would leave a hole in a chunk about to be marked valid */
 	if (off != s->next || len > s->end - off)
@@ -740,6 +848,7 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 		done += (size_t)n;
 	}
 	s->next += len;
+	atomic_store_explicit(&s->slot->got, s->next - s->start, memory_order_relaxed);
 	return 0;
 }
 
@@ -749,10 +858,12 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
  * meanwhile) are never counted, so they must not stay on the disk. The
  * caller holds the chunk's write lock, so no one else trusts or writes the
  * range. No ct->lock held. */
-static int fill_chunk(struct cachetier *ct, struct ct_file *f, uint32_t c, size_t len)
+static int fill_chunk(struct cachetier *ct, struct ct_slot *slot, struct ct_file *f, uint32_t c,
+		      size_t len)
 {
 	uint64_t off = chunk_off(f, c);
-	struct fill_sink s = {.fd = f->datafd, .next = off, .end = off + len};
+	struct fill_sink s = {
+	    .fd = f->datafd, .start = off, .next = off, .end = off + len, .slot = slot};
 	int err = 0;
 
 	while (s.next < s.end) {
@@ -831,16 +942,40 @@ static int fill_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, int *
 	}
 }
 
+/* A withdrawn prefetch fill of chunk c of f ended without it: the chunk
+ * is empty again and its prefetch looks at it again (its object back at
+ * the front of the prefetch order); a reader that came to wait for it
+ * meanwhile gets it queued on demand. ct->lock held. */
+static void pf_withdrawn(struct cachetier *ct, struct ct_file *f, uint32_t c, int ra)
+{
+	f->cst[c] = CH_EMPTY;
+	if (ra)
+		ct->readahead_fills--; /* counted again when it is fetched */
+	if (f->pins[c] > 0 && queue_push(ct, f, c, 0) < 0) {
+		f->cerr[c] = -ENOMEM;
+		ct->fill_errors++;
+	}
+	if (ct->stopping)
+		return;
+	if (!f->pf_listed) {
+		f->pf_next = c;
+		pf_push(ct, f, 1);
+	} else if (c < f->pf_next) {
+		f->pf_next = c;
+	}
+}
+
 static void *worker_main(void *arg)
 {
-	struct cachetier *ct = arg;
+	struct ct_slot *slot = arg;
+	struct cachetier *ct = slot->ct;
 
 	pthread_mutex_lock(&ct->lock);
 	while (!ct->stopping) {
 		struct ct_file *f;
 		uint32_t c;
 		uint64_t len;
-		int ra, pf, fit, err, claim, waited = 0;
+		int ra, pf, fit, err, claim, waited = 0, withdrawn;
 
 		if (!queue_next(ct, &f, &c, &ra, &pf)) {
 			struct timespec ts;
@@ -866,6 +1001,14 @@ static void *worker_main(void *arg)
 		f->cst[c] = CH_FILLING;
 		ct->reserved += len;
 		ct->fills_inflight++;
+		if (!pf)
+			ct->rd_inflight++;
+		slot->f = f;
+		slot->c = c;
+		slot->pf = pf;
+		slot->seq = ++ct->fill_seq;
+		atomic_store(&slot->withdraw, 0);
+		atomic_store(&slot->got, 0);
 		if (ra)
 			ct->readahead_fills++;
 		if (!fit)
@@ -875,7 +1018,7 @@ static void *worker_main(void *arg)
 		claim = fill_claim(ct, f, c, &waited);
 		err = claim < 0 ? claim : 0;
 		if (claim == 1)
-			err = fill_chunk(ct, f, c, (size_t)len);
+			err = fill_chunk(ct, slot, f, c, (size_t)len);
 
 		pthread_mutex_lock(&ct->lock);
 		/* the chunk moves from reserved to the directory's usage under
@@ -885,11 +1028,25 @@ static void *worker_main(void *arg)
 			cachetier__usage_add(ct, (int64_t)len);
 		ct->reserved -= len;
 		ct->fills_inflight--;
+		if (!pf)
+			ct->rd_inflight--;
+		if (!pf && ra)
+			ct->ra_busy--;
+		withdrawn = atomic_load(&slot->withdraw);
+		if (withdrawn)
+			ct->pf_withdrawing--;
+		slot->f = NULL;
 		if (pf) {
 			f->pf_inflight--;
 			ct->pf_running--;
 		}
-		if (err == 0) {
+		if (pf && err == 0 && !ct->ra_busy && ct->pf_cap < ct->cfg.fill_threads)
+			ct->pf_cap++;
+		if (pf && err == 0 && ct->pf_quiet < ct->cfg.fill_threads)
+			ct->pf_quiet++;
+		if (err < 0 && withdrawn) {
+			pf_withdrawn(ct, f, c, ra);
+		} else if (err == 0) {
 			f->cst[c] = CH_VALID;
 			f->bytes += len;
 			ct->used += len;
@@ -918,6 +1075,10 @@ static void *worker_main(void *arg)
 			}
 		}
 		pthread_cond_broadcast(&ct->chunk_cond);
+		if (withdrawn || (!pf && ra && ct->ra_busy == 0 && ct->pf))
+			pthread_cond_broadcast(&ct->work_cond); /* prefetch may go on */
+		else if (!pf && ct->pf)
+			pthread_cond_signal(&ct->work_cond);
 		if (flush_due(ct, f, cachetier__now_ns()))
 			pthread_cond_signal(&ct->flush_cond);
 	}
@@ -952,14 +1113,20 @@ int cachetier__chunk_start(struct cachetier *ct)
 	ct->dq_tail = &ct->dq;
 	ct->rq_tail = &ct->rq;
 	ct->pf_tail = &ct->pf;
+	ct->pf_cap = ct->cfg.fill_threads;
+	ct->pf_quiet = ct->cfg.fill_threads; /* no reader yet */
 	ct->workers = calloc(ct->cfg.fill_threads, sizeof(*ct->workers));
-	if (!ct->workers)
+	ct->slots = calloc(ct->cfg.fill_threads, sizeof(*ct->slots));
+	if (!ct->workers || !ct->slots)
 		return -ENOMEM;
 	if (pthread_create(&ct->flusher, NULL, flusher_main, ct) != 0)
 		return -EAGAIN;
 	ct->have_flusher = 1;
 	for (unsigned i = 0; i < ct->cfg.fill_threads; i++) {
-		int err = pthread_create(&ct->workers[i], NULL, worker_main, ct);
+		int err;
+
+		ct->slots[i].ct = ct;
+		err = pthread_create(&ct->workers[i], NULL, worker_main, &ct->slots[i]);
 
 		if (err)
 			return -err;
@@ -981,6 +1148,8 @@ void cachetier__chunk_stop(struct cachetier *ct)
 	free(ct->workers);
 	ct->workers = NULL;
 	ct->nworkers = 0;
+	free(ct->slots);
+	ct->slots = NULL;
 
 	/* queued fills never run: their chunks stay empty */
 	pthread_mutex_lock(&ct->lock);
@@ -995,6 +1164,8 @@ void cachetier__chunk_stop(struct cachetier *ct)
 	}
 	ct->dq_tail = &ct->dq;
 	ct->rq_tail = &ct->rq;
+	ct->rd_queued = 0;
+	ct->ra_busy = 0;
 	while (ct->pf)
 		pf_unlink(ct, ct->pf);
 	pthread_cond_broadcast(&ct->chunk_cond);

@@ -538,6 +538,11 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
+	/* every readdir is a readdirplus, not only a directory's first batch
+	 * (libfuse's default, "auto"): a walk that opens what it listed
+	 * (ImageFolder) then finds every entry cached instead of sending a
+	 * LOOKUP per file past the first batch */
+	conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)

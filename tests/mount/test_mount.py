@@ -712,6 +712,37 @@ def group_cache(env, ck):
         st = m.stats()
         ck.eq('cache-2nd: index_built after reading everything', st.get('index_built'), 0)
         ck.eq('cache-2nd: index_loaded after reading everything', st.get('index_loaded'), ns)
+    walk_lookups(env, ck)
+
+
+def walk_lookups(env, ck):
+    """A walk that opens what it listed (ImageFolder's) sends no LOOKUP: every readdir batch of
+    a directory is a readdirplus (not only the first, libfuse's "auto" default), so every entry
+    it lists is cached. A shard of 3000 members: its directory takes several batches."""
+    src = env.path('walk-src')
+    os.makedirs(src)
+    want = {}
+    with tarfile.open(os.path.join(src, 'many.tar'), 'w', format=tarfile.USTAR_FORMAT) as t:
+        for i in range(3000):
+            data = b'member %05d\n' % i
+            ti = tarfile.TarInfo('k%05d.txt' % i)
+            ti.size = len(data)
+            want[ti.name] = data
+            t.addfile(ti, __import__('io').BytesIO(data))
+    with ml.Mount(env, src, cache_dir=env.path('walk-cache')) as m:
+        d = os.path.join(m.mnt, 'many')
+        names = sorted(os.listdir(d))
+        ck.eq('walk: members listed', names, sorted(want))
+        l0 = m.stats()['lookups']
+        l1 = m.stats()['lookups']  # what reading the stats file itself costs
+        bad = 0
+        for n in names:
+            with open(os.path.join(d, n), 'rb') as f:
+                bad += f.read() != want[n]
+        l2 = m.stats()['lookups']
+        ck.eq('walk: members that differ', bad, 0)
+        log('walk: lookups %d, %d, %d' % (l0, l1, l2))
+        ck.eq('walk: LOOKUPs while opening the 3000 listed members', (l2 - l1) - (l1 - l0), 0)
 
 
 def group_cli(env, ck):

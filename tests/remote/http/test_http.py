@@ -605,8 +605,8 @@ def group_conns(env, ck, ng, src, shards, refs):
     proxy holds every ranged GET until the expected number are in flight, and counts them,
     during a cold cat of a 72 MB shard (9 chunks: a read from the start of an object gets the
     whole readahead window, 256M, at once, so all 9 are asked for together) and during a
-    prefetch of a directory of 3 shards of 96 MB (36 chunks: 31 at once, --connections - 1, one
-    connection is left to readers' fills: cachetier_chunk.c pf_max). No warm: the fills counted
+    prefetch of a directory of 3 shards of 96 MB (36 chunks: 32 at once, every connection: with
+    no reader a prefetch uses them all, cachetier_chunk.c pf_max). No warm: the fills counted
     are the cat's and the prefetch's."""
     import tarfile
     import io
@@ -632,7 +632,7 @@ def group_conns(env, ck, ng, src, shards, refs):
     a_tar = os.path.join(big, 'a.tar')
     chunks_a = -(-os.path.getsize(a_tar) // (8 << 20))
     many_bytes = sum(os.path.getsize(os.path.join(many, n)) for n in os.listdir(many))
-    for label, want in (('cold cat', chunks_a), ('prefetch', 31)):
+    for label, want in (('cold cat', chunks_a), ('prefetch', 32)):
         px = web.GateProxy(ng.port, target=want, deadline=30)
         try:
             url = px.url('files/big/a.tar') if label == 'cold cat' else px.url('json/many/')
