@@ -63,11 +63,11 @@ typedef int (*backend_req_sign_cb)(void *arg, struct backend_req *r, struct curl
 
 struct backend_req {
 	/* ---- set by the caller before submit ---- */
-	const char *method;      /* "GET" or "HEAD" */
-	char *url;               /* absolute URL, owned by the caller */
-	uint64_t range_off;      /* with range_len > 0: "Range: bytes=off-(off+len-1)" */
-	uint64_t range_len;      /* 0: the whole object (never a suffix range) */
-	const char *if_match;    /* ETag the object must still have, or NULL */
+	const char *method;	  /* "GET" or "HEAD" */
+	char *url;		  /* absolute URL, owned by the caller */
+	uint64_t range_off;	  /* with range_len > 0: "Range: bytes=off-(off+len-1)" */
+	uint64_t range_len;	  /* 0: the whole object (never a suffix range) */
+	const char *if_match;	  /* ETag the object must still have, or NULL */
 	backend_req_sign_cb sign; /* or NULL */
 	void *sign_arg;
 	backend_req_data_cb on_data; /* body bytes, in order, each byte once; or NULL */
@@ -79,17 +79,17 @@ struct backend_req {
 	void *arg;
 
 	/* ---- results, valid in on_done ---- */
-	long status;             /* last HTTP status (0: no answer) */
-	char etag[80];           /* ETag of the answer, quotes kept, or "" */
-	uint64_t size;           /* object size: Content-Length, or the total of Content-Range */
-	int64_t mtime;           /* Last-Modified as seconds since the epoch, or 0 */
-	uint64_t delivered;      /* body bytes handed to on_data */
+	long status;	    /* last HTTP status (0: no answer) */
+	char etag[80];	    /* ETag of the answer, quotes kept, or "" */
+	uint64_t size;	    /* object size: Content-Length, or the total of Content-Range */
+	int64_t mtime;	    /* Last-Modified as seconds since the epoch, or 0 */
+	uint64_t delivered; /* body bytes handed to on_data */
 	int attempts;
-	int dir_redirect;        /* 1: a redirect went from a path to the same path with a
-				  * trailing '/' (the server's way to say "a directory") */
-	char error[320];         /* the last attempt's transport failure in words
-				  * ("TLS certificate of HOST not trusted: ..."),
-				  * or "" (then status says why); never credentials */
+	int dir_redirect; /* 1: a redirect went from a path to the same path with a
+			   * trailing '/' (the server's way to say "a directory") */
+	char error[320];  /* the last attempt's transport failure in words
+			   * ("TLS certificate of HOST not trusted: ..."),
+			   * or "" (then status says why); never credentials */
 
 	/* ---- private to the engine ---- */
 	struct backend_req *next;

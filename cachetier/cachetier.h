@@ -101,14 +101,14 @@ struct cachetier_stats {
 				   * evicting */
 	uint64_t evictions;	  /* objects evicted */
 	uint64_t evicted_bytes;
-	uint64_t decoded_evictions; /* decoded copies evicted (also in evictions) */
-	uint64_t peer_chunks;	    /* chunks read that another process (or mount) filled */
-	uint64_t peer_waits;	    /* fills that waited for another process's fill of the chunk */
+	uint64_t decoded_evictions;  /* decoded copies evicted (also in evictions) */
+	uint64_t peer_chunks;	     /* chunks read that another process (or mount) filled */
+	uint64_t peer_waits;	     /* fills that waited for another process's fill of the chunk */
 	uint64_t prefetch_withdrawn; /* prefetch fills stopped part-way because a demand or
 				      * readahead fill needed their connection (fetched again
 				      * later) */
-	uint64_t bytes_used;	    /* cached bytes on disk now, the whole directory */
-	uint64_t bytes_limit;	    /* cache_size_bytes in force */
+	uint64_t bytes_used;	     /* cached bytes on disk now, the whole directory */
+	uint64_t bytes_limit;	     /* cache_size_bytes in force */
 	/* local sources */
 	uint64_t local_fds_open;   /* fds of local source files open now */
 	uint64_t local_fd_reopens; /* reopened after the fd bound had closed them */

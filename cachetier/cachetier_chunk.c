@@ -591,8 +591,8 @@ static void pf_yield(struct cachetier *ct, const struct ct_file *f, int ra)
 	for (unsigned i = 0; ra && i < ct->nworkers; i++) {
 		struct ct_slot *sl = &ct->slots[i];
 
-		if (pf_withdrawable(sl, f) &&
-		    atomic_load_explicit(&sl->got, memory_order_relaxed) < chunk_len(sl->f, sl->c) / 2)
+		if (pf_withdrawable(sl, f) && atomic_load_explicit(&sl->got, memory_order_relaxed) <
+						  chunk_len(sl->f, sl->c) / 2)
 			pf_withdraw(ct, sl);
 	}
 	busy = ct->fills_inflight - ct->pf_withdrawing;
@@ -719,11 +719,10 @@ static void pf_push(struct cachetier *ct, struct ct_file *f, int front)
  * of 8 x rate with 8 connections on tests/bench/link_bench.py's link); a
  * reader's first miss then withdraws one (pf_yield). Less one for each
  * demand fill in flight, so that prefetch fills take only connections
- * readers leave idle (pf_yield withdraws the ones readers need). None while readahead is queued or in
- * flight (a sequential reader streams), and then a slow start: pf_cap
- * starts again at one and grows by one with each prefetch fill that
- * completes (doubling per round of fills), so that a reader reading what
- * its readahead fetched does not share the machine with a full round of
+ * readers leave idle (pf_yield withdraws the ones readers need). None while readahead is queued or
+ * in flight (a sequential reader streams), and then a slow start: pf_cap starts again at one and
+ * grows by one with each prefetch fill that completes (doubling per round of fills), so that a
+ * reader reading what its readahead fetched does not share the machine with a full round of
  * prefetch fills at once, and a reader that keeps streaming stops them
  * again before they reach full parallelism. */
 static unsigned pf_max(const struct cachetier *ct)
@@ -812,10 +811,10 @@ static int pf_fits(struct cachetier *ct, struct ct_file *f, uint32_t c, uint64_t
  * (chunk i of the object is at i * chunk_bytes in both). */
 struct fill_sink {
 	int fd;
-	uint64_t start; /* the chunk's start */
-	uint64_t next; /* object offset of the next byte expected */
-	uint64_t end;  /* the chunk's end */
-	int wrote;     /* a byte may have reached the file */
+	uint64_t start;	      /* the chunk's start */
+	uint64_t next;	      /* object offset of the next byte expected */
+	uint64_t end;	      /* the chunk's end */
+	int wrote;	      /* a byte may have reached the file */
 	struct ct_slot *slot; /* the worker's: progress, and a request to stop */
 };
 

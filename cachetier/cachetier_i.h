@@ -125,9 +125,9 @@ struct ct_slot {
 	struct cachetier *ct;
 	struct ct_file *f; /* the chunk being filled; NULL: idle */
 	uint32_t c;
-	int pf;		      /* a prefetch (or warm) fill */
-	atomic_int withdraw;  /* stop this prefetch fill: a reader's fill needs its connection */
-	atomic_ullong got;    /* bytes of the chunk received so far */
+	int pf;			/* a prefetch (or warm) fill */
+	atomic_int withdraw;	/* stop this prefetch fill: a reader's fill needs its connection */
+	atomic_ullong got;	/* bytes of the chunk received so far */
 	unsigned long long seq; /* start order (the youngest is withdrawn first on a tie) */
 };
 
@@ -166,15 +166,15 @@ struct cachetier {
 	struct ct_file *pf, **pf_tail;	/* objects being prefetched, in the order they are
 					 * filled (a reader's object moves to the front) */
 	unsigned pf_running;		/* prefetch fills in flight (cachetier_chunk.c pf_max) */
-	unsigned rd_queued;	       /* jobs in dq and rq */
-	unsigned rd_inflight;	       /* demand and readahead fills in flight */
-	unsigned ra_busy;	       /* readahead jobs queued and fills in flight */
-	unsigned pf_cap;	       /* prefetch fills' slow start after readahead (pf_max) */
-	unsigned pf_quiet;	       /* prefetch fills completed since a reader's job was queued,
-					* up to fill_threads (pf_max) */
-	unsigned pf_withdrawing;       /* prefetch fills asked to stop that have not ended yet */
-	struct ct_slot *slots;	       /* one per worker */
-	unsigned long long fill_seq;   /* fills started (ct_slot.seq) */
+	unsigned rd_queued;		/* jobs in dq and rq */
+	unsigned rd_inflight;		/* demand and readahead fills in flight */
+	unsigned ra_busy;		/* readahead jobs queued and fills in flight */
+	unsigned pf_cap;		/* prefetch fills' slow start after readahead (pf_max) */
+	unsigned pf_quiet;		/* prefetch fills completed since a reader's job was queued,
+					 * up to fill_threads (pf_max) */
+	unsigned pf_withdrawing;	/* prefetch fills asked to stop that have not ended yet */
+	struct ct_slot *slots;		/* one per worker */
+	unsigned long long fill_seq;	/* fills started (ct_slot.seq) */
 	pthread_t *workers;		/* fill threads; the array is written only by open/close */
 	unsigned nworkers;
 	pthread_t flusher; /* writes the batched maps; off the fill path */
@@ -196,7 +196,7 @@ struct cachetier {
 	uint64_t decoded_evictions; /* decoded copies evicted */
 	uint64_t peer_chunks;	    /* chunks served that another process filled */
 	uint64_t peer_waits;	    /* fills that waited for another process's fill */
-	uint64_t pf_withdrawn; /* prefetch fills stopped to free a connection for a reader */
+	uint64_t pf_withdrawn;	    /* prefetch fills stopped to free a connection for a reader */
 	atomic_ullong decoded_used; /* bytes of decoded copies (never evicted) */
 	atomic_ullong decoded_streams, decoded_bytes, decoded_reused, meta_reads, meta_writes;
 	atomic_int version_noted[CT_FMT_COUNT]; /* cachetier__note_version logged it */
