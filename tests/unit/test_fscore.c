@@ -148,6 +148,7 @@ static void fs_open_core(struct fs *fs, const char *layout)
 	memset(fs, 0, sizeof(*fs));
 	pthread_mutex_init(&fs->ctl_lock, NULL);
 	pthread_mutex_init(&fs->if_lock, NULL);
+	pthread_rwlock_init(&fs->plan_lock, NULL);
 	err = fs_opt_parse_mount(10, argv, &fs->cfg);
 	if (err) {
 		fprintf(stderr, "fs_opt_parse_mount: %d\n", err);
