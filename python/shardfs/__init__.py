@@ -198,19 +198,25 @@ class PlanSampler(_sampler_base()):
     draws the wrapped sampler's whole order for the epoch, maps the indices to paths, publishes
     them to the mount as a plan (before the first index is yielded), then yields the wrapped
     sampler's items unchanged. `paths` is a dataset (dataset_paths) or a list of mount-relative
-    paths. A plan that cannot be published is a warning (strict=True: an error): reading works
-    without one. After each __iter__, last_indices and last_plan (its PlanInfo) say what was
+    paths. A dataset outside any shardfs mount, or a plan that cannot be published, is a
+    warning (strict=True: an error): reading works without one. After each __iter__, last_indices and last_plan (its PlanInfo) say what was
     published."""
 
     def __init__(self, sampler, paths, mountpoint=None, name=None, strict=False):
         _check_name(name)
         self.sampler, self.name, self.strict = sampler, name, strict
-        if isinstance(paths, (list, tuple)) and mountpoint is not None:
-            self.mountpoint = os.path.abspath(mountpoint)
-            self.paths = [os.fsdecode(_relative(self.mountpoint, p)) for p in paths]
-        else:
-            self.mountpoint, self.paths = dataset_paths(paths, mountpoint)
         self.last_indices, self.last_plan = None, None
+        try:
+            if isinstance(paths, (list, tuple)) and mountpoint is not None:
+                self.mountpoint = os.path.abspath(mountpoint)
+                self.paths = [os.fsdecode(_relative(self.mountpoint, p)) for p in paths]
+            else:
+                self.mountpoint, self.paths = dataset_paths(paths, mountpoint)
+        except ValueError as e:  # no shardfs mount: the sampler works, without plans
+            if strict:
+                raise
+            warnings.warn('shardfs: no plans: %s' % e)
+            self.mountpoint, self.paths = None, None
 
     def __len__(self):
         return len(self.sampler)
@@ -222,6 +228,8 @@ class PlanSampler(_sampler_base()):
     def __iter__(self):
         items = list(iter(self.sampler))
         self.last_indices = list(_flatten(items))
+        if self.mountpoint is None:
+            return iter(items)
         try:
             self.last_plan = plan(self.mountpoint, [self.paths[i] for i in self.last_indices],
                                   self.name)
