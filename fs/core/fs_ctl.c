@@ -576,8 +576,8 @@ int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid)
 				err = refresh(fs);
 			} else if (cmd_is(buf + i, k - i, "plan", &a) ||
 				   cmd_is(buf + i, k - i, "plan-clear", &a)) {
-				err = plan_command(fs, buf[i + 4] == '-', buf + i + a, k - i - a,
-						   pid);
+				err = plan_command(fs, k - i > 4 && buf[i + 4] == '-', buf + i + a,
+						   k - i - a, pid);
 			} else {
 				fs_log(FS_LOG_WARN, "control: unknown command '%.*s'", (int)(k - i),
 				       buf + i);
