@@ -316,8 +316,10 @@ struct fs {
 	 * while referenced (fs_plan_put). */
 	pthread_rwlock_t plan_lock;
 	struct fs_plan *plans[FS_PLAN_MAX];
-	atomic_uint nplans;	/* plans published now (reads skip the lock at 0) */
-	atomic_ullong plan_gen; /* changes at every publish and clear */
+	atomic_uint nplans;		  /* plans published now (reads skip the lock at 0) */
+	atomic_ullong plan_gen;		  /* changes at every publish and clear */
+	void (*plan_listener)(void *ctx); /* fs_plan_set_listener: set before serving */
+	void *plan_listener_ctx;
 };
 
 /* Blocks of objects and shards (fs->objs, fs->shards). */
@@ -516,7 +518,8 @@ struct fs_plan_extent {
 struct fs_plan; /* opaque */
 struct fs_plan_info {
 	const char *name;  /* valid while the plan is referenced */
-	pid_t pid;	   /* the process that published it */
+	pid_t pid;	   /* who sent it: the thread id of the request (its process's
+			    * pid for a single-threaded sender) */
 	uint32_t paths;	   /* extents (paths found), in reading order */
 	uint32_t missing;  /* paths of the file that were skipped */
 	uint32_t read;	   /* extents marked read */
@@ -539,6 +542,11 @@ int fs_plan_clear(struct fs *fs, const char *name, pid_t pid);
 void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off);
 /* Changes at every publish and clear. */
 uint64_t fs_plan_gen(struct fs *fs);
+/* fn(ctx) is called after every publish and clear and after a read that
+ * marked a planned path (so a fetcher can wake up), on the thread that did
+ * it, with no lock of fs_plan.c held; it must not block. Set it once,
+ * before requests are served (NULL: none). */
+void fs_plan_set_listener(struct fs *fs, void (*fn)(void *ctx), void *ctx);
 /* The plans now, each referenced (fs_plan_put each): how many, at most max. */
 size_t fs_plan_list(struct fs *fs, struct fs_plan **out, size_t max);
 void fs_plan_put(struct fs_plan *p);

@@ -26,6 +26,8 @@
 
 #define PLAN_NONE UINT32_MAX
 
+static void plan_changed(struct fs *fs);
+
 struct fs_plan {
 	atomic_uint refs;
 	char name[FS_PLAN_NAME_MAX + 1];
@@ -430,6 +432,7 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	if (old && strcmp(old->name, nm) != 0)
 		fs_log(FS_LOG_WARN, "plan: %d plans at most: dropped '%s'", FS_PLAN_MAX, old->name);
 	fs_plan_put(old);
+	plan_changed(fs);
 	return 0;
 }
 
@@ -456,15 +459,17 @@ int fs_plan_clear(struct fs *fs, const char *name, pid_t pid)
 		return -ENOENT;
 	fs_log(FS_LOG_INFO, "plan '%s' cleared", nm);
 	fs_plan_put(old);
+	plan_changed(fs);
 	return 0;
 }
 
 /* ---- reads --------------------------------------------------------------- */
 
-static void plan_mark(struct fs *fs, struct fs_plan *p, uint32_t i)
+static void plan_mark(struct fs *fs, struct fs_plan *p, uint32_t i, int *marked)
 {
 	unsigned pos = atomic_load_explicit(&p->position, memory_order_relaxed);
 
+	*marked = 1;
 	atomic_fetch_add_explicit(&p->nread, 1, memory_order_relaxed);
 	fs->c.plan_hits++;
 	while (pos < i + 1 && !atomic_compare_exchange_weak(&p->position, &pos, i + 1))
@@ -475,6 +480,7 @@ void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off)
 {
 	enum fs_kind k = fs_ino_kind(ino);
 	uint64_t key = ino;
+	int marked = 0;
 
 	if (!atomic_load_explicit(&fs->nplans, memory_order_relaxed))
 		return;
@@ -492,7 +498,7 @@ void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off)
 		if (off == 0) { /* a new read of the file: its next occurrence */
 			for (uint32_t i = first; i != PLAN_NONE; i = p->next[i]) {
 				if (atomic_exchange(&p->done[i], 1) == 0) {
-					plan_mark(fs, p, i);
+					plan_mark(fs, p, i, &marked);
 					break;
 				}
 			}
@@ -502,10 +508,12 @@ void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off)
 			while (i != PLAN_NONE && !atomic_load(&p->done[i]))
 				i = p->next[i];
 			if (i == PLAN_NONE && atomic_exchange(&p->done[first], 1) == 0)
-				plan_mark(fs, p, first);
+				plan_mark(fs, p, first, &marked);
 		}
 	}
 	pthread_rwlock_unlock(&fs->plan_lock);
+	if (marked)
+		plan_changed(fs);
 }
 
 /* ---- the fetcher's side and stats ------------------------------------------ */
@@ -513,6 +521,18 @@ void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off)
 uint64_t fs_plan_gen(struct fs *fs)
 {
 	return atomic_load(&fs->plan_gen);
+}
+
+void fs_plan_set_listener(struct fs *fs, void (*fn)(void *ctx), void *ctx)
+{
+	fs->plan_listener = fn;
+	fs->plan_listener_ctx = ctx;
+}
+
+static void plan_changed(struct fs *fs)
+{
+	if (fs->plan_listener)
+		fs->plan_listener(fs->plan_listener_ctx);
 }
 
 size_t fs_plan_list(struct fs *fs, struct fs_plan **out, size_t max)
