@@ -314,8 +314,8 @@ static int plan_build(struct fs *fs, struct fs_plan *p, const char *text, size_t
 		size_t j = nl ? (size_t)(nl - text) : len, k = j;
 		struct fs_plan_extent x;
 
-		if (k > i && text[k - 1] == '\r')
-			k--;
+		/* a line is a path as it is: a '\r' at its end is part of it
+		 * (a member's name may end in one) */
 		if (k == i) { /* an empty line: no path */
 			i = j + 1;
 			continue;
