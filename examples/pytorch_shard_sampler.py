@@ -1,13 +1,15 @@
 #!/usr/bin/python3
 """A shard-ordered sampler: shuffle shards, then samples within each shard, so that every
 worker reads one shard front to back (sequential I/O, shardfs readahead and --prefetch-shards
-work) while the epoch is still shuffled. Uses the user.shardfs.* extended attributes that
-shardfs puts on every member when mounted with --xattr (off by default).
+work) while the epoch is still shuffled. Where each sample lives comes from the mount's
+manifest, MOUNT/.shardfs/samples.tsv (read with the shardfs Python module in python/); each
+epoch's order is published to the mount as a reading plan (shardfs.PlanSampler).
 
 Run:
-  build/shardfs mount --xattr /data/shards /mnt/shards        # --layout shards (default)
-  /usr/bin/python3 examples/pytorch_shard_sampler.py /mnt/shards --epochs 1 --workers 2
-(also works on a --layout imagefolder mount: its files carry the same attributes)
+  build/shardfs mount /data/shards /mnt/shards                # --layout shards (default)
+  PYTHONPATH=python /usr/bin/python3 examples/pytorch_shard_sampler.py /mnt/shards --epochs 1
+(on a --layout imagefolder mount, which has no samples.tsv, it reads the user.shardfs.*
+extended attributes instead: mount it with --xattr)
 
 Images are the members with an image extension; the label is the sample's .cls member (on an
 imagefolder mount, the class directory's integer).
@@ -18,15 +20,38 @@ import os
 import random
 import time
 
+import sys
+
 import torch
 from PIL import Image
 from torchvision import transforms
+
+try:
+    import shardfs
+except ImportError:  # run from a checkout without PYTHONPATH=python
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'python'))
+    import shardfs
 
 IMAGE_EXTS = ('.jpg', '.jpeg', '.png', '.webp', '.bmp', '.ppm', '.pgm', '.tif', '.tiff')
 
 
 def scan(root):
-    """[(path, shard, offset)] of every image member below root, from the xattrs."""
+    """[(path, shard, offset, key)] of every image member below root: from the mount's
+    samples.tsv, else (an imagefolder mount) from the xattrs."""
+    root = os.path.abspath(root)
+    mnt = shardfs.find_mountpoint(root)
+    try:
+        recs = shardfs.read_samples(mnt)
+    except FileNotFoundError:
+        recs = None
+    if recs is not None:
+        items = []
+        for r in recs:
+            p = os.path.join(mnt, r.path)
+            if r.offset is not None and p.startswith(root + '/') and \
+                    p.lower().endswith(IMAGE_EXTS):
+                items.append((p, r.shard, r.offset, r.key))
+        return items
     items = []
     for dp, _, fns in os.walk(root):
         if '/.shardfs' in dp:
@@ -38,9 +63,10 @@ def scan(root):
             try:
                 shard = os.getxattr(p, 'user.shardfs.shard').decode()
                 off = int(os.getxattr(p, 'user.shardfs.offset'))
+                key = os.getxattr(p, 'user.shardfs.key').decode()
             except OSError:
                 continue  # not a shard member
-            items.append((p, shard, off))
+            items.append((p, shard, off, key))
     return items
 
 
@@ -50,7 +76,7 @@ class ShardOrderSampler(torch.utils.data.Sampler):
 
     def __init__(self, items, seed=0, window=64):
         self.by_shard = {}
-        for i, (_, shard, off) in enumerate(items):
+        for i, (_, shard, off, _) in enumerate(items):
             self.by_shard.setdefault(shard, []).append((off, i))
         for v in self.by_shard.values():
             v.sort()
@@ -83,10 +109,10 @@ class Members(torch.utils.data.Dataset):
         return len(self.items)
 
     def __getitem__(self, i):
-        p = self.items[i][0]
+        p, _, _, key = self.items[i]
         with open(p, 'rb') as f:
             img = Image.open(io.BytesIO(f.read())).convert('RGB')
-        cls = os.path.join(os.path.dirname(p), os.getxattr(p, 'user.shardfs.key').decode() + '.cls')
+        cls = os.path.join(os.path.dirname(p), os.path.basename(key) + '.cls')
         try:
             with open(cls) as f:
                 label = int(f.read().strip())
@@ -106,9 +132,12 @@ def main():
     args = ap.parse_args()
     items = scan(args.root)
     if not items:
-        raise SystemExit('no image members with user.shardfs.* attributes below %s' % args.root)
+        raise SystemExit('no image members below %s (samples.tsv, or user.shardfs.* xattrs)'
+                         % args.root)
     sampler = ShardOrderSampler(items, seed=args.seed)
-    dl = torch.utils.data.DataLoader(Members(items), batch_size=16, sampler=sampler,
+    # each epoch's order goes to the mount as a plan before the epoch's first read
+    planned = shardfs.PlanSampler(sampler, [it[0] for it in items], name='shard-sampler')
+    dl = torch.utils.data.DataLoader(Members(items), batch_size=16, sampler=planned,
                                      num_workers=args.workers)
     print('%d images in %d shards' % (len(items), len(sampler.by_shard)))
     for e in range(args.epochs):
@@ -122,7 +151,10 @@ def main():
         for x, y in dl:
             n += len(y)
         dt = time.monotonic() - t
-        print('epoch %d: %d samples, %d shard switches, %.0f samples/s' % (e, n, switches, n / dt))
+        assert planned.last_indices == order, 'the published plan is the epoch\'s order'
+        pl = planned.last_plan
+        print('epoch %d: %d samples, %d shard switches, %.0f samples/s; plan: %s paths%s'
+              % (e, n, switches, n / dt, pl.paths if pl else 'no', '' if pl else ' (refused)'))
 
 
 if __name__ == '__main__':

@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -18,7 +19,7 @@
 
 #include "fs_i.h"
 
-const char *const fs_ctl_names[FS_CTL_COUNT] = {".shardfs", "stats", "metrics", "control"};
+const char *const fs_ctl_names[FS_CTL_COUNT] = {".shardfs", "stats", "metrics", "control", "plans"};
 
 struct out {
 	char *buf;
@@ -112,6 +113,7 @@ struct ctl_snapshot {
 	uint64_t objects, shards, dirs; /* live ones (old versions stay until unmount) */
 	uint64_t source_bytes, offline, fill_threads, connections, cache_room;
 	uint64_t warm_state, warm_wanted, warm_done, warm_unfit;
+	struct fs_plan_totals plan;
 };
 
 static void collect_snapshot(struct fs *fs, struct ctl_snapshot *s)
@@ -122,6 +124,7 @@ static void collect_snapshot(struct fs *fs, struct ctl_snapshot *s)
 	cachetier_get_stats(fs->ct, &s->cs);
 	backend_get_stats(fs->be, &s->bs);
 	prefetch_progress(fs, &s->pf);
+	fs_plan_totals(fs, &s->plan);
 	fs_warm_progress(fs, &wp);
 	s->warm_state = wp.state;
 	s->warm_wanted = wp.wanted;
@@ -288,6 +291,18 @@ static const struct ctl_counter ctl_counters[] = {
      "regular members of plain shards left out of the DALI indexes at the last build (no "
      "extension, white space in the name, hardlinks, sparse)",
      G, FS(lidx_members_skipped)},
+    {"plans", "reading plans published now (plan command; .shardfs/plans)", G, SNAP(plan.plans)},
+    {"plans_published", "plan commands taken (a plan replaced or dropped counts too)", C,
+     FS(plans_published)},
+    {"plan_paths", "paths in the plans now (found in the mount)", G, SNAP(plan.paths)},
+    {"plan_missing", "paths of the plans now that were not found and are skipped", G,
+     SNAP(plan.missing)},
+    {"plan_bytes", "bytes behind the paths of the plans now", G, SNAP(plan.bytes)},
+    {"plan_read", "paths of the plans now that were read", G, SNAP(plan.read)},
+    {"plan_position",
+     "sum over the plans now of their position (1 + the furthest planned path read)", G,
+     SNAP(plan.position)},
+    {"plan_hits", "reads that landed on a planned path not read yet", C, FS(plan_hits)},
 };
 #undef FS
 #undef SNAP
@@ -355,11 +370,38 @@ static void render_metrics(struct fs *fs, const struct ctl_snapshot *s, struct o
 	}
 }
 
+/* o's text padded with blanks to want bytes (doubled until it fits), the
+ * last a newline, into *buf: see fs_ctl_render. Frees o's buffer on error. */
+static int pad_snapshot(struct out *o, size_t want, char **buf, size_t *len)
+{
+	char *p;
+
+	while (o->len + 2 > want)
+		want *= 2;
+	p = realloc(o->buf, want);
+	if (!p) {
+		free(o->buf);
+		return -ENOMEM;
+	}
+	memset(p + o->len, ' ', want - o->len - 1);
+	p[want - 1] = '\n';
+	*buf = p;
+	*len = want;
+	return 0;
+}
+
 int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len)
 {
 	struct out o = {0};
 	struct ctl_snapshot s;
 
+	if (which == FS_CTL_PLANS) {
+		int err = fs_plan_render(fs, &o.buf, &o.len);
+
+		if (err < 0)
+			return err;
+		return pad_snapshot(&o, 4096, buf, len);
+	}
 	if (which != FS_CTL_STATS && which != FS_CTL_METRICS)
 		return -EISDIR;
 	collect_snapshot(fs, &s);
@@ -383,24 +425,9 @@ int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len)
 	 * and the rest never changes while mounted, so every byte offset
 	 * holds the same thing in every snapshot; any splice of snapshots is
 	 * a whole document whose values are each whole (maybe of different
-	 * moments). Only a much longer rendering grows the size. */
-	{
-		size_t want = which == FS_CTL_STATS ? 4096 : 32768;
-		char *p;
-
-		while (o.len + 2 > want)
-			want *= 2;
-		p = realloc(o.buf, want);
-		if (!p) {
-			free(o.buf);
-			return -ENOMEM;
-		}
-		memset(p + o.len, ' ', want - o.len - 1);
-		p[want - 1] = '\n';
-		*buf = p;
-		*len = want;
-	}
-	return 0;
+	 * moments). Only a much longer rendering grows the size. (The plans
+	 * file has lines that come and go: only its size is kept.) */
+	return pad_snapshot(&o, which == FS_CTL_METRICS ? 32768 : 4096, buf, len);
 }
 
 /* Every object at or below namespace directory d. fs->ns_lock held. */
@@ -482,13 +509,57 @@ static int refresh(struct fs *fs)
 	return err;
 }
 
-int fs_ctl_command(struct fs *fs, const char *buf, size_t len)
+/* Does line s[0..n) start with the command word w (then a blank or its
+ * end)? Then *arg is where its argument starts (blanks skipped). */
+static int cmd_is(const char *s, size_t n, const char *w, size_t *arg)
+{
+	size_t wl = strlen(w), a = wl;
+
+	if (n < wl || memcmp(s, w, wl) != 0 || (n > wl && s[wl] != ' '))
+		return 0;
+	while (a < n && s[a] == ' ')
+		a++;
+	*arg = a;
+	return 1;
+}
+
+/* 'plan [NAME] FILE' and 'plan-clear [NAME]' (a NAME has no blank; FILE,
+ * absolute, is the rest of the line). */
+static int plan_command(struct fs *fs, int clear, const char *a, size_t n, pid_t pid)
+{
+	char name[FS_PLAN_NAME_MAX + 2], file[PATH_MAX];
+	size_t nl = 0;
+
+	if (n && (clear || a[0] != '/')) {
+		while (nl < n && a[nl] != ' ')
+			nl++;
+		if (nl > FS_PLAN_NAME_MAX)
+			return -EINVAL;
+		memcpy(name, a, nl);
+		name[nl] = '\0';
+		a += nl;
+		n -= nl;
+		while (n && *a == ' ')
+			a++, n--;
+	}
+	if (clear)
+		return n ? -EINVAL : fs_plan_clear(fs, nl ? name : NULL, pid);
+	if (n == 0)
+		return -EINVAL;
+	if (n >= sizeof(file))
+		return -ENAMETOOLONG;
+	memcpy(file, a, n);
+	file[n] = '\0';
+	return fs_plan_publish(fs, nl ? name : NULL, pid, file);
+}
+
+int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid)
 {
 	size_t i = 0;
 	int err = 0, inside_shard = 0;
 
 	while (i < len && err >= 0) {
-		size_t j = i, k;
+		size_t j = i, k, a;
 
 		while (j < len && buf[j] != '\n')
 			j++;
@@ -506,6 +577,10 @@ int fs_ctl_command(struct fs *fs, const char *buf, size_t len)
 				inside_shard |= err == 1;
 			} else if (k - i == 7 && memcmp(buf + i, "refresh", 7) == 0) {
 				err = refresh(fs);
+			} else if (cmd_is(buf + i, k - i, "plan", &a) ||
+				   cmd_is(buf + i, k - i, "plan-clear", &a)) {
+				err = plan_command(fs, k - i > 4 && buf[i + 4] == '-', buf + i + a,
+						   k - i - a, pid);
 			} else {
 				fs_log(FS_LOG_WARN, "control: unknown command '%.*s'", (int)(k - i),
 				       buf + i);

@@ -188,10 +188,10 @@ int fs_op_write(struct fs *fs, uint64_t ino, const char *buf, size_t size)
 {
 	if (!is_control(ino))
 		return -EROFS;
-	return fs_ctl_command(fs, buf, size);
+	return fs_ctl_command(fs, buf, size, 0);
 }
 
-int fs_op_ioctl(struct fs *fs, uint64_t ino, unsigned cmd, uid_t uid, const void *in_buf,
+int fs_op_ioctl(struct fs *fs, uint64_t ino, unsigned cmd, uid_t uid, pid_t pid, const void *in_buf,
 		size_t in_len)
 {
 	if (cmd != FS_CTL_IOC || !is_control(ino))
@@ -200,7 +200,7 @@ int fs_op_ioctl(struct fs *fs, uint64_t ino, unsigned cmd, uid_t uid, const void
 		return -EACCES;
 	if (in_len != FS_CTL_IOC_LEN)
 		return -EINVAL;
-	return fs_ctl_command(fs, in_buf, strnlen(in_buf, in_len));
+	return fs_ctl_command(fs, in_buf, strnlen(in_buf, in_len), pid);
 }
 
 int fs_read_fd_range(struct fs *fs, struct cachetier_obj *o, uint64_t off, size_t size,
@@ -228,6 +228,8 @@ int fs_op_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_t si
 	if (!v || !v->read)
 		return -EISDIR;
 	err = v->read(fs, ino, fh, off, size, r);
+	if (err == 0 && !v->volatile_attrs)
+		fs_plan_note_read(fs, ino, off);
 	/* a remote object that changed under a read: the next lookup of its
 	 * name gets the new version */
 	if (err == -ESTALE && v->mark_stale)

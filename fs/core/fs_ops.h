@@ -73,10 +73,10 @@ int fs_op_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_t si
 void fs_op_read_done(struct fs_read *r);
 /* A write: only .shardfs/control takes them, each a whole command line. */
 int fs_op_write(struct fs *fs, uint64_t ino, const char *buf, size_t size);
-/* An ioctl cmd from user uid with the argument in_buf[0..in_len): the
- * control command (FS_CTL_IOC) gives fs_ctl_command's result, everything
- * else -ENOTTY. */
-int fs_op_ioctl(struct fs *fs, uint64_t ino, unsigned cmd, uid_t uid, const void *in_buf,
+/* An ioctl cmd from user uid, process pid, with the argument
+ * in_buf[0..in_len): the control command (FS_CTL_IOC) gives
+ * fs_ctl_command's result, everything else -ENOTTY. */
+int fs_op_ioctl(struct fs *fs, uint64_t ino, unsigned cmd, uid_t uid, pid_t pid, const void *in_buf,
 		size_t in_len);
 
 /* Can ino be listed? */

@@ -74,7 +74,7 @@ static int ctl_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
 {
 	(void)fs;
 	(void)ino;
-	l->n = FS_CTL_COUNT - 1;
+	l->n = FS_CTL_LISTED - 1;
 	l->parent = 1;
 	return 0;
 }
@@ -137,7 +137,7 @@ static int ctl_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size
 	struct fs_ctl_snap *slot;
 	int err = 0;
 
-	if (a != FS_CTL_STATS && a != FS_CTL_METRICS)
+	if (a != FS_CTL_STATS && a != FS_CTL_METRICS && a != FS_CTL_PLANS)
 		return -EISDIR;
 	slot = fh ? &fs->ctl_snaps[fh % FS_CTL_SNAPS] : &fs->ctl_cur[a];
 	pthread_mutex_lock(&fs->ctl_lock);
@@ -182,6 +182,7 @@ void fs_ctl_free(struct fs *fs)
 		free(fs->ctl_snaps[i].buf);
 	for (int i = 0; i < FS_CTL_COUNT; i++)
 		free(fs->ctl_cur[i].buf);
+	fs_plan_free_all(fs);
 	memset(fs->ctl_snaps, 0, sizeof(fs->ctl_snaps));
 	memset(fs->ctl_cur, 0, sizeof(fs->ctl_cur));
 	fs_lidx_free(fs);

@@ -381,7 +381,8 @@ static void ll_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
 	(void)fi;
 	(void)flags;
 	(void)out_bufsz;
-	err = fs_op_ioctl(fs, ino, cmd, fuse_req_ctx(req)->uid, in_buf, in_bufsz);
+	err = fs_op_ioctl(fs, ino, cmd, fuse_req_ctx(req)->uid, fuse_req_ctx(req)->pid, in_buf,
+			  in_bufsz);
 	if (err < 0)
 		reply_fail(req, fs, OP_IOCTL, ino, NULL, err);
 	else

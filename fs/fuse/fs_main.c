@@ -1,7 +1,7 @@
 /*
  * fs_main.c — the shardfs command: mount, --help, --version, and the
  * dispatch to the commands that need no FUSE (fs/tools/: umount, stats,
- * prefetch, refresh in fs_client.c; pack; index).
+ * prefetch, refresh, plan in fs_client.c; pack; index).
  *
  * mount forks before doing any work: the child opens the source, lists
  * it, mounts and only then tells the waiting parent through a pipe that the
@@ -46,6 +46,7 @@ static void usage(FILE *f)
 	    "progress\n"
 	    "  refresh MOUNTPOINT                  list the source again: show new, removed, "
 	    "changed shards\n"
+	    "  plan MOUNTPOINT FILE [--name NAME]  publish the order in which files will be read\n"
 	    "  index [OPTIONS] SOURCE              build every shard's index ('shardfs index "
 	    "--help')\n"
 	    "  pack [OPTIONS] INPUT_DIR PREFIX     make WebDataset shards ('shardfs pack --help')\n"
@@ -292,6 +293,7 @@ static int cmd_mount(int argc, char **argv)
 	memset(&fs, 0, sizeof(fs));
 	pthread_mutex_init(&fs.ctl_lock, NULL);
 	pthread_mutex_init(&fs.if_lock, NULL);
+	pthread_rwlock_init(&fs.plan_lock, NULL);
 	err = fs_opt_parse_mount(argc, argv, &fs.cfg);
 	if (err)
 		goto out;
@@ -403,6 +405,8 @@ int main(int argc, char **argv)
 		return fs_prefetch_main(argc - 2, argv + 2);
 	if (strcmp(cmd, "refresh") == 0)
 		return fs_refresh_main(argc - 2, argv + 2);
+	if (strcmp(cmd, "plan") == 0)
+		return fs_plan_main(argc - 2, argv + 2);
 	if (strcmp(cmd, "pack") == 0)
 		return fs_pack_main(argc - 2, argv + 2);
 	if (strcmp(cmd, "index") == 0)

@@ -1,6 +1,6 @@
 /*
  * fs_client.c — the commands that talk to a running mount through its
- * files, without FUSE: umount, stats, prefetch, refresh. They read the
+ * files, without FUSE: umount, stats, prefetch, refresh, plan. They read the
  * control files (MOUNTPOINT/.shardfs/stats) and send commands as the
  * FS_CTL_IOC ioctl on MOUNTPOINT/.shardfs/control (fs_i.h).
  */
@@ -664,5 +664,144 @@ int fs_refresh_main(int argc, char **argv)
 	       " objects, %" PRIu64 " shards\n",
 	       argv[0], after[0] - before[0], after[1] - before[1], after[2] - before[2], after[3],
 	       after[4]);
+	return 0;
+}
+
+/* The line of plan name in MOUNTPOINT/.shardfs/plans, printed as a
+ * summary: 0, or -ENOENT when there is none. */
+static int plan_say(const char *mnt, const char *name)
+{
+	char *text = read_ctl(mnt, "plans"), *line, *save = NULL;
+	int err = -ENOENT;
+
+	if (!text)
+		return -errno;
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *f[8], *s2 = NULL;
+		int n = 0;
+
+		for (char *t = strtok_r(line, "\t", &s2); t && n < 8; t = strtok_r(NULL, "\t", &s2))
+			f[n++] = t;
+		if (n == 8 && strcmp(f[0], name) == 0) {
+			char human[32];
+			uint64_t bytes = strtoull(f[6], NULL, 10);
+
+			fs_human_bytes(bytes, human, sizeof(human));
+			printf("plan '%s': %s paths, %s; %s paths not in the mount (skipped)\n",
+			       name, f[2], human, f[3]);
+			err = 0;
+			break;
+		}
+	}
+	free(text);
+	return err;
+}
+
+int fs_plan_main(int argc, char **argv)
+{
+	static const char synopsis[] = "plan MOUNTPOINT FILE [--name NAME]\n"
+				       "       shardfs plan MOUNTPOINT --clear [--name NAME]";
+	const char *mnt = NULL, *file = NULL, *name = "default";
+	char path[PATH_MAX], line[PATH_MAX + FS_PLAN_NAME_MAX + 16], *abs = NULL;
+	int clear = 0, fd, err, n;
+
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			printf(
+			    "usage: shardfs %s\n\n"
+			    "Publish a reading plan to a running mount: FILE holds mount-relative\n"
+			    "paths, one per line, in the order they will be read. The mount\n"
+			    "resolves each to the bytes behind it and keeps them in that order\n"
+			    "under NAME (default: 'default'); a later plan with the same NAME\n"
+			    "replaces it, other names are kept (several readers, several jobs).\n"
+			    "Paths not in the mount are skipped and counted. Reads of planned\n"
+			    "paths advance the plan (stats: plans, plan_paths, plan_missing,\n"
+			    "plan_hits; MOUNTPOINT/.shardfs/plans). --clear drops plan NAME.\n"
+			    "A relative FILE is taken from the current directory; the mount\n"
+			    "reads it (its daemon's user must be able to). Exit status: 0 done,\n"
+			    "1 refused (says why), 2 usage.\n",
+			    synopsis);
+			return 0;
+		}
+		if (strcmp(argv[i], "--clear") == 0) {
+			clear = 1;
+		} else if (strcmp(argv[i], "--name") == 0 && i + 1 < argc) {
+			name = argv[++i];
+		} else if (strncmp(argv[i], "--name=", 7) == 0) {
+			name = argv[i] + 7;
+		} else if (argv[i][0] == '-' && argv[i][1]) {
+			fprintf(stderr, "shardfs plan: unknown option %s\nusage: shardfs %s\n",
+				argv[i], synopsis);
+			return 2;
+		} else if (!mnt) {
+			mnt = argv[i];
+		} else if (!file) {
+			file = argv[i];
+		} else {
+			fprintf(stderr, "usage: shardfs %s\n", synopsis);
+			return 2;
+		}
+	}
+	if (!mnt || !clear == !file) {
+		fprintf(stderr, "usage: shardfs %s\n", synopsis);
+		return 2;
+	}
+	if (strlen(name) == 0 || strlen(name) > FS_PLAN_NAME_MAX ||
+	    strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") !=
+		strlen(name)) {
+		fprintf(stderr, "shardfs plan: bad name '%s': 1 to %d of A-Z a-z 0-9 . _ : -\n",
+			name, FS_PLAN_NAME_MAX);
+		return 2;
+	}
+	if (file) {
+		/* the daemon reads FILE: it needs the absolute path */
+		abs = realpath(file, NULL);
+		if (!abs) {
+			fprintf(stderr, "shardfs plan: cannot read the plan file %s: %s\n", file,
+				strerror(errno));
+			return 1;
+		}
+	}
+	n = clear ? snprintf(line, sizeof(line), "plan-clear %s\n", name)
+		  : snprintf(line, sizeof(line), "plan %s %s\n", name, abs);
+	if (n < 0 || (size_t)n >= sizeof(line) || strchr(clear ? name : abs, '\n')) {
+		fprintf(stderr,
+			"shardfs plan: the plan file's path is too long or has a newline\n");
+		free(abs);
+		return 1;
+	}
+	snprintf(path, sizeof(path), "%s/.shardfs/control", mnt);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		say_not_mount(mnt, errno);
+		free(abs);
+		return 1;
+	}
+	err = ctl_send(fd, line);
+	close(fd);
+	if (err < 0) {
+		if (clear && err == -ENOENT)
+			fprintf(stderr, "shardfs plan: %s has no plan named '%s'\n", mnt, name);
+		else if (err == -EINVAL)
+			fprintf(stderr,
+				"shardfs plan: the mount refused the plan file %s: not a regular "
+				"file, or inside the mount (see the mount's log)\n",
+				abs);
+		else if (err == -ENOTTY)
+			say_not_mount(mnt, ENOTTY);
+		else
+			fprintf(stderr,
+				"shardfs plan: the mount cannot read the plan file %s: %s\n",
+				abs ? abs : "", strerror(-err));
+		free(abs);
+		return 1;
+	}
+	free(abs);
+	if (clear) {
+		printf("plan '%s' cleared\n", name);
+		return 0;
+	}
+	if (plan_say(mnt, name) < 0)
+		printf("plan '%s' published (replaced since by another plan)\n", name);
 	return 0;
 }

@@ -49,6 +49,7 @@ int fs_index_main(int argc, char **argv)
 	memset(&fs, 0, sizeof(fs));
 	pthread_mutex_init(&fs.ctl_lock, NULL);
 	pthread_mutex_init(&fs.if_lock, NULL);
+	pthread_rwlock_init(&fs.plan_lock, NULL);
 	err = fs_opt_parse_index(argc, argv, &fs.cfg);
 	if (err) {
 		fs_opt_free(&fs.cfg);

@@ -148,6 +148,7 @@ static void fs_open_core(struct fs *fs, const char *layout)
 	memset(fs, 0, sizeof(*fs));
 	pthread_mutex_init(&fs->ctl_lock, NULL);
 	pthread_mutex_init(&fs->if_lock, NULL);
+	pthread_rwlock_init(&fs->plan_lock, NULL);
 	err = fs_opt_parse_mount(10, argv, &fs->cfg);
 	if (err) {
 		fprintf(stderr, "fs_opt_parse_mount: %d\n", err);
@@ -677,6 +678,103 @@ out:
 	fs_close_core(&fs);
 }
 
+/* ---- reading plans: the interface a fetcher uses (fs_i.h) ------------------- */
+
+static int plan_wakeups;
+
+static void plan_listener(void *ctx)
+{
+	(void)ctx;
+	plan_wakeups++;
+}
+
+/* Read ino at off through the operations (as a FUSE read would). */
+static void read_at(struct fs *fs, int64_t ino, uint64_t off)
+{
+	struct fs_read r;
+
+	CHECK(ino > 0 && fs_op_read(fs, (uint64_t)ino, 0, off, 4096, &r) == 0, "read %" PRId64,
+	      ino);
+	fs_op_read_done(&r);
+}
+
+static void test_plan(void)
+{
+	struct fs fs;
+	struct fs_plan *p[4];
+	struct fs_plan_info in;
+	struct fs_plan_extent x[8];
+	uint32_t idx[8], from = 0, n;
+	char file[4096], cmd[4200];
+	const char lines[] = "train/shard-000000/s0.jpg\nx\nnope\n\ntrain/shard-000001/s2.png\n"
+			     "train//shard-000000/./s0.jpg\n";
+	int64_t s0;
+
+	fs_open_core(&fs, "shards");
+	fs_plan_set_listener(&fs, plan_listener, NULL);
+	snprintf(file, sizeof(file), "%s/plan.txt", tmp);
+	write_file("../plan.txt", lines, sizeof(lines) - 1);
+	snprintf(cmd, sizeof(cmd), "plan t1 %s\n", file);
+	CHECK(fs_ctl_command(&fs, cmd, strlen(cmd), 123) == 0, "plan t1");
+	CHECK(plan_wakeups == 1 && fs_plan_gen(&fs) == 1, "published: %d wakeups", plan_wakeups);
+	CHECK(fs_plan_list(&fs, p, 4) == 1, "one plan");
+	fs_plan_get_info(p[0], &in);
+	CHECK(strcmp(in.name, "t1") == 0 && in.pid == 123 && in.paths == 4 && in.missing == 1 &&
+		  in.read == 0 && in.position == 0,
+	      "plan t1: %s pid %d, %u paths, %u missing", in.name, (int)in.pid, in.paths,
+	      in.missing);
+	n = fs_plan_ahead(p[0], &from, x, idx, 8);
+	CHECK(n == 4 && from == 4, "%u extents ahead", n);
+	CHECK(x[0].off == 512 && x[0].len == 300 * 1000 + 17 && x[0].flags == 0 &&
+		  x[0].obj == fs_shard(&fs, fs_ino_a(x[0].key))->obj &&
+		  fs_ino_kind(x[0].key) == FS_K_MEMBER,
+	      "s0.jpg: [%" PRIu64 ", +%" PRIu64 ") of object %u", x[0].off, x[0].len, x[0].obj);
+	CHECK(fs_ino_kind(x[1].key) == FS_K_OBJ && x[1].off == 0 && x[1].len == 8 &&
+		  strcmp(fs_obj(&fs, x[1].obj)->key, "x") == 0,
+	      "x: the whole object");
+	CHECK(x[3].key == x[0].key && idx[3] == 3, "the same path twice: one key");
+	CHECK(in.bytes == 2 * x[0].len + x[1].len + x[2].len, "bytes %" PRIu64, in.bytes);
+	/* reads mark: offset 0 the next occurrence, elsewhere only when none is */
+	s0 = walk(&fs, "train/shard-000000/s0.jpg");
+	read_at(&fs, s0, 0);
+	fs_plan_get_info(p[0], &in);
+	CHECK(in.read == 1 && in.position == 1 && plan_wakeups == 2,
+	      "after a read: %u read, "
+	      "position %u",
+	      in.read, in.position);
+	from = in.position;
+	n = fs_plan_ahead(p[0], &from, x, idx, 8);
+	CHECK(n == 3 && idx[0] == 1 && idx[2] == 3, "ahead of position 1: %u", n);
+	read_at(&fs, s0, 4096); /* continues the read: no mark */
+	fs_plan_get_info(p[0], &in);
+	CHECK(in.read == 1 && plan_wakeups == 2, "a continued read marks nothing: %u", in.read);
+	read_at(&fs, s0, 0); /* a new read: the second occurrence */
+	fs_plan_get_info(p[0], &in);
+	CHECK(in.read == 2 && in.position == 4, "second read: %u read, position %u", in.read,
+	      in.position);
+	from = 0;
+	n = fs_plan_ahead(p[0], &from, x, idx, 1);
+	CHECK(n == 1 && idx[0] == 1 && from == 2, "max 1: index %u, from %u", idx[0], from);
+	/* replaced and cleared: a held plan stays valid */
+	CHECK(fs_ctl_command(&fs, cmd, strlen(cmd), 123) == 0 && fs_plan_gen(&fs) == 2, "replaced");
+	CHECK(fs_ctl_command(&fs, "plan-clear t1\n", 14, 0) == 0, "plan-clear t1");
+	CHECK(fs_ctl_command(&fs, "plan-clear t1\n", 14, 0) == -ENOENT, "plan-clear again");
+	CHECK(fs_plan_list(&fs, p + 1, 3) == 0 && plan_wakeups == 5, "no plans: %d wakeups",
+	      plan_wakeups);
+	fs_plan_get_info(p[0], &in);
+	CHECK(in.paths == 4 && in.read == 2, "the replaced plan, still held");
+	fs_plan_put(p[0]);
+	CHECK(fs_ctl_command(&fs, "plan t2 rel/plan.txt\n", 21, 0) == -EINVAL, "relative FILE");
+	CHECK(fs_ctl_command(&fs, "plan t2\n", 8, 0) == -EINVAL, "no FILE");
+	snprintf(cmd, sizeof(cmd), "plan %s\n", file);
+	CHECK(fs_ctl_command(&fs, cmd, strlen(cmd), 77) == 0 && fs_plan_list(&fs, p, 4) == 1,
+	      "default name");
+	fs_plan_get_info(p[0], &in);
+	CHECK(strcmp(in.name, "pid-77") == 0, "named %s", in.name);
+	fs_plan_put(p[0]);
+	fs_close_core(&fs);
+}
+
 int main(void)
 {
 	char cmd[4200];
@@ -692,6 +790,7 @@ int main(void)
 	test_imagefolder_layout();
 	test_change();
 	test_counters();
+	test_plan();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", tmp);

@@ -13,5 +13,6 @@ Modules (import the ones you need; none is imported here):
   s3world     s3rver + proxy + source for the s3/gs/ais tests, AWS env, a mount that must fail
   cloudmeta   loopback stand-ins of IMDSv2, STS, the container endpoint, GCE metadata
   dl          image trees and torchvision ImageFolder helpers
+  tarref      what tarfile says of shards (members, offsets, sizes), as samples.tsv should
   linkemu     the link emulator of tests/bench/link_bench.py (also a script)
 """

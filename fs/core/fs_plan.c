@@ -1,0 +1,638 @@
+/*
+ * fs_plan.c — reading plans (fs_i.h): the order in which a reader will
+ * read files, published with 'plan [NAME] FILE' on .shardfs/control,
+ * resolved once to the extents of objects that hold the bytes, and marked
+ * read as reads land on planned paths.
+ *
+ * A plan is immutable once published but for its read marks, read count
+ * and position (atomics), and is referenced: the array fs->plans holds one
+ * reference, fs_plan_list hands out more. Publishing a name replaces the
+ * plan of that name in the array; the old plan lives on until its last
+ * reference goes. Reads take fs->plan_lock shared (and skip it while no
+ * plan is published); publish and clear take it exclusively, never while
+ * resolving paths (which may index shards).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs_ops.h"
+
+#define PLAN_NONE UINT32_MAX
+
+static void plan_changed(struct fs *fs);
+
+struct fs_plan {
+	atomic_uint refs;
+	char name[FS_PLAN_NAME_MAX + 1];
+	pid_t pid;
+	uint64_t seq; /* publish order: when the array is full the lowest goes */
+	struct fs_plan_extent *ext;
+	uint32_t n, missing;
+	uint64_t bytes, fnv;
+	/* key -> its first extent: open addressing over nslots (a power of
+	 * 2), a slot holds an extent index + 1 (0: empty); next[i] is the
+	 * next extent after i with the same key (PLAN_NONE: none) */
+	uint32_t *slots, nslots, *next;
+	atomic_uchar *done; /* per extent: 1 once marked read */
+	atomic_uint nread, position;
+};
+
+static uint32_t key_slot(uint64_t key, uint32_t nslots)
+{
+	return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & (nslots - 1);
+}
+
+/* The first extent of p with key, or PLAN_NONE. */
+static uint32_t plan_find(const struct fs_plan *p, uint64_t key)
+{
+	for (uint32_t s = key_slot(key, p->nslots);; s = (s + 1) & (p->nslots - 1)) {
+		uint32_t v = p->slots[s];
+
+		if (v == 0)
+			return PLAN_NONE;
+		if (p->ext[v - 1].key == key)
+			return v - 1;
+	}
+}
+
+static void plan_free(struct fs_plan *p)
+{
+	if (!p)
+		return;
+	free(p->ext);
+	free(p->slots);
+	free(p->next);
+	free((void *)p->done);
+	free(p);
+}
+
+void fs_plan_put(struct fs_plan *p)
+{
+	if (p && atomic_fetch_sub(&p->refs, 1) == 1)
+		plan_free(p);
+}
+
+/* The index of extents by key (slots, next) and the read marks. */
+static int plan_index(struct fs_plan *p)
+{
+	uint32_t *last;
+
+	p->nslots = 16;
+	while (p->nslots < 2 * (uint64_t)p->n + 1)
+		p->nslots *= 2;
+	p->slots = calloc(p->nslots, sizeof(*p->slots));
+	p->next = malloc((p->n ? p->n : 1) * sizeof(*p->next));
+	p->done = calloc(p->n ? p->n : 1, sizeof(*p->done));
+	/* last[s]: the last extent seen so far of the key in slot s */
+	last = malloc(p->nslots * sizeof(*last));
+	if (!p->slots || !p->next || !p->done || !last) {
+		free(last);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < p->n; i++) {
+		uint32_t s = key_slot(p->ext[i].key, p->nslots);
+
+		p->next[i] = PLAN_NONE;
+		while (p->slots[s] && p->ext[p->slots[s] - 1].key != p->ext[i].key)
+			s = (s + 1) & (p->nslots - 1);
+		if (!p->slots[s])
+			p->slots[s] = i + 1;
+		else
+			p->next[last[s]] = i;
+		last[s] = i;
+	}
+	free(last);
+	return 0;
+}
+
+/* ---- resolving paths ----------------------------------------------------- */
+
+/* The bytes behind file ino (a lookup's answer, attributes st) as x. */
+static int extent_of(struct fs *fs, uint64_t ino, const struct stat *st, struct fs_plan_extent *x)
+{
+	enum fs_kind k = fs_ino_kind(ino);
+	uint32_t shard = fs_ino_a(ino), idx = fs_ino_b(ino);
+	struct shardidx *ix;
+	struct cachetier_obj *stream;
+	struct shardidx_entry se;
+	struct shardidx_extent ext[16];
+	const struct fs_shard *sh;
+	uint64_t lo = UINT64_MAX, hi = 0, pos = 0;
+	int n = 0, err, pieces = 0, holes = 0;
+
+	memset(x, 0, sizeof(*x));
+	if (!S_ISREG(st->st_mode))
+		return -EISDIR;
+	if (k == FS_K_OBJ) {
+		x->key = ino;
+		x->obj = shard;
+		x->len = fs_obj(fs, shard)->info.size;
+		return 0;
+	}
+	if (k != FS_K_MEMBER && k != FS_K_IFFILE)
+		return -EINVAL; /* control files and loader indexes */
+	x->key = fs_ino(FS_K_MEMBER, shard, idx);
+	err = fs_shard_index(fs, shard, &ix, &stream);
+	if (err == 0 && shardidx_entry_get(ix, idx, &se) < 0)
+		err = -ENOENT;
+	if (err < 0)
+		return err;
+	sh = fs_shard(fs, shard);
+	x->obj = sh->obj;
+	while (pos < se.size && (n = shardidx_map(ix, idx, pos, se.size - pos, ext, 16)) > 0) {
+		for (int i = 0; i < n; i++) {
+			if (ext[i].hole) {
+				holes++;
+			} else {
+				pieces++;
+				lo = ext[i].stream_off < lo ? ext[i].stream_off : lo;
+				if (ext[i].stream_off + ext[i].len > hi)
+					hi = ext[i].stream_off + ext[i].len;
+			}
+			pos = ext[i].logical + ext[i].len;
+		}
+	}
+	if (n < 0)
+		return n; /* past the end of a truncated shard */
+	if (lo == UINT64_MAX)
+		lo = hi = se.data_off; /* empty, or nothing but holes */
+	if (pieces > 1 || holes)
+		x->flags |= FS_PLAN_SPARSE;
+	if (sh->codec != CACHETIER_RAW) {
+		/* the decoded stream is made from the raw object's start:
+		 * fetching the member means fetching the whole object */
+		x->flags |= FS_PLAN_DECODED;
+		x->stream_off = lo;
+		x->len = fs_obj(fs, sh->obj)->info.size;
+		return 0;
+	}
+	x->off = lo;
+	x->len = hi - lo;
+	return 0;
+}
+
+/* Mount-relative path[0..len) as a lookup of each component would find it
+ * ('.' and empty components skipped). */
+static int resolve(struct fs *fs, const char *path, size_t len, struct fs_plan_extent *x)
+{
+	char comp[NAME_MAX + 1];
+	uint64_t ino = 1;
+	struct fs_entry e;
+	size_t i = 0;
+
+	memset(&e, 0, sizeof(e));
+	e.attr.st_mode = S_IFDIR;
+	if (memchr(path, '\0', len))
+		return -ENOENT;
+	while (i < len) {
+		size_t j = i;
+		int err;
+
+		while (j < len && path[j] != '/')
+			j++;
+		if (j == i || (j - i == 1 && path[i] == '.')) {
+			i = j + 1;
+			continue;
+		}
+		if (j - i > NAME_MAX || (j - i == 2 && path[i] == '.' && path[i + 1] == '.'))
+			return -ENOENT;
+		memcpy(comp, path + i, j - i);
+		comp[j - i] = '\0';
+		err = fs_op_lookup(fs, ino, comp, &e);
+		if (err < 0)
+			return err;
+		if (!e.ino)
+			return -ENOENT;
+		ino = e.ino;
+		i = j + 1;
+	}
+	return extent_of(fs, ino, &e.attr, x);
+}
+
+/* ---- publishing -------------------------------------------------------- */
+
+/* name, or "pid-PID" without one, checked into out. */
+static int plan_name(const char *name, pid_t pid, char out[FS_PLAN_NAME_MAX + 1])
+{
+	size_t n;
+
+	if (!name) {
+		snprintf(out, FS_PLAN_NAME_MAX + 1, "pid-%ld", (long)pid);
+		return 0;
+	}
+	n = strlen(name);
+	if (n == 0 || n > FS_PLAN_NAME_MAX ||
+	    strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") != n)
+		return -EINVAL;
+	memcpy(out, name, n + 1);
+	return 0;
+}
+
+/* The whole of plan file path into a malloc'd buffer. */
+static int read_plan_file(const char *path, char **buf, size_t *len)
+{
+	struct stat st;
+	size_t cap, n = 0;
+	char *b = NULL;
+	int fd, err = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		err = -errno;
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode) || !S_ISREG(st.st_mode)) {
+		err = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+		goto out;
+	}
+	if ((uint64_t)st.st_size > FS_PLAN_FILE_MAX) {
+		err = -EFBIG;
+		goto out;
+	}
+	cap = (size_t)st.st_size + 1;
+	b = malloc(cap);
+	if (!b) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		ssize_t r;
+
+		if (n + 1 >= cap) {
+			char *p;
+
+			if (cap > FS_PLAN_FILE_MAX) {
+				err = -EFBIG; /* it grew while read */
+				break;
+			}
+			p = realloc(b, cap *= 2);
+			if (!p) {
+				err = -ENOMEM;
+				break;
+			}
+			b = p;
+		}
+		r = read(fd, b + n, cap - n - 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			err = -errno;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+out:
+	close(fd);
+	if (err) {
+		free(b);
+		return err;
+	}
+	*buf = b;
+	*len = n;
+	return 0;
+}
+
+/* Resolve every line of text[0..len) into p's extents; the first missing
+ * path into first_missing (for the log). */
+static int plan_build(struct fs *fs, struct fs_plan *p, const char *text, size_t len,
+		      char *first_missing, size_t fm_size)
+{
+	size_t cap = 0, i = 0;
+
+	p->fnv = DISK_FNV64_INIT;
+	while (i < len) {
+		const char *nl = memchr(text + i, '\n', len - i);
+		size_t j = nl ? (size_t)(nl - text) : len, k = j;
+		struct fs_plan_extent x;
+
+		/* a line is a path as it is: a '\r' at its end is part of it
+		 * (a member's name may end in one) */
+		if (k == i) { /* an empty line: no path */
+			i = j + 1;
+			continue;
+		}
+		if (resolve(fs, text + i, k - i, &x) < 0) {
+			if (p->missing++ == 0)
+				snprintf(first_missing, fm_size, "%.*s", (int)(k - i), text + i);
+			i = j + 1;
+			continue;
+		}
+		if (p->n == UINT32_MAX - 1)
+			return -EFBIG;
+		if (p->n == cap) {
+			size_t nc = cap ? cap * 2 : 256;
+			struct fs_plan_extent *ne = realloc(p->ext, nc * sizeof(*ne));
+
+			if (!ne)
+				return -ENOMEM;
+			p->ext = ne;
+			cap = nc;
+		}
+		p->ext[p->n++] = x;
+		p->bytes += x.len;
+		p->fnv = disk_fnv64_update(p->fnv, text + i, k - i);
+		p->fnv = disk_fnv64_update(p->fnv, "\n", 1);
+		i = j + 1;
+	}
+	return plan_index(p);
+}
+
+static uint64_t plan_seq;
+
+int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file)
+{
+	char nm[FS_PLAN_NAME_MAX + 1], first_missing[256] = "", human[32];
+	const char *mp = fs->cfg.mountpoint;
+	struct fs_plan *p, *old = NULL;
+	size_t len = 0, mplen = mp ? strlen(mp) : 0;
+	char *text = NULL;
+	int err, slot = -1;
+
+	err = plan_name(name, pid, nm);
+	if (err < 0) {
+		fs_log(FS_LOG_WARN, "plan: bad name '%s' (1 to %d of A-Z a-z 0-9 . _ : -)", name,
+		       FS_PLAN_NAME_MAX);
+		return err;
+	}
+	if (file[0] != '/') {
+		fs_log(FS_LOG_WARN, "plan '%s': the plan file '%s' is not an absolute path", nm,
+		       file);
+		return -EINVAL;
+	}
+	/* reading a file of this very mount from a request handler could
+	 * wait for a handler thread forever */
+	if (mplen > 1 && strncmp(file, mp, mplen) == 0 && (file[mplen] == '/' || !file[mplen])) {
+		fs_log(FS_LOG_WARN, "plan '%s': the plan file '%s' is inside the mount", nm, file);
+		return -EINVAL;
+	}
+	err = read_plan_file(file, &text, &len);
+	if (err < 0) {
+		fs_log(FS_LOG_WARN, "plan '%s': cannot read the plan file '%s': %s", nm, file,
+		       strerror(-err));
+		return err;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		free(text);
+		return -ENOMEM;
+	}
+	memcpy(p->name, nm, sizeof(nm));
+	p->pid = pid;
+	atomic_init(&p->refs, 1);
+	err = plan_build(fs, p, text, len, first_missing, sizeof(first_missing));
+	free(text);
+	if (err < 0) {
+		fs_log(FS_LOG_WARN, "plan '%s' from '%s': %s", nm, file, strerror(-err));
+		plan_free(p);
+		return err;
+	}
+	pthread_rwlock_wrlock(&fs->plan_lock);
+	p->seq = ++plan_seq;
+	for (int i = 0; i < FS_PLAN_MAX; i++) {
+		struct fs_plan *q = fs->plans[i];
+
+		if (q && strcmp(q->name, nm) == 0) {
+			slot = i;
+			break;
+		}
+		if (!q && slot < 0)
+			slot = i;
+	}
+	if (slot < 0) { /* full: the plan published longest ago goes */
+		slot = 0;
+		for (int i = 1; i < FS_PLAN_MAX; i++)
+			if (fs->plans[i]->seq < fs->plans[slot]->seq)
+				slot = i;
+	}
+	old = fs->plans[slot];
+	fs->plans[slot] = p;
+	if (!old)
+		atomic_fetch_add(&fs->nplans, 1);
+	atomic_fetch_add(&fs->plan_gen, 1);
+	fs->c.plans_published++;
+	pthread_rwlock_unlock(&fs->plan_lock);
+	fs_human_bytes(p->bytes, human, sizeof(human));
+	fs_log(FS_LOG_INFO, "plan '%s' (pid %ld): %" PRIu32 " paths, %s%s%s", nm, (long)pid, p->n,
+	       human, old && strcmp(old->name, nm) == 0 ? ", replacing the earlier one" : "",
+	       old && strcmp(old->name, nm) != 0 ? ", dropping the oldest plan" : "");
+	if (p->missing)
+		fs_log(FS_LOG_WARN,
+		       "plan '%s': %" PRIu32 " paths not found in the mount were skipped "
+		       "(the first: '%s')",
+		       nm, p->missing, first_missing);
+	if (old && strcmp(old->name, nm) != 0)
+		fs_log(FS_LOG_WARN, "plan: %d plans at most: dropped '%s'", FS_PLAN_MAX, old->name);
+	fs_plan_put(old);
+	plan_changed(fs);
+	return 0;
+}
+
+int fs_plan_clear(struct fs *fs, const char *name, pid_t pid)
+{
+	char nm[FS_PLAN_NAME_MAX + 1];
+	struct fs_plan *old = NULL;
+	int err = plan_name(name, pid, nm);
+
+	if (err < 0)
+		return err;
+	pthread_rwlock_wrlock(&fs->plan_lock);
+	for (int i = 0; i < FS_PLAN_MAX; i++) {
+		if (fs->plans[i] && strcmp(fs->plans[i]->name, nm) == 0) {
+			old = fs->plans[i];
+			fs->plans[i] = NULL;
+			atomic_fetch_sub(&fs->nplans, 1);
+			atomic_fetch_add(&fs->plan_gen, 1);
+			break;
+		}
+	}
+	pthread_rwlock_unlock(&fs->plan_lock);
+	if (!old)
+		return -ENOENT;
+	fs_log(FS_LOG_INFO, "plan '%s' cleared", nm);
+	fs_plan_put(old);
+	plan_changed(fs);
+	return 0;
+}
+
+/* ---- reads --------------------------------------------------------------- */
+
+static void plan_mark(struct fs *fs, struct fs_plan *p, uint32_t i, int *marked)
+{
+	unsigned pos = atomic_load_explicit(&p->position, memory_order_relaxed);
+
+	*marked = 1;
+	atomic_fetch_add_explicit(&p->nread, 1, memory_order_relaxed);
+	fs->c.plan_hits++;
+	while (pos < i + 1 && !atomic_compare_exchange_weak(&p->position, &pos, i + 1))
+		;
+}
+
+void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off)
+{
+	enum fs_kind k = fs_ino_kind(ino);
+	uint64_t key = ino;
+	int marked = 0;
+
+	if (!atomic_load_explicit(&fs->nplans, memory_order_relaxed))
+		return;
+	if (k == FS_K_IFFILE)
+		key = fs_ino(FS_K_MEMBER, fs_ino_a(ino), fs_ino_b(ino));
+	else if (k != FS_K_OBJ && k != FS_K_MEMBER)
+		return;
+	pthread_rwlock_rdlock(&fs->plan_lock);
+	for (int s = 0; s < FS_PLAN_MAX; s++) {
+		struct fs_plan *p = fs->plans[s];
+		uint32_t first = p ? plan_find(p, key) : PLAN_NONE;
+
+		if (first == PLAN_NONE)
+			continue;
+		if (off == 0) { /* a new read of the file: its next occurrence */
+			for (uint32_t i = first; i != PLAN_NONE; i = p->next[i]) {
+				if (atomic_exchange(&p->done[i], 1) == 0) {
+					plan_mark(fs, p, i, &marked);
+					break;
+				}
+			}
+		} else { /* a read that continues one: counted when none is */
+			uint32_t i = first;
+
+			while (i != PLAN_NONE && !atomic_load(&p->done[i]))
+				i = p->next[i];
+			if (i == PLAN_NONE && atomic_exchange(&p->done[first], 1) == 0)
+				plan_mark(fs, p, first, &marked);
+		}
+	}
+	pthread_rwlock_unlock(&fs->plan_lock);
+	if (marked)
+		plan_changed(fs);
+}
+
+/* ---- the fetcher's side and stats ------------------------------------------ */
+
+uint64_t fs_plan_gen(struct fs *fs)
+{
+	return atomic_load(&fs->plan_gen);
+}
+
+void fs_plan_set_listener(struct fs *fs, void (*fn)(void *ctx), void *ctx)
+{
+	fs->plan_listener = fn;
+	fs->plan_listener_ctx = ctx;
+}
+
+static void plan_changed(struct fs *fs)
+{
+	if (fs->plan_listener)
+		fs->plan_listener(fs->plan_listener_ctx);
+}
+
+size_t fs_plan_list(struct fs *fs, struct fs_plan **out, size_t max)
+{
+	size_t n = 0;
+
+	pthread_rwlock_rdlock(&fs->plan_lock);
+	for (int i = 0; i < FS_PLAN_MAX && n < max; i++) {
+		if (fs->plans[i]) {
+			atomic_fetch_add(&fs->plans[i]->refs, 1);
+			out[n++] = fs->plans[i];
+		}
+	}
+	pthread_rwlock_unlock(&fs->plan_lock);
+	return n;
+}
+
+void fs_plan_get_info(const struct fs_plan *p, struct fs_plan_info *i)
+{
+	i->name = p->name;
+	i->pid = p->pid;
+	i->paths = p->n;
+	i->missing = p->missing;
+	i->read = atomic_load_explicit(&p->nread, memory_order_relaxed);
+	i->position = atomic_load_explicit(&p->position, memory_order_relaxed);
+	i->bytes = p->bytes;
+	i->fnv = p->fnv;
+}
+
+uint32_t fs_plan_ahead(const struct fs_plan *p, uint32_t *from, struct fs_plan_extent *out,
+		       uint32_t *idx, uint32_t max)
+{
+	uint32_t n = 0, i = *from;
+
+	for (; i < p->n && n < max; i++) {
+		if (atomic_load_explicit(&p->done[i], memory_order_relaxed))
+			continue;
+		if (idx)
+			idx[n] = i;
+		out[n++] = p->ext[i];
+	}
+	*from = i;
+	return n;
+}
+
+void fs_plan_totals(struct fs *fs, struct fs_plan_totals *t)
+{
+	struct fs_plan *ps[FS_PLAN_MAX];
+	size_t n = fs_plan_list(fs, ps, FS_PLAN_MAX);
+
+	memset(t, 0, sizeof(*t));
+	for (size_t k = 0; k < n; k++) {
+		struct fs_plan_info i;
+
+		fs_plan_get_info(ps[k], &i);
+		t->plans++;
+		t->paths += i.paths;
+		t->missing += i.missing;
+		t->read += i.read;
+		t->position += i.position;
+		t->bytes += i.bytes;
+		fs_plan_put(ps[k]);
+	}
+}
+
+int fs_plan_render(struct fs *fs, char **buf, size_t *len)
+{
+	struct fs_plan *ps[FS_PLAN_MAX];
+	size_t n = fs_plan_list(fs, ps, FS_PLAN_MAX), cap = 128 + n * 256, l;
+	char *b = malloc(cap);
+
+	if (!b) {
+		for (size_t k = 0; k < n; k++)
+			fs_plan_put(ps[k]);
+		return -ENOMEM;
+	}
+	l = (size_t)snprintf(b, cap, "name\tpid\tpaths\tmissing\tread\tposition\tbytes\tfnv\n");
+	for (size_t k = 0; k < n; k++) {
+		struct fs_plan_info i;
+
+		fs_plan_get_info(ps[k], &i);
+		l += (size_t)snprintf(b + l, cap - l,
+				      "%s\t%ld\t%" PRIu32 "\t%" PRIu32 "\t%" PRIu32 "\t%" PRIu32
+				      "\t%" PRIu64 "\t%016" PRIx64 "\n",
+				      i.name, (long)i.pid, i.paths, i.missing, i.read, i.position,
+				      i.bytes, i.fnv);
+		fs_plan_put(ps[k]);
+	}
+	*buf = b;
+	*len = l;
+	return 0;
+}
+
+void fs_plan_free_all(struct fs *fs)
+{
+	pthread_rwlock_wrlock(&fs->plan_lock);
+	for (int i = 0; i < FS_PLAN_MAX; i++) {
+		fs_plan_put(fs->plans[i]);
+		fs->plans[i] = NULL;
+	}
+	atomic_store(&fs->nplans, 0);
+	pthread_rwlock_unlock(&fs->plan_lock);
+}

@@ -1,0 +1,302 @@
+"""Helpers for a shardfs mount: reading plans, dataset paths, the samples manifest.
+
+A plan tells the mount in which order files will be read: a file of mount-relative paths, one
+per line, which the mount reads when it gets the command ``plan [NAME] FILE`` (an ioctl on
+``MOUNTPOINT/.shardfs/control``: the mount is read-only). ``PlanSampler`` publishes each
+epoch's order this way before the epoch's first index is yielded.
+
+Pure Python: torch is imported only by ``PlanSampler`` and ``plan_dataloader``.
+"""
+
+import collections
+import fcntl
+import os
+import shutil
+import tempfile
+import warnings
+
+__all__ = ['FS_CTL_IOC', 'FS_CTL_IOC_LEN', 'PlanInfo', 'Sample', 'PlanSampler', 'clear_plan',
+           'control', 'dataset_paths', 'find_mountpoint', 'plan', 'plan_dataloader', 'plan_fnv',
+           'plans', 'read_samples']
+
+# The control command's ioctl, as fs/core/fs_i.h defines it: _IOW('S', 0x01, char[8192]).
+# The generic Linux encoding (asm-generic/ioctl.h: x86-64, arm64, riscv64): direction (write:
+# 1) in bits 30-31, the argument's size in bits 16-29, the type in 8-15, the number in 0-7.
+FS_CTL_IOC_LEN = 8192
+_IOC_WRITE = 1
+FS_CTL_IOC = (_IOC_WRITE << 30) | (FS_CTL_IOC_LEN << 16) | (ord('S') << 8) | 0x01
+
+PLAN_NAME_CHARS = frozenset('abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-')
+
+PlanInfo = collections.namedtuple(
+    'PlanInfo', 'name pid paths missing read position bytes fnv')
+PlanInfo.__doc__ = """A line of .shardfs/plans: the plan's name, the pid that published it,
+its paths found in the mount and those skipped (missing), how many were read, its position
+(1 + the index of the furthest path read; 0: none), the bytes behind its paths, and the FNV-1a
+64 of its found paths (plan_fnv)."""
+
+Sample = collections.namedtuple('Sample', 'path shard offset size key')
+Sample.__doc__ = """A line of .shardfs/samples.tsv: the member's mount-relative path, its
+shard's path, the offset of its data in the shard's tar stream (None for a sparse member), its
+size and its WebDataset sample key."""
+
+
+# ---- the mount --------------------------------------------------------------------------------
+
+def find_mountpoint(path):
+    """The shardfs mount that holds path: the nearest directory at or above it that has
+    .shardfs/stats (reachable by name only: never listed). ValueError when there is none."""
+    d = os.path.abspath(path)
+    if not os.path.isdir(d):
+        d = os.path.dirname(d)
+    while True:
+        if os.path.isfile(os.path.join(d, '.shardfs', 'stats')):
+            return d
+        up = os.path.dirname(d)
+        if up == d:
+            raise ValueError('%s is not inside a shardfs mount' % path)
+        d = up
+
+
+def control(mountpoint, line):
+    """Send one command line to the mount (FS_CTL_IOC on .shardfs/control, opened read-only);
+    the ioctl's result. OSError with the mount's errno when it refuses the command."""
+    data = os.fsencode(line)
+    if not data.endswith(b'\n'):
+        data += b'\n'
+    if len(data) >= FS_CTL_IOC_LEN:
+        raise ValueError('command line longer than %d bytes' % (FS_CTL_IOC_LEN - 1))
+    buf = bytearray(FS_CTL_IOC_LEN)
+    buf[:len(data)] = data
+    fd = os.open(os.path.join(mountpoint, '.shardfs', 'control'), os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return fcntl.ioctl(fd, FS_CTL_IOC, buf, True)
+    finally:
+        os.close(fd)
+
+
+def _check_name(name):
+    if name is not None and (not name or len(name) > 64 or set(name) - PLAN_NAME_CHARS):
+        raise ValueError('bad plan name %r: 1 to 64 of A-Z a-z 0-9 . _ : -' % (name,))
+
+
+def _relative(mountpoint, p):
+    """p as the mount-relative bytes a plan file holds."""
+    b = os.fsencode(p)
+    if b.startswith(b'/'):
+        m = os.fsencode(os.path.abspath(mountpoint)).rstrip(b'/') + b'/'
+        if not b.startswith(m):
+            raise ValueError('%r is not inside the mount %s' % (p, mountpoint))
+        b = b[len(m):]
+    if b'\n' in b:
+        raise ValueError('a path with a newline cannot be planned: %r' % (p,))
+    return b
+
+
+def plan_fnv(paths, mountpoint='/'):
+    """The fnv the mount shows in .shardfs/plans for a plan of these paths when each is found:
+    FNV-1a 64 over each mount-relative path followed by a newline."""
+    h = 0xcbf29ce484222325
+    for p in paths:
+        for c in _relative(mountpoint, p) + b'\n':
+            h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
+    return h
+
+
+def plans(mountpoint):
+    """{name: PlanInfo} of the plans the mount holds now (.shardfs/plans)."""
+    with open(os.path.join(mountpoint, '.shardfs', 'plans'), 'rb') as f:
+        text = f.read().decode()
+    out = {}
+    for line in text.split('\n')[1:]:
+        f = line.split('\t')
+        if len(f) != 8:
+            continue  # the blanks that pad the file
+        out[f[0]] = PlanInfo(f[0], *[int(x) for x in f[1:7]], int(f[7], 16))
+    return out
+
+
+def plan(mountpoint, paths, name=None):
+    """Publish paths (mount-relative, or absolute inside the mount) as the reading plan name
+    (None: pid-PID, after this process); a later plan of the same name
+    replaces it. The plan file is written to a private temporary directory, which the mount
+    reads during the call, and removed. Returns the plan's PlanInfo (None if another process
+    replaced it meanwhile)."""
+    _check_name(name)
+    name = name or 'pid-%d' % os.getpid()  # the mount's default is the sending thread's id
+    mountpoint = os.path.abspath(mountpoint)
+    d = tempfile.mkdtemp(prefix='shardfs-plan-')
+    try:
+        fn = os.path.join(d, 'plan')
+        with open(fn, 'wb') as f:
+            for p in paths:
+                f.write(_relative(mountpoint, p) + b'\n')
+        os.chmod(d, 0o755)  # the daemon's user may differ (root sends for a user's mount)
+        os.chmod(fn, 0o644)
+        control(mountpoint, 'plan %s %s' % (name, fn))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return plans(mountpoint).get(name)
+
+
+def clear_plan(mountpoint, name=None):
+    """Drop plan name (None: this process's pid-PID). FileNotFoundError when there is none."""
+    _check_name(name)
+    control(mountpoint, 'plan-clear ' + (name or 'pid-%d' % os.getpid()))
+
+
+# ---- datasets ---------------------------------------------------------------------------------
+
+def dataset_paths(dataset, mountpoint=None):
+    """The mount-relative path of every index of dataset: a torchvision ImageFolder or
+    DatasetFolder (.samples, or .imgs), a torch Subset of one, or a sequence of paths (str,
+    bytes or os.PathLike; absolute ones must lie inside the mount). mountpoint: found from the
+    first path when None. Returns (mountpoint, [path, ...])."""
+    if hasattr(dataset, 'dataset') and hasattr(dataset, 'indices'):  # torch.utils.data.Subset
+        mp, inner = dataset_paths(dataset.dataset, mountpoint)
+        return mp, [inner[i] for i in dataset.indices]
+    items = getattr(dataset, 'samples', None)
+    if items is None:
+        items = getattr(dataset, 'imgs', None)
+    if items is not None:
+        raw = [s[0] for s in items]
+    else:
+        raw = [os.fspath(p) for p in dataset]
+    if mountpoint is None:
+        if not raw:
+            raise ValueError('an empty dataset: no path to find the mount from')
+        first = raw[0] if os.path.isabs(raw[0]) else os.path.abspath(raw[0])
+        mountpoint = find_mountpoint(os.fsdecode(first))
+    mountpoint = os.path.abspath(mountpoint)
+    rel = []
+    for p in raw:
+        p = os.fsdecode(p)
+        if not os.path.isabs(p):
+            p = os.path.abspath(p)
+        rel.append(os.fsdecode(_relative(mountpoint, p)))
+    return mountpoint, rel
+
+
+def _flatten(x):
+    if isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _flatten(y)
+    else:
+        yield int(x)
+
+
+def _sampler_base():
+    try:
+        import torch.utils.data
+        return torch.utils.data.Sampler
+    except ImportError:
+        return object
+
+
+class PlanSampler(_sampler_base()):
+    """Wraps any sampler (RandomSampler, DistributedSampler, a BatchSampler): each __iter__
+    draws the wrapped sampler's whole order for the epoch, maps the indices to paths, publishes
+    them to the mount as a plan (before the first index is yielded), then yields the wrapped
+    sampler's items unchanged. `paths` is a dataset (dataset_paths) or a list of mount-relative
+    paths. A dataset outside any shardfs mount, or a plan that cannot be published, is a
+    warning (strict=True: an error): reading works without one. After each __iter__, last_indices and last_plan (its PlanInfo) say what was
+    published."""
+
+    def __init__(self, sampler, paths, mountpoint=None, name=None, strict=False):
+        _check_name(name)
+        self.sampler, self.name, self.strict = sampler, name, strict
+        self.last_indices, self.last_plan = None, None
+        try:
+            if isinstance(paths, (list, tuple)) and mountpoint is not None:
+                self.mountpoint = os.path.abspath(mountpoint)
+                self.paths = [os.fsdecode(_relative(self.mountpoint, p)) for p in paths]
+            else:
+                self.mountpoint, self.paths = dataset_paths(paths, mountpoint)
+        except ValueError as e:  # no shardfs mount: the sampler works, without plans
+            if strict:
+                raise
+            warnings.warn('shardfs: no plans: %s' % e)
+            self.mountpoint, self.paths = None, None
+
+    def __len__(self):
+        return len(self.sampler)
+
+    def set_epoch(self, epoch):
+        if hasattr(self.sampler, 'set_epoch'):
+            self.sampler.set_epoch(epoch)
+
+    def __iter__(self):
+        items = list(iter(self.sampler))
+        self.last_indices = list(_flatten(items))
+        if self.mountpoint is None:
+            return iter(items)
+        try:
+            self.last_plan = plan(self.mountpoint, [self.paths[i] for i in self.last_indices],
+                                  self.name)
+        except (OSError, ValueError) as e:
+            if self.strict:
+                raise
+            warnings.warn('shardfs: could not publish the plan to %s: %s' % (self.mountpoint, e))
+            self.last_plan = None
+        return iter(items)
+
+
+def plan_dataloader(loader, mountpoint=None, name=None, strict=False):
+    """Make a torch DataLoader (map-style dataset; also one made with shuffle=True) publish
+    each epoch's order: its sampler is wrapped in a PlanSampler (inside its batch sampler when
+    it batches). Returns the PlanSampler."""
+    bs = loader.batch_sampler
+    if bs is not None and hasattr(bs, 'sampler'):
+        ps = PlanSampler(bs.sampler, loader.dataset, mountpoint, name, strict)
+        bs.sampler = ps  # BatchSampler's own attribute: DataLoader freezes only its own
+        return ps
+    raise ValueError('plan_dataloader needs a DataLoader with a batch sampler that has a '
+                     '.sampler (use PlanSampler directly as sampler= otherwise)')
+
+
+# ---- .shardfs/samples.tsv ---------------------------------------------------------------------
+
+_ESC = {ord('\\'): b'\\', ord('t'): b'\t', ord('n'): b'\n', ord('r'): b'\r'}
+
+
+def _unescape(b):
+    """A field of samples.tsv as stored: \\\\, \\t, \\n, \\r and \\xHH undone."""
+    if b'\\' not in b:
+        return b
+    out, i = bytearray(), 0
+    while i < len(b):
+        c = b[i]
+        if c != 0x5c:
+            out.append(c)
+            i += 1
+        elif b[i + 1] in _ESC:
+            out += _ESC[b[i + 1]]
+            i += 2
+        elif b[i + 1] == ord('x'):
+            out.append(int(b[i + 2:i + 4], 16))
+            i += 4
+        else:
+            raise ValueError('bad escape in samples.tsv: %r' % b[i:i + 4])
+    return bytes(out)
+
+
+def read_samples(mountpoint):
+    """The records of MOUNTPOINT/.shardfs/samples.tsv, in its order, as Sample(path, shard,
+    offset, size, key): path, shard and key as str (os.fsdecode: names that are not UTF-8 keep
+    their bytes as surrogates, so open() finds them), offset None for a sparse member."""
+    with open(os.path.join(mountpoint, '.shardfs', 'samples.tsv'), 'rb') as f:
+        lines = f.read().split(b'\n')
+    if lines[0] != b'path\tshard\toffset\tsize\tkey':
+        raise ValueError('not a samples.tsv header: %r' % lines[0][:80])
+    out = []
+    for line in lines[1:]:
+        if not line:
+            continue
+        f = line.split(b'\t')
+        if len(f) != 5:
+            raise ValueError('samples.tsv: a line of %d fields: %r' % (len(f), line[:200]))
+        path, shard, off, size, key = f
+        out.append(Sample(os.fsdecode(_unescape(path)), os.fsdecode(_unescape(shard)),
+                          None if off == b'-' else int(off), int(size),
+                          os.fsdecode(_unescape(key))))
+    return out

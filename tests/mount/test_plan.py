@@ -1,0 +1,337 @@
+#!/usr/bin/python3
+"""shardfs mount tests: reading plans ('plan [NAME] FILE' and 'plan-clear [NAME]' on
+.shardfs/control, the 'shardfs plan' CLI, .shardfs/plans and the plan_* counters).
+
+usage: test_plan.py SHARDFS GROUP
+GROUP:
+  semantics  a local source of plain and gzip shards, a plain file and a hardlink: a plan of
+             member paths, raw .tar paths, a plain file, a compressed shard's members and
+             paths that name nothing (counted, logged once); exact paths, missing paths, bytes
+             (a compressed shard's member stands for the whole raw object) and FNV-1a of the
+             order; replaced by a plan of the same name; two named plans; hits and positions
+             as planned paths are read (a hardlink and its target are one file); the default
+             name (the sender's pid); plan-clear; at most 64 plans; refused: a relative FILE
+             (the CLI resolves one), a missing FILE, a directory, a FIFO (no hang), a file
+             inside the mount, a bad name; .shardfs/plans is not listed
+  bigger     an nginx source with --cache-size 8M and a plan of 24 MiB of raw shards: taken
+             whole, fetching nothing; reading the shards in plan order hits every path with
+             exact bytes
+
+Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
+"""
+
+import sys
+sys.dont_write_bytecode = True
+
+import errno  # noqa: E402
+import fcntl  # noqa: E402
+import hashlib  # noqa: E402
+import io  # noqa: E402
+import os  # noqa: E402
+import random  # noqa: E402
+import subprocess  # noqa: E402
+import tarfile  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import web  # noqa: E402
+from shardfs_test.mount import log  # noqa: E402
+
+# _IOW('S', 0x01, char[8192]) in the generic Linux ioctl encoding (fs/core/fs_i.h)
+FS_CTL_IOC = (1 << 30) | (8192 << 16) | (ord('S') << 8) | 1
+
+
+def ctl(mnt, line):
+    """Send a command line as the raw ioctl: None, or the errno the mount answered."""
+    buf = bytearray(8192)
+    data = os.fsencode(line) + b'\n'
+    buf[:len(data)] = data
+    fd = os.open(os.path.join(mnt, '.shardfs', 'control'), os.O_RDONLY)
+    try:
+        fcntl.ioctl(fd, FS_CTL_IOC, buf, True)
+        return None
+    except OSError as e:
+        return e.errno
+    finally:
+        os.close(fd)
+
+
+def fnv(lines):
+    h = 0xcbf29ce484222325
+    for ln in lines:
+        for c in ln.encode() + b'\n':
+            h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
+    return h
+
+
+def plans(mnt):
+    """{name: dict} of .shardfs/plans."""
+    with open(os.path.join(mnt, '.shardfs', 'plans'), 'rb') as f:
+        lines = f.read().decode().split('\n')
+    head = lines[0].split('\t')
+    out = {}
+    for ln in lines[1:]:
+        f = ln.split('\t')
+        if len(f) == len(head):
+            d = dict(zip(head, f))
+            for k in head[1:7]:
+                d[k] = int(d[k])
+            d['fnv'] = int(d['fnv'], 16)
+            out[d['name']] = d
+    return out
+
+
+def read(path):
+    with open(path, 'rb') as f:
+        return f.read()
+
+
+def add(tf, name, data):
+    ti = tarfile.TarInfo(name)
+    ti.size = len(data)
+    ti.mtime = 1700000000
+    tf.addfile(ti, io.BytesIO(data))
+
+
+def make_source(src, rng):
+    """a/shard-000000.tar (k0, k1, and k0-link.jpg a hardlink to k0.jpg), a/shard-000001.tar
+    (k2, k3), b/shard-000002.tar.gz (k4, k5), readme.txt. Returns {member path: size}."""
+    sizes = {}
+    os.makedirs(os.path.join(src, 'a'))
+    os.makedirs(os.path.join(src, 'b'))
+    for shard, keys, mode in (('a/shard-000000.tar', (0, 1), 'w'),
+                              ('a/shard-000001.tar', (2, 3), 'w'),
+                              ('b/shard-000002.tar.gz', (4, 5), 'w:gz')):
+        d = shard.split('.')[0]
+        with tarfile.open(os.path.join(src, shard), mode, format=tarfile.GNU_FORMAT) as tf:
+            for k in keys:
+                for ext in ('jpg', 'cls'):
+                    data = bytes(rng.randrange(256) for _ in range(rng.randrange(1000, 30000)))
+                    add(tf, 'k%d.%s' % (k, ext), data)
+                    sizes['%s/k%d.%s' % (d, k, ext)] = len(data)
+            if keys[0] == 0:
+                ti = tarfile.TarInfo('k0-link.jpg')
+                ti.type = tarfile.LNKTYPE
+                ti.linkname = 'k0.jpg'
+                tf.addfile(ti)
+    with open(os.path.join(src, 'readme.txt'), 'wb') as f:
+        f.write(b'hello\n' * 1000)
+    return sizes
+
+
+def group_semantics(env, ck):
+    src = env.path('src')
+    sizes = make_source(src, random.Random(7))
+    gz = os.path.getsize(os.path.join(src, 'b/shard-000002.tar.gz'))
+    tar0 = os.path.getsize(os.path.join(src, 'a/shard-000000.tar'))
+    tar1 = os.path.getsize(os.path.join(src, 'a/shard-000001.tar'))
+    logf = env.path('daemon.log')
+    with ml.Mount(env, src, cache_dir=env.path('cache'), extra=['--log-file', logf]) as m:
+        mnt = m.mnt
+        ck.eq('.shardfs listing (plans by name only)', sorted(os.listdir(mnt + '/.shardfs')),
+              ['control', 'metrics', 'stats'])
+        ck.eq('no plans at mount', plans(mnt), {})
+        ck.eq('stats plans', m.stats()['plans'], 0)
+
+        def plan_file(name, lines):
+            p = env.path(name)
+            with open(p, 'w') as f:
+                f.write('\n'.join(lines) + '\n')
+            return p
+
+        def cli(*args, cwd=None):
+            r = subprocess.run([env.shardfs, 'plan'] + list(args), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=60, cwd=cwd)
+            return r.returncode, r.stdout.decode(), r.stderr.decode()
+
+        # a plan of every kind of path, and of paths that name nothing
+        found = ['a/shard-000000/k0.jpg', 'a/shard-000000/k1.cls', 'a/shard-000001.tar',
+                 'b/shard-000002/k5.jpg', 'readme.txt', 'a/shard-000000/k0-link.jpg',
+                 'a//shard-000000/./k1.jpg']
+        missing = ['nope/x', 'a/shard-000000', '.shardfs/stats', '../etc/passwd',
+                   'a/shard-000000/k0.jpg/x']
+        lines = found[:2] + missing[:2] + found[2:5] + ['', missing[2]] + found[5:] + \
+            missing[3:]
+        p1 = plan_file('p1', lines)
+        rc, out, err = cli(mnt, p1, '--name', 'job1')
+        ck.eq('shardfs plan rc (%s)' % err.strip(), rc, 0)
+        ck.ok("plan 'job1': 7 paths" in out and '5 paths not in the mount' in out,
+              'shardfs plan says what it took: %r' % out)
+        want_bytes = (sizes['a/shard-000000/k0.jpg'] + sizes['a/shard-000000/k1.cls'] + tar1 +
+                      gz + 1000 * 6 + sizes['a/shard-000000/k0.jpg'] +
+                      sizes['a/shard-000000/k1.jpg'])
+        st = m.stats()
+        ck.eq('plans', st['plans'], 1)
+        ck.eq('plans_published', st['plans_published'], 1)
+        ck.eq('plan_paths', st['plan_paths'], 7)
+        ck.eq('plan_missing', st['plan_missing'], 5)
+        ck.eq('plan_bytes (a gzip member: the whole raw shard)', st['plan_bytes'], want_bytes)
+        ck.eq('plan_hits', st['plan_hits'], 0)
+        pl = plans(mnt)
+        ck.eq('plans file: job1', (pl['job1']['paths'], pl['job1']['missing'],
+                                   pl['job1']['bytes'], pl['job1']['read'],
+                                   pl['job1']['position']), (7, 5, want_bytes, 0, 0))
+        ck.eq('job1 fnv is the found paths in order', pl['job1']['fnv'], fnv(found))
+        # replaced by a plan of the same name
+        p2 = plan_file('p2', ['a/shard-000001/k2.jpg', 'a/shard-000001/k3.jpg'])
+        ck.eq('replace rc', cli(mnt, p2, '--name', 'job1')[0], 0)
+        st, pl = m.stats(), plans(mnt)
+        ck.eq('replaced: plans', st['plans'], 1)
+        ck.eq('replaced: plans_published', st['plans_published'], 2)
+        ck.eq('replaced: plan_paths, plan_missing', (st['plan_paths'], st['plan_missing']),
+              (2, 0))
+        ck.eq('replaced: fnv', pl['job1']['fnv'],
+              fnv(['a/shard-000001/k2.jpg', 'a/shard-000001/k3.jpg']))
+        # a second name: both kept
+        p3 = plan_file('p3', ['a/shard-000001/k3.jpg', 'readme.txt', 'a/shard-000000/k0.jpg'])
+        ck.eq('second plan rc', cli(mnt, p3, '--name', 'job2')[0], 0)
+        st = m.stats()
+        ck.eq('two plans', (st['plans'], st['plan_paths']), (2, 5))
+        # reads of planned paths
+        read(mnt + '/a/shard-000001/k3.jpg')  # job1 #1, job2 #0
+        st, pl = m.stats(), plans(mnt)
+        ck.eq('hits after one read (in two plans)', st['plan_hits'], 2)
+        ck.eq('job1 read/position', (pl['job1']['read'], pl['job1']['position']), (1, 2))
+        ck.eq('job2 read/position', (pl['job2']['read'], pl['job2']['position']), (1, 1))
+        read(mnt + '/readme.txt')  # job2 #1
+        read(mnt + '/a/shard-000000/k1.jpg')  # in no plan
+        read(mnt + '/a/shard-000001/k2.jpg')  # job1 #0
+        st, pl = m.stats(), plans(mnt)
+        ck.eq('plan_hits', st['plan_hits'], 4)
+        ck.eq('plan_read', st['plan_read'], 4)
+        ck.eq('plan_position (2 + 2)', st['plan_position'], 4)
+        ck.eq('job1 after reads', (pl['job1']['read'], pl['job1']['position']), (2, 2))
+        ck.eq('job2 after reads', (pl['job2']['read'], pl['job2']['position']), (2, 2))
+        # raw .tar paths, a gzip shard's members, a hardlink
+        p4 = plan_file('p4', ['a/shard-000000.tar', 'b/shard-000002/k4.jpg',
+                              'b/shard-000002/k5.jpg', 'a/shard-000000/k0-link.jpg'])
+        ck.eq('job3 rc', cli(mnt, p4, '--name', 'job3')[0], 0)
+        ck.eq('job3 bytes', plans(mnt)['job3']['bytes'],
+              tar0 + 2 * gz + sizes['a/shard-000000/k0.jpg'])
+        with open(os.path.join(src, 'a/shard-000000.tar'), 'rb') as f:
+            ck.ok(read(mnt + '/a/shard-000000.tar') == f.read(), 'raw shard bytes')
+        read(mnt + '/b/shard-000002/k5.jpg')
+        read(mnt + '/a/shard-000000/k0.jpg')  # the hardlink's target: the same file
+        pl, st = plans(mnt), m.stats()
+        ck.eq('job3 read/position', (pl['job3']['read'], pl['job3']['position']), (3, 4))
+        ck.eq('job2 got k0.jpg', (pl['job2']['read'], pl['job2']['position']), (3, 3))
+        ck.eq('plan_hits', st['plan_hits'], 4 + 3 + 1)
+        # the log: one line for the missing paths of job1, not one per path
+        with open(logf, errors='replace') as f:
+            text = f.read()
+        ck.eq('one log line for job1\'s missing paths',
+              text.count("plan 'job1': 5 paths not found in the mount were skipped"), 1)
+        ck.ok('nope/x' not in text.replace("(the first: 'nope/x')", ''),
+              'missing paths are not logged one by one')
+        # refused
+        published = m.stats()['plans_published']
+        ck.eq('relative FILE', ctl(mnt, 'plan p1'), errno.EINVAL)
+        ck.eq('relative FILE with a name', ctl(mnt, 'plan job1 rel/p1'), errno.EINVAL)
+        ck.eq('missing FILE', ctl(mnt, 'plan job1 ' + env.path('nonexistent')), errno.ENOENT)
+        ck.eq('a directory', ctl(mnt, 'plan job1 ' + env.path('')), errno.EISDIR)
+        fifo = env.path('fifo')
+        os.mkfifo(fifo)
+        ck.eq('a FIFO (refused, not waited on)', ctl(mnt, 'plan job1 ' + fifo), errno.EINVAL)
+        ck.eq('a file inside the mount', ctl(mnt, 'plan job1 ' + mnt + '/readme.txt'),
+              errno.EINVAL)
+        ck.eq('a bad name', ctl(mnt, 'plan bad!name ' + p1), errno.EINVAL)
+        ck.eq('a name too long', ctl(mnt, 'plan %s %s' % ('n' * 65, p1)), errno.EINVAL)
+        ck.eq('plan without FILE', ctl(mnt, 'plan'), errno.EINVAL)
+        if os.geteuid() != 0:
+            locked = plan_file('locked', ['readme.txt'])
+            os.chmod(locked, 0)
+            ck.eq('an unreadable FILE', ctl(mnt, 'plan job1 ' + locked), errno.EACCES)
+        ck.eq('refusals publish nothing', m.stats()['plans_published'], published)
+        ck.eq('job1 unchanged by refusals', plans(mnt)['job1']['paths'], 2)
+        rc, out, err = cli(mnt, env.path('nonexistent'))
+        ck.ok(rc == 1 and 'cannot read the plan file' in err, 'CLI, missing FILE: %r' % err)
+        rc, out, err = cli(mnt, env.path(''))
+        ck.ok(rc == 1 and 'Is a directory' in err, 'CLI, a directory: %r' % err)
+        # the CLI resolves a relative FILE
+        rc, out, err = cli(mnt, 'p3', '--name', 'rel', cwd=env.path(''))
+        ck.eq('CLI with a relative FILE (%s)' % err.strip(), rc, 0)
+        ck.eq('  its plan', plans(mnt).get('rel', {}).get('paths'), 3)
+        # the default name: the sender's pid
+        ck.eq('plan without a name', ctl(mnt, 'plan ' + p3), None)
+        ck.ok('pid-%d' % os.getpid() in plans(mnt), 'named pid-PID: %s' % sorted(plans(mnt)))
+        ck.eq('plan-clear (own)', ctl(mnt, 'plan-clear'), None)
+        ck.eq('plan-clear again', ctl(mnt, 'plan-clear'), errno.ENOENT)
+        ck.eq('plan-clear job2', ctl(mnt, 'plan-clear job2'), None)
+        rc, out, err = cli(mnt, '--clear', '--name', 'rel')
+        ck.eq('CLI --clear', rc, 0)
+        rc, out, err = cli(mnt, '--clear', '--name', 'rel')
+        ck.ok(rc == 1 and "no plan named 'rel'" in err, 'CLI --clear of none: %r' % err)
+        ck.eq('plans left', sorted(plans(mnt)), ['job1', 'job3'])
+        ck.eq('plans after clears', m.stats()['plans'], 2)
+        # at most 64: a new name past them drops the plan published longest ago (job1)
+        for i in range(63):
+            ck.ok(ctl(mnt, 'plan many%02d %s' % (i, p2)) is None, 'plan many%02d' % i)
+        pl = plans(mnt)
+        ck.eq('64 plans', len(pl), 64)
+        ck.ok('job1' not in pl and 'job3' in pl, 'the oldest (job1) was dropped')
+        ck.eq('stats plans', m.stats()['plans'], 64)
+        # the CLI's usage
+        ck.eq('plan --help', cli('--help')[0], 0)
+        ck.eq('plan without FILE', cli(mnt)[0], 2)
+        ck.eq('plan with a bad --name', cli(mnt, p1, '--name', 'a b')[0], 2)
+
+
+def group_bigger(env, ck):
+    """A plan bigger than the cache is taken whole and fetches nothing by itself."""
+    src = env.path('src')
+    os.makedirs(src)
+    rng = random.Random(3)
+    digests, names = {}, []
+    for s in range(6):
+        name = 'shard-%06d.tar' % s
+        with tarfile.open(os.path.join(src, name), 'w', format=tarfile.GNU_FORMAT) as tf:
+            for k in range(4):
+                add(tf, 'k%d_%d.bin' % (s, k), rng.randbytes(1024 * 1024 - 700))
+        digests[name] = hashlib.md5(read(os.path.join(src, name))).hexdigest()
+        names.append(name)
+    total = sum(os.path.getsize(os.path.join(src, n)) for n in names)
+    order = names[:]
+    rng.shuffle(order)
+    pf = env.path('plan')
+    with open(pf, 'w') as f:
+        f.write(''.join(n + '\n' for n in order))
+    ng = web.Nginx(env.path('nginx'), src).start()
+    try:
+        with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'),
+                      extra=['--cache-size', '8M', '--chunk-size', '1M', '--readahead', '1M',
+                             '--warm', 'off']) as m:
+            before = m.stats()
+            ck.eq('plan rc', ctl(m.mnt, 'plan big ' + pf), None)
+            st = m.stats()
+            ck.eq('plan_paths', st['plan_paths'], 6)
+            ck.eq('plan_bytes', st['plan_bytes'], total)
+            ck.ok(st['plan_bytes'] > st['cache_bytes_limit'],
+                  'the plan (%d) is bigger than the cache (%d)'
+                  % (st['plan_bytes'], st['cache_bytes_limit']))
+            ck.eq('publishing fetched nothing', st['bytes_fetched'], before['bytes_fetched'])
+            for i, n in enumerate(order):
+                ck.eq('bytes of %s' % n, hashlib.md5(read(os.path.join(m.mnt, n))).hexdigest(),
+                      digests[n])
+            st = m.stats()
+            pl = plans(m.mnt)['big']
+            ck.eq('every planned shard read: hits', st['plan_hits'], 6)
+            ck.eq('read/position', (pl['read'], pl['position']), (6, 6))
+            ck.eq('read_errors', st['read_errors'], 0)
+            log('plan of %d bytes over a cache of %d: fetched %d, evictions %d'
+                % (total, st['cache_bytes_limit'], st['bytes_fetched'], st['evictions']))
+    finally:
+        ng.stop()
+
+
+GROUPS = {'semantics': group_semantics, 'bigger': group_bigger}
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    ml.main_wrapper(GROUPS[sys.argv[2]], sys.argv[1], 'plan-' + sys.argv[2])
+
+
+if __name__ == '__main__':
+    main()

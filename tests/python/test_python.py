@@ -1,0 +1,252 @@
+#!/usr/bin/python3
+"""Tests of the Python module (python/shardfs, imported through PYTHONPATH as meson sets it).
+
+usage: test_python.py SHARDFS GROUP
+GROUP:
+  sampler-local  a class-folder tree packed and mounted with --layout imagefolder from a local
+                 directory: DataLoader(shuffle=True, num_workers=2) with plan_dataloader: the
+                 plan the mount holds is the sampler's order exactly (paths, FNV-1a of the
+                 order), every image read hits the plan once (plan_hits, position), the epoch's
+                 batches are identical to the same DataLoader without the wrapper (same seed);
+                 a second epoch replaces the plan with its new order; PlanSampler over a plain
+                 list of paths and a Subset; find_mountpoint
+  sampler-http   the same through nginx
+  manifest       read_samples against tarfile for every member of the formats dataset (every
+                 tar flavour, sparse, hardlinks, compressed shards) and of names with tab,
+                 newline, CR, backslash, control bytes and a byte that is not UTF-8: each
+                 record's fields, its bytes through its path, and for plain shards the bytes
+                 at its offset in the shard file
+  install        pip install --no-build-isolation --no-index of a copy of python/ into a target
+                 directory (Debian's setuptools, offline): the installed module imports
+
+Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse; torchvision missing outside CI).
+"""
+
+import sys
+sys.dont_write_bytecode = True
+
+import io  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import tarfile  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import shardgen  # noqa: E402
+from shardfs_test import web  # noqa: E402
+from shardfs_test.dl import CLASSES, make_tree, need_torch  # noqa: E402
+from shardfs_test.mount import log  # noqa: E402
+from shardfs_test.tarref import expected_tsv_rows, open_tar, reference  # noqa: E402
+
+import shardfs  # noqa: E402  (PYTHONPATH=python, set by tests/python/meson.build)
+
+PYTHON_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'python')
+
+
+def read(path):
+    with open(path, 'rb') as f:
+        return f.read()
+
+
+def pack_tree(env):
+    tree, out = env.path('tree'), env.path('shards')
+    make_tree(tree, classes=CLASSES[:6], per_class=8, seed=5)
+    os.makedirs(out)
+    r = env.run([env.shardfs, 'pack', '--max-count', '7', '--shuffle', '1', tree,
+                 os.path.join(out, 'train')], timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError('pack failed: %s' % r.stderr.decode(errors='replace'))
+    return out
+
+
+def epoch(dl):
+    return [(x.clone(), y.clone()) for x, y in dl]
+
+
+def check_sampler(env, ck, mnt, label):
+    import torch
+    from torchvision import datasets, transforms
+    ds = datasets.ImageFolder(mnt, transform=transforms.PILToTensor())
+    n = len(ds)
+    ck.eq('%s: images' % label, n, 48)
+    mp, paths = shardfs.dataset_paths(ds)
+    ck.eq('%s: dataset_paths finds the mount' % label, mp, mnt)
+    ck.eq('%s: dataset_paths are mount-relative' % label, paths,
+          [os.path.relpath(p, mnt) for p, _ in ds.samples])
+    ck.eq('%s: find_mountpoint of a file' % label, shardfs.find_mountpoint(ds.samples[0][0]), mnt)
+    torch.manual_seed(1234)
+    dl = torch.utils.data.DataLoader(ds, batch_size=5, shuffle=True, num_workers=2)
+    ps = shardfs.plan_dataloader(dl)
+    name = 'pid-%d' % os.getpid()
+    got = epoch(dl)
+    order = ps.last_indices
+    ck.eq('%s: the sampler drew a permutation' % label, sorted(order), list(range(n)))
+    pl = shardfs.plans(mnt)
+    ck.eq('%s: one plan, named after this process' % label, sorted(pl), [name])
+    info = pl[name]
+    ck.eq('%s: plan paths, missing' % label, (info.paths, info.missing), (n, 0))
+    ck.eq('%s: the plan is the sampler\'s order (FNV-1a)' % label, info.fnv,
+          shardfs.plan_fnv([paths[i] for i in order]))
+    ck.eq('%s: last_plan' % label, ps.last_plan and ps.last_plan.fnv, info.fnv)
+    ck.eq('%s: labels delivered in plan order' % label,
+          [int(v) for _, y in got for v in y], [ds.samples[i][1] for i in order])
+    st = shardfs_stats(mnt)
+    ck.eq('%s: every image read hit the plan once' % label, st['plan_hits'], n)
+    ck.eq('%s: plan read, position' % label, (info.read, info.position), (n, n))
+    ck.eq('%s: plan_bytes: the images\' sizes' % label, st['plan_bytes'],
+          sum(os.path.getsize(p) for p, _ in ds.samples))
+    # the same DataLoader without the wrapper, same seed: the same batches
+    torch.manual_seed(1234)
+    plain = epoch(torch.utils.data.DataLoader(ds, batch_size=5, shuffle=True, num_workers=2))
+    ck.eq('%s: batches without the wrapper' % label, len(plain), len(got))
+    ck.ok(all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(got, plain)),
+          '%s: the epoch is identical to the one without the wrapper' % label)
+    # a second epoch: a new order replaces the plan
+    got2 = epoch(dl)
+    order2 = ps.last_indices
+    ck.ok(order2 != order and sorted(order2) == list(range(n)), '%s: a new permutation' % label)
+    pl = shardfs.plans(mnt)
+    ck.eq('%s: still one plan' % label, sorted(pl), [name])
+    ck.eq('%s: the second epoch\'s order' % label, pl[name].fnv,
+          shardfs.plan_fnv([paths[i] for i in order2]))
+    ck.eq('%s: labels of epoch 2' % label, [int(v) for _, y in got2 for v in y],
+          [ds.samples[i][1] for i in order2])
+    ck.eq('%s: plans_published' % label, shardfs_stats(mnt)['plans_published'], 2)
+    # PlanSampler over a plain list of absolute paths, and a Subset
+    abs_paths = [p for p, _ in ds.samples]
+    lp = shardfs.PlanSampler(torch.utils.data.SequentialSampler(abs_paths), abs_paths,
+                             name='list')
+    ck.eq('%s: PlanSampler yields the wrapped order' % label, list(lp), list(range(n)))
+    ck.eq('%s: plan of a path list' % label, shardfs.plans(mnt)['list'].fnv,
+          shardfs.plan_fnv(paths))
+    sub = torch.utils.data.Subset(ds, [3, 1, 4])
+    ck.eq('%s: dataset_paths of a Subset' % label, shardfs.dataset_paths(sub)[1],
+          [paths[3], paths[1], paths[4]])
+    shardfs.clear_plan(mnt, 'list')
+    shardfs.clear_plan(mnt)
+    ck.eq('%s: plans cleared' % label, shardfs.plans(mnt), {})
+    try:
+        shardfs.find_mountpoint('/')
+        ck.fail('find_mountpoint(/) found a mount')
+    except ValueError:
+        pass
+
+
+def shardfs_stats(mnt):
+    import json
+    return json.loads(read(os.path.join(mnt, '.shardfs', 'stats')))
+
+
+def group_sampler_local(env, ck):
+    need_torch()
+    out = pack_tree(env)
+    with ml.Mount(env, out, cache_dir=env.path('cache'), extra=['--layout', 'imagefolder']) as m:
+        check_sampler(env, ck, m.mnt, 'local')
+
+
+def group_sampler_http(env, ck):
+    need_torch()
+    out = pack_tree(env)
+    ng = web.Nginx(env.path('nginx'), out).start()
+    try:
+        with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'),
+                      extra=['--layout', 'imagefolder']) as m:
+            check_sampler(env, ck, m.mnt, 'http')
+    finally:
+        ng.stop()
+
+
+HOSTILE = ['tab\there.jpg', 'new\nline.jpg', 'cr\rx.jpg', 'back\\slash.jpg', 'ctl\x01\x1fx.jpg',
+           'del\x7f.jpg', 'sp ace.jpg', 'fine.cls', 'ünï.jpg', 'not-utf8-\udcff.jpg']
+
+
+def check_manifest(ck, label, mnt, src):
+    ref = reference(src)
+    recs = shardfs.read_samples(mnt)
+    rows = [(r.path, r.shard, '-' if r.offset is None else str(r.offset), str(r.size), r.key)
+            for r in recs]
+    # as a set (a hardlink and its target share an offset: either may come first), and in
+    # the file's order: shards sorted, offsets ascending within each
+    ck.eq('%s: read_samples is tarfile\'s every member' % label, sorted(rows),
+          sorted(expected_tsv_rows(ref)))
+    ck.eq('%s: records in archive order' % label,
+          [(r[1], r[2]) for r in rows], [(r[1], r[2]) for r in expected_tsv_rows(ref)])
+    tars = {}
+    for r in recs:
+        if r.shard not in tars:
+            tars[r.shard] = open_tar(os.path.join(src, r.shard))
+        tf, codec = tars[r.shard]
+        mdir = os.path.join(os.path.dirname(r.shard),
+                            shardgen.shard_dir_name(os.path.basename(r.shard)))
+        member = r.path[len(mdir) + 1:]
+        want = None
+        for m in tf.getmembers():
+            if ml.normalize_member(m.name) == member and (m.isreg() or m.islnk()):
+                want = tf.extractfile(m).read()
+        got = read(os.path.join(mnt, r.path))
+        ck.ok(got == want, '%s: bytes of %r through its path' % (label, r.path))
+        if codec == 'raw' and r.offset is not None:
+            with open(os.path.join(src, r.shard), 'rb') as f:
+                f.seek(r.offset)
+                ck.ok(f.read(r.size) == want, '%s: bytes of %r at its offset' % (label, r.path))
+    for tf, _ in tars.values():
+        tf.close()
+    return len(recs)
+
+
+def group_manifest(env, ck):
+    src, work = env.path('src'), env.path('work')
+    os.makedirs(work)
+    shardgen.build_formats_source(src, work, env.rng)
+    with ml.Mount(env, src, cache_dir=env.path('c1')) as m:
+        n = check_manifest(ck, 'formats', m.mnt, src)
+        log('formats dataset: %d records checked' % n)
+    hsrc = env.path('hostile')
+    os.makedirs(hsrc)
+    with tarfile.open(os.path.join(hsrc, 'names.tar'), 'w', format=tarfile.GNU_FORMAT,
+                      encoding='utf-8', errors='surrogateescape') as tf:
+        for i, name in enumerate(HOSTILE):
+            data = ('%d:%r' % (i, name)).encode('utf-8', 'surrogateescape') * 7
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+    with ml.Mount(env, hsrc, cache_dir=env.path('c2')) as m:
+        n = check_manifest(ck, 'hostile', m.mnt, hsrc)
+        ck.eq('hostile: records', n, len(HOSTILE))
+        keys = sorted(r.key for r in shardfs.read_samples(m.mnt))
+        ck.ok('new\nline' in keys and 'not-utf8-\udcff' in keys,
+              'hostile keys unescaped: %r' % keys)
+
+
+def group_install(env, ck):
+    copy, target = env.path('src'), env.path('target')
+    shutil.copytree(PYTHON_DIR, copy, ignore=shutil.ignore_patterns('build', '*.egg-info',
+                                                                       '__pycache__'))
+    r = env.run([sys.executable, '-m', 'pip', 'install', '--no-build-isolation', '--no-index',
+                 '--no-deps', '--target', target, copy], timeout=240)
+    log(r.stdout.decode(errors='replace')[-1500:] + r.stderr.decode(errors='replace')[-1500:])
+    ck.eq('pip install rc', r.returncode, 0)
+    envv = dict(os.environ, PYTHONPATH=target)
+    r = subprocess.run([sys.executable, '-c', 'import shardfs; print(shardfs.__file__); '
+                        'print(hex(shardfs.FS_CTL_IOC))'], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, env=envv, cwd=env.path(''), timeout=60)
+    out = r.stdout.decode().split()
+    ck.ok(r.returncode == 0 and out[0].startswith(target + '/'),
+          'the installed module imports: %r %r' % (out, r.stderr[-500:]))
+    ck.eq('FS_CTL_IOC', out[1] if len(out) > 1 else None, '0x60005301')
+
+
+GROUPS = {'sampler-local': group_sampler_local, 'sampler-http': group_sampler_http,
+          'manifest': group_manifest, 'install': group_install}
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    ml.main_wrapper(GROUPS[sys.argv[2]], sys.argv[1], 'python-' + sys.argv[2], deadline=280)
+
+
+if __name__ == '__main__':
+    main()
