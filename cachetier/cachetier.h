@@ -198,8 +198,11 @@ void cachetier_obj_read_end(struct cachetier_obj *o);
 
 /* How a prefetch makes room. */
 enum cachetier_prefetch_mode {
-	/* like a reader's fill: evicts the least recently used data when the
-	 * cache is full (a reader will want these bytes soon) */
+	/* for a reader coming soon: when the cache is full, evicts the chunks
+	 * read longest ago, never chunks filled ahead (readahead, prefetch)
+	 * and not read yet, and only while those stay within half of
+	 * cache_size_bytes; a chunk it cannot make room for so is skipped and
+	 * counted like a PF_FIT one */
 	CACHETIER_PF_EVICT = 0,
 	/* only into room the cache has: never evicts. A chunk that would need
 	 * an eviction (the directory's usage plus fills in flight past
@@ -222,8 +225,8 @@ enum cachetier_prefetch_mode {
 int cachetier_obj_prefetch(struct cachetier_obj *o, enum cachetier_prefetch_mode mode);
 /* The latest prefetch of o: 1 while it runs (chunks left to look at, or
  * fills in flight), 0 once it ended or when none was asked. *unfit_bytes
- * (may be NULL): the bytes it skipped because they did not fit
- * (CACHETIER_PF_FIT). */
+ * (may be NULL): the bytes it skipped because they did not fit (see
+ * enum cachetier_prefetch_mode). */
 int cachetier_obj_prefetch_state(struct cachetier_obj *o, uint64_t *unfit_bytes);
 uint64_t cachetier_obj_cached_bytes(const struct cachetier_obj *o);
 

@@ -254,6 +254,10 @@ static void file_unload(struct ct_file *f)
 	free(f->cerr);
 	free(f->held);
 	free(f->seen);
+	free(f->catime);
+	free(f->unread);
+	f->catime = NULL;
+	f->unread = NULL;
 	f->key = NULL;
 	f->cst = NULL;
 	f->pins = NULL;
@@ -407,7 +411,10 @@ static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *ke
 	f->cerr = calloc(nchunks ? nchunks : 1, sizeof(*f->cerr));
 	f->held = calloc(nchunks ? nchunks : 1, 1);
 	f->seen = calloc(nchunks ? nchunks : 1, 1);
-	if (!f->key || !f->cst || !f->pins || !f->cerr || !f->held || !f->seen)
+	f->catime = calloc(nchunks ? nchunks : 1, sizeof(*f->catime));
+	f->unread = calloc(nchunks ? nchunks : 1, 1);
+	if (!f->key || !f->cst || !f->pins || !f->cerr || !f->held || !f->seen || !f->catime ||
+	    !f->unread)
 		return -ENOMEM;
 	snprintf(f->etag, sizeof(f->etag), "%s", etag);
 	f->size = size;
@@ -1010,8 +1017,28 @@ static void *worker_main(void *arg)
 		atomic_store(&slot->got, 0);
 		if (ra)
 			ct->readahead_fills++;
-		if (!fit)
-			cachetier__make_room(ct, len);
+		if (!fit && cachetier__make_room(ct, len, pf) < 0) {
+			/* a PF_EVICT prefetch fill only evicts chunks read
+			 * already: none left, so it is skipped like an unfit one */
+			ct->reserved -= len;
+			ct->fills_inflight--;
+			if (ra)
+				ct->readahead_fills--;
+			if (atomic_load(&slot->withdraw))
+				ct->pf_withdrawing--; /* asked while room was made */
+			slot->f = NULL;
+			f->pf_inflight--;
+			ct->pf_running--;
+			f->pf_unfit += len;
+			ct->unfit_bytes += len;
+			f->cst[c] = CH_EMPTY;
+			if (f->pins[c] > 0 && queue_push(ct, f, c, 0) < 0) {
+				f->cerr[c] = -ENOMEM; /* a reader came meanwhile */
+				ct->fill_errors++;
+			}
+			pthread_cond_broadcast(&ct->chunk_cond);
+			continue;
+		}
 		pthread_mutex_unlock(&ct->lock);
 
 		claim = fill_claim(ct, f, c, &waited);
@@ -1049,6 +1076,10 @@ static void *worker_main(void *arg)
 			f->cst[c] = CH_VALID;
 			f->bytes += len;
 			ct->used += len;
+			/* no reader waits for it: filled ahead, spared by the
+			 * evictions of prefetch fills until it is read */
+			f->catime[c] = cachetier__now_ns();
+			f->unread[c] = f->pins[c] == 0;
 			if (claim == 1) {
 				f->seen[c] = 1;
 				f->dirty++;
@@ -1291,6 +1322,10 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	f->reads = r;
 	f->atime_ns = cachetier__now_ns();
 	cachetier__st_touch(f, f->atime_ns);
+	for (uint32_t c = c0; c < c1; c++) { /* chunk LRU (cachetier_evict.c) */
+		f->catime[c] = f->atime_ns;
+		f->unread[c] = 0;
+	}
 	/* what readers touch is prefetched first */
 	if (f->pf_listed && ct->pf != f) {
 		pf_unlink(ct, f);

@@ -86,11 +86,14 @@ struct ct_file {
 	int auxfd;	   /* the same file opened again: eviction's chunk locks */
 	unsigned char *st; /* data/<hash>.st mapped shared (cachetier_share.c) */
 	size_t st_len;
-	uint8_t *held;	/* per chunk: stfd holds its read lock (pinned and valid) */
-	uint8_t *seen;	/* per chunk: this process filled or served it already */
-	uint8_t *cst;	/* enum ct_chunk per chunk */
-	uint32_t *pins; /* readers inside read_begin/read_end per chunk */
-	int *cerr;	/* the error of the last failed fill per chunk */
+	uint8_t *held;	 /* per chunk: stfd holds its read lock (pinned and valid) */
+	uint8_t *seen;	 /* per chunk: this process filled or served it already */
+	int64_t *catime; /* per chunk: this process's last read or fill of it (CLOCK_REALTIME ns);
+			  * 0: untouched here (the object's last use stands for it) */
+	uint8_t *unread; /* per chunk: filled ahead (readahead, prefetch), not read since */
+	uint8_t *cst;	 /* enum ct_chunk per chunk */
+	uint32_t *pins;	 /* readers inside read_begin/read_end per chunk */
+	int *cerr;	 /* the error of the last failed fill per chunk */
 	struct ct_read *reads;
 	unsigned dirty;	      /* valid chunks not yet in the persisted map */
 	int64_t map_ns;	      /* when the map was last written */
@@ -350,9 +353,13 @@ void cachetier__rescan(struct cachetier *ct);
 
 /* cachetier_evict.c — capacity. */
 int cachetier__scan(struct cachetier *ct); /* at open: rebuild usage from data/ and decoded/ */
-/* Make room for a fill of len bytes (already in ct->reserved). Called
- * with ct->lock held; drops and retakes it around file operations. */
-void cachetier__make_room(struct cachetier *ct, uint64_t len);
+/* Make room for a fill of len bytes (already in ct->reserved), evicting
+ * the least recently read chunks first. 'spare_ahead': never evict a
+ * chunk filled ahead and not read yet (a prefetch fill's room); returns
+ * -ENOSPC when the room cannot be had otherwise (without it: 0 always, the
+ * fill goes over the limit when everything is pinned). Called with
+ * ct->lock held; drops and retakes it around file operations. */
+int cachetier__make_room(struct cachetier *ct, uint64_t len, int spare_ahead);
 int64_t cachetier__now_ns(void);
 
 #endif

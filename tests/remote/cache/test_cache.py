@@ -37,6 +37,9 @@ GROUP:
                readers sleep in the mount waiting for a dead store with a 120 s budget: the
                readers get an error, the daemon exits (time printed; goal 2 s), the mount is
                gone; 'shardfs umount' of an idle mount whose prefetch fills wait: the same
+  readonce     4 shards of 12 MiB, every member read once in order, shard by shard, through a
+               mount with --cache-size 6M (chunks of 1 MiB; the next shard fetched ahead): exact bytes, bytes fetched <= 1.2x bytes read (the reader's
+               shard never evicts itself), the cache within its size
   metablobs    the files kept in the cache: imagefolder class maps with a changed class (a bad
                checksum) and of another version, shard indexes and chunk maps of another
                version are detected, logged and rebuilt (class maps byte for byte), the view
@@ -1290,6 +1293,52 @@ def group_prefetch(env, ck, ng):
               'prefetch --help does not document the exit status: %r' % out)
 
 
+def group_readonce(env, ck, ng):
+    """A read-once pass over shards twice the cache's size: eviction goes by chunk, least
+    recently read first, and spares chunks filled ahead of the reader, so each byte is fetched
+    about once (whole-object eviction made a shard evict itself while it was read)."""
+    shards = {'ro-%02d.tar' % i: [3 * MiB - 4096] * 4 for i in range(4)}
+    src, refs = build_source(env, shards)
+    ng.start()
+    opts = ['--cache-size', '6M', '--chunk-size', '1M', '--connections', '4', '--warm', 'off',
+            '--log-file', env.path('daemon.log')]
+    with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'), extra=opts) as m:
+        for d, _, files in os.walk(m.mnt):  # the indexes: built before the pass
+            files.sort()
+        before = m.stats()
+        nread = 0
+        for rel in sorted(refs):  # shard by shard, each member in order once
+            for mem in sorted(members_of(refs, rel)):
+                with open(os.path.join(m.mnt, shard_dir_rel(rel), mem), 'rb') as f:
+                    got = bytearray()
+                    while True:
+                        b = f.read(256 * 1024)
+                        if not b:
+                            break
+                        got += b
+                with open(os.path.join(refs[rel][2], mem), 'rb') as f:
+                    want = f.read()
+                ck.ok(bytes(got) == want, 'readonce: %s/%s: %d bytes differ (%d)' % (
+                    rel, mem, len(got), len(want)))
+                nread += len(got)
+        st = m.stats()
+        fetched = st['bytes_fetched'] - before['bytes_fetched']
+        log('readonce: read %d, fetched %d (%.2fx), fills %d, evictions %d, evicted %d, '
+            'used %d' % (nread, fetched, fetched / max(nread, 1), st['fills'] - before['fills'],
+                         st['evictions'], st['evicted_bytes'], st['cache_bytes_used']))
+        ck.eq('readonce: bytes read', nread, sum(
+            os.path.getsize(os.path.join(refs[r][2], mem)) for r in refs
+            for mem in members_of(refs, r)))
+        ck.ok(st['shard_prefetches'] >= 3, 'readonce: shard_prefetches %d < 3' %
+              st['shard_prefetches'])
+        ck.ok(fetched <= nread * 1.2, 'readonce: fetched %d bytes for %d read (%.2fx > 1.2x)' % (
+            fetched, nread, fetched / max(nread, 1)))
+        ck.ok(st['evictions'] > 0, 'readonce: no evictions')
+        ck.ok(st['cache_bytes_used'] <= 6 * MiB, 'readonce: cache_bytes_used %d > 6M' %
+              st['cache_bytes_used'])
+        ck.eq('readonce: read_errors', st['read_errors'], 0)
+
+
 def fnv64_hex(b):
     h = 0xcbf29ce484222325
     for c in b:
@@ -1439,7 +1488,7 @@ def group_metablobs(env, ck, ng):
 GROUPS = {'offline': group_offline, 'capacity': group_capacity, 'crash': group_crash,
           'concurrency': group_concurrency, 'share': group_share, 'storedown': group_storedown,
           'stop': group_stop, 'warm': group_warm, 'prefetch': group_prefetch,
-          'metablobs': group_metablobs}
+          'metablobs': group_metablobs, 'readonce': group_readonce}
 
 
 class LazyNginx(web.Nginx):
