@@ -815,7 +815,21 @@ void cachetier_obj_read_end(struct cachetier_obj *o)
 int cachetier_obj_prefetch(struct cachetier_obj *o, enum cachetier_prefetch_mode mode)
 {
 	/* local files and decoded copies are all there already */
-	return o->file ? cachetier__file_prefetch(o->ct, o->file, (int)mode) : 0;
+	return o->file ? cachetier__file_prefetch(o->ct, o->file, 0, o->file->nchunks, (int)mode)
+		       : 0;
+}
+
+int cachetier_obj_prefetch_range(struct cachetier_obj *o, uint64_t off, uint64_t len,
+				 enum cachetier_prefetch_mode mode)
+{
+	struct ct_file *f = o->file;
+
+	if (off > o->size || len > o->size - off)
+		return -EINVAL;
+	if (!f || len == 0)
+		return 0;
+	return cachetier__file_prefetch(o->ct, f, (uint32_t)(off / f->cb),
+					(uint32_t)((off + len - 1) / f->cb + 1), (int)mode);
 }
 
 int cachetier_obj_prefetch_state(struct cachetier_obj *o, uint64_t *unfit_bytes)

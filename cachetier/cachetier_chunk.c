@@ -768,16 +768,16 @@ static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, int
 	while (ct->pf && ct->pf_running < pf_max(ct)) {
 		struct ct_file *p = ct->pf;
 
-		while (p->pf_next < p->nchunks && p->cst[p->pf_next] != CH_EMPTY)
+		while (p->pf_next < p->pf_end && p->cst[p->pf_next] != CH_EMPTY)
 			p->pf_next++;
-		if (p->pf_next < p->nchunks) {
+		if (p->pf_next < p->pf_end) {
 			*f = p;
 			*c = p->pf_next++;
 			*ra = 1;
 			*pf = 1;
-			while (p->pf_next < p->nchunks && p->cst[p->pf_next] != CH_EMPTY)
+			while (p->pf_next < p->pf_end && p->cst[p->pf_next] != CH_EMPTY)
 				p->pf_next++;
-			if (p->pf_next >= p->nchunks)
+			if (p->pf_next >= p->pf_end)
 				pf_unlink(ct, p);
 			return 1;
 		}
@@ -965,6 +965,8 @@ static void pf_withdrawn(struct cachetier *ct, struct ct_file *f, uint32_t c, in
 		return;
 	if (!f->pf_listed) {
 		f->pf_next = c;
+		if (f->pf_end <= c)
+			f->pf_end = c + 1;
 		pf_push(ct, f, 1);
 	} else if (c < f->pf_next) {
 		f->pf_next = c;
@@ -1402,13 +1404,24 @@ void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f)
 	free(r);
 }
 
-int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, int mode)
+int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
+			     int mode)
 {
+	if (c1 > f->nchunks)
+		c1 = f->nchunks;
+	if (c0 >= c1)
+		return 0;
 	pthread_mutex_lock(&ct->lock);
 	if (f->pf_listed) {
+		/* the running prefetch's cursor covers the new range too */
 		f->pf_evict |= mode == CACHETIER_PF_EVICT;
+		if (c0 < f->pf_next)
+			f->pf_next = c0;
+		if (c1 > f->pf_end)
+			f->pf_end = c1;
 	} else if (!ct->stopping) {
-		f->pf_next = 0;
+		f->pf_next = c0;
+		f->pf_end = c1;
 		f->pf_unfit = 0;
 		f->pf_evict = mode == CACHETIER_PF_EVICT;
 		pf_push(ct, f, 0);

@@ -100,6 +100,7 @@ struct ct_file {
 	uint64_t ra_end;      /* end of the last read (readahead detection) */
 	uint64_t ra_window;   /* readahead window in bytes; 0: random access */
 	uint32_t pf_next;     /* prefetch cursor: the next chunk to look at */
+	uint32_t pf_end;      /* ... up to this one (exclusive) */
 	int pf_listed;	      /* in ct->pf list */
 	int pf_evict;	      /* its prefetch fills may evict (CACHETIER_PF_EVICT was asked) */
 	unsigned pf_inflight; /* prefetch fills of it running now */
@@ -277,7 +278,9 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 			 struct ct_file **out);
 int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len);
 void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f);
-int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, int mode);
+/* Prefetch chunks [c0, c1) of f (cachetier_obj_prefetch_range). */
+int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
+			     int mode);
 int cachetier__file_prefetch_state(struct cachetier *ct, struct ct_file *f, uint64_t *unfit);
 void cachetier__file_flush(struct cachetier *ct, struct ct_file *f);
 /* Map format shared with the scan: parse and check buf; on success fill
