@@ -167,6 +167,10 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	/* whole 4 KiB blocks (at least one), so punching a chunk frees exactly
 	 * its blocks */
 	ct->cfg.chunk_bytes = ct->cfg.chunk_bytes ? (ct->cfg.chunk_bytes + 4095u) & ~4095u : 4096u;
+	/* a random miss that does not fit fills one unit, an eighth of a chunk
+	 * in whole 4 KiB blocks (cachetier_chunk.c) */
+	ct->upc = ct->cfg.chunk_bytes % (8u * 4096u) == 0 ? 8u : 1u;
+	ct->unit = ct->cfg.chunk_bytes / ct->upc;
 	/* Readahead into a small cache would evict what it fetched (or what
 	 * the reader is about to reach) before the reader gets there: at most
 	 * an eighth of the cache is ahead of a reader, and at least one chunk. */

@@ -98,6 +98,12 @@ static uint64_t chunk_off(const struct ct_file *f, uint32_t c)
 
 #define chunk_len(f, c) cachetier__chunk_len(f, c)
 
+/* Bytes of units [c, c + n) of f. */
+static uint64_t run_len(const struct ct_file *f, uint32_t c, uint32_t n)
+{
+	return (uint64_t)(n - 1) * f->cb + chunk_len(f, c + n - 1);
+}
+
 static void chunk_unlock(struct ct_file *f, uint32_t c)
 {
 	cachetier__ofd_lock(f->stfd, F_UNLCK, LK_CHUNK(c), 0);
@@ -419,6 +425,10 @@ static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *ke
 	snprintf(f->etag, sizeof(f->etag), "%s", etag);
 	f->size = size;
 	f->cb = cb;
+	/* units of this process's chunk size form its sequential requests; an
+	 * object of other units (an earlier mount's, loaded to be evicted)
+	 * fills a unit per request */
+	f->group = cb == ct->unit ? ct->upc : 1;
 	f->nchunks = (uint32_t)nchunks;
 	err = cachetier__st_open(f, 1, &alone);
 	if (err < 0)
@@ -511,7 +521,7 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 	int err;
 
 	*out = NULL;
-	err = cachetier__file_hash(info->key, info->etag, info->size, ct->cfg.chunk_bytes, hash);
+	err = cachetier__file_hash(info->key, info->etag, info->size, ct->unit, hash);
 	if (err < 0)
 		return err;
 
@@ -546,7 +556,7 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 		f->next = ct->files;
 		ct->files = f;
 	}
-	err = file_activate(ct, f, info->key, info->etag, info->size, ct->cfg.chunk_bytes);
+	err = file_activate(ct, f, info->key, info->etag, info->size, ct->unit);
 	if (err == 0)
 		*out = f;
 	pthread_mutex_unlock(&ct->lock);
@@ -570,8 +580,13 @@ static void pf_withdraw(struct cachetier *ct, struct ct_slot *sl)
  * chunks soon: a shard fetched ahead of an in-order reader). */
 static int pf_withdrawable(const struct ct_slot *sl, const struct ct_file *f)
 {
-	return sl->f && sl->pf && sl->f != f && !atomic_load(&sl->withdraw) &&
-	       sl->f->pins[sl->c] == 0;
+	if (!sl->f || !sl->pf || sl->f == f || atomic_load(&sl->withdraw))
+		return 0;
+	for (uint32_t u = sl->c; u < sl->c + sl->n; u++) {
+		if (sl->f->pins[u])
+			return 0;
+	}
+	return 1;
 }
 
 /* Prefetch fills yield to readers, after a job for object f was queued
@@ -599,7 +614,7 @@ static void pf_yield(struct cachetier *ct, const struct ct_file *f, int ra)
 		struct ct_slot *sl = &ct->slots[i];
 
 		if (pf_withdrawable(sl, f) && atomic_load_explicit(&sl->got, memory_order_relaxed) <
-						  chunk_len(sl->f, sl->c) / 2)
+						  run_len(sl->f, sl->c, sl->n) / 2)
 			pf_withdraw(ct, sl);
 	}
 	busy = ct->fills_inflight - ct->pf_withdrawing;
@@ -625,7 +640,8 @@ static void pf_yield(struct cachetier *ct, const struct ct_file *f, int ra)
 	}
 }
 
-static int queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, int ra)
+/* Queue one fill of units [c, c + n) of f, all CH_EMPTY. */
+static int queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int ra)
 {
 	struct ct_job *j = malloc(sizeof(*j));
 
@@ -633,6 +649,7 @@ static int queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, int r
 		return -ENOMEM;
 	j->f = f;
 	j->c = c;
+	j->n = n;
 	j->ra = ra;
 	j->next = NULL;
 	if (ra) {
@@ -642,7 +659,8 @@ static int queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, int r
 		*ct->dq_tail = j;
 		ct->dq_tail = &j->next;
 	}
-	f->cst[c] = CH_QUEUED;
+	for (uint32_t u = c; u < c + n; u++)
+		f->cst[u] = CH_QUEUED;
 	ct->rd_queued++;
 	ct->pf_quiet = 0;
 	if (ra) {
@@ -652,6 +670,38 @@ static int queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, int r
 	pf_yield(ct, f, ra);
 	pthread_cond_signal(&ct->work_cond);
 	return 0;
+}
+
+/* The run of CH_EMPTY units around unit c (CH_EMPTY) within [lo, hi) and
+ * within c's chunk: *a .. *b (exclusive). */
+static void empty_run(const struct ct_file *f, uint32_t c, uint32_t lo, uint32_t hi, uint32_t *a,
+		      uint32_t *b)
+{
+	uint32_t g0 = c - c % f->group, g1 = g0 + f->group;
+
+	if (lo < g0)
+		lo = g0;
+	if (hi > g1)
+		hi = g1;
+	if (hi > f->nchunks)
+		hi = f->nchunks;
+	*a = c;
+	*b = c + 1;
+	while (*a > lo && f->cst[*a - 1] == CH_EMPTY)
+		(*a)--;
+	while (*b < hi && f->cst[*b] == CH_EMPTY)
+		(*b)++;
+}
+
+/* Queue one fill of the CH_EMPTY units around unit c within [lo, hi) and
+ * c's chunk (one range request). */
+static int queue_run(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t lo, uint32_t hi,
+		     int ra)
+{
+	uint32_t a, b;
+
+	empty_run(f, c, lo, hi, &a, &b);
+	return queue_push(ct, f, a, b - a, ra);
 }
 
 /* Unlink the job *pp from a queue whose tail pointer is *tail. */
@@ -670,7 +720,7 @@ static struct ct_job *queue_pop(struct ct_job ***tail, struct ct_job **pp)
 static void queue_promote(struct cachetier *ct, struct ct_file *f, uint32_t c)
 {
 	for (struct ct_job **pp = &ct->rq; *pp; pp = &(*pp)->next) {
-		if ((*pp)->f == f && (*pp)->c == c) {
+		if ((*pp)->f == f && (*pp)->c <= c && c < (*pp)->c + (*pp)->n) {
 			struct ct_job *j = queue_pop(&ct->rq_tail, pp);
 
 			j->next = NULL;
@@ -748,7 +798,8 @@ static unsigned pf_max(const struct cachetier *ct)
  * prefetch cursor's chunk. An object whose cursor passed its last chunk
  * leaves the list at once, so its prefetch counts as ended once its fills
  * in flight are done. */
-static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, int *ra, int *pf)
+static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, uint32_t *n, int *ra,
+		      int *pf)
 {
 	struct ct_job *j = NULL;
 
@@ -761,6 +812,7 @@ static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, int
 		ct->rd_queued--;
 		*f = j->f;
 		*c = j->c;
+		*n = j->n;
 		*ra = j->ra;
 		free(j);
 		return 1;
@@ -771,10 +823,20 @@ static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, int
 		while (p->pf_next < p->pf_end && p->cst[p->pf_next] != CH_EMPTY)
 			p->pf_next++;
 		if (p->pf_next < p->pf_end) {
+			uint32_t a, b;
+
+			/* the empty units from the cursor to the end of its chunk
+			 * (or of the range): one request, claimed for the worker
+			 * (CH_QUEUED, on no queue: a reader waits for them) */
+			empty_run(p, p->pf_next, p->pf_next, p->pf_end, &a, &b);
+			for (uint32_t u = a; u < b; u++)
+				p->cst[u] = CH_QUEUED;
 			*f = p;
-			*c = p->pf_next++;
+			*c = a;
+			*n = b - a;
 			*ra = 1;
 			*pf = 1;
+			p->pf_next = b;
 			while (p->pf_next < p->pf_end && p->cst[p->pf_next] != CH_EMPTY)
 				p->pf_next++;
 			if (p->pf_next >= p->pf_end)
@@ -786,13 +848,13 @@ static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, int
 	return 0;
 }
 
-/* May a PF_FIT prefetch fill chunk c of f (len bytes) without evicting:
- * the directory's usage, this process's fills in flight and bytes being
- * punched leave room for it within cache_size_bytes, and the disk keeps
- * its reserve? 1: yes; 0: no (counted as unfit); -1: a reader queued the
- * chunk meanwhile (its own fill takes it). ct->lock held on entry and
- * return; dropped around statvfs. */
-static int pf_fits(struct cachetier *ct, struct ct_file *f, uint32_t c, uint64_t len)
+/* May a PF_FIT prefetch fill of f (len bytes, its units claimed) go
+ * ahead without evicting: the directory's usage, this process's fills in
+ * flight and bytes being punched leave room for it within
+ * cache_size_bytes, and the disk keeps its reserve? 1: yes; 0: no
+ * (counted as unfit). ct->lock held on entry and return; dropped around
+ * statvfs. */
+static int pf_fits(struct cachetier *ct, struct ct_file *f, uint64_t len)
 {
 	uint64_t avail = UINT64_MAX;
 	struct statvfs sv;
@@ -801,8 +863,6 @@ static int pf_fits(struct cachetier *ct, struct ct_file *f, uint32_t c, uint64_t
 	if (fstatvfs(ct->datafd, &sv) == 0)
 		avail = (uint64_t)sv.f_bavail * sv.f_frsize;
 	pthread_mutex_lock(&ct->lock);
-	if (f->cst[c] != CH_EMPTY)
-		return -1;
 	if (cachetier__usage_get(ct) + ct->reserved + ct->evicting + len <=
 		ct->cfg.cache_size_bytes &&
 	    avail >= ct->cfg.min_free_bytes + ct->reserved + len)
@@ -948,16 +1008,29 @@ static int fill_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, int *
 	}
 }
 
-/* A withdrawn prefetch fill of chunk c of f ended without it: the chunk
+/* Units [c, c + n) of f, claimed by a prefetch fill that is skipped, are
+ * empty again; a reader that came to wait for one meanwhile gets it queued
+ * on demand. ct->lock held. */
+static void run_abandon(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n)
+{
+	for (uint32_t u = c; u < c + n; u++) {
+		f->cst[u] = CH_EMPTY;
+		if (f->pins[u] > 0 && queue_push(ct, f, u, 1, 0) < 0) {
+			f->cerr[u] = -ENOMEM;
+			ct->fill_errors++;
+		}
+	}
+	pthread_cond_broadcast(&ct->chunk_cond);
+}
+
+/* A withdrawn prefetch fill of unit c of f ended without it: the unit
  * is empty again and its prefetch looks at it again (its object back at
  * the front of the prefetch order); a reader that came to wait for it
  * meanwhile gets it queued on demand. ct->lock held. */
-static void pf_withdrawn(struct cachetier *ct, struct ct_file *f, uint32_t c, int ra)
+static void pf_withdrawn(struct cachetier *ct, struct ct_file *f, uint32_t c)
 {
 	f->cst[c] = CH_EMPTY;
-	if (ra)
-		ct->readahead_fills--; /* counted again when it is fetched */
-	if (f->pins[c] > 0 && queue_push(ct, f, c, 0) < 0) {
+	if (f->pins[c] > 0 && queue_push(ct, f, c, 1, 0) < 0) {
 		f->cerr[c] = -ENOMEM;
 		ct->fill_errors++;
 	}
@@ -973,19 +1046,48 @@ static void pf_withdrawn(struct cachetier *ct, struct ct_file *f, uint32_t c, in
 	}
 }
 
+/* Fetch the units of [c, c + n) of f whose claim[] is 1, each maximal run
+ * of them with one request; err[] gets each unit's result. No ct->lock
+ * held. */
+static void fill_claimed(struct cachetier *ct, struct ct_slot *slot, struct ct_file *f, uint32_t c,
+			 uint32_t n, const int *claim, int *err, unsigned *requests)
+{
+	for (uint32_t i = 0; i < n;) {
+		uint32_t k = i;
+		int e;
+
+		if (claim[i] != 1) {
+			err[i] = claim[i] < 0 ? claim[i] : 0;
+			i++;
+			continue;
+		}
+		while (k < n && claim[k] == 1)
+			k++;
+		e = fill_chunk(ct, slot, f, c + i, (size_t)run_len(f, c + i, k - i));
+		*requests += e == 0;
+		for (; i < k; i++)
+			err[i] = e;
+	}
+}
+
 static void *worker_main(void *arg)
 {
 	struct ct_slot *slot = arg;
 	struct cachetier *ct = slot->ct;
+	int *claim = NULL, *errs = NULL;
 
+	/* per unit of a run: at most one chunk's units */
+	claim = calloc(ct->upc, sizeof(*claim));
+	errs = calloc(ct->upc, sizeof(*errs));
 	pthread_mutex_lock(&ct->lock);
-	while (!ct->stopping) {
+	while (!ct->stopping && claim && errs) {
 		struct ct_file *f;
-		uint32_t c;
+		uint32_t c, n;
 		uint64_t len;
-		int ra, pf, fit, err, claim, waited = 0, withdrawn;
+		int ra, pf, fit, err = 0, waited = 0, withdrawn, peer = 1;
+		unsigned requests = 0;
 
-		if (!queue_next(ct, &f, &c, &ra, &pf)) {
+		if (!queue_next(ct, &f, &c, &n, &ra, &pf)) {
 			struct timespec ts;
 
 			clock_gettime(CLOCK_REALTIME, &ts);
@@ -993,33 +1095,38 @@ static void *worker_main(void *arg)
 			pthread_cond_timedwait(&ct->work_cond, &ct->lock, &ts);
 			continue;
 		}
-		len = chunk_len(f, c);
-		/* a PF_FIT prefetch never evicts: a chunk that needs room is
-		 * skipped (one another process filled needs none) */
+		len = run_len(f, c, n);
+		/* a PF_FIT prefetch never evicts: a run that needs room is
+		 * skipped (units another process filled need none) */
 		fit = pf && !f->pf_evict;
 		if (pf) { /* counted from here: its prefetch has not ended yet */
 			f->pf_inflight++;
 			ct->pf_running++;
 		}
-		if (fit && !cachetier__st_get(f, c) && pf_fits(ct, f, c, len) != 1) {
+		for (uint32_t u = c; u < c + n && peer; u++)
+			peer = cachetier__st_get(f, u);
+		if (fit && !peer && pf_fits(ct, f, len) != 1) {
 			f->pf_inflight--;
 			ct->pf_running--;
+			run_abandon(ct, f, c, n);
 			continue;
 		}
-		f->cst[c] = CH_FILLING;
+		for (uint32_t u = c; u < c + n; u++)
+			f->cst[u] = CH_FILLING;
 		ct->reserved += len;
 		ct->fills_inflight++;
 		if (!pf)
 			ct->rd_inflight++;
 		slot->f = f;
 		slot->c = c;
+		slot->n = n;
 		slot->pf = pf;
 		slot->seq = ++ct->fill_seq;
 		atomic_store(&slot->withdraw, 0);
 		atomic_store(&slot->got, 0);
 		if (ra)
 			ct->readahead_fills++;
-		if (!fit && cachetier__make_room(ct, len, pf) < 0) {
+		if (!fit && !peer && cachetier__make_room(ct, len, pf) < 0) {
 			/* a PF_EVICT prefetch fill only evicts chunks read
 			 * already: none left, so it is skipped like an unfit one */
 			ct->reserved -= len;
@@ -1033,27 +1140,23 @@ static void *worker_main(void *arg)
 			ct->pf_running--;
 			f->pf_unfit += len;
 			ct->unfit_bytes += len;
-			f->cst[c] = CH_EMPTY;
-			if (f->pins[c] > 0 && queue_push(ct, f, c, 0) < 0) {
-				f->cerr[c] = -ENOMEM; /* a reader came meanwhile */
-				ct->fill_errors++;
-			}
-			pthread_cond_broadcast(&ct->chunk_cond);
+			run_abandon(ct, f, c, n);
 			continue;
 		}
 		pthread_mutex_unlock(&ct->lock);
 
-		claim = fill_claim(ct, f, c, &waited);
-		err = claim < 0 ? claim : 0;
-		if (claim == 1)
-			err = fill_chunk(ct, slot, f, c, (size_t)len);
+		for (uint32_t i = 0; i < n; i++)
+			claim[i] = fill_claim(ct, f, c + i, &waited);
+		fill_claimed(ct, slot, f, c, n, claim, errs, &requests);
 
 		pthread_mutex_lock(&ct->lock);
-		/* the chunk moves from reserved to the directory's usage under
-		 * ct->lock, so pf_fits never counts it in both (it would skip a
-		 * chunk that fits) */
-		if (claim == 1 && err == 0 && !cachetier__st_set(f, c, 1))
-			cachetier__usage_add(ct, (int64_t)len);
+		/* the units move from reserved to the directory's usage under
+		 * ct->lock, so pf_fits never counts them in both (it would skip
+		 * a fill that fits) */
+		for (uint32_t i = 0; i < n; i++) {
+			if (claim[i] == 1 && errs[i] == 0 && !cachetier__st_set(f, c + i, 1))
+				cachetier__usage_add(ct, (int64_t)chunk_len(f, c + i));
+		}
 		ct->reserved -= len;
 		ct->fills_inflight--;
 		if (!pf)
@@ -1068,42 +1171,51 @@ static void *worker_main(void *arg)
 			f->pf_inflight--;
 			ct->pf_running--;
 		}
+		for (uint32_t i = 0; i < n && err == 0; i++)
+			err = errs[i];
+		if (err < 0 && withdrawn && ra)
+			ct->readahead_fills--; /* counted again when it is fetched */
 		if (pf && err == 0 && !ct->ra_busy && ct->pf_cap < ct->cfg.fill_threads)
 			ct->pf_cap++;
 		if (pf && err == 0 && ct->pf_quiet < ct->cfg.fill_threads)
 			ct->pf_quiet++;
-		if (err < 0 && withdrawn) {
-			pf_withdrawn(ct, f, c, ra);
-		} else if (err == 0) {
-			f->cst[c] = CH_VALID;
-			f->bytes += len;
-			ct->used += len;
-			/* no reader waits for it: filled ahead, spared by the
-			 * evictions of prefetch fills until it is read */
-			f->catime[c] = cachetier__now_ns();
-			f->unread[c] = f->pins[c] == 0;
-			if (claim == 1) {
-				f->seen[c] = 1;
-				f->dirty++;
-				ct->fills++;
-				ct->bytes_fetched += len;
-			} else if (waited) {
-				ct->peer_waits++;
-			}
-		} else {
-			f->cst[c] = CH_EMPTY;
-			f->cerr[c] = err;
-			ct->fill_errors++;
-		}
-		if (claim == 1) {
-			/* readers waiting for it keep it pinned: the write lock
-			 * becomes their read lock without a gap an eviction could
-			 * use; otherwise it goes */
-			if (err == 0 && f->pins[c] > 0) {
-				cachetier__ofd_lock(f->stfd, F_RDLCK, LK_CHUNK(c), 0);
-				f->held[c] = 1;
+		ct->fills += requests;
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t u = c + i;
+			uint64_t ulen = chunk_len(f, u);
+
+			if (errs[i] < 0 && withdrawn) {
+				pf_withdrawn(ct, f, u);
+			} else if (errs[i] == 0) {
+				f->cst[u] = CH_VALID;
+				f->bytes += ulen;
+				ct->used += ulen;
+				/* no reader waits for it: filled ahead, spared by
+				 * the evictions of prefetch fills until it is read */
+				f->catime[u] = cachetier__now_ns();
+				f->unread[u] = f->pins[u] == 0;
+				if (claim[i] == 1) {
+					f->seen[u] = 1;
+					f->dirty++;
+					ct->bytes_fetched += ulen;
+				} else if (waited) {
+					ct->peer_waits++;
+				}
 			} else {
-				chunk_unlock(f, c);
+				f->cst[u] = CH_EMPTY;
+				f->cerr[u] = errs[i];
+				ct->fill_errors++;
+			}
+			if (claim[i] == 1) {
+				/* readers waiting for it keep it pinned: the write
+				 * lock becomes their read lock without a gap an
+				 * eviction could use; otherwise it goes */
+				if (errs[i] == 0 && f->pins[u] > 0) {
+					cachetier__ofd_lock(f->stfd, F_RDLCK, LK_CHUNK(u), 0);
+					f->held[u] = 1;
+				} else {
+					chunk_unlock(f, u);
+				}
 			}
 		}
 		pthread_cond_broadcast(&ct->chunk_cond);
@@ -1115,6 +1227,8 @@ static void *worker_main(void *arg)
 			pthread_cond_signal(&ct->flush_cond);
 	}
 	pthread_mutex_unlock(&ct->lock);
+	free(claim);
+	free(errs);
 	return NULL;
 }
 
@@ -1219,7 +1333,7 @@ void cachetier__chunk_stop(struct cachetier *ct)
 /* Queue readahead after a read of [off, end) of f. ct->lock held. */
 static void ra_update(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t end)
 {
-	uint64_t cb = f->cb, max = ct->cfg.readahead_max_bytes;
+	uint64_t cb = (uint64_t)f->cb * f->group, max = ct->cfg.readahead_max_bytes;
 	uint64_t last;
 
 	/* forward gaps up to a chunk (index building skips small members);
@@ -1243,11 +1357,14 @@ static void ra_update(struct cachetier *ct, struct ct_file *f, uint64_t off, uin
 	f->ra_end = end;
 	if (!f->ra_window || end >= f->size)
 		return;
-	last = (end + f->ra_window - 1) / cb;
+	/* whole chunks: one request each, from the chunk the read ends in
+	 * (its units before the read's end too: the read's own misses then
+	 * join that request instead of splitting it) */
+	last = ((end + f->ra_window - 1) / cb + 1) * f->group - 1;
 	if (last >= f->nchunks)
 		last = f->nchunks - 1;
-	for (uint64_t c = end / cb; c <= last; c++) {
-		if (f->cst[c] == CH_EMPTY && queue_push(ct, f, (uint32_t)c, 1) < 0)
+	for (uint64_t c = end / f->cb; c <= last; c++) {
+		if (f->cst[c] == CH_EMPTY && queue_run(ct, f, (uint32_t)c, 0, f->nchunks, 1) < 0)
 			break; /* out of memory: readahead is optional */
 	}
 }
@@ -1300,8 +1417,8 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	uint64_t cb = f->cb;
 	uint32_t c0 = (uint32_t)(off / cb), c1 = len ? (uint32_t)((off + len - 1) / cb + 1) : c0;
 	struct ct_read *r = malloc(sizeof(*r));
-	uint8_t reqbuf[64], *req = reqbuf; /* per chunk: this read saw it queued or filling */
-	int err = 0, waited = 0;
+	uint8_t reqbuf[64], *req = reqbuf; /* per unit: this read saw it queued or filling */
+	int err = 0, waited = 0, whole;
 
 	if (c1 - c0 > sizeof(reqbuf))
 		req = calloc(c1 - c0, 1);
@@ -1334,6 +1451,12 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 		pf_push(ct, f, 1);
 	}
 	ra_update(ct, f, off, off + len);
+	/* a miss fills its whole chunk when the reader streams or the chunk
+	 * fits without evicting; else (random reads of data that does not
+	 * fit) only the units it reads */
+	whole = f->ra_window > 0 || cachetier__usage_get(ct) + ct->reserved + ct->evicting +
+					    (uint64_t)f->cb * f->group <=
+					ct->cfg.cache_size_bytes;
 	for (;;) {
 		int ready = 1;
 
@@ -1348,7 +1471,8 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 					err = f->cerr[c] < 0 ? f->cerr[c] : -EIO;
 					break;
 				}
-				err = queue_push(ct, f, c, 0);
+				err = whole ? queue_run(ct, f, c, 0, f->nchunks, 0)
+					    : queue_run(ct, f, c, c, c1, 0);
 				req[c - c0] = 1;
 				ready = 0;
 				break;

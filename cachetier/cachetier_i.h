@@ -79,8 +79,10 @@ struct ct_file {
 	char *key;
 	char etag[80];
 	uint64_t size;
-	uint32_t cb; /* chunk bytes */
-	uint32_t nchunks;
+	uint32_t cb;	   /* unit bytes: what a state byte, a map bit, a lock and an
+			    * eviction cover (the arrays below are per unit) */
+	uint32_t nchunks;  /* units */
+	uint32_t group;	   /* units per chunk (a sequential fill's request) */
 	int datafd;	   /* data/<hash>, O_RDWR */
 	int stfd;	   /* data/<hash>.st: presence and this process's chunk locks */
 	int auxfd;	   /* the same file opened again: eviction's chunk locks */
@@ -127,18 +129,18 @@ struct ct_dec {
  * and read under ct->lock to pick which prefetch fill to withdraw. */
 struct ct_slot {
 	struct cachetier *ct;
-	struct ct_file *f; /* the chunk being filled; NULL: idle */
-	uint32_t c;
+	struct ct_file *f;	/* the units being filled; NULL: idle */
+	uint32_t c, n;		/* units [c, c + n) */
 	int pf;			/* a prefetch (or warm) fill */
 	atomic_int withdraw;	/* stop this prefetch fill: a reader's fill needs its connection */
 	atomic_ullong got;	/* bytes of the chunk received so far */
 	unsigned long long seq; /* start order (the youngest is withdrawn first on a tie) */
 };
 
-/* A queued fill of one chunk. */
+/* A queued fill of units [c, c + n) of f, all CH_QUEUED by it. */
 struct ct_job {
 	struct ct_file *f;
-	uint32_t c;
+	uint32_t c, n;
 	int ra; /* queued by readahead (counts in readahead_fills) */
 	struct ct_job *next;
 };
@@ -149,6 +151,9 @@ enum ct_format { CT_FMT_MAP, CT_FMT_REC, CT_FMT_COUNT };
 struct cachetier {
 	struct backend *be;		/* not owned */
 	struct cachetier_config cfg;	/* with defaults applied; read-only after open */
+	uint32_t unit;			/* fill unit of random misses: chunk_bytes / upc */
+	uint32_t upc;			/* units per chunk: 8, or 1 for chunks not a multiple
+					 * of 32 KiB */
 	char *dir;			/* CACHE_DIR/v1/<source-hash> */
 	int dirfd;			/* O_DIRECTORY fd of dir */
 	int metafd;			/* dir/meta */

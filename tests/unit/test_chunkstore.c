@@ -751,26 +751,28 @@ static int prefetch_ended(struct cachetier_obj *o)
 	return 0;
 }
 
-/* cachetier_obj_prefetch_range fetches exactly the chunks behind its
- * range, PF_FIT stops at the room the cache has, and the range is then
- * read without a fill. */
+/* cachetier_obj_prefetch_range fetches exactly the units behind its
+ * range, a chunk a request, PF_FIT stops at the room the cache has, and
+ * the range is then read without a fill. */
 static void test_prefetch_range(void)
 {
 	struct backend *be = store("");
 	struct cachetier *ct = tier(be, "c-range", 1ull << 30, 4);
 	struct cachetier_obj *o = obj(ct, be, NOBJ);
-	uint64_t big = sizes[NOBJ], want = 4 * CHUNK + (big - 64 * CHUNK), unfit = 1;
+	/* units of CHUNK / 8: the range's from unit 40 to unit 64, and the last */
+	uint64_t big = sizes[NOBJ], want = 3 * CHUNK + CHUNK / 8 + (big - 64 * CHUNK), unfit = 1;
 	struct cachetier_stats st;
 
 	CHECK(cachetier_obj_prefetch_range(o, big, 1, CACHETIER_PF_FIT) == -EINVAL, "past the end");
 	CHECK(cachetier_obj_prefetch_range(o, 5, big, CACHETIER_PF_FIT) == -EINVAL, "too long");
 	CHECK(cachetier_obj_prefetch_range(o, big, 0, CACHETIER_PF_FIT) == 0, "empty at the end");
 	CHECK(!cachetier_obj_prefetch_state(o, NULL), "an empty range started a prefetch");
-	/* chunks 5..8: from inside chunk 5 to inside chunk 8 */
+	/* from inside chunk 5 to inside chunk 8: chunks 5 to 7 whole, the first
+	 * unit of chunk 8 (4 requests, one a chunk) */
 	CHECK(cachetier_obj_prefetch_range(o, 5 * CHUNK + 100, 3 * CHUNK, CACHETIER_PF_FIT) == 0,
 	      "prefetch range");
 	CHECK(prefetch_ended(o), "range prefetch did not end");
-	/* the last chunk, 1234 bytes */
+	/* the last chunk (and unit), 1234 bytes */
 	CHECK(cachetier_obj_prefetch_range(o, big - 1, 1, CACHETIER_PF_EVICT) == 0,
 	      "prefetch range");
 	CHECK(prefetch_ended(o), "range prefetch did not end");
@@ -784,7 +786,7 @@ static void test_prefetch_range(void)
 	      (unsigned long long)cachetier_obj_cached_bytes(o), (unsigned long long)want);
 	cachetier_obj_prefetch_state(o, &unfit);
 	CHECK(unfit == 0, "unfit %llu", (unsigned long long)unfit);
-	CHECK(read_check(o, NOBJ, 5 * CHUNK, 4 * CHUNK, 1) == 0, "read of the range");
+	CHECK(read_check(o, NOBJ, 5 * CHUNK + 100, 3 * CHUNK, 1) == 0, "read of the range");
 	CHECK(read_check(o, NOBJ, 64 * CHUNK, big - 64 * CHUNK, 1) == 0, "read of the last chunk");
 	stats(ct, &st);
 	CHECK(st.bytes_fetched == want && st.misses == 0 && st.hits == 2,

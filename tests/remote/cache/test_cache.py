@@ -40,6 +40,9 @@ GROUP:
   readonce     4 shards of 12 MiB, every member read once in order, shard by shard, through a
                mount with --cache-size 6M (chunks of 1 MiB; the next shard fetched ahead): exact bytes, bytes fetched <= 1.2x bytes read (the reader's
                shard never evicts itself), the cache within its size
+  randunits    random reads of small members while the cache is full (--cache-size 2M, chunks
+               of 1 MiB, units of 128 KiB): each fetches only the units it reads (exact
+               bytes_fetched and requests), exact bytes; read again: nothing fetched
   metablobs    the files kept in the cache: imagefolder class maps with a changed class (a bad
                checksum) and of another version, shard indexes and chunk maps of another
                version are detected, logged and rebuilt (class maps byte for byte), the view
@@ -1339,6 +1342,61 @@ def group_readonce(env, ck, ng):
         ck.eq('readonce: read_errors', st['read_errors'], 0)
 
 
+def group_randunits(env, ck, ng):
+    """Random reads of data that does not fit fill only the units they read (an eighth of a
+    chunk), not whole chunks that would be evicted before their neighbours are read."""
+    import tarfile
+    unit = 128 * 1024
+    shards = {'a-fill.tar': [4 * MiB], 'b-rand.tar': [20000] * 64}
+    src, refs = build_source(env, shards)
+    rand = os.path.join(src, 'b-rand.tar')
+    rsize = os.path.getsize(rand)
+    with tarfile.open(rand) as t:
+        loc = {m.name: (m.offset_data, m.size) for m in t.getmembers() if m.isfile()}
+    names = sorted(n for n in loc if n.endswith('.bin'))
+    # every 12th member, backwards, from the 17th last: no read starts near where the one
+    # before ended (the index build's last read ended near the shard's end), so none is
+    # sequential
+    pick = names[-17::-12]
+    units, runs = set(), 0
+    for n in pick:  # each read: one request per chunk its new units are in
+        off, size = loc[n]
+        new = set(range(off // unit, (off + size - 1) // unit + 1)) - units
+        runs += len({u // 8 for u in new})
+        units |= new
+    want = sum(min(unit, rsize - u * unit) for u in units)
+    log('randunits: members at %r, units %r' % ([loc[n][0] for n in pick], sorted(units)))
+    ng.start()
+    opts = ['--cache-size', '2M', '--chunk-size', '1M', '--connections', '4', '--warm', 'off',
+            '--prefetch-shards', '0', '--log-file', env.path('daemon.log')]
+    with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'), extra=opts) as m:
+        for d, _, files in os.walk(m.mnt):  # the indexes
+            files.sort()
+        # fill the cache: a sequential read of a shard twice its size
+        got = ml.read_all(os.path.join(m.mnt, 'a-fill.tar'))
+        with open(os.path.join(src, 'a-fill.tar'), 'rb') as f:
+            ck.ok(got == f.read(), 'randunits: a-fill.tar differs from the source')
+        for rnd in (1, 2):
+            before = m.stats()
+            for n in pick:
+                with open(os.path.join(m.mnt, shard_dir_rel('b-rand.tar'), n), 'rb') as f:
+                    got = f.read()
+                with open(os.path.join(refs['b-rand.tar'][2], n), 'rb') as f:
+                    ck.ok(got == f.read(), 'randunits: %s differs' % n)
+            st = m.stats()
+            fetched = st['bytes_fetched'] - before['bytes_fetched']
+            fills = st['fills'] - before['fills']
+            log('randunits round %d: %d members of 20000 bytes read, %d bytes in %d fills '
+                'fetched (want %d in %d); cache_bytes_used %d' % (
+                    rnd, len(pick), fetched, fills, want if rnd == 1 else 0,
+                    runs if rnd == 1 else 0, st['cache_bytes_used']))
+            ck.eq('randunits round %d: bytes_fetched' % rnd, fetched, want if rnd == 1 else 0)
+            ck.eq('randunits round %d: fills' % rnd, fills, runs if rnd == 1 else 0)
+        ck.ok(st['cache_bytes_used'] <= 2 * MiB, 'randunits: cache_bytes_used %d > 2M' %
+              st['cache_bytes_used'])
+        ck.eq('randunits: read_errors', st['read_errors'], 0)
+
+
 def fnv64_hex(b):
     h = 0xcbf29ce484222325
     for c in b:
@@ -1488,7 +1546,8 @@ def group_metablobs(env, ck, ng):
 GROUPS = {'offline': group_offline, 'capacity': group_capacity, 'crash': group_crash,
           'concurrency': group_concurrency, 'share': group_share, 'storedown': group_storedown,
           'stop': group_stop, 'warm': group_warm, 'prefetch': group_prefetch,
-          'metablobs': group_metablobs, 'readonce': group_readonce}
+          'metablobs': group_metablobs, 'readonce': group_readonce,
+          'randunits': group_randunits}
 
 
 class LazyNginx(web.Nginx):
