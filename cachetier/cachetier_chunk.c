@@ -8,7 +8,22 @@
  * On disk, per object (name = hash of key, ETag and size, so a changed
  * object never meets old bytes):
  *   data/<hash>      sparse data file; chunk i at offset i * chunk_bytes
- *   data/<hash>.map  which chunks are valid (format below)
+ *   data/<hash>.map  which units are valid (format below)
+ *
+ * Units: every per-chunk thing below — state (enum ct_chunk), state file
+ * byte, map bit, lock, pin, eviction — is kept per unit, an eighth of a
+ * chunk (ct->unit; the whole chunk when chunk_bytes is not a multiple of
+ * 32 KiB), and f->cb is the unit: "chunk c" in the comments of this file
+ * means unit c where it speaks of state. A fill is one request for a run
+ * of empty units within one chunk (a ct_job, a worker's slot): readahead,
+ * prefetch and a miss of a sequential reader (or one whose chunk fits the
+ * cache without evicting) fill every empty unit of the chunk; a random
+ * miss that needs an eviction fills only the units its read covers, so a
+ * shuffled reader of data bigger than the cache fetches about what it
+ * reads (mountpoint-s3 starts random reads at 1 MiB + 128 KiB for the same
+ * reason). The data file is named by the hash with the unit size, so a
+ * file of another unit size (an older version's chunk-sized units) is
+ * never opened for reads; it is evicted like any other object.
  * The map is the only thing trusted after a restart. Protocol:
  *   fill:  pwrite the chunk's pieces as they arrive (a failed fill punches
  *          them) → mark valid in memory (readers are served from
@@ -25,10 +40,10 @@
  * crash loses at most the chunks not yet recorded; they are fetched again.
  *
  * Map format (little-endian):
- *   0  magic "SHCHMAP\1"   8  u32 version    12 u32 chunk_bytes
- *   16 u64 object size     24 u32 nchunks    28 u32 key length
+ *   0  magic "SHCHMAP\1"   8  u32 version    12 u32 unit bytes
+ *   16 u64 object size     24 u32 units      28 u32 key length
  *   32 u32 ETag length     36 u32 0          40 key, ETag, bitmap
- *   (bit i of byte i/8 = chunk i valid), then u64 FNV-1a of all before.
+ *   (bit i of byte i/8 = unit i valid), then u64 FNV-1a of all before.
  *
  * Fills: cfg.fill_threads workers take jobs from three queues in order:
  * demand (a reader waits), readahead, prefetch (a cursor per object, so a
