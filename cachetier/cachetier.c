@@ -167,9 +167,18 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	/* whole 4 KiB blocks (at least one), so punching a chunk frees exactly
 	 * its blocks */
 	ct->cfg.chunk_bytes = ct->cfg.chunk_bytes ? (ct->cfg.chunk_bytes + 4095u) & ~4095u : 4096u;
-	/* a random miss that does not fit fills one unit, an eighth of a chunk
-	 * in whole 4 KiB blocks (cachetier_chunk.c) */
+	/* a random miss that does not fit fills only the units it reads
+	 * (cachetier_chunk.c): 64 KiB (at most 128 a chunk, in whole 4 KiB
+	 * blocks), so a random read of a 100 KB sample fetches about 1.6x its
+	 * bytes; chunks under 512 KiB: an eighth of the chunk (or all of it) */
 	ct->upc = ct->cfg.chunk_bytes % (8u * 4096u) == 0 ? 8u : 1u;
+	if (ct->cfg.chunk_bytes >= 8u * 65536u) {
+		uint32_t blocks = ct->cfg.chunk_bytes / 4096u;
+
+		ct->upc = ct->cfg.chunk_bytes / 65536u > 128u ? 128u : ct->cfg.chunk_bytes / 65536u;
+		while (blocks % ct->upc) /* whole blocks a unit */
+			ct->upc--;
+	}
 	ct->unit = ct->cfg.chunk_bytes / ct->upc;
 	/* Readahead into a small cache would evict what it fetched (or what
 	 * the reader is about to reach) before the reader gets there: at most

@@ -11,9 +11,9 @@
  *   data/<hash>.map  which units are valid (format below)
  *
  * Units: every per-chunk thing below — state (enum ct_chunk), state file
- * byte, map bit, lock, pin, eviction — is kept per unit, an eighth of a
- * chunk (ct->unit; the whole chunk when chunk_bytes is not a multiple of
- * 32 KiB), and f->cb is the unit: "chunk c" in the comments of this file
+ * byte, map bit, lock, pin, eviction — is kept per unit (ct->unit: 64 KiB,
+ * at most 128 a chunk; an eighth of a chunk under 512 KiB), and f->cb is
+ * the unit: "chunk c" in the comments of this file
  * means unit c where it speaks of state. A fill is one request for a run
  * of empty units within one chunk (a ct_job, a worker's slot): readahead,
  * prefetch and a miss of a sequential reader (or one whose chunk fits the
@@ -103,7 +103,7 @@
 /* Map writes are batched: each costs a file write, two fsyncs and a
  * rename. Chunks filled but not yet recorded are only refetched after a
  * crash, so the batch bounds the refetch, not correctness. */
-#define MAP_BATCH_CHUNKS 16u
+#define MAP_BATCH_CHUNKS 16u /* chunks' worth of units */
 #define MAP_BATCH_NS	 1000000000LL
 
 static uint64_t chunk_off(const struct ct_file *f, uint32_t c)
@@ -971,7 +971,7 @@ static int fill_chunk(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 static int flush_due(struct cachetier *ct, struct ct_file *f, int64_t now)
 {
 	return f->live && f->dirty &&
-	       (f->dirty >= MAP_BATCH_CHUNKS || now - f->map_ns >= MAP_BATCH_NS);
+	       (f->dirty >= MAP_BATCH_CHUNKS * f->group || now - f->map_ns >= MAP_BATCH_NS);
 }
 
 /* Write the maps whose batch timer ran out. ct->lock held; dropped

@@ -15,19 +15,16 @@
  * recently read first, across objects: a chunk's last use is this
  * process's last read or fill of it (ct_file.catime), and for a chunk this
  * process never touched its object's last read by any process (the state
- * file) or, for objects not open here, their map's mtime. Chunks filled
- * ahead of readers (readahead, prefetch) and not read since go last, the
- * latest filled first (the furthest ahead of their reader), for
- * AHEAD_SPARE_NS after their fill; a prefetch fill (spare_ahead) never
- * evicts them, and evicts at all only while the chunks filled ahead stay
- * within half the cache, so a reader of an object bigger than the cache
- * evicts what it read, never what is ahead of it, and a shard fetched ahead
- * of it never evicts the shard being read. A chunk goes when no process
- * pins or fills it (cachetier_chunk.c: the chunk's write lock on auxfd).
- * Objects of earlier mounts, other processes and other sources are opened
- * for it from their maps. When nothing is left to evict, the data
- * directories are scanned again (at most once a second) for objects other
- * processes added. Decoded copies are evicted too, least recently used
+ * file) or, for objects not open here, their map's mtime. Chunks ahead
+ * of their readers (chunk_ahead: filled ahead and not read since, or past
+ * where a sequential reader is) go last, the latest used first; a
+ * prefetch fill (spare_ahead) never evicts them, and evicts at all only while the chunks filled
+ * ahead stay within half the cache, so a reader of an object bigger than the cache evicts what it
+ * read, never what is ahead of it, and a shard fetched ahead of it never evicts the shard being
+ * read. A chunk goes when no process pins or fills it (cachetier_chunk.c: the chunk's write lock on
+ * auxfd). Objects of earlier mounts, other processes and other sources are opened for it from their
+ * maps. When nothing is left to evict, the data directories are scanned again (at most once a
+ * second) for objects other processes added. Decoded copies are evicted too, least recently used
  * (evict_dec), before any chunk read more recently.
  *
  * Full cache: when nothing evictable is left (every valid chunk pinned by
@@ -93,30 +90,41 @@ static int64_t file_at(const struct ct_file *f)
 /* How long a chunk filled ahead stays spared while nobody reads it. */
 #define AHEAD_SPARE_NS (60 * 1000000000LL)
 
+/* Is unit c of live f ahead of its readers: filled ahead (readahead,
+ * prefetch) and not read since, within AHEAD_SPARE_NS of its fill, or
+ * past where a sequential reader that read f within AHEAD_SPARE_NS is (it
+ * gets there soon: a decoder streaming a shard read once before)? */
+static int chunk_ahead(const struct ct_file *f, uint32_t c, int64_t now)
+{
+	if (f->unread[c] && now - f->catime[c] < AHEAD_SPARE_NS)
+		return 1;
+	return f->ra_window && now - f->atime_ns < AHEAD_SPARE_NS &&
+	       (uint64_t)c * f->cb >= f->ra_end;
+}
+
 /* May chunk c of live f be evicted now (as far as this process knows: no
  * reader here pins it, no fill or eviction here works on it, the state
- * file says it holds bytes)? With 'spare_ahead', not if filled ahead and
- * unread. */
+ * file says it holds bytes)? With 'spare_ahead', not if it is ahead of its
+ * readers. */
 static int chunk_evictable(const struct ct_file *f, uint32_t c, int spare_ahead, int64_t now)
 {
 	return f->pins[c] == 0 && (f->cst[c] == CH_VALID || f->cst[c] == CH_EMPTY) &&
-	       !(spare_ahead && f->unread[c] && now - f->catime[c] < AHEAD_SPARE_NS) &&
-	       cachetier__st_get(f, c);
+	       !(spare_ahead && chunk_ahead(f, c, now)) && cachetier__st_get(f, c);
 }
 
 /* Chunk c's place in the eviction order; fat: file_at(f), now: the time.
  * A chunk this process never touched is as old as its object's last use.
- * Chunks filled ahead go last, the latest filled first: they are the
- * furthest ahead of their reader (a shard fetched ahead of an in-order
- * reader, its first chunks filled first and needed first); one nobody read
- * within AHEAD_SPARE_NS of its fill ranks as read then. */
+ * Chunks ahead of their readers (chunk_ahead) go last, the latest used
+ * first: chunks filled ahead of a reader in order are the furthest ahead
+ * (a shard fetched ahead of an in-order reader, its first chunks filled
+ * first and needed first). */
 static struct ev_key chunk_key(const struct ct_file *f, uint32_t c, int64_t fat, int64_t now)
 {
 	struct ev_key k = {0, f->catime[c] ? f->catime[c] : fat};
 
-	if (f->unread[c] && now - f->catime[c] < AHEAD_SPARE_NS) {
+	if (chunk_ahead(f, c, now)) {
 		k.ahead = 1;
-		k.at = -f->catime[c];
+		k.at = -k.at;
 	}
 	return k;
 }
@@ -457,6 +465,13 @@ int cachetier__make_room(struct cachetier *ct, uint64_t len, int spare_ahead)
 			   : 0;
 		if (need < want_free)
 			need = want_free;
+		/* a chunk's worth at least (a sixteenth of the cache at most): a
+		 * random reader's unit fills would otherwise each unlink and
+		 * rewrite a map */
+		if (need < ct->cfg.chunk_bytes && need < ct->cfg.cache_size_bytes / 16)
+			need = ct->cfg.chunk_bytes < ct->cfg.cache_size_bytes / 16
+				   ? ct->cfg.chunk_bytes
+				   : ct->cfg.cache_size_bytes / 16;
 		freed = evict(ct, f, need ? need : 1, spare_ahead);
 		want_free = freed >= want_free ? 0 : want_free - freed;
 	}

@@ -152,8 +152,7 @@ struct cachetier {
 	struct backend *be;		/* not owned */
 	struct cachetier_config cfg;	/* with defaults applied; read-only after open */
 	uint32_t unit;			/* fill unit of random misses: chunk_bytes / upc */
-	uint32_t upc;			/* units per chunk: 8, or 1 for chunks not a multiple
-					 * of 32 KiB */
+	uint32_t upc;			/* units per chunk (cachetier_open) */
 	char *dir;			/* CACHE_DIR/v1/<source-hash> */
 	int dirfd;			/* O_DIRECTORY fd of dir */
 	int metafd;			/* dir/meta */

@@ -41,7 +41,7 @@ GROUP:
                mount with --cache-size 6M (chunks of 1 MiB; the next shard fetched ahead): exact bytes, bytes fetched <= 1.2x bytes read (the reader's
                shard never evicts itself), the cache within its size
   randunits    random reads of small members while the cache is full (--cache-size 2M, chunks
-               of 1 MiB, units of 128 KiB): each fetches only the units it reads (exact
+               of 1 MiB, units of 64 KiB): each fetches only the units it reads (exact
                bytes_fetched and requests), exact bytes; read again: nothing fetched
   metablobs    the files kept in the cache: imagefolder class maps with a changed class (a bad
                checksum) and of another version, shard indexes and chunk maps of another
@@ -1343,10 +1343,10 @@ def group_readonce(env, ck, ng):
 
 
 def group_randunits(env, ck, ng):
-    """Random reads of data that does not fit fill only the units they read (an eighth of a
-    chunk), not whole chunks that would be evicted before their neighbours are read."""
+    """Random reads of data that does not fit fill only the units they read (64 KiB, a
+    sixteenth of the chunk here), not whole chunks that would be evicted before their neighbours are read."""
     import tarfile
-    unit = 128 * 1024
+    unit = 64 * 1024
     shards = {'a-fill.tar': [4 * MiB], 'b-rand.tar': [20000] * 64}
     src, refs = build_source(env, shards)
     rand = os.path.join(src, 'b-rand.tar')
@@ -1362,7 +1362,7 @@ def group_randunits(env, ck, ng):
     for n in pick:  # each read: one request per chunk its new units are in
         off, size = loc[n]
         new = set(range(off // unit, (off + size - 1) // unit + 1)) - units
-        runs += len({u // 8 for u in new})
+        runs += len({u // 16 for u in new})
         units |= new
     want = sum(min(unit, rsize - u * unit) for u in units)
     log('randunits: members at %r, units %r' % ([loc[n][0] for n in pick], sorted(units)))
