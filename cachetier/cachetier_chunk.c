@@ -1345,6 +1345,10 @@ void cachetier__chunk_stop(struct cachetier *ct)
 
 /* ---- reads ---- */
 
+/* Bytes a reader not at an object's start reads in sequence before its
+ * readahead starts. */
+#define RA_MIN_RUN (1u << 20)
+
 /* Queue readahead after a read of [off, end) of f. ct->lock held. */
 static void ra_update(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t end)
 {
@@ -1362,12 +1366,21 @@ static void ra_update(struct cachetier *ct, struct ct_file *f, uint64_t off, uin
 		 * connection and 30 ms to first byte), which made a fresh
 		 * mount's cat of a 64 MB shard take two fill times, not one. */
 		f->ra_window = max;
+		f->ra_run = end;
 	} else if (off + cb / 4 >= f->ra_end && off <= f->ra_end + cb) {
-		uint64_t w = f->ra_window ? f->ra_window * 2 : cb;
+		f->ra_run += end - off;
+		/* a run of fewer than RA_MIN_RUN bytes read is a small member
+		 * read in a few requests (a shuffled sample), or reads that land
+		 * near each other by chance: no readahead, or every sample of a
+		 * shuffled epoch would fetch a window of chunks */
+		if (f->ra_window || f->ra_run >= RA_MIN_RUN) {
+			uint64_t w = f->ra_window ? f->ra_window * 2 : cb;
 
-		f->ra_window = w < max ? w : max;
+			f->ra_window = w < max ? w : max;
+		}
 	} else {
 		f->ra_window = 0;
+		f->ra_run = end - off;
 	}
 	f->ra_end = end;
 	if (!f->ra_window || end >= f->size)

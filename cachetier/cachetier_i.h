@@ -101,6 +101,7 @@ struct ct_file {
 	int64_t map_ns;	      /* when the map was last written */
 	uint64_t ra_end;      /* end of the last read (readahead detection) */
 	uint64_t ra_window;   /* readahead window in bytes; 0: random access */
+	uint64_t ra_run;      /* bytes read in the current sequential run */
 	uint32_t pf_next;     /* prefetch cursor: the next chunk to look at */
 	uint32_t pf_end;      /* ... up to this one (exclusive) */
 	int pf_listed;	      /* in ct->pf list */
