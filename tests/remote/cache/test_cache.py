@@ -42,7 +42,8 @@ GROUP:
                shard never evicts itself), the cache within its size
   randunits    random reads of small members while the cache is full (--cache-size 2M, chunks
                of 1 MiB, units of 64 KiB): each fetches only the units it reads (exact
-               bytes_fetched and requests), exact bytes; read again: nothing fetched; a reader
+               bytes_fetched and requests), exact bytes; read again: nothing fetched; members
+               of 300000 bytes (several requests each) fetch only their units too; a reader
                going round 4 shards one member at a time gets no shard fetched ahead
   metablobs    the files kept in the cache: imagefolder class maps with a changed class (a bad
                checksum) and of another version, shard indexes and chunk maps of another
@@ -1351,6 +1352,7 @@ def group_randunits(env, ck, ng):
     unit = 64 * 1024
     shards = {'a-fill.tar': [4 * MiB], 'b-rand.tar': [20000] * 64}
     shards.update({'c-%d.tar' % i: [20000] * 4 for i in range(4)})
+    shards['d-big.tar'] = [300000] * 16
     src, refs = build_source(env, shards)
     rand = os.path.join(src, 'b-rand.tar')
     rsize = os.path.getsize(rand)
@@ -1395,6 +1397,30 @@ def group_randunits(env, ck, ng):
                     runs if rnd == 1 else 0, st['cache_bytes_used']))
             ck.eq('randunits round %d: bytes_fetched' % rnd, fetched, want if rnd == 1 else 0)
             ck.eq('randunits round %d: fills' % rnd, fills, runs if rnd == 1 else 0)
+        # members read in several requests each (300000 bytes): the requests of one member
+        # are in sequence, yet no readahead starts (less than 1 MiB read in a row)
+        big = os.path.join(src, 'd-big.tar')
+        with tarfile.open(big) as t:
+            bloc = {mm.name: (mm.offset_data, mm.size) for mm in t.getmembers()
+                    if mm.name.endswith('.bin')}
+        bnames = sorted(bloc)
+        bunits = set()
+        for n in (bnames[12], bnames[4]):
+            off, size = bloc[n]
+            bunits.update(range(off // unit, (off + size - 1) // unit + 1))
+        bwant = sum(min(unit, os.path.getsize(big) - u * unit) for u in bunits)
+        before = m.stats()
+        for n in (bnames[12], bnames[4]):
+            with open(os.path.join(m.mnt, shard_dir_rel('d-big.tar'), n), 'rb') as f:
+                got = f.read()
+            with open(os.path.join(refs['d-big.tar'][2], n), 'rb') as f:
+                ck.ok(got == f.read(), 'randunits: %s differs' % n)
+        st = m.stats()
+        log('randunits: 2 members of 300000 bytes: fetched %d (want %d), readahead_fills %d' % (
+            st['bytes_fetched'] - before['bytes_fetched'], bwant,
+            st['readahead_fills'] - before['readahead_fills']))
+        ck.eq('randunits: bytes_fetched for 2 members of 300000 bytes',
+              st['bytes_fetched'] - before['bytes_fetched'], bwant)
         ck.ok(st['cache_bytes_used'] <= 2 * MiB, 'randunits: cache_bytes_used %d > 2M' %
               st['cache_bytes_used'])
         ck.eq('randunits: read_errors', st['read_errors'], 0)
