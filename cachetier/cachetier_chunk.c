@@ -64,7 +64,9 @@
  * gaps, and kernel readahead arriving slightly out of order); its window
  * doubles from one chunk up to
  * cfg.readahead_max_bytes and the chunks of the window past the read are
- * queued without waiting. A read at offset 0 starts at the full window.
+ * queued without waiting. A read at offset 0 starts at the full window;
+ * elsewhere the window opens only once RA_MIN_RUN bytes were read in
+ * sequence (the requests of one shuffled sample are in sequence too).
  * Any other read resets the window.
  *
  * Pins: read_begin pins the chunks of its range (also while it waits), and

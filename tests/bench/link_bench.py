@@ -469,10 +469,10 @@ def w_smallcache(a, emu):
         bounds.append(n / (read / (a.n * a.rate_mb * 1e6)))
         log('smallcache: epoch %.2f s (%d samples, %.0f/s), read %d, fetched %d (%.2fx), '
             'evicted %d' % (secs, n, n / secs, read, fetched, fetched / max(read, 1), evicted))
-    emit('L6. cold shuffled ImageFolder epoch, --cache-size 1/4 of the data: bytes fetched / '
+    emit('L5b. cold shuffled ImageFolder epoch, --cache-size 1/4 of the data: bytes fetched / '
          'bytes read', '--layout imagefolder --cache-size ' + size, med(ratios), None, 'x',
          med(ratios), '<= 2.0')
-    emit('L6b. its rate vs the link\'s rate for the bytes it reads (N x rate)',
+    emit('L5c. its rate vs the link\'s rate for the bytes it reads (N x rate)',
          '--layout imagefolder --cache-size ' + size, med(rates), med(bounds), 'samples/s',
          med(rates) / med(bounds), 'report')
 
