@@ -93,8 +93,8 @@ struct cachetier_stats {
 	uint64_t hits;		  /* read ranges found present */
 	uint64_t misses;	  /* read ranges that waited for a fill */
 	uint64_t bytes_fetched;	  /* bytes written by fills */
-	uint64_t fills;		  /* chunk fills completed */
-	uint64_t fills_inflight;  /* chunk fills running now */
+	uint64_t fills;		  /* fill requests completed (a chunk, or a random read's units) */
+	uint64_t fills_inflight;  /* fill requests running now */
 	uint64_t fill_errors;	  /* fills that failed (backend errors) */
 	uint64_t readahead_fills; /* fills started by readahead or prefetch */
 	uint64_t unfit_bytes;	  /* bytes of prefetch fills skipped: no room without evicting

@@ -136,7 +136,7 @@ static uint64_t ahead_bytes(const struct cachetier *ct, int64_t now)
 	uint64_t sum = 0;
 
 	for (const struct ct_file *f = ct->files; f; f = f->next) {
-		for (uint32_t c = 0; f->live && c < f->nchunks; c++) {
+		for (uint32_t c = 0; f->live && f->bytes && c < f->nchunks; c++) {
 			if (f->unread[c] && f->cst[c] == CH_VALID &&
 			    now - f->catime[c] < AHEAD_SPARE_NS)
 				sum += cachetier__chunk_len(f, c);
