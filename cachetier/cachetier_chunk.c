@@ -12,16 +12,14 @@
  *
  * Units: every per-chunk thing below — state (enum ct_chunk), state file
  * byte, map bit, lock, pin, eviction — is kept per unit (ct->unit: 64 KiB,
- * at most 128 a chunk; an eighth of a chunk under 512 KiB), and f->cb is
- * the unit: "chunk c" in the comments of this file
- * means unit c where it speaks of state. A fill is one request for a run
- * of empty units within one chunk (a ct_job, a worker's slot): readahead,
- * prefetch and a miss of a sequential reader (or one whose chunk fits the
- * cache without evicting) fill every empty unit of the chunk; a random
- * miss that needs an eviction fills only the units its read covers, so a
- * shuffled reader of data bigger than the cache fetches about what it
- * reads (mountpoint-s3 starts random reads at 1 MiB + 128 KiB for the same
- * reason). The data file is named by the hash with the unit size, so a
+ * at most 128 a chunk; an eighth of a chunk under 512 KiB; a whole chunk
+ * in objects of more than UNITS_MAX units), and f->cb is the unit: "chunk c" in the comments of
+ * this file means unit c where it speaks of state. A fill is one request for a run of empty units
+ * within one chunk (a ct_job, a worker's slot): readahead, prefetch and a miss of a sequential
+ * reader (or one whose chunk fits the cache without evicting) fill every empty unit of the chunk; a
+ * random miss that needs an eviction fills only the units its read covers, so a shuffled reader of
+ * data bigger than the cache fetches about what it reads (mountpoint-s3 starts random reads at 1
+ * MiB + 128 KiB for the same reason). The data file is named by the hash with the unit size, so a
  * file of another unit size (an older version's chunk-sized units) is
  * never opened for reads; it is evicted like any other object.
  * The map is the only thing trusted after a restart. Protocol:
@@ -107,6 +105,8 @@
  * crash, so the batch bounds the refetch, not correctness. */
 #define MAP_BATCH_CHUNKS 16u /* chunks' worth of units */
 #define MAP_BATCH_NS	 1000000000LL
+/* Most units an object is kept in (cachetier__file_open). */
+#define UNITS_MAX (1u << 20)
 
 static uint64_t chunk_off(const struct ct_file *f, uint32_t c)
 {
@@ -533,12 +533,16 @@ int cachetier__file_open_mapped(struct cachetier *ct, struct ct_file *f)
 int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *info,
 			 struct ct_file **out)
 {
+	uint32_t cb;
 	char hash[17];
 	struct ct_file *f;
 	int err;
 
 	*out = NULL;
-	err = cachetier__file_hash(info->key, info->etag, info->size, ct->unit, hash);
+	/* an object of more than UNITS_MAX units (64 GiB of 64 KiB) keeps its
+	 * state per chunk: the per-unit arrays would take 20 bytes a unit */
+	cb = info->size / ct->unit > UNITS_MAX ? ct->cfg.chunk_bytes : ct->unit;
+	err = cachetier__file_hash(info->key, info->etag, info->size, cb, hash);
 	if (err < 0)
 		return err;
 
@@ -573,7 +577,7 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 		f->next = ct->files;
 		ct->files = f;
 	}
-	err = file_activate(ct, f, info->key, info->etag, info->size, ct->unit);
+	err = file_activate(ct, f, info->key, info->etag, info->size, cb);
 	if (err == 0)
 		*out = f;
 	pthread_mutex_unlock(&ct->lock);
