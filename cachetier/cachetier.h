@@ -223,13 +223,13 @@ enum cachetier_prefetch_mode {
  * fill path as reads, so processes sharing the directory fetch each chunk
  * once. Local objects and decoded copies are cached already. */
 int cachetier_obj_prefetch(struct cachetier_obj *o, enum cachetier_prefetch_mode mode);
-/* Like cachetier_obj_prefetch, for the chunks behind [off, off+len) only
- * (a planner that knows which members a reader will read: the chunks are
- * fetched in the background, behind demand and readahead fills, with the
- * same pacing, withdrawal and PF_FIT / PF_EVICT room rules). Chunks filled
- * so count as filled ahead until read (spared by prefetch evictions, evicted
- * last). Asking while a prefetch of o runs widens its cursor to cover both
- * ranges (from the lower start to the higher end; what lies between is
+/* Like cachetier_obj_prefetch, for the units behind [off, off+len) only
+ * (a planner that knows which members a reader will read: the units, of
+ * 64 KiB, are fetched in the background, one request per chunk they lie
+ * in, behind demand and readahead fills, with the same pacing, withdrawal
+ * and PF_FIT / PF_EVICT room rules). Units filled so count as filled ahead
+ * until read (spared by prefetch evictions, evicted last). Asking while a prefetch of o runs widens
+ * its cursor to cover both ranges (from the lower start to the higher end; what lies between is
  * fetched too) and may turn PF_FIT into PF_EVICT. cachetier_obj_prefetch_state
  * reports on it. Returns 0, or -EINVAL when the range passes
  * cachetier_obj_size. */
