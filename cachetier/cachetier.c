@@ -167,6 +167,19 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	/* whole 4 KiB blocks (at least one), so punching a chunk frees exactly
 	 * its blocks */
 	ct->cfg.chunk_bytes = ct->cfg.chunk_bytes ? (ct->cfg.chunk_bytes + 4095u) & ~4095u : 4096u;
+	/* a random miss that does not fit fills only the units it reads
+	 * (cachetier_chunk.c): 64 KiB (at most 128 a chunk, in whole 4 KiB
+	 * blocks), so a random read of a 100 KB sample fetches about 1.6x its
+	 * bytes; chunks under 512 KiB: an eighth of the chunk (or all of it) */
+	ct->upc = ct->cfg.chunk_bytes % (8u * 4096u) == 0 ? 8u : 1u;
+	if (ct->cfg.chunk_bytes >= 8u * 65536u) {
+		uint32_t blocks = ct->cfg.chunk_bytes / 4096u;
+
+		ct->upc = ct->cfg.chunk_bytes / 65536u > 128u ? 128u : ct->cfg.chunk_bytes / 65536u;
+		while (blocks % ct->upc) /* whole blocks a unit */
+			ct->upc--;
+	}
+	ct->unit = ct->cfg.chunk_bytes / ct->upc;
 	/* Readahead into a small cache would evict what it fetched (or what
 	 * the reader is about to reach) before the reader gets there: at most
 	 * an eighth of the cache is ahead of a reader, and at least one chunk. */
@@ -815,7 +828,21 @@ void cachetier_obj_read_end(struct cachetier_obj *o)
 int cachetier_obj_prefetch(struct cachetier_obj *o, enum cachetier_prefetch_mode mode)
 {
 	/* local files and decoded copies are all there already */
-	return o->file ? cachetier__file_prefetch(o->ct, o->file, (int)mode) : 0;
+	return o->file ? cachetier__file_prefetch(o->ct, o->file, 0, o->file->nchunks, (int)mode)
+		       : 0;
+}
+
+int cachetier_obj_prefetch_range(struct cachetier_obj *o, uint64_t off, uint64_t len,
+				 enum cachetier_prefetch_mode mode)
+{
+	struct ct_file *f = o->file;
+
+	if (off > o->size || len > o->size - off)
+		return -EINVAL;
+	if (!f || len == 0)
+		return 0;
+	return cachetier__file_prefetch(o->ct, f, (uint32_t)(off / f->cb),
+					(uint32_t)((off + len - 1) / f->cb + 1), (int)mode);
 }
 
 int cachetier_obj_prefetch_state(struct cachetier_obj *o, uint64_t *unfit_bytes)

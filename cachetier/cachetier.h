@@ -93,13 +93,13 @@ struct cachetier_stats {
 	uint64_t hits;		  /* read ranges found present */
 	uint64_t misses;	  /* read ranges that waited for a fill */
 	uint64_t bytes_fetched;	  /* bytes written by fills */
-	uint64_t fills;		  /* chunk fills completed */
-	uint64_t fills_inflight;  /* chunk fills running now */
+	uint64_t fills;		  /* fill requests completed (a chunk, or a random read's units) */
+	uint64_t fills_inflight;  /* fill requests running now */
 	uint64_t fill_errors;	  /* fills that failed (backend errors) */
 	uint64_t readahead_fills; /* fills started by readahead or prefetch */
-	uint64_t unfit_bytes;	  /* bytes of PF_FIT prefetch fills skipped: no room without
-				   * evicting */
-	uint64_t evictions;	  /* objects evicted */
+	uint64_t unfit_bytes;	  /* bytes of prefetch fills skipped: no room without evicting
+				   * (PF_FIT), or without evicting chunks filled ahead (PF_EVICT) */
+	uint64_t evictions; /* evictions: one or more chunks of an object, or a decoded copy */
 	uint64_t evicted_bytes;
 	uint64_t decoded_evictions;  /* decoded copies evicted (also in evictions) */
 	uint64_t peer_chunks;	     /* chunks read that another process (or mount) filled */
@@ -198,8 +198,11 @@ void cachetier_obj_read_end(struct cachetier_obj *o);
 
 /* How a prefetch makes room. */
 enum cachetier_prefetch_mode {
-	/* like a reader's fill: evicts the least recently used data when the
-	 * cache is full (a reader will want these bytes soon) */
+	/* for a reader coming soon: when the cache is full, evicts the chunks
+	 * read longest ago, never chunks filled ahead (readahead, prefetch)
+	 * and not read yet, and only while those stay within half of
+	 * cache_size_bytes; a chunk it cannot make room for so is skipped and
+	 * counted like a PF_FIT one */
 	CACHETIER_PF_EVICT = 0,
 	/* only into room the cache has: never evicts. A chunk that would need
 	 * an eviction (the directory's usage plus fills in flight past
@@ -220,10 +223,22 @@ enum cachetier_prefetch_mode {
  * fill path as reads, so processes sharing the directory fetch each chunk
  * once. Local objects and decoded copies are cached already. */
 int cachetier_obj_prefetch(struct cachetier_obj *o, enum cachetier_prefetch_mode mode);
+/* Like cachetier_obj_prefetch, for the units behind [off, off+len) only
+ * (a planner that knows which members a reader will read: the units, of
+ * 64 KiB, are fetched in the background, one request per chunk they lie
+ * in, behind demand and readahead fills, with the same pacing, withdrawal
+ * and PF_FIT / PF_EVICT room rules). Units filled so count as filled ahead
+ * until read (spared by prefetch evictions, evicted last). Asking while a prefetch of o runs widens
+ * its cursor to cover both ranges (from the lower start to the higher end; what lies between is
+ * fetched too) and may turn PF_FIT into PF_EVICT. cachetier_obj_prefetch_state
+ * reports on it. Returns 0, or -EINVAL when the range passes
+ * cachetier_obj_size. */
+int cachetier_obj_prefetch_range(struct cachetier_obj *o, uint64_t off, uint64_t len,
+				 enum cachetier_prefetch_mode mode);
 /* The latest prefetch of o: 1 while it runs (chunks left to look at, or
  * fills in flight), 0 once it ended or when none was asked. *unfit_bytes
- * (may be NULL): the bytes it skipped because they did not fit
- * (CACHETIER_PF_FIT). */
+ * (may be NULL): the bytes it skipped because they did not fit (see
+ * enum cachetier_prefetch_mode). */
 int cachetier_obj_prefetch_state(struct cachetier_obj *o, uint64_t *unfit_bytes);
 uint64_t cachetier_obj_cached_bytes(const struct cachetier_obj *o);
 

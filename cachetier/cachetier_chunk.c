@@ -8,7 +8,20 @@
  * On disk, per object (name = hash of key, ETag and size, so a changed
  * object never meets old bytes):
  *   data/<hash>      sparse data file; chunk i at offset i * chunk_bytes
- *   data/<hash>.map  which chunks are valid (format below)
+ *   data/<hash>.map  which units are valid (format below)
+ *
+ * Units: every per-chunk thing below — state (enum ct_chunk), state file
+ * byte, map bit, lock, pin, eviction — is kept per unit (ct->unit: 64 KiB,
+ * at most 128 a chunk; an eighth of a chunk under 512 KiB; a whole chunk
+ * in objects of more than UNITS_MAX units), and f->cb is the unit: "chunk c" in the comments of
+ * this file means unit c where it speaks of state. A fill is one request for a run of empty units
+ * within one chunk (a ct_job, a worker's slot): readahead, prefetch and a miss of a sequential
+ * reader (or one whose chunk fits the cache without evicting) fill every empty unit of the chunk; a
+ * random miss that needs an eviction fills only the units its read covers, so a shuffled reader of
+ * data bigger than the cache fetches about what it reads (mountpoint-s3 starts random reads at 1
+ * MiB + 128 KiB for the same reason). The data file is named by the hash with the unit size, so a
+ * file of another unit size (an older version's chunk-sized units) is
+ * never opened for reads; it is evicted like any other object.
  * The map is the only thing trusted after a restart. Protocol:
  *   fill:  pwrite the chunk's pieces as they arrive (a failed fill punches
  *          them) → mark valid in memory (readers are served from
@@ -25,10 +38,10 @@
  * crash loses at most the chunks not yet recorded; they are fetched again.
  *
  * Map format (little-endian):
- *   0  magic "SHCHMAP\1"   8  u32 version    12 u32 chunk_bytes
- *   16 u64 object size     24 u32 nchunks    28 u32 key length
+ *   0  magic "SHCHMAP\1"   8  u32 version    12 u32 unit bytes
+ *   16 u64 object size     24 u32 units      28 u32 key length
  *   32 u32 ETag length     36 u32 0          40 key, ETag, bitmap
- *   (bit i of byte i/8 = chunk i valid), then u64 FNV-1a of all before.
+ *   (bit i of byte i/8 = unit i valid), then u64 FNV-1a of all before.
  *
  * Fills: cfg.fill_threads workers take jobs from three queues in order:
  * demand (a reader waits), readahead, prefetch (a cursor per object, so a
@@ -49,7 +62,9 @@
  * gaps, and kernel readahead arriving slightly out of order); its window
  * doubles from one chunk up to
  * cfg.readahead_max_bytes and the chunks of the window past the read are
- * queued without waiting. A read at offset 0 starts at the full window.
+ * queued without waiting. A read at offset 0 starts at the full window;
+ * elsewhere the window opens only once RA_MIN_RUN bytes were read in
+ * sequence (the requests of one shuffled sample are in sequence too).
  * Any other read resets the window.
  *
  * Pins: read_begin pins the chunks of its range (also while it waits), and
@@ -88,8 +103,10 @@
 /* Map writes are batched: each costs a file write, two fsyncs and a
  * rename. Chunks filled but not yet recorded are only refetched after a
  * crash, so the batch bounds the refetch, not correctness. */
-#define MAP_BATCH_CHUNKS 16u
+#define MAP_BATCH_CHUNKS 16u /* chunks' worth of units */
 #define MAP_BATCH_NS	 1000000000LL
+/* Most units an object is kept in (cachetier__file_open). */
+#define UNITS_MAX (1u << 20)
 
 static uint64_t chunk_off(const struct ct_file *f, uint32_t c)
 {
@@ -97,6 +114,12 @@ static uint64_t chunk_off(const struct ct_file *f, uint32_t c)
 }
 
 #define chunk_len(f, c) cachetier__chunk_len(f, c)
+
+/* Bytes of units [c, c + n) of f. */
+static uint64_t run_len(const struct ct_file *f, uint32_t c, uint32_t n)
+{
+	return (uint64_t)(n - 1) * f->cb + chunk_len(f, c + n - 1);
+}
 
 static void chunk_unlock(struct ct_file *f, uint32_t c)
 {
@@ -254,6 +277,10 @@ static void file_unload(struct ct_file *f)
 	free(f->cerr);
 	free(f->held);
 	free(f->seen);
+	free(f->catime);
+	free(f->unread);
+	f->catime = NULL;
+	f->unread = NULL;
 	f->key = NULL;
 	f->cst = NULL;
 	f->pins = NULL;
@@ -407,11 +434,18 @@ static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *ke
 	f->cerr = calloc(nchunks ? nchunks : 1, sizeof(*f->cerr));
 	f->held = calloc(nchunks ? nchunks : 1, 1);
 	f->seen = calloc(nchunks ? nchunks : 1, 1);
-	if (!f->key || !f->cst || !f->pins || !f->cerr || !f->held || !f->seen)
+	f->catime = calloc(nchunks ? nchunks : 1, sizeof(*f->catime));
+	f->unread = calloc(nchunks ? nchunks : 1, 1);
+	if (!f->key || !f->cst || !f->pins || !f->cerr || !f->held || !f->seen || !f->catime ||
+	    !f->unread)
 		return -ENOMEM;
 	snprintf(f->etag, sizeof(f->etag), "%s", etag);
 	f->size = size;
 	f->cb = cb;
+	/* units of this process's chunk size form its sequential requests; an
+	 * object of other units (an earlier mount's, loaded to be evicted)
+	 * fills a unit per request */
+	f->group = cb == ct->unit ? ct->upc : 1;
 	f->nchunks = (uint32_t)nchunks;
 	err = cachetier__st_open(f, 1, &alone);
 	if (err < 0)
@@ -499,12 +533,16 @@ int cachetier__file_open_mapped(struct cachetier *ct, struct ct_file *f)
 int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *info,
 			 struct ct_file **out)
 {
+	uint32_t cb;
 	char hash[17];
 	struct ct_file *f;
 	int err;
 
 	*out = NULL;
-	err = cachetier__file_hash(info->key, info->etag, info->size, ct->cfg.chunk_bytes, hash);
+	/* an object of more than UNITS_MAX units (64 GiB of 64 KiB) keeps its
+	 * state per chunk: the per-unit arrays would take 20 bytes a unit */
+	cb = info->size / ct->unit > UNITS_MAX ? ct->cfg.chunk_bytes : ct->unit;
+	err = cachetier__file_hash(info->key, info->etag, info->size, cb, hash);
 	if (err < 0)
 		return err;
 
@@ -539,7 +577,7 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 		f->next = ct->files;
 		ct->files = f;
 	}
-	err = file_activate(ct, f, info->key, info->etag, info->size, ct->cfg.chunk_bytes);
+	err = file_activate(ct, f, info->key, info->etag, info->size, cb);
 	if (err == 0)
 		*out = f;
 	pthread_mutex_unlock(&ct->lock);
@@ -563,8 +601,13 @@ static void pf_withdraw(struct cachetier *ct, struct ct_slot *sl)
  * chunks soon: a shard fetched ahead of an in-order reader). */
 static int pf_withdrawable(const struct ct_slot *sl, const struct ct_file *f)
 {
-	return sl->f && sl->pf && sl->f != f && !atomic_load(&sl->withdraw) &&
-	       sl->f->pins[sl->c] == 0;
+	if (!sl->f || !sl->pf || sl->f == f || atomic_load(&sl->withdraw))
+		return 0;
+	for (uint32_t u = sl->c; u < sl->c + sl->n; u++) {
+		if (sl->f->pins[u])
+			return 0;
+	}
+	return 1;
 }
 
 /* Prefetch fills yield to readers, after a job for object f was queued
@@ -592,7 +635,7 @@ static void pf_yield(struct cachetier *ct, const struct ct_file *f, int ra)
 		struct ct_slot *sl = &ct->slots[i];
 
 		if (pf_withdrawable(sl, f) && atomic_load_explicit(&sl->got, memory_order_relaxed) <
-						  chunk_len(sl->f, sl->c) / 2)
+						  run_len(sl->f, sl->c, sl->n) / 2)
 			pf_withdraw(ct, sl);
 	}
 	busy = ct->fills_inflight - ct->pf_withdrawing;
@@ -618,7 +661,8 @@ static void pf_yield(struct cachetier *ct, const struct ct_file *f, int ra)
 	}
 }
 
-static int queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, int ra)
+/* Queue one fill of units [c, c + n) of f, all CH_EMPTY. */
+static int queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int ra)
 {
 	struct ct_job *j = malloc(sizeof(*j));
 
@@ -626,6 +670,7 @@ static int queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, int r
 		return -ENOMEM;
 	j->f = f;
 	j->c = c;
+	j->n = n;
 	j->ra = ra;
 	j->next = NULL;
 	if (ra) {
@@ -635,7 +680,8 @@ static int queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, int r
 		*ct->dq_tail = j;
 		ct->dq_tail = &j->next;
 	}
-	f->cst[c] = CH_QUEUED;
+	for (uint32_t u = c; u < c + n; u++)
+		f->cst[u] = CH_QUEUED;
 	ct->rd_queued++;
 	ct->pf_quiet = 0;
 	if (ra) {
@@ -645,6 +691,38 @@ static int queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, int r
 	pf_yield(ct, f, ra);
 	pthread_cond_signal(&ct->work_cond);
 	return 0;
+}
+
+/* The run of CH_EMPTY units around unit c (CH_EMPTY) within [lo, hi) and
+ * within c's chunk: *a .. *b (exclusive). */
+static void empty_run(const struct ct_file *f, uint32_t c, uint32_t lo, uint32_t hi, uint32_t *a,
+		      uint32_t *b)
+{
+	uint32_t g0 = c - c % f->group, g1 = g0 + f->group;
+
+	if (lo < g0)
+		lo = g0;
+	if (hi > g1)
+		hi = g1;
+	if (hi > f->nchunks)
+		hi = f->nchunks;
+	*a = c;
+	*b = c + 1;
+	while (*a > lo && f->cst[*a - 1] == CH_EMPTY)
+		(*a)--;
+	while (*b < hi && f->cst[*b] == CH_EMPTY)
+		(*b)++;
+}
+
+/* Queue one fill of the CH_EMPTY units around unit c within [lo, hi) and
+ * c's chunk (one range request). */
+static int queue_run(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t lo, uint32_t hi,
+		     int ra)
+{
+	uint32_t a, b;
+
+	empty_run(f, c, lo, hi, &a, &b);
+	return queue_push(ct, f, a, b - a, ra);
 }
 
 /* Unlink the job *pp from a queue whose tail pointer is *tail. */
@@ -663,7 +741,7 @@ static struct ct_job *queue_pop(struct ct_job ***tail, struct ct_job **pp)
 static void queue_promote(struct cachetier *ct, struct ct_file *f, uint32_t c)
 {
 	for (struct ct_job **pp = &ct->rq; *pp; pp = &(*pp)->next) {
-		if ((*pp)->f == f && (*pp)->c == c) {
+		if ((*pp)->f == f && (*pp)->c <= c && c < (*pp)->c + (*pp)->n) {
 			struct ct_job *j = queue_pop(&ct->rq_tail, pp);
 
 			j->next = NULL;
@@ -741,7 +819,8 @@ static unsigned pf_max(const struct cachetier *ct)
  * prefetch cursor's chunk. An object whose cursor passed its last chunk
  * leaves the list at once, so its prefetch counts as ended once its fills
  * in flight are done. */
-static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, int *ra, int *pf)
+static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, uint32_t *n, int *ra,
+		      int *pf)
 {
 	struct ct_job *j = NULL;
 
@@ -754,6 +833,7 @@ static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, int
 		ct->rd_queued--;
 		*f = j->f;
 		*c = j->c;
+		*n = j->n;
 		*ra = j->ra;
 		free(j);
 		return 1;
@@ -761,16 +841,26 @@ static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, int
 	while (ct->pf && ct->pf_running < pf_max(ct)) {
 		struct ct_file *p = ct->pf;
 
-		while (p->pf_next < p->nchunks && p->cst[p->pf_next] != CH_EMPTY)
+		while (p->pf_next < p->pf_end && p->cst[p->pf_next] != CH_EMPTY)
 			p->pf_next++;
-		if (p->pf_next < p->nchunks) {
+		if (p->pf_next < p->pf_end) {
+			uint32_t a, b;
+
+			/* the empty units from the cursor to the end of its chunk
+			 * (or of the range): one request, claimed for the worker
+			 * (CH_QUEUED, on no queue: a reader waits for them) */
+			empty_run(p, p->pf_next, p->pf_next, p->pf_end, &a, &b);
+			for (uint32_t u = a; u < b; u++)
+				p->cst[u] = CH_QUEUED;
 			*f = p;
-			*c = p->pf_next++;
+			*c = a;
+			*n = b - a;
 			*ra = 1;
 			*pf = 1;
-			while (p->pf_next < p->nchunks && p->cst[p->pf_next] != CH_EMPTY)
+			p->pf_next = b;
+			while (p->pf_next < p->pf_end && p->cst[p->pf_next] != CH_EMPTY)
 				p->pf_next++;
-			if (p->pf_next >= p->nchunks)
+			if (p->pf_next >= p->pf_end)
 				pf_unlink(ct, p);
 			return 1;
 		}
@@ -779,13 +869,13 @@ static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, int
 	return 0;
 }
 
-/* May a PF_FIT prefetch fill chunk c of f (len bytes) without evicting:
- * the directory's usage, this process's fills in flight and bytes being
- * punched leave room for it within cache_size_bytes, and the disk keeps
- * its reserve? 1: yes; 0: no (counted as unfit); -1: a reader queued the
- * chunk meanwhile (its own fill takes it). ct->lock held on entry and
- * return; dropped around statvfs. */
-static int pf_fits(struct cachetier *ct, struct ct_file *f, uint32_t c, uint64_t len)
+/* May a PF_FIT prefetch fill of f (len bytes, its units claimed) go
+ * ahead without evicting: the directory's usage, this process's fills in
+ * flight and bytes being punched leave room for it within
+ * cache_size_bytes, and the disk keeps its reserve? 1: yes; 0: no
+ * (counted as unfit). ct->lock held on entry and return; dropped around
+ * statvfs. */
+static int pf_fits(struct cachetier *ct, struct ct_file *f, uint64_t len)
 {
 	uint64_t avail = UINT64_MAX;
 	struct statvfs sv;
@@ -794,8 +884,6 @@ static int pf_fits(struct cachetier *ct, struct ct_file *f, uint32_t c, uint64_t
 	if (fstatvfs(ct->datafd, &sv) == 0)
 		avail = (uint64_t)sv.f_bavail * sv.f_frsize;
 	pthread_mutex_lock(&ct->lock);
-	if (f->cst[c] != CH_EMPTY)
-		return -1;
 	if (cachetier__usage_get(ct) + ct->reserved + ct->evicting + len <=
 		ct->cfg.cache_size_bytes &&
 	    avail >= ct->cfg.min_free_bytes + ct->reserved + len)
@@ -889,7 +977,7 @@ static int fill_chunk(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 static int flush_due(struct cachetier *ct, struct ct_file *f, int64_t now)
 {
 	return f->live && f->dirty &&
-	       (f->dirty >= MAP_BATCH_CHUNKS || now - f->map_ns >= MAP_BATCH_NS);
+	       (f->dirty >= MAP_BATCH_CHUNKS * f->group || now - f->map_ns >= MAP_BATCH_NS);
 }
 
 /* Write the maps whose batch timer ran out. ct->lock held; dropped
@@ -941,16 +1029,29 @@ static int fill_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, int *
 	}
 }
 
-/* A withdrawn prefetch fill of chunk c of f ended without it: the chunk
+/* Units [c, c + n) of f, claimed by a prefetch fill that is skipped, are
+ * empty again; a reader that came to wait for one meanwhile gets it queued
+ * on demand. ct->lock held. */
+static void run_abandon(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n)
+{
+	for (uint32_t u = c; u < c + n; u++) {
+		f->cst[u] = CH_EMPTY;
+		if (f->pins[u] > 0 && queue_push(ct, f, u, 1, 0) < 0) {
+			f->cerr[u] = -ENOMEM;
+			ct->fill_errors++;
+		}
+	}
+	pthread_cond_broadcast(&ct->chunk_cond);
+}
+
+/* A withdrawn prefetch fill of unit c of f ended without it: the unit
  * is empty again and its prefetch looks at it again (its object back at
  * the front of the prefetch order); a reader that came to wait for it
  * meanwhile gets it queued on demand. ct->lock held. */
-static void pf_withdrawn(struct cachetier *ct, struct ct_file *f, uint32_t c, int ra)
+static void pf_withdrawn(struct cachetier *ct, struct ct_file *f, uint32_t c)
 {
 	f->cst[c] = CH_EMPTY;
-	if (ra)
-		ct->readahead_fills--; /* counted again when it is fetched */
-	if (f->pins[c] > 0 && queue_push(ct, f, c, 0) < 0) {
+	if (f->pins[c] > 0 && queue_push(ct, f, c, 1, 0) < 0) {
 		f->cerr[c] = -ENOMEM;
 		ct->fill_errors++;
 	}
@@ -958,9 +1059,35 @@ static void pf_withdrawn(struct cachetier *ct, struct ct_file *f, uint32_t c, in
 		return;
 	if (!f->pf_listed) {
 		f->pf_next = c;
+		if (f->pf_end <= c)
+			f->pf_end = c + 1;
 		pf_push(ct, f, 1);
 	} else if (c < f->pf_next) {
 		f->pf_next = c;
+	}
+}
+
+/* Fetch the units of [c, c + n) of f whose claim[] is 1, each maximal run
+ * of them with one request; err[] gets each unit's result. No ct->lock
+ * held. */
+static void fill_claimed(struct cachetier *ct, struct ct_slot *slot, struct ct_file *f, uint32_t c,
+			 uint32_t n, const int *claim, int *err, unsigned *requests)
+{
+	for (uint32_t i = 0; i < n;) {
+		uint32_t k = i;
+		int e;
+
+		if (claim[i] != 1) {
+			err[i] = claim[i] < 0 ? claim[i] : 0;
+			i++;
+			continue;
+		}
+		while (k < n && claim[k] == 1)
+			k++;
+		e = fill_chunk(ct, slot, f, c + i, (size_t)run_len(f, c + i, k - i));
+		*requests += e == 0;
+		for (; i < k; i++)
+			err[i] = e;
 	}
 }
 
@@ -968,15 +1095,20 @@ static void *worker_main(void *arg)
 {
 	struct ct_slot *slot = arg;
 	struct cachetier *ct = slot->ct;
+	int *claim = NULL, *errs = NULL;
 
+	/* per unit of a run: at most one chunk's units */
+	claim = calloc(ct->upc, sizeof(*claim));
+	errs = calloc(ct->upc, sizeof(*errs));
 	pthread_mutex_lock(&ct->lock);
-	while (!ct->stopping) {
+	while (!ct->stopping && claim && errs) {
 		struct ct_file *f;
-		uint32_t c;
+		uint32_t c, n;
 		uint64_t len;
-		int ra, pf, fit, err, claim, waited = 0, withdrawn;
+		int ra, pf, fit, err = 0, waited = 0, withdrawn, peer = 1;
+		unsigned requests = 0;
 
-		if (!queue_next(ct, &f, &c, &ra, &pf)) {
+		if (!queue_next(ct, &f, &c, &n, &ra, &pf)) {
 			struct timespec ts;
 
 			clock_gettime(CLOCK_REALTIME, &ts);
@@ -984,47 +1116,68 @@ static void *worker_main(void *arg)
 			pthread_cond_timedwait(&ct->work_cond, &ct->lock, &ts);
 			continue;
 		}
-		len = chunk_len(f, c);
-		/* a PF_FIT prefetch never evicts: a chunk that needs room is
-		 * skipped (one another process filled needs none) */
+		len = run_len(f, c, n);
+		/* a PF_FIT prefetch never evicts: a run that needs room is
+		 * skipped (units another process filled need none) */
 		fit = pf && !f->pf_evict;
 		if (pf) { /* counted from here: its prefetch has not ended yet */
 			f->pf_inflight++;
 			ct->pf_running++;
 		}
-		if (fit && !cachetier__st_get(f, c) && pf_fits(ct, f, c, len) != 1) {
+		for (uint32_t u = c; u < c + n && peer; u++)
+			peer = cachetier__st_get(f, u);
+		if (fit && !peer && pf_fits(ct, f, len) != 1) {
 			f->pf_inflight--;
 			ct->pf_running--;
+			run_abandon(ct, f, c, n);
 			continue;
 		}
-		f->cst[c] = CH_FILLING;
+		for (uint32_t u = c; u < c + n; u++)
+			f->cst[u] = CH_FILLING;
 		ct->reserved += len;
 		ct->fills_inflight++;
 		if (!pf)
 			ct->rd_inflight++;
 		slot->f = f;
 		slot->c = c;
+		slot->n = n;
 		slot->pf = pf;
 		slot->seq = ++ct->fill_seq;
 		atomic_store(&slot->withdraw, 0);
 		atomic_store(&slot->got, 0);
 		if (ra)
 			ct->readahead_fills++;
-		if (!fit)
-			cachetier__make_room(ct, len);
+		if (!fit && !peer && cachetier__make_room(ct, len, pf) < 0) {
+			/* a PF_EVICT prefetch fill only evicts chunks read
+			 * already: none left, so it is skipped like an unfit one */
+			ct->reserved -= len;
+			ct->fills_inflight--;
+			if (ra)
+				ct->readahead_fills--;
+			if (atomic_load(&slot->withdraw))
+				ct->pf_withdrawing--; /* asked while room was made */
+			slot->f = NULL;
+			f->pf_inflight--;
+			ct->pf_running--;
+			f->pf_unfit += len;
+			ct->unfit_bytes += len;
+			run_abandon(ct, f, c, n);
+			continue;
+		}
 		pthread_mutex_unlock(&ct->lock);
 
-		claim = fill_claim(ct, f, c, &waited);
-		err = claim < 0 ? claim : 0;
-		if (claim == 1)
-			err = fill_chunk(ct, slot, f, c, (size_t)len);
+		for (uint32_t i = 0; i < n; i++)
+			claim[i] = fill_claim(ct, f, c + i, &waited);
+		fill_claimed(ct, slot, f, c, n, claim, errs, &requests);
 
 		pthread_mutex_lock(&ct->lock);
-		/* the chunk moves from reserved to the directory's usage under
-		 * ct->lock, so pf_fits never counts it in both (it would skip a
-		 * chunk that fits) */
-		if (claim == 1 && err == 0 && !cachetier__st_set(f, c, 1))
-			cachetier__usage_add(ct, (int64_t)len);
+		/* the units move from reserved to the directory's usage under
+		 * ct->lock, so pf_fits never counts them in both (it would skip
+		 * a fill that fits) */
+		for (uint32_t i = 0; i < n; i++) {
+			if (claim[i] == 1 && errs[i] == 0 && !cachetier__st_set(f, c + i, 1))
+				cachetier__usage_add(ct, (int64_t)chunk_len(f, c + i));
+		}
 		ct->reserved -= len;
 		ct->fills_inflight--;
 		if (!pf)
@@ -1039,38 +1192,51 @@ static void *worker_main(void *arg)
 			f->pf_inflight--;
 			ct->pf_running--;
 		}
+		for (uint32_t i = 0; i < n && err == 0; i++)
+			err = errs[i];
+		if (err < 0 && withdrawn && ra)
+			ct->readahead_fills--; /* counted again when it is fetched */
 		if (pf && err == 0 && !ct->ra_busy && ct->pf_cap < ct->cfg.fill_threads)
 			ct->pf_cap++;
 		if (pf && err == 0 && ct->pf_quiet < ct->cfg.fill_threads)
 			ct->pf_quiet++;
-		if (err < 0 && withdrawn) {
-			pf_withdrawn(ct, f, c, ra);
-		} else if (err == 0) {
-			f->cst[c] = CH_VALID;
-			f->bytes += len;
-			ct->used += len;
-			if (claim == 1) {
-				f->seen[c] = 1;
-				f->dirty++;
-				ct->fills++;
-				ct->bytes_fetched += len;
-			} else if (waited) {
-				ct->peer_waits++;
-			}
-		} else {
-			f->cst[c] = CH_EMPTY;
-			f->cerr[c] = err;
-			ct->fill_errors++;
-		}
-		if (claim == 1) {
-			/* readers waiting for it keep it pinned: the write lock
-			 * becomes their read lock without a gap an eviction could
-			 * use; otherwise it goes */
-			if (err == 0 && f->pins[c] > 0) {
-				cachetier__ofd_lock(f->stfd, F_RDLCK, LK_CHUNK(c), 0);
-				f->held[c] = 1;
+		ct->fills += requests;
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t u = c + i;
+			uint64_t ulen = chunk_len(f, u);
+
+			if (errs[i] < 0 && withdrawn) {
+				pf_withdrawn(ct, f, u);
+			} else if (errs[i] == 0) {
+				f->cst[u] = CH_VALID;
+				f->bytes += ulen;
+				ct->used += ulen;
+				/* no reader waits for it: filled ahead, spared by
+				 * the evictions of prefetch fills until it is read */
+				f->catime[u] = cachetier__now_ns();
+				f->unread[u] = f->pins[u] == 0;
+				if (claim[i] == 1) {
+					f->seen[u] = 1;
+					f->dirty++;
+					ct->bytes_fetched += ulen;
+				} else if (waited) {
+					ct->peer_waits++;
+				}
 			} else {
-				chunk_unlock(f, c);
+				f->cst[u] = CH_EMPTY;
+				f->cerr[u] = errs[i];
+				ct->fill_errors++;
+			}
+			if (claim[i] == 1) {
+				/* readers waiting for it keep it pinned: the write
+				 * lock becomes their read lock without a gap an
+				 * eviction could use; otherwise it goes */
+				if (errs[i] == 0 && f->pins[u] > 0) {
+					cachetier__ofd_lock(f->stfd, F_RDLCK, LK_CHUNK(u), 0);
+					f->held[u] = 1;
+				} else {
+					chunk_unlock(f, u);
+				}
 			}
 		}
 		pthread_cond_broadcast(&ct->chunk_cond);
@@ -1082,6 +1248,8 @@ static void *worker_main(void *arg)
 			pthread_cond_signal(&ct->flush_cond);
 	}
 	pthread_mutex_unlock(&ct->lock);
+	free(claim);
+	free(errs);
 	return NULL;
 }
 
@@ -1183,10 +1351,14 @@ void cachetier__chunk_stop(struct cachetier *ct)
 
 /* ---- reads ---- */
 
+/* Bytes a reader not at an object's start reads in sequence before its
+ * readahead starts. */
+#define RA_MIN_RUN (1u << 20)
+
 /* Queue readahead after a read of [off, end) of f. ct->lock held. */
 static void ra_update(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t end)
 {
-	uint64_t cb = f->cb, max = ct->cfg.readahead_max_bytes;
+	uint64_t cb = (uint64_t)f->cb * f->group, max = ct->cfg.readahead_max_bytes;
 	uint64_t last;
 
 	/* forward gaps up to a chunk (index building skips small members);
@@ -1200,21 +1372,33 @@ static void ra_update(struct cachetier *ct, struct ct_file *f, uint64_t off, uin
 		 * connection and 30 ms to first byte), which made a fresh
 		 * mount's cat of a 64 MB shard take two fill times, not one. */
 		f->ra_window = max;
+		f->ra_run = end;
 	} else if (off + cb / 4 >= f->ra_end && off <= f->ra_end + cb) {
-		uint64_t w = f->ra_window ? f->ra_window * 2 : cb;
+		f->ra_run += end - off;
+		/* a run of fewer than RA_MIN_RUN bytes read is a small member
+		 * read in a few requests (a shuffled sample), or reads that land
+		 * near each other by chance: no readahead, or every sample of a
+		 * shuffled epoch would fetch a window of chunks */
+		if (f->ra_window || f->ra_run >= RA_MIN_RUN) {
+			uint64_t w = f->ra_window ? f->ra_window * 2 : cb;
 
-		f->ra_window = w < max ? w : max;
+			f->ra_window = w < max ? w : max;
+		}
 	} else {
 		f->ra_window = 0;
+		f->ra_run = end - off;
 	}
 	f->ra_end = end;
 	if (!f->ra_window || end >= f->size)
 		return;
-	last = (end + f->ra_window - 1) / cb;
+	/* whole chunks: one request each, from the chunk the read ends in
+	 * (its units before the read's end too: the read's own misses then
+	 * join that request instead of splitting it) */
+	last = ((end + f->ra_window - 1) / cb + 1) * f->group - 1;
 	if (last >= f->nchunks)
 		last = f->nchunks - 1;
-	for (uint64_t c = end / cb; c <= last; c++) {
-		if (f->cst[c] == CH_EMPTY && queue_push(ct, f, (uint32_t)c, 1) < 0)
+	for (uint64_t c = end / f->cb; c <= last; c++) {
+		if (f->cst[c] == CH_EMPTY && queue_run(ct, f, (uint32_t)c, 0, f->nchunks, 1) < 0)
 			break; /* out of memory: readahead is optional */
 	}
 }
@@ -1267,8 +1451,8 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	uint64_t cb = f->cb;
 	uint32_t c0 = (uint32_t)(off / cb), c1 = len ? (uint32_t)((off + len - 1) / cb + 1) : c0;
 	struct ct_read *r = malloc(sizeof(*r));
-	uint8_t reqbuf[64], *req = reqbuf; /* per chunk: this read saw it queued or filling */
-	int err = 0, waited = 0;
+	uint8_t reqbuf[64], *req = reqbuf; /* per unit: this read saw it queued or filling */
+	int err = 0, waited = 0, whole;
 
 	if (c1 - c0 > sizeof(reqbuf))
 		req = calloc(c1 - c0, 1);
@@ -1291,12 +1475,22 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	f->reads = r;
 	f->atime_ns = cachetier__now_ns();
 	cachetier__st_touch(f, f->atime_ns);
+	for (uint32_t c = c0; c < c1; c++) { /* chunk LRU (cachetier_evict.c) */
+		f->catime[c] = f->atime_ns;
+		f->unread[c] = 0;
+	}
 	/* what readers touch is prefetched first */
 	if (f->pf_listed && ct->pf != f) {
 		pf_unlink(ct, f);
 		pf_push(ct, f, 1);
 	}
 	ra_update(ct, f, off, off + len);
+	/* a miss fills its whole chunk when the reader streams or the chunk
+	 * fits without evicting; else (random reads of data that does not
+	 * fit) only the units it reads */
+	whole = f->ra_window > 0 || cachetier__usage_get(ct) + ct->reserved + ct->evicting +
+					    (uint64_t)f->cb * f->group <=
+					ct->cfg.cache_size_bytes;
 	for (;;) {
 		int ready = 1;
 
@@ -1311,7 +1505,8 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 					err = f->cerr[c] < 0 ? f->cerr[c] : -EIO;
 					break;
 				}
-				err = queue_push(ct, f, c, 0);
+				err = whole ? queue_run(ct, f, c, 0, f->nchunks, 0)
+					    : queue_run(ct, f, c, c, c1, 0);
 				req[c - c0] = 1;
 				ready = 0;
 				break;
@@ -1367,13 +1562,24 @@ void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f)
 	free(r);
 }
 
-int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, int mode)
+int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
+			     int mode)
 {
+	if (c1 > f->nchunks)
+		c1 = f->nchunks;
+	if (c0 >= c1)
+		return 0;
 	pthread_mutex_lock(&ct->lock);
 	if (f->pf_listed) {
+		/* the running prefetch's cursor covers the new range too */
 		f->pf_evict |= mode == CACHETIER_PF_EVICT;
+		if (c0 < f->pf_next)
+			f->pf_next = c0;
+		if (c1 > f->pf_end)
+			f->pf_end = c1;
 	} else if (!ct->stopping) {
-		f->pf_next = 0;
+		f->pf_next = c0;
+		f->pf_end = c1;
 		f->pf_unfit = 0;
 		f->pf_evict = mode == CACHETIER_PF_EVICT;
 		pf_push(ct, f, 0);

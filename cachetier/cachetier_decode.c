@@ -147,7 +147,7 @@ static void dec_check_free(struct dec *d, size_t len)
 
 	if (room < len) {
 		pthread_mutex_lock(&d->ct->lock);
-		cachetier__make_room(d->ct, len);
+		cachetier__make_room(d->ct, len, 0);
 		pthread_mutex_unlock(&d->ct->lock);
 		room = dec_room(d);
 	}
@@ -188,7 +188,7 @@ static int dec_write(struct dec *d, const void *buf, size_t len, uint64_t in_use
 		 * copy bigger than the cache runs over it while in use) */
 		d->next_room = end + DEC_ROOM_BYTES;
 		pthread_mutex_lock(&d->ct->lock);
-		cachetier__make_room(d->ct, len);
+		cachetier__make_room(d->ct, len, 0);
 		pthread_mutex_unlock(&d->ct->lock);
 	}
 	if (end > d->next_check || end > d->disk_limit) {

@@ -11,14 +11,21 @@
  * choose them, but on disk until punched; a fill that fits once they are
  * gone waits for them). A fill reserves its chunk, then, while usage
  * exceeds cfg.cache_size_bytes or the filesystem's free space (statvfs)
- * would drop below cfg.min_free_bytes, evicts the least recently used
- * object (last read by any process, from its state file; objects not open
- * here: their map's mtime): every valid chunk of it that no process pins or
- * fills (cachetier_chunk.c: the chunk's write lock on auxfd). Objects of
- * earlier mounts, other processes and other sources are opened for it
- * from their maps. When nothing is left to evict, the data directories are
- * scanned again (at most once a second) for objects other processes added.
- * Decoded copies are evicted too, least recently used (evict_dec).
+ * would drop below cfg.min_free_bytes, evicts chunk by chunk, least
+ * recently read first, across objects: a chunk's last use is this
+ * process's last read or fill of it (ct_file.catime), and for a chunk this
+ * process never touched its object's last read by any process (the state
+ * file) or, for objects not open here, their map's mtime. Chunks ahead
+ * of their readers (chunk_ahead: filled ahead and not read since, or past
+ * where a sequential reader is) go last, the latest used first; a
+ * prefetch fill (spare_ahead) never evicts them, and evicts at all only while the chunks filled
+ * ahead stay within half the cache, so a reader of an object bigger than the cache evicts what it
+ * read, never what is ahead of it, and a shard fetched ahead of it never evicts the shard being
+ * read. A chunk goes when no process pins or fills it (cachetier_chunk.c: the chunk's write lock on
+ * auxfd). Objects of earlier mounts, other processes and other sources are opened for it from their
+ * maps. When nothing is left to evict, the data directories are scanned again (at most once a
+ * second) for objects other processes added. Decoded copies are evicted too, least recently used
+ * (evict_dec), before any chunk read more recently.
  *
  * Full cache: when nothing evictable is left (every valid chunk pinned by
  * a reader), the fill goes ahead into its file anyway and the cache runs
@@ -60,60 +67,142 @@ int64_t cachetier__now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* Does any chunk of live f that no reader here pins hold bytes? */
-static int file_evictable(const struct ct_file *f)
+/* Eviction order of chunks: chunks read (or untouched here) before chunks
+ * filled ahead and not read yet, then least recently used first. */
+struct ev_key {
+	int ahead;
+	int64_t at;
+};
+
+static int key_less(struct ev_key a, struct ev_key b)
 {
-	for (uint32_t c = 0; c < f->nchunks; c++) {
-		if (f->pins[c] == 0 && cachetier__st_get(f, c))
-			return 1;
-	}
-	return 0;
+	return a.ahead != b.ahead ? a.ahead < b.ahead : a.at < b.at;
 }
 
-/* The least recently used entry with bytes not yet tried in this round.
- * A live object's last use is the latest by any process. */
-static struct ct_file *victim(struct cachetier *ct)
+/* The last use of live f by any process: its state file's, or ours. */
+static int64_t file_at(const struct ct_file *f)
+{
+	int64_t shared = cachetier__st_atime(f);
+
+	return shared > f->atime_ns ? shared : f->atime_ns;
+}
+
+/* How long a chunk filled ahead stays spared while nobody reads it. */
+#define AHEAD_SPARE_NS (60 * 1000000000LL)
+
+/* Is unit c of live f ahead of its readers: filled ahead (readahead,
+ * prefetch) and not read since, within AHEAD_SPARE_NS of its fill, or
+ * past where a sequential reader that read f within AHEAD_SPARE_NS is (it
+ * gets there soon: a decoder streaming a shard read once before)? */
+static int chunk_ahead(const struct ct_file *f, uint32_t c, int64_t now)
+{
+	if (f->unread[c] && now - f->catime[c] < AHEAD_SPARE_NS)
+		return 1;
+	return f->ra_window && now - f->atime_ns < AHEAD_SPARE_NS &&
+	       (uint64_t)c * f->cb >= f->ra_end;
+}
+
+/* May chunk c of live f be evicted now (as far as this process knows: no
+ * reader here pins it, no fill or eviction here works on it, the state
+ * file says it holds bytes)? With 'spare_ahead', not if it is ahead of its
+ * readers. */
+static int chunk_evictable(const struct ct_file *f, uint32_t c, int spare_ahead, int64_t now)
+{
+	return f->pins[c] == 0 && (f->cst[c] == CH_VALID || f->cst[c] == CH_EMPTY) &&
+	       !(spare_ahead && chunk_ahead(f, c, now)) && cachetier__st_get(f, c);
+}
+
+/* Chunk c's place in the eviction order; fat: file_at(f), now: the time.
+ * A chunk this process never touched is as old as its object's last use.
+ * Chunks ahead of their readers (chunk_ahead) go last, the latest used
+ * first: chunks filled ahead of a reader in order are the furthest ahead
+ * (a shard fetched ahead of an in-order reader, its first chunks filled
+ * first and needed first). */
+static struct ev_key chunk_key(const struct ct_file *f, uint32_t c, int64_t fat, int64_t now)
+{
+	struct ev_key k = {0, f->catime[c] ? f->catime[c] : fat};
+
+	if (chunk_ahead(f, c, now)) {
+		k.ahead = 1;
+		k.at = -k.at;
+	}
+	return k;
+}
+
+/* Bytes of chunks filled ahead and spared (not read, within
+ * AHEAD_SPARE_NS of their fill) in this process's live objects. */
+static uint64_t ahead_bytes(const struct cachetier *ct, int64_t now)
+{
+	uint64_t sum = 0;
+
+	for (const struct ct_file *f = ct->files; f; f = f->next) {
+		for (uint32_t c = 0; f->live && f->bytes && c < f->nchunks; c++) {
+			if (f->unread[c] && f->cst[c] == CH_VALID &&
+			    now - f->catime[c] < AHEAD_SPARE_NS)
+				sum += cachetier__chunk_len(f, c);
+		}
+	}
+	return sum;
+}
+
+/* The entry holding the first chunk in eviction order, not given up on in
+ * this round (*key: that chunk's key). An entry that is not live (an
+ * object of an earlier mount, another process or source) counts as one
+ * chunk last used when its map was written. */
+static struct ct_file *victim(struct cachetier *ct, int spare_ahead, struct ev_key *key)
 {
 	struct ct_file *best = NULL;
-	int64_t best_at = 0;
+	struct ev_key bk = {0, 0};
+	int64_t now = cachetier__now_ns();
 
 	for (struct ct_file *f = ct->files; f; f = f->next) {
-		int64_t at = f->atime_ns;
-
 		if (f->opening || f->evicting || f->evict_round == ct->evict_round)
 			continue;
 		if (f->live) {
-			int64_t shared = cachetier__st_atime(f);
+			int64_t fat = file_at(f);
 
-			if (!file_evictable(f))
-				continue;
-			if (shared > at)
-				at = shared;
-		} else if (f->bytes == 0) {
-			continue;
-		}
-		if (!best || at < best_at) {
-			best = f;
-			best_at = at;
+			for (uint32_t c = 0; c < f->nchunks; c++) {
+				struct ev_key k;
+
+				if (!chunk_evictable(f, c, spare_ahead, now))
+					continue;
+				k = chunk_key(f, c, fat, now);
+				if (!best || key_less(k, bk)) {
+					best = f;
+					bk = k;
+				}
+			}
+		} else if (f->bytes > 0) {
+			struct ev_key k = {0, f->atime_ns};
+
+			if (!best || key_less(k, bk)) {
+				best = f;
+				bk = k;
+			}
 		}
 	}
+	*key = bk;
 	return best;
 }
 
-/* Evict what can go of f: every chunk the state file says is valid that
- * no process pins or fills (its write lock on auxfd succeeds). Returns the
- * bytes freed. ct->lock held on entry and return, dropped in between. */
-static uint64_t evict(struct cachetier *ct, struct ct_file *f)
+/* Evict chunks of f, first in eviction order first, until 'want' bytes
+ * are freed (at least one chunk): each one the state file says is valid
+ * that no process pins or fills (its write lock on auxfd succeeds).
+ * Returns the bytes freed; 0 marks f given up on for this round. ct->lock
+ * held on entry and return, dropped in between. */
+static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want, int spare_ahead)
 {
 	char name[24];
 	uint32_t *list = NULL, n = 0;
+	uint8_t *tried = NULL; /* per chunk: looked at already */
 	uint64_t freed = 0;
 	int had_map, left = 0;
+	int64_t fat, now = cachetier__now_ns();
 
-	f->evict_round = ct->evict_round;
 	if (!f->live) { /* of an earlier mount, another process or source */
 		int err = cachetier__file_open_mapped(ct, f);
 
+		f->evict_round = ct->evict_round;
 		if (err == -EBUSY)
 			return 0; /* a reader is loading it: not this round */
 		if (err < 0 || !f->live) {
@@ -122,32 +211,51 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f)
 		}
 		if (f->opening || f->evicting)
 			return 0;
+		f->evict_round = 0; /* live now: chunk by chunk */
 	}
 	list = malloc((size_t)f->nchunks * sizeof(*list));
-	if (!list)
+	tried = calloc(f->nchunks ? f->nchunks : 1, 1);
+	if (!list || !tried) {
+		free(list);
+		free(tried);
 		return 0;
-	for (uint32_t c = 0; c < f->nchunks; c++) {
-		uint64_t len = cachetier__chunk_len(f, c);
+	}
+	fat = file_at(f);
+	while (freed < want || n == 0) {
+		uint32_t best = UINT32_MAX;
+		struct ev_key bk = {0, 0};
+		uint64_t len;
 
-		if (f->pins[c] || (f->cst[c] != CH_VALID && f->cst[c] != CH_EMPTY) ||
-		    !cachetier__st_get(f, c))
-			continue;
-		if (cachetier__ofd_lock(f->auxfd, F_WRLCK, LK_CHUNK(c), 0) < 0)
+		for (uint32_t c = 0; c < f->nchunks; c++) {
+			if (tried[c] || !chunk_evictable(f, c, spare_ahead, now))
+				continue;
+			if (best == UINT32_MAX || key_less(chunk_key(f, c, fat, now), bk)) {
+				best = c;
+				bk = chunk_key(f, c, fat, now);
+			}
+		}
+		if (best == UINT32_MAX)
+			break;
+		len = cachetier__chunk_len(f, best);
+		tried[best] = 1;
+		if (cachetier__ofd_lock(f->auxfd, F_WRLCK, LK_CHUNK(best), 0) < 0)
 			continue; /* pinned or being filled by another process */
-		if (!cachetier__st_set(f, c, 0)) {
-			cachetier__ofd_lock(f->auxfd, F_UNLCK, LK_CHUNK(c), 0);
+		if (!cachetier__st_set(f, best, 0)) {
+			cachetier__ofd_lock(f->auxfd, F_UNLCK, LK_CHUNK(best), 0);
 			continue; /* another process evicted it first */
 		}
-		if (f->cst[c] == CH_VALID) {
+		if (f->cst[best] == CH_VALID) {
 			f->bytes -= len;
 			ct->used -= len;
 		}
-		f->cst[c] = CH_EVICTING;
-		list[n++] = c;
+		f->cst[best] = CH_EVICTING;
+		list[n++] = best;
 		freed += len;
 	}
+	free(tried);
 	if (n == 0) {
 		free(list);
+		f->evict_round = ct->evict_round; /* nothing of it can go now */
 		return 0;
 	}
 	cachetier__usage_add(ct, -(int64_t)freed);
@@ -292,7 +400,7 @@ static uint64_t evict_dec(struct cachetier *ct, struct ct_dec *d)
 	return freed;
 }
 
-void cachetier__make_room(struct cachetier *ct, uint64_t len)
+int cachetier__make_room(struct cachetier *ct, uint64_t len, int spare_ahead)
 {
 	uint64_t want_free = 0;
 	struct statvfs sv;
@@ -313,7 +421,8 @@ void cachetier__make_room(struct cachetier *ct, uint64_t len)
 		 * this process's fills in flight */
 		uint64_t total = cachetier__usage_get(ct) + ct->reserved;
 		struct ct_file *f;
-		uint64_t freed;
+		struct ev_key key;
+		uint64_t freed, need;
 
 		if (total + ct->evicting <= ct->cfg.cache_size_bytes && want_free == 0)
 			break;
@@ -324,15 +433,19 @@ void cachetier__make_room(struct cachetier *ct, uint64_t len)
 			pthread_cond_wait(&ct->chunk_cond, &ct->lock);
 			continue;
 		}
-		f = victim(ct);
+		/* a prefetch fill evicts only while what was filled ahead stays
+		 * within half the cache: the other half is the readers' (their
+		 * readahead then evicts what they read, never what was fetched
+		 * ahead for them) */
+		if (spare_ahead &&
+		    ahead_bytes(ct, cachetier__now_ns()) + len > ct->cfg.cache_size_bytes / 2)
+			return -ENOSPC;
+		f = victim(ct, spare_ahead, &key);
 		{
 			struct ct_dec *d = victim_dec(ct);
 
 			/* a decoded copy older than every chunk goes first */
-			if (d &&
-			    (!f || d->atime_ns < (f->live && cachetier__st_atime(f) > f->atime_ns
-						      ? cachetier__st_atime(f)
-						      : f->atime_ns))) {
+			if (d && (!f || key.ahead || d->atime_ns < key.at)) {
 				freed = evict_dec(ct, d);
 				want_free = freed >= want_free ? 0 : want_free - freed;
 				continue;
@@ -345,11 +458,24 @@ void cachetier__make_room(struct cachetier *ct, uint64_t len)
 			cachetier__rescan(ct);
 			continue;
 		}
-		if (!f)
-			break; /* everything left is pinned: fill over the limit */
-		freed = evict(ct, f);
+		if (!f) /* everything left is pinned (or spared) */
+			return spare_ahead ? -ENOSPC : 0; /* fill over the limit */
+		need = total + ct->evicting > ct->cfg.cache_size_bytes
+			   ? total + ct->evicting - ct->cfg.cache_size_bytes
+			   : 0;
+		if (need < want_free)
+			need = want_free;
+		/* a chunk's worth at least (a sixteenth of the cache at most): a
+		 * random reader's unit fills would otherwise each unlink and
+		 * rewrite a map */
+		if (need < ct->cfg.chunk_bytes && need < ct->cfg.cache_size_bytes / 16)
+			need = ct->cfg.chunk_bytes < ct->cfg.cache_size_bytes / 16
+				   ? ct->cfg.chunk_bytes
+				   : ct->cfg.cache_size_bytes / 16;
+		freed = evict(ct, f, need ? need : 1, spare_ahead);
 		want_free = freed >= want_free ? 0 : want_free - freed;
 	}
+	return 0;
 }
 
 /* Has process pid exited? A zombie has: in a container whose init does

@@ -79,24 +79,31 @@ struct ct_file {
 	char *key;
 	char etag[80];
 	uint64_t size;
-	uint32_t cb; /* chunk bytes */
-	uint32_t nchunks;
+	uint32_t cb;	   /* unit bytes: what a state byte, a map bit, a lock and an
+			    * eviction cover (the arrays below are per unit) */
+	uint32_t nchunks;  /* units */
+	uint32_t group;	   /* units per chunk (a sequential fill's request) */
 	int datafd;	   /* data/<hash>, O_RDWR */
 	int stfd;	   /* data/<hash>.st: presence and this process's chunk locks */
 	int auxfd;	   /* the same file opened again: eviction's chunk locks */
 	unsigned char *st; /* data/<hash>.st mapped shared (cachetier_share.c) */
 	size_t st_len;
-	uint8_t *held;	/* per chunk: stfd holds its read lock (pinned and valid) */
-	uint8_t *seen;	/* per chunk: this process filled or served it already */
-	uint8_t *cst;	/* enum ct_chunk per chunk */
-	uint32_t *pins; /* readers inside read_begin/read_end per chunk */
-	int *cerr;	/* the error of the last failed fill per chunk */
+	uint8_t *held;	 /* per chunk: stfd holds its read lock (pinned and valid) */
+	uint8_t *seen;	 /* per chunk: this process filled or served it already */
+	int64_t *catime; /* per chunk: this process's last read or fill of it (CLOCK_REALTIME ns);
+			  * 0: untouched here (the object's last use stands for it) */
+	uint8_t *unread; /* per chunk: filled ahead (readahead, prefetch), not read since */
+	uint8_t *cst;	 /* enum ct_chunk per chunk */
+	uint32_t *pins;	 /* readers inside read_begin/read_end per chunk */
+	int *cerr;	 /* the error of the last failed fill per chunk */
 	struct ct_read *reads;
 	unsigned dirty;	      /* valid chunks not yet in the persisted map */
 	int64_t map_ns;	      /* when the map was last written */
 	uint64_t ra_end;      /* end of the last read (readahead detection) */
 	uint64_t ra_window;   /* readahead window in bytes; 0: random access */
+	uint64_t ra_run;      /* bytes read in the current sequential run */
 	uint32_t pf_next;     /* prefetch cursor: the next chunk to look at */
+	uint32_t pf_end;      /* ... up to this one (exclusive) */
 	int pf_listed;	      /* in ct->pf list */
 	int pf_evict;	      /* its prefetch fills may evict (CACHETIER_PF_EVICT was asked) */
 	unsigned pf_inflight; /* prefetch fills of it running now */
@@ -123,18 +130,18 @@ struct ct_dec {
  * and read under ct->lock to pick which prefetch fill to withdraw. */
 struct ct_slot {
 	struct cachetier *ct;
-	struct ct_file *f; /* the chunk being filled; NULL: idle */
-	uint32_t c;
+	struct ct_file *f;	/* the units being filled; NULL: idle */
+	uint32_t c, n;		/* units [c, c + n) */
 	int pf;			/* a prefetch (or warm) fill */
 	atomic_int withdraw;	/* stop this prefetch fill: a reader's fill needs its connection */
 	atomic_ullong got;	/* bytes of the chunk received so far */
 	unsigned long long seq; /* start order (the youngest is withdrawn first on a tie) */
 };
 
-/* A queued fill of one chunk. */
+/* A queued fill of units [c, c + n) of f, all CH_QUEUED by it. */
 struct ct_job {
 	struct ct_file *f;
-	uint32_t c;
+	uint32_t c, n;
 	int ra; /* queued by readahead (counts in readahead_fills) */
 	struct ct_job *next;
 };
@@ -145,6 +152,8 @@ enum ct_format { CT_FMT_MAP, CT_FMT_REC, CT_FMT_COUNT };
 struct cachetier {
 	struct backend *be;		/* not owned */
 	struct cachetier_config cfg;	/* with defaults applied; read-only after open */
+	uint32_t unit;			/* fill unit of random misses: chunk_bytes / upc */
+	uint32_t upc;			/* units per chunk (cachetier_open) */
 	char *dir;			/* CACHE_DIR/v1/<source-hash> */
 	int dirfd;			/* O_DIRECTORY fd of dir */
 	int metafd;			/* dir/meta */
@@ -274,7 +283,9 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 			 struct ct_file **out);
 int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len);
 void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f);
-int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, int mode);
+/* Prefetch chunks [c0, c1) of f (cachetier_obj_prefetch_range). */
+int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
+			     int mode);
 int cachetier__file_prefetch_state(struct cachetier *ct, struct ct_file *f, uint64_t *unfit);
 void cachetier__file_flush(struct cachetier *ct, struct ct_file *f);
 /* Map format shared with the scan: parse and check buf; on success fill
@@ -350,9 +361,13 @@ void cachetier__rescan(struct cachetier *ct);
 
 /* cachetier_evict.c — capacity. */
 int cachetier__scan(struct cachetier *ct); /* at open: rebuild usage from data/ and decoded/ */
-/* Make room for a fill of len bytes (already in ct->reserved). Called
- * with ct->lock held; drops and retakes it around file operations. */
-void cachetier__make_room(struct cachetier *ct, uint64_t len);
+/* Make room for a fill of len bytes (already in ct->reserved), evicting
+ * the least recently read chunks first. 'spare_ahead': never evict a
+ * chunk filled ahead and not read yet (a prefetch fill's room); returns
+ * -ENOSPC when the room cannot be had otherwise (without it: 0 always, the
+ * fill goes over the limit when everything is pinned). Called with
+ * ct->lock held; drops and retakes it around file operations. */
+int cachetier__make_room(struct cachetier *ct, uint64_t len, int spare_ahead);
 int64_t cachetier__now_ns(void);
 
 #endif

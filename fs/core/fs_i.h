@@ -289,6 +289,7 @@ struct fs {
 	int no_opendir;		/* set once in init: the kernel can skip OPENDIR */
 	int offline;		/* the store was unreachable at mount: cached listing */
 	atomic_uint last_shard; /* the shard whose members were read last (+1; 0: none) */
+	atomic_uint shard_run;	/* reads of it since the first, in a row (fs_shard_touch) */
 	uid_t uid;
 	gid_t gid;
 	int64_t mount_time;
@@ -398,8 +399,9 @@ int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
 		   struct cachetier_obj **stream);
 int fs_obj_raw(struct fs *fs, uint32_t obj, struct cachetier_obj **raw);
 void fs_shards_release(struct fs *fs);
-/* A reader reads members of shard: when shards are read in order, fetch
- * the next cfg.prefetch_shards shards of the same directory ahead. */
+/* A reader reads members of shard: when shards are read in order (a move
+ * to the next shard after 8 reads in a row of the one before), fetch the
+ * next cfg.prefetch_shards shards of the same directory ahead. */
 void fs_shard_touch(struct fs *fs, uint32_t shard);
 /* Start filling the cache with object obj for a prefetch command (counts
  * the request): only into free room, never evicting (CACHETIER_PF_FIT). */

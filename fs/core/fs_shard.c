@@ -598,14 +598,27 @@ int fs_obj_prefetch(struct fs *fs, uint32_t obj)
 	return err;
 }
 
+/* Reads of one shard in a row before a move to the next is reading in
+ * order (fs_shard_touch). */
+#define FS_INORDER_READS 8u
+
 void fs_shard_touch(struct fs *fs, uint32_t shard)
 {
 	unsigned prev = atomic_exchange(&fs->last_shard, shard + 1);
 	struct cachetier_obj *raw;
+	unsigned run;
 	uint32_t obj, dir;
 
-	/* only a move to the next shard counts as reading in order */
-	if (prev == shard + 1 || prev != shard || fs->cfg.prefetch_shards == 0)
+	if (prev == shard + 1) {
+		atomic_fetch_add(&fs->shard_run, 1);
+		return;
+	}
+	run = atomic_exchange(&fs->shard_run, 0);
+	/* only a move to the next shard after FS_INORDER_READS reads in a row
+	 * of the one before counts as reading in order: a shuffled reader
+	 * moves to the next shard by chance every few reads, and each shard
+	 * fetched ahead for it is mostly evicted before it is read */
+	if (prev != shard || run + 1 < FS_INORDER_READS || fs->cfg.prefetch_shards == 0)
 		return;
 	obj = fs_shard(fs, shard)->obj;
 	dir = fs_obj(fs, obj)->dir;

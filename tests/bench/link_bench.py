@@ -26,6 +26,10 @@ baseline<TAB>unit<TAB>ratio<TAB>goal<TAB>goal_ge"; lib_bench.py puts them in the
   imagefolder a cold epoch: mount --layout imagefolder + ImageFolder + DataLoader(shuffle=True,
              num_workers=2) vs N-parallel curl of every shard + tar x + the same epoch on the
              extracted tree (goal >= 1.25; ratio: baseline time / shardfs time)
+  smallcache a cold shuffled epoch (as imagefolder) with --cache-size a quarter of the data set:
+             bytes fetched / bytes read during the epoch (the mount's index build before it is
+             logged; goal <= 2: random misses fill only their units), and
+             the epoch's rate vs the link's rate for the bytes it reads (N x rate; report)
   scaling    `shardfs prefetch` with --connections 8, 16, 32, 64 on an emulator at
              --scale-rate-mb per connection: MB/s vs C x rate (goal >= 0.9), with the CPU use
              of the daemon, the emulator and the machine (what limits it)
@@ -48,7 +52,7 @@ ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
 PY = '/usr/bin/python3'
 HZ = os.sysconf('SC_CLK_TCK')
 MOUNT_OPTS = []
-ROWS = ['emulator', 'prefetch', 'cat', 'readers4', 'imagefolder', 'scaling']
+ROWS = ['emulator', 'prefetch', 'cat', 'readers4', 'imagefolder', 'smallcache', 'scaling']
 
 
 def log(*a):
@@ -445,6 +449,34 @@ def w_imagefolder(a, emu):
          '--layout imagefolder', s, b, 's', b / s, '>= 1.25', 1.25)
 
 
+def w_smallcache(a, emu):
+    size = '%dM' % (a.total // 4 // 1048576)
+    ratios, rates, bounds = [], [], []
+    for _ in range(a.runs):
+        settle()
+        m = Mount(a, emu.url(a.brace), ('--layout', 'imagefolder', '--cache-size', size))
+        # the mount read every shard once to index it (no sidecars): the epoch's own bytes
+        f0, r0 = int(m.stat('bytes_fetched')), int(m.stat('read_bytes'))
+        n, secs = epoch(m.mnt)
+        fetched = int(m.stat('bytes_fetched')) - f0
+        read = int(m.stat('read_bytes')) - r0
+        log('smallcache: the mount fetched %d to index the shards' % f0)
+        evicted = int(m.stat('evicted_bytes'))
+        m.umount()
+        ratios.append(fetched / max(read, 1))
+        rates.append(n / secs)
+        # the link's time for the bytes the epoch reads, N connections at --rate-mb each
+        bounds.append(n / (read / (a.n * a.rate_mb * 1e6)))
+        log('smallcache: epoch %.2f s (%d samples, %.0f/s), read %d, fetched %d (%.2fx), '
+            'evicted %d' % (secs, n, n / secs, read, fetched, fetched / max(read, 1), evicted))
+    emit('L5b. cold shuffled ImageFolder epoch, --cache-size 1/4 of the data: bytes fetched / '
+         'bytes read', '--layout imagefolder --cache-size ' + size, med(ratios), None, 'x',
+         med(ratios), '<= 2.0')
+    emit('L5c. its rate vs the link\'s rate for the bytes it reads (N x rate)',
+         '--layout imagefolder --cache-size ' + size, med(rates), med(bounds), 'samples/s',
+         med(rates) / med(bounds), 'report')
+
+
 def schedule_bound(a, c, rate_mb):
     """MB/s of a perfect fill of the data set by c connections at rate_mb each, whole chunks
     of --chunk-size in prefetch order, each paying the per-request delay: the most any
@@ -544,7 +576,7 @@ def main():
         try:
             for name, fn in (('emulator', w_emulator), ('prefetch', w_prefetch),
                              ('cat', w_cat), ('readers4', w_readers4),
-                             ('imagefolder', w_imagefolder)):
+                             ('imagefolder', w_imagefolder), ('smallcache', w_smallcache)):
                 if name in only:
                     log(name)
                     fn(a, emu)

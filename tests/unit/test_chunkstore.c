@@ -740,6 +740,81 @@ static void test_prefetch_fit(void)
 	backend_close(be);
 }
 
+/* Wait (up to 30 s) until o's prefetch ended; 1 when it did. */
+static int prefetch_ended(struct cachetier_obj *o)
+{
+	for (int w = 0; w < 3000; w++) {
+		if (!cachetier_obj_prefetch_state(o, NULL))
+			return 1;
+		usleep(10000);
+	}
+	return 0;
+}
+
+/* cachetier_obj_prefetch_range fetches exactly the units behind its
+ * range, a chunk a request, PF_FIT stops at the room the cache has, and
+ * the range is then read without a fill. */
+static void test_prefetch_range(void)
+{
+	struct backend *be = store("");
+	struct cachetier *ct = tier(be, "c-range", 1ull << 30, 4);
+	struct cachetier_obj *o = obj(ct, be, NOBJ);
+	/* units of CHUNK / 8: the range's from unit 40 to unit 64, and the last */
+	uint64_t big = sizes[NOBJ], want = 3 * CHUNK + CHUNK / 8 + (big - 64 * CHUNK), unfit = 1;
+	struct cachetier_stats st;
+
+	CHECK(cachetier_obj_prefetch_range(o, big, 1, CACHETIER_PF_FIT) == -EINVAL, "past the end");
+	CHECK(cachetier_obj_prefetch_range(o, 5, big, CACHETIER_PF_FIT) == -EINVAL, "too long");
+	CHECK(cachetier_obj_prefetch_range(o, big, 0, CACHETIER_PF_FIT) == 0, "empty at the end");
+	CHECK(!cachetier_obj_prefetch_state(o, NULL), "an empty range started a prefetch");
+	/* from inside chunk 5 to inside chunk 8: chunks 5 to 7 whole, the first
+	 * unit of chunk 8 (4 requests, one a chunk) */
+	CHECK(cachetier_obj_prefetch_range(o, 5 * CHUNK + 100, 3 * CHUNK, CACHETIER_PF_FIT) == 0,
+	      "prefetch range");
+	CHECK(prefetch_ended(o), "range prefetch did not end");
+	/* the last chunk (and unit), 1234 bytes */
+	CHECK(cachetier_obj_prefetch_range(o, big - 1, 1, CACHETIER_PF_EVICT) == 0,
+	      "prefetch range");
+	CHECK(prefetch_ended(o), "range prefetch did not end");
+	fills_idle(ct);
+	stats(ct, &st);
+	CHECK(st.bytes_fetched == want && st.fills == 5,
+	      "fetched %llu bytes in %llu fills, want %llu in 5",
+	      (unsigned long long)st.bytes_fetched, (unsigned long long)st.fills,
+	      (unsigned long long)want);
+	CHECK(cachetier_obj_cached_bytes(o) == want, "cached %llu, want %llu",
+	      (unsigned long long)cachetier_obj_cached_bytes(o), (unsigned long long)want);
+	cachetier_obj_prefetch_state(o, &unfit);
+	CHECK(unfit == 0, "unfit %llu", (unsigned long long)unfit);
+	CHECK(read_check(o, NOBJ, 5 * CHUNK + 100, 3 * CHUNK, 1) == 0, "read of the range");
+	CHECK(read_check(o, NOBJ, 64 * CHUNK, big - 64 * CHUNK, 1) == 0, "read of the last chunk");
+	stats(ct, &st);
+	CHECK(st.bytes_fetched == want && st.misses == 0 && st.hits == 2,
+	      "reads of the prefetched range: fetched %llu, misses %llu, hits %llu",
+	      (unsigned long long)st.bytes_fetched, (unsigned long long)st.misses,
+	      (unsigned long long)st.hits);
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+
+	/* PF_FIT into a cache of 3 chunks: 3 of the 6 asked fit, 3 are skipped */
+	ct = tier(be, "c-range-fit", 3 * CHUNK, 4);
+	o = obj(ct, be, NOBJ);
+	CHECK(cachetier_obj_prefetch_range(o, 10 * CHUNK, 6 * CHUNK, CACHETIER_PF_FIT) == 0,
+	      "prefetch range");
+	CHECK(prefetch_ended(o), "range prefetch did not end");
+	fills_idle(ct);
+	cachetier_obj_prefetch_state(o, &unfit);
+	stats(ct, &st);
+	CHECK(cachetier_obj_cached_bytes(o) == 3 * CHUNK && unfit == 3 * CHUNK &&
+		  st.evictions == 0 && st.bytes_fetched == 3 * CHUNK,
+	      "PF_FIT range: cached %llu, unfit %llu, evictions %llu, fetched %llu",
+	      (unsigned long long)cachetier_obj_cached_bytes(o), (unsigned long long)unfit,
+	      (unsigned long long)st.evictions, (unsigned long long)st.bytes_fetched);
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
 static void test_crash(uint64_t seed)
 {
 	struct cachetier_stats st;
@@ -1029,6 +1104,7 @@ int main(void)
 	test_concurrent(seed, 3);
 	test_persist(seed);
 	test_prefetch_fit();
+	test_prefetch_range();
 	test_reopen_race();
 	test_crash(seed);
 	test_errors();

@@ -37,6 +37,14 @@ GROUP:
                readers sleep in the mount waiting for a dead store with a 120 s budget: the
                readers get an error, the daemon exits (time printed; goal 2 s), the mount is
                gone; 'shardfs umount' of an idle mount whose prefetch fills wait: the same
+  readonce     4 shards of 12 MiB, every member read once in order, shard by shard, through a
+               mount with --cache-size 6M (chunks of 1 MiB; the next shard fetched ahead): exact bytes, bytes fetched <= 1.2x bytes read (the reader's
+               shard never evicts itself), the cache within its size
+  randunits    random reads of small members while the cache is full (--cache-size 2M, chunks
+               of 1 MiB, units of 64 KiB): each fetches only the units it reads (exact
+               bytes_fetched and requests), exact bytes; read again: nothing fetched; members
+               of 300000 bytes (several requests each) fetch only their units too; a reader
+               going round 4 shards one member at a time gets no shard fetched ahead
   metablobs    the files kept in the cache: imagefolder class maps with a changed class (a bad
                checksum) and of another version, shard indexes and chunk maps of another
                version are detected, logged and rebuilt (class maps byte for byte), the view
@@ -1290,6 +1298,152 @@ def group_prefetch(env, ck, ng):
               'prefetch --help does not document the exit status: %r' % out)
 
 
+def group_readonce(env, ck, ng):
+    """A read-once pass over shards twice the cache's size: eviction goes by chunk, least
+    recently read first, and spares chunks filled ahead of the reader, so each byte is fetched
+    about once (whole-object eviction made a shard evict itself while it was read)."""
+    shards = {'ro-%02d.tar' % i: [3 * MiB - 4096] * 4 for i in range(4)}
+    src, refs = build_source(env, shards)
+    ng.start()
+    opts = ['--cache-size', '6M', '--chunk-size', '1M', '--connections', '4', '--warm', 'off',
+            '--log-file', env.path('daemon.log')]
+    with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'), extra=opts) as m:
+        for d, _, files in os.walk(m.mnt):  # the indexes: built before the pass
+            files.sort()
+        before = m.stats()
+        nread = 0
+        for rel in sorted(refs):  # shard by shard, each member in order once
+            for mem in sorted(members_of(refs, rel)):
+                with open(os.path.join(m.mnt, shard_dir_rel(rel), mem), 'rb') as f:
+                    got = bytearray()
+                    while True:
+                        b = f.read(256 * 1024)
+                        if not b:
+                            break
+                        got += b
+                with open(os.path.join(refs[rel][2], mem), 'rb') as f:
+                    want = f.read()
+                ck.ok(bytes(got) == want, 'readonce: %s/%s: %d bytes differ (%d)' % (
+                    rel, mem, len(got), len(want)))
+                nread += len(got)
+        st = m.stats()
+        fetched = st['bytes_fetched'] - before['bytes_fetched']
+        log('readonce: read %d, fetched %d (%.2fx), fills %d, evictions %d, evicted %d, '
+            'used %d' % (nread, fetched, fetched / max(nread, 1), st['fills'] - before['fills'],
+                         st['evictions'], st['evicted_bytes'], st['cache_bytes_used']))
+        ck.eq('readonce: bytes read', nread, sum(
+            os.path.getsize(os.path.join(refs[r][2], mem)) for r in refs
+            for mem in members_of(refs, r)))
+        # ro-02 and ro-03 fetched ahead when the reader moved to ro-01 in order
+        ck.ok(st['shard_prefetches'] >= 2, 'readonce: shard_prefetches %d < 2' %
+              st['shard_prefetches'])
+        ck.ok(fetched <= nread * 1.2, 'readonce: fetched %d bytes for %d read (%.2fx > 1.2x)' % (
+            fetched, nread, fetched / max(nread, 1)))
+        ck.ok(st['evictions'] > 0, 'readonce: no evictions')
+        ck.ok(st['cache_bytes_used'] <= 6 * MiB, 'readonce: cache_bytes_used %d > 6M' %
+              st['cache_bytes_used'])
+        ck.eq('readonce: read_errors', st['read_errors'], 0)
+
+
+def group_randunits(env, ck, ng):
+    """Random reads of data that does not fit fill only the units they read (64 KiB, a
+    sixteenth of the chunk here), not whole chunks that would be evicted before their neighbours are read."""
+    import tarfile
+    unit = 64 * 1024
+    shards = {'a-fill.tar': [4 * MiB], 'b-rand.tar': [20000] * 64}
+    shards.update({'c-%d.tar' % i: [20000] * 4 for i in range(4)})
+    shards['d-big.tar'] = [300000] * 16
+    src, refs = build_source(env, shards)
+    rand = os.path.join(src, 'b-rand.tar')
+    rsize = os.path.getsize(rand)
+    with tarfile.open(rand) as t:
+        loc = {m.name: (m.offset_data, m.size) for m in t.getmembers() if m.isfile()}
+    names = sorted(n for n in loc if n.endswith('.bin'))
+    # every 12th member, backwards, from the 17th last: no read starts near where the one
+    # before ended (the index build's last read ended near the shard's end), so none is
+    # sequential
+    pick = names[-17::-12]
+    units, runs = set(), 0
+    for n in pick:  # each read: one request per chunk its new units are in
+        off, size = loc[n]
+        new = set(range(off // unit, (off + size - 1) // unit + 1)) - units
+        runs += len({u // 16 for u in new})
+        units |= new
+    want = sum(min(unit, rsize - u * unit) for u in units)
+    log('randunits: members at %r, units %r' % ([loc[n][0] for n in pick], sorted(units)))
+    ng.start()
+    opts = ['--cache-size', '2M', '--chunk-size', '1M', '--connections', '4', '--warm', 'off',
+            '--prefetch-shards', '0', '--log-file', env.path('daemon.log')]
+    with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'), extra=opts) as m:
+        for d, _, files in os.walk(m.mnt):  # the indexes
+            files.sort()
+        # fill the cache: a sequential read of a shard twice its size
+        got = ml.read_all(os.path.join(m.mnt, 'a-fill.tar'))
+        with open(os.path.join(src, 'a-fill.tar'), 'rb') as f:
+            ck.ok(got == f.read(), 'randunits: a-fill.tar differs from the source')
+        for rnd in (1, 2):
+            before = m.stats()
+            for n in pick:
+                with open(os.path.join(m.mnt, shard_dir_rel('b-rand.tar'), n), 'rb') as f:
+                    got = f.read()
+                with open(os.path.join(refs['b-rand.tar'][2], n), 'rb') as f:
+                    ck.ok(got == f.read(), 'randunits: %s differs' % n)
+            st = m.stats()
+            fetched = st['bytes_fetched'] - before['bytes_fetched']
+            fills = st['fills'] - before['fills']
+            log('randunits round %d: %d members of 20000 bytes read, %d bytes in %d fills '
+                'fetched (want %d in %d); cache_bytes_used %d' % (
+                    rnd, len(pick), fetched, fills, want if rnd == 1 else 0,
+                    runs if rnd == 1 else 0, st['cache_bytes_used']))
+            ck.eq('randunits round %d: bytes_fetched' % rnd, fetched, want if rnd == 1 else 0)
+            ck.eq('randunits round %d: fills' % rnd, fills, runs if rnd == 1 else 0)
+        # members read in several requests each (300000 bytes): the requests of one member
+        # are in sequence, yet no readahead starts (less than 1 MiB read in a row)
+        big = os.path.join(src, 'd-big.tar')
+        with tarfile.open(big) as t:
+            bloc = {mm.name: (mm.offset_data, mm.size) for mm in t.getmembers()
+                    if mm.name.endswith('.bin')}
+        bnames = sorted(bloc)
+        bunits = set()
+        for n in (bnames[12], bnames[4]):
+            off, size = bloc[n]
+            bunits.update(range(off // unit, (off + size - 1) // unit + 1))
+        bwant = sum(min(unit, os.path.getsize(big) - u * unit) for u in bunits)
+        before = m.stats()
+        for n in (bnames[12], bnames[4]):
+            with open(os.path.join(m.mnt, shard_dir_rel('d-big.tar'), n), 'rb') as f:
+                got = f.read()
+            with open(os.path.join(refs['d-big.tar'][2], n), 'rb') as f:
+                ck.ok(got == f.read(), 'randunits: %s differs' % n)
+        st = m.stats()
+        log('randunits: 2 members of 300000 bytes: fetched %d (want %d), readahead_fills %d' % (
+            st['bytes_fetched'] - before['bytes_fetched'], bwant,
+            st['readahead_fills'] - before['readahead_fills']))
+        ck.eq('randunits: bytes_fetched for 2 members of 300000 bytes',
+              st['bytes_fetched'] - before['bytes_fetched'], bwant)
+        ck.ok(st['cache_bytes_used'] <= 2 * MiB, 'randunits: cache_bytes_used %d > 2M' %
+              st['cache_bytes_used'])
+        ck.eq('randunits: read_errors', st['read_errors'], 0)
+    # a shuffled reader moves to the next shard by chance: no shard is fetched ahead for it
+    # (one read of a shard, then the next, counted as reading in order)
+    opts = ['--cache-size', '2M', '--chunk-size', '1M', '--warm', 'off',
+            '--log-file', env.path('daemon.log')]
+    with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache2'), extra=opts) as m:
+        for d, _, files in os.walk(m.mnt):
+            files.sort()
+        for j in range(4):
+            for i in range(4):
+                rel = 'c-%d.tar' % i
+                mem = sorted(n for n in members_of(refs, rel) if n.endswith('.bin'))[j]
+                with open(os.path.join(m.mnt, shard_dir_rel(rel), mem), 'rb') as f:
+                    got = f.read()
+                with open(os.path.join(refs[rel][2], mem), 'rb') as f:
+                    ck.ok(got == f.read(), 'randunits: %s/%s differs' % (rel, mem))
+        st = m.stats()
+        ck.eq('randunits: shard_prefetches of a reader going round the shards',
+              st['shard_prefetches'], 0)
+
+
 def fnv64_hex(b):
     h = 0xcbf29ce484222325
     for c in b:
@@ -1439,7 +1593,8 @@ def group_metablobs(env, ck, ng):
 GROUPS = {'offline': group_offline, 'capacity': group_capacity, 'crash': group_crash,
           'concurrency': group_concurrency, 'share': group_share, 'storedown': group_storedown,
           'stop': group_stop, 'warm': group_warm, 'prefetch': group_prefetch,
-          'metablobs': group_metablobs}
+          'metablobs': group_metablobs, 'readonce': group_readonce,
+          'randunits': group_randunits}
 
 
 class LazyNginx(web.Nginx):
