@@ -131,31 +131,10 @@ static int open_subdir(int dirfd, const char *name, int *out)
 	return *out < 0 ? -errno : 0;
 }
 
-int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, struct backend *be)
+/* Sanity clamps of ct->cfg (the defaults are the caller's) and what
+ * follows from it: the unit of random fills (ct->upc, ct->unit). */
+static void config_clamp(struct cachetier *ct)
 {
-	struct cachetier *ct;
-	struct statvfs sv;
-	char hash[17], path[PATH_MAX];
-	const char *source = cfg->source ? cfg->source : backend_describe(be);
-	int err, n;
-
-	*out = NULL;
-	ct = calloc(1, sizeof(*ct));
-	if (!ct)
-		return -ENOMEM;
-	ct->be = be;
-	ct->dirfd = ct->metafd = ct->decfd = ct->datafd = ct->v1fd = ct->usagefd = -1;
-	pthread_mutex_init(&ct->lock, NULL);
-	pthread_mutex_init(&ct->fd_lock, NULL);
-	pthread_cond_init(&ct->cond, NULL);
-	pthread_cond_init(&ct->chunk_cond, NULL);
-	pthread_cond_init(&ct->work_cond, NULL);
-	pthread_cond_init(&ct->flush_cond, NULL);
-	ct->dq_tail = &ct->dq;
-	ct->rq_tail = &ct->rq;
-	ct->pf_tail = &ct->pf;
-	ct->cfg = *cfg;
-	/* Sanity clamps only (the defaults are the caller's) */
 	if (!ct->cfg.max_decode_ratio) /* 0: no ratio bound */
 		ct->cfg.max_decode_ratio = UINT_MAX;
 	if (!ct->cfg.max_decoded_bytes) /* 0: no size bound */
@@ -189,6 +168,33 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 		ct->cfg.readahead_max_bytes = ct->cfg.chunk_bytes;
 	if (!ct->cfg.fill_threads) /* fills must run somewhere */
 		ct->cfg.fill_threads = 1;
+}
+
+int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, struct backend *be)
+{
+	struct cachetier *ct;
+	struct statvfs sv;
+	char hash[17], path[PATH_MAX];
+	const char *source = cfg->source ? cfg->source : backend_describe(be);
+	int err, n;
+
+	*out = NULL;
+	ct = calloc(1, sizeof(*ct));
+	if (!ct)
+		return -ENOMEM;
+	ct->be = be;
+	ct->dirfd = ct->metafd = ct->decfd = ct->datafd = ct->v1fd = ct->usagefd = -1;
+	pthread_mutex_init(&ct->lock, NULL);
+	pthread_mutex_init(&ct->fd_lock, NULL);
+	pthread_cond_init(&ct->cond, NULL);
+	pthread_cond_init(&ct->chunk_cond, NULL);
+	pthread_cond_init(&ct->work_cond, NULL);
+	pthread_cond_init(&ct->flush_cond, NULL);
+	ct->dq_tail = &ct->dq;
+	ct->rq_tail = &ct->rq;
+	ct->pf_tail = &ct->pf;
+	ct->cfg = *cfg;
+	config_clamp(ct);
 	if (!ct->cfg.local_fds_max)
 		ct->cfg.local_fds_max = local_fds_default();
 	ct->fd_max = ct->cfg.local_fds_max;

@@ -1091,6 +1091,162 @@ static void fill_claimed(struct cachetier *ct, struct ct_slot *slot, struct ct_f
 	}
 }
 
+/* Start the fill of units [c, c + n) of f (len bytes; ra, pf: a readahead,
+ * a prefetch fill): counted in flight, marked filling, published in slot,
+ * room made. 0: go ahead (*peer: every unit is valid in the state file
+ * already, another process filled it); -1: skipped (a PF_FIT prefetch
+ * that does not fit, or a PF_EVICT one with nothing it may evict), the run
+ * given back. ct->lock held. */
+static int fill_begin(struct cachetier *ct, struct ct_slot *slot, struct ct_file *f, uint32_t c,
+		      uint32_t n, int ra, int pf)
+{
+	uint64_t len = run_len(f, c, n);
+	/* a PF_FIT prefetch never evicts: a run that needs room is
+	 * skipped (units another process filled need none) */
+	int fit = pf && !f->pf_evict, peer = 1;
+
+	if (pf) { /* counted from here: its prefetch has not ended yet */
+		f->pf_inflight++;
+		ct->pf_running++;
+	}
+	for (uint32_t u = c; u < c + n && peer; u++)
+		peer = cachetier__st_get(f, u);
+	if (fit && !peer && pf_fits(ct, f, len) != 1) {
+		f->pf_inflight--;
+		ct->pf_running--;
+		run_abandon(ct, f, c, n);
+		return -1;
+	}
+	for (uint32_t u = c; u < c + n; u++)
+		f->cst[u] = CH_FILLING;
+	ct->reserved += len;
+	ct->fills_inflight++;
+	if (!pf)
+		ct->rd_inflight++;
+	slot->f = f;
+	slot->c = c;
+	slot->n = n;
+	slot->pf = pf;
+	slot->seq = ++ct->fill_seq;
+	atomic_store(&slot->withdraw, 0);
+	atomic_store(&slot->got, 0);
+	if (ra)
+		ct->readahead_fills++;
+	if (!fit && !peer && cachetier__make_room(ct, len, pf) < 0) {
+		/* a PF_EVICT prefetch fill only evicts chunks read
+		 * already: none left, so it is skipped like an unfit one */
+		ct->reserved -= len;
+		ct->fills_inflight--;
+		if (ra)
+			ct->readahead_fills--;
+		if (atomic_load(&slot->withdraw))
+			ct->pf_withdrawing--; /* asked while room was made */
+		slot->f = NULL;
+		f->pf_inflight--;
+		ct->pf_running--;
+		f->pf_unfit += len;
+		ct->unfit_bytes += len;
+		run_abandon(ct, f, c, n);
+		return -1;
+	}
+	return 0;
+}
+
+/* The outcome of unit u of a fill: err (0 or negative errno), claim (1:
+ * this fill fetched it; else another process's fill did, waited: after
+ * waiting for it), withdrawn (the fill was stopped for a reader). Valid,
+ * empty with its error, or back to its prefetch; its write lock becomes
+ * the pinning readers' read lock or goes. ct->lock held. */
+static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int err, int claim,
+		      int waited, int withdrawn)
+{
+	uint64_t ulen = chunk_len(f, u);
+
+	if (err < 0 && withdrawn) {
+		pf_withdrawn(ct, f, u);
+	} else if (err == 0) {
+		f->cst[u] = CH_VALID;
+		f->bytes += ulen;
+		ct->used += ulen;
+		/* no reader waits for it: filled ahead, spared by the
+		 * evictions of prefetch fills until it is read */
+		f->catime[u] = cachetier__now_ns();
+		f->unread[u] = f->pins[u] == 0;
+		if (claim == 1) {
+			f->seen[u] = 1;
+			f->dirty++;
+			ct->bytes_fetched += ulen;
+		} else if (waited) {
+			ct->peer_waits++;
+		}
+	} else {
+		f->cst[u] = CH_EMPTY;
+		f->cerr[u] = err;
+		ct->fill_errors++;
+	}
+	if (claim == 1) {
+		/* readers waiting for it keep it pinned: the write lock
+		 * becomes their read lock without a gap an eviction could
+		 * use; otherwise it goes */
+		if (err == 0 && f->pins[u] > 0) {
+			cachetier__ofd_lock(f->stfd, F_RDLCK, LK_CHUNK(u), 0);
+			f->held[u] = 1;
+		} else {
+			chunk_unlock(f, u);
+		}
+	}
+}
+
+/* A fill of units [c, c + n) of f ended (fill_begin's counts undone, each
+ * unit's outcome in claim[] and errs[], requests sent): account for it and
+ * wake whoever waits. ct->lock held. */
+static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file *f, uint32_t c,
+		     uint32_t n, int ra, int pf, const int *claim, const int *errs, int waited,
+		     unsigned requests)
+{
+	int err = 0, withdrawn;
+
+	/* the units move from reserved to the directory's usage under
+	 * ct->lock, so pf_fits never counts them in both (it would skip
+	 * a fill that fits) */
+	for (uint32_t i = 0; i < n; i++) {
+		if (claim[i] == 1 && errs[i] == 0 && !cachetier__st_set(f, c + i, 1))
+			cachetier__usage_add(ct, (int64_t)chunk_len(f, c + i));
+	}
+	ct->reserved -= run_len(f, c, n);
+	ct->fills_inflight--;
+	if (!pf)
+		ct->rd_inflight--;
+	if (!pf && ra)
+		ct->ra_busy--;
+	withdrawn = atomic_load(&slot->withdraw);
+	if (withdrawn)
+		ct->pf_withdrawing--;
+	slot->f = NULL;
+	if (pf) {
+		f->pf_inflight--;
+		ct->pf_running--;
+	}
+	for (uint32_t i = 0; i < n && err == 0; i++)
+		err = errs[i];
+	if (err < 0 && withdrawn && ra)
+		ct->readahead_fills--; /* counted again when it is fetched */
+	if (pf && err == 0 && !ct->ra_busy && ct->pf_cap < ct->cfg.fill_threads)
+		ct->pf_cap++;
+	if (pf && err == 0 && ct->pf_quiet < ct->cfg.fill_threads)
+		ct->pf_quiet++;
+	ct->fills += requests;
+	for (uint32_t i = 0; i < n; i++)
+		unit_done(ct, f, c + i, errs[i], claim[i], waited, withdrawn);
+	pthread_cond_broadcast(&ct->chunk_cond);
+	if (withdrawn || (!pf && ra && ct->ra_busy == 0 && ct->pf))
+		pthread_cond_broadcast(&ct->work_cond); /* prefetch may go on */
+	else if (!pf && ct->pf)
+		pthread_cond_signal(&ct->work_cond);
+	if (flush_due(ct, f, cachetier__now_ns()))
+		pthread_cond_signal(&ct->flush_cond);
+}
+
 static void *worker_main(void *arg)
 {
 	struct ct_slot *slot = arg;
@@ -1104,8 +1260,7 @@ static void *worker_main(void *arg)
 	while (!ct->stopping && claim && errs) {
 		struct ct_file *f;
 		uint32_t c, n;
-		uint64_t len;
-		int ra, pf, fit, err = 0, waited = 0, withdrawn, peer = 1;
+		int ra, pf, waited = 0;
 		unsigned requests = 0;
 
 		if (!queue_next(ct, &f, &c, &n, &ra, &pf)) {
@@ -1116,54 +1271,8 @@ static void *worker_main(void *arg)
 			pthread_cond_timedwait(&ct->work_cond, &ct->lock, &ts);
 			continue;
 		}
-		len = run_len(f, c, n);
-		/* a PF_FIT prefetch never evicts: a run that needs room is
-		 * skipped (units another process filled need none) */
-		fit = pf && !f->pf_evict;
-		if (pf) { /* counted from here: its prefetch has not ended yet */
-			f->pf_inflight++;
-			ct->pf_running++;
-		}
-		for (uint32_t u = c; u < c + n && peer; u++)
-			peer = cachetier__st_get(f, u);
-		if (fit && !peer && pf_fits(ct, f, len) != 1) {
-			f->pf_inflight--;
-			ct->pf_running--;
-			run_abandon(ct, f, c, n);
+		if (fill_begin(ct, slot, f, c, n, ra, pf) < 0)
 			continue;
-		}
-		for (uint32_t u = c; u < c + n; u++)
-			f->cst[u] = CH_FILLING;
-		ct->reserved += len;
-		ct->fills_inflight++;
-		if (!pf)
-			ct->rd_inflight++;
-		slot->f = f;
-		slot->c = c;
-		slot->n = n;
-		slot->pf = pf;
-		slot->seq = ++ct->fill_seq;
-		atomic_store(&slot->withdraw, 0);
-		atomic_store(&slot->got, 0);
-		if (ra)
-			ct->readahead_fills++;
-		if (!fit && !peer && cachetier__make_room(ct, len, pf) < 0) {
-			/* a PF_EVICT prefetch fill only evicts chunks read
-			 * already: none left, so it is skipped like an unfit one */
-			ct->reserved -= len;
-			ct->fills_inflight--;
-			if (ra)
-				ct->readahead_fills--;
-			if (atomic_load(&slot->withdraw))
-				ct->pf_withdrawing--; /* asked while room was made */
-			slot->f = NULL;
-			f->pf_inflight--;
-			ct->pf_running--;
-			f->pf_unfit += len;
-			ct->unfit_bytes += len;
-			run_abandon(ct, f, c, n);
-			continue;
-		}
 		pthread_mutex_unlock(&ct->lock);
 
 		for (uint32_t i = 0; i < n; i++)
@@ -1171,81 +1280,7 @@ static void *worker_main(void *arg)
 		fill_claimed(ct, slot, f, c, n, claim, errs, &requests);
 
 		pthread_mutex_lock(&ct->lock);
-		/* the units move from reserved to the directory's usage under
-		 * ct->lock, so pf_fits never counts them in both (it would skip
-		 * a fill that fits) */
-		for (uint32_t i = 0; i < n; i++) {
-			if (claim[i] == 1 && errs[i] == 0 && !cachetier__st_set(f, c + i, 1))
-				cachetier__usage_add(ct, (int64_t)chunk_len(f, c + i));
-		}
-		ct->reserved -= len;
-		ct->fills_inflight--;
-		if (!pf)
-			ct->rd_inflight--;
-		if (!pf && ra)
-			ct->ra_busy--;
-		withdrawn = atomic_load(&slot->withdraw);
-		if (withdrawn)
-			ct->pf_withdrawing--;
-		slot->f = NULL;
-		if (pf) {
-			f->pf_inflight--;
-			ct->pf_running--;
-		}
-		for (uint32_t i = 0; i < n && err == 0; i++)
-			err = errs[i];
-		if (err < 0 && withdrawn && ra)
-			ct->readahead_fills--; /* counted again when it is fetched */
-		if (pf && err == 0 && !ct->ra_busy && ct->pf_cap < ct->cfg.fill_threads)
-			ct->pf_cap++;
-		if (pf && err == 0 && ct->pf_quiet < ct->cfg.fill_threads)
-			ct->pf_quiet++;
-		ct->fills += requests;
-		for (uint32_t i = 0; i < n; i++) {
-			uint32_t u = c + i;
-			uint64_t ulen = chunk_len(f, u);
-
-			if (errs[i] < 0 && withdrawn) {
-				pf_withdrawn(ct, f, u);
-			} else if (errs[i] == 0) {
-				f->cst[u] = CH_VALID;
-				f->bytes += ulen;
-				ct->used += ulen;
-				/* no reader waits for it: filled ahead, spared by
-				 * the evictions of prefetch fills until it is read */
-				f->catime[u] = cachetier__now_ns();
-				f->unread[u] = f->pins[u] == 0;
-				if (claim[i] == 1) {
-					f->seen[u] = 1;
-					f->dirty++;
-					ct->bytes_fetched += ulen;
-				} else if (waited) {
-					ct->peer_waits++;
-				}
-			} else {
-				f->cst[u] = CH_EMPTY;
-				f->cerr[u] = errs[i];
-				ct->fill_errors++;
-			}
-			if (claim[i] == 1) {
-				/* readers waiting for it keep it pinned: the write
-				 * lock becomes their read lock without a gap an
-				 * eviction could use; otherwise it goes */
-				if (errs[i] == 0 && f->pins[u] > 0) {
-					cachetier__ofd_lock(f->stfd, F_RDLCK, LK_CHUNK(u), 0);
-					f->held[u] = 1;
-				} else {
-					chunk_unlock(f, u);
-				}
-			}
-		}
-		pthread_cond_broadcast(&ct->chunk_cond);
-		if (withdrawn || (!pf && ra && ct->ra_busy == 0 && ct->pf))
-			pthread_cond_broadcast(&ct->work_cond); /* prefetch may go on */
-		else if (!pf && ct->pf)
-			pthread_cond_signal(&ct->work_cond);
-		if (flush_due(ct, f, cachetier__now_ns()))
-			pthread_cond_signal(&ct->flush_cond);
+		fill_end(ct, slot, f, c, n, ra, pf, claim, errs, waited, requests);
 	}
 	pthread_mutex_unlock(&ct->lock);
 	free(claim);
