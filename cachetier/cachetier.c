@@ -193,6 +193,7 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	ct->dq_tail = &ct->dq;
 	ct->rq_tail = &ct->rq;
 	ct->pf_tail = &ct->pf;
+	ct->pr_tail = &ct->pr;
 	ct->cfg = *cfg;
 	config_clamp(ct);
 	if (!ct->cfg.local_fds_max)
@@ -794,8 +795,8 @@ static void obj_dec_end(struct cachetier *ct, struct cachetier_obj *o)
 	pthread_mutex_unlock(&ct->lock);
 }
 
-int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
-			     uint64_t *fd_off)
+static int obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
+			  uint64_t *fd_off, int probe)
 {
 	int err;
 
@@ -806,7 +807,7 @@ int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len
 		if (err < 0)
 			return err;
 	} else if (o->file) {
-		err = cachetier__file_read_begin(o->ct, o->file, off, len);
+		err = cachetier__file_read_begin(o->ct, o->file, off, len, probe);
 		if (err < 0)
 			return err;
 		*fd = o->file->datafd;
@@ -819,6 +820,12 @@ int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len
 	}
 	*fd_off = off;
 	return 0;
+}
+
+int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
+			     uint64_t *fd_off)
+{
+	return obj_read_begin(o, off, len, fd, fd_off, 0);
 }
 
 void cachetier_obj_read_end(struct cachetier_obj *o)
@@ -847,8 +854,8 @@ int cachetier_obj_prefetch_range(struct cachetier_obj *o, uint64_t off, uint64_t
 		return -EINVAL;
 	if (!f || len == 0)
 		return 0;
-	return cachetier__file_prefetch(o->ct, f, (uint32_t)(off / f->cb),
-					(uint32_t)((off + len - 1) / f->cb + 1), (int)mode);
+	return cachetier__file_prefetch_range(o->ct, f, (uint32_t)(off / f->cb),
+					      (uint32_t)((off + len - 1) / f->cb + 1), (int)mode);
 }
 
 int cachetier_obj_prefetch_state(struct cachetier_obj *o, uint64_t *unfit_bytes)
@@ -876,7 +883,7 @@ uint64_t cachetier_obj_cached_bytes(const struct cachetier_obj *o)
 	return n;
 }
 
-ssize_t cachetier_obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_t off)
+static ssize_t obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_t off, int probe)
 {
 	uint64_t fd_off;
 	size_t done = 0;
@@ -888,7 +895,7 @@ ssize_t cachetier_obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint
 	if (len > o->size - off)
 		len = (size_t)(o->size - off);
 	/* remote objects: fetch and pin the chunks, then copy from the file */
-	err = cachetier_obj_read_begin(o, off, len, &fd, &fd_off);
+	err = obj_read_begin(o, off, len, &fd, &fd_off, probe);
 	if (err < 0)
 		return err;
 	while (done < len) {
@@ -907,4 +914,14 @@ ssize_t cachetier_obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint
 out:
 	cachetier_obj_read_end(o);
 	return ret;
+}
+
+ssize_t cachetier_obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_t off)
+{
+	return obj_pread(o, buf, len, off, 0);
+}
+
+ssize_t cachetier_obj_pread_probe(struct cachetier_obj *o, void *buf, size_t len, uint64_t off)
+{
+	return obj_pread(o, buf, len, off, 1);
 }

@@ -223,16 +223,20 @@ enum cachetier_prefetch_mode {
  * fill path as reads, so processes sharing the directory fetch each chunk
  * once. Local objects and decoded copies are cached already. */
 int cachetier_obj_prefetch(struct cachetier_obj *o, enum cachetier_prefetch_mode mode);
-/* Like cachetier_obj_prefetch, for the units behind [off, off+len) only
- * (a planner that knows which members a reader will read: the units, of
- * 64 KiB, are fetched in the background, one request per chunk they lie
- * in, behind demand and readahead fills, with the same pacing, withdrawal
- * and PF_FIT / PF_EVICT room rules). Units filled so count as filled ahead
- * until read (spared by prefetch evictions, evicted last). Asking while a prefetch of o runs widens
- * its cursor to cover both ranges (from the lower start to the higher end; what lies between is
- * fetched too) and may turn PF_FIT into PF_EVICT. cachetier_obj_prefetch_state
- * reports on it. Returns 0, or -EINVAL when the range passes
- * cachetier_obj_size. */
+/* Fetch the units behind [off, off+len) in the background (a planner
+ * that knows which members a reader will read). Ranges, of any objects,
+ * are queued in the order they are asked for and fetched in that order,
+ * after demand and readahead fills and before whole-object prefetches:
+ * the empty units of each, of 64 KiB, one request per chunk they lie in,
+ * with the same pacing, withdrawal and PF_FIT / PF_EVICT room rules. A
+ * unit is claimed only when its fill starts: a reader that reaches it
+ * first fills it on demand, and a range whose units are all filled by then
+ * costs nothing. Units filled so count as filled ahead until read (spared
+ * by prefetch evictions, evicted last). The caller bounds how much it
+ * queues (each range holds a few dozen bytes until it is fetched).
+ * cachetier_obj_prefetch_state counts o's queued ranges as running.
+ * Returns 0, -EINVAL when the range passes cachetier_obj_size, or
+ * -ENOMEM. */
 int cachetier_obj_prefetch_range(struct cachetier_obj *o, uint64_t off, uint64_t len,
 				 enum cachetier_prefetch_mode mode);
 /* The latest prefetch of o: 1 while it runs (chunks left to look at, or
@@ -245,6 +249,11 @@ uint64_t cachetier_obj_cached_bytes(const struct cachetier_obj *o);
 /* Copy bytes of the stream. Returns bytes read (short only at the end of
  * the stream) or a negative errno. */
 ssize_t cachetier_obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_t off);
+/* Like cachetier_obj_pread, for a small read that says nothing of what
+ * comes next (a spot check of a tar header): it starts no readahead, and a
+ * miss fills only the units it reads (a read at an object's start would
+ * otherwise get a whole readahead window). */
+ssize_t cachetier_obj_pread_probe(struct cachetier_obj *o, void *buf, size_t len, uint64_t off);
 
 /* Metadata blobs keyed by an arbitrary name: the only way other modules
  * keep files in the cache directory. The bytes are the caller's format

@@ -814,7 +814,75 @@ static unsigned pf_max(const struct cachetier *ct)
 	return m < ct->pf_cap ? m : ct->pf_cap;
 }
 
-/* The next fill: demand, then readahead, then prefetch cursors (the
+/* Drop the range at the front of ct->pr. */
+static void range_pop(struct cachetier *ct)
+{
+	struct ct_range *r = ct->pr;
+
+	ct->pr = r->link;
+	if (!ct->pr)
+		ct->pr_tail = &ct->pr;
+	r->f->pr_queued--;
+	free(r);
+}
+
+/* Queue units [c0, c1) of f as a range, at the back of ct->pr or (front:
+ * a withdrawn fill's units) at its front. 0 or -ENOMEM. */
+static int range_push(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1, int evict,
+		      int front)
+{
+	struct ct_range *r = malloc(sizeof(*r));
+
+	if (!r)
+		return -ENOMEM;
+	r->f = f;
+	r->next = c0;
+	r->end = c1;
+	r->evict = evict;
+	f->pr_queued++;
+	if (front) {
+		r->link = ct->pr;
+		if (!ct->pr)
+			ct->pr_tail = &r->link;
+		ct->pr = r;
+	} else {
+		r->link = NULL;
+		*ct->pr_tail = r;
+		ct->pr_tail = &r->link;
+	}
+	return 0;
+}
+
+/* The next fill of the range at the front of ct->pr: its empty units from
+ * its cursor to the end of their chunk (or of the range), claimed
+ * (CH_QUEUED, on no queue). 1: one, in *f, *c, *n, *pf; 0: the range had
+ * none left and went. ct->lock held. */
+static int range_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, uint32_t *n, int *pf)
+{
+	struct ct_range *r = ct->pr;
+	struct ct_file *p = r->f;
+	uint32_t a, b;
+
+	while (r->next < r->end && p->cst[r->next] != CH_EMPTY)
+		r->next++;
+	if (r->next >= r->end) {
+		range_pop(ct);
+		return 0;
+	}
+	empty_run(p, r->next, r->next, r->end, &a, &b);
+	for (uint32_t u = a; u < b; u++)
+		p->cst[u] = CH_QUEUED;
+	*f = p;
+	*c = a;
+	*n = b - a;
+	*pf = r->evict ? CT_PF_RANGE_EVICT : CT_PF_RANGE_FIT;
+	r->next = b;
+	if (r->next >= r->end)
+		range_pop(ct);
+	return 1;
+}
+
+/* The next fill: demand, then readahead, then prefetch ranges, then prefetch cursors (the
  * object at the front of ct->pf first; at most pf_max in flight). *pf: a
  * prefetch cursor's chunk. An object whose cursor passed its last chunk
  * leaves the list at once, so its prefetch counts as ended once its fills
@@ -838,6 +906,12 @@ static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, uin
 		free(j);
 		return 1;
 	}
+	while (ct->pr && ct->pf_running < pf_max(ct)) {
+		if (range_next(ct, f, c, n, pf)) {
+			*ra = 1;
+			return 1;
+		}
+	}
 	while (ct->pf && ct->pf_running < pf_max(ct)) {
 		struct ct_file *p = ct->pf;
 
@@ -856,7 +930,7 @@ static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, uin
 			*c = a;
 			*n = b - a;
 			*ra = 1;
-			*pf = 1;
+			*pf = CT_PF_OBJ;
 			p->pf_next = b;
 			while (p->pf_next < p->pf_end && p->cst[p->pf_next] != CH_EMPTY)
 				p->pf_next++;
@@ -1048,7 +1122,7 @@ static void run_abandon(struct cachetier *ct, struct ct_file *f, uint32_t c, uin
  * is empty again and its prefetch looks at it again (its object back at
  * the front of the prefetch order); a reader that came to wait for it
  * meanwhile gets it queued on demand. ct->lock held. */
-static void pf_withdrawn(struct cachetier *ct, struct ct_file *f, uint32_t c)
+static void pf_withdrawn(struct cachetier *ct, struct ct_file *f, uint32_t c, int pf)
 {
 	f->cst[c] = CH_EMPTY;
 	if (f->pins[c] > 0 && queue_push(ct, f, c, 1, 0) < 0) {
@@ -1057,7 +1131,14 @@ static void pf_withdrawn(struct cachetier *ct, struct ct_file *f, uint32_t c)
 	}
 	if (ct->stopping)
 		return;
-	if (!f->pf_listed) {
+	if (pf != CT_PF_OBJ) { /* a range's unit: first of the ranges again */
+		if (ct->pr && ct->pr->f == f && ct->pr->end == c)
+			ct->pr->end = c + 1; /* the next unit of the same run */
+		else if (ct->pr && ct->pr->f == f && ct->pr->next == c + 1)
+			ct->pr->next = c;
+		else if (range_push(ct, f, c, c + 1, pf == CT_PF_RANGE_EVICT, 1) < 0)
+			ct->fill_errors++;
+	} else if (!f->pf_listed) {
 		f->pf_next = c;
 		if (f->pf_end <= c)
 			f->pf_end = c + 1;
@@ -1103,7 +1184,7 @@ static int fill_begin(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 	uint64_t len = run_len(f, c, n);
 	/* a PF_FIT prefetch never evicts: a run that needs room is
 	 * skipped (units another process filled need none) */
-	int fit = pf && !f->pf_evict, peer = 1;
+	int fit = pf == CT_PF_RANGE_FIT || (pf == CT_PF_OBJ && !f->pf_evict), peer = 1;
 
 	if (pf) { /* counted from here: its prefetch has not ended yet */
 		f->pf_inflight++;
@@ -1154,7 +1235,8 @@ static int fill_begin(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 
 /* The outcome of unit u of a fill: err (0 or negative errno), claim (1:
  * this fill fetched it; else another process's fill did, waited: after
- * waiting for it), withdrawn (the fill was stopped for a reader). Valid,
+ * waiting for it), withdrawn (the fill was stopped for a reader: its
+ * enum ct_pf_kind; 0: it was not). Valid,
  * empty with its error, or back to its prefetch; its write lock becomes
  * the pinning readers' read lock or goes. ct->lock held. */
 static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int err, int claim,
@@ -1163,7 +1245,7 @@ static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int e
 	uint64_t ulen = chunk_len(f, u);
 
 	if (err < 0 && withdrawn) {
-		pf_withdrawn(ct, f, u);
+		pf_withdrawn(ct, f, u, withdrawn);
 	} else if (err == 0) {
 		f->cst[u] = CH_VALID;
 		f->bytes += ulen;
@@ -1237,11 +1319,11 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		ct->pf_quiet++;
 	ct->fills += requests;
 	for (uint32_t i = 0; i < n; i++)
-		unit_done(ct, f, c + i, errs[i], claim[i], waited, withdrawn);
+		unit_done(ct, f, c + i, errs[i], claim[i], waited, withdrawn ? pf : 0);
 	pthread_cond_broadcast(&ct->chunk_cond);
-	if (withdrawn || (!pf && ra && ct->ra_busy == 0 && ct->pf))
+	if (withdrawn || (!pf && ra && ct->ra_busy == 0 && (ct->pf || ct->pr)))
 		pthread_cond_broadcast(&ct->work_cond); /* prefetch may go on */
-	else if (!pf && ct->pf)
+	else if (!pf && (ct->pf || ct->pr))
 		pthread_cond_signal(&ct->work_cond);
 	if (flush_due(ct, f, cachetier__now_ns()))
 		pthread_cond_signal(&ct->flush_cond);
@@ -1370,6 +1452,8 @@ void cachetier__chunk_stop(struct cachetier *ct)
 	ct->ra_busy = 0;
 	while (ct->pf)
 		pf_unlink(ct, ct->pf);
+	while (ct->pr)
+		range_pop(ct);
 	pthread_cond_broadcast(&ct->chunk_cond);
 	pthread_mutex_unlock(&ct->lock);
 
@@ -1481,7 +1565,8 @@ static int chunk_hold(struct cachetier *ct, struct ct_file *f, uint32_t c)
 	return 0;
 }
 
-int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len)
+int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len,
+			       int probe)
 {
 	uint64_t cb = f->cb;
 	uint32_t c0 = (uint32_t)(off / cb), c1 = len ? (uint32_t)((off + len - 1) / cb + 1) : c0;
@@ -1519,13 +1604,16 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 		pf_unlink(ct, f);
 		pf_push(ct, f, 1);
 	}
-	ra_update(ct, f, off, off + len);
+	/* a probe says nothing of what comes next: no readahead, and a miss
+	 * fills only the units it reads */
+	if (!probe)
+		ra_update(ct, f, off, off + len);
 	/* a miss fills its whole chunk when the reader streams or the chunk
 	 * fits without evicting; else (random reads of data that does not
 	 * fit) only the units it reads */
-	whole = f->ra_window > 0 || cachetier__usage_get(ct) + ct->reserved + ct->evicting +
-					    (uint64_t)f->cb * f->group <=
-					ct->cfg.cache_size_bytes;
+	whole = !probe && (f->ra_window > 0 || cachetier__usage_get(ct) + ct->reserved +
+						       ct->evicting + (uint64_t)f->cb * f->group <=
+						   ct->cfg.cache_size_bytes);
 	for (;;) {
 		int ready = 1;
 
@@ -1624,12 +1712,30 @@ int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, uint32_t c
 	return 0;
 }
 
+int cachetier__file_prefetch_range(struct cachetier *ct, struct ct_file *f, uint32_t c0,
+				   uint32_t c1, int mode)
+{
+	int err = 0;
+
+	if (c1 > f->nchunks)
+		c1 = f->nchunks;
+	if (c0 >= c1)
+		return 0;
+	pthread_mutex_lock(&ct->lock);
+	if (!ct->stopping) {
+		err = range_push(ct, f, c0, c1, mode == CACHETIER_PF_EVICT, 0);
+		pthread_cond_signal(&ct->work_cond);
+	}
+	pthread_mutex_unlock(&ct->lock);
+	return err;
+}
+
 int cachetier__file_prefetch_state(struct cachetier *ct, struct ct_file *f, uint64_t *unfit)
 {
 	int running;
 
 	pthread_mutex_lock(&ct->lock);
-	running = f->pf_listed || f->pf_inflight > 0;
+	running = f->pf_listed || f->pr_queued > 0 || f->pf_inflight > 0;
 	*unfit = f->pf_unfit;
 	pthread_mutex_unlock(&ct->lock);
 	return running;

@@ -108,6 +108,7 @@ struct ct_file {
 	int pf_evict;	      /* its prefetch fills may evict (CACHETIER_PF_EVICT was asked) */
 	unsigned pf_inflight; /* prefetch fills of it running now */
 	uint64_t pf_unfit;    /* bytes its latest prefetch skipped: no room without evicting */
+	unsigned pr_queued;   /* its ranges in ct->pr (cachetier_obj_prefetch_range) */
 	struct ct_file *pf_link, **pf_pprev; /* ct->pf list, doubly linked */
 	pthread_mutex_t maplock;	     /* lock order: before ct->lock */
 };
@@ -132,10 +133,28 @@ struct ct_slot {
 	struct cachetier *ct;
 	struct ct_file *f;	/* the units being filled; NULL: idle */
 	uint32_t c, n;		/* units [c, c + n) */
-	int pf;			/* a prefetch (or warm) fill */
+	int pf;			/* a prefetch (or warm) fill: enum ct_pf_kind; 0: none */
 	atomic_int withdraw;	/* stop this prefetch fill: a reader's fill needs its connection */
 	atomic_ullong got;	/* bytes of the chunk received so far */
 	unsigned long long seq; /* start order (the youngest is withdrawn first on a tie) */
+};
+
+/* A queued range prefetch of units [next, end) of f
+ * (cachetier_obj_prefetch_range): ranges are looked at in the order they
+ * were asked for, each from its cursor next; units are claimed only when a
+ * worker takes them, so a reader reaching one first fills it on demand. */
+struct ct_range {
+	struct ct_file *f;
+	uint32_t next, end;
+	int evict; /* CACHETIER_PF_EVICT was asked */
+	struct ct_range *link;
+};
+
+/* What a prefetch fill is (ct_slot.pf, queue_next): 0 none. */
+enum ct_pf_kind {
+	CT_PF_OBJ = 1,	     /* of an object's cursor (ct->pf) */
+	CT_PF_RANGE_FIT = 2, /* of a range (ct->pr), PF_FIT */
+	CT_PF_RANGE_EVICT = 3,
 };
 
 /* A queued fill of units [c, c + n) of f, all CH_QUEUED by it. */
@@ -174,6 +193,8 @@ struct cachetier {
 	struct ct_job *rq, **rq_tail;	/* readahead fills */
 	struct ct_file *pf, **pf_tail;	/* objects being prefetched, in the order they are
 					 * filled (a reader's object moves to the front) */
+	struct ct_range *pr, **pr_tail; /* range prefetches, in the order asked: looked at
+					 * before the objects of ct->pf */
 	unsigned pf_running;		/* prefetch fills in flight (cachetier_chunk.c pf_max) */
 	unsigned rd_queued;		/* jobs in dq and rq */
 	unsigned rd_inflight;		/* demand and readahead fills in flight */
@@ -281,11 +302,17 @@ int cachetier__chunk_start(struct cachetier *ct); /* fill workers; after the sca
 void cachetier__chunk_stop(struct cachetier *ct); /* join workers, flush maps, free files */
 int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *info,
 			 struct ct_file **out);
-int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len);
+/* probe: cachetier_obj_pread_probe's read (no readahead, units only). */
+int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len,
+			       int probe);
 void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f);
-/* Prefetch chunks [c0, c1) of f (cachetier_obj_prefetch_range). */
+/* Prefetch units [c0, c1) of f as its object's cursor (cachetier_obj_prefetch). */
 int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
 			     int mode);
+/* Queue units [c0, c1) of f as a range (cachetier_obj_prefetch_range):
+ * 0 or -ENOMEM. */
+int cachetier__file_prefetch_range(struct cachetier *ct, struct ct_file *f, uint32_t c0,
+				   uint32_t c1, int mode);
 int cachetier__file_prefetch_state(struct cachetier *ct, struct ct_file *f, uint64_t *unfit);
 void cachetier__file_flush(struct cachetier *ct, struct ct_file *f);
 /* Map format shared with the scan: parse and check buf; on success fill

@@ -304,6 +304,10 @@ static const struct ctl_counter ctl_counters[] = {
      "sum over the plans now of their position (1 + the furthest planned path read)", G,
      SNAP(plan.position)},
     {"plan_hits", "reads that landed on a planned path not read yet", C, FS(plan_hits)},
+    {"plan_fetch_paths", "planned paths handed to the cache tier to fetch ahead of their reader", C,
+     FS(plan_fetch_paths)},
+    {"plan_fetch_bytes", "bytes of the planned paths handed to the cache tier to fetch ahead", C,
+     FS(plan_fetch_bytes)},
 };
 #undef FS
 #undef SNAP

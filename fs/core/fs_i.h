@@ -55,6 +55,8 @@ struct fs_config {
 	 * NULL (the backend's description); ct.cache_dir is owned. */
 	struct cachetier_config ct;
 	uint64_t cache_size_bytes; /* ct.cache_size_bytes, for fs_warm.c (fs_opt.c sets it) */
+	/* --plan-lookahead: bytes of planned paths fetched ahead of the readers */
+	uint64_t plan_lookahead_bytes;
 	/* --prefetch-shards: shards fetched ahead of an in-order reader */
 	unsigned prefetch_shards;
 	int warm;	 /* --warm: enum fs_warm_mode */
@@ -226,6 +228,9 @@ struct fs_counters {
 	atomic_ullong lidx_builds, lidx_shards_skipped, lidx_members_skipped;
 	/* reading plans (fs_plan.c): plan commands taken; planned paths read */
 	atomic_ullong plans_published, plan_hits;
+	/* fs_plan_fetch.c: planned paths and their bytes handed to the cache
+	 * tier to fetch ahead */
+	atomic_ullong plan_fetch_paths, plan_fetch_bytes;
 };
 
 /* Snapshots of control files, one per open. A READ may still be in flight
@@ -321,6 +326,12 @@ struct fs {
 	atomic_ullong plan_gen;		  /* changes at every publish and clear */
 	void (*plan_listener)(void *ctx); /* fs_plan_set_listener: set before serving */
 	void *plan_listener_ctx;
+	/* fs_plan_fetch.c: the fetcher; pfx_lock protects pfx_wake, pfx_stop */
+	int pfx_run;
+	pthread_t pfx_thread;
+	pthread_mutex_t pfx_lock;
+	pthread_cond_t pfx_cond;
+	int pfx_wake, pfx_stop;
 };
 
 /* Blocks of objects and shards (fs->objs, fs->shards). */
@@ -559,6 +570,18 @@ void fs_plan_get_info(const struct fs_plan *p, struct fs_plan_info *i);
  * at the end). Start at the plan's position to fetch ahead of its reader. */
 uint32_t fs_plan_ahead(const struct fs_plan *p, uint32_t *from, struct fs_plan_extent *out,
 		       uint32_t *idx, uint32_t max);
+/* Bytes of p's extents before index i (read or not; i past the end: all). */
+uint64_t fs_plan_bytes_before(const struct fs_plan *p, uint32_t i);
+/* fs_plan_fetch.c: fetching ahead along the plans (remote sources): a
+ * thread, woken by fs_plan_set_listener's hook, hands the cache tier the
+ * extents of each plan from its position on, in plan order, up to a
+ * lookahead of --plan-lookahead bytes (at most a quarter of --cache-size)
+ * split over the plans, as range prefetches that may evict what was read
+ * (cachetier_obj_prefetch_range, CACHETIER_PF_EVICT). Start after the
+ * namespace is built; stop after cachetier_cancel (accepts a fetcher that
+ * never started). */
+void fs_plan_fetch_start(struct fs *fs);
+void fs_plan_fetch_stop(struct fs *fs);
 /* Sums over the plans now, for stats. */
 struct fs_plan_totals {
 	uint64_t plans, paths, missing, read, position, bytes;

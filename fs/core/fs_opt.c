@@ -55,6 +55,13 @@ static const struct fs_opt mount_opts[] = {
      * from a reader that reads shards in order */
     {"prefetch-shards", 0, FS_OPT_UINT, CFG(prefetch_shards), 0, "2", 0, 1024, "N",
      "shards fetched ahead of a reader that reads shards in order (0: off)"},
+    /* a plan's paths are fetched ahead of its reader at every
+     * connection's rate: 256M keeps all 32 default connections busy for
+     * seconds ahead of a reader of small samples (32 x 100 KB is 3 MB),
+     * and a quarter of the cache leaves room for what is read meanwhile */
+    {"plan-lookahead", 0, FS_OPT_SIZE, CFG(plan_lookahead_bytes), 0, "256M", 0, NOLIMIT, "SIZE",
+     "bytes of planned paths (.shardfs/control 'plan', shardfs plan) fetched ahead of their "
+     "readers, split over the plans; at most a quarter of --cache-size (0: no fetching ahead)"},
     /* a dataset that fits in the cache is worth fetching at once, at the
      * link's full rate, instead of at the pace of the first epoch's
      * reads; 90 % leaves room for readers and other datasets */

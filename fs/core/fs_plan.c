@@ -41,6 +41,7 @@ struct fs_plan {
 	 * next extent after i with the same key (PLAN_NONE: none) */
 	uint32_t *slots, nslots, *next;
 	atomic_uchar *done; /* per extent: 1 once marked read */
+	uint64_t *cum;	    /* cum[i]: bytes of extents [0, i), for i in [0, n] */
 	atomic_uint nread, position;
 };
 
@@ -70,6 +71,7 @@ static void plan_free(struct fs_plan *p)
 	free(p->slots);
 	free(p->next);
 	free((void *)p->done);
+	free(p->cum);
 	free(p);
 }
 
@@ -90,12 +92,16 @@ static int plan_index(struct fs_plan *p)
 	p->slots = calloc(p->nslots, sizeof(*p->slots));
 	p->next = malloc((p->n ? p->n : 1) * sizeof(*p->next));
 	p->done = calloc(p->n ? p->n : 1, sizeof(*p->done));
+	p->cum = malloc(((size_t)p->n + 1) * sizeof(*p->cum));
 	/* last[s]: the last extent seen so far of the key in slot s */
 	last = malloc(p->nslots * sizeof(*last));
-	if (!p->slots || !p->next || !p->done || !last) {
+	if (!p->slots || !p->next || !p->done || !p->cum || !last) {
 		free(last);
 		return -ENOMEM;
 	}
+	p->cum[0] = 0;
+	for (uint32_t i = 0; i < p->n; i++)
+		p->cum[i + 1] = p->cum[i] + p->ext[i].len;
 	for (uint32_t i = 0; i < p->n; i++) {
 		uint32_t s = key_slot(p->ext[i].key, p->nslots);
 
@@ -576,6 +582,11 @@ uint32_t fs_plan_ahead(const struct fs_plan *p, uint32_t *from, struct fs_plan_e
 	}
 	*from = i;
 	return n;
+}
+
+uint64_t fs_plan_bytes_before(const struct fs_plan *p, uint32_t i)
+{
+	return p->cum[i < p->n ? i : p->n];
 }
 
 void fs_plan_totals(struct fs *fs, struct fs_plan_totals *t)

@@ -223,6 +223,7 @@ static int mount_run(struct fs *fs, int ready_fd)
 			return err;
 	}
 	fs_warm_start(fs);
+	fs_plan_fetch_start(fs);
 	err = fs_ll_run(fs, ready_fd);
 	if (err < 0 && ready_fd >= 0)
 		fprintf(stderr, "shardfs: cannot mount at %s (see above)\n", fs->cfg.mountpoint);
@@ -368,6 +369,7 @@ static int cmd_mount(int argc, char **argv)
 	backend_cancel(fs.be);
 	cachetier_cancel(fs.ct);
 	fs_warm_stop(&fs);
+	fs_plan_fetch_stop(&fs);
 	fs_if_free(&fs);
 	fs_shards_release(&fs);
 	fs_ns_free(&fs);

@@ -14,8 +14,12 @@ GROUP:
              (the CLI resolves one), a missing FILE, a directory, a FIFO (no hang), a file
              inside the mount, a bad name; .shardfs/plans is not listed
   bigger     an nginx source with --cache-size 8M and a plan of 24 MiB of raw shards: taken
-             whole, fetching nothing; reading the shards in plan order hits every path with
-             exact bytes
+             whole, fetching ahead exactly a quarter of the cache (the first 2 MiB of the
+             first shard); reading the shards in plan order hits every path with exact bytes
+  ahead      fetching ahead along plans of members, nginx source, --plan-lookahead 1500K, sidecar
+             indexes: exact paths, bytes and units handed over and fetched at publish and
+             after every read in plan order; every planned read a hit; a second plan gets
+             half the lookahead
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -277,7 +281,8 @@ def group_semantics(env, ck):
 
 
 def group_bigger(env, ck):
-    """A plan bigger than the cache is taken whole and fetches nothing by itself."""
+    """A plan bigger than the cache is taken whole; what is fetched ahead is a quarter of the
+    cache."""
     src = env.path('src')
     os.makedirs(src)
     rng = random.Random(3)
@@ -308,7 +313,16 @@ def group_bigger(env, ck):
             ck.ok(st['plan_bytes'] > st['cache_bytes_limit'],
                   'the plan (%d) is bigger than the cache (%d)'
                   % (st['plan_bytes'], st['cache_bytes_limit']))
-            ck.eq('publishing fetched nothing', st['bytes_fetched'], before['bytes_fetched'])
+            # the fetcher hands over a quarter of the cache: the first 2 MiB of the first
+            # shard in plan order, fetched as exactly that
+            share = st['cache_bytes_limit'] // 4
+            st = ml.poll(lambda: (lambda s: s['plan_fetch_bytes'] == share and
+                                  s['bytes_fetched'] - before['bytes_fetched'] == share and
+                                  s['fills_inflight'] == 0 and s)(m.stats())) or m.stats()
+            ck.eq('publishing hands over the lookahead (paths, bytes)',
+                  (st['plan_fetch_paths'], st['plan_fetch_bytes']), (1, share))
+            ck.eq('publishing fetched the lookahead', st['bytes_fetched'] - before['bytes_fetched'],
+                  share)
             for i, n in enumerate(order):
                 ck.eq('bytes of %s' % n, hashlib.md5(read(os.path.join(m.mnt, n))).hexdigest(),
                       digests[n])
@@ -323,7 +337,157 @@ def group_bigger(env, ck):
         ng.stop()
 
 
-GROUPS = {'semantics': group_semantics, 'bigger': group_bigger}
+UNIT = 64 * 1024  # the cache tier's unit of range fills (default --chunk-size 8M / 128)
+
+
+class Ahead:
+    """What the fetcher should have handed over: per plan, the extents (shard, data offset,
+    length) in plan order and the lookahead; the units (64 KiB) that covers."""
+
+    def __init__(self, ext, share, shard_size):
+        self.ext, self.share, self.shard_size = ext, share, shard_size
+        self.cum = [0]
+        for x in ext:
+            self.cum.append(self.cum[-1] + x[2])
+
+    def handed(self, position):
+        """(paths, bytes, units) handed over once the reader's position (1 + the furthest
+        extent read; each read in plan order) is position: every extent starting before
+        cum[position] + share, the last one cut at that end."""
+        limit = self.cum[position] + self.share
+        paths = nbytes = 0
+        units = set()
+        for i, (shard, off, ln) in enumerate(self.ext):
+            if self.cum[i] >= limit:
+                break
+            take = min(ln, limit - self.cum[i])
+            paths += 1
+            nbytes += take
+            units.update((shard, u) for u in range(off // UNIT, (off + take - 1) // UNIT + 1))
+        return paths, nbytes, units
+
+    def unit_bytes(self, units):
+        return sum(min(UNIT, self.shard_size[s] - u * UNIT) for s, u in units)
+
+
+def group_ahead(env, ck):
+    """Fetching ahead along a plan, --plan-lookahead 1500K (a cache of 64M, which evicts
+    nothing here; --warm off: the dataset fits; --chunk-size 512K: reads of one 8 MB shard
+    land within a chunk of each other, which the cache tier takes for a sequential reader
+    skipping small members, and it would read ahead;
+    nothing here: a unit two members share is then fetched once): publishing hands exactly the planned
+    extents within it to the cache tier, which fetches exactly their units; each read in plan
+    order moves it on; every read of a planned path is then a hit with exact bytes; a second
+    plan halves each plan's share."""
+    src = env.path('src')
+    os.makedirs(src)
+    rng = random.Random(11)
+    members, shard_size = [], {}
+    for s in range(4):
+        name = 'shard-%06d.tar' % s
+        with tarfile.open(os.path.join(src, name), 'w', format=tarfile.GNU_FORMAT) as tf:
+            # 80 members of ~100 KB: a shard is one chunk (8 MiB) and does not fit in the
+            # cache, so a read fills the units it reads, not the whole shard
+            for k in range(80):
+                add(tf, 'k%d_%02d.bin' % (s, k), rng.randbytes(rng.randrange(60000, 140000)))
+        shard_size[name] = os.path.getsize(os.path.join(src, name))
+        with tarfile.open(os.path.join(src, name)) as tf:
+            ms = tf.getmembers()
+        # not the first 2 and last 3 members: the sidecar's check reads the shard's ends
+        for ti in ms[2:-3]:
+            members.append((name, 'shard-%06d/%s' % (s, ti.name), ti.offset_data, ti.size))
+    r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('icache'), src])
+    ck.eq('shardfs index --sidecar rc', r.returncode, 0)
+    rng.shuffle(members)
+    plan_a, plan_b = members[:70], members[70:100]
+    ng = web.Nginx(env.path('nginx'), src).start()
+    try:
+        with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'),
+                      extra=['--cache-size', '64M', '--plan-lookahead', '1500K', '--chunk-size', '512K',
+                             '--warm', 'off']) as m:
+            for s in range(4):
+                os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
+            st0 = m.stats()
+            ck.eq('indexes from the sidecars', st0['index_sidecar'], 4)
+            share = 1500 * 1024
+            a = Ahead([(x[0], x[2], x[3]) for x in plan_a], share, shard_size)
+
+            def settled(paths, nbytes, units):
+                want = st0['bytes_fetched'] + a.unit_bytes(units)
+
+                def done():
+                    st = m.stats()
+                    return (st['plan_fetch_paths'] == paths and st['plan_fetch_bytes'] == nbytes
+                            and st['bytes_fetched'] >= want and st['fills_inflight'] == 0
+                            and st) or None
+                st = ml.poll(done) or m.stats()
+                return st, want
+
+            pf = env.path('plan-a')
+            with open(pf, 'w') as f:
+                f.write(''.join(x[1] + '\n' for x in plan_a))
+            ck.eq('plan rc', ctl(m.mnt, 'plan a ' + pf), None)
+            paths, nbytes, units = a.handed(0)
+            st, want = settled(paths, nbytes, units)
+            ck.ok(0 < paths < len(plan_a), 'the lookahead (%d) holds part of the plan: %d of %d'
+                  % (share, paths, len(plan_a)))
+            ck.eq('handed over at publish (paths, bytes)',
+                  (st['plan_fetch_paths'], st['plan_fetch_bytes']), (paths, nbytes))
+            ck.eq('fetched at publish: exactly their units', st['bytes_fetched'], want)
+            for i, x in enumerate(plan_a):
+                with open(os.path.join(m.mnt, x[1]), 'rb') as f:
+                    got = f.read()
+                with open(os.path.join(src, x[0]), 'rb') as f:
+                    f.seek(x[2])
+                    ref = f.read(x[3])
+                if got != ref:
+                    ck.fail('bytes of %s (plan index %d)' % (x[1], i))
+                p2, b2, u2 = a.handed(i + 1)
+                units |= u2
+                st, want = settled(p2, b2, units)
+                if (st['plan_fetch_paths'], st['plan_fetch_bytes'], st['bytes_fetched']) != \
+                        (p2, b2, want):
+                    ck.fail('after reading plan index %d: handed %d paths, %d bytes, fetched '
+                            '%d; want %d, %d, %d (%s)'
+                            % (i, st['plan_fetch_paths'], st['plan_fetch_bytes'],
+                               st['bytes_fetched'], p2, b2, want,
+                               ', '.join('%s %d' % (k, st[k] - st0[k]) for k in (
+                                   'cache_misses', 'readahead_fills', 'shard_prefetches',
+                                   'evictions', 'evicted_bytes', 'prefetch_withdrawn'))))
+                    break
+            st = m.stats()
+            ck.eq('every planned read a hit: misses', st['cache_misses'], st0['cache_misses'])
+            ck.eq('plan_hits', st['plan_hits'], len(plan_a))
+            ck.eq('handed over: every path once', st['plan_fetch_paths'], len(plan_a))
+            ck.eq('fetched: the planned units once', st['bytes_fetched'],
+                  st0['bytes_fetched'] + a.unit_bytes(units))
+            ck.eq('read_errors', st['read_errors'], 0)
+            # two plans: each gets half of the lookahead
+            st1 = st
+            b = Ahead([(x[0], x[2], x[3]) for x in plan_b], share // 2, shard_size)
+            pfb = env.path('plan-b')
+            with open(pfb, 'w') as f:
+                f.write(''.join(x[1] + '\n' for x in plan_b))
+            ck.eq('plan b rc', ctl(m.mnt, 'plan b ' + pfb), None)
+            pb, bb, _ = b.handed(0)
+
+            def b_handed():
+                st = m.stats()
+                return (st['plan_fetch_paths'] - st1['plan_fetch_paths'] >= pb and
+                        st['fills_inflight'] == 0 and st) or None
+            st = ml.poll(b_handed) or m.stats()
+            ck.eq('plan b with half the lookahead (paths, bytes)',
+                  (st['plan_fetch_paths'] - st1['plan_fetch_paths'],
+                   st['plan_fetch_bytes'] - st1['plan_fetch_bytes']), (pb, bb))
+            log('plan a: %d paths, %d bytes, lookahead %d: fetched %d bytes in %d fills, %d '
+                'evictions' % (len(plan_a), a.cum[-1], share,
+                               st1['bytes_fetched'] - st0['bytes_fetched'],
+                               st1['fills'] - st0['fills'], st1['evictions']))
+    finally:
+        ng.stop()
+
+
+GROUPS = {'semantics': group_semantics, 'bigger': group_bigger, 'ahead': group_ahead}
 
 
 def main():

@@ -796,6 +796,34 @@ static void test_prefetch_range(void)
 	cachetier_obj_unref(o);
 	cachetier_close(ct);
 
+	/* ranges of one object far apart, asked one after the other, fetch
+	 * their own units only (not what lies between): 2 units of chunk 20
+	 * and 1 of chunk 50, in 2 requests; a range fetched already adds
+	 * nothing */
+	ct = tier(be, "c-range-apart", 1ull << 30, 4);
+	o = obj(ct, be, NOBJ);
+	CHECK(cachetier_obj_prefetch_range(o, 20 * CHUNK, CHUNK / 8 + 1, CACHETIER_PF_EVICT) == 0 &&
+		  cachetier_obj_prefetch_range(o, 50 * CHUNK + 5, 10, CACHETIER_PF_EVICT) == 0,
+	      "two ranges");
+	CHECK(prefetch_ended(o), "range prefetches did not end");
+	CHECK(cachetier_obj_prefetch_range(o, 20 * CHUNK, CHUNK / 8, CACHETIER_PF_EVICT) == 0,
+	      "again");
+	CHECK(prefetch_ended(o), "range prefetch did not end");
+	fills_idle(ct);
+	stats(ct, &st);
+	CHECK(st.bytes_fetched == 3 * (CHUNK / 8) && st.fills == 2 &&
+		  cachetier_obj_cached_bytes(o) == 3 * (CHUNK / 8),
+	      "ranges apart: fetched %llu bytes in %llu fills, want %u in 2",
+	      (unsigned long long)st.bytes_fetched, (unsigned long long)st.fills, 3 * (CHUNK / 8));
+	CHECK(read_check(o, NOBJ, 20 * CHUNK, CHUNK / 4, 1) == 0 &&
+		  read_check(o, NOBJ, 50 * CHUNK, CHUNK / 8, 1) == 0,
+	      "reads of the ranges");
+	stats(ct, &st);
+	CHECK(st.misses == 0 && st.bytes_fetched == 3 * (CHUNK / 8),
+	      "ranges apart read: %llu misses", (unsigned long long)st.misses);
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+
 	/* PF_FIT into a cache of 3 chunks: 3 of the 6 asked fit, 3 are skipped */
 	ct = tier(be, "c-range-fit", 3 * CHUNK, 4);
 	o = obj(ct, be, NOBJ);
