@@ -30,6 +30,15 @@ baseline<TAB>unit<TAB>ratio<TAB>goal<TAB>goal_ge"; lib_bench.py puts them in the
              bytes fetched / bytes read during the epoch (the mount's index build before it is
              logged; goal <= 2: random misses fill only their units), and
              the epoch's rate vs the link's rate for the bytes it reads (N x rate; report)
+  plan       the sampler's plan (python/shardfs plan_dataloader; README "Reading plans"), with
+             --cache-size a quarter of the data set: two shuffled ImageFolder epochs (DataLoader
+             shuffle=True, num_workers=2; a new permutation each) in one mount with the plan vs
+             without, the first cold (goal >= 3; ratio: time without / time with) and the
+             second with what the cache holds (report; the kernel's page cache is dropped
+             between epochs when run as root, so the second reads through the mount); the planned cold epoch vs the most the
+             link and the machine allow: the larger of the link's time for the bytes the epoch
+             reads (N x rate) and the same epoch over a local-source mount of the shards
+             (goal >= 0.9); and bytes fetched / bytes read in each epoch (report)
   scaling    `shardfs prefetch` with --connections 8, 16, 32, 64 on an emulator at
              --scale-rate-mb per connection: MB/s vs C x rate (goal >= 0.9), with the CPU use
              of the daemon, the emulator and the machine (what limits it)
@@ -52,7 +61,8 @@ ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
 PY = '/usr/bin/python3'
 HZ = os.sysconf('SC_CLK_TCK')
 MOUNT_OPTS = []
-ROWS = ['emulator', 'prefetch', 'cat', 'readers4', 'imagefolder', 'smallcache', 'scaling']
+ROWS = ['emulator', 'prefetch', 'cat', 'readers4', 'imagefolder', 'smallcache', 'plan',
+        'scaling']
 
 
 def log(*a):
@@ -477,6 +487,96 @@ def w_smallcache(a, emu):
          med(rates) / med(bounds), 'report')
 
 
+EPOCHS = r'''
+import sys, time
+import torch
+from torchvision import datasets, transforms
+sys.path.insert(0, sys.argv[4])
+import shardfs
+ds = datasets.ImageFolder(sys.argv[1], transform=transforms.PILToTensor())
+dl = torch.utils.data.DataLoader(ds, batch_size=32, num_workers=2, shuffle=True)
+if sys.argv[2] == '1':
+    shardfs.plan_dataloader(dl, strict=True)
+for e in range(int(sys.argv[3])):
+    t = time.monotonic()
+    n = 0
+    for x, _ in dl:
+        n += len(x)
+    print('%d %.4f' % (n, time.monotonic() - t), flush=True)
+    # the mount's counters between epochs (read by the parent on this line)
+    sys.stdin.readline()
+'''
+
+
+def drop_caches():
+    try:
+        os.sync()
+        with open('/proc/sys/vm/drop_caches', 'w') as f:
+            f.write('3\n')
+    except OSError:
+        pass
+
+
+def epochs_in(m, plan, n):
+    """Run n epochs over mount m (plan: with plan_dataloader); per epoch (samples, seconds,
+    bytes fetched, bytes read)."""
+    p = subprocess.Popen([PY, '-c', EPOCHS, m.mnt, '1' if plan else '0', str(n),
+                          os.path.join(ROOT, 'python')], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    out = []
+    keys = ('bytes_fetched', 'read_bytes', 'cache_misses', 'cache_hits', 'prefetch_withdrawn')
+    c0 = [int(m.stat(k)) for k in keys]
+    for _ in range(n):
+        k, secs = p.stdout.readline().split()
+        c1 = [int(m.stat(k)) for k in keys]
+        out.append((int(k), float(secs), c1[0] - c0[0], c1[1] - c0[1]))
+        log('epoch: %s samples, %s s; %s' % (k, secs, ', '.join(
+            '%s %d' % (keys[i], c1[i] - c0[i]) for i in range(len(keys)))))
+        c0 = c1
+        # the next epoch reads through the mount, not the kernel's page cache of the files
+        # the last one read (as on a node whose RAM holds less than the data set)
+        drop_caches()
+        p.stdin.write('\n')
+        p.stdin.flush()
+    if p.wait() != 0:
+        raise RuntimeError('epochs failed')
+    return out
+
+
+def w_plan(a, emu):
+    size = '%dM' % (a.total // 4 // 1048576)
+    opts = ('--layout', 'imagefolder', '--cache-size', size)
+    res = {}
+    for side in ('plan', 'none'):
+        settle()
+        m = Mount(a, emu.url(a.brace), opts)
+        res[side] = epochs_in(m, side == 'plan', 2)
+        log('%s: epochs %s, plan_fetch_bytes %s, evicted %s' % (
+            side, res[side], m.stat('plan_fetch_bytes'), m.stat('evicted_bytes')))
+        m.umount()
+    settle()
+    local = Mount(a, a.shard_dir, ('--layout', 'imagefolder'))
+    lk = epochs_in(local, False, 1)[0]
+    local.umount()
+    pl, no = res['plan'], res['none']
+    link_s = pl[0][3] / (a.n * a.rate_mb * 1e6)
+    bound = max(link_s, lk[1])
+    log('plan bound: link %.2f s for %d bytes, local-source epoch %.2f s' % (link_s, pl[0][3],
+                                                                           lk[1]))
+    o = '--layout imagefolder --cache-size ' + size
+    emit('L7a. cold shuffled epoch, cache 1/4 of the data: with the sampler\'s plan vs without',
+         o, pl[0][1], no[0][1], 's', no[0][1] / pl[0][1], '>= 3', 3)
+    emit('L7b. the planned cold epoch vs max(link time for its bytes %.1f s, local-source epoch '
+         '%.1f s)' % (link_s, lk[1]), o, pl[0][1], bound, 's', bound / pl[0][1], '>= 0.9', 0.9)
+    emit('L7c. second epoch, new permutation, cache holding part: with plan vs without', o,
+         pl[1][1], no[1][1], 's', no[1][1] / pl[1][1], 'report')
+    for i in (0, 1):
+        for side, r in (('with', pl), ('without', no)):
+            emit('L7d. bytes fetched / bytes read, epoch %d %s the plan' % (i + 1, side), o,
+                 r[i][2] / max(r[i][3], 1), None, 'x', r[i][2] / max(r[i][3], 1),
+                 '<= 2.0' if side == 'without' else 'report')
+
+
 def schedule_bound(a, c, rate_mb):
     """MB/s of a perfect fill of the data set by c connections at rate_mb each, whole chunks
     of --chunk-size in prefetch order, each paying the per-request delay: the most any
@@ -576,7 +676,8 @@ def main():
         try:
             for name, fn in (('emulator', w_emulator), ('prefetch', w_prefetch),
                              ('cat', w_cat), ('readers4', w_readers4),
-                             ('imagefolder', w_imagefolder), ('smallcache', w_smallcache)):
+                             ('imagefolder', w_imagefolder), ('smallcache', w_smallcache),
+                             ('plan', w_plan)):
                 if name in only:
                     log(name)
                     fn(a, emu)
