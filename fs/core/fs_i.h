@@ -436,7 +436,7 @@ void fs_learn_all(struct fs *fs);
  * listing (readdirplus) from entry from is about to show. Takes ns_lock
  * itself; call without it. */
 #define FS_LEARN_AHEAD 4096
-#define FS_LEARN_NEAR  64
+#define FS_LEARN_NEAR  (FS_LEARN_AHEAD / 2)
 void fs_dir_learn(struct fs *fs, uint32_t dir, uint32_t from);
 /* 1 when ino is an object or a shard's directory whose object is not known
  * yet (a listing shows its name without attributes). */
