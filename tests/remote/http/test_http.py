@@ -849,6 +849,32 @@ def group_lazy(env, ck, ng, src, shards, refs):
         ck.eq('lazy (c): shard-000003.tar, replaced before its first access',
               ml.read_all(os.path.join(m.mnt, 'shard-000003.tar')), new3)
 
+    # (e) 3000 names (6000 entries, more than one batch of a listing), every 97th missing:
+    # 'ls -l' shows exactly the others with their sizes, asking for each name once
+    many = os.path.join(src, 'many')
+    os.makedirs(many, exist_ok=True)
+    sizes = {}
+    for i in range(3000):
+        if i % 97 != 96:
+            n = 'm-%06d.tar' % i
+            with open(os.path.join(many, n), 'wb') as f:
+                f.write(b'%d\n' % i * (1 + i % 7))
+            os.chmod(os.path.join(many, n), 0o644)
+            sizes[n] = os.path.getsize(os.path.join(many, n))
+    os.chmod(many, 0o755)
+    before = len(ng.requests())
+    with ml.Mount(env, ng.url('files/many/m-{000000..002999}.tar'),
+                  cache_dir=env.path('cache-lazy-e'), extra=opts) as m:
+        got = lazy_ls_l(m.mnt)
+        ck.eq('lazy (e): ls -l of 3000 names', {n: v[1] for n, v in got.items() if not v[0]},
+              sizes)
+        ck.eq('lazy (e): member directories', sorted(n for n, v in got.items() if v[0]),
+              sorted(n[:-4] for n in sizes))
+        ck.eq('lazy (e): requests', methods(ng.requests()[before:]), {'GET': 1, 'HEAD': 3000})
+        st = m.stats()
+        ck.eq('lazy (e): brace_missing', st.get('brace_missing'), 3000 - len(sizes))
+        ck.eq('lazy (e): brace_learned', st.get('brace_learned'), len(sizes))
+
     # (d) the server down: what mount (a) learned is kept for an offline mount
     ng.stop()
     try:
