@@ -461,8 +461,18 @@ static void prefetch_one(struct fs *fs, uint32_t obj, struct pf_collect *c, int 
 		c->v[c->n++] = obj;
 		return;
 	}
-	if (atomic_load(&fs_obj(fs, obj)->known) == FS_INFO_MISSING)
+	switch (atomic_load(&fs_obj(fs, obj)->known)) {
+	case FS_INFO_MISSING:
 		return; /* a brace pattern's name the store does not have */
+	case FS_INFO_LAZY:
+		/* its size could not be learned (the store is down): no HEAD
+		 * under ns_lock; a failed prefetch, as fs_obj_prefetch's */
+		fs->c.prefetch_requests++;
+		fs->c.prefetch_errors++;
+		return;
+	default:
+		break;
+	}
 	if (fs_obj_prefetch(fs, obj) == 0)
 		(*n)++;
 }
@@ -522,6 +532,8 @@ static int prefetch_path_locked(struct fs *fs, const char *path, size_t len, str
 			}
 			if (atomic_load(&fs_obj(fs, obj)->known) == FS_INFO_MISSING)
 				return -ENOENT;
+			if (atomic_load(&fs_obj(fs, obj)->known) == FS_INFO_LAZY)
+				return -EIO; /* not learned: the store is down */
 			if (fs_obj_prefetch(fs, obj) < 0)
 				return -EIO;
 			return j < len ? 1 : 0;

@@ -737,6 +737,15 @@ def methods(lines):
     return out
 
 
+def logged(ng, before, m):
+    """nginx's access log lines since line before, once there are as many as the daemon of
+    Mount m made requests (store_requests: nginx writes a line after its response is sent, so
+    a line may come a moment after the daemon has the answer)."""
+    n = m.stats().get('store_requests')
+    ml.poll(lambda: len(ng.requests()) - before >= n, what='%d requests in the access log' % n)
+    return ng.requests()[before:]
+
+
 def lazy_ls_l(mnt):
     """{name: (is_dir, size)} of the root as 'ls -l' sees it (readdirplus, then lstat)."""
     out = {}
@@ -761,7 +770,7 @@ def group_lazy(env, ck, ng, src, shards, refs):
     logf = env.path('lazy-a.log')
     before = len(ng.requests())
     with ml.Mount(env, pattern, cache_dir=cache, extra=opts + ['--log-file', logf]) as m:
-        reqs = ng.requests()[before:]
+        reqs = logged(ng, before, m)
         ck.eq('lazy mount: requests before first access', methods(reqs), {'GET': 1})
         ck.ok(len(reqs) == 1 and 'GET /files/train/shard-000000.tar ' in reqs[0],
               'lazy mount: the one request is not the probe of the first name: %r' % reqs)
@@ -774,7 +783,7 @@ def group_lazy(env, ck, ng, src, shards, refs):
         want = {n: (False, size_of(n)) for n in have}
         want.update({n[:-4]: (True, got.get(n[:-4], (True, 0))[1]) for n in have})
         ck.eq('lazy ls -l: names, kinds and sizes', got, want)
-        reqs = ng.requests()[before:]
+        reqs = logged(ng, before, m)
         ck.eq('lazy ls -l: requests', methods(reqs), {'GET': 1, 'HEAD': 8})
         ck.eq('lazy ls -l: each name asked once',
               sorted(r.split('"')[1].split(' ')[1] for r in reqs if '"HEAD ' in r),
@@ -793,7 +802,7 @@ def group_lazy(env, ck, ng, src, shards, refs):
                     ck.eq('lazy: stat %s' % p, e.errno, errno.ENOENT)
         check_shards(ck, 'lazy', m.mnt, src, ['train/' + n for n in have], refs,
                      key_of=lambda s: os.path.basename(s))
-        ck.eq('lazy: no HEAD after the listing', methods(ng.requests()[before:]).get('HEAD'), 8)
+        ck.eq('lazy: no HEAD after the listing', methods(logged(ng, before, m)).get('HEAD'), 8)
         ck.eq('lazy: brace_missing at the end', m.stats().get('brace_missing'), 4)
     with open(logf, errors='replace') as f:
         lines = [ln for ln in f if 'not on the server' in ln]
@@ -810,14 +819,27 @@ def group_lazy(env, ck, ng, src, shards, refs):
                 ck.fail('lazy (b): %s exists' % p)
             except OSError as e:
                 ck.eq('lazy (b): stat %s' % p, e.errno, errno.ENOENT)
-        ck.eq('lazy (b): requests', methods(ng.requests()[before:]), {'GET': 1, 'HEAD': 1})
+        ck.eq('lazy (b): requests', methods(logged(ng, before, m)), {'GET': 1, 'HEAD': 1})
         ck.eq('lazy (b): brace_missing', m.stats().get('brace_missing'), 1)
         ck.eq('lazy (b): brace_learned', m.stats().get('brace_learned'), 0)
         got = sorted(os.listdir(m.mnt))
         ck.eq('lazy (b): listing', got, sorted(have + [n[:-4] for n in have]))
         ck.eq('lazy (b): brace_missing after the listing', m.stats().get('brace_missing'), 4)
-        ck.eq('lazy (b): requests after the listing', methods(ng.requests()[before:]),
+        ck.eq('lazy (b): requests after the listing', methods(logged(ng, before, m)),
               {'GET': 1, 'HEAD': 8})
+    # a prefetch of a fresh mount learns the names it needs at once, skips the missing ones
+    before = len(ng.requests())
+    with ml.Mount(env, pattern, cache_dir=env.path('cache-lazy-pf'), extra=opts) as m:
+        rc, err, out = run_cli(env, ['prefetch', m.mnt])
+        ck.eq('lazy prefetch: exit', rc, 0)
+        st = m.stats()
+        ck.eq('lazy prefetch: prefetch_bytes', st.get('prefetch_bytes'),
+              sum(size_of(n) for n in have))
+        ck.eq('lazy prefetch: prefetch_cached_bytes', st.get('prefetch_cached_bytes'),
+              sum(size_of(n) for n in have))
+        ck.eq('lazy prefetch: prefetch_errors', st.get('prefetch_errors'), 0)
+        ck.eq('lazy prefetch: brace_missing', st.get('brace_missing'), 4)
+        ck.eq('lazy prefetch: HEADs', methods(logged(ng, before, m)).get('HEAD'), 8)
 
     # (c) shards replaced on the server under the mount: never wrong bytes
     with ml.Mount(env, pattern, cache_dir=env.path('cache-lazy-c'), extra=opts) as m:
@@ -870,7 +892,7 @@ def group_lazy(env, ck, ng, src, shards, refs):
               sizes)
         ck.eq('lazy (e): member directories', sorted(n for n, v in got.items() if v[0]),
               sorted(n[:-4] for n in sizes))
-        ck.eq('lazy (e): requests', methods(ng.requests()[before:]), {'GET': 1, 'HEAD': 3000})
+        ck.eq('lazy (e): requests', methods(logged(ng, before, m)), {'GET': 1, 'HEAD': 3000})
         st = m.stats()
         ck.eq('lazy (e): brace_missing', st.get('brace_missing'), 3000 - len(sizes))
         ck.eq('lazy (e): brace_learned', st.get('brace_learned'), len(sizes))
