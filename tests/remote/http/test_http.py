@@ -827,6 +827,23 @@ def group_lazy(env, ck, ng, src, shards, refs):
         ck.eq('lazy (b): brace_missing after the listing', m.stats().get('brace_missing'), 4)
         ck.eq('lazy (b): requests after the listing', methods(logged(ng, before, m)),
               {'GET': 1, 'HEAD': 8})
+        # a missing name appears on the server: a refresh asks for the missing names again
+        late = os.path.join(src, 'train', missing[1])
+        shutil.copyfile(os.path.join(src, 'train', have[0]), late)
+        os.chmod(late, 0o644)
+        try:
+            rc, err, out = run_cli(env, ['refresh', m.mnt])
+            ck.eq('lazy (b): refresh exit', rc, 0)
+            ck.ok(': 0 new, 0 removed, 4 changed; ' in out, 'lazy (b): refresh summary %r' % out)
+            ck.eq('lazy (b): the late shard after the refresh',
+                  ml.read_all(os.path.join(m.mnt, missing[1])),
+                  open(os.path.join(src, 'train', have[0]), 'rb').read())
+            ck.eq('lazy (b): listing after the refresh', sorted(os.listdir(m.mnt)),
+                  sorted(have + [n[:-4] for n in have] + [missing[1], missing[1][:-4]]))
+            ck.eq('lazy (b): brace_missing after the refresh', m.stats().get('brace_missing'),
+                  4 + 3)
+        finally:
+            os.unlink(late)
     # a prefetch of a fresh mount learns the names it needs at once, skips the missing ones
     before = len(ng.requests())
     with ml.Mount(env, pattern, cache_dir=env.path('cache-lazy-pf'), extra=opts) as m:
