@@ -31,7 +31,10 @@ GROUP:
             logged and counted in brace_missing, and left out of listings; 'ls -l' of the root
             learns all 8 with 8 HEADs and shows exact sizes; a shard replaced with another size
             after its size was learned gives ESTALE then the new bytes, never wrong bytes; one
-            replaced before its first access reads the new bytes; the sizes learned are kept
+            replaced before its first access reads the new bytes; a refresh asks for missing
+            names again (one that appeared reads exactly); a prefetch and the default warm
+            learn the sizes they need (8 HEADs) and fetch exactly the 4 shards; 3000 names
+            with every 97th missing list exactly with one HEAD each; the sizes learned are kept
             for a mount that finds the server down (exact bytes from the cache), and a mount
             with nothing kept fails and says why
 
@@ -887,6 +890,18 @@ def group_lazy(env, ck, ng, src, shards, refs):
         ck.eq('lazy (c): new size', os.stat(p2).st_size, len(new2))
         ck.eq('lazy (c): shard-000003.tar, replaced before its first access',
               ml.read_all(os.path.join(m.mnt, 'shard-000003.tar')), new3)
+
+    # (f) the default --warm auto: the warm thread learns the sizes (8 HEADs), then warms
+    before = len(ng.requests())
+    with ml.Mount(env, pattern, cache_dir=env.path('cache-lazy-f')) as m:
+        ml.poll(lambda: m.stats().get('warm_state') in (2, 3), what='the warm to end')
+        st = m.stats()
+        total = sum(size_of(n) for n in have)
+        ck.eq('lazy warm: warm_state', st.get('warm_state'), 2)
+        ck.eq('lazy warm: warm_bytes_wanted', st.get('warm_bytes_wanted'), total)
+        ck.eq('lazy warm: warm_bytes_done', st.get('warm_bytes_done'), total)
+        ck.eq('lazy warm: brace_missing', st.get('brace_missing'), 4)
+        ck.eq('lazy warm: HEADs', methods(logged(ng, before, m)).get('HEAD'), 8)
 
     # (e) 3000 names (6000 entries, more than one batch of a listing), every 97th missing:
     # 'ls -l' shows exactly the others with their sizes, asking for each name once
