@@ -54,7 +54,7 @@ static void learn_apply(struct fs *fs, uint32_t obj, const struct backend_objinf
 		pthread_mutex_unlock(&o->lock);
 		fs->c.brace_missing++;
 		fs_log(FS_LOG_WARN,
-		       "%s: named by the pattern but not on the server (HTTP 404): ENOENT, left "
+		       "%s: named by the pattern but not on the server: ENOENT, left "
 		       "out of listings",
 		       o->key);
 		return;
