@@ -301,10 +301,12 @@ struct fs {
 	int nq_run;		/* the notifier thread runs */
 	pthread_t nq_thread;
 
-	int no_opendir;		/* set once in init: the kernel can skip OPENDIR */
-	int offline;		/* the store was unreachable at mount: cached listing */
-	int lazy;		/* the listing gave names only (a brace pattern): objects
-				 * are FS_INFO_LAZY until fs_obj_learn; set once at build */
+	int no_opendir; /* set once in init: the kernel can skip OPENDIR */
+	int offline;	/* the store was unreachable at mount: cached listing */
+	/* a listing gave names only (a brace pattern): its objects are
+	 * FS_INFO_LAZY until fs_obj_learn; set at build, or by the first
+	 * refresh of a mount that started offline; never cleared */
+	atomic_int lazy;
 	atomic_uint last_shard; /* the shard whose members were read last (+1; 0: none) */
 	atomic_uint shard_run;	/* reads of it since the first, in a row (fs_shard_touch) */
 	uid_t uid;

@@ -884,7 +884,7 @@ static int ns_list(struct fs *fs, struct listing *l, int initial)
 	}
 	for (uint32_t i = 0; err == 0 && !fs->lazy && i < l->n; i++)
 		if (l->v[i].info.name_only)
-			fs->lazy = 1; /* before serving: a brace pattern lists names only, always */
+			fs->lazy = 1; /* a brace pattern lists names only, always */
 	/* a brace pattern's names say nothing worth keeping: the listing kept
 	 * is what the mount learned (fs_ns_keep_learned) */
 	if (err == 0 && !backend_is_local(fs->be) && !fs->lazy) {

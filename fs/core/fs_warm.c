@@ -191,7 +191,7 @@ static void *warm_main(void *arg)
 
 /* Whether to warm, from the mode, the dataset's size (of the objects
  * known), the cache's size and the disk's room; logs the decision. */
-static int warm_decide(struct fs *fs)
+static int warm_decide(struct fs *fs, int partial)
 {
 	uint64_t total = fs->total_bytes, limit = fs->cfg.cache_size_bytes;
 	uint64_t room = fs_cache_room(fs), auto_max = limit / 100 * WARM_AUTO_PERCENT;
@@ -216,7 +216,7 @@ static int warm_decide(struct fs *fs)
 			fs_log(FS_LOG_INFO,
 			       "warm: off: the dataset (%s%s) does not fit in %u%% of --cache-size "
 			       "%s and the disk's room (--warm all warms what fits)",
-			       fs->lazy ? "at least " : "", total_s, WARM_AUTO_PERCENT, limit_s);
+			       partial ? "at least " : "", total_s, WARM_AUTO_PERCENT, limit_s);
 			return 0;
 		}
 		fs_log(FS_LOG_INFO,
@@ -248,6 +248,7 @@ static void *warm_lazy_main(void *arg)
 	uint32_t n = fs->nobjs;
 	uint64_t auto_max = fs->cfg.cache_size_bytes / 100 * WARM_AUTO_PERCENT;
 	uint32_t *objs = malloc(WARM_LEARN_SLICE * sizeof(*objs));
+	int partial = 0;
 
 	fs_log(FS_LOG_INFO, "warm: asking the store for the sizes of %u objects of the pattern", n);
 	for (uint32_t i = 0; objs && i < n && !warm_stopping(fs); i += WARM_LEARN_SLICE) {
@@ -257,11 +258,13 @@ static void *warm_lazy_main(void *arg)
 			if (fs_obj_live(fs_obj(fs, k)))
 				objs[m++] = k;
 		fs_objs_learn(fs, objs, m);
-		if (fs->cfg.warm == FS_WARM_AUTO && fs->total_bytes > auto_max)
+		if (fs->cfg.warm == FS_WARM_AUTO && fs->total_bytes > auto_max) {
+			partial = i + WARM_LEARN_SLICE < n;
 			break; /* cannot fit: no need to know the rest */
+		}
 	}
 	free(objs);
-	if (warm_stopping(fs) || !warm_decide(fs)) {
+	if (warm_stopping(fs) || !warm_decide(fs, partial)) {
 		atomic_store(&fs->warm_declined, 1);
 		return NULL;
 	}
@@ -285,7 +288,7 @@ void fs_warm_start(struct fs *fs)
 	}
 	/* a brace pattern's sizes are not known yet: the thread learns them
 	 * first and decides then */
-	if (!fs->lazy && !warm_decide(fs))
+	if (!fs->lazy && !warm_decide(fs, 0))
 		return;
 	if (fs->lazy && fs->nobjs == 0)
 		return;
