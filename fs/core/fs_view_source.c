@@ -33,7 +33,7 @@ static int dir_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 		return -ESTALE; /* nothing below it any more */
 	/* no mtime known below it (a brace pattern's shards not asked for
 	 * yet): the mount's time */
-	fs_attr_dir(fs, st, ino, 0555, nlink, mtime ? mtime : fs->mount_time);
+	fs_attr_dir(fs, st, ino, 0555, nlink, mtime || !fs->lazy ? mtime : fs->mount_time);
 	return 0;
 }
 
