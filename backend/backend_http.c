@@ -353,8 +353,11 @@ static int http_stat_many(struct backend *be, const char *const *keys, size_t n,
 	for (size_t i = 0; i < n; i++) {
 		if (err[i] == 0)
 			err[i] = http_url(sb.h, keys[i], buf, sizeof(buf));
-		if (err[i] == 0)
+		if (err[i] == 0) {
 			sb.at[m++] = i;
+			err[i] = -EIO; /* until its answer: a batch stopped early (ENOMEM)
+					* leaves no key looking answered */
+		}
 	}
 	ret = head_many(sb.h, m, batch_url_of, batch_result, &sb);
 	free(sb.at);
@@ -652,6 +655,8 @@ static int http_stat(struct backend *be, const char *key, struct backend_objinfo
 	err = backend_io_head(h->io, &r);
 	if (err < 0)
 		return err;
+	if (r.dir_redirect)
+		return -EISDIR; /* a directory: no object of that name */
 	http_fill(info, key, &r);
 	return 0;
 }
