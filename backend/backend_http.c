@@ -261,9 +261,9 @@ __attribute__((format(printf, 3, 4))) static int list_fail(struct http *h, int e
 }
 
 /* The names of the pattern, after one 1-byte GET of the first that shows
- * the server answers: any HTTP answer does (a 404 too: a missing name is
- * its stat's business); a transport failure fails the listing (-EIO when
- * the server cannot be reached, so the caller's offline rules apply), and
+ * the server answers: any HTTP answer below 500 does (a 404 too: a missing
+ * name is its stat's business); no answer or 5xx to the end of the retry
+ * budget fails the listing (-EIO, so the caller's offline rules apply), and
  * so do a refusal (-EACCES), an untrusted certificate and a name that
  * redirects to a directory. */
 static int pat_list(struct http *h, backend_list_cb cb, void *arg)
@@ -287,8 +287,12 @@ static int pat_list(struct http *h, backend_list_cb cb, void *arg)
 				 "slash to mount its listing",
 				 shown, shown);
 	}
-	if (n < 0 && (!r.status || n == -EIO || n == -EACCES || n == -EKEYREJECTED ||
-		      n == -ECANCELED || n == -ENOMEM))
+	/* unreachable: no HTTP answer at all (refused connection, TLS, time
+	 * out) or 5xx until the retry budget ran out; refused: 401/403. Any
+	 * other answer, even a broken one (a 206 past its range), is the
+	 * server's: its reads will say so */
+	if (n < 0 &&
+	    (!r.status || r.status >= 500 || n == -EACCES || n == -ECANCELED || n == -ENOMEM))
 		return report(h, h->objs[0].url, &r, (int)n);
 	for (size_t i = 0; i < h->nobjs; i++) {
 		struct backend_objinfo info;
