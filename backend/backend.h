@@ -116,8 +116,9 @@ const char *backend_local_path(const struct backend *be);
  * name starts with '.' are listed too; symlinks to files are followed,
  * special files are skipped. A brace pattern lists its names without
  * asking for them (name_only), after one 1-byte GET of its first name that
- * shows the server answers (any HTTP answer, 404 too; -EIO when it cannot
- * be reached, as any listing). */
+ * shows the server answers (any HTTP answer below 500, 404 too; -EIO when
+ * it cannot be reached or answers 5xx to the end of the retry budget, as
+ * any listing; -EACCES for 401/403). */
 int backend_list(struct backend *be, backend_list_cb cb, void *arg);
 
 int backend_stat(struct backend *be, const char *key, struct backend_objinfo *info);
