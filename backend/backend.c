@@ -213,6 +213,22 @@ int backend_stat(struct backend *be, const char *key, struct backend_objinfo *in
 	return be->ops->stat(be, key, info);
 }
 
+int backend_stat_many(struct backend *be, const char *const *keys, size_t n,
+		      struct backend_objinfo *info, int *err)
+{
+	for (size_t i = 0; i < n; i++) {
+		memset(&info[i], 0, sizeof(info[i]));
+		info[i].key = keys[i];
+		err[i] = backend__key_check(keys[i]);
+	}
+	if (be->ops->stat_many)
+		return be->ops->stat_many(be, keys, n, info, err);
+	for (size_t i = 0; i < n; i++)
+		if (err[i] == 0)
+			err[i] = be->ops->stat(be, keys[i], &info[i]);
+	return 0;
+}
+
 ssize_t backend_pread(struct backend *be, const char *key, void *buf, size_t len, uint64_t off)
 {
 	return backend_pread_version(be, key, NULL, buf, len, off);

@@ -83,6 +83,11 @@ struct backend_objinfo {
 	uint32_t mode;	 /* permission bits when the store has them, else 0644 */
 	/* ETag or a stand-in (local: "size-mtime_ns-ino-ctime_ns"), NUL-terminated */
 	char etag[80];
+	/* list only: 1 when the listing knows the name and nothing else (the
+	 * names of a brace pattern, which are not asked for at listing): size,
+	 * mtime, mode and etag are 0 / "" until backend_stat_many or
+	 * backend_stat says them, and the object may not exist (-ENOENT) */
+	int name_only;
 };
 
 /* Called once per object, in no particular order. Return non-zero to stop
@@ -109,10 +114,23 @@ const char *backend_local_path(const struct backend *be);
 
 /* List every object under the source, recursively. Hidden objects whose
  * name starts with '.' are listed too; symlinks to files are followed,
- * special files are skipped. */
+ * special files are skipped. A brace pattern lists its names without
+ * asking for them (name_only), after one 1-byte GET of its first name that
+ * shows the server answers (any HTTP answer below 500, 404 too; -EIO when
+ * it cannot be reached or answers 5xx to the end of the retry budget, as
+ * any listing; -EACCES for 401/403). */
 int backend_list(struct backend *be, backend_list_cb cb, void *arg);
 
 int backend_stat(struct backend *be, const char *key, struct backend_objinfo *info);
+
+/* backend_stat of keys[0..n) at once: remote stores keep as many requests in
+ * flight as a listing does (4 per connection), local ones stat one after
+ * the other. info[i] (its key is keys[i]) and err[i] (0, or backend_stat's
+ * errno: -ENOENT for a missing object) receive each answer. Returns 0, or a
+ * negative errno when the batch could not be asked (-ENOMEM); blocks until
+ * every answer is in. */
+int backend_stat_many(struct backend *be, const char *const *keys, size_t n,
+		      struct backend_objinfo *info, int *err);
 
 /* Read up to len bytes at off. Returns bytes read (short only at the end of
  * the object) or a negative errno. */

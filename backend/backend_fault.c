@@ -12,6 +12,8 @@
  * cut_every=N    every Nth read (the same count) is cut: a streamed read
  *                (backend_read_version_cb) first hands over the first half
  *                of its range, then fails with -EIO; a pread just fails
+ * names_only=1   listing gives names only (name_only), as a brace
+ *                pattern's does; stat says the rest
  *
  * The description (which also selects the cache subdirectory) leaves the
  * fault parameters out, so mounts with and without faults share a cache.
@@ -31,16 +33,35 @@
 
 struct fault {
 	struct backend inner; /* the local store doing the work */
-	unsigned long long fail_every, delay_ms, fail_after_bytes, fail_list, cut_every;
+	unsigned long long fail_every, delay_ms, fail_after_bytes, fail_list, cut_every, names_only;
 	atomic_ullong reads, bytes;
 };
+
+struct names_only {
+	backend_list_cb cb;
+	void *arg;
+};
+
+static int names_only_cb(void *arg, const struct backend_objinfo *info)
+{
+	struct names_only *no = arg;
+	struct backend_objinfo name;
+
+	memset(&name, 0, sizeof(name));
+	name.key = info->key;
+	name.name_only = 1;
+	return no->cb(no->arg, &name);
+}
 
 static int fault_list(struct backend *be, backend_list_cb cb, void *arg)
 {
 	struct fault *f = be->impl;
+	struct names_only no = {cb, arg};
 
 	if (f->fail_list)
 		return -EIO;
+	if (f->names_only)
+		return f->inner.ops->list(&f->inner, names_only_cb, &no);
 	return f->inner.ops->list(&f->inner, cb, arg);
 }
 
@@ -163,7 +184,8 @@ int backend__fault_open(struct backend *be, const char *source, const struct bac
 		  parse_param(q + 1, "delay_ms", &f->delay_ms) < 0 ||
 		  parse_param(q + 1, "fail_after_bytes", &f->fail_after_bytes) < 0 ||
 		  parse_param(q + 1, "fail_list", &f->fail_list) < 0 ||
-		  parse_param(q + 1, "cut_every", &f->cut_every) < 0)) {
+		  parse_param(q + 1, "cut_every", &f->cut_every) < 0 ||
+		  parse_param(q + 1, "names_only", &f->names_only) < 0)) {
 		free(dir);
 		free(f);
 		return -EINVAL;

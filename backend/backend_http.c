@@ -6,7 +6,10 @@
  *     backend_brace.c), and a single URL "http://h/d/x.tar" as its
  *     one-name case: the object table is fixed at open; keys are the
  *     decoded paths after the longest common directory prefix. Listing
- *     HEADs every URL, several at once.
+ *     asks for none of them: it gives the names only (name_only), after
+ *     one 1-byte GET of the first URL that shows the server answers; sizes
+ *     and ETags come from HEADs when the caller asks (stat, stat_many:
+ *     several at once).
  *   - directory "http://h/d/" (ends in '/'): an autoindex page (nginx JSON
  *     or HTML, backend_listing.c) is fetched and subdirectories are walked;
  *     keys are the decoded names joined by '/'; a key's URL is the source
@@ -222,20 +225,6 @@ static int head_many(struct http *h, size_t n, int (*url_of)(void *arg, size_t i
 /* ------------------------------------------------------------------------ */
 /* pattern form                                                              */
 
-struct pat_list {
-	struct http *h;
-	backend_list_cb cb;
-	void *arg;
-};
-
-static int pat_url_of(void *arg, size_t i, char **url)
-{
-	struct pat_list *pl = arg;
-
-	*url = strdup(pl->h->objs[i].url);
-	return *url ? 0 : -ENOMEM;
-}
-
 static int report(struct http *h, const char *url, const struct backend_req *r, int err)
 {
 	char shown[1024];
@@ -271,24 +260,112 @@ __attribute__((format(printf, 3, 4))) static int list_fail(struct http *h, int e
 	return err;
 }
 
-static int pat_result(void *arg, size_t i, const struct backend_req *r, int err)
+/* The names of the pattern, after one 1-byte GET of the first that shows
+ * the server answers: any HTTP answer below 500 does (a 404 too: a missing
+ * name is its stat's business); no answer or 5xx to the end of the retry
+ * budget fails the listing (-EIO, so the caller's offline rules apply), and
+ * so do a refusal (-EACCES), an untrusted certificate and a name that
+ * redirects to a directory. */
+static int pat_list(struct http *h, backend_list_cb cb, void *arg)
 {
-	struct pat_list *pl = arg;
-	struct backend_objinfo info;
+	struct backend_req r;
+	char byte;
+	ssize_t n;
 
-	if (r->dir_redirect) {
+	memset(&r, 0, sizeof(r));
+	r.method = "GET";
+	r.url = h->objs[0].url;
+	r.range_off = 0;
+	r.range_len = 1;
+	n = backend_io_read(h->io, &r, &byte);
+	if (r.dir_redirect) {
 		char shown[512];
 
-		backend__url_display(pl->h->objs[i].url, shown, sizeof(shown));
-		return list_fail(pl->h, -EISDIR,
+		backend__url_display(h->objs[0].url, shown, sizeof(shown));
+		return list_fail(h, -EISDIR,
 				 "%s is a directory (the server redirects to %s/): add a trailing "
 				 "slash to mount its listing",
 				 shown, shown);
 	}
+	/* unreachable: no HTTP answer at all (refused connection, TLS, time
+	 * out) or 5xx until the retry budget ran out; refused: 401/403. Any
+	 * other answer, even a broken one (a 206 past its range), is the
+	 * server's: its reads will say so */
+	if (n < 0 &&
+	    (!r.status || r.status >= 500 || n == -EACCES || n == -ECANCELED || n == -ENOMEM))
+		return report(h, h->objs[0].url, &r, (int)n);
+	for (size_t i = 0; i < h->nobjs; i++) {
+		struct backend_objinfo info;
+		int err;
+
+		memset(&info, 0, sizeof(info));
+		info.key = h->objs[i].key;
+		info.name_only = 1;
+		err = cb(arg, &info);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* stat_many: HEADs of any keys, several at once                              */
+
+struct stat_batch {
+	struct http *h;
+	const char *const *keys;
+	struct backend_objinfo *info;
+	int *err;
+	size_t *at; /* the keys asked: the i-th HEAD is of keys[at[i]] */
+};
+
+static int batch_url_of(void *arg, size_t i, char **url)
+{
+	struct stat_batch *sb = arg;
+	char buf[HTTP_URL_MAX];
+	int err = http_url(sb->h, sb->keys[sb->at[i]], buf, sizeof(buf));
+
 	if (err < 0)
-		return report(pl->h, pl->h->objs[i].url, r, err);
-	http_fill(&info, pl->h->objs[i].key, r);
-	return pl->cb(pl->arg, &info);
+		return err; /* checked before: not reached */
+	*url = strdup(buf);
+	return *url ? 0 : -ENOMEM;
+}
+
+static int batch_result(void *arg, size_t i, const struct backend_req *r, int err)
+{
+	struct stat_batch *sb = arg;
+	size_t k = sb->at[i];
+
+	if (err == 0 && r->dir_redirect)
+		err = -EISDIR;
+	sb->err[k] = err;
+	if (err == 0)
+		http_fill(&sb->info[k], sb->keys[k], r);
+	return 0;
+}
+
+static int http_stat_many(struct backend *be, const char *const *keys, size_t n,
+			  struct backend_objinfo *info, int *err)
+{
+	struct stat_batch sb = {be->impl, keys, info, err, malloc((n ? n : 1) * sizeof(size_t))};
+	char buf[HTTP_URL_MAX];
+	size_t m = 0;
+	int ret;
+
+	if (!sb.at)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (err[i] == 0)
+			err[i] = http_url(sb.h, keys[i], buf, sizeof(buf));
+		if (err[i] == 0) {
+			sb.at[m++] = i;
+			err[i] = -EIO; /* until its answer: a batch stopped early (ENOMEM)
+					* leaves no key looking answered */
+		}
+	}
+	ret = head_many(sb.h, m, batch_url_of, batch_result, &sb);
+	free(sb.at);
+	return ret;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -564,11 +641,8 @@ static int http_list(struct backend *be, backend_list_cb cb, void *arg)
 		struct dir_walk dw = {h, cb, arg, 0, 0, 0, NULL, 0};
 
 		return dir_walk(&dw, "", 0);
-	} else {
-		struct pat_list pl = {h, cb, arg};
-
-		return head_many(h, h->nobjs, pat_url_of, pat_result, &pl);
 	}
+	return pat_list(h, cb, arg);
 }
 
 static int http_stat(struct backend *be, const char *key, struct backend_objinfo *info)
@@ -585,6 +659,8 @@ static int http_stat(struct backend *be, const char *key, struct backend_objinfo
 	err = backend_io_head(h->io, &r);
 	if (err < 0)
 		return err;
+	if (r.dir_redirect)
+		return -EISDIR; /* a directory: no object of that name */
 	http_fill(info, key, &r);
 	return 0;
 }
@@ -650,6 +726,7 @@ static const struct backend_ops http_ops = {
     .close = http_close,
     .list = http_list,
     .stat = http_stat,
+    .stat_many = http_stat_many,
     .pread = http_pread,
     .open_fd = NULL,
     .read_cb = http_read_cb,

@@ -22,6 +22,9 @@ struct backend_ops {
 	void (*close)(struct backend *be);
 	int (*list)(struct backend *be, backend_list_cb cb, void *arg);
 	int (*stat)(struct backend *be, const char *key, struct backend_objinfo *info);
+	/* backend_stat_many; NULL: stat one key after the other */
+	int (*stat_many)(struct backend *be, const char *const *keys, size_t n,
+			 struct backend_objinfo *info, int *err);
 	/* etag: the version the bytes must come from (NULL or "": any); a store
 	 * that can tell answers -ESTALE when the object is another version now */
 	ssize_t (*pread)(struct backend *be, const char *key, const char *etag, void *buf,

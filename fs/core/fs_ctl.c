@@ -92,7 +92,7 @@ static void prefetch_progress(struct fs *fs, struct pf_progress *p)
 
 		if (!atomic_load(&o->prefetch) || !fs_obj_live(o))
 			continue;
-		p->want += o->info.size;
+		p->want += fs_obj_size(o);
 		pthread_mutex_lock(&o->lock);
 		raw = o->raw;
 		pthread_mutex_unlock(&o->lock);
@@ -133,7 +133,7 @@ static void collect_snapshot(struct fs *fs, struct ctl_snapshot *s)
 	for (uint32_t i = 0; i < fs->nobjs; i++) {
 		const struct fs_obj *o = fs_obj(fs, i);
 
-		if (fs_obj_live(o)) {
+		if (fs_obj_live(o) && atomic_load(&o->known) != FS_INFO_MISSING) {
 			s->objects++;
 			s->shards += o->codec >= 0;
 		}
@@ -186,6 +186,12 @@ static const struct ctl_counter ctl_counters[] = {
      FS(hidden_names)},
     {"source_offline", "1: the store was unreachable at mount, the listing came from the cache", G,
      SNAP(offline)},
+    {"brace_learned",
+     "objects of a brace pattern whose size and ETag the store told on first need (one HEAD "
+     "each)",
+     C, FS(brace_learned)},
+    {"brace_missing", "names of a brace pattern the store does not have (404): ENOENT, not listed",
+     C, FS(brace_missing)},
     {"index_built", "shard indexes built by reading the shard", C, FS(index_built)},
     {"index_loaded", "shard indexes loaded from the cache directory", C, FS(index_loaded)},
     {"index_errors", "shards that could not be indexed", C, FS(index_errors)},
@@ -435,8 +441,48 @@ int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len)
 	return pad_snapshot(&o, which == FS_CTL_METRICS ? 32768 : 4096, buf, len);
 }
 
+/* The objects a prefetch names, gathered first when the mount has objects
+ * not known yet (a brace pattern's), so that their sizes are asked for
+ * many at once and without ns_lock; NULL: prefetch them right away. */
+struct pf_collect {
+	uint32_t *v;
+	size_t n, cap;
+};
+
+/* Prefetch object obj (counting it in *n), or add it to c. */
+static void prefetch_one(struct fs *fs, uint32_t obj, struct pf_collect *c, int *n)
+{
+	if (c) {
+		if (c->n == c->cap) {
+			size_t cap = c->cap ? c->cap * 2 : 256;
+			uint32_t *p = realloc(c->v, cap * sizeof(*p));
+
+			if (!p)
+				return; /* its size is asked for alone */
+			c->v = p;
+			c->cap = cap;
+		}
+		c->v[c->n++] = obj;
+		return;
+	}
+	switch (atomic_load(&fs_obj(fs, obj)->known)) {
+	case FS_INFO_MISSING:
+		return; /* a brace pattern's name the store does not have */
+	case FS_INFO_LAZY:
+		/* its size could not be learned (the store is down): no HEAD
+		 * under ns_lock; a failed prefetch, as fs_obj_prefetch's */
+		fs->c.prefetch_requests++;
+		fs->c.prefetch_errors++;
+		return;
+	default:
+		break;
+	}
+	if (fs_obj_prefetch(fs, obj) == 0)
+		(*n)++;
+}
+
 /* Every object at or below namespace directory d. fs->ns_lock held. */
-static void prefetch_dir(struct fs *fs, uint32_t d, int *n)
+static void prefetch_dir(struct fs *fs, uint32_t d, struct pf_collect *c, int *n)
 {
 	const struct fs_dir *dir = &fs->dirs[d];
 
@@ -444,15 +490,16 @@ static void prefetch_dir(struct fs *fs, uint32_t d, int *n)
 		const struct fs_dirent *e = &dir->ents[i];
 
 		if (e->kind == FS_K_DIR)
-			prefetch_dir(fs, e->idx, n);
-		else if (e->kind == FS_K_OBJ && fs_obj_prefetch(fs, e->idx) == 0)
-			(*n)++;
+			prefetch_dir(fs, e->idx, c, n);
+		else if (e->kind == FS_K_OBJ)
+			prefetch_one(fs, e->idx, c, n);
 	}
 }
 
 /* Resolve PATH (relative to the mount root, '/'-separated) in the source
- * namespace and prefetch what it names. fs->ns_lock held. */
-static int prefetch_path_locked(struct fs *fs, const char *path, size_t len)
+ * namespace and prefetch what it names (or gather it into c). fs->ns_lock
+ * held. */
+static int prefetch_path_locked(struct fs *fs, const char *path, size_t len, struct pf_collect *c)
 {
 	uint32_t d = 0;
 	size_t i = 0;
@@ -483,23 +530,41 @@ static int prefetch_path_locked(struct fs *fs, const char *path, size_t len)
 				j++;
 			if (j < len && e->kind != FS_K_SHARD)
 				return -ENOENT;
+			if (c) {
+				prefetch_one(fs, obj, c, &n);
+				return 0;
+			}
+			if (atomic_load(&fs_obj(fs, obj)->known) == FS_INFO_MISSING)
+				return -ENOENT;
+			if (atomic_load(&fs_obj(fs, obj)->known) == FS_INFO_LAZY)
+				return -EIO; /* not learned: the store is down */
 			if (fs_obj_prefetch(fs, obj) < 0)
 				return -EIO;
 			return j < len ? 1 : 0;
 		}
 		i = j + 1;
 	}
-	prefetch_dir(fs, d, &n);
-	fs_log(FS_LOG_INFO, "prefetch of '%.*s': %d objects", (int)len, path, n);
+	prefetch_dir(fs, d, c, &n);
+	if (!c)
+		fs_log(FS_LOG_INFO, "prefetch of '%.*s': %d objects", (int)len, path, n);
 	return 0;
 }
 
 static int prefetch_path(struct fs *fs, const char *path, size_t len)
 {
+	struct pf_collect c = {0};
 	int err;
 
+	if (fs->lazy) {
+		fs_ns_rdlock(fs);
+		err = prefetch_path_locked(fs, path, len, &c);
+		fs_ns_unlock(fs);
+		if (err == 0)
+			fs_objs_learn(fs, c.v, c.n);
+		free(c.v);
+	}
 	fs_ns_rdlock(fs);
-	err = prefetch_path_locked(fs, path, len);
+	err = prefetch_path_locked(fs, path, len, NULL);
 	fs_ns_unlock(fs);
 	return err;
 }

@@ -171,15 +171,27 @@ enum fs_obj_state {
 	FS_OBJ_GONE = 2,  /* the source's object was removed */
 };
 
+/* What the mount knows of an object's size, mtime, mode and ETag (fs_obj.known). */
+enum fs_obj_known {
+	FS_INFO_KNOWN = 0,   /* info is complete */
+	FS_INFO_LAZY = 1,    /* the listing gave the name only (a brace pattern's):
+			      * fs_obj_learn asks the store on first need */
+	FS_INFO_MISSING = 2, /* the store has no such object (404): ENOENT, not listed */
+};
+
 struct fs_obj {
 	char *key;		     /* relative key */
 	const char *base;	     /* base name, inside key */
-	struct backend_objinfo info; /* info.key == key */
+	struct backend_objinfo info; /* info.key == key; size, mtime, mode and etag
+				      * only once known is FS_INFO_KNOWN (read it with
+				      * acquire, or after fs_obj_learn said 0): learning
+				      * writes them under lock, then publishes known */
+	atomic_int known;	     /* enum fs_obj_known; only ever leaves LAZY */
 	uint32_t dir;		     /* parent dir index */
 	int codec;		     /* -1: not a shard; else the enum cachetier_codec its
 				      * name suggests (the shard's bytes decide: fs_shard.codec) */
 	uint32_t shard;		     /* shard index when codec >= 0 */
-	pthread_mutex_t lock;	     /* protects raw */
+	pthread_mutex_t lock;	     /* protects raw; serialises learning info */
 	struct cachetier_obj *raw;   /* opened on first read, kept until unmount */
 	atomic_int prefetch; /* 1 once a prefetch command asked for it (progress in stats) */
 	atomic_int ahead;    /* 1 once fetched ahead of an in-order reader */
@@ -231,6 +243,9 @@ struct fs_counters {
 	/* fs_plan_fetch.c: planned paths and their bytes handed to the cache
 	 * tier to fetch ahead */
 	atomic_ullong plan_fetch_paths, plan_fetch_bytes;
+	/* brace sources (fs_learn.c): objects whose size and ETag the store
+	 * told on first need; named objects the store does not have (404) */
+	atomic_ullong brace_learned, brace_missing;
 };
 
 /* Snapshots of control files, one per open. A READ may still be in flight
@@ -291,8 +306,12 @@ struct fs {
 	int nq_run;		/* the notifier thread runs */
 	pthread_t nq_thread;
 
-	int no_opendir;		/* set once in init: the kernel can skip OPENDIR */
-	int offline;		/* the store was unreachable at mount: cached listing */
+	int no_opendir; /* set once in init: the kernel can skip OPENDIR */
+	int offline;	/* the store was unreachable at mount: cached listing */
+	/* a listing gave names only (a brace pattern): its objects are
+	 * FS_INFO_LAZY until fs_obj_learn; set at build, or by the first
+	 * refresh of a mount that started offline; never cleared */
+	atomic_int lazy;
 	atomic_uint last_shard; /* the shard whose members were read last (+1; 0: none) */
 	atomic_uint shard_run;	/* reads of it since the first, in a row (fs_shard_touch) */
 	uid_t uid;
@@ -308,9 +327,11 @@ struct fs {
 	struct fs_lidx_doc *_Atomic lidx;
 	/* fs_warm.c: the warm fill. warm_on and the thread are set before it
 	 * runs; warm_lock protects warm_stop (warm_cond wakes the thread). */
-	int warm_on;		/* a warm fill runs or ran */
-	atomic_int warm_listed; /* every object of it was handed to the cache tier */
-	atomic_int warm_state;	/* enum fs_warm_state once it ended; 0 before */
+	int warm_on;		  /* a warm fill runs or ran */
+	atomic_int warm_listed;	  /* every object of it was handed to the cache tier */
+	atomic_int warm_state;	  /* enum fs_warm_state once it ended; 0 before */
+	atomic_int warm_declined; /* a brace pattern's warm decided not to warm once
+				   * the sizes were known (stats: off) */
 	int warm_thread_run;
 	pthread_t warm_thread;
 	pthread_mutex_t warm_lock;
@@ -375,6 +396,11 @@ void fs_ns_free(struct fs *fs);
  * notifier. Blocks (listing); callable from any thread. Returns 0 or the
  * listing's error (then nothing changed). */
 int fs_ns_refresh(struct fs *fs);
+/* A brace pattern's mount keeps what it learned (sizes, ETags) as the
+ * source's listing in the cache directory, merged with the one kept before,
+ * for a later mount that finds the store unreachable. At unmount, when no
+ * request runs; 0 or -errno (nothing learned: nothing written). */
+int fs_ns_keep_learned(struct fs *fs);
 /* Is object obj still the source's current version? 0, or -ESTALE once it
  * changed or went away (then it is marked so and the kernel's caches of it
  * are invalidated). Local sources stat the file (one fstatat) unless it is
@@ -404,6 +430,36 @@ const struct fs_dirent *fs_ns_lookup(const struct fs *fs, uint32_t dir, const ch
 /* The codec of a shard name (-1 when it is no shard) and the length of its
  * member directory name. */
 int fs_ns_shard_suffix(const char *name, size_t *dirlen);
+
+/* fs_learn.c: the size, mtime and ETag of objects a listing named only (a
+ * brace pattern's), learned on first need and kept for the mount's life.
+ * fs_obj_learn: 0 once obj's info is known (asking the store now when it is
+ * not), -ENOENT when the store does not have it (remembered: counted in
+ * brace_missing and logged once; listings leave it out), or the store's
+ * error (-EIO, -EACCES: not remembered, asked again next time). Blocks;
+ * never call it holding ns_lock or obj's lock. */
+int fs_obj_learn(struct fs *fs, uint32_t obj);
+/* Learn objs[0..n) that are not known yet, asking the store for many at
+ * once (backend_stat_many); errors are left for fs_obj_learn to find. */
+void fs_objs_learn(struct fs *fs, const uint32_t *objs, size_t n);
+/* Learn every live object of the mount that is not known yet. */
+void fs_learn_all(struct fs *fs);
+/* Learn the objects of the entries [from, from + FS_LEARN_AHEAD) of source
+ * directory dir when one of the first FS_LEARN_NEAR is not known: what a
+ * listing (readdirplus) from entry from is about to show. Takes ns_lock
+ * itself; call without it. */
+#define FS_LEARN_AHEAD 4096
+#define FS_LEARN_NEAR  (FS_LEARN_AHEAD / 2)
+void fs_dir_learn(struct fs *fs, uint32_t dir, uint32_t from);
+/* 1 when ino is an object or a shard's directory whose object is not known
+ * yet (a listing shows its name without attributes). */
+int fs_ino_unlearned(const struct fs *fs, uint64_t ino);
+/* The object's size once known, else 0 (for sums over objects). */
+static inline uint64_t fs_obj_size(const struct fs_obj *o)
+{
+	return atomic_load_explicit(&o->known, memory_order_acquire) == FS_INFO_KNOWN ? o->info.size
+										      : 0;
+}
 
 /* fs_shard.c: lazily loaded shard indexes and the raw object streams. */
 int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,

@@ -621,6 +621,7 @@ static int if_build(struct fs *fs, struct fs_ifview **out)
 		err = -ENOMEM;
 		goto out;
 	}
+	fs_learn_all(fs); /* a brace pattern's sizes, many at once */
 	fs_log(FS_LOG_INFO, "imagefolder: indexing %u shards with %u threads", nshards, nth);
 	for (unsigned i = 0; i < nth; i++) {
 		if (pthread_create(&th[i], NULL, if_worker, &b) != 0)

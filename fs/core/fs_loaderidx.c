@@ -456,6 +456,7 @@ static int lx_build(struct fs *fs, const uint64_t key[3], struct fs_lidx_doc **o
 	for (uint32_t s = 0; s < nshards; s++)
 		if (fs_obj_live(fs_obj(fs, fs_shard(fs, s)->obj)))
 			b.shards[b.n++] = s;
+	fs_learn_all(fs); /* a brace pattern's sizes, many at once */
 	fs_log(FS_LOG_INFO, "loader indexes: indexing %u shards", b.n);
 	for (unsigned i = 0; i < IDX_THREADS && i < b.n; i++) {
 		if (pthread_create(&th[i], NULL, lx_worker, &b) != 0)

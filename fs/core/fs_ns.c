@@ -281,6 +281,7 @@ static int obj_append(struct fs *fs, const struct lent *e, uint32_t n, uint32_t 
 	o->base = strrchr(o->key, '/');
 	o->base = o->base ? o->base + 1 : o->key;
 	o->codec = -1;
+	atomic_init(&o->known, e->info.name_only ? FS_INFO_LAZY : FS_INFO_KNOWN);
 	pthread_mutex_init(&o->lock, NULL);
 	*idx = n;
 	return 0;
@@ -525,10 +526,17 @@ static int ap_entries(struct apply *ap)
 	for (uint32_t k = 0; k < ap->nlive; k++) {
 		const struct fs_obj *o = fs_obj(fs, ap->live[k]);
 
+		/* an object not known yet has no mtime: a directory of nothing
+		 * else shows the mount's time (fs_view_source.c) */
+		int64_t mtime =
+		    atomic_load_explicit(&o->known, memory_order_acquire) == FS_INFO_KNOWN
+			? o->info.mtime
+			: 0;
+
 		for (uint32_t x = o->dir;; x = ap->d[x].parent) {
 			ap->d[x].live = 1;
-			if (ap->d[x].mtime < o->info.mtime)
-				ap->d[x].mtime = o->info.mtime;
+			if (ap->d[x].mtime < mtime)
+				ap->d[x].mtime = mtime;
 			if (x == 0)
 				break;
 		}
@@ -649,6 +657,20 @@ static uint32_t ap_current(struct fs *fs, uint32_t *cur)
 	return ncur;
 }
 
+/* Does listing entry e show the version object o is? A name-only entry
+ * (a brace pattern's) does while o is not known to be missing: what a
+ * mount learned stays (its changes are noticed through If-Match), and a
+ * refresh asks again for a name the store did not have. */
+static int listing_same(const struct lent *e, const struct fs_obj *o)
+{
+	int k = atomic_load_explicit(&o->known, memory_order_acquire);
+
+	if (e->info.name_only)
+		return k != FS_INFO_MISSING;
+	return k == FS_INFO_KNOWN && strcmp(e->info.etag, o->info.etag) == 0 &&
+	       e->info.size == o->info.size;
+}
+
 /* Merge listing l with the objects the mount shows (cur, ncur), both in
  * key order: unchanged objects stay live, removed and changed ones go to
  * ap->stale, new versions are appended at *nobjs and *nshards (not yet
@@ -664,8 +686,7 @@ static int ap_merge(struct apply *ap, const struct listing *l, const uint32_t *c
 		int c = i == l->n ? 1 : j == ncur ? -1 : strcmp(l->v[i].key, o->key), err;
 		uint32_t idx;
 
-		if (c == 0 && fs_obj_live(o) && strcmp(l->v[i].info.etag, o->info.etag) == 0 &&
-		    l->v[i].info.size == o->info.size) {
+		if (c == 0 && fs_obj_live(o) && listing_same(&l->v[i], o)) {
 			ap->live[ap->nlive++] = cur[j];
 			i++;
 			j++;
@@ -759,7 +780,7 @@ static void ap_settle(struct apply *ap, struct fs_dirent **old_ents, const uint3
 	for (uint32_t k = 0; k < ap->nstale; k++)
 		fs_obj_mark_stale(fs, ap->stale[k], (enum fs_obj_state)ap->stale_why[k]);
 	for (uint32_t k = 0; k < ap->nlive; k++)
-		total += fs_obj(fs, ap->live[k])->info.size;
+		total += fs_obj_size(fs_obj(fs, ap->live[k]));
 	atomic_store(&fs->total_bytes, total);
 	atomic_store(&fs->c.hidden_names, ap->hidden);
 	for (uint32_t k = 0; k < ap->old_ndirs; k++) {
@@ -861,12 +882,60 @@ static int ns_list(struct fs *fs, struct listing *l, int initial)
 			return 0;
 		}
 	}
-	if (err == 0 && !backend_is_local(fs->be)) {
+	for (uint32_t i = 0; err == 0 && !fs->lazy && i < l->n; i++)
+		if (l->v[i].info.name_only)
+			fs->lazy = 1; /* a brace pattern lists names only, always */
+	/* a brace pattern's names say nothing worth keeping: the listing kept
+	 * is what the mount learned (fs_ns_keep_learned) */
+	if (err == 0 && !backend_is_local(fs->be) && !fs->lazy) {
 		int serr = listing_save(fs, l);
 
 		if (serr < 0)
 			fs_log(FS_LOG_WARN, "listing not kept in the cache: %s", strerror(-serr));
 	}
+	return err;
+}
+
+/* The kept listing of a brace pattern's mount: every live object whose
+ * info it learned, and for the names it did not ask for, what the listing
+ * kept before had (so that mounts that learn different shards add up). */
+int fs_ns_keep_learned(struct fs *fs)
+{
+	struct listing old = {0}, l = {0};
+	uint32_t n = fs->nobjs, ncur = 0, j = 0, learned = 0;
+	uint32_t *cur;
+	int err = 0;
+
+	if (!fs->lazy || fs->offline || backend_is_local(fs->be))
+		return 0;
+	cur = malloc(((size_t)n + 1) * sizeof(*cur));
+	if (!cur)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < n; k++)
+		if (fs_obj_live(fs_obj(fs, k)))
+			cur[ncur++] = k;
+	qsort_r(cur, ncur, sizeof(*cur), obj_key_cmp, fs);
+	if (listing_load(fs, &old) == 0)
+		listing_sort(&old);
+	for (uint32_t k = 0; k < ncur && err == 0; k++) {
+		const struct fs_obj *o = fs_obj(fs, cur[k]);
+		int known = atomic_load_explicit(&o->known, memory_order_acquire);
+		int c = 1;
+
+		while (j < old.n && (c = strcmp(old.v[j].key, o->key)) < 0)
+			j++;
+		if (known == FS_INFO_KNOWN) {
+			err = list_cb(&l, &o->info);
+			learned++;
+		} else if (known == FS_INFO_LAZY && j < old.n && c == 0) {
+			err = list_cb(&l, &old.v[j].info);
+		}
+	}
+	if (err == 0 && learned)
+		err = listing_save(fs, &l);
+	listing_free(&old);
+	listing_free(&l);
+	free(cur);
 	return err;
 }
 
@@ -994,8 +1063,9 @@ int fs_ns_replace(struct fs *fs, uint32_t obj)
 	gone = err == -ENOENT || err == -EISDIR;
 	if (err < 0 && !gone)
 		goto out;
-	if (!gone && fs_obj_live(o) && strcmp(info.etag, o->info.etag) == 0 &&
-	    info.size == o->info.size) {
+	if (!gone && fs_obj_live(o) &&
+	    atomic_load_explicit(&o->known, memory_order_acquire) == FS_INFO_KNOWN &&
+	    strcmp(info.etag, o->info.etag) == 0 && info.size == o->info.size) {
 		err = 0; /* unchanged after all */
 		goto out;
 	}
@@ -1051,7 +1121,7 @@ int fs_ns_replace(struct fs *fs, uint32_t obj)
 		}
 	}
 	pthread_rwlock_unlock(&fs->ns_lock);
-	atomic_fetch_add(&fs->total_bytes, (no ? no->info.size : 0) - o->info.size);
+	atomic_fetch_add(&fs->total_bytes, (no ? no->info.size : 0) - fs_obj_size(o));
 	fs_obj_mark_stale(fs, obj, no ? FS_OBJ_STALE : FS_OBJ_GONE);
 	fs_notify_inode(fs, dir_ino(o->dir));
 	if (o->codec >= 0 && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER)

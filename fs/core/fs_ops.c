@@ -270,6 +270,8 @@ int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, vo
 	l.fs = fs;
 	l.ino = ino;
 	l.a = fs_ino_a(ino);
+	if (v->list_prepare)
+		v->list_prepare(fs, ino, off);
 	err = v->list_open(fs, ino, &l);
 	if (err < 0)
 		return err;
@@ -292,8 +294,10 @@ int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, vo
 		name = v->list_entry(&l, (uint32_t)(pos - 2), &eino);
 		if (!name)
 			break;
-		aerr = entry_of(fs, eino, &e);
-		if (aerr == -ESTALE && l.stale_names) {
+		/* a brace pattern's name that list_prepare could not learn (the
+		 * store is down): its name only, a lookup asks again */
+		aerr = fs_ino_unlearned(fs, eino) ? -EAGAIN : entry_of(fs, eino, &e);
+		if ((aerr == -ESTALE && l.stale_names) || aerr == -EAGAIN) {
 			/* a file that changed and was not looked up since: list its
 			 * name without attributes (ino 0: the kernel makes no entry),
 			 * so a lookup gets the new version */

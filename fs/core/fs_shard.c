@@ -237,6 +237,7 @@ static struct shardidx *shard_sidecar(struct fs *fs, const struct fs_obj *o, int
 	char name[512], ident[256];
 	const struct fs_dirent *d;
 	const struct fs_obj *so;
+	uint32_t sidx;
 	struct shardidx *ix = NULL;
 	struct shardidx_info info;
 	size_t identlen;
@@ -249,7 +250,10 @@ static struct shardidx *shard_sidecar(struct fs *fs, const struct fs_obj *o, int
 	fs_ns_rdlock(fs);
 	d = fs_ns_lookup(fs, o->dir, name, (size_t)len);
 	so = d && d->kind == FS_K_OBJ ? fs_obj(fs, d->idx) : NULL;
+	sidx = so ? d->idx : 0;
 	fs_ns_unlock(fs);
+	if (so && fs_obj_learn(fs, sidx) < 0)
+		so = NULL; /* a brace pattern's name the store does not have */
 	if (!so || so->info.size == 0 || so->info.size > (1ull << 31))
 		return NULL;
 	buf = malloc(so->info.size);
@@ -538,6 +542,10 @@ int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
 		return -ESTALE;
 	*ix = atomic_load_explicit(&s->ix, memory_order_acquire);
 	if (!*ix) {
+		/* a brace pattern's shard: its size and ETag first */
+		err = fs_obj_learn(fs, s->obj);
+		if (err < 0)
+			return err;
 		err = atomic_load_explicit(&s->err, memory_order_acquire);
 		if (err < 0)
 			return err;
@@ -558,8 +566,13 @@ int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
 int fs_obj_raw(struct fs *fs, uint32_t obj, struct cachetier_obj **raw)
 {
 	struct fs_obj *o = fs_obj(fs, obj);
-	int err = 0;
+	int err = fs_obj_learn(fs, obj);
 
+	if (err < 0) {
+		if (err != -ENOENT)
+			fs_log(FS_LOG_ERR, "%s: cannot open: %s", o->key, strerror(-err));
+		return err;
+	}
 	pthread_mutex_lock(&o->lock);
 	if (!o->raw)
 		err = cachetier_obj_open(fs->ct, &o->info, CACHETIER_RAW, &o->raw);

@@ -47,8 +47,11 @@ struct fs_view {
 	int (*lookup)(struct fs *fs, uint64_t parent, const char *name, size_t len, uint64_t *ino);
 	/* opendir's extra check (a member that is no directory); NULL: none. */
 	int (*opendir)(struct fs *fs, uint64_t ino);
-	/* A listing: list_open fills l; list_entry gives entry i's name and
-	 * inode (NULL: stop). NULL list_open: not a directory. */
+	/* A listing: list_prepare (NULL: none) runs first, without locks, for
+	 * what the listing from offset off will need; list_open fills l;
+	 * list_entry gives entry i's name and inode (NULL: stop). NULL
+	 * list_open: not a directory. */
+	void (*list_prepare)(struct fs *fs, uint64_t ino, uint64_t off);
 	int (*list_open)(struct fs *fs, uint64_t ino, struct fs_listing *l);
 	const char *(*list_entry)(const struct fs_listing *l, uint32_t i, uint64_t *ino);
 	/* A file: open (NULL: the data default, keep_cache), release, read. */

@@ -24,12 +24,16 @@ static int shard_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 {
 	uint32_t a = fs_ino_a(ino);
 	const struct fs_obj *o;
+	int err;
 
 	if (a >= fs->nshards || fs_ino_b(ino) != 0)
 		return -ENOENT;
 	o = fs_obj(fs, fs_shard(fs, a)->obj);
 	if (!fs_obj_live(o))
 		return -ESTALE;
+	err = fs_obj_learn(fs, fs_shard(fs, a)->obj);
+	if (err < 0)
+		return err;
 	/* nlink 1: "unknown", so tools never infer the subdirectory count
 	 * and we need not read the shard to answer */
 	fs_attr_dir(fs, st, ino, 0555, 1, o->info.mtime);

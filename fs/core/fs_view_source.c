@@ -31,7 +31,9 @@ static int dir_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 	fs_ns_unlock(fs);
 	if (gone)
 		return -ESTALE; /* nothing below it any more */
-	fs_attr_dir(fs, st, ino, 0555, nlink, mtime);
+	/* no mtime known below it (a brace pattern's shards not asked for
+	 * yet): the mount's time */
+	fs_attr_dir(fs, st, ino, 0555, nlink, mtime || !fs->lazy ? mtime : fs->mount_time);
 	return 0;
 }
 
@@ -66,6 +68,15 @@ static int dir_lookup(struct fs *fs, uint64_t parent, const char *name, size_t l
 		if (kind == FS_K_DIR)
 			break;
 		obj = kind == FS_K_OBJ ? di : fs_shard(fs, di)->obj;
+		/* a brace pattern's name: ask the store on first need; one it
+		 * does not have is no entry (a negative one) */
+		err = fs_obj_learn(fs, obj);
+		if (err == -ENOENT) {
+			*ino = 0;
+			return 0;
+		}
+		if (err < 0)
+			return err;
 		if (tries == 2 || fs_obj_check(fs, obj) != -ESTALE)
 			break;
 		err = fs_ns_replace(fs, obj);
@@ -74,6 +85,14 @@ static int dir_lookup(struct fs *fs, uint64_t parent, const char *name, size_t l
 	}
 	*ino = fs_ino((enum fs_kind)kind, di, 0);
 	return 0;
+}
+
+/* What a listing from offset off is about to show (readdirplus gives
+ * attributes): the sizes of a brace pattern's shards there, asked for many
+ * at once, before the listing takes ns_lock. */
+static void dir_list_prepare(struct fs *fs, uint64_t ino, uint64_t off)
+{
+	fs_dir_learn(fs, fs_ino_a(ino), off < 2 ? 0 : (uint32_t)(off - 2));
 }
 
 /* Holds fs->ns_lock (read) until fs_ops.c ends the listing. */
@@ -107,6 +126,7 @@ const struct fs_view fs_view_dir = {
     .name = "directory",
     .getattr = dir_getattr,
     .lookup = dir_lookup,
+    .list_prepare = dir_list_prepare,
     .list_open = dir_list_open,
     .list_entry = dir_list_entry,
 };
@@ -117,12 +137,16 @@ static int obj_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 {
 	uint32_t a = fs_ino_a(ino);
 	const struct fs_obj *o;
+	int err;
 
 	if (a >= fs->nobjs || fs_ino_b(ino) != 0)
 		return -ENOENT;
 	o = fs_obj(fs, a);
 	if (!fs_obj_live(o))
 		return -ESTALE; /* an old version: a refresh or lookup replaced it */
+	err = fs_obj_learn(fs, a);
+	if (err < 0)
+		return err;
 	/* read-only: strip write bits, keep the rest */
 	fs_attr_file(fs, st, ino, S_IFREG | (o->info.mode & 07555), o->info.size, o->info.mtime);
 	return 0;
@@ -139,6 +163,9 @@ static int obj_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size
 	(void)fh;
 	if (obj >= fs->nobjs)
 		return -ENOENT;
+	err = fs_obj_learn(fs, obj);
+	if (err < 0)
+		return err;
 	osize = fs_obj(fs, obj)->info.size;
 	/* local sources: one stat, so a file rewritten in place is ESTALE,
 	 * never bytes of another version (pages the kernel cached before the

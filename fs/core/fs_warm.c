@@ -25,6 +25,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -67,7 +68,7 @@ static void warm_scan(struct fs *fs, struct fs_warm_progress *p, int *running)
 
 		if (!atomic_load(&o->warm) || !fs_obj_live(o))
 			continue;
-		p->wanted += o->info.size;
+		p->wanted += fs_obj_size(o);
 		pthread_mutex_lock(&o->lock);
 		raw = o->raw;
 		pthread_mutex_unlock(&o->lock);
@@ -83,7 +84,7 @@ void fs_warm_progress(struct fs *fs, struct fs_warm_progress *p)
 {
 	int running, state;
 
-	if (!fs->warm_on) {
+	if (!fs->warm_on || atomic_load(&fs->warm_declined)) {
 		memset(p, 0, sizeof(*p));
 		return;
 	}
@@ -138,7 +139,7 @@ static void *warm_main(void *arg)
 		struct fs_obj *o = fs_obj(fs, i);
 		struct cachetier_obj *raw;
 
-		if (!fs_obj_live(o))
+		if (!fs_obj_live(o) || atomic_load(&o->known) == FS_INFO_MISSING)
 			continue;
 		if (fs_obj_raw(fs, i, &raw) < 0 ||
 		    cachetier_obj_prefetch(raw, CACHETIER_PF_FIT) < 0) {
@@ -188,31 +189,21 @@ static void *warm_main(void *arg)
 	return NULL;
 }
 
-void fs_warm_start(struct fs *fs)
+/* Whether to warm, from the mode, the dataset's size (of the objects
+ * known), the cache's size and the disk's room; logs the decision. */
+static int warm_decide(struct fs *fs, int partial)
 {
 	uint64_t total = fs->total_bytes, limit = fs->cfg.cache_size_bytes;
 	uint64_t room = fs_cache_room(fs), auto_max = limit / 100 * WARM_AUTO_PERCENT;
 	char total_s[32], limit_s[32], room_s[32];
 	struct cachetier_stats cs;
 	uint64_t avail, reserve, disk = 0;
-	int err;
 
 	fs_human_bytes(total, total_s, sizeof(total_s));
 	fs_human_bytes(limit, limit_s, sizeof(limit_s));
 	fs_human_bytes(room, room_s, sizeof(room_s));
-	if (fs->cfg.warm == FS_WARM_OFF)
-		return;
-	if (backend_is_local(fs->be)) {
-		if (fs->cfg.warm == FS_WARM_ALL)
-			fs_log(FS_LOG_INFO, "warm: nothing to do: the source's files are local");
-		return;
-	}
-	if (fs->offline) {
-		fs_log(FS_LOG_WARN, "warm: not started: the store did not answer at mount");
-		return;
-	}
 	if (total == 0)
-		return;
+		return 0;
 	memset(&cs, 0, sizeof(cs));
 	cachetier_get_stats(fs->ct, &cs);
 	if (cachetier_disk(fs->ct, &avail, &reserve) == 0)
@@ -223,10 +214,10 @@ void fs_warm_start(struct fs *fs)
 		 * this dataset's; the fill stops at the limit anyway) */
 		if (total > auto_max || total > disk + cs.bytes_used) {
 			fs_log(FS_LOG_INFO,
-			       "warm: off: the dataset (%s) does not fit in %u%% of --cache-size "
+			       "warm: off: the dataset (%s%s) does not fit in %u%% of --cache-size "
 			       "%s and the disk's room (--warm all warms what fits)",
-			       total_s, WARM_AUTO_PERCENT, limit_s);
-			return;
+			       partial ? "at least " : "", total_s, WARM_AUTO_PERCENT, limit_s);
+			return 0;
 		}
 		fs_log(FS_LOG_INFO,
 		       "warm: the dataset (%s) fits in the cache (--cache-size %s): "
@@ -240,10 +231,71 @@ void fs_warm_start(struct fs *fs)
 	} else {
 		fs_log(FS_LOG_INFO, "warm: fetching the dataset (%s) in the background", total_s);
 	}
+	return 1;
+}
+
+/* Objects whose sizes are asked for at once while a brace pattern's
+ * dataset is sized for the warm. */
+#define WARM_LEARN_SLICE 4096u
+
+/* A brace pattern's mount: learn the shards' sizes (many at once), in
+ * slices, stopping early once --warm auto's dataset cannot fit; then
+ * decide and warm as any mount. Runs on the warm thread: the mount is
+ * ready meanwhile, and readers' requests share the connections. */
+static void *warm_lazy_main(void *arg)
+{
+	struct fs *fs = arg;
+	uint32_t n = fs->nobjs;
+	uint64_t auto_max = fs->cfg.cache_size_bytes / 100 * WARM_AUTO_PERCENT;
+	uint32_t *objs = malloc(WARM_LEARN_SLICE * sizeof(*objs));
+	int partial = 0;
+
+	fs_log(FS_LOG_INFO, "warm: asking the store for the sizes of %u objects of the pattern", n);
+	for (uint32_t i = 0; objs && i < n && !warm_stopping(fs); i += WARM_LEARN_SLICE) {
+		uint32_t m = 0;
+
+		for (uint32_t k = i; k < n && k - i < WARM_LEARN_SLICE; k++)
+			if (fs_obj_live(fs_obj(fs, k)))
+				objs[m++] = k;
+		fs_objs_learn(fs, objs, m);
+		if (fs->cfg.warm == FS_WARM_AUTO && fs->total_bytes > auto_max) {
+			partial = i + WARM_LEARN_SLICE < n;
+			break; /* cannot fit: no need to know the rest */
+		}
+	}
+	free(objs);
+	if (warm_stopping(fs) || !warm_decide(fs, partial)) {
+		atomic_store(&fs->warm_declined, 1);
+		return NULL;
+	}
+	return warm_main(fs);
+}
+
+void fs_warm_start(struct fs *fs)
+{
+	int err;
+
+	if (fs->cfg.warm == FS_WARM_OFF)
+		return;
+	if (backend_is_local(fs->be)) {
+		if (fs->cfg.warm == FS_WARM_ALL)
+			fs_log(FS_LOG_INFO, "warm: nothing to do: the source's files are local");
+		return;
+	}
+	if (fs->offline) {
+		fs_log(FS_LOG_WARN, "warm: not started: the store did not answer at mount");
+		return;
+	}
+	/* a brace pattern's sizes are not known yet: the thread learns them
+	 * first and decides then */
+	if (!fs->lazy && !warm_decide(fs, 0))
+		return;
+	if (fs->lazy && fs->nobjs == 0)
+		return;
 	pthread_mutex_init(&fs->warm_lock, NULL);
 	pthread_cond_init(&fs->warm_cond, NULL);
 	fs->warm_on = 1;
-	err = pthread_create(&fs->warm_thread, NULL, warm_main, fs);
+	err = pthread_create(&fs->warm_thread, NULL, fs->lazy ? warm_lazy_main : warm_main, fs);
 	if (err) {
 		fs_log(FS_LOG_ERR, "warm: cannot start its thread: %s", strerror(err));
 		atomic_store(&fs->warm_state, FS_WARM_STATE_STOPPED);

@@ -288,7 +288,7 @@ static int cmd_mount(int argc, char **argv)
 {
 	struct fs fs;
 	struct stat st;
-	int pfd[2] = {-1, -1}, err, nonempty;
+	int pfd[2] = {-1, -1}, err, err2, nonempty;
 	pid_t pid;
 
 	memset(&fs, 0, sizeof(fs));
@@ -372,6 +372,9 @@ static int cmd_mount(int argc, char **argv)
 	fs_plan_fetch_stop(&fs);
 	fs_if_free(&fs);
 	fs_shards_release(&fs);
+	err2 = fs_ns_keep_learned(&fs);
+	if (err2 < 0)
+		fs_log(FS_LOG_WARN, "listing not kept in the cache: %s", strerror(-err2));
 	fs_ns_free(&fs);
 	fs_ctl_free(&fs);
 	cachetier_close(fs.ct);

@@ -88,6 +88,7 @@ int fs_index_main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
+	fs_learn_all(&fs); /* a brace pattern's sizes, many at once */
 	for (uint32_t i = 0; i < fs.nshards; i++) {
 		const struct fs_obj *o = fs_obj(&fs, fs_shard(&fs, i)->obj);
 		struct shardidx *ix;
@@ -135,6 +136,7 @@ int fs_index_main(int argc, char **argv)
 	rc = nfail ? 1 : 0;
 out:
 	fs_shards_release(&fs);
+	fs_ns_keep_learned(&fs); /* a brace pattern's sizes, for offline mounts */
 	fs_ns_free(&fs);
 	cachetier_close(fs.ct);
 	backend_close(fs.be);

@@ -6,7 +6,8 @@
  * backend, cache tier, namespace) and drives fs_op_* directly: lookups,
  * listings (with offsets), attributes, name-conflict rules, extended
  * attributes, control files, reads compared byte for byte (fd extents and
- * copied buffers), and the imagefolder layout's class and file names. The
+ * copied buffers), the imagefolder layout's class and file names, and a
+ * source listed by name only (a brace pattern's way) learned lazily. The
  * core is linked without libfuse: this test's meson target lists no fuse
  * dependency.
  */
@@ -135,15 +136,20 @@ static void write_shard(const char *rel, const struct member *m, size_t n)
 
 /* ---- opening the core ------------------------------------------------------ */
 
-static void fs_open_core(struct fs *fs, const char *layout)
+/* Open the core on source (NULL: the local directory src) with its cache in
+ * cache-NAME (NULL: the layout's name). */
+static void fs_open_core_at(struct fs *fs, const char *layout, const char *source, const char *name)
 {
 	char cache[4096], src[4096], mnt[4096];
 	char *argv[] = {"--cache-dir",	cache, "--warm", "off", "--layout", (char *)layout,
 			"--class-from", "cls", src,	 mnt,	NULL};
 	int err;
 
-	snprintf(cache, sizeof(cache), "%s/cache-%s", tmp, layout);
-	snprintf(src, sizeof(src), "%s/src", tmp);
+	snprintf(cache, sizeof(cache), "%s/cache-%s", tmp, name ? name : layout);
+	if (source)
+		snprintf(src, sizeof(src), "%s", source);
+	else
+		snprintf(src, sizeof(src), "%s/src", tmp);
 	snprintf(mnt, sizeof(mnt), "%s/mnt", tmp);
 	memset(fs, 0, sizeof(*fs));
 	pthread_mutex_init(&fs->ctl_lock, NULL);
@@ -166,6 +172,11 @@ static void fs_open_core(struct fs *fs, const char *layout)
 	fs->uid = getuid();
 	fs->gid = getgid();
 	fs->mount_time = 1700000000;
+}
+
+static void fs_open_core(struct fs *fs, const char *layout)
+{
+	fs_open_core_at(fs, layout, NULL, NULL);
 }
 
 static void fs_close_core(struct fs *fs)
@@ -575,6 +586,68 @@ static void test_change(void)
 	fs_close_core(&fs);
 }
 
+/* A source listed by name only (a brace pattern's way, here the fault
+ * store's names_only=1): nothing is learned before it is needed; a lookup
+ * or getattr learns one object, a listing all it shows; a name the store
+ * does not have is a negative entry, counted once and not listed; what was
+ * learned is kept for a later mount that finds the store unreachable. */
+static void test_lazy(void)
+{
+	const struct member a[] = {{"a.txt", '0', "from a.tar\n"}};
+	const struct member b[] = {{"b.txt", '0', "from b.tar\n"}};
+	char source[4096], path[4096];
+	struct fs fs;
+	struct names l;
+	struct stat st;
+	int64_t ino;
+	size_t alen = 0;
+	char *abytes;
+
+	make_dir("lazy");
+	write_shard("lazy/a.tar", a, 1);
+	write_shard("lazy/b.tar", b, 1);
+	write_shard("lazy/c.tar", b, 1);
+	write_file("lazy/d.txt", "plain d\n", 8);
+	abytes = slurp("lazy/a.tar", &alen);
+	snprintf(source, sizeof(source), "fault://%s/src/lazy?names_only=1", tmp);
+	fs_open_core_at(&fs, "shards", source, "lazy");
+	CHECK(fs.lazy == 1, "a names-only listing makes a lazy namespace");
+	CHECK(fs.c.brace_learned == 0, "learned at build: %llu",
+	      (unsigned long long)fs.c.brace_learned);
+	path_of(path, sizeof(path), "lazy/c.tar");
+	unlink(path); /* named, not on the store */
+	ino = walk(&fs, "a.tar");
+	CHECK(ino > 0 && fs_op_getattr(&fs, (uint64_t)ino, &st) == 0 && (size_t)st.st_size == alen,
+	      "a.tar: size %lld, want %zu", (long long)st.st_size, alen);
+	CHECK(fs.c.brace_learned == 1, "a lookup learns one: %llu",
+	      (unsigned long long)fs.c.brace_learned);
+	CHECK(walk(&fs, "c.tar") == 0 && walk(&fs, "c") == 0 && walk(&fs, "c/b.txt") == 0,
+	      "a missing name is a negative entry");
+	CHECK(fs.c.brace_missing == 1, "missing counted once: %llu",
+	      (unsigned long long)fs.c.brace_missing);
+	CHECK(strcmp(list(&fs, "", 0, &l), ". .. a a.tar b b.tar d.txt") == 0, "listing: %s",
+	      l.text);
+	CHECK(fs.c.brace_learned == 3 && fs.c.brace_missing == 1, "after the listing: %llu, %llu",
+	      (unsigned long long)fs.c.brace_learned, (unsigned long long)fs.c.brace_missing);
+	CHECK(fs.total_bytes == alen * 2 + 8, "total_bytes %llu",
+	      (unsigned long long)fs.total_bytes);
+	check_bytes(&fs, "a.tar", abytes, alen);
+	check_bytes(&fs, "b/b.txt", "from b.tar\n", 11);
+	CHECK(fs_ns_keep_learned(&fs) == 0, "keeping what was learned");
+	fs_close_core(&fs);
+	/* the store unreachable: the listing kept, with sizes, not lazy */
+	snprintf(source, sizeof(source), "fault://%s/src/lazy?names_only=1&fail_list=1", tmp);
+	fs_open_core_at(&fs, "shards", source, "lazy");
+	CHECK(fs.offline == 1 && fs.lazy == 0, "offline %d, lazy %d", fs.offline, fs.lazy);
+	CHECK(strcmp(list(&fs, "", 0, &l), ". .. a a.tar b b.tar d.txt") == 0,
+	      "offline listing: %s", l.text);
+	ino = walk(&fs, "a.tar");
+	CHECK(ino > 0 && fs_op_getattr(&fs, (uint64_t)ino, &st) == 0 && (size_t)st.st_size == alen,
+	      "offline a.tar: size %lld, want %zu", (long long)st.st_size, alen);
+	fs_close_core(&fs);
+	free(abytes);
+}
+
 /* The counters: stats and metrics come from one table, so every numeric
  * stats field is one metrics family of the right type and value; the CLI's
  * reader takes the stats document back (and refuses what is not one). */
@@ -791,6 +864,7 @@ int main(void)
 	test_change();
 	test_counters();
 	test_plan();
+	test_lazy();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", tmp);

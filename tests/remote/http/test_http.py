@@ -3,7 +3,7 @@
 
 usage: test_http.py SHARDFS GROUP
 GROUP:
-  brace     WebDataset brace patterns (ranges, lists, several braces), a single URL, a 404 member
+  brace     WebDataset brace patterns (ranges, lists, several braces), a single URL, 404 names
   listing   a directory served by nginx autoindex, JSON and HTML, with subdirectories
   redirect  the same through a server that answers every request with 307 (an AIStore proxy)
   faults    a fault proxy in front of nginx: 503s, connections cut mid-body, stalls; permanent
@@ -25,6 +25,18 @@ GROUP:
   errors    listings that fail (403, 500, a page that is not a listing): mount and index say
             which URL and why, with the HTTP status
   index     'shardfs index' of an https listing with --ca-file (and without: refused)
+  lazy      a brace pattern over 8 names of which 4 are not on the server: the mount asks for
+            none of them (one 1-byte GET shows the server answers; exact counts in nginx's
+            access log and in stats); a missing name is ENOENT on first access (one HEAD),
+            logged and counted in brace_missing, and left out of listings; 'ls -l' of the root
+            learns all 8 with 8 HEADs and shows exact sizes; a shard replaced with another size
+            after its size was learned gives ESTALE then the new bytes, never wrong bytes; one
+            replaced before its first access reads the new bytes; a refresh asks for missing
+            names again (one that appeared reads exactly); a prefetch and the default warm
+            learn the sizes they need (8 HEADs) and fetch exactly the 4 shards; 3000 names
+            with every 97th missing list exactly with one HEAD each; the sizes learned are kept
+            for a mount that finds the server down (exact bytes from the cache), and a mount
+            with nothing kept fails and says why
 
 Every raw shard is compared byte for byte with its source file and every member with GNU tar's
 extraction. Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse, or no nginx).
@@ -152,13 +164,15 @@ def group_brace(env, ck, ng, src, shards, refs):
                   os.path.getsize(os.path.join(src, keys[sorted(keys)[0]])))
             ck.eq('brace: mtime of %s' % sorted(keys)[0], int(st.st_mtime),
                   int(os.path.getmtime(os.path.join(src, keys[sorted(keys)[0]]))))
-    # a member of the pattern that does not exist: the mount fails and names it
-    m = ml.Mount(env, ng.url('files/train/shard-{000000..000005}.tar'),
-                 cache_dir=env.path('cache'))
-    e = ml.mount_error(ck, 'brace with a 404 member', m)
-    if e is not None:
-        ck.ok('/files/train/shard-000004.tar' in e or '/files/train/shard-000005.tar' in e,
-              'brace 404: error does not name the missing URL: %s' % e)
+    # names of the pattern that do not exist: the mount goes ahead (it asks for no name), they
+    # are ENOENT and not listed (the 'lazy' group counts the requests)
+    with ml.Mount(env, ng.url('files/train/shard-{000000..000005}.tar'),
+                  cache_dir=env.path('cache')) as m:
+        ck.eq('brace with 404 names: listing', sorted(os.listdir(m.mnt)),
+              sorted(['shard-%06d%s' % (i, x) for i in range(4) for x in ('', '.tar')]))
+        ck.eq('brace with 404 names: ENOENT', read_errno(os.path.join(m.mnt, 'shard-000005.tar')),
+              errno.ENOENT)
+        ck.eq('brace with 404 names: brace_missing', m.stats().get('brace_missing'), 2)
     # malformed pattern and too many names: refused at once
     for bad in ('files/train/shard-{000000..000003.tar', 'files/{0..999}{0..999}{0..9}.tar'):
         m = ml.Mount(env, ng.url(bad), cache_dir=env.path('cache'))
@@ -715,6 +729,229 @@ def group_refresh(env, ck, ng, src, shards, refs):
               'refresh: removed shard still there')
 
 
+def methods(lines):
+    """{'GET': n, 'HEAD': n, ...} of nginx access log lines."""
+    out = {}
+    for ln in lines:
+        parts = ln.split('"')
+        if len(parts) > 1 and parts[1].split(' ')[:1]:
+            m = parts[1].split(' ')[0]
+            out[m] = out.get(m, 0) + 1
+    return out
+
+
+def logged(ng, before, m):
+    """nginx's access log lines since line before, once there are as many as the daemon of
+    Mount m made requests (store_requests: nginx writes a line after its response is sent, so
+    a line may come a moment after the daemon has the answer)."""
+    n = m.stats().get('store_requests')
+    ml.poll(lambda: len(ng.requests()) - before >= n, what='%d requests in the access log' % n)
+    return ng.requests()[before:]
+
+
+def lazy_ls_l(mnt):
+    """{name: (is_dir, size)} of the root as 'ls -l' sees it (readdirplus, then lstat)."""
+    out = {}
+    for e in os.scandir(mnt):
+        st = e.stat(follow_symlinks=False)
+        out[e.name] = (e.is_dir(follow_symlinks=False), st.st_size)
+    return out
+
+
+def group_lazy(env, ck, ng, src, shards, refs):
+    names = ['shard-%06d.tar' % i for i in range(8)]
+    have = names[:4]  # src/train/shard-00000{0..3}.tar; 4..7 are not on the server
+    missing = names[4:]
+    pattern = ng.url('files/train/shard-{000000..000007}.tar')
+    opts = ['--warm', 'off']
+
+    def size_of(n):
+        return os.path.getsize(os.path.join(src, 'train', n))
+
+    # (a) mount: no request per name; 'ls -l' learns all 8 with 8 HEADs and exact sizes
+    cache = env.path('cache-lazy')
+    logf = env.path('lazy-a.log')
+    before = len(ng.requests())
+    with ml.Mount(env, pattern, cache_dir=cache, extra=opts + ['--log-file', logf]) as m:
+        reqs = logged(ng, before, m)
+        ck.eq('lazy mount: requests before first access', methods(reqs), {'GET': 1})
+        ck.ok(len(reqs) == 1 and 'GET /files/train/shard-000000.tar ' in reqs[0],
+              'lazy mount: the one request is not the probe of the first name: %r' % reqs)
+        st = m.stats()
+        ck.eq('lazy mount: store_requests', st.get('store_requests'), 1)
+        ck.eq('lazy mount: brace_learned', st.get('brace_learned'), 0)
+        ck.eq('lazy mount: brace_missing', st.get('brace_missing'), 0)
+        ck.eq('lazy mount: objects', st.get('objects'), 8)
+        got = lazy_ls_l(m.mnt)
+        want = {n: (False, size_of(n)) for n in have}
+        want.update({n[:-4]: (True, got.get(n[:-4], (True, 0))[1]) for n in have})
+        ck.eq('lazy ls -l: names, kinds and sizes', got, want)
+        reqs = logged(ng, before, m)
+        ck.eq('lazy ls -l: requests', methods(reqs), {'GET': 1, 'HEAD': 8})
+        ck.eq('lazy ls -l: each name asked once',
+              sorted(r.split('"')[1].split(' ')[1] for r in reqs if '"HEAD ' in r),
+              ['/files/train/%s' % n for n in names])
+        st = m.stats()
+        ck.eq('lazy ls -l: brace_learned', st.get('brace_learned'), 4)
+        ck.eq('lazy ls -l: brace_missing', st.get('brace_missing'), 4)
+        ck.eq('lazy ls -l: objects', st.get('objects'), 4)
+        ck.eq('lazy ls -l: source_bytes', st.get('source_bytes'), sum(size_of(n) for n in have))
+        for n in missing:
+            for p in (n, n[:-4], n[:-4] + '/x.jpg'):
+                try:
+                    os.stat(os.path.join(m.mnt, p))
+                    ck.fail('lazy: %s exists' % p)
+                except OSError as e:
+                    ck.eq('lazy: stat %s' % p, e.errno, errno.ENOENT)
+        check_shards(ck, 'lazy', m.mnt, src, ['train/' + n for n in have], refs,
+                     key_of=lambda s: os.path.basename(s))
+        ck.eq('lazy: no HEAD after the listing', methods(logged(ng, before, m)).get('HEAD'), 8)
+        ck.eq('lazy: brace_missing at the end', m.stats().get('brace_missing'), 4)
+    with open(logf, errors='replace') as f:
+        lines = [ln for ln in f if 'not on the server' in ln]
+    ck.eq('lazy: log lines of missing names', sorted(
+        n for n in missing for ln in lines if ('train/%s:' % n) in ln or (' %s:' % n) in ln),
+        missing)
+
+    # (b) a missing name first reached by a lookup: ENOENT after one HEAD, counted once
+    before = len(ng.requests())
+    with ml.Mount(env, pattern, cache_dir=env.path('cache-lazy-b'), extra=opts) as m:
+        for p in (missing[1], missing[1][:-4], missing[1]):
+            try:
+                os.stat(os.path.join(m.mnt, p))
+                ck.fail('lazy (b): %s exists' % p)
+            except OSError as e:
+                ck.eq('lazy (b): stat %s' % p, e.errno, errno.ENOENT)
+        ck.eq('lazy (b): requests', methods(logged(ng, before, m)), {'GET': 1, 'HEAD': 1})
+        ck.eq('lazy (b): brace_missing', m.stats().get('brace_missing'), 1)
+        ck.eq('lazy (b): brace_learned', m.stats().get('brace_learned'), 0)
+        got = sorted(os.listdir(m.mnt))
+        ck.eq('lazy (b): listing', got, sorted(have + [n[:-4] for n in have]))
+        ck.eq('lazy (b): brace_missing after the listing', m.stats().get('brace_missing'), 4)
+        ck.eq('lazy (b): requests after the listing', methods(logged(ng, before, m)),
+              {'GET': 1, 'HEAD': 8})
+        # a missing name appears on the server: a refresh asks for the missing names again
+        late = os.path.join(src, 'train', missing[1])
+        shutil.copyfile(os.path.join(src, 'train', have[0]), late)
+        os.chmod(late, 0o644)
+        try:
+            rc, err, out = run_cli(env, ['refresh', m.mnt])
+            ck.eq('lazy (b): refresh exit', rc, 0)
+            ck.ok(': 0 new, 0 removed, 4 changed; ' in out, 'lazy (b): refresh summary %r' % out)
+            ck.eq('lazy (b): the late shard after the refresh',
+                  ml.read_all(os.path.join(m.mnt, missing[1])),
+                  open(os.path.join(src, 'train', have[0]), 'rb').read())
+            ck.eq('lazy (b): listing after the refresh', sorted(os.listdir(m.mnt)),
+                  sorted(have + [n[:-4] for n in have] + [missing[1], missing[1][:-4]]))
+            ck.eq('lazy (b): brace_missing after the refresh', m.stats().get('brace_missing'),
+                  4 + 3)
+        finally:
+            os.unlink(late)
+    # a prefetch of a fresh mount learns the names it needs at once, skips the missing ones
+    before = len(ng.requests())
+    with ml.Mount(env, pattern, cache_dir=env.path('cache-lazy-pf'), extra=opts) as m:
+        rc, err, out = run_cli(env, ['prefetch', m.mnt])
+        ck.eq('lazy prefetch: exit', rc, 0)
+        st = m.stats()
+        ck.eq('lazy prefetch: prefetch_bytes', st.get('prefetch_bytes'),
+              sum(size_of(n) for n in have))
+        ck.eq('lazy prefetch: prefetch_cached_bytes', st.get('prefetch_cached_bytes'),
+              sum(size_of(n) for n in have))
+        ck.eq('lazy prefetch: prefetch_errors', st.get('prefetch_errors'), 0)
+        ck.eq('lazy prefetch: brace_missing', st.get('brace_missing'), 4)
+        ck.eq('lazy prefetch: HEADs', methods(logged(ng, before, m)).get('HEAD'), 8)
+
+    # (c) shards replaced on the server under the mount: never wrong bytes
+    with ml.Mount(env, pattern, cache_dir=env.path('cache-lazy-c'), extra=opts) as m:
+        p2 = os.path.join(m.mnt, 'shard-000002.tar')
+        old2 = open(os.path.join(src, 'train', 'shard-000002.tar'), 'rb').read()
+        ck.eq('lazy (c): size learned', os.stat(p2).st_size, len(old2))
+
+        def replace(n, tag, nsamples):
+            path = os.path.join(src, 'train', n)
+            tmp = env.path('stage-' + n)
+            make_shard(env, tmp, tag, nsamples)
+            os.chmod(tmp, 0o644)
+            os.rename(tmp, path)
+            return open(path, 'rb').read()
+        new2 = replace('shard-000002.tar', 'new2', 40)
+        new3 = replace('shard-000003.tar', 'new3', 30)
+        ck.ok(len(new2) != len(old2), 'lazy (c): the new shard-000002.tar has the old size')
+        e = read_errno(p2, 4096)
+        ck.eq('lazy (c): read after the change', e, errno.ESTALE)
+
+        def new_bytes():
+            try:
+                return ml.read_all(p2) == new2
+            except OSError:
+                return False
+        ck.ok(ml.poll(new_bytes, what='shard-000002.tar reads the new version'),
+              'lazy (c): shard-000002.tar never read the new version')
+        ck.eq('lazy (c): new size', os.stat(p2).st_size, len(new2))
+        ck.eq('lazy (c): shard-000003.tar, replaced before its first access',
+              ml.read_all(os.path.join(m.mnt, 'shard-000003.tar')), new3)
+
+    # (f) the default --warm auto: the warm thread learns the sizes (8 HEADs), then warms
+    before = len(ng.requests())
+    with ml.Mount(env, pattern, cache_dir=env.path('cache-lazy-f')) as m:
+        ml.poll(lambda: m.stats().get('warm_state') in (2, 3), what='the warm to end')
+        st = m.stats()
+        total = sum(size_of(n) for n in have)
+        ck.eq('lazy warm: warm_state', st.get('warm_state'), 2)
+        ck.eq('lazy warm: warm_bytes_wanted', st.get('warm_bytes_wanted'), total)
+        ck.eq('lazy warm: warm_bytes_done', st.get('warm_bytes_done'), total)
+        ck.eq('lazy warm: brace_missing', st.get('brace_missing'), 4)
+        ck.eq('lazy warm: HEADs', methods(logged(ng, before, m)).get('HEAD'), 8)
+
+    # (e) 3000 names (6000 entries, more than one batch of a listing), every 97th missing:
+    # 'ls -l' shows exactly the others with their sizes, asking for each name once
+    many = os.path.join(src, 'many')
+    os.makedirs(many, exist_ok=True)
+    sizes = {}
+    for i in range(3000):
+        if i % 97 != 96:
+            n = 'm-%06d.tar' % i
+            with open(os.path.join(many, n), 'wb') as f:
+                f.write(b'%d\n' % i * (1 + i % 7))
+            os.chmod(os.path.join(many, n), 0o644)
+            sizes[n] = os.path.getsize(os.path.join(many, n))
+    os.chmod(many, 0o755)
+    before = len(ng.requests())
+    with ml.Mount(env, ng.url('files/many/m-{000000..002999}.tar'),
+                  cache_dir=env.path('cache-lazy-e'), extra=opts) as m:
+        got = lazy_ls_l(m.mnt)
+        ck.eq('lazy (e): ls -l of 3000 names', {n: v[1] for n, v in got.items() if not v[0]},
+              sizes)
+        ck.eq('lazy (e): member directories', sorted(n for n, v in got.items() if v[0]),
+              sorted(n[:-4] for n in sizes))
+        ck.eq('lazy (e): requests', methods(logged(ng, before, m)), {'GET': 1, 'HEAD': 3000})
+        st = m.stats()
+        ck.eq('lazy (e): brace_missing', st.get('brace_missing'), 3000 - len(sizes))
+        ck.eq('lazy (e): brace_learned', st.get('brace_learned'), len(sizes))
+
+    # (d) the server down: what mount (a) learned is kept for an offline mount
+    ng.stop()
+    try:
+        with ml.Mount(env, pattern, cache_dir=cache,
+                      extra=opts + ['--retry-budget', '1']) as m:
+            st = m.stats()
+            ck.eq('lazy offline: source_offline', st.get('source_offline'), 1)
+            ck.eq('lazy offline: names', sorted(n for n in os.listdir(m.mnt)
+                                                 if n.endswith('.tar')), have)
+            for n in have[:2]:
+                ck.eq('lazy offline: bytes of %s (from the cache)' % n,
+                      ml.read_all(os.path.join(m.mnt, n)),
+                      open(os.path.join(src, 'train', n), 'rb').read())
+        e = ml.mount_error(ck, 'lazy offline with nothing kept',
+                           ml.Mount(env, pattern, cache_dir=env.path('cache-lazy-none'),
+                                    extra=opts + ['--retry-budget', '1']))
+        if e is not None:
+            ck.ok('shard-000000.tar' in e, 'lazy offline: the error does not say what failed: %s'
+                  % e)
+    finally:
+        ng.start()
+
+
 def run_cli(env, args, mnt=None):
     """Run 'shardfs ARGS' (a mount leaves a daemon: output through files); returns (rc, stderr,
     stdout)."""
@@ -785,7 +1022,8 @@ def group_index(env, ck, ng, src, shards, refs):
 GROUPS = {'brace': group_brace, 'listing': group_listing, 'redirect': group_redirect,
           'faults': group_faults, 'tls': group_tls, 'stale': group_stale,
           'badrange': group_badrange, 'conns': group_conns, 'cli': group_cli,
-          'refresh': group_refresh, 'errors': group_errors, 'index': group_index}
+          'refresh': group_refresh, 'errors': group_errors, 'index': group_index,
+          'lazy': group_lazy}
 
 
 def run_group(env, ck, group):

@@ -1,0 +1,238 @@
+/*
+ * fs_learn.c — the size, mtime and ETag of objects that a listing named
+ * only: the names of a brace pattern (backend_objinfo.name_only). A mount
+ * of https://host/d/shard-{000000..067999}.tar is ready without a request
+ * per shard; what the mount needs of a shard is learned when someone asks:
+ *  - one object: getattr of the .tar or of its member directory, a lookup,
+ *    a read, indexing it (fs_obj_learn: one HEAD);
+ *  - many: a listing of a directory (fs_dir_learn, before readdirplus
+ *    answers, for the FS_LEARN_AHEAD entries from where it lists), a
+ *    prefetch, the warm, the imagefolder view and the loader indexes
+ *    (fs_objs_learn, fs_learn_all: HEADs at the store's listing
+ *    parallelism, backend_stat_many).
+ * What is learned stays for the mount's life, like a listed object's info:
+ * the object's version is then fixed (fills carry If-Match on its ETag), so
+ * a shard that changes on the server afterwards is ESTALE, then replaced at
+ * the next lookup, as any remote object (fs_ns_replace).
+ *
+ * A name the store does not have (404) becomes FS_INFO_MISSING once: one
+ * log line, brace_missing counts it, and from then on it is ENOENT by name
+ * and left out of listings (readdir skips entries whose attributes fail).
+ * Its entries stay in the directory's array, so listing offsets never
+ * move. A refresh asks for it again (fs_ns.c). Other errors (the store is
+ * down: -EIO) are not remembered: the next need asks again.
+ *
+ * Threads: any. Learning an object takes its lock (o->lock, which also
+ * protects o->raw), writes o->info and publishes o->known with release;
+ * readers read o->info only after an acquire load saw FS_INFO_KNOWN.
+ * Nothing here holds ns_lock while asking the store.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs_i.h"
+
+/* Objects asked for in one backend_stat_many (bounds the answers' memory:
+ * 4096 x ~120 bytes). */
+#define LEARN_BATCH 4096u
+
+/* Record the store's answer about obj (err: 0 with info, or its errno). */
+static void learn_apply(struct fs *fs, uint32_t obj, const struct backend_objinfo *info, int err)
+{
+	struct fs_obj *o = fs_obj(fs, obj);
+
+	if (err != 0 && err != -ENOENT)
+		return; /* nothing learned: asked again at the next need */
+	pthread_mutex_lock(&o->lock);
+	if (atomic_load_explicit(&o->known, memory_order_relaxed) != FS_INFO_LAZY) {
+		pthread_mutex_unlock(&o->lock);
+		return; /* another thread learned it first */
+	}
+	if (err == -ENOENT) {
+		atomic_store_explicit(&o->known, FS_INFO_MISSING, memory_order_release);
+		pthread_mutex_unlock(&o->lock);
+		fs->c.brace_missing++;
+		fs_log(FS_LOG_WARN,
+		       "%s: named by the pattern but not on the server: ENOENT, left "
+		       "out of listings",
+		       o->key);
+		return;
+	}
+	o->info.size = info->size;
+	o->info.mtime = info->mtime;
+	o->info.mode = info->mode;
+	memcpy(o->info.etag, info->etag, sizeof(o->info.etag));
+	o->info.etag[sizeof(o->info.etag) - 1] = '\0';
+	atomic_store_explicit(&o->known, FS_INFO_KNOWN, memory_order_release);
+	pthread_mutex_unlock(&o->lock);
+	fs->c.brace_learned++;
+	atomic_fetch_add(&fs->total_bytes, info->size);
+}
+
+static int known_err(const struct fs_obj *o, int err)
+{
+	int k = atomic_load_explicit(&o->known, memory_order_acquire);
+
+	if (k == FS_INFO_KNOWN)
+		return 0;
+	if (k == FS_INFO_MISSING)
+		return -ENOENT;
+	return err < 0 ? err : -EIO;
+}
+
+int fs_obj_learn(struct fs *fs, uint32_t obj)
+{
+	struct fs_obj *o = fs_obj(fs, obj);
+	struct backend_objinfo info;
+	int err;
+
+	if (atomic_load_explicit(&o->known, memory_order_acquire) != FS_INFO_LAZY)
+		return known_err(o, 0);
+	memset(&info, 0, sizeof(info));
+	err = backend_stat(fs->be, o->key, &info);
+	if (err == -EISDIR)
+		err = -ENOENT; /* a directory: no object of that name */
+	learn_apply(fs, obj, &info, err);
+	return known_err(o, err);
+}
+
+static int u32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* One backend_stat_many of objs[0..n) (n <= LEARN_BATCH, all lazy). */
+static void learn_batch(struct fs *fs, const uint32_t *objs, size_t n)
+{
+	const char **keys = malloc(n * sizeof(*keys));
+	struct backend_objinfo *info = malloc(n * sizeof(*info));
+	int *errs = malloc(n * sizeof(*errs)), first = 0;
+	size_t failed = 0;
+
+	if (!keys || !info || !errs)
+		goto out; /* each is asked alone at its need */
+	for (size_t i = 0; i < n; i++)
+		keys[i] = fs_obj(fs, objs[i])->key;
+	if (backend_stat_many(fs->be, keys, n, info, errs) < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		if (errs[i] == -EISDIR)
+			errs[i] = -ENOENT;
+		if (errs[i] < 0 && errs[i] != -ENOENT && !failed++)
+			first = errs[i];
+		learn_apply(fs, objs[i], &info[i], errs[i]);
+	}
+	if (failed)
+		fs_log(FS_LOG_WARN,
+		       "%zu of %zu objects' sizes not learned: %s (asked again when needed)",
+		       failed, n, strerror(-first));
+out:
+	free(keys);
+	free(info);
+	free(errs);
+}
+
+void fs_objs_learn(struct fs *fs, const uint32_t *objs, size_t n)
+{
+	uint32_t *lazy;
+	size_t m = 0;
+
+	if (!fs->lazy || n == 0)
+		return;
+	lazy = malloc(n * sizeof(*lazy));
+	if (!lazy)
+		return;
+	for (size_t i = 0; i < n; i++)
+		if (atomic_load_explicit(&fs_obj(fs, objs[i])->known, memory_order_acquire) ==
+		    FS_INFO_LAZY)
+			lazy[m++] = objs[i];
+	qsort(lazy, m, sizeof(*lazy), u32_cmp);
+	{
+		size_t w = 0;
+
+		for (size_t i = 0; i < m; i++)
+			if (w == 0 || lazy[w - 1] != lazy[i])
+				lazy[w++] = lazy[i];
+		m = w;
+	}
+	for (size_t i = 0; i < m; i += LEARN_BATCH)
+		learn_batch(fs, lazy + i, m - i < LEARN_BATCH ? m - i : LEARN_BATCH);
+	free(lazy);
+}
+
+void fs_learn_all(struct fs *fs)
+{
+	uint32_t n = atomic_load_explicit(&fs->nobjs, memory_order_acquire), m = 0;
+	uint32_t *objs;
+
+	if (!fs->lazy || n == 0)
+		return;
+	objs = malloc((size_t)n * sizeof(*objs));
+	if (!objs)
+		return;
+	for (uint32_t i = 0; i < n; i++)
+		if (fs_obj_live(fs_obj(fs, i)))
+			objs[m++] = i;
+	fs_objs_learn(fs, objs, m);
+	free(objs);
+}
+
+static int obj_of_ent(const struct fs *fs, const struct fs_dirent *e, uint32_t *obj)
+{
+	if (e->kind == FS_K_OBJ)
+		*obj = e->idx;
+	else if (e->kind == FS_K_SHARD)
+		*obj = fs_shard(fs, e->idx)->obj;
+	else
+		return 0;
+	return 1;
+}
+
+void fs_dir_learn(struct fs *fs, uint32_t dir, uint32_t from)
+{
+	uint32_t *objs = NULL, n = 0, near = 0;
+
+	if (!fs->lazy)
+		return;
+	fs_ns_rdlock(fs);
+	if (dir < fs->ndirs && from < fs->dirs[dir].nents) {
+		const struct fs_dir *d = &fs->dirs[dir];
+		uint32_t end = d->nents - from > FS_LEARN_AHEAD ? from + FS_LEARN_AHEAD : d->nents;
+
+		for (uint32_t i = from; i < end && i < from + FS_LEARN_NEAR && !near; i++) {
+			uint32_t obj;
+
+			if (obj_of_ent(fs, &d->ents[i], &obj) &&
+			    atomic_load_explicit(&fs_obj(fs, obj)->known, memory_order_acquire) ==
+				FS_INFO_LAZY)
+				near = 1;
+		}
+		objs = near ? malloc((size_t)(end - from) * sizeof(*objs)) : NULL;
+		for (uint32_t i = from; objs && i < end; i++)
+			if (obj_of_ent(fs, &d->ents[i], &objs[n]))
+				n++;
+	}
+	fs_ns_unlock(fs);
+	if (objs)
+		fs_objs_learn(fs, objs, n);
+	free(objs);
+}
+
+int fs_ino_unlearned(const struct fs *fs, uint64_t ino)
+{
+	enum fs_kind k = fs_ino_kind(ino);
+	uint32_t a = fs_ino_a(ino), obj;
+
+	if (!fs->lazy)
+		return 0;
+	if (k == FS_K_OBJ && a < fs->nobjs)
+		obj = a;
+	else if (k == FS_K_SHARD && a < fs->nshards)
+		obj = fs_shard(fs, a)->obj;
+	else
+		return 0;
+	return atomic_load_explicit(&fs_obj(fs, obj)->known, memory_order_acquire) == FS_INFO_LAZY;
+}
