@@ -490,10 +490,12 @@ class GateProxy(FaultProxy):
     passed since the first ranged GET, the gate stays open. A client that runs `target`
     requests in parallel reaches the target without waiting; one that runs fewer is held
     until the deadline, and max_inflight says how many it ran. Counts, not timings, decide:
-    the deadline only bounds how long a failing client waits."""
+    the deadline only bounds how long a failing client waits. Ranged GETs of fewer than
+    min_bytes (a header probe's unit) pass without being held or counted."""
 
-    def __init__(self, upstream_port, target, deadline=30.0):
+    def __init__(self, upstream_port, target, deadline=30.0, min_bytes=0):
         self.target = target
+        self.min_bytes = min_bytes
         self.deadline = deadline
         self.cond = threading.Condition()
         self.inflight = 0
@@ -504,7 +506,8 @@ class GateProxy(FaultProxy):
         super().__init__(upstream_port)
 
     def _fetch(self, head):
-        ranged = head[0].startswith(b'GET ') and self._range(head) is not None
+        rg = self._range(head) if head[0].startswith(b'GET ') else None
+        ranged = rg is not None and (rg[1] is None or rg[1] + 1 - rg[0] >= self.min_bytes)
         if not ranged:
             return super()._fetch(head)
         with self.cond:
