@@ -211,7 +211,7 @@ struct fs_counters {
 	atomic_ullong op_errors; /* requests but reads that failed (fs_ll.c's reply helper) */
 	atomic_ullong index_built, index_loaded, index_errors, index_bytes_scanned;
 	atomic_ullong index_save_errors, members, damaged_shards, skipped_members;
-	atomic_ullong index_mem_bytes;
+	atomic_ullong index_mem_bytes, index_mapped_bytes;
 	atomic_ullong prefetch_requests, prefetch_errors, shard_prefetches;
 	/* Imagefolder view and sidecar indexes */
 	atomic_ullong if_images, if_no_image, if_no_class, if_dup_dropped, if_shards_indexed;
