@@ -189,7 +189,9 @@ struct fs_shard {
 	uint32_t obj;			      /* the shard's object */
 	char *dirname;			      /* name of its member directory */
 	pthread_mutex_t lock;		      /* serialises loading */
-	struct shardidx *_Atomic ix;	      /* set once, then immutable */
+	struct shardidx *_Atomic ix;	      /* set once, then immutable; reads a mapping
+					       * of its cache file, unmapped at unmount
+					       * (fs_shards_release) */
 	struct cachetier_obj *_Atomic stream; /* decoded (or raw) tar stream */
 	_Atomic int err; /* 0, or the error that refused the shard whole (-EFBIG,
 			  * -ENOSPC): sticks, so loading is not tried again */

@@ -9,6 +9,16 @@
  * cache directory (crash-safe) under an identity of key, ETag and codec,
  * so a changed object never gets an old index.
  *
+ * An index is not kept in the heap: its cache file is mapped read-only
+ * (cachetier_meta_map), validated once and read in place
+ * (shardidx_load_in_place) — one built from the shard is saved, then mapped
+ * the same way and its heap copy freed — so a shard costs the heap about
+ * 200 bytes however many members it has, and the kernel may drop the pages
+ * under memory pressure. Where no mapping can be made (vm.max_map_count) or
+ * the index cannot be saved, it stays in the heap. Sidecar indexes are read
+ * from the source into the heap (a file beside the shard may change in
+ * place: it is never mapped).
+ *
  * The codec is decided by the shard's bytes, as GNU tar and bsdtar do: gzip
  * and zstd by their magic, a plain tar by its first header; the name's
  * suffix only decides that an object is a shard, and the codec only when
