@@ -379,8 +379,10 @@ static int section(const unsigned char *b, size_t len, int s, uint64_t count, ui
 {
 	uint64_t off = disk_le64_get(b + 96 + 16 * s), l = disk_le64_get(b + 104 + 16 * s);
 
-	if (off < HDR_SIZE || off > len || l > len - off || count > UINT64_MAX / elem ||
-	    l != count * elem)
+	/* sections start 8-byte aligned (the writer pads): read in place,
+	 * every array is then aligned for its type */
+	if (off < HDR_SIZE || (off & 7) || off > len || l > len - off ||
+	    count > UINT64_MAX / elem || l != count * elem)
 		return -EBADMSG;
 	*p = b + off;
 	return 0;
