@@ -789,19 +789,27 @@ static void test_plan(void)
 
 #define REMAP_N 24
 
-static char remap_data[2][REMAP_N][64];
+static char remap_names[REMAP_N][32], remap_data[2][REMAP_N][64];
 static atomic_int remap_stop;
+
+/* The members' names and both versions' bytes: filled once, before any
+ * reader runs. */
+static void remap_init(void)
+{
+	for (int i = 0; i < REMAP_N; i++) {
+		snprintf(remap_names[i], sizeof(remap_names[i]), "k%02d.%s", i / 2,
+			 i % 2 ? "cls" : "jpg");
+		for (int v = 0; v < 2; v++)
+			snprintf(remap_data[v][i], sizeof(remap_data[v][i]),
+				 "version %d member %d %.*s\n", v, i, i,
+				 "abcdefghijklmnopqrstuvwxyz");
+	}
+}
 
 static void remap_members(struct member *m, int version)
 {
-	static char names[REMAP_N][32];
-
 	for (int i = 0; i < REMAP_N; i++) {
-		snprintf(names[i], sizeof(names[i]), "k%02d.%s", i / 2, i % 2 ? "cls" : "jpg");
-		snprintf(remap_data[version][i], sizeof(remap_data[version][i]),
-			 "version %d member %d %.*s\n", version, i, i,
-			 "abcdefghijklmnopqrstuvwxyz");
-		m[i].name = names[i];
+		m[i].name = remap_names[i];
 		m[i].type = '0';
 		m[i].data = remap_data[version][i];
 	}
@@ -859,6 +867,7 @@ static void test_remap(void)
 	unsigned long long built;
 
 	make_dir("remap");
+	remap_init();
 	remap_members(m, 0);
 	write_shard("remap/keep.tar", m, REMAP_N);
 	write_shard("remap/change.tar", m, REMAP_N);
