@@ -713,6 +713,22 @@ static int mode_idxfuzz(uint64_t seed, const char *path)
 	if ((r = try_load(ib, 0, "ident")) != -EBADMSG)
 		FAIL("empty file gives %d", r);
 
+	/* A section moved off 8-byte alignment (the checksum fixed): read in
+	 * place its array would be misaligned, so the file is corrupt. */
+	for (int sec = 0; sec < 7; sec++) {
+		uint64_t off = 0;
+
+		memcpy(c, ib, il);
+		for (int k = 0; k < 8; k++)
+			off |= (uint64_t)c[96 + 16 * sec + k] << (8 * k);
+		off += 4;
+		for (int k = 0; k < 8; k++)
+			c[96 + 16 * sec + k] = (unsigned char)(off >> (8 * k));
+		put_cksum(c, il);
+		g_ctx = "misaligned section";
+		if ((r = try_load(c, il, "ident")) != -EBADMSG)
+			FAIL("section %d at a misaligned offset gives %d", sec, r);
+	}
 	/* Truncation at every length. */
 	for (size_t l = 0; l < il; l++) {
 		g_ctx = "truncated index";
