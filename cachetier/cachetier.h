@@ -21,7 +21,8 @@
  *    decompression-bomb bound or past the disk's room is refused whole.
  *  - stores small metadata blobs (shard indexes, fs's kept listing and
  *    imagefolder class maps) crash-safely: disk_write_atomic (temp file,
- *    fsync, rename, fsync of the directory).
+ *    fsync, rename, fsync of the directory); they are read into the heap
+ *    or mapped read-only (shard indexes: page cache, not heap).
  *
  * On-disk layout (created 0700, files 0600):
  *   CACHE_DIR/v1/<source-hash>/source       the source string, for humans
