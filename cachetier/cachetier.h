@@ -21,7 +21,8 @@
  *    decompression-bomb bound or past the disk's room is refused whole.
  *  - stores small metadata blobs (shard indexes, fs's kept listing and
  *    imagefolder class maps) crash-safely: disk_write_atomic (temp file,
- *    fsync, rename, fsync of the directory).
+ *    fsync, rename, fsync of the directory); they are read into the heap
+ *    or mapped read-only (shard indexes: page cache, not heap).
  *
  * On-disk layout (created 0700, files 0600):
  *   CACHE_DIR/v1/<source-hash>/source       the source string, for humans
@@ -262,5 +263,27 @@ ssize_t cachetier_obj_pread_probe(struct cachetier_obj *o, void *buf, size_t len
  * rename, fsync of the directory). */
 int cachetier_meta_get(struct cachetier *ct, const char *name, void **buf, size_t *len);
 int cachetier_meta_put(struct cachetier *ct, const char *name, const void *buf, size_t len);
+
+/* A blob mapped read-only (PROT_READ, MAP_SHARED): its bytes live in the
+ * page cache, shared with every process that maps it, and the kernel may
+ * drop them under memory pressure (they are read again from the file), so
+ * a big index costs no heap. *data (8-byte aligned) and *len stay valid
+ * while a reference is held: map gives one, cachetier_meta_ref adds one,
+ * cachetier_meta_unmap drops one and unmaps at the last (accepts NULL).
+ * A blob is never changed in place — a put renames a new file over the
+ * name — so a mapping keeps the bytes it was made of while another thread
+ * or process puts a new blob under that name; the caller validates them
+ * once (its format's checksum). Changing a cache file in place (by hand)
+ * is outside this contract: a truncated one faults on access.
+ * Returns 0, -ENOENT (absent), -EBADMSG (not a regular file, or larger
+ * than the blob bound), -ENOMEM (no mapping could be made, e.g. the
+ * process's vm.max_map_count is reached: cachetier_meta_get still works)
+ * or another negative errno. An empty blob gives *data NULL, *len 0.
+ * The handle is independent of ct (it may outlive cachetier_close). */
+struct cachetier_meta;
+int cachetier_meta_map(struct cachetier *ct, const char *name, struct cachetier_meta **m,
+		       const void **data, size_t *len);
+void cachetier_meta_ref(struct cachetier_meta *m);
+void cachetier_meta_unmap(struct cachetier_meta *m);
 
 #endif

@@ -1,17 +1,27 @@
 /*
- * cachetier_meta.c — small metadata blobs (shard indexes, decode records),
- * stored crash-safely.
+ * cachetier_meta.c — metadata blobs (shard indexes, fs's kept listing,
+ * imagefolder class maps), stored crash-safely.
  *
  * A blob is written with disk_write_atomic (temp file, fsync, rename, fsync
  * of the directory), so a reader sees the old blob, the new blob, or
  * nothing — never a torn one. Blob contents carry their own magic, version
  * and checksum (the caller's format); this file only moves bytes.
+ *
+ * A blob is read either into malloc'd memory (get) or mapped read-only
+ * (map): the daemon maps shard indexes, so millions of members cost page
+ * cache the kernel can reclaim, not heap. Since a blob file is only ever
+ * replaced by a rename, never written in place, a mapping keeps the inode
+ * it was made of: a put of the same name (another process reindexing)
+ * cannot change or truncate the bytes under a reader. The mapping goes
+ * when its last reference is dropped.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -98,4 +108,74 @@ int cachetier_meta_put(struct cachetier *ct, const char *name, const void *buf, 
 	if (err == 0)
 		ct->meta_writes++;
 	return err;
+}
+
+/* A mapped blob (cachetier_meta_map). */
+struct cachetier_meta {
+	void *addr; /* NULL for an empty blob */
+	size_t len;
+	atomic_uint refs;
+};
+
+int cachetier_meta_map(struct cachetier *ct, const char *name, struct cachetier_meta **m,
+		       const void **data, size_t *len)
+{
+	struct cachetier_meta *cm;
+	struct stat st;
+	char fname[17];
+	int fd, err = 0;
+
+	*m = NULL;
+	*data = NULL;
+	*len = 0;
+	meta_filename(name, fname);
+	fd = openat(ct->metafd, fname, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	cm = calloc(1, sizeof(*cm));
+	if (!cm) {
+		err = -ENOMEM;
+		goto out;
+	}
+	if (fstat(fd, &st) < 0) {
+		err = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > META_MAX_BYTES) {
+		err = -EBADMSG;
+		goto out;
+	}
+	cm->len = (size_t)st.st_size;
+	if (cm->len) {
+		cm->addr = mmap(NULL, cm->len, PROT_READ, MAP_SHARED, fd, 0);
+		if (cm->addr == MAP_FAILED) {
+			cm->addr = NULL;
+			err = -errno;
+			goto out;
+		}
+	}
+	atomic_init(&cm->refs, 1);
+	ct->meta_reads++;
+	*m = cm;
+	*data = cm->addr;
+	*len = cm->len;
+	cm = NULL;
+out:
+	free(cm);
+	close(fd);
+	return err;
+}
+
+void cachetier_meta_ref(struct cachetier_meta *m)
+{
+	atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
+}
+
+void cachetier_meta_unmap(struct cachetier_meta *m)
+{
+	if (!m || atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	if (m->addr)
+		munmap(m->addr, m->len);
+	free(m);
 }

@@ -82,14 +82,16 @@ struct shardidx_extent {
 };
 
 struct shardidx_info {
-	uint32_t nentries;    /* entries in the index, directories included */
-	uint32_t nsamples;    /* WebDataset samples */
-	uint64_t stream_size; /* bytes of tar stream available when the index was built */
-	uint64_t end_off;     /* offset just past the last parsed header or data */
-	int damage;	      /* 0, or negative errno: parsing stopped at damage_off */
-	uint64_t damage_off;  /* stream offset of the damage */
-	uint32_t skipped;     /* members left out (hostile names, devices, fifos, ...) */
-	size_t mem_bytes;     /* bytes of memory the index holds */
+	uint32_t nentries;     /* entries in the index, directories included */
+	uint32_t nsamples;     /* WebDataset samples */
+	uint64_t stream_size;  /* bytes of tar stream available when the index was built */
+	uint64_t end_off;      /* offset just past the last parsed header or data */
+	int damage;	       /* 0, or negative errno: parsing stopped at damage_off */
+	uint64_t damage_off;   /* stream offset of the damage */
+	uint32_t skipped;      /* members left out (hostile names, devices, fifos, ...) */
+	size_t mem_bytes;      /* bytes of heap the index holds (its arrays unless read in place,
+				* the sample table once built) */
+	size_t in_place_bytes; /* bytes of the buffer it reads in place (0: none) */
 };
 
 /* ---- building ---------------------------------------------------------- */
@@ -175,8 +177,21 @@ int shardidx_save(const struct shardidx *ix, const void *ident, size_t identlen,
  * buffer of len bytes) in every case. Validates everything (checksum, every
  * offset and count) so that a corrupt file can never cause an out-of-bounds
  * access. Returns 0, -EBADMSG (corrupt), -EPROTO (other version), -ESTALE
- * (ident differs) or -ENOMEM. */
+ * (ident differs) or -ENOMEM. Same as shardidx_load_in_place(buf, ...,
+ * free, buf): the index reads buf in place where it can. */
 int shardidx_load(void *buf, size_t len, const void *ident, size_t identlen, struct shardidx **out);
+
+/* Load an index saved by shardidx_save from buf[0..len) without copying
+ * it: a read-only mapping of the file (the heap then holds only the struct,
+ * a few hundred bytes, and the sample table once asked for). Validation is
+ * shardidx_load's, done once here. buf must stay readable and unchanged
+ * until release(arg), which is called exactly once: by shardidx_free, or
+ * before this returns an error, or before it returns 0 when the index could
+ * not read buf in place (a big-endian host, buf not 8-byte aligned: the
+ * sections are then decoded into fresh arrays; info.in_place_bytes says
+ * which). release may be NULL. Returns as shardidx_load. */
+int shardidx_load_in_place(const void *buf, size_t len, const void *ident, size_t identlen,
+			   void (*release)(void *arg), void *arg, struct shardidx **out);
 
 /* The identity an index file in buf[0..len) was saved with, without
  * loading it: *ident points into buf. Checks magic, version, length and

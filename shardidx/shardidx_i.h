@@ -19,6 +19,11 @@
  * Hardlinks (SHARDIDX_F_HARDLINK) carry the same off/size/flags as their
  * canonical entry; the link table (sorted by entry) maps them to the canon,
  * and maps each canon (SHARDIDX__F_LINKED) to its nlink.
+ *
+ * These structs are the file's sections byte for byte on a little-endian
+ * host (the _Static_asserts below), so an index loaded in place
+ * (shardidx_load_in_place) points recs, names, sparse, segs and links into
+ * the caller's buffer — a mapped file — and copies nothing.
  */
 #ifndef SHARDIDX_I_H
 #define SHARDIDX_I_H
@@ -45,6 +50,12 @@ struct shardidx__rec {
 	uint8_t flags;
 };
 _Static_assert(sizeof(struct shardidx__rec) == 32, "record must stay 32 bytes");
+_Static_assert(offsetof(struct shardidx__rec, name_off) == 16 &&
+		   offsetof(struct shardidx__rec, mtime) == 24 &&
+		   offsetof(struct shardidx__rec, mode) == 28 &&
+		   offsetof(struct shardidx__rec, type) == 30 &&
+		   offsetof(struct shardidx__rec, flags) == 31,
+	       "a record is laid out as in the file");
 
 /* One sparse entry: its data segments are segs[first_seg, first_seg+nseg). */
 struct shardidx__sparse {
@@ -52,6 +63,9 @@ struct shardidx__sparse {
 	uint32_t nseg;
 	uint64_t data_off; /* stream offset where the stored data begins */
 };
+_Static_assert(sizeof(struct shardidx__sparse) == 16 &&
+		   offsetof(struct shardidx__sparse, data_off) == 8,
+	       "a sparse row is laid out as in the file");
 
 /* A stored data segment of a sparse entry; everything between is a hole. */
 struct shardidx__seg {
@@ -59,6 +73,7 @@ struct shardidx__seg {
 	uint64_t stream_off;
 	uint64_t len;
 };
+_Static_assert(sizeof(struct shardidx__seg) == 24, "a segment is laid out as in the file");
 
 /* Hardlink table row: for a HARDLINK entry val = canon; for a LINKED entry
  * val = nlink. Sorted by entry, unique. */
@@ -66,8 +81,16 @@ struct shardidx__link {
 	uint32_t entry;
 	uint32_t val;
 };
+_Static_assert(sizeof(struct shardidx__link) == 8, "a link row is laid out as in the file");
+
+/* 1 when the file's sections can be read in place on this host. */
+#define SHARDIDX__IN_PLACE_HOST (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__)
 
 struct shardidx {
+	/* Built or decoded: heap arrays, freed with the index. Loaded in place
+	 * (in_place != 0): they point into the caller's read-only buffer and
+	 * nothing writes through them; release(release_arg) gives the buffer
+	 * back when the index is freed. */
 	struct shardidx__rec *recs;
 	uint32_t nrecs;
 	uint32_t root_n; /* top-level entries are [0, root_n) */
@@ -84,6 +107,10 @@ struct shardidx {
 	 * samples are asked for; published once with a compare-and-swap */
 	uint32_t *_Atomic samples;
 	uint32_t nsamples; /* counted when the index is built or loaded */
+	int in_place;
+	size_t buf_len; /* in place: bytes of the buffer read in place */
+	void (*release)(void *arg);
+	void *release_arg;
 
 	uint64_t stream_size;
 	uint64_t end_off;

@@ -3,8 +3,9 @@
  * samples.
  *
  * Design: everything is computed from the 32-byte records and the side tables
- * (see shardidx_i.h); nothing is mutated after the index is built or loaded,
- * so any number of threads may read it. lookup is a binary search in the
+ * (see shardidx_i.h), heap arrays or a mapped file read in place alike;
+ * nothing is mutated after the index is built or loaded (but for the sample
+ * table, published once), so any number of threads may read it. lookup is a binary search in the
  * parent's sorted child range; map walks the sparse segments of one entry
  * from a binary-searched start. The caller never gets a byte range that lies
  * past the end of the stream: such a request fails with -EIO.
@@ -104,9 +105,12 @@ const struct shardidx__link *shardidx__link_find(const struct shardidx *ix, uint
 
 size_t shardidx__mem_bytes(const struct shardidx *ix)
 {
-	return sizeof(*ix) + (size_t)ix->nrecs * sizeof(*ix->recs) + ix->names_len +
-	       (size_t)ix->nsparse * sizeof(*ix->sparse) + (size_t)ix->nsegs * sizeof(*ix->segs) +
-	       (size_t)ix->nlinks * sizeof(*ix->links) +
+	size_t arrays = (size_t)ix->nrecs * sizeof(*ix->recs) + ix->names_len +
+			(size_t)ix->nsparse * sizeof(*ix->sparse) +
+			(size_t)ix->nsegs * sizeof(*ix->segs) +
+			(size_t)ix->nlinks * sizeof(*ix->links);
+
+	return sizeof(*ix) + (ix->in_place ? 0 : arrays) +
 	       (atomic_load(&((struct shardidx *)ix)->samples)
 		    ? (size_t)ix->nsamples * sizeof(uint32_t)
 		    : 0);
@@ -116,12 +120,16 @@ void shardidx_free(struct shardidx *ix)
 {
 	if (!ix)
 		return;
-	free(ix->recs);
-	free(ix->names);
-	free(ix->sparse);
-	free(ix->segs);
-	free(ix->links);
+	if (!ix->in_place) {
+		free(ix->recs);
+		free(ix->names);
+		free(ix->sparse);
+		free(ix->segs);
+		free(ix->links);
+	}
 	free(ix->samples);
+	if (ix->release)
+		ix->release(ix->release_arg);
 	free(ix);
 }
 
@@ -136,6 +144,7 @@ void shardidx_get_info(const struct shardidx *ix, struct shardidx_info *info)
 	info->damage_off = ix->damage_off;
 	info->skipped = ix->skipped;
 	info->mem_bytes = shardidx__mem_bytes(ix);
+	info->in_place_bytes = ix->in_place ? ix->buf_len : 0;
 }
 
 void shardidx_root(const struct shardidx *ix, uint32_t *first, uint32_t *n)

@@ -20,8 +20,11 @@
  * Load order of checks: magic (-EBADMSG), version (-EPROTO), length and
  * checksum (-EBADMSG), ident (-ESTALE), then every count, offset, name,
  * tree link, sparse segment, hardlink row and sample (-EBADMSG), so that
- * reading a loaded index can never go out of bounds or loop forever. Load
- * decodes into fresh arrays (no host-layout assumptions) and frees buf.
+ * reading a loaded index can never go out of bounds or loop forever. On a
+ * little-endian host the sections are the in-memory arrays (shardidx_i.h):
+ * load reads them in place, in the caller's buffer — the daemon's is a
+ * read-only mapping of the cache file, so an index costs no heap; a
+ * misaligned buffer or a big-endian host decodes them into fresh arrays.
  *
  * Non-goals: no file I/O (the caller writes to a temp file and renames).
  */
@@ -341,9 +344,11 @@ static int validate(struct shardidx *ix)
 		return -EBADMSG;
 	if (ix->damage > 0 || ix->damage < -4095)
 		return -EBADMSG;
+	/* scratch of the checks, freed before return: per sparse member, and
+	 * per entry only when there are hardlinks */
 	sp_end = calloc(ix->nsparse ? ix->nsparse : 1, sizeof(*sp_end));
-	nhard = calloc(ix->nrecs ? ix->nrecs : 1, sizeof(*nhard));
-	if (!sp_end || !nhard) {
+	nhard = ix->nlinks ? calloc(ix->nrecs, sizeof(*nhard)) : NULL;
+	if (!sp_end || (ix->nlinks && !nhard)) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -374,8 +379,10 @@ static int section(const unsigned char *b, size_t len, int s, uint64_t count, ui
 {
 	uint64_t off = disk_le64_get(b + 96 + 16 * s), l = disk_le64_get(b + 104 + 16 * s);
 
-	if (off < HDR_SIZE || off > len || l > len - off || count > UINT64_MAX / elem ||
-	    l != count * elem)
+	/* sections start 8-byte aligned (the writer pads): read in place,
+	 * every array is then aligned for its type */
+	if (off < HDR_SIZE || (off & 7) || off > len || l > len - off ||
+	    count > UINT64_MAX / elem || l != count * elem)
 		return -EBADMSG;
 	*p = b + off;
 	return 0;
@@ -403,39 +410,23 @@ int shardidx_ident(const void *buf, size_t len, const void **ident, size_t *iden
 	return 0;
 }
 
-int shardidx_load(void *buf, size_t len, const void *ident, size_t identlen, struct shardidx **out)
+/* Magic, version, length, checksum and identity of the file in b[0..len),
+ * then the header's counts into ix and each section's start into s[]. */
+static int read_header(const unsigned char *b, size_t len, const void *ident, size_t identlen,
+		       struct shardidx *ix, const unsigned char **s)
 {
-	const unsigned char *b = buf, *s[NSECT];
-	struct shardidx *ix = NULL;
-	int r = -EBADMSG;
-
-	if (!out) {
-		free(buf);
-		return -EINVAL;
-	}
-	*out = NULL;
-	if (!buf || len < 12 || memcmp(b, MAGIC, 8) != 0)
-		goto out;
-	if (disk_le32_get(b + 8) != VERSION) {
-		r = -EPROTO;
-		goto out;
-	}
+	if (!b || len < 12 || memcmp(b, MAGIC, 8) != 0)
+		return -EBADMSG;
+	if (disk_le32_get(b + 8) != VERSION)
+		return -EPROTO;
 	if (len < HDR_SIZE || disk_le32_get(b + 12) != HDR_SIZE || disk_le64_get(b + 24) != len ||
 	    disk_le64_get(b + 16) != file_sum(b, len))
-		goto out;
+		return -EBADMSG;
 	if (section(b, len, SEC_IDENT, disk_le32_get(b + 60), 1, &s[SEC_IDENT]))
-		goto out;
+		return -EBADMSG;
 	if (disk_le32_get(b + 60) != identlen ||
-	    (identlen && memcmp(s[SEC_IDENT], ident, identlen))) {
-		r = -ESTALE;
-		goto out;
-	}
-
-	ix = calloc(1, sizeof(*ix));
-	if (!ix) {
-		r = -ENOMEM;
-		goto out;
-	}
+	    (identlen && memcmp(s[SEC_IDENT], ident, identlen)))
+		return -ESTALE;
 	ix->nrecs = disk_le32_get(b + 32);
 	ix->root_n = disk_le32_get(b + 36);
 	ix->names_len = disk_le32_get(b + 40);
@@ -454,16 +445,34 @@ int shardidx_load(void *buf, size_t len, const void *ident, size_t identlen, str
 	    section(b, len, SEC_SEGS, ix->nsegs, SEG_SIZE, &s[SEC_SEGS]) ||
 	    section(b, len, SEC_LINKS, ix->nlinks, LINK_SIZE, &s[SEC_LINKS]) ||
 	    section(b, len, SEC_SAMPLES, 0, 4, &s[SEC_SAMPLES]))
-		goto out;
+		return -EBADMSG;
+	return 0;
+}
 
-	r = -ENOMEM;
+/* Point ix's arrays at the sections: the structs are the file's layout on
+ * this host (shardidx_i.h), and every section starts 8-byte aligned in an
+ * 8-byte aligned buffer. Nothing writes through these pointers. */
+static void point_in_place(struct shardidx *ix, const unsigned char *const *s, size_t len)
+{
+	ix->recs = (struct shardidx__rec *)(uintptr_t)s[SEC_RECS];
+	ix->names = (char *)(uintptr_t)s[SEC_NAMES];
+	ix->sparse = (struct shardidx__sparse *)(uintptr_t)s[SEC_SPARSE];
+	ix->segs = (struct shardidx__seg *)(uintptr_t)s[SEC_SEGS];
+	ix->links = (struct shardidx__link *)(uintptr_t)s[SEC_LINKS];
+	ix->in_place = 1;
+	ix->buf_len = len;
+}
+
+/* Decode the sections into fresh arrays (no host-layout assumptions). */
+static int decode_copy(struct shardidx *ix, const unsigned char *const *s)
+{
 	ix->recs = alloc_n(ix->nrecs, sizeof(*ix->recs));
 	ix->names = alloc_n(ix->names_len, 1);
 	ix->sparse = alloc_n(ix->nsparse, sizeof(*ix->sparse));
 	ix->segs = alloc_n(ix->nsegs, sizeof(*ix->segs));
 	ix->links = alloc_n(ix->nlinks, sizeof(*ix->links));
 	if (!ix->recs || !ix->names || !ix->sparse || !ix->segs || !ix->links)
-		goto out;
+		return -ENOMEM;
 	for (uint32_t i = 0; i < ix->nrecs; i++) {
 		const unsigned char *p = s[SEC_RECS] + (size_t)i * REC_SIZE;
 		struct shardidx__rec *rc = &ix->recs[i];
@@ -499,14 +508,52 @@ int shardidx_load(void *buf, size_t len, const void *ident, size_t identlen, str
 		ix->links[i].entry = disk_le32_get(p);
 		ix->links[i].val = disk_le32_get(p + 4);
 	}
+	return 0;
+}
 
+int shardidx_load_in_place(const void *buf, size_t len, const void *ident, size_t identlen,
+			   void (*release)(void *arg), void *arg, struct shardidx **out)
+{
+	const unsigned char *s[NSECT];
+	struct shardidx *ix = NULL;
+	int r = -EINVAL;
+
+	if (!out)
+		goto fail;
+	*out = NULL;
+	r = -ENOMEM;
+	ix = calloc(1, sizeof(*ix));
+	if (!ix)
+		goto fail;
+	r = read_header(buf, len, ident, identlen, ix, s);
+	if (r < 0)
+		goto fail;
+	if (SHARDIDX__IN_PLACE_HOST && ((uintptr_t)buf & 7) == 0) {
+		point_in_place(ix, s, len);
+	} else {
+		r = decode_copy(ix, s);
+		if (r < 0)
+			goto fail;
+	}
 	r = validate(ix);
-	if (r)
-		goto out;
+	if (r < 0)
+		goto fail;
+	if (ix->in_place) {
+		ix->release = release;
+		ix->release_arg = arg;
+	} else if (release) {
+		release(arg); /* the copies are the index now */
+	}
 	*out = ix;
-	ix = NULL;
-out:
-	shardidx_free(ix);
-	free(buf);
+	return 0;
+fail:
+	shardidx_free(ix); /* in_place but no release yet: frees only the struct */
+	if (release)
+		release(arg);
 	return r;
+}
+
+int shardidx_load(void *buf, size_t len, const void *ident, size_t identlen, struct shardidx **out)
+{
+	return shardidx_load_in_place(buf, len, ident, identlen, free, buf, out);
 }

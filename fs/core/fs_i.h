@@ -203,7 +203,9 @@ struct fs_shard {
 	uint32_t obj;			      /* the shard's object */
 	char *dirname;			      /* name of its member directory */
 	pthread_mutex_t lock;		      /* serialises loading */
-	struct shardidx *_Atomic ix;	      /* set once, then immutable */
+	struct shardidx *_Atomic ix;	      /* set once, then immutable; reads a mapping
+					       * of its cache file, unmapped at unmount
+					       * (fs_shards_release) */
 	struct cachetier_obj *_Atomic stream; /* decoded (or raw) tar stream */
 	_Atomic int err; /* 0, or the error that refused the shard whole (-EFBIG,
 			  * -ENOSPC): sticks, so loading is not tried again */
@@ -225,7 +227,7 @@ struct fs_counters {
 	atomic_ullong op_errors; /* requests but reads that failed (fs_ll.c's reply helper) */
 	atomic_ullong index_built, index_loaded, index_errors, index_bytes_scanned;
 	atomic_ullong index_save_errors, members, damaged_shards, skipped_members;
-	atomic_ullong index_mem_bytes;
+	atomic_ullong index_mem_bytes, index_mapped_bytes;
 	atomic_ullong prefetch_requests, prefetch_errors, shard_prefetches;
 	/* Imagefolder view and sidecar indexes */
 	atomic_ullong if_images, if_no_image, if_no_class, if_dup_dropped, if_shards_indexed;

@@ -9,6 +9,16 @@
  * cache directory (crash-safe) under an identity of key, ETag and codec,
  * so a changed object never gets an old index.
  *
+ * An index is not kept in the heap: its cache file is mapped read-only
+ * (cachetier_meta_map), validated once and read in place
+ * (shardidx_load_in_place) — one built from the shard is saved, then mapped
+ * the same way and its heap copy freed — so a shard costs the heap about
+ * 200 bytes however many members it has, and the kernel may drop the pages
+ * under memory pressure. Where no mapping can be made (vm.max_map_count) or
+ * the index cannot be saved, it stays in the heap. Sidecar indexes are read
+ * from the source into the heap (a file beside the shard may change in
+ * place: it is never mapped).
+ *
  * The codec is decided by the shard's bytes, as GNU tar and bsdtar do: gzip
  * and zstd by their magic, a plain tar by its first header; the name's
  * suffix only decides that an object is a shard, and the codec only when
@@ -343,7 +353,9 @@ static int shard_build(struct fs *fs, const struct fs_obj *o, struct cachetier_o
 	return shardidx_builder_finish(b, size, out);
 }
 
-static void shard_account(struct fs *fs, const struct fs_obj *o, struct shardidx *ix,
+/* Counters and log lines of a loaded index; mapped: ix reads a mapping of
+ * its cache file in place (else what it reads in place is heap). */
+static void shard_account(struct fs *fs, const struct fs_obj *o, struct shardidx *ix, int mapped,
 			  struct cachetier_obj *stream)
 {
 	struct shardidx_info info;
@@ -353,7 +365,9 @@ static void shard_account(struct fs *fs, const struct fs_obj *o, struct shardidx
 	shardidx_get_info(ix, &info);
 	fs->c.members += info.nentries;
 	fs->c.skipped_members += info.skipped;
-	fs->c.index_mem_bytes += info.mem_bytes;
+	fs->c.index_mem_bytes += info.mem_bytes + (mapped ? 0 : info.in_place_bytes);
+	if (mapped)
+		fs->c.index_mapped_bytes += info.in_place_bytes;
 	derr = cachetier_obj_damage(stream, &doff);
 	if (derr < 0)
 		fs_log(FS_LOG_WARN,
@@ -439,27 +453,84 @@ static int shard_sniff(struct fs *fs, struct fs_shard *s, int *codec)
 	return 0;
 }
 
-/* The index saved in the cache directory under ident, or NULL. */
-static struct shardidx *shard_saved(struct fs *fs, const struct fs_obj *o, const char *ident,
-				    size_t identlen)
+/* cachetier_meta_unmap as the release of an index read in place. */
+static void index_unmap(void *m)
 {
-	struct shardidx *ix = NULL;
-	char name[4096 + 300];
+	cachetier_meta_unmap(m);
+}
+
+/* The index blob name of the cache directory, validated against ident once
+ * and then read in place from a read-only mapping (*mapped = 1): its
+ * records and names stay in the page cache, the heap holds a few hundred
+ * bytes. When no mapping can be made (vm.max_map_count reached...) it is
+ * read into the heap (*mapped = 0). 0, -ENOENT (none saved), or why the
+ * blob is unusable (shardidx_load's errors); *mapped is set only on 0. */
+static int index_cached(struct fs *fs, const char *name, const char *ident, size_t identlen,
+			struct shardidx **ix, int *mapped)
+{
+	struct cachetier_meta *m;
+	const void *data;
 	size_t len;
 	void *buf;
+	int err = cachetier_meta_map(fs->ct, name, &m, &data, &len);
+
+	*ix = NULL;
+	if (err == 0) {
+		err = shardidx_load_in_place(data, len, ident, identlen, index_unmap, m, ix);
+		*mapped = err == 0;
+		return err;
+	}
+	if (err == -ENOENT || err == -EBADMSG)
+		return err;
+	err = cachetier_meta_get(fs->ct, name, &buf, &len);
+	if (err == 0)
+		err = shardidx_load(buf, len, ident, identlen, ix);
+	*mapped = 0;
+	return err;
+}
+
+/* The index saved in the cache directory under ident, or NULL. */
+static struct shardidx *shard_saved(struct fs *fs, const struct fs_obj *o, const char *ident,
+				    size_t identlen, int *mapped)
+{
+	struct shardidx *ix;
+	char name[4096 + 300];
 	int err;
 
 	snprintf(name, sizeof(name), "index|%s", ident);
-	err = cachetier_meta_get(fs->ct, name, &buf, &len);
-	if (err == 0) {
-		err = shardidx_load(buf, len, ident, identlen, &ix);
-		if (err == 0)
-			fs->c.index_loaded++;
-		else
-			fs_log(FS_LOG_WARN, "shard %s: saved index unusable (%s); rebuilding",
-			       o->key, err == -EPROTO ? "another version" : strerror(-err));
-	}
+	err = index_cached(fs, name, ident, identlen, &ix, mapped);
+	if (err == 0)
+		fs->c.index_loaded++;
+	else if (err != -ENOENT)
+		fs_log(FS_LOG_WARN, "shard %s: saved index unusable (%s); rebuilding", o->key,
+		       err == -EPROTO ? "another version" : strerror(-err));
 	return ix;
+}
+
+/* Save the index built from the shard in the cache directory, then read
+ * it from there in place: the heap copy the build made is freed. When
+ * either fails, *ix stays the heap copy. */
+static void shard_save(struct fs *fs, const struct fs_obj *o, const char *name, const char *ident,
+		       size_t identlen, struct shardidx **ix, int *mapped)
+{
+	struct shardidx *mix;
+	size_t len;
+	void *buf;
+	int err = shardidx_save(*ix, ident, identlen, &buf, &len);
+
+	if (err == 0) {
+		err = cachetier_meta_put(fs->ct, name, buf, len);
+		free(buf);
+	}
+	if (err < 0) {
+		fs->c.index_save_errors++;
+		fs_log(FS_LOG_WARN, "shard %s: index not saved: %s", o->key, strerror(-err));
+		return;
+	}
+	if (index_cached(fs, name, ident, identlen, &mix, mapped) == 0) {
+		shardidx_free(*ix);
+		*ix = mix;
+	}
 }
 
 static int shard_load(struct fs *fs, struct fs_shard *s)
@@ -468,20 +539,19 @@ static int shard_load(struct fs *fs, struct fs_shard *s)
 	struct cachetier_obj *stream = NULL;
 	struct shardidx *ix = NULL;
 	char ident[4096 + 256], name[4096 + 300];
-	size_t identlen, len;
-	void *buf;
-	int codec = o->codec, err;
+	size_t identlen;
+	int codec = o->codec, mapped = 0, err;
 
 	err = shard_ident(o, codec, ident, sizeof(ident), &identlen);
 	if (err < 0)
 		return err;
-	ix = shard_saved(fs, o, ident, identlen);
+	ix = shard_saved(fs, o, ident, identlen, &mapped);
 	if (!ix) {
 		err = shard_sniff(fs, s, &codec);
 		if (err == 0 && codec != o->codec) {
 			err = shard_ident(o, codec, ident, sizeof(ident), &identlen);
 			if (err == 0)
-				ix = shard_saved(fs, o, ident, identlen);
+				ix = shard_saved(fs, o, ident, identlen, &mapped);
 		}
 		if (err < 0)
 			return err;
@@ -513,18 +583,9 @@ static int shard_load(struct fs *fs, struct fs_shard *s)
 			return err;
 		}
 		fs->c.index_built++;
-		err = shardidx_save(ix, ident, identlen, &buf, &len);
-		if (err == 0) {
-			err = cachetier_meta_put(fs->ct, name, buf, len);
-			free(buf);
-		}
-		if (err < 0) {
-			fs->c.index_save_errors++;
-			fs_log(FS_LOG_WARN, "shard %s: index not saved: %s", o->key,
-			       strerror(-err));
-		}
+		shard_save(fs, o, name, ident, identlen, &ix, &mapped);
 	}
-	shard_account(fs, o, ix, stream);
+	shard_account(fs, o, ix, mapped, stream);
 	s->codec = codec;
 	atomic_store_explicit(&s->stream, stream, memory_order_release);
 	atomic_store_explicit(&s->ix, ix, memory_order_release);

@@ -8,8 +8,9 @@
 # 1. index build of one shard of --shard-mb MB made of --member-kb KB members,
 #    through a fresh mount (time of the first listing of the shard directory),
 #    against `cat SHARD > /dev/null`; page cache warm and dropped.
-# 2. index bytes per member on disk (the saved index file) and in memory
-#    (index_mem_bytes from stats), with and without the names.
+# 2. index bytes per member on disk (the saved index file), with and without
+#    the names, and the heap the mounted shard's index holds (index_mem_bytes
+#    from stats: the file itself is mapped, not copied).
 # 3. `find` over a mount of --members members (10 shards) against `find` over
 #    the same files extracted on local disk; warm (second run) and dropped;
 #    the same for `ls -lR` (default options: no xattrs), also with --xattr. With --runs N, each
@@ -98,8 +99,9 @@ printf '%-52s %14s %14s %8s\n' "index on disk, bytes per member (incl. name)" \
 	"$(python3 -c "print(f'{$idxbytes / $nent:.1f}')")" "" ""
 printf '%-52s %14s %14s %8s\n' "index on disk, bytes per member (excl. names)" \
 	"$(python3 -c "print(f'{($idxbytes - $names) / $nent:.1f}')")" "goal <= 32" ""
-printf '%-52s %14s %14s %8s\n' "index in memory, bytes per member (excl. names)" \
-	"$(python3 -c "print(f'{($mem - $names) / $nent:.1f}')")" "goal <= 32" ""
+# the index is read in place from a mapping of its file (page cache): the heap keeps the struct
+printf '%-52s %14s %14s %8s\n' "index in heap, bytes per shard" \
+	"$mem" "goal <= 512" ""
 printf '%-52s %14s %14s %8s\n' "shard bytes read to index" "$scanned" "$size" \
 	"$(ratio "$scanned" "$size")"
 

@@ -413,10 +413,12 @@ def w_index(a):
         if m:
             sf, base = float(m.group(2)), float(m.group(3))
             row('4. ' + m.group(1), sf, base, 'MB/s', sf / base, 'report (vs cat)', None)
-        elif lab.startswith('index on disk, bytes per member (excl') or \
-                lab.startswith('index in memory, bytes per member (excl'):
+        elif lab.startswith('index on disk, bytes per member (excl'):
             v = float(parts[1])
             row('4. ' + lab, v, '32 B budget', 'B', 32.0 / v, '<= 32 B + name', 1.0)
+        elif lab.startswith('index in heap, bytes per shard'):
+            v = float(parts[1])
+            row('4. ' + lab, v, '512 B budget', 'B', 512.0 / max(v, 1.0), '<= 512 B', 1.0)
         elif lab.startswith('index on disk, bytes per member (incl'):
             row('4. ' + lab, float(parts[1]), None, 'B', None, 'report', None)
         elif (lab.startswith('find,') or lab.startswith('ls -lR')) and len(parts) >= 4:

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -278,6 +279,8 @@ static void check(const struct shardidx *ix)
 }
 
 /* save -> load -> save is the identity. */
+static int try_load(const unsigned char *b, size_t n, const char *ident);
+
 static void roundtrip(const struct shardidx *ix)
 {
 	void *a, *b, *c;
@@ -298,6 +301,8 @@ static void roundtrip(const struct shardidx *ix)
 		FAIL("%s: save/load/save differs", g_ctx);
 	check(ix2);
 	shardidx_free(ix2);
+	if (try_load(a, al, "ident-1") != 0)
+		FAIL("%s: in-place loads of a fresh save", g_ctx);
 	free(a);
 	free(c);
 }
@@ -591,21 +596,91 @@ static void put_cksum(unsigned char *b, size_t n)
 		b[16 + i] = (unsigned char)(h >> (8 * i));
 }
 
-/* Load a copy of b[0..n); returns the result, checking any accepted index. */
+/* ---- loading in place ---------------------------------------------------------
+ * An index read in place from read-only memory, as the daemon reads a mapped
+ * index file: a write through it faults, and release must come exactly
+ * once (at shardidx_free, or before an error or a decoding load returns). */
+struct ro_buf {
+	unsigned char *map; /* PROT_READ after the copy */
+	size_t maplen;
+	int released;
+};
+
+static void ro_release(void *arg)
+{
+	struct ro_buf *rb = arg;
+
+	rb->released++;
+}
+
+/* Load b[0..n) from a read-only page-aligned copy at offset shift (0: in
+ * place; 4: misaligned, so decoded into fresh arrays). */
+static int load_ro(const unsigned char *b, size_t n, const char *ident, size_t shift,
+		   struct ro_buf *rb, struct shardidx **ix)
+{
+	struct shardidx_info inf;
+	int r;
+
+	rb->released = 0;
+	rb->maplen = n + shift + 1;
+	rb->map =
+	    mmap(NULL, rb->maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (rb->map == MAP_FAILED)
+		FAIL("mmap: %s", strerror(errno));
+	memcpy(rb->map + shift, b, n);
+	if (mprotect(rb->map, rb->maplen, PROT_READ) < 0)
+		FAIL("mprotect: %s", strerror(errno));
+	*ix = (struct shardidx *)1; /* must be cleared on failure */
+	r = shardidx_load_in_place(rb->map + shift, n, ident, strlen(ident), ro_release, rb, ix);
+	if (r == 0) {
+		shardidx_get_info(*ix, &inf);
+		if (inf.in_place_bytes != (shift ? 0 : n) || rb->released != (shift ? 1 : 0))
+			FAIL(
+			    "%s: loaded at shift %zu: in_place_bytes %zu of %zu, released %d times",
+			    g_ctx, shift, inf.in_place_bytes, n, rb->released);
+	} else if (*ix || rb->released != 1) {
+		FAIL("%s: failed load (%d) at shift %zu: *out %p, released %d times", g_ctx, r,
+		     shift, (void *)*ix, rb->released);
+	}
+	return r;
+}
+
+static void ro_done(struct ro_buf *rb, struct shardidx *ix)
+{
+	shardidx_free(ix);
+	if (rb->released != 1)
+		FAIL("%s: released %d times after free", g_ctx, rb->released);
+	munmap(rb->map, rb->maplen);
+}
+
+/* Load b[0..n) three ways — a malloc'd copy (shardidx_load), read in place
+ * from read-only memory, decoded from a misaligned copy — and return the
+ * result, which must be the same each way; accepted indexes are checked
+ * and must be the same index. */
 static int try_load(const unsigned char *b, size_t n, const char *ident)
 {
 	unsigned char *c = malloc(n ? n : 1);
-	struct shardidx *ix = NULL;
-	int r;
+	struct shardidx *ix = NULL, *ro = NULL, *dec = NULL;
+	struct ro_buf rb1, rb2;
+	int r, r1, r2;
 
 	memcpy(c, b, n);
 	r = shardidx_load(c, n, ident, strlen(ident), &ix);
+	r1 = load_ro(b, n, ident, 0, &rb1, &ro);
+	r2 = load_ro(b, n, ident, 4, &rb2, &dec);
+	if (r1 != r || r2 != r)
+		FAIL("%s: load gives %d, in place %d, decoded %d", g_ctx, r, r1, r2);
 	if (r == 0) {
 		check(ix);
-		shardidx_free(ix);
+		check(ro);
+		same(ix, ro, "loaded vs in place");
+		same(ix, dec, "loaded vs decoded");
 	} else if (ix) {
 		FAIL("%s: load failed but set *out", g_ctx);
 	}
+	shardidx_free(ix);
+	ro_done(&rb1, ro);
+	ro_done(&rb2, dec);
 	return r;
 }
 
@@ -638,6 +713,22 @@ static int mode_idxfuzz(uint64_t seed, const char *path)
 	if ((r = try_load(ib, 0, "ident")) != -EBADMSG)
 		FAIL("empty file gives %d", r);
 
+	/* A section moved off 8-byte alignment (the checksum fixed): read in
+	 * place its array would be misaligned, so the file is corrupt. */
+	for (int sec = 0; sec < 7; sec++) {
+		uint64_t off = 0;
+
+		memcpy(c, ib, il);
+		for (int k = 0; k < 8; k++)
+			off |= (uint64_t)c[96 + 16 * sec + k] << (8 * k);
+		off += 4;
+		for (int k = 0; k < 8; k++)
+			c[96 + 16 * sec + k] = (unsigned char)(off >> (8 * k));
+		put_cksum(c, il);
+		g_ctx = "misaligned section";
+		if ((r = try_load(c, il, "ident")) != -EBADMSG)
+			FAIL("section %d at a misaligned offset gives %d", sec, r);
+	}
 	/* Truncation at every length. */
 	for (size_t l = 0; l < il; l++) {
 		g_ctx = "truncated index";

@@ -14,6 +14,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -848,6 +850,135 @@ static void test_plan(void)
 	fs_close_core(&fs);
 }
 
+/* ---- indexes mapped while others reindex ------------------------------------------
+ * Three readers read every member of remap/keep.tar through core A, walking
+ * each path again, while: every index file is unlinked from the cache
+ * directory, a second core on the same cache directory (a remount) indexes
+ * the shards again and puts their files (renamed over the names A mapped)
+ * and closes (unmapping its mappings), remap/change.tar is rewritten and A
+ * indexes its new version, and a third core loads the files B wrote. A's
+ * mapping of keep.tar's index is the file it mapped first to the end: every
+ * read is exact. */
+
+#define REMAP_N 24
+
+static char remap_names[REMAP_N][32], remap_data[2][REMAP_N][64];
+static atomic_int remap_stop;
+
+/* The members' names and both versions' bytes: filled once, before any
+ * reader runs. */
+static void remap_init(void)
+{
+	for (int i = 0; i < REMAP_N; i++) {
+		snprintf(remap_names[i], sizeof(remap_names[i]), "k%02d.%s", i / 2,
+			 i % 2 ? "cls" : "jpg");
+		for (int v = 0; v < 2; v++)
+			snprintf(remap_data[v][i], sizeof(remap_data[v][i]),
+				 "version %d member %d %.*s\n", v, i, i,
+				 "abcdefghijklmnopqrstuvwxyz");
+	}
+}
+
+static void remap_members(struct member *m, int version)
+{
+	for (int i = 0; i < REMAP_N; i++) {
+		m[i].name = remap_names[i];
+		m[i].type = '0';
+		m[i].data = remap_data[version][i];
+	}
+}
+
+static void *remap_reader(void *arg)
+{
+	struct fs *fs = arg;
+	char *got = malloc(4096), path[64];
+	struct member m[REMAP_N];
+	long rounds = 0;
+
+	remap_members(m, 0);
+	while (!atomic_load(&remap_stop) || rounds < 3) {
+		for (int i = 0; i < REMAP_N; i++) {
+			int64_t ino;
+			size_t len = 0;
+			int err;
+
+			snprintf(path, sizeof(path), "remap/keep/%s", m[i].name);
+			ino = walk(fs, path);
+			err = ino > 0 ? read_all(fs, (uint64_t)ino, 7, got, 4096, &len) : (int)ino;
+			CHECK(err == 0 && len == strlen(m[i].data) && !memcmp(got, m[i].data, len),
+			      "reader: %s: %d, %zu bytes", path, err, len);
+		}
+		rounds++;
+	}
+	free(got);
+	return NULL;
+}
+
+static void check_remap(struct fs *fs, int change_version)
+{
+	struct member m[REMAP_N];
+	char path[64];
+
+	remap_members(m, 0);
+	for (int i = 0; i < REMAP_N; i += 5) {
+		snprintf(path, sizeof(path), "remap/keep/%s", m[i].name);
+		check_bytes(fs, path, m[i].data, strlen(m[i].data));
+	}
+	remap_members(m, change_version);
+	for (int i = 0; i < REMAP_N; i += 3) {
+		snprintf(path, sizeof(path), "remap/change/%s", m[i].name);
+		check_bytes(fs, path, m[i].data, strlen(m[i].data));
+	}
+}
+
+static void test_remap(void)
+{
+	struct member m[REMAP_N];
+	struct fs a, b;
+	pthread_t th[3];
+	char cmd[4200];
+	unsigned long long built;
+
+	make_dir("remap");
+	remap_init();
+	remap_members(m, 0);
+	write_shard("remap/keep.tar", m, REMAP_N);
+	write_shard("remap/change.tar", m, REMAP_N);
+	fs_open_core(&a, "shards");
+	check_remap(&a, 0);
+	CHECK(a.c.index_mapped_bytes > 0, "A maps its indexes");
+	for (int t = 0; t < 3; t++)
+		pthread_create(&th[t], NULL, remap_reader, &a);
+
+	snprintf(cmd, sizeof(cmd), "rm -f '%s'/meta/*", cachetier_dir(a.ct));
+	CHECK(system(cmd) == 0, "unlink the index files");
+	fs_open_core(&b, "shards");
+	check_remap(&b, 0);
+	CHECK(b.c.index_built >= 2 && b.c.index_loaded == 0,
+	      "B indexes again: built %llu, loaded %llu", (unsigned long long)b.c.index_built,
+	      (unsigned long long)b.c.index_loaded);
+	fs_close_core(&b);
+
+	remap_members(m, 1);
+	write_shard("remap/change.tar", m, REMAP_N);
+	built = a.c.index_built;
+	check_remap(&a, 1);
+	CHECK(a.c.index_built == built + 1, "A indexes change.tar's new version");
+	CHECK(fs_ns_refresh(&a) == 0, "refresh");
+
+	fs_open_core(&b, "shards");
+	check_remap(&b, 1);
+	CHECK(b.c.index_built == 0, "a third core loads what the others saved: built %llu",
+	      (unsigned long long)b.c.index_built);
+	fs_close_core(&b);
+
+	atomic_store(&remap_stop, 1);
+	for (int t = 0; t < 3; t++)
+		pthread_join(th[t], NULL);
+	check_remap(&a, 1);
+	fs_close_core(&a);
+}
+
 int main(void)
 {
 	char cmd[4200];
@@ -865,6 +996,7 @@ int main(void)
 	test_counters();
 	test_plan();
 	test_lazy();
+	test_remap();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", tmp);

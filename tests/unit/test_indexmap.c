@@ -1,0 +1,397 @@
+/*
+ * test_indexmap.c — shard indexes read in place from mapped cache blobs
+ * (cachetier_meta_map, shardidx_load_in_place), as the daemon reads them.
+ *
+ *  - the mapping's contract: -ENOENT, an empty blob, the bytes put; a put
+ *    under the same name (another process reindexing: a rename) leaves a
+ *    mapping the bytes it was made of; an unlinked blob stays readable;
+ *  - references: the mapping goes with the last one (a holder's index freed
+ *    while others still hold references: they read on, checked byte for
+ *    byte, under a barrier so the order is fixed, not timed);
+ *  - readers while the blob is replaced: 4 threads map, validate and read
+ *    the blob while a writer puts version A, version B, a truncated copy
+ *    and a copy with a flipped byte in turn; every load is either one of
+ *    the two versions, equal entry for entry and extent for extent to the
+ *    index built from its tar, or rejected (-EBADMSG): never another
+ *    index, never a crash. A long-lived index of version A is checked
+ *    throughout and after.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "cachetier.h"
+#include "check.h"
+#include "shardidx.h"
+
+#define NAME	 "index|test"
+#define READERS	 4
+#define ROUNDS	 200 /* puts by the writer */
+#define MIN_READ 50  /* loads each reader makes at least */
+
+static char tmpdir[] = "/tmp/test_indexmap.XXXXXX";
+
+/* ---- two versions of a shard and their indexes --------------------------- */
+
+struct version {
+	const char *ident;
+	unsigned char *tar;
+	size_t tar_len;
+	struct shardidx *ref; /* built from the tar on the heap */
+	void *blob;	      /* shardidx_save of ref */
+	size_t blob_len;
+};
+
+static void octal(char *dst, size_t width, uint64_t v)
+{
+	char b[32];
+
+	snprintf(b, sizeof(b), "%0*" PRIo64, (int)width - 1, v);
+	memcpy(dst, b, width);
+}
+
+/* A ustar archive of n members named PREFIX%05u.EXT (i), member i of size
+ * base + 7 * i. */
+static void make_version(struct version *v, const char *ident, const char *prefix, const char *ext,
+			 unsigned n, size_t base)
+{
+	size_t cap = 1024, len = 0;
+	unsigned char *buf = calloc(1, cap);
+	struct shardidx_builder *b;
+	int err;
+
+	for (unsigned i = 0; i < n; i++) {
+		size_t dlen = base + 7 * (size_t)i,
+		       need = len + 512 + (dlen + 511) / 512 * 512 + 1024;
+		char *h;
+		unsigned sum = 0;
+
+		if (need > cap) {
+			buf = realloc(buf, need * 2);
+			memset(buf + cap, 0, need * 2 - cap);
+			cap = need * 2;
+		}
+		h = (char *)buf + len;
+		snprintf(h, 100, "%s%05u.%s", prefix, i, ext);
+		octal(h + 100, 8, 0644);
+		octal(h + 108, 8, 0);
+		octal(h + 116, 8, 0);
+		octal(h + 124, 12, dlen);
+		octal(h + 136, 12, 1700000000 + i);
+		h[156] = '0';
+		memcpy(h + 257, "ustar", 6);
+		memcpy(h + 263, "00", 2);
+		memset(h + 148, ' ', 8);
+		for (int k = 0; k < 512; k++)
+			sum += (unsigned char)h[k];
+		snprintf(h + 148, 8, "%06o", sum);
+		len += 512;
+		memset(buf + len, 'a' + (int)(i % 26), dlen);
+		len += (dlen + 511) / 512 * 512;
+	}
+	len += 1024;
+	v->ident = ident;
+	v->tar = buf;
+	v->tar_len = len;
+	b = shardidx_builder_new();
+	if (!b)
+		FAIL("builder_new");
+	err = shardidx_builder_feed(b, buf, len);
+	if (err != 1)
+		FAIL("%s: feed: %d", ident, err);
+	err = shardidx_builder_finish(b, len, &v->ref);
+	if (err)
+		FAIL("%s: finish: %d", ident, err);
+	err = shardidx_save(v->ref, ident, strlen(ident), &v->blob, &v->blob_len);
+	if (err)
+		FAIL("%s: save: %d", ident, err);
+}
+
+/* Is ix, entry for entry and extent for extent, the index ref? 1 when so. */
+static int same_index(const struct shardidx *ix, const struct shardidx *ref)
+{
+	struct shardidx_info a, b;
+	struct shardidx_entry x, y;
+	struct shardidx_extent ex, ey;
+
+	shardidx_get_info(ix, &a);
+	shardidx_get_info(ref, &b);
+	if (a.nentries != b.nentries || a.nsamples != b.nsamples || a.stream_size != b.stream_size)
+		return 0;
+	for (uint32_t i = 0; i < a.nentries; i++) {
+		if (shardidx_entry_get(ix, i, &x) || shardidx_entry_get(ref, i, &y) ||
+		    strcmp(x.name, y.name) || x.size != y.size || x.data_off != y.data_off ||
+		    x.mtime != y.mtime || x.mode != y.mode || x.type != y.type ||
+		    x.parent != y.parent || x.nlink != y.nlink)
+			return 0;
+		if (shardidx_lookup(ix, SHARDIDX_NONE, x.name, strlen(x.name)) != i)
+			return 0;
+		if (shardidx_map(ix, i, 1, x.size, &ex, 1) != (x.size > 1) ||
+		    shardidx_map(ref, i, 1, y.size, &ey, 1) != (y.size > 1) ||
+		    (x.size > 1 && (ex.stream_off != ey.stream_off || ex.len != ey.len)))
+			return 0;
+	}
+	return shardidx_lookup(ix, SHARDIDX_NONE, "nope", 4) == -ENOENT;
+}
+
+static struct version va, vb;
+
+static const struct version *version_of(const void *ident, size_t len)
+{
+	if (len == strlen(va.ident) && !memcmp(ident, va.ident, len))
+		return &va;
+	if (len == strlen(vb.ident) && !memcmp(ident, vb.ident, len))
+		return &vb;
+	return NULL;
+}
+
+static void release_map(void *m)
+{
+	cachetier_meta_unmap(m);
+}
+
+/* Map the blob and read it in place; *v: the version it says it is. */
+static int map_load(struct cachetier *ct, struct shardidx **ix, const struct version **v)
+{
+	struct cachetier_meta *m;
+	const void *data, *ident;
+	size_t len, identlen;
+	int err = cachetier_meta_map(ct, NAME, &m, &data, &len);
+
+	*ix = NULL;
+	*v = NULL;
+	if (err < 0)
+		return err;
+	err = shardidx_ident(data, len, &ident, &identlen);
+	if (err < 0) {
+		cachetier_meta_unmap(m);
+		return err;
+	}
+	*v = version_of(ident, identlen);
+	if (!*v) {
+		cachetier_meta_unmap(m);
+		return -ESTALE;
+	}
+	return shardidx_load_in_place(data, len, ident, identlen, release_map, m, ix);
+}
+
+/* ---- the contract ------------------------------------------------------------ */
+
+static void test_contract(struct cachetier *ct)
+{
+	struct cachetier_meta *m, *m2;
+	const struct version *v;
+	struct shardidx *ix;
+	const void *data, *data2;
+	size_t len, len2;
+	char path[512];
+
+	CHECK(cachetier_meta_map(ct, "absent", &m, &data, &len) == -ENOENT && !m,
+	      "absent blob: -ENOENT");
+	CHECK(cachetier_meta_put(ct, "empty", "", 0) == 0, "put an empty blob");
+	CHECK(cachetier_meta_map(ct, "empty", &m, &data, &len) == 0 && m && !data && len == 0,
+	      "empty blob maps to nothing");
+	cachetier_meta_unmap(m);
+	cachetier_meta_unmap(NULL);
+
+	CHECK(cachetier_meta_put(ct, NAME, va.blob, va.blob_len) == 0, "put A");
+	CHECK(cachetier_meta_map(ct, NAME, &m, &data, &len) == 0 && len == va.blob_len &&
+		  !memcmp(data, va.blob, len) && ((uintptr_t)data & 7) == 0,
+	      "mapped A: its bytes, 8-byte aligned");
+	/* another process reindexes: a new file renamed over the name */
+	CHECK(cachetier_meta_put(ct, NAME, vb.blob, vb.blob_len) == 0, "put B over A");
+	CHECK(len == va.blob_len && !memcmp(data, va.blob, len), "A's mapping keeps A's bytes");
+	CHECK(cachetier_meta_map(ct, NAME, &m2, &data2, &len2) == 0 && len2 == vb.blob_len &&
+		  !memcmp(data2, vb.blob, len2),
+	      "a new mapping has B");
+	cachetier_meta_unmap(m2);
+	/* the blob unlinked (by hand): the mapping stays */
+	snprintf(path, sizeof(path), "rm -f '%s'/meta/*", cachetier_dir(ct));
+	CHECK(system(path) == 0, "unlink every blob");
+	CHECK(!memcmp(data, va.blob, va.blob_len), "A's mapping outlives its file");
+	CHECK(shardidx_load_in_place(data, len, va.ident, strlen(va.ident), release_map, m, &ix) ==
+		      0 &&
+		  same_index(ix, va.ref),
+	      "A read in place from the mapping of an unlinked file");
+	shardidx_free(ix);
+	CHECK(map_load(ct, &ix, &v) == -ENOENT, "no blob after the unlink");
+}
+
+/* ---- references ----------------------------------------------------------------- */
+
+static pthread_barrier_t ref_given, holder_gone;
+static const void *ref_data;
+
+static void *ref_reader(void *arg)
+{
+	struct cachetier_meta *m = arg; /* this thread's reference */
+
+	pthread_barrier_wait(&ref_given);
+	pthread_barrier_wait(&holder_gone); /* only the readers' references are left */
+	CHECK(!memcmp(ref_data, va.blob, va.blob_len), "bytes read after the holder's unmap");
+	cachetier_meta_unmap(m);
+	return NULL;
+}
+
+static void test_refs(struct cachetier *ct)
+{
+	struct cachetier_meta *m;
+	struct shardidx *ix;
+	pthread_t th[READERS];
+	const void *data;
+	size_t len;
+
+	CHECK(cachetier_meta_put(ct, NAME, va.blob, va.blob_len) == 0, "put A");
+	if (cachetier_meta_map(ct, NAME, &m, &data, &len) != 0)
+		FAIL("map A");
+	ref_data = data;
+	CHECK(shardidx_load_in_place(data, len, va.ident, strlen(va.ident), release_map, m, &ix) ==
+		  0,
+	      "A in place");
+	pthread_barrier_init(&ref_given, NULL, READERS + 1);
+	pthread_barrier_init(&holder_gone, NULL, READERS + 1);
+	for (int t = 0; t < READERS; t++) {
+		cachetier_meta_ref(m);
+		pthread_create(&th[t], NULL, ref_reader, m);
+	}
+	pthread_barrier_wait(&ref_given);
+	CHECK(same_index(ix, va.ref), "the holder's index");
+	shardidx_free(ix); /* drops the holder's reference: READERS are left */
+	pthread_barrier_wait(&holder_gone);
+	for (int t = 0; t < READERS; t++)
+		pthread_join(th[t], NULL);
+	pthread_barrier_destroy(&ref_given);
+	pthread_barrier_destroy(&holder_gone);
+}
+
+/* ---- readers while the blob is replaced ---------------------------------------- */
+
+static atomic_int writer_done;
+static atomic_long loads_a, loads_b, rejected;
+
+static void *reader(void *arg)
+{
+	struct cachetier *ct = arg;
+
+	for (long k = 0; k < MIN_READ || !atomic_load(&writer_done); k++) {
+		const struct version *v;
+		struct shardidx *ix;
+		int err = map_load(ct, &ix, &v);
+
+		if (err == -EBADMSG) {
+			atomic_fetch_add(&rejected, 1);
+			continue;
+		}
+		if (err < 0 || !v) {
+			CHECK(0, "a load gives %d (%s)", err, v ? v->ident : "no version");
+			continue;
+		}
+		CHECK(same_index(ix, v->ref), "a load of %s is %s entry for entry", v->ident,
+		      v->ident);
+		atomic_fetch_add(v == &va ? &loads_a : &loads_b, 1);
+		shardidx_free(ix);
+	}
+	return NULL;
+}
+
+static void test_replaced(struct cachetier *ct)
+{
+	unsigned char *bad = malloc(va.blob_len > vb.blob_len ? va.blob_len : vb.blob_len);
+	const struct version *v;
+	struct shardidx *held;
+	pthread_t th[READERS];
+	unsigned seed = 12345;
+
+	CHECK(cachetier_meta_put(ct, NAME, va.blob, va.blob_len) == 0, "put A");
+	CHECK(map_load(ct, &held, &v) == 0 && v == &va, "the long-lived index of A");
+	for (int t = 0; t < READERS; t++)
+		pthread_create(&th[t], NULL, reader, ct);
+	for (int r = 0; r < ROUNDS; r++) {
+		const struct version *w = r % 2 ? &vb : &va;
+		size_t at = (size_t)rand_r(&seed) % w->blob_len;
+		int err;
+
+		switch (r % 4) {
+		case 0:
+		case 1:
+			err = cachetier_meta_put(ct, NAME, w->blob, w->blob_len);
+			break;
+		case 2: /* truncated */
+			err = cachetier_meta_put(ct, NAME, w->blob, at);
+			break;
+		default: /* a flipped byte */
+			memcpy(bad, w->blob, w->blob_len);
+			bad[at] ^= (unsigned char)(1 + rand_r(&seed) % 255);
+			err = cachetier_meta_put(ct, NAME, bad, w->blob_len);
+			break;
+		}
+		CHECK(err == 0, "put %d: %d", r, err);
+		if (r % 16 == 0)
+			CHECK(same_index(held, va.ref), "the long-lived index at put %d", r);
+	}
+	atomic_store(&writer_done, 1);
+	for (int t = 0; t < READERS; t++)
+		pthread_join(th[t], NULL);
+	CHECK(same_index(held, va.ref), "the long-lived index after every put");
+	shardidx_free(held);
+	printf("replaced: %ld loads of A, %ld of B, %ld rejected\n", atomic_load(&loads_a),
+	       atomic_load(&loads_b), atomic_load(&rejected));
+	CHECK(atomic_load(&loads_a) + atomic_load(&loads_b) + atomic_load(&rejected) >=
+		  READERS * MIN_READ,
+	      "every load counted");
+	free(bad);
+}
+
+int main(void)
+{
+	struct cachetier_config cc = {0};
+	struct backend *be;
+	struct cachetier *ct;
+	char src[600], cache[600], cmd[700];
+	int err;
+
+	if (!mkdtemp(tmpdir))
+		FAIL("mkdtemp");
+	snprintf(src, sizeof(src), "%s/src", tmpdir);
+	snprintf(cache, sizeof(cache), "%s/cache", tmpdir);
+	if (mkdir(src, 0755) < 0)
+		FAIL("mkdir");
+	make_version(&va, "version A", "a", "txt", 300, 1);
+	make_version(&vb, "version B", "sample", "bin", 211, 600);
+	err = backend_open(&be, src, NULL);
+	if (err)
+		FAIL("backend_open: %d", err);
+	cc.cache_dir = cache;
+	/* the cache tier applies no defaults: the mount's (fs/fs_opt.c) */
+	cc.cache_size_bytes = 1ull << 30;
+	cc.min_free_bytes = 1ull << 20;
+	cc.chunk_bytes = 8u << 20;
+	cc.readahead_max_bytes = 64ull << 20;
+	cc.fill_threads = 3;
+	err = cachetier_open(&ct, &cc, be);
+	if (err)
+		FAIL("cachetier_open: %d", err);
+	test_contract(ct);
+	test_refs(ct);
+	test_replaced(ct);
+	cachetier_close(ct);
+	backend_close(be);
+	for (int i = 0; i < 2; i++) {
+		struct version *v = i ? &vb : &va;
+
+		shardidx_free(v->ref);
+		free(v->blob);
+		free(v->tar);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", tmpdir);
+	return check_summary("indexmap");
+}
