@@ -137,14 +137,6 @@ def drop():
         f.write('3\n')
 
 
-def run(cmd, timeout, **kw):
-    """subprocess.run with a timeout that raises StepTimeout."""
-    try:
-        return subprocess.run(cmd, check=True, timeout=timeout, **kw)
-    except subprocess.TimeoutExpired:
-        raise StepTimeout('%s: no answer in %.0f s' % (' '.join(cmd), timeout))
-
-
 def timed_lines(cmd, timeout):
     """(seconds, lines of stdout) of cmd; the lines are counted as they come, not kept."""
     t = time.monotonic()
@@ -182,8 +174,16 @@ class Mount:
     def __init__(self, a, src, mnt, cache, extra=()):
         self.a, self.mnt = a, mnt
         os.makedirs(mnt, exist_ok=True)
+        cmd = [a.bin, 'mount', '--cache-dir', cache, *extra, src, mnt]
         t = time.monotonic()
-        run([a.bin, 'mount', '--cache-dir', cache, *extra, src, mnt], a.step_timeout)
+        p = subprocess.Popen(cmd)
+        try:
+            rc = p.wait(timeout=a.step_timeout)
+        except subprocess.TimeoutExpired:
+            stop_mount(p)
+            raise StepTimeout('%s: not ready in %.0f s' % (' '.join(cmd), a.step_timeout))
+        if rc != 0:
+            raise RuntimeError('%s failed (%d)' % (' '.join(cmd), rc))
         self.mount_s = time.monotonic() - t
         a.mounts.append(self)
         with open(os.path.join(mnt, '.shardfs/stats')) as f:
@@ -191,11 +191,39 @@ class Mount:
 
     def umount(self):
         t = time.monotonic()
-        subprocess.run([self.a.bin, 'umount', self.mnt], stdout=subprocess.DEVNULL,
-                       timeout=self.a.step_timeout)
+        try:
+            subprocess.run([self.a.bin, 'umount', self.mnt], stdout=subprocess.DEVNULL,
+                           timeout=self.a.step_timeout)
+        except subprocess.TimeoutExpired:
+            log('umount %s: not done in %.0f s: detached (fusermount3 -uz)' % (
+                self.mnt, self.a.step_timeout))
+            subprocess.run(['fusermount3', '-uz', self.mnt])
         if self in self.a.mounts:
             self.a.mounts.remove(self)
         return time.monotonic() - t
+
+
+def daemon_of(pid):
+    """The daemon forked by `shardfs mount` (its one child), or None."""
+    try:
+        with open('/proc/%d/task/%d/children' % (pid, pid)) as f:
+            kids = f.read().split()
+        return int(kids[0]) if kids else None
+    except OSError:
+        return None
+
+
+def stop_mount(p):
+    """Stop a `shardfs mount` that is not ready yet: its daemon (SIGTERM stops it at once),
+    then the command itself."""
+    kid = daemon_of(p.pid)
+    if kid:
+        os.kill(kid, signal.SIGTERM)
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -459,16 +487,6 @@ def w_imagefolder(a):
     remount_row(a, a.src, cache, lab, opts, extra)
 
 
-def daemon_of(pid):
-    """The daemon forked by `shardfs mount` (its one child), or None."""
-    try:
-        with open('/proc/%d/task/%d/children' % (pid, pid)) as f:
-            kids = f.read().split()
-        return int(kids[0]) if kids else None
-    except OSError:
-        return None
-
-
 def w_brace(a):
     """shardfs mount of a brace source of --brace-names names on the link emulator; ready =
     the mountpoint answers stat as a mount."""
@@ -505,15 +523,8 @@ def w_brace(a):
                            timeout=a.step_timeout)
         else:
             failed = p.poll()
-            if failed is None:  # still listing: stop the daemon (mount's one child)
-                kid = daemon_of(p.pid)
-                if kid:
-                    os.kill(kid, signal.SIGTERM)
-                try:
-                    p.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            if failed is None:  # still listing
+                stop_mount(p)
             errf.seek(0)
             log('brace mount: not ready after %.1f s (rc %s): %s' % (
                 time.monotonic() - t, p.returncode, errf.read().strip()[-500:]))
@@ -579,8 +590,9 @@ def main():
                 log(name)
                 try:
                     fn(a)
-                except StepTimeout as e:  # a step without its own row: the others still run
-                    log('%s: %s' % (name, e))
+                except (StepTimeout, RuntimeError, OSError) as e:
+                    # a step without a row of its own: the rest of the run goes on
+                    log('%s: stopped: %s' % (name, e))
     finally:
         for m in list(a.mounts):
             m.umount()
