@@ -462,7 +462,7 @@ def w_scale(a):
     lines, a sized figure or a string (a budget, a timeout) in the shardfs and baseline
     columns."""
     cmd = [sys.executable, os.path.join(HERE, 'scale_bench.py'), a.bin, '--shards',
-           str(a.scale_shards)]
+           str(a.scale_shards)] + a.scale_args.split()
     out = run_script(cmd, 'scale_bench')
     for ln in out.splitlines():
         if not ln.startswith('row\t'):
@@ -532,6 +532,8 @@ def main():
                     '(default 20x250, quick 10x150)')
     ap.add_argument('--scale-shards', type=int, default=500, help='shards of the scale '
                     'workload (--only scale; default 500: 4.3 M members; full size 6800)')
+    ap.add_argument('--scale-args', default='', help='more options of scale_bench.py, e.g. '
+                    '"--runs 5 --mnt-dir /tmp/x"')
     ap.add_argument('--only', default=','.join(WORKLOADS), help='comma-separated subset of ' +
                     ','.join(WORKLOADS + OPTIONAL) + ' (%s only when named)' % ','.join(OPTIONAL))
     a = ap.parse_args()
