@@ -687,14 +687,33 @@ static int plan_say(const char *mnt, const char *name)
 			uint64_t bytes = strtoull(f[6], NULL, 10);
 
 			fs_human_bytes(bytes, human, sizeof(human));
-			printf("plan '%s': %s paths, %s; %s paths not in the mount (skipped)\n",
-			       name, f[2], human, f[3]);
+			printf("plan '%s': %s path%s, %s; %s path%s not in the mount (skipped)\n",
+			       name, f[2], strcmp(f[2], "1") == 0 ? "" : "s", human, f[3],
+			       strcmp(f[3], "1") == 0 ? "" : "s");
 			err = 0;
 			break;
 		}
 	}
 	free(text);
 	return err;
+}
+
+/* Say why the mount at mnt refused "plan" (abs: the plan file) or
+ * "plan-clear" (abs NULL) of plan name; err: its negative errno. */
+static void plan_say_refused(const char *mnt, const char *name, const char *abs, int err)
+{
+	if (!abs && err == -ENOENT)
+		fprintf(stderr, "shardfs plan: %s has no plan named '%s'\n", mnt, name);
+	else if (err == -EINVAL)
+		fprintf(stderr,
+			"shardfs plan: the mount refused the plan file %s: not a regular "
+			"file, or inside the mount (see the mount's log)\n",
+			abs);
+	else if (err == -ENOTTY)
+		say_not_mount(mnt, ENOTTY);
+	else
+		fprintf(stderr, "shardfs plan: the mount cannot read the plan file %s: %s\n",
+			abs ? abs : "", strerror(-err));
 }
 
 int fs_plan_main(int argc, char **argv)
@@ -753,12 +772,20 @@ int fs_plan_main(int argc, char **argv)
 			name, FS_PLAN_NAME_MAX);
 		return 2;
 	}
+	/* the mount first: a FILE is only worth a word once there is a mount */
+	snprintf(path, sizeof(path), "%s/.shardfs/control", mnt);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		say_not_mount(mnt, errno);
+		return 1;
+	}
 	if (file) {
 		/* the daemon reads FILE: it needs the absolute path */
 		abs = realpath(file, NULL);
 		if (!abs) {
 			fprintf(stderr, "shardfs plan: cannot read the plan file %s: %s\n", file,
 				strerror(errno));
+			close(fd);
 			return 1;
 		}
 	}
@@ -767,32 +794,14 @@ int fs_plan_main(int argc, char **argv)
 	if (n < 0 || (size_t)n >= sizeof(line) || strchr(clear ? name : abs, '\n')) {
 		fprintf(stderr,
 			"shardfs plan: the plan file's path is too long or has a newline\n");
-		free(abs);
-		return 1;
-	}
-	snprintf(path, sizeof(path), "%s/.shardfs/control", mnt);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		say_not_mount(mnt, errno);
+		close(fd);
 		free(abs);
 		return 1;
 	}
 	err = ctl_send(fd, line);
 	close(fd);
 	if (err < 0) {
-		if (clear && err == -ENOENT)
-			fprintf(stderr, "shardfs plan: %s has no plan named '%s'\n", mnt, name);
-		else if (err == -EINVAL)
-			fprintf(stderr,
-				"shardfs plan: the mount refused the plan file %s: not a regular "
-				"file, or inside the mount (see the mount's log)\n",
-				abs);
-		else if (err == -ENOTTY)
-			say_not_mount(mnt, ENOTTY);
-		else
-			fprintf(stderr,
-				"shardfs plan: the mount cannot read the plan file %s: %s\n",
-				abs ? abs : "", strerror(-err));
+		plan_say_refused(mnt, name, abs, err);
 		free(abs);
 		return 1;
 	}

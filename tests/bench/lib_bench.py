@@ -458,6 +458,28 @@ def w_link(a):
             ref=goal.startswith('reference'), opts=opts)
 
 
+def w_scale(a):
+    """scale_bench.py (issue 15): thousands of shards, both layouts, RssAnon, find, remount,
+    a class directory and a 68,000-name brace source; its rows come as tab-separated "row"
+    lines, a sized figure or a string (a budget, a timeout) in the shardfs and baseline
+    columns."""
+    cmd = [sys.executable, os.path.join(HERE, 'scale_bench.py'), a.bin, '--shards',
+           str(a.scale_shards)] + a.scale_args.split()
+    out = run_script(cmd, 'scale_bench')
+    for ln in out.splitlines():
+        if not ln.startswith('row\t'):
+            continue
+        _, lab, opts, sf, base, unit, ratio, goal, ge = ln.split('\t')
+
+        def val(x):
+            try:
+                return float(x)
+            except ValueError:
+                return x or None
+        row('S. ' + lab, val(sf), val(base), unit, float(ratio) if ratio else None, goal,
+            float(ge) if ge else None, opts=opts)
+
+
 def w_cache(a):
     """Hook for tests/bench/cache_bench.sh (warm-cache member reads, sequential cached shard vs
     cache file, cold fill vs curl): run when present; its output goes to out/cache_bench.txt."""
@@ -488,6 +510,7 @@ def w_cache(a):
 
 WORKLOADS = ['samples', 'sequential', 'archivemount', 'firstread', 'remote', 's3', 'index',
              'dl', 'cache', 'link']
+OPTIONAL = ['scale']  # run only when --only names them
 
 
 def main():
@@ -509,8 +532,12 @@ def main():
                     '(default 30, quick 10)')
     ap.add_argument('--dl', default=None, help='ImageFolder size CLASSESxPER_CLASS '
                     '(default 20x250, quick 10x150)')
+    ap.add_argument('--scale-shards', type=int, default=500, help='shards of the scale '
+                    'workload (--only scale; default 500: 4.3 M members; full size 6800)')
+    ap.add_argument('--scale-args', default='', help='more options of scale_bench.py, e.g. '
+                    '"--runs 5 --mnt-dir /tmp/x"')
     ap.add_argument('--only', default=','.join(WORKLOADS), help='comma-separated subset of ' +
-                    ','.join(WORKLOADS))
+                    ','.join(WORKLOADS + OPTIONAL) + ' (%s only when named)' % ','.join(OPTIONAL))
     a = ap.parse_args()
     q = a.quick
     a.size_mb = a.size_mb or (256 if q else 1024)
@@ -584,6 +611,10 @@ def main():
         if 'link' in only:
             log('L. remote rows on the link emulator (link_bench.py)')
             w_link(a)
+        if 'scale' in only:
+            log('S. scale: %d shards, both layouts, brace source (scale_bench.py)' %
+                a.scale_shards)
+            w_scale(a)
     finally:
         for m in mounts:
             m.umount()

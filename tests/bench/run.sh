@@ -8,7 +8,10 @@
 #   bash tests/bench/run.sh [--quick] [--size-mb N] [--members N] [--runs N]
 #                           [--samples N] [--shards N] [--random-members N]
 #                           [--am-cap SECONDS] [--dl CLASSESxPER] [--only LIST]
+#                           [--scale-shards N]
 #
+# --only scale runs the scale bench (issue 15, scale_bench.py; never in the default set):
+# 500 shards by default (~5 min), --scale-shards 6800 is its full size.
 # Default sizes fit a 2-core, 24 GB machine (about 20 minutes); --quick takes
 # about 6. Needs root (packages, drop_caches); without root the "dropped" rows
 # are skipped and missing packages are only listed.

@@ -12,7 +12,9 @@ GROUP:
              as planned paths are read (a hardlink and its target are one file); the default
              name (the sender's pid); plan-clear; at most 64 plans; refused: a relative FILE
              (the CLI resolves one), a missing FILE, a directory, a FIFO (no hang), a file
-             inside the mount, a bad name; .shardfs/plans is not listed
+             inside the mount, a bad name; .shardfs/plans is not listed; the CLI's exact
+             lines ("1 path", "2 paths"; a directory that is not a mount is said to be one
+             before FILE is looked at)
   bigger     an nginx source with --cache-size 8M and a plan of 24 MiB of raw shards: taken
              whole, fetching ahead exactly a quarter of the cache (the first 2 MiB of the
              first shard); reading the shards in plan order hits every path with exact bytes
@@ -83,6 +85,15 @@ def plans(mnt):
             d['fnv'] = int(d['fnv'], 16)
             out[d['name']] = d
     return out
+
+
+def human(b):
+    """fs_human_bytes: what the CLI prints for a byte count."""
+    v, u = float(b), 0
+    while v >= 1024 and u < 4:
+        v /= 1024
+        u += 1
+    return ('%.2f %s' if u else '%.0f %s') % (v, ['B', 'KiB', 'MiB', 'GiB', 'TiB'][u])
 
 
 def read(path):
@@ -159,11 +170,12 @@ def group_semantics(env, ck):
         p1 = plan_file('p1', lines)
         rc, out, err = cli(mnt, p1, '--name', 'job1')
         ck.eq('shardfs plan rc (%s)' % err.strip(), rc, 0)
-        ck.ok("plan 'job1': 7 paths" in out and '5 paths not in the mount' in out,
-              'shardfs plan says what it took: %r' % out)
         want_bytes = (sizes['a/shard-000000/k0.jpg'] + sizes['a/shard-000000/k1.cls'] + tar1 +
                       gz + 1000 * 6 + sizes['a/shard-000000/k0.jpg'] +
                       sizes['a/shard-000000/k1.jpg'])
+        ck.eq('shardfs plan says what it took', out,
+              "plan 'job1': 7 paths, %s; 5 paths not in the mount (skipped)\n"
+              % human(want_bytes))
         st = m.stats()
         ck.eq('plans', st['plans'], 1)
         ck.eq('plans_published', st['plans_published'], 1)
@@ -178,7 +190,11 @@ def group_semantics(env, ck):
         ck.eq('job1 fnv is the found paths in order', pl['job1']['fnv'], fnv(found))
         # replaced by a plan of the same name
         p2 = plan_file('p2', ['a/shard-000001/k2.jpg', 'a/shard-000001/k3.jpg'])
-        ck.eq('replace rc', cli(mnt, p2, '--name', 'job1')[0], 0)
+        rc, out, err = cli(mnt, p2, '--name', 'job1')
+        ck.eq('replace rc', rc, 0)
+        ck.eq('replace: what the CLI says', out,
+              "plan 'job1': 2 paths, %s; 0 paths not in the mount (skipped)\n"
+              % human(sizes['a/shard-000001/k2.jpg'] + sizes['a/shard-000001/k3.jpg']))
         st, pl = m.stats(), plans(mnt)
         ck.eq('replaced: plans', st['plans'], 1)
         ck.eq('replaced: plans_published', st['plans_published'], 2)
@@ -278,6 +294,20 @@ def group_semantics(env, ck):
         ck.eq('plan --help', cli('--help')[0], 0)
         ck.eq('plan without FILE', cli(mnt)[0], 2)
         ck.eq('plan with a bad --name', cli(mnt, p1, '--name', 'a b')[0], 2)
+        # one path found and one not: singular, exact
+        rc, out, err = cli(mnt, plan_file('p5', ['readme.txt', 'nope/y']), '--name', 'one')
+        ck.eq('one path: rc, stdout, stderr', (rc, out, err),
+              (0, "plan 'one': 1 path, 5.86 KiB; 1 path not in the mount (skipped)\n", ''))
+        # not a mount: said first, whatever FILE is (a missing one here)
+        notmnt = env.path('notmnt')
+        os.makedirs(notmnt)
+        want = (1, '', 'shardfs: %s is not a shardfs mount\n' % notmnt)
+        ck.eq('not a mount, missing FILE', cli(notmnt, env.path('nonexistent')), want)
+        ck.eq('not a mount, good FILE', cli(notmnt, p1), want)
+        ck.eq('not a mount, --clear', cli(notmnt, '--clear'), want)
+        ck.eq('a mount, missing FILE', cli(mnt, env.path('nonexistent')),
+              (1, '', 'shardfs plan: cannot read the plan file %s: No such file or directory\n'
+               % env.path('nonexistent')))
 
 
 def group_bigger(env, ck):
