@@ -508,13 +508,20 @@ for e in range(int(sys.argv[3])):
 '''
 
 
+STORE_FILES = []  # the store's shard files: warm in the page cache again after a drop
+
+
 def drop_caches():
+    """Drop the kernel's page cache (root only), then read the store's files again: the next
+    epoch reads through the mount, the store still answers from memory."""
     try:
         os.sync()
         with open('/proc/sys/vm/drop_caches', 'w') as f:
             f.write('3\n')
     except OSError:
-        pass
+        return
+    for p in STORE_FILES:
+        sh(['cat', p], stdout=subprocess.DEVNULL)
 
 
 def epochs_in(m, plan, n):
@@ -676,8 +683,9 @@ def main():
         a.sizes = {n: os.path.getsize(os.path.join(a.shard_dir, n)) for n in a.names}
         a.total = sum(a.sizes.values())
         a.brace = brace(a.names)
-        for n in a.names:  # the store's files warm in the page cache
-            sh(['cat', os.path.join(a.shard_dir, n)], stdout=subprocess.DEVNULL)
+        STORE_FILES[:] = [os.path.join(a.shard_dir, n) for n in a.names]
+        for p in STORE_FILES:  # the store's files warm in the page cache
+            sh(['cat', p], stdout=subprocess.DEVNULL)
         log('link: %g ms per request, %g MB/s per connection; N = %d connections; %d MB in %d '
             'shards' % (a.delay_ms, a.rate_mb, a.n, a.total // 1000000, len(a.names)))
         print('link: delay %g ms per request, %g MB/s per connection (scaling: %g MB/s); '
