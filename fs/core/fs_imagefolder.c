@@ -43,6 +43,9 @@
 #include <errno.h>
 #include <stddef.h>
 #include <inttypes.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -75,12 +78,29 @@ struct if_list {
 	size_t n, cap;
 };
 
+/* The view while it is assembled, before it becomes a blob. */
+struct if_file {
+	char *name;
+	uint32_t shard, entry;
+};
+struct if_class {
+	char *name;
+	uint32_t first, n;
+	int64_t mtime;
+};
+struct if_heap {
+	struct if_class *classes;
+	struct if_file *files;
+	uint32_t nclasses, nfiles;
+};
+
 struct if_build {
 	struct fs *fs;
 	uint32_t nshards;	   /* shards when the build started (a refresh may add) */
 	atomic_uint next;	   /* next shard to take */
 	struct if_list *per_shard; /* [nshards] */
 	atomic_int err;		   /* -ENOMEM, -EIO, -ECANCELED abort the build */
+	atomic_uint skipped;	   /* shards left out (no index): the view is not saved */
 };
 
 static int is_image(const char *name, const char **ext)
@@ -374,7 +394,8 @@ static void class_from_name(struct fs *fs, const struct shardidx *ix,
 		it->cls = strndup(img->name, (size_t)(us - img->name));
 }
 
-/* Collect the samples of one shard into l. */
+/* Collect the samples of one shard into l: 0; 1 when the shard has no
+ * index (left out of the view); or -EIO, -ECANCELED, -ENOMEM. */
 static int if_scan_shard(struct fs *fs, uint32_t shard, struct if_list *l)
 {
 	struct shardidx *ix;
@@ -390,7 +411,7 @@ static int if_scan_shard(struct fs *fs, uint32_t shard, struct if_list *l)
 	if (err == -EIO || err == -ECANCELED)
 		return err;
 	if (err < 0)
-		return 0; /* logged and counted by fs_shard_index; the view goes on without it */
+		return 1; /* logged and counted by fs_shard_index; the view goes on without it */
 	fs->c.if_shards_indexed++;
 	shardidx_get_info(ix, &info);
 	if (fs->cfg.class_from == FS_CLASS_CLS)
@@ -455,6 +476,8 @@ static void *if_worker(void *arg)
 
 		if (err < 0)
 			atomic_store(&b->err, err);
+		else if (err > 0)
+			atomic_fetch_add(&b->skipped, 1);
 	}
 	return NULL;
 }
@@ -481,7 +504,7 @@ static int item_cmp(const void *pa, const void *pb)
 
 static int file_cmp(const void *pa, const void *pb)
 {
-	const struct fs_if_file *a = pa, *b = pb;
+	const struct if_file *a = pa, *b = pb;
 
 	return strcmp(a->name, b->name);
 }
@@ -503,7 +526,7 @@ static char *join_name(const struct if_item *it, const char *shardname, int with
 }
 
 /* Turn the sorted items into the view. */
-static int if_assemble(struct fs *fs, struct if_item *items, size_t n, struct fs_ifview *v)
+static int if_assemble(struct fs *fs, struct if_item *items, size_t n, struct if_heap *v)
 {
 	uint64_t max_cls = 0;
 	int width = 1;
@@ -533,7 +556,7 @@ static int if_assemble(struct fs *fs, struct if_item *items, size_t n, struct fs
 	if (!v->files || !v->classes)
 		return -ENOMEM;
 	while (i < n) {
-		struct fs_if_class *c = &v->classes[v->nclasses];
+		struct if_class *c = &v->classes[v->nclasses];
 		size_t j = i;
 
 		c->name = strdup(items[i].cls);
@@ -551,7 +574,7 @@ static int if_assemble(struct fs *fs, struct if_item *items, size_t n, struct fs
 
 			if (!name)
 				return -ENOMEM;
-			v->files[v->nfiles++] = (struct fs_if_file){name, it->shard, it->entry};
+			v->files[v->nfiles++] = (struct if_file){name, it->shard, it->entry};
 			c->mtime = it->mtime > c->mtime ? it->mtime : c->mtime;
 		}
 		c->n = v->nfiles - c->first;
@@ -583,17 +606,311 @@ static int if_assemble(struct fs *fs, struct if_item *items, size_t n, struct fs
 	return 0;
 }
 
+static void heap_free(struct if_heap *v)
+{
+	for (uint32_t i = 0; v->classes && i < v->nclasses; i++)
+		free(v->classes[i].name);
+	for (uint32_t i = 0; v->files && i < v->nfiles; i++)
+		free(v->files[i].name);
+	free(v->classes);
+	free(v->files);
+	*v = (struct if_heap){0};
+}
+
 static void view_free(struct fs_ifview *v)
 {
 	if (!v)
 		return;
-	for (uint32_t i = 0; i < v->nclasses; i++)
-		free(v->classes[i].name);
-	for (uint32_t i = 0; i < v->nfiles; i++)
-		free(v->files[i].name);
-	free(v->classes);
-	free(v->files);
+	cachetier_meta_unmap(v->map);
+	free(v->heap);
 	free(v);
+}
+
+/* ---- the view as a blob in the cache directory --------------------------
+ * The assembled view becomes one cachetier meta blob, "ifview-<fingerprint
+ * in hex>", which is mapped and used in place: lookups are binary searches
+ * over its records, listings walk them, no name is copied to the heap. The
+ * fingerprint (FNV-1a 64) covers what the view is made of: this format's
+ * version, --class-from, and for each shard in order its key, size, ETag (a
+ * local file's stands for its size, mtime, inode and ctime), the codec its
+ * name suggests and its directory name (part of renamed files' names). A
+ * changed dataset has another fingerprint, so its view is built again;
+ * blobs of older fingerprints are left to the cache directory.
+ * Layout (little-endian, every section 8-byte aligned):
+ *   0  "SHIFVIEW", u32 version, u32 nclasses
+ *  16  u64 checksum of bytes [0, 16) and [24, end) (ifv_sum)
+ *  24  u64 fingerprint, u32 nfiles, u32 nshards
+ *  40  u64 strtab_len; u64 samples without image, without class, left out
+ *      as duplicates (what the build counted); u32 class_from, u32 0
+ *  80  classes: nclasses x {u64 name, u32 first, u32 n, i64 mtime}
+ *      files:   nfiles x {u64 name, u32 shard, u32 entry}
+ *      strtab:  NUL-terminated names (the first is ""), zero-padded to 8
+ * Names are offsets into strtab. A mapped blob is validated once: checksum,
+ * fingerprint, sizes, every name inside strtab (which ends in NUL), every
+ * shard below nshards, classes contiguous, non-empty and sorted. One that
+ * fails is counted (imagefolder_view_rejected) and built again. A view that
+ * left a shard out (no index) is not saved: the next mount tries again. */
+#define IFV_MAGIC     "SHIFVIEW"
+#define IFV_VERSION   1u
+#define IFV_HDR	      80u
+#define IFV_CLASS_REC 24u
+#define IFV_FILE_REC  16u
+#define IFV_PRIME     0x100000001b3ull
+
+struct ifv_meta {
+	uint64_t fp, no_image, no_class, dup;
+	uint32_t nshards, class_from;
+};
+
+static uint64_t ifv_mix(uint64_t h, uint64_t w)
+{
+	return ((h << 31 | h >> 33) ^ w) * IFV_PRIME;
+}
+
+/* Checksum of a blob (len a multiple of 8, at least IFV_HDR): four lanes of
+ * 64-bit words, so a large view is checked at memory speed. */
+static uint64_t ifv_sum(const unsigned char *b, size_t len)
+{
+	uint64_t h[4] = {DISK_FNV64_INIT, DISK_FNV64_INIT ^ 1, DISK_FNV64_INIT ^ 2,
+			 DISK_FNV64_INIT ^ 3};
+	uint64_t r = DISK_FNV64_INIT ^ len;
+	size_t i = 24;
+
+	for (; i + 32 <= len; i += 32)
+		for (int k = 0; k < 4; k++)
+			h[k] = ifv_mix(h[k], disk_le64_get(b + i + 8 * k));
+	for (; i < len; i += 8)
+		h[0] = ifv_mix(h[0], disk_le64_get(b + i));
+	h[1] = ifv_mix(h[1], disk_le64_get(b));
+	h[2] = ifv_mix(h[2], disk_le64_get(b + 8));
+	for (int k = 0; k < 4; k++)
+		r = ifv_mix(r, h[k]);
+	return r ^ r >> 29;
+}
+
+static uint64_t if_fingerprint(const struct fs *fs, uint32_t nshards)
+{
+	unsigned char w[16];
+	uint64_t h = disk_fnv64("shardfs-imagefolder-view", 24);
+
+	disk_le32_put(w, IFV_VERSION);
+	disk_le32_put(w + 4, (uint32_t)fs->cfg.class_from);
+	disk_le32_put(w + 8, nshards);
+	h = disk_fnv64_update(h, w, 12);
+	for (uint32_t i = 0; i < nshards; i++) {
+		const struct fs_shard *s = fs_shard(fs, i);
+		const struct fs_obj *o = fs_obj(fs, s->obj);
+
+		h = disk_fnv64_update(h, o->key, strlen(o->key) + 1);
+		h = disk_fnv64_update(h, o->info.etag, strlen(o->info.etag) + 1);
+		h = disk_fnv64_update(h, s->dirname, strlen(s->dirname) + 1);
+		disk_le64_put(w, o->info.size);
+		disk_le32_put(w + 8, (uint32_t)o->codec);
+		h = disk_fnv64_update(h, w, 12);
+	}
+	return h;
+}
+
+static void ifv_name(uint64_t fp, char *buf, size_t size)
+{
+	snprintf(buf, size, "ifview-%016" PRIx64, fp);
+}
+
+static size_t pad8(uint64_t n)
+{
+	return (size_t)((n + 7) & ~(uint64_t)7);
+}
+
+static void ifv_put_name(unsigned char *rec, char *strtab, uint64_t *off, const char *name)
+{
+	size_t n = strlen(name) + 1;
+
+	disk_le64_put(rec, *off);
+	memcpy(strtab + *off, name, n);
+	*off += n;
+}
+
+/* The blob of view hv (malloc'd, *len bytes). */
+static int ifv_serialize(const struct if_heap *hv, const struct ifv_meta *m, unsigned char **out,
+			 size_t *len)
+{
+	uint64_t strtab_len = 1, off = 1;
+	unsigned char *b, *cls, *files;
+	char *strtab;
+
+	for (uint32_t i = 0; i < hv->nclasses; i++)
+		strtab_len += strlen(hv->classes[i].name) + 1;
+	for (uint32_t i = 0; i < hv->nfiles; i++)
+		strtab_len += strlen(hv->files[i].name) + 1;
+	*len = IFV_HDR + (size_t)hv->nclasses * IFV_CLASS_REC + (size_t)hv->nfiles * IFV_FILE_REC +
+	       pad8(strtab_len);
+	b = calloc(1, *len);
+	if (!b)
+		return -ENOMEM;
+	cls = b + IFV_HDR;
+	files = cls + (size_t)hv->nclasses * IFV_CLASS_REC;
+	strtab = (char *)files + (size_t)hv->nfiles * IFV_FILE_REC;
+	for (uint32_t i = 0; i < hv->nclasses; i++) {
+		unsigned char *r = cls + (size_t)i * IFV_CLASS_REC;
+
+		ifv_put_name(r, strtab, &off, hv->classes[i].name);
+		disk_le32_put(r + 8, hv->classes[i].first);
+		disk_le32_put(r + 12, hv->classes[i].n);
+		disk_le64_put(r + 16, (uint64_t)hv->classes[i].mtime);
+	}
+	for (uint32_t i = 0; i < hv->nfiles; i++) {
+		unsigned char *r = files + (size_t)i * IFV_FILE_REC;
+
+		ifv_put_name(r, strtab, &off, hv->files[i].name);
+		disk_le32_put(r + 8, hv->files[i].shard);
+		disk_le32_put(r + 12, hv->files[i].entry);
+	}
+	memcpy(b, IFV_MAGIC, 8);
+	disk_le32_put(b + 8, IFV_VERSION);
+	disk_le32_put(b + 12, hv->nclasses);
+	disk_le64_put(b + 24, m->fp);
+	disk_le32_put(b + 32, hv->nfiles);
+	disk_le32_put(b + 36, m->nshards);
+	disk_le64_put(b + 40, strtab_len);
+	disk_le64_put(b + 48, m->no_image);
+	disk_le64_put(b + 56, m->no_class);
+	disk_le64_put(b + 64, m->dup);
+	disk_le32_put(b + 72, m->class_from);
+	disk_le64_put(b + 16, ifv_sum(b, *len));
+	*out = b;
+	return 0;
+}
+
+/* The class and file records of v (set up by ifv_open) are sound. */
+static int ifv_check_records(const struct fs_ifview *v, uint32_t nshards)
+{
+	const char *prev = NULL;
+	uint32_t next = 0;
+
+	for (uint32_t c = 0; c < v->nclasses; c++) {
+		const unsigned char *r = v->classes + (size_t)c * IFV_CLASS_REC;
+		uint64_t off = disk_le64_get(r);
+		uint32_t first = disk_le32_get(r + 8), n = disk_le32_get(r + 12);
+
+		if (off >= v->strtab_len || first != next || n == 0 || n > v->nfiles - first ||
+		    (prev && strcmp(prev, v->strtab + off) >= 0))
+			return -EBADMSG;
+		prev = v->strtab + off;
+		next += n;
+	}
+	if (next != v->nfiles)
+		return -EBADMSG;
+	for (uint32_t i = 0; i < v->nfiles; i++) {
+		const unsigned char *r = v->files + (size_t)i * IFV_FILE_REC;
+
+		if (disk_le64_get(r) >= v->strtab_len || disk_le32_get(r + 8) >= nshards)
+			return -EBADMSG;
+	}
+	return 0;
+}
+
+/* Make v the view in blob b[0..len), built from what want describes (its
+ * counts go to *got): 0, -EBADMSG (torn, corrupt, inconsistent), -EPROTO
+ * (another version) or -ESTALE (made of other shards or options). */
+static int ifv_open(struct fs_ifview *v, const unsigned char *b, size_t len,
+		    const struct ifv_meta *want, struct ifv_meta *got)
+{
+	uint64_t strtab_len;
+
+	if (!b || len < IFV_HDR || len % 8 || memcmp(b, IFV_MAGIC, 8) != 0)
+		return -EBADMSG;
+	if (disk_le32_get(b + 8) != IFV_VERSION)
+		return -EPROTO;
+	if (disk_le64_get(b + 16) != ifv_sum(b, len))
+		return -EBADMSG;
+	got->fp = disk_le64_get(b + 24);
+	got->nshards = disk_le32_get(b + 36);
+	got->class_from = disk_le32_get(b + 72);
+	if (got->fp != want->fp || got->nshards != want->nshards ||
+	    got->class_from != want->class_from)
+		return -ESTALE;
+	v->nclasses = disk_le32_get(b + 12);
+	v->nfiles = disk_le32_get(b + 32);
+	strtab_len = disk_le64_get(b + 40);
+	if (strtab_len == 0 || strtab_len > len ||
+	    IFV_HDR + (uint64_t)v->nclasses * IFV_CLASS_REC + (uint64_t)v->nfiles * IFV_FILE_REC +
+		    pad8(strtab_len) !=
+		len)
+		return -EBADMSG;
+	v->classes = b + IFV_HDR;
+	v->files = v->classes + (size_t)v->nclasses * IFV_CLASS_REC;
+	v->strtab = (const char *)v->files + (size_t)v->nfiles * IFV_FILE_REC;
+	v->strtab_len = strtab_len;
+	if (v->strtab[strtab_len - 1] != '\0')
+		return -EBADMSG;
+	got->no_image = disk_le64_get(b + 48);
+	got->no_class = disk_le64_get(b + 56);
+	got->dup = disk_le64_get(b + 64);
+	return ifv_check_records(v, want->nshards);
+}
+
+/* Map the saved view of fingerprint want->fp: 0, -ENOENT (none), the
+ * errors of ifv_open or of cachetier_meta_map. */
+static int ifv_map(struct fs *fs, const struct ifv_meta *want, struct fs_ifview **out,
+		   struct ifv_meta *got)
+{
+	char name[64];
+	struct cachetier_meta *m;
+	struct fs_ifview *v;
+	const void *data;
+	size_t len;
+	int err;
+
+	ifv_name(want->fp, name, sizeof(name));
+	err = cachetier_meta_map(fs->ct, name, &m, &data, &len);
+	if (err < 0)
+		return err;
+	v = calloc(1, sizeof(*v));
+	err = v ? ifv_open(v, data, len, want, got) : -ENOMEM;
+	if (err < 0) {
+		cachetier_meta_unmap(m);
+		free(v);
+		return err;
+	}
+	v->map = m;
+	*out = v;
+	return 0;
+}
+
+/* Save blob b (the view just built) and map it; when that fails the view
+ * lives in the heap (b, then owned by the view). */
+static int ifv_save(struct fs *fs, const struct ifv_meta *want, int save, unsigned char *b,
+		    size_t len, struct fs_ifview **out)
+{
+	struct fs_ifview *v;
+	struct ifv_meta got;
+	char name[64];
+	int err;
+
+	ifv_name(want->fp, name, sizeof(name));
+	if (save) {
+		err = cachetier_meta_put(fs->ct, name, b, len);
+		if (err == 0)
+			fs->c.if_view_saved++;
+		if (err == 0 && ifv_map(fs, want, out, &got) == 0) {
+			free(b);
+			fs->c.if_view_mapped = 1;
+			return 0;
+		}
+		fs_log(FS_LOG_WARN, "imagefolder: the view is kept in memory: %s %s",
+		       err < 0 ? "cannot save" : "cannot map", name);
+	}
+	v = calloc(1, sizeof(*v));
+	err = v ? ifv_open(v, b, len, want, &got) : -ENOMEM;
+	if (err < 0) {
+		free(v);
+		free(b);
+		return err;
+	}
+	v->heap = b;
+	fs->c.if_view_mapped = 0;
+	*out = v;
+	return 0;
 }
 
 static double now_ms(void)
@@ -604,23 +921,21 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static int if_build(struct fs *fs, struct fs_ifview **out)
+/* Index shards [0, nshards) and gather their samples in shard order into
+ * *items (n of them; the caller frees them); *skipped: shards left out. */
+static int if_collect(struct fs *fs, uint32_t nshards, struct if_item **items, size_t *n,
+		      unsigned *skipped)
 {
-	struct if_build b = {.fs = fs, .nshards = fs->nshards};
-	uint32_t nshards = b.nshards;
+	struct if_build b = {.fs = fs, .nshards = nshards};
 	pthread_t th[IF_THREADS];
 	unsigned nth = nshards < IF_THREADS ? nshards : IF_THREADS, started = 0;
-	struct if_item *items = NULL;
-	struct fs_ifview *v = calloc(1, sizeof(*v));
-	size_t n = 0;
-	double t0 = now_ms();
-	int err = 0;
+	int err;
 
+	*items = NULL;
+	*n = 0;
 	b.per_shard = calloc(nshards ? nshards : 1, sizeof(*b.per_shard));
-	if (!v || !b.per_shard) {
-		err = -ENOMEM;
-		goto out;
-	}
+	if (!b.per_shard)
+		return -ENOMEM;
 	fs_log(FS_LOG_INFO, "imagefolder: indexing %u shards with %u threads", nshards, nth);
 	for (unsigned i = 0; i < nth; i++) {
 		if (pthread_create(&th[i], NULL, if_worker, &b) != 0)
@@ -632,48 +947,102 @@ static int if_build(struct fs *fs, struct fs_ifview **out)
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
 	err = atomic_load(&b.err);
-	if (err < 0)
-		goto out;
-	for (uint32_t i = 0; i < nshards; i++)
-		n += b.per_shard[i].n;
-	items = malloc((n ? n : 1) * sizeof(*items));
-	if (!items) {
-		err = -ENOMEM;
-		goto out;
+	*skipped = atomic_load(&b.skipped);
+	for (uint32_t i = 0; err == 0 && i < nshards; i++)
+		*n += b.per_shard[i].n;
+	if (err == 0) {
+		*items = malloc((*n ? *n : 1) * sizeof(**items));
+		err = *items ? 0 : -ENOMEM;
 	}
-	n = 0;
-	for (uint32_t i = 0; i < nshards; i++) {
+	*n = 0;
+	for (uint32_t i = 0; err == 0 && i < nshards; i++) {
 		if (b.per_shard[i].n) /* a shard without images has no array at all */
-			memcpy(items + n, b.per_shard[i].v, b.per_shard[i].n * sizeof(*items));
-		n += b.per_shard[i].n;
+			memcpy(*items + *n, b.per_shard[i].v, b.per_shard[i].n * sizeof(**items));
+		*n += b.per_shard[i].n;
 		b.per_shard[i].n = 0; /* items own the strings now */
 	}
-	err = if_assemble(fs, items, n, v);
-	fs->c.if_build_ms = (uint64_t)(now_ms() - t0);
-	if (err == 0)
-		fs_log(FS_LOG_INFO,
-		       "imagefolder: %u images in %u classes from %u shards in %" PRIu64
-		       " ms (%llu without image, %llu without class)",
-		       v->nfiles, v->nclasses, nshards, (uint64_t)fs->c.if_build_ms,
-		       (unsigned long long)fs->c.if_no_image,
-		       (unsigned long long)fs->c.if_no_class);
-out:
-	for (size_t i = 0; i < n && items; i++)
-		item_free(&items[i]);
-	free(items);
-	for (uint32_t i = 0; b.per_shard && i < nshards; i++) {
+	for (uint32_t i = 0; i < nshards; i++) {
 		for (size_t k = 0; k < b.per_shard[i].n; k++)
 			item_free(&b.per_shard[i].v[k]);
 		free(b.per_shard[i].v);
 	}
 	free(b.per_shard);
+	return err;
+}
+
+/* Build the view of what want describes from the shards' indexes, save it
+ * in the cache directory and map it. */
+static int if_build(struct fs *fs, struct ifv_meta *want, struct fs_ifview **out)
+{
+	uint64_t no_image = fs->c.if_no_image, no_class = fs->c.if_no_class,
+		 dup = fs->c.if_dup_dropped;
+	struct if_heap hv = {0};
+	struct if_item *items;
+	unsigned char *blob = NULL;
+	unsigned skipped = 0;
+	size_t n, len = 0;
+	double t0 = now_ms();
+	int err = if_collect(fs, want->nshards, &items, &n, &skipped);
+
+	if (err == 0)
+		err = if_assemble(fs, items, n, &hv);
+	for (size_t i = 0; i < n && items; i++)
+		item_free(&items[i]);
+	free(items);
+	want->no_image = fs->c.if_no_image - no_image;
+	want->no_class = fs->c.if_no_class - no_class;
+	want->dup = fs->c.if_dup_dropped - dup;
+	if (err == 0)
+		err = ifv_serialize(&hv, want, &blob, &len);
+	heap_free(&hv);
+#ifdef __GLIBC__
+	malloc_trim(0); /* the build's many small allocations are gone */
+#endif
+	if (err == 0)
+		err = ifv_save(fs, want, skipped == 0, blob, len, out);
+	fs->c.if_build_ms = (uint64_t)(now_ms() - t0);
 	if (err < 0) {
 		fs_log(FS_LOG_ERR, "imagefolder: cannot build the view: %s", strerror(-err));
-		view_free(v);
 		return err;
 	}
-	*out = v;
+	fs_log(FS_LOG_INFO,
+	       "imagefolder: %u images in %u classes from %u shards in %" PRIu64
+	       " ms (%llu without image, %llu without class)",
+	       (*out)->nfiles, (*out)->nclasses, want->nshards, (uint64_t)fs->c.if_build_ms,
+	       (unsigned long long)want->no_image, (unsigned long long)want->no_class);
 	return 0;
+}
+
+/* The view: the saved one of these shards when there is a sound one, else
+ * a new one. */
+static int if_view(struct fs *fs, struct fs_ifview **out)
+{
+	struct ifv_meta want = {.nshards = fs->nshards, .class_from = (uint32_t)fs->cfg.class_from},
+			got;
+	char name[64];
+	int err;
+
+	want.fp = if_fingerprint(fs, want.nshards);
+	err = ifv_map(fs, &want, out, &got);
+	if (err == 0) {
+		fs->c.if_view_loaded++;
+		fs->c.if_view_mapped = 1;
+		fs->c.if_images = (*out)->nfiles;
+		fs->c.if_no_image = got.no_image;
+		fs->c.if_no_class = got.no_class;
+		fs->c.if_dup_dropped = got.dup;
+		fs_log(FS_LOG_INFO, "imagefolder: %u images in %u classes mapped from the cache",
+		       (*out)->nfiles, (*out)->nclasses);
+		return 0;
+	}
+	if (err != -ENOENT) {
+		ifv_name(want.fp, name, sizeof(name));
+		if (err == -EBADMSG || err == -EPROTO || err == -ESTALE)
+			fs->c.if_view_rejected++;
+		fs_log(FS_LOG_WARN, "imagefolder: saved view %s unusable (%s); building it again",
+		       name, strerror(-err));
+	}
+	return if_build(fs, &want, out);
 }
 
 int fs_if_get(struct fs *fs, const struct fs_ifview **v)
@@ -685,12 +1054,13 @@ int fs_if_get(struct fs *fs, const struct fs_ifview **v)
 		pthread_mutex_lock(&fs->if_lock);
 		p = atomic_load_explicit(&fs->ifv, memory_order_acquire);
 		if (!p) {
-			err = if_build(fs, &p);
+			err = if_view(fs, &p);
 			if (err == 0)
 				atomic_store_explicit(&fs->ifv, p, memory_order_release);
 		}
 		pthread_mutex_unlock(&fs->if_lock);
 	}
+
 	*v = p;
 	return err;
 }
@@ -716,8 +1086,11 @@ void fs_if_reset(struct fs *fs)
 	if (v) {
 		/* class inodes are indexes into this view: the kernel must look
 		 * every class name up again in the next one */
-		for (uint32_t i = 0; i < v->nclasses; i++)
-			fs_notify_entry(fs, 1, v->classes[i].name, strlen(v->classes[i].name));
+		for (uint32_t i = 0; i < v->nclasses; i++) {
+			const char *name = fs_if_class(v, i, NULL, NULL, NULL);
+
+			fs_notify_entry(fs, 1, name, strlen(name));
+		}
 		fs_notify_inode(fs, 1);
 		v->retired_next = fs->if_retired;
 		fs->if_retired = v;
@@ -725,23 +1098,64 @@ void fs_if_reset(struct fs *fs)
 	pthread_mutex_unlock(&fs->if_lock);
 }
 
+const char *fs_if_class(const struct fs_ifview *v, uint32_t c, uint32_t *first, uint32_t *n,
+			int64_t *mtime)
+{
+	const unsigned char *r = v->classes + (size_t)c * IFV_CLASS_REC;
+
+	if (first)
+		*first = disk_le32_get(r + 8);
+	if (n)
+		*n = disk_le32_get(r + 12);
+	if (mtime)
+		*mtime = (int64_t)disk_le64_get(r + 16);
+	return v->strtab + disk_le64_get(r);
+}
+
+const char *fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *shard, uint32_t *entry)
+{
+	const unsigned char *r = v->files + (size_t)i * IFV_FILE_REC;
+
+	*shard = disk_le32_get(r + 8);
+	*entry = disk_le32_get(r + 12);
+	return v->strtab + disk_le64_get(r);
+}
+
+/* Record [lo, hi) of recs (stride bytes each, a name offset first) named
+ * name[0..len), or -ENOENT. */
+static int64_t ifv_bsearch(const struct fs_ifview *v, const unsigned char *recs, size_t stride,
+			   uint32_t lo, uint32_t hi, const char *name, size_t len)
+{
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		const char *m = v->strtab + disk_le64_get(recs + (size_t)mid * stride);
+		int c = strncmp(m, name, len);
+
+		if (c == 0 && m[len] != '\0')
+			c = 1; /* m is longer: after name */
+		if (c < 0)
+			lo = mid + 1;
+		else if (c > 0)
+			hi = mid;
+		else
+			return mid;
+	}
+	return -ENOENT;
+}
+
 int64_t fs_if_class_lookup(const struct fs_ifview *v, const char *name, size_t len)
 {
-	int64_t i = fs__bsearch_name(v->classes, sizeof(v->classes[0]),
-				     offsetof(struct fs_if_class, name), 0, v->nclasses, name, len);
-
-	return i < 0 ? -ENOENT : i;
+	return ifv_bsearch(v, v->classes, IFV_CLASS_REC, 0, v->nclasses, name, len);
 }
 
 int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *name, size_t len)
 {
-	int64_t i;
+	uint32_t first, n;
 
 	if (c >= v->nclasses)
 		return -ENOENT;
-	i = fs__bsearch_name(v->files, sizeof(v->files[0]), offsetof(struct fs_if_file, name),
-			     v->classes[c].first, v->classes[c].first + v->classes[c].n, name, len);
-	return i < 0 ? -ENOENT : i;
+	fs_if_class(v, c, &first, &n, NULL);
+	return ifv_bsearch(v, v->files, IFV_FILE_REC, first, first + n, name, len);
 }
 
 /* ---- the view's operations (fs_view.h) ------------------------------------
@@ -792,7 +1206,7 @@ static const char *ifroot_list_entry(const struct fs_listing *l, uint32_t i, uin
 	const struct fs_ifview *v = l->p;
 
 	*ino = fs_ino(FS_K_IFCLASS, i, 0);
-	return v->classes[i].name;
+	return fs_if_class(v, i, NULL, NULL, NULL);
 }
 
 const struct fs_view fs_view_ifroot = {
@@ -807,13 +1221,15 @@ static int ifclass_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 {
 	const struct fs_ifview *v;
 	uint32_t a = fs_ino_a(ino);
+	int64_t mtime;
 	int err = fs_if_get(fs, &v);
 
 	if (err < 0)
 		return err;
 	if (a >= v->nclasses || fs_ino_b(ino) != 0)
 		return -ENOENT;
-	fs_attr_dir(fs, st, ino, 0555, 2, v->classes[a].mtime);
+	fs_if_class(v, a, NULL, NULL, &mtime);
+	fs_attr_dir(fs, st, ino, 0555, 2, mtime);
 	return 0;
 }
 
@@ -821,13 +1237,16 @@ static int ifclass_lookup(struct fs *fs, uint64_t parent, const char *name, size
 			  uint64_t *ino)
 {
 	const struct fs_ifview *v;
+	uint32_t shard, entry;
 	int64_t idx;
 	int err = fs_if_get(fs, &v);
 
 	if (err < 0)
 		return err;
 	idx = fs_if_file_lookup(v, fs_ino_a(parent), name, len);
-	*ino = idx < 0 ? 0 : fs_ino(FS_K_IFFILE, v->files[idx].shard, v->files[idx].entry);
+	if (idx >= 0)
+		fs_if_file(v, (uint32_t)idx, &shard, &entry);
+	*ino = idx < 0 ? 0 : fs_ino(FS_K_IFFILE, shard, entry);
 	return 0;
 }
 
@@ -842,18 +1261,18 @@ static int ifclass_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
 	if (l->a >= v->nclasses)
 		return -ENOENT;
 	l->p = v;
-	l->first = v->classes[l->a].first;
-	l->n = v->classes[l->a].n;
+	fs_if_class(v, l->a, &l->first, &l->n, NULL);
 	l->parent = 1;
 	return 0;
 }
 
 static const char *ifclass_list_entry(const struct fs_listing *l, uint32_t i, uint64_t *ino)
 {
-	const struct fs_if_file *f = &((const struct fs_ifview *)l->p)->files[l->first + i];
+	uint32_t shard, entry;
+	const char *name = fs_if_file(l->p, l->first + i, &shard, &entry);
 
-	*ino = fs_ino(FS_K_IFFILE, f->shard, f->entry);
-	return f->name;
+	*ino = fs_ino(FS_K_IFFILE, shard, entry);
+	return name;
 }
 
 const struct fs_view fs_view_ifclass = {
