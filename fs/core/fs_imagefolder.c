@@ -69,7 +69,9 @@ struct if_item {
 	const char *ext; /* inside name, no '.' */
 	char *name;	 /* member name (owned) */
 	uint32_t shard, entry;
-	int64_t mtime;
+	uint32_t mode;	  /* the member's (its canonical entry's) permission bits ... */
+	uint64_t size;	  /* ... size ... */
+	int64_t mtime;	  /* ... and mtime */
 	uint64_t cls_num; /* cls: the integer */
 };
 
@@ -81,7 +83,9 @@ struct if_list {
 /* The view while it is assembled, before it becomes a blob. */
 struct if_file {
 	char *name;
-	uint32_t shard, entry;
+	uint32_t shard, entry, mode;
+	uint64_t size;
+	int64_t mtime;
 };
 struct if_class {
 	char *name;
@@ -417,7 +421,7 @@ static int if_scan_shard(struct fs *fs, uint32_t shard, struct if_list *l)
 	if (fs->cfg.class_from == FS_CLASS_CLS)
 		cls_map_load(fs, shard, &cm);
 	for (uint32_t s = 0; s < info.nsamples; s++) {
-		struct shardidx_entry img;
+		struct shardidx_entry img, canon;
 		uint32_t img_i, cls_i;
 		struct if_item it = {0};
 		const char *ext = NULL, *dot;
@@ -430,11 +434,17 @@ static int if_scan_shard(struct fs *fs, uint32_t shard, struct if_list *l)
 			continue;
 		}
 		shardidx_entry_get(ix, img_i, &img);
+		if (shardidx_entry_get(ix, img.canon, &canon) < 0 || canon.type != SHARDIDX_REG) {
+			fs->c.if_no_image++; /* a hard link to what is no file */
+			continue;
+		}
 		dot = strchr(img.name, '.');
 		keylen = dot ? (size_t)(dot - img.name) : strlen(img.name);
 		it.shard = shard;
 		it.entry = img.canon;
-		it.mtime = img.mtime;
+		it.mode = canon.mode;
+		it.size = canon.size;
+		it.mtime = canon.mtime;
 		if (fs->cfg.class_from == FS_CLASS_CLS) {
 			err = class_from_cls(fs, ix, stream, &cm, cls_i, &it);
 			if (err < 0)
@@ -574,7 +584,8 @@ static int if_assemble(struct fs *fs, struct if_item *items, size_t n, struct if
 
 			if (!name)
 				return -ENOMEM;
-			v->files[v->nfiles++] = (struct if_file){name, it->shard, it->entry};
+			v->files[v->nfiles++] = (struct if_file){name,	   it->shard, it->entry,
+								 it->mode, it->size,  it->mtime};
 			c->mtime = it->mtime > c->mtime ? it->mtime : c->mtime;
 		}
 		c->n = v->nfiles - c->first;
@@ -629,7 +640,10 @@ static void view_free(struct fs_ifview *v)
 /* ---- the view as a blob in the cache directory --------------------------
  * The assembled view becomes one cachetier meta blob, "ifview-<fingerprint
  * in hex>", which is mapped and used in place: lookups are binary searches
- * over its records, listings walk them, no name is copied to the heap. The
+ * over its records, listings walk them, no name is copied to the heap. A
+ * file's attributes are in its record too, found by its inode (shard,
+ * entry) in a section sorted that way, so that listings (readdirplus) and
+ * stat need no shard's index: only reads do. The
  * fingerprint (FNV-1a 64) covers what the view is made of: this format's
  * version, --class-from, and for each shard in order its key, size, ETag (a
  * local file's stands for its size, mtime, inode and ctime), the codec its
@@ -643,18 +657,23 @@ static void view_free(struct fs_ifview *v)
  *  40  u64 strtab_len; u64 samples without image, without class, left out
  *      as duplicates (what the build counted); u32 class_from, u32 0
  *  80  classes: nclasses x {u64 name, u32 first, u32 n, i64 mtime}
- *      files:   nfiles x {u64 name, u32 shard, u32 entry}
+ *      files:   nfiles x {u32 name, u32 shard, u32 entry, u32 mtime,
+ *                         u64 size << 12 | mode} (shardidx's mtimes are
+ *                         0..2^32-1, its modes 07777)
+ *      members: nfiles x u32, the files in (shard, entry) order; zero-padded
+ *               to 8
  *      strtab:  NUL-terminated names (the first is ""), zero-padded to 8
  * Names are offsets into strtab. A mapped blob is validated once: checksum,
  * fingerprint, sizes, every name inside strtab (which ends in NUL), every
- * shard below nshards, classes contiguous, non-empty and sorted. One that
+ * shard below nshards, every member a file, classes contiguous, non-empty
+ * and sorted. One that
  * fails is counted (imagefolder_view_rejected) and built again. A view that
  * left a shard out (no index) is not saved: the next mount tries again. */
 #define IFV_MAGIC     "SHIFVIEW"
 #define IFV_VERSION   1u
 #define IFV_HDR	      80u
 #define IFV_CLASS_REC 24u
-#define IFV_FILE_REC  16u
+#define IFV_FILE_REC  24u
 #define IFV_PRIME     0x100000001b3ull
 
 struct ifv_meta {
@@ -721,13 +740,48 @@ static size_t pad8(uint64_t n)
 	return (size_t)((n + 7) & ~(uint64_t)7);
 }
 
-static void ifv_put_name(unsigned char *rec, char *strtab, uint64_t *off, const char *name)
+static void ifv_put_name(unsigned char *rec, int wide, char *strtab, uint64_t *off,
+			 const char *name)
 {
 	size_t n = strlen(name) + 1;
 
-	disk_le64_put(rec, *off);
+	if (wide)
+		disk_le64_put(rec, *off);
+	else
+		disk_le32_put(rec, (uint32_t)*off);
 	memcpy(strtab + *off, name, n);
 	*off += n;
+}
+
+struct ifv_member {
+	uint32_t shard, entry, file;
+};
+
+static int member_cmp(const void *pa, const void *pb)
+{
+	const struct ifv_member *a = pa, *b = pb;
+
+	if (a->shard != b->shard)
+		return a->shard < b->shard ? -1 : 1;
+	if (a->entry != b->entry)
+		return a->entry < b->entry ? -1 : 1;
+	return a->file < b->file ? -1 : a->file > b->file;
+}
+
+/* The members section: the files in (shard, entry) order. */
+static int ifv_put_members(const struct if_heap *hv, unsigned char *out)
+{
+	struct ifv_member *m = malloc((hv->nfiles ? hv->nfiles : 1) * sizeof(*m));
+
+	if (!m)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < hv->nfiles; i++)
+		m[i] = (struct ifv_member){hv->files[i].shard, hv->files[i].entry, i};
+	qsort(m, hv->nfiles, sizeof(*m), member_cmp);
+	for (uint32_t i = 0; i < hv->nfiles; i++)
+		disk_le32_put(out + (size_t)i * 4, m[i].file);
+	free(m);
+	return 0;
 }
 
 /* The blob of view hv (malloc'd, *len bytes). */
@@ -735,25 +789,36 @@ static int ifv_serialize(const struct if_heap *hv, const struct ifv_meta *m, uns
 			 size_t *len)
 {
 	uint64_t strtab_len = 1, off = 1;
-	unsigned char *b, *cls, *files;
+	unsigned char *b, *cls, *files, *members;
 	char *strtab;
 
 	for (uint32_t i = 0; i < hv->nclasses; i++)
 		strtab_len += strlen(hv->classes[i].name) + 1;
-	for (uint32_t i = 0; i < hv->nfiles; i++)
+	for (uint32_t i = 0; i < hv->nfiles; i++) {
 		strtab_len += strlen(hv->files[i].name) + 1;
+		if (hv->files[i].size >> 52 || hv->files[i].mtime < 0 ||
+		    hv->files[i].mtime > UINT32_MAX)
+			return -EFBIG; /* no such member: see shardidx.h */
+	}
+	if (strtab_len > UINT32_MAX)
+		return -EFBIG; /* names are u32 offsets */
 	*len = IFV_HDR + (size_t)hv->nclasses * IFV_CLASS_REC + (size_t)hv->nfiles * IFV_FILE_REC +
-	       pad8(strtab_len);
+	       pad8((uint64_t)hv->nfiles * 4) + pad8(strtab_len);
 	b = calloc(1, *len);
 	if (!b)
 		return -ENOMEM;
 	cls = b + IFV_HDR;
 	files = cls + (size_t)hv->nclasses * IFV_CLASS_REC;
-	strtab = (char *)files + (size_t)hv->nfiles * IFV_FILE_REC;
+	members = files + (size_t)hv->nfiles * IFV_FILE_REC;
+	strtab = (char *)members + pad8((uint64_t)hv->nfiles * 4);
+	if (ifv_put_members(hv, members) < 0) {
+		free(b);
+		return -ENOMEM;
+	}
 	for (uint32_t i = 0; i < hv->nclasses; i++) {
 		unsigned char *r = cls + (size_t)i * IFV_CLASS_REC;
 
-		ifv_put_name(r, strtab, &off, hv->classes[i].name);
+		ifv_put_name(r, 1, strtab, &off, hv->classes[i].name);
 		disk_le32_put(r + 8, hv->classes[i].first);
 		disk_le32_put(r + 12, hv->classes[i].n);
 		disk_le64_put(r + 16, (uint64_t)hv->classes[i].mtime);
@@ -761,9 +826,11 @@ static int ifv_serialize(const struct if_heap *hv, const struct ifv_meta *m, uns
 	for (uint32_t i = 0; i < hv->nfiles; i++) {
 		unsigned char *r = files + (size_t)i * IFV_FILE_REC;
 
-		ifv_put_name(r, strtab, &off, hv->files[i].name);
-		disk_le32_put(r + 8, hv->files[i].shard);
-		disk_le32_put(r + 12, hv->files[i].entry);
+		ifv_put_name(r, 0, strtab, &off, hv->files[i].name);
+		disk_le32_put(r + 4, hv->files[i].shard);
+		disk_le32_put(r + 8, hv->files[i].entry);
+		disk_le32_put(r + 12, (uint32_t)hv->files[i].mtime);
+		disk_le64_put(r + 16, hv->files[i].size << 12 | (hv->files[i].mode & 07777));
 	}
 	memcpy(b, IFV_MAGIC, 8);
 	disk_le32_put(b + 8, IFV_VERSION);
@@ -803,7 +870,8 @@ static int ifv_check_records(const struct fs_ifview *v, uint32_t nshards)
 	for (uint32_t i = 0; i < v->nfiles; i++) {
 		const unsigned char *r = v->files + (size_t)i * IFV_FILE_REC;
 
-		if (disk_le64_get(r) >= v->strtab_len || disk_le32_get(r + 8) >= nshards)
+		if (disk_le32_get(r) >= v->strtab_len || disk_le32_get(r + 4) >= nshards ||
+		    disk_le32_get(v->members + (size_t)i * 4) >= v->nfiles)
 			return -EBADMSG;
 	}
 	return 0;
@@ -834,12 +902,13 @@ static int ifv_open(struct fs_ifview *v, const unsigned char *b, size_t len,
 	strtab_len = disk_le64_get(b + 40);
 	if (strtab_len == 0 || strtab_len > len ||
 	    IFV_HDR + (uint64_t)v->nclasses * IFV_CLASS_REC + (uint64_t)v->nfiles * IFV_FILE_REC +
-		    pad8(strtab_len) !=
+		    pad8((uint64_t)v->nfiles * 4) + pad8(strtab_len) !=
 		len)
 		return -EBADMSG;
 	v->classes = b + IFV_HDR;
 	v->files = v->classes + (size_t)v->nclasses * IFV_CLASS_REC;
-	v->strtab = (const char *)v->files + (size_t)v->nfiles * IFV_FILE_REC;
+	v->members = v->files + (size_t)v->nfiles * IFV_FILE_REC;
+	v->strtab = (const char *)v->members + pad8((uint64_t)v->nfiles * 4);
 	v->strtab_len = strtab_len;
 	if (v->strtab[strtab_len - 1] != '\0')
 		return -EBADMSG;
@@ -1116,9 +1185,32 @@ const char *fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *shard, u
 {
 	const unsigned char *r = v->files + (size_t)i * IFV_FILE_REC;
 
-	*shard = disk_le32_get(r + 8);
-	*entry = disk_le32_get(r + 12);
-	return v->strtab + disk_le64_get(r);
+	*shard = disk_le32_get(r + 4);
+	*entry = disk_le32_get(r + 8);
+	return v->strtab + disk_le32_get(r);
+}
+
+/* The record of the file whose image is member (shard, entry), or NULL. */
+static const unsigned char *ifv_member_file(const struct fs_ifview *v, uint32_t shard,
+					    uint32_t entry)
+{
+	uint64_t key = (uint64_t)shard << 32 | entry;
+	uint32_t lo = 0, hi = v->nfiles;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		const unsigned char *r =
+		    v->files + (size_t)disk_le32_get(v->members + (size_t)mid * 4) * IFV_FILE_REC;
+		uint64_t k = (uint64_t)disk_le32_get(r + 4) << 32 | disk_le32_get(r + 8);
+
+		if (k < key)
+			lo = mid + 1;
+		else if (k > key)
+			hi = mid;
+		else
+			return r;
+	}
+	return NULL;
 }
 
 /* Record [lo, hi) of recs (stride bytes each, a name offset first) named
@@ -1128,7 +1220,9 @@ static int64_t ifv_bsearch(const struct fs_ifview *v, const unsigned char *recs,
 {
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
-		const char *m = v->strtab + disk_le64_get(recs + (size_t)mid * stride);
+		const unsigned char *r = recs + (size_t)mid * stride;
+		const char *m =
+		    v->strtab + (stride == IFV_FILE_REC ? disk_le32_get(r) : disk_le64_get(r));
 		int c = strncmp(m, name, len);
 
 		if (c == 0 && m[len] != '\0')
@@ -1283,12 +1377,31 @@ const struct fs_view fs_view_ifclass = {
     .list_entry = ifclass_list_entry,
 };
 
+/* From the view's record when the view is there (no shard index needed);
+ * else the member's. */
 static int iffile_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 {
+	const struct fs_ifview *v = atomic_load_explicit(&fs->ifv, memory_order_acquire);
+	const unsigned char *r;
+	uint64_t size_mode;
 	int err;
 
 	if (fs_ino_a(ino) >= fs->nshards)
 		return -ENOENT;
+	r = v ? ifv_member_file(v, fs_ino_a(ino), fs_ino_b(ino)) : NULL;
+	if (r) {
+		if (!fs_obj_live(fs_obj(fs, fs_shard(fs, fs_ino_a(ino))->obj)))
+			return -ESTALE; /* as fs_member_getattr: an old version */
+		size_mode = disk_le64_get(r + 16);
+		fs_attr_base(fs, st, ino);
+		st->st_mode = S_IFREG | (mode_t)(size_mode & 07777);
+		st->st_nlink = 1;
+		st->st_size = (off_t)(size_mode >> 12);
+		st->st_blocks = (blkcnt_t)(((size_mode >> 12) + 511) / 512);
+		st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec =
+		    (time_t)disk_le32_get(r + 12);
+		return 0;
+	}
 	err = fs_member_getattr(fs, ino, st);
 	if (err == 0 && !S_ISREG(st->st_mode))
 		err = -ENOENT;
