@@ -409,6 +409,8 @@ static int if_scan_shard(struct fs *fs, uint32_t shard, struct if_list *l)
 
 	struct cls_map cm = {0};
 
+	if (!fs_obj_live(fs_obj(fs, fs_shard(fs, shard)->obj)))
+		return 0; /* an old version a refresh replaced, or a removed shard */
 	/* The store is unreachable (or the daemon stops): no view now, rather
 	 * than a view that lacks the shard for good; a later lookup builds it
 	 * again (the indexes already loaded are kept). */
@@ -649,7 +651,10 @@ static void view_free(struct fs_ifview *v)
  * local file's stands for its size, mtime, inode and ctime), the codec its
  * name suggests and its directory name (part of renamed files' names). A
  * changed dataset has another fingerprint, so its view is built again;
- * blobs of older fingerprints are left to the cache directory.
+ * blobs of older fingerprints are left to the cache directory. (After a
+ * refresh that replaced or removed shards, their numbers stay unused until
+ * unmount: that view is saved too, but only this mount's numbering meets
+ * its fingerprint.)
  * Layout (little-endian, every section 8-byte aligned):
  *   0  "SHIFVIEW", u32 version, u32 nclasses
  *  16  u64 checksum of bytes [0, 16) and [24, end) (ifv_sum)
@@ -720,6 +725,10 @@ static uint64_t if_fingerprint(const struct fs *fs, uint32_t nshards)
 		const struct fs_shard *s = fs_shard(fs, i);
 		const struct fs_obj *o = fs_obj(fs, s->obj);
 
+		if (!fs_obj_live(o)) {
+			h = disk_fnv64_update(h, "", 1); /* a number a refresh left unused */
+			continue;
+		}
 		h = disk_fnv64_update(h, o->key, strlen(o->key) + 1);
 		h = disk_fnv64_update(h, o->info.etag, strlen(o->info.etag) + 1);
 		h = disk_fnv64_update(h, s->dirname, strlen(s->dirname) + 1);
