@@ -8,8 +8,11 @@
  * takes the next shard; fs_shard_index is thread-safe and uses the cache
  * directory's or a sidecar index when there is one). Each thread collects
  * its shards' samples; one thread then merges them in shard order, so the
- * result does not depend on thread timing. Afterwards the view is
- * immutable and published with release semantics; readers take no lock.
+ * result does not depend on thread timing. The result becomes one blob,
+ * saved in the cache directory and mapped (below: "the view as a blob");
+ * a later mount of the same shards maps it without indexing any shard.
+ * Afterwards the view is immutable and published with release semantics;
+ * readers take no lock.
  *
  * A sample's file is its first image member (jpg jpeg png webp bmp ppm pgm
  * tif tiff, by the member name's last extension, any case). Its class:
@@ -1038,6 +1041,8 @@ static int if_collect(struct fs *fs, uint32_t nshards, struct if_item **items, s
 			memcpy(*items + *n, b.per_shard[i].v, b.per_shard[i].n * sizeof(**items));
 		*n += b.per_shard[i].n;
 		b.per_shard[i].n = 0; /* items own the strings now */
+		free(b.per_shard[i].v);
+		b.per_shard[i].v = NULL;
 	}
 	for (uint32_t i = 0; i < nshards; i++) {
 		for (size_t k = 0; k < b.per_shard[i].n; k++)
