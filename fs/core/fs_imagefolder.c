@@ -67,7 +67,7 @@ static const char *const image_exts[] = {"jpg", "jpeg", "png", "webp", "bmp",
 
 /* One sample found while indexing, before names are made unique. */
 struct if_item {
-	char *cls; /* class name (cls: the integer, unpadded) */
+	char *cls; /* class name (cls: if_cls_num, the class is cls_num) */
 	char *key;
 	const char *ext; /* inside name, no '.' */
 	char *name;	 /* member name (owned) */
@@ -313,9 +313,14 @@ static int list_push(struct if_list *l, const struct if_item *it)
 	return 0;
 }
 
+/* it->cls of a sample whose class is its cls_num (--class-from cls): the
+ * name, zero-padded, is made once per class. */
+static char if_cls_num[] = "#";
+
 static void item_free(struct if_item *it)
 {
-	free(it->cls);
+	if (it->cls != if_cls_num)
+		free(it->cls);
 	free(it->key);
 	free(it->name);
 }
@@ -356,7 +361,6 @@ static int class_from_cls(struct fs *fs, const struct shardidx *ix, struct cache
 			  struct cls_map *cm, uint32_t cls_i, struct if_item *it)
 {
 	struct shardidx_entry cls;
-	char num[32];
 	int err;
 
 	if (cls_i == SHARDIDX_NONE)
@@ -378,8 +382,7 @@ static int class_from_cls(struct fs *fs, const struct shardidx *ix, struct cache
 		if (cls_map_add(cm, cls_i, it->cls_num) < 0)
 			return -ENOMEM;
 	}
-	snprintf(num, sizeof(num), "%" PRIu64, it->cls_num);
-	it->cls = strdup(num);
+	it->cls = if_cls_num;
 	return 0;
 }
 
@@ -423,6 +426,10 @@ static int if_scan_shard(struct fs *fs, uint32_t shard, struct if_list *l)
 		return 1; /* logged and counted by fs_shard_index; the view goes on without it */
 	fs->c.if_shards_indexed++;
 	shardidx_get_info(ix, &info);
+	if (info.nsamples && !l->v) { /* at most one item a sample: no slack */
+		l->v = malloc(info.nsamples * sizeof(*l->v));
+		l->cap = l->v ? info.nsamples : 0;
+	}
 	if (fs->cfg.class_from == FS_CLASS_CLS)
 		cls_map_load(fs, shard, &cm);
 	for (uint32_t s = 0; s < info.nsamples; s++) {
@@ -458,7 +465,7 @@ static int if_scan_shard(struct fs *fs, uint32_t shard, struct if_list *l)
 			class_from_name(fs, ix, &img, keylen, &it);
 		}
 		if (!class_ok(it.cls)) {
-			free(it.cls);
+			item_free(&it);
 			fs->c.if_no_class++;
 			continue;
 		}
@@ -502,10 +509,17 @@ static void *if_worker(void *arg)
 static int item_cmp(const void *pa, const void *pb)
 {
 	const struct if_item *a = pa, *b = pb;
-	int c = strcmp(a->cls, b->cls);
+	int c;
 
-	if (c)
-		return c;
+	if (a->cls == if_cls_num && b->cls == if_cls_num) {
+		/* the padded names sort as the numbers */
+		if (a->cls_num != b->cls_num)
+			return a->cls_num < b->cls_num ? -1 : 1;
+	} else {
+		c = strcmp(a->cls, b->cls);
+		if (c)
+			return c;
+	}
 	c = strcmp(a->key, b->key);
 	if (c)
 		return c;
@@ -540,12 +554,31 @@ static char *join_name(const struct if_item *it, const char *shardname, int with
 	return s;
 }
 
-/* Turn the sorted items into the view. */
+static int same_class(const struct if_item *a, const struct if_item *b)
+{
+	if (a->cls == if_cls_num || b->cls == if_cls_num)
+		return a->cls == b->cls && a->cls_num == b->cls_num;
+	return strcmp(a->cls, b->cls) == 0;
+}
+
+/* The name of it's class: cls, or cls_num zero-padded to width digits. */
+static char *class_name(const struct if_item *it, int width)
+{
+	char buf[32];
+
+	if (it->cls != if_cls_num)
+		return strdup(it->cls);
+	snprintf(buf, sizeof(buf), "%0*" PRIu64, width, it->cls_num);
+	return strdup(buf);
+}
+
+/* Turn the items into the view (sorted here). */
 static int if_assemble(struct fs *fs, struct if_item *items, size_t n, struct if_heap *v)
 {
 	uint64_t max_cls = 0;
 	int width = 1;
 	size_t i = 0;
+	size_t ncls = n ? 1 : 0;
 
 	if (n > UINT32_MAX)
 		return -EOVERFLOW;
@@ -555,38 +588,38 @@ static int if_assemble(struct fs *fs, struct if_item *items, size_t n, struct if
 		for (size_t k = 0; k < n; k++)
 			max_cls = items[k].cls_num > max_cls ? items[k].cls_num : max_cls;
 		width = snprintf(buf, sizeof(buf), "%" PRIu64, max_cls);
-		for (size_t k = 0; k < n; k++) {
-			char *s = malloc(32);
-
-			if (!s)
-				return -ENOMEM;
-			snprintf(s, 32, "%0*" PRIu64, width, items[k].cls_num);
-			free(items[k].cls);
-			items[k].cls = s;
-		}
 	}
 	qsort(items, n, sizeof(*items), item_cmp);
+	for (size_t k = 1; k < n; k++)
+		ncls += !same_class(&items[k], &items[k - 1]);
 	v->files = calloc(n ? n : 1, sizeof(*v->files));
-	v->classes = calloc(n ? n : 1, sizeof(*v->classes));
+	v->classes = calloc(ncls ? ncls : 1, sizeof(*v->classes));
 	if (!v->files || !v->classes)
 		return -ENOMEM;
 	while (i < n) {
 		struct if_class *c = &v->classes[v->nclasses];
 		size_t j = i;
 
-		c->name = strdup(items[i].cls);
+		c->name = class_name(&items[i], width);
 		if (!c->name)
 			return -ENOMEM;
 		v->nclasses++;
 		c->first = v->nfiles;
-		for (; j < n && strcmp(items[j].cls, items[i].cls) == 0; j++) {
-			const struct if_item *it = &items[j];
+		for (; j < n && same_class(&items[j], &items[i]); j++) {
+			struct if_item *it = &items[j];
 			int dup = j > i && strcmp(it->key, items[j - 1].key) == 0 &&
 				  strcmp(it->ext, items[j - 1].ext) == 0;
 			int same_shard = dup && items[j - 1].shard == it->shard;
-			char *name =
-			    join_name(it, dup ? fs_shard(fs, it->shard)->dirname : "", same_shard);
+			char *name;
 
+			if (!dup && strlen(it->key) + 1 + strlen(it->ext) == strlen(it->name)) {
+				name = it->name; /* it is <key>.<ext>: the file takes it over (its
+						  * ext, which the next item compares, stays) */
+				it->name = NULL;
+			} else {
+				name = join_name(it, dup ? fs_shard(fs, it->shard)->dirname : "",
+						 same_shard);
+			}
 			if (!name)
 				return -ENOMEM;
 			v->files[v->nfiles++] = (struct if_file){name,	   it->shard, it->entry,
@@ -650,8 +683,8 @@ static void view_free(struct fs_ifview *v)
  * entry) in a section sorted that way, so that listings (readdirplus) and
  * stat need no shard's index: only reads do. The
  * fingerprint (FNV-1a 64) covers what the view is made of: this format's
- * version, --class-from, and for each shard in order its key, size, ETag (a
- * local file's stands for its size, mtime, inode and ctime), the codec its
+ * version, --class-from, and for each shard in order its key, size, mtime,
+ * ETag (a local file's stands for its size, mtime, inode and ctime), the codec its
  * name suggests and its directory name (part of renamed files' names). A
  * changed dataset has another fingerprint, so its view is built again;
  * blobs of older fingerprints are left to the cache directory. (After a
@@ -738,6 +771,8 @@ static uint64_t if_fingerprint(const struct fs *fs, uint32_t nshards)
 		disk_le64_put(w, o->info.size);
 		disk_le32_put(w + 8, (uint32_t)o->codec);
 		h = disk_fnv64_update(h, w, 12);
+		disk_le64_put(w, (uint64_t)o->info.mtime);
+		h = disk_fnv64_update(h, w, 8);
 	}
 	return h;
 }
