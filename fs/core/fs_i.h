@@ -600,10 +600,11 @@ struct fs_ifview {
 	 * could not be saved or mapped, in the heap (heap). */
 	const unsigned char *classes; /* nclasses records, sorted by name */
 	const unsigned char *files;   /* nfiles records, sorted by name within a class */
-	const unsigned char *members; /* nfiles u32: the files in (shard, entry) order */
+	const unsigned char *shards;  /* nshards + 1 u32: where each shard's members start */
+	const unsigned char *members; /* nfiles records: attributes in (shard, entry) order */
 	const char *strtab;	      /* NUL-terminated names */
 	uint64_t strtab_len;
-	uint32_t nclasses, nfiles;
+	uint32_t nclasses, nfiles, nshards;
 	struct cachetier_meta *map;
 	void *heap;
 	struct fs_ifview *retired_next; /* fs->if_retired list */

@@ -698,23 +698,26 @@ static void view_free(struct fs_ifview *v)
  *  40  u64 strtab_len; u64 samples without image, without class, left out
  *      as duplicates (what the build counted); u32 class_from, u32 0
  *  80  classes: nclasses x {u64 name, u32 first, u32 n, i64 mtime}
- *      files:   nfiles x {u32 name, u32 shard, u32 entry, u32 mtime,
- *                         u64 size << 12 | mode} (shardidx's mtimes are
- *                         0..2^32-1, its modes 07777)
- *      members: nfiles x u32, the files in (shard, entry) order; zero-padded
- *               to 8
+ *      files:   nfiles x {u32 name, u32 shard, u32 entry}, zero-padded to 8
+ *      shards:  nshards + 1 x u32: shard s's members are [shards[s],
+ *               shards[s + 1]); zero-padded to 8
+ *      members: nfiles x {u32 entry, u32 mtime, u64 size << 12 | mode}, the
+ *               files' attributes in (shard, entry) order (shardidx's mtimes
+ *               are 0..2^32-1, its modes 07777): a getattr searches only its
+ *               shard's members, a few KiB in a row
  *      strtab:  NUL-terminated names (the first is ""), zero-padded to 8
  * Names are offsets into strtab. A mapped blob is validated once: checksum,
  * fingerprint, sizes, every name inside strtab (which ends in NUL), every
- * shard below nshards, every member a file, classes contiguous, non-empty
- * and sorted. One that
+ * shard below nshards, the shards' starts ascending from 0 to nfiles,
+ * classes contiguous, non-empty and sorted. One that
  * fails is counted (imagefolder_view_rejected) and built again. A view that
  * left a shard out (no index) is not saved: the next mount tries again. */
 #define IFV_MAGIC     "SHIFVIEW"
 #define IFV_VERSION   1u
 #define IFV_HDR	      80u
 #define IFV_CLASS_REC 24u
-#define IFV_FILE_REC  24u
+#define IFV_FILE_REC  12u
+#define IFV_MEMBER    16u
 #define IFV_PRIME     0x100000001b3ull
 
 struct ifv_meta {
@@ -815,18 +818,32 @@ static int member_cmp(const void *pa, const void *pb)
 	return a->file < b->file ? -1 : a->file > b->file;
 }
 
-/* The members section: the files in (shard, entry) order. */
-static int ifv_put_members(const struct if_heap *hv, unsigned char *out)
+/* The shards and members sections: the files' attributes in (shard, entry)
+ * order, and where each shard's start. */
+static int ifv_put_members(const struct if_heap *hv, uint32_t nshards, unsigned char *shards,
+			   unsigned char *out)
 {
 	struct ifv_member *m = malloc((hv->nfiles ? hv->nfiles : 1) * sizeof(*m));
+	uint32_t k = 0;
 
 	if (!m)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < hv->nfiles; i++)
 		m[i] = (struct ifv_member){hv->files[i].shard, hv->files[i].entry, i};
 	qsort(m, hv->nfiles, sizeof(*m), member_cmp);
-	for (uint32_t i = 0; i < hv->nfiles; i++)
-		disk_le32_put(out + (size_t)i * 4, m[i].file);
+	for (uint32_t s = 0; s <= nshards; s++) {
+		while (k < hv->nfiles && m[k].shard < s)
+			k++;
+		disk_le32_put(shards + (size_t)s * 4, k);
+	}
+	for (uint32_t i = 0; i < hv->nfiles; i++) {
+		const struct if_file *f = &hv->files[m[i].file];
+		unsigned char *r = out + (size_t)i * IFV_MEMBER;
+
+		disk_le32_put(r, f->entry);
+		disk_le32_put(r + 4, (uint32_t)f->mtime);
+		disk_le64_put(r + 8, f->size << 12 | (f->mode & 07777));
+	}
 	free(m);
 	return 0;
 }
@@ -836,7 +853,7 @@ static int ifv_serialize(const struct if_heap *hv, const struct ifv_meta *m, uns
 			 size_t *len)
 {
 	uint64_t strtab_len = 1, off = 1;
-	unsigned char *b, *cls, *files, *members;
+	unsigned char *b, *cls, *files, *shards, *members;
 	char *strtab;
 
 	for (uint32_t i = 0; i < hv->nclasses; i++)
@@ -849,16 +866,18 @@ static int ifv_serialize(const struct if_heap *hv, const struct ifv_meta *m, uns
 	}
 	if (strtab_len > UINT32_MAX)
 		return -EFBIG; /* names are u32 offsets */
-	*len = IFV_HDR + (size_t)hv->nclasses * IFV_CLASS_REC + (size_t)hv->nfiles * IFV_FILE_REC +
-	       pad8((uint64_t)hv->nfiles * 4) + pad8(strtab_len);
+	*len = IFV_HDR + (size_t)hv->nclasses * IFV_CLASS_REC +
+	       pad8((uint64_t)hv->nfiles * IFV_FILE_REC) + pad8(((uint64_t)m->nshards + 1) * 4) +
+	       (size_t)hv->nfiles * IFV_MEMBER + pad8(strtab_len);
 	b = calloc(1, *len);
 	if (!b)
 		return -ENOMEM;
 	cls = b + IFV_HDR;
 	files = cls + (size_t)hv->nclasses * IFV_CLASS_REC;
-	members = files + (size_t)hv->nfiles * IFV_FILE_REC;
-	strtab = (char *)members + pad8((uint64_t)hv->nfiles * 4);
-	if (ifv_put_members(hv, members) < 0) {
+	shards = files + pad8((uint64_t)hv->nfiles * IFV_FILE_REC);
+	members = shards + pad8(((uint64_t)m->nshards + 1) * 4);
+	strtab = (char *)members + (size_t)hv->nfiles * IFV_MEMBER;
+	if (ifv_put_members(hv, m->nshards, shards, members) < 0) {
 		free(b);
 		return -ENOMEM;
 	}
@@ -876,8 +895,6 @@ static int ifv_serialize(const struct if_heap *hv, const struct ifv_meta *m, uns
 		ifv_put_name(r, 0, strtab, &off, hv->files[i].name);
 		disk_le32_put(r + 4, hv->files[i].shard);
 		disk_le32_put(r + 8, hv->files[i].entry);
-		disk_le32_put(r + 12, (uint32_t)hv->files[i].mtime);
-		disk_le64_put(r + 16, hv->files[i].size << 12 | (hv->files[i].mode & 07777));
 	}
 	memcpy(b, IFV_MAGIC, 8);
 	disk_le32_put(b + 8, IFV_VERSION);
@@ -917,10 +934,17 @@ static int ifv_check_records(const struct fs_ifview *v, uint32_t nshards)
 	for (uint32_t i = 0; i < v->nfiles; i++) {
 		const unsigned char *r = v->files + (size_t)i * IFV_FILE_REC;
 
-		if (disk_le32_get(r) >= v->strtab_len || disk_le32_get(r + 4) >= nshards ||
-		    disk_le32_get(v->members + (size_t)i * 4) >= v->nfiles)
+		if (disk_le32_get(r) >= v->strtab_len || disk_le32_get(r + 4) >= nshards)
 			return -EBADMSG;
 	}
+	for (uint32_t s = 0; s < nshards; s++) {
+		if (disk_le32_get(v->shards + (size_t)s * 4) >
+		    disk_le32_get(v->shards + (size_t)(s + 1) * 4))
+			return -EBADMSG;
+	}
+	if (disk_le32_get(v->shards) != 0 ||
+	    disk_le32_get(v->shards + (size_t)nshards * 4) != v->nfiles)
+		return -EBADMSG;
 	return 0;
 }
 
@@ -946,16 +970,20 @@ static int ifv_open(struct fs_ifview *v, const unsigned char *b, size_t len,
 		return -ESTALE;
 	v->nclasses = disk_le32_get(b + 12);
 	v->nfiles = disk_le32_get(b + 32);
+	v->nshards = got->nshards;
 	strtab_len = disk_le64_get(b + 40);
 	if (strtab_len == 0 || strtab_len > len ||
-	    IFV_HDR + (uint64_t)v->nclasses * IFV_CLASS_REC + (uint64_t)v->nfiles * IFV_FILE_REC +
-		    pad8((uint64_t)v->nfiles * 4) + pad8(strtab_len) !=
+	    IFV_HDR + (uint64_t)v->nclasses * IFV_CLASS_REC +
+		    pad8((uint64_t)v->nfiles * IFV_FILE_REC) +
+		    pad8(((uint64_t)got->nshards + 1) * 4) + (uint64_t)v->nfiles * IFV_MEMBER +
+		    pad8(strtab_len) !=
 		len)
 		return -EBADMSG;
 	v->classes = b + IFV_HDR;
 	v->files = v->classes + (size_t)v->nclasses * IFV_CLASS_REC;
-	v->members = v->files + (size_t)v->nfiles * IFV_FILE_REC;
-	v->strtab = (const char *)v->members + pad8((uint64_t)v->nfiles * 4);
+	v->shards = v->files + pad8((uint64_t)v->nfiles * IFV_FILE_REC);
+	v->members = v->shards + pad8(((uint64_t)got->nshards + 1) * 4);
+	v->strtab = (const char *)v->members + (size_t)v->nfiles * IFV_MEMBER;
 	v->strtab_len = strtab_len;
 	if (v->strtab[strtab_len - 1] != '\0')
 		return -EBADMSG;
@@ -1239,22 +1267,24 @@ const char *fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *shard, u
 	return v->strtab + disk_le32_get(r);
 }
 
-/* The record of the file whose image is member (shard, entry), or NULL. */
-static const unsigned char *ifv_member_file(const struct fs_ifview *v, uint32_t shard,
-					    uint32_t entry)
+/* The attributes of member (shard, entry) of a file of the view (its
+ * record in the members section), or NULL. */
+static const unsigned char *ifv_member(const struct fs_ifview *v, uint32_t shard, uint32_t entry)
 {
-	uint64_t key = (uint64_t)shard << 32 | entry;
-	uint32_t lo = 0, hi = v->nfiles;
+	uint32_t lo, hi;
 
+	if (shard >= v->nshards)
+		return NULL;
+	lo = disk_le32_get(v->shards + (size_t)shard * 4);
+	hi = disk_le32_get(v->shards + (size_t)(shard + 1) * 4);
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
-		const unsigned char *r =
-		    v->files + (size_t)disk_le32_get(v->members + (size_t)mid * 4) * IFV_FILE_REC;
-		uint64_t k = (uint64_t)disk_le32_get(r + 4) << 32 | disk_le32_get(r + 8);
+		const unsigned char *r = v->members + (size_t)mid * IFV_MEMBER;
+		uint32_t e = disk_le32_get(r);
 
-		if (k < key)
+		if (e < entry)
 			lo = mid + 1;
-		else if (k > key)
+		else if (e > entry)
 			hi = mid;
 		else
 			return r;
@@ -1437,18 +1467,18 @@ static int iffile_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 
 	if (fs_ino_a(ino) >= fs->nshards)
 		return -ENOENT;
-	r = v ? ifv_member_file(v, fs_ino_a(ino), fs_ino_b(ino)) : NULL;
+	r = v ? ifv_member(v, fs_ino_a(ino), fs_ino_b(ino)) : NULL;
 	if (r) {
 		if (!fs_obj_live(fs_obj(fs, fs_shard(fs, fs_ino_a(ino))->obj)))
 			return -ESTALE; /* as fs_member_getattr: an old version */
-		size_mode = disk_le64_get(r + 16);
+		size_mode = disk_le64_get(r + 8);
 		fs_attr_base(fs, st, ino);
 		st->st_mode = S_IFREG | (mode_t)(size_mode & 07777);
 		st->st_nlink = 1;
 		st->st_size = (off_t)(size_mode >> 12);
 		st->st_blocks = (blkcnt_t)(((size_mode >> 12) + 511) / 512);
 		st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec =
-		    (time_t)disk_le32_get(r + 12);
+		    (time_t)disk_le32_get(r + 4);
 		return 0;
 	}
 	err = fs_member_getattr(fs, ino, st);

@@ -12,8 +12,8 @@ GROUP:
            and lists exactly the new set; a remount maps that view; a shard removed while
            unmounted: the remount builds (and lists) the view of what is left.
   damaged  the saved view truncated at many lengths, with a flipped byte (header, records,
-           names), of another version, and with a name offset, a shard number or a class
-           start changed with the checksum fixed: each is rejected
+           names), of another version, and with a name offset, a shard number, a class start
+           or a shard's start changed with the checksum fixed: each is rejected
            (imagefolder_view_rejected 1), the mount lists exactly the expected view and the
            rebuilt blob is byte for byte the first one.
 Environment: SHARDFS_TEST_SEED, SHARDFS_TEST_KEEP=1, SHARDFS_TEST_DEADLINE.
@@ -226,6 +226,7 @@ def damaged_variants(orig):
     nfiles, nshards = struct.unpack_from('<II', orig, 32)
     strtab_len, = struct.unpack_from('<Q', orig, 40)
     files = 80 + 24 * nclasses
+    shards = files + (12 * nfiles + 7) // 8 * 8
     ck_sum = ifv_sum(orig)
     assert ck_sum == struct.unpack_from('<Q', orig, 16)[0], 'ifv_sum of the test is not the C one'
     v = []
@@ -244,6 +245,10 @@ def damaged_variants(orig):
     v.append(('a class starting late (checksum fixed)', resealed(orig, 80 + 8, '<I', 1)))
     v.append(('more files than there are (checksum fixed)', resealed(orig, 32, '<I',
                                                                      nfiles + 1)))
+    v.append(('the shards end short of the files (checksum fixed)',
+              resealed(orig, shards + 4 * nshards, '<I', nfiles - 1)))
+    v.append(('a shard starting after the next (checksum fixed)',
+              resealed(orig, shards + 4, '<I', nfiles)))
     v.append(('another fingerprint (checksum fixed)', resealed(orig, 24, '<Q', 12345)))
     return v
 
