@@ -1231,11 +1231,16 @@ void fs_if_reset(struct fs *fs)
 	v = atomic_exchange(&fs->ifv, NULL);
 	if (v) {
 		/* class inodes are indexes into this view: the kernel must look
-		 * every class name up again in the next one */
+		 * every class name up again in the next one, and drop the
+		 * listing it cached (cache_readdir) of each class inode, which
+		 * the next view may give to another class or other files (a
+		 * reader in the directory keeps the inode alive across the
+		 * lookup) */
 		for (uint32_t i = 0; i < v->nclasses; i++) {
 			const char *name = fs_if_class(v, i, NULL, NULL, NULL);
 
 			fs_notify_entry(fs, 1, name, strlen(name));
+			fs_notify_inode(fs, fs_ino(FS_K_IFCLASS, i, 0));
 		}
 		fs_notify_inode(fs, 1);
 		v->retired_next = fs->if_retired;

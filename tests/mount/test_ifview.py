@@ -8,8 +8,9 @@ GROUP:
            (imagefolder_view_saved 1), a remount maps it (imagefolder_view_loaded 1, no shard
            indexed, no index loaded by listing and stat'ing every file); both show exactly the
            expected classes, names, sizes and bytes, and the same left-out counts.
-  change   a shard added and one replaced, then 'shardfs refresh': the view is built again
-           and lists exactly the new set; a remount maps that view; a shard removed while
+  change   a shard added and one replaced, then 'shardfs refresh' while 4 threads list and
+           stat two classes (each listing the old or the new one, each size an old or new
+           one): the view is built again and lists exactly the new set; a remount maps that view; a shard removed while
            unmounted: the remount builds (and lists) the view of what is left.
   damaged  the saved view truncated at many lengths, with a flipped byte (header, records,
            names), of another version, and with a name offset, a shard number, a class start
@@ -23,8 +24,10 @@ Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here).
 import sys
 sys.dont_write_bytecode = True
 
+import errno  # noqa: E402
 import os  # noqa: E402
 import struct  # noqa: E402
+import threading  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
@@ -159,15 +162,31 @@ def group_change(env, ck):
         write_shard(src, n, members)
     with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
         check_view(ck, 'before', m.mnt, expected(shards))
+        old_shards = dict(shards)
         # a new shard, and s2 replaced by other samples (one in a new class)
         shards['s6.tar'] = shard_samples('s6', ['k6_%02d' % i for i in range(4)])
         shards['s2.tar'] = shard_samples('s2', ['r2_%02d' % i for i in range(5)])
         shards['s2.tar'] += [('r2_new.jpg', b'jpeg r2 new'), ('r2_new.cls', b'7')]
         for n in ('s6.tar', 's2.tar'):
             write_shard(src, n, shards[n])
+        old, new = expected(old_shards), expected(shards)
+        stop, seen = threading.Event(), []
+        readers = [threading.Thread(target=reader, args=(m.mnt, old, new, stop, seen))
+                   for _ in range(4)]
+        for t in readers:
+            t.start()
         r = env.run([exe, 'refresh', m.mnt])
         log('refresh -> %r %r' % (r.stdout, r.stderr))
         ck.eq('refresh: exit 0', r.returncode, 0)
+        for c in new:  # the new view is built while the readers run
+            os.listdir(os.path.join(m.mnt, c))
+        stop.set()
+        for t in readers:
+            t.join()
+        bad = [x for x in seen if x[0] == 'bad']
+        ck.ok(not bad, 'readers during the refresh: %d unexpected results, e.g. %r' % (
+            len(bad), bad[:3]))
+        ck.ok(len(seen) >= 4, 'readers during the refresh: only %d listings' % len(seen))
         check_view(ck, 'after refresh', m.mnt, expected(shards))
         st = counters(m.stats())
         ck.eq('after refresh: built and saved again', (st['view_saved'], st['view_loaded']),
@@ -187,6 +206,36 @@ def group_change(env, ck):
         check_view(ck, 'a shard removed', m.mnt, expected(shards))
         st = counters(m.stats())
         ck.eq('a shard removed: built', (st['view_loaded'], st['view_saved']), (0, 1))
+
+
+def reader(mnt, old, new, stop, seen):
+    """List and stat class 0 and 1 until stop: each listing is the old or the new one, each
+    file's size that of its old or new bytes (or ESTALE/ENOENT: a file of a replaced shard)."""
+    while True:
+        last = stop.is_set()
+        for c in ('0', '1'):
+            d = os.path.join(mnt, c)
+            try:
+                names = sorted(os.listdir(d))
+            except OSError as e:
+                seen.append(('bad', c, 'listdir', e.errno))
+                continue
+            if names not in (sorted(old.get(c, ())), sorted(new.get(c, ()))):
+                seen.append(('bad', c, 'names', names))
+                continue
+            for n in names:
+                sizes = {len(v[c][n]) for v in (old, new) if n in v.get(c, {})}
+                try:
+                    size = os.stat(os.path.join(d, n)).st_size
+                except OSError as e:
+                    if e.errno not in (errno.ESTALE, errno.ENOENT):
+                        seen.append(('bad', c, n, e.errno))
+                    continue
+                if size not in sizes:
+                    seen.append(('bad', c, n, size, sizes))
+            seen.append(('ok', c))
+        if last:
+            return
 
 
 def ifv_sum(b):
