@@ -232,6 +232,7 @@ struct fs_counters {
 	/* Imagefolder view and sidecar indexes */
 	atomic_ullong if_images, if_no_image, if_no_class, if_dup_dropped, if_shards_indexed;
 	atomic_ullong if_build_ms, if_cls_reads, index_sidecar, index_sidecar_rejected;
+	atomic_ullong if_view_loaded, if_view_saved, if_view_rejected, if_view_mapped;
 	/* sources that change under the mount (fs_ns.c) */
 	atomic_ullong refreshes, refresh_added, refresh_removed, refresh_changed, stale_noticed;
 	atomic_ullong hidden_names;   /* entries hidden by a name conflict at the last listing */
@@ -668,26 +669,32 @@ void fs_notify_drain(struct fs *fs, double timeout_s);
 /* ---- fs_imagefolder.c — the --layout imagefolder view ----------
  * ROOT/<class>/<name>.<ext>: one file per sample (its image member). Built
  * once, on the first lookup or listing of the root, from every shard's
- * index (indexed in parallel); immutable afterwards, so readers take no
- * lock. Files are the members themselves: FS_K_IFFILE(shard, entry) is read
- * and stat'ed like FS_K_MEMBER(shard, entry). */
-struct fs_if_file {
-	char *name;	/* unique within its class */
-	uint32_t shard; /* the image member: shard ... */
-	uint32_t entry; /* ... and canonical entry index */
-};
-struct fs_if_class {
-	char *name;
-	uint32_t first, n; /* files [first, first + n) of the view, sorted by name */
-	int64_t mtime;	   /* newest member mtime in the class */
-};
+ * index (indexed in parallel), saved in the cache directory and mapped from
+ * there (a later mount of the same shards maps it without indexing);
+ * immutable afterwards, so readers take no lock. Files are the members themselves:
+ * FS_K_IFFILE(shard, entry) is read and stat'ed like FS_K_MEMBER(shard, entry). */
 struct fs_ifview {
-	struct fs_if_class *classes; /* sorted by name (strcmp) */
-	uint32_t nclasses;
-	struct fs_if_file *files;
-	uint32_t nfiles;
+	/* The view's blob (fs_imagefolder.c: header, class and file records,
+	 * string table), mapped from the cache directory (map) or, when it
+	 * could not be saved or mapped, in the heap (heap). */
+	const unsigned char *classes; /* nclasses records, sorted by name */
+	const unsigned char *files;   /* nfiles records, sorted by name within a class */
+	const unsigned char *shards;  /* nshards + 1 u32: where each shard's members start */
+	const unsigned char *members; /* nfiles records: attributes in (shard, entry) order */
+	const char *strtab;	      /* NUL-terminated names */
+	uint64_t strtab_len;
+	uint32_t nclasses, nfiles, nshards;
+	struct cachetier_meta *map;
+	void *heap;
 	struct fs_ifview *retired_next; /* fs->if_retired list */
 };
+/* Class c: its name; files [*first, *first + *n) of the view; the newest
+ * member mtime in it. */
+const char *fs_if_class(const struct fs_ifview *v, uint32_t c, uint32_t *first, uint32_t *n,
+			int64_t *mtime);
+/* File i of the view: its name (unique within its class); the image
+ * member (shard, canonical entry index). */
+const char *fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *shard, uint32_t *entry);
 /* The view, built on first call (blocking: indexes every shard). */
 int fs_if_get(struct fs *fs, const struct fs_ifview **v);
 void fs_if_free(struct fs *fs);

@@ -554,6 +554,32 @@ static void test_imagefolder_layout(void)
 	ino = walk(&fs, "");
 	CHECK(fs_op_getattr(&fs, 1, &st) == 0 && S_ISDIR(st.st_mode) && st.st_nlink == 1,
 	      "the view's root");
+	CHECK(fs.c.if_view_saved == 1 && fs.c.if_view_loaded == 0 && fs.c.if_view_mapped == 1,
+	      "first core: view saved %llu, loaded %llu, mapped %llu",
+	      (unsigned long long)fs.c.if_view_saved, (unsigned long long)fs.c.if_view_loaded,
+	      (unsigned long long)fs.c.if_view_mapped);
+	fs_close_core(&fs);
+
+	/* the same shards and cache directory: the saved view is mapped, no
+	 * shard indexed; the same names, attributes, bytes and counts */
+	fs_open_core(&fs, "imagefolder");
+	CHECK(strcmp(list(&fs, "3", 0, &l), ". .. s0.jpg s0~shard-000001.jpg") == 0,
+	      "class 3 again: %s", l.text);
+	CHECK(strcmp(list(&fs, "", 0, &l), ". .. 1 3") == 0, "root again: %s", l.text);
+	CHECK(fs.c.if_view_loaded == 1 && fs.c.if_view_saved == 0 && fs.c.if_shards_indexed == 0 &&
+		  fs.c.index_loaded == 0 && fs.c.if_images == 4 && fs.c.if_no_image == 4,
+	      "second core: loaded %llu, saved %llu, shards indexed %llu, indexes loaded %llu, "
+	      "images %llu, no image %llu",
+	      (unsigned long long)fs.c.if_view_loaded, (unsigned long long)fs.c.if_view_saved,
+	      (unsigned long long)fs.c.if_shards_indexed, (unsigned long long)fs.c.index_loaded,
+	      (unsigned long long)fs.c.if_images, (unsigned long long)fs.c.if_no_image);
+	ino = walk(&fs, "3/s0~shard-000001.jpg");
+	CHECK(ino > 0 && fs_op_getattr(&fs, (uint64_t)ino, &st) == 0 && S_ISREG(st.st_mode) &&
+		  st.st_nlink == 1 && st.st_size == (off_t)strlen(big1) && fs.c.index_loaded == 0,
+	      "image file attributes from the saved view (indexes loaded %llu)",
+	      (unsigned long long)fs.c.index_loaded);
+	check_bytes(&fs, "3/s0~shard-000001.jpg", big1, strlen(big1));
+	check_bytes(&fs, "1/s2.png", "png s2\n", 7);
 	fs_close_core(&fs);
 }
 

@@ -48,7 +48,8 @@ GROUP:
   metablobs    the files kept in the cache: imagefolder class maps with a changed class (a bad
                checksum) and of another version, shard indexes and chunk maps of another
                version are detected, logged and rebuilt (class maps byte for byte), the view
-               exact; the kept listing of another version or
+               exact (the saved view removed, which a remount maps instead of the class maps;
+               it is saved again byte for byte); the kept listing of another version or
                damaged: an offline mount says so and fails, an online one writes it again byte
                for byte, and the offline mount after it shows the view exactly
 
@@ -1511,10 +1512,15 @@ def group_metablobs(env, ck, ng):
     blobs = meta_files(cache)
     maps = sorted(p for p, b in blobs.items() if b.startswith(CLS_MAGICS))
     lists = [p for p in blobs if os.path.basename(p) == fnv64_hex(b'listing')]
+    views = [p for p, b in blobs.items() if b.startswith(b'SHIFVIEW')]
     ck.eq('class maps kept', len(maps), 2)
     ck.eq('listing kept', len(lists), 1)
-    if len(maps) != 2 or len(lists) != 1:
+    ck.eq('imagefolder view kept', len(views), 1)
+    if len(maps) != 2 or len(lists) != 1 or len(views) != 1:
         return
+    # a remount maps the saved view and needs no class map: remove it so that the class
+    # maps are what the view is built from
+    os.unlink(views[0])
 
     # class maps: one with another class (bad checksum), one of another version
     with open(maps[0], 'wb') as f:
@@ -1552,6 +1558,8 @@ def group_metablobs(env, ck, ng):
     after = meta_files(cache)
     for p in maps:
         ck.ok(after.get(p) == blobs[p], 'class map %s not rebuilt with the same bytes' % p)
+    ck.ok(after.get(views[0]) == blobs[views[0]], 'the view was not saved again byte for byte')
+    os.unlink(views[0])
     with ml.Mount(env, url, cache_dir=cache, extra=opts) as m:
         check_view(ck, 'rebuilt class maps', read_view(m.mnt), want)
         ck.eq('rebuilt class maps: if_cls_reads', m.stats()['imagefolder_cls_reads'], 0)

@@ -1,0 +1,345 @@
+#!/usr/bin/python3
+"""shardfs mount tests: the --layout imagefolder view kept in the cache directory.
+
+usage: test_ifview.py SHARDFS GROUP
+GROUP:
+  persist  6 shards of key.jpg + key.cls samples (a key in two shards, a sample without an
+           image, one without a class): the first mount builds the view and saves it
+           (imagefolder_view_saved 1), a remount maps it (imagefolder_view_loaded 1, no shard
+           indexed, no index loaded by listing and stat'ing every file); both show exactly the
+           expected classes, names, sizes and bytes, and the same left-out counts.
+  change   a shard added and one replaced, then 'shardfs refresh' while 4 threads list and
+           stat two classes (each listing the old or the new one, each size an old or new
+           one): the view is built again and lists exactly the new set; a remount maps that view; a shard removed while
+           unmounted: the remount builds (and lists) the view of what is left.
+  damaged  the saved view truncated at many lengths, with a flipped byte (header, records,
+           names), of another version, and with a name offset, a shard number, a class start
+           or a shard's start changed with the checksum fixed: each is rejected
+           (imagefolder_view_rejected 1), the mount lists exactly the expected view and the
+           rebuilt blob is byte for byte the first one.
+Environment: SHARDFS_TEST_SEED, SHARDFS_TEST_KEEP=1, SHARDFS_TEST_DEADLINE.
+Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here).
+"""
+
+import sys
+sys.dont_write_bytecode = True
+
+import errno  # noqa: E402
+import os  # noqa: E402
+import struct  # noqa: E402
+import threading  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test.mount import log, write_file  # noqa: E402
+
+NCLS = 3
+MAGIC = b'SHIFVIEW'
+MTIME = 1700000000
+
+
+def shard_samples(shard, keys):
+    """Members of a shard: key.jpg (bytes that name shard and key) and key.cls."""
+    members = []
+    for i, k in enumerate(keys):
+        members.append((k + '.jpg', b'jpeg %s %s ' % (shard.encode(), k.encode()) * (i + 1)))
+        members.append((k + '.cls', b'%d' % (i % NCLS)))
+    return members
+
+
+def write_shard(src, name, members):
+    tmp = os.path.join(src, '.' + name + '.tmp')
+    write_file(tmp, ml.tar_bytes(members))
+    os.rename(tmp, os.path.join(src, name))
+
+
+def expected(shards):
+    """{class: {name: bytes}} for shards {name: members}, as the view names them: the first of
+    equal names in shard order keeps it, later ones get ~<shard directory>."""
+    view = {}
+    for shard in sorted(shards):
+        cls = dict((n[:-4], d) for n, d in shards[shard] if n.endswith('.cls'))
+        for n, d in shards[shard]:
+            if not n.endswith('.jpg') or n[:-4] not in cls:
+                continue
+            c = '%d' % int(cls[n[:-4]])
+            files = view.setdefault(c, {})
+            name = n if n not in files else '%s~%s.jpg' % (n[:-4], shard[:-4])
+            files[name] = d
+    return view
+
+
+def base_shards():
+    shards = {}
+    for s in range(6):
+        shards['s%d.tar' % s] = shard_samples('s%d' % s, ['k%d_%02d' % (s, i)
+                                                          for i in range(7 + s)])
+    # a key that is in s0 too, a sample without an image, one without a class
+    shards['s5.tar'] += shard_samples('s5', ['k0_03'])
+    shards['s5.tar'] += [('noimg.cls', b'1'), ('noimg.txt', b'text'), ('nocls.jpg', b'jpeg')]
+    return shards
+
+
+def listing(mnt):
+    return {c: sorted(os.listdir(os.path.join(mnt, c))) for c in os.listdir(mnt)}
+
+
+def check_view(ck, label, mnt, want, read=True):
+    got = listing(mnt)
+    ck.eq(label + ': classes and names', got, {c: sorted(f) for c, f in want.items()})
+    wrong = []
+    for c, files in want.items():
+        for n, data in files.items():
+            p = os.path.join(mnt, c, n)
+            try:
+                st = os.stat(p)
+                if st.st_size != len(data) or int(st.st_mtime) != MTIME or \
+                        (st.st_mode & 0o7777) != 0o644:
+                    wrong.append('%s/%s: size %d mtime %d mode %o' % (
+                        c, n, st.st_size, st.st_mtime, st.st_mode))
+                elif read and ml.read_all(p) != data:
+                    wrong.append('%s/%s: bytes' % (c, n))
+            except OSError as e:
+                wrong.append('%s/%s: %s' % (c, n, e))
+    ck.ok(not wrong, '%s: %d files wrong, e.g. %r' % (label, len(wrong), wrong[:3]))
+
+
+def counters(st):
+    return dict((k, st.get('imagefolder_' + k)) for k in
+                ('view_loaded', 'view_saved', 'view_rejected', 'view_mapped', 'images',
+                 'no_image', 'no_class', 'shards_indexed'))
+
+
+def view_blob(cache):
+    """Path of the one saved view under cache (its file starts with the magic)."""
+    found = []
+    for root, _, files in os.walk(cache):
+        for f in files:
+            p = os.path.join(root, f)
+            with open(p, 'rb') as fh:
+                if fh.read(8) == MAGIC:
+                    found.append(p)
+    return found
+
+
+def mount_opts():
+    return ['--layout', 'imagefolder']
+
+
+def group_persist(env, ck):
+    src, cache = env.path('src'), env.path('cache')
+    os.makedirs(src)
+    shards = base_shards()
+    for n, members in shards.items():
+        write_shard(src, n, members)
+    want = expected(shards)
+    nimg = sum(len(f) for f in want.values())
+    with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
+        check_view(ck, 'first mount', m.mnt, want)
+        ck.eq('first mount: counters', counters(m.stats()),
+              {'view_loaded': 0, 'view_saved': 1, 'view_rejected': 0, 'view_mapped': 1,
+               'images': nimg, 'no_image': 1, 'no_class': 1, 'shards_indexed': 6})
+    blobs = view_blob(cache)
+    ck.eq('one saved view', len(blobs), 1)
+    with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
+        check_view(ck, 'remount, stat only', m.mnt, want, read=False)
+        st = m.stats()
+        ck.eq('remount: counters', counters(st),
+              {'view_loaded': 1, 'view_saved': 0, 'view_rejected': 0, 'view_mapped': 1,
+               'images': nimg, 'no_image': 1, 'no_class': 1, 'shards_indexed': 0})
+        ck.eq('remount: listing and stat load no index', st.get('index_loaded'), 0)
+        check_view(ck, 'remount, read', m.mnt, want)
+        ck.eq('remount: reads load the indexes', m.stats().get('index_loaded'), 6)
+        ck.eq('remount: no index built', m.stats().get('index_built'), 0)
+
+
+def group_change(env, ck):
+    exe = env.shardfs
+    src, cache = env.path('src'), env.path('cache')
+    os.makedirs(src)
+    shards = base_shards()
+    for n, members in shards.items():
+        write_shard(src, n, members)
+    with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
+        check_view(ck, 'before', m.mnt, expected(shards))
+        old_shards = dict(shards)
+        # a new shard, and s2 replaced by other samples (one in a new class)
+        shards['s6.tar'] = shard_samples('s6', ['k6_%02d' % i for i in range(4)])
+        shards['s2.tar'] = shard_samples('s2', ['r2_%02d' % i for i in range(5)])
+        shards['s2.tar'] += [('r2_new.jpg', b'jpeg r2 new'), ('r2_new.cls', b'7')]
+        for n in ('s6.tar', 's2.tar'):
+            write_shard(src, n, shards[n])
+        old, new = expected(old_shards), expected(shards)
+        stop, seen = threading.Event(), []
+        readers = [threading.Thread(target=reader, args=(m.mnt, old, new, stop, seen))
+                   for _ in range(4)]
+        for t in readers:
+            t.start()
+        r = env.run([exe, 'refresh', m.mnt])
+        log('refresh -> %r %r' % (r.stdout, r.stderr))
+        ck.eq('refresh: exit 0', r.returncode, 0)
+        for c in new:  # the new view is built while the readers run
+            os.listdir(os.path.join(m.mnt, c))
+        stop.set()
+        for t in readers:
+            t.join()
+        bad = [x for x in seen if x[0] == 'bad']
+        ck.ok(not bad, 'readers during the refresh: %d unexpected results, e.g. %r' % (
+            len(bad), bad[:3]))
+        ck.ok(len(seen) >= 4, 'readers during the refresh: only %d listings' % len(seen))
+        check_view(ck, 'after refresh', m.mnt, expected(shards))
+        st = counters(m.stats())
+        ck.eq('after refresh: built and saved again', (st['view_saved'], st['view_loaded']),
+              (2, 0))
+    with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
+        check_view(ck, 'remount after refresh', m.mnt, expected(shards))
+        st = counters(m.stats())
+        ck.eq('remount after refresh: counters',
+              (st['view_loaded'], st['view_saved'], st['shards_indexed']), (0, 1, 7))
+    with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
+        check_view(ck, 'second remount', m.mnt, expected(shards))
+        st = counters(m.stats())
+        ck.eq('second remount: mapped', (st['view_loaded'], st['view_saved']), (1, 0))
+    os.unlink(os.path.join(src, 's4.tar'))
+    del shards['s4.tar']
+    with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
+        check_view(ck, 'a shard removed', m.mnt, expected(shards))
+        st = counters(m.stats())
+        ck.eq('a shard removed: built', (st['view_loaded'], st['view_saved']), (0, 1))
+
+
+def reader(mnt, old, new, stop, seen):
+    """List and stat class 0 and 1 until stop: each listing is the old or the new one, each
+    file's size that of its old or new bytes (or ESTALE/ENOENT: a file of a replaced shard)."""
+    while True:
+        last = stop.is_set()
+        for c in ('0', '1'):
+            d = os.path.join(mnt, c)
+            try:
+                names = sorted(os.listdir(d))
+            except OSError as e:
+                seen.append(('bad', c, 'listdir', e.errno))
+                continue
+            if names not in (sorted(old.get(c, ())), sorted(new.get(c, ()))):
+                seen.append(('bad', c, 'names', names))
+                continue
+            for n in names:
+                sizes = {len(v[c][n]) for v in (old, new) if n in v.get(c, {})}
+                try:
+                    size = os.stat(os.path.join(d, n)).st_size
+                except OSError as e:
+                    if e.errno not in (errno.ESTALE, errno.ENOENT):
+                        seen.append(('bad', c, n, e.errno))
+                    continue
+                if size not in sizes:
+                    seen.append(('bad', c, n, size, sizes))
+            seen.append(('ok', c))
+        if last:
+            return
+
+
+def ifv_sum(b):
+    """fs_imagefolder.c's ifv_sum: four lanes of 64-bit words."""
+    M = (1 << 64) - 1
+    P = 0x100000001b3
+    init = 0xcbf29ce484222325
+
+    def mix(h, w):
+        return ((((h << 31) | (h >> 33)) & M ^ w) * P) & M
+
+    h = [init, init ^ 1, init ^ 2, init ^ 3]
+    r = init ^ len(b)
+    words = struct.unpack_from('<%dQ' % ((len(b) - 24) // 8), b, 24)
+    n4 = len(words) // 4 * 4
+    for i in range(0, n4, 4):
+        for k in range(4):
+            h[k] = mix(h[k], words[i + k])
+    for w in words[n4:]:
+        h[0] = mix(h[0], w)
+    h[1] = mix(h[1], struct.unpack_from('<Q', b, 0)[0])
+    h[2] = mix(h[2], struct.unpack_from('<Q', b, 8)[0])
+    for k in range(4):
+        r = mix(r, h[k])
+    return r ^ (r >> 29)
+
+
+def resealed(b, off, fmt, value):
+    b = bytearray(b)
+    struct.pack_into(fmt, b, off, value)
+    struct.pack_into('<Q', b, 16, ifv_sum(bytes(b)))
+    return bytes(b)
+
+
+def damaged_variants(orig):
+    nclasses, = struct.unpack_from('<I', orig, 12)
+    nfiles, nshards = struct.unpack_from('<II', orig, 32)
+    strtab_len, = struct.unpack_from('<Q', orig, 40)
+    files = 80 + 24 * nclasses
+    shards = files + (12 * nfiles + 7) // 8 * 8
+    ck_sum = ifv_sum(orig)
+    assert ck_sum == struct.unpack_from('<Q', orig, 16)[0], 'ifv_sum of the test is not the C one'
+    v = []
+    for n in sorted({0, 1, 8, 23, 24, 79, 80, files, files + 24, len(orig) // 2, len(orig) - 8,
+                     len(orig) - 1}):
+        v.append(('truncated to %d' % n, orig[:n]))
+    for off in (0, 9, 12, 20, 30, 40, 85, files + 1, files + 5, len(orig) - 20):
+        b = bytearray(orig)
+        b[off] ^= 0x10
+        v.append(('byte %d flipped' % off, bytes(b)))
+    v.append(('another version', resealed(orig, 8, '<I', 2)))
+    v.append(('a name past the names (checksum fixed)', resealed(orig, files, '<I',
+                                                                 strtab_len + 5)))
+    v.append(('a shard past the shards (checksum fixed)', resealed(orig, files + 4, '<I',
+                                                                   nshards)))
+    v.append(('a class starting late (checksum fixed)', resealed(orig, 80 + 8, '<I', 1)))
+    v.append(('more files than there are (checksum fixed)', resealed(orig, 32, '<I',
+                                                                     nfiles + 1)))
+    v.append(('the shards end short of the files (checksum fixed)',
+              resealed(orig, shards + 4 * nshards, '<I', nfiles - 1)))
+    v.append(('a shard starting after the next (checksum fixed)',
+              resealed(orig, shards + 4, '<I', nfiles)))
+    v.append(('another fingerprint (checksum fixed)', resealed(orig, 24, '<Q', 12345)))
+    return v
+
+
+def group_damaged(env, ck):
+    src, cache = env.path('src'), env.path('cache')
+    os.makedirs(src)
+    shards = base_shards()
+    for n, members in shards.items():
+        write_shard(src, n, members)
+    want = expected(shards)
+    with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
+        check_view(ck, 'first mount', m.mnt, want)
+    blobs = view_blob(cache)
+    ck.eq('one saved view', len(blobs), 1)
+    path = blobs[0]
+    with open(path, 'rb') as f:
+        orig = f.read()
+    for what, data in damaged_variants(orig):
+        # a new file renamed over the blob, as cachetier writes them (never changed in place)
+        write_file(path + '.tmp', data)
+        os.rename(path + '.tmp', path)
+        with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
+            check_view(ck, what, m.mnt, want, read=False)
+            st = counters(m.stats())
+            ck.eq(what + ': rejected and rebuilt',
+                  (st['view_rejected'], st['view_loaded'], st['view_saved']), (1, 0, 1))
+        with open(path, 'rb') as f:
+            ck.ok(f.read() == orig, what + ': the rebuilt view is the first one byte for byte')
+
+
+GROUPS = {'persist': (group_persist, 240), 'change': (group_change, 240),
+          'damaged': (group_damaged, 300)}
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
+        print(__doc__)
+        return 2
+    fn, deadline = GROUPS[sys.argv[2]]
+    ml.main_wrapper(fn, sys.argv[1], sys.argv[2], deadline=deadline)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
