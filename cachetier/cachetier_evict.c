@@ -185,6 +185,30 @@ static struct ct_file *victim(struct cachetier *ct, int spare_ahead, struct ev_k
 	return best;
 }
 
+struct ev_cand {
+	struct ev_key k;
+	uint32_t c;
+};
+
+/* Eviction order; chunk order among equals (the first is taken first). */
+static int cand_cmp(const void *pa, const void *pb)
+{
+	const struct ev_cand *a = pa, *b = pb;
+
+	if (key_less(a->k, b->k))
+		return -1;
+	if (key_less(b->k, a->k))
+		return 1;
+	return a->c < b->c ? -1 : a->c > b->c;
+}
+
+static int u32_cmp(const void *pa, const void *pb)
+{
+	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+
+	return a < b ? -1 : a > b;
+}
+
 /* Evict chunks of f, first in eviction order first, until 'want' bytes
  * are freed (at least one chunk): each one the state file says is valid
  * that no process pins or fills (its write lock on auxfd succeeds).
@@ -193,8 +217,8 @@ static struct ct_file *victim(struct cachetier *ct, int spare_ahead, struct ev_k
 static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want, int spare_ahead)
 {
 	char name[24];
-	uint32_t *list = NULL, n = 0;
-	uint8_t *tried = NULL; /* per chunk: looked at already */
+	uint32_t *list = NULL, n = 0, ncand = 0;
+	struct ev_cand *cand;
 	uint64_t freed = 0;
 	int had_map, left = 0;
 	int64_t fat, now = cachetier__now_ns();
@@ -214,30 +238,25 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want, in
 		f->evict_round = 0; /* live now: chunk by chunk */
 	}
 	list = malloc((size_t)f->nchunks * sizeof(*list));
-	tried = calloc(f->nchunks ? f->nchunks : 1, 1);
-	if (!list || !tried) {
+	cand = malloc((size_t)(f->nchunks ? f->nchunks : 1) * sizeof(*cand));
+	if (!list || !cand) {
 		free(list);
-		free(tried);
+		free(cand);
 		return 0;
 	}
+	/* the evictable chunks in eviction order, sorted once (picking the
+	 * first of all chunks for each chunk evicted cost chunks x evicted
+	 * key comparisons under ct->lock) */
 	fat = file_at(f);
-	while (freed < want || n == 0) {
-		uint32_t best = UINT32_MAX;
-		struct ev_key bk = {0, 0};
-		uint64_t len;
+	for (uint32_t c = 0; c < f->nchunks; c++) {
+		if (chunk_evictable(f, c, spare_ahead, now))
+			cand[ncand++] = (struct ev_cand){chunk_key(f, c, fat, now), c};
+	}
+	qsort(cand, ncand, sizeof(*cand), cand_cmp);
+	for (uint32_t i = 0; i < ncand && (freed < want || n == 0); i++) {
+		uint32_t best = cand[i].c;
+		uint64_t len = cachetier__chunk_len(f, best);
 
-		for (uint32_t c = 0; c < f->nchunks; c++) {
-			if (tried[c] || !chunk_evictable(f, c, spare_ahead, now))
-				continue;
-			if (best == UINT32_MAX || key_less(chunk_key(f, c, fat, now), bk)) {
-				best = c;
-				bk = chunk_key(f, c, fat, now);
-			}
-		}
-		if (best == UINT32_MAX)
-			break;
-		len = cachetier__chunk_len(f, best);
-		tried[best] = 1;
 		if (cachetier__ofd_lock(f->auxfd, F_WRLCK, LK_CHUNK(best), 0) < 0)
 			continue; /* pinned or being filled by another process */
 		if (!cachetier__st_set(f, best, 0)) {
@@ -252,7 +271,7 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want, in
 		list[n++] = best;
 		freed += len;
 	}
-	free(tried);
+	free(cand);
 	if (n == 0) {
 		free(list);
 		f->evict_round = ct->evict_round; /* nothing of it can go now */
@@ -277,13 +296,21 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want, in
 	if (had_map)
 		fsync(f->dirfd);
 	cachetier__ofd_lock(f->stfd, F_UNLCK, LK_MAP, 0);
-	for (uint32_t i = 0; i < n; i++) {
+	/* one hole per run of adjacent chunks (a unit a call cost a quarter of
+	 * a random epoch's fills in fallocate with a small cache) */
+	qsort(list, n, sizeof(*list), u32_cmp);
+	for (uint32_t i = 0; i < n;) {
+		uint32_t k = i + 1;
+		uint64_t len = cachetier__chunk_len(f, list[i]);
+
+		while (k < n && list[k] == list[k - 1] + 1)
+			len += cachetier__chunk_len(f, list[k++]);
 		/* Fails only where holes are unsupported: the bytes stay on
 		 * disk unaccounted, but are never served. */
 		fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			  (off_t)((uint64_t)list[i] * f->cb),
-			  (off_t)cachetier__chunk_len(f, list[i]));
-		cachetier__ofd_lock(f->auxfd, F_UNLCK, LK_CHUNK(list[i]), 0);
+			  (off_t)((uint64_t)list[i] * f->cb), (off_t)len);
+		for (; i < k; i++)
+			cachetier__ofd_lock(f->auxfd, F_UNLCK, LK_CHUNK(list[i]), 0);
 	}
 	pthread_mutex_unlock(&f->maplock);
 
