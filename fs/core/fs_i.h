@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/types.h>
 
@@ -132,6 +133,15 @@ static inline uint64_t fs_ino(enum fs_kind k, uint32_t a, uint32_t b)
 static inline enum fs_kind fs_ino_kind(uint64_t ino)
 {
 	return ino == 1 ? FS_K_DIR : (enum fs_kind)(ino >> FS_INO_KIND_SHIFT);
+}
+
+/* Order of the NUL-terminated name m against name[0, len) (not
+ * terminated): strcmp's, for the binary searches over sorted names. */
+static inline int fs_name_cmp(const char *m, const char *name, size_t len)
+{
+	int c = strncmp(m, name, len);
+
+	return c == 0 && m[len] != '\0' ? 1 : c; /* m longer: after name */
 }
 
 static inline uint32_t fs_ino_a(uint64_t ino)

@@ -1310,10 +1310,8 @@ static int64_t ifv_bsearch(const struct fs_ifview *v, const unsigned char *recs,
 		const unsigned char *r = recs + (size_t)mid * stride;
 		const char *m =
 		    v->strtab + (stride == IFV_FILE_REC ? disk_le32_get(r) : disk_le64_get(r));
-		int c = strncmp(m, name, len);
+		int c = fs_name_cmp(m, name, len);
 
-		if (c == 0 && m[len] != '\0')
-			c = 1; /* m is longer: after name */
 		if (c < 0)
 			lo = mid + 1;
 		else if (c > 0)

@@ -1177,9 +1177,7 @@ int64_t fs__bsearch_name(const void *base, size_t stride, size_t name_off, uint3
 		int c;
 
 		memcpy(&m, (const char *)base + (size_t)mid * stride + name_off, sizeof(m));
-		c = strncmp(m, name, len);
-		if (c == 0 && m[len] != '\0')
-			c = 1; /* m is longer: after name */
+		c = fs_name_cmp(m, name, len);
 		if (c < 0)
 			lo = mid + 1;
 		else if (c > 0)

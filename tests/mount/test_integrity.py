@@ -573,13 +573,5 @@ GROUPS = {'manyshards': (group_manyshards, 600), 'codec-magic': (group_codec_mag
           'indexmap': (group_indexmap, 300)}
 
 
-def main():
-    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
-        print(__doc__)
-        return 2
-    fn, deadline = GROUPS[sys.argv[2]]
-    ml.main_wrapper(fn, sys.argv[1], sys.argv[2], deadline=deadline)
-
-
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(ml.main_groups(GROUPS, __doc__))

@@ -726,6 +726,16 @@ def shard_member_count(snap):
     return len(snap)
 
 
+def main_groups(groups, doc):
+    """main() of a test file of groups: argv SHARDFS GROUP, groups {GROUP: (fn, deadline)};
+    usage (doc) and 2 for anything else."""
+    if len(sys.argv) != 3 or sys.argv[2] not in groups:
+        print(doc)
+        return 2
+    fn, deadline = groups[sys.argv[2]]
+    return main_wrapper(fn, sys.argv[1], sys.argv[2], deadline=deadline)
+
+
 def main_wrapper(fn, shardfs, name, deadline=240, **kw):
     """Run fn(env, ck, **kw) with precheck, watchdog, cleanup; exit with 0, 1 or 77."""
     if not os.path.exists(shardfs):
