@@ -34,6 +34,7 @@ struct local {
 
 static void local_fill(struct backend_objinfo *info, const char *key, const struct stat *st)
 {
+	memset(info, 0, sizeof(*info)); /* every field: name_only among them */
 	info->key = key;
 	info->size = (uint64_t)st->st_size;
 	info->mtime = st->st_mtim.tv_sec;
