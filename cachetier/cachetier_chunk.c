@@ -853,33 +853,44 @@ static int range_push(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint
 	return 0;
 }
 
-/* The next fill of the range at the front of ct->pr: its empty units from
- * its cursor to the end of their chunk (or of the range), claimed
- * (CH_QUEUED, on no queue). 1: one, in *f, *c, *n, *pf; 0: the range had
- * none left and went. ct->lock held. */
+/* A prefetch cursor (*next, up to end) over units of p takes its next
+ * fill: the empty units from the first empty one at or after *next to the
+ * end of their chunk (or at end), claimed for the worker (CH_QUEUED, on no
+ * queue: a reader waits for them), in *c and *n; *next moves past them and
+ * the filled units after them. 0: none left (*next reached end). ct->lock
+ * held. */
+static int cursor_take(struct ct_file *p, uint32_t *next, uint32_t end, uint32_t *c, uint32_t *n)
+{
+	uint32_t a, b;
+
+	while (*next < end && p->cst[*next] != CH_EMPTY)
+		(*next)++;
+	if (*next >= end)
+		return 0;
+	empty_run(p, *next, *next, end, &a, &b);
+	for (uint32_t u = a; u < b; u++)
+		p->cst[u] = CH_QUEUED;
+	*c = a;
+	*n = b - a;
+	*next = b;
+	while (*next < end && p->cst[*next] != CH_EMPTY)
+		(*next)++;
+	return 1;
+}
+
+/* The next fill of the range at the front of ct->pr (cursor_take); the
+ * range goes once its cursor reached its end. 1: one, in *f, *c, *n, *pf;
+ * 0: the range had none left. ct->lock held. */
 static int range_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, uint32_t *n, int *pf)
 {
 	struct ct_range *r = ct->pr;
-	struct ct_file *p = r->f;
-	uint32_t a, b;
+	int took = cursor_take(r->f, &r->next, r->end, c, n);
 
-	while (r->next < r->end && p->cst[r->next] != CH_EMPTY)
-		r->next++;
-	if (r->next >= r->end) {
-		range_pop(ct);
-		return 0;
-	}
-	empty_run(p, r->next, r->next, r->end, &a, &b);
-	for (uint32_t u = a; u < b; u++)
-		p->cst[u] = CH_QUEUED;
-	*f = p;
-	*c = a;
-	*n = b - a;
+	*f = r->f;
 	*pf = r->evict ? CT_PF_RANGE_EVICT : CT_PF_RANGE_FIT;
-	r->next = b;
 	if (r->next >= r->end)
 		range_pop(ct);
-	return 1;
+	return took;
 }
 
 /* The next fill: demand, then readahead, then prefetch ranges, then prefetch cursors (the
@@ -914,31 +925,17 @@ static int queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, uin
 	}
 	while (ct->pf && ct->pf_running < pf_max(ct)) {
 		struct ct_file *p = ct->pf;
+		int took = cursor_take(p, &p->pf_next, p->pf_end, c, n);
 
-		while (p->pf_next < p->pf_end && p->cst[p->pf_next] != CH_EMPTY)
-			p->pf_next++;
-		if (p->pf_next < p->pf_end) {
-			uint32_t a, b;
-
-			/* the empty units from the cursor to the end of its chunk
-			 * (or of the range): one request, claimed for the worker
-			 * (CH_QUEUED, on no queue: a reader waits for them) */
-			empty_run(p, p->pf_next, p->pf_next, p->pf_end, &a, &b);
-			for (uint32_t u = a; u < b; u++)
-				p->cst[u] = CH_QUEUED;
+		/* an object whose cursor passed its end leaves the list at once */
+		if (p->pf_next >= p->pf_end)
+			pf_unlink(ct, p);
+		if (took) {
 			*f = p;
-			*c = a;
-			*n = b - a;
 			*ra = 1;
 			*pf = CT_PF_OBJ;
-			p->pf_next = b;
-			while (p->pf_next < p->pf_end && p->cst[p->pf_next] != CH_EMPTY)
-				p->pf_next++;
-			if (p->pf_next >= p->pf_end)
-				pf_unlink(ct, p);
 			return 1;
 		}
-		pf_unlink(ct, p);
 	}
 	return 0;
 }
