@@ -441,9 +441,15 @@ def group_capacity(env, ck, ng):
         items = manifest_items(m.mnt, src, refs)
         samp = Sampler(cache)
         t = time.monotonic()
-        procs = start_readers(env, 'capacity', [dict(items=items, mode='full', passes=2,
-                                                seed=env.seed + i) for i in range(4)])
-        wait_readers(ck, env, 'capacity', procs, 150)
+        # rounds of 4 readers until the sampler has looked at the cache 10 times under load
+        # (a fast machine reads the data set in fewer than 10 sampling periods)
+        for rnd in range(20):
+            procs = start_readers(env, 'capacity', [dict(items=items, mode='full', passes=2,
+                                                    seed=env.seed + 4 * rnd + i)
+                                               for i in range(4)])
+            wait_readers(ck, env, 'capacity', procs, 150)
+            if samp.samples >= 10:
+                break
         samp.stop()
         st = m.stats()
         log('capacity: %.1fs, %d samples, max data bytes %d (limit %d); evictions %d, '
