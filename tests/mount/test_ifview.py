@@ -353,15 +353,15 @@ def group_clean(env, ck):
     first = view_blob(cache)
     ck.eq('first mount: one view', len(first), 1)
     seen = set(first)
-    for round in range(3):
+    for k in range(3):
         # s1 rewritten in place (same inode): one more sample each time
-        keys = ['k1_%02d' % i for i in range(8)] + ['r%d_%02d' % (j, j) for j in range(round + 1)]
+        keys = ['k1_%02d' % i for i in range(8)] + ['r%d_%02d' % (j, j) for j in range(k + 1)]
         shards['s1.tar'] = shard_samples('s1', keys)
         with open(os.path.join(src, 's1.tar'), 'r+b') as f:
             f.write(ml.tar_bytes(shards['s1.tar']))
             f.truncate()
         with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
-            label = 'change %d' % (round + 1)
+            label = 'change %d' % (k + 1)
             check_view(ck, label, m.mnt, expected(shards))
             st = counters(m.stats())
             ck.eq(label + ': built, saved, the view before removed',
@@ -432,7 +432,8 @@ def group_share(env, ck):
         for n, members in shards.items():
             write_shard(d, n, members)
     kp = ['--class-from', 'key-prefix']
-    specs = {'A': (srca, [], expected_by(a, by_cls)), 'A-key': (srca, kp, expected_by(a, by_prefix)),
+    specs = {'A': (srca, [], expected_by(a, by_cls)),
+             'A-key': (srca, kp, expected_by(a, by_prefix)),
              'B': (srcb, [], expected_by(b, by_cls))}
     mounts = {}
     try:
