@@ -27,6 +27,8 @@
  * On-disk layout (created 0700, files 0600):
  *   CACHE_DIR/v1/<source-hash>/source       the source string, for humans
  *   CACHE_DIR/v1/<source-hash>/meta/<h>     blobs, <h> = hash of the blob name
+ *   CACHE_DIR/v1/<source-hash>/meta/f-<g>/<h>  blobs of a family, <g> = hash of
+ *                                           the family's name (cachetier_meta_put_in)
  *   CACHE_DIR/v1/<source-hash>/decoded/<h>  decoded streams, <h> = hash of key, ETag, codec
  *   CACHE_DIR/v1/<source-hash>/data/<h>     remote objects' chunks (sparse), <h> = hash
  *                                           of key, ETag, size
@@ -272,18 +274,42 @@ int cachetier_meta_put(struct cachetier *ct, const char *name, const void *buf, 
  * cachetier_meta_unmap drops one and unmaps at the last (accepts NULL).
  * A blob is never changed in place — a put renames a new file over the
  * name — so a mapping keeps the bytes it was made of while another thread
- * or process puts a new blob under that name; the caller validates them
- * once (its format's checksum). Changing a cache file in place (by hand)
- * is outside this contract: a truncated one faults on access.
- * Returns 0, -ENOENT (absent), -EBADMSG (not a regular file, or larger
- * than the blob bound), -ENOMEM (no mapping could be made, e.g. the
- * process's vm.max_map_count is reached: cachetier_meta_get still works)
- * or another negative errno. An empty blob gives *data NULL, *len 0.
- * The handle is independent of ct (it may outlive cachetier_close). */
+ * or process puts a new blob under that name or removes it (the inode
+ * lives on while mapped); the caller validates them once (its format's
+ * checksum). Nothing here opens a mapped blob's name again. Changing a cache file in place (by
+ * hand) is outside this contract: a truncated one faults on access. Returns 0, -ENOENT (absent),
+ * -EBADMSG (not a regular file, or larger than the blob bound), -ENOMEM (no mapping could be made,
+ * e.g. the process's vm.max_map_count is reached: cachetier_meta_get still works) or another
+ * negative errno. An empty blob gives *data NULL, *len 0. The handle is independent of ct (it may
+ * outlive cachetier_close). */
 struct cachetier_meta;
 int cachetier_meta_map(struct cachetier *ct, const char *name, struct cachetier_meta **m,
 		       const void **data, size_t *len);
 void cachetier_meta_ref(struct cachetier_meta *m);
 void cachetier_meta_unmap(struct cachetier_meta *m);
+
+/* Blob families: blobs of one kind that replace each other (e.g. one per
+ * version of a dataset), so that the old ones can be found and removed
+ * although blob files are named by hashes. family is the caller's name for
+ * the group (e.g. a kind and a hash of what the blobs depend on); a blob of
+ * a family is put, mapped and removed with the same family (its file is
+ * meta/f-<hash of family>/<hash of name>; family NULL: the plain blobs
+ * above, the same files as cachetier_meta_put/map).
+ * sweep: removes every blob of family except keep (NULL: all of them) and
+ * the partial blobs that puts of processes no longer running left;
+ * *removed counts the blobs this call unlinked (one another process removed
+ * first is not counted here). A blob being put by a running process is
+ * left alone until its rename; after that a sweep of another process may
+ * remove it before its writer maps it (the writer gets -ENOENT). Mappings
+ * of removed blobs keep their bytes (above). Meta blobs are not counted in
+ * the directory's usage, so removing one changes no byte counts.
+ * remove: 0, -ENOENT (no such blob) or another negative errno. */
+int cachetier_meta_put_in(struct cachetier *ct, const char *family, const char *name,
+			  const void *buf, size_t len);
+int cachetier_meta_map_in(struct cachetier *ct, const char *family, const char *name,
+			  struct cachetier_meta **m, const void **data, size_t *len);
+int cachetier_meta_remove(struct cachetier *ct, const char *family, const char *name);
+int cachetier_meta_sweep(struct cachetier *ct, const char *family, const char *keep,
+			 unsigned *removed);
 
 #endif

@@ -505,9 +505,7 @@ int cachetier__make_room(struct cachetier *ct, uint64_t len, int spare_ahead)
 	return 0;
 }
 
-/* Has process pid exited? A zombie has: in a container whose init does
- * not reap, a killed daemon stays one for good. */
-static int pid_gone(pid_t pid)
+int cachetier__pid_gone(pid_t pid)
 {
 	char path[32], buf[512], *rp;
 	ssize_t n;
@@ -540,7 +538,7 @@ static int scan_tmp(int dirfd, const char *name)
 	pid = strtol(name + 5, &end, 10);
 	if (errno || end == name + 5 || *end != '.' || pid <= 0 || pid > INT_MAX)
 		return 0;
-	return pid != getpid() && pid_gone((pid_t)pid) && unlinkat(dirfd, name, 0) == 0;
+	return pid != getpid() && cachetier__pid_gone((pid_t)pid) && unlinkat(dirfd, name, 0) == 0;
 }
 
 static int is_hash(const char *s, size_t n)

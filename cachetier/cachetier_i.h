@@ -282,6 +282,10 @@ void cachetier__note_version(struct cachetier *ct, enum ct_format kind, const ch
 /* 64-bit FNV-1a (disk_fnv64), rendered as 16 hex digits into out[17]. */
 void cachetier__hash_hex(const void *data, size_t len, char out[17]);
 
+/* Has process pid exited? A zombie has: in a container whose init does
+ * not reap, a killed daemon stays one for good. cachetier_evict.c. */
+int cachetier__pid_gone(pid_t pid);
+
 /* Read all of dirfd/name (a regular file of min..max bytes, else
  * -EBADMSG) into a malloc'ed *buf. cachetier_meta.c. */
 int cachetier__read_file(int dirfd, const char *name, uint64_t min, uint64_t max,

@@ -12,10 +12,21 @@
  * cache the kernel can reclaim, not heap. Since a blob file is only ever
  * replaced by a rename, never written in place, a mapping keeps the inode
  * it was made of: a put of the same name (another process reindexing)
- * cannot change or truncate the bytes under a reader. The mapping goes
- * when its last reference is dropped.
+ * cannot change or truncate the bytes under a reader, nor can a removal
+ * (an unlink: the inode lives on while mapped). The mapping goes when its
+ * last reference is dropped.
+ *
+ * Blob families: a blob put into a family (cachetier_meta_put_in) lives in
+ * meta/f-<hash of the family>/<hash of the name>, so that the family's
+ * blobs can be found although file names are hashes: a sweep
+ * (cachetier_meta_sweep) lists that one small directory and removes every
+ * blob but the one to keep. Removing a blob changes no byte counts: meta
+ * blobs are not in the directory's usage (cachetier_evict.c counts chunk
+ * maps and decoded copies only).
  */
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,15 +109,125 @@ int cachetier_meta_get(struct cachetier *ct, const char *name, void **buf, size_
 	return err;
 }
 
-int cachetier_meta_put(struct cachetier *ct, const char *name, const void *buf, size_t len)
+/* The directory of family's blobs, meta/f-<hash> (made when create), or
+ * meta/ itself for family NULL: an fd to give to meta_dir_close, or -errno
+ * (-ENOENT: the family has no directory yet). */
+static int meta_dir(struct cachetier *ct, const char *family, int create)
+{
+	char dname[19] = "f-";
+	int fd;
+
+	if (!family)
+		return ct->metafd;
+	cachetier__hash_hex(family, strlen(family), dname + 2);
+	if (create && mkdirat(ct->metafd, dname, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	fd = openat(ct->metafd, dname, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+static void meta_dir_close(struct cachetier *ct, int fd)
+{
+	if (fd >= 0 && fd != ct->metafd)
+		close(fd);
+}
+
+int cachetier_meta_put_in(struct cachetier *ct, const char *family, const char *name,
+			  const void *buf, size_t len)
 {
 	char fname[17];
-	int err;
+	int dfd = meta_dir(ct, family, 1), err;
 
+	if (dfd < 0)
+		return dfd;
 	meta_filename(name, fname);
-	err = disk_write_atomic(ct->metafd, fname, buf, len, 0600);
+	err = disk_write_atomic(dfd, fname, buf, len, 0600);
 	if (err == 0)
 		ct->meta_writes++;
+	meta_dir_close(ct, dfd);
+	return err;
+}
+
+int cachetier_meta_put(struct cachetier *ct, const char *name, const void *buf, size_t len)
+{
+	return cachetier_meta_put_in(ct, NULL, name, buf, len);
+}
+
+int cachetier_meta_remove(struct cachetier *ct, const char *family, const char *name)
+{
+	char fname[17];
+	int dfd = meta_dir(ct, family, 0), err = 0;
+
+	if (dfd < 0)
+		return dfd;
+	meta_filename(name, fname);
+	if (unlinkat(dfd, fname, 0) < 0)
+		err = -errno;
+	meta_dir_close(ct, dfd);
+	return err;
+}
+
+static int is_hex16(const char *s)
+{
+	for (int i = 0; i < 16; i++) {
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	}
+	return 1;
+}
+
+/* Is 'n' (of a family directory) the temp file of a put by a process that
+ * no longer runs ("<hash>.tmp.PID.N", disk_tmp_open's names)? */
+static int stale_tmp(const char *n, size_t len)
+{
+	char *end;
+	long pid;
+
+	if (len <= 21 || !is_hex16(n) || strncmp(n + 16, ".tmp.", 5) != 0)
+		return 0;
+	errno = 0;
+	pid = strtol(n + 21, &end, 10);
+	if (errno || end == n + 21 || *end != '.' || pid <= 0 || pid > INT_MAX)
+		return 0;
+	return pid != getpid() && cachetier__pid_gone((pid_t)pid);
+}
+
+int cachetier_meta_sweep(struct cachetier *ct, const char *family, const char *keep,
+			 unsigned *removed)
+{
+	char kname[17] = "";
+	struct dirent *de;
+	DIR *d;
+	int dfd, err = 0;
+
+	*removed = 0;
+	if (!family)
+		return -EINVAL;
+	dfd = meta_dir(ct, family, 0);
+	if (dfd < 0)
+		return dfd == -ENOENT ? 0 : dfd;
+	d = fdopendir(dfd);
+	if (!d) {
+		err = -errno;
+		close(dfd);
+		return err;
+	}
+	if (keep)
+		meta_filename(keep, kname);
+	while ((de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+
+		if (len == 16 && is_hex16(de->d_name) && strcmp(de->d_name, kname) != 0) {
+			/* ENOENT: another process removed it first (its count) */
+			if (unlinkat(dfd, de->d_name, 0) == 0)
+				(*removed)++;
+			else if (errno != ENOENT)
+				err = -errno;
+		} else if (stale_tmp(de->d_name, len)) {
+			unlinkat(dfd, de->d_name, 0); /* a killed put's partial blob */
+		}
+	}
+	closedir(d);
 	return err;
 }
 
@@ -117,21 +238,26 @@ struct cachetier_meta {
 	atomic_uint refs;
 };
 
-int cachetier_meta_map(struct cachetier *ct, const char *name, struct cachetier_meta **m,
-		       const void **data, size_t *len)
+int cachetier_meta_map_in(struct cachetier *ct, const char *family, const char *name,
+			  struct cachetier_meta **m, const void **data, size_t *len)
 {
 	struct cachetier_meta *cm;
 	struct stat st;
 	char fname[17];
-	int fd, err = 0;
+	int dfd, fd, err = 0;
 
 	*m = NULL;
 	*data = NULL;
 	*len = 0;
+	dfd = meta_dir(ct, family, 0);
+	if (dfd < 0)
+		return dfd;
 	meta_filename(name, fname);
-	fd = openat(ct->metafd, fname, O_RDONLY | O_CLOEXEC);
+	fd = openat(dfd, fname, O_RDONLY | O_CLOEXEC);
+	err = fd < 0 ? -errno : 0;
+	meta_dir_close(ct, dfd);
 	if (fd < 0)
-		return -errno;
+		return err;
 	cm = calloc(1, sizeof(*cm));
 	if (!cm) {
 		err = -ENOMEM;
@@ -164,6 +290,12 @@ out:
 	free(cm);
 	close(fd);
 	return err;
+}
+
+int cachetier_meta_map(struct cachetier *ct, const char *name, struct cachetier_meta **m,
+		       const void **data, size_t *len)
+{
+	return cachetier_meta_map_in(ct, NULL, name, m, data, len);
 }
 
 void cachetier_meta_ref(struct cachetier_meta *m)

@@ -243,6 +243,7 @@ struct fs_counters {
 	atomic_ullong if_images, if_no_image, if_no_class, if_dup_dropped, if_shards_indexed;
 	atomic_ullong if_build_ms, if_cls_reads, index_sidecar, index_sidecar_rejected;
 	atomic_ullong if_view_loaded, if_view_saved, if_view_rejected, if_view_mapped;
+	atomic_ullong if_view_removed; /* older views' blobs this mount removed */
 	/* sources that change under the mount (fs_ns.c) */
 	atomic_ullong refreshes, refresh_added, refresh_removed, refresh_changed, stale_noticed;
 	atomic_ullong hidden_names;   /* entries hidden by a name conflict at the last listing */

@@ -676,9 +676,10 @@ static void view_free(struct fs_ifview *v)
 }
 
 /* ---- the view as a blob in the cache directory --------------------------
- * The assembled view becomes one cachetier meta blob, "ifview-<fingerprint
- * in hex>", which is mapped and used in place: lookups are binary searches
- * over its records, listings walk them, no name is copied to the heap. A
+ * The assembled view becomes one cachetier meta blob, "ifview-<srckey>-
+ * <fingerprint>" (both in hex), which is mapped and used in place: lookups
+ * are binary searches over its records, listings walk them, no name is
+ * copied to the heap. A
  * file's attributes are in its record too, found by its inode (shard,
  * entry) in a section sorted that way, so that listings (readdirplus) and
  * stat need no shard's index: only reads do. The
@@ -686,8 +687,11 @@ static void view_free(struct fs_ifview *v)
  * version, --class-from, and for each shard in order its key, size, mtime,
  * ETag (a local file's stands for its size, mtime, inode and ctime), the codec its
  * name suggests and its directory name (part of renamed files' names). A
- * changed dataset has another fingerprint, so its view is built again;
- * blobs of older fingerprints are left to the cache directory. (After a
+ * changed dataset has another fingerprint, so its view is built again.
+ * The blob is in a family of the cache tier, "ifview-<srckey>" (ifv_family:
+ * the source and --class-from): a mount that saves or maps its view removes
+ * the family's other blobs, the views of older versions of the dataset
+ * (ifv_clean; other sources and --class-from are other families). (After a
  * refresh that replaced or removed shards, their numbers stay unused until
  * unmount: that view is saved too, but only this mount's numbering meets
  * its fingerprint.)
@@ -780,9 +784,48 @@ static uint64_t if_fingerprint(const struct fs *fs, uint32_t nshards)
 	return h;
 }
 
-static void ifv_name(uint64_t fp, char *buf, size_t size)
+/* The family of this mount's views (cachetier_meta_put_in): "ifview-<srckey>",
+ * srckey a hash of the source and --class-from, the views that replace
+ * each other as the dataset changes (the cache tier's directory is per
+ * source already; the source is in the key all the same). Another source or
+ * --class-from is another family, which a sweep never touches. */
+static void ifv_family(const struct fs *fs, char *buf, size_t size)
 {
-	snprintf(buf, size, "ifview-%016" PRIx64, fp);
+	const char *src = backend_describe(fs->be);
+	unsigned char w[4];
+	uint64_t h = disk_fnv64(src, strlen(src) + 1);
+
+	disk_le32_put(w, (uint32_t)fs->cfg.class_from);
+	h = disk_fnv64_update(h, w, 4);
+	snprintf(buf, size, "ifview-%016" PRIx64, h);
+}
+
+/* The blob of fingerprint fp in family: "ifview-<srckey>-<fp>". */
+static void ifv_name(const char *family, uint64_t fp, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s-%016" PRIx64, family, fp);
+}
+
+/* Remove the views this mount's replaces: every other blob of its family,
+ * and the blob the previous release saved for the same fingerprint, a
+ * plain blob "ifview-<fp>" (this release never opens a name of that form).
+ * Daemons that map a removed blob keep its bytes (cachetier_meta_map: the
+ * mapping outlives the unlink; nothing opens it by name again). */
+static void ifv_clean(struct fs *fs, const char *family, const char *keep, uint64_t fp)
+{
+	char old[64];
+	unsigned n = 0;
+	int err = cachetier_meta_sweep(fs->ct, family, keep, &n);
+
+	snprintf(old, sizeof(old), "ifview-%016" PRIx64, fp);
+	if (cachetier_meta_remove(fs->ct, NULL, old) == 0)
+		n++;
+	fs->c.if_view_removed += n;
+	if (err < 0)
+		fs_log(FS_LOG_WARN, "imagefolder: cannot remove older views: %s", strerror(-err));
+	if (n)
+		fs_log(FS_LOG_INFO,
+		       "imagefolder: removed %u older views of this dataset from the cache", n);
 }
 
 static size_t pad8(uint64_t n)
@@ -998,15 +1041,16 @@ static int ifv_open(struct fs_ifview *v, const unsigned char *b, size_t len,
 static int ifv_map(struct fs *fs, const struct ifv_meta *want, struct fs_ifview **out,
 		   struct ifv_meta *got)
 {
-	char name[64];
+	char family[32], name[64];
 	struct cachetier_meta *m;
 	struct fs_ifview *v;
 	const void *data;
 	size_t len;
 	int err;
 
-	ifv_name(want->fp, name, sizeof(name));
-	err = cachetier_meta_map(fs->ct, name, &m, &data, &len);
+	ifv_family(fs, family, sizeof(family));
+	ifv_name(family, want->fp, name, sizeof(name));
+	err = cachetier_meta_map_in(fs->ct, family, name, &m, &data, &len);
 	if (err < 0)
 		return err;
 	v = calloc(1, sizeof(*v));
@@ -1028,19 +1072,23 @@ static int ifv_save(struct fs *fs, const struct ifv_meta *want, int save, unsign
 {
 	struct fs_ifview *v;
 	struct ifv_meta got;
-	char name[64];
+	char family[32], name[64];
 	int err;
 
-	ifv_name(want->fp, name, sizeof(name));
+	ifv_family(fs, family, sizeof(family));
+	ifv_name(family, want->fp, name, sizeof(name));
 	if (save) {
-		err = cachetier_meta_put(fs->ct, name, b, len);
+		err = cachetier_meta_put_in(fs->ct, family, name, b, len);
 		if (err == 0)
 			fs->c.if_view_saved++;
 		if (err == 0 && ifv_map(fs, want, out, &got) == 0) {
 			free(b);
 			fs->c.if_view_mapped = 1;
+			ifv_clean(fs, family, name, want->fp);
 			return 0;
 		}
+		if (err == 0)
+			ifv_clean(fs, family, name, want->fp);
 		fs_log(FS_LOG_WARN, "imagefolder: the view is kept in memory: %s %s",
 		       err < 0 ? "cannot save" : "cannot map", name);
 	}
@@ -1165,15 +1213,18 @@ static int if_view(struct fs *fs, struct fs_ifview **out)
 {
 	struct ifv_meta want = {.nshards = fs->nshards, .class_from = (uint32_t)fs->cfg.class_from},
 			got;
-	char name[64];
+	char family[32], name[64];
 	int err;
 
 	/* a brace pattern's sizes and ETags, many at once: the fingerprint
 	 * covers them, and the build needs every shard anyway */
 	fs_learn_all(fs);
 	want.fp = if_fingerprint(fs, want.nshards);
+	ifv_family(fs, family, sizeof(family));
+	ifv_name(family, want.fp, name, sizeof(name));
 	err = ifv_map(fs, &want, out, &got);
 	if (err == 0) {
+		ifv_clean(fs, family, name, want.fp);
 		fs->c.if_view_loaded++;
 		fs->c.if_view_mapped = 1;
 		fs->c.if_images = (*out)->nfiles;
@@ -1185,7 +1236,6 @@ static int if_view(struct fs *fs, struct fs_ifview **out)
 		return 0;
 	}
 	if (err != -ENOENT) {
-		ifv_name(want.fp, name, sizeof(name));
 		if (err == -EBADMSG || err == -EPROTO || err == -ESTALE)
 			fs->c.if_view_rejected++;
 		fs_log(FS_LOG_WARN, "imagefolder: saved view %s unusable (%s); building it again",

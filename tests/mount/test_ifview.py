@@ -17,6 +17,19 @@ GROUP:
            or a shard's start changed with the checksum fixed: each is rejected
            (imagefolder_view_rejected 1), the mount lists exactly the expected view and the
            rebuilt blob is byte for byte the first one.
+  clean    a shard rewritten in place 3 times, a remount after each: every remount builds and
+           saves a new view and removes exactly the one before (imagefolder_view_removed 1),
+           so exactly one view is left in the cache dir; a remount without a change removes
+           nothing; a blob of the previous release's name for this dataset ("ifview-<fp>",
+           planted as a copy) is removed by the next mount (removed 1), one of another
+           fingerprint (which no mount can name) is left.
+  share    on one cache dir at once: source A with --class-from cls, A with key-prefix, and
+           source B; each saves its view and removes nothing (3 views); remounts of the
+           others map theirs (removed 0) and every mount reads exactly its own view before
+           and after the others remount. Then a 4th shard added to A while a mount V of A
+           (cls) runs without having listed anything: a new mount W of A builds the new view
+           and removes V's (removed 1); V still lists, stats and reads exactly its old view
+           (from the mapping of its removed blob); after a refresh V has the new view.
 Environment: SHARDFS_TEST_SEED, SHARDFS_TEST_KEEP=1, SHARDFS_TEST_DEADLINE.
 Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here).
 """
@@ -106,8 +119,8 @@ def check_view(ck, label, mnt, want, read=True):
 
 def counters(st):
     return dict((k, st.get('imagefolder_' + k)) for k in
-                ('view_loaded', 'view_saved', 'view_rejected', 'view_mapped', 'images',
-                 'no_image', 'no_class', 'shards_indexed'))
+                ('view_loaded', 'view_saved', 'view_rejected', 'view_mapped', 'view_removed',
+                 'images', 'no_image', 'no_class', 'shards_indexed'))
 
 
 def view_blob(cache):
@@ -138,7 +151,8 @@ def group_persist(env, ck):
         check_view(ck, 'first mount', m.mnt, want)
         ck.eq('first mount: counters', counters(m.stats()),
               {'view_loaded': 0, 'view_saved': 1, 'view_rejected': 0, 'view_mapped': 1,
-               'images': nimg, 'no_image': 1, 'no_class': 1, 'shards_indexed': 6})
+               'view_removed': 0, 'images': nimg, 'no_image': 1, 'no_class': 1,
+               'shards_indexed': 6})
     blobs = view_blob(cache)
     ck.eq('one saved view', len(blobs), 1)
     with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
@@ -146,7 +160,8 @@ def group_persist(env, ck):
         st = m.stats()
         ck.eq('remount: counters', counters(st),
               {'view_loaded': 1, 'view_saved': 0, 'view_rejected': 0, 'view_mapped': 1,
-               'images': nimg, 'no_image': 1, 'no_class': 1, 'shards_indexed': 0})
+               'view_removed': 0, 'images': nimg, 'no_image': 1, 'no_class': 1,
+               'shards_indexed': 0})
         ck.eq('remount: listing and stat load no index', st.get('index_loaded'), 0)
         check_view(ck, 'remount, read', m.mnt, want)
         ck.eq('remount: reads load the indexes', m.stats().get('index_loaded'), 6)
@@ -189,23 +204,27 @@ def group_change(env, ck):
         ck.ok(len(seen) >= 4, 'readers during the refresh: only %d listings' % len(seen))
         check_view(ck, 'after refresh', m.mnt, expected(shards))
         st = counters(m.stats())
-        ck.eq('after refresh: built and saved again', (st['view_saved'], st['view_loaded']),
-              (2, 0))
+        ck.eq('after refresh: built and saved again, the first view removed',
+              (st['view_saved'], st['view_loaded'], st['view_removed']), (2, 0, 1))
     with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
         check_view(ck, 'remount after refresh', m.mnt, expected(shards))
         st = counters(m.stats())
-        ck.eq('remount after refresh: counters',
-              (st['view_loaded'], st['view_saved'], st['shards_indexed']), (0, 1, 7))
+        ck.eq('remount after refresh: counters (the refreshed numbering\'s view removed)',
+              (st['view_loaded'], st['view_saved'], st['view_removed'], st['shards_indexed']),
+              (0, 1, 1, 7))
     with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
         check_view(ck, 'second remount', m.mnt, expected(shards))
         st = counters(m.stats())
-        ck.eq('second remount: mapped', (st['view_loaded'], st['view_saved']), (1, 0))
+        ck.eq('second remount: mapped', (st['view_loaded'], st['view_saved'],
+                                         st['view_removed']), (1, 0, 0))
     os.unlink(os.path.join(src, 's4.tar'))
     del shards['s4.tar']
     with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
         check_view(ck, 'a shard removed', m.mnt, expected(shards))
         st = counters(m.stats())
-        ck.eq('a shard removed: built', (st['view_loaded'], st['view_saved']), (0, 1))
+        ck.eq('a shard removed: built', (st['view_loaded'], st['view_saved'],
+                                         st['view_removed']), (0, 1, 1))
+    ck.eq('change: one saved view left', len(view_blob(cache)), 1)
 
 
 def reader(mnt, old, new, stop, seen):
@@ -302,6 +321,181 @@ def damaged_variants(orig):
     return v
 
 
+def fnv64_hex(b):
+    """cachetier__hash_hex: FNV-1a 64 in 16 hex digits (blob file names)."""
+    h = 0xcbf29ce484222325
+    for c in b:
+        h = ((h ^ c) * 0x100000001b3) & ((1 << 64) - 1)
+    return '%016x' % h
+
+
+def family_dirs(cache):
+    """The blob family directories (meta/f-*) under cache: {path: [files]}."""
+    found = {}
+    for root, dirs, files in os.walk(cache):
+        if os.path.basename(root).startswith('f-') and \
+                os.path.basename(os.path.dirname(root)) == 'meta':
+            found[root] = sorted(files)
+    return found
+
+
+def group_clean(env, ck):
+    src, cache = env.path('src'), env.path('cache')
+    os.makedirs(src)
+    shards = base_shards()
+    for n, members in shards.items():
+        write_shard(src, n, members)
+    with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
+        check_view(ck, 'first mount', m.mnt, expected(shards))
+        st = counters(m.stats())
+        ck.eq('first mount: saved, nothing removed', (st['view_saved'], st['view_removed']),
+              (1, 0))
+    first = view_blob(cache)
+    ck.eq('first mount: one view', len(first), 1)
+    seen = set(first)
+    for k in range(3):
+        # s1 rewritten in place (same inode): one more sample each time
+        keys = ['k1_%02d' % i for i in range(8)] + ['r%d_%02d' % (j, j) for j in range(k + 1)]
+        shards['s1.tar'] = shard_samples('s1', keys)
+        with open(os.path.join(src, 's1.tar'), 'r+b') as f:
+            f.write(ml.tar_bytes(shards['s1.tar']))
+            f.truncate()
+        with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
+            label = 'change %d' % (k + 1)
+            check_view(ck, label, m.mnt, expected(shards))
+            st = counters(m.stats())
+            ck.eq(label + ': built, saved, the view before removed',
+                  (st['view_loaded'], st['view_saved'], st['view_removed'], st['view_mapped']),
+                  (0, 1, 1, 1))
+        blobs = view_blob(cache)
+        ck.eq(label + ': exactly one view left', len(blobs), 1)
+        ck.ok(blobs and blobs[0] not in seen, label + ': the view left is a new one')
+        seen.update(blobs)
+    ck.eq('one family directory with one blob', [len(f) for f in family_dirs(cache).values()],
+          [1])
+    with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
+        check_view(ck, 'remount, no change', m.mnt, expected(shards))
+        st = counters(m.stats())
+        ck.eq('remount, no change: mapped, nothing removed',
+              (st['view_loaded'], st['view_saved'], st['view_removed']), (1, 0, 0))
+    # the previous release saved this dataset's view as the plain blob "ifview-<fp>"
+    path = view_blob(cache)[0]
+    meta = os.path.dirname(os.path.dirname(path))
+    with open(path, 'rb') as f:
+        blob = f.read()
+    fp, = struct.unpack_from('<Q', blob, 24)
+    old = os.path.join(meta, fnv64_hex(b'ifview-%016x' % fp))
+    other = os.path.join(meta, fnv64_hex(b'ifview-%016x' % (fp ^ 1)))
+    for p in (old, other):
+        write_file(p, blob)
+    with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
+        check_view(ck, 'old-format blob planted', m.mnt, expected(shards))
+        st = counters(m.stats())
+        ck.eq('old-format blob planted: mapped, the old one removed',
+              (st['view_loaded'], st['view_saved'], st['view_removed']), (1, 0, 1))
+    ck.eq('old-format blob of this fingerprint gone, one of another kept',
+          (os.path.exists(old), os.path.exists(other)), (False, True))
+    ck.eq('the view itself kept', view_blob(cache).count(path), 1)
+
+
+def expected_by(shards, cls_of):
+    """expected() with the class of sample key (its .cls bytes cls) given by cls_of(key, cls)."""
+    view = {}
+    for shard in sorted(shards):
+        cls = dict((n[:-4], d) for n, d in shards[shard] if n.endswith('.cls'))
+        for n, d in shards[shard]:
+            if n.endswith('.jpg') and n[:-4] in cls:
+                files = view.setdefault(cls_of(n[:-4], cls[n[:-4]]), {})
+                name = n if n not in files else '%s~%s.jpg' % (n[:-4], shard[:-4])
+                files[name] = d
+    return view
+
+
+def by_cls(key, cls):
+    return '%d' % int(cls)
+
+
+def by_prefix(key, cls):
+    return key.split('_', 1)[0]
+
+
+def share_shards(tag, n):
+    return {'%s%d.tar' % (tag, s): shard_samples('%s%d' % (tag, s), [
+        '%s%d_%02d' % ('pq'[i % 2], s, i) for i in range(5 + s)]) for s in range(n)}
+
+
+def group_share(env, ck):
+    srca, srcb, cache = env.path('srca'), env.path('srcb'), env.path('cache')
+    a, b = share_shards('a', 3), share_shards('b', 2)
+    for d, shards in ((srca, a), (srcb, b)):
+        os.makedirs(d)
+        for n, members in shards.items():
+            write_shard(d, n, members)
+    kp = ['--class-from', 'key-prefix']
+    specs = {'A': (srca, [], expected_by(a, by_cls)),
+             'A-key': (srca, kp, expected_by(a, by_prefix)),
+             'B': (srcb, [], expected_by(b, by_cls))}
+    mounts = {}
+    try:
+        for what, (src, extra, _) in specs.items():
+            mounts[what] = ml.Mount(env, src, cache_dir=cache, extra=mount_opts() + extra,
+                                    mountpoint=env.path('mnt-' + what))
+            mounts[what].mount()
+            st = counters(mounts[what].stats())
+            ck.eq(what + ': saved, nothing removed', (st['view_saved'], st['view_removed']),
+                  (1, 0))
+        ck.eq('three views, each in a family of its own',
+              sorted(len(f) for f in family_dirs(cache).values()), [1, 1, 1])
+        for what in specs:  # remount the other two, then read this one (and the others)
+            for other in specs:
+                if other == what:
+                    continue
+                m = mounts[other]
+                m.umount()
+                m.mount()
+                st = counters(m.stats())
+                ck.eq('%s remounted: mapped, nothing removed' % other,
+                      (st['view_loaded'], st['view_saved'], st['view_removed']), (1, 0, 0))
+            for w in specs:
+                check_view(ck, '%s after the others remounted' % w, mounts[w].mnt, specs[w][2])
+        ck.eq('still three views', sorted(len(f) for f in family_dirs(cache).values()),
+              [1, 1, 1])
+        # V: a mount of A that lists nothing until W, a mount of A with a 4th shard, removed
+        # V's view
+        v = ml.Mount(env, srca, cache_dir=cache, extra=mount_opts(), mountpoint=env.path('mnt-V'))
+        v.mount()
+        mounts['V'] = v
+        ck.eq('V: mapped', counters(v.stats())['view_loaded'], 1)
+        old_a = dict(a)
+        a['a3.tar'] = shard_samples('a3', ['p3_%02d' % i for i in range(3)])
+        write_shard(srca, 'a3.tar', a['a3.tar'])
+        w = ml.Mount(env, srca, cache_dir=cache, extra=mount_opts(), mountpoint=env.path('mnt-W'))
+        w.mount()
+        mounts['W'] = w
+        st = counters(w.stats())
+        ck.eq('W: built, saved, V\'s view removed',
+              (st['view_loaded'], st['view_saved'], st['view_removed']), (0, 1, 1))
+        ck.eq('after W: still three views', sorted(len(f) for f in family_dirs(cache).values()),
+              [1, 1, 1])
+        check_view(ck, 'W', w.mnt, expected_by(a, by_cls))
+        check_view(ck, 'V, its view removed', v.mnt, expected_by(old_a, by_cls))
+        st = counters(v.stats())
+        ck.eq('V: still its mapped view, nothing built',
+              (st['view_loaded'], st['view_saved'], st['view_mapped'], st['images']),
+              (1, 0, 1, sum(len(f) for f in expected_by(old_a, by_cls).values())))
+        for what in ('A-key', 'B'):
+            check_view(ck, what + ' after W', mounts[what].mnt, specs[what][2])
+        r = env.run([env.shardfs, 'refresh', v.mnt])
+        ck.eq('V refresh: exit 0', r.returncode, 0)
+        check_view(ck, 'V after its refresh', v.mnt, expected_by(a, by_cls))
+        st = counters(v.stats())
+        ck.eq('V after its refresh: W\'s view mapped',
+              (st['view_loaded'], st['view_saved'], st['view_removed']), (2, 0, 0))
+    finally:
+        for m in mounts.values():
+            m.umount(quiet=True)
+
+
 def group_damaged(env, ck):
     src, cache = env.path('src'), env.path('cache')
     os.makedirs(src)
@@ -330,7 +524,8 @@ def group_damaged(env, ck):
 
 
 GROUPS = {'persist': (group_persist, 240), 'change': (group_change, 240),
-          'damaged': (group_damaged, 300)}
+          'damaged': (group_damaged, 300), 'clean': (group_clean, 240),
+          'share': (group_share, 240)}
 
 
 if __name__ == '__main__':

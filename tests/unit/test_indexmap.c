@@ -14,9 +14,16 @@
  *    the two versions, equal entry for entry and extent for extent to the
  *    index built from its tar, or rejected (-EBADMSG): never another
  *    index, never a crash. A long-lived index of version A is checked
- *    throughout and after.
+ *    throughout and after;
+ *  - blob families (cachetier_meta_put_in/map_in/remove/sweep): a family's
+ *    blobs are apart from plain blobs and other families of the same names;
+ *    a sweep removes exactly the family's other blobs (counted), and the
+ *    partial blob of a put by a dead process, never a live process's, never
+ *    another family's or another source's; a mapping of a swept blob keeps
+ *    its bytes.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -24,11 +31,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "backend.h"
 #include "cachetier.h"
 #include "check.h"
+#include "disk.h"
 #include "shardidx.h"
 
 #define NAME	 "index|test"
@@ -349,6 +358,127 @@ static void test_replaced(struct cachetier *ct)
 	free(bad);
 }
 
+/* ---- blob families -------------------------------------------------------------- */
+
+/* The directory of family's blobs, as cachetier.h documents it. */
+static void family_dir(struct cachetier *ct, const char *family, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s/meta/f-%016" PRIx64, cachetier_dir(ct),
+		 disk_fnv64(family, strlen(family)));
+}
+
+static void touch(const char *dir, const char *name)
+{
+	char path[700];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+	if (fd < 0 || write(fd, "partial", 7) != 7)
+		FAIL("%s", path);
+	close(fd);
+}
+
+static int exists(const char *dir, const char *name)
+{
+	char path[700];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return access(path, F_OK) == 0;
+}
+
+/* A pid that no longer runs: a child that has exited and been reaped. */
+static pid_t dead_pid(void)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		FAIL("fork");
+	if (pid == 0)
+		_exit(0);
+	waitpid(pid, NULL, 0);
+	return pid;
+}
+
+/* Is family/name mapped with exactly bytes b (len n)? */
+static int has_blob(struct cachetier *ct, const char *family, const char *name, const void *b,
+		    size_t n)
+{
+	struct cachetier_meta *m;
+	const void *data;
+	size_t len;
+	int ok;
+
+	if (cachetier_meta_map_in(ct, family, name, &m, &data, &len) != 0)
+		return 0;
+	ok = len == n && !memcmp(data, b, n);
+	cachetier_meta_unmap(m);
+	return ok;
+}
+
+static void test_family(struct cachetier *ct, struct cachetier *other)
+{
+	static const char *const names[] = {"view-1", "view-2", "view-3"};
+	struct cachetier_meta *m;
+	char dir[600], tmp[64], live[64];
+	const void *data;
+	size_t len;
+	unsigned n = 99;
+
+	CHECK(cachetier_meta_sweep(ct, "fam", "view-3", &n) == 0 && n == 0,
+	      "sweep of a family never put: nothing");
+	CHECK(cachetier_meta_map_in(ct, "fam", "view-1", &m, &data, &len) == -ENOENT && !m,
+	      "map in a family never put: -ENOENT");
+	for (int i = 0; i < 3; i++)
+		CHECK(cachetier_meta_put_in(ct, "fam", names[i], names[i], 6) == 0, "put %s",
+		      names[i]);
+	CHECK(cachetier_meta_put_in(ct, "fam2", "view-1", "other family", 12) == 0,
+	      "put view-1 in another family");
+	CHECK(cachetier_meta_put(ct, "view-1", "plain", 5) == 0, "put a plain view-1");
+	CHECK(cachetier_meta_put_in(other, "fam", "view-1", "other source", 12) == 0,
+	      "put view-1 of the family for another source");
+	CHECK(has_blob(ct, "fam", "view-1", "view-1", 6) &&
+		  has_blob(ct, "fam2", "view-1", "other family", 12) &&
+		  has_blob(ct, NULL, "view-1", "plain", 5),
+	      "one name in two families and plain: three blobs");
+	CHECK(cachetier_meta_map_in(ct, "fam", "view-1", &m, &data, &len) == 0 && len == 6,
+	      "map view-1");
+	family_dir(ct, "fam", dir, sizeof(dir));
+	snprintf(tmp, sizeof(tmp), "0123456789abcdef.tmp.%d.0", (int)dead_pid());
+	snprintf(live, sizeof(live), "0123456789abcdef.tmp.%d.0", (int)getppid());
+	touch(dir, tmp);
+	touch(dir, live);
+	touch(dir, "README");
+	CHECK(cachetier_meta_sweep(ct, "fam", "view-3", &n) == 0 && n == 2,
+	      "sweep keeping view-3: 2 removed (%u)", n);
+	CHECK(!memcmp(data, "view-1", 6), "the mapping of a swept blob keeps its bytes");
+	cachetier_meta_unmap(m);
+	CHECK(!has_blob(ct, "fam", "view-1", "view-1", 6) &&
+		  !has_blob(ct, "fam", "view-2", "view-2", 6) &&
+		  has_blob(ct, "fam", "view-3", "view-3", 6),
+	      "view-1 and view-2 gone, view-3 kept");
+	CHECK(!exists(dir, tmp) && exists(dir, live) && exists(dir, "README"),
+	      "a dead put's partial blob removed; a live one's and other files kept");
+	CHECK(has_blob(ct, "fam2", "view-1", "other family", 12) &&
+		  has_blob(ct, NULL, "view-1", "plain", 5) &&
+		  has_blob(other, "fam", "view-1", "other source", 12),
+	      "other families, plain blobs and other sources untouched");
+	CHECK(cachetier_meta_sweep(ct, "fam", "view-3", &n) == 0 && n == 0, "sweep again: nothing");
+	CHECK(cachetier_meta_remove(ct, "fam2", "view-1") == 0 &&
+		  cachetier_meta_remove(ct, "fam2", "view-1") == -ENOENT &&
+		  cachetier_meta_remove(ct, "nofam", "view-1") == -ENOENT,
+	      "remove: 0, then -ENOENT; -ENOENT in a family never put");
+	CHECK(has_blob(ct, NULL, "view-1", "plain", 5), "the plain view-1 is still there");
+	CHECK(cachetier_meta_remove(ct, NULL, "view-1") == 0 &&
+		  !has_blob(ct, NULL, "view-1", "plain", 5),
+	      "remove a plain blob");
+	CHECK(cachetier_meta_sweep(ct, "fam", NULL, &n) == 0 && n == 1 &&
+		  !has_blob(ct, "fam", "view-3", "view-3", 6),
+	      "sweep without a blob to keep: all gone (%u)", n);
+	CHECK(cachetier_meta_sweep(ct, NULL, NULL, &n) == -EINVAL, "sweep of plain blobs: -EINVAL");
+	CHECK(has_blob(other, "fam", "view-1", "other source", 12), "another source's blob stays");
+}
+
 int main(void)
 {
 	struct cachetier_config cc = {0};
@@ -381,6 +511,16 @@ int main(void)
 	test_contract(ct);
 	test_refs(ct);
 	test_replaced(ct);
+	{
+		struct cachetier *other;
+
+		cc.source = "other-source";
+		err = cachetier_open(&other, &cc, be);
+		if (err)
+			FAIL("cachetier_open of another source: %d", err);
+		test_family(ct, other);
+		cachetier_close(other);
+	}
 	cachetier_close(ct);
 	backend_close(be);
 	for (int i = 0; i < 2; i++) {
