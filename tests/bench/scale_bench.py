@@ -56,7 +56,10 @@ them is printed at the end as well):
                     remount (the median of the 2 x --runs - 1 mounts after it, same cache dir);
                     baseline: the page bound, pages x --delay-ms + the listing's bytes (as
                     the emulator sent them) / --rate-mb: within 2x (ratio >= 0.5); after
-                    --s3-timeout seconds the row says timeout
+                    --s3-timeout seconds the row says timeout. Also the first mount vs a
+                    plain client that lists the same pages one after the other (Python
+                    http.client, one keep-alive connection; median of --runs): what the store
+                    and the link give any client; report
     list requests   the list requests the emulator saw at each mount and the daemon's
                     store_list_requests: exactly ceil(keys / 1000), and no HEAD or GET
     ls, ls -l       of the mount's root (2 x keys entries: each .tar and its member
@@ -72,6 +75,7 @@ prints its row as a timeout, NO, and the run goes on. The work directory (defaul
 under /var/tmp) is removed at the end.
 """
 import argparse
+import http.client
 import io
 import json
 import os
@@ -85,6 +89,7 @@ import tarfile
 import tempfile
 import threading
 import time
+import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'lib'))
@@ -622,6 +627,28 @@ def ext4_same_names(a):
     return d
 
 
+def s3_client_list(emu, prefix):
+    """A plain client's listing of the emulator's bucket: every ListObjectsV2 page one after
+    the other on one keep-alive connection (Python http.client, the token found by a regex):
+    (seconds, pages). What the store and the link give any client."""
+    c = http.client.HTTPConnection('127.0.0.1', emu.port, timeout=60)
+    tok, pages, t = None, 0, time.monotonic()
+    try:
+        while True:
+            q = 'list-type=2&max-keys=1000&prefix=' + urllib.parse.quote(prefix, safe='')
+            if tok:
+                q += '&continuation-token=' + urllib.parse.quote(tok, safe='')
+            c.request('GET', '/%s?%s' % (S3_BUCKET, q))
+            body = c.getresponse().read()
+            pages += 1
+            m = re.search(rb'<NextContinuationToken>([^<]*)<', body)
+            if not m:
+                return time.monotonic() - t, pages
+            tok = m.group(1).decode()
+    finally:
+        c.close()
+
+
 def s3_mount(a, emu, src, extra, cache, tag):
     """One mount of the s3 rows: (ready seconds or a failure string, (its requests, a
     snapshot for s3_delta))."""
@@ -661,6 +688,8 @@ def w_s3(a):
     try:
         log('s3: ext4 directory of the same names (baseline of ls)')
         ext4 = ext4_same_names(a)
+        cl = [s3_client_list(emu, S3_PREFIX) for _ in range(a.runs)]
+        client = (med([x[0] for x in cl]), cl[0][1])
         ready, mounts, ls_t, bad = [], [], {'ls': [], 'ls -l': []}, []
         for i in range(2 * a.runs):
             cmd = ['ls'] if i % 2 == 0 else ['ls', '-l']
@@ -684,6 +713,9 @@ def w_s3(a):
             d0['list_requests'], a.delay_ms, d0['list_bytes'] / 1e6, a.rate_mb)
         emit('%s, empty cache dir; %s' % (lab, btxt), opts, ready[0], bound, 's',
              bound / ready[0], goal, 0.5)
+        emit('%s, empty cache dir, vs a plain client listing the same %d pages one after the '
+             'other (median of %d)' % (lab, client[1], a.runs), opts, ready[0], client[0], 's',
+             client[0] / ready[0], 'report')
         rm = med(ready[1:])
         emit('%s, remount (median of %d); %s' % (lab, len(ready) - 1, btxt), opts, rm, bound,
              's', bound / rm, goal, 0.5)
