@@ -307,6 +307,8 @@ void backend_get_stats(struct backend *be, struct backend_stats *st)
 	memset(st, 0, sizeof(*st));
 	if (be && be->io)
 		backend_io_stats(be->io, st);
+	if (be)
+		st->list_requests = atomic_load(&be->list_requests);
 }
 
 int backend_open_fd(struct backend *be, const char *key)

@@ -73,6 +73,7 @@ struct backend_stats {
 	uint64_t probes;     /* probe requests while the store was down */
 	uint64_t cancels;    /* requests completed with ECANCELED by backend_cancel or close */
 	uint64_t down;	     /* 1 while the store is down, else 0 */
+	uint64_t list_requests; /* listing pages requested (ListObjectsV2, autoindex pages) */
 };
 
 /* What list and stat report about one object. */

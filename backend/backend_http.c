@@ -508,6 +508,7 @@ static int dir_page_get(struct dir_walk *dw, const char *prefix, int depth, stru
 	memset(&r, 0, sizeof(r));
 	r.method = "GET";
 	r.url = url;
+	atomic_fetch_add(&h->be->list_requests, 1);
 	err = backend_io_get(h->io, &r, &body, &len, HTTP_LIST_BODY_MAX);
 	if (err < 0) {
 		if (err == -EFBIG) {

@@ -6,6 +6,7 @@
 #define BACKEND_I_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/types.h>
 
 #include "backend.h"
@@ -47,6 +48,9 @@ struct backend {
 	pthread_mutex_t error_lock; /* protects error; leaf lock */
 	char error[512];	    /* the last failure's reason (backend_last_error), or "" */
 	struct backend_logger log;  /* from backend_config, set before the store opens */
+	/* listing pages requested (ListObjectsV2 pages, autoindex pages): any
+	 * thread, backend_get_stats reads it */
+	atomic_ullong list_requests;
 };
 
 /* One log line through lg (the config's callback, or stderr when it has

@@ -410,6 +410,7 @@ static int os_list_page(struct backend *be, const char *token, char **query, voi
 	ret = os_call_init(&c, os, "GET", os->list_path, *query);
 	if (ret < 0)
 		return ret;
+	atomic_fetch_add(&be->list_requests, 1);
 	ret = backend_io_get(os->io, &c.req, body, len, OS_LIST_PAGE_MAX);
 	st = c.req.status;
 	os_call_free(&c);

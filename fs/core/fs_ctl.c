@@ -274,6 +274,10 @@ static const struct ctl_counter ctl_counters[] = {
     {"store_probes", "probes of the store while it was down", C, SNAP(bs.probes)},
     {"store_cancels", "requests cancelled at shutdown", C, SNAP(bs.cancels)},
     {"store_down", "1 while the store is down (requests fail at once)", G, SNAP(bs.down)},
+    {"store_list_requests",
+     "listing pages asked of the store (ListObjectsV2 pages of 1000 keys, autoindex pages): at "
+     "mount and at each refresh",
+     C, SNAP(bs.list_requests)},
     {"index_sidecar", "shard indexes loaded from a sidecar NAME.tar.idx", C, FS(index_sidecar)},
     {"index_sidecar_rejected", "sidecar indexes ignored (stale or corrupt)", C,
      FS(index_sidecar_rejected)},

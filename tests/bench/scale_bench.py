@@ -1,10 +1,11 @@
 """Scale benchmark (issue 15): a data set of thousands of shards, both layouts, the daemon's
-memory, the index on disk, mount and remount time, `find`, one class directory and a brace
-source of 68,000 names on the link emulator. Not a test: it prints figures and ratios against
-goals and baselines measured in the same run.
+memory, the index on disk, mount and remount time, `find`, one class directory, a brace
+source of 68,000 names and an S3 source of 68,000 keys on the link emulator. Not a test: it
+prints figures and ratios against goals and baselines measured in the same run.
 
     /usr/bin/python3 tests/bench/scale_bench.py BIN [--shards 500] [--runs 3]
-        [--only shards,imagefolder,brace] [--brace-names 68000] [--brace-timeout 120]
+        [--only shards,imagefolder,brace,s3] [--brace-names 68000] [--brace-timeout 120]
+        [--s3-keys 68000] [--s3-timeout 120]
         [--class-samples 30000] [--classes 1000] [--step-timeout S] [--work DIR] [--mnt-dir DIR]
 
 The data set: --shards hardlinks of one shard of 8,600 members (4,300 samples, each a 16-byte
@@ -46,6 +47,27 @@ them is printed at the end as well):
                     link emulator (shardfs_test.linkemu: 30 ms before each response, 60 MB/s per
                     connection), empty cache directory; ready = the mountpoint answers stat as a
                     mount; <= 1 s; after --brace-timeout seconds the row says timeout
+  s3 source (--endpoint EMU --no-sign: the link emulator's S3 mode, shardfs_test.linkemu:
+  ListObjectsV2 pages generated from the pattern s3://bench/train/shard-%06d.tar, the same
+  30 ms and 60 MB/s per connection; key i is the 8.8 MB shard plus 512 * (i % 8) zero bytes,
+  so --s3-keys x 8.8 MB is far above --cache-size and the warm fill does not start)
+    s3 mount        `shardfs mount s3://bench/train/` of --s3-keys keys, ready = the
+                    mountpoint answers stat as a mount; empty cache dir (one mount), and
+                    remount (the median of the 2 x --runs - 1 mounts after it, same cache dir);
+                    baseline: the page bound, pages x --delay-ms + the listing's bytes (as
+                    the emulator sent them) / --rate-mb: within 2x (ratio >= 0.5); after
+                    --s3-timeout seconds the row says timeout. Also the first mount vs a
+                    plain client that lists the same pages one after the other (Python
+                    http.client, one keep-alive connection; median of --runs): what the store
+                    and the link give any client; report
+    list requests   the list requests the emulator saw at each mount and the daemon's
+                    store_list_requests: exactly ceil(keys / 1000), and no HEAD or GET
+    ls, ls -l       of the mount's root (2 x keys entries: each .tar and its member
+                    directory), each right after a mount of its own (--runs mounts each,
+                    median), with the requests they caused (none: ls -l's sizes come from the
+                    listing; every size of the ls -l output is checked against the pattern,
+                    mismatches are logged), vs the same command on an ext4 directory of the
+                    same names (empty files and directories), warm; report
 
 Needs root for drop_caches (without it the dropped rows are skipped). Every step has a timeout
 (--step-timeout, default 300 s or 0.5 s per shard, whichever is more): a step that times out
@@ -53,7 +75,9 @@ prints its row as a timeout, NO, and the run goes on. The work directory (defaul
 under /var/tmp) is removed at the end.
 """
 import argparse
+import http.client
 import io
+import json
 import os
 import re
 import shutil
@@ -65,6 +89,7 @@ import tarfile
 import tempfile
 import threading
 import time
+import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'lib'))
@@ -78,7 +103,7 @@ MB = 1 << 20
 RSS_GOALS = ((500 * MEMBERS, 64 * MB), (6800 * MEMBERS, 256 * MB))
 RSS_GOAL_IMAGEFOLDER = 256 * MB  # at 29 M samples (6,800 shards)
 INDEX_BUDGET = 32  # bytes per member, names apart
-ONLY = ['shards', 'imagefolder', 'brace']
+ONLY = ['shards', 'imagefolder', 'brace', 's3']
 ROWS = []
 ENV = dict(os.environ, LC_ALL='C')
 
@@ -487,6 +512,37 @@ def w_imagefolder(a):
     remount_row(a, a.src, cache, lab, opts, extra)
 
 
+def mount_ready(a, src, cache, extra, timeout, tag):
+    """`shardfs mount` of src with --cache-dir cache and extra options at a.mnt: the seconds
+    until the mountpoint answers stat as a mount (the daemon's ready, not the command's
+    exit), or a string for the row (a timeout, a failure) after logging why."""
+    mnt = a.mnt
+    os.makedirs(mnt, exist_ok=True)
+    parent = os.stat(os.path.dirname(mnt)).st_dev
+    with open(os.path.join(a.w, '%s-mount.err' % tag), 'w+') as errf:
+        t = time.monotonic()
+        p = subprocess.Popen([a.bin, 'mount', '--cache-dir', cache, *extra, src, mnt],
+                             stdout=subprocess.DEVNULL, stderr=errf)
+        ready = None
+        while time.monotonic() - t < timeout:
+            if os.stat(mnt).st_dev != parent:
+                ready = time.monotonic() - t
+                break
+            if p.poll() not in (None, 0):
+                break
+            time.sleep(0.005)
+        if ready is not None:
+            p.wait(timeout=a.step_timeout)
+            return ready
+        failed = p.poll()
+        if failed is None:  # still listing
+            stop_mount(p)
+        errf.seek(0)
+        log('%s mount: not ready after %.1f s (rc %s): %s' % (
+            tag, time.monotonic() - t, p.returncode, errf.read().strip()[-500:]))
+        return 'timeout %.0f s' % timeout if failed is None else 'failed (rc %d)' % failed
+
+
 def w_brace(a):
     """shardfs mount of a brace source of --brace-names names on the link emulator; ready =
     the mountpoint answers stat as a mount."""
@@ -500,39 +556,195 @@ def w_brace(a):
     lab = 'brace mount, %s names on the link emulator (%g ms, %g MB/s per conn), ready = ' \
         'stat' % (fmt_n(a.brace_names), a.delay_ms, a.rate_mb)
     try:
-        src = emu.url('d/shard-{000000..%06d}.tar' % last)
-        mnt = a.mnt
-        os.makedirs(mnt, exist_ok=True)
-        parent = os.stat(os.path.dirname(mnt)).st_dev
-        errf = open(os.path.join(a.w, 'brace-mount.err'), 'w+')
-        t = time.monotonic()
-        p = subprocess.Popen([a.bin, 'mount', '--cache-dir', os.path.join(a.w, 'cache-brace'),
-                              src, mnt], stdout=subprocess.DEVNULL, stderr=errf)
-        ready = None
-        while time.monotonic() - t < a.brace_timeout:
-            if os.stat(mnt).st_dev != parent:
-                ready = time.monotonic() - t
-                break
-            if p.poll() not in (None, 0):
-                break
-            time.sleep(0.005)
-        if ready is not None:
-            p.wait(timeout=a.step_timeout)
-            emit(lab, 'defaults', ready, '1 s budget', 's', 1.0 / ready, '<= 1 s', 1.0)
-            subprocess.run([a.bin, 'umount', mnt], stdout=subprocess.DEVNULL,
-                           timeout=a.step_timeout)
+        ready = mount_ready(a, emu.url('d/shard-{000000..%06d}.tar' % last),
+                            os.path.join(a.w, 'cache-brace'), (), a.brace_timeout, 'brace')
+        if isinstance(ready, str):
+            emit(lab, 'defaults', ready, '1 s budget', 's', None, '<= 1 s', 1.0)
         else:
-            failed = p.poll()
-            if failed is None:  # still listing
-                stop_mount(p)
-            errf.seek(0)
-            log('brace mount: not ready after %.1f s (rc %s): %s' % (
-                time.monotonic() - t, p.returncode, errf.read().strip()[-500:]))
-            emit(lab, 'defaults', 'timeout %.0f s' % a.brace_timeout if failed is None else
-                 'failed (rc %d)' % failed, '1 s budget', 's', None, '<= 1 s', 1.0)
-        errf.close()
+            emit(lab, 'defaults', ready, '1 s budget', 's', 1.0 / ready, '<= 1 s', 1.0)
+            subprocess.run([a.bin, 'umount', a.mnt], stdout=subprocess.DEVNULL,
+                           timeout=a.step_timeout)
     finally:
         emu.stop()
+
+
+S3_BUCKET, S3_PREFIX = 'bench', 'train/'
+
+
+def s3_delta(emu, mnt, before):
+    """Requests since before (a previous s3_delta's snapshot, or None): the emulator's list
+    requests, list bytes, HEADs and GETs, and the store_list_requests of the daemon at mnt
+    (of a daemon started since: all of its own); returns (delta, snapshot)."""
+    now = dict(emu.stats())
+    st = m_stats(mnt)
+    now['daemon_list'], now['pid'] = st.get('store_list_requests', 0), st.get('pid')
+    before = dict(before or {})
+    if before.get('pid') != now['pid']:
+        before['daemon_list'] = 0
+    return {k: now.get(k, 0) - before.get(k, 0) for k in (
+        'list_requests', 'list_bytes', 'heads', 'gets', 'other', 'daemon_list')}, now
+
+
+def m_stats(mnt):
+    with open(os.path.join(mnt, '.shardfs/stats')) as f:
+        return json.load(f)
+
+
+def reqs(d):
+    return '%d list, %d HEAD, %d GET%s' % (
+        d['list_requests'], d['heads'], d['gets'],
+        ', %d other' % d['other'] if d['other'] else '')
+
+
+def s3_ls_check(a, out):
+    """`ls -l` output of the root against the pattern: every shard with its size, every
+    member directory; a list of mismatches (empty when all is right)."""
+    want = {'shard-%06d.tar' % i: a.s3_template + 512 * (i % 8) for i in range(a.s3_keys)}
+    dirs, bad = 0, []
+    for ln in out.splitlines():
+        f = ln.split()
+        if len(f) < 9:
+            continue
+        if f[0].startswith('d'):
+            dirs += 1
+        elif want.pop(f[-1], None) != int(f[4]):
+            bad.append(ln)
+    if want:
+        bad.append('%d shards not listed (%s ...)' % (len(want), sorted(want)[0]))
+    if dirs != a.s3_keys:
+        bad.append('%d member directories, want %d' % (dirs, a.s3_keys))
+    return bad
+
+
+def ext4_same_names(a):
+    """A directory on ext4 with the names of the s3 mount's root: the shards as empty files,
+    their member directories as empty directories."""
+    d = os.path.join(a.w, 'ext4-s3root')
+    os.makedirs(d)
+    for i in range(a.s3_keys):
+        os.close(os.open(os.path.join(d, 'shard-%06d.tar' % i), os.O_CREAT | os.O_WRONLY, 0o644))
+        os.mkdir(os.path.join(d, 'shard-%06d' % i))
+    return d
+
+
+def s3_client_list(emu, prefix):
+    """A plain client's listing of the emulator's bucket: every ListObjectsV2 page one after
+    the other on one keep-alive connection (Python http.client, the token found by a regex):
+    (seconds, pages). What the store and the link give any client."""
+    c = http.client.HTTPConnection('127.0.0.1', emu.port, timeout=60)
+    tok, pages, t = None, 0, time.monotonic()
+    try:
+        while True:
+            q = 'list-type=2&max-keys=1000&prefix=' + urllib.parse.quote(prefix, safe='')
+            if tok:
+                q += '&continuation-token=' + urllib.parse.quote(tok, safe='')
+            c.request('GET', '/%s?%s' % (S3_BUCKET, q))
+            body = c.getresponse().read()
+            pages += 1
+            m = re.search(rb'<NextContinuationToken>([^<]*)<', body)
+            if not m:
+                return time.monotonic() - t, pages
+            tok = m.group(1).decode()
+    finally:
+        c.close()
+
+
+def s3_mount(a, emu, src, extra, cache, tag):
+    """One mount of the s3 rows: (ready seconds or a failure string, (its requests, a
+    snapshot for s3_delta))."""
+    before = emu.stats()
+    ready = mount_ready(a, src, cache, extra, a.s3_timeout, tag)
+    if isinstance(ready, str):
+        return ready, None
+    return ready, s3_delta(emu, a.mnt, before)
+
+
+def s3_ls(a, emu, cmd, snap):
+    """cmd (`ls` or `ls -l`) of the mount's root: (seconds, its requests, stdout)."""
+    t = time.monotonic()
+    r = subprocess.run(cmd + [a.mnt], stdout=subprocess.PIPE, env=ENV, timeout=a.step_timeout,
+                       check=True)
+    secs = time.monotonic() - t
+    d, _ = s3_delta(emu, a.mnt, snap)
+    return secs, d, r.stdout.decode()
+
+
+def w_s3(a):
+    """An S3 source of --s3-keys keys on the link emulator's S3 mode: mount ready against the
+    page bound and the requests the mount took, then `ls` and `ls -l` of the root, each right
+    after a mount of its own (--runs mounts each), against ext4."""
+    pages = -(-a.s3_keys // 1000)
+    a.s3_template = os.path.getsize(a.one_shard)
+    emu = Emu(None, a.delay_ms, a.rate_mb, a.w, 's3',
+              s3={'keys': a.s3_keys, 'object': a.one_shard, 'bucket': S3_BUCKET,
+                  'prefix': S3_PREFIX})
+    src = 's3://%s/%s' % (S3_BUCKET, S3_PREFIX)
+    extra = ('--endpoint', emu.url(), '--no-sign')
+    opts = '--endpoint EMU --no-sign'
+    cache = os.path.join(a.w, 'cache-s3')
+    lab = 's3 mount, %s keys on the link emulator (%g ms, %g MB/s per conn), ready = stat' % (
+        fmt_n(a.s3_keys), a.delay_ms, a.rate_mb)
+    goal = '<= 2x page bound (>= 0.5)'
+    try:
+        log('s3: ext4 directory of the same names (baseline of ls)')
+        ext4 = ext4_same_names(a)
+        cl = [s3_client_list(emu, S3_PREFIX) for _ in range(a.runs)]
+        client = (med([x[0] for x in cl]), cl[0][1])
+        ready, mounts, ls_t, bad = [], [], {'ls': [], 'ls -l': []}, []
+        for i in range(2 * a.runs):
+            cmd = ['ls'] if i % 2 == 0 else ['ls', '-l']
+            r, got = s3_mount(a, emu, src, extra, cache, 's3')
+            if isinstance(r, str):
+                emit('%s, %s' % (lab, 'empty cache dir' if i == 0 else 'remount'), opts, r,
+                     None, 's', None, goal, 0.5)
+                return
+            d, snap = got
+            ready.append(r)
+            mounts.append(d)
+            secs, dl, out = s3_ls(a, emu, cmd, snap)
+            ls_t[' '.join(cmd)].append((secs, dl, out.count('\n')))
+            if cmd == ['ls', '-l']:
+                bad += s3_ls_check(a, out)
+            subprocess.run([a.bin, 'umount', a.mnt], stdout=subprocess.DEVNULL,
+                           timeout=a.step_timeout)
+        d0 = mounts[0]
+        bound = d0['list_requests'] * a.delay_ms / 1e3 + d0['list_bytes'] / (a.rate_mb * 1e6)
+        btxt = 'page bound: %d pages x %g ms + %.1f MB / %g MB/s' % (
+            d0['list_requests'], a.delay_ms, d0['list_bytes'] / 1e6, a.rate_mb)
+        emit('%s, empty cache dir; %s' % (lab, btxt), opts, ready[0], bound, 's',
+             bound / ready[0], goal, 0.5)
+        emit('%s, empty cache dir, vs a plain client listing the same %d pages one after the '
+             'other (median of %d)' % (lab, client[1], a.runs), opts, ready[0], client[0], 's',
+             client[0] / ready[0], 'report')
+        rm = med(ready[1:])
+        emit('%s, remount (median of %d); %s' % (lab, len(ready) - 1, btxt), opts, rm, bound,
+             's', bound / rm, goal, 0.5)
+        lists = sorted(set(m['list_requests'] for m in mounts))
+        other = sum(m['heads'] + m['gets'] + m['other'] for m in mounts)
+        daemon = sorted(set(m['daemon_list'] for m in mounts))
+        emit('list requests of each mount (%d mounts; daemon store_list_requests %s): %s' % (
+            len(mounts), '/'.join(map(str, daemon)), reqs(mounts[0])), opts,
+            lists[-1] if len(lists) == 1 else '%d-%d' % (lists[0], lists[-1]), pages,
+            'requests', 1.0 if lists == [pages] and daemon == [pages] and not other else 0.0,
+            '== ceil(keys / 1000), no HEAD or GET', 1.0)
+        for cmd, runs in ls_t.items():
+            tm = med([x[0] for x in runs])
+            timed_lines(cmd.split() + [ext4], a.step_timeout)  # warm
+            te = med([timed_lines(cmd.split() + [ext4], a.step_timeout)[0]
+                      for _ in range(a.runs)])
+            reqsum = {k: sum(x[1][k] for x in runs) for k in runs[0][1]}
+            emit('%s of the s3 root right after a mount (%s lines; median of %d; requests of '
+                 'all: %s) vs ext4, same names, warm' % (cmd, fmt_n(runs[0][2]), len(runs),
+                                                         reqs(reqsum)),
+                 opts, tm, te, 's', te / tm, 'report')
+        for b in bad[:5]:
+            log('ls -l mismatch:', b)
+        log('ls -l: %s' % ('every shard with its size, every member directory' if not bad
+                           else '%d mismatches' % len(bad)))
+    finally:
+        emu.stop()
+        if os.path.ismount(a.mnt):
+            subprocess.run(['fusermount3', '-u', a.mnt])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -550,6 +762,8 @@ def main():
                     help='samples of the listed class (default 30000)')
     ap.add_argument('--brace-names', type=int, default=68000)
     ap.add_argument('--brace-timeout', type=float, default=120)
+    ap.add_argument('--s3-keys', type=int, default=68000)
+    ap.add_argument('--s3-timeout', type=float, default=120)
     ap.add_argument('--delay-ms', type=float, default=30)
     ap.add_argument('--rate-mb', type=float, default=60)
     ap.add_argument('--step-timeout', type=float,
@@ -585,7 +799,7 @@ def main():
               '%.0f s' % (a.shards, MEMBERS, fmt_n(a.members), fmt_n(a.samples), a.runs,
                           a.step_timeout), flush=True)
         for name, fn in (('shards', w_shards), ('imagefolder', w_imagefolder),
-                         ('brace', w_brace)):
+                         ('brace', w_brace), ('s3', w_s3)):
             if name in only:
                 log(name)
                 try:

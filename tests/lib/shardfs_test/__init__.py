@@ -14,5 +14,6 @@ Modules (import the ones you need; none is imported here):
   cloudmeta   loopback stand-ins of IMDSv2, STS, the container endpoint, GCE metadata
   dl          image trees and torchvision ImageFolder helpers
   tarref      what tarfile says of shards (members, offsets, sizes), as samples.tsv should
-  linkemu     the link emulator of tests/bench/link_bench.py (also a script)
+  linkemu     the link emulator of tests/bench (also a script): a directory, or an S3 bucket of
+              pattern keys (S3 mode)
 """

@@ -1,8 +1,10 @@
 """Link emulator of the benchmarks: an HTTP object store on 127.0.0.1 that behaves like a
-remote object store on a real link, for tests/bench/link_bench.py.
+remote object store on a real link, for tests/bench/link_bench.py and scale_bench.py.
 
     python3 tests/lib/shardfs_test/linkemu.py --root DIR [--delay-ms 30] [--rate-mb 60]
                                               [--port-file F]
+    python3 tests/lib/shardfs_test/linkemu.py --s3-keys N --s3-object FILE [--s3-bucket B]
+                                              [--s3-prefix P] [--delay-ms 30] [--rate-mb 60] ...
 
 Every request waits --delay-ms before its response starts (an object store's time to first
 byte), and every connection sends at most --rate-mb MB/s (10^6 bytes): the kernel paces the
@@ -17,10 +19,30 @@ nginx-style JSON autoindex listing. Why not nginx: its limit_rate lets each requ
 full second's worth before it throttles (ngx_http_write_filter: rate x (elapsed + 1)), so an
 8 MiB range request at 60 MB/s is never slowed at all.
 
+S3 mode (--s3-keys N): instead of DIR, a bucket of N keys generated from a pattern,
+PREFIX + "shard-%06d.tar" (S3Pattern), served through the S3 API the way S3 answers it, behind
+the same delay and pacing: ListObjectsV2 (GET /BUCKET?list-type=2, pages of at most max-keys,
+capped at 1000, real ListBucketResult XML with KeyCount, IsTruncated, opaque continuation
+tokens, ETags quoted as &quot;), HEAD and ranged GET of each key. Key i's object is FILE's
+bytes followed by 512 * (i % 8) zero bytes (a tar may end in more zeros: it stays a valid
+shard), so the sizes differ and a client that shows a wrong one is caught. It signs nothing
+and checks nothing but the query: a delimiter, or list-type other than 2, is refused (shardfs
+sends neither). Why not s3rver behind a proxy: s3rver walks and stats its whole bucket
+directory for every page (its listing is quadratic in the keys: at 68,000 keys its pages take
+0.6 s at the start and 2 s near the end, against S3's few tens of ms), so it measures itself,
+not the client. Pages are generated from the key list, so every page costs the same.
+
+Both modes: GET /__stats (no delay, not counted) answers JSON counters: requests, bytes_sent,
+and in S3 mode list_requests, list_bytes, heads, gets, other.
+
 Prints "port N" on stdout (and writes N to --port-file) once it listens; runs until killed.
 """
 import argparse
+import base64
+import bisect
 import email.utils
+import hashlib
+import http.client
 import json
 import os
 import signal
@@ -32,6 +54,92 @@ import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler
+from xml.sax.saxutils import escape
+
+S3_LAST_MODIFIED = 1767225600  # 2026-01-01T00:00:00Z: every key's mtime in S3 mode
+
+
+class S3Pattern:
+    """The bucket of S3 mode: keys PREFIX + 'shard-%06d.tar' for i in range(n), sorted (the
+    index is zero-padded), key i's bytes the template's plus 512 * (i % 8) zeros."""
+
+    def __init__(self, bucket, prefix, n, template):
+        self.bucket, self.prefix, self.template = bucket, prefix, template
+        self.keys = [prefix + 'shard-%06d.tar' % i for i in range(n)]
+        self.index = {k: i for i, k in enumerate(self.keys)}
+
+    def size(self, i):
+        return len(self.template) + 512 * (i % 8)
+
+    def etag(self, i):
+        return '"%s"' % hashlib.md5(b'%d:%d' % (i, self.size(i))).hexdigest()
+
+    def data(self, i, start, end):
+        t = self.template
+        return t[start:min(end, len(t))] + bytes(max(0, end - max(start, len(t))))
+
+    @staticmethod
+    def token(key):
+        return base64.b64encode(b'after\0' + key.encode()).decode()
+
+    @staticmethod
+    def untoken(tok):
+        """The key a continuation token continues after, or None when it is not one of ours."""
+        try:
+            raw = base64.b64decode(tok.encode(), validate=True)
+        except ValueError:
+            return None
+        return raw[6:].decode(errors='replace') if raw.startswith(b'after\0') else None
+
+    def page(self, prefix, after, max_keys):
+        """(keys, truncated) of a ListObjectsV2 page: keys under prefix, after 'after'."""
+        lo = bisect.bisect_left(self.keys, prefix)
+        hi = bisect.bisect_left(self.keys, prefix + '\U0010ffff')
+        start = max(lo, bisect.bisect_right(self.keys, after)) if after else lo
+        stop = min(start + max_keys, hi)
+        return self.keys[start:stop], stop < hi
+
+    def listing(self, q):
+        """(status, XML body) of ListObjectsV2 with query dict q (first values)."""
+        if q.get('list-type') != '2':
+            return 400, s3_error_xml('InvalidArgument', 'only list-type=2 here')
+        if 'delimiter' in q:
+            return 501, s3_error_xml('NotImplemented', 'no delimiter here')
+        try:
+            max_keys = min(int(q.get('max-keys', '1000')), 1000)
+        except ValueError:
+            return 400, s3_error_xml('InvalidArgument', 'max-keys')
+        prefix, after = q.get('prefix', ''), q.get('start-after', '')
+        tok = q.get('continuation-token')
+        if tok is not None:
+            after = self.untoken(tok)
+            if after is None:
+                return 400, s3_error_xml('InvalidArgument', 'The continuation token provided '
+                                         'is incorrect')
+        keys, truncated = self.page(prefix, after, max_keys) if max_keys > 0 else ([], False)
+        out = ['<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.'
+               'amazonaws.com/doc/2006-03-01/"><Name>%s</Name><Prefix>%s</Prefix>'
+               '<KeyCount>%d</KeyCount><MaxKeys>%d</MaxKeys><IsTruncated>%s</IsTruncated>' % (
+                   escape(self.bucket), escape(prefix), len(keys), max_keys,
+                   'true' if truncated else 'false')]
+        if tok is not None:
+            out.append('<ContinuationToken>%s</ContinuationToken>' % escape(tok))
+        if truncated:
+            out.append('<NextContinuationToken>%s</NextContinuationToken>' % escape(
+                self.token(keys[-1])))
+        for k in keys:
+            i = self.index[k]
+            out.append('<Contents><Key>%s</Key><LastModified>2026-01-01T00:00:00.000Z'
+                       '</LastModified><ETag>%s</ETag><Size>%d</Size><StorageClass>STANDARD'
+                       '</StorageClass></Contents>' % (escape(k), escape(
+                           self.etag(i), {'"': '&quot;'}), self.size(i)))
+        out.append('</ListBucketResult>')
+        return 200, ''.join(out).encode()
+
+
+def s3_error_xml(code, msg):
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>%s</Code><Message>%s'
+            '</Message><RequestId>linkemu</RequestId></Error>' % (code, escape(msg))).encode()
 
 SO_MAX_PACING_RATE = getattr(socket, 'SO_MAX_PACING_RATE', 47)
 
@@ -64,12 +172,24 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
         self.wfile.flush()
 
+    def count(self, k, n=1):
+        with self.server.stats_lock:
+            self.server.stats[k] = self.server.stats.get(k, 0) + n
+
     def serve(self, body):
+        u = urllib.parse.urlsplit(self.path)
+        if u.path == '/__stats':
+            with self.server.stats_lock:
+                st = dict(self.server.stats, requests=self.server.requests,
+                          bytes_sent=self.server.bytes_sent)
+            return self.send_plain(200, json.dumps(st).encode())
         if self.server.delay_s:
             time.sleep(self.server.delay_s)
         with self.server.stats_lock:
             self.server.requests += 1
-        rel = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
+        if self.server.s3 is not None:
+            return self.serve_s3(u, body)
+        rel = urllib.parse.unquote(u.path)
         path = os.path.normpath(os.path.join(self.server.root, rel.lstrip('/')))
         if not (path + '/').startswith(self.server.root + '/'):
             return self.send_plain(403)
@@ -124,6 +244,65 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             os.close(fd)
 
+    def send_s3(self, code, data, headers=(), body=True):
+        self.send_response(code)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header('Content-Length', str(len(data)))
+        self.end_headers()
+        if body and data:
+            self.wfile.write(data)
+        self.wfile.flush()
+
+    def serve_s3(self, u, body):
+        s3 = self.server.s3
+        bucket, _, key = urllib.parse.unquote(u.path).lstrip('/').partition('/')
+        if bucket != s3.bucket:
+            self.count('other')
+            return self.send_s3(404, s3_error_xml('NoSuchBucket', bucket), body=body)
+        if not key:
+            self.count('other' if self.command != 'GET' else 'list_requests')
+            if self.command != 'GET':
+                return self.send_s3(405, s3_error_xml('MethodNotAllowed', self.command), body=body)
+            q = {k: v[0] for k, v in urllib.parse.parse_qs(u.query, keep_blank_values=True).items()}
+            code, data = s3.listing(q)
+            self.count('list_bytes', len(data))
+            return self.send_s3(code, data, [('Content-Type', 'application/xml')])
+        i = s3.index.get(key)
+        self.count('gets' if body else 'heads')
+        if i is None:
+            return self.send_s3(404, s3_error_xml('NoSuchKey', key), body=body)
+        size, etag = s3.size(i), s3.etag(i)
+        im = self.headers.get('If-Match')
+        if im and im.strip() != '*' and etag not in [t.strip() for t in im.split(',')]:
+            return self.send_s3(412, s3_error_xml('PreconditionFailed', key), body=body)
+        start, end, code = 0, size, 200
+        hdrs = [('ETag', etag), ('Accept-Ranges', 'bytes'),
+                ('Last-Modified', email.utils.formatdate(S3_LAST_MODIFIED, usegmt=True))]
+        rng = self.headers.get('Range')
+        if rng and rng.startswith('bytes=') and ',' not in rng:
+            a, _, b = rng[6:].partition('-')
+            if not a:
+                return self.send_s3(400, s3_error_xml('InvalidRange', 'no suffix ranges'),
+                                    body=body)
+            start, end = int(a), min(int(b) + 1, size) if b else size
+            if start >= size or start >= end:
+                return self.send_s3(416, s3_error_xml('InvalidRange', rng), body=body)
+            code = 206
+            hdrs.append(('Content-Range', 'bytes %d-%d/%d' % (start, end - 1, size)))
+        if not body:
+            self.send_response(code)
+            for k, v in hdrs:
+                self.send_header(k, v)
+            self.send_header('Content-Length', str(end - start))
+            self.end_headers()
+            self.wfile.flush()
+            return
+        data = s3.data(i, start, end)
+        self.send_s3(code, data, hdrs)
+        with self.server.stats_lock:
+            self.server.bytes_sent += len(data)
+
     def listing(self, path, body):
         ents = []
         for name in sorted(os.listdir(path)):
@@ -158,11 +337,17 @@ class Emu:
     """This emulator in a child process on a free port, serving root; w is a work dir for its
     port file, tag names it."""
 
-    def __init__(self, root, delay_ms, rate_mb, w, tag, timeout=60.0):
+    def __init__(self, root, delay_ms, rate_mb, w, tag, timeout=60.0, s3=None):
+        """s3: None, or S3 mode as a dict: keys (N), object (the template file), bucket and
+        prefix (optional); root is then unused (None)."""
         pf = os.path.join(w, 'emu-%s.port' % tag)
         if os.path.exists(pf):
             os.unlink(pf)
-        self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), '--root', root,
+        args = ['--root', root] if root else []
+        if s3:
+            args += ['--s3-keys', str(s3['keys']), '--s3-object', s3['object'],
+                     '--s3-bucket', s3.get('bucket', 'bench'), '--s3-prefix', s3.get('prefix', '')]
+        self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), *args,
                                    '--delay-ms', str(delay_ms), '--rate-mb', str(rate_mb),
                                    '--port-file', pf], stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
@@ -178,6 +363,15 @@ class Emu:
     def url(self, name=''):
         return 'http://127.0.0.1:%d/%s' % (self.port, name)
 
+    def stats(self):
+        """The emulator's counters (GET /__stats)."""
+        c = http.client.HTTPConnection('127.0.0.1', self.port, timeout=60)
+        try:
+            c.request('GET', '/__stats')
+            return json.loads(c.getresponse().read())
+        finally:
+            c.close()
+
     def stop(self):
         if self.p.poll() is None:
             self.p.send_signal(signal.SIGTERM)
@@ -186,7 +380,11 @@ class Emu:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('--root', required=True)
+    ap.add_argument('--root', help='directory to serve (not in S3 mode)')
+    ap.add_argument('--s3-keys', type=int, help='S3 mode: a bucket of this many keys')
+    ap.add_argument('--s3-object', help='S3 mode: the file every key\'s bytes start with')
+    ap.add_argument('--s3-bucket', default='bench')
+    ap.add_argument('--s3-prefix', default='', help='S3 mode: the keys\' prefix ("train/")')
     ap.add_argument('--port', type=int, default=0)
     ap.add_argument('--delay-ms', type=float, default=30.0,
                     help='wait before each response starts (default 30)')
@@ -194,8 +392,15 @@ def main():
                     help='most MB/s (10^6 B) per connection, 0: no cap (default 60)')
     ap.add_argument('--port-file')
     a = ap.parse_args()
+    if (a.root is None) == (a.s3_keys is None) or (a.s3_keys is not None and not a.s3_object):
+        ap.error('either --root, or --s3-keys with --s3-object')
     srv = Server(('127.0.0.1', a.port), Handler)
-    srv.root = os.path.realpath(a.root)
+    srv.root = os.path.realpath(a.root) if a.root else None
+    srv.s3 = None
+    if a.s3_keys is not None:
+        with open(a.s3_object, 'rb') as f:
+            srv.s3 = S3Pattern(a.s3_bucket, a.s3_prefix, a.s3_keys, f.read())
+    srv.stats = {}
     srv.delay_s = a.delay_ms / 1000.0
     srv.rate_bps = int(a.rate_mb * 1e6)
     srv.stats_lock = threading.Lock()

@@ -4,13 +4,15 @@
   It checks only that the key id exists (and is run with --allow-mismatched-signatures), and it
   mishandles suffix ranges.
 - SigV4Proxy: in front of s3rver (keys and bearers may change while it runs: temporary
-  credentials; counts per key id as 'sig_ok:AKID'; 'hold' stops one response midway). For each request it recomputes the signature with botocore's
-  own S3SigV4Auth from the shared secret, over exactly the headers the client says it signed, and
-  answers 403 with an S3 <Error> (SignatureDoesNotMatch, InvalidAccessKeyId, AccessDenied,
-  RequestTimeTooSkewed) when they differ; otherwise it forwards the request (keep-alive to
-  s3rver, response body streamed back, Range passed through). Requests without Authorization are
-  allowed only for the buckets named 'anonymous'. A suffix range (bytes=-N) is refused with 400
-  and counted: shardfs must never send one.
+  credentials; counts per key id as 'sig_ok:AKID'; 'hold' stops one response midway; of the
+  requests it forwards, counts list_requests (list_continuations of them) and every other
+  request by method, object_head and object_get). For each request it recomputes the
+  signature with botocore's own S3SigV4Auth from the shared secret, over exactly the headers
+  the client says it signed, and answers 403 with an S3 <Error> (SignatureDoesNotMatch,
+  InvalidAccessKeyId, AccessDenied, RequestTimeTooSkewed) when they differ; otherwise it forwards
+  the request (keep-alive to s3rver, response body streamed back, Range passed through). Requests
+  without Authorization are allowed only for the buckets named 'anonymous'. A suffix range
+  (bytes=-N) is refused with 400 and counted: shardfs must never send one.
 - AisStandIn: a STAND-IN for an AIStore proxy, because AIStore itself is not installable here.
   It implements only what backend_ais.c uses: the S3-compatible listing and HEAD under /s3/
   (forwarded to s3rver) and the native GET /v1/objects/BUCKET/KEY, answered with a 307 redirect
@@ -209,6 +211,8 @@ class _ProxyHandler(_Handler):
             owner.count('list_requests')
             if 'continuation-token=' in self.path:
                 owner.count('list_continuations')
+        else:
+            owner.count('object_' + self.command.lower())  # object_head, object_get
         owner.count('forwarded')
         self.forward(self.path)
 

@@ -5,9 +5,11 @@ botocore; for ais://, a small STAND-IN for an AIStore proxy (AIStore itself is n
 here) that serves the S3-compatible listing and redirects native object GETs to s3rver.
 
 Groups (one meson test each):
-  s3   full comparison with GNU tar, raw shards byte for byte, random preads, > 1000 objects
-       (pagination), wrong secret / unknown key -> mount fails fast with a clear message,
-       session token, ~/.aws/credentials profile, --no-sign on an anonymous bucket
+  s3   full comparison with GNU tar, raw shards byte for byte, random preads, 2500 objects
+       (pagination: exactly 3 list requests at mount, no HEAD or GET of an object, `ls -l`
+       shows every size without a request), wrong secret / unknown key -> mount fails fast
+       with a clear message, session token, ~/.aws/credentials profile, --no-sign on an
+       anonymous bucket
   gs   the same shards through gs:// with GCS HMAC keys (and a refused OAuth token)
   ais  the same shards through ais:// (listing via /s3, objects via 307 redirects)
   s3-index  'shardfs index' with --endpoint and --no-sign, then a mount that uses its indexes
@@ -66,6 +68,25 @@ def verify_mount(env, ck, m, src, files, shards, label):
           '%s: objects outside the prefix are shown' % label)
     log('%s: verified %d objects and %d shards in %.1fs' % (label, len(files), len(shards),
                                                           time.monotonic() - t))
+
+
+PAGED = 2500  # objects of the pagination check: 3 ListObjectsV2 pages
+
+
+def paged_bytes(i):
+    """Object i of the pagination check: sizes from 2 to 65 bytes."""
+    return (b'%d\n' % i) * (1 + i % 13)
+
+
+def check_paged_requests(ck, w, m, before, when):
+    """Since before (the proxy's counters): 3 list requests (2 of them continuations), no
+    HEAD or GET of an object; the daemon's store_list_requests says 3 too."""
+    now = dict(w.proxy.stats)
+    d = {k: now.get(k, 0) - before.get(k, 0) for k in (
+        'list_requests', 'list_continuations', 'object_head', 'object_get')}
+    ck.eq('pagination %s: requests' % when, d, {'list_requests': 3, 'list_continuations': 2,
+                                                'object_head': 0, 'object_get': 0})
+    ck.eq('pagination %s: store_list_requests' % when, m.stats().get('store_list_requests'), 3)
 
 
 ACCESS_WORDS = ['access denied', 'permission denied', 'refused', 'SignatureDoesNotMatch']
@@ -141,25 +162,31 @@ def group_s3(env, ck):
         expect_mount_fails(env, ck, src_uri, ep + ['--no-sign'], 'anonymous on a private bucket',
                            ACCESS_WORDS)
 
-        # pagination: 1100 objects (ListObjectsV2 pages of 1000)
+        # pagination: 2500 objects, ListObjectsV2 pages of 1000. The mount lists them in
+        # exactly 3 requests and asks for no object (no HEAD, no GET; --warm off: the warm
+        # fill would fetch them all); `ls -l` shows every one with its exact size, which
+        # comes from the listing, without a request
         set_aws_env(env)
         w.s3.create_bucket('many')
         t = time.monotonic()
-        for i in range(1100):
-            w.s3.put('many', 'p/obj-%04d.txt' % i, b'%d\n' % i)
-        log('uploaded 1100 objects in %.1fs' % (time.monotonic() - t))
+        for i in range(PAGED):
+            w.s3.put('many', 'p/obj-%04d.txt' % i, paged_bytes(i))
+        log('uploaded %d objects in %.1fs' % (PAGED, time.monotonic() - t))
         before = dict(w.proxy.stats)
-        with ml.Mount(env, 's3://many/p', cache_dir=env.path('cache-many'), extra=ep) as m:
-            names = sorted(os.listdir(m.mnt))
-            ck.eq('pagination: objects listed', len(names), 1100)
-            ck.eq('pagination: first/last', (names[:1], names[-1:]),
-                  (['obj-0000.txt'], ['obj-1099.txt']))
-            for i in (0, 999, 1000, 1099):
+        with ml.Mount(env, 's3://many/p', cache_dir=env.path('cache-many'),
+                      extra=ep + ['--warm', 'off']) as m:
+            check_paged_requests(ck, w, m, before, 'at mount')
+            r = env.run(['ls', '-ln', m.mnt], check=True)
+            sizes = {}
+            for ln in r.stdout.decode().splitlines()[1:]:  # after "total N"
+                f = ln.split()
+                sizes[f[-1]] = int(f[4])
+            ck.eq('pagination: ls -l names and sizes', sizes,
+                  {'obj-%04d.txt' % i: len(paged_bytes(i)) for i in range(PAGED)})
+            check_paged_requests(ck, w, m, before, 'after ls -l')
+            for i in (0, 999, 1000, 1999, 2000, PAGED - 1):
                 with open(os.path.join(m.mnt, 'obj-%04d.txt' % i), 'rb') as f:
-                    ck.eq('pagination: obj %d' % i, f.read(), b'%d\n' % i)
-        after = dict(w.proxy.stats)
-        ck.ok(after.get('list_continuations', 0) - before.get('list_continuations', 0) >= 1,
-              'pagination: no continuation-token request seen')
+                    ck.eq('pagination: obj %d' % i, f.read(), paged_bytes(i))
         check_proxy(ck, w, 's3 end')
     finally:
         w.stop()
