@@ -488,7 +488,7 @@ def w_smallcache(a, emu):
 
 
 EPOCHS = r'''
-import sys, time
+import os, sys, time
 import torch
 from torchvision import datasets, transforms
 sys.path.insert(0, sys.argv[4])
@@ -498,11 +498,12 @@ dl = torch.utils.data.DataLoader(ds, batch_size=32, num_workers=2, shuffle=True)
 if sys.argv[2] == '1':
     shardfs.plan_dataloader(dl, strict=True)
 for e in range(int(sys.argv[3])):
-    t = time.monotonic()
+    t, c = time.monotonic(), sum(os.times()[:4])
     n = 0
     for x, _ in dl:
         n += len(x)
-    print('%d %.4f' % (n, time.monotonic() - t), flush=True)
+    # CPU of this process and its DataLoader workers (joined at the epoch's end)
+    print('%d %.4f %.3f' % (n, time.monotonic() - t, sum(os.times()[:4]) - c), flush=True)
     # the mount's counters between epochs (read by the parent on this line)
     sys.stdin.readline()
 '''
@@ -524,25 +525,34 @@ def drop_caches():
         sh(['cat', p], stdout=subprocess.DEVNULL)
 
 
-def epochs_in(m, plan, n):
+def epochs_in(m, plan, n, emu=None):
     """Run n epochs over mount m (plan: with plan_dataloader); per epoch (samples, seconds,
-    bytes fetched, bytes read)."""
+    bytes fetched, bytes read, CPU seconds of the loader (process and workers), of the daemon,
+    of the emulator (0 without emu))."""
     p = subprocess.Popen([PY, '-c', EPOCHS, m.mnt, '1' if plan else '0', str(n),
                           os.path.join(ROOT, 'python')], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)
     out = []
     keys = ('bytes_fetched', 'read_bytes', 'cache_misses', 'cache_hits', 'prefetch_withdrawn')
     c0 = [int(m.stat(k)) for k in keys]
+
+    def cpus():
+        return proc_cpu(m.pid), proc_cpu(emu.p.pid) if emu else 0.0
+
+    u0 = cpus()
     for _ in range(n):
-        k, secs = p.stdout.readline().split()
-        c1 = [int(m.stat(k)) for k in keys]
-        out.append((int(k), float(secs), c1[0] - c0[0], c1[1] - c0[1]))
-        log('epoch: %s samples, %s s; %s' % (k, secs, ', '.join(
-            '%s %d' % (keys[i], c1[i] - c0[i]) for i in range(len(keys)))))
+        k, secs, lcpu = p.stdout.readline().split()
+        c1, u1 = [int(m.stat(k)) for k in keys], cpus()
+        out.append((int(k), float(secs), c1[0] - c0[0], c1[1] - c0[1], float(lcpu),
+                    u1[0] - u0[0], u1[1] - u0[1]))
+        log('epoch: %s samples, %s s; %s; CPU s: loader %s, daemon %.2f, emulator %.2f' % (
+            k, secs, ', '.join('%s %d' % (keys[i], c1[i] - c0[i]) for i in range(len(keys))),
+            lcpu, u1[0] - u0[0], u1[1] - u0[1]))
         c0 = c1
         # the next epoch reads through the mount, not the kernel's page cache of the files
         # the last one read (as on a node whose RAM holds less than the data set)
         drop_caches()
+        u0 = cpus()
         p.stdin.write('\n')
         p.stdin.flush()
     if p.wait() != 0:
@@ -553,13 +563,15 @@ def epochs_in(m, plan, n):
 def w_plan(a, emu):
     size = '%dM' % (a.total // 4 // 1048576)
     opts = ('--layout', 'imagefolder', '--cache-size', size)
-    res, locals_ = {}, []
+    res, locals_, local_cpu = {}, [], []
 
     def local_epoch():
         settle()
         drop_caches()
         lm = Mount(a, a.shard_dir, ('--layout', 'imagefolder'))
-        locals_.append(epochs_in(lm, False, 1)[0][1])
+        e = epochs_in(lm, False, 1)[0]
+        locals_.append(e[1])
+        local_cpu.append(e[4] + e[5])
         lm.umount()
 
     # the local-source epoch right before and after the planned side: the machine's load
@@ -569,7 +581,7 @@ def w_plan(a, emu):
         settle()
         drop_caches()
         m = Mount(a, emu.url(a.brace), opts)
-        res[side] = epochs_in(m, side == 'plan', 2)
+        res[side] = epochs_in(m, side == 'plan', 2, emu)
         log('%s: epochs %s, plan_fetch_bytes %s, evicted %s' % (
             side, res[side], m.stat('plan_fetch_bytes'), m.stat('evicted_bytes')))
         m.umount()
@@ -588,6 +600,14 @@ def w_plan(a, emu):
          '%.1f s)' % (link_s, lk[1]), o, pl[0][1], bound, 's', bound / pl[0][1], '>= 0.9', 0.9)
     emit('L7c. second epoch, new permutation, cache holding part: with plan vs without', o,
          pl[1][1], no[1][1], 's', no[1][1] / pl[1][1], 'report')
+    # the machine's 2 cores run the loader (decoding), the daemon and the emulator: their CPU
+    # over the cores is as short as the epoch can be on this machine
+    ncpu = os.cpu_count() or 1
+    cpu = pl[0][4] + pl[0][5] + pl[0][6]
+    emit('L7e. CPU of the planned cold epoch over %d cores: loader %.1f s, daemon %.1f s, '
+         'emulator %.1f s (the local-source epoch: %.1f s) vs the epoch' % (
+             ncpu, pl[0][4], pl[0][5], pl[0][6], med(local_cpu)), o, cpu / ncpu, pl[0][1], 's',
+         cpu / ncpu / pl[0][1], 'report')
     for i in (0, 1):
         for side, r in (('with', pl), ('without', no)):
             emit('L7d. bytes fetched / bytes read, epoch %d %s the plan' % (i + 1, side), o,
