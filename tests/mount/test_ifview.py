@@ -139,12 +139,18 @@ def mount_opts():
     return ['--layout', 'imagefolder']
 
 
-def group_persist(env, ck):
+
+def new_source(env):
+    """The base shards written to a new source directory: (src, cache dir, shards)."""
     src, cache = env.path('src'), env.path('cache')
     os.makedirs(src)
     shards = base_shards()
     for n, members in shards.items():
         write_shard(src, n, members)
+    return src, cache, shards
+
+def group_persist(env, ck):
+    src, cache, shards = new_source(env)
     want = expected(shards)
     nimg = sum(len(f) for f in want.values())
     with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
@@ -170,11 +176,7 @@ def group_persist(env, ck):
 
 def group_change(env, ck):
     exe = env.shardfs
-    src, cache = env.path('src'), env.path('cache')
-    os.makedirs(src)
-    shards = base_shards()
-    for n, members in shards.items():
-        write_shard(src, n, members)
+    src, cache, shards = new_source(env)
     with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
         check_view(ck, 'before', m.mnt, expected(shards))
         old_shards = dict(shards)
@@ -340,11 +342,7 @@ def family_dirs(cache):
 
 
 def group_clean(env, ck):
-    src, cache = env.path('src'), env.path('cache')
-    os.makedirs(src)
-    shards = base_shards()
-    for n, members in shards.items():
-        write_shard(src, n, members)
+    src, cache, shards = new_source(env)
     with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
         check_view(ck, 'first mount', m.mnt, expected(shards))
         st = counters(m.stats())
@@ -497,11 +495,7 @@ def group_share(env, ck):
 
 
 def group_damaged(env, ck):
-    src, cache = env.path('src'), env.path('cache')
-    os.makedirs(src)
-    shards = base_shards()
-    for n, members in shards.items():
-        write_shard(src, n, members)
+    src, cache, shards = new_source(env)
     want = expected(shards)
     with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
         check_view(ck, 'first mount', m.mnt, want)
