@@ -206,6 +206,8 @@ static const struct ctl_counter ctl_counters[] = {
     {"lookups", "lookup requests", C, FS(lookups)},
     {"getattrs", "getattr requests", C, FS(getattrs)},
     {"readdirs", "readdir requests", C, FS(readdirs)},
+    {"listed_names_only", "listed entries given by name and type only (--listing-attrs)", C,
+     FS(listed_names_only)},
     {"reads", "read requests", C, FS(reads)},
     {"read_bytes", "bytes returned by reads", C, FS(read_bytes)},
     {"read_errors", "reads answered with an error", C, FS(read_errors)},

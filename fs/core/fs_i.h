@@ -60,14 +60,15 @@ struct fs_config {
 	uint64_t plan_lookahead_bytes;
 	/* --prefetch-shards: shards fetched ahead of an in-order reader */
 	unsigned prefetch_shards;
-	int warm;	 /* --warm: enum fs_warm_mode */
-	int strict_open; /* --strict-open: answer every open (no zero-cost opens) */
-	int xattr;	 /* --xattr: user.shardfs.* xattrs; off: getxattr/listxattr answer
-			  * ENOSYS, which the kernel caches for the mount */
-	int no_xattr;	 /* --no-xattr: off, the default (wins over --xattr) */
-	int sidecar;	 /* index --sidecar: also write NAME.tar.idx beside local shards */
-	int layout;	 /* --layout: enum fs_layout */
-	int class_from;	 /* --class-from: enum fs_class_from */
+	int warm;	   /* --warm: enum fs_warm_mode */
+	int strict_open;   /* --strict-open: answer every open (no zero-cost opens) */
+	int xattr;	   /* --xattr: user.shardfs.* xattrs; off: getxattr/listxattr answer
+			    * ENOSYS, which the kernel caches for the mount */
+	int no_xattr;	   /* --no-xattr: off, the default (wins over --xattr) */
+	int sidecar;	   /* index --sidecar: also write NAME.tar.idx beside local shards */
+	int layout;	   /* --layout: enum fs_layout */
+	int class_from;	   /* --class-from: enum fs_class_from */
+	int listing_attrs; /* --listing-attrs: enum fs_listing_attrs */
 };
 
 /* --warm: fill the cache with the whole dataset in the background (fs_warm.c).
@@ -86,6 +87,8 @@ enum fs_warm_state {
 /* What the mount shows (DESIGN.md section 1) */
 enum fs_layout { FS_LAYOUT_SHARDS = 0, FS_LAYOUT_IMAGEFOLDER = 1 };
 enum fs_class_from { FS_CLASS_CLS = 0, FS_CLASS_DIR = 1, FS_CLASS_KEY_PREFIX = 2 };
+/* --listing-attrs: which entries of a listing carry attributes (fs_op_readdir) */
+enum fs_listing_attrs { FS_LISTING_AUTO = 0, FS_LISTING_ALL = 1 };
 
 /* ---- inode numbers ---------------------------------------------------------
  * Computed, never allocated: kind in the top 4 bits, then 28 bits of shard
@@ -260,6 +263,8 @@ struct fs_counters {
 	/* brace sources (fs_learn.c): objects whose size and ETag the store
 	 * told on first need; named objects the store does not have (404) */
 	atomic_ullong brace_learned, brace_missing;
+	/* listings (fs_op_readdir): entries given as a name and type only */
+	atomic_ullong listed_names_only;
 };
 
 /* Snapshots of control files, one per open. A READ may still be in flight
@@ -272,6 +277,10 @@ struct fs_ctl_snap {
 	char *buf;
 	size_t len;
 };
+
+/* Slots of fs->looked_dirs (a power of two). */
+#define FS_LOOKED_BITS	12
+#define FS_LOOKED_SLOTS (1u << FS_LOOKED_BITS)
 
 /* Reading plans at once (fs_plan.c): a new name past it drops the plan
  * published longest ago. */
@@ -332,6 +341,12 @@ struct fs {
 	gid_t gid;
 	int64_t mount_time;
 	struct fs_counters c;
+	/* Directories in which a file was looked up (fs_op_lookup): their
+	 * listings give every entry's attributes (--listing-attrs auto). A
+	 * lossy set: a slot holds the inode number of the last directory
+	 * hashed to it (0: none), so a directory may drop out and is added
+	 * again by its next lookup; relaxed atomics, no lock. */
+	_Atomic uint64_t looked_dirs[FS_LOOKED_SLOTS];
 	/* The imagefolder view, built on first use, then immutable */
 	pthread_mutex_t if_lock; /* serialises building */
 	struct fs_ifview *_Atomic ifv;

@@ -24,6 +24,17 @@
  * fs->ns_lock. A local object is stat'ed on every read and lookup
  * (fs_obj_check), so a file changed under the mount gives ESTALE for its
  * old inodes; kernel caches are invalidated by the notifier (fs_notify.c).
+ *
+ * Listings: an entry with attributes makes the kernel create an inode and a
+ * dentry for it (readdirplus), about 1 KB and 2-3 us of the lister's time,
+ * used or not; without them it passes the name and type on, as a plain
+ * readdir. A walk that only lists (find, os.walk) needs the types alone;
+ * one that stats or opens what it lists needs attributes, else it sends a
+ * LOOKUP per file. With --listing-attrs auto a listing gives attributes to
+ * directories (a walk descends into them) and to every entry of a
+ * directory in which a file was looked up (fs->looked_dirs): the first
+ * stat or open of a file of a directory listed without them makes its
+ * later listings (the next batch of an ls -l, the next walk) carry them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -118,6 +129,29 @@ static int entry_of(struct fs *fs, uint64_t ino, struct fs_entry *e)
 	return 0;
 }
 
+/* ---- directories whose files are looked up -------------------------------- */
+
+static _Atomic uint64_t *looked_slot(struct fs *fs, uint64_t dir)
+{
+	return &fs->looked_dirs[(dir * 0x9E3779B97F4A7C15ull) >> (64 - FS_LOOKED_BITS)];
+}
+
+/* A file of directory dir was looked up: its listings give attributes. */
+static void dir_mark_looked(struct fs *fs, uint64_t dir)
+{
+	_Atomic uint64_t *slot = looked_slot(fs, dir);
+
+	if (atomic_load_explicit(slot, memory_order_relaxed) != dir)
+		atomic_store_explicit(slot, dir, memory_order_relaxed);
+}
+
+/* Whether a listing of dir gives every entry's attributes. */
+static int dir_lists_attrs(struct fs *fs, uint64_t dir)
+{
+	return fs->cfg.listing_attrs == FS_LISTING_ALL ||
+	       atomic_load_explicit(looked_slot(fs, dir), memory_order_relaxed) == dir;
+}
+
 /* ---- lookup -------------------------------------------------------------- */
 
 int fs_op_lookup(struct fs *fs, uint64_t parent, const char *name, struct fs_entry *e)
@@ -137,8 +171,12 @@ int fs_op_lookup(struct fs *fs, uint64_t parent, const char *name, struct fs_ent
 	err = v->lookup(fs, parent, name, strlen(name), &ino);
 	if (err < 0)
 		return err;
-	if (ino)
-		return entry_of(fs, ino, e);
+	if (ino) {
+		err = entry_of(fs, ino, e);
+		if (err == 0 && !S_ISDIR(e->attr.st_mode))
+			dir_mark_looked(fs, parent);
+		return err;
+	}
 	/* a cached "no such entry", as long as the directory's entries */
 	memset(e, 0, sizeof(*e));
 	e->timeout = fs_op_timeout(fs, parent);
@@ -261,7 +299,7 @@ int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, vo
 {
 	const struct fs_view *v = fs_view_of(fs, ino);
 	struct fs_listing l;
-	int err;
+	int err, attrs;
 
 	fs->c.readdirs++;
 	if (!v || !v->list_open)
@@ -275,6 +313,7 @@ int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, vo
 	err = v->list_open(fs, ino, &l);
 	if (err < 0)
 		return err;
+	attrs = dir_lists_attrs(fs, ino);
 	/* offsets: 0 "." , 1 "..", 2+i entry i; each entry carries the next */
 	for (uint64_t pos = off; pos < (uint64_t)l.n + 2; pos++) {
 		struct fs_entry e;
@@ -306,9 +345,13 @@ int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, vo
 			e.attr.st_mode = fs_view_of(fs, eino)->read ? S_IFREG : S_IFDIR;
 		} else if (aerr < 0) {
 			continue;
+		} else if (!attrs && !S_ISDIR(e.attr.st_mode)) {
+			e.ino = 0; /* its name and type (e.attr's st_ino, S_IFMT) */
 		}
 		if (fn(ctx, name, &e, pos + 1))
 			break;
+		if (e.ino == 0)
+			fs->c.listed_names_only++;
 	}
 	if (l.locked)
 		fs_ns_unlock(fs);

@@ -24,8 +24,8 @@ struct fs_entry {
 	uint64_t ino;	  /* 0: no inode (a lookup: a negative entry, "no such name",
 			   * cached for timeout; a listing: the name only) */
 	struct stat attr; /* attr.st_ino is ino (a hard link: its target's); a
-			   * listed name without an inode has st_ino and the type
-			   * bits of st_mode only */
+			   * listed name without an inode: only st_ino and the type
+			   * bits of st_mode count */
 	double timeout;	  /* entry and attribute timeout, seconds */
 };
 
@@ -38,7 +38,8 @@ int fs_op_is_data(const struct fs *fs, uint64_t ino);
 int fs_op_getattr(struct fs *fs, uint64_t ino, struct stat *st);
 /* name in directory parent: 0 with e filled (e->ino 0: a negative entry), or
  * a negative errno. A name of a local object that changed is replaced by
- * its new version first (fs_ns_replace). Counts the lookup. */
+ * its new version first (fs_ns_replace). Counts the lookup. A file found
+ * makes parent's listings carry every entry's attributes (fs_op_readdir). */
 int fs_op_lookup(struct fs *fs, uint64_t parent, const char *name, struct fs_entry *e);
 /* A symlink member's target (inside the shard's index: valid until unmount). */
 int fs_op_readlink(struct fs *fs, uint64_t ino, const char **target);
@@ -86,7 +87,10 @@ int fs_op_opendir(struct fs *fs, uint64_t ino);
 typedef int (*fs_dirent_fn)(void *ctx, const char *name, const struct fs_entry *e, uint64_t next);
 /* List directory ino from offset off (0 ".", 1 "..", 2 + i entry i): fn for
  * each entry until it stops or the listing ends. Entries whose attributes
- * fail are skipped. Counts the readdir. */
+ * fail are skipped. With --listing-attrs auto, files are listed by name and
+ * type only (e->ino 0, listed_names_only) unless a file of ino was looked up
+ * (fs_op_lookup); directories always carry their attributes. Counts the
+ * readdir. */
 int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, void *ctx);
 
 void fs_op_statfs(struct fs *fs, struct statvfs *sv);

@@ -2,7 +2,7 @@
 """shardfs mount tests (DESIGN.md sections 1 and 3).
 
 usage: test_mount.py SHARDFS GROUP [--version X]
-GROUP: cli cli-truth formats mtime-range tools readonly damaged hostile cache   (or 'gen' to only check
+GROUP: cli cli-truth formats mtime-range tools readonly damaged hostile cache listing   (or 'gen' to only check
 the generator and GNU tar's extraction side, without mounting anything).
 
 Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here). Environment: SHARDFS_TEST_SEED
@@ -712,37 +712,101 @@ def group_cache(env, ck):
         st = m.stats()
         ck.eq('cache-2nd: index_built after reading everything', st.get('index_built'), 0)
         ck.eq('cache-2nd: index_loaded after reading everything', st.get('index_loaded'), ns)
-    walk_lookups(env, ck)
 
 
-def walk_lookups(env, ck):
-    """A walk that opens what it listed (ImageFolder's) sends no LOOKUP: every readdir batch of
-    a directory is a readdirplus (not only the first, libfuse's "auto" default), so every entry
-    it lists is cached. A shard of 3000 members: its directory takes several batches."""
-    src = env.path('walk-src')
-    os.makedirs(src)
+def walk_tar(path, n, prefix):
+    """A shard of n members PREFIX%05d.txt; returns {name: bytes}."""
     want = {}
-    with tarfile.open(os.path.join(src, 'many.tar'), 'w', format=tarfile.USTAR_FORMAT) as t:
-        for i in range(3000):
-            data = b'member %05d\n' % i
-            ti = tarfile.TarInfo('k%05d.txt' % i)
+    with tarfile.open(path, 'w', format=tarfile.USTAR_FORMAT) as t:
+        for i in range(n):
+            data = b'%s member %05d\n' % (prefix.encode(), i)
+            ti = tarfile.TarInfo('%s%05d.txt' % (prefix, i))
             ti.size = len(data)
             want[ti.name] = data
             t.addfile(ti, __import__('io').BytesIO(data))
-    with ml.Mount(env, src, cache_dir=env.path('walk-cache')) as m:
-        d = os.path.join(m.mnt, 'many')
-        names = sorted(os.listdir(d))
-        ck.eq('walk: members listed', names, sorted(want))
-        l0 = m.stats()['lookups']
-        l1 = m.stats()['lookups']  # what reading the stats file itself costs
+    return want
+
+
+class Delta:
+    """Counters of a mount since the last call, less what reading the stats file costs (its
+    own lookups and readdirs: measured by reading it twice)."""
+
+    def __init__(self, m):
+        self.m = m
+        s0 = m.stats()
+        s1 = m.stats()
+        self.cost = {k: s1[k] - s0[k] for k in ('lookups', 'readdirs', 'listed_names_only')}
+        self.last = s1
+
+    def __call__(self):
+        st = self.m.stats()
+        d = {k: st[k] - self.last[k] - self.cost[k] for k in self.cost}
+        self.last = st
+        return d
+
+
+def group_listing(env, ck):
+    """What a listing gives the kernel, by the daemon's request counters, on fresh mounts (the
+    kernel has nothing of them cached, as after drop_caches). Two shards of 3000 members (their
+    directories take several readdir batches). --listing-attrs auto (the default): a walk
+    (os.walk, as find) sends no LOOKUP and gets every file by name and type only (no kernel
+    inode per file: listed_names_only counts them); opening what it listed then costs a LOOKUP
+    per file; a directory in which a file was looked up is listed with every attribute, so
+    opening what that listing shows sends none. --listing-attrs all: every entry carries its
+    attributes, a walk that opens what it listed sends no LOOKUP."""
+    src = env.path('walk-src')
+    os.makedirs(src)
+    many = walk_tar(os.path.join(src, 'many.tar'), 3000, 'k')
+    other = walk_tar(os.path.join(src, 'other.tar'), 3000, 'o')
+    cache = env.path('walk-cache')
+
+    def open_all(d, want):
         bad = 0
-        for n in names:
+        for n in sorted(want):
             with open(os.path.join(d, n), 'rb') as f:
                 bad += f.read() != want[n]
-        l2 = m.stats()['lookups']
-        ck.eq('walk: members that differ', bad, 0)
-        log('walk: lookups %d, %d, %d' % (l0, l1, l2))
-        ck.eq('walk: LOOKUPs while opening the 3000 listed members', (l2 - l1) - (l1 - l0), 0)
+        return bad
+
+    with ml.Mount(env, src, cache_dir=cache) as m:
+        delta = Delta(m)
+        files = {}
+        for root, dirs, names in os.walk(m.mnt):
+            files[os.path.relpath(root, m.mnt)] = len(names)
+        d = delta()
+        log('listing auto: walk %s: %s' % (files, d))
+        ck.eq('auto: files the walk saw', files, {'.': 2, 'many': 3000, 'other': 3000})
+        ck.eq('auto: LOOKUPs of the walk', d['lookups'], 0)
+        ck.eq('auto: files listed by name and type only', d['listed_names_only'], 6002)
+        ck.eq('auto: members of many.tar that differ', open_all(os.path.join(m.mnt, 'many'),
+                                                                 many), 0)
+        d = delta()
+        ck.eq('auto: LOOKUPs opening the 3000 members the walk listed', d['lookups'], 3000)
+    with ml.Mount(env, src, cache_dir=cache) as m:
+        delta = Delta(m)
+        d0 = os.path.join(m.mnt, 'other')
+        with open(os.path.join(d0, 'o00007.txt'), 'rb') as f:
+            ck.eq('auto: o00007.txt', f.read(), other['o00007.txt'])
+        d = delta()
+        ck.eq('auto: LOOKUPs of other and o00007.txt', d['lookups'], 2)
+        names = sorted(os.listdir(d0))
+        ck.eq('auto: members of other listed', names, sorted(other))
+        d = delta()
+        ck.eq('auto: listing of other after a lookup in it: entries without attributes',
+              d['listed_names_only'], 0)
+        ck.eq('auto: members of other.tar that differ', open_all(d0, other), 0)
+        d = delta()
+        ck.eq('auto: LOOKUPs opening the 3000 members listed with attributes', d['lookups'], 0)
+    with ml.Mount(env, src, cache_dir=cache, extra=['--listing-attrs', 'all']) as m:
+        delta = Delta(m)
+        d0 = os.path.join(m.mnt, 'many')
+        names = sorted(os.listdir(d0))
+        ck.eq('all: members listed', names, sorted(many))
+        d = delta()
+        ck.eq('all: LOOKUPs listing many (its own name)', d['lookups'], 1)
+        ck.eq('all: entries without attributes', d['listed_names_only'], 0)
+        ck.eq('all: members that differ', open_all(d0, many), 0)
+        d = delta()
+        ck.eq('all: LOOKUPs opening the 3000 listed members', d['lookups'], 0)
 
 
 def group_cli(env, ck):
@@ -1167,7 +1231,7 @@ def shutil_which(name):
 GROUPS = {'gen': group_gen, 'cli': group_cli, 'formats': group_formats,
           'mtime-range': group_mtime_range, 'tools': group_tools, 'readonly': group_readonly,
           'damaged': group_damaged, 'hostile': group_hostile, 'cache': group_cache,
-          'cli-truth': group_cli_truth}
+          'cli-truth': group_cli_truth, 'listing': group_listing}
 
 
 def main():

@@ -1005,6 +1005,99 @@ static void test_remap(void)
 	fs_close_core(&a);
 }
 
+/* collect, with a '+' after each name listed with attributes (an inode);
+ * a name without one must still carry its inode number and type. */
+static int collect_attrs(void *ctx, const char *name, const struct fs_entry *e, uint64_t next)
+{
+	struct names *l = ctx;
+	size_t len;
+
+	if (collect(ctx, name, e, next))
+		return 1;
+	len = strlen(l->text);
+	if (e->ino)
+		snprintf(l->text + len, sizeof(l->text) - len, "+");
+	else if (strcmp(name, ".") && strcmp(name, ".."))
+		CHECK(e->attr.st_ino != 0 && (S_ISREG(e->attr.st_mode) || S_ISLNK(e->attr.st_mode)),
+		      "%s listed without attributes: st_ino %" PRIu64 " mode %o", name,
+		      (uint64_t)e->attr.st_ino, (unsigned)e->attr.st_mode);
+	return 0;
+}
+
+/* The listing of path from offset off (stopping after stop entries, 0: none)
+ * marked by collect_attrs. */
+static const char *list_attrs(struct fs *fs, const char *path, uint64_t off, unsigned stop,
+			      struct names *l)
+{
+	int64_t ino = walk(fs, path);
+
+	memset(l, 0, sizeof(*l));
+	l->stop_after = stop;
+	CHECK(ino > 0 && fs_op_readdir(fs, (uint64_t)ino, off, collect_attrs, l) == 0, "readdir %s",
+	      path);
+	return l->text;
+}
+
+/* --listing-attrs auto (the default): files are listed by name and type
+ * until a file of their directory is looked up; directories always carry
+ * attributes; listed_names_only counts the entries given without. */
+static void test_listing_attrs(void)
+{
+	struct fs fs;
+	struct names l;
+	unsigned long long before;
+
+	fs_open_core_at(&fs, "shards", NULL, "listing-attrs");
+	CHECK(fs.cfg.listing_attrs == FS_LISTING_AUTO, "default --listing-attrs %d",
+	      fs.cfg.listing_attrs);
+	CHECK(strcmp(list_attrs(&fs, "", 0, 0, &l), ". .. d+ train+ x x.tar") == 0, "root: %s",
+	      l.text);
+	CHECK(strcmp(list_attrs(&fs, "train/shard-000000", 0, 0, &l),
+		     ". .. d+ s0.cls s0.jpg s1.cls s1.jpg") == 0,
+	      "shard-000000 before a lookup: %s", l.text);
+	CHECK(fs.c.listed_names_only == 6, "listed_names_only %llu, want 2 + 4",
+	      (unsigned long long)fs.c.listed_names_only);
+	/* a reply that is full takes no more: the entry refused is not counted */
+	CHECK(strcmp(list_attrs(&fs, "train/shard-000001", 0, 4, &l), ". .. s0.cls s0.jpg") == 0,
+	      "shard-000001 stopped: %s", l.text);
+	CHECK(fs.c.listed_names_only == 8, "listed_names_only %llu, want 8",
+	      (unsigned long long)fs.c.listed_names_only);
+	/* neither a negative lookup nor a directory's marks a directory */
+	CHECK(walk(&fs, "train/shard-000001/nope") == 0 && walk(&fs, "train") > 0 &&
+		  walk(&fs, "train/shard-000000/d") > 0,
+	      "lookups of a missing name and of directories");
+	CHECK(strcmp(list_attrs(&fs, "train/shard-000001", 0, 0, &l),
+		     ". .. s0.cls s0.jpg s2.cls s2.png s3.txt") == 0,
+	      "shard-000001 after a negative lookup: %s", l.text);
+	CHECK(strcmp(list_attrs(&fs, "", 0, 0, &l), ". .. d+ train+ x x.tar") == 0,
+	      "root after a directory's lookup: %s", l.text);
+	/* a file looked up: every later listing of its directory, from any
+	 * offset, gives attributes; other directories' do not change */
+	CHECK(walk(&fs, "train/shard-000000/s1.jpg") > 0, "lookup of s1.jpg");
+	before = fs.c.listed_names_only;
+	CHECK(strcmp(list_attrs(&fs, "train/shard-000000", 0, 0, &l),
+		     ". .. d+ s0.cls+ s0.jpg+ s1.cls+ s1.jpg+") == 0,
+	      "shard-000000 after a lookup: %s", l.text);
+	CHECK(strcmp(list_attrs(&fs, "train/shard-000000", 5, 0, &l), "s1.cls+ s1.jpg+") == 0,
+	      "shard-000000 from offset 5: %s", l.text);
+	CHECK(fs.c.listed_names_only == before, "listed_names_only %llu, want %llu",
+	      (unsigned long long)fs.c.listed_names_only, before);
+	CHECK(strcmp(list_attrs(&fs, "train/shard-000000/d", 0, 0, &l), ". .. n.txt") == 0,
+	      "d, a member directory of it: %s", l.text);
+	CHECK(walk(&fs, "x.tar") > 0 &&
+		  strcmp(list_attrs(&fs, "", 0, 0, &l), ". .. d+ train+ x+ x.tar+") == 0,
+	      "root after a lookup of x.tar: %s", l.text);
+	/* --listing-attrs all: every entry */
+	fs.cfg.listing_attrs = FS_LISTING_ALL;
+	before = fs.c.listed_names_only;
+	CHECK(strcmp(list_attrs(&fs, "train/shard-000001", 0, 0, &l),
+		     ". .. s0.cls+ s0.jpg+ s2.cls+ s2.png+ s3.txt+") == 0,
+	      "shard-000001 with --listing-attrs all: %s", l.text);
+	CHECK(fs.c.listed_names_only == before, "listed_names_only %llu with all",
+	      (unsigned long long)fs.c.listed_names_only);
+	fs_close_core(&fs);
+}
+
 int main(void)
 {
 	char cmd[4200];
@@ -1017,6 +1110,7 @@ int main(void)
 	big1 = pattern("SHARD1/s0:", 70 * 1000 + 3);
 	make_source();
 	test_shards_layout();
+	test_listing_attrs();
 	test_imagefolder_layout();
 	test_change();
 	test_counters();
