@@ -286,4 +286,26 @@ int cachetier_meta_map(struct cachetier *ct, const char *name, struct cachetier_
 void cachetier_meta_ref(struct cachetier_meta *m);
 void cachetier_meta_unmap(struct cachetier_meta *m);
 
+/* A blob written in pieces, for one too big to assemble in memory: create
+ * opens a new temp file (".tmp.PID.N") in the blobs' directory; pwrite
+ * puts bytes anywhere in it (what is never written reads as zeros), pread
+ * reads them back (a checksum over the whole); commit makes it the blob
+ * 'name' as put does (fsync, rename, fsync of the directory) and abort
+ * drops it. Both free w, which is for one thread. A temp file left by a
+ * process killed before either is removed by the next cachetier_open on
+ * the directory. Errors: negative errno (-ENOSPC: the disk is full). */
+struct cachetier_meta_writer;
+int cachetier_meta_create(struct cachetier *ct, const char *name, struct cachetier_meta_writer **w);
+int cachetier_meta_pwrite(struct cachetier_meta_writer *w, const void *buf, size_t len,
+			  uint64_t off);
+int cachetier_meta_pread(struct cachetier_meta_writer *w, void *buf, size_t len, uint64_t off);
+int cachetier_meta_commit(struct cachetier_meta_writer *w);
+void cachetier_meta_abort(struct cachetier_meta_writer *w);
+
+/* Scratch space in the cache directory (a build's sorted runs): a new
+ * file without a name (O_TMPFILE; else created and unlinked at once), read
+ * and written by the caller through the fd, which it closes; its blocks
+ * are freed at close, also when the process is killed. fd or -errno. */
+int cachetier_scratch_open(struct cachetier *ct);
+
 #endif

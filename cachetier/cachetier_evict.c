@@ -793,10 +793,29 @@ void cachetier__rescan(struct cachetier *ct)
 	scan_sources(ct, 1, 0, &total);
 }
 
+/* Blobs a process wrote in pieces (cachetier_meta_create) and did not
+ * commit before it was killed: their temp files in meta/. Others are
+ * written whole and renamed at once, but left too by a kill mid-write. */
+static void scan_meta(struct cachetier *ct)
+{
+	DIR *d = dir_open(ct->metafd);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, ".tmp.", 5) == 0)
+			scan_tmp(ct->metafd, de->d_name);
+	}
+	closedir(d);
+}
+
 int cachetier__scan(struct cachetier *ct)
 {
 	uint64_t total = 0;
 	int alone = 0, err;
+
+	scan_meta(ct);
 
 	err = cachetier__usage_open(ct, ct->v1fd, &alone);
 	if (err < 0)

@@ -179,3 +179,105 @@ void cachetier_meta_unmap(struct cachetier_meta *m)
 		munmap(m->addr, m->len);
 	free(m);
 }
+
+/* A blob written in pieces (cachetier_meta_create). */
+struct cachetier_meta_writer {
+	struct cachetier *ct;
+	int fd;
+	char fname[17];
+	char tmp[64];
+};
+
+int cachetier_meta_create(struct cachetier *ct, const char *name, struct cachetier_meta_writer **w)
+{
+	struct cachetier_meta_writer *mw = calloc(1, sizeof(*mw));
+
+	*w = NULL;
+	if (!mw)
+		return -ENOMEM;
+	mw->ct = ct;
+	meta_filename(name, mw->fname);
+	mw->fd = disk_tmp_open(ct->metafd, mw->fname, O_RDWR, 0600, mw->tmp, sizeof(mw->tmp));
+	if (mw->fd < 0) {
+		int err = mw->fd;
+
+		free(mw);
+		return err;
+	}
+	*w = mw;
+	return 0;
+}
+
+int cachetier_meta_pwrite(struct cachetier_meta_writer *w, const void *buf, size_t len,
+			  uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n =
+		    pwrite(w->fd, (const char *)buf + done, len - done, (off_t)(off + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+int cachetier_meta_pread(struct cachetier_meta_writer *w, void *buf, size_t len, uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pread(w->fd, (char *)buf + done, len - done, (off_t)(off + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+int cachetier_meta_commit(struct cachetier_meta_writer *w)
+{
+	int err = disk_commit(w->ct->metafd, w->fd, w->tmp, w->fname);
+
+	if (close(w->fd) < 0 && err == 0)
+		err = -errno;
+	if (err < 0)
+		unlinkat(w->ct->metafd, w->tmp, 0);
+	else
+		w->ct->meta_writes++;
+	free(w);
+	return err;
+}
+
+void cachetier_meta_abort(struct cachetier_meta_writer *w)
+{
+	if (!w)
+		return;
+	close(w->fd);
+	unlinkat(w->ct->metafd, w->tmp, 0);
+	free(w);
+}
+
+int cachetier_scratch_open(struct cachetier *ct)
+{
+	char tmp[64];
+	int fd = openat(ct->metafd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+
+	if (fd >= 0)
+		return fd;
+	if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+		return -errno;
+	/* a filesystem without O_TMPFILE: a name for a moment (a kill in
+	 * between leaves a .tmp.PID.N that the next open removes) */
+	fd = disk_tmp_open(ct->metafd, "scratch", O_RDWR, 0600, tmp, sizeof(tmp));
+	if (fd >= 0)
+		unlinkat(ct->metafd, tmp, 0);
+	return fd;
+}
