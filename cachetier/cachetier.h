@@ -292,7 +292,8 @@ void cachetier_meta_unmap(struct cachetier_meta *m);
  * version of a dataset), so that the old ones can be found and removed
  * although blob files are named by hashes. family is the caller's name for
  * the group (e.g. a kind and a hash of what the blobs depend on); a blob of
- * a family is put, mapped and removed with the same family (its file is
+ * a family is put (or written in pieces: cachetier_meta_create_in), read,
+ * mapped and removed with the same family (its file is
  * meta/f-<hash of family>/<hash of name>; family NULL: the plain blobs
  * above, the same files as cachetier_meta_put/map).
  * sweep: removes every blob of family except keep (NULL: all of them) and
@@ -306,10 +307,39 @@ void cachetier_meta_unmap(struct cachetier_meta *m);
  * remove: 0, -ENOENT (no such blob) or another negative errno. */
 int cachetier_meta_put_in(struct cachetier *ct, const char *family, const char *name,
 			  const void *buf, size_t len);
+int cachetier_meta_get_in(struct cachetier *ct, const char *family, const char *name, void **buf,
+			  size_t *len);
 int cachetier_meta_map_in(struct cachetier *ct, const char *family, const char *name,
 			  struct cachetier_meta **m, const void **data, size_t *len);
 int cachetier_meta_remove(struct cachetier *ct, const char *family, const char *name);
 int cachetier_meta_sweep(struct cachetier *ct, const char *family, const char *keep,
 			 unsigned *removed);
+
+/* A blob written in pieces, for one too big to assemble in memory: create
+ * opens a new temp file (".tmp.PID.N") in the blobs' directory; pwrite
+ * puts bytes anywhere in it (what is never written reads as zeros), pread
+ * reads them back (a checksum over the whole); commit makes it the blob
+ * 'name' as put does (fsync, rename, fsync of the directory) and abort
+ * drops it. Both free w, which is for one thread. A temp file left by a
+ * process killed before either is removed by the next cachetier_open on
+ * the directory. Errors: negative errno (-ENOSPC: the disk is full).
+ * create_in: the same for a blob of a family (below; its temp file then
+ * lives in the family's directory and a sweep removes it if its process
+ * dies). */
+struct cachetier_meta_writer;
+int cachetier_meta_create(struct cachetier *ct, const char *name, struct cachetier_meta_writer **w);
+int cachetier_meta_create_in(struct cachetier *ct, const char *family, const char *name,
+			     struct cachetier_meta_writer **w);
+int cachetier_meta_pwrite(struct cachetier_meta_writer *w, const void *buf, size_t len,
+			  uint64_t off);
+int cachetier_meta_pread(struct cachetier_meta_writer *w, void *buf, size_t len, uint64_t off);
+int cachetier_meta_commit(struct cachetier_meta_writer *w);
+void cachetier_meta_abort(struct cachetier_meta_writer *w);
+
+/* Scratch space in the cache directory (a build's sorted runs): a new
+ * file without a name (O_TMPFILE; else created and unlinked at once), read
+ * and written by the caller through the fd, which it closes; its blocks
+ * are freed at close, also when the process is killed. fd or -errno. */
+int cachetier_scratch_open(struct cachetier *ct);
 
 #endif

@@ -527,9 +527,7 @@ int cachetier__pid_gone(pid_t pid)
 	return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
 }
 
-/* Drop a temp file of a process that no longer runs. Returns 1 when this
- * call removed it. */
-static int scan_tmp(int dirfd, const char *name)
+int cachetier__tmp_drop(int dirfd, const char *name)
 {
 	char *end;
 	long pid;
@@ -541,7 +539,7 @@ static int scan_tmp(int dirfd, const char *name)
 	return pid != getpid() && cachetier__pid_gone((pid_t)pid) && unlinkat(dirfd, name, 0) == 0;
 }
 
-static int is_hash(const char *s, size_t n)
+int cachetier__is_hash(const char *s, size_t n)
 {
 	if (n != 16)
 		return 0;
@@ -635,9 +633,9 @@ static int scan_data(struct cachetier *ct, int dirfd, int foreign, int count, ui
 		char hash[17];
 
 		if (strncmp(de->d_name, ".tmp.", 5) == 0)
-			scan_tmp(dirfd, de->d_name);
+			cachetier__tmp_drop(dirfd, de->d_name);
 		else if (n == 20 && strcmp(de->d_name + 16, ".map") == 0 &&
-			 is_hash(de->d_name, 16)) {
+			 cachetier__is_hash(de->d_name, 16)) {
 			memcpy(hash, de->d_name, 16);
 			hash[16] = '\0';
 			if (!entry_find(ct, dirfd, hash)) {
@@ -653,7 +651,7 @@ static int scan_data(struct cachetier *ct, int dirfd, int foreign, int count, ui
 		size_t n = strlen(de->d_name);
 		char hash[17];
 
-		if (!is_hash(de->d_name, n < 16 ? n : 16) ||
+		if (!cachetier__is_hash(de->d_name, n < 16 ? n : 16) ||
 		    !(n == 16 || (n == 19 && strcmp(de->d_name + 16, ".st") == 0) ||
 		      (n == 20 && strcmp(de->d_name + 16, ".map") == 0)))
 			continue;
@@ -685,11 +683,11 @@ static uint64_t scan_decoded(struct cachetier *ct, int decfd, int count)
 		if (strncmp(de->d_name, ".tmp.", 5) == 0) {
 			/* its writer counted it in the usage as it grew (dec_write) */
 			if (fstatat(decfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-			    scan_tmp(decfd, de->d_name) && count)
+			    cachetier__tmp_drop(decfd, de->d_name) && count)
 				cachetier__usage_add(ct, -(int64_t)st.st_size);
 			continue;
 		}
-		if (!is_hash(de->d_name, strlen(de->d_name)) ||
+		if (!cachetier__is_hash(de->d_name, strlen(de->d_name)) ||
 		    fstatat(decfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    !S_ISREG(st.st_mode))
 			continue;
@@ -727,7 +725,7 @@ static int scan_sources(struct cachetier *ct, int count, int decoded, uint64_t *
 		uint64_t dec;
 		struct stat b;
 
-		if (!is_hash(de->d_name, strlen(de->d_name)))
+		if (!cachetier__is_hash(de->d_name, strlen(de->d_name)))
 			continue;
 		if (strcmp(de->d_name, own) == 0) {
 			dfd = ct->datafd;
@@ -791,10 +789,29 @@ void cachetier__rescan(struct cachetier *ct)
 	scan_sources(ct, 1, 0, &total);
 }
 
+/* Blobs a process wrote in pieces (cachetier_meta_create) and did not
+ * commit before it was killed: their temp files in meta/. Others are
+ * written whole and renamed at once, but left too by a kill mid-write. */
+static void scan_meta(struct cachetier *ct)
+{
+	DIR *d = dir_open(ct->metafd);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, ".tmp.", 5) == 0)
+			cachetier__tmp_drop(ct->metafd, de->d_name);
+	}
+	closedir(d);
+}
+
 int cachetier__scan(struct cachetier *ct)
 {
 	uint64_t total = 0;
 	int alone = 0, err;
+
+	scan_meta(ct);
 
 	err = cachetier__usage_open(ct, ct->v1fd, &alone);
 	if (err < 0)

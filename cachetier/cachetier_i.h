@@ -401,4 +401,12 @@ int cachetier__scan(struct cachetier *ct); /* at open: rebuild usage from data/ 
 int cachetier__make_room(struct cachetier *ct, uint64_t len, int spare_ahead);
 int64_t cachetier__now_ns(void);
 
+/* A temp file ".tmp.PID.N" (disk_tmp_open's name for a name without a
+ * directory part) in dirfd of a process that no longer runs: unlinked.
+ * Returns 1 when this call removed it, 0 otherwise (not such a name, the
+ * process runs, or the unlink failed). */
+int cachetier__tmp_drop(int dirfd, const char *name);
+/* Are the n bytes at s a file hash (16 lowercase hex digits)? */
+int cachetier__is_hash(const char *s, size_t n);
+
 #endif

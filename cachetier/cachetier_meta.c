@@ -92,21 +92,34 @@ out:
 	return err;
 }
 
-int cachetier_meta_get(struct cachetier *ct, const char *name, void **buf, size_t *len)
+static int meta_dir(struct cachetier *ct, const char *family, int create);
+static void meta_dir_close(struct cachetier *ct, int fd);
+
+int cachetier_meta_get_in(struct cachetier *ct, const char *family, const char *name, void **buf,
+			  size_t *len)
 {
 	char fname[17];
 	unsigned char *p;
-	int err;
+	int dfd, err;
 
 	*buf = NULL;
 	*len = 0;
+	dfd = meta_dir(ct, family, 0);
+	if (dfd < 0)
+		return dfd;
 	meta_filename(name, fname);
-	err = cachetier__read_file(ct->metafd, fname, 0, META_MAX_BYTES, &p, len);
+	err = cachetier__read_file(dfd, fname, 0, META_MAX_BYTES, &p, len);
+	meta_dir_close(ct, dfd);
 	if (err == 0) {
 		*buf = p;
 		ct->meta_reads++;
 	}
 	return err;
+}
+
+int cachetier_meta_get(struct cachetier *ct, const char *name, void **buf, size_t *len)
+{
+	return cachetier_meta_get_in(ct, NULL, name, buf, len);
 }
 
 /* The directory of family's blobs, meta/f-<hash> (made when create), or
@@ -167,31 +180,6 @@ int cachetier_meta_remove(struct cachetier *ct, const char *family, const char *
 	return err;
 }
 
-static int is_hex16(const char *s)
-{
-	for (int i = 0; i < 16; i++) {
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return 0;
-	}
-	return 1;
-}
-
-/* Is 'n' (of a family directory) the temp file of a put by a process that
- * no longer runs ("<hash>.tmp.PID.N", disk_tmp_open's names)? */
-static int stale_tmp(const char *n, size_t len)
-{
-	char *end;
-	long pid;
-
-	if (len <= 21 || !is_hex16(n) || strncmp(n + 16, ".tmp.", 5) != 0)
-		return 0;
-	errno = 0;
-	pid = strtol(n + 21, &end, 10);
-	if (errno || end == n + 21 || *end != '.' || pid <= 0 || pid > INT_MAX)
-		return 0;
-	return pid != getpid() && cachetier__pid_gone((pid_t)pid);
-}
-
 int cachetier_meta_sweep(struct cachetier *ct, const char *family, const char *keep,
 			 unsigned *removed)
 {
@@ -217,14 +205,14 @@ int cachetier_meta_sweep(struct cachetier *ct, const char *family, const char *k
 	while ((de = readdir(d))) {
 		size_t len = strlen(de->d_name);
 
-		if (len == 16 && is_hex16(de->d_name) && strcmp(de->d_name, kname) != 0) {
+		if (cachetier__is_hash(de->d_name, len) && strcmp(de->d_name, kname) != 0) {
 			/* ENOENT: another process removed it first (its count) */
 			if (unlinkat(dfd, de->d_name, 0) == 0)
 				(*removed)++;
 			else if (errno != ENOENT)
 				err = -errno;
-		} else if (stale_tmp(de->d_name, len)) {
-			unlinkat(dfd, de->d_name, 0); /* a killed put's partial blob */
+		} else if (strncmp(de->d_name, ".tmp.", 5) == 0) {
+			cachetier__tmp_drop(dfd, de->d_name); /* a killed put's partial blob */
 		}
 	}
 	closedir(d);
@@ -310,4 +298,121 @@ void cachetier_meta_unmap(struct cachetier_meta *m)
 	if (m->addr)
 		munmap(m->addr, m->len);
 	free(m);
+}
+
+/* A blob written in pieces (cachetier_meta_create). */
+struct cachetier_meta_writer {
+	struct cachetier *ct;
+	int fd, dfd; /* the temp file; the blob's directory (meta_dir) */
+	char fname[17];
+	char tmp[64];
+};
+
+int cachetier_meta_create_in(struct cachetier *ct, const char *family, const char *name,
+			     struct cachetier_meta_writer **w)
+{
+	struct cachetier_meta_writer *mw = calloc(1, sizeof(*mw));
+	int err;
+
+	*w = NULL;
+	if (!mw)
+		return -ENOMEM;
+	mw->ct = ct;
+	mw->dfd = meta_dir(ct, family, 1);
+	if (mw->dfd < 0) {
+		err = mw->dfd;
+		free(mw);
+		return err;
+	}
+	meta_filename(name, mw->fname);
+	mw->fd = disk_tmp_open(mw->dfd, mw->fname, O_RDWR, 0600, mw->tmp, sizeof(mw->tmp));
+	if (mw->fd < 0) {
+		err = mw->fd;
+		meta_dir_close(ct, mw->dfd);
+		free(mw);
+		return err;
+	}
+	*w = mw;
+	return 0;
+}
+
+int cachetier_meta_create(struct cachetier *ct, const char *name, struct cachetier_meta_writer **w)
+{
+	return cachetier_meta_create_in(ct, NULL, name, w);
+}
+
+int cachetier_meta_pwrite(struct cachetier_meta_writer *w, const void *buf, size_t len,
+			  uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n =
+		    pwrite(w->fd, (const char *)buf + done, len - done, (off_t)(off + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+int cachetier_meta_pread(struct cachetier_meta_writer *w, void *buf, size_t len, uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pread(w->fd, (char *)buf + done, len - done, (off_t)(off + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+int cachetier_meta_commit(struct cachetier_meta_writer *w)
+{
+	int err = disk_commit(w->dfd, w->fd, w->tmp, w->fname);
+
+	if (close(w->fd) < 0 && err == 0)
+		err = -errno;
+	if (err < 0)
+		unlinkat(w->dfd, w->tmp, 0);
+	else
+		w->ct->meta_writes++;
+	meta_dir_close(w->ct, w->dfd);
+	free(w);
+	return err;
+}
+
+void cachetier_meta_abort(struct cachetier_meta_writer *w)
+{
+	if (!w)
+		return;
+	close(w->fd);
+	unlinkat(w->dfd, w->tmp, 0);
+	meta_dir_close(w->ct, w->dfd);
+	free(w);
+}
+
+int cachetier_scratch_open(struct cachetier *ct)
+{
+	char tmp[64];
+	int fd = openat(ct->metafd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+
+	if (fd >= 0)
+		return fd;
+	if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+		return -errno;
+	/* a filesystem without O_TMPFILE: a name for a moment (a kill in
+	 * between leaves a .tmp.PID.N that the next open removes) */
+	fd = disk_tmp_open(ct->metafd, "scratch", O_RDWR, 0600, tmp, sizeof(tmp));
+	if (fd >= 0)
+		unlinkat(ct->metafd, tmp, 0);
+	return fd;
 }

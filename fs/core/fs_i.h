@@ -58,6 +58,9 @@ struct fs_config {
 	uint64_t cache_size_bytes; /* ct.cache_size_bytes, for fs_warm.c (fs_opt.c sets it) */
 	/* --plan-lookahead: bytes of planned paths fetched ahead of the readers */
 	uint64_t plan_lookahead_bytes;
+	/* --imagefolder-build-memory: heap the imagefolder view's build sorts
+	 * in before it writes sorted runs to the cache directory */
+	uint64_t if_build_memory;
 	/* --prefetch-shards: shards fetched ahead of an in-order reader */
 	unsigned prefetch_shards;
 	int warm;	   /* --warm: enum fs_warm_mode */
@@ -247,6 +250,7 @@ struct fs_counters {
 	atomic_ullong if_build_ms, if_cls_reads, index_sidecar, index_sidecar_rejected;
 	atomic_ullong if_view_loaded, if_view_saved, if_view_rejected, if_view_mapped;
 	atomic_ullong if_view_removed; /* older views' blobs this mount removed */
+	atomic_ullong if_build_runs;
 	/* sources that change under the mount (fs_ns.c) */
 	atomic_ullong refreshes, refresh_added, refresh_removed, refresh_changed, stale_noticed;
 	atomic_ullong hidden_names;   /* entries hidden by a name conflict at the last listing */
@@ -732,6 +736,29 @@ void fs_if_reset(struct fs *fs);
 int64_t fs_if_class_lookup(const struct fs_ifview *v, const char *name, size_t len);
 /* File of class c named name[0..len): its index in v->files, or -ENOENT. */
 int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *name, size_t len);
+
+/* ---- fs_sort.c — an external sort within a memory budget ----------
+ * Records (bytes) are added, then fs_sort_finish; iterators give them in
+ * the order of cmp (a total order), or in the order added when cmp is
+ * NULL. Past the budget, sorted runs go to a scratch file of the cache
+ * directory (cachetier_scratch_open) and iterators merge them. An
+ * iterator's record stays valid until its next call; several iterators
+ * may be opened one after another. Adds are not thread-safe. Errors:
+ * -ENOMEM, or the scratch file's (-ENOSPC: the cache disk is full). */
+typedef int (*fs_sort_cmp)(const void *a, size_t alen, const void *b, size_t blen);
+struct fs_sort;
+struct fs_sort_iter;
+int fs_sort_new(struct cachetier *ct, size_t budget, fs_sort_cmp cmp, struct fs_sort **s);
+int fs_sort_add(struct fs_sort *s, const void *rec, size_t len);
+int fs_sort_finish(struct fs_sort *s);
+int fs_sort_spilled(const struct fs_sort *s);	/* runs were written to the disk */
+uint64_t fs_sort_runs(const struct fs_sort *s); /* runs written, merged ones too */
+uint64_t fs_sort_count(const struct fs_sort *s);
+void fs_sort_free(struct fs_sort *s);
+int fs_sort_iter_open(struct fs_sort *s, struct fs_sort_iter **it);
+/* 1 and the next record, 0 at the end, or -errno. */
+int fs_sort_next(struct fs_sort_iter *it, const void **rec, size_t *len);
+void fs_sort_iter_close(struct fs_sort_iter *it);
 
 /* fs_pack.c / fs_index.c — the pack and index commands */
 int fs_pack_main(int argc, char **argv);

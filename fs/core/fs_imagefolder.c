@@ -6,11 +6,15 @@
  * Building: the view needs every shard's index, so the first lookup or
  * listing of the root indexes all shards with IF_THREADS threads (each
  * takes the next shard; fs_shard_index is thread-safe and uses the cache
- * directory's or a sidecar index when there is one). Each thread collects
- * its shards' samples; one thread then merges them in shard order, so the
- * result does not depend on thread timing. The result becomes one blob,
- * saved in the cache directory and mapped (below: "the view as a blob");
- * a later mount of the same shards maps it without indexing any shard.
+ * directory's or a sidecar index when there is one). Each thread adds
+ * its shards' samples to one sort (below: "the records of the build"),
+ * whose order is total, so the result does not depend on thread timing.
+ * The sorted records are written as one blob, in pieces, into the cache
+ * directory and mapped (below: "the view as a blob"); the build's heap is
+ * bounded by --imagefolder-build-memory (past it, sorted runs go to
+ * scratch files of the cache directory), not by the number of samples.
+ * A later mount of the same shards maps the blob without indexing any
+ * shard.
  * Afterwards the view is immutable and published with release semantics;
  * readers take no lock.
  *
@@ -65,50 +69,213 @@
 static const char *const image_exts[] = {"jpg", "jpeg", "png", "webp", "bmp",
 					 "ppm", "pgm",	"tif", "tiff"};
 
-/* One sample found while indexing, before names are made unique. */
+/* One sample found while indexing: pointers into its shard's index, valid
+ * while the worker holds the index; encoded at once as a record (below). */
 struct if_item {
-	char *cls; /* class name (cls: if_cls_num, the class is cls_num) */
-	char *key;
-	const char *ext; /* inside name, no '.' */
-	char *name;	 /* member name (owned) */
-	uint32_t shard, entry;
-	uint32_t mode;	  /* the member's (its canonical entry's) permission bits ... */
-	uint64_t size;	  /* ... size ... */
-	int64_t mtime;	  /* ... and mtime */
-	uint64_t cls_num; /* cls: the integer */
+	const char *cls; /* class name (clslen bytes, no NUL), or NULL; */
+	size_t clslen;	 /* --class-from cls: has_num, the class is cls_num */
+	int has_num;
+	const char *key; /* the image member's name up to its first '.' ... */
+	size_t keylen;
+	const char *ext;       /* ... and after its last one */
+	uint32_t shard, entry; /* the image's canonical entry */
+	uint32_t mode;	       /* its permission bits ... */
+	uint64_t size;	       /* ... size ... */
+	int64_t mtime;	       /* ... and mtime */
+	uint64_t cls_num;      /* cls: the integer */
 };
 
-struct if_list {
-	struct if_item *v;
-	size_t n, cap;
-};
-
-/* The view while it is assembled, before it becomes a blob. */
-struct if_file {
-	char *name;
-	uint32_t shard, entry, mode;
-	uint64_t size;
-	int64_t mtime;
-};
-struct if_class {
-	char *name;
-	uint32_t first, n;
-	int64_t mtime;
-};
-struct if_heap {
-	struct if_class *classes;
-	struct if_file *files;
-	uint32_t nclasses, nfiles;
+/* A worker's samples, added to the build's sort a batch at a time. */
+struct if_batch {
+	unsigned char *buf; /* records, each after its u32 length */
+	size_t len, cap;
+	uint64_t max_cls;
 };
 
 struct if_build {
 	struct fs *fs;
-	uint32_t nshards;	   /* shards when the build started (a refresh may add) */
-	atomic_uint next;	   /* next shard to take */
-	struct if_list *per_shard; /* [nshards] */
-	atomic_int err;		   /* -ENOMEM, -EIO, -ECANCELED abort the build */
-	atomic_uint skipped;	   /* shards left out (no index): the view is not saved */
+	uint32_t nshards;      /* shards when the build started (a refresh may add) */
+	atomic_uint next;      /* next shard to take */
+	atomic_int err;	       /* -ENOMEM, -EIO, -ECANCELED, -ENOSPC abort the build */
+	atomic_uint skipped;   /* shards left out (no index): the view is not saved */
+	pthread_mutex_t lock;  /* items, max_cls */
+	struct fs_sort *items; /* every sample, sorted by item_cmp */
+	uint64_t max_cls;      /* the largest cls_num */
 };
+
+/* ---- the records of the build ----------------------------------------------
+ * The build never holds the view's samples in the heap: they are records
+ * of three external sorts (fs_sort.c: in memory up to a budget, sorted
+ * runs in the cache directory beyond), read in order as streams.
+ *  items   (class, key, ext, shard, entry): each sample as found. Read in
+ *          that order, equal (class, key, ext) are next to each other: the
+ *          first keeps <key>.<ext>, later ones are renamed.
+ *  files   (class, name, item order): each file under its name. Read in
+ *          that order, they are the class and file records of the blob;
+ *          a name met twice in a class is left out the second time.
+ *  members (shard, entry, file): the files' attributes, the blob's
+ *          members section.
+ * plus a spool of the classes (name, newest mtime) in order. Records are
+ * native-endian: they never leave the process. */
+#define IT_HDR                                                                                     \
+	40 /* items: u64 cls_num, u32 shard, entry, mode, 0, u64 size, i64 mtime; then             \
+	    * class\0 key\0 ext\0 (the class is "" with --class-from cls) */
+#define FR_HDR                                                                                     \
+	40	    /* files: u32 class, shard, entry, mode, u64 seq (item order), size, i64       \
+		     * mtime; then name\0 */
+#define MR_LEN	 24 /* members: u32 shard, entry, file, mtime, u64 size << 12 | mode */
+#define CR_HDR	 8  /* classes: i64 mtime; then name\0 */
+#define IF_BATCH (1u << 20) /* a worker's batch of records */
+
+static uint32_t get32(const unsigned char *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+
+/* Order of the items: class, then the name each wants, then where it comes
+ * from; the first of equal names keeps its name. --class-from cls: the
+ * padded names sort as the numbers (every class string is ""); otherwise
+ * every cls_num is 0. */
+static int item_cmp(const void *pa, size_t la, const void *pb, size_t lb)
+{
+	const unsigned char *a = pa, *b = pb;
+	const char *sa = (const char *)a + IT_HDR, *sb = (const char *)b + IT_HDR;
+
+	(void)la;
+	(void)lb;
+	if (get64(a) != get64(b))
+		return get64(a) < get64(b) ? -1 : 1;
+	for (int k = 0; k < 3; k++) { /* class, key, ext */
+		int c = strcmp(sa, sb);
+
+		if (c)
+			return c;
+		sa += strlen(sa) + 1;
+		sb += strlen(sb) + 1;
+	}
+	if (get32(a + 8) != get32(b + 8))
+		return get32(a + 8) < get32(b + 8) ? -1 : 1;
+	return get32(a + 12) < get32(b + 12) ? -1 : get32(a + 12) > get32(b + 12);
+}
+
+/* Order of the files: class, name, then the items' order (so of equal
+ * names the first item's is kept, as a stable sort by name would). */
+static int file_cmp(const void *pa, size_t la, const void *pb, size_t lb)
+{
+	const unsigned char *a = pa, *b = pb;
+	int c;
+
+	(void)la;
+	(void)lb;
+	if (get32(a) != get32(b))
+		return get32(a) < get32(b) ? -1 : 1;
+	c = strcmp((const char *)a + FR_HDR, (const char *)b + FR_HDR);
+	if (c)
+		return c;
+	return get64(a + 16) < get64(b + 16) ? -1 : get64(a + 16) > get64(b + 16);
+}
+
+static int member_cmp(const void *pa, size_t la, const void *pb, size_t lb)
+{
+	const unsigned char *a = pa, *b = pb;
+
+	(void)la;
+	(void)lb;
+	for (int k = 0; k < 12; k += 4) { /* shard, entry, file */
+		if (get32(a + k) != get32(b + k))
+			return get32(a + k) < get32(b + k) ? -1 : 1;
+	}
+	return 0;
+}
+
+static int batch_reserve(struct if_batch *bt, size_t n)
+{
+	if (bt->len + n > bt->cap) {
+		size_t cap = bt->cap ? bt->cap : 4096;
+		unsigned char *p;
+
+		while (cap < bt->len + n)
+			cap *= 2;
+		p = realloc(bt->buf, cap);
+		if (!p)
+			return -ENOMEM;
+		bt->buf = p;
+		bt->cap = cap;
+	}
+	return 0;
+}
+
+/* Item it as a record of the batch. */
+static int batch_add(struct if_batch *bt, const struct if_item *it)
+{
+	size_t clslen = it->has_num ? 0 : it->clslen, extlen = strlen(it->ext);
+	size_t len = IT_HDR + clslen + 1 + it->keylen + 1 + extlen + 1;
+	unsigned char *r;
+
+	if (len > UINT32_MAX - 8 || batch_reserve(bt, 4 + len) < 0)
+		return -ENOMEM;
+	r = bt->buf + bt->len;
+	put32(r, (uint32_t)len);
+	r += 4;
+	memset(r, 0, IT_HDR);
+	put64(r, it->has_num ? it->cls_num : 0);
+	put32(r + 8, it->shard);
+	put32(r + 12, it->entry);
+	put32(r + 16, it->mode);
+	put64(r + 24, it->size);
+	put64(r + 32, (uint64_t)it->mtime);
+	r += IT_HDR;
+	memcpy(r, it->cls ? it->cls : "", clslen);
+	r[clslen] = '\0';
+	r += clslen + 1;
+	memcpy(r, it->key, it->keylen);
+	r[it->keylen] = '\0';
+	memcpy(r + it->keylen + 1, it->ext, extlen + 1);
+	bt->len += 4 + len;
+	if (it->has_num && it->cls_num > bt->max_cls)
+		bt->max_cls = it->cls_num;
+	return 0;
+}
+
+/* Add the batch to the build's items (which may write a sorted run). */
+static int batch_flush(struct if_build *b, struct if_batch *bt)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&b->lock);
+	for (size_t at = 0; err == 0 && at < bt->len;) {
+		uint32_t len = get32(bt->buf + at);
+
+		err = fs_sort_add(b->items, bt->buf + at + 4, len);
+		at += 4 + (size_t)len;
+	}
+	if (bt->max_cls > b->max_cls)
+		b->max_cls = bt->max_cls;
+	pthread_mutex_unlock(&b->lock);
+	bt->len = 0;
+	return err;
+}
 
 static int is_image(const char *name, const char **ext)
 {
@@ -125,10 +292,15 @@ static int is_image(const char *name, const char **ext)
 	return 0;
 }
 
-static int class_ok(const char *c)
+static int class_ok(const struct if_item *it)
 {
-	return c && *c && strcmp(c, ".") && strcmp(c, "..") && strcmp(c, ".shardfs") &&
-	       !strchr(c, '/');
+	const char *c = it->cls;
+	size_t n = it->clslen;
+
+	if (it->has_num)
+		return 1;
+	return c && n && !(n == 1 && c[0] == '.') && !(n == 2 && memcmp(c, "..", 2) == 0) &&
+	       !(n == 8 && memcmp(c, ".shardfs", 8) == 0) && !memchr(c, '/', n);
 }
 
 /* The integer in a .cls member (surrounding white space allowed): 0, -EINVAL
@@ -298,33 +470,6 @@ static void cls_map_save(struct fs *fs, uint32_t shard, const struct cls_map *m)
 	free(buf);
 }
 
-static int list_push(struct if_list *l, const struct if_item *it)
-{
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		struct if_item *p = realloc(l->v, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		l->v = p;
-		l->cap = cap;
-	}
-	l->v[l->n++] = *it;
-	return 0;
-}
-
-/* it->cls of a sample whose class is its cls_num (--class-from cls): the
- * name, zero-padded, is made once per class. */
-static char if_cls_num[] = "#";
-
-static void item_free(struct if_item *it)
-{
-	if (it->cls != if_cls_num)
-		free(it->cls);
-	free(it->key);
-	free(it->name);
-}
-
 /* The members of sample s that matter: its first image (*img_i, *ext
  * inside the entry's name) and its first ".cls" (*cls_i); SHARDIDX_NONE
  * where there is none. -1 when s is not a sample. */
@@ -354,9 +499,9 @@ static int sample_members(const struct shardidx *ix, uint32_t s, uint32_t *img_i
 }
 
 /* --class-from cls: the class of a sample from its .cls member cls_i, from
- * the cached map cm or read from the shard (and added to cm). it->cls stays
- * NULL when the sample has none. 0, or -EIO / -ECANCELED / -ENOMEM, which
- * abort the view. */
+ * the cached map cm or read from the shard (and added to cm). it->has_num
+ * stays 0 when the sample has none. 0, or -EIO / -ECANCELED / -ENOMEM,
+ * which abort the view. */
 static int class_from_cls(struct fs *fs, const struct shardidx *ix, struct cachetier_obj *stream,
 			  struct cls_map *cm, uint32_t cls_i, struct if_item *it)
 {
@@ -382,7 +527,7 @@ static int class_from_cls(struct fs *fs, const struct shardidx *ix, struct cache
 		if (cls_map_add(cm, cls_i, it->cls_num) < 0)
 			return -ENOMEM;
 	}
-	it->cls = if_cls_num;
+	it->has_num = 1;
 	return 0;
 }
 
@@ -395,24 +540,72 @@ static void class_from_name(struct fs *fs, const struct shardidx *ix,
 	const char *us;
 
 	if (fs->cfg.class_from == FS_CLASS_DIR) {
-		if (img->parent != SHARDIDX_NONE && shardidx_entry_get(ix, img->parent, &d) == 0)
-			it->cls = strdup(d.name);
+		if (img->parent != SHARDIDX_NONE && shardidx_entry_get(ix, img->parent, &d) == 0) {
+			it->cls = d.name;
+			it->clslen = strlen(d.name);
+		}
 		return;
 	}
 	us = memchr(img->name, '_', keylen);
-	if (us && us > img->name)
-		it->cls = strndup(img->name, (size_t)(us - img->name));
+	if (us && us > img->name) {
+		it->cls = img->name;
+		it->clslen = (size_t)(us - img->name);
+	}
 }
 
-/* Collect the samples of one shard into l: 0; 1 when the shard has no
- * index (left out of the view); or -EIO, -ECANCELED, -ENOMEM. */
-static int if_scan_shard(struct fs *fs, uint32_t shard, struct if_list *l)
+/* The item of sample s of a shard's index, or 1 when it is left out
+ * (counted); 0, or -EIO / -ECANCELED / -ENOMEM. */
+static int if_sample(struct fs *fs, const struct shardidx *ix, struct cachetier_obj *stream,
+		     struct cls_map *cm, uint32_t s, struct if_item *it)
 {
+	struct shardidx_entry img, canon;
+	uint32_t img_i, cls_i;
+	const char *ext = NULL, *dot;
+	int err;
+
+	if (sample_members(ix, s, &img_i, &ext, &cls_i) < 0)
+		return 1;
+	if (img_i == SHARDIDX_NONE) {
+		fs->c.if_no_image++;
+		return 1;
+	}
+	shardidx_entry_get(ix, img_i, &img);
+	if (shardidx_entry_get(ix, img.canon, &canon) < 0 || canon.type != SHARDIDX_REG) {
+		fs->c.if_no_image++; /* a hard link to what is no file */
+		return 1;
+	}
+	dot = strchr(img.name, '.');
+	it->key = img.name;
+	it->keylen = dot ? (size_t)(dot - img.name) : strlen(img.name);
+	it->ext = ext;
+	it->entry = img.canon;
+	it->mode = canon.mode;
+	it->size = canon.size;
+	it->mtime = canon.mtime;
+	if (fs->cfg.class_from == FS_CLASS_CLS) {
+		err = class_from_cls(fs, ix, stream, cm, cls_i, it);
+		if (err < 0)
+			return err;
+	} else {
+		class_from_name(fs, ix, &img, it->keylen, it);
+	}
+	if (!class_ok(it)) {
+		fs->c.if_no_class++;
+		return 1;
+	}
+	return 0;
+}
+
+/* Add the samples of one shard to the build (through the worker's batch
+ * bt): 0; 1 when the shard has no index (left out of the view); or -EIO,
+ * -ECANCELED, -ENOMEM, the sort's -ENOSPC. */
+static int if_scan_shard(struct if_build *b, uint32_t shard, struct if_batch *bt)
+{
+	struct fs *fs = b->fs;
 	struct shardidx *ix;
 	struct cachetier_obj *stream;
 	struct shardidx_info info;
 	int err = fs_shard_index(fs, shard, &ix, &stream);
-
 	struct cls_map cm = {0};
 
 	if (!fs_obj_live(fs_obj(fs, fs_shard(fs, shard)->obj)))
@@ -426,59 +619,24 @@ static int if_scan_shard(struct fs *fs, uint32_t shard, struct if_list *l)
 		return 1; /* logged and counted by fs_shard_index; the view goes on without it */
 	fs->c.if_shards_indexed++;
 	shardidx_get_info(ix, &info);
-	if (info.nsamples && !l->v) { /* at most one item a sample: no slack */
-		l->v = malloc(info.nsamples * sizeof(*l->v));
-		l->cap = l->v ? info.nsamples : 0;
-	}
 	if (fs->cfg.class_from == FS_CLASS_CLS)
 		cls_map_load(fs, shard, &cm);
 	for (uint32_t s = 0; s < info.nsamples; s++) {
-		struct shardidx_entry img, canon;
-		uint32_t img_i, cls_i;
-		struct if_item it = {0};
-		const char *ext = NULL, *dot;
-		size_t keylen;
+		struct if_item it = {.shard = shard};
 
-		if (sample_members(ix, s, &img_i, &ext, &cls_i) < 0)
-			continue;
-		if (img_i == SHARDIDX_NONE) {
-			fs->c.if_no_image++;
-			continue;
-		}
-		shardidx_entry_get(ix, img_i, &img);
-		if (shardidx_entry_get(ix, img.canon, &canon) < 0 || canon.type != SHARDIDX_REG) {
-			fs->c.if_no_image++; /* a hard link to what is no file */
-			continue;
-		}
-		dot = strchr(img.name, '.');
-		keylen = dot ? (size_t)(dot - img.name) : strlen(img.name);
-		it.shard = shard;
-		it.entry = img.canon;
-		it.mode = canon.mode;
-		it.size = canon.size;
-		it.mtime = canon.mtime;
-		if (fs->cfg.class_from == FS_CLASS_CLS) {
-			err = class_from_cls(fs, ix, stream, &cm, cls_i, &it);
-			if (err < 0)
-				goto out;
-		} else {
-			class_from_name(fs, ix, &img, keylen, &it);
-		}
-		if (!class_ok(it.cls)) {
-			item_free(&it);
-			fs->c.if_no_class++;
-			continue;
-		}
-		it.name = strdup(img.name);
-		it.key = strndup(img.name, keylen);
-		if (!it.name || !it.key || list_push(l, &it) < 0) {
-			item_free(&it);
-			err = -ENOMEM;
+		err = if_sample(fs, ix, stream, &cm, s, &it);
+		if (err < 0)
 			goto out;
-		}
-		l->v[l->n - 1].ext = l->v[l->n - 1].name + (ext - img.name);
+		if (err == 0)
+			err = batch_add(bt, &it);
+		if (err == 0 && bt->len >= IF_BATCH)
+			err = batch_flush(b, bt);
+		if (err < 0)
+			goto out;
 	}
-	cls_map_save(fs, shard, &cm);
+	err = batch_flush(b, bt);
+	if (err == 0)
+		cls_map_save(fs, shard, &cm);
 out:
 	free(cm.entry);
 	free(cm.num);
@@ -488,182 +646,22 @@ out:
 static void *if_worker(void *arg)
 {
 	struct if_build *b = arg;
+	struct if_batch bt = {0};
 
 	for (;;) {
 		unsigned i = atomic_fetch_add(&b->next, 1);
 
 		if (i >= b->nshards || atomic_load(&b->err))
 			break;
-		int err = if_scan_shard(b->fs, i, &b->per_shard[i]);
+		int err = if_scan_shard(b, i, &bt);
 
 		if (err < 0)
 			atomic_store(&b->err, err);
 		else if (err > 0)
 			atomic_fetch_add(&b->skipped, 1);
 	}
+	free(bt.buf);
 	return NULL;
-}
-
-/* Order of the merged items: class, then the name each wants, then where
- * it comes from; the first of equal names keeps its name. */
-static int item_cmp(const void *pa, const void *pb)
-{
-	const struct if_item *a = pa, *b = pb;
-	int c;
-
-	if (a->cls == if_cls_num && b->cls == if_cls_num) {
-		/* the padded names sort as the numbers */
-		if (a->cls_num != b->cls_num)
-			return a->cls_num < b->cls_num ? -1 : 1;
-	} else {
-		c = strcmp(a->cls, b->cls);
-		if (c)
-			return c;
-	}
-	c = strcmp(a->key, b->key);
-	if (c)
-		return c;
-	c = strcmp(a->ext, b->ext);
-	if (c)
-		return c;
-	if (a->shard != b->shard)
-		return a->shard < b->shard ? -1 : 1;
-	return a->entry < b->entry ? -1 : a->entry > b->entry;
-}
-
-static int file_cmp(const void *pa, const void *pb)
-{
-	const struct if_file *a = pa, *b = pb;
-
-	return strcmp(a->name, b->name);
-}
-
-static char *join_name(const struct if_item *it, const char *shardname, int with_entry)
-{
-	size_t n = strlen(it->key) + strlen(shardname) + strlen(it->ext) + 32;
-	char *s = malloc(n);
-
-	if (!s)
-		return NULL;
-	if (!shardname[0])
-		snprintf(s, n, "%s.%s", it->key, it->ext);
-	else if (with_entry)
-		snprintf(s, n, "%s~%s~%" PRIu32 ".%s", it->key, shardname, it->entry, it->ext);
-	else
-		snprintf(s, n, "%s~%s.%s", it->key, shardname, it->ext);
-	return s;
-}
-
-static int same_class(const struct if_item *a, const struct if_item *b)
-{
-	if (a->cls == if_cls_num || b->cls == if_cls_num)
-		return a->cls == b->cls && a->cls_num == b->cls_num;
-	return strcmp(a->cls, b->cls) == 0;
-}
-
-/* The name of it's class: cls, or cls_num zero-padded to width digits. */
-static char *class_name(const struct if_item *it, int width)
-{
-	char buf[32];
-
-	if (it->cls != if_cls_num)
-		return strdup(it->cls);
-	snprintf(buf, sizeof(buf), "%0*" PRIu64, width, it->cls_num);
-	return strdup(buf);
-}
-
-/* Turn the items into the view (sorted here). */
-static int if_assemble(struct fs *fs, struct if_item *items, size_t n, struct if_heap *v)
-{
-	uint64_t max_cls = 0;
-	int width = 1;
-	size_t i = 0;
-	size_t ncls = n ? 1 : 0;
-
-	if (n > UINT32_MAX)
-		return -EOVERFLOW;
-	if (fs->cfg.class_from == FS_CLASS_CLS && n) {
-		char buf[32];
-
-		for (size_t k = 0; k < n; k++)
-			max_cls = items[k].cls_num > max_cls ? items[k].cls_num : max_cls;
-		width = snprintf(buf, sizeof(buf), "%" PRIu64, max_cls);
-	}
-	qsort(items, n, sizeof(*items), item_cmp);
-	for (size_t k = 1; k < n; k++)
-		ncls += !same_class(&items[k], &items[k - 1]);
-	v->files = calloc(n ? n : 1, sizeof(*v->files));
-	v->classes = calloc(ncls ? ncls : 1, sizeof(*v->classes));
-	if (!v->files || !v->classes)
-		return -ENOMEM;
-	while (i < n) {
-		struct if_class *c = &v->classes[v->nclasses];
-		size_t j = i;
-
-		c->name = class_name(&items[i], width);
-		if (!c->name)
-			return -ENOMEM;
-		v->nclasses++;
-		c->first = v->nfiles;
-		for (; j < n && same_class(&items[j], &items[i]); j++) {
-			struct if_item *it = &items[j];
-			int dup = j > i && strcmp(it->key, items[j - 1].key) == 0 &&
-				  strcmp(it->ext, items[j - 1].ext) == 0;
-			int same_shard = dup && items[j - 1].shard == it->shard;
-			char *name;
-
-			if (!dup && strlen(it->key) + 1 + strlen(it->ext) == strlen(it->name)) {
-				name = it->name; /* it is <key>.<ext>: the file takes it over (its
-						  * ext, which the next item compares, stays) */
-				it->name = NULL;
-			} else {
-				name = join_name(it, dup ? fs_shard(fs, it->shard)->dirname : "",
-						 same_shard);
-			}
-			if (!name)
-				return -ENOMEM;
-			v->files[v->nfiles++] = (struct if_file){name,	   it->shard, it->entry,
-								 it->mode, it->size,  it->mtime};
-			c->mtime = it->mtime > c->mtime ? it->mtime : c->mtime;
-		}
-		c->n = v->nfiles - c->first;
-		qsort(v->files + c->first, c->n, sizeof(*v->files), file_cmp);
-		/* a renamed file may still meet an existing name: leave it out */
-		for (uint32_t k = c->first + 1; k < c->first + c->n;) {
-			if (strcmp(v->files[k].name, v->files[k - 1].name) == 0) {
-				fs_log(FS_LOG_WARN,
-				       "imagefolder: %s/%s stored twice; left out once", c->name,
-				       v->files[k].name);
-				fs->c.if_dup_dropped++;
-				free(v->files[k].name);
-				memmove(&v->files[k], &v->files[k + 1],
-					(c->first + c->n - k - 1) * sizeof(*v->files));
-				c->n--;
-				v->nfiles--;
-			} else {
-				k++;
-			}
-		}
-		i = j;
-	}
-	if (fs->cfg.class_from == FS_CLASS_CLS && v->nclasses && max_cls + 1 != v->nclasses)
-		fs_log(FS_LOG_WARN,
-		       "imagefolder: classes are not 0..%" PRIu64
-		       " (%u present): torchvision's class_to_idx will not equal the .cls integers",
-		       max_cls, v->nclasses);
-	fs->c.if_images = v->nfiles;
-	return 0;
-}
-
-static void heap_free(struct if_heap *v)
-{
-	for (uint32_t i = 0; v->classes && i < v->nclasses; i++)
-		free(v->classes[i].name);
-	for (uint32_t i = 0; v->files && i < v->nfiles; i++)
-		free(v->files[i].name);
-	free(v->classes);
-	free(v->files);
-	*v = (struct if_heap){0};
 }
 
 static void view_free(struct fs_ifview *v)
@@ -833,128 +831,6 @@ static size_t pad8(uint64_t n)
 	return (size_t)((n + 7) & ~(uint64_t)7);
 }
 
-static void ifv_put_name(unsigned char *rec, int wide, char *strtab, uint64_t *off,
-			 const char *name)
-{
-	size_t n = strlen(name) + 1;
-
-	if (wide)
-		disk_le64_put(rec, *off);
-	else
-		disk_le32_put(rec, (uint32_t)*off);
-	memcpy(strtab + *off, name, n);
-	*off += n;
-}
-
-struct ifv_member {
-	uint32_t shard, entry, file;
-};
-
-static int member_cmp(const void *pa, const void *pb)
-{
-	const struct ifv_member *a = pa, *b = pb;
-
-	if (a->shard != b->shard)
-		return a->shard < b->shard ? -1 : 1;
-	if (a->entry != b->entry)
-		return a->entry < b->entry ? -1 : 1;
-	return a->file < b->file ? -1 : a->file > b->file;
-}
-
-/* The shards and members sections: the files' attributes in (shard, entry)
- * order, and where each shard's start. */
-static int ifv_put_members(const struct if_heap *hv, uint32_t nshards, unsigned char *shards,
-			   unsigned char *out)
-{
-	struct ifv_member *m = malloc((hv->nfiles ? hv->nfiles : 1) * sizeof(*m));
-	uint32_t k = 0;
-
-	if (!m)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < hv->nfiles; i++)
-		m[i] = (struct ifv_member){hv->files[i].shard, hv->files[i].entry, i};
-	qsort(m, hv->nfiles, sizeof(*m), member_cmp);
-	for (uint32_t s = 0; s <= nshards; s++) {
-		while (k < hv->nfiles && m[k].shard < s)
-			k++;
-		disk_le32_put(shards + (size_t)s * 4, k);
-	}
-	for (uint32_t i = 0; i < hv->nfiles; i++) {
-		const struct if_file *f = &hv->files[m[i].file];
-		unsigned char *r = out + (size_t)i * IFV_MEMBER;
-
-		disk_le32_put(r, f->entry);
-		disk_le32_put(r + 4, (uint32_t)f->mtime);
-		disk_le64_put(r + 8, f->size << 12 | (f->mode & 07777));
-	}
-	free(m);
-	return 0;
-}
-
-/* The blob of view hv (malloc'd, *len bytes). */
-static int ifv_serialize(const struct if_heap *hv, const struct ifv_meta *m, unsigned char **out,
-			 size_t *len)
-{
-	uint64_t strtab_len = 1, off = 1;
-	unsigned char *b, *cls, *files, *shards, *members;
-	char *strtab;
-
-	for (uint32_t i = 0; i < hv->nclasses; i++)
-		strtab_len += strlen(hv->classes[i].name) + 1;
-	for (uint32_t i = 0; i < hv->nfiles; i++) {
-		strtab_len += strlen(hv->files[i].name) + 1;
-		if (hv->files[i].size >> 52 || hv->files[i].mtime < 0 ||
-		    hv->files[i].mtime > UINT32_MAX)
-			return -EFBIG; /* no such member: see shardidx.h */
-	}
-	if (strtab_len > UINT32_MAX)
-		return -EFBIG; /* names are u32 offsets */
-	*len = IFV_HDR + (size_t)hv->nclasses * IFV_CLASS_REC +
-	       pad8((uint64_t)hv->nfiles * IFV_FILE_REC) + pad8(((uint64_t)m->nshards + 1) * 4) +
-	       (size_t)hv->nfiles * IFV_MEMBER + pad8(strtab_len);
-	b = calloc(1, *len);
-	if (!b)
-		return -ENOMEM;
-	cls = b + IFV_HDR;
-	files = cls + (size_t)hv->nclasses * IFV_CLASS_REC;
-	shards = files + pad8((uint64_t)hv->nfiles * IFV_FILE_REC);
-	members = shards + pad8(((uint64_t)m->nshards + 1) * 4);
-	strtab = (char *)members + (size_t)hv->nfiles * IFV_MEMBER;
-	if (ifv_put_members(hv, m->nshards, shards, members) < 0) {
-		free(b);
-		return -ENOMEM;
-	}
-	for (uint32_t i = 0; i < hv->nclasses; i++) {
-		unsigned char *r = cls + (size_t)i * IFV_CLASS_REC;
-
-		ifv_put_name(r, 1, strtab, &off, hv->classes[i].name);
-		disk_le32_put(r + 8, hv->classes[i].first);
-		disk_le32_put(r + 12, hv->classes[i].n);
-		disk_le64_put(r + 16, (uint64_t)hv->classes[i].mtime);
-	}
-	for (uint32_t i = 0; i < hv->nfiles; i++) {
-		unsigned char *r = files + (size_t)i * IFV_FILE_REC;
-
-		ifv_put_name(r, 0, strtab, &off, hv->files[i].name);
-		disk_le32_put(r + 4, hv->files[i].shard);
-		disk_le32_put(r + 8, hv->files[i].entry);
-	}
-	memcpy(b, IFV_MAGIC, 8);
-	disk_le32_put(b + 8, IFV_VERSION);
-	disk_le32_put(b + 12, hv->nclasses);
-	disk_le64_put(b + 24, m->fp);
-	disk_le32_put(b + 32, hv->nfiles);
-	disk_le32_put(b + 36, m->nshards);
-	disk_le64_put(b + 40, strtab_len);
-	disk_le64_put(b + 48, m->no_image);
-	disk_le64_put(b + 56, m->no_class);
-	disk_le64_put(b + 64, m->dup);
-	disk_le32_put(b + 72, m->class_from);
-	disk_le64_put(b + 16, ifv_sum(b, *len));
-	*out = b;
-	return 0;
-}
-
 /* The class and file records of v (set up by ifv_open) are sound. */
 static int ifv_check_records(const struct fs_ifview *v, uint32_t nshards)
 {
@@ -1065,35 +941,550 @@ static int ifv_map(struct fs *fs, const struct ifv_meta *want, struct fs_ifview 
 	return 0;
 }
 
-/* Save blob b (the view just built) and map it; when that fails the view
- * lives in the heap (b, then owned by the view). */
-static int ifv_save(struct fs *fs, const struct ifv_meta *want, int save, unsigned char *b,
-		    size_t len, struct fs_ifview **out)
+/* ---- building the blob -------------------------------------------------- */
+
+/* The build between its sorts. */
+struct if_pass {
+	struct fs *fs;
+	size_t budget;		 /* of each sort */
+	struct fs_sort *files;	 /* file records */
+	struct fs_sort *classes; /* the class spool */
+	uint32_t nclasses, nfiles;
+	uint64_t cnames_len, fnames_len; /* the names' bytes, NULs included */
+	uint64_t dup;			 /* files left out: their name was taken */
+	int width;			 /* --class-from cls: digits of the class names */
+};
+
+/* A copy of the record last read (an iterator's record lasts one step). */
+struct if_prev {
+	unsigned char *p;
+	size_t cap;
+	int set;
+};
+
+static int prev_grow(struct if_prev *pv, size_t len)
 {
-	struct fs_ifview *v;
+	if (len > pv->cap) {
+		unsigned char *p = realloc(pv->p, len);
+
+		if (!p)
+			return -ENOMEM;
+		pv->p = p;
+		pv->cap = len;
+	}
+	return 0;
+}
+
+static int prev_keep(struct if_prev *pv, const void *rec, size_t len)
+{
+	if (prev_grow(pv, len) < 0)
+		return -ENOMEM;
+	memcpy(pv->p, rec, len);
+	pv->set = 1;
+	return 0;
+}
+
+/* The class of item record r ended: its spool record (name, newest mtime). */
+static int class_put(struct if_pass *p, const unsigned char *r, int64_t mtime)
+{
+	unsigned char rec[CR_HDR + 32];
+	const char *cls = (const char *)r + IT_HDR;
+	size_t n;
+	int err;
+
+	if (p->fs->cfg.class_from == FS_CLASS_CLS)
+		cls = NULL;
+	n = cls ? strlen(cls)
+		: (size_t)snprintf((char *)rec + CR_HDR, 32, "%0*" PRIu64, p->width, get64(r));
+	put64(rec, (uint64_t)mtime);
+	if (!cls) {
+		err = fs_sort_add(p->classes, rec, CR_HDR + n + 1);
+	} else {
+		unsigned char *b = malloc(CR_HDR + n + 1);
+
+		if (!b)
+			return -ENOMEM;
+		memcpy(b, rec, CR_HDR);
+		memcpy(b + CR_HDR, cls, n + 1);
+		err = fs_sort_add(p->classes, b, CR_HDR + n + 1);
+		free(b);
+	}
+	if (err == 0 && p->nclasses == UINT32_MAX)
+		err = -EOVERFLOW;
+	p->nclasses++;
+	p->cnames_len += n + 1;
+	return err;
+}
+
+/* The file record of item record r, named as its place among equal names
+ * says (prev: the item before it in order, or none): <key>.<ext>, else
+ * <key>~<shard>.<ext>, else <key>~<shard>~<entry>.<ext>. */
+static int file_put(struct if_pass *p, const unsigned char *r, const struct if_prev *prev,
+		    uint64_t seq, struct if_prev *buf)
+{
+	const char *key = (const char *)r + IT_HDR, *ext;
+	uint32_t shard = get32(r + 8), entry = get32(r + 12);
+	int dup = 0, same_shard = 0, n;
+	const char *dir = "";
+	size_t cap;
+
+	key += strlen(key) + 1;
+	ext = key + strlen(key) + 1;
+	if (prev && prev->set) {
+		const char *pk = (const char *)prev->p + IT_HDR;
+
+		pk += strlen(pk) + 1;
+		dup = strcmp(pk, key) == 0 && strcmp(pk + strlen(pk) + 1, ext) == 0;
+		same_shard = dup && get32(prev->p + 8) == shard;
+	}
+	if (dup)
+		dir = fs_shard(p->fs, shard)->dirname;
+	cap = FR_HDR + strlen(key) + strlen(dir) + strlen(ext) + 32;
+	if (prev_grow(buf, cap) < 0)
+		return -ENOMEM;
+	if (!dir[0])
+		n = snprintf((char *)buf->p + FR_HDR, cap - FR_HDR, "%s.%s", key, ext);
+	else if (same_shard)
+		n = snprintf((char *)buf->p + FR_HDR, cap - FR_HDR, "%s~%s~%" PRIu32 ".%s", key,
+			     dir, entry, ext);
+	else
+		n = snprintf((char *)buf->p + FR_HDR, cap - FR_HDR, "%s~%s.%s", key, dir, ext);
+	put32(buf->p, p->nclasses);
+	put32(buf->p + 4, shard);
+	put32(buf->p + 8, entry);
+	put32(buf->p + 12, get32(r + 16));
+	put64(buf->p + 16, seq);
+	put64(buf->p + 24, get64(r + 24));
+	put64(buf->p + 32, get64(r + 32));
+	return fs_sort_add(p->files, buf->p, FR_HDR + (size_t)n + 1);
+}
+
+/* Read the items in order: the classes (spooled) and a file record each. */
+static int if_make_files(struct if_pass *p, struct fs_sort *items)
+{
+	struct if_prev prev = {0}, buf = {0};
+	struct fs_sort_iter *it;
+	int64_t mtime = 0;
+	uint64_t seq = 0;
+	const void *v;
+	size_t len;
+	int err = fs_sort_iter_open(items, &it), got = 0;
+
+	while (err == 0 && (got = fs_sort_next(it, &v, &len)) > 0) {
+		const unsigned char *r = v;
+		int newc = !prev.set || get64(r) != get64(prev.p) ||
+			   strcmp((const char *)r + IT_HDR, (const char *)prev.p + IT_HDR) != 0;
+
+		if (newc && prev.set) {
+			err = class_put(p, prev.p, mtime);
+			mtime = 0;
+		}
+		if (err == 0)
+			err = file_put(p, r, newc ? NULL : &prev, seq++, &buf);
+		if ((int64_t)get64(r + 32) > mtime)
+			mtime = (int64_t)get64(r + 32);
+		if (err == 0)
+			err = prev_keep(&prev, r, len);
+	}
+	if (err == 0 && got < 0)
+		err = got;
+	if (err == 0 && prev.set)
+		err = class_put(p, prev.p, mtime);
+	fs_sort_iter_close(it);
+	free(prev.p);
+	free(buf.p);
+	return err;
+}
+
+/* Read the files in order once to count what the blob holds: files (not
+ * the second of a name), their names' bytes. */
+static int if_count_files(struct if_pass *p)
+{
+	struct if_prev prev = {0};
+	struct fs_sort_iter *it;
+	const void *v;
+	size_t len;
+	int err = fs_sort_iter_open(p->files, &it), got = 0;
+
+	while (err == 0 && (got = fs_sort_next(it, &v, &len)) > 0) {
+		const unsigned char *r = v;
+		int64_t mtime = (int64_t)get64(r + 32);
+
+		if (prev.set && get32(prev.p) == get32(r) &&
+		    strcmp((const char *)prev.p + FR_HDR, (const char *)r + FR_HDR) == 0) {
+			p->dup++;
+			continue;
+		}
+		if (get64(r + 24) >> 52 || mtime < 0 || mtime > UINT32_MAX)
+			err = -EFBIG; /* no such member: see shardidx.h */
+		else if (p->nfiles == UINT32_MAX)
+			err = -EOVERFLOW;
+		p->nfiles++;
+		p->fnames_len += len - FR_HDR;
+		if (err == 0)
+			err = prev_keep(&prev, r, len);
+	}
+	fs_sort_iter_close(it);
+	free(prev.p);
+	return err ? err : got;
+}
+
+/* Where the blob's sections start (the layout in "the view as a blob"). */
+struct ifv_layout {
+	uint64_t classes, files, shards, members, strtab, strtab_len, len;
+};
+
+static int ifv_layout(const struct if_pass *p, uint32_t nshards, struct ifv_layout *l)
+{
+	l->strtab_len = 1 + p->cnames_len + p->fnames_len;
+	if (l->strtab_len > UINT32_MAX)
+		return -EFBIG; /* names are u32 offsets */
+	l->classes = IFV_HDR;
+	l->files = l->classes + (uint64_t)p->nclasses * IFV_CLASS_REC;
+	l->shards = l->files + pad8((uint64_t)p->nfiles * IFV_FILE_REC);
+	l->members = l->shards + pad8(((uint64_t)nshards + 1) * 4);
+	l->strtab = l->members + (uint64_t)p->nfiles * IFV_MEMBER;
+	l->len = l->strtab + pad8(l->strtab_len);
+	return l->len > SIZE_MAX ? -EFBIG : 0;
+}
+
+/* Where the blob goes: a blob of the cache tier written in pieces, or the
+ * heap (zeroed, l->len bytes). */
+struct ifv_sink {
+	struct cachetier_meta_writer *w;
+	unsigned char *heap;
+};
+
+#define IFV_OUT_BUF (64u << 10)
+
+/* One section written front to back. */
+struct ifv_out {
+	struct ifv_sink *k;
+	uint64_t off; /* where buf[0] goes */
+	unsigned char *buf;
+	size_t n;
+	int err;
+};
+
+static void out_open(struct ifv_out *o, struct ifv_sink *k, uint64_t off)
+{
+	*o = (struct ifv_out){.k = k, .off = off};
+	if (k->w) {
+		o->buf = malloc(IFV_OUT_BUF);
+		o->err = o->buf ? 0 : -ENOMEM;
+	}
+}
+
+static void out_flush(struct ifv_out *o)
+{
+	if (o->n && o->err == 0)
+		o->err = cachetier_meta_pwrite(o->k->w, o->buf, o->n, o->off);
+	o->off += o->n;
+	o->n = 0;
+}
+
+static void out_put(struct ifv_out *o, const void *p, size_t n)
+{
+	if (!o->k->w) {
+		memcpy(o->k->heap + o->off, p, n);
+		o->off += n;
+		return;
+	}
+	while (n && o->err == 0) {
+		size_t c = IFV_OUT_BUF - o->n < n ? IFV_OUT_BUF - o->n : n;
+
+		memcpy(o->buf + o->n, p, c);
+		o->n += c;
+		p = (const char *)p + c;
+		n -= c;
+		if (o->n == IFV_OUT_BUF)
+			out_flush(o);
+	}
+}
+
+/* Flush and free o; its error (or err, when that is one). */
+static int out_close(struct ifv_out *o, int err)
+{
+	if (o->k->w)
+		out_flush(o);
+	free(o->buf);
+	o->buf = NULL;
+	return err ? err : o->err;
+}
+
+/* The class record of class c: name at name_off, files [first, first + n),
+ * newest mtime. */
+static void class_rec(struct ifv_out *o, uint64_t name_off, uint32_t first, uint32_t n,
+		      int64_t mtime)
+{
+	unsigned char r[IFV_CLASS_REC];
+
+	disk_le64_put(r, name_off);
+	disk_le32_put(r + 8, first);
+	disk_le32_put(r + 12, n);
+	disk_le64_put(r + 16, (uint64_t)mtime);
+	out_put(o, r, sizeof(r));
+}
+
+/* The classes, files and names sections from the files in order (the
+ * class spool beside them); each file's attributes go to members. */
+static int ifv_write_files(struct if_pass *p, const struct ifv_layout *l, struct ifv_sink *k,
+			   struct fs_sort *members)
+{
+	struct ifv_out oc, of, ocn, ofn; /* classes, files, class names, file names */
+	struct fs_sort_iter *it = NULL, *cit = NULL;
+	uint64_t coff = 1, foff = 1 + p->cnames_len, cur_off = 0;
+	uint32_t ci = UINT32_MAX, first = 0, fi = 0;
+	const char *cname = "";
+	int64_t cmtime = 0;
+	struct if_prev prev = {0};
+	const void *v;
+	size_t len;
+	int err = fs_sort_iter_open(p->files, &it), got = 0;
+
+	if (err == 0)
+		err = fs_sort_iter_open(p->classes, &cit);
+	out_open(&oc, k, l->classes);
+	out_open(&of, k, l->files);
+	out_open(&ocn, k, l->strtab + 1);
+	out_open(&ofn, k, l->strtab + 1 + p->cnames_len);
+	while (err == 0 && (got = fs_sort_next(it, &v, &len)) > 0) {
+		const unsigned char *r = v;
+		const char *name = (const char *)r + FR_HDR;
+		unsigned char rec[MR_LEN > IFV_FILE_REC ? MR_LEN : IFV_FILE_REC];
+
+		if (get32(r) != ci) {
+			const void *c;
+			size_t clen;
+
+			if (ci != UINT32_MAX)
+				class_rec(&oc, cur_off, first, fi - first, cmtime);
+			got = fs_sort_next(cit, &c, &clen);
+			if (got <= 0 || get32(r) != ci + 1) {
+				err = got < 0 ? got : -EIO; /* files of a class not spooled */
+				break;
+			}
+			ci = get32(r);
+			cmtime = (int64_t)get64(c);
+			cname = (const char *)c + CR_HDR;
+			out_put(&ocn, cname, clen - CR_HDR);
+			cur_off = coff;
+			coff += clen - CR_HDR;
+			first = fi;
+			prev.set = 0;
+		} else if (prev.set && strcmp((const char *)prev.p, name) == 0) {
+			fs_log(FS_LOG_WARN, "imagefolder: %s/%s stored twice; left out once", cname,
+			       name);
+			continue;
+		}
+		disk_le32_put(rec, (uint32_t)foff);
+		disk_le32_put(rec + 4, get32(r + 4));
+		disk_le32_put(rec + 8, get32(r + 8));
+		out_put(&of, rec, IFV_FILE_REC);
+		out_put(&ofn, name, len - FR_HDR);
+		foff += len - FR_HDR;
+		put32(rec, get32(r + 4));
+		put32(rec + 4, get32(r + 8));
+		put32(rec + 8, fi++);
+		put32(rec + 12, (uint32_t)get64(r + 32));
+		put64(rec + 16, get64(r + 24) << 12 | (get32(r + 12) & 07777));
+		err = fs_sort_add(members, rec, MR_LEN);
+		if (err == 0)
+			err = prev_keep(&prev, name, len - FR_HDR);
+	}
+	if (err == 0 && got < 0)
+		err = got;
+	if (err == 0 && ci != UINT32_MAX)
+		class_rec(&oc, cur_off, first, fi - first, cmtime);
+	if (err == 0 && (fi != p->nfiles || (ci == UINT32_MAX ? 0 : ci + 1) != p->nclasses))
+		err = -EIO; /* not what if_count_files read */
+	fs_sort_iter_close(it);
+	fs_sort_iter_close(cit);
+	free(prev.p);
+	err = out_close(&oc, err);
+	err = out_close(&of, err);
+	err = out_close(&ocn, err);
+	return out_close(&ofn, err);
+}
+
+/* The shards and members sections from the members in (shard, entry,
+ * file) order. */
+static int ifv_write_members(struct fs_sort *members, const struct ifv_layout *l, uint32_t nshards,
+			     struct ifv_sink *k)
+{
+	struct ifv_out os, om;
+	struct fs_sort_iter *it;
+	uint32_t s = 0, i = 0;
+	unsigned char w[IFV_MEMBER];
+	const void *v;
+	size_t len;
+	int err = fs_sort_iter_open(members, &it), got = 0;
+
+	out_open(&os, k, l->shards);
+	out_open(&om, k, l->members);
+	while (err == 0 && (got = fs_sort_next(it, &v, &len)) > 0) {
+		const unsigned char *r = v;
+
+		for (; s <= get32(r) && s <= nshards; s++) {
+			disk_le32_put(w, i);
+			out_put(&os, w, 4);
+		}
+		disk_le32_put(w, get32(r + 4));
+		disk_le32_put(w + 4, get32(r + 12));
+		disk_le64_put(w + 8, get64(r + 16));
+		out_put(&om, w, IFV_MEMBER);
+		i++;
+	}
+	for (; s <= nshards; s++) {
+		disk_le32_put(w, i);
+		out_put(&os, w, 4);
+	}
+	fs_sort_iter_close(it);
+	err = out_close(&os, err ? err : got);
+	return out_close(&om, err);
+}
+
+/* ifv_sum of the blob in sink k (hdr: its first 16 bytes), reading it
+ * back a MiB at a time when it is a file. */
+static int ifv_sum_sink(struct ifv_sink *k, const unsigned char *hdr, uint64_t len, uint64_t *sum)
+{
+	uint64_t h[4] = {DISK_FNV64_INIT, DISK_FNV64_INIT ^ 1, DISK_FNV64_INIT ^ 2,
+			 DISK_FNV64_INIT ^ 3};
+	uint64_t r = DISK_FNV64_INIT ^ len, blocks_end = 24 + (len - 24) / 32 * 32;
+	size_t cap = 1u << 20; /* a multiple of 32: blocks never straddle two reads */
+	unsigned char *buf;
+	int err = 0;
+
+	if (!k->w) {
+		*sum = ifv_sum(k->heap, (size_t)len);
+		return 0;
+	}
+	buf = malloc(cap);
+	if (!buf)
+		return -ENOMEM;
+	for (uint64_t pos = 24; err == 0 && pos < len;) {
+		size_t n = len - pos < cap ? (size_t)(len - pos) : cap, i = 0;
+
+		err = cachetier_meta_pread(k->w, buf, n, pos);
+		for (; err == 0 && i + 32 <= n && pos + i + 32 <= blocks_end; i += 32)
+			for (int q = 0; q < 4; q++)
+				h[q] = ifv_mix(h[q], disk_le64_get(buf + i + 8 * q));
+		for (; err == 0 && i < n; i += 8)
+			h[0] = ifv_mix(h[0], disk_le64_get(buf + i));
+		pos += n;
+	}
+	free(buf);
+	h[1] = ifv_mix(h[1], disk_le64_get(hdr));
+	h[2] = ifv_mix(h[2], disk_le64_get(hdr + 8));
+	for (int q = 0; q < 4; q++)
+		r = ifv_mix(r, h[q]);
+	*sum = r ^ r >> 29;
+	return err;
+}
+
+/* The header, the padding after the names and the checksum. */
+static int ifv_seal(struct ifv_sink *k, const struct if_pass *p, const struct ifv_layout *l,
+		    const struct ifv_meta *m)
+{
+	unsigned char b[IFV_HDR] = {0}, zero[8] = {0};
+	struct ifv_out o;
+	uint64_t sum = 0;
+	int err;
+
+	memcpy(b, IFV_MAGIC, 8);
+	disk_le32_put(b + 8, IFV_VERSION);
+	disk_le32_put(b + 12, p->nclasses);
+	disk_le64_put(b + 24, m->fp);
+	disk_le32_put(b + 32, p->nfiles);
+	disk_le32_put(b + 36, m->nshards);
+	disk_le64_put(b + 40, l->strtab_len);
+	disk_le64_put(b + 48, m->no_image);
+	disk_le64_put(b + 56, m->no_class);
+	disk_le64_put(b + 64, m->dup);
+	disk_le32_put(b + 72, m->class_from);
+	out_open(&o, k, 0);
+	out_put(&o, b, IFV_HDR);
+	err = out_close(&o, 0);
+	out_open(&o, k, l->strtab);
+	out_put(&o, zero, 1); /* the empty name */
+	err = out_close(&o, err);
+	out_open(&o, k, l->strtab + l->strtab_len);
+	out_put(&o, zero, (size_t)(l->len - l->strtab - l->strtab_len));
+	err = out_close(&o, err);
+	if (err == 0)
+		err = ifv_sum_sink(k, b, l->len, &sum);
+	disk_le64_put(b + 16, sum);
+	out_open(&o, k, 16);
+	out_put(&o, b + 16, 8);
+	return out_close(&o, err);
+}
+
+/* Write the blob of p (counted, laid out as l) to sink k. */
+static int ifv_write(struct if_pass *p, const struct ifv_meta *m, const struct ifv_layout *l,
+		     struct ifv_sink *k)
+{
+	struct fs_sort *members;
+	int err = fs_sort_new(p->fs->ct, p->budget, member_cmp, &members);
+
+	if (err == 0)
+		err = ifv_write_files(p, l, k, members);
+	if (err == 0)
+		err = fs_sort_finish(members);
+	if (err == 0)
+		err = ifv_write_members(members, l, m->nshards, k);
+	if (members)
+		p->fs->c.if_build_runs += fs_sort_runs(members);
+	fs_sort_free(members);
+	if (err == 0)
+		err = ifv_seal(k, p, l, m);
+	return err;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* The view in the heap: blob of p written into memory. */
+static int ifv_heap(struct if_pass *p, const struct ifv_meta *want, const struct ifv_layout *l,
+		    struct fs_ifview **out)
+{
+	struct ifv_sink k = {.heap = calloc(1, (size_t)l->len)};
+	struct fs_ifview *v = calloc(1, sizeof(*v));
+	struct ifv_meta got;
+	int err = k.heap && v ? ifv_write(p, want, l, &k) : -ENOMEM;
+
+	if (err == 0)
+		err = ifv_open(v, k.heap, (size_t)l->len, want, &got);
+	if (err < 0) {
+		free(v);
+		free(k.heap);
+		return err;
+	}
+	v->heap = k.heap;
+	p->fs->c.if_view_mapped = 0;
+	*out = v;
+	return 0;
+}
+
+/* A saved blob that could not be mapped: read into the heap. */
+static int ifv_read(struct fs *fs, const struct ifv_meta *want, struct fs_ifview **out)
+{
+	struct fs_ifview *v = calloc(1, sizeof(*v));
 	struct ifv_meta got;
 	char family[32], name[64];
+	size_t len;
+	void *b = NULL;
 	int err;
 
 	ifv_family(fs, family, sizeof(family));
 	ifv_name(family, want->fp, name, sizeof(name));
-	if (save) {
-		err = cachetier_meta_put_in(fs->ct, family, name, b, len);
-		if (err == 0)
-			fs->c.if_view_saved++;
-		if (err == 0 && ifv_map(fs, want, out, &got) == 0) {
-			free(b);
-			fs->c.if_view_mapped = 1;
-			ifv_clean(fs, family, name, want->fp);
-			return 0;
-		}
-		if (err == 0)
-			ifv_clean(fs, family, name, want->fp);
-		fs_log(FS_LOG_WARN, "imagefolder: the view is kept in memory: %s %s",
-		       err < 0 ? "cannot save" : "cannot map", name);
-	}
-	v = calloc(1, sizeof(*v));
-	err = v ? ifv_open(v, b, len, want, &got) : -ENOMEM;
+	err = v ? cachetier_meta_get_in(fs->ct, family, name, &b, &len) : -ENOMEM;
+	if (err == 0)
+		err = ifv_open(v, b, len, want, &got);
 	if (err < 0) {
 		free(v);
 		free(b);
@@ -1105,100 +1496,164 @@ static int ifv_save(struct fs *fs, const struct ifv_meta *want, int save, unsign
 	return 0;
 }
 
-static double now_ms(void)
+/* Write the blob of p into the cache directory and map it. When it cannot
+ * be written (a full disk) it is built in the heap instead, as long as the
+ * build never needed the disk (its sorts fitted --imagefolder-build-memory:
+ * the view is about as large); otherwise the build fails, as a view in the
+ * heap would cost the memory the budget keeps it from taking (tens of bytes
+ * a sample: gigabytes for tens of millions), and says why. A view that
+ * left a shard out is not saved: it is built in the heap. */
+static int ifv_emit(struct if_pass *p, const struct ifv_meta *want, const struct ifv_layout *l,
+		    int save, struct fs_ifview **out)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-/* Index shards [0, nshards) and gather their samples in shard order into
- * *items (n of them; the caller frees them); *skipped: shards left out. */
-static int if_collect(struct fs *fs, uint32_t nshards, struct if_item **items, size_t *n,
-		      unsigned *skipped)
-{
-	struct if_build b = {.fs = fs, .nshards = nshards};
-	pthread_t th[IF_THREADS];
-	unsigned nth = nshards < IF_THREADS ? nshards : IF_THREADS, started = 0;
+	struct fs *fs = p->fs;
+	struct ifv_sink k = {0};
+	struct ifv_meta got;
+	char family[32], name[64];
 	int err;
 
-	*items = NULL;
-	*n = 0;
-	b.per_shard = calloc(nshards ? nshards : 1, sizeof(*b.per_shard));
-	if (!b.per_shard)
-		return -ENOMEM;
-	fs_log(FS_LOG_INFO, "imagefolder: indexing %u shards with %u threads", nshards, nth);
+	if (!save)
+		return ifv_heap(p, want, l, out);
+	ifv_family(fs, family, sizeof(family));
+	ifv_name(family, want->fp, name, sizeof(name));
+	err = cachetier_meta_create_in(fs->ct, family, name, &k.w);
+	if (err == 0) {
+		err = ifv_write(p, want, l, &k);
+		if (err == 0)
+			err = cachetier_meta_commit(k.w);
+		else
+			cachetier_meta_abort(k.w);
+	}
+	if (err == 0) {
+		fs->c.if_view_saved++;
+		if (ifv_map(fs, want, out, &got) == 0) {
+			fs->c.if_view_mapped = 1;
+			ifv_clean(fs, family, name, want->fp);
+			return 0;
+		}
+		fs_log(FS_LOG_WARN, "imagefolder: the view is kept in memory: cannot map %s", name);
+		err = ifv_read(fs, want, out);
+		ifv_clean(fs, family, name, want->fp);
+		return err;
+	}
+	if (err == -ENOMEM || err == -EFBIG || err == -EOVERFLOW)
+		return err;
+	if (fs_sort_spilled(p->files) || fs_sort_spilled(p->classes)) {
+		fs_log(
+		    FS_LOG_ERR,
+		    "imagefolder: cannot write the view %s to %s: %s; its build sorted %" PRIu64
+		    " files in runs there (more than --imagefolder-build-memory holds), so it is "
+		    "not built in memory instead: free space there, use another --cache-dir, or "
+		    "raise --imagefolder-build-memory",
+		    name, fs->cfg.ct.cache_dir, strerror(-err), fs_sort_count(p->files));
+		return err;
+	}
+	fs_log(FS_LOG_WARN, "imagefolder: the view is kept in memory: cannot save %s: %s", name,
+	       strerror(-err));
+	return ifv_heap(p, want, l, out);
+}
+
+/* Index shards [0, nshards) and add their samples to b->items (sorted,
+ * finished); *skipped: shards left out. */
+static int if_collect(struct if_build *b)
+{
+	pthread_t th[IF_THREADS];
+	unsigned nth = b->nshards < IF_THREADS ? b->nshards : IF_THREADS, started = 0;
+	int err;
+
+	fs_log(FS_LOG_INFO, "imagefolder: indexing %u shards with %u threads", b->nshards, nth);
 	for (unsigned i = 0; i < nth; i++) {
-		if (pthread_create(&th[i], NULL, if_worker, &b) != 0)
+		if (pthread_create(&th[i], NULL, if_worker, b) != 0)
 			break;
 		started++;
 	}
 	if (started == 0)
-		if_worker(&b); /* no threads to be had: do it here */
+		if_worker(b); /* no threads to be had: do it here */
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
-	err = atomic_load(&b.err);
-	*skipped = atomic_load(&b.skipped);
-	for (uint32_t i = 0; err == 0 && i < nshards; i++)
-		*n += b.per_shard[i].n;
-	if (err == 0) {
-		*items = malloc((*n ? *n : 1) * sizeof(**items));
-		err = *items ? 0 : -ENOMEM;
+	err = atomic_load(&b->err);
+	if (err == 0)
+		err = fs_sort_finish(b->items);
+	return err;
+}
+
+/* The samples, sorted, into the pass's files and classes (sorted). */
+static int if_files(struct if_pass *p, struct if_build *b)
+{
+	int err = fs_sort_new(p->fs->ct, p->budget, file_cmp, &p->files);
+
+	if (err == 0)
+		err = fs_sort_new(p->fs->ct, p->budget / 8, NULL, &p->classes);
+	if (err == 0 && fs_sort_count(b->items) > UINT32_MAX)
+		err = -EOVERFLOW;
+	if (err == 0 && p->fs->cfg.class_from == FS_CLASS_CLS && fs_sort_count(b->items)) {
+		char buf[32];
+
+		p->width = snprintf(buf, sizeof(buf), "%" PRIu64, b->max_cls);
 	}
-	*n = 0;
-	for (uint32_t i = 0; err == 0 && i < nshards; i++) {
-		if (b.per_shard[i].n) /* a shard without images has no array at all */
-			memcpy(*items + *n, b.per_shard[i].v, b.per_shard[i].n * sizeof(**items));
-		*n += b.per_shard[i].n;
-		b.per_shard[i].n = 0; /* items own the strings now */
-		free(b.per_shard[i].v);
-		b.per_shard[i].v = NULL;
-	}
-	for (uint32_t i = 0; i < nshards; i++) {
-		for (size_t k = 0; k < b.per_shard[i].n; k++)
-			item_free(&b.per_shard[i].v[k]);
-		free(b.per_shard[i].v);
-	}
-	free(b.per_shard);
+	if (err == 0)
+		err = if_make_files(p, b->items);
+	p->fs->c.if_build_runs += fs_sort_runs(b->items);
+	fs_sort_free(b->items);
+	b->items = NULL;
+	if (err == 0)
+		err = fs_sort_finish(p->files);
+	if (err == 0)
+		err = fs_sort_finish(p->classes);
+	if (err == 0 && p->fs->cfg.class_from == FS_CLASS_CLS && p->nclasses &&
+	    b->max_cls + 1 != p->nclasses)
+		fs_log(FS_LOG_WARN,
+		       "imagefolder: classes are not 0..%" PRIu64
+		       " (%u present): torchvision's class_to_idx will not equal the .cls integers",
+		       b->max_cls, p->nclasses);
 	return err;
 }
 
 /* Build the view of what want describes from the shards' indexes, save it
- * in the cache directory and map it. */
+ * in the cache directory and map it. The heap it takes is about
+ * --imagefolder-build-memory, whatever the number of samples. */
 static int if_build(struct fs *fs, struct ifv_meta *want, struct fs_ifview **out)
 {
-	uint64_t no_image = fs->c.if_no_image, no_class = fs->c.if_no_class,
-		 dup = fs->c.if_dup_dropped;
-	struct if_heap hv = {0};
-	struct if_item *items;
-	unsigned char *blob = NULL;
-	unsigned skipped = 0;
-	size_t n, len = 0;
+	uint64_t no_image = fs->c.if_no_image, no_class = fs->c.if_no_class;
+	struct if_build b = {.fs = fs, .nshards = want->nshards};
+	struct if_pass p = {.fs = fs, .budget = (size_t)(fs->cfg.if_build_memory / 2)};
+	struct ifv_layout l;
 	double t0 = now_ms();
-	int err = if_collect(fs, want->nshards, &items, &n, &skipped);
+	int err;
 
+	pthread_mutex_init(&b.lock, NULL);
+	err = fs_sort_new(fs->ct, p.budget, item_cmp, &b.items);
 	if (err == 0)
-		err = if_assemble(fs, items, n, &hv);
-	for (size_t i = 0; i < n && items; i++)
-		item_free(&items[i]);
-	free(items);
+		err = if_collect(&b);
+	if (err == 0)
+		err = if_files(&p, &b);
+	fs_sort_free(b.items);
+	pthread_mutex_destroy(&b.lock);
+	if (err == 0)
+		err = if_count_files(&p);
+	fs->c.if_dup_dropped += p.dup;
 	want->no_image = fs->c.if_no_image - no_image;
 	want->no_class = fs->c.if_no_class - no_class;
-	want->dup = fs->c.if_dup_dropped - dup;
+	want->dup = p.dup;
 	if (err == 0)
-		err = ifv_serialize(&hv, want, &blob, &len);
-	heap_free(&hv);
+		err = ifv_layout(&p, want->nshards, &l);
+	if (err == 0)
+		err = ifv_emit(&p, want, &l, atomic_load(&b.skipped) == 0, out);
+	if (p.files)
+		fs->c.if_build_runs += fs_sort_runs(p.files);
+	if (p.classes)
+		fs->c.if_build_runs += fs_sort_runs(p.classes);
+	fs_sort_free(p.files);
+	fs_sort_free(p.classes);
 #ifdef __GLIBC__
-	malloc_trim(0); /* the build's many small allocations are gone */
+	malloc_trim(0); /* the build's buffers are gone */
 #endif
-	if (err == 0)
-		err = ifv_save(fs, want, skipped == 0, blob, len, out);
 	fs->c.if_build_ms = (uint64_t)(now_ms() - t0);
 	if (err < 0) {
 		fs_log(FS_LOG_ERR, "imagefolder: cannot build the view: %s", strerror(-err));
 		return err;
 	}
+	fs->c.if_images = p.nfiles;
 	fs_log(FS_LOG_INFO,
 	       "imagefolder: %u images in %u classes from %u shards in %" PRIu64
 	       " ms (%llu without image, %llu without class)",

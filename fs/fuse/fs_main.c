@@ -133,6 +133,14 @@ static int imagefolder_report(struct fs *fs)
 	if (err < 0) {
 		fprintf(stderr, "shardfs: imagefolder: cannot build the view: %s\n",
 			strerror(-err));
+		if (err == -ENOSPC)
+			fprintf(
+			    stderr,
+			    "shardfs: imagefolder: its cache directory %s is full: a dataset "
+			    "larger than --imagefolder-build-memory is sorted in runs there and "
+			    "its view written there; free space there, use another --cache-dir, "
+			    "or raise --imagefolder-build-memory to build it in memory\n",
+			    fs->cfg.ct.cache_dir);
 		return err;
 	}
 	no_image = fs->c.if_no_image;

@@ -37,6 +37,9 @@ them is printed at the end as well):
     remount         `shardfs mount` again with the same cache directory: <= 1 s
   imagefolder layout (--layout imagefolder, the shards layout's cache directory: indexes cached)
     mount           first mount: builds the class view (report)
+    RssAnon peak    the daemon's largest RssAnon while that first mount builds the view (sampled
+                    every 10 ms from /proc/PID/status until `shardfs mount` returns): <= 256 MB
+                    (the goal at 29 M samples; the build's memory does not grow with samples)
     RssAnon         after `find MNT` over every sample: <= 256 MB (the goal at 29 M samples)
     find warm/dropped as above, over samples
     class dir       `ls -l` of class 0 (--class-samples files) vs `ls -l` of a directory of as
@@ -196,23 +199,43 @@ class Mount:
     """A shardfs mount with default options plus --cache-dir and extra; mount_s: the wall time
     of `shardfs mount` (it returns once the mount is ready)."""
 
-    def __init__(self, a, src, mnt, cache, extra=()):
+    def __init__(self, a, src, mnt, cache, extra=(), peak=False):
         self.a, self.mnt = a, mnt
+        self.peak = None  # with peak: the daemon's largest RssAnon until mount returned
         os.makedirs(mnt, exist_ok=True)
         cmd = [a.bin, 'mount', '--cache-dir', cache, *extra, src, mnt]
         t = time.monotonic()
         p = subprocess.Popen(cmd)
+        done = threading.Event()
+        sampler = threading.Thread(target=self.sample_peak, args=(p, done)) if peak else None
+        if sampler:
+            sampler.start()
         try:
             rc = p.wait(timeout=a.step_timeout)
         except subprocess.TimeoutExpired:
             stop_mount(p)
             raise StepTimeout('%s: not ready in %.0f s' % (' '.join(cmd), a.step_timeout))
+        finally:
+            done.set()
+            if sampler:
+                sampler.join()
         if rc != 0:
             raise RuntimeError('%s failed (%d)' % (' '.join(cmd), rc))
         self.mount_s = time.monotonic() - t
         a.mounts.append(self)
         with open(os.path.join(mnt, '.shardfs/stats')) as f:
             self.pid = int(re.search(r'"pid":\s*(\d+)', f.read()).group(1))
+
+    def sample_peak(self, p, done):
+        """The largest RssAnon of p's daemon (its child) every 10 ms until done."""
+        kid = None
+        while not done.wait(0.01):
+            kid = kid or daemon_of(p.pid)
+            if kid:
+                try:
+                    self.peak = max(self.peak or 0, rss_anon(kid))
+                except (OSError, AttributeError):
+                    pass
 
     def umount(self):
         t = time.monotonic()
@@ -482,7 +505,7 @@ def w_imagefolder(a):
     lab = 'imagefolder, %d shards' % a.shards
     cached = os.path.isdir(cache)
     try:
-        m = Mount(a, a.src, a.mnt, cache, extra)
+        m = Mount(a, a.src, a.mnt, cache, extra, peak=True)
     except StepTimeout as e:
         log(e)
         emit('mount, %s' % lab, opts, 'timeout %.0f s' % a.step_timeout, None, 's', None,
@@ -491,6 +514,13 @@ def w_imagefolder(a):
     emit('mount, %s (builds the class view; %s)' % (
         lab, 'indexes cached' if cached else 'empty cache dir'), opts, m.mount_s, None, 's',
         None, 'report')
+    if m.peak:
+        emit('RssAnon peak during the first imagefolder build, %s samples (%d shards)' % (
+            fmt_n(a.samples), a.shards), opts, m.peak / MB, '%.0f MB budget' % (
+            RSS_GOAL_IMAGEFOLDER / MB), 'MB', RSS_GOAL_IMAGEFOLDER / m.peak,
+            '<= 256 MB (at 29 M)', 1.0)
+        log('RssAnon peak during the build %.1f MB: %.1f B per sample' % (
+            m.peak / MB, m.peak / a.samples))
     log('imagefolder: first find')
     flab = 'entries (imagefolder: %s samples)' % fmt_n(a.samples)
     if first_find(a, m, flab, opts, entries) is not None:

@@ -30,6 +30,18 @@ GROUP:
            (cls) runs without having listed anything: a new mount W of A builds the new view
            and removes V's (removed 1); V still lists, stats and reads exactly its old view
            (from the mapping of its removed blob); after a refresh V has the new view.
+  runs     30 shards (keys in several shards, so renamed files): built with the default
+           --imagefolder-build-memory (sorted in memory: imagefolder_build_runs 0) and with 4K
+           (many sorted runs through the cache directory, merged in several rounds): the two
+           blobs are byte for byte the same and list exactly the expected view; a temp file
+           a killed build left in the cache directory (.tmp.PID.N of a process that is gone)
+           is removed by the next mount, one of a live process is not; no temp file remains.
+  full     (root: a tmpfs as the cache directory) the indexes and class maps cached, then the
+           disk filled but for 16 KiB: with --imagefolder-build-memory 4K (the build needs
+           the disk for its runs) the mount fails and says the cache directory is full and
+           what to do; with the default (sorted in memory) the view cannot be saved and is
+           kept in the heap (imagefolder_view_mapped 0) and lists exactly the expected view;
+           no temp file is left either time.
 Environment: SHARDFS_TEST_SEED, SHARDFS_TEST_KEEP=1, SHARDFS_TEST_DEADLINE.
 Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here).
 """
@@ -40,6 +52,7 @@ sys.dont_write_bytecode = True
 import errno  # noqa: E402
 import os  # noqa: E402
 import struct  # noqa: E402
+import subprocess  # noqa: E402
 import threading  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
@@ -517,9 +530,116 @@ def group_damaged(env, ck):
             ck.ok(f.read() == orig, what + ': the rebuilt view is the first one byte for byte')
 
 
+def runs_shards():
+    shards = base_shards()
+    for s in range(6, 30):
+        keys = ['k%d_%02d' % (s, i) for i in range(30)] + ['k0_%02d' % (s % 7)]
+        shards['s%d.tar' % s] = shard_samples('s%d' % s, keys)
+    return shards
+
+
+def temp_files(cache):
+    return sorted(f for _, _, files in os.walk(cache) for f in files if f.startswith('.tmp.'))
+
+
+def group_runs(env, ck):
+    src = env.path('src')
+    os.makedirs(src)
+    shards = runs_shards()
+    for n, members in shards.items():
+        write_shard(src, n, members)
+    want = expected(shards)
+    blobs = {}
+    for tag, extra in (('memory', []), ('runs', ['--imagefolder-build-memory', '4K'])):
+        cache = env.path('cache-' + tag)
+        with ml.Mount(env, src, cache_dir=cache, extra=mount_opts() + extra) as m:
+            check_view(ck, tag, m.mnt, want)
+            st = m.stats()
+            runs = st.get('imagefolder_build_runs')
+            ck.eq(tag + ': saved and mapped', (st.get('imagefolder_view_saved'),
+                                               st.get('imagefolder_view_mapped')), (1, 1))
+            ck.ok(runs == 0 if tag == 'memory' else runs > 8,
+                  '%s: imagefolder_build_runs %r' % (tag, runs))
+        found = view_blob(cache)
+        ck.eq(tag + ': one saved view', len(found), 1)
+        ck.eq(tag + ': no temp file left', temp_files(cache), [])
+        with open(found[0], 'rb') as f:
+            blobs[tag] = (found[0], f.read())
+    ck.ok(blobs['memory'][1] == blobs['runs'][1],
+          'the view sorted in runs is byte for byte the one sorted in memory (%d, %d bytes)' % (
+              len(blobs['memory'][1]), len(blobs['runs'][1])))
+    # a build killed while writing its blob leaves .tmp.PID.N beside the blobs
+    meta = os.path.dirname(blobs['runs'][0])
+    gone = subprocess.Popen(['true'])
+    gone.wait()
+    dead = os.path.join(meta, '.tmp.%d.0' % gone.pid)
+    live = os.path.join(meta, '.tmp.%d.1' % os.getpid())
+    for p in (dead, live):
+        write_file(p, blobs['runs'][1][:len(blobs['runs'][1]) // 2])
+    with ml.Mount(env, src, cache_dir=env.path('cache-runs'),
+                  extra=mount_opts() + ['--imagefolder-build-memory', '4K']) as m:
+        check_view(ck, 'remount', m.mnt, want, read=False)
+        st = counters(m.stats())
+        ck.eq('remount: mapped', (st['view_loaded'], st['view_saved']), (1, 0))
+        ck.eq('remount: the dead build\'s temp file is removed, a live process\'s is not',
+              (os.path.exists(dead), os.path.exists(live)), (False, True))
+    os.unlink(live)
+
+
+def group_full(env, ck):
+    if os.geteuid() != 0:
+        raise ml.Skip('full: a tmpfs needs root')
+    src, fs = env.path('src'), env.path('tmpfs')
+    os.makedirs(src)
+    shards = runs_shards()
+    for n, members in shards.items():
+        write_shard(src, n, members)
+    want = expected(shards)
+    os.makedirs(fs)
+    subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=16M,mode=0700', 'tmpfs', fs], check=True,
+                   timeout=60)
+    try:
+        full_checks(env, ck, src, fs, want)
+    finally:
+        if subprocess.run(['umount', fs], timeout=60).returncode != 0:
+            subprocess.run(['umount', '-l', fs], timeout=60)
+
+
+def full_checks(env, ck, src, fs, want):
+    cache, logf = os.path.join(fs, 'cache'), env.path('log')
+    opts = mount_opts() + ['--log-file', logf]
+    with ml.Mount(env, src, cache_dir=cache, extra=opts):
+        pass  # indexes, class maps and the view saved
+    for p in view_blob(cache):
+        os.unlink(p)
+    sv = os.statvfs(fs)
+    filler = sv.f_bavail * sv.f_bsize - (16 << 10)
+    with open(os.path.join(fs, 'filler'), 'wb') as f:
+        f.write(b'\0' * filler)
+    mnt = env.path('mnt-full')
+    os.makedirs(mnt)
+    r = env.run([env.shardfs, 'mount', '--cache-dir', cache, *opts, '--imagefolder-build-memory',
+                 '4K', src, mnt], files=True)
+    r.stderr = r.stderr.decode(errors='replace')
+    log('full, runs: %d %r' % (r.returncode, r.stderr))
+    if r.returncode == 0:
+        env.run([env.shardfs, 'umount', mnt])
+    ck.ok(r.returncode != 0 and 'No space left on device' in r.stderr and
+          'is full' in r.stderr and '--imagefolder-build-memory' in r.stderr,
+          'full, runs: the mount fails and says why (%d, %r)' % (r.returncode, r.stderr[-300:]))
+    ck.eq('full, runs: no temp file left', temp_files(cache), [])
+    with ml.Mount(env, src, cache_dir=cache, extra=opts) as m:
+        check_view(ck, 'full, in memory', m.mnt, want)
+        st = counters(m.stats())
+        ck.eq('full, in memory: not saved, in the heap',
+              (st['view_saved'], st['view_mapped'], st['view_loaded']), (0, 0, 0))
+    ck.eq('full, in memory: no temp file left', temp_files(cache), [])
+    ck.eq('full, in memory: no view saved', view_blob(cache), [])
+
+
 GROUPS = {'persist': (group_persist, 240), 'change': (group_change, 240),
           'damaged': (group_damaged, 300), 'clean': (group_clean, 240),
-          'share': (group_share, 240)}
+          'share': (group_share, 240), 'runs': (group_runs, 240), 'full': (group_full, 240)}
 
 
 if __name__ == '__main__':

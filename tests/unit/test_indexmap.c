@@ -444,8 +444,8 @@ static void test_family(struct cachetier *ct, struct cachetier *other)
 	CHECK(cachetier_meta_map_in(ct, "fam", "view-1", &m, &data, &len) == 0 && len == 6,
 	      "map view-1");
 	family_dir(ct, "fam", dir, sizeof(dir));
-	snprintf(tmp, sizeof(tmp), "0123456789abcdef.tmp.%d.0", (int)dead_pid());
-	snprintf(live, sizeof(live), "0123456789abcdef.tmp.%d.0", (int)getppid());
+	snprintf(tmp, sizeof(tmp), ".tmp.%d.0", (int)dead_pid());
+	snprintf(live, sizeof(live), ".tmp.%d.0", (int)getppid());
 	touch(dir, tmp);
 	touch(dir, live);
 	touch(dir, "README");
