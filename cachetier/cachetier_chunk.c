@@ -1720,6 +1720,19 @@ int cachetier__file_prefetch_range(struct cachetier *ct, struct ct_file *f, uint
 		return 0;
 	pthread_mutex_lock(&ct->lock);
 	if (!ct->stopping) {
+		int64_t now = cachetier__now_ns();
+
+		/* units of the range that are here already (a neighbour's read
+		 * or fill brought them) are needed ahead as much as those the
+		 * range fetches: spared like them, not left at the head of the
+		 * LRU order where the next eviction takes them before their
+		 * reader comes */
+		for (uint32_t c = c0; c < c1; c++) {
+			if (f->cst[c] == CH_VALID && f->pins[c] == 0) {
+				f->catime[c] = now;
+				f->unread[c] = 1;
+			}
+		}
 		err = range_push(ct, f, c0, c1, mode == CACHETIER_PF_EVICT, 0);
 		pthread_cond_signal(&ct->work_cond);
 	}

@@ -843,6 +843,48 @@ static void test_prefetch_range(void)
 	backend_close(be);
 }
 
+/* A range handed over for a reader ahead (a plan) whose units are partly
+ * here already (a neighbour's read brought them) spares those units like
+ * the ones it fetches: the next eviction takes a unit that was read and is
+ * not needed ahead, not the oldest one the range still needs. Cache of 4
+ * units of CHUNK / 8; units A, B, C read in that order; a range over A and
+ * the empty unit after it; then a miss needs a unit's room: B goes, A stays. */
+static void test_range_spares_present(void)
+{
+	struct backend *be = store("");
+	struct cachetier *ct = tier(be, "c-range-spare", 4 * (CHUNK / 8), 4);
+	struct cachetier_obj *o = obj(ct, be, NOBJ);
+	uint64_t u = CHUNK / 8, a = 10 * CHUNK, b = 20 * CHUNK, c = 30 * CHUNK, e = 40 * CHUNK;
+	struct cachetier_stats st;
+
+	CHECK(read_check(o, NOBJ, a, u, 1) == 0 && read_check(o, NOBJ, b, u, 1) == 0 &&
+		  read_check(o, NOBJ, c, u, 1) == 0,
+	      "reads of A, B, C");
+	CHECK(cachetier_obj_prefetch_range(o, a, 2 * u, CACHETIER_PF_EVICT) == 0, "range over A");
+	CHECK(prefetch_ended(o), "range prefetch did not end");
+	fills_idle(ct);
+	stats(ct, &st);
+	CHECK(st.bytes_fetched == 4 * u && st.evictions == 0 && st.misses == 3,
+	      "A, B, C and the unit after A: fetched %llu, evictions %llu, misses %llu",
+	      (unsigned long long)st.bytes_fetched, (unsigned long long)st.evictions,
+	      (unsigned long long)st.misses);
+	CHECK(read_check(o, NOBJ, e, u, 1) == 0, "read of E");
+	fills_idle(ct);
+	stats(ct, &st);
+	CHECK(st.evictions == 1 && st.evicted_bytes == u && st.misses == 4,
+	      "E made room for itself: evictions %llu (%llu bytes), misses %llu",
+	      (unsigned long long)st.evictions, (unsigned long long)st.evicted_bytes,
+	      (unsigned long long)st.misses);
+	CHECK(read_check(o, NOBJ, a, 2 * u, 1) == 0, "read of the range");
+	stats(ct, &st);
+	CHECK(st.misses == 4 && st.bytes_fetched == 5 * u,
+	      "the range was spared (else A goes, not B): misses %llu, fetched %llu",
+	      (unsigned long long)st.misses, (unsigned long long)st.bytes_fetched);
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
 static void test_crash(uint64_t seed)
 {
 	struct cachetier_stats st;
@@ -1133,6 +1175,7 @@ int main(void)
 	test_persist(seed);
 	test_prefetch_fit();
 	test_prefetch_range();
+	test_range_spares_present();
 	test_reopen_race();
 	test_crash(seed);
 	test_errors();
