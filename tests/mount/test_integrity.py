@@ -254,6 +254,10 @@ def group_manyshards(env, ck):
         vdir = os.path.join(m.mnt, victim[:-len('.tar')])
         ck.eq('%s: first member of %s' % (label, victim), ml.read_all(os.path.join(vdir, 's000.txt')),
               members['s000.txt'])
+        # the reader below knows the member from before the change (a lookup: listings give
+        # files no inode, --listing-attrs auto); a lookup after it would find the new version
+        ck.eq('%s: size of %s/s001.bin' % (label, victim),
+              os.stat(os.path.join(vdir, 's001.bin')).st_size, len(members['s001.bin']))
         newer, _ = small_shard(env.rng)
         tmp = os.path.join(src, victim + '.new')
         with open(tmp, 'wb') as f:

@@ -1462,9 +1462,11 @@ CLS_MAGICS = (b'SHCLSMAP', b'shardfs-imagefolder-cls 1\n')
 
 
 def meta_files(cache):
-    """{path: bytes} of every blob in the cache's meta directories."""
+    """{path: bytes} of every blob in the cache's meta directories (and their families'
+    directories, meta/f-*/)."""
     out = {}
-    for p in glob.glob(os.path.join(cache, 'v1', '*', 'meta', '*')):
+    for p in glob.glob(os.path.join(cache, 'v1', '*', 'meta', '*')) + \
+            glob.glob(os.path.join(cache, 'v1', '*', 'meta', 'f-*', '*')):
         if os.path.isfile(p) and not os.path.basename(p).startswith('.tmp.'):
             with open(p, 'rb') as f:
                 out[p] = f.read()
