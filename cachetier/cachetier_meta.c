@@ -344,35 +344,12 @@ int cachetier_meta_create(struct cachetier *ct, const char *name, struct cacheti
 int cachetier_meta_pwrite(struct cachetier_meta_writer *w, const void *buf, size_t len,
 			  uint64_t off)
 {
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n =
-		    pwrite(w->fd, (const char *)buf + done, len - done, (off_t)(off + done));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		done += (size_t)n;
-	}
-	return 0;
+	return disk_pwrite_all(w->fd, buf, len, off);
 }
 
 int cachetier_meta_pread(struct cachetier_meta_writer *w, void *buf, size_t len, uint64_t off)
 {
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pread(w->fd, (char *)buf + done, len - done, (off_t)(off + done));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		done += (size_t)n;
-	}
-	return 0;
+	return disk_pread_all(w->fd, buf, len, off);
 }
 
 int cachetier_meta_commit(struct cachetier_meta_writer *w)

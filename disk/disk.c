@@ -16,12 +16,19 @@
 
 static atomic_uint tmp_seq;
 
-int disk_write_all(int fd, const void *buf, size_t len)
+enum io_kind { IO_WRITE, IO_PWRITE, IO_PREAD };
+
+/* All len bytes of one kind of I/O, retrying short transfers and EINTR:
+ * 0, or -errno (-EIO: a transfer of nothing, e.g. the file's end). */
+static int io_all(enum io_kind k, int fd, char *buf, size_t len, uint64_t off)
 {
 	size_t done = 0;
 
 	while (done < len) {
-		ssize_t n = write(fd, (const char *)buf + done, len - done);
+		ssize_t n = k == IO_WRITE ? write(fd, buf + done, len - done)
+			    : k == IO_PWRITE
+				? pwrite(fd, buf + done, len - done, (off_t)(off + done))
+				: pread(fd, buf + done, len - done, (off_t)(off + done));
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -30,6 +37,21 @@ int disk_write_all(int fd, const void *buf, size_t len)
 		done += (size_t)n;
 	}
 	return 0;
+}
+
+int disk_write_all(int fd, const void *buf, size_t len)
+{
+	return io_all(IO_WRITE, fd, (char *)(uintptr_t)buf, len, 0);
+}
+
+int disk_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	return io_all(IO_PWRITE, fd, (char *)(uintptr_t)buf, len, off);
+}
+
+int disk_pread_all(int fd, void *buf, size_t len, uint64_t off)
+{
+	return io_all(IO_PREAD, fd, buf, len, off);
 }
 
 /* Length of the directory part of name, its last '/' included (0: none). */

@@ -101,6 +101,12 @@ static inline uint64_t disk_fnv64(const void *data, size_t len)
 
 /* write(2) all of buf, retrying short writes and EINTR. 0 or -errno. */
 int disk_write_all(int fd, const void *buf, size_t len);
+/* pwrite(2) all of buf at off, retrying short writes and EINTR. 0 or
+ * -errno (-EIO: nothing written). */
+int disk_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
+/* pread(2) len bytes at off, retrying short reads and EINTR. 0, -EIO (the
+ * file ends first) or -errno. */
+int disk_pread_all(int fd, void *buf, size_t len, uint64_t off);
 
 /* Create a new temp file (O_CREAT | O_EXCL | O_CLOEXEC | flags, mode) for
  * the final name 'name'; its path relative to dirfd goes to tmp[tmpsize].

@@ -125,22 +125,6 @@ static int idx_cmp(const void *pa, const void *pb, void *ctx)
 }
 
 /* pwrite all of buf at off. 0 or -errno. */
-static int write_at(int fd, const void *buf, size_t len, uint64_t off)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pwrite(fd, (const char *)buf + done, len - done, (off_t)(off + done));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		done += (size_t)n;
-	}
-	return 0;
-}
-
 /* A run being written: records buffered, appended at s->end. */
 struct run_writer {
 	struct fs_sort *s;
@@ -151,7 +135,7 @@ struct run_writer {
 
 static int rw_flush(struct run_writer *w)
 {
-	int err = write_at(w->s->fd, w->buf, w->len, w->s->end);
+	int err = disk_pwrite_all(w->s->fd, w->buf, w->len, w->s->end);
 
 	if (err == 0)
 		w->s->end += w->len;
@@ -167,9 +151,9 @@ static int rw_put(struct run_writer *w, const void *rec, uint32_t len)
 		err = rw_flush(w);
 	if (err == 0 && 4 + (size_t)len > SORT_BUF) {
 		memcpy(w->buf, &len, 4);
-		err = write_at(w->s->fd, w->buf, 4, w->s->end);
+		err = disk_pwrite_all(w->s->fd, w->buf, 4, w->s->end);
 		if (err == 0)
-			err = write_at(w->s->fd, rec, len, w->s->end + 4);
+			err = disk_pwrite_all(w->s->fd, rec, len, w->s->end + 4);
 		if (err == 0)
 			w->s->end += 4 + (uint64_t)len;
 		return err;
