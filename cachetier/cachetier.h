@@ -304,7 +304,10 @@ void cachetier_meta_unmap(struct cachetier_meta *m);
  * remove it before its writer maps it (the writer gets -ENOENT). Mappings
  * of removed blobs keep their bytes (above). Meta blobs are not counted in
  * the directory's usage, so removing one changes no byte counts.
- * remove: 0, -ENOENT (no such blob) or another negative errno. */
+ * remove: 0, -ENOENT (no such blob) or another negative errno.
+ * adopt: moves the plain blob name (one put without a family, as releases
+ * before families saved it) into family, by a rename (a mapping of it keeps
+ * its bytes): 0, -ENOENT (no such plain blob) or another negative errno. */
 int cachetier_meta_put_in(struct cachetier *ct, const char *family, const char *name,
 			  const void *buf, size_t len);
 int cachetier_meta_get_in(struct cachetier *ct, const char *family, const char *name, void **buf,
@@ -314,6 +317,7 @@ int cachetier_meta_map_in(struct cachetier *ct, const char *family, const char *
 int cachetier_meta_remove(struct cachetier *ct, const char *family, const char *name);
 int cachetier_meta_sweep(struct cachetier *ct, const char *family, const char *keep,
 			 unsigned *removed);
+int cachetier_meta_adopt(struct cachetier *ct, const char *family, const char *name);
 
 /* A blob written in pieces, for one too big to assemble in memory: create
  * opens a new temp file (".tmp.PID.N") in the blobs' directory; pwrite

@@ -180,6 +180,26 @@ int cachetier_meta_remove(struct cachetier *ct, const char *family, const char *
 	return err;
 }
 
+int cachetier_meta_adopt(struct cachetier *ct, const char *family, const char *name)
+{
+	char fname[17];
+	int dfd, err = 0;
+
+	if (!family)
+		return -EINVAL;
+	meta_filename(name, fname);
+	/* nothing to adopt: no directory made for the family */
+	if (faccessat(ct->metafd, fname, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	dfd = meta_dir(ct, family, 1);
+	if (dfd < 0)
+		return dfd;
+	if (renameat(ct->metafd, fname, dfd, fname) < 0)
+		err = -errno;
+	meta_dir_close(ct, dfd);
+	return err;
+}
+
 int cachetier_meta_sweep(struct cachetier *ct, const char *family, const char *keep,
 			 unsigned *removed)
 {

@@ -196,6 +196,10 @@ static const struct ctl_counter ctl_counters[] = {
     {"index_loaded", "shard indexes loaded from the cache directory", C, FS(index_loaded)},
     {"index_errors", "shards that could not be indexed", C, FS(index_errors)},
     {"index_save_errors", "indexes that could not be saved", C, FS(index_save_errors)},
+    {"index_removed",
+     "indexes of shards' older versions removed from the cache directory (replaced by this "
+     "mount's)",
+     C, FS(index_removed)},
     {"index_bytes_scanned", "shard bytes read to build indexes", C, FS(index_bytes_scanned)},
     {"index_mem_bytes", "heap memory held by loaded indexes", G, FS(index_mem_bytes)},
     {"index_mapped_bytes", "index files mapped read-only (page cache, not heap)", G,
@@ -302,6 +306,10 @@ static const struct ctl_counter ctl_counters[] = {
     {"imagefolder_view_removed",
      "older views of this dataset removed from the cache directory (replaced by this mount's)", C,
      FS(if_view_removed)},
+    {"imagefolder_classes_removed",
+     "class maps of shards' older versions removed from the cache directory (replaced by this "
+     "mount's)",
+     C, FS(if_cls_removed)},
     {"imagefolder_build_runs",
      "sorted runs the view's builds wrote to the cache directory (0: sorted in memory)", C,
      FS(if_build_runs)},

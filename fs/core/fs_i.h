@@ -243,6 +243,7 @@ struct fs_counters {
 	atomic_ullong op_errors; /* requests but reads that failed (fs_ll.c's reply helper) */
 	atomic_ullong index_built, index_loaded, index_errors, index_bytes_scanned;
 	atomic_ullong index_save_errors, members, damaged_shards, skipped_members;
+	atomic_ullong index_removed; /* older versions' index blobs this mount removed */
 	atomic_ullong index_mem_bytes, index_mapped_bytes;
 	atomic_ullong prefetch_requests, prefetch_errors, shard_prefetches;
 	/* Imagefolder view and sidecar indexes */
@@ -250,6 +251,7 @@ struct fs_counters {
 	atomic_ullong if_build_ms, if_cls_reads, index_sidecar, index_sidecar_rejected;
 	atomic_ullong if_view_loaded, if_view_saved, if_view_rejected, if_view_mapped;
 	atomic_ullong if_view_removed; /* older views' blobs this mount removed */
+	atomic_ullong if_cls_removed;  /* older versions' class maps this mount removed */
 	atomic_ullong if_build_runs;
 	/* sources that change under the mount (fs_ns.c) */
 	atomic_ullong refreshes, refresh_added, refresh_removed, refresh_changed, stale_noticed;

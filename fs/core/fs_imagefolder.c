@@ -34,8 +34,9 @@
  *
  * The .cls values need the members' bytes (a remote shard's chunks), so
  * each shard's values are kept in the cache directory (cachetier meta blob
- * "imagefolder-cls|<codec>|<etag>|<size>|<key>": text lines "ENTRY VALUE"
- * after a magic line) and later mounts read none of them again.
+ * "imagefolder-cls|<codec>|<etag>|<size>|<key>" in the shard's family
+ * "imagefolder-cls|<key>", which a save sweeps of the older versions'
+ * maps) and later mounts read none of them again.
  *
  * Names: <key>.<ext> with the member's own extension. Where two samples of
  * a class would get one name, the first in (shard, entry) order keeps it
@@ -396,28 +397,37 @@ static int cls_map_find(const struct cls_map *m, uint32_t entry, uint64_t *num)
 	return -ENOENT;
 }
 
-static int cls_blob_name(const struct fs *fs, uint32_t shard, char *buf, size_t size)
+/* The blob name of a shard's class map and its family (one per key: a
+ * save removes the maps of the shard's older versions). */
+static int cls_blob_name(const struct fs *fs, uint32_t shard, char *buf, size_t size, char *family,
+			 size_t fsize)
 {
 	const struct fs_obj *o = fs_obj(fs, fs_shard(fs, shard)->obj);
 	int n = snprintf(buf, size, "imagefolder-cls|%d|%s|%" PRIu64 "|%s",
 			 fs_shard(fs, shard)->codec, o->info.etag, o->info.size, o->key);
+	int k = snprintf(family, fsize, "imagefolder-cls|%s", o->key);
 
-	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+	return n < 0 || (size_t)n >= size || k < 0 || (size_t)k >= fsize ? -ENAMETOOLONG : 0;
 }
 
 /* Load the cached values into m (empty on any doubt about the blob: the
  * values are then read from the shard and the map saved again). */
 static void cls_map_load(struct fs *fs, uint32_t shard, struct cls_map *m)
 {
-	char name[4096 + 256];
+	char name[4096 + 256], family[4096 + 32];
 	const unsigned char *b;
 	size_t len;
 	uint32_t n;
 	void *buf;
 	int err;
 
-	if (cls_blob_name(fs, shard, name, sizeof(name)) < 0 ||
-	    cachetier_meta_get(fs->ct, name, &buf, &len) < 0)
+	if (cls_blob_name(fs, shard, name, sizeof(name), family, sizeof(family)) < 0)
+		return;
+	err = cachetier_meta_get_in(fs->ct, family, name, &buf, &len);
+	/* saved by a release before families: moved into the family */
+	if (err == -ENOENT && cachetier_meta_adopt(fs->ct, family, name) == 0)
+		err = cachetier_meta_get_in(fs->ct, family, name, &buf, &len);
+	if (err < 0)
 		return;
 	b = buf;
 	err = disk_blob_check(b, len, CLS_MAGIC, CLS_VERSION);
@@ -448,12 +458,13 @@ static void cls_map_load(struct fs *fs, uint32_t shard, struct cls_map *m)
 
 static void cls_map_save(struct fs *fs, uint32_t shard, const struct cls_map *m)
 {
-	char name[4096 + 256];
+	char name[4096 + 256], family[4096 + 32];
 	size_t len = DISK_BLOB_HDR + m->n * CLS_ROW;
 	unsigned char *buf;
+	unsigned n = 0;
 
 	if (m->from_cache || !m->dirty || m->n > UINT32_MAX ||
-	    cls_blob_name(fs, shard, name, sizeof(name)) < 0)
+	    cls_blob_name(fs, shard, name, sizeof(name), family, sizeof(family)) < 0)
 		return;
 	buf = malloc(len);
 	if (!buf)
@@ -464,9 +475,11 @@ static void cls_map_save(struct fs *fs, uint32_t shard, const struct cls_map *m)
 		disk_le64_put(buf + DISK_BLOB_HDR + i * CLS_ROW + 4, m->num[i]);
 	}
 	disk_blob_seal(buf, len, CLS_MAGIC, CLS_VERSION);
-	if (cachetier_meta_put(fs->ct, name, buf, len) < 0)
+	if (cachetier_meta_put_in(fs->ct, family, name, buf, len) < 0)
 		fs_log(FS_LOG_WARN, "imagefolder: classes of %s not cached",
 		       fs_obj(fs, fs_shard(fs, shard)->obj)->key);
+	else if (cachetier_meta_sweep(fs->ct, family, name, &n) == 0)
+		fs->c.if_cls_removed += n; /* the older versions' maps */
 	free(buf);
 }
 

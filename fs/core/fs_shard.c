@@ -459,20 +459,32 @@ static void index_unmap(void *m)
 	cachetier_meta_unmap(m);
 }
 
-/* The index blob name of the cache directory, validated against ident once
- * and then read in place from a read-only mapping (*mapped = 1): its
- * records and names stay in the page cache, the heap holds a few hundred
- * bytes. When no mapping can be made (vm.max_map_count reached...) it is
- * read into the heap (*mapped = 0). 0, -ENOENT (none saved), or why the
- * blob is unusable (shardidx_load's errors); *mapped is set only on 0. */
-static int index_cached(struct fs *fs, const char *name, const char *ident, size_t identlen,
-			struct shardidx **ix, int *mapped)
+/* The family of a shard's index blobs (cachetier_meta_put_in): one per key
+ * (the cache tier's directory is per source), so that saving the index of
+ * a new version removes the older versions' (index_sweep) instead of
+ * keeping them for good: blobs are not in the cache's usage and are never
+ * evicted. */
+static int index_family(const struct fs_obj *o, char *buf, size_t size)
+{
+	int n = snprintf(buf, size, "index|%s", o->key);
+
+	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+/* The index blob name of family, validated against ident once and then
+ * read in place from a read-only mapping (*mapped = 1): its records and
+ * names stay in the page cache, the heap holds a few hundred bytes. When no
+ * mapping can be made (vm.max_map_count reached...) it is read into the
+ * heap (*mapped = 0). 0, -ENOENT (none saved), or why the blob is unusable
+ * (shardidx_load's errors); *mapped is set only on 0. */
+static int index_cached(struct fs *fs, const char *family, const char *name, const char *ident,
+			size_t identlen, struct shardidx **ix, int *mapped)
 {
 	struct cachetier_meta *m;
 	const void *data;
 	size_t len;
 	void *buf;
-	int err = cachetier_meta_map(fs->ct, name, &m, &data, &len);
+	int err = cachetier_meta_map_in(fs->ct, family, name, &m, &data, &len);
 
 	*ix = NULL;
 	if (err == 0) {
@@ -482,23 +494,28 @@ static int index_cached(struct fs *fs, const char *name, const char *ident, size
 	}
 	if (err == -ENOENT || err == -EBADMSG)
 		return err;
-	err = cachetier_meta_get(fs->ct, name, &buf, &len);
+	err = cachetier_meta_get_in(fs->ct, family, name, &buf, &len);
 	if (err == 0)
 		err = shardidx_load(buf, len, ident, identlen, ix);
 	*mapped = 0;
 	return err;
 }
 
-/* The index saved in the cache directory under ident, or NULL. */
+/* The index saved in the cache directory under ident, or NULL. An index
+ * an earlier release saved outside the family is moved into it first. */
 static struct shardidx *shard_saved(struct fs *fs, const struct fs_obj *o, const char *ident,
 				    size_t identlen, int *mapped)
 {
 	struct shardidx *ix;
-	char name[4096 + 300];
+	char name[4096 + 300], family[4096 + 16];
 	int err;
 
+	if (index_family(o, family, sizeof(family)) < 0)
+		return NULL;
 	snprintf(name, sizeof(name), "index|%s", ident);
-	err = index_cached(fs, name, ident, identlen, &ix, mapped);
+	err = index_cached(fs, family, name, ident, identlen, &ix, mapped);
+	if (err == -ENOENT && cachetier_meta_adopt(fs->ct, family, name) == 0)
+		err = index_cached(fs, family, name, ident, identlen, &ix, mapped);
 	if (err == 0)
 		fs->c.index_loaded++;
 	else if (err != -ENOENT)
@@ -507,19 +524,37 @@ static struct shardidx *shard_saved(struct fs *fs, const struct fs_obj *o, const
 	return ix;
 }
 
+/* Remove the indexes of the shard's other versions (and codecs) from its
+ * family, keeping name, the one just saved. Daemons that map a removed
+ * blob keep its bytes (an unlink); one that needs that version again
+ * builds it again. */
+static void index_sweep(struct fs *fs, const struct fs_obj *o, const char *family, const char *name)
+{
+	unsigned n = 0;
+	int err = cachetier_meta_sweep(fs->ct, family, name, &n);
+
+	fs->c.index_removed += n;
+	if (err < 0)
+		fs_log(FS_LOG_WARN, "shard %s: cannot remove the indexes of older versions: %s",
+		       o->key, strerror(-err));
+}
+
 /* Save the index built from the shard in the cache directory, then read
  * it from there in place: the heap copy the build made is freed. When
  * either fails, *ix stays the heap copy. */
 static void shard_save(struct fs *fs, const struct fs_obj *o, const char *name, const char *ident,
 		       size_t identlen, struct shardidx **ix, int *mapped)
 {
+	char family[4096 + 16];
 	struct shardidx *mix;
 	size_t len;
 	void *buf;
-	int err = shardidx_save(*ix, ident, identlen, &buf, &len);
+	int err = index_family(o, family, sizeof(family));
 
+	if (err == 0)
+		err = shardidx_save(*ix, ident, identlen, &buf, &len);
 	if (err == 0) {
-		err = cachetier_meta_put(fs->ct, name, buf, len);
+		err = cachetier_meta_put_in(fs->ct, family, name, buf, len);
 		free(buf);
 	}
 	if (err < 0) {
@@ -527,7 +562,8 @@ static void shard_save(struct fs *fs, const struct fs_obj *o, const char *name, 
 		fs_log(FS_LOG_WARN, "shard %s: index not saved: %s", o->key, strerror(-err));
 		return;
 	}
-	if (index_cached(fs, name, ident, identlen, &mix, mapped) == 0) {
+	index_sweep(fs, o, family, name);
+	if (index_cached(fs, family, name, ident, identlen, &mix, mapped) == 0) {
 		shardidx_free(*ix);
 		*ix = mix;
 	}

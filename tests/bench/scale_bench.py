@@ -441,7 +441,7 @@ def w_shards(a):
         log('RssAnon %.1f MB: %.1f B per member' % (rss / MB, rss / a.members))
     idx, nidx = 0, 0
     for root, _, files in os.walk(cache):
-        if os.path.basename(root) == 'meta':
+        if os.path.basename(root) == 'meta' or os.path.basename(os.path.dirname(root)) == 'meta':
             idx += sum(os.path.getsize(os.path.join(root, f)) for f in files)
             nidx += len(files)
     if nidx:  # every shard has the same members: per member of the shards indexed

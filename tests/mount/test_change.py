@@ -141,6 +141,19 @@ def group_rewrite(env, ck):
         ck.eq('damaged_shards (the truncated s2)', st.get('damaged_shards'), 1)
 
 
+def index_blobs(cache):
+    """The bytes of every saved shard index under cache (meta/ and its families, meta/f-*/)."""
+    out = []
+    for d, _, files in os.walk(cache):
+        if 'meta' in d.split(os.sep):
+            for f in files:
+                with open(os.path.join(d, f), 'rb') as fh:
+                    b = fh.read()
+                if b.startswith(b'SHRDIDX\0'):
+                    out.append(b)
+    return out
+
+
 def group_refresh(env, ck):
     exe = env.shardfs
     src = env.path('src')
@@ -208,7 +221,14 @@ def group_refresh(env, ck):
         ck.eq('changed s0/' + a[0][0], read_result(os.path.join(top, 's0', a[0][0])),
               ('err', errno.ENOENT))
         ck.eq('changed s0.tar', read_result(os.path.join(top, 's0.tar')), ('ok', ml.tar_bytes(a2)))
+        # the index of s0's old version left the cache dir when the new one was saved: one
+        # blob per shard, however often shards change (blobs are never evicted)
+        s0_blobs = [b for b in index_blobs(env.path('cache')) if b'|train/s0.tar' in b]
+        ck.eq('changed s0: index blobs of s0', len(s0_blobs), 1)
+        ck.ok(all(b'|%d|train/s0.tar' % len(ml.tar_bytes(a2)) in b for b in s0_blobs),
+              'changed s0: the index blob kept is not the new version\'s')
         st = m.stats()
+        ck.eq('stats index_removed', st.get('index_removed'), 1)
         for k, v in (('refreshes', 2), ('refresh_added', 2), ('refresh_removed', 1),
                      ('refresh_changed', 1), ('objects', 3), ('shards', 3)):
             ck.eq('stats %s' % k, st.get(k), v)

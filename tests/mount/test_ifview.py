@@ -221,6 +221,9 @@ def group_change(env, ck):
         st = counters(m.stats())
         ck.eq('after refresh: built and saved again, the first view removed',
               (st['view_saved'], st['view_loaded'], st['view_removed']), (2, 0, 1))
+        raw = m.stats()
+        ck.eq('after refresh: s2\'s old index and class map removed from the cache dir',
+              (raw.get('index_removed'), raw.get('imagefolder_classes_removed')), (1, 1))
     with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
         check_view(ck, 'remount after refresh', m.mnt, expected(shards))
         st = counters(m.stats())
@@ -240,6 +243,14 @@ def group_change(env, ck):
         ck.eq('a shard removed: built', (st['view_loaded'], st['view_saved'],
                                          st['view_removed']), (0, 1, 1))
     ck.eq('change: one saved view left', len(view_blob(cache)), 1)
+    # one index and one class map per shard left (s4's, a removed shard's, stay)
+    kinds = {}
+    for d, files in family_dirs(cache, None).items():
+        for f in files:
+            with open(os.path.join(d, f), 'rb') as fh:
+                kinds[os.path.join(d, f)] = fh.read(8)
+    ck.eq('change: index blobs left', sum(1 for k in kinds.values() if k == b'SHRDIDX\0'), 7)
+    ck.eq('change: class maps left', sum(1 for k in kinds.values() if k == b'SHCLSMAP'), 7)
 
 
 def reader(mnt, old, new, stop, seen):
@@ -344,13 +355,20 @@ def fnv64_hex(b):
     return '%016x' % h
 
 
-def family_dirs(cache):
-    """The blob family directories (meta/f-*) under cache: {path: [files]}."""
+def family_dirs(cache, magic=MAGIC):
+    """The blob family directories (meta/f-*) under cache whose blobs start with magic (None:
+    all; the default: the views', not the shards' index and class map families):
+    {path: [files]}."""
     found = {}
     for root, dirs, files in os.walk(cache):
         if os.path.basename(root).startswith('f-') and \
                 os.path.basename(os.path.dirname(root)) == 'meta':
-            found[root] = sorted(files)
+            kinds = set()
+            for f in files:
+                with open(os.path.join(root, f), 'rb') as fh:
+                    kinds.add(fh.read(len(magic or b'')))
+            if magic is None or magic in kinds:
+                found[root] = sorted(files)
     return found
 
 

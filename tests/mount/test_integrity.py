@@ -457,7 +457,8 @@ def index_files(cache):
     """{path: size} of the blobs the cache keeps (a local source's are all shard indexes)."""
     out = {}
     for d, _, files in os.walk(cache):
-        if os.path.basename(d) == 'meta':
+        # meta/ and its family directories (meta/f-*/): one blob per shard
+        if os.path.basename(d) == 'meta' or os.path.basename(os.path.dirname(d)) == 'meta':
             for f in files:
                 out[os.path.join(d, f)] = os.path.getsize(os.path.join(d, f))
     return out

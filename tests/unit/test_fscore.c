@@ -976,7 +976,7 @@ static void test_remap(void)
 	for (int t = 0; t < 3; t++)
 		pthread_create(&th[t], NULL, remap_reader, &a);
 
-	snprintf(cmd, sizeof(cmd), "rm -f '%s'/meta/*", cachetier_dir(a.ct));
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'/meta/*", cachetier_dir(a.ct));
 	CHECK(system(cmd) == 0, "unlink the index files");
 	fs_open_core(&b, "shards");
 	check_remap(&b, 0);
@@ -992,11 +992,29 @@ static void test_remap(void)
 	CHECK(a.c.index_built == built + 1, "A indexes change.tar's new version");
 	CHECK(fs_ns_refresh(&a) == 0, "refresh");
 
+	/* the old version's index went when the new one was saved: one blob
+	 * a shard stays in the cache directory, however often shards change */
+	CHECK(a.c.index_removed == 1, "A removed change.tar's old index: %llu",
+	      (unsigned long long)a.c.index_removed);
+	snprintf(cmd, sizeof(cmd), "test $(find '%s'/meta -type f | wc -l) -eq 2",
+		 cachetier_dir(a.ct));
+	CHECK(system(cmd) == 0, "two index blobs for two shards");
+	/* as a release before blob families saved them: plain blobs in meta/ */
+	snprintf(cmd, sizeof(cmd), "cd '%s'/meta && mv f-*/* . && rmdir f-*", cachetier_dir(a.ct));
+	CHECK(system(cmd) == 0, "move the index blobs out of their families");
+
 	fs_open_core(&b, "shards");
 	check_remap(&b, 1);
-	CHECK(b.c.index_built == 0, "a third core loads what the others saved: built %llu",
-	      (unsigned long long)b.c.index_built);
+	CHECK(b.c.index_built == 0 && b.c.index_loaded == 2,
+	      "a third core loads what the others saved (plain blobs adopted): built %llu, "
+	      "loaded %llu",
+	      (unsigned long long)b.c.index_built, (unsigned long long)b.c.index_loaded);
 	fs_close_core(&b);
+	snprintf(cmd, sizeof(cmd),
+		 "test $(find '%s'/meta -maxdepth 1 -type f | wc -l) -eq 0 && "
+		 "test $(find '%s'/meta -mindepth 2 -type f | wc -l) -eq 2",
+		 cachetier_dir(a.ct), cachetier_dir(a.ct));
+	CHECK(system(cmd) == 0, "the plain blobs moved into their families");
 
 	atomic_store(&remap_stop, 1);
 	for (int t = 0; t < 3; t++)

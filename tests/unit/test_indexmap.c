@@ -477,6 +477,26 @@ static void test_family(struct cachetier *ct, struct cachetier *other)
 	      "sweep without a blob to keep: all gone (%u)", n);
 	CHECK(cachetier_meta_sweep(ct, NULL, NULL, &n) == -EINVAL, "sweep of plain blobs: -EINVAL");
 	CHECK(has_blob(other, "fam", "view-1", "other source", 12), "another source's blob stays");
+
+	/* adopt: a plain blob an earlier release saved moves into its family */
+	CHECK(cachetier_meta_adopt(ct, "fam3", "index|a") == -ENOENT, "adopt of no blob: -ENOENT");
+	family_dir(ct, "fam3", dir, sizeof(dir));
+	CHECK(access(dir, F_OK) < 0 && errno == ENOENT, "and no family directory made");
+	CHECK(cachetier_meta_put(ct, "index|a", "legacy", 6) == 0, "put a plain index|a");
+	CHECK(cachetier_meta_map(ct, "index|a", &m, &data, &len) == 0 && len == 6, "map it");
+	CHECK(cachetier_meta_adopt(ct, "fam3", "index|a") == 0, "adopt it into fam3");
+	CHECK(has_blob(ct, "fam3", "index|a", "legacy", 6) &&
+		  !has_blob(ct, NULL, "index|a", "legacy", 6),
+	      "in the family now, no longer plain");
+	CHECK(!memcmp(data, "legacy", 6), "a mapping of the adopted blob keeps its bytes");
+	cachetier_meta_unmap(m);
+	CHECK(cachetier_meta_adopt(ct, "fam3", "index|a") == -ENOENT, "adopt again: -ENOENT");
+	CHECK(cachetier_meta_adopt(ct, NULL, "index|a") == -EINVAL,
+	      "adopt without a family: -EINVAL");
+	CHECK(cachetier_meta_put_in(ct, "fam3", "index|b", "newer", 5) == 0 &&
+		  cachetier_meta_sweep(ct, "fam3", "index|b", &n) == 0 && n == 1 &&
+		  !has_blob(ct, "fam3", "index|a", "legacy", 6),
+	      "a newer blob's sweep removes the adopted one");
 }
 
 int main(void)
