@@ -188,6 +188,7 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	pthread_mutex_init(&ct->fd_lock, NULL);
 	pthread_cond_init(&ct->cond, NULL);
 	pthread_cond_init(&ct->chunk_cond, NULL);
+	pthread_cond_init(&ct->room_cond, NULL);
 	pthread_cond_init(&ct->work_cond, NULL);
 	pthread_cond_init(&ct->flush_cond, NULL);
 	ct->dq_tail = &ct->dq;
@@ -273,6 +274,7 @@ void cachetier_cancel(struct cachetier *ct)
 	__atomic_store_n(&ct->stopping, 1, __ATOMIC_RELEASE); /* fill_claim reads it unlocked */
 	pthread_cond_broadcast(&ct->work_cond);
 	pthread_cond_broadcast(&ct->chunk_cond);
+	pthread_cond_broadcast(&ct->room_cond);
 	pthread_cond_broadcast(&ct->flush_cond);
 	pthread_mutex_unlock(&ct->lock);
 }
@@ -316,6 +318,7 @@ void cachetier_close(struct cachetier *ct)
 	pthread_cond_destroy(&ct->work_cond);
 	pthread_cond_destroy(&ct->flush_cond);
 	pthread_cond_destroy(&ct->chunk_cond);
+	pthread_cond_destroy(&ct->room_cond);
 	pthread_cond_destroy(&ct->cond);
 	pthread_mutex_destroy(&ct->fd_lock);
 	pthread_mutex_destroy(&ct->lock);

@@ -324,6 +324,7 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want, in
 	if (had_map && left)
 		f->dirty++; /* the unlinked map recorded some of them */
 	pthread_cond_broadcast(&ct->chunk_cond);
+	pthread_cond_broadcast(&ct->room_cond);
 	free(list);
 	return freed;
 }
@@ -456,8 +457,11 @@ int cachetier__make_room(struct cachetier *ct, uint64_t len, int spare_ahead)
 		if (total <= ct->cfg.cache_size_bytes && want_free == 0) {
 			/* evictions running on other threads make the room; their
 			 * bytes leave the disk when they finish: wait, do not write
-			 * over them (nor evict more than needed) */
-			pthread_cond_wait(&ct->chunk_cond, &ct->lock);
+			 * over them (nor evict more than needed). Only an eviction's
+			 * end wakes this wait (ct->evicting > 0 here, and it ends
+			 * without waiting on anything): the chunk states' broadcasts
+			 * at every fill's end would wake every fill thread here. */
+			pthread_cond_wait(&ct->room_cond, &ct->lock);
 			continue;
 		}
 		/* a prefetch fill evicts only while what was filled ahead stays

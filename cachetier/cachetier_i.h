@@ -181,6 +181,7 @@ struct cachetier {
 	pthread_mutex_t lock;		/* protects everything below not marked otherwise */
 	pthread_cond_t cond;		/* signalled when an object leaves OBJ_OPENING */
 	pthread_cond_t chunk_cond;	/* chunk states, file opening/evicting changed */
+	pthread_cond_t room_cond;	/* an eviction ended (ct->evicting went down) */
 	pthread_cond_t work_cond;	/* fill queues got work, or stopping */
 	pthread_cond_t flush_cond;	/* a map batch is due, or stopping */
 	struct cachetier_obj **obj_tab; /* open objects: chains by hash of name */
