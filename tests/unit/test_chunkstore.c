@@ -56,7 +56,7 @@ static uint64_t rnd(uint64_t *s)
 
 static void write_src(const char *key, const void *buf, size_t len)
 {
-	char path[512];
+	char path[sizeof(tmpdir) + 5 + 300];
 	FILE *f;
 
 	snprintf(path, sizeof(path), "%s/src/%s", tmpdir, key);
