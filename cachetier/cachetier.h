@@ -296,8 +296,9 @@ void cachetier_meta_unmap(struct cachetier_meta *m);
  * mapped and removed with the same family (its file is
  * meta/f-<hash of family>/<hash of name>; family NULL: the plain blobs
  * above, the same files as cachetier_meta_put/map).
- * sweep: removes every blob of family except keep (NULL: all of them) and
- * the partial blobs that puts of processes no longer running left;
+ * sweep: removes every blob of family except keep (NULL: all of them, and
+ * then the family's directory when nothing else is in it) and the partial
+ * blobs that puts of processes no longer running left;
  * *removed counts the blobs this call unlinked (one another process removed
  * first is not counted here). A blob being put by a running process is
  * left alone until its rename; after that a sweep of another process may

@@ -95,6 +95,14 @@ out:
 static int meta_dir(struct cachetier *ct, const char *family, int create);
 static void meta_dir_close(struct cachetier *ct, int fd);
 
+/* The directory name of family's blobs: "f-<hash of family>". */
+static void family_dname(const char *family, char dname[19])
+{
+	dname[0] = 'f';
+	dname[1] = '-';
+	cachetier__hash_hex(family, strlen(family), dname + 2);
+}
+
 int cachetier_meta_get_in(struct cachetier *ct, const char *family, const char *name, void **buf,
 			  size_t *len)
 {
@@ -127,15 +135,21 @@ int cachetier_meta_get(struct cachetier *ct, const char *name, void **buf, size_
  * (-ENOENT: the family has no directory yet). */
 static int meta_dir(struct cachetier *ct, const char *family, int create)
 {
-	char dname[19] = "f-";
-	int fd;
+	char dname[19];
+	int fd = -1;
 
 	if (!family)
 		return ct->metafd;
-	cachetier__hash_hex(family, strlen(family), dname + 2);
-	if (create && mkdirat(ct->metafd, dname, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	fd = openat(ct->metafd, dname, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	family_dname(family, dname);
+	/* twice: a sweep of the whole family (cachetier_meta_sweep, keep NULL)
+	 * may remove the directory between the mkdir and the open */
+	for (int i = 0; i < 2 && fd < 0; i++) {
+		if (create && mkdirat(ct->metafd, dname, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		fd = openat(ct->metafd, dname, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0 && (errno != ENOENT || !create))
+			break;
+	}
 	return fd < 0 ? -errno : fd;
 }
 
@@ -236,6 +250,14 @@ int cachetier_meta_sweep(struct cachetier *ct, const char *family, const char *k
 		}
 	}
 	closedir(d);
+	if (!keep && err == 0) {
+		/* the whole family went: its directory too (unless a put of a
+		 * running process is in it: ENOTEMPTY, left) */
+		char dname[19];
+
+		family_dname(family, dname);
+		unlinkat(ct->metafd, dname, AT_REMOVEDIR);
+	}
 	return err;
 }
 

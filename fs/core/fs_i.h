@@ -501,6 +501,17 @@ int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
 		   struct cachetier_obj **stream);
 int fs_obj_raw(struct fs *fs, uint32_t obj, struct cachetier_obj **raw);
 void fs_shards_release(struct fs *fs);
+/* The blob family (cachetier_meta_put_in) of what the cache directory keeps
+ * of the shard of object key key, one per key: kind FS_SAVED_INDEX (its
+ * index) or FS_SAVED_CLASSES (imagefolder's class map); a version's save
+ * sweeps the family of the other versions'. 0 or -ENAMETOOLONG. */
+#define FS_SAVED_INDEX	 "index"
+#define FS_SAVED_CLASSES "imagefolder-cls"
+int fs_shard_family(const char *key, const char *kind, char *buf, size_t size);
+/* The object of key key is gone from the source: remove its shard's saved
+ * index and class map from the cache directory (counted in index_removed
+ * and if_cls_removed; nothing for a key without them). */
+void fs_shard_forget(struct fs *fs, const char *key);
 /* A reader reads members of shard: when shards are read in order (a move
  * to the next shard after 8 reads in a row of the one before), fetch the
  * next cfg.prefetch_shards shards of the same directory ahead. */

@@ -405,9 +405,10 @@ static int cls_blob_name(const struct fs *fs, uint32_t shard, char *buf, size_t 
 	const struct fs_obj *o = fs_obj(fs, fs_shard(fs, shard)->obj);
 	int n = snprintf(buf, size, "imagefolder-cls|%d|%s|%" PRIu64 "|%s",
 			 fs_shard(fs, shard)->codec, o->info.etag, o->info.size, o->key);
-	int k = snprintf(family, fsize, "imagefolder-cls|%s", o->key);
 
-	return n < 0 || (size_t)n >= size || k < 0 || (size_t)k >= fsize ? -ENAMETOOLONG : 0;
+	if (n < 0 || (size_t)n >= size)
+		return -ENAMETOOLONG;
+	return fs_shard_family(o->key, FS_SAVED_CLASSES, family, fsize);
 }
 
 /* Load the cached values into m (empty on any doubt about the blob: the

@@ -205,8 +205,9 @@ static int listing_parse(const unsigned char *b, size_t len, struct listing *l)
 
 /* Load the saved listing into l: 0, -ENOENT (none), -EPROTO (another
  * version), -EBADMSG (torn or corrupt). A listing that is not used is
- * logged; the next successful listing of the source replaces it. */
-static int listing_load(struct fs *fs, struct listing *l)
+ * logged (unless quiet); the next successful listing of the source
+ * replaces it. */
+static int listing_load(struct fs *fs, struct listing *l, int quiet)
 {
 	size_t len;
 	void *buf;
@@ -217,12 +218,12 @@ static int listing_load(struct fs *fs, struct listing *l)
 	err = disk_blob_check(buf, len, LISTING_MAGIC, LISTING_VERSION);
 	if (err == 0)
 		err = listing_parse(buf, len, l);
-	if (err == -EPROTO)
+	if (err == -EPROTO && !quiet)
 		fs_log(FS_LOG_WARN,
 		       "the listing kept in the cache is of another version (not %u): "
 		       "not used; the next listing of the source replaces it",
 		       LISTING_VERSION);
-	else if (err < 0)
+	else if (err < 0 && err != -EPROTO && !quiet)
 		fs_log(FS_LOG_WARN,
 		       "the listing kept in the cache is damaged (%s): not used; the "
 		       "next listing of the source replaces it",
@@ -860,6 +861,32 @@ out:
 	return err;
 }
 
+/* The shards of the listing kept in the cache that listing l no longer has
+ * were removed while no mount ran: their saved indexes and class maps go
+ * (fs_shard_forget; a running mount forgets the removals it notices,
+ * fs_obj_mark_stale). Sorts l. */
+static void ns_forget_removed(struct fs *fs, struct listing *l)
+{
+	struct listing old = {0};
+	uint32_t j = 0;
+
+	if (listing_load(fs, &old, 1) < 0) {
+		listing_free(&old);
+		return; /* none kept, or unusable (said when it is used) */
+	}
+	listing_sort(&old);
+	listing_sort(l);
+	for (uint32_t i = 0; i < old.n; i++) {
+		int c = 1;
+
+		while (j < l->n && (c = strcmp(l->v[j].key, old.v[i].key)) < 0)
+			j++;
+		if (c != 0)
+			fs_shard_forget(fs, old.v[i].key);
+	}
+	listing_free(&old);
+}
+
 /* List the source into l. A remote store that cannot be reached at mount
  * (initial) gives the listing kept in the cache instead. */
 static int ns_list(struct fs *fs, struct listing *l, int initial)
@@ -872,7 +899,7 @@ static int ns_list(struct fs *fs, struct listing *l, int initial)
 		int lerr;
 
 		listing_free(l);
-		lerr = listing_load(fs, l);
+		lerr = listing_load(fs, l, 0);
 		if (lerr == 0) {
 			fs_log(FS_LOG_WARN,
 			       "source %s unreachable (%s); serving the listing kept in the cache "
@@ -888,7 +915,11 @@ static int ns_list(struct fs *fs, struct listing *l, int initial)
 	/* a brace pattern's names say nothing worth keeping: the listing kept
 	 * is what the mount learned (fs_ns_keep_learned) */
 	if (err == 0 && !backend_is_local(fs->be) && !fs->lazy) {
-		int serr = listing_save(fs, l);
+		int serr;
+
+		if (initial)
+			ns_forget_removed(fs, l);
+		serr = listing_save(fs, l);
 
 		if (serr < 0)
 			fs_log(FS_LOG_WARN, "listing not kept in the cache: %s", strerror(-serr));
@@ -915,7 +946,7 @@ int fs_ns_keep_learned(struct fs *fs)
 		if (fs_obj_live(fs_obj(fs, k)))
 			cur[ncur++] = k;
 	qsort_r(cur, ncur, sizeof(*cur), obj_key_cmp, fs);
-	if (listing_load(fs, &old) == 0)
+	if (listing_load(fs, &old, 0) == 0)
 		listing_sort(&old);
 	for (uint32_t k = 0; k < ncur && err == 0; k++) {
 		const struct fs_obj *o = fs_obj(fs, cur[k]);
@@ -990,6 +1021,8 @@ void fs_obj_mark_stale(struct fs *fs, uint32_t obj, enum fs_obj_state why)
 	       why == FS_OBJ_GONE ? "was removed" : "changed");
 	fs_notify_inode(fs, fs_ino(FS_K_OBJ, obj, 0));
 	fs_notify_entry(fs, dino, o->base, strlen(o->base));
+	if (o->codec >= 0 && why == FS_OBJ_GONE)
+		fs_shard_forget(fs, o->key); /* nothing would ever sweep its blobs */
 	if (o->codec >= 0) {
 		const struct fs_shard *s = fs_shard(fs, o->shard);
 		struct shardidx *ix = atomic_load(&s->ix);

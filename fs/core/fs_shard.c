@@ -459,16 +459,34 @@ static void index_unmap(void *m)
 	cachetier_meta_unmap(m);
 }
 
-/* The family of a shard's index blobs (cachetier_meta_put_in): one per key
- * (the cache tier's directory is per source), so that saving the index of
- * a new version removes the older versions' (index_sweep) instead of
- * keeping them for good: blobs are not in the cache's usage and are never
- * evicted. */
-static int index_family(const struct fs_obj *o, char *buf, size_t size)
+int fs_shard_family(const char *key, const char *kind, char *buf, size_t size)
 {
-	int n = snprintf(buf, size, "index|%s", o->key);
+	int n = snprintf(buf, size, "%s|%s", kind, key);
 
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+/* A shard's index blobs are a family (fs_shard_family): saving the index
+ * of a new version removes the older versions' (index_sweep) instead of
+ * keeping them for good, since blobs are not in the cache's usage and are
+ * never evicted. */
+static int index_family(const struct fs_obj *o, char *buf, size_t size)
+{
+	return fs_shard_family(o->key, FS_SAVED_INDEX, buf, size);
+}
+
+void fs_shard_forget(struct fs *fs, const char *key)
+{
+	char family[4096 + 32];
+	unsigned n = 0;
+
+	if (fs_shard_family(key, FS_SAVED_INDEX, family, sizeof(family)) == 0 &&
+	    cachetier_meta_sweep(fs->ct, family, NULL, &n) == 0)
+		fs->c.index_removed += n;
+	n = 0;
+	if (fs_shard_family(key, FS_SAVED_CLASSES, family, sizeof(family)) == 0 &&
+	    cachetier_meta_sweep(fs->ct, family, NULL, &n) == 0)
+		fs->c.if_cls_removed += n;
 }
 
 /* The index blob name of family, validated against ident once and then
@@ -507,7 +525,7 @@ static struct shardidx *shard_saved(struct fs *fs, const struct fs_obj *o, const
 				    size_t identlen, int *mapped)
 {
 	struct shardidx *ix;
-	char name[4096 + 300], family[4096 + 16];
+	char name[4096 + 300], family[4096 + 32];
 	int err;
 
 	if (index_family(o, family, sizeof(family)) < 0)
@@ -545,7 +563,7 @@ static void index_sweep(struct fs *fs, const struct fs_obj *o, const char *famil
 static void shard_save(struct fs *fs, const struct fs_obj *o, const char *name, const char *ident,
 		       size_t identlen, struct shardidx **ix, int *mapped)
 {
-	char family[4096 + 16];
+	char family[4096 + 32];
 	struct shardidx *mix;
 	size_t len;
 	void *buf;

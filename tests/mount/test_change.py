@@ -179,6 +179,10 @@ def group_refresh(env, ck):
         ck.eq('before: listing', sorted(os.listdir(top)), ['s0', 's0.tar', 's1', 's1.tar'])
         for n, data in a:
             ck.eq('before: s0/' + n, read_result(os.path.join(top, 's0', n)), ('ok', data))
+        ck.eq('before: s1/' + b[0][0], read_result(os.path.join(top, 's1', b[0][0])),
+              ('ok', b[0][1]))
+        ck.eq('before: s1 index saved', len([x for x in index_blobs(env.path('cache'))
+                                             if b'|train/s1.tar' in x]), 1)
         # nothing changed: a refresh says so
         r = env.run([exe, 'refresh', m.mnt])
         ck.eq('refresh (no change): exit 0', r.returncode, 0)
@@ -227,8 +231,11 @@ def group_refresh(env, ck):
         ck.eq('changed s0: index blobs of s0', len(s0_blobs), 1)
         ck.ok(all(b'|%d|train/s0.tar' % len(ml.tar_bytes(a2)) in b for b in s0_blobs),
               'changed s0: the index blob kept is not the new version\'s')
+        # and the index of s1, removed from the source, left with it
+        ck.eq('removed s1: index blobs of s1', len([x for x in index_blobs(env.path('cache'))
+                                                    if b'|train/s1.tar' in x]), 0)
         st = m.stats()
-        ck.eq('stats index_removed', st.get('index_removed'), 1)
+        ck.eq('stats index_removed (s0\'s old version, s1)', st.get('index_removed'), 2)
         for k, v in (('refreshes', 2), ('refresh_added', 2), ('refresh_removed', 1),
                      ('refresh_changed', 1), ('objects', 3), ('shards', 3)):
             ck.eq('stats %s' % k, st.get(k), v)

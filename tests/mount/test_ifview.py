@@ -243,7 +243,8 @@ def group_change(env, ck):
         ck.eq('a shard removed: built', (st['view_loaded'], st['view_saved'],
                                          st['view_removed']), (0, 1, 1))
     ck.eq('change: one saved view left', len(view_blob(cache)), 1)
-    # one index and one class map per shard left (s4's, a removed shard's, stay)
+    # one index and one class map per shard left (s4's stay: a local source keeps no listing,
+    # so a shard removed while nothing was mounted goes unnoticed)
     kinds = {}
     for d, files in family_dirs(cache, None).items():
         for f in files:

@@ -475,6 +475,8 @@ static void test_family(struct cachetier *ct, struct cachetier *other)
 	CHECK(cachetier_meta_sweep(ct, "fam", NULL, &n) == 0 && n == 1 &&
 		  !has_blob(ct, "fam", "view-3", "view-3", 6),
 	      "sweep without a blob to keep: all gone (%u)", n);
+	family_dir(ct, "fam", dir, sizeof(dir));
+	CHECK(exists(dir, "README"), "a family directory with other files in it stays");
 	CHECK(cachetier_meta_sweep(ct, NULL, NULL, &n) == -EINVAL, "sweep of plain blobs: -EINVAL");
 	CHECK(has_blob(other, "fam", "view-1", "other source", 12), "another source's blob stays");
 
@@ -497,6 +499,12 @@ static void test_family(struct cachetier *ct, struct cachetier *other)
 		  cachetier_meta_sweep(ct, "fam3", "index|b", &n) == 0 && n == 1 &&
 		  !has_blob(ct, "fam3", "index|a", "legacy", 6),
 	      "a newer blob's sweep removes the adopted one");
+	CHECK(cachetier_meta_sweep(ct, "fam3", NULL, &n) == 0 && n == 1, "sweep all of fam3");
+	family_dir(ct, "fam3", dir, sizeof(dir));
+	CHECK(access(dir, F_OK) < 0 && errno == ENOENT, "its emptied directory removed");
+	CHECK(cachetier_meta_put_in(ct, "fam3", "index|c", "again", 5) == 0 &&
+		  has_blob(ct, "fam3", "index|c", "again", 5),
+	      "a put in the family makes it again");
 }
 
 int main(void)

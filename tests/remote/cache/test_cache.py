@@ -51,7 +51,9 @@ GROUP:
                exact (the saved view removed, which a remount maps instead of the class maps;
                it is saved again byte for byte); the kept listing of another version or
                damaged: an offline mount says so and fails, an online one writes it again byte
-               for byte, and the offline mount after it shows the view exactly
+               for byte, and the offline mount after it shows the view exactly; a shard
+               removed from the store while nothing was mounted: the next mount removes its
+               index and class map (exactly one of each left)
 
 Every raw shard is compared with its source file, every member with GNU tar's extraction.
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse, or no nginx).
@@ -1604,6 +1606,24 @@ def group_metablobs(env, ck, ng):
         st = m.stats()
         ck.eq('offline: bytes_fetched', st['bytes_fetched'], 0)
         ck.eq('offline: if_cls_reads', st['imagefolder_cls_reads'], 0)
+
+    # a shard removed from the store while no mount ran: the next mount removes its index and
+    # class map (the listing kept from the last mount names it); they are never evicted
+    ng.start()
+    os.unlink(env.path('src', 'mb', 'if-000001.tar'))
+    want0 = {c: {fn: b for fn, b in files.items() if not fn.startswith('if1_')}
+             for c, files in want.items()}
+    want0 = {c: files for c, files in want0.items() if files}
+    with ml.Mount(env, url, cache_dir=cache, extra=opts) as m:
+        check_view(ck, 'a shard removed', read_view(m.mnt), want0)
+        st = m.stats()
+        ck.eq('a shard removed: index_removed, imagefolder_classes_removed',
+              (st.get('index_removed'), st.get('imagefolder_classes_removed')), (1, 1))
+    blobs = meta_files(cache)
+    ck.eq('a shard removed: indexes left', sum(1 for b in blobs.values()
+                                               if b.startswith(b'SHRDIDX\0')), 1)
+    ck.eq('a shard removed: class maps left', sum(1 for b in blobs.values()
+                                                  if b.startswith(CLS_MAGICS)), 1)
 
 
 GROUPS = {'offline': group_offline, 'capacity': group_capacity, 'crash': group_crash,
