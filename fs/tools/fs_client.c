@@ -341,9 +341,11 @@ static int ctl_send(int fd, const char *cmd)
 	return r < 0 ? -errno : r;
 }
 
-/* The prefetch numbers of a stats snapshot. */
+/* The prefetch numbers of a stats snapshot: of the objects the latest
+ * prefetch run named (run: its id), which is this command's while no other
+ * began since. */
 struct pf_stats {
-	uint64_t want, have, unfit, pending, room, limit, fetched, errors;
+	uint64_t want, have, unfit, pending, before, run, room, limit, fetched, errors;
 };
 
 static int pf_stats_read(const char *mnt, struct pf_stats *p)
@@ -352,10 +354,12 @@ static int pf_stats_read(const char *mnt, struct pf_stats *p)
 		const char *name;
 		size_t off;
 	} fields[] = {
-	    {"prefetch_bytes", offsetof(struct pf_stats, want)},
-	    {"prefetch_cached_bytes", offsetof(struct pf_stats, have)},
-	    {"prefetch_unfit_bytes", offsetof(struct pf_stats, unfit)},
-	    {"prefetch_pending", offsetof(struct pf_stats, pending)},
+	    {"prefetch_run_bytes", offsetof(struct pf_stats, want)},
+	    {"prefetch_run_cached_bytes", offsetof(struct pf_stats, have)},
+	    {"prefetch_run_unfit_bytes", offsetof(struct pf_stats, unfit)},
+	    {"prefetch_run_pending", offsetof(struct pf_stats, pending)},
+	    {"prefetch_run_before_bytes", offsetof(struct pf_stats, before)},
+	    {"prefetch_run", offsetof(struct pf_stats, run)},
 	    {"cache_room_bytes", offsetof(struct pf_stats, room)},
 	    {"cache_bytes_limit", offsetof(struct pf_stats, limit)},
 	    {"bytes_fetched", offsetof(struct pf_stats, fetched)},
@@ -378,13 +382,15 @@ static int pf_stats_read(const char *mnt, struct pf_stats *p)
 	   * cached (fills failed, or readers' fills evicted them meanwhile) */
 
 /* One 'shardfs prefetch': the mount, its counters before the commands
- * (s0, when have_s0) and now (s). */
+ * (s0, when have_s0) and now (s), of its run (run: the id). */
 struct pf_run {
 	const char *mnt;
 	struct pf_stats s0, s;
+	uint64_t run;
 	int have_s0;
-	int tty;   /* stdout is a terminal: a progress bar, else a line every 5 s */
-	int ended; /* the mount's prefetch of these objects is over */
+	int tty;     /* stdout is a terminal: a progress bar, else a line every 5 s */
+	int ended;   /* the mount's prefetch of these objects is over */
+	int overrun; /* another prefetch run began: the counters are no longer ours */
 };
 
 /* Send 'prefetch PATH' for each PATH (none: everything) on the control
@@ -415,14 +421,16 @@ static int pf_send(int fd, const char *mnt, int argc, char **argv, int *sent)
 	return rc;
 }
 
-/* Up front: what was asked, what is cached, and what fits. */
+/* Up front: what was asked, what was cached when it was asked (its fills
+ * may be done by now), and what fits. */
 static void pf_say_plan(const struct pf_stats *s)
 {
 	char a[32], b[32], c[32], d[32];
-	uint64_t missing = s->want > s->have ? s->want - s->have : 0;
+	uint64_t before = s->before < s->want ? s->before : s->want;
+	uint64_t missing = s->want - before;
 
 	fs_human_bytes(s->want, a, sizeof(a));
-	fs_human_bytes(s->have, b, sizeof(b));
+	fs_human_bytes(before, b, sizeof(b));
 	fs_human_bytes(s->room, c, sizeof(c));
 	fs_human_bytes(s->limit, d, sizeof(d));
 	if (!missing)
@@ -494,6 +502,14 @@ static int pf_follow(struct pf_run *r)
 				r->mnt);
 			return PF_EXIT_ERR;
 		}
+		if (s->run != r->run) {
+			r->overrun = 1;
+			fprintf(stderr,
+				"%sshardfs: another prefetch began on %s: its progress is not this "
+				"command's ('shardfs stats' shows the mount's)\n",
+				r->tty ? "\n" : "", r->mnt);
+			return PF_EXIT_OK;
+		}
 		r->ended = s->have >= s->want || s->pending == 0;
 		if (s->have != last_have) {
 			last_have = s->have;
@@ -527,7 +543,7 @@ static int pf_summary(const struct pf_run *r)
 {
 	char a[32], b[32], c[32], d[32];
 	uint64_t want = r->s.want, have = r->s.have < want ? r->s.have : want;
-	uint64_t before = r->have_s0 ? r->s0.have : 0;
+	uint64_t before = r->s.before;
 	uint64_t unfit = r->s.unfit, got, missing;
 
 	if (before > have)
@@ -584,9 +600,19 @@ int fs_prefetch_main(int argc, char **argv)
 		free(mnt);
 		return 1;
 	}
-	/* what was cached before, and what had been fetched: the summary's
-	 * "cached already" and the rate of this run */
+	/* what had been fetched: the rate of this run */
 	r.have_s0 = pf_stats_read(mnt, &r.s0) == 0;
+	/* a run of its own: the counters followed are of the objects this
+	 * command names, not of earlier prefetches' */
+	if (ctl_send(fd, "prefetch-start\n") < 0) {
+		fprintf(stderr,
+			"shardfs: prefetch: %s: the mount does not take 'prefetch-start' "
+			"(an older shardfs?)\n",
+			mnt);
+		close(fd);
+		free(mnt);
+		return PF_EXIT_ERR;
+	}
 	rc = pf_send(fd, mnt, argc, argv, &sent);
 	close(fd);
 	if (!sent) { /* the mount's progress would be of other prefetches */
@@ -598,6 +624,7 @@ int fs_prefetch_main(int argc, char **argv)
 		free(mnt);
 		return PF_EXIT_ERR;
 	}
+	r.run = r.s.run;
 	pf_say_plan(&r.s);
 	if (pf_follow(&r) != PF_EXIT_OK)
 		rc = PF_EXIT_ERR;

@@ -2,7 +2,8 @@
 """shardfs mount tests (DESIGN.md sections 1 and 3).
 
 usage: test_mount.py SHARDFS GROUP [--version X]
-GROUP: cli cli-truth formats mtime-range tools readonly damaged hostile cache listing   (or 'gen' to only check
+GROUP: cli cli-truth formats mtime-range tools readonly damaged hostile cache listing
+prefetch-runs   (or 'gen' to only check
 the generator and GNU tar's extraction side, without mounting anything).
 
 Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here). Environment: SHARDFS_TEST_SEED
@@ -1223,6 +1224,63 @@ def group_cli_truth(env, ck):
         pm.umount(quiet=True)
 
 
+def human(b):
+    """fs_human_bytes: '%.0f B', else '%.2f KiB' and up."""
+    v, u = float(b), 0
+    while v >= 1024 and u < 4:
+        v /= 1024
+        u += 1
+    return ('%.2f %s' if u else '%.0f %s') % (v, ['B', 'KiB', 'MiB', 'GiB', 'TiB'][u])
+
+
+def group_prefetch_runs(env, ck):
+    """'shardfs prefetch' reports what this command did: of the objects it names only, not of
+    earlier prefetches' (nginx source: the bytes are fetched into the cache)."""
+    from shardfs_test import web
+    if not os.path.exists(web.NGINX):
+        raise ml.Skip('nginx is not installed (scripts/install-deps.sh --test)')
+    src = env.path('src')
+    os.makedirs(src)
+    sizes = {}
+    for name, n in (('a.tar', 300000), ('b.tar', 700000)):
+        ml.write_file(os.path.join(src, name), ml.tar_bytes([('x.bin', os.urandom(n))]))
+        sizes[name] = os.path.getsize(os.path.join(src, name))
+    os.chmod(env.tmp, 0o755)
+    os.chmod(src, 0o755)
+    ng = web.Nginx(env.path('nginx'), src).start()
+    try:
+        with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'),
+                      extra=['--warm', 'off']) as m:
+            def prefetch(name):
+                r = env.run([env.shardfs, 'prefetch', m.mnt, name], timeout=120)
+                out = r.stdout.decode(errors='replace')
+                log('prefetch %s -> rc=%r stdout=%r stderr=%r' % (name, r.returncode, out,
+                                                                   r.stderr))
+                ck.eq('prefetch %s: exit' % name, r.returncode, 0)
+                return out.splitlines()
+
+            for name, got, before in (('a.tar', sizes['a.tar'], 0),
+                                      ('b.tar', sizes['b.tar'], 0),
+                                      ('a.tar', 0, sizes['a.tar'])):
+                lines = prefetch(name)
+                size = human(sizes[name])
+                first = ('prefetch: %s asked, all of it cached already' % size if before else
+                         'prefetch: %s asked, 0 B of it cached; ' % size)
+                ck.ok(lines and lines[0].startswith(first),
+                      'prefetch %s: first line %r, want %r' % (name, lines[:1], first))
+                done = 'prefetch: done: %s fetched, %s cached already, 0 B did not fit' % (
+                    human(got), human(before))
+                ck.eq('prefetch %s: summary' % name, lines[-1:], [done])
+            st = m.stats()
+            ck.eq('prefetch_bytes (every prefetch)', st.get('prefetch_bytes'),
+                  sizes['a.tar'] + sizes['b.tar'])
+            ck.eq('prefetch_run_bytes (the last)', st.get('prefetch_run_bytes'), sizes['a.tar'])
+            ck.eq('prefetch_run_before_bytes', st.get('prefetch_run_before_bytes'),
+                  sizes['a.tar'])
+    finally:
+        ng.stop()
+
+
 def shutil_which(name):
     import shutil
     return shutil.which(name)
@@ -1231,7 +1289,8 @@ def shutil_which(name):
 GROUPS = {'gen': group_gen, 'cli': group_cli, 'formats': group_formats,
           'mtime-range': group_mtime_range, 'tools': group_tools, 'readonly': group_readonly,
           'damaged': group_damaged, 'hostile': group_hostile, 'cache': group_cache,
-          'cli-truth': group_cli_truth, 'listing': group_listing}
+          'cli-truth': group_cli_truth, 'listing': group_listing,
+          'prefetch-runs': group_prefetch_runs}
 
 
 def main():
