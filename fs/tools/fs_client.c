@@ -50,13 +50,36 @@ static void say_path_error(const char *what, const char *path, int err)
 		fprintf(stderr, "shardfs: %s%s: %s\n", what, path, strerror(err));
 }
 
-/* Say that mnt is no (live) shardfs mount; err: the errno of the attempt. */
+static int mount_lookup(const char *path, long *owner, int *allow_other);
+
+/* Say why mnt cannot be used as a shardfs mount; err: the errno of the
+ * attempt (opening or reading a file of its .shardfs). A dead daemon, a
+ * mount of another user (the control file is its owner's only, and
+ * without allow_other the whole mount is), a path that does not exist,
+ * and a path that is no shardfs mount each have their own message. */
 static void say_not_mount(const char *mnt, int err)
 {
-	if (err == ENOTCONN)
+	struct stat st;
+	long owner = -1;
+	int allow_other = 0;
+
+	if (err == ENOTCONN) {
 		fs_say_dead_mount(mnt);
-	else
+	} else if (mount_lookup(mnt, &owner, &allow_other)) {
+		if ((err == EACCES || err == EPERM) && owner >= 0 && (uid_t)owner != geteuid())
+			fprintf(stderr,
+				"shardfs: %s: permission denied: only the user who mounted it "
+				"(uid %ld) can %s\n",
+				mnt, owner,
+				allow_other ? "send commands to it"
+					    : "use it (it was mounted without -o allow_other)");
+		else
+			fprintf(stderr, "shardfs: %s: %s\n", mnt, strerror(err));
+	} else if (stat(mnt, &st) < 0) {
+		fprintf(stderr, "shardfs: %s: %s\n", mnt, strerror(errno));
+	} else {
 		fprintf(stderr, "shardfs: %s is not a shardfs mount\n", mnt);
+	}
 }
 
 /* Read a control file of a running mount into a malloc'd string (NULL with
@@ -122,7 +145,10 @@ static int read_stats(const char *mnt, struct fs_stats_doc *d)
  * mount table with getmntent_r (which undoes its escapes, so a mount point
  * with a space is found) and never touches the path itself (a dead
  * daemon's mount answers ENOTCONN). */
-int fs_is_shardfs_mount_abs(const char *abs)
+/* The same, and then the mount's owner (its user_id option, or -1) in
+ * *owner and whether it has allow_other in *allow_other (each may be
+ * NULL). */
+static int mount_lookup_abs(const char *abs, long *owner, int *allow_other)
 {
 	struct mntent ent;
 	char buf[3 * PATH_MAX];
@@ -133,13 +159,35 @@ int fs_is_shardfs_mount_abs(const char *abs)
 		return 0;
 	while (!found && getmntent_r(f, &ent, buf, sizeof(buf)))
 		found = strcmp(ent.mnt_type, "fuse.shardfs") == 0 && strcmp(ent.mnt_dir, abs) == 0;
+	if (found) {
+		const char *u = hasmntopt(&ent, "user_id");
+
+		if (owner) {
+			char *end;
+
+			*owner = -1;
+			if (u && u[7] == '=') {
+				errno = 0;
+				*owner = strtol(u + 8, &end, 10);
+				if (errno || end == u + 8 || (*end && *end != ','))
+					*owner = -1;
+			}
+		}
+		if (allow_other)
+			*allow_other = hasmntopt(&ent, "allow_other") != NULL;
+	}
 	endmntent(f);
 	return found;
 }
 
+int fs_is_shardfs_mount_abs(const char *abs)
+{
+	return mount_lookup_abs(abs, NULL, NULL);
+}
+
 /* The same for a path as given: relative to the working directory,
  * trailing slashes ignored, not resolved (it may not answer). */
-static int is_shardfs_mount(const char *path)
+static int mount_lookup(const char *path, long *owner, int *allow_other)
 {
 	char want[PATH_MAX];
 	size_t n = strlen(path);
@@ -160,7 +208,12 @@ static int is_shardfs_mount(const char *path)
 	}
 	while ((n = strlen(want)) > 1 && want[n - 1] == '/')
 		want[n - 1] = '\0';
-	return fs_is_shardfs_mount_abs(want);
+	return mount_lookup_abs(want, owner, allow_other);
+}
+
+static int is_shardfs_mount(const char *path)
+{
+	return mount_lookup(path, NULL, NULL);
 }
 
 /* Is pid still running? A zombie (exited, not yet reaped by its parent)

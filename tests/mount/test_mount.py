@@ -3,7 +3,7 @@
 
 usage: test_mount.py SHARDFS GROUP [--version X]
 GROUP: cli cli-truth formats mtime-range tools readonly damaged hostile cache listing
-prefetch-runs   (or 'gen' to only check
+prefetch-runs cli-owner   (or 'gen' to only check
 the generator and GNU tar's extraction side, without mounting anything).
 
 Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here). Environment: SHARDFS_TEST_SEED
@@ -1281,6 +1281,51 @@ def group_prefetch_runs(env, ck):
         ng.stop()
 
 
+def group_cli_owner(env, ck):
+    """The client commands say why they cannot use a mount: another user's (the control file is
+    its owner's only; without allow_other the whole mount is), a path that does not exist, a
+    directory that is no mount. Root mounts; uid 65534 runs the commands."""
+    src = env.path('src')
+    os.makedirs(src)
+    ml.write_file(os.path.join(src, 's0.tar'), ml.tar_bytes([('a.txt', b'a\n')]))
+    plan = env.path('plan.txt')
+    ml.write_file(plan, b's0/a.txt\n')
+    os.chmod(env.tmp, 0o755)
+    os.chmod(plan, 0o644)
+
+    def as_nobody(args):
+        r = subprocess.run([env.shardfs] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           user=65534, group=65534, extra_groups=[], timeout=60)
+        err = r.stderr.decode(errors='replace')
+        log('(uid 65534) shardfs %s -> rc=%r stderr=%r' % (' '.join(args), r.returncode, err))
+        return r.returncode, err
+
+    want = 'permission denied: only the user who mounted it (uid %d) can' % os.getuid()
+    with ml.Mount(env, src, cache_dir=env.path('cache'), extra=['-o', 'allow_other']) as m:
+        for cmd in (['refresh', m.mnt], ['plan', m.mnt, plan], ['prefetch', m.mnt]):
+            rc, err = as_nobody(cmd)
+            ck.eq('%s by another user: exit' % cmd[0], rc, 1)
+            ck.eq('%s by another user: stderr' % cmd[0], err,
+                  'shardfs: %s: %s send commands to it\n' % (m.mnt, want))
+        rc, err = as_nobody(['stats', m.mnt])
+        ck.eq('stats by another user (allow_other): exit', rc, 0)
+    with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+        for cmd in (['stats', m.mnt], ['refresh', m.mnt]):
+            rc, err = as_nobody(cmd)
+            ck.eq('%s by another user (no allow_other): exit' % cmd[0], rc, 1)
+            ck.eq('%s by another user (no allow_other): stderr' % cmd[0], err,
+                  'shardfs: %s: %s use it (it was mounted without -o allow_other)\n' % (
+                      m.mnt, want))
+    for cmd in ('stats', 'refresh', 'prefetch'):
+        r = env.run([env.shardfs, cmd, env.path('nonexistent')])
+        ck.eq('%s of a missing path: exit' % cmd, r.returncode, 1)
+        ck.eq('%s of a missing path: stderr' % cmd, r.stderr.decode(errors='replace'),
+              'shardfs: %s: No such file or directory\n' % env.path('nonexistent'))
+    r = env.run([env.shardfs, 'stats', src])
+    ck.eq('stats of a plain directory: stderr', r.stderr.decode(errors='replace'),
+          'shardfs: %s is not a shardfs mount\n' % src)
+
+
 def shutil_which(name):
     import shutil
     return shutil.which(name)
@@ -1290,7 +1335,7 @@ GROUPS = {'gen': group_gen, 'cli': group_cli, 'formats': group_formats,
           'mtime-range': group_mtime_range, 'tools': group_tools, 'readonly': group_readonly,
           'damaged': group_damaged, 'hostile': group_hostile, 'cache': group_cache,
           'cli-truth': group_cli_truth, 'listing': group_listing,
-          'prefetch-runs': group_prefetch_runs}
+          'prefetch-runs': group_prefetch_runs, 'cli-owner': group_cli_owner}
 
 
 def main():
