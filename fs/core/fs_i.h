@@ -320,6 +320,10 @@ struct fs {
 	 * protects dirs, ndirs and every dir's entries. Nothing blocks on I/O
 	 * or on the kernel while holding ns_lock. */
 	pthread_mutex_t refresh_lock;
+	/* Objects a lookup replaced (changed) or dropped (removed) since the
+	 * last refresh (fs_ns_replace): the next refresh counts them, as it
+	 * would have had they still been named. Under refresh_lock. */
+	uint32_t replaced_changed, replaced_removed;
 	pthread_rwlock_t ns_lock;
 	struct fs_dir *dirs;
 	_Atomic uint32_t ndirs;

@@ -3,7 +3,7 @@
 
 usage: test_mount.py SHARDFS GROUP [--version X]
 GROUP: cli cli-truth formats mtime-range tools readonly damaged hostile cache listing
-prefetch-runs cli-owner   (or 'gen' to only check
+prefetch-runs cli-owner refresh-noticed   (or 'gen' to only check
 the generator and GNU tar's extraction side, without mounting anything).
 
 Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here). Environment: SHARDFS_TEST_SEED
@@ -1326,6 +1326,51 @@ def group_cli_owner(env, ck):
           'shardfs: %s is not a shardfs mount\n' % src)
 
 
+def group_refresh_noticed(env, ck):
+    """A refresh reports what changed since the previous refresh (or the mount), also what
+    reads noticed and lookups then replaced in between: s0 rewritten, s1 deleted, both read
+    (ESTALE), looked up (s0 shows its new version, s1 is gone), then 'shardfs refresh' says
+    1 removed, 1 changed; a second refresh says 0 of each."""
+    src = env.path('src')
+    os.makedirs(src)
+    a = [('k%d.bin' % i, bytes([65 + i]) * (3000 + 500 * i)) for i in range(3)]
+    b = [('k%d.bin' % i, bytes([97 + i]) * (2000 + 700 * i)) for i in range(4)]
+    for n in range(3):
+        ml.write_file(os.path.join(src, 's%d.tar' % n), ml.tar_bytes(a))
+    with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+        fds = [os.open(os.path.join(m.mnt, 's%d.tar' % n), os.O_RDONLY) for n in range(2)]
+        try:
+            ml.write_file(os.path.join(src, 's0.tar'), ml.tar_bytes(b))
+            os.unlink(os.path.join(src, 's1.tar'))
+            for n, fd in enumerate(fds):
+                try:
+                    os.pread(fd, 512, 0)
+                    got = 'ok'
+                except OSError as e:
+                    got = errno.errorcode.get(e.errno, e.errno)
+                ck.eq('s%d.tar read after the change' % n, got, 'ESTALE')
+        finally:
+            for fd in fds:
+                os.close(fd)
+        # lookups after the reads: the new version of s0 replaces the old, s1 goes
+        ck.eq('before refresh: s0/k3.bin', ml.read_result(os.path.join(m.mnt, 's0', 'k3.bin')),
+              ('ok', b[3][1]))
+        ck.eq('before refresh: s1.tar', ml.read_result(os.path.join(m.mnt, 's1.tar')),
+              ('err', errno.ENOENT))
+        ck.eq('before refresh: listing', sorted(os.listdir(m.mnt)),
+              ['s0', 's0.tar', 's2', 's2.tar'])
+        for want in (': 0 new, 1 removed, 1 changed; 2 objects, 2 shards',
+                     ': 0 new, 0 removed, 0 changed; 2 objects, 2 shards'):
+            r = env.run([env.shardfs, 'refresh', m.mnt])
+            out = r.stdout.decode(errors='replace')
+            log('shardfs refresh: rc=%d %s' % (r.returncode, out.strip()))
+            ck.eq('refresh: exit', r.returncode, 0)
+            ck.ok(want in out, 'refresh summary: %r, want %r' % (out, want))
+        st = m.stats()
+        ck.eq('refresh counters (added, removed, changed)',
+              (st['refresh_added'], st['refresh_removed'], st['refresh_changed']), (0, 1, 1))
+
+
 def shutil_which(name):
     import shutil
     return shutil.which(name)
@@ -1335,7 +1380,8 @@ GROUPS = {'gen': group_gen, 'cli': group_cli, 'formats': group_formats,
           'mtime-range': group_mtime_range, 'tools': group_tools, 'readonly': group_readonly,
           'damaged': group_damaged, 'hostile': group_hostile, 'cache': group_cache,
           'cli-truth': group_cli_truth, 'listing': group_listing,
-          'prefetch-runs': group_prefetch_runs, 'cli-owner': group_cli_owner}
+          'prefetch-runs': group_prefetch_runs, 'cli-owner': group_cli_owner,
+          'refresh-noticed': group_refresh_noticed}
 
 
 def main():
