@@ -400,7 +400,8 @@ def t_packsafe(env, ck):
     ck.eq('nothing else written', sorted(os.listdir(out)), ['p-000000.tar', 'p-000000.tar.idx'])
 
 
-GROUPS = {'packsafe': t_packsafe, 'imagefolder': t_imagefolder, 'classfrom': t_classfrom, 'pack': t_pack,
+GROUPS = {'packsafe': t_packsafe, 'imagefolder': t_imagefolder, 'classfrom': t_classfrom,
+          'pack': t_pack,
           'sidecar': t_sidecar, 'xattr': t_xattr, 'examples': t_examples}
 
 if __name__ == '__main__':

@@ -570,7 +570,8 @@ def group_file(env, ck):
         ck.eq('big file: fnv', pl['big']['fnv'], fnv(['s/a.txt']))
 
 
-GROUPS = {'file': group_file, 'semantics': group_semantics, 'bigger': group_bigger, 'ahead': group_ahead}
+GROUPS = {'file': group_file, 'semantics': group_semantics, 'bigger': group_bigger,
+          'ahead': group_ahead}
 
 
 def main():

@@ -273,7 +273,8 @@ def group_noplans(env, ck):
             log('%s: strict: %s' % (label, e))
 
 
-GROUPS = {'noplans': group_noplans, 'sampler-local': group_sampler_local, 'sampler-http': group_sampler_http,
+GROUPS = {'noplans': group_noplans, 'sampler-local': group_sampler_local,
+          'sampler-http': group_sampler_http,
           'manifest': group_manifest, 'install': group_install}
 
 

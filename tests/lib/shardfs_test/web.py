@@ -134,7 +134,8 @@ http {
         location = /redir { return 302 http://127.0.0.1:%(port)d/json/val/; }
         location = /listpage {
             default_type application/json;
-            return 200 '[{"name": "a.tar", "type": "file", "mtime": "Thu, 01 Jan 2026 00:00:00 GMT", "size": 10240}]';
+            return 200 '[{"name": "a.tar", "type": "file", "size": 10240,
+                         "mtime": "Thu, 01 Jan 2026 00:00:00 GMT"}]';
         }
     }
     server {

@@ -1063,7 +1063,8 @@ def group_nomatch(env, ck, ng, src, shards, refs):
               ['shard-000003', 'shard-000003.tar'])
 
 
-GROUPS = {'nomatch': group_nomatch, 'brace': group_brace, 'listing': group_listing, 'redirect': group_redirect,
+GROUPS = {'nomatch': group_nomatch, 'brace': group_brace, 'listing': group_listing,
+          'redirect': group_redirect,
           'faults': group_faults, 'tls': group_tls, 'stale': group_stale,
           'badrange': group_badrange, 'conns': group_conns, 'cli': group_cli,
           'refresh': group_refresh, 'errors': group_errors, 'index': group_index,
