@@ -54,6 +54,9 @@
 #define HTTP_LIST_BODY_MAX    (64ul << 20)
 #define HTTP_LIST_TOTAL_MAX   (1ul << 30)
 #define HTTP_URL_MAX	      8192
+/* A pattern's name answered by a page (pat_probe): the page is read up to
+ * this much to see whether it is a directory listing. */
+#define HTTP_PROBE_BODY_MAX (1ul << 20)
 
 struct http_obj {
 	char *key;
@@ -260,43 +263,110 @@ __attribute__((format(printf, 3, 4))) static int list_fail(struct http *h, int e
 	return err;
 }
 
-/* The names of the pattern, after one 1-byte GET of the first that shows
- * the server answers: any HTTP answer below 500 does (a 404 too: a missing
- * name is its stat's business); no answer or 5xx to the end of the retry
- * budget fails the listing (-EIO, so the caller's offline rules apply), and
- * so do a refusal (-EACCES), an untrusted certificate and a name that
- * redirects to a directory. */
-static int pat_list(struct http *h, backend_list_cb cb, void *arg)
+/* Does a listing parser take the page at url? (its answer to the probe
+ * was a whole 200 body that starts as HTML or JSON does). 1: a listing,
+ * 0: not one or not fetched (the reads will tell). */
+static int count_ent(void *arg, const struct backend__listent *le)
+{
+	(void)le;
+	++*(size_t *)arg;
+	return 0;
+}
+
+static int pat_is_listing(struct http *h, char *url)
 {
 	struct backend_req r;
-	char byte;
+	size_t ents = 0;
+	void *body = NULL;
+	size_t len = 0;
+	int err;
+
+	memset(&r, 0, sizeof(r));
+	r.method = "GET";
+	r.url = url;
+	if (backend_io_get(h->io, &r, &body, &len, HTTP_PROBE_BODY_MAX) < 0)
+		return 0;
+	err = backend__listing_parse(body, len, count_ent, &ents);
+	free(body);
+	return err >= 0;
+}
+
+/* One 1-byte GET of the i-th name. Returns 0 when the server answered
+ * (any HTTP answer below 500, a 404 too: *missing says which), or a
+ * negative errno with the error set: no answer or 5xx to the end of the
+ * retry budget (-EIO), a refusal (-EACCES), an untrusted certificate, and
+ * a name that is a directory (-EISDIR: the server redirects it to a URL
+ * ending in '/', or answers it with an autoindex listing). */
+static int pat_probe(struct http *h, size_t i, int *missing)
+{
+	char *url = h->objs[i].url;
+	struct backend_req r;
+	char byte = 0, shown[512];
 	ssize_t n;
 
 	memset(&r, 0, sizeof(r));
 	r.method = "GET";
-	r.url = h->objs[0].url;
+	r.url = url;
 	r.range_off = 0;
 	r.range_len = 1;
 	n = backend_io_read(h->io, &r, &byte);
-	if (r.dir_redirect) {
-		char shown[512];
-
-		backend__url_display(h->objs[0].url, shown, sizeof(shown));
+	backend__url_display(url, shown, sizeof(shown));
+	if (r.dir_redirect)
 		return list_fail(h, -EISDIR,
-				 "%s is a directory (the server redirects to %s/): add a trailing "
-				 "slash to mount its listing",
+				 "%s is a directory (the server redirects it to a URL ending in "
+				 "'/'): mount %s/ (with the trailing slash) or the URL it "
+				 "redirects to",
 				 shown, shown);
-	}
 	/* unreachable: no HTTP answer at all (refused connection, TLS, time
 	 * out) or 5xx until the retry budget ran out; refused: 401/403. Any
 	 * other answer, even a broken one (a 206 past its range), is the
 	 * server's: its reads will say so */
 	if (n < 0 &&
 	    (!r.status || r.status >= 500 || n == -EACCES || n == -ECANCELED || n == -ENOMEM))
-		return report(h, h->objs[0].url, &r, (int)n);
+		return report(h, url, &r, (int)n);
+	/* a whole 200 answer to a ranged GET that starts as a page does: a
+	 * server that lists a directory without redirecting to its '/' */
+	if (n == 1 && r.status == 200 && (byte == '<' || byte == '[') && pat_is_listing(h, url))
+		return list_fail(h, -EISDIR,
+				 "%s answers with a directory listing: mount %s/ (with the "
+				 "trailing slash) to mount the directory",
+				 shown, shown);
+	*missing = n == -ENOENT;
+	return 0;
+}
+
+/* The names of the pattern, after one 1-byte GET of the first that shows
+ * the server answers (pat_probe). When the first answers 404, the last is
+ * asked too, and when it is missing as well the listing fails with -ENOENT
+ * (a pattern that matches nothing, most likely a typo in it): two requests
+ * at most, never one per name. Names missing between them are their
+ * stat's business. */
+static int pat_list(struct http *h, backend_list_cb cb, void *arg)
+{
+	int missing = 0, err;
+
+	err = pat_probe(h, 0, &missing);
+	if (err < 0)
+		return err;
+	if (missing) {
+		char first[512], last[512];
+
+		backend__url_display(h->objs[0].url, first, sizeof(first));
+		backend__url_display(h->objs[h->nobjs - 1].url, last, sizeof(last));
+		if (h->nobjs == 1)
+			return list_fail(h, -ENOENT, "%s: not on the server (HTTP 404)", first);
+		err = pat_probe(h, h->nobjs - 1, &missing);
+		if (err < 0)
+			return err;
+		if (missing)
+			return list_fail(h, -ENOENT,
+					 "no name of the pattern is on the server: its first "
+					 "(%s) and its last (%s) answer 404 (a typo in the "
+					 "pattern?)",
+					 first, last);
+	}
 	for (size_t i = 0; i < h->nobjs; i++) {
 		struct backend_objinfo info;
-		int err;
 
 		memset(&info, 0, sizeof(info));
 		info.key = h->objs[i].key;

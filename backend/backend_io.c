@@ -327,13 +327,15 @@ static const char *url_path(const char *u, size_t *len)
 	return p;
 }
 
-/* Does a redirect from 'from' to 'to' only add a trailing '/' to the path? */
+/* Does a redirect from 'from' to 'to' go from a path that does not end in
+ * '/' to one that does (to the same path with a '/' added, or to another
+ * directory)? Servers answer so for a directory named without its slash. */
 static int redirect_to_dir(const char *from, const char *to)
 {
 	size_t fl, tl;
 	const char *f = url_path(from, &fl), *t = url_path(to, &tl);
 
-	return tl == fl + 1 && memcmp(f, t, fl) == 0 && t[fl] == '/';
+	return tl > 0 && t[tl - 1] == '/' && (fl == 0 || f[fl - 1] != '/');
 }
 
 static int is_redirect(long s)

@@ -85,8 +85,9 @@ struct backend_req {
 	int64_t mtime;	    /* Last-Modified as seconds since the epoch, or 0 */
 	uint64_t delivered; /* body bytes handed to on_data */
 	int attempts;
-	int dir_redirect; /* 1: a redirect went from a path to the same path with a
-			   * trailing '/' (the server's way to say "a directory") */
+	int dir_redirect; /* 1: a redirect went from a path without a trailing
+			   * '/' to one with it (the server's way to say "a
+			   * directory": the same path's, or another's) */
 	char error[320];  /* the last attempt's transport failure in words
 			   * ("TLS certificate of HOST not trusted: ..."),
 			   * or "" (then status says why); never credentials */

@@ -77,30 +77,50 @@ static void out_json_str(struct out *o, const char *s)
 
 /* The objects prefetch commands asked for: their bytes, how many of them
  * are cached now, how many their latest prefetch skipped because they did
- * not fit, and how many of them are still being prefetched. */
+ * not fit, and how many of them are still being prefetched; the same of
+ * the objects the latest run named (fs->pf_run; run_before: of those,
+ * bytes cached when it named them). */
 struct pf_progress {
 	uint64_t want, have, unfit, pending;
+	uint64_t run, run_want, run_have, run_unfit, run_pending, run_before;
 };
 
 static void prefetch_progress(struct fs *fs, struct pf_progress *p)
 {
+	int run;
+
 	memset(p, 0, sizeof(*p));
+	pthread_mutex_lock(&fs->ctl_lock);
+	run = fs->pf_run;
+	p->run_before = fs->pf_run_before;
+	pthread_mutex_unlock(&fs->ctl_lock);
+	p->run = (uint64_t)run;
 	for (uint32_t i = 0; i < fs->nobjs; i++) {
 		struct fs_obj *o = fs_obj(fs, i);
 		struct cachetier_obj *raw;
-		uint64_t unfit = 0;
+		uint64_t unfit = 0, size, have = 0, pending = 0;
+		int tag = atomic_load(&o->prefetch);
 
-		if (!atomic_load(&o->prefetch) || !fs_obj_live(o))
+		if (!tag || !fs_obj_live(o))
 			continue;
-		p->want += fs_obj_size(o);
+		size = fs_obj_size(o);
 		pthread_mutex_lock(&o->lock);
 		raw = o->raw;
 		pthread_mutex_unlock(&o->lock);
-		if (!raw)
-			continue;
-		p->have += cachetier_obj_cached_bytes(raw);
-		p->pending += (uint64_t)cachetier_obj_prefetch_state(raw, &unfit);
+		if (raw) {
+			have = cachetier_obj_cached_bytes(raw);
+			pending = (uint64_t)cachetier_obj_prefetch_state(raw, &unfit);
+		}
+		p->want += size;
+		p->have += have;
+		p->pending += pending;
 		p->unfit += unfit;
+		if (run && tag == run) {
+			p->run_want += size;
+			p->run_have += have;
+			p->run_pending += pending;
+			p->run_unfit += unfit;
+		}
 	}
 }
 
@@ -264,6 +284,17 @@ static const struct ctl_counter ctl_counters[] = {
      SNAP(pf.unfit)},
     {"prefetch_pending", "of those objects, how many are still being prefetched", G,
      SNAP(pf.pending)},
+    {"prefetch_run", "the latest prefetch run (a 'shardfs prefetch'): its id, 0: none", G,
+     SNAP(pf.run)},
+    {"prefetch_run_bytes", "bytes of the objects the latest prefetch run named", G,
+     SNAP(pf.run_want)},
+    {"prefetch_run_before_bytes", "of those, bytes cached when the run named them", G,
+     SNAP(pf.run_before)},
+    {"prefetch_run_cached_bytes", "of those, bytes in the cache now", G, SNAP(pf.run_have)},
+    {"prefetch_run_unfit_bytes", "of those, bytes skipped: the cache was full", G,
+     SNAP(pf.run_unfit)},
+    {"prefetch_run_pending", "of those objects, how many are still being prefetched", G,
+     SNAP(pf.run_pending)},
     {"warm_state", "warm fill: 0 off, 1 running, 2 done, 3 stopped (cache full or errors)", G,
      SNAP(warm_state)},
     {"warm_bytes_wanted", "bytes of the objects the warm fill fetches", G, SNAP(warm_wanted)},
@@ -479,8 +510,46 @@ struct pf_collect {
 	size_t n, cap;
 };
 
-/* Prefetch object obj (counting it in *n), or add it to c. */
-static void prefetch_one(struct fs *fs, uint32_t obj, struct pf_collect *c, int *n)
+/* The run a prefetch command from pid belongs to: the current one, or a
+ * new one when pid did not begin it (or start is set: 'prefetch-start').
+ * Takes ctl_lock. */
+static int pf_run_of(struct fs *fs, pid_t pid, int start)
+{
+	int run;
+
+	pthread_mutex_lock(&fs->ctl_lock);
+	if (start || fs->pf_run == 0 || fs->pf_run_pid != pid) {
+		fs->pf_run = fs->pf_run == INT_MAX ? 1 : fs->pf_run + 1;
+		fs->pf_run_pid = pid;
+		fs->pf_run_before = 0;
+	}
+	run = fs->pf_run;
+	pthread_mutex_unlock(&fs->ctl_lock);
+	return run;
+}
+
+/* Start the prefetch of object obj for run: tag it with the run, and, the
+ * first time the run names it, add what is cached of it now to the run's
+ * "cached already" (before its fills start). fs_obj_prefetch's result. */
+static int pf_start(struct fs *fs, uint32_t obj, int run)
+{
+	struct fs_obj *o = fs_obj(fs, obj);
+	struct cachetier_obj *raw;
+	uint64_t cached = 0;
+
+	if (fs_obj_raw(fs, obj, &raw) == 0)
+		cached = cachetier_obj_cached_bytes(raw);
+	if (atomic_exchange(&o->prefetch, run) != run) {
+		pthread_mutex_lock(&fs->ctl_lock);
+		if (fs->pf_run == run)
+			fs->pf_run_before += cached;
+		pthread_mutex_unlock(&fs->ctl_lock);
+	}
+	return fs_obj_prefetch(fs, obj);
+}
+
+/* Prefetch object obj for run (counting it in *n), or add it to c. */
+static void prefetch_one(struct fs *fs, uint32_t obj, struct pf_collect *c, int *n, int run)
 {
 	if (c) {
 		if (c->n == c->cap) {
@@ -507,12 +576,12 @@ static void prefetch_one(struct fs *fs, uint32_t obj, struct pf_collect *c, int 
 	default:
 		break;
 	}
-	if (fs_obj_prefetch(fs, obj) == 0)
+	if (pf_start(fs, obj, run) == 0)
 		(*n)++;
 }
 
 /* Every object at or below namespace directory d. fs->ns_lock held. */
-static void prefetch_dir(struct fs *fs, uint32_t d, struct pf_collect *c, int *n)
+static void prefetch_dir(struct fs *fs, uint32_t d, struct pf_collect *c, int *n, int run)
 {
 	const struct fs_dir *dir = &fs->dirs[d];
 
@@ -520,16 +589,17 @@ static void prefetch_dir(struct fs *fs, uint32_t d, struct pf_collect *c, int *n
 		const struct fs_dirent *e = &dir->ents[i];
 
 		if (e->kind == FS_K_DIR)
-			prefetch_dir(fs, e->idx, c, n);
+			prefetch_dir(fs, e->idx, c, n, run);
 		else if (e->kind == FS_K_OBJ)
-			prefetch_one(fs, e->idx, c, n);
+			prefetch_one(fs, e->idx, c, n, run);
 	}
 }
 
 /* Resolve PATH (relative to the mount root, '/'-separated) in the source
  * namespace and prefetch what it names (or gather it into c). fs->ns_lock
  * held. */
-static int prefetch_path_locked(struct fs *fs, const char *path, size_t len, struct pf_collect *c)
+static int prefetch_path_locked(struct fs *fs, const char *path, size_t len, struct pf_collect *c,
+				int run)
 {
 	uint32_t d = 0;
 	size_t i = 0;
@@ -561,40 +631,40 @@ static int prefetch_path_locked(struct fs *fs, const char *path, size_t len, str
 			if (j < len && e->kind != FS_K_SHARD)
 				return -ENOENT;
 			if (c) {
-				prefetch_one(fs, obj, c, &n);
+				prefetch_one(fs, obj, c, &n, run);
 				return 0;
 			}
 			if (atomic_load(&fs_obj(fs, obj)->known) == FS_INFO_MISSING)
 				return -ENOENT;
 			if (atomic_load(&fs_obj(fs, obj)->known) == FS_INFO_LAZY)
 				return -EIO; /* not learned: the store is down */
-			if (fs_obj_prefetch(fs, obj) < 0)
+			if (pf_start(fs, obj, run) < 0)
 				return -EIO;
 			return j < len ? 1 : 0;
 		}
 		i = j + 1;
 	}
-	prefetch_dir(fs, d, c, &n);
+	prefetch_dir(fs, d, c, &n, run);
 	if (!c)
 		fs_log(FS_LOG_INFO, "prefetch of '%.*s': %d objects", (int)len, path, n);
 	return 0;
 }
 
-static int prefetch_path(struct fs *fs, const char *path, size_t len)
+static int prefetch_path(struct fs *fs, const char *path, size_t len, pid_t pid)
 {
 	struct pf_collect c = {0};
-	int err;
+	int err, run = pf_run_of(fs, pid, 0);
 
 	if (fs->lazy) {
 		fs_ns_rdlock(fs);
-		err = prefetch_path_locked(fs, path, len, &c);
+		err = prefetch_path_locked(fs, path, len, &c, run);
 		fs_ns_unlock(fs);
 		if (err == 0)
 			fs_objs_learn(fs, c.v, c.n);
 		free(c.v);
 	}
 	fs_ns_rdlock(fs);
-	err = prefetch_path_locked(fs, path, len, NULL);
+	err = prefetch_path_locked(fs, path, len, NULL, run);
 	fs_ns_unlock(fs);
 	return err;
 }
@@ -673,8 +743,10 @@ int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid)
 
 				while (p < k && buf[p] == ' ')
 					p++;
-				err = prefetch_path(fs, buf + p, k - p);
+				err = prefetch_path(fs, buf + p, k - p, pid);
 				inside_shard |= err == 1;
+			} else if (k - i == 14 && memcmp(buf + i, "prefetch-start", 14) == 0) {
+				pf_run_of(fs, pid, 1);
 			} else if (k - i == 7 && memcmp(buf + i, "refresh", 7) == 0) {
 				err = refresh(fs);
 			} else if (cmd_is(buf + i, k - i, "plan", &a) ||

@@ -209,10 +209,11 @@ struct fs_obj {
 	uint32_t shard;		     /* shard index when codec >= 0 */
 	pthread_mutex_t lock;	     /* protects raw; serialises learning info */
 	struct cachetier_obj *raw;   /* opened on first read, kept until unmount */
-	atomic_int prefetch; /* 1 once a prefetch command asked for it (progress in stats) */
-	atomic_int ahead;    /* 1 once fetched ahead of an in-order reader */
-	atomic_int warm;     /* 1: part of the warm fill (fs_warm.c) */
-	atomic_int state;    /* enum fs_obj_state; only ever leaves LIVE */
+	atomic_int prefetch;	     /* the id of the latest prefetch run that asked for it, 0:
+				      * none (progress in stats; fs->pf_run) */
+	atomic_int ahead;	     /* 1 once fetched ahead of an in-order reader */
+	atomic_int warm;	     /* 1: part of the warm fill (fs_warm.c) */
+	atomic_int state;	     /* enum fs_obj_state; only ever leaves LIVE */
 };
 
 struct fs_shard {
@@ -319,6 +320,10 @@ struct fs {
 	 * protects dirs, ndirs and every dir's entries. Nothing blocks on I/O
 	 * or on the kernel while holding ns_lock. */
 	pthread_mutex_t refresh_lock;
+	/* Objects a lookup replaced (changed) or dropped (removed) since the
+	 * last refresh (fs_ns_replace): the next refresh counts them, as it
+	 * would have had they still been named. Under refresh_lock. */
+	uint32_t replaced_changed, replaced_removed;
 	pthread_rwlock_t ns_lock;
 	struct fs_dir *dirs;
 	_Atomic uint32_t ndirs;
@@ -372,6 +377,13 @@ struct fs {
 	pthread_mutex_t warm_lock;
 	pthread_cond_t warm_cond;
 	int warm_stop;
+	/* fs_ctl.c: the latest prefetch run (under ctl_lock). A run begins at a
+	 * 'prefetch-start' command, or at a prefetch command from another
+	 * process than the run's; its objects carry its id in o->prefetch, and
+	 * the prefetch_run_* counters are of its objects only. */
+	int pf_run;		/* its id, 1, 2, ...; 0: none yet */
+	pid_t pf_run_pid;	/* the process that began it */
+	uint64_t pf_run_before; /* bytes of its objects cached when it named them */
 	/* fs_plan.c: the published reading plans. plan_lock (initialised with
 	 * ctl_lock) protects plans[]; a plan itself is
 	 * immutable but for its atomic read marks and position, and lives
@@ -581,7 +593,9 @@ int fs_lidx_lookup_ctl(struct fs *fs, const char *name, uint64_t *ino);
 void fs_lidx_free(struct fs *fs);
 /* Carry out the commands written to .shardfs/control (one per line):
  *   prefetch [PATH]   fill the cache with every object at or below PATH
- *                     (relative to the mount root; none: everything)
+ *                     (relative to the mount root; none: everything), as
+ *                     part of the sender's prefetch run (fs->pf_run)
+ *   prefetch-start    begin a new prefetch run for the sender
  *   refresh           list the source again (fs_ns_refresh) and wait until
  *                     the kernel's caches of what changed are invalidated
  *   plan [NAME] FILE  publish the reading plan in FILE (an absolute path the

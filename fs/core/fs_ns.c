@@ -794,6 +794,12 @@ static void ap_settle(struct apply *ap, struct fs_dirent **old_ents, const uint3
 	if (initial)
 		return;
 	fs->c.refreshes++;
+	/* what lookups replaced or dropped since the last refresh changed
+	 * since then as much as what this one finds (refresh_lock held) */
+	ap->changed += fs->replaced_changed;
+	ap->removed += fs->replaced_removed;
+	fs->replaced_changed = 0;
+	fs->replaced_removed = 0;
 	fs->c.refresh_added += ap->added;
 	fs->c.refresh_removed += ap->removed;
 	fs->c.refresh_changed += ap->changed;
@@ -1154,6 +1160,10 @@ int fs_ns_replace(struct fs *fs, uint32_t obj)
 		}
 	}
 	pthread_rwlock_unlock(&fs->ns_lock);
+	if (no)
+		fs->replaced_changed++; /* counted by the next refresh */
+	else
+		fs->replaced_removed++;
 	atomic_fetch_add(&fs->total_bytes, (no ? no->info.size : 0) - fs_obj_size(o));
 	fs_obj_mark_stale(fs, obj, no ? FS_OBJ_STALE : FS_OBJ_GONE);
 	fs_notify_inode(fs, dir_ino(o->dir));

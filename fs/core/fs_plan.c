@@ -241,12 +241,70 @@ static int plan_name(const char *name, pid_t pid, char out[FS_PLAN_NAME_MAX + 1]
 	return 0;
 }
 
-/* The whole of plan file path into a malloc'd buffer. */
-static int read_plan_file(const char *path, char **buf, size_t *len)
+/* Line numbers of missing paths a log line names (the first ones). */
+#define PLAN_LOG_LINES 8
+/* A plan file is read in pieces of this size: the memory of a publish is
+ * this, one line (PATH_MAX) and the extents found, whatever the file. */
+#define PLAN_CHUNK (64u << 10)
+
+/* Reading a plan file into a plan, a piece at a time. */
+struct plan_reader {
+	struct fs *fs;
+	struct fs_plan *p;
+	size_t cap;			/* of p->ext */
+	char line[PATH_MAX + 1];	/* the line so far */
+	size_t ll;			/* its length */
+	int overlong;			/* longer than PATH_MAX: named nothing */
+	uint64_t lineno;		/* of the line being read, from 1 */
+	uint64_t lines[PLAN_LOG_LINES]; /* line numbers of the first missing paths */
+};
+
+/* The line just read: resolve its path into the next extent, or count it
+ * missing (its number kept for the log, never its text). */
+static int plan_line(struct plan_reader *r)
+{
+	struct fs_plan *p = r->p;
+	struct fs_plan_extent x;
+
+	/* a line is a path as it is: a '\r' at its end is part of it (a
+	 * member's name may end in one); an empty line is no path */
+	if (r->ll == 0 && !r->overlong)
+		return 0;
+	if (r->overlong || resolve(r->fs, r->line, r->ll, &x) < 0) {
+		if (p->missing < PLAN_LOG_LINES)
+			r->lines[p->missing] = r->lineno;
+		p->missing++;
+		return 0;
+	}
+	if (p->n == UINT32_MAX - 1)
+		return -EFBIG;
+	if (p->n == r->cap) {
+		size_t nc = r->cap ? r->cap * 2 : 256;
+		struct fs_plan_extent *ne = realloc(p->ext, nc * sizeof(*ne));
+
+		if (!ne)
+			return -ENOMEM;
+		p->ext = ne;
+		r->cap = nc;
+	}
+	p->ext[p->n++] = x;
+	p->bytes += x.len;
+	p->fnv = disk_fnv64_update(p->fnv, r->line, r->ll);
+	p->fnv = disk_fnv64_update(p->fnv, "\n", 1);
+	return 0;
+}
+
+/* Read plan file path a piece at a time (PLAN_CHUNK) and resolve each
+ * line into r->p's extents, then index them. The file is never held
+ * whole: memory is bounded by the extents found, not by the file. 0, or
+ * open's error, -EISDIR, -EINVAL (not a regular file: a FIFO is never
+ * waited on), -EFBIG (past FS_PLAN_FILE_MAX, read so far), -ENOMEM, a
+ * read error. */
+static int plan_read(struct plan_reader *r, const char *path)
 {
 	struct stat st;
-	size_t cap, n = 0;
-	char *b = NULL;
+	uint64_t total = 0;
+	char *buf = NULL;
 	int fd, err = 0;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
@@ -264,103 +322,69 @@ static int read_plan_file(const char *path, char **buf, size_t *len)
 		err = -EFBIG;
 		goto out;
 	}
-	cap = (size_t)st.st_size + 1;
-	b = malloc(cap);
-	if (!b) {
+	buf = malloc(PLAN_CHUNK);
+	if (!buf) {
 		err = -ENOMEM;
 		goto out;
 	}
-	for (;;) {
-		ssize_t r;
+	r->p->fnv = DISK_FNV64_INIT;
+	r->lineno = 1;
+	while (err == 0) {
+		ssize_t n = read(fd, buf, PLAN_CHUNK);
+		size_t i = 0;
 
-		if (n + 1 >= cap) {
-			char *p;
-
-			if (cap > FS_PLAN_FILE_MAX) {
-				err = -EFBIG; /* it grew while read */
-				break;
-			}
-			p = realloc(b, cap *= 2);
-			if (!p) {
-				err = -ENOMEM;
-				break;
-			}
-			b = p;
-		}
-		r = read(fd, b + n, cap - n - 1);
-		if (r < 0 && errno == EINTR)
+		if (n < 0 && errno == EINTR)
 			continue;
-		if (r < 0)
+		if (n < 0) {
 			err = -errno;
-		if (r <= 0)
 			break;
-		n += (size_t)r;
+		}
+		if (n == 0)
+			break;
+		total += (uint64_t)n;
+		if (total > FS_PLAN_FILE_MAX) {
+			err = -EFBIG; /* it grew while read */
+			break;
+		}
+		while (i < (size_t)n && err == 0) {
+			const char *nl = memchr(buf + i, '\n', (size_t)n - i);
+			size_t j = nl ? (size_t)(nl - buf) : (size_t)n;
+
+			if (!r->overlong && j - i <= PATH_MAX - r->ll) {
+				memcpy(r->line + r->ll, buf + i, j - i);
+				r->ll += j - i;
+			} else {
+				r->overlong = 1;
+			}
+			i = j;
+			if (nl) {
+				err = plan_line(r);
+				r->ll = 0;
+				r->overlong = 0;
+				r->lineno++;
+				i++;
+			}
+		}
 	}
+	if (err == 0 && (r->ll || r->overlong))
+		err = plan_line(r); /* the last line has no newline */
+	if (err == 0)
+		err = plan_index(r->p);
 out:
+	free(buf);
 	close(fd);
-	if (err) {
-		free(b);
-		return err;
-	}
-	*buf = b;
-	*len = n;
-	return 0;
-}
-
-/* Resolve every line of text[0..len) into p's extents; the first missing
- * path into first_missing (for the log). */
-static int plan_build(struct fs *fs, struct fs_plan *p, const char *text, size_t len,
-		      char *first_missing, size_t fm_size)
-{
-	size_t cap = 0, i = 0;
-
-	p->fnv = DISK_FNV64_INIT;
-	while (i < len) {
-		const char *nl = memchr(text + i, '\n', len - i);
-		size_t j = nl ? (size_t)(nl - text) : len, k = j;
-		struct fs_plan_extent x;
-
-		/* a line is a path as it is: a '\r' at its end is part of it
-		 * (a member's name may end in one) */
-		if (k == i) { /* an empty line: no path */
-			i = j + 1;
-			continue;
-		}
-		if (resolve(fs, text + i, k - i, &x) < 0) {
-			if (p->missing++ == 0)
-				snprintf(first_missing, fm_size, "%.*s", (int)(k - i), text + i);
-			i = j + 1;
-			continue;
-		}
-		if (p->n == UINT32_MAX - 1)
-			return -EFBIG;
-		if (p->n == cap) {
-			size_t nc = cap ? cap * 2 : 256;
-			struct fs_plan_extent *ne = realloc(p->ext, nc * sizeof(*ne));
-
-			if (!ne)
-				return -ENOMEM;
-			p->ext = ne;
-			cap = nc;
-		}
-		p->ext[p->n++] = x;
-		p->bytes += x.len;
-		p->fnv = disk_fnv64_update(p->fnv, text + i, k - i);
-		p->fnv = disk_fnv64_update(p->fnv, "\n", 1);
-		i = j + 1;
-	}
-	return plan_index(p);
+	return err;
 }
 
 static uint64_t plan_seq;
 
 int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file)
 {
-	char nm[FS_PLAN_NAME_MAX + 1], first_missing[256] = "", human[32];
+	char nm[FS_PLAN_NAME_MAX + 1], human[32], lines[PLAN_LOG_LINES * 22 + 8];
 	const char *mp = fs->cfg.mountpoint;
 	struct fs_plan *p, *old = NULL;
-	size_t len = 0, mplen = mp ? strlen(mp) : 0;
-	char *text = NULL;
+	struct plan_reader *r;
+	size_t mplen = mp ? strlen(mp) : 0, ln = 0;
 	int err, slot = -1;
 
 	err = plan_name(name, pid, nm);
@@ -380,27 +404,35 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 		fs_log(FS_LOG_WARN, "plan '%s': the plan file '%s' is inside the mount", nm, file);
 		return -EINVAL;
 	}
-	err = read_plan_file(file, &text, &len);
-	if (err < 0) {
-		fs_log(FS_LOG_WARN, "plan '%s': cannot read the plan file '%s': %s", nm, file,
-		       strerror(-err));
-		return err;
-	}
 	p = calloc(1, sizeof(*p));
-	if (!p) {
-		free(text);
+	r = calloc(1, sizeof(*r));
+	if (!p || !r) {
+		free(p);
+		free(r);
 		return -ENOMEM;
 	}
 	memcpy(p->name, nm, sizeof(nm));
 	p->pid = pid;
 	atomic_init(&p->refs, 1);
-	err = plan_build(fs, p, text, len, first_missing, sizeof(first_missing));
-	free(text);
+	r->fs = fs;
+	r->p = p;
+	err = plan_read(r, file);
 	if (err < 0) {
-		fs_log(FS_LOG_WARN, "plan '%s' from '%s': %s", nm, file, strerror(-err));
+		fs_log(FS_LOG_WARN, "plan '%s': cannot read the plan file '%s': %s", nm, file,
+		       strerror(-err));
+		free(r);
 		plan_free(p);
 		return err;
 	}
+	/* the numbers of the lines that named nothing, never their text: a
+	 * plan file may be anything its sender could name (the daemon's user
+	 * may read more than the sender) */
+	for (uint32_t i = 0; i < p->missing && i < PLAN_LOG_LINES; i++)
+		ln += (size_t)snprintf(lines + ln, sizeof(lines) - ln, "%s%" PRIu64, i ? ", " : "",
+				       r->lines[i]);
+	if (p->missing > PLAN_LOG_LINES)
+		snprintf(lines + ln, sizeof(lines) - ln, ", ...");
+	free(r);
 	pthread_rwlock_wrlock(&fs->plan_lock);
 	p->seq = ++plan_seq;
 	for (int i = 0; i < FS_PLAN_MAX; i++) {
@@ -427,14 +459,15 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	fs->c.plans_published++;
 	pthread_rwlock_unlock(&fs->plan_lock);
 	fs_human_bytes(p->bytes, human, sizeof(human));
-	fs_log(FS_LOG_INFO, "plan '%s' (pid %ld): %" PRIu32 " paths, %s%s%s", nm, (long)pid, p->n,
-	       human, old && strcmp(old->name, nm) == 0 ? ", replacing the earlier one" : "",
+	fs_log(FS_LOG_INFO, "plan '%s' (pid %ld) from '%s': %" PRIu32 " paths, %s%s%s", nm,
+	       (long)pid, file, p->n, human,
+	       old && strcmp(old->name, nm) == 0 ? ", replacing the earlier one" : "",
 	       old && strcmp(old->name, nm) != 0 ? ", dropping the oldest plan" : "");
 	if (p->missing)
 		fs_log(FS_LOG_WARN,
 		       "plan '%s': %" PRIu32 " paths not found in the mount were skipped "
-		       "(the first: '%s')",
-		       nm, p->missing, first_missing);
+		       "(line%s %s of the plan file)",
+		       nm, p->missing, p->missing == 1 ? "" : "s", lines);
 	if (old && strcmp(old->name, nm) != 0)
 		fs_log(FS_LOG_WARN, "plan: %d plans at most: dropped '%s'", FS_PLAN_MAX, old->name);
 	fs_plan_put(old);

@@ -717,9 +717,10 @@ void fs_shards_release(struct fs *fs)
 int fs_obj_prefetch(struct fs *fs, uint32_t obj)
 {
 	struct cachetier_obj *raw;
-	int err = fs_obj_raw(fs, obj, &raw);
+	int err = fs_obj_raw(fs, obj, &raw), none = 0;
 
-	atomic_store(&fs_obj(fs, obj)->prefetch, 1);
+	/* a prefetch run's tag (fs_ctl.c) stays */
+	atomic_compare_exchange_strong(&fs_obj(fs, obj)->prefetch, &none, 1);
 	fs->c.prefetch_requests++;
 	if (err == 0)
 		err = cachetier_obj_prefetch(raw, CACHETIER_PF_FIT);

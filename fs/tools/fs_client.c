@@ -50,13 +50,36 @@ static void say_path_error(const char *what, const char *path, int err)
 		fprintf(stderr, "shardfs: %s%s: %s\n", what, path, strerror(err));
 }
 
-/* Say that mnt is no (live) shardfs mount; err: the errno of the attempt. */
+static int mount_lookup(const char *path, long *owner, int *allow_other);
+
+/* Say why mnt cannot be used as a shardfs mount; err: the errno of the
+ * attempt (opening or reading a file of its .shardfs). A dead daemon, a
+ * mount of another user (the control file is its owner's only, and
+ * without allow_other the whole mount is), a path that does not exist,
+ * and a path that is no shardfs mount each have their own message. */
 static void say_not_mount(const char *mnt, int err)
 {
-	if (err == ENOTCONN)
+	struct stat st;
+	long owner = -1;
+	int allow_other = 0;
+
+	if (err == ENOTCONN) {
 		fs_say_dead_mount(mnt);
-	else
+	} else if (mount_lookup(mnt, &owner, &allow_other)) {
+		if ((err == EACCES || err == EPERM) && owner >= 0 && (uid_t)owner != geteuid())
+			fprintf(stderr,
+				"shardfs: %s: permission denied: only the user who mounted it "
+				"(uid %ld) can %s\n",
+				mnt, owner,
+				allow_other ? "send commands to it"
+					    : "use it (it was mounted without -o allow_other)");
+		else
+			fprintf(stderr, "shardfs: %s: %s\n", mnt, strerror(err));
+	} else if (stat(mnt, &st) < 0) {
+		fprintf(stderr, "shardfs: %s: %s\n", mnt, strerror(errno));
+	} else {
 		fprintf(stderr, "shardfs: %s is not a shardfs mount\n", mnt);
+	}
 }
 
 /* Read a control file of a running mount into a malloc'd string (NULL with
@@ -122,7 +145,10 @@ static int read_stats(const char *mnt, struct fs_stats_doc *d)
  * mount table with getmntent_r (which undoes its escapes, so a mount point
  * with a space is found) and never touches the path itself (a dead
  * daemon's mount answers ENOTCONN). */
-int fs_is_shardfs_mount_abs(const char *abs)
+/* The same, and then the mount's owner (its user_id option, or -1) in
+ * *owner and whether it has allow_other in *allow_other (each may be
+ * NULL). */
+static int mount_lookup_abs(const char *abs, long *owner, int *allow_other)
 {
 	struct mntent ent;
 	char buf[3 * PATH_MAX];
@@ -133,13 +159,35 @@ int fs_is_shardfs_mount_abs(const char *abs)
 		return 0;
 	while (!found && getmntent_r(f, &ent, buf, sizeof(buf)))
 		found = strcmp(ent.mnt_type, "fuse.shardfs") == 0 && strcmp(ent.mnt_dir, abs) == 0;
+	if (found) {
+		const char *u = hasmntopt(&ent, "user_id");
+
+		if (owner) {
+			char *end;
+
+			*owner = -1;
+			if (u && u[7] == '=') {
+				errno = 0;
+				*owner = strtol(u + 8, &end, 10);
+				if (errno || end == u + 8 || (*end && *end != ','))
+					*owner = -1;
+			}
+		}
+		if (allow_other)
+			*allow_other = hasmntopt(&ent, "allow_other") != NULL;
+	}
 	endmntent(f);
 	return found;
 }
 
+int fs_is_shardfs_mount_abs(const char *abs)
+{
+	return mount_lookup_abs(abs, NULL, NULL);
+}
+
 /* The same for a path as given: relative to the working directory,
  * trailing slashes ignored, not resolved (it may not answer). */
-static int is_shardfs_mount(const char *path)
+static int mount_lookup(const char *path, long *owner, int *allow_other)
 {
 	char want[PATH_MAX];
 	size_t n = strlen(path);
@@ -160,7 +208,12 @@ static int is_shardfs_mount(const char *path)
 	}
 	while ((n = strlen(want)) > 1 && want[n - 1] == '/')
 		want[n - 1] = '\0';
-	return fs_is_shardfs_mount_abs(want);
+	return mount_lookup_abs(want, owner, allow_other);
+}
+
+static int is_shardfs_mount(const char *path)
+{
+	return mount_lookup(path, NULL, NULL);
 }
 
 /* Is pid still running? A zombie (exited, not yet reaped by its parent)
@@ -341,9 +394,11 @@ static int ctl_send(int fd, const char *cmd)
 	return r < 0 ? -errno : r;
 }
 
-/* The prefetch numbers of a stats snapshot. */
+/* The prefetch numbers of a stats snapshot: of the objects the latest
+ * prefetch run named (run: its id), which is this command's while no other
+ * began since. */
 struct pf_stats {
-	uint64_t want, have, unfit, pending, room, limit, fetched, errors;
+	uint64_t want, have, unfit, pending, before, run, room, limit, fetched, errors;
 };
 
 static int pf_stats_read(const char *mnt, struct pf_stats *p)
@@ -352,10 +407,12 @@ static int pf_stats_read(const char *mnt, struct pf_stats *p)
 		const char *name;
 		size_t off;
 	} fields[] = {
-	    {"prefetch_bytes", offsetof(struct pf_stats, want)},
-	    {"prefetch_cached_bytes", offsetof(struct pf_stats, have)},
-	    {"prefetch_unfit_bytes", offsetof(struct pf_stats, unfit)},
-	    {"prefetch_pending", offsetof(struct pf_stats, pending)},
+	    {"prefetch_run_bytes", offsetof(struct pf_stats, want)},
+	    {"prefetch_run_cached_bytes", offsetof(struct pf_stats, have)},
+	    {"prefetch_run_unfit_bytes", offsetof(struct pf_stats, unfit)},
+	    {"prefetch_run_pending", offsetof(struct pf_stats, pending)},
+	    {"prefetch_run_before_bytes", offsetof(struct pf_stats, before)},
+	    {"prefetch_run", offsetof(struct pf_stats, run)},
 	    {"cache_room_bytes", offsetof(struct pf_stats, room)},
 	    {"cache_bytes_limit", offsetof(struct pf_stats, limit)},
 	    {"bytes_fetched", offsetof(struct pf_stats, fetched)},
@@ -378,13 +435,15 @@ static int pf_stats_read(const char *mnt, struct pf_stats *p)
 	   * cached (fills failed, or readers' fills evicted them meanwhile) */
 
 /* One 'shardfs prefetch': the mount, its counters before the commands
- * (s0, when have_s0) and now (s). */
+ * (s0, when have_s0) and now (s), of its run (run: the id). */
 struct pf_run {
 	const char *mnt;
 	struct pf_stats s0, s;
+	uint64_t run;
 	int have_s0;
-	int tty;   /* stdout is a terminal: a progress bar, else a line every 5 s */
-	int ended; /* the mount's prefetch of these objects is over */
+	int tty;     /* stdout is a terminal: a progress bar, else a line every 5 s */
+	int ended;   /* the mount's prefetch of these objects is over */
+	int overrun; /* another prefetch run began: the counters are no longer ours */
 };
 
 /* Send 'prefetch PATH' for each PATH (none: everything) on the control
@@ -415,14 +474,16 @@ static int pf_send(int fd, const char *mnt, int argc, char **argv, int *sent)
 	return rc;
 }
 
-/* Up front: what was asked, what is cached, and what fits. */
+/* Up front: what was asked, what was cached when it was asked (its fills
+ * may be done by now), and what fits. */
 static void pf_say_plan(const struct pf_stats *s)
 {
 	char a[32], b[32], c[32], d[32];
-	uint64_t missing = s->want > s->have ? s->want - s->have : 0;
+	uint64_t before = s->before < s->want ? s->before : s->want;
+	uint64_t missing = s->want - before;
 
 	fs_human_bytes(s->want, a, sizeof(a));
-	fs_human_bytes(s->have, b, sizeof(b));
+	fs_human_bytes(before, b, sizeof(b));
 	fs_human_bytes(s->room, c, sizeof(c));
 	fs_human_bytes(s->limit, d, sizeof(d));
 	if (!missing)
@@ -494,6 +555,14 @@ static int pf_follow(struct pf_run *r)
 				r->mnt);
 			return PF_EXIT_ERR;
 		}
+		if (s->run != r->run) {
+			r->overrun = 1;
+			fprintf(stderr,
+				"%sshardfs: another prefetch began on %s: its progress is not this "
+				"command's ('shardfs stats' shows the mount's)\n",
+				r->tty ? "\n" : "", r->mnt);
+			return PF_EXIT_OK;
+		}
 		r->ended = s->have >= s->want || s->pending == 0;
 		if (s->have != last_have) {
 			last_have = s->have;
@@ -527,7 +596,7 @@ static int pf_summary(const struct pf_run *r)
 {
 	char a[32], b[32], c[32], d[32];
 	uint64_t want = r->s.want, have = r->s.have < want ? r->s.have : want;
-	uint64_t before = r->have_s0 ? r->s0.have : 0;
+	uint64_t before = r->s.before;
 	uint64_t unfit = r->s.unfit, got, missing;
 
 	if (before > have)
@@ -584,9 +653,19 @@ int fs_prefetch_main(int argc, char **argv)
 		free(mnt);
 		return 1;
 	}
-	/* what was cached before, and what had been fetched: the summary's
-	 * "cached already" and the rate of this run */
+	/* what had been fetched: the rate of this run */
 	r.have_s0 = pf_stats_read(mnt, &r.s0) == 0;
+	/* a run of its own: the counters followed are of the objects this
+	 * command names, not of earlier prefetches' */
+	if (ctl_send(fd, "prefetch-start\n") < 0) {
+		fprintf(stderr,
+			"shardfs: prefetch: %s: the mount does not take 'prefetch-start' "
+			"(an older shardfs?)\n",
+			mnt);
+		close(fd);
+		free(mnt);
+		return PF_EXIT_ERR;
+	}
 	rc = pf_send(fd, mnt, argc, argv, &sent);
 	close(fd);
 	if (!sent) { /* the mount's progress would be of other prefetches */
@@ -598,6 +677,7 @@ int fs_prefetch_main(int argc, char **argv)
 		free(mnt);
 		return PF_EXIT_ERR;
 	}
+	r.run = r.s.run;
 	pf_say_plan(&r.s);
 	if (pf_follow(&r) != PF_EXIT_OK)
 		rc = PF_EXIT_ERR;

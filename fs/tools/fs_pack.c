@@ -31,6 +31,13 @@
  * (pure, fuzzed by tests/fuzz/fuzz_pack.c, contract in fs_pack_i.h); this
  * file walks INPUT_DIR and writes what the plan says.
  *
+ * Symbolic links are never followed (a link to /etc/passwd must not
+ * become a member holding its contents): each is skipped with a warning
+ * naming it and counted in the summary; files are opened O_NOFOLLOW, so a
+ * file replaced by a link during the pack fails it. INPUT_DIR itself may
+ * be a link. The directory of OUTPUT_PREFIX must exist (exit 2 when not):
+ * pack creates no directories, so a typo in it is not a new tree.
+ *
  * Non-goals: hardlinks, symlinks and empty directories are not packed
  * (samples are regular files); no multi-process packing.
  */
@@ -60,6 +67,7 @@ struct pk {
 	char *compress; /* --compress, turned into codec */
 	struct fs_pack_plan plan;
 	int tty;
+	size_t symlinks; /* skipped by the walk */
 };
 
 #define PK(field) offsetof(struct pk, field)
@@ -143,12 +151,18 @@ static int walk(struct pk *p, const char *rel)
 			err = -ENAMETOOLONG;
 			break;
 		}
-		if (stat(full, &st) < 0) {
+		if (lstat(full, &st) < 0) {
 			err = -errno;
 			fprintf(stderr, "shardfs: pack: %s: %s\n", full, strerror(-err));
 			break;
 		}
-		if (S_ISDIR(st.st_mode))
+		if (S_ISLNK(st.st_mode)) {
+			p->symlinks++;
+			fprintf(stderr,
+				"shardfs: pack: %s: a symbolic link, skipped (links are not "
+				"followed)\n",
+				full);
+		} else if (S_ISDIR(st.st_mode))
 			err = walk(p, sub);
 		else if (S_ISREG(st.st_mode))
 			err = fs_pack_plan_add(&p->plan, sub, (uint64_t)st.st_size,
@@ -345,7 +359,7 @@ static int write_shard(struct pk *p, unsigned no, size_t first, size_t n)
 			int fd;
 
 			snprintf(full, sizeof(full), "%s/%s", p->in, f->rel);
-			fd = open(full, O_RDONLY | O_CLOEXEC);
+			fd = open(full, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 			if (fd < 0) {
 				err = -errno;
 				fprintf(stderr, "shardfs: pack: %s: %s\n", full, strerror(errno));
@@ -406,29 +420,36 @@ out:
 	return err;
 }
 
-/* Create the directories of PREFIX (mkdir -p of its dirname). */
-static int make_prefix_dirs(const char *prefix)
+/* Is the directory of PREFIX (its dirname, "." without a '/') an existing
+ * directory? 0, or -ENOENT / -ENOTDIR / another -errno of its stat, with
+ * the message printed. */
+static int check_prefix_dir(const char *prefix)
 {
 	char dir[PATH_MAX];
 	char *slash;
+	struct stat st;
 	int n = snprintf(dir, sizeof(dir), "%s", prefix);
 
 	if (n < 0 || (size_t)n >= sizeof(dir))
 		return -ENAMETOOLONG;
 	slash = strrchr(dir, '/');
-	if (!slash || slash == dir)
-		return 0;
-	*slash = '\0';
-	for (char *q = dir + 1; *q; q++) {
-		if (*q != '/')
-			continue;
-		*q = '\0';
-		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		*q = '/';
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	if (stat(dir, &st) < 0) {
+		int err = -errno;
+
+		fprintf(stderr, "shardfs: pack: output directory %s: %s%s\n", dir, strerror(-err),
+			err == -ENOENT ? " (pack creates none: make it first)" : "");
+		return err;
 	}
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-		return -errno;
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "shardfs: pack: output directory %s: not a directory\n", dir);
+		return -ENOTDIR;
+	}
 	return 0;
 }
 
@@ -465,6 +486,10 @@ int fs_pack_main(int argc, char **argv)
 	if (err) {
 		free(p.compress);
 		return err > 0 ? 0 : 2;
+	}
+	if (check_prefix_dir(p.prefix) < 0) {
+		rc = 2;
+		goto out;
 	}
 	err = walk(&p, "");
 	if (err < 0) {
@@ -507,11 +532,6 @@ int fs_pack_main(int argc, char **argv)
 			}
 		}
 	}
-	err = make_prefix_dirs(p.prefix);
-	if (err < 0) {
-		fprintf(stderr, "shardfs: pack: %s: %s\n", p.prefix, strerror(-err));
-		goto out;
-	}
 	for (size_t i = 0; i < pl->nshards; i++) {
 		if (p.tty) {
 			fprintf(stderr, "\rpack: shard %zu/%zu, %zu/%zu samples", i + 1,
@@ -525,9 +545,12 @@ int fs_pack_main(int argc, char **argv)
 	}
 	if (p.tty)
 		fprintf(stderr, "\r\033[K");
-	printf("packed %zu files in %zu samples into %zu shards%s%s\n", pl->nfiles, pl->nsamples,
+	printf("packed %zu files in %zu samples into %zu shards%s%s", pl->nfiles, pl->nsamples,
 	       pl->nshards, pl->nclasses ? " (class-folder tree)" : "",
 	       p.shuffle ? ", shuffled" : "");
+	if (p.symlinks)
+		printf("; %zu symbolic link%s skipped", p.symlinks, p.symlinks == 1 ? "" : "s");
+	printf("\n");
 	rc = 0;
 out:
 	fs_pack_plan_free(&p.plan);

@@ -158,10 +158,13 @@ def dataset_paths(dataset, mountpoint=None):
     items = getattr(dataset, 'samples', None)
     if items is None:
         items = getattr(dataset, 'imgs', None)
-    if items is not None:
-        raw = [s[0] for s in items]
-    else:
-        raw = [os.fspath(p) for p in dataset]
+    try:
+        if items is not None:
+            raw = [os.fspath(s[0]) for s in items]
+        else:
+            raw = [os.fspath(p) for p in dataset]
+    except TypeError as e:  # a dataset of numbers, tensors, ...: no files to plan
+        raise ValueError('the dataset\'s items are not paths (%s)' % e) from None
     if mountpoint is None:
         if not raw:
             raise ValueError('an empty dataset: no path to find the mount from')
@@ -244,11 +247,14 @@ class PlanSampler(_sampler_base()):
 def plan_dataloader(loader, mountpoint=None, name=None, strict=False):
     """Make a torch DataLoader (map-style dataset; also one made with shuffle=True) publish
     each epoch's order: its sampler is wrapped in a PlanSampler (inside its batch sampler when
-    it batches). Returns the PlanSampler."""
+    it batches). Returns the PlanSampler. A dataset whose items are no paths in a shardfs mount
+    (a list of numbers, files outside any mount) is a warning (strict=True: ValueError): the
+    loader is left as it is, and the PlanSampler returned is not installed (it plans nothing)."""
     bs = loader.batch_sampler
     if bs is not None and hasattr(bs, 'sampler'):
         ps = PlanSampler(bs.sampler, loader.dataset, mountpoint, name, strict)
-        bs.sampler = ps  # BatchSampler's own attribute: DataLoader freezes only its own
+        if ps.mountpoint is not None:  # else warned: nothing to plan, the loader unchanged
+            bs.sampler = ps  # BatchSampler's own attribute: DataLoader freezes only its own
         return ps
     raise ValueError('plan_dataloader needs a DataLoader with a batch sampler that has a '
                      '.sampler (use PlanSampler directly as sampler= otherwise)')

@@ -1,7 +1,8 @@
 """Deep-learning tests of shardfs: --layout imagefolder against torchvision, shardfs
 pack, sidecar indexes, extended attributes, and the PyTorch examples.
 
-Run: test_dl.py SHARDFS GROUP  (groups: imagefolder classfrom pack sidecar xattr examples)
+Run: test_dl.py SHARDFS GROUP  (groups: imagefolder classfrom pack packsafe sidecar xattr
+examples)
 Uses the test toolkit (tests/lib/shardfs_test: mount, dl). torch/torchvision/Pillow come from
 Debian (python3-torchvision, python3-pil, python3-numpy; scripts/install-deps.sh --test). Groups
 that need them exit 77 (skip) when they are missing, except in CI (CI=true), where that fails.
@@ -352,7 +353,55 @@ def t_examples(env, ck):
         ck.eq('pytorch_shard_sampler.py rc', r.returncode, 0)
 
 
-GROUPS = {'imagefolder': t_imagefolder, 'classfrom': t_classfrom, 'pack': t_pack,
+def t_packsafe(env, ck):
+    """pack does not follow symbolic links (to a file outside the tree, to a directory): each
+    is skipped, named on stderr and counted in the summary, and no member holds its target's
+    bytes; an OUTPUT_PREFIX whose directory is missing is refused (exit 2), nothing created."""
+    tree, outside = env.path('tree'), env.path('outside')
+    os.makedirs(os.path.join(tree, 'a'))
+    os.makedirs(os.path.join(outside, 'd'))
+    secret = b'root:x:0:0:secret outside the tree\n'
+    with open(os.path.join(outside, 'passwd'), 'wb') as f:
+        f.write(secret)
+    with open(os.path.join(outside, 'd', 'x.txt'), 'wb') as f:
+        f.write(secret)
+    files = {'s1.jpg': b'one', 'a/s2.jpg': b'two'}
+    for rel, data in files.items():
+        with open(os.path.join(tree, rel), 'wb') as f:
+            f.write(data)
+    links = {'s3.jpg': os.path.join(outside, 'passwd'), 'a/s4.txt': '/etc/passwd',
+             'dir': os.path.join(outside, 'd')}
+    for rel, target in links.items():
+        os.symlink(target, os.path.join(tree, rel))
+    out = env.path('out')
+    os.makedirs(out)
+    r = pack(env, [tree, os.path.join(out, 'p')], check=False)
+    err, so = r.stderr.decode(errors='replace'), r.stdout.decode(errors='replace')
+    log('pack: rc=%r stdout=%r stderr=%r' % (r.returncode, so, err))
+    ck.eq('links: exit', r.returncode, 0)
+    for rel in links:
+        ck.ok(os.path.join(tree, rel) + ': a symbolic link, skipped' in err,
+              'links: %s not named on stderr: %r' % (rel, err))
+    ck.eq('links: summary', so,
+          'packed 2 files in 2 samples into 1 shards; 3 symbolic links skipped\n')
+    with tarfile.open(os.path.join(out, 'p-000000.tar')) as tf:
+        got = {ti.name: tf.extractfile(ti).read() for ti in tf.getmembers() if ti.isfile()}
+    ck.eq('links: members', got, files)
+    # a missing output directory: refused before anything is read or written
+    for prefix in (os.path.join(out, 'nodir', 'p'), os.path.join(out, 'no', 'such', 'p')):
+        r = pack(env, [tree, prefix], check=False)
+        err = r.stderr.decode(errors='replace')
+        log('pack to %s: rc=%r stderr=%r' % (prefix, r.returncode, err))
+        ck.eq('missing output dir %s: exit' % prefix, r.returncode, 2)
+        ck.ok('output directory %s: No such file or directory' % os.path.dirname(prefix) in err,
+              'missing output dir: no reason: %r' % err)
+        ck.ok(not os.path.exists(os.path.dirname(prefix)),
+              'missing output dir %s: created' % os.path.dirname(prefix))
+    ck.eq('nothing else written', sorted(os.listdir(out)), ['p-000000.tar', 'p-000000.tar.idx'])
+
+
+GROUPS = {'packsafe': t_packsafe, 'imagefolder': t_imagefolder, 'classfrom': t_classfrom,
+          'pack': t_pack,
           'sidecar': t_sidecar, 'xattr': t_xattr, 'examples': t_examples}
 
 if __name__ == '__main__':

@@ -2,7 +2,8 @@
 """shardfs mount tests (DESIGN.md sections 1 and 3).
 
 usage: test_mount.py SHARDFS GROUP [--version X]
-GROUP: cli cli-truth formats mtime-range tools readonly damaged hostile cache listing   (or 'gen' to only check
+GROUP: cli cli-truth formats mtime-range tools readonly damaged hostile cache listing
+prefetch-runs cli-owner refresh-noticed   (or 'gen' to only check
 the generator and GNU tar's extraction side, without mounting anything).
 
 Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here). Environment: SHARDFS_TEST_SEED
@@ -1223,6 +1224,153 @@ def group_cli_truth(env, ck):
         pm.umount(quiet=True)
 
 
+def human(b):
+    """fs_human_bytes: '%.0f B', else '%.2f KiB' and up."""
+    v, u = float(b), 0
+    while v >= 1024 and u < 4:
+        v /= 1024
+        u += 1
+    return ('%.2f %s' if u else '%.0f %s') % (v, ['B', 'KiB', 'MiB', 'GiB', 'TiB'][u])
+
+
+def group_prefetch_runs(env, ck):
+    """'shardfs prefetch' reports what this command did: of the objects it names only, not of
+    earlier prefetches' (nginx source: the bytes are fetched into the cache)."""
+    from shardfs_test import web
+    if not os.path.exists(web.NGINX):
+        raise ml.Skip('nginx is not installed (scripts/install-deps.sh --test)')
+    src = env.path('src')
+    os.makedirs(src)
+    sizes = {}
+    for name, n in (('a.tar', 300000), ('b.tar', 700000)):
+        ml.write_file(os.path.join(src, name), ml.tar_bytes([('x.bin', os.urandom(n))]))
+        sizes[name] = os.path.getsize(os.path.join(src, name))
+    os.chmod(env.tmp, 0o755)
+    os.chmod(src, 0o755)
+    ng = web.Nginx(env.path('nginx'), src).start()
+    try:
+        with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'),
+                      extra=['--warm', 'off']) as m:
+            def prefetch(name):
+                r = env.run([env.shardfs, 'prefetch', m.mnt, name], timeout=120)
+                out = r.stdout.decode(errors='replace')
+                log('prefetch %s -> rc=%r stdout=%r stderr=%r' % (name, r.returncode, out,
+                                                                   r.stderr))
+                ck.eq('prefetch %s: exit' % name, r.returncode, 0)
+                return out.splitlines()
+
+            for name, got, before in (('a.tar', sizes['a.tar'], 0),
+                                      ('b.tar', sizes['b.tar'], 0),
+                                      ('a.tar', 0, sizes['a.tar'])):
+                lines = prefetch(name)
+                size = human(sizes[name])
+                first = ('prefetch: %s asked, all of it cached already' % size if before else
+                         'prefetch: %s asked, 0 B of it cached; ' % size)
+                ck.ok(lines and lines[0].startswith(first),
+                      'prefetch %s: first line %r, want %r' % (name, lines[:1], first))
+                done = 'prefetch: done: %s fetched, %s cached already, 0 B did not fit' % (
+                    human(got), human(before))
+                ck.eq('prefetch %s: summary' % name, lines[-1:], [done])
+            st = m.stats()
+            ck.eq('prefetch_bytes (every prefetch)', st.get('prefetch_bytes'),
+                  sizes['a.tar'] + sizes['b.tar'])
+            ck.eq('prefetch_run_bytes (the last)', st.get('prefetch_run_bytes'), sizes['a.tar'])
+            ck.eq('prefetch_run_before_bytes', st.get('prefetch_run_before_bytes'),
+                  sizes['a.tar'])
+    finally:
+        ng.stop()
+
+
+def group_cli_owner(env, ck):
+    """The client commands say why they cannot use a mount: another user's (the control file is
+    its owner's only; without allow_other the whole mount is), a path that does not exist, a
+    directory that is no mount. Root mounts; uid 65534 runs the commands."""
+    src = env.path('src')
+    os.makedirs(src)
+    ml.write_file(os.path.join(src, 's0.tar'), ml.tar_bytes([('a.txt', b'a\n')]))
+    plan = env.path('plan.txt')
+    ml.write_file(plan, b's0/a.txt\n')
+    os.chmod(env.tmp, 0o755)
+    os.chmod(plan, 0o644)
+
+    def as_nobody(args):
+        r = subprocess.run([env.shardfs] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           user=65534, group=65534, extra_groups=[], timeout=60)
+        err = r.stderr.decode(errors='replace')
+        log('(uid 65534) shardfs %s -> rc=%r stderr=%r' % (' '.join(args), r.returncode, err))
+        return r.returncode, err
+
+    want = 'permission denied: only the user who mounted it (uid %d) can' % os.getuid()
+    with ml.Mount(env, src, cache_dir=env.path('cache'), extra=['-o', 'allow_other']) as m:
+        for cmd in (['refresh', m.mnt], ['plan', m.mnt, plan], ['prefetch', m.mnt]):
+            rc, err = as_nobody(cmd)
+            ck.eq('%s by another user: exit' % cmd[0], rc, 1)
+            ck.eq('%s by another user: stderr' % cmd[0], err,
+                  'shardfs: %s: %s send commands to it\n' % (m.mnt, want))
+        rc, err = as_nobody(['stats', m.mnt])
+        ck.eq('stats by another user (allow_other): exit', rc, 0)
+    with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+        for cmd in (['stats', m.mnt], ['refresh', m.mnt]):
+            rc, err = as_nobody(cmd)
+            ck.eq('%s by another user (no allow_other): exit' % cmd[0], rc, 1)
+            ck.eq('%s by another user (no allow_other): stderr' % cmd[0], err,
+                  'shardfs: %s: %s use it (it was mounted without -o allow_other)\n' % (
+                      m.mnt, want))
+    for cmd in ('stats', 'refresh', 'prefetch'):
+        r = env.run([env.shardfs, cmd, env.path('nonexistent')])
+        ck.eq('%s of a missing path: exit' % cmd, r.returncode, 1)
+        ck.eq('%s of a missing path: stderr' % cmd, r.stderr.decode(errors='replace'),
+              'shardfs: %s: No such file or directory\n' % env.path('nonexistent'))
+    r = env.run([env.shardfs, 'stats', src])
+    ck.eq('stats of a plain directory: stderr', r.stderr.decode(errors='replace'),
+          'shardfs: %s is not a shardfs mount\n' % src)
+
+
+def group_refresh_noticed(env, ck):
+    """A refresh reports what changed since the previous refresh (or the mount), also what
+    reads noticed and lookups then replaced in between: s0 rewritten, s1 deleted, both read
+    (ESTALE), looked up (s0 shows its new version, s1 is gone), then 'shardfs refresh' says
+    1 removed, 1 changed; a second refresh says 0 of each."""
+    src = env.path('src')
+    os.makedirs(src)
+    a = [('k%d.bin' % i, bytes([65 + i]) * (3000 + 500 * i)) for i in range(3)]
+    b = [('k%d.bin' % i, bytes([97 + i]) * (2000 + 700 * i)) for i in range(4)]
+    for n in range(3):
+        ml.write_file(os.path.join(src, 's%d.tar' % n), ml.tar_bytes(a))
+    with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+        fds = [os.open(os.path.join(m.mnt, 's%d.tar' % n), os.O_RDONLY) for n in range(2)]
+        try:
+            ml.write_file(os.path.join(src, 's0.tar'), ml.tar_bytes(b))
+            os.unlink(os.path.join(src, 's1.tar'))
+            for n, fd in enumerate(fds):
+                try:
+                    os.pread(fd, 512, 0)
+                    got = 'ok'
+                except OSError as e:
+                    got = errno.errorcode.get(e.errno, e.errno)
+                ck.eq('s%d.tar read after the change' % n, got, 'ESTALE')
+        finally:
+            for fd in fds:
+                os.close(fd)
+        # lookups after the reads: the new version of s0 replaces the old, s1 goes
+        ck.eq('before refresh: s0/k3.bin', ml.read_result(os.path.join(m.mnt, 's0', 'k3.bin')),
+              ('ok', b[3][1]))
+        ck.eq('before refresh: s1.tar', ml.read_result(os.path.join(m.mnt, 's1.tar')),
+              ('err', errno.ENOENT))
+        ck.eq('before refresh: listing', sorted(os.listdir(m.mnt)),
+              ['s0', 's0.tar', 's2', 's2.tar'])
+        for want in (': 0 new, 1 removed, 1 changed; 2 objects, 2 shards',
+                     ': 0 new, 0 removed, 0 changed; 2 objects, 2 shards'):
+            r = env.run([env.shardfs, 'refresh', m.mnt])
+            out = r.stdout.decode(errors='replace')
+            log('shardfs refresh: rc=%d %s' % (r.returncode, out.strip()))
+            ck.eq('refresh: exit', r.returncode, 0)
+            ck.ok(want in out, 'refresh summary: %r, want %r' % (out, want))
+        st = m.stats()
+        ck.eq('refresh counters (added, removed, changed)',
+              (st['refresh_added'], st['refresh_removed'], st['refresh_changed']), (0, 1, 1))
+
+
 def shutil_which(name):
     import shutil
     return shutil.which(name)
@@ -1231,7 +1379,9 @@ def shutil_which(name):
 GROUPS = {'gen': group_gen, 'cli': group_cli, 'formats': group_formats,
           'mtime-range': group_mtime_range, 'tools': group_tools, 'readonly': group_readonly,
           'damaged': group_damaged, 'hostile': group_hostile, 'cache': group_cache,
-          'cli-truth': group_cli_truth, 'listing': group_listing}
+          'cli-truth': group_cli_truth, 'listing': group_listing,
+          'prefetch-runs': group_prefetch_runs, 'cli-owner': group_cli_owner,
+          'refresh-noticed': group_refresh_noticed}
 
 
 def main():

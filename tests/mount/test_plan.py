@@ -22,6 +22,9 @@ GROUP:
              indexes: exact paths, bytes and units handed over and fetched at publish and
              after every read in plan order; every planned read a hit; a second plan gets
              half the lookahead
+  file       a plan file is never copied into the log (a shadow-like file: only counts and
+             line numbers of the lines that name nothing), and is read in pieces (48 MiB of
+             overlong lines raise the daemon's peak RSS by less than 8 MiB)
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -517,7 +520,58 @@ def group_ahead(env, ck):
         ng.stop()
 
 
-GROUPS = {'semantics': group_semantics, 'bigger': group_bigger, 'ahead': group_ahead}
+def vm_hwm(pid):
+    """The peak resident set of process pid, in bytes (VmHWM)."""
+    with open('/proc/%d/status' % pid) as f:
+        for ln in f:
+            if ln.startswith('VmHWM:'):
+                return int(ln.split()[1]) * 1024
+    raise RuntimeError('no VmHWM for pid %d' % pid)
+
+
+def group_file(env, ck):
+    src = env.path('src')
+    os.makedirs(src)
+    ml.write_file(os.path.join(src, 's.tar'), ml.tar_bytes([('a.txt', b'a' * 3000)]))
+    logf = env.path('daemon.log')
+    with ml.Mount(env, src, cache_dir=env.path('cache'), extra=['--log-file', logf]) as m:
+        # a file that is no plan (a shadow file's lines): never copied into the log
+        secret = env.path('shadow')
+        ml.write_file(secret, b'root:$6$SECRETSALT$SECRETHASH:19000:0:99999:7:::\n'
+                      b'daemon:*SECRET2:19000:0:99999:7:::\ns/a.txt\n\nno-newline-SECRET3')
+        ck.eq('shadow-like file: accepted', ctl(m.mnt, 'plan sh ' + secret), None)
+        st = m.stats()
+        ck.eq('shadow-like file: paths, missing', (st['plan_paths'], st['plan_missing']),
+              (1, 3))
+        with open(logf, errors='replace') as f:
+            text = f.read()
+        ck.ok('SECRET' not in text and 'root:' not in text and 'daemon:' not in text,
+              'the plan file\'s text is in the log: %r' % text[-2000:])
+        ck.ok("plan 'sh': 3 paths not found in the mount were skipped (lines 1, 2, 5 of the "
+              "plan file)" in text, 'the log does not give the lines: %r' % text[-2000:])
+        # a big file is read in pieces: 48 MiB of lines longer than a path can be, then one
+        # path: the daemon's peak memory does not grow by the file's size
+        big = env.path('big')
+        line = b'x' * 8191 + b'\n'
+        with open(big, 'wb') as f:
+            for _ in range(48 * 1024 * 1024 // len(line)):
+                f.write(line)
+            f.write(b's/a.txt\n')
+        pid = m.stats()['pid']
+        before = vm_hwm(pid)
+        ck.eq('big file: accepted', ctl(m.mnt, 'plan big ' + big), None)
+        grown = vm_hwm(pid) - before
+        log('peak RSS %d before, grew by %d bytes with a %d-byte plan file' % (
+            before, grown, os.path.getsize(big)))
+        ck.ok(grown < 8 << 20, 'peak RSS grew by %d bytes for a 48 MiB plan file' % grown)
+        pl = plans(m.mnt)
+        ck.eq('big file: paths, missing', (pl['big']['paths'], pl['big']['missing']),
+              (1, 48 * 1024 * 1024 // len(line)))
+        ck.eq('big file: fnv', pl['big']['fnv'], fnv(['s/a.txt']))
+
+
+GROUPS = {'file': group_file, 'semantics': group_semantics, 'bigger': group_bigger,
+          'ahead': group_ahead}
 
 
 def main():

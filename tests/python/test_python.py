@@ -16,6 +16,8 @@ GROUP:
                  newline, CR, backslash, control bytes and a byte that is not UTF-8: each
                  record's fields, its bytes through its path, and for plain shards the bytes
                  at its offset in the shard file
+  noplans        plan_dataloader on a DataLoader of numbers, or of files outside any mount: a
+                 warning, the loader unchanged; strict=True: ValueError
   install        pip install --no-build-isolation --no-index of a copy of python/ into a target
                  directory (Debian's setuptools, offline): the installed module imports
 
@@ -237,7 +239,42 @@ def group_install(env, ck):
     ck.eq('FS_CTL_IOC', out[1] if len(out) > 1 else None, '0x60005301')
 
 
-GROUPS = {'sampler-local': group_sampler_local, 'sampler-http': group_sampler_http,
+def group_noplans(env, ck):
+    """plan_dataloader on a DataLoader whose dataset is not paths in a mount (a list of
+    numbers, files outside any mount): a warning, the loader left as it is and iterating as
+    before; strict=True: ValueError."""
+    need_torch()
+    import warnings
+    import torch.utils.data
+    plain = env.path('plain.txt')
+    ml.write_file(plain, b'x')
+    for label, data in (('numbers', list(range(3))), ('outside a mount', [plain] * 3)):
+        dl = torch.utils.data.DataLoader(data, batch_size=2)
+        sampler = dl.batch_sampler.sampler
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter('always')
+            try:
+                ps = shardfs.plan_dataloader(dl)
+            except Exception as e:
+                ck.fail('%s: plan_dataloader raised %r' % (label, e))
+                continue
+        msgs = [str(w.message) for w in got]
+        ck.ok(len(msgs) == 1 and msgs[0].startswith('shardfs: no plans: '),
+              '%s: warnings %r' % (label, msgs))
+        ck.ok(dl.batch_sampler.sampler is sampler, '%s: the loader was changed' % label)
+        ck.ok(ps.last_plan is None, '%s: a plan' % label)
+        ck.eq('%s: batches' % label, [[x if isinstance(x, str) else int(x) for x in b]
+                                      for b in dl],
+              [data[:2], data[2:]])
+        try:
+            shardfs.plan_dataloader(torch.utils.data.DataLoader(data), strict=True)
+            ck.fail('%s: strict: no error' % label)
+        except ValueError as e:
+            log('%s: strict: %s' % (label, e))
+
+
+GROUPS = {'noplans': group_noplans, 'sampler-local': group_sampler_local,
+          'sampler-http': group_sampler_http,
           'manifest': group_manifest, 'install': group_install}
 
 

@@ -89,6 +89,8 @@ class Nginx:
          http://127.0.0.1:port/html/...    the same tree, autoindex html
          http://127.0.0.1:port/deny/, /broken/, /notjson/  listings that fail: 403, 500, a
                                            truncated JSON array (200)
+         http://127.0.0.1:port/redir, /listpage  a file name that is a directory: a 302 to
+                                           /json/val/, a JSON listing (200)
        and a redirector at http://127.0.0.1:redirect_port/X -> 307 -> http://127.0.0.1:port/X.
        With tls (make_tls's dict), also https://127.0.0.1:tls_port/ (the same three locations,
        certificate for IP:127.0.0.1) and https://127.0.0.1:bad_tls_port/files/ (a certificate of
@@ -129,6 +131,12 @@ http {
         location /deny/ { return 403; }
         location /broken/ { return 500; }
         location /notjson/ { default_type application/json; return 200 '[{"name": "a",'; }
+        location = /redir { return 302 http://127.0.0.1:%(port)d/json/val/; }
+        location = /listpage {
+            default_type application/json;
+            return 200 '[{"name": "a.tar", "type": "file", "size": 10240,
+                         "mtime": "Thu, 01 Jan 2026 00:00:00 GMT"}]';
+        }
     }
     server {
         listen 127.0.0.1:%(rport)d;

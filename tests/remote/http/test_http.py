@@ -37,6 +37,11 @@ GROUP:
             with every 97th missing list exactly with one HEAD each; the sizes learned are kept
             for a mount that finds the server down (exact bytes from the cache), and a mount
             with nothing kept fails and says why
+  nomatch   a brace pattern none of whose names is on the server fails the mount (2 GETs:
+            the first name and the last), as does a single URL that is 404; one whose first
+            name is missing but not its last mounts; a URL without a trailing slash that
+            redirects to another directory, or that a listing answers, fails and says to add
+            the slash
 
 Every raw shard is compared byte for byte with its source file and every member with GNU tar's
 extraction. Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse, or no nginx).
@@ -1023,7 +1028,43 @@ def group_index(env, ck, ng, src, shards, refs):
     ck.ok('CA file' in err, 'index with a missing CA file: no reason: %r' % err)
 
 
-GROUPS = {'brace': group_brace, 'listing': group_listing, 'redirect': group_redirect,
+def group_nomatch(env, ck, ng, src, shards, refs):
+    cases = [
+        # (source, strings the error must hold, GETs the mount may make)
+        (ng.url('files/train/shard-{000010..000019}.tar'),
+         ['no name of the pattern is on the server', 'shard-000010.tar', 'shard-000019.tar'],
+         2),
+        (ng.url('files/trian/shard-{000000..000003}.tar'),
+         ['no name of the pattern is on the server', 'trian/shard-000003.tar'], 2),
+        (ng.url('files/train/shard-000009.tar'), ['shard-000009.tar', 'not on the server'], 1),
+        (ng.url('redir'), ['redir is a directory', 'trailing slash'], 2),
+        (ng.url('listpage'), ['listpage answers with a directory listing', 'trailing slash'],
+         2),
+    ]
+    for source, want, gets in cases:
+        mnt = env.path('mnt-nomatch-%d' % env.rng.randrange(1 << 30))
+        os.makedirs(mnt)
+        before = len(ng.requests())
+        rc, err, _ = run_cli(env, ['mount', '--cache-dir', env.path('cache'), source, mnt], mnt)
+        ck.ok(rc not in (0, None), 'mount %s: accepted (rc=%r)' % (source, rc))
+        for w in want:
+            ck.ok(w in err, 'mount %s: stderr does not say %r: %r' % (source, w, err))
+        ml.poll(lambda: len(ng.requests()) - before >= gets, timeout=10)
+        got = methods(ng.requests()[before:])
+        ck.eq('mount %s: requests' % source, got, {'GET': gets})
+    # the first name missing, the last there: the mount goes ahead, the missing names ENOENT
+    with ml.Mount(env, ng.url('files/train/{a,shard-000001}.tar'),
+                  cache_dir=env.path('cache')) as m:
+        ck.eq('first missing, last there: listing', sorted(os.listdir(m.mnt)),
+              ['shard-000001', 'shard-000001.tar'])
+    with ml.Mount(env, ng.url('files/train/shard-{000003..000005}.tar'),
+                  cache_dir=env.path('cache')) as m:
+        ck.eq('first there: listing', sorted(os.listdir(m.mnt)),
+              ['shard-000003', 'shard-000003.tar'])
+
+
+GROUPS = {'nomatch': group_nomatch, 'brace': group_brace, 'listing': group_listing,
+          'redirect': group_redirect,
           'faults': group_faults, 'tls': group_tls, 'stale': group_stale,
           'badrange': group_badrange, 'conns': group_conns, 'cli': group_cli,
           'refresh': group_refresh, 'errors': group_errors, 'index': group_index,
