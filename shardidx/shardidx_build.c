@@ -454,9 +454,11 @@ static int pax_parse(struct shardidx_builder *b, struct pax *p, int global, cons
 		end = i + rlen - 1;
 		if (d[end] != '\n')
 			return -EBADMSG;
-		for (eq = j + 1; eq < end && d[eq] != '='; eq++)
+		/* a NUL in the keyword is malformed too (GNU tar: "missing
+		 * equal sign") */
+		for (eq = j + 1; eq < end && d[eq] != '=' && d[eq] != 0; eq++)
 			;
-		if (eq >= end || eq == j + 1)
+		if (eq >= end || eq == j + 1 || d[eq] != '=')
 			return -EBADMSG;
 		r = pax_record(b, p, global, d + j + 1, eq - j - 1, d + eq + 1, end - eq - 1);
 		if (r)

@@ -618,6 +618,8 @@ def test_compat(work, rnd):
     # What GNU tar refuses stays refused: a malformed pax size, a size field whose digits
     # come after NULs (GNU tar reads 0 and then finds data where a header should be).
     for name, data in (("pax-bad-size.tar", pax_hdr([(b"size", b"12x")]) + member(b"f.txt", ten)),
+                       # a NUL in a pax keyword: GNU tar "missing equal sign" (Go's pax-nul-xattrs.tar)
+                       ("pax-nul-key.tar", pax_hdr([(b"SCHILY.xattr.nu\0ll", b"fizz")]) + member(b"f.txt", ten)),
                        ("size-nul.tar", ustar_header(b"f.txt", 0, size_field=b"\0" * 8 + b"012\0") + pad512(ten))):
         a = arch(name, data + OK_TAIL)
         r = sh(["tar", "-tf", a], ok=(0, 2))
