@@ -251,7 +251,7 @@ static int dec_tail(struct dec *d, const unsigned char *p, size_t len, uint64_t 
 		off++;
 	backend_log(d->ct->be, BACKEND_LOG_WARN,
 		    "shard %s: %llu bytes after the end of its %s stream (the first not zero at "
-		    "offset %llu) are not %s data: ignored, as gzip and zstd do; the members "
+		    "offset %llu) are not %s data: ignored, as gzip ignores them; the members "
 		    "before them were read whole",
 		    d->info->key, (unsigned long long)(d->info->size - d->tail_off),
 		    d->codec == CACHETIER_GZIP ? "gzip" : "zstd", (unsigned long long)off,
