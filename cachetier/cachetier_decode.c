@@ -16,6 +16,15 @@
  * decodes to a prefix of the original bytes. Either way the damage and its
  * compressed offset are recorded.
  *
+ * Bytes after a complete stream (after at least one gzip member or zstd
+ * frame ended with its checksum verified, where no further member or frame
+ * begins) are not damage: zero padding (bsdtar pads its compressed output
+ * to a 10240-byte block) is read past silently; anything else is ignored,
+ * as gzip does, with one warning naming the shard, the offset and the
+ * count, logged through the backend's log when the stream is decoded (a
+ * reused copy does not log it again). A tar cut short by them is damage
+ * the index reports.
+ *
  * Decoded copies count in the cache tier's usage (the directory's counter
  * and ct->decoded_used, from the first byte written) and are evicted least
  * recently used (cachetier_evict.c; decoding makes room every
@@ -104,7 +113,11 @@ struct dec {
 	uint64_t disk_limit; /* out_total the room on the disk allowed when last looked at */
 	uint64_t next_check; /* out_total at which the free space is looked at again */
 	uint64_t next_room;  /* out_total at which older cache objects are evicted for it */
-	enum cachetier_bound refused;	 /* 0, or the bound that stopped the decode */
+	enum cachetier_codec codec;
+	uint64_t units;		      /* gzip members / zstd frames decoded whole so far */
+	int in_tail;		      /* past the end of the stream: only trailing bytes follow */
+	uint64_t tail_off;	      /* compressed offset where they begin */
+	enum cachetier_bound refused; /* 0, or the bound that stopped the decode */
 	uint64_t refused_at, refused_in; /* decoded and compressed bytes then */
 	unsigned char *in, *out;
 };
@@ -222,6 +235,30 @@ static int all_zero(const unsigned char *p, size_t n)
 	return 1;
 }
 
+/* Bytes after the end of a complete compressed stream (every gzip member or
+ * zstd frame before them ended with its checksum verified), first seen at
+ * compressed offset d->tail_off: zero padding (bsdtar pads its .tar.zst to
+ * a block) is no damage and says nothing; anything else is logged once,
+ * here, and ignored as gzip does: it is not a damaged shard (the members
+ * before it were read whole; a tar cut short there is damage the index
+ * reports). p[0..len) are the next bytes at compressed offset off. Returns
+ * 1 when the scan is over (bytes that are not zero were found). */
+static int dec_tail(struct dec *d, const unsigned char *p, size_t len, uint64_t off)
+{
+	if (all_zero(p, len))
+		return 0;
+	for (size_t i = 0; i < len && !p[i]; i++)
+		off++;
+	backend_log(d->ct->be, BACKEND_LOG_WARN,
+		    "shard %s: %llu bytes after the end of its %s stream (the first not zero at "
+		    "offset %llu) are not %s data: ignored, as gzip ignores them; the members "
+		    "before them were read whole",
+		    d->info->key, (unsigned long long)(d->info->size - d->tail_off),
+		    d->codec == CACHETIER_GZIP ? "gzip" : "zstd", (unsigned long long)off,
+		    d->codec == CACHETIER_GZIP ? "gzip" : "zstd");
+	return 1;
+}
+
 static int decode_gzip(struct dec *d)
 {
 	z_stream zs;
@@ -243,6 +280,11 @@ static int decode_gzip(struct dec *d)
 			}
 			break;
 		}
+		if (d->in_tail) { /* after the stream: zeros, or bytes to log */
+			done = dec_tail(d, d->in, n, d->in_off);
+			d->in_off += n;
+			continue;
+		}
 		zs.next_in = d->in;
 		zs.avail_in = (uInt)n;
 		while (zs.avail_in > 0 && !done) {
@@ -250,10 +292,17 @@ static int decode_gzip(struct dec *d)
 			int ret;
 
 			if (!in_unit) {
-				/* between members: trailing zeros are padding, anything
-				 * that is not a gzip header ends the stream */
-				if (all_zero(zs.next_in, zs.avail_in))
+				/* between members: anything that is not a gzip header
+				 * after a complete member is trailing bytes (zero
+				 * padding or else); before the first it is damage */
+				if (d->units && (zs.next_in[0] != 0x1f ||
+						 (zs.avail_in > 1 && zs.next_in[1] != 0x8b))) {
+					d->in_tail = 1;
+					d->tail_off = consumed_before;
+					done =
+					    dec_tail(d, zs.next_in, zs.avail_in, consumed_before);
 					break;
+				}
 				if (zs.next_in[0] != 0x1f ||
 				    (zs.avail_in > 1 && zs.next_in[1] != 0x8b)) {
 					d->damage = -EBADMSG;
@@ -277,6 +326,7 @@ static int decode_gzip(struct dec *d)
 			}
 			if (ret == Z_STREAM_END) {
 				in_unit = 0;
+				d->units++; /* CRC and length verified */
 				inflateReset(&zs);
 			} else if (ret == Z_BUF_ERROR && zs.avail_in == 0) {
 				break; /* needs more input */
@@ -292,6 +342,19 @@ static int decode_gzip(struct dec *d)
 	}
 	inflateEnd(&zs);
 	return err;
+}
+
+/* 1 when p[0..len) may begin a zstd frame or a skippable frame (the
+ * little-endian magic 0xFD2FB528 or 0x184D2A5?, as far as len shows it). */
+static int zstd_magic_prefix(const unsigned char *p, size_t len)
+{
+	static const unsigned char zstd[4] = {0x28, 0xb5, 0x2f, 0xfd};
+	static const unsigned char skip[4] = {0x50, 0x2a, 0x4d, 0x18};
+	size_t n = len < 4 ? len : 4;
+
+	if (memcmp(p, zstd, n) == 0)
+		return 1;
+	return (p[0] & 0xf0) == skip[0] && (n < 2 || memcmp(p + 1, skip + 1, n - 1) == 0);
 }
 
 static int decode_zstd(struct dec *d)
@@ -315,6 +378,11 @@ static int decode_zstd(struct dec *d)
 			}
 			break;
 		}
+		if (d->in_tail) { /* after the stream: zeros, or bytes to log */
+			done = dec_tail(d, d->in, n, d->in_off);
+			d->in_off += n;
+			continue;
+		}
 		in.src = d->in;
 		in.size = n;
 		in.pos = 0;
@@ -323,6 +391,17 @@ static int decode_zstd(struct dec *d)
 			size_t ret;
 
 			if (!in_unit) {
+				/* after a complete frame, bytes that cannot begin
+				 * another (zstd or skippable frame magic) are
+				 * trailing bytes: zero padding or else */
+				if (d->units &&
+				    !zstd_magic_prefix(d->in + in.pos, in.size - in.pos)) {
+					d->in_tail = 1;
+					d->tail_off = d->in_off + in.pos;
+					done = dec_tail(d, d->in + in.pos, in.size - in.pos,
+							d->tail_off);
+					break;
+				}
 				in_unit = 1;
 				d->unit_start = d->out_total;
 			}
@@ -339,8 +418,10 @@ static int decode_zstd(struct dec *d)
 				done = 1;
 				break;
 			}
-			if (ret == 0)
+			if (ret == 0) {
 				in_unit = 0; /* frame complete, checksum verified */
+				d->units++;
+			}
 		}
 		d->in_off += n;
 	}
@@ -487,6 +568,7 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 	memset(&d, 0, sizeof(d));
 	d.ct = ct;
 	d.info = info;
+	d.codec = codec;
 	d.srcfd = -1;
 	d.outfd = -1;
 	d.in = malloc(DEC_IN_BYTES);

@@ -16,12 +16,22 @@
  * and 1.0). Header checksums are checked as tar does (unsigned or signed
  * sum). The first zero block ends the archive (GNU tar also stops at a lone
  * zero block). Like GNU tar, the data area of every member type except '5'
- * is size bytes long.
+ * is size bytes long (a regular member named "dir/", an old-style
+ * directory, included).
+ *
+ * Where tar readers disagree this follows GNU tar: a numeric field may
+ * start with one NUL and ends at a NUL or space (what follows is not
+ * read); of several pax 'x' headers before one member only the last
+ * applies; a pax mtime is read up to its first stray byte ("999xxx" is
+ * 999) and ignored when it has no digits; unknown type flags ('A'-'Z'
+ * other than GNU's D, K, L, M, S, V, and POSIX's X) are regular files.
  *
  * Damage: a header that fails its checksum or does not parse, a malformed
- * pax record or sparse map stops parsing with -EBADMSG at the offset of the
- * member's first header; finish() records -EIO where the stream ends if the
- * end-of-archive marker was not seen.
+ * pax record (or a malformed size, path or sparse value: GNU tar reports
+ * those as errors and the member's bytes would be a guess) or sparse map
+ * stops parsing with -EBADMSG at the offset of the member's first header;
+ * finish() records -EIO where the stream ends if the end-of-archive marker
+ * was not seen.
  *
  * Non-goals: no I/O, no decompression, no extraction; uid/gid/uname/xattrs
  * are not kept.
@@ -158,9 +168,11 @@ static uint32_t clamp_mtime(int64_t t)
 }
 
 /*
- * A numeric header field: octal (leading spaces, ended by NUL or space, empty
- * means 0) or GNU base-256 (high bit of the first byte set; 0x40 is the sign).
- * Returns 0 or -EBADMSG.
+ * A numeric header field, read as GNU tar reads it: GNU base-256 (high bit
+ * of the first byte set; 0x40 is the sign), else octal: one leading NUL and
+ * then leading spaces are skipped, the digits end at a NUL, a space or the
+ * end of the field, and what follows that end is not looked at (a field
+ * with no digits is 0). Any other byte after the digits: -EBADMSG.
  */
 static int num_field(const unsigned char *f, size_t len, int64_t *out)
 {
@@ -177,16 +189,14 @@ static int num_field(const unsigned char *f, size_t len, int64_t *out)
 		*out = v;
 		return 0;
 	}
+	if (len && f[0] == 0)
+		i = 1;
 	while (i < len && f[i] == ' ')
 		i++;
-	for (; i < len && f[i] != 0 && f[i] != ' '; i++) {
-		if (f[i] < '0' || f[i] > '7')
-			return -EBADMSG;
+	for (; i < len && f[i] >= '0' && f[i] <= '7'; i++)
 		v = v * 8 + (f[i] - '0'); /* 12 octal digits fit easily */
-	}
-	for (; i < len; i++)
-		if (f[i] != 0 && f[i] != ' ')
-			return -EBADMSG;
+	if (i < len && f[i] != 0 && f[i] != ' ')
+		return -EBADMSG;
 	*out = v;
 	return 0;
 }
@@ -260,7 +270,10 @@ static int parse_u64(const char *s, size_t len, uint64_t *out)
 	return 0;
 }
 
-/* pax time: [-]digits[.digits]; floor to whole seconds. */
+/* pax time, read as GNU tar reads it: [-]digits[.digits] at the start of
+ * the value, anything after them ignored ("999xxx" is 999); floored to
+ * whole seconds. -EBADMSG when the value does not start with a digit (the
+ * caller then ignores the record, as GNU tar does). */
 static int parse_time(const char *s, size_t len, int64_t *out)
 {
 	size_t i = 0, j;
@@ -271,14 +284,12 @@ static int parse_time(const char *s, size_t len, int64_t *out)
 		neg = 1;
 		i = 1;
 	}
-	for (j = i; j < len && s[j] != '.'; j++)
+	for (j = i; j < len && s[j] >= '0' && s[j] <= '9'; j++)
 		;
-	if (parse_u64(s + i, j - i, &v))
+	if (j == i || parse_u64(s + i, j - i, &v))
 		return -EBADMSG;
-	if (j < len) {
-		for (size_t k = j + 1; k < len; k++) {
-			if (s[k] < '0' || s[k] > '9')
-				return -EBADMSG;
+	if (j < len && s[j] == '.') {
+		for (size_t k = j + 1; k < len && s[k] >= '0' && s[k] <= '9'; k++) {
 			if (s[k] != '0')
 				frac = 1;
 		}
@@ -372,8 +383,14 @@ static int pax_record(struct shardidx_builder *b, struct pax *p, int global, con
 		return 0;
 	}
 	if (key_is(k, klen, "mtime")) {
-		if (parse_time(v, vlen, &p->mtime))
-			return -EBADMSG;
+		/* a malformed mtime leaves the member's bytes alone: ignored, as
+		 * GNU tar ignores it (the header's mtime is used) */
+		if (parse_time(v, vlen, &p->mtime)) {
+			snprintf(b->msg, sizeof(b->msg),
+				 "extended header record mtime=%.*s ignored: not a time",
+				 (int)(vlen < 40 ? vlen : 40), v);
+			return 0;
+		}
 		p->has_mtime = 1;
 		return 0;
 	}
@@ -437,9 +454,11 @@ static int pax_parse(struct shardidx_builder *b, struct pax *p, int global, cons
 		end = i + rlen - 1;
 		if (d[end] != '\n')
 			return -EBADMSG;
-		for (eq = j + 1; eq < end && d[eq] != '='; eq++)
+		/* a NUL in the keyword is malformed too (GNU tar: "missing
+		 * equal sign") */
+		for (eq = j + 1; eq < end && d[eq] != '=' && d[eq] != 0; eq++)
 			;
-		if (eq >= end || eq == j + 1)
+		if (eq >= end || eq == j + 1 || d[eq] != '=')
 			return -EBADMSG;
 		r = pax_record(b, p, global, d + j + 1, eq - j - 1, d + eq + 1, end - eq - 1);
 		if (r)
@@ -675,15 +694,19 @@ static void member_kind(struct shardidx_builder *b, unsigned char type)
 		snprintf(b->msg, sizeof(b->msg), "device or fifo at offset %llu left out",
 			 (unsigned long long)b->grp_off);
 		break;
+	case 'M':
+		/* the rest of a file begun on another volume: GNU tar does not
+		 * extract it either */
+		b->skipped++;
+		snprintf(b->msg, sizeof(b->msg),
+			 "member at offset %llu left out: continued from another volume",
+			 (unsigned long long)b->grp_off);
+		break;
 	default:
-		if (type >= 'A' && type <= 'Z') {
-			b->skipped++;
-			snprintf(b->msg, sizeof(b->msg),
-				 "member of unsupported type '%c' at offset %llu left out", type,
-				 (unsigned long long)b->grp_off);
-		} else {
-			b->mkind = SHARDIDX__K_REG; /* POSIX: unknown types are regular */
-		}
+		/* any other type, vendor types 'A'-'Z' included, is a regular
+		 * file: GNU tar extracts it as one (with a warning), as POSIX
+		 * says of unknown types */
+		b->mkind = SHARDIDX__K_REG;
 		break;
 	}
 }
@@ -773,15 +796,15 @@ static int on_header(struct shardidx_builder *b)
 	if (r)
 		return r;
 
-	/* A name ending in '/' is a directory (v7 and old GNU archives). */
+	/* A regular member whose name ends in '/' is a directory (how v7 and
+	 * old GNU archives store one); as GNU tar does, its data area is still
+	 * size bytes long and is skipped. */
 	r = member_names(b, h, posix);
 	if (r)
 		return r;
 	if (b->mkind == SHARDIDX__K_REG && !b->msparse && b->mname.len &&
-	    b->mname.p[b->mname.len - 1] == '/') {
+	    b->mname.p[b->mname.len - 1] == '/')
 		b->mkind = SHARDIDX__K_DIR;
-		b->mstored = 0;
-	}
 
 	if (b->mkind == SHARDIDX__K_REG && type == 'S' && gnu && h[482]) {
 		b->state = ST_SPEXT;
@@ -814,6 +837,10 @@ static int on_xdata(struct shardidx_builder *b)
 		break;
 	case 'x':
 	case 'X':
+		/* of several extended headers before one member only the last
+		 * applies (GNU tar, bsdtar, Go): an earlier one is dropped whole */
+		pax_clear(&b->px);
+		b->nsp = 0;
 		r = pax_parse(b, &b->px, 0, b->x, b->xlen);
 		break;
 	case 'g':
