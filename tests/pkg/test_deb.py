@@ -8,6 +8,7 @@ ExecStart as systemd runs it, from an env file), each mount read back exactly ag
 members of the source shards, unmounted with umount; apt-get purge leaves no file of dpkg -L.
 Needs root, /dev/fuse, dpkg-dev, debhelper, dh-python, lintian (scripts/install-deps.sh --test).
   test_deb.py SOURCE_ROOT"""
+import json
 import os
 import shlex
 import shutil
@@ -81,7 +82,7 @@ if not check(r.returncode == 0, 'apt-get install ./%s' % os.path.basename(deb)):
     sys.exit(1)
 listed = [p for p in run(['dpkg', '-L', 'shardfs'], check=True).stdout.splitlines() if p != '/.']
 print('dpkg -L shardfs:\n  ' + '\n  '.join(listed))
-ours = [p for p in listed if not os.path.isdir(p) or os.path.islink(p)]
+ours = [p for p in listed if not os.path.isdir(p)]  # files and links (/sbin may link to a dir)
 mounts = []
 try:
     for p in ('/usr/bin/shardfs', '/sbin/mount.shardfs', '/sbin/mount.fuse.shardfs',
@@ -148,7 +149,6 @@ try:
         return check(ok, '%s: the members of %d shards read back exactly' % (label, len(ref)))
 
     def stats_pid(mnt):
-        import json
         with open(os.path.join(mnt, '.shardfs', 'stats')) as f:
             return json.load(f)['pid']
 
@@ -176,6 +176,8 @@ try:
         ('shards', 'shardfs', 'connections=4,retry-budget=5,stall-timeout=5,connect-timeout=5,'
          'no-sign,endpoint=http://127.0.0.1:9,ca-file=/etc/hostname,log-file=%s/log'
          % tmp),
+        # not mounted by mount -a: mounted below by its mountpoint (mount -T FILE MOUNTPOINT)
+        ('shards', 'shardfs', 'noauto,comment=later,warm=all'),
     ]
     fstab = os.path.join(tmp, 'fstab')
     with open(fstab, 'w') as f:
@@ -188,22 +190,45 @@ try:
     check(r.returncode == 0, 'mount -a -T %s: %s' % (fstab, r.stderr.strip()))
     for n, (layout, fstype, opts) in enumerate(lines):
         mnt = os.path.join(tmp, 'mnt%d' % n)
+        if 'noauto' in opts:
+            check(not os.path.exists(os.path.join(mnt, '.shardfs')),
+                  'fstab line %d (noauto) is not mounted by mount -a' % n)
+            continue
         if not check(os.path.exists(os.path.join(mnt, '.shardfs', 'stats')),
                      'fstab line %d (%s) is mounted' % (n, fstype)):
             continue
         mounts.append(mnt)
         read_back(mnt, layout, 'fstab line %d' % n)
+        with open(os.path.join(mnt, '.shardfs', 'stats')) as f:
+            st = json.load(f)
+        check(st['layout'] == layout, 'fstab line %d: layout %s' % (n, st['layout']))
+        if 'cache-dir=' in opts:
+            check(st['cache_dir'].startswith(cache + '/'), 'fstab line %d: the cache is in '
+                  'cache-dir: %s' % (n, st['cache_dir']))
+        if 'log-file=' in opts:
+            check(os.path.getsize(os.path.join(tmp, 'log')) > 0, 'fstab line %d: log-file' % n)
         umount(mnt, 'fstab line %d' % n)
-    # mount -T FILE MOUNTPOINT: one line by its mountpoint; suid refused with a message
-    mnt = os.path.join(tmp, 'mnt0')
+    # mount -T FILE MOUNTPOINT: the noauto line by its mountpoint
+    mnt = os.path.join(tmp, 'mnt%d' % (len(lines) - 1))
     r = run(['mount', '-T', fstab, mnt])
     if check(r.returncode == 0, 'mount -T FILE MOUNTPOINT: %s' % r.stderr.strip()):
         mounts.append(mnt)
-        read_back(mnt, 'imagefolder', 'mount -T FILE MOUNTPOINT')
+        read_back(mnt, 'shards', 'mount -T FILE MOUNTPOINT')
         umount(mnt, 'mount -T FILE MOUNTPOINT')
-    r = run(['mount', '-t', 'shardfs', '-o', 'suid', data, mnt])
-    check(r.returncode != 0 and "option 'suid' refused" in r.stderr,
-          'mount -o suid refused: %s' % r.stderr.strip())
+    # suid and dev: mount(8) does not hand them to a helper (they clear flags); the mount is
+    # nosuid,nodev all the same, and the helper run by itself refuses them with a message
+    r = run(['mount', '-t', 'shardfs', '-o', 'suid,dev', data, mnt])
+    if check(r.returncode == 0, 'mount -t shardfs -o suid,dev: %s' % r.stderr.strip()):
+        mounts.append(mnt)
+        with open('/proc/self/mounts') as f:
+            flags = [ln.split()[3].split(',') for ln in f if ln.split()[1] == mnt]
+        check(len(flags) == 1 and 'nosuid' in flags[0] and 'nodev' in flags[0],
+              'the mount is nosuid,nodev whatever the options say: %s' % flags)
+        umount(mnt, 'mount -o suid,dev')
+    for o in ('suid', 'dev'):
+        r = run(['/sbin/mount.shardfs', data, mnt, '-o', 'ro,' + o])
+        check(r.returncode == 1 and "option '%s' refused" % o in r.stderr,
+              'mount.shardfs -o %s refused: %s' % (o, r.stderr.strip()))
 
     # the installed unit: verified, then its commands as systemd runs them for instance demo
     unit = '/lib/systemd/system/shardfs@.service'
