@@ -339,7 +339,10 @@ static int gen_man8(const char *bindir)
 	       "none: use the instance's role, or the systemd unit and its env file), see\n"
 	       "\\fBshardfs\\fR(1).\n"
 	       ".SH EXIT STATUS\n0 once mounted, 1 on an error (said on stderr).\n"
-	       ".SH SEE ALSO\n\\fBshardfs\\fR(1), \\fBmount\\fR(8), \\fBfstab\\fR(5)\n");
+	       ".SH ENVIRONMENT\n\\fBSHARDFS_BIN\\fR, when set, is the command run instead of "
+	       "\\fB%s/shardfs\\fR.\n"
+	       ".SH SEE ALSO\n\\fBshardfs\\fR(1), \\fBmount\\fR(8), \\fBfstab\\fR(5)\n",
+	       bindir);
 	return 0;
 }
 

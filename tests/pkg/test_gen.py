@@ -117,6 +117,14 @@ for c in cmds:
 for sec in ('COMMANDS', 'MOUNT OPTIONS', 'SOURCES', 'CREDENTIALS', 'CONTROL FILES', 'COUNTERS',
             'EXIT STATUS', 'FILES', 'EXAMPLES'):
     check('\n.SH %s\n' % sec in man1_text, 'shardfs.1 has %s' % sec)
+# the completion completes a command and an option in bash
+for words, want in ((['shardfs', 'mou'], ['mount']), (['shardfs', 'mount', '--cache-s'],
+                                                     ['--cache-size']),
+                    (['shardfs', 'index', '--side'], ['--sidecar'])):
+    r = subprocess.run(['bash', '-c', 'source "$1"; shift; COMP_WORDS=("$@"); '
+                        'COMP_CWORD=$(($# - 1)); _shardfs; echo "${COMPREPLY[@]}"',
+                        'bash', completion, *words], capture_output=True, text=True)
+    check(r.stdout.split() == want, 'completion of %r: %r %s' % (words, r.stdout, r.stderr))
 # man renders both without a warning
 for page in (man1, man8):
     r = subprocess.run(['man', '--warnings', '-l', '-Tutf8', page], capture_output=True,
