@@ -65,9 +65,20 @@ def sample(name, kind):
             'ca-file': '/etc/hostname'}.get(name, '1')
 
 
+# each option's paragraph in shardfs.1 (.TP blocks), by name
+blocks = {}
+for b in man1_text.split('.TP\n'):
+    m = re.match(r'(?:\\fB\\-.\\fR, )?\\fB\\-\\-(\S+?)\\fR', b)
+    if m:
+        blocks[m.group(1).replace('\\-', '-')] = b
 all_args = []
 for name, kind, use in opts:
     check('\\fB\\-\\-%s\\fR' % roff(name) in man1_text, 'shardfs.1 has --%s' % name)
+    m = re.search(r'^ +(?:-\w, )?--%s .*\(default: ([^)\s]+)\)$' % re.escape(name), help_text,
+                  re.M)
+    if m:
+        check('Default: \\fB%s\\fR.' % roff(m.group(1)) in blocks.get(name, ''),
+              'shardfs.1 gives --%s the default of --help, %s' % (name, m.group(1)))
     check('--%s ' % name in comp_text, 'the completion has --%s' % name)
     check(('--%s' % name) in help_text, "'shardfs mount --help' has --%s" % name)
     if use == 'refused':
