@@ -12,7 +12,7 @@ if [ "$mode" = "--test" ] || [ "$mode" = "--bench" ]; then
 	pkgs="$pkgs python3 tar libarchive-tools zstd gzip coreutils findutils diffutils
 	      nginx python3-botocore curl openssl python3-torchvision python3-pil python3-numpy clang clang-format libclang-rt-14-dev gdb
 	      libpython3.11-testsuite golang-1.19-src
-	      prometheus"
+	      prometheus dpkg-dev debhelper dh-python lintian fakeroot build-essential systemd man-db"
 	# s3rver runs on Node.js; a machine may already have it from elsewhere
 	command -v npm >/dev/null 2>&1 || pkgs="$pkgs nodejs npm"
 fi

@@ -72,7 +72,7 @@ rm -rf build-asan/sanitizer && mkdir -p build-asan/sanitizer
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:log_path=$root/build-asan/sanitizer/asan"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$root/build-asan/sanitizer/ubsan"
 run_suite asan+ubsan build-asan -Db_sanitize=address,undefined -Db_lundef=false \
-	-Dc_args=-fno-sanitize-recover=all -- --no-suite fuzz --no-suite slow
+	-Dc_args=-fno-sanitize-recover=all -- --no-suite fuzz --no-suite slow --no-suite pkg-deb
 if ls build-asan/sanitizer/* >/dev/null 2>&1; then
 	echo "=== sanitizer reports:"
 	cat build-asan/sanitizer/*

@@ -911,3 +911,13 @@ void fs_stats_doc_free(struct fs_stats_doc *d)
 	free(d->buf);
 	memset(d, 0, sizeof(*d));
 }
+
+int fs_ctl_counter_doc(size_t i, const char **name, const char **help, int *gauge)
+{
+	if (i >= NCOUNTERS)
+		return -ENOENT;
+	*name = ctl_counters[i].name;
+	*help = ctl_counters[i].help;
+	*gauge = ctl_counters[i].type != CTL_COUNTER;
+	return 0;
+}

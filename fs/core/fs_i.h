@@ -867,4 +867,9 @@ int fs_parse_size(const char *s, uint64_t *out);
  * mount answers ENOTCONN) and how to clean up. */
 void fs_say_dead_mount(const char *mnt);
 
+/* fs_ctl.c: the i-th counter of .shardfs/stats, for the man page
+ * (fs/tools/fs_man.c): its name, help text, and 1 for a gauge, 0 for a
+ * counter. 0, or -ENOENT past the table's end. */
+int fs_ctl_counter_doc(size_t i, const char **name, const char **help, int *gauge);
+
 #endif
