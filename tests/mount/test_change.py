@@ -17,6 +17,12 @@ GROUP:
             for a sidecar of the older format
   sidecar-url  'index --sidecar' of file://localhost/ABS and file:///ABS writes beside the
             shards (not under ./localhost/); file://otherhost/ABS is refused with a reason
+  sidecar-stale  a sidecar of a shard then rewritten in the middle with the same size, the
+            same first and last member headers and the same last 64 KiB (two members swap
+            sizes), mounted over nginx: every identity check passes; the first read of a
+            member whose own tar header disagrees gives ESTALE, never other bytes; the index
+            is built from the shard, lookups then show the new members with exact bytes,
+            samples.tsv the new offsets; a remount uses the built index
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -29,9 +35,11 @@ import os  # noqa: E402
 import shutil  # noqa: E402
 import struct  # noqa: E402
 import subprocess  # noqa: E402
+import tarfile  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import web  # noqa: E402
 from shardfs_test.mount import log, poll, read_result, write_file  # noqa: E402
 
 
@@ -441,8 +449,98 @@ def group_sidecar_url(env, ck):
           [])
 
 
+def tar_model(data):
+    """{name: (data offset, size, bytes)} of the regular members of tar bytes data."""
+    import io
+    out = {}
+    with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+        for ti in tf.getmembers():
+            if ti.isfile():
+                out[ti.name] = (ti.offset_data, ti.size, data[ti.offset_data:ti.offset_data +
+                                                              ti.size])
+    return out
+
+
+def group_sidecar_stale(env, ck):
+    exe = env.shardfs
+    if not shutil.which('nginx'):
+        raise ml.Skip('nginx not installed')
+    src = env.path('src')
+    os.makedirs(src)
+
+    def blob(tag, n):
+        return bytes(env.rng.randrange(256) for _ in range(64)) * (n // 64) + tag * (n % 64)
+    a, d = blob(b'a', 1000), blob(b'd', 70000)
+    old = [('a.bin', a), ('b.bin', blob(b'b', 10240)), ('c.bin', blob(b'c', 20480)),
+           ('d.bin', d)]
+    new = [('a.bin', a), ('b.bin', blob(b'B', 20480)), ('c.bin', blob(b'C', 10240)),
+           ('d.bin', d)]
+    old_tar, new_tar = ml.tar_bytes(old), ml.tar_bytes(new)
+    ck.eq('same size', len(new_tar), len(old_tar))
+    ck.eq('same first header', new_tar[:512], old_tar[:512])
+    ck.eq('same last 64 KiB (last member header too)', new_tar[-(70000 + 1024 + 512):],
+          old_tar[-(70000 + 1024 + 512):])
+    model = tar_model(new_tar)
+    shard = os.path.join(src, 's0.tar')
+    write_file(shard, old_tar)
+    r = env.run([exe, 'index', '--sidecar', '--cache-dir', env.path('c0'), src])
+    ck.eq('index --sidecar: exit', r.returncode, 0)
+    ck.ok(os.path.exists(shard + '.idx'), 'sidecar written')
+    write_file(shard, new_tar)
+
+    def samples(mnt):
+        """{name: (offset, size)} of s0's rows of samples.tsv."""
+        out = {}
+        with open(os.path.join(mnt, '.shardfs', 'samples.tsv')) as f:
+            for line in f.read().splitlines()[1:]:
+                path, sh, off, size, _ = line.split('\t')
+                if sh == 's0.tar':
+                    out[path.rsplit('/', 1)[-1]] = (int(off), int(size))
+        return out
+    want_rows = {n: (o, sz) for n, (o, sz, _) in model.items()}
+
+    logf = env.path('daemon.log')
+    with web.Nginx(env.path('nginx'), src) as ng:
+        cache = env.path('cache')
+        opts = ['--log-file', logf]
+        with ml.Mount(env, ng.url('json/'), cache_dir=cache, extra=opts) as m:
+            top = os.path.join(m.mnt, 's0')
+            ck.eq('members', sorted(os.listdir(top)), ['a.bin', 'b.bin', 'c.bin', 'd.bin'])
+            early = samples(m.mnt)  # made from the sidecar's index: its offsets
+            log('samples.tsv before a read: %r' % early)
+            # the first member's header is the same: its bytes are served
+            ck.eq('a.bin', read_result(os.path.join(top, 'a.bin')), ('ok', a))
+            # b.bin's header says 20480 bytes, the sidecar 10240: never its bytes
+            got = read_result(os.path.join(top, 'b.bin'))
+            log('first read of b.bin: %s' % ml.short(got))
+            ck.eq('first read of b.bin: ESTALE', got, ('err', errno.ESTALE))
+            for n, (_, size, data) in sorted(model.items()):
+                p = os.path.join(top, n)
+                ck.ok(poll(lambda: read_result(p) == ('ok', data)),
+                      'after the rejection: %s never the new bytes (last: %s)' % (
+                          n, ml.short(read_result(p))))
+                ck.eq('after the rejection: %s size' % n, os.stat(p).st_size, size)
+            ck.eq('s0.tar', read_result(os.path.join(m.mnt, 's0.tar')), ('ok', new_tar))
+            ck.eq('samples.tsv after the rejection: the new offsets', samples(m.mnt), want_rows)
+            st = m.stats()
+            for k, v in (('index_sidecar', 1), ('index_rejected_on_read', 1),
+                         ('index_built', 1)):
+                ck.eq('stats %s' % k, st.get(k), v)
+        with open(logf, errors='replace') as f:
+            text = f.read()
+        ck.eq('one log line of the rejection', text.count('its sidecar index is wrong'), 1)
+        # a remount: the index built from the shard, saved in the cache, is used
+        with ml.Mount(env, ng.url('json/'), cache_dir=cache, extra=opts) as m:
+            top = os.path.join(m.mnt, 's0')
+            for n, (_, size, data) in sorted(model.items()):
+                ck.eq('remount: %s' % n, read_result(os.path.join(top, n)), ('ok', data))
+            st = m.stats()
+            for k, v in (('index_loaded', 1), ('index_sidecar', 0), ('index_rejected_on_read', 0)):
+                ck.eq('remount: stats %s' % k, st.get(k), v)
+
+
 GROUPS = {'rewrite': group_rewrite, 'refresh': group_refresh, 'sidecar': group_sidecar,
-          'sidecar-url': group_sidecar_url}
+          'sidecar-url': group_sidecar_url, 'sidecar-stale': group_sidecar_stale}
 
 
 def main():
