@@ -17,6 +17,10 @@ GROUP:
             for a sidecar of the older format
   sidecar-url  'index --sidecar' of file://localhost/ABS and file:///ABS writes beside the
             shards (not under ./localhost/); file://otherhost/ABS is refused with a reason
+  moved     the source path switched under the mount: a directory renamed over it
+            (mv d d.old && mkdir d) and a symlink switched (ln -sfn v2 d): 'shardfs refresh'
+            reports the new, removed and changed shards, serves the new version's exact bytes,
+            and a file open on a changed shard gets ESTALE
   sidecar-stale  a sidecar of a shard then rewritten in the middle with the same size, the
             same first and last member headers and the same last 64 KiB (two members swap
             sizes), mounted over nginx: every identity check passes; the first read of a
@@ -449,6 +453,78 @@ def group_sidecar_url(env, ck):
           [])
 
 
+def group_moved(env, ck):
+    exe = env.shardfs
+    a = members_of(env, 'a', [3000, 4000])
+    a2 = members_of(env, 'A', [5000, 1000, 2000])
+    b = members_of(env, 'b', [3500])
+    c = members_of(env, 'c', [2500, 1500])
+
+    def fill(d, shards):
+        os.makedirs(d)
+        for name, mem in shards.items():
+            write_file(os.path.join(d, name), ml.tar_bytes(mem))
+
+    def refresh(label, mnt, summary):
+        r = env.run([exe, 'refresh', mnt])
+        out = r.stdout.decode(errors='replace')
+        log('%s: shardfs refresh -> rc=%r %r %r' % (label, r.returncode, out, r.stderr))
+        ck.eq('%s: refresh exit' % label, r.returncode, 0)
+        ck.ok(summary in out, '%s: refresh summary %r, not %r' % (label, out, summary))
+
+    def check_tree(label, top, shards):
+        ck.eq('%s: listing' % label, sorted(os.listdir(top)),
+              sorted(sum(([n, n[:-4]] for n in shards), [])))
+        for name, mem in sorted(shards.items()):
+            ck.eq('%s: members of %s' % (label, name), sorted(os.listdir(
+                os.path.join(top, name[:-4]))), sorted(n for n, _ in mem))
+            for n, data in mem:
+                ck.eq('%s: %s/%s' % (label, name[:-4], n),
+                      read_result(os.path.join(top, name[:-4], n)), ('ok', data))
+            ck.eq('%s: %s' % (label, name), read_result(os.path.join(top, name)),
+                  ('ok', ml.tar_bytes(mem)))
+
+    # 1. a directory renamed over the source path
+    d = env.path('d')
+    fill(d, {'s0.tar': a, 's1.tar': b})
+    with ml.Mount(env, d, cache_dir=env.path('cache-d')) as m:
+        check_tree('before mv', m.mnt, {'s0.tar': a, 's1.tar': b})
+        held = open(os.path.join(m.mnt, 's0', a[0][0]), 'rb', buffering=0)
+        ck.eq('held s0 member before', held.read(100), a[0][1][:100])
+        os.rename(d, env.path('d.old'))
+        fill(d, {'s0.tar': a2, 's2.tar': c})
+        refresh('mv', m.mnt, ': 1 new, 1 removed, 1 changed; 2 objects, 2 shards')
+        check_tree('after mv', m.mnt, {'s0.tar': a2, 's2.tar': c})
+        for p in ('s1.tar', 's1'):
+            ck.eq('after mv: removed %s' % p, read_result(os.path.join(m.mnt, p)),
+                  ('err', errno.ENOENT))
+        try:
+            held.seek(200)
+            got = ('ok', held.read(100))
+        except OSError as e:
+            got = ('err', e.errno)
+        held.close()
+        ck.eq('after mv: a file open on the changed s0', got, ('err', errno.ESTALE))
+
+    # 2. a symlink switched to a new version (relative source path through the link)
+    fill(env.path('v1'), {'s0.tar': a, 's1.tar': b})
+    fill(env.path('v2'), {'s0.tar': a2, 's1.tar': b, 's2.tar': c})
+    os.symlink('v1', env.path('cur'))
+    with ml.Mount(env, env.path('cur'), cache_dir=env.path('cache-l')) as m:
+        check_tree('v1', m.mnt, {'s0.tar': a, 's1.tar': b})
+        tmp = env.path('cur.tmp')
+        os.symlink('v2', tmp)
+        os.rename(tmp, env.path('cur'))  # ln -sfn v2 cur, atomically
+        # s1.tar of v2 is another file with the same bytes: a new version
+        refresh('ln -sfn', m.mnt, ': 1 new, 0 removed, 2 changed; 3 objects, 3 shards')
+        check_tree('v2', m.mnt, {'s0.tar': a2, 's1.tar': b, 's2.tar': c})
+        # and back
+        os.symlink('v1', tmp)
+        os.rename(tmp, env.path('cur'))
+        refresh('back to v1', m.mnt, ': 0 new, 1 removed, 2 changed; 2 objects, 2 shards')
+        check_tree('v1 again', m.mnt, {'s0.tar': a, 's1.tar': b})
+
+
 def tar_model(data):
     """{name: (data offset, size, bytes)} of the regular members of tar bytes data."""
     import io
@@ -540,7 +616,8 @@ def group_sidecar_stale(env, ck):
 
 
 GROUPS = {'rewrite': group_rewrite, 'refresh': group_refresh, 'sidecar': group_sidecar,
-          'sidecar-url': group_sidecar_url, 'sidecar-stale': group_sidecar_stale}
+          'sidecar-url': group_sidecar_url, 'sidecar-stale': group_sidecar_stale,
+          'moved': group_moved}
 
 
 def main():
