@@ -15,7 +15,8 @@
  * the same way and its heap copy freed — so a shard costs the heap about
  * 200 bytes however many members it has, and the kernel may drop the pages
  * under memory pressure. Where no mapping can be made (vm.max_map_count) or
- * the index cannot be saved, it stays in the heap. Sidecar indexes are read
+ * the index cannot be saved (a full cache disk: index_unsaved, one log line
+ * for the mount), it stays in the heap and is served from there. Sidecar indexes are read
  * from the source into the heap (a file beside the shard may change in
  * place: it is never mapped).
  *
@@ -581,6 +582,17 @@ static void shard_save(struct fs *fs, const struct fs_obj *o, const char *name, 
 	if (err == 0) {
 		err = cachetier_meta_put_in(fs->ct, family, name, buf, len);
 		free(buf);
+	}
+	if (err == -ENOSPC || err == -EDQUOT) {
+		/* a full cache disk: the index is served from the heap; one line
+		 * for the mount, however many shards meet it */
+		if (atomic_fetch_add(&fs->c.index_unsaved, 1) == 0)
+			fs_log(FS_LOG_WARN,
+			       "shard %s: index not saved: the cache disk of %s is full (%s); it "
+			       "and the next shards' indexes are kept in memory and served "
+			       "(index_unsaved counts them), built again by a later mount",
+			       o->key, cachetier_dir(fs->ct), strerror(-err));
+		return;
 	}
 	if (err < 0) {
 		fs->c.index_save_errors++;

@@ -21,6 +21,9 @@ GROUP:
             (mv d d.old && mkdir d) and a symlink switched (ln -sfn v2 d): 'shardfs refresh'
             reports the new, removed and changed shards, serves the new version's exact bytes,
             and a file open on a changed shard gets ESTALE
+  fulldisk  a local source, the cache dir on a full 4 MiB tmpfs (root): shards not indexed
+            yet are indexed and served (a 1-byte member each, exact bytes), their indexes kept
+            in memory: index_unsaved counts them, one log line for the mount
   sidecar-stale  a sidecar of a shard then rewritten in the middle with the same size, the
             same first and last member headers and the same last 64 KiB (two members swap
             sizes), mounted over nginx: every identity check passes; the first read of a
@@ -525,6 +528,47 @@ def group_moved(env, ck):
         check_tree('v1 again', m.mnt, {'s0.tar': a, 's1.tar': b})
 
 
+def group_fulldisk(env, ck):
+    src = env.path('src')
+    os.makedirs(src)
+    shards = {}
+    for i in range(5):
+        mem = [('k0.bin', bytes([65 + i]))] + members_of(env, 'f%d' % i, [3000, 5000])[1:]
+        shards['s%d.tar' % i] = mem
+        write_file(os.path.join(src, 's%d.tar' % i), ml.tar_bytes(mem))
+    tmpfs = env.path('tmpfs')
+    os.makedirs(tmpfs)
+    subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=%d,mode=0700' % (4 << 20), 'tmpfs', tmpfs],
+                   check=True, timeout=60)
+    try:
+        logf = env.path('daemon.log')  # not on the full disk
+        with ml.Mount(env, src, cache_dir=os.path.join(tmpfs, 'cache'),
+                      extra=['--log-file', logf]) as m:
+            # fill the disk to the last byte
+            with open(os.path.join(tmpfs, 'fill'), 'wb', buffering=0) as f:
+                try:
+                    while True:
+                        f.write(b'\0' * 4096)
+                except OSError as e:
+                    ck.eq('filling the tmpfs ends with ENOSPC', e.errno, errno.ENOSPC)
+            log('tmpfs free after the fill: %d bytes' % (os.statvfs(tmpfs).f_bavail *
+                                                        os.statvfs(tmpfs).f_frsize))
+            for name, mem in sorted(shards.items()):
+                for n, data in mem:
+                    ck.eq('full disk: %s/%s' % (name[:-4], n),
+                          read_result(os.path.join(m.mnt, name[:-4], n)), ('ok', data))
+            st = m.stats()
+            for k, v in (('index_built', 5), ('index_unsaved', 5), ('index_save_errors', 0),
+                         ('index_errors', 0), ('read_errors', 0)):
+                ck.eq('full disk: stats %s' % k, st.get(k), v)
+        with open(logf, errors='replace') as f:
+            text = f.read()
+        ck.eq('full disk: one log line for the unsaved indexes', text.count('index not saved'), 1)
+    finally:
+        if subprocess.run(['umount', tmpfs], timeout=60).returncode != 0:
+            subprocess.run(['umount', '-l', tmpfs], timeout=60)
+
+
 def tar_model(data):
     """{name: (data offset, size, bytes)} of the regular members of tar bytes data."""
     import io
@@ -617,7 +661,7 @@ def group_sidecar_stale(env, ck):
 
 GROUPS = {'rewrite': group_rewrite, 'refresh': group_refresh, 'sidecar': group_sidecar,
           'sidecar-url': group_sidecar_url, 'sidecar-stale': group_sidecar_stale,
-          'moved': group_moved}
+          'moved': group_moved, 'fulldisk': group_fulldisk}
 
 
 def main():
