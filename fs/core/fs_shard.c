@@ -83,12 +83,15 @@ static int shard_ident(const struct fs_obj *o, int codec, char *buf, size_t size
  *    shard: safe, at the cost of one read of its headers;
  *  - remote source: codec, size and TAIL match (a store's ETag is not
  *    something the local tool that wrote the sidecar can know; the tail is
- *    read with If-Match on the listed ETag, and the index accepted is then
- *    kept in the cache under that ETag).
- * Then the index must cover exactly the stream's size, and the tar headers
- * of the first and the last regular member (two 512-byte reads) must
- * agree: header checksum, size and base name. A sidecar that fails any
- * check (an older format too) is logged, counted and ignored. */
+ *    read with If-Match on the listed ETag).
+ * Then the index must cover exactly the stream's size, it must have no
+ * sparse member, and the tar headers of the first and the last regular
+ * member (two 512-byte reads) must agree: header checksum, size and base
+ * name. A sidecar that fails any check (an older format too) is logged,
+ * counted and ignored. None of this proves the middle of the shard: a
+ * sidecar's index is trusted per member (fs_shard.checked), each member's
+ * first read checking its own tar header (fs_member_read), and it is never
+ * saved in the cache dir (an index saved there was built from the shard). */
 int fs_sidecar_ident(const struct fs_sidecar_id *id, char *buf, size_t bufsize, size_t *len)
 {
 	int n = snprintf(buf, bufsize,

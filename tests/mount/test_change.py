@@ -603,6 +603,11 @@ def group_sidecar_stale(env, ck):
     model = tar_model(new_tar)
     shard = os.path.join(src, 's0.tar')
     write_file(shard, old_tar)
+    # s1.tar: a sidecar that stays right (names under a directory, one long name)
+    good = [('dir/x.bin', blob(b'x', 3000)), ('dir/' + 'l' * 120 + '.bin', blob(b'l', 700)),
+            ('y.bin', blob(b'y', 9000))]
+    good_tar = ml.tar_bytes(good, fmt='gnu')
+    write_file(os.path.join(src, 's1.tar'), good_tar)
     r = env.run([exe, 'index', '--sidecar', '--cache-dir', env.path('c0'), src])
     ck.eq('index --sidecar: exit', r.returncode, 0)
     ck.ok(os.path.exists(shard + '.idx'), 'sidecar written')
@@ -626,6 +631,13 @@ def group_sidecar_stale(env, ck):
         with ml.Mount(env, ng.url('json/'), cache_dir=cache, extra=opts) as m:
             top = os.path.join(m.mnt, 's0')
             ck.eq('members', sorted(os.listdir(top)), ['a.bin', 'b.bin', 'c.bin', 'd.bin'])
+            # the right sidecar: every member checks out, the first read of one from its
+            # middle (the header fetched alone) too
+            with open(os.path.join(m.mnt, 's1', 'y.bin'), 'rb', buffering=0) as f:
+                f.seek(5000)
+                ck.eq('s1/y.bin from 5000', f.read(100), good[2][1][5000:5100])
+            for n, data in good:
+                ck.eq('s1/%s' % n[:20], read_result(os.path.join(m.mnt, 's1', n)), ('ok', data))
             early = samples(m.mnt)  # made from the sidecar's index: its offsets
             log('samples.tsv before a read: %r' % early)
             # the first member's header is the same: its bytes are served
@@ -643,7 +655,7 @@ def group_sidecar_stale(env, ck):
             ck.eq('s0.tar', read_result(os.path.join(m.mnt, 's0.tar')), ('ok', new_tar))
             ck.eq('samples.tsv after the rejection: the new offsets', samples(m.mnt), want_rows)
             st = m.stats()
-            for k, v in (('index_sidecar', 1), ('index_rejected_on_read', 1),
+            for k, v in (('index_sidecar', 2), ('index_rejected_on_read', 1),
                          ('index_built', 1)):
                 ck.eq('stats %s' % k, st.get(k), v)
         with open(logf, errors='replace') as f:
