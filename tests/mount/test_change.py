@@ -301,11 +301,16 @@ def group_refresh(env, ck):
 def old_format_sidecar(data):
     """The same index file with the identity of the first sidecar format
     ("shardfs-sidecar|1|raw|SIZE"), checksum recomputed (shardidx_save.c's layout)."""
+    off, ln = struct.unpack_from('<QQ', data, 96)
+    parts = bytes(data[off:off + ln]).split(b'|')
+    return sidecar_with_ident(data, b'shardfs-sidecar|1|%s|%s' % (parts[2], parts[3]))
+
+
+def sidecar_with_ident(data, old):
+    """The same index file with identity old (no longer than the one it has), checksum
+    recomputed (shardidx_save.c's layout)."""
     b = bytearray(data)
     off, ln = struct.unpack_from('<QQ', b, 96)
-    ident = bytes(b[off:off + ln])
-    parts = ident.split(b'|')
-    old = b'shardfs-sidecar|1|%s|%s' % (parts[2], parts[3])
     assert len(old) <= ln
     b[off:off + ln] = old + b'\0' * (ln - len(old))
     struct.pack_into('<I', b, 60, len(old))
@@ -669,6 +674,30 @@ def group_sidecar_stale(env, ck):
             st = m.stats()
             for k, v in (('index_loaded', 1), ('index_sidecar', 0), ('index_rejected_on_read', 0)):
                 ck.eq('remount: stats %s' % k, st.get(k), v)
+
+    # locally: a sidecar whose identity names the shard as it is now (written by a tool that
+    # copied it from elsewhere: nothing but the members' own headers tell)
+    sc = shard + '.idx'
+    with open(sc, 'rb') as f:
+        sidecar = f.read()
+    stn = os.stat(shard)
+    h = 0xcbf29ce484222325
+    for x in new_tar[-65536:]:
+        h = ((h ^ x) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    ident = b'shardfs-sidecar|3|raw|%d|%016x|%d|%d|%d' % (len(new_tar), h, stn.st_mtime_ns,
+                                                          stn.st_ino, stn.st_ctime_ns)
+    write_file(sc, sidecar_with_ident(sidecar, ident))
+    with ml.Mount(env, src, cache_dir=env.path('cache-local'), extra=opts) as m:
+        top = os.path.join(m.mnt, 's0')
+        ck.eq('local: c.bin, first read', read_result(os.path.join(top, 'c.bin')),
+              ('err', errno.ESTALE))
+        for n, (_, size, data) in sorted(model.items()):
+            p = os.path.join(top, n)
+            ck.ok(poll(lambda: read_result(p) == ('ok', data)),
+                  'local: %s never the new bytes' % n)
+        st = m.stats()
+        for k, v in (('index_sidecar', 1), ('index_rejected_on_read', 1), ('index_built', 1)):
+            ck.eq('local: stats %s' % k, st.get(k), v)
 
 
 GROUPS = {'rewrite': group_rewrite, 'refresh': group_refresh, 'sidecar': group_sidecar,
