@@ -513,6 +513,12 @@ def group_moved(env, ck):
             got = ('err', e.errno)
         held.close()
         ck.eq('after mv: a file open on the changed s0', got, ('err', errno.ESTALE))
+        # the source path gone: the refresh fails, the mount shows what it showed
+        os.rename(d, env.path('d.gone'))
+        r = env.run([exe, 'refresh', m.mnt])
+        log('gone: shardfs refresh -> rc=%r %r %r' % (r.returncode, r.stdout, r.stderr))
+        ck.eq('source path gone: refresh exit', r.returncode, 1)
+        check_tree('source path gone', m.mnt, {'s0.tar': a2, 's2.tar': c})
 
     # 2. a symlink switched to a new version (relative source path through the link)
     fill(env.path('v1'), {'s0.tar': a, 's1.tar': b})
