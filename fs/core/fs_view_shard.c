@@ -296,16 +296,17 @@ int fs_member_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_
 		err = -EISDIR;
 	if (err < 0)
 		return err;
-	if (off >= e.size)
-		return 0;
-	if (size > e.size - off)
-		size = (size_t)(e.size - off);
-	fs_shard_touch(fs, shard);
+	size = off >= e.size ? 0 : size > e.size - off ? (size_t)(e.size - off) : size;
+	/* an empty member, or a read at its end, checked too: the member is
+	 * there, as the sidecar says, or ESTALE */
 	if (fs_shard_unchecked(fs, shard, idx)) {
 		err = read_checked(fs, shard, idx, &e, stream, off, size, r);
 		if (err <= 0)
 			return err;
 	}
+	if (size == 0)
+		return 0;
+	fs_shard_touch(fs, shard);
 	n = shardidx_map(ix, idx, off, size, ext, FS_SPLICE_EXTENTS);
 	if (n < 0)
 		return n;

@@ -616,7 +616,7 @@ def group_sidecar_stale(env, ck):
     write_file(shard, old_tar)
     # s1.tar: a sidecar that stays right (names under a directory, one long name)
     good = [('dir/x.bin', blob(b'x', 3000)), ('dir/' + 'l' * 120 + '.bin', blob(b'l', 700)),
-            ('y.bin', blob(b'y', 9000))]
+            ('y.bin', blob(b'y', 9000)), ('empty.bin', b'')]
     good_tar = ml.tar_bytes(good, fmt='gnu')
     write_file(os.path.join(src, 's1.tar'), good_tar)
     r = env.run([exe, 'index', '--sidecar', '--cache-dir', env.path('c0'), src])
