@@ -1,9 +1,12 @@
 /*
  * backend_local.c — a local directory as an object store.
  *
- * Keys are paths relative to the root directory. The root is opened once
- * (O_PATH) and every object is reached with openat() relative to it, so a
- * rename of the mount's source path does not redirect reads. Symlinks inside
+ * Keys are paths relative to the root directory. The root is opened
+ * (O_PATH) and every object is reached with openat() relative to it. Each
+ * listing (the mount's, every refresh's) opens the source path again as the
+ * user gave it, so a directory renamed over it (mv d d.old && mkdir d) or a
+ * symlink switched (ln -sfn v2 d) is seen as the changes it makes; between
+ * listings the root stays the one the last listing saw. Symlinks inside
  * the tree are followed (the tree belongs to the user who mounts it);
  * special files (FIFOs, devices, sockets) are never listed or opened.
  *
@@ -17,6 +20,8 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,8 +31,53 @@
 #include "backend_i.h"
 
 struct local {
-	int rootfd; /* O_PATH|O_DIRECTORY fd of the root */
+	/* O_PATH|O_DIRECTORY fd of the root the last listing found at path;
+	 * any thread reads it (acquire), local_resolve replaces it */
+	atomic_int rootfd;
+	char *path; /* the source path as given, made absolute at open */
+	/* roots replaced by a listing: other threads may still be in an
+	 * openat() on one, so they are closed at backend close only (one per
+	 * switch of the source path, not per listing) */
+	pthread_mutex_t lock; /* serialises local_resolve; protects old */
+	int *old;
+	size_t nold;
 };
+
+static int local_root(struct local *l)
+{
+	return atomic_load_explicit(&l->rootfd, memory_order_acquire);
+}
+
+/* Open the source path again; when it now names another directory (a
+ * rename over it, a symlink switched), make that the root. 0, or -errno
+ * of the open (the path is gone: the root stays; the listing fails). */
+static int local_resolve(struct local *l)
+{
+	struct stat now, cur;
+	int fd = open(l->path, O_PATH | O_DIRECTORY | O_CLOEXEC), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	pthread_mutex_lock(&l->lock);
+	if (fstat(fd, &now) < 0 || fstat(local_root(l), &cur) < 0) {
+		err = -errno;
+	} else if (now.st_dev != cur.st_dev || now.st_ino != cur.st_ino) {
+		int *o = realloc(l->old, (l->nold + 1) * sizeof(*o));
+
+		if (!o) {
+			err = -ENOMEM;
+		} else {
+			l->old = o;
+			l->old[l->nold++] = local_root(l);
+			atomic_store_explicit(&l->rootfd, fd, memory_order_release);
+			fd = -1;
+		}
+	}
+	pthread_mutex_unlock(&l->lock);
+	if (fd >= 0)
+		close(fd);
+	return err;
+}
 
 /* Bound on directory nesting while listing, so a symlink loop ends. */
 #define LOCAL_MAX_DEPTH 64
@@ -46,7 +96,7 @@ static void local_fill(struct backend_objinfo *info, const char *key, const stru
 		 (uint64_t)st->st_ctim.tv_sec * 1000000000u + (uint64_t)st->st_ctim.tv_nsec);
 }
 
-static int local_walk(struct local *l, char *key, size_t keylen, size_t keycap, int depth,
+static int local_walk(int rootfd, char *key, size_t keylen, size_t keycap, int depth,
 		      backend_list_cb cb, void *arg)
 {
 	DIR *d;
@@ -55,7 +105,7 @@ static int local_walk(struct local *l, char *key, size_t keylen, size_t keycap, 
 
 	if (depth > LOCAL_MAX_DEPTH)
 		return 0;
-	fd = openat(l->rootfd, keylen ? key : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = openat(rootfd, keylen ? key : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return depth == 0 ? -errno : 0; /* an unreadable subdirectory is skipped */
 	d = fdopendir(fd);
@@ -77,12 +127,12 @@ static int local_walk(struct local *l, char *key, size_t keylen, size_t keycap, 
 		if (keylen)
 			key[keylen] = '/';
 		memcpy(key + keylen + (keylen ? 1 : 0), de->d_name, n + 1);
-		if (fstatat(l->rootfd, key, &st, 0) < 0) {
+		if (fstatat(rootfd, key, &st, 0) < 0) {
 			key[keylen] = '\0';
 			continue; /* dangling symlink or vanished: not an object */
 		}
 		if (S_ISDIR(st.st_mode)) {
-			ret = local_walk(l, key, len, keycap, depth + 1, cb, arg);
+			ret = local_walk(rootfd, key, len, keycap, depth + 1, cb, arg);
 		} else if (S_ISREG(st.st_mode)) {
 			struct backend_objinfo info;
 
@@ -101,9 +151,12 @@ static int local_list(struct backend *be, backend_list_cb cb, void *arg)
 {
 	struct local *l = be->impl;
 	char key[PATH_MAX];
+	int err = local_resolve(l);
 
+	if (err < 0)
+		return err;
 	key[0] = '\0';
-	return local_walk(l, key, 0, sizeof(key), 0, cb, arg);
+	return local_walk(local_root(l), key, 0, sizeof(key), 0, cb, arg);
 }
 
 static int local_stat(struct backend *be, const char *key, struct backend_objinfo *info)
@@ -111,7 +164,7 @@ static int local_stat(struct backend *be, const char *key, struct backend_objinf
 	struct local *l = be->impl;
 	struct stat st;
 
-	if (fstatat(l->rootfd, key, &st, 0) < 0)
+	if (fstatat(local_root(l), key, &st, 0) < 0)
 		return -errno;
 	if (!S_ISREG(st.st_mode))
 		return S_ISDIR(st.st_mode) ? -EISDIR : -ENOENT;
@@ -123,7 +176,7 @@ static int local_open_fd(struct backend *be, const char *key)
 {
 	struct local *l = be->impl;
 	struct stat st;
-	int fd = openat(l->rootfd, key, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	int fd = openat(local_root(l), key, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 
 	if (fd < 0)
 		return -errno;
@@ -165,7 +218,12 @@ static void local_close(struct backend *be)
 	struct local *l = be->impl;
 
 	if (l) {
-		close(l->rootfd);
+		close(local_root(l));
+		for (size_t i = 0; i < l->nold; i++)
+			close(l->old[i]);
+		free(l->old);
+		free(l->path);
+		pthread_mutex_destroy(&l->lock);
 		free(l);
 	}
 }
@@ -189,13 +247,31 @@ int backend__local_open(struct backend *be, const char *root)
 		return -errno;
 	abs = realpath(root, NULL);
 	l = calloc(1, sizeof(*l));
-	if (!l || !abs) {
+	if (l && root[0] == '/') {
+		l->path = strdup(root);
+	} else if (l) {
+		/* relative: to the working directory of now (a daemon moves to /) */
+		char cwd[PATH_MAX];
+		size_t n = strlen(root);
+
+		if (getcwd(cwd, sizeof(cwd)) && strlen(cwd) + n + 2 <= sizeof(cwd)) {
+			l->path = malloc(strlen(cwd) + n + 2);
+			if (l->path)
+				snprintf(l->path, strlen(cwd) + n + 2, "%s/%s", cwd, root);
+		}
+	}
+	if (l && !l->path && abs)
+		l->path = strdup(abs); /* no working directory: the path as resolved now */
+	if (!l || !abs || !l->path) {
+		if (l)
+			free(l->path);
 		free(l);
 		free(abs);
 		close(fd);
 		return -ENOMEM;
 	}
-	l->rootfd = fd;
+	atomic_init(&l->rootfd, fd);
+	pthread_mutex_init(&l->lock, NULL);
 	be->ops = &local_ops;
 	be->impl = l;
 	be->local = 1;

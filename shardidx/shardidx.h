@@ -198,4 +198,19 @@ int shardidx_load_in_place(const void *buf, size_t len, const void *ident, size_
  * checksum first: 0, -EBADMSG or -EPROTO. */
 int shardidx_ident(const void *buf, size_t len, const void **ident, size_t *identlen);
 
+/* ---- checking a member against its tar header (shardidx_check.c) -------- */
+
+/* Does hdr, the 512-byte ustar header block just before entry e's data (for
+ * a member with pax or GNU long-name headers, the last header before its
+ * data), describe e? Checks the header checksum, the type flag against
+ * e->type (REG: '0', NUL or '7'), the size field against e->size (not
+ * compared when e->size is past the octal field's reach and the field is
+ * octal: a pax header carried it), and the base name of prefix/name
+ * against e->name (not compared when the name field is full, 99 bytes or
+ * more, or e->name has non-ASCII bytes: a GNU long-name or pax header
+ * carried the name then). Returns 0: it does; -EBADMSG: hdr is no valid
+ * header (checksum, numeric field); -ESTALE: a valid header of another
+ * member; -EINVAL: NULL argument. Any thread; no I/O. */
+int shardidx_check_header(const void *hdr, const struct shardidx_entry *e);
+
 #endif

@@ -216,6 +216,9 @@ static const struct ctl_counter ctl_counters[] = {
     {"index_loaded", "shard indexes loaded from the cache directory", C, FS(index_loaded)},
     {"index_errors", "shards that could not be indexed", C, FS(index_errors)},
     {"index_save_errors", "indexes that could not be saved", C, FS(index_save_errors)},
+    {"index_unsaved",
+     "shard indexes served from memory because the cache disk had no room to save them", C,
+     FS(index_unsaved)},
     {"index_removed",
      "indexes of shards' older versions removed from the cache directory (replaced by this "
      "mount's)",
@@ -318,6 +321,10 @@ static const struct ctl_counter ctl_counters[] = {
     {"index_sidecar", "shard indexes loaded from a sidecar NAME.tar.idx", C, FS(index_sidecar)},
     {"index_sidecar_rejected", "sidecar indexes ignored (stale or corrupt)", C,
      FS(index_sidecar_rejected)},
+    {"index_rejected_on_read",
+     "sidecar indexes a member's own tar header disproved on its first read (rejected, built "
+     "from the shard; ESTALE for files opened through them)",
+     C, FS(index_rejected_on_read)},
     {"imagefolder_images", "files in the imagefolder view", G, FS(if_images)},
     {"imagefolder_no_image", "samples left out: no image member", G, FS(if_no_image)},
     {"imagefolder_no_class", "samples left out: no usable class", G, FS(if_no_class)},

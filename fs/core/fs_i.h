@@ -214,6 +214,10 @@ struct fs_obj {
 	atomic_int ahead;	     /* 1 once fetched ahead of an in-order reader */
 	atomic_int warm;	     /* 1: part of the warm fill (fs_warm.c) */
 	atomic_int state;	     /* enum fs_obj_state; only ever leaves LIVE */
+	/* 1: a read found this version's sidecar index wrong (fs_shard_reject);
+	 * a version replacing it with the same ETag (fs_ns_replace) inherits
+	 * it and builds its index from the shard. Only ever set. */
+	atomic_int sidecar_rejected;
 };
 
 struct fs_shard {
@@ -228,6 +232,12 @@ struct fs_shard {
 			  * -ENOSPC): sticks, so loading is not tried again */
 	int codec;	 /* enum cachetier_codec of the shard's bytes; set by
 			  * the load, valid once ix is published */
+	/* NULL: ix is trusted (built from the shard, or saved in this cache
+	 * dir under the object's version). Else ix came from a sidecar: one
+	 * bit per entry, set once that member's own tar header checked out
+	 * (fs_member_read); published before ix, freed at unmount. */
+	_Atomic uint64_t *_Atomic checked;
+	atomic_int rejected; /* 1 once a read found ix wrong (fs_shard_reject) */
 };
 
 struct fs_notify; /* a queued kernel cache invalidation (fs_notify.c) */
@@ -250,6 +260,9 @@ struct fs_counters {
 	/* Imagefolder view and sidecar indexes */
 	atomic_ullong if_images, if_no_image, if_no_class, if_dup_dropped, if_shards_indexed;
 	atomic_ullong if_build_ms, if_cls_reads, index_sidecar, index_sidecar_rejected;
+	/* sidecar indexes a member's tar header disproved on its first read */
+	atomic_ullong index_rejected_on_read;
+	atomic_ullong index_unsaved; /* indexes served from memory: the cache disk is full */
 	atomic_ullong if_view_loaded, if_view_saved, if_view_rejected, if_view_mapped;
 	atomic_ullong if_view_removed; /* older views' blobs this mount removed */
 	atomic_ullong if_cls_removed;  /* older versions' class maps this mount removed */
@@ -512,6 +525,20 @@ static inline uint64_t fs_obj_size(const struct fs_obj *o)
 int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
 		   struct cachetier_obj **stream);
 int fs_obj_raw(struct fs *fs, uint32_t obj, struct cachetier_obj **raw);
+/* 1 when entry idx of shard's index (loaded) has to be checked against its
+ * own tar header before its bytes are served: the index came from a
+ * sidecar and no read checked that member yet (fs_shard.checked). */
+int fs_shard_unchecked(struct fs *fs, uint32_t shard, uint32_t idx);
+/* Entry idx's tar header hdr (the 512 bytes before its data) checked out:
+ * mark it so. */
+void fs_shard_mark_checked(struct fs *fs, uint32_t shard, uint32_t idx);
+/* A read found entry e of shard's sidecar index wrong (its tar header is
+ * another member's, or no header; why says which): the index is rejected
+ * (counted in index_rejected_on_read, logged once), the object's version
+ * is marked stale (files opened through the index get ESTALE) and
+ * replaced by one whose index is built from the shard (fs_ns_replace: may
+ * block on a stat of the source). Returns -ESTALE, for the read. */
+int fs_shard_reject(struct fs *fs, uint32_t shard, const struct shardidx_entry *e, const char *why);
 void fs_shards_release(struct fs *fs);
 /* The blob family (cachetier_meta_put_in) of what the cache directory keeps
  * of the shard of object key key, one per key: kind FS_SAVED_INDEX (its

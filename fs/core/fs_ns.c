@@ -1119,6 +1119,9 @@ int fs_ns_replace(struct fs *fs, uint32_t obj)
 			goto out;
 		no = fs_obj(fs, nidx);
 		no->dir = o->dir;
+		/* the same version whose sidecar a read proved wrong: build */
+		if (strcmp(info.etag, o->info.etag) == 0)
+			no->sidecar_rejected = atomic_load(&o->sidecar_rejected);
 		err = shard_append(fs, nidx, ns);
 		if (err < 0)
 			goto out;

@@ -15,7 +15,8 @@
  * the same way and its heap copy freed — so a shard costs the heap about
  * 200 bytes however many members it has, and the kernel may drop the pages
  * under memory pressure. Where no mapping can be made (vm.max_map_count) or
- * the index cannot be saved, it stays in the heap. Sidecar indexes are read
+ * the index cannot be saved (a full cache disk: index_unsaved, one log line
+ * for the mount), it stays in the heap and is served from there. Sidecar indexes are read
  * from the source into the heap (a file beside the shard may change in
  * place: it is never mapped).
  *
@@ -82,12 +83,15 @@ static int shard_ident(const struct fs_obj *o, int codec, char *buf, size_t size
  *    shard: safe, at the cost of one read of its headers;
  *  - remote source: codec, size and TAIL match (a store's ETag is not
  *    something the local tool that wrote the sidecar can know; the tail is
- *    read with If-Match on the listed ETag, and the index accepted is then
- *    kept in the cache under that ETag).
- * Then the index must cover exactly the stream's size, and the tar headers
- * of the first and the last regular member (two 512-byte reads) must
- * agree: header checksum, size and base name. A sidecar that fails any
- * check (an older format too) is logged, counted and ignored. */
+ *    read with If-Match on the listed ETag).
+ * Then the index must cover exactly the stream's size, it must have no
+ * sparse member, and the tar headers of the first and the last regular
+ * member (two 512-byte reads) must agree: header checksum, size and base
+ * name. A sidecar that fails any check (an older format too) is logged,
+ * counted and ignored. None of this proves the middle of the shard: a
+ * sidecar's index is trusted per member (fs_shard.checked), each member's
+ * first read checking its own tar header (fs_member_read), and it is never
+ * saved in the cache dir (an index saved there was built from the shard). */
 int fs_sidecar_ident(const struct fs_sidecar_id *id, char *buf, size_t bufsize, size_t *len)
 {
 	int n = snprintf(buf, bufsize,
@@ -214,7 +218,9 @@ static int sidecar_header_ok(struct cachetier_obj *stream, const struct shardidx
 	return shardidx_header_describes(h, e);
 }
 
-/* Check the first and the last regular, non-sparse member against the shard. */
+/* Check the first and the last regular, non-sparse member against the
+ * shard. An index with sparse members is not used: their headers are not
+ * just before their data, so a read could not check them (fs_member_read). */
 static int sidecar_matches(const struct shardidx *ix, struct cachetier_obj *stream)
 {
 	struct shardidx_info info;
@@ -223,8 +229,11 @@ static int sidecar_matches(const struct shardidx *ix, struct cachetier_obj *stre
 
 	shardidx_get_info(ix, &info);
 	for (uint32_t i = 0; i < info.nentries; i++) {
-		if (shardidx_entry_get(ix, i, &e) < 0 || e.type != SHARDIDX_REG || e.canon != i ||
-		    (e.flags & (SHARDIDX_F_SPARSE | SHARDIDX_F_TRUNCATED)))
+		if (shardidx_entry_get(ix, i, &e) < 0)
+			return 0;
+		if (e.type == SHARDIDX_REG && (e.flags & SHARDIDX_F_SPARSE))
+			return 0;
+		if (e.type != SHARDIDX_REG || e.canon != i || (e.flags & SHARDIDX_F_TRUNCATED))
 			continue;
 		if (first == SHARDIDX_NONE)
 			first = i;
@@ -264,6 +273,8 @@ static struct shardidx *shard_sidecar(struct fs *fs, const struct fs_obj *o, int
 	fs_ns_unlock(fs);
 	if (so && fs_obj_learn(fs, sidx) < 0)
 		so = NULL; /* a brace pattern's name the store does not have */
+	if (so && atomic_load(&o->sidecar_rejected))
+		return NULL; /* a read proved it wrong (fs_shard_reject): build */
 	if (!so || so->info.size == 0 || so->info.size > (1ull << 31))
 		return NULL;
 	buf = malloc(so->info.size);
@@ -575,6 +586,17 @@ static void shard_save(struct fs *fs, const struct fs_obj *o, const char *name, 
 		err = cachetier_meta_put_in(fs->ct, family, name, buf, len);
 		free(buf);
 	}
+	if (err == -ENOSPC || err == -EDQUOT) {
+		/* a full cache disk: the index is served from the heap; one line
+		 * for the mount, however many shards meet it */
+		if (atomic_fetch_add(&fs->c.index_unsaved, 1) == 0)
+			fs_log(FS_LOG_WARN,
+			       "shard %s: index not saved: the cache disk of %s is full (%s); it "
+			       "and the next shards' indexes are kept in memory and served "
+			       "(index_unsaved counts them), built again by a later mount",
+			       o->key, cachetier_dir(fs->ct), strerror(-err));
+		return;
+	}
 	if (err < 0) {
 		fs->c.index_save_errors++;
 		fs_log(FS_LOG_WARN, "shard %s: index not saved: %s", o->key, strerror(-err));
@@ -626,8 +648,22 @@ static int shard_load(struct fs *fs, struct fs_shard *s)
 		fs_log(FS_LOG_ERR, "shard %s: cannot open: %s", o->key, strerror(-err));
 		return err;
 	}
-	if (!ix)
+	if (!ix) {
 		ix = shard_sidecar(fs, o, codec, stream);
+		if (ix) {
+			/* trusted per member only once its tar header checks out */
+			struct shardidx_info info;
+			_Atomic uint64_t *checked;
+
+			shardidx_get_info(ix, &info);
+			checked = calloc(((size_t)info.nentries + 63) / 64 + 1, sizeof(*checked));
+			if (!checked) {
+				shardidx_free(ix);
+				ix = NULL;
+			}
+			atomic_store_explicit(&s->checked, checked, memory_order_release);
+		}
+	}
 	if (!ix) {
 		err = shard_build(fs, o, stream, &ix);
 		if (err < 0) {
@@ -698,11 +734,57 @@ int fs_obj_raw(struct fs *fs, uint32_t obj, struct cachetier_obj **raw)
 	return err;
 }
 
+int fs_shard_unchecked(struct fs *fs, uint32_t shard, uint32_t idx)
+{
+	_Atomic uint64_t *checked =
+	    atomic_load_explicit(&fs_shard(fs, shard)->checked, memory_order_acquire);
+
+	return checked && !(atomic_load_explicit(&checked[idx / 64], memory_order_relaxed) &
+			    (1ull << (idx % 64)));
+}
+
+void fs_shard_mark_checked(struct fs *fs, uint32_t shard, uint32_t idx)
+{
+	_Atomic uint64_t *checked =
+	    atomic_load_explicit(&fs_shard(fs, shard)->checked, memory_order_acquire);
+
+	if (checked)
+		atomic_fetch_or_explicit(&checked[idx / 64], 1ull << (idx % 64),
+					 memory_order_relaxed);
+}
+
+int fs_shard_reject(struct fs *fs, uint32_t shard, const struct shardidx_entry *e, const char *why)
+{
+	struct fs_shard *s = fs_shard(fs, shard);
+	struct fs_obj *o = fs_obj(fs, s->obj);
+	int err;
+
+	if (atomic_exchange(&s->rejected, 1))
+		return -ESTALE; /* another read did it */
+	atomic_store(&o->sidecar_rejected, 1);
+	fs->c.index_rejected_on_read++;
+	fs_log(FS_LOG_WARN,
+	       "shard %s: its sidecar index is wrong: the tar header before member %s's data at "
+	       "offset %" PRIu64 " %s; the index is rejected and built from the shard, files "
+	       "opened through it get ESTALE",
+	       o->key, e->name, e->data_off, why);
+	fs_obj_mark_stale(fs, s->obj, FS_OBJ_STALE);
+	err = fs_ns_replace(fs, s->obj);
+	if (err < 0)
+		fs_log(FS_LOG_WARN,
+		       "shard %s: cannot look at its new version now (%s); the next "
+		       "lookup does",
+		       o->key, strerror(-err));
+	return -ESTALE;
+}
+
 void fs_shards_release(struct fs *fs)
 {
 	for (uint32_t i = 0; i < fs->nshards; i++) {
 		struct fs_shard *s = fs_shard(fs, i);
 
+		free((void *)s->checked);
+		s->checked = NULL;
 		shardidx_free(s->ix);
 		cachetier_obj_unref(s->stream);
 		s->ix = NULL;

@@ -226,6 +226,54 @@ static int read_copy(struct fs *fs, const struct shardidx *ix, struct cachetier_
 	return 0;
 }
 
+/* The first read of member idx (entry e) of a sidecar's index: fetch the
+ * tar header before its data with the data (the bytes are adjacent, one
+ * read of the stream; a read from further in fetches the header alone)
+ * and check it describes e (shardidx_check_header). A header that does
+ * not rejects the index (fs_shard_reject): -ESTALE, never the bytes the
+ * index points to. 1: checked, read on; 0: checked and answered in *r. */
+static int read_checked(struct fs *fs, uint32_t shard, uint32_t idx, const struct shardidx_entry *e,
+			struct cachetier_obj *stream, uint64_t off, size_t size, struct fs_read *r)
+{
+	/* whole when the read starts at 0 and the data is all there */
+	int whole = off == 0 && !(e->flags & SHARDIDX_F_TRUNCATED);
+	size_t want = 512 + (whole ? size : 0);
+	char *buf;
+	ssize_t n;
+	int err;
+
+	if (e->data_off < 512 || (e->flags & SHARDIDX_F_SPARSE))
+		return fs_shard_reject(fs, shard, e, "is not there");
+	buf = malloc(want);
+	if (!buf)
+		return -ENOMEM;
+	n = cachetier_obj_pread(stream, buf, want, e->data_off - 512);
+	if (n != (ssize_t)want) {
+		free(buf);
+		if (n < 0)
+			return (int)n;
+		/* the stream ends before the bytes the index says it has */
+		return fs_shard_reject(fs, shard, e, "is past the end of the shard");
+	}
+	err = shardidx_check_header(buf, e);
+	if (err < 0) {
+		free(buf);
+		return fs_shard_reject(fs, shard, e,
+				       err == -EBADMSG ? "is no tar header"
+						       : "describes another member");
+	}
+	fs_shard_mark_checked(fs, shard, idx);
+	if (!whole) {
+		free(buf);
+		return 1;
+	}
+	memmove(buf, buf + 512, size);
+	fs->c.read_bytes += size;
+	r->buf = buf;
+	r->len = size;
+	return 0;
+}
+
 int fs_member_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_t size,
 		   struct fs_read *r)
 {
@@ -248,10 +296,16 @@ int fs_member_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_
 		err = -EISDIR;
 	if (err < 0)
 		return err;
-	if (off >= e.size)
+	size = off >= e.size ? 0 : size > e.size - off ? (size_t)(e.size - off) : size;
+	/* an empty member, or a read at its end, checked too: the member is
+	 * there, as the sidecar says, or ESTALE */
+	if (fs_shard_unchecked(fs, shard, idx)) {
+		err = read_checked(fs, shard, idx, &e, stream, off, size, r);
+		if (err <= 0)
+			return err;
+	}
+	if (size == 0)
 		return 0;
-	if (size > e.size - off)
-		size = (size_t)(e.size - off);
 	fs_shard_touch(fs, shard);
 	n = shardidx_map(ix, idx, off, size, ext, FS_SPLICE_EXTENTS);
 	if (n < 0)

@@ -17,6 +17,19 @@ GROUP:
             for a sidecar of the older format
   sidecar-url  'index --sidecar' of file://localhost/ABS and file:///ABS writes beside the
             shards (not under ./localhost/); file://otherhost/ABS is refused with a reason
+  moved     the source path switched under the mount: a directory renamed over it
+            (mv d d.old && mkdir d) and a symlink switched (ln -sfn v2 d): 'shardfs refresh'
+            reports the new, removed and changed shards, serves the new version's exact bytes,
+            and a file open on a changed shard gets ESTALE
+  fulldisk  a local source, the cache dir on a full 4 MiB tmpfs (root): shards not indexed
+            yet are indexed and served (a 1-byte member each, exact bytes), their indexes kept
+            in memory: index_unsaved counts them, one log line for the mount
+  sidecar-stale  a sidecar of a shard then rewritten in the middle with the same size, the
+            same first and last member headers and the same last 64 KiB (two members swap
+            sizes), mounted over nginx: every identity check passes; the first read of a
+            member whose own tar header disagrees gives ESTALE, never other bytes; the index
+            is built from the shard, lookups then show the new members with exact bytes,
+            samples.tsv the new offsets; a remount uses the built index
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -29,9 +42,11 @@ import os  # noqa: E402
 import shutil  # noqa: E402
 import struct  # noqa: E402
 import subprocess  # noqa: E402
+import tarfile  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import web  # noqa: E402
 from shardfs_test.mount import log, poll, read_result, write_file  # noqa: E402
 
 
@@ -286,11 +301,16 @@ def group_refresh(env, ck):
 def old_format_sidecar(data):
     """The same index file with the identity of the first sidecar format
     ("shardfs-sidecar|1|raw|SIZE"), checksum recomputed (shardidx_save.c's layout)."""
+    off, ln = struct.unpack_from('<QQ', data, 96)
+    parts = bytes(data[off:off + ln]).split(b'|')
+    return sidecar_with_ident(data, b'shardfs-sidecar|1|%s|%s' % (parts[2], parts[3]))
+
+
+def sidecar_with_ident(data, old):
+    """The same index file with identity old (no longer than the one it has), checksum
+    recomputed (shardidx_save.c's layout)."""
     b = bytearray(data)
     off, ln = struct.unpack_from('<QQ', b, 96)
-    ident = bytes(b[off:off + ln])
-    parts = ident.split(b'|')
-    old = b'shardfs-sidecar|1|%s|%s' % (parts[2], parts[3])
     assert len(old) <= ln
     b[off:off + ln] = old + b'\0' * (ln - len(old))
     struct.pack_into('<I', b, 60, len(old))
@@ -441,8 +461,254 @@ def group_sidecar_url(env, ck):
           [])
 
 
+def group_moved(env, ck):
+    exe = env.shardfs
+    a = members_of(env, 'a', [3000, 4000])
+    a2 = members_of(env, 'A', [5000, 1000, 2000])
+    b = members_of(env, 'b', [3500])
+    c = members_of(env, 'c', [2500, 1500])
+
+    def fill(d, shards):
+        os.makedirs(d)
+        for name, mem in shards.items():
+            write_file(os.path.join(d, name), ml.tar_bytes(mem))
+
+    def refresh(label, mnt, summary):
+        r = env.run([exe, 'refresh', mnt])
+        out = r.stdout.decode(errors='replace')
+        log('%s: shardfs refresh -> rc=%r %r %r' % (label, r.returncode, out, r.stderr))
+        ck.eq('%s: refresh exit' % label, r.returncode, 0)
+        ck.ok(summary in out, '%s: refresh summary %r, not %r' % (label, out, summary))
+
+    def check_tree(label, top, shards):
+        ck.eq('%s: listing' % label, sorted(os.listdir(top)),
+              sorted(sum(([n, n[:-4]] for n in shards), [])))
+        for name, mem in sorted(shards.items()):
+            ck.eq('%s: members of %s' % (label, name), sorted(os.listdir(
+                os.path.join(top, name[:-4]))), sorted(n for n, _ in mem))
+            for n, data in mem:
+                ck.eq('%s: %s/%s' % (label, name[:-4], n),
+                      read_result(os.path.join(top, name[:-4], n)), ('ok', data))
+            ck.eq('%s: %s' % (label, name), read_result(os.path.join(top, name)),
+                  ('ok', ml.tar_bytes(mem)))
+
+    # 1. a directory renamed over the source path
+    d = env.path('d')
+    fill(d, {'s0.tar': a, 's1.tar': b})
+    with ml.Mount(env, d, cache_dir=env.path('cache-d')) as m:
+        check_tree('before mv', m.mnt, {'s0.tar': a, 's1.tar': b})
+        held = open(os.path.join(m.mnt, 's0', a[0][0]), 'rb', buffering=0)
+        ck.eq('held s0 member before', held.read(100), a[0][1][:100])
+        os.rename(d, env.path('d.old'))
+        fill(d, {'s0.tar': a2, 's2.tar': c})
+        refresh('mv', m.mnt, ': 1 new, 1 removed, 1 changed; 2 objects, 2 shards')
+        check_tree('after mv', m.mnt, {'s0.tar': a2, 's2.tar': c})
+        for p in ('s1.tar', 's1'):
+            ck.eq('after mv: removed %s' % p, read_result(os.path.join(m.mnt, p)),
+                  ('err', errno.ENOENT))
+        try:
+            held.seek(200)
+            got = ('ok', held.read(100))
+        except OSError as e:
+            got = ('err', e.errno)
+        held.close()
+        ck.eq('after mv: a file open on the changed s0', got, ('err', errno.ESTALE))
+        # the source path gone: the refresh fails, the mount shows what it showed
+        os.rename(d, env.path('d.gone'))
+        r = env.run([exe, 'refresh', m.mnt])
+        log('gone: shardfs refresh -> rc=%r %r %r' % (r.returncode, r.stdout, r.stderr))
+        ck.eq('source path gone: refresh exit', r.returncode, 1)
+        check_tree('source path gone', m.mnt, {'s0.tar': a2, 's2.tar': c})
+
+    # 2. a symlink switched to a new version (relative source path through the link)
+    fill(env.path('v1'), {'s0.tar': a, 's1.tar': b})
+    fill(env.path('v2'), {'s0.tar': a2, 's1.tar': b, 's2.tar': c})
+    os.symlink('v1', env.path('cur'))
+    with ml.Mount(env, env.path('cur'), cache_dir=env.path('cache-l')) as m:
+        check_tree('v1', m.mnt, {'s0.tar': a, 's1.tar': b})
+        tmp = env.path('cur.tmp')
+        os.symlink('v2', tmp)
+        os.rename(tmp, env.path('cur'))  # ln -sfn v2 cur, atomically
+        # s1.tar of v2 is another file with the same bytes: a new version
+        refresh('ln -sfn', m.mnt, ': 1 new, 0 removed, 2 changed; 3 objects, 3 shards')
+        check_tree('v2', m.mnt, {'s0.tar': a2, 's1.tar': b, 's2.tar': c})
+        # and back
+        os.symlink('v1', tmp)
+        os.rename(tmp, env.path('cur'))
+        refresh('back to v1', m.mnt, ': 0 new, 1 removed, 2 changed; 2 objects, 2 shards')
+        check_tree('v1 again', m.mnt, {'s0.tar': a, 's1.tar': b})
+
+
+def group_fulldisk(env, ck):
+    src = env.path('src')
+    os.makedirs(src)
+    shards = {}
+    for i in range(5):
+        mem = [('k0.bin', bytes([65 + i]))] + members_of(env, 'f%d' % i, [3000, 5000])[1:]
+        shards['s%d.tar' % i] = mem
+        write_file(os.path.join(src, 's%d.tar' % i), ml.tar_bytes(mem))
+    tmpfs = env.path('tmpfs')
+    os.makedirs(tmpfs)
+    subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=%d,mode=0700' % (4 << 20), 'tmpfs', tmpfs],
+                   check=True, timeout=60)
+    try:
+        logf = env.path('daemon.log')  # not on the full disk
+        with ml.Mount(env, src, cache_dir=os.path.join(tmpfs, 'cache'),
+                      extra=['--log-file', logf]) as m:
+            # fill the disk to the last byte
+            with open(os.path.join(tmpfs, 'fill'), 'wb', buffering=0) as f:
+                try:
+                    while True:
+                        f.write(b'\0' * 4096)
+                except OSError as e:
+                    ck.eq('filling the tmpfs ends with ENOSPC', e.errno, errno.ENOSPC)
+            log('tmpfs free after the fill: %d bytes' % (os.statvfs(tmpfs).f_bavail *
+                                                        os.statvfs(tmpfs).f_frsize))
+            for name, mem in sorted(shards.items()):
+                for n, data in mem:
+                    ck.eq('full disk: %s/%s' % (name[:-4], n),
+                          read_result(os.path.join(m.mnt, name[:-4], n)), ('ok', data))
+            st = m.stats()
+            for k, v in (('index_built', 5), ('index_unsaved', 5), ('index_save_errors', 0),
+                         ('index_errors', 0), ('read_errors', 0)):
+                ck.eq('full disk: stats %s' % k, st.get(k), v)
+        with open(logf, errors='replace') as f:
+            text = f.read()
+        ck.eq('full disk: one log line for the unsaved indexes', text.count('index not saved'), 1)
+    finally:
+        if subprocess.run(['umount', tmpfs], timeout=60).returncode != 0:
+            subprocess.run(['umount', '-l', tmpfs], timeout=60)
+
+
+def tar_model(data):
+    """{name: (data offset, size, bytes)} of the regular members of tar bytes data."""
+    import io
+    out = {}
+    with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+        for ti in tf.getmembers():
+            if ti.isfile():
+                out[ti.name] = (ti.offset_data, ti.size, data[ti.offset_data:ti.offset_data +
+                                                              ti.size])
+    return out
+
+
+def group_sidecar_stale(env, ck):
+    exe = env.shardfs
+    if not shutil.which('nginx'):
+        raise ml.Skip('nginx not installed')
+    src = env.path('src')
+    os.makedirs(src)
+
+    def blob(tag, n):
+        return bytes(env.rng.randrange(256) for _ in range(64)) * (n // 64) + tag * (n % 64)
+    a, d = blob(b'a', 1000), blob(b'd', 70000)
+    old = [('a.bin', a), ('b.bin', blob(b'b', 10240)), ('c.bin', blob(b'c', 20480)),
+           ('d.bin', d)]
+    new = [('a.bin', a), ('b.bin', blob(b'B', 20480)), ('c.bin', blob(b'C', 10240)),
+           ('d.bin', d)]
+    old_tar, new_tar = ml.tar_bytes(old), ml.tar_bytes(new)
+    ck.eq('same size', len(new_tar), len(old_tar))
+    ck.eq('same first header', new_tar[:512], old_tar[:512])
+    ck.eq('same last 64 KiB (last member header too)', new_tar[-(70000 + 1024 + 512):],
+          old_tar[-(70000 + 1024 + 512):])
+    model = tar_model(new_tar)
+    shard = os.path.join(src, 's0.tar')
+    write_file(shard, old_tar)
+    # s1.tar: a sidecar that stays right (names under a directory, one long name)
+    good = [('dir/x.bin', blob(b'x', 3000)), ('dir/' + 'l' * 120 + '.bin', blob(b'l', 700)),
+            ('y.bin', blob(b'y', 9000)), ('empty.bin', b'')]
+    good_tar = ml.tar_bytes(good, fmt='gnu')
+    write_file(os.path.join(src, 's1.tar'), good_tar)
+    r = env.run([exe, 'index', '--sidecar', '--cache-dir', env.path('c0'), src])
+    ck.eq('index --sidecar: exit', r.returncode, 0)
+    ck.ok(os.path.exists(shard + '.idx'), 'sidecar written')
+    write_file(shard, new_tar)
+
+    def samples(mnt):
+        """{name: (offset, size)} of s0's rows of samples.tsv."""
+        out = {}
+        with open(os.path.join(mnt, '.shardfs', 'samples.tsv')) as f:
+            for line in f.read().splitlines()[1:]:
+                path, sh, off, size, _ = line.split('\t')
+                if sh == 's0.tar':
+                    out[path.rsplit('/', 1)[-1]] = (int(off), int(size))
+        return out
+    want_rows = {n: (o, sz) for n, (o, sz, _) in model.items()}
+
+    logf = env.path('daemon.log')
+    with web.Nginx(env.path('nginx'), src) as ng:
+        cache = env.path('cache')
+        opts = ['--log-file', logf]
+        with ml.Mount(env, ng.url('json/'), cache_dir=cache, extra=opts) as m:
+            top = os.path.join(m.mnt, 's0')
+            ck.eq('members', sorted(os.listdir(top)), ['a.bin', 'b.bin', 'c.bin', 'd.bin'])
+            # the right sidecar: every member checks out, the first read of one from its
+            # middle (the header fetched alone) too
+            with open(os.path.join(m.mnt, 's1', 'y.bin'), 'rb', buffering=0) as f:
+                f.seek(5000)
+                ck.eq('s1/y.bin from 5000', f.read(100), good[2][1][5000:5100])
+            for n, data in good:
+                ck.eq('s1/%s' % n[:20], read_result(os.path.join(m.mnt, 's1', n)), ('ok', data))
+            early = samples(m.mnt)  # made from the sidecar's index: its offsets
+            log('samples.tsv before a read: %r' % early)
+            # the first member's header is the same: its bytes are served
+            ck.eq('a.bin', read_result(os.path.join(top, 'a.bin')), ('ok', a))
+            # b.bin's header says 20480 bytes, the sidecar 10240: never its bytes
+            got = read_result(os.path.join(top, 'b.bin'))
+            log('first read of b.bin: %s' % ml.short(got))
+            ck.eq('first read of b.bin: ESTALE', got, ('err', errno.ESTALE))
+            for n, (_, size, data) in sorted(model.items()):
+                p = os.path.join(top, n)
+                ck.ok(poll(lambda: read_result(p) == ('ok', data)),
+                      'after the rejection: %s never the new bytes (last: %s)' % (
+                          n, ml.short(read_result(p))))
+                ck.eq('after the rejection: %s size' % n, os.stat(p).st_size, size)
+            ck.eq('s0.tar', read_result(os.path.join(m.mnt, 's0.tar')), ('ok', new_tar))
+            ck.eq('samples.tsv after the rejection: the new offsets', samples(m.mnt), want_rows)
+            st = m.stats()
+            for k, v in (('index_sidecar', 2), ('index_rejected_on_read', 1),
+                         ('index_built', 1)):
+                ck.eq('stats %s' % k, st.get(k), v)
+        with open(logf, errors='replace') as f:
+            text = f.read()
+        ck.eq('one log line of the rejection', text.count('its sidecar index is wrong'), 1)
+        # a remount: the index built from the shard, saved in the cache, is used
+        with ml.Mount(env, ng.url('json/'), cache_dir=cache, extra=opts) as m:
+            top = os.path.join(m.mnt, 's0')
+            for n, (_, size, data) in sorted(model.items()):
+                ck.eq('remount: %s' % n, read_result(os.path.join(top, n)), ('ok', data))
+            st = m.stats()
+            for k, v in (('index_loaded', 1), ('index_sidecar', 0), ('index_rejected_on_read', 0)):
+                ck.eq('remount: stats %s' % k, st.get(k), v)
+
+    # locally: a sidecar whose identity names the shard as it is now (written by a tool that
+    # copied it from elsewhere: nothing but the members' own headers tell)
+    sc = shard + '.idx'
+    with open(sc, 'rb') as f:
+        sidecar = f.read()
+    stn = os.stat(shard)
+    h = 0xcbf29ce484222325
+    for x in new_tar[-65536:]:
+        h = ((h ^ x) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    ident = b'shardfs-sidecar|3|raw|%d|%016x|%d|%d|%d' % (len(new_tar), h, stn.st_mtime_ns,
+                                                          stn.st_ino, stn.st_ctime_ns)
+    write_file(sc, sidecar_with_ident(sidecar, ident))
+    with ml.Mount(env, src, cache_dir=env.path('cache-local'), extra=opts) as m:
+        top = os.path.join(m.mnt, 's0')
+        ck.eq('local: c.bin, first read', read_result(os.path.join(top, 'c.bin')),
+              ('err', errno.ESTALE))
+        for n, (_, size, data) in sorted(model.items()):
+            p = os.path.join(top, n)
+            ck.ok(poll(lambda: read_result(p) == ('ok', data)),
+                  'local: %s never the new bytes' % n)
+        st = m.stats()
+        for k, v in (('index_sidecar', 1), ('index_rejected_on_read', 1), ('index_built', 1)):
+            ck.eq('local: stats %s' % k, st.get(k), v)
+
+
 GROUPS = {'rewrite': group_rewrite, 'refresh': group_refresh, 'sidecar': group_sidecar,
-          'sidecar-url': group_sidecar_url}
+          'sidecar-url': group_sidecar_url, 'sidecar-stale': group_sidecar_stale,
+          'moved': group_moved, 'fulldisk': group_fulldisk}
 
 
 def main():

@@ -1116,6 +1116,93 @@ static void test_listing_attrs(void)
 	fs_close_core(&fs);
 }
 
+/* ---- a member's tar header against its index entry (shardidx_check_header) -- */
+
+static void reseal(char *h)
+{
+	unsigned sum = 0;
+
+	memset(h + 148, ' ', 8);
+	for (int k = 0; k < 512; k++)
+		sum += (unsigned char)h[k];
+	snprintf(h + 148, 8, "%06o", sum);
+}
+
+static void test_header_check(void)
+{
+	struct member m[] = {{"d/sub/k0.bin", '0', "hello, world"}};
+	struct shardidx_entry e = {
+	    .name = "k0.bin", .type = SHARDIDX_REG, .size = 12, .data_off = 512};
+	char *tar, h[512], data[512];
+	size_t len = tar_write(m, 1, &tar);
+
+	CHECK(len >= 1024, "archive of %zu bytes", len);
+	memcpy(h, tar, 512);
+	CHECK(shardidx_check_header(h, &e) == 0, "the member's own header");
+	e.size = 13;
+	CHECK(shardidx_check_header(h, &e) == -ESTALE, "another size");
+	e.size = 12;
+	e.name = "k1.bin";
+	CHECK(shardidx_check_header(h, &e) == -ESTALE, "another name");
+	e.name = "k0.bin";
+	e.type = SHARDIDX_DIR;
+	CHECK(shardidx_check_header(h, &e) == -ESTALE, "a directory entry");
+	e.type = SHARDIDX_SYMLINK;
+	CHECK(shardidx_check_header(h, &e) == -ESTALE, "a symlink entry");
+	e.type = SHARDIDX_REG;
+	/* a byte changed after the checksum was made */
+	h[0] ^= 1;
+	CHECK(shardidx_check_header(h, &e) == -EBADMSG, "a bad checksum");
+	h[0] ^= 1;
+	/* member data where a header should be */
+	memset(data, 'x', sizeof(data));
+	CHECK(shardidx_check_header(data, &e) == -EBADMSG, "data bytes");
+	memset(data, 0, sizeof(data));
+	CHECK(shardidx_check_header(data, &e) == -EBADMSG, "a zero block");
+	/* the ustar prefix field: prefix "a/b", name "k0.bin" */
+	memset(h, 0, 100);
+	memcpy(h, "k0.bin", 6);
+	memcpy(h + 345, "a/b", 3);
+	reseal(h);
+	CHECK(shardidx_check_header(h, &e) == 0, "a name split into prefix and name");
+	/* contiguous file type '7' and a v7 NUL type are regular files */
+	h[156] = '7';
+	reseal(h);
+	CHECK(shardidx_check_header(h, &e) == 0, "type 7");
+	h[156] = '\0';
+	reseal(h);
+	CHECK(shardidx_check_header(h, &e) == 0, "type NUL");
+	h[156] = '1';
+	reseal(h);
+	CHECK(shardidx_check_header(h, &e) == -ESTALE, "a hard link header");
+	h[156] = '0';
+	/* a full name field: the name came in a long-name header, not compared */
+	memset(h, 'n', 100);
+	memset(h + 345, 0, 155);
+	reseal(h);
+	CHECK(shardidx_check_header(h, &e) == 0, "a full name field");
+	/* non-ASCII names came in a pax header: not compared */
+	memset(h, 0, 100);
+	memcpy(h, "k?.bin", 6);
+	reseal(h);
+	CHECK(shardidx_check_header(h, &e) == -ESTALE, "an ASCII name differs");
+	e.name = "k\xc3\xa9.bin";
+	CHECK(shardidx_check_header(h, &e) == 0, "a non-ASCII name");
+	e.name = "k?.bin";
+	/* sizes past the octal field: base-256 compared, an octal field not */
+	e.size = 1ull << 36;
+	CHECK(shardidx_check_header(h, &e) == 0, "a pax size over the octal field");
+	memset(h + 124, 0, 12);
+	h[124] = (char)0x80;
+	h[131] = 0x10; /* 2^36: byte 7 of the 11 after the marker */
+	reseal(h);
+	CHECK(shardidx_check_header(h, &e) == 0, "a base-256 size");
+	e.size = (1ull << 36) + 1;
+	CHECK(shardidx_check_header(h, &e) == -ESTALE, "a base-256 size that differs");
+	CHECK(shardidx_check_header(NULL, &e) == -EINVAL, "NULL header");
+	free(tar);
+}
+
 int main(void)
 {
 	char cmd[4200];
@@ -1135,6 +1222,7 @@ int main(void)
 	test_plan();
 	test_lazy();
 	test_remap();
+	test_header_check();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", tmp);
