@@ -4,8 +4,10 @@
  * request and wait for its on_done on a condition variable.
  *
  * They run on any thread but the I/O thread (which they wait for); the wait
- * is bounded by the request's retry budget. Bodies go to a buffer of at
- * most the caller's size (get grows its own up to max: -EFBIG past it) or,
+ * is the request's: its wait for a connection slot, then its attempts
+ * until one succeeds or the retry budget is spent (each attempt bounded by
+ * the stall timeout; -EIO at once while the store is down). Bodies go to a
+ * buffer of at most the caller's size (get grows its own up to max: -EFBIG past it) or,
  * for stream, straight from curl's buffer to the caller's sink.
  *
  * Non-goals: a timeout of their own (the engine's budget is the bound).

@@ -46,7 +46,8 @@
  *
  * Contract: the writers run on the building thread, into a sink that is a
  * cachetier meta writer or a zeroed buffer (struct ifv_sink); they take
- * heap for one 64 KiB buffer a section, whatever the view's size. Non-goals:
+ * a 64 KiB buffer for each section being written and 1 MiB to checksum a
+ * written blob, whatever the view's size. Non-goals:
  * portability of the build's records (native-endian, never saved); the
  * blob itself is little-endian.
  */
