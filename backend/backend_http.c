@@ -15,7 +15,7 @@
  *     keys are the decoded names joined by '/'; a key's URL is the source
  *     URL plus the key percent-encoded. Files an HTML page lists without a
  *     size are HEADed.
- * Reads are ranged GETs through the I/O engine (backend_io.c), which owns
+ * Reads are ranged GETs through the I/O engine (backend_io_*.c), which owns
  * retries, redirects and TLS. A query string in SOURCE (say, a token) is
  * sent with every request and never shown in be->desc; neither is URL
  * userinfo.

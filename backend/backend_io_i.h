@@ -40,9 +40,14 @@
 #ifndef BACKEND_IO_I_H
 #define BACKEND_IO_I_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include <curl/curl.h>
+#include <uv.h>
 
 #include "backend.h"
 
@@ -127,5 +132,125 @@ int backend_io_head(struct backend_io *io, struct backend_req *r);
 
 /* HTTP status to errno: the one place where that mapping lives. */
 int backend__http_errno(long status);
+
+/* ---- the engine's internals: for backend_io_*.c only -----------------------
+ * The engine is five files; they share the structs below and the functions
+ * named backend__io_*, which all run on the loop thread:
+ *   backend_io_loop.c     the I/O thread: its libuv loop driving curl's multi
+ *                         handle, the queue from other threads, open, close,
+ *                         cancel, stats
+ *   backend_io_xfer.c     a request's life: waiting for a slot, each attempt
+ *                         started, its outcome (finish, retry with backoff,
+ *                         follow a redirect, resume)
+ *   backend_io_attempt.c  one attempt's HTTP: curl's header, body and
+ *                         progress callbacks; curl results and statuses to
+ *                         errno and words
+ *   backend_io_breaker.c  the circuit breaker: the store down, the probe
+ *   backend_io_wait.c     the blocking helpers (get, read, stream, head)
+ */
+enum xfer_state { X_WAIT, X_RUN, X_BACKOFF };
+
+struct xfer {
+	struct backend_io *io;
+	struct backend_req *r;
+	enum xfer_state state;
+	struct xfer *prev, *next; /* io->all */
+	struct xfer *wnext;	  /* io->wait, state X_WAIT */
+	uv_timer_t backoff;	  /* the memory is freed in its close callback */
+	CURL *easy;
+	struct curl_slist *hdrs; /* of the running attempt */
+	char *url;		 /* target of the next/running attempt */
+	char *origin;		 /* "scheme://host:port" of r->url */
+	int signable;		 /* url has r->url's origin: sign, keep userinfo */
+	int hops;		 /* redirects followed */
+	uint64_t t0_ns;		 /* first attempt started (the budget's clock) */
+	int last_err;		 /* why the last attempt failed, for -EIO */
+	char range[64];
+	char ifmatch[96];
+	char first_etag[80]; /* ETag of the first body answer; "" before */
+	int have_first;
+	int probe; /* io->probe_req: one attempt, never failed fast */
+	char errbuf[CURL_ERROR_SIZE];
+
+	/* ---- the current attempt, reset by backend__io_attempt_reset ---- */
+	long status;
+	int hdr_done; /* the final response's headers are complete */
+	int have_clen, have_crange, crange_star;
+	uint64_t clen, cr_start, cr_end, cr_total;
+	char etag[80];
+	int64_t mtime;
+	uint64_t want_start;  /* first object offset this attempt asks for */
+	uint64_t skip;	      /* body bytes to drop first (200 to a range) */
+	uint64_t limit;	      /* most body bytes to deliver (UINT64_MAX: all) */
+	int accept_body;      /* 2xx GET whose body goes to on_data */
+	int abort_err;	      /* set by a callback: finish with it, no retry */
+	int stop_ok;	      /* we stopped the body ourselves: success */
+	int stalled;	      /* on_progress aborted a silent transfer */
+	uint64_t progress_ns; /* when bytes last arrived (or the attempt began) */
+};
+
+struct sock;
+
+struct backend_io {
+	pthread_t thread;
+	pthread_mutex_t lock;	    /* protects queue, closing; leaf lock */
+	struct backend_req *q_head; /* protected by lock */
+	struct backend_req *q_tail; /* protected by lock */
+	int closing;		    /* protected by lock */
+	int cancelled;		    /* protected by lock: backend_io_cancel was called */
+
+	/* ---- loop thread only (after open returned) ---- */
+	uv_loop_t loop;
+	uv_async_t async;
+	uv_timer_t timer; /* curl's timeout */
+	CURLM *multi;
+	struct xfer *all;
+	struct xfer *wait_head, *wait_tail;
+	struct sock *socks;
+	unsigned running;
+	uint64_t rng;
+	int halted; /* cancelled: everything completes with -ECANCELED */
+	/* the circuit breaker (see "store down" below) */
+	int down;	 /* a request spent its budget; no answer since */
+	char *probe_url; /* what the probe asks for: the failed request's URL */
+	struct backend_req probe_req;
+	int probe_busy;	       /* probe_req is submitted */
+	double probe_delay_ms; /* until the next probe */
+	uv_timer_t probe_timer;
+
+	/* ---- any thread: counters for backend_io_stats ---- */
+	atomic_ullong n_requests, n_attempts, n_failures, n_fast_fails, n_probes, n_cancels;
+	atomic_int down_now;
+
+	/* ---- read-only after open ---- */
+	unsigned max_running;
+	double budget_ms;
+	long connect_ms;
+	long stall_s;
+	uint64_t stall_ns;
+	char *ca_file;
+};
+
+/* backend_io_xfer.c */
+int backend__io_xfer_add(struct backend_io *io, struct backend_req *r, int probe);
+void backend__io_xfer_finish(struct xfer *x, int err);
+void backend__io_kick(struct backend_io *io);
+void backend__io_check_multi_info(struct backend_io *io);
+
+/* backend_io_attempt.c */
+void backend__io_attempt_reset(struct xfer *x);
+size_t backend__io_on_header(char *buf, size_t size, size_t n, void *arg);
+size_t backend__io_on_body(char *buf, size_t size, size_t n, void *arg);
+int backend__io_on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+			    curl_off_t ulnow);
+int backend__io_curl_errno(CURLcode c, int *retry);
+void backend__io_curl_describe(CURLcode c, const char *url, const char *errbuf,
+			       struct backend_req *r);
+
+/* backend_io_breaker.c */
+void backend__io_store_up(struct backend_io *io);
+void backend__io_store_down(struct backend_io *io, struct xfer *failed);
+void backend__io_fail_fast(struct backend_io *io, struct xfer *x);
+void backend__io_fast_fail_words(struct backend_req *r);
 
 #endif

@@ -103,7 +103,7 @@ enum fs_kind {
 	FS_K_SHARD = 3,	 /* a shard's member tree root: a = shard index */
 	FS_K_MEMBER = 4, /* a member: a = shard index, b = entry index */
 	FS_K_CTL = 5,	 /* .shardfs and its files: a = enum fs_ctl */
-	/* --layout imagefolder (fs_imagefolder.c) */
+	/* --layout imagefolder (fs_if_view.c) */
 	FS_K_IFCLASS = 6, /* a class directory at the root: a = class index */
 	FS_K_IFFILE = 7,  /* a sample's image: a = shard index, b = entry index (canon) */
 	/* .shardfs/samples.tsv, wids.json and dali/ (fs_loaderidx.c) */
@@ -750,7 +750,7 @@ void fs_notify_shard(struct fs *fs, uint32_t shard, uint32_t n);
 /* Wait until everything queued so far is sent (at most timeout_s). */
 void fs_notify_drain(struct fs *fs, double timeout_s);
 
-/* ---- fs_imagefolder.c — the --layout imagefolder view ----------
+/* ---- fs_if_*.c — the --layout imagefolder view ----------
  * ROOT/<class>/<name>.<ext>: one file per sample (its image member). Built
  * once, on the first lookup or listing of the root, from every shard's
  * index (indexed in parallel), saved in the cache directory and mapped from
@@ -758,7 +758,7 @@ void fs_notify_drain(struct fs *fs, double timeout_s);
  * immutable afterwards, so readers take no lock. Files are the members themselves:
  * FS_K_IFFILE(shard, entry) is read and stat'ed like FS_K_MEMBER(shard, entry). */
 struct fs_ifview {
-	/* The view's blob (fs_imagefolder.c: header, class and file records,
+	/* The view's blob (fs_if_blob.c: header, class and file records,
 	 * string table), mapped from the cache directory (map) or, when it
 	 * could not be saved or mapped, in the heap (heap). */
 	const unsigned char *classes; /* nclasses records, sorted by name */

@@ -52,7 +52,7 @@
 
 #include "fs_view.h"
 
-/* Index building is I/O bound: as fs_imagefolder.c. */
+/* Index building is I/O bound: as fs_if_build.c. */
 #define IDX_THREADS 4
 
 enum lidx_what { LX_DALI_DIR = 0, LX_DALI_FILE = 1, LX_SAMPLES = 2, LX_WIDS = 3 };

@@ -1,6 +1,6 @@
 /*
  * fs_sort.c — an external sort of variable-length records within a memory
- * budget (the imagefolder view's build: fs_imagefolder.c).
+ * budget (the imagefolder view's build: fs_if_build.c).
  *
  * Records are added into an arena; when the arena and its index would pass
  * the budget, they are sorted and written as one run to a scratch file of

@@ -11,8 +11,8 @@
  *                         raw .tar among them)
  *   fs_view_shard.c       a shard's member directory and its members
  *   fs_view_ctl.c         .shardfs and its control files
- *   fs_imagefolder.c      --layout imagefolder: the root, class directories
- *                         and image files
+ *   fs_if_view.c          --layout imagefolder: the root, class directories
+ *                         and image files (the view: fs_if_*.c)
  *   fs_loaderidx.c        .shardfs/samples.tsv, wids.json and the DALI
  *                         indexes under .shardfs/dali
  * Every operation returns 0 (or a length) or a negative errno.
@@ -73,7 +73,7 @@ struct fs_view {
 extern const struct fs_view fs_view_dir, fs_view_obj;			     /* fs_view_source.c */
 extern const struct fs_view fs_view_shard, fs_view_member;		     /* fs_view_shard.c */
 extern const struct fs_view fs_view_ctl;				     /* fs_view_ctl.c */
-extern const struct fs_view fs_view_ifroot, fs_view_ifclass, fs_view_iffile; /* fs_imagefolder.c */
+extern const struct fs_view fs_view_ifroot, fs_view_ifclass, fs_view_iffile; /* fs_if_view.c */
 extern const struct fs_view fs_view_lidx;				     /* fs_loaderidx.c */
 
 /* The view of inode ino (the root's depends on the layout), or NULL for a

@@ -1,0 +1,360 @@
+/*
+ * backend_io_attempt.c — one attempt's HTTP exchange (contract:
+ * backend_io_i.h): curl's header, body and progress callbacks of an
+ * attempt, and what its result means (curl codes and HTTP statuses to
+ * errno and to words).
+ *
+ * The callbacks run on the I/O thread inside curl and never block (but for
+ * on_data's pwrite of a streamed read). They parse the status line, ETag,
+ * Content-Length, Content-Range and Last-Modified; a 206 must start
+ * exactly at the asked offset and end at the range's end or at the
+ * object's; a 200 to a ranged request is consumed by skipping to the
+ * offset and stopping after the wanted length; a resumed answer with
+ * another ETag is -ESTALE, never mixed bytes. A transfer silent for the
+ * stall timeout is stopped (on_progress) and retried by the caller.
+ *
+ * Non-goals: chunked trailers, multi-range answers, any body but a GET's.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+#include <uv.h>
+
+#include "backend_i.h"
+#include "backend_io_i.h"
+
+int backend__http_errno(long status)
+{
+	switch (status) {
+	case 404:
+	case 410:
+		return -ENOENT;
+	case 401:
+	case 403:
+		return -EACCES;
+	case 412:
+		return -ESTALE;
+	case 416:
+		return -EINVAL;
+	default:
+		return -EIO;
+	}
+}
+
+/* curl result to errno, and whether another attempt may help: the one place
+ * where curl codes are mapped. */
+int backend__io_curl_errno(CURLcode c, int *retry)
+{
+	switch (c) {
+	case CURLE_OK:
+		*retry = 0;
+		return 0;
+	case CURLE_UNSUPPORTED_PROTOCOL:
+	case CURLE_URL_MALFORMAT:
+	case CURLE_BAD_FUNCTION_ARGUMENT:
+		*retry = 0;
+		return -EINVAL;
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CERTPROBLEM:
+		/* the store is there but cannot be trusted: its own errno, so
+		 * that nothing mistakes it for "unreachable" */
+		*retry = 0;
+		return -EKEYREJECTED;
+	case CURLE_TOO_MANY_REDIRECTS:
+	case CURLE_WRITE_ERROR:
+		*retry = 0;
+		return -EIO;
+	case CURLE_OUT_OF_MEMORY:
+		*retry = 0;
+		return -ENOMEM;
+	default:
+		/* connect/resolve failures, resets, timeouts (stalls), short
+		 * bodies (PARTIAL_FILE), GOT_NOTHING, TLS handshake errors */
+		*retry = 1;
+		return -EIO;
+	}
+}
+
+/* A failed attempt's curl result in words, into r->error: the one place
+ * where curl codes become messages. curl's error buffer is used only for
+ * codes whose text names at most a host and port (never a URL, so never
+ * userinfo or a query). */
+void backend__io_curl_describe(CURLcode c, const char *url, const char *errbuf,
+			       struct backend_req *r)
+{
+	char host[128];
+	const char *detail = errbuf && *errbuf ? errbuf : curl_easy_strerror(c);
+
+	backend__url_host(url, host, sizeof(host));
+	switch (c) {
+	case CURLE_PEER_FAILED_VERIFICATION:
+		snprintf(r->error, sizeof(r->error),
+			 "TLS certificate of %.100s not trusted: %.180s", host, detail);
+		break;
+	case CURLE_SSL_CACERT_BADFILE:
+		snprintf(r->error, sizeof(r->error), "cannot use the CA file: %s", detail);
+		break;
+	case CURLE_SSL_CONNECT_ERROR:
+		snprintf(r->error, sizeof(r->error), "TLS handshake with %.100s failed: %.180s",
+			 host, detail);
+		break;
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_OPERATION_TIMEDOUT:
+		snprintf(r->error, sizeof(r->error), "%s", detail);
+		break;
+	default:
+		snprintf(r->error, sizeof(r->error), "%s", curl_easy_strerror(c));
+		break;
+	}
+}
+
+static int parse_u64(const char *s, const char *end, uint64_t *v, const char **stop)
+{
+	uint64_t x = 0;
+	const char *p = s;
+
+	while (p < end && *p >= '0' && *p <= '9') {
+		if (x > (UINT64_MAX - 9) / 10)
+			return -1;
+		x = x * 10 + (uint64_t)(*p - '0');
+		p++;
+	}
+	if (p == s)
+		return -1;
+	*v = x;
+	*stop = p;
+	return 0;
+}
+
+static const char *skip_ws(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	return p;
+}
+
+void backend__io_attempt_reset(struct xfer *x)
+{
+	x->status = 0;
+	x->hdr_done = 0;
+	x->have_clen = x->have_crange = x->crange_star = 0;
+	x->clen = x->cr_start = x->cr_end = x->cr_total = 0;
+	x->etag[0] = '\0';
+	x->mtime = 0;
+	x->skip = 0;
+	x->limit = UINT64_MAX;
+	x->accept_body = 0;
+	x->abort_err = 0;
+	x->stop_ok = 0;
+	x->stalled = 0;
+	x->errbuf[0] = '\0';
+}
+
+/* The final response's headers are in: decide what its body is. Returns 0,
+ * or a negative errno that fails the request. */
+static int headers_complete(struct xfer *x)
+{
+	struct backend_req *r = x->r;
+	int get = strcmp(r->method, "HEAD") != 0;
+	int ranged = r->range_len > 0 || r->delivered > 0;
+	uint64_t remain = r->range_len ? r->range_len - r->delivered : UINT64_MAX;
+
+	if (x->status < 200 || x->status > 299)
+		return 0; /* body discarded; decided at the end */
+	if (x->have_first && x->first_etag[0] && x->etag[0] && strcmp(x->etag, x->first_etag) != 0)
+		return -ESTALE; /* resumed on a different object */
+	/* the caller's version, also against servers that ignore If-Match */
+	if (r->if_match && *r->if_match && x->etag[0] && strcmp(x->etag, r->if_match) != 0)
+		return -ESTALE;
+	if (!get)
+		return 0;
+	if (x->status == 206) {
+		if (!ranged || !x->have_crange || x->crange_star || x->cr_start != x->want_start ||
+		    x->cr_end < x->cr_start || x->cr_end >= x->cr_total)
+			return -EIO;
+		/* may end early only at the object's end */
+		if (r->range_len && x->cr_end - x->cr_start + 1 < remain &&
+		    x->cr_end + 1 != x->cr_total)
+			return -EIO;
+		if (x->have_clen && x->clen != x->cr_end - x->cr_start + 1)
+			return -EIO;
+	} else if (x->status == 200 && ranged) {
+		/* the server ignored Range: read the whole body from offset 0 */
+		x->skip = x->want_start;
+	} else if (x->status != 200) {
+		return -EIO; /* 204 and friends: not an object body */
+	}
+	x->limit = remain;
+	x->accept_body = 1;
+	if (!x->have_first) {
+		x->have_first = 1;
+		snprintf(x->first_etag, sizeof(x->first_etag), "%s", x->etag);
+	}
+	return 0;
+}
+
+size_t backend__io_on_header(char *buf, size_t size, size_t n, void *arg)
+{
+	struct xfer *x = arg;
+	size_t len = size * n;
+	const char *end = buf + len, *v;
+	const char *stop;
+	int err;
+
+	x->progress_ns = uv_hrtime();
+	while (end > buf && (end[-1] == '\r' || end[-1] == '\n'))
+		end--;
+	if (len >= 5 && strncmp(buf, "HTTP/", 5) == 0) {
+		const char *p = memchr(buf, ' ', (size_t)(end - buf));
+		uint64_t st = 0;
+
+		backend__io_attempt_reset(x); /* each response (1xx too) starts afresh */
+		if (!p || parse_u64(skip_ws(p, end), end, &st, &stop) < 0 || st > 999)
+			return 0;
+		x->status = (long)st;
+		return len;
+	}
+	if (end == buf) { /* the blank line: end of one response's headers */
+		if (x->status >= 100 && x->status < 200)
+			return len;
+		x->hdr_done = 1;
+		err = headers_complete(x);
+		if (err < 0) {
+			x->abort_err = err;
+			return 0;
+		}
+		return len;
+	}
+	v = memchr(buf, ':', (size_t)(end - buf));
+	if (!v)
+		return len;
+#define HDR(name)                                                                                  \
+	((size_t)(v - buf) == sizeof(name) - 1 && strncasecmp(buf, name, sizeof(name) - 1) == 0)
+	if (HDR("etag")) {
+		const char *s = skip_ws(v + 1, end);
+		size_t l = (size_t)(end - s);
+
+		if (l >= sizeof(x->etag))
+			l = 0; /* absurd: treat as absent */
+		memcpy(x->etag, s, l);
+		x->etag[l] = '\0';
+	} else if (HDR("content-length")) {
+		const char *s = skip_ws(v + 1, end);
+
+		if (parse_u64(s, end, &x->clen, &stop) == 0 && skip_ws(stop, end) == end)
+			x->have_clen = 1;
+	} else if (HDR("content-range")) {
+		const char *s = skip_ws(v + 1, end);
+
+		/* "bytes A-B/T" or "bytes STAR/T" (416); an unknown total is refused */
+		if ((size_t)(end - s) > 6 && strncasecmp(s, "bytes ", 6) == 0) {
+			s = skip_ws(s + 6, end);
+			if (s < end && *s == '*') {
+				if (s + 1 < end && s[1] == '/' &&
+				    parse_u64(s + 2, end, &x->cr_total, &stop) == 0 && stop == end)
+					x->crange_star = x->have_crange = 1;
+			} else if (parse_u64(s, end, &x->cr_start, &stop) == 0 && stop < end &&
+				   *stop == '-' &&
+				   parse_u64(stop + 1, end, &x->cr_end, &stop) == 0 && stop < end &&
+				   *stop == '/' &&
+				   parse_u64(stop + 1, end, &x->cr_total, &stop) == 0 &&
+				   stop == end) {
+				x->have_crange = 1;
+			}
+		}
+	} else if (HDR("last-modified")) {
+		char tmp[64];
+		const char *s = skip_ws(v + 1, end);
+		size_t l = (size_t)(end - s);
+		time_t t;
+
+		if (l < sizeof(tmp)) {
+			memcpy(tmp, s, l);
+			tmp[l] = '\0';
+			t = curl_getdate(tmp, NULL);
+			if (t > 0)
+				x->mtime = (int64_t)t;
+		}
+	}
+#undef HDR
+	return len;
+}
+
+size_t backend__io_on_body(char *buf, size_t size, size_t n, void *arg)
+{
+	struct xfer *x = arg;
+	struct backend_req *r = x->r;
+	size_t len = size * n;
+	int err;
+
+	x->progress_ns = uv_hrtime();
+	if (!x->accept_body)
+		return len; /* error pages, redirect bodies: dropped */
+	if (x->skip) {
+		size_t k = x->skip < len ? (size_t)x->skip : len;
+
+		x->skip -= k;
+		buf += k;
+		len -= k;
+		if (!len)
+			return size * n;
+	}
+	if ((uint64_t)len > x->limit) {
+		if (x->status == 206) { /* more than Content-Range said */
+			x->abort_err = -EIO;
+			return 0;
+		}
+		len = (size_t)x->limit; /* 200 to a range: stop after it */
+	}
+	if (len && r->on_data) {
+		err = r->on_data(r->arg, buf, len);
+		if (err < 0) {
+			x->abort_err = err;
+			return 0;
+		}
+	}
+	r->delivered += len;
+	x->limit -= len;
+	if (x->limit == 0 && x->status == 200 && r->range_len) {
+		x->stop_ok = 1;
+		return 0; /* the rest of a full body is not wanted */
+	}
+	return size * n;
+}
+
+/* Stall detection. curl's LOW_SPEED_TIME averages the speed over about five
+ * seconds, so a few bytes followed by silence are noticed up to five seconds
+ * late; this is exact to curl's once-a-second progress calls (which the
+ * LOW_SPEED settings keep coming while the transfer is silent). */
+int backend__io_on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+			    curl_off_t ulnow)
+{
+	struct xfer *x = arg;
+
+	(void)dltotal;
+	(void)dlnow;
+	(void)ultotal;
+	(void)ulnow;
+	if (x->r->on_poll) {
+		int err = x->r->on_poll(x->r->arg);
+
+		if (err < 0) {
+			x->abort_err = err;
+			return 1;
+		}
+	}
+	if (uv_hrtime() - x->progress_ns > x->io->stall_ns) {
+		x->stalled = 1;
+		return 1;
+	}
+	return 0;
+}

@@ -1,0 +1,368 @@
+/*
+ * backend_io_loop.c — the I/O thread of the remote stores (contract:
+ * backend_io_i.h): its loop, the queue from other threads, and the
+ * engine's life (open, cancel, close, stats).
+ *
+ * One thread runs a libuv loop; the loop drives a libcurl multi handle with
+ * the multi_socket API as in curl's docs/examples/multi-uv.c: curl tells us
+ * which sockets to watch (CURLMOPT_SOCKETFUNCTION, one uv_poll_t each) and
+ * when to call it back (CURLMOPT_TIMERFUNCTION, one uv_timer_t). Other
+ * threads hand requests over through a mutex-protected queue and
+ * uv_async_send; on_async makes each an xfer (backend_io_xfer.c), or fails
+ * it at once while the store is down (backend_io_breaker.c).
+ * backend_io_cancel sets 'halted': everything completes with -ECANCELED
+ * (cancel_all) and nothing starts any more; close does the same first.
+ *
+ * Non-goals: more than one loop thread per store; request bodies (no
+ * PUT/POST), HTTP caching, cookies.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+#include <uv.h>
+
+#include "backend_i.h"
+#include "backend_io_i.h"
+
+struct sock {
+	uv_poll_t poll; /* first: the handle is freed as struct sock */
+	curl_socket_t fd;
+	struct backend_io *io;
+	struct sock *prev, *next; /* io->socks */
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_result;
+
+static void curl_init_once(void)
+{
+	curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+/* ------------------------------------------------------------------------ */
+/* curl <-> libuv glue (multi-uv.c pattern)                                   */
+
+static void sock_free_cb(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+static void sock_close(struct backend_io *io, struct sock *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		io->socks = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	uv_poll_stop(&s->poll);
+	uv_close((uv_handle_t *)&s->poll, sock_free_cb);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+	struct sock *s = h->data;
+	struct backend_io *io = s->io;
+	int flags = 0, running;
+
+	if (status < 0)
+		flags = CURL_CSELECT_ERR;
+	if (!status && (events & UV_READABLE))
+		flags |= CURL_CSELECT_IN;
+	if (!status && (events & UV_WRITABLE))
+		flags |= CURL_CSELECT_OUT;
+	curl_multi_socket_action(io->multi, s->fd, flags, &running);
+	backend__io_check_multi_info(io);
+}
+
+static int on_socket(CURL *e, curl_socket_t fd, int what, void *userp, void *socketp)
+{
+	struct backend_io *io = userp;
+	struct sock *s = socketp;
+	int events = 0;
+
+	(void)e;
+	if (what == CURL_POLL_REMOVE) {
+		if (s) {
+			sock_close(io, s);
+			curl_multi_assign(io->multi, fd, NULL);
+		}
+		return 0;
+	}
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return -1;
+		if (uv_poll_init_socket(&io->loop, &s->poll, fd) < 0) {
+			free(s);
+			return -1;
+		}
+		s->poll.data = s;
+		s->fd = fd;
+		s->io = io;
+		s->next = io->socks;
+		if (io->socks)
+			io->socks->prev = s;
+		io->socks = s;
+		curl_multi_assign(io->multi, fd, s);
+	}
+	if (what & CURL_POLL_IN)
+		events |= UV_READABLE;
+	if (what & CURL_POLL_OUT)
+		events |= UV_WRITABLE;
+	uv_poll_start(&s->poll, events, on_poll);
+	return 0;
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+	struct backend_io *io = t->data;
+	int running;
+
+	curl_multi_socket_action(io->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	backend__io_check_multi_info(io);
+}
+
+static int on_timer(CURLM *m, long timeout_ms, void *userp)
+{
+	struct backend_io *io = userp;
+
+	(void)m;
+	if (timeout_ms < 0)
+		uv_timer_stop(&io->timer);
+	else /* 0 means "now": a 0 ms timer fires on the loop's next turn, outside
+	      * curl's callbacks (multi-uv.c's 1 ms would cost 1 ms per request) */
+		uv_timer_start(&io->timer, on_timeout, (uint64_t)timeout_ms, 0);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* the queue from other threads, shutdown                                     */
+
+/* Complete the queue q and every xfer with -ECANCELED; from now on the
+ * loop starts nothing (halted). The handles stay open. */
+static void cancel_all(struct backend_io *io, struct backend_req *q)
+{
+	io->halted = 1;
+	uv_timer_stop(&io->probe_timer);
+	while (q) {
+		struct backend_req *next = q->next;
+
+		q->next = NULL;
+		atomic_fetch_add(&io->n_cancels, 1);
+		q->on_done(q->arg, q, -ECANCELED);
+		q = next;
+	}
+	while (io->all) {
+		if (!io->all->probe)
+			atomic_fetch_add(&io->n_cancels, 1);
+		backend__io_xfer_finish(io->all, -ECANCELED);
+	}
+}
+
+static void shutdown_loop(struct backend_io *io, struct backend_req *q)
+{
+	cancel_all(io, q);
+	/* closes cached connections; their sockets come back as POLL_REMOVE */
+	curl_multi_cleanup(io->multi);
+	io->multi = NULL;
+	while (io->socks)
+		sock_close(io, io->socks);
+	uv_close((uv_handle_t *)&io->timer, NULL);
+	uv_close((uv_handle_t *)&io->probe_timer, NULL);
+	uv_close((uv_handle_t *)&io->async, NULL);
+}
+
+static void on_async(uv_async_t *a)
+{
+	struct backend_io *io = a->data;
+	struct backend_req *q;
+	int closing, cancelled;
+
+	pthread_mutex_lock(&io->lock);
+	q = io->q_head;
+	io->q_head = io->q_tail = NULL;
+	closing = io->closing;
+	cancelled = io->cancelled;
+	pthread_mutex_unlock(&io->lock);
+	if (closing) {
+		shutdown_loop(io, q);
+		return;
+	}
+	if (cancelled) {
+		cancel_all(io, q);
+		return;
+	}
+	while (q) {
+		struct backend_req *r = q, *next = q->next;
+
+		r->next = NULL;
+		q = next;
+		if (io->down) {
+			atomic_fetch_add(&io->n_fast_fails, 1);
+			backend__io_fast_fail_words(r);
+			r->on_done(r->arg, r, -EIO);
+		} else if (backend__io_xfer_add(io, r, 0) < 0) {
+			r->on_done(r->arg, r, -ENOMEM);
+		}
+	}
+	backend__io_kick(io);
+}
+
+static void *io_thread(void *arg)
+{
+	struct backend_io *io = arg;
+
+	uv_run(&io->loop, UV_RUN_DEFAULT);
+	return NULL;
+}
+
+int backend_io_open(struct backend_io **out, const struct backend_config *cfg)
+{
+	static const struct backend_config defaults;
+	struct backend_io *io;
+	int err = -ENOMEM;
+
+	*out = NULL;
+	if (!cfg)
+		cfg = &defaults;
+	pthread_once(&curl_once, curl_init_once);
+	if (curl_init_result != CURLE_OK)
+		return -ENOMEM;
+	io = calloc(1, sizeof(*io));
+	if (!io)
+		return -ENOMEM;
+	/* The caller's values (fs/fs_opt.c holds the defaults); only what
+	 * cannot work is clamped, as backend.h says. */
+	io->max_running = cfg->connections ? cfg->connections : 1;
+	io->budget_ms = (cfg->retry_budget_s > 0 ? cfg->retry_budget_s : 0) * 1000.0;
+	/* rounded up: a timeout below 1 ms must not become curl's 0 (its
+	 * default of 300 s) */
+	io->connect_ms = (long)((cfg->connect_timeout_s > 0 ? cfg->connect_timeout_s : 0) * 1000.0);
+	if (cfg->connect_timeout_s > 0 && (double)io->connect_ms < cfg->connect_timeout_s * 1000.0)
+		io->connect_ms++;
+	io->stall_s = (long)(cfg->stall_timeout_s > 0 ? cfg->stall_timeout_s + 0.999 : 0);
+	io->stall_ns =
+	    cfg->stall_timeout_s > 0 ? (uint64_t)(cfg->stall_timeout_s * 1e9) : UINT64_MAX;
+	io->rng = uv_hrtime() ^ (uint64_t)(uintptr_t)io ^ 0x9e3779b97f4a7c15ull;
+	if (!io->rng)
+		io->rng = 1;
+	if (cfg->ca_file && !(io->ca_file = strdup(cfg->ca_file)))
+		goto fail_free;
+	if (pthread_mutex_init(&io->lock, NULL) != 0)
+		goto fail_free;
+	if (uv_loop_init(&io->loop) < 0)
+		goto fail_mutex;
+	io->multi = curl_multi_init();
+	if (!io->multi)
+		goto fail_loop;
+	curl_multi_setopt(io->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+	curl_multi_setopt(io->multi, CURLMOPT_SOCKETDATA, io);
+	curl_multi_setopt(io->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+	curl_multi_setopt(io->multi, CURLMOPT_TIMERDATA, io);
+	/* keep-alive: enough idle connections for the store and, behind a
+	 * redirecting proxy (AIStore), its targets */
+	curl_multi_setopt(io->multi, CURLMOPT_MAXCONNECTS, (long)io->max_running * 2 + 2);
+	curl_multi_setopt(io->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)io->max_running);
+	uv_async_init(&io->loop, &io->async, on_async);
+	io->async.data = io;
+	uv_timer_init(&io->loop, &io->timer);
+	io->timer.data = io;
+	uv_timer_init(&io->loop, &io->probe_timer);
+	io->probe_timer.data = io;
+	err = pthread_create(&io->thread, NULL, io_thread, io);
+	if (err) {
+		err = -err;
+		uv_close((uv_handle_t *)&io->async, NULL);
+		uv_close((uv_handle_t *)&io->timer, NULL);
+		uv_close((uv_handle_t *)&io->probe_timer, NULL);
+		uv_run(&io->loop, UV_RUN_DEFAULT);
+		curl_multi_cleanup(io->multi);
+		goto fail_loop;
+	}
+	*out = io;
+	return 0;
+fail_loop:
+	uv_loop_close(&io->loop);
+fail_mutex:
+	pthread_mutex_destroy(&io->lock);
+fail_free:
+	free(io->ca_file);
+	free(io);
+	return err;
+}
+
+void backend_io_close(struct backend_io *io)
+{
+	if (!io)
+		return;
+	pthread_mutex_lock(&io->lock);
+	io->closing = 1;
+	pthread_mutex_unlock(&io->lock);
+	uv_async_send(&io->async);
+	pthread_join(io->thread, NULL);
+	uv_loop_close(&io->loop);
+	pthread_mutex_destroy(&io->lock);
+	free(io->probe_url);
+	free(io->ca_file);
+	free(io);
+}
+
+void backend_io_cancel(struct backend_io *io)
+{
+	if (!io)
+		return;
+	pthread_mutex_lock(&io->lock);
+	io->cancelled = 1;
+	pthread_mutex_unlock(&io->lock);
+	uv_async_send(&io->async);
+}
+
+void backend_io_stats(struct backend_io *io, struct backend_stats *st)
+{
+	st->requests = atomic_load(&io->n_requests);
+	st->attempts = atomic_load(&io->n_attempts);
+	st->failures = atomic_load(&io->n_failures);
+	st->fast_fails = atomic_load(&io->n_fast_fails);
+	st->probes = atomic_load(&io->n_probes);
+	st->cancels = atomic_load(&io->n_cancels);
+	st->down = (uint64_t)atomic_load(&io->down_now);
+}
+
+void backend_io_submit(struct backend_io *io, struct backend_req *r)
+{
+	int closing;
+
+	r->next = NULL;
+	r->priv = NULL;
+	r->status = 0;
+	r->etag[0] = '\0';
+	r->size = 0;
+	r->mtime = 0;
+	r->delivered = 0;
+	r->attempts = 0;
+	r->error[0] = '\0';
+	atomic_fetch_add(&io->n_requests, 1);
+	pthread_mutex_lock(&io->lock);
+	closing = io->closing || io->cancelled;
+	if (!closing) {
+		if (io->q_tail)
+			io->q_tail->next = r;
+		else
+			io->q_head = r;
+		io->q_tail = r;
+	}
+	pthread_mutex_unlock(&io->lock);
+	if (closing) { /* cancelled, or racing with close: never queued */
+		atomic_fetch_add(&io->n_cancels, 1);
+		r->on_done(r->arg, r, -ECANCELED);
+	} else
+		uv_async_send(&io->async);
+}

@@ -1,0 +1,203 @@
+/*
+ * backend_io_wait.c — the engine's blocking helpers (contract:
+ * backend_io_i.h): backend_io_get, _read, _stream and _head submit one
+ * request and wait for its on_done on a condition variable.
+ *
+ * They run on any thread but the I/O thread (which they wait for); the wait
+ * is the request's: its wait for a connection slot, then its attempts
+ * until one succeeds or the retry budget is spent (each attempt bounded by
+ * the stall timeout; -EIO at once while the store is down). Bodies go to a
+ * buffer of at most the caller's size (get grows its own up to max: -EFBIG past it) or,
+ * for stream, straight from curl's buffer to the caller's sink.
+ *
+ * Non-goals: a timeout of their own (the engine's budget is the bound).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+#include <uv.h>
+
+#include "backend_i.h"
+#include "backend_io_i.h"
+
+struct waiter {
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	int done; /* protected by m */
+	int err;  /* protected by m */
+	/* written on the loop thread only before done is set */
+	char *buf;
+	size_t len, cap, max;
+	int grow; /* buf is ours to realloc (backend_io_get) */
+};
+
+static void waiter_init(struct waiter *w)
+{
+	memset(w, 0, sizeof(*w));
+	pthread_mutex_init(&w->m, NULL);
+	pthread_cond_init(&w->c, NULL);
+}
+
+static void waiter_done(void *arg, struct backend_req *r, int err)
+{
+	struct waiter *w = arg;
+
+	(void)r;
+	pthread_mutex_lock(&w->m);
+	w->err = err;
+	w->done = 1;
+	pthread_cond_signal(&w->c);
+	pthread_mutex_unlock(&w->m);
+}
+
+static int waiter_run(struct backend_io *io, struct backend_req *r, struct waiter *w)
+{
+	int err;
+
+	r->on_done = waiter_done;
+	r->arg = w;
+	backend_io_submit(io, r);
+	pthread_mutex_lock(&w->m);
+	while (!w->done)
+		pthread_cond_wait(&w->c, &w->m);
+	err = w->err;
+	pthread_mutex_unlock(&w->m);
+	pthread_cond_destroy(&w->c);
+	pthread_mutex_destroy(&w->m);
+	return err;
+}
+
+static int waiter_data(void *arg, const void *buf, size_t len)
+{
+	struct waiter *w = arg;
+
+	if (len > w->max - w->len)
+		return w->grow ? -EFBIG : -EIO;
+	if (w->grow && w->len + len > w->cap) {
+		size_t cap = w->cap ? w->cap : 65536;
+		char *p;
+
+		while (cap < w->len + len)
+			cap = cap > w->max / 2 ? w->max : cap * 2;
+		p = realloc(w->buf, cap);
+		if (!p)
+			return -ENOMEM;
+		w->buf = p;
+		w->cap = cap;
+	}
+	memcpy(w->buf + w->len, buf, len);
+	w->len += len;
+	return 0;
+}
+
+int backend_io_get(struct backend_io *io, struct backend_req *r, void **body, size_t *len,
+		   size_t max)
+{
+	struct waiter w;
+	int err;
+
+	waiter_init(&w);
+	w.max = max;
+	w.grow = 1;
+	r->on_data = waiter_data;
+	r->on_poll = NULL;
+	err = waiter_run(io, r, &w);
+	if (err < 0) {
+		free(w.buf);
+		*body = NULL;
+		*len = 0;
+		return err;
+	}
+	if (!w.buf) /* empty body: still a valid buffer */
+		w.buf = malloc(1);
+	if (!w.buf)
+		return -ENOMEM;
+	*body = w.buf;
+	*len = w.len;
+	return 0;
+}
+
+ssize_t backend_io_read(struct backend_io *io, struct backend_req *r, void *buf)
+{
+	struct waiter w;
+	int err;
+
+	if (r->range_len == 0 || r->range_len > SSIZE_MAX)
+		return r->range_len ? -EINVAL : 0;
+	waiter_init(&w);
+	w.buf = buf;
+	w.cap = w.max = (size_t)r->range_len;
+	r->on_data = waiter_data;
+	r->on_poll = NULL;
+	err = waiter_run(io, r, &w);
+	if (err < 0)
+		return err;
+	return (ssize_t)w.len;
+}
+
+struct streamer {
+	struct waiter w; /* first: on_done's arg is the waiter */
+	backend_sink_cb cb;
+	void *arg;
+	uint64_t pos; /* object offset of the next byte */
+};
+
+/* The sink's poll: a call with no bytes (backend_sink_cb). */
+static int streamer_poll(void *arg)
+{
+	struct streamer *s = arg;
+
+	return s->cb(s->arg, s->pos, NULL, 0);
+}
+
+static int streamer_data(void *arg, const void *buf, size_t len)
+{
+	struct streamer *s = arg;
+	int err = s->cb(s->arg, s->pos, buf, len);
+
+	if (err < 0)
+		return err;
+	s->pos += len;
+	s->w.len += len;
+	return 0;
+}
+
+ssize_t backend_io_stream(struct backend_io *io, struct backend_req *r, backend_sink_cb cb,
+			  void *arg)
+{
+	struct streamer s;
+	int err;
+
+	if (r->range_len == 0 || r->range_len > SSIZE_MAX)
+		return r->range_len ? -EINVAL : 0;
+	waiter_init(&s.w);
+	s.cb = cb;
+	s.arg = arg;
+	s.pos = r->range_off;
+	r->on_data = streamer_data;
+	r->on_poll = streamer_poll;
+	/* waiter_run sets r->arg = &s.w: on_data and on_done share it */
+	err = waiter_run(io, r, &s.w);
+	if (err < 0)
+		return err;
+	return (ssize_t)s.w.len;
+}
+
+int backend_io_head(struct backend_io *io, struct backend_req *r)
+{
+	struct waiter w;
+
+	waiter_init(&w);
+	r->method = "HEAD";
+	r->on_data = NULL;
+	r->on_poll = NULL;
+	r->range_len = 0;
+	return waiter_run(io, r, &w);
+}

@@ -1,0 +1,483 @@
+/*
+ * fs_if_blob.c — the --layout imagefolder view's blob: its format, writing
+ * it in pieces from the build's sorts (fs_if_build.c), and validating a
+ * blob before it is used (fs_if_store.c maps or reads it).
+ *
+ * The assembled view becomes one cachetier meta blob, "ifview-<srckey>-
+ * <fingerprint>" (both in hex), which is mapped and used in place: lookups
+ * are binary searches over its records, listings walk them, no name is
+ * copied to the heap. A
+ * file's attributes are in its record too, found by its inode (shard,
+ * entry) in a section sorted that way, so that listings (readdirplus) and
+ * stat need no shard's index: only reads do. The
+ * fingerprint (FNV-1a 64) covers what the view is made of: this format's
+ * version, --class-from, and for each shard in order its key, size, mtime,
+ * ETag (a local file's stands for its size, mtime, inode and ctime), the codec its
+ * name suggests and its directory name (part of renamed files' names). A
+ * changed dataset has another fingerprint, so its view is built again.
+ * The blob is in a family of the cache tier, "ifview-<srckey>" (ifv_family:
+ * the source and --class-from): a mount that saves or maps its view removes
+ * the family's other blobs, the views of older versions of the dataset
+ * (ifv_clean; other sources and --class-from are other families). (After a
+ * refresh that replaced or removed shards, their numbers stay unused until
+ * unmount: that view is saved too, but only this mount's numbering meets
+ * its fingerprint.)
+ * Layout (little-endian, every section 8-byte aligned):
+ *   0  "SHIFVIEW", u32 version, u32 nclasses
+ *  16  u64 checksum of bytes [0, 16) and [24, end) (ifv_sum)
+ *  24  u64 fingerprint, u32 nfiles, u32 nshards
+ *  40  u64 strtab_len; u64 samples without image, without class, left out
+ *      as duplicates (what the build counted); u32 class_from, u32 0
+ *  80  classes: nclasses x {u64 name, u32 first, u32 n, i64 mtime}
+ *      files:   nfiles x {u32 name, u32 shard, u32 entry}, zero-padded to 8
+ *      shards:  nshards + 1 x u32: shard s's members are [shards[s],
+ *               shards[s + 1]); zero-padded to 8
+ *      members: nfiles x {u32 entry, u32 mtime, u64 size << 12 | mode}, the
+ *               files' attributes in (shard, entry) order (shardidx's mtimes
+ *               are 0..2^32-1, its modes 07777): a getattr searches only its
+ *               shard's members, a few KiB in a row
+ *      strtab:  NUL-terminated names (the first is ""), zero-padded to 8
+ * Names are offsets into strtab. A mapped blob is validated once: checksum,
+ * fingerprint, sizes, every name inside strtab (which ends in NUL), every
+ * shard below nshards, the shards' starts ascending from 0 to nfiles,
+ * classes contiguous, non-empty and sorted. One that
+ * fails is counted (imagefolder_view_rejected) and built again. A view that
+ * left a shard out (no index) is not saved: the next mount tries again.
+ *
+ * Contract: the writers run on the building thread, into a sink that is a
+ * cachetier meta writer or a zeroed buffer (struct ifv_sink); they take
+ * a 64 KiB buffer for each section being written and 1 MiB to checksum a
+ * written blob, whatever the view's size. Non-goals:
+ * portability of the build's records (native-endian, never saved); the
+ * blob itself is little-endian.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs_if_i.h"
+
+#define IFV_OUT_BUF (64u << 10)
+
+static int member_cmp(const void *pa, size_t la, const void *pb, size_t lb)
+{
+	const unsigned char *a = pa, *b = pb;
+
+	(void)la;
+	(void)lb;
+	for (int k = 0; k < 12; k += 4) { /* shard, entry, file */
+		if (get32(a + k) != get32(b + k))
+			return get32(a + k) < get32(b + k) ? -1 : 1;
+	}
+	return 0;
+}
+
+static uint64_t ifv_mix(uint64_t h, uint64_t w)
+{
+	return ((h << 31 | h >> 33) ^ w) * IFV_PRIME;
+}
+
+/* Checksum of a blob (len a multiple of 8, at least IFV_HDR): four lanes of
+ * 64-bit words, so a large view is checked at memory speed. */
+static uint64_t ifv_sum(const unsigned char *b, size_t len)
+{
+	uint64_t h[4] = {DISK_FNV64_INIT, DISK_FNV64_INIT ^ 1, DISK_FNV64_INIT ^ 2,
+			 DISK_FNV64_INIT ^ 3};
+	uint64_t r = DISK_FNV64_INIT ^ len;
+	size_t i = 24;
+
+	for (; i + 32 <= len; i += 32)
+		for (int k = 0; k < 4; k++)
+			h[k] = ifv_mix(h[k], disk_le64_get(b + i + 8 * k));
+	for (; i < len; i += 8)
+		h[0] = ifv_mix(h[0], disk_le64_get(b + i));
+	h[1] = ifv_mix(h[1], disk_le64_get(b));
+	h[2] = ifv_mix(h[2], disk_le64_get(b + 8));
+	for (int k = 0; k < 4; k++)
+		r = ifv_mix(r, h[k]);
+	return r ^ r >> 29;
+}
+
+static size_t pad8(uint64_t n)
+{
+	return (size_t)((n + 7) & ~(uint64_t)7);
+}
+
+/* The class and file records of v (set up by fs__if_open) are sound. */
+static int ifv_check_records(const struct fs_ifview *v, uint32_t nshards)
+{
+	const char *prev = NULL;
+	uint32_t next = 0;
+
+	for (uint32_t c = 0; c < v->nclasses; c++) {
+		const unsigned char *r = v->classes + (size_t)c * IFV_CLASS_REC;
+		uint64_t off = disk_le64_get(r);
+		uint32_t first = disk_le32_get(r + 8), n = disk_le32_get(r + 12);
+
+		if (off >= v->strtab_len || first != next || n == 0 || n > v->nfiles - first ||
+		    (prev && strcmp(prev, v->strtab + off) >= 0))
+			return -EBADMSG;
+		prev = v->strtab + off;
+		next += n;
+	}
+	if (next != v->nfiles)
+		return -EBADMSG;
+	for (uint32_t i = 0; i < v->nfiles; i++) {
+		const unsigned char *r = v->files + (size_t)i * IFV_FILE_REC;
+
+		if (disk_le32_get(r) >= v->strtab_len || disk_le32_get(r + 4) >= nshards)
+			return -EBADMSG;
+	}
+	for (uint32_t s = 0; s < nshards; s++) {
+		if (disk_le32_get(v->shards + (size_t)s * 4) >
+		    disk_le32_get(v->shards + (size_t)(s + 1) * 4))
+			return -EBADMSG;
+	}
+	if (disk_le32_get(v->shards) != 0 ||
+	    disk_le32_get(v->shards + (size_t)nshards * 4) != v->nfiles)
+		return -EBADMSG;
+	return 0;
+}
+
+/* Make v the view in blob b[0..len), built from what want describes (its
+ * counts go to *got): 0, -EBADMSG (torn, corrupt, inconsistent), -EPROTO
+ * (another version) or -ESTALE (made of other shards or options). */
+int fs__if_open(struct fs_ifview *v, const unsigned char *b, size_t len,
+		const struct ifv_meta *want, struct ifv_meta *got)
+{
+	uint64_t strtab_len;
+
+	if (!b || len < IFV_HDR || len % 8 || memcmp(b, IFV_MAGIC, 8) != 0)
+		return -EBADMSG;
+	if (disk_le32_get(b + 8) != IFV_VERSION)
+		return -EPROTO;
+	if (disk_le64_get(b + 16) != ifv_sum(b, len))
+		return -EBADMSG;
+	got->fp = disk_le64_get(b + 24);
+	got->nshards = disk_le32_get(b + 36);
+	got->class_from = disk_le32_get(b + 72);
+	if (got->fp != want->fp || got->nshards != want->nshards ||
+	    got->class_from != want->class_from)
+		return -ESTALE;
+	v->nclasses = disk_le32_get(b + 12);
+	v->nfiles = disk_le32_get(b + 32);
+	v->nshards = got->nshards;
+	strtab_len = disk_le64_get(b + 40);
+	if (strtab_len == 0 || strtab_len > len ||
+	    IFV_HDR + (uint64_t)v->nclasses * IFV_CLASS_REC +
+		    pad8((uint64_t)v->nfiles * IFV_FILE_REC) +
+		    pad8(((uint64_t)got->nshards + 1) * 4) + (uint64_t)v->nfiles * IFV_MEMBER +
+		    pad8(strtab_len) !=
+		len)
+		return -EBADMSG;
+	v->classes = b + IFV_HDR;
+	v->files = v->classes + (size_t)v->nclasses * IFV_CLASS_REC;
+	v->shards = v->files + pad8((uint64_t)v->nfiles * IFV_FILE_REC);
+	v->members = v->shards + pad8(((uint64_t)got->nshards + 1) * 4);
+	v->strtab = (const char *)v->members + (size_t)v->nfiles * IFV_MEMBER;
+	v->strtab_len = strtab_len;
+	if (v->strtab[strtab_len - 1] != '\0')
+		return -EBADMSG;
+	got->no_image = disk_le64_get(b + 48);
+	got->no_class = disk_le64_get(b + 56);
+	got->dup = disk_le64_get(b + 64);
+	return ifv_check_records(v, want->nshards);
+}
+
+int fs__if_layout(const struct if_pass *p, uint32_t nshards, struct ifv_layout *l)
+{
+	l->strtab_len = 1 + p->cnames_len + p->fnames_len;
+	if (l->strtab_len > UINT32_MAX)
+		return -EFBIG; /* names are u32 offsets */
+	l->classes = IFV_HDR;
+	l->files = l->classes + (uint64_t)p->nclasses * IFV_CLASS_REC;
+	l->shards = l->files + pad8((uint64_t)p->nfiles * IFV_FILE_REC);
+	l->members = l->shards + pad8(((uint64_t)nshards + 1) * 4);
+	l->strtab = l->members + (uint64_t)p->nfiles * IFV_MEMBER;
+	l->len = l->strtab + pad8(l->strtab_len);
+	return l->len > SIZE_MAX ? -EFBIG : 0;
+}
+
+/* One section written front to back. */
+struct ifv_out {
+	struct ifv_sink *k;
+	uint64_t off; /* where buf[0] goes */
+	unsigned char *buf;
+	size_t n;
+	int err;
+};
+
+static void out_open(struct ifv_out *o, struct ifv_sink *k, uint64_t off)
+{
+	*o = (struct ifv_out){.k = k, .off = off};
+	if (k->w) {
+		o->buf = malloc(IFV_OUT_BUF);
+		o->err = o->buf ? 0 : -ENOMEM;
+	}
+}
+
+static void out_flush(struct ifv_out *o)
+{
+	if (o->n && o->err == 0)
+		o->err = cachetier_meta_pwrite(o->k->w, o->buf, o->n, o->off);
+	o->off += o->n;
+	o->n = 0;
+}
+
+static void out_put(struct ifv_out *o, const void *p, size_t n)
+{
+	if (!o->k->w) {
+		memcpy(o->k->heap + o->off, p, n);
+		o->off += n;
+		return;
+	}
+	while (n && o->err == 0) {
+		size_t c = IFV_OUT_BUF - o->n < n ? IFV_OUT_BUF - o->n : n;
+
+		memcpy(o->buf + o->n, p, c);
+		o->n += c;
+		p = (const char *)p + c;
+		n -= c;
+		if (o->n == IFV_OUT_BUF)
+			out_flush(o);
+	}
+}
+
+/* Flush and free o; its error (or err, when that is one). */
+static int out_close(struct ifv_out *o, int err)
+{
+	if (o->k->w)
+		out_flush(o);
+	free(o->buf);
+	o->buf = NULL;
+	return err ? err : o->err;
+}
+
+/* The class record of class c: name at name_off, files [first, first + n),
+ * newest mtime. */
+static void class_rec(struct ifv_out *o, uint64_t name_off, uint32_t first, uint32_t n,
+		      int64_t mtime)
+{
+	unsigned char r[IFV_CLASS_REC];
+
+	disk_le64_put(r, name_off);
+	disk_le32_put(r + 8, first);
+	disk_le32_put(r + 12, n);
+	disk_le64_put(r + 16, (uint64_t)mtime);
+	out_put(o, r, sizeof(r));
+}
+
+/* The classes, files and names sections from the files in order (the
+ * class spool beside them); each file's attributes go to members. */
+static int ifv_write_files(struct if_pass *p, const struct ifv_layout *l, struct ifv_sink *k,
+			   struct fs_sort *members)
+{
+	struct ifv_out oc, of, ocn, ofn; /* classes, files, class names, file names */
+	struct fs_sort_iter *it = NULL, *cit = NULL;
+	uint64_t coff = 1, foff = 1 + p->cnames_len, cur_off = 0;
+	uint32_t ci = UINT32_MAX, first = 0, fi = 0;
+	const char *cname = "";
+	int64_t cmtime = 0;
+	struct if_prev prev = {0};
+	const void *v;
+	size_t len;
+	int err = fs_sort_iter_open(p->files, &it), got = 0;
+
+	if (err == 0)
+		err = fs_sort_iter_open(p->classes, &cit);
+	out_open(&oc, k, l->classes);
+	out_open(&of, k, l->files);
+	out_open(&ocn, k, l->strtab + 1);
+	out_open(&ofn, k, l->strtab + 1 + p->cnames_len);
+	while (err == 0 && (got = fs_sort_next(it, &v, &len)) > 0) {
+		const unsigned char *r = v;
+		const char *name = (const char *)r + FR_HDR;
+		unsigned char rec[MR_LEN > IFV_FILE_REC ? MR_LEN : IFV_FILE_REC];
+
+		if (get32(r) != ci) {
+			const void *c;
+			size_t clen;
+
+			if (ci != UINT32_MAX)
+				class_rec(&oc, cur_off, first, fi - first, cmtime);
+			got = fs_sort_next(cit, &c, &clen);
+			if (got <= 0 || get32(r) != ci + 1) {
+				err = got < 0 ? got : -EIO; /* files of a class not spooled */
+				break;
+			}
+			ci = get32(r);
+			cmtime = (int64_t)get64(c);
+			cname = (const char *)c + CR_HDR;
+			out_put(&ocn, cname, clen - CR_HDR);
+			cur_off = coff;
+			coff += clen - CR_HDR;
+			first = fi;
+			prev.set = 0;
+		} else if (prev.set && strcmp((const char *)prev.p, name) == 0) {
+			fs_log(FS_LOG_WARN, "imagefolder: %s/%s stored twice; left out once", cname,
+			       name);
+			continue;
+		}
+		disk_le32_put(rec, (uint32_t)foff);
+		disk_le32_put(rec + 4, get32(r + 4));
+		disk_le32_put(rec + 8, get32(r + 8));
+		out_put(&of, rec, IFV_FILE_REC);
+		out_put(&ofn, name, len - FR_HDR);
+		foff += len - FR_HDR;
+		put32(rec, get32(r + 4));
+		put32(rec + 4, get32(r + 8));
+		put32(rec + 8, fi++);
+		put32(rec + 12, (uint32_t)get64(r + 32));
+		put64(rec + 16, get64(r + 24) << 12 | (get32(r + 12) & 07777));
+		err = fs_sort_add(members, rec, MR_LEN);
+		if (err == 0)
+			err = fs__if_prev_keep(&prev, name, len - FR_HDR);
+	}
+	if (err == 0 && got < 0)
+		err = got;
+	if (err == 0 && ci != UINT32_MAX)
+		class_rec(&oc, cur_off, first, fi - first, cmtime);
+	if (err == 0 && (fi != p->nfiles || (ci == UINT32_MAX ? 0 : ci + 1) != p->nclasses))
+		err = -EIO; /* not what if_count_files read */
+	fs_sort_iter_close(it);
+	fs_sort_iter_close(cit);
+	free(prev.p);
+	err = out_close(&oc, err);
+	err = out_close(&of, err);
+	err = out_close(&ocn, err);
+	return out_close(&ofn, err);
+}
+
+/* The shards and members sections from the members in (shard, entry,
+ * file) order. */
+static int ifv_write_members(struct fs_sort *members, const struct ifv_layout *l, uint32_t nshards,
+			     struct ifv_sink *k)
+{
+	struct ifv_out os, om;
+	struct fs_sort_iter *it;
+	uint32_t s = 0, i = 0;
+	unsigned char w[IFV_MEMBER];
+	const void *v;
+	size_t len;
+	int err = fs_sort_iter_open(members, &it), got = 0;
+
+	out_open(&os, k, l->shards);
+	out_open(&om, k, l->members);
+	while (err == 0 && (got = fs_sort_next(it, &v, &len)) > 0) {
+		const unsigned char *r = v;
+
+		for (; s <= get32(r) && s <= nshards; s++) {
+			disk_le32_put(w, i);
+			out_put(&os, w, 4);
+		}
+		disk_le32_put(w, get32(r + 4));
+		disk_le32_put(w + 4, get32(r + 12));
+		disk_le64_put(w + 8, get64(r + 16));
+		out_put(&om, w, IFV_MEMBER);
+		i++;
+	}
+	for (; s <= nshards; s++) {
+		disk_le32_put(w, i);
+		out_put(&os, w, 4);
+	}
+	fs_sort_iter_close(it);
+	err = out_close(&os, err ? err : got);
+	return out_close(&om, err);
+}
+
+/* ifv_sum of the blob in sink k (hdr: its first 16 bytes), reading it
+ * back a MiB at a time when it is a file. */
+static int ifv_sum_sink(struct ifv_sink *k, const unsigned char *hdr, uint64_t len, uint64_t *sum)
+{
+	uint64_t h[4] = {DISK_FNV64_INIT, DISK_FNV64_INIT ^ 1, DISK_FNV64_INIT ^ 2,
+			 DISK_FNV64_INIT ^ 3};
+	uint64_t r = DISK_FNV64_INIT ^ len, blocks_end = 24 + (len - 24) / 32 * 32;
+	size_t cap = 1u << 20; /* a multiple of 32: blocks never straddle two reads */
+	unsigned char *buf;
+	int err = 0;
+
+	if (!k->w) {
+		*sum = ifv_sum(k->heap, (size_t)len);
+		return 0;
+	}
+	buf = malloc(cap);
+	if (!buf)
+		return -ENOMEM;
+	for (uint64_t pos = 24; err == 0 && pos < len;) {
+		size_t n = len - pos < cap ? (size_t)(len - pos) : cap, i = 0;
+
+		err = cachetier_meta_pread(k->w, buf, n, pos);
+		for (; err == 0 && i + 32 <= n && pos + i + 32 <= blocks_end; i += 32)
+			for (int q = 0; q < 4; q++)
+				h[q] = ifv_mix(h[q], disk_le64_get(buf + i + 8 * q));
+		for (; err == 0 && i < n; i += 8)
+			h[0] = ifv_mix(h[0], disk_le64_get(buf + i));
+		pos += n;
+	}
+	free(buf);
+	h[1] = ifv_mix(h[1], disk_le64_get(hdr));
+	h[2] = ifv_mix(h[2], disk_le64_get(hdr + 8));
+	for (int q = 0; q < 4; q++)
+		r = ifv_mix(r, h[q]);
+	*sum = r ^ r >> 29;
+	return err;
+}
+
+/* The header, the padding after the names and the checksum. */
+static int ifv_seal(struct ifv_sink *k, const struct if_pass *p, const struct ifv_layout *l,
+		    const struct ifv_meta *m)
+{
+	unsigned char b[IFV_HDR] = {0}, zero[8] = {0};
+	struct ifv_out o;
+	uint64_t sum = 0;
+	int err;
+
+	memcpy(b, IFV_MAGIC, 8);
+	disk_le32_put(b + 8, IFV_VERSION);
+	disk_le32_put(b + 12, p->nclasses);
+	disk_le64_put(b + 24, m->fp);
+	disk_le32_put(b + 32, p->nfiles);
+	disk_le32_put(b + 36, m->nshards);
+	disk_le64_put(b + 40, l->strtab_len);
+	disk_le64_put(b + 48, m->no_image);
+	disk_le64_put(b + 56, m->no_class);
+	disk_le64_put(b + 64, m->dup);
+	disk_le32_put(b + 72, m->class_from);
+	out_open(&o, k, 0);
+	out_put(&o, b, IFV_HDR);
+	err = out_close(&o, 0);
+	out_open(&o, k, l->strtab);
+	out_put(&o, zero, 1); /* the empty name */
+	err = out_close(&o, err);
+	out_open(&o, k, l->strtab + l->strtab_len);
+	out_put(&o, zero, (size_t)(l->len - l->strtab - l->strtab_len));
+	err = out_close(&o, err);
+	if (err == 0)
+		err = ifv_sum_sink(k, b, l->len, &sum);
+	disk_le64_put(b + 16, sum);
+	out_open(&o, k, 16);
+	out_put(&o, b + 16, 8);
+	return out_close(&o, err);
+}
+
+/* Write the blob of p (counted, laid out as l) to sink k. */
+int fs__if_write(struct if_pass *p, const struct ifv_meta *m, const struct ifv_layout *l,
+		 struct ifv_sink *k)
+{
+	struct fs_sort *members;
+	int err = fs_sort_new(p->fs->ct, p->budget, member_cmp, &members);
+
+	if (err == 0)
+		err = ifv_write_files(p, l, k, members);
+	if (err == 0)
+		err = fs_sort_finish(members);
+	if (err == 0)
+		err = ifv_write_members(members, l, m->nshards, k);
+	if (members)
+		p->fs->c.if_build_runs += fs_sort_runs(members);
+	fs_sort_free(members);
+	if (err == 0)
+		err = ifv_seal(k, p, l, m);
+	return err;
+}

@@ -1,0 +1,171 @@
+/*
+ * fs_if_i.h — private to fs_if_*.c, the files of the --layout imagefolder
+ * view: the records its build sorts, the blob's constants and the
+ * functions one file calls in another (prefix fs__if_). Nothing else
+ * includes it; the view's public interface is struct fs_ifview and the
+ * fs_if_* functions of fs_i.h.
+ *
+ * The files, in the order data flows through them:
+ *   fs_if_sample.c  a shard's sample as an item: its image, its class (the
+ *                   --class-from rules) and the cached .cls values
+ *   fs_if_build.c   the build: worker threads, the items, files and classes
+ *                   sorts, the names of the files
+ *   fs_if_blob.c    the blob's format: writing it in pieces, validating it
+ *   fs_if_store.c   the blob in the cache directory: its name, mapping or
+ *                   reading it, saving it, removing the older views; the
+ *                   choice between a saved view and a new build
+ *   fs_if_view.c    the published view: lookups, listings, attributes, the
+ *                   fs_view.h operations of its root, classes and files
+ */
+#ifndef FS_IF_I_H
+#define FS_IF_I_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "fs_view.h"
+
+/* One sample found while indexing: pointers into its shard's index, valid
+ * while the worker holds the index; encoded at once as a record (below). */
+struct if_item {
+	const char *cls; /* class name (clslen bytes, no NUL), or NULL; */
+	size_t clslen;	 /* --class-from cls: has_num, the class is cls_num */
+	int has_num;
+	const char *key; /* the image member's name up to its first '.' ... */
+	size_t keylen;
+	const char *ext;       /* ... and after its last one */
+	uint32_t shard, entry; /* the image's canonical entry */
+	uint32_t mode;	       /* its permission bits ... */
+	uint64_t size;	       /* ... size ... */
+	int64_t mtime;	       /* ... and mtime */
+	uint64_t cls_num;      /* cls: the integer */
+};
+
+/* ---- the records of the build ----------------------------------------------
+ * The build never holds the view's samples in the heap: they are records
+ * of three external sorts (fs_sort.c: in memory up to a budget, sorted
+ * runs in the cache directory beyond), read in order as streams.
+ *  items   (class, key, ext, shard, entry): each sample as found. Read in
+ *          that order, equal (class, key, ext) are next to each other: the
+ *          first keeps <key>.<ext>, later ones are renamed.
+ *  files   (class, name, item order): each file under its name. Read in
+ *          that order, they are the class and file records of the blob;
+ *          a name met twice in a class is left out the second time.
+ *  members (shard, entry, file): the files' attributes, the blob's
+ *          members section.
+ * plus a spool of the classes (name, newest mtime) in order. Records are
+ * native-endian: they never leave the process. */
+#define IT_HDR                                                                                     \
+	40 /* items: u64 cls_num, u32 shard, entry, mode, 0, u64 size, i64 mtime; then             \
+	    * class\0 key\0 ext\0 (the class is "" with --class-from cls) */
+#define FR_HDR                                                                                     \
+	40	  /* files: u32 class, shard, entry, mode, u64 seq (item order), size, i64         \
+		   * mtime; then name\0 */
+#define MR_LEN 24 /* members: u32 shard, entry, file, mtime, u64 size << 12 | mode */
+#define CR_HDR 8  /* classes: i64 mtime; then name\0 */
+
+static inline uint32_t get32(const unsigned char *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static inline uint64_t get64(const unsigned char *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static inline void put32(unsigned char *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+
+static inline void put64(unsigned char *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+
+/* The .cls values of one shard (fs_if_sample.c), loaded from and saved to
+ * the cache directory around a worker's scan of the shard (fs_if_build.c). */
+struct cls_map {
+	uint32_t *entry; /* ascending */
+	uint64_t *num;
+	size_t n, cap;
+	int from_cache; /* loaded: nothing to save */
+	int dirty;	/* values were read from the shard */
+};
+
+/* ---- the blob (the format: fs_if_blob.c) ---- */
+#define IFV_MAGIC     "SHIFVIEW"
+#define IFV_VERSION   1u
+#define IFV_HDR	      80u
+#define IFV_CLASS_REC 24u
+#define IFV_FILE_REC  12u
+#define IFV_MEMBER    16u
+#define IFV_PRIME     0x100000001b3ull
+
+struct ifv_meta {
+	uint64_t fp, no_image, no_class, dup;
+	uint32_t nshards, class_from;
+};
+
+/* The build between its sorts. */
+struct if_pass {
+	struct fs *fs;
+	size_t budget;		 /* of each sort */
+	struct fs_sort *files;	 /* file records */
+	struct fs_sort *classes; /* the class spool */
+	uint32_t nclasses, nfiles;
+	uint64_t cnames_len, fnames_len; /* the names' bytes, NULs included */
+	uint64_t dup;			 /* files left out: their name was taken */
+	int width;			 /* --class-from cls: digits of the class names */
+};
+
+/* A copy of the record last read (an iterator's record lasts one step). */
+struct if_prev {
+	unsigned char *p;
+	size_t cap;
+	int set;
+};
+
+/* Where the blob's sections start (the layout: fs_if_blob.c). */
+struct ifv_layout {
+	uint64_t classes, files, shards, members, strtab, strtab_len, len;
+};
+
+/* Where the blob goes: a blob of the cache tier written in pieces, or the
+ * heap (zeroed, l->len bytes). */
+struct ifv_sink {
+	struct cachetier_meta_writer *w;
+	unsigned char *heap;
+};
+
+/* fs_if_sample.c */
+void fs__if_cls_map_load(struct fs *fs, uint32_t shard, struct cls_map *m);
+void fs__if_cls_map_save(struct fs *fs, uint32_t shard, const struct cls_map *m);
+int fs__if_sample(struct fs *fs, const struct shardidx *ix, struct cachetier_obj *stream,
+		  struct cls_map *cm, uint32_t s, struct if_item *it);
+
+/* fs_if_build.c */
+int fs__if_prev_keep(struct if_prev *pv, const void *rec, size_t len);
+int fs__if_build(struct fs *fs, struct ifv_meta *want, struct fs_ifview **out);
+
+/* fs_if_blob.c */
+int fs__if_open(struct fs_ifview *v, const unsigned char *b, size_t len,
+		const struct ifv_meta *want, struct ifv_meta *got);
+int fs__if_layout(const struct if_pass *p, uint32_t nshards, struct ifv_layout *l);
+int fs__if_write(struct if_pass *p, const struct ifv_meta *m, const struct ifv_layout *l,
+		 struct ifv_sink *k);
+
+/* fs_if_store.c */
+int fs__if_emit(struct if_pass *p, const struct ifv_meta *want, const struct ifv_layout *l,
+		int save, struct fs_ifview **out);
+int fs__if_view(struct fs *fs, struct fs_ifview **out);
+
+#endif

@@ -1,0 +1,342 @@
+/*
+ * fs_if_view.c — the --layout imagefolder view as the filesystem shows it:
+ * MOUNTPOINT/<class>/<name>.<ext>, one file per WebDataset sample, so that
+ * torchvision's datasets.ImageFolder(MOUNTPOINT) works on shards unchanged.
+ *
+ * The view is built (or mapped) on first use (fs_if_get, under if_lock),
+ * then immutable and published with release semantics; readers take no
+ * lock. A refresh retires it (fs_if_reset): it stays valid until unmount
+ * for readers that hold it. Lookups are binary searches over the blob's
+ * records, listings walk them, no name is copied to the heap; a file's
+ * attributes come from the blob's members section, so listings and stat
+ * need no shard's index: only reads do (the image member's, fs_view_shard.c).
+ *
+ * Contract: any FUSE thread; the first use blocks while the view is built.
+ * Non-goals: writes; a class inode that keeps its meaning across a refresh
+ * (the kernel is told to look the classes up again).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs_if_i.h"
+
+static void view_free(struct fs_ifview *v)
+{
+	if (!v)
+		return;
+	cachetier_meta_unmap(v->map);
+	free(v->heap);
+	free(v);
+}
+
+int fs_if_get(struct fs *fs, const struct fs_ifview **v)
+{
+	struct fs_ifview *p = atomic_load_explicit(&fs->ifv, memory_order_acquire);
+	int err = 0;
+
+	if (!p) {
+		pthread_mutex_lock(&fs->if_lock);
+		p = atomic_load_explicit(&fs->ifv, memory_order_acquire);
+		if (!p) {
+			err = fs__if_view(fs, &p);
+			if (err == 0)
+				atomic_store_explicit(&fs->ifv, p, memory_order_release);
+		}
+		pthread_mutex_unlock(&fs->if_lock);
+	}
+
+	*v = p;
+	return err;
+}
+
+void fs_if_free(struct fs *fs)
+{
+	view_free(fs->ifv);
+	fs->ifv = NULL;
+	while (fs->if_retired) {
+		struct fs_ifview *v = fs->if_retired;
+
+		fs->if_retired = v->retired_next;
+		view_free(v);
+	}
+}
+
+void fs_if_reset(struct fs *fs)
+{
+	struct fs_ifview *v;
+
+	pthread_mutex_lock(&fs->if_lock);
+	v = atomic_exchange(&fs->ifv, NULL);
+	if (v) {
+		/* class inodes are indexes into this view: the kernel must look
+		 * every class name up again in the next one, and drop the
+		 * listing it cached (cache_readdir) of each class inode, which
+		 * the next view may give to another class or other files (a
+		 * reader in the directory keeps the inode alive across the
+		 * lookup) */
+		for (uint32_t i = 0; i < v->nclasses; i++) {
+			const char *name = fs_if_class(v, i, NULL, NULL, NULL);
+
+			fs_notify_entry(fs, 1, name, strlen(name));
+			fs_notify_inode(fs, fs_ino(FS_K_IFCLASS, i, 0));
+		}
+		fs_notify_inode(fs, 1);
+		v->retired_next = fs->if_retired;
+		fs->if_retired = v;
+	}
+	pthread_mutex_unlock(&fs->if_lock);
+}
+
+const char *fs_if_class(const struct fs_ifview *v, uint32_t c, uint32_t *first, uint32_t *n,
+			int64_t *mtime)
+{
+	const unsigned char *r = v->classes + (size_t)c * IFV_CLASS_REC;
+
+	if (first)
+		*first = disk_le32_get(r + 8);
+	if (n)
+		*n = disk_le32_get(r + 12);
+	if (mtime)
+		*mtime = (int64_t)disk_le64_get(r + 16);
+	return v->strtab + disk_le64_get(r);
+}
+
+const char *fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *shard, uint32_t *entry)
+{
+	const unsigned char *r = v->files + (size_t)i * IFV_FILE_REC;
+
+	*shard = disk_le32_get(r + 4);
+	*entry = disk_le32_get(r + 8);
+	return v->strtab + disk_le32_get(r);
+}
+
+/* The attributes of member (shard, entry) of a file of the view (its
+ * record in the members section), or NULL. */
+static const unsigned char *ifv_member(const struct fs_ifview *v, uint32_t shard, uint32_t entry)
+{
+	uint32_t lo, hi;
+
+	if (shard >= v->nshards)
+		return NULL;
+	lo = disk_le32_get(v->shards + (size_t)shard * 4);
+	hi = disk_le32_get(v->shards + (size_t)(shard + 1) * 4);
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		const unsigned char *r = v->members + (size_t)mid * IFV_MEMBER;
+		uint32_t e = disk_le32_get(r);
+
+		if (e < entry)
+			lo = mid + 1;
+		else if (e > entry)
+			hi = mid;
+		else
+			return r;
+	}
+	return NULL;
+}
+
+/* Record [lo, hi) of recs (stride bytes each, a name offset first) named
+ * name[0..len), or -ENOENT. */
+static int64_t ifv_bsearch(const struct fs_ifview *v, const unsigned char *recs, size_t stride,
+			   uint32_t lo, uint32_t hi, const char *name, size_t len)
+{
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		const unsigned char *r = recs + (size_t)mid * stride;
+		const char *m =
+		    v->strtab + (stride == IFV_FILE_REC ? disk_le32_get(r) : disk_le64_get(r));
+		int c = fs_name_cmp(m, name, len);
+
+		if (c < 0)
+			lo = mid + 1;
+		else if (c > 0)
+			hi = mid;
+		else
+			return mid;
+	}
+	return -ENOENT;
+}
+
+int64_t fs_if_class_lookup(const struct fs_ifview *v, const char *name, size_t len)
+{
+	return ifv_bsearch(v, v->classes, IFV_CLASS_REC, 0, v->nclasses, name, len);
+}
+
+int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *name, size_t len)
+{
+	uint32_t first, n;
+
+	if (c >= v->nclasses)
+		return -ENOENT;
+	fs_if_class(v, c, &first, &n, NULL);
+	return ifv_bsearch(v, v->files, IFV_FILE_REC, first, first + n, name, len);
+}
+
+/* ---- the view's operations (fs_view.h) ------------------------------------
+ * The root lists the classes (FS_K_IFCLASS), a class its files
+ * (FS_K_IFFILE). A file is its image member: read, xattrs and log lines are
+ * the member's; its attributes too, with its own inode and nlink 1. */
+
+static int ifroot_getattr(struct fs *fs, uint64_t ino, struct stat *st)
+{
+	int err = fs_view_dir.getattr(fs, ino, st);
+
+	if (err == 0)
+		st->st_nlink = 1; /* "unknown": no view needed to answer */
+	return err;
+}
+
+static int ifroot_lookup(struct fs *fs, uint64_t parent, const char *name, size_t len,
+			 uint64_t *ino)
+{
+	const struct fs_ifview *v;
+	int64_t idx;
+	int err = fs_if_get(fs, &v);
+
+	(void)parent;
+	if (err < 0)
+		return err;
+	idx = fs_if_class_lookup(v, name, len);
+	*ino = idx < 0 ? 0 : fs_ino(FS_K_IFCLASS, (uint32_t)idx, 0);
+	return 0;
+}
+
+static int ifroot_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
+{
+	const struct fs_ifview *v;
+	int err = fs_if_get(fs, &v);
+
+	(void)ino;
+	if (err < 0)
+		return err;
+	l->p = v;
+	l->n = v->nclasses;
+	l->parent = 1;
+	return 0;
+}
+
+static const char *ifroot_list_entry(const struct fs_listing *l, uint32_t i, uint64_t *ino)
+{
+	const struct fs_ifview *v = l->p;
+
+	*ino = fs_ino(FS_K_IFCLASS, i, 0);
+	return fs_if_class(v, i, NULL, NULL, NULL);
+}
+
+const struct fs_view fs_view_ifroot = {
+    .name = "imagefolder root",
+    .getattr = ifroot_getattr,
+    .lookup = ifroot_lookup,
+    .list_open = ifroot_list_open,
+    .list_entry = ifroot_list_entry,
+};
+
+static int ifclass_getattr(struct fs *fs, uint64_t ino, struct stat *st)
+{
+	const struct fs_ifview *v;
+	uint32_t a = fs_ino_a(ino);
+	int64_t mtime;
+	int err = fs_if_get(fs, &v);
+
+	if (err < 0)
+		return err;
+	if (a >= v->nclasses || fs_ino_b(ino) != 0)
+		return -ENOENT;
+	fs_if_class(v, a, NULL, NULL, &mtime);
+	fs_attr_dir(fs, st, ino, 0555, 2, mtime);
+	return 0;
+}
+
+static int ifclass_lookup(struct fs *fs, uint64_t parent, const char *name, size_t len,
+			  uint64_t *ino)
+{
+	const struct fs_ifview *v;
+	uint32_t shard, entry;
+	int64_t idx;
+	int err = fs_if_get(fs, &v);
+
+	if (err < 0)
+		return err;
+	idx = fs_if_file_lookup(v, fs_ino_a(parent), name, len);
+	if (idx >= 0)
+		fs_if_file(v, (uint32_t)idx, &shard, &entry);
+	*ino = idx < 0 ? 0 : fs_ino(FS_K_IFFILE, shard, entry);
+	return 0;
+}
+
+static int ifclass_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
+{
+	const struct fs_ifview *v;
+	int err = fs_if_get(fs, &v);
+
+	(void)ino;
+	if (err < 0)
+		return err;
+	if (l->a >= v->nclasses)
+		return -ENOENT;
+	l->p = v;
+	fs_if_class(v, l->a, &l->first, &l->n, NULL);
+	l->parent = 1;
+	return 0;
+}
+
+static const char *ifclass_list_entry(const struct fs_listing *l, uint32_t i, uint64_t *ino)
+{
+	uint32_t shard, entry;
+	const char *name = fs_if_file(l->p, l->first + i, &shard, &entry);
+
+	*ino = fs_ino(FS_K_IFFILE, shard, entry);
+	return name;
+}
+
+const struct fs_view fs_view_ifclass = {
+    .name = "imagefolder class",
+    .getattr = ifclass_getattr,
+    .lookup = ifclass_lookup,
+    .list_open = ifclass_list_open,
+    .list_entry = ifclass_list_entry,
+};
+
+/* From the view's record when the view is there (no shard index needed);
+ * else the member's. */
+static int iffile_getattr(struct fs *fs, uint64_t ino, struct stat *st)
+{
+	const struct fs_ifview *v = atomic_load_explicit(&fs->ifv, memory_order_acquire);
+	const unsigned char *r;
+	uint64_t size_mode;
+	int err;
+
+	if (fs_ino_a(ino) >= fs->nshards)
+		return -ENOENT;
+	r = v ? ifv_member(v, fs_ino_a(ino), fs_ino_b(ino)) : NULL;
+	if (r) {
+		if (!fs_obj_live(fs_obj(fs, fs_shard(fs, fs_ino_a(ino))->obj)))
+			return -ESTALE; /* as fs_member_getattr: an old version */
+		size_mode = disk_le64_get(r + 8);
+		fs_attr_base(fs, st, ino);
+		st->st_mode = S_IFREG | (mode_t)(size_mode & 07777);
+		st->st_nlink = 1;
+		st->st_size = (off_t)(size_mode >> 12);
+		st->st_blocks = (blkcnt_t)(((size_mode >> 12) + 511) / 512);
+		st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec =
+		    (time_t)disk_le32_get(r + 4);
+		return 0;
+	}
+	err = fs_member_getattr(fs, ino, st);
+	if (err == 0 && !S_ISREG(st->st_mode))
+		err = -ENOENT;
+	st->st_ino = ino;
+	st->st_nlink = 1;
+	return err;
+}
+
+const struct fs_view fs_view_iffile = {
+    .name = "imagefolder file",
+    .getattr = iffile_getattr,
+    .read = fs_member_read,
+    .xattr = fs_member_xattr,
+    .describe = fs_member_describe,
+    .mark_stale = fs_member_mark_stale,
+};
