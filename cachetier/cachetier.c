@@ -76,6 +76,18 @@ void cachetier__note_version(struct cachetier *ct, enum ct_format kind, const ch
 		    ct->dir, what[kind], name, redo[kind]);
 }
 
+void cachetier__note_corrupt(struct cachetier *ct, const char *file, const char *key, uint32_t n,
+			     const char *why, const char *then)
+{
+	atomic_fetch_add(&ct->units_corrupt, n);
+	if (atomic_exchange(&ct->corrupt_noted, 1))
+		return;
+	backend_log(ct->be, BACKEND_LOG_WARN,
+		    "cache %s: %u unit(s) of %s (%s): %s: %s (cache_units_corrupt counts them; "
+		    "others like it are not logged)",
+		    ct->dir, n, file, key ? key : "?", why, then);
+}
+
 void cachetier__hash_hex(const void *data, size_t len, char out[17])
 {
 	snprintf(out, 17, "%016llx", (unsigned long long)disk_fnv64(data, len));
@@ -389,6 +401,9 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->peer_chunks = ct->peer_chunks;
 	st->peer_waits = ct->peer_waits;
 	st->prefetch_withdrawn = ct->pf_withdrawn;
+	st->units_corrupt = atomic_load(&ct->units_corrupt);
+	st->bypass_reads = atomic_load(&ct->bypass_reads);
+	st->bypass_bytes = atomic_load(&ct->bypass_bytes);
 	/* the whole directory: every process and source sharing it */
 	st->bytes_used = cachetier__usage_get(ct);
 	st->bytes_limit = ct->cfg.cache_size_bytes;
@@ -771,6 +786,7 @@ static int obj_redecode(struct cachetier *ct, struct cachetier_obj *o)
 
 static int obj_dec_begin(struct cachetier *ct, struct cachetier_obj *o, int *fd)
 {
+	struct stat st;
 	int err = 0;
 
 	pthread_mutex_lock(&ct->lock);
@@ -778,6 +794,21 @@ static int obj_dec_begin(struct cachetier *ct, struct cachetier_obj *o, int *fd)
 		pthread_cond_wait(&ct->cond, &ct->lock);
 	if (o->fd < 0)
 		err = obj_redecode(ct, o);
+	if (err == 0 && fstat(o->fd, &st) == 0 && (uint64_t)st.st_size < o->size) {
+		/* the copy was cut under us: a read past its end would come
+		 * back short. EIO, and the next read decodes it again (the
+		 * decode record's size no longer matches the file) */
+		char file[40];
+
+		snprintf(file, sizeof(file), "decoded/%s", o->dec->name);
+		cachetier__note_corrupt(ct, file, o->info.key, 1, "the decoded copy was cut",
+					"the read fails with EIO, the next read decodes it again");
+		if (o->dpins == 0) {
+			close(o->fd);
+			o->fd = -1;
+		}
+		err = -EIO;
+	}
 	if (err == 0) {
 		o->dpins++;
 		o->dec->atime_ns = cachetier__now_ns();

@@ -591,7 +591,7 @@ static int scan_map(struct cachetier *ct, int dirfd, const char *hash, int forei
 	int err;
 
 	snprintf(mapname, sizeof(mapname), "%s.map", hash);
-	err = cachetier__map_load(ct, dirfd, hash, &buf, &m, &st);
+	err = cachetier__map_load(ct, dirfd, hash, &buf, &m, &st, NULL);
 	if (err == 0 && fstatat(dirfd, mapname, &mst, 0) < 0)
 		err = -EBADMSG;
 	if (err < 0) {
