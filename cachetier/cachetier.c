@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -829,6 +830,112 @@ static void obj_dec_end(struct cachetier *ct, struct cachetier_obj *o)
 	pthread_mutex_unlock(&ct->lock);
 }
 
+/* Where a bypass read's bytes go: a memfd, at their offset less start. */
+struct bypass_sink {
+	int fd;
+	uint64_t start, next, end;
+};
+
+/* backend_sink_cb: may run on the store's I/O thread; no locks. */
+static int bypass_write(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	struct bypass_sink *s = arg;
+	int err;
+
+	if (len == 0)
+		return 0;
+	if (off != s->next || len > s->end - off)
+		return -EIO;
+	err = disk_pwrite_all(s->fd, buf, len, off - s->start);
+	if (err == 0)
+		s->next += len;
+	return err;
+}
+
+/* A full disk degrades, it does not stop: the fill of units of
+ * [off, off + len) of remote object o failed with no room on the disk
+ * (eviction freed what it could; -ENOSPC or -EDQUOT), so the range is
+ * fetched from the store (its listed version) into a memfd that read_end
+ * closes, and served from there without caching it. Memory: len bytes
+ * until read_end (FUSE reads are at most 1 MiB). Counted in bypass_reads
+ * and bypass_bytes; the first is logged. Blocks for the fetch (the store's
+ * retry budget bounds it); no lock held on entry. 0 or the store's error. */
+static int obj_bypass(struct cachetier_obj *o, uint64_t off, uint64_t len, int nospc, int *fd,
+		      uint64_t *fd_off)
+{
+	struct cachetier *ct = o->ct;
+	struct bypass_sink s = {.start = off, .next = off, .end = off + len};
+	struct ct_bypass *b = malloc(sizeof(*b));
+	int err = 0;
+
+	if (!b)
+		return -ENOMEM;
+	s.fd = memfd_create("shardfs-bypass", MFD_CLOEXEC);
+	if (s.fd < 0) {
+		err = -errno;
+		free(b);
+		return err;
+	}
+	while (s.next < s.end) {
+		uint64_t from = s.next;
+		ssize_t n = backend_read_version_cb(ct->be, o->file->key, o->file->etag, from,
+						    (size_t)(s.end - from), bypass_write, &s);
+
+		if (n < 0) {
+			err = (int)n;
+			break;
+		}
+		if (s.next == from) {
+			err = -EIO; /* the object is shorter than its size said */
+			break;
+		}
+	}
+	if (err < 0) {
+		close(s.fd);
+		free(b);
+		return err;
+	}
+	atomic_fetch_add(&ct->bypass_reads, 1);
+	atomic_fetch_add(&ct->bypass_bytes, len);
+	if (!atomic_exchange(&ct->bypass_noted, 1))
+		backend_log(ct->be, BACKEND_LOG_WARN,
+			    "cache %s: no room on the disk for %s (%s, nothing left to evict): "
+			    "reads of bytes not cached are served from the store without caching "
+			    "them (cache_bypass_reads counts them; not logged again)",
+			    ct->dir, o->file->key, strerror(-nospc));
+	b->tid = pthread_self();
+	b->fd = s.fd;
+	pthread_mutex_lock(&ct->lock);
+	b->next = o->bypass;
+	__atomic_store_n(&o->bypass, b, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&ct->lock);
+	*fd = s.fd;
+	*fd_off = 0;
+	return 0;
+}
+
+/* The bypass read of this thread on o, taken off its list (NULL: none). */
+static struct ct_bypass *bypass_take(struct cachetier_obj *o)
+{
+	pthread_t self = pthread_self();
+	struct ct_bypass *b = NULL;
+
+	/* only this thread adds its own entry: an empty list read without
+	 * the lock is empty for it */
+	if (!__atomic_load_n(&o->bypass, __ATOMIC_RELAXED))
+		return NULL;
+	pthread_mutex_lock(&o->ct->lock);
+	for (struct ct_bypass **pp = &o->bypass; *pp; pp = &(*pp)->next) {
+		if (pthread_equal((*pp)->tid, self)) {
+			b = *pp;
+			__atomic_store_n(pp, b->next, __ATOMIC_RELAXED);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&o->ct->lock);
+	return b;
+}
+
 static int obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
 			  uint64_t *fd_off, int probe)
 {
@@ -842,6 +949,8 @@ static int obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, i
 			return err;
 	} else if (o->file) {
 		err = cachetier__file_read_begin(o->ct, o->file, off, len, probe);
+		if (err == -ENOSPC || err == -EDQUOT)
+			return obj_bypass(o, off, len, err, fd, fd_off);
 		if (err < 0)
 			return err;
 		*fd = o->file->datafd;
@@ -864,12 +973,18 @@ int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len
 
 void cachetier_obj_read_end(struct cachetier_obj *o)
 {
-	if (o->dec)
+	struct ct_bypass *b;
+
+	if (o->dec) {
 		obj_dec_end(o->ct, o);
-	else if (o->file)
+	} else if (o->file && (b = bypass_take(o))) {
+		close(b->fd);
+		free(b);
+	} else if (o->file) {
 		cachetier__file_read_end(o->ct, o->file);
-	else if (o->local)
+	} else if (o->local) {
 		local_unpin(o);
+	}
 }
 
 int cachetier_obj_prefetch(struct cachetier_obj *o, enum cachetier_prefetch_mode mode)

@@ -247,6 +247,14 @@ struct cachetier {
 
 enum obj_state { OBJ_OPENING, OBJ_READY, OBJ_FAILED };
 
+/* A read served past the cache (no room on the disk for its units): its
+ * bytes in a memfd from read_begin to read_end (cachetier.c obj_bypass). */
+struct ct_bypass {
+	pthread_t tid; /* read_end finds it by thread */
+	int fd;	       /* memfd holding the read's bytes from offset 0 */
+	struct ct_bypass *next;
+};
+
 struct cachetier_obj {
 	struct cachetier *ct;
 	struct cachetier_obj *next; /* chain in ct->obj_tab, protected by ct->lock */
@@ -278,6 +286,8 @@ struct cachetier_obj {
 	struct backend_objinfo info; /* info.key points into 'name' */
 	unsigned dpins;		     /* reads between read_begin and read_end */
 	int redecoding;		     /* a thread decodes it again (others wait on ct->cond) */
+	struct ct_bypass *bypass;    /* remote objects: reads served past the cache now,
+				      * protected by ct->lock */
 };
 
 /* A file of kind 'kind' named 'name' is of another version (-EPROTO): the

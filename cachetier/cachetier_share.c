@@ -163,7 +163,7 @@ int cachetier__usage_open(struct cachetier *ct, int v1fd, int *alone)
 		err = fstat(fd, &st) < 0 ? -errno : 0;
 		/* only the initialiser sizes it; a ready file has its size */
 		if (err == 0 && st.st_size < USAGE_BYTES)
-			err = !*alone ? -EBADMSG : ftruncate(fd, USAGE_BYTES) < 0 ? -errno : 0;
+			err = !*alone ? -EBADMSG : -posix_fallocate(fd, 0, USAGE_BYTES);
 		if (err < 0) {
 			close(fd);
 			return err;
@@ -266,8 +266,12 @@ int cachetier__st_open(struct ct_file *f, int create, int *alone)
 	err = fstat(fd, &st) < 0 ? -errno : 0;
 	if (err == 0 && (uint64_t)st.st_size < f->st_len) {
 		/* only the initialiser grows it; others see a ready header */
-		if (!*alone || ftruncate(fd, (off_t)f->st_len) < 0)
-			err = *alone ? -errno : -EBADMSG;
+		/* allocated, not only sized: a store into a page of the
+		 * mapping that a full disk cannot back would be a SIGBUS */
+		if (!*alone)
+			err = -EBADMSG;
+		else
+			err = -posix_fallocate(fd, 0, (off_t)f->st_len);
 	}
 	if (err == 0) {
 		f->st = map_shared(fd, f->st_len);

@@ -49,6 +49,9 @@ GROUP:
                a byte flipped and a hole punched between mounts, a byte flipped under a second
                mount of the cache dir: exact bytes (the units fetched again), cache_units_corrupt
                exact, read_errors 0
+  fulldisk     the cache dir on a 16 MiB tmpfs filled to the last byte by another file, nothing
+               cached to evict: a shard indexed before reads exactly, served from the store
+               without caching (cache_bypass_bytes exact, read_errors 0, one log line)
   metablobs    the files kept in the cache: imagefolder class maps with a changed class (a bad
                checksum) and of another version, shard indexes and chunk maps of another
                version are detected, logged and rebuilt (class maps byte for byte), the view
@@ -1714,11 +1717,69 @@ def group_unitcrc(env, ck, ng):
           'the log does not name the damage:\n' + text[-2000:])
 
 
+def group_fulldisk(env, ck, ng):
+    """A full disk degrades, it does not stop: the cache dir on a 16 MiB tmpfs that a file of
+    another program fills to the last byte, nothing cached left to evict: reads of a shard
+    indexed before are served from the store without caching (exact bytes, cache_bypass_reads
+    and cache_bypass_bytes exact, read_errors 0, one log line)."""
+    shards = {'shard.tar': [env.rng.randrange(100000, 400000) for _ in range(12)]}
+    src, refs = build_source(env, shards)
+    with open(os.path.join(src, 'shard.tar'), 'rb') as f:
+        want = f.read()
+    ng.start()
+    disk = env.path('tmpfs')
+    os.makedirs(disk)
+    subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=16m,mode=0700', 'tmpfs', disk],
+                   check=True, timeout=60)
+    try:
+        cache = os.path.join(disk, 'cache')
+        logf = env.path('daemon.log')
+        opts = ['--chunk-size', '1M', '--warm', 'off', '--prefetch-shards', '0',
+                '--log-file', logf]
+        url = ng.url('json/')
+        with ml.Mount(env, url, cache_dir=cache, extra=opts) as m:
+            check_all(ck, 'room', m.mnt, src, refs)  # indexed, cached
+        # what was cached is gone (its state files stay); another program fills the disk
+        for p in data_files(cache):
+            os.truncate(p, 0)
+        for p in map_files(cache):
+            os.unlink(p)
+        with open(os.path.join(disk, 'filler'), 'wb') as f:
+            try:
+                while True:
+                    f.write(b'\0' * 65536)
+                    f.flush()
+            except OSError as e:
+                ck.eq('filler: errno', errno.errorcode.get(e.errno), 'ENOSPC')
+        with ml.Mount(env, url, cache_dir=cache, extra=opts) as m:
+            st0 = m.stats()
+            try:
+                got = uncached_read(os.path.join(m.mnt, 'shard.tar'))
+                ck.eq('full disk: bytes read', len(got), len(want))
+                ck.ok(got == want, 'full disk: bytes differ')
+            except OSError as e:
+                ck.fail('full disk: raw read: %s' % e)
+            st = m.stats()
+            ck.ok(st['cache_bypass_reads'] - st0['cache_bypass_reads'] > 0,
+                  'full disk: no bypass read counted')
+            ck.eq('full disk: cache_bypass_bytes',
+                  st['cache_bypass_bytes'] - st0['cache_bypass_bytes'], len(want))
+            ck.eq('full disk: read_errors', st['read_errors'], 0)
+            check_all(ck, 'full disk', m.mnt, src, refs)
+            ck.eq('full disk: read_errors after members', m.stats()['read_errors'], 0)
+        text = log_text(logf)
+        ck.eq('full disk: bypass log lines', text.count('without caching them'), 1)
+    finally:
+        if subprocess.run(['umount', disk], timeout=60).returncode != 0:
+            subprocess.run(['umount', '-l', disk], timeout=60)
+
+
 GROUPS = {'offline': group_offline, 'capacity': group_capacity, 'crash': group_crash,
           'concurrency': group_concurrency, 'share': group_share, 'storedown': group_storedown,
           'stop': group_stop, 'warm': group_warm, 'prefetch': group_prefetch,
           'metablobs': group_metablobs, 'readonce': group_readonce,
-          'randunits': group_randunits, 'unitcrc': group_unitcrc}
+          'randunits': group_randunits, 'unitcrc': group_unitcrc,
+          'fulldisk': group_fulldisk}
 
 
 class LazyNginx(web.Nginx):
