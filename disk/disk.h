@@ -1,6 +1,7 @@
 /*
  * disk.h — the on-disk toolkit every module shares: little-endian fields,
- * FNV-1a, a crash-safe file write and the envelope of a metadata blob.
+ * FNV-1a, CRC32C, a crash-safe file write and the envelope of a metadata
+ * blob.
  *
  * The bottom module: it depends on nothing of ours (libc only), and every
  * module may use it. Formats themselves stay with their owners (shardidx
