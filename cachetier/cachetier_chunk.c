@@ -1293,8 +1293,10 @@ static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int e
 			f->seen[u] = 1;
 			f->dirty++;
 			ct->bytes_fetched += ulen;
-		} else if (waited) {
-			ct->peer_waits++;
+		} else {
+			f->seen[u] = 0; /* another process filled it: checked when read */
+			if (waited)
+				ct->peer_waits++;
 		}
 	} else {
 		f->cst[u] = CH_EMPTY;
@@ -1600,6 +1602,7 @@ static int chunk_hold(struct cachetier *ct, struct ct_file *f, uint32_t c)
 	}
 	/* evicted, or being evicted or filled, by another process */
 	f->cst[c] = CH_EMPTY;
+	f->seen[c] = 0;
 	f->bytes -= chunk_len(f, c);
 	ct->used -= chunk_len(f, c);
 	return 0;
@@ -1632,7 +1635,8 @@ static void unit_corrupt(struct cachetier *ct, struct ct_file *f, uint32_t c)
  * unit this process has not filled or served yet (another process's or an
  * earlier mount's) matches the CRC32C its fill recorded (a pread and a
  * CRC of the unit, once per unit and process). Units that fail are made
- * empty (unit_corrupt). Returns how many failed, or -errno. ct->lock held
+ * empty (unit_corrupt). Returns how many failed or are no longer valid
+ * (another reader here found them damaged meanwhile), or -errno. ct->lock held
  * on entry and return; dropped around the file I/O (the pins and read
  * locks keep the units from eviction and refill meanwhile). */
 static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1)
@@ -1640,7 +1644,7 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 	uint8_t tagbuf[64], *tag = tagbuf; /* per unit: 1 check its CRC, 2 failed */
 	unsigned char *buf = NULL;
 	uint32_t checks = 0;
-	int bad = 0, err = 0;
+	int bad = 0, stale = 0, err = 0;
 	struct stat st;
 
 	if (c1 - c0 > sizeof(tagbuf) && !(tag = calloc(c1 - c0, 1)))
@@ -1676,7 +1680,10 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 	free(buf);
 	pthread_mutex_lock(&ct->lock);
 	for (uint32_t c = c0; c < c1 && err == 0; c++) {
-		if (tag[c - c0] == 2) {
+		if (tag[c - c0] != 2 && f->cst[c] != CH_VALID) {
+			/* another reader here found it damaged meanwhile */
+			stale++;
+		} else if (tag[c - c0] == 2) {
 			if (f->cst[c] == CH_VALID)
 				unit_corrupt(ct, f, c);
 			bad++;
@@ -1704,7 +1711,7 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 		cachetier__note_corrupt(ct, f->hash, f->key, (uint32_t)bad,
 					"their bytes fail their CRC32C", "fetched again");
 	}
-	return err < 0 ? err : bad;
+	return err < 0 ? err : bad + stale;
 }
 
 int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len,
