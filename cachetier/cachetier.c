@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -74,6 +75,18 @@ void cachetier__note_version(struct cachetier *ct, enum ct_format kind, const ch
 		    "cache %s: %s %s is of another version: not used, %s (others like it are not "
 		    "logged)",
 		    ct->dir, what[kind], name, redo[kind]);
+}
+
+void cachetier__note_corrupt(struct cachetier *ct, const char *file, const char *key, uint32_t n,
+			     const char *why, const char *then)
+{
+	atomic_fetch_add(&ct->units_corrupt, n);
+	if (atomic_exchange(&ct->corrupt_noted, 1))
+		return;
+	backend_log(ct->be, BACKEND_LOG_WARN,
+		    "cache %s: %u unit(s) of %s (%s): %s: %s (cache_units_corrupt counts them; "
+		    "others like it are not logged)",
+		    ct->dir, n, file, key ? key : "?", why, then);
 }
 
 void cachetier__hash_hex(const void *data, size_t len, char out[17])
@@ -389,6 +402,9 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->peer_chunks = ct->peer_chunks;
 	st->peer_waits = ct->peer_waits;
 	st->prefetch_withdrawn = ct->pf_withdrawn;
+	st->units_corrupt = atomic_load(&ct->units_corrupt);
+	st->bypass_reads = atomic_load(&ct->bypass_reads);
+	st->bypass_bytes = atomic_load(&ct->bypass_bytes);
 	/* the whole directory: every process and source sharing it */
 	st->bytes_used = cachetier__usage_get(ct);
 	st->bytes_limit = ct->cfg.cache_size_bytes;
@@ -771,6 +787,7 @@ static int obj_redecode(struct cachetier *ct, struct cachetier_obj *o)
 
 static int obj_dec_begin(struct cachetier *ct, struct cachetier_obj *o, int *fd)
 {
+	struct stat st;
 	int err = 0;
 
 	pthread_mutex_lock(&ct->lock);
@@ -778,6 +795,21 @@ static int obj_dec_begin(struct cachetier *ct, struct cachetier_obj *o, int *fd)
 		pthread_cond_wait(&ct->cond, &ct->lock);
 	if (o->fd < 0)
 		err = obj_redecode(ct, o);
+	if (err == 0 && fstat(o->fd, &st) == 0 && (uint64_t)st.st_size < o->size) {
+		/* the copy was cut under us: a read past its end would come
+		 * back short. EIO, and the next read decodes it again (the
+		 * decode record's size no longer matches the file) */
+		char file[40];
+
+		snprintf(file, sizeof(file), "decoded/%s", o->dec->name);
+		cachetier__note_corrupt(ct, file, o->info.key, 1, "the decoded copy was cut",
+					"the read fails with EIO, the next read decodes it again");
+		if (o->dpins == 0) {
+			close(o->fd);
+			o->fd = -1;
+		}
+		err = -EIO;
+	}
 	if (err == 0) {
 		o->dpins++;
 		o->dec->atime_ns = cachetier__now_ns();
@@ -798,6 +830,112 @@ static void obj_dec_end(struct cachetier *ct, struct cachetier_obj *o)
 	pthread_mutex_unlock(&ct->lock);
 }
 
+/* Where a bypass read's bytes go: a memfd, at their offset less start. */
+struct bypass_sink {
+	int fd;
+	uint64_t start, next, end;
+};
+
+/* backend_sink_cb: may run on the store's I/O thread; no locks. */
+static int bypass_write(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	struct bypass_sink *s = arg;
+	int err;
+
+	if (len == 0)
+		return 0;
+	if (off != s->next || len > s->end - off)
+		return -EIO;
+	err = disk_pwrite_all(s->fd, buf, len, off - s->start);
+	if (err == 0)
+		s->next += len;
+	return err;
+}
+
+/* A full disk degrades, it does not stop: the fill of units of
+ * [off, off + len) of remote object o failed with no room on the disk
+ * (eviction freed what it could; -ENOSPC or -EDQUOT), so the range is
+ * fetched from the store (its listed version) into a memfd that read_end
+ * closes, and served from there without caching it. Memory: len bytes
+ * until read_end (FUSE reads are at most 1 MiB). Counted in bypass_reads
+ * and bypass_bytes; the first is logged. Blocks for the fetch (the store's
+ * retry budget bounds it); no lock held on entry. 0 or the store's error. */
+static int obj_bypass(struct cachetier_obj *o, uint64_t off, uint64_t len, int nospc, int *fd,
+		      uint64_t *fd_off)
+{
+	struct cachetier *ct = o->ct;
+	struct bypass_sink s = {.start = off, .next = off, .end = off + len};
+	struct ct_bypass *b = malloc(sizeof(*b));
+	int err = 0;
+
+	if (!b)
+		return -ENOMEM;
+	s.fd = memfd_create("shardfs-bypass", MFD_CLOEXEC);
+	if (s.fd < 0) {
+		err = -errno;
+		free(b);
+		return err;
+	}
+	while (s.next < s.end) {
+		uint64_t from = s.next;
+		ssize_t n = backend_read_version_cb(ct->be, o->file->key, o->file->etag, from,
+						    (size_t)(s.end - from), bypass_write, &s);
+
+		if (n < 0) {
+			err = (int)n;
+			break;
+		}
+		if (s.next == from) {
+			err = -EIO; /* the object is shorter than its size said */
+			break;
+		}
+	}
+	if (err < 0) {
+		close(s.fd);
+		free(b);
+		return err;
+	}
+	atomic_fetch_add(&ct->bypass_reads, 1);
+	atomic_fetch_add(&ct->bypass_bytes, len);
+	if (!atomic_exchange(&ct->bypass_noted, 1))
+		backend_log(ct->be, BACKEND_LOG_WARN,
+			    "cache %s: no room on the disk for %s (%s, nothing left to evict): "
+			    "reads of bytes not cached are served from the store without caching "
+			    "them (cache_bypass_reads counts them; not logged again)",
+			    ct->dir, o->file->key, strerror(-nospc));
+	b->tid = pthread_self();
+	b->fd = s.fd;
+	pthread_mutex_lock(&ct->lock);
+	b->next = o->bypass;
+	__atomic_store_n(&o->bypass, b, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&ct->lock);
+	*fd = s.fd;
+	*fd_off = 0;
+	return 0;
+}
+
+/* The bypass read of this thread on o, taken off its list (NULL: none). */
+static struct ct_bypass *bypass_take(struct cachetier_obj *o)
+{
+	pthread_t self = pthread_self();
+	struct ct_bypass *b = NULL;
+
+	/* only this thread adds its own entry: an empty list read without
+	 * the lock is empty for it */
+	if (!__atomic_load_n(&o->bypass, __ATOMIC_RELAXED))
+		return NULL;
+	pthread_mutex_lock(&o->ct->lock);
+	for (struct ct_bypass **pp = &o->bypass; *pp; pp = &(*pp)->next) {
+		if (pthread_equal((*pp)->tid, self)) {
+			b = *pp;
+			__atomic_store_n(pp, b->next, __ATOMIC_RELAXED);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&o->ct->lock);
+	return b;
+}
+
 static int obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
 			  uint64_t *fd_off, int probe)
 {
@@ -811,6 +949,8 @@ static int obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, i
 			return err;
 	} else if (o->file) {
 		err = cachetier__file_read_begin(o->ct, o->file, off, len, probe);
+		if (err == -ENOSPC || err == -EDQUOT)
+			return obj_bypass(o, off, len, err, fd, fd_off);
 		if (err < 0)
 			return err;
 		*fd = o->file->datafd;
@@ -833,12 +973,18 @@ int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len
 
 void cachetier_obj_read_end(struct cachetier_obj *o)
 {
-	if (o->dec)
+	struct ct_bypass *b;
+
+	if (o->dec) {
 		obj_dec_end(o->ct, o);
-	else if (o->file)
+	} else if (o->file && (b = bypass_take(o))) {
+		close(b->fd);
+		free(b);
+	} else if (o->file) {
 		cachetier__file_read_end(o->ct, o->file);
-	else if (o->local)
+	} else if (o->local) {
 		local_unpin(o);
+	}
 }
 
 int cachetier_obj_prefetch(struct cachetier_obj *o, enum cachetier_prefetch_mode mode)

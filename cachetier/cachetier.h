@@ -110,8 +110,13 @@ struct cachetier_stats {
 	uint64_t prefetch_withdrawn; /* prefetch fills stopped part-way because a demand or
 				      * readahead fill needed their connection (fetched again
 				      * later) */
-	uint64_t bytes_used;	     /* cached bytes on disk now, the whole directory */
-	uint64_t bytes_limit;	     /* cache_size_bytes in force */
+	uint64_t units_corrupt;	     /* units found damaged (a failed CRC32C, a data file cut
+				      * short) and made empty: fetched again (decoded copies:
+				      * the read fails with EIO, decoded again) */
+	uint64_t bypass_reads;	     /* reads served from the store past the cache: no room */
+	uint64_t bypass_bytes;
+	uint64_t bytes_used;  /* cached bytes on disk now, the whole directory */
+	uint64_t bytes_limit; /* cache_size_bytes in force */
 	/* local sources */
 	uint64_t local_fds_open;   /* fds of local source files open now */
 	uint64_t local_fd_reopens; /* reopened after the fd bound had closed them */

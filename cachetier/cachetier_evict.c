@@ -317,8 +317,10 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want, in
 	pthread_mutex_lock(&ct->lock);
 	f->evicting = 0;
 	ct->evicting -= freed;
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n; i++) {
 		f->cst[list[i]] = CH_EMPTY;
+		f->seen[list[i]] = 0; /* whoever fills it next: checked if not us */
+	}
 	for (uint32_t c = 0; c < f->nchunks && !left; c++)
 		left = cachetier__st_get(f, c);
 	if (had_map && left)
@@ -591,7 +593,7 @@ static int scan_map(struct cachetier *ct, int dirfd, const char *hash, int forei
 	int err;
 
 	snprintf(mapname, sizeof(mapname), "%s.map", hash);
-	err = cachetier__map_load(ct, dirfd, hash, &buf, &m, &st);
+	err = cachetier__map_load(ct, dirfd, hash, &buf, &m, &st, NULL);
 	if (err == 0 && fstatat(dirfd, mapname, &mst, 0) < 0)
 		err = -EBADMSG;
 	if (err < 0) {

@@ -230,7 +230,11 @@ struct cachetier {
 	uint64_t pf_withdrawn;	    /* prefetch fills stopped to free a connection for a reader */
 	atomic_ullong decoded_used; /* bytes of decoded copies (never evicted) */
 	atomic_ullong decoded_streams, decoded_bytes, decoded_reused, meta_reads, meta_writes;
-	atomic_int version_noted[CT_FMT_COUNT]; /* cachetier__note_version logged it */
+	atomic_int version_noted[CT_FMT_COUNT];	  /* cachetier__note_version logged it */
+	atomic_ullong units_corrupt;		  /* cachetier__note_corrupt */
+	atomic_int corrupt_noted;		  /* ... logged it */
+	atomic_ullong bypass_reads, bypass_bytes; /* reads served past the cache (no room) */
+	atomic_int bypass_noted;
 	/* Open fds of local source files (objects with 'local' set): at most
 	 * fd_max; the least recently used unpinned one is closed when a
 	 * new one would pass it, and reopened by the next read. */
@@ -242,6 +246,14 @@ struct cachetier {
 };
 
 enum obj_state { OBJ_OPENING, OBJ_READY, OBJ_FAILED };
+
+/* A read served past the cache (no room on the disk for its units): its
+ * bytes in a memfd from read_begin to read_end (cachetier.c obj_bypass). */
+struct ct_bypass {
+	pthread_t tid; /* read_end finds it by thread */
+	int fd;	       /* memfd holding the read's bytes from offset 0 */
+	struct ct_bypass *next;
+};
 
 struct cachetier_obj {
 	struct cachetier *ct;
@@ -274,12 +286,22 @@ struct cachetier_obj {
 	struct backend_objinfo info; /* info.key points into 'name' */
 	unsigned dpins;		     /* reads between read_begin and read_end */
 	int redecoding;		     /* a thread decodes it again (others wait on ct->cond) */
+	struct ct_bypass *bypass;    /* remote objects: reads served past the cache now,
+				      * protected by ct->lock */
 };
 
 /* A file of kind 'kind' named 'name' is of another version (-EPROTO): the
  * caller drops it and builds it again. Logged through the backend's log,
  * once per kind and process (an upgrade finds one in every object). */
 void cachetier__note_version(struct cachetier *ct, enum ct_format kind, const char *name);
+/* n units of cache file 'file' (relative to the source's cache
+ * directory) holding object 'key' were found damaged (a failed CRC32C, a
+ * data file shorter than its map or than a valid unit): counted in
+ * units_corrupt; the first is logged through the backend's log (once per
+ * process), saying 'why' and what happens ('then'). Any thread, any lock
+ * held. */
+void cachetier__note_corrupt(struct cachetier *ct, const char *file, const char *key, uint32_t n,
+			     const char *why, const char *then);
 /* 64-bit FNV-1a (disk_fnv64), rendered as 16 hex digits into out[17]. */
 void cachetier__hash_hex(const void *data, size_t len, char out[17]);
 
@@ -330,6 +352,7 @@ struct ct_map {
 	const char *etag;
 	size_t etaglen;
 	const unsigned char *bitmap;
+	const unsigned char *crcs; /* u32 CRC32C per unit (valid units' only mean anything) */
 };
 int cachetier__map_parse(const unsigned char *buf, size_t len, struct ct_map *m);
 int cachetier__map_read(int dirfd, const char *name, unsigned char **buf, size_t *len);
@@ -353,10 +376,16 @@ uint64_t cachetier__usage_epoch(const struct cachetier *ct);
 int cachetier__st_open(struct ct_file *f, int create, int *alone);
 /* Alone: bytes the old state file counted in 'epoch' (UINT64_MAX: none). */
 uint64_t cachetier__st_old_bytes(const struct ct_file *f, uint64_t epoch);
-int cachetier__st_ready(struct ct_file *f, const unsigned char *bitmap, uint64_t epoch);
+/* bitmap, crcs: a map's (NULL: nothing valid); crcs is a u32 CRC32C per unit. */
+int cachetier__st_ready(struct ct_file *f, const unsigned char *bitmap, const unsigned char *crcs,
+			uint64_t epoch);
 void cachetier__st_close(struct ct_file *f);
 int cachetier__st_get(const struct ct_file *f, uint32_t c);
 int cachetier__st_set(struct ct_file *f, uint32_t c, int valid); /* returns the old value */
+/* The CRC32C of unit c's bytes: set by its fill before the unit's state
+ * byte says valid (st_set's exchange publishes it), read by whoever checks it. */
+uint32_t cachetier__st_crc(const struct ct_file *f, uint32_t c);
+void cachetier__st_set_crc(struct ct_file *f, uint32_t c, uint32_t crc);
 void cachetier__st_touch(struct ct_file *f, int64_t now_ns);
 int64_t cachetier__st_atime(const struct ct_file *f);
 
@@ -370,11 +399,13 @@ static inline uint64_t cachetier__chunk_len(const struct ct_file *f, uint32_t c)
 /* Data file name of an object: hash of key, ETag, size and chunk bytes. */
 int cachetier__file_hash(const char *key, const char *etag, uint64_t size, uint32_t cb,
 			 char hash[17]);
-/* Read and check dirfd/<hash>.map: it parses, names this file (hash) and
- * the data file is long enough for every claimed chunk. *buf (freed by
- * the caller) backs *m. -EPROTO: a map of another version (noted). */
+/* Read and check dirfd/<hash>.map: it parses and names this file (hash).
+ * Units it claims past the data file's end (the file was cut) are dropped
+ * from *m's bitmap, their count in *lost (when not NULL): fetched again.
+ * *buf (freed by the caller) backs *m. -EPROTO: a map of another version
+ * (noted). */
 int cachetier__map_load(struct cachetier *ct, int dirfd, const char *hash, unsigned char **buf,
-			struct ct_map *m, struct stat *data_st);
+			struct ct_map *m, struct stat *data_st, uint32_t *lost);
 /* Remove dirfd/<hash> (data, map, state) unless a running process uses
  * it; with 'count', its bytes counted in the usage leave it. Returns the
  * bytes, -EBUSY when in use, or a negative errno. */

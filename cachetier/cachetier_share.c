@@ -14,7 +14,9 @@
  *                             source), and an epoch that changes each time
  *                             the counter is rebuilt from the disk.
  *   <source>/data/<hash>.st   one object: header, then one byte per chunk
- *                             (ST_VALID: its bytes are in data/<hash>).
+ *                             (ST_VALID: its bytes are in data/<hash>),
+ *                             then (at a multiple of 4) a u32 CRC32C per
+ *                             chunk, stored before its byte says valid.
  *
  * Presence: each process that uses a shared file holds a read lock on its
  * byte LK_PRESENCE. A process that gets the write lock there is alone: it
@@ -50,7 +52,7 @@
 #define U_USED	  24 /* i64, atomic: bytes of valid chunks and decoded copies */
 
 #define ST_MAGIC   "SHCHST\0\1"
-#define ST_VERSION 1u
+#define ST_VERSION 2u /* 2: a CRC32C per unit after the state bytes */
 /* state file fields */
 #define S_VERSION 8  /* u32 */
 #define S_READY	  12 /* u32, atomic */
@@ -161,7 +163,7 @@ int cachetier__usage_open(struct cachetier *ct, int v1fd, int *alone)
 		err = fstat(fd, &st) < 0 ? -errno : 0;
 		/* only the initialiser sizes it; a ready file has its size */
 		if (err == 0 && st.st_size < USAGE_BYTES)
-			err = !*alone ? -EBADMSG : ftruncate(fd, USAGE_BYTES) < 0 ? -errno : 0;
+			err = !*alone ? -EBADMSG : -posix_fallocate(fd, 0, USAGE_BYTES);
 		if (err < 0) {
 			close(fd);
 			return err;
@@ -239,9 +241,15 @@ uint64_t cachetier__usage_epoch(const struct cachetier *ct)
 
 /* ---- an object's state file ---- */
 
+/* Offset of the CRC array in a state file of nchunks units. */
+static size_t st_crc_off(uint32_t nchunks)
+{
+	return ((size_t)ST_HDR + nchunks + 3u) & ~(size_t)3u;
+}
+
 static size_t st_bytes(uint32_t nchunks)
 {
-	return ((size_t)ST_HDR + nchunks + 4095u) & ~(size_t)4095u;
+	return (st_crc_off(nchunks) + (size_t)nchunks * 4u + 4095u) & ~(size_t)4095u;
 }
 
 int cachetier__st_open(struct ct_file *f, int create, int *alone)
@@ -258,8 +266,12 @@ int cachetier__st_open(struct ct_file *f, int create, int *alone)
 	err = fstat(fd, &st) < 0 ? -errno : 0;
 	if (err == 0 && (uint64_t)st.st_size < f->st_len) {
 		/* only the initialiser grows it; others see a ready header */
-		if (!*alone || ftruncate(fd, (off_t)f->st_len) < 0)
-			err = *alone ? -errno : -EBADMSG;
+		/* allocated, not only sized: a store into a page of the
+		 * mapping that a full disk cannot back would be a SIGBUS */
+		if (!*alone)
+			err = -EBADMSG;
+		else
+			err = -posix_fallocate(fd, 0, (off_t)f->st_len);
 	}
 	if (err == 0) {
 		f->st = map_shared(fd, f->st_len);
@@ -297,7 +309,8 @@ uint64_t cachetier__st_old_bytes(const struct ct_file *f, uint64_t epoch)
 	return sum;
 }
 
-int cachetier__st_ready(struct ct_file *f, const unsigned char *bitmap, uint64_t epoch)
+int cachetier__st_ready(struct ct_file *f, const unsigned char *bitmap, const unsigned char *crcs,
+			uint64_t epoch)
 {
 	st32(f->st + S_READY, 0);
 	memcpy(f->st, ST_MAGIC, 8);
@@ -307,11 +320,14 @@ int cachetier__st_ready(struct ct_file *f, const unsigned char *bitmap, uint64_t
 	st64(f->st + S_SIZE, f->size);
 	st64(f->st + S_EPOCH, epoch);
 	st64(f->st + S_ATIME, (uint64_t)cachetier__now_ns());
-	for (uint32_t c = 0; c < f->nchunks; c++)
+	for (uint32_t c = 0; c < f->nchunks; c++) {
+		st32(f->st + st_crc_off(f->nchunks) + (size_t)c * 4,
+		     bitmap && crcs ? disk_le32_get(crcs + (size_t)c * 4) : 0);
 		__atomic_store_n(
 		    f->st + ST_HDR + c,
 		    (unsigned char)(bitmap && (bitmap[c / 8] & (1u << (c % 8))) ? 1 : 0),
 		    __ATOMIC_RELEASE);
+	}
 	st32(f->st + S_READY, 1);
 	return cachetier__ofd_lock(f->stfd, F_RDLCK, LK_PRESENCE, 1);
 }
@@ -337,6 +353,16 @@ int cachetier__st_set(struct ct_file *f, uint32_t c, int valid)
 {
 	return __atomic_exchange_n(f->st + ST_HDR + c, (unsigned char)(valid ? 1 : 0),
 				   __ATOMIC_ACQ_REL) != 0;
+}
+
+uint32_t cachetier__st_crc(const struct ct_file *f, uint32_t c)
+{
+	return ld32(f->st + st_crc_off(f->nchunks) + (size_t)c * 4);
+}
+
+void cachetier__st_set_crc(struct ct_file *f, uint32_t c, uint32_t crc)
+{
+	st32(f->st + st_crc_off(f->nchunks) + (size_t)c * 4, crc);
 }
 
 void cachetier__st_touch(struct ct_file *f, int64_t now_ns)

@@ -8,11 +8,16 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "disk.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <nmmintrin.h>
+#endif
 
 static atomic_uint tmp_seq;
 
@@ -151,3 +156,112 @@ int disk_blob_check(const void *buf, size_t len, const char magic[8], uint32_t v
 		return -EBADMSG;
 	return 0;
 }
+
+/* ---- CRC32C ---- */
+
+#define CRC32C_POLY 0x82f63b78u /* reflected Castagnoli polynomial */
+
+static uint32_t crc_tab[8][256];
+static atomic_int crc_tab_ready; /* 0 none, 1 being built, 2 built */
+static atomic_int crc_hw = -1;	 /* -1: not asked the CPU yet */
+
+static void crc_tab_build(void)
+{
+	int expect = 0;
+
+	if (atomic_load_explicit(&crc_tab_ready, memory_order_acquire) == 2)
+		return;
+	if (!atomic_compare_exchange_strong(&crc_tab_ready, &expect, 1)) {
+		while (atomic_load_explicit(&crc_tab_ready, memory_order_acquire) != 2)
+			; /* another thread builds it: microseconds */
+		return;
+	}
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? (c >> 1) ^ CRC32C_POLY : c >> 1;
+		crc_tab[0][i] = c;
+	}
+	for (uint32_t i = 0; i < 256; i++) {
+		for (int t = 1; t < 8; t++)
+			crc_tab[t][i] =
+			    (crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
+	}
+	atomic_store_explicit(&crc_tab_ready, 2, memory_order_release);
+}
+
+uint32_t disk_crc32c_sw(uint32_t crc, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+
+	crc_tab_build();
+	crc = ~crc;
+	while (len >= 8) {
+		uint32_t lo = crc ^ disk_le32_get(p), hi = disk_le32_get(p + 4);
+
+		crc = crc_tab[7][lo & 0xff] ^ crc_tab[6][(lo >> 8) & 0xff] ^
+		      crc_tab[5][(lo >> 16) & 0xff] ^ crc_tab[4][lo >> 24] ^ crc_tab[3][hi & 0xff] ^
+		      crc_tab[2][(hi >> 8) & 0xff] ^ crc_tab[1][(hi >> 16) & 0xff] ^
+		      crc_tab[0][hi >> 24];
+		p += 8;
+		len -= 8;
+	}
+	while (len--)
+		crc = (crc >> 8) ^ crc_tab[0][(crc ^ *p++) & 0xff];
+	return ~crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+
+__attribute__((target("sse4.2"))) static uint32_t crc_hw_update(uint32_t crc, const void *data,
+								size_t len)
+{
+	const unsigned char *p = data;
+	uint64_t c = ~crc;
+
+	while (len && ((uintptr_t)p & 7)) {
+		c = _mm_crc32_u8((uint32_t)c, *p++);
+		len--;
+	}
+	while (len >= 8) {
+		uint64_t w;
+
+		memcpy(&w, p, 8);
+		c = _mm_crc32_u64(c, w);
+		p += 8;
+		len -= 8;
+	}
+	while (len--)
+		c = _mm_crc32_u8((uint32_t)c, *p++);
+	return ~(uint32_t)c;
+}
+
+int disk_crc32c_hw(void)
+{
+	int hw = atomic_load_explicit(&crc_hw, memory_order_relaxed);
+
+	if (hw < 0) {
+		__builtin_cpu_init();
+		hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+		atomic_store_explicit(&crc_hw, hw, memory_order_relaxed);
+	}
+	return hw;
+}
+
+uint32_t disk_crc32c_update(uint32_t crc, const void *data, size_t len)
+{
+	return disk_crc32c_hw() ? crc_hw_update(crc, data, len) : disk_crc32c_sw(crc, data, len);
+}
+#else
+int disk_crc32c_hw(void)
+{
+	(void)crc_hw;
+	return 0;
+}
+
+uint32_t disk_crc32c_update(uint32_t crc, const void *data, size_t len)
+{
+	return disk_crc32c_sw(crc, data, len);
+}
+#endif

@@ -1,6 +1,7 @@
 /*
  * disk.h — the on-disk toolkit every module shares: little-endian fields,
- * FNV-1a, a crash-safe file write and the envelope of a metadata blob.
+ * FNV-1a, CRC32C, a crash-safe file write and the envelope of a metadata
+ * blob.
  *
  * The bottom module: it depends on nothing of ours (libc only), and every
  * module may use it. Formats themselves stay with their owners (shardidx
@@ -87,6 +88,18 @@ static inline uint64_t disk_fnv64(const void *data, size_t len)
 {
 	return disk_fnv64_update(DISK_FNV64_INIT, data, len);
 }
+
+/* ---- CRC32C (Castagnoli) ----------------------------------------------
+ * The checksum of cached bytes (cachetier's units): computed as a fill's
+ * bytes arrive and checked when another process's (or mount's) unit is
+ * first read. _update continues a CRC (start with 0; pieces in order give
+ * the CRC of the whole). SSE4.2's crc32 instruction when the CPU has it
+ * (a runtime cpuid check, once), else a table (slicing by 8). Reentrant;
+ * never blocks. disk_crc32c_sw: the table always (tests, the bench). */
+uint32_t disk_crc32c_update(uint32_t crc, const void *data, size_t len);
+uint32_t disk_crc32c_sw(uint32_t crc, const void *data, size_t len);
+/* 1 when disk_crc32c_update uses the CPU's instruction. */
+int disk_crc32c_hw(void);
 
 /* ---- crash-safe writes -------------------------------------------------
  * A file is replaced by writing a temp file in the same directory, fsyncing

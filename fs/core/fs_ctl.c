@@ -268,6 +268,13 @@ static const struct ctl_counter ctl_counters[] = {
      SNAP(cs.peer_chunks)},
     {"cache_peer_waits", "fills that waited for another process filling the same chunk", C,
      SNAP(cs.peer_waits)},
+    {"cache_units_corrupt",
+     "cached units found damaged (bad CRC32C, data file cut) and fetched again; decoded copies: "
+     "read failed with EIO",
+     C, SNAP(cs.units_corrupt)},
+    {"cache_bypass_reads", "reads served from the store without caching: no room on the disk", C,
+     SNAP(cs.bypass_reads)},
+    {"cache_bypass_bytes", "bytes of those reads", C, SNAP(cs.bypass_bytes)},
     {"cache_bytes_used", "cached bytes in the whole cache directory", G, SNAP(cs.bytes_used)},
     {"cache_bytes_limit", "the cache size limit", G, SNAP(cs.bytes_limit)},
     {"cache_room_bytes", "bytes the cache can take without evicting (limit and disk reserve)", G,

@@ -506,10 +506,29 @@ def w_cache(a):
                 '>= %g' % goal, goal)
 
 
+def w_crc(a):
+    """K. the cache units' CRC32C (crc_bench.sh): CPU ms per GB with the CRC against the same
+    work without it (the fill's sink; a first read of a unit another process filled; every
+    later read's fstat), and the CRC's own speed."""
+    out = run_script(['bash', os.path.join(HERE, 'crc_bench.sh'), '--runs', str(a.runs)],
+                     'crc_bench')
+    labels = {'fill': 'K1. CPU per GB filled: fill sink with CRC32C vs without',
+              'first': 'K2. CPU per GB of first reads of units filled elsewhere: checked vs not',
+              'read': 'K3. CPU per GB of later reads: with the fstat vs without'}
+    for ln in out.splitlines():
+        p = ln.split()
+        if len(p) == 3 and p[0] in labels:
+            w, wo = float(p[1]), float(p[2])
+            row(labels[p[0]], w, wo, 'ms/GB', wo / w, 'report', None)
+        elif len(p) == 3 and p[0].startswith('crc-'):
+            row('K. CRC32C alone, %s (%s GB/s)' % (p[0][4:], p[2]), float(p[1]), None, 'ms/GB',
+                None, 'reference', None, ref=True)
+
+
 # ---------------------------------------------------------------------------------------------
 
 WORKLOADS = ['samples', 'sequential', 'archivemount', 'firstread', 'remote', 's3', 'index',
-             'dl', 'cache', 'link']
+             'dl', 'cache', 'link', 'crc']
 OPTIONAL = ['scale']  # run only when --only names them
 
 
@@ -608,6 +627,9 @@ def main():
             w_dl(a)
         if 'cache' in only:
             w_cache(a)
+        if 'crc' in only:
+            log('K. the cache units\' CRC32C (crc_bench.sh)')
+            w_crc(a)
         if 'link' in only:
             log('L. remote rows on the link emulator (link_bench.py)')
             w_link(a)

@@ -1,7 +1,8 @@
 /*
  * test_cachetier.c — unit tests of backend (local) and cachetier without a
  * mount: listing, key checks, decoding of gzip and zstd shards (whole,
- * multi-member, truncated, corrupt), reuse of decoded copies, refusal past
+ * multi-member, truncated, corrupt), reuse of decoded copies, a decoded
+ * copy cut under an open object (EIO, then decoded again), refusal past
  * max_decoded_bytes (whole or error, remembered), metadata
  * blobs, and the modes of what the cache directory holds.
  *
@@ -293,6 +294,49 @@ int main(void)
 	cachetier_get_stats(ct, &st);
 	CHECK(st.decoded_streams == 0 && st.decoded_reused == 2, "reuse: decoded %llu reused %llu",
 	      (unsigned long long)st.decoded_streams, (unsigned long long)st.decoded_reused);
+	{
+		/* a decoded copy cut under the open object: that read fails with
+		 * EIO (never short), counted; the next read decodes it again */
+		struct backend_objinfo info;
+		struct cachetier_obj *o = NULL;
+		unsigned char *got = malloc(n);
+		char d[600], f[1200];
+		DIR *dir;
+		struct dirent *de;
+		struct stat sst;
+		int cut = 0;
+
+		backend_stat(be, "whole.tar.gz", &info);
+		err = cachetier_obj_open(ct, &info, CACHETIER_GZIP, &o);
+		CHECK(err == 0, "cut copy: open %d", err);
+		snprintf(d, sizeof(d), "%s/decoded", cachetier_dir(ct));
+		dir = opendir(d);
+		while (dir && (de = readdir(dir))) {
+			snprintf(f, sizeof(f), "%s/%s", d, de->d_name);
+			if (stat(f, &sst) == 0 && S_ISREG(sst.st_mode) && (size_t)sst.st_size == n)
+				cut += truncate(f, (off_t)(n / 3)) == 0;
+		}
+		if (dir)
+			closedir(dir);
+		/* whole.tar.gz, whole.tar.zst, multi.tar.gz */
+		CHECK(cut == 3, "cut copy: %d copies of %zu bytes cut", cut, n);
+		if (err == 0) {
+			CHECK(cachetier_obj_pread(o, got, n, 0) == -EIO, "cut copy: read not EIO");
+			cachetier_get_stats(ct, &st);
+			CHECK(st.units_corrupt == 1, "cut copy: units_corrupt %llu",
+			      (unsigned long long)st.units_corrupt);
+			CHECK(cachetier_obj_pread(o, got, n, 0) == (ssize_t)n &&
+				  memcmp(got, data, n) == 0,
+			      "cut copy: decoded again");
+			cachetier_get_stats(ct, &st);
+			CHECK(st.decoded_streams == 1 && st.units_corrupt == 1,
+			      "cut copy: decoded %llu corrupt %llu",
+			      (unsigned long long)st.decoded_streams,
+			      (unsigned long long)st.units_corrupt);
+			cachetier_obj_unref(o);
+		}
+		free(got);
+	}
 	{
 		/* every file the cache holds is 0600, no temp files are left */
 		char d[600];

@@ -13,7 +13,9 @@
  * map; fill errors reaching the reader and a retry succeeding; fills cut
  * midway leaving nothing on the disk, then exact bytes; a changed
  * object never served from old chunks; objects of an earlier mount opened
- * by readers while an eviction loads them.
+ * by readers while an eviction loads them; cached units damaged (a byte
+ * flipped, a hole, the data file cut) between opens, under another tier
+ * on the directory and under the running tier.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -1140,6 +1142,141 @@ static void test_changed(uint64_t seed)
 	backend_close(be);
 }
 
+/* ---- damaged cached bytes ---- */
+
+#define UNIT (CHUNK / 8) /* the cache unit of a chunk under 512 KiB */
+
+/* The path of the one data file in ct's data/ (the test opens one object). */
+static void data_file(struct cachetier *ct, char *path, size_t size)
+{
+	DIR *d = opendir(data_dir(ct));
+	struct dirent *de;
+
+	path[0] = 0;
+	while (d && (de = readdir(d))) {
+		if (strlen(de->d_name) == 16)
+			snprintf(path, size, "%s/%s", data_dir(ct), de->d_name);
+	}
+	if (d)
+		closedir(d);
+	CHECK(path[0], "no data file in %s", data_dir(ct));
+}
+
+static void flip_byte(const char *path, uint64_t off)
+{
+	int fd = open(path, O_RDWR);
+	unsigned char b = 0;
+
+	CHECK(fd >= 0 && pread(fd, &b, 1, (off_t)off) == 1, "read %s", path);
+	b ^= 0x5a;
+	CHECK(pwrite(fd, &b, 1, (off_t)off) == 1, "write %s", path);
+	close(fd);
+}
+
+static void punch(const char *path, uint64_t off, uint64_t len)
+{
+	int fd = open(path, O_RDWR);
+
+	CHECK(fd >= 0 && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+				   (off_t)len) == 0,
+	      "punch %s", path);
+	close(fd);
+}
+
+/* Each cache unit carries the CRC32C of its bytes: a unit this tier did
+ * not fill (an earlier open, another tier on the directory) is checked on
+ * its first read; a bad one, a hole, or a data file shorter than its map
+ * is fetched again (exact bytes, units_corrupt exact); a data file cut
+ * under the running tier makes the read fetch again, never come back
+ * short. */
+static void test_damage(void)
+{
+	size_t size = sizes[NOBJ], nunits = (size + UNIT - 1) / UNIT;
+	uint64_t cut = 60 * (uint64_t)CHUNK + 10, tail = size - (cut / UNIT) * UNIT;
+	struct backend *be = store("");
+	struct cachetier *ct = tier(be, "c-damage", 1ull << 30, 4), *ct2;
+	struct cachetier_obj *o, *o2;
+	struct cachetier_stats st;
+	char path[700];
+
+	/* filled and recorded by one open */
+	o = obj(ct, be, NOBJ);
+	CHECK(read_check(o, NOBJ, 0, size, 0) == 0, "damage: first read");
+	cachetier_obj_unref(o);
+	fills_idle(ct);
+	data_file(ct, path, sizeof(path));
+	cachetier_close(ct);
+
+	/* between opens: a byte flipped (unit 3), a hole (unit 7), the file
+	 * cut inside unit cut / UNIT */
+	flip_byte(path, 3 * UNIT + 100);
+	punch(path, 7 * UNIT, 4096);
+	CHECK(truncate(path, (off_t)cut) == 0, "truncate");
+	ct = tier(be, "c-damage", 1ull << 30, 4);
+	o = obj(ct, be, NOBJ);
+	CHECK(read_check(o, NOBJ, 0, size, 1) == 0, "damage: reread after damage between opens");
+	CHECK(read_check(o, NOBJ, 0, size, 0) == 0, "damage: reread (pread)");
+	fills_idle(ct);
+	stats(ct, &st);
+	CHECK(st.units_corrupt == 2 + (nunits - cut / UNIT), "damage: units_corrupt %llu, want %zu",
+	      (unsigned long long)st.units_corrupt, 2 + (nunits - (size_t)(cut / UNIT)));
+	CHECK(st.bytes_fetched == 2 * UNIT + tail, "damage: fetched %llu, want %llu",
+	      (unsigned long long)st.bytes_fetched, (unsigned long long)(2 * UNIT + tail));
+	cachetier_obj_unref(o);
+
+	/* a second tier on the directory: a byte its peer's unit lost is
+	 * caught on its first read there */
+	ct2 = tier(be, "c-damage", 1ull << 30, 4);
+	o2 = obj(ct2, be, NOBJ);
+	flip_byte(path, 20 * UNIT + 5);
+	CHECK(read_check(o2, NOBJ, 0, size, 0) == 0, "damage: peer's read of a flipped byte");
+	fills_idle(ct2);
+	stats(ct2, &st);
+	CHECK(st.units_corrupt == 1 && st.bytes_fetched == UNIT && st.peer_chunks == nunits - 1,
+	      "damage: peer counted corrupt %llu fetched %llu peer units %llu",
+	      (unsigned long long)st.units_corrupt, (unsigned long long)st.bytes_fetched,
+	      (unsigned long long)st.peer_chunks);
+	cachetier_obj_unref(o2);
+	cachetier_close(ct2);
+
+	/* cut to nothing under the running tier (the page cache goes with it):
+	 * the read fetches the units again instead of coming back short */
+	o = obj(ct, be, NOBJ);
+	CHECK(truncate(path, 0) == 0, "truncate to 0");
+	stats(ct, &st);
+	{
+		uint64_t before = st.units_corrupt, fetched = st.bytes_fetched;
+
+		CHECK(read_check(o, NOBJ, 5 * UNIT + 3, 3 * UNIT, 1) == 0,
+		      "damage: read of a file cut under the tier (fd)");
+		CHECK(read_check(o, NOBJ, 0, size, 0) == 0, "damage: whole object after the cut");
+		fills_idle(ct);
+		stats(ct, &st);
+		CHECK(st.units_corrupt - before == nunits, "damage: cut units counted %llu of %zu",
+		      (unsigned long long)(st.units_corrupt - before), nunits);
+		CHECK(st.bytes_fetched - fetched == size, "damage: refetched %llu of %zu",
+		      (unsigned long long)(st.bytes_fetched - fetched), size);
+	}
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	backend_close(be);
+
+	/* what was fetched again was recorded with its CRCs: the store gone,
+	 * every byte comes from the cache and passes its check */
+	be = store("fail_every=1&fail_after_bytes=1");
+	ct = tier(be, "c-damage", 1ull << 30, 4);
+	o = obj(ct, be, NOBJ);
+	CHECK(read_check(o, NOBJ, 0, size, 0) == 0, "damage: reopen without the store");
+	stats(ct, &st);
+	CHECK(st.units_corrupt == 0 && st.bytes_fetched == 0 && st.peer_chunks == nunits,
+	      "damage: reopen corrupt %llu fetched %llu peer units %llu",
+	      (unsigned long long)st.units_corrupt, (unsigned long long)st.bytes_fetched,
+	      (unsigned long long)st.peer_chunks);
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
 int main(void)
 {
 	const char *env = getenv("TEST_SEED");
@@ -1181,6 +1318,7 @@ int main(void)
 	test_errors();
 	test_cut();
 	test_changed(seed);
+	test_damage();
 
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
 	if (check_failures() == 0 && system(cmd) != 0)

@@ -106,9 +106,49 @@ static void test_write_atomic(void)
 	rmdir(dir);
 }
 
+/* CRC32C: the vectors of RFC 3720 (iSCSI) B.4 and the check value, in
+ * the CPU's instruction (when it has it) and the table; pieces of every
+ * split and alignment give the CRC of the whole. */
+static void test_crc32c(void)
+{
+	unsigned char z[32], f[32], inc[32], dec[32], big[1000];
+
+	memset(z, 0, sizeof(z));
+	memset(f, 0xff, sizeof(f));
+	for (int i = 0; i < 32; i++) {
+		inc[i] = (unsigned char)i;
+		dec[i] = (unsigned char)(31 - i);
+	}
+	for (int sw = 0; sw < 2; sw++) {
+		uint32_t (*crc)(uint32_t, const void *, size_t) =
+		    sw ? disk_crc32c_sw : disk_crc32c_update;
+
+		EXPECT(crc(0, "", 0) == 0);
+		EXPECT(crc(0, "123456789", 9) == 0xe3069283u);
+		EXPECT(crc(0, z, 32) == 0x8a9136aau);
+		EXPECT(crc(0, f, 32) == 0x62a8ab43u);
+		EXPECT(crc(0, inc, 32) == 0x46dd794eu);
+		EXPECT(crc(0, dec, 32) == 0x113fdb5cu);
+	}
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (unsigned char)(i * 131 + 7);
+	for (size_t a = 0; a < 20; a++) {
+		for (size_t cut = a; cut < sizeof(big); cut += 97) {
+			uint32_t whole = disk_crc32c_sw(0, big + a, sizeof(big) - a);
+			uint32_t c = disk_crc32c_update(0, big + a, cut - a);
+
+			EXPECT(disk_crc32c_update(c, big + cut, sizeof(big) - cut) == whole);
+			EXPECT(disk_crc32c_sw(disk_crc32c_sw(0, big + a, cut - a), big + cut,
+					      sizeof(big) - cut) == whole);
+		}
+	}
+	printf("crc32c: %s\n", disk_crc32c_hw() ? "sse4.2" : "table");
+}
+
 int main(void)
 {
 	test_fnv_le();
+	test_crc32c();
 	test_blob();
 	test_write_atomic();
 	return check_summary("disk");

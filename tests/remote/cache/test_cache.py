@@ -45,6 +45,13 @@ GROUP:
                bytes_fetched and requests), exact bytes; read again: nothing fetched; members
                of 300000 bytes (several requests each) fetch only their units too; a reader
                going round 4 shards one member at a time gets no shard fetched ahead
+  unitcrc      cached units carry their CRC32C: the data file cut under the running mount,
+               a byte flipped and a hole punched between mounts, a byte flipped under a second
+               mount of the cache dir: exact bytes (the units fetched again), cache_units_corrupt
+               exact, read_errors 0
+  fulldisk     the cache dir on a 16 MiB tmpfs filled to the last byte by another file, nothing
+               cached to evict: a shard indexed before reads exactly, served from the store
+               without caching (cache_bypass_bytes exact, read_errors 0, one log line)
   metablobs    the files kept in the cache: imagefolder class maps with a changed class (a bad
                checksum) and of another version, shard indexes and chunk maps of another
                version are detected, logged and rebuilt (class maps byte for byte), the view
@@ -1626,11 +1633,153 @@ def group_metablobs(env, ck, ng):
                                                   if b.startswith(CLS_MAGICS)), 1)
 
 
+def data_files(cache):
+    """The chunk stores' data files (not their .st and .map)."""
+    return [p for p in glob.glob(os.path.join(cache, 'v1', '*', 'data', '*'))
+            if re.fullmatch(r'[0-9a-f]{16}', os.path.basename(p))]
+
+
+def damage(path, flip=(), holes=()):
+    """Flip a byte at each offset of flip; punch a 4 KiB hole at each offset of holes."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        for off in flip:
+            b = os.pread(fd, 1, off)
+            os.pwrite(fd, bytes([b[0] ^ 0x5a]), off)
+        for off in holes:  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+            if libc.fallocate(fd, 3, ctypes.c_long(off), ctypes.c_long(4096)) != 0:
+                raise OSError(ctypes.get_errno(), 'fallocate')
+    finally:
+        os.close(fd)
+
+
+def group_unitcrc(env, ck, ng):
+    """Cached units carry their CRC32C: a data file cut under the running mount, a byte flipped
+    and a hole punched between mounts, a byte flipped under a second mount of the cache dir: each
+    read gives the exact bytes (the damaged units fetched again), cache_units_corrupt exact,
+    read_errors 0."""
+    unit = 64 * 1024
+    shards = {'shard.tar': [env.rng.randrange(100000, 900000) for _ in range(16)]}
+    src, refs = build_source(env, shards)
+    path = os.path.join(src, 'shard.tar')
+    with open(path, 'rb') as f:
+        want = f.read()
+    nunits = (len(want) + unit - 1) // unit
+    ng.start()
+    cache = env.path('cache')
+    opts = ['--chunk-size', '1M', '--warm', 'off', '--log-file', env.path('daemon.log')]
+    url = ng.url('json/')
+
+    def read_raw(m, label):
+        try:
+            got = uncached_read(os.path.join(m.mnt, 'shard.tar'))
+        except OSError as e:
+            ck.fail('%s: %s' % (label, e))
+            return
+        ck.eq('%s: bytes read' % label, len(got), len(want))
+        ck.ok(got == want, '%s: bytes differ' % label)
+
+    with ml.Mount(env, url, cache_dir=cache, extra=opts) as m:
+        read_raw(m, 'first read')
+        st0 = m.stats()
+        files = data_files(cache)
+        ck.eq('data files', len(files), 1)
+        # cut under the running mount (the issue's finding: a short read with status 0)
+        for p in files:
+            os.truncate(p, 0)
+        read_raw(m, 'data file cut under the mount')
+        st = m.stats()
+        ck.eq('cut: cache_units_corrupt', st['cache_units_corrupt'], nunits)
+        ck.eq('cut: bytes fetched again', st['bytes_fetched'] - st0['bytes_fetched'], len(want))
+        ck.eq('cut: read_errors', st['read_errors'], 0)
+    # between mounts: a byte flipped in unit 3, a hole in unit 7
+    damage(files[0], flip=[3 * unit + 100], holes=[7 * unit])
+    with ml.Mount(env, url, cache_dir=cache, extra=opts) as m:
+        read_raw(m, 'damaged between mounts')
+        st = m.stats()
+        ck.eq('remount: cache_units_corrupt', st['cache_units_corrupt'], 2)
+        ck.eq('remount: bytes_fetched', st['bytes_fetched'], 2 * unit)
+        ck.eq('remount: read_errors', st['read_errors'], 0)
+        # a second mount of the cache dir: a byte flipped in a unit the first mount filled
+        # is caught on the second's first read of it
+        with ml.Mount(env, url, cache_dir=cache, extra=opts) as m2:
+            damage(files[0], flip=[12 * unit + 7])
+            read_raw(m2, 'second mount')
+            st2 = m2.stats()
+            ck.eq('second mount: cache_units_corrupt', st2['cache_units_corrupt'], 1)
+            ck.eq('second mount: bytes_fetched', st2['bytes_fetched'], unit)
+            ck.eq('second mount: read_errors', st2['read_errors'], 0)
+        read_raw(m, 'first mount after the second fixed the unit')
+    text = log_text(env.path('daemon.log'))
+    ck.ok('fail their CRC32C' in text and 'the data file was cut' in text,
+          'the log does not name the damage:\n' + text[-2000:])
+
+
+def group_fulldisk(env, ck, ng):
+    """A full disk degrades, it does not stop: the cache dir on a 16 MiB tmpfs that a file of
+    another program fills to the last byte, nothing cached left to evict: reads of a shard
+    indexed before are served from the store without caching (exact bytes, cache_bypass_reads
+    and cache_bypass_bytes exact, read_errors 0, one log line)."""
+    shards = {'shard.tar': [env.rng.randrange(100000, 400000) for _ in range(12)]}
+    src, refs = build_source(env, shards)
+    with open(os.path.join(src, 'shard.tar'), 'rb') as f:
+        want = f.read()
+    ng.start()
+    disk = env.path('tmpfs')
+    os.makedirs(disk)
+    subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=16m,mode=0700', 'tmpfs', disk],
+                   check=True, timeout=60)
+    try:
+        cache = os.path.join(disk, 'cache')
+        logf = env.path('daemon.log')
+        opts = ['--chunk-size', '1M', '--warm', 'off', '--prefetch-shards', '0',
+                '--log-file', logf]
+        url = ng.url('json/')
+        with ml.Mount(env, url, cache_dir=cache, extra=opts) as m:
+            check_all(ck, 'room', m.mnt, src, refs)  # indexed, cached
+        # what was cached is gone (its state files stay); another program fills the disk
+        for p in data_files(cache):
+            os.truncate(p, 0)
+        for p in map_files(cache):
+            os.unlink(p)
+        with open(os.path.join(disk, 'filler'), 'wb') as f:
+            try:
+                while True:
+                    f.write(b'\0' * 65536)
+                    f.flush()
+            except OSError as e:
+                ck.eq('filler: errno', errno.errorcode.get(e.errno), 'ENOSPC')
+        with ml.Mount(env, url, cache_dir=cache, extra=opts) as m:
+            st0 = m.stats()
+            try:
+                got = uncached_read(os.path.join(m.mnt, 'shard.tar'))
+                ck.eq('full disk: bytes read', len(got), len(want))
+                ck.ok(got == want, 'full disk: bytes differ')
+            except OSError as e:
+                ck.fail('full disk: raw read: %s' % e)
+            st = m.stats()
+            ck.ok(st['cache_bypass_reads'] - st0['cache_bypass_reads'] > 0,
+                  'full disk: no bypass read counted')
+            ck.eq('full disk: cache_bypass_bytes',
+                  st['cache_bypass_bytes'] - st0['cache_bypass_bytes'], len(want))
+            ck.eq('full disk: read_errors', st['read_errors'], 0)
+            check_all(ck, 'full disk', m.mnt, src, refs)
+            ck.eq('full disk: read_errors after members', m.stats()['read_errors'], 0)
+        text = log_text(logf)
+        ck.eq('full disk: bypass log lines', text.count('without caching them'), 1)
+    finally:
+        if subprocess.run(['umount', disk], timeout=60).returncode != 0:
+            subprocess.run(['umount', '-l', disk], timeout=60)
+
+
 GROUPS = {'offline': group_offline, 'capacity': group_capacity, 'crash': group_crash,
           'concurrency': group_concurrency, 'share': group_share, 'storedown': group_storedown,
           'stop': group_stop, 'warm': group_warm, 'prefetch': group_prefetch,
           'metablobs': group_metablobs, 'readonce': group_readonce,
-          'randunits': group_randunits}
+          'randunits': group_randunits, 'unitcrc': group_unitcrc,
+          'fulldisk': group_fulldisk}
 
 
 class LazyNginx(web.Nginx):
