@@ -450,7 +450,7 @@ def open_many(ck, env, label, m, cat, n_members=500, n_raw=100):
 def group_openmany(env, ck):
     limit = sl.raise_nofile(4096)
     if limit < 700:
-        raise ml.Skip('RLIMIT_NOFILE is %d, need 700' % limit)
+        raise ml.Skip('RLIMIT_NOFILE is %d, need 700' % limit, 'host')
 
     def sizes(rng, s):
         return [rng.randrange(0, 24 << 10) for _ in range(100)] + [rng.randrange(MiB, 3 * MiB)]

@@ -1659,8 +1659,7 @@ def main():
         print(__doc__)
         return 2
     if not os.path.exists(web.NGINX):
-        log('SKIP: %s is not installed (scripts/install-deps.sh --test)' % web.NGINX)
-        return ml.SKIP
+        return ml.skip_status('%s is not installed (scripts/install-deps.sh --test)' % web.NGINX)
     ml.main_wrapper(run_group, sys.argv[1], 'cache-' + sys.argv[2], deadline=170,
                     group=sys.argv[2])
 

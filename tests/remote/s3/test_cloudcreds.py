@@ -421,8 +421,7 @@ def group(env, ck):
 def main():
     shardfs = sys.argv[1]
     if not s3servers.have_s3rver():
-        log('SKIP: s3rver is not installed (sh tests/remote/s3/install-s3rver.sh)')
-        sys.exit(ml.SKIP)
+        ml.skip_exit('s3rver is not installed (sh tests/remote/s3/install-s3rver.sh)')
     ml.main_wrapper(group, shardfs, 'remote-cloudcreds', deadline=400)
 
 
