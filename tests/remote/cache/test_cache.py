@@ -516,7 +516,7 @@ def group_crash(env, ck, ng):
         log('killing daemon %d: %d GETs done (%d bytes), held in flight: %r' % (
             pid, sum(1 for r in first if r['done']), sum(r['sent'] for r in first if r['done']),
             inflight))
-        os.kill(pid, signal.SIGKILL)
+        ml.kill_daemon(env, pid, signal.SIGKILL)
         ok = ml.poll(lambda: not ml.pid_alive(pid), 30)
         ck.ok(ok, 'crash: the daemon %d is alive after SIGKILL' % pid)
         px.release()  # the dead daemon's connections: nothing reads them any more
@@ -675,7 +675,7 @@ def group_share(env, ck, ng):
             time.sleep(0.05)
         running = sum(1 for p, _, _ in procs[2] if p.poll() is None)
         st2 = mounts[2].stats()
-        os.kill(pids[2], signal.SIGKILL)
+        ml.kill_daemon(env, pids[2], signal.SIGKILL)
         log('share: killed daemon %d after it fetched %d bytes; %d of its readers running' % (
             pids[2], st2['bytes_fetched'], running))
         for i in range(2):
@@ -1014,7 +1014,7 @@ def group_stop(env, ck, ng):
         ck.ok(ml.poll(lambda: waiting_on_store(env, m, 'sigterm', procs, st['store_attempts']), 60),
               'sigterm: the readers are not waiting on the store')
         t = time.monotonic()
-        os.kill(pid, signal.SIGTERM)
+        ml.kill_daemon(env, pid, signal.SIGTERM)
         gone = ml.poll(lambda: not ml.pid_alive(pid), 30, 0.02)
         dt = time.monotonic() - t
         log('sigterm: daemon %d exited %s after %.2fs (goal 2 s)' % (
