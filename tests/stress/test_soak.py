@@ -292,6 +292,8 @@ def group_soak(env, ck):
             ck.ok(p.returncode == 0 and res is not None,
                   'soak reader %d failed (rc=%s):\n%s' % (i, p.returncode, text[-3000:]))
             if res:
+                # every reader took part in the interleaving, not only some of them
+                ck.ok(res['reads'] >= 1, 'soak reader %d made no read' % i)
                 for k in tot:
                     tot[k] += res[k]
                 for k in ('direct', 'dropped'):
@@ -327,6 +329,10 @@ def group_soak(env, ck):
         ck.eq('soak: wrong bytes', tot['wrong'], 0)
         ck.eq('soak: errors', tot['errors'], 0)
         ck.ok(tot['reads'] > READERS, 'soak: only %d reads' % tot['reads'])
+        # every kind of operation the soak mixes happened at least once
+        kinds = ('whole', 'mpread', 'raw', 'listdir', 'rawwhole', 'direct', 'dropped')
+        ck.eq('soak: kinds of operation that never ran',
+              [k for k in kinds if not ops.get(k)], [])
         # resources: first sample after the warm-up vs the end
         quarantine = 0
         if san == 'asan':

@@ -165,9 +165,11 @@ class Env:
         # test caused ({pid: signal}); pids of daemons of a mount that went ahead ({pid: mnt});
         # daemons the helpers SIGKILLed because they outlived their unmount
         self.daemon_ends = {}
+        self.daemon_maxrss = {}
         self.expected_ends = {}
         self.daemons = {}
         self.killed_leftovers = set()
+        self.umount_failures = []  # 'shardfs umount' failures of Mount.umount (not quiet)
         set_subreaper()
         seed = os.environ.get('SHARDFS_TEST_SEED')
         self.seed = int(seed) if seed else 20240611
@@ -213,8 +215,9 @@ class Env:
     def daemon_failures(self):
         """One message for each daemon that did not end cleanly: killed by a signal the test
         did not send, or (a daemon of a mount that went ahead) exit status other than 0, or
-        still running after its unmount (SIGKILLed by the helpers)."""
-        out = []
+        still running after its unmount (SIGKILLed by the helpers); and for each failed
+        'shardfs umount' of Mount.umount (not quiet)."""
+        out = list(self.umount_failures)
         for pid, (status, mnt) in sorted(self.daemon_ends.items()):
             where = 'daemon %d%s' % (pid, ' (mount %s)' % mnt if mnt else '')
             exp = self.expected_ends.get(pid)
@@ -352,16 +355,18 @@ def ended_children(name='shardfs'):
 
 def reap_daemons(env):
     """Wait for every shardfs daemon of this test that has ended (a zombie child: the test is
-    their subreaper) and record its wait status in env.daemon_ends. Never blocks."""
+    their subreaper) and record its wait status in env.daemon_ends and its peak resident set
+    (bytes; the kernel's ru_maxrss, no sampling) in env.daemon_maxrss. Never blocks."""
     for pid in set(ended_children()) | set(env.daemons):
         if pid in env.daemon_ends:
             continue
         try:
-            got, status = os.waitpid(pid, os.WNOHANG)
+            got, status, ru = os.wait4(pid, os.WNOHANG)
         except ChildProcessError:
             continue
         if got == pid:
             env.daemon_ends[pid] = (status, env.daemons.get(pid))
+            env.daemon_maxrss[pid] = ru.ru_maxrss * 1024
             if status != 0:
                 log('daemon %d%s %s' % (pid, ' (mount %s)' % env.daemons[pid]
                                         if pid in env.daemons else '', describe_status(status)))
@@ -450,6 +455,10 @@ class MountError(Exception):
     pass
 
 
+class MountHung(MountError):
+    """'shardfs mount' did not return within MOUNT_TIMEOUT: never an expected failure."""
+
+
 class Mount:
     def __init__(self, env, source, mountpoint=None, cache_dir=None, extra=(), prefix=()):
         """prefix: argv run before 'shardfs mount' (e.g. prlimit --nofile=N:N --), so
@@ -484,6 +493,11 @@ class Mount:
         r = self.env.run(cmd, timeout=MOUNT_TIMEOUT, files=True)
         err = r.stderr.decode(errors='replace')
         self.stderr = err
+        if r.returncode is None:
+            self.pids.update(daemons_for(self.env.shardfs, self.mnt))
+            self.umount(quiet=True)
+            raise MountHung('shardfs mount did not return within %ds (hung); stderr: %s'
+                            % (MOUNT_TIMEOUT, err.strip()))
         if r.returncode != 0:
             self.pids.update(daemons_for(self.env.shardfs, self.mnt))
             self.umount(quiet=True)
@@ -522,8 +536,10 @@ class Mount:
             # 'shardfs umount' waits for the daemon to exit: record who is still alive right now
             self.alive_after_umount = sorted(p for p in self.pids if pid_alive(p))
             if r.returncode != 0 and not quiet:
-                log('shardfs umount %s: rc=%r stderr=%s' % (self.mnt, r.returncode,
-                                                           r.stderr.decode(errors='replace')))
+                msg = 'shardfs umount %s: rc=%r stderr=%s' % (
+                    self.mnt, r.returncode, r.stderr.decode(errors='replace').strip())
+                log(msg)
+                self.env.umount_failures.append(msg)
             if is_mounted(self.mnt):
                 log('still mounted after shardfs umount; fusermount3 -u -z %s' % self.mnt)
                 self.env.run(['fusermount3', '-u', '-z', self.mnt], timeout=UMOUNT_TIMEOUT)
@@ -544,9 +560,14 @@ class Mount:
 
 def mount_error(ck, label, m):
     """Mounts m (a Mount), which must fail: returns the error message; None, with the failed
-    check '<label>: mount succeeded', when it mounted (it is unmounted again)."""
+    check '<label>: mount succeeded', when it mounted (it is unmounted again), or with
+    '<label>: ... hung' when 'shardfs mount' did not return within MOUNT_TIMEOUT (a failure
+    that retries as if transient, with a retry budget longer than that, shows so)."""
     try:
         m.mount()
+    except MountHung as e:
+        ck.fail('%s: %s' % (label, e))
+        return None
     except MountError as e:
         return str(e)
     ck.fail('%s: mount succeeded' % label)
@@ -931,13 +952,16 @@ def main_groups(groups, doc):
     return main_wrapper(fn, sys.argv[1], sys.argv[2], deadline=deadline)
 
 
-def main_wrapper(fn, shardfs, name, deadline=240, **kw):
-    """Run fn(env, ck, **kw) with precheck, watchdog, cleanup; exit with 0, 1 or 77."""
+def main_wrapper(fn, shardfs, name, deadline=240, needs_fuse=True, **kw):
+    """Run fn(env, ck, **kw) with precheck (FUSE usable, unless needs_fuse is False: a test
+    that mounts nothing), watchdog, cleanup; exit with 0, 1 or 77 (a skip the run allows). A
+    daemon that crashed, a skip after a failure and a test that made no check fail."""
     if not os.path.exists(shardfs):
         log('shardfs binary not found: %s' % shardfs)
         sys.exit(1)
     try:
-        fuse_precheck()
+        if needs_fuse:
+            fuse_precheck()
     except Skip as e:
         skip_exit(str(e), e.kind)
     env = Env(shardfs, name)
