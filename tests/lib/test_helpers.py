@@ -7,9 +7,10 @@ usage: test_helpers.py SHARDFS GROUP
            one whose daemon exits cleanly pass
   skip     a skip after a failure fails; a test that checks nothing fails; a skip of an allowed
            kind exits 77, but fails under CI=true and with SHARDFS_TEST_STRICT=1
-  nofuse   with /dev/fuse hidden (a mount namespace: an empty tmpfs over /dev, or /dev/null
-           bound over /dev/fuse) tests/lib/precheck.py and a mount test fail with one clear
-           message, under CI=true and without it
+  nofuse   with /dev/fuse hidden (a mount namespace: an empty tmpfs over /dev, a device node
+           without a driver or /dev/null bound over /dev/fuse) tests/lib/precheck.py and a
+           mount test fail with one clear message, under CI=true and without it; so does
+           tests/run.sh (--builds none), which stops at its precheck
 Inner groups (run by the ones above in a child process): inner-segv, inner-kill, inner-clean,
 inner-fail-skip, inner-nocheck, inner-skip, inner-mount."""
 
@@ -23,6 +24,7 @@ from shardfs_test import mount as ml  # noqa: E402
 
 HERE = os.path.abspath(__file__)
 PRECHECK = os.path.join(os.path.dirname(HERE), 'precheck.py')
+RUN_SH = os.path.join(os.path.dirname(os.path.dirname(HERE)), 'run.sh')
 
 
 def mount_one(env):
@@ -124,8 +126,13 @@ def group_skip(env, ck):
 def group_nofuse(env, ck):
     if not ml.has_cap_sys_admin():
         raise ml.Skip('a mount namespace needs CAP_SYS_ADMIN', 'host')
+    nodev = env.path('nodev')
+    os.makedirs(nodev)
     hides = {'tmpfs over /dev': 'mount -t tmpfs none /dev',
-             '/dev/null over /dev/fuse': 'mount --bind /dev/null /dev/fuse'}
+             '/dev/null over /dev/fuse': 'mount --bind /dev/null /dev/fuse',
+             'a device without a driver over /dev/fuse':
+             'mount -t tmpfs none {0} && mknod {0}/fuse c 0 0 && mount --bind {0}/fuse '
+             '/dev/fuse'.format(nodev)}
     for what, hide in sorted(hides.items()):
         for ci in ({}, {'CI': 'true'}):
             label = '%s%s' % (what, ' CI=true' if ci else '')
@@ -147,9 +154,23 @@ def group_nofuse(env, ck):
                 'unshare', '-m', '--propagation', 'private', 'sh', '-c',
                 '%s && exec "$@"' % hide, 'sh'))
             ck.eq('mount test, %s: exit status' % label, rc, 1)
-            want = 'cannot open /dev/fuse' if 'tmpfs' in what else 'shardfs mount failed'
+            want = 'shardfs mount failed' if 'null' in what else 'cannot open /dev/fuse'
             ck.ok(want in out, 'mount test, %s: the failure does not say %r: %r'
                   % (label, want, out[-2000:]))
+            if 'driver' not in what:
+                continue
+            # the whole command: tests/run.sh stops at its precheck, before it builds anything
+            r = subprocess.run(['unshare', '-m', '--propagation', 'private', 'sh', '-c',
+                                '%s && exec bash "$0" --builds none' % hide, RUN_SH],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, env=e, timeout=300)
+            out = r.stdout.decode(errors='replace')
+            ml.log('tests/run.sh, %s -> rc=%r %r' % (label, r.returncode, out))
+            ck.eq('tests/run.sh, %s: exit status' % label, r.returncode, 1)
+            ck.eq('tests/run.sh, %s: its last lines' % label,
+                  [ln.split(':')[0] for ln in out.splitlines()[-2:]], ['precheck', 'tests'])
+            ck.ok(out.endswith('tests: FAILED (precheck)\n') and 'cannot open /dev/fuse' in out,
+                  'tests/run.sh, %s: not one clear failure: %r' % (label, out[-2000:]))
 
 
 GROUPS = {'crash': (group_crash, 200), 'skip': (group_skip, 200), 'nofuse': (group_nofuse, 200),
