@@ -9,9 +9,9 @@ range    a shard served over http whose ranged GETs are answered (1) with 200 an
          past its Content-Range: (1) members and the raw shard read back exactly, (2) every
          read is EIO; the daemon's VmRSS grows by less than 64 MiB.
 listing  an nginx JSON autoindex where every directory links to a new subdirectory forever: the
-         mount fails within the depth cap with a reason, quickly, in bounded memory.
+         mount fails within the depth cap with a reason (a hang fails), the daemon's peak RSS bounded.
 s3list   ListObjectsV2 that always says IsTruncated=true: (1) with fresh tokens and no keys, (2)
-         with tokens that come round again: the mount fails with a reason, quickly.
+         with tokens that come round again: the mount fails with a reason (a hang fails).
 tarsize  a remote shard whose second member's header claims 2^62 bytes: the first member reads
          exactly, the shard is damaged (logged), no huge allocation (VmRSS bound).
 bomb     a ~10 MB .tar.gz (multi-member gzip; one 10 GiB member of zeros) and a .tar.zst made by
