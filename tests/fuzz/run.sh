@@ -11,8 +11,9 @@
 # $FUZZ_BUILD_DIR/corpus/NAME, default build-fuzz/, not in the repository),
 # with -timeout=10 (a hang is a finding) and -rss_limit_mb=2048. A crashing,
 # hanging or leaking input is kept as tests/fuzz/crashes/NAME-crash-<sha1>
-# (gitignored): minimize it, fix the bug, then add it to
-# tests/fuzz/regress/NAME/ and tests/fuzz/corpus/NAME/.
+# (gitignored) and copied to tests/fuzz/regress/NAME/, so every later run
+# replays it: minimize it, fix the bug, commit it (also to
+# tests/fuzz/corpus/NAME/). A harness without regression inputs fails.
 #
 # Exit status: 0 all clean, 1 a harness failed, 77 clang's fuzzer runtime is
 # missing (only when CI is not "true": in CI that is a failure).
@@ -55,8 +56,13 @@ for n in $names; do
 	[ -x "$bin" ] || { echo "fuzz: no harness '$n'" >&2; exit 1; }
 	log="$out/fuzz_$n.log"
 
-	# Regression inputs: every file is run once; any crash fails.
-	if [ -d "$here/regress/$n" ] && [ -n "$(ls -A "$here/regress/$n")" ]; then
+	# Regression inputs: every file is run once; any crash fails. Every harness has some.
+	if ! [ -d "$here/regress/$n" ] || [ -z "$(ls -A "$here/regress/$n")" ]; then
+		echo "fuzz: $n: FAIL: no regression inputs in tests/fuzz/regress/$n/"
+		failed="$failed $n"
+		continue
+	fi
+	if true; then
 		if "$bin" -timeout=10 -rss_limit_mb=2048 "$here/regress/$n"/* >"$log" 2>&1; then
 			echo "fuzz: $n: regression inputs pass ($(ls "$here/regress/$n" | wc -l) files)"
 		else
@@ -71,6 +77,7 @@ for n in $names; do
 	mkdir -p "$out/corpus/$n"
 	dict=""
 	[ -f "$here/$n.dict" ] && dict="-dict=$here/$n.dict"
+	rm -f "$here/crashes/$n-"*
 	# shellcheck disable=SC2086
 	"$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 $dict \
 		-artifact_prefix="$here/crashes/$n-" "$out/corpus/$n" "$here/corpus/$n" >"$log" 2>&1
@@ -83,6 +90,12 @@ for n in $names; do
 		echo "fuzz: $n: FAIL (exit $frc, log: $log): $stat"
 		grep -E 'ERROR: |SUMMARY: |runtime error|contract broken|artifact_prefix|Test unit written' "$log" | head -n 20
 		grep -E '^ +#[0-9]+ ' "$log" | head -n 15
+		# the input becomes a regression input at once (replayed by every later run until
+		# the bug is fixed; minimize it and commit it with the fix)
+		for c in "$here/crashes/$n-"*; do
+			[ -f "$c" ] || continue
+			cp "$c" "$here/regress/$n/" && echo "fuzz: $n: kept $(basename "$c") in tests/fuzz/regress/$n/"
+		done
 		failed="$failed $n"
 	fi
 done

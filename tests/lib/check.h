@@ -13,7 +13,7 @@
  *   check_failures(), check_count()   the counts so far.
  *   check_summary(name)    prints "name: N checks passed" on stdout, or
  *                          "name: F of N checks failed" on stderr; returns the exit code
- *                          (0 or 1) for main to return.
+ *                          (0 or 1: also when no check was made) for main to return.
  */
 #ifndef SHARDFS_TEST_CHECK_H
 #define SHARDFS_TEST_CHECK_H
@@ -49,6 +49,10 @@ static inline int check_summary(const char *name)
 	if (check_failures()) {
 		fprintf(stderr, "%s: %d of %d checks failed\n", name, check_failures(),
 			check_count());
+		return 1;
+	}
+	if (check_count() == 0) { /* a test that checked nothing proves nothing */
+		fprintf(stderr, "%s: no check was made\n", name);
 		return 1;
 	}
 	printf("%s: %d checks passed\n", name, check_count());

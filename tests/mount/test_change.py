@@ -272,22 +272,32 @@ def group_refresh(env, ck):
         ths = [threading.Thread(target=reader, args=(paths,)) for _ in range(2)]
         for t in ths:
             t.start()
+        # at least 6 refreshes, and pairs more (at most 60 in all: a count, not a clock) until
+        # a read completed while a refresh ran: the overlap this is about, seen to happen
+        overlapped, i = 0, 0
         try:
-            for i in range(6):
+            ck.ok(ml.poll(lambda: nread[0] > 0), 'the readers read nothing')
+            # (pairs: e.tar is removed again before the loop ends)
+            while i < 6 or i % 2 == 1 or (not overlapped and i < 60):
                 extra = os.path.join(src, 'train', 'e.tar')
                 if i % 2 == 0:
                     write_file(extra, ml.tar_bytes(b))
                 else:
                     os.unlink(extra)
+                before = nread[0]
                 r = env.run([exe, 'refresh', m.mnt])
+                overlapped += nread[0] > before
                 ck.eq('refresh %d during reads: exit' % i, r.returncode, 0)
                 ck.eq('refresh %d: e.tar listed' % i, os.path.exists(os.path.join(top, 'e.tar')),
                       i % 2 == 0)
+                i += 1
         finally:
             stop.set()
             for t in ths:
                 t.join()
-        log('%d reads during 6 refreshes' % nread[0])
+        log('%d reads during %d refreshes, %d of which overlapped reads' % (nread[0], i,
+                                                                            overlapped))
+        ck.ok(overlapped > 0, 'no read completed while a refresh ran (%d refreshes)' % i)
         ck.eq('reads of an unchanged shard during refreshes: all exact', bad[:5], [])
 
         # a removed directory disappears too; the control command does the same as the CLI

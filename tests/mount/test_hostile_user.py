@@ -320,7 +320,7 @@ def group_killed_decoder(env, ck):
                     return
                 tmp_size = os.path.getsize(tmp)
                 log('partial decoded copy %s: %d bytes; kill -9 %d' % (tmp, tmp_size, apid))
-                os.kill(apid, signal.SIGKILL)
+                ml.kill_daemon(env, apid, signal.SIGKILL)
                 ck.ok(poll(lambda: not ml.pid_alive(apid)), 'the killed daemon is gone')
                 th.join(DEADLINE_S)
                 a.umount(quiet=True)

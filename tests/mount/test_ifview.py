@@ -607,7 +607,7 @@ def group_runs(env, ck):
 
 def group_full(env, ck):
     if os.geteuid() != 0:
-        raise ml.Skip('full: a tmpfs needs root')
+        raise ml.Skip('full: a tmpfs needs root', 'host')
     src, fs = env.path('src'), env.path('tmpfs')
     os.makedirs(src)
     shards = runs_shards()

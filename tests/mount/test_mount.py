@@ -1156,7 +1156,7 @@ def group_cli_truth(env, ck):
 
         # -- the daemon dies: every command says so, and umount cleans up
         pid = m.stats()['pid']
-        os.kill(pid, 9)
+        ml.kill_daemon(env, pid, 9)
         ml.poll(lambda: not ml.pid_alive(pid))
         for what, args in (('stats', ['stats', sp]), ('mount', ['mount', '--cache-dir', cache,
                                                                    src, sp]),

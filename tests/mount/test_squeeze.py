@@ -357,6 +357,8 @@ def group_lru(env, ck):
             check_served(ck, 'lru %s' % name, m.mnt, name, members)
             on_disk = ml.du(os.path.join(cache, 'v1'))
             log('lru: after %s: %d bytes in the cache dir' % (name, on_disk))
+            ck.ok(on_disk > 0, 'lru: after %s the cache dir holds nothing: the bound below '
+                  'measures nothing' % name)
             ck.ok(on_disk <= limit + biggest + (1 << 20),
                   'lru: after %s the cache dir holds %d bytes > %d + one copy (%d)' % (
                       name, on_disk, limit, biggest))

@@ -282,7 +282,8 @@ def main():
     if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
-    ml.main_wrapper(GROUPS[sys.argv[2]], sys.argv[1], 'python-' + sys.argv[2], deadline=280)
+    ml.main_wrapper(GROUPS[sys.argv[2]], sys.argv[1], 'python-' + sys.argv[2], deadline=280,
+                    needs_fuse=sys.argv[2] != 'install')  # install mounts nothing
 
 
 if __name__ == '__main__':

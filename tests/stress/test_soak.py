@@ -292,6 +292,8 @@ def group_soak(env, ck):
             ck.ok(p.returncode == 0 and res is not None,
                   'soak reader %d failed (rc=%s):\n%s' % (i, p.returncode, text[-3000:]))
             if res:
+                # every reader took part in the interleaving, not only some of them
+                ck.ok(res['reads'] >= 1, 'soak reader %d made no read' % i)
                 for k in tot:
                     tot[k] += res[k]
                 for k in ('direct', 'dropped'):
@@ -327,6 +329,10 @@ def group_soak(env, ck):
         ck.eq('soak: wrong bytes', tot['wrong'], 0)
         ck.eq('soak: errors', tot['errors'], 0)
         ck.ok(tot['reads'] > READERS, 'soak: only %d reads' % tot['reads'])
+        # every kind of operation the soak mixes happened at least once
+        kinds = ('whole', 'mpread', 'raw', 'listdir', 'rawwhole', 'direct', 'dropped')
+        ck.eq('soak: kinds of operation that never ran',
+              [k for k in kinds if not ops.get(k)], [])
         # resources: first sample after the warm-up vs the end
         quarantine = 0
         if san == 'asan':
@@ -450,7 +456,7 @@ def open_many(ck, env, label, m, cat, n_members=500, n_raw=100):
 def group_openmany(env, ck):
     limit = sl.raise_nofile(4096)
     if limit < 700:
-        raise ml.Skip('RLIMIT_NOFILE is %d, need 700' % limit)
+        raise ml.Skip('RLIMIT_NOFILE is %d, need 700' % limit, 'host')
 
     def sizes(rng, s):
         return [rng.randrange(0, 24 << 10) for _ in range(100)] + [rng.randrange(MiB, 3 * MiB)]

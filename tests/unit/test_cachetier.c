@@ -367,6 +367,8 @@ int main(void)
 	 * bound is no looser, and decoded once it is raised */
 	zs[zlen / 2] ^= 0x55; /* undo the corruption of bad.tar.zst */
 	write_file("bound.tar.zst", zs, zlen);
+	uint64_t refused_at = 0; /* the refusal's decoded_bytes in round 0 */
+
 	for (int round = 0; round < 3; round++) {
 		struct backend_objinfo info;
 		struct cachetier_refusal r;
@@ -394,6 +396,18 @@ int main(void)
 			      "round %d: used %llu -> %llu, decoded %llu", round,
 			      (unsigned long long)used0, (unsigned long long)st.bytes_used,
 			      (unsigned long long)st.decoded_streams);
+			/* remembered: round 1 (a new open) reports round 0's refusal (its
+			 * decoded_bytes), and nothing was decoded into the cache */
+			if (round == 0)
+				refused_at = r.decoded_bytes;
+			else
+				CHECK(r.decoded_bytes == refused_at && st.decoded_bytes == 0,
+				      "round 1: refusal not remembered: refusal at %llu (round 0: "
+				      "%llu), "
+				      "%llu bytes decoded",
+				      (unsigned long long)r.decoded_bytes,
+				      (unsigned long long)refused_at,
+				      (unsigned long long)st.decoded_bytes);
 		} else {
 			CHECK(err == 0 && cachetier_obj_size(o) == n, "raised bound: %d", err);
 			CHECK(st.bytes_used == used0 + n && st.decoded_streams == 1,

@@ -26,7 +26,51 @@ def log(*a):
 
 
 class Skip(Exception):
-    pass
+    """A test cannot run here. kind says why: 'fuse' (FUSE unusable), 'tool' (an optional
+    package or server is not installed), 'host' (a limit of the machine: root, rlimit). Whether
+    the run allows it is skip_allowed's answer; a skip it does not allow fails the test."""
+
+    def __init__(self, msg, kind='tool'):
+        super().__init__(msg)
+        self.kind = kind
+
+
+# the kinds of skip a run allows unless it says otherwise (SHARDFS_TEST_ALLOW_SKIP); FUSE
+# unusable is not one of them: a machine that cannot mount fails the mount tests
+DEFAULT_ALLOWED_SKIPS = 'tool,host'
+
+
+def strict_run():
+    """A run that allows no skip at all: CI (CI=true) or tests/run.sh --strict
+    (SHARDFS_TEST_STRICT=1)."""
+    return os.environ.get('CI') == 'true' or os.environ.get('SHARDFS_TEST_STRICT') == '1'
+
+
+def skip_allowed(kind):
+    """Does this run allow a skip of this kind? Never in a strict run; otherwise when kind is
+    in SHARDFS_TEST_ALLOW_SKIP (comma-separated kinds, 'all'; default DEFAULT_ALLOWED_SKIPS)."""
+    if strict_run():
+        return False
+    allowed = os.environ.get('SHARDFS_TEST_ALLOW_SKIP', DEFAULT_ALLOWED_SKIPS).split(',')
+    return kind in allowed or 'all' in allowed
+
+
+def skip_status(reason, kind='tool'):
+    """The exit status of a test that cannot run (reason printed): 77 (skip) when the run allows
+    a skip of this kind, else 1 with the reason as the failure."""
+    if skip_allowed(kind):
+        log('SKIP: %s' % reason)
+        return SKIP
+    log('FAIL: cannot run, and this run allows no skip (%s): %s' % (
+        'CI=true or --strict' if strict_run() else
+        'SHARDFS_TEST_ALLOW_SKIP=%s' % os.environ.get('SHARDFS_TEST_ALLOW_SKIP',
+                                                       DEFAULT_ALLOWED_SKIPS), reason))
+    return 1
+
+
+def skip_exit(reason, kind='tool'):
+    """Exit the test as skip_status says."""
+    sys.exit(skip_status(reason, kind))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -117,6 +161,16 @@ class Env:
         self.env = dict(os.environ)
         self.env.update(HOME=home, XDG_CACHE_HOME=os.path.join(home, '.cache'), LC_ALL='C.UTF-8')
         self.mounts = []
+        # how each daemon ended: {pid: (wait status, mountpoint or None)}; daemons whose end a
+        # test caused ({pid: signal}); pids of daemons of a mount that went ahead ({pid: mnt});
+        # daemons the helpers SIGKILLed because they outlived their unmount
+        self.daemon_ends = {}
+        self.daemon_maxrss = {}
+        self.expected_ends = {}
+        self.daemons = {}
+        self.killed_leftovers = set()
+        self.umount_failures = []  # 'shardfs umount' failures of Mount.umount (not quiet)
+        set_subreaper()
         seed = os.environ.get('SHARDFS_TEST_SEED')
         self.seed = int(seed) if seed else 20240611
         log('== shardfs mount test %r  shardfs=%s  seed=%d  tmp=%s' % (name, self.shardfs,
@@ -154,9 +208,35 @@ class Env:
                 r.returncode, ' '.join(map(str, cmd)), r.stderr.decode(errors='replace')))
         return r
 
+    def reap(self):
+        """Collect how the shardfs daemons that have ended ended (see reap_daemons)."""
+        reap_daemons(self)
+
+    def daemon_failures(self):
+        """One message for each daemon that did not end cleanly: killed by a signal the test
+        did not send, or (a daemon of a mount that went ahead) exit status other than 0, or
+        still running after its unmount (SIGKILLed by the helpers); and for each failed
+        'shardfs umount' of Mount.umount (not quiet)."""
+        out = list(self.umount_failures)
+        for pid, (status, mnt) in sorted(self.daemon_ends.items()):
+            where = 'daemon %d%s' % (pid, ' (mount %s)' % mnt if mnt else '')
+            exp = self.expected_ends.get(pid)
+            if pid in self.killed_leftovers:
+                out.append('%s still ran after its unmount (SIGKILLed by the test helpers)'
+                           % where)
+            elif os.WIFSIGNALED(status):
+                sig = os.WTERMSIG(status)
+                if sig != exp:
+                    out.append('%s %s' % (where, describe_status(status)))
+            elif os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0 and pid in self.daemons \
+                    and exp is None:
+                out.append('%s %s' % (where, describe_status(status)))
+        return out
+
     def cleanup(self):
         for m in list(self.mounts):
             m.umount(quiet=True)
+        self.reap()
         still = [p for p in mounted_paths() if p == self.tmp or p.startswith(self.tmp + '/')]
         if still:
             log('NOT removing %s: still mounted: %r' % (self.tmp, still))
@@ -231,6 +311,73 @@ def daemons_for(shardfs, mountpoint):
     return pids
 
 
+def set_subreaper():
+    """Make this process the reaper of its orphaned descendants (prctl
+    PR_SET_CHILD_SUBREAPER): 'shardfs mount' forks the daemon and exits, so the daemon becomes
+    a child of the test, which can then wait for it and learn how it ended (reap_daemons)."""
+    import ctypes
+    PR_SET_CHILD_SUBREAPER = 36
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), 'prctl(PR_SET_CHILD_SUBREAPER)')
+
+
+def describe_status(status):
+    """'exited with status N' or 'was killed by signal SIGSEGV (core dumped)'."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = 'signal %d' % sig
+        return 'was killed by signal %s%s' % (name, ' (core dumped)' if os.WCOREDUMP(status)
+                                               else '')
+    return 'exited with status %d' % os.WEXITSTATUS(status)
+
+
+def ended_children(name='shardfs'):
+    """PIDs of this process's children named name (comm) that have ended (zombies)."""
+    me, out = os.getpid(), []
+    for d in os.listdir('/proc'):
+        if not d.isdigit():
+            continue
+        try:
+            with open('/proc/%s/stat' % d) as f:
+                st = f.read()
+        except OSError:
+            continue
+        comm = st[st.index('(') + 1:st.rindex(')')]
+        rest = st[st.rindex(')') + 2:].split()
+        if comm == name and rest[0] == 'Z' and int(rest[1]) == me:
+            out.append(int(d))
+    return out
+
+
+def reap_daemons(env):
+    """Wait for every shardfs daemon of this test that has ended (a zombie child: the test is
+    their subreaper) and record its wait status in env.daemon_ends and its peak resident set
+    (bytes; the kernel's ru_maxrss, no sampling) in env.daemon_maxrss. Never blocks."""
+    for pid in set(ended_children()) | set(env.daemons):
+        if pid in env.daemon_ends:
+            continue
+        try:
+            got, status, ru = os.wait4(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        if got == pid:
+            env.daemon_ends[pid] = (status, env.daemons.get(pid))
+            env.daemon_maxrss[pid] = ru.ru_maxrss * 1024
+            if status != 0:
+                log('daemon %d%s %s' % (pid, ' (mount %s)' % env.daemons[pid]
+                                        if pid in env.daemons else '', describe_status(status)))
+
+
+def kill_daemon(env, pid, sig):
+    """Send sig to a daemon on purpose: its death by sig is then no failure of the test."""
+    env.expected_ends[pid] = sig
+    os.kill(pid, sig)
+
+
 # ---------------------------------------------------------------------------------------------
 # FUSE availability
 # ---------------------------------------------------------------------------------------------
@@ -246,27 +393,58 @@ def has_cap_sys_admin():
     return False
 
 
+FUSE_ADVICE = ('the mount tests need a usable /dev/fuse and the right to mount (root, or a '
+               'setuid fusermount3); in a container: --device /dev/fuse --cap-add SYS_ADMIN')
+
+
 def fuse_precheck():
-    """Raise Skip when FUSE cannot work here at all (independent of shardfs)."""
-    if not os.path.exists('/dev/fuse'):
-        raise Skip('/dev/fuse does not exist')
+    """Raise Skip (kind 'fuse') naming the reason when FUSE cannot work here at all
+    (independent of shardfs): /dev/fuse missing or not openable, no right to mount."""
     try:
         fd = os.open('/dev/fuse', os.O_RDWR)
         os.close(fd)
     except OSError as e:
-        if e.errno in (errno.EACCES, errno.EPERM, errno.ENODEV, errno.ENXIO, errno.ENOENT):
-            raise Skip('cannot open /dev/fuse: %s' % e)
-        raise
+        raise Skip('cannot open /dev/fuse: %s; %s' % (e.strerror, FUSE_ADVICE), 'fuse')
     if not has_cap_sys_admin():
         fm = shutil.which('fusermount3')
         if not fm or not (os.stat(fm).st_mode & stat.S_ISUID):
-            raise Skip('no CAP_SYS_ADMIN and no setuid fusermount3')
+            raise Skip('no CAP_SYS_ADMIN and no setuid fusermount3; %s' % FUSE_ADVICE, 'fuse')
 
 
-def privilege_problem(stderr):
-    s = stderr.lower()
-    return (not has_cap_sys_admin() and
-            ('operation not permitted' in s or 'permission denied' in s))
+def trial_mount(tmp):
+    """Mount a FUSE file system on a directory below tmp and unmount it again (the kernel side
+    only: no daemon answers; mount(2) as root, the way libfuse mounts). Raises Skip (kind
+    'fuse') naming what failed. Without CAP_SYS_ADMIN (a setuid fusermount3 mounts) it checks
+    nothing."""
+    import ctypes
+    if not has_cap_sys_admin():
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    mnt = os.path.join(tmp, 'shardfs-trial-mount')
+    os.makedirs(mnt, exist_ok=True)
+    try:
+        fd = os.open('/dev/fuse', os.O_RDWR)
+    except OSError as e:
+        raise Skip('cannot open /dev/fuse: %s; %s' % (e.strerror, FUSE_ADVICE), 'fuse')
+    try:
+        opts = 'fd=%d,rootmode=40000,user_id=%d,group_id=%d' % (fd, os.getuid(), os.getgid())
+        MS_RDONLY, MS_NOSUID, MS_NODEV = 1, 2, 4
+        if libc.mount(b'shardfs-trial', mnt.encode(), b'fuse.shardfs-trial',
+                      MS_RDONLY | MS_NOSUID | MS_NODEV, opts.encode()) != 0:
+            e = ctypes.get_errno()
+            raise Skip('a trial FUSE mount on %s failed: %s; %s' % (mnt, os.strerror(e),
+                                                                    FUSE_ADVICE), 'fuse')
+        MNT_DETACH = 2
+        if libc.umount2(mnt.encode(), MNT_DETACH) != 0:
+            e = ctypes.get_errno()
+            raise Skip('the trial FUSE mount on %s does not unmount: %s' % (mnt, os.strerror(e)),
+                       'fuse')
+    finally:
+        os.close(fd)
+        try:
+            os.rmdir(mnt)
+        except OSError:
+            pass
 
 
 # ---------------------------------------------------------------------------------------------
@@ -275,6 +453,10 @@ def privilege_problem(stderr):
 
 class MountError(Exception):
     pass
+
+
+class MountHung(MountError):
+    """'shardfs mount' did not return within MOUNT_TIMEOUT: never an expected failure."""
 
 
 class Mount:
@@ -311,11 +493,14 @@ class Mount:
         r = self.env.run(cmd, timeout=MOUNT_TIMEOUT, files=True)
         err = r.stderr.decode(errors='replace')
         self.stderr = err
+        if r.returncode is None:
+            self.pids.update(daemons_for(self.env.shardfs, self.mnt))
+            self.umount(quiet=True)
+            raise MountHung('shardfs mount did not return within %ds (hung); stderr: %s'
+                            % (MOUNT_TIMEOUT, err.strip()))
         if r.returncode != 0:
             self.pids.update(daemons_for(self.env.shardfs, self.mnt))
             self.umount(quiet=True)
-            if privilege_problem(err):
-                raise Skip('mounting not permitted: ' + err.strip())
             raise MountError('shardfs mount failed (rc=%r): %s' % (r.returncode, err.strip()))
         if not is_mounted(self.mnt):
             self.pids.update(daemons_for(self.env.shardfs, self.mnt))
@@ -324,6 +509,8 @@ class Mount:
                              % (self.mnt, err.strip()))
         self.mounted = True
         self.pids.update(daemons_for(self.env.shardfs, self.mnt))
+        for p in self.pids:
+            self.env.daemons[p] = self.mnt
         log('mounted %s on %s in %.2fs (fstype %s)' % (self.source, self.mnt, r.elapsed,
                                                         mount_fstype(self.mnt)))
 
@@ -333,6 +520,7 @@ class Mount:
         st = json.loads(data.decode('utf-8'))
         if isinstance(st, dict) and isinstance(st.get('pid'), int):
             self.pids.add(st['pid'])
+            self.env.daemons[st['pid']] = self.mnt
         return st
 
     def umount(self, quiet=False):
@@ -348,23 +536,38 @@ class Mount:
             # 'shardfs umount' waits for the daemon to exit: record who is still alive right now
             self.alive_after_umount = sorted(p for p in self.pids if pid_alive(p))
             if r.returncode != 0 and not quiet:
-                log('shardfs umount %s: rc=%r stderr=%s' % (self.mnt, r.returncode,
-                                                           r.stderr.decode(errors='replace')))
+                msg = 'shardfs umount %s: rc=%r stderr=%s' % (
+                    self.mnt, r.returncode, r.stderr.decode(errors='replace').strip())
+                log(msg)
+                self.env.umount_failures.append(msg)
             if is_mounted(self.mnt):
                 log('still mounted after shardfs umount; fusermount3 -u -z %s' % self.mnt)
                 self.env.run(['fusermount3', '-u', '-z', self.mnt], timeout=UMOUNT_TIMEOUT)
             if is_mounted(self.mnt) and os.geteuid() == 0:
                 self.env.run(['umount', '-l', self.mnt], timeout=UMOUNT_TIMEOUT)
         self.mounted = False
-        kill_pids(self.pids | set(daemons_for(self.env.shardfs, self.mnt)))
+        self.env.killed_leftovers.update(
+            kill_pids(self.pids | set(daemons_for(self.env.shardfs, self.mnt))))
+        self.env.reap()
         return r
+
+    def ends(self):
+        """{pid: 'exited with status 0' | 'was killed by signal ...'} of this mount's daemons
+        that have ended and been reaped."""
+        return {p: describe_status(self.env.daemon_ends[p][0]) for p in self.pids
+                if p in self.env.daemon_ends}
 
 
 def mount_error(ck, label, m):
     """Mounts m (a Mount), which must fail: returns the error message; None, with the failed
-    check '<label>: mount succeeded', when it mounted (it is unmounted again)."""
+    check '<label>: mount succeeded', when it mounted (it is unmounted again), or with
+    '<label>: ... hung' when 'shardfs mount' did not return within MOUNT_TIMEOUT (a failure
+    that retries as if transient, with a retry budget longer than that, shows so)."""
     try:
         m.mount()
+    except MountHung as e:
+        ck.fail('%s: %s' % (label, e))
+        return None
     except MountError as e:
         return str(e)
     ck.fail('%s: mount succeeded' % label)
@@ -373,9 +576,11 @@ def mount_error(ck, label, m):
 
 
 def kill_pids(pids, grace=5.0):
+    """Wait up to grace seconds for pids to end, then SIGKILL the rest; returns those killed."""
     live = [p for p in pids if pid_alive(p)]
+    killed = []
     if not live:
-        return
+        return killed
     t = time.monotonic() + grace
     while time.monotonic() < t and any(pid_alive(p) for p in live):
         time.sleep(0.1)
@@ -384,8 +589,10 @@ def kill_pids(pids, grace=5.0):
             log('killing leftover daemon pid %d' % p)
             try:
                 os.kill(p, signal.SIGKILL)
+                killed.append(p)
             except OSError:
                 pass
+    return killed
 
 
 class Watchdog:
@@ -471,13 +678,22 @@ def logs_under(root):
 
 
 def du(path):
-    """Bytes allocated by the files below path."""
+    """Bytes allocated by the files below path (a directory). Raises OSError when path is no
+    directory or one below it cannot be listed, so that a bound on it cannot pass because the
+    layout moved. A file or directory that vanishes while it is counted (a cache evicts)
+    counts 0."""
+    if not os.path.isdir(path):
+        raise FileNotFoundError(errno.ENOENT, 'du: no such directory', path)
+
+    def err(e):
+        if not (isinstance(e, FileNotFoundError) and e.filename != path):
+            raise e
     total = 0
-    for d, _, files in os.walk(path):
+    for d, _, files in os.walk(path, onerror=err):
         for f in files:
             try:
                 total += os.lstat(os.path.join(d, f)).st_blocks * 512
-            except OSError:
+            except FileNotFoundError:
                 pass
     return total
 
@@ -736,39 +952,47 @@ def main_groups(groups, doc):
     return main_wrapper(fn, sys.argv[1], sys.argv[2], deadline=deadline)
 
 
-def main_wrapper(fn, shardfs, name, deadline=240, **kw):
-    """Run fn(env, ck, **kw) with precheck, watchdog, cleanup; exit with 0, 1 or 77."""
+def main_wrapper(fn, shardfs, name, deadline=240, needs_fuse=True, **kw):
+    """Run fn(env, ck, **kw) with precheck (FUSE usable, unless needs_fuse is False: a test
+    that mounts nothing), watchdog, cleanup; exit with 0, 1 or 77 (a skip the run allows). A
+    daemon that crashed, a skip after a failure and a test that made no check fail."""
     if not os.path.exists(shardfs):
         log('shardfs binary not found: %s' % shardfs)
         sys.exit(1)
     try:
-        fuse_precheck()
+        if needs_fuse:
+            fuse_precheck()
     except Skip as e:
-        log('SKIP: %s' % e)
-        sys.exit(SKIP)
+        skip_exit(str(e), e.kind)
     env = Env(shardfs, name)
     ck = Checker()
     wd = Watchdog(env, int(os.environ.get('SHARDFS_TEST_DEADLINE', deadline)))
-    rc = 1
     t0 = time.monotonic()
+    skip = None
     try:
         fn(env, ck, **kw)
-        rc = 0 if not ck.failures else 1
     except Skip as e:
-        log('SKIP: %s' % e)
-        rc = SKIP
+        skip = e
     except Exception:
         import traceback
         traceback.print_exc()
         ck.fail('exception (see traceback above)')
-        rc = 1
     finally:
         try:
             env.cleanup()
         finally:
             wd.stop()
-    if rc == SKIP:
-        sys.exit(SKIP)
+    # a daemon that crashed fails the test, whatever the test checked
+    for msg in env.daemon_failures():
+        ck.fail(msg)
+    if skip is not None:
+        if not ck.failures:
+            sys.exit(skip_status(str(skip), skip.kind))
+        # failures recorded before the skip stand
+        log('skipped the rest (%s) after %d failures' % (skip, len(ck.failures)))
+    elif ck.checks == 0:
+        ck.fail('the test made no check')
+    rc = 0 if not ck.failures else 1
     log('== %s: %d checks, %d failures, %.1fs -> %s' % (name, ck.checks, len(ck.failures),
                                                        time.monotonic() - t0,
                                                        'PASS' if rc == 0 else 'FAIL'))

@@ -188,11 +188,26 @@ def classify(got, err, want):
 # the daemon's resources
 # ---------------------------------------------------------------------------------------------
 
+# These readers of /proc/PID raise (OSError, or RuntimeError for a field that is missing)
+# instead of returning -1 or {}: a bound on what they return must not pass because the daemon
+# is gone or the field moved.
+
+def _status_fields(pid, keys):
+    """{key: first number} of /proc/PID/status for keys; raises when one is missing."""
+    out = {}
+    with open('/proc/%d/status' % pid) as f:
+        for line in f:
+            k = line.split(':')[0]
+            if k in keys:
+                out[k] = int(line.split()[1])
+    missing = [k for k in keys if k not in out]
+    if missing:
+        raise RuntimeError('/proc/%d/status has no %s' % (pid, ', '.join(missing)))
+    return out
+
+
 def fd_count(pid):
-    try:
-        return len(os.listdir('/proc/%d/fd' % pid))
-    except OSError:
-        return -1
+    return len(os.listdir('/proc/%d/fd' % pid))
 
 
 def settled(fn, timeout=10.0, step=0.2):
@@ -212,10 +227,7 @@ def settled(fn, timeout=10.0, step=0.2):
 def fd_kinds(pid):
     """{kind: count} of the daemon's fds (socket, pipe, anon_inode:..., files by directory)."""
     out = {}
-    try:
-        names = os.listdir('/proc/%d/fd' % pid)
-    except OSError:
-        return out
+    names = os.listdir('/proc/%d/fd' % pid)
     for n in names:
         try:
             t = os.readlink('/proc/%d/fd/%s' % (pid, n))
@@ -230,39 +242,16 @@ def fd_kinds(pid):
 
 
 def threads(pid):
-    try:
-        with open('/proc/%d/status' % pid) as f:
-            for line in f:
-                if line.startswith('Threads:'):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return -1
+    return _status_fields(pid, ('Threads',))['Threads']
 
 
 def mem_kib(pid):
     """{'VmRSS': KiB, 'RssAnon': KiB, 'RssFile': KiB, 'RssShmem': KiB, 'VmHWM': KiB}"""
-    out = {}
-    try:
-        with open('/proc/%d/status' % pid) as f:
-            for line in f:
-                k = line.split(':')[0]
-                if k in ('VmRSS', 'RssAnon', 'RssFile', 'RssShmem', 'VmHWM'):
-                    out[k] = int(line.split()[1])
-    except OSError:
-        pass
-    return out
+    return _status_fields(pid, ('VmRSS', 'RssAnon', 'RssFile', 'RssShmem', 'VmHWM'))
 
 
 def rss_kib(pid):
-    try:
-        with open('/proc/%d/status' % pid) as f:
-            for line in f:
-                if line.startswith('VmRSS:'):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return -1
+    return _status_fields(pid, ('VmRSS',))['VmRSS']
 
 
 def sanitized(shardfs):

@@ -35,7 +35,8 @@ GROUP:
                fetches what fits without evicting, ends with a summary and exit 0 (twice)
   stop         SIGTERM (imagefolder view being built) and 'shardfs umount' (raw reads) while 4
                readers sleep in the mount waiting for a dead store with a 120 s budget: the
-               readers get an error, the daemon exits (time printed; goal 2 s), the mount is
+               readers get an error, the daemon exits long before the budget (the time is
+               printed, not asserted: the goal, 2 s, is the benchmark's), the mount is
                gone; 'shardfs umount' of an idle mount whose prefetch fills wait: the same
   readonce     4 shards of 12 MiB, every member read once in order, shard by shard, through a
                mount with --cache-size 6M (chunks of 1 MiB; the next shard fetched ahead): exact bytes, bytes fetched <= 1.2x bytes read (the reader's
@@ -333,8 +334,12 @@ def wait_readers(ck, env, name, procs, timeout, may_fail=False):
 
 
 def data_bytes(cache_dir):
-    """Bytes allocated by the files under the cache dir's data/ directories."""
-    return sum(ml.du(d) for d in glob.glob(os.path.join(cache_dir, 'v1', '*', 'data')))
+    """Bytes allocated by the files under the cache dir's data/ directories; raises
+    FileNotFoundError when there is none (the layout moved: a bound must not pass on 0)."""
+    dirs = glob.glob(os.path.join(cache_dir, 'v1', '*', 'data'))
+    if not dirs:
+        raise FileNotFoundError('no %s/v1/*/data directory' % cache_dir)
+    return sum(ml.du(d) for d in dirs)
 
 
 class Sampler:
@@ -349,7 +354,11 @@ class Sampler:
 
     def _run(self):
         while not self.stop_ev.is_set():
-            b = data_bytes(self.cache_dir)
+            try:
+                b = data_bytes(self.cache_dir)
+            except FileNotFoundError:  # not made yet: no sample (the tests count samples)
+                self.stop_ev.wait(self.period)
+                continue
             self.samples += 1
             self.max = max(self.max, b)
             self.stop_ev.wait(self.period)
@@ -523,7 +532,7 @@ def group_crash(env, ck, ng):
         log('killing daemon %d: %d GETs done (%d bytes), held in flight: %r' % (
             pid, sum(1 for r in first if r['done']), sum(r['sent'] for r in first if r['done']),
             inflight))
-        os.kill(pid, signal.SIGKILL)
+        ml.kill_daemon(env, pid, signal.SIGKILL)
         ok = ml.poll(lambda: not ml.pid_alive(pid), 30)
         ck.ok(ok, 'crash: the daemon %d is alive after SIGKILL' % pid)
         px.release()  # the dead daemon's connections: nothing reads them any more
@@ -682,7 +691,7 @@ def group_share(env, ck, ng):
             time.sleep(0.05)
         running = sum(1 for p, _, _ in procs[2] if p.poll() is None)
         st2 = mounts[2].stats()
-        os.kill(pids[2], signal.SIGKILL)
+        ml.kill_daemon(env, pids[2], signal.SIGKILL)
         log('share: killed daemon %d after it fetched %d bytes; %d of its readers running' % (
             pids[2], st2['bytes_fetched'], running))
         for i in range(2):
@@ -715,6 +724,7 @@ def group_share(env, ck, ng):
         ck.ok(sum(peer) + sum(waits) > 0, 'share: no chunk was reused from another process '
               '(peer chunks %r, peer waits %r)' % (peer, waits))
         ck.ok(sum(ev) > 0, 'share: no evictions')
+        ck.ok(samp.samples > 0, 'share: the sampler took no sample')
         ck.ok(samp.max <= limit, 'share: cache data files reached %d bytes > %d' % (
             samp.max, limit))
         # the documented bound: --cache-size plus one chunk per fill thread of each process
@@ -820,8 +830,7 @@ def group_storedown(env, ck, ng):
         ck.eq('store down: store_down', st1['store_down'], 1)
         ck.ok(st1['store_fast_fails'] >= 4, 'store down: store_fast_fails %d' %
               st1['store_fast_fails'])
-        ck.ok(dt < budget + 30, 'store down: the readers took %.1fs, more than the budget (%ds) '
-              'and 30 s: the budget was spent again and again' % (dt, budget))
+        # one budget in all: store_failures == 1 above counts it (the time is only logged)
         # while down, reads go nowhere: no attempt reaches the store (probes aside)
         e = [0, 0]
         for rel in sorted(refs):
@@ -1021,7 +1030,7 @@ def group_stop(env, ck, ng):
         ck.ok(ml.poll(lambda: waiting_on_store(env, m, 'sigterm', procs, st['store_attempts']), 60),
               'sigterm: the readers are not waiting on the store')
         t = time.monotonic()
-        os.kill(pid, signal.SIGTERM)
+        ml.kill_daemon(env, pid, signal.SIGTERM)
         gone = ml.poll(lambda: not ml.pid_alive(pid), 30, 0.02)
         dt = time.monotonic() - t
         log('sigterm: daemon %d exited %s after %.2fs (goal 2 s)' % (
@@ -1057,7 +1066,6 @@ def group_stop(env, ck, ng):
             r.returncode, dt, r.stderr.decode(errors='replace').strip()))
         ck.eq('umount: rc', r.returncode, 0)
         ck.ok(not ml.pid_alive(pid), 'umount: the daemon %d still runs' % pid)
-        ck.ok(dt < 30, 'umount: took %.1fs' % dt)
         finish_waiters(ck, env, 'umount', 'umount', procs, 30)
         ck.ok(not ml.is_mounted(m.mnt), 'umount: %s still mounted' % m.mnt)
     finally:
@@ -1087,7 +1095,6 @@ def group_stop(env, ck, ng):
         ck.eq('prefetch: umount rc', r.returncode, 0)
         ck.ok(not ml.pid_alive(pid), 'prefetch: the daemon %d still runs' % pid)
         ck.ok(not ml.is_mounted(m.mnt), 'prefetch: %s still mounted' % m.mnt)
-        ck.ok(dt < 30, 'prefetch: umount took %.1fs' % dt)
     finally:
         m.umount(quiet=True)
 
@@ -1171,8 +1178,9 @@ def group_warm(env, ck, ng):
     ck.ok('warm: done' in log_text(logf), 'warm (a): the log does not say the warm is done')
 
     # (b) --warm off fetches nothing without reads; a local source needs no warm
+    logb = env.path('daemon-b.log')
     with ml.Mount(env, ng.url('json/small/'), cache_dir=env.path('cache-b'),
-                  extra=['--chunk-size', '1M', '--warm', 'off']) as m:
+                  extra=['--chunk-size', '1M', '--warm', 'off', '--log-file', logb]) as m:
         names = sorted(os.listdir(m.mnt))
         st = m.stats()
         ck.ok('shard-000000.tar' in names, 'warm (b): listing %r' % names)
@@ -1180,6 +1188,8 @@ def group_warm(env, ck, ng):
         ck.eq('warm (b): bytes_fetched', st.get('bytes_fetched'), 0)
         ck.eq('warm (b): fills', st.get('fills'), 0)
         ck.eq('warm (b): warm_bytes_wanted', st.get('warm_bytes_wanted'), 0)
+    # over the mount's whole life, not only right after it: no warm ever ran
+    ck.ok('warm:' not in log_text(logb), 'warm (b): --warm off warmed:\n' + log_text(logb)[-1500:])
     with ml.Mount(env, small, cache_dir=env.path('cache-b')) as m:
         ck.eq('warm (b) local: warm_state', m.stats().get('warm_state'), 0)
     r = env.run([env.shardfs, 'mount', '--warm', 'some', small, env.path('mnt-none')])
@@ -1192,11 +1202,13 @@ def group_warm(env, ck, ng):
     logc = env.path('daemon-c.log')
     with ml.Mount(env, ng.url('json/big/'), cache_dir=env.path('cache-c'),
                   extra=opts + ['--log-file', logc]) as m:
+        # the decision first (logged), then the state: a warm that started late would show
+        ck.ok(ml.poll(lambda: 'does not fit' in log_text(logc)),
+              'warm (c) auto: the log does not say why it does not warm:\n' +
+              log_text(logc)[-1500:])
         st = m.stats()
         ck.eq('warm (c) auto: warm_state', st.get('warm_state'), 0)
         ck.eq('warm (c) auto: bytes_fetched', st.get('bytes_fetched'), 0)
-    ck.ok('does not fit' in log_text(logc), 'warm (c) auto: the log does not say why it does '
-          'not warm:\n' + log_text(logc)[-1500:])
     with ml.Mount(env, ng.url('json/big/'), cache_dir=env.path('cache-c'),
                   extra=opts + ['--log-file', logc, '--warm', 'all']) as m:
         st = wait_stats(m, lambda s: s.get('warm_state') != 1, 120)
@@ -1808,8 +1820,7 @@ def main():
         print(__doc__)
         return 2
     if not os.path.exists(web.NGINX):
-        log('SKIP: %s is not installed (scripts/install-deps.sh --test)' % web.NGINX)
-        return ml.SKIP
+        return ml.skip_status('%s is not installed (scripts/install-deps.sh --test)' % web.NGINX)
     ml.main_wrapper(run_group, sys.argv[1], 'cache-' + sys.argv[2], deadline=170,
                     group=sys.argv[2])
 

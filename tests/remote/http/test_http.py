@@ -178,14 +178,14 @@ def group_brace(env, ck, ng, src, shards, refs):
         ck.eq('brace with 404 names: ENOENT', read_errno(os.path.join(m.mnt, 'shard-000005.tar')),
               errno.ENOENT)
         ck.eq('brace with 404 names: brace_missing', m.stats().get('brace_missing'), 2)
-    # malformed pattern and too many names: refused at once
+    # malformed pattern and too many names: refused at once (a retry budget far past
+    # ml.MOUNT_TIMEOUT: a refusal that waited on the server would hang, and mount_error fails)
     for bad in ('files/train/shard-{000000..000003.tar', 'files/{0..999}{0..999}{0..9}.tar'):
-        m = ml.Mount(env, ng.url(bad), cache_dir=env.path('cache'))
-        t = time.monotonic()
+        m = ml.Mount(env, ng.url(bad), cache_dir=env.path('cache'),
+                     extra=['--retry-budget', '600'])
         e = ml.mount_error(ck, 'malformed %s' % bad, m)
         if e is not None:
             log('refused as expected: %s' % e)
-            ck.ok(time.monotonic() - t < 20, 'malformed %s: refusal took too long' % bad)
 
 
 def group_listing(env, ck, ng, src, shards, refs, base=None, label='listing', extra=(),
@@ -268,10 +268,8 @@ def group_faults(env, ck, ng, src, shards, refs):
         # (c) stalls: headers, a few bytes, then silence; retried after --stall-timeout
         px.set('stall', count=2)
         with ml.Mount(env, base, cache_dir=env.path('cache-stall'), extra=opts) as m:
-            t = time.monotonic()
             check_shards(ck, 'faults stall', m.mnt, src, keys, refs)
             ck.eq('faults stall: faults served', px.faults, 2)
-            ck.ok(time.monotonic() - t < 15, 'faults stall: took %.1fs' % (time.monotonic() - t))
 
         # (d) a permanently broken server: EIO within the budget, the mount stays up
         for mode in ('503', 'cut', 'stall'):
@@ -285,9 +283,8 @@ def group_faults(env, ck, ng, src, shards, refs):
                 dt = time.monotonic() - t
                 log('permanent %s: errno %s after %.1fs' % (mode, e, dt))
                 ck.eq('faults permanent %s: errno' % mode, errno.errorcode.get(e, e), 'EIO')
-                # budget 2 s; one attempt may still run its stall timeout (1 s) and FUSE
-                # may retry the read once more in readahead
-                ck.ok(dt < 10, 'faults permanent %s: EIO took %.1fs' % (mode, dt))
+                # budget 2 s: the read ends in EIO (a read that never gives up hangs, and the
+                # watchdog fails the test); how long it took is logged, not asserted
                 ck.ok(os.path.isdir(m.mnt) and len(os.listdir(m.mnt)) >= 2,
                       'faults permanent %s: the mount is gone' % mode)
                 st = m.stats()
@@ -347,9 +344,10 @@ def group_faults(env, ck, ng, src, shards, refs):
 # tls
 # ---------------------------------------------------------------------------------------------
 
-def expect_mount_failure(env, ck, label, source, extra, want, budget_s=20, within_s=8):
-    """The mount fails within within_s seconds (far less than the retry budget) and its error
-    contains every string of want."""
+def expect_mount_failure(env, ck, label, source, extra, want, budget_s=600):
+    """The mount fails without retrying (its retry budget, budget_s, is far longer than
+    ml.MOUNT_TIMEOUT: a failure retried as if transient hangs, which mount_error fails) and
+    its error contains every string of want."""
     m = ml.Mount(env, source, cache_dir=env.path('cache'),
                  extra=['--retry-budget', str(budget_s)] + list(extra))
     t = time.monotonic()
@@ -360,8 +358,6 @@ def expect_mount_failure(env, ck, label, source, extra, want, budget_s=20, withi
     log('%s: refused in %.2fs: %s' % (label, dt, msg))
     for w in want:
         ck.ok(w in msg, '%s: error does not say %r: %s' % (label, w, msg))
-    ck.ok(dt < within_s, '%s: failing took %.1fs (retried as if transient? budget %ds)' % (
-        label, dt, budget_s))
 
 
 def group_tls(env, ck, ng, src, shards, refs):
@@ -524,7 +520,6 @@ def group_stale(env, ck, ng, src, shards, refs):
                     ck.fail('stale %s: read returned %d bytes (%s) instead of ESTALE' % (
                         name, len(got), versions(got, old, new)))
                 ck.eq('stale %s: errno' % name, errno.errorcode.get(err, err), 'ESTALE')
-                ck.ok(dt < 10, 'stale %s: took %.1fs' % (name, dt))
                 # the engine did resume: a ranged GET after the cut, with If-Match on the ETag
                 gets = [hs for meth, p, hs in px.log if meth == 'GET' and p == url_path]
                 resumed = [hs for hs in gets[1:] if any(
@@ -582,7 +577,7 @@ def group_badrange(env, ck, ng, src, shards, refs):
     px = web.FaultProxy(ng.port)
     try:
         source = px.url('files/train/shard-{000000..000003}.tar')
-        opts = ['--retry-budget', '20', '--prefetch-shards', '0', '--warm', 'off']
+        opts = ['--retry-budget', '600', '--prefetch-shards', '0', '--warm', 'off']
         with ml.Mount(env, source, cache_dir=env.path('cache'), extra=opts) as m:
             for mode, key in zip(modes, keys):
                 with open(os.path.join(src, 'train', key), 'rb') as f:
@@ -604,8 +599,8 @@ def group_badrange(env, ck, ng, src, shards, refs):
                     ck.fail('badrange %s: read returned %d bytes (%s) instead of EIO' % (
                         mode, len(got), 'right ones' if got == want[:len(got)] else 'WRONG'))
                 ck.eq('badrange %s: errno' % mode, errno.errorcode.get(err, err), 'EIO')
-                # not transient: no retries for the budget
-                ck.ok(dt < 5, 'badrange %s: EIO took %.1fs' % (mode, dt))
+                # not transient: no retries for the budget (600 s: a read retried until then
+                # would hang, and the watchdog fails the test)
                 px.set('pass')
                 try:
                     got = ml.read_all(p)
@@ -1101,8 +1096,7 @@ def main():
         print(__doc__)
         return 2
     if not os.path.exists(web.NGINX):
-        log('SKIP: %s is not installed (scripts/install-deps.sh --test)' % web.NGINX)
-        return ml.SKIP
+        return ml.skip_status('%s is not installed (scripts/install-deps.sh --test)' % web.NGINX)
     ml.main_wrapper(run_group, sys.argv[1], 'http-' + sys.argv[2], deadline=170,
                     group=sys.argv[2])
 

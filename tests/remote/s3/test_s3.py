@@ -301,8 +301,7 @@ GROUPS = {'s3': group_s3, 'gs': group_gs, 'ais': group_ais, 's3-index': group_s3
 def main():
     shardfs, group = sys.argv[1], sys.argv[2]
     if not s3servers.have_s3rver():
-        log('SKIP: s3rver is not installed (sh tests/remote/s3/install-s3rver.sh)')
-        sys.exit(ml.SKIP)
+        ml.skip_exit('s3rver is not installed (sh tests/remote/s3/install-s3rver.sh)')
     ml.main_wrapper(GROUPS[group], shardfs, 'remote-' + group, deadline=170)
 
 

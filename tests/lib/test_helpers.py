@@ -1,0 +1,183 @@
+"""Tests of the test helpers themselves (tests/lib/shardfs_test/mount.py): they must not let a
+defect pass as green.
+
+usage: test_helpers.py SHARDFS GROUP
+  crash    a test whose daemon dies by SIGSEGV (the test itself checks nothing wrong) fails,
+           naming the signal; one whose daemon the test kills on purpose (ml.kill_daemon) and
+           one whose daemon exits cleanly pass
+  skip     a skip after a failure fails; a test that checks nothing fails; a skip of an allowed
+           kind exits 77, but fails under CI=true and with SHARDFS_TEST_STRICT=1
+  nofuse   with /dev/fuse hidden (a mount namespace: an empty tmpfs over /dev, a device node
+           without a driver or /dev/null bound over /dev/fuse) tests/lib/precheck.py and a
+           mount test fail with one clear message, under CI=true and without it; so does
+           tests/run.sh (--builds none), which stops at its precheck
+Inner groups (run by the ones above in a child process): inner-segv, inner-kill, inner-clean,
+inner-fail-skip, inner-nocheck, inner-skip, inner-mount."""
+
+import os
+import signal
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from shardfs_test import mount as ml  # noqa: E402
+
+HERE = os.path.abspath(__file__)
+PRECHECK = os.path.join(os.path.dirname(HERE), 'precheck.py')
+RUN_SH = os.path.join(os.path.dirname(os.path.dirname(HERE)), 'run.sh')
+
+
+def mount_one(env):
+    src = env.path('src')
+    os.makedirs(src)
+    ml.write_file(os.path.join(src, 'a.tar'), ml.tar_bytes([('x.txt', b'hello\n')]))
+    return ml.Mount(env, src, cache_dir=env.path('cache'))
+
+
+def inner_segv(env, ck):
+    # a sanitized daemon would catch the SIGSEGV, report it and abort (SIGABRT): let the
+    # signal kill it as it kills a plain build's
+    for var in ('ASAN_OPTIONS', 'UBSAN_OPTIONS'):
+        env.env[var] = ':'.join(filter(None, [os.environ.get(var), 'handle_segv=0']))
+    m = mount_one(env)
+    with m:
+        ck.eq('inner-segv: x.txt', ml.read_all(os.path.join(m.mnt, 'a', 'x.txt')), b'hello\n')
+        pid = m.stats()['pid']
+        os.kill(pid, signal.SIGSEGV)  # as if the daemon crashed
+        ml.poll(lambda: not ml.pid_alive(pid), what='the daemon to die')
+    ml.log('inner-segv: ends %r' % m.ends())
+
+
+def inner_kill(env, ck):
+    m = mount_one(env)
+    with m:
+        pid = m.stats()['pid']
+        ml.kill_daemon(env, pid, signal.SIGKILL)
+        ck.ok(ml.poll(lambda: not ml.pid_alive(pid)), 'inner-kill: the daemon is alive')
+
+
+def inner_clean(env, ck):
+    m = mount_one(env)
+    with m:
+        ck.eq('inner-clean: x.txt', ml.read_all(os.path.join(m.mnt, 'a', 'x.txt')), b'hello\n')
+    ck.eq('inner-clean: how the daemon ended', list(m.ends().values()), ['exited with status 0'])
+
+
+def inner_fail_skip(env, ck):
+    ck.eq('inner-fail-skip: a check that fails', 1, 2)
+    raise ml.Skip('a skip after a failure', 'tool')
+
+
+def inner_nocheck(env, ck):
+    pass
+
+
+def inner_skip(env, ck):
+    raise ml.Skip('an allowed kind of skip', 'tool')
+
+
+def inner_mount(env, ck):
+    m = mount_one(env)
+    with m:
+        ck.eq('inner-mount: x.txt', ml.read_all(os.path.join(m.mnt, 'a', 'x.txt')), b'hello\n')
+
+
+def run_inner(env, group, extra_env=None, prefix=()):
+    e = dict(os.environ)
+    for k in ('CI', 'SHARDFS_TEST_STRICT', 'SHARDFS_TEST_ALLOW_SKIP'):
+        e.pop(k, None)
+    e.update(extra_env or {})
+    r = subprocess.run(list(prefix) + [sys.executable, HERE, env.shardfs, group],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, env=e, timeout=120)
+    out = r.stdout.decode(errors='replace')
+    ml.log('--- %s -> rc=%r\n%s---' % (group, r.returncode, out))
+    return r.returncode, out
+
+
+def group_crash(env, ck):
+    rc, out = run_inner(env, 'inner-segv')
+    ck.eq('a daemon killed by SIGSEGV: exit status of its test', rc, 1)
+    ck.ok('was killed by signal SIGSEGV' in out and 'FAIL: daemon ' in out,
+          'the failure does not name SIGSEGV: %r' % out[-2000:])
+    rc, out = run_inner(env, 'inner-kill')
+    ck.eq('a daemon killed on purpose: exit status of its test', rc, 0)
+    rc, out = run_inner(env, 'inner-clean')
+    ck.eq('a daemon that exits cleanly: exit status of its test', rc, 0)
+
+
+def group_skip(env, ck):
+    rc, out = run_inner(env, 'inner-fail-skip')
+    ck.eq('a skip after a failure: exit status', rc, 1)
+    ck.ok('expected 2, got 1' in out, 'the failure before the skip is not shown: %r' % out)
+    rc, out = run_inner(env, 'inner-nocheck')
+    ck.eq('a test that checks nothing: exit status', rc, 1)
+    ck.ok('made no check' in out, 'no check made: %r' % out)
+    rc, out = run_inner(env, 'inner-skip')
+    ck.eq('an allowed skip: exit status', rc, ml.SKIP)
+    ck.ok('SKIP: an allowed kind of skip' in out, 'the skip does not say why: %r' % out)
+    for var in ({'CI': 'true'}, {'SHARDFS_TEST_STRICT': '1'}, {'SHARDFS_TEST_ALLOW_SKIP': 'host'}):
+        rc, out = run_inner(env, 'inner-skip', var)
+        ck.eq('a skip with %r: exit status' % var, rc, 1)
+        ck.ok('allows no skip' in out and 'an allowed kind of skip' in out,
+              'a skip with %r does not say why it fails: %r' % (var, out))
+
+
+def group_nofuse(env, ck):
+    if not ml.has_cap_sys_admin():
+        raise ml.Skip('a mount namespace needs CAP_SYS_ADMIN', 'host')
+    nodev = env.path('nodev')
+    os.makedirs(nodev)
+    hides = {'tmpfs over /dev': 'mount -t tmpfs none /dev',
+             '/dev/null over /dev/fuse': 'mount --bind /dev/null /dev/fuse',
+             'a device without a driver over /dev/fuse':
+             'mount -t tmpfs none {0} && mknod {0}/fuse c 0 0 && mount --bind {0}/fuse '
+             '/dev/fuse'.format(nodev)}
+    for what, hide in sorted(hides.items()):
+        for ci in ({}, {'CI': 'true'}):
+            label = '%s%s' % (what, ' CI=true' if ci else '')
+            e = dict(os.environ)
+            e.pop('CI', None)
+            e.update(ci)
+            r = subprocess.run(['unshare', '-m', '--propagation', 'private', 'sh', '-c',
+                                '%s && exec "$0" "$@"' % hide, sys.executable, PRECHECK],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, env=e, timeout=120)
+            out = r.stdout.decode(errors='replace')
+            ml.log('precheck, %s -> rc=%r %r' % (label, r.returncode, out))
+            ck.eq('precheck, %s: exit status' % label, r.returncode, 1)
+            ck.ok(len(out.splitlines()) == 1 and out.startswith('precheck: this machine cannot '
+                                                                 'mount: ') and '/dev/fuse' in out,
+                  'precheck, %s: not one clear line: %r' % (label, out))
+            # a mount test: fails (no skip), saying why
+            rc, out = run_inner(env, 'inner-mount', ci, prefix=(
+                'unshare', '-m', '--propagation', 'private', 'sh', '-c',
+                '%s && exec "$@"' % hide, 'sh'))
+            ck.eq('mount test, %s: exit status' % label, rc, 1)
+            want = 'shardfs mount failed' if 'null' in what else 'cannot open /dev/fuse'
+            ck.ok(want in out, 'mount test, %s: the failure does not say %r: %r'
+                  % (label, want, out[-2000:]))
+            if 'driver' not in what:
+                continue
+            # the whole command: tests/run.sh stops at its precheck, before it builds anything
+            r = subprocess.run(['unshare', '-m', '--propagation', 'private', 'sh', '-c',
+                                '%s && exec bash "$0" --builds none' % hide, RUN_SH],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, env=e, timeout=300)
+            out = r.stdout.decode(errors='replace')
+            ml.log('tests/run.sh, %s -> rc=%r %r' % (label, r.returncode, out))
+            ck.eq('tests/run.sh, %s: exit status' % label, r.returncode, 1)
+            ck.eq('tests/run.sh, %s: its last lines' % label,
+                  [ln.split(':')[0] for ln in out.splitlines()[-2:]], ['precheck', 'tests'])
+            ck.ok(out.endswith('tests: FAILED (precheck)\n') and 'cannot open /dev/fuse' in out,
+                  'tests/run.sh, %s: not one clear failure: %r' % (label, out[-2000:]))
+
+
+GROUPS = {'crash': (group_crash, 200), 'skip': (group_skip, 200), 'nofuse': (group_nofuse, 200),
+          'inner-segv': (inner_segv, 100), 'inner-kill': (inner_kill, 100),
+          'inner-clean': (inner_clean, 100), 'inner-fail-skip': (inner_fail_skip, 100),
+          'inner-nocheck': (inner_nocheck, 100), 'inner-skip': (inner_skip, 100),
+          'inner-mount': (inner_mount, 100)}
+
+if __name__ == '__main__':
+    sys.exit(ml.main_groups(GROUPS, __doc__))
