@@ -753,14 +753,16 @@ void fs_shard_mark_checked(struct fs *fs, uint32_t shard, uint32_t idx)
 					 memory_order_relaxed);
 }
 
-int fs_shard_reject(struct fs *fs, uint32_t shard, const struct shardidx_entry *e, const char *why)
+/* Reject shard's sidecar index (fs_shard_reject): 1 when this call did,
+ * 0 when another had. */
+static int shard_reject(struct fs *fs, uint32_t shard, const struct shardidx_entry *e,
+			const char *why)
 {
 	struct fs_shard *s = fs_shard(fs, shard);
 	struct fs_obj *o = fs_obj(fs, s->obj);
-	int err;
 
 	if (atomic_exchange(&s->rejected, 1))
-		return -ESTALE; /* another read did it */
+		return 0; /* another read did it */
 	atomic_store(&o->sidecar_rejected, 1);
 	fs->c.index_rejected_on_read++;
 	fs_log(FS_LOG_WARN,
@@ -769,13 +771,43 @@ int fs_shard_reject(struct fs *fs, uint32_t shard, const struct shardidx_entry *
 	       "opened through it get ESTALE",
 	       o->key, e->name, e->data_off, why);
 	fs_obj_mark_stale(fs, s->obj, FS_OBJ_STALE);
-	err = fs_ns_replace(fs, s->obj);
+	return 1;
+}
+
+/* Replace shard's object by a version whose index is built from the shard. */
+static void shard_replace(struct fs *fs, uint32_t shard)
+{
+	const struct fs_obj *o = fs_obj(fs, fs_shard(fs, shard)->obj);
+	int err = fs_ns_replace(fs, fs_shard(fs, shard)->obj);
+
 	if (err < 0)
 		fs_log(FS_LOG_WARN,
 		       "shard %s: cannot look at its new version now (%s); the next "
 		       "lookup does",
 		       o->key, strerror(-err));
+}
+
+int fs_shard_reject(struct fs *fs, uint32_t shard, const struct shardidx_entry *e, const char *why)
+{
+	if (shard_reject(fs, shard, e, why))
+		shard_replace(fs, shard);
 	return -ESTALE;
+}
+
+int fs_shard_reject_deferred(struct fs *fs, uint32_t shard, const struct shardidx_entry *e,
+			     const char *why)
+{
+	shard_reject(fs, shard, e, why);
+	return -ESTALE;
+}
+
+void fs_shards_replace_rejected(struct fs *fs)
+{
+	uint32_t n = atomic_load_explicit(&fs->nshards, memory_order_acquire);
+
+	for (uint32_t i = 0; i < n; i++)
+		if (atomic_load(&fs_shard(fs, i)->rejected))
+			shard_replace(fs, i); /* no-op once replaced (not listed) */
 }
 
 void fs_shards_release(struct fs *fs)

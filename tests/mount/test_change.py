@@ -30,6 +30,10 @@ GROUP:
             member whose own tar header disagrees gives ESTALE, never other bytes; the index
             is built from the shard, lookups then show the new members with exact bytes,
             samples.tsv the new offsets; a remount uses the built index
+  ifview-sidecar-stale  --layout imagefolder --class-from cls over such a sidecar (local,
+            its identity forged): a .cls member's tar header, read with its bytes, rejects it
+            while the view is built; the view (classes, names, sizes, bytes) equals that of a
+            mount without the sidecar, one log line; a remount uses the built index
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -706,9 +710,99 @@ def group_sidecar_stale(env, ck):
             ck.eq('local: stats %s' % k, st.get(k), v)
 
 
+def forge_local_ident(shard, tar, sidecar):
+    """Sidecar bytes with the identity a local index of shard (whose bytes are tar) has now
+    (shard_sidecar's: size, FNV-1a of the last 64 KiB, mtime, inode, ctime): as if a tool had
+    copied them from elsewhere; nothing but the members' own headers tell."""
+    stn = os.stat(shard)
+    h = 0xcbf29ce484222325
+    for x in tar[-65536:]:
+        h = ((h ^ x) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    ident = b'shardfs-sidecar|3|raw|%d|%016x|%d|%d|%d' % (len(tar), h, stn.st_mtime_ns,
+                                                          stn.st_ino, stn.st_ctime_ns)
+    return sidecar_with_ident(sidecar, ident)
+
+
+def ifview_tree(mnt):
+    """{class: {name: (size, bytes)}} of an imagefolder mount: listed and stat'ed first, then
+    read, so a listing made from a wrong index is seen before any read corrects it."""
+    sizes = {c: {n: os.stat(os.path.join(mnt, c, n)).st_size
+                 for n in sorted(os.listdir(os.path.join(mnt, c)))}
+             for c in sorted(os.listdir(mnt))}
+    return {c: {n: (sz, read_result(os.path.join(mnt, c, n))) for n, sz in files.items()}
+            for c, files in sizes.items()}
+
+
+def group_ifview_sidecar_stale(env, ck):
+    """--layout imagefolder --class-from cls over a local shard whose sidecar is stale (two
+    middle images swapped sizes; size, first and last headers, last 64 KiB the same; identity
+    forged): the sidecar puts b.cls inside the new b.jpg, whose bytes there read as a class
+    '7'. The build reads b.cls with its tar header, rejects the sidecar and builds again over
+    the index built from the shard: the view equals that of a mount without the sidecar."""
+    exe = env.shardfs
+    src, ref = env.path('src'), env.path('ref')
+    os.makedirs(src)
+    os.makedirs(ref)
+    a, z = b'a' * 1000, b'z' * 3000
+
+    def img(tag, n):
+        return tag + b'7' * (n - len(tag))
+    old = [('a.jpg', a), ('a.cls', b'0'), ('b.jpg', img(b'b', 10240)), ('b.cls', b'1'),
+           ('c.jpg', img(b'c', 20480)), ('c.cls', b'2'), ('z.jpg', z), ('z.cls', b'0')]
+    new = [('a.jpg', a), ('a.cls', b'0'), ('b.jpg', img(b'B', 20480)), ('b.cls', b'1'),
+           ('c.jpg', img(b'C', 10240)), ('c.cls', b'2'), ('z.jpg', z), ('z.cls', b'0')]
+    old_tar, new_tar = ml.tar_bytes(old), ml.tar_bytes(new)
+    ck.eq('same size', len(new_tar), len(old_tar))
+    model = tar_model(new_tar)
+    old_model = tar_model(old_tar)
+    z_hdr = model['z.jpg'][0] - 512
+    ck.eq('same z.jpg offset', old_model['z.jpg'][0] - 512, z_hdr)
+    ck.eq('same first header, same from z.jpg on', (new_tar[:512], new_tar[z_hdr:]),
+          (old_tar[:512], old_tar[z_hdr:]))
+    b_cls = old_model['b.cls'][0]
+    ck.eq('the sidecar\'s b.cls is a \'7\' of the new b.jpg', new_tar[b_cls:b_cls + 1], b'7')
+    shard = os.path.join(src, 's0.tar')
+    write_file(shard, old_tar)
+    r = env.run([exe, 'index', '--sidecar', '--cache-dir', env.path('c0'), src])
+    ck.eq('index --sidecar: exit', r.returncode, 0)
+    write_file(shard, new_tar)
+    sc = shard + '.idx'
+    with open(sc, 'rb') as f:
+        sidecar = f.read()
+    write_file(sc, forge_local_ident(shard, new_tar, sidecar))
+    write_file(os.path.join(ref, 's0.tar'), new_tar)
+    want = {'0': {'a.jpg': (len(a), ('ok', a)), 'z.jpg': (len(z), ('ok', z))},
+            '1': {'b.jpg': (20480, ('ok', model['b.jpg'][2]))},
+            '2': {'c.jpg': (10240, ('ok', model['c.jpg'][2]))}}
+    opts = ['--layout', 'imagefolder', '--class-from', 'cls']
+    with ml.Mount(env, ref, cache_dir=env.path('cache-ref'), extra=opts) as m:
+        ck.eq('no sidecar: the view', ifview_tree(m.mnt), want)
+    logf = env.path('daemon.log')
+    cache = env.path('cache')
+    with ml.Mount(env, src, cache_dir=cache, extra=opts + ['--log-file', logf]) as m:
+        got = ifview_tree(m.mnt)
+        ck.eq('stale sidecar: the view', got, want)
+        st = m.stats()
+        for k, v in (('index_sidecar', 1), ('index_rejected_on_read', 1), ('index_built', 1),
+                     ('imagefolder_images', 4), ('imagefolder_no_class', 0)):
+            ck.eq('stale sidecar: stats %s' % k, st.get(k), v)
+    with open(logf, errors='replace') as f:
+        text = f.read()
+    ck.eq('one log line of the rejection', text.count('its sidecar index is wrong'), 1)
+    ck.ok('member b.cls' in text, 'the log line names b.cls')
+    # a remount uses the index the first mount built and saved, not the sidecar
+    with ml.Mount(env, src, cache_dir=cache, extra=opts) as m:
+        ck.eq('remount: the view', ifview_tree(m.mnt), want)
+        st = m.stats()
+        ck.eq('remount: index loaded, sidecar not used, nothing rejected',
+              (st.get('index_loaded'), st.get('index_sidecar'), st.get('index_rejected_on_read')),
+              (1, 0, 0))
+
+
 GROUPS = {'rewrite': group_rewrite, 'refresh': group_refresh, 'sidecar': group_sidecar,
           'sidecar-url': group_sidecar_url, 'sidecar-stale': group_sidecar_stale,
-          'moved': group_moved, 'fulldisk': group_fulldisk}
+          'moved': group_moved, 'fulldisk': group_fulldisk,
+          'ifview-sidecar-stale': group_ifview_sidecar_stale}
 
 
 def main():
