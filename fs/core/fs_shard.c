@@ -314,6 +314,24 @@ static struct shardidx *shard_sidecar(struct fs *fs, const struct fs_obj *o, int
 	return ix;
 }
 
+/* Fields of the shard's tar headers the parser read past as GNU tar does
+ * (a malformed pax mtime): one log line for the shard, when its index is
+ * built (a saved index is not logged again), naming the first such member
+ * and what was ignored. Not damage: the members' bytes are not in doubt. */
+static void shard_build_note(const struct fs_obj *o, const struct shardidx_builder *b)
+{
+	uint32_t n;
+	const char *note = shardidx_builder_note(b, &n);
+
+	if (!note[0])
+		return;
+	if (n > 1)
+		fs_log(FS_LOG_WARN, "shard %s: %s (and %u more fields read past)", o->key, note,
+		       n - 1);
+	else
+		fs_log(FS_LOG_WARN, "shard %s: %s", o->key, note);
+}
+
 static int shard_build(struct fs *fs, const struct fs_obj *o, struct cachetier_obj *stream,
 		       struct shardidx **out)
 {
@@ -361,6 +379,7 @@ static int shard_build(struct fs *fs, const struct fs_obj *o, struct cachetier_o
 		shardidx_builder_free(b);
 		return err;
 	}
+	shard_build_note(o, b);
 	return shardidx_builder_finish(b, size, out);
 }
 

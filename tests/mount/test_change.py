@@ -34,6 +34,9 @@ GROUP:
             its identity forged): a .cls member's tar header, read with its bytes, rejects it
             while the view is built; the view (classes, names, sizes, bytes) equals that of a
             mount without the sidecar, one log line; a remount uses the built index
+  pax-mtime  malformed pax mtime values (no digits; stray bytes after the number), read past
+            as GNU tar does: exact bytes and mtimes, no damage, one log line per shard naming
+            it, the first such member and what was ignored; none from a remount
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -799,10 +802,77 @@ def group_ifview_sidecar_stale(env, ck):
               (1, 0, 0))
 
 
+def pax_tar(members):
+    """A pax tar of [(name, bytes, pax mtime value or None)], header mtime 1700000000."""
+    import io
+    bio = io.BytesIO()
+    with tarfile.open(fileobj=bio, mode='w', format=tarfile.PAX_FORMAT) as tf:
+        for name, data, pax_mtime in members:
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            ti.mtime = 1700000000
+            ti.mode = 0o644
+            if pax_mtime is not None:
+                ti.pax_headers = {'mtime': pax_mtime}
+            tf.addfile(ti, io.BytesIO(data))
+    return bio.getvalue()
+
+
+def group_pax_mtime(env, ck):
+    """Malformed pax mtime values, read past as GNU tar does ('xxx': the header's mtime;
+    '999xxx': 999): the members are served with exact bytes and those mtimes, the shard is not
+    damaged, and each shard's index build logs one line naming the shard, its first such
+    member and what was ignored; a remount (the saved index) logs none."""
+    src = env.path('src')
+    os.makedirs(src)
+    s0 = [('a.txt', b'alpha ' * 100, 'xxx'), ('b.txt', b'beta ' * 50, '999xxx'),
+          ('c.txt', b'gamma', None)]
+    s1 = [('d/e.txt', b'epsilon ' * 10, '12.5zz')]
+    want = {'s0/a.txt': (b'alpha ' * 100, 1700000000), 's0/b.txt': (b'beta ' * 50, 999),
+            's0/c.txt': (b'gamma', 1700000000), 's1/d/e.txt': (b'epsilon ' * 10, 12)}
+    t0 = pax_tar(s0)
+    ck.ok(b'mtime=xxx\n' in t0 and b'mtime=999xxx\n' in t0, 'tarfile wrote the records as given')
+    write_file(os.path.join(src, 's0.tar'), t0)
+    write_file(os.path.join(src, 's1.tar'), pax_tar(s1))
+    r = subprocess.run(['tar', '--full-time', '-tvf', os.path.join(src, 's0.tar'), 'b.txt'],
+                       capture_output=True, text=True)
+    log('GNU tar on b.txt (mtime=999xxx): %s' % r.stdout.strip())
+    cache = env.path('cache')
+    for label, logf in (('mount', env.path('daemon.log')), ('remount', env.path('daemon2.log'))):
+        with ml.Mount(env, src, cache_dir=cache, extra=['--log-file', logf]) as m:
+            got = {}
+            for p in want:
+                path = os.path.join(m.mnt, p)
+                got[p] = (read_result(path)[1], int(os.stat(path).st_mtime))
+            ck.eq('%s: bytes and mtimes' % label, got, want)
+            st = m.stats()
+            ck.eq('%s: damaged_shards' % label, st.get('damaged_shards'), 0)
+            ck.eq('%s: indexes built, loaded' % label, (st.get('index_built'),
+                                                        st.get('index_loaded')),
+                  (2, 0) if label == 'mount' else (0, 2))
+        with open(logf, errors='replace') as f:
+            lines = [ln for ln in f.read().splitlines() if 'extended header record' in ln]
+        log('%s: %r' % (label, lines))
+        if label == 'remount':
+            ck.eq('remount: no line (the saved index)', lines, [])
+            continue
+        ck.eq('one line per shard', len(lines), 2)
+        l0 = [ln for ln in lines if 'shard s0.tar:' in ln]
+        l1 = [ln for ln in lines if 'shard s1.tar:' in ln]
+        ck.ok(len(l0) == 1 and 'member a.txt at offset 0: extended header record mtime=xxx '
+              'ignored: not a time' in l0[0] and '(and 1 more fields read past)' in l0[0],
+              's0.tar: the line names a.txt, mtime=xxx and the other field: %r' % l0)
+        ck.ok(len(l1) == 1 and 'member d/e.txt at offset 0: extended header record '
+              'mtime=12.5zz read up to its first stray byte' in l1[0] and 'more' not in l1[0],
+              's1.tar: the line names d/e.txt and mtime=12.5zz: %r' % l1)
+        with open(logf, errors='replace') as f:
+            ck.ok('damaged' not in f.read(), 'no damage logged')
+
+
 GROUPS = {'rewrite': group_rewrite, 'refresh': group_refresh, 'sidecar': group_sidecar,
           'sidecar-url': group_sidecar_url, 'sidecar-stale': group_sidecar_stale,
           'moved': group_moved, 'fulldisk': group_fulldisk,
-          'ifview-sidecar-stale': group_ifview_sidecar_stale}
+          'ifview-sidecar-stale': group_ifview_sidecar_stale, 'pax-mtime': group_pax_mtime}
 
 
 def main():
