@@ -121,6 +121,16 @@ int shardidx_builder_finish(struct shardidx_builder *b, uint64_t stream_size,
 /* Last human-readable message about damage or skipped members, or "". */
 const char *shardidx_builder_message(const struct shardidx_builder *b);
 
+/* The first note about a field the parser read past as GNU tar does (a
+ * pax mtime with no digits: ignored, the header's mtime used; one with
+ * stray bytes after its number: read up to them), naming the member and
+ * the offset of its first header, e.g. "member a/b.jpg at offset 1536:
+ * extended header record mtime=xxx ignored: not a time, the header's mtime
+ * is used"; "" when there was none. Such a member is indexed and the stream
+ * is not damaged: its bytes are not in doubt. *count (if not NULL): the
+ * fields read past in all. Valid until the builder is freed. */
+const char *shardidx_builder_note(const struct shardidx_builder *b, uint32_t *count);
+
 /* 1 when buf, the first len bytes of a stream, starts like an uncompressed
  * tar archive: a first 512-byte block with the "ustar" magic at offset 257
  * (ustar, GNU and pax formats), a valid header checksum (also v7), or all

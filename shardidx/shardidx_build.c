@@ -23,8 +23,9 @@
  * start with one NUL and ends at a NUL or space (what follows is not
  * read); of several pax 'x' headers before one member only the last
  * applies; a pax mtime is read up to its first stray byte ("999xxx" is
- * 999) and ignored when it has no digits; unknown type flags ('A'-'Z'
- * other than GNU's D, K, L, M, S, V, and POSIX's X) are regular files.
+ * 999) and ignored when it has no digits (either is noted, naming the
+ * member: shardidx_builder_note); unknown type flags ('A'-'Z' other than
+ * GNU's D, K, L, M, S, V, and POSIX's X) are regular files.
  *
  * Damage: a header that fails its checksum or does not parse, a malformed
  * pax record (or a malformed size, path or sparse value: GNU tar reports
@@ -37,6 +38,7 @@
  * are not kept.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +118,12 @@ struct shardidx_builder {
 	struct shardidx__tree *tree;
 	uint32_t skipped;
 	char msg[160];
+	/* Fields read past (a malformed pax mtime): how many; the first one
+	 * as shardidx_builder_note says it; the current member's first one,
+	 * until member_done names the member in note. */
+	uint32_t nignored;
+	char note[400];
+	char mnote[160];
 };
 
 /* ---- small helpers -------------------------------------------------------- */
@@ -271,10 +279,10 @@ static int parse_u64(const char *s, size_t len, uint64_t *out)
 }
 
 /* pax time, read as GNU tar reads it: [-]digits[.digits] at the start of
- * the value, anything after them ignored ("999xxx" is 999); floored to
- * whole seconds. -EBADMSG when the value does not start with a digit (the
- * caller then ignores the record, as GNU tar does). */
-static int parse_time(const char *s, size_t len, int64_t *out)
+ * the value, anything after them ignored ("999xxx" is 999; *used: the
+ * bytes read); floored to whole seconds. -EBADMSG when the value does not
+ * start with a digit (the caller then ignores the record, as GNU tar does). */
+static int parse_time(const char *s, size_t len, int64_t *out, size_t *used)
 {
 	size_t i = 0, j;
 	int neg = 0, frac = 0;
@@ -289,11 +297,12 @@ static int parse_time(const char *s, size_t len, int64_t *out)
 	if (j == i || parse_u64(s + i, j - i, &v))
 		return -EBADMSG;
 	if (j < len && s[j] == '.') {
-		for (size_t k = j + 1; k < len && s[k] >= '0' && s[k] <= '9'; k++) {
-			if (s[k] != '0')
+		for (j++; j < len && s[j] >= '0' && s[j] <= '9'; j++) {
+			if (s[j] != '0')
 				frac = 1;
 		}
 	}
+	*used = j;
 	if (v > (uint64_t)INT64_MAX - 1)
 		v = (uint64_t)INT64_MAX - 1;
 	*out = neg ? -(int64_t)v - frac : (int64_t)v;
@@ -366,6 +375,28 @@ static int pax_sparse_map(struct shardidx_builder *b, const char *v, size_t len)
 	}
 }
 
+/* A field read past (the member's bytes are not in doubt): counted; the
+ * first becomes the note, naming the member once member_done knows its
+ * name (global: the global header, at once). */
+__attribute__((format(printf, 3, 4))) static void ignored(struct shardidx_builder *b, int global,
+							  const char *fmt, ...)
+{
+	char what[sizeof(b->mnote)];
+	va_list ap;
+
+	b->nignored++;
+	if (b->note[0] || (!global && b->mnote[0]))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	if (global)
+		snprintf(b->note, sizeof(b->note), "global extended header at offset %llu: %s",
+			 (unsigned long long)b->grp_off, what);
+	else
+		memcpy(b->mnote, what, sizeof(what));
+}
+
 static int pax_record(struct shardidx_builder *b, struct pax *p, int global, const char *k,
 		      size_t klen, const char *v, size_t vlen)
 {
@@ -384,14 +415,18 @@ static int pax_record(struct shardidx_builder *b, struct pax *p, int global, con
 	}
 	if (key_is(k, klen, "mtime")) {
 		/* a malformed mtime leaves the member's bytes alone: ignored, as
-		 * GNU tar ignores it (the header's mtime is used) */
-		if (parse_time(v, vlen, &p->mtime)) {
-			snprintf(b->msg, sizeof(b->msg),
-				 "extended header record mtime=%.*s ignored: not a time",
-				 (int)(vlen < 40 ? vlen : 40), v);
-			return 0;
-		}
-		p->has_mtime = 1;
+		 * GNU tar ignores it (the header's mtime is used), or read up to
+		 * its first stray byte; noted (shardidx_builder_note) */
+		size_t used;
+		int bad = parse_time(v, vlen, &p->mtime, &used);
+
+		if (bad || used < vlen)
+			ignored(b, global, "extended header record mtime=%.*s%s %s",
+				(int)(vlen < 40 ? vlen : 40), v, vlen > 40 ? "..." : "",
+				bad ? "ignored: not a time, the header's mtime is used"
+				    : "read up to its first stray byte, the rest ignored");
+		if (!bad)
+			p->has_mtime = 1;
 		return 0;
 	}
 	if (global || klen < 11 || memcmp(k, "GNU.sparse.", 11) != 0)
@@ -474,6 +509,7 @@ static int pax_parse(struct shardidx_builder *b, struct pax *p, int global, cons
 
 static void member_reset(struct shardidx_builder *b)
 {
+	b->mnote[0] = '\0';
 	sbuf_clear(&b->longname);
 	sbuf_clear(&b->longlink);
 	pax_clear(&b->px);
@@ -555,6 +591,11 @@ static int member_done(struct shardidx_builder *b, uint64_t data_start)
 		m.nseg = nseg;
 		m.size = b->mrealsize;
 	}
+	if (b->mnote[0] && !b->note[0])
+		snprintf(b->note, sizeof(b->note), "member %.*s at offset %llu: %s",
+			 (int)(m.path_len < 160 ? m.path_len : 160), m.path,
+			 (unsigned long long)b->grp_off, b->mnote);
+	b->mnote[0] = '\0';
 	if (m.kind) {
 		r = shardidx__tree_add(b->tree, &m, &why);
 		if (r < 0)
@@ -954,6 +995,13 @@ uint64_t shardidx_builder_want(const struct shardidx_builder *b)
 const char *shardidx_builder_message(const struct shardidx_builder *b)
 {
 	return b->msg;
+}
+
+const char *shardidx_builder_note(const struct shardidx_builder *b, uint32_t *count)
+{
+	if (count)
+		*count = b->nignored;
+	return b->note;
 }
 
 int shardidx_builder_feed(struct shardidx_builder *b, const void *buf, size_t len)

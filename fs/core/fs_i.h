@@ -539,6 +539,16 @@ void fs_shard_mark_checked(struct fs *fs, uint32_t shard, uint32_t idx);
  * replaced by one whose index is built from the shard (fs_ns_replace: may
  * block on a stat of the source). Returns -ESTALE, for the read. */
 int fs_shard_reject(struct fs *fs, uint32_t shard, const struct shardidx_entry *e, const char *why);
+/* As fs_shard_reject, but the object is not replaced here: for a caller
+ * that holds fs->if_lock (the imagefolder build: fs_ns_replace resets the
+ * view under it), which calls fs_shards_replace_rejected once it let go of
+ * it. Returns -ESTALE. */
+int fs_shard_reject_deferred(struct fs *fs, uint32_t shard, const struct shardidx_entry *e,
+			     const char *why);
+/* Replace the object of every shard whose sidecar index was rejected and
+ * that is still listed (fs_ns_replace; a no-op for those replaced already).
+ * May block on stats of the source; must not hold fs->if_lock. */
+void fs_shards_replace_rejected(struct fs *fs);
 void fs_shards_release(struct fs *fs);
 /* The blob family (cachetier_meta_put_in) of what the cache directory keeps
  * of the shard of object key key, one per key: kind FS_SAVED_INDEX (its
@@ -779,7 +789,10 @@ const char *fs_if_class(const struct fs_ifview *v, uint32_t c, uint32_t *first, 
 /* File i of the view: its name (unique within its class); the image
  * member (shard, canonical entry index). */
 const char *fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *shard, uint32_t *entry);
-/* The view, built on first call (blocking: indexes every shard). */
+/* The view, built on first call (blocking: indexes every shard; built
+ * again, at most IF_STALE_BUILDS times in all, when a .cls member disproves
+ * a shard's sidecar index, once the shard is replaced). 0, or the build's
+ * negative errno (-ESTALE when every build met a wrong sidecar). */
 int fs_if_get(struct fs *fs, const struct fs_ifview **v);
 void fs_if_free(struct fs *fs);
 /* A refresh changed shards: drop the view (kept until unmount: readers

@@ -49,7 +49,7 @@ struct if_build {
 	struct fs *fs;
 	uint32_t nshards;      /* shards when the build started (a refresh may add) */
 	atomic_uint next;      /* next shard to take */
-	atomic_int err;	       /* -ENOMEM, -EIO, -ECANCELED, -ENOSPC abort the build */
+	atomic_int err;	       /* -ENOMEM, -EIO, -ECANCELED, -ENOSPC, -ESTALE abort the build */
 	atomic_uint skipped;   /* shards left out (no index): the view is not saved */
 	pthread_mutex_t lock;  /* items, max_cls */
 	struct fs_sort *items; /* every sample, sorted by item_cmp */
@@ -171,7 +171,9 @@ static int batch_flush(struct if_build *b, struct if_batch *bt)
 
 /* Add the samples of one shard to the build (through the worker's batch
  * bt): 0; 1 when the shard has no index (left out of the view); or -EIO,
- * -ECANCELED, -ENOMEM, the sort's -ENOSPC. */
+ * -ECANCELED, -ENOMEM, the sort's -ENOSPC, or -ESTALE: a .cls member's tar
+ * header disproved the shard's sidecar index (fs__if_sample), which
+ * aborts the build (fs_if_get builds again once the shard is replaced). */
 static int if_scan_shard(struct if_build *b, uint32_t shard, struct if_batch *bt)
 {
 	struct fs *fs = b->fs;
@@ -508,6 +510,12 @@ int fs__if_build(struct fs *fs, struct ifv_meta *want, struct fs_ifview **out)
 	malloc_trim(0); /* the build's buffers are gone */
 #endif
 	fs->c.if_build_ms = (uint64_t)(now_ms() - t0);
+	if (err == -ESTALE) {
+		/* a shard's sidecar index was rejected: fs_if_get builds again */
+		fs_log(FS_LOG_INFO,
+		       "imagefolder: a sidecar index was wrong; building the view again");
+		return err;
+	}
 	if (err < 0) {
 		fs_log(FS_LOG_ERR, "imagefolder: cannot build the view: %s", strerror(-err));
 		return err;

@@ -20,11 +20,16 @@
  * each shard's values are kept in the cache directory (cachetier meta blob
  * "imagefolder-cls|<codec>|<etag>|<size>|<key>" in the shard's family
  * "imagefolder-cls|<key>", which a save sweeps of the older versions'
- * maps) and later mounts read none of them again.
+ * maps) and later mounts read none of them again. A shard's index from a
+ * sidecar is trusted for a .cls member only once the tar header before its
+ * bytes, read with them, describes it (read_cls); one that does not
+ * rejects the sidecar and the view is built again over the index built
+ * from the shard (fs_if_get).
  *
  * Contract: called by the build's worker threads, each on its own shard
- * (the shard's index and stream held by the caller); may block on the
- * reads of .cls members. Non-goals: other media (images only); labels
+ * (the shard's index and stream held by the caller, and fs->if_lock:
+ * a rejected sidecar's shard is replaced after the build); may block on
+ * the reads of .cls members. Non-goals: other media (images only); labels
  * beyond one class per sample.
  */
 #include <ctype.h>
@@ -68,22 +73,13 @@ static int class_ok(const struct if_item *it)
 	       !(n == 8 && memcmp(c, ".shardfs", 8) == 0) && !memchr(c, '/', n);
 }
 
-/* The integer in a .cls member (surrounding white space allowed): 0, -EINVAL
- * when the member holds no class, or the read's negative errno. */
-static int read_cls(struct cachetier_obj *stream, const struct shardidx_entry *e, uint64_t *num)
+/* The integer in the bytes of a .cls member, buf[0..n) (surrounding white
+ * space allowed): 0 or -EINVAL when they hold no class. */
+static int parse_cls(char *buf, size_t n, uint64_t *num)
 {
-	char buf[IF_CLS_MAX + 1], *p, *end;
 	unsigned long long v;
-	ssize_t n;
+	char *p, *end;
 
-	if (e->type != SHARDIDX_REG || (e->flags & (SHARDIDX_F_SPARSE | SHARDIDX_F_TRUNCATED)) ||
-	    e->size == 0 || e->size > IF_CLS_MAX)
-		return -EINVAL;
-	n = cachetier_obj_pread(stream, buf, (size_t)e->size, e->data_off);
-	if (n < 0)
-		return (int)n;
-	if (n != (ssize_t)e->size)
-		return -EINVAL;
 	buf[n] = '\0';
 	for (p = buf; isspace((unsigned char)*p); p++)
 		;
@@ -99,6 +95,48 @@ static int read_cls(struct cachetier_obj *stream, const struct shardidx_entry *e
 		return -EINVAL;
 	*num = v;
 	return 0;
+}
+
+/* The integer in .cls member idx (entry e) of shard's index: 0, -EINVAL
+ * when the member holds no class, or the read's negative errno. An index
+ * from a sidecar whose member idx no read checked yet (fs_shard_unchecked)
+ * is trusted only after the tar header before the data, read with it (one
+ * read of the stream), describes e (shardidx_check_header, as a member's
+ * first read: fs_view_shard.c); a header that does not rejects the index
+ * (fs_shard_reject_deferred: the caller holds if_lock) and gives -ESTALE,
+ * never a class from bytes the index points to. */
+static int read_cls(struct fs *fs, uint32_t shard, struct cachetier_obj *stream, uint32_t idx,
+		    const struct shardidx_entry *e, uint64_t *num)
+{
+	char buf[512 + IF_CLS_MAX + 1];
+	size_t hdr = 0;
+	ssize_t n;
+	int err;
+
+	if (e->type != SHARDIDX_REG || (e->flags & (SHARDIDX_F_SPARSE | SHARDIDX_F_TRUNCATED)) ||
+	    e->size == 0 || e->size > IF_CLS_MAX)
+		return -EINVAL;
+	if (fs_shard_unchecked(fs, shard, idx)) {
+		if (e->data_off < 512)
+			return fs_shard_reject_deferred(fs, shard, e, "is not there");
+		hdr = 512;
+	}
+	n = cachetier_obj_pread(stream, buf, hdr + (size_t)e->size, e->data_off - hdr);
+	if (n < 0)
+		return (int)n;
+	if (hdr && n != (ssize_t)(hdr + e->size)) /* the stream ends before them */
+		return fs_shard_reject_deferred(fs, shard, e, "is past the end of the shard");
+	if (n != (ssize_t)(hdr + e->size))
+		return -EINVAL;
+	if (hdr) {
+		err = shardidx_check_header(buf, e);
+		if (err < 0)
+			return fs_shard_reject_deferred(
+			    fs, shard, e,
+			    err == -EBADMSG ? "is no tar header" : "describes another member");
+		fs_shard_mark_checked(fs, shard, idx);
+	}
+	return parse_cls(buf + hdr, (size_t)e->size, num);
 }
 
 /* ---- the .cls values of one shard, cached in the cache directory ----
@@ -271,7 +309,8 @@ static int sample_members(const struct shardidx *ix, uint32_t s, uint32_t *img_i
 /* --class-from cls: the class of a sample from its .cls member cls_i, from
  * the cached map cm or read from the shard (and added to cm). it->has_num
  * stays 0 when the sample has none. 0, or -EIO / -ECANCELED / -ENOMEM,
- * which abort the view. */
+ * which abort the view, or -ESTALE: the shard's sidecar index was
+ * rejected (read_cls), the view is built again once it is replaced. */
 static int class_from_cls(struct fs *fs, const struct shardidx *ix, struct cachetier_obj *stream,
 			  struct cls_map *cm, uint32_t cls_i, struct if_item *it)
 {
@@ -289,8 +328,8 @@ static int class_from_cls(struct fs *fs, const struct shardidx *ix, struct cache
 			return 0;
 		fs->c.if_cls_reads++;
 		cm->dirty = 1;
-		err = read_cls(stream, &cls, &it->cls_num);
-		if (err == -EIO || err == -ECANCELED)
+		err = read_cls(fs, it->shard, stream, cls.canon, &cls, &it->cls_num);
+		if (err == -EIO || err == -ECANCELED || err == -ESTALE)
 			return err; /* as for the index: no view, no saved map */
 		if (err < 0)
 			return 0;
@@ -323,8 +362,8 @@ static void class_from_name(struct fs *fs, const struct shardidx *ix,
 	}
 }
 
-/* The item of sample s of a shard's index, or 1 when it is left out
- * (counted); 0, or -EIO / -ECANCELED / -ENOMEM. */
+/* The item of sample s of shard it->shard's index, or 1 when it is left out
+ * (counted); 0, or -EIO / -ECANCELED / -ENOMEM / -ESTALE (class_from_cls). */
 int fs__if_sample(struct fs *fs, const struct shardidx *ix, struct cachetier_obj *stream,
 		  struct cls_map *cm, uint32_t s, struct if_item *it)
 {

@@ -31,13 +31,21 @@ static void view_free(struct fs_ifview *v)
 	free(v);
 }
 
+/* Builds that may meet a sidecar index a .cls member's tar header
+ * disproves (-ESTALE from fs__if_view) before one gives up with ESTALE.
+ * Each such build rejects a sidecar that the shard's replacement does not
+ * use (fs_obj.sidecar_rejected), so only a source that keeps changing
+ * under the mount needs more than a second. */
+#define IF_STALE_BUILDS 4
+
 int fs_if_get(struct fs *fs, const struct fs_ifview **v)
 {
 	struct fs_ifview *p = atomic_load_explicit(&fs->ifv, memory_order_acquire);
 	int err = 0;
 
-	if (!p) {
+	for (int round = 0; !p && round < IF_STALE_BUILDS; round++) {
 		pthread_mutex_lock(&fs->if_lock);
+		err = 0;
 		p = atomic_load_explicit(&fs->ifv, memory_order_acquire);
 		if (!p) {
 			err = fs__if_view(fs, &p);
@@ -45,6 +53,10 @@ int fs_if_get(struct fs *fs, const struct fs_ifview **v)
 				atomic_store_explicit(&fs->ifv, p, memory_order_release);
 		}
 		pthread_mutex_unlock(&fs->if_lock);
+		if (err != -ESTALE)
+			break;
+		/* outside if_lock: a replacement resets the view under it */
+		fs_shards_replace_rejected(fs);
 	}
 
 	*v = p;

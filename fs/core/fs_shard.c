@@ -314,6 +314,24 @@ static struct shardidx *shard_sidecar(struct fs *fs, const struct fs_obj *o, int
 	return ix;
 }
 
+/* Fields of the shard's tar headers the parser read past as GNU tar does
+ * (a malformed pax mtime): one log line for the shard, when its index is
+ * built (a saved index is not logged again), naming the first such member
+ * and what was ignored. Not damage: the members' bytes are not in doubt. */
+static void shard_build_note(const struct fs_obj *o, const struct shardidx_builder *b)
+{
+	uint32_t n;
+	const char *note = shardidx_builder_note(b, &n);
+
+	if (!note[0])
+		return;
+	if (n > 1)
+		fs_log(FS_LOG_WARN, "shard %s: %s (and %u more fields read past)", o->key, note,
+		       n - 1);
+	else
+		fs_log(FS_LOG_WARN, "shard %s: %s", o->key, note);
+}
+
 static int shard_build(struct fs *fs, const struct fs_obj *o, struct cachetier_obj *stream,
 		       struct shardidx **out)
 {
@@ -361,6 +379,7 @@ static int shard_build(struct fs *fs, const struct fs_obj *o, struct cachetier_o
 		shardidx_builder_free(b);
 		return err;
 	}
+	shard_build_note(o, b);
 	return shardidx_builder_finish(b, size, out);
 }
 
@@ -753,14 +772,16 @@ void fs_shard_mark_checked(struct fs *fs, uint32_t shard, uint32_t idx)
 					 memory_order_relaxed);
 }
 
-int fs_shard_reject(struct fs *fs, uint32_t shard, const struct shardidx_entry *e, const char *why)
+/* Reject shard's sidecar index (fs_shard_reject): 1 when this call did,
+ * 0 when another had. */
+static int shard_reject(struct fs *fs, uint32_t shard, const struct shardidx_entry *e,
+			const char *why)
 {
 	struct fs_shard *s = fs_shard(fs, shard);
 	struct fs_obj *o = fs_obj(fs, s->obj);
-	int err;
 
 	if (atomic_exchange(&s->rejected, 1))
-		return -ESTALE; /* another read did it */
+		return 0; /* another read did it */
 	atomic_store(&o->sidecar_rejected, 1);
 	fs->c.index_rejected_on_read++;
 	fs_log(FS_LOG_WARN,
@@ -769,13 +790,43 @@ int fs_shard_reject(struct fs *fs, uint32_t shard, const struct shardidx_entry *
 	       "opened through it get ESTALE",
 	       o->key, e->name, e->data_off, why);
 	fs_obj_mark_stale(fs, s->obj, FS_OBJ_STALE);
-	err = fs_ns_replace(fs, s->obj);
+	return 1;
+}
+
+/* Replace shard's object by a version whose index is built from the shard. */
+static void shard_replace(struct fs *fs, uint32_t shard)
+{
+	const struct fs_obj *o = fs_obj(fs, fs_shard(fs, shard)->obj);
+	int err = fs_ns_replace(fs, fs_shard(fs, shard)->obj);
+
 	if (err < 0)
 		fs_log(FS_LOG_WARN,
 		       "shard %s: cannot look at its new version now (%s); the next "
 		       "lookup does",
 		       o->key, strerror(-err));
+}
+
+int fs_shard_reject(struct fs *fs, uint32_t shard, const struct shardidx_entry *e, const char *why)
+{
+	if (shard_reject(fs, shard, e, why))
+		shard_replace(fs, shard);
 	return -ESTALE;
+}
+
+int fs_shard_reject_deferred(struct fs *fs, uint32_t shard, const struct shardidx_entry *e,
+			     const char *why)
+{
+	shard_reject(fs, shard, e, why);
+	return -ESTALE;
+}
+
+void fs_shards_replace_rejected(struct fs *fs)
+{
+	uint32_t n = atomic_load_explicit(&fs->nshards, memory_order_acquire);
+
+	for (uint32_t i = 0; i < n; i++)
+		if (atomic_load(&fs_shard(fs, i)->rejected))
+			shard_replace(fs, i); /* no-op once replaced (not listed) */
 }
 
 void fs_shards_release(struct fs *fs)

@@ -30,6 +30,13 @@ GROUP:
             member whose own tar header disagrees gives ESTALE, never other bytes; the index
             is built from the shard, lookups then show the new members with exact bytes,
             samples.tsv the new offsets; a remount uses the built index
+  ifview-sidecar-stale  --layout imagefolder --class-from cls over such a sidecar (local,
+            its identity forged): a .cls member's tar header, read with its bytes, rejects it
+            while the view is built; the view (classes, names, sizes, bytes) equals that of a
+            mount without the sidecar, one log line; a remount uses the built index
+  pax-mtime  malformed pax mtime values (no digits; stray bytes after the number), read past
+            as GNU tar does: exact bytes and mtimes, no damage, one log line per shard naming
+            it, the first such member and what was ignored; none from a remount
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -716,9 +723,166 @@ def group_sidecar_stale(env, ck):
             ck.eq('local: stats %s' % k, st.get(k), v)
 
 
+def forge_local_ident(shard, tar, sidecar):
+    """Sidecar bytes with the identity a local index of shard (whose bytes are tar) has now
+    (shard_sidecar's: size, FNV-1a of the last 64 KiB, mtime, inode, ctime): as if a tool had
+    copied them from elsewhere; nothing but the members' own headers tell."""
+    stn = os.stat(shard)
+    h = 0xcbf29ce484222325
+    for x in tar[-65536:]:
+        h = ((h ^ x) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    ident = b'shardfs-sidecar|3|raw|%d|%016x|%d|%d|%d' % (len(tar), h, stn.st_mtime_ns,
+                                                          stn.st_ino, stn.st_ctime_ns)
+    return sidecar_with_ident(sidecar, ident)
+
+
+def ifview_tree(mnt):
+    """{class: {name: (size, bytes)}} of an imagefolder mount: listed and stat'ed first, then
+    read, so a listing made from a wrong index is seen before any read corrects it."""
+    sizes = {c: {n: os.stat(os.path.join(mnt, c, n)).st_size
+                 for n in sorted(os.listdir(os.path.join(mnt, c)))}
+             for c in sorted(os.listdir(mnt))}
+    return {c: {n: (sz, read_result(os.path.join(mnt, c, n))) for n, sz in files.items()}
+            for c, files in sizes.items()}
+
+
+def group_ifview_sidecar_stale(env, ck):
+    """--layout imagefolder --class-from cls over a local shard whose sidecar is stale (two
+    middle images swapped sizes; size, first and last headers, last 64 KiB the same; identity
+    forged): the sidecar puts b.cls inside the new b.jpg, whose bytes there read as a class
+    '7'. The build reads b.cls with its tar header, rejects the sidecar and builds again over
+    the index built from the shard: the view equals that of a mount without the sidecar."""
+    exe = env.shardfs
+    src, ref = env.path('src'), env.path('ref')
+    os.makedirs(src)
+    os.makedirs(ref)
+    a, z = b'a' * 1000, b'z' * 3000
+
+    def img(tag, n):
+        return tag + b'7' * (n - len(tag))
+    old = [('a.jpg', a), ('a.cls', b'0'), ('b.jpg', img(b'b', 10240)), ('b.cls', b'1'),
+           ('c.jpg', img(b'c', 20480)), ('c.cls', b'2'), ('z.jpg', z), ('z.cls', b'0')]
+    new = [('a.jpg', a), ('a.cls', b'0'), ('b.jpg', img(b'B', 20480)), ('b.cls', b'1'),
+           ('c.jpg', img(b'C', 10240)), ('c.cls', b'2'), ('z.jpg', z), ('z.cls', b'0')]
+    old_tar, new_tar = ml.tar_bytes(old), ml.tar_bytes(new)
+    ck.eq('same size', len(new_tar), len(old_tar))
+    model = tar_model(new_tar)
+    old_model = tar_model(old_tar)
+    z_hdr = model['z.jpg'][0] - 512
+    ck.eq('same z.jpg offset', old_model['z.jpg'][0] - 512, z_hdr)
+    ck.eq('same first header, same from z.jpg on', (new_tar[:512], new_tar[z_hdr:]),
+          (old_tar[:512], old_tar[z_hdr:]))
+    b_cls = old_model['b.cls'][0]
+    ck.eq('the sidecar\'s b.cls is a \'7\' of the new b.jpg', new_tar[b_cls:b_cls + 1], b'7')
+    shard = os.path.join(src, 's0.tar')
+    write_file(shard, old_tar)
+    r = env.run([exe, 'index', '--sidecar', '--cache-dir', env.path('c0'), src])
+    ck.eq('index --sidecar: exit', r.returncode, 0)
+    write_file(shard, new_tar)
+    sc = shard + '.idx'
+    with open(sc, 'rb') as f:
+        sidecar = f.read()
+    write_file(sc, forge_local_ident(shard, new_tar, sidecar))
+    write_file(os.path.join(ref, 's0.tar'), new_tar)
+    want = {'0': {'a.jpg': (len(a), ('ok', a)), 'z.jpg': (len(z), ('ok', z))},
+            '1': {'b.jpg': (20480, ('ok', model['b.jpg'][2]))},
+            '2': {'c.jpg': (10240, ('ok', model['c.jpg'][2]))}}
+    opts = ['--layout', 'imagefolder', '--class-from', 'cls']
+    with ml.Mount(env, ref, cache_dir=env.path('cache-ref'), extra=opts) as m:
+        ck.eq('no sidecar: the view', ifview_tree(m.mnt), want)
+    logf = env.path('daemon.log')
+    cache = env.path('cache')
+    with ml.Mount(env, src, cache_dir=cache, extra=opts + ['--log-file', logf]) as m:
+        got = ifview_tree(m.mnt)
+        ck.eq('stale sidecar: the view', got, want)
+        st = m.stats()
+        for k, v in (('index_sidecar', 1), ('index_rejected_on_read', 1), ('index_built', 1),
+                     ('imagefolder_images', 4), ('imagefolder_no_class', 0)):
+            ck.eq('stale sidecar: stats %s' % k, st.get(k), v)
+    with open(logf, errors='replace') as f:
+        text = f.read()
+    ck.eq('one log line of the rejection', text.count('its sidecar index is wrong'), 1)
+    ck.ok('member b.cls' in text, 'the log line names b.cls')
+    # a remount uses the index the first mount built and saved, not the sidecar
+    with ml.Mount(env, src, cache_dir=cache, extra=opts) as m:
+        ck.eq('remount: the view', ifview_tree(m.mnt), want)
+        st = m.stats()
+        ck.eq('remount: index loaded, sidecar not used, nothing rejected',
+              (st.get('index_loaded'), st.get('index_sidecar'), st.get('index_rejected_on_read')),
+              (1, 0, 0))
+
+
+def pax_tar(members):
+    """A pax tar of [(name, bytes, pax mtime value or None)], header mtime 1700000000."""
+    import io
+    bio = io.BytesIO()
+    with tarfile.open(fileobj=bio, mode='w', format=tarfile.PAX_FORMAT) as tf:
+        for name, data, pax_mtime in members:
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            ti.mtime = 1700000000
+            ti.mode = 0o644
+            if pax_mtime is not None:
+                ti.pax_headers = {'mtime': pax_mtime}
+            tf.addfile(ti, io.BytesIO(data))
+    return bio.getvalue()
+
+
+def group_pax_mtime(env, ck):
+    """Malformed pax mtime values, read past as GNU tar does ('xxx': the header's mtime;
+    '999xxx': 999): the members are served with exact bytes and those mtimes, the shard is not
+    damaged, and each shard's index build logs one line naming the shard, its first such
+    member and what was ignored; a remount (the saved index) logs none."""
+    src = env.path('src')
+    os.makedirs(src)
+    s0 = [('a.txt', b'alpha ' * 100, 'xxx'), ('b.txt', b'beta ' * 50, '999xxx'),
+          ('c.txt', b'gamma', None)]
+    s1 = [('d/e.txt', b'epsilon ' * 10, '12.5zz')]
+    want = {'s0/a.txt': (b'alpha ' * 100, 1700000000), 's0/b.txt': (b'beta ' * 50, 999),
+            's0/c.txt': (b'gamma', 1700000000), 's1/d/e.txt': (b'epsilon ' * 10, 12)}
+    t0 = pax_tar(s0)
+    ck.ok(b'mtime=xxx\n' in t0 and b'mtime=999xxx\n' in t0, 'tarfile wrote the records as given')
+    write_file(os.path.join(src, 's0.tar'), t0)
+    write_file(os.path.join(src, 's1.tar'), pax_tar(s1))
+    r = subprocess.run(['tar', '--full-time', '-tvf', os.path.join(src, 's0.tar'), 'b.txt'],
+                       capture_output=True, text=True)
+    log('GNU tar on b.txt (mtime=999xxx): %s' % r.stdout.strip())
+    cache = env.path('cache')
+    for label, logf in (('mount', env.path('daemon.log')), ('remount', env.path('daemon2.log'))):
+        with ml.Mount(env, src, cache_dir=cache, extra=['--log-file', logf]) as m:
+            got = {}
+            for p in want:
+                path = os.path.join(m.mnt, p)
+                got[p] = (read_result(path)[1], int(os.stat(path).st_mtime))
+            ck.eq('%s: bytes and mtimes' % label, got, want)
+            st = m.stats()
+            ck.eq('%s: damaged_shards' % label, st.get('damaged_shards'), 0)
+            ck.eq('%s: indexes built, loaded' % label, (st.get('index_built'),
+                                                        st.get('index_loaded')),
+                  (2, 0) if label == 'mount' else (0, 2))
+        with open(logf, errors='replace') as f:
+            lines = [ln for ln in f.read().splitlines() if 'extended header record' in ln]
+        log('%s: %r' % (label, lines))
+        if label == 'remount':
+            ck.eq('remount: no line (the saved index)', lines, [])
+            continue
+        ck.eq('one line per shard', len(lines), 2)
+        l0 = [ln for ln in lines if 'shard s0.tar:' in ln]
+        l1 = [ln for ln in lines if 'shard s1.tar:' in ln]
+        ck.ok(len(l0) == 1 and 'member a.txt at offset 0: extended header record mtime=xxx '
+              'ignored: not a time' in l0[0] and '(and 1 more fields read past)' in l0[0],
+              's0.tar: the line names a.txt, mtime=xxx and the other field: %r' % l0)
+        ck.ok(len(l1) == 1 and 'member d/e.txt at offset 0: extended header record '
+              'mtime=12.5zz read up to its first stray byte' in l1[0] and 'more' not in l1[0],
+              's1.tar: the line names d/e.txt and mtime=12.5zz: %r' % l1)
+        with open(logf, errors='replace') as f:
+            ck.ok('damaged' not in f.read(), 'no damage logged')
+
+
 GROUPS = {'rewrite': group_rewrite, 'refresh': group_refresh, 'sidecar': group_sidecar,
           'sidecar-url': group_sidecar_url, 'sidecar-stale': group_sidecar_stale,
-          'moved': group_moved, 'fulldisk': group_fulldisk}
+          'moved': group_moved, 'fulldisk': group_fulldisk,
+          'ifview-sidecar-stale': group_ifview_sidecar_stale, 'pax-mtime': group_pax_mtime}
 
 
 def main():
