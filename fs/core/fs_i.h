@@ -672,6 +672,10 @@ enum fs_plan_flag {
 	FS_PLAN_DECODED = 1,
 	/* a sparse member: [off, off + len) spans its stored pieces */
 	FS_PLAN_SPARSE = 2,
+	/* the member's first read also reads the tar header just before off
+	 * (a sidecar's index, checked member by member): fetch [off - 512,
+	 * off) with it; len and the plan's byte counts are the file's bytes */
+	FS_PLAN_HEADER = 4,
 };
 struct fs_plan_extent {
 	uint64_t key;	     /* the path's file: FS_K_OBJ(obj) or FS_K_MEMBER(shard,

@@ -179,6 +179,12 @@ static int extent_of(struct fs *fs, uint64_t ino, const struct stat *st, struct 
 		x->len = fs_obj(fs, sh->obj)->info.size;
 		return 0;
 	}
+	/* a member of a sidecar's index that no read checked yet is read with
+	 * its tar header, the 512 bytes just before its data (fs_member_read
+	 * checks it): the fetcher fetches them too, or that read would miss */
+	if (lo == se.data_off && lo >= 512 && !(se.flags & SHARDIDX_F_SPARSE) &&
+	    fs_shard_unchecked(fs, shard, idx))
+		x->flags |= FS_PLAN_HEADER;
 	x->off = lo;
 	x->len = hi - lo;
 	return 0;

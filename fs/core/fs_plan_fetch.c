@@ -85,8 +85,11 @@ static void pfx_issue(struct fs *fs, const struct fs_plan_extent *x, uint64_t fr
 		err = cachetier_obj_prefetch(raw, CACHETIER_PF_EVICT);
 		to = x->len;
 	} else {
-		err =
-		    cachetier_obj_prefetch_range(raw, x->off + from, to - from, CACHETIER_PF_EVICT);
+		/* the header with the first piece (FS_PLAN_HEADER) */
+		uint64_t hdr = from == 0 && (x->flags & FS_PLAN_HEADER) ? 512 : 0;
+
+		err = cachetier_obj_prefetch_range(raw, x->off + from - hdr, to - from + hdr,
+						   CACHETIER_PF_EVICT);
 	}
 	if (err < 0)
 		return; /* the object changed size (a refresh) or no memory: a reader fetches it */

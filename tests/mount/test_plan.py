@@ -396,7 +396,10 @@ class Ahead:
             take = min(ln, limit - self.cum[i])
             paths += 1
             nbytes += take
-            units.update((shard, u) for u in range(off // UNIT, (off + take - 1) // UNIT + 1))
+            # a member of a sidecar's index is first read with its tar header (checked
+            # member by member): its 512 bytes are fetched with it, not counted as its bytes
+            first = off - 512
+            units.update((shard, u) for u in range(first // UNIT, (off + take - 1) // UNIT + 1))
         return paths, nbytes, units
 
     def unit_bytes(self, units):
