@@ -802,11 +802,12 @@ static void obj_dec_end(struct cachetier *ct, struct cachetier_obj *o)
 }
 
 /* A unit of o's decoded copy failed its CRC32C: the first reader to find
- * it (o->dbad) counts and logs it and drops the copy (record and file:
- * the next read here, and any other process, decodes it again); reads
+ * it (o->dbad) counts and logs it and drops the copy (record and file,
+ * unless another decode's copy has replaced it under its name since: the
+ * next read here, and any other process, decodes it again); reads
  * meanwhile fail with EIO. The caller holds a read's pin, so its
- * obj_dec_end closes the fd (o->dec->bytes == 0) when no other read uses
- * it. No lock held on entry; file I/O. */
+ * obj_dec_end closes the fd (o->dbad) when no other read uses it. No lock
+ * held on entry; file I/O. */
 static void obj_dec_damaged(struct cachetier *ct, struct cachetier_obj *o, uint64_t unit)
 {
 	char file[40], why[96];
@@ -824,10 +825,11 @@ static void obj_dec_damaged(struct cachetier *ct, struct cachetier_obj *o, uint6
 	cachetier__note_corrupt(ct, file, o->info.key, 1, why,
 				"the read fails with EIO, the copy is removed and the next read "
 				"decodes it again");
-	cachetier__decode_drop(ct, o->dec->name);
-	pthread_mutex_lock(&ct->lock);
-	o->dec->bytes = 0; /* not on the disk any more (eviction passes it over) */
-	pthread_mutex_unlock(&ct->lock);
+	if (cachetier__decode_drop(ct, o->dec->name, o->fd)) {
+		pthread_mutex_lock(&ct->lock);
+		o->dec->bytes = 0; /* not on the disk any more (eviction passes it over) */
+		pthread_mutex_unlock(&ct->lock);
+	}
 }
 
 /* Before a read serves [off, off + len) of o's decoded copy, which another

@@ -652,16 +652,24 @@ static int decode_reuse(struct cachetier *ct, const char *name, const char *recn
 	return 0;
 }
 
-void cachetier__decode_drop(struct cachetier *ct, const char *name)
+int cachetier__decode_drop(struct cachetier *ct, const char *name, int fd)
 {
 	char recname[40];
-	struct stat st;
+	struct stat st, mine;
 
+	if (fd >= 0 && fstat(fd, &mine) < 0)
+		return 0;
+	if (fstatat(ct->decfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && fd >= 0 &&
+	    (st.st_dev != mine.st_dev || st.st_ino != mine.st_ino))
+		return 0; /* another decode's copy by now: not the damaged one */
 	snprintf(recname, sizeof(recname), "%s.rec", name);
 	unlinkat(ct->decfd, recname, 0);
 	if (fstatat(ct->decfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-	    unlinkat(ct->decfd, name, 0) == 0)
+	    unlinkat(ct->decfd, name, 0) == 0) {
 		dec_uncount(ct, (uint64_t)st.st_size);
+		return 1;
+	}
+	return 0;
 }
 
 int cachetier__decode_refusal(struct cachetier *ct, const char *name, struct cachetier_refusal *r)
@@ -707,7 +715,7 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 	/* remove what an earlier decode left (a record of another version, a
 	 * refusal, a copy without a record), record first, and take the
 	 * copy's bytes off decoded_used (the scan at open counted them) */
-	cachetier__decode_drop(ct, name);
+	cachetier__decode_drop(ct, name, -1);
 
 	memset(&d, 0, sizeof(d));
 	d.ct = ct;

@@ -340,10 +340,12 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 #define CT_DEC_UNIT (64u << 10)
 
 /* Remove decoded copy 'name' and its record (record first, so no process
- * reuses the copy after this): the bytes leave the usage when this call's
- * unlink of the copy succeeds. A process that has the copy open keeps
- * reading the unlinked file until it closes it. No lock held; file I/O. */
-void cachetier__decode_drop(struct cachetier *ct, const char *name);
+ * reuses the copy after this); fd >= 0: only when the name is still the
+ * file open as fd (not another decode's copy renamed over it since).
+ * Returns 1 when this call's unlink of the copy succeeded (its bytes left
+ * the usage), else 0. A process that has the copy open keeps reading the
+ * unlinked file until it closes it. No lock held; file I/O. */
+int cachetier__decode_drop(struct cachetier *ct, const char *name, int fd);
 
 /* The refusal recorded for decoded copy 'name' (cachetier_obj_refusal). */
 int cachetier__decode_refusal(struct cachetier *ct, const char *name, struct cachetier_refusal *r);

@@ -171,7 +171,10 @@ static ssize_t read_decoded(struct cachetier *ct, struct backend *be, const char
  * of a unit before the damage gives its bytes, a read of the damaged unit
  * fails with EIO (once each: units_corrupt), the copy and its record are
  * gone, and the next read decodes it again and gives the exact bytes; the
- * usage ends where it began; a third open reuses the new copies whole. */
+ * usage ends where it began; a third open reuses the new copies whole, and
+ * a second tier open on the directory at the same time (as another process
+ * would) fails the read of a copy flipped again, which the first tier then
+ * decodes again and the second reuses. */
 static void test_damaged_copies(struct backend *be, struct cachetier_config *cc,
 				const unsigned char *data, size_t n)
 {
@@ -274,6 +277,47 @@ static void test_damaged_copies(struct backend *be, struct cachetier_config *cc,
 	      "damage: third open: corrupt %llu decoded %llu reused %llu",
 	      (unsigned long long)st.units_corrupt, (unsigned long long)st.decoded_streams,
 	      (unsigned long long)st.decoded_reused);
+
+	/* another tier on the directory (as another process) while this one is
+	 * open: a byte flipped in a copy it did not write fails its read, and
+	 * the copy is decoded again by whoever reads next */
+	{
+		struct cachetier *ct2;
+		struct cachetier_stats st2;
+		int fd = open(copies[0], O_RDWR);
+		unsigned char b = 0;
+
+		CHECK(fd >= 0 && pread(fd, &b, 1, (off_t)bad[0]) == 1, "damage: again %s",
+		      copies[0]);
+		b ^= 0x80;
+		CHECK(fd >= 0 && pwrite(fd, &b, 1, (off_t)bad[0]) == 1, "damage: flip again");
+		close(fd);
+		err = cachetier_open(&ct2, cc, be);
+		CHECK(err == 0, "damage: second tier: %d", err);
+		if (err == 0) {
+			CHECK(read_decoded(ct2, be, keys[0], codecs[0], got, n, 0) == -EIO,
+			      "damage: second tier: the read is not EIO");
+			CHECK(read_decoded(ct, be, keys[0], codecs[0], got, n, 0) == (ssize_t)n &&
+				  memcmp(got, data, n) == 0,
+			      "damage: first tier: decoded again");
+			CHECK(read_decoded(ct2, be, keys[0], codecs[0], got, n, 0) == (ssize_t)n &&
+				  memcmp(got, data, n) == 0,
+			      "damage: second tier: the first tier's new copy");
+			cachetier_get_stats(ct, &st);
+			cachetier_get_stats(ct2, &st2);
+			CHECK(st2.units_corrupt == 1 && st2.decoded_streams == 0 &&
+				  st2.decoded_reused == 2 && st.units_corrupt == 0 &&
+				  st.decoded_streams == 1,
+			      "damage: second tier: corrupt %llu decoded %llu reused %llu; first "
+			      "tier: corrupt %llu decoded %llu",
+			      (unsigned long long)st2.units_corrupt,
+			      (unsigned long long)st2.decoded_streams,
+			      (unsigned long long)st2.decoded_reused,
+			      (unsigned long long)st.units_corrupt,
+			      (unsigned long long)st.decoded_streams);
+			cachetier_close(ct2);
+		}
+	}
 	cachetier_close(ct);
 	free(got);
 }
