@@ -287,7 +287,8 @@ struct cachetier_obj {
 	unsigned dpins;		     /* reads between read_begin and read_end */
 	int redecoding;		     /* a thread decodes it again (others wait on ct->cond) */
 	int dbad;		     /* its copy failed a unit's CRC32C: reads fail with EIO
-				      * until the copy is closed and decoded again */
+				      * until the copy is closed and decoded again; protected
+				      * by ct->lock */
 	/* The decoded copy's unit checks (cachetier__decode sets them with
 	 * o->fd, while no read uses the copy: the opener, or obj_redecode
 	 * with o->fd < 0; freed by the next decode or obj_free). A reader
