@@ -793,10 +793,12 @@ static void obj_dec_end(struct cachetier *ct, struct cachetier_obj *o)
 	pthread_mutex_lock(&ct->lock);
 	/* an eviction that found it in use, or a read that found it damaged,
 	 * left the fd to the last reader (o->dbad: the copy's name may hold
-	 * another process's new copy by now) */
+	 * another process's new copy by now); reads waiting for a damaged
+	 * copy to close decode it again */
 	if (--o->dpins == 0 && (o->dec->bytes == 0 || o->dbad) && o->fd >= 0) {
 		close(o->fd);
 		o->fd = -1;
+		pthread_cond_broadcast(&ct->cond);
 	}
 	pthread_mutex_unlock(&ct->lock);
 }
@@ -804,10 +806,10 @@ static void obj_dec_end(struct cachetier *ct, struct cachetier_obj *o)
 /* A unit of o's decoded copy failed its CRC32C: the first reader to find
  * it (o->dbad) counts and logs it and drops the copy (record and file,
  * unless another decode's copy has replaced it under its name since: the
- * next read here, and any other process, decodes it again); reads
- * meanwhile fail with EIO. The caller holds a read's pin, so its
- * obj_dec_end closes the fd (o->dbad) when no other read uses it. No lock
- * held on entry; file I/O. */
+ * next read here, and any other process, decodes it again). The caller
+ * holds a read's pin, so its obj_dec_end closes the fd (o->dbad) when no
+ * other read uses it; reads that begin meanwhile wait for that
+ * (obj_dec_begin). No lock held on entry; file I/O. */
 static void obj_dec_damaged(struct cachetier *ct, struct cachetier_obj *o, uint64_t unit)
 {
 	char file[40], why[96];
@@ -871,7 +873,10 @@ static int obj_dec_check(struct cachetier *ct, struct cachetier_obj *o, uint64_t
 /* Pin o's decoded copy for a read of [off, off + len): decoded again
  * first when it was closed (evicted, found damaged); EIO when it is found
  * cut or damaged (then decoded again by a later read). May block: a
- * decode, the unit checks' preads. No lock held on entry. */
+ * decode (another thread's too), the unit checks' preads, and, while a
+ * copy found damaged is still used, until the reads using it end (each
+ * one pin from read_begin to read_end: a FUSE reply). No lock held on
+ * entry. */
 static int obj_dec_begin(struct cachetier *ct, struct cachetier_obj *o, uint64_t off, uint64_t len,
 			 int *fd)
 {
@@ -879,12 +884,12 @@ static int obj_dec_begin(struct cachetier *ct, struct cachetier_obj *o, uint64_t
 	int err = 0;
 
 	pthread_mutex_lock(&ct->lock);
-	while (o->redecoding)
+	/* o->dbad with the fd open: reads in flight use the damaged copy
+	 * (its pins); the last one's read_end closes it */
+	while (o->redecoding || (o->dbad && o->fd >= 0))
 		pthread_cond_wait(&ct->cond, &ct->lock);
 	if (o->fd < 0)
 		err = obj_redecode(ct, o);
-	if (err == 0 && o->dbad)
-		err = -EIO; /* found damaged, still used by other reads: counted once */
 	if (err == 0 && fstat(o->fd, &st) == 0 && (uint64_t)st.st_size < o->size) {
 		/* the copy was cut under us: a read past its end would come
 		 * back short. EIO, and the next read decodes it again (the

@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,39 @@ static ssize_t read_decoded(struct cachetier *ct, struct backend *be, const char
 	n = cachetier_obj_pread(o, got, len, off);
 	cachetier_obj_unref(o);
 	return n;
+}
+
+/* One of the readers of test_damaged_copies' racing phase: reads all of
+ * o in CT_DEC_UNIT pieces, starting at piece 'first' and wrapping; counts
+ * wrong bytes and EIO replies. */
+struct racer {
+	pthread_t tid;
+	struct cachetier_obj *o;
+	const unsigned char *data;
+	size_t n, first;
+	int wrong, eio, other;
+};
+
+static void *racer_run(void *arg)
+{
+	struct racer *r = arg;
+	size_t piece = 64u << 10, pieces = (r->n + piece - 1) / piece;
+	unsigned char *buf = malloc(piece);
+
+	for (size_t i = 0; buf && i < pieces; i++) {
+		size_t off = (r->first + i) % pieces * piece;
+		size_t len = r->n - off < piece ? r->n - off : piece;
+		ssize_t got = cachetier_obj_pread(r->o, buf, len, off);
+
+		if (got == -EIO)
+			r->eio++;
+		else if (got != (ssize_t)len)
+			r->other++;
+		else if (memcmp(buf, r->data + off, len) != 0)
+			r->wrong++;
+	}
+	free(buf);
+	return NULL;
 }
 
 /* A byte flipped in one decoded copy (whole.tar.zst) and a hole punched in
@@ -319,6 +353,58 @@ static void test_damaged_copies(struct backend *be, struct cachetier_config *cc,
 		}
 	}
 	cachetier_close(ct);
+
+	/* racing readers of a copy flipped between opens: exact bytes or EIO
+	 * for each, the damage counted once, the copy decoded again once */
+	{
+		struct racer rs[4];
+		struct backend_objinfo info;
+		struct cachetier_obj *o = NULL;
+		int fd = open(copies[0], O_RDWR), eio = 0;
+		unsigned char b = 0;
+
+		CHECK(fd >= 0 && pread(fd, &b, 1, (off_t)bad[0]) == 1, "race: %s", copies[0]);
+		b ^= 0x10;
+		CHECK(fd >= 0 && pwrite(fd, &b, 1, (off_t)bad[0]) == 1, "race: flip");
+		close(fd);
+		err = cachetier_open(&ct, cc, be);
+		CHECK(err == 0, "race: open: %d", err);
+		if (err)
+			goto out;
+		backend_stat(be, keys[0], &info);
+		err = cachetier_obj_open(ct, &info, codecs[0], &o);
+		CHECK(err == 0, "race: open %s: %d", keys[0], err);
+		for (int i = 0; err == 0 && i < 4; i++) {
+			memset(&rs[i], 0, sizeof(rs[i]));
+			rs[i].o = o;
+			rs[i].data = data;
+			rs[i].n = n;
+			rs[i].first = (size_t)(i * 6); /* all reach unit 20 soon, about together */
+			pthread_create(&rs[i].tid, NULL, racer_run, &rs[i]);
+		}
+		for (int i = 0; err == 0 && i < 4; i++) {
+			pthread_join(rs[i].tid, NULL);
+			CHECK(rs[i].wrong == 0 && rs[i].other == 0,
+			      "race: reader %d: %d wrong, %d other errors", i, rs[i].wrong,
+			      rs[i].other);
+			eio += rs[i].eio;
+		}
+		if (err == 0) {
+			printf("race: %d reads of 64 KiB failed with EIO\n", eio);
+			CHECK(eio >= 1, "race: no read failed");
+			CHECK(cachetier_obj_pread(o, got, n, 0) == (ssize_t)n &&
+				  memcmp(got, data, n) == 0,
+			      "race: after");
+			cachetier_get_stats(ct, &st);
+			CHECK(st.units_corrupt == 1 && st.decoded_streams == 1,
+			      "race: corrupt %llu decoded %llu",
+			      (unsigned long long)st.units_corrupt,
+			      (unsigned long long)st.decoded_streams);
+			cachetier_obj_unref(o);
+		}
+		cachetier_close(ct);
+	}
+out:
 	free(got);
 }
 
