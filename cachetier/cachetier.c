@@ -545,6 +545,8 @@ static void obj_free(struct cachetier *ct, struct cachetier_obj *o)
 	} else if (o->fd >= 0) {
 		close(o->fd);
 	}
+	free(o->dcrc);
+	free((void *)o->dchecked);
 	free(o->name);
 	free(o);
 }
@@ -778,6 +780,7 @@ static int obj_redecode(struct cachetier *ct, struct cachetier_obj *o)
 	pthread_mutex_lock(&ct->lock);
 	o->redecoding = 0;
 	if (err == 0) {
+		o->dbad = 0; /* a new copy: this process's, or checked as it is read */
 		o->dec->bytes = size;
 		o->dec->atime_ns = cachetier__now_ns();
 	}
@@ -785,13 +788,105 @@ static int obj_redecode(struct cachetier *ct, struct cachetier_obj *o)
 	return err;
 }
 
-static int obj_dec_begin(struct cachetier *ct, struct cachetier_obj *o, int *fd)
+static void obj_dec_end(struct cachetier *ct, struct cachetier_obj *o)
+{
+	pthread_mutex_lock(&ct->lock);
+	/* an eviction that found it in use, or a read that found it damaged,
+	 * left the fd to the last reader (o->dbad: the copy's name may hold
+	 * another process's new copy by now); reads waiting for a damaged
+	 * copy to close decode it again */
+	if (--o->dpins == 0 && (o->dec->bytes == 0 || o->dbad) && o->fd >= 0) {
+		close(o->fd);
+		o->fd = -1;
+		pthread_cond_broadcast(&ct->cond);
+	}
+	pthread_mutex_unlock(&ct->lock);
+}
+
+/* A unit of o's decoded copy failed its CRC32C: the first reader to find
+ * it (o->dbad) counts and logs it and drops the copy (record and file,
+ * unless another decode's copy has replaced it under its name since: the
+ * next read here, and any other process, decodes it again). The caller
+ * holds a read's pin, so its obj_dec_end closes the fd (o->dbad) when no
+ * other read uses it; reads that begin meanwhile wait for that
+ * (obj_dec_begin). No lock held on entry; file I/O. */
+static void obj_dec_damaged(struct cachetier *ct, struct cachetier_obj *o, uint64_t unit)
+{
+	char file[40], why[96];
+	int first;
+
+	pthread_mutex_lock(&ct->lock);
+	first = !o->dbad;
+	o->dbad = 1;
+	pthread_mutex_unlock(&ct->lock);
+	if (!first)
+		return;
+	snprintf(file, sizeof(file), "decoded/%s", o->dec->name);
+	snprintf(why, sizeof(why), "unit %llu (%u bytes) of the decoded copy fails its CRC32C",
+		 (unsigned long long)unit, CT_DEC_UNIT);
+	cachetier__note_corrupt(ct, file, o->info.key, 1, why,
+				"the read fails with EIO, the copy is removed and the next read "
+				"decodes it again");
+	if (cachetier__decode_drop(ct, o->dec->name, o->fd)) {
+		pthread_mutex_lock(&ct->lock);
+		o->dec->bytes = 0; /* not on the disk any more (eviction passes it over) */
+		pthread_mutex_unlock(&ct->lock);
+	}
+}
+
+/* Before a read serves [off, off + len) of o's decoded copy, which another
+ * process or an earlier mount wrote (o->dcrc): each unit of the range not
+ * checked here yet is read (a pread of CT_DEC_UNIT bytes) and its CRC32C
+ * compared with the decode record's, once per unit and object. A hole
+ * reads as zeros and fails (unless the unit was all zeros: then the bytes
+ * are right). The caller holds the read's pin (o->fd and o->dcrc stay);
+ * no lock held. 0, -EIO (a unit failed: obj_dec_damaged) or -ENOMEM. */
+static int obj_dec_check(struct cachetier *ct, struct cachetier_obj *o, uint64_t off, uint64_t len)
+{
+	uint64_t u1 = (off + len - 1) / CT_DEC_UNIT + 1;
+	unsigned char *buf = NULL;
+	int err = 0;
+
+	if (u1 > o->dunits)
+		u1 = o->dunits;
+	for (uint64_t u = off / CT_DEC_UNIT; u < u1 && err == 0; u++) {
+		uint64_t at = u * CT_DEC_UNIT;
+		size_t n = o->size - at < CT_DEC_UNIT ? (size_t)(o->size - at) : CT_DEC_UNIT;
+
+		if (atomic_load_explicit(&o->dchecked[u], memory_order_relaxed))
+			continue;
+		if (!buf && !(buf = malloc(CT_DEC_UNIT)))
+			err = -ENOMEM;
+		if (err == 0)
+			err = disk_pread_all(o->fd, buf, n, at); /* -EIO: cut short */
+		if (err == 0 && disk_crc32c_update(0, buf, n) != o->dcrc[u])
+			err = -EIO;
+		if (err == 0)
+			atomic_store_explicit(&o->dchecked[u], 1, memory_order_relaxed);
+		else if (err == -EIO)
+			obj_dec_damaged(ct, o, u);
+	}
+	free(buf);
+	return err;
+}
+
+/* Pin o's decoded copy for a read of [off, off + len): decoded again
+ * first when it was closed (evicted, found damaged); EIO when it is found
+ * cut or damaged (then decoded again by a later read). May block: a
+ * decode (another thread's too), the unit checks' preads, and, while a
+ * copy found damaged is still used, until the reads using it end (each
+ * one pin from read_begin to read_end: a FUSE reply). No lock held on
+ * entry. */
+static int obj_dec_begin(struct cachetier *ct, struct cachetier_obj *o, uint64_t off, uint64_t len,
+			 int *fd)
 {
 	struct stat st;
 	int err = 0;
 
 	pthread_mutex_lock(&ct->lock);
-	while (o->redecoding)
+	/* o->dbad with the fd open: reads in flight use the damaged copy
+	 * (its pins); the last one's read_end closes it */
+	while (o->redecoding || (o->dbad && o->fd >= 0))
 		pthread_cond_wait(&ct->cond, &ct->lock);
 	if (o->fd < 0)
 		err = obj_redecode(ct, o);
@@ -816,18 +911,12 @@ static int obj_dec_begin(struct cachetier *ct, struct cachetier_obj *o, int *fd)
 		*fd = o->fd;
 	}
 	pthread_mutex_unlock(&ct->lock);
-	return err;
-}
-
-static void obj_dec_end(struct cachetier *ct, struct cachetier_obj *o)
-{
-	pthread_mutex_lock(&ct->lock);
-	/* an eviction that found it in use left the fd to the last reader */
-	if (--o->dpins == 0 && o->dec->bytes == 0 && o->fd >= 0) {
-		close(o->fd);
-		o->fd = -1;
+	if (err == 0 && o->dcrc && len > 0) {
+		err = obj_dec_check(ct, o, off, len);
+		if (err < 0)
+			obj_dec_end(ct, o);
 	}
-	pthread_mutex_unlock(&ct->lock);
+	return err;
 }
 
 /* Where a bypass read's bytes go: a memfd, at their offset less start. */
@@ -944,7 +1033,7 @@ static int obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, i
 	if (off > o->size || len > o->size - off)
 		return -EIO;
 	if (o->dec) {
-		err = obj_dec_begin(o->ct, o, fd);
+		err = obj_dec_begin(o->ct, o, off, len, fd);
 		if (err < 0)
 			return err;
 	} else if (o->file) {

@@ -4,9 +4,14 @@
  * gzip (zlib, multi-member) and zstd (multi-frame) streams are decoded
  * sequentially into a temp file (disk_tmp_open) which is fsynced and renamed
  * to its final name, then the directory fsynced (disk_commit); a small
- * record (magic, version, sizes, damage, checksum) written after it marks
- * the decode complete. A later open finds the record, checks the data
- * file's size against it and reuses the copy.
+ * record (magic, version, sizes, damage, a CRC32C per CT_DEC_UNIT of the
+ * copy, checksums) written after it marks the decode complete. A later
+ * open finds the record, checks the data file's size against it and reuses
+ * the copy; the CRCs go with the object (o->dcrc), and the read path
+ * (cachetier.c obj_dec_check) checks each unit on its first read by this
+ * process. The CRCs are computed as the decoder writes (dec_crc: one more
+ * pass over bytes in the L1/L2 cache), so a copy this process wrote is
+ * trusted without reading it back.
  *
  * Never wrong bytes: a gzip member or zstd frame is trusted only once its
  * checksum has been verified at its end. On corruption the output of the
@@ -81,12 +86,19 @@
  * bomb may always cost this much disk, briefly. */
 #define DEC_RATIO_FLOOR_BYTES (64ull << 20)
 
-/* The decode record: fixed-width little-endian fields. Version 2: a
- * record with damage -EFBIG is a refusal (no data file), never a copy cut
- * at a limit (version 1 kept those: they are decoded again). */
+/* The decode record: fixed-width little-endian fields.
+ *    0 magic (8)           8 version (8)        16 decoded size (8)
+ *   24 -damage (8)        32 damage offset (8)  40 bound (4)
+ *   44 max ratio (4)      48 max bytes (8)      56 unit bytes, CT_DEC_UNIT (4)
+ *   60 reserved, 0 (4)    64 FNV-1a of [0, 64) (8)
+ *   72 the copy's CRC32C per unit (4 each): ceil(size / unit) of them, none
+ *      in a refusal; then FNV-1a of those CRC bytes (8).
+ * Version 3 added the unit CRCs (a copy with a version 2 record is decoded
+ * again). Since version 2 a record with damage -EFBIG is a refusal (no
+ * data file), never a copy cut at a limit (version 1 kept those). */
 #define REC_MAGIC   "SHDEC\0\0\1"
-#define REC_VERSION 2u
-#define REC_BYTES   72
+#define REC_VERSION 3u
+#define REC_HDR	    72
 
 struct dec_rec {
 	uint64_t size;	     /* decoded bytes (a refusal: when it stopped) */
@@ -120,6 +132,10 @@ struct dec {
 	enum cachetier_bound refused; /* 0, or the bound that stopped the decode */
 	uint64_t refused_at, refused_in; /* decoded and compressed bytes then */
 	unsigned char *in, *out;
+	uint32_t *crcs; /* CRC32C of each whole CT_DEC_UNIT written so far */
+	size_t ncrc;	/* ... how many: out_total / CT_DEC_UNIT */
+	size_t crc_cap; /* room in crcs: at least ceil(out_total / CT_DEC_UNIT) */
+	uint32_t crc;	/* of the unit being written (out_total % CT_DEC_UNIT bytes) */
 };
 
 static ssize_t dec_read(struct dec *d, size_t *len)
@@ -178,9 +194,55 @@ static void dec_uncount(struct cachetier *ct, uint64_t n)
 	cachetier__usage_add(ct, -(int64_t)n); /* the directory's usage (cachetier_share.c) */
 }
 
-/* Append len decoded bytes; in_used: compressed bytes consumed to make
- * them. Returns 0, -EFBIG past a bound (d->refused says which), -ENOSPC
- * when the disk has no room above the reserve, or a write error. */
+/* The CRCs of len bytes written at d->out_total (room in d->crcs made by
+ * the caller): continue the current unit's, one more CRC per unit
+ * completed. */
+static void dec_crc(struct dec *d, const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+	uint64_t pos = d->out_total;
+
+	while (len > 0) {
+		size_t n = CT_DEC_UNIT - (size_t)(pos % CT_DEC_UNIT);
+
+		if (n > len)
+			n = len;
+		d->crc = disk_crc32c_update(d->crc, p, n);
+		p += n;
+		len -= n;
+		pos += n;
+		if (pos % CT_DEC_UNIT == 0) {
+			d->crcs[d->ncrc++] = d->crc;
+			d->crc = 0;
+		}
+	}
+}
+
+/* The output is cut back to where the current member or frame began (it
+ * failed its check): the CRCs follow, the unit it began in is read back
+ * (at most CT_DEC_UNIT bytes, into d->out, which is not used after). 0 or
+ * -errno. */
+static int dec_cut(struct dec *d)
+{
+	uint64_t from = d->unit_start / CT_DEC_UNIT * CT_DEC_UNIT;
+	size_t len = (size_t)(d->unit_start - from);
+	int err;
+
+	d->out_total = d->unit_start;
+	d->ncrc = (size_t)(d->unit_start / CT_DEC_UNIT);
+	d->crc = 0;
+	if (len == 0)
+		return 0;
+	err = disk_pread_all(d->outfd, d->out, len, from);
+	if (err == 0)
+		d->crc = disk_crc32c_update(0, d->out, len);
+	return err;
+}
+
+/* Append len decoded bytes (and their CRCs); in_used: compressed bytes
+ * consumed to make them. Returns 0, -EFBIG past a bound (d->refused says
+ * which), -ENOSPC when the disk has no room above the reserve, -ENOMEM (no
+ * room for the CRCs: 4 bytes a unit) or a write error. */
 static int dec_write(struct dec *d, const void *buf, size_t len, uint64_t in_used)
 {
 	const struct cachetier_config *cfg = &d->ct->cfg;
@@ -209,6 +271,18 @@ static int dec_write(struct dec *d, const void *buf, size_t len, uint64_t in_use
 		if (end > d->disk_limit)
 			return -ENOSPC;
 	}
+	if ((end + CT_DEC_UNIT - 1) / CT_DEC_UNIT > d->crc_cap) {
+		size_t cap = d->crc_cap ? d->crc_cap * 2 : 64;
+		uint32_t *crcs;
+
+		while (cap < (end + CT_DEC_UNIT - 1) / CT_DEC_UNIT)
+			cap *= 2;
+		crcs = realloc(d->crcs, cap * sizeof(*crcs));
+		if (!crcs)
+			return -ENOMEM;
+		d->crcs = crcs;
+		d->crc_cap = cap;
+	}
 	while (done < len) {
 		ssize_t n = write(d->outfd, (const char *)buf + done, len - done);
 
@@ -219,6 +293,7 @@ static int dec_write(struct dec *d, const void *buf, size_t len, uint64_t in_use
 		}
 		done += (size_t)n;
 	}
+	dec_crc(d, buf, len);
 	d->out_total = end;
 	d->counted += len;
 	atomic_fetch_add(&d->ct->decoded_used, len);
@@ -334,7 +409,7 @@ static int decode_gzip(struct dec *d)
 				/* corrupt data or CRC mismatch: distrust this member */
 				d->damage = -EBADMSG;
 				d->damage_off = d->in_off + (n - zs.avail_in);
-				d->out_total = d->unit_start;
+				err = dec_cut(d);
 				done = 1;
 			}
 		}
@@ -409,7 +484,7 @@ static int decode_zstd(struct dec *d)
 			if (ZSTD_isError(ret)) {
 				d->damage = -EBADMSG;
 				d->damage_off = d->in_off + in.pos;
-				d->out_total = d->unit_start;
+				err = dec_cut(d);
 				done = 1;
 				break;
 			}
@@ -429,37 +504,80 @@ static int decode_zstd(struct dec *d)
 	return err;
 }
 
-static int rec_load(struct cachetier *ct, const char *recname, struct dec_rec *r)
+/* Read record recname into *r; with crcs, also the copy's unit CRCs into
+ * a malloc'd *crcs (r->size's units; NULL when there are none). 0,
+ * -ENOENT (none), -EPROTO (another version), -EBADMSG (damaged, or of
+ * another unit size), -ENOMEM or a read error. */
+static int rec_load(struct cachetier *ct, const char *recname, struct dec_rec *r, uint32_t **crcs)
 {
-	unsigned char rec[REC_BYTES];
+	unsigned char hdr[REC_HDR], *tail = NULL;
+	uint64_t units = 0;
+	struct stat st;
 	ssize_t n;
-	int fd = openat(ct->decfd, recname, O_RDONLY | O_CLOEXEC);
+	int err = 0, fd = openat(ct->decfd, recname, O_RDONLY | O_CLOEXEC);
 
+	if (crcs)
+		*crcs = NULL;
 	if (fd < 0)
 		return -errno;
-	n = read(fd, rec, sizeof(rec));
+	do {
+		n = pread(fd, hdr, sizeof(hdr), 0);
+	} while (n < 0 && errno == EINTR);
+	if (n < 16 || memcmp(hdr, REC_MAGIC, 8) != 0)
+		err = n < 0 ? -errno : -EBADMSG;
+	else if (disk_le64_get(hdr + 8) != REC_VERSION)
+		err = -EPROTO;
+	else if (n != REC_HDR || disk_le64_get(hdr + 64) != disk_fnv64(hdr, 64) ||
+		 disk_le32_get(hdr + 56) != CT_DEC_UNIT)
+		err = -EBADMSG;
+	if (err == 0) {
+		r->size = disk_le64_get(hdr + 16);
+		r->damage = -(int)disk_le64_get(hdr + 24);
+		r->damage_off = disk_le64_get(hdr + 32);
+		r->bound = disk_le32_get(hdr + 40);
+		r->max_ratio = disk_le32_get(hdr + 44);
+		r->max_bytes = disk_le64_get(hdr + 48);
+		/* hdr + 60: reserved, 0 */
+		if (r->damage != -EFBIG)
+			units = r->size / CT_DEC_UNIT + (r->size % CT_DEC_UNIT != 0);
+	}
+	if (err == 0 && crcs) {
+		/* the file's size first: a damaged size field allocates nothing */
+		if (fstat(fd, &st) < 0)
+			err = -errno;
+		else if (units > (SIZE_MAX - 8) / 4 ||
+			 (uint64_t)st.st_size != REC_HDR + units * 4 + 8)
+			err = -EBADMSG;
+		else if (!(tail = malloc((size_t)units * 4 + 8)) ||
+			 (units && !(*crcs = malloc((size_t)units * sizeof(**crcs)))))
+			err = -ENOMEM;
+		else
+			err = disk_pread_all(fd, tail, (size_t)units * 4 + 8, REC_HDR);
+		if (err == 0 && disk_le64_get(tail + units * 4) != disk_fnv64(tail, units * 4))
+			err = -EBADMSG;
+		for (uint64_t u = 0; err == 0 && u < units; u++)
+			(*crcs)[u] = disk_le32_get(tail + u * 4);
+		free(tail);
+		if (err < 0) {
+			free(*crcs);
+			*crcs = NULL;
+		}
+	}
 	close(fd);
-	if (n < 16 || memcmp(rec, REC_MAGIC, 8) != 0)
-		return -EBADMSG;
-	if (disk_le64_get(rec + 8) != REC_VERSION)
-		return -EPROTO;
-	if (n != REC_BYTES || disk_le64_get(rec + 64) != disk_fnv64(rec, 64))
-		return -EBADMSG;
-	r->size = disk_le64_get(rec + 16);
-	r->damage = -(int)disk_le64_get(rec + 24);
-	r->damage_off = disk_le64_get(rec + 32);
-	r->bound = disk_le32_get(rec + 40);
-	r->max_ratio = disk_le32_get(rec + 44);
-	r->max_bytes = disk_le64_get(rec + 48);
-	/* rec + 56: reserved, 0 */
-	return 0;
+	return err;
 }
 
-static int rec_save(struct cachetier *ct, const char *recname, const struct dec_rec *r)
+/* Write record recname: r, and the copy's unit CRCs crcs[0..units) (none
+ * for a refusal). 0 or -errno. */
+static int rec_save(struct cachetier *ct, const char *recname, const struct dec_rec *r,
+		    const uint32_t *crcs, size_t units)
 {
-	unsigned char rec[REC_BYTES];
+	size_t len = REC_HDR + units * 4 + 8;
+	unsigned char *rec = calloc(1, len);
+	int err;
 
-	memset(rec, 0, sizeof(rec));
+	if (!rec)
+		return -ENOMEM;
 	memcpy(rec, REC_MAGIC, 8);
 	disk_le64_put(rec + 8, REC_VERSION);
 	disk_le64_put(rec + 16, r->size);
@@ -468,8 +586,14 @@ static int rec_save(struct cachetier *ct, const char *recname, const struct dec_
 	disk_le32_put(rec + 40, r->bound);
 	disk_le32_put(rec + 44, r->max_ratio);
 	disk_le64_put(rec + 48, r->max_bytes);
+	disk_le32_put(rec + 56, CT_DEC_UNIT);
 	disk_le64_put(rec + 64, disk_fnv64(rec, 64));
-	return disk_write_atomic(ct->decfd, recname, rec, sizeof(rec), 0600);
+	for (size_t u = 0; u < units; u++)
+		disk_le32_put(rec + REC_HDR + u * 4, crcs[u]);
+	disk_le64_put(rec + REC_HDR + units * 4, disk_fnv64(rec + REC_HDR, units * 4));
+	err = disk_write_atomic(ct->decfd, recname, rec, len, 0600);
+	free(rec);
+	return err;
 }
 
 /* Would the decode a refusal record describes stop again under the bounds
@@ -486,47 +610,66 @@ static int rec_refuses(const struct cachetier *ct, const struct dec_rec *r)
 /* Reuse an earlier complete decode named 'name' if its record matches;
  * -EFBIG when a refusal recorded for it holds under today's bounds. An
  * existing copy is reused whatever the bounds are now (it costs no more
- * disk). */
+ * disk). Another decode wrote it (an earlier mount, another process): its
+ * units are checked on their first read here (o->dcrc, o->dchecked). */
 static int decode_reuse(struct cachetier *ct, const char *name, const char *recname,
 			struct cachetier_obj *o)
 {
 	struct dec_rec r;
 	struct stat st;
+	uint32_t *crcs = NULL;
+	uint64_t units;
 	int fd, err;
 
-	err = rec_load(ct, recname, &r);
+	err = rec_load(ct, recname, &r, &crcs);
 	if (err == -EPROTO)
 		cachetier__note_version(ct, CT_FMT_REC, recname);
 	if (err < 0)
 		return err;
 	if (r.damage == -EFBIG)
 		return rec_refuses(ct, &r) ? -EFBIG : -EAGAIN;
+	units = r.size / CT_DEC_UNIT + (r.size % CT_DEC_UNIT != 0);
+	if (units && !(o->dchecked = calloc((size_t)units, sizeof(*o->dchecked)))) {
+		free(crcs);
+		return -ENOMEM;
+	}
 	fd = openat(ct->decfd, name, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != r.size) {
-		close(fd);
-		return -EBADMSG;
+	if (fd < 0 || fstat(fd, &st) < 0 || (uint64_t)st.st_size != r.size) {
+		err = fd < 0 ? -errno : -EBADMSG;
+		if (fd >= 0)
+			close(fd);
+		free(crcs);
+		free((void *)o->dchecked);
+		o->dchecked = NULL;
+		return err;
 	}
 	o->fd = fd;
 	o->size = r.size;
 	o->damage = r.damage;
 	o->damage_off = r.damage_off;
+	o->dcrc = crcs;
+	o->dunits = units;
 	return 0;
 }
 
-/* Before decoding 'name' again: remove what an earlier decode left (a
- * record of another version, a refusal, a copy without a record), record
- * first, and take the copy's bytes off decoded_used (the scan at open
- * counted them). */
-static void decode_drop_old(struct cachetier *ct, const char *name, const char *recname)
+int cachetier__decode_drop(struct cachetier *ct, const char *name, int fd)
 {
-	struct stat st;
+	char recname[40];
+	struct stat st, mine;
 
+	if (fd >= 0 && fstat(fd, &mine) < 0)
+		return 0;
+	if (fstatat(ct->decfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && fd >= 0 &&
+	    (st.st_dev != mine.st_dev || st.st_ino != mine.st_ino))
+		return 0; /* another decode's copy by now: not the damaged one */
+	snprintf(recname, sizeof(recname), "%s.rec", name);
 	unlinkat(ct->decfd, recname, 0);
 	if (fstatat(ct->decfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-	    unlinkat(ct->decfd, name, 0) == 0)
+	    unlinkat(ct->decfd, name, 0) == 0) {
 		dec_uncount(ct, (uint64_t)st.st_size);
+		return 1;
+	}
+	return 0;
 }
 
 int cachetier__decode_refusal(struct cachetier *ct, const char *name, struct cachetier_refusal *r)
@@ -536,7 +679,7 @@ int cachetier__decode_refusal(struct cachetier *ct, const char *name, struct cac
 	int err;
 
 	snprintf(recname, sizeof(recname), "%s.rec", name);
-	err = rec_load(ct, recname, &rec);
+	err = rec_load(ct, recname, &rec, NULL);
 	if (err < 0 || rec.damage != -EFBIG)
 		return -ENOENT;
 	r->bound = (enum cachetier_bound)rec.bound;
@@ -555,6 +698,12 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 	struct dec d;
 	int err;
 
+	/* the unit checks of a copy closed before (no read uses them) */
+	free(o->dcrc);
+	free((void *)o->dchecked);
+	o->dcrc = NULL;
+	o->dchecked = NULL;
+	o->dunits = 0;
 	snprintf(recname, sizeof(recname), "%s.rec", name);
 	err = decode_reuse(ct, name, recname, o);
 	if (err == 0) {
@@ -563,7 +712,10 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 	}
 	if (err == -EFBIG)
 		return err;
-	decode_drop_old(ct, name, recname);
+	/* remove what an earlier decode left (a record of another version, a
+	 * refusal, a copy without a record), record first, and take the
+	 * copy's bytes off decoded_used (the scan at open counted them) */
+	cachetier__decode_drop(ct, name, -1);
 
 	memset(&d, 0, sizeof(d));
 	d.ct = ct;
@@ -604,7 +756,7 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 		rec.bound = d.refused;
 		rec.max_ratio = ct->cfg.max_decode_ratio;
 		rec.max_bytes = ct->cfg.max_decoded_bytes;
-		rec_save(ct, recname, &rec); /* if it fails, the next open decodes again */
+		rec_save(ct, recname, &rec, NULL, 0); /* if it fails, the next open decodes again */
 	}
 	if (err < 0)
 		goto out_unlink;
@@ -618,11 +770,13 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 	/* bytes cut off a corrupt member were counted when written */
 	if (d.counted > d.out_total)
 		dec_uncount(ct, d.counted - d.out_total);
+	if (d.out_total % CT_DEC_UNIT)
+		d.crcs[d.ncrc++] = d.crc; /* the last unit's (dec_write made room) */
 	memset(&rec, 0, sizeof(rec));
 	rec.size = d.out_total;
 	rec.damage = d.damage;
 	rec.damage_off = d.damage_off;
-	err = rec_save(ct, recname, &rec);
+	err = rec_save(ct, recname, &rec, d.crcs, d.ncrc);
 	if (err < 0)
 		goto out; /* the copy stays, counted; without a record it is decoded again */
 	o->fd = d.outfd;
@@ -644,5 +798,6 @@ out:
 	cachetier_obj_unref(d.raw);
 	free(d.in);
 	free(d.out);
+	free(d.crcs);
 	return err;
 }

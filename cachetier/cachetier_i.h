@@ -286,8 +286,20 @@ struct cachetier_obj {
 	struct backend_objinfo info; /* info.key points into 'name' */
 	unsigned dpins;		     /* reads between read_begin and read_end */
 	int redecoding;		     /* a thread decodes it again (others wait on ct->cond) */
-	struct ct_bypass *bypass;    /* remote objects: reads served past the cache now,
-				      * protected by ct->lock */
+	int dbad;		     /* its copy failed a unit's CRC32C: reads fail with EIO
+				      * until the copy is closed and decoded again; protected
+				      * by ct->lock */
+	/* The decoded copy's unit checks (cachetier__decode sets them with
+	 * o->fd, while no read uses the copy: the opener, or obj_redecode
+	 * with o->fd < 0; freed by the next decode or obj_free). A reader
+	 * reads them without the lock between read_begin and read_end (its
+	 * pin keeps o->fd, and so them, from changing). */
+	uint32_t *dcrc;		   /* CRC32C per CT_DEC_UNIT bytes of the copy, from its
+				    * record; NULL: this process wrote the copy (trusted) */
+	_Atomic uint8_t *dchecked; /* per unit: 1 once its CRC32C matched here */
+	uint64_t dunits;	   /* units of dcrc and dchecked */
+	struct ct_bypass *bypass;  /* remote objects: reads served past the cache now,
+				    * protected by ct->lock */
 };
 
 /* A file of kind 'kind' named 'name' is of another version (-EPROTO): the
@@ -316,10 +328,25 @@ int cachetier__read_file(int dirfd, const char *name, uint64_t min, uint64_t max
 
 /* Decode object 'info' with codec into a new file in ct->decfd named
  * 'name'; fills o->fd, o->size, o->damage, o->damage_off. Reuses a complete
- * earlier decode when its record matches. -EFBIG / -ENOSPC: refused whole
- * (cachetier_decode.c). */
+ * earlier decode when its record matches: then also o->dcrc, o->dchecked
+ * and o->dunits (its units are checked as they are first read; NULL for a
+ * copy this call wrote). o's fd is closed and no read uses o. -EFBIG /
+ * -ENOSPC: refused whole (cachetier_decode.c). */
 int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 		      enum cachetier_codec codec, const char *name, struct cachetier_obj *o);
+
+/* A decoded copy's unit: what one CRC32C of its decode record covers
+ * (the last unit: what is left). A record of another unit size is not
+ * used (decoded again). */
+#define CT_DEC_UNIT (64u << 10)
+
+/* Remove decoded copy 'name' and its record (record first, so no process
+ * reuses the copy after this); fd >= 0: only when the name is still the
+ * file open as fd (not another decode's copy renamed over it since).
+ * Returns 1 when this call's unlink of the copy succeeded (its bytes left
+ * the usage), else 0. A process that has the copy open keeps reading the
+ * unlinked file until it closes it. No lock held; file I/O. */
+int cachetier__decode_drop(struct cachetier *ct, const char *name, int fd);
 
 /* The refusal recorded for decoded copy 'name' (cachetier_obj_refusal). */
 int cachetier__decode_refusal(struct cachetier *ct, const char *name, struct cachetier_refusal *r);

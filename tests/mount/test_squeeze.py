@@ -2,7 +2,7 @@
 """shardfs mount tests: compressed shards squeezed by the cache size, a small cache disk and the
 decompression-bomb bounds (DESIGN.md section 3: a shard is whole or an error).
 
-usage: test_squeeze.py SHARDFS GROUP     GROUP: cache | disk | bomb | warn | evict | lru
+usage: test_squeeze.py SHARDFS GROUP     GROUP: cache | disk | bomb | warn | evict | lru | deccrc
 
 cache  --cache-size 24M and a .tar.zst of 20,000 small members decoding to ~28 MB: every member
        reads back exactly as Python's tarfile reads it (the decoded copy may exceed --cache-size).
@@ -25,6 +25,12 @@ lru    five .tar.zst shards of ~8 MB decoded each, --cache-size 20M, read one af
        decoded copies are evicted (decoded_evictions), the decoded copies on disk stay within
        the cache size plus the copy being read, and the first shard read again is decoded again
        and reads back exactly.
+deccrc a .tar.gz and a .tar.zst shard read whole by one mount; between mounts a byte in the middle
+       of one member of each decoded copy is flipped: the next mount on the cache dir reads every
+       member exactly or with EIO (only that member can fail: its unit fails its CRC32C; the
+       kernel hides the EIO of a readahead request by asking again), then exactly on a retry (the
+       shard decoded again); cache_units_corrupt 2, decoded_streams 2, one log line; a third
+       mount reads the copies decoded again without a failure.
 The groups that need a small filesystem mount a tmpfs (root) and unmount it in any case.
 Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here)."""
 
@@ -380,8 +386,93 @@ def group_lru(env, ck):
             st['decoded_streams'], st['decoded_evictions'], st['cache_bytes_used']))
 
 
+def decoded_copies(cache):
+    """{path: bytes} of every decoded copy below cache (decoded/<16 hex digits>)."""
+    out = {}
+    for d, _, files in os.walk(os.path.join(cache, 'v1')):
+        if os.path.basename(d) != 'decoded':
+            continue
+        for f in files:
+            if len(f) == 16 and all(c in '0123456789abcdef' for c in f):
+                with open(os.path.join(d, f), 'rb') as fh:
+                    out[os.path.join(d, f)] = fh.read()
+    return out
+
+
+def group_deccrc(env, ck):
+    rng = env.rng
+    src = env.path('src')
+    os.makedirs(src)
+    shards = {}
+    for codec in ('gz', 'zst'):
+        members = [('%s%03d.bin' % (codec, i), rng.randbytes(rng.randrange(1000, 150000)))
+                   for i in range(40)]
+        # the victim: its middle byte is more than a 64 KiB unit from its neighbours
+        members[20] = (members[20][0], rng.randbytes(300000))
+        write_shard(os.path.join(src, 'd%s.tar.%s' % (codec, codec)), members, codec)
+        shards[codec] = members
+    cache = env.path('cache')
+    with ml.Mount(env, src, cache_dir=cache) as m:
+        for codec, members in shards.items():
+            check_served(ck, 'deccrc: first mount: %s' % codec, m.mnt, 'd' + codec, members)
+        ck.eq('deccrc: first mount: decoded_streams', m.stats()['decoded_streams'], 2)
+    copies = decoded_copies(cache)
+    victims = {}
+    for codec, members in shards.items():
+        tar = ml.tar_bytes(members, 'gnu')
+        paths = [p for p, b in copies.items() if b == tar]
+        ck.eq('deccrc: decoded copies of %s holding its tar' % codec, len(paths), 1)
+        if not paths:
+            return
+        with tarfile.open(fileobj=io.BytesIO(tar), mode='r:') as tf:
+            ti = tf.getmember(members[20][0])
+        off = ti.offset_data + ti.size // 2
+        with open(paths[0], 'r+b') as f:
+            f.seek(off)
+            b = f.read(1)
+            f.seek(off)
+            f.write(bytes([b[0] ^ 0x01]))
+        victims[codec] = members[20][0]
+        log('deccrc: flipped byte %d of %s (member %s of %s)' % (off, paths[0], victims[codec],
+                                                                codec))
+    with ml.Mount(env, src, cache_dir=cache) as m:
+        for codec, members in shards.items():
+            d = os.path.join(m.mnt, 'd' + codec)
+            failed = []
+            for name, data in members:
+                got = read_file(os.path.join(d, name))
+                if got == ('err', 'EIO'):
+                    failed.append(name)
+                elif got != ('ok', data):
+                    ck.fail('deccrc: %s/%s read back %s' % (codec, name, ml.short(got, 100)))
+            # the damaged unit's read fails with EIO; when the kernel asked for it as
+            # readahead it drops the error and asks again, which finds the copy decoded again
+            log('deccrc: %s: members that failed with EIO: %s' % (codec, failed))
+            ck.ok(set(failed) <= {victims[codec]},
+                  'deccrc: %s: members that failed with EIO %s, not at most %s' % (
+                      codec, failed, victims[codec]))
+            for name, data in members:
+                if name in failed:
+                    ck.eq('deccrc: %s: %s on a retry' % (codec, name),
+                          read_file(os.path.join(d, name)) == ('ok', data), True)
+        st = m.stats()
+        ck.eq('deccrc: cache_units_corrupt', st['cache_units_corrupt'], 2)
+        ck.eq('deccrc: decoded_streams', st['decoded_streams'], 2)
+        ck.eq('deccrc: decoded_reused', st['decoded_reused'], 2)
+    lines = [ln for ln in ml.logs_under(cache).splitlines() if 'fails its CRC32C' in ln]
+    log('deccrc: log: %s' % (lines[0] if lines else '(none)'))
+    ck.eq('deccrc: log lines about the damage', len(lines), 1)
+    # the copies decoded again carry their CRCs: a third mount reads every member exactly
+    with ml.Mount(env, src, cache_dir=cache) as m:
+        for codec, members in shards.items():
+            check_served(ck, 'deccrc: third mount: %s' % codec, m.mnt, 'd' + codec, members)
+        st = m.stats()
+        ck.eq('deccrc: third mount: cache_units_corrupt, decoded_streams',
+              (st['cache_units_corrupt'], st['decoded_streams']), (0, 0))
+
+
 GROUPS = {'cache': group_cache, 'disk': group_disk, 'bomb': group_bomb, 'warn': group_warn,
-          'evict': group_evict, 'lru': group_lru}
+          'evict': group_evict, 'lru': group_lru, 'deccrc': group_deccrc}
 
 
 def main():

@@ -2,7 +2,9 @@
  * test_cachetier.c — unit tests of backend (local) and cachetier without a
  * mount: listing, key checks, decoding of gzip and zstd shards (whole,
  * multi-member, truncated, corrupt), reuse of decoded copies, a decoded
- * copy cut under an open object (EIO, then decoded again), refusal past
+ * copy cut under an open object (EIO, then decoded again), a byte flipped
+ * and a hole punched in decoded copies between two opens (EIO, then decoded
+ * again: their units' CRC32Cs), refusal past
  * max_decoded_bytes (whole or error, remembered), metadata
  * blobs, and the modes of what the cache directory holds.
  *
@@ -12,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +126,286 @@ static void check_decode(struct cachetier *ct, struct backend *be, const char *k
 	}
 	free(got);
 	cachetier_obj_unref(o);
+}
+
+/* The path of decoded copy of key (codec) in cache dir 'dir': its name is
+ * the FNV-1a 64 of "<codec>:<etag>:<key>" (cachetier.c obj_name). */
+static void copy_path(struct backend *be, const char *dir, const char *key,
+		      enum cachetier_codec codec, char *out, size_t outlen)
+{
+	struct backend_objinfo info;
+	char name[600];
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	CHECK(backend_stat(be, key, &info) == 0, "stat %s", key);
+	snprintf(name, sizeof(name), "%d:%s:%s", (int)codec, info.etag, key);
+	for (const char *p = name; *p; p++) {
+		h ^= (unsigned char)*p;
+		h *= 0x100000001b3ull;
+	}
+	snprintf(out, outlen, "%s/decoded/%016llx", dir, (unsigned long long)h);
+}
+
+/* Open key decoded with codec and read [off, off + len): the result of the
+ * read, and the bytes in got. */
+static ssize_t read_decoded(struct cachetier *ct, struct backend *be, const char *key,
+			    enum cachetier_codec codec, unsigned char *got, size_t len,
+			    uint64_t off)
+{
+	struct backend_objinfo info;
+	struct cachetier_obj *o = NULL;
+	ssize_t n;
+	int err;
+
+	backend_stat(be, key, &info);
+	err = cachetier_obj_open(ct, &info, codec, &o);
+	CHECK(err == 0, "open %s: %d", key, err);
+	if (err)
+		return err;
+	n = cachetier_obj_pread(o, got, len, off);
+	cachetier_obj_unref(o);
+	return n;
+}
+
+/* One of the readers of test_damaged_copies' racing phase: reads all of
+ * o in CT_DEC_UNIT pieces, starting at piece 'first' and wrapping; counts
+ * wrong bytes and EIO replies. */
+struct racer {
+	pthread_t tid;
+	struct cachetier_obj *o;
+	const unsigned char *data;
+	size_t n, first;
+	int wrong, eio, other;
+};
+
+static void *racer_run(void *arg)
+{
+	struct racer *r = arg;
+	size_t piece = 64u << 10, pieces = (r->n + piece - 1) / piece;
+	unsigned char *buf = malloc(piece);
+
+	for (size_t i = 0; buf && i < pieces; i++) {
+		size_t off = (r->first + i) % pieces * piece;
+		size_t len = r->n - off < piece ? r->n - off : piece;
+		ssize_t got = cachetier_obj_pread(r->o, buf, len, off);
+
+		if (got == -EIO)
+			r->eio++;
+		else if (got != (ssize_t)len)
+			r->other++;
+		else if (memcmp(buf, r->data + off, len) != 0)
+			r->wrong++;
+	}
+	free(buf);
+	return NULL;
+}
+
+/* A byte flipped in one decoded copy (whole.tar.zst) and a hole punched in
+ * another (multi.tar.gz), both between two opens of the cache tier: a read
+ * of a unit before the damage gives its bytes, a read of the damaged unit
+ * fails with EIO (once each: units_corrupt), the copy and its record are
+ * gone, and the next read decodes it again and gives the exact bytes; the
+ * usage ends where it began; a third open reuses the new copies whole, and
+ * a second tier open on the directory at the same time (as another process
+ * would) fails the read of a copy flipped again, which the first tier then
+ * decodes again and the second reuses. */
+static void test_damaged_copies(struct backend *be, struct cachetier_config *cc,
+				const unsigned char *data, size_t n)
+{
+	static const char *const keys[2] = {"whole.tar.zst", "multi.tar.gz"};
+	static const enum cachetier_codec codecs[2] = {CACHETIER_ZSTD, CACHETIER_GZIP};
+	const uint64_t unit = 64u << 10, bad[2] = {20 * unit + 100, 33 * unit + 4096};
+	unsigned char *got = malloc(n);
+	struct cachetier_stats st;
+	struct cachetier *ct;
+	char copies[2][700], rec[720];
+	uint64_t used0;
+	int err;
+
+	/* copies written by this open (the cut test left them cut) */
+	err = cachetier_open(&ct, cc, be);
+	CHECK(err == 0, "damage: open: %d", err);
+	if (err)
+		return;
+	for (int k = 0; k < 2; k++) {
+		CHECK(read_decoded(ct, be, keys[k], codecs[k], got, n, 0) == (ssize_t)n &&
+			  memcmp(got, data, n) == 0,
+		      "damage: %s written", keys[k]);
+		copy_path(be, cachetier_dir(ct), keys[k], codecs[k], copies[k], sizeof(copies[k]));
+	}
+	cachetier_close(ct);
+	{
+		int fd = open(copies[0], O_RDWR);
+		unsigned char b = 0;
+
+		CHECK(fd >= 0 && pread(fd, &b, 1, (off_t)bad[0]) == 1, "damage: %s", copies[0]);
+		b ^= 0x01;
+		CHECK(fd >= 0 && pwrite(fd, &b, 1, (off_t)bad[0]) == 1, "damage: flip");
+		close(fd);
+		fd = open(copies[1], O_RDWR);
+		CHECK(fd >= 0 && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					   (off_t)bad[1], 8192) == 0,
+		      "damage: punch %s", copies[1]);
+		close(fd);
+	}
+
+	err = cachetier_open(&ct, cc, be);
+	CHECK(err == 0, "damage: reopen: %d", err);
+	if (err)
+		return;
+	cachetier_get_stats(ct, &st);
+	used0 = st.bytes_used;
+	for (int k = 0; k < 2; k++) {
+		uint64_t u = bad[k] / unit;
+		struct backend_objinfo info;
+		struct cachetier_obj *o = NULL;
+		struct stat sst;
+
+		/* one open object throughout, as a mount holds it */
+		backend_stat(be, keys[k], &info);
+		err = cachetier_obj_open(ct, &info, codecs[k], &o);
+		CHECK(err == 0, "damage: open %s: %d", keys[k], err);
+		if (err)
+			continue;
+		/* the units before the damaged one read right */
+		CHECK(cachetier_obj_pread(o, got, (size_t)(u * unit), 0) == (ssize_t)(u * unit) &&
+			  memcmp(got, data, (size_t)(u * unit)) == 0,
+		      "damage: %s before unit %llu", keys[k], (unsigned long long)u);
+		CHECK(cachetier_obj_pread(o, got, 10, bad[k] - 5) == -EIO,
+		      "damage: %s: the damaged unit's read is not EIO", keys[k]);
+		cachetier_get_stats(ct, &st);
+		CHECK(st.units_corrupt == (uint64_t)k + 1 && st.decoded_streams == (uint64_t)k &&
+			  st.decoded_reused == (uint64_t)k + 1,
+		      "damage: %s: corrupt %llu decoded %llu reused %llu", keys[k],
+		      (unsigned long long)st.units_corrupt, (unsigned long long)st.decoded_streams,
+		      (unsigned long long)st.decoded_reused);
+		snprintf(rec, sizeof(rec), "%s.rec", copies[k]);
+		CHECK(stat(copies[k], &sst) < 0 && errno == ENOENT, "damage: %s: copy left",
+		      keys[k]);
+		CHECK(stat(rec, &sst) < 0 && errno == ENOENT, "damage: %s: record left", keys[k]);
+		/* decoded again: every byte */
+		CHECK(cachetier_obj_pread(o, got, n, 0) == (ssize_t)n && memcmp(got, data, n) == 0,
+		      "damage: %s: decoded again", keys[k]);
+		cachetier_get_stats(ct, &st);
+		CHECK(st.units_corrupt == (uint64_t)k + 1 && st.decoded_streams == (uint64_t)k + 1,
+		      "damage: %s: corrupt %llu decoded %llu after", keys[k],
+		      (unsigned long long)st.units_corrupt, (unsigned long long)st.decoded_streams);
+		cachetier_obj_unref(o);
+	}
+	cachetier_get_stats(ct, &st);
+	CHECK(st.bytes_used == used0, "damage: bytes_used %llu, was %llu",
+	      (unsigned long long)st.bytes_used, (unsigned long long)used0);
+	cachetier_close(ct);
+
+	/* the new copies' records carry their CRCs: reused, every unit checked */
+	err = cachetier_open(&ct, cc, be);
+	CHECK(err == 0, "damage: third open: %d", err);
+	if (err)
+		return;
+	for (int k = 0; k < 2; k++)
+		CHECK(read_decoded(ct, be, keys[k], codecs[k], got, n, 0) == (ssize_t)n &&
+			  memcmp(got, data, n) == 0,
+		      "damage: %s reused", keys[k]);
+	cachetier_get_stats(ct, &st);
+	CHECK(st.units_corrupt == 0 && st.decoded_streams == 0 && st.decoded_reused == 2,
+	      "damage: third open: corrupt %llu decoded %llu reused %llu",
+	      (unsigned long long)st.units_corrupt, (unsigned long long)st.decoded_streams,
+	      (unsigned long long)st.decoded_reused);
+
+	/* another tier on the directory (as another process) while this one is
+	 * open: a byte flipped in a copy it did not write fails its read, and
+	 * the copy is decoded again by whoever reads next */
+	{
+		struct cachetier *ct2;
+		struct cachetier_stats st2;
+		int fd = open(copies[0], O_RDWR);
+		unsigned char b = 0;
+
+		CHECK(fd >= 0 && pread(fd, &b, 1, (off_t)bad[0]) == 1, "damage: again %s",
+		      copies[0]);
+		b ^= 0x80;
+		CHECK(fd >= 0 && pwrite(fd, &b, 1, (off_t)bad[0]) == 1, "damage: flip again");
+		close(fd);
+		err = cachetier_open(&ct2, cc, be);
+		CHECK(err == 0, "damage: second tier: %d", err);
+		if (err == 0) {
+			CHECK(read_decoded(ct2, be, keys[0], codecs[0], got, n, 0) == -EIO,
+			      "damage: second tier: the read is not EIO");
+			CHECK(read_decoded(ct, be, keys[0], codecs[0], got, n, 0) == (ssize_t)n &&
+				  memcmp(got, data, n) == 0,
+			      "damage: first tier: decoded again");
+			CHECK(read_decoded(ct2, be, keys[0], codecs[0], got, n, 0) == (ssize_t)n &&
+				  memcmp(got, data, n) == 0,
+			      "damage: second tier: the first tier's new copy");
+			cachetier_get_stats(ct, &st);
+			cachetier_get_stats(ct2, &st2);
+			CHECK(st2.units_corrupt == 1 && st2.decoded_streams == 0 &&
+				  st2.decoded_reused == 2 && st.units_corrupt == 0 &&
+				  st.decoded_streams == 1,
+			      "damage: second tier: corrupt %llu decoded %llu reused %llu; first "
+			      "tier: corrupt %llu decoded %llu",
+			      (unsigned long long)st2.units_corrupt,
+			      (unsigned long long)st2.decoded_streams,
+			      (unsigned long long)st2.decoded_reused,
+			      (unsigned long long)st.units_corrupt,
+			      (unsigned long long)st.decoded_streams);
+			cachetier_close(ct2);
+		}
+	}
+	cachetier_close(ct);
+
+	/* racing readers of a copy flipped between opens: exact bytes or EIO
+	 * for each, the damage counted once, the copy decoded again once */
+	{
+		struct racer rs[4];
+		struct backend_objinfo info;
+		struct cachetier_obj *o = NULL;
+		int fd = open(copies[0], O_RDWR), eio = 0;
+		unsigned char b = 0;
+
+		CHECK(fd >= 0 && pread(fd, &b, 1, (off_t)bad[0]) == 1, "race: %s", copies[0]);
+		b ^= 0x10;
+		CHECK(fd >= 0 && pwrite(fd, &b, 1, (off_t)bad[0]) == 1, "race: flip");
+		close(fd);
+		err = cachetier_open(&ct, cc, be);
+		CHECK(err == 0, "race: open: %d", err);
+		if (err)
+			goto out;
+		backend_stat(be, keys[0], &info);
+		err = cachetier_obj_open(ct, &info, codecs[0], &o);
+		CHECK(err == 0, "race: open %s: %d", keys[0], err);
+		for (int i = 0; err == 0 && i < 4; i++) {
+			memset(&rs[i], 0, sizeof(rs[i]));
+			rs[i].o = o;
+			rs[i].data = data;
+			rs[i].n = n;
+			rs[i].first = (size_t)(i * 6); /* all reach unit 20 soon, about together */
+			pthread_create(&rs[i].tid, NULL, racer_run, &rs[i]);
+		}
+		for (int i = 0; err == 0 && i < 4; i++) {
+			pthread_join(rs[i].tid, NULL);
+			CHECK(rs[i].wrong == 0 && rs[i].other == 0,
+			      "race: reader %d: %d wrong, %d other errors", i, rs[i].wrong,
+			      rs[i].other);
+			eio += rs[i].eio;
+		}
+		if (err == 0) {
+			printf("race: %d reads of 64 KiB failed with EIO\n", eio);
+			CHECK(eio >= 1, "race: no read failed");
+			CHECK(cachetier_obj_pread(o, got, n, 0) == (ssize_t)n &&
+				  memcmp(got, data, n) == 0,
+			      "race: after");
+			cachetier_get_stats(ct, &st);
+			CHECK(st.units_corrupt == 1 && st.decoded_streams == 1,
+			      "race: corrupt %llu decoded %llu",
+			      (unsigned long long)st.units_corrupt,
+			      (unsigned long long)st.decoded_streams);
+			cachetier_obj_unref(o);
+		}
+		cachetier_close(ct);
+	}
+out:
+	free(got);
 }
 
 static int mode_of(const char *path)
@@ -362,6 +645,7 @@ int main(void)
 		      files);
 	}
 	cachetier_close(ct);
+	test_damaged_copies(be, &cc, data, n);
 
 	/* whole or error: a copy past max_decoded_bytes is refused, remembered while the
 	 * bound is no looser, and decoded once it is raised */
