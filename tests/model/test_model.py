@@ -128,6 +128,13 @@ WAITING = {
     'damage-meta-live': 'a fix of the saved indexes checked only when mapped (no owner yet)',
 }
 
+# Found and not explained yet (no fix): --seed 20261127 --steps 151 (the default ops of
+# 3a7a6fd): with the proxy's random faults on (503, cut, trunc) and s5.tar rewritten with
+# another size on the server, a pread of 4096 bytes at 94798 of s5/k1.bin on the proxied
+# mount returned 0 bytes (a short read; EIO or ESTALE or the bytes were allowed); nginx
+# answers 412 to the old ETag, so suspect the 'trunc' fault (a 206 with Content-Range A-B
+# and a shorter, consistently framed body) taken as the end of the object in the fill path.
+
 # Seeds that found something, run by --regress (CI): (seed, steps, ops or None, what it found)
 REGRESSIONS = [
     # A shard changed, refresh, then deleted (http) or deleted and noticed by a read (local):
@@ -891,7 +898,7 @@ def main():
         for s, n, o, what in runs:
             log('== run: seed %d (%s)' % (s, what))
             ck.ok(run_sequence(env, s, n, o), 'seed %d (%s)' % (s, what))
-    ml.main_wrapper(body, shardfs, 'model', deadline=int(os.environ.get('MODEL_DEADLINE', 900)))
+    ml.main_wrapper(body, shardfs, 'model', deadline=int(os.environ.get('MODEL_DEADLINE', 540)))
 
 
 if __name__ == '__main__':
