@@ -28,6 +28,17 @@ absent) is allowed. Also allowed:
     rebuilt; data damage waits for the CRC fix, see WAITING).
 Never allowed: other bytes, a short read before the end of the version's bytes, another errno.
 
+What had to be allowed, and why:
+  - a member cut by the shard's end (a truncated shard): listed with its header's size; its
+    bytes that are in the shard may be read, a read past them gives EIO (README "Bad input");
+  - a version is the bytes and the identity the mount compares (size, mtime, ctime, inode): a
+    touch, or a 'tar -rf' that refuses a truncated shard, makes a new version of the same
+    bytes, so ESTALE is allowed after it;
+  - each change stamps a distinct mtime: nginx's ETag is mtime (seconds) and size, so two
+    versions of one size within a second would share an ETag (the server's weakness);
+  - a refresh of the proxied mount that cannot list under faults leaves it as it was; faults
+    are turned off for its remounts (a mount whose listing fails does not mount).
+
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
 
