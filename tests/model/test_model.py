@@ -99,11 +99,6 @@ OPS = {
 # Operations disabled by default: they reach bugs that are being fixed (issue 22). Enable
 # with --ops +NAME once the fix has landed, and then by default here.
 WAITING = {
-    # item 5: refresh/remount re-resolves a local source path; today a local mount keeps
-    # serving the old directory after mv d d.old; mkdir d (refresh: "0 new, 0 removed").
-    # --seed 2 --steps 36 --ops read,ls,swap,refresh: after the swap and a refresh, 'ls' of
-    # the local mount lacks s4.tar, new in the new directory; --seed 1 --steps 20 (same ops):
-    # ENOENT for a member of the new directory's s4.tar
     # issue 22 list: 'refresh' after reads noticed a removal and a change reports "0 removed,
     # 0 changed" (and a swap is not seen at all).
     # --seed 2 --steps 83 --ops read,pread,ls,rewrite-size,delete,add,refresh-counts: the
@@ -117,6 +112,11 @@ WAITING = {
     # connection abort", the mount ENOTCONN). The plain build is unaffected.
     # ASan build: --seed 2 --steps 7 --ops read,ls,delete,add,refresh,empty
     'empty': 'a fix of fs_ns.c listing_sort on an empty listing (no owner yet)',
+    # item 5: refresh/remount re-resolves a local source path; today a local mount keeps
+    # serving the old directory after mv d d.old; mkdir d (refresh: "0 new, 0 removed").
+    # --seed 2 --steps 36 --ops read,ls,swap,refresh: after the swap and a refresh, 'ls' of
+    # the local mount lacks s4.tar, new in the new directory; --seed 1 --steps 20 (same ops):
+    # ENOENT for a member of the new directory's s4.tar
     'swap': 'issue 22 item 5 (source dir renamed/symlink switched not seen by refresh)',
     # item 1: a sidecar passes every check on a remote source after two members swapped
     # sizes with the same size, first/last headers and tail: wrong bytes.
