@@ -311,6 +311,12 @@ int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, vo
 	if (v->list_prepare)
 		v->list_prepare(fs, ino, off);
 	err = v->list_open(fs, ino, &l);
+	/* glibc's readdir takes ENOENT from getdents for the end of a directory
+	 * removed while it was read: a shard whose index cannot be built because
+	 * it is gone from the store would list as an empty directory. The
+	 * directory opened is stale. */
+	if (err == -ENOENT)
+		err = -ESTALE;
 	if (err < 0)
 		return err;
 	attrs = dir_lists_attrs(fs, ino);

@@ -90,7 +90,10 @@ typedef int (*fs_dirent_fn)(void *ctx, const char *name, const struct fs_entry *
  * fail are skipped. With --listing-attrs auto, files are listed by name and
  * type only (e->ino 0, listed_names_only) unless a file of ino was looked up
  * (fs_op_lookup); directories always carry their attributes. Counts the
- * readdir. */
+ * readdir. A directory that cannot be listed because it is gone (a shard
+ * removed from the store, its index not built) gives ESTALE, never ENOENT:
+ * glibc's readdir takes ENOENT for the end of the directory (an empty
+ * listing). */
 int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, void *ctx);
 
 void fs_op_statfs(struct fs *fs, struct statvfs *sv);
