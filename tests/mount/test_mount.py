@@ -2,7 +2,7 @@
 """shardfs mount tests (DESIGN.md sections 1 and 3).
 
 usage: test_mount.py SHARDFS GROUP [--version X]
-GROUP: cli cli-truth formats mtime-range tools readonly damaged hostile cache listing   (or 'gen' to only check
+GROUP: cli cli-truth formats mtime-range tools readonly damaged hostile cache listing nosuid   (or 'gen' to only check
 the generator and GNU tar's extraction side, without mounting anything).
 
 Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here). Environment: SHARDFS_TEST_SEED
@@ -836,6 +836,7 @@ def group_cli(env, ck):
     ck.eq('mount --help exit status', r.returncode, 0)
     ck.ok('--cache-dir' in r.stdout.decode(errors='replace'),
           'mount --help does not list --cache-dir: %r' % r.stdout[:800])
+    cli_usage_and_help(env, ck, src)
 
     def failed_mount(what, args, mnt):
         before = set(ml.mounted_paths())
@@ -975,6 +976,149 @@ def group_cli(env, ck):
         with open(env.path('fg-stderr.log'), 'rb') as f:
             log('mount -f output (last 1500 bytes): %s' % f.read()[-1500:].decode(errors='replace'))
 
+
+
+def help_columns(text):
+    """{option: column where its help starts} of an options list ('  -f, --foreground   help'):
+    the help of an option wider than the column starts on the next line."""
+    cols = {}
+    lines = text.split('\n')
+    start = lines.index('options:') + 1 if 'options:' in lines else 0
+    for i, ln in enumerate(lines[start:], start):
+        m = re.match(r'^  ((?:-\w, |    )--[\w-]+(?: \S+)?)( +)(\S)', ln)
+        if m:
+            cols[re.search(r'--[\w-]+', m.group(1)).group(0)] = m.start(3)
+            continue
+        m = re.match(r'^  ((?:-\w, |    )--[\w-]+(?: \S+)?)$', ln)
+        if m and i + 1 < len(lines):
+            nxt = lines[i + 1]
+            cols[re.search(r'--[\w-]+', m.group(1)).group(0)] = len(nxt) - len(nxt.lstrip(' '))
+    return cols
+
+
+def cli_usage_and_help(env, ck, src):
+    """mount's usage errors exit 2 like every command's; 'shardfs --help' names the keyless
+    credential chain; 'mount --help' starts every option's help in one column."""
+    exe = env.shardfs
+    mnt = env.path('mnt-usage')
+    os.makedirs(mnt)
+    for what, args in (('unknown option', ['--no-such-option', src, mnt]),
+                       ('missing mountpoint', [src]),
+                       ('extra argument', [src, mnt, 'extra']),
+                       ('bad --cache-size', ['--cache-size', '5x', src, mnt]),
+                       ('bad --credential-timeout', ['--credential-timeout', '0', src, mnt]),
+                       ('-o suid', ['-o', 'suid', src, mnt])):
+        r = env.run([exe, 'mount', '--cache-dir', env.path('c-usage')] + args,
+                    timeout=ml.MOUNT_TIMEOUT, files=True)
+        log('mount %s -> rc=%r %r' % (what, r.returncode, r.stderr[:200]))
+        ck.eq('mount with %s: exit status (usage error)' % what, r.returncode, 2)
+        if ml.is_mounted(mnt):
+            ck.fail('mount with %s: mounted' % what)
+            env.run([exe, 'umount', mnt], timeout=ml.UMOUNT_TIMEOUT, files=True)
+    for cmd in (['index', '--no-such-option', src], ['umount'], ['stats']):
+        r = env.run([exe] + cmd, files=True)
+        ck.eq('shardfs %s: exit status (usage error)' % ' '.join(cmd), r.returncode, 2)
+
+    h = env.run([exe, '--help']).stdout.decode(errors='replace')
+    for name in ('AWS_ACCESS_KEY_ID', 'AWS_WEB_IDENTITY_TOKEN_FILE', 'AWS_ROLE_ARN',
+                 'AWS_PROFILE', 'credential_process', 'AWS_CONTAINER_CREDENTIALS_RELATIVE_URI',
+                 'instance metadata', 'GCE metadata', 'GOOGLE_OAUTH_ACCESS_TOKEN',
+                 'GCS_HMAC_ACCESS_ID', '--credential-timeout'):
+        ck.ok(name in h, 'shardfs --help does not name %s (the credential chain)' % name)
+
+    for cmd in (['mount'], ['index']):
+        out = env.run([exe] + cmd + ['--help']).stdout.decode(errors='replace')
+        cols = help_columns(out)
+        log('%s --help: help columns %r' % (cmd[0], sorted(set(cols.values()))))
+        ck.ok(len(cols) >= (30 if cmd == ['mount'] else 15),
+              '%s --help: only %d options found' % (cmd[0], len(cols)))
+        ck.eq('%s --help: columns where the options\' help starts' % cmd[0],
+              sorted(set(cols.values())), [max(cols.values())] if cols else [])
+        for opt in ('--class-from', '--imagefolder-build-memory', '--credential-timeout',
+                    '--cache-size', '--help'):
+            if cmd == ['index'] and opt in ('--class-from', '--imagefolder-build-memory'):
+                continue
+            ck.ok(opt in cols, '%s --help: no help line for %s' % (cmd[0], opt))
+    out = env.run([exe, 'mount', '--help']).stdout.decode(errors='replace')
+    line = [ln for ln in out.splitlines() if ln.lstrip().startswith('--cache-size ')]
+    ck.ok(line and 'sharing' in line[0],
+          'mount --help: --cache-size does not say which size applies to a shared cache '
+          'directory: %r' % line)
+
+
+def group_nosuid(env, ck):
+    """No option opens a hole: -o suid and -o dev (in every spelling libfuse reads) are refused
+    with exit 2 and no mount; a mount with -o allow_other,exec is ro,nosuid,nodev in the mount
+    table, and a setuid-root copy of id in a shard, run by nobody, runs with nobody's euid."""
+    exe = env.shardfs
+    src = env.path('src')
+    stage = env.path('stage')
+    os.makedirs(src)
+    os.makedirs(stage)
+    idbin = os.path.join(stage, 'id')
+    with open('/usr/bin/id', 'rb') as f, open(idbin, 'wb') as g:
+        g.write(f.read())
+    os.chown(idbin, 0, 0)
+    os.chmod(idbin, 0o4755)
+    sg.gnu_tar_create(os.path.join(src, 's.tar'), stage, ['id'], 'gnu')
+    cache = env.path('cache')
+    mnt = env.path('mnt')
+    os.makedirs(mnt)
+    daemons_before = set(ml.daemons_for(exe, mnt))
+
+    def as_nobody(path, *args):
+        return env.run(['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', path]
+                       + list(args))
+
+    for opts, name in ((['-o', 'suid'], 'suid'), (['-osuid'], 'suid'), (['--option=suid'], 'suid'),
+                       (['-o', 'allow_other,suid'], 'suid'), (['-o', 'ro,suid,exec'], 'suid'),
+                       (['-o', 'allow_other', '-o', 'suid'], 'suid'),
+                       (['-o', 's\\uid'], 'suid'), (['-o', '\\163uid'], 'suid'),
+                       (['-o', 'dev'], 'dev'), (['-o', 'allow_other,dev'], 'dev'),
+                       (['-o', 'd\\ev'], 'dev'), (['-o', 'nonempty,dev'], 'dev')):
+        what = 'mount %s' % ' '.join(opts)
+        r = env.run([exe, 'mount', '--cache-dir', cache] + opts + [src, mnt],
+                    timeout=ml.MOUNT_TIMEOUT, files=True)
+        err = r.stderr.decode(errors='replace')
+        log('%s -> rc=%r %r' % (what, r.returncode, err.strip()))
+        ck.eq('%s: exit status' % what, r.returncode, 2)
+        ck.ok('-o %s is refused' % name in err and 'nosuid,nodev' in err,
+              '%s: stderr does not say that -o %s is refused: %r' % (what, name, err))
+        if ml.is_mounted(mnt):
+            ck.fail('%s: mounted' % what)
+            if name == 'suid':  # the hole itself, for the log
+                r = as_nobody(os.path.join(mnt, 's', 'id'))
+                log('%s: nobody runs the setuid-root id of the shard: %r'
+                    % (what, r.stdout.decode(errors='replace').strip()))
+            env.run([exe, 'umount', mnt], timeout=ml.UMOUNT_TIMEOUT, files=True)
+            if ml.is_mounted(mnt):
+                env.run(['fusermount3', '-u', '-z', mnt], timeout=ml.UMOUNT_TIMEOUT)
+        left = set(ml.daemons_for(exe, mnt)) - daemons_before
+        ck.eq('%s: daemons left' % what, sorted(left), [])
+        ml.kill_pids(left, grace=5)
+
+    with ml.Mount(env, src, mountpoint=mnt, cache_dir=cache, extra=['-o', 'allow_other,exec']):
+        opts, sopts = [], []
+        with open('/proc/self/mountinfo') as f:
+            for line in f:
+                parts = line.rstrip('\n').split(' ')
+                if ml.unescape_mountinfo(parts[4]) == os.path.realpath(mnt):
+                    opts = parts[5].split(',')
+                    sopts = parts[parts.index('-') + 3].split(',')
+        log('-o allow_other,exec: mount options %r, super options %r' % (opts, sopts))
+        for o in ('ro', 'nosuid', 'nodev'):
+            ck.ok(o in opts, '-o allow_other,exec: %s missing from the mount options %r' % (o, opts))
+        ck.ok('allow_other' in sopts and 'default_permissions' in sopts,
+              '-o allow_other,exec: super options %r lack allow_other,default_permissions' % sopts)
+        p = os.path.join(mnt, 's', 'id')
+        st = os.stat(p)
+        ck.eq('the shard\'s id: mode shown', stat.S_IMODE(st.st_mode), 0o4755)
+        ck.eq('the shard\'s id: owner shown', st.st_uid, 0)
+        r = as_nobody(p, '-u')
+        full = as_nobody(p).stdout.decode(errors='replace').strip()
+        log('nobody runs the setuid-root id of the shard: %r' % full)
+        ck.eq('nobody runs the setuid-root id of the shard: its euid', r.stdout, b'65534\n')
+        ck.ok('euid=' not in full, 'the setuid bit was honoured: %r' % full)
 
 
 def metrics_format_errors(text):
@@ -1231,7 +1375,7 @@ def shutil_which(name):
 GROUPS = {'gen': group_gen, 'cli': group_cli, 'formats': group_formats,
           'mtime-range': group_mtime_range, 'tools': group_tools, 'readonly': group_readonly,
           'damaged': group_damaged, 'hostile': group_hostile, 'cache': group_cache,
-          'cli-truth': group_cli_truth, 'listing': group_listing}
+          'cli-truth': group_cli_truth, 'listing': group_listing, 'nosuid': group_nosuid}
 
 
 def main():
