@@ -2,8 +2,8 @@
 """shardfs mount tests (DESIGN.md sections 1 and 3).
 
 usage: test_mount.py SHARDFS GROUP [--version X]
-GROUP: cli cli-truth formats mtime-range tools readonly damaged hostile cache listing nosuid   (or 'gen' to only check
-the generator and GNU tar's extraction side, without mounting anything).
+GROUP: cli cli-truth formats mtime-range tools readonly damaged hostile cache listing nosuid
+(or 'gen' to only check the generator and GNU tar's extraction side, without mounting anything).
 
 Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here). Environment: SHARDFS_TEST_SEED
 (default fixed), SHARDFS_TEST_KEEP=1 keeps the temp dir, SHARDFS_TEST_DEADLINE (s, default 240).
@@ -1107,7 +1107,8 @@ def group_nosuid(env, ck):
                     sopts = parts[parts.index('-') + 3].split(',')
         log('-o allow_other,exec: mount options %r, super options %r' % (opts, sopts))
         for o in ('ro', 'nosuid', 'nodev'):
-            ck.ok(o in opts, '-o allow_other,exec: %s missing from the mount options %r' % (o, opts))
+            ck.ok(o in opts, '-o allow_other,exec: %s missing from the mount options %r'
+                  % (o, opts))
         ck.ok('allow_other' in sopts and 'default_permissions' in sopts,
               '-o allow_other,exec: super options %r lack allow_other,default_permissions' % sopts)
         p = os.path.join(mnt, 's', 'id')
