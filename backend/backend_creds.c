@@ -449,7 +449,9 @@ static void trim(const char **s, const char **e)
 
 /* Read a whole small file into secret memory (it holds secrets of every
  * profile); returns 0 with a NUL-terminated buffer to free with
- * secret_free, -ENOENT when it does not exist, other negative errnos. */
+ * secret_free, -ENOENT when it does not exist, -EINVAL when it is not a
+ * regular file of at most CREDS_FILE_MAX bytes (slurp_error says so),
+ * other negative errnos. Never blocks on a FIFO or device. */
 static int slurp(const char *path, char **out, size_t *outlen)
 {
 	struct stat st;
@@ -484,6 +486,12 @@ static int slurp(const char *path, char **out, size_t *outlen)
 	*out = buf;
 	*outlen = got;
 	return 0;
+}
+
+/* What slurp's err means, for messages. */
+static const char *slurp_error(int err)
+{
+	return err == -EINVAL ? "not a regular file of at most 1 MiB" : strerror(-err);
 }
 
 /* Called for every "key = value" line with a value in the section an INI
@@ -1318,8 +1326,8 @@ static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int
 	err = slurp(s->token_file, &tok, &toklen);
 	if (err < 0) {
 		why_set(why, whycap, "cannot read AWS_WEB_IDENTITY_TOKEN_FILE %s: %s",
-			s->token_file, strerror(-err));
-		return err;
+			s->token_file, slurp_error(err));
+		return err == -EINVAL ? -EACCES : err; /* not the source's fault */
 	}
 	while (toklen > 0 &&
 	       (tok[toklen - 1] == '\n' || tok[toklen - 1] == '\r' || tok[toklen - 1] == ' '))
@@ -1388,8 +1396,8 @@ static int fetch_container(struct backend_credsrc *s, struct backend_creds *out,
 		if (err < 0) {
 			why_set(why, whycap,
 				"cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE %s: %s",
-				s->token_file, strerror(-err));
-			return err;
+				s->token_file, slurp_error(err));
+			return err == -EINVAL ? -EACCES : err;
 		}
 		while (alen > 0 && (auth[alen - 1] == '\n' || auth[alen - 1] == '\r'))
 			auth[--alen] = '\0';

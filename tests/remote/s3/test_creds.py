@@ -40,8 +40,9 @@ Groups besides that one ('creds', the default): nothing waits for ever on a cred
   helper-timeout    a helper that never answers (and started a child): `out=$(shardfs mount
                     --credential-timeout 1 ...)` returns (its pipe read to end of file), with exit
                     1 and a message naming the helper and the bound; the helper and its child are
-                    gone, no mount, no daemon. A helper that answers at once: `out=$(shardfs
-                    mount ...)` returns with exit 0 and the mount serves the bytes.
+                    gone, no mount, no daemon. A FIFO as AWS_WEB_IDENTITY_TOKEN_FILE: refused at
+                    once, not waited on. A helper that answers at once: `out=$(shardfs mount
+                    ...)` returns with exit 0 and the mount serves the bytes.
   helper-interrupt  `shardfs mount` interrupted (SIGINT) or killed (SIGKILL) while its daemon waits
                     for a helper that answers only when the test writes to its FIFO: once the
                     command has ended and the helper is released, the daemon is gone, no mount
@@ -756,6 +757,25 @@ def group_helper_timeout(env, ck):
         ck.ok('--profile' not in out, 'never: the error shows the helper\'s arguments: %r' % out)
         left_behind(env, ck, 'never', mnt, [pid_in(os.path.join(d, 'helper.pid')),
                                             pid_in(os.path.join(d, 'helper-child.pid'))], hung)
+
+        # a web identity token file that is a FIFO nobody writes to: refused, not waited on
+        fifo = env.path('token-fifo')
+        os.mkfifo(fifo)
+        webid = dict(AWS_WEB_IDENTITY_TOKEN_FILE=fifo, AWS_ROLE_ARN='arn:aws:iam::1:role/r',
+                     AWS_ENDPOINT_URL_STS='http://127.0.0.1:9')
+        env.env.update(webid)
+        mnt = env.path('mnt-fifo')
+        os.makedirs(mnt)
+        rc, out, hung = captured_mount(env, ['--cache-dir', env.path('cache-fifo'), '--endpoint',
+                                             w.endpoint, uri, mnt], 'fifo token')
+        for k in webid:
+            del env.env[k]
+        ck.ok(hung is None, 'fifo token: out=$(shardfs mount ...) did not return within %d s (a '
+              'FIFO as AWS_WEB_IDENTITY_TOKEN_FILE)' % GUARD_S)
+        ck.eq('fifo token: exit status of shardfs mount', rc, 1 if hung is None else None)
+        ck.ok('AWS_WEB_IDENTITY_TOKEN_FILE %s: not a regular file' % fifo in out,
+              'fifo token: the error does not say the token file is no regular file: %r' % out)
+        left_behind(env, ck, 'fifo token', mnt, [], hung)
 
         # a helper that answers at once: out=$(shardfs mount ...) returns, the mount serves
         use_helper(env, 'now', HELPER_NOW)
