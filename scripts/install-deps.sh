@@ -10,7 +10,7 @@ pkgs="meson ninja-build pkg-config gcc libc6-dev libfuse3-dev fuse3 libarchive-d
 mode=${1:-}
 if [ "$mode" = "--test" ] || [ "$mode" = "--bench" ]; then
 	pkgs="$pkgs python3 tar libarchive-tools zstd gzip coreutils findutils diffutils
-	      nginx python3-botocore curl openssl python3-torchvision python3-pil python3-numpy clang clang-format libclang-rt-14-dev gdb
+	      nginx python3-botocore curl openssl python3-torchvision python3-pil python3-numpy clang clang-format libclang-rt-14-dev gdb strace
 	      prometheus"
 	# s3rver runs on Node.js; a machine may already have it from elsewhere
 	command -v npm >/dev/null 2>&1 || pkgs="$pkgs nodejs npm"

@@ -3,7 +3,7 @@
 
 usage: test_mount.py SHARDFS GROUP [--version X]
 GROUP: cli cli-truth formats mtime-range tools readonly damaged hostile cache listing nosuid
-(or 'gen' to only check the generator and GNU tar's extraction side, without mounting anything).
+interrupt (or 'gen' to only check the generator and GNU tar's extraction side, without mounting anything).
 
 Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here). Environment: SHARDFS_TEST_SEED
 (default fixed), SHARDFS_TEST_KEEP=1 keeps the temp dir, SHARDFS_TEST_DEADLINE (s, default 240).
@@ -16,6 +16,7 @@ import errno  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
+import signal  # noqa: E402
 import stat  # noqa: E402
 import subprocess  # noqa: E402
 import tarfile  # noqa: E402
@@ -1122,6 +1123,74 @@ def group_nosuid(env, ck):
         ck.ok('euid=' not in full, 'the setuid bit was honoured: %r' % full)
 
 
+def group_interrupt(env, ck):
+    """'shardfs mount' killed (SIGKILL) while its daemon is inside mount(2), held there by
+    strace's syscall delay: the daemon, told by PR_SET_PDEATHSIG, unmounts again before it serves;
+    once it is gone no mount is left (before, the mount appeared and stayed)."""
+    exe = env.shardfs
+    strace = shutil_which('strace')
+    if not strace:
+        raise ml.Skip('strace is not installed (sh scripts/install-deps.sh --test)')
+    src = env.path('src')
+    os.makedirs(src)
+    with open(os.path.join(src, 'README.txt'), 'wb') as f:
+        f.write(b'readme\n')
+    mnt = env.path('mnt')
+    os.makedirs(mnt)
+    # a hold, not a clock: the kill waits until the daemon is in mount(2), and the test then
+    # waits for the daemon to end, however long the delay lasts
+    cmd = [strace, '-f', '-qq', '-o', os.devnull, '-e', 'trace=mount', '-e',
+           'inject=mount:delay_enter=2000000', exe, 'mount', '--cache-dir', env.path('cache'),
+           src, mnt]
+    log('$ ' + ' '.join(cmd))
+    run_env = dict(env.env)  # LeakSanitizer cannot run under ptrace
+    run_env['ASAN_OPTIONS'] = ':'.join(filter(None, [run_env.get('ASAN_OPTIONS'),
+                                                     'detect_leaks=0']))
+    with open(env.path('mount.out'), 'wb') as f:
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=f, stderr=f, env=run_env)
+
+    def ppid(pid):
+        try:
+            with open('/proc/%d/stat' % pid) as f:
+                st = f.read()
+            return int(st[st.rindex(')') + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def in_mount(pid):
+        try:
+            with open('/proc/%d/syscall' % pid) as f:
+                return f.read().split()[0] == '165'  # x86_64 mount(2)
+        except (OSError, IndexError):
+            return False
+
+    def pair():
+        ps = ml.daemons_for(exe, mnt)
+        parent = [x for x in ps if ppid(x) == p.pid]
+        daemon = [x for x in ps if parent and ppid(x) == parent[0]]
+        return (parent[0], daemon[0]) if parent and daemon and in_mount(daemon[0]) else None
+    try:
+        parent, daemon = ml.poll(pair, ml.POLL_TIMEOUT, what='the daemon to enter mount(2)')
+        log('shardfs mount %d, its daemon %d in mount(2): SIGKILL to %d' % (parent, daemon,
+                                                                         parent))
+        os.kill(parent, signal.SIGKILL)
+        ml.poll(lambda: not ml.pid_alive(daemon), ml.POLL_TIMEOUT)
+        ck.ok(not ml.pid_alive(daemon), 'the daemon lives on after shardfs mount was killed')
+        ck.ok(not ml.is_mounted(mnt), 'a mount appeared after shardfs mount was killed')
+    finally:
+        for x in ml.daemons_for(exe, mnt):
+            os.kill(x, signal.SIGKILL)
+        if ml.is_mounted(mnt):
+            env.run(['fusermount3', '-u', '-z', mnt], timeout=ml.UMOUNT_TIMEOUT)
+        try:
+            p.wait(timeout=ml.POLL_TIMEOUT)  # strace ends with its last tracee
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        with open(env.path('mount.out'), 'rb') as f:
+            log('strace + shardfs mount output: %r' % f.read()[-500:])
+
+
 def metrics_format_errors(text):
     """A strict check of the Prometheus text format as shardfs writes it: every family has
     HELP and TYPE before its one sample, counters end in _total, gauges do not, values are
@@ -1376,7 +1445,8 @@ def shutil_which(name):
 GROUPS = {'gen': group_gen, 'cli': group_cli, 'formats': group_formats,
           'mtime-range': group_mtime_range, 'tools': group_tools, 'readonly': group_readonly,
           'damaged': group_damaged, 'hostile': group_hostile, 'cache': group_cache,
-          'cli-truth': group_cli_truth, 'listing': group_listing, 'nosuid': group_nosuid}
+          'cli-truth': group_cli_truth, 'listing': group_listing, 'nosuid': group_nosuid,
+          'interrupt': group_interrupt}
 
 
 def main():
