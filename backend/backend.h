@@ -57,6 +57,10 @@ struct backend_config {
 	double connect_timeout_s;
 	/* a transfer with no bytes for this long is retried (<= 0: never) */
 	double stall_timeout_s;
+	/* a credential_process that has not printed its credentials and exited
+	 * within this long is killed, with its process group (<= 0: 3600 s,
+	 * the longest taken) */
+	double credential_timeout_s;
 	backend_log_fn log; /* log lines of every store (NULL: "shardfs: MSG" on stderr) */
 	void *log_arg;	    /* log's first argument */
 };
@@ -99,6 +103,13 @@ typedef int (*backend_list_cb)(void *arg, const struct backend_objinfo *info);
  * is not implemented, -ENOENT / -ENOTDIR / -EACCES for a bad local path. */
 int backend_open(struct backend **out, const char *source, const struct backend_config *cfg);
 void backend_close(struct backend *be); /* accepts NULL */
+
+/* Send SIGKILL to the process group of every helper program a backend of
+ * this process runs now (a credential_process, and whatever it started:
+ * each runs in a group of its own). Async-signal-safe: for the signal
+ * handler of a process that exits at once (a mount stopped before it was
+ * ready), so that no helper outlives it. */
+void backend_kill_helpers(void);
 
 /* Where a signing store's credentials come from, for the log ("instance
  * metadata (IMDSv2, role r)"; never a secret), or NULL when it signs

@@ -47,7 +47,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -447,13 +449,17 @@ static void trim(const char **s, const char **e)
 
 /* Read a whole small file into secret memory (it holds secrets of every
  * profile); returns 0 with a NUL-terminated buffer to free with
- * secret_free, -ENOENT when it does not exist, other negative errnos. */
+ * secret_free, -ENOENT when it does not exist, -EINVAL when it is not a
+ * regular file of at most CREDS_FILE_MAX bytes (slurp_error says so),
+ * other negative errnos. Never blocks on a FIFO or device. */
 static int slurp(const char *path, char **out, size_t *outlen)
 {
 	struct stat st;
 	size_t got = 0;
 	char *buf;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	/* O_NONBLOCK: a FIFO in place of the file must not block the open (it
+	 * is refused below); a regular file's reads ignore the flag */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 
 	if (fd < 0)
 		return -errno;
@@ -480,6 +486,12 @@ static int slurp(const char *path, char **out, size_t *outlen)
 	*out = buf;
 	*outlen = got;
 	return 0;
+}
+
+/* What slurp's err means, for messages. */
+static const char *slurp_error(int err)
+{
+	return err == -EINVAL ? "not a regular file of at most 1 MiB" : strerror(-err);
 }
 
 /* Called for every "key = value" line with a value in the section an INI
@@ -645,10 +657,11 @@ void backend__aws_region(char *buf, size_t cap)
  * live in secret memory like everything above.
  */
 
-#define CREDS_HTTP_MAX		 (64u << 10) /* any metadata/STS answer is far smaller */
-#define CREDS_REFRESH_MAX	 900	     /* refresh at most 15 minutes before Expiration */
-#define CREDS_BACKOFF_MAX	 60	     /* seconds between failed refreshes, at most */
-#define CREDS_PROCESS_TIMEOUT_MS 60000 /* a credential_process that says nothing for this long */
+#define CREDS_HTTP_MAX	    (64u << 10) /* any metadata/STS answer is far smaller */
+#define CREDS_REFRESH_MAX   900		/* refresh at most 15 minutes before Expiration */
+#define CREDS_BACKOFF_MAX   60		/* seconds between failed refreshes, at most */
+#define CREDS_PROCESS_MAX_S 3600	/* the longest bound of a credential_process */
+#define CREDS_HELPERS_MAX   16		/* helpers running at once that can be killed */
 
 enum src_kind { SRC_STATIC, SRC_WEBID, SRC_PROCESS, SRC_CONTAINER, SRC_IMDS, SRC_GCE };
 
@@ -672,10 +685,53 @@ struct backend_credsrc {
 	char *token_file; /* web identity token, or the container's authorization token file */
 	char *process;	  /* credential_process command line */
 	char *ca_file;
-	char role[256]; /* IMDS role name, once known */
-	long timeout_ms;
+	char role[256];	 /* IMDS role name, once known */
+	long timeout_ms; /* each HTTP request; the whole credential_process */
 	int attempts;
+	pid_t running; /* protected by lock: the credential_process running now (its group), or 0 */
 };
+
+/* ---- helper processes ---------------------------------------------------------
+ * Every credential_process runs in a process group of its own, listed here
+ * while it runs, so that backend_kill_helpers (from a signal handler) and
+ * a timeout can kill it with everything it started. A slot is cleared
+ * before its process is reaped, so no slot ever names a reused pid. */
+
+static _Atomic pid_t helpers[CREDS_HELPERS_MAX];
+
+static void helper_add(pid_t pg)
+{
+	for (int i = 0; i < CREDS_HELPERS_MAX; i++) {
+		pid_t zero = 0;
+
+		if (atomic_compare_exchange_strong(&helpers[i], &zero, pg))
+			return;
+	}
+	/* more helpers than slots at once: cannot happen (one per source) */
+}
+
+static void helper_del(pid_t pg)
+{
+	for (int i = 0; i < CREDS_HELPERS_MAX; i++) {
+		pid_t cur = pg;
+
+		if (atomic_compare_exchange_strong(&helpers[i], &cur, 0))
+			return;
+	}
+}
+
+void backend_kill_helpers(void)
+{
+	int saved = errno;
+
+	for (int i = 0; i < CREDS_HELPERS_MAX; i++) {
+		pid_t pg = atomic_load(&helpers[i]);
+
+		if (pg > 0)
+			kill(-pg, SIGKILL);
+	}
+	errno = saved;
+}
 
 /* ---- small helpers ---------------------------------------------------------- */
 
@@ -820,9 +876,13 @@ static int http_perform(struct http_call *c, char *why, size_t whycap)
 	} else if (c->toolong) {
 		why_set(why, whycap, "answer larger than %u bytes", CREDS_HTTP_MAX);
 		err = -EMSGSIZE;
+	} else if (rc == CURLE_OPERATION_TIMEDOUT) {
+		why_set(why, whycap, "timed out: no answer within %.3g s",
+			(double)c->timeout_ms / 1000);
+		err = -ETIMEDOUT;
 	} else {
 		why_set(why, whycap, "%s", curl_easy_strerror(rc));
-		err = rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO;
+		err = -EIO;
 	}
 	curl_easy_cleanup(e);
 	backend__creds_regs_clear();
@@ -1266,8 +1326,8 @@ static int fetch_webid(struct backend_credsrc *s, struct backend_creds *out, int
 	err = slurp(s->token_file, &tok, &toklen);
 	if (err < 0) {
 		why_set(why, whycap, "cannot read AWS_WEB_IDENTITY_TOKEN_FILE %s: %s",
-			s->token_file, strerror(-err));
-		return err;
+			s->token_file, slurp_error(err));
+		return err == -EINVAL ? -EACCES : err; /* not the source's fault */
 	}
 	while (toklen > 0 &&
 	       (tok[toklen - 1] == '\n' || tok[toklen - 1] == '\r' || tok[toklen - 1] == ' '))
@@ -1336,8 +1396,8 @@ static int fetch_container(struct backend_credsrc *s, struct backend_creds *out,
 		if (err < 0) {
 			why_set(why, whycap,
 				"cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE %s: %s",
-				s->token_file, strerror(-err));
-			return err;
+				s->token_file, slurp_error(err));
+			return err == -EINVAL ? -EACCES : err;
 		}
 		while (alen > 0 && (auth[alen - 1] == '\n' || auth[alen - 1] == '\r'))
 			auth[--alen] = '\0';
@@ -1552,16 +1612,73 @@ out:
 	return err;
 }
 
+/* Milliseconds since t0 (CLOCK_MONOTONIC). */
+static long ms_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long)((t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000);
+}
+
+/* The program of a credential_process command line (its first word, at
+ * most 80 bytes), for messages: the rest may carry arguments best not
+ * logged. */
+static void process_program(const char *cmd, char *buf, size_t cap)
+{
+	size_t n;
+
+	cmd += strspn(cmd, " \t");
+	n = strcspn(cmd, " \t");
+	if (n > 80)
+		n = 80;
+	snprintf(buf, cap, "%.*s", (int)n, cmd);
+	for (char *p = buf; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+}
+
+/* Wait (bounded: until deadline_ms after t0) for the helper pid to exit;
+ * 1 when it did (not reaped yet), 0 when it still runs. */
+static int process_exited(pid_t pid, const struct timespec *t0, long deadline_ms)
+{
+	for (;;) {
+		siginfo_t si;
+
+		memset(&si, 0, sizeof(si));
+		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0) {
+			if (errno == EINTR)
+				continue;
+			return 1; /* not ours any more: nothing to wait for */
+		}
+		if (si.si_pid == pid)
+			return 1;
+		if (ms_since(t0) >= deadline_ms)
+			return 0;
+		poll(NULL, 0, 10);
+	}
+}
+
+/* Run s->process with /bin/sh -c and take the credentials it prints (JSON,
+ * Version 1). It runs in a process group of its own (listed for
+ * backend_kill_helpers, and in s->running for backend__credsrc_close),
+ * stdin /dev/null, stdout a pipe, stderr ours (the terminal of 'shardfs
+ * mount' until the mount is ready, then the log); SIGKILL when the thread
+ * that started it ends. It must print at most CREDS_HTTP_MAX bytes and
+ * exit with status 0 within s->timeout_ms of its start; otherwise its whole
+ * group is killed: -ETIMEDOUT (or -EMSGSIZE) with why naming the program
+ * and the bound. Blocks the calling thread for at most that bound. */
 static int fetch_process(struct backend_credsrc *s, struct backend_creds *out, int64_t *exp,
 			 char *why, size_t whycap)
 {
-	int pfd[2], status = 0, err = 0;
-	char *buf;
+	int pfd[2], status = 0, err = 0, exited = 0;
+	char *buf, prog[96];
 	size_t len = 0;
-	pid_t pid;
-	struct timespec t0, t1;
+	pid_t pid, self = getpid();
+	struct timespec t0;
 
 	memset(out, 0, sizeof(*out));
+	process_program(s->process, prog, sizeof(prog));
 	buf = secret_alloc(CREDS_HTTP_MAX);
 	if (!buf)
 		return -ENOMEM;
@@ -1570,18 +1687,29 @@ static int fetch_process(struct backend_credsrc *s, struct backend_creds *out, i
 		secret_free(buf);
 		return err;
 	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	pid = fork();
 	if (pid < 0) {
 		err = -errno;
 		close(pfd[0]);
 		close(pfd[1]);
 		secret_free(buf);
-		why_set(why, whycap, "cannot run credential_process: %s", strerror(-err));
+		why_set(why, whycap, "cannot run %s: %s", prog, strerror(-err));
 		return err;
 	}
 	if (pid == 0) {
+		/* only async-signal-safe calls until exec */
 		int null = open("/dev/null", O_RDONLY);
+		sigset_t none;
 
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != self)
+			_exit(127);
+		/* what the daemon ignores or blocks is not the program's */
+		signal(SIGPIPE, SIG_DFL);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
 		if (null >= 0)
 			dup2(null, STDIN_FILENO);
 		dup2(pfd[1], STDOUT_FILENO);
@@ -1589,48 +1717,73 @@ static int fetch_process(struct backend_credsrc *s, struct backend_creds *out, i
 		execl("/bin/sh", "sh", "-c", s->process, (char *)NULL);
 		_exit(127);
 	}
+	setpgid(pid, pid); /* as the child does: whichever runs first */
+	helper_add(pid);
+	pthread_mutex_lock(&s->lock);
+	s->running = pid;
+	pthread_mutex_unlock(&s->lock);
 	close(pfd[1]);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	fcntl(pfd[0], F_SETFL, O_NONBLOCK);
 	for (;;) {
 		struct pollfd p = {pfd[0], POLLIN, 0};
-		long left;
+		long left = s->timeout_ms - ms_since(&t0);
 		ssize_t n;
+		int r;
 
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		left = CREDS_PROCESS_TIMEOUT_MS -
-		       ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
 		if (left <= 0) {
-			kill(pid, SIGKILL);
 			err = -ETIMEDOUT;
 			break;
 		}
-		if (poll(&p, 1, (int)left) < 0) {
-			if (errno == EINTR)
-				continue;
+		r = poll(&p, 1, (int)left);
+		if (r < 0 && errno != EINTR) {
 			err = -errno;
-			kill(pid, SIGKILL);
 			break;
 		}
+		if (r <= 0)
+			continue; /* EINTR, or the bound: looked at above */
 		n = read(pfd[0], buf + len, CREDS_HTTP_MAX - len);
 		if (n < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
-		if (n <= 0)
+		if (n < 0) {
+			err = -errno;
+			break;
+		}
+		if (n == 0)
 			break;
 		len += (size_t)n;
 		if (len == CREDS_HTTP_MAX) {
-			kill(pid, SIGKILL);
 			err = -EMSGSIZE;
 			break;
 		}
 	}
 	close(pfd[0]);
+	/* after its end of file the program must exit within the bound too */
+	if (err == 0) {
+		exited = process_exited(pid, &t0, s->timeout_ms);
+		if (!exited)
+			err = -ETIMEDOUT;
+	}
+	if (err < 0)
+		kill(-pid, SIGKILL); /* the whole group: what it started too */
+	pthread_mutex_lock(&s->lock);
+	s->running = 0;
+	pthread_mutex_unlock(&s->lock);
+	helper_del(pid);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	backend__creds_regs_clear();
-	if (err < 0) {
-		why_set(why, whycap, "credential_process: %s", strerror(-err));
+	if (err == -ETIMEDOUT) {
+		why_set(why, whycap,
+			"%s gave no credentials within %.3g s (--credential-timeout): killed it "
+			"and its process group",
+			prog, (double)s->timeout_ms / 1000);
+	} else if (err == -EMSGSIZE) {
+		why_set(why, whycap, "%s printed more than %u bytes: killed it", prog,
+			CREDS_HTTP_MAX);
+	} else if (err < 0) {
+		why_set(why, whycap, "%s: %s", prog, strerror(-err));
 	} else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		why_set(why, whycap, "credential_process exited with status %d",
+		why_set(why, whycap, "%s exited with status %d", prog,
 			WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 		err = -EIO;
 	} else {
@@ -1638,7 +1791,7 @@ static int fetch_process(struct backend_credsrc *s, struct backend_creds *out, i
 
 		buf[len] = '\0';
 		if (json_field(buf, len, "Version", &ver) == 0 && strcmp(ver, "1") != 0) {
-			why_set(why, whycap, "credential_process: Version %.16s is not 1",
+			why_set(why, whycap, "%s: Version %.16s is not 1", prog,
 				header_safe(ver) ? ver : "?");
 			err = -EBADMSG;
 		} else {
@@ -1647,7 +1800,7 @@ static int fetch_process(struct backend_credsrc *s, struct backend_creds *out, i
 				char tmp[256];
 
 				snprintf(tmp, sizeof(tmp), "%s", why);
-				why_set(why, whycap, "credential_process: %s", tmp);
+				why_set(why, whycap, "%s: %s", prog, tmp);
 			}
 		}
 		secret_free(ver);
@@ -1813,6 +1966,11 @@ void backend__credsrc_close(struct backend_credsrc *s)
 		pthread_mutex_lock(&s->lock);
 		s->stop = 1;
 		pthread_cond_signal(&s->cond);
+		/* a refresh waiting for its credential_process ends now, not
+		 * after the bound (running is cleared before the reap: the
+		 * group is still the helper's) */
+		if (s->running > 0)
+			kill(-s->running, SIGKILL);
 		pthread_mutex_unlock(&s->lock);
 		pthread_join(s->thread, NULL);
 	}
@@ -1971,6 +2129,7 @@ static int src_start(struct backend_credsrc *s, char *why, size_t whycap)
 /* What every link of the chain needs to know. */
 struct chain {
 	int gcs;
+	long process_timeout_ms; /* the bound of a credential_process */
 	const char *ca_file;
 	const char *label;
 	const struct backend_logger *log;
@@ -2126,6 +2285,7 @@ static int link_process(const struct chain *ch, struct backend_credsrc **sp, cha
 		return -ENOMEM;
 	}
 	(*sp)->process = cmd;
+	(*sp)->timeout_ms = ch->process_timeout_ms;
 	snprintf((*sp)->name, sizeof((*sp)->name), "credential_process (profile %.100s)",
 		 ch->profile);
 	return LINK_FETCH;
@@ -2233,15 +2393,15 @@ static int link_gce(const struct chain *ch, struct backend_credsrc **sp, char *w
 }
 
 int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_file,
-			  const char *label, const struct backend_logger *log, char *why,
-			  size_t whycap)
+			  double process_timeout_s, const char *label,
+			  const struct backend_logger *log, char *why, size_t whycap)
 {
 	static const chain_link aws[] = {link_env,     link_webid,     link_file,
 					 link_process, link_container, link_imds};
 	static const chain_link gcp[] = {link_env, link_file, link_gce};
 	const chain_link *links = gcs ? gcp : aws;
 	size_t nlinks = gcs ? sizeof(gcp) / sizeof(gcp[0]) : sizeof(aws) / sizeof(aws[0]);
-	struct chain ch = {gcs, ca_file, label, log, env("AWS_PROFILE")};
+	struct chain ch = {gcs, 0, ca_file, label, log, env("AWS_PROFILE")};
 	struct backend_credsrc *s = NULL;
 	int err = 0;
 	char when[32];
@@ -2250,6 +2410,11 @@ int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_
 	why[0] = '\0';
 	if (!ch.profile)
 		ch.profile = "default";
+	if (process_timeout_s <= 0 || process_timeout_s > CREDS_PROCESS_MAX_S)
+		process_timeout_s = CREDS_PROCESS_MAX_S;
+	ch.process_timeout_ms = (long)(process_timeout_s * 1000);
+	if (ch.process_timeout_ms < 1)
+		ch.process_timeout_ms = 1;
 	for (size_t i = 0; i < nlinks && err == 0; i++)
 		err = links[i](&ch, &s, why, whycap);
 	if (err == LINK_FETCH) {

@@ -229,16 +229,20 @@ void backend__creds_regs_clear(void);
 /* A source of credentials for one mount: the chain in backend_creds.c's
  * order, with a refresh thread for credentials that expire. */
 struct backend_credsrc;
-/* Find and fetch the first credentials (blocking: metadata services and STS
- * are asked with short timeouts). gcs: the GCS chain. label names the
- * source in log lines. Returns 0 with *out (NULL when no source has any:
- * why may then say what was tried), or a negative errno with a one-line
- * why (never a secret). Logs "credentials from SOURCE" through log, and
- * the refresh thread's lines too. */
+/* Find and fetch the first credentials (blocking, and bounded: metadata
+ * services and STS are asked with short timeouts, a credential_process is
+ * killed after process_timeout_s, <= 0: 3600 s). gcs: the GCS chain. label
+ * names the source in log lines. Returns 0 with *out (NULL when no source
+ * has any: why may then say what was tried), or a negative errno with a
+ * one-line why (never a secret; -ETIMEDOUT: a helper or service did not
+ * answer in time). Logs "credentials from SOURCE" through log, and the
+ * refresh thread's lines too. */
 int backend__credsrc_open(struct backend_credsrc **out, int gcs, const char *ca_file,
-			  const char *label, const struct backend_logger *log, char *why,
-			  size_t whycap);
-void backend__credsrc_close(struct backend_credsrc *s); /* stops the refresh; accepts NULL */
+			  double process_timeout_s, const char *label,
+			  const struct backend_logger *log, char *why, size_t whycap);
+/* Stop the refresh (killing a credential_process it waits for) and free s;
+ * accepts NULL. */
+void backend__credsrc_close(struct backend_credsrc *s);
 typedef int (*backend__creds_use_cb)(void *arg, const struct backend_creds *c);
 /* fn(arg, current credentials) under the source's lock (fn must not block;
  * what it copies stays valid after a refresh), or -EACCES once they have

@@ -714,8 +714,8 @@ static int os_auth(struct backend *be, struct backend_objstore *os, const char *
 		os->auth = OS_AUTH_NONE; /* no_sign, or AIStore without AuthN */
 		return 0;
 	}
-	err = backend__credsrc_open(&os->creds, os->kind == OS_GS, cfg->ca_file, source, &be->log,
-				    why, sizeof(why));
+	err = backend__credsrc_open(&os->creds, os->kind == OS_GS, cfg->ca_file,
+				    cfg->credential_timeout_s, source, &be->log, why, sizeof(why));
 	if (err < 0) {
 		backend__set_error(NULL, "%s: cannot get credentials: %s", source,
 				   why[0] ? why : strerror(-err));

@@ -10,7 +10,7 @@ pkgs="meson ninja-build pkg-config gcc libc6-dev libfuse3-dev fuse3 libarchive-d
 mode=${1:-}
 if [ "$mode" = "--test" ] || [ "$mode" = "--bench" ]; then
 	pkgs="$pkgs python3 tar libarchive-tools zstd gzip coreutils findutils diffutils
-	      nginx python3-botocore curl openssl python3-torchvision python3-pil python3-numpy clang clang-format libclang-rt-14-dev gdb
+	      nginx python3-botocore curl openssl python3-torchvision python3-pil python3-numpy clang clang-format libclang-rt-14-dev gdb strace
 	      libpython3.11-testsuite golang-1.19-src
 	      prometheus dpkg-dev debhelper dh-python lintian fakeroot build-essential systemd man-db"
 	# s3rver runs on Node.js; a machine may already have it from elsewhere

@@ -99,7 +99,8 @@ static const struct fs_opt mount_opts[] = {
      "wins over --xattr)"},
     {"option", 'o', FS_OPT_APPEND, CFG(fuse_opts), 0, NULL, 0, 0, "OPT[,OPT...]",
      "FUSE mount options, e.g. allow_other (then default_permissions applies); nonempty "
-     "mounts over a non-empty directory"},
+     "mounts over a non-empty directory; ro,nosuid,nodev always apply (suid and dev are "
+     "refused)"},
     {NULL, 0, 0, 0, 0, NULL, 0, 0, NULL, NULL},
 };
 
@@ -110,7 +111,8 @@ static const struct fs_opt cache_opts[] = {
     /* a few hundred shards of a typical dataset, a fraction of a training
      * node's NVMe */
     {"cache-size", 0, FS_OPT_SIZE, CFG(ct.cache_size_bytes), 0, "20G", 1, NOLIMIT, "SIZE",
-     "most bytes of remote data kept in the cache directory"},
+     "most bytes of remote data kept in the whole cache directory (every source); mounts "
+     "sharing it each evict, as they fill, down to their own SIZE: give them the same"},
     /* the cache must not be what fills the disk */
     {"min-free", 0, FS_OPT_SIZE, CFG(ct.min_free_bytes), 0, "1G", 0, NOLIMIT, "SIZE",
      "free space the cache leaves on its filesystem: the smaller of SIZE and "
@@ -187,6 +189,13 @@ static const struct fs_opt store_opts[] = {
      * 10 s covers a loaded one and still fails fast when it is gone */
     {"connect-timeout", 0, FS_OPT_SECONDS, CFG(be.connect_timeout_s), 0, "10", 1, 0, "SECONDS",
      "give up a connection attempt after this long (then retry within --retry-budget)"},
+    /* botocore waits for a credential_process without a bound; a helper
+     * that asks a remote service (SSO, a vault) answers in seconds, and
+     * one that never answers must not hang the mount: a minute */
+    {"credential-timeout", 0, FS_OPT_SECONDS, CFG(be.credential_timeout_s), 0, "60", 1, 0,
+     "SECONDS",
+     "kill a credential_process (and what it started) that has not given credentials within "
+     "this long: the mount fails, a refresh is retried"},
     {NULL, 0, 0, 0, 0, NULL, 0, 0, NULL, NULL},
 };
 
@@ -226,24 +235,48 @@ const struct fs_opt_cmd fs_opt_index_cmd = {
 
 const char *const fs_opt_sources_help = SOURCES;
 
+/* The left column of option o's help line: "-f, --foreground",
+ * "    --cache-size SIZE". Returns its length. */
+static int usage_left(const struct fs_opt *o, char *left, size_t cap)
+{
+	char shrt[8] = "    ";
+
+	if (o->shrt)
+		snprintf(shrt, sizeof(shrt), "-%c, ", o->shrt);
+	return snprintf(left, cap, "%s--%s%s%s", shrt, o->lng, o->arg ? " " : "",
+			o->arg ? o->arg : "");
+}
+
+/* Usage and options, one line an option: its help starts in one column for
+ * all, right of the widest option (at most USAGE_COL_MAX wide; a wider one
+ * has its help on the next line, in that column). */
+#define USAGE_COL_MAX 40
 void fs_opt_usage(const struct fs_opt_cmd *cmd, FILE *f)
 {
+	char left[128];
+	int col = (int)strlen("-h, --help");
+
 	fprintf(f, "usage: shardfs %s %s\n\n%s\noptions:\n", cmd->name, cmd->synopsis, cmd->about);
 	for (const struct fs_opt *const *g = cmd->groups; *g; g++) {
 		for (const struct fs_opt *o = *g; o->lng; o++) {
-			char left[64], shrt[8] = "    ";
+			int n = usage_left(o, left, sizeof(left));
 
-			if (o->shrt)
-				snprintf(shrt, sizeof(shrt), "-%c, ", o->shrt);
-			snprintf(left, sizeof(left), "%s--%s%s%s", shrt, o->lng, o->arg ? " " : "",
-				 o->arg ? o->arg : "");
-			fprintf(f, "  %-28s %s", left, o->help);
+			if (n > col && n <= USAGE_COL_MAX)
+				col = n;
+		}
+	}
+	for (const struct fs_opt *const *g = cmd->groups; *g; g++) {
+		for (const struct fs_opt *o = *g; o->lng; o++) {
+			if (usage_left(o, left, sizeof(left)) > col)
+				fprintf(f, "  %s\n  %-*s %s", left, col, "", o->help);
+			else
+				fprintf(f, "  %-*s %s", col, left, o->help);
 			if (o->def)
 				fprintf(f, " (default: %s)", o->def);
 			fprintf(f, "\n");
 		}
 	}
-	fprintf(f, "  %-28s %s\n", "-h, --help", "show this help");
+	fprintf(f, "  %-*s %s\n", col, "-h, --help", "show this help");
 }
 
 static int all_digits(const char *s, size_t n)

@@ -24,6 +24,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -765,11 +766,15 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 	int err = -EIO, n, stopping = 0;
 
 	/* other users only ever see what the modes allow: with allow_other the
-	 * kernel checks permissions (default_permissions), always */
-	/* the mount is read-only (ro last, so an -o rw cannot undo it): the
-	 * mount table says so and the kernel refuses writes before asking */
+	 * kernel checks permissions (default_permissions), always (uopts is
+	 * in the form libfuse reads: fs_main.c unescaped it) */
+	/* the mount is read-only, nosuid and nodev, after the user's options
+	 * (libfuse applies mount flags in order: the last wins), so that no
+	 * -o rw, suid or dev can undo them (fs_main.c refuses suid and dev):
+	 * the mount table says so, the kernel refuses writes before asking and
+	 * never honours a setuid bit or a device file of a shard */
 	n = snprintf(opts, sizeof(opts),
-		     "-ofsname=shardfs:%s,subtype=shardfs,nosuid,nodev%s%s,ro%s",
+		     "-ofsname=shardfs:%s,subtype=shardfs%s%s,nosuid,nodev,ro%s",
 		     backend_describe(fs->be), uopts[0] ? "," : "", uopts,
 		     strstr(uopts, "allow_other") ? ",default_permissions" : "");
 	if (n < 0 || (size_t)n >= sizeof(opts))
@@ -799,12 +804,33 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 	       backend_describe(fs->be), fs->cfg.mountpoint, fs->nobjs, fs->nshards, fs->ndirs);
 	if (ready_fd >= 0) {
 		char ok = 0;
-		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		int null;
+		ssize_t w;
 
-		if (write(ready_fd, &ok, 1) < 0) {
-			/* the parent went away; keep serving */
+		/* a stop signal (the parent's death: PR_SET_PDEATHSIG, fs_main.c)
+		 * before the mount was ready: nobody waits for it */
+		if (fuse_session_exited(se)) {
+			fs_log(FS_LOG_INFO, "stopped before the mount was ready: unmounting");
+			err = -EINTR;
+			goto out_unmount;
 		}
+		do {
+			w = write(ready_fd, &ok, 1);
+		} while (w < 0 && errno == EINTR);
 		close(ready_fd);
+		/* EPIPE (SIGPIPE is ignored: stop_start): 'shardfs mount' was
+		 * interrupted or killed while this mount was being made; its
+		 * caller saw it fail, so no mount may appear */
+		if (w != 1) {
+			fs_log(FS_LOG_WARN,
+			       "'shardfs mount' is gone (interrupted or killed) before the mount "
+			       "was ready: unmounting");
+			err = -EPIPE;
+			goto out_unmount;
+		}
+		/* ready: the daemon outlives 'shardfs mount' from now on */
+		prctl(PR_SET_PDEATHSIG, 0);
+		null = open("/dev/null", O_RDWR | O_CLOEXEC);
 		/* a daemon must not hold the caller's terminal or pipes open:
 		 * '$(shardfs mount ...)' would never see end of file */
 		if (null >= 0) {

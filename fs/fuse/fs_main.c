@@ -6,7 +6,13 @@
  * mount forks before doing any work: the child opens the source, lists
  * it, mounts and only then tells the waiting parent through a pipe that the
  * mount is ready, so "shardfs mount ... && ls MNT" works and every startup
- * error reaches the user's terminal with a non-zero exit.
+ * error reaches the user's terminal with a non-zero exit. Until then the
+ * child lives only as long as the parent waits for it: it gets SIGTERM
+ * when the parent dies (PR_SET_PDEATHSIG: Ctrl-C, kill, kill -9 of
+ * 'shardfs mount'), which ends it and the credential helpers it runs
+ * (backend_kill_helpers), and a ready byte that nobody reads any more
+ * (EPIPE) unmounts it again (fs_ll.c): no mount appears after the command
+ * failed.
  */
 #define FUSE_USE_VERSION 312
 
@@ -18,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -54,10 +62,22 @@ static void usage(FILE *f)
 	    "  --help, -h                          this help\n"
 	    "  --version, -V                       print the version\n\n"
 	    "%s"
-	    "Credentials come from the environment (AWS_ACCESS_KEY_ID,\n"
-	    "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE, AWS_REGION,\n"
-	    "AWS_ENDPOINT_URL, GCS_HMAC_ACCESS_ID/GCS_HMAC_SECRET, GOOGLE_OAUTH_ACCESS_TOKEN,\n"
-	    "AIS_ENDPOINT), never from the command line.\n",
+	    "Credentials come from the environment and the usual files, never from the\n"
+	    "command line; the first source that has them is used (see README.md):\n"
+	    "  s3://  1. AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN)\n"
+	    "         2. web identity: AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN, exchanged\n"
+	    "            with STS (AWS_ENDPOINT_URL_STS)\n"
+	    "         3. the AWS_PROFILE (default) profile of ~/.aws/credentials\n"
+	    "            (AWS_SHARED_CREDENTIALS_FILE)\n"
+	    "         4. that profile's credential_process (~/.aws/config, AWS_CONFIG_FILE),\n"
+	    "            killed after --credential-timeout\n"
+	    "         5. the container endpoint: AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or\n"
+	    "            _FULL_URI (+ AWS_CONTAINER_AUTHORIZATION_TOKEN[_FILE])\n"
+	    "         6. the EC2 instance metadata service (IMDSv2; AWS_EC2_METADATA_DISABLED)\n"
+	    "  gs://  GOOGLE_OAUTH_ACCESS_TOKEN, GCS_HMAC_ACCESS_ID/GCS_HMAC_SECRET, the AWS keys\n"
+	    "         of 1 and 3, then the GCE metadata server (GCE_METADATA_HOST; NO_GCE_CHECK)\n"
+	    "Metadata services are asked with short timeouts (AWS_METADATA_SERVICE_TIMEOUT,\n"
+	    "GCE_METADATA_TIMEOUT). Also: AWS_REGION, AWS_ENDPOINT_URL(_S3), AIS_ENDPOINT.\n",
 	    fs_opt_sources_help);
 }
 
@@ -78,6 +98,8 @@ static const char *source_error(int err)
 		return "the store's TLS certificate cannot be verified (--ca-file adds a CA)";
 	case -EACCES:
 		return "access denied (check the credentials in the environment)";
+	case -ETIMEDOUT:
+		return "timed out";
 	default:
 		return strerror(-err);
 	}
@@ -234,7 +256,8 @@ static int mount_run(struct fs *fs, int ready_fd)
 	fs_warm_start(fs);
 	fs_plan_fetch_start(fs);
 	err = fs_ll_run(fs, ready_fd);
-	if (err < 0 && ready_fd >= 0)
+	/* -EPIPE, -EINTR: nobody waits any more (fs_ll_run) */
+	if (err < 0 && ready_fd >= 0 && err != -EPIPE && err != -EINTR)
 		fprintf(stderr, "shardfs: cannot mount at %s (see above)\n", fs->cfg.mountpoint);
 	fs_log(FS_LOG_INFO, "unmounted %s", fs->cfg.mountpoint);
 	return err;
@@ -249,8 +272,81 @@ static int mount_answers(const char *mnt)
 	return statfs(mnt, &sf) == 0 && sf.f_type == FUSE_SUPER_MAGIC;
 }
 
-/* Remove every option name from the comma-separated list opts (in place);
- * 1 when it was there. */
+/* The -o list opts the way libfuse reads it (fuse_opt.c: a backslash takes
+ * the next character as it is, or with three octal digits, the first 0 to
+ * 3, that byte; a NUL byte ends the option), so that every later look at it
+ * (nonempty, allow_other, the refused options) sees the options libfuse
+ * will see: "s\\uid" and "\\163uid" are "suid". A comma or backslash inside
+ * an option stays escaped. Returns a malloc'd string, or NULL (ENOMEM). */
+static char *fuse_opts_canonical(const char *opts)
+{
+	char *out = malloc(2 * strlen(opts) + 1), *w = out;
+	const char *p = opts;
+
+	if (!out)
+		return NULL;
+	while (*p) {
+		int ended = 0;
+
+		if (w != out)
+			*w++ = ',';
+		for (; *p && *p != ','; p++) {
+			char c = *p;
+
+			if (c == '\\' && p[1]) {
+				p++;
+				c = *p;
+				if (p[0] >= '0' && p[0] <= '3' && p[1] >= '0' && p[1] <= '7' &&
+				    p[2] >= '0' && p[2] <= '7') {
+					c = (char)((p[0] - '0') * 64 + (p[1] - '0') * 8 +
+						   (p[2] - '0'));
+					p += 2;
+				}
+			}
+			if (c == '\0')
+				ended = 1;
+			if (ended)
+				continue;
+			if (c == ',' || c == '\\')
+				*w++ = '\\';
+			*w++ = c;
+		}
+		if (*p == ',')
+			p++;
+	}
+	*w = '\0';
+	return out;
+}
+
+/* The length of the first option of the canonical -o list p. */
+static size_t fuse_opt_len(const char *p)
+{
+	size_t n = 0;
+
+	while (p[n] && p[n] != ',')
+		n += p[n] == '\\' && p[n + 1] ? 2 : 1;
+	return n;
+}
+
+/* The first option of the canonical -o list opts that would undo what every
+ * mount is, nosuid and nodev (NULL when none). */
+static const char *fuse_opt_refused(const char *opts)
+{
+	static const char *const refused[] = {"suid", "dev"};
+
+	for (const char *p = opts; p && *p;) {
+		size_t len = fuse_opt_len(p);
+
+		for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+			if (len == strlen(refused[i]) && strncmp(p, refused[i], len) == 0)
+				return refused[i];
+		p += len + (p[len] ? 1 : 0);
+	}
+	return NULL;
+}
+
+/* Remove every option name from the canonical -o list opts (in place); 1
+ * when it was there. */
 static int take_fuse_opt(char *opts, const char *name)
 {
 	size_t n = strlen(name);
@@ -260,8 +356,8 @@ static int take_fuse_opt(char *opts, const char *name)
 	if (!opts)
 		return 0;
 	while (*p) {
-		char *e = strchr(p, ',');
-		size_t len = e ? (size_t)(e - p) : strlen(p);
+		size_t len = fuse_opt_len(p);
+		int more = p[len] != '\0';
 
 		if (len == n && strncmp(p, name, n) == 0) {
 			found = 1;
@@ -271,7 +367,7 @@ static int take_fuse_opt(char *opts, const char *name)
 			memmove(w, p, len);
 			w += len;
 		}
-		p += len + (e ? 1 : 0);
+		p += len + (more ? 1 : 0);
 	}
 	*w = '\0';
 	return found;
@@ -293,20 +389,67 @@ static int dir_is_empty(const char *path)
 	return empty;
 }
 
+/* Until the mount is ready, SIGTERM, SIGINT and SIGHUP (and the parent's
+ * death, which sends SIGTERM) end the process at once, and the credential
+ * helpers it runs with it; fs_ll_run's own handlers take over before it
+ * mounts. */
+static void prestart_signal(int sig)
+{
+	backend_kill_helpers();
+	_exit(128 + sig);
+}
+
+static void prestart_handlers(void)
+{
+	static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sigemptyset(&sa.sa_mask);
+	sa.sa_handler = prestart_signal;
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
 static int cmd_mount(int argc, char **argv)
 {
 	struct fs fs;
 	struct stat st;
 	int pfd[2] = {-1, -1}, err, err2, nonempty;
-	pid_t pid;
+	const char *refused;
+	pid_t pid, parent = 0;
 
 	memset(&fs, 0, sizeof(fs));
 	pthread_mutex_init(&fs.ctl_lock, NULL);
 	pthread_mutex_init(&fs.if_lock, NULL);
 	pthread_rwlock_init(&fs.plan_lock, NULL);
 	err = fs_opt_parse_mount(argc, argv, &fs.cfg);
-	if (err)
-		goto out;
+	if (err) {
+		fs_opt_free(&fs.cfg);
+		/* a usage error is 2, as for every command; a mountpoint that
+		 * cannot be resolved is 1 */
+		return err > 0 ? 0 : err == -EINVAL ? 2 : 1;
+	}
+	if (fs.cfg.fuse_opts) {
+		char *canon = fuse_opts_canonical(fs.cfg.fuse_opts);
+
+		if (!canon) {
+			err = -ENOMEM;
+			goto out;
+		}
+		free(fs.cfg.fuse_opts);
+		fs.cfg.fuse_opts = canon;
+	}
+	refused = fuse_opt_refused(fs.cfg.fuse_opts);
+	if (refused) {
+		fprintf(
+		    stderr,
+		    "shardfs: mount: -o %s is refused: a shardfs mount is always ro,nosuid,nodev "
+		    "(setuid bits and device files in shards are never honoured)\n",
+		    refused);
+		fs_opt_free(&fs.cfg);
+		return 2;
+	}
 	nonempty = take_fuse_opt(fs.cfg.fuse_opts, "nonempty");
 	if (fs_is_shardfs_mount_abs(fs.cfg.mountpoint)) {
 		struct statfs sf;
@@ -345,6 +488,7 @@ static int cmd_mount(int argc, char **argv)
 			err = -errno;
 			goto out;
 		}
+		parent = getpid();
 		pid = fork();
 		if (pid < 0) {
 			err = -errno;
@@ -371,6 +515,12 @@ static int cmd_mount(int argc, char **argv)
 		}
 		close(pfd[0]);
 		setsid();
+		prestart_handlers();
+		/* the parent may have died before prctl: then it is not ours */
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
+			_exit(1);
+	} else {
+		prestart_handlers();
 	}
 	err = mount_run(&fs, pfd[1]);
 	/* fills still running (readahead, prefetch) end now instead of after

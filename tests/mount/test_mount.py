@@ -3,7 +3,7 @@
 
 usage: test_mount.py SHARDFS GROUP [--version X]
 GROUP: cli cli-truth formats mtime-range tools readonly damaged hostile cache listing
-prefetch-runs cli-owner refresh-noticed   (or 'gen' to only check
+prefetch-runs cli-owner refresh-noticed nosuid interrupt   (or 'gen' to only check
 the generator and GNU tar's extraction side, without mounting anything).
 
 Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here). Environment: SHARDFS_TEST_SEED
@@ -17,6 +17,7 @@ import errno  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
+import signal  # noqa: E402
 import stat  # noqa: E402
 import subprocess  # noqa: E402
 import tarfile  # noqa: E402
@@ -837,6 +838,7 @@ def group_cli(env, ck):
     ck.eq('mount --help exit status', r.returncode, 0)
     ck.ok('--cache-dir' in r.stdout.decode(errors='replace'),
           'mount --help does not list --cache-dir: %r' % r.stdout[:800])
+    cli_usage_and_help(env, ck, src)
 
     def failed_mount(what, args, mnt):
         before = set(ml.mounted_paths())
@@ -976,6 +978,218 @@ def group_cli(env, ck):
         with open(env.path('fg-stderr.log'), 'rb') as f:
             log('mount -f output (last 1500 bytes): %s' % f.read()[-1500:].decode(errors='replace'))
 
+
+
+def help_columns(text):
+    """{option: column where its help starts} of an options list ('  -f, --foreground   help'):
+    the help of an option wider than the column starts on the next line."""
+    cols = {}
+    lines = text.split('\n')
+    start = lines.index('options:') + 1 if 'options:' in lines else 0
+    for i, ln in enumerate(lines[start:], start):
+        m = re.match(r'^  ((?:-\w, |    )--[\w-]+(?: \S+)?)( +)(\S)', ln)
+        if m:
+            cols[re.search(r'--[\w-]+', m.group(1)).group(0)] = m.start(3)
+            continue
+        m = re.match(r'^  ((?:-\w, |    )--[\w-]+(?: \S+)?)$', ln)
+        if m and i + 1 < len(lines):
+            nxt = lines[i + 1]
+            cols[re.search(r'--[\w-]+', m.group(1)).group(0)] = len(nxt) - len(nxt.lstrip(' '))
+    return cols
+
+
+def cli_usage_and_help(env, ck, src):
+    """mount's usage errors exit 2 like every command's; 'shardfs --help' names the keyless
+    credential chain; 'mount --help' starts every option's help in one column."""
+    exe = env.shardfs
+    mnt = env.path('mnt-usage')
+    os.makedirs(mnt)
+    for what, args in (('unknown option', ['--no-such-option', src, mnt]),
+                       ('missing mountpoint', [src]),
+                       ('extra argument', [src, mnt, 'extra']),
+                       ('bad --cache-size', ['--cache-size', '5x', src, mnt]),
+                       ('bad --credential-timeout', ['--credential-timeout', '0', src, mnt]),
+                       ('-o suid', ['-o', 'suid', src, mnt])):
+        r = env.run([exe, 'mount', '--cache-dir', env.path('c-usage')] + args,
+                    timeout=ml.MOUNT_TIMEOUT, files=True)
+        log('mount %s -> rc=%r %r' % (what, r.returncode, r.stderr[:200]))
+        ck.eq('mount with %s: exit status (usage error)' % what, r.returncode, 2)
+        if ml.is_mounted(mnt):
+            ck.fail('mount with %s: mounted' % what)
+            env.run([exe, 'umount', mnt], timeout=ml.UMOUNT_TIMEOUT, files=True)
+    for cmd in (['index', '--no-such-option', src], ['umount'], ['stats']):
+        r = env.run([exe] + cmd, files=True)
+        ck.eq('shardfs %s: exit status (usage error)' % ' '.join(cmd), r.returncode, 2)
+
+    h = env.run([exe, '--help']).stdout.decode(errors='replace')
+    for name in ('AWS_ACCESS_KEY_ID', 'AWS_WEB_IDENTITY_TOKEN_FILE', 'AWS_ROLE_ARN',
+                 'AWS_PROFILE', 'credential_process', 'AWS_CONTAINER_CREDENTIALS_RELATIVE_URI',
+                 'instance metadata', 'GCE metadata', 'GOOGLE_OAUTH_ACCESS_TOKEN',
+                 'GCS_HMAC_ACCESS_ID', '--credential-timeout'):
+        ck.ok(name in h, 'shardfs --help does not name %s (the credential chain)' % name)
+
+    for cmd in (['mount'], ['index']):
+        out = env.run([exe] + cmd + ['--help']).stdout.decode(errors='replace')
+        cols = help_columns(out)
+        log('%s --help: help columns %r' % (cmd[0], sorted(set(cols.values()))))
+        ck.ok(len(cols) >= (30 if cmd == ['mount'] else 15),
+              '%s --help: only %d options found' % (cmd[0], len(cols)))
+        ck.eq('%s --help: columns where the options\' help starts' % cmd[0],
+              sorted(set(cols.values())), [max(cols.values())] if cols else [])
+        for opt in ('--class-from', '--imagefolder-build-memory', '--credential-timeout',
+                    '--cache-size', '--help'):
+            if cmd == ['index'] and opt in ('--class-from', '--imagefolder-build-memory'):
+                continue
+            ck.ok(opt in cols, '%s --help: no help line for %s' % (cmd[0], opt))
+    out = env.run([exe, 'mount', '--help']).stdout.decode(errors='replace')
+    line = [ln for ln in out.splitlines() if ln.lstrip().startswith('--cache-size ')]
+    ck.ok(line and 'sharing' in line[0],
+          'mount --help: --cache-size does not say which size applies to a shared cache '
+          'directory: %r' % line)
+
+
+def group_nosuid(env, ck):
+    """No option opens a hole: -o suid and -o dev (in every spelling libfuse reads) are refused
+    with exit 2 and no mount; a mount with -o allow_other,exec is ro,nosuid,nodev in the mount
+    table, and a setuid-root copy of id in a shard, run by nobody, runs with nobody's euid."""
+    exe = env.shardfs
+    src = env.path('src')
+    stage = env.path('stage')
+    os.makedirs(src)
+    os.makedirs(stage)
+    idbin = os.path.join(stage, 'id')
+    with open('/usr/bin/id', 'rb') as f, open(idbin, 'wb') as g:
+        g.write(f.read())
+    os.chown(idbin, 0, 0)
+    os.chmod(idbin, 0o4755)
+    sg.gnu_tar_create(os.path.join(src, 's.tar'), stage, ['id'], 'gnu')
+    cache = env.path('cache')
+    mnt = env.path('mnt')
+    os.makedirs(mnt)
+    daemons_before = set(ml.daemons_for(exe, mnt))
+
+    def as_nobody(path, *args):
+        return env.run(['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', path]
+                       + list(args))
+
+    for opts, name in ((['-o', 'suid'], 'suid'), (['-osuid'], 'suid'), (['--option=suid'], 'suid'),
+                       (['-o', 'allow_other,suid'], 'suid'), (['-o', 'ro,suid,exec'], 'suid'),
+                       (['-o', 'allow_other', '-o', 'suid'], 'suid'),
+                       (['-o', 's\\uid'], 'suid'), (['-o', '\\163uid'], 'suid'),
+                       (['-o', 'dev'], 'dev'), (['-o', 'allow_other,dev'], 'dev'),
+                       (['-o', 'd\\ev'], 'dev'), (['-o', 'nonempty,dev'], 'dev')):
+        what = 'mount %s' % ' '.join(opts)
+        r = env.run([exe, 'mount', '--cache-dir', cache] + opts + [src, mnt],
+                    timeout=ml.MOUNT_TIMEOUT, files=True)
+        err = r.stderr.decode(errors='replace')
+        log('%s -> rc=%r %r' % (what, r.returncode, err.strip()))
+        ck.eq('%s: exit status' % what, r.returncode, 2)
+        ck.ok('-o %s is refused' % name in err and 'nosuid,nodev' in err,
+              '%s: stderr does not say that -o %s is refused: %r' % (what, name, err))
+        if ml.is_mounted(mnt):
+            ck.fail('%s: mounted' % what)
+            if name == 'suid':  # the hole itself, for the log
+                r = as_nobody(os.path.join(mnt, 's', 'id'))
+                log('%s: nobody runs the setuid-root id of the shard: %r'
+                    % (what, r.stdout.decode(errors='replace').strip()))
+            env.run([exe, 'umount', mnt], timeout=ml.UMOUNT_TIMEOUT, files=True)
+            if ml.is_mounted(mnt):
+                env.run(['fusermount3', '-u', '-z', mnt], timeout=ml.UMOUNT_TIMEOUT)
+        left = set(ml.daemons_for(exe, mnt)) - daemons_before
+        ck.eq('%s: daemons left' % what, sorted(left), [])
+        ml.kill_pids(left, grace=5)
+
+    with ml.Mount(env, src, mountpoint=mnt, cache_dir=cache, extra=['-o', 'allow_other,exec']):
+        opts, sopts = [], []
+        with open('/proc/self/mountinfo') as f:
+            for line in f:
+                parts = line.rstrip('\n').split(' ')
+                if ml.unescape_mountinfo(parts[4]) == os.path.realpath(mnt):
+                    opts = parts[5].split(',')
+                    sopts = parts[parts.index('-') + 3].split(',')
+        log('-o allow_other,exec: mount options %r, super options %r' % (opts, sopts))
+        for o in ('ro', 'nosuid', 'nodev'):
+            ck.ok(o in opts, '-o allow_other,exec: %s missing from the mount options %r'
+                  % (o, opts))
+        ck.ok('allow_other' in sopts and 'default_permissions' in sopts,
+              '-o allow_other,exec: super options %r lack allow_other,default_permissions' % sopts)
+        p = os.path.join(mnt, 's', 'id')
+        st = os.stat(p)
+        ck.eq('the shard\'s id: mode shown', stat.S_IMODE(st.st_mode), 0o4755)
+        ck.eq('the shard\'s id: owner shown', st.st_uid, 0)
+        r = as_nobody(p, '-u')
+        full = as_nobody(p).stdout.decode(errors='replace').strip()
+        log('nobody runs the setuid-root id of the shard: %r' % full)
+        ck.eq('nobody runs the setuid-root id of the shard: its euid', r.stdout, b'65534\n')
+        ck.ok('euid=' not in full, 'the setuid bit was honoured: %r' % full)
+
+
+def group_interrupt(env, ck):
+    """'shardfs mount' killed (SIGKILL) while its daemon is inside mount(2), held there by
+    strace's syscall delay: the daemon, told by PR_SET_PDEATHSIG, unmounts again before it serves;
+    once it is gone no mount is left (before, the mount appeared and stayed)."""
+    exe = env.shardfs
+    strace = shutil_which('strace')
+    if not strace:
+        raise ml.Skip('strace is not installed (sh scripts/install-deps.sh --test)')
+    src = env.path('src')
+    os.makedirs(src)
+    with open(os.path.join(src, 'README.txt'), 'wb') as f:
+        f.write(b'readme\n')
+    mnt = env.path('mnt')
+    os.makedirs(mnt)
+    # a hold, not a clock: the kill waits until the daemon is in mount(2), and the test then
+    # waits for the daemon to end, however long the delay lasts
+    cmd = [strace, '-f', '-qq', '-o', os.devnull, '-e', 'trace=mount', '-e',
+           'inject=mount:delay_enter=2000000', exe, 'mount', '--cache-dir', env.path('cache'),
+           src, mnt]
+    log('$ ' + ' '.join(cmd))
+    run_env = dict(env.env)  # LeakSanitizer cannot run under ptrace
+    run_env['ASAN_OPTIONS'] = ':'.join(filter(None, [run_env.get('ASAN_OPTIONS'),
+                                                     'detect_leaks=0']))
+    with open(env.path('mount.out'), 'wb') as f:
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=f, stderr=f, env=run_env)
+
+    def ppid(pid):
+        try:
+            with open('/proc/%d/stat' % pid) as f:
+                st = f.read()
+            return int(st[st.rindex(')') + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def in_mount(pid):
+        try:
+            with open('/proc/%d/syscall' % pid) as f:
+                return f.read().split()[0] == '165'  # x86_64 mount(2)
+        except (OSError, IndexError):
+            return False
+
+    def pair():
+        ps = ml.daemons_for(exe, mnt)
+        parent = [x for x in ps if ppid(x) == p.pid]
+        daemon = [x for x in ps if parent and ppid(x) == parent[0]]
+        return (parent[0], daemon[0]) if parent and daemon and in_mount(daemon[0]) else None
+    try:
+        parent, daemon = ml.poll(pair, ml.POLL_TIMEOUT, what='the daemon to enter mount(2)')
+        log('shardfs mount %d, its daemon %d in mount(2): SIGKILL to %d' % (parent, daemon,
+                                                                         parent))
+        os.kill(parent, signal.SIGKILL)
+        ml.poll(lambda: not ml.pid_alive(daemon), ml.POLL_TIMEOUT)
+        ck.ok(not ml.pid_alive(daemon), 'the daemon lives on after shardfs mount was killed')
+        ck.ok(not ml.is_mounted(mnt), 'a mount appeared after shardfs mount was killed')
+    finally:
+        for x in ml.daemons_for(exe, mnt):
+            os.kill(x, signal.SIGKILL)
+        if ml.is_mounted(mnt):
+            env.run(['fusermount3', '-u', '-z', mnt], timeout=ml.UMOUNT_TIMEOUT)
+        try:
+            p.wait(timeout=ml.POLL_TIMEOUT)  # strace ends with its last tracee
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        with open(env.path('mount.out'), 'rb') as f:
+            log('strace + shardfs mount output: %r' % f.read()[-500:])
 
 
 def metrics_format_errors(text):
@@ -1381,7 +1595,8 @@ GROUPS = {'gen': group_gen, 'cli': group_cli, 'formats': group_formats,
           'damaged': group_damaged, 'hostile': group_hostile, 'cache': group_cache,
           'cli-truth': group_cli_truth, 'listing': group_listing,
           'prefetch-runs': group_prefetch_runs, 'cli-owner': group_cli_owner,
-          'refresh-noticed': group_refresh_noticed}
+          'refresh-noticed': group_refresh_noticed, 'nosuid': group_nosuid,
+          'interrupt': group_interrupt}
 
 
 def main():

@@ -35,12 +35,27 @@ the instance role's secret and session token), 'webid' (the web identity token, 
 session token STS gave for it), 'container' (AWS_CONTAINER_AUTHORIZATION_TOKEN, the secret and
 session token of the container endpoint).
 
-Usage: test_creds.py SHARDFS
+Groups besides that one ('creds', the default): nothing waits for ever on a credential helper
+(a credential_process of ~/.aws/config, the AWS keys unset):
+
+  helper-timeout    a helper that never answers (and started a child): `out=$(shardfs mount
+                    --credential-timeout 1 ...)` returns (its pipe read to end of file), with exit
+                    1 and a message naming the helper and the bound; the helper and its child are
+                    gone, no mount, no daemon. A FIFO as AWS_WEB_IDENTITY_TOKEN_FILE: refused at
+                    once, not waited on. A helper that answers at once: `out=$(shardfs mount
+                    ...)` returns with exit 0 and the mount serves the bytes.
+  helper-interrupt  `shardfs mount` interrupted (SIGINT) or killed (SIGKILL) while its daemon waits
+                    for a helper that answers only when the test writes to its FIFO: once the
+                    command has ended and the helper is released, the daemon is gone, no mount
+                    appears, and no helper is left.
+
+Usage: test_creds.py SHARDFS [GROUP]
 Exit 77 (skip) when /dev/fuse is unusable or s3rver is not installed.
 """
 
 import base64
 import datetime
+import errno
 import hashlib
 import hmac
 import os
@@ -614,11 +629,250 @@ def group_creds(env, ck):
         s3.stop()
 
 
+# ---------------------------------------------------------------------------------------------
+# Credential helpers that do not answer
+# ---------------------------------------------------------------------------------------------
+
+GUARD_S = ml.POLL_TIMEOUT  # only against a hang: every wait below ends on a condition
+
+HELPER_NEVER = r"""#!/bin/sh
+# a credential_process that never answers, with a child of its own
+echo $$ > "%(dir)s/helper.pid"
+sleep 3600 &
+echo $! > "%(dir)s/helper-child.pid"
+wait
+"""
+HELPER_FIFO = r"""#!/bin/sh
+# a credential_process that answers once the test writes a line to its FIFO
+echo $$ > "%(dir)s/helper.pid"
+read go < "%(dir)s/fifo"
+printf '{"Version": 1, "AccessKeyId": "%(key)s", "SecretAccessKey": "%(secret)s"}\n'
+"""
+HELPER_NOW = r"""#!/bin/sh
+printf '{"Version": 1, "AccessKeyId": "%(key)s", "SecretAccessKey": "%(secret)s"}\n'
+"""
+# out=$(shardfs mount ...) as a script would run it; prints the exit status, then the output
+CAPTURE = 'exe=$1; shift; out=$("$exe" mount "$@" 2>&1); rc=$?; printf "rc=%d\\n%s\\n" "$rc" "$out"'
+
+
+def helper_world(env):
+    """s3rver + proxy with the source uploaded, the AWS keys unset: the chain reaches the
+    profile's credential_process before any request."""
+    src, files, _ = s3world.build_source(env)
+    w = s3world.World(env)
+    w.upload(s3world.BUCKET, s3world.PREFIX, src, files)
+    s3world.set_aws_env(env, key=None, secret=None)
+    return w, src
+
+
+def use_helper(env, name, text):
+    """A credential_process script (text with %(dir)s, %(key)s, %(secret)s) as the default
+    profile's, in a directory of its own. Returns that directory."""
+    d = env.path('helper-' + name)
+    os.makedirs(d)
+    script = os.path.join(d, 'helper.sh')
+    with open(script, 'w') as f:
+        f.write(text % {'dir': d, 'key': s3world.KEY, 'secret': s3world.SECRET})
+    os.chmod(script, 0o755)
+    awsdir = os.path.join(env.env['HOME'], '.aws')
+    os.makedirs(awsdir, exist_ok=True)
+    with open(os.path.join(awsdir, 'config'), 'w') as f:
+        f.write('[default]\nregion = us-east-1\ncredential_process = %s --profile default\n'
+                % script)
+    return d
+
+
+def pid_in(path):
+    try:
+        with open(path) as f:
+            return int(f.read().strip() or 0) or None
+    except OSError:
+        return None
+
+
+def read_to_eof(fd, guard):
+    """Everything readable from fd until end of file, for at most guard seconds: (bytes, eof)."""
+    import select
+    out, end = b'', time.monotonic() + guard
+    while time.monotonic() < end:
+        r, _, _ = select.select([fd], [], [], 0.2)
+        if r:
+            b = os.read(fd, 65536)
+            if not b:
+                return out, True
+            out += b
+    return out, False
+
+
+def captured_mount(env, args, label):
+    """Run out=$(shardfs mount ARGS 2>&1) in sh, with sh's stdout a pipe read to end of file.
+    Returns (exit status of shardfs mount or None, its output, whether the pipe ended)."""
+    p = subprocess.Popen(['sh', '-c', CAPTURE, 'sh', env.shardfs] + args,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, env=env.env)
+    out, eof = read_to_eof(p.stdout.fileno(), GUARD_S)
+    text = out.decode(errors='replace')
+    log('%s: out=$(shardfs mount ...) %s: %r' % (label, 'returned' if eof else
+                                                'STILL OPEN after %d s' % GUARD_S, text))
+    if not eof:
+        return None, text, p
+    p.stdout.close()
+    p.wait(timeout=GUARD_S)
+    m = re.match(r'rc=(\d+)\n', text)
+    return (int(m.group(1)) if m else None), text, None
+
+
+def left_behind(env, ck, label, mnt, helpers, hung=None):
+    """No mount on mnt, no daemon of it and no helper process (pids) left (the helpers are
+    given GUARD_S to go: a killed process ends asynchronously); kills what is left."""
+    daemons = ml.daemons_for(env.shardfs, mnt)
+    ck.ok(not ml.is_mounted(mnt), '%s: %s is mounted' % (label, mnt))
+    ck.eq('%s: daemons left' % label, daemons, [])
+    ml.kill_pids(daemons, grace=0)
+    for pid in helpers:
+        if pid:
+            ml.poll(lambda: not ml.pid_alive(pid), GUARD_S)
+            ck.ok(not ml.pid_alive(pid), '%s: helper process %d left running' % (label, pid))
+            if ml.pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    if ml.is_mounted(mnt):
+        env.run(['fusermount3', '-u', '-z', mnt], timeout=ml.UMOUNT_TIMEOUT)
+    if hung:
+        hung.kill()
+        hung.wait()
+
+
+def group_helper_timeout(env, ck):
+    w, src = helper_world(env)
+    uri = 's3://%s/%s' % (s3world.BUCKET, s3world.PREFIX)
+    try:
+        # a helper that never answers: the mount fails at the bound, and nothing holds the pipe
+        d = use_helper(env, 'never', HELPER_NEVER)
+        mnt = env.path('mnt-never')
+        os.makedirs(mnt)
+        rc, out, hung = captured_mount(env, ['--cache-dir', env.path('cache-never'),
+                                             '--endpoint', w.endpoint, '--credential-timeout', '1',
+                                             uri, mnt], 'never')
+        ck.ok(hung is None, 'never: out=$(shardfs mount ...) did not return within %d s (the '
+              'helper never answers)' % GUARD_S)
+        ck.eq('never: exit status of shardfs mount', rc, 1 if hung is None else None)
+        for word in ('credential_process (profile default)', os.path.join(d, 'helper.sh'),
+                     'within 1 s', '--credential-timeout'):
+            ck.ok(word in out, 'never: the error does not say %r: %r' % (word, out))
+        ck.ok('--profile' not in out, 'never: the error shows the helper\'s arguments: %r' % out)
+        left_behind(env, ck, 'never', mnt, [pid_in(os.path.join(d, 'helper.pid')),
+                                            pid_in(os.path.join(d, 'helper-child.pid'))], hung)
+
+        # a web identity token file that is a FIFO nobody writes to: refused, not waited on
+        fifo = env.path('token-fifo')
+        os.mkfifo(fifo)
+        webid = dict(AWS_WEB_IDENTITY_TOKEN_FILE=fifo, AWS_ROLE_ARN='arn:aws:iam::1:role/r',
+                     AWS_ENDPOINT_URL_STS='http://127.0.0.1:9')
+        env.env.update(webid)
+        mnt = env.path('mnt-fifo')
+        os.makedirs(mnt)
+        rc, out, hung = captured_mount(env, ['--cache-dir', env.path('cache-fifo'), '--endpoint',
+                                             w.endpoint, uri, mnt], 'fifo token')
+        for k in webid:
+            del env.env[k]
+        ck.ok(hung is None, 'fifo token: out=$(shardfs mount ...) did not return within %d s (a '
+              'FIFO as AWS_WEB_IDENTITY_TOKEN_FILE)' % GUARD_S)
+        ck.eq('fifo token: exit status of shardfs mount', rc, 1 if hung is None else None)
+        ck.ok('AWS_WEB_IDENTITY_TOKEN_FILE %s: not a regular file' % fifo in out,
+              'fifo token: the error does not say the token file is no regular file: %r' % out)
+        left_behind(env, ck, 'fifo token', mnt, [], hung)
+
+        # a helper that answers at once: out=$(shardfs mount ...) returns, the mount serves
+        use_helper(env, 'now', HELPER_NOW)
+        mnt = env.path('mnt-now')
+        os.makedirs(mnt)
+        m = ml.Mount(env, uri, mountpoint=mnt)  # for the cleanup
+        env.mounts.append(m)
+        rc, out, hung = captured_mount(env, ['--cache-dir', env.path('cache-now'), '--endpoint',
+                                             w.endpoint, '--warm', 'off', uri, mnt], 'now')
+        ck.ok(hung is None, 'now: out=$(shardfs mount ...) did not return within %d s' % GUARD_S)
+        ck.eq('now: exit status of shardfs mount', rc, 0)
+        ck.ok('credentials from credential_process (profile default)' in out,
+              'now: the mount does not say where its credentials came from: %r' % out)
+        if ml.is_mounted(mnt):
+            with open(os.path.join(mnt, 'README.txt'), 'rb') as f, \
+                    open(os.path.join(src, 'README.txt'), 'rb') as g:
+                ck.eq('now: README.txt through the mount', f.read(), g.read())
+        else:
+            ck.fail('now: not mounted')
+        if hung:
+            hung.kill()
+            hung.wait()
+        m.umount()
+    finally:
+        w.stop()
+
+
+def group_helper_interrupt(env, ck):
+    w, _ = helper_world(env)
+    uri = 's3://%s/%s' % (s3world.BUCKET, s3world.PREFIX)
+    try:
+        for sig in (signal.SIGINT, signal.SIGKILL):
+            label = sig.name
+            d = use_helper(env, label, HELPER_FIFO)
+            fifo = os.path.join(d, 'fifo')
+            os.mkfifo(fifo)
+            mnt = env.path('mnt-' + label)
+            os.makedirs(mnt)
+            cmd = [env.shardfs, 'mount', '--cache-dir', env.path('cache-' + label),
+                   '--endpoint', w.endpoint, '--warm', 'off', uri, mnt]
+            log('$ %s   (then %s)' % (' '.join(cmd), label))
+            with open(env.path('mount-%s.out' % label), 'wb') as f:
+                p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=f, stderr=f,
+                                     env=env.env,
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                                      signal.SIG_DFL))
+            helper = ml.poll(lambda: pid_in(os.path.join(d, 'helper.pid')), GUARD_S,
+                             what='the credential_process to start')
+            daemons = [x for x in ml.daemons_for(env.shardfs, mnt) if x != p.pid]
+            log('%s: helper pid %d, daemon %r, shardfs mount %d' % (label, helper, daemons,
+                                                                   p.pid))
+            ck.eq('%s: daemons waiting for the helper' % label, len(daemons), 1)
+            p.send_signal(sig)
+            rc = p.wait(timeout=GUARD_S)
+            log('%s: shardfs mount ended: %r' % (label, rc))
+            ck.ok(rc != 0, '%s: shardfs mount exited 0' % label)
+            # release the helper, if it still waits: it then answers
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+                os.write(fd, b'go\n')
+                os.close(fd)
+                log('%s: helper released' % label)
+            except OSError as e:
+                if e.errno != errno.ENXIO:
+                    raise
+                log('%s: the helper is gone already (nobody reads its FIFO)' % label)
+            # the daemon ends, or makes the mount nobody waits for any more
+            ml.poll(lambda: ml.is_mounted(mnt) or not any(ml.pid_alive(x) for x in daemons),
+                    GUARD_S)
+            ck.ok(not ml.is_mounted(mnt), '%s: the mount appeared after shardfs mount had '
+                  'ended' % label)
+            ck.eq('%s: daemons alive' % label, [x for x in daemons if ml.pid_alive(x)], [])
+            left_behind(env, ck, label, mnt, [helper])
+    finally:
+        w.stop()
+
+
+GROUPS = {'creds': (group_creds, 560), 'helper-timeout': (group_helper_timeout, 200),
+          'helper-interrupt': (group_helper_interrupt, 200)}
+
+
 def main():
     shardfs = sys.argv[1]
+    group = sys.argv[2] if len(sys.argv) > 2 else 'creds'
+    if group not in GROUPS or len(sys.argv) > 3:
+        print(__doc__)
+        sys.exit(2)
     if not s3servers.have_s3rver():
         ml.skip_exit('s3rver is not installed (sh tests/remote/s3/install-s3rver.sh)')
-    ml.main_wrapper(group_creds, shardfs, 'remote-creds', deadline=560)
+    fn, deadline = GROUPS[group]
+    ml.main_wrapper(fn, shardfs, 'remote-creds' if group == 'creds' else 'creds-' + group,
+                    deadline=deadline)
 
 
 if __name__ == '__main__':
