@@ -671,7 +671,8 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 		err = err > 0 ? 0 : err; /* a vanished subdirectory lists nothing */
 		goto out;
 	}
-	qsort(pg.e, pg.n, sizeof(*pg.e), ent_cmp);
+	if (pg.n > 1) /* an empty page's e may be NULL */
+		qsort(pg.e, pg.n, sizeof(*pg.e), ent_cmp);
 	files = calloc(pg.n ? pg.n : 1, sizeof(*files));
 	dirs = calloc(pg.n ? pg.n : 1, sizeof(*dirs));
 	if (!files || !dirs) {
@@ -896,7 +897,8 @@ static int http_open_pattern(struct http *h, const char *source)
 			goto out;
 		}
 	}
-	qsort(h->objs, n, sizeof(*h->objs), obj_cmp);
+	if (n > 1)
+		qsort(h->objs, n, sizeof(*h->objs), obj_cmp);
 	/* the same name twice: keep one */
 	{
 		size_t w = 0;

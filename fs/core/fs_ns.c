@@ -627,6 +627,8 @@ static void listing_sort(struct listing *l)
 {
 	uint32_t w = 0;
 
+	if (l->n < 2)
+		return; /* an empty listing's v may be NULL, which qsort must not get */
 	qsort(l->v, l->n, sizeof(*l->v), lent_cmp);
 	for (uint32_t r = 0; r < l->n; r++) {
 		if (w > 0 && strcmp(l->v[w - 1].key, l->v[r].key) == 0) {

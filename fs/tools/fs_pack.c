@@ -139,7 +139,7 @@ static int walk(struct pk *p, const char *rel)
 		n++;
 	}
 	closedir(d);
-	if (!err)
+	if (!err && n > 1) /* an empty directory's names may be NULL */
 		qsort(names, n, sizeof(*names), cmp_str);
 	for (size_t i = 0; i < n && !err; i++) {
 		char sub[PATH_MAX], full[PATH_MAX];

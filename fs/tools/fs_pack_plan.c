@@ -214,7 +214,8 @@ int fs_pack_plan_members(struct fs_pack_plan *p)
 		if (!f->member)
 			return -ENOMEM;
 	}
-	qsort(p->files, p->nfiles, sizeof(*p->files), cmp_member);
+	if (p->nfiles > 1) /* no files: files may be NULL */
+		qsort(p->files, p->nfiles, sizeof(*p->files), cmp_member);
 	/* class-folder keys must be unique: every file after the first of a
 	 * run of equal keys gets _<n>. The runs are found before any renaming
 	 * (a renamed neighbour must not hide a third equal key). */
@@ -253,7 +254,8 @@ int fs_pack_plan_members(struct fs_pack_plan *p)
 	free(dup);
 	if (err)
 		return err;
-	qsort(p->files, p->nfiles, sizeof(*p->files), cmp_member);
+	if (p->nfiles > 1) /* no files: files may be NULL */
+		qsort(p->files, p->nfiles, sizeof(*p->files), cmp_member);
 	/* samples: runs of equal keys */
 	p->samples = calloc(p->nfiles ? p->nfiles : 1, sizeof(*p->samples));
 	if (!p->samples)

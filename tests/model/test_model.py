@@ -240,8 +240,14 @@ class MountModel:
         self.damaged = False
         self.faulty = False
 
-    def settle(self, cur, remount=False):
+    def settle(self, cur, remount=False, stale_sidecars=None):
         self.allowed = {n: [v] for n, v in cur.items()}
+        # shard -> the version its sidecar (in the source now) was made from, when that is
+        # not the shard's version: the mount may load the sidecar (its identity can pass, as
+        # after rewrite-swap); each member is then checked by its first read, which gives
+        # ESTALE, and until then stat shows the sidecar's sizes (README: what each kind of
+        # index is trusted on). Never the bytes the sidecar points to.
+        self.stale_sidecars = stale_sidecars or {}
         if remount:
             self.damaged = False
 
@@ -257,7 +263,7 @@ class MountModel:
         return len(self.allowed.get(n, [None])) > 1
 
     def errs_ok(self, n):
-        return self.pending(n) or self.damaged or self.faulty
+        return self.pending(n) or self.damaged or self.faulty or n in self.stale_sidecars
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,6 +284,7 @@ class World:
         self.cache = self.path('cache')
         self.mtime = 1700000000
         self.nshards = 0
+        self.sidecar_src = {}  # shard -> the Version its last 'index --sidecar' read
         for _ in range(4):
             self.new_shard()
         self.ng = web.Nginx(self.path('nginx'), self.root, access_log=False).start()
@@ -344,7 +351,10 @@ class World:
             mm.change(cur)
 
     def settle(self, i, remount=False):
-        self.models[i].settle(snapshot_source(self.d), remount)
+        cur = snapshot_source(self.d)
+        stale = {s: v for s, v in self.sidecar_src.items()
+                 if s in cur and s + '.idx' in cur and v.data != cur[s].data}
+        self.models[i].settle(cur, remount, stale)
 
     def pick_shard(self):
         s = self.shards()
@@ -476,6 +486,8 @@ class World:
                           self.path('cache-index'), self.d], timeout=120)
         if r.returncode != 0:
             raise RuntimeError('index --sidecar: %s' % r.stderr)
+        cur = snapshot_source(self.d)
+        self.sidecar_src = {n: v for n, v in cur.items() if n.endswith('.tar')}
         self.changed('sidecar (%s)' % why)
 
     def op_sidecar(self):
@@ -695,6 +707,9 @@ class World:
             path = os.path.join(self.mounts[i].mnt, s[:-4], n)
             exp = [None if v is None or n not in v.members else msize(v.members[n])
                    for v in mm.allowed[s]]
+            sv = mm.stale_sidecars.get(s)
+            if sv is not None and n in sv.members:
+                exp.append(msize(sv.members[n]))  # the sidecar's size, until a read checks
             what = 'stat %s/%s' % (s[:-4], n)
         else:
             path = os.path.join(self.mounts[i].mnt, s)
