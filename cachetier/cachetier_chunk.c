@@ -1629,9 +1629,35 @@ static void unit_corrupt(struct cachetier *ct, struct ct_file *f, uint32_t c)
 	f->dirty++;
 }
 
+/* Units of [c0, c1) of f (valid: wholly written) that a hole in the data
+ * file now overlaps (a punch under the running mount would read as zeros):
+ * tag 2 (failed). One lseek(SEEK_HOLE) for a range without holes; size is
+ * the data file's size (past it: the cut, which the caller sees). */
+static void holes_check(struct ct_file *f, uint32_t c0, uint32_t c1, uint64_t size, uint8_t *tag)
+{
+	uint64_t end = chunk_off(f, c1 - 1) + chunk_len(f, c1 - 1), pos = chunk_off(f, c0);
+
+	if (end > size)
+		end = size;
+	while (pos < end) {
+		off_t h = lseek(f->datafd, (off_t)pos, SEEK_HOLE), d;
+
+		if (h < 0 || (uint64_t)h >= end)
+			return; /* none (or no SEEK_HOLE here: the CRCs are the check) */
+		d = lseek(f->datafd, h, SEEK_DATA);
+		if (d < 0 || (uint64_t)d > end)
+			d = (off_t)end;
+		for (uint64_t c = (uint64_t)h / f->cb; c < c1 && c * f->cb < (uint64_t)d; c++)
+			if (c >= c0)
+				tag[c - c0] = 2;
+		pos = (uint64_t)d;
+	}
+}
+
 /* Before a read serves units [c0, c1) of f (all CH_VALID, pinned and
  * read-locked): the data file still holds them (one fstat: a file cut
- * under the running mount would otherwise make the reply short), and each
+ * under the running mount would otherwise make the reply short) and has
+ * no hole in them (one lseek: a punch would read as zeros), and each
  * unit this process has not filled or served yet (another process's or an
  * earlier mount's) matches the CRC32C its fill recorded (a pread and a
  * CRC of the unit, once per unit and process). Units that fail are made
@@ -1660,6 +1686,8 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 	pthread_mutex_unlock(&ct->lock);
 	if (fstat(f->datafd, &st) < 0)
 		err = -errno;
+	if (err == 0)
+		holes_check(f, c0, c1, (uint64_t)st.st_size, tag);
 	if (err == 0 && checks && !(buf = malloc(f->cb)))
 		err = -ENOMEM;
 	for (uint32_t c = c0; c < c1 && err == 0; c++) {
@@ -1709,7 +1737,8 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 					"the data file was cut", "fetched again");
 	} else if (err == 0 && bad) {
 		cachetier__note_corrupt(ct, f->hash, f->key, (uint32_t)bad,
-					"their bytes fail their CRC32C", "fetched again");
+					"a hole in them or their bytes fail their CRC32C",
+					"fetched again");
 	}
 	return err < 0 ? err : bad + stale;
 }

@@ -218,6 +218,11 @@ struct fs_obj {
 	 * a version replacing it with the same ETag (fs_ns_replace) inherits
 	 * it and builds its index from the shard. Only ever set. */
 	atomic_int sidecar_rejected;
+	/* 1: a lookup put this version in place of one the last refresh (or
+	 * the mount) showed (fs_ns_replace): the next refresh counts it as
+	 * changed, unless it finds it changed again or removed (counted
+	 * then). Set and cleared under fs->refresh_lock. */
+	int changed_since_refresh;
 };
 
 struct fs_shard {
@@ -333,10 +338,11 @@ struct fs {
 	 * protects dirs, ndirs and every dir's entries. Nothing blocks on I/O
 	 * or on the kernel while holding ns_lock. */
 	pthread_mutex_t refresh_lock;
-	/* Objects a lookup replaced (changed) or dropped (removed) since the
-	 * last refresh (fs_ns_replace): the next refresh counts them, as it
-	 * would have had they still been named. Under refresh_lock. */
-	uint32_t replaced_changed, replaced_removed;
+	/* Objects a lookup dropped (removed) since the last refresh
+	 * (fs_ns_replace): the next refresh counts them, as it would have had
+	 * they still been named (replaced ones: changed_since_refresh). Under
+	 * refresh_lock. */
+	uint32_t replaced_removed;
 	pthread_rwlock_t ns_lock;
 	struct fs_dir *dirs;
 	_Atomic uint32_t ndirs;

@@ -685,11 +685,15 @@ static int ap_merge(struct apply *ap, const struct listing *l, const uint32_t *c
 	uint32_t i = 0, j = 0;
 
 	while (i < l->n || j < ncur) {
-		const struct fs_obj *o = j < ncur ? fs_obj(fs, cur[j]) : NULL;
+		struct fs_obj *o = j < ncur ? fs_obj(fs, cur[j]) : NULL;
 		int c = i == l->n ? 1 : j == ncur ? -1 : strcmp(l->v[i].key, o->key), err;
 		uint32_t idx;
 
 		if (c == 0 && fs_obj_live(o) && listing_same(&l->v[i], o)) {
+			/* a version a lookup put in place since the last refresh */
+			if (o->changed_since_refresh)
+				ap->changed++;
+			o->changed_since_refresh = 0;
 			ap->live[ap->nlive++] = cur[j];
 			i++;
 			j++;
@@ -796,11 +800,10 @@ static void ap_settle(struct apply *ap, struct fs_dirent **old_ents, const uint3
 	if (initial)
 		return;
 	fs->c.refreshes++;
-	/* what lookups replaced or dropped since the last refresh changed
-	 * since then as much as what this one finds (refresh_lock held) */
-	ap->changed += fs->replaced_changed;
+	/* what lookups dropped since the last refresh was removed since then
+	 * as much as what this one finds (refresh_lock held); what they
+	 * replaced, ap_merge counted (changed_since_refresh) */
 	ap->removed += fs->replaced_removed;
-	fs->replaced_changed = 0;
 	fs->replaced_removed = 0;
 	fs->c.refresh_added += ap->added;
 	fs->c.refresh_removed += ap->removed;
@@ -1124,6 +1127,11 @@ int fs_ns_replace(struct fs *fs, uint32_t obj)
 		/* the same version whose sidecar a read proved wrong: build */
 		if (strcmp(info.etag, o->info.etag) == 0)
 			no->sidecar_rejected = atomic_load(&o->sidecar_rejected);
+		/* changed since the last refresh, unless this is the same
+		 * version again (a sidecar a read proved wrong) */
+		no->changed_since_refresh =
+		    o->changed_since_refresh ||
+		    !(strcmp(info.etag, o->info.etag) == 0 && info.size == o->info.size);
 		err = shard_append(fs, nidx, ns);
 		if (err < 0)
 			goto out;
@@ -1165,10 +1173,8 @@ int fs_ns_replace(struct fs *fs, uint32_t obj)
 		}
 	}
 	pthread_rwlock_unlock(&fs->ns_lock);
-	if (no)
-		fs->replaced_changed++; /* counted by the next refresh */
-	else
-		fs->replaced_removed++;
+	if (!no)
+		fs->replaced_removed++; /* counted by the next refresh */
 	atomic_fetch_add(&fs->total_bytes, (no ? no->info.size : 0) - fs_obj_size(o));
 	fs_obj_mark_stale(fs, obj, no ? FS_OBJ_STALE : FS_OBJ_GONE);
 	fs_notify_inode(fs, dir_ino(o->dir));

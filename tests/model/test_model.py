@@ -25,7 +25,8 @@ its current version: from then on, only that version's exact bytes (or ENOENT if
 absent) is allowed. Also allowed:
   - while the fault proxy injects faults: EIO on the proxied mount (never other bytes);
   - after cache damage: EIO on every mount of the cache (metadata damage is checksummed and
-    rebuilt; data damage waits for the CRC fix, see WAITING).
+    rebuilt; data units carry a CRC32C, checked on a process's first read of a unit it did not
+    fill, and a cut or a hole is seen at every read: damaged units are fetched again).
 Never allowed: other bytes, a short read before the end of the version's bytes, another errno.
 
 What had to be allowed, and why:
@@ -92,54 +93,26 @@ OPS = {
                          # every mount unmounted first, then mounted again
     'damage-meta-live': 1,  # the same under the running mounts
     'damage-data': 1,    # a remote object's data, .st or .map file, under the running mounts
+                         # (cut, hole or deleted)
+    'damage-data-remount': 1,  # the same, flips too, every mount unmounted, then mounted
     # the fault proxy in front of nginx
     'faults': 1,         # toggles random faults (503, cut, trunc) on the proxied mount
 }
 
-# Operations disabled by default: they reach bugs that are being fixed (issue 22). Enable
-# with --ops +NAME once the fix has landed, and then by default here.
+# Operations disabled by default: they reach bugs not fixed yet. Enable with --ops +NAME once
+# the fix has landed, and then by default here.
 WAITING = {
-    # issue 22 list: 'refresh' after reads noticed a removal and a change reports "0 removed,
-    # 0 changed" (and a swap is not seen at all).
-    # --seed 2 --steps 83 --ops read,pread,ls,rewrite-size,delete,add,refresh-counts: the
-    # local mount says "1 removed, 0 changed", the model 3 removed, 1 changed (the others were
-    # noticed by reads)
-    'refresh-counts': 'issue 22 (refresh counts after reads noticed changes)',
-    # found by this test (no fix yet; fs/core/fs_ns.c listing_sort calls qsort(NULL, 0, ...)
-    # for an empty listing, undefined behaviour): in the ASan+UBSan build (halt_on_error), a
-    # mount of an empty local directory fails (exit 1, a UBSan report) and a refresh after
-    # the source (local or http) became empty kills the daemon (refresh: "Software caused
-    # connection abort", the mount ENOTCONN). The plain build is unaffected.
-    # ASan build: --seed 2 --steps 7 --ops read,ls,delete,add,refresh,empty
-    'empty': 'a fix of fs_ns.c listing_sort on an empty listing (no owner yet)',
-    # item 5: refresh/remount re-resolves a local source path; today a local mount keeps
-    # serving the old directory after mv d d.old; mkdir d (refresh: "0 new, 0 removed").
-    # --seed 2 --steps 36 --ops read,ls,swap,refresh: after the swap and a refresh, 'ls' of
-    # the local mount lacks s4.tar, new in the new directory; --seed 1 --steps 20 (same ops):
-    # ENOENT for a member of the new directory's s4.tar
-    'swap': 'issue 22 item 5 (source dir renamed/symlink switched not seen by refresh)',
-    # item 1: a sidecar passes every check on a remote source after two members swapped
-    # sizes with the same size, first/last headers and tail: wrong bytes.
-    # --seed 3 --steps 49 --ops read,pread,ls,rewrite-swap,refresh: the proxied mount reads
-    # one wrong byte of m1.bin after a refresh; --seed 1 --steps 19 (same ops): a short read
-    # (3000 of 7000 bytes) of m0.bin; --seed 2 --steps 25 --ops stat,ls,rewrite-swap,refresh:
-    # stat of m1.bin on the http mount gives the old size 20480 for 10240
-    'rewrite-swap': 'issue 22 item 1 (stale sidecar with swapped member sizes)',
-    # item 2: cached bytes carry their checksum; today a cut or holed data file reads short
-    # or as zeros, a flipped byte as a wrong byte.
-    # --seed 1 --steps 67 --ops read,pread,raw,damage-data: wrong bytes (a hole's zeros) in
-    # 6322 bytes of s1.tar
-    'damage-data': 'issue 22 item 2 (cache data files damaged under a running mount)',
     # found by this test (no fix yet): a saved index is checked once, when a mount maps it
     # (fs/core/fs_shard.c, cachetier_meta_map); a byte flipped or a hole punched in the
     # file under the running mount is then served: 'ls' showed a member '.bin' for
-    # 'k4.bin', a member read gives EISDIR.
+    # 'k4.bin', a member read gives EISDIR (a cache file changed in place under a running
+    # mount is outside the cache tier's contract, cachetier/README.md "Mapped blobs").
     # --seed 3 --steps 101 --ops read,pread,ls,damage-meta-live: a member read gives EISDIR
     # after damage to the saved index of s2 under the running mounts
     'damage-meta-live': 'a fix of the saved indexes checked only when mapped (no owner yet)',
 }
 
-# Seeds that found something, run by --regress (CI): (seed, steps, ops or None, what it found)
+
 REGRESSIONS = [
     # A shard changed, refresh, then deleted (http) or deleted and noticed by a read (local):
     # 'ls MNT/s5/' listed an empty directory, exit 0. The index build failed with ENOENT
@@ -147,6 +120,30 @@ REGRESSIONS = [
     # takes for the end of the directory. Fixed: readdir gives ESTALE (fs/core/fs_ops.c).
     (4, 128, 'read,ls,rewrite-size,delete,add,refresh', 'http: a gone shard listed empty'),
     (2, 87, 'read,ls,rewrite-size,delete,add,refresh', 'local: a gone shard listed empty'),
+    # Each of these found a bug while the operation waited for its fix (now in; the op is on
+    # by default):
+    # 'refresh' after reads noticed a removal and a change reported "0 removed, 0 changed"
+    # (the local mount said "1 removed, 0 changed", the model 3 removed, 1 changed).
+    (2, 83, 'read,pread,ls,rewrite-size,delete,add,refresh-counts',
+     'refresh counts what reads noticed'),
+    # qsort(NULL, 0) of an empty listing: the ASan+UBSan daemon died at a refresh of a source
+    # that became empty (fs_ns.c listing_sort), and a mount of an empty directory failed.
+    (2, 7, 'read,ls,delete,add,refresh,empty', 'a source that became empty'),
+    # mv d d.old; mkdir d: refresh said "0 new, 0 removed" and the local mount served the old
+    # directory (ls lacked s4.tar, new in the new directory).
+    (2, 36, 'read,ls,swap,refresh', 'a source directory renamed over'),
+    # a stale sidecar (two middle members swap sizes; same size, ends and tail): a wrong byte
+    # of m1.bin on the proxied mount; a short read of m0.bin; stat gave the old size forever.
+    (3, 49, 'read,pread,ls,rewrite-swap,refresh', 'stale sidecar: wrong byte'),
+    (1, 19, 'read,pread,ls,rewrite-swap,refresh', 'stale sidecar: short read'),
+    # cached data damaged under a running mount: a hole's zeros served in s1.tar.
+    (1, 67, 'read,pread,raw,damage-data', 'cache data damaged under the mount'),
+    # a refresh counted a shard a read's sidecar check replaced by the same version as
+    # changed, and a shard a lookup replaced and then removed as changed and removed
+    # (fs_ns_replace, changed_since_refresh).
+    (20261128, 498, 'read,pread,raw,plain,ls,stat,rewrite-same,rewrite-size,append,truncate,'
+     'delete,add,sidecar,refresh,remount,kill9,damage-meta,faults,refresh-counts,empty,swap,'
+     'rewrite-swap,damage-data', 'refresh counts: replaced, then removed'),
 ]
 
 
@@ -278,6 +275,10 @@ class World:
         self.sub_rng = random.Random(tag)
         self.ops = ops
         self.base = env.path(tag)
+        k = 1
+        while os.path.exists(self.base):  # the same seed run again (--regress)
+            k += 1
+            self.base = env.path('%s-run%d' % (tag, k))
         self.root = self.path('src')
         self.d = os.path.join(self.root, 'd')
         os.makedirs(self.d)
@@ -499,7 +500,15 @@ class World:
         cur = snapshot_source(self.d)
         new = [n for n in cur if before.get(n) is None]
         removed = [n for n in before if before[n] is not None and n not in cur]
-        changed = [n for n in cur if before.get(n) is not None and before[n] != cur[n]]
+        if self.sources[i][0] == 'local':
+            def same(x, y):
+                return x == y
+        else:
+            # over http a version is the server's ETag (nginx: mtime and size) of the same
+            # bytes: a copy that keeps mtime and size (cp -p in 'swap') is the same version
+            def same(x, y):
+                return x.data == y.data and x.ident[:2] == y.ident[:2]
+        changed = [n for n in cur if before.get(n) is not None and not same(before[n], cur[n])]
         exp = (len(new), len(removed), len(changed), len(cur),
                len([n for n in cur if n.endswith('.tar')]))
         r = self.env.run([self.env.shardfs, 'refresh', self.mounts[i].mnt], timeout=120)
@@ -529,7 +538,7 @@ class World:
             self.op_faults()  # off: a mount whose listing fails does not mount
         if kill:
             pid = m.stats()['pid']
-            os.kill(pid, signal.SIGKILL)
+            ml.kill_daemon(self.env, pid, signal.SIGKILL)  # on purpose: not a crash
             ml.poll(lambda: not ml.pid_alive(pid), what='pid %d gone after kill -9' % pid)
             self.env.run(['fusermount3', '-u', '-z', m.mnt], timeout=30)
             m.umount(quiet=True)
@@ -575,7 +584,14 @@ class World:
                     m.mount()
             return
         size = os.path.getsize(p)
-        how = self.rng.choice(['truncate', 'flip', 'punch', 'delete'])
+        # under a running mount a byte flipped in a data unit this mount filled is served
+        # until a remount or another process checks it (the cache tier checks a unit's CRC
+        # on the first read by a process that did not fill it; a cut or a hole it sees at
+        # every read): live damage of data cuts, punches or deletes; flips come with a
+        # remount (damage-data-remount)
+        kinds = ['truncate', 'punch', 'delete'] if live and not meta else \
+            ['truncate', 'flip', 'punch', 'delete']
+        how = self.rng.choice(kinds)
         if how == 'truncate':
             os.truncate(p, self.rng.randrange(0, size))
         elif how == 'flip':
@@ -611,6 +627,9 @@ class World:
 
     def op_damage_data(self):
         self.damage(False, True)
+
+    def op_damage_data_remount(self):
+        self.damage(False, False)
 
     def op_faults(self):
         mm = self.models[2]
