@@ -2,7 +2,7 @@
  * backend.c — SOURCE dispatch to the store that serves it, what every store
  * shares (key checks, the last error), and the public entry points.
  *
- * The SOURCE grammar is DESIGN.md section 1: a scheme of remote_stores
+ * The SOURCE grammar is docs/design.md section 1: a scheme of remote_stores
  * below, a file:// URL (backend_url.c) or a local path. Any other
  * "scheme://" is -EPROTONOSUPPORT, so that the error is precise rather
  * than "no such directory".

@@ -1,7 +1,7 @@
 /*
  * backend — object stores behind one interface: list, stat, range read.
  *
- * A backend is opened from a SOURCE string (DESIGN.md section 1). Keys are
+ * A backend is opened from a SOURCE string (docs/design.md section 1). Keys are
  * object names relative to the source's prefix, '/'-separated, never
  * starting with '/'. Stores: local directories (plain paths, file:///PATH
  * and file://localhost/PATH),

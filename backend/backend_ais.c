@@ -6,7 +6,7 @@
  * - Objects are read with the native API, GET /v1/objects/BUCKET/KEY
  *   ?provider=ais with a Range header: the proxy answers 307 with the
  *   target that holds the object, and the I/O engine follows it, so bytes
- *   come straight from the target (DESIGN.md's "follows its HTTP redirects
+ *   come straight from the target (docs/design.md: AIStore "follows its HTTP redirects
  *   from proxy to the target").
  * - Listing and HEAD use AIStore's S3-compatible API under ENDPOINT/s3
  *   (GET /s3/BUCKET?list-type=2&prefix=...&continuation-token=...,

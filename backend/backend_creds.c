@@ -1,6 +1,6 @@
 /*
  * backend_creds.c — where object-store credentials, regions and endpoints
- * come from: the environment and the usual files, never argv (DESIGN.md
+ * come from: the environment and the usual files, never argv (docs/design.md
  * section 1).
  *
  * The static sources (backend__creds_aws/_gcs, no network): AWS_ACCESS_KEY_ID
@@ -14,7 +14,7 @@
  *
  * Non-goals: SSO and assume-role profiles (role_arn + source_profile).
  *
- * Secrets never sit in memory a core dump would hold (DESIGN.md section 3):
+ * Secrets never sit in memory a core dump would hold (docs/design.md section 3):
  * - every secret (secret key, session token, bearer token, HMAC secret) lives
  *   in its own anonymous mapping marked MADV_DONTDUMP (and mlock'ed when the
  *   memlock limit allows, so it is not swapped), zeroed before munmap;

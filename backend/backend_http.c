@@ -1,5 +1,5 @@
 /*
- * backend_http.c — http:// and https:// sources (DESIGN.md section 1).
+ * backend_http.c — http:// and https:// sources (docs/design.md section 1).
  *
  * Three forms of SOURCE:
  *   - brace pattern "http://h/d/shard-{000..099}.tar" (WebDataset notation,

@@ -37,7 +37,7 @@
  * cache then runs over its limit while the copy is in use, as it does for
  * pinned chunks.
  *
- * Whole or error (DESIGN.md section 3): decoding is refused, the partial
+ * Whole or error (docs/design.md section 3): decoding is refused, the partial
  * output removed and cachetier_obj_open fails, when
  *   - the decoded bytes pass cfg.max_decoded_bytes, or pass
  *     DEC_RATIO_FLOOR_BYTES and cfg.max_decode_ratio times the compressed

@@ -12,7 +12,7 @@
  * Non-goals: this module does no I/O of its own (no files, no sockets), does
  * not decompress (the caller feeds decoded tar bytes), and does not extract.
  *
- * Name rules (DESIGN.md section 3): leading '/' and './' are dropped, '.'
+ * Name rules (docs/design.md section 3): leading '/' and './' are dropped, '.'
  * components are dropped, repeated '/' collapse; a name with a '..'
  * component, an empty name, or a component longer than 255 bytes is left
  * out and counted (shardidx_info.skipped). Device nodes and FIFOs are left

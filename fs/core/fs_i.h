@@ -87,7 +87,7 @@ enum fs_warm_state {
 				    * or fills failed */
 };
 
-/* What the mount shows (DESIGN.md section 1) */
+/* What the mount shows (docs/design.md section 1) */
 enum fs_layout { FS_LAYOUT_SHARDS = 0, FS_LAYOUT_IMAGEFOLDER = 1 };
 enum fs_class_from { FS_CLASS_CLS = 0, FS_CLASS_DIR = 1, FS_CLASS_KEY_PREFIX = 2 };
 /* --listing-attrs: which entries of a listing carry attributes (fs_op_readdir) */

@@ -33,7 +33,7 @@
  * shard; once published with release semantics, s->ix and s->stream never
  * change until unmount, so readers take no lock. A shard the cache tier
  * refuses whole (-EFBIG, -ENOSPC) keeps that error in s->err the same way:
- * never a partial member list that looks complete (DESIGN.md section 3).
+ * never a partial member list that looks complete (docs/design.md section 3).
  */
 #include <errno.h>
 #include <inttypes.h>

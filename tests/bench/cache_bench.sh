@@ -1,6 +1,6 @@
 #!/bin/bash
 # Cache tier benchmark. Not a test: it prints a table of ratios, each against a
-# baseline measured in the same run (DESIGN.md section 4), median of --runs runs per side.
+# baseline measured in the same run (docs/design.md section 4), median of --runs runs per side.
 #
 #   bash tests/bench/cache_bench.sh [--build DIR] [--shard-mb 1024] [--member-kb 100]
 #                                   [--readers 2] [--runs 3]

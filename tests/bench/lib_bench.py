@@ -26,7 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
 OUT = os.path.join(HERE, 'out')
 
-# DESIGN.md section 4: a minimal low-level passthrough against ext4, 2 readers, same run
+# docs/design.md section 4: a minimal low-level passthrough against ext4, 2 readers, same run
 CEILING_WARM, CEILING_DROPPED, CEILING_PY_WARM = 0.89, 0.49, 0.18
 
 rows = []
@@ -211,11 +211,11 @@ def w_samples(a, w, names, mnt_shard_dir, disk_dir):
                                                                  's' if procs > 1 else '', mode),
                     m, d, 'files/s', m / d, goal, ge)
     ceiling = 'passthrough (not shardfs)'
-    row('1. FUSE ceiling (DESIGN.md 4), syscalls, 2 procs, warm', None, None, '', CEILING_WARM,
+    row('1. FUSE ceiling (docs/design.md 4), syscalls, 2 procs, warm', None, None, '', CEILING_WARM,
         'reference', None, ref=True, opts=ceiling)
-    row('1. FUSE ceiling (DESIGN.md 4), syscalls, 2 procs, dropped', None, None, '',
+    row('1. FUSE ceiling (docs/design.md 4), syscalls, 2 procs, dropped', None, None, '',
         CEILING_DROPPED, 'reference', None, ref=True, opts=ceiling)
-    row('1. FUSE ceiling (DESIGN.md 4), Python open(), warm', None, None, '', CEILING_PY_WARM,
+    row('1. FUSE ceiling (docs/design.md 4), Python open(), warm', None, None, '', CEILING_PY_WARM,
         'reference', None, ref=True, opts=ceiling)
 
 

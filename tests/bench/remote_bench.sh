@@ -1,6 +1,6 @@
 #!/bin/bash
 # Remote read-through benchmark. Not a test: it prints figures and
-# ratios against a baseline measured in the same run (DESIGN.md section 4,
+# ratios against a baseline measured in the same run (docs/design.md section 4,
 # "cold fill from a loopback HTTP server vs curl with the same parallelism").
 #
 #   bash tests/bench/remote_bench.sh [--build DIR] [--shard-mb 1024] [--member-kb 100] [--runs 1]

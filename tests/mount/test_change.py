@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""shardfs mount tests: a local source that changes under the mount (DESIGN.md section 3,
+"""shardfs mount tests: a local source that changes under the mount (docs/design.md section 3,
 "Sources can change under a mount"; README "When the mount sees changes").
 
 usage: test_change.py SHARDFS GROUP

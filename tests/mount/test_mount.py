@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""shardfs mount tests (DESIGN.md sections 1 and 3).
+"""shardfs mount tests (docs/design.md sections 1 and 3).
 
 usage: test_mount.py SHARDFS GROUP [--version X]
 GROUP: cli cli-truth formats mtime-range tools readonly damaged hostile cache listing

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """shardfs mount tests: compressed shards squeezed by the cache size, a small cache disk and the
-decompression-bomb bounds (DESIGN.md section 3: a shard is whole or an error).
+decompression-bomb bounds (docs/design.md section 3: a shard is whole or an error).
 
 usage: test_squeeze.py SHARDFS GROUP     GROUP: cache | disk | bomb | warn | evict | lru | deccrc
 

@@ -445,7 +445,7 @@ def build_damaged_source(src, rng):
     write('gzcorrupt.tar.gz', data)
     exact, maybe = split_by_prefix(cutp)
     # zlib decodes f1-f3 before it meets the bad block, but a gzip member whose
-    # CRC can never be checked is not trusted at all (DESIGN.md section 3: a
+    # CRC can never be checked is not trusted at all (docs/design.md section 3: a
     # checksum failure gives no bytes): the shard shows no members.
     out['gzcorrupt.tar.gz'] = dict(exact={}, eio={}, absent=sorted(set(exact) | set(maybe)),
                                    maybe={}, damaged=True, decoded_prefix=0)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""shardfs cache tier tests through real mounts of nginx on 127.0.0.1 (DESIGN.md 2-3).
+"""shardfs cache tier tests through real mounts of nginx on 127.0.0.1 (docs/design.md 2-3).
 
 usage: test_cache.py SHARDFS GROUP
 GROUP:

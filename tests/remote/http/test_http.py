@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""shardfs http(s) source tests against real servers on 127.0.0.1 (DESIGN.md sections 1 and 3).
+"""shardfs http(s) source tests against real servers on 127.0.0.1 (docs/design.md sections 1 and 3).
 
 usage: test_http.py SHARDFS GROUP
 GROUP:

@@ -1,4 +1,4 @@
-"""Credentials never appear in argv, logs, stats or core dumps of the daemon (DESIGN.md section 3).
+"""Credentials never appear in argv, logs, stats or core dumps of the daemon (docs/design.md section 3).
 
 A mount of s3:// (and gs://) against s3rver behind the botocore-verifying proxy
 (s3servers, set up with s3world) with distinctive random credentials, read through with 4 KiB
