@@ -30,7 +30,7 @@ baseline<TAB>unit<TAB>ratio<TAB>goal<TAB>goal_ge"; lib_bench.py puts them in the
              bytes fetched / bytes read during the epoch (the mount's index build before it is
              logged; goal <= 2: random misses fill only their units), and
              the epoch's rate vs the link's rate for the bytes it reads (N x rate; report)
-  plan       the sampler's plan (python/shardfs plan_dataloader; README "Reading plans"), with
+  plan       the sampler's plan (python/shardfs plan_dataloader; docs/reading.md "Reading plans"), with
              --cache-size a quarter of the data set: two shuffled ImageFolder epochs (DataLoader
              shuffle=True, num_workers=2; a new permutation each) in one mount with the plan vs
              without, the first cold (goal >= 3; ratio: time without / time with) and the

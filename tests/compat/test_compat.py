@@ -14,7 +14,7 @@ All of them are shards of ONE local source directory, mounted once. For each arc
 gives the verdict: `tar -t` fails with a format error (it "rejects" it), or it reads it. Read:
 the shard's directory must equal GNU tar's extraction (`tar -x` into a temp dir): the member
 list, each file's bytes, size, mode and mtime, each symlink's target and mtime, each stored
-directory's mode (devices and FIFOs are left out by shardfs, as README says). Rejected: the
+directory's mode (devices and FIFOs are left out by shardfs, as docs/faults.md says). Rejected: the
 shard must be refused clearly: counted in damaged_shards, a log line naming it, and nothing it
 shows may differ from GNU tar's extraction (a file reads its exact bytes or EIO). A few
 archives where GNU tar disagrees with itself or with every other reader are listed in KNOWN

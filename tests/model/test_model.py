@@ -31,7 +31,7 @@ Never allowed: other bytes, a short read before the end of the version's bytes, 
 
 What had to be allowed, and why:
   - a member cut by the shard's end (a truncated shard): listed with its header's size; its
-    bytes that are in the shard may be read, a read past them gives EIO (README "Bad input");
+    bytes that are in the shard may be read, a read past them gives EIO (docs/faults.md "Bad input");
   - a version is the bytes and the identity the mount compares (size, mtime, ctime, inode): a
     touch, or a 'tar -rf' that refuses a truncated shard, makes a new version of the same
     bytes, so ESTALE is allowed after it;
@@ -161,7 +161,7 @@ class Failure(Exception):
 
 class Partial:
     """A member whose data the shard's end cuts: listed, its bytes that are in the shard may
-    be read, reading past them gives EIO (README, "Bad input")."""
+    be read, reading past them gives EIO (docs/faults.md, "Bad input")."""
     __slots__ = ('avail', 'size')
 
     def __init__(self, avail, size):
@@ -185,7 +185,7 @@ class Version:
 
     def __init__(self, name, data, ident=None):
         self.data = data
-        # what the mount compares (README "When the mount sees changes"): size, mtime, ctime,
+        # what the mount compares (docs/faults.md "When the mount sees changes"): size, mtime, ctime,
         # inode (nginx's ETag: mtime and size); a touch is a new version of the same bytes
         self.ident = ident
         self.shard = name.endswith('.tar')
@@ -242,7 +242,7 @@ class MountModel:
         # shard -> the version its sidecar (in the source now) was made from, when that is
         # not the shard's version: the mount may load the sidecar (its identity can pass, as
         # after rewrite-swap); each member is then checked by its first read, which gives
-        # ESTALE, and until then stat shows the sidecar's sizes (README: what each kind of
+        # ESTALE, and until then stat shows the sidecar's sizes (docs/mount.md: what each kind of
         # index is trusted on). Never the bytes the sidecar points to.
         self.stale_sidecars = stale_sidecars or {}
         if remount:
@@ -519,7 +519,7 @@ class World:
                                          r.stdout.decode(errors='replace').strip()))
         if r.returncode != 0 and self.models[i].faulty and \
                 b'the source cannot be listed' in r.stderr:
-            # the fault proxy failed the listing: the mount stays as it was (README)
+            # the fault proxy failed the listing: the mount stays as it was (docs/faults.md)
             return
         if r.returncode != 0:
             raise Failure('refresh %s failed: rc=%r %s' % (self.sources[i][0], r.returncode,

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """shardfs mount tests: a local source that changes under the mount (docs/design.md section 3,
-"Sources can change under a mount"; README "When the mount sees changes").
+"Sources can change under a mount"; docs/faults.md "When the mount sees changes").
 
 usage: test_change.py SHARDFS GROUP
 GROUP:

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""shardfs mount tests: the data loaders' index files under .shardfs (README "What the mount
+"""shardfs mount tests: the data loaders' index files under .shardfs (docs/mount.md "What the mount
 shows") and extended attributes, opt-in with --xattr.
 
 usage: test_loaderidx.py SHARDFS GROUP

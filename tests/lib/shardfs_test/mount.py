@@ -820,7 +820,7 @@ def gnu_extract(env, archive, dest, tolerate_errors=False):
 
 def clamp_mtime(t):
     """shardfs keeps 32 unsigned bits of mtime (an index entry is 32 bytes): an mtime
-    before 1970 shows as 0, one after 2106-02-07 as 2**32-1 (README, "Indexes")."""
+    before 1970 shows as 0, one after 2106-02-07 as 2**32-1 (docs/faults.md, "Indexes")."""
     return min(max(t, 0), 2**32 - 1)
 
 
