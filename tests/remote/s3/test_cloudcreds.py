@@ -211,10 +211,22 @@ def case_imds(env, ck, w):
             wait_for(lambda: 'refreshing credentials from instance metadata' in log_text(m) and
                      'failed' in log_text(m), 'a failed refresh in the log', LIFE + 60)
             t_fail = time.time()
-            if time.time() < cur['expiration'] - 2:
-                check_read(ck, w, m, w.fresh(), 'imds refresh failing, not yet expired')
-            else:
-                log('imds: (the machine is slow: no read before the expiry this time)')
+            # a read now: while the current credentials last, its exact bytes signed with
+            # them; once the daemon finds them expired (its own clock: no test clock here),
+            # EACCES without a request. Nothing else: no other errno, no other bytes.
+            name = w.fresh()
+            n_cur = w.sig(cur['akid'])
+            try:
+                got = read(m, name)
+                ck.eq('imds refresh failing: bytes of %s' % name, sha(got), sha(w.data[name]))
+                ck.ok(w.sig(cur['akid']) > n_cur,
+                      'imds refresh failing: the read was not signed with the current credentials')
+                log('imds: read while the refresh fails and the credentials last: exact bytes')
+            except PermissionError:
+                ck.eq('imds refresh failing: requests after EACCES', w.sig(cur['akid']), n_cur)
+                log('imds: read while the refresh fails: EACCES (the credentials had expired)')
+            except OSError as e:
+                ck.fail('imds refresh failing: a read failed with %r' % e)
             wait_for(lambda: time.time() > cur['expiration'] + 1, 'the credentials to expire',
                      LIFE + 60)
             name = w.fresh()
