@@ -210,7 +210,7 @@ def group_seconds(env, ck):
                          val, src, mnt])
             if r.returncode == 0 or ml.is_mounted(mnt):
                 env.run([env.shardfs, 'umount', mnt])
-            ck.eq('--%s %r: exit' % (opt, val), r.returncode, 1)
+            ck.eq('--%s %r: exit' % (opt, val), r.returncode, 2)  # a usage error, as every command
             ck.ok(('--%s' % opt).encode() in r.stderr and b'seconds' in r.stderr,
                   '--%s %r: error names the option: %r' % (opt, val, r.stderr))
         for val in ('1.5', '10'):
