@@ -162,4 +162,120 @@ void shardidx__count_samples(struct shardidx *ix);
 const struct shardidx__link *shardidx__link_find(const struct shardidx *ix, uint32_t entry);
 size_t shardidx__mem_bytes(const struct shardidx *ix);
 
+/* ---- the tar parser (shardidx_build.c and the files it lists) ---------------- */
+
+#define BLK		 512u
+#define XDATA_MAX	 (16u << 20) /* largest L/K/x/g member we buffer */
+#define SPARSE_MAX_PAIRS (1u << 22)
+#define SIZE_MAX_STORED	 (1ull << 62)
+
+enum state {
+	ST_HDR,	  /* reading a header block */
+	ST_XDATA, /* reading the data of an L/K/x/g member */
+	ST_SPEXT, /* reading an old GNU extended sparse header */
+	ST_SPMAP, /* reading the GNU sparse 1.0 map */
+	ST_END,
+	ST_DAMAGED,
+};
+
+struct sbuf {
+	char *p;
+	size_t len;
+	int set;
+};
+
+struct pax {
+	struct sbuf path, linkpath, sp_name;
+	int has_size, has_mtime, has_realsize;
+	uint64_t size, realsize;
+	int64_t mtime;
+	int sp_major, sp_minor; /* -1: absent */
+	int sp_pairs;		/* 0.0 / 0.1 map seen */
+};
+
+struct shardidx_builder {
+	uint64_t pos; /* want() */
+	uint64_t fed_end;
+	uint64_t end_off;
+	uint64_t grp_off; /* first header of the current member */
+	int state;
+	int err;
+
+	unsigned char blk[BLK];
+	size_t bfill;
+
+	/* ST_XDATA */
+	char *x;
+	size_t xlen, xcap, xneed;
+	int xtype;
+	uint64_t xnext;
+
+	/* pending for the next member */
+	struct sbuf longname, longlink;
+	struct pax px, gx;
+
+	/* member being assembled */
+	struct sbuf mname, mlink;
+	int mkind;
+	uint16_t mmode;
+	uint32_t mmtime;
+	uint64_t mdata;	  /* data area start */
+	uint64_t mstored; /* data area length (size field / pax size) */
+	uint64_t mrealsize;
+	int msparse;
+	uint64_t *sp; /* (offset, numbytes) pairs */
+	size_t nsp, csp;
+	struct shardidx__seg *segs;
+	size_t csegs;
+
+	/* ST_SPMAP */
+	char line[32];
+	size_t linelen;
+	uint64_t map_count; /* UINT64_MAX until read */
+	uint64_t map_blocks;
+
+	struct shardidx__tree *tree;
+	uint32_t skipped;
+	char msg[160];
+	/* Fields read past (a malformed pax mtime): how many; the first one
+	 * as shardidx_builder_note says it; the current member's first one,
+	 * until shardidx__member_done names the member in note. */
+	uint32_t nignored;
+	char note[400];
+	char mnote[160];
+};
+
+/* shardidx_build.c */
+int shardidx__damage(struct shardidx_builder *b, int err, uint64_t off, const char *what);
+int shardidx__member_done(struct shardidx_builder *b, uint64_t data_start);
+
+/* shardidx_field.c */
+int shardidx__sbuf_set(struct sbuf *s, const char *p, size_t len);
+void shardidx__sbuf_clear(struct sbuf *s);
+uint64_t shardidx__round_blk(uint64_t n);
+uint32_t shardidx__clamp_mtime(int64_t t);
+int shardidx__num_field(const unsigned char *f, size_t len, int64_t *out);
+int shardidx__cksum_ok(const unsigned char *h);
+int shardidx__is_zero_block(const unsigned char *h);
+int shardidx__parse_u64(const char *s, size_t len, uint64_t *out);
+int shardidx__parse_time(const char *s, size_t len, int64_t *out, size_t *used);
+
+/* shardidx_pax.c */
+void shardidx__pax_clear(struct pax *p);
+__attribute__((format(printf, 3, 4))) void shardidx__ignored(struct shardidx_builder *b, int global,
+							     const char *fmt, ...);
+int shardidx__member_names(struct shardidx_builder *b, const unsigned char *h, int posix);
+int shardidx__xdata_start(struct shardidx_builder *b, unsigned char type, int64_t size,
+			  uint64_t hoff);
+int shardidx__on_xdata(struct shardidx_builder *b);
+
+/* shardidx_sparse.c */
+int shardidx__sp_push(struct shardidx_builder *b, uint64_t off, uint64_t nb);
+int shardidx__sparse_segments(struct shardidx_builder *b, uint64_t data_start, uint64_t avail,
+			      uint32_t *nseg);
+int shardidx__member_sparse(struct shardidx_builder *b, const unsigned char *h, int gnu,
+			    uint64_t hoff);
+int shardidx__on_spext(struct shardidx_builder *b);
+int shardidx__on_spmap(struct shardidx_builder *b);
+
 #endif

@@ -127,7 +127,7 @@ REGRESSIONS = [
     (2, 83, 'read,pread,ls,rewrite-size,delete,add,refresh-counts',
      'refresh counts what reads noticed'),
     # qsort(NULL, 0) of an empty listing: the ASan+UBSan daemon died at a refresh of a source
-    # that became empty (fs_ns.c listing_sort), and a mount of an empty directory failed.
+    # that became empty (fs_ns_list.c fs__ns_listing_sort), and a mount of an empty directory failed.
     (2, 7, 'read,ls,delete,add,refresh,empty', 'a source that became empty'),
     # mv d d.old; mkdir d: refresh said "0 new, 0 removed" and the local mount served the old
     # directory (ls lacked s4.tar, new in the new directory).

@@ -1,0 +1,75 @@
+/*
+ * fs_ns_i.h — private to fs_ns*.c, the files of the namespace (fs_ns.c
+ * lists them): a listing of the source, the directories of a refresh and
+ * the functions one file calls in another (prefix fs__ns_). Nothing else
+ * includes it; the namespace's public interface is the fs_ns_* and fs_obj_*
+ * functions of fs_i.h.
+ */
+#ifndef FS_NS_I_H
+#define FS_NS_I_H
+
+#include <stdint.h>
+
+#include "fs_i.h"
+
+/* One listing of the source (fs_ns_list.c). */
+
+struct lent {
+	char *key;
+	struct backend_objinfo info; /* info.key == key */
+};
+
+struct listing {
+	struct lent *v;
+	uint32_t n, cap;
+};
+
+/* A directory as a refresh computes it. */
+struct ndir {
+	char *name; /* new directories only (owned until published) */
+	uint32_t parent;
+	struct fs_dirent *ents;
+	uint32_t nents, cap, nsubdirs;
+	int64_t mtime;
+	int live;
+};
+
+struct apply {
+	struct fs *fs;
+	struct ndir *d; /* [0, old_ndirs) existing, then new ones */
+	uint32_t nd, cap, old_ndirs;
+	uint32_t *live; /* live objects in key order */
+	uint32_t nlive;
+	uint32_t *stale; /* objects this refresh replaced or removed */
+	uint8_t *stale_why;
+	uint32_t nstale;
+	uint32_t added, removed, changed, shards_changed;
+	uint32_t hidden; /* entries hidden by a name conflict */
+};
+
+/* fs_ns_list.c */
+int fs__ns_list_cb(void *arg, const struct backend_objinfo *info);
+void fs__ns_listing_free(struct listing *l);
+int fs__ns_listing_save(struct fs *fs, const struct listing *l);
+int fs__ns_listing_load(struct fs *fs, struct listing *l, int quiet);
+void fs__ns_listing_sort(struct listing *l);
+int fs__ns_list(struct fs *fs, struct listing *l, int initial);
+
+/* fs_ns_apply.c */
+int fs__ns_init(struct fs *fs);
+int fs__ns_obj_append(struct fs *fs, const struct lent *e, uint32_t n, uint32_t *idx);
+int fs__ns_shard_append(struct fs *fs, uint32_t obj, uint32_t n);
+int fs__ns_apply(struct fs *fs, struct listing *l, int initial);
+
+/* fs_ns_dir.c */
+uint64_t fs__ns_dir_ino(uint32_t d);
+int fs__ns_obj_key_cmp(const void *a, const void *b, void *arg);
+int fs__ns_ap_place(struct apply *ap);
+int fs__ns_ap_entries(struct apply *ap);
+void fs__ns_notify_dir_diff(struct fs *fs, uint32_t d, const struct fs_dirent *a, uint32_t na,
+			    const struct fs_dirent *b, uint32_t nb);
+
+/* fs_ns_obj.c */
+int64_t fs__ns_dir_entry_of(const struct fs_dir *d, const char *name, uint8_t kind, uint32_t idx);
+
+#endif

@@ -1,0 +1,184 @@
+/*
+ * fs_ns_obj.c — object versions: marking an object stale (changed or
+ * removed under the mount) and queueing the invalidations of its inodes,
+ * checking a local object against the source (a stat), and fs_ns_replace,
+ * which a lookup calls to put a new version of one object in place of a
+ * stale one (or to remove it) without a whole refresh.
+ *
+ * Non-goals: a whole refresh (fs_ns.c, fs_ns_apply.c).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs_ns_i.h"
+
+void fs_obj_mark_stale(struct fs *fs, uint32_t obj, enum fs_obj_state why)
+{
+	struct fs_obj *o = fs_obj(fs, obj);
+	int live = FS_OBJ_LIVE;
+	uint64_t dino = fs__ns_dir_ino(o->dir);
+
+	if (!atomic_compare_exchange_strong(&o->state, &live, (int)why))
+		return; /* marked already */
+	fs->c.stale_noticed++;
+	fs_log(FS_LOG_INFO, "%s %s under the mount: ESTALE for the old version", o->key,
+	       why == FS_OBJ_GONE ? "was removed" : "changed");
+	fs_notify_inode(fs, fs_ino(FS_K_OBJ, obj, 0));
+	fs_notify_entry(fs, dino, o->base, strlen(o->base));
+	if (o->codec >= 0 && why == FS_OBJ_GONE)
+		fs_shard_forget(fs, o->key); /* nothing would ever sweep its blobs */
+	if (o->codec >= 0) {
+		const struct fs_shard *s = fs_shard(fs, o->shard);
+		struct shardidx *ix = atomic_load(&s->ix);
+		struct shardidx_info info = {0};
+
+		if (ix)
+			shardidx_get_info(ix, &info);
+		fs_notify_inode(fs, fs_ino(FS_K_SHARD, o->shard, 0));
+		fs_notify_entry(fs, dino, s->dirname, strlen(s->dirname));
+		/* members the kernel may hold pages of: only a loaded index
+		 * ever handed out member inodes */
+		if (info.nentries)
+			fs_notify_shard(fs, o->shard, info.nentries);
+	}
+}
+
+int fs_obj_check(struct fs *fs, uint32_t obj)
+{
+	struct fs_obj *o = fs_obj(fs, obj);
+	struct backend_objinfo info;
+	int err;
+
+	if (!fs_obj_live(o))
+		return -ESTALE;
+	if (!backend_is_local(fs->be))
+		return 0;
+	err = backend_stat(fs->be, o->key, &info);
+	if (err == -ENOENT || err == -EISDIR) {
+		fs_obj_mark_stale(fs, obj, FS_OBJ_GONE);
+		return -ESTALE;
+	}
+	if (err < 0)
+		return err;
+	if (strcmp(info.etag, o->info.etag) != 0 || info.size != o->info.size) {
+		fs_obj_mark_stale(fs, obj, FS_OBJ_STALE);
+		return -ESTALE;
+	}
+	return 0;
+}
+
+/* Entry of directory d named name with kind and index idx: its position,
+ * or -1. ns_lock held. */
+int64_t fs__ns_dir_entry_of(const struct fs_dir *d, const char *name, uint8_t kind, uint32_t idx)
+{
+	int64_t i = fs__bsearch_name(d->ents, sizeof(d->ents[0]), offsetof(struct fs_dirent, name),
+				     0, d->nents, name, strlen(name));
+
+	return i >= 0 && d->ents[i].kind == kind && d->ents[i].idx == idx ? i : -1;
+}
+
+int fs_ns_replace(struct fs *fs, uint32_t obj)
+{
+	struct fs_obj *o = fs_obj(fs, obj), *no = NULL;
+	const char *sdname = o->codec >= 0 ? fs_shard(fs, o->shard)->dirname : NULL;
+	struct backend_objinfo info;
+	struct lent e;
+	uint32_t nidx = 0;
+	int64_t oi, si;
+	int err, listed, gone;
+
+	pthread_mutex_lock(&fs->refresh_lock);
+	fs_ns_rdlock(fs);
+	listed =
+	    fs__ns_dir_entry_of(&fs->dirs[o->dir], o->base, FS_K_OBJ, obj) >= 0 ||
+	    (sdname && fs__ns_dir_entry_of(&fs->dirs[o->dir], sdname, FS_K_SHARD, o->shard) >= 0);
+	fs_ns_unlock(fs);
+	if (!listed) { /* replaced or removed already: look again */
+		pthread_mutex_unlock(&fs->refresh_lock);
+		return 0;
+	}
+	err = backend_stat(fs->be, o->key, &info);
+	gone = err == -ENOENT || err == -EISDIR;
+	if (err < 0 && !gone)
+		goto out;
+	if (!gone && fs_obj_live(o) &&
+	    atomic_load_explicit(&o->known, memory_order_acquire) == FS_INFO_KNOWN &&
+	    strcmp(info.etag, o->info.etag) == 0 && info.size == o->info.size) {
+		err = 0; /* unchanged after all */
+		goto out;
+	}
+	if (!gone) {
+		uint32_t n = fs->nobjs, ns = fs->nshards;
+
+		e.key = o->key;
+		e.info = info;
+		e.info.key = o->key;
+		err = fs__ns_obj_append(fs, &e, n, &nidx);
+		if (err)
+			goto out;
+		no = fs_obj(fs, nidx);
+		no->dir = o->dir;
+		/* the same version whose sidecar a read proved wrong: build */
+		if (strcmp(info.etag, o->info.etag) == 0)
+			no->sidecar_rejected = atomic_load(&o->sidecar_rejected);
+		/* changed since the last refresh, unless this is the same
+		 * version again (a sidecar a read proved wrong) */
+		no->changed_since_refresh =
+		    o->changed_since_refresh ||
+		    !(strcmp(info.etag, o->info.etag) == 0 && info.size == o->info.size);
+		err = fs__ns_shard_append(fs, nidx, ns);
+		if (err < 0)
+			goto out;
+		atomic_store_explicit(&fs->nobjs, n + 1, memory_order_release);
+		atomic_store_explicit(&fs->nshards, ns + (err > 0 ? 1u : 0u), memory_order_release);
+	}
+	pthread_rwlock_wrlock(&fs->ns_lock);
+	{
+		struct fs_dir *d = &fs->dirs[o->dir];
+
+		oi = fs__ns_dir_entry_of(d, o->base, FS_K_OBJ, obj);
+		si = sdname ? fs__ns_dir_entry_of(d, sdname, FS_K_SHARD, o->shard) : -1;
+		if (no) { /* the same names, the new version's indexes */
+			if (oi >= 0)
+				d->ents[oi] = (struct fs_dirent){no->base, FS_K_OBJ, nidx};
+			if (si >= 0)
+				d->ents[si] = (struct fs_dirent){fs_shard(fs, no->shard)->dirname,
+								 FS_K_SHARD, no->shard};
+			for (uint32_t x = o->dir;; x = fs->dirs[x].parent) {
+				if (fs->dirs[x].mtime < no->info.mtime)
+					fs->dirs[x].mtime = no->info.mtime;
+				if (x == 0)
+					break;
+			}
+		} else { /* removed: drop its entries, the later one first */
+			int64_t hi = si > oi ? si : oi, lo = si > oi ? oi : si;
+
+			for (int k = 0; k < 2; k++) {
+				int64_t at = k == 0 ? hi : lo;
+
+				if (at < 0)
+					continue;
+				memmove(&d->ents[at], &d->ents[at + 1],
+					(d->nents - (uint32_t)at - 1) * sizeof(d->ents[0]));
+				d->nents--;
+			}
+			if (si >= 0)
+				d->nsubdirs--;
+		}
+	}
+	pthread_rwlock_unlock(&fs->ns_lock);
+	if (!no)
+		fs->replaced_removed++; /* counted by the next refresh */
+	atomic_fetch_add(&fs->total_bytes, (no ? no->info.size : 0) - fs_obj_size(o));
+	fs_obj_mark_stale(fs, obj, no ? FS_OBJ_STALE : FS_OBJ_GONE);
+	fs_notify_inode(fs, fs__ns_dir_ino(o->dir));
+	if (o->codec >= 0 && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER)
+		fs_if_reset(fs);
+	err = 0;
+out:
+	pthread_mutex_unlock(&fs->refresh_lock);
+	return err;
+}
