@@ -33,7 +33,7 @@
  *   CACHE_DIR/v1/<source-hash>/data/<h>     remote objects' chunks (sparse), <h> = hash
  *                                           of key, ETag, size
  *   CACHE_DIR/v1/<source-hash>/data/<h>.map which chunks are valid (format in
- *                                           cachetier_chunk.c)
+ *                                           cachetier_map.c)
  *   CACHE_DIR/v1/<source-hash>/data/<h>.st  the chunks' state shared by the
  *                                           processes using the object
  *   CACHE_DIR/v1/usage                      bytes cached in the whole directory

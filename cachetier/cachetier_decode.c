@@ -8,7 +8,7 @@
  * copy, checksums) written after it marks the decode complete. A later
  * open finds the record, checks the data file's size against it and reuses
  * the copy; the CRCs go with the object (o->dcrc), and the read path
- * (cachetier.c obj_dec_check) checks each unit on its first read by this
+ * (cachetier_objread.c obj_dec_check) checks each unit on its first read by this
  * process. The CRCs are computed as the decoder writes (dec_crc: one more
  * pass over bytes in the L1/L2 cache), so a copy this process wrote is
  * trusted without reading it back.

@@ -21,7 +21,7 @@
  * prefetch fill (spare_ahead) never evicts them, and evicts at all only while the chunks filled
  * ahead stay within half the cache, so a reader of an object bigger than the cache evicts what it
  * read, never what is ahead of it, and a shard fetched ahead of it never evicts the shard being
- * read. A chunk goes when no process pins or fills it (cachetier_chunk.c: the chunk's write lock on
+ * read. A chunk goes when no process pins or fills it (cachetier_fill.c: the chunk's write lock on
  * auxfd). Objects of earlier mounts, other processes and other sources are opened for it from their
  * maps. When nothing is left to evict, the data directories are scanned again (at most once a
  * second) for objects other processes added. Decoded copies are evicted too, least recently used

@@ -10,7 +10,7 @@
  *      in-memory work; never across backend I/O, file writes, unlinks or
  *      fsync (eviction drops it around its file operations).
  *   3. cachetier.fd_lock — the bounded set of open local source fds
- *      (cachetier.c). Taken with no other lock held; held for list work
+ *      (cachetier_obj.c). Taken with no other lock held; held for list work
  *      and close() of local files only, never across an open.
  * maplock may be held while taking lock; never the other way round.
  *
@@ -19,12 +19,13 @@
  *      outside it), except LK_MAP, taken only under maplock.
  *
  * Threads: FUSE threads (any cachetier_* call), the fill workers and the
- * flusher (cachetier_chunk.c, created in cachetier_open and joined in
+ * flusher (cachetier_fill.c, created in cachetier_open and joined in
  * cachetier_close). Nothing else.
  */
 #ifndef CACHETIER_I_H
 #define CACHETIER_I_H
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
@@ -196,7 +197,7 @@ struct cachetier {
 					 * filled (a reader's object moves to the front) */
 	struct ct_range *pr, **pr_tail; /* range prefetches, in the order asked: looked at
 					 * before the objects of ct->pf */
-	unsigned pf_running;		/* prefetch fills in flight (cachetier_chunk.c pf_max) */
+	unsigned pf_running;		/* prefetch fills in flight (cachetier_queue.c pf_max) */
 	unsigned rd_queued;		/* jobs in dq and rq */
 	unsigned rd_inflight;		/* demand and readahead fills in flight */
 	unsigned ra_busy;		/* readahead jobs queued and fills in flight */
@@ -248,7 +249,7 @@ struct cachetier {
 enum obj_state { OBJ_OPENING, OBJ_READY, OBJ_FAILED };
 
 /* A read served past the cache (no room on the disk for its units): its
- * bytes in a memfd from read_begin to read_end (cachetier.c obj_bypass). */
+ * bytes in a memfd from read_begin to read_end (cachetier_objread.c obj_bypass). */
 struct ct_bypass {
 	pthread_t tid; /* read_end finds it by thread */
 	int fd;	       /* memfd holding the read's bytes from offset 0 */
@@ -351,7 +352,16 @@ int cachetier__decode_drop(struct cachetier *ct, const char *name, int fd);
 /* The refusal recorded for decoded copy 'name' (cachetier_obj_refusal). */
 int cachetier__decode_refusal(struct cachetier *ct, const char *name, struct cachetier_refusal *r);
 
-/* cachetier_chunk.c — the chunk store. */
+/* cachetier_obj.c — the object table and the local source fds. */
+/* Release an object that left the table. */
+void cachetier__obj_free(struct cachetier *ct, struct cachetier_obj *o);
+/* o's fd, reopened when the bound had closed it, pinned until local_unpin. */
+int cachetier__local_pin(struct cachetier_obj *o, int *fd);
+void cachetier__local_unpin(struct cachetier_obj *o);
+
+/* The chunk store: cachetier_map.c (files and maps), cachetier_queue.c
+ * (fill queues, prefetch policy), cachetier_fill.c (fill workers, the
+ * flusher), cachetier_read.c (reads, readahead). */
 int cachetier__chunk_start(struct cachetier *ct); /* fill workers; after the scan */
 void cachetier__chunk_stop(struct cachetier *ct); /* join workers, flush maps, free files */
 int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *info,
@@ -384,6 +394,26 @@ struct ct_map {
 int cachetier__map_parse(const unsigned char *buf, size_t len, struct ct_map *m);
 int cachetier__map_read(int dirfd, const char *name, unsigned char **buf, size_t *len);
 uint64_t cachetier__map_bytes(const struct ct_map *m); /* bytes of the valid chunks */
+/* cachetier_map.c: free f: its reads, fds and memory (its files on disk stay). */
+void cachetier__file_free(struct ct_file *f);
+/* cachetier_queue.c — the queues; all with ct->lock held. */
+/* Queue one fill of units [c, c + n) of f, all CH_EMPTY. */
+int cachetier__queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int ra);
+/* Queue one fill of the CH_EMPTY units around unit c within [lo, hi). */
+int cachetier__queue_run(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t lo,
+			 uint32_t hi, int ra);
+/* A reader needs a chunk that readahead queued: move it to the front. */
+void cachetier__queue_promote(struct cachetier *ct, struct ct_file *f, uint32_t c);
+/* The next fill: demand, then readahead, then prefetch ranges, then cursors. */
+int cachetier__queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, uint32_t *n,
+			  int *ra, int *pf);
+/* The prefetch list ct->pf: take f off it, or put it at the back (front: 1). */
+void cachetier__pf_unlink(struct cachetier *ct, struct ct_file *f);
+void cachetier__pf_push(struct cachetier *ct, struct ct_file *f, int front);
+/* The prefetch ranges ct->pr: queue units [c0, c1) of f; drop the front one. */
+int cachetier__range_push(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
+			  int evict, int front);
+void cachetier__range_pop(struct cachetier *ct);
 
 /* cachetier_share.c — state shared between processes. */
 /* Lock byte off of fd (F_RDLCK, F_WRLCK, F_UNLCK); wait 1: poll until it
@@ -423,6 +453,22 @@ static inline uint64_t cachetier__chunk_len(const struct ct_file *f, uint32_t c)
 	return f->size - off < f->cb ? f->size - off : f->cb;
 }
 
+static inline uint64_t cachetier__chunk_off(const struct ct_file *f, uint32_t c)
+{
+	return (uint64_t)c * f->cb;
+}
+
+/* Bytes of units [c, c + n) of f. */
+static inline uint64_t cachetier__run_len(const struct ct_file *f, uint32_t c, uint32_t n)
+{
+	return (uint64_t)(n - 1) * f->cb + cachetier__chunk_len(f, c + n - 1);
+}
+
+static inline void cachetier__chunk_unlock(struct ct_file *f, uint32_t c)
+{
+	cachetier__ofd_lock(f->stfd, F_UNLCK, LK_CHUNK(c), 0);
+}
+
 /* Data file name of an object: hash of key, ETag, size and chunk bytes. */
 int cachetier__file_hash(const char *key, const char *etag, uint64_t size, uint32_t cb,
 			 char hash[17]);
@@ -437,7 +483,7 @@ int cachetier__map_load(struct cachetier *ct, int dirfd, const char *hash, unsig
  * it; with 'count', its bytes counted in the usage leave it. Returns the
  * bytes, -EBUSY when in use, or a negative errno. */
 int64_t cachetier__reap(struct cachetier *ct, int dirfd, const char *hash, int count);
-/* cachetier_chunk.c: open f live from its map's identity (eviction of an
+/* cachetier_map.c: open f live from its map's identity (eviction of an
  * object this process did not open). */
 int cachetier__file_open_mapped(struct cachetier *ct, struct ct_file *f);
 /* cachetier_evict.c: the entry of decoded copy dirfd/name (added if

@@ -106,7 +106,7 @@ static const char *source_error(int err)
 }
 
 /* Take the hard limit of open files: the cache tier sizes its set of open
- * local shard fds from the soft limit (cachetier.c), so raise it first. */
+ * local shard fds from the soft limit (cachetier_obj.c), so raise it first. */
 static void raise_nofile(void)
 {
 	struct rlimit rl;

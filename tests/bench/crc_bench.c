@@ -3,7 +3,7 @@
  * figure against the same work without it, in one run:
  *
  *   fill   the fill's sink: 64 KiB pieces pwrite'n into a page-cached file
- *          (what cachetier_chunk.c's fill_sink_write does per piece) with
+ *          (what cachetier_fill.c's fill_sink_write does per piece) with
  *          and without the CRC of each piece
  *   first  a first read of units another process filled: 128 KiB reads
  *          (pread, standing in for the FUSE reply's splice) with and

@@ -129,7 +129,7 @@ static void check_decode(struct cachetier *ct, struct backend *be, const char *k
 }
 
 /* The path of decoded copy of key (codec) in cache dir 'dir': its name is
- * the FNV-1a 64 of "<codec>:<etag>:<key>" (cachetier.c obj_name). */
+ * the FNV-1a 64 of "<codec>:<etag>:<key>" (cachetier_obj.c obj_name). */
 static void copy_path(struct backend *be, const char *dir, const char *key,
 		      enum cachetier_codec codec, char *out, size_t outlen)
 {

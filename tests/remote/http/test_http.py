@@ -621,7 +621,7 @@ def group_conns(env, ck, ng, src, shards, refs):
     an object gets the whole readahead window, 256M, at once, so all are asked for together;
     GETs under 1 MiB, the last chunk and the codec sniff's 64 KiB unit, are not counted) and during a
     prefetch of a directory of 3 shards of 96 MB (36 chunks: 32 at once, every connection: with
-    no reader a prefetch uses them all, cachetier_chunk.c pf_max). No warm: the fills counted
+    no reader a prefetch uses them all, cachetier_queue.c pf_max). No warm: the fills counted
     are the cat's and the prefetch's."""
     import tarfile
     import io

@@ -1,0 +1,589 @@
+/*
+ * cachetier_fill.c — the fill workers of the chunk store (cachetier_map.c)
+ * and its flusher: a worker takes a job from the queues (cachetier_queue.c),
+ * claims its units, fetches them into the data file and marks them valid;
+ * the flusher records filled units in the maps.
+ *
+ * Sharing: several processes may use one cache directory at once. Each
+ * chunk's truth while they run is the state file data/<hash>.st
+ * (cachetier_share.c), not this process's cst[]: a fill holds the chunk's
+ * write lock (F_OFD_SETLK on stfd) from before its fetch until the state
+ * says valid; a reader holds the chunk's read lock from read_begin to
+ * read_end and trusts a chunk only after taking it and seeing it valid in
+ * the state file; an eviction takes the write lock on auxfd (so it
+ * excludes this process's own readers and fills too), clears the state,
+ * then punches. A chunk another process is filling is waited for (the
+ * lock is polled), never fetched twice. The protocol is in README.md.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cachetier_i.h"
+
+/* Map writes are batched: each costs a file write, two fsyncs and a
+ * rename. Chunks filled but not yet recorded are only refetched after a
+ * crash, so the batch bounds the refetch, not correctness. */
+#define MAP_BATCH_CHUNKS 16u /* chunks' worth of units */
+#define MAP_BATCH_NS	 1000000000LL
+
+/* ---- fill workers ---- */
+
+/* May a PF_FIT prefetch fill of f (len bytes, its units claimed) go
+ * ahead without evicting: the directory's usage, this process's fills in
+ * flight and bytes being punched leave room for it within
+ * cache_size_bytes, and the disk keeps its reserve? 1: yes; 0: no
+ * (counted as unfit). ct->lock held on entry and return; dropped around
+ * statvfs. */
+static int pf_fits(struct cachetier *ct, struct ct_file *f, uint64_t len)
+{
+	uint64_t avail = UINT64_MAX;
+	struct statvfs sv;
+
+	pthread_mutex_unlock(&ct->lock);
+	if (fstatvfs(ct->datafd, &sv) == 0)
+		avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	pthread_mutex_lock(&ct->lock);
+	if (cachetier__usage_get(ct) + ct->reserved + ct->evicting + len <=
+		ct->cfg.cache_size_bytes &&
+	    avail >= ct->cfg.min_free_bytes + ct->reserved + len)
+		return 1;
+	f->pf_unfit += len;
+	ct->unfit_bytes += len;
+	return 0;
+}
+
+/* Where a fill's bytes go: straight into the data file at their own offset
+ * (chunk i of the object is at i * chunk_bytes in both). */
+struct fill_sink {
+	int fd;
+	uint64_t start;	      /* the chunk's start */
+	uint64_t next;	      /* object offset of the next byte expected */
+	uint64_t end;	      /* the chunk's end */
+	int wrote;	      /* a byte may have reached the file */
+	struct ct_slot *slot; /* the worker's: progress, and a request to stop */
+	uint32_t cb;	      /* unit bytes; start is a unit's start */
+	uint32_t *crc;	      /* CRC32C of each unit of the run, as its bytes arrive */
+};
+
+/* The error a withdrawn prefetch fill stops with (pf_yield). */
+#define FILL_WITHDRAWN (-ECANCELED)
+
+/* backend_sink_cb: may run on the store's I/O thread; no locks. */
+static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	struct fill_sink *s = arg;
+	size_t done = 0;
+
+	if (atomic_load_explicit(&s->slot->withdraw, memory_order_relaxed))
+		return FILL_WITHDRAWN;
+	if (len == 0) /* the store's poll while no bytes arrive */
+		return 0;
+	/* the backend promises contiguous pieces inside the range: anything
+	 * else would leave a hole in a chunk about to be marked valid */
+	if (off != s->next || len > s->end - off)
+		return -EIO;
+	s->wrote = 1;
+	/* each unit's CRC32C as its bytes pass, while they are in the CPU's
+	 * cache (tests/bench/crc_bench.sh: about 0.12 ms of CPU a MB) */
+	for (size_t at = 0; at < len;) {
+		uint64_t u = (off + at - s->start) / s->cb;
+		uint64_t uend = s->start + (u + 1) * s->cb - off;
+		size_t piece = (size_t)(uend < len ? uend - at : len - at);
+
+		s->crc[u] = disk_crc32c_update(s->crc[u], (const char *)buf + at, piece);
+		at += piece;
+	}
+	while (done < len) {
+		ssize_t n =
+		    pwrite(s->fd, (const char *)buf + done, len - done, (off_t)(off + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		done += (size_t)n;
+	}
+	s->next += len;
+	atomic_store_explicit(&s->slot->got, s->next - s->start, memory_order_relaxed);
+	return 0;
+}
+
+/* Fetch chunk c into f's data file, each piece written as it arrives
+ * (durable only at the next map flush), each unit's CRC32C into crc[]
+ * (one per unit of the len bytes). On failure the chunk's range is
+ * punched again: bytes of a failed fill (perhaps of a version that changed
+ * meanwhile) are never counted, so they must not stay on the disk. The
+ * caller holds the chunk's write lock, so no one else trusts or writes the
+ * range. No ct->lock held. */
+static int fill_chunk(struct cachetier *ct, struct ct_slot *slot, struct ct_file *f, uint32_t c,
+		      size_t len, uint32_t *crc)
+{
+	uint64_t off = cachetier__chunk_off(f, c);
+	struct fill_sink s = {.fd = f->datafd,
+			      .start = off,
+			      .next = off,
+			      .end = off + len,
+			      .slot = slot,
+			      .cb = f->cb,
+			      .crc = crc};
+	int err = 0;
+
+	memset(crc, 0, sizeof(*crc) * ((len + f->cb - 1) / f->cb));
+	while (s.next < s.end) {
+		uint64_t from = s.next;
+		/* only from the listed version: chunks of two versions never mix */
+		ssize_t n = backend_read_version_cb(ct->be, f->key, f->etag, from,
+						    (size_t)(s.end - from), fill_sink_write, &s);
+
+		if (n < 0) {
+			err = (int)n;
+			break;
+		}
+		if (s.next == from) {
+			err = -EIO; /* the object is shorter than its size said */
+			break;
+		}
+	}
+	if (err < 0 && s.wrote)
+		(void)fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+				(off_t)len);
+	return err;
+}
+
+static int flush_due(struct cachetier *ct, struct ct_file *f, int64_t now)
+{
+	return f->live && f->dirty &&
+	       (f->dirty >= MAP_BATCH_CHUNKS * f->group || now - f->map_ns >= MAP_BATCH_NS);
+}
+
+/* Write the maps whose batch timer ran out. ct->lock held; dropped
+ * around each write. */
+static void flush_old_maps(struct cachetier *ct)
+{
+	int64_t now = cachetier__now_ns();
+	struct ct_file *f;
+
+again:
+	for (f = ct->files; f; f = f->next) {
+		if (flush_due(ct, f, now)) {
+			/* live entries are never freed before close: f stays valid */
+			pthread_mutex_unlock(&ct->lock);
+			cachetier__file_flush(ct, f);
+			pthread_mutex_lock(&ct->lock);
+			goto again;
+		}
+	}
+}
+
+/* Claim chunk c of f for a fill: 1 when this process holds its write lock
+ * and must fetch it, 0 when another process filled it meanwhile (nothing
+ * held), or a negative errno (-ECANCELED when the cache tier closes while
+ * another process's fill is awaited). No ct->lock held. */
+static int fill_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, int *waited)
+{
+	unsigned sleep_us = 200;
+
+	for (;;) {
+		int err;
+
+		if (cachetier__st_get(f, c))
+			return 0;
+		err = cachetier__ofd_lock(f->stfd, F_WRLCK, LK_CHUNK(c), 0);
+		if (err == 0) {
+			if (!cachetier__st_get(f, c))
+				return 1;
+			cachetier__chunk_unlock(f, c);
+			return 0;
+		}
+		if (err != -EAGAIN)
+			return err;
+		/* another process fills or evicts it: wait for its lock to go */
+		if (__atomic_load_n(&ct->stopping, __ATOMIC_ACQUIRE))
+			return -ECANCELED;
+		*waited = 1;
+		cachetier__backoff(&sleep_us, 10000);
+	}
+}
+
+/* Units [c, c + n) of f, claimed by a prefetch fill that is skipped, are
+ * empty again; a reader that came to wait for one meanwhile gets it queued
+ * on demand. ct->lock held. */
+static void run_abandon(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n)
+{
+	for (uint32_t u = c; u < c + n; u++) {
+		f->cst[u] = CH_EMPTY;
+		if (f->pins[u] > 0 && cachetier__queue_push(ct, f, u, 1, 0) < 0) {
+			f->cerr[u] = -ENOMEM;
+			ct->fill_errors++;
+		}
+	}
+	pthread_cond_broadcast(&ct->chunk_cond);
+}
+
+/* A withdrawn prefetch fill of unit c of f ended without it: the unit
+ * is empty again and its prefetch looks at it again (its object back at
+ * the front of the prefetch order); a reader that came to wait for it
+ * meanwhile gets it queued on demand. ct->lock held. */
+static void pf_withdrawn(struct cachetier *ct, struct ct_file *f, uint32_t c, int pf)
+{
+	f->cst[c] = CH_EMPTY;
+	if (f->pins[c] > 0 && cachetier__queue_push(ct, f, c, 1, 0) < 0) {
+		f->cerr[c] = -ENOMEM;
+		ct->fill_errors++;
+	}
+	if (ct->stopping)
+		return;
+	if (pf != CT_PF_OBJ) { /* a range's unit: first of the ranges again */
+		if (ct->pr && ct->pr->f == f && ct->pr->end == c)
+			ct->pr->end = c + 1; /* the next unit of the same run */
+		else if (ct->pr && ct->pr->f == f && ct->pr->next == c + 1)
+			ct->pr->next = c;
+		else if (cachetier__range_push(ct, f, c, c + 1, pf == CT_PF_RANGE_EVICT, 1) < 0)
+			ct->fill_errors++;
+	} else if (!f->pf_listed) {
+		f->pf_next = c;
+		if (f->pf_end <= c)
+			f->pf_end = c + 1;
+		cachetier__pf_push(ct, f, 1);
+	} else if (c < f->pf_next) {
+		f->pf_next = c;
+	}
+}
+
+/* Fetch the units of [c, c + n) of f whose claim[] is 1, each maximal run
+ * of them with one request; err[] gets each unit's result, crc[] the
+ * CRC32C of each unit fetched. No ct->lock held. */
+static void fill_claimed(struct cachetier *ct, struct ct_slot *slot, struct ct_file *f, uint32_t c,
+			 uint32_t n, const int *claim, int *err, uint32_t *crc, unsigned *requests)
+{
+	for (uint32_t i = 0; i < n;) {
+		uint32_t k = i;
+		int e;
+
+		if (claim[i] != 1) {
+			err[i] = claim[i] < 0 ? claim[i] : 0;
+			i++;
+			continue;
+		}
+		while (k < n && claim[k] == 1)
+			k++;
+		e = fill_chunk(ct, slot, f, c + i, (size_t)cachetier__run_len(f, c + i, k - i),
+			       crc + i);
+		*requests += e == 0;
+		for (; i < k; i++)
+			err[i] = e;
+	}
+}
+
+/* Start the fill of units [c, c + n) of f (len bytes; ra, pf: a readahead,
+ * a prefetch fill): counted in flight, marked filling, published in slot,
+ * room made. 0: go ahead (*peer: every unit is valid in the state file
+ * already, another process filled it); -1: skipped (a PF_FIT prefetch
+ * that does not fit, or a PF_EVICT one with nothing it may evict), the run
+ * given back. ct->lock held. */
+static int fill_begin(struct cachetier *ct, struct ct_slot *slot, struct ct_file *f, uint32_t c,
+		      uint32_t n, int ra, int pf)
+{
+	uint64_t len = cachetier__run_len(f, c, n);
+	/* a PF_FIT prefetch never evicts: a run that needs room is
+	 * skipped (units another process filled need none) */
+	int fit = pf == CT_PF_RANGE_FIT || (pf == CT_PF_OBJ && !f->pf_evict), peer = 1;
+
+	if (pf) { /* counted from here: its prefetch has not ended yet */
+		f->pf_inflight++;
+		ct->pf_running++;
+	}
+	for (uint32_t u = c; u < c + n && peer; u++)
+		peer = cachetier__st_get(f, u);
+	if (fit && !peer && pf_fits(ct, f, len) != 1) {
+		f->pf_inflight--;
+		ct->pf_running--;
+		run_abandon(ct, f, c, n);
+		return -1;
+	}
+	for (uint32_t u = c; u < c + n; u++)
+		f->cst[u] = CH_FILLING;
+	ct->reserved += len;
+	ct->fills_inflight++;
+	if (!pf)
+		ct->rd_inflight++;
+	slot->f = f;
+	slot->c = c;
+	slot->n = n;
+	slot->pf = pf;
+	slot->seq = ++ct->fill_seq;
+	atomic_store(&slot->withdraw, 0);
+	atomic_store(&slot->got, 0);
+	if (ra)
+		ct->readahead_fills++;
+	if (!fit && !peer && cachetier__make_room(ct, len, pf) < 0) {
+		/* a PF_EVICT prefetch fill only evicts chunks read
+		 * already: none left, so it is skipped like an unfit one */
+		ct->reserved -= len;
+		ct->fills_inflight--;
+		if (ra)
+			ct->readahead_fills--;
+		if (atomic_load(&slot->withdraw))
+			ct->pf_withdrawing--; /* asked while room was made */
+		slot->f = NULL;
+		f->pf_inflight--;
+		ct->pf_running--;
+		f->pf_unfit += len;
+		ct->unfit_bytes += len;
+		run_abandon(ct, f, c, n);
+		return -1;
+	}
+	return 0;
+}
+
+/* The outcome of unit u of a fill: err (0 or negative errno), claim (1:
+ * this fill fetched it; else another process's fill did, waited: after
+ * waiting for it), withdrawn (the fill was stopped for a reader: its
+ * enum ct_pf_kind; 0: it was not). Valid,
+ * empty with its error, or back to its prefetch; its write lock becomes
+ * the pinning readers' read lock or goes. ct->lock held. */
+static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int err, int claim,
+		      int waited, int withdrawn)
+{
+	uint64_t ulen = cachetier__chunk_len(f, u);
+
+	if (err < 0 && withdrawn) {
+		pf_withdrawn(ct, f, u, withdrawn);
+	} else if (err == 0) {
+		f->cst[u] = CH_VALID;
+		f->bytes += ulen;
+		ct->used += ulen;
+		/* no reader waits for it: filled ahead, spared by the
+		 * evictions of prefetch fills until it is read */
+		f->catime[u] = cachetier__now_ns();
+		f->unread[u] = f->pins[u] == 0;
+		if (claim == 1) {
+			f->seen[u] = 1;
+			f->dirty++;
+			ct->bytes_fetched += ulen;
+		} else {
+			f->seen[u] = 0; /* another process filled it: checked when read */
+			if (waited)
+				ct->peer_waits++;
+		}
+	} else {
+		f->cst[u] = CH_EMPTY;
+		f->cerr[u] = err;
+		ct->fill_errors++;
+	}
+	if (claim == 1) {
+		/* readers waiting for it keep it pinned: the write lock
+		 * becomes their read lock without a gap an eviction could
+		 * use; otherwise it goes */
+		if (err == 0 && f->pins[u] > 0) {
+			cachetier__ofd_lock(f->stfd, F_RDLCK, LK_CHUNK(u), 0);
+			f->held[u] = 1;
+		} else {
+			cachetier__chunk_unlock(f, u);
+		}
+	}
+}
+
+/* A fill of units [c, c + n) of f ended (fill_begin's counts undone, each
+ * unit's outcome in claim[] and errs[], requests sent): account for it and
+ * wake whoever waits. ct->lock held. */
+static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file *f, uint32_t c,
+		     uint32_t n, int ra, int pf, const int *claim, const int *errs,
+		     const uint32_t *crc, int waited, unsigned requests)
+{
+	int err = 0, withdrawn;
+
+	/* the units move from reserved to the directory's usage under
+	 * ct->lock, so pf_fits never counts them in both (it would skip
+	 * a fill that fits); each unit's CRC goes first: whoever sees the
+	 * state byte valid sees its CRC */
+	for (uint32_t i = 0; i < n; i++) {
+		if (claim[i] != 1 || errs[i] != 0)
+			continue;
+		cachetier__st_set_crc(f, c + i, crc[i]);
+		if (!cachetier__st_set(f, c + i, 1))
+			cachetier__usage_add(ct, (int64_t)cachetier__chunk_len(f, c + i));
+	}
+	ct->reserved -= cachetier__run_len(f, c, n);
+	ct->fills_inflight--;
+	if (!pf)
+		ct->rd_inflight--;
+	if (!pf && ra)
+		ct->ra_busy--;
+	withdrawn = atomic_load(&slot->withdraw);
+	if (withdrawn)
+		ct->pf_withdrawing--;
+	slot->f = NULL;
+	if (pf) {
+		f->pf_inflight--;
+		ct->pf_running--;
+	}
+	for (uint32_t i = 0; i < n && err == 0; i++)
+		err = errs[i];
+	if (err < 0 && withdrawn && ra)
+		ct->readahead_fills--; /* counted again when it is fetched */
+	if (pf && err == 0 && !ct->ra_busy && ct->pf_cap < ct->cfg.fill_threads)
+		ct->pf_cap++;
+	if (pf && err == 0 && ct->pf_quiet < ct->cfg.fill_threads)
+		ct->pf_quiet++;
+	ct->fills += requests;
+	for (uint32_t i = 0; i < n; i++)
+		unit_done(ct, f, c + i, errs[i], claim[i], waited, withdrawn ? pf : 0);
+	pthread_cond_broadcast(&ct->chunk_cond);
+	if (withdrawn || (!pf && ra && ct->ra_busy == 0 && (ct->pf || ct->pr)))
+		pthread_cond_broadcast(&ct->work_cond); /* prefetch may go on */
+	else if (!pf && (ct->pf || ct->pr))
+		pthread_cond_signal(&ct->work_cond);
+	if (flush_due(ct, f, cachetier__now_ns()))
+		pthread_cond_signal(&ct->flush_cond);
+}
+
+static void *worker_main(void *arg)
+{
+	struct ct_slot *slot = arg;
+	struct cachetier *ct = slot->ct;
+	int *claim = NULL, *errs = NULL;
+	uint32_t *crc = NULL;
+
+	/* per unit of a run: at most one chunk's units */
+	claim = calloc(ct->upc, sizeof(*claim));
+	errs = calloc(ct->upc, sizeof(*errs));
+	crc = calloc(ct->upc, sizeof(*crc));
+	pthread_mutex_lock(&ct->lock);
+	while (!ct->stopping && claim && errs && crc) {
+		struct ct_file *f;
+		uint32_t c, n;
+		int ra, pf, waited = 0;
+		unsigned requests = 0;
+
+		if (!cachetier__queue_next(ct, &f, &c, &n, &ra, &pf)) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 1;
+			pthread_cond_timedwait(&ct->work_cond, &ct->lock, &ts);
+			continue;
+		}
+		if (fill_begin(ct, slot, f, c, n, ra, pf) < 0)
+			continue;
+		pthread_mutex_unlock(&ct->lock);
+
+		for (uint32_t i = 0; i < n; i++)
+			claim[i] = fill_claim(ct, f, c + i, &waited);
+		fill_claimed(ct, slot, f, c, n, claim, errs, crc, &requests);
+
+		pthread_mutex_lock(&ct->lock);
+		fill_end(ct, slot, f, c, n, ra, pf, claim, errs, crc, waited, requests);
+	}
+	pthread_mutex_unlock(&ct->lock);
+	free(claim);
+	free(errs);
+	free(crc);
+	return NULL;
+}
+
+/* The flusher: writes the maps whose batch is due (a worker signals a full
+ * batch; the timer catches the rest), so the fdatasync before each map
+ * never holds up a fill. */
+static void *flusher_main(void *arg)
+{
+	struct cachetier *ct = arg;
+
+	pthread_mutex_lock(&ct->lock);
+	while (!ct->stopping) {
+		struct timespec ts;
+
+		flush_old_maps(ct);
+		cachetier__dec_release(ct); /* decoded copies other processes evicted */
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		if (!ct->stopping)
+			pthread_cond_timedwait(&ct->flush_cond, &ct->lock, &ts);
+	}
+	pthread_mutex_unlock(&ct->lock);
+	return NULL;
+}
+
+int cachetier__chunk_start(struct cachetier *ct)
+{
+	ct->dq_tail = &ct->dq;
+	ct->rq_tail = &ct->rq;
+	ct->pf_tail = &ct->pf;
+	ct->pf_cap = ct->cfg.fill_threads;
+	ct->pf_quiet = ct->cfg.fill_threads; /* no reader yet */
+	ct->workers = calloc(ct->cfg.fill_threads, sizeof(*ct->workers));
+	ct->slots = calloc(ct->cfg.fill_threads, sizeof(*ct->slots));
+	if (!ct->workers || !ct->slots)
+		return -ENOMEM;
+	if (pthread_create(&ct->flusher, NULL, flusher_main, ct) != 0)
+		return -EAGAIN;
+	ct->have_flusher = 1;
+	for (unsigned i = 0; i < ct->cfg.fill_threads; i++) {
+		int err;
+
+		ct->slots[i].ct = ct;
+		err = pthread_create(&ct->workers[i], NULL, worker_main, &ct->slots[i]);
+
+		if (err)
+			return -err;
+		ct->nworkers++;
+	}
+	return 0;
+}
+
+void cachetier__chunk_stop(struct cachetier *ct)
+{
+	struct ct_job *j;
+
+	cachetier_cancel(ct);
+	if (ct->have_flusher)
+		pthread_join(ct->flusher, NULL);
+	ct->have_flusher = 0;
+	for (unsigned i = 0; i < ct->nworkers; i++)
+		pthread_join(ct->workers[i], NULL);
+	free(ct->workers);
+	ct->workers = NULL;
+	ct->nworkers = 0;
+	free(ct->slots);
+	ct->slots = NULL;
+
+	/* queued fills never run: their chunks stay empty */
+	pthread_mutex_lock(&ct->lock);
+	while ((j = ct->dq) || (j = ct->rq)) {
+		if (j == ct->dq)
+			ct->dq = j->next;
+		else
+			ct->rq = j->next;
+		j->f->cst[j->c] = CH_EMPTY;
+		j->f->cerr[j->c] = -ECANCELED;
+		free(j);
+	}
+	ct->dq_tail = &ct->dq;
+	ct->rq_tail = &ct->rq;
+	ct->rd_queued = 0;
+	ct->ra_busy = 0;
+	while (ct->pf)
+		cachetier__pf_unlink(ct, ct->pf);
+	while (ct->pr)
+		cachetier__range_pop(ct);
+	pthread_cond_broadcast(&ct->chunk_cond);
+	pthread_mutex_unlock(&ct->lock);
+
+	/* no other thread runs now: record every filled chunk, free */
+	for (struct ct_file *f = ct->files; f; f = f->next)
+		cachetier__file_flush(ct, f);
+	while (ct->files) {
+		struct ct_file *f = ct->files;
+
+		ct->files = f->next;
+		cachetier__file_free(f);
+	}
+}

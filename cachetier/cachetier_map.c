@@ -1,0 +1,543 @@
+/*
+ * cachetier_map.c — the chunk store of remote objects (its files and map here;
+ * queues in cachetier_queue.c, fills in cachetier_fill.c, reads in
+ * cachetier_read.c): a remote object
+ * is fetched once, in chunks of cfg.chunk_bytes (one range request each,
+ * streamed into the file as the bytes arrive: backend_read_version_cb),
+ * ahead of a sequential reader, into a sparse local file, and served from
+ * it across reads and remounts.
+ *
+ * On disk, per object (name = hash of key, ETag and size, so a changed
+ * object never meets old bytes):
+ *   data/<hash>      sparse data file; chunk i at offset i * chunk_bytes
+ *   data/<hash>.map  which units are valid (format below)
+ *
+ * Units: every per-chunk thing below — state (enum ct_chunk), state file
+ * byte, map bit, lock, pin, eviction — is kept per unit (ct->unit: 64 KiB,
+ * at most 128 a chunk; an eighth of a chunk under 512 KiB; a whole chunk
+ * in objects of more than UNITS_MAX units), and f->cb is the unit: "chunk c" in the comments of
+ * this file means unit c where it speaks of state. A fill is one request for a run of empty units
+ * within one chunk (a ct_job, a worker's slot): readahead, prefetch and a miss of a sequential
+ * reader (or one whose chunk fits the cache without evicting) fill every empty unit of the chunk; a
+ * random miss that needs an eviction fills only the units its read covers, so a shuffled reader of
+ * data bigger than the cache fetches about what it reads (mountpoint-s3 starts random reads at 1
+ * MiB + 128 KiB for the same reason). The data file is named by the hash with the unit size, so a
+ * file of another unit size (an older version's chunk-sized units) is
+ * never opened for reads; it is evicted like any other object.
+ * The map is the only thing trusted after a restart. Protocol:
+ *   fill:  pwrite the chunk's pieces as they arrive (a failed fill punches
+ *          them) → mark valid in memory (readers are served from
+ *          the page cache at once) → (batched: every MAP_BATCH_CHUNKS
+ *          chunks, every second, at object close and cachetier_close; by
+ *          the flusher thread, never on a fill worker) note the valid
+ *          chunks → fdatasync(data) → write the map atomically.
+ *   evict: mark chunks EVICTING in memory → unlink the map + fsync the
+ *          directory → punch the chunks out → mark them EMPTY (and rewrite
+ *          the map of the chunks that stayed).
+ * So a persisted map only ever claims chunks whose bytes were durable
+ * before the map was written (each was written before the fdatasync that
+ * precedes the map), and no map claims a chunk being punched. A
+ * crash loses at most the chunks not yet recorded; they are fetched again.
+ *
+ * Map format (little-endian):
+ *   0  magic "SHCHMAP\1"   8  u32 version    12 u32 unit bytes
+ *   16 u64 object size     24 u32 units      28 u32 key length
+ *   32 u32 ETag length     36 u32 0          40 key, ETag, bitmap
+ *   (bit i of byte i/8 = unit i valid), u32 CRC32C per unit (of its
+ *   bytes; 0 for units not valid), then u64 FNV-1a of all before.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cachetier_i.h"
+
+#define MAP_MAGIC     "SHCHMAP\1"
+#define MAP_VERSION   2u /* 2: a CRC32C per unit after the bitmap */
+#define MAP_HDR	      40u
+#define MAP_MAX_BYTES (64u << 20)
+/* Most units an object is kept in (cachetier__file_open). */
+#define UNITS_MAX (1u << 20)
+
+/* ---- map format ---- */
+
+int cachetier__map_parse(const unsigned char *buf, size_t len, struct ct_map *m)
+{
+	uint64_t need;
+
+	if (len < MAP_HDR + 8 || memcmp(buf, MAP_MAGIC, 8) != 0)
+		return -EBADMSG;
+	if (disk_le32_get(buf + 8) != MAP_VERSION)
+		return -EPROTO;
+	if (disk_le64_get(buf + len - 8) != disk_fnv64(buf, len - 8))
+		return -EBADMSG;
+	m->chunk_bytes = disk_le32_get(buf + 12);
+	m->size = disk_le64_get(buf + 16);
+	m->nchunks = disk_le32_get(buf + 24);
+	m->keylen = disk_le32_get(buf + 28);
+	m->etaglen = disk_le32_get(buf + 32);
+	need = (uint64_t)MAP_HDR + m->keylen + m->etaglen + ((uint64_t)m->nchunks + 7) / 8 +
+	       (uint64_t)m->nchunks * 4 + 8;
+	if (m->chunk_bytes == 0 || need != len ||
+	    m->nchunks != (m->size + m->chunk_bytes - 1) / m->chunk_bytes)
+		return -EBADMSG;
+	m->key = (const char *)buf + MAP_HDR;
+	m->etag = m->key + m->keylen;
+	m->bitmap = (const unsigned char *)m->etag + m->etaglen;
+	m->crcs = m->bitmap + ((size_t)m->nchunks + 7) / 8;
+	return 0;
+}
+
+uint64_t cachetier__map_bytes(const struct ct_map *m)
+{
+	uint64_t sum = 0;
+
+	for (uint32_t c = 0; c < m->nchunks; c++) {
+		uint64_t off = (uint64_t)c * m->chunk_bytes;
+
+		if (m->bitmap[c / 8] & (1u << (c % 8)))
+			sum += m->size - off < m->chunk_bytes ? m->size - off : m->chunk_bytes;
+	}
+	return sum;
+}
+
+int cachetier__map_read(int dirfd, const char *name, unsigned char **buf, size_t *len)
+{
+	return cachetier__read_file(dirfd, name, MAP_HDR + 8, MAP_MAX_BYTES, buf, len);
+}
+
+/* Encode the chunks f's state file says are valid into *out (NULL when
+ * none is). Called with LK_MAP held. */
+static int map_encode(struct ct_file *f, unsigned char **out, size_t *len)
+{
+	size_t klen = strlen(f->key), elen = strlen(f->etag), blen = ((size_t)f->nchunks + 7) / 8;
+	size_t n = MAP_HDR + klen + elen + blen + (size_t)f->nchunks * 4 + 8;
+	unsigned char *buf = calloc(1, n), *bm, *crcs;
+	unsigned valid = 0;
+
+	*out = NULL;
+	*len = 0;
+	if (!buf)
+		return -ENOMEM;
+	memcpy(buf, MAP_MAGIC, 8);
+	disk_le32_put(buf + 8, MAP_VERSION);
+	disk_le32_put(buf + 12, f->cb);
+	disk_le64_put(buf + 16, f->size);
+	disk_le32_put(buf + 24, f->nchunks);
+	disk_le32_put(buf + 28, (uint32_t)klen);
+	disk_le32_put(buf + 32, (uint32_t)elen);
+	memcpy(buf + MAP_HDR, f->key, klen);
+	memcpy(buf + MAP_HDR + klen, f->etag, elen);
+	bm = buf + MAP_HDR + klen + elen;
+	crcs = bm + blen;
+	for (uint32_t c = 0; c < f->nchunks; c++) {
+		if (cachetier__st_get(f, c)) {
+			/* the CRC was stored before the state byte said valid */
+			bm[c / 8] |= (unsigned char)(1u << (c % 8));
+			disk_le32_put(crcs + (size_t)c * 4, cachetier__st_crc(f, c));
+			valid++;
+		}
+	}
+	disk_le64_put(buf + n - 8, disk_fnv64(buf, n - 8));
+	if (!valid) {
+		free(buf);
+		return 0;
+	}
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+/* Persist f's map if chunks were filled since the last write: what the
+ * state file says is valid now (also chunks other processes filled: their
+ * bytes were written before they were marked, so the fdatasync below
+ * covers them). Takes f->maplock, ct->lock, then LK_MAP; call with none
+ * held. */
+void cachetier__file_flush(struct cachetier *ct, struct ct_file *f)
+{
+	char name[24];
+	unsigned char *buf = NULL;
+	unsigned dirty;
+	size_t len = 0;
+	int err;
+
+	pthread_mutex_lock(&f->maplock);
+	pthread_mutex_lock(&ct->lock);
+	if (!f->live || f->dirty == 0) {
+		pthread_mutex_unlock(&ct->lock);
+		pthread_mutex_unlock(&f->maplock);
+		return;
+	}
+	dirty = f->dirty;
+	f->dirty = 0;
+	f->map_ns = cachetier__now_ns();
+	pthread_mutex_unlock(&ct->lock);
+	snprintf(name, sizeof(name), "%s.map", f->hash);
+	/* the snapshot is taken under LK_MAP: an eviction clears the state
+	 * before it takes LK_MAP to unlink the map, so no map written here can
+	 * claim a chunk that is punched afterwards */
+	/* bounded: a map write that cannot get LK_MAP is retried at the
+	 * next batch instead of holding maplock (an eviction waits on it) */
+	err = cachetier__ofd_lock(f->stfd, F_WRLCK, LK_MAP, LK_MAP_WAIT_MS);
+	if (err == 0) {
+		err = map_encode(f, &buf, &len);
+		/* every chunk buf claims was written before this: make them
+		 * durable before any map says so */
+		if (err == 0 && !buf) /* nothing left to record */
+			err = unlinkat(f->dirfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
+		else if (err == 0)
+			err = fdatasync(f->datafd) < 0 ? -errno : 0;
+		if (err == 0 && buf)
+			err = disk_write_atomic(f->dirfd, name, buf, len, 0600);
+		cachetier__ofd_lock(f->stfd, F_UNLCK, LK_MAP, 0);
+	}
+	if (err < 0) { /* try again at the next batch */
+		pthread_mutex_lock(&ct->lock);
+		f->dirty += dirty;
+		pthread_mutex_unlock(&ct->lock);
+	}
+	pthread_mutex_unlock(&f->maplock);
+	free(buf);
+}
+
+/* ---- opening an object's chunk file ---- */
+
+/* Undo a (failed) load: f stays a not-live entry without bytes. */
+static void file_unload(struct ct_file *f)
+{
+	if (f->datafd >= 0)
+		close(f->datafd);
+	f->datafd = -1;
+	cachetier__st_close(f);
+	free(f->key);
+	free(f->cst);
+	free(f->pins);
+	free(f->cerr);
+	free(f->held);
+	free(f->seen);
+	free(f->catime);
+	free(f->unread);
+	f->catime = NULL;
+	f->unread = NULL;
+	f->key = NULL;
+	f->cst = NULL;
+	f->pins = NULL;
+	f->cerr = NULL;
+	f->held = NULL;
+	f->seen = NULL;
+	f->bytes = 0;
+}
+
+void cachetier__file_free(struct ct_file *f)
+{
+	if (!f)
+		return;
+	while (f->reads) {
+		struct ct_read *r = f->reads;
+
+		f->reads = r->next;
+		free(r);
+	}
+	file_unload(f);
+	pthread_mutex_destroy(&f->maplock);
+	free(f);
+}
+
+static struct ct_file *file_find(struct cachetier *ct, int dirfd, const char *hash)
+{
+	for (struct ct_file *f = ct->files; f; f = f->next) {
+		if (f->dirfd == dirfd && strcmp(f->hash, hash) == 0)
+			return f;
+	}
+	return NULL;
+}
+
+int cachetier__file_hash(const char *key, const char *etag, uint64_t size, uint32_t cb,
+			 char hash[17])
+{
+	char ident[4096 + 128];
+	int n = snprintf(ident, sizeof(ident), "%s%c%s%c%llu%c%u", key, 0, etag, 0,
+			 (unsigned long long)size, 0, cb);
+
+	if (n < 0 || (size_t)n >= sizeof(ident))
+		return -ENAMETOOLONG;
+	cachetier__hash_hex(ident, (size_t)n, hash);
+	return 0;
+}
+
+int cachetier__map_load(struct cachetier *ct, int dirfd, const char *hash, unsigned char **buf,
+			struct ct_map *m, struct stat *data_st, uint32_t *lost)
+{
+	char mapname[24], h[17], *key = NULL, *etag = NULL;
+	size_t len = 0;
+	int err;
+
+	snprintf(mapname, sizeof(mapname), "%s.map", hash);
+	err = cachetier__map_read(dirfd, mapname, buf, &len);
+	if (err == 0)
+		err = cachetier__map_parse(*buf, len, m);
+	if (err == -EPROTO)
+		cachetier__note_version(ct, CT_FMT_MAP, mapname);
+	if (err == 0) {
+		key = strndup(m->key, m->keylen);
+		etag = strndup(m->etag, m->etaglen);
+		err = !key || !etag ? -ENOMEM
+				    : cachetier__file_hash(key, etag, m->size, m->chunk_bytes, h);
+		if (err == 0 && strcmp(h, hash) != 0)
+			err = -EBADMSG; /* not this file's map (or an old naming) */
+	}
+	if (err == 0 && fstatat(dirfd, hash, data_st, 0) < 0)
+		err = -EBADMSG;
+	if (lost)
+		*lost = 0;
+	for (uint32_t c = 0; err == 0 && c < m->nchunks; c++) {
+		uint64_t off = (uint64_t)c * m->chunk_bytes;
+		uint64_t clen = m->size - off < m->chunk_bytes ? m->size - off : m->chunk_bytes;
+		unsigned char *bm = *buf + (m->bitmap - *buf);
+
+		/* a data file shorter than a claimed unit lost it (cut by
+		 * hand, a disk error, a repair): fetched again */
+		if ((bm[c / 8] & (1u << (c % 8))) && (uint64_t)data_st->st_size < off + clen) {
+			bm[c / 8] &= (unsigned char)~(1u << (c % 8));
+			if (lost)
+				(*lost)++;
+		}
+	}
+	free(key);
+	free(etag);
+	if (err < 0) {
+		free(*buf);
+		*buf = NULL;
+	}
+	return err;
+}
+
+/* Alone with f (the write presence lock on its state file): make the
+ * state file say what the durable map says, punch or drop bytes no map
+ * claims, and correct the directory's usage by what changed. */
+static int file_init_alone(struct cachetier *ct, struct ct_file *f)
+{
+	uint64_t epoch = cachetier__usage_epoch(ct), old = cachetier__st_old_bytes(f, epoch);
+	unsigned char *buf = NULL;
+	char mapname[24];
+	struct ct_map m;
+	struct stat st;
+	uint64_t valid = 0;
+	uint32_t lost = 0;
+	int err;
+
+	snprintf(mapname, sizeof(mapname), "%s.map", f->hash);
+	err = cachetier__map_load(ct, f->dirfd, f->hash, &buf, &m, &st, &lost);
+	if (err == -ENOMEM)
+		return err;
+	if (err == 0 && lost) { /* the map is written again without them */
+		f->dirty += lost;
+		cachetier__note_corrupt(ct, f->hash, f->key, lost,
+					"the data file is shorter than its map", "fetched again");
+	}
+	if (err == 0 && (m.size != f->size || m.chunk_bytes != f->cb ||
+			 m.keylen != strlen(f->key) || memcmp(m.key, f->key, m.keylen) != 0))
+		err = -ESTALE;
+	if (err == 0)
+		valid = cachetier__map_bytes(&m);
+	/* What the usage counts for f now: what its old state file counted in
+	 * this epoch, else (the counter was rebuilt from the maps) its map. */
+	if (old == UINT64_MAX)
+		old = valid;
+	if (err < 0) {
+		if (err != -ENOENT)
+			unlinkat(f->dirfd, mapname, 0);
+		if (ftruncate(f->datafd, 0) < 0) {
+			free(buf);
+			return -errno;
+		}
+	} else if (fstat(f->datafd, &st) == 0 &&
+		   (uint64_t)st.st_blocks * 512 > valid + (uint64_t)f->nchunks * 4096) {
+		/* chunks written but never recorded (a crash): free them */
+		for (uint32_t c = 0; c < f->nchunks; c++) {
+			if (!(m.bitmap[c / 8] & (1u << (c % 8))) &&
+			    cachetier__chunk_off(f, c) < (uint64_t)st.st_size)
+				fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					  (off_t)cachetier__chunk_off(f, c), (off_t)f->cb);
+		}
+	}
+	cachetier__usage_add(ct, (int64_t)valid - (int64_t)old);
+	err = cachetier__st_ready(f, err == 0 ? m.bitmap : NULL, err == 0 ? m.crcs : NULL, epoch);
+	free(buf);
+	return err;
+}
+
+/* Load f's identity, arrays and the chunks the state file says are valid
+ * (f->opening is set, so nobody else touches f's live fields). Returns
+ * the valid bytes, or a negative errno. */
+static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *key, const char *etag,
+			 uint64_t size, uint32_t cb)
+{
+	uint64_t nchunks = (size + cb - 1) / cb, valid = 0;
+	char name[24];
+	int alone = 0, err;
+
+	if (nchunks > UINT32_MAX)
+		return -EFBIG;
+	f->key = strdup(key);
+	f->cst = calloc(nchunks ? nchunks : 1, 1);
+	f->pins = calloc(nchunks ? nchunks : 1, sizeof(*f->pins));
+	f->cerr = calloc(nchunks ? nchunks : 1, sizeof(*f->cerr));
+	f->held = calloc(nchunks ? nchunks : 1, 1);
+	f->seen = calloc(nchunks ? nchunks : 1, 1);
+	f->catime = calloc(nchunks ? nchunks : 1, sizeof(*f->catime));
+	f->unread = calloc(nchunks ? nchunks : 1, 1);
+	if (!f->key || !f->cst || !f->pins || !f->cerr || !f->held || !f->seen || !f->catime ||
+	    !f->unread)
+		return -ENOMEM;
+	snprintf(f->etag, sizeof(f->etag), "%s", etag);
+	f->size = size;
+	f->cb = cb;
+	/* units of this process's chunk size form its sequential requests; an
+	 * object of other units (an earlier mount's, loaded to be evicted)
+	 * fills a unit per request */
+	f->group = cb == ct->unit ? ct->upc : 1;
+	f->nchunks = (uint32_t)nchunks;
+	err = cachetier__st_open(f, 1, &alone);
+	if (err < 0)
+		return err;
+	snprintf(name, sizeof(name), "%s.st", f->hash);
+	f->auxfd = openat(f->dirfd, name, O_RDWR | O_CLOEXEC);
+	if (f->auxfd < 0)
+		return -errno;
+	/* under the presence lock: nobody unlinks the data file meanwhile */
+	f->datafd = openat(f->dirfd, f->hash, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (f->datafd < 0)
+		return -errno;
+	if (alone) {
+		err = file_init_alone(ct, f);
+		if (err < 0)
+			return err;
+	}
+	for (uint32_t c = 0; c < f->nchunks; c++) {
+		if (cachetier__st_get(f, c)) {
+			f->cst[c] = CH_VALID;
+			valid += cachetier__chunk_len(f, c);
+		}
+	}
+	return (int64_t)valid;
+}
+
+/* Make f live (ct->lock held on entry and return, dropped while loading). */
+static int file_activate(struct cachetier *ct, struct ct_file *f, const char *key, const char *etag,
+			 uint64_t size, uint32_t cb)
+{
+	int64_t valid;
+
+	f->opening = 1;
+	pthread_mutex_unlock(&ct->lock);
+	valid = file_load(ct, f, key, etag, size, cb);
+	pthread_mutex_lock(&ct->lock);
+	ct->used -= f->bytes;
+	f->opening = 0;
+	if (valid < 0) {
+		file_unload(f);
+	} else {
+		f->bytes = (uint64_t)valid;
+		ct->used += f->bytes;
+		f->live = 1;
+		f->atime_ns = f->map_ns = cachetier__now_ns();
+	}
+	pthread_cond_broadcast(&ct->chunk_cond);
+	return valid < 0 ? (int)valid : 0;
+}
+
+int cachetier__file_open_mapped(struct cachetier *ct, struct ct_file *f)
+{
+	unsigned char *buf = NULL;
+	char *key = NULL, *etag = NULL;
+	struct ct_map m;
+	struct stat st;
+	int err;
+
+	if (f->opening || f->evicting)
+		return -EBUSY; /* another thread loads or evicts it */
+	pthread_mutex_unlock(&ct->lock);
+	err = cachetier__map_load(ct, f->dirfd, f->hash, &buf, &m, &st, NULL);
+	if (err == 0) {
+		key = strndup(m.key, m.keylen);
+		etag = strndup(m.etag, m.etaglen);
+		if (!key || !etag || m.etaglen >= sizeof(f->etag))
+			err = -ENOMEM;
+	}
+	pthread_mutex_lock(&ct->lock);
+	/* a reader's cachetier__file_open may have started loading f while
+	 * the lock was dropped: a second load would open a second state file
+	 * description and replace f's fds and arrays under the first (a lock
+	 * taken on the replaced fd, such as LK_MAP, would then never be
+	 * released) */
+	if (err == 0 && (f->opening || f->evicting))
+		err = -EBUSY;
+	if (err == 0)
+		err = f->live ? 0 : file_activate(ct, f, key, etag, m.size, m.chunk_bytes);
+	free(key);
+	free(etag);
+	free(buf);
+	return err;
+}
+
+int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *info,
+			 struct ct_file **out)
+{
+	uint32_t cb;
+	char hash[17];
+	struct ct_file *f;
+	int err;
+
+	*out = NULL;
+	/* an object of more than UNITS_MAX units (64 GiB of 64 KiB) keeps its
+	 * state per chunk: the per-unit arrays would take 20 bytes a unit */
+	cb = info->size / ct->unit > UNITS_MAX ? ct->cfg.chunk_bytes : ct->unit;
+	err = cachetier__file_hash(info->key, info->etag, info->size, cb, hash);
+	if (err < 0)
+		return err;
+
+	pthread_mutex_lock(&ct->lock);
+	for (;;) {
+		f = file_find(ct, ct->datafd, hash);
+		if (!f || (!f->opening && !f->evicting))
+			break;
+		pthread_cond_wait(&ct->chunk_cond, &ct->lock);
+	}
+	if (f && f->live) {
+		int same = strcmp(f->key, info->key) == 0 && strcmp(f->etag, info->etag) == 0 &&
+			   f->size == info->size;
+
+		f->atime_ns = cachetier__now_ns();
+		pthread_mutex_unlock(&ct->lock);
+		if (!same) /* a 64-bit hash collision between two live objects */
+			return -EIO;
+		*out = f;
+		return 0;
+	}
+	if (!f) {
+		f = calloc(1, sizeof(*f));
+		if (!f) {
+			pthread_mutex_unlock(&ct->lock);
+			return -ENOMEM;
+		}
+		memcpy(f->hash, hash, sizeof(hash));
+		f->dirfd = ct->datafd;
+		f->datafd = f->stfd = f->auxfd = -1;
+		pthread_mutex_init(&f->maplock, NULL);
+		f->next = ct->files;
+		ct->files = f;
+	}
+	err = file_activate(ct, f, info->key, info->etag, info->size, cb);
+	if (err == 0)
+		*out = f;
+	pthread_mutex_unlock(&ct->lock);
+	return err;
+}

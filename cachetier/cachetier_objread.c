@@ -1,0 +1,389 @@
+/*
+ * cachetier_objread.c — reads of an object (cachetier_obj.c): read_begin
+ * and read_end dispatch to its local fd, its decoded copy (each unit
+ * checked on its first read by this process, the copy decoded again when
+ * evicted or damaged) or the chunk store (cachetier_read.c), and a read the
+ * chunk store cannot fill for a full disk bypasses it into a memfd.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "cachetier_i.h"
+
+/* A decoded copy evicted (by this or another process) is decoded again:
+ * from the same version of the object, to the same bytes. ct->lock held
+ * on entry and return; dropped while decoding. */
+static int obj_redecode(struct cachetier *ct, struct cachetier_obj *o)
+{
+	uint64_t size = o->size;
+	int damage = o->damage, err;
+
+	o->redecoding = 1;
+	pthread_mutex_unlock(&ct->lock);
+	err = 0;
+	if (backend_is_local(ct->be)) {
+		struct backend_objinfo now;
+
+		/* a local file decodes from whatever is at its path now */
+		err = backend_stat(ct->be, o->info.key, &now);
+		if (err == 0 && strcmp(now.etag, o->info.etag) != 0)
+			err = -ESTALE;
+	}
+	if (err == 0)
+		err = cachetier__decode(ct, &o->info, o->codec, o->dec->name, o);
+	if (err == 0 && (o->size != size || o->damage != damage)) {
+		close(o->fd); /* never serve another version under one index */
+		o->fd = -1;
+		err = -ESTALE;
+	}
+	o->size = size;
+	pthread_mutex_lock(&ct->lock);
+	o->redecoding = 0;
+	if (err == 0) {
+		o->dbad = 0; /* a new copy: this process's, or checked as it is read */
+		o->dec->bytes = size;
+		o->dec->atime_ns = cachetier__now_ns();
+	}
+	pthread_cond_broadcast(&ct->cond);
+	return err;
+}
+
+static void obj_dec_end(struct cachetier *ct, struct cachetier_obj *o)
+{
+	pthread_mutex_lock(&ct->lock);
+	/* an eviction that found it in use, or a read that found it damaged,
+	 * left the fd to the last reader (o->dbad: the copy's name may hold
+	 * another process's new copy by now); reads waiting for a damaged
+	 * copy to close decode it again */
+	if (--o->dpins == 0 && (o->dec->bytes == 0 || o->dbad) && o->fd >= 0) {
+		close(o->fd);
+		o->fd = -1;
+		pthread_cond_broadcast(&ct->cond);
+	}
+	pthread_mutex_unlock(&ct->lock);
+}
+
+/* A unit of o's decoded copy failed its CRC32C: the first reader to find
+ * it (o->dbad) counts and logs it and drops the copy (record and file,
+ * unless another decode's copy has replaced it under its name since: the
+ * next read here, and any other process, decodes it again). The caller
+ * holds a read's pin, so its obj_dec_end closes the fd (o->dbad) when no
+ * other read uses it; reads that begin meanwhile wait for that
+ * (obj_dec_begin). No lock held on entry; file I/O. */
+static void obj_dec_damaged(struct cachetier *ct, struct cachetier_obj *o, uint64_t unit)
+{
+	char file[40], why[96];
+	int first;
+
+	pthread_mutex_lock(&ct->lock);
+	first = !o->dbad;
+	o->dbad = 1;
+	pthread_mutex_unlock(&ct->lock);
+	if (!first)
+		return;
+	snprintf(file, sizeof(file), "decoded/%s", o->dec->name);
+	snprintf(why, sizeof(why), "unit %llu (%u bytes) of the decoded copy fails its CRC32C",
+		 (unsigned long long)unit, CT_DEC_UNIT);
+	cachetier__note_corrupt(ct, file, o->info.key, 1, why,
+				"the read fails with EIO, the copy is removed and the next read "
+				"decodes it again");
+	if (cachetier__decode_drop(ct, o->dec->name, o->fd)) {
+		pthread_mutex_lock(&ct->lock);
+		o->dec->bytes = 0; /* not on the disk any more (eviction passes it over) */
+		pthread_mutex_unlock(&ct->lock);
+	}
+}
+
+/* Before a read serves [off, off + len) of o's decoded copy, which another
+ * process or an earlier mount wrote (o->dcrc): each unit of the range not
+ * checked here yet is read (a pread of CT_DEC_UNIT bytes) and its CRC32C
+ * compared with the decode record's, once per unit and object. A hole
+ * reads as zeros and fails (unless the unit was all zeros: then the bytes
+ * are right). The caller holds the read's pin (o->fd and o->dcrc stay);
+ * no lock held. 0, -EIO (a unit failed: obj_dec_damaged) or -ENOMEM. */
+static int obj_dec_check(struct cachetier *ct, struct cachetier_obj *o, uint64_t off, uint64_t len)
+{
+	uint64_t u1 = (off + len - 1) / CT_DEC_UNIT + 1;
+	unsigned char *buf = NULL;
+	int err = 0;
+
+	if (u1 > o->dunits)
+		u1 = o->dunits;
+	for (uint64_t u = off / CT_DEC_UNIT; u < u1 && err == 0; u++) {
+		uint64_t at = u * CT_DEC_UNIT;
+		size_t n = o->size - at < CT_DEC_UNIT ? (size_t)(o->size - at) : CT_DEC_UNIT;
+
+		if (atomic_load_explicit(&o->dchecked[u], memory_order_relaxed))
+			continue;
+		if (!buf && !(buf = malloc(CT_DEC_UNIT)))
+			err = -ENOMEM;
+		if (err == 0)
+			err = disk_pread_all(o->fd, buf, n, at); /* -EIO: cut short */
+		if (err == 0 && disk_crc32c_update(0, buf, n) != o->dcrc[u])
+			err = -EIO;
+		if (err == 0)
+			atomic_store_explicit(&o->dchecked[u], 1, memory_order_relaxed);
+		else if (err == -EIO)
+			obj_dec_damaged(ct, o, u);
+	}
+	free(buf);
+	return err;
+}
+
+/* Pin o's decoded copy for a read of [off, off + len): decoded again
+ * first when it was closed (evicted, found damaged); EIO when it is found
+ * cut or damaged (then decoded again by a later read). May block: a
+ * decode (another thread's too), the unit checks' preads, and, while a
+ * copy found damaged is still used, until the reads using it end (each
+ * one pin from read_begin to read_end: a FUSE reply). No lock held on
+ * entry. */
+static int obj_dec_begin(struct cachetier *ct, struct cachetier_obj *o, uint64_t off, uint64_t len,
+			 int *fd)
+{
+	struct stat st;
+	int err = 0;
+
+	pthread_mutex_lock(&ct->lock);
+	/* o->dbad with the fd open: reads in flight use the damaged copy
+	 * (its pins); the last one's read_end closes it */
+	while (o->redecoding || (o->dbad && o->fd >= 0))
+		pthread_cond_wait(&ct->cond, &ct->lock);
+	if (o->fd < 0)
+		err = obj_redecode(ct, o);
+	if (err == 0 && fstat(o->fd, &st) == 0 && (uint64_t)st.st_size < o->size) {
+		/* the copy was cut under us: a read past its end would come
+		 * back short. EIO, and the next read decodes it again (the
+		 * decode record's size no longer matches the file) */
+		char file[40];
+
+		snprintf(file, sizeof(file), "decoded/%s", o->dec->name);
+		cachetier__note_corrupt(ct, file, o->info.key, 1, "the decoded copy was cut",
+					"the read fails with EIO, the next read decodes it again");
+		if (o->dpins == 0) {
+			close(o->fd);
+			o->fd = -1;
+		}
+		err = -EIO;
+	}
+	if (err == 0) {
+		o->dpins++;
+		o->dec->atime_ns = cachetier__now_ns();
+		*fd = o->fd;
+	}
+	pthread_mutex_unlock(&ct->lock);
+	if (err == 0 && o->dcrc && len > 0) {
+		err = obj_dec_check(ct, o, off, len);
+		if (err < 0)
+			obj_dec_end(ct, o);
+	}
+	return err;
+}
+
+/* Where a bypass read's bytes go: a memfd, at their offset less start. */
+struct bypass_sink {
+	int fd;
+	uint64_t start, next, end;
+};
+
+/* backend_sink_cb: may run on the store's I/O thread; no locks. */
+static int bypass_write(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	struct bypass_sink *s = arg;
+	int err;
+
+	if (len == 0)
+		return 0;
+	if (off != s->next || len > s->end - off)
+		return -EIO;
+	err = disk_pwrite_all(s->fd, buf, len, off - s->start);
+	if (err == 0)
+		s->next += len;
+	return err;
+}
+
+/* A full disk degrades, it does not stop: the fill of units of
+ * [off, off + len) of remote object o failed with no room on the disk
+ * (eviction freed what it could; -ENOSPC or -EDQUOT), so the range is
+ * fetched from the store (its listed version) into a memfd that read_end
+ * closes, and served from there without caching it. Memory: len bytes
+ * until read_end (FUSE reads are at most 1 MiB). Counted in bypass_reads
+ * and bypass_bytes; the first is logged. Blocks for the fetch (the store's
+ * retry budget bounds it); no lock held on entry. 0 or the store's error. */
+static int obj_bypass(struct cachetier_obj *o, uint64_t off, uint64_t len, int nospc, int *fd,
+		      uint64_t *fd_off)
+{
+	struct cachetier *ct = o->ct;
+	struct bypass_sink s = {.start = off, .next = off, .end = off + len};
+	struct ct_bypass *b = malloc(sizeof(*b));
+	int err = 0;
+
+	if (!b)
+		return -ENOMEM;
+	s.fd = memfd_create("shardfs-bypass", MFD_CLOEXEC);
+	if (s.fd < 0) {
+		err = -errno;
+		free(b);
+		return err;
+	}
+	while (s.next < s.end) {
+		uint64_t from = s.next;
+		ssize_t n = backend_read_version_cb(ct->be, o->file->key, o->file->etag, from,
+						    (size_t)(s.end - from), bypass_write, &s);
+
+		if (n < 0) {
+			err = (int)n;
+			break;
+		}
+		if (s.next == from) {
+			err = -EIO; /* the object is shorter than its size said */
+			break;
+		}
+	}
+	if (err < 0) {
+		close(s.fd);
+		free(b);
+		return err;
+	}
+	atomic_fetch_add(&ct->bypass_reads, 1);
+	atomic_fetch_add(&ct->bypass_bytes, len);
+	if (!atomic_exchange(&ct->bypass_noted, 1))
+		backend_log(ct->be, BACKEND_LOG_WARN,
+			    "cache %s: no room on the disk for %s (%s, nothing left to evict): "
+			    "reads of bytes not cached are served from the store without caching "
+			    "them (cache_bypass_reads counts them; not logged again)",
+			    ct->dir, o->file->key, strerror(-nospc));
+	b->tid = pthread_self();
+	b->fd = s.fd;
+	pthread_mutex_lock(&ct->lock);
+	b->next = o->bypass;
+	__atomic_store_n(&o->bypass, b, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&ct->lock);
+	*fd = s.fd;
+	*fd_off = 0;
+	return 0;
+}
+
+/* The bypass read of this thread on o, taken off its list (NULL: none). */
+static struct ct_bypass *bypass_take(struct cachetier_obj *o)
+{
+	pthread_t self = pthread_self();
+	struct ct_bypass *b = NULL;
+
+	/* only this thread adds its own entry: an empty list read without
+	 * the lock is empty for it */
+	if (!__atomic_load_n(&o->bypass, __ATOMIC_RELAXED))
+		return NULL;
+	pthread_mutex_lock(&o->ct->lock);
+	for (struct ct_bypass **pp = &o->bypass; *pp; pp = &(*pp)->next) {
+		if (pthread_equal((*pp)->tid, self)) {
+			b = *pp;
+			__atomic_store_n(pp, b->next, __ATOMIC_RELAXED);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&o->ct->lock);
+	return b;
+}
+
+static int obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
+			  uint64_t *fd_off, int probe)
+{
+	int err;
+
+	if (off > o->size || len > o->size - off)
+		return -EIO;
+	if (o->dec) {
+		err = obj_dec_begin(o->ct, o, off, len, fd);
+		if (err < 0)
+			return err;
+	} else if (o->file) {
+		err = cachetier__file_read_begin(o->ct, o->file, off, len, probe);
+		if (err == -ENOSPC || err == -EDQUOT)
+			return obj_bypass(o, off, len, err, fd, fd_off);
+		if (err < 0)
+			return err;
+		*fd = o->file->datafd;
+	} else if (o->local) {
+		err = cachetier__local_pin(o, fd);
+		if (err < 0)
+			return err;
+	} else {
+		*fd = o->fd;
+	}
+	*fd_off = off;
+	return 0;
+}
+
+int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
+			     uint64_t *fd_off)
+{
+	return obj_read_begin(o, off, len, fd, fd_off, 0);
+}
+
+void cachetier_obj_read_end(struct cachetier_obj *o)
+{
+	struct ct_bypass *b;
+
+	if (o->dec) {
+		obj_dec_end(o->ct, o);
+	} else if (o->file && (b = bypass_take(o))) {
+		close(b->fd);
+		free(b);
+	} else if (o->file) {
+		cachetier__file_read_end(o->ct, o->file);
+	} else if (o->local) {
+		cachetier__local_unpin(o);
+	}
+}
+
+static ssize_t obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_t off, int probe)
+{
+	uint64_t fd_off;
+	size_t done = 0;
+	ssize_t ret;
+	int fd, err;
+
+	if (off >= o->size)
+		return 0;
+	if (len > o->size - off)
+		len = (size_t)(o->size - off);
+	/* remote objects: fetch and pin the chunks, then copy from the file */
+	err = obj_read_begin(o, off, len, &fd, &fd_off, probe);
+	if (err < 0)
+		return err;
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(fd_off + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			/* n == 0: the file shrank under us: never return zeros */
+			ret = n < 0 ? -errno : -EIO;
+			goto out;
+		}
+		done += (size_t)n;
+	}
+	ret = (ssize_t)done;
+out:
+	cachetier_obj_read_end(o);
+	return ret;
+}
+
+ssize_t cachetier_obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_t off)
+{
+	return obj_pread(o, buf, len, off, 0);
+}
+
+ssize_t cachetier_obj_pread_probe(struct cachetier_obj *o, void *buf, size_t len, uint64_t off)
+{
+	return obj_pread(o, buf, len, off, 1);
+}

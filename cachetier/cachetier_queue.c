@@ -1,0 +1,457 @@
+/*
+ * cachetier_queue.c — the fill queues of the chunk store (cachetier_map.c)
+ * and its prefetch policy; the workers that serve them are in
+ * cachetier_fill.c. The queue functions run with ct->lock held; the
+ * prefetch calls at the end (cachetier__file_prefetch, _prefetch_range,
+ * _prefetch_state) take it themselves.
+ *
+ * Fills: cfg.fill_threads workers take jobs from three queues in order:
+ * demand (a reader waits), readahead, prefetch (a cursor per object, so a
+ * prefetch of a huge object queues nothing up front; an object a reader
+ * reads moves to the front; prefetch fills leave two workers to demand and
+ * readahead, take only connections demand fills leave idle, pause while
+ * readahead runs, and are withdrawn part-way when readers need their
+ * connections (pf_yield, pf_max); a PF_FIT prefetch skips, never evicts
+ * for, a chunk that does not fit). A chunk has one
+ * state (enum ct_chunk), so concurrent misses of one chunk share one fill.
+ * Readers wait on ct->chunk_cond for just the chunks they need; a failed
+ * fill leaves the chunk EMPTY with its error, which every reader that was
+ * waiting for that fill returns; the next read retries.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cachetier_i.h"
+
+/* ---- queues (all with ct->lock held) ---- */
+
+/* Ask the prefetch fill of slot sl to stop (its sink ends it at the next
+ * piece that arrives; worker_main then hands the chunk back). */
+static void pf_withdraw(struct cachetier *ct, struct ct_slot *sl)
+{
+	atomic_store(&sl->withdraw, 1);
+	ct->pf_withdrawing++;
+	ct->pf_withdrawn++;
+}
+
+/* May the prefetch fill of slot sl be withdrawn for a reader's job on
+ * object f: one that no reader waits for (its chunk is not pinned), not
+ * asked already, and of another object (a reader of f wants f's prefetched
+ * chunks soon: a shard fetched ahead of an in-order reader). */
+static int pf_withdrawable(const struct ct_slot *sl, const struct ct_file *f)
+{
+	if (!sl->f || !sl->pf || sl->f == f || atomic_load(&sl->withdraw))
+		return 0;
+	for (uint32_t u = sl->c; u < sl->c + sl->n; u++) {
+		if (sl->f->pins[u])
+			return 0;
+	}
+	return 1;
+}
+
+/* Prefetch fills yield to readers, after a job for object f was queued
+ * (ra: a readahead job).
+ *  - A readahead job means a sequential reader streams: every prefetch
+ *    fill in flight with less than half its chunk received stops, so the
+ *    reader gets the connections and the link's (and this machine's)
+ *    throughput at once; fills past half finish (stopping them would
+ *    throw away more than it frees). Measured with tests/bench/link_bench.py
+ *    (cat of a fresh mount while the warm runs): stopping only as many as
+ *    the reader needs connections left the reader sharing the link with a
+ *    full round of prefetch fills, at 0.6-0.8 of its speed without them.
+ *  - Any job: when demand and readahead jobs wait for more connections than
+ *    are free, prefetch fills stop (fewest bytes received first, so the
+ *    least is fetched again) until they do not. A connection is free when
+ *    no fill holds it (the mount runs one worker more than connections:
+ *    fill_threads - 1 of them); fills asked to stop count as free.
+ * Only fills pf_withdrawable allows are withdrawn. */
+static void pf_yield(struct cachetier *ct, const struct ct_file *f, int ra)
+{
+	unsigned conns = ct->cfg.fill_threads > 1 ? ct->cfg.fill_threads - 1 : 1;
+	uint64_t busy;
+
+	for (unsigned i = 0; ra && i < ct->nworkers; i++) {
+		struct ct_slot *sl = &ct->slots[i];
+
+		if (pf_withdrawable(sl, f) && atomic_load_explicit(&sl->got, memory_order_relaxed) <
+						  cachetier__run_len(sl->f, sl->c, sl->n) / 2)
+			pf_withdraw(ct, sl);
+	}
+	busy = ct->fills_inflight - ct->pf_withdrawing;
+
+	while (busy + ct->rd_queued > conns) {
+		struct ct_slot *best = NULL;
+
+		for (unsigned i = 0; i < ct->nworkers; i++) {
+			struct ct_slot *sl = &ct->slots[i];
+			unsigned long long got, bgot;
+
+			if (!pf_withdrawable(sl, f))
+				continue;
+			got = atomic_load_explicit(&sl->got, memory_order_relaxed);
+			bgot = best ? atomic_load_explicit(&best->got, memory_order_relaxed) : 0;
+			if (!best || got < bgot || (got == bgot && sl->seq > best->seq))
+				best = sl;
+		}
+		if (!best)
+			return;
+		pf_withdraw(ct, best);
+		busy--;
+	}
+}
+
+/* Queue one fill of units [c, c + n) of f, all CH_EMPTY. */
+int cachetier__queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int ra)
+{
+	struct ct_job *j = malloc(sizeof(*j));
+
+	if (!j)
+		return -ENOMEM;
+	j->f = f;
+	j->c = c;
+	j->n = n;
+	j->ra = ra;
+	j->next = NULL;
+	if (ra) {
+		*ct->rq_tail = j;
+		ct->rq_tail = &j->next;
+	} else {
+		*ct->dq_tail = j;
+		ct->dq_tail = &j->next;
+	}
+	for (uint32_t u = c; u < c + n; u++)
+		f->cst[u] = CH_QUEUED;
+	ct->rd_queued++;
+	ct->pf_quiet = 0;
+	if (ra) {
+		ct->ra_busy++;
+		ct->pf_cap = 1; /* pf_max: the slow start after it */
+	}
+	pf_yield(ct, f, ra);
+	pthread_cond_signal(&ct->work_cond);
+	return 0;
+}
+
+/* The run of CH_EMPTY units around unit c (CH_EMPTY) within [lo, hi) and
+ * within c's chunk: *a .. *b (exclusive). */
+static void empty_run(const struct ct_file *f, uint32_t c, uint32_t lo, uint32_t hi, uint32_t *a,
+		      uint32_t *b)
+{
+	uint32_t g0 = c - c % f->group, g1 = g0 + f->group;
+
+	if (lo < g0)
+		lo = g0;
+	if (hi > g1)
+		hi = g1;
+	if (hi > f->nchunks)
+		hi = f->nchunks;
+	*a = c;
+	*b = c + 1;
+	while (*a > lo && f->cst[*a - 1] == CH_EMPTY)
+		(*a)--;
+	while (*b < hi && f->cst[*b] == CH_EMPTY)
+		(*b)++;
+}
+
+/* Queue one fill of the CH_EMPTY units around unit c within [lo, hi) and
+ * c's chunk (one range request). */
+int cachetier__queue_run(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t lo,
+			 uint32_t hi, int ra)
+{
+	uint32_t a, b;
+
+	empty_run(f, c, lo, hi, &a, &b);
+	return cachetier__queue_push(ct, f, a, b - a, ra);
+}
+
+/* Unlink the job *pp from a queue whose tail pointer is *tail. */
+static struct ct_job *queue_pop(struct ct_job ***tail, struct ct_job **pp)
+{
+	struct ct_job *j = *pp;
+
+	*pp = j->next;
+	if (*tail == &j->next)
+		*tail = pp;
+	return j;
+}
+
+/* A reader needs a chunk that readahead queued: move it to the front
+ * queue. Chunks queued on demand already are there. */
+void cachetier__queue_promote(struct cachetier *ct, struct ct_file *f, uint32_t c)
+{
+	for (struct ct_job **pp = &ct->rq; *pp; pp = &(*pp)->next) {
+		if ((*pp)->f == f && (*pp)->c <= c && c < (*pp)->c + (*pp)->n) {
+			struct ct_job *j = queue_pop(&ct->rq_tail, pp);
+
+			j->next = NULL;
+			*ct->dq_tail = j;
+			ct->dq_tail = &j->next;
+			return;
+		}
+	}
+}
+
+/* The prefetch list ct->pf: objects whose prefetch runs, doubly linked
+ * (pf_pprev points at the link that points at the entry) so that a
+ * reader's object moves to the front in O(1). */
+void cachetier__pf_unlink(struct cachetier *ct, struct ct_file *f)
+{
+	*f->pf_pprev = f->pf_link;
+	if (f->pf_link)
+		f->pf_link->pf_pprev = f->pf_pprev;
+	else
+		ct->pf_tail = f->pf_pprev;
+	f->pf_link = NULL;
+	f->pf_pprev = NULL;
+	f->pf_listed = 0;
+}
+
+void cachetier__pf_push(struct cachetier *ct, struct ct_file *f, int front)
+{
+	f->pf_listed = 1;
+	if (front) {
+		f->pf_link = ct->pf;
+		f->pf_pprev = &ct->pf;
+		if (ct->pf)
+			ct->pf->pf_pprev = &f->pf_link;
+		else
+			ct->pf_tail = &f->pf_link;
+		ct->pf = f;
+	} else {
+		f->pf_link = NULL;
+		f->pf_pprev = ct->pf_tail;
+		*ct->pf_tail = f;
+		ct->pf_tail = &f->pf_link;
+	}
+}
+
+/* Most prefetch fills in flight at once. While readers read (a demand or
+ * readahead job was queued within the last round of prefetch fills:
+ * pf_quiet < fill_threads): all workers but two (at least one), so that a
+ * demand fill always finds a free worker and, with one worker more than
+ * the backend's connections (as fs/ configures it), a free connection: a
+ * reader's miss never waits for a prefetch fill to be withdrawn. With no
+ * reader (a prefetch or a warm alone): all workers but one, every
+ * connection (leaving one idle cost 1/connections of the throughput: 0.83
+ * of 8 x rate with 8 connections on tests/bench/link_bench.py's link); a
+ * reader's first miss then withdraws one (pf_yield). Less one for each
+ * demand fill in flight, so that prefetch fills take only connections
+ * readers leave idle (pf_yield withdraws the ones readers need). None while readahead is queued or
+ * in flight (a sequential reader streams), and then a slow start: pf_cap starts again at one and
+ * grows by one with each prefetch fill that completes (doubling per round of fills), so that a
+ * reader reading what its readahead fetched does not share the machine with a full round of
+ * prefetch fills at once, and a reader that keeps streaming stops them
+ * again before they reach full parallelism. */
+static unsigned pf_max(const struct cachetier *ct)
+{
+	unsigned n = ct->cfg.fill_threads;
+	unsigned m = ct->pf_quiet < n ? (n > 2 ? n - 2 : 1) : (n > 1 ? n - 1 : 1);
+
+	if (ct->ra_busy)
+		return 0;
+	m = ct->rd_inflight < m ? m - ct->rd_inflight : 0;
+	return m < ct->pf_cap ? m : ct->pf_cap;
+}
+
+/* Drop the range at the front of ct->pr. */
+void cachetier__range_pop(struct cachetier *ct)
+{
+	struct ct_range *r = ct->pr;
+
+	ct->pr = r->link;
+	if (!ct->pr)
+		ct->pr_tail = &ct->pr;
+	r->f->pr_queued--;
+	free(r);
+}
+
+/* Queue units [c0, c1) of f as a range, at the back of ct->pr or (front:
+ * a withdrawn fill's units) at its front. 0 or -ENOMEM. */
+int cachetier__range_push(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
+			  int evict, int front)
+{
+	struct ct_range *r = malloc(sizeof(*r));
+
+	if (!r)
+		return -ENOMEM;
+	r->f = f;
+	r->next = c0;
+	r->end = c1;
+	r->evict = evict;
+	f->pr_queued++;
+	if (front) {
+		r->link = ct->pr;
+		if (!ct->pr)
+			ct->pr_tail = &r->link;
+		ct->pr = r;
+	} else {
+		r->link = NULL;
+		*ct->pr_tail = r;
+		ct->pr_tail = &r->link;
+	}
+	return 0;
+}
+
+/* A prefetch cursor (*next, up to end) over units of p takes its next
+ * fill: the empty units from the first empty one at or after *next to the
+ * end of their chunk (or at end), claimed for the worker (CH_QUEUED, on no
+ * queue: a reader waits for them), in *c and *n; *next moves past them and
+ * the filled units after them. 0: none left (*next reached end). ct->lock
+ * held. */
+static int cursor_take(struct ct_file *p, uint32_t *next, uint32_t end, uint32_t *c, uint32_t *n)
+{
+	uint32_t a, b;
+
+	while (*next < end && p->cst[*next] != CH_EMPTY)
+		(*next)++;
+	if (*next >= end)
+		return 0;
+	empty_run(p, *next, *next, end, &a, &b);
+	for (uint32_t u = a; u < b; u++)
+		p->cst[u] = CH_QUEUED;
+	*c = a;
+	*n = b - a;
+	*next = b;
+	while (*next < end && p->cst[*next] != CH_EMPTY)
+		(*next)++;
+	return 1;
+}
+
+/* The next fill of the range at the front of ct->pr (cursor_take); the
+ * range goes once its cursor reached its end. 1: one, in *f, *c, *n, *pf;
+ * 0: the range had none left. ct->lock held. */
+static int range_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, uint32_t *n, int *pf)
+{
+	struct ct_range *r = ct->pr;
+	int took = cursor_take(r->f, &r->next, r->end, c, n);
+
+	*f = r->f;
+	*pf = r->evict ? CT_PF_RANGE_EVICT : CT_PF_RANGE_FIT;
+	if (r->next >= r->end)
+		cachetier__range_pop(ct);
+	return took;
+}
+
+/* The next fill: demand, then readahead, then prefetch ranges, then prefetch cursors (the
+ * object at the front of ct->pf first; at most pf_max in flight). *pf: a
+ * prefetch cursor's chunk. An object whose cursor passed its last chunk
+ * leaves the list at once, so its prefetch counts as ended once its fills
+ * in flight are done. */
+int cachetier__queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, uint32_t *n,
+			  int *ra, int *pf)
+{
+	struct ct_job *j = NULL;
+
+	*pf = 0;
+	if (ct->dq)
+		j = queue_pop(&ct->dq_tail, &ct->dq);
+	else if (ct->rq)
+		j = queue_pop(&ct->rq_tail, &ct->rq);
+	if (j) {
+		ct->rd_queued--;
+		*f = j->f;
+		*c = j->c;
+		*n = j->n;
+		*ra = j->ra;
+		free(j);
+		return 1;
+	}
+	while (ct->pr && ct->pf_running < pf_max(ct)) {
+		if (range_next(ct, f, c, n, pf)) {
+			*ra = 1;
+			return 1;
+		}
+	}
+	while (ct->pf && ct->pf_running < pf_max(ct)) {
+		struct ct_file *p = ct->pf;
+		int took = cursor_take(p, &p->pf_next, p->pf_end, c, n);
+
+		/* an object whose cursor passed its end leaves the list at once */
+		if (p->pf_next >= p->pf_end)
+			cachetier__pf_unlink(ct, p);
+		if (took) {
+			*f = p;
+			*ra = 1;
+			*pf = CT_PF_OBJ;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
+			     int mode)
+{
+	if (c1 > f->nchunks)
+		c1 = f->nchunks;
+	if (c0 >= c1)
+		return 0;
+	pthread_mutex_lock(&ct->lock);
+	if (f->pf_listed) {
+		/* the running prefetch's cursor covers the new range too */
+		f->pf_evict |= mode == CACHETIER_PF_EVICT;
+		if (c0 < f->pf_next)
+			f->pf_next = c0;
+		if (c1 > f->pf_end)
+			f->pf_end = c1;
+	} else if (!ct->stopping) {
+		f->pf_next = c0;
+		f->pf_end = c1;
+		f->pf_unfit = 0;
+		f->pf_evict = mode == CACHETIER_PF_EVICT;
+		cachetier__pf_push(ct, f, 0);
+		pthread_cond_broadcast(&ct->work_cond);
+	}
+	pthread_mutex_unlock(&ct->lock);
+	return 0;
+}
+
+int cachetier__file_prefetch_range(struct cachetier *ct, struct ct_file *f, uint32_t c0,
+				   uint32_t c1, int mode)
+{
+	int err = 0;
+
+	if (c1 > f->nchunks)
+		c1 = f->nchunks;
+	if (c0 >= c1)
+		return 0;
+	pthread_mutex_lock(&ct->lock);
+	if (!ct->stopping) {
+		int64_t now = cachetier__now_ns();
+
+		/* units of the range that are here already (a neighbour's read
+		 * or fill brought them) are needed ahead as much as those the
+		 * range fetches: spared like them, not left at the head of the
+		 * LRU order where the next eviction takes them before their
+		 * reader comes */
+		for (uint32_t c = c0; c < c1; c++) {
+			if (f->cst[c] == CH_VALID && f->pins[c] == 0) {
+				f->catime[c] = now;
+				f->unread[c] = 1;
+			}
+		}
+		err = cachetier__range_push(ct, f, c0, c1, mode == CACHETIER_PF_EVICT, 0);
+		pthread_cond_signal(&ct->work_cond);
+	}
+	pthread_mutex_unlock(&ct->lock);
+	return err;
+}
+
+int cachetier__file_prefetch_state(struct cachetier *ct, struct ct_file *f, uint64_t *unfit)
+{
+	int running;
+
+	pthread_mutex_lock(&ct->lock);
+	running = f->pf_listed || f->pr_queued > 0 || f->pf_inflight > 0;
+	*unfit = f->pf_unfit;
+	pthread_mutex_unlock(&ct->lock);
+	return running;
+}

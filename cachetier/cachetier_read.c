@@ -1,0 +1,404 @@
+/*
+ * cachetier_read.c — reads of the chunk store (cachetier_map.c): a read
+ * pins its units, queues and waits for the missing ones (cachetier_queue.c),
+ * checks units on their first read here, and moves the readahead window.
+ *
+ * Readahead: a read that starts near where the previous read of the
+ * object ended (up to one chunk further, a quarter chunk back) is
+ * sequential (the tolerance covers index building, which skips over small
+ * gaps, and kernel readahead arriving slightly out of order); its window
+ * doubles from one chunk up to
+ * cfg.readahead_max_bytes and the chunks of the window past the read are
+ * queued without waiting. A read at offset 0 starts at the full window;
+ * elsewhere the window opens only once RA_MIN_RUN bytes were read in
+ * sequence (the requests of one shuffled sample are in sequence too).
+ * Any other read resets the window.
+ *
+ * Pins: read_begin pins the chunks of its range (also while it waits), and
+ * read_end, on the same thread, unpins them; eviction never touches a
+ * pinned chunk. read_end finds its read by thread id because its
+ * signature carries no range (fs calls both on one FUSE thread).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cachetier_i.h"
+
+/* ---- reads ---- */
+
+/* Bytes a reader not at an object's start reads in sequence before its
+ * readahead starts. */
+#define RA_MIN_RUN (1u << 20)
+
+/* Queue readahead after a read of [off, end) of f. ct->lock held. */
+static void ra_update(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t end)
+{
+	uint64_t cb = (uint64_t)f->cb * f->group, max = ct->cfg.readahead_max_bytes;
+	uint64_t last;
+
+	/* forward gaps up to a chunk (index building skips small members);
+	 * back up to a quarter chunk (kernel readahead requests overtaking
+	 * each other) */
+	if (off == 0) {
+		/* A read from an object's start is nearly always the start of a
+		 * whole-object read (cat, cp, an index build, a decoder): it gets
+		 * the full window at once. A ramp waits for one chunk's fill per
+		 * doubling (about 0.17 s for 8 MiB on a link of 60 MB/s per
+		 * connection and 30 ms to first byte), which made a fresh
+		 * mount's cat of a 64 MB shard take two fill times, not one. */
+		f->ra_window = max;
+		f->ra_run = end;
+	} else if (off + cb / 4 >= f->ra_end && off <= f->ra_end + cb) {
+		f->ra_run += end - off;
+		/* a run of fewer than RA_MIN_RUN bytes read is a small member
+		 * read in a few requests (a shuffled sample), or reads that land
+		 * near each other by chance: no readahead, or every sample of a
+		 * shuffled epoch would fetch a window of chunks */
+		if (f->ra_window || f->ra_run >= RA_MIN_RUN) {
+			uint64_t w = f->ra_window ? f->ra_window * 2 : cb;
+
+			f->ra_window = w < max ? w : max;
+		}
+	} else {
+		f->ra_window = 0;
+		f->ra_run = end - off;
+	}
+	f->ra_end = end;
+	if (!f->ra_window || end >= f->size)
+		return;
+	/* whole chunks: one request each, from the chunk the read ends in
+	 * (its units before the read's end too: the read's own misses then
+	 * join that request instead of splitting it) */
+	last = ((end + f->ra_window - 1) / cb + 1) * f->group - 1;
+	if (last >= f->nchunks)
+		last = f->nchunks - 1;
+	for (uint64_t c = end / f->cb; c <= last; c++) {
+		if (f->cst[c] == CH_EMPTY &&
+		    cachetier__queue_run(ct, f, (uint32_t)c, 0, f->nchunks, 1) < 0)
+			break; /* out of memory: readahead is optional */
+	}
+}
+
+/* Take read r off f's list and drop its pins. ct->lock held. */
+static void read_unpin(struct ct_file *f, struct ct_read *r)
+{
+	for (struct ct_read **pp = &f->reads; *pp; pp = &(*pp)->next) {
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	}
+	for (uint32_t c = r->c0; c < r->c1; c++) {
+		if (--f->pins[c] == 0 && f->held[c]) {
+			cachetier__chunk_unlock(f, c);
+			f->held[c] = 0;
+		}
+	}
+}
+
+/* A pinned chunk this process thinks valid: take its read lock, then
+ * trust it only if the state file still says valid (another process may
+ * have evicted it). Returns 1 when held, else marks it empty. ct->lock
+ * held. */
+static int chunk_hold(struct cachetier *ct, struct ct_file *f, uint32_t c)
+{
+	if (f->held[c])
+		return 1;
+	if (cachetier__ofd_lock(f->stfd, F_RDLCK, LK_CHUNK(c), 0) == 0) {
+		if (cachetier__st_get(f, c)) {
+			/* one filled by another process (or mount), not seen
+			 * here yet, is checked before it is served (units_check) */
+			f->held[c] = 1;
+			return 1;
+		}
+		cachetier__chunk_unlock(f, c);
+	}
+	/* evicted, or being evicted or filled, by another process */
+	f->cst[c] = CH_EMPTY;
+	f->seen[c] = 0;
+	f->bytes -= cachetier__chunk_len(f, c);
+	ct->used -= cachetier__chunk_len(f, c);
+	return 0;
+}
+
+/* Unit c of f (CH_VALID) is damaged (its bytes fail their CRC32C, or the
+ * data file ends before it): counted, and made empty in the state file
+ * (the map is written again without it) and here, so the next read of it
+ * fetches it again. ct->lock held. */
+static void unit_corrupt(struct cachetier *ct, struct ct_file *f, uint32_t c)
+{
+	uint64_t len = cachetier__chunk_len(f, c);
+
+	if (cachetier__st_set(f, c, 0)) /* cleared before its read lock goes */
+		cachetier__usage_add(ct, -(int64_t)len);
+	if (f->held[c]) {
+		cachetier__chunk_unlock(f, c);
+		f->held[c] = 0;
+	}
+	f->cst[c] = CH_EMPTY;
+	f->seen[c] = 0;
+	f->bytes -= len;
+	ct->used -= len;
+	f->dirty++;
+}
+
+/* Units of [c0, c1) of f (valid: wholly written) that a hole in the data
+ * file now overlaps (a punch under the running mount would read as zeros):
+ * tag 2 (failed). One lseek(SEEK_HOLE) for a range without holes; size is
+ * the data file's size (past it: the cut, which the caller sees). */
+static void holes_check(struct ct_file *f, uint32_t c0, uint32_t c1, uint64_t size, uint8_t *tag)
+{
+	uint64_t end = cachetier__chunk_off(f, c1 - 1) + cachetier__chunk_len(f, c1 - 1),
+		 pos = cachetier__chunk_off(f, c0);
+
+	if (end > size)
+		end = size;
+	while (pos < end) {
+		off_t h = lseek(f->datafd, (off_t)pos, SEEK_HOLE), d;
+
+		if (h < 0 || (uint64_t)h >= end)
+			return; /* none (or no SEEK_HOLE here: the CRCs are the check) */
+		d = lseek(f->datafd, h, SEEK_DATA);
+		if (d < 0 || (uint64_t)d > end)
+			d = (off_t)end;
+		for (uint64_t c = (uint64_t)h / f->cb; c < c1 && c * f->cb < (uint64_t)d; c++)
+			if (c >= c0)
+				tag[c - c0] = 2;
+		pos = (uint64_t)d;
+	}
+}
+
+/* Before a read serves units [c0, c1) of f (all CH_VALID, pinned and
+ * read-locked): the data file still holds them (one fstat: a file cut
+ * under the running mount would otherwise make the reply short) and has
+ * no hole in them (one lseek: a punch would read as zeros), and each
+ * unit this process has not filled or served yet (another process's or an
+ * earlier mount's) matches the CRC32C its fill recorded (a pread and a
+ * CRC of the unit, once per unit and process). Units that fail are made
+ * empty (unit_corrupt). Returns how many failed or are no longer valid
+ * (another reader here found them damaged meanwhile), or -errno. ct->lock held
+ * on entry and return; dropped around the file I/O (the pins and read
+ * locks keep the units from eviction and refill meanwhile). */
+static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1)
+{
+	uint8_t tagbuf[64], *tag = tagbuf; /* per unit: 1 check its CRC, 2 failed */
+	unsigned char *buf = NULL;
+	uint32_t checks = 0;
+	int bad = 0, stale = 0, err = 0;
+	struct stat st;
+
+	if (c1 - c0 > sizeof(tagbuf) && !(tag = calloc(c1 - c0, 1)))
+		return -ENOMEM;
+	if (tag == tagbuf)
+		memset(tagbuf, 0, sizeof(tagbuf));
+	for (uint32_t c = c0; c < c1; c++) {
+		if (!f->seen[c]) {
+			tag[c - c0] = 1;
+			checks++;
+		}
+	}
+	pthread_mutex_unlock(&ct->lock);
+	if (fstat(f->datafd, &st) < 0)
+		err = -errno;
+	if (err == 0)
+		holes_check(f, c0, c1, (uint64_t)st.st_size, tag);
+	if (err == 0 && checks && !(buf = malloc(f->cb)))
+		err = -ENOMEM;
+	for (uint32_t c = c0; c < c1 && err == 0; c++) {
+		uint64_t len = cachetier__chunk_len(f, c);
+
+		if ((uint64_t)st.st_size < cachetier__chunk_off(f, c) + len) {
+			tag[c - c0] = 2; /* cut: the read would come back short */
+		} else if (tag[c - c0] == 1) {
+			int e =
+			    disk_pread_all(f->datafd, buf, (size_t)len, cachetier__chunk_off(f, c));
+
+			if (e < 0 && e != -EIO)
+				err = e;
+			else if (e < 0 ||
+				 disk_crc32c_update(0, buf, (size_t)len) != cachetier__st_crc(f, c))
+				tag[c - c0] = 2;
+		}
+	}
+	free(buf);
+	pthread_mutex_lock(&ct->lock);
+	for (uint32_t c = c0; c < c1 && err == 0; c++) {
+		if (f->cst[c] != CH_VALID) {
+			/* another reader here found it damaged meanwhile (and
+			 * counted it) */
+			stale++;
+		} else if (tag[c - c0] == 2) {
+			unit_corrupt(ct, f, c);
+			bad++;
+		} else if (tag[c - c0] == 1 && !f->seen[c]) {
+			f->seen[c] = 1;
+			ct->peer_chunks++;
+		}
+	}
+	if (tag != tagbuf)
+		free(tag);
+	if (err == 0 && bad &&
+	    (uint64_t)st.st_size <
+		cachetier__chunk_off(f, c1 - 1) + cachetier__chunk_len(f, c1 - 1)) {
+		/* cut: every unit past the cut is gone too, also those a later
+		 * fill's pwrite would turn into a hole before them */
+		uint32_t more = 0;
+
+		for (uint32_t c = (uint32_t)((uint64_t)st.st_size / f->cb); c < f->nchunks; c++) {
+			if ((c < c0 || c >= c1) && f->cst[c] == CH_VALID) {
+				unit_corrupt(ct, f, c);
+				more++;
+			}
+		}
+		cachetier__note_corrupt(ct, f->hash, f->key, (uint32_t)bad + more,
+					"the data file was cut", "fetched again");
+	} else if (err == 0 && bad) {
+		cachetier__note_corrupt(ct, f->hash, f->key, (uint32_t)bad,
+					"a hole in them or their bytes fail their CRC32C",
+					"fetched again");
+	}
+	return err < 0 ? err : bad + stale;
+}
+
+int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len,
+			       int probe)
+{
+	uint64_t cb = f->cb;
+	uint32_t c0 = (uint32_t)(off / cb), c1 = len ? (uint32_t)((off + len - 1) / cb + 1) : c0;
+	struct ct_read *r = malloc(sizeof(*r));
+	uint8_t reqbuf[64], *req = reqbuf; /* per unit: this read saw it queued or filling */
+	int err = 0, waited = 0, whole, repairs = 0;
+
+	if (c1 - c0 > sizeof(reqbuf))
+		req = calloc(c1 - c0, 1);
+	else
+		memset(reqbuf, 0, sizeof(reqbuf));
+	if (!r || !req) {
+		free(r);
+		if (req != reqbuf)
+			free(req);
+		return -ENOMEM;
+	}
+	r->tid = pthread_self();
+	r->c0 = c0;
+	r->c1 = c1;
+
+	pthread_mutex_lock(&ct->lock);
+	for (uint32_t c = c0; c < c1; c++)
+		f->pins[c]++;
+	r->next = f->reads;
+	f->reads = r;
+	f->atime_ns = cachetier__now_ns();
+	cachetier__st_touch(f, f->atime_ns);
+	for (uint32_t c = c0; c < c1; c++) { /* chunk LRU (cachetier_evict.c) */
+		f->catime[c] = f->atime_ns;
+		f->unread[c] = 0;
+	}
+	/* what readers touch is prefetched first */
+	if (f->pf_listed && ct->pf != f) {
+		cachetier__pf_unlink(ct, f);
+		cachetier__pf_push(ct, f, 1);
+	}
+	/* a probe says nothing of what comes next: no readahead, and a miss
+	 * fills only the units it reads */
+	if (!probe)
+		ra_update(ct, f, off, off + len);
+	/* a miss fills its whole chunk when the reader streams or the chunk
+	 * fits without evicting; else (random reads of data that does not
+	 * fit) only the units it reads */
+	whole = !probe && (f->ra_window > 0 || cachetier__usage_get(ct) + ct->reserved +
+						       ct->evicting + (uint64_t)f->cb * f->group <=
+						   ct->cfg.cache_size_bytes);
+	for (;;) {
+		int ready = 1;
+
+		for (uint32_t c = c0; c < c1 && err == 0; c++) {
+			if (f->cst[c] == CH_VALID && !chunk_hold(ct, f, c))
+				req[c - c0] = 0; /* gone again: fetch it anew */
+			switch (f->cst[c]) {
+			case CH_VALID:
+				break;
+			case CH_EMPTY:
+				if (req[c - c0]) { /* the fill this read waited for failed */
+					err = f->cerr[c] < 0 ? f->cerr[c] : -EIO;
+					break;
+				}
+				err = whole ? cachetier__queue_run(ct, f, c, 0, f->nchunks, 0)
+					    : cachetier__queue_run(ct, f, c, c, c1, 0);
+				req[c - c0] = 1;
+				ready = 0;
+				break;
+			case CH_QUEUED:
+				if (!req[c - c0])
+					cachetier__queue_promote(ct, f, c);
+				req[c - c0] = 1;
+				ready = 0;
+				break;
+			case CH_FILLING:
+				req[c - c0] = 1;
+				ready = 0;
+				break;
+			default: /* CH_EVICTING: empty soon, then queued */
+				ready = 0;
+				break;
+			}
+		}
+		if (err == 0 && !ready && ct->stopping)
+			err = -ECANCELED;
+		if (err == 0 && ready) {
+			int bad = units_check(ct, f, c0, c1);
+
+			if (bad > 0 && ++repairs > 2)
+				bad = -EIO; /* damaged again as fast as it is fetched */
+			if (bad < 0)
+				err = bad;
+			if (bad > 0) { /* fetch the damaged units again */
+				for (uint32_t c = c0; c < c1; c++) {
+					if (f->cst[c] == CH_EMPTY)
+						req[c - c0] = 0;
+				}
+				continue;
+			}
+		}
+		if (err < 0 || ready)
+			break;
+		waited = 1;
+		pthread_cond_wait(&ct->chunk_cond, &ct->lock);
+	}
+	if (err < 0) {
+		read_unpin(f, r);
+		free(r);
+	} else if (waited) {
+		ct->misses++;
+	} else {
+		ct->hits++;
+	}
+	pthread_mutex_unlock(&ct->lock);
+	if (req != reqbuf)
+		free(req);
+	return err;
+}
+
+void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f)
+{
+	pthread_t self = pthread_self();
+	struct ct_read *r;
+
+	pthread_mutex_lock(&ct->lock);
+	for (r = f->reads; r; r = r->next) {
+		if (pthread_equal(r->tid, self))
+			break;
+	}
+	if (r)
+		read_unpin(f, r);
+	pthread_mutex_unlock(&ct->lock);
+	free(r);
+}
