@@ -125,7 +125,7 @@ int backend_open(struct backend **out, const char *source, const struct backend_
 	if (!cfg)
 		cfg = &defaults;
 	/* Whatever the source, secrets in the environment leave it (and core
-	 * dumps) now; the object stores still find them (backend_creds.c). */
+	 * dumps) now; the object stores still find them (backend_creds_secret.c). */
 	if (backend__creds_scrub_env() < 0)
 		return -ENOMEM;
 	for (size_t i = 0; i < sizeof(remote_stores) / sizeof(remote_stores[0]); i++) {

@@ -89,7 +89,7 @@ ssize_t backend__read_cb_pread(struct backend *be, const char *key, const char *
  * for keys that could escape the root ('..' components, absolute). */
 int backend__key_check(const char *key);
 
-/* ---- s3 / gs / ais (backend_sigv4.c, backend_xml.c, backend_creds.c,
+/* ---- s3 / gs / ais (backend_sigv4.c, backend_xml.c, backend_creds_*.c,
  * backend_s3.c, backend_ais.c) ----------------------------------------- */
 
 #include <pthread.h>
@@ -116,7 +116,7 @@ ssize_t backend__uri_encode(char *dst, size_t cap, const char *src, size_t len, 
 ssize_t backend__sigv4_query(char *dst, size_t cap, const struct backend_kv *params, size_t n);
 
 /* Credentials. The secret fields point into memory that core dumps leave
- * out (backend_creds.c), zeroed when backend__creds_clear frees it: set them
+ * out (backend_creds_secret.c), zeroed when backend__creds_clear frees it: set them
  * only through backend__creds_*; a struct filled by hand (tests) is never
  * cleared. */
 struct backend_creds {
@@ -195,7 +195,7 @@ int backend__s3_xml_error(const char *xml, size_t len, char *code, size_t codeca
  * seconds. Returns 0 or -EINVAL. */
 int backend__iso8601_parse(const char *s, size_t len, int64_t *out);
 
-/* The static credentials (backend_creds.c; the unit tests call them; a mount
+/* The static credentials (backend_creds_file.c; the unit tests call them; a mount
  * uses backend__credsrc_open, below). Read the environment and files only; no
  * network. Return 0 (an empty result means: none found) or a negative
  * errno. AWS: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN,
@@ -226,7 +226,7 @@ void backend__curl_harden(void *e, const char *ca_file);
 /* Zero the calling thread's vector registers, where string and memory
  * functions leave the last bytes they moved (a core dump holds them). */
 void backend__creds_regs_clear(void);
-/* A source of credentials for one mount: the chain in backend_creds.c's
+/* A source of credentials for one mount: the chain in backend_creds_chain.c's
  * order, with a refresh thread for credentials that expire. */
 struct backend_credsrc;
 /* Find and fetch the first credentials (blocking, and bounded: metadata

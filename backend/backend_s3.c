@@ -789,7 +789,7 @@ int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 	}
 	/* secrets out of the environment (also with --no-sign and ais://, which
 	 * do not read them: they must not stay in this process's environ), and
-	 * curl's copies of token headers wiped when freed (backend_creds.c) */
+	 * curl's copies of token headers wiped when freed (backend_creds_secret.c) */
 	if (backend__creds_scrub_env() < 0)
 		return -ENOMEM;
 	backend__creds_curl_init(); /* on failure backend_io_open reports it */
