@@ -116,6 +116,22 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 	return 0;
 }
 
+int cachetier__read_version(struct cachetier *ct, const char *key, const char *etag,
+			    const uint64_t *next, uint64_t end, backend_sink_cb sink, void *arg)
+{
+	while (*next < end) {
+		uint64_t from = *next;
+		ssize_t n = backend_read_version_cb(ct->be, key, etag, from, (size_t)(end - from),
+						    sink, arg);
+
+		if (n < 0)
+			return (int)n;
+		if (*next == from)
+			return -EIO; /* the object is shorter than its size said */
+	}
+	return 0;
+}
+
 /* Fetch chunk c into f's data file, each piece written as it arrives
  * (durable only at the next map flush), each unit's CRC32C into crc[]
  * (one per unit of the len bytes). On failure the chunk's range is
@@ -137,21 +153,8 @@ static int fill_chunk(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 	int err = 0;
 
 	memset(crc, 0, sizeof(*crc) * ((len + f->cb - 1) / f->cb));
-	while (s.next < s.end) {
-		uint64_t from = s.next;
-		/* only from the listed version: chunks of two versions never mix */
-		ssize_t n = backend_read_version_cb(ct->be, f->key, f->etag, from,
-						    (size_t)(s.end - from), fill_sink_write, &s);
-
-		if (n < 0) {
-			err = (int)n;
-			break;
-		}
-		if (s.next == from) {
-			err = -EIO; /* the object is shorter than its size said */
-			break;
-		}
-	}
+	/* only from the listed version: chunks of two versions never mix */
+	err = cachetier__read_version(ct, f->key, f->etag, &s.next, s.end, fill_sink_write, &s);
 	if (err < 0 && s.wrote)
 		(void)fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
 				(off_t)len);

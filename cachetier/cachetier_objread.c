@@ -234,20 +234,8 @@ static int obj_bypass(struct cachetier_obj *o, uint64_t off, uint64_t len, int n
 		free(b);
 		return err;
 	}
-	while (s.next < s.end) {
-		uint64_t from = s.next;
-		ssize_t n = backend_read_version_cb(ct->be, o->file->key, o->file->etag, from,
-						    (size_t)(s.end - from), bypass_write, &s);
-
-		if (n < 0) {
-			err = (int)n;
-			break;
-		}
-		if (s.next == from) {
-			err = -EIO; /* the object is shorter than its size said */
-			break;
-		}
-	}
+	err = cachetier__read_version(ct, o->file->key, o->file->etag, &s.next, s.end, bypass_write,
+				      &s);
 	if (err < 0) {
 		close(s.fd);
 		free(b);
