@@ -19,7 +19,7 @@
  * fault parameters out, so mounts with and without faults share a cache.
  *
  * For unit tests of the cache tier and the filesystem without servers
- * (STYLE.md: a fault-injecting backend as an extra, never instead of real
+ * (a fault-injecting backend is an extra, never instead of real
  * servers). Not listed in --help.
  */
 #include <errno.h>

@@ -11,8 +11,7 @@
 #include <string.h>
 
 #include "shardidx.h"
-
-#define BLK 512u
+#include "shardidx_i.h"
 
 /* Largest size an octal size field holds (11 digits); a larger member's
  * size comes in a pax header or as base-256. */
