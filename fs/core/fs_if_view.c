@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -237,7 +238,7 @@ static const char *ifroot_list_entry(const struct fs_listing *l, uint32_t i, uin
 	return fs_if_class(v, i, NULL, NULL, NULL);
 }
 
-const struct fs_view fs_view_ifroot = {
+static const struct fs_view fs_view_ifroot = {
     .name = "imagefolder root",
     .getattr = ifroot_getattr,
     .lookup = ifroot_lookup,
@@ -303,7 +304,7 @@ static const char *ifclass_list_entry(const struct fs_listing *l, uint32_t i, ui
 	return name;
 }
 
-const struct fs_view fs_view_ifclass = {
+static const struct fs_view fs_view_ifclass = {
     .name = "imagefolder class",
     .getattr = ifclass_getattr,
     .lookup = ifclass_lookup,
@@ -344,11 +345,96 @@ static int iffile_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 	return err;
 }
 
-const struct fs_view fs_view_iffile = {
+static uint64_t iffile_member_of(uint64_t ino)
+{
+	return fs_ino(FS_K_MEMBER, fs_ino_a(ino), fs_ino_b(ino));
+}
+
+static const struct fs_view fs_view_iffile = {
     .name = "imagefolder file",
     .getattr = iffile_getattr,
     .read = fs_member_read,
     .xattr = fs_member_xattr,
     .describe = fs_member_describe,
     .mark_stale = fs_member_mark_stale,
+    .member_of = iffile_member_of,
+};
+
+/* ---- the layout (fs_view.h) ----------------------------------------------- */
+
+static uint64_t if_member_alias(uint32_t shard, uint32_t entry)
+{
+	return fs_ino(FS_K_IFFILE, shard, entry);
+}
+
+/* Build the view now, before the mount is ready, and say on the caller's
+ * stderr what it left out and why (an empty view that mounts silently
+ * looks like a bug in the data loader). */
+static int if_prepare(struct fs *fs)
+{
+	static const char *const why_class[] = {
+	    "no .cls member, or one that is not an integer (--class-from cls)",
+	    "the image is not in a directory inside its shard (--class-from dir)",
+	    "the key has no '_' (--class-from key-prefix)",
+	};
+	const struct fs_ifview *v;
+	unsigned long long no_image, no_class, dup, bad_shards, left;
+	int err = fs_if_get(fs, &v);
+
+	if (err < 0) {
+		fprintf(stderr, "shardfs: imagefolder: cannot build the view: %s\n",
+			strerror(-err));
+		if (err == -ENOSPC)
+			fprintf(
+			    stderr,
+			    "shardfs: imagefolder: its cache directory %s is full: a dataset "
+			    "larger than --imagefolder-build-memory is sorted in runs there and "
+			    "its view written there; free space there, use another --cache-dir, "
+			    "or raise --imagefolder-build-memory to build it in memory\n",
+			    fs->cfg.ct.cache_dir);
+		return err;
+	}
+	no_image = fs->c.if_no_image;
+	no_class = fs->c.if_no_class;
+	dup = fs->c.if_dup_dropped;
+	bad_shards = fs->c.index_errors;
+	left = no_image + no_class + dup;
+	if (left == 0 && bad_shards == 0 && v->nfiles > 0)
+		return 0;
+	fprintf(stderr, "shardfs: imagefolder: %u images in %u classes from %u shards", v->nfiles,
+		v->nclasses, fs->nshards);
+	if (left)
+		fprintf(stderr, "; %llu of %llu samples left out", left, left + v->nfiles);
+	fprintf(stderr, "\n");
+	if (no_class)
+		fprintf(stderr, "shardfs: imagefolder: %llu samples without a class: %s\n",
+			no_class, why_class[fs->cfg.class_from]);
+	if (no_image)
+		fprintf(stderr,
+			"shardfs: imagefolder: %llu samples without an image member (jpg, jpeg, "
+			"png, webp, bmp, ppm, pgm, tif, tiff)\n",
+			no_image);
+	if (dup)
+		fprintf(stderr, "shardfs: imagefolder: %llu samples whose name was taken\n", dup);
+	if (bad_shards)
+		fprintf(stderr,
+			"shardfs: imagefolder: %llu shards could not be indexed (see the log)\n",
+			bad_shards);
+	if (fs->nshards == 0)
+		fprintf(stderr, "shardfs: imagefolder: the source has no shards\n");
+	return 0;
+}
+
+/* Files are the members, under inodes of their own; a changed shard
+ * retires the view (fs_if_reset). Loader indexes name the shards layout's
+ * paths, which this mount does not show. */
+const struct fs_layout_ops fs_layout_imagefolder = {
+    .name = "imagefolder",
+    .root = &fs_view_ifroot,
+    .kinds = {[FS_K_IFCLASS - FS_K_LAYOUT] = &fs_view_ifclass,
+	      [FS_K_IFFILE - FS_K_LAYOUT] = &fs_view_iffile},
+    .member_alias = if_member_alias,
+    .shards_changed = fs_if_reset,
+    .prepare = if_prepare,
+    .free = fs_if_free,
 };
