@@ -125,56 +125,66 @@ const char *fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *shard, u
 	return v->strtab + disk_le32_get(r);
 }
 
+/* What the binary searches over the blob's records seek (disk_bsearch):
+ * a name (name[0..len), in records of stride bytes whose name offset
+ * comes first), or a member's entry index. */
+struct ifv_key {
+	const struct fs_ifview *v;
+	const unsigned char *recs;
+	size_t stride;
+	const char *name;
+	size_t len;
+	uint32_t entry;
+};
+
+static int ifv_name_cmp(const void *ctx, size_t i)
+{
+	const struct ifv_key *k = ctx;
+	const unsigned char *r = k->recs + i * k->stride;
+	uint64_t off = k->stride == IFV_FILE_REC ? disk_le32_get(r) : disk_le64_get(r);
+
+	return fs_name_cmp(k->v->strtab + off, k->name, k->len);
+}
+
+static int ifv_entry_cmp(const void *ctx, size_t i)
+{
+	const struct ifv_key *k = ctx;
+	uint32_t e = disk_le32_get(k->v->members + i * IFV_MEMBER);
+
+	return e < k->entry ? -1 : e > k->entry;
+}
+
 /* The attributes of member (shard, entry) of a file of the view (its
  * record in the members section), or NULL. */
 static const unsigned char *ifv_member(const struct fs_ifview *v, uint32_t shard, uint32_t entry)
 {
-	uint32_t lo, hi;
+	struct ifv_key k = {.v = v, .entry = entry};
+	int found;
+	size_t i;
 
 	if (shard >= v->nshards)
 		return NULL;
-	lo = disk_le32_get(v->shards + (size_t)shard * 4);
-	hi = disk_le32_get(v->shards + (size_t)(shard + 1) * 4);
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		const unsigned char *r = v->members + (size_t)mid * IFV_MEMBER;
-		uint32_t e = disk_le32_get(r);
-
-		if (e < entry)
-			lo = mid + 1;
-		else if (e > entry)
-			hi = mid;
-		else
-			return r;
-	}
-	return NULL;
+	i = disk_bsearch(disk_le32_get(v->shards + (size_t)shard * 4),
+			 disk_le32_get(v->shards + (size_t)(shard + 1) * 4), ifv_entry_cmp, &k,
+			 &found);
+	return found ? v->members + i * IFV_MEMBER : NULL;
 }
 
 /* Record [lo, hi) of recs (stride bytes each, a name offset first) named
  * name[0..len), or -ENOENT. */
-static int64_t ifv_bsearch(const struct fs_ifview *v, const unsigned char *recs, size_t stride,
-			   uint32_t lo, uint32_t hi, const char *name, size_t len)
+static int64_t ifv_find(const struct fs_ifview *v, const unsigned char *recs, size_t stride,
+			uint32_t lo, uint32_t hi, const char *name, size_t len)
 {
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		const unsigned char *r = recs + (size_t)mid * stride;
-		const char *m =
-		    v->strtab + (stride == IFV_FILE_REC ? disk_le32_get(r) : disk_le64_get(r));
-		int c = fs_name_cmp(m, name, len);
+	struct ifv_key k = {.v = v, .recs = recs, .stride = stride, .name = name, .len = len};
+	int found;
+	size_t i = disk_bsearch(lo, hi, ifv_name_cmp, &k, &found);
 
-		if (c < 0)
-			lo = mid + 1;
-		else if (c > 0)
-			hi = mid;
-		else
-			return mid;
-	}
-	return -ENOENT;
+	return found ? (int64_t)i : -ENOENT;
 }
 
 int64_t fs_if_class_lookup(const struct fs_ifview *v, const char *name, size_t len)
 {
-	return ifv_bsearch(v, v->classes, IFV_CLASS_REC, 0, v->nclasses, name, len);
+	return ifv_find(v, v->classes, IFV_CLASS_REC, 0, v->nclasses, name, len);
 }
 
 int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *name, size_t len)
@@ -184,7 +194,7 @@ int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *nam
 	if (c >= v->nclasses)
 		return -ENOENT;
 	fs_if_class(v, c, &first, &n, NULL);
-	return ifv_bsearch(v, v->files, IFV_FILE_REC, first, first + n, name, len);
+	return ifv_find(v, v->files, IFV_FILE_REC, first, first + n, name, len);
 }
 
 /* ---- the view's operations (fs_view.h) ------------------------------------
