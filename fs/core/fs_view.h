@@ -92,9 +92,9 @@ struct fs_layout_ops {
 	/* .shardfs offers samples.tsv, wids.json and dali/ (fs_loaderidx.c),
 	 * whose paths are those of this layout's members */
 	int loader_indexes;
-	/* The inode by which the layout also shows member (shard, entry), or
-	 * 0: the notifier invalidates it with the member's when the shard
-	 * changes (fs_notify_shard). The notifier thread; never blocks. */
+	/* The inode by which the layout also shows member (shard, entry): the
+	 * notifier invalidates it with the member's when the shard changes
+	 * (fs_notify_shard). The notifier thread; never blocks. */
 	uint64_t (*member_alias)(uint32_t shard, uint32_t entry);
 	/* Shards were added, replaced or removed (a refresh, or a lookup that
 	 * replaced a shard's object, fs_ns_replace): drop what was built from

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "fs_ops.h"
+#include "fs_view.h"
 #include "check.h"
 
 static char tmp[] = "/tmp/test_fscore.XXXXXX";
@@ -876,9 +877,10 @@ static void test_plan(void)
 	fs_close_core(&fs);
 }
 
-/* What the generic code asks the imagefolder layout (fs_view.h): stats
- * name it; a plan resolves an image file to its member's bytes (the view's
- * member_of), and a read of the file marks the plan's path read. */
+/* What the generic code asks the imagefolder layout (fs_view.h): prepare
+ * builds the view; stats name it; a plan resolves an image file to its
+ * member's bytes (the view's member_of), and a read of the file marks the
+ * plan's path read. */
 static void test_imagefolder_hooks(void)
 {
 	struct fs fs;
@@ -893,6 +895,10 @@ static void test_imagefolder_hooks(void)
 	const char lines[] = "3/s0.jpg\n1/s2.png\n3/nope.jpg\n";
 
 	fs_open_core(&fs, "imagefolder");
+	/* what the mount calls before it answers: the view built and published */
+	CHECK(fs_layout_of(&fs)->prepare && fs_layout_of(&fs)->prepare(&fs) == 0 &&
+		  atomic_load(&fs.ifv) && fs.c.if_images > 0,
+	      "prepare: %llu images", (unsigned long long)fs.c.if_images);
 	CHECK(fs_ctl_render(&fs, FS_CTL_STATS, &st, &stl) == 0 && st, "render stats");
 	text = st ? strndup(st, stl) : NULL;
 	CHECK(text && fs_stats_parse(text, &d) == 0, "stats parses");
