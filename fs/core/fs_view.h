@@ -1,8 +1,8 @@
 /*
  * fs_view.h — what each kind of inode does: one table of operations per
  * kind (struct fs_view), and what each layout shows (struct
- * fs_layout_ops), so a new layout is one new file plus one row of
- * fs_layouts[] (fs_ops.c).
+ * fs_layout_ops), so a new layout is one new file plus its row of
+ * fs_layouts[] (fs_ops.c) and its --layout name (fs_opt.c).
  *
  * fs_ops.c decodes an inode number into its view (fs_view_of) and calls
  * the view's operation; a NULL operation answers what that kind cannot do
