@@ -33,6 +33,7 @@
 
 #include "backend_i.h"
 #include "backend_io_i.h"
+#include "disk.h"
 
 /*
  * Caps of a directory walk (a hostile or broken server may serve
@@ -84,9 +85,26 @@ static void http_fill(struct backend_objinfo *info, const char *key, const struc
 	snprintf(info->etag, sizeof(info->etag), "%s", r->etag);
 }
 
+/* The pattern's object sought by key (disk_bsearch). */
+struct obj_key {
+	const struct http *h;
+	const char *key;
+};
+
+static int obj_key_cmp(const void *ctx, size_t i)
+{
+	const struct obj_key *k = ctx;
+
+	return strcmp(k->h->objs[i].key, k->key);
+}
+
 /* The URL of key into buf. */
 static int http_url(struct http *h, const char *key, char *buf, size_t cap)
 {
+	struct obj_key k = {h, key};
+	size_t i;
+	int found;
+
 	if (h->dir) {
 		size_t bl = strlen(h->base);
 		ssize_t n;
@@ -102,25 +120,12 @@ static int http_url(struct http *h, const char *key, char *buf, size_t cap)
 			return -ENAMETOOLONG;
 		return 0;
 	}
-	{
-		size_t lo = 0, hi = h->nobjs;
-
-		while (lo < hi) {
-			size_t mid = lo + (hi - lo) / 2;
-			int c = strcmp(h->objs[mid].key, key);
-
-			if (c == 0) {
-				if ((size_t)snprintf(buf, cap, "%s", h->objs[mid].url) >= cap)
-					return -ENAMETOOLONG;
-				return 0;
-			}
-			if (c < 0)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-	}
-	return -ENOENT;
+	i = disk_bsearch(0, h->nobjs, obj_key_cmp, &k, &found);
+	if (!found)
+		return -ENOENT;
+	if ((size_t)snprintf(buf, cap, "%s", h->objs[i].url) >= cap)
+		return -ENAMETOOLONG;
+	return 0;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -1,7 +1,7 @@
 /*
  * disk.h — the on-disk toolkit every module shares: little-endian fields,
- * FNV-1a, CRC32C, a crash-safe file write and the envelope of a metadata
- * blob.
+ * FNV-1a, a binary search, CRC32C, a crash-safe file write and the
+ * envelope of a metadata blob.
  *
  * The bottom module: it depends on nothing of ours (libc only), and every
  * module may use it. Formats themselves stay with their owners (shardidx
@@ -87,6 +87,39 @@ static inline uint64_t disk_fnv64_update(uint64_t h, const void *data, size_t le
 static inline uint64_t disk_fnv64(const void *data, size_t len)
 {
 	return disk_fnv64_update(DISK_FNV64_INIT, data, len);
+}
+
+/* ---- binary search -----------------------------------------------------
+ * The one binary search of every module, over indexes [lo, hi) of a
+ * sorted sequence that only the caller knows how to read: cmp(ctx, i)
+ * compares element i with what is sought, negative when i comes before
+ * it, 0 when i is it, positive when i comes after it. Returns an index
+ * whose cmp is 0, with *found 1 (any one of several equal elements);
+ * else, with *found 0, the first index whose cmp is positive (hi when
+ * none): where the sought would go. A cmp that never answers 0 asks for
+ * that split point: the first element that is not before. found may be
+ * NULL. About log2(hi - lo) calls of cmp; inline, so a cmp the compiler
+ * sees is inlined too. Reentrant; blocks only as cmp does. */
+static inline size_t disk_bsearch(size_t lo, size_t hi, int (*cmp)(const void *ctx, size_t i),
+				  const void *ctx, int *found)
+{
+	if (found)
+		*found = 0;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = cmp(ctx, mid);
+
+		if (c < 0) {
+			lo = mid + 1;
+		} else if (c > 0) {
+			hi = mid;
+		} else {
+			if (found)
+				*found = 1;
+			return mid;
+		}
+	}
+	return lo;
 }
 
 /* ---- CRC32C (Castagnoli) ----------------------------------------------

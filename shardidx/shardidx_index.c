@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "disk.h"
 #include "shardidx_i.h"
 
 int shardidx__name_cmp(const char *a, size_t alen, const char *b, size_t blen)
@@ -86,21 +87,33 @@ static const uint32_t *samples_table(const struct shardidx *ix)
 	return t;
 }
 
+/* What the binary searches here seek (disk_bsearch): a link row's entry,
+ * a name among an index's records, or, in one entry's sparse segments,
+ * the first segment not wholly before an offset. */
+struct ix_key {
+	const struct shardidx *ix;
+	const struct shardidx__seg *sg;
+	const char *name;
+	size_t len;
+	uint64_t off;
+	uint32_t entry;
+};
+
+static int link_cmp(const void *ctx, size_t i)
+{
+	const struct ix_key *k = ctx;
+	uint32_t e = k->ix->links[i].entry;
+
+	return e < k->entry ? -1 : e > k->entry;
+}
+
 const struct shardidx__link *shardidx__link_find(const struct shardidx *ix, uint32_t entry)
 {
-	uint32_t lo = 0, hi = ix->nlinks;
+	struct ix_key k = {.ix = ix, .entry = entry};
+	int found;
+	size_t i = disk_bsearch(0, ix->nlinks, link_cmp, &k, &found);
 
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (ix->links[mid].entry < entry)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo < ix->nlinks && ix->links[lo].entry == entry)
-		return &ix->links[lo];
-	return NULL;
+	return found ? &ix->links[i] : NULL;
 }
 
 size_t shardidx__mem_bytes(const struct shardidx *ix)
@@ -201,9 +214,20 @@ int shardidx_entry_get(const struct shardidx *ix, uint32_t i, struct shardidx_en
 	return 0;
 }
 
+static int rec_name_cmp(const void *ctx, size_t i)
+{
+	const struct ix_key *k = ctx;
+	const char *mn = k->ix->names + k->ix->recs[i].name_off;
+
+	return shardidx__name_cmp(mn, strlen(mn), k->name, k->len);
+}
+
 int64_t shardidx_lookup(const struct shardidx *ix, uint32_t parent, const char *name, size_t len)
 {
+	struct ix_key k = {.ix = ix, .name = name, .len = len};
 	uint32_t lo, hi;
+	size_t i;
+	int found;
 
 	if (parent == SHARDIDX_NONE) {
 		lo = 0;
@@ -214,36 +238,34 @@ int64_t shardidx_lookup(const struct shardidx *ix, uint32_t parent, const char *
 		lo = (uint32_t)ix->recs[parent].off;
 		hi = lo + (uint32_t)ix->recs[parent].size;
 	}
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		const char *mn = ix->names + ix->recs[mid].name_off;
-		int c = shardidx__name_cmp(mn, strlen(mn), name, len);
+	i = disk_bsearch(lo, hi, rec_name_cmp, &k, &found);
+	return found ? (int64_t)i : -ENOENT;
+}
 
-		if (c == 0)
-			return mid;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -ENOENT;
+/* Segments that fit in the stream come before (stream_off ascending). */
+static int seg_fits_cmp(const void *ctx, size_t i)
+{
+	const struct ix_key *k = ctx;
+
+	return k->sg[i].stream_off + k->sg[i].len <= k->ix->stream_size ? -1 : 1;
+}
+
+/* Segments that end at or before off come before (logical ascending). */
+static int seg_before_cmp(const void *ctx, size_t i)
+{
+	const struct ix_key *k = ctx;
+
+	return k->sg[i].logical + k->sg[i].len <= k->off ? -1 : 1;
 }
 
 /* Logical offset up to which the entry's bytes are in the stream. */
 static uint64_t sparse_avail(const struct shardidx *ix, const struct shardidx__seg *sg, uint32_t n,
 			     uint64_t size)
 {
-	uint32_t lo = 0, hi = n;
+	struct ix_key k = {.ix = ix, .sg = sg};
+	/* first segment that does not fit in the stream */
+	uint32_t lo = (uint32_t)disk_bsearch(0, n, seg_fits_cmp, &k, NULL);
 
-	/* first segment that does not fit in the stream (stream_off ascending) */
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (sg[mid].stream_off + sg[mid].len <= ix->stream_size)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	if (lo == n)
 		return size;
 	if (sg[lo].stream_off >= ix->stream_size)
@@ -257,8 +279,9 @@ int shardidx_map(const struct shardidx *ix, uint32_t i, uint64_t off, uint64_t l
 	const struct shardidx__rec *r;
 	const struct shardidx__sparse *sp;
 	const struct shardidx__seg *sg;
+	struct ix_key k = {.ix = ix};
 	uint64_t end;
-	uint32_t lo, hi;
+	uint32_t lo;
 	int n = 0;
 
 	if (i >= ix->nrecs || ix->recs[i].type != SHARDIDX_REG || max < 0)
@@ -286,16 +309,9 @@ int shardidx_map(const struct shardidx *ix, uint32_t i, uint64_t off, uint64_t l
 	if (max < 1)
 		return -EINVAL;
 	/* first segment that ends after off */
-	lo = 0;
-	hi = sp->nseg;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (sg[mid].logical + sg[mid].len <= off)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	k.sg = sg;
+	k.off = off;
+	lo = (uint32_t)disk_bsearch(0, sp->nseg, seg_before_cmp, &k, NULL);
 	while (off < end && n < max) {
 		struct shardidx_extent *x = &ext[n++];
 

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fs_i.h"
+#include "fs_view.h"
 
 const char *const fs_ctl_names[FS_CTL_COUNT] = {".shardfs", "stats", "metrics", "control", "plans"};
 
@@ -415,8 +415,8 @@ static void render_stats(struct fs *fs, const struct ctl_snapshot *s, struct out
 	out_json_str(o, backend_describe(fs->be));
 	outf(o, ",\n  \"cache_dir\": ");
 	out_json_str(o, cachetier_dir(fs->ct));
-	outf(o, ",\n  \"layout\": \"%s\",\n  \"mount_time\": %" PRId64,
-	     fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER ? "imagefolder" : "shards", fs->mount_time);
+	outf(o, ",\n  \"layout\": \"%s\",\n  \"mount_time\": %" PRId64, fs_layout_of(fs)->name,
+	     fs->mount_time);
 	outf(o, ",\n");
 	/* each value padded (after its comma) to a fixed width: see
 	 * fs_ctl_render */

@@ -103,12 +103,15 @@ enum fs_kind {
 	FS_K_SHARD = 3,	 /* a shard's member tree root: a = shard index */
 	FS_K_MEMBER = 4, /* a member: a = shard index, b = entry index */
 	FS_K_CTL = 5,	 /* .shardfs and its files: a = enum fs_ctl */
-	/* --layout imagefolder (fs_if_view.c) */
-	FS_K_IFCLASS = 6, /* a class directory at the root: a = class index */
-	FS_K_IFFILE = 7,  /* a sample's image: a = shard index, b = entry index (canon) */
+	/* the mounted layout's own kinds, FS_K_LAYOUT + i for i below
+	 * FS_LAYOUT_KINDS: their views are its (fs_view.h: struct
+	 * fs_layout_ops), their a and b its own (imagefolder: fs_if_i.h) */
+	FS_K_LAYOUT = 6,
 	/* .shardfs/samples.tsv, wids.json and dali/ (fs_loaderidx.c) */
 	FS_K_LIDX = 8, /* a = what, b = source dir, shard or generation */
 };
+#define FS_LAYOUT_KINDS 2
+_Static_assert(FS_K_LAYOUT + FS_LAYOUT_KINDS <= FS_K_LIDX, "a layout's kinds are its own");
 
 #define FS_INO_KIND_SHIFT 60
 #define FS_INO_A_BITS	  28
@@ -710,7 +713,9 @@ struct fs_plan_info {
 int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file);
 /* Drop plan name (NULL: "pid-PID"): 0 or -ENOENT. */
 int fs_plan_clear(struct fs *fs, const char *name, pid_t pid);
-/* A read of ino at off: marks the path read in every plan that has it: a
+/* A read of ino (an object's or a member's: fs_op_read gives a layout's
+ * other inode of a member as the member's, fs_view.h member_of) at off:
+ * marks the path read in every plan that has it: a
  * read at offset 0 marks its first occurrence not read yet (a new read of
  * the file), one at another offset only the first when none is read (it
  * continues a read). Reads the kernel answers from its page cache never
@@ -759,7 +764,7 @@ void fs_plan_free_all(struct fs *fs);
  * (a request handler must not send them itself: the kernel may hold the
  * very locks the invalidation waits for). Without a started notifier they
  * are dropped. fs_notify_shard invalidates the member inodes [0, n) of
- * shard (and their imagefolder files). */
+ * shard (and the layout's other inodes of them: fs_view.h, member_alias). */
 int fs_notify_start(struct fs *fs, const struct fs_notify_ops *ops, void *ctx);
 /* Stop the notifier; what is still queued is dropped (the kernel's caches
  * go with the mount). Accepts a notifier that never started. */
@@ -776,7 +781,7 @@ void fs_notify_drain(struct fs *fs, double timeout_s);
  * index (indexed in parallel), saved in the cache directory and mapped from
  * there (a later mount of the same shards maps it without indexing);
  * immutable afterwards, so readers take no lock. Files are the members themselves:
- * FS_K_IFFILE(shard, entry) is read and stat'ed like FS_K_MEMBER(shard, entry). */
+ * a file (shard, entry) is read and stat'ed like FS_K_MEMBER(shard, entry). */
 struct fs_ifview {
 	/* The view's blob (fs_if_blob.c: header, class and file records,
 	 * string table), mapped from the cache directory (map) or, when it

@@ -26,6 +26,12 @@
 
 #include "fs_view.h"
 
+/* The view's inode kinds, its layout's own (fs_layout_imagefolder.kinds):
+ * a class directory (a = class index) and a sample's image (a = shard
+ * index, b = entry index: the image member's canonical one) */
+#define FS_K_IFCLASS ((enum fs_kind)FS_K_LAYOUT)
+#define FS_K_IFFILE  ((enum fs_kind)(FS_K_LAYOUT + 1))
+
 /* One sample found while indexing: pointers into its shard's index, valid
  * while the worker holds the index; encoded at once as a record (below). */
 struct if_item {

@@ -172,23 +172,29 @@ static int cls_map_add(struct cls_map *m, uint32_t entry, uint64_t num)
 	return 0;
 }
 
+/* The entry sought in a map (disk_bsearch). */
+struct cls_key {
+	const struct cls_map *m;
+	uint32_t entry;
+};
+
+static int cls_key_cmp(const void *ctx, size_t i)
+{
+	const struct cls_key *k = ctx;
+
+	return k->m->entry[i] < k->entry ? -1 : k->m->entry[i] > k->entry;
+}
+
 static int cls_map_find(const struct cls_map *m, uint32_t entry, uint64_t *num)
 {
-	size_t lo = 0, hi = m->n;
+	struct cls_key k = {m, entry};
+	int found;
+	size_t i = disk_bsearch(0, m->n, cls_key_cmp, &k, &found);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (m->entry[mid] == entry) {
-			*num = m->num[mid];
-			return 0;
-		}
-		if (m->entry[mid] < entry)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -ENOENT;
+	if (!found)
+		return -ENOENT;
+	*num = m->num[i];
+	return 0;
 }
 
 /* The blob name of a shard's class map and its family (one per key: a

@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,56 +125,66 @@ const char *fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *shard, u
 	return v->strtab + disk_le32_get(r);
 }
 
+/* What the binary searches over the blob's records seek (disk_bsearch):
+ * a name (name[0..len), in records of stride bytes whose name offset
+ * comes first), or a member's entry index. */
+struct ifv_key {
+	const struct fs_ifview *v;
+	const unsigned char *recs;
+	size_t stride;
+	const char *name;
+	size_t len;
+	uint32_t entry;
+};
+
+static int ifv_name_cmp(const void *ctx, size_t i)
+{
+	const struct ifv_key *k = ctx;
+	const unsigned char *r = k->recs + i * k->stride;
+	uint64_t off = k->stride == IFV_FILE_REC ? disk_le32_get(r) : disk_le64_get(r);
+
+	return fs_name_cmp(k->v->strtab + off, k->name, k->len);
+}
+
+static int ifv_entry_cmp(const void *ctx, size_t i)
+{
+	const struct ifv_key *k = ctx;
+	uint32_t e = disk_le32_get(k->v->members + i * IFV_MEMBER);
+
+	return e < k->entry ? -1 : e > k->entry;
+}
+
 /* The attributes of member (shard, entry) of a file of the view (its
  * record in the members section), or NULL. */
 static const unsigned char *ifv_member(const struct fs_ifview *v, uint32_t shard, uint32_t entry)
 {
-	uint32_t lo, hi;
+	struct ifv_key k = {.v = v, .entry = entry};
+	int found;
+	size_t i;
 
 	if (shard >= v->nshards)
 		return NULL;
-	lo = disk_le32_get(v->shards + (size_t)shard * 4);
-	hi = disk_le32_get(v->shards + (size_t)(shard + 1) * 4);
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		const unsigned char *r = v->members + (size_t)mid * IFV_MEMBER;
-		uint32_t e = disk_le32_get(r);
-
-		if (e < entry)
-			lo = mid + 1;
-		else if (e > entry)
-			hi = mid;
-		else
-			return r;
-	}
-	return NULL;
+	i = disk_bsearch(disk_le32_get(v->shards + (size_t)shard * 4),
+			 disk_le32_get(v->shards + (size_t)(shard + 1) * 4), ifv_entry_cmp, &k,
+			 &found);
+	return found ? v->members + i * IFV_MEMBER : NULL;
 }
 
 /* Record [lo, hi) of recs (stride bytes each, a name offset first) named
  * name[0..len), or -ENOENT. */
-static int64_t ifv_bsearch(const struct fs_ifview *v, const unsigned char *recs, size_t stride,
-			   uint32_t lo, uint32_t hi, const char *name, size_t len)
+static int64_t ifv_find(const struct fs_ifview *v, const unsigned char *recs, size_t stride,
+			uint32_t lo, uint32_t hi, const char *name, size_t len)
 {
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		const unsigned char *r = recs + (size_t)mid * stride;
-		const char *m =
-		    v->strtab + (stride == IFV_FILE_REC ? disk_le32_get(r) : disk_le64_get(r));
-		int c = fs_name_cmp(m, name, len);
+	struct ifv_key k = {.v = v, .recs = recs, .stride = stride, .name = name, .len = len};
+	int found;
+	size_t i = disk_bsearch(lo, hi, ifv_name_cmp, &k, &found);
 
-		if (c < 0)
-			lo = mid + 1;
-		else if (c > 0)
-			hi = mid;
-		else
-			return mid;
-	}
-	return -ENOENT;
+	return found ? (int64_t)i : -ENOENT;
 }
 
 int64_t fs_if_class_lookup(const struct fs_ifview *v, const char *name, size_t len)
 {
-	return ifv_bsearch(v, v->classes, IFV_CLASS_REC, 0, v->nclasses, name, len);
+	return ifv_find(v, v->classes, IFV_CLASS_REC, 0, v->nclasses, name, len);
 }
 
 int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *name, size_t len)
@@ -183,7 +194,7 @@ int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *nam
 	if (c >= v->nclasses)
 		return -ENOENT;
 	fs_if_class(v, c, &first, &n, NULL);
-	return ifv_bsearch(v, v->files, IFV_FILE_REC, first, first + n, name, len);
+	return ifv_find(v, v->files, IFV_FILE_REC, first, first + n, name, len);
 }
 
 /* ---- the view's operations (fs_view.h) ------------------------------------
@@ -237,7 +248,7 @@ static const char *ifroot_list_entry(const struct fs_listing *l, uint32_t i, uin
 	return fs_if_class(v, i, NULL, NULL, NULL);
 }
 
-const struct fs_view fs_view_ifroot = {
+static const struct fs_view fs_view_ifroot = {
     .name = "imagefolder root",
     .getattr = ifroot_getattr,
     .lookup = ifroot_lookup,
@@ -303,7 +314,7 @@ static const char *ifclass_list_entry(const struct fs_listing *l, uint32_t i, ui
 	return name;
 }
 
-const struct fs_view fs_view_ifclass = {
+static const struct fs_view fs_view_ifclass = {
     .name = "imagefolder class",
     .getattr = ifclass_getattr,
     .lookup = ifclass_lookup,
@@ -344,11 +355,96 @@ static int iffile_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 	return err;
 }
 
-const struct fs_view fs_view_iffile = {
+static uint64_t iffile_member_of(uint64_t ino)
+{
+	return fs_ino(FS_K_MEMBER, fs_ino_a(ino), fs_ino_b(ino));
+}
+
+static const struct fs_view fs_view_iffile = {
     .name = "imagefolder file",
     .getattr = iffile_getattr,
     .read = fs_member_read,
     .xattr = fs_member_xattr,
     .describe = fs_member_describe,
     .mark_stale = fs_member_mark_stale,
+    .member_of = iffile_member_of,
+};
+
+/* ---- the layout (fs_view.h) ----------------------------------------------- */
+
+static uint64_t if_member_alias(uint32_t shard, uint32_t entry)
+{
+	return fs_ino(FS_K_IFFILE, shard, entry);
+}
+
+/* Build the view now, before the mount is ready, and say on the caller's
+ * stderr what it left out and why (an empty view that mounts silently
+ * looks like a bug in the data loader). */
+static int if_prepare(struct fs *fs)
+{
+	static const char *const why_class[] = {
+	    "no .cls member, or one that is not an integer (--class-from cls)",
+	    "the image is not in a directory inside its shard (--class-from dir)",
+	    "the key has no '_' (--class-from key-prefix)",
+	};
+	const struct fs_ifview *v;
+	unsigned long long no_image, no_class, dup, bad_shards, left;
+	int err = fs_if_get(fs, &v);
+
+	if (err < 0) {
+		fprintf(stderr, "shardfs: imagefolder: cannot build the view: %s\n",
+			strerror(-err));
+		if (err == -ENOSPC)
+			fprintf(
+			    stderr,
+			    "shardfs: imagefolder: its cache directory %s is full: a dataset "
+			    "larger than --imagefolder-build-memory is sorted in runs there and "
+			    "its view written there; free space there, use another --cache-dir, "
+			    "or raise --imagefolder-build-memory to build it in memory\n",
+			    fs->cfg.ct.cache_dir);
+		return err;
+	}
+	no_image = fs->c.if_no_image;
+	no_class = fs->c.if_no_class;
+	dup = fs->c.if_dup_dropped;
+	bad_shards = fs->c.index_errors;
+	left = no_image + no_class + dup;
+	if (left == 0 && bad_shards == 0 && v->nfiles > 0)
+		return 0;
+	fprintf(stderr, "shardfs: imagefolder: %u images in %u classes from %u shards", v->nfiles,
+		v->nclasses, fs->nshards);
+	if (left)
+		fprintf(stderr, "; %llu of %llu samples left out", left, left + v->nfiles);
+	fprintf(stderr, "\n");
+	if (no_class)
+		fprintf(stderr, "shardfs: imagefolder: %llu samples without a class: %s\n",
+			no_class, why_class[fs->cfg.class_from]);
+	if (no_image)
+		fprintf(stderr,
+			"shardfs: imagefolder: %llu samples without an image member (jpg, jpeg, "
+			"png, webp, bmp, ppm, pgm, tif, tiff)\n",
+			no_image);
+	if (dup)
+		fprintf(stderr, "shardfs: imagefolder: %llu samples whose name was taken\n", dup);
+	if (bad_shards)
+		fprintf(stderr,
+			"shardfs: imagefolder: %llu shards could not be indexed (see the log)\n",
+			bad_shards);
+	if (fs->nshards == 0)
+		fprintf(stderr, "shardfs: imagefolder: the source has no shards\n");
+	return 0;
+}
+
+/* Files are the members, under inodes of their own; a changed shard
+ * retires the view (fs_if_reset). Loader indexes name the shards layout's
+ * paths, which this mount does not show. */
+const struct fs_layout_ops fs_layout_imagefolder = {
+    .name = "imagefolder",
+    .root = &fs_view_ifroot,
+    .kinds = {[FS_K_IFCLASS - FS_K_LAYOUT] = &fs_view_ifclass,
+	      [FS_K_IFFILE - FS_K_LAYOUT] = &fs_view_iffile},
+    .member_alias = if_member_alias,
+    .shards_changed = fs_if_reset,
+    .prepare = if_prepare,
+    .free = fs_if_free,
 };

@@ -621,7 +621,7 @@ int fs_lidx_lookup_ctl(struct fs *fs, const char *name, uint64_t *ino)
 	const struct fs_lidx_doc *d;
 	int err;
 
-	if (fs->cfg.layout != FS_LAYOUT_SHARDS)
+	if (!fs_layout_of(fs)->loader_indexes)
 		return 0;
 	if (strcmp(name, lx_names[LX_DALI_DIR]) == 0) {
 		*ino = fs_ino(FS_K_LIDX, LX_DALI_DIR, 0);

@@ -1,8 +1,8 @@
 /*
  * fs_notify.c — the queue of kernel cache invalidations.
  *
- * The core (a refresh, a lookup that finds a changed object, the
- * imagefolder view) queues invalidations; the notifier thread hands them to
+ * The core (a refresh, a lookup that finds a changed object, a layout's
+ * view built from shards that changed) queues invalidations; the notifier thread hands them to
  * the session's callbacks (struct fs_notify_ops, given by the FUSE adapter
  * at fs_notify_start). Without a started notifier (shardfs index, unit
  * tests) they are dropped.
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "fs_i.h"
+#include "fs_view.h"
 
 /* One notifier thread sends the invalidations, never a request handler: invalidating an
  * inode waits for its locked pages and an entry for its directory's lock,
@@ -87,6 +87,8 @@ void fs_notify_drain(struct fs *fs, double timeout_s)
 static void nq_send(struct fs *fs, const struct fs_notify *q)
 {
 	const struct fs_notify_ops *ops = fs->nq_ops;
+	/* the layout's other inodes of a member (an imagefolder file) */
+	uint64_t (*alias)(uint32_t shard, uint32_t entry) = fs_layout_of(fs)->member_alias;
 
 	switch (q->kind) {
 	case NQ_INODE:
@@ -98,9 +100,8 @@ static void nq_send(struct fs *fs, const struct fs_notify *q)
 	case NQ_SHARD:
 		for (uint32_t i = 0; i < q->n; i++) {
 			ops->inval_inode(fs->nq_ctx, fs_ino(FS_K_MEMBER, (uint32_t)q->ino, i));
-			if (fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER)
-				ops->inval_inode(fs->nq_ctx,
-						 fs_ino(FS_K_IFFILE, (uint32_t)q->ino, i));
+			if (alias)
+				ops->inval_inode(fs->nq_ctx, alias((uint32_t)q->ino, i));
 		}
 		break;
 	}

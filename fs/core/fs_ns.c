@@ -192,24 +192,31 @@ void fs_ns_free(struct fs *fs)
 	fs->ndirs = fs->nshards = fs->nobjs = 0;
 }
 
+/* What fs__bsearch_name seeks, for disk_bsearch. */
+struct name_key {
+	const char *base;
+	size_t stride, name_off;
+	const char *name;
+	size_t len;
+};
+
+static int name_key_cmp(const void *ctx, size_t i)
+{
+	const struct name_key *k = ctx;
+	const char *m;
+
+	memcpy(&m, k->base + i * k->stride + k->name_off, sizeof(m));
+	return fs_name_cmp(m, k->name, k->len);
+}
+
 int64_t fs__bsearch_name(const void *base, size_t stride, size_t name_off, uint32_t lo, uint32_t hi,
 			 const char *name, size_t len)
 {
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		const char *m;
-		int c;
+	struct name_key k = {base, stride, name_off, name, len};
+	int found;
+	size_t i = disk_bsearch(lo, hi, name_key_cmp, &k, &found);
 
-		memcpy(&m, (const char *)base + (size_t)mid * stride + name_off, sizeof(m));
-		c = fs_name_cmp(m, name, len);
-		if (c < 0)
-			lo = mid + 1;
-		else if (c > 0)
-			hi = mid;
-		else
-			return mid;
-	}
-	return -1;
+	return found ? (int64_t)i : -1;
 }
 
 const struct fs_dirent *fs_ns_lookup(const struct fs *fs, uint32_t dir, const char *name,

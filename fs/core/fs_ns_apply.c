@@ -276,8 +276,8 @@ static void ap_settle(struct apply *ap, struct fs_dirent **old_ents, const uint3
 	fs_log(FS_LOG_INFO,
 	       "refresh of %s: %u new, %u removed, %u changed objects; %u objects, %u directories",
 	       backend_describe(fs->be), ap->added, ap->removed, ap->changed, ap->nlive, ap->nd);
-	if (ap->shards_changed && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER)
-		fs_if_reset(fs);
+	if (ap->shards_changed && fs_layout_of(fs)->shards_changed)
+		fs_layout_of(fs)->shards_changed(fs);
 }
 
 /* Apply listing l (sorted here) to the namespace. refresh_lock held (so

@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "fs_i.h"
+#include "fs_view.h"
 
 /* One listing of the source (fs_ns_list.c). */
 

@@ -175,8 +175,8 @@ int fs_ns_replace(struct fs *fs, uint32_t obj)
 	atomic_fetch_add(&fs->total_bytes, (no ? no->info.size : 0) - fs_obj_size(o));
 	fs_obj_mark_stale(fs, obj, no ? FS_OBJ_STALE : FS_OBJ_GONE);
 	fs_notify_inode(fs, fs__ns_dir_ino(o->dir));
-	if (o->codec >= 0 && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER)
-		fs_if_reset(fs);
+	if (o->codec >= 0 && fs_layout_of(fs)->shards_changed)
+		fs_layout_of(fs)->shards_changed(fs);
 	err = 0;
 out:
 	pthread_mutex_unlock(&fs->refresh_lock);

@@ -49,18 +49,34 @@
 
 /* ---- views and attributes ------------------------------------------------ */
 
+/* The layouts: one row each, at the position of its name in --layout's
+ * list (fs_opt.c), which is its enum fs_layout value. */
+static const struct fs_layout_ops *const fs_layouts[] = {
+    [FS_LAYOUT_SHARDS] = &fs_layout_shards,
+    [FS_LAYOUT_IMAGEFOLDER] = &fs_layout_imagefolder,
+};
+
+const struct fs_layout_ops *fs_layout_of(const struct fs *fs)
+{
+	return fs_layouts[fs->cfg.layout];
+}
+
 const struct fs_view *fs_view_of(const struct fs *fs, uint64_t ino)
 {
+	/* the kinds every layout has */
 	static const struct fs_view *const by_kind[16] = {
-	    [FS_K_DIR] = &fs_view_dir,	     [FS_K_OBJ] = &fs_view_obj,
-	    [FS_K_SHARD] = &fs_view_shard,   [FS_K_MEMBER] = &fs_view_member,
-	    [FS_K_CTL] = &fs_view_ctl,	     [FS_K_IFCLASS] = &fs_view_ifclass,
-	    [FS_K_IFFILE] = &fs_view_iffile, [FS_K_LIDX] = &fs_view_lidx,
+	    [FS_K_DIR] = &fs_view_dir,	   [FS_K_OBJ] = &fs_view_obj,
+	    [FS_K_SHARD] = &fs_view_shard, [FS_K_MEMBER] = &fs_view_member,
+	    [FS_K_CTL] = &fs_view_ctl,	   [FS_K_LIDX] = &fs_view_lidx,
 	};
+	const struct fs_layout_ops *l = fs_layout_of(fs);
+	unsigned k = fs_ino_kind(ino);
 
-	if (ino == 1 && fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER)
-		return &fs_view_ifroot;
-	return by_kind[fs_ino_kind(ino)];
+	if (ino == 1)
+		return l->root;
+	if (k - FS_K_LAYOUT < FS_LAYOUT_KINDS)
+		return l->kinds[k - FS_K_LAYOUT];
+	return by_kind[k];
 }
 
 void fs_attr_base(const struct fs *fs, struct stat *st, uint64_t ino)
@@ -267,7 +283,7 @@ int fs_op_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_t si
 		return -EISDIR;
 	err = v->read(fs, ino, fh, off, size, r);
 	if (err == 0 && !v->volatile_attrs)
-		fs_plan_note_read(fs, ino, off);
+		fs_plan_note_read(fs, v->member_of ? v->member_of(ino) : ino, off);
 	/* a remote object that changed under a read: the next lookup of its
 	 * name gets the new version */
 	if (err == -ESTALE && v->mark_stale)

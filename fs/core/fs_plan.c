@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fs_ops.h"
+#include "fs_view.h"
 
 #define PLAN_NONE UINT32_MAX
 
@@ -120,11 +120,14 @@ static int plan_index(struct fs_plan *p)
 
 /* ---- resolving paths ----------------------------------------------------- */
 
-/* The bytes behind file ino (a lookup's answer, attributes st) as x. */
+/* The bytes behind file ino (a lookup's answer, attributes st) as x: an
+ * object's, or a member's (also under the layout's other inode of it, the
+ * view's member_of). */
 static int extent_of(struct fs *fs, uint64_t ino, const struct stat *st, struct fs_plan_extent *x)
 {
-	enum fs_kind k = fs_ino_kind(ino);
-	uint32_t shard = fs_ino_a(ino), idx = fs_ino_b(ino);
+	const struct fs_view *v = fs_view_of(fs, ino);
+	enum fs_kind k;
+	uint32_t shard, idx;
 	struct shardidx *ix;
 	struct cachetier_obj *stream;
 	struct shardidx_entry se;
@@ -136,15 +139,20 @@ static int extent_of(struct fs *fs, uint64_t ino, const struct stat *st, struct 
 	memset(x, 0, sizeof(*x));
 	if (!S_ISREG(st->st_mode))
 		return -EISDIR;
+	if (v && v->member_of)
+		ino = v->member_of(ino);
+	k = fs_ino_kind(ino);
+	shard = fs_ino_a(ino);
+	idx = fs_ino_b(ino);
 	if (k == FS_K_OBJ) {
 		x->key = ino;
 		x->obj = shard;
 		x->len = fs_obj(fs, shard)->info.size;
 		return 0;
 	}
-	if (k != FS_K_MEMBER && k != FS_K_IFFILE)
+	if (k != FS_K_MEMBER)
 		return -EINVAL; /* control files and loader indexes */
-	x->key = fs_ino(FS_K_MEMBER, shard, idx);
+	x->key = ino;
 	err = fs_shard_index(fs, shard, &ix, &stream);
 	if (err == 0 && shardidx_entry_get(ix, idx, &se) < 0)
 		err = -ENOENT;
@@ -529,9 +537,7 @@ void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off)
 
 	if (!atomic_load_explicit(&fs->nplans, memory_order_relaxed))
 		return;
-	if (k == FS_K_IFFILE)
-		key = fs_ino(FS_K_MEMBER, fs_ino_a(ino), fs_ino_b(ino));
-	else if (k != FS_K_OBJ && k != FS_K_MEMBER)
+	if (k != FS_K_OBJ && k != FS_K_MEMBER)
 		return;
 	pthread_rwlock_rdlock(&fs->plan_lock);
 	for (int s = 0; s < FS_PLAN_MAX; s++) {

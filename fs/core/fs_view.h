@@ -1,18 +1,23 @@
 /*
  * fs_view.h — what each kind of inode does: one table of operations per
- * kind (struct fs_view), so a new layout is one new file.
+ * kind (struct fs_view), and what each layout shows (struct
+ * fs_layout_ops), so a new layout is one new file plus its row of
+ * fs_layouts[] (fs_ops.c) and its --layout name (fs_opt.c).
  *
  * fs_ops.c decodes an inode number into its view (fs_view_of) and calls
  * the view's operation; a NULL operation answers what that kind cannot do
  * (no lookup: -ENOTDIR, no read: -EISDIR, no xattrs: -ENODATA, ...). The
- * views:
+ * kinds FS_K_LAYOUT + i (fs_i.h) are the mounted layout's own: their views
+ * are its kinds[i]. The generic code (namespace, notifier, plans, control
+ * files) asks the layout (fs_layout_of) and the views, never which layout
+ * is mounted. The views:
  *   fs_view_source.c      the source's directories (the root of the shards
  *                         layout) and its objects as plain files (a shard's
- *                         raw .tar among them)
+ *                         raw .tar among them); the shards layout
  *   fs_view_shard.c       a shard's member directory and its members
  *   fs_view_ctl.c         .shardfs and its control files
  *   fs_if_view.c          --layout imagefolder: the root, class directories
- *                         and image files (the view: fs_if_*.c)
+ *                         and image files (the view: fs_if_*.c); the layout
  *   fs_loaderidx.c        .shardfs/samples.tsv, wids.json and the DALI
  *                         indexes under .shardfs/dali
  * Every operation returns 0 (or a length) or a negative errno.
@@ -68,16 +73,55 @@ struct fs_view {
 	/* The remote object a read of ino found changed (-ESTALE): mark it so.
 	 * NULL: nothing to mark. */
 	void (*mark_stale)(struct fs *fs, uint64_t ino);
+	/* A file that shows a member under an inode of its own (an imagefolder
+	 * file): that member's inode, FS_K_MEMBER(shard, canonical entry), by
+	 * which plans know its bytes (fs_plan.c). NULL: ino is its own (an
+	 * object, a member) or no data of the dataset. Never blocks. */
+	uint64_t (*member_of)(uint64_t ino);
 };
 
-extern const struct fs_view fs_view_dir, fs_view_obj;			     /* fs_view_source.c */
-extern const struct fs_view fs_view_shard, fs_view_member;		     /* fs_view_shard.c */
-extern const struct fs_view fs_view_ctl;				     /* fs_view_ctl.c */
-extern const struct fs_view fs_view_ifroot, fs_view_ifclass, fs_view_iffile; /* fs_if_view.c */
-extern const struct fs_view fs_view_lidx;				     /* fs_loaderidx.c */
+/* A layout (--layout): what the mount shows from its root. One per layout,
+ * in the file of its views; fs_layouts[] (fs_ops.c) has a row for each at
+ * the position of its name in --layout's list (fs_opt.c: enum fs_layout).
+ * A NULL hook: nothing to do. */
+struct fs_layout_ops {
+	const char *name;	    /* its --layout name; stats' "layout" */
+	const struct fs_view *root; /* the root directory, inode 1 */
+	/* The views of its own inode kinds FS_K_LAYOUT + i (NULL: unused). */
+	const struct fs_view *kinds[FS_LAYOUT_KINDS];
+	/* .shardfs offers samples.tsv, wids.json and dali/ (fs_loaderidx.c),
+	 * whose paths are those of this layout's members */
+	int loader_indexes;
+	/* The inode by which the layout also shows member (shard, entry): the
+	 * notifier invalidates it with the member's when the shard changes
+	 * (fs_notify_shard). The notifier thread; never blocks. */
+	uint64_t (*member_alias)(uint32_t shard, uint32_t entry);
+	/* Shards were added, replaced or removed (a refresh, or a lookup that
+	 * replaced a shard's object, fs_ns_replace): drop what was built from
+	 * them and tell the kernel (fs_notify_*). The changing thread, holding
+	 * refresh_lock but not ns_lock; may take the layout's own locks. */
+	void (*shards_changed)(struct fs *fs);
+	/* Once the namespace is built, before the mount answers (the
+	 * daemon's mount): build what the first request would need (blocking),
+	 * and say on stderr what the user should know of it. 0, or a
+	 * negative errno that fails the mount, said on stderr. */
+	int (*prepare)(struct fs *fs);
+	/* At unmount, after every thread that uses the layout stopped: free
+	 * what it built. */
+	void (*free)(struct fs *fs);
+};
 
-/* The view of inode ino (the root's depends on the layout), or NULL for a
- * number that is no inode. */
+extern const struct fs_view fs_view_dir, fs_view_obj;	   /* fs_view_source.c */
+extern const struct fs_view fs_view_shard, fs_view_member; /* fs_view_shard.c */
+extern const struct fs_view fs_view_ctl;		   /* fs_view_ctl.c */
+extern const struct fs_view fs_view_lidx;		   /* fs_loaderidx.c */
+extern const struct fs_layout_ops fs_layout_shards;	   /* fs_view_source.c */
+extern const struct fs_layout_ops fs_layout_imagefolder;   /* fs_if_view.c */
+
+/* The mounted layout (fs->cfg.layout's row of fs_layouts[]). */
+const struct fs_layout_ops *fs_layout_of(const struct fs *fs);
+/* The view of inode ino (the root's and FS_K_LAYOUT + i's are the
+ * layout's), or NULL for a number that is no inode. */
 const struct fs_view *fs_view_of(const struct fs *fs, uint64_t ino);
 
 /* Helpers shared by the views (fs_ops.c): attributes with the mount's

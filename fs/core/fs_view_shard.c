@@ -4,7 +4,7 @@
  * (FS_K_MEMBER: files, directories, symlinks; a hard link is its target's
  * inode). Everything is answered from the shard's index, loaded on first
  * use (fs_shard.c) and immutable afterwards. The member operations are
- * also the imagefolder view's files (fs_imagefolder.c).
+ * also the imagefolder view's files (fs_if_view.c).
  */
 #include <errno.h>
 #include <inttypes.h>

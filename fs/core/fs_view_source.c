@@ -1,7 +1,8 @@
 /*
  * fs_view_source.c — the source as it is: its directories (the root of the
  * shards layout among them) and its objects as plain files, a shard's raw
- * bytes (x.tar, x.tar.zst) among them (fs_view.h).
+ * bytes (x.tar, x.tar.zst) among them (fs_view.h), and the shards layout
+ * (fs_layout_shards).
  *
  * A source directory's entries may change at a refresh: they are read under
  * the namespace's read lock (fs->ns_lock), which a listing holds until it
@@ -201,4 +202,14 @@ const struct fs_view fs_view_obj = {
     .read = obj_read,
     .describe = obj_describe,
     .mark_stale = obj_mark_stale,
+};
+
+/* ---- the shards layout ------------------------------------------------------
+ * The source as it is from the root: its directories, objects and shards
+ * (each a directory of its members, fs_view_shard.c), all of them kinds
+ * every layout has; nothing built from the shards as a whole. */
+const struct fs_layout_ops fs_layout_shards = {
+    .name = "shards",
+    .root = &fs_view_dir,
+    .loader_indexes = 1,
 };

@@ -1,9 +1,11 @@
 /*
  * test_disk.c — the on-disk toolkit (disk/disk.h): FNV-1a against the
- * reference vectors, little-endian fields, the blob envelope's verdicts
- * (-EBADMSG for a torn or corrupted blob, -EPROTO for another version) and
- * crash-safe writes (the file has exactly the new bytes, no temp file is
- * left, a write into a missing directory fails and changes nothing).
+ * reference vectors, little-endian fields, the binary search (every value
+ * in every range of a sorted array with repeats), the blob envelope's
+ * verdicts (-EBADMSG for a torn or corrupted blob, -EPROTO for another
+ * version) and crash-safe writes (the file has exactly the new bytes, no
+ * temp file is left, a write into a missing directory fails and changes
+ * nothing).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -39,6 +41,55 @@ static void test_fnv_le(void)
 	disk_le32_put(b, 0xdeadbeefu);
 	disk_le16_put(b + 4, 0xcafe);
 	EXPECT(disk_le32_get(b) == 0xdeadbeefu && disk_le16_get(b + 4) == 0xcafe);
+}
+
+/* A sorted array with repeats, read through disk_bsearch's callback. */
+struct bs_ctx {
+	const int *v;
+	int want;
+	unsigned calls;
+};
+
+static int bs_cmp(const void *ctx, size_t i)
+{
+	struct bs_ctx *c = (struct bs_ctx *)ctx;
+
+	c->calls++;
+	return c->v[i] < c->want ? -1 : c->v[i] > c->want;
+}
+
+/* Never 0: asks for the first element not below want (a split point). */
+static int bs_below(const void *ctx, size_t i)
+{
+	const struct bs_ctx *c = ctx;
+
+	return c->v[i] < c->want ? -1 : 1;
+}
+
+static void test_bsearch(void)
+{
+	static const int v[] = {1, 3, 3, 3, 7, 9, 11, 20};
+	const size_t n = sizeof(v) / sizeof(v[0]);
+	int found;
+
+	/* every value from below the first to past the last, in every range */
+	for (size_t lo = 0; lo <= n; lo++) {
+		for (size_t hi = lo; hi <= n; hi++) {
+			for (int want = 0; want <= 21; want++) {
+				struct bs_ctx c = {v, want, 0};
+				size_t first = lo, i;
+
+				while (first < hi && v[first] < want)
+					first++;
+				i = disk_bsearch(lo, hi, bs_cmp, &c, &found);
+				CHECK(found == (first < hi && v[first] == want) &&
+					  (found ? v[i] == want && i >= lo && i < hi : i == first),
+				      "[%zu, %zu) %d: %zu found %d", lo, hi, want, i, found);
+				CHECK(c.calls <= 4, "%u calls for %zu elements", c.calls, hi - lo);
+				EXPECT(disk_bsearch(lo, hi, bs_below, &c, NULL) == first);
+			}
+		}
+	}
 }
 
 static void test_blob(void)
@@ -148,6 +199,7 @@ static void test_crc32c(void)
 int main(void)
 {
 	test_fnv_le();
+	test_bsearch();
 	test_crc32c();
 	test_blob();
 	test_write_atomic();
