@@ -29,7 +29,11 @@
  * asks the store every 0.25 s, backing off to every 5 s. Any answer of
  * the store (a success, or a status that is not a store failure: 404,
  * 403, 412, ... — also from the probe) makes it "up" again. 404, 403 and
- * a changed ETag are answers, never failures.
+ * a changed ETag are answers, never failures. A request with past_breaker
+ * (a listing: the mount's, an explicit refresh's) is never failed at once:
+ * it asks the store itself, with its own retry budget, and its answer
+ * makes the store up. The breaker logs each change ("store down: ..." with
+ * the request and its last answer, "store up again").
  *
  * Lifecycle: every submitted request completes exactly once through
  * on_done, on the I/O thread; after backend_io_cancel and at
