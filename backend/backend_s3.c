@@ -377,6 +377,8 @@ static int os_list_page(struct backend *be, const char *token, char **query, voi
 				   OS_LIST_PAGE_MAX);
 	else
 		backend__req_failed(be, "GET", "", &c.req, ret);
+	/* as the http store's listings: a refresh's failure says why in the log */
+	backend__log(&be->log, BACKEND_LOG_ERROR, "%s", backend_last_error(be));
 	os_call_free(&c);
 	return ret;
 }

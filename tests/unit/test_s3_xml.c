@@ -379,6 +379,54 @@ static void test_error_and_dates(void)
 	CHECK(backend__iso8601_parse("2013-05-24T00:00:00Zjunk", 24, &t) == -EINVAL, "junk");
 }
 
+/* What an error answer says (backend_errbody.c): every store's body, cut short or not. */
+static void test_errbody(void)
+{
+	static const struct {
+		const char *body, *code, *msg;
+	} cases[] = {
+	    {"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>AccessDenied</Code>"
+	     "<Message>Access Denied</Message><RequestId>4442587FB7D0A2F9</RequestId></Error>",
+	     "AccessDenied", "Access Denied"},
+	    /* cut inside the message (the first 1 KiB only is kept) */
+	    {"<Error><Code>SignatureDoesNotMatch</Code><Message>The request signature we calc",
+	     "SignatureDoesNotMatch", "The request signature we calc"},
+	    /* GCS JSON: the reason is the code */
+	    {"{\n \"error\": {\n  \"code\": 403,\n  \"message\": \"a@b.iam.gserviceaccount.com "
+	     "does not have storage.objects.get access\",\n  \"errors\": [{\"message\": \"x\", "
+	     "\"domain\": \"global\", \"reason\": \"forbidden\"}]}}",
+	     "forbidden", "a@b.iam.gserviceaccount.com does not have storage.objects.get access"},
+	    /* AIStore: message and a numeric status, no code */
+	    {"{\"message\":\"bck ais://b: object \\\"x.tar\\\" does not exist\",\"method\":\"GET\","
+	     "\"status\":404}",
+	     "", "bck ais://b: object \"x.tar\" does not exist"},
+	    {"<html>\r\n<head><title>403 Forbidden</title></head>\r\n<body></body></html>", "",
+	     "403 Forbidden"},
+	    {"busy\n", "", "busy"},
+	    {"  \n", "", ""},
+	    {"", "", ""},
+	    /* bytes that are not printable are escaped, whitespace runs are one space */
+	    {"<Error><Code>A\x01"
+	     "B</Code><Message>line one\r\n\tline\xff two</Message></Error>",
+	     "A\\x01B", "line one line\\xff two"},
+	};
+	char code[64], msg[128];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		backend__errbody_parse(cases[i].body, strlen(cases[i].body), code, sizeof(code),
+				       msg, sizeof(msg));
+		CHECK(strcmp(code, cases[i].code) == 0, "errbody %zu: code '%s', want '%s'", i,
+		      code, cases[i].code);
+		CHECK(strcmp(msg, cases[i].msg) == 0, "errbody %zu: message '%s', want '%s'", i,
+		      msg, cases[i].msg);
+	}
+	/* bounded: a long message is cut to the room given, NUL-terminated */
+	backend__errbody_parse("<Error><Code>AAAAAAAAAAAAAAAAAAAAAAAA</Code><Message>"
+			       "\x80\x80\x80\x80\x80\x80\x80\x80\x80</Message></Error>",
+			       86, code, 8, msg, 10);
+	CHECK(strlen(code) == 7 && strlen(msg) <= 9, "bounded: '%s' '%s'", code, msg);
+}
+
 int main(void)
 {
 	const char *s = getenv("SHARDFS_TEST_SEED");
@@ -387,6 +435,7 @@ int main(void)
 	test_real();
 	test_hostile();
 	test_error_and_dates();
+	test_errbody();
 	test_fuzz(seed);
 	return check_summary("s3_xml");
 }

@@ -7,9 +7,9 @@ GROUP:
   refused     nginx answers the GETs of one shard with 403 and an S3 <Error> body, of another
               with 400 and an AIStore-style JSON body (their listing works): 40 raw reads and 5
               member lookups of each get the error (EACCES for 401/403, else EIO: as
-              docs/sources.md says), each a request to the store; the daemon log has exactly one line per
-              object and cause, naming the key, the status and the body's code and message;
-              fill_errors counts the failed fills
+              docs/sources.md says), each a request to the store; the daemon log has exactly
+              one line per object and cause, naming the key, the status and the body's code and
+              message; fill_errors counts the failed fills
   parallel    four shards refused with four statuses and codes (400, 401, 403, 409), read by
               four threads at once: each object's one log line has its own status and code
               (the failure is recorded with the request, not per store)
