@@ -234,9 +234,8 @@ static int head_many(struct http *h, size_t n, int listing,
 /* A listing's request failed: the store's answer (status, the code and
  * message of its error body) or the transport's reason goes to
  * backend_last_error and to the log; returns err. */
-static int report(struct http *h, const char *url, const struct backend_req *r, int err)
+static int report(struct http *h, const struct backend_req *r, int err)
 {
-	(void)url; /* r->url */
 	backend__req_failed(h->be, r->method ? r->method : "GET", "", r, err);
 	backend__log(&h->be->log, BACKEND_LOG_ERROR, "%s", backend_last_error(h->be));
 	return err;
@@ -320,7 +319,7 @@ static int pat_probe(struct http *h, size_t i, int *missing)
 	 * server's: its reads will say so */
 	if (n < 0 &&
 	    (!r.status || r.status >= 500 || n == -EACCES || n == -ECANCELED || n == -ENOMEM))
-		return report(h, url, &r, (int)n);
+		return report(h, &r, (int)n);
 	/* a whole 200 answer to a ranged GET that starts as a page does: a
 	 * server that lists a directory without redirecting to its '/' */
 	if (n == 1 && r.status == 200 && (byte == '<' || byte == '[') && pat_is_listing(h, url))
@@ -513,13 +512,8 @@ static int dir_result(void *arg, size_t i, const struct backend_req *r, int err)
 
 	if (err == -ENOENT)
 		return 0; /* gone since the listing: not an object */
-	if (err < 0) {
-		char buf[HTTP_URL_MAX];
-
-		if (http_url(dw->h, dw->keys[i], buf, sizeof(buf)) == 0)
-			return report(dw->h, buf, r, err);
-		return err;
-	}
+	if (err < 0)
+		return report(dw->h, r, err);
 	http_fill(&info, dw->keys[i], r);
 	return dw->cb(dw->arg, &info);
 }
@@ -585,7 +579,7 @@ static int dir_page_get(struct dir_walk *dw, const char *prefix, int depth, stru
 					 HTTP_LIST_BODY_MAX);
 		}
 		if (depth == 0 || err != -ENOENT)
-			return report(h, url, &r, err);
+			return report(h, &r, err);
 		return 1; /* a subdirectory vanished */
 	}
 	dw->bytes += len;
