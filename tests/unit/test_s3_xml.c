@@ -425,6 +425,43 @@ static void test_errbody(void)
 			       "\x80\x80\x80\x80\x80\x80\x80\x80\x80</Message></Error>",
 			       86, code, 8, msg, 10);
 	CHECK(strlen(code) == 7 && strlen(msg) <= 9, "bounded: '%s' '%s'", code, msg);
+	/* any mix of the pieces, cut anywhere: bounded, NUL-terminated, no read past len */
+	{
+		static const char *const bits[] = {
+		    "{",	  "}",	      "\"",  ":",	",",	  "\\",	     "\"message\"",
+		    "\"reason\"", "\"code\"", "403", "<Error>", "<Code>", "</Code>", "<Message>",
+		    "</Message>", "<title>",  "\n",  "\x01",	"\xff",	  " ",	     "x"};
+		unsigned st = 7;
+
+		for (int iter = 0; iter < 20000; iter++) {
+			char doc[256], *heap;
+			size_t len = 0;
+			int k = 1 + (int)((st = st * 1103515245u + 12345u) >> 16) % 24;
+
+			for (int j = 0; j < k; j++) {
+				const char *b = bits[((st = st * 1103515245u + 12345u) >> 16) %
+						     (sizeof(bits) / sizeof(bits[0]))];
+				size_t bl = strlen(b);
+
+				if (len + bl > sizeof(doc))
+					break;
+				memcpy(doc + len, b, bl);
+				len += bl;
+			}
+			heap = malloc(len ? len : 1); /* exactly len: ASan sees any overread */
+			if (!heap)
+				break;
+			memcpy(heap, doc, len);
+			backend__errbody_parse(heap, len, code, 1 + (size_t)iter % sizeof(code),
+					       msg, 1 + (size_t)iter % sizeof(msg));
+			free(heap);
+			if (strlen(code) >= sizeof(code) || strlen(msg) >= sizeof(msg)) {
+				CHECK(0, "errbody fuzz %d: not bounded", iter);
+				break;
+			}
+		}
+		CHECK(1, "errbody fuzz");
+	}
 }
 
 int main(void)
