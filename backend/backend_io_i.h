@@ -106,8 +106,9 @@ struct backend_req {
 			   * '/' to one with it (the server's way to say "a
 			   * directory": the same path's, or another's) */
 	char error[320];  /* the last attempt's transport failure in words
-			   * ("TLS certificate of HOST not trusted: ..."),
-			   * or "" (then status says why); never credentials */
+			   * ("TLS certificate of HOST not trusted: ...", a
+			   * stall, an answer that ended early), or "" (then
+			   * status says why); never credentials */
 	/* the first bytes of the last attempt's error answer (status 400 and
 	 * up: S3's <Error>, GCS's and AIStore's JSON), as received; the rest
 	 * is dropped (backend__errbody_parse reads it) */
