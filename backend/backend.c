@@ -7,21 +7,27 @@
  * "scheme://" is -EPROTONOSUPPORT, so that the error is precise rather
  * than "no such directory".
  *
- * Errors: a store records why something failed with backend__set_error;
- * before backend_open hands be out, that goes to a per-thread slot (read
- * with backend_last_error(NULL)), afterwards to be->error under
- * be->error_lock.
+ * Errors: a store records why something failed with backend__set_error
+ * (a request: backend__req_failed, which adds its status and the code and
+ * message of its error body); before backend_open hands be out, that goes
+ * to a per-thread slot read with backend_last_error(NULL), afterwards to
+ * the calling thread's record of be (struct failure): one per thread, so
+ * requests of other threads at the same time never mix into it.
+ * backend_log_failure logs a record once per object and cause.
  */
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "backend_i.h"
+#include "disk.h"
 #include "backend_io_i.h"
 
 static const struct {
@@ -36,33 +42,142 @@ static const struct {
 static __thread char open_error[512]; /* why this thread's last backend_open failed */
 static __thread char error_copy[512]; /* what backend_last_error returns */
 
+/* The calling thread's last failed request (backend__req_failed) or other
+ * failure (backend__set_error) on the backend whose id is be_id. Each
+ * thread makes one request at a time (the API blocks), so this is the
+ * record of that request: requests of other threads never overwrite it. */
+struct failure {
+	unsigned long be_id; /* 0: none */
+	int err;	     /* the errno returned (0: not known) */
+	long status;	     /* the HTTP status, 0: none */
+	int fast;	     /* failed at once: the store is down */
+	char code[64];	     /* the error body's code, or "" */
+	char text[512];	     /* the one line (backend_last_error) */
+};
+static __thread struct failure last_fail;
+static atomic_ulong next_id = 1;
+
+/* A new request of this thread on be: the last one's record goes. */
+static void failure_clear(const struct backend *be)
+{
+	if (last_fail.be_id == be->id)
+		last_fail.be_id = 0;
+}
+
 void backend__set_error(struct backend *be, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
 	if (be) {
-		pthread_mutex_lock(&be->error_lock);
-		vsnprintf(be->error, sizeof(be->error), fmt, ap);
-		pthread_mutex_unlock(&be->error_lock);
+		last_fail.be_id = be->id;
+		last_fail.err = 0;
+		last_fail.status = 0;
+		last_fail.fast = 0;
+		last_fail.code[0] = '\0';
+		vsnprintf(last_fail.text, sizeof(last_fail.text), fmt, ap);
 	} else {
 		vsnprintf(open_error, sizeof(open_error), fmt, ap);
 	}
 	va_end(ap);
 }
 
+/* Drop every occurrence of secret (the URL's query: a token, perhaps) from
+ * s, in place. */
+static void scrub(char *s, const char *secret)
+{
+	size_t n = strlen(secret);
+	char *p;
+
+	if (n < 4)
+		return;
+	while ((p = strstr(s, secret)))
+		memmove(p, p + n, strlen(p + n) + 1);
+}
+
+void backend__req_failed(struct backend *be, const char *method, const char *key,
+			 const struct backend_req *r, int err)
+{
+	char shown[512], code[64], msg[360];
+	const char *q = r->url ? strchr(r->url, '?') : NULL;
+
+	(void)key; /* the URL names it */
+	backend__url_display(r->url ? r->url : "", shown, sizeof(shown));
+	backend__errbody_parse(r->errbody, r->errbody_len, code, sizeof(code), msg, sizeof(msg));
+	if (q) {
+		scrub(code, q + 1);
+		scrub(msg, q + 1);
+	}
+	if (r->error[0] || r->status < 300)
+		backend__set_error(be, "%s %s: %s", method, shown,
+				   r->error[0] ? r->error : strerror(-err));
+	else
+		backend__set_error(be, "%s %s: HTTP %ld%s%s%s%s", method, shown, r->status,
+				   code[0] ? " " : "", code, msg[0] ? ": " : "", msg);
+	last_fail.err = err;
+	last_fail.status = r->error[0] ? 0 : r->status;
+	last_fail.fast = r->fast_failed;
+	snprintf(last_fail.code, sizeof(last_fail.code), "%s", code);
+}
+
 const char *backend_last_error(const struct backend *be)
 {
-	struct backend *m = (struct backend *)be; /* the lock, not the state, changes */
-
-	if (!be) {
+	if (!be)
 		snprintf(error_copy, sizeof(error_copy), "%s", open_error);
-	} else {
-		pthread_mutex_lock(&m->error_lock);
-		snprintf(error_copy, sizeof(error_copy), "%s", be->error);
-		pthread_mutex_unlock(&m->error_lock);
-	}
+	else
+		snprintf(error_copy, sizeof(error_copy), "%s",
+			 last_fail.be_id == be->id ? last_fail.text : "");
 	return error_copy;
+}
+
+/* Logged failures: 64-bit hashes of (key, cause) in an open-addressing set
+ * of LOGGED_CAP slots, emptied when half full (a store failing for that
+ * many objects and causes logs each again, once per LOGGED_CAP / 2). */
+#define LOGGED_CAP 4096u
+
+/* 1 when h was in the set, else 0 (now it is). be->error_lock held. */
+static int logged_before(struct backend *be, uint64_t h)
+{
+	size_t i;
+
+	h |= 1; /* 0 marks a free slot */
+	if (!be->logged) {
+		be->logged = calloc(LOGGED_CAP, sizeof(*be->logged));
+		if (!be->logged)
+			return 0; /* log it: better twice than never */
+	}
+	for (i = (size_t)h & (LOGGED_CAP - 1); be->logged[i]; i = (i + 1) & (LOGGED_CAP - 1))
+		if (be->logged[i] == h)
+			return 1;
+	if (be->nlogged + 1 > LOGGED_CAP / 2) {
+		memset(be->logged, 0, LOGGED_CAP * sizeof(*be->logged));
+		be->nlogged = 0;
+		i = (size_t)h & (LOGGED_CAP - 1);
+	}
+	be->logged[i] = h;
+	be->nlogged++;
+	return 0;
+}
+
+void backend_log_failure(struct backend *be, const char *key, int err, const char *what)
+{
+	const struct failure *f = be && last_fail.be_id == be->id ? &last_fail : NULL;
+	char cause[128];
+	uint64_t h;
+	int seen;
+
+	if (!be || err >= 0 || err == -ECANCELED || (f && f->fast))
+		return; /* a shutdown; an outage, which the breaker logs once */
+	snprintf(cause, sizeof(cause), "%d %ld %.63s", err, f ? f->status : 0L, f ? f->code : "");
+	h = disk_fnv64(key, strlen(key)) ^ (disk_fnv64(cause, strlen(cause)) * 31);
+	pthread_mutex_lock(&be->error_lock);
+	seen = logged_before(be, h);
+	pthread_mutex_unlock(&be->error_lock);
+	if (seen)
+		return;
+	backend__log(&be->log, BACKEND_LOG_ERROR,
+		     "%s: %s failed: %s (logged once per object and cause)", key, what,
+		     f && f->text[0] ? f->text : strerror(-err));
 }
 
 void backend__log(const struct backend_logger *lg, enum backend_log_level level, const char *fmt,
@@ -97,6 +212,7 @@ static struct backend *backend_new(const struct backend_config *cfg)
 
 	if (be) {
 		pthread_mutex_init(&be->error_lock, NULL);
+		be->id = atomic_fetch_add(&next_id, 1);
 		be->log.fn = cfg->log;
 		be->log.arg = cfg->log_arg;
 	}
@@ -106,6 +222,7 @@ static struct backend *backend_new(const struct backend_config *cfg)
 static void backend_free(struct backend *be)
 {
 	pthread_mutex_destroy(&be->error_lock);
+	free(be->logged);
 	free(be->desc);
 	free(be);
 }
@@ -201,6 +318,7 @@ const char *backend_local_path(const struct backend *be)
 
 int backend_list(struct backend *be, backend_list_cb cb, void *arg)
 {
+	failure_clear(be);
 	return be->ops->list(be, cb, arg);
 }
 
@@ -208,6 +326,7 @@ int backend_stat(struct backend *be, const char *key, struct backend_objinfo *in
 {
 	int err = backend__key_check(key);
 
+	failure_clear(be);
 	if (err < 0)
 		return err;
 	return be->ops->stat(be, key, info);
@@ -216,6 +335,7 @@ int backend_stat(struct backend *be, const char *key, struct backend_objinfo *in
 int backend_stat_many(struct backend *be, const char *const *keys, size_t n,
 		      struct backend_objinfo *info, int *err)
 {
+	failure_clear(be);
 	for (size_t i = 0; i < n; i++) {
 		memset(&info[i], 0, sizeof(info[i]));
 		info[i].key = keys[i];
@@ -239,6 +359,7 @@ ssize_t backend_pread_version(struct backend *be, const char *key, const char *e
 {
 	int err = backend__key_check(key);
 
+	failure_clear(be);
 	if (err < 0)
 		return err;
 	return be->ops->pread(be, key, etag, buf, len, off);
@@ -287,6 +408,7 @@ ssize_t backend_read_version_cb(struct backend *be, const char *key, const char 
 {
 	int err = backend__key_check(key);
 
+	failure_clear(be);
 	if (err < 0)
 		return err;
 	if (len > SSIZE_MAX)

@@ -187,12 +187,27 @@ void backend_get_stats(struct backend *be, struct backend_stats *st);
  * closes. -ENOTSUP for remote backends. */
 int backend_open_fd(struct backend *be, const char *key);
 
-/* The reason of the last failure of be, as one line for the log ("s3://b/p:
- * credentials refused: SignatureDoesNotMatch: The request signature we
- * calculated does not match ..."), or "" when there is none. With be ==
- * NULL: why the last backend_open in this thread failed. Never contains
- * credentials. The text is copied per thread; valid until the next call in
- * the same thread. */
+/* Why the calling thread's last request on be failed, as one line for the
+ * log: the request, the URL as shown (no userinfo, query), the HTTP status
+ * and the code and message of the store's error body ("GET
+ * http://h/b/a.tar: HTTP 403 AccessDenied: Access Denied"), or the
+ * transport's reason ("... : Connection refused"); "" when the thread's
+ * last request on be succeeded or made none. Per request: each thread
+ * has its own record (a thread's requests run one at a time), so requests
+ * of other threads never overwrite it. With be == NULL: why the last
+ * backend_open in this thread failed. Never contains credentials or the
+ * URL's query. The text is copied per thread; valid until the next call
+ * in the same thread. */
 const char *backend_last_error(const struct backend *be);
+
+/* Log the failure of the calling thread's last request on be (err, as it
+ * returned; key: the object, what: "fill", "read", ...) through be's log
+ * callback, once per object and cause: a later failure of the same key
+ * with the same errno, HTTP status and error code is not logged again (so
+ * 1000 reads of one refused object log one line). Logs nothing for
+ * -ECANCELED and for a request failed at once while the store is down
+ * (the outage has its own line). The memory of what was logged is bounded
+ * (2048 objects and causes; then it starts again). Any thread. */
+void backend_log_failure(struct backend *be, const char *key, int err, const char *what);
 
 #endif

@@ -159,10 +159,12 @@ static void head_done(void *arg, struct backend_req *r, int err)
 	pthread_mutex_unlock(&b->m);
 }
 
-/* HEAD url_of(i) for i < n, at most h->window at once; on_result runs on
+/* HEAD url_of(i) for i < n, at most h->window at once (listing: a
+ * listing's, sent even while the store is down); on_result runs on
  * this thread for each, in completion order; a non-zero return stops new
  * HEADs and becomes the result once those in flight are done. */
-static int head_many(struct http *h, size_t n, int (*url_of)(void *arg, size_t i, char **url),
+static int head_many(struct http *h, size_t n, int listing,
+		     int (*url_of)(void *arg, size_t i, char **url),
 		     int (*on_result)(void *arg, size_t i, const struct backend_req *r, int err),
 		     void *arg)
 {
@@ -203,6 +205,7 @@ static int head_many(struct http *h, size_t n, int (*url_of)(void *arg, size_t i
 			j->req.method = "HEAD";
 			j->req.url = url;
 			j->req.on_done = head_done;
+			j->req.past_breaker = listing;
 			j->req.arg = j;
 			j->b = &b;
 			j->idx = next++;
@@ -233,22 +236,13 @@ static int head_many(struct http *h, size_t n, int (*url_of)(void *arg, size_t i
 /* ------------------------------------------------------------------------ */
 /* pattern form                                                              */
 
-static int report(struct http *h, const char *url, const struct backend_req *r, int err)
+/* A listing's request failed: the store's answer (status, the code and
+ * message of its error body) or the transport's reason goes to
+ * backend_last_error and to the log; returns err. */
+static int report(struct http *h, const struct backend_req *r, int err)
 {
-	char shown[1024];
-
-	backend__url_display(url, shown, sizeof(shown));
-	if (r->error[0]) { /* no HTTP answer: the transport's reason */
-		backend__set_error(h->be, "%s: %s", shown, r->error);
-		backend__log(&h->be->log, BACKEND_LOG_ERROR, "%s: %s", shown, r->error);
-		return err;
-	}
-	if (r->status)
-		backend__set_error(h->be, "%s: HTTP %ld", shown, r->status);
-	else
-		backend__set_error(h->be, "%s: %s", shown, strerror(-err));
-	backend__log(&h->be->log, BACKEND_LOG_ERROR, "%s: %s (HTTP %ld)", shown, strerror(-err),
-		     r->status);
+	backend__req_failed(h->be, r->method ? r->method : "GET", "", r, err);
+	backend__log(&h->be->log, BACKEND_LOG_ERROR, "%s", backend_last_error(h->be));
 	return err;
 }
 
@@ -289,6 +283,7 @@ static int pat_is_listing(struct http *h, char *url)
 	memset(&r, 0, sizeof(r));
 	r.method = "GET";
 	r.url = url;
+	r.past_breaker = 1; /* a listing's */
 	if (backend_io_get(h->io, &r, &body, &len, HTTP_PROBE_BODY_MAX) < 0)
 		return 0;
 	err = backend__listing_parse(body, len, count_ent, &ents);
@@ -314,6 +309,7 @@ static int pat_probe(struct http *h, size_t i, int *missing)
 	r.url = url;
 	r.range_off = 0;
 	r.range_len = 1;
+	r.past_breaker = 1; /* a listing's: asks the store even while it is down */
 	n = backend_io_read(h->io, &r, &byte);
 	backend__url_display(url, shown, sizeof(shown));
 	if (r.dir_redirect)
@@ -328,7 +324,7 @@ static int pat_probe(struct http *h, size_t i, int *missing)
 	 * server's: its reads will say so */
 	if (n < 0 &&
 	    (!r.status || r.status >= 500 || n == -EACCES || n == -ECANCELED || n == -ENOMEM))
-		return report(h, url, &r, (int)n);
+		return report(h, &r, (int)n);
 	/* a whole 200 answer to a ranged GET that starts as a page does: a
 	 * server that lists a directory without redirecting to its '/' */
 	if (n == 1 && r.status == 200 && (byte == '<' || byte == '[') && pat_is_listing(h, url))
@@ -438,7 +434,7 @@ static int http_stat_many(struct backend *be, const char *const *keys, size_t n,
 					* leaves no key looking answered */
 		}
 	}
-	ret = head_many(sb.h, m, batch_url_of, batch_result, &sb);
+	ret = head_many(sb.h, m, 0, batch_url_of, batch_result, &sb);
 	free(sb.at);
 	return ret;
 }
@@ -521,13 +517,8 @@ static int dir_result(void *arg, size_t i, const struct backend_req *r, int err)
 
 	if (err == -ENOENT)
 		return 0; /* gone since the listing: not an object */
-	if (err < 0) {
-		char buf[HTTP_URL_MAX];
-
-		if (http_url(dw->h, dw->keys[i], buf, sizeof(buf)) == 0)
-			return report(dw->h, buf, r, err);
-		return err;
-	}
+	if (err < 0)
+		return report(dw->h, r, err);
 	http_fill(&info, dw->keys[i], r);
 	return dw->cb(dw->arg, &info);
 }
@@ -583,6 +574,7 @@ static int dir_page_get(struct dir_walk *dw, const char *prefix, int depth, stru
 	memset(&r, 0, sizeof(r));
 	r.method = "GET";
 	r.url = url;
+	r.past_breaker = 1; /* a listing: asks the store even while it is down */
 	atomic_fetch_add(&h->be->list_requests, 1);
 	err = backend_io_get(h->io, &r, &body, &len, HTTP_LIST_BODY_MAX);
 	if (err < 0) {
@@ -592,7 +584,7 @@ static int dir_page_get(struct dir_walk *dw, const char *prefix, int depth, stru
 					 HTTP_LIST_BODY_MAX);
 		}
 		if (depth == 0 || err != -ENOENT)
-			return report(h, url, &r, err);
+			return report(h, &r, err);
 		return 1; /* a subdirectory vanished */
 	}
 	dw->bytes += len;
@@ -688,7 +680,7 @@ static int dir_walk(struct dir_walk *dw, const char *prefix, int depth)
 	if (!err) {
 		dw->keys = files;
 		dw->nkeys = nf;
-		err = head_many(h, nf, dir_url_of, dir_result, dw);
+		err = head_many(h, nf, 1, dir_url_of, dir_result, dw);
 		dw->keys = NULL;
 		dw->nkeys = 0;
 	}
@@ -734,8 +726,10 @@ static int http_stat(struct backend *be, const char *key, struct backend_objinfo
 	memset(&r, 0, sizeof(r));
 	r.url = url;
 	err = backend_io_head(h->io, &r);
-	if (err < 0)
+	if (err < 0) {
+		backend__req_failed(be, "HEAD", key, &r, err);
 		return err;
+	}
 	if (r.dir_redirect)
 		return -EISDIR; /* a directory: no object of that name */
 	http_fill(info, key, &r);
@@ -750,6 +744,7 @@ static ssize_t http_get(struct backend *be, const char *key, const char *etag, v
 	struct http *h = be->impl;
 	struct backend_req r;
 	char url[HTTP_URL_MAX];
+	ssize_t n;
 	int err;
 
 	if (len == 0)
@@ -763,7 +758,10 @@ static ssize_t http_get(struct backend *be, const char *key, const char *etag, v
 	r.range_off = off;
 	r.range_len = len;
 	r.if_match = etag;
-	return buf ? backend_io_read(h->io, &r, buf) : backend_io_stream(h->io, &r, cb, arg);
+	n = buf ? backend_io_read(h->io, &r, buf) : backend_io_stream(h->io, &r, cb, arg);
+	if (n < 0)
+		backend__req_failed(be, "GET", key, &r, (int)n);
+	return n;
 }
 
 static ssize_t http_pread(struct backend *be, const char *key, const char *etag, void *buf,

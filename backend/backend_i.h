@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "backend.h"
@@ -45,9 +46,11 @@ struct backend {
 	int local;		    /* 1: objects are local files */
 	void *impl;		    /* the store's own state */
 	struct backend_io *io;	    /* remote stores: their I/O thread (cancel, stats); else NULL */
-	pthread_mutex_t error_lock; /* protects error; leaf lock */
-	char error[512];	    /* the last failure's reason (backend_last_error), or "" */
-	struct backend_logger log;  /* from backend_config, set before the store opens */
+	unsigned long id;	    /* names be in the threads' failure records */
+	pthread_mutex_t error_lock; /* protects logged, nlogged; leaf lock */
+	uint64_t *logged;	    /* failures logged: hashes of (key, cause) */
+	size_t nlogged;
+	struct backend_logger log; /* from backend_config, set before the store opens */
 	/* listing pages requested (ListObjectsV2 pages, autoindex pages): any
 	 * thread, backend_get_stats reads it */
 	atomic_ullong list_requests;
@@ -58,12 +61,20 @@ struct backend {
 void backend__log(const struct backend_logger *lg, enum backend_log_level level, const char *fmt,
 		  ...) __attribute__((format(printf, 3, 4)));
 
-/* Record the reason of the last failure of be, for backend_last_error: the
- * one way every store reports one. be == NULL while a store opens (be is
- * not handed out yet): the reason of this thread's failing backend_open.
- * Any thread; never pass credentials. */
+/* Record the reason of the calling thread's last failure on be, for
+ * backend_last_error: the one way every store reports one (a failed
+ * request: backend__req_failed, backend_io_i.h). be == NULL while a store
+ * opens (be is not handed out yet): the reason of this thread's failing
+ * backend_open. Any thread; never pass credentials. */
 void backend__set_error(struct backend *be, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* The code and message of a store's error answer (body[0..len), perhaps
+ * cut short: S3/GCS XML <Error>, GCS and AIStore JSON, else an HTML title
+ * or the first line) into code and msg, printable ASCII (other bytes as
+ * \xNN), "" when absent (backend_errbody.c; pure). */
+void backend__errbody_parse(const char *body, size_t len, char *code, size_t codecap, char *msg,
+			    size_t msgcap);
 
 /* Local directory store: root is an absolute or relative directory path. */
 int backend__local_open(struct backend *be, const char *root);

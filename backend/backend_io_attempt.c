@@ -297,8 +297,18 @@ size_t backend__io_on_body(char *buf, size_t size, size_t n, void *arg)
 	int err;
 
 	x->progress_ns = uv_hrtime();
-	if (!x->accept_body)
-		return len; /* error pages, redirect bodies: dropped */
+	if (!x->accept_body) {
+		/* redirect bodies are dropped; an error answer's first bytes are
+		 * kept: they say why (S3's <Error>, a JSON error) */
+		if (x->status >= 400 && r->errbody_len < sizeof(r->errbody)) {
+			size_t k = sizeof(r->errbody) - r->errbody_len;
+
+			k = k < len ? k : len;
+			memcpy(r->errbody + r->errbody_len, buf, k);
+			r->errbody_len += k;
+		}
+		return len;
+	}
 	if (x->skip) {
 		size_t k = x->skip < len ? (size_t)x->skip : len;
 

@@ -37,6 +37,7 @@
 
 void backend__io_fast_fail_words(struct backend_req *r)
 {
+	r->fast_failed = 1;
 	snprintf(r->error, sizeof(r->error),
 		 "the store is down (a request ran out of its retry budget); failing at once "
 		 "until it answers again");
@@ -104,11 +105,24 @@ static void probe_cb(uv_timer_t *t)
 void backend__io_store_down(struct backend_io *io, struct xfer *failed)
 {
 	struct xfer *x, *next;
+	struct backend_req *fr = failed->r;
+	char shown[512], last[360];
 
 	if (io->down)
 		return;
 	io->down = 1;
 	atomic_store(&io->down_now, 1);
+	backend__url_display(fr->url, shown, sizeof(shown));
+	if (fr->error[0])
+		snprintf(last, sizeof(last), "%s", fr->error);
+	else if (fr->status)
+		snprintf(last, sizeof(last), "HTTP %ld", fr->status);
+	else
+		snprintf(last, sizeof(last), "no answer");
+	backend__log(&io->log, BACKEND_LOG_ERROR,
+		     "store down: %s %s spent its retry budget (last: %s); requests fail at once "
+		     "until the store answers again (a probe every 0.25 s, backing off to 5 s)",
+		     fr->method, shown, last);
 	if (!io->probe_busy) {
 		char *url = strdup(failed->r->url);
 
@@ -122,7 +136,7 @@ void backend__io_store_down(struct backend_io *io, struct xfer *failed)
 	for (x = io->all; x; x = next) {
 		/* backend__io_xfer_finish unlinks x only; on_done never runs xfers */
 		next = x->next;
-		if (x != failed && !x->probe && x->state != X_RUN)
+		if (x != failed && !x->probe && !x->r->past_breaker && x->state != X_RUN)
 			backend__io_fail_fast(io, x);
 	}
 }
@@ -135,4 +149,5 @@ void backend__io_store_up(struct backend_io *io)
 	io->down = 0;
 	atomic_store(&io->down_now, 0);
 	uv_timer_stop(&io->probe_timer);
+	backend__log(&io->log, BACKEND_LOG_INFO, "store up again: it answered");
 }

@@ -29,7 +29,11 @@
  * asks the store every 0.25 s, backing off to every 5 s. Any answer of
  * the store (a success, or a status that is not a store failure: 404,
  * 403, 412, ... — also from the probe) makes it "up" again. 404, 403 and
- * a changed ETag are answers, never failures.
+ * a changed ETag are answers, never failures. A request with past_breaker
+ * (a listing: the mount's, an explicit refresh's) is never failed at once:
+ * it asks the store itself, with its own retry budget, and its answer
+ * makes the store up. The breaker logs each change ("store down: ..." with
+ * the request and its last answer, "store up again").
  *
  * Lifecycle: every submitted request completes exactly once through
  * on_done, on the I/O thread; after backend_io_cancel and at
@@ -50,10 +54,14 @@
 #include <uv.h>
 
 #include "backend.h"
+#include "backend_i.h"
 
 struct backend_io;
 struct backend_req;
 struct curl_slist;
+
+/* Most bytes of an error answer's body kept with its request. */
+#define BACKEND_ERRBODY_MAX 1024
 
 /* Return 0 to go on, a negative errno to abort the transfer (it completes
  * with that error, no retry). Runs on the I/O thread: must not block (a
@@ -82,6 +90,10 @@ struct backend_req {
 	int (*on_poll)(void *arg);
 	backend_req_done_cb on_done;
 	void *arg;
+	/* 1: sent even while the store is down (a listing, which a user asked
+	 * for: mount, refresh), with its own retry budget, instead of failing
+	 * at once; its answer brings the store up, as the probe's does */
+	int past_breaker;
 
 	/* ---- results, valid in on_done ---- */
 	long status;	    /* last HTTP status (0: no answer) */
@@ -94,8 +106,15 @@ struct backend_req {
 			   * '/' to one with it (the server's way to say "a
 			   * directory": the same path's, or another's) */
 	char error[320];  /* the last attempt's transport failure in words
-			   * ("TLS certificate of HOST not trusted: ..."),
-			   * or "" (then status says why); never credentials */
+			   * ("TLS certificate of HOST not trusted: ...", a
+			   * stall, an answer that ended early), or "" (then
+			   * status says why); never credentials */
+	/* the first bytes of the last attempt's error answer (status 400 and
+	 * up: S3's <Error>, GCS's and AIStore's JSON), as received; the rest
+	 * is dropped (backend__errbody_parse reads it) */
+	char errbody[BACKEND_ERRBODY_MAX];
+	size_t errbody_len;
+	int fast_failed; /* failed at once: the store is down (breaker) */
 
 	/* ---- private to the engine ---- */
 	struct backend_req *next;
@@ -132,6 +151,14 @@ int backend_io_head(struct backend_io *io, struct backend_req *r);
 
 /* HTTP status to errno: the one place where that mapping lives. */
 int backend__http_errno(long status);
+
+/* Record why r (method of key, on store be) failed with err, for the
+ * calling thread's backend_last_error and backend_log_failure: r's URL
+ * as shown (no userinfo, query), its status, the code and message of its
+ * error body, or the transport's reason. Calling thread (the one that
+ * made the request); never blocks. */
+void backend__req_failed(struct backend *be, const char *method, const char *key,
+			 const struct backend_req *r, int err);
 
 /* ---- the engine's internals: for backend_io_*.c only -----------------------
  * The engine is five files; they share the structs below and the functions
@@ -229,6 +256,7 @@ struct backend_io {
 	long stall_s;
 	uint64_t stall_ns;
 	char *ca_file;
+	struct backend_logger log; /* the breaker's two lines: down, up again */
 };
 
 /* backend_io_xfer.c */

@@ -205,7 +205,7 @@ static void on_async(uv_async_t *a)
 
 		r->next = NULL;
 		q = next;
-		if (io->down) {
+		if (io->down && !r->past_breaker) {
 			atomic_fetch_add(&io->n_fast_fails, 1);
 			backend__io_fast_fail_words(r);
 			r->on_done(r->arg, r, -EIO);
@@ -243,6 +243,8 @@ int backend_io_open(struct backend_io **out, const struct backend_config *cfg)
 	 * cannot work is clamped, as backend.h says. */
 	io->max_running = cfg->connections ? cfg->connections : 1;
 	io->budget_ms = (cfg->retry_budget_s > 0 ? cfg->retry_budget_s : 0) * 1000.0;
+	io->log.fn = cfg->log;
+	io->log.arg = cfg->log_arg;
 	/* rounded up: a timeout below 1 ms must not become curl's 0 (its
 	 * default of 300 s) */
 	io->connect_ms = (long)((cfg->connect_timeout_s > 0 ? cfg->connect_timeout_s : 0) * 1000.0);

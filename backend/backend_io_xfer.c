@@ -203,7 +203,7 @@ static void xfer_retry(struct xfer *x, int err)
 		backend__io_xfer_finish(x, err);
 		return;
 	}
-	if (io->down) { /* another request found the store down meanwhile */
+	if (io->down && !x->r->past_breaker) { /* another request found the store down */
 		backend__io_fail_fast(io, x);
 		return;
 	}
@@ -239,6 +239,7 @@ static int xfer_start(struct xfer *x)
 	if (!x->probe)
 		atomic_fetch_add(&io->n_attempts, 1);
 	r->error[0] = '\0';
+	r->errbody_len = 0;
 	backend__io_attempt_reset(x);
 	x->progress_ns = uv_hrtime();
 	e = curl_easy_init();
@@ -350,6 +351,8 @@ static void xfer_done(struct xfer *x, CURLcode c)
 		return;
 	}
 	if (x->stalled) {
+		snprintf(r->error, sizeof(r->error), "the transfer stalled (no bytes for %ld s)",
+			 x->io->stall_s);
 		xfer_retry(x, -EIO);
 		return;
 	}
@@ -401,10 +404,12 @@ static void xfer_done(struct xfer *x, CURLcode c)
 			uint64_t end = r->range_off + r->delivered;
 
 			if (r->delivered < r->range_len && !(r->size && end >= r->size)) {
+				snprintf(r->error, sizeof(r->error), "the answer ended early");
 				xfer_retry(x, -EIO);
 				return;
 			}
 		} else if (r->size && r->delivered < r->size) {
+			snprintf(r->error, sizeof(r->error), "the answer ended early");
 			xfer_retry(x, -EIO);
 			return;
 		}

@@ -25,11 +25,11 @@
  *
  * Errors: 401/403 are -EACCES at once (the engine never retries them), so a
  * wrong secret fails the mount's listing in one round trip. The engine
- * drops error bodies; to say *why* (SignatureDoesNotMatch,
- * InvalidAccessKeyId, AccessDenied, a wrong region), a refused listing is
- * fetched once more on the calling thread with a plain curl easy handle,
- * bounded in size and time, and the <Error> Code/Message go to
- * backend_last_error. Credentials never appear in be->desc or in that text.
+ * keeps the first bytes of every error answer with its request; the
+ * <Error> Code and Message say *why* (SignatureDoesNotMatch,
+ * InvalidAccessKeyId, AccessDenied, a wrong region) in the calling
+ * thread's backend_last_error, for listings, HEADs and GETs alike.
+ * Credentials never appear in be->desc or in that text.
  * Header lines with a token are built on the stack and cleansed; curl's
  * copies of them are zeroed when freed (backend__creds_curl_init).
  */
@@ -65,8 +65,6 @@
 #define OS_LIST_EMPTY_MAX   1000
 #define OS_LIST_ENTRIES_MAX 10000000ul
 #define OS_PATH_MAX	    8192
-#define OS_DIAG_BODY_MAX    (64u << 10)
-#define OS_DIAG_TIMEOUT_S   15L
 
 /* ---- requests --------------------------------------------------------- */
 
@@ -148,7 +146,7 @@ static int os_sign_with(void *arg, const struct backend_creds *c)
 
 /* Headers for one attempt, signed with the credentials current now (a
  * refresh swaps them between attempts, never during one). Runs on the I/O
- * thread (and, for the diagnostic fetch, on the caller's); never blocks
+ * thread; never blocks
  * but for the source's lock, which nothing holds across I/O. -EACCES once
  * the credentials have expired without a refresh. */
 static int os_sign_headers(struct backend_objstore *os, const char *method, const char *path,
@@ -219,96 +217,48 @@ static int os_object_path(struct backend_objstore *os, const char *pfx, const ch
 	return n < 0 ? (int)n : 0;
 }
 
-/* ---- diagnosis of a refused request ------------------------------------- */
+/* ---- refused requests ------------------------------------------------------ */
 
-struct diag_body {
-	char *p;
-	size_t len;
-};
-
-static size_t diag_write(char *buf, size_t size, size_t n, void *arg)
-{
-	struct diag_body *b = arg;
-	size_t len = size * n;
-
-	if (len > OS_DIAG_BODY_MAX - b->len)
-		return 0;
-	memcpy(b->p + b->len, buf, len);
-	b->len += len;
-	return len;
-}
-
-/* Fetch the refused request once more (no retry, no redirect, bounded) to
- * read the store's <Error>; fill code/msg. Blocking; caller's thread. */
-static void os_diagnose(struct backend_objstore *os, const char *path, const char *query,
-			char *code, size_t codecap, char *msg, size_t msgcap)
-{
-	struct os_call c;
-	struct curl_slist *h = NULL;
-	struct diag_body b = {0};
-	CURL *e;
-
-	code[0] = msg[0] = '\0';
-	if (os_call_init(&c, os, "GET", path, query) < 0)
-		return;
-	b.p = malloc(OS_DIAG_BODY_MAX);
-	e = curl_easy_init();
-	if (!b.p || !e || os_sign_headers(os, "GET", path, c.query, &h) < 0)
-		goto out;
-	curl_easy_setopt(e, CURLOPT_URL, c.req.url);
-	backend__curl_harden(e, os->ca_file);
-	curl_easy_setopt(e, CURLOPT_TIMEOUT, OS_DIAG_TIMEOUT_S);
-	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, OS_DIAG_TIMEOUT_S);
-	curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, diag_write);
-	curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
-	if (curl_easy_perform(e) == CURLE_OK)
-		backend__s3_xml_error(b.p, b.len, code, codecap, msg, msgcap);
-out:
-	if (e)
-		curl_easy_cleanup(e);
-	curl_slist_free_all(h);
-	free(b.p);
-	os_call_free(&c);
-}
-
-static void os_refused(struct backend *be, long status, const char *path, const char *query)
+/* Why r (a listing page) was refused, from the store's error body, which
+ * came with the answer. */
+static void os_refused(struct backend *be, const struct backend_req *r)
 {
 	struct backend_objstore *os = be->impl;
 	char code[128], msg[384];
 	const char *what;
 
-	os_diagnose(os, path, query, code, sizeof(code), msg, sizeof(msg));
+	backend__errbody_parse(r->errbody, r->errbody_len, code, sizeof(code), msg, sizeof(msg));
 	if (strcmp(code, "SignatureDoesNotMatch") == 0 || strcmp(code, "InvalidAccessKeyId") == 0 ||
 	    strcmp(code, "InvalidToken") == 0 || strcmp(code, "ExpiredToken") == 0 ||
 	    strcmp(code, "InvalidSecurity") == 0)
 		what = "the credentials were refused";
-	else if (status == 400)
+	else if (r->status == 400)
 		what = "the request was refused";
 	else if (os->auth == OS_AUTH_NONE)
 		what = "access denied to anonymous requests (--no-sign)";
 	else
 		what = "access denied";
-	backend__set_error(be, "%s: %s (HTTP %ld%s%s%s%s)", be->desc, what, status,
+	backend__set_error(be, "%s: %s (HTTP %ld%s%s%s%s)", be->desc, what, r->status,
 			   code[0] ? " " : "", code, msg[0] ? ": " : "", msg);
 }
 
 /* ---- operations --------------------------------------------------------- */
 
-/* Why a request of be was refused: by the store (status), or before it was
- * sent (status 0: the credentials expired and no refresh has worked yet). */
-static void os_denied(struct backend *be, const char *method, const char *key, long status)
+/* Record why a request of be failed: refused before it was sent (-EACCES,
+ * status 0: the credentials expired and no refresh has worked yet), or the
+ * store's answer (backend__req_failed). */
+static void os_failed(struct backend *be, const char *method, const char *key,
+		      const struct backend_req *r, int err)
 {
 	struct backend_objstore *os = be->impl;
 
-	if (status == 0 && os->creds)
+	if (err == -EACCES && r->status == 0 && !r->error[0] && os->creds)
 		backend__set_error(be,
 				   "%s: %s %s: the credentials from %s have expired and could "
 				   "not be refreshed yet",
 				   be->desc, method, key, backend__credsrc_name(os->creds));
 	else
-		backend__set_error(be, "%s: %s %s: access denied (HTTP %ld)", be->desc, method, key,
-				   status);
+		backend__req_failed(be, method, key, r, err);
 }
 
 struct list_state {
@@ -411,23 +361,25 @@ static int os_list_page(struct backend *be, const char *token, char **query, voi
 	if (ret < 0)
 		return ret;
 	atomic_fetch_add(&be->list_requests, 1);
+	c.req.past_breaker = 1; /* a listing is asked for: it asks the store itself */
 	ret = backend_io_get(os->io, &c.req, body, len, OS_LIST_PAGE_MAX);
 	st = c.req.status;
-	os_call_free(&c);
-	if (ret >= 0)
+	if (ret >= 0) {
+		os_call_free(&c);
 		return 0;
+	}
 	if (st == 401 || st == 403 || st == 400)
-		os_refused(be, st, os->list_path, *query);
+		os_refused(be, &c.req);
 	else if (st == 404)
 		backend__set_error(be, "%s: no such bucket (HTTP 404)", be->desc);
 	else if (ret == -EFBIG)
 		backend__set_error(be, "%s: a listing page is larger than %u bytes", be->desc,
 				   OS_LIST_PAGE_MAX);
-	else if (c.req.error[0])
-		backend__set_error(be, "%s: listing failed: %s", be->desc, c.req.error);
 	else
-		backend__set_error(be, "%s: listing failed (HTTP %ld): %s", be->desc, st,
-				   strerror(-ret));
+		backend__req_failed(be, "GET", "", &c.req, ret);
+	/* as the http store's listings: a refresh's failure says why in the log */
+	backend__log(&be->log, BACKEND_LOG_ERROR, "%s", backend_last_error(be));
+	os_call_free(&c);
 	return ret;
 }
 
@@ -545,8 +497,8 @@ static int os_stat(struct backend *be, const char *key, struct backend_objinfo *
 		info->mtime = c.req.mtime;
 		info->mode = 0644;
 		snprintf(info->etag, sizeof(info->etag), "%s", c.req.etag);
-	} else if (err == -EACCES) {
-		os_denied(be, "HEAD", key, c.req.status);
+	} else {
+		os_failed(be, "HEAD", key, &c.req, err);
 	}
 	os_call_free(&c);
 	return err;
@@ -581,8 +533,8 @@ static ssize_t os_get(struct backend *be, const char *key, const char *etag, voi
 	 * EOF itself): that is end of object, not an error */
 	if (n == -EINVAL && c.req.status == 416)
 		n = 0;
-	if (n == -EACCES)
-		os_denied(be, "GET", key, c.req.status);
+	if (n < 0)
+		os_failed(be, "GET", key, &c.req, (int)n);
 	os_call_free(&c);
 	return n;
 }

@@ -280,6 +280,7 @@ static void fill_claimed(struct cachetier *ct, struct ct_slot *slot, struct ct_f
 			k++;
 		e = fill_chunk(ct, slot, f, c + i, (size_t)cachetier__run_len(f, c + i, k - i),
 			       crc + i);
+		backend_log_failure(ct->be, f->key, e, "fill"); /* once per object and cause */
 		*requests += e == 0;
 		for (; i < k; i++)
 			err[i] = e;

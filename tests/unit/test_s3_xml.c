@@ -379,6 +379,91 @@ static void test_error_and_dates(void)
 	CHECK(backend__iso8601_parse("2013-05-24T00:00:00Zjunk", 24, &t) == -EINVAL, "junk");
 }
 
+/* What an error answer says (backend_errbody.c): every store's body, cut short or not. */
+static void test_errbody(void)
+{
+	static const struct {
+		const char *body, *code, *msg;
+	} cases[] = {
+	    {"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>AccessDenied</Code>"
+	     "<Message>Access Denied</Message><RequestId>4442587FB7D0A2F9</RequestId></Error>",
+	     "AccessDenied", "Access Denied"},
+	    /* cut inside the message (the first 1 KiB only is kept) */
+	    {"<Error><Code>SignatureDoesNotMatch</Code><Message>The request signature we calc",
+	     "SignatureDoesNotMatch", "The request signature we calc"},
+	    /* GCS JSON: the reason is the code */
+	    {"{\n \"error\": {\n  \"code\": 403,\n  \"message\": \"a@b.iam.gserviceaccount.com "
+	     "does not have storage.objects.get access\",\n  \"errors\": [{\"message\": \"x\", "
+	     "\"domain\": \"global\", \"reason\": \"forbidden\"}]}}",
+	     "forbidden", "a@b.iam.gserviceaccount.com does not have storage.objects.get access"},
+	    /* AIStore: message and a numeric status, no code */
+	    {"{\"message\":\"bck ais://b: object \\\"x.tar\\\" does not exist\",\"method\":\"GET\","
+	     "\"status\":404}",
+	     "", "bck ais://b: object \"x.tar\" does not exist"},
+	    {"<html>\r\n<head><title>403 Forbidden</title></head>\r\n<body></body></html>", "",
+	     "403 Forbidden"},
+	    {"busy\n", "", "busy"},
+	    {"  \n", "", ""},
+	    {"", "", ""},
+	    /* bytes that are not printable are escaped, whitespace runs are one space */
+	    {"<Error><Code>A\x01"
+	     "B</Code><Message>line one\r\n\tline\xff two</Message></Error>",
+	     "A\\x01B", "line one line\\xff two"},
+	};
+	char code[64], msg[128];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		backend__errbody_parse(cases[i].body, strlen(cases[i].body), code, sizeof(code),
+				       msg, sizeof(msg));
+		CHECK(strcmp(code, cases[i].code) == 0, "errbody %zu: code '%s', want '%s'", i,
+		      code, cases[i].code);
+		CHECK(strcmp(msg, cases[i].msg) == 0, "errbody %zu: message '%s', want '%s'", i,
+		      msg, cases[i].msg);
+	}
+	/* bounded: a long message is cut to the room given, NUL-terminated */
+	backend__errbody_parse("<Error><Code>AAAAAAAAAAAAAAAAAAAAAAAA</Code><Message>"
+			       "\x80\x80\x80\x80\x80\x80\x80\x80\x80</Message></Error>",
+			       86, code, 8, msg, 10);
+	CHECK(strlen(code) == 7 && strlen(msg) <= 9, "bounded: '%s' '%s'", code, msg);
+	/* any mix of the pieces, cut anywhere: bounded, NUL-terminated, no read past len */
+	{
+		static const char *const bits[] = {
+		    "{",	  "}",	      "\"",  ":",	",",	  "\\",	     "\"message\"",
+		    "\"reason\"", "\"code\"", "403", "<Error>", "<Code>", "</Code>", "<Message>",
+		    "</Message>", "<title>",  "\n",  "\x01",	"\xff",	  " ",	     "x"};
+		unsigned st = 7;
+
+		for (int iter = 0; iter < 20000; iter++) {
+			char doc[256], *heap;
+			size_t len = 0;
+			int k = 1 + (int)((st = st * 1103515245u + 12345u) >> 16) % 24;
+
+			for (int j = 0; j < k; j++) {
+				const char *b = bits[((st = st * 1103515245u + 12345u) >> 16) %
+						     (sizeof(bits) / sizeof(bits[0]))];
+				size_t bl = strlen(b);
+
+				if (len + bl > sizeof(doc))
+					break;
+				memcpy(doc + len, b, bl);
+				len += bl;
+			}
+			heap = malloc(len ? len : 1); /* exactly len: ASan sees any overread */
+			if (!heap)
+				break;
+			memcpy(heap, doc, len);
+			backend__errbody_parse(heap, len, code, 1 + (size_t)iter % sizeof(code),
+					       msg, 1 + (size_t)iter % sizeof(msg));
+			free(heap);
+			if (strlen(code) >= sizeof(code) || strlen(msg) >= sizeof(msg)) {
+				CHECK(0, "errbody fuzz %d: not bounded", iter);
+				break;
+			}
+		}
+		CHECK(1, "errbody fuzz");
+	}
+}
+
 int main(void)
 {
 	const char *s = getenv("SHARDFS_TEST_SEED");
@@ -387,6 +472,7 @@ int main(void)
 	test_real();
 	test_hostile();
 	test_error_and_dates();
+	test_errbody();
 	test_fuzz(seed);
 	return check_summary("s3_xml");
 }
