@@ -213,6 +213,14 @@ class Version:
         return hash((self.data, self.ident))
 
 
+def size_or_zero(p):
+    """The size of file p, 0 when it is gone (a cache that changes under the test)."""
+    try:
+        return os.path.getsize(p)
+    except FileNotFoundError:
+        return 0
+
+
 def snapshot_source(d):
     """{name: Version} of the files in directory d (flat)."""
     out = {}
@@ -577,7 +585,9 @@ class World:
                 self.op_faults()
             for m in self.mounts:
                 m.umount()
-        files = [p for p in self.cache_files(meta) if os.path.getsize(p) > 0]
+        # Under running mounts the cache changes while we look: a temporary file is renamed,
+        # eviction deletes a file. A file gone before it is damaged is not damaged (logged).
+        files = [p for p in self.cache_files(meta) if size_or_zero(p) > 0]
         if not files:
             files = [None]
         p = self.rng.choice(files)
@@ -586,6 +596,19 @@ class World:
                 for m in self.mounts:
                     m.mount()
             return
+        try:
+            self.damage_file(p, meta, live)
+        except FileNotFoundError:
+            log('  damage: %s went away before it was damaged' % os.path.relpath(p, self.cache))
+        if not live:
+            for i, m in enumerate(self.mounts):
+                m.mount()
+                self.settle(i, True)
+        for mm in self.models:
+            mm.damaged = True
+
+    def damage_file(self, p, meta, live):
+        """Damage file p of the cache (FileNotFoundError when it went away first)."""
         size = os.path.getsize(p)
         # under a running mount a byte flipped in a data unit this mount filled is served
         # until a remount or another process checks it (the cache tier checks a unit's CRC
@@ -607,20 +630,17 @@ class World:
             how += ' @%d' % off
         elif how == 'punch':
             off = self.rng.randrange(size) & ~4095
-            self.env.run(['fallocate', '--punch-hole', '-o', str(off), '-l', '65536', p],
-                         check=True)
+            r = self.env.run(['fallocate', '--punch-hole', '-o', str(off), '-l', '65536', p])
+            if r.returncode != 0 and not os.path.exists(p):
+                raise FileNotFoundError(p)
+            if r.returncode != 0:
+                raise RuntimeError('fallocate --punch-hole %s: %s' % (p, r.stderr))
             how += ' @%d' % off
         else:
             os.unlink(p)
         # (no drop_caches: truncate, the hole and the write all change the page cache too)
         log('  damage %s %s (%d bytes)%s' % (how, os.path.relpath(p, self.cache), size,
                                              '' if live else ', every mount unmounted'))
-        if not live:
-            for i, m in enumerate(self.mounts):
-                m.mount()
-                self.settle(i, True)
-        for mm in self.models:
-            mm.damaged = True
 
     def op_damage_meta(self):
         self.damage(True, False)
