@@ -28,9 +28,8 @@
 #include "backend.h"
 #include "cachetier.h"
 #include "disk.h"
+#include "fs_core.h"
 #include "shardidx.h"
-
-#define SHARDFS_VERSION "0.1.0"
 
 /* ---- configuration (filled from the option tables in fs_opt.c) ---------
  * Every default is in those tables; nothing else applies one. */
@@ -303,6 +302,40 @@ struct fs_ctl_snap {
 	size_t len;
 };
 
+/* fs_thread.c: a background thread of the core (the warm fill, the plan
+ * fetcher) with its stop flag and wake-ups; every field is the helper's.
+ * fs_open initialises them (fs_thread_init) and fs_close stops, joins and
+ * destroys them. */
+#define FS_THREAD_JOIN_S 10 /* fs_thread_stop waits at most this for the join */
+struct fs_thread {
+	const char *name;     /* for the log: "warm" */
+	pthread_mutex_t lock; /* protects stop and wake */
+	pthread_cond_t cond;  /* stop or wake was set (CLOCK_MONOTONIC) */
+	int stop, wake;
+	int run; /* started and not joined; the owner's thread only */
+	pthread_t thread;
+};
+void fs_thread_init(struct fs_thread *t, const char *name);
+/* Start fn(arg) on a new thread: 0, or -errno (logged; nothing runs). */
+int fs_thread_start(struct fs_thread *t, void *(*fn)(void *), void *arg);
+/* Any thread, never blocks but for the helper's lock: fs_thread_wake sets
+ * wake, fs_thread_cancel sets stop (for good); both wake a waiting
+ * fs_thread_wait. */
+void fs_thread_wake(struct fs_thread *t);
+void fs_thread_cancel(struct fs_thread *t);
+/* For the thread's body: 1 once stop is set. */
+int fs_thread_stopping(struct fs_thread *t);
+/* For the thread's body: wait until wake or stop is set, at most timeout_ns
+ * (<= 0: no bound but those); clears wake; 1 when stopping. */
+int fs_thread_wait(struct fs_thread *t, long timeout_ns);
+/* fs_thread_cancel, then join within FS_THREAD_JOIN_S: 0 (joined, or never
+ * started), or -ETIMEDOUT (logged; the thread still runs and may use what
+ * it was given: the caller must not free it). Owner's thread only. */
+int fs_thread_stop(struct fs_thread *t);
+/* Free the lock and condition (not while the thread still runs: then a
+ * no-op). */
+void fs_thread_destroy(struct fs_thread *t);
+
 /* Slots of fs->looked_dirs (a power of two). */
 #define FS_LOOKED_BITS	12
 #define FS_LOOKED_SLOTS (1u << FS_LOOKED_BITS)
@@ -384,18 +417,13 @@ struct fs {
 	/* fs_loaderidx.c: the newest samples.tsv/wids.json, built under
 	 * if_lock, then immutable; older generations hang off it until unmount */
 	struct fs_lidx_doc *_Atomic lidx;
-	/* fs_warm.c: the warm fill. warm_on and the thread are set before it
-	 * runs; warm_lock protects warm_stop (warm_cond wakes the thread). */
+	/* fs_warm.c: the warm fill. warm_on is set before its thread runs. */
 	int warm_on;		  /* a warm fill runs or ran */
 	atomic_int warm_listed;	  /* every object of it was handed to the cache tier */
 	atomic_int warm_state;	  /* enum fs_warm_state once it ended; 0 before */
 	atomic_int warm_declined; /* a brace pattern's warm decided not to warm once
 				   * the sizes were known (stats: off) */
-	int warm_thread_run;
-	pthread_t warm_thread;
-	pthread_mutex_t warm_lock;
-	pthread_cond_t warm_cond;
-	int warm_stop;
+	struct fs_thread warm;
 	/* fs_ctl.c: the latest prefetch run (under ctl_lock). A run begins at a
 	 * 'prefetch-start' command, or at a prefetch command from another
 	 * process than the run's; its objects carry its id in o->prefetch, and
@@ -413,12 +441,8 @@ struct fs {
 	atomic_ullong plan_gen;		  /* changes at every publish and clear */
 	void (*plan_listener)(void *ctx); /* fs_plan_set_listener: set before serving */
 	void *plan_listener_ctx;
-	/* fs_plan_fetch.c: the fetcher; pfx_lock protects pfx_wake, pfx_stop */
-	int pfx_run;
-	pthread_t pfx_thread;
-	pthread_mutex_t pfx_lock;
-	pthread_cond_t pfx_cond;
-	int pfx_wake, pfx_stop;
+	/* fs_plan_fetch.c: the fetcher, woken by fs_plan.c's listener */
+	struct fs_thread pfx;
 };
 
 /* Blocks of objects and shards (fs->objs, fs->shards). */
@@ -582,7 +606,7 @@ int fs_obj_prefetch(struct fs *fs, uint32_t obj);
  * after the namespace is built. fs_warm_stop joins the thread (call after
  * cachetier_cancel; accepts a warm that never started). */
 void fs_warm_start(struct fs *fs);
-void fs_warm_stop(struct fs *fs);
+int fs_warm_stop(struct fs *fs); /* fs_thread_stop's result */
 struct fs_warm_progress {
 	uint64_t wanted; /* bytes of the objects being warmed */
 	uint64_t done;	 /* of those, bytes cached now */
@@ -744,7 +768,7 @@ uint64_t fs_plan_bytes_before(const struct fs_plan *p, uint32_t i);
  * namespace is built; stop after cachetier_cancel (accepts a fetcher that
  * never started). */
 void fs_plan_fetch_start(struct fs *fs);
-void fs_plan_fetch_stop(struct fs *fs);
+int fs_plan_fetch_stop(struct fs *fs); /* fs_thread_stop's result */
 /* Sums over the plans now, for stats. */
 struct fs_plan_totals {
 	uint64_t plans, paths, missing, read, position, bytes;
@@ -837,20 +861,6 @@ int fs_sort_iter_open(struct fs_sort *s, struct fs_sort_iter **it);
 int fs_sort_next(struct fs_sort_iter *it, const void **rec, size_t *len);
 void fs_sort_iter_close(struct fs_sort_iter *it);
 
-/* fs_pack.c / fs_index.c — the pack and index commands */
-int fs_pack_main(int argc, char **argv);
-int fs_index_main(int argc, char **argv);
-/* fs_client.c — the commands that talk to a running mount: shardfs umount,
- * stats, prefetch, refresh, plan (argv after the command's name; the exit
- * status). */
-int fs_umount_main(int argc, char **argv);
-int fs_stats_main(int argc, char **argv);
-int fs_prefetch_main(int argc, char **argv);
-int fs_refresh_main(int argc, char **argv);
-int fs_plan_main(int argc, char **argv);
-/* Is the absolute path abs a mount point of type fuse.shardfs (the mount
- * table)? */
-int fs_is_shardfs_mount_abs(const char *abs);
 /* The identity a sidecar NAME.tar.idx is saved with (fs_shard.c): codec,
  * size, an FNV-1a of the shard's last FS_SIDECAR_TAIL bytes, and the local
  * file's mtime (ns) and inode. */
@@ -900,7 +910,6 @@ struct fs_opt_cmd {
 	int npos;			    /* positional arguments wanted */
 };
 extern const struct fs_opt_cmd fs_opt_mount_cmd, fs_opt_index_cmd;
-extern const char *const fs_opt_sources_help; /* what SOURCE may be, for help texts */
 /* Apply every default, then parse argv into cfg; the npos positional
  * arguments go to pos. 0, 1 when --help was shown (on stdout), or a
  * negative errno after printing why on stderr. */

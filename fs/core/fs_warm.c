@@ -93,36 +93,6 @@ void fs_warm_progress(struct fs *fs, struct fs_warm_progress *p)
 	p->state = state ? (unsigned)state : FS_WARM_STATE_RUNNING;
 }
 
-/* Wait up to WARM_POLL_NS for a stop; 1 when stopping. */
-static int warm_wait(struct fs *fs)
-{
-	struct timespec ts;
-	int stop;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += WARM_POLL_NS;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&fs->warm_lock);
-	if (!fs->warm_stop)
-		pthread_cond_timedwait(&fs->warm_cond, &fs->warm_lock, &ts);
-	stop = fs->warm_stop;
-	pthread_mutex_unlock(&fs->warm_lock);
-	return stop;
-}
-
-static int warm_stopping(struct fs *fs)
-{
-	int stop;
-
-	pthread_mutex_lock(&fs->warm_lock);
-	stop = fs->warm_stop;
-	pthread_mutex_unlock(&fs->warm_lock);
-	return stop;
-}
-
 static void *warm_main(void *arg)
 {
 	struct fs *fs = arg;
@@ -135,7 +105,7 @@ static void *warm_main(void *arg)
 	 * an object touches only the cache directory) and counts in
 	 * warm_bytes_wanted from then on: wanted reaches the dataset's size
 	 * once all are in the cache tier's prefetch order */
-	for (uint32_t i = 0; i < n && !warm_stopping(fs); i++) {
+	for (uint32_t i = 0; i < n && !fs_thread_stopping(&fs->warm); i++) {
 		struct fs_obj *o = fs_obj(fs, i);
 		struct cachetier_obj *raw;
 
@@ -149,7 +119,7 @@ static void *warm_main(void *arg)
 		atomic_store(&o->warm, 1);
 	}
 	atomic_store(&fs->warm_listed, 1);
-	while (!warm_wait(fs)) {
+	while (!fs_thread_wait(&fs->warm, WARM_POLL_NS)) {
 		struct fs_warm_progress p;
 		char done_s[32], want_s[32], unfit_s[32], size_s[32];
 		double secs;
@@ -251,7 +221,8 @@ static void *warm_lazy_main(void *arg)
 	int partial = 0;
 
 	fs_log(FS_LOG_INFO, "warm: asking the store for the sizes of %u objects of the pattern", n);
-	for (uint32_t i = 0; objs && i < n && !warm_stopping(fs); i += WARM_LEARN_SLICE) {
+	for (uint32_t i = 0; objs && i < n && !fs_thread_stopping(&fs->warm);
+	     i += WARM_LEARN_SLICE) {
 		uint32_t m = 0;
 
 		for (uint32_t k = i; k < n && k - i < WARM_LEARN_SLICE; k++)
@@ -264,7 +235,7 @@ static void *warm_lazy_main(void *arg)
 		}
 	}
 	free(objs);
-	if (warm_stopping(fs) || !warm_decide(fs, partial)) {
+	if (fs_thread_stopping(&fs->warm) || !warm_decide(fs, partial)) {
 		atomic_store(&fs->warm_declined, 1);
 		return NULL;
 	}
@@ -273,8 +244,6 @@ static void *warm_lazy_main(void *arg)
 
 void fs_warm_start(struct fs *fs)
 {
-	int err;
-
 	if (fs->cfg.warm == FS_WARM_OFF)
 		return;
 	if (backend_is_local(fs->be)) {
@@ -292,26 +261,12 @@ void fs_warm_start(struct fs *fs)
 		return;
 	if (fs->lazy && fs->nobjs == 0)
 		return;
-	pthread_mutex_init(&fs->warm_lock, NULL);
-	pthread_cond_init(&fs->warm_cond, NULL);
 	fs->warm_on = 1;
-	err = pthread_create(&fs->warm_thread, NULL, fs->lazy ? warm_lazy_main : warm_main, fs);
-	if (err) {
-		fs_log(FS_LOG_ERR, "warm: cannot start its thread: %s", strerror(err));
+	if (fs_thread_start(&fs->warm, fs->lazy ? warm_lazy_main : warm_main, fs) < 0)
 		atomic_store(&fs->warm_state, FS_WARM_STATE_STOPPED);
-		return;
-	}
-	fs->warm_thread_run = 1;
 }
 
-void fs_warm_stop(struct fs *fs)
+int fs_warm_stop(struct fs *fs)
 {
-	if (!fs->warm_thread_run)
-		return;
-	pthread_mutex_lock(&fs->warm_lock);
-	fs->warm_stop = 1;
-	pthread_cond_broadcast(&fs->warm_cond);
-	pthread_mutex_unlock(&fs->warm_lock);
-	pthread_join(fs->warm_thread, NULL);
-	fs->warm_thread_run = 0;
+	return fs_thread_stop(&fs->warm);
 }

@@ -590,14 +590,14 @@ static const struct fuse_lowlevel_ops ll_ops = {
  * kernel ends the connection and libfuse marks the session exited) stop the
  * daemon at once, whatever is in flight. fuse_session_loop_mt only returns
  * once every worker finished its request, and a request may wait for the
- * store; so the stop thread first cancels the backend (running transfers
- * end with -ECANCELED) and the cache tier (waiting readers get
- * -ECANCELED), then marks the session exited and wakes the main thread out
+ * store; so the stop thread first cancels the core (fs_cancel: running
+ * transfers end with -ECANCELED, waiting readers get -ECANCELED, the
+ * core's threads are told to stop), then marks the session exited and wakes the main thread out
  * of the loop's sem_wait with STOP_WAKE_SIG (the loop looks at the exit flag
  * only when a worker ends or a signal interrupts it; it is sent again until
  * the loop returned, as it may arrive just before sem_wait). The signal
- * handlers only write the signal number to a pipe. Unmounting, closing the
- * cache (its maps) and the backend then follow in fs_ll_run and cmd_mount.
+ * handlers only write the signal number to a pipe. Unmounting follows in
+ * fs_ll_run, then fs_close (fs_mount.c) closes the core.
  */
 #define STOP_WAKE_SIG SIGRTMIN
 #define STOP_POLL_MS  250 /* how soon the end of the session is noticed */
@@ -666,8 +666,7 @@ static void *stop_main(void *arg)
 		       stop_sig_name(sig));
 	else
 		fs_log(FS_LOG_INFO, "the session ended: requests in flight are cancelled");
-	backend_cancel(fs->be);
-	cachetier_cancel(fs->ct);
+	fs_cancel(fs);
 	fuse_session_exit(st->se);
 	pthread_mutex_lock(&st->lock);
 	while (!st->loop_done) {
@@ -767,10 +766,10 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 
 	/* other users only ever see what the modes allow: with allow_other the
 	 * kernel checks permissions (default_permissions), always (uopts is
-	 * in the form libfuse reads: fs_main.c unescaped it) */
+	 * in the form libfuse reads: fs_mount.c unescaped it) */
 	/* the mount is read-only, nosuid and nodev, after the user's options
 	 * (libfuse applies mount flags in order: the last wins), so that no
-	 * -o rw, suid or dev can undo them (fs_main.c refuses suid and dev):
+	 * -o rw, suid or dev can undo them (fs_mount.c refuses suid and dev):
 	 * the mount table says so, the kernel refuses writes before asking and
 	 * never honours a setuid bit or a device file of a shard */
 	n = snprintf(opts, sizeof(opts),
@@ -807,7 +806,7 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 		int null;
 		ssize_t w;
 
-		/* a stop signal (the parent's death: PR_SET_PDEATHSIG, fs_main.c)
+		/* a stop signal (the parent's death: PR_SET_PDEATHSIG, fs_mount.c)
 		 * before the mount was ready: nobody waits for it */
 		if (fuse_session_exited(se)) {
 			fs_log(FS_LOG_INFO, "stopped before the mount was ready: unmounting");

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "fs_i.h"
+#include "fs_tools.h"
 
 /* The usage of a command that takes MOUNTPOINT (and, with more, further
  * arguments): -1 to go on, or the exit status after --help (0, on stdout)

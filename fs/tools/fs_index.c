@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "fs_i.h"
+#include "fs_tools.h"
 
 int fs_sidecar_write(const char *path, const struct shardidx *ix, const struct fs_sidecar_id *id)
 {
@@ -41,63 +42,36 @@ int fs_sidecar_write(const char *path, const struct shardidx *ix, const struct f
 
 int fs_index_main(int argc, char **argv)
 {
-	struct fs fs;
-	const char *source;
+	struct fs_config cfg;
+	struct fs *fs;
 	int sidecar, rc = 0, err;
 	unsigned nside = 0, nfail = 0;
 
-	memset(&fs, 0, sizeof(fs));
-	pthread_mutex_init(&fs.ctl_lock, NULL);
-	pthread_mutex_init(&fs.if_lock, NULL);
-	pthread_rwlock_init(&fs.plan_lock, NULL);
-	err = fs_opt_parse_index(argc, argv, &fs.cfg);
+	memset(&cfg, 0, sizeof(cfg));
+	err = fs_opt_parse_index(argc, argv, &cfg);
 	if (err) {
-		fs_opt_free(&fs.cfg);
+		fs_opt_free(&cfg);
 		return err > 0 ? 0 : 2;
 	}
-	source = fs.cfg.source;
-	sidecar = fs.cfg.sidecar;
-	err = backend_open(&fs.be, source, &fs.cfg.be);
-	if (err < 0) {
-		const char *why = backend_last_error(NULL);
-
-		fprintf(stderr, "shardfs: source %s: %s%s%s\n", source, strerror(-err),
-			*why ? ": " : "", why);
-		fs_opt_free(&fs.cfg);
-		return 1;
-	}
-	if (sidecar && !backend_is_local(fs.be)) {
+	sidecar = cfg.sidecar;
+	if (fs_open(&cfg, 0, &fs) < 0)
+		return 1; /* said on stderr */
+	if (sidecar && !backend_is_local(fs->be)) {
 		fprintf(stderr, "shardfs: --sidecar needs a local source (upload NAME.tar.idx "
 				"files yourself)\n");
-		rc = 1;
-		goto out;
+		fs_close(fs);
+		return 1;
 	}
-	err = cachetier_open(&fs.ct, &fs.cfg.ct, fs.be);
-	if (err < 0) {
-		fprintf(stderr, "shardfs: cache directory %s: %s\n", fs.cfg.ct.cache_dir,
-			strerror(-err));
-		rc = 1;
-		goto out;
-	}
-	err = fs_ns_build(&fs);
-	if (err < 0) {
-		const char *why = backend_last_error(fs.be);
-
-		fprintf(stderr, "shardfs: cannot list %s: %s%s%s\n", source, strerror(-err),
-			*why ? ": " : "", why);
-		rc = 1;
-		goto out;
-	}
-	fs_learn_all(&fs); /* a brace pattern's sizes, many at once */
-	for (uint32_t i = 0; i < fs.nshards; i++) {
-		const struct fs_obj *o = fs_obj(&fs, fs_shard(&fs, i)->obj);
+	fs_learn_all(fs); /* a brace pattern's sizes, many at once */
+	for (uint32_t i = 0; i < fs->nshards; i++) {
+		const struct fs_obj *o = fs_obj(fs, fs_shard(fs, i)->obj);
 		struct shardidx *ix;
 		struct cachetier_obj *stream;
 		struct fs_sidecar_id id;
 		char path[PATH_MAX];
 		int n, fd;
 
-		err = fs_shard_index(&fs, i, &ix, &stream);
+		err = fs_shard_index(fs, i, &ix, &stream);
 		if (err < 0) {
 			fprintf(stderr, "shardfs: %s: cannot index: %s\n", o->key, strerror(-err));
 			nfail++;
@@ -105,15 +79,15 @@ int fs_index_main(int argc, char **argv)
 		}
 		if (!sidecar)
 			continue;
-		n = snprintf(path, sizeof(path), "%s/%s.idx", backend_local_path(fs.be), o->key);
+		n = snprintf(path, sizeof(path), "%s/%s.idx", backend_local_path(fs->be), o->key);
 		err = n < 0 || (size_t)n >= sizeof(path) ? -ENAMETOOLONG : 0;
 		/* the identity of the file as it is now; one that changed since
 		 * it was indexed gets a sidecar that no mount accepts */
-		fd = err ? -1 : backend_open_fd(fs.be, o->key);
+		fd = err ? -1 : backend_open_fd(fs->be, o->key);
 		if (!err && fd < 0)
 			err = fd;
 		if (!err) {
-			err = fs_sidecar_id_fd(fd, fs_shard(&fs, i)->codec, &id);
+			err = fs_sidecar_id_fd(fd, fs_shard(fs, i)->codec, &id);
 			close(fd);
 		}
 		if (!err && id.size != o->info.size)
@@ -128,18 +102,13 @@ int fs_index_main(int argc, char **argv)
 		}
 	}
 	printf("indexed %u shards (%llu built, %llu from the cache, %llu from sidecars)%s",
-	       fs.nshards - nfail, (unsigned long long)fs.c.index_built,
-	       (unsigned long long)fs.c.index_loaded, (unsigned long long)fs.c.index_sidecar,
+	       fs->nshards - nfail, (unsigned long long)fs->c.index_built,
+	       (unsigned long long)fs->c.index_loaded, (unsigned long long)fs->c.index_sidecar,
 	       sidecar ? "" : "\n");
 	if (sidecar)
 		printf("; wrote %u sidecar indexes\n", nside);
 	rc = nfail ? 1 : 0;
-out:
-	fs_shards_release(&fs);
-	fs_ns_keep_learned(&fs); /* a brace pattern's sizes, for offline mounts */
-	fs_ns_free(&fs);
-	cachetier_close(fs.ct);
-	backend_close(fs.be);
-	fs_opt_free(&fs.cfg);
+	/* keeps a brace pattern's sizes, for offline mounts (fs_ns_keep_learned) */
+	fs_close(fs);
 	return rc;
 }

@@ -56,6 +56,7 @@
 #include <unistd.h>
 
 #include "fs_i.h"
+#include "fs_tools.h"
 #include "fs_pack_i.h"
 
 struct pk {
