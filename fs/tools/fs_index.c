@@ -54,6 +54,11 @@ int fs_index_main(int argc, char **argv)
 		return err > 0 ? 0 : 2;
 	}
 	sidecar = cfg.sidecar;
+	/* Ctrl-C (SIGINT), SIGTERM and SIGHUP end index at once, and the
+	 * credential helpers it runs with it: a helper runs in a process group
+	 * of its own, which the terminal's Ctrl-C does not reach. What index
+	 * saves in the cache directory is crash-safe (fs_shard.c). */
+	fs_exit_on_signals();
 	if (fs_open(&cfg, 0, &fs) < 0)
 		return 1; /* said on stderr */
 	if (sidecar && !backend_is_local(fs->be)) {
