@@ -3,13 +3,14 @@
  * the FUSE adapter (mount, fs/fuse/fs_fuse.h) and the commands that need
  * no FUSE (fs/tools/fs_tools.h: umount, stats, prefetch, refresh, plan,
  * pack, index). It sees only those two headers and the core's public one
- * (fs/core/include/fs_core.h), and includes no FUSE header.
+ * (fs/core/include/), and includes no FUSE header.
  */
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "fs_core.h"
+#include "fs_core_opt.h"
 #include "fs_fuse.h"
 #include "fs_tools.h"
 

@@ -330,3 +330,80 @@ void fs_exit_on_signals(void)
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		sigaction(sigs[i], &sa, NULL);
 }
+
+int fs_config_new(struct fs_config **cfg)
+{
+	*cfg = calloc(1, sizeof(**cfg));
+	return *cfg ? 0 : -ENOMEM;
+}
+
+void fs_config_free(struct fs_config *cfg)
+{
+	if (!cfg)
+		return;
+	fs_opt_free(cfg);
+	free(cfg);
+}
+
+void fs_config_mount_args(struct fs_config *cfg, struct fs_mount_args *a)
+{
+	a->source = cfg->source;
+	a->mountpoint = cfg->mountpoint;
+	a->fuse_opts = &cfg->fuse_opts;
+	a->foreground = cfg->foreground;
+	a->debug = cfg->debug;
+	a->max_threads = cfg->max_threads;
+}
+
+int fs_config_sidecar(const struct fs_config *cfg)
+{
+	return cfg->sidecar;
+}
+
+void fs_mount_args(struct fs *fs, struct fs_mount_args *a)
+{
+	fs_config_mount_args(&fs->cfg, a);
+}
+
+const char *fs_describe(const struct fs *fs)
+{
+	return backend_describe(fs->be);
+}
+
+void fs_counts(const struct fs *fs, uint32_t *objs, uint32_t *shards, uint32_t *dirs)
+{
+	*objs = fs->nobjs;
+	*shards = fs->nshards;
+	*dirs = fs->ndirs;
+}
+
+void fs_session_caps(struct fs *fs, int can_skip_open, int can_skip_opendir)
+{
+	fs->no_opendir = can_skip_opendir != 0;
+	fs->no_open = !fs->cfg.strict_open && can_skip_open;
+}
+
+int fs_no_open(const struct fs *fs)
+{
+	return fs->no_open;
+}
+
+int fs_no_opendir(const struct fs *fs)
+{
+	return fs->no_opendir;
+}
+
+void fs_count_getattr(struct fs *fs)
+{
+	fs->c.getattrs++;
+}
+
+void fs_count_read_error(struct fs *fs)
+{
+	fs->c.read_errors++;
+}
+
+void fs_count_op_error(struct fs *fs)
+{
+	fs->c.op_errors++;
+}

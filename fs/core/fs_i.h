@@ -1,8 +1,10 @@
 /*
- * fs_i.h — private to fs/: the mounted filesystem's state, shared by the
- * namespace, the shard loader, the control files, the operations (fs_ops.h),
- * the offline tools, the FUSE adapter and the CLI. No FUSE type appears here:
- * fs/core/ builds without libfuse.
+ * fs_i.h — private to fs/core/: the mounted filesystem's state, shared by
+ * the namespace, the shard loader, the control files, the operations
+ * (fs_ops.h) and the core's own tests. The FUSE adapter, the tools and the
+ * command's main see only the public API in include/ (fs_core.h), which
+ * this header includes; meson gives them no path to this one. No FUSE type
+ * appears here: fs/core/ builds without libfuse.
  *
  * The namespace (directories and objects of the source) is built at mount
  * from the backend's listing and changes only by versions: a refresh (or a
@@ -29,6 +31,9 @@
 #include "cachetier.h"
 #include "disk.h"
 #include "fs_core.h"
+#include "fs_core_ctl.h"
+#include "fs_core_opt.h"
+#include "fs_core_sidecar.h"
 #include "shardidx.h"
 
 /* ---- configuration (filled from the option tables in fs_opt.c) ---------
@@ -115,18 +120,6 @@ enum fs_kind {
 #define FS_MAX_SHARDS	  (1u << FS_INO_A_BITS)
 _Static_assert(4 + FS_INO_A_BITS + FS_INO_B_BITS == 64, "inode fields fill 64 bits");
 _Static_assert(FS_K_CTL < 16 && FS_K_LIDX < 16, "kind fits in 4 bits");
-
-/* .shardfs/plans (FS_CTL_PLANS and after) is reachable by name only:
- * listings of .shardfs show the files before FS_CTL_LISTED. */
-enum fs_ctl {
-	FS_CTL_DIR = 0,
-	FS_CTL_STATS,
-	FS_CTL_METRICS,
-	FS_CTL_CONTROL,
-	FS_CTL_PLANS,
-	FS_CTL_COUNT
-};
-#define FS_CTL_LISTED FS_CTL_PLANS
 
 static inline uint64_t fs_ino(enum fs_kind k, uint32_t a, uint32_t b)
 {
@@ -245,13 +238,6 @@ struct fs_shard {
 };
 
 struct fs_notify; /* a queued kernel cache invalidation (fs_notify.c) */
-/* How the notifier sends an invalidation to the kernel (given by the FUSE
- * adapter); called on the notifier thread only. */
-struct fs_notify_ops {
-	void (*inval_inode)(void *ctx, uint64_t ino);
-	void (*inval_entry)(void *ctx, uint64_t parent, const char *name, size_t len);
-};
-
 /* ---- counters (all relaxed atomics; read for stats) ----------------------- */
 struct fs_counters {
 	atomic_ullong lookups, getattrs, readdirs, reads, read_bytes, read_errors;
@@ -465,14 +451,7 @@ static inline int fs_obj_live(const struct fs_obj *o)
 	return atomic_load_explicit(&o->state, memory_order_acquire) == FS_OBJ_LIVE;
 }
 
-/* fs_log.c */
-enum fs_log_level { FS_LOG_ERR, FS_LOG_WARN, FS_LOG_INFO, FS_LOG_DEBUG };
-void fs_log(enum fs_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int fs_log_open_file(const char *path);
-int fs_log_fd(void); /* the log's descriptor (2: stderr) */
-/* b as "12.34 MiB" (B, KiB, MiB, GiB, TiB) into out. */
-void fs_human_bytes(uint64_t b, char *out, size_t n);
-void fs_log_set_debug(int on);
+/* fs_log.c (the rest: fs_core.h) */
 /* backend_config's log callback: the backend's lines into this log. */
 void fs_log_backend(void *arg, enum backend_log_level level, const char *msg);
 
@@ -619,37 +598,9 @@ void fs_warm_progress(struct fs *fs, struct fs_warm_progress *p);
  * space above its reserve. */
 uint64_t fs_cache_room(struct fs *fs);
 
-/* Commands reach a running mount as this ioctl on MOUNTPOINT/.shardfs/control
- * opened read-only (the mount is read-only, so nothing on it can be opened
- * for writing): the argument is FS_CTL_IOC_LEN bytes holding command lines
- * as fs_ctl_command takes them, NUL-terminated. ioctl returns what
- * fs_ctl_command does (-1 with errno for an error). Only the mount's owner
- * (and root) may send commands. */
-#define FS_CTL_IOC_LEN 8192
-#define FS_CTL_IOC     _IOW('S', 0x01, char[FS_CTL_IOC_LEN])
-
 /* fs_ctl.c: the .shardfs control files. */
-extern const char *const fs_ctl_names[FS_CTL_COUNT];
 /* Render control file 'which' into a malloc'd buffer. */
 int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len);
-/* The stats document read back (the CLI, fs_client.c): its fields in the
- * order of the file; a value is a string's text (unescaped) or a number's
- * digits. fs_stats_parse returns 0, -EPROTO when text is not a flat JSON
- * object of strings and integers, or -ENOMEM. */
-struct fs_stats_field {
-	const char *name, *value;
-};
-struct fs_stats_doc {
-	struct fs_stats_field *f;
-	size_t n;
-	char *buf; /* holds every name and value */
-};
-int fs_stats_parse(const char *text, struct fs_stats_doc *d);
-void fs_stats_doc_free(struct fs_stats_doc *d);
-/* The value of field name, or NULL. */
-const char *fs_stats_get(const struct fs_stats_doc *d, const char *name);
-/* The unsigned integer value of field name: 0, -ENOENT, or -EPROTO. */
-int fs_stats_u64(const struct fs_stats_doc *d, const char *name, uint64_t *v);
 /* fs_view_ctl.c: free every snapshot of the control files (at unmount,
  * when no request runs any more). */
 void fs_ctl_free(struct fs *fs);
@@ -693,7 +644,7 @@ int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid);
  * a lookahead of its choosing; fs_plan_gen says when the set of plans
  * changed. A plan never changes once published except for its read marks
  * and position (atomics): a replaced plan stays valid while referenced. */
-#define FS_PLAN_NAME_MAX 64	    /* [A-Za-z0-9._:-], 1 to 64 characters */
+/* FS_PLAN_NAME_MAX: fs_core_ctl.h */
 #define FS_PLAN_FILE_MAX (1u << 30) /* largest plan file read */
 enum fs_plan_flag {
 	/* the path is a member of a compressed shard: [off, off + len) is the
@@ -783,11 +734,8 @@ void fs_plan_free_all(struct fs *fs);
  * (a request handler must not send them itself: the kernel may hold the
  * very locks the invalidation waits for). Without a started notifier they
  * are dropped. fs_notify_shard invalidates the member inodes [0, n) of
- * shard (and their imagefolder files). */
-int fs_notify_start(struct fs *fs, const struct fs_notify_ops *ops, void *ctx);
-/* Stop the notifier; what is still queued is dropped (the kernel's caches
- * go with the mount). Accepts a notifier that never started. */
-void fs_notify_stop(struct fs *fs);
+ * shard (and their imagefolder files). fs_notify_start and fs_notify_stop:
+ * fs_core.h. */
 void fs_notify_inode(struct fs *fs, uint64_t ino);
 void fs_notify_entry(struct fs *fs, uint64_t parent, const char *name, size_t len);
 void fs_notify_shard(struct fs *fs, uint32_t shard, uint32_t n);
@@ -860,75 +808,5 @@ int fs_sort_iter_open(struct fs_sort *s, struct fs_sort_iter **it);
 /* 1 and the next record, 0 at the end, or -errno. */
 int fs_sort_next(struct fs_sort_iter *it, const void **rec, size_t *len);
 void fs_sort_iter_close(struct fs_sort_iter *it);
-
-/* The identity a sidecar NAME.tar.idx is saved with (fs_shard.c): codec,
- * size, an FNV-1a of the shard's last FS_SIDECAR_TAIL bytes, and the local
- * file's mtime (ns) and inode. */
-#define FS_SIDECAR_TAIL (64u * 1024)
-struct fs_sidecar_id {
-	int codec;
-	uint64_t size, tail_fnv, mtime_ns, ino, ctime_ns;
-};
-int fs_sidecar_ident(const struct fs_sidecar_id *id, char *buf, size_t bufsize, size_t *len);
-/* The identity of the local shard file open at fd (fstat and a read of
- * its tail). */
-int fs_sidecar_id_fd(int fd, int codec, struct fs_sidecar_id *id);
-/* Write index ix as the sidecar at path (beside its shard), for the shard
- * whose identity is id: disk_write_atomic. 0 or -errno (fs/tools/fs_index.c). */
-int fs_sidecar_write(const char *path, const struct shardidx *ix, const struct fs_sidecar_id *id);
-
-/* fs_opt.c: command lines as data. A subcommand is a list of option tables;
- * each option fills one field of the command's config struct. */
-enum fs_opt_type {
-	FS_OPT_FLAG,	/* int, set to 1 */
-	FS_OPT_STR,	/* char *, strdup'd (the previous value freed) */
-	FS_OPT_UINT,	/* unsigned, digits only, within [min, max] */
-	FS_OPT_U64,	/* uint64_t, digits only, within [min, max] */
-	FS_OPT_SIZE,	/* uint64_t: digits and one optional K/M/G/T suffix, within [min, max] */
-	FS_OPT_SECONDS, /* double, 0..1e9; min 1: more than 0 */
-	FS_OPT_APPEND,	/* char *, values joined with ',' */
-	FS_OPT_SIZE32,	/* uint32_t: like SIZE, max at most UINT32_MAX */
-	FS_OPT_ENUM,	/* int: the position of the value among arg's '|'-separated names */
-};
-struct fs_opt {
-	const char *lng; /* --lng (NULL ends a table) */
-	char shrt;	 /* -c, or 0 */
-	enum fs_opt_type type;
-	size_t off;	   /* the field, offsetof in the command's config struct */
-	size_t given_off;  /* 0, or 1 + offsetof an int set to 1 when the option is given */
-	const char *def;   /* the default, parsed like a command-line value before argv
-			    * (NULL: none, the field stays zero); --help shows it */
-	uint64_t min, max; /* UINT, U64, SIZE: accepted range; SECONDS: min 1 means > 0 */
-	const char *arg;   /* the value's name in --help (NULL: a flag) */
-	const char *help;
-};
-struct fs_opt_cmd {
-	const char *name;		    /* "mount" */
-	const char *synopsis;		    /* "[OPTIONS] SOURCE MOUNTPOINT" */
-	const char *about;		    /* paragraph after the usage line */
-	const struct fs_opt *const *groups; /* option tables, NULL-terminated */
-	int npos;			    /* positional arguments wanted */
-};
-extern const struct fs_opt_cmd fs_opt_mount_cmd, fs_opt_index_cmd;
-/* Apply every default, then parse argv into cfg; the npos positional
- * arguments go to pos. 0, 1 when --help was shown (on stdout), or a
- * negative errno after printing why on stderr. */
-int fs_opt_parse(const struct fs_opt_cmd *cmd, void *cfg, int argc, char **argv, const char **pos);
-void fs_opt_usage(const struct fs_opt_cmd *cmd, FILE *f);
-int fs_opt_parse_mount(int argc, char **argv, struct fs_config *cfg);
-int fs_opt_parse_index(int argc, char **argv, struct fs_config *cfg);
-void fs_opt_free(struct fs_config *cfg);
-/* Digits with one optional K/M/G/T suffix (powers of 1024): 0, -EINVAL,
- * or -ERANGE past 2^64-1. */
-int fs_parse_size(const char *s, uint64_t *out);
-
-/* fs_opt.c: say on stderr that the daemon of mountpoint mnt is gone (its
- * mount answers ENOTCONN) and how to clean up. */
-void fs_say_dead_mount(const char *mnt);
-
-/* fs_ctl.c: the i-th counter of .shardfs/stats, for the man page
- * (fs/tools/fs_man.c): its name, help text, and 1 for a gauge, 0 for a
- * counter. 0, or -ENOENT past the table's end. */
-int fs_ctl_counter_doc(size_t i, const char **name, const char **help, int *gauge);
 
 #endif

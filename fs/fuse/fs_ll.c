@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -31,7 +32,7 @@
 #include <unistd.h>
 
 #include "fs_ll.h"
-#include "fs_ops.h"
+#include "fs_core_ops.h"
 
 /* Largest read the kernel sends (FUSE_MAX_MAX_PAGES * 4 KiB is 1 MiB). */
 #define FS_MAX_READ (1u << 20)
@@ -108,11 +109,11 @@ static void reply_fail(fuse_req_t req, struct fs *fs, enum ll_op op, fuse_ino_t 
 	if (op == OP_READ) {
 		if (!fs_op_is_data(fs, ino))
 			return; /* a directory, or a control file's late read */
-		fs->c.read_errors++;
+		fs_count_read_error(fs);
 	} else {
 		if (ll_is_answer(err))
 			return;
-		fs->c.op_errors++;
+		fs_count_op_error(fs);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	if (atomic_exchange(&sec, (int64_t)ts.tv_sec) != (int64_t)ts.tv_sec)
@@ -179,7 +180,7 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	int err;
 
 	(void)fi;
-	fs->c.getattrs++;
+	fs_count_getattr(fs);
 	err = fs_op_getattr(fs, ino, &st);
 	if (err < 0)
 		reply_fail(req, fs, OP_GETATTR, ino, NULL, err);
@@ -208,7 +209,7 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* Zero-cost opens: the kernel stops sending OPEN and RELEASE for good and
 	 * keeps page caches (as with keep_cache); a second epoch never leaves
 	 * the kernel. Writes still fail: at write, setattr or create. */
-	if (fs->no_open) {
+	if (fs_no_open(fs)) {
 		reply_fail(req, fs, OP_OPEN, ino, NULL, -ENOSYS);
 		return;
 	}
@@ -285,7 +286,7 @@ static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	/* Directories never change: where the kernel can do without OPENDIR
 	 * (and RELEASEDIR) it caches listings as if we had set cache_readdir
 	 * and keep_cache, and a second walk of the tree never asks us again. */
-	if (fs->no_opendir) {
+	if (fs_no_opendir(fs)) {
 		reply_fail(req, fs, OP_OPENDIR, ino, NULL, -ENOSYS);
 		return;
 	}
@@ -525,8 +526,8 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct fs *fs = userdata;
 
-	fs->no_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
-	fs->no_open = !fs->cfg.strict_open && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
+	fs_session_caps(fs, (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0,
+			(conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0);
 	/* control files change: a new mtime at GETATTR must drop their pages
 	 * (data files have day-long attribute timeouts: no GETATTR, no cost) */
 	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
@@ -761,8 +762,13 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 	struct fuse_session *se;
 	struct ll_stop stop;
 	char opts[4096];
-	const char *uopts = fs->cfg.fuse_opts ? fs->cfg.fuse_opts : "";
+	struct fs_mount_args ma;
+	const char *uopts;
+	uint32_t nobjs, nshards, ndirs;
 	int err = -EIO, n, stopping = 0;
+
+	fs_mount_args(fs, &ma);
+	uopts = *ma.fuse_opts ? *ma.fuse_opts : "";
 
 	/* other users only ever see what the modes allow: with allow_other the
 	 * kernel checks permissions (default_permissions), always (uopts is
@@ -773,8 +779,8 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 	 * the mount table says so, the kernel refuses writes before asking and
 	 * never honours a setuid bit or a device file of a shard */
 	n = snprintf(opts, sizeof(opts),
-		     "-ofsname=shardfs:%s,subtype=shardfs%s%s,nosuid,nodev,ro%s",
-		     backend_describe(fs->be), uopts[0] ? "," : "", uopts,
+		     "-ofsname=shardfs:%s,subtype=shardfs%s%s,nosuid,nodev,ro%s", fs_describe(fs),
+		     uopts[0] ? "," : "", uopts,
 		     strstr(uopts, "allow_other") ? ",default_permissions" : "");
 	if (n < 0 || (size_t)n >= sizeof(opts))
 		return -E2BIG;
@@ -784,7 +790,7 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 			*p = '_';
 	}
 	if (fuse_opt_add_arg(&args, "shardfs") || fuse_opt_add_arg(&args, opts) ||
-	    (fs->cfg.debug && fuse_opt_add_arg(&args, "-d")))
+	    (ma.debug && fuse_opt_add_arg(&args, "-d")))
 		goto out;
 	se = fuse_session_new(&args, &ll_ops, sizeof(ll_ops), fs);
 	if (!se) {
@@ -797,10 +803,11 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 		goto out_destroy;
 	stopping = 1;
 	err = -EIO;
-	if (fuse_session_mount(se, fs->cfg.mountpoint) != 0)
+	if (fuse_session_mount(se, ma.mountpoint) != 0)
 		goto out_stop;
+	fs_counts(fs, &nobjs, &nshards, &ndirs);
 	fs_log(FS_LOG_INFO, "mounted %s at %s: %u objects, %u shards, %u directories",
-	       backend_describe(fs->be), fs->cfg.mountpoint, fs->nobjs, fs->nshards, fs->ndirs);
+	       fs_describe(fs), ma.mountpoint, nobjs, nshards, ndirs);
 	if (ready_fd >= 0) {
 		char ok = 0;
 		int null;
@@ -848,8 +855,8 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 	if (!lc || fs_notify_start(fs, &ll_notify_ops, se) < 0)
 		goto out_unmount;
 	fuse_loop_cfg_set_clone_fd(lc, 1);
-	fuse_loop_cfg_set_max_threads(lc, fs->cfg.max_threads);
-	fuse_loop_cfg_set_idle_threads(lc, fs->cfg.max_threads);
+	fuse_loop_cfg_set_max_threads(lc, ma.max_threads);
+	fuse_loop_cfg_set_idle_threads(lc, ma.max_threads);
 	err = fuse_session_loop_mt(se, lc) < 0 ? -EIO : 0;
 	stop_finish(&stop); /* no wake signal interrupts the unmount */
 	stopping = 0;

@@ -32,8 +32,9 @@
 
 #include <fuse_lowlevel.h>
 
+#include "fs_core.h"
+#include "fs_core_opt.h"
 #include "fs_fuse.h"
-#include "fs_i.h"
 #include "fs_ll.h"
 #include "fs_tools.h"
 
@@ -171,75 +172,78 @@ static int dir_is_empty(const char *path)
 
 int fs_fuse_mount_main(int argc, char **argv)
 {
-	struct fs_config cfg;
+	struct fs_config *cfg;
+	struct fs_mount_args a;
 	struct fs *fs;
 	struct stat st;
 	int pfd[2] = {-1, -1}, err, nonempty;
 	const char *refused;
 	pid_t pid, parent = 0;
 
-	memset(&cfg, 0, sizeof(cfg));
-	err = fs_opt_parse_mount(argc, argv, &cfg);
+	if (fs_config_new(&cfg) < 0)
+		return 1;
+	err = fs_opt_parse_mount(argc, argv, cfg);
 	if (err) {
-		fs_opt_free(&cfg);
+		fs_config_free(cfg);
 		/* a usage error is 2, as for every command; a mountpoint that
 		 * cannot be resolved is 1 */
 		return err > 0 ? 0 : err == -EINVAL ? 2 : 1;
 	}
-	if (cfg.fuse_opts) {
-		char *canon = fuse_opts_canonical(cfg.fuse_opts);
+	fs_config_mount_args(cfg, &a);
+	if (*a.fuse_opts) {
+		char *canon = fuse_opts_canonical(*a.fuse_opts);
 
 		if (!canon) {
 			err = -ENOMEM;
 			goto out;
 		}
-		free(cfg.fuse_opts);
-		cfg.fuse_opts = canon;
+		free(*a.fuse_opts);
+		*a.fuse_opts = canon;
 	}
-	refused = fuse_opt_refused(cfg.fuse_opts);
+	refused = fuse_opt_refused(*a.fuse_opts);
 	if (refused) {
 		fprintf(
 		    stderr,
 		    "shardfs: mount: -o %s is refused: a shardfs mount is always ro,nosuid,nodev "
 		    "(setuid bits and device files in shards are never honoured)\n",
 		    refused);
-		fs_opt_free(&cfg);
+		fs_config_free(cfg);
 		return 2;
 	}
-	nonempty = take_fuse_opt(cfg.fuse_opts, "nonempty");
-	if (fs_is_shardfs_mount_abs(cfg.mountpoint)) {
+	nonempty = take_fuse_opt(*a.fuse_opts, "nonempty");
+	if (fs_is_shardfs_mount_abs(a.mountpoint)) {
 		struct statfs sf;
 
 		/* statfs always reaches the daemon (stat may be answered from
 		 * the kernel's attribute cache) */
-		if (statfs(cfg.mountpoint, &sf) < 0 && errno == ENOTCONN)
-			fs_say_dead_mount(cfg.mountpoint);
+		if (statfs(a.mountpoint, &sf) < 0 && errno == ENOTCONN)
+			fs_say_dead_mount(a.mountpoint);
 		else
 			fprintf(
 			    stderr,
 			    "shardfs: %s is already a shardfs mount; 'shardfs umount %s' first\n",
-			    cfg.mountpoint, cfg.mountpoint);
+			    a.mountpoint, a.mountpoint);
 		err = -EBUSY;
 		goto out;
 	}
-	if (stat(cfg.mountpoint, &st) < 0 || !S_ISDIR(st.st_mode)) {
+	if (stat(a.mountpoint, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		if (errno == ENOTCONN)
-			fs_say_dead_mount(cfg.mountpoint);
+			fs_say_dead_mount(a.mountpoint);
 		else
 			fprintf(stderr, "shardfs: mountpoint %s is not a directory\n",
-				cfg.mountpoint);
+				a.mountpoint);
 		err = -ENOTDIR;
 		goto out;
 	}
-	if (!nonempty && !dir_is_empty(cfg.mountpoint)) {
+	if (!nonempty && !dir_is_empty(a.mountpoint)) {
 		fprintf(stderr,
 			"shardfs: mountpoint %s is not empty: the mount would hide its files "
 			"(-o nonempty mounts over them)\n",
-			cfg.mountpoint);
+			a.mountpoint);
 		err = -ENOTEMPTY;
 		goto out;
 	}
-	if (!cfg.foreground) {
+	if (!a.foreground) {
 		if (pipe2(pfd, O_CLOEXEC) < 0) {
 			err = -errno;
 			goto out;
@@ -261,12 +265,12 @@ int fs_fuse_mount_main(int argc, char **argv)
 			close(pfd[0]);
 			/* mounted; the kernel's INIT may still fail. statfs waits for
 			 * INIT and fails if the session died */
-			if (n == 1 && ok == 0 && !mount_answers(cfg.mountpoint)) {
+			if (n == 1 && ok == 0 && !mount_answers(a.mountpoint)) {
 				fprintf(stderr, "shardfs: the mount at %s does not answer\n",
-					cfg.mountpoint);
+					a.mountpoint);
 				n = 0;
 			}
-			fs_opt_free(&cfg);
+			fs_config_free(cfg);
 			return n == 1 && ok == 0 ? 0 : 1;
 		}
 		close(pfd[0]);
@@ -278,19 +282,20 @@ int fs_fuse_mount_main(int argc, char **argv)
 	} else {
 		fs_exit_on_signals();
 	}
-	err = fs_open(&cfg, FS_OPEN_MOUNT, &fs);
+	/* fs_open takes what cfg holds: a.mountpoint lives until fs_close */
+	err = fs_open(cfg, FS_OPEN_MOUNT, &fs);
 	if (err < 0)
 		goto out;
 	err = fs_ll_run(fs, pfd[1]);
 	/* -EPIPE, -EINTR: nobody waits any more (fs_ll_run) */
 	if (err < 0 && pfd[1] >= 0 && err != -EPIPE && err != -EINTR)
-		fprintf(stderr, "shardfs: cannot mount at %s (see above)\n", fs->cfg.mountpoint);
-	fs_log(FS_LOG_INFO, "unmounted %s", fs->cfg.mountpoint);
+		fprintf(stderr, "shardfs: cannot mount at %s (see above)\n", a.mountpoint);
+	fs_log(FS_LOG_INFO, "unmounted %s", a.mountpoint);
 	/* fills still running (readahead, prefetch) end now instead of after
 	 * their retry budgets (fs_cancel); then the cache records what was
 	 * filled */
 	fs_close(fs);
 out:
-	fs_opt_free(&cfg);
+	fs_config_free(cfg);
 	return err < 0 ? 1 : 0;
 }

@@ -2,7 +2,7 @@
  * fs_client.c — the commands that talk to a running mount through its
  * files, without FUSE: umount, stats, prefetch, refresh, plan. They read the
  * control files (MOUNTPOINT/.shardfs/stats) and send commands as the
- * FS_CTL_IOC ioctl on MOUNTPOINT/.shardfs/control (fs_i.h).
+ * FS_CTL_IOC ioctl on MOUNTPOINT/.shardfs/control (fs_core_ctl.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs_i.h"
+#include "fs_core.h"
+#include "fs_core_ctl.h"
+#include "fs_core_opt.h"
 #include "fs_tools.h"
 
 /* The usage of a command that takes MOUNTPOINT (and, with more, further
