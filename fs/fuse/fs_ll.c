@@ -3,7 +3,7 @@
  * (besides the daemon's main, which starts it).
  *
  * Thin by intent, in the manner of squashfuse's ll.c: every request decodes
- * its arguments, calls one operation of the core (fs/core/fs_ops.h), and
+ * its arguments, calls one operation of the core (fs/core/include/fs_core_ops.h), and
  * ends in exactly one reply. Errors come back as negative errnos and go
  * through one reply helper (reply_fail) that counts and logs them. What the
  * filesystem answers (attributes, entries, timeouts, reads, xattrs, EROFS)

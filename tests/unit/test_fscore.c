@@ -1,5 +1,5 @@
 /*
- * test_fscore.c — the filesystem core (fs/core/fs_ops.h) without a mount.
+ * test_fscore.c — the filesystem core (fs/core/include/fs_core_ops.h) without a mount.
  *
  * Writes a local directory of small tar shards (and plain files whose names
  * conflict with them), opens the core on it with the core's lifecycle
