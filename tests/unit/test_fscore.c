@@ -1195,6 +1195,45 @@ static void test_header_check(void)
 	free(tar);
 }
 
+/* The lifecycle with the core's threads running: a remote source
+ * (fault://) opened as a mount opens it (FS_OPEN_MOUNT, in the foreground so
+ * the log stays on stderr) with --warm all starts the warm thread and the
+ * plan fetcher; fs_close (after fs_cancel, or alone) stops and joins both
+ * while the warm's fills may still run, and frees everything (the ASan
+ * build's leak check). */
+static void test_lifecycle(void)
+{
+	char cache[4096], src[4096], mnt[4096];
+	char *argv[] = {"-f", "--cache-dir", cache, "--warm", "all", src, mnt, NULL};
+
+	snprintf(cache, sizeof(cache), "%s/cache-lifecycle", tmp);
+	snprintf(src, sizeof(src), "fault://%s/src", tmp);
+	snprintf(mnt, sizeof(mnt), "%s/mnt", tmp);
+	for (int cancel = 0; cancel < 2; cancel++) {
+		struct fs_config cfg;
+		struct fs *fs = NULL;
+		int err;
+
+		memset(&cfg, 0, sizeof(cfg));
+		err = fs_opt_parse_mount(7, argv, &cfg);
+		CHECK(err == 0, "lifecycle: options: %d", err);
+		if (err) {
+			fs_opt_free(&cfg);
+			continue;
+		}
+		err = fs_open(&cfg, FS_OPEN_MOUNT, &fs);
+		CHECK(err == 0, "lifecycle: fs_open: %s", strerror(-err));
+		if (err)
+			continue;
+		CHECK(fs->warm.run == 1 && fs->pfx.run == 1,
+		      "lifecycle: the warm thread (%d) and the plan fetcher (%d) run", fs->warm.run,
+		      fs->pfx.run);
+		if (cancel)
+			fs_cancel(fs);
+		fs_close(fs);
+	}
+}
+
 int main(void)
 {
 	char cmd[4200];
@@ -1215,6 +1254,7 @@ int main(void)
 	test_lazy();
 	test_remap();
 	test_header_check();
+	test_lifecycle();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", tmp);
