@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <mntent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -406,4 +407,36 @@ void fs_count_read_error(struct fs *fs)
 void fs_count_op_error(struct fs *fs)
 {
 	fs->c.op_errors++;
+}
+
+int fs_mount_lookup(const char *abs, long *owner, int *allow_other)
+{
+	struct mntent ent;
+	char buf[3 * PATH_MAX];
+	int found = 0;
+	FILE *f = setmntent("/proc/self/mounts", "re");
+
+	if (!f)
+		return 0;
+	while (!found && getmntent_r(f, &ent, buf, sizeof(buf)))
+		found = strcmp(ent.mnt_type, "fuse.shardfs") == 0 && strcmp(ent.mnt_dir, abs) == 0;
+	if (found) {
+		const char *u = hasmntopt(&ent, "user_id");
+
+		if (owner) {
+			char *end;
+
+			*owner = -1;
+			if (u && u[7] == '=') {
+				errno = 0;
+				*owner = strtol(u + 8, &end, 10);
+				if (errno || end == u + 8 || (*end && *end != ','))
+					*owner = -1;
+			}
+		}
+		if (allow_other)
+			*allow_other = hasmntopt(&ent, "allow_other") != NULL;
+	}
+	endmntent(f);
+	return found;
 }

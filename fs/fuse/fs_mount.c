@@ -33,10 +33,10 @@
 #include <fuse_lowlevel.h>
 
 #include "fs_core.h"
+#include "fs_core_ctl.h"
 #include "fs_core_opt.h"
 #include "fs_fuse.h"
 #include "fs_ll.h"
-#include "fs_tools.h"
 
 void fs_fuse_lib_version(int *major, int *minor)
 {
@@ -211,7 +211,7 @@ int fs_fuse_mount_main(int argc, char **argv)
 		return 2;
 	}
 	nonempty = take_fuse_opt(*a.fuse_opts, "nonempty");
-	if (fs_is_shardfs_mount_abs(a.mountpoint)) {
+	if (fs_mount_lookup(a.mountpoint, NULL, NULL)) {
 		struct statfs sf;
 
 		/* statfs always reaches the daemon (stat may be answered from

@@ -1,6 +1,6 @@
 /*
  * fs_tools.h — the commands that need no FUSE (fs/tools/), for the
- * shardfs command (fs/cli/shardfs.c) and the FUSE adapter's mount checks.
+ * shardfs command (fs/cli/shardfs.c).
  * Each *_main takes argv after the command's name and returns the exit
  * status (0; 1 an error said on stderr; 2 a usage error).
  */
@@ -17,8 +17,5 @@ int fs_stats_main(int argc, char **argv);
 int fs_prefetch_main(int argc, char **argv);
 int fs_refresh_main(int argc, char **argv);
 int fs_plan_main(int argc, char **argv);
-/* Is the absolute path abs a mount point of type fuse.shardfs (the mount
- * table)? */
-int fs_is_shardfs_mount_abs(const char *abs);
 
 #endif

@@ -64,4 +64,12 @@ int fs_stats_u64(const struct fs_stats_doc *d, const char *name, uint64_t *v);
  * counter. 0, or -ENOENT past the table's end. */
 int fs_ctl_counter_doc(size_t i, const char **name, const char **help, int *gauge);
 
+/* fs_core.c: is the absolute path abs a mount point of type fuse.shardfs?
+ * Reads the mount table with getmntent_r (which undoes its escapes, so a
+ * mount point with a space is found) and never touches the path itself (a
+ * dead daemon's mount answers ENOTCONN). 1 when it is, with the mount's
+ * owner (its user_id option, or -1) in *owner and whether it has
+ * allow_other in *allow_other (each may be NULL); else 0. */
+int fs_mount_lookup(const char *abs, long *owner, int *allow_other);
+
 #endif
