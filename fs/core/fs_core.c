@@ -137,8 +137,9 @@ static int imagefolder_report(struct fs *fs)
 	return 0;
 }
 
-/* Every lock of struct fs, before anything may take one. */
-static void core_locks_init(struct fs *fs)
+/* Every lock of struct fs and the subsystems' states, before anything may
+ * take one: 0 or -ENOMEM. */
+static int core_locks_init(struct fs *fs)
 {
 	pthread_rwlockattr_t ra;
 
@@ -157,14 +158,14 @@ static void core_locks_init(struct fs *fs)
 	pthread_cond_init(&fs->nq_cond, NULL);
 	pthread_cond_init(&fs->nq_idle, NULL);
 	fs->nq_tail = &fs->nq_head;
-	fs_thread_init(&fs->warm, "warm");
 	fs_thread_init(&fs->pfx, "plan fetcher");
+	return fs_warm_new(&fs->warm);
 }
 
 static void core_locks_destroy(struct fs *fs)
 {
 	fs_thread_destroy(&fs->pfx);
-	fs_thread_destroy(&fs->warm);
+	fs_warm_free(fs->warm);
 	pthread_cond_destroy(&fs->nq_idle);
 	pthread_cond_destroy(&fs->nq_cond);
 	pthread_mutex_destroy(&fs->nq_lock);
@@ -244,11 +245,12 @@ int fs_open(struct fs_config *cfg, unsigned flags, struct fs **out)
 	}
 	fs->cfg = *cfg;
 	memset(cfg, 0, sizeof(*cfg));
-	core_locks_init(fs);
+	err = core_locks_init(fs);
 	fs->uid = getuid();
 	fs->gid = getgid();
 	fs->mount_time = (int64_t)time(NULL);
-	err = core_open_stores(fs, flags);
+	if (err == 0)
+		err = core_open_stores(fs, flags);
 	if (err == 0) {
 		err = fs_ns_build(fs);
 		if (err < 0) {
@@ -282,7 +284,7 @@ void fs_cancel(struct fs *fs)
 		return;
 	backend_cancel(fs->be);
 	cachetier_cancel(fs->ct);
-	fs_thread_cancel(&fs->warm);
+	fs_warm_cancel(fs);
 	fs_thread_cancel(&fs->pfx);
 }
 

@@ -82,14 +82,6 @@ struct fs_config {
  * The values of this enum, fs_layout and fs_class_from are the positions
  * of their names in the option's table (FS_OPT_ENUM: "off|auto|all"). */
 enum fs_warm_mode { FS_WARM_OFF = 0, FS_WARM_AUTO = 1, FS_WARM_ALL = 2 };
-/* warm_state in stats */
-enum fs_warm_state {
-	FS_WARM_STATE_OFF = 0,
-	FS_WARM_STATE_RUNNING = 1,
-	FS_WARM_STATE_DONE = 2,	   /* every byte of the dataset is cached */
-	FS_WARM_STATE_STOPPED = 3, /* ended short: the cache is full (it never evicts to warm),
-				    * or fills failed */
-};
 
 /* What the mount shows (docs/design.md section 1) */
 enum fs_layout { FS_LAYOUT_SHARDS = 0, FS_LAYOUT_IMAGEFOLDER = 1 };
@@ -403,13 +395,7 @@ struct fs {
 	/* fs_loaderidx.c: the newest samples.tsv/wids.json, built under
 	 * if_lock, then immutable; older generations hang off it until unmount */
 	struct fs_lidx_doc *_Atomic lidx;
-	/* fs_warm.c: the warm fill. warm_on is set before its thread runs. */
-	int warm_on;		  /* a warm fill runs or ran */
-	atomic_int warm_listed;	  /* every object of it was handed to the cache tier */
-	atomic_int warm_state;	  /* enum fs_warm_state once it ended; 0 before */
-	atomic_int warm_declined; /* a brace pattern's warm decided not to warm once
-				   * the sizes were known (stats: off) */
-	struct fs_thread warm;
+	struct fs_warm *warm; /* fs_warm.h: the warm fill, its state and thread */
 	/* fs_ctl.c: the latest prefetch run (under ctl_lock). A run begins at a
 	 * 'prefetch-start' command, or at a prefetch command from another
 	 * process than the run's; its objects carry its id in o->prefetch, and
@@ -578,25 +564,7 @@ void fs_shard_touch(struct fs *fs, uint32_t shard);
  * the request): only into free room, never evicting (CACHETIER_PF_FIT). */
 int fs_obj_prefetch(struct fs *fs, uint32_t obj);
 
-/* fs_warm.c: --warm. Decide from the mode, the dataset's size, the cache's
- * size and the disk's room whether to warm, say so in the log, and start
- * the warm thread (which hands every object to the cache tier as a PF_FIT
- * prefetch, in listing order, then follows it to its end). Call once,
- * after the namespace is built. fs_warm_stop joins the thread (call after
- * cachetier_cancel; accepts a warm that never started). */
-void fs_warm_start(struct fs *fs);
-int fs_warm_stop(struct fs *fs); /* fs_thread_stop's result */
-struct fs_warm_progress {
-	uint64_t wanted; /* bytes of the objects being warmed */
-	uint64_t done;	 /* of those, bytes cached now */
-	uint64_t unfit;	 /* of those, bytes skipped: no room without evicting */
-	unsigned state;	 /* enum fs_warm_state */
-};
-void fs_warm_progress(struct fs *fs, struct fs_warm_progress *p);
-/* Bytes the cache can still take without evicting: the smaller of what
- * --cache-size leaves above the directory's usage and the disk's free
- * space above its reserve. */
-uint64_t fs_cache_room(struct fs *fs);
+/* fs_warm.c: --warm (fs_warm.h) */
 
 /* fs_ctl.c: the .shardfs control files. */
 /* Render control file 'which' into a malloc'd buffer. */
@@ -808,5 +776,7 @@ int fs_sort_iter_open(struct fs_sort *s, struct fs_sort_iter **it);
 /* 1 and the next record, 0 at the end, or -errno. */
 int fs_sort_next(struct fs_sort_iter *it, const void **rec, size_t *len);
 void fs_sort_iter_close(struct fs_sort_iter *it);
+
+#include "fs_warm.h"
 
 #endif

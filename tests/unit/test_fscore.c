@@ -1225,9 +1225,9 @@ static void test_lifecycle(void)
 		CHECK(err == 0, "lifecycle: fs_open: %s", strerror(-err));
 		if (err)
 			continue;
-		CHECK(fs->warm.run == 1 && fs->pfx.run == 1,
-		      "lifecycle: the warm thread (%d) and the plan fetcher (%d) run", fs->warm.run,
-		      fs->pfx.run);
+		CHECK(fs_warm_running(fs) && fs->pfx.run == 1,
+		      "lifecycle: the warm thread (%d) and the plan fetcher (%d) run",
+		      fs_warm_running(fs), fs->pfx.run);
 		if (cancel)
 			fs_cancel(fs);
 		fs_close(fs);
