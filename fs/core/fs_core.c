@@ -145,7 +145,6 @@ static int core_locks_init(struct fs *fs)
 
 	pthread_mutex_init(&fs->ctl_lock, NULL);
 	pthread_mutex_init(&fs->if_lock, NULL);
-	pthread_rwlock_init(&fs->plan_lock, NULL);
 	pthread_mutex_init(&fs->refresh_lock, NULL);
 	/* readers may take it twice (readdirplus asks attributes of
 	 * directories while listing one): a waiting writer must not block
@@ -159,6 +158,8 @@ static int core_locks_init(struct fs *fs)
 	pthread_cond_init(&fs->nq_idle, NULL);
 	fs->nq_tail = &fs->nq_head;
 	fs_thread_init(&fs->pfx, "plan fetcher");
+	if (fs_plans_new(&fs->plans) < 0)
+		return -ENOMEM;
 	return fs_warm_new(&fs->warm);
 }
 
@@ -166,12 +167,12 @@ static void core_locks_destroy(struct fs *fs)
 {
 	fs_thread_destroy(&fs->pfx);
 	fs_warm_free(fs->warm);
+	fs_plans_free(fs->plans); /* emptied by fs_ctl_free */
 	pthread_cond_destroy(&fs->nq_idle);
 	pthread_cond_destroy(&fs->nq_cond);
 	pthread_mutex_destroy(&fs->nq_lock);
 	pthread_rwlock_destroy(&fs->ns_lock);
 	pthread_mutex_destroy(&fs->refresh_lock);
-	pthread_rwlock_destroy(&fs->plan_lock);
 	pthread_mutex_destroy(&fs->if_lock);
 	pthread_mutex_destroy(&fs->ctl_lock);
 }
