@@ -1,8 +1,10 @@
 /*
- * fs_i.h — private to fs/: the mounted filesystem's state, shared by the
- * namespace, the shard loader, the control files, the operations (fs_ops.h),
- * the offline tools, the FUSE adapter and the CLI. No FUSE type appears here:
- * fs/core/ builds without libfuse.
+ * fs_i.h — private to fs/core/: the mounted filesystem's state, shared by
+ * the namespace, the shard loader, the control files, the operations
+ * (fs_ops.h) and the core's own tests. The FUSE adapter, the tools and the
+ * command's main see only the public API in include/ (fs_core.h), which
+ * this header includes; meson gives them no path to this one. No FUSE type
+ * appears here: fs/core/ builds without libfuse.
  *
  * The namespace (directories and objects of the source) is built at mount
  * from the backend's listing and changes only by versions: a refresh (or a
@@ -28,9 +30,11 @@
 #include "backend.h"
 #include "cachetier.h"
 #include "disk.h"
+#include "fs_core.h"
+#include "fs_core_ctl.h"
+#include "fs_core_opt.h"
+#include "fs_core_sidecar.h"
 #include "shardidx.h"
-
-#define SHARDFS_VERSION "0.1.0"
 
 /* ---- configuration (filled from the option tables in fs_opt.c) ---------
  * Every default is in those tables; nothing else applies one. */
@@ -78,14 +82,6 @@ struct fs_config {
  * The values of this enum, fs_layout and fs_class_from are the positions
  * of their names in the option's table (FS_OPT_ENUM: "off|auto|all"). */
 enum fs_warm_mode { FS_WARM_OFF = 0, FS_WARM_AUTO = 1, FS_WARM_ALL = 2 };
-/* warm_state in stats */
-enum fs_warm_state {
-	FS_WARM_STATE_OFF = 0,
-	FS_WARM_STATE_RUNNING = 1,
-	FS_WARM_STATE_DONE = 2,	   /* every byte of the dataset is cached */
-	FS_WARM_STATE_STOPPED = 3, /* ended short: the cache is full (it never evicts to warm),
-				    * or fills failed */
-};
 
 /* What the mount shows (docs/design.md section 1) */
 enum fs_layout { FS_LAYOUT_SHARDS = 0, FS_LAYOUT_IMAGEFOLDER = 1 };
@@ -119,18 +115,6 @@ _Static_assert(FS_K_LAYOUT + FS_LAYOUT_KINDS <= FS_K_LIDX, "a layout's kinds are
 #define FS_MAX_SHARDS	  (1u << FS_INO_A_BITS)
 _Static_assert(4 + FS_INO_A_BITS + FS_INO_B_BITS == 64, "inode fields fill 64 bits");
 _Static_assert(FS_K_CTL < 16 && FS_K_LIDX < 16, "kind fits in 4 bits");
-
-/* .shardfs/plans (FS_CTL_PLANS and after) is reachable by name only:
- * listings of .shardfs show the files before FS_CTL_LISTED. */
-enum fs_ctl {
-	FS_CTL_DIR = 0,
-	FS_CTL_STATS,
-	FS_CTL_METRICS,
-	FS_CTL_CONTROL,
-	FS_CTL_PLANS,
-	FS_CTL_COUNT
-};
-#define FS_CTL_LISTED FS_CTL_PLANS
 
 static inline uint64_t fs_ino(enum fs_kind k, uint32_t a, uint32_t b)
 {
@@ -249,13 +233,6 @@ struct fs_shard {
 };
 
 struct fs_notify; /* a queued kernel cache invalidation (fs_notify.c) */
-/* How the notifier sends an invalidation to the kernel (given by the FUSE
- * adapter); called on the notifier thread only. */
-struct fs_notify_ops {
-	void (*inval_inode)(void *ctx, uint64_t ino);
-	void (*inval_entry)(void *ctx, uint64_t parent, const char *name, size_t len);
-};
-
 /* ---- counters (all relaxed atomics; read for stats) ----------------------- */
 struct fs_counters {
 	atomic_ullong lookups, getattrs, readdirs, reads, read_bytes, read_errors;
@@ -306,13 +283,43 @@ struct fs_ctl_snap {
 	size_t len;
 };
 
+/* fs_thread.c: a background thread of the core (the warm fill, the plan
+ * fetcher) with its stop flag and wake-ups; every field is the helper's.
+ * fs_open initialises them (fs_thread_init) and fs_close stops, joins and
+ * destroys them. */
+#define FS_THREAD_JOIN_S 10 /* fs_thread_stop waits at most this for the join */
+struct fs_thread {
+	const char *name;     /* for the log: "warm" */
+	pthread_mutex_t lock; /* protects stop and wake */
+	pthread_cond_t cond;  /* stop or wake was set (CLOCK_MONOTONIC) */
+	int stop, wake;
+	int run; /* started and not joined; the owner's thread only */
+	pthread_t thread;
+};
+void fs_thread_init(struct fs_thread *t, const char *name);
+/* Start fn(arg) on a new thread: 0, or -errno (logged; nothing runs). */
+int fs_thread_start(struct fs_thread *t, void *(*fn)(void *), void *arg);
+/* Any thread, never blocks but for the helper's lock: fs_thread_wake sets
+ * wake, fs_thread_cancel sets stop (for good); both wake a waiting
+ * fs_thread_wait. */
+void fs_thread_wake(struct fs_thread *t);
+void fs_thread_cancel(struct fs_thread *t);
+/* For the thread's body: 1 once stop is set. */
+int fs_thread_stopping(struct fs_thread *t);
+/* For the thread's body: wait until wake or stop is set, at most timeout_ns
+ * (<= 0: no bound but those); clears wake; 1 when stopping. */
+int fs_thread_wait(struct fs_thread *t, long timeout_ns);
+/* fs_thread_cancel, then join within FS_THREAD_JOIN_S: 0 (joined, or never
+ * started), or -ETIMEDOUT (logged; the thread still runs and may use what
+ * it was given: the caller must not free it). Owner's thread only. */
+int fs_thread_stop(struct fs_thread *t);
+/* Free the lock and condition (not while the thread still runs: then a
+ * no-op). */
+void fs_thread_destroy(struct fs_thread *t);
+
 /* Slots of fs->looked_dirs (a power of two). */
 #define FS_LOOKED_BITS	12
 #define FS_LOOKED_SLOTS (1u << FS_LOOKED_BITS)
-
-/* Reading plans at once (fs_plan.c): a new name past it drops the plan
- * published longest ago. */
-#define FS_PLAN_MAX 64
 
 struct fs {
 	struct fs_config cfg;
@@ -387,18 +394,7 @@ struct fs {
 	/* fs_loaderidx.c: the newest samples.tsv/wids.json, built under
 	 * if_lock, then immutable; older generations hang off it until unmount */
 	struct fs_lidx_doc *_Atomic lidx;
-	/* fs_warm.c: the warm fill. warm_on and the thread are set before it
-	 * runs; warm_lock protects warm_stop (warm_cond wakes the thread). */
-	int warm_on;		  /* a warm fill runs or ran */
-	atomic_int warm_listed;	  /* every object of it was handed to the cache tier */
-	atomic_int warm_state;	  /* enum fs_warm_state once it ended; 0 before */
-	atomic_int warm_declined; /* a brace pattern's warm decided not to warm once
-				   * the sizes were known (stats: off) */
-	int warm_thread_run;
-	pthread_t warm_thread;
-	pthread_mutex_t warm_lock;
-	pthread_cond_t warm_cond;
-	int warm_stop;
+	struct fs_warm *warm; /* fs_warm.h: the warm fill, its state and thread */
 	/* fs_ctl.c: the latest prefetch run (under ctl_lock). A run begins at a
 	 * 'prefetch-start' command, or at a prefetch command from another
 	 * process than the run's; its objects carry its id in o->prefetch, and
@@ -406,22 +402,9 @@ struct fs {
 	int pf_run;		/* its id, 1, 2, ...; 0: none yet */
 	pid_t pf_run_pid;	/* the process that began it */
 	uint64_t pf_run_before; /* bytes of its objects cached when it named them */
-	/* fs_plan.c: the published reading plans. plan_lock (initialised with
-	 * ctl_lock) protects plans[]; a plan itself is
-	 * immutable but for its atomic read marks and position, and lives
-	 * while referenced (fs_plan_put). */
-	pthread_rwlock_t plan_lock;
-	struct fs_plan *plans[FS_PLAN_MAX];
-	atomic_uint nplans;		  /* plans published now (reads skip the lock at 0) */
-	atomic_ullong plan_gen;		  /* changes at every publish and clear */
-	void (*plan_listener)(void *ctx); /* fs_plan_set_listener: set before serving */
-	void *plan_listener_ctx;
-	/* fs_plan_fetch.c: the fetcher; pfx_lock protects pfx_wake, pfx_stop */
-	int pfx_run;
-	pthread_t pfx_thread;
-	pthread_mutex_t pfx_lock;
-	pthread_cond_t pfx_cond;
-	int pfx_wake, pfx_stop;
+	struct fs_plans *plans; /* fs_plan.h: the published reading plans and their lock */
+	/* fs_plan_fetch.c: the fetcher, woken by fs_plan.c's listener */
+	struct fs_thread pfx;
 };
 
 /* Blocks of objects and shards (fs->objs, fs->shards). */
@@ -444,14 +427,7 @@ static inline int fs_obj_live(const struct fs_obj *o)
 	return atomic_load_explicit(&o->state, memory_order_acquire) == FS_OBJ_LIVE;
 }
 
-/* fs_log.c */
-enum fs_log_level { FS_LOG_ERR, FS_LOG_WARN, FS_LOG_INFO, FS_LOG_DEBUG };
-void fs_log(enum fs_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int fs_log_open_file(const char *path);
-int fs_log_fd(void); /* the log's descriptor (2: stderr) */
-/* b as "12.34 MiB" (B, KiB, MiB, GiB, TiB) into out. */
-void fs_human_bytes(uint64_t b, char *out, size_t n);
-void fs_log_set_debug(int on);
+/* fs_log.c (the rest: fs_core.h) */
 /* backend_config's log callback: the backend's lines into this log. */
 void fs_log_backend(void *arg, enum backend_log_level level, const char *msg);
 
@@ -578,57 +554,11 @@ void fs_shard_touch(struct fs *fs, uint32_t shard);
  * the request): only into free room, never evicting (CACHETIER_PF_FIT). */
 int fs_obj_prefetch(struct fs *fs, uint32_t obj);
 
-/* fs_warm.c: --warm. Decide from the mode, the dataset's size, the cache's
- * size and the disk's room whether to warm, say so in the log, and start
- * the warm thread (which hands every object to the cache tier as a PF_FIT
- * prefetch, in listing order, then follows it to its end). Call once,
- * after the namespace is built. fs_warm_stop joins the thread (call after
- * cachetier_cancel; accepts a warm that never started). */
-void fs_warm_start(struct fs *fs);
-void fs_warm_stop(struct fs *fs);
-struct fs_warm_progress {
-	uint64_t wanted; /* bytes of the objects being warmed */
-	uint64_t done;	 /* of those, bytes cached now */
-	uint64_t unfit;	 /* of those, bytes skipped: no room without evicting */
-	unsigned state;	 /* enum fs_warm_state */
-};
-void fs_warm_progress(struct fs *fs, struct fs_warm_progress *p);
-/* Bytes the cache can still take without evicting: the smaller of what
- * --cache-size leaves above the directory's usage and the disk's free
- * space above its reserve. */
-uint64_t fs_cache_room(struct fs *fs);
-
-/* Commands reach a running mount as this ioctl on MOUNTPOINT/.shardfs/control
- * opened read-only (the mount is read-only, so nothing on it can be opened
- * for writing): the argument is FS_CTL_IOC_LEN bytes holding command lines
- * as fs_ctl_command takes them, NUL-terminated. ioctl returns what
- * fs_ctl_command does (-1 with errno for an error). Only the mount's owner
- * (and root) may send commands. */
-#define FS_CTL_IOC_LEN 8192
-#define FS_CTL_IOC     _IOW('S', 0x01, char[FS_CTL_IOC_LEN])
+/* fs_warm.c: --warm (fs_warm.h) */
 
 /* fs_ctl.c: the .shardfs control files. */
-extern const char *const fs_ctl_names[FS_CTL_COUNT];
 /* Render control file 'which' into a malloc'd buffer. */
 int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len);
-/* The stats document read back (the CLI, fs_client.c): its fields in the
- * order of the file; a value is a string's text (unescaped) or a number's
- * digits. fs_stats_parse returns 0, -EPROTO when text is not a flat JSON
- * object of strings and integers, or -ENOMEM. */
-struct fs_stats_field {
-	const char *name, *value;
-};
-struct fs_stats_doc {
-	struct fs_stats_field *f;
-	size_t n;
-	char *buf; /* holds every name and value */
-};
-int fs_stats_parse(const char *text, struct fs_stats_doc *d);
-void fs_stats_doc_free(struct fs_stats_doc *d);
-/* The value of field name, or NULL. */
-const char *fs_stats_get(const struct fs_stats_doc *d, const char *name);
-/* The unsigned integer value of field name: 0, -ENOENT, or -EPROTO. */
-int fs_stats_u64(const struct fs_stats_doc *d, const char *name, uint64_t *v);
 /* fs_view_ctl.c: free every snapshot of the control files (at unmount,
  * when no request runs any more). */
 void fs_ctl_free(struct fs *fs);
@@ -655,120 +585,14 @@ void fs_lidx_free(struct fs *fs);
  * listing's error of a refresh. */
 int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid);
 
-/* ---- fs_plan.c — reading plans ------------------------------------------
- * A reader says in which order it will read files: 'plan [NAME] FILE' on
- * the control file names a file of mount-relative paths, one per line, in
- * reading order. fs_plan_publish resolves each path as a lookup would
- * (every layout; a path of a member indexes its shard) to the bytes behind
- * it, an extent of one object as stored, and keeps them in that order as a
- * plan under NAME, replacing an earlier plan of that name. Paths that name
- * nothing (or a directory, a symlink, a control file) are skipped and
- * counted (one log line per plan). Reads of planned paths mark them read
- * (fs_plan_note_read) and move the plan's position.
- *
- * For a fetcher that fetches ahead of the readers: take the plans
- * (fs_plan_list, references held), and for each fetch the extents from
- * its position on (fs_plan_ahead: those not read yet, in plan order) up to
- * a lookahead of its choosing; fs_plan_gen says when the set of plans
- * changed. A plan never changes once published except for its read marks
- * and position (atomics): a replaced plan stays valid while referenced. */
-#define FS_PLAN_NAME_MAX 64	    /* [A-Za-z0-9._:-], 1 to 64 characters */
-#define FS_PLAN_FILE_MAX (1u << 30) /* largest plan file read */
-enum fs_plan_flag {
-	/* the path is a member of a compressed shard: [off, off + len) is the
-	 * whole raw object (decoding reads it from its start), and stream_off
-	 * is the member's data in the decoded stream */
-	FS_PLAN_DECODED = 1,
-	/* a sparse member: [off, off + len) spans its stored pieces */
-	FS_PLAN_SPARSE = 2,
-	/* the member's first read also reads the tar header just before off
-	 * (a sidecar's index, checked member by member): fetch [off - 512,
-	 * off) with it; len and the plan's byte counts are the file's bytes */
-	FS_PLAN_HEADER = 4,
-};
-struct fs_plan_extent {
-	uint64_t key;	     /* the path's file: FS_K_OBJ(obj) or FS_K_MEMBER(shard,
-			      * canonical entry); imagefolder files as their member */
-	uint32_t obj;	     /* the object holding the bytes (a member's: its shard's) */
-	uint32_t flags;	     /* enum fs_plan_flag */
-	uint64_t off, len;   /* bytes [off, off + len) of obj as stored */
-	uint64_t stream_off; /* FS_PLAN_DECODED: the data's offset in the decoded stream */
-};
-struct fs_plan; /* opaque */
-struct fs_plan_info {
-	const char *name;  /* valid while the plan is referenced */
-	pid_t pid;	   /* who sent it: the thread id of the request (its process's
-			    * pid for a single-threaded sender) */
-	uint32_t paths;	   /* extents (paths found), in reading order */
-	uint32_t missing;  /* paths of the file that were skipped */
-	uint32_t read;	   /* extents marked read */
-	uint32_t position; /* 1 + index of the furthest extent read (0: none read) */
-	uint64_t bytes;	   /* sum of the extents' len */
-	uint64_t fnv;	   /* FNV-1a 64 of the found paths as given, each with '\n' */
-};
-/* Read FILE and publish it as plan name (NULL: "pid-PID"). 0, or -EINVAL
- * (a relative FILE, a bad name, a FILE inside the mount, not a regular
- * file), -EISDIR, -EFBIG (past FS_PLAN_FILE_MAX or 2^32-1 paths), -ENOMEM,
- * or open's error (-ENOENT, -EACCES). Blocks: may index shards. */
-int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file);
-/* Drop plan name (NULL: "pid-PID"): 0 or -ENOENT. */
-int fs_plan_clear(struct fs *fs, const char *name, pid_t pid);
-/* A read of ino (an object's or a member's: fs_op_read gives a layout's
- * other inode of a member as the member's, fs_view.h member_of) at off:
- * marks the path read in every plan that has it: a
- * read at offset 0 marks its first occurrence not read yet (a new read of
- * the file), one at another offset only the first when none is read (it
- * continues a read). Reads the kernel answers from its page cache never
- * come here. Cheap when no plan is published. */
-void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off);
-/* Changes at every publish and clear. */
-uint64_t fs_plan_gen(struct fs *fs);
-/* fn(ctx) is called after every publish and clear and after a read that
- * marked a planned path (so a fetcher can wake up), on the thread that did
- * it, with no lock of fs_plan.c held; it must not block. Set it once,
- * before requests are served (NULL: none). */
-void fs_plan_set_listener(struct fs *fs, void (*fn)(void *ctx), void *ctx);
-/* The plans now, each referenced (fs_plan_put each): how many, at most max. */
-size_t fs_plan_list(struct fs *fs, struct fs_plan **out, size_t max);
-void fs_plan_put(struct fs_plan *p);
-void fs_plan_get_info(const struct fs_plan *p, struct fs_plan_info *i);
-/* Extents of p from index *from on that are not marked read, in plan
- * order, at most max into out (with their indexes in idx, when not NULL):
- * how many. *from moves past the last extent looked at (p's extent count
- * at the end). Start at the plan's position to fetch ahead of its reader. */
-uint32_t fs_plan_ahead(const struct fs_plan *p, uint32_t *from, struct fs_plan_extent *out,
-		       uint32_t *idx, uint32_t max);
-/* Bytes of p's extents before index i (read or not; i past the end: all). */
-uint64_t fs_plan_bytes_before(const struct fs_plan *p, uint32_t i);
-/* fs_plan_fetch.c: fetching ahead along the plans (remote sources): a
- * thread, woken by fs_plan_set_listener's hook, hands the cache tier the
- * extents of each plan from its position on, in plan order, up to a
- * lookahead of --plan-lookahead bytes (at most a quarter of --cache-size)
- * split over the plans, as range prefetches that may evict what was read
- * (cachetier_obj_prefetch_range, CACHETIER_PF_EVICT). Start after the
- * namespace is built; stop after cachetier_cancel (accepts a fetcher that
- * never started). */
-void fs_plan_fetch_start(struct fs *fs);
-void fs_plan_fetch_stop(struct fs *fs);
-/* Sums over the plans now, for stats. */
-struct fs_plan_totals {
-	uint64_t plans, paths, missing, read, position, bytes;
-};
-void fs_plan_totals(struct fs *fs, struct fs_plan_totals *t);
-/* .shardfs/plans: one line per plan (fs_plan_info's fields). */
-int fs_plan_render(struct fs *fs, char **buf, size_t *len);
-/* Drop every plan (at unmount). */
-void fs_plan_free_all(struct fs *fs);
+/* fs_plan.c, fs_plan_fetch.c: reading plans (fs_plan.h) */
 
 /* fs_notify.c: kernel cache invalidations, queued for the notifier thread
  * (a request handler must not send them itself: the kernel may hold the
  * very locks the invalidation waits for). Without a started notifier they
  * are dropped. fs_notify_shard invalidates the member inodes [0, n) of
- * shard (and the layout's other inodes of them: fs_view.h, member_alias). */
-int fs_notify_start(struct fs *fs, const struct fs_notify_ops *ops, void *ctx);
-/* Stop the notifier; what is still queued is dropped (the kernel's caches
- * go with the mount). Accepts a notifier that never started. */
-void fs_notify_stop(struct fs *fs);
+ * shard (and the layout's other inodes of them: fs_view.h, member_alias).
+ * fs_notify_start and fs_notify_stop: fs_core.h. */
 void fs_notify_inode(struct fs *fs, uint64_t ino);
 void fs_notify_entry(struct fs *fs, uint64_t parent, const char *name, size_t len);
 void fs_notify_shard(struct fs *fs, uint32_t shard, uint32_t n);
@@ -842,89 +666,7 @@ int fs_sort_iter_open(struct fs_sort *s, struct fs_sort_iter **it);
 int fs_sort_next(struct fs_sort_iter *it, const void **rec, size_t *len);
 void fs_sort_iter_close(struct fs_sort_iter *it);
 
-/* fs_pack.c / fs_index.c — the pack and index commands */
-int fs_pack_main(int argc, char **argv);
-int fs_index_main(int argc, char **argv);
-/* fs_client.c — the commands that talk to a running mount: shardfs umount,
- * stats, prefetch, refresh, plan (argv after the command's name; the exit
- * status). */
-int fs_umount_main(int argc, char **argv);
-int fs_stats_main(int argc, char **argv);
-int fs_prefetch_main(int argc, char **argv);
-int fs_refresh_main(int argc, char **argv);
-int fs_plan_main(int argc, char **argv);
-/* Is the absolute path abs a mount point of type fuse.shardfs (the mount
- * table)? */
-int fs_is_shardfs_mount_abs(const char *abs);
-/* The identity a sidecar NAME.tar.idx is saved with (fs_shard.c): codec,
- * size, an FNV-1a of the shard's last FS_SIDECAR_TAIL bytes, and the local
- * file's mtime (ns) and inode. */
-#define FS_SIDECAR_TAIL (64u * 1024)
-struct fs_sidecar_id {
-	int codec;
-	uint64_t size, tail_fnv, mtime_ns, ino, ctime_ns;
-};
-int fs_sidecar_ident(const struct fs_sidecar_id *id, char *buf, size_t bufsize, size_t *len);
-/* The identity of the local shard file open at fd (fstat and a read of
- * its tail). */
-int fs_sidecar_id_fd(int fd, int codec, struct fs_sidecar_id *id);
-/* Write index ix as the sidecar at path (beside its shard), for the shard
- * whose identity is id: disk_write_atomic. 0 or -errno (fs/tools/fs_index.c). */
-int fs_sidecar_write(const char *path, const struct shardidx *ix, const struct fs_sidecar_id *id);
-
-/* fs_opt.c: command lines as data. A subcommand is a list of option tables;
- * each option fills one field of the command's config struct. */
-enum fs_opt_type {
-	FS_OPT_FLAG,	/* int, set to 1 */
-	FS_OPT_STR,	/* char *, strdup'd (the previous value freed) */
-	FS_OPT_UINT,	/* unsigned, digits only, within [min, max] */
-	FS_OPT_U64,	/* uint64_t, digits only, within [min, max] */
-	FS_OPT_SIZE,	/* uint64_t: digits and one optional K/M/G/T suffix, within [min, max] */
-	FS_OPT_SECONDS, /* double, 0..1e9; min 1: more than 0 */
-	FS_OPT_APPEND,	/* char *, values joined with ',' */
-	FS_OPT_SIZE32,	/* uint32_t: like SIZE, max at most UINT32_MAX */
-	FS_OPT_ENUM,	/* int: the position of the value among arg's '|'-separated names */
-};
-struct fs_opt {
-	const char *lng; /* --lng (NULL ends a table) */
-	char shrt;	 /* -c, or 0 */
-	enum fs_opt_type type;
-	size_t off;	   /* the field, offsetof in the command's config struct */
-	size_t given_off;  /* 0, or 1 + offsetof an int set to 1 when the option is given */
-	const char *def;   /* the default, parsed like a command-line value before argv
-			    * (NULL: none, the field stays zero); --help shows it */
-	uint64_t min, max; /* UINT, U64, SIZE: accepted range; SECONDS: min 1 means > 0 */
-	const char *arg;   /* the value's name in --help (NULL: a flag) */
-	const char *help;
-};
-struct fs_opt_cmd {
-	const char *name;		    /* "mount" */
-	const char *synopsis;		    /* "[OPTIONS] SOURCE MOUNTPOINT" */
-	const char *about;		    /* paragraph after the usage line */
-	const struct fs_opt *const *groups; /* option tables, NULL-terminated */
-	int npos;			    /* positional arguments wanted */
-};
-extern const struct fs_opt_cmd fs_opt_mount_cmd, fs_opt_index_cmd;
-extern const char *const fs_opt_sources_help; /* what SOURCE may be, for help texts */
-/* Apply every default, then parse argv into cfg; the npos positional
- * arguments go to pos. 0, 1 when --help was shown (on stdout), or a
- * negative errno after printing why on stderr. */
-int fs_opt_parse(const struct fs_opt_cmd *cmd, void *cfg, int argc, char **argv, const char **pos);
-void fs_opt_usage(const struct fs_opt_cmd *cmd, FILE *f);
-int fs_opt_parse_mount(int argc, char **argv, struct fs_config *cfg);
-int fs_opt_parse_index(int argc, char **argv, struct fs_config *cfg);
-void fs_opt_free(struct fs_config *cfg);
-/* Digits with one optional K/M/G/T suffix (powers of 1024): 0, -EINVAL,
- * or -ERANGE past 2^64-1. */
-int fs_parse_size(const char *s, uint64_t *out);
-
-/* fs_opt.c: say on stderr that the daemon of mountpoint mnt is gone (its
- * mount answers ENOTCONN) and how to clean up. */
-void fs_say_dead_mount(const char *mnt);
-
-/* fs_ctl.c: the i-th counter of .shardfs/stats, for the man page
- * (fs/tools/fs_man.c): its name, help text, and 1 for a gauge, 0 for a
- * counter. 0, or -ENOENT past the table's end. */
-int fs_ctl_counter_doc(size_t i, const char **name, const char **help, int *gauge);
+#include "fs_plan.h"
+#include "fs_warm.h"
 
 #endif

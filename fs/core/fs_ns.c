@@ -177,13 +177,6 @@ void fs_ns_free(struct fs *fs)
 		free(fs->objs[b]);
 		free(fs->shards[b]);
 	}
-	if (fs->objs) {
-		pthread_rwlock_destroy(&fs->ns_lock);
-		pthread_mutex_destroy(&fs->refresh_lock);
-		pthread_mutex_destroy(&fs->nq_lock);
-		pthread_cond_destroy(&fs->nq_cond);
-		pthread_cond_destroy(&fs->nq_idle);
-	}
 	free(fs->objs);
 	free(fs->shards);
 	fs->dirs = NULL;

@@ -24,26 +24,13 @@
 
 int fs__ns_init(struct fs *fs)
 {
-	pthread_rwlockattr_t ra;
-
+	/* the locks are fs_open's (fs_core.c) */
 	if (fs->objs)
 		return 0;
 	fs->objs = calloc(FS_NBLOCKS, sizeof(*fs->objs));
 	fs->shards = calloc(FS_NBLOCKS, sizeof(*fs->shards));
 	if (!fs->objs || !fs->shards)
 		return -ENOMEM;
-	pthread_mutex_init(&fs->refresh_lock, NULL);
-	/* readers may take it twice (readdirplus asks attributes of
-	 * directories while listing one): a waiting writer must not block
-	 * them */
-	pthread_rwlockattr_init(&ra);
-	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_READER_NP);
-	pthread_rwlock_init(&fs->ns_lock, &ra);
-	pthread_rwlockattr_destroy(&ra);
-	pthread_mutex_init(&fs->nq_lock, NULL);
-	pthread_cond_init(&fs->nq_cond, NULL);
-	pthread_cond_init(&fs->nq_idle, NULL);
-	fs->nq_tail = &fs->nq_head;
 	return 0;
 }
 

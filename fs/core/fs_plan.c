@@ -1,16 +1,16 @@
 /*
- * fs_plan.c — reading plans (fs_i.h): the order in which a reader will
+ * fs_plan.c — reading plans (fs_plan.h): the order in which a reader will
  * read files, published with 'plan [NAME] FILE' on .shardfs/control,
  * resolved once to the extents of objects that hold the bytes, and marked
  * read as reads land on planned paths.
  *
  * A plan is immutable once published but for its read marks, read count
- * and position (atomics), and is referenced: the array fs->plans holds one
- * reference, fs_plan_list hands out more. Publishing a name replaces the
- * plan of that name in the array; the old plan lives on until its last
- * reference goes. Reads take fs->plan_lock shared (and skip it while no
- * plan is published); publish and clear take it exclusively, never while
- * resolving paths (which may index shards).
+ * and position (atomics), and is referenced: the array of struct fs_plans
+ * (fs->plans) holds one reference, fs_plan_list hands out more. Publishing
+ * a name replaces the plan of that name in the array; the old plan lives on
+ * until its last reference goes. Reads take its lock shared (and skip it
+ * while no plan is published); publish and clear take it exclusively,
+ * never while resolving paths (which may index shards).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +27,33 @@
 #define PLAN_NONE UINT32_MAX
 
 static void plan_changed(struct fs *fs);
+
+/* The published plans (fs_plan.h): fs->plans, from fs_open to fs_close. */
+struct fs_plans {
+	pthread_rwlock_t lock;		/* protects v[] */
+	struct fs_plan *v[FS_PLAN_MAX]; /* each holds a reference */
+	atomic_uint n;			/* plans published now (reads skip the lock at 0) */
+	atomic_ullong gen;		/* changes at every publish and clear */
+	void (*listener)(void *ctx);	/* fs_plan_set_listener: set before serving */
+	void *listener_ctx;
+};
+
+int fs_plans_new(struct fs_plans **pl)
+{
+	*pl = calloc(1, sizeof(**pl));
+	if (!*pl)
+		return -ENOMEM;
+	pthread_rwlock_init(&(*pl)->lock, NULL);
+	return 0;
+}
+
+void fs_plans_free(struct fs_plans *pl)
+{
+	if (!pl)
+		return;
+	pthread_rwlock_destroy(&pl->lock);
+	free(pl);
+}
 
 struct fs_plan {
 	atomic_uint refs;
@@ -447,10 +474,10 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	if (p->missing > PLAN_LOG_LINES)
 		snprintf(lines + ln, sizeof(lines) - ln, ", ...");
 	free(r);
-	pthread_rwlock_wrlock(&fs->plan_lock);
+	pthread_rwlock_wrlock(&fs->plans->lock);
 	p->seq = ++plan_seq;
 	for (int i = 0; i < FS_PLAN_MAX; i++) {
-		struct fs_plan *q = fs->plans[i];
+		struct fs_plan *q = fs->plans->v[i];
 
 		if (q && strcmp(q->name, nm) == 0) {
 			slot = i;
@@ -462,16 +489,16 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	if (slot < 0) { /* full: the plan published longest ago goes */
 		slot = 0;
 		for (int i = 1; i < FS_PLAN_MAX; i++)
-			if (fs->plans[i]->seq < fs->plans[slot]->seq)
+			if (fs->plans->v[i]->seq < fs->plans->v[slot]->seq)
 				slot = i;
 	}
-	old = fs->plans[slot];
-	fs->plans[slot] = p;
+	old = fs->plans->v[slot];
+	fs->plans->v[slot] = p;
 	if (!old)
-		atomic_fetch_add(&fs->nplans, 1);
-	atomic_fetch_add(&fs->plan_gen, 1);
+		atomic_fetch_add(&fs->plans->n, 1);
+	atomic_fetch_add(&fs->plans->gen, 1);
 	fs->c.plans_published++;
-	pthread_rwlock_unlock(&fs->plan_lock);
+	pthread_rwlock_unlock(&fs->plans->lock);
 	fs_human_bytes(p->bytes, human, sizeof(human));
 	fs_log(FS_LOG_INFO, "plan '%s' (pid %ld) from '%s': %" PRIu32 " paths, %s%s%s", nm,
 	       (long)pid, file, p->n, human,
@@ -497,17 +524,17 @@ int fs_plan_clear(struct fs *fs, const char *name, pid_t pid)
 
 	if (err < 0)
 		return err;
-	pthread_rwlock_wrlock(&fs->plan_lock);
+	pthread_rwlock_wrlock(&fs->plans->lock);
 	for (int i = 0; i < FS_PLAN_MAX; i++) {
-		if (fs->plans[i] && strcmp(fs->plans[i]->name, nm) == 0) {
-			old = fs->plans[i];
-			fs->plans[i] = NULL;
-			atomic_fetch_sub(&fs->nplans, 1);
-			atomic_fetch_add(&fs->plan_gen, 1);
+		if (fs->plans->v[i] && strcmp(fs->plans->v[i]->name, nm) == 0) {
+			old = fs->plans->v[i];
+			fs->plans->v[i] = NULL;
+			atomic_fetch_sub(&fs->plans->n, 1);
+			atomic_fetch_add(&fs->plans->gen, 1);
 			break;
 		}
 	}
-	pthread_rwlock_unlock(&fs->plan_lock);
+	pthread_rwlock_unlock(&fs->plans->lock);
 	if (!old)
 		return -ENOENT;
 	fs_log(FS_LOG_INFO, "plan '%s' cleared", nm);
@@ -535,13 +562,13 @@ void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off)
 	uint64_t key = ino;
 	int marked = 0;
 
-	if (!atomic_load_explicit(&fs->nplans, memory_order_relaxed))
+	if (!atomic_load_explicit(&fs->plans->n, memory_order_relaxed))
 		return;
 	if (k != FS_K_OBJ && k != FS_K_MEMBER)
 		return;
-	pthread_rwlock_rdlock(&fs->plan_lock);
+	pthread_rwlock_rdlock(&fs->plans->lock);
 	for (int s = 0; s < FS_PLAN_MAX; s++) {
-		struct fs_plan *p = fs->plans[s];
+		struct fs_plan *p = fs->plans->v[s];
 		uint32_t first = p ? plan_find(p, key) : PLAN_NONE;
 
 		if (first == PLAN_NONE)
@@ -562,7 +589,7 @@ void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off)
 				plan_mark(fs, p, first, &marked);
 		}
 	}
-	pthread_rwlock_unlock(&fs->plan_lock);
+	pthread_rwlock_unlock(&fs->plans->lock);
 	if (marked)
 		plan_changed(fs);
 }
@@ -571,33 +598,33 @@ void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off)
 
 uint64_t fs_plan_gen(struct fs *fs)
 {
-	return atomic_load(&fs->plan_gen);
+	return atomic_load(&fs->plans->gen);
 }
 
 void fs_plan_set_listener(struct fs *fs, void (*fn)(void *ctx), void *ctx)
 {
-	fs->plan_listener = fn;
-	fs->plan_listener_ctx = ctx;
+	fs->plans->listener = fn;
+	fs->plans->listener_ctx = ctx;
 }
 
 static void plan_changed(struct fs *fs)
 {
-	if (fs->plan_listener)
-		fs->plan_listener(fs->plan_listener_ctx);
+	if (fs->plans->listener)
+		fs->plans->listener(fs->plans->listener_ctx);
 }
 
 size_t fs_plan_list(struct fs *fs, struct fs_plan **out, size_t max)
 {
 	size_t n = 0;
 
-	pthread_rwlock_rdlock(&fs->plan_lock);
+	pthread_rwlock_rdlock(&fs->plans->lock);
 	for (int i = 0; i < FS_PLAN_MAX && n < max; i++) {
-		if (fs->plans[i]) {
-			atomic_fetch_add(&fs->plans[i]->refs, 1);
-			out[n++] = fs->plans[i];
+		if (fs->plans->v[i]) {
+			atomic_fetch_add(&fs->plans->v[i]->refs, 1);
+			out[n++] = fs->plans->v[i];
 		}
 	}
-	pthread_rwlock_unlock(&fs->plan_lock);
+	pthread_rwlock_unlock(&fs->plans->lock);
 	return n;
 }
 
@@ -684,11 +711,13 @@ int fs_plan_render(struct fs *fs, char **buf, size_t *len)
 
 void fs_plan_free_all(struct fs *fs)
 {
-	pthread_rwlock_wrlock(&fs->plan_lock);
+	if (!fs->plans)
+		return;
+	pthread_rwlock_wrlock(&fs->plans->lock);
 	for (int i = 0; i < FS_PLAN_MAX; i++) {
-		fs_plan_put(fs->plans[i]);
-		fs->plans[i] = NULL;
+		fs_plan_put(fs->plans->v[i]);
+		fs->plans->v[i] = NULL;
 	}
-	atomic_store(&fs->nplans, 0);
-	pthread_rwlock_unlock(&fs->plan_lock);
+	atomic_store(&fs->plans->n, 0);
+	pthread_rwlock_unlock(&fs->plans->lock);
 }

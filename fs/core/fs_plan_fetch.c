@@ -50,24 +50,7 @@ static void pfx_wake(void *ctx)
 {
 	struct fs *fs = ctx;
 
-	pthread_mutex_lock(&fs->pfx_lock);
-	fs->pfx_wake = 1;
-	pthread_cond_signal(&fs->pfx_cond);
-	pthread_mutex_unlock(&fs->pfx_lock);
-}
-
-/* Wait for a wake-up; 1 when stopping. */
-static int pfx_wait(struct fs *fs)
-{
-	int stop;
-
-	pthread_mutex_lock(&fs->pfx_lock);
-	while (!fs->pfx_wake && !fs->pfx_stop)
-		pthread_cond_wait(&fs->pfx_cond, &fs->pfx_lock);
-	fs->pfx_wake = 0;
-	stop = fs->pfx_stop;
-	pthread_mutex_unlock(&fs->pfx_lock);
-	return stop;
+	fs_thread_wake(&fs->pfx);
 }
 
 /* Hand bytes [from, to) of extent x to the cache tier (all of a
@@ -178,7 +161,7 @@ static void *pfx_main(void *arg)
 	struct pfx_plan st[FS_PLAN_MAX];
 	size_t nst = 0;
 
-	while (!pfx_wait(fs))
+	while (!fs_thread_wait(&fs->pfx, 0))
 		nst = pfx_pass(fs, st, nst);
 	for (size_t k = 0; k < nst; k++)
 		fs_plan_put(st[k].p);
@@ -187,33 +170,16 @@ static void *pfx_main(void *arg)
 
 void fs_plan_fetch_start(struct fs *fs)
 {
-	int err;
-
 	if (backend_is_local(fs->be) || fs->cfg.plan_lookahead_bytes == 0)
 		return;
-	pthread_mutex_init(&fs->pfx_lock, NULL);
-	pthread_cond_init(&fs->pfx_cond, NULL);
 	fs_plan_set_listener(fs, pfx_wake, fs);
-	err = pthread_create(&fs->pfx_thread, NULL, pfx_main, fs);
-	if (err) {
+	if (fs_thread_start(&fs->pfx, pfx_main, fs) < 0) {
 		fs_plan_set_listener(fs, NULL, NULL);
-		fs_log(FS_LOG_ERR,
-		       "plan: cannot start the fetcher's thread: %s (plans are kept "
-		       "but not fetched ahead)",
-		       strerror(err));
-		return;
+		fs_log(FS_LOG_ERR, "plan: plans are kept but not fetched ahead");
 	}
-	fs->pfx_run = 1;
 }
 
-void fs_plan_fetch_stop(struct fs *fs)
+int fs_plan_fetch_stop(struct fs *fs)
 {
-	if (!fs->pfx_run)
-		return;
-	pthread_mutex_lock(&fs->pfx_lock);
-	fs->pfx_stop = 1;
-	pthread_cond_signal(&fs->pfx_cond);
-	pthread_mutex_unlock(&fs->pfx_lock);
-	pthread_join(fs->pfx_thread, NULL);
-	fs->pfx_run = 0;
+	return fs_thread_stop(&fs->pfx);
 }

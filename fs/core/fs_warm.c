@@ -21,7 +21,8 @@
  * not answer at mount) does not warm.
  *
  * Threads: the warm thread, and stats readers calling fs_warm_progress
- * (any thread). Object flags are atomics.
+ * (any thread). Object flags are atomics; so is the state below but for
+ * on (set before the thread starts) and the thread's own (fs_thread.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -30,6 +31,33 @@
 #include <time.h>
 
 #include "fs_i.h"
+
+/* The warm's state (fs_warm.h): fs->warm, from fs_open to fs_close. */
+struct fs_warm {
+	int on;		     /* a warm fill runs or ran; set before its thread starts */
+	atomic_int listed;   /* every object of it was handed to the cache tier */
+	atomic_int state;    /* enum fs_warm_state once it ended; 0 before */
+	atomic_int declined; /* a brace pattern's warm decided not to warm once
+			      * the sizes were known (stats: off) */
+	struct fs_thread thread;
+};
+
+int fs_warm_new(struct fs_warm **w)
+{
+	*w = calloc(1, sizeof(**w));
+	if (!*w)
+		return -ENOMEM;
+	fs_thread_init(&(*w)->thread, "warm");
+	return 0;
+}
+
+void fs_warm_free(struct fs_warm *w)
+{
+	if (!w)
+		return;
+	fs_thread_destroy(&w->thread);
+	free(w);
+}
 
 /* auto warms a dataset of at most this share of --cache-size (percent):
  * the rest is room for readers and other datasets sharing the directory */
@@ -84,43 +112,13 @@ void fs_warm_progress(struct fs *fs, struct fs_warm_progress *p)
 {
 	int running, state;
 
-	if (!fs->warm_on || atomic_load(&fs->warm_declined)) {
+	if (!fs->warm->on || atomic_load(&fs->warm->declined)) {
 		memset(p, 0, sizeof(*p));
 		return;
 	}
 	warm_scan(fs, p, &running);
-	state = atomic_load(&fs->warm_state);
+	state = atomic_load(&fs->warm->state);
 	p->state = state ? (unsigned)state : FS_WARM_STATE_RUNNING;
-}
-
-/* Wait up to WARM_POLL_NS for a stop; 1 when stopping. */
-static int warm_wait(struct fs *fs)
-{
-	struct timespec ts;
-	int stop;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += WARM_POLL_NS;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&fs->warm_lock);
-	if (!fs->warm_stop)
-		pthread_cond_timedwait(&fs->warm_cond, &fs->warm_lock, &ts);
-	stop = fs->warm_stop;
-	pthread_mutex_unlock(&fs->warm_lock);
-	return stop;
-}
-
-static int warm_stopping(struct fs *fs)
-{
-	int stop;
-
-	pthread_mutex_lock(&fs->warm_lock);
-	stop = fs->warm_stop;
-	pthread_mutex_unlock(&fs->warm_lock);
-	return stop;
 }
 
 static void *warm_main(void *arg)
@@ -135,7 +133,7 @@ static void *warm_main(void *arg)
 	 * an object touches only the cache directory) and counts in
 	 * warm_bytes_wanted from then on: wanted reaches the dataset's size
 	 * once all are in the cache tier's prefetch order */
-	for (uint32_t i = 0; i < n && !warm_stopping(fs); i++) {
+	for (uint32_t i = 0; i < n && !fs_thread_stopping(&fs->warm->thread); i++) {
 		struct fs_obj *o = fs_obj(fs, i);
 		struct cachetier_obj *raw;
 
@@ -148,8 +146,8 @@ static void *warm_main(void *arg)
 		}
 		atomic_store(&o->warm, 1);
 	}
-	atomic_store(&fs->warm_listed, 1);
-	while (!warm_wait(fs)) {
+	atomic_store(&fs->warm->listed, 1);
+	while (!fs_thread_wait(&fs->warm->thread, WARM_POLL_NS)) {
 		struct fs_warm_progress p;
 		char done_s[32], want_s[32], unfit_s[32], size_s[32];
 		double secs;
@@ -165,11 +163,11 @@ static void *warm_main(void *arg)
 		fs_human_bytes(p.unfit, unfit_s, sizeof(unfit_s));
 		fs_human_bytes(fs->cfg.cache_size_bytes, size_s, sizeof(size_s));
 		if (p.done >= p.wanted) {
-			atomic_store(&fs->warm_state, FS_WARM_STATE_DONE);
+			atomic_store(&fs->warm->state, FS_WARM_STATE_DONE);
 			fs_log(FS_LOG_INFO, "warm: done: %s of %s cached in %.1f s", done_s, want_s,
 			       secs);
 		} else {
-			atomic_store(&fs->warm_state, FS_WARM_STATE_STOPPED);
+			atomic_store(&fs->warm->state, FS_WARM_STATE_STOPPED);
 			if (p.unfit)
 				fs_log(FS_LOG_WARN,
 				       "warm: stopped at the cache's limit after %.1f s: %s of %s "
@@ -251,7 +249,8 @@ static void *warm_lazy_main(void *arg)
 	int partial = 0;
 
 	fs_log(FS_LOG_INFO, "warm: asking the store for the sizes of %u objects of the pattern", n);
-	for (uint32_t i = 0; objs && i < n && !warm_stopping(fs); i += WARM_LEARN_SLICE) {
+	for (uint32_t i = 0; objs && i < n && !fs_thread_stopping(&fs->warm->thread);
+	     i += WARM_LEARN_SLICE) {
 		uint32_t m = 0;
 
 		for (uint32_t k = i; k < n && k - i < WARM_LEARN_SLICE; k++)
@@ -264,8 +263,8 @@ static void *warm_lazy_main(void *arg)
 		}
 	}
 	free(objs);
-	if (warm_stopping(fs) || !warm_decide(fs, partial)) {
-		atomic_store(&fs->warm_declined, 1);
+	if (fs_thread_stopping(&fs->warm->thread) || !warm_decide(fs, partial)) {
+		atomic_store(&fs->warm->declined, 1);
 		return NULL;
 	}
 	return warm_main(fs);
@@ -273,8 +272,6 @@ static void *warm_lazy_main(void *arg)
 
 void fs_warm_start(struct fs *fs)
 {
-	int err;
-
 	if (fs->cfg.warm == FS_WARM_OFF)
 		return;
 	if (backend_is_local(fs->be)) {
@@ -292,26 +289,23 @@ void fs_warm_start(struct fs *fs)
 		return;
 	if (fs->lazy && fs->nobjs == 0)
 		return;
-	pthread_mutex_init(&fs->warm_lock, NULL);
-	pthread_cond_init(&fs->warm_cond, NULL);
-	fs->warm_on = 1;
-	err = pthread_create(&fs->warm_thread, NULL, fs->lazy ? warm_lazy_main : warm_main, fs);
-	if (err) {
-		fs_log(FS_LOG_ERR, "warm: cannot start its thread: %s", strerror(err));
-		atomic_store(&fs->warm_state, FS_WARM_STATE_STOPPED);
-		return;
-	}
-	fs->warm_thread_run = 1;
+	fs->warm->on = 1;
+	if (fs_thread_start(&fs->warm->thread, fs->lazy ? warm_lazy_main : warm_main, fs) < 0)
+		atomic_store(&fs->warm->state, FS_WARM_STATE_STOPPED);
 }
 
-void fs_warm_stop(struct fs *fs)
+void fs_warm_cancel(struct fs *fs)
 {
-	if (!fs->warm_thread_run)
-		return;
-	pthread_mutex_lock(&fs->warm_lock);
-	fs->warm_stop = 1;
-	pthread_cond_broadcast(&fs->warm_cond);
-	pthread_mutex_unlock(&fs->warm_lock);
-	pthread_join(fs->warm_thread, NULL);
-	fs->warm_thread_run = 0;
+	if (fs->warm) /* NULL: fs_open failed before making it */
+		fs_thread_cancel(&fs->warm->thread);
+}
+
+int fs_warm_stop(struct fs *fs)
+{
+	return fs->warm ? fs_thread_stop(&fs->warm->thread) : 0;
+}
+
+int fs_warm_running(const struct fs *fs)
+{
+	return fs->warm->thread.run;
 }

@@ -3,7 +3,7 @@
  * (besides the daemon's main, which starts it).
  *
  * Thin by intent, in the manner of squashfuse's ll.c: every request decodes
- * its arguments, calls one operation of the core (fs/core/fs_ops.h), and
+ * its arguments, calls one operation of the core (fs/core/include/fs_core_ops.h), and
  * ends in exactly one reply. Errors come back as negative errnos and go
  * through one reply helper (reply_fail) that counts and logs them. What the
  * filesystem answers (attributes, entries, timeouts, reads, xattrs, EROFS)
@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -31,7 +32,7 @@
 #include <unistd.h>
 
 #include "fs_ll.h"
-#include "fs_ops.h"
+#include "fs_core_ops.h"
 
 /* Largest read the kernel sends (FUSE_MAX_MAX_PAGES * 4 KiB is 1 MiB). */
 #define FS_MAX_READ (1u << 20)
@@ -108,11 +109,11 @@ static void reply_fail(fuse_req_t req, struct fs *fs, enum ll_op op, fuse_ino_t 
 	if (op == OP_READ) {
 		if (!fs_op_is_data(fs, ino))
 			return; /* a directory, or a control file's late read */
-		fs->c.read_errors++;
+		fs_count_read_error(fs);
 	} else {
 		if (ll_is_answer(err))
 			return;
-		fs->c.op_errors++;
+		fs_count_op_error(fs);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	if (atomic_exchange(&sec, (int64_t)ts.tv_sec) != (int64_t)ts.tv_sec)
@@ -179,7 +180,7 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	int err;
 
 	(void)fi;
-	fs->c.getattrs++;
+	fs_count_getattr(fs);
 	err = fs_op_getattr(fs, ino, &st);
 	if (err < 0)
 		reply_fail(req, fs, OP_GETATTR, ino, NULL, err);
@@ -208,7 +209,7 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* Zero-cost opens: the kernel stops sending OPEN and RELEASE for good and
 	 * keeps page caches (as with keep_cache); a second epoch never leaves
 	 * the kernel. Writes still fail: at write, setattr or create. */
-	if (fs->no_open) {
+	if (fs_no_open(fs)) {
 		reply_fail(req, fs, OP_OPEN, ino, NULL, -ENOSYS);
 		return;
 	}
@@ -285,7 +286,7 @@ static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	/* Directories never change: where the kernel can do without OPENDIR
 	 * (and RELEASEDIR) it caches listings as if we had set cache_readdir
 	 * and keep_cache, and a second walk of the tree never asks us again. */
-	if (fs->no_opendir) {
+	if (fs_no_opendir(fs)) {
 		reply_fail(req, fs, OP_OPENDIR, ino, NULL, -ENOSYS);
 		return;
 	}
@@ -525,8 +526,8 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct fs *fs = userdata;
 
-	fs->no_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
-	fs->no_open = !fs->cfg.strict_open && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
+	fs_session_caps(fs, (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0,
+			(conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0);
 	/* control files change: a new mtime at GETATTR must drop their pages
 	 * (data files have day-long attribute timeouts: no GETATTR, no cost) */
 	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
@@ -590,14 +591,14 @@ static const struct fuse_lowlevel_ops ll_ops = {
  * kernel ends the connection and libfuse marks the session exited) stop the
  * daemon at once, whatever is in flight. fuse_session_loop_mt only returns
  * once every worker finished its request, and a request may wait for the
- * store; so the stop thread first cancels the backend (running transfers
- * end with -ECANCELED) and the cache tier (waiting readers get
- * -ECANCELED), then marks the session exited and wakes the main thread out
+ * store; so the stop thread first cancels the core (fs_cancel: running
+ * transfers end with -ECANCELED, waiting readers get -ECANCELED, the
+ * core's threads are told to stop), then marks the session exited and wakes the main thread out
  * of the loop's sem_wait with STOP_WAKE_SIG (the loop looks at the exit flag
  * only when a worker ends or a signal interrupts it; it is sent again until
  * the loop returned, as it may arrive just before sem_wait). The signal
- * handlers only write the signal number to a pipe. Unmounting, closing the
- * cache (its maps) and the backend then follow in fs_ll_run and cmd_mount.
+ * handlers only write the signal number to a pipe. Unmounting follows in
+ * fs_ll_run, then fs_close (fs_mount.c) closes the core.
  */
 #define STOP_WAKE_SIG SIGRTMIN
 #define STOP_POLL_MS  250 /* how soon the end of the session is noticed */
@@ -666,8 +667,7 @@ static void *stop_main(void *arg)
 		       stop_sig_name(sig));
 	else
 		fs_log(FS_LOG_INFO, "the session ended: requests in flight are cancelled");
-	backend_cancel(fs->be);
-	cachetier_cancel(fs->ct);
+	fs_cancel(fs);
 	fuse_session_exit(st->se);
 	pthread_mutex_lock(&st->lock);
 	while (!st->loop_done) {
@@ -762,20 +762,25 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 	struct fuse_session *se;
 	struct ll_stop stop;
 	char opts[4096];
-	const char *uopts = fs->cfg.fuse_opts ? fs->cfg.fuse_opts : "";
+	struct fs_mount_args ma;
+	const char *uopts;
+	uint32_t nobjs, nshards, ndirs;
 	int err = -EIO, n, stopping = 0;
+
+	fs_mount_args(fs, &ma);
+	uopts = *ma.fuse_opts ? *ma.fuse_opts : "";
 
 	/* other users only ever see what the modes allow: with allow_other the
 	 * kernel checks permissions (default_permissions), always (uopts is
-	 * in the form libfuse reads: fs_main.c unescaped it) */
+	 * in the form libfuse reads: fs_mount.c unescaped it) */
 	/* the mount is read-only, nosuid and nodev, after the user's options
 	 * (libfuse applies mount flags in order: the last wins), so that no
-	 * -o rw, suid or dev can undo them (fs_main.c refuses suid and dev):
+	 * -o rw, suid or dev can undo them (fs_mount.c refuses suid and dev):
 	 * the mount table says so, the kernel refuses writes before asking and
 	 * never honours a setuid bit or a device file of a shard */
 	n = snprintf(opts, sizeof(opts),
-		     "-ofsname=shardfs:%s,subtype=shardfs%s%s,nosuid,nodev,ro%s",
-		     backend_describe(fs->be), uopts[0] ? "," : "", uopts,
+		     "-ofsname=shardfs:%s,subtype=shardfs%s%s,nosuid,nodev,ro%s", fs_describe(fs),
+		     uopts[0] ? "," : "", uopts,
 		     strstr(uopts, "allow_other") ? ",default_permissions" : "");
 	if (n < 0 || (size_t)n >= sizeof(opts))
 		return -E2BIG;
@@ -785,7 +790,7 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 			*p = '_';
 	}
 	if (fuse_opt_add_arg(&args, "shardfs") || fuse_opt_add_arg(&args, opts) ||
-	    (fs->cfg.debug && fuse_opt_add_arg(&args, "-d")))
+	    (ma.debug && fuse_opt_add_arg(&args, "-d")))
 		goto out;
 	se = fuse_session_new(&args, &ll_ops, sizeof(ll_ops), fs);
 	if (!se) {
@@ -798,16 +803,17 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 		goto out_destroy;
 	stopping = 1;
 	err = -EIO;
-	if (fuse_session_mount(se, fs->cfg.mountpoint) != 0)
+	if (fuse_session_mount(se, ma.mountpoint) != 0)
 		goto out_stop;
+	fs_counts(fs, &nobjs, &nshards, &ndirs);
 	fs_log(FS_LOG_INFO, "mounted %s at %s: %u objects, %u shards, %u directories",
-	       backend_describe(fs->be), fs->cfg.mountpoint, fs->nobjs, fs->nshards, fs->ndirs);
+	       fs_describe(fs), ma.mountpoint, nobjs, nshards, ndirs);
 	if (ready_fd >= 0) {
 		char ok = 0;
 		int null;
 		ssize_t w;
 
-		/* a stop signal (the parent's death: PR_SET_PDEATHSIG, fs_main.c)
+		/* a stop signal (the parent's death: PR_SET_PDEATHSIG, fs_mount.c)
 		 * before the mount was ready: nobody waits for it */
 		if (fuse_session_exited(se)) {
 			fs_log(FS_LOG_INFO, "stopped before the mount was ready: unmounting");
@@ -849,8 +855,8 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 	if (!lc || fs_notify_start(fs, &ll_notify_ops, se) < 0)
 		goto out_unmount;
 	fuse_loop_cfg_set_clone_fd(lc, 1);
-	fuse_loop_cfg_set_max_threads(lc, fs->cfg.max_threads);
-	fuse_loop_cfg_set_idle_threads(lc, fs->cfg.max_threads);
+	fuse_loop_cfg_set_max_threads(lc, ma.max_threads);
+	fuse_loop_cfg_set_idle_threads(lc, ma.max_threads);
 	err = fuse_session_loop_mt(se, lc) < 0 ? -EIO : 0;
 	stop_finish(&stop); /* no wake signal interrupts the unmount */
 	stopping = 0;

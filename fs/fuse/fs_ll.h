@@ -5,9 +5,9 @@
 #ifndef FS_LL_H
 #define FS_LL_H
 
-#include "fs_i.h"
+#include "fs_core.h"
 
-/* Mount fs->cfg.mountpoint and serve it until unmounted or stopped by a
+/* Mount fs's mountpoint (fs_mount_args) and serve it until unmounted or stopped by a
  * signal; ready_fd (>= 0) gets one byte once the mount answers. 0 or a
  * negative errno. */
 int fs_ll_run(struct fs *fs, int ready_fd);

@@ -2,7 +2,7 @@
  * fs_client.c — the commands that talk to a running mount through its
  * files, without FUSE: umount, stats, prefetch, refresh, plan. They read the
  * control files (MOUNTPOINT/.shardfs/stats) and send commands as the
- * FS_CTL_IOC ioctl on MOUNTPOINT/.shardfs/control (fs_i.h).
+ * FS_CTL_IOC ioctl on MOUNTPOINT/.shardfs/control (fs_core_ctl.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
-#include <mntent.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -22,7 +21,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs_i.h"
+#include "fs_core.h"
+#include "fs_core_ctl.h"
+#include "fs_core_opt.h"
+#include "fs_tools.h"
 
 /* The usage of a command that takes MOUNTPOINT (and, with more, further
  * arguments): -1 to go on, or the exit status after --help (0, on stdout)
@@ -141,50 +143,6 @@ static int read_stats(const char *mnt, struct fs_stats_doc *d)
 	return err;
 }
 
-/* Is the absolute path abs a mount point of type fuse.shardfs? Reads the
- * mount table with getmntent_r (which undoes its escapes, so a mount point
- * with a space is found) and never touches the path itself (a dead
- * daemon's mount answers ENOTCONN). */
-/* The same, and then the mount's owner (its user_id option, or -1) in
- * *owner and whether it has allow_other in *allow_other (each may be
- * NULL). */
-static int mount_lookup_abs(const char *abs, long *owner, int *allow_other)
-{
-	struct mntent ent;
-	char buf[3 * PATH_MAX];
-	int found = 0;
-	FILE *f = setmntent("/proc/self/mounts", "re");
-
-	if (!f)
-		return 0;
-	while (!found && getmntent_r(f, &ent, buf, sizeof(buf)))
-		found = strcmp(ent.mnt_type, "fuse.shardfs") == 0 && strcmp(ent.mnt_dir, abs) == 0;
-	if (found) {
-		const char *u = hasmntopt(&ent, "user_id");
-
-		if (owner) {
-			char *end;
-
-			*owner = -1;
-			if (u && u[7] == '=') {
-				errno = 0;
-				*owner = strtol(u + 8, &end, 10);
-				if (errno || end == u + 8 || (*end && *end != ','))
-					*owner = -1;
-			}
-		}
-		if (allow_other)
-			*allow_other = hasmntopt(&ent, "allow_other") != NULL;
-	}
-	endmntent(f);
-	return found;
-}
-
-int fs_is_shardfs_mount_abs(const char *abs)
-{
-	return mount_lookup_abs(abs, NULL, NULL);
-}
-
 /* The same for a path as given: relative to the working directory,
  * trailing slashes ignored, not resolved (it may not answer). */
 static int mount_lookup(const char *path, long *owner, int *allow_other)
@@ -208,7 +166,7 @@ static int mount_lookup(const char *path, long *owner, int *allow_other)
 	}
 	while ((n = strlen(want)) > 1 && want[n - 1] == '/')
 		want[n - 1] = '\0';
-	return mount_lookup_abs(want, owner, allow_other);
+	return fs_mount_lookup(want, owner, allow_other);
 }
 
 static int is_shardfs_mount(const char *path)

@@ -1,145 +1,57 @@
 /*
  * fs_index.c — 'shardfs index [--sidecar] [--cache-dir DIR] SOURCE'.
  *
- * Builds every shard's index exactly as a mount would (fs_shard_index:
- * the cache directory's copy, else a valid sidecar, else built from the
- * shard) and so leaves them in the cache directory for later mounts. With
- * --sidecar it also writes NAME.tar.idx beside each shard of a local source
- * (disk_write_atomic: temp file, fsync, rename, fsync of the directory),
- * with the identity fs_shard.c describes (codec, size, a checksum of the
- * shard's tail, its mtime and inode): a copy of
- * the directory gets its indexes built again at the first mount.
- *
- * Non-goals: writing sidecars to remote stores (upload them with the
- * store's own tools: they are plain files).
+ * Opens the core on SOURCE (fs_open, as a mount would but for the daemon's
+ * parts) and builds every shard's index exactly as a mount would, leaving
+ * them in the cache directory for later mounts; with --sidecar it also
+ * writes NAME.tar.idx beside each shard of a local source, so that a copy
+ * of the directory gets its indexes without building them again
+ * (fs_index_shards, fs_core_sidecar.h).
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
-#include "fs_i.h"
-
-int fs_sidecar_write(const char *path, const struct shardidx *ix, const struct fs_sidecar_id *id)
-{
-	char ident[256];
-	size_t identlen, len;
-	void *buf;
-	int err = fs_sidecar_ident(id, ident, sizeof(ident), &identlen);
-
-	if (err == 0)
-		err = shardidx_save(ix, ident, identlen, &buf, &len);
-	if (err == 0) {
-		err = disk_write_atomic(AT_FDCWD, path, buf, len, 0644);
-		free(buf);
-	}
-	return err;
-}
+#include "fs_core.h"
+#include "fs_core_opt.h"
+#include "fs_core_sidecar.h"
+#include "fs_tools.h"
 
 int fs_index_main(int argc, char **argv)
 {
-	struct fs fs;
-	const char *source;
-	int sidecar, rc = 0, err;
-	unsigned nside = 0, nfail = 0;
+	struct fs_config *cfg;
+	struct fs_index_report r;
+	struct fs *fs;
+	int sidecar, err;
 
-	memset(&fs, 0, sizeof(fs));
-	pthread_mutex_init(&fs.ctl_lock, NULL);
-	pthread_mutex_init(&fs.if_lock, NULL);
-	pthread_rwlock_init(&fs.plan_lock, NULL);
-	err = fs_opt_parse_index(argc, argv, &fs.cfg);
+	if (fs_config_new(&cfg) < 0)
+		return 1;
+	err = fs_opt_parse_index(argc, argv, cfg);
 	if (err) {
-		fs_opt_free(&fs.cfg);
+		fs_config_free(cfg);
 		return err > 0 ? 0 : 2;
 	}
-	source = fs.cfg.source;
-	sidecar = fs.cfg.sidecar;
-	err = backend_open(&fs.be, source, &fs.cfg.be);
-	if (err < 0) {
-		const char *why = backend_last_error(NULL);
-
-		fprintf(stderr, "shardfs: source %s: %s%s%s\n", source, strerror(-err),
-			*why ? ": " : "", why);
-		fs_opt_free(&fs.cfg);
-		return 1;
-	}
-	if (sidecar && !backend_is_local(fs.be)) {
+	sidecar = fs_config_sidecar(cfg);
+	/* Ctrl-C (SIGINT), SIGTERM and SIGHUP end index at once, and the
+	 * credential helpers it runs with it: a helper runs in a process group
+	 * of its own, which the terminal's Ctrl-C does not reach. What index
+	 * saves in the cache directory is crash-safe (fs_shard.c). */
+	fs_exit_on_signals();
+	err = fs_open(cfg, 0, &fs);
+	fs_config_free(cfg);
+	if (err < 0)
+		return 1; /* said on stderr */
+	if (fs_index_shards(fs, sidecar, &r) < 0) {
 		fprintf(stderr, "shardfs: --sidecar needs a local source (upload NAME.tar.idx "
 				"files yourself)\n");
-		rc = 1;
-		goto out;
-	}
-	err = cachetier_open(&fs.ct, &fs.cfg.ct, fs.be);
-	if (err < 0) {
-		fprintf(stderr, "shardfs: cache directory %s: %s\n", fs.cfg.ct.cache_dir,
-			strerror(-err));
-		rc = 1;
-		goto out;
-	}
-	err = fs_ns_build(&fs);
-	if (err < 0) {
-		const char *why = backend_last_error(fs.be);
-
-		fprintf(stderr, "shardfs: cannot list %s: %s%s%s\n", source, strerror(-err),
-			*why ? ": " : "", why);
-		rc = 1;
-		goto out;
-	}
-	fs_learn_all(&fs); /* a brace pattern's sizes, many at once */
-	for (uint32_t i = 0; i < fs.nshards; i++) {
-		const struct fs_obj *o = fs_obj(&fs, fs_shard(&fs, i)->obj);
-		struct shardidx *ix;
-		struct cachetier_obj *stream;
-		struct fs_sidecar_id id;
-		char path[PATH_MAX];
-		int n, fd;
-
-		err = fs_shard_index(&fs, i, &ix, &stream);
-		if (err < 0) {
-			fprintf(stderr, "shardfs: %s: cannot index: %s\n", o->key, strerror(-err));
-			nfail++;
-			continue;
-		}
-		if (!sidecar)
-			continue;
-		n = snprintf(path, sizeof(path), "%s/%s.idx", backend_local_path(fs.be), o->key);
-		err = n < 0 || (size_t)n >= sizeof(path) ? -ENAMETOOLONG : 0;
-		/* the identity of the file as it is now; one that changed since
-		 * it was indexed gets a sidecar that no mount accepts */
-		fd = err ? -1 : backend_open_fd(fs.be, o->key);
-		if (!err && fd < 0)
-			err = fd;
-		if (!err) {
-			err = fs_sidecar_id_fd(fd, fs_shard(&fs, i)->codec, &id);
-			close(fd);
-		}
-		if (!err && id.size != o->info.size)
-			err = -ESTALE; /* changed while indexing: try again */
-		if (!err)
-			err = fs_sidecar_write(path, ix, &id);
-		if (err < 0) {
-			fprintf(stderr, "shardfs: %s: %s\n", path, strerror(-err));
-			nfail++;
-		} else {
-			nside++;
-		}
+		fs_close(fs);
+		return 1;
 	}
 	printf("indexed %u shards (%llu built, %llu from the cache, %llu from sidecars)%s",
-	       fs.nshards - nfail, (unsigned long long)fs.c.index_built,
-	       (unsigned long long)fs.c.index_loaded, (unsigned long long)fs.c.index_sidecar,
-	       sidecar ? "" : "\n");
+	       r.shards - r.failed, (unsigned long long)r.built, (unsigned long long)r.loaded,
+	       (unsigned long long)r.from_sidecar, sidecar ? "" : "\n");
 	if (sidecar)
-		printf("; wrote %u sidecar indexes\n", nside);
-	rc = nfail ? 1 : 0;
-out:
-	fs_shards_release(&fs);
-	fs_ns_keep_learned(&fs); /* a brace pattern's sizes, for offline mounts */
-	fs_ns_free(&fs);
-	cachetier_close(fs.ct);
-	backend_close(fs.be);
-	fs_opt_free(&fs.cfg);
-	return rc;
+		printf("; wrote %u sidecar indexes\n", r.sidecars);
+	/* keeps a brace pattern's sizes, for offline mounts (fs_ns_keep_learned) */
+	fs_close(fs);
+	return r.failed ? 1 : 0;
 }

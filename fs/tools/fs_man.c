@@ -19,7 +19,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fs_i.h"
+#include "fs_core.h"
+#include "fs_core_ctl.h"
+#include "fs_core_opt.h"
+#include "fs_tools.h"
 
 /* Mount options that make no sense in /etc/fstab: the helper must return
  * once the mount is ready, and -o is what the helper itself builds. */

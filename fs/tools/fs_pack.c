@@ -55,14 +55,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fs_i.h"
+#include "disk.h"
+#include "fs_core.h"
+#include "fs_core_opt.h"
+#include "fs_core_sidecar.h"
+#include "shardidx.h"
+#include "fs_tools.h"
 #include "fs_pack_i.h"
 
 struct pk {
 	const char *in, *prefix;
 	uint64_t max_size;
 	uint64_t max_count;	   /* 0: no limit */
-	int shuffle, force, codec; /* codec: enum cachetier_codec */
+	int shuffle, force, codec; /* codec: enum fs_codec */
 	uint64_t seed;
 	char *compress; /* --compress, turned into codec */
 	struct fs_pack_plan plan;
@@ -275,7 +280,7 @@ static int compress_file(struct pk *p, const char *src, const char *dst)
 		goto out;
 	}
 	archive_write_set_format_raw(a);
-	if (p->codec == CACHETIER_ZSTD) {
+	if (p->codec == FS_CODEC_ZSTD) {
 		archive_write_add_filter_zstd(a);
 	} else {
 		archive_write_add_filter_gzip(a);
@@ -316,9 +321,9 @@ out:
 
 static const char *shard_ext(const struct pk *p)
 {
-	return p->codec == CACHETIER_ZSTD   ? ".tar.zst"
-	       : p->codec == CACHETIER_GZIP ? ".tar.gz"
-					    : ".tar";
+	return p->codec == FS_CODEC_ZSTD   ? ".tar.zst"
+	       : p->codec == FS_CODEC_GZIP ? ".tar.gz"
+					   : ".tar";
 }
 
 static int write_shard(struct pk *p, unsigned no, size_t first, size_t n)
@@ -335,7 +340,7 @@ static int write_shard(struct pk *p, unsigned no, size_t first, size_t n)
 	snprintf(raw, sizeof(raw), "%s.raw.%d", path, (int)getpid());
 	snprintf(idx, sizeof(idx), "%s.idx", path);
 	o.b = shardidx_builder_new();
-	o.fd = open(p->codec == CACHETIER_RAW ? tmp : raw, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+	o.fd = open(p->codec == FS_CODEC_RAW ? tmp : raw, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
 		    0644);
 	if (!a || !o.b || o.fd < 0) {
 		err = o.fd < 0 ? -errno : -ENOMEM;
@@ -390,7 +395,7 @@ static int write_shard(struct pk *p, unsigned no, size_t first, size_t n)
 	o.b = NULL;
 	if (err)
 		goto out;
-	if (p->codec != CACHETIER_RAW) {
+	if (p->codec != FS_CODEC_RAW) {
 		err = compress_file(p, raw, tmp);
 		if (err)
 			goto out;
@@ -461,9 +466,9 @@ static int parse_args(struct pk *p, int argc, char **argv)
 	if (err)
 		return err;
 	if (p->compress && !strcmp(p->compress, "zstd")) {
-		p->codec = CACHETIER_ZSTD;
+		p->codec = FS_CODEC_ZSTD;
 	} else if (p->compress && !strcmp(p->compress, "gzip")) {
-		p->codec = CACHETIER_GZIP;
+		p->codec = FS_CODEC_GZIP;
 	} else if (p->compress) {
 		fprintf(stderr, "shardfs: pack: --compress wants zstd or gzip, not '%s'\n",
 			p->compress);

@@ -19,7 +19,8 @@ __all__ = ['FS_CTL_IOC', 'FS_CTL_IOC_LEN', 'PlanInfo', 'Sample', 'PlanSampler', 
            'control', 'dataset_paths', 'find_mountpoint', 'plan', 'plan_dataloader', 'plan_fnv',
            'plans', 'read_samples']
 
-# The control command's ioctl, as fs/core/fs_i.h defines it: _IOW('S', 0x01, char[8192]).
+# The control command's ioctl, as fs/core/include/fs_core_ctl.h defines it:
+# _IOW('S', 0x01, char[8192]).
 # The generic Linux encoding (asm-generic/ioctl.h: x86-64, arm64, riscv64): direction (write:
 # 1) in bits 30-31, the argument's size in bits 16-29, the type in 8-15, the number in 0-7.
 FS_CTL_IOC_LEN = 8192

@@ -46,7 +46,7 @@ from shardfs_test import mount as ml  # noqa: E402
 from shardfs_test import web  # noqa: E402
 from shardfs_test.mount import log  # noqa: E402
 
-# _IOW('S', 0x01, char[8192]) in the generic Linux ioctl encoding (fs/core/fs_i.h)
+# _IOW('S', 0x01, char[8192]) in the generic Linux ioctl encoding (fs/core/include/fs_core_ctl.h)
 FS_CTL_IOC = (1 << 30) | (8192 << 16) | (ord('S') << 8) | 1
 
 

@@ -1,15 +1,16 @@
 /*
- * test_fscore.c — the filesystem core (fs/core/fs_ops.h) without a mount.
+ * test_fscore.c — the filesystem core (fs/core/include/fs_core_ops.h) without a mount.
  *
  * Writes a local directory of small tar shards (and plain files whose names
- * conflict with them), opens the core on it as a mount would (options,
- * backend, cache tier, namespace) and drives fs_op_* directly: lookups,
- * listings (with offsets), attributes, name-conflict rules, extended
- * attributes, control files, reads compared byte for byte (fd extents and
- * copied buffers), the imagefolder layout's class and file names, and a
- * source listed by name only (a brace pattern's way) learned lazily. The
- * core is linked without libfuse: this test's meson target lists no fuse
- * dependency.
+ * conflict with them), opens the core on it with the core's lifecycle
+ * (fs_open after the mount's option parsing; fs_close at the end of each
+ * case, so the ASan build's leak check covers everything fs_close frees)
+ * and drives fs_op_* directly: lookups, listings (with offsets),
+ * attributes, name-conflict rules, extended attributes, control files,
+ * reads compared byte for byte (fd extents and copied buffers), the
+ * imagefolder layout's class and file names, and a source listed by name
+ * only (a brace pattern's way) learned lazily. The core is linked without
+ * libfuse: this test's meson target lists no fuse dependency.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -141,11 +142,13 @@ static void write_shard(const char *rel, const struct member *m, size_t n)
 
 /* Open the core on source (NULL: the local directory src) with its cache in
  * cache-NAME (NULL: the layout's name). */
-static void fs_open_core_at(struct fs *fs, const char *layout, const char *source, const char *name)
+static void fs_open_core_at(struct fs **fs, const char *layout, const char *source,
+			    const char *name)
 {
 	char cache[4096], src[4096], mnt[4096];
 	char *argv[] = {"--cache-dir",	cache, "--warm", "off", "--layout", (char *)layout,
 			"--class-from", "cls", src,	 mnt,	NULL};
+	struct fs_config cfg;
 	int err;
 
 	snprintf(cache, sizeof(cache), "%s/cache-%s", tmp, name ? name : layout);
@@ -154,43 +157,30 @@ static void fs_open_core_at(struct fs *fs, const char *layout, const char *sourc
 	else
 		snprintf(src, sizeof(src), "%s/src", tmp);
 	snprintf(mnt, sizeof(mnt), "%s/mnt", tmp);
-	memset(fs, 0, sizeof(*fs));
-	pthread_mutex_init(&fs->ctl_lock, NULL);
-	pthread_mutex_init(&fs->if_lock, NULL);
-	pthread_rwlock_init(&fs->plan_lock, NULL);
-	err = fs_opt_parse_mount(10, argv, &fs->cfg);
+	memset(&cfg, 0, sizeof(cfg));
+	err = fs_opt_parse_mount(10, argv, &cfg);
 	if (err) {
 		fprintf(stderr, "fs_opt_parse_mount: %d\n", err);
 		exit(1);
 	}
-	err = backend_open(&fs->be, fs->cfg.source, &fs->cfg.be);
-	if (err == 0)
-		err = cachetier_open(&fs->ct, &fs->cfg.ct, fs->be);
-	if (err == 0)
-		err = fs_ns_build(fs);
+	/* as a mount opens it, but for the daemon's log and the layout's
+	 * eager build (FS_OPEN_MOUNT) */
+	err = fs_open(&cfg, 0, fs);
 	if (err < 0) {
 		fprintf(stderr, "opening the core: %s\n", strerror(-err));
 		exit(1);
 	}
-	fs->uid = getuid();
-	fs->gid = getgid();
-	fs->mount_time = 1700000000;
+	(*fs)->mount_time = 1700000000;
 }
 
-static void fs_open_core(struct fs *fs, const char *layout)
+static void fs_open_core(struct fs **fs, const char *layout)
 {
 	fs_open_core_at(fs, layout, NULL, NULL);
 }
 
 static void fs_close_core(struct fs *fs)
 {
-	fs_ctl_free(fs);
-	fs_if_free(fs);
-	fs_shards_release(fs);
-	fs_ns_free(fs);
-	cachetier_close(fs->ct);
-	backend_close(fs->be);
-	fs_opt_free(&fs->cfg);
+	fs_close(fs);
 }
 
 /* ---- driving it -------------------------------------------------------------- */
@@ -360,7 +350,7 @@ static void make_source(void)
 
 static void test_shards_layout(void)
 {
-	struct fs fs;
+	struct fs *fs;
 	struct names l;
 	struct fs_entry e;
 	struct stat st;
@@ -371,119 +361,120 @@ static void test_shards_layout(void)
 	int n;
 
 	fs_open_core(&fs, "shards");
-	CHECK(fs.nshards == 4 && fs.nobjs == 6, "%u shards, %u objects", fs.nshards, fs.nobjs);
+	CHECK(fs->nshards == 4 && fs->nobjs == 6, "%u shards, %u objects", fs->nshards, fs->nobjs);
 
 	/* listings: sorted, "." and ".." first, .shardfs never listed */
-	CHECK(strcmp(list(&fs, "", 0, &l), ". .. d train x x.tar") == 0, "root: %s", l.text);
-	CHECK(strcmp(list(&fs, "train", 0, &l),
+	CHECK(strcmp(list(fs, "", 0, &l), ". .. d train x x.tar") == 0, "root: %s", l.text);
+	CHECK(strcmp(list(fs, "train", 0, &l),
 		     ". .. shard-000000 shard-000000.tar shard-000001 shard-000001.tar") == 0,
 	      "train: %s", l.text);
-	CHECK(strcmp(list(&fs, "train/shard-000000", 0, &l),
-		     ". .. d s0.cls s0.jpg s1.cls s1.jpg") == 0,
+	CHECK(strcmp(list(fs, "train/shard-000000", 0, &l), ". .. d s0.cls s0.jpg s1.cls s1.jpg") ==
+		  0,
 	      "shard-000000: %s", l.text);
-	CHECK(strcmp(list(&fs, "train/shard-000000/d", 0, &l), ". .. n.txt") == 0, "d: %s", l.text);
+	CHECK(strcmp(list(fs, "train/shard-000000/d", 0, &l), ". .. n.txt") == 0, "d: %s", l.text);
 	/* offsets: resume after the 4th entry; a full reply stops the listing */
-	CHECK(strcmp(list(&fs, "train/shard-000000", 4, &l), "s0.jpg s1.cls s1.jpg") == 0,
+	CHECK(strcmp(list(fs, "train/shard-000000", 4, &l), "s0.jpg s1.cls s1.jpg") == 0,
 	      "from offset 4: %s", l.text);
 	memset(&l, 0, sizeof(l));
 	l.stop_after = 3;
-	CHECK(fs_op_readdir(&fs, (uint64_t)walk(&fs, "train/shard-000000"), 0, collect, &l) == 0 &&
+	CHECK(fs_op_readdir(fs, (uint64_t)walk(fs, "train/shard-000000"), 0, collect, &l) == 0 &&
 		  strcmp(l.text, ". .. d") == 0 && l.last_next == 3,
 	      "stopped listing: %s, next %" PRIu64, l.text, l.last_next);
 
 	/* name conflicts: a file beats a shard's member directory, a source
 	 * directory beats it too; both counted */
-	CHECK(strcmp(list(&fs, "d", 0, &l), ". .. y y.tar") == 0, "d: %s", l.text);
-	CHECK(strcmp(list(&fs, "d/y", 0, &l), ". .. plain.txt") == 0, "d/y: %s", l.text);
-	ino = walk(&fs, "x");
-	CHECK(ino > 0 && fs_op_getattr(&fs, (uint64_t)ino, &st) == 0 && S_ISREG(st.st_mode) &&
+	CHECK(strcmp(list(fs, "d", 0, &l), ". .. y y.tar") == 0, "d: %s", l.text);
+	CHECK(strcmp(list(fs, "d/y", 0, &l), ". .. plain.txt") == 0, "d/y: %s", l.text);
+	ino = walk(fs, "x");
+	CHECK(ino > 0 && fs_op_getattr(fs, (uint64_t)ino, &st) == 0 && S_ISREG(st.st_mode) &&
 		  st.st_size == 8,
 	      "x is the plain file");
-	check_bytes(&fs, "x", "plain x\n", 8);
-	check_bytes(&fs, "d/y/plain.txt", "plain\n", 6);
-	CHECK(fs.c.hidden_names == 2, "hidden_names %llu", (unsigned long long)fs.c.hidden_names);
+	check_bytes(fs, "x", "plain x\n", 8);
+	check_bytes(fs, "d/y/plain.txt", "plain\n", 6);
+	CHECK(fs->c.hidden_names == 2, "hidden_names %llu", (unsigned long long)fs->c.hidden_names);
 
 	/* lookups: negative entries carry the timeout, a file is no directory */
-	CHECK(fs_op_lookup(&fs, 1, "nonexistent", &e) == 0 && e.ino == 0 &&
-		  e.timeout == fs.cfg.entry_timeout_s,
+	CHECK(fs_op_lookup(fs, 1, "nonexistent", &e) == 0 && e.ino == 0 &&
+		  e.timeout == fs->cfg.entry_timeout_s,
 	      "negative lookup: ino %" PRIu64 " timeout %g", e.ino, e.timeout);
-	CHECK(fs_op_lookup(&fs, (uint64_t)walk(&fs, "x"), "z", &e) == -ENOTDIR,
+	CHECK(fs_op_lookup(fs, (uint64_t)walk(fs, "x"), "z", &e) == -ENOTDIR,
 	      "lookup in a plain file");
-	ino = walk(&fs, "train/shard-000000/s1.jpg");
-	CHECK(fs_op_opendir(&fs, (uint64_t)ino) == -ENOTDIR, "opendir of a member file");
-	CHECK(walk(&fs, "train/shard-000000/nope") == 0, "negative member lookup");
+	ino = walk(fs, "train/shard-000000/s1.jpg");
+	CHECK(fs_op_opendir(fs, (uint64_t)ino) == -ENOTDIR, "opendir of a member file");
+	CHECK(walk(fs, "train/shard-000000/nope") == 0, "negative member lookup");
 
 	/* attributes; a lookup counts once per name */
-	n = (int)fs.c.lookups;
-	ino = walk(&fs, "train/shard-000000/s0.jpg");
-	CHECK(fs.c.lookups == (unsigned long long)n + 3, "lookups %llu, want %d + 3",
-	      (unsigned long long)fs.c.lookups, n);
-	CHECK(ino > 0 && fs_op_getattr(&fs, (uint64_t)ino, &st) == 0 && S_ISREG(st.st_mode) &&
+	n = (int)fs->c.lookups;
+	ino = walk(fs, "train/shard-000000/s0.jpg");
+	CHECK(fs->c.lookups == (unsigned long long)n + 3, "lookups %llu, want %d + 3",
+	      (unsigned long long)fs->c.lookups, n);
+	CHECK(ino > 0 && fs_op_getattr(fs, (uint64_t)ino, &st) == 0 && S_ISREG(st.st_mode) &&
 		  (st.st_mode & 07777) == 0644 && st.st_size == (off_t)strlen(big0) &&
 		  st.st_mtime == 1700000000 && st.st_nlink == 1,
 	      "s0.jpg attributes: mode %o size %lld", (unsigned)st.st_mode, (long long)st.st_size);
-	ino = walk(&fs, "train/shard-000000");
-	CHECK(ino > 0 && fs_op_getattr(&fs, (uint64_t)ino, &st) == 0 && S_ISDIR(st.st_mode) &&
+	ino = walk(fs, "train/shard-000000");
+	CHECK(ino > 0 && fs_op_getattr(fs, (uint64_t)ino, &st) == 0 && S_ISDIR(st.st_mode) &&
 		  (st.st_mode & 07777) == 0555 && st.st_nlink == 1,
 	      "member directory attributes");
 
 	/* reads, byte for byte: members (fd extents), raw shards, plain files */
-	check_bytes(&fs, "train/shard-000000/s0.jpg", big0, strlen(big0));
-	check_bytes(&fs, "train/shard-000001/s0.jpg", big1, strlen(big1));
-	check_bytes(&fs, "train/shard-000000/d/n.txt", "nested\n", 7);
+	check_bytes(fs, "train/shard-000000/s0.jpg", big0, strlen(big0));
+	check_bytes(fs, "train/shard-000001/s0.jpg", big1, strlen(big1));
+	check_bytes(fs, "train/shard-000000/d/n.txt", "nested\n", 7);
 	raw = slurp("train/shard-000001.tar", &len);
-	check_bytes(&fs, "train/shard-000001.tar", raw, len);
+	check_bytes(fs, "train/shard-000001.tar", raw, len);
 	free(raw);
 	{
 		struct fs_read r;
-		uint64_t rd = fs.c.reads;
+		uint64_t rd = fs->c.reads;
 
-		ino = walk(&fs, "train/shard-000000/s1.jpg");
-		CHECK(fs_op_read(&fs, (uint64_t)ino, 0, 9, 100, &r) == 0 && r.len == 0,
+		ino = walk(fs, "train/shard-000000/s1.jpg");
+		CHECK(fs_op_read(fs, (uint64_t)ino, 0, 9, 100, &r) == 0 && r.len == 0,
 		      "read at the end: %zu bytes", r.len);
 		fs_op_read_done(&r);
-		CHECK(fs_op_read(&fs, (uint64_t)walk(&fs, "train"), 0, 0, 100, &r) == -EISDIR,
+		CHECK(fs_op_read(fs, (uint64_t)walk(fs, "train"), 0, 0, 100, &r) == -EISDIR,
 		      "read of a directory");
-		CHECK(fs.c.reads == rd + 2, "reads counted: %llu", (unsigned long long)fs.c.reads);
+		CHECK(fs->c.reads == rd + 2, "reads counted: %llu",
+		      (unsigned long long)fs->c.reads);
 	}
 
 	/* extended attributes: where a sample lives; off by default (ENOSYS,
 	 * which the kernel remembers), on with --xattr, off again with
 	 * --no-xattr */
-	ino = walk(&fs, "train/shard-000001/s2.png");
-	CHECK(fs_op_getxattr(&fs, (uint64_t)ino, "user.shardfs.key", buf, sizeof(buf)) == -ENOSYS &&
-		  fs_op_listxattr(&fs, (uint64_t)ino, buf, sizeof(buf)) == -ENOSYS,
+	ino = walk(fs, "train/shard-000001/s2.png");
+	CHECK(fs_op_getxattr(fs, (uint64_t)ino, "user.shardfs.key", buf, sizeof(buf)) == -ENOSYS &&
+		  fs_op_listxattr(fs, (uint64_t)ino, buf, sizeof(buf)) == -ENOSYS,
 	      "xattrs off by default");
-	fs.cfg.xattr = 1;
-	n = fs_op_getxattr(&fs, (uint64_t)ino, "user.shardfs.key", buf, sizeof(buf));
+	fs->cfg.xattr = 1;
+	n = fs_op_getxattr(fs, (uint64_t)ino, "user.shardfs.key", buf, sizeof(buf));
 	CHECK(n == 2 && memcmp(buf, "s2", 2) == 0, "key xattr: %d", n);
-	n = fs_op_getxattr(&fs, (uint64_t)ino, "user.shardfs.shard", buf, sizeof(buf));
+	n = fs_op_getxattr(fs, (uint64_t)ino, "user.shardfs.shard", buf, sizeof(buf));
 	CHECK(n == 22 && memcmp(buf, "train/shard-000001.tar", 22) == 0, "shard xattr: %d %.*s", n,
 	      n > 0 ? n : 0, buf);
-	n = fs_op_getxattr(&fs, (uint64_t)ino, "user.shardfs.size", buf, sizeof(buf));
+	n = fs_op_getxattr(fs, (uint64_t)ino, "user.shardfs.size", buf, sizeof(buf));
 	CHECK(n == 1 && buf[0] == '7', "size xattr: %d", n);
-	n = fs_op_listxattr(&fs, (uint64_t)ino, buf, sizeof(buf));
+	n = fs_op_listxattr(fs, (uint64_t)ino, buf, sizeof(buf));
 	CHECK(n == 19 + 20 + 18 + 17, "listxattr: %d", n);
-	CHECK(fs_op_listxattr(&fs, (uint64_t)walk(&fs, "train"), buf, sizeof(buf)) == 0,
+	CHECK(fs_op_listxattr(fs, (uint64_t)walk(fs, "train"), buf, sizeof(buf)) == 0,
 	      "a directory has no xattrs");
-	CHECK(fs_op_getxattr(&fs, (uint64_t)walk(&fs, "x"), "user.shardfs.key", buf, sizeof(buf)) ==
+	CHECK(fs_op_getxattr(fs, (uint64_t)walk(fs, "x"), "user.shardfs.key", buf, sizeof(buf)) ==
 		  -ENODATA,
 	      "a plain file has no xattrs");
-	fs.cfg.no_xattr = 1;
-	CHECK(fs_op_getxattr(&fs, (uint64_t)ino, "user.shardfs.key", buf, sizeof(buf)) == -ENOSYS,
+	fs->cfg.no_xattr = 1;
+	CHECK(fs_op_getxattr(fs, (uint64_t)ino, "user.shardfs.key", buf, sizeof(buf)) == -ENOSYS,
 	      "--no-xattr wins over --xattr");
-	fs.cfg.xattr = fs.cfg.no_xattr = 0;
+	fs->cfg.xattr = fs->cfg.no_xattr = 0;
 
 	/* the loader indexes: by name only, generated from the indexes */
 	{
 		size_t tlen;
 		char *tsv = malloc(1 << 16);
 
-		ino = walk(&fs, ".shardfs/samples.tsv");
+		ino = walk(fs, ".shardfs/samples.tsv");
 		/* their kind (8) sets bit 63: ino < 0 here; errors are > -4096 */
 		CHECK(ino < -4096 && tsv, ".shardfs/samples.tsv: %" PRId64, ino);
 		if (ino < -4096 && tsv &&
-		    read_all(&fs, (uint64_t)ino, 7, tsv, (1 << 16) - 1, &tlen) == 0) {
+		    read_all(fs, (uint64_t)ino, 7, tsv, (1 << 16) - 1, &tlen) == 0) {
 			tsv[tlen] = '\0';
 			CHECK(strncmp(tsv, "path\tshard\toffset\tsize\tkey\n", 27) == 0,
 			      "samples.tsv header: %.40s", tsv);
@@ -491,41 +482,41 @@ static void test_shards_layout(void)
 			      "samples.tsv has s2.png: %s", tsv);
 		}
 		free(tsv);
-		CHECK(walk(&fs, ".shardfs/wids.json") < -4096, ".shardfs/wids.json");
-		CHECK(walk(&fs, ".shardfs/dali/train/shard-000001.idx") < -4096,
+		CHECK(walk(fs, ".shardfs/wids.json") < -4096, ".shardfs/wids.json");
+		CHECK(walk(fs, ".shardfs/dali/train/shard-000001.idx") < -4096,
 		      ".shardfs/dali/train/shard-000001.idx");
-		CHECK(walk(&fs, ".shardfs/dali/train/nothere.idx") == 0,
+		CHECK(walk(fs, ".shardfs/dali/train/nothere.idx") == 0,
 		      "no DALI index of no shard");
 	}
 
 	/* control files: reachable by name, read as a snapshot */
-	ino = walk(&fs, ".shardfs/stats");
+	ino = walk(fs, ".shardfs/stats");
 	CHECK(ino > 0, ".shardfs/stats");
 	if (ino > 0) {
 		struct fs_open o;
 		struct fs_read r;
 
-		CHECK(fs_op_open(&fs, (uint64_t)ino, O_RDONLY, &o) == 0 && o.fh && o.direct_io,
+		CHECK(fs_op_open(fs, (uint64_t)ino, O_RDONLY, &o) == 0 && o.fh && o.direct_io,
 		      "open stats");
-		CHECK(fs_op_open(&fs, (uint64_t)ino, O_WRONLY, &o) == -EROFS, "stats for writing");
-		CHECK(fs_op_open(&fs, (uint64_t)ino, O_RDONLY, &o) == 0 &&
-			  fs_op_read(&fs, (uint64_t)ino, o.fh, 0, 65536, &r) == 0 && r.buf &&
+		CHECK(fs_op_open(fs, (uint64_t)ino, O_WRONLY, &o) == -EROFS, "stats for writing");
+		CHECK(fs_op_open(fs, (uint64_t)ino, O_RDONLY, &o) == 0 &&
+			  fs_op_read(fs, (uint64_t)ino, o.fh, 0, 65536, &r) == 0 && r.buf &&
 			  memmem(r.buf, r.len, "\"lookups\":", 10),
 		      "stats has lookups");
 		fs_op_read_done(&r);
-		fs_op_release(&fs, (uint64_t)ino, o.fh);
-		CHECK(fs_op_read(&fs, (uint64_t)ino, o.fh, 0, 100, &r) == -EIO,
+		fs_op_release(fs, (uint64_t)ino, o.fh);
+		CHECK(fs_op_read(fs, (uint64_t)ino, o.fh, 0, 100, &r) == -EIO,
 		      "a read after release");
 	}
-	CHECK(strcmp(list(&fs, ".shardfs", 0, &l), ". .. stats metrics control") == 0,
+	CHECK(strcmp(list(fs, ".shardfs", 0, &l), ". .. stats metrics control") == 0,
 	      ".shardfs: %s", l.text);
-	CHECK(fs_op_write(&fs, (uint64_t)walk(&fs, "x"), "x", 1) == -EROFS, "write");
-	fs_close_core(&fs);
+	CHECK(fs_op_write(fs, (uint64_t)walk(fs, "x"), "x", 1) == -EROFS, "write");
+	fs_close_core(fs);
 }
 
 static void test_imagefolder_layout(void)
 {
-	struct fs fs;
+	struct fs *fs;
 	struct names l;
 	struct stat st;
 	int64_t ino;
@@ -534,54 +525,55 @@ static void test_imagefolder_layout(void)
 	/* classes from .cls; the second s0 of class 3 is named after its shard;
 	 * samples without an image (s3, d/n, and the members of x.tar and
 	 * y.tar) are left out before their class is asked */
-	CHECK(strcmp(list(&fs, "", 0, &l), ". .. 1 3") == 0, "root: %s", l.text);
-	CHECK(strcmp(list(&fs, "1", 0, &l), ". .. s1.jpg s2.png") == 0, "class 1: %s", l.text);
-	CHECK(strcmp(list(&fs, "3", 0, &l), ". .. s0.jpg s0~shard-000001.jpg") == 0, "class 3: %s",
+	CHECK(strcmp(list(fs, "", 0, &l), ". .. 1 3") == 0, "root: %s", l.text);
+	CHECK(strcmp(list(fs, "1", 0, &l), ". .. s1.jpg s2.png") == 0, "class 1: %s", l.text);
+	CHECK(strcmp(list(fs, "3", 0, &l), ". .. s0.jpg s0~shard-000001.jpg") == 0, "class 3: %s",
 	      l.text);
-	CHECK(fs.c.if_images == 4 && fs.c.if_no_image == 4 && fs.c.if_no_class == 0 &&
-		  fs.c.if_dup_dropped == 0,
+	CHECK(fs->c.if_images == 4 && fs->c.if_no_image == 4 && fs->c.if_no_class == 0 &&
+		  fs->c.if_dup_dropped == 0,
 	      "images %llu, no image %llu, no class %llu, dropped %llu",
-	      (unsigned long long)fs.c.if_images, (unsigned long long)fs.c.if_no_image,
-	      (unsigned long long)fs.c.if_no_class, (unsigned long long)fs.c.if_dup_dropped);
-	ino = walk(&fs, "3/s0~shard-000001.jpg");
-	CHECK(ino > 0 && fs_op_getattr(&fs, (uint64_t)ino, &st) == 0 && S_ISREG(st.st_mode) &&
+	      (unsigned long long)fs->c.if_images, (unsigned long long)fs->c.if_no_image,
+	      (unsigned long long)fs->c.if_no_class, (unsigned long long)fs->c.if_dup_dropped);
+	ino = walk(fs, "3/s0~shard-000001.jpg");
+	CHECK(ino > 0 && fs_op_getattr(fs, (uint64_t)ino, &st) == 0 && S_ISREG(st.st_mode) &&
 		  st.st_ino == (ino_t)ino && st.st_nlink == 1 && st.st_size == (off_t)strlen(big1),
 	      "image file attributes");
-	check_bytes(&fs, "3/s0.jpg", big0, strlen(big0));
-	check_bytes(&fs, "3/s0~shard-000001.jpg", big1, strlen(big1));
-	check_bytes(&fs, "1/s2.png", "png s2\n", 7);
-	CHECK(walk(&fs, "train") == 0, "the source's directories are not in the view");
-	CHECK(walk(&fs, ".shardfs/stats") > 0, ".shardfs in the view's root");
-	ino = walk(&fs, "");
-	CHECK(fs_op_getattr(&fs, 1, &st) == 0 && S_ISDIR(st.st_mode) && st.st_nlink == 1,
+	check_bytes(fs, "3/s0.jpg", big0, strlen(big0));
+	check_bytes(fs, "3/s0~shard-000001.jpg", big1, strlen(big1));
+	check_bytes(fs, "1/s2.png", "png s2\n", 7);
+	CHECK(walk(fs, "train") == 0, "the source's directories are not in the view");
+	CHECK(walk(fs, ".shardfs/stats") > 0, ".shardfs in the view's root");
+	ino = walk(fs, "");
+	CHECK(fs_op_getattr(fs, 1, &st) == 0 && S_ISDIR(st.st_mode) && st.st_nlink == 1,
 	      "the view's root");
-	CHECK(fs.c.if_view_saved == 1 && fs.c.if_view_loaded == 0 && fs.c.if_view_mapped == 1,
+	CHECK(fs->c.if_view_saved == 1 && fs->c.if_view_loaded == 0 && fs->c.if_view_mapped == 1,
 	      "first core: view saved %llu, loaded %llu, mapped %llu",
-	      (unsigned long long)fs.c.if_view_saved, (unsigned long long)fs.c.if_view_loaded,
-	      (unsigned long long)fs.c.if_view_mapped);
-	fs_close_core(&fs);
+	      (unsigned long long)fs->c.if_view_saved, (unsigned long long)fs->c.if_view_loaded,
+	      (unsigned long long)fs->c.if_view_mapped);
+	fs_close_core(fs);
 
 	/* the same shards and cache directory: the saved view is mapped, no
 	 * shard indexed; the same names, attributes, bytes and counts */
 	fs_open_core(&fs, "imagefolder");
-	CHECK(strcmp(list(&fs, "3", 0, &l), ". .. s0.jpg s0~shard-000001.jpg") == 0,
+	CHECK(strcmp(list(fs, "3", 0, &l), ". .. s0.jpg s0~shard-000001.jpg") == 0,
 	      "class 3 again: %s", l.text);
-	CHECK(strcmp(list(&fs, "", 0, &l), ". .. 1 3") == 0, "root again: %s", l.text);
-	CHECK(fs.c.if_view_loaded == 1 && fs.c.if_view_saved == 0 && fs.c.if_shards_indexed == 0 &&
-		  fs.c.index_loaded == 0 && fs.c.if_images == 4 && fs.c.if_no_image == 4,
+	CHECK(strcmp(list(fs, "", 0, &l), ". .. 1 3") == 0, "root again: %s", l.text);
+	CHECK(fs->c.if_view_loaded == 1 && fs->c.if_view_saved == 0 &&
+		  fs->c.if_shards_indexed == 0 && fs->c.index_loaded == 0 && fs->c.if_images == 4 &&
+		  fs->c.if_no_image == 4,
 	      "second core: loaded %llu, saved %llu, shards indexed %llu, indexes loaded %llu, "
 	      "images %llu, no image %llu",
-	      (unsigned long long)fs.c.if_view_loaded, (unsigned long long)fs.c.if_view_saved,
-	      (unsigned long long)fs.c.if_shards_indexed, (unsigned long long)fs.c.index_loaded,
-	      (unsigned long long)fs.c.if_images, (unsigned long long)fs.c.if_no_image);
-	ino = walk(&fs, "3/s0~shard-000001.jpg");
-	CHECK(ino > 0 && fs_op_getattr(&fs, (uint64_t)ino, &st) == 0 && S_ISREG(st.st_mode) &&
-		  st.st_nlink == 1 && st.st_size == (off_t)strlen(big1) && fs.c.index_loaded == 0,
+	      (unsigned long long)fs->c.if_view_loaded, (unsigned long long)fs->c.if_view_saved,
+	      (unsigned long long)fs->c.if_shards_indexed, (unsigned long long)fs->c.index_loaded,
+	      (unsigned long long)fs->c.if_images, (unsigned long long)fs->c.if_no_image);
+	ino = walk(fs, "3/s0~shard-000001.jpg");
+	CHECK(ino > 0 && fs_op_getattr(fs, (uint64_t)ino, &st) == 0 && S_ISREG(st.st_mode) &&
+		  st.st_nlink == 1 && st.st_size == (off_t)strlen(big1) && fs->c.index_loaded == 0,
 	      "image file attributes from the saved view (indexes loaded %llu)",
-	      (unsigned long long)fs.c.index_loaded);
-	check_bytes(&fs, "3/s0~shard-000001.jpg", big1, strlen(big1));
-	check_bytes(&fs, "1/s2.png", "png s2\n", 7);
-	fs_close_core(&fs);
+	      (unsigned long long)fs->c.index_loaded);
+	check_bytes(fs, "3/s0~shard-000001.jpg", big1, strlen(big1));
+	check_bytes(fs, "1/s2.png", "png s2\n", 7);
+	fs_close_core(fs);
 }
 
 /* A shard rewritten under the core: its old inodes answer ESTALE (reads,
@@ -590,7 +582,7 @@ static void test_imagefolder_layout(void)
 static void test_change(void)
 {
 	const struct member v2[] = {{"s2.png", '0', "png s2, version 2\n"}, {"s2.cls", '0', "1"}};
-	struct fs fs;
+	struct fs *fs;
 	struct fs_read r;
 	struct stat st;
 	struct names l;
@@ -598,21 +590,21 @@ static void test_change(void)
 	unsigned long long changed;
 
 	fs_open_core(&fs, "shards");
-	old = walk(&fs, "train/shard-000001/s2.png");
-	shard_old = walk(&fs, "train/shard-000001");
-	check_bytes(&fs, "train/shard-000001/s2.png", "png s2\n", 7);
+	old = walk(fs, "train/shard-000001/s2.png");
+	shard_old = walk(fs, "train/shard-000001");
+	check_bytes(fs, "train/shard-000001/s2.png", "png s2\n", 7);
 	write_shard("train/shard-000001.tar", v2, 2);
-	CHECK(fs_op_read(&fs, (uint64_t)old, 0, 0, 100, &r) == -ESTALE, "read of the old member");
-	CHECK(fs_op_getattr(&fs, (uint64_t)shard_old, &st) == -ESTALE, "the old member directory");
-	changed = fs.c.stale_noticed;
-	now = walk(&fs, "train/shard-000001/s2.png");
+	CHECK(fs_op_read(fs, (uint64_t)old, 0, 0, 100, &r) == -ESTALE, "read of the old member");
+	CHECK(fs_op_getattr(fs, (uint64_t)shard_old, &st) == -ESTALE, "the old member directory");
+	changed = fs->c.stale_noticed;
+	now = walk(fs, "train/shard-000001/s2.png");
 	CHECK(now > 0 && now != old, "new member inode %" PRId64 " (old %" PRId64 ")", now, old);
-	check_bytes(&fs, "train/shard-000001/s2.png", "png s2, version 2\n", 18);
-	CHECK(strcmp(list(&fs, "train/shard-000001", 0, &l), ". .. s2.cls s2.png") == 0,
+	check_bytes(fs, "train/shard-000001/s2.png", "png s2, version 2\n", 18);
+	CHECK(strcmp(list(fs, "train/shard-000001", 0, &l), ". .. s2.cls s2.png") == 0,
 	      "new listing: %s", l.text);
-	CHECK(fs.c.stale_noticed == changed, "noticed once: %llu, then %llu", changed,
-	      (unsigned long long)fs.c.stale_noticed);
-	fs_close_core(&fs);
+	CHECK(fs->c.stale_noticed == changed, "noticed once: %llu, then %llu", changed,
+	      (unsigned long long)fs->c.stale_noticed);
+	fs_close_core(fs);
 }
 
 /* A source listed by name only (a brace pattern's way, here the fault
@@ -625,7 +617,7 @@ static void test_lazy(void)
 	const struct member a[] = {{"a.txt", '0', "from a.tar\n"}};
 	const struct member b[] = {{"b.txt", '0', "from b.tar\n"}};
 	char source[4096], path[4096];
-	struct fs fs;
+	struct fs *fs;
 	struct names l;
 	struct stat st;
 	int64_t ino;
@@ -640,40 +632,40 @@ static void test_lazy(void)
 	abytes = slurp("lazy/a.tar", &alen);
 	snprintf(source, sizeof(source), "fault://%s/src/lazy?names_only=1", tmp);
 	fs_open_core_at(&fs, "shards", source, "lazy");
-	CHECK(fs.lazy == 1, "a names-only listing makes a lazy namespace");
-	CHECK(fs.c.brace_learned == 0, "learned at build: %llu",
-	      (unsigned long long)fs.c.brace_learned);
+	CHECK(fs->lazy == 1, "a names-only listing makes a lazy namespace");
+	CHECK(fs->c.brace_learned == 0, "learned at build: %llu",
+	      (unsigned long long)fs->c.brace_learned);
 	path_of(path, sizeof(path), "lazy/c.tar");
 	unlink(path); /* named, not on the store */
-	ino = walk(&fs, "a.tar");
-	CHECK(ino > 0 && fs_op_getattr(&fs, (uint64_t)ino, &st) == 0 && (size_t)st.st_size == alen,
+	ino = walk(fs, "a.tar");
+	CHECK(ino > 0 && fs_op_getattr(fs, (uint64_t)ino, &st) == 0 && (size_t)st.st_size == alen,
 	      "a.tar: size %lld, want %zu", (long long)st.st_size, alen);
-	CHECK(fs.c.brace_learned == 1, "a lookup learns one: %llu",
-	      (unsigned long long)fs.c.brace_learned);
-	CHECK(walk(&fs, "c.tar") == 0 && walk(&fs, "c") == 0 && walk(&fs, "c/b.txt") == 0,
+	CHECK(fs->c.brace_learned == 1, "a lookup learns one: %llu",
+	      (unsigned long long)fs->c.brace_learned);
+	CHECK(walk(fs, "c.tar") == 0 && walk(fs, "c") == 0 && walk(fs, "c/b.txt") == 0,
 	      "a missing name is a negative entry");
-	CHECK(fs.c.brace_missing == 1, "missing counted once: %llu",
-	      (unsigned long long)fs.c.brace_missing);
-	CHECK(strcmp(list(&fs, "", 0, &l), ". .. a a.tar b b.tar d.txt") == 0, "listing: %s",
+	CHECK(fs->c.brace_missing == 1, "missing counted once: %llu",
+	      (unsigned long long)fs->c.brace_missing);
+	CHECK(strcmp(list(fs, "", 0, &l), ". .. a a.tar b b.tar d.txt") == 0, "listing: %s",
 	      l.text);
-	CHECK(fs.c.brace_learned == 3 && fs.c.brace_missing == 1, "after the listing: %llu, %llu",
-	      (unsigned long long)fs.c.brace_learned, (unsigned long long)fs.c.brace_missing);
-	CHECK(fs.total_bytes == alen * 2 + 8, "total_bytes %llu",
-	      (unsigned long long)fs.total_bytes);
-	check_bytes(&fs, "a.tar", abytes, alen);
-	check_bytes(&fs, "b/b.txt", "from b.tar\n", 11);
-	CHECK(fs_ns_keep_learned(&fs) == 0, "keeping what was learned");
-	fs_close_core(&fs);
+	CHECK(fs->c.brace_learned == 3 && fs->c.brace_missing == 1, "after the listing: %llu, %llu",
+	      (unsigned long long)fs->c.brace_learned, (unsigned long long)fs->c.brace_missing);
+	CHECK(fs->total_bytes == alen * 2 + 8, "total_bytes %llu",
+	      (unsigned long long)fs->total_bytes);
+	check_bytes(fs, "a.tar", abytes, alen);
+	check_bytes(fs, "b/b.txt", "from b.tar\n", 11);
+	CHECK(fs_ns_keep_learned(fs) == 0, "keeping what was learned");
+	fs_close_core(fs);
 	/* the store unreachable: the listing kept, with sizes, not lazy */
 	snprintf(source, sizeof(source), "fault://%s/src/lazy?names_only=1&fail_list=1", tmp);
 	fs_open_core_at(&fs, "shards", source, "lazy");
-	CHECK(fs.offline == 1 && fs.lazy == 0, "offline %d, lazy %d", fs.offline, fs.lazy);
-	CHECK(strcmp(list(&fs, "", 0, &l), ". .. a a.tar b b.tar d.txt") == 0,
-	      "offline listing: %s", l.text);
-	ino = walk(&fs, "a.tar");
-	CHECK(ino > 0 && fs_op_getattr(&fs, (uint64_t)ino, &st) == 0 && (size_t)st.st_size == alen,
+	CHECK(fs->offline == 1 && fs->lazy == 0, "offline %d, lazy %d", fs->offline, fs->lazy);
+	CHECK(strcmp(list(fs, "", 0, &l), ". .. a a.tar b b.tar d.txt") == 0, "offline listing: %s",
+	      l.text);
+	ino = walk(fs, "a.tar");
+	CHECK(ino > 0 && fs_op_getattr(fs, (uint64_t)ino, &st) == 0 && (size_t)st.st_size == alen,
 	      "offline a.tar: size %lld, want %zu", (long long)st.st_size, alen);
-	fs_close_core(&fs);
+	fs_close_core(fs);
 	free(abytes);
 }
 
@@ -684,17 +676,17 @@ static void test_counters(void)
 {
 	static const char *const header[] = {"version",	  "pid",    "source",
 					     "cache_dir", "layout", "mount_time"};
-	struct fs fs;
+	struct fs *fs;
 	struct fs_stats_doc d;
 	char *st = NULL, *mx = NULL, *text;
 	size_t stl = 0, mxl = 0, fams = 0;
 	uint64_t v;
 
 	fs_open_core(&fs, "shards");
-	fs.c.lookups = 1234567;
-	fs.c.if_build_ms = 2500;
-	CHECK(fs_ctl_render(&fs, FS_CTL_STATS, &st, &stl) == 0, "render stats");
-	CHECK(fs_ctl_render(&fs, FS_CTL_METRICS, &mx, &mxl) == 0, "render metrics");
+	fs->c.lookups = 1234567;
+	fs->c.if_build_ms = 2500;
+	CHECK(fs_ctl_render(fs, FS_CTL_STATS, &st, &stl) == 0, "render stats");
+	CHECK(fs_ctl_render(fs, FS_CTL_METRICS, &mx, &mxl) == 0, "render metrics");
 	if (!st || !mx)
 		goto out;
 	text = strndup(st, stl);
@@ -777,7 +769,7 @@ static void test_counters(void)
 out:
 	free(st);
 	free(mx);
-	fs_close_core(&fs);
+	fs_close_core(fs);
 }
 
 /* ---- reading plans: the interface a fetcher uses (fs_i.h) ------------------- */
@@ -802,7 +794,7 @@ static void read_at(struct fs *fs, int64_t ino, uint64_t off)
 
 static void test_plan(void)
 {
-	struct fs fs;
+	struct fs *fs;
 	struct fs_plan *p[4];
 	struct fs_plan_info in;
 	struct fs_plan_extent x[8];
@@ -813,13 +805,13 @@ static void test_plan(void)
 	int64_t s0;
 
 	fs_open_core(&fs, "shards");
-	fs_plan_set_listener(&fs, plan_listener, NULL);
+	fs_plan_set_listener(fs, plan_listener, NULL);
 	snprintf(file, sizeof(file), "%s/plan.txt", tmp);
 	write_file("../plan.txt", lines, sizeof(lines) - 1);
 	snprintf(cmd, sizeof(cmd), "plan t1 %s\n", file);
-	CHECK(fs_ctl_command(&fs, cmd, strlen(cmd), 123) == 0, "plan t1");
-	CHECK(plan_wakeups == 1 && fs_plan_gen(&fs) == 1, "published: %d wakeups", plan_wakeups);
-	CHECK(fs_plan_list(&fs, p, 4) == 1, "one plan");
+	CHECK(fs_ctl_command(fs, cmd, strlen(cmd), 123) == 0, "plan t1");
+	CHECK(plan_wakeups == 1 && fs_plan_gen(fs) == 1, "published: %d wakeups", plan_wakeups);
+	CHECK(fs_plan_list(fs, p, 4) == 1, "one plan");
 	fs_plan_get_info(p[0], &in);
 	CHECK(strcmp(in.name, "t1") == 0 && in.pid == 123 && in.paths == 4 && in.missing == 1 &&
 		  in.read == 0 && in.position == 0,
@@ -828,17 +820,17 @@ static void test_plan(void)
 	n = fs_plan_ahead(p[0], &from, x, idx, 8);
 	CHECK(n == 4 && from == 4, "%u extents ahead", n);
 	CHECK(x[0].off == 512 && x[0].len == 300 * 1000 + 17 && x[0].flags == 0 &&
-		  x[0].obj == fs_shard(&fs, fs_ino_a(x[0].key))->obj &&
+		  x[0].obj == fs_shard(fs, fs_ino_a(x[0].key))->obj &&
 		  fs_ino_kind(x[0].key) == FS_K_MEMBER,
 	      "s0.jpg: [%" PRIu64 ", +%" PRIu64 ") of object %u", x[0].off, x[0].len, x[0].obj);
 	CHECK(fs_ino_kind(x[1].key) == FS_K_OBJ && x[1].off == 0 && x[1].len == 8 &&
-		  strcmp(fs_obj(&fs, x[1].obj)->key, "x") == 0,
+		  strcmp(fs_obj(fs, x[1].obj)->key, "x") == 0,
 	      "x: the whole object");
 	CHECK(x[3].key == x[0].key && idx[3] == 3, "the same path twice: one key");
 	CHECK(in.bytes == 2 * x[0].len + x[1].len + x[2].len, "bytes %" PRIu64, in.bytes);
 	/* reads mark: offset 0 the next occurrence, elsewhere only when none is */
-	s0 = walk(&fs, "train/shard-000000/s0.jpg");
-	read_at(&fs, s0, 0);
+	s0 = walk(fs, "train/shard-000000/s0.jpg");
+	read_at(fs, s0, 0);
 	fs_plan_get_info(p[0], &in);
 	CHECK(in.read == 1 && in.position == 1 && plan_wakeups == 2,
 	      "after a read: %u read, "
@@ -847,10 +839,10 @@ static void test_plan(void)
 	from = in.position;
 	n = fs_plan_ahead(p[0], &from, x, idx, 8);
 	CHECK(n == 3 && idx[0] == 1 && idx[2] == 3, "ahead of position 1: %u", n);
-	read_at(&fs, s0, 4096); /* continues the read: no mark */
+	read_at(fs, s0, 4096); /* continues the read: no mark */
 	fs_plan_get_info(p[0], &in);
 	CHECK(in.read == 1 && plan_wakeups == 2, "a continued read marks nothing: %u", in.read);
-	read_at(&fs, s0, 0); /* a new read: the second occurrence */
+	read_at(fs, s0, 0); /* a new read: the second occurrence */
 	fs_plan_get_info(p[0], &in);
 	CHECK(in.read == 2 && in.position == 4, "second read: %u read, position %u", in.read,
 	      in.position);
@@ -858,23 +850,23 @@ static void test_plan(void)
 	n = fs_plan_ahead(p[0], &from, x, idx, 1);
 	CHECK(n == 1 && idx[0] == 1 && from == 2, "max 1: index %u, from %u", idx[0], from);
 	/* replaced and cleared: a held plan stays valid */
-	CHECK(fs_ctl_command(&fs, cmd, strlen(cmd), 123) == 0 && fs_plan_gen(&fs) == 2, "replaced");
-	CHECK(fs_ctl_command(&fs, "plan-clear t1\n", 14, 0) == 0, "plan-clear t1");
-	CHECK(fs_ctl_command(&fs, "plan-clear t1\n", 14, 0) == -ENOENT, "plan-clear again");
-	CHECK(fs_plan_list(&fs, p + 1, 3) == 0 && plan_wakeups == 5, "no plans: %d wakeups",
+	CHECK(fs_ctl_command(fs, cmd, strlen(cmd), 123) == 0 && fs_plan_gen(fs) == 2, "replaced");
+	CHECK(fs_ctl_command(fs, "plan-clear t1\n", 14, 0) == 0, "plan-clear t1");
+	CHECK(fs_ctl_command(fs, "plan-clear t1\n", 14, 0) == -ENOENT, "plan-clear again");
+	CHECK(fs_plan_list(fs, p + 1, 3) == 0 && plan_wakeups == 5, "no plans: %d wakeups",
 	      plan_wakeups);
 	fs_plan_get_info(p[0], &in);
 	CHECK(in.paths == 4 && in.read == 2, "the replaced plan, still held");
 	fs_plan_put(p[0]);
-	CHECK(fs_ctl_command(&fs, "plan t2 rel/plan.txt\n", 21, 0) == -EINVAL, "relative FILE");
-	CHECK(fs_ctl_command(&fs, "plan t2\n", 8, 0) == -EINVAL, "no FILE");
+	CHECK(fs_ctl_command(fs, "plan t2 rel/plan.txt\n", 21, 0) == -EINVAL, "relative FILE");
+	CHECK(fs_ctl_command(fs, "plan t2\n", 8, 0) == -EINVAL, "no FILE");
 	snprintf(cmd, sizeof(cmd), "plan %s\n", file);
-	CHECK(fs_ctl_command(&fs, cmd, strlen(cmd), 77) == 0 && fs_plan_list(&fs, p, 4) == 1,
+	CHECK(fs_ctl_command(fs, cmd, strlen(cmd), 77) == 0 && fs_plan_list(fs, p, 4) == 1,
 	      "default name");
 	fs_plan_get_info(p[0], &in);
 	CHECK(strcmp(in.name, "pid-77") == 0, "named %s", in.name);
 	fs_plan_put(p[0]);
-	fs_close_core(&fs);
+	fs_close_core(fs);
 }
 
 /* What the generic code asks the imagefolder layout (fs_view.h): prepare
@@ -1013,7 +1005,7 @@ static void check_remap(struct fs *fs, int change_version)
 static void test_remap(void)
 {
 	struct member m[REMAP_N];
-	struct fs a, b;
+	struct fs *a, *b;
 	pthread_t th[3];
 	char cmd[4200];
 	unsigned long long built;
@@ -1024,56 +1016,56 @@ static void test_remap(void)
 	write_shard("remap/keep.tar", m, REMAP_N);
 	write_shard("remap/change.tar", m, REMAP_N);
 	fs_open_core(&a, "shards");
-	check_remap(&a, 0);
-	CHECK(a.c.index_mapped_bytes > 0, "A maps its indexes");
+	check_remap(a, 0);
+	CHECK(a->c.index_mapped_bytes > 0, "A maps its indexes");
 	for (int t = 0; t < 3; t++)
-		pthread_create(&th[t], NULL, remap_reader, &a);
+		pthread_create(&th[t], NULL, remap_reader, a);
 
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'/meta/*", cachetier_dir(a.ct));
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'/meta/*", cachetier_dir(a->ct));
 	CHECK(system(cmd) == 0, "unlink the index files");
 	fs_open_core(&b, "shards");
-	check_remap(&b, 0);
-	CHECK(b.c.index_built >= 2 && b.c.index_loaded == 0,
-	      "B indexes again: built %llu, loaded %llu", (unsigned long long)b.c.index_built,
-	      (unsigned long long)b.c.index_loaded);
-	fs_close_core(&b);
+	check_remap(b, 0);
+	CHECK(b->c.index_built >= 2 && b->c.index_loaded == 0,
+	      "B indexes again: built %llu, loaded %llu", (unsigned long long)b->c.index_built,
+	      (unsigned long long)b->c.index_loaded);
+	fs_close_core(b);
 
 	remap_members(m, 1);
 	write_shard("remap/change.tar", m, REMAP_N);
-	built = a.c.index_built;
-	check_remap(&a, 1);
-	CHECK(a.c.index_built == built + 1, "A indexes change.tar's new version");
-	CHECK(fs_ns_refresh(&a) == 0, "refresh");
+	built = a->c.index_built;
+	check_remap(a, 1);
+	CHECK(a->c.index_built == built + 1, "A indexes change.tar's new version");
+	CHECK(fs_ns_refresh(a) == 0, "refresh");
 
 	/* the old version's index went when the new one was saved: one blob
 	 * a shard stays in the cache directory, however often shards change */
-	CHECK(a.c.index_removed == 1, "A removed change.tar's old index: %llu",
-	      (unsigned long long)a.c.index_removed);
+	CHECK(a->c.index_removed == 1, "A removed change.tar's old index: %llu",
+	      (unsigned long long)a->c.index_removed);
 	snprintf(cmd, sizeof(cmd), "test $(find '%s'/meta -type f | wc -l) -eq 2",
-		 cachetier_dir(a.ct));
+		 cachetier_dir(a->ct));
 	CHECK(system(cmd) == 0, "two index blobs for two shards");
 	/* as a release before blob families saved them: plain blobs in meta/ */
-	snprintf(cmd, sizeof(cmd), "cd '%s'/meta && mv f-*/* . && rmdir f-*", cachetier_dir(a.ct));
+	snprintf(cmd, sizeof(cmd), "cd '%s'/meta && mv f-*/* . && rmdir f-*", cachetier_dir(a->ct));
 	CHECK(system(cmd) == 0, "move the index blobs out of their families");
 
 	fs_open_core(&b, "shards");
-	check_remap(&b, 1);
-	CHECK(b.c.index_built == 0 && b.c.index_loaded == 2,
+	check_remap(b, 1);
+	CHECK(b->c.index_built == 0 && b->c.index_loaded == 2,
 	      "a third core loads what the others saved (plain blobs adopted): built %llu, "
 	      "loaded %llu",
-	      (unsigned long long)b.c.index_built, (unsigned long long)b.c.index_loaded);
-	fs_close_core(&b);
+	      (unsigned long long)b->c.index_built, (unsigned long long)b->c.index_loaded);
+	fs_close_core(b);
 	snprintf(cmd, sizeof(cmd),
 		 "test $(find '%s'/meta -maxdepth 1 -type f | wc -l) -eq 0 && "
 		 "test $(find '%s'/meta -mindepth 2 -type f | wc -l) -eq 2",
-		 cachetier_dir(a.ct), cachetier_dir(a.ct));
+		 cachetier_dir(a->ct), cachetier_dir(a->ct));
 	CHECK(system(cmd) == 0, "the plain blobs moved into their families");
 
 	atomic_store(&remap_stop, 1);
 	for (int t = 0; t < 3; t++)
 		pthread_join(th[t], NULL);
-	check_remap(&a, 1);
-	fs_close_core(&a);
+	check_remap(a, 1);
+	fs_close_core(a);
 }
 
 /* collect, with a '+' after each name listed with attributes (an inode);
@@ -1114,59 +1106,59 @@ static const char *list_attrs(struct fs *fs, const char *path, uint64_t off, uns
  * attributes; listed_names_only counts the entries given without. */
 static void test_listing_attrs(void)
 {
-	struct fs fs;
+	struct fs *fs;
 	struct names l;
 	unsigned long long before;
 
 	fs_open_core_at(&fs, "shards", NULL, "listing-attrs");
-	CHECK(fs.cfg.listing_attrs == FS_LISTING_AUTO, "default --listing-attrs %d",
-	      fs.cfg.listing_attrs);
-	CHECK(strcmp(list_attrs(&fs, "", 0, 0, &l), ". .. d+ train+ x x.tar") == 0, "root: %s",
+	CHECK(fs->cfg.listing_attrs == FS_LISTING_AUTO, "default --listing-attrs %d",
+	      fs->cfg.listing_attrs);
+	CHECK(strcmp(list_attrs(fs, "", 0, 0, &l), ". .. d+ train+ x x.tar") == 0, "root: %s",
 	      l.text);
-	CHECK(strcmp(list_attrs(&fs, "train/shard-000000", 0, 0, &l),
+	CHECK(strcmp(list_attrs(fs, "train/shard-000000", 0, 0, &l),
 		     ". .. d+ s0.cls s0.jpg s1.cls s1.jpg") == 0,
 	      "shard-000000 before a lookup: %s", l.text);
-	CHECK(fs.c.listed_names_only == 6, "listed_names_only %llu, want 2 + 4",
-	      (unsigned long long)fs.c.listed_names_only);
+	CHECK(fs->c.listed_names_only == 6, "listed_names_only %llu, want 2 + 4",
+	      (unsigned long long)fs->c.listed_names_only);
 	/* a reply that is full takes no more: the entry refused is not counted */
-	CHECK(strcmp(list_attrs(&fs, "train/shard-000001", 0, 4, &l), ". .. s0.cls s0.jpg") == 0,
+	CHECK(strcmp(list_attrs(fs, "train/shard-000001", 0, 4, &l), ". .. s0.cls s0.jpg") == 0,
 	      "shard-000001 stopped: %s", l.text);
-	CHECK(fs.c.listed_names_only == 8, "listed_names_only %llu, want 8",
-	      (unsigned long long)fs.c.listed_names_only);
+	CHECK(fs->c.listed_names_only == 8, "listed_names_only %llu, want 8",
+	      (unsigned long long)fs->c.listed_names_only);
 	/* neither a negative lookup nor a directory's marks a directory */
-	CHECK(walk(&fs, "train/shard-000001/nope") == 0 && walk(&fs, "train") > 0 &&
-		  walk(&fs, "train/shard-000000/d") > 0,
+	CHECK(walk(fs, "train/shard-000001/nope") == 0 && walk(fs, "train") > 0 &&
+		  walk(fs, "train/shard-000000/d") > 0,
 	      "lookups of a missing name and of directories");
-	CHECK(strcmp(list_attrs(&fs, "train/shard-000001", 0, 0, &l),
+	CHECK(strcmp(list_attrs(fs, "train/shard-000001", 0, 0, &l),
 		     ". .. s0.cls s0.jpg s2.cls s2.png s3.txt") == 0,
 	      "shard-000001 after a negative lookup: %s", l.text);
-	CHECK(strcmp(list_attrs(&fs, "", 0, 0, &l), ". .. d+ train+ x x.tar") == 0,
+	CHECK(strcmp(list_attrs(fs, "", 0, 0, &l), ". .. d+ train+ x x.tar") == 0,
 	      "root after a directory's lookup: %s", l.text);
 	/* a file looked up: every later listing of its directory, from any
 	 * offset, gives attributes; other directories' do not change */
-	CHECK(walk(&fs, "train/shard-000000/s1.jpg") > 0, "lookup of s1.jpg");
-	before = fs.c.listed_names_only;
-	CHECK(strcmp(list_attrs(&fs, "train/shard-000000", 0, 0, &l),
+	CHECK(walk(fs, "train/shard-000000/s1.jpg") > 0, "lookup of s1.jpg");
+	before = fs->c.listed_names_only;
+	CHECK(strcmp(list_attrs(fs, "train/shard-000000", 0, 0, &l),
 		     ". .. d+ s0.cls+ s0.jpg+ s1.cls+ s1.jpg+") == 0,
 	      "shard-000000 after a lookup: %s", l.text);
-	CHECK(strcmp(list_attrs(&fs, "train/shard-000000", 5, 0, &l), "s1.cls+ s1.jpg+") == 0,
+	CHECK(strcmp(list_attrs(fs, "train/shard-000000", 5, 0, &l), "s1.cls+ s1.jpg+") == 0,
 	      "shard-000000 from offset 5: %s", l.text);
-	CHECK(fs.c.listed_names_only == before, "listed_names_only %llu, want %llu",
-	      (unsigned long long)fs.c.listed_names_only, before);
-	CHECK(strcmp(list_attrs(&fs, "train/shard-000000/d", 0, 0, &l), ". .. n.txt") == 0,
+	CHECK(fs->c.listed_names_only == before, "listed_names_only %llu, want %llu",
+	      (unsigned long long)fs->c.listed_names_only, before);
+	CHECK(strcmp(list_attrs(fs, "train/shard-000000/d", 0, 0, &l), ". .. n.txt") == 0,
 	      "d, a member directory of it: %s", l.text);
-	CHECK(walk(&fs, "x.tar") > 0 &&
-		  strcmp(list_attrs(&fs, "", 0, 0, &l), ". .. d+ train+ x+ x.tar+") == 0,
+	CHECK(walk(fs, "x.tar") > 0 &&
+		  strcmp(list_attrs(fs, "", 0, 0, &l), ". .. d+ train+ x+ x.tar+") == 0,
 	      "root after a lookup of x.tar: %s", l.text);
 	/* --listing-attrs all: every entry */
-	fs.cfg.listing_attrs = FS_LISTING_ALL;
-	before = fs.c.listed_names_only;
-	CHECK(strcmp(list_attrs(&fs, "train/shard-000001", 0, 0, &l),
+	fs->cfg.listing_attrs = FS_LISTING_ALL;
+	before = fs->c.listed_names_only;
+	CHECK(strcmp(list_attrs(fs, "train/shard-000001", 0, 0, &l),
 		     ". .. s0.cls+ s0.jpg+ s2.cls+ s2.png+ s3.txt+") == 0,
 	      "shard-000001 with --listing-attrs all: %s", l.text);
-	CHECK(fs.c.listed_names_only == before, "listed_names_only %llu with all",
-	      (unsigned long long)fs.c.listed_names_only);
-	fs_close_core(&fs);
+	CHECK(fs->c.listed_names_only == before, "listed_names_only %llu with all",
+	      (unsigned long long)fs->c.listed_names_only);
+	fs_close_core(fs);
 }
 
 /* ---- a member's tar header against its index entry (shardidx_check_header) -- */
@@ -1256,6 +1248,45 @@ static void test_header_check(void)
 	free(tar);
 }
 
+/* The lifecycle with the core's threads running: a remote source
+ * (fault://) opened as a mount opens it (FS_OPEN_MOUNT, in the foreground so
+ * the log stays on stderr) with --warm all starts the warm thread and the
+ * plan fetcher; fs_close (after fs_cancel, or alone) stops and joins both
+ * while the warm's fills may still run, and frees everything (the ASan
+ * build's leak check). */
+static void test_lifecycle(void)
+{
+	char cache[4096], src[4096], mnt[4096];
+	char *argv[] = {"-f", "--cache-dir", cache, "--warm", "all", src, mnt, NULL};
+
+	snprintf(cache, sizeof(cache), "%s/cache-lifecycle", tmp);
+	snprintf(src, sizeof(src), "fault://%s/src", tmp);
+	snprintf(mnt, sizeof(mnt), "%s/mnt", tmp);
+	for (int cancel = 0; cancel < 2; cancel++) {
+		struct fs_config cfg;
+		struct fs *fs = NULL;
+		int err;
+
+		memset(&cfg, 0, sizeof(cfg));
+		err = fs_opt_parse_mount(7, argv, &cfg);
+		CHECK(err == 0, "lifecycle: options: %d", err);
+		if (err) {
+			fs_opt_free(&cfg);
+			continue;
+		}
+		err = fs_open(&cfg, FS_OPEN_MOUNT, &fs);
+		CHECK(err == 0, "lifecycle: fs_open: %s", strerror(-err));
+		if (err)
+			continue;
+		CHECK(fs_warm_running(fs) && fs->pfx.run == 1,
+		      "lifecycle: the warm thread (%d) and the plan fetcher (%d) run",
+		      fs_warm_running(fs), fs->pfx.run);
+		if (cancel)
+			fs_cancel(fs);
+		fs_close(fs);
+	}
+}
+
 int main(void)
 {
 	char cmd[4200];
@@ -1277,6 +1308,7 @@ int main(void)
 	test_lazy();
 	test_remap();
 	test_header_check();
+	test_lifecycle();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", tmp);

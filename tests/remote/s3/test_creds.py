@@ -48,6 +48,9 @@ Groups besides that one ('creds', the default): nothing waits for ever on a cred
                     for a helper that answers only when the test writes to its FIFO: once the
                     command has ended and the helper is released, the daemon is gone, no mount
                     appears, and no helper is left.
+  index-interrupt   `shardfs index` interrupted (SIGINT, as Ctrl-C sends it) while it waits for a
+                    helper that never answers and started a child: the command ends with status
+                    130 (128 + SIGINT), and the helper and its child are gone.
 
 Usage: test_creds.py SHARDFS [GROUP]
 Exit 77 (skip) when /dev/fuse is unusable or s3rver is not installed.
@@ -858,8 +861,40 @@ def group_helper_interrupt(env, ck):
         w.stop()
 
 
+def group_index_interrupt(env, ck):
+    w, _ = helper_world(env)
+    uri = 's3://%s/%s' % (s3world.BUCKET, s3world.PREFIX)
+    try:
+        d = use_helper(env, 'index', HELPER_NEVER)
+        cmd = [env.shardfs, 'index', '--cache-dir', env.path('cache-index'), '--endpoint',
+               w.endpoint, uri]
+        log('$ %s   (then SIGINT)' % ' '.join(cmd))
+        with open(env.path('index.out'), 'wb') as f:
+            p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=f, stderr=f, env=env.env,
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        # the helper's child is there: the helper runs, and index waits for it
+        child = ml.poll(lambda: pid_in(os.path.join(d, 'helper-child.pid')), GUARD_S,
+                        what='the credential_process to start its child')
+        helper = pid_in(os.path.join(d, 'helper.pid'))
+        log('index: helper pid %r, its child %r, shardfs index %d' % (helper, child, p.pid))
+        ck.ok(p.poll() is None, 'index: shardfs index ended before the helper answered')
+        p.send_signal(signal.SIGINT)
+        rc = p.wait(timeout=GUARD_S)
+        log('index: shardfs index ended: %r' % rc)
+        ck.eq('index: exit status of shardfs index after SIGINT', rc, 128 + signal.SIGINT)
+        for label, pid in (('helper', helper), ('helper\'s child', child)):
+            ml.poll(lambda: not ml.pid_alive(pid), GUARD_S)
+            ck.ok(not ml.pid_alive(pid), 'index: the %s (pid %d) outlived shardfs index'
+                  % (label, pid))
+            if ml.pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    finally:
+        w.stop()
+
+
 GROUPS = {'creds': (group_creds, 560), 'helper-timeout': (group_helper_timeout, 200),
-          'helper-interrupt': (group_helper_interrupt, 200)}
+          'helper-interrupt': (group_helper_interrupt, 200),
+          'index-interrupt': (group_index_interrupt, 200)}
 
 
 def main():

@@ -1,0 +1,389 @@
+/*
+ * fs_core.c — the core's lifecycle (fs_core.h): the composition root that
+ * opens the backend and the cache tier, initialises every lock of struct
+ * fs, builds the namespace, starts the core's threads, and undoes all of it
+ * in fs_close, in the opposite order.
+ *
+ * Order of fs_close: fs_cancel (transfers and cache waits end now instead
+ * of after their retry budgets, threads are told to stop); the threads are
+ * joined (warm, plan fetcher, notifier: fs_thread.c bounds the joins); the
+ * views, shard indexes and namespace are freed (after keeping what a brace
+ * pattern's mount learned); the cache tier closes (recording what it
+ * filled), then the backend; the locks, the configuration and fs last.
+ *
+ * Non-goals: the FUSE session (fs/fuse starts the notifier with its
+ * operations, and serves); parsing the command line (fs_opt.c).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <mntent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs_i.h"
+#include "fs_view.h"
+
+/* What a source error means, for the terminal. */
+static const char *source_error(int err)
+{
+	switch (err) {
+	case -EPROTONOSUPPORT:
+		return "unknown kind of source (see 'shardfs --help')";
+	case -EINVAL:
+		return "not a valid source (see 'shardfs --help')";
+	case -EKEYREJECTED:
+		return "the store's TLS certificate cannot be verified (--ca-file adds a CA)";
+	case -EACCES:
+		return "access denied (check the credentials in the environment)";
+	case -ETIMEDOUT:
+		return "timed out";
+	default:
+		return strerror(-err);
+	}
+}
+
+/* Take the hard limit of open files: the cache tier sizes its set of open
+ * local shard fds from the soft limit (cachetier_obj.c), so raise it first. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+/* A cache disk that cannot take one chunk per connection above its
+ * reserve makes every remote fill wait for eviction, and compressed shards
+ * fail with ENOSPC: say so on the terminal (the mount still goes ahead). */
+static void warn_small_disk(struct fs *fs)
+{
+	uint64_t avail, reserve, room, chunk = fs->cfg.ct.chunk_bytes;
+	unsigned conns = fs->cfg.be.connections;
+
+	if (cachetier_disk(fs->ct, &avail, &reserve) < 0)
+		return;
+	room = avail > reserve ? avail - reserve : 0;
+	if (room >= chunk * conns)
+		return;
+	fprintf(stderr,
+		"shardfs: warning: the cache disk of %s has %.1f MiB free above its %.1f MiB "
+		"reserve, less than one chunk per connection (%u x %.1f MiB): free space there, "
+		"use another --cache-dir, or lower --connections or --chunk-size\n",
+		fs->cfg.ct.cache_dir, (double)room / (1 << 20), (double)reserve / (1 << 20), conns,
+		(double)chunk / (1 << 20));
+}
+
+/* Every lock of struct fs and the subsystems' states, before anything may
+ * take one: 0 or -ENOMEM. */
+static int core_locks_init(struct fs *fs)
+{
+	pthread_rwlockattr_t ra;
+
+	pthread_mutex_init(&fs->ctl_lock, NULL);
+	pthread_mutex_init(&fs->if_lock, NULL);
+	pthread_mutex_init(&fs->refresh_lock, NULL);
+	/* readers may take it twice (readdirplus asks attributes of
+	 * directories while listing one): a waiting writer must not block
+	 * them */
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_READER_NP);
+	pthread_rwlock_init(&fs->ns_lock, &ra);
+	pthread_rwlockattr_destroy(&ra);
+	pthread_mutex_init(&fs->nq_lock, NULL);
+	pthread_cond_init(&fs->nq_cond, NULL);
+	pthread_cond_init(&fs->nq_idle, NULL);
+	fs->nq_tail = &fs->nq_head;
+	fs_thread_init(&fs->pfx, "plan fetcher");
+	if (fs_plans_new(&fs->plans) < 0)
+		return -ENOMEM;
+	return fs_warm_new(&fs->warm);
+}
+
+static void core_locks_destroy(struct fs *fs)
+{
+	fs_thread_destroy(&fs->pfx);
+	fs_warm_free(fs->warm);
+	fs_plans_free(fs->plans); /* emptied by fs_ctl_free */
+	pthread_cond_destroy(&fs->nq_idle);
+	pthread_cond_destroy(&fs->nq_cond);
+	pthread_mutex_destroy(&fs->nq_lock);
+	pthread_rwlock_destroy(&fs->ns_lock);
+	pthread_mutex_destroy(&fs->refresh_lock);
+	pthread_mutex_destroy(&fs->if_lock);
+	pthread_mutex_destroy(&fs->ctl_lock);
+}
+
+/* The daemon's log: the log file (unless in the foreground) and --debug. */
+static int core_log_open(struct fs *fs)
+{
+	char logpath[PATH_MAX];
+
+	if (!fs->cfg.foreground) {
+		if (fs->cfg.log_file)
+			snprintf(logpath, sizeof(logpath), "%s", fs->cfg.log_file);
+		else
+			snprintf(logpath, sizeof(logpath), "%s/log", cachetier_dir(fs->ct));
+		if (fs_log_open_file(logpath) < 0) {
+			int err = -errno;
+
+			fprintf(stderr, "shardfs: log file %s: %s\n", logpath, strerror(errno));
+			return err;
+		}
+	}
+	fs_log_set_debug(fs->cfg.debug);
+	return 0;
+}
+
+/* The backend and the cache tier. */
+static int core_open_stores(struct fs *fs, unsigned flags)
+{
+	int err;
+
+	/* a mount's log is the core's (stderr until the log file opens);
+	 * otherwise the backend's default, plain lines on stderr */
+	if (flags & FS_OPEN_MOUNT)
+		fs->cfg.be.log = fs_log_backend;
+	err = backend_open(&fs->be, fs->cfg.source, &fs->cfg.be);
+	if (err < 0) {
+		const char *why = backend_last_error(NULL);
+
+		fprintf(stderr, "shardfs: source %s: %s%s%s\n", fs->cfg.source, source_error(err),
+			why && *why ? ": " : "", why ? why : "");
+		return err;
+	}
+	raise_nofile(); /* before cachetier_open, which sizes its fd bound from it */
+	err = cachetier_open(&fs->ct, &fs->cfg.ct, fs->be);
+	if (err < 0) {
+		fprintf(stderr, "shardfs: cache directory %s: %s\n", fs->cfg.ct.cache_dir,
+			strerror(-err));
+		return err;
+	}
+	if (!(flags & FS_OPEN_MOUNT))
+		return 0;
+	warn_small_disk(fs);
+	err = core_log_open(fs);
+	if (err < 0)
+		return err;
+	if (backend_credentials_source(fs->be))
+		fs_log(FS_LOG_INFO, "%s: credentials from %s", backend_describe(fs->be),
+		       backend_credentials_source(fs->be));
+	return 0;
+}
+
+int fs_open(struct fs_config *cfg, unsigned flags, struct fs **out)
+{
+	struct fs *fs = calloc(1, sizeof(*fs));
+	int err;
+
+	*out = NULL;
+	if (!fs) {
+		fs_opt_free(cfg);
+		return -ENOMEM;
+	}
+	fs->cfg = *cfg;
+	memset(cfg, 0, sizeof(*cfg));
+	err = core_locks_init(fs);
+	fs->uid = getuid();
+	fs->gid = getgid();
+	fs->mount_time = (int64_t)time(NULL);
+	if (err == 0)
+		err = core_open_stores(fs, flags);
+	if (err == 0) {
+		err = fs_ns_build(fs);
+		if (err < 0) {
+			const char *why = backend_last_error(fs->be);
+
+			fprintf(stderr, "shardfs: cannot list %s: %s%s%s\n", fs->cfg.source,
+				source_error(err), why && *why ? ": " : "", why ? why : "");
+		}
+	}
+	if (err == 0 && (flags & FS_OPEN_MOUNT)) {
+		if (fs->nobjs == 0)
+			fs_log(FS_LOG_WARN, "source %s has no objects", backend_describe(fs->be));
+		if (fs_layout_of(fs)->prepare)
+			err = fs_layout_of(fs)->prepare(fs);
+	}
+	if (err < 0) {
+		fs_close(fs);
+		return err;
+	}
+	if (flags & FS_OPEN_MOUNT) {
+		fs_warm_start(fs);
+		fs_plan_fetch_start(fs);
+	}
+	*out = fs;
+	return 0;
+}
+
+void fs_cancel(struct fs *fs)
+{
+	if (!fs)
+		return;
+	backend_cancel(fs->be);
+	cachetier_cancel(fs->ct);
+	fs_warm_cancel(fs);
+	fs_thread_cancel(&fs->pfx);
+}
+
+void fs_close(struct fs *fs)
+{
+	int err;
+
+	if (!fs)
+		return;
+	fs_cancel(fs);
+	/* a thread left running still uses fs: keep all of it */
+	if (fs_warm_stop(fs) < 0 || fs_plan_fetch_stop(fs) < 0) {
+		fs_log(FS_LOG_ERR, "a thread of the core did not stop: its state is not freed");
+		return;
+	}
+	fs_notify_stop(fs);
+	if (fs_layout_of(fs)->free)
+		fs_layout_of(fs)->free(fs);
+	fs_shards_release(fs);
+	err = fs_ns_keep_learned(fs);
+	if (err < 0)
+		fs_log(FS_LOG_WARN, "listing not kept in the cache: %s", strerror(-err));
+	fs_ns_free(fs);
+	fs_ctl_free(fs);
+	cachetier_close(fs->ct);
+	backend_close(fs->be);
+	core_locks_destroy(fs);
+	fs_opt_free(&fs->cfg);
+	free(fs);
+}
+
+/* fs_exit_on_signals' handler: async-signal-safe. */
+static void exit_on_signal(int sig)
+{
+	backend_kill_helpers();
+	_exit(128 + sig);
+}
+
+void fs_exit_on_signals(void)
+{
+	static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sigemptyset(&sa.sa_mask);
+	sa.sa_handler = exit_on_signal;
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
+int fs_config_new(struct fs_config **cfg)
+{
+	*cfg = calloc(1, sizeof(**cfg));
+	return *cfg ? 0 : -ENOMEM;
+}
+
+void fs_config_free(struct fs_config *cfg)
+{
+	if (!cfg)
+		return;
+	fs_opt_free(cfg);
+	free(cfg);
+}
+
+void fs_config_mount_args(struct fs_config *cfg, struct fs_mount_args *a)
+{
+	a->source = cfg->source;
+	a->mountpoint = cfg->mountpoint;
+	a->fuse_opts = &cfg->fuse_opts;
+	a->foreground = cfg->foreground;
+	a->debug = cfg->debug;
+	a->max_threads = cfg->max_threads;
+}
+
+int fs_config_sidecar(const struct fs_config *cfg)
+{
+	return cfg->sidecar;
+}
+
+void fs_mount_args(struct fs *fs, struct fs_mount_args *a)
+{
+	fs_config_mount_args(&fs->cfg, a);
+}
+
+const char *fs_describe(const struct fs *fs)
+{
+	return backend_describe(fs->be);
+}
+
+void fs_counts(const struct fs *fs, uint32_t *objs, uint32_t *shards, uint32_t *dirs)
+{
+	*objs = fs->nobjs;
+	*shards = fs->nshards;
+	*dirs = fs->ndirs;
+}
+
+void fs_session_caps(struct fs *fs, int can_skip_open, int can_skip_opendir)
+{
+	fs->no_opendir = can_skip_opendir != 0;
+	fs->no_open = !fs->cfg.strict_open && can_skip_open;
+}
+
+int fs_no_open(const struct fs *fs)
+{
+	return fs->no_open;
+}
+
+int fs_no_opendir(const struct fs *fs)
+{
+	return fs->no_opendir;
+}
+
+void fs_count_getattr(struct fs *fs)
+{
+	fs->c.getattrs++;
+}
+
+void fs_count_read_error(struct fs *fs)
+{
+	fs->c.read_errors++;
+}
+
+void fs_count_op_error(struct fs *fs)
+{
+	fs->c.op_errors++;
+}
+
+int fs_mount_lookup(const char *abs, long *owner, int *allow_other)
+{
+	struct mntent ent;
+	char buf[3 * PATH_MAX];
+	int found = 0;
+	FILE *f = setmntent("/proc/self/mounts", "re");
+
+	if (!f)
+		return 0;
+	while (!found && getmntent_r(f, &ent, buf, sizeof(buf)))
+		found = strcmp(ent.mnt_type, "fuse.shardfs") == 0 && strcmp(ent.mnt_dir, abs) == 0;
+	if (found) {
+		const char *u = hasmntopt(&ent, "user_id");
+
+		if (owner) {
+			char *end;
+
+			*owner = -1;
+			if (u && u[7] == '=') {
+				errno = 0;
+				*owner = strtol(u + 8, &end, 10);
+				if (errno || end == u + 8 || (*end && *end != ','))
+					*owner = -1;
+			}
+		}
+		if (allow_other)
+			*allow_other = hasmntopt(&ent, "allow_other") != NULL;
+	}
+	endmntent(f);
+	return found;
+}

@@ -1,0 +1,123 @@
+/*
+ * fs_core_ops.h — the filesystem's operations, without FUSE (fs_ops.c):
+ * part of the core's public API (fs_core.h). Inside the core, fs_ops.h
+ * includes it with the core's state (fs_i.h).
+ *
+ * One function per request kind: each takes a computed inode number
+ * (fs_i.h; FUSE's root is 1), returns 0 (or a length) or a negative errno, and fills plain
+ * structs: struct stat, struct fs_entry, a directory-entry callback, a read
+ * extent of a file descriptor or a buffer. The FUSE adapter (fs/fuse/fs_ll.c)
+ * decodes a request, calls one of these and replies once; unit tests call
+ * them without a mount. Threads: any number of callers at once (see the
+ * locking notes in fs_i.h).
+ */
+#ifndef FS_CORE_OPS_H
+#define FS_CORE_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+
+#include "fs_core.h"
+
+struct cachetier_obj; /* a pinned range of the cache tier (fs_op_read) */
+
+/* An entry as a lookup or a readdirplus answers it. */
+struct fs_entry {
+	uint64_t ino;	  /* 0: no inode (a lookup: a negative entry, "no such name",
+			   * cached for timeout; a listing: the name only) */
+	struct stat attr; /* attr.st_ino is ino (a hard link: its target's); a
+			   * listed name without an inode: only st_ino and the type
+			   * bits of st_mode count */
+	double timeout;	  /* entry and attribute timeout, seconds */
+};
+
+/* How long the kernel may cache ino's entry and attributes. */
+double fs_op_timeout(const struct fs *fs, uint64_t ino);
+/* Is ino a file of the dataset (an object, a member, an imagefolder file),
+ * whose failed reads count in read_errors? */
+int fs_op_is_data(const struct fs *fs, uint64_t ino);
+/* ino's attributes. A control file renders a new snapshot here (fs_ctl.c). */
+int fs_op_getattr(struct fs *fs, uint64_t ino, struct stat *st);
+/* name in directory parent: 0 with e filled (e->ino 0: a negative entry), or
+ * a negative errno. A name of a local object that changed is replaced by
+ * its new version first (fs_ns_replace). Counts the lookup. A file found
+ * makes parent's listings carry every entry's attributes (fs_op_readdir). */
+int fs_op_lookup(struct fs *fs, uint64_t parent, const char *name, struct fs_entry *e);
+/* A symlink member's target (inside the shard's index: valid until unmount). */
+int fs_op_readlink(struct fs *fs, uint64_t ino, const char **target);
+
+/* What an open answers. */
+struct fs_open {
+	uint64_t fh;	/* a control file's snapshot (fs_op_read, fs_op_release) */
+	int direct_io;	/* control files: no page cache */
+	int keep_cache; /* data: immutable, keep the kernel's pages */
+	int noflush;
+};
+/* Open ino with open(2) flags. */
+int fs_op_open(struct fs *fs, uint64_t ino, int flags, struct fs_open *o);
+void fs_op_release(struct fs *fs, uint64_t ino, uint64_t fh);
+
+/* A read's answer: the bytes at [fd_off, fd_off + len) of fd (pin set:
+ * the cache tier holds them until fs_op_read_done), or buf[0..len), or
+ * nothing (len 0, end of file). */
+struct fs_read {
+	struct cachetier_obj *pin;
+	int fd;
+	uint64_t fd_off;
+	char *buf; /* malloc'd */
+	size_t len;
+};
+/* Read [off, off + size) of ino (fh: the open's, 0 when not opened).
+ * Counts the read and its bytes (the caller counts failures: read_errors);
+ * a changed remote object (-ESTALE) is marked so. Call fs_op_read_done
+ * after a success. */
+int fs_op_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_t size,
+	       struct fs_read *r);
+void fs_op_read_done(struct fs_read *r);
+/* A write: only .shardfs/control takes them, each a whole command line. */
+int fs_op_write(struct fs *fs, uint64_t ino, const char *buf, size_t size);
+/* An ioctl cmd from user uid, process pid, with the argument
+ * in_buf[0..in_len): the control command (FS_CTL_IOC) gives
+ * fs_ctl_command's result, everything else -ENOTTY. */
+int fs_op_ioctl(struct fs *fs, uint64_t ino, unsigned cmd, uid_t uid, pid_t pid, const void *in_buf,
+		size_t in_len);
+
+/* Can ino be listed? */
+int fs_op_opendir(struct fs *fs, uint64_t ino);
+/* One directory entry: name, e (ino 0: list the name without an inode), and
+ * the offset of the next entry. Returns nonzero to stop (the reply is full). */
+typedef int (*fs_dirent_fn)(void *ctx, const char *name, const struct fs_entry *e, uint64_t next);
+/* List directory ino from offset off (0 ".", 1 "..", 2 + i entry i): fn for
+ * each entry until it stops or the listing ends. Entries whose attributes
+ * fail are skipped. With --listing-attrs auto, files are listed by name and
+ * type only (e->ino 0, listed_names_only) unless a file of ino was looked up
+ * (fs_op_lookup); directories always carry their attributes. Counts the
+ * readdir. A directory that cannot be listed because it is gone (a shard
+ * removed from the store, its index not built) gives ESTALE, never ENOENT:
+ * glibc's readdir takes ENOENT for the end of the directory (an empty
+ * listing). */
+int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, void *ctx);
+
+void fs_op_statfs(struct fs *fs, struct statvfs *sv);
+/* access(2) with mask: 0, or -EROFS for a write anywhere but control. */
+int fs_op_access(struct fs *fs, uint64_t ino, int mask);
+/* A setattr: only truncating .shardfs/control to 0 is accepted
+ * (truncate_only: the request sets the size to 0 and nothing else),
+ * answering its attributes in st; everything else -EROFS. */
+int fs_op_setattr(struct fs *fs, uint64_t ino, int truncate_only, struct stat *st);
+
+/* Extended attribute name of ino into buf (NUL-terminated): its length, or
+ * -ENODATA, -ENOSYS (--no-xattr), ... */
+#define FS_XATTR_MAX (4096 + 64)
+int fs_op_getxattr(struct fs *fs, uint64_t ino, const char *name, char *buf, size_t size);
+/* The names of ino's extended attributes, each NUL-terminated, into buf:
+ * their total length, or a negative errno. */
+int fs_op_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size);
+
+/* What ino is, for a log line: the object's key, and " member NAME". */
+void fs_op_describe(struct fs *fs, uint64_t ino, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,301 @@
+/*
+ * fs_mount.c — 'shardfs mount' (fs_fuse.h): the mount's checks of its
+ * arguments (-o options, the mountpoint), the fork, and the core's
+ * lifecycle around the FUSE session: fs_open, fs_ll_run, fs_close.
+ *
+ * mount forks before doing any work: the child opens the source, lists
+ * it, mounts and only then tells the waiting parent through a pipe that the
+ * mount is ready, so "shardfs mount ... && ls MNT" works and every startup
+ * error reaches the user's terminal with a non-zero exit. Until then the
+ * child lives only as long as the parent waits for it: it gets SIGTERM
+ * when the parent dies (PR_SET_PDEATHSIG: Ctrl-C, kill, kill -9 of
+ * 'shardfs mount'), which ends it and the credential helpers it runs
+ * (fs_exit_on_signals), and a ready byte that nobody reads any more
+ * (EPIPE) unmounts it again (fs_ll.c): no mount appears after the command
+ * failed.
+ */
+#define FUSE_USE_VERSION 312
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fuse_lowlevel.h>
+
+#include "fs_core.h"
+#include "fs_core_ctl.h"
+#include "fs_core_opt.h"
+#include "fs_fuse.h"
+#include "fs_ll.h"
+
+void fs_fuse_lib_version(int *major, int *minor)
+{
+	*major = FUSE_MAJOR_VERSION;
+	*minor = FUSE_MINOR_VERSION;
+}
+
+#define FUSE_SUPER_MAGIC 0x65735546
+
+static int mount_answers(const char *mnt)
+{
+	struct statfs sf;
+
+	return statfs(mnt, &sf) == 0 && sf.f_type == FUSE_SUPER_MAGIC;
+}
+
+/* The -o list opts the way libfuse reads it (fuse_opt.c: a backslash takes
+ * the next character as it is, or with three octal digits, the first 0 to
+ * 3, that byte; a NUL byte ends the option), so that every later look at it
+ * (nonempty, allow_other, the refused options) sees the options libfuse
+ * will see: "s\\uid" and "\\163uid" are "suid". A comma or backslash inside
+ * an option stays escaped. Returns a malloc'd string, or NULL (ENOMEM). */
+static char *fuse_opts_canonical(const char *opts)
+{
+	char *out = malloc(2 * strlen(opts) + 1), *w = out;
+	const char *p = opts;
+
+	if (!out)
+		return NULL;
+	while (*p) {
+		int ended = 0;
+
+		if (w != out)
+			*w++ = ',';
+		for (; *p && *p != ','; p++) {
+			char c = *p;
+
+			if (c == '\\' && p[1]) {
+				p++;
+				c = *p;
+				if (p[0] >= '0' && p[0] <= '3' && p[1] >= '0' && p[1] <= '7' &&
+				    p[2] >= '0' && p[2] <= '7') {
+					c = (char)((p[0] - '0') * 64 + (p[1] - '0') * 8 +
+						   (p[2] - '0'));
+					p += 2;
+				}
+			}
+			if (c == '\0')
+				ended = 1;
+			if (ended)
+				continue;
+			if (c == ',' || c == '\\')
+				*w++ = '\\';
+			*w++ = c;
+		}
+		if (*p == ',')
+			p++;
+	}
+	*w = '\0';
+	return out;
+}
+
+/* The length of the first option of the canonical -o list p. */
+static size_t fuse_opt_len(const char *p)
+{
+	size_t n = 0;
+
+	while (p[n] && p[n] != ',')
+		n += p[n] == '\\' && p[n + 1] ? 2 : 1;
+	return n;
+}
+
+/* The first option of the canonical -o list opts that would undo what every
+ * mount is, nosuid and nodev (NULL when none). */
+static const char *fuse_opt_refused(const char *opts)
+{
+	static const char *const refused[] = {"suid", "dev"};
+
+	for (const char *p = opts; p && *p;) {
+		size_t len = fuse_opt_len(p);
+
+		for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+			if (len == strlen(refused[i]) && strncmp(p, refused[i], len) == 0)
+				return refused[i];
+		p += len + (p[len] ? 1 : 0);
+	}
+	return NULL;
+}
+
+/* Remove every option name from the canonical -o list opts (in place); 1
+ * when it was there. */
+static int take_fuse_opt(char *opts, const char *name)
+{
+	size_t n = strlen(name);
+	char *p = opts, *w = opts;
+	int found = 0;
+
+	if (!opts)
+		return 0;
+	while (*p) {
+		size_t len = fuse_opt_len(p);
+		int more = p[len] != '\0';
+
+		if (len == n && strncmp(p, name, n) == 0) {
+			found = 1;
+		} else if (len) {
+			if (w != opts)
+				*w++ = ',';
+			memmove(w, p, len);
+			w += len;
+		}
+		p += len + (more ? 1 : 0);
+	}
+	*w = '\0';
+	return found;
+}
+
+/* 1 when directory path has no entries but . and .. (or cannot be read:
+ * the mount reports that itself). */
+static int dir_is_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int empty = 1;
+
+	if (!d)
+		return 1;
+	while (empty && (e = readdir(d)))
+		empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+	closedir(d);
+	return empty;
+}
+
+int fs_fuse_mount_main(int argc, char **argv)
+{
+	struct fs_config *cfg;
+	struct fs_mount_args a;
+	struct fs *fs;
+	struct stat st;
+	int pfd[2] = {-1, -1}, err, nonempty;
+	const char *refused;
+	pid_t pid, parent = 0;
+
+	if (fs_config_new(&cfg) < 0)
+		return 1;
+	err = fs_opt_parse_mount(argc, argv, cfg);
+	if (err) {
+		fs_config_free(cfg);
+		/* a usage error is 2, as for every command; a mountpoint that
+		 * cannot be resolved is 1 */
+		return err > 0 ? 0 : err == -EINVAL ? 2 : 1;
+	}
+	fs_config_mount_args(cfg, &a);
+	if (*a.fuse_opts) {
+		char *canon = fuse_opts_canonical(*a.fuse_opts);
+
+		if (!canon) {
+			err = -ENOMEM;
+			goto out;
+		}
+		free(*a.fuse_opts);
+		*a.fuse_opts = canon;
+	}
+	refused = fuse_opt_refused(*a.fuse_opts);
+	if (refused) {
+		fprintf(
+		    stderr,
+		    "shardfs: mount: -o %s is refused: a shardfs mount is always ro,nosuid,nodev "
+		    "(setuid bits and device files in shards are never honoured)\n",
+		    refused);
+		fs_config_free(cfg);
+		return 2;
+	}
+	nonempty = take_fuse_opt(*a.fuse_opts, "nonempty");
+	if (fs_mount_lookup(a.mountpoint, NULL, NULL)) {
+		struct statfs sf;
+
+		/* statfs always reaches the daemon (stat may be answered from
+		 * the kernel's attribute cache) */
+		if (statfs(a.mountpoint, &sf) < 0 && errno == ENOTCONN)
+			fs_say_dead_mount(a.mountpoint);
+		else
+			fprintf(
+			    stderr,
+			    "shardfs: %s is already a shardfs mount; 'shardfs umount %s' first\n",
+			    a.mountpoint, a.mountpoint);
+		err = -EBUSY;
+		goto out;
+	}
+	if (stat(a.mountpoint, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		if (errno == ENOTCONN)
+			fs_say_dead_mount(a.mountpoint);
+		else
+			fprintf(stderr, "shardfs: mountpoint %s is not a directory\n",
+				a.mountpoint);
+		err = -ENOTDIR;
+		goto out;
+	}
+	if (!nonempty && !dir_is_empty(a.mountpoint)) {
+		fprintf(stderr,
+			"shardfs: mountpoint %s is not empty: the mount would hide its files "
+			"(-o nonempty mounts over them)\n",
+			a.mountpoint);
+		err = -ENOTEMPTY;
+		goto out;
+	}
+	if (!a.foreground) {
+		if (pipe2(pfd, O_CLOEXEC) < 0) {
+			err = -errno;
+			goto out;
+		}
+		parent = getpid();
+		pid = fork();
+		if (pid < 0) {
+			err = -errno;
+			goto out;
+		}
+		if (pid > 0) {
+			char ok;
+			ssize_t n;
+
+			close(pfd[1]);
+			do {
+				n = read(pfd[0], &ok, 1);
+			} while (n < 0 && errno == EINTR);
+			close(pfd[0]);
+			/* mounted; the kernel's INIT may still fail. statfs waits for
+			 * INIT and fails if the session died */
+			if (n == 1 && ok == 0 && !mount_answers(a.mountpoint)) {
+				fprintf(stderr, "shardfs: the mount at %s does not answer\n",
+					a.mountpoint);
+				n = 0;
+			}
+			fs_config_free(cfg);
+			return n == 1 && ok == 0 ? 0 : 1;
+		}
+		close(pfd[0]);
+		setsid();
+		fs_exit_on_signals();
+		/* the parent may have died before prctl: then it is not ours */
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
+			_exit(1);
+	} else {
+		fs_exit_on_signals();
+	}
+	/* fs_open takes what cfg holds: a.mountpoint lives until fs_close */
+	err = fs_open(cfg, FS_OPEN_MOUNT, &fs);
+	if (err < 0)
+		goto out;
+	err = fs_ll_run(fs, pfd[1]);
+	/* -EPIPE, -EINTR: nobody waits any more (fs_ll_run) */
+	if (err < 0 && pfd[1] >= 0 && err != -EPIPE && err != -EINTR)
+		fprintf(stderr, "shardfs: cannot mount at %s (see above)\n", a.mountpoint);
+	fs_log(FS_LOG_INFO, "unmounted %s", a.mountpoint);
+	/* fills still running (readahead, prefetch) end now instead of after
+	 * their retry budgets (fs_cancel); then the cache records what was
+	 * filled */
+	fs_close(fs);
+out:
+	fs_config_free(cfg);
+	return err < 0 ? 1 : 0;
+}

@@ -1,0 +1,21 @@
+/*
+ * fs_tools.h — the commands that need no FUSE (fs/tools/), for the
+ * shardfs command (fs/cli/shardfs.c).
+ * Each *_main takes argv after the command's name and returns the exit
+ * status (0; 1 an error said on stderr; 2 a usage error).
+ */
+#ifndef FS_TOOLS_H
+#define FS_TOOLS_H
+
+/* fs_pack.c / fs_index.c — the pack and index commands */
+int fs_pack_main(int argc, char **argv);
+int fs_index_main(int argc, char **argv);
+/* fs_client.c — the commands that talk to a running mount: shardfs umount,
+ * stats, prefetch, refresh, plan. */
+int fs_umount_main(int argc, char **argv);
+int fs_stats_main(int argc, char **argv);
+int fs_prefetch_main(int argc, char **argv);
+int fs_refresh_main(int argc, char **argv);
+int fs_plan_main(int argc, char **argv);
+
+#endif
