@@ -875,7 +875,7 @@ static void test_plan(void)
  * plan's path read. */
 static void test_imagefolder_hooks(void)
 {
-	struct fs fs;
+	struct fs *fs;
 	struct fs_plan *p;
 	struct fs_plan_info in;
 	struct fs_plan_extent x[4];
@@ -888,10 +888,10 @@ static void test_imagefolder_hooks(void)
 
 	fs_open_core(&fs, "imagefolder");
 	/* what the mount calls before it answers: the view built and published */
-	CHECK(fs_layout_of(&fs)->prepare && fs_layout_of(&fs)->prepare(&fs) == 0 &&
-		  atomic_load(&fs.ifv) && fs.c.if_images > 0,
-	      "prepare: %llu images", (unsigned long long)fs.c.if_images);
-	CHECK(fs_ctl_render(&fs, FS_CTL_STATS, &st, &stl) == 0 && st, "render stats");
+	CHECK(fs_layout_of(fs)->prepare && fs_layout_of(fs)->prepare(fs) == 0 &&
+		  atomic_load(&fs->ifv) && fs->c.if_images > 0,
+	      "prepare: %llu images", (unsigned long long)fs->c.if_images);
+	CHECK(fs_ctl_render(fs, FS_CTL_STATS, &st, &stl) == 0 && st, "render stats");
 	text = st ? strndup(st, stl) : NULL;
 	CHECK(text && fs_stats_parse(text, &d) == 0, "stats parses");
 	CHECK(fs_stats_get(&d, "layout") && strcmp(fs_stats_get(&d, "layout"), "imagefolder") == 0,
@@ -902,23 +902,23 @@ static void test_imagefolder_hooks(void)
 	snprintf(file, sizeof(file), "%s/ifplan.txt", tmp);
 	write_file("../ifplan.txt", lines, sizeof(lines) - 1);
 	snprintf(cmd, sizeof(cmd), "plan if %s\n", file);
-	CHECK(fs_ctl_command(&fs, cmd, strlen(cmd), 1) == 0 && fs_plan_list(&fs, &p, 1) == 1,
+	CHECK(fs_ctl_command(fs, cmd, strlen(cmd), 1) == 0 && fs_plan_list(fs, &p, 1) == 1,
 	      "plan of image files");
 	fs_plan_get_info(p, &in);
 	CHECK(in.paths == 2 && in.missing == 1 && fs_plan_ahead(p, &from, x, idx, 4) == 2,
 	      "%u paths, %u missing", in.paths, in.missing);
 	CHECK(fs_ino_kind(x[0].key) == FS_K_MEMBER && x[0].off == 512 && x[0].len == strlen(big0) &&
-		  x[0].obj == fs_shard(&fs, fs_ino_a(x[0].key))->obj,
+		  x[0].obj == fs_shard(fs, fs_ino_a(x[0].key))->obj,
 	      "3/s0.jpg as its member: [%" PRIu64 ", +%" PRIu64 ")", x[0].off, x[0].len);
-	CHECK(fs_ino_kind(x[1].key) == FS_K_MEMBER && fs_op_getattr(&fs, x[1].key, &sb) == 0 &&
-		  x[1].len == (uint64_t)sb.st_size && x[1].key != (uint64_t)walk(&fs, "1/s2.png"),
+	CHECK(fs_ino_kind(x[1].key) == FS_K_MEMBER && fs_op_getattr(fs, x[1].key, &sb) == 0 &&
+		  x[1].len == (uint64_t)sb.st_size && x[1].key != (uint64_t)walk(fs, "1/s2.png"),
 	      "1/s2.png as its member");
-	read_at(&fs, walk(&fs, "1/s2.png"), 0);
+	read_at(fs, walk(fs, "1/s2.png"), 0);
 	fs_plan_get_info(p, &in);
 	CHECK(in.read == 1 && in.position == 2, "a read of the image file: %u read, position %u",
 	      in.read, in.position);
 	fs_plan_put(p);
-	fs_close_core(&fs);
+	fs_close_core(fs);
 }
 
 /* ---- indexes mapped while others reindex ------------------------------------------
