@@ -186,23 +186,34 @@ uint64_t cachetier_obj_size(const struct cachetier_obj *o);
  * compressed offset where it was found in *off. */
 int cachetier_obj_damage(const struct cachetier_obj *o, uint64_t *off);
 
+/* One read between cachetier_obj_read_begin and cachetier_obj_read_end:
+ * what it pins (opaque; owned by the reader). */
+struct cachetier_pin;
+
 /* Make [off, off+len) of the stream readable from a local file and say
  * where: *fd (do not close it) at *fd_off. For remote objects this fetches
  * the missing chunks (several in parallel; a chunk that is already being
  * fetched is waited for, never fetched twice), blocks until they are
  * present, and drives readahead (a sequential reader's window grows up to
- * readahead_max_bytes; random reads fetch only their chunks). The range
- * stays valid and unevicted until cachetier_obj_read_end, which every
- * successful read_begin must be paired with, on the same thread (the pin
- * is found by thread). Never -ENOTSUP. Returns 0, -EIO when the range
+ * readahead_max_bytes; random reads fetch only their chunks). On success
+ * *pin is the read's handle: the range (and *fd) stays valid and
+ * unevicted until cachetier_obj_read_end(*pin), which every successful
+ * read_begin must be paired with, exactly once, on any thread (a FUSE
+ * reply may end the read on another thread than the one that began it).
+ * o must stay referenced until then, and every pin must be ended before
+ * cachetier_close. Never -ENOTSUP. Returns 0, -EIO when the range
  * lies past cachetier_obj_size, the backend's error of a failed fill
  * (-EIO, -ENOENT, -EACCES, -ESTALE; a later call retries), -ECANCELED
- * when the cache tier is closing. A local source file whose fd the bound
+ * when the cache tier is closing, -ENOMEM. A local source file whose fd the bound
  * on open fds had closed is reopened here: -ESTALE when it is no longer
- * the file first opened (replaced or rewritten), or the open's error. */
+ * the file first opened (replaced or rewritten), or the open's error.
+ * On an error *pin is NULL and nothing is pinned. */
 int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
-			     uint64_t *fd_off);
-void cachetier_obj_read_end(struct cachetier_obj *o);
+			     uint64_t *fd_off, struct cachetier_pin **pin);
+/* End the read of pin: unpins its range and frees pin. Any thread; may
+ * close a file (a bypass read's memfd, a decoded copy evicted meanwhile);
+ * never blocks on the backend. Accepts NULL. */
+void cachetier_obj_read_end(struct cachetier_pin *pin);
 
 /* How a prefetch makes room. */
 enum cachetier_prefetch_mode {

@@ -51,11 +51,23 @@ enum ct_chunk {
 #define LK_CHUNK(c)    ((off_t)(1ll << 32) + (off_t)(c)) /* W: filling or evicting; R: pinned */
 #define ST_HDR	       64u /* state file: header bytes before one byte per chunk */
 
-/* One read between read_begin and read_end: pins chunks [c0, c1). */
-struct ct_read {
-	pthread_t tid; /* read_end finds its read by thread */
-	uint32_t c0, c1;
-	struct ct_read *next;
+/* What a read pins (struct cachetier_pin's kind). */
+enum ct_pin_kind {
+	CT_PIN_FD,     /* o->fd as it is: nothing pinned */
+	CT_PIN_DEC,    /* a decoded copy: o->dpins */
+	CT_PIN_FILE,   /* the chunk store: units [c0, c1) of o->file */
+	CT_PIN_BYPASS, /* a read served past the cache: fd, a memfd */
+	CT_PIN_LOCAL,  /* a local source's fd: o->fd_pins */
+};
+
+/* One read between cachetier_obj_read_begin and read_end (the handle
+ * read_begin returns): malloc'd by read_begin, freed by read_end, used by
+ * one thread at a time (the reader's), so no lock guards it. */
+struct cachetier_pin {
+	struct cachetier_obj *o;
+	enum ct_pin_kind kind;
+	uint32_t c0, c1; /* CT_PIN_FILE: the pinned units */
+	int fd;		 /* CT_PIN_BYPASS: memfd holding the read's bytes from offset 0 */
 };
 
 /* One remote object in the chunk store: data/<hash> + data/<hash>.map.
@@ -97,10 +109,9 @@ struct ct_file {
 	uint8_t *cst;	 /* enum ct_chunk per chunk */
 	uint32_t *pins;	 /* readers inside read_begin/read_end per chunk */
 	int *cerr;	 /* the error of the last failed fill per chunk */
-	struct ct_read *reads;
-	unsigned dirty;	      /* valid chunks not yet in the persisted map */
-	int64_t map_ns;	      /* when the map was last written */
-	uint64_t ra_end;      /* end of the last read (readahead detection) */
+	unsigned dirty;	 /* valid chunks not yet in the persisted map */
+	int64_t map_ns;	 /* when the map was last written */
+	uint64_t ra_end; /* end of the last read (readahead detection) */
 	uint64_t ra_window;   /* readahead window in bytes; 0: random access */
 	uint64_t ra_run;      /* bytes read in the current sequential run */
 	uint32_t pf_next;     /* prefetch cursor: the next chunk to look at */
@@ -248,14 +259,6 @@ struct cachetier {
 
 enum obj_state { OBJ_OPENING, OBJ_READY, OBJ_FAILED };
 
-/* A read served past the cache (no room on the disk for its units): its
- * bytes in a memfd from read_begin to read_end (cachetier_objread.c obj_bypass). */
-struct ct_bypass {
-	pthread_t tid; /* read_end finds it by thread */
-	int fd;	       /* memfd holding the read's bytes from offset 0 */
-	struct ct_bypass *next;
-};
-
 struct cachetier_obj {
 	struct cachetier *ct;
 	struct cachetier_obj *next; /* chain in ct->obj_tab, protected by ct->lock */
@@ -299,8 +302,6 @@ struct cachetier_obj {
 				    * record; NULL: this process wrote the copy (trusted) */
 	_Atomic uint8_t *dchecked; /* per unit: 1 once its CRC32C matched here */
 	uint64_t dunits;	   /* units of dcrc and dchecked */
-	struct ct_bypass *bypass;  /* remote objects: reads served past the cache now,
-				    * protected by ct->lock */
 };
 
 /* A file of kind 'kind' named 'name' is of another version (-EPROTO): the
@@ -373,10 +374,12 @@ int cachetier__chunk_start(struct cachetier *ct); /* fill workers; after the sca
 void cachetier__chunk_stop(struct cachetier *ct); /* join workers, flush maps, free files */
 int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *info,
 			 struct ct_file **out);
-/* probe: cachetier_obj_pread_probe's read (no readahead, units only). */
+/* Pin units [*c0, *c1) of f, those of [off, off + len), present and
+ * held until file_read_end with the same units (any thread). probe:
+ * cachetier_obj_pread_probe's read (no readahead, units only). */
 int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len,
-			       int probe);
-void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f);
+			       int probe, uint32_t *c0, uint32_t *c1);
+void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1);
 /* Prefetch units [c0, c1) of f as its object's cursor (cachetier_obj_prefetch). */
 int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
 			     int mode);
@@ -401,7 +404,8 @@ struct ct_map {
 int cachetier__map_parse(const unsigned char *buf, size_t len, struct ct_map *m);
 int cachetier__map_read(int dirfd, const char *name, unsigned char **buf, size_t *len);
 uint64_t cachetier__map_bytes(const struct ct_map *m); /* bytes of the valid chunks */
-/* cachetier_map.c: free f: its reads, fds and memory (its files on disk stay). */
+/* cachetier_map.c: free f: its fds and memory (its files on disk stay; no
+ * read may pin it). */
 void cachetier__file_free(struct ct_file *f);
 /* cachetier_queue.c — the queues; all with ct->lock held. */
 /* Queue one fill of units [c, c + n) of f, all CH_EMPTY. */

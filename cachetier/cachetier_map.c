@@ -239,12 +239,6 @@ void cachetier__file_free(struct ct_file *f)
 {
 	if (!f)
 		return;
-	while (f->reads) {
-		struct ct_read *r = f->reads;
-
-		f->reads = r->next;
-		free(r);
-	}
 	file_unload(f);
 	pthread_mutex_destroy(&f->maplock);
 	free(f);

@@ -218,27 +218,20 @@ static int bypass_write(void *arg, uint64_t off, const void *buf, size_t len)
  * until read_end (FUSE reads are at most 1 MiB). Counted in bypass_reads
  * and bypass_bytes; the first is logged. Blocks for the fetch (the store's
  * retry budget bounds it); no lock held on entry. 0 or the store's error. */
-static int obj_bypass(struct cachetier_obj *o, uint64_t off, uint64_t len, int nospc, int *fd,
-		      uint64_t *fd_off)
+static int obj_bypass(struct cachetier_obj *o, uint64_t off, uint64_t len, int nospc,
+		      struct cachetier_pin *p)
 {
 	struct cachetier *ct = o->ct;
 	struct bypass_sink s = {.start = off, .next = off, .end = off + len};
-	struct ct_bypass *b = malloc(sizeof(*b));
 	int err = 0;
 
-	if (!b)
-		return -ENOMEM;
 	s.fd = memfd_create("shardfs-bypass", MFD_CLOEXEC);
-	if (s.fd < 0) {
-		err = -errno;
-		free(b);
-		return err;
-	}
+	if (s.fd < 0)
+		return -errno;
 	err = cachetier__read_version(ct, o->file->key, o->file->etag, &s.next, s.end, bypass_write,
 				      &s);
 	if (err < 0) {
 		close(s.fd);
-		free(b);
 		return err;
 	}
 	atomic_fetch_add(&ct->bypass_reads, 1);
@@ -249,92 +242,84 @@ static int obj_bypass(struct cachetier_obj *o, uint64_t off, uint64_t len, int n
 			    "reads of bytes not cached are served from the store without caching "
 			    "them (cache_bypass_reads counts them; not logged again)",
 			    ct->dir, o->file->key, strerror(-nospc));
-	b->tid = pthread_self();
-	b->fd = s.fd;
-	pthread_mutex_lock(&ct->lock);
-	b->next = o->bypass;
-	__atomic_store_n(&o->bypass, b, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&ct->lock);
-	*fd = s.fd;
-	*fd_off = 0;
+	p->kind = CT_PIN_BYPASS;
+	p->fd = s.fd;
 	return 0;
 }
 
-/* The bypass read of this thread on o, taken off its list (NULL: none). */
-static struct ct_bypass *bypass_take(struct cachetier_obj *o)
-{
-	pthread_t self = pthread_self();
-	struct ct_bypass *b = NULL;
-
-	/* only this thread adds its own entry: an empty list read without
-	 * the lock is empty for it */
-	if (!__atomic_load_n(&o->bypass, __ATOMIC_RELAXED))
-		return NULL;
-	pthread_mutex_lock(&o->ct->lock);
-	for (struct ct_bypass **pp = &o->bypass; *pp; pp = &(*pp)->next) {
-		if (pthread_equal((*pp)->tid, self)) {
-			b = *pp;
-			__atomic_store_n(pp, b->next, __ATOMIC_RELAXED);
-			break;
-		}
-	}
-	pthread_mutex_unlock(&o->ct->lock);
-	return b;
-}
-
 static int obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
-			  uint64_t *fd_off, int probe)
+			  uint64_t *fd_off, int probe, struct cachetier_pin **pin)
 {
-	int err;
+	struct cachetier_pin *p;
+	int err = 0;
 
+	*pin = NULL;
 	if (off > o->size || len > o->size - off)
 		return -EIO;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->o = o;
+	p->fd = -1;
+	*fd_off = off;
 	if (o->dec) {
+		p->kind = CT_PIN_DEC;
 		err = obj_dec_begin(o->ct, o, off, len, fd);
-		if (err < 0)
-			return err;
 	} else if (o->file) {
-		err = cachetier__file_read_begin(o->ct, o->file, off, len, probe);
-		if (err == -ENOSPC || err == -EDQUOT)
-			return obj_bypass(o, off, len, err, fd, fd_off);
-		if (err < 0)
-			return err;
-		*fd = o->file->datafd;
+		p->kind = CT_PIN_FILE;
+		err = cachetier__file_read_begin(o->ct, o->file, off, len, probe, &p->c0, &p->c1);
+		if (err == -ENOSPC || err == -EDQUOT) {
+			err = obj_bypass(o, off, len, err, p);
+			*fd_off = 0;
+		}
+		*fd = p->kind == CT_PIN_BYPASS ? p->fd : o->file->datafd;
 	} else if (o->local) {
+		p->kind = CT_PIN_LOCAL;
 		err = cachetier__local_pin(o, fd);
-		if (err < 0)
-			return err;
 	} else {
+		p->kind = CT_PIN_FD;
 		*fd = o->fd;
 	}
-	*fd_off = off;
+	if (err < 0) {
+		free(p);
+		return err;
+	}
+	*pin = p;
 	return 0;
 }
 
 int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
-			     uint64_t *fd_off)
+			     uint64_t *fd_off, struct cachetier_pin **pin)
 {
-	return obj_read_begin(o, off, len, fd, fd_off, 0);
+	return obj_read_begin(o, off, len, fd, fd_off, 0, pin);
 }
 
-void cachetier_obj_read_end(struct cachetier_obj *o)
+void cachetier_obj_read_end(struct cachetier_pin *p)
 {
-	struct ct_bypass *b;
-
-	if (o->dec) {
-		obj_dec_end(o->ct, o);
-	} else if (o->file && (b = bypass_take(o))) {
-		close(b->fd);
-		free(b);
-	} else if (o->file) {
-		cachetier__file_read_end(o->ct, o->file);
-	} else if (o->local) {
-		cachetier__local_unpin(o);
+	if (!p)
+		return;
+	switch (p->kind) {
+	case CT_PIN_DEC:
+		obj_dec_end(p->o->ct, p->o);
+		break;
+	case CT_PIN_FILE:
+		cachetier__file_read_end(p->o->ct, p->o->file, p->c0, p->c1);
+		break;
+	case CT_PIN_BYPASS:
+		close(p->fd);
+		break;
+	case CT_PIN_LOCAL:
+		cachetier__local_unpin(p->o);
+		break;
+	case CT_PIN_FD:
+		break;
 	}
+	free(p);
 }
 
 static ssize_t obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_t off, int probe)
 {
+	struct cachetier_pin *pin;
 	uint64_t fd_off;
 	size_t done = 0;
 	ssize_t ret;
@@ -345,7 +330,7 @@ static ssize_t obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_
 	if (len > o->size - off)
 		len = (size_t)(o->size - off);
 	/* remote objects: fetch and pin the chunks, then copy from the file */
-	err = obj_read_begin(o, off, len, &fd, &fd_off, probe);
+	err = obj_read_begin(o, off, len, &fd, &fd_off, probe, &pin);
 	if (err < 0)
 		return err;
 	while (done < len) {
@@ -362,7 +347,7 @@ static ssize_t obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_
 	}
 	ret = (ssize_t)done;
 out:
-	cachetier_obj_read_end(o);
+	cachetier_obj_read_end(pin);
 	return ret;
 }
 

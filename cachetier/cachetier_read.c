@@ -15,9 +15,9 @@
  * Any other read resets the window.
  *
  * Pins: read_begin pins the chunks of its range (also while it waits), and
- * read_end, on the same thread, unpins them; eviction never touches a
- * pinned chunk. read_end finds its read by thread id because its
- * signature carries no range (fs calls both on one FUSE thread).
+ * read_end unpins them, on any thread: the caller's pin handle
+ * (struct cachetier_pin) carries the range. Eviction never touches a
+ * pinned chunk.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -87,16 +87,10 @@ static void ra_update(struct cachetier *ct, struct ct_file *f, uint64_t off, uin
 	}
 }
 
-/* Take read r off f's list and drop its pins. ct->lock held. */
-static void read_unpin(struct ct_file *f, struct ct_read *r)
+/* Drop a read's pins of chunks [c0, c1). ct->lock held. */
+static void read_unpin(struct ct_file *f, uint32_t c0, uint32_t c1)
 {
-	for (struct ct_read **pp = &f->reads; *pp; pp = &(*pp)->next) {
-		if (*pp == r) {
-			*pp = r->next;
-			break;
-		}
-	}
-	for (uint32_t c = r->c0; c < r->c1; c++) {
+	for (uint32_t c = c0; c < c1; c++) {
 		if (--f->pins[c] == 0 && f->held[c]) {
 			cachetier__chunk_unlock(f, c);
 			f->held[c] = 0;
@@ -269,11 +263,10 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 }
 
 int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len,
-			       int probe)
+			       int probe, uint32_t *pc0, uint32_t *pc1)
 {
 	uint64_t cb = f->cb;
 	uint32_t c0 = (uint32_t)(off / cb), c1 = len ? (uint32_t)((off + len - 1) / cb + 1) : c0;
-	struct ct_read *r = malloc(sizeof(*r));
 	uint8_t reqbuf[64], *req = reqbuf; /* per unit: this read saw it queued or filling */
 	int err = 0, waited = 0, whole, repairs = 0;
 
@@ -281,21 +274,14 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 		req = calloc(c1 - c0, 1);
 	else
 		memset(reqbuf, 0, sizeof(reqbuf));
-	if (!r || !req) {
-		free(r);
-		if (req != reqbuf)
-			free(req);
+	if (!req)
 		return -ENOMEM;
-	}
-	r->tid = pthread_self();
-	r->c0 = c0;
-	r->c1 = c1;
+	*pc0 = c0;
+	*pc1 = c1;
 
 	pthread_mutex_lock(&ct->lock);
 	for (uint32_t c = c0; c < c1; c++)
 		f->pins[c]++;
-	r->next = f->reads;
-	f->reads = r;
 	f->atime_ns = cachetier__now_ns();
 	cachetier__st_touch(f, f->atime_ns);
 	for (uint32_t c = c0; c < c1; c++) { /* chunk LRU (cachetier_evict.c) */
@@ -373,10 +359,9 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 		waited = 1;
 		pthread_cond_wait(&ct->chunk_cond, &ct->lock);
 	}
-	if (err < 0) {
-		read_unpin(f, r);
-		free(r);
-	} else if (waited) {
+	if (err < 0)
+		read_unpin(f, c0, c1);
+	else if (waited) {
 		ct->misses++;
 	} else {
 		ct->hits++;
@@ -387,18 +372,9 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	return err;
 }
 
-void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f)
+void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1)
 {
-	pthread_t self = pthread_self();
-	struct ct_read *r;
-
 	pthread_mutex_lock(&ct->lock);
-	for (r = f->reads; r; r = r->next) {
-		if (pthread_equal(r->tid, self))
-			break;
-	}
-	if (r)
-		read_unpin(f, r);
+	read_unpin(f, c0, c1);
 	pthread_mutex_unlock(&ct->lock);
-	free(r);
 }

@@ -260,11 +260,10 @@ int fs_op_ioctl(struct fs *fs, uint64_t ino, unsigned cmd, uid_t uid, pid_t pid,
 int fs_read_fd_range(struct fs *fs, struct cachetier_obj *o, uint64_t off, size_t size,
 		     struct fs_read *r)
 {
-	int err = cachetier_obj_read_begin(o, off, size, &r->fd, &r->fd_off);
+	int err = cachetier_obj_read_begin(o, off, size, &r->fd, &r->fd_off, &r->pin);
 
 	if (err < 0)
 		return err;
-	r->pin = o;
 	r->len = size;
 	fs->c.read_bytes += size;
 	return 0;

@@ -115,14 +115,15 @@ static void check_decode(struct cachetier *ct, struct backend *be, const char *k
 	CHECK(cachetier_obj_pread(o, got, wantlen + 1, 0) == (ssize_t)wantlen, "%s: pread", key);
 	CHECK(memcmp(got, want, wantlen) == 0, "%s: decoded bytes differ", key);
 	{
+		struct cachetier_pin *pin;
 		int fd;
 		uint64_t fo;
 
-		CHECK(cachetier_obj_read_begin(o, 0, wantlen, &fd, &fo) == 0, "%s: fd in range",
-		      key);
-		cachetier_obj_read_end(o);
-		CHECK(cachetier_obj_read_begin(o, wantlen, 1, &fd, &fo) == -EIO, "%s: fd past end",
-		      key);
+		CHECK(cachetier_obj_read_begin(o, 0, wantlen, &fd, &fo, &pin) == 0,
+		      "%s: fd in range", key);
+		cachetier_obj_read_end(pin);
+		CHECK(cachetier_obj_read_begin(o, wantlen, 1, &fd, &fo, &pin) == -EIO,
+		      "%s: fd past end", key);
 	}
 	free(got);
 	cachetier_obj_unref(o);

@@ -15,7 +15,8 @@
  * object never served from old chunks; objects of an earlier mount opened
  * by readers while an eviction loads them; cached units damaged (a byte
  * flipped, a hole, the data file cut) between opens, under another tier
- * on the directory and under the running tier.
+ * on the directory and under the running tier; reads begun on one thread
+ * and ended on another.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -139,14 +140,15 @@ static int read_check(struct cachetier_obj *o, int i, uint64_t off, size_t len, 
 		else if ((size_t)n != want)
 			err = -ERANGE;
 	} else {
+		struct cachetier_pin *pin;
 		uint64_t fd_off;
 		int fd;
 
-		err = cachetier_obj_read_begin(o, off, want, &fd, &fd_off);
+		err = cachetier_obj_read_begin(o, off, want, &fd, &fd_off, &pin);
 		if (err == 0) {
 			if (pread(fd, buf, want, (off_t)fd_off) != (ssize_t)want)
 				err = -ERANGE;
-			cachetier_obj_read_end(o);
+			cachetier_obj_read_end(pin);
 		}
 	}
 	if (err == 0 && memcmp(buf, data[i] + off, want) != 0)
@@ -207,6 +209,7 @@ static void test_random(uint64_t seed)
 	uint64_t s = seed;
 	int fd, bad = 0;
 	uint64_t fo;
+	struct cachetier_pin *pin;
 
 	for (int i = 0; i <= NOBJ; i++)
 		o[i] = obj(ct, be, i);
@@ -221,9 +224,11 @@ static void test_random(uint64_t seed)
 			      (unsigned long long)off, len, err);
 	}
 	CHECK(bad == 0, "%d random reads wrong", bad);
-	CHECK(cachetier_obj_read_begin(o[0], sizes[0], 1, &fd, &fo) == -EIO, "past end");
-	CHECK(cachetier_obj_read_begin(o[0], sizes[0], 0, &fd, &fo) == 0, "empty read at end");
-	cachetier_obj_read_end(o[0]);
+	CHECK(cachetier_obj_read_begin(o[0], sizes[0], 1, &fd, &fo, &pin) == -EIO && !pin,
+	      "past end");
+	CHECK(cachetier_obj_read_begin(o[0], sizes[0], 0, &fd, &fo, &pin) == 0,
+	      "empty read at end");
+	cachetier_obj_read_end(pin);
 	for (int i = 0; i <= NOBJ; i++)
 		cachetier_obj_unref(o[i]);
 	cachetier_close(ct);
@@ -1277,6 +1282,84 @@ static void test_damage(void)
 	backend_close(be);
 }
 
+/* ---- a read ended on another thread ---- */
+
+struct pin_arg {
+	struct cachetier_obj *o;
+	uint64_t off[2];
+	struct cachetier_pin *pin[2];
+	int fd[2];
+	uint64_t fd_off[2];
+	int err;
+};
+
+/* Begins two reads of one object and leaves them pinned. */
+static void *pin_main(void *arg)
+{
+	struct pin_arg *a = arg;
+
+	for (int i = 0; i < 2 && a->err == 0; i++)
+		a->err = cachetier_obj_read_begin(a->o, a->off[i], CHUNK / 8, &a->fd[i],
+						  &a->fd_off[i], &a->pin[i]);
+	return NULL;
+}
+
+/* Are the pinned bytes of read i of a exact? */
+static int pin_exact(struct pin_arg *a, int i)
+{
+	unsigned char buf[CHUNK / 8];
+
+	return pread(a->fd[i], buf, sizeof(buf), (off_t)a->fd_off[i]) == (ssize_t)sizeof(buf) &&
+	       memcmp(buf, data[NOBJ] + a->off[i], sizeof(buf)) == 0;
+}
+
+/* A FUSE reply may end a read on another thread than the one that began
+ * it: a thread begins two reads (units A and B) and exits; reads of six
+ * other units then press a cache of four units, and A and B stay (their
+ * bytes exact through the pins' fds); the main thread ends B, then A; four
+ * more units then evict both (read again: two misses). */
+static void test_pin_threads(void)
+{
+	struct backend *be = store("");
+	struct cachetier *ct = tier(be, "c-pin-threads", 4 * (CHUNK / 8), 4);
+	struct pin_arg a = {.o = obj(ct, be, NOBJ), .off = {3 * CHUNK, 6 * CHUNK}};
+	uint64_t u = CHUNK / 8, misses;
+	struct cachetier_stats st;
+	pthread_t t;
+
+	CHECK(pthread_create(&t, NULL, pin_main, &a) == 0, "pthread_create");
+	pthread_join(t, NULL);
+	CHECK(a.err == 0 && a.pin[0] && a.pin[1], "read_begin of A and B: %d", a.err);
+	if (a.err)
+		exit(1);
+	for (int i = 0; i < 6; i++)
+		CHECK(read_check(a.o, NOBJ, (uint64_t)(10 + 6 * i) * CHUNK, u, 1) == 0,
+		      "read of unit %d", i);
+	fills_idle(ct);
+	stats(ct, &st);
+	CHECK(st.evictions >= 4, "six reads into two free units evicted %llu",
+	      (unsigned long long)st.evictions);
+	CHECK(pin_exact(&a, 0) && pin_exact(&a, 1), "pinned units changed under their reads");
+	cachetier_obj_read_end(a.pin[1]);
+	cachetier_obj_read_end(a.pin[0]);
+	for (int i = 0; i < 4; i++)
+		CHECK(read_check(a.o, NOBJ, (uint64_t)(11 + 6 * i) * CHUNK, u, 1) == 0,
+		      "read of unit %d", 6 + i);
+	fills_idle(ct);
+	stats(ct, &st);
+	misses = st.misses;
+	CHECK(read_check(a.o, NOBJ, a.off[0], u, 1) == 0 &&
+		  read_check(a.o, NOBJ, a.off[1], u, 1) == 0,
+	      "reads of A and B");
+	stats(ct, &st);
+	CHECK(st.misses == misses + 2,
+	      "A and B stayed pinned after read_end: %llu misses, want %llu",
+	      (unsigned long long)st.misses, (unsigned long long)misses + 2);
+	cachetier_obj_unref(a.o);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
 int main(void)
 {
 	const char *env = getenv("TEST_SEED");
@@ -1313,6 +1396,7 @@ int main(void)
 	test_prefetch_fit();
 	test_prefetch_range();
 	test_range_spares_present();
+	test_pin_threads();
 	test_reopen_race();
 	test_crash(seed);
 	test_errors();

@@ -22,7 +22,7 @@
 
 #include "fs_core.h"
 
-struct cachetier_obj; /* a pinned range of the cache tier (fs_op_read) */
+struct cachetier_pin; /* a pinned range of the cache tier (fs_op_read) */
 
 /* An entry as a lookup or a readdirplus answers it. */
 struct fs_entry {
@@ -61,10 +61,10 @@ int fs_op_open(struct fs *fs, uint64_t ino, int flags, struct fs_open *o);
 void fs_op_release(struct fs *fs, uint64_t ino, uint64_t fh);
 
 /* A read's answer: the bytes at [fd_off, fd_off + len) of fd (pin set:
- * the cache tier holds them until fs_op_read_done), or buf[0..len), or
- * nothing (len 0, end of file). */
+ * the cache tier holds them until fs_op_read_done, which may run on
+ * another thread), or buf[0..len), or nothing (len 0, end of file). */
 struct fs_read {
-	struct cachetier_obj *pin;
+	struct cachetier_pin *pin;
 	int fd;
 	uint64_t fd_off;
 	char *buf; /* malloc'd */
