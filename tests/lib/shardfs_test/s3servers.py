@@ -451,7 +451,10 @@ class _AisHandler(_Handler):
         for name, data in members:
             ti = tarfile.TarInfo(name)
             ti.size, ti.mtime, ti.mode, ti.type = len(data), 0, 0o644, tarfile.REGTYPE
-            out += ti.tobuf(tarfile.PAX_FORMAT, 'utf-8', 'surrogateescape')
+            try:  # as Go's archive/tar (AIStore's writer): USTAR when the name fits, else PAX
+                out += ti.tobuf(tarfile.USTAR_FORMAT, 'utf-8', 'surrogateescape')
+            except ValueError:
+                out += ti.tobuf(tarfile.PAX_FORMAT, 'utf-8', 'surrogateescape')
             out += data + b'\0' * ((512 - len(data) % 512) % 512)
         out += b'\0' * 1024
         with owner.lock:
