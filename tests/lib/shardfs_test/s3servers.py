@@ -447,6 +447,10 @@ class _AisHandler(_Handler):
                 data = data[:-1]
             members.append((name, data))
         owner.count('moss_items', len(members))
+        with owner.lock:
+            corrupt, owner.moss_corrupt = owner.moss_corrupt, None
+        if corrupt == 'order' and len(members) > 1:
+            members[0], members[1] = members[1], members[0]
         out = bytearray()
         for name, data in members:
             ti = tarfile.TarInfo(name)
@@ -456,6 +460,8 @@ class _AisHandler(_Handler):
             except ValueError:
                 out += ti.tobuf(tarfile.PAX_FORMAT, 'utf-8', 'surrogateescape')
             out += data + b'\0' * ((512 - len(data) % 512) % 512)
+        if corrupt == 'checksum':
+            out[136] ^= 0x01  # the first header's mtime, after its checksum was computed
         out += b'\0' * 1024
         with owner.lock:
             cut, owner.moss_cut_at = owner.moss_cut_at, None
@@ -489,12 +495,15 @@ class AisStandIn(_Counting):
     mime ".tar", streaming mode, objname with start/length (the documented forms (0,0), (N,L>0),
     (N,-1)). Not implemented, answered 400 and counted as moss_refused: other output formats,
     buffered (multipart) mode, archpath, bucket/provider/uname overrides, opaque.
-    Faults for tests: moss_cut_at (bytes: the next GetBatch answer is cut there, once) and
-    moss_lie (object names whose member says, and carries, one byte fewer than asked)."""
+    Faults for tests: moss_cut_at (bytes: the next GetBatch answer is cut there, once),
+    moss_corrupt ('order': the next answer's first two members swapped; 'checksum': a bit of its
+    first header flipped; once) and moss_lie (object names whose member says, and carries, one
+    byte fewer than asked)."""
 
     def __init__(self, upstream_port):
         self.upstream = upstream_port
         self.moss_cut_at = None
+        self.moss_corrupt = None
         self.moss_lie = set()
         super().__init__()
         self.serve(_AisHandler)
