@@ -177,6 +177,32 @@ typedef int (*backend_sink_cb)(void *arg, uint64_t off, const void *buf, size_t 
 ssize_t backend_read_version_cb(struct backend *be, const char *key, const char *etag, uint64_t off,
 				size_t len, backend_sink_cb cb, void *arg);
 
+/* One item of a batch read: len bytes (len > 0) at off of key. */
+struct backend_batch_item {
+	const char *key;
+	uint64_t off;
+	uint64_t len;
+};
+/* Receives item i's bytes, as backend_sink_cb receives an object's (the
+ * same contract: I/O thread, quick, a negative errno stops the batch), but
+ * never with len 0: a silent answer is bounded by the stall timeout. */
+typedef int (*backend_batch_sink_cb)(void *arg, size_t i, uint64_t off, const void *buf,
+				     size_t len);
+
+/* Read items[0..n) with as few requests as the store allows: ais:// sends
+ * one AIStore GetBatch (backend_ais_batch.c says the request, the checks
+ * and the rounds), whose answer delivers each item's bytes to cb in item
+ * order, each byte once, contiguous from the item's off. err[i] receives
+ * item i's outcome: 0 (all len bytes delivered), -ENOENT (no such object),
+ * -EIO (a wrong or cut answer: the bytes cb got for item i are to be
+ * dropped), or the errno that failed the request. GetBatch reads no
+ * particular version (it has no If-Match). Returns 0 when every err[i] is
+ * set; -EOPNOTSUPP for stores other than ais:// (nothing asked), -EINVAL
+ * for a bad key or a len of 0, -ENOMEM, or the sink's errno (err[] of the
+ * items left set to it). Blocks; any thread but the I/O thread. */
+int backend_batch_read(struct backend *be, const struct backend_batch_item *items, size_t n,
+		       backend_batch_sink_cb cb, void *arg, int *err);
+
 /* Stop: every request in flight or waiting, now and later, completes at
  * once with -ECANCELED (transfers are aborted). For shutdown; there is no
  * way back. Returns without waiting; any thread; accepts NULL. */

@@ -14,12 +14,14 @@
  *   list-objects is "GET /v1/buckets/BUCKET" with a JSON request body
  *   ({"action": "list", "value": {"prefix", "continuation_token",
  *   "pagesize", "props"}}) answered in JSON (docs/http_api.md, "Listing
- *   objects"); the I/O engine sends no request bodies (GET/HEAD only), and
+ *   objects"); the I/O engine's one request body is GetBatch's (below), and
  *   the S3 form returns the same names, sizes and continuation tokens in
  *   the ListObjectsV2 XML that backend_xml.c already parses safely — one
  *   hostile-input-safe parser instead of two. The native HEAD reports sizes
  *   in AIS-specific headers; the S3 HEAD gives Content-Length, ETag and
  *   Last-Modified, which the engine already reads.
+ * - Batch reads (backend_batch_read) use GetBatch, GET /v1/ml/moss/BUCKET
+ *   with a JSON body: backend_ais_batch.c.
  * Non-goals for now: AIStore AuthN tokens, non-ais providers behind AIS
  * (ais://@remais/..., provider=s3 etc.).
  *

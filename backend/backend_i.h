@@ -333,6 +333,10 @@ struct backend_objstore {
 	char *ca_file;
 };
 
+/* backend_batch_read of an ais:// store (backend_ais_batch.c). */
+int backend__ais_batch_read(struct backend *be, const struct backend_batch_item *items, size_t n,
+			    backend_batch_sink_cb cb, void *arg, int *err);
+
 extern const struct backend_ops backend__os_ops;
 int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 		     const struct backend_config *cfg);

@@ -10,7 +10,8 @@
  * transfer, as it paces the fills anyway). Connections are reused (keep-alive); up to 'connections'
  * transfers run at once, the rest wait in the queue.
  *
- * A request is an HTTP GET or HEAD of one URL, optionally of a byte range.
+ * A request is an HTTP GET or HEAD of one URL, optionally of a byte range
+ * (or a GET with a JSON body: backend_req.body).
  * The engine owns retrying: connection errors, 5xx, 429, stalls (no bytes
  * for stall_timeout_s) and short bodies are retried with exponential
  * backoff and full jitter until retry_budget_s has passed since submit,
@@ -94,6 +95,14 @@ struct backend_req {
 	 * for: mount, refresh), with its own retry budget, instead of failing
 	 * at once; its answer brings the store up, as the probe's does */
 	int past_breaker;
+	/* or NULL: a request body (with method "GET": AIStore's GetBatch,
+	 * backend_ais_batch.c), sent with Content-Type: application/json on
+	 * every attempt and every redirect hop (as curl -L does for a 307).
+	 * The caller keeps it alive until on_done. Such a request is never
+	 * resumed: once body bytes were delivered, a failed attempt completes
+	 * the request with -EIO instead of a retry. */
+	const char *body;
+	size_t body_len;
 
 	/* ---- results, valid in on_done ---- */
 	long status;	    /* last HTTP status (0: no answer) */

@@ -13,8 +13,8 @@
  * backend_io_cancel sets 'halted': everything completes with -ECANCELED
  * (cancel_all) and nothing starts any more; close does the same first.
  *
- * Non-goals: more than one loop thread per store; request bodies (no
- * PUT/POST), HTTP caching, cookies.
+ * Non-goals: more than one loop thread per store; PUT/POST (the one
+ * request body is a GET's JSON: backend_req.body), HTTP caching, cookies.
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -22,7 +22,11 @@
  * A failed attempt is retried with full jitter until the budget is spent;
  * then the store is down (backend_io_breaker.c).
  *
- * Non-goals: request bodies (no PUT/POST), HTTP caching, cookies.
+ * A request with a body (backend_req.body: a GET with a JSON body) sends
+ * it again on every attempt and hop, and is not resumed after a cut: its
+ * answer is a stream the caller parses (GetBatch), with no range to resume.
+ *
+ * Non-goals: PUT/POST, HTTP caching, cookies.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -199,6 +203,10 @@ static void xfer_retry(struct xfer *x, int err)
 	double delay;
 
 	x->last_err = err;
+	if (x->r->body && x->r->delivered) { /* a body request is never resumed */
+		backend__io_xfer_finish(x, -EIO);
+		return;
+	}
 	if (x->probe) { /* one attempt: the next probe is the retry */
 		backend__io_xfer_finish(x, err);
 		return;
@@ -297,6 +305,19 @@ static int xfer_start(struct xfer *x)
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
 	if (head)
 		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+	if (r->body) {
+		struct curl_slist *l = curl_slist_append(x->hdrs, "Content-Type: application/json");
+
+		if (l)
+			l = curl_slist_append(x->hdrs = l, "Expect:"); /* no 100-continue wait */
+		if (!l)
+			return -ENOMEM;
+		x->hdrs = l;
+		curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
+		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "GET");
+	}
 	if (x->range[0])
 		curl_easy_setopt(e, CURLOPT_RANGE, x->range);
 	if (curl_multi_add_handle(io->multi, e) != CURLM_OK)

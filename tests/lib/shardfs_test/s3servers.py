@@ -16,7 +16,9 @@
 - AisStandIn: a STAND-IN for an AIStore proxy, because AIStore itself is not installable here.
   It implements only what backend_ais.c uses: the S3-compatible listing and HEAD under /s3/
   (forwarded to s3rver) and the native GET /v1/objects/BUCKET/KEY, answered with a 307 redirect
-  to the object's URL on s3rver (the "target"), as an AIStore proxy does.
+  to the object's URL on s3rver (the "target"), as an AIStore proxy does; and GetBatch
+  (GET /v1/ml/moss/BUCKET with a JSON body) as AIStore's docs/get_batch.md documents it
+  (AisStandIn says which parts).
 
 Each server has a /__stats JSON endpoint with its counters.
 """
@@ -30,6 +32,7 @@ import os
 import re
 import shutil
 import subprocess
+import tarfile
 import threading
 import time
 import urllib.parse
@@ -332,6 +335,9 @@ class _AisHandler(_Handler):
                 owner.count('list_continuations')
             self.forward(u.path[3:] + ('?' + u.query if u.query else ''))
             return
+        if u.path.startswith('/v1/ml/moss/') and self.command == 'GET':
+            self.handle_moss(u)
+            return
         if u.path.startswith('/v1/objects/') and self.command == 'GET':
             q = urllib.parse.parse_qs(u.query)
             if q.get('provider', ['ais']) != ['ais']:
@@ -349,9 +355,156 @@ class _AisHandler(_Handler):
                          'application/json')
 
 
+    def moss_refuse(self, why):
+        self.server.owner.count('moss_refused')
+        self.send_simple(400, json.dumps({'message': why}).encode(), 'application/json')
+
+    def moss_item(self, bucket, it):
+        """(status, bytes) of one GetBatch entry from s3rver: 404 missing, 416 out of range."""
+        conn = http.client.HTTPConnection('127.0.0.1', self.server.owner.upstream, timeout=60)
+        start, length = it.get('start', 0), it.get('length', 0)
+        headers = {}
+        if (start, length) != (0, 0):
+            headers['Range'] = 'bytes=%d-%s' % (start, '' if length == -1 else start + length - 1)
+        try:
+            conn.request('GET', '/%s/%s' % (bucket, urllib.parse.quote(it['objname'], safe='/~')),
+                         headers=headers)
+            r = conn.getresponse()
+            data = r.read()
+        finally:
+            conn.close()
+        if r.status == 404:
+            return 404, b''
+        if r.status == 416 or (length > 0 and len(data) != length):
+            return 416, b''
+        if r.status not in (200, 206):
+            return 502, b''
+        return 200, data
+
+    def handle_moss(self, u):
+        owner = self.server.owner
+        q = urllib.parse.parse_qs(u.query)
+        n = int(self.headers.get('Content-Length') or 0)
+        body = self.rfile.read(n) if n else b''
+        bucket = urllib.parse.unquote(u.path[len('/v1/ml/moss/'):])
+        if q.get('provider', ['ais']) != ['ais'] or not bucket or '/' in bucket:
+            self.moss_refuse('only /v1/ml/moss/BUCKET?provider=ais here')
+            return
+        if 'dt' not in q:
+            # the proxy: phase 2 of AIStore's GetBatch redirects the GET to the designated
+            # target, which reads the same JSON body again
+            owner.count('moss_redirects')
+            loc = 'http://127.0.0.1:%d%s?%s' % (owner.port, u.path, u.query + '&dt=t1')
+            self.send_simple(307, b'', 'text/plain', extra=[('Location', loc)])
+            return
+        owner.count('moss_requests')
+        try:
+            req = json.loads(body)
+        except ValueError:
+            self.moss_refuse('GetBatch: the request body is not JSON')
+            return
+        items = req.get('in') if isinstance(req, dict) else None
+        if not isinstance(items, list) or not items:
+            self.moss_refuse('GetBatch: "in" must list at least one entry')
+            return
+        if req.get('mime', '.tar') not in ('', '.tar'):
+            self.moss_refuse('GetBatch: only "mime": ".tar" is implemented by the stand-in')
+            return
+        if not req.get('strm'):
+            self.moss_refuse('GetBatch: only streaming ("strm": true) is implemented by the '
+                             'stand-in')
+            return
+        for it in items:
+            if not isinstance(it, dict) or not isinstance(it.get('objname'), str):
+                self.moss_refuse('GetBatch: an entry without "objname"')
+                return
+            extra = set(it) - {'objname', 'start', 'length'}
+            if extra:
+                self.moss_refuse('GetBatch: the stand-in does not implement %s' % sorted(extra))
+                return
+            start, length = it.get('start', 0), it.get('length', 0)
+            if (not isinstance(start, int) or not isinstance(length, int) or start < 0 or
+                    length < -1 or (start != 0 and length == 0)):
+                self.moss_refuse('GetBatch: bad range start=%r length=%r' % (start, length))
+                return
+        coer, onob = bool(req.get('coer')), bool(req.get('onob'))
+        members = []
+        for it in items:
+            st, data = self.moss_item(bucket, it)
+            name = it['objname'] if onob else bucket + '/' + it['objname']
+            if st == 404 and coer:
+                owner.count('moss_missing')
+                members.append(('__404__/' + name, b''))
+                continue
+            if st != 200:
+                # strict mode, or a range outside the object: the request fails, no data
+                self.send_simple(st, json.dumps({'message': 'GetBatch: %s: status %d' %
+                                                 (it['objname'], st)}).encode(),
+                                 'application/json')
+                return
+            if it['objname'] in owner.moss_lie:
+                owner.count('moss_lies')
+                data = data[:-1]
+            members.append((name, data))
+        owner.count('moss_items', len(members))
+        with owner.lock:
+            corrupt, owner.moss_corrupt = owner.moss_corrupt, None
+        if corrupt == 'order' and len(members) > 1:
+            members[0], members[1] = members[1], members[0]
+        out = bytearray()
+        for name, data in members:
+            ti = tarfile.TarInfo(name)
+            ti.size, ti.mtime, ti.mode, ti.type = len(data), 0, 0o644, tarfile.REGTYPE
+            try:  # as Go's archive/tar (AIStore's writer): USTAR when the name fits, else PAX
+                out += ti.tobuf(tarfile.USTAR_FORMAT, 'utf-8', 'surrogateescape')
+            except ValueError:
+                out += ti.tobuf(tarfile.PAX_FORMAT, 'utf-8', 'surrogateescape')
+            out += data + b'\0' * ((512 - len(data) % 512) % 512)
+        if corrupt == 'checksum':
+            out[136] ^= 0x01  # the first header's mtime, after its checksum was computed
+        out += b'\0' * 1024
+        with owner.lock:
+            cut, owner.moss_cut_at = owner.moss_cut_at, None
+        self.send_response(200)
+        self.send_header('Content-Type', 'application/x-tar')
+        self.send_header('Transfer-Encoding', 'chunked')
+        self.end_headers()
+        if cut is not None:
+            # one chunk that announces everything, and the connection closed in its middle
+            owner.count('moss_cut')
+            self.wfile.write(b'%x\r\n' % len(out) + bytes(out[:cut]))
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        for i in range(0, len(out), 65536):
+            c = bytes(out[i:i + 65536])
+            self.wfile.write(b'%x\r\n' % len(c) + c + b'\r\n')
+        self.wfile.write(b'0\r\n\r\n')
+
+
 class AisStandIn(_Counting):
+    """A stand-in for an AIStore proxy and its targets (see the module docstring).
+
+    GetBatch follows AIStore's documented request and response (its docs/get_batch.md, and
+    apc.MossReq/MossIn in api/apc/ml.go): GET /v1/ml/moss/BUCKET?provider=ais with a JSON body
+    {"mime", "in": [{"objname", "start", "length"}], "coer", "onob", "strm"}; the proxy answers
+    307 to a "target" (here: the same server with dt=t1), which reads the body again and answers
+    one TAR stream (chunked), one member per entry in request order, named OBJNAME with onob,
+    else BUCKET/OBJNAME; a missing object is a member '__404__/NAME' of size 0 with coer, else the
+    request fails with 404; a range outside the object fails it with 416 (no data). Implemented:
+    mime ".tar", streaming mode, objname with start/length (the documented forms (0,0), (N,L>0),
+    (N,-1)). Not implemented, answered 400 and counted as moss_refused: other output formats,
+    buffered (multipart) mode, archpath, bucket/provider/uname overrides, opaque.
+    Faults for tests: moss_cut_at (bytes: the next GetBatch answer is cut there, once),
+    moss_corrupt ('order': the next answer's first two members swapped; 'checksum': a bit of its
+    first header flipped; once) and moss_lie (object names whose member says, and carries, one
+    byte fewer than asked)."""
+
     def __init__(self, upstream_port):
         self.upstream = upstream_port
+        self.moss_cut_at = None
+        self.moss_corrupt = None
+        self.moss_lie = set()
         super().__init__()
         self.serve(_AisHandler)
 

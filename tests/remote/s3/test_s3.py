@@ -13,11 +13,16 @@ Groups (one meson test each):
   gs   the same shards through gs:// with GCS HMAC keys (and a refused OAuth token)
   ais  the same shards through ais:// (listing via /s3, objects via 307 redirects)
   s3-index  'shardfs index' with --endpoint and --no-sign, then a mount that uses its indexes
+  ais-batch  backend_batch_read (AIStore GetBatch, /v1/ml/moss) through ais_batch_cli against
+       the stand-in: items of several objects and ranges byte-exact in order in one request, a
+       missing object, an answer cut mid-item, members out of order, a bad header checksum, a
+       member that lies about its size
 
-Usage: test_s3.py SHARDFS GROUP
+Usage: test_s3.py SHARDFS GROUP [AIS_BATCH_CLI]
 Exit 77 (skip) when /dev/fuse is unusable or s3rver is not installed.
 """
 
+import errno
 import hashlib
 import os
 import sys
@@ -238,6 +243,101 @@ def group_ais(env, ck):
         w.stop()
 
 
+AIS_BATCH_CLI = None  # argv[3] of the ais-batch group
+
+
+def batch_read(env, ck, label, items, want_requests):
+    """Run ais_batch_cli on items [(key, off, len)]; returns ([errno per item], [bytes per item])
+    after checking that it made want_requests requests of the store."""
+    out = env.path('batch-' + label.replace(' ', '-'))
+    os.makedirs(out, exist_ok=True)
+    r = env.run([AIS_BATCH_CLI, 'ais://%s/%s' % (BUCKET, PREFIX), out] +
+                ['%s:%d:%d' % it for it in items])
+    text = r.stdout.decode(errors='replace')
+    log('%s: rc=%r stdout=%r stderr=%r' % (label, r.returncode, text,
+                                          r.stderr.decode(errors='replace')))
+    lines = text.split('\n')
+    ck.eq('%s: exit' % label, r.returncode, 0)
+    errs = []
+    for i in range(len(items)):
+        f = lines[i].split() if i < len(lines) else []
+        errs.append(int(f[1]) if len(f) == 2 and f[0] == str(i) else None)
+    ck.eq('%s: requests' % label, lines[len(items)] if len(lines) > len(items) else None,
+          'requests %d' % want_requests)
+    got = [open(os.path.join(out, str(i)), 'rb').read() for i in range(len(items))]
+    return errs, got
+
+
+def group_ais_batch(env, ck):
+    """backend_batch_read against the stand-in's GetBatch (see the module docstring)."""
+    w = World(env, ais=True)
+    try:
+        rng = env.rng
+        objs = {'a.bin': bytes(rng.getrandbits(8) for _ in range(300000)),
+                'b.bin': bytes(rng.getrandbits(8) for _ in range(1000)),
+                'c.bin': bytes(rng.getrandbits(8) for _ in range(70000)),
+                # a name longer than a ustar header's 100 bytes: a PAX 'path' record
+                'long/' + 'n' * 120 + '.bin': bytes(rng.getrandbits(8) for _ in range(700)),
+                # one that fits a ustar header only split into its prefix and name fields
+                'deep/' + 'd' * 80 + '/' + 'f' * 60 + '.bin': b'split name\n' * 9}
+        w.s3.create_bucket(BUCKET)
+        for k, v in objs.items():
+            w.s3.put(BUCKET, PREFIX + k, v)
+        set_aws_env(env, key=None, secret=None)
+        env.env['AIS_ENDPOINT'] = 'http://127.0.0.1:%d' % w.ais.port
+        longk = 'long/' + 'n' * 120 + '.bin'
+        splitk = 'deep/' + 'd' * 80 + '/' + 'f' * 60 + '.bin'
+
+        def check(label, items, want_err, want_requests, partial_ok=False):
+            errs, got = batch_read(env, ck, label, items, want_requests)
+            ck.eq('%s: errors' % label, errs, want_err)
+            for i, (k, off, n) in enumerate(items):
+                want = objs[k][off:off + n] if want_err[i] == 0 else b''
+                if partial_ok and want_err[i] == -errno.EIO:
+                    continue  # bytes delivered before a cut are the caller's to drop
+                ck.ok(got[i] == want, '%s: bytes of item %d (%s %d+%d): %d bytes, want %d'
+                      % (label, i, k, off, n, len(got[i]), len(want)))
+
+        items = [('a.bin', 0, 300000), ('b.bin', 10, 990), ('a.bin', 12345, 1000),
+                 ('c.bin', 0, 70000), ('a.bin', 299999, 1), (longk, 5, 600), ('b.bin', 0, 512),
+                 (splitk, 0, 99)]
+        check('in order', items, [0] * len(items), 1)
+        st = dict(w.ais.stats)
+        ck.eq('in order: GetBatch redirects', st.get('moss_redirects'), 1)
+        ck.eq('in order: GetBatch answers', st.get('moss_requests'), 1)
+        ck.eq('in order: items served', st.get('moss_items'), len(items))
+
+        check('missing', [('b.bin', 0, 10), ('nope.bin', 0, 5), ('c.bin', 100, 10)],
+              [0, -errno.ENOENT, 0], 1)
+
+        # cut in the middle of item 0 (its header, then 150,000 of its 300,000 bytes): item 0
+        # is EIO, items 1 and 2 are asked for again in a second request
+        w.ais.moss_cut_at = 512 + 150000
+        check('cut', [('a.bin', 0, 300000), ('b.bin', 0, 1000), ('c.bin', 7, 500)],
+              [-errno.EIO, 0, 0], 2, partial_ok=True)
+        ck.eq('cut: answers cut', w.ais.stats.get('moss_cut'), 1)
+
+        # members out of order, a header with a bad checksum: EIO for the item in that place
+        # (none of its bytes delivered), the rest asked for again
+        for fault in ('order', 'checksum'):
+            w.ais.moss_corrupt = fault
+            # (the first two of the same length: only their names tell them apart)
+            check('corrupt ' + fault, [('b.bin', 0, 100), ('c.bin', 0, 100), ('a.bin', 50, 70)],
+                  [-errno.EIO, 0, 0], 2)
+        # b.bin's member says (and carries) 999 bytes where 1000 were asked: EIO, no byte of it
+        w.ais.moss_lie = {PREFIX + 'b.bin'}
+        errs, got = batch_read(env, ck, 'lie', [('c.bin', 0, 100), ('b.bin', 0, 1000),
+                                                ('a.bin', 0, 100)], 2)
+        ck.eq('lie: errors', errs, [0, -errno.EIO, 0])
+        ck.eq('lie: bytes of the lying item', got[1], b'')
+        ck.ok(got[0] == objs['c.bin'][:100] and got[2] == objs['a.bin'][:100],
+              'lie: bytes of the honest items')
+        w.ais.moss_lie = set()
+        ck.eq('ais-batch: refused requests', w.ais.stats.get('moss_refused', 0), 0)
+    finally:
+        w.stop()
+
+
 def run_index(env, args):
     r = env.run([env.shardfs, 'index'] + args, timeout=FAIL_FAST_S + 30)
     out, err = r.stdout.decode(errors='replace'), r.stderr.decode(errors='replace')
@@ -295,11 +395,14 @@ def group_s3_index(env, ck):
         w.stop()
 
 
-GROUPS = {'s3': group_s3, 'gs': group_gs, 'ais': group_ais, 's3-index': group_s3_index}
+GROUPS = {'s3': group_s3, 'gs': group_gs, 'ais': group_ais, 's3-index': group_s3_index,
+          'ais-batch': group_ais_batch}
 
 
 def main():
+    global AIS_BATCH_CLI
     shardfs, group = sys.argv[1], sys.argv[2]
+    AIS_BATCH_CLI = sys.argv[3] if len(sys.argv) > 3 else None
     if not s3servers.have_s3rver():
         ml.skip_exit('s3rver is not installed (sh tests/remote/s3/install-s3rver.sh)')
     ml.main_wrapper(GROUPS[group], shardfs, 'remote-' + group, deadline=170)

@@ -1,0 +1,474 @@
+/*
+ * backend_ais_batch.c — backend_batch_read for ais:// sources: AIStore's
+ * GetBatch (its docs/get_batch.md; request and answer types apc.MossReq,
+ * MossIn, MossOut in its api/apc/ml.go).
+ *
+ * The request: GET ENDPOINT/v1/ml/moss/BUCKET?provider=ais with the JSON
+ * body {"mime":".tar","in":[{"objname":"PREFIX/KEY","start":OFF,
+ * "length":LEN},...],"coer":true,"onob":true,"strm":true}: a TAR stream
+ * (streaming, no metadata part), members named by object name only
+ * (onob), a missing object a member "__404__/OBJNAME" of size 0 (coer:
+ * continue on error). The proxy answers 307 to the designated target; the
+ * I/O engine follows it with the same body (backend_req.body).
+ *
+ * The answer is parsed as it arrives by a minimal TAR header reader. It
+ * lives here, not in shardidx/ (where shard parsing lives), because it is
+ * the framing of one HTTP answer, not a shard: it reads only what
+ * AIStore's writer (Go's archive/tar: USTAR, PAX when a name does not fit)
+ * produces, and checks every header: its checksum, the name of the item
+ * in its place (or __404__/ it), the size asked for. Anything else (a GNU
+ * or global header, a bad checksum, a name out of order, a size other than
+ * asked) is -EIO for that item, none of whose bytes were delivered, and
+ * ends that answer. Bounds: a PAX header of at most BATCH_PAX_MAX bytes,
+ * at most BATCH_TRAIL_MAX bytes after the last item.
+ *
+ * Rounds: one request asks for every item not answered yet. When an answer
+ * ends before its last item (cut, bad header), the item it was in is -EIO
+ * (bytes of it the sink got are to be dropped: GetBatch has no version
+ * check, so a resume could mix versions) and the items after it are asked
+ * for again in a new request. Every round answers at least one item (when
+ * it answers none, its first is -EIO), so a batch of n items makes at most
+ * n requests. An answer that fails before any byte (after the engine's
+ * retries within its budget) fails every item still asked for.
+ *
+ * Threads: backend_batch_read blocks its caller; the parser and the sink
+ * run on the I/O thread (the sink's contract is backend_sink_cb's).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_i.h"
+#include "backend_io_i.h"
+
+#define BATCH_PAX_MAX	(64 * 1024)
+#define BATCH_TRAIL_MAX (64 * 1024)
+#define BATCH_MISSING	"__404__/"
+#define BATCH_EPROTO	(-EPROTO) /* the answer broke the format: ends it */
+
+enum tstate { T_HDR, T_PAX, T_DATA, T_PAD, T_DONE };
+
+struct batch {
+	const struct backend_batch_item *items;
+	size_t n;
+	char **names; /* the object names: prefix + key */
+	backend_batch_sink_cb cb;
+	void *arg;
+	int *err;
+	int sink_err; /* the sink's errno: the batch stops */
+
+	/* one round's parser, I/O thread */
+	size_t cur;	 /* item of the next (or current) member */
+	size_t answered; /* items answered in this round */
+	int in_item;	 /* cur's header was read: its data is arriving */
+	int broken;	 /* the answer broke the format at cur */
+	uint64_t got;	 /* bytes of the answer seen */
+	enum tstate st;
+	unsigned char hdr[512];
+	size_t hlen;
+	char *pax; /* the PAX header's records */
+	size_t paxlen, paxwant;
+	char *paxpath; /* its "path", for the next member */
+	uint64_t left; /* data bytes of the member (T_DATA) or padding (T_PAD) */
+	uint64_t pad;
+	uint64_t pos; /* object offset of cur's next byte */
+	uint64_t trail;
+
+	/* completion */
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	int done, rerr;
+};
+
+static uint64_t octal(const unsigned char *p, size_t n, int *bad)
+{
+	uint64_t v = 0;
+	size_t i = 0;
+
+	while (i < n && p[i] == ' ')
+		i++;
+	for (; i < n && p[i] >= '0' && p[i] <= '7'; i++) {
+		if (v >> 60)
+			*bad = 1;
+		v = v * 8 + (uint64_t)(p[i] - '0');
+	}
+	if (i < n && p[i] != '\0' && p[i] != ' ')
+		*bad = 1; /* base-256 or garbage: never for sizes we ask */
+	return v;
+}
+
+/* The PAX records "LEN path=VALUE\n": keep path; others are ignored. */
+static int pax_parse(struct batch *b)
+{
+	size_t i = 0;
+
+	while (i < b->paxlen) {
+		size_t len = 0, j = i, klen;
+		const char *kv, *eq;
+
+		while (j < b->paxlen && b->pax[j] >= '0' && b->pax[j] <= '9' && len < BATCH_PAX_MAX)
+			len = len * 10 + (size_t)(b->pax[j++] - '0');
+		if (j >= b->paxlen || b->pax[j] != ' ' || len <= j - i + 1 || len > b->paxlen - i ||
+		    b->pax[i + len - 1] != '\n')
+			return BATCH_EPROTO;
+		kv = b->pax + j + 1;
+		klen = len - (j + 1 - i) - 1;
+		eq = memchr(kv, '=', klen);
+		if (!eq)
+			return BATCH_EPROTO;
+		if ((size_t)(eq - kv) == 4 && memcmp(kv, "path", 4) == 0) {
+			free(b->paxpath);
+			b->paxpath = strndup(eq + 1, klen - (size_t)(eq - kv) - 1);
+			if (!b->paxpath)
+				return -ENOMEM;
+		}
+		i += len;
+	}
+	return 0;
+}
+
+static int all_zero(const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return 0;
+	return 1;
+}
+
+/* A complete 512-byte header in b->hdr. */
+static int header(struct batch *b)
+{
+	const unsigned char *h = b->hdr;
+	uint64_t sum = 0, want, size;
+	char name[256 + 156];
+	const char *nm;
+	const struct backend_batch_item *it;
+	int bad = 0;
+
+	if (all_zero(h, 512)) {
+		b->st = T_DONE; /* the end of the archive */
+		return 0;
+	}
+	for (size_t i = 0; i < 512; i++)
+		sum += (i >= 148 && i < 156) ? ' ' : h[i];
+	want = octal(h + 148, 8, &bad);
+	size = octal(h + 124, 12, &bad);
+	if (bad || sum != want || b->cur >= b->n)
+		return BATCH_EPROTO;
+	if (h[156] == 'x') {
+		if (size > BATCH_PAX_MAX || b->pax)
+			return BATCH_EPROTO;
+		b->pax = malloc(size ? size : 1);
+		if (!b->pax)
+			return -ENOMEM;
+		b->paxlen = 0;
+		b->paxwant = size;
+		b->pad = (512 - size % 512) % 512;
+		b->st = T_PAX;
+		return 0;
+	}
+	if (h[156] != '0' && h[156] != '\0')
+		return BATCH_EPROTO;
+	if (b->paxpath) {
+		nm = b->paxpath;
+	} else if (memcmp(h + 257, "ustar\0", 6) == 0 && h[345]) {
+		snprintf(name, sizeof(name), "%.155s/%.100s", (const char *)h + 345,
+			 (const char *)h);
+		nm = name;
+	} else {
+		snprintf(name, sizeof(name), "%.100s", (const char *)h);
+		nm = name;
+	}
+	it = &b->items[b->cur];
+	if (strcmp(nm, b->names[b->cur]) == 0 && size == it->len) {
+		b->in_item = 1;
+		b->left = size;
+		b->pos = it->off;
+		b->pad = (512 - size % 512) % 512;
+		b->st = T_DATA;
+	} else if (size == 0 && strncmp(nm, BATCH_MISSING, strlen(BATCH_MISSING)) == 0 &&
+		   strcmp(nm + strlen(BATCH_MISSING), b->names[b->cur]) == 0) {
+		b->err[b->cur++] = -ENOENT;
+		b->answered++;
+		b->st = T_HDR;
+	} else {
+		return BATCH_EPROTO; /* out of order, or not the size asked */
+	}
+	free(b->paxpath);
+	b->paxpath = NULL;
+	free(b->pax);
+	b->pax = NULL;
+	return 0;
+}
+
+static void item_done(struct batch *b)
+{
+	b->err[b->cur++] = 0;
+	b->answered++;
+	b->in_item = 0;
+	b->st = b->pad ? T_PAD : T_HDR;
+	if (b->cur == b->n && b->st == T_HDR)
+		b->st = T_DONE;
+}
+
+/* The engine's on_data: body bytes of the answer, in order (I/O thread). */
+static int batch_data(void *arg, const void *buf, size_t len)
+{
+	struct batch *b = arg;
+	const unsigned char *p = buf;
+	int err;
+
+	b->got += len;
+	while (len) {
+		size_t k;
+
+		switch (b->st) {
+		case T_HDR:
+			k = 512 - b->hlen < len ? 512 - b->hlen : len;
+			memcpy(b->hdr + b->hlen, p, k);
+			b->hlen += k;
+			if (b->hlen == 512) {
+				b->hlen = 0;
+				err = header(b);
+				if (err < 0) {
+					b->broken = 1;
+					return err;
+				}
+				if (b->st == T_DATA && b->left == 0)
+					item_done(b);
+			}
+			break;
+		case T_PAX:
+			k = b->paxwant - b->paxlen < len ? (size_t)(b->paxwant - b->paxlen) : len;
+			memcpy(b->pax + b->paxlen, p, k);
+			b->paxlen += k;
+			if (b->paxlen == b->paxwant) {
+				err = pax_parse(b);
+				if (err < 0) {
+					b->broken = 1;
+					return err;
+				}
+				b->st = b->pad ? T_PAD : T_HDR;
+			}
+			break;
+		case T_DATA:
+			k = b->left < len ? (size_t)b->left : len;
+			err = b->cb(b->arg, b->cur, b->pos, p, k);
+			if (err < 0) {
+				b->sink_err = err;
+				return err;
+			}
+			b->pos += k;
+			b->left -= k;
+			if (b->left == 0)
+				item_done(b);
+			break;
+		case T_PAD:
+			k = b->pad < len ? (size_t)b->pad : len;
+			b->pad -= k;
+			if (b->pad == 0)
+				b->st = b->cur == b->n ? T_DONE : T_HDR;
+			break;
+		default: /* T_DONE: end-of-archive blocks, bounded */
+			k = len;
+			b->trail += k;
+			if (b->trail > BATCH_TRAIL_MAX)
+				return BATCH_EPROTO;
+			break;
+		}
+		p += k;
+		len -= k;
+	}
+	return 0;
+}
+
+static void batch_done(void *arg, struct backend_req *r, int err)
+{
+	struct batch *b = arg;
+
+	(void)r;
+	pthread_mutex_lock(&b->m);
+	b->rerr = err;
+	b->done = 1;
+	pthread_cond_signal(&b->c);
+	pthread_mutex_unlock(&b->m);
+}
+
+/* Append s as a JSON string (quotes included) to buf at *at. */
+static int json_str(char *buf, size_t cap, size_t *at, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	if (*at + 1 >= cap)
+		return -ENOMEM;
+	buf[(*at)++] = '"';
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (*at + 7 >= cap)
+			return -ENOMEM;
+		if (c == '"' || c == '\\') {
+			buf[(*at)++] = '\\';
+			buf[(*at)++] = (char)c;
+		} else if (c < 0x20) {
+			memcpy(buf + *at, "\\u00", 4);
+			buf[*at + 4] = hex[c >> 4];
+			buf[*at + 5] = hex[c & 15];
+			*at += 6;
+		} else {
+			buf[(*at)++] = (char)c;
+		}
+	}
+	buf[(*at)++] = '"';
+	return 0;
+}
+
+/* The JSON body asking for items [from, n). malloc'd into *out. */
+static int batch_body(struct batch *b, size_t from, char **out, size_t *outlen)
+{
+	size_t cap = 128, at = 0;
+	char *buf;
+	int err = 0;
+
+	for (size_t i = from; i < b->n; i++)
+		cap += 6 * strlen(b->names[i]) + 80;
+	buf = malloc(cap);
+	if (!buf)
+		return -ENOMEM;
+	at = (size_t)snprintf(buf, cap, "{\"mime\":\".tar\",\"in\":[");
+	for (size_t i = from; i < b->n && !err; i++) {
+		at += (size_t)snprintf(buf + at, cap - at, "%s{\"objname\":", i > from ? "," : "");
+		err = json_str(buf, cap, &at, b->names[i]);
+		if (!err)
+			at += (size_t)snprintf(buf + at, cap - at,
+					       ",\"start\":%" PRIu64 ",\"length\":%" PRIu64 "}",
+					       b->items[i].off, b->items[i].len);
+	}
+	if (!err && at + 64 < cap)
+		at += (size_t)snprintf(buf + at, cap - at,
+				       "],\"coer\":true,\"onob\":true,\"strm\":true}");
+	else
+		err = -ENOMEM;
+	if (err) {
+		free(buf);
+		return err;
+	}
+	*out = buf;
+	*outlen = at;
+	return 0;
+}
+
+/* One request for items [b->cur, n): returns the engine's errno. */
+static int batch_round(struct backend_objstore *os, struct batch *b, const char *url)
+{
+	struct backend_req req;
+	char *body;
+	size_t blen;
+	int err = batch_body(b, b->cur, &body, &blen);
+
+	if (err < 0)
+		return err;
+	memset(&req, 0, sizeof(req));
+	req.method = "GET";
+	req.url = (char *)url;
+	req.body = body;
+	req.body_len = blen;
+	req.on_data = batch_data;
+	req.on_done = batch_done;
+	req.arg = b;
+	b->answered = 0;
+	b->in_item = 0;
+	b->broken = 0;
+	b->got = 0;
+	b->st = T_HDR;
+	b->hlen = 0;
+	b->trail = 0;
+	b->done = 0;
+	backend_io_submit(os->io, &req);
+	pthread_mutex_lock(&b->m);
+	while (!b->done)
+		pthread_cond_wait(&b->c, &b->m);
+	err = b->rerr;
+	pthread_mutex_unlock(&b->m);
+	free(b->pax);
+	b->pax = NULL;
+	free(b->paxpath);
+	b->paxpath = NULL;
+	free(body);
+	if (err == 0 && b->got == 0 && b->cur < b->n)
+		err = -EIO; /* an empty answer */
+	return err < 0 && b->got == 0 ? err : (err == -ENOMEM ? err : 1);
+}
+
+int backend__ais_batch_read(struct backend *be, const struct backend_batch_item *items, size_t n,
+			    backend_batch_sink_cb cb, void *arg, int *err)
+{
+	struct backend_objstore *os = be->impl;
+	struct batch b;
+	char benc[1024], *url = NULL;
+	size_t ulen;
+	int ret = 0;
+
+	if (backend__uri_encode(benc, sizeof(benc), os->bucket, strlen(os->bucket), 0) < 0)
+		return -EINVAL;
+	memset(&b, 0, sizeof(b));
+	b.items = items;
+	b.n = n;
+	b.cb = cb;
+	b.arg = arg;
+	b.err = err;
+	b.names = calloc(n ? n : 1, sizeof(*b.names));
+	ulen = strlen(os->ep.base) + strlen(benc) + 64;
+	url = malloc(ulen);
+	if (!b.names || !url) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	snprintf(url, ulen, "%s/v1/ml/moss/%s?provider=ais", os->ep.base, benc);
+	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(os->prefix) + strlen(items[i].key) + 1;
+
+		err[i] = -EIO;
+		b.names[i] = malloc(l);
+		if (!b.names[i]) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		snprintf(b.names[i], l, "%s%s", os->prefix, items[i].key);
+	}
+	pthread_mutex_init(&b.m, NULL);
+	pthread_cond_init(&b.c, NULL);
+	while (b.cur < n) {
+		int r = batch_round(os, &b, url);
+
+		if (b.sink_err) {
+			for (; b.cur < n; b.cur++)
+				err[b.cur] = b.sink_err;
+			ret = b.sink_err;
+			break;
+		}
+		if (r < 0) { /* no byte of an answer: every item left fails */
+			for (; b.cur < n; b.cur++)
+				err[b.cur] = r;
+			ret = r == -ENOMEM ? r : 0;
+			break;
+		}
+		/* the answer ended before its last item: the item it was in
+		 * (or, when it answered none, its first) is -EIO; the rest are
+		 * asked for again */
+		if (b.cur < n && (b.in_item || b.broken || b.answered == 0))
+			err[b.cur++] = -EIO;
+	}
+	pthread_cond_destroy(&b.c);
+	pthread_mutex_destroy(&b.m);
+out:
+	if (b.names)
+		for (size_t i = 0; i < n; i++)
+			free(b.names[i]);
+	free(b.names);
+	free(url);
+	return ret;
+}
