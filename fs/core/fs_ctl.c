@@ -19,6 +19,7 @@
 
 #include "disk_json.h"
 #include "fs_i.h"
+#include "shardfs_config.h"
 
 const char *const fs_ctl_names[FS_CTL_COUNT] = {".shardfs", "stats", "metrics", "control", "plans"};
 

@@ -30,8 +30,6 @@
 #include "disk.h"
 #include "shardidx.h"
 
-#define SHARDFS_VERSION "0.1.0"
-
 /* ---- configuration (filled from the option tables in fs_opt.c) ---------
  * Every default is in those tables; nothing else applies one. */
 

@@ -35,6 +35,7 @@
 #include <fuse_lowlevel.h>
 
 #include "fs_i.h"
+#include "shardfs_config.h"
 #include "fs_ll.h"
 
 static void usage(FILE *f)

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "fs_i.h"
+#include "shardfs_config.h"
 
 /* Mount options that make no sense in /etc/fstab: the helper must return
  * once the mount is ready, and -o is what the helper itself builds. */
