@@ -240,11 +240,6 @@ int backend_stat_many(struct backend *be, const char *const *keys, size_t n,
 	return 0;
 }
 
-ssize_t backend_pread(struct backend *be, const char *key, void *buf, size_t len, uint64_t off)
-{
-	return backend_pread_version(be, key, NULL, buf, len, off);
-}
-
 ssize_t backend_pread_version(struct backend *be, const char *key, const char *etag, void *buf,
 			      size_t len, uint64_t off)
 {

@@ -563,11 +563,6 @@ void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off)
 
 /* ---- the fetcher's side and stats ------------------------------------------ */
 
-uint64_t fs_plan_gen(struct fs *fs)
-{
-	return atomic_load(&fs->plan_gen);
-}
-
 void fs_plan_set_listener(struct fs *fs, void (*fn)(void *ctx), void *ctx)
 {
 	fs->plan_listener = fn;
