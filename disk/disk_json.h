@@ -101,7 +101,10 @@ int disk_json_end(struct disk_json *j);
  * buf[0..len), which must be one JSON object and nothing else (the whole
  * document is checked, so a malformed one never gives a value). Returns 0
  * with *val, -ENOENT when there is no such member, -EBADMSG (not an object,
- * or malformed anywhere), -ELOOP (deeper than DISK_JSON_MAX_DEPTH). */
+ * or malformed anywhere), -ELOOP (deeper than DISK_JSON_MAX_DEPTH).
+ * A nested member is found by looking into the object's token:
+ *   disk_json_get(body, len, "error", &e) == 0 && e.type == DISK_JSON_OBJECT &&
+ *   disk_json_get(e.p, e.len, "message", &m) == 0 && disk_json_str(&m, buf, cap) >= 0 */
 int disk_json_get(const void *buf, size_t len, const char *key, struct disk_json_tok *val);
 
 /* The string token t unescaped into out[0..cap), NUL-terminated (\u as

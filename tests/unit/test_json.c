@@ -550,6 +550,13 @@ static void test_fixed(void)
 		  disk_json_u64(&t, &v) == -EINVAL,
 	      "an object's token");
 	CHECK(disk_json_get(d, strlen(d), "n", &t) == 0 && t.type == DISK_JSON_NULL, "null");
+	/* a nested member, as disk_json.h shows it */
+	d = "{\"error\":{\"code\":403,\"message\":\"Access \\\"denied\\\"\"}}";
+	CHECK(disk_json_get(d, strlen(d), "error", &t) == 0 && t.type == DISK_JSON_OBJECT &&
+		  disk_json_get(t.p, t.len, "message", &t) == 0 &&
+		  disk_json_str(&t, out, sizeof(out)) == 15 &&
+		  strcmp(out, "Access \"denied\"") == 0,
+	      "nested lookup");
 	CHECK(disk_json_get("[1]", 3, "a", &t) == -EBADMSG, "not an object");
 	CHECK(disk_json_get("{\"a\":1} x", 9, "a", &t) == -EBADMSG, "bytes after");
 	CHECK(disk_json_get("{\"a\":1,\"b\":[}", 13, "a", &t) == -EBADMSG,
