@@ -226,7 +226,7 @@ void disk_json_init(struct disk_json *j, const void *buf, size_t len, unsigned m
 {
 	memset(j, 0, sizeof(*j));
 	j->start = j->p = buf;
-	j->end = j->start + len;
+	j->end = len ? j->start + len : j->start; /* buf may be NULL when len is 0 */
 	j->max_depth =
 	    max_depth && max_depth < DISK_JSON_MAX_DEPTH ? max_depth : DISK_JSON_MAX_DEPTH;
 }

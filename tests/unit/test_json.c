@@ -557,6 +557,7 @@ static void test_fixed(void)
 		  disk_json_str(&t, out, sizeof(out)) == 15 &&
 		  strcmp(out, "Access \"denied\"") == 0,
 	      "nested lookup");
+	CHECK(disk_json_get(NULL, 0, "a", &t) == -EBADMSG, "no document");
 	CHECK(disk_json_get("[1]", 3, "a", &t) == -EBADMSG, "not an object");
 	CHECK(disk_json_get("{\"a\":1} x", 9, "a", &t) == -EBADMSG, "bytes after");
 	CHECK(disk_json_get("{\"a\":1,\"b\":[}", 13, "a", &t) == -EBADMSG,
