@@ -115,28 +115,27 @@ static int str_unit(const char **q, const char *e, unsigned char b[4])
 /* A string at j->p ('"'). */
 static int scan_string(struct disk_json *j)
 {
-	const char *s = j->p;
+	const char *s = j->p, *p = j->p + 1, *e = j->end;
 
-	j->p++;
 	for (;;) {
 		unsigned char b[4];
 
-		if (j->p >= j->end)
+		while (p < e && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20)
+			p++;
+		j->p = p;
+		if (p >= e)
 			return fail(j, s, "a string is cut short", -EBADMSG);
-		if (*j->p == '"')
+		if (*p == '"')
 			break;
-		if ((unsigned char)*j->p < 0x20)
-			return fail(j, j->p, "a control byte in a string", -EBADMSG);
-		if (*j->p != '\\') {
-			j->p++;
-			continue;
-		}
+		if (*p != '\\')
+			return fail(j, p, "a control byte in a string", -EBADMSG);
 		/* the closing quote is not known yet: bound the escape by end */
-		if (str_unit(&j->p, j->end, b) < 0)
+		if (str_unit(&j->p, e, b) < 0)
 			return fail(j, j->p, "a bad escape (or a lone surrogate) in a string",
 				    -EBADMSG);
+		p = j->p;
 	}
-	j->p++;
+	j->p = p + 1;
 	return 0;
 }
 
@@ -393,6 +392,14 @@ int disk_json_get(const void *buf, size_t len, const char *key, struct disk_json
 	return found ? 0 : -ENOENT;
 }
 
+/* How many bytes of q[0..e) come before the first backslash. */
+static size_t run(const char *q, const char *e)
+{
+	const char *b = memchr(q, '\\', (size_t)(e - q));
+
+	return (size_t)((b ? b : e) - q);
+}
+
 ssize_t disk_json_str(const struct disk_json_tok *t, char *out, size_t cap)
 {
 	const char *q, *e;
@@ -406,16 +413,22 @@ ssize_t disk_json_str(const struct disk_json_tok *t, char *out, size_t cap)
 	e = t->p + t->len - 1;
 	while (q < e) {
 		unsigned char b[4];
-		int n = str_unit(&q, e, b);
+		const void *from = b;
+		size_t n = run(q, e);
+		int u;
 
-		if (n < 0)
-			return -EINVAL;
-		if (n == 0)
-			return -EILSEQ;
-		if (o + (size_t)n >= cap)
+		if (n) { /* bytes as they are, up to the next escape */
+			from = q;
+			q += n;
+		} else if ((u = str_unit(&q, e, b)) <= 0) {
+			return u < 0 ? -EINVAL : -EILSEQ;
+		} else {
+			n = (size_t)u;
+		}
+		if (o + n >= cap)
 			return -ENOSPC;
-		memcpy(out + o, b, (size_t)n);
-		o += (size_t)n;
+		memcpy(out + o, from, n);
+		o += n;
 	}
 	out[o] = '\0';
 	return (ssize_t)o;
@@ -432,11 +445,21 @@ int disk_json_streq(const struct disk_json_tok *t, const char *z)
 	e = t->p + t->len - 1;
 	while (q < e) {
 		unsigned char b[4];
-		int n = str_unit(&q, e, b);
+		const void *from = b;
+		size_t n = run(q, e);
+		int u;
 
-		if (n <= 0 || o + (size_t)n > zl || memcmp(z + o, b, (size_t)n) != 0)
+		if (n) {
+			from = q;
+			q += n;
+		} else if ((u = str_unit(&q, e, b)) <= 0) {
 			return 0;
-		o += (size_t)n;
+		} else {
+			n = (size_t)u;
+		}
+		if (o + n > zl || memcmp(z + o, from, n) != 0)
+			return 0;
+		o += n;
 	}
 	return o == zl;
 }
