@@ -4,6 +4,7 @@
  * checked against end first.
  */
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 #include "disk_json.h"
@@ -51,65 +52,42 @@ static long hex4(const char *p, const char *e)
 	return v;
 }
 
-/* One unit of a string's contents at *q (before e, the closing quote): a
- * byte as it is, or an escape decoded to UTF-8, into b; *q moves past it.
- * Returns how many bytes (1-4), 0 for \u0000, or -1 when malformed. */
+/* The escape at *q (its backslash; before e): decoded to UTF-8 into b, *q
+ * moved past it. Returns how many bytes (1-4), 0 for \u0000, or -1 when
+ * malformed. */
 static int str_unit(const char **q, const char *e, unsigned char b[4])
 {
 	const char *p = *q;
 	long cp, lo;
 
-	if (*p != '\\') {
-		b[0] = (unsigned char)*p;
-		*q = p + 1;
-		return 1;
-	}
 	if (e - p < 2)
 		return -1;
-	switch (p[1]) {
-	case '"':
-	case '\\':
-	case '/':
-		b[0] = (unsigned char)p[1];
-		break;
-	case 'b':
-		b[0] = '\b';
-		break;
-	case 'f':
-		b[0] = '\f';
-		break;
-	case 'n':
-		b[0] = '\n';
-		break;
-	case 'r':
-		b[0] = '\r';
-		break;
-	case 't':
-		b[0] = '\t';
-		break;
-	case 'u':
-		cp = hex4(p + 2, e);
-		p += 6;
-		if (cp < 0 || (cp >= 0xdc00 && cp < 0xe000))
+	if (p[1] != 'u') {
+		static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+		const char *k = p[1] ? memchr(from, p[1], sizeof(from) - 1) : NULL;
+
+		if (!k)
 			return -1;
-		if (cp >= 0xd800 && cp < 0xdc00) {
-			if (e - p < 6 || p[0] != '\\' || p[1] != 'u')
-				return -1;
-			lo = hex4(p + 2, e);
-			if (lo < 0xdc00 || lo >= 0xe000)
-				return -1;
-			cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-			p += 6;
-		}
-		*q = p;
-		if (cp == 0)
-			return 0;
-		return (int)disk_json_utf8((uint32_t)cp, b);
-	default:
-		return -1;
+		b[0] = (unsigned char)to[k - from];
+		*q = p + 2;
+		return 1;
 	}
-	*q = p + 2;
-	return 1;
+	/* \uXXXX, a high surrogate only with its low one */
+	cp = hex4(p + 2, e);
+	if (cp < 0 || (cp >= 0xdc00 && cp < 0xe000))
+		return -1;
+	p += 6;
+	if (cp >= 0xd800 && cp < 0xdc00) {
+		if (e - p < 6 || p[0] != '\\' || p[1] != 'u')
+			return -1;
+		lo = hex4(p + 2, e);
+		if (lo < 0xdc00 || lo >= 0xe000)
+			return -1;
+		cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+		p += 6;
+	}
+	*q = p;
+	return cp == 0 ? 0 : (int)disk_json_utf8((uint32_t)cp, b);
 }
 
 /* A string at j->p ('"'). */
@@ -400,68 +378,81 @@ static size_t run(const char *q, const char *e)
 	return (size_t)((b ? b : e) - q);
 }
 
-ssize_t disk_json_str(const struct disk_json_tok *t, char *out, size_t cap)
+/* The next piece of a string's contents at *q (before e, its closing
+ * quote): a run of plain bytes, in place, or one escape decoded into b.
+ * *from gets where its bytes are. Returns how many (> 0), 0 for \u0000,
+ * -1 when malformed. */
+static int str_piece(const char **q, const char *e, unsigned char b[4], const void **from)
+{
+	size_t n = run(*q, e);
+
+	if (n == 0) {
+		*from = b;
+		return str_unit(q, e, b);
+	}
+	if (n > INT_MAX) /* the rest comes as the next piece */
+		n = INT_MAX;
+	*from = *q;
+	*q += n;
+	return (int)n;
+}
+
+/* Where a string's pieces go: copied to out[0..cap) (cap > 0; a NUL must
+ * still fit), or, with out NULL, compared with z[0..cap). o counts the
+ * bytes so far. */
+struct str_sink {
+	char *out;
+	const char *z;
+	size_t cap, o;
+};
+
+/* The string token t unescaped into k, piece by piece. Returns 0, -ENOSPC
+ * (copy: it does not fit; compare: it differs), -EILSEQ (\u0000), -EINVAL
+ * (not a string). */
+static int str_walk(const struct disk_json_tok *t, struct str_sink *k)
 {
 	const char *q, *e;
-	size_t o = 0;
 
 	if (t->type != DISK_JSON_STRING || t->len < 2)
 		return -EINVAL;
-	if (cap == 0)
-		return -ENOSPC;
 	q = t->p + 1;
 	e = t->p + t->len - 1;
 	while (q < e) {
 		unsigned char b[4];
-		const void *from = b;
-		size_t n = run(q, e);
-		int u;
+		const void *from;
+		int n = str_piece(&q, e, b, &from);
 
-		if (n) { /* bytes as they are, up to the next escape */
-			from = q;
-			q += n;
-		} else if ((u = str_unit(&q, e, b)) <= 0) {
-			return u < 0 ? -EINVAL : -EILSEQ;
-		} else {
-			n = (size_t)u;
-		}
-		if (o + n >= cap)
+		if (n <= 0)
+			return n < 0 ? -EINVAL : -EILSEQ;
+		if (k->out ? k->o + (size_t)n >= k->cap
+			   : k->o + (size_t)n > k->cap || memcmp(k->z + k->o, from, (size_t)n))
 			return -ENOSPC;
-		memcpy(out + o, from, n);
-		o += n;
+		if (k->out)
+			memcpy(k->out + k->o, from, (size_t)n);
+		k->o += (size_t)n;
 	}
-	out[o] = '\0';
-	return (ssize_t)o;
+	return 0;
+}
+
+ssize_t disk_json_str(const struct disk_json_tok *t, char *out, size_t cap)
+{
+	struct str_sink k = {out, NULL, cap, 0};
+	int err;
+
+	if (t->type == DISK_JSON_STRING && cap == 0)
+		return -ENOSPC;
+	err = str_walk(t, &k);
+	if (err < 0)
+		return err;
+	out[k.o] = '\0';
+	return (ssize_t)k.o;
 }
 
 int disk_json_streq(const struct disk_json_tok *t, const char *z)
 {
-	const char *q, *e;
-	size_t zl = strlen(z), o = 0;
+	struct str_sink k = {NULL, z, strlen(z), 0};
 
-	if (t->type != DISK_JSON_STRING || t->len < 2)
-		return 0;
-	q = t->p + 1;
-	e = t->p + t->len - 1;
-	while (q < e) {
-		unsigned char b[4];
-		const void *from = b;
-		size_t n = run(q, e);
-		int u;
-
-		if (n) {
-			from = q;
-			q += n;
-		} else if ((u = str_unit(&q, e, b)) <= 0) {
-			return 0;
-		} else {
-			n = (size_t)u;
-		}
-		if (o + n > zl || memcmp(z + o, from, n) != 0)
-			return 0;
-		o += n;
-	}
-	return o == zl;
+	return str_walk(t, &k) == 0 && k.o == k.cap;
 }
 
 int disk_json_u64(const struct disk_json_tok *t, uint64_t *v)
