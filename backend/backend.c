@@ -5,7 +5,9 @@
  * The SOURCE grammar is docs/design.md section 1: a scheme of remote_stores
  * below, a file:// URL (backend_url.c) or a local path. Any other
  * "scheme://" is -EPROTONOSUPPORT, so that the error is precise rather
- * than "no such directory".
+ * than "no such directory". The test store fault:// is in remote_stores
+ * only in test builds (-Dtest_backends=true, the default; what is shipped
+ * is built without it, and refuses it saying so).
  *
  * Errors: a store records why something failed with backend__set_error
  * (a request: backend__req_failed, which adds its status and the code and
@@ -29,14 +31,18 @@
 #include "backend_i.h"
 #include "disk.h"
 #include "backend_io_i.h"
+#include "shardfs_config.h"
 
 static const struct {
 	const char *scheme;
 	int (*open)(struct backend *be, const char *source, const struct backend_config *cfg);
 } remote_stores[] = {
-    {"http://", backend__http_open}, {"https://", backend__http_open},
-    {"s3://", backend__s3_open},     {"gs://", backend__gs_open},
-    {"ais://", backend__ais_open},   {"fault://", backend__fault_open},
+    {"http://", backend__http_open},   {"https://", backend__http_open},
+    {"s3://", backend__s3_open},       {"gs://", backend__gs_open},
+    {"ais://", backend__ais_open},
+#if SHARDFS_TEST_BACKENDS
+    {"fault://", backend__fault_open},
+#endif
 };
 
 static __thread char open_error[512]; /* why this thread's last backend_open failed */
@@ -269,6 +275,11 @@ int backend_open(struct backend **out, const char *source, const struct backend_
 			return err;
 		}
 		path = decoded;
+	} else if (strncmp(source, "fault://", 8) == 0) {
+		/* the test store is not in this build (-Dtest_backends=false) */
+		backend__set_error(NULL, "fault:// is a test store, built only for tests "
+					 "(meson -Dtest_backends=true); this build has none");
+		return -EPROTONOSUPPORT;
 	} else if (strstr(source, "://")) {
 		return -EPROTONOSUPPORT;
 	}
@@ -347,11 +358,6 @@ int backend_stat_many(struct backend *be, const char *const *keys, size_t n,
 		if (err[i] == 0)
 			err[i] = be->ops->stat(be, keys[i], &info[i]);
 	return 0;
-}
-
-ssize_t backend_pread(struct backend *be, const char *key, void *buf, size_t len, uint64_t off)
-{
-	return backend_pread_version(be, key, NULL, buf, len, off);
 }
 
 ssize_t backend_pread_version(struct backend *be, const char *key, const char *etag, void *buf,

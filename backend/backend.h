@@ -144,14 +144,12 @@ int backend_stat(struct backend *be, const char *key, struct backend_objinfo *in
 int backend_stat_many(struct backend *be, const char *const *keys, size_t n,
 		      struct backend_objinfo *info, int *err);
 
-/* Read up to len bytes at off. Returns bytes read (short only at the end of
- * the object) or a negative errno. */
-ssize_t backend_pread(struct backend *be, const char *key, void *buf, size_t len, uint64_t off);
-
-/* The same, but only from the version whose ETag is etag (as listed or
- * stat'ed): remote stores send If-Match and compare the answer's ETag, and
- * return -ESTALE when the object has changed since, so that bytes of two
- * versions are never mixed. Local stores ignore etag. */
+/* Read up to len bytes at off of the version whose ETag is etag (as listed
+ * or stat'ed; NULL: whichever is there). Returns bytes read (short only at
+ * the end of the object) or a negative errno. With an etag, remote stores
+ * send If-Match and compare the answer's ETag, and return -ESTALE when the
+ * object has changed since, so that bytes of two versions are never mixed.
+ * Local stores ignore etag. */
 ssize_t backend_pread_version(struct backend *be, const char *key, const char *etag, void *buf,
 			      size_t len, uint64_t off);
 

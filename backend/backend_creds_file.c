@@ -3,17 +3,13 @@
  * credentials, regions and endpoints come from in the environment and the
  * usual files, never argv (docs/design.md section 1). No network.
  *
- * The static sources (backend__creds_aws/_gcs, no network): AWS_ACCESS_KEY_ID
- * + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN), else the [AWS_PROFILE]
- * section ("default" when unset) of AWS_SHARED_CREDENTIALS_FILE or
- * ~/.aws/credentials. GCS: GOOGLE_OAUTH_ACCESS_TOKEN (sent as a bearer
- * token), else HMAC keys from GCS_HMAC_ACCESS_ID + GCS_HMAC_SECRET, else the
- * AWS ones. The whole chain a mount uses, with the sources that ask a
- * service or run a program and hand out credentials that expire, is
- * backend__credsrc_open (backend_creds_chain.c). Here too: the INI reader
- * of the credentials and config files, and a profile's credential_process
- * line (backend__creds_find_process). A credentials file is read straight
- * into secret memory (backend_creds_secret.c).
+ * What the chain's static links read (backend__credsrc_open,
+ * backend_creds_chain.c, which tries the environment first): the
+ * [AWS_PROFILE] section ("default" when unset) of
+ * AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials (backend__creds_file),
+ * through the INI reader of the credentials and config files, and a
+ * profile's credential_process line (backend__creds_find_process). A credentials file is read
+ * straight into secret memory (backend_creds_secret.c).
  *
  * Non-goals: SSO and assume-role profiles (role_arn + source_profile).
  */
@@ -224,58 +220,6 @@ int backend__creds_file(struct backend_creds *c, const char *path, const char *p
 	if (err < 0 || !c->access_key || !c->secret_key)
 		backend__creds_clear(c);
 	return err < 0 ? err : 0;
-}
-
-int backend__creds_aws(struct backend_creds *c)
-{
-	char path[4096];
-	const char *file = backend__creds_env("AWS_SHARED_CREDENTIALS_FILE");
-	const char *profile = backend__creds_env("AWS_PROFILE");
-	int err;
-
-	memset(c, 0, sizeof(*c));
-	err = backend__creds_from_env(c, "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-				      "AWS_SESSION_TOKEN");
-	if (err != 0)
-		return err < 0 ? err : 0;
-	if (!file) {
-		const char *home = backend__creds_env("HOME");
-
-		if (!home)
-			return 0;
-		if (snprintf(path, sizeof(path), "%s/.aws/credentials", home) >= (int)sizeof(path))
-			return 0;
-		file = path;
-	}
-	err = backend__creds_file(c, file, profile ? profile : "default");
-	if (err == -ENOENT)
-		err = 0;
-	return err;
-}
-
-int backend__creds_gcs(struct backend_creds *c)
-{
-	char *tok = NULL;
-	int err;
-
-	memset(c, 0, sizeof(*c));
-	err = backend__creds_env_secret("GOOGLE_OAUTH_ACCESS_TOKEN", &tok);
-	if (err < 0)
-		return err;
-	if (tok) {
-		/* a header value: refuse anything that could split the header */
-		for (const char *q = tok; *q; q++)
-			if ((unsigned char)*q < 0x20 || *q == 0x7f) {
-				backend__creds_secret_free(tok);
-				return -EINVAL;
-			}
-		c->bearer = tok;
-		return 0;
-	}
-	err = backend__creds_from_env(c, "GCS_HMAC_ACCESS_ID", "GCS_HMAC_SECRET", NULL);
-	if (err != 0)
-		return err < 0 ? err : 0;
-	return backend__creds_aws(c);
 }
 
 void backend__aws_region(char *buf, size_t cap)

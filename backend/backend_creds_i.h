@@ -100,9 +100,9 @@ int backend__creds_find_process(const char *profile, char **out);
 /* ---- fields of an answer (backend_creds_json.c) ---- */
 
 /* The value of "key" in the top-level JSON object js[0..len): a string
- * (escapes decoded; \u only for ASCII) or a scalar's text, as a new secret
- * buffer in *out. Returns 0, -ENOENT when absent, -EBADMSG when js is not
- * a JSON object, -ENOMEM. */
+ * (escapes decoded, \u as UTF-8, \u0000 refused) or a scalar's text, as a
+ * new secret buffer in *out. Returns 0, -ENOENT when absent, -EBADMSG when
+ * js is not one well-formed JSON object, -ENOMEM. */
 int backend__creds_json_field(const char *js, size_t len, const char *key, char **out);
 /* The text of the first <tag>...</tag> in x, entities decoded, as a new
  * secret buffer. Returns 0, -ENOENT or -ENOMEM. */

@@ -1,16 +1,16 @@
 /*
  * backend_creds_json.c — the fields of the credential services' answers:
- * a small JSON reader (one field of the top-level object: a string, or a
- * scalar's text)
- * and an XML one (the text of one element, STS), and the credentials taken
- * from them (backend__creds_from_json, backend__creds_take).
+ * one field of the top-level JSON object (a string, or a scalar's text:
+ * disk/disk_json.h reads it) and the text of one XML element (STS), and the
+ * credentials taken from them (backend__creds_from_json,
+ * backend__creds_take).
  *
  * Contract: input is untrusted and bounded by the caller (CREDS_HTTP_MAX);
  * every value is copied into secret memory; a JSON document that is not an
  * object gives -EBADMSG, never a partial result. No I/O, no locks.
  *
- * Non-goals: a general JSON or XML parser (nested values are skipped, not
- * read; XML namespaces and entities beyond the five predefined ones).
+ * Non-goals: nested JSON values (skipped, not read), XML namespaces and
+ * entities beyond the five predefined ones.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -18,177 +18,37 @@
 #include <string.h>
 
 #include "backend_creds_i.h"
+#include "disk_json.h"
 
 /* ---- JSON and XML fields ------------------------------------------------------ */
 
-static const char *json_ws(const char *p, const char *e)
-{
-	while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-		p++;
-	return p;
-}
-
-/* Skip a JSON string starting at p ('"'); returns the byte after it or NULL. */
-static const char *json_skip_str(const char *p, const char *e)
-{
-	for (p++; p < e; p++) {
-		if (*p == '\\')
-			p++;
-		else if (*p == '"')
-			return p + 1;
-	}
-	return NULL;
-}
-
-/* Skip any JSON value; NULL when malformed. Bounded nesting. */
-static const char *json_skip(const char *p, const char *e)
-{
-	int depth = 0;
-
-	p = json_ws(p, e);
-	do {
-		if (p >= e)
-			return NULL;
-		if (*p == '"') {
-			p = json_skip_str(p, e);
-			if (!p)
-				return NULL;
-		} else if (*p == '{' || *p == '[') {
-			if (++depth > 64)
-				return NULL;
-			p++;
-		} else if (*p == '}' || *p == ']') {
-			if (--depth < 0)
-				return NULL;
-			p++;
-		} else {
-			p++;
-		}
-		if (depth > 0)
-			p = json_ws(p, e);
-	} while (depth > 0);
-	/* a scalar: run to the next delimiter */
-	while (p < e && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\n' &&
-	       *p != '\r' && *p != '\t')
-		p++;
-	return p;
-}
-
-/* The value of "key" in the top-level JSON object js[0..len): a string
- * (escapes decoded; \u only for ASCII) or a scalar's text, as a new secret
- * buffer in *out. Returns 0, -ENOENT when absent, -EBADMSG when js is not
- * a JSON object, -ENOMEM. */
+/* The value of "key" in the top-level JSON object js[0..len) (disk_json_get:
+ * the whole document is checked): a string (escapes decoded, \u as UTF-8;
+ * \u0000 refused) or a scalar's text, as a new secret buffer in *out.
+ * Returns 0, -ENOENT when absent, -EBADMSG when js is not a JSON object,
+ * -ENOMEM. */
 int backend__creds_json_field(const char *js, size_t len, const char *key, char **out)
 {
-	const char *p = js, *e = js + len;
-	size_t kl = strlen(key);
+	struct disk_json_tok v;
+	int err = disk_json_get(js, len, key, &v);
+	char *d;
 
 	*out = NULL;
-	p = json_ws(p, e);
-	if (p >= e || *p != '{')
+	if (err == -ENOENT)
+		return err;
+	if (err < 0)
 		return -EBADMSG;
-	p = json_ws(p + 1, e);
-	if (p < e && *p == '}')
-		return -ENOENT;
-	while (p < e) {
-		const char *ks, *ke, *vs, *ve;
-		int match;
-
-		if (*p != '"')
-			return -EBADMSG;
-		ks = p + 1;
-		ke = json_skip_str(p, e);
-		if (!ke)
-			return -EBADMSG;
-		match = (size_t)(ke - 1 - ks) == kl && memcmp(ks, key, kl) == 0;
-		p = json_ws(ke, e);
-		if (p >= e || *p != ':')
-			return -EBADMSG;
-		vs = json_ws(p + 1, e);
-		ve = json_skip(vs, e);
-		if (!ve || ve == vs)
-			return -EBADMSG;
-		if (match) {
-			char *d = backend__creds_secret_alloc((size_t)(ve - vs));
-			size_t n = 0;
-
-			if (!d)
-				return -ENOMEM;
-			if (*vs != '"') {
-				memcpy(d, vs, (size_t)(ve - vs));
-				*out = d;
-				return 0;
-			}
-			for (const char *q = vs + 1; q < ve - 1; q++) {
-				char ch = *q;
-
-				if (ch == '\\') {
-					q++;
-					switch (*q) {
-					case 'n':
-						ch = '\n';
-						break;
-					case 't':
-						ch = '\t';
-						break;
-					case 'r':
-						ch = '\r';
-						break;
-					case 'b':
-						ch = '\b';
-						break;
-					case 'f':
-						ch = '\f';
-						break;
-					case 'u': {
-						unsigned v = 0;
-
-						if (ve - 1 - q < 5) {
-							backend__creds_secret_free(d);
-							return -EBADMSG;
-						}
-						for (int i = 1; i <= 4; i++) {
-							char h = q[i];
-
-							v <<= 4;
-							if (h >= '0' && h <= '9')
-								v |= (unsigned)(h - '0');
-							else if ((h | 0x20) >= 'a' &&
-								 (h | 0x20) <= 'f')
-								v |= (unsigned)((h | 0x20) - 'a' +
-										10);
-							else
-								v = 0x10000;
-						}
-						if (v == 0 || v > 0x7f) {
-							backend__creds_secret_free(d);
-							return -EBADMSG;
-						}
-						ch = (char)v;
-						q += 4;
-						break;
-					}
-					default:
-						ch = *q;
-						break;
-					}
-				}
-				d[n++] = ch;
-			}
-			d[n] = '\0';
-			*out = d;
-			return 0;
-		}
-		p = json_ws(ve, e);
-		if (p < e && *p == ',') {
-			p = json_ws(p + 1, e);
-			continue;
-		}
-		if (p < e && *p == '}')
-			return -ENOENT;
+	d = backend__creds_secret_alloc(v.len); /* zeroed, one byte more */
+	if (!d)
+		return -ENOMEM;
+	if (v.type != DISK_JSON_STRING) {
+		memcpy(d, v.p, v.len);
+	} else if (disk_json_str(&v, d, v.len + 1) < 0) {
+		backend__creds_secret_free(d);
 		return -EBADMSG;
 	}
-	return -EBADMSG;
+	*out = d;
+	return 0;
 }
 
 /* The text of the first <tag>...</tag> in x, entities decoded, as a new

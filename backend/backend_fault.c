@@ -20,7 +20,9 @@
  *
  * For unit tests of the cache tier and the filesystem without servers
  * (a fault-injecting backend is an extra, never instead of real
- * servers). Not listed in --help.
+ * servers). Not listed in --help, and built only with -Dtest_backends=true
+ * (the default; the Debian package is built without it: backend.c then
+ * refuses fault://).
  */
 #include <errno.h>
 #include <stdatomic.h>

@@ -206,16 +206,9 @@ int backend__s3_xml_error(const char *xml, size_t len, char *code, size_t codeca
  * seconds. Returns 0 or -EINVAL. */
 int backend__iso8601_parse(const char *s, size_t len, int64_t *out);
 
-/* The static credentials (backend_creds_file.c; the unit tests call them; a mount
- * uses backend__credsrc_open, below). Read the environment and files only; no
- * network. Return 0 (an empty result means: none found) or a negative
- * errno. AWS: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN,
- * else the [AWS_PROFILE or "default"] section of AWS_SHARED_CREDENTIALS_FILE
- * or ~/.aws/credentials. GCS: GOOGLE_OAUTH_ACCESS_TOKEN (bearer), else
- * GCS_HMAC_ACCESS_ID/GCS_HMAC_SECRET, else the AWS ones. */
-int backend__creds_aws(struct backend_creds *c);
-int backend__creds_gcs(struct backend_creds *c);
-/* The section 'profile' of an AWS credentials file (exposed for tests). */
+/* The section 'profile' of an AWS credentials file (backend_creds_file.c;
+ * the chain's file link). Returns 0 (an empty result means: none found) or
+ * a negative errno. */
 int backend__creds_file(struct backend_creds *c, const char *path, const char *profile);
 void backend__creds_clear(struct backend_creds *c); /* zeroes and frees; accepts NULL */
 /* Copy the secret variables of the environment (AWS_SECRET_ACCESS_KEY,

@@ -11,8 +11,9 @@
  * guessed: a listing can hide an object, never invent one outside the
  * directory.
  *
- * Non-goals: a general JSON or HTML parser. The JSON parser accepts any
- * valid JSON value for unknown fields but only flat objects in one array.
+ * Non-goals: a general HTML parser. JSON is read by disk/disk_json.h: any
+ * valid value is accepted for unknown fields, but only objects in one array
+ * are entries.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -23,6 +24,7 @@
 #include <curl/curl.h>
 
 #include "backend_i.h"
+#include "disk_json.h"
 
 /* Longest name component (NAME_MAX) after decoding. */
 #define LISTING_NAME_MAX 255
@@ -85,357 +87,64 @@ static int name_ok(const char *s, size_t len)
 /* ------------------------------------------------------------------------ */
 /* JSON (nginx autoindex_format json)                                        */
 
-struct jp {
-	const char *p, *end;
-	int depth;
-};
-
 #define JSON_MAX_DEPTH 32
-
-static void j_ws(struct jp *j)
-{
-	while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
-		j->p++;
-}
-
-static int utf8_put(char *out, size_t *o, size_t cap, uint32_t cp)
-{
-	unsigned char b[4];
-	size_t n;
-
-	if (cp < 0x80) {
-		b[0] = (unsigned char)cp;
-		n = 1;
-	} else if (cp < 0x800) {
-		b[0] = (unsigned char)(0xc0 | (cp >> 6));
-		b[1] = (unsigned char)(0x80 | (cp & 0x3f));
-		n = 2;
-	} else if (cp < 0x10000) {
-		b[0] = (unsigned char)(0xe0 | (cp >> 12));
-		b[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
-		b[2] = (unsigned char)(0x80 | (cp & 0x3f));
-		n = 3;
-	} else {
-		b[0] = (unsigned char)(0xf0 | (cp >> 18));
-		b[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3f));
-		b[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
-		b[3] = (unsigned char)(0x80 | (cp & 0x3f));
-		n = 4;
-	}
-	if (out) {
-		if (*o + n >= cap)
-			return -1; /* too long: the caller marks the value unusable */
-		memcpy(out + *o, b, n);
-	}
-	*o += n;
-	return 0;
-}
-
-static int j_hex4(struct jp *j, uint32_t *v)
-{
-	uint32_t x = 0;
-
-	if (j->end - j->p < 4)
-		return -1;
-	for (int i = 0; i < 4; i++) {
-		int h = hexval(j->p[i]);
-
-		if (h < 0)
-			return -1;
-		x = x * 16 + (uint32_t)h;
-	}
-	j->p += 4;
-	*v = x;
-	return 0;
-}
-
-/* A string at j->p (at its '"'). With out: decoded into out (cap bytes,
- * NUL-terminated); *len = -1 when it did not fit or held a NUL. Returns 0
- * or -EINVAL (syntax). */
-static int j_string(struct jp *j, char *out, size_t cap, long *len)
-{
-	size_t o = 0;
-	int bad = 0;
-
-	if (j->p >= j->end || *j->p != '"')
-		return -EINVAL;
-	j->p++;
-	for (;;) {
-		unsigned char c;
-
-		if (j->p >= j->end)
-			return -EINVAL;
-		c = (unsigned char)*j->p++;
-		if (c == '"')
-			break;
-		if (c < 0x20)
-			return -EINVAL;
-		if (c == '\\') {
-			uint32_t cp;
-
-			if (j->p >= j->end)
-				return -EINVAL;
-			c = (unsigned char)*j->p++;
-			switch (c) {
-			case '"':
-			case '\\':
-			case '/':
-				break;
-			case 'b':
-				c = '\b';
-				break;
-			case 'f':
-				c = '\f';
-				break;
-			case 'n':
-				c = '\n';
-				break;
-			case 'r':
-				c = '\r';
-				break;
-			case 't':
-				c = '\t';
-				break;
-			case 'u':
-				if (j_hex4(j, &cp) < 0)
-					return -EINVAL;
-				if (cp >= 0xd800 && cp < 0xdc00) {
-					uint32_t lo;
-
-					if (j->end - j->p < 6 || j->p[0] != '\\' || j->p[1] != 'u')
-						return -EINVAL;
-					j->p += 2;
-					if (j_hex4(j, &lo) < 0 || lo < 0xdc00 || lo > 0xdfff)
-						return -EINVAL;
-					cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-				} else if (cp >= 0xdc00 && cp < 0xe000) {
-					return -EINVAL;
-				}
-				if (cp == 0)
-					bad = 1;
-				if (!bad && utf8_put(out, &o, cap, cp) < 0)
-					bad = 1;
-				continue;
-			default:
-				return -EINVAL;
-			}
-		}
-		if (out && !bad) {
-			if (o + 1 >= cap)
-				bad = 1;
-			else
-				out[o++] = (char)c;
-		}
-	}
-	if (out) {
-		out[bad ? 0 : o] = '\0';
-		*len = bad ? -1 : (long)o;
-	}
-	return 0;
-}
-
-/* A number: *v gets its value when it is a non-negative integer that fits
- * in 63 bits, else *ok = 0. Returns -EINVAL on a syntax error. */
-static int j_number(struct jp *j, uint64_t *v, int *ok)
-{
-	const char *s = j->p;
-	uint64_t x = 0;
-	int integer = 1, fits = 1;
-
-	if (j->p < j->end && *j->p == '-') {
-		integer = 0;
-		j->p++;
-	}
-	if (j->p >= j->end || *j->p < '0' || *j->p > '9')
-		return -EINVAL;
-	while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
-		if (x > (UINT64_MAX / 2 - 9) / 10)
-			fits = 0;
-		else
-			x = x * 10 + (uint64_t)(*j->p - '0');
-		j->p++;
-	}
-	if (j->p < j->end && *j->p == '.') {
-		integer = 0;
-		j->p++;
-		if (j->p >= j->end || *j->p < '0' || *j->p > '9')
-			return -EINVAL;
-		while (j->p < j->end && *j->p >= '0' && *j->p <= '9')
-			j->p++;
-	}
-	if (j->p < j->end && (*j->p == 'e' || *j->p == 'E')) {
-		integer = 0;
-		j->p++;
-		if (j->p < j->end && (*j->p == '+' || *j->p == '-'))
-			j->p++;
-		if (j->p >= j->end || *j->p < '0' || *j->p > '9')
-			return -EINVAL;
-		while (j->p < j->end && *j->p >= '0' && *j->p <= '9')
-			j->p++;
-	}
-	(void)s;
-	*ok = integer && fits;
-	*v = x;
-	return 0;
-}
-
-static int j_lit(struct jp *j, const char *w)
-{
-	size_t n = strlen(w);
-
-	if ((size_t)(j->end - j->p) < n || memcmp(j->p, w, n) != 0)
-		return -EINVAL;
-	j->p += n;
-	return 0;
-}
-
-/* Consume open (after blanks), then blanks: 1 when close follows at once
- * (consumed too: an empty array or object), 0 when values follow, -EINVAL
- * when open is not there. */
-static int j_open(struct jp *j, char open, char close)
-{
-	j_ws(j);
-	if (j->p >= j->end || *j->p != open)
-		return -EINVAL;
-	j->p++;
-	j_ws(j);
-	if (j->p < j->end && *j->p == close) {
-		j->p++;
-		return 1;
-	}
-	return 0;
-}
-
-/* After a value inside an array or object that close ends: 1 when a ','
- * follows (another value comes), 0 when close does, either consumed;
- * -EINVAL otherwise. */
-static int j_more(struct jp *j, char close)
-{
-	j_ws(j);
-	if (j->p >= j->end)
-		return -EINVAL;
-	if (*j->p == ',') {
-		j->p++;
-		return 1;
-	}
-	if (*j->p != close)
-		return -EINVAL;
-	j->p++;
-	return 0;
-}
-
-/* Skip any value. */
-static int j_skip(struct jp *j)
-{
-	uint64_t v;
-	int ok, err;
-
-	j_ws(j);
-	if (j->p >= j->end)
-		return -EINVAL;
-	switch (*j->p) {
-	case '"':
-		return j_string(j, NULL, 0, NULL);
-	case 't':
-		return j_lit(j, "true");
-	case 'f':
-		return j_lit(j, "false");
-	case 'n':
-		return j_lit(j, "null");
-	case '[':
-	case '{': {
-		char close = *j->p == '[' ? ']' : '}';
-		int more;
-
-		if (++j->depth > JSON_MAX_DEPTH)
-			return -EINVAL;
-		more = j_open(j, *j->p, close) == 0;
-		while (more) {
-			j_ws(j);
-			if (close == '}') {
-				if ((err = j_string(j, NULL, 0, NULL)) < 0)
-					return err;
-				j_ws(j);
-				if (j->p >= j->end || *j->p != ':')
-					return -EINVAL;
-				j->p++;
-			}
-			if ((err = j_skip(j)) < 0)
-				return err;
-			more = j_more(j, close);
-			if (more < 0)
-				return more;
-		}
-		j->depth--;
-		return 0;
-	}
-	default:
-		return j_number(j, &v, &ok);
-	}
-}
 
 /* The fields of one entry of a JSON listing. */
 struct jent {
 	char name[LISTING_NAME_MAX + 1], type[16], mtime[64];
-	long name_len, type_len, mtime_len; /* -1: too long */
+	long name_len, type_len, mtime_len; /* -1: absent, too long or holding a NUL */
 	int have_name, have_type, size_ok, have_size;
 	uint64_t size;
 };
 
-/* One value of key in an entry object (j after the ':' and blanks). */
-static int j_entry_value(struct jp *j, const char *key, long key_len, struct jent *e)
+/* A string value into out (cap bytes): its length, or -1 when unusable. */
+static long j_text(const struct disk_json_tok *v, char *out, size_t cap)
 {
-	int err = 0;
+	ssize_t n = disk_json_str(v, out, cap);
 
-	if (key_len < 0 || j->p >= j->end) {
-		err = j_skip(j);
-	} else if (strcmp(key, "name") == 0 && *j->p == '"') {
-		err = j_string(j, e->name, sizeof(e->name), &e->name_len);
-		e->have_name = 1;
-	} else if (strcmp(key, "type") == 0 && *j->p == '"') {
-		err = j_string(j, e->type, sizeof(e->type), &e->type_len);
-		e->have_type = 1;
-	} else if (strcmp(key, "mtime") == 0 && *j->p == '"') {
-		err = j_string(j, e->mtime, sizeof(e->mtime), &e->mtime_len);
-	} else if (strcmp(key, "size") == 0 && *j->p != '"' && *j->p != '[' && *j->p != '{' &&
-		   *j->p != 't' && *j->p != 'f' && *j->p != 'n') {
-		err = j_number(j, &e->size, &e->size_ok);
+	if (n < 0)
+		out[0] = '\0';
+	return n < 0 ? -1 : (long)n;
+}
+
+/* One member k: v of an entry object. Fields of other types than these are
+ * left as absent, as are unknown ones. */
+static void j_entry_value(const struct disk_json_tok *k, const struct disk_json_tok *v,
+			  struct jent *e)
+{
+	if (v->type == DISK_JSON_STRING) {
+		if (disk_json_streq(k, "name")) {
+			e->name_len = j_text(v, e->name, sizeof(e->name));
+			e->have_name = 1;
+		} else if (disk_json_streq(k, "type")) {
+			e->type_len = j_text(v, e->type, sizeof(e->type));
+			e->have_type = 1;
+		} else if (disk_json_streq(k, "mtime")) {
+			e->mtime_len = j_text(v, e->mtime, sizeof(e->mtime));
+		}
+	} else if (v->type == DISK_JSON_NUMBER && disk_json_streq(k, "size")) {
+		/* a size is an off_t, and so is one past its end */
+		e->size_ok = disk_json_u64(v, &e->size) == 0 && e->size < INT64_MAX;
 		e->have_size = 1;
-	} else {
-		err = j_skip(j);
 	}
-	return err < 0 ? err : 0;
 }
 
 /* The entry object at j into e. Returns 0 or a negative errno. */
-static int j_entry(struct jp *j, struct jent *e)
+static int j_entry(struct disk_json *j, struct jent *e)
 {
-	int err, more;
+	struct disk_json_tok k, v;
+	int more;
 
 	memset(e, 0, sizeof(*e));
 	e->name_len = e->type_len = e->mtime_len = -1;
-	more = j_open(j, '{', '}');
-	if (more < 0)
-		return more;
-	for (more = !more; more;) {
-		char key[16];
-		long key_len = -1;
-
-		j_ws(j);
-		if ((err = j_string(j, key, sizeof(key), &key_len)) < 0)
-			return err;
-		j_ws(j);
-		if (j->p >= j->end || *j->p != ':')
-			return -EINVAL;
-		j->p++;
-		j_ws(j);
-		if ((err = j_entry_value(j, key, key_len, e)) < 0)
-			return err;
-		more = j_more(j, '}');
-		if (more < 0)
-			return more;
+	if (disk_json_enter(j, DISK_JSON_OBJECT) < 0)
+		return j->err;
+	while ((more = disk_json_next(j, &k)) > 0) {
+		if (disk_json_value(j, &v) < 0)
+			return j->err;
+		j_entry_value(&k, &v, e);
 	}
-	return 0;
+	return more;
 }
 
 /* Hand e to cb when it is a usable file or directory. 0 or cb's answer. */
@@ -464,28 +173,27 @@ static int j_entry_emit(const struct jent *e, backend__listent_cb cb, void *arg)
 	return cb(arg, &le);
 }
 
+/* Entries are handed out as they are read: a document found malformed
+ * later gives -EINVAL after them (the caller drops the whole listing). */
 int backend__listing_json(const char *body, size_t len, backend__listent_cb cb, void *arg)
 {
-	struct jp j = {body, body + len, 0};
+	struct disk_json j;
 	struct jent e;
 	int err, more;
 
-	more = j_open(&j, '[', ']');
-	if (more < 0)
-		return more;
-	for (more = !more; more;) {
-		err = j_entry(&j, &e);
-		if (err < 0)
-			return err;
+	disk_json_init(&j, body, len, JSON_MAX_DEPTH);
+	if (disk_json_enter(&j, DISK_JSON_ARRAY) < 0)
+		return -EINVAL;
+	while ((more = disk_json_next(&j, NULL)) > 0) {
+		if (j_entry(&j, &e) < 0)
+			return -EINVAL;
 		err = j_entry_emit(&e, cb, arg);
 		if (err)
 			return err;
-		more = j_more(&j, ']');
-		if (more < 0)
-			return more;
 	}
-	j_ws(&j);
-	return j.p == j.end ? 0 : -EINVAL;
+	if (more < 0 || disk_json_end(&j) < 0)
+		return -EINVAL;
+	return 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -537,11 +245,13 @@ static long html_unescape(const char *in, size_t len, char *out, size_t cap)
 				if (q == in + i + 2 + hx || v == 0 || v > 0x10ffff)
 					return -1;
 				{
-					size_t oo = o;
+					unsigned char u[4];
+					size_t n = disk_json_utf8((uint32_t)v, u);
 
-					if (utf8_put(out, &oo, cap, (uint32_t)v) < 0)
+					if (o + n >= cap)
 						return -1;
-					o = oo;
+					memcpy(out + o, u, n);
+					o += n;
 				}
 				i = (size_t)(semi - in);
 				continue;

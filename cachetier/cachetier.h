@@ -157,7 +157,6 @@ int cachetier_disk(struct cachetier *ct, uint64_t *avail_bytes, uint64_t *reserv
  * (truncated, corrupt) is not an error: see cachetier_obj_damage. */
 int cachetier_obj_open(struct cachetier *ct, const struct backend_objinfo *info,
 		       enum cachetier_codec codec, struct cachetier_obj **out);
-void cachetier_obj_ref(struct cachetier_obj *o);
 
 enum cachetier_bound {
 	CACHETIER_BOUND_RATIO = 1, /* max_decode_ratio */
@@ -286,8 +285,8 @@ int cachetier_meta_put(struct cachetier *ct, const char *name, const void *buf, 
  * page cache, shared with every process that maps it, and the kernel may
  * drop them under memory pressure (they are read again from the file), so
  * a big index costs no heap. *data (8-byte aligned) and *len stay valid
- * while a reference is held: map gives one, cachetier_meta_ref adds one,
- * cachetier_meta_unmap drops one and unmaps at the last (accepts NULL).
+ * until cachetier_meta_unmap (which accepts NULL); one holder (an index
+ * read in place frees it with the index).
  * A blob is never changed in place — a put renames a new file over the
  * name — so a mapping keeps the bytes it was made of while another thread
  * or process puts a new blob under that name or removes it (the inode
@@ -301,7 +300,6 @@ int cachetier_meta_put(struct cachetier *ct, const char *name, const void *buf, 
 struct cachetier_meta;
 int cachetier_meta_map(struct cachetier *ct, const char *name, struct cachetier_meta **m,
 		       const void **data, size_t *len);
-void cachetier_meta_ref(struct cachetier_meta *m);
 void cachetier_meta_unmap(struct cachetier_meta *m);
 
 /* Blob families: blobs of one kind that replace each other (e.g. one per

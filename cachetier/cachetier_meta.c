@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -265,7 +264,6 @@ int cachetier_meta_sweep(struct cachetier *ct, const char *family, const char *k
 struct cachetier_meta {
 	void *addr; /* NULL for an empty blob */
 	size_t len;
-	atomic_uint refs;
 };
 
 int cachetier_meta_map_in(struct cachetier *ct, const char *family, const char *name,
@@ -310,7 +308,6 @@ int cachetier_meta_map_in(struct cachetier *ct, const char *family, const char *
 			goto out;
 		}
 	}
-	atomic_init(&cm->refs, 1);
 	ct->meta_reads++;
 	*m = cm;
 	*data = cm->addr;
@@ -328,14 +325,9 @@ int cachetier_meta_map(struct cachetier *ct, const char *name, struct cachetier_
 	return cachetier_meta_map_in(ct, NULL, name, m, data, len);
 }
 
-void cachetier_meta_ref(struct cachetier_meta *m)
-{
-	atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
-}
-
 void cachetier_meta_unmap(struct cachetier_meta *m)
 {
-	if (!m || atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1)
+	if (!m)
 		return;
 	if (m->addr)
 		munmap(m->addr, m->len);

@@ -339,13 +339,6 @@ int cachetier_obj_open(struct cachetier *ct, const struct backend_objinfo *info,
 	return 0;
 }
 
-void cachetier_obj_ref(struct cachetier_obj *o)
-{
-	pthread_mutex_lock(&o->ct->lock);
-	o->refs++;
-	pthread_mutex_unlock(&o->ct->lock);
-}
-
 void cachetier_obj_unref(struct cachetier_obj *o)
 {
 	struct cachetier *ct;

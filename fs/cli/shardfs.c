@@ -13,6 +13,7 @@
 #include "fs_core_opt.h"
 #include "fs_fuse.h"
 #include "fs_tools.h"
+#include "shardfs_config.h"
 
 static void usage(FILE *f)
 {

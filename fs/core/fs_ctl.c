@@ -17,7 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "disk_json.h"
 #include "fs_view.h"
+#include "shardfs_config.h"
 
 const char *const fs_ctl_names[FS_CTL_COUNT] = {".shardfs", "stats", "metrics", "control", "plans"};
 
@@ -60,17 +62,15 @@ static void outf(struct out *o, const char *fmt, ...)
 	}
 }
 
-/* A JSON string literal of s (control characters and quotes escaped). */
+/* A JSON string literal of s (quotes, control characters and DEL escaped:
+ * disk_json_esc). */
 static void out_json_str(struct out *o, const char *s)
 {
 	outf(o, "\"");
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			outf(o, "\\%c", *p);
-		else if (*p < 0x20)
-			outf(o, "\\u%04x", *p);
-		else
-			outf(o, "%c", *p);
+		char e[8];
+
+		outf(o, "%.*s", (int)disk_json_esc(*p, e), e);
 	}
 	outf(o, "\"");
 }
@@ -780,93 +780,54 @@ int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid)
 
 /* ---- the stats document read back (the CLI) ------------------------------ */
 
-static const char *skip_ws(const char *p)
+/* A name or value of the stats document copied to *w (*left bytes there),
+ * NUL-terminated: a string unescaped, an integer as its text; *w moves past
+ * the NUL. NULL for anything else. */
+static char *stats_text(const struct disk_json_tok *t, char **w, size_t *left)
 {
-	while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
-		p++;
-	return p;
-}
-
-/* The string literal at *pp (after its opening quote), unescaped as
- * out_json_str escapes it, copied to *w and NUL-terminated; *pp moves past
- * the closing quote, *w past the NUL. NULL when it is not one. */
-static char *json_str(const char **pp, char **w)
-{
-	const char *r = *pp;
-	char *s = *w, *o = *w;
-
-	while (*r != '"') {
-		if (*r == '\0' || (unsigned char)*r < 0x20)
-			return NULL;
-		if (*r != '\\') {
-			*o++ = *r++;
-		} else if (r[1] == '"' || r[1] == '\\' || r[1] == '/') {
-			*o++ = r[1];
-			r += 2;
-		} else if (r[1] == 'u' && strspn(r + 2, "0123456789abcdefABCDEF") >= 4) {
-			char hex[5] = {r[2], r[3], r[4], r[5], '\0'};
-			unsigned long c = strtoul(hex, NULL, 16);
-
-			if (c == 0 || c >= 0x80) /* out_json_str escapes only controls */
-				return NULL;
-			*o++ = (char)c;
-			r += 6;
-		} else {
-			return NULL;
-		}
-	}
-	*o++ = '\0';
-	*pp = r + 1;
-	*w = o;
-	return s;
-}
-
-/* The number at *pp (digits, maybe after '-') copied to *w as text. */
-static char *json_num(const char **pp, char **w)
-{
-	const char *r = *pp;
 	char *s = *w;
-	size_t n = (*r == '-') + strspn(r + (*r == '-'), "0123456789");
+	size_t neg = t->len && t->p[0] == '-';
+	ssize_t n;
 
-	if (n == (size_t)(*r == '-'))
+	if (t->type == DISK_JSON_STRING) {
+		n = disk_json_str(t, s, *left);
+	} else if (t->type == DISK_JSON_NUMBER && t->len > neg && t->len < *left &&
+		   strspn(t->p + neg, "0123456789") == t->len - neg) {
+		memcpy(s, t->p, t->len);
+		s[t->len] = '\0';
+		n = (ssize_t)t->len;
+	} else {
 		return NULL;
-	memcpy(s, r, n);
-	s[n] = '\0';
-	*pp = r + n;
-	*w = s + n + 1;
+	}
+	if (n < 0)
+		return NULL;
+	*w += n + 1;
+	*left -= (size_t)n + 1;
 	return s;
 }
 
 int fs_stats_parse(const char *text, struct fs_stats_doc *d)
 {
-	size_t cap = 0;
-	const char *p = skip_ws(text);
+	size_t cap = 0, len = strlen(text), left = len + 1;
+	struct disk_json j;
+	struct disk_json_tok k, v;
 	char *w;
+	int more;
 
 	memset(d, 0, sizeof(*d));
 	/* every name and value with its NUL fits in the text: each one
 	 * leaves out at least one character of it (a quote or a separator) */
-	d->buf = w = malloc(strlen(text) + 1);
+	d->buf = w = malloc(left);
 	if (!d->buf)
 		return -ENOMEM;
-	if (*p != '{')
+	disk_json_init(&j, text, len, 0);
+	if (disk_json_enter(&j, DISK_JSON_OBJECT) < 0)
 		goto bad;
-	for (p = skip_ws(p + 1); *p != '}'; p = skip_ws(p + 1)) {
+	while ((more = disk_json_next(&j, &k)) > 0) {
 		struct fs_stats_field f;
 
-		if (*p++ != '"' || !(f.name = json_str(&p, &w)))
-			goto bad;
-		p = skip_ws(p);
-		if (*p++ != ':')
-			goto bad;
-		p = skip_ws(p);
-		if (*p == '"') {
-			p++;
-			f.value = json_str(&p, &w);
-		} else {
-			f.value = json_num(&p, &w);
-		}
-		if (!f.value)
+		if (disk_json_value(&j, &v) < 0 || !(f.name = stats_text(&k, &w, &left)) ||
+		    !(f.value = stats_text(&v, &w, &left)))
 			goto bad;
 		if (d->n == cap) {
 			struct fs_stats_field *nf;
@@ -881,12 +842,9 @@ int fs_stats_parse(const char *text, struct fs_stats_doc *d)
 			d->f = nf;
 		}
 		d->f[d->n++] = f;
-		p = skip_ws(p);
-		if (*p == '}')
-			break;
-		if (*p != ',')
-			goto bad;
 	}
+	if (more < 0 || disk_json_end(&j) < 0)
+		goto bad;
 	return 0;
 bad:
 	fs_stats_doc_free(d);

@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "disk_json.h"
 #include "fs_view.h"
 
 /* Index building is I/O bound: as fs_if_build.c. */
@@ -135,23 +136,14 @@ static void out_tsv(struct lx_out *o, const char *s, size_t len)
 	}
 }
 
-/* A JSON string's contents: '"' and '\\' escaped, control bytes as \u00XX. */
+/* A JSON string's contents: '"' and '\\' escaped, control bytes and DEL as
+ * \u00XX (disk_json_esc). */
 static void out_json(struct lx_out *o, const char *s)
 {
 	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
 		char esc[8];
 
-		if (c == '"' || c == '\\') {
-			esc[0] = '\\';
-			esc[1] = (char)c;
-			out_put(o, esc, 2);
-		} else if (c < 0x20 || c == 0x7f) {
-			snprintf(esc, sizeof(esc), "\\u%04x", c);
-			out_put(o, esc, 6);
-		} else {
-			out_put(o, s, 1);
-		}
+		out_put(o, esc, disk_json_esc((unsigned char)*s, esc));
 	}
 }
 

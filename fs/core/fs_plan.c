@@ -33,7 +33,6 @@ struct fs_plans {
 	pthread_rwlock_t lock;		/* protects v[] */
 	struct fs_plan *v[FS_PLAN_MAX]; /* each holds a reference */
 	atomic_uint n;			/* plans published now (reads skip the lock at 0) */
-	atomic_ullong gen;		/* changes at every publish and clear */
 	void (*listener)(void *ctx);	/* fs_plan_set_listener: set before serving */
 	void *listener_ctx;
 };
@@ -496,7 +495,6 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	fs->plans->v[slot] = p;
 	if (!old)
 		atomic_fetch_add(&fs->plans->n, 1);
-	atomic_fetch_add(&fs->plans->gen, 1);
 	fs->c.plans_published++;
 	pthread_rwlock_unlock(&fs->plans->lock);
 	fs_human_bytes(p->bytes, human, sizeof(human));
@@ -530,7 +528,6 @@ int fs_plan_clear(struct fs *fs, const char *name, pid_t pid)
 			old = fs->plans->v[i];
 			fs->plans->v[i] = NULL;
 			atomic_fetch_sub(&fs->plans->n, 1);
-			atomic_fetch_add(&fs->plans->gen, 1);
 			break;
 		}
 	}
@@ -595,11 +592,6 @@ void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off)
 }
 
 /* ---- the fetcher's side and stats ------------------------------------------ */
-
-uint64_t fs_plan_gen(struct fs *fs)
-{
-	return atomic_load(&fs->plans->gen);
-}
 
 void fs_plan_set_listener(struct fs *fs, void (*fn)(void *ctx), void *ctx)
 {

@@ -32,8 +32,8 @@ struct fs_plans;
  * For a fetcher that fetches ahead of the readers: take the plans
  * (fs_plan_list, references held), and for each fetch the extents from
  * its position on (fs_plan_ahead: those not read yet, in plan order) up to
- * a lookahead of its choosing; fs_plan_gen says when the set of plans
- * changed. A plan never changes once published except for its read marks
+ * a lookahead of its choosing; the listener (fs_plan_set_listener) says when
+ * the set of plans changed. A plan never changes once published except for its read marks
  * and position (atomics): a replaced plan stays valid while referenced. */
 /* FS_PLAN_NAME_MAX: fs_core_ctl.h */
 #define FS_PLAN_FILE_MAX (1u << 30) /* largest plan file read */
@@ -84,8 +84,6 @@ int fs_plan_clear(struct fs *fs, const char *name, pid_t pid);
  * continues a read). Reads the kernel answers from its page cache never
  * come here. Cheap when no plan is published. */
 void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off);
-/* Changes at every publish and clear. */
-uint64_t fs_plan_gen(struct fs *fs);
 /* fn(ctx) is called after every publish and clear and after a read that
  * marked a planned path (so a fetcher can wake up), on the thread that did
  * it, with no lock of fs_plan.c held; it must not block. Set it once,

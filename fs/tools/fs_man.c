@@ -23,6 +23,7 @@
 #include "fs_core_ctl.h"
 #include "fs_core_opt.h"
 #include "fs_tools.h"
+#include "shardfs_config.h"
 
 /* Mount options that make no sense in /etc/fstab: the helper must return
  * once the mount is ready, and -o is what the helper itself builds. */

@@ -156,30 +156,13 @@ def group_ctl_layout(env, ck):
 
 def group_refresh_counts(env, ck):
     src = env.path('src')
-    os.makedirs(src)
-    a = [('k%d.bin' % i, bytes([65 + i]) * (3000 + 500 * i)) for i in range(3)]
-    b = [('k%d.bin' % i, bytes([97 + i]) * (2000 + 700 * i)) for i in range(4)]
-    for n in range(3):
-        write_file(os.path.join(src, 's%d.tar' % n), ml.tar_bytes(a))
+    b = ml.CHANGE_B
+    ml.change_sources(src)
     with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
         ck.eq('before: listing', sorted(os.listdir(m.mnt)),
               ['s0', 's0.tar', 's1', 's1.tar', 's2', 's2.tar'])
-        # opened, not read: the first read reaches the daemon (no page is cached)
-        fds = [os.open(os.path.join(m.mnt, 's%d.tar' % n), os.O_RDONLY) for n in range(2)]
-        try:
-            # s0 rewritten in place (same inode, other bytes and size), s1 deleted
-            write_file(os.path.join(src, 's0.tar'), ml.tar_bytes(b))
-            os.unlink(os.path.join(src, 's1.tar'))
-            for n, fd in enumerate(fds):
-                try:
-                    os.pread(fd, 512, 0)
-                    got = 'ok'
-                except OSError as e:
-                    got = errno.errorcode.get(e.errno, e.errno)
-                ck.eq('s%d.tar read after the change' % n, got, 'ESTALE')
-        finally:
-            for fd in fds:
-                os.close(fd)
+        # s0 rewritten in place, s1 deleted, under files opened before: reads are ESTALE
+        ml.change_under_open_files(ck, src, m.mnt)
         r = env.run([env.shardfs, 'refresh', m.mnt])
         out = r.stdout.decode(errors='replace')
         log('shardfs refresh: rc=%d %s' % (r.returncode, out.strip()))

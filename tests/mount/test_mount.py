@@ -1546,26 +1546,10 @@ def group_refresh_noticed(env, ck):
     (ESTALE), looked up (s0 shows its new version, s1 is gone), then 'shardfs refresh' says
     1 removed, 1 changed; a second refresh says 0 of each."""
     src = env.path('src')
-    os.makedirs(src)
-    a = [('k%d.bin' % i, bytes([65 + i]) * (3000 + 500 * i)) for i in range(3)]
-    b = [('k%d.bin' % i, bytes([97 + i]) * (2000 + 700 * i)) for i in range(4)]
-    for n in range(3):
-        ml.write_file(os.path.join(src, 's%d.tar' % n), ml.tar_bytes(a))
+    b = ml.CHANGE_B
+    ml.change_sources(src)
     with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
-        fds = [os.open(os.path.join(m.mnt, 's%d.tar' % n), os.O_RDONLY) for n in range(2)]
-        try:
-            ml.write_file(os.path.join(src, 's0.tar'), ml.tar_bytes(b))
-            os.unlink(os.path.join(src, 's1.tar'))
-            for n, fd in enumerate(fds):
-                try:
-                    os.pread(fd, 512, 0)
-                    got = 'ok'
-                except OSError as e:
-                    got = errno.errorcode.get(e.errno, e.errno)
-                ck.eq('s%d.tar read after the change' % n, got, 'ESTALE')
-        finally:
-            for fd in fds:
-                os.close(fd)
+        ml.change_under_open_files(ck, src, m.mnt)
         # lookups after the reads: the new version of s0 replaces the old, s1 goes
         ck.eq('before refresh: s0/k3.bin', ml.read_result(os.path.join(m.mnt, 's0', 'k3.bin')),
               ('ok', b[3][1]))

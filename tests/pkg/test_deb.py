@@ -2,6 +2,7 @@
 """The Debian package, as a user gets it: dpkg-buildpackage -b in a copy of the tree (nice,
 DEB_BUILD_OPTIONS='nocheck parallel=2'), lintian without an error, apt-get install ./shardfs_*.deb;
 then the installed pieces: 'import shardfs' in Debian's python3 from dist-packages, 'man -w',
+the test store fault:// refused (the package is built without it),
 a demo dataset mounted through an fstab file (mount -a -T FILE: a line per option family, types
 shardfs and fuse.shardfs) and through the installed unit (systemd-analyze verify, then its
 ExecStart as systemd runs it, from an env file), each mount read back exactly against the
@@ -99,6 +100,11 @@ try:
             env=clean)
     check(r.stdout.strip() == '/usr/lib/python3/dist-packages/shardfs/__init__.py',
           "Debian's python3 imports shardfs from dist-packages: %s%s" % (r.stdout, r.stderr))
+    # the shipped binary has no test store (debian/rules: -Dtest_backends=false): fault:// is
+    # refused, saying why, before anything is read or written
+    r = run(['/usr/bin/shardfs', 'index', 'fault://' + tmp])
+    check(r.returncode == 1 and 'fault:// is a test store, built only for tests' in r.stderr,
+          'the packaged shardfs refuses fault://: rc %d, %s' % (r.returncode, r.stderr.strip()))
 
     # the demo dataset: 3 tar shards and a tar.gz of 25 samples each (txt, cls, jpg, bin)
     data, work = os.path.join(tmp, 'data'), os.path.join(tmp, 'work')

@@ -351,14 +351,13 @@ static void *reader_main(void *arg)
 		uint64_t off = rnd(&s) % sizes[i];
 		size_t len = 1 + (size_t)(rnd(&s) % CHUNK);
 		struct cachetier_obj *o = c->o[i];
-		int err;
+		int fresh = rnd(&s) % 8 == 0, err;
 
-		if (rnd(&s) % 8 == 0) /* sometimes through a fresh handle */
+		if (fresh) /* sometimes through a fresh handle, else the shared one */
 			o = obj(c->ct, c->be, i);
-		else
-			cachetier_obj_ref(o);
 		err = read_check(o, i, off, len, (int)(rnd(&s) & 1));
-		cachetier_obj_unref(o);
+		if (fresh)
+			cachetier_obj_unref(o);
 		if (err) {
 			if (c->bad++ < 3)
 				fprintf(stderr, "concurrent read obj %d off %llu len %zu: %d\n", i,

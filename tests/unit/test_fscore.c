@@ -810,7 +810,7 @@ static void test_plan(void)
 	write_file("../plan.txt", lines, sizeof(lines) - 1);
 	snprintf(cmd, sizeof(cmd), "plan t1 %s\n", file);
 	CHECK(fs_ctl_command(fs, cmd, strlen(cmd), 123) == 0, "plan t1");
-	CHECK(plan_wakeups == 1 && fs_plan_gen(fs) == 1, "published: %d wakeups", plan_wakeups);
+	CHECK(plan_wakeups == 1, "published: %d wakeups", plan_wakeups);
 	CHECK(fs_plan_list(fs, p, 4) == 1, "one plan");
 	fs_plan_get_info(p[0], &in);
 	CHECK(strcmp(in.name, "t1") == 0 && in.pid == 123 && in.paths == 4 && in.missing == 1 &&
@@ -850,7 +850,7 @@ static void test_plan(void)
 	n = fs_plan_ahead(p[0], &from, x, idx, 1);
 	CHECK(n == 1 && idx[0] == 1 && from == 2, "max 1: index %u, from %u", idx[0], from);
 	/* replaced and cleared: a held plan stays valid */
-	CHECK(fs_ctl_command(fs, cmd, strlen(cmd), 123) == 0 && fs_plan_gen(fs) == 2, "replaced");
+	CHECK(fs_ctl_command(fs, cmd, strlen(cmd), 123) == 0, "replaced");
 	CHECK(fs_ctl_command(fs, "plan-clear t1\n", 14, 0) == 0, "plan-clear t1");
 	CHECK(fs_ctl_command(fs, "plan-clear t1\n", 14, 0) == -ENOENT, "plan-clear again");
 	CHECK(fs_plan_list(fs, p + 1, 3) == 0 && plan_wakeups == 5, "no plans: %d wakeups",

@@ -5,9 +5,6 @@
  *  - the mapping's contract: -ENOENT, an empty blob, the bytes put; a put
  *    under the same name (another process reindexing: a rename) leaves a
  *    mapping the bytes it was made of; an unlinked blob stays readable;
- *  - references: the mapping goes with the last one (a holder's index freed
- *    while others still hold references: they read on, checked byte for
- *    byte, under a barrier so the order is fixed, not timed);
  *  - readers while the blob is replaced: 4 threads map, validate and read
  *    the blob while a writer puts version A, version B, a truncated copy
  *    and a copy with a flipped byte in turn; every load is either one of
@@ -234,53 +231,6 @@ static void test_contract(struct cachetier *ct)
 	      "A read in place from the mapping of an unlinked file");
 	shardidx_free(ix);
 	CHECK(map_load(ct, &ix, &v) == -ENOENT, "no blob after the unlink");
-}
-
-/* ---- references ----------------------------------------------------------------- */
-
-static pthread_barrier_t ref_given, holder_gone;
-static const void *ref_data;
-
-static void *ref_reader(void *arg)
-{
-	struct cachetier_meta *m = arg; /* this thread's reference */
-
-	pthread_barrier_wait(&ref_given);
-	pthread_barrier_wait(&holder_gone); /* only the readers' references are left */
-	CHECK(!memcmp(ref_data, va.blob, va.blob_len), "bytes read after the holder's unmap");
-	cachetier_meta_unmap(m);
-	return NULL;
-}
-
-static void test_refs(struct cachetier *ct)
-{
-	struct cachetier_meta *m;
-	struct shardidx *ix;
-	pthread_t th[READERS];
-	const void *data;
-	size_t len;
-
-	CHECK(cachetier_meta_put(ct, NAME, va.blob, va.blob_len) == 0, "put A");
-	if (cachetier_meta_map(ct, NAME, &m, &data, &len) != 0)
-		FAIL("map A");
-	ref_data = data;
-	CHECK(shardidx_load_in_place(data, len, va.ident, strlen(va.ident), release_map, m, &ix) ==
-		  0,
-	      "A in place");
-	pthread_barrier_init(&ref_given, NULL, READERS + 1);
-	pthread_barrier_init(&holder_gone, NULL, READERS + 1);
-	for (int t = 0; t < READERS; t++) {
-		cachetier_meta_ref(m);
-		pthread_create(&th[t], NULL, ref_reader, m);
-	}
-	pthread_barrier_wait(&ref_given);
-	CHECK(same_index(ix, va.ref), "the holder's index");
-	shardidx_free(ix); /* drops the holder's reference: READERS are left */
-	pthread_barrier_wait(&holder_gone);
-	for (int t = 0; t < READERS; t++)
-		pthread_join(th[t], NULL);
-	pthread_barrier_destroy(&ref_given);
-	pthread_barrier_destroy(&holder_gone);
 }
 
 /* ---- readers while the blob is replaced ---------------------------------------- */
@@ -549,7 +499,6 @@ int main(void)
 	if (err)
 		FAIL("cachetier_open: %d", err);
 	test_contract(ct);
-	test_refs(ct);
 	test_replaced(ct);
 	{
 		struct cachetier *other;

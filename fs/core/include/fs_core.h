@@ -26,8 +26,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SHARDFS_VERSION "0.1.0"
-
 struct fs;
 struct fs_config;
 

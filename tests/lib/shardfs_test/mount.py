@@ -144,6 +144,39 @@ def read_result(path):
         return ('err', e.errno)
 
 
+# The refresh tests' change (test_mount.py refresh-noticed, test_hostile_user.py refresh-counts):
+# three shards, two of them opened; then one rewritten in place and one deleted in the source.
+CHANGE_A = [('k%d.bin' % i, bytes([65 + i]) * (3000 + 500 * i)) for i in range(3)]
+CHANGE_B = [('k%d.bin' % i, bytes([97 + i]) * (2000 + 700 * i)) for i in range(4)]
+
+
+def change_sources(src):
+    """src/ made with s0.tar, s1.tar, s2.tar, each of the members CHANGE_A."""
+    os.makedirs(src)
+    for n in range(3):
+        write_file(os.path.join(src, 's%d.tar' % n), tar_bytes(CHANGE_A))
+
+
+def change_under_open_files(ck, src, mnt):
+    """s0.tar and s1.tar of the mount mnt opened, not read (the first read reaches the daemon);
+    then s0.tar rewritten in place in src (same inode, the members CHANGE_B: other bytes and
+    size) and s1.tar deleted: a read of each open file is ESTALE (checked with ck)."""
+    fds = [os.open(os.path.join(mnt, 's%d.tar' % n), os.O_RDONLY) for n in range(2)]
+    try:
+        write_file(os.path.join(src, 's0.tar'), tar_bytes(CHANGE_B))
+        os.unlink(os.path.join(src, 's1.tar'))
+        for n, fd in enumerate(fds):
+            try:
+                os.pread(fd, 512, 0)
+                got = 'ok'
+            except OSError as e:
+                got = errno.errorcode.get(e.errno, e.errno)
+            ck.eq('s%d.tar read after the change' % n, got, 'ESTALE')
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 # ---------------------------------------------------------------------------------------------
 # Environment, subprocesses
 # ---------------------------------------------------------------------------------------------

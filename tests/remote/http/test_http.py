@@ -442,7 +442,7 @@ def versions(got, old, new, block=4096):
     return 'MIXED (%d old, %d new of %d blocks)' % (o, n, blocks) if o and n else 'neither'
 
 
-# Reads are not pinned to the ETag the listing saw: backend_pread carries no ETag, so each FUSE
+# Reads are not pinned to the ETag the listing saw: backend_pread_version is given no ETag, so each FUSE
 # read is a separate range GET of whatever the object is now. A page-cache read whose readahead
 # failed with ESTALE is retried page by page by the kernel and silently returns the new version,
 # and a file read in several requests across a change returns both versions mixed. True: these
