@@ -13,14 +13,16 @@
  * string to sign and the access key's id); the output is printable ASCII,
  * every other byte escaped as \xNN, truncated to fit.
  *
- * Non-goals: validating the body (a cut document is the normal case); a
- * general JSON reader (the fields are found by name, strings decoded for
- * the common escapes only).
+ * JSON is walked with the one JSON reader (disk_json.h) as far as it is
+ * well-formed; a body cut inside the wanted string falls back to its first
+ * line. Non-goals: validating the body (a cut document is the normal case).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "backend_i.h"
+#include "backend_io_i.h"
+#include "disk_json.h"
 
 /* Append in[0..len) to out (cap bytes, NUL-terminated) escaped: printable
  * ASCII as is (whitespace runs as one space), every other byte \xNN. */
@@ -85,48 +87,67 @@ static int xml_field(const char *b, size_t len, const char *tag, char *out, size
 	return 1;
 }
 
-/* The value of the first "name": of a JSON text: a string (common escapes
- * decoded, \uXXXX kept as written) or a number. */
-static int json_field(const char *b, size_t len, const char *name, char *out, size_t cap)
+/* Into out (cap bytes, escaped): the string or number token v, when out
+ * is still empty. */
+static void json_take(const struct disk_json_tok *v, char *out, size_t cap)
 {
-	char key[40], tmp[512];
-	const char *p = b, *end = b + len;
-	size_t t = 0;
+	char tmp[BACKEND_ERRBODY_MAX + 1]; /* a token of the body always fits */
+	ssize_t n;
 
-	snprintf(key, sizeof(key), "\"%s\"", name);
-	for (;;) {
-		p = find(p, (size_t)(end - p), key);
-		if (!p)
-			return 0;
-		p += strlen(key);
-		while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
-			p++;
-		if (p < end && *p == ':')
-			break; /* a key, not a value that reads the same */
-	}
-	p++;
-	while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
-		p++;
-	if (p < end && *p == '"') {
-		for (p++; p < end && *p != '"' && t + 1 < sizeof(tmp); p++) {
-			if (*p == '\\' && p + 1 < end) {
-				char c = *++p;
+	if (out[0] || v->len >= sizeof(tmp))
+		return;
+	if (v->type == DISK_JSON_STRING)
+		n = disk_json_str(v, tmp, sizeof(tmp));
+	else if (v->type == DISK_JSON_NUMBER)
+		memcpy(tmp, v->p, (size_t)(n = (ssize_t)v->len));
+	else
+		return;
+	if (n > 0)
+		put_escaped(out, cap, tmp, (size_t)n);
+}
 
-				tmp[t++] = c == 'n' || c == 't' || c == 'r' ? ' ' : c;
-				continue;
-			}
-			tmp[t++] = *p;
+/* The first string or number members named "reason", "code" and "message"
+ * at any depth of a JSON body, walked with the one JSON reader (disk_json.h)
+ * as far as the body is well-formed: a cut body gives what came before the
+ * cut. */
+static void json_fields(const char *b, size_t len, char *reason, size_t reasoncap, char *code,
+			size_t codecap, char *msg, size_t msgcap)
+{
+	struct disk_json j;
+	struct disk_json_tok k, v;
+	unsigned depth = 1;
+	int more, t;
+
+	disk_json_init(&j, b, len, 0);
+	if (disk_json_enter(&j, DISK_JSON_OBJECT) < 0)
+		return;
+	while (depth > 0) {
+		memset(&k, 0, sizeof(k)); /* stays empty for an array's item */
+		more = disk_json_next(&j, &k);
+		if (more < 0)
+			return;
+		if (more == 0) {
+			depth--;
+			continue;
 		}
-	} else {
-		while (p < end && t + 1 < sizeof(tmp) &&
-		       ((*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
-			tmp[t++] = *p++;
+		t = disk_json_peek(&j);
+		if (t == DISK_JSON_OBJECT || t == DISK_JSON_ARRAY) {
+			if (disk_json_enter(&j, (enum disk_json_type)t) < 0)
+				return;
+			depth++;
+			continue;
+		}
+		if (t < 0 || disk_json_value(&j, &v) < 0)
+			return;
+		if (!k.p)
+			continue;
+		if (disk_json_streq(&k, "reason"))
+			json_take(&v, reason, reasoncap);
+		else if (disk_json_streq(&k, "code"))
+			json_take(&v, code, codecap);
+		else if (disk_json_streq(&k, "message"))
+			json_take(&v, msg, msgcap);
 	}
-	if (t == 0)
-		return 0;
-	out[0] = '\0';
-	put_escaped(out, cap, tmp, t);
-	return 1;
 }
 
 void backend__errbody_parse(const char *body, size_t len, char *code, size_t codecap, char *msg,
@@ -144,9 +165,14 @@ void backend__errbody_parse(const char *body, size_t len, char *code, size_t cod
 	if (body[0] == '{') {
 		/* GCS nests {"error": {...}}: its "reason" is the code; AIStore's
 		 * top level has "message" and a numeric "status" */
-		if (!json_field(body, len, "reason", code, codecap))
-			json_field(body, len, "code", code, codecap);
-		json_field(body, len, "message", msg, msgcap);
+		char reason[256] = "";
+
+		json_fields(body, len, reason, codecap < sizeof(reason) ? codecap : sizeof(reason),
+			    code, codecap, msg, msgcap);
+		if (reason[0]) {
+			code[0] = '\0';
+			put_escaped(code, codecap, reason, strlen(reason));
+		}
 		if (code[0] || msg[0])
 			return;
 	}

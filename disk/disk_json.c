@@ -339,6 +339,34 @@ int disk_json_next(struct disk_json *j, struct disk_json_tok *key)
 	return 1;
 }
 
+int disk_json_peek(struct disk_json *j)
+{
+	int c;
+
+	if (j->err)
+		return j->err;
+	ws(j);
+	if (j->p >= j->end)
+		return -EBADMSG;
+	c = (unsigned char)*j->p;
+	switch (c) {
+	case '{':
+		return DISK_JSON_OBJECT;
+	case '[':
+		return DISK_JSON_ARRAY;
+	case '"':
+		return DISK_JSON_STRING;
+	case 't':
+		return DISK_JSON_TRUE;
+	case 'f':
+		return DISK_JSON_FALSE;
+	case 'n':
+		return DISK_JSON_NULL;
+	default:
+		return c == '-' || (c >= '0' && c <= '9') ? DISK_JSON_NUMBER : -EBADMSG;
+	}
+}
+
 int disk_json_end(struct disk_json *j)
 {
 	if (j->err)

@@ -94,6 +94,12 @@ int disk_json_enter(struct disk_json *j, enum disk_json_type type);
  * it). -EBADMSG, -ELOOP. */
 int disk_json_next(struct disk_json *j, struct disk_json_tok *key);
 
+/* The type of the next value (after blanks), from its first byte, without
+ * reading it: so a walker can enter an object or array and take a scalar
+ * whole. -EBADMSG at the end of the input or at a byte no value starts
+ * with (the cursor is not failed by it); the cursor's error once failed. */
+int disk_json_peek(struct disk_json *j);
+
 /* After the document's value: 0 when only blanks are left, else -EBADMSG. */
 int disk_json_end(struct disk_json *j);
 

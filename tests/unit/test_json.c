@@ -596,6 +596,40 @@ static void test_fixed(void)
 }
 
 /* Every byte escaped by disk_json_esc reads back as itself. */
+/* disk_json_peek: each value's type from its first byte, nothing read;
+ * the end of input or a stray byte is -EBADMSG and leaves the cursor able
+ * to go on where it was. */
+static void test_peek(void)
+{
+	static const struct {
+		const char *doc;
+		int type;
+	} cases[] = {
+	    {" {}", DISK_JSON_OBJECT},	{"[1]", DISK_JSON_ARRAY}, {"\"s\"", DISK_JSON_STRING},
+	    {"-1", DISK_JSON_NUMBER},	{"7", DISK_JSON_NUMBER},  {"true", DISK_JSON_TRUE},
+	    {"false", DISK_JSON_FALSE}, {"null", DISK_JSON_NULL}, {"", -EBADMSG},
+	    {"  ", -EBADMSG},		{"}", -EBADMSG},	  {"x", -EBADMSG},
+	};
+	struct disk_json j;
+	struct disk_json_tok t;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		disk_json_init(&j, cases[i].doc, strlen(cases[i].doc), 0);
+		CHECK(disk_json_peek(&j) == cases[i].type && disk_json_peek(&j) == cases[i].type,
+		      "peek '%s'", cases[i].doc);
+		if (cases[i].type > 0)
+			CHECK(disk_json_value(&j, &t) == 0 && (int)t.type == cases[i].type &&
+				  disk_json_end(&j) == 0,
+			      "peek '%s' read nothing", cases[i].doc);
+	}
+	disk_json_init(&j, "{\"a\":[", 6, 0);
+	CHECK(disk_json_enter(&j, DISK_JSON_OBJECT) == 0 && disk_json_next(&j, &t) == 1 &&
+		  disk_json_peek(&j) == DISK_JSON_ARRAY &&
+		  disk_json_enter(&j, DISK_JSON_ARRAY) == 0 && disk_json_peek(&j) == -EBADMSG &&
+		  disk_json_next(&j, NULL) == -EBADMSG && disk_json_peek(&j) == -EBADMSG,
+	      "a cut document: peek at its end, then the cursor's error");
+}
+
 static void test_esc(void)
 {
 	struct buf doc = {0};
@@ -638,6 +672,7 @@ int main(void)
 	test_depth();
 	test_syntax();
 	test_fixed();
+	test_peek();
 	test_esc();
 	return check_summary("json");
 }

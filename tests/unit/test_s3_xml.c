@@ -400,6 +400,11 @@ static void test_errbody(void)
 	    {"{\"message\":\"bck ais://b: object \\\"x.tar\\\" does not exist\",\"method\":\"GET\","
 	     "\"status\":404}",
 	     "", "bck ais://b: object \"x.tar\" does not exist"},
+	    /* JSON cut inside the message: the reader stops there, the first line is shown */
+	    {"{\"status\":404,\"message\":\"bck ais://b: obj", "",
+	     "{\"status\":404,\"message\":\"bck ais://b: obj"},
+	    /* JSON cut after the message: what came before the cut */
+	    {"{\"message\":\"gone\",\"status\":4", "", "gone"},
 	    {"<html>\r\n<head><title>403 Forbidden</title></head>\r\n<body></body></html>", "",
 	     "403 Forbidden"},
 	    {"busy\n", "", "busy"},
