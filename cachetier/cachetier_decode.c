@@ -334,6 +334,35 @@ static int dec_tail(struct dec *d, const unsigned char *p, size_t len, uint64_t 
 	return 1;
 }
 
+/* What dec_next found. */
+enum { DEC_DATA = 1, DEC_AGAIN, DEC_END };
+
+/* The next piece of the compressed input for a codec's loop: DEC_DATA (*n
+ * bytes in d->in to decode), DEC_AGAIN (bytes after the stream, handled
+ * here: *done set when they end the decode), DEC_END (the input ended; in
+ * the middle of a member or frame (in_unit) that is damage, and the prefix
+ * decoded so far is kept), or dec_read's negative errno. */
+static int dec_next(struct dec *d, int in_unit, size_t *n, int *done)
+{
+	int err = (int)dec_read(d, n);
+
+	if (err < 0)
+		return err;
+	if (*n == 0) {
+		if (in_unit) {
+			d->damage = -EIO;
+			d->damage_off = d->in_off;
+		}
+		return DEC_END;
+	}
+	if (d->in_tail) { /* after the stream: zeros, or bytes to log */
+		*done = dec_tail(d, d->in, *n, d->in_off);
+		d->in_off += *n;
+		return DEC_AGAIN;
+	}
+	return DEC_DATA;
+}
+
 static int decode_gzip(struct dec *d)
 {
 	z_stream zs;
@@ -345,21 +374,14 @@ static int decode_gzip(struct dec *d)
 	while (!done) {
 		size_t n;
 
-		err = (int)dec_read(d, &n);
-		if (err < 0)
-			break;
-		if (n == 0) {
-			if (in_unit) { /* ended inside a member: keep the prefix */
-				d->damage = -EIO;
-				d->damage_off = d->in_off;
-			}
-			break;
-		}
-		if (d->in_tail) { /* after the stream: zeros, or bytes to log */
-			done = dec_tail(d, d->in, n, d->in_off);
-			d->in_off += n;
+		err = dec_next(d, in_unit, &n, &done);
+		if (err == DEC_AGAIN)
 			continue;
+		if (err < 0 || err == DEC_END) {
+			err = err < 0 ? err : 0;
+			break;
 		}
+		err = 0;
 		zs.next_in = d->in;
 		zs.avail_in = (uInt)n;
 		while (zs.avail_in > 0 && !done) {
@@ -443,21 +465,14 @@ static int decode_zstd(struct dec *d)
 		ZSTD_inBuffer in;
 		size_t n;
 
-		err = (int)dec_read(d, &n);
-		if (err < 0)
-			break;
-		if (n == 0) {
-			if (in_unit) {
-				d->damage = -EIO;
-				d->damage_off = d->in_off;
-			}
-			break;
-		}
-		if (d->in_tail) { /* after the stream: zeros, or bytes to log */
-			done = dec_tail(d, d->in, n, d->in_off);
-			d->in_off += n;
+		err = dec_next(d, in_unit, &n, &done);
+		if (err == DEC_AGAIN)
 			continue;
+		if (err < 0 || err == DEC_END) {
+			err = err < 0 ? err : 0;
+			break;
 		}
+		err = 0;
 		in.src = d->in;
 		in.size = n;
 		in.pos = 0;
