@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "backend_creds_i.h"
+#include "disk.h"
 
 /* ---- helper processes ---------------------------------------------------------
  * Every credential_process runs in a process group of its own, listed here
@@ -197,15 +198,13 @@ int backend__creds_fetch_process(struct backend_credsrc *s, struct backend_creds
 		}
 		if (r <= 0)
 			continue; /* EINTR, or the bound: looked at above */
-		n = read(pfd[0], buf + len, CREDS_HTTP_MAX - len);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		n = disk_read_some(pfd[0], buf + len, CREDS_HTTP_MAX - len);
+		if (n == -EAGAIN)
 			continue;
-		if (n < 0) {
-			err = -errno;
+		if (n <= 0) {
+			err = (int)n; /* 0: the helper closed its end */
 			break;
 		}
-		if (n == 0)
-			break;
 		len += (size_t)n;
 		if (len == CREDS_HTTP_MAX) {
 			err = -EMSGSIZE;

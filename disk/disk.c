@@ -59,6 +59,16 @@ int disk_pread_all(int fd, void *buf, size_t len, uint64_t off)
 	return io_all(IO_PREAD, fd, buf, len, off);
 }
 
+ssize_t disk_read_some(int fd, void *buf, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = read(fd, buf, len);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
 /* Length of the directory part of name, its last '/' included (0: none). */
 static size_t dir_len(const char *name)
 {

@@ -154,6 +154,11 @@ int disk_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
  * file ends first) or -errno. */
 int disk_pread_all(int fd, void *buf, size_t len, uint64_t off);
 
+/* read(2) once into buf (at most len bytes), retrying EINTR: the count
+ * (0 at the end of the file or stream) or -errno (-EAGAIN from a
+ * non-blocking fd). For loops that take a stream piece by piece. */
+ssize_t disk_read_some(int fd, void *buf, size_t len);
+
 /* Create a new temp file (O_CREAT | O_EXCL | O_CLOEXEC | flags, mode) for
  * the final name 'name'; its path relative to dirfd goes to tmp[tmpsize].
  * Returns the fd or -errno. */

@@ -370,17 +370,13 @@ static int plan_read(struct plan_reader *r, const char *path)
 	r->p->fnv = DISK_FNV64_INIT;
 	r->lineno = 1;
 	while (err == 0) {
-		ssize_t n = read(fd, buf, PLAN_CHUNK);
+		ssize_t n = disk_read_some(fd, buf, PLAN_CHUNK);
 		size_t i = 0;
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			err = -errno;
+		if (n <= 0) {
+			err = (int)n; /* 0: the end of the file */
 			break;
 		}
-		if (n == 0)
-			break;
 		total += (uint64_t)n;
 		if (total > FS_PLAN_FILE_MAX) {
 			err = -EFBIG; /* it grew while read */
