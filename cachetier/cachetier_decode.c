@@ -334,33 +334,33 @@ static int dec_tail(struct dec *d, const unsigned char *p, size_t len, uint64_t 
 	return 1;
 }
 
-/* What dec_next found. */
-enum { DEC_DATA = 1, DEC_AGAIN, DEC_END };
-
-/* The next piece of the compressed input for a codec's loop: DEC_DATA (*n
- * bytes in d->in to decode), DEC_AGAIN (bytes after the stream, handled
- * here: *done set when they end the decode), DEC_END (the input ended; in
- * the middle of a member or frame (in_unit) that is damage, and the prefix
- * decoded so far is kept), or dec_read's negative errno. */
+/* The next piece of the compressed input for a codec's loop: 1 with *n
+ * bytes in d->in to decode; 0 when there is none: the input ended (in the
+ * middle of a member or frame, in_unit, that is damage, and the prefix
+ * decoded so far is kept), or bytes after the stream (handled here:
+ * zeros, or bytes to log) ended the decode (*done); or dec_read's
+ * negative errno. */
 static int dec_next(struct dec *d, int in_unit, size_t *n, int *done)
 {
-	int err = (int)dec_read(d, n);
+	for (;;) {
+		int err = (int)dec_read(d, n);
 
-	if (err < 0)
-		return err;
-	if (*n == 0) {
-		if (in_unit) {
-			d->damage = -EIO;
-			d->damage_off = d->in_off;
+		if (err < 0)
+			return err;
+		if (*n == 0) {
+			if (in_unit) {
+				d->damage = -EIO;
+				d->damage_off = d->in_off;
+			}
+			return 0;
 		}
-		return DEC_END;
-	}
-	if (d->in_tail) { /* after the stream: zeros, or bytes to log */
+		if (!d->in_tail)
+			return 1;
 		*done = dec_tail(d, d->in, *n, d->in_off);
 		d->in_off += *n;
-		return DEC_AGAIN;
+		if (*done)
+			return 0;
 	}
-	return DEC_DATA;
 }
 
 static int decode_gzip(struct dec *d)
@@ -375,12 +375,8 @@ static int decode_gzip(struct dec *d)
 		size_t n;
 
 		err = dec_next(d, in_unit, &n, &done);
-		if (err == DEC_AGAIN)
-			continue;
-		if (err < 0 || err == DEC_END) {
-			err = err < 0 ? err : 0;
+		if (err <= 0)
 			break;
-		}
 		err = 0;
 		zs.next_in = d->in;
 		zs.avail_in = (uInt)n;
@@ -466,12 +462,8 @@ static int decode_zstd(struct dec *d)
 		size_t n;
 
 		err = dec_next(d, in_unit, &n, &done);
-		if (err == DEC_AGAIN)
-			continue;
-		if (err < 0 || err == DEC_END) {
-			err = err < 0 ? err : 0;
+		if (err <= 0)
 			break;
-		}
 		err = 0;
 		in.src = d->in;
 		in.size = n;
