@@ -2,11 +2,12 @@
 before its response starts, every connection is capped at --rate-mb MB/s. Not a test: it
 prints figures and ratios against baselines measured in the same run, alternating.
 
-    /usr/bin/python3 tests/bench/link_bench.py BIN [--quick] [--runs N] [--delay-ms 30]
-        [--rate-mb 60] [--scale-rate-mb 8] [--scale 8,16,32,64] [--only LIST]
+    /usr/bin/python3 tests/bench/link_bench.py BIN [--quick] [--size-mb MB] [--runs N]
+        [--delay-ms 30] [--rate-mb 60] [--scale-rate-mb 8] [--scale 8,16,32,64] [--only LIST]
+        [--plan-loaders bytes,jpeg] [--skip-unplanned] [--epoch-timeout 1800]
 
 The data set: a class-folder tree of 100 KB JPEGs packed by `shardfs pack` into 8 shards
-(about 1 GB; --quick: 512 MB), sidecar indexes removed (shards as found in a bucket), served
+(about 1 GB; --quick: 512 MB; --size-mb: any size, the same shape), sidecar indexes removed (shards as found in a bucket), served
 from the emulator as http://127.0.0.1:PORT/train-{000000..000007}.tar. N is the mount's
 default --connections (read from `shardfs mount --help`). Every shardfs side mounts with
 the default options (plus --cache-dir, a new one per run; the scaling rows add --connections
@@ -30,15 +31,23 @@ baseline<TAB>unit<TAB>ratio<TAB>goal<TAB>goal_ge"; lib_bench.py puts them in the
              bytes fetched / bytes read during the epoch (the mount's index build before it is
              logged; goal <= 2: random misses fill only their units), and
              the epoch's rate vs the link's rate for the bytes it reads (N x rate; report)
-  plan       the sampler's plan (python/shardfs plan_dataloader; docs/reading.md "Reading plans"), with
-             --cache-size a quarter of the data set: two shuffled ImageFolder epochs (DataLoader
-             shuffle=True, num_workers=2; a new permutation each) in one mount with the plan vs
-             without, the first cold (goal >= 3; ratio: time without / time with) and the
-             second with what the cache holds (report; the kernel's page cache is dropped
-             between epochs when run as root, so the second reads through the mount); the planned cold epoch vs the most the
-             link and the machine allow: the larger of the link's time for the bytes the epoch
-             reads (N x rate) and the same epoch over a local-source mount of the shards
-             (goal >= 0.9); and bytes fetched / bytes read in each epoch (report)
+  plan       the sampler's plan (python/shardfs plan_dataloader; docs/reading.md "Reading
+             plans"), --layout imagefolder --cache-size a quarter of the data set, DataLoader
+             (shuffle=True, num_workers=2), the page cache dropped before every epoch (root),
+             for two loaders: L8 only reads each file's bytes (as a loader that decodes on the
+             GPU), L7 decodes each JPEG with PIL. Per loader: one epoch on a fresh mount of
+             the shards' local directory (the baseline), two epochs (a new permutation each)
+             in one mount with the plan, the local epoch again, two without the plan.
+             a: cold epoch without / with the plan (>= 3); b: the planned cold epoch vs the
+             local-directory epoch (L8b >= 0.8, issue 25), vs max(link time for its bytes,
+             local epoch) (L7b >= 0.9, issue 14); c: second epoch vs without and vs local
+             (report); d: bytes fetched / read per epoch (planned cold <= 1.6, unplanned
+             <= 2.0); e: CPU of loader + daemon + emulator over the cores vs the epoch (the
+             CPU-bound ceiling; report); f: requests to the store per sample (report); g:
+             daemon CPU s per GB read (<= 2) and vs the local epoch's; h: daemon context
+             switches (voluntary + involuntary, of its threads) per GB vs the local epoch's.
+             Figures behind the rows print as "note" lines. The ais:// GetBatch row has a
+             hook (w_plan_ais_getbatch) and no row until GetBatch exists.
   scaling    `shardfs prefetch` with --connections 8, 16, 32, 64 on an emulator at
              --scale-rate-mb per connection: MB/s vs C x rate (goal >= 0.9), with the CPU use
              of the daemon, the emulator and the machine (what limits it)
@@ -47,6 +56,7 @@ import argparse
 import os
 import re
 import resource
+import select
 import shutil
 import signal
 import statistics
@@ -131,7 +141,8 @@ class Mount:
         shutil.rmtree(self.cache, ignore_errors=True)
         os.makedirs(self.mnt, exist_ok=True)
         t = time.monotonic()
-        sh([a.bin, 'mount', '--cache-dir', self.cache, *a.mount_opts, *extra, src, self.mnt])
+        sh([a.bin, 'mount', '--cache-dir', self.cache, *a.mount_opts, *extra, src, self.mnt],
+           timeout=600)
         self.mount_s = time.monotonic() - t
         self.pid = int(self.stat('pid'))
 
@@ -627,6 +638,11 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag=''):
 
         s0 = snap()
         for _ in range(n):
+            # the child prints one line per epoch and waits for ours: nothing is left in
+            # the pipe's buffer between lines, so select() on it sees the next one
+            if not select.select([p.stdout], [], [], m.a.epoch_timeout)[0]:
+                raise RuntimeError('no epoch ended within --epoch-timeout %d s' %
+                                   m.a.epoch_timeout)
             ln = p.stdout.readline()
             if not ln:
                 raise RuntimeError('the epoch process failed (rc %r)' % p.wait())
@@ -674,13 +690,21 @@ def note(text):
     print('note\t' + text, flush=True)
 
 
+def loadavg():
+    with open('/proc/loadavg') as f:
+        return ' '.join(f.read().split()[:3])
+
+
 def w_plan(a, emu):
     """The sampler's plan rows, for each loader of --plan-loaders: L7 (jpeg) and L8 (bytes,
     issue 25's). Per loader: a local-source epoch, the planned side (two epochs in one
     mount), a local-source epoch again (the machine's load then is the planned side's), then
-    the unplanned side (unless --skip-unplanned)."""
+    the unplanned side (unless --skip-unplanned). The load average before and after each
+    loader's rows is a note: on a shared machine it says how far to trust them."""
     for loader in a.plan_loaders:
+        note('%s plan rows: load average %s before' % (loader, loadavg()))
         plan_rows(a, emu, loader)
+        note('%s plan rows: load average %s after' % (loader, loadavg()))
     w_plan_ais_getbatch(a, emu)
 
 
@@ -752,9 +776,12 @@ def plan_rows(a, emu, loader):
             if r is None:
                 continue
             x = r[i].fetched / max(r[i].read, 1)
-            goal = '<= 2.0' if side == 'without' else '<= 1.6' if i == 0 else 'report'
-            emit('%sd. %s: bytes fetched / bytes read, epoch %d %s the plan' % (
-                g, what, i + 1, side), o, x, None, 'x', x, goal)
+            lab = '%sd. %s: bytes fetched / bytes read, epoch %d %s the plan' % (
+                g, what, i + 1, side)
+            if side == 'with' and i == 0:  # issue 25's budget: ratio budget / value
+                emit(lab, o, x, 1.6, 'x', 1.6 / max(x, 1e-9), '<= 1.6 (>= 1)', 1.0)
+            else:
+                emit(lab, o, x, None, 'x', x, '<= 2.0' if side == 'without' else 'report')
     # the machine's cores run the loader (decoding or not), the daemon and the emulator: their
     # CPU over the cores is as short as the epoch can be on this machine
     ncpu = os.cpu_count() or 1
@@ -876,6 +903,8 @@ def main():
     ap.add_argument('--plan-loaders', default='bytes,jpeg', help='loaders of the plan rows: '
                     'bytes (L8: the loader only reads each file\'s bytes) and jpeg (L7: PIL '
                     'decodes each JPEG)')
+    ap.add_argument('--epoch-timeout', type=int, default=1800, help='plan rows: an epoch '
+                    'that has not ended after this many seconds fails the run (default 1800)')
     ap.add_argument('--skip-unplanned', action='store_true', help='plan rows: leave out the '
                     'unplanned epochs (the slowest part; rows a, c and d against them go too)')
     ap.add_argument('--data', help='where the data set is kept between runs (default '
