@@ -448,6 +448,7 @@ def w_link(a):
     cmd = [sys.executable, os.path.join(HERE, 'link_bench.py'), a.bin, '--runs', str(a.runs)]
     if a.quick:
         cmd.append('--quick')
+    cmd += a.link_args.split()
     out = run_script(cmd, 'link_bench')
     for ln in out.splitlines():
         if not ln.startswith('row\t'):
@@ -555,6 +556,8 @@ def main():
                     'workload (--only scale; default 500: 4.3 M members; full size 6800)')
     ap.add_argument('--scale-args', default='', help='more options of scale_bench.py, e.g. '
                     '"--runs 5 --mnt-dir /tmp/x"')
+    ap.add_argument('--link-args', default='', help='more options of link_bench.py, e.g. '
+                    '"--only plan --size-mb 256 --skip-unplanned"')
     ap.add_argument('--only', default=','.join(WORKLOADS), help='comma-separated subset of ' +
                     ','.join(WORKLOADS + OPTIONAL) + ' (%s only when named)' % ','.join(OPTIONAL))
     a = ap.parse_args()

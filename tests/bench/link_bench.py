@@ -2,11 +2,12 @@
 before its response starts, every connection is capped at --rate-mb MB/s. Not a test: it
 prints figures and ratios against baselines measured in the same run, alternating.
 
-    /usr/bin/python3 tests/bench/link_bench.py BIN [--quick] [--runs N] [--delay-ms 30]
-        [--rate-mb 60] [--scale-rate-mb 8] [--scale 8,16,32,64] [--only LIST]
+    /usr/bin/python3 tests/bench/link_bench.py BIN [--quick] [--size-mb MB] [--runs N]
+        [--delay-ms 30] [--rate-mb 60] [--scale-rate-mb 8] [--scale 8,16,32,64] [--only LIST]
+        [--plan-loaders bytes,jpeg] [--skip-unplanned] [--epoch-timeout 1800]
 
 The data set: a class-folder tree of 100 KB JPEGs packed by `shardfs pack` into 8 shards
-(about 1 GB; --quick: 512 MB), sidecar indexes removed (shards as found in a bucket), served
+(about 1 GB; --quick: 512 MB; --size-mb: any size, the same shape), sidecar indexes removed (shards as found in a bucket), served
 from the emulator as http://127.0.0.1:PORT/train-{000000..000007}.tar. N is the mount's
 default --connections (read from `shardfs mount --help`). Every shardfs side mounts with
 the default options (plus --cache-dir, a new one per run; the scaling rows add --connections
@@ -30,15 +31,23 @@ baseline<TAB>unit<TAB>ratio<TAB>goal<TAB>goal_ge"; lib_bench.py puts them in the
              bytes fetched / bytes read during the epoch (the mount's index build before it is
              logged; goal <= 2: random misses fill only their units), and
              the epoch's rate vs the link's rate for the bytes it reads (N x rate; report)
-  plan       the sampler's plan (python/shardfs plan_dataloader; docs/reading.md "Reading plans"), with
-             --cache-size a quarter of the data set: two shuffled ImageFolder epochs (DataLoader
-             shuffle=True, num_workers=2; a new permutation each) in one mount with the plan vs
-             without, the first cold (goal >= 3; ratio: time without / time with) and the
-             second with what the cache holds (report; the kernel's page cache is dropped
-             between epochs when run as root, so the second reads through the mount); the planned cold epoch vs the most the
-             link and the machine allow: the larger of the link's time for the bytes the epoch
-             reads (N x rate) and the same epoch over a local-source mount of the shards
-             (goal >= 0.9); and bytes fetched / bytes read in each epoch (report)
+  plan       the sampler's plan (python/shardfs plan_dataloader; docs/reading.md "Reading
+             plans"), --layout imagefolder --cache-size a quarter of the data set, DataLoader
+             (shuffle=True, num_workers=2), the page cache dropped before every epoch (root),
+             for two loaders: L8 only reads each file's bytes (as a loader that decodes on the
+             GPU), L7 decodes each JPEG with PIL. Per loader: one epoch on a fresh mount of
+             the shards' local directory (the baseline), two epochs (a new permutation each)
+             in one mount with the plan, the local epoch again, two without the plan.
+             a: cold epoch without / with the plan (>= 3); b: the planned cold epoch vs the
+             local-directory epoch (L8b >= 0.8, issue 25), vs max(link time for its bytes,
+             local epoch) (L7b >= 0.9, issue 14); c: second epoch vs without and vs local
+             (report); d: bytes fetched / read per epoch (planned cold <= 1.6, unplanned
+             <= 2.0); e: CPU of loader + daemon + emulator over the cores vs the epoch (the
+             CPU-bound ceiling; report); f: requests to the store per sample (report); g:
+             daemon CPU s per GB read (<= 2) and vs the local epoch's; h: daemon context
+             switches (voluntary + involuntary, of its threads) per GB vs the local epoch's.
+             Figures behind the rows print as "note" lines. The ais:// GetBatch row has a
+             hook (w_plan_ais_getbatch) and no row until GetBatch exists.
   scaling    `shardfs prefetch` with --connections 8, 16, 32, 64 on an emulator at
              --scale-rate-mb per connection: MB/s vs C x rate (goal >= 0.9), with the CPU use
              of the daemon, the emulator and the machine (what limits it)
@@ -47,7 +56,9 @@ import argparse
 import os
 import re
 import resource
+import select
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -130,7 +141,8 @@ class Mount:
         shutil.rmtree(self.cache, ignore_errors=True)
         os.makedirs(self.mnt, exist_ok=True)
         t = time.monotonic()
-        sh([a.bin, 'mount', '--cache-dir', self.cache, *a.mount_opts, *extra, src, self.mnt])
+        sh([a.bin, 'mount', '--cache-dir', self.cache, *a.mount_opts, *extra, src, self.mnt],
+           timeout=600)
         self.mount_s = time.monotonic() - t
         self.pid = int(self.stat('pid'))
 
@@ -139,11 +151,30 @@ class Mount:
             return f.read()
 
     def stat(self, key):
-        return re.search(r'"%s":\s*"?([^",}]*)' % key, self.stats()).group(1)
+        return re.search(r'"%s":\s*"?([^",}]*)' % key, self.stats()).group(1).strip()
 
     def umount(self):
-        subprocess.run([self.a.bin, 'umount', self.mnt], stdout=subprocess.DEVNULL)
+        unmount(self.a.bin, self.mnt)
         shutil.rmtree(self.cache, ignore_errors=True)
+
+
+def mounted(path):
+    """Whether path is a mountpoint now (/proc/self/mountinfo: also a FUSE mount whose daemon
+    died, which os.path.ismount cannot stat)."""
+    with open('/proc/self/mountinfo') as f:
+        return any(ln.split()[4] == path for ln in f)
+
+
+def unmount(bin_, mnt, timeout=60):
+    """`shardfs umount` of mnt (it stops a daemon whose mount is busy), within timeout
+    seconds; then, if still mounted (the daemon hung or died), a lazy `umount -l`."""
+    try:
+        subprocess.run([bin_, 'umount', mnt], stdout=subprocess.DEVNULL, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        log('shardfs umount %s took more than %d s' % (mnt, timeout))
+    if mounted(mnt):
+        log('%s still mounted: umount -l' % mnt)
+        subprocess.run(['umount', '-l', mnt], timeout=timeout)
 
 
 def settle():
@@ -179,38 +210,48 @@ def make_dataset(a):
     d = os.path.join(a.data, 'shards')
     done = os.path.join(a.data, 'done')
     if not os.path.exists(done):
-        from PIL import Image
-        import io
-        import random
-        shutil.rmtree(a.data, ignore_errors=True)
-        tree = os.path.join(a.data, 'tree')
-        rnd = random.Random(1)
-        # 64 distinct 288x288 noise JPEGs (~98 KB each), used in turn
-        blobs = []
-        for _ in range(64):
-            im = Image.frombytes('RGB', (288, 288), bytes(rnd.getrandbits(8)
-                                                         for _ in range(288 * 288 * 3)))
-            b = io.BytesIO()
-            im.save(b, 'JPEG', quality=95)
-            blobs.append(b.getvalue())
-        per_shard = a.shard_mb * 1000 * 1000 // (len(blobs[0]) + 1536)
-        n = per_shard * a.shards
-        log('data set: %d JPEGs of ~%d KB in %d shards' % (n, len(blobs[0]) // 1000, a.shards))
-        for i in range(n):
-            c = 'c%02d' % (i % 10)
-            os.makedirs(os.path.join(tree, c), exist_ok=True)
-            with open(os.path.join(tree, c, 'img%06d.jpg' % i), 'wb') as f:
-                f.write(blobs[i % len(blobs)])
-        os.makedirs(d)
-        sh([a.bin, 'pack', '--max-size', '%dM' % (a.shard_mb * 1000000 // 1048576 + 1),
-            '--shuffle', '1', tree, os.path.join(d, 'train')], stdout=subprocess.DEVNULL)
-        shutil.rmtree(tree)
-        for f in os.listdir(d):
-            if f.endswith('.idx'):
-                os.unlink(os.path.join(d, f))  # shards as found in a bucket: no sidecars
+        try:
+            make_tree_and_pack(a, d)
+        except BaseException:  # interrupted or failed: no half data set left behind
+            shutil.rmtree(a.data, ignore_errors=True)
+            raise
         open(done, 'w').close()
     names = sorted(f for f in os.listdir(d) if f.endswith('.tar'))
     return d, names
+
+
+def make_tree_and_pack(a, d):
+    """The class-folder tree of JPEGs under a.data, packed into d by shardfs pack (the tree
+    removed after)."""
+    from PIL import Image
+    import io
+    import random
+    shutil.rmtree(a.data, ignore_errors=True)
+    tree = os.path.join(a.data, 'tree')
+    rnd = random.Random(1)
+    # 64 distinct 288x288 noise JPEGs (~98 KB each), used in turn
+    blobs = []
+    for _ in range(64):
+        im = Image.frombytes('RGB', (288, 288), bytes(rnd.getrandbits(8)
+                                                     for _ in range(288 * 288 * 3)))
+        b = io.BytesIO()
+        im.save(b, 'JPEG', quality=95)
+        blobs.append(b.getvalue())
+    per_shard = a.shard_mb * 1000 * 1000 // (len(blobs[0]) + 1536)
+    n = per_shard * a.shards
+    log('data set: %d JPEGs of ~%d KB in %d shards' % (n, len(blobs[0]) // 1000, a.shards))
+    for i in range(n):
+        c = 'c%02d' % (i % 10)
+        os.makedirs(os.path.join(tree, c), exist_ok=True)
+        with open(os.path.join(tree, c, 'img%06d.jpg' % i), 'wb') as f:
+            f.write(blobs[i % len(blobs)])
+    os.makedirs(d)
+    sh([a.bin, 'pack', '--max-size', '%dM' % (a.shard_mb * 1000000 // 1048576 + 1),
+        '--shuffle', '1', tree, os.path.join(d, 'train')], stdout=subprocess.DEVNULL)
+    shutil.rmtree(tree)
+    for f in os.listdir(d):
+        if f.endswith('.idx'):
+            os.unlink(os.path.join(d, f))  # shards as found in a bucket: no sidecars
 
 
 # ---------------------------------------------------------------------------------------------
@@ -487,29 +528,47 @@ def w_smallcache(a, emu):
          med(rates) / med(bounds), 'report')
 
 
-EPOCHS = r'''
+EPOCHS = r"""
 import os, sys, time
 import torch
 from torchvision import datasets, transforms
 sys.path.insert(0, sys.argv[4])
 import shardfs
-ds = datasets.ImageFolder(sys.argv[1], transform=transforms.PILToTensor())
-dl = torch.utils.data.DataLoader(ds, batch_size=32, num_workers=2, shuffle=True)
-if sys.argv[2] == '1':
+root, planned, epochs, loader = sys.argv[1], sys.argv[2] == '1', int(sys.argv[3]), sys.argv[5]
+if loader == 'bytes':
+    # only the file's bytes, as a loader that decodes on the GPU reads them: a batch is one
+    # flat uint8 tensor (one shared-memory segment from a worker) and the sizes
+    def read(p):
+        with open(p, 'rb') as f:
+            return torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
+
+    def collate(b):
+        return torch.cat([x for x, _ in b]), torch.tensor([len(x) for x, _ in b])
+
+    ds = datasets.ImageFolder(root, loader=read)
+    dl = torch.utils.data.DataLoader(ds, batch_size=32, num_workers=2, shuffle=True,
+                                     collate_fn=collate)
+else:  # jpeg: PIL decodes each sample into a tensor
+    ds = datasets.ImageFolder(root, transform=transforms.PILToTensor())
+    dl = torch.utils.data.DataLoader(ds, batch_size=32, num_workers=2, shuffle=True)
+if planned:
     shardfs.plan_dataloader(dl, strict=True)
-for e in range(int(sys.argv[3])):
+for e in range(epochs):
     t, c = time.monotonic(), sum(os.times()[:4])
     n = 0
-    for x, _ in dl:
-        n += len(x)
+    for x, y in dl:
+        n += len(y)
     # CPU of this process and its DataLoader workers (joined at the epoch's end)
     print('%d %.4f %.3f' % (n, time.monotonic() - t, sum(os.times()[:4]) - c), flush=True)
-    # the mount's counters between epochs (read by the parent on this line)
-    sys.stdin.readline()
-'''
+    # the parent reads the mount's counters and drops the page cache, then says go on; an
+    # end of file is a parent gone: stop
+    if not sys.stdin.readline():
+        sys.exit(1)
+"""
 
 
 STORE_FILES = []  # the store's shard files: warm in the page cache again after a drop
+CHILDREN = []  # epoch processes running (own sessions): killed with their workers on exit
 
 
 def drop_caches():
@@ -525,94 +584,235 @@ def drop_caches():
         sh(['cat', p], stdout=subprocess.DEVNULL)
 
 
-def epochs_in(m, plan, n, emu=None):
-    """Run n epochs over mount m (plan: with plan_dataloader); per epoch (samples, seconds,
-    bytes fetched, bytes read, CPU seconds of the loader (process and workers), of the daemon,
-    of the emulator (0 without emu))."""
+def ctx_switches(pid):
+    """Voluntary + involuntary context switches of a process's threads now
+    (/proc/PID/task/TID/status; a thread that exited meanwhile takes its count with it)."""
+    n = 0
+    for t in os.listdir('/proc/%d/task' % pid):
+        try:
+            with open('/proc/%d/task/%s/status' % (pid, t)) as f:
+                for ln in f:
+                    if ln.startswith(('voluntary_ctxt_switches', 'nonvoluntary_ctxt_switches')):
+                        n += int(ln.split()[1])
+        except OSError:
+            pass
+    return n
+
+
+class Epoch:
+    """One epoch's figures: samples n, seconds secs, the mount's counter deltas c (a dict:
+    bytes_fetched, read_bytes, store_requests, ...), CPU seconds of the loader (the process
+    and its workers), of the daemon and of the emulator (0 without one), the daemon's context
+    switches, and the requests the emulator answered (0 without one)."""
+    KEYS = ('bytes_fetched', 'read_bytes', 'store_requests', 'cache_misses', 'cache_hits',
+            'prefetch_withdrawn', 'evicted_bytes')
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+    @property
+    def fetched(self):
+        return self.c['bytes_fetched']
+
+    @property
+    def read(self):
+        return self.c['read_bytes']
+
+
+def epochs_in(m, plan, n, emu=None, loader='jpeg', tag=''):
+    """Run n epochs over mount m (plan: with plan_dataloader; loader: 'jpeg' decodes each
+    sample with PIL, 'bytes' only reads its bytes), the page cache dropped after each (the
+    caller drops it before the first); a list of Epoch."""
     p = subprocess.Popen([PY, '-c', EPOCHS, m.mnt, '1' if plan else '0', str(n),
-                          os.path.join(ROOT, 'python')], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
-    out = []
-    keys = ('bytes_fetched', 'read_bytes', 'cache_misses', 'cache_hits', 'prefetch_withdrawn')
-    c0 = [int(m.stat(k)) for k in keys]
+                          os.path.join(ROOT, 'python'), loader], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True, start_new_session=True)
+    CHILDREN.append(p)
+    try:
+        out = []
 
-    def cpus():
-        return proc_cpu(m.pid), proc_cpu(emu.p.pid) if emu else 0.0
+        def snap():
+            st = m.stats()
+            c = {k: int(re.search(r'"%s":\s*"?(\d+)' % k, st).group(1)) for k in Epoch.KEYS}
+            return (c, proc_cpu(m.pid), ctx_switches(m.pid),
+                    proc_cpu(emu.p.pid) if emu else 0.0, emu.stats()['requests'] if emu else 0)
 
-    u0 = cpus()
-    for _ in range(n):
-        k, secs, lcpu = p.stdout.readline().split()
-        c1, u1 = [int(m.stat(k)) for k in keys], cpus()
-        out.append((int(k), float(secs), c1[0] - c0[0], c1[1] - c0[1], float(lcpu),
-                    u1[0] - u0[0], u1[1] - u0[1]))
-        log('epoch: %s samples, %s s; %s; CPU s: loader %s, daemon %.2f, emulator %.2f' % (
-            k, secs, ', '.join('%s %d' % (keys[i], c1[i] - c0[i]) for i in range(len(keys))),
-            lcpu, u1[0] - u0[0], u1[1] - u0[1]))
-        c0 = c1
-        # the next epoch reads through the mount, not the kernel's page cache of the files
-        # the last one read (as on a node whose RAM holds less than the data set)
-        drop_caches()
-        u0 = cpus()
-        p.stdin.write('\n')
-        p.stdin.flush()
-    if p.wait() != 0:
-        raise RuntimeError('epochs failed')
-    return out
+        s0 = snap()
+        for _ in range(n):
+            # the child prints one line per epoch and waits for ours: nothing is left in
+            # the pipe's buffer between lines, so select() on it sees the next one
+            if not select.select([p.stdout], [], [], m.a.epoch_timeout)[0]:
+                raise RuntimeError('no epoch ended within --epoch-timeout %d s' %
+                                   m.a.epoch_timeout)
+            ln = p.stdout.readline()
+            if not ln:
+                raise RuntimeError('the epoch process failed (rc %r)' % p.wait())
+            k, secs, lcpu = ln.split()
+            s1 = snap()
+            e = Epoch(n=int(k), secs=float(secs), loader_cpu=float(lcpu),
+                      c={key: s1[0][key] - s0[0][key] for key in Epoch.KEYS},
+                      daemon_cpu=s1[1] - s0[1], ctxsw=s1[2] - s0[2], emu_cpu=s1[3] - s0[3],
+                      emu_requests=s1[4] - s0[4])
+            out.append(e)
+            log('epoch (%s, %s%s): %d samples, %.2f s; %s; CPU s: loader %.2f, daemon %.2f, '
+                'emulator %.2f; daemon context switches %d; emulator requests %d' % (
+                    loader, 'plan' if plan else 'no plan', tag, e.n, e.secs,
+                    ', '.join('%s %d' % kv for kv in e.c.items()), e.loader_cpu,
+                    e.daemon_cpu, e.emu_cpu, e.ctxsw, e.emu_requests))
+            # the next epoch reads through the mount, not the kernel's page cache of the files
+            # the last one read (as on a node whose RAM holds less than the data set)
+            drop_caches()
+            s0 = snap()
+            p.stdin.write('\n')
+            p.stdin.flush()
+        if p.wait(timeout=120) != 0:
+            raise RuntimeError('epochs failed')
+        return out
+    finally:
+        kill_group(p)
+        CHILDREN.remove(p)
+
+
+def kill_group(p):
+    """Kill process p's session (it and its DataLoader workers) and reap p (bounded)."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        log('epoch process %d did not exit after SIGKILL' % p.pid)
+
+
+def note(text):
+    """A figure behind the rows (not a row: lib_bench.py skips it, the raw output keeps it);
+    labels of rows hold no measured figure, so compare.sh can pair rows of two runs."""
+    print('note\t' + text, flush=True)
+
+
+def loadavg():
+    with open('/proc/loadavg') as f:
+        return ' '.join(f.read().split()[:3])
 
 
 def w_plan(a, emu):
+    """The sampler's plan rows, for each loader of --plan-loaders: L7 (jpeg) and L8 (bytes,
+    issue 25's). Per loader: a local-source epoch, the planned side (two epochs in one
+    mount), a local-source epoch again (the machine's load then is the planned side's), then
+    the unplanned side (unless --skip-unplanned). The load average before and after each
+    loader's rows is a note: on a shared machine it says how far to trust them."""
+    for loader in a.plan_loaders:
+        note('%s plan rows: load average %s before' % (loader, loadavg()))
+        plan_rows(a, emu, loader)
+        note('%s plan rows: load average %s after' % (loader, loadavg()))
+    w_plan_ais_getbatch(a, emu)
+
+
+def w_plan_ais_getbatch(a, emu):
+    """Hook of issue 25's `ais://` row: a planned cold epoch over an AIStore source fetched
+    with GetBatch (/v1/ml/moss) vs the same without, on the link emulator with the AIStore
+    stand-in. The row is added here when GetBatch exists in the mount; until then it is no
+    row and prints nothing."""
+    return
+
+
+def plan_rows(a, emu, loader):
     size = '%dM' % (a.total // 4 // 1048576)
     opts = ('--layout', 'imagefolder', '--cache-size', size)
-    res, locals_, local_cpu = {}, [], []
+    res, locs = {}, []
+    # L7: JPEG decoding (issue 14's rows); L8: the same with a loader that only reads bytes
+    g, what = ('L7', 'JPEG decoded') if loader == 'jpeg' else ('L8', 'bytes only')
 
     def local_epoch():
         settle()
         drop_caches()
         lm = Mount(a, a.shard_dir, ('--layout', 'imagefolder'))
-        e = epochs_in(lm, False, 1)[0]
-        locals_.append(e[1])
-        local_cpu.append(e[4] + e[5])
-        lm.umount()
+        try:
+            locs.append(epochs_in(lm, False, 1, loader=loader, tag=', local source')[0])
+        finally:
+            lm.umount()
 
-    # the local-source epoch right before and after the planned side: the machine's load
-    # then is the planned epoch's
     local_epoch()
     for side in ('plan', 'none'):
+        if side == 'none' and a.skip_unplanned:
+            continue
         settle()
         drop_caches()
         m = Mount(a, emu.url(a.brace), opts)
-        res[side] = epochs_in(m, side == 'plan', 2, emu)
-        log('%s: epochs %s, plan_fetch_bytes %s, evicted %s' % (
-            side, res[side], m.stat('plan_fetch_bytes'), m.stat('evicted_bytes')))
-        m.umount()
+        try:
+            res[side] = epochs_in(m, side == 'plan', 2, emu, loader)
+            log('%s %s: plan_fetch_bytes %s, evicted %s' % (
+                loader, side, m.stat('plan_fetch_bytes'), m.stat('evicted_bytes')))
+        finally:
+            m.umount()
         if side == 'plan':
             local_epoch()
-    lk = (None, med(locals_))
-    pl, no = res['plan'], res['none']
-    link_s = pl[0][3] / (a.n * a.rate_mb * 1e6)
-    bound = max(link_s, lk[1])
-    log('plan bound: link %.2f s for %d bytes, local-source epochs %s s' % (link_s, pl[0][3],
-                                                                          locals_))
+    pl, no = res['plan'], res.get('none')
+    loc = med([e.secs for e in locs])
+    link_s = pl[0].read / (a.n * a.rate_mb * 1e6)
     o = '--layout imagefolder --cache-size ' + size
-    emit('L7a. cold shuffled epoch, cache 1/4 of the data: with the sampler\'s plan vs without',
-         o, pl[0][1], no[0][1], 's', no[0][1] / pl[0][1], '>= 3', 3)
-    emit('L7b. the planned cold epoch vs max(link time for its bytes %.1f s, local-source epoch '
-         '%.1f s)' % (link_s, lk[1]), o, pl[0][1], bound, 's', bound / pl[0][1], '>= 0.9', 0.9)
-    emit('L7c. second epoch, new permutation, cache holding part: with plan vs without', o,
-         pl[1][1], no[1][1], 's', no[1][1] / pl[1][1], 'report')
-    # the machine's 2 cores run the loader (decoding), the daemon and the emulator: their CPU
-    # over the cores is as short as the epoch can be on this machine
-    ncpu = os.cpu_count() or 1
-    cpu = pl[0][4] + pl[0][5] + pl[0][6]
-    emit('L7e. CPU of the planned cold epoch over %d cores: loader %.1f s, daemon %.1f s, '
-         'emulator %.1f s (the local-source epoch: %.1f s) vs the epoch' % (
-             ncpu, pl[0][4], pl[0][5], pl[0][6], med(local_cpu)), o, cpu / ncpu, pl[0][1], 's',
-         cpu / ncpu / pl[0][1], 'report')
+    note('%s plan: local-source epochs %s s; the link\'s time for the planned cold epoch\'s '
+         '%d bytes %.2f s' % (what, ' '.join('%.2f' % e.secs for e in locs), pl[0].read,
+                              link_s))
+    if no:
+        emit('%sa. %s: cold shuffled epoch, cache 1/4 of the data: with the sampler\'s plan '
+             'vs without' % (g, what), o, pl[0].secs, no[0].secs, 's', no[0].secs / pl[0].secs,
+             '>= 3', 3)
+    if loader == 'jpeg':
+        bound = max(link_s, loc)
+        emit('L7b. JPEG decoded: the planned cold epoch vs max(the link\'s time for its bytes, '
+             'the local-source epoch)', o, pl[0].secs, bound, 's', bound / pl[0].secs, '>= 0.9',
+             0.9)
+    else:
+        emit('L8b. bytes only: the planned cold epoch vs the same epoch on a local-directory '
+             'mount of the shards', o, pl[0].secs, loc, 's', loc / pl[0].secs, '>= 0.8', 0.8)
+    if no:
+        emit('%sc. %s: second epoch, new permutation, cache holding part: with plan vs without'
+             % (g, what), o, pl[1].secs, no[1].secs, 's', no[1].secs / pl[1].secs, 'report')
+    emit('%sc. %s: second planned epoch, new permutation, vs the local-source epoch' % (
+        g, what), o, pl[1].secs, loc, 's', loc / pl[1].secs, 'report')
     for i in (0, 1):
         for side, r in (('with', pl), ('without', no)):
-            emit('L7d. bytes fetched / bytes read, epoch %d %s the plan' % (i + 1, side), o,
-                 r[i][2] / max(r[i][3], 1), None, 'x', r[i][2] / max(r[i][3], 1),
-                 '<= 2.0' if side == 'without' else 'report')
+            if r is None:
+                continue
+            x = r[i].fetched / max(r[i].read, 1)
+            lab = '%sd. %s: bytes fetched / bytes read, epoch %d %s the plan' % (
+                g, what, i + 1, side)
+            if side == 'with' and i == 0:  # issue 25's budget: ratio budget / value
+                emit(lab, o, x, 1.6, 'x', 1.6 / max(x, 1e-9), '<= 1.6 (>= 1)', 1.0)
+            else:
+                emit(lab, o, x, None, 'x', x, '<= 2.0' if side == 'without' else 'report')
+    # the machine's cores run the loader (decoding or not), the daemon and the emulator: their
+    # CPU over the cores is as short as the epoch can be on this machine
+    ncpu = os.cpu_count() or 1
+    e = pl[0]
+    cpu = e.loader_cpu + e.daemon_cpu + e.emu_cpu
+    note('%s plan: CPU s of the planned cold epoch: loader %.2f, daemon %.2f, emulator %.2f '
+         '(local-source epochs: loader %s, daemon %s) over %d cores' % (
+             what, e.loader_cpu, e.daemon_cpu, e.emu_cpu,
+             ' '.join('%.2f' % x.loader_cpu for x in locs),
+             ' '.join('%.2f' % x.daemon_cpu for x in locs), ncpu))
+    emit('%se. %s: CPU of the planned cold epoch (loader, daemon, emulator) over the cores vs '
+         'the epoch' % (g, what), o, cpu / ncpu, e.secs, 's', cpu / ncpu / e.secs, 'report')
+    # per planned sample: the mount's requests to the store (and the emulator's count)
+    note('%s plan: requests in the planned cold epoch: store_requests %d, emulator %d, for '
+         '%d samples' % (what, e.c['store_requests'], e.emu_requests, e.n))
+    rq = e.c['store_requests'] / max(e.n, 1)
+    emit('%sf. %s: requests to the store per sample, planned cold epoch' % (g, what), o, rq,
+         None, 'req/sample', None, 'report')
+    # the daemon's CPU and context switches per GB the planned epoch read (10^9 bytes)
+    gb = e.read / 1e9
+    lgb = [x.read / 1e9 for x in locs]
+    lcpu = med([x.daemon_cpu / max(y, 1e-9) for x, y in zip(locs, lgb)])
+    lsw = med([x.ctxsw / max(y, 1e-9) for x, y in zip(locs, lgb)])
+    cpg, swg = e.daemon_cpu / max(gb, 1e-9), e.ctxsw / max(gb, 1e-9)
+    emit('%sg. %s: daemon CPU s per GB read, planned cold epoch vs the budget' % (g, what), o,
+         cpg, 2.0, 'cpu s/GB', 2.0 / max(cpg, 1e-9), '<= 2 cpu s/GB (>= 1)', 1.0)
+    emit('%sg. %s: daemon CPU s per GB read, planned cold epoch vs the local-source epoch' % (
+        g, what), o, cpg, lcpu, 'cpu s/GB', lcpu / max(cpg, 1e-9), 'report')
+    emit('%sh. %s: daemon context switches per GB read, planned cold epoch vs the '
+         'local-source epoch' % (g, what), o, swg, lsw, 'switches/GB', lsw / max(swg, 1e-9),
+         'report')
 
 
 def schedule_bound(a, c, rate_mb):
@@ -661,7 +861,23 @@ def w_scaling(a):
                  % (c, a.scale_rate_mb, bound, note), '--connections %d' % c, r, want, 'MB/s',
                  r / want, '>= 0.9 of C x rate', 0.9)
     finally:
-        emu.stop()
+        stop_emu(emu)
+
+
+def stop_emu(emu, timeout=10):
+    """Stop an emulator: SIGTERM, then SIGKILL after timeout seconds (bounded)."""
+    if emu.p.poll() is None:
+        emu.p.terminate()
+    try:
+        emu.p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        emu.p.kill()
+        emu.p.wait(timeout=timeout)
+
+
+def stop(signum, frame):
+    """SIGTERM and SIGHUP end the run as Ctrl-C does: through the cleanup in main."""
+    raise KeyboardInterrupt('signal %d' % signum)
 
 
 def default_of(bin_, opt):
@@ -682,13 +898,25 @@ def main():
     ap.add_argument('--only', default=','.join(ROWS))
     ap.add_argument('--mount-opts', default='', help='extra options of every shardfs mount '
                     '(experiments; the rows then say so)')
+    ap.add_argument('--size-mb', type=int, help='data set size in MB, in 8 shards (default '
+                    '1024: issue 25\'s 1 GB; --quick 512); the same shape at any size')
+    ap.add_argument('--plan-loaders', default='bytes,jpeg', help='loaders of the plan rows: '
+                    'bytes (L8: the loader only reads each file\'s bytes) and jpeg (L7: PIL '
+                    'decodes each JPEG)')
+    ap.add_argument('--epoch-timeout', type=int, default=1800, help='plan rows: an epoch '
+                    'that has not ended after this many seconds fails the run (default 1800)')
+    ap.add_argument('--skip-unplanned', action='store_true', help='plan rows: leave out the '
+                    'unplanned epochs (the slowest part; rows a, c and d against them go too)')
     ap.add_argument('--data', help='where the data set is kept between runs (default '
                     '/var/tmp/shardfs-linkbench-MB)')
     a = ap.parse_args()
     a.bin = os.path.abspath(a.bin)
     a.runs = a.runs or 3
     a.shards = 8
-    a.shard_mb = 64 if a.quick else 128
+    a.shard_mb = (a.size_mb or (512 if a.quick else 1024)) // a.shards
+    a.plan_loaders = [x for x in a.plan_loaders.split(',') if x]
+    if set(a.plan_loaders) - {'bytes', 'jpeg'}:
+        ap.error('--plan-loaders: bytes, jpeg')
     a.scale = [int(x) for x in a.scale.split(',')]
     a.data = a.data or '/var/tmp/shardfs-linkbench-%d' % (a.shards * a.shard_mb)
     a.n = a.connections or int(default_of(a.bin, 'connections'))
@@ -697,7 +925,10 @@ def main():
     a.mount_opts = a.mount_opts.split()
     MOUNT_OPTS[:] = a.mount_opts
     only = set(a.only.split(','))
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
     a.w = tempfile.mkdtemp(prefix='shardfs-link-', dir='/var/tmp')
+    emu = None
     try:
         a.shard_dir, a.names = make_dataset(a)
         a.sizes = {n: os.path.getsize(os.path.join(a.shard_dir, n)) for n in a.names}
@@ -712,25 +943,34 @@ def main():
               'N = %d; data %d bytes in %d shards' % (a.delay_ms, a.rate_mb, a.scale_rate_mb,
                                                       a.n, a.total, len(a.names)), flush=True)
         emu = Emu(a.shard_dir, a.delay_ms, a.rate_mb, a.w, 'main')
-        try:
-            for name, fn in (('emulator', w_emulator), ('prefetch', w_prefetch),
-                             ('cat', w_cat), ('readers4', w_readers4),
-                             ('imagefolder', w_imagefolder), ('smallcache', w_smallcache),
-                             ('plan', w_plan)):
-                if name in only:
-                    log(name)
-                    fn(a, emu)
-        finally:
-            emu.stop()
+        for name, fn in (('emulator', w_emulator), ('prefetch', w_prefetch),
+                         ('cat', w_cat), ('readers4', w_readers4),
+                         ('imagefolder', w_imagefolder), ('smallcache', w_smallcache),
+                         ('plan', w_plan)):
+            if name in only:
+                log(name)
+                fn(a, emu)
+        stop_emu(emu)
         if 'scaling' in only:
             log('scaling')
             w_scaling(a)
     finally:
+        # a second Ctrl-C or SIGTERM does not cut the cleanup short; every wait in it is
+        # bounded (the epoch processes are killed, the emulator gets SIGKILL after 10 s, an
+        # unmount that hangs is made lazy after 60 s)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        for p in list(CHILDREN):
+            kill_group(p)
+        if emu is not None:
+            stop_emu(emu)
         mnt = os.path.join(a.w, 'mnt')
-        if os.path.ismount(mnt):
-            subprocess.run([a.bin, 'umount', mnt])
-        shutil.rmtree(a.w, ignore_errors=True)
-
+        if mounted(mnt):
+            unmount(a.bin, mnt)
+        if mounted(mnt):
+            log('%s is still mounted: %s left in place' % (mnt, a.w))
+        else:
+            shutil.rmtree(a.w, ignore_errors=True)
 
 if __name__ == '__main__':
     main()
