@@ -96,12 +96,8 @@ static int core_locks_init(struct fs *fs)
 	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_READER_NP);
 	pthread_rwlock_init(&fs->ns_lock, &ra);
 	pthread_rwlockattr_destroy(&ra);
-	pthread_mutex_init(&fs->nq_lock, NULL);
-	pthread_cond_init(&fs->nq_cond, NULL);
-	pthread_cond_init(&fs->nq_idle, NULL);
-	fs->nq_tail = &fs->nq_head;
 	fs_thread_init(&fs->pfx, "plan fetcher");
-	if (fs_plans_new(&fs->plans) < 0)
+	if (fs_notify_new(&fs->notify) < 0 || fs_plans_new(&fs->plans) < 0)
 		return -ENOMEM;
 	return fs_warm_new(&fs->warm);
 }
@@ -111,9 +107,7 @@ static void core_locks_destroy(struct fs *fs)
 	fs_thread_destroy(&fs->pfx);
 	fs_warm_free(fs->warm);
 	fs_plans_free(fs->plans); /* emptied by fs_ctl_free */
-	pthread_cond_destroy(&fs->nq_idle);
-	pthread_cond_destroy(&fs->nq_cond);
-	pthread_mutex_destroy(&fs->nq_lock);
+	fs_notify_free(fs->notify);
 	pthread_rwlock_destroy(&fs->ns_lock);
 	pthread_mutex_destroy(&fs->refresh_lock);
 	pthread_mutex_destroy(&fs->if_lock);
@@ -240,11 +234,10 @@ void fs_close(struct fs *fs)
 		return;
 	fs_cancel(fs);
 	/* a thread left running still uses fs: keep all of it */
-	if (fs_warm_stop(fs) < 0 || fs_plan_fetch_stop(fs) < 0) {
+	if (fs_warm_stop(fs) < 0 || fs_plan_fetch_stop(fs) < 0 || fs_notify_stop(fs) < 0) {
 		fs_log(FS_LOG_ERR, "a thread of the core did not stop: its state is not freed");
 		return;
 	}
-	fs_notify_stop(fs);
 	if (fs_layout_of(fs)->free)
 		fs_layout_of(fs)->free(fs);
 	fs_shards_release(fs);

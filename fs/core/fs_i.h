@@ -232,7 +232,6 @@ struct fs_shard {
 	atomic_int rejected; /* 1 once a read found ix wrong (fs_shard_reject) */
 };
 
-struct fs_notify; /* a queued kernel cache invalidation (fs_notify.c) */
 /* ---- counters (all relaxed atomics; read for stats) ----------------------- */
 struct fs_counters {
 	atomic_ullong lookups, getattrs, readdirs, reads, read_bytes, read_errors;
@@ -284,7 +283,7 @@ struct fs_ctl_snap {
 };
 
 /* fs_thread.c: a background thread of the core (the warm fill, the plan
- * fetcher) with its stop flag and wake-ups; every field is the helper's.
+ * fetcher, the notifier) with its stop flag and wake-ups; every field is the helper's.
  * fs_open initialises them (fs_thread_init) and fs_close stops, joins and
  * destroys them. */
 #define FS_THREAD_JOIN_S 10 /* fs_thread_stop waits at most this for the join */
@@ -357,18 +356,8 @@ struct fs {
 	struct fs_dir *dirs;
 	_Atomic uint32_t ndirs;
 	_Atomic uint64_t total_bytes; /* of live objects */
-	/* kernel cache invalidations, sent by one notifier thread (fs_notify.c)
-	 * through nq_ops (set once at fs_notify_start) */
-	const struct fs_notify_ops *nq_ops;
-	void *nq_ctx;
-	struct fs_notify *nq_head, **nq_tail; /* protected by nq_lock */
-	pthread_mutex_t nq_lock;
-	pthread_cond_t nq_cond; /* work queued, or stop */
-	pthread_cond_t nq_idle; /* queue drained */
-	int nq_busy;		/* the notifier is sending an item */
-	int nq_run;		/* the notifier thread runs */
-	pthread_t nq_thread;
-
+	struct fs_notify
+	    *notify;	/* fs_notify.h: kernel cache invalidations, their queue and thread */
 	int no_opendir; /* set once in init: the kernel can skip OPENDIR */
 	int offline;	/* the store was unreachable at mount: cached listing */
 	/* a listing gave names only (a brace pattern): its objects are
@@ -587,17 +576,7 @@ int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid);
 
 /* fs_plan.c, fs_plan_fetch.c: reading plans (fs_plan.h) */
 
-/* fs_notify.c: kernel cache invalidations, queued for the notifier thread
- * (a request handler must not send them itself: the kernel may hold the
- * very locks the invalidation waits for). Without a started notifier they
- * are dropped. fs_notify_shard invalidates the member inodes [0, n) of
- * shard (and the layout's other inodes of them: fs_view.h, member_alias).
- * fs_notify_start and fs_notify_stop: fs_core.h. */
-void fs_notify_inode(struct fs *fs, uint64_t ino);
-void fs_notify_entry(struct fs *fs, uint64_t parent, const char *name, size_t len);
-void fs_notify_shard(struct fs *fs, uint32_t shard, uint32_t n);
-/* Wait until everything queued so far is sent (at most timeout_s). */
-void fs_notify_drain(struct fs *fs, double timeout_s);
+/* fs_notify.c: kernel cache invalidations (fs_notify.h) */
 
 /* ---- fs_if_*.c — the --layout imagefolder view ----------
  * ROOT/<class>/<name>.<ext>: one file per sample (its image member). Built
@@ -666,6 +645,7 @@ int fs_sort_iter_open(struct fs_sort *s, struct fs_sort_iter **it);
 int fs_sort_next(struct fs_sort_iter *it, const void **rec, size_t *len);
 void fs_sort_iter_close(struct fs_sort_iter *it);
 
+#include "fs_notify.h"
 #include "fs_plan.h"
 #include "fs_warm.h"
 
