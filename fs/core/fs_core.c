@@ -86,7 +86,6 @@ static int core_locks_init(struct fs *fs)
 {
 	pthread_rwlockattr_t ra;
 
-	pthread_mutex_init(&fs->ctl_lock, NULL);
 	pthread_mutex_init(&fs->if_lock, NULL);
 	pthread_mutex_init(&fs->refresh_lock, NULL);
 	/* readers may take it twice (readdirplus asks attributes of
@@ -97,7 +96,8 @@ static int core_locks_init(struct fs *fs)
 	pthread_rwlock_init(&fs->ns_lock, &ra);
 	pthread_rwlockattr_destroy(&ra);
 	fs_thread_init(&fs->pfx, "plan fetcher");
-	if (fs_notify_new(&fs->notify) < 0 || fs_plans_new(&fs->plans) < 0)
+	if (fs_ctl_new(&fs->ctl) < 0 || fs_notify_new(&fs->notify) < 0 ||
+	    fs_plans_new(&fs->plans) < 0)
 		return -ENOMEM;
 	return fs_warm_new(&fs->warm);
 }
@@ -106,12 +106,12 @@ static void core_locks_destroy(struct fs *fs)
 {
 	fs_thread_destroy(&fs->pfx);
 	fs_warm_free(fs->warm);
-	fs_plans_free(fs->plans); /* emptied by fs_ctl_free */
+	fs_plans_free(fs->plans); /* emptied by fs_ctl_clear */
+	fs_ctl_free(fs->ctl);
 	fs_notify_free(fs->notify);
 	pthread_rwlock_destroy(&fs->ns_lock);
 	pthread_mutex_destroy(&fs->refresh_lock);
 	pthread_mutex_destroy(&fs->if_lock);
-	pthread_mutex_destroy(&fs->ctl_lock);
 }
 
 /* The daemon's log: the log file (unless in the foreground) and --debug. */
@@ -245,7 +245,7 @@ void fs_close(struct fs *fs)
 	if (err < 0)
 		fs_log(FS_LOG_WARN, "listing not kept in the cache: %s", strerror(-err));
 	fs_ns_free(fs);
-	fs_ctl_free(fs);
+	fs_ctl_clear(fs);
 	cachetier_close(fs->ct);
 	backend_close(fs->be);
 	core_locks_destroy(fs);

@@ -197,7 +197,7 @@ struct fs_obj {
 	pthread_mutex_t lock;	     /* protects raw; serialises learning info */
 	struct cachetier_obj *raw;   /* opened on first read, kept until unmount */
 	atomic_int prefetch;	     /* the id of the latest prefetch run that asked for it, 0:
-				      * none (progress in stats; fs->pf_run) */
+				      * none (progress in stats; fs_ctl_run) */
 	atomic_int ahead;	     /* 1 once fetched ahead of an in-order reader */
 	atomic_int warm;	     /* 1: part of the warm fill (fs_warm.c) */
 	atomic_int state;	     /* enum fs_obj_state; only ever leaves LIVE */
@@ -232,7 +232,10 @@ struct fs_shard {
 	atomic_int rejected; /* 1 once a read found ix wrong (fs_shard_reject) */
 };
 
-/* ---- counters (all relaxed atomics; read for stats) ----------------------- */
+/* ---- counters (all relaxed atomics; read for stats) -----------------------
+ * A plain struct in struct fs (fs->c), not behind a subsystem's pointer:
+ * every part of the core counts into it, with no lock and no call;
+ * fs_ctl.c reads it to render stats and metrics (fs_ctl.h). */
 struct fs_counters {
 	atomic_ullong lookups, getattrs, readdirs, reads, read_bytes, read_errors;
 	atomic_ullong op_errors; /* requests but reads that failed (fs_ll.c's reply helper) */
@@ -269,17 +272,6 @@ struct fs_counters {
 	atomic_ullong brace_learned, brace_missing;
 	/* listings (fs_op_readdir): entries given as a name and type only */
 	atomic_ullong listed_names_only;
-};
-
-/* Snapshots of control files, one per open. A READ may still be in flight
- * when RELEASE frees its snapshot (the kernel issues direct-I/O reads
- * asynchronously and returns on the first short one), so the file handle
- * is a generation number looked up under a lock, never a pointer. */
-#define FS_CTL_SNAPS 1024
-struct fs_ctl_snap {
-	uint64_t gen; /* 0: free */
-	char *buf;
-	size_t len;
 };
 
 /* fs_thread.c: a background thread of the core (the warm fill, the plan
@@ -322,15 +314,8 @@ void fs_thread_destroy(struct fs_thread *t);
 
 struct fs {
 	struct fs_config cfg;
-	pthread_mutex_t ctl_lock; /* protects ctl_snaps, ctl_gen and ctl_cur */
-	struct fs_ctl_snap ctl_snaps[FS_CTL_SNAPS];
-	uint64_t ctl_gen;
-	/* Without OPEN requests (zero-cost opens) a control file is read through
-	 * the page cache: every GETATTR renders a new snapshot here and reports
-	 * its size and a new mtime, so the kernel drops the old pages, and the
-	 * READ that follows serves this snapshot. */
-	struct fs_ctl_snap ctl_cur[FS_CTL_COUNT];
-	int no_open; /* set once in init: OPEN answers ENOSYS */
+	struct fs_ctl_state *ctl; /* fs_ctl.h: the control files' snapshots, the prefetch run */
+	int no_open;		  /* set once in init: OPEN answers ENOSYS */
 	struct backend *be;
 	struct cachetier *ct;
 
@@ -383,14 +368,7 @@ struct fs {
 	/* fs_loaderidx.c: the newest samples.tsv/wids.json, built under
 	 * if_lock, then immutable; older generations hang off it until unmount */
 	struct fs_lidx_doc *_Atomic lidx;
-	struct fs_warm *warm; /* fs_warm.h: the warm fill, its state and thread */
-	/* fs_ctl.c: the latest prefetch run (under ctl_lock). A run begins at a
-	 * 'prefetch-start' command, or at a prefetch command from another
-	 * process than the run's; its objects carry its id in o->prefetch, and
-	 * the prefetch_run_* counters are of its objects only. */
-	int pf_run;		/* its id, 1, 2, ...; 0: none yet */
-	pid_t pf_run_pid;	/* the process that began it */
-	uint64_t pf_run_before; /* bytes of its objects cached when it named them */
+	struct fs_warm *warm;	/* fs_warm.h: the warm fill, its state and thread */
 	struct fs_plans *plans; /* fs_plan.h: the published reading plans and their lock */
 	/* fs_plan_fetch.c: the fetcher, woken by fs_plan.c's listener */
 	struct fs_thread pfx;
@@ -545,34 +523,12 @@ int fs_obj_prefetch(struct fs *fs, uint32_t obj);
 
 /* fs_warm.c: --warm (fs_warm.h) */
 
-/* fs_ctl.c: the .shardfs control files. */
-/* Render control file 'which' into a malloc'd buffer. */
-int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len);
-/* fs_view_ctl.c: free every snapshot of the control files (at unmount,
- * when no request runs any more). */
-void fs_ctl_free(struct fs *fs);
+/* fs_ctl.c, fs_view_ctl.c: the .shardfs control files (fs_ctl.h) */
 /* fs_loaderidx.c: name in .shardfs when it is a loader index (samples.tsv,
  * wids.json, dali): 0 with *ino (untouched when it is none), or the build's
- * error. fs_lidx_free frees every generation (fs_ctl_free calls it). */
+ * error. fs_lidx_free frees every generation (fs_ctl_clear calls it). */
 int fs_lidx_lookup_ctl(struct fs *fs, const char *name, uint64_t *ino);
 void fs_lidx_free(struct fs *fs);
-/* Carry out the commands written to .shardfs/control (one per line):
- *   prefetch [PATH]   fill the cache with every object at or below PATH
- *                     (relative to the mount root; none: everything), as
- *                     part of the sender's prefetch run (fs->pf_run)
- *   prefetch-start    begin a new prefetch run for the sender
- *   refresh           list the source again (fs_ns_refresh) and wait until
- *                     the kernel's caches of what changed are invalidated
- *   plan [NAME] FILE  publish the reading plan in FILE (an absolute path the
- *                     daemon reads) under NAME (fs_plan_publish; none: the
- *                     sender's, "pid-PID" with pid, the sending process)
- *   plan-clear [NAME] drop the plan NAME (none: the sender's)
- * A PATH inside a shard's member directory prefetches the whole shard (the
- * cache holds objects, a member is a range of its shard).
- * Returns 0, 1 when a PATH named something inside a shard (so its shard
- * was prefetched), or -EINVAL / -ENOENT for a bad command or path, or the
- * listing's error of a refresh. */
-int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid);
 
 /* fs_plan.c, fs_plan_fetch.c: reading plans (fs_plan.h) */
 
@@ -645,6 +601,7 @@ int fs_sort_iter_open(struct fs_sort *s, struct fs_sort_iter **it);
 int fs_sort_next(struct fs_sort_iter *it, const void **rec, size_t *len);
 void fs_sort_iter_close(struct fs_sort_iter *it);
 
+#include "fs_ctl.h"
 #include "fs_notify.h"
 #include "fs_plan.h"
 #include "fs_warm.h"
