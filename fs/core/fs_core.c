@@ -86,7 +86,7 @@ static int core_locks_init(struct fs *fs)
 {
 	pthread_rwlockattr_t ra;
 
-	pthread_mutex_init(&fs->if_lock, NULL);
+	pthread_mutex_init(&fs->lidx_lock, NULL);
 	pthread_mutex_init(&fs->refresh_lock, NULL);
 	/* readers may take it twice (readdirplus asks attributes of
 	 * directories while listing one): a waiting writer must not block
@@ -97,7 +97,7 @@ static int core_locks_init(struct fs *fs)
 	pthread_rwlockattr_destroy(&ra);
 	fs_thread_init(&fs->pfx, "plan fetcher");
 	if (fs_ctl_new(&fs->ctl) < 0 || fs_notify_new(&fs->notify) < 0 ||
-	    fs_plans_new(&fs->plans) < 0)
+	    fs_if_new(&fs->imagefolder) < 0 || fs_plans_new(&fs->plans) < 0)
 		return -ENOMEM;
 	return fs_warm_new(&fs->warm);
 }
@@ -108,10 +108,11 @@ static void core_locks_destroy(struct fs *fs)
 	fs_warm_free(fs->warm);
 	fs_plans_free(fs->plans); /* emptied by fs_ctl_clear */
 	fs_ctl_free(fs->ctl);
+	fs_if_free(fs->imagefolder); /* its views freed by the layout's free hook */
 	fs_notify_free(fs->notify);
 	pthread_rwlock_destroy(&fs->ns_lock);
 	pthread_mutex_destroy(&fs->refresh_lock);
-	pthread_mutex_destroy(&fs->if_lock);
+	pthread_mutex_destroy(&fs->lidx_lock);
 }
 
 /* The daemon's log: the log file (unless in the foreground) and --debug. */

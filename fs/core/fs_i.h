@@ -361,12 +361,13 @@ struct fs {
 	 * hashed to it (0: none), so a directory may drop out and is added
 	 * again by its next lookup; relaxed atomics, no lock. */
 	_Atomic uint64_t looked_dirs[FS_LOOKED_SLOTS];
-	/* The imagefolder view, built on first use, then immutable */
-	pthread_mutex_t if_lock; /* serialises building */
-	struct fs_ifview *_Atomic ifv;
-	struct fs_ifview *if_retired; /* views a refresh replaced; freed at unmount */
+	/* fs_if.h: the imagefolder view, its lock and the views replaced */
+	struct fs_imagefolder *imagefolder;
 	/* fs_loaderidx.c: the newest samples.tsv/wids.json, built under
-	 * if_lock, then immutable; older generations hang off it until unmount */
+	 * lidx_lock, then immutable; older generations hang off it until
+	 * unmount. Only the shards layout has them, the imagefolder view only
+	 * its own layout: the two builds never run in one mount. */
+	pthread_mutex_t lidx_lock;
 	struct fs_lidx_doc *_Atomic lidx;
 	struct fs_warm *warm;	/* fs_warm.h: the warm fill, its state and thread */
 	struct fs_plans *plans; /* fs_plan.h: the published reading plans and their lock */
@@ -492,14 +493,14 @@ void fs_shard_mark_checked(struct fs *fs, uint32_t shard, uint32_t idx);
  * block on a stat of the source). Returns -ESTALE, for the read. */
 int fs_shard_reject(struct fs *fs, uint32_t shard, const struct shardidx_entry *e, const char *why);
 /* As fs_shard_reject, but the object is not replaced here: for a caller
- * that holds fs->if_lock (the imagefolder build: fs_ns_replace resets the
+ * that holds the imagefolder lock (the imagefolder build: fs_ns_replace resets the
  * view under it), which calls fs_shards_replace_rejected once it let go of
  * it. Returns -ESTALE. */
 int fs_shard_reject_deferred(struct fs *fs, uint32_t shard, const struct shardidx_entry *e,
 			     const char *why);
 /* Replace the object of every shard whose sidecar index was rejected and
  * that is still listed (fs_ns_replace; a no-op for those replaced already).
- * May block on stats of the source; must not hold fs->if_lock. */
+ * May block on stats of the source; must not hold the imagefolder lock. */
 void fs_shards_replace_rejected(struct fs *fs);
 void fs_shards_release(struct fs *fs);
 /* The blob family (cachetier_meta_put_in) of what the cache directory keeps
@@ -534,50 +535,6 @@ void fs_lidx_free(struct fs *fs);
 
 /* fs_notify.c: kernel cache invalidations (fs_notify.h) */
 
-/* ---- fs_if_*.c — the --layout imagefolder view ----------
- * ROOT/<class>/<name>.<ext>: one file per sample (its image member). Built
- * once, on the first lookup or listing of the root, from every shard's
- * index (indexed in parallel), saved in the cache directory and mapped from
- * there (a later mount of the same shards maps it without indexing);
- * immutable afterwards, so readers take no lock. Files are the members themselves:
- * a file (shard, entry) is read and stat'ed like FS_K_MEMBER(shard, entry). */
-struct fs_ifview {
-	/* The view's blob (fs_if_blob.c: header, class and file records,
-	 * string table), mapped from the cache directory (map) or, when it
-	 * could not be saved or mapped, in the heap (heap). */
-	const unsigned char *classes; /* nclasses records, sorted by name */
-	const unsigned char *files;   /* nfiles records, sorted by name within a class */
-	const unsigned char *shards;  /* nshards + 1 u32: where each shard's members start */
-	const unsigned char *members; /* nfiles records: attributes in (shard, entry) order */
-	const char *strtab;	      /* NUL-terminated names */
-	uint64_t strtab_len;
-	uint32_t nclasses, nfiles, nshards;
-	struct cachetier_meta *map;
-	void *heap;
-	struct fs_ifview *retired_next; /* fs->if_retired list */
-};
-/* Class c: its name; files [*first, *first + *n) of the view; the newest
- * member mtime in it. */
-const char *fs_if_class(const struct fs_ifview *v, uint32_t c, uint32_t *first, uint32_t *n,
-			int64_t *mtime);
-/* File i of the view: its name (unique within its class); the image
- * member (shard, canonical entry index). */
-const char *fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *shard, uint32_t *entry);
-/* The view, built on first call (blocking: indexes every shard; built
- * again, at most IF_STALE_BUILDS times in all, when a .cls member disproves
- * a shard's sidecar index, once the shard is replaced). 0, or the build's
- * negative errno (-ESTALE when every build met a wrong sidecar). */
-int fs_if_get(struct fs *fs, const struct fs_ifview **v);
-void fs_if_free(struct fs *fs);
-/* A refresh changed shards: drop the view (kept until unmount: readers
- * may hold it), so the next use builds it again; invalidates the kernel's
- * entries of its classes. */
-void fs_if_reset(struct fs *fs);
-/* Class named name[0..len), or -ENOENT. */
-int64_t fs_if_class_lookup(const struct fs_ifview *v, const char *name, size_t len);
-/* File of class c named name[0..len): its index in v->files, or -ENOENT. */
-int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *name, size_t len);
-
 /* ---- fs_sort.c — an external sort within a memory budget ----------
  * Records (bytes) are added, then fs_sort_finish; iterators give them in
  * the order of cmp (a total order), or in the order added when cmp is
@@ -602,6 +559,7 @@ int fs_sort_next(struct fs_sort_iter *it, const void **rec, size_t *len);
 void fs_sort_iter_close(struct fs_sort_iter *it);
 
 #include "fs_ctl.h"
+#include "fs_if.h"
 #include "fs_notify.h"
 #include "fs_plan.h"
 #include "fs_warm.h"

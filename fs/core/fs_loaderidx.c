@@ -551,7 +551,7 @@ static int lx_current(struct fs *fs, const struct fs_lidx_doc **out)
 		*out = d;
 		return 0;
 	}
-	pthread_mutex_lock(&fs->if_lock);
+	pthread_mutex_lock(&fs->lidx_lock);
 	d = atomic_load_explicit(&fs->lidx, memory_order_acquire);
 	lx_key(fs, key);
 	if (!d || memcmp(d->key, key, sizeof(key)) != 0) {
@@ -563,7 +563,7 @@ static int lx_current(struct fs *fs, const struct fs_lidx_doc **out)
 			d = nd;
 		}
 	}
-	pthread_mutex_unlock(&fs->if_lock);
+	pthread_mutex_unlock(&fs->lidx_lock);
 	*out = d;
 	return err;
 }

@@ -888,8 +888,8 @@ static void test_imagefolder_hooks(void)
 
 	fs_open_core(&fs, "imagefolder");
 	/* what the mount calls before it answers: the view built and published */
-	CHECK(fs_layout_of(fs)->prepare && fs_layout_of(fs)->prepare(fs) == 0 &&
-		  atomic_load(&fs->ifv) && fs->c.if_images > 0,
+	CHECK(fs_layout_of(fs)->prepare && fs_layout_of(fs)->prepare(fs) == 0 && fs_if_ready(fs) &&
+		  fs->c.if_images > 0,
 	      "prepare: %llu images", (unsigned long long)fs->c.if_images);
 	CHECK(fs_ctl_render(fs, FS_CTL_STATS, &st, &stl) == 0 && st, "render stats");
 	text = st ? strndup(st, stl) : NULL;
