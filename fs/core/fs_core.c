@@ -84,19 +84,9 @@ static void warn_small_disk(struct fs *fs)
  * take one: 0 or -ENOMEM. */
 static int core_locks_init(struct fs *fs)
 {
-	pthread_rwlockattr_t ra;
-
 	pthread_mutex_init(&fs->lidx_lock, NULL);
-	pthread_mutex_init(&fs->refresh_lock, NULL);
-	/* readers may take it twice (readdirplus asks attributes of
-	 * directories while listing one): a waiting writer must not block
-	 * them */
-	pthread_rwlockattr_init(&ra);
-	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_READER_NP);
-	pthread_rwlock_init(&fs->ns_lock, &ra);
-	pthread_rwlockattr_destroy(&ra);
 	fs_thread_init(&fs->pfx, "plan fetcher");
-	if (fs_ctl_new(&fs->ctl) < 0 || fs_notify_new(&fs->notify) < 0 ||
+	if (fs_ns_new(&fs->ns) < 0 || fs_ctl_new(&fs->ctl) < 0 || fs_notify_new(&fs->notify) < 0 ||
 	    fs_if_new(&fs->imagefolder) < 0 || fs_plans_new(&fs->plans) < 0)
 		return -ENOMEM;
 	return fs_warm_new(&fs->warm);
@@ -110,8 +100,7 @@ static void core_locks_destroy(struct fs *fs)
 	fs_ctl_free(fs->ctl);
 	fs_if_free(fs->imagefolder); /* its views freed by the layout's free hook */
 	fs_notify_free(fs->notify);
-	pthread_rwlock_destroy(&fs->ns_lock);
-	pthread_mutex_destroy(&fs->refresh_lock);
+	fs_ns_free(fs->ns);
 	pthread_mutex_destroy(&fs->lidx_lock);
 }
 
@@ -245,7 +234,7 @@ void fs_close(struct fs *fs)
 	err = fs_ns_keep_learned(fs);
 	if (err < 0)
 		fs_log(FS_LOG_WARN, "listing not kept in the cache: %s", strerror(-err));
-	fs_ns_free(fs);
+	fs_ns_clear(fs);
 	fs_ctl_clear(fs);
 	cachetier_close(fs->ct);
 	backend_close(fs->be);

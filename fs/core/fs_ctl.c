@@ -569,7 +569,7 @@ static void prefetch_one(struct fs *fs, uint32_t obj, struct pf_collect *c, int 
 		(*n)++;
 }
 
-/* Every object at or below namespace directory d. fs->ns_lock held. */
+/* Every object at or below namespace directory d. ns_lock held. */
 static void prefetch_dir(struct fs *fs, uint32_t d, struct pf_collect *c, int *n, int run)
 {
 	const struct fs_dir *dir = &fs->dirs[d];
@@ -585,7 +585,7 @@ static void prefetch_dir(struct fs *fs, uint32_t d, struct pf_collect *c, int *n
 }
 
 /* Resolve PATH (relative to the mount root, '/'-separated) in the source
- * namespace and prefetch what it names (or gather it into c). fs->ns_lock
+ * namespace and prefetch what it names (or gather it into c). ns_lock
  * held. */
 static int prefetch_path_locked(struct fs *fs, const char *path, size_t len, struct pf_collect *c,
 				int run)

@@ -12,7 +12,7 @@
  * at new indexes and marks the old ones stale or gone, so an inode number
  * never changes its meaning. Objects and shards live in blocks that never
  * move and are freed only at unmount; directories' entry lists are
- * protected by fs->ns_lock. Shard indexes are loaded lazily, on the first
+ * protected by ns_lock. Shard indexes are loaded lazily, on the first
  * lookup or readdir inside a shard's directory, and are immutable once
  * loaded.
  */
@@ -156,7 +156,7 @@ struct fs_dirent {
 };
 
 /* Everything in a dir except name and parent may change at a refresh:
- * read it only under fs->ns_lock (read), change it under the write lock. */
+ * read it only under ns_lock (read), change it under the write lock. */
 struct fs_dir {
 	char *name;		/* base name ("" for the root); never changes */
 	uint32_t parent;	/* index of the parent dir (root: 0); never changes */
@@ -208,7 +208,7 @@ struct fs_obj {
 	/* 1: a lookup put this version in place of one the last refresh (or
 	 * the mount) showed (fs_ns_replace): the next refresh counts it as
 	 * changed, unless it finds it changed again or removed (counted
-	 * then). Set and cleared under fs->refresh_lock. */
+	 * then). Set and cleared under refresh_lock. */
 	int changed_since_refresh;
 };
 
@@ -319,32 +319,24 @@ struct fs {
 	struct backend *be;
 	struct cachetier *ct;
 
-	/* Objects and shards: blocks of FS_BLOCK elements that never move
+	/* The namespace (fs_ns.h). Its locks are behind fs->ns; what they
+	 * protect stays here, read on every request through fs_obj(),
+	 * fs_shard() and the directories' views without a call:
+	 * objects and shards, blocks of FS_BLOCK elements that never move
 	 * (fs_obj(), fs_shard()); appended under refresh_lock, the count
 	 * published after the element is complete, freed at unmount. */
+	struct fs_ns *ns;
 	struct fs_obj **objs;
 	_Atomic uint32_t nobjs;
 	struct fs_shard **shards;
 	_Atomic uint32_t nshards;
-	/* Lock order: refresh_lock, then ns_lock. refresh_lock serialises every
-	 * change of the namespace (refresh, a lookup replacing a changed
-	 * object); ns_lock (reader-preferring, so a reader may take it twice)
-	 * protects dirs, ndirs and every dir's entries. Nothing blocks on I/O
-	 * or on the kernel while holding ns_lock. */
-	pthread_mutex_t refresh_lock;
-	/* Objects a lookup dropped (removed) since the last refresh
-	 * (fs_ns_replace): the next refresh counts them, as it would have had
-	 * they still been named (replaced ones: changed_since_refresh). Under
-	 * refresh_lock. */
-	uint32_t replaced_removed;
-	pthread_rwlock_t ns_lock;
+	/* dirs, ndirs and every dir's entries: under ns_lock (fs_ns_rdlock) */
 	struct fs_dir *dirs;
 	_Atomic uint32_t ndirs;
 	_Atomic uint64_t total_bytes; /* of live objects */
-	struct fs_notify
-	    *notify;	/* fs_notify.h: kernel cache invalidations, their queue and thread */
-	int no_opendir; /* set once in init: the kernel can skip OPENDIR */
-	int offline;	/* the store was unreachable at mount: cached listing */
+	struct fs_notify *notify;     /* fs_notify.h: invalidations, their queue and thread */
+	int no_opendir;		      /* set once in init: the kernel can skip OPENDIR */
+	int offline;		      /* the store was unreachable at mount: cached listing */
 	/* a listing gave names only (a brace pattern): its objects are
 	 * FS_INFO_LAZY until fs_obj_learn; set at build, or by the first
 	 * refresh of a mount that started offline; never cleared */
@@ -399,50 +391,7 @@ static inline int fs_obj_live(const struct fs_obj *o)
 /* backend_config's log callback: the backend's lines into this log. */
 void fs_log_backend(void *arg, enum backend_log_level level, const char *msg);
 
-/* fs_ns.c: build the namespace from the backend's listing. */
-int fs_ns_build(struct fs *fs);
-void fs_ns_free(struct fs *fs);
-/* List the source again and apply it: new objects appear (at new indexes),
- * removed ones are marked gone, changed ones (another ETag; local: size,
- * mtime, ctime or inode) are marked stale and replaced by a new version at
- * a new index. Kernel caches of what changed are invalidated through the
- * notifier. Blocks (listing); callable from any thread. Returns 0 or the
- * listing's error (then nothing changed). */
-int fs_ns_refresh(struct fs *fs);
-/* A brace pattern's mount keeps what it learned (sizes, ETags) as the
- * source's listing in the cache directory, merged with the one kept before,
- * for a later mount that finds the store unreachable. At unmount, when no
- * request runs; 0 or -errno (nothing learned: nothing written). */
-int fs_ns_keep_learned(struct fs *fs);
-/* Is object obj still the source's current version? 0, or -ESTALE once it
- * changed or went away (then it is marked so and the kernel's caches of it
- * are invalidated). Local sources stat the file (one fstatat) unless it is
- * marked already; remote ones only report the mark (their reads carry
- * If-Match and mark the object through fs_obj_mark_stale). */
-int fs_obj_check(struct fs *fs, uint32_t obj);
-/* Mark obj stale (changed) and queue the invalidations of its inodes. */
-void fs_obj_mark_stale(struct fs *fs, uint32_t obj, enum fs_obj_state why);
-/* Object obj is not live (or fs_obj_check said so) and a lookup found its
- * name: stat the source's object and replace obj's entries in its
- * directory with a new version at new indexes, or remove them when it is
- * gone. Returns 0 (look the name up again) or a negative errno. */
-int fs_ns_replace(struct fs *fs, uint32_t obj);
-/* Read lock of the directories (fs->ns_lock) around fs_ns_lookup and any
- * use of fs->dirs. */
-void fs_ns_rdlock(struct fs *fs);
-void fs_ns_unlock(struct fs *fs);
-/* fs_ns.c: binary search for the name name[0..len) (no NUL needed) in elements
- * [lo, hi) of an array of structs of size stride, sorted by strcmp of the
- * string whose char * sits at offset name_off of each: the index found, or
- * -1. */
-int64_t fs__bsearch_name(const void *base, size_t stride, size_t name_off, uint32_t lo, uint32_t hi,
-			 const char *name, size_t len);
-/* Entry named name[0..len) in dir, or NULL. */
-const struct fs_dirent *fs_ns_lookup(const struct fs *fs, uint32_t dir, const char *name,
-				     size_t len);
-/* The codec of a shard name (-1 when it is no shard) and the length of its
- * member directory name. */
-int fs_ns_shard_suffix(const char *name, size_t *dirlen);
+/* fs_ns*.c: the namespace (fs_ns.h) */
 
 /* fs_learn.c: the size, mtime and ETag of objects a listing named only (a
  * brace pattern's), learned on first need and kept for the mount's life.
@@ -560,6 +509,7 @@ void fs_sort_iter_close(struct fs_sort_iter *it);
 
 #include "fs_ctl.h"
 #include "fs_if.h"
+#include "fs_ns.h"
 #include "fs_notify.h"
 #include "fs_plan.h"
 #include "fs_warm.h"
