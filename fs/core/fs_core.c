@@ -84,10 +84,10 @@ static void warn_small_disk(struct fs *fs)
  * take one: 0 or -ENOMEM. */
 static int core_locks_init(struct fs *fs)
 {
-	pthread_mutex_init(&fs->lidx_lock, NULL);
 	fs_thread_init(&fs->pfx, "plan fetcher");
 	if (fs_ns_new(&fs->ns) < 0 || fs_ctl_new(&fs->ctl) < 0 || fs_notify_new(&fs->notify) < 0 ||
-	    fs_if_new(&fs->imagefolder) < 0 || fs_plans_new(&fs->plans) < 0)
+	    fs_if_new(&fs->imagefolder) < 0 || fs_lidx_new(&fs->lidx) < 0 ||
+	    fs_plans_new(&fs->plans) < 0)
 		return -ENOMEM;
 	return fs_warm_new(&fs->warm);
 }
@@ -101,7 +101,7 @@ static void core_locks_destroy(struct fs *fs)
 	fs_if_free(fs->imagefolder); /* its views freed by the layout's free hook */
 	fs_notify_free(fs->notify);
 	fs_ns_free(fs->ns);
-	pthread_mutex_destroy(&fs->lidx_lock);
+	fs_lidx_free(fs->lidx);
 }
 
 /* The daemon's log: the log file (unless in the foreground) and --debug. */

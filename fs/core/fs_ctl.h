@@ -30,7 +30,7 @@ int fs_ctl_new(struct fs_ctl_state **c);
 /* Free it (after fs_ctl_clear; NULL: nothing). */
 void fs_ctl_free(struct fs_ctl_state *c);
 /* fs_view_ctl.c: free every snapshot of the control files, the plans
- * (fs_plan_free_all) and the loader indexes (fs_lidx_free), at unmount,
+ * (fs_plan_free_all) and the loader indexes (fs_lidx_clear), at unmount,
  * when no request runs any more. */
 void fs_ctl_clear(struct fs *fs);
 

@@ -355,12 +355,7 @@ struct fs {
 	_Atomic uint64_t looked_dirs[FS_LOOKED_SLOTS];
 	/* fs_if.h: the imagefolder view, its lock and the views replaced */
 	struct fs_imagefolder *imagefolder;
-	/* fs_loaderidx.c: the newest samples.tsv/wids.json, built under
-	 * lidx_lock, then immutable; older generations hang off it until
-	 * unmount. Only the shards layout has them, the imagefolder view only
-	 * its own layout: the two builds never run in one mount. */
-	pthread_mutex_t lidx_lock;
-	struct fs_lidx_doc *_Atomic lidx;
+	struct fs_lidx *lidx;	/* fs_lidx.h: the loader index files, their lock */
 	struct fs_warm *warm;	/* fs_warm.h: the warm fill, its state and thread */
 	struct fs_plans *plans; /* fs_plan.h: the published reading plans and their lock */
 	/* fs_plan_fetch.c: the fetcher, woken by fs_plan.c's listener */
@@ -474,11 +469,7 @@ int fs_obj_prefetch(struct fs *fs, uint32_t obj);
 /* fs_warm.c: --warm (fs_warm.h) */
 
 /* fs_ctl.c, fs_view_ctl.c: the .shardfs control files (fs_ctl.h) */
-/* fs_loaderidx.c: name in .shardfs when it is a loader index (samples.tsv,
- * wids.json, dali): 0 with *ino (untouched when it is none), or the build's
- * error. fs_lidx_free frees every generation (fs_ctl_clear calls it). */
-int fs_lidx_lookup_ctl(struct fs *fs, const char *name, uint64_t *ino);
-void fs_lidx_free(struct fs *fs);
+/* fs_loaderidx.c: the loader index files (fs_lidx.h) */
 
 /* fs_plan.c, fs_plan_fetch.c: reading plans (fs_plan.h) */
 
@@ -509,6 +500,7 @@ void fs_sort_iter_close(struct fs_sort_iter *it);
 
 #include "fs_ctl.h"
 #include "fs_if.h"
+#include "fs_lidx.h"
 #include "fs_ns.h"
 #include "fs_notify.h"
 #include "fs_plan.h"

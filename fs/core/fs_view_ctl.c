@@ -279,5 +279,5 @@ void fs_ctl_clear(struct fs *fs)
 		memset(c->cur, 0, sizeof(c->cur));
 	}
 	fs_plan_free_all(fs);
-	fs_lidx_free(fs);
+	fs_lidx_clear(fs);
 }
