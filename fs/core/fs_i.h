@@ -12,7 +12,7 @@
  * at new indexes and marks the old ones stale or gone, so an inode number
  * never changes its meaning. Objects and shards live in blocks that never
  * move and are freed only at unmount; directories' entry lists are
- * protected by ns_lock. Shard indexes are loaded lazily, on the first
+ * protected by ns_lock (fs_ns.h). Shard indexes are loaded lazily, on the first
  * lookup or readdir inside a shard's directory, and are immutable once
  * loaded.
  */
@@ -275,9 +275,9 @@ struct fs_counters {
 };
 
 /* fs_thread.c: a background thread of the core (the warm fill, the plan
- * fetcher, the notifier) with its stop flag and wake-ups; every field is the helper's.
- * fs_open initialises them (fs_thread_init) and fs_close stops, joins and
- * destroys them. */
+ * fetcher, the notifier) with its stop flag and wake-ups; every field is
+ * the helper's. fs_open initialises them (fs_thread_init) and fs_close
+ * stops, joins and destroys them. */
 #define FS_THREAD_JOIN_S 10 /* fs_thread_stop waits at most this for the join */
 struct fs_thread {
 	const char *name;     /* for the log: "warm" */
@@ -319,12 +319,11 @@ struct fs {
 	struct backend *be;
 	struct cachetier *ct;
 
-	/* The namespace (fs_ns.h). Its locks are behind fs->ns; what they
-	 * protect stays here, read on every request through fs_obj(),
-	 * fs_shard() and the directories' views without a call:
-	 * objects and shards, blocks of FS_BLOCK elements that never move
-	 * (fs_obj(), fs_shard()); appended under refresh_lock, the count
-	 * published after the element is complete, freed at unmount. */
+	/* The namespace (fs_ns.h): its locks behind fs->ns; what they protect
+	 * stays here, read on every request without a call. Objects and
+	 * shards: blocks of FS_BLOCK elements that never move (fs_obj(),
+	 * fs_shard()); appended under refresh_lock, the count published after
+	 * the element is complete, freed at unmount. */
 	struct fs_ns *ns;
 	struct fs_obj **objs;
 	_Atomic uint32_t nobjs;
