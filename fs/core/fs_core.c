@@ -84,24 +84,10 @@ static void warn_small_disk(struct fs *fs)
  * take one: 0 or -ENOMEM. */
 static int core_locks_init(struct fs *fs)
 {
-	pthread_rwlockattr_t ra;
-
-	pthread_mutex_init(&fs->ctl_lock, NULL);
-	pthread_mutex_init(&fs->if_lock, NULL);
-	pthread_mutex_init(&fs->refresh_lock, NULL);
-	/* readers may take it twice (readdirplus asks attributes of
-	 * directories while listing one): a waiting writer must not block
-	 * them */
-	pthread_rwlockattr_init(&ra);
-	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_READER_NP);
-	pthread_rwlock_init(&fs->ns_lock, &ra);
-	pthread_rwlockattr_destroy(&ra);
-	pthread_mutex_init(&fs->nq_lock, NULL);
-	pthread_cond_init(&fs->nq_cond, NULL);
-	pthread_cond_init(&fs->nq_idle, NULL);
-	fs->nq_tail = &fs->nq_head;
 	fs_thread_init(&fs->pfx, "plan fetcher");
-	if (fs_plans_new(&fs->plans) < 0)
+	if (fs_ns_new(&fs->ns) < 0 || fs_ctl_new(&fs->ctl) < 0 || fs_notify_new(&fs->notify) < 0 ||
+	    fs_if_new(&fs->imagefolder) < 0 || fs_lidx_new(&fs->lidx) < 0 ||
+	    fs_plans_new(&fs->plans) < 0)
 		return -ENOMEM;
 	return fs_warm_new(&fs->warm);
 }
@@ -110,14 +96,12 @@ static void core_locks_destroy(struct fs *fs)
 {
 	fs_thread_destroy(&fs->pfx);
 	fs_warm_free(fs->warm);
-	fs_plans_free(fs->plans); /* emptied by fs_ctl_free */
-	pthread_cond_destroy(&fs->nq_idle);
-	pthread_cond_destroy(&fs->nq_cond);
-	pthread_mutex_destroy(&fs->nq_lock);
-	pthread_rwlock_destroy(&fs->ns_lock);
-	pthread_mutex_destroy(&fs->refresh_lock);
-	pthread_mutex_destroy(&fs->if_lock);
-	pthread_mutex_destroy(&fs->ctl_lock);
+	fs_plans_free(fs->plans); /* emptied by fs_ctl_clear */
+	fs_ctl_free(fs->ctl);
+	fs_if_free(fs->imagefolder); /* its views freed by the layout's free hook */
+	fs_notify_free(fs->notify);
+	fs_ns_free(fs->ns);
+	fs_lidx_free(fs->lidx);
 }
 
 /* The daemon's log: the log file (unless in the foreground) and --debug. */
@@ -240,19 +224,18 @@ void fs_close(struct fs *fs)
 		return;
 	fs_cancel(fs);
 	/* a thread left running still uses fs: keep all of it */
-	if (fs_warm_stop(fs) < 0 || fs_plan_fetch_stop(fs) < 0) {
+	if (fs_warm_stop(fs) < 0 || fs_plan_fetch_stop(fs) < 0 || fs_notify_stop(fs) < 0) {
 		fs_log(FS_LOG_ERR, "a thread of the core did not stop: its state is not freed");
 		return;
 	}
-	fs_notify_stop(fs);
 	if (fs_layout_of(fs)->free)
 		fs_layout_of(fs)->free(fs);
 	fs_shards_release(fs);
 	err = fs_ns_keep_learned(fs);
 	if (err < 0)
 		fs_log(FS_LOG_WARN, "listing not kept in the cache: %s", strerror(-err));
-	fs_ns_free(fs);
-	fs_ctl_free(fs);
+	fs_ns_clear(fs);
+	fs_ctl_clear(fs);
 	cachetier_close(fs->ct);
 	backend_close(fs->be);
 	core_locks_destroy(fs);

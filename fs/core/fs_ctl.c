@@ -78,7 +78,7 @@ static void out_json_str(struct out *o, const char *s)
 /* The objects prefetch commands asked for: their bytes, how many of them
  * are cached now, how many their latest prefetch skipped because they did
  * not fit, and how many of them are still being prefetched; the same of
- * the objects the latest run named (fs->pf_run; run_before: of those,
+ * the objects the latest run named (fs_ctl_run; run_before: of those,
  * bytes cached when it named them). */
 struct pf_progress {
 	uint64_t want, have, unfit, pending;
@@ -90,10 +90,7 @@ static void prefetch_progress(struct fs *fs, struct pf_progress *p)
 	int run;
 
 	memset(p, 0, sizeof(*p));
-	pthread_mutex_lock(&fs->ctl_lock);
-	run = fs->pf_run;
-	p->run_before = fs->pf_run_before;
-	pthread_mutex_unlock(&fs->ctl_lock);
+	run = fs_ctl_run(fs, &p->run_before);
 	p->run = (uint64_t)run;
 	for (uint32_t i = 0; i < fs->nobjs; i++) {
 		struct fs_obj *o = fs_obj(fs, i);
@@ -524,24 +521,6 @@ struct pf_collect {
 	size_t n, cap;
 };
 
-/* The run a prefetch command from pid belongs to: the current one, or a
- * new one when pid did not begin it (or start is set: 'prefetch-start').
- * Takes ctl_lock. */
-static int pf_run_of(struct fs *fs, pid_t pid, int start)
-{
-	int run;
-
-	pthread_mutex_lock(&fs->ctl_lock);
-	if (start || fs->pf_run == 0 || fs->pf_run_pid != pid) {
-		fs->pf_run = fs->pf_run == INT_MAX ? 1 : fs->pf_run + 1;
-		fs->pf_run_pid = pid;
-		fs->pf_run_before = 0;
-	}
-	run = fs->pf_run;
-	pthread_mutex_unlock(&fs->ctl_lock);
-	return run;
-}
-
 /* Start the prefetch of object obj for run: tag it with the run, and, the
  * first time the run names it, add what is cached of it now to the run's
  * "cached already" (before its fills start). fs_obj_prefetch's result. */
@@ -553,12 +532,8 @@ static int pf_start(struct fs *fs, uint32_t obj, int run)
 
 	if (fs_obj_raw(fs, obj, &raw) == 0)
 		cached = cachetier_obj_cached_bytes(raw);
-	if (atomic_exchange(&o->prefetch, run) != run) {
-		pthread_mutex_lock(&fs->ctl_lock);
-		if (fs->pf_run == run)
-			fs->pf_run_before += cached;
-		pthread_mutex_unlock(&fs->ctl_lock);
-	}
+	if (atomic_exchange(&o->prefetch, run) != run)
+		fs_ctl_run_cached(fs, run, cached);
 	return fs_obj_prefetch(fs, obj);
 }
 
@@ -594,7 +569,7 @@ static void prefetch_one(struct fs *fs, uint32_t obj, struct pf_collect *c, int 
 		(*n)++;
 }
 
-/* Every object at or below namespace directory d. fs->ns_lock held. */
+/* Every object at or below namespace directory d. ns_lock held. */
 static void prefetch_dir(struct fs *fs, uint32_t d, struct pf_collect *c, int *n, int run)
 {
 	const struct fs_dir *dir = &fs->dirs[d];
@@ -610,7 +585,7 @@ static void prefetch_dir(struct fs *fs, uint32_t d, struct pf_collect *c, int *n
 }
 
 /* Resolve PATH (relative to the mount root, '/'-separated) in the source
- * namespace and prefetch what it names (or gather it into c). fs->ns_lock
+ * namespace and prefetch what it names (or gather it into c). ns_lock
  * held. */
 static int prefetch_path_locked(struct fs *fs, const char *path, size_t len, struct pf_collect *c,
 				int run)
@@ -667,7 +642,7 @@ static int prefetch_path_locked(struct fs *fs, const char *path, size_t len, str
 static int prefetch_path(struct fs *fs, const char *path, size_t len, pid_t pid)
 {
 	struct pf_collect c = {0};
-	int err, run = pf_run_of(fs, pid, 0);
+	int err, run = fs_ctl_run_of(fs, pid, 0);
 
 	if (fs->lazy) {
 		fs_ns_rdlock(fs);
@@ -760,7 +735,7 @@ int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid)
 				err = prefetch_path(fs, buf + p, k - p, pid);
 				inside_shard |= err == 1;
 			} else if (k - i == 14 && memcmp(buf + i, "prefetch-start", 14) == 0) {
-				pf_run_of(fs, pid, 1);
+				fs_ctl_run_of(fs, pid, 1);
 			} else if (k - i == 7 && memcmp(buf + i, "refresh", 7) == 0) {
 				err = refresh(fs);
 			} else if (cmd_is(buf + i, k - i, "plan", &a) ||

@@ -12,7 +12,7 @@
  * at new indexes and marks the old ones stale or gone, so an inode number
  * never changes its meaning. Objects and shards live in blocks that never
  * move and are freed only at unmount; directories' entry lists are
- * protected by fs->ns_lock. Shard indexes are loaded lazily, on the first
+ * protected by ns_lock (fs_ns.h). Shard indexes are loaded lazily, on the first
  * lookup or readdir inside a shard's directory, and are immutable once
  * loaded.
  */
@@ -156,7 +156,7 @@ struct fs_dirent {
 };
 
 /* Everything in a dir except name and parent may change at a refresh:
- * read it only under fs->ns_lock (read), change it under the write lock. */
+ * read it only under ns_lock (read), change it under the write lock. */
 struct fs_dir {
 	char *name;		/* base name ("" for the root); never changes */
 	uint32_t parent;	/* index of the parent dir (root: 0); never changes */
@@ -197,7 +197,7 @@ struct fs_obj {
 	pthread_mutex_t lock;	     /* protects raw; serialises learning info */
 	struct cachetier_obj *raw;   /* opened on first read, kept until unmount */
 	atomic_int prefetch;	     /* the id of the latest prefetch run that asked for it, 0:
-				      * none (progress in stats; fs->pf_run) */
+				      * none (progress in stats; fs_ctl_run) */
 	atomic_int ahead;	     /* 1 once fetched ahead of an in-order reader */
 	atomic_int warm;	     /* 1: part of the warm fill (fs_warm.c) */
 	atomic_int state;	     /* enum fs_obj_state; only ever leaves LIVE */
@@ -208,7 +208,7 @@ struct fs_obj {
 	/* 1: a lookup put this version in place of one the last refresh (or
 	 * the mount) showed (fs_ns_replace): the next refresh counts it as
 	 * changed, unless it finds it changed again or removed (counted
-	 * then). Set and cleared under fs->refresh_lock. */
+	 * then). Set and cleared under refresh_lock. */
 	int changed_since_refresh;
 };
 
@@ -232,8 +232,10 @@ struct fs_shard {
 	atomic_int rejected; /* 1 once a read found ix wrong (fs_shard_reject) */
 };
 
-struct fs_notify; /* a queued kernel cache invalidation (fs_notify.c) */
-/* ---- counters (all relaxed atomics; read for stats) ----------------------- */
+/* ---- counters (all relaxed atomics; read for stats) -----------------------
+ * A plain struct in struct fs (fs->c), not behind a subsystem's pointer:
+ * every part of the core counts into it, with no lock and no call;
+ * fs_ctl.c reads it to render stats and metrics (fs_ctl.h). */
 struct fs_counters {
 	atomic_ullong lookups, getattrs, readdirs, reads, read_bytes, read_errors;
 	atomic_ullong op_errors; /* requests but reads that failed (fs_ll.c's reply helper) */
@@ -272,21 +274,10 @@ struct fs_counters {
 	atomic_ullong listed_names_only;
 };
 
-/* Snapshots of control files, one per open. A READ may still be in flight
- * when RELEASE frees its snapshot (the kernel issues direct-I/O reads
- * asynchronously and returns on the first short one), so the file handle
- * is a generation number looked up under a lock, never a pointer. */
-#define FS_CTL_SNAPS 1024
-struct fs_ctl_snap {
-	uint64_t gen; /* 0: free */
-	char *buf;
-	size_t len;
-};
-
 /* fs_thread.c: a background thread of the core (the warm fill, the plan
- * fetcher) with its stop flag and wake-ups; every field is the helper's.
- * fs_open initialises them (fs_thread_init) and fs_close stops, joins and
- * destroys them. */
+ * fetcher, the notifier) with its stop flag and wake-ups; every field is
+ * the helper's. fs_open initialises them (fs_thread_init) and fs_close
+ * stops, joins and destroys them. */
 #define FS_THREAD_JOIN_S 10 /* fs_thread_stop waits at most this for the join */
 struct fs_thread {
 	const char *name;     /* for the log: "warm" */
@@ -323,54 +314,28 @@ void fs_thread_destroy(struct fs_thread *t);
 
 struct fs {
 	struct fs_config cfg;
-	pthread_mutex_t ctl_lock; /* protects ctl_snaps, ctl_gen and ctl_cur */
-	struct fs_ctl_snap ctl_snaps[FS_CTL_SNAPS];
-	uint64_t ctl_gen;
-	/* Without OPEN requests (zero-cost opens) a control file is read through
-	 * the page cache: every GETATTR renders a new snapshot here and reports
-	 * its size and a new mtime, so the kernel drops the old pages, and the
-	 * READ that follows serves this snapshot. */
-	struct fs_ctl_snap ctl_cur[FS_CTL_COUNT];
-	int no_open; /* set once in init: OPEN answers ENOSYS */
+	struct fs_ctl_state *ctl; /* fs_ctl.h: the control files' snapshots, the prefetch run */
+	int no_open;		  /* set once in init: OPEN answers ENOSYS */
 	struct backend *be;
 	struct cachetier *ct;
 
-	/* Objects and shards: blocks of FS_BLOCK elements that never move
-	 * (fs_obj(), fs_shard()); appended under refresh_lock, the count
-	 * published after the element is complete, freed at unmount. */
+	/* The namespace (fs_ns.h): its locks behind fs->ns; what they protect
+	 * stays here, read on every request without a call. Objects and
+	 * shards: blocks of FS_BLOCK elements that never move (fs_obj(),
+	 * fs_shard()); appended under refresh_lock, the count published after
+	 * the element is complete, freed at unmount. */
+	struct fs_ns *ns;
 	struct fs_obj **objs;
 	_Atomic uint32_t nobjs;
 	struct fs_shard **shards;
 	_Atomic uint32_t nshards;
-	/* Lock order: refresh_lock, then ns_lock. refresh_lock serialises every
-	 * change of the namespace (refresh, a lookup replacing a changed
-	 * object); ns_lock (reader-preferring, so a reader may take it twice)
-	 * protects dirs, ndirs and every dir's entries. Nothing blocks on I/O
-	 * or on the kernel while holding ns_lock. */
-	pthread_mutex_t refresh_lock;
-	/* Objects a lookup dropped (removed) since the last refresh
-	 * (fs_ns_replace): the next refresh counts them, as it would have had
-	 * they still been named (replaced ones: changed_since_refresh). Under
-	 * refresh_lock. */
-	uint32_t replaced_removed;
-	pthread_rwlock_t ns_lock;
+	/* dirs, ndirs and every dir's entries: under ns_lock (fs_ns_rdlock) */
 	struct fs_dir *dirs;
 	_Atomic uint32_t ndirs;
 	_Atomic uint64_t total_bytes; /* of live objects */
-	/* kernel cache invalidations, sent by one notifier thread (fs_notify.c)
-	 * through nq_ops (set once at fs_notify_start) */
-	const struct fs_notify_ops *nq_ops;
-	void *nq_ctx;
-	struct fs_notify *nq_head, **nq_tail; /* protected by nq_lock */
-	pthread_mutex_t nq_lock;
-	pthread_cond_t nq_cond; /* work queued, or stop */
-	pthread_cond_t nq_idle; /* queue drained */
-	int nq_busy;		/* the notifier is sending an item */
-	int nq_run;		/* the notifier thread runs */
-	pthread_t nq_thread;
-
-	int no_opendir; /* set once in init: the kernel can skip OPENDIR */
-	int offline;	/* the store was unreachable at mount: cached listing */
+	struct fs_notify *notify;     /* fs_notify.h: invalidations, their queue and thread */
+	int no_opendir;		      /* set once in init: the kernel can skip OPENDIR */
+	int offline;		      /* the store was unreachable at mount: cached listing */
 	/* a listing gave names only (a brace pattern): its objects are
 	 * FS_INFO_LAZY until fs_obj_learn; set at build, or by the first
 	 * refresh of a mount that started offline; never cleared */
@@ -387,21 +352,10 @@ struct fs {
 	 * hashed to it (0: none), so a directory may drop out and is added
 	 * again by its next lookup; relaxed atomics, no lock. */
 	_Atomic uint64_t looked_dirs[FS_LOOKED_SLOTS];
-	/* The imagefolder view, built on first use, then immutable */
-	pthread_mutex_t if_lock; /* serialises building */
-	struct fs_ifview *_Atomic ifv;
-	struct fs_ifview *if_retired; /* views a refresh replaced; freed at unmount */
-	/* fs_loaderidx.c: the newest samples.tsv/wids.json, built under
-	 * if_lock, then immutable; older generations hang off it until unmount */
-	struct fs_lidx_doc *_Atomic lidx;
-	struct fs_warm *warm; /* fs_warm.h: the warm fill, its state and thread */
-	/* fs_ctl.c: the latest prefetch run (under ctl_lock). A run begins at a
-	 * 'prefetch-start' command, or at a prefetch command from another
-	 * process than the run's; its objects carry its id in o->prefetch, and
-	 * the prefetch_run_* counters are of its objects only. */
-	int pf_run;		/* its id, 1, 2, ...; 0: none yet */
-	pid_t pf_run_pid;	/* the process that began it */
-	uint64_t pf_run_before; /* bytes of its objects cached when it named them */
+	/* fs_if.h: the imagefolder view, its lock and the views replaced */
+	struct fs_imagefolder *imagefolder;
+	struct fs_lidx *lidx;	/* fs_lidx.h: the loader index files, their lock */
+	struct fs_warm *warm;	/* fs_warm.h: the warm fill, its state and thread */
 	struct fs_plans *plans; /* fs_plan.h: the published reading plans and their lock */
 	/* fs_plan_fetch.c: the fetcher, woken by fs_plan.c's listener */
 	struct fs_thread pfx;
@@ -431,50 +385,7 @@ static inline int fs_obj_live(const struct fs_obj *o)
 /* backend_config's log callback: the backend's lines into this log. */
 void fs_log_backend(void *arg, enum backend_log_level level, const char *msg);
 
-/* fs_ns.c: build the namespace from the backend's listing. */
-int fs_ns_build(struct fs *fs);
-void fs_ns_free(struct fs *fs);
-/* List the source again and apply it: new objects appear (at new indexes),
- * removed ones are marked gone, changed ones (another ETag; local: size,
- * mtime, ctime or inode) are marked stale and replaced by a new version at
- * a new index. Kernel caches of what changed are invalidated through the
- * notifier. Blocks (listing); callable from any thread. Returns 0 or the
- * listing's error (then nothing changed). */
-int fs_ns_refresh(struct fs *fs);
-/* A brace pattern's mount keeps what it learned (sizes, ETags) as the
- * source's listing in the cache directory, merged with the one kept before,
- * for a later mount that finds the store unreachable. At unmount, when no
- * request runs; 0 or -errno (nothing learned: nothing written). */
-int fs_ns_keep_learned(struct fs *fs);
-/* Is object obj still the source's current version? 0, or -ESTALE once it
- * changed or went away (then it is marked so and the kernel's caches of it
- * are invalidated). Local sources stat the file (one fstatat) unless it is
- * marked already; remote ones only report the mark (their reads carry
- * If-Match and mark the object through fs_obj_mark_stale). */
-int fs_obj_check(struct fs *fs, uint32_t obj);
-/* Mark obj stale (changed) and queue the invalidations of its inodes. */
-void fs_obj_mark_stale(struct fs *fs, uint32_t obj, enum fs_obj_state why);
-/* Object obj is not live (or fs_obj_check said so) and a lookup found its
- * name: stat the source's object and replace obj's entries in its
- * directory with a new version at new indexes, or remove them when it is
- * gone. Returns 0 (look the name up again) or a negative errno. */
-int fs_ns_replace(struct fs *fs, uint32_t obj);
-/* Read lock of the directories (fs->ns_lock) around fs_ns_lookup and any
- * use of fs->dirs. */
-void fs_ns_rdlock(struct fs *fs);
-void fs_ns_unlock(struct fs *fs);
-/* fs_ns.c: binary search for the name name[0..len) (no NUL needed) in elements
- * [lo, hi) of an array of structs of size stride, sorted by strcmp of the
- * string whose char * sits at offset name_off of each: the index found, or
- * -1. */
-int64_t fs__bsearch_name(const void *base, size_t stride, size_t name_off, uint32_t lo, uint32_t hi,
-			 const char *name, size_t len);
-/* Entry named name[0..len) in dir, or NULL. */
-const struct fs_dirent *fs_ns_lookup(const struct fs *fs, uint32_t dir, const char *name,
-				     size_t len);
-/* The codec of a shard name (-1 when it is no shard) and the length of its
- * member directory name. */
-int fs_ns_shard_suffix(const char *name, size_t *dirlen);
+/* fs_ns*.c: the namespace (fs_ns.h) */
 
 /* fs_learn.c: the size, mtime and ETag of objects a listing named only (a
  * brace pattern's), learned on first need and kept for the mount's life.
@@ -525,14 +436,14 @@ void fs_shard_mark_checked(struct fs *fs, uint32_t shard, uint32_t idx);
  * block on a stat of the source). Returns -ESTALE, for the read. */
 int fs_shard_reject(struct fs *fs, uint32_t shard, const struct shardidx_entry *e, const char *why);
 /* As fs_shard_reject, but the object is not replaced here: for a caller
- * that holds fs->if_lock (the imagefolder build: fs_ns_replace resets the
+ * that holds the imagefolder lock (the imagefolder build: fs_ns_replace resets the
  * view under it), which calls fs_shards_replace_rejected once it let go of
  * it. Returns -ESTALE. */
 int fs_shard_reject_deferred(struct fs *fs, uint32_t shard, const struct shardidx_entry *e,
 			     const char *why);
 /* Replace the object of every shard whose sidecar index was rejected and
  * that is still listed (fs_ns_replace; a no-op for those replaced already).
- * May block on stats of the source; must not hold fs->if_lock. */
+ * May block on stats of the source; must not hold the imagefolder lock. */
 void fs_shards_replace_rejected(struct fs *fs);
 void fs_shards_release(struct fs *fs);
 /* The blob family (cachetier_meta_put_in) of what the cache directory keeps
@@ -556,92 +467,12 @@ int fs_obj_prefetch(struct fs *fs, uint32_t obj);
 
 /* fs_warm.c: --warm (fs_warm.h) */
 
-/* fs_ctl.c: the .shardfs control files. */
-/* Render control file 'which' into a malloc'd buffer. */
-int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len);
-/* fs_view_ctl.c: free every snapshot of the control files (at unmount,
- * when no request runs any more). */
-void fs_ctl_free(struct fs *fs);
-/* fs_loaderidx.c: name in .shardfs when it is a loader index (samples.tsv,
- * wids.json, dali): 0 with *ino (untouched when it is none), or the build's
- * error. fs_lidx_free frees every generation (fs_ctl_free calls it). */
-int fs_lidx_lookup_ctl(struct fs *fs, const char *name, uint64_t *ino);
-void fs_lidx_free(struct fs *fs);
-/* Carry out the commands written to .shardfs/control (one per line):
- *   prefetch [PATH]   fill the cache with every object at or below PATH
- *                     (relative to the mount root; none: everything), as
- *                     part of the sender's prefetch run (fs->pf_run)
- *   prefetch-start    begin a new prefetch run for the sender
- *   refresh           list the source again (fs_ns_refresh) and wait until
- *                     the kernel's caches of what changed are invalidated
- *   plan [NAME] FILE  publish the reading plan in FILE (an absolute path the
- *                     daemon reads) under NAME (fs_plan_publish; none: the
- *                     sender's, "pid-PID" with pid, the sending process)
- *   plan-clear [NAME] drop the plan NAME (none: the sender's)
- * A PATH inside a shard's member directory prefetches the whole shard (the
- * cache holds objects, a member is a range of its shard).
- * Returns 0, 1 when a PATH named something inside a shard (so its shard
- * was prefetched), or -EINVAL / -ENOENT for a bad command or path, or the
- * listing's error of a refresh. */
-int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid);
+/* fs_ctl.c, fs_view_ctl.c: the .shardfs control files (fs_ctl.h) */
+/* fs_loaderidx.c: the loader index files (fs_lidx.h) */
 
 /* fs_plan.c, fs_plan_fetch.c: reading plans (fs_plan.h) */
 
-/* fs_notify.c: kernel cache invalidations, queued for the notifier thread
- * (a request handler must not send them itself: the kernel may hold the
- * very locks the invalidation waits for). Without a started notifier they
- * are dropped. fs_notify_shard invalidates the member inodes [0, n) of
- * shard (and the layout's other inodes of them: fs_view.h, member_alias).
- * fs_notify_start and fs_notify_stop: fs_core.h. */
-void fs_notify_inode(struct fs *fs, uint64_t ino);
-void fs_notify_entry(struct fs *fs, uint64_t parent, const char *name, size_t len);
-void fs_notify_shard(struct fs *fs, uint32_t shard, uint32_t n);
-/* Wait until everything queued so far is sent (at most timeout_s). */
-void fs_notify_drain(struct fs *fs, double timeout_s);
-
-/* ---- fs_if_*.c — the --layout imagefolder view ----------
- * ROOT/<class>/<name>.<ext>: one file per sample (its image member). Built
- * once, on the first lookup or listing of the root, from every shard's
- * index (indexed in parallel), saved in the cache directory and mapped from
- * there (a later mount of the same shards maps it without indexing);
- * immutable afterwards, so readers take no lock. Files are the members themselves:
- * a file (shard, entry) is read and stat'ed like FS_K_MEMBER(shard, entry). */
-struct fs_ifview {
-	/* The view's blob (fs_if_blob.c: header, class and file records,
-	 * string table), mapped from the cache directory (map) or, when it
-	 * could not be saved or mapped, in the heap (heap). */
-	const unsigned char *classes; /* nclasses records, sorted by name */
-	const unsigned char *files;   /* nfiles records, sorted by name within a class */
-	const unsigned char *shards;  /* nshards + 1 u32: where each shard's members start */
-	const unsigned char *members; /* nfiles records: attributes in (shard, entry) order */
-	const char *strtab;	      /* NUL-terminated names */
-	uint64_t strtab_len;
-	uint32_t nclasses, nfiles, nshards;
-	struct cachetier_meta *map;
-	void *heap;
-	struct fs_ifview *retired_next; /* fs->if_retired list */
-};
-/* Class c: its name; files [*first, *first + *n) of the view; the newest
- * member mtime in it. */
-const char *fs_if_class(const struct fs_ifview *v, uint32_t c, uint32_t *first, uint32_t *n,
-			int64_t *mtime);
-/* File i of the view: its name (unique within its class); the image
- * member (shard, canonical entry index). */
-const char *fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *shard, uint32_t *entry);
-/* The view, built on first call (blocking: indexes every shard; built
- * again, at most IF_STALE_BUILDS times in all, when a .cls member disproves
- * a shard's sidecar index, once the shard is replaced). 0, or the build's
- * negative errno (-ESTALE when every build met a wrong sidecar). */
-int fs_if_get(struct fs *fs, const struct fs_ifview **v);
-void fs_if_free(struct fs *fs);
-/* A refresh changed shards: drop the view (kept until unmount: readers
- * may hold it), so the next use builds it again; invalidates the kernel's
- * entries of its classes. */
-void fs_if_reset(struct fs *fs);
-/* Class named name[0..len), or -ENOENT. */
-int64_t fs_if_class_lookup(const struct fs_ifview *v, const char *name, size_t len);
-/* File of class c named name[0..len): its index in v->files, or -ENOENT. */
-int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *name, size_t len);
+/* fs_notify.c: kernel cache invalidations (fs_notify.h) */
 
 /* ---- fs_sort.c — an external sort within a memory budget ----------
  * Records (bytes) are added, then fs_sort_finish; iterators give them in
@@ -666,6 +497,11 @@ int fs_sort_iter_open(struct fs_sort *s, struct fs_sort_iter **it);
 int fs_sort_next(struct fs_sort_iter *it, const void **rec, size_t *len);
 void fs_sort_iter_close(struct fs_sort_iter *it);
 
+#include "fs_ctl.h"
+#include "fs_if.h"
+#include "fs_lidx.h"
+#include "fs_ns.h"
+#include "fs_notify.h"
 #include "fs_plan.h"
 #include "fs_warm.h"
 

@@ -17,7 +17,7 @@
  * a name still taken after that is left out and counted (if_dup_dropped).
  * Everything is decided by the source's content, never by timing.
  *
- * Contract: fs__if_build runs under fs->if_lock (fs_if_get), blocks while
+ * Contract: fs__if_build runs under the imagefolder lock (fs_if_get), blocks while
  * it indexes shards, and returns the view written and mapped (or in the
  * heap: fs_if_store.c) or a negative errno; its threads end before it
  * returns. Non-goals: an incremental build (a changed dataset is built

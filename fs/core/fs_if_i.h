@@ -2,8 +2,8 @@
  * fs_if_i.h — private to fs_if_*.c, the files of the --layout imagefolder
  * view: the records its build sorts, the blob's constants and the
  * functions one file calls in another (prefix fs__if_). Nothing else
- * includes it; the view's public interface is struct fs_ifview and the
- * fs_if_* functions of fs_i.h.
+ * includes it; the rest of the core sees only fs_if.h (the view's state
+ * behind struct fs_imagefolder) and fs_layout_imagefolder (fs_view.h).
  *
  * The files, in the order data flows through them:
  *   fs_if_sample.c  a shard's sample as an item: its image, its class (the
@@ -31,6 +31,51 @@
  * index, b = entry index: the image member's canonical one) */
 #define FS_K_IFCLASS ((enum fs_kind)FS_K_LAYOUT)
 #define FS_K_IFFILE  ((enum fs_kind)(FS_K_LAYOUT + 1))
+
+/* ---- the view ---------------------------------------------------------------
+ * ROOT/<class>/<name>.<ext>: one file per sample (its image member). Built
+ * once, on the first lookup or listing of the root, from every shard's
+ * index (indexed in parallel), saved in the cache directory and mapped from
+ * there (a later mount of the same shards maps it without indexing);
+ * immutable afterwards, so readers take no lock. Files are the members themselves:
+ * a file (shard, entry) is read and stat'ed like FS_K_MEMBER(shard, entry). */
+struct fs_ifview {
+	/* The view's blob (fs_if_blob.c: header, class and file records,
+	 * string table), mapped from the cache directory (map) or, when it
+	 * could not be saved or mapped, in the heap (heap). */
+	const unsigned char *classes; /* nclasses records, sorted by name */
+	const unsigned char *files;   /* nfiles records, sorted by name within a class */
+	const unsigned char *shards;  /* nshards + 1 u32: where each shard's members start */
+	const unsigned char *members; /* nfiles records: attributes in (shard, entry) order */
+	const char *strtab;	      /* NUL-terminated names */
+	uint64_t strtab_len;
+	uint32_t nclasses, nfiles, nshards;
+	struct cachetier_meta *map;
+	void *heap;
+	struct fs_ifview *retired_next; /* the views a refresh replaced (fs_if_view.c) */
+};
+/* Class c: its name; files [*first, *first + *n) of the view; the newest
+ * member mtime in it. */
+const char *fs_if_class(const struct fs_ifview *v, uint32_t c, uint32_t *first, uint32_t *n,
+			int64_t *mtime);
+/* File i of the view: its name (unique within its class); the image
+ * member (shard, canonical entry index). */
+const char *fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *shard, uint32_t *entry);
+/* The view, built on first call (blocking: indexes every shard; built
+ * again, at most IF_STALE_BUILDS times in all, when a .cls member disproves
+ * a shard's sidecar index, once the shard is replaced). 0, or the build's
+ * negative errno (-ESTALE when every build met a wrong sidecar). */
+int fs_if_get(struct fs *fs, const struct fs_ifview **v);
+/* The layout's free hook: free every view (at unmount). */
+void fs_if_clear(struct fs *fs);
+/* A refresh changed shards: drop the view (kept until unmount: readers
+ * may hold it), so the next use builds it again; invalidates the kernel's
+ * entries of its classes. */
+void fs_if_reset(struct fs *fs);
+/* Class named name[0..len), or -ENOENT. */
+int64_t fs_if_class_lookup(const struct fs_ifview *v, const char *name, size_t len);
+/* File of class c named name[0..len): its index in v->files, or -ENOENT. */
+int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *name, size_t len);
 
 /* One sample found while indexing: pointers into its shard's index, valid
  * while the worker holds the index; encoded at once as a record (below). */

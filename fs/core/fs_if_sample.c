@@ -27,7 +27,7 @@
  * from the shard (fs_if_get).
  *
  * Contract: called by the build's worker threads, each on its own shard
- * (the shard's index and stream held by the caller, and fs->if_lock:
+ * (the shard's index and stream held by the caller, and the imagefolder lock:
  * a rejected sidecar's shard is replaced after the build); may block on
  * the reads of .cls members. Non-goals: other media (images only); labels
  * beyond one class per sample.
@@ -103,7 +103,7 @@ static int parse_cls(char *buf, size_t n, uint64_t *num)
  * is trusted only after the tar header before the data, read with it (one
  * read of the stream), describes e (shardidx_check_header, as a member's
  * first read: fs_view_shard.c); a header that does not rejects the index
- * (fs_shard_reject_deferred: the caller holds if_lock) and gives -ESTALE,
+ * (fs_shard_reject_deferred: the caller holds the imagefolder lock) and gives -ESTALE,
  * never a class from bytes the index points to. */
 static int read_cls(struct fs *fs, uint32_t shard, struct cachetier_obj *stream, uint32_t idx,
 		    const struct shardidx_entry *e, uint64_t *num)

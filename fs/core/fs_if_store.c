@@ -8,7 +8,7 @@
  * shard. A view that cannot be saved or mapped is kept in the heap, but
  * only when its build never needed the disk (fs__if_emit says why).
  *
- * Contract: runs under fs->if_lock (fs_if_get); may block (the cache
+ * Contract: runs under the imagefolder lock (fs_if_get); may block (the cache
  * directory, the build). Errors: the build's, -ENOMEM; a saved view that
  * is torn, of another version or of other shards is counted, logged and
  * built again, never used. Non-goals: sharing a view between sources or

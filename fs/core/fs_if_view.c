@@ -3,7 +3,8 @@
  * MOUNTPOINT/<class>/<name>.<ext>, one file per WebDataset sample, so that
  * torchvision's datasets.ImageFolder(MOUNTPOINT) works on shards unchanged.
  *
- * The view is built (or mapped) on first use (fs_if_get, under if_lock),
+ * The view is built (or mapped) on first use (fs_if_get, under the lock of
+ * struct fs_imagefolder),
  * then immutable and published with release semantics; readers take no
  * lock. A refresh retires it (fs_if_reset): it stays valid until unmount
  * for readers that hold it. Lookups are binary searches over the blob's
@@ -23,6 +24,37 @@
 
 #include "fs_if_i.h"
 
+/* The view's state (fs_if.h): fs->imagefolder, from fs_open to fs_close. */
+struct fs_imagefolder {
+	pthread_mutex_t lock;	       /* serialises building (fs_if_get) and fs_if_reset */
+	struct fs_ifview *_Atomic ifv; /* built on first use, then immutable */
+	struct fs_ifview *retired;     /* views a refresh replaced; freed at unmount */
+};
+
+int fs_if_new(struct fs_imagefolder **out)
+{
+	struct fs_imagefolder *f = calloc(1, sizeof(*f));
+
+	*out = f;
+	if (!f)
+		return -ENOMEM;
+	pthread_mutex_init(&f->lock, NULL);
+	return 0;
+}
+
+void fs_if_free(struct fs_imagefolder *f)
+{
+	if (!f)
+		return;
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}
+
+int fs_if_ready(const struct fs *fs)
+{
+	return atomic_load_explicit(&fs->imagefolder->ifv, memory_order_acquire) != NULL;
+}
+
 static void view_free(struct fs_ifview *v)
 {
 	if (!v)
@@ -41,22 +73,23 @@ static void view_free(struct fs_ifview *v)
 
 int fs_if_get(struct fs *fs, const struct fs_ifview **v)
 {
-	struct fs_ifview *p = atomic_load_explicit(&fs->ifv, memory_order_acquire);
+	struct fs_imagefolder *f = fs->imagefolder;
+	struct fs_ifview *p = atomic_load_explicit(&f->ifv, memory_order_acquire);
 	int err = 0;
 
 	for (int round = 0; !p && round < IF_STALE_BUILDS; round++) {
-		pthread_mutex_lock(&fs->if_lock);
+		pthread_mutex_lock(&f->lock);
 		err = 0;
-		p = atomic_load_explicit(&fs->ifv, memory_order_acquire);
+		p = atomic_load_explicit(&f->ifv, memory_order_acquire);
 		if (!p) {
 			err = fs__if_view(fs, &p);
 			if (err == 0)
-				atomic_store_explicit(&fs->ifv, p, memory_order_release);
+				atomic_store_explicit(&f->ifv, p, memory_order_release);
 		}
-		pthread_mutex_unlock(&fs->if_lock);
+		pthread_mutex_unlock(&f->lock);
 		if (err != -ESTALE)
 			break;
-		/* outside if_lock: a replacement resets the view under it */
+		/* outside the lock: a replacement resets the view under it */
 		fs_shards_replace_rejected(fs);
 	}
 
@@ -64,24 +97,27 @@ int fs_if_get(struct fs *fs, const struct fs_ifview **v)
 	return err;
 }
 
-void fs_if_free(struct fs *fs)
+void fs_if_clear(struct fs *fs)
 {
-	view_free(fs->ifv);
-	fs->ifv = NULL;
-	while (fs->if_retired) {
-		struct fs_ifview *v = fs->if_retired;
+	struct fs_imagefolder *f = fs->imagefolder;
 
-		fs->if_retired = v->retired_next;
+	view_free(f->ifv);
+	f->ifv = NULL;
+	while (f->retired) {
+		struct fs_ifview *v = f->retired;
+
+		f->retired = v->retired_next;
 		view_free(v);
 	}
 }
 
 void fs_if_reset(struct fs *fs)
 {
+	struct fs_imagefolder *f = fs->imagefolder;
 	struct fs_ifview *v;
 
-	pthread_mutex_lock(&fs->if_lock);
-	v = atomic_exchange(&fs->ifv, NULL);
+	pthread_mutex_lock(&f->lock);
+	v = atomic_exchange(&f->ifv, NULL);
 	if (v) {
 		/* class inodes are indexes into this view: the kernel must look
 		 * every class name up again in the next one, and drop the
@@ -96,10 +132,10 @@ void fs_if_reset(struct fs *fs)
 			fs_notify_inode(fs, fs_ino(FS_K_IFCLASS, i, 0));
 		}
 		fs_notify_inode(fs, 1);
-		v->retired_next = fs->if_retired;
-		fs->if_retired = v;
+		v->retired_next = f->retired;
+		f->retired = v;
 	}
-	pthread_mutex_unlock(&fs->if_lock);
+	pthread_mutex_unlock(&f->lock);
 }
 
 const char *fs_if_class(const struct fs_ifview *v, uint32_t c, uint32_t *first, uint32_t *n,
@@ -326,7 +362,8 @@ static const struct fs_view fs_view_ifclass = {
  * else the member's. */
 static int iffile_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 {
-	const struct fs_ifview *v = atomic_load_explicit(&fs->ifv, memory_order_acquire);
+	const struct fs_ifview *v =
+	    atomic_load_explicit(&fs->imagefolder->ifv, memory_order_acquire);
 	const unsigned char *r;
 	uint64_t size_mode;
 	int err;
@@ -446,5 +483,5 @@ const struct fs_layout_ops fs_layout_imagefolder = {
     .member_alias = if_member_alias,
     .shards_changed = fs_if_reset,
     .prepare = if_prepare,
-    .free = fs_if_free,
+    .free = fs_if_clear,
 };

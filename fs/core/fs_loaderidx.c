@@ -28,7 +28,7 @@
  * removed or changed objects, a changed object noticed) builds a new
  * generation: a new inode, so the kernel never mixes two versions' pages.
  * Older generations stay readable until unmount (a reader may hold one;
- * freed by fs_lidx_free). Every inode here has attribute and entry timeout
+ * freed by fs_lidx_clear). Every inode here has attribute and entry timeout
  * 0 (volatile_attrs), so each path walk reaches the daemon and meets the
  * current generation.
  *
@@ -69,6 +69,33 @@ struct fs_lidx_doc {
 	int64_t mtime; /* newest shard mtime */
 	struct fs_lidx_doc *older;
 };
+
+/* The loader indexes' state (fs_lidx.h): fs->lidx, from fs_open to
+ * fs_close. Only the shards layout has them and the imagefolder view only
+ * its own layout, so their build and the view's never run in one mount. */
+struct fs_lidx {
+	pthread_mutex_t lock;		 /* serialises building a document */
+	struct fs_lidx_doc *_Atomic doc; /* the newest, immutable once published */
+};
+
+int fs_lidx_new(struct fs_lidx **out)
+{
+	struct fs_lidx *l = calloc(1, sizeof(*l));
+
+	*out = l;
+	if (!l)
+		return -ENOMEM;
+	pthread_mutex_init(&l->lock, NULL);
+	return 0;
+}
+
+void fs_lidx_free(struct fs_lidx *l)
+{
+	if (!l)
+		return;
+	pthread_mutex_destroy(&l->lock);
+	free(l);
+}
 
 /* ---- output buffer ------------------------------------------------------- */
 
@@ -534,7 +561,8 @@ out:
 /* The current document, built when the namespace changed since the last. */
 static int lx_current(struct fs *fs, const struct fs_lidx_doc **out)
 {
-	struct fs_lidx_doc *d = atomic_load_explicit(&fs->lidx, memory_order_acquire), *nd;
+	struct fs_lidx *l = fs->lidx;
+	struct fs_lidx_doc *d = atomic_load_explicit(&l->doc, memory_order_acquire), *nd;
 	uint64_t key[3];
 	int err = 0;
 
@@ -543,19 +571,19 @@ static int lx_current(struct fs *fs, const struct fs_lidx_doc **out)
 		*out = d;
 		return 0;
 	}
-	pthread_mutex_lock(&fs->if_lock);
-	d = atomic_load_explicit(&fs->lidx, memory_order_acquire);
+	pthread_mutex_lock(&l->lock);
+	d = atomic_load_explicit(&l->doc, memory_order_acquire);
 	lx_key(fs, key);
 	if (!d || memcmp(d->key, key, sizeof(key)) != 0) {
 		err = lx_build(fs, key, &nd);
 		if (err == 0) {
 			nd->gen = d ? d->gen + 1 : 1;
 			nd->older = d;
-			atomic_store_explicit(&fs->lidx, nd, memory_order_release);
+			atomic_store_explicit(&l->doc, nd, memory_order_release);
 			d = nd;
 		}
 	}
-	pthread_mutex_unlock(&fs->if_lock);
+	pthread_mutex_unlock(&l->lock);
 	*out = d;
 	return err;
 }
@@ -563,16 +591,20 @@ static int lx_current(struct fs *fs, const struct fs_lidx_doc **out)
 /* Generation gen (kept until unmount), or NULL. */
 static const struct fs_lidx_doc *lx_doc(struct fs *fs, uint32_t gen)
 {
-	const struct fs_lidx_doc *d = atomic_load_explicit(&fs->lidx, memory_order_acquire);
+	const struct fs_lidx_doc *d = atomic_load_explicit(&fs->lidx->doc, memory_order_acquire);
 
 	while (d && d->gen != gen)
 		d = d->older;
 	return d;
 }
 
-void fs_lidx_free(struct fs *fs)
+void fs_lidx_clear(struct fs *fs)
 {
-	struct fs_lidx_doc *d = fs->lidx;
+	struct fs_lidx_doc *d;
+
+	if (!fs->lidx) /* fs_open failed before making it */
+		return;
+	d = fs->lidx->doc;
 
 	while (d) {
 		struct fs_lidx_doc *older = d->older;
@@ -582,7 +614,7 @@ void fs_lidx_free(struct fs *fs)
 		free(d);
 		d = older;
 	}
-	fs->lidx = NULL;
+	fs->lidx->doc = NULL;
 }
 
 /* ---- DALI files ---------------------------------------------------------------- */

@@ -1,11 +1,18 @@
 /*
- * fs_notify.c — the queue of kernel cache invalidations.
+ * fs_notify.c — the notifier (fs_notify.h): the queue of kernel cache
+ * invalidations and the thread that sends them.
  *
  * The core (a refresh, a lookup that finds a changed object, a layout's
  * view built from shards that changed) queues invalidations; the notifier thread hands them to
  * the session's callbacks (struct fs_notify_ops, given by the FUSE adapter
  * at fs_notify_start). Without a started notifier (shardfs index, unit
  * tests) they are dropped.
+ *
+ * Threads: fs_notify_inode, _entry, _shard and _drain from any thread;
+ * fs_notify_start and fs_notify_stop from the owner's (the adapter's, and
+ * fs_close). The thread is the core's helper (fs_thread.c): fs_notify_stop
+ * joins it within FS_THREAD_JOIN_S (10 s), and a send the kernel holds up
+ * longer than that leaves it running (fs_close then frees nothing).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -21,8 +28,8 @@
  * noticed the change (libfuse: "don't call this function from a
  * filesystem operation"). Sends to inodes the kernel does not know fail
  * with ENOENT, which is fine. */
-struct fs_notify {
-	struct fs_notify *next;
+struct nq_item {
+	struct nq_item *next;
 	enum { NQ_INODE, NQ_ENTRY, NQ_SHARD } kind;
 	uint64_t ino; /* the inode; NQ_ENTRY: the parent; NQ_SHARD: the shard */
 	uint32_t n;   /* NQ_SHARD: members */
@@ -30,13 +37,57 @@ struct fs_notify {
 	char name[]; /* NQ_ENTRY */
 };
 
-static void nq_push(struct fs *fs, int kind, uint64_t ino, uint32_t n, const char *name, size_t len)
-{
-	struct fs_notify *q;
+/* The notifier's state (fs_notify.h): fs->notify, from fs_open to fs_close. */
+struct fs_notify {
+	/* set once at fs_notify_start, before the thread starts */
+	const struct fs_notify_ops *ops;
+	void *ctx;
+	pthread_mutex_t lock; /* protects head, tail, busy and open */
+	pthread_cond_t idle;  /* the queue drained, or the notifier stopped */
+	struct nq_item *head, **tail;
+	int busy;		 /* the thread is sending an item */
+	int open;		 /* items are taken: from fs_notify_start to fs_notify_stop */
+	struct fs_thread thread; /* woken by every item queued */
+};
 
-	pthread_mutex_lock(&fs->nq_lock);
-	if (!fs->nq_run) { /* no session (shardfs index) or shutting down */
-		pthread_mutex_unlock(&fs->nq_lock);
+int fs_notify_new(struct fs_notify **out)
+{
+	struct fs_notify *n = calloc(1, sizeof(*n));
+
+	*out = n;
+	if (!n)
+		return -ENOMEM;
+	pthread_mutex_init(&n->lock, NULL);
+	pthread_cond_init(&n->idle, NULL);
+	n->tail = &n->head;
+	fs_thread_init(&n->thread, "notifier");
+	return 0;
+}
+
+void fs_notify_free(struct fs_notify *n)
+{
+	if (!n)
+		return;
+	fs_thread_destroy(&n->thread);
+	pthread_cond_destroy(&n->idle);
+	pthread_mutex_destroy(&n->lock);
+	free(n);
+}
+
+int fs_notify_running(const struct fs *fs)
+{
+	return fs->notify->thread.run;
+}
+
+static void nq_push(struct fs *fs, int kind, uint64_t ino, uint32_t cnt, const char *name,
+		    size_t len)
+{
+	struct fs_notify *n = fs->notify;
+	struct nq_item *q;
+
+	pthread_mutex_lock(&n->lock);
+	if (!n->open) { /* no session (shardfs index) or shutting down */
+		pthread_mutex_unlock(&n->lock);
 		return;
 	}
 	q = malloc(sizeof(*q) + len + 1);
@@ -44,15 +95,16 @@ static void nq_push(struct fs *fs, int kind, uint64_t ino, uint32_t n, const cha
 		q->next = NULL;
 		q->kind = kind;
 		q->ino = ino;
-		q->n = n;
+		q->n = cnt;
 		q->len = len;
 		memcpy(q->name, name, len);
 		q->name[len] = '\0';
-		*fs->nq_tail = q;
-		fs->nq_tail = &q->next;
-		pthread_cond_signal(&fs->nq_cond);
+		*n->tail = q;
+		n->tail = &q->next;
 	}
-	pthread_mutex_unlock(&fs->nq_lock);
+	pthread_mutex_unlock(&n->lock);
+	if (q)
+		fs_thread_wake(&n->thread);
 }
 
 void fs_notify_inode(struct fs *fs, uint64_t ino)
@@ -72,104 +124,109 @@ void fs_notify_shard(struct fs *fs, uint32_t shard, uint32_t n)
 
 void fs_notify_drain(struct fs *fs, double timeout_s)
 {
+	struct fs_notify *n = fs->notify;
 	struct timespec until;
 
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += (time_t)timeout_s;
-	pthread_mutex_lock(&fs->nq_lock);
-	while (fs->nq_run && (fs->nq_head || fs->nq_busy)) {
-		if (pthread_cond_timedwait(&fs->nq_idle, &fs->nq_lock, &until) == ETIMEDOUT)
+	pthread_mutex_lock(&n->lock);
+	while (n->open && (n->head || n->busy)) {
+		if (pthread_cond_timedwait(&n->idle, &n->lock, &until) == ETIMEDOUT)
 			break;
 	}
-	pthread_mutex_unlock(&fs->nq_lock);
+	pthread_mutex_unlock(&n->lock);
 }
 
-static void nq_send(struct fs *fs, const struct fs_notify *q)
+static void nq_send(struct fs *fs, const struct nq_item *q)
 {
-	const struct fs_notify_ops *ops = fs->nq_ops;
+	const struct fs_notify *n = fs->notify;
+	const struct fs_notify_ops *ops = n->ops;
 	/* the layout's other inodes of a member (an imagefolder file) */
 	uint64_t (*alias)(uint32_t shard, uint32_t entry) = fs_layout_of(fs)->member_alias;
 
 	switch (q->kind) {
 	case NQ_INODE:
-		ops->inval_inode(fs->nq_ctx, q->ino);
+		ops->inval_inode(n->ctx, q->ino);
 		break;
 	case NQ_ENTRY:
-		ops->inval_entry(fs->nq_ctx, q->ino, q->name, q->len);
+		ops->inval_entry(n->ctx, q->ino, q->name, q->len);
 		break;
 	case NQ_SHARD:
 		for (uint32_t i = 0; i < q->n; i++) {
-			ops->inval_inode(fs->nq_ctx, fs_ino(FS_K_MEMBER, (uint32_t)q->ino, i));
+			ops->inval_inode(n->ctx, fs_ino(FS_K_MEMBER, (uint32_t)q->ino, i));
 			if (alias)
-				ops->inval_inode(fs->nq_ctx, alias((uint32_t)q->ino, i));
+				ops->inval_inode(n->ctx, alias((uint32_t)q->ino, i));
 		}
 		break;
 	}
 }
 
+/* The notifier thread: sends the queue's items in order, one at a time
+ * without the lock; sleeps (fs_thread_wait, woken by nq_push) while the
+ * queue is empty; ends at the stop (fs_notify_stop empties the queue). */
 static void *nq_thread(void *arg)
 {
 	struct fs *fs = arg;
+	struct fs_notify *n = fs->notify;
 
-	pthread_mutex_lock(&fs->nq_lock);
+	pthread_mutex_lock(&n->lock);
 	for (;;) {
-		struct fs_notify *q = fs->nq_head;
+		struct nq_item *q = n->head;
 
 		if (!q) {
-			pthread_cond_broadcast(&fs->nq_idle);
-			if (!fs->nq_run)
-				break;
-			pthread_cond_wait(&fs->nq_cond, &fs->nq_lock);
+			pthread_cond_broadcast(&n->idle);
+			pthread_mutex_unlock(&n->lock);
+			if (fs_thread_wait(&n->thread, 0))
+				return NULL;
+			pthread_mutex_lock(&n->lock);
 			continue;
 		}
-		fs->nq_head = q->next;
-		if (!fs->nq_head)
-			fs->nq_tail = &fs->nq_head;
-		fs->nq_busy = 1;
-		pthread_mutex_unlock(&fs->nq_lock);
+		n->head = q->next;
+		if (!n->head)
+			n->tail = &n->head;
+		n->busy = 1;
+		pthread_mutex_unlock(&n->lock);
 		nq_send(fs, q);
 		free(q);
-		pthread_mutex_lock(&fs->nq_lock);
-		fs->nq_busy = 0;
+		pthread_mutex_lock(&n->lock);
+		n->busy = 0;
 	}
-	pthread_mutex_unlock(&fs->nq_lock);
-	return NULL;
 }
 
 int fs_notify_start(struct fs *fs, const struct fs_notify_ops *ops, void *ctx)
 {
+	struct fs_notify *n = fs->notify;
 	int err;
 
-	fs->nq_ops = ops;
-	fs->nq_ctx = ctx;
-	pthread_mutex_lock(&fs->nq_lock);
-	fs->nq_run = 1;
-	pthread_mutex_unlock(&fs->nq_lock);
-	err = pthread_create(&fs->nq_thread, NULL, nq_thread, fs);
-	if (err) {
-		fs->nq_run = 0;
-		return -err;
+	n->ops = ops;
+	n->ctx = ctx;
+	pthread_mutex_lock(&n->lock);
+	n->open = 1;
+	pthread_mutex_unlock(&n->lock);
+	err = fs_thread_start(&n->thread, nq_thread, fs);
+	if (err < 0) {
+		pthread_mutex_lock(&n->lock);
+		n->open = 0;
+		pthread_mutex_unlock(&n->lock);
 	}
-	return 0;
+	return err;
 }
 
-void fs_notify_stop(struct fs *fs)
+int fs_notify_stop(struct fs *fs)
 {
-	struct fs_notify *q;
+	struct fs_notify *n = fs->notify;
+	struct nq_item *q;
 
-	pthread_mutex_lock(&fs->nq_lock);
-	if (!fs->nq_run) {
-		pthread_mutex_unlock(&fs->nq_lock);
-		return;
-	}
-	fs->nq_run = 0;
-	while ((q = fs->nq_head) != NULL) {
-		fs->nq_head = q->next;
+	if (!n) /* fs_open failed before making it */
+		return 0;
+	pthread_mutex_lock(&n->lock);
+	n->open = 0;
+	while ((q = n->head) != NULL) {
+		n->head = q->next;
 		free(q);
 	}
-	fs->nq_tail = &fs->nq_head;
-	pthread_cond_broadcast(&fs->nq_cond);
-	pthread_cond_broadcast(&fs->nq_idle);
-	pthread_mutex_unlock(&fs->nq_lock);
-	pthread_join(fs->nq_thread, NULL);
+	n->tail = &n->head;
+	pthread_cond_broadcast(&n->idle);
+	pthread_mutex_unlock(&n->lock);
+	return fs_thread_stop(&n->thread);
 }

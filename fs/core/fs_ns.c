@@ -65,14 +65,42 @@ int fs_ns_shard_suffix(const char *name, size_t *dirlen)
 	return -1;
 }
 
+int fs_ns_new(struct fs_ns **out)
+{
+	struct fs_ns *ns = calloc(1, sizeof(*ns));
+	pthread_rwlockattr_t ra;
+
+	*out = ns;
+	if (!ns)
+		return -ENOMEM;
+	pthread_mutex_init(&ns->refresh_lock, NULL);
+	/* readers may take it twice (readdirplus asks attributes of
+	 * directories while listing one): a waiting writer must not block
+	 * them */
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_READER_NP);
+	pthread_rwlock_init(&ns->ns_lock, &ra);
+	pthread_rwlockattr_destroy(&ra);
+	return 0;
+}
+
+void fs_ns_free(struct fs_ns *ns)
+{
+	if (!ns)
+		return;
+	pthread_rwlock_destroy(&ns->ns_lock);
+	pthread_mutex_destroy(&ns->refresh_lock);
+	free(ns);
+}
+
 void fs_ns_rdlock(struct fs *fs)
 {
-	pthread_rwlock_rdlock(&fs->ns_lock);
+	pthread_rwlock_rdlock(&fs->ns->ns_lock);
 }
 
 void fs_ns_unlock(struct fs *fs)
 {
-	pthread_rwlock_unlock(&fs->ns_lock);
+	pthread_rwlock_unlock(&fs->ns->ns_lock);
 }
 
 /* The kept listing of a brace pattern's mount: every live object whose
@@ -127,9 +155,9 @@ int fs_ns_build(struct fs *fs)
 		return err;
 	err = fs__ns_list(fs, &l, 1);
 	if (err == 0) {
-		pthread_mutex_lock(&fs->refresh_lock);
+		pthread_mutex_lock(&fs->ns->refresh_lock);
 		err = fs__ns_apply(fs, &l, 1);
-		pthread_mutex_unlock(&fs->refresh_lock);
+		pthread_mutex_unlock(&fs->ns->refresh_lock);
 	}
 	fs__ns_listing_free(&l);
 	return err;
@@ -141,7 +169,7 @@ int fs_ns_refresh(struct fs *fs)
 	int err;
 
 	/* one refresh at a time: a second one waits and lists again */
-	pthread_mutex_lock(&fs->refresh_lock);
+	pthread_mutex_lock(&fs->ns->refresh_lock);
 	err = fs__ns_list(fs, &l, 0);
 	if (err == 0) {
 		err = fs__ns_apply(fs, &l, 0);
@@ -151,12 +179,12 @@ int fs_ns_refresh(struct fs *fs)
 		fs_log(FS_LOG_WARN, "refresh of %s failed: %s; the mount shows what it showed",
 		       backend_describe(fs->be), strerror(-err));
 	}
-	pthread_mutex_unlock(&fs->refresh_lock);
+	pthread_mutex_unlock(&fs->ns->refresh_lock);
 	fs__ns_listing_free(&l);
 	return err;
 }
 
-void fs_ns_free(struct fs *fs)
+void fs_ns_clear(struct fs *fs)
 {
 	uint32_t nobjs = fs->nobjs, nshards = fs->nshards;
 

@@ -6,7 +6,7 @@
  *
  * Directories keep their index by path; one without any object below is
  * marked gone. Every directory's entries are computed again from the live
- * objects and swapped in under the write lock of fs->ns_lock; what changed
+ * objects and swapped in under the write lock of ns_lock; what changed
  * is then invalidated in the kernel (entries, directory listings, the
  * inodes and page caches of stale objects and their members) through the
  * notifier thread (fs_notify.c).
@@ -193,12 +193,12 @@ static int ap_publish(struct apply *ap, uint32_t nobjs, uint32_t nshards,
 
 	atomic_store_explicit(&fs->nobjs, nobjs, memory_order_release);
 	atomic_store_explicit(&fs->nshards, nshards, memory_order_release);
-	pthread_rwlock_wrlock(&fs->ns_lock);
+	pthread_rwlock_wrlock(&fs->ns->ns_lock);
 	if (ap->nd > fs->ndirs) {
 		struct fs_dir *p = realloc(fs->dirs, ap->nd * sizeof(*p));
 
 		if (!p) {
-			pthread_rwlock_unlock(&fs->ns_lock);
+			pthread_rwlock_unlock(&fs->ns->ns_lock);
 			return -ENOMEM;
 		}
 		fs->dirs = p;
@@ -224,7 +224,7 @@ static int ap_publish(struct apply *ap, uint32_t nobjs, uint32_t nshards,
 		ap->d[k].ents = NULL;
 	}
 	atomic_store(&fs->ndirs, ap->nd);
-	pthread_rwlock_unlock(&fs->ns_lock);
+	pthread_rwlock_unlock(&fs->ns->ns_lock);
 	return 0;
 }
 
@@ -255,8 +255,8 @@ static void ap_settle(struct apply *ap, struct fs_dirent **old_ents, const uint3
 	/* what lookups dropped since the last refresh was removed since then
 	 * as much as what this one finds (refresh_lock held); what they
 	 * replaced, ap_merge counted (changed_since_refresh) */
-	ap->removed += fs->replaced_removed;
-	fs->replaced_removed = 0;
+	ap->removed += fs->ns->replaced_removed;
+	fs->ns->replaced_removed = 0;
 	fs->c.refresh_added += ap->added;
 	fs->c.refresh_removed += ap->removed;
 	fs->c.refresh_changed += ap->changed;

@@ -2,15 +2,28 @@
  * fs_ns_i.h — private to fs_ns*.c, the files of the namespace (fs_ns.c
  * lists them): a listing of the source, the directories of a refresh and
  * the functions one file calls in another (prefix fs__ns_). Nothing else
- * includes it; the namespace's public interface is the fs_ns_* and fs_obj_*
- * functions of fs_i.h.
+ * includes it; the namespace's interface for the rest of the core is
+ * fs_ns.h.
  */
 #ifndef FS_NS_I_H
 #define FS_NS_I_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "fs_view.h"
+
+/* The namespace's locks (fs_ns.h; lock order there): fs->ns, from fs_open
+ * to fs_close. */
+struct fs_ns {
+	pthread_mutex_t refresh_lock;
+	/* Objects a lookup dropped (removed) since the last refresh
+	 * (fs_ns_replace): the next refresh counts them, as it would have had
+	 * they still been named (replaced ones: changed_since_refresh). Under
+	 * refresh_lock. */
+	uint32_t replaced_removed;
+	pthread_rwlock_t ns_lock;
+};
 
 /* One listing of the source (fs_ns_list.c). */
 

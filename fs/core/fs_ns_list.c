@@ -6,7 +6,7 @@
  * indexes forgotten).
  *
  * Contract: a struct listing is owned by its caller (fs_ns.c, fs_ns_apply.c)
- * and freed with fs__ns_listing_free; nothing here takes fs->ns_lock.
+ * and freed with fs__ns_listing_free; nothing here takes ns_lock.
  *
  * Non-goals: applying a listing to the namespace (fs_ns_apply.c); the
  * cache directory itself (the kept listing is a cache tier blob).

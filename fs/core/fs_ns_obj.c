@@ -90,14 +90,14 @@ int fs_ns_replace(struct fs *fs, uint32_t obj)
 	int64_t oi, si;
 	int err, listed, gone;
 
-	pthread_mutex_lock(&fs->refresh_lock);
+	pthread_mutex_lock(&fs->ns->refresh_lock);
 	fs_ns_rdlock(fs);
 	listed =
 	    fs__ns_dir_entry_of(&fs->dirs[o->dir], o->base, FS_K_OBJ, obj) >= 0 ||
 	    (sdname && fs__ns_dir_entry_of(&fs->dirs[o->dir], sdname, FS_K_SHARD, o->shard) >= 0);
 	fs_ns_unlock(fs);
 	if (!listed) { /* replaced or removed already: look again */
-		pthread_mutex_unlock(&fs->refresh_lock);
+		pthread_mutex_unlock(&fs->ns->refresh_lock);
 		return 0;
 	}
 	err = backend_stat(fs->be, o->key, &info);
@@ -135,7 +135,7 @@ int fs_ns_replace(struct fs *fs, uint32_t obj)
 		atomic_store_explicit(&fs->nobjs, n + 1, memory_order_release);
 		atomic_store_explicit(&fs->nshards, ns + (err > 0 ? 1u : 0u), memory_order_release);
 	}
-	pthread_rwlock_wrlock(&fs->ns_lock);
+	pthread_rwlock_wrlock(&fs->ns->ns_lock);
 	{
 		struct fs_dir *d = &fs->dirs[o->dir];
 
@@ -169,9 +169,9 @@ int fs_ns_replace(struct fs *fs, uint32_t obj)
 				d->nsubdirs--;
 		}
 	}
-	pthread_rwlock_unlock(&fs->ns_lock);
+	pthread_rwlock_unlock(&fs->ns->ns_lock);
 	if (!no)
-		fs->replaced_removed++; /* counted by the next refresh */
+		fs->ns->replaced_removed++; /* counted by the next refresh */
 	atomic_fetch_add(&fs->total_bytes, (no ? no->info.size : 0) - fs_obj_size(o));
 	fs_obj_mark_stale(fs, obj, no ? FS_OBJ_STALE : FS_OBJ_GONE);
 	fs_notify_inode(fs, fs__ns_dir_ino(o->dir));
@@ -179,6 +179,6 @@ int fs_ns_replace(struct fs *fs, uint32_t obj)
 		fs_layout_of(fs)->shards_changed(fs);
 	err = 0;
 out:
-	pthread_mutex_unlock(&fs->refresh_lock);
+	pthread_mutex_unlock(&fs->ns->refresh_lock);
 	return err;
 }

@@ -21,7 +21,7 @@
  *
  * Threads: operations may block (index loading, decoding). Shared state is
  * immutable, atomic, or (the source directories' entries) read under
- * fs->ns_lock. A local object is stat'ed on every read and lookup
+ * ns_lock. A local object is stat'ed on every read and lookup
  * (fs_obj_check), so a file changed under the mount gives ESTALE for its
  * old inodes; kernel caches are invalidated by the notifier (fs_notify.c).
  *

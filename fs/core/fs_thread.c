@@ -1,7 +1,8 @@
 /*
  * fs_thread.c — the core's background threads (the warm fill, the plan
- * fetcher): one helper for starting a thread, waking it, telling it to
- * stop and joining it within a bound (fs_i.h, struct fs_thread).
+ * fetcher, the notifier): one helper for starting a thread, waking it,
+ * telling it to stop and joining it within a bound (fs_i.h, struct
+ * fs_thread).
  *
  * A thread's body polls fs_thread_stopping between steps, or sleeps in
  * fs_thread_wait, which returns at a wake-up, at a stop, or after its

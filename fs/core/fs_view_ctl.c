@@ -1,16 +1,18 @@
 /*
  * fs_view_ctl.c — .shardfs and its control files (fs_view.h; what they say:
- * fs_ctl.c).
+ * fs_ctl.c), and the control files' state (fs_ctl.h, struct fs_ctl_state): their
+ * snapshots and the latest prefetch run.
  *
  * A control file is read as a snapshot: one rendered at open, kept under
- * the open's generation number (fs->ctl_snaps: a READ may still be in
- * flight when RELEASE frees it), or, without OPEN requests, the one the
- * last GETATTR rendered (fs->ctl_cur). Timeouts are 0 (fs_op_timeout).
+ * the open's generation number (struct fs_ctl_state, snaps: a READ may still be
+ * in flight when RELEASE frees it), or, without OPEN requests, the one the
+ * last GETATTR rendered (cur). Timeouts are 0 (fs_op_timeout).
  * .shardfs/control reads as empty and takes commands (fs_ops.c: ioctl,
  * write).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,11 +20,96 @@
 
 #include "fs_view.h"
 
+/* Snapshots of control files, one per open. A READ may still be in flight
+ * when RELEASE frees its snapshot (the kernel issues direct-I/O reads
+ * asynchronously and returns on the first short one), so the file handle
+ * is a generation number looked up under the lock, never a pointer. */
+#define CTL_SNAPS 1024
+struct ctl_snap {
+	uint64_t gen; /* 0: free */
+	char *buf;
+	size_t len;
+};
+
+/* The control files' state (fs_ctl.h): fs->ctl, from fs_open to fs_close. */
+struct fs_ctl_state {
+	pthread_mutex_t lock; /* protects everything below; held for no I/O */
+	struct ctl_snap snaps[CTL_SNAPS];
+	uint64_t gen;
+	/* Without OPEN requests (zero-cost opens) a control file is read through
+	 * the page cache: every GETATTR renders a new snapshot here and reports
+	 * its size and a new mtime, so the kernel drops the old pages, and the
+	 * READ that follows serves this snapshot. */
+	struct ctl_snap cur[FS_CTL_COUNT];
+	/* The latest prefetch run (fs_ctl.h, fs_ctl_run_of) */
+	int run;	     /* its id, 1, 2, ...; 0: none yet */
+	pid_t run_pid;	     /* the process that began it */
+	uint64_t run_before; /* bytes of its objects cached when it named them */
+};
+
+int fs_ctl_new(struct fs_ctl_state **out)
+{
+	struct fs_ctl_state *c = calloc(1, sizeof(*c));
+
+	*out = c;
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_init(&c->lock, NULL);
+	return 0;
+}
+
+void fs_ctl_free(struct fs_ctl_state *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+int fs_ctl_run_of(struct fs *fs, pid_t pid, int start)
+{
+	struct fs_ctl_state *c = fs->ctl;
+	int run;
+
+	pthread_mutex_lock(&c->lock);
+	if (start || c->run == 0 || c->run_pid != pid) {
+		c->run = c->run == INT_MAX ? 1 : c->run + 1;
+		c->run_pid = pid;
+		c->run_before = 0;
+	}
+	run = c->run;
+	pthread_mutex_unlock(&c->lock);
+	return run;
+}
+
+void fs_ctl_run_cached(struct fs *fs, int run, uint64_t cached)
+{
+	struct fs_ctl_state *c = fs->ctl;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->run == run)
+		c->run_before += cached;
+	pthread_mutex_unlock(&c->lock);
+}
+
+int fs_ctl_run(struct fs *fs, uint64_t *before)
+{
+	struct fs_ctl_state *c = fs->ctl;
+	int run;
+
+	pthread_mutex_lock(&c->lock);
+	run = c->run;
+	*before = c->run_before;
+	pthread_mutex_unlock(&c->lock);
+	return run;
+}
+
 /* A control file's attributes: render the current snapshot (see
- * fs->ctl_cur) and report its size, with a new mtime every time. */
+ * struct fs_ctl_state, cur) and report its size, with a new mtime every time. */
 static int ctl_snap_attr(struct fs *fs, uint64_t ino, enum fs_ctl which, struct stat *st)
 {
-	struct fs_ctl_snap *cur = &fs->ctl_cur[which];
+	struct fs_ctl_state *c = fs->ctl;
+	struct ctl_snap *cur = &c->cur[which];
 	struct timespec now;
 	char *buf;
 	size_t len;
@@ -31,10 +118,10 @@ static int ctl_snap_attr(struct fs *fs, uint64_t ino, enum fs_ctl which, struct 
 	if (err < 0)
 		return err;
 	clock_gettime(CLOCK_REALTIME, &now);
-	pthread_mutex_lock(&fs->ctl_lock);
+	pthread_mutex_lock(&c->lock);
 	free(cur->buf);
-	*cur = (struct fs_ctl_snap){++fs->ctl_gen, buf, len};
-	pthread_mutex_unlock(&fs->ctl_lock);
+	*cur = (struct ctl_snap){++c->gen, buf, len};
+	pthread_mutex_unlock(&c->lock);
 	fs_attr_file(fs, st, ino, S_IFREG | 0444, len, now.tv_sec);
 	st->st_mtim = st->st_ctim = now;
 	return 0;
@@ -88,7 +175,8 @@ static const char *ctl_list_entry(const struct fs_listing *l, uint32_t i, uint64
 
 static int ctl_open(struct fs *fs, uint64_t ino, int flags, struct fs_open *o)
 {
-	struct fs_ctl_snap *slot;
+	struct fs_ctl_state *c = fs->ctl;
+	struct ctl_snap *slot;
 	char *buf;
 	size_t len;
 	int err;
@@ -104,29 +192,30 @@ static int ctl_open(struct fs *fs, uint64_t ino, int flags, struct fs_open *o)
 	err = fs_ctl_render(fs, (enum fs_ctl)fs_ino_a(ino), &buf, &len);
 	if (err < 0)
 		return err;
-	pthread_mutex_lock(&fs->ctl_lock);
-	o->fh = ++fs->ctl_gen;
-	slot = &fs->ctl_snaps[o->fh % FS_CTL_SNAPS];
+	pthread_mutex_lock(&c->lock);
+	o->fh = ++c->gen;
+	slot = &c->snaps[o->fh % CTL_SNAPS];
 	free(slot->buf); /* a snapshot 1024 opens old: its reader is gone */
-	*slot = (struct fs_ctl_snap){o->fh, buf, len};
-	pthread_mutex_unlock(&fs->ctl_lock);
+	*slot = (struct ctl_snap){o->fh, buf, len};
+	pthread_mutex_unlock(&c->lock);
 	o->direct_io = 1;
 	return 0;
 }
 
 static void ctl_release(struct fs *fs, uint64_t ino, uint64_t fh)
 {
-	struct fs_ctl_snap *slot = &fs->ctl_snaps[fh % FS_CTL_SNAPS];
+	struct fs_ctl_state *c = fs->ctl;
+	struct ctl_snap *slot = &c->snaps[fh % CTL_SNAPS];
 
 	(void)ino;
 	if (!fh)
 		return;
-	pthread_mutex_lock(&fs->ctl_lock);
+	pthread_mutex_lock(&c->lock);
 	if (slot->gen == fh) {
 		free(slot->buf);
-		*slot = (struct fs_ctl_snap){0, NULL, 0};
+		*slot = (struct ctl_snap){0, NULL, 0};
 	}
-	pthread_mutex_unlock(&fs->ctl_lock);
+	pthread_mutex_unlock(&c->lock);
 }
 
 /* The open's own snapshot (fh), or without an open the current one; copied. */
@@ -134,13 +223,14 @@ static int ctl_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size
 		    struct fs_read *r)
 {
 	uint32_t a = fs_ino_a(ino);
-	struct fs_ctl_snap *slot;
+	struct fs_ctl_state *c = fs->ctl;
+	struct ctl_snap *slot;
 	int err = 0;
 
 	if (a != FS_CTL_STATS && a != FS_CTL_METRICS && a != FS_CTL_PLANS)
 		return -EISDIR;
-	slot = fh ? &fs->ctl_snaps[fh % FS_CTL_SNAPS] : &fs->ctl_cur[a];
-	pthread_mutex_lock(&fs->ctl_lock);
+	slot = fh ? &c->snaps[fh % CTL_SNAPS] : &c->cur[a];
+	pthread_mutex_lock(&c->lock);
 	if (fh && slot->gen != fh) {
 		/* released already: a late async read nobody waits for */
 		err = -EIO;
@@ -160,7 +250,7 @@ static int ctl_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size
 		r->len = size;
 	}
 out:
-	pthread_mutex_unlock(&fs->ctl_lock);
+	pthread_mutex_unlock(&c->lock);
 	return err;
 }
 
@@ -176,14 +266,18 @@ const struct fs_view fs_view_ctl = {
     .read = ctl_read,
 };
 
-void fs_ctl_free(struct fs *fs)
+void fs_ctl_clear(struct fs *fs)
 {
-	for (int i = 0; i < FS_CTL_SNAPS; i++)
-		free(fs->ctl_snaps[i].buf);
-	for (int i = 0; i < FS_CTL_COUNT; i++)
-		free(fs->ctl_cur[i].buf);
+	struct fs_ctl_state *c = fs->ctl;
+
+	if (c) { /* NULL: fs_open failed before making it */
+		for (int i = 0; i < CTL_SNAPS; i++)
+			free(c->snaps[i].buf);
+		for (int i = 0; i < FS_CTL_COUNT; i++)
+			free(c->cur[i].buf);
+		memset(c->snaps, 0, sizeof(c->snaps));
+		memset(c->cur, 0, sizeof(c->cur));
+	}
 	fs_plan_free_all(fs);
-	memset(fs->ctl_snaps, 0, sizeof(fs->ctl_snaps));
-	memset(fs->ctl_cur, 0, sizeof(fs->ctl_cur));
-	fs_lidx_free(fs);
+	fs_lidx_clear(fs);
 }

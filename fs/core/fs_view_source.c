@@ -5,7 +5,7 @@
  * (fs_layout_shards).
  *
  * A source directory's entries may change at a refresh: they are read under
- * the namespace's read lock (fs->ns_lock), which a listing holds until it
+ * the namespace's read lock (ns_lock), which a listing holds until it
  * is done. A lookup that reaches us revalidates the object it finds.
  */
 #include <errno.h>
@@ -96,7 +96,7 @@ static void dir_list_prepare(struct fs *fs, uint64_t ino, uint64_t off)
 	fs_dir_learn(fs, fs_ino_a(ino), off < 2 ? 0 : (uint32_t)(off - 2));
 }
 
-/* Holds fs->ns_lock (read) until fs_ops.c ends the listing. */
+/* Holds ns_lock (read) until fs_ops.c ends the listing. */
 static int dir_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
 {
 	const struct fs_dir *dir;

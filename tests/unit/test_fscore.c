@@ -888,8 +888,8 @@ static void test_imagefolder_hooks(void)
 
 	fs_open_core(&fs, "imagefolder");
 	/* what the mount calls before it answers: the view built and published */
-	CHECK(fs_layout_of(fs)->prepare && fs_layout_of(fs)->prepare(fs) == 0 &&
-		  atomic_load(&fs->ifv) && fs->c.if_images > 0,
+	CHECK(fs_layout_of(fs)->prepare && fs_layout_of(fs)->prepare(fs) == 0 && fs_if_ready(fs) &&
+		  fs->c.if_images > 0,
 	      "prepare: %llu images", (unsigned long long)fs->c.if_images);
 	CHECK(fs_ctl_render(fs, FS_CTL_STATS, &st, &stl) == 0 && st, "render stats");
 	text = st ? strndup(st, stl) : NULL;
@@ -1248,12 +1248,28 @@ static void test_header_check(void)
 	free(tar);
 }
 
+/* The lifecycle test's notifier operations: count what is sent. */
+static atomic_int lc_inval_inodes, lc_inval_entries;
+
+static void lc_inval_inode(void *ctx, uint64_t ino)
+{
+	lc_inval_inodes++;
+}
+
+static void lc_inval_entry(void *ctx, uint64_t parent, const char *name, size_t len)
+{
+	lc_inval_entries++;
+}
+
+static const struct fs_notify_ops lc_notify_ops = {lc_inval_inode, lc_inval_entry};
+
 /* The lifecycle with the core's threads running: a remote source
  * (fault://) opened as a mount opens it (FS_OPEN_MOUNT, in the foreground so
  * the log stays on stderr) with --warm all starts the warm thread and the
- * plan fetcher; fs_close (after fs_cancel, or alone) stops and joins both
- * while the warm's fills may still run, and frees everything (the ASan
- * build's leak check). */
+ * plan fetcher; the notifier starts as the FUSE adapter starts it and sends
+ * what is queued; fs_close (after fs_cancel, or alone) stops and joins all
+ * three while the warm's fills may still run, and frees everything (the
+ * ASan build's leak check). */
 static void test_lifecycle(void)
 {
 	char cache[4096], src[4096], mnt[4096];
@@ -1281,6 +1297,20 @@ static void test_lifecycle(void)
 		CHECK(fs_warm_running(fs) && fs->pfx.run == 1,
 		      "lifecycle: the warm thread (%d) and the plan fetcher (%d) run",
 		      fs_warm_running(fs), fs->pfx.run);
+		lc_inval_inodes = lc_inval_entries = 0;
+		fs_notify_inode(fs, 7); /* dropped: the notifier has not started */
+		err = fs_notify_start(fs, &lc_notify_ops, NULL);
+		CHECK(err == 0 && fs_notify_running(fs), "lifecycle: the notifier starts: %d", err);
+		fs_notify_inode(fs, 7);
+		fs_notify_entry(fs, 1, "x", 1);
+		fs_notify_drain(fs, 30);
+		CHECK(
+		    lc_inval_inodes == 1 && lc_inval_entries == 1,
+		    "lifecycle: the notifier sent %d inode and %d entry invalidations, not 1 and 1",
+		    (int)lc_inval_inodes, (int)lc_inval_entries);
+		if (!cancel) /* as the adapter does before fs_close, which stops it again */
+			CHECK(fs_notify_stop(fs) == 0 && !fs_notify_running(fs),
+			      "lifecycle: the notifier stops");
 		if (cancel)
 			fs_cancel(fs);
 		fs_close(fs);

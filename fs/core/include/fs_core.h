@@ -125,8 +125,11 @@ struct fs_notify_ops {
  * ops (with ctx) once the adapter can: 0 or -errno. */
 int fs_notify_start(struct fs *fs, const struct fs_notify_ops *ops, void *ctx);
 /* Stop the notifier; what is still queued is dropped (the kernel's caches
- * go with the mount). Accepts a notifier that never started. */
-void fs_notify_stop(struct fs *fs);
+ * go with the mount). Joins its thread within FS_THREAD_JOIN_S (10 s): 0,
+ * or -ETIMEDOUT when a send is still held up (logged; fs_close then frees
+ * nothing). Accepts a notifier that never started or stopped already;
+ * fs_close calls it too. */
+int fs_notify_stop(struct fs *fs);
 
 /* ---- the log (fs_log.c): stderr, or a file once the daemon runs ---------- */
 enum fs_log_level { FS_LOG_ERR, FS_LOG_WARN, FS_LOG_INFO, FS_LOG_DEBUG };

@@ -1,0 +1,74 @@
+/*
+ * fs_ctl.h — the control files (.shardfs/: stats, metrics, plans, control)
+ * and the commands written to control. What they say and the commands:
+ * fs_ctl.c; the files as a view, their snapshots and the prefetch run:
+ * fs_view_ctl.c. The control files' state (the snapshots, one per open or
+ * one per file without OPEN requests, and the latest prefetch run) lives
+ * behind an opaque struct fs_ctl_state that fs->ctl points to, made by fs_open
+ * (fs_ctl_new) and freed by fs_close (fs_ctl_clear, then fs_ctl_free); it
+ * owns its lock, and nothing outside fs_view_ctl.c touches its fields.
+ *
+ * The counters are not here: struct fs_counters (fs_i.h) stays a plain
+ * struct of relaxed atomics in struct fs, because every part of the core
+ * (namespace, shards, views, plans, learning) counts into it without a lock
+ * or a call; fs_ctl.c only reads it to render stats and metrics.
+ */
+#ifndef FS_CTL_H
+#define FS_CTL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "fs_core_ctl.h"
+
+struct fs;
+struct fs_ctl_state;
+
+/* The control files' state, empty: 0, or -ENOMEM. */
+int fs_ctl_new(struct fs_ctl_state **c);
+/* Free it (after fs_ctl_clear; NULL: nothing). */
+void fs_ctl_free(struct fs_ctl_state *c);
+/* fs_view_ctl.c: free every snapshot of the control files, the plans
+ * (fs_plan_free_all) and the loader indexes (fs_lidx_clear), at unmount,
+ * when no request runs any more. */
+void fs_ctl_clear(struct fs *fs);
+
+/* fs_ctl.c: render control file 'which' into a malloc'd buffer: 0 or
+ * -ENOMEM. */
+int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len);
+
+/* Carry out the commands written to .shardfs/control (one per line):
+ *   prefetch [PATH]   fill the cache with every object at or below PATH
+ *                     (relative to the mount root; none: everything), as
+ *                     part of the sender's prefetch run (fs_ctl_run_of)
+ *   prefetch-start    begin a new prefetch run for the sender
+ *   refresh           list the source again (fs_ns_refresh) and wait until
+ *                     the kernel's caches of what changed are invalidated
+ *   plan [NAME] FILE  publish the reading plan in FILE (an absolute path the
+ *                     daemon reads) under NAME (fs_plan_publish; none: the
+ *                     sender's, "pid-PID" with pid, the sending process)
+ *   plan-clear [NAME] drop the plan NAME (none: the sender's)
+ * A PATH inside a shard's member directory prefetches the whole shard (the
+ * cache holds objects, a member is a range of its shard).
+ * Returns 0, 1 when a PATH named something inside a shard (so its shard
+ * was prefetched), or -EINVAL / -ENOENT for a bad command or path, or the
+ * listing's error of a refresh. */
+int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid);
+
+/* fs_view_ctl.c: the latest prefetch run. A run begins at a
+ * 'prefetch-start' command, or at a prefetch command from another process
+ * than the run's; its objects carry its id in fs_obj.prefetch, and the
+ * prefetch_run_* counters are of its objects only. Any thread; each takes
+ * the state's lock only for itself (never blocks on anything else).
+ * fs_ctl_run_of: the run a prefetch command from pid belongs to (ids 1, 2,
+ * ...): the current one, or a new one when pid did not begin it or start is
+ * set. fs_ctl_run_cached: the first time run names an object, add what is
+ * cached of it (bytes) to the run's "cached already", if run is still the
+ * latest. fs_ctl_run: the latest run (0: none yet) and its "cached
+ * already" bytes in *before. */
+int fs_ctl_run_of(struct fs *fs, pid_t pid, int start);
+void fs_ctl_run_cached(struct fs *fs, int run, uint64_t cached);
+int fs_ctl_run(struct fs *fs, uint64_t *before);
+
+#endif
