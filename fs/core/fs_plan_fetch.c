@@ -17,6 +17,18 @@
  * range lies in, and skips units that are there already; a reader that
  * reaches an extent first fills it on demand.
  *
+ * Requests shaped by the plan: unless the gap is 0 (--plan-gap 0), the
+ * extents go in batches (the next once the reader is half-way through the
+ * last: s->mark), and within a batch extents of one object at most the
+ * gap apart go as one span with the bytes between them
+ * (cachetier_obj_prefetch_span: those bytes are evicted first while no
+ * plan names them), spans in the order of their first extent, a batch's
+ * spans within the plan's share in bytes of the store (pfx_flush cuts the
+ * batch in plan order). The gap (pfx_gap): the rate of a connection x its
+ * time to first byte as the cache tier measured them on its fills (the
+ * bytes between cost less than another request), --plan-gap until then,
+ * at most a chunk.
+ *
  * The lookahead: --plan-lookahead, at most a quarter of --cache-size (the
  * rest holds what readers read meanwhile, and what other plans and mounts
  * sharing the directory need), split evenly over the plans published now.
