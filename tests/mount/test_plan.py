@@ -22,6 +22,10 @@ GROUP:
              indexes, --plan-gap 0 (one request per planned path): exact paths, bytes and units handed over and fetched at publish and
              after every read in plan order; every planned read a hit; a second plan gets
              half the lookahead
+  coalesce   requests shaped by the plan on the link emulator (30 ms, 60 MB/s): planned samples
+             of one object closer than the measured rate x time to first byte go out as one
+             GET (exact GETs from the emulator's counters, exact units fetched); groups 5 MB
+             apart split; the bytes between serve a later plan; two plans of the same samples
   file       a plan file is never copied into the log (a shadow-like file: only counts and
              line numbers of the lines that name nothing), and is read in pieces (48 MiB of
              overlong lines raise the daemon's peak RSS by less than 8 MiB)
@@ -548,7 +552,8 @@ def group_coalesce(env, ck):
     ranges (the two groups of shard 0 split, shard 1's group whole) in 3 GETs, exactly the units
     of the 3 spans, the bytes between counted as gap bytes; reading the plan then misses nothing
     and sends no GET. A second plan of the unplanned members between (fetched as gap bytes)
-    costs no GET."""
+    costs no GET. Two plans of the same samples in two orders on a fresh cache: 3 GETs in all,
+    each unit fetched once, every read a hit."""
     from shardfs_test import linkemu
     src = env.path('src')
     os.makedirs(src)
@@ -645,6 +650,37 @@ def group_coalesce(env, ck):
             ck.eq('the gap bytes serve a later plan: GETs', emu.stats()['requests'], g1)
             ck.eq('... misses', st['cache_misses'], st0['cache_misses'])
             ck.eq('read_errors', st['read_errors'], 0)
+        # two plans competing: the same 15 samples in two orders, published one after the
+        # other on a fresh cache; each plan's batch is grouped alike, and the second's ranges
+        # find the first's units queued or filled: 3 GETs in all, each unit fetched once
+        with ml.Mount(env, emu.url(''), cache_dir=env.path('cache2'),
+                      extra=['--cache-size', '64M', '--warm', 'off']) as m:
+            for s in range(3):
+                os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
+            read(os.path.join(m.mnt, 'shard-000002', 'w.bin'))
+            ml.poll(lambda: (lambda s: s['link_rate_bytes'] > 0 and s['fills_inflight'] == 0
+                             and s)(m.stats()))
+            st0, g0 = m.stats(), emu.stats()['requests']
+            other = planned[:]
+            random.Random(6).shuffle(other)
+            pf3 = env.path('plan-e')
+            with open(pf3, 'w') as f:
+                f.write(''.join('%s/%s\n' % (s, n) for s, n, _ in other))
+            ck.eq('plan c rc (second mount)', ctl(m.mnt, 'plan c ' + pf), None)
+            ck.eq('plan e rc', ctl(m.mnt, 'plan e ' + pf3), None)
+            st = ml.poll(lambda: (lambda s: s['plan_fetch_paths'] == 2 * len(planned) and
+                                  s['fills'] - st0['fills'] >= 3 and s['fills_inflight'] == 0
+                                  and s)(m.stats())) or m.stats()
+            g1 = emu.stats()['requests']
+            ck.eq('two plans: ranges handed over', st['plan_fetch_ranges'], 6)
+            ck.eq('two plans: GETs sent', g1 - g0, 3)
+            ck.eq('two plans: each unit once', st['bytes_fetched'] - st0['bytes_fetched'],
+                  units_of(spans))
+            for s, n, _ in other:
+                read(os.path.join(m.mnt, s, n))
+            st = m.stats()
+            ck.eq('two plans: every read a hit', st['cache_misses'], st0['cache_misses'])
+            ck.eq('two plans: reading sent no GET', emu.stats()['requests'], g1)
     finally:
         emu.stop()
 
