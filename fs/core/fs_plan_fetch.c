@@ -22,12 +22,12 @@
  * last: s->mark), and within a batch extents of one object at most the
  * gap apart go as one span with the bytes between them
  * (cachetier_obj_prefetch_span: those bytes are evicted first while no
- * plan names them), spans in the order of their first extent, a batch's
- * spans within the plan's share in bytes of the store (pfx_flush cuts the
- * batch in plan order). The gap (pfx_gap): the rate of a connection x its
- * time to first byte as the cache tier measured them on its fills (the
- * bytes between cost less than another request), --plan-gap until then,
- * at most a chunk.
+ * plan names them), the smallest gaps first while the bytes between stay
+ * within a quarter of the batch's planned bytes (PFX_GAP_SHARE), spans in
+ * the order of their first extent. The gap (pfx_gap): the rate of a
+ * connection x its time to first byte as the cache tier measured them on
+ * its fills (the bytes between cost less than another request),
+ * --plan-gap until then, at most a chunk.
  *
  * The lookahead: --plan-lookahead, at most a quarter of --cache-size (the
  * rest holds what readers read meanwhile, and what other plans and mounts
@@ -51,7 +51,7 @@
 
 /* What the fetcher knows of one plan: the plan (a reference held), the
  * index of the next extent to hand over and how much of it was handed
- * over already (the lookahead's end or the batch's budget cut it), and
+ * over already (the lookahead's end cut it), and
  * the position at which the next batch is due (mark). */
 struct pfx_plan {
 	struct fs_plan *p;
@@ -82,6 +82,7 @@ struct pfx_buf {
 	struct pfx_piece *pc, *sorted;
 	struct pfx_span *sp;
 	struct cachetier_piece *cp;
+	uint64_t *gaps, *cand; /* pfx_spans: per sorted piece, the gap after it */
 	size_t n, cap;
 };
 static void pfx_wake(void *ctx)
@@ -176,36 +177,77 @@ static int span_cmp(const void *a, const void *b)
 	return x->first < y->first ? -1 : x->first > y->first;
 }
 
-/* Sort the first k pieces of the batch by (object, offset) into
- * b->sorted and group them into spans (pieces of one object whose gaps
- * are at most gap) in b->sp: returns the spans' count, *bytes the bytes
- * they cover. */
-static size_t pfx_spans(struct pfx_buf *b, size_t k, uint64_t gap, uint64_t *bytes)
+/* Bytes between planned extents fetched with them: at most a quarter of
+ * the batch's planned bytes. The smallest gaps go first (the most requests
+ * saved per byte), so a plan over a cache much smaller than its data (where
+ * such bytes are evicted before a later extent could use them) fetches at
+ * most 1.25 x the units it needs, not the whole objects again and again
+ * (tests/bench/link_bench.py L7 with every gap up to the threshold taken:
+ * 6.4 x the bytes read). */
+#define PFX_GAP_SHARE 4u
+
+static int gap_cmp(const void *a, const void *b)
 {
-	size_t ns = 0;
+	const uint64_t *x = a, *y = b;
+
+	return *x < *y ? -1 : *x > *y;
+}
+
+/* Sort the batch's pieces by (object, offset) into b->sorted and group
+ * them into spans in b->sp: pieces of one object that overlap or touch
+ * always, and across gaps of at most gap bytes, smallest gaps first, while
+ * the gaps taken stay within a PFX_GAP_SHARE-th of the pieces' bytes.
+ * Returns the spans' count. */
+static size_t pfx_spans(struct pfx_buf *b, uint64_t gap)
+{
+	size_t k = b->n, ns = 0, ng = 0;
+	uint64_t allow = 0, run = 0, thr = 0;
 
 	memcpy(b->sorted, b->pc, k * sizeof(*b->pc));
 	qsort(b->sorted, k, sizeof(*b->sorted), piece_cmp);
-	*bytes = 0;
+	/* gaps[i]: bytes from the end of pieces [.., i] of its object to piece
+	 * i + 1 (UINT64_MAX: another object) */
+	for (size_t i = 0; i < k; i++) {
+		allow += b->sorted[i].len;
+		uint64_t e = b->sorted[i].off + b->sorted[i].len;
+
+		if (i == 0 || b->sorted[i].x.obj != b->sorted[i - 1].x.obj || e > run)
+			run = e;
+		if (i + 1 < k) {
+			const struct pfx_piece *nx = &b->sorted[i + 1];
+
+			b->gaps[i] = nx->x.obj != b->sorted[i].x.obj ? UINT64_MAX
+				     : nx->off > run		     ? nx->off - run
+								     : 0;
+			if (b->gaps[i] > 0 && b->gaps[i] <= gap)
+				b->cand[ng++] = b->gaps[i];
+		}
+	}
+	/* the largest gap taken: the smallest ones while they fit the allowance */
+	allow /= PFX_GAP_SHARE;
+	qsort(b->cand, ng, sizeof(*b->cand), gap_cmp);
+	for (size_t i = 0; i < ng && b->cand[i] <= allow; i++) {
+		allow -= b->cand[i];
+		thr = b->cand[i];
+	}
 	for (size_t i = 0; i < k;) {
 		struct pfx_span *sp = &b->sp[ns++];
-		size_t j = i + 1;
+		size_t j = i;
 
 		sp->a = (uint32_t)i;
 		sp->first = b->sorted[i].idx;
 		sp->off = b->sorted[i].off;
 		sp->end = b->sorted[i].off + b->sorted[i].len;
-		while (j < k && b->sorted[j].x.obj == b->sorted[i].x.obj &&
-		       b->sorted[j].off <= sp->end + gap) {
+		/* (gaps equal to the largest taken go too) */
+		while (j + 1 < k && b->gaps[j] != UINT64_MAX && b->gaps[j] <= thr) {
+			j++;
 			if (b->sorted[j].off + b->sorted[j].len > sp->end)
 				sp->end = b->sorted[j].off + b->sorted[j].len;
 			if (b->sorted[j].idx < sp->first)
 				sp->first = b->sorted[j].idx;
-			j++;
 		}
-		sp->b = (uint32_t)j;
-		*bytes += sp->end - sp->off;
-		i = j;
+		sp->b = (uint32_t)(j + 1);
+		i = j + 1;
 	}
 	return ns;
 }
@@ -261,6 +303,8 @@ static int pfx_add(struct pfx_buf *b, const struct fs_plan_extent *x, uint32_t i
 		struct pfx_piece *s = a ? realloc(b->sorted, nc * sizeof(*s)) : NULL;
 		struct pfx_span *sp = s ? realloc(b->sp, nc * sizeof(*sp)) : NULL;
 		struct cachetier_piece *cp = sp ? realloc(b->cp, nc * sizeof(*cp)) : NULL;
+		uint64_t *g = cp ? realloc(b->gaps, nc * sizeof(*g)) : NULL;
+		uint64_t *c = g ? realloc(b->cand, nc * sizeof(*c)) : NULL;
 
 		if (a)
 			b->pc = a;
@@ -268,9 +312,13 @@ static int pfx_add(struct pfx_buf *b, const struct fs_plan_extent *x, uint32_t i
 			b->sorted = s;
 		if (sp)
 			b->sp = sp;
-		if (!cp)
+		if (cp)
+			b->cp = cp;
+		if (g)
+			b->gaps = g;
+		if (!c)
 			return -ENOMEM;
-		b->cp = cp;
+		b->cand = c;
 		b->cap = nc;
 	}
 	pc = &b->pc[b->n++];
@@ -283,37 +331,18 @@ static int pfx_add(struct pfx_buf *b, const struct fs_plan_extent *x, uint32_t i
 	return 0;
 }
 
-/* Hand the batch to the cache tier, within budget bytes of the store's
- * objects: the longest prefix of it (in plan order) whose spans cover at
- * most budget (at least its first piece), grouped into spans by gap, the
- * spans in the order of their first planned extent. Returns the pieces
- * handed over. */
-static size_t pfx_flush(struct fs *fs, struct pfx_buf *b, uint64_t gap, uint64_t budget)
+/* Hand the batch to the cache tier: its pieces grouped into spans
+ * (pfx_spans), the spans in the order of their first planned extent. */
+static void pfx_flush(struct fs *fs, struct pfx_buf *b, uint64_t gap)
 {
-	size_t k = b->n, ns;
-	uint64_t bytes;
+	size_t ns;
 
-	if (k == 0)
-		return 0;
-	ns = pfx_spans(b, k, gap, &bytes);
-	if (bytes > budget && k > 1) {
-		size_t lo = 1, hi = k - 1; /* the longest prefix within budget: in [1, k) */
-
-		while (lo < hi) {
-			size_t mid = lo + (hi - lo + 1) / 2;
-
-			if (pfx_spans(b, mid, gap, &bytes), bytes <= budget)
-				lo = mid;
-			else
-				hi = mid - 1;
-		}
-		k = lo;
-		ns = pfx_spans(b, k, gap, &bytes);
-	}
+	if (b->n == 0)
+		return;
+	ns = pfx_spans(b, gap);
 	qsort(b->sp, ns, sizeof(*b->sp), span_cmp);
 	for (size_t i = 0; i < ns; i++)
 		pfx_span_issue(fs, b, &b->sp[i]);
-	return k;
 }
 
 /* Hand over the extents of plan s from its position on, up to share bytes
@@ -322,14 +351,14 @@ static size_t pfx_flush(struct fs *fs, struct pfx_buf *b, uint64_t gap, uint64_t
  * lookahead. Otherwise in batches, so that extents close together go
  * out together: a batch is due once the reader is half-way through the
  * extents the last one handed over (s->mark) or past them; it holds what
- * the lookahead allows, within share bytes of spans (pfx_flush). */
+ * the lookahead allows, grouped into spans (pfx_flush). */
 static void pfx_plan(struct fs *fs, struct pfx_plan *s, uint64_t share, uint64_t gap,
 		     struct pfx_buf *b)
 {
 	struct fs_plan_extent x[PFX_BATCH];
 	uint32_t idx[PFX_BATCH];
 	struct fs_plan_info in;
-	uint64_t limit, handed, pos;
+	uint64_t limit;
 	int stop = 0;
 
 	fs_plan_get_info(s->p, &in);
@@ -339,9 +368,7 @@ static void pfx_plan(struct fs *fs, struct pfx_plan *s, uint64_t share, uint64_t
 	}
 	if (gap > 0 && in.position < s->mark && s->next < in.paths)
 		return; /* not half-way through the last batch yet */
-	pos = fs_plan_bytes_before(s->p, in.position);
-	limit = pos + share;
-	handed = fs_plan_bytes_before(s->p, s->next) + s->part;
+	limit = fs_plan_bytes_before(s->p, in.position) + share;
 	b->n = 0;
 	while (!stop && s->next < in.paths && fs_plan_bytes_before(s->p, s->next) < limit) {
 		uint32_t from = s->next, n = fs_plan_ahead(s->p, &from, x, idx, PFX_BATCH);
@@ -376,13 +403,8 @@ static void pfx_plan(struct fs *fs, struct pfx_plan *s, uint64_t share, uint64_t
 		}
 	}
 	if (b->n > 0) {
-		size_t k = pfx_flush(fs, b, gap, limit > handed ? limit - handed : 0);
-
-		if (k < b->n) { /* the rest in a later batch */
-			s->next = b->pc[k].idx;
-			s->part = b->pc[k].from;
-		}
-		s->mark = b->pc[0].idx + (b->pc[k - 1].idx - b->pc[0].idx) / 2 + 1;
+		pfx_flush(fs, b, gap);
+		s->mark = b->pc[0].idx + (b->pc[b->n - 1].idx - b->pc[0].idx) / 2 + 1;
 	}
 }
 
@@ -432,6 +454,8 @@ static void *pfx_main(void *arg)
 	free(b.sorted);
 	free(b.sp);
 	free(b.cp);
+	free(b.gaps);
+	free(b.cand);
 	return NULL;
 }
 

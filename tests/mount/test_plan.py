@@ -547,7 +547,7 @@ def units_of(spans):
 def group_coalesce(env, ck):
     """Requests shaped by the plan, on the link emulator (30 ms to first byte, 60 MB/s per
     connection: the gap worth fetching is about 1.8 MB, measured by the mount from its own fills):
-    a plan of 15 samples of 100,000 bytes in two shards, each sample 150 KB from the next
+    a plan of 15 samples of 100,000 bytes in two shards, each sample 21 KB from the next
     planned one of its group, two groups of shard 0 5 MB apart. Publishing fetches exactly 3
     ranges (the two groups of shard 0 split, shard 1's group whole) in 3 GETs, exactly the units
     of the 3 spans, the bytes between counted as gap bytes; reading the plan then misses nothing
@@ -557,7 +557,7 @@ def group_coalesce(env, ck):
     from shardfs_test import linkemu
     src = env.path('src')
     os.makedirs(src)
-    P, U = 100000, 150000
+    P, U = 100000, 20000
 
     def group(tag, n):
         out = []
