@@ -265,7 +265,7 @@ int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_
 
 /* The link as this process's fills saw it (decayed averages, recent fills
  * weighing most): the time from a fill's request to its first byte, and
- * the rate one connection delivered after it (from fills of 256 KiB or
+ * the rate one connection delivered after it (from fills of 1 MiB or
  * more; 0 until one). All 0 before the first fill. */
 struct cachetier_link {
 	uint64_t ttfb_ns;

@@ -407,7 +407,7 @@ static const struct ctl_counter ctl_counters[] = {
      SNAP(link_ttfb_us)},
     {"link_rate_bytes",
      "bytes per second one connection delivered after its first byte, as measured (fills of "
-     "256 KiB or more; 0 until one)",
+     "1 MiB or more; 0 until one)",
      G, SNAP(link.rate)},
 };
 #undef FS

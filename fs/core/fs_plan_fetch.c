@@ -239,7 +239,9 @@ static size_t pfx_spans(struct pfx_buf *b, uint64_t gap)
 		sp->off = b->sorted[i].off;
 		sp->end = b->sorted[i].off + b->sorted[i].len;
 		/* (gaps equal to the largest taken go too) */
-		while (j + 1 < k && b->gaps[j] != UINT64_MAX && b->gaps[j] <= thr) {
+		while (j + 1 < k && b->gaps[j] != UINT64_MAX && b->gaps[j] <= thr &&
+		       (b->gaps[j] == 0 ||
+			b->sorted[j + 1].off + b->sorted[j + 1].len - sp->off <= gap)) {
 			j++;
 			if (b->sorted[j].off + b->sorted[j].len > sp->end)
 				sp->end = b->sorted[j].off + b->sorted[j].len;
