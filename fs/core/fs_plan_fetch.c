@@ -23,8 +23,8 @@
  * gap apart go as one span with the bytes between them
  * (cachetier_obj_prefetch_span: those bytes are evicted first while no
  * plan names them), the smallest gaps first while the bytes between stay
- * within a quarter of the batch's planned bytes (PFX_GAP_SHARE), spans in
- * the order of their first extent. The gap (pfx_gap): the rate of a
+ * within a quarter of the batch's planned bytes (PFX_GAP_SHARE), a span
+ * at most one gap long, spans in the order of their first extent. The gap (pfx_gap): the rate of a
  * connection x its time to first byte as the cache tier measured them on
  * its fills (the bytes between cost less than another request),
  * --plan-gap until then, at most a chunk.
@@ -196,7 +196,9 @@ static int gap_cmp(const void *a, const void *b)
 /* Sort the batch's pieces by (object, offset) into b->sorted and group
  * them into spans in b->sp: pieces of one object that overlap or touch
  * always, and across gaps of at most gap bytes, smallest gaps first, while
- * the gaps taken stay within a PFX_GAP_SHARE-th of the pieces' bytes.
+ * the gaps taken stay within a PFX_GAP_SHARE-th of the pieces' bytes and a
+ * span within gap bytes (a reader waits for a fill's last byte: a longer
+ * span would delay its first sample by more than a time to first byte).
  * Returns the spans' count. */
 static size_t pfx_spans(struct pfx_buf *b, uint64_t gap)
 {
