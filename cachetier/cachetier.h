@@ -257,6 +257,33 @@ int cachetier_obj_prefetch(struct cachetier_obj *o, enum cachetier_prefetch_mode
  * -ENOMEM. */
 int cachetier_obj_prefetch_range(struct cachetier_obj *o, uint64_t off, uint64_t len,
 				 enum cachetier_prefetch_mode mode);
+/* One planned extent of a span: bytes [off, off + len) of the object. */
+struct cachetier_piece {
+	uint64_t off, len;
+};
+/* Fetch the bytes from x[0].off to the end of the last piece as one range
+ * (cachetier_obj_prefetch_range: queued in the order asked, one request
+ * per chunk it lies in), for a planner that found the bytes between
+ * nearby planned extents cheaper than another request. x: n pieces by
+ * offset (they may overlap). Units that no piece touches and that are
+ * not cached are fetched "in between": counted as filled ahead but never
+ * spared, and evicted before anything else while no read or later range
+ * or span names them. Returns 0, -EINVAL (a piece past
+ * cachetier_obj_size, or not sorted), -ENOMEM. */
+int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_piece *x, size_t n,
+				enum cachetier_prefetch_mode mode);
+
+/* The link as this process's fills saw it (decayed averages, recent fills
+ * weighing most): the time from a fill's request to its first byte, and
+ * the rate one connection delivered after it (from fills of 1 MiB or
+ * more; 0 until one). All 0 before the first fill. */
+struct cachetier_link {
+	uint64_t ttfb_ns;
+	uint64_t rate; /* bytes per second */
+	uint64_t samples;
+};
+void cachetier_link_get(struct cachetier *ct, struct cachetier_link *l);
+
 /* The latest prefetch of o: 1 while it runs (chunks left to look at, or
  * fills in flight), 0 once it ended or when none was asked. *unfit_bytes
  * (may be NULL): the bytes it skipped because they did not fit (see

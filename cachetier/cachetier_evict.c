@@ -25,7 +25,10 @@
  * auxfd). Objects of earlier mounts, other processes and other sources are opened for it from their
  * maps. When nothing is left to evict, the data directories are scanned again (at most once a
  * second) for objects other processes added. Decoded copies are evicted too, least recently used
- * (evict_dec), before any chunk read more recently.
+ * (evict_dec), before any chunk read more recently. Units fetched only
+ * because they lay between planned extents of one request (ct_file.gap,
+ * cachetier_obj_prefetch_span) and not read since go first of all, and are
+ * never spared as ahead.
  *
  * Full cache: when nothing evictable is left (every valid chunk pinned by
  * a reader), the fill goes ahead into its file anyway and the cache runs
@@ -96,6 +99,8 @@ static int64_t file_at(const struct ct_file *f)
  * gets there soon: a decoder streaming a shard read once before)? */
 static int chunk_ahead(const struct ct_file *f, uint32_t c, int64_t now)
 {
+	if (f->gap[c]) /* between planned extents, no plan names it: not spared */
+		return 0;
 	if (f->unread[c] && now - f->catime[c] < AHEAD_SPARE_NS)
 		return 1;
 	return f->ra_window && now - f->atime_ns < AHEAD_SPARE_NS &&
@@ -122,7 +127,9 @@ static struct ev_key chunk_key(const struct ct_file *f, uint32_t c, int64_t fat,
 {
 	struct ev_key k = {0, f->catime[c] ? f->catime[c] : fat};
 
-	if (chunk_ahead(f, c, now)) {
+	if (f->gap[c] && f->unread[c]) {
+		k.at = INT64_MIN; /* fetched only as a span's gap, never read: first */
+	} else if (chunk_ahead(f, c, now)) {
 		k.ahead = 1;
 		k.at = -k.at;
 	}
@@ -137,7 +144,7 @@ static uint64_t ahead_bytes(const struct cachetier *ct, int64_t now)
 
 	for (const struct ct_file *f = ct->files; f; f = f->next) {
 		for (uint32_t c = 0; f->live && f->bytes && c < f->nchunks; c++) {
-			if (f->unread[c] && f->cst[c] == CH_VALID &&
+			if (f->unread[c] && !f->gap[c] && f->cst[c] == CH_VALID &&
 			    now - f->catime[c] < AHEAD_SPARE_NS)
 				sum += cachetier__chunk_len(f, c);
 		}

@@ -71,6 +71,7 @@ struct fill_sink {
 	struct ct_slot *slot; /* the worker's: progress, and a request to stop */
 	uint32_t cb;	      /* unit bytes; start is a unit's start */
 	uint32_t *crc;	      /* CRC32C of each unit of the run, as its bytes arrive */
+	int64_t first_ns;     /* when its first byte arrived (0: none yet) */
 };
 
 /* The error a withdrawn prefetch fill stops with (pf_yield). */
@@ -90,6 +91,8 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 	 * else would leave a hole in a chunk about to be marked valid */
 	if (off != s->next || len > s->end - off)
 		return -EIO;
+	if (!s->wrote)
+		s->first_ns = cachetier__mono_ns();
 	s->wrote = 1;
 	/* each unit's CRC32C as its bytes pass, while they are in the CPU's
 	 * cache (tests/bench/crc_bench.sh: about 0.12 ms of CPU a MB) */
@@ -150,11 +153,14 @@ static int fill_chunk(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 			      .slot = slot,
 			      .cb = f->cb,
 			      .crc = crc};
+	int64_t t0 = cachetier__mono_ns();
 	int err = 0;
 
 	memset(crc, 0, sizeof(*crc) * ((len + f->cb - 1) / f->cb));
 	/* only from the listed version: chunks of two versions never mix */
 	err = cachetier__read_version(ct, f->key, f->etag, &s.next, s.end, fill_sink_write, &s);
+	if (err == 0 && s.wrote) /* the link as this fill saw it (cachetier_plan.c) */
+		cachetier__link_note(ct, s.first_ns - t0, len, cachetier__mono_ns() - s.first_ns);
 	if (err < 0 && s.wrote)
 		(void)fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
 				(off_t)len);

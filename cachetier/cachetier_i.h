@@ -106,6 +106,10 @@ struct ct_file {
 	int64_t *catime; /* per chunk: this process's last read or fill of it (CLOCK_REALTIME ns);
 			  * 0: untouched here (the object's last use stands for it) */
 	uint8_t *unread; /* per chunk: filled ahead (readahead, prefetch), not read since */
+	uint8_t *gap;	 /* per unit: queued only because it lies between planned extents of a
+			  * span (cachetier_obj_prefetch_span) and no plan named it since: while
+			  * unread it is not spared and goes first (cachetier_evict.c); a read
+			  * or a range naming it clears it */
 	uint8_t *cst;	 /* enum ct_chunk per chunk */
 	uint32_t *pins;	 /* readers inside read_begin/read_end per chunk */
 	int *cerr;	 /* the error of the last failed fill per chunk */
@@ -241,6 +245,13 @@ struct cachetier {
 	uint64_t peer_waits;	    /* fills that waited for another process's fill */
 	uint64_t pf_withdrawn;	    /* prefetch fills stopped to free a connection for a reader */
 	atomic_ullong decoded_used; /* bytes of decoded copies (never evicted) */
+	/* The link as this process's fills saw it (cachetier_plan.c): decayed
+	 * sums, each sample weighing 7/8 of the one before */
+	int64_t link_ttfb_ns;	    /* time to first byte of a fill's request (EWMA) */
+	uint64_t link_bytes;	    /* bytes after the first byte, of fills of LINK_RATE_MIN+ */
+	uint64_t link_ns;	    /* ... and the time they took */
+	uint64_t link_samples;	    /* fills measured (time to first byte) */
+	uint64_t link_rate_samples; /* of those, fills long enough to measure a rate */
 	atomic_ullong decoded_streams, decoded_bytes, decoded_reused, meta_reads, meta_writes;
 	atomic_int version_noted[CT_FMT_COUNT];	  /* cachetier__note_version logged it */
 	atomic_ullong units_corrupt;		  /* cachetier__note_corrupt */
@@ -425,6 +436,12 @@ void cachetier__pf_push(struct cachetier *ct, struct ct_file *f, int front);
 int cachetier__range_push(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
 			  int evict, int front);
 void cachetier__range_pop(struct cachetier *ct);
+
+/* cachetier_plan.c: a fill's request of bytes took ttfb_ns to its first
+ * byte and xfer_ns from there to its last. Any thread, no lock held. */
+void cachetier__link_note(struct cachetier *ct, int64_t ttfb_ns, uint64_t bytes, int64_t xfer_ns);
+/* CLOCK_MONOTONIC in ns (the fills' timings). */
+int64_t cachetier__mono_ns(void);
 
 /* cachetier_share.c — state shared between processes. */
 /* Lock byte off of fd (F_RDLCK, F_WRLCK, F_UNLCK); wait 1: poll until it

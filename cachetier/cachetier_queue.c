@@ -433,6 +433,7 @@ int cachetier__file_prefetch_range(struct cachetier *ct, struct ct_file *f, uint
 		 * LRU order where the next eviction takes them before their
 		 * reader comes */
 		for (uint32_t c = c0; c < c1; c++) {
+			f->gap[c] = 0; /* named: planned */
 			if (f->cst[c] == CH_VALID && f->pins[c] == 0) {
 				f->catime[c] = now;
 				f->unread[c] = 1;

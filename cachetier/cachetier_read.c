@@ -287,6 +287,7 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	for (uint32_t c = c0; c < c1; c++) { /* chunk LRU (cachetier_evict.c) */
 		f->catime[c] = f->atime_ns;
 		f->unread[c] = 0;
+		f->gap[c] = 0;
 	}
 	/* what readers touch is prefetched first */
 	if (f->pf_listed && ct->pf != f) {

@@ -131,6 +131,8 @@ struct ctl_snapshot {
 	uint64_t source_bytes, offline, fill_threads, connections, cache_room;
 	uint64_t warm_state, warm_wanted, warm_done, warm_unfit;
 	struct fs_plan_totals plan;
+	struct cachetier_link link;
+	uint64_t link_ttfb_us;
 };
 
 static void collect_snapshot(struct fs *fs, struct ctl_snapshot *s)
@@ -142,6 +144,8 @@ static void collect_snapshot(struct fs *fs, struct ctl_snapshot *s)
 	backend_get_stats(fs->be, &s->bs);
 	prefetch_progress(fs, &s->pf);
 	fs_plan_totals(fs, &s->plan);
+	cachetier_link_get(fs->ct, &s->link);
+	s->link_ttfb_us = s->link.ttfb_ns / 1000;
 	fs_warm_progress(fs, &wp);
 	s->warm_state = wp.state;
 	s->warm_wanted = wp.wanted;
@@ -386,6 +390,22 @@ static const struct ctl_counter ctl_counters[] = {
      FS(plan_fetch_paths)},
     {"plan_fetch_bytes", "bytes of the planned paths handed to the cache tier to fetch ahead", C,
      FS(plan_fetch_bytes)},
+    {"plan_fetch_ranges",
+     "ranges handed to the cache tier to fetch ahead: planned paths of one object close together "
+     "and the bytes between them (one request each, or one per chunk it lies in)",
+     C, FS(plan_fetch_ranges)},
+    {"plan_fetch_gap_bytes", "bytes between planned paths fetched with them (evicted first)", C,
+     FS(plan_fetch_gap_bytes)},
+    {"plan_gap_bytes",
+     "the largest gap between planned paths fetched in one request, at the last batch: rate x "
+     "time to first byte as measured (--plan-gap before the first measurement)",
+     G, FS(plan_gap)},
+    {"link_ttfb_us", "time to first byte of the store's fills, as measured (decayed average)", G,
+     SNAP(link_ttfb_us)},
+    {"link_rate_bytes",
+     "bytes per second one connection delivered after its first byte, as measured (fills of "
+     "1 MiB or more; 0 until one)",
+     G, SNAP(link.rate)},
 };
 #undef FS
 #undef SNAP

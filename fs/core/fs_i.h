@@ -62,6 +62,9 @@ struct fs_config {
 	uint64_t cache_size_bytes; /* ct.cache_size_bytes, for fs_warm.c (fs_opt.c sets it) */
 	/* --plan-lookahead: bytes of planned paths fetched ahead of the readers */
 	uint64_t plan_lookahead_bytes;
+	/* --plan-gap: bytes between planned extents of one object fetched
+	 * with them in one request until the link is measured (0: never) */
+	uint64_t plan_gap_bytes;
 	/* --imagefolder-build-memory: heap the imagefolder view's build sorts
 	 * in before it writes sorted runs to the cache directory */
 	uint64_t if_build_memory;
@@ -267,6 +270,10 @@ struct fs_counters {
 	/* fs_plan_fetch.c: planned paths and their bytes handed to the cache
 	 * tier to fetch ahead */
 	atomic_ullong plan_fetch_paths, plan_fetch_bytes;
+	/* fs_plan_fetch.c: ranges handed over (one or more planned extents and
+	 * the bytes between them), those bytes between, the gap in force at the
+	 * last batch */
+	atomic_ullong plan_fetch_ranges, plan_fetch_gap_bytes, plan_gap;
 	/* brace sources (fs_learn.c): objects whose size and ETag the store
 	 * told on first need; named objects the store does not have (404) */
 	atomic_ullong brace_learned, brace_missing;

@@ -106,7 +106,9 @@ uint64_t fs_plan_bytes_before(const struct fs_plan *p, uint32_t i);
  * extents of each plan from its position on, in plan order, up to a
  * lookahead of --plan-lookahead bytes (at most a quarter of --cache-size)
  * split over the plans, as range prefetches that may evict what was read
- * (cachetier_obj_prefetch_range, CACHETIER_PF_EVICT). Start after the
+ * (cachetier_obj_prefetch_range, CACHETIER_PF_EVICT); extents of one
+ * object closer than the measured rate x time to first byte go as one
+ * span with the bytes between (cachetier_obj_prefetch_span). Start after the
  * namespace is built; stop after cachetier_cancel (accepts a fetcher that
  * never started). */
 void fs_plan_fetch_start(struct fs *fs);

@@ -17,6 +17,18 @@
  * range lies in, and skips units that are there already; a reader that
  * reaches an extent first fills it on demand.
  *
+ * Requests shaped by the plan: unless the gap is 0 (--plan-gap 0), the
+ * extents go in batches (the next once the reader is half-way through the
+ * last: s->mark), and within a batch extents of one object at most the
+ * gap apart go as one span with the bytes between them
+ * (cachetier_obj_prefetch_span: those bytes are evicted first while no
+ * plan names them), the smallest gaps first while the bytes between stay
+ * within a quarter of the batch's planned bytes (PFX_GAP_SHARE), a span
+ * at most one gap long, spans in the order of their first extent. The gap (pfx_gap): the rate of a
+ * connection x its time to first byte as the cache tier measured them on
+ * its fills (the bytes between cost less than another request),
+ * --plan-gap until then, at most a chunk.
+ *
  * The lookahead: --plan-lookahead, at most a quarter of --cache-size (the
  * rest holds what readers read meanwhile, and what other plans and mounts
  * sharing the directory need), split evenly over the plans published now.
@@ -39,13 +51,40 @@
 
 /* What the fetcher knows of one plan: the plan (a reference held), the
  * index of the next extent to hand over and how much of it was handed
- * over already (the lookahead's end cut it). */
+ * over already (the lookahead's end cut it), and
+ * the position at which the next batch is due (mark). */
 struct pfx_plan {
 	struct fs_plan *p;
 	uint32_t next;
 	uint64_t part;
+	uint32_t mark;
 };
 
+/* A piece of a batch: bytes [from, to) of planned extent idx (x), and
+ * what they cost in the store's object: [off, off + len) (with the tar
+ * header of a first piece). */
+struct pfx_piece {
+	struct fs_plan_extent x;
+	uint32_t idx;
+	uint64_t from, to;
+	uint64_t off, len;
+};
+
+/* A span: pieces [a, b) of the batch sorted by (object, offset), fetched
+ * as one range; first: the lowest plan index among them. */
+struct pfx_span {
+	uint32_t a, b, first;
+	uint64_t off, end;
+};
+
+/* The fetcher's scratch, grown as batches need (its thread only). */
+struct pfx_buf {
+	struct pfx_piece *pc, *sorted;
+	struct pfx_span *sp;
+	struct cachetier_piece *cp;
+	uint64_t *gaps, *cand; /* pfx_spans: per sorted piece, the gap after it */
+	size_t n, cap;
+};
 static void pfx_wake(void *ctx)
 {
 	struct fs *fs = ctx;
@@ -76,70 +115,301 @@ static void pfx_issue(struct fs *fs, const struct fs_plan_extent *x, uint64_t fr
 	}
 	if (err < 0)
 		return; /* the object changed size (a refresh) or no memory: a reader fetches it */
+	fs->c.plan_fetch_ranges++;
 	if (from == 0)
 		fs->c.plan_fetch_paths++;
 	fs->c.plan_fetch_bytes += to - from;
 }
 
+/* The largest gap between planned extents of one object worth fetching
+ * with them: what one connection moves in one time to first byte (another
+ * request would cost that time), as the cache tier measured its fills;
+ * --plan-gap until it has; at most a chunk (the cache tier's largest
+ * request); 0 when --plan-gap is 0. */
+static uint64_t pfx_gap(struct fs *fs)
+{
+	struct cachetier_link l;
+	uint64_t gap = fs->cfg.plan_gap_bytes;
+
+	if (gap == 0)
+		return 0;
+	cachetier_link_get(fs->ct, &l);
+	if (l.rate > 0 && l.ttfb_ns > 0)
+		gap = (uint64_t)((double)l.rate * (double)l.ttfb_ns / 1e9);
+	if (gap > fs->cfg.ct.chunk_bytes)
+		gap = fs->cfg.ct.chunk_bytes;
+	fs->c.plan_gap = gap;
+	return gap;
+}
+
+static int piece_cmp(const void *a, const void *b)
+{
+	const struct pfx_piece *x = a, *y = b;
+
+	if (x->x.obj != y->x.obj)
+		return x->x.obj < y->x.obj ? -1 : 1;
+	if (x->off != y->off)
+		return x->off < y->off ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int span_cmp(const void *a, const void *b)
+{
+	const struct pfx_span *x = a, *y = b;
+
+	return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/* Bytes between planned extents fetched with them: at most a quarter of
+ * the batch's planned bytes. The smallest gaps go first (the most requests
+ * saved per byte), so a plan over a cache much smaller than its data (where
+ * such bytes are evicted before a later extent could use them) fetches at
+ * most 1.25 x the units it needs, not the whole objects again and again
+ * (tests/bench/link_bench.py L7 with every gap up to the threshold taken:
+ * 6.4 x the bytes read). */
+#define PFX_GAP_SHARE 4u
+
+static int gap_cmp(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+
+	return *x < *y ? -1 : *x > *y;
+}
+
+/* Sort the batch's pieces by (object, offset) into b->sorted and group
+ * them into spans in b->sp: pieces of one object that overlap or touch
+ * always, and across gaps of at most gap bytes, smallest gaps first, while
+ * the gaps taken stay within a PFX_GAP_SHARE-th of the pieces' bytes and a
+ * span within gap bytes (a reader waits for a fill's last byte: a longer
+ * span would delay its first sample by more than a time to first byte).
+ * Returns the spans' count. */
+static size_t pfx_spans(struct pfx_buf *b, uint64_t gap)
+{
+	size_t k = b->n, ns = 0, ng = 0;
+	uint64_t allow = 0, run = 0, thr = 0;
+
+	memcpy(b->sorted, b->pc, k * sizeof(*b->pc));
+	qsort(b->sorted, k, sizeof(*b->sorted), piece_cmp);
+	/* gaps[i]: bytes from the end of pieces [.., i] of its object to piece
+	 * i + 1 (UINT64_MAX: another object) */
+	for (size_t i = 0; i < k; i++) {
+		allow += b->sorted[i].len;
+		uint64_t e = b->sorted[i].off + b->sorted[i].len;
+
+		if (i == 0 || b->sorted[i].x.obj != b->sorted[i - 1].x.obj || e > run)
+			run = e;
+		if (i + 1 < k) {
+			const struct pfx_piece *nx = &b->sorted[i + 1];
+
+			b->gaps[i] = nx->x.obj != b->sorted[i].x.obj ? UINT64_MAX
+				     : nx->off > run		     ? nx->off - run
+								     : 0;
+			if (b->gaps[i] > 0 && b->gaps[i] <= gap)
+				b->cand[ng++] = b->gaps[i];
+		}
+	}
+	/* the largest gap taken: the smallest ones while they fit the allowance */
+	allow /= PFX_GAP_SHARE;
+	qsort(b->cand, ng, sizeof(*b->cand), gap_cmp);
+	for (size_t i = 0; i < ng && b->cand[i] <= allow; i++) {
+		allow -= b->cand[i];
+		thr = b->cand[i];
+	}
+	for (size_t i = 0; i < k;) {
+		struct pfx_span *sp = &b->sp[ns++];
+		size_t j = i;
+
+		sp->a = (uint32_t)i;
+		sp->first = b->sorted[i].idx;
+		sp->off = b->sorted[i].off;
+		sp->end = b->sorted[i].off + b->sorted[i].len;
+		/* (gaps equal to the largest taken go too) */
+		while (j + 1 < k && b->gaps[j] != UINT64_MAX && b->gaps[j] <= thr &&
+		       (b->gaps[j] == 0 ||
+			b->sorted[j + 1].off + b->sorted[j + 1].len - sp->off <= gap)) {
+			j++;
+			if (b->sorted[j].off + b->sorted[j].len > sp->end)
+				sp->end = b->sorted[j].off + b->sorted[j].len;
+			if (b->sorted[j].idx < sp->first)
+				sp->first = b->sorted[j].idx;
+		}
+		sp->b = (uint32_t)(j + 1);
+		i = j + 1;
+	}
+	return ns;
+}
+
+/* Hand span sp of the batch (b->sorted) to the cache tier: one piece as a
+ * range, more as a span whose gaps are fetched with them. */
+static void pfx_span_issue(struct fs *fs, struct pfx_buf *b, const struct pfx_span *sp)
+{
+	const struct pfx_piece *pc = &b->sorted[sp->a];
+	struct cachetier_obj *raw;
+	uint64_t covered = 0, at = sp->off;
+	size_t n = sp->b - sp->a;
+
+	if (n == 1) {
+		pfx_issue(fs, &pc->x, pc->from, pc->to);
+		return;
+	}
+	if (fs_obj_raw(fs, pc->x.obj, &raw) < 0)
+		return; /* logged */
+	for (size_t i = 0; i < n; i++) {
+		b->cp[i].off = pc[i].off;
+		b->cp[i].len = pc[i].len;
+		/* bytes the pieces cover, overlaps once */
+		if (pc[i].off + pc[i].len > at) {
+			uint64_t lo = pc[i].off > at ? pc[i].off : at;
+
+			covered += pc[i].off + pc[i].len - lo;
+			at = pc[i].off + pc[i].len;
+		}
+	}
+	if (cachetier_obj_prefetch_span(raw, b->cp, n, CACHETIER_PF_EVICT) < 0)
+		return; /* the object changed size (a refresh) or no memory: readers fetch */
+	fs->c.plan_fetch_ranges++;
+	fs->c.plan_fetch_gap_bytes += sp->end - sp->off - covered;
+	for (size_t i = 0; i < n; i++) {
+		if (pc[i].from == 0)
+			fs->c.plan_fetch_paths++;
+		fs->c.plan_fetch_bytes += pc[i].to - pc[i].from;
+	}
+}
+
+/* Add bytes [from, to) of extent x (plan index idx) to the batch. 0 or
+ * -ENOMEM. */
+static int pfx_add(struct pfx_buf *b, const struct fs_plan_extent *x, uint32_t idx, uint64_t from,
+		   uint64_t to)
+{
+	struct pfx_piece *pc;
+	uint64_t hdr = from == 0 && (x->flags & FS_PLAN_HEADER) ? 512 : 0;
+
+	if (b->n == b->cap) {
+		size_t nc = b->cap ? 2 * b->cap : 256;
+		struct pfx_piece *a = realloc(b->pc, nc * sizeof(*a));
+		struct pfx_piece *s = a ? realloc(b->sorted, nc * sizeof(*s)) : NULL;
+		struct pfx_span *sp = s ? realloc(b->sp, nc * sizeof(*sp)) : NULL;
+		struct cachetier_piece *cp = sp ? realloc(b->cp, nc * sizeof(*cp)) : NULL;
+		uint64_t *g = cp ? realloc(b->gaps, nc * sizeof(*g)) : NULL;
+		uint64_t *c = g ? realloc(b->cand, nc * sizeof(*c)) : NULL;
+
+		if (a)
+			b->pc = a;
+		if (s)
+			b->sorted = s;
+		if (sp)
+			b->sp = sp;
+		if (cp)
+			b->cp = cp;
+		if (g)
+			b->gaps = g;
+		if (!c)
+			return -ENOMEM;
+		b->cand = c;
+		b->cap = nc;
+	}
+	pc = &b->pc[b->n++];
+	pc->x = *x;
+	pc->idx = idx;
+	pc->from = from;
+	pc->to = to;
+	pc->off = x->off + from - hdr;
+	pc->len = to - from + hdr;
+	return 0;
+}
+
+/* Hand the batch to the cache tier: its pieces grouped into spans
+ * (pfx_spans), the spans in the order of their first planned extent. */
+static void pfx_flush(struct fs *fs, struct pfx_buf *b, uint64_t gap)
+{
+	size_t ns;
+
+	if (b->n == 0)
+		return;
+	ns = pfx_spans(b, gap);
+	qsort(b->sp, ns, sizeof(*b->sp), span_cmp);
+	for (size_t i = 0; i < ns; i++)
+		pfx_span_issue(fs, b, &b->sp[i]);
+}
+
 /* Hand over the extents of plan s from its position on, up to share bytes
  * past the position: an extent across that end only up to it (the rest
- * once the position moves). */
-static void pfx_plan(struct fs *fs, struct pfx_plan *s, uint64_t share)
+ * once the position moves). With gap 0 each extent goes as it enters the
+ * lookahead. Otherwise in batches, so that extents close together go
+ * out together: a batch is due once the reader is half-way through the
+ * extents the last one handed over (s->mark) or past them; it holds what
+ * the lookahead allows, grouped into spans (pfx_flush). */
+static void pfx_plan(struct fs *fs, struct pfx_plan *s, uint64_t share, uint64_t gap,
+		     struct pfx_buf *b)
 {
 	struct fs_plan_extent x[PFX_BATCH];
 	uint32_t idx[PFX_BATCH];
 	struct fs_plan_info in;
 	uint64_t limit;
+	int stop = 0;
 
 	fs_plan_get_info(s->p, &in);
 	if (s->next < in.position) {
 		s->next = in.position;
 		s->part = 0;
 	}
+	if (gap > 0 && in.position < s->mark && s->next < in.paths)
+		return; /* not half-way through the last batch yet */
 	limit = fs_plan_bytes_before(s->p, in.position) + share;
-	while (s->next < in.paths && fs_plan_bytes_before(s->p, s->next) < limit) {
+	b->n = 0;
+	while (!stop && s->next < in.paths && fs_plan_bytes_before(s->p, s->next) < limit) {
 		uint32_t from = s->next, n = fs_plan_ahead(s->p, &from, x, idx, PFX_BATCH);
 
-		for (uint32_t k = 0; k < n; k++) {
+		for (uint32_t k = 0; k < n && !stop; k++) {
 			uint64_t at = fs_plan_bytes_before(s->p, idx[k]), part = 0, to;
 
 			if (at >= limit) {
 				s->next = idx[k];
 				s->part = 0;
-				return;
+				stop = 1;
+				break;
 			}
 			if (idx[k] == s->next)
 				part = s->part;
 			to = x[k].len < limit - at ? x[k].len : limit - at;
-			if (to > part)
-				pfx_issue(fs, &x[k], part, to);
+			if (to > part) {
+				if (gap == 0 || (x[k].flags & FS_PLAN_DECODED))
+					pfx_issue(fs, &x[k], part, to);
+				else if (pfx_add(b, &x[k], idx[k], part, to) < 0)
+					stop = 1; /* no memory: what the batch holds goes */
+			}
 			if (to < x[k].len) {
 				s->next = idx[k];
 				s->part = to > part ? to : part;
-				return;
+				stop = 1;
 			}
 		}
-		s->next = from;
-		s->part = 0;
+		if (!stop) {
+			s->next = from;
+			s->part = 0;
+		}
+	}
+	if (b->n > 0) {
+		pfx_flush(fs, b, gap);
+		s->mark = b->pc[0].idx + (b->pc[b->n - 1].idx - b->pc[0].idx) / 2 + 1;
 	}
 }
 
 /* One pass: the plans now (those that went are dropped from st, new ones
  * start at their position), each fetched ahead within its share. */
-static size_t pfx_pass(struct fs *fs, struct pfx_plan *st, size_t nst)
+static size_t pfx_pass(struct fs *fs, struct pfx_plan *st, size_t nst, struct pfx_buf *b)
 {
 	struct fs_plan *now[FS_PLAN_MAX];
 	struct pfx_plan next[FS_PLAN_MAX];
 	size_t n = fs_plan_list(fs, now, FS_PLAN_MAX);
-	uint64_t budget = fs->cfg.cache_size_bytes / 4, share;
+	uint64_t budget = fs->cfg.cache_size_bytes / 4, share, gap = pfx_gap(fs);
 
 	if (fs->cfg.plan_lookahead_bytes < budget)
 		budget = fs->cfg.plan_lookahead_bytes;
 	share = n ? budget / n : 0;
 	for (size_t i = 0; i < n; i++) {
+		memset(&next[i], 0, sizeof(next[i]));
 		next[i].p = now[i];
-		next[i].next = 0;
-		next[i].part = 0;
 		for (size_t k = 0; k < nst; k++) {
 			if (st[k].p == now[i])
 				next[i] = st[k];
@@ -149,7 +419,7 @@ static size_t pfx_pass(struct fs *fs, struct pfx_plan *st, size_t nst)
 		fs_plan_put(st[k].p);
 	for (size_t i = 0; i < n; i++) {
 		if (share > 0)
-			pfx_plan(fs, &next[i], share);
+			pfx_plan(fs, &next[i], share, gap, b);
 		st[i] = next[i];
 	}
 	return n;
@@ -159,12 +429,20 @@ static void *pfx_main(void *arg)
 {
 	struct fs *fs = arg;
 	struct pfx_plan st[FS_PLAN_MAX];
+	struct pfx_buf b;
 	size_t nst = 0;
 
+	memset(&b, 0, sizeof(b));
 	while (!fs_thread_wait(&fs->pfx, 0))
-		nst = pfx_pass(fs, st, nst);
+		nst = pfx_pass(fs, st, nst, &b);
 	for (size_t k = 0; k < nst; k++)
 		fs_plan_put(st[k].p);
+	free(b.pc);
+	free(b.sorted);
+	free(b.sp);
+	free(b.cp);
+	free(b.gaps);
+	free(b.cand);
 	return NULL;
 }
 

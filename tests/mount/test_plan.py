@@ -19,9 +19,13 @@ GROUP:
              whole, fetching ahead exactly a quarter of the cache (the first 2 MiB of the
              first shard); reading the shards in plan order hits every path with exact bytes
   ahead      fetching ahead along plans of members, nginx source, --plan-lookahead 1500K, sidecar
-             indexes: exact paths, bytes and units handed over and fetched at publish and
+             indexes, --plan-gap 0 (one request per planned path): exact paths, bytes and units handed over and fetched at publish and
              after every read in plan order; every planned read a hit; a second plan gets
              half the lookahead
+  coalesce   requests shaped by the plan on the link emulator (30 ms, 60 MB/s): planned samples
+             of one object closer than the measured rate x time to first byte go out as one
+             GET (exact GETs from the emulator's counters, exact units fetched); groups 5 MB
+             apart split; the bytes between serve a later plan; two plans of the same samples
   file       a plan file is never copied into the log (a shadow-like file: only counts and
              line numbers of the lines that name nothing), and is read in pieces (48 MiB of
              overlong lines raise the daemon's peak RSS by less than 8 MiB)
@@ -440,7 +444,7 @@ def group_ahead(env, ck):
     try:
         with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'),
                       extra=['--cache-size', '64M', '--plan-lookahead', '1500K', '--chunk-size', '512K',
-                             '--warm', 'off']) as m:
+                             '--warm', 'off', '--plan-gap', '0']) as m:
             for s in range(4):
                 os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
             st0 = m.stats()
@@ -523,6 +527,167 @@ def group_ahead(env, ck):
         ng.stop()
 
 
+def layout_shard(path, members):
+    """Write a GNU tar of members [(name, size)] (random bytes); returns {name: (data offset,
+    size)}."""
+    rng = random.Random(path)
+    with tarfile.open(path, 'w', format=tarfile.GNU_FORMAT) as tf:
+        for name, size in members:
+            add(tf, name, rng.randbytes(size))
+    with tarfile.open(path) as tf:
+        return {ti.name: (ti.offset_data, ti.size) for ti in tf.getmembers()}
+
+
+def units_of(spans):
+    """Bytes of the 64 KiB units covering each span [(first data offset, end)] with its first
+    member's tar header (512 bytes before: members of a sidecar's index are fetched with it)."""
+    return sum(((end - 1) // UNIT - (off - 512) // UNIT + 1) * UNIT for off, end in spans)
+
+
+def group_coalesce(env, ck):
+    """Requests shaped by the plan, on the link emulator (30 ms to first byte, 60 MB/s per
+    connection: the gap worth fetching is about 1.8 MB, measured by the mount from its own fills):
+    a plan of 15 samples of 100,000 bytes in two shards, each sample 21 KB from the next
+    planned one of its group, two groups of shard 0 5 MB apart. Publishing fetches exactly 3
+    ranges (the two groups of shard 0 split, shard 1's group whole) in 3 GETs, exactly the units
+    of the 3 spans, the bytes between counted as gap bytes; reading the plan then misses nothing
+    and sends no GET. A second plan of the unplanned members between (fetched as gap bytes)
+    costs no GET. Two plans of the same samples in two orders on a fresh cache: 3 GETs in all,
+    each unit fetched once, every read a hit."""
+    from shardfs_test import linkemu
+    src = env.path('src')
+    os.makedirs(src)
+    P, U = 100000, 20000
+
+    def group(tag, n):
+        out = []
+        for i in range(n):
+            out.append(('%s%d.bin' % (tag, i), P))
+            if i < n - 1:
+                out.append(('u%s%d.bin' % (tag, i), U))
+        return out
+    # the sidecar's check reads the headers of the first and the last member by name: away
+    # from the planned ones
+    head, tail = [('a-head.bin', 300000)], [('m-pad.bin', 300000), ('z-tail.bin', 300000)]
+    off0 = layout_shard(os.path.join(src, 'shard-000000.tar'),
+                        head + group('p', 6) + [('m-fill.bin', 5000000)] + group('q', 4) + tail)
+    off1 = layout_shard(os.path.join(src, 'shard-000001.tar'), head + group('r', 5) + tail)
+    layout_shard(os.path.join(src, 'shard-000002.tar'), [('w.bin', 3000000)])
+    r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('icache'), src])
+    ck.eq('shardfs index --sidecar rc', r.returncode, 0)
+    planned = [('shard-000000', n, off0[n]) for n in sorted(off0) if n[0] in 'pq'] + \
+              [('shard-000001', n, off1[n]) for n in sorted(off1) if n[0] == 'r']
+    rng = random.Random(5)
+    rng.shuffle(planned)
+    spans = []
+    for members, offs in (((n for n in off0 if n[0] == 'p'), off0),
+                          ((n for n in off0 if n[0] == 'q'), off0),
+                          ((n for n in off1 if n[0] == 'r'), off1)):
+        ms = sorted(offs[n] for n in members)
+        spans.append((ms[0][0], ms[-1][0] + ms[-1][1]))
+    planned_bytes = sum(x[2][1] for x in planned)
+    # each planned member is fetched with its tar header (512 bytes before its data)
+    gap_bytes = sum(e - o + 512 for o, e in spans) - planned_bytes - 512 * len(planned)
+    emu = linkemu.Emu(src, 30, 60, env.tmp, 'coalesce')
+    try:
+        with ml.Mount(env, emu.url(''), cache_dir=env.path('cache'),
+                      extra=['--cache-size', '64M', '--warm', 'off']) as m:
+            for s in range(3):
+                os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
+            # the mount learns its link from its own fills: a 3 MB member read in order
+            with open(os.path.join(m.mnt, 'shard-000002', 'w.bin'), 'rb') as f:
+                ck.eq('w.bin read whole', len(f.read()), 3000000)
+            st = ml.poll(lambda: (lambda s: s['link_rate_bytes'] > 0 and s['fills_inflight'] == 0
+                                  and s)(m.stats())) or m.stats()
+            gap = st['link_rate_bytes'] * st['link_ttfb_us'] // 1000000
+            log('measured: time to first byte %d us, %d B/s a connection: gap %d'
+                % (st['link_ttfb_us'], st['link_rate_bytes'], gap))
+            # the layout is far from the threshold on either side: each group (a span may be
+            # one gap long) below it, the 5 MB between the groups of shard 0 above it
+            longest = max(e - o + 512 for o, e in spans)
+            ck.ok(longest < gap < 5000000 - UNIT,
+                  'the measured gap (%d) lies between the longest group (%d) and 5 MB'
+                  % (gap, longest))
+            st0, g0 = m.stats(), emu.stats()['requests']
+
+            pf = env.path('plan-c')
+            with open(pf, 'w') as f:
+                f.write(''.join('%s/%s\n' % (s, n) for s, n, _ in planned))
+            ck.eq('plan rc', ctl(m.mnt, 'plan c ' + pf), None)
+            want = st0['bytes_fetched'] + units_of(spans)
+            st = ml.poll(lambda: (lambda s: s['plan_fetch_paths'] == len(planned) and
+                                  s['fills'] - st0['fills'] >= 3 and s['fills_inflight'] == 0 and
+                                  s)(m.stats())) or m.stats()
+
+            g1 = emu.stats()['requests']
+            ck.eq('publishing: ranges handed over', st['plan_fetch_ranges'], 3)
+            ck.eq('publishing: GETs sent', g1 - g0, 3)
+            log('publishing: %s' % ', '.join('%s %d' % (k, st[k] - st0[k]) for k in (
+                'fills', 'cache_misses', 'readahead_fills', 'prefetch_withdrawn', 'evictions')))
+            ck.eq('publishing: exactly the units of the 3 spans',
+                  st['bytes_fetched'] - st0['bytes_fetched'], units_of(spans))
+            ck.eq('planned bytes handed over', st['plan_fetch_bytes'], planned_bytes)
+            ck.eq('gap bytes fetched with them', st['plan_fetch_gap_bytes'], gap_bytes)
+            ck.eq('the gap in force', st['plan_gap_bytes'] > U, True)
+            for s, n, (o, size) in planned:
+                with open(os.path.join(src, s + '.tar'), 'rb') as f:
+                    f.seek(o)
+                    ref = f.read(size)
+                if read(os.path.join(m.mnt, s, n)) != ref:
+                    ck.fail('bytes of %s/%s' % (s, n))
+            st = m.stats()
+            ck.eq('every planned read a hit: misses', st['cache_misses'], st0['cache_misses'])
+            ck.eq('reading the plan sent no GET', emu.stats()['requests'], g1)
+            ck.eq('plan_hits', st['plan_hits'], len(planned))
+            # the bytes between were cached: a plan of the members there costs nothing
+            between = [n for n in sorted(off0) if n.startswith('up')]
+            pf2 = env.path('plan-d')
+            with open(pf2, 'w') as f:
+                f.write(''.join('shard-000000/%s\n' % n for n in between))
+            ck.eq('plan d rc', ctl(m.mnt, 'plan d ' + pf2), None)
+            st = ml.poll(lambda: (lambda s: s['plan_fetch_paths'] >= len(planned) + len(between)
+                                  and s['fills_inflight'] == 0 and s)(m.stats())) or m.stats()
+            for n in between:
+                read(os.path.join(m.mnt, 'shard-000000', n))
+            st = m.stats()
+            ck.eq('the gap bytes serve a later plan: GETs', emu.stats()['requests'], g1)
+            ck.eq('... misses', st['cache_misses'], st0['cache_misses'])
+            ck.eq('read_errors', st['read_errors'], 0)
+        # two plans competing: the same 15 samples in two orders, published one after the
+        # other on a fresh cache; each plan's batch is grouped alike, and the second's ranges
+        # find the first's units queued or filled: 3 GETs in all, each unit fetched once
+        with ml.Mount(env, emu.url(''), cache_dir=env.path('cache2'),
+                      extra=['--cache-size', '64M', '--warm', 'off']) as m:
+            for s in range(3):
+                os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
+            read(os.path.join(m.mnt, 'shard-000002', 'w.bin'))
+            ml.poll(lambda: (lambda s: s['link_rate_bytes'] > 0 and s['fills_inflight'] == 0
+                             and s)(m.stats()))
+            st0, g0 = m.stats(), emu.stats()['requests']
+            other = planned[:]
+            random.Random(6).shuffle(other)
+            pf3 = env.path('plan-e')
+            with open(pf3, 'w') as f:
+                f.write(''.join('%s/%s\n' % (s, n) for s, n, _ in other))
+            ck.eq('plan c rc (second mount)', ctl(m.mnt, 'plan c ' + pf), None)
+            ck.eq('plan e rc', ctl(m.mnt, 'plan e ' + pf3), None)
+            st = ml.poll(lambda: (lambda s: s['plan_fetch_paths'] == 2 * len(planned) and
+                                  s['fills'] - st0['fills'] >= 3 and s['fills_inflight'] == 0
+                                  and s)(m.stats())) or m.stats()
+            g1 = emu.stats()['requests']
+            ck.eq('two plans: ranges handed over', st['plan_fetch_ranges'], 6)
+            ck.eq('two plans: GETs sent', g1 - g0, 3)
+            ck.eq('two plans: each unit once', st['bytes_fetched'] - st0['bytes_fetched'],
+                  units_of(spans))
+            for s, n, _ in other:
+                read(os.path.join(m.mnt, s, n))
+            st = m.stats()
+            ck.eq('two plans: every read a hit', st['cache_misses'], st0['cache_misses'])
+            ck.eq('two plans: reading sent no GET', emu.stats()['requests'], g1)
+    finally:
+        emu.stop()
+
+
 def vm_hwm(pid):
     """The peak resident set of process pid, in bytes (VmHWM)."""
     with open('/proc/%d/status' % pid) as f:
@@ -574,7 +739,7 @@ def group_file(env, ck):
 
 
 GROUPS = {'file': group_file, 'semantics': group_semantics, 'bigger': group_bigger,
-          'ahead': group_ahead}
+          'ahead': group_ahead, 'coalesce': group_coalesce}
 
 
 def main():
