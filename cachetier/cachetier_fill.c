@@ -60,6 +60,23 @@ static int pf_fits(struct cachetier *ct, struct ct_file *f, uint64_t len)
 	return 0;
 }
 
+/* Room for a fill of units [c, c + n) of f (len bytes): a prefetch fill
+ * (pf) evicts a unit a plan needs only when that unit's next use is
+ * further than the nearest of its own (cachetier__make_room_near). ct->lock
+ * held. */
+static int fill_room(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, uint64_t len,
+		     int pf)
+{
+	int64_t near = CT_NEAR_NONE;
+
+	for (uint32_t u = c; pf && u < c + n; u++) {
+		int64_t d = cachetier__plan_near(ct, f, u);
+
+		near = d < near ? d : near;
+	}
+	return cachetier__make_room_near(ct, len, pf, near);
+}
+
 /* Where a fill's bytes go: straight into the data file at their own offset
  * (chunk i of the object is at i * chunk_bytes in both). */
 struct fill_sink {
@@ -327,7 +344,7 @@ static int fill_begin(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 	atomic_store(&slot->got, 0);
 	if (ra)
 		ct->readahead_fills++;
-	if (!fit && !peer && cachetier__make_room(ct, len, pf) < 0) {
+	if (!fit && !peer && fill_room(ct, f, c, n, len, pf) < 0) {
 		/* a PF_EVICT prefetch fill only evicts chunks read
 		 * already: none left, so it is skipped like an unfit one */
 		ct->reserved -= len;
@@ -440,6 +457,8 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 	ct->fills += requests;
 	for (uint32_t i = 0; i < n; i++)
 		unit_done(ct, f, c + i, errs[i], claim[i], waited, withdrawn ? pf : 0);
+	if (pf == CT_PF_RANGE_FIT || pf == CT_PF_RANGE_EVICT)
+		cachetier__plan_filled(ct, f, c, n); /* between planned extents: needed by none */
 	pthread_cond_broadcast(&ct->chunk_cond);
 	if (withdrawn || (!pf && ra && ct->ra_busy == 0 && (ct->pf || ct->pr)))
 		pthread_cond_broadcast(&ct->work_cond); /* prefetch may go on */

@@ -1,0 +1,116 @@
+/*
+ * cachetier_plan.c — next use by reading plans: what the caller (fs/'s
+ * plans) says of when each unit of a remote object will be read next,
+ * kept per unit for the eviction order (cachetier_evict.c).
+ *
+ * Per unit, ct_file.nu (4 bytes, allocated with the object's other
+ * per-unit arrays): CT_NU_NONE, no plan speaks of it (least recently used
+ * order); CT_NU_DONE, a plan read it, or a range prefetch filled it while
+ * no plan marked it (bytes between planned extents), and no plan needs it
+ * again (evicted first); otherwise the plan position of its next use, a
+ * serial number compared with ct->plan_now (cachetier_plan_now), so the
+ * positions may wrap around 2^32. The marks are this process's knowledge
+ * only: other processes sharing the directory evict by their own marks
+ * (or least recently used), and an object opened by an eviction starts
+ * unmarked.
+ *
+ * Threads: any; every call takes ct->lock for in-memory work only (no
+ * I/O), for O(units of the range) (reset: O(units of every live object)).
+ */
+#include <errno.h>
+
+#include "cachetier_i.h"
+
+void cachetier_plan_now(struct cachetier *ct, uint32_t now)
+{
+	atomic_store_explicit(&ct->plan_now, now, memory_order_relaxed);
+}
+
+/* Units [*c0, *c1) of live f behind [off, off + len); 0 or -EINVAL. */
+static int plan_units(const struct cachetier_obj *o, uint64_t off, uint64_t len, uint32_t *c0,
+		      uint32_t *c1)
+{
+	const struct ct_file *f = o->file;
+
+	if (off > o->size || len > o->size - off)
+		return -EINVAL;
+	*c0 = *c1 = 0;
+	if (!f || len == 0)
+		return 0;
+	*c0 = (uint32_t)(off / f->cb);
+	*c1 = (uint32_t)((off + len - 1) / f->cb + 1);
+	return 0;
+}
+
+int cachetier_plan_mark(struct cachetier_obj *o, uint64_t off, uint64_t len, uint32_t seq)
+{
+	struct cachetier *ct = o->ct;
+	struct ct_file *f = o->file;
+	uint32_t c0, c1, now;
+	int err = plan_units(o, off, len, &c0, &c1);
+
+	if (err < 0 || c0 == c1)
+		return err;
+	if (seq < CT_NU_FIRST)
+		seq = CT_NU_FIRST; /* a position one step off: never a state's value */
+	pthread_mutex_lock(&ct->lock);
+	ct->plan_marked = 1;
+	now = atomic_load_explicit(&ct->plan_now, memory_order_relaxed);
+	for (uint32_t c = c0; c < c1; c++) {
+		/* the nearest of the uses marked */
+		if (f->nu[c] < CT_NU_FIRST || (int32_t)(seq - now) < (int32_t)(f->nu[c] - now))
+			f->nu[c] = seq;
+	}
+	pthread_mutex_unlock(&ct->lock);
+	return 0;
+}
+
+int cachetier_plan_done(struct cachetier_obj *o, uint64_t off, uint64_t len, uint64_t *lo,
+			uint64_t *hi)
+{
+	struct cachetier *ct = o->ct;
+	struct ct_file *f = o->file;
+	uint32_t c0, c1;
+	int err = plan_units(o, off, len, &c0, &c1);
+	int64_t now;
+
+	*lo = off;
+	*hi = off + len;
+	if (err < 0 || c0 == c1)
+		return err;
+	*lo = cachetier__chunk_off(f, c0);
+	*hi = cachetier__chunk_off(f, c1 - 1) + cachetier__chunk_len(f, c1 - 1);
+	now = cachetier__now_ns();
+	pthread_mutex_lock(&ct->lock);
+	for (uint32_t c = c0; c < c1; c++) {
+		f->nu[c] = CT_NU_DONE;
+		/* last in the order of units no plan needs: its reader may read
+		 * on (a file read in several requests) */
+		f->catime[c] = now;
+	}
+	pthread_mutex_unlock(&ct->lock);
+	return 0;
+}
+
+void cachetier_plan_reset(struct cachetier *ct)
+{
+	pthread_mutex_lock(&ct->lock);
+	for (struct ct_file *f = ct->files; f; f = f->next) {
+		for (uint32_t c = 0; f->live && c < f->nchunks; c++) {
+			if (f->nu[c] != CT_NU_NONE)
+				f->nu[c] = CT_NU_DONE;
+		}
+	}
+	pthread_mutex_unlock(&ct->lock);
+}
+
+void cachetier__plan_filled(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n)
+{
+	/* while plans mark, range prefetches are theirs: a unit no mark names
+	 * lies between planned extents (a caller that marks nothing keeps its
+	 * range's units spared as filled ahead) */
+	for (uint32_t u = c; ct->plan_marked && u < c + n; u++) {
+		if (f->nu[u] == CT_NU_NONE && f->cst[u] == CH_VALID)
+			f->nu[u] = CT_NU_DONE;
+	}
+}
