@@ -413,6 +413,9 @@ struct fs {
 	atomic_ullong plan_gen;		  /* changes at every publish and clear */
 	void (*plan_listener)(void *ctx); /* fs_plan_set_listener: set before serving */
 	void *plan_listener_ctx;
+	/* bytes: the furthest any plan's readers got, on the plans' clock
+	 * (fs_plan.c: next use) */
+	atomic_ullong plan_clock;
 	/* fs_plan_fetch.c: the fetcher; pfx_lock protects pfx_wake, pfx_stop */
 	int pfx_run;
 	pthread_t pfx_thread;
