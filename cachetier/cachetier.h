@@ -291,6 +291,38 @@ void cachetier_link_get(struct cachetier *ct, struct cachetier_link *l);
 int cachetier_obj_prefetch_state(struct cachetier_obj *o, uint64_t *unfit_bytes);
 uint64_t cachetier_obj_cached_bytes(const struct cachetier_obj *o);
 
+/* Eviction by next use (cachetier_plan.c): a caller that knows when units
+ * will be read again (reading plans) says so, and the cache evicts in this
+ * order: units no plan needs (read by their plan and needed by none again,
+ * or filled by a range prefetch that no mark named: bytes between planned
+ * extents, once any mark was made), least recently used first; then units no plan speaks of,
+ * least recently used first (those ahead of their readers last); then
+ * units a plan needs, the one needed furthest ahead first (Belady's rule).
+ * A prefetch fill evicts a planned unit only when that unit's next use is
+ * further than its own units'. Positions are the caller's clock (e.g.
+ * bytes of planned reading); they are serial numbers: a mark more than 2^31
+ * positions from cachetier_plan_now's position is misread. Marks are kept in
+ * memory only, 4 bytes per unit of the objects open here, and only by this
+ * process: other processes sharing the directory evict in their own order.
+ * Local objects and decoded copies have no units: the calls do nothing.
+ * Any thread; in-memory work under the tier's lock, never blocking on I/O.
+ *
+ * now: the plan position now (reads have got this far).
+ * mark: the units behind [off, off+len) are read next at position seq,
+ *   unless a mark says sooner (the nearest of every plan's wins). 0, or
+ *   -EINVAL when the range passes cachetier_obj_size.
+ * done: the units behind [off, off+len) were read by the plan use their
+ *   mark was for: needed by no plan now (the caller marks them again for
+ *   a later use, e.g. of a neighbour sharing a unit); [*lo, *hi) says which
+ *   bytes those units cover. 0 or -EINVAL.
+ * reset: every unit a plan marked is needed by none (the caller then
+ *   marks what the plans it keeps still need). */
+void cachetier_plan_now(struct cachetier *ct, uint32_t now);
+int cachetier_plan_mark(struct cachetier_obj *o, uint64_t off, uint64_t len, uint32_t seq);
+int cachetier_plan_done(struct cachetier_obj *o, uint64_t off, uint64_t len, uint64_t *lo,
+			uint64_t *hi);
+void cachetier_plan_reset(struct cachetier *ct);
+
 /* Copy bytes of the stream. Returns bytes read (short only at the end of
  * the stream) or a negative errno. */
 ssize_t cachetier_obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_t off);

@@ -21,14 +21,22 @@
  * prefetch fill (spare_ahead) never evicts them, and evicts at all only while the chunks filled
  * ahead stay within half the cache, so a reader of an object bigger than the cache evicts what it
  * read, never what is ahead of it, and a shard fetched ahead of it never evicts the shard being
- * read. A chunk goes when no process pins or fills it (cachetier_fill.c: the chunk's write lock on
+ * read. With reading plans (cachetier_plan.c's marks) the order has classes: units no plan needs
+ * (read by their plan, or fetched between planned extents) first, least recently used first; then
+ * the units no plan speaks of, as above; then units a plan needs, the furthest next use first
+ * (Belady's rule); a prefetch fill evicts a planned unit only when that unit is needed later than
+ * its own. An eviction takes one object's units in a batch (below), planned units only while they
+ * come before every other object's first unit. Cost: victim() looks at every unit of every live
+ * object once per eviction (a key each), evict() sorts one object's units. A chunk goes when no
+ * process pins or fills it (cachetier_fill.c: the chunk's write lock on
  * auxfd). Objects of earlier mounts, other processes and other sources are opened for it from their
  * maps. When nothing is left to evict, the data directories are scanned again (at most once a
  * second) for objects other processes added. Decoded copies are evicted too, least recently used
- * (evict_dec), before any chunk read more recently. Units fetched only
- * because they lay between planned extents of one request (ct_file.gap,
- * cachetier_obj_prefetch_span) and not read since go first of all, and are
- * never spared as ahead.
+ * (evict_dec), after the units no plan needs, before any chunk no plan speaks of read more
+ * recently and before units a plan needs. Units fetched only because they
+ * lay between planned extents of one request (ct_file.gap,
+ * cachetier_obj_prefetch_span), not read since and not marked by a plan,
+ * count as units no plan needs, and are never spared as ahead.
  *
  * Full cache: when nothing evictable is left (every valid chunk pinned by
  * a reader), the fill goes ahead into its file anyway and the cache runs
@@ -70,16 +78,27 @@ int64_t cachetier__now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* Eviction order of chunks: chunks read (or untouched here) before chunks
- * filled ahead and not read yet, then least recently used first. */
+/* The classes of the eviction order, first evicted first (the plans'
+ * marks: cachetier_plan.c). */
+enum ev_class {
+	EV_UNNEEDED = 0, /* a plan read it and none needs it again, or it was
+			  * filled between planned ranges: least recently used first */
+	EV_LRU = 1,	 /* no plan speaks of it: least recently used first */
+	EV_AHEAD = 2,	 /* no plan speaks of it, ahead of its readers (chunk_ahead):
+			  * latest used first */
+	EV_PLANNED = 3,	 /* a plan needs it: furthest next use first */
+};
+
+/* A unit's place in the eviction order: class, then 'at' (the smaller
+ * first). */
 struct ev_key {
-	int ahead;
+	int cls;
 	int64_t at;
 };
 
 static int key_less(struct ev_key a, struct ev_key b)
 {
-	return a.ahead != b.ahead ? a.ahead < b.ahead : a.at < b.at;
+	return a.cls != b.cls ? a.cls < b.cls : a.at < b.at;
 }
 
 /* The last use of live f by any process: its state file's, or ours. */
@@ -96,10 +115,11 @@ static int64_t file_at(const struct ct_file *f)
 /* Is unit c of live f ahead of its readers: filled ahead (readahead,
  * prefetch) and not read since, within AHEAD_SPARE_NS of its fill, or
  * past where a sequential reader that read f within AHEAD_SPARE_NS is (it
- * gets there soon: a decoder streaming a shard read once before)? */
+ * gets there soon: a decoder streaming a shard read once before)? Units a
+ * plan marked are ordered by their next use instead. */
 static int chunk_ahead(const struct ct_file *f, uint32_t c, int64_t now)
 {
-	if (f->gap[c]) /* between planned extents, no plan names it: not spared */
+	if (f->gap[c] || f->nu[c] != CT_NU_NONE)
 		return 0;
 	if (f->unread[c] && now - f->catime[c] < AHEAD_SPARE_NS)
 		return 1;
@@ -107,37 +127,76 @@ static int chunk_ahead(const struct ct_file *f, uint32_t c, int64_t now)
 	       (uint64_t)c * f->cb >= f->ra_end;
 }
 
-/* May chunk c of live f be evicted now (as far as this process knows: no
- * reader here pins it, no fill or eviction here works on it, the state
- * file says it holds bytes)? With 'spare_ahead', not if it is ahead of its
- * readers. */
-static int chunk_evictable(const struct ct_file *f, uint32_t c, int spare_ahead, int64_t now)
+int64_t cachetier__plan_near(const struct cachetier *ct, const struct ct_file *f, uint32_t c)
 {
-	return f->pins[c] == 0 && (f->cst[c] == CH_VALID || f->cst[c] == CH_EMPTY) &&
-	       !(spare_ahead && chunk_ahead(f, c, now)) && cachetier__st_get(f, c);
+	uint32_t pnow = atomic_load_explicit(&ct->plan_now, memory_order_relaxed);
+
+	if (f->nu[c] < CT_NU_FIRST)
+		return CT_NEAR_NONE;
+	return (int32_t)(f->nu[c] - pnow);
 }
 
-/* Chunk c's place in the eviction order; fat: file_at(f), now: the time.
- * A chunk this process never touched is as old as its object's last use.
- * Chunks ahead of their readers (chunk_ahead) go last, the latest used
- * first: chunks filled ahead of a reader in order are the furthest ahead
- * (a shard fetched ahead of an in-order reader, its first chunks filled
- * first and needed first). */
-static struct ev_key chunk_key(const struct ct_file *f, uint32_t c, int64_t fat, int64_t now)
+/* Does no plan need unit c of live f: a plan read it and needs it no more
+ * (CT_NU_DONE), or it was fetched only as the gap of a span, is unread and
+ * no plan marked it since? */
+static int unit_unneeded(const struct ct_file *f, uint32_t c)
 {
-	struct ev_key k = {0, f->catime[c] ? f->catime[c] : fat};
+	return f->nu[c] == CT_NU_DONE || (f->gap[c] && f->unread[c] && f->nu[c] == CT_NU_NONE);
+}
 
-	if (f->gap[c] && f->unread[c]) {
-		k.at = INT64_MIN; /* fetched only as a span's gap, never read: first */
-	} else if (chunk_ahead(f, c, now)) {
-		k.ahead = 1;
+/* What eviction looks at: the time, the plan position, and for a
+ * prefetch fill (spare) the nearest next use of its units (near). */
+struct ev_ctx {
+	int64_t now;
+	int spare;
+	int64_t near;
+	const struct cachetier *ct;
+};
+
+/* May chunk c of live f be evicted now (as far as this process knows: no
+ * reader here pins it, no fill or eviction here works on it, the state
+ * file says it holds bytes)? For a prefetch fill (x->spare), not if it is
+ * ahead of its readers, nor if a plan needs it as soon as the fill's
+ * units or sooner. */
+static int chunk_evictable(const struct ct_file *f, uint32_t c, const struct ev_ctx *x)
+{
+	if (!(f->pins[c] == 0 && (f->cst[c] == CH_VALID || f->cst[c] == CH_EMPTY) &&
+	      cachetier__st_get(f, c)))
+		return 0;
+	if (!x->spare || unit_unneeded(f, c))
+		return 1;
+	if (f->nu[c] == CT_NU_NONE)
+		return !chunk_ahead(f, c, x->now);
+	return x->near != CT_NEAR_NONE && cachetier__plan_near(x->ct, f, c) > x->near;
+}
+
+/* Chunk c's place in the eviction order; fat: file_at(f). A chunk this
+ * process never touched is as old as its object's last use. Chunks ahead
+ * of their readers (chunk_ahead) go after the others no plan speaks of,
+ * the latest used first: chunks filled ahead of a reader in order are the
+ * furthest ahead (a shard fetched ahead of an in-order reader, its first
+ * chunks filled first and needed first). Units a plan needs go last, the
+ * furthest next use first. */
+static struct ev_key chunk_key(const struct ct_file *f, uint32_t c, int64_t fat,
+			       const struct ev_ctx *x)
+{
+	struct ev_key k = {EV_LRU, f->catime[c] ? f->catime[c] : fat};
+
+	if (unit_unneeded(f, c)) {
+		k.cls = EV_UNNEEDED;
+	} else if (f->nu[c] != CT_NU_NONE) {
+		k.cls = EV_PLANNED;
+		k.at = -cachetier__plan_near(x->ct, f, c);
+	} else if (chunk_ahead(f, c, x->now)) {
+		k.cls = EV_AHEAD;
 		k.at = -k.at;
 	}
 	return k;
 }
 
 /* Bytes of chunks filled ahead and spared (not read, within
- * AHEAD_SPARE_NS of their fill) in this process's live objects. */
+ * AHEAD_SPARE_NS of their fill, needed by a plan or not marked) in this
+ * process's live objects. */
 static uint64_t ahead_bytes(const struct cachetier *ct, int64_t now)
 {
 	uint64_t sum = 0;
@@ -145,7 +204,7 @@ static uint64_t ahead_bytes(const struct cachetier *ct, int64_t now)
 	for (const struct ct_file *f = ct->files; f; f = f->next) {
 		for (uint32_t c = 0; f->live && f->bytes && c < f->nchunks; c++) {
 			if (f->unread[c] && !f->gap[c] && f->cst[c] == CH_VALID &&
-			    now - f->catime[c] < AHEAD_SPARE_NS)
+			    f->nu[c] != CT_NU_DONE && now - f->catime[c] < AHEAD_SPARE_NS)
 				sum += cachetier__chunk_len(f, c);
 		}
 	}
@@ -153,16 +212,21 @@ static uint64_t ahead_bytes(const struct cachetier *ct, int64_t now)
 }
 
 /* The entry holding the first chunk in eviction order, not given up on in
- * this round (*key: that chunk's key). An entry that is not live (an
- * object of an earlier mount, another process or source) counts as one
- * chunk last used when its map was written. */
-static struct ct_file *victim(struct cachetier *ct, int spare_ahead, struct ev_key *key)
+ * this round (*key: that chunk's key; *next: the first key of any other
+ * entry, class EV_NONE past the last when there is none). An entry that
+ * is not live (an object of an earlier mount, another process or source)
+ * counts as one chunk last used when its map was written. Cost: every
+ * unit of every live object, a key each (O(1)). */
+#define EV_NONE (EV_PLANNED + 1)
+static struct ct_file *victim(struct cachetier *ct, const struct ev_ctx *x, struct ev_key *key,
+			      struct ev_key *next)
 {
 	struct ct_file *best = NULL;
-	struct ev_key bk = {0, 0};
-	int64_t now = cachetier__now_ns();
+	struct ev_key bk = {0, 0}, nk = {EV_NONE, 0};
 
 	for (struct ct_file *f = ct->files; f; f = f->next) {
+		struct ev_key fk = {EV_NONE, 0};
+
 		if (f->opening || f->evicting || f->evict_round == ct->evict_round)
 			continue;
 		if (f->live) {
@@ -171,25 +235,41 @@ static struct ct_file *victim(struct cachetier *ct, int spare_ahead, struct ev_k
 			for (uint32_t c = 0; c < f->nchunks; c++) {
 				struct ev_key k;
 
-				if (!chunk_evictable(f, c, spare_ahead, now))
+				if (!chunk_evictable(f, c, x))
 					continue;
-				k = chunk_key(f, c, fat, now);
-				if (!best || key_less(k, bk)) {
-					best = f;
-					bk = k;
-				}
+				k = chunk_key(f, c, fat, x);
+				if (key_less(k, fk))
+					fk = k;
 			}
 		} else if (f->bytes > 0) {
-			struct ev_key k = {0, f->atime_ns};
-
-			if (!best || key_less(k, bk)) {
-				best = f;
-				bk = k;
-			}
+			fk = (struct ev_key){EV_LRU, f->atime_ns};
+		}
+		if (fk.cls == EV_NONE)
+			continue;
+		if (!best || key_less(fk, bk)) {
+			if (best)
+				nk = bk;
+			best = f;
+			bk = fk;
+		} else if (key_less(fk, nk)) {
+			nk = fk;
 		}
 	}
 	*key = bk;
+	*next = nk;
 	return best;
+}
+
+/* May a unit of key k go in the eviction that took the first unit of its
+ * object, when another object's first is 'next'? Within the classes of
+ * units no plan needs or speaks of, an eviction takes its object's units
+ * of classes up to next's (a batch: one map write for many units); units
+ * a plan needs only up to next itself (Belady's order across objects). */
+static int key_within(struct ev_key k, struct ev_key next)
+{
+	if (k.cls != next.cls)
+		return k.cls < next.cls;
+	return k.cls != EV_PLANNED || !key_less(next, k);
 }
 
 struct ev_cand {
@@ -217,18 +297,20 @@ static int u32_cmp(const void *pa, const void *pb)
 }
 
 /* Evict chunks of f, first in eviction order first, until 'want' bytes
- * are freed (at least one chunk): each one the state file says is valid
- * that no process pins or fills (its write lock on auxfd succeeds).
+ * are freed (at least one chunk) or the next one is not within 'next'
+ * (key_within): each one the state file says is valid that no process
+ * pins or fills (its write lock on auxfd succeeds).
  * Returns the bytes freed; 0 marks f given up on for this round. ct->lock
  * held on entry and return, dropped in between. */
-static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want, int spare_ahead)
+static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
+		      const struct ev_ctx *x, struct ev_key next)
 {
 	char name[24];
 	uint32_t *list = NULL, n = 0, ncand = 0;
 	struct ev_cand *cand;
 	uint64_t freed = 0;
 	int had_map, left = 0;
-	int64_t fat, now = cachetier__now_ns();
+	int64_t fat;
 
 	if (!f->live) { /* of an earlier mount, another process or source */
 		int err = cachetier__file_open_mapped(ct, f);
@@ -256,13 +338,16 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want, in
 	 * key comparisons under ct->lock) */
 	fat = file_at(f);
 	for (uint32_t c = 0; c < f->nchunks; c++) {
-		if (chunk_evictable(f, c, spare_ahead, now))
-			cand[ncand++] = (struct ev_cand){chunk_key(f, c, fat, now), c};
+		if (chunk_evictable(f, c, x))
+			cand[ncand++] = (struct ev_cand){chunk_key(f, c, fat, x), c};
 	}
 	qsort(cand, ncand, sizeof(*cand), cand_cmp);
 	for (uint32_t i = 0; i < ncand && (freed < want || n == 0); i++) {
 		uint32_t best = cand[i].c;
 		uint64_t len = cachetier__chunk_len(f, best);
+
+		if (n > 0 && !key_within(cand[i].k, next))
+			break; /* another object's unit goes first */
 
 		if (cachetier__ofd_lock(f->auxfd, F_WRLCK, LK_CHUNK(best), 0) < 0)
 			continue; /* pinned or being filled by another process */
@@ -275,6 +360,10 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want, in
 			ct->used -= len;
 		}
 		f->cst[best] = CH_EVICTING;
+		/* gone: whoever fills it next says whether a plan needs it (a
+		 * plan's mark stays) */
+		if (f->nu[best] == CT_NU_DONE)
+			f->nu[best] = CT_NU_NONE;
 		list[n++] = best;
 		freed += len;
 	}
@@ -439,6 +528,12 @@ static uint64_t evict_dec(struct cachetier *ct, struct ct_dec *d)
 
 int cachetier__make_room(struct cachetier *ct, uint64_t len, int spare_ahead)
 {
+	return cachetier__make_room_near(ct, len, spare_ahead, CT_NEAR_NONE);
+}
+
+int cachetier__make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near)
+{
+	struct ev_ctx x = {0, spare_ahead, near, ct};
 	uint64_t want_free = 0;
 	struct statvfs sv;
 	int rescanned = 0;
@@ -458,7 +553,7 @@ int cachetier__make_room(struct cachetier *ct, uint64_t len, int spare_ahead)
 		 * this process's fills in flight */
 		uint64_t total = cachetier__usage_get(ct) + ct->reserved;
 		struct ct_file *f;
-		struct ev_key key;
+		struct ev_key key, next;
 		uint64_t freed, need;
 
 		if (total + ct->evicting <= ct->cfg.cache_size_bytes && want_free == 0)
@@ -480,12 +575,15 @@ int cachetier__make_room(struct cachetier *ct, uint64_t len, int spare_ahead)
 		if (spare_ahead &&
 		    ahead_bytes(ct, cachetier__now_ns()) + len > ct->cfg.cache_size_bytes / 2)
 			return -ENOSPC;
-		f = victim(ct, spare_ahead, &key);
+		x.now = cachetier__now_ns();
+		f = victim(ct, &x, &key, &next);
 		{
 			struct ct_dec *d = victim_dec(ct);
 
-			/* a decoded copy older than every chunk goes first */
-			if (d && (!f || key.ahead || d->atime_ns < key.at)) {
+			/* a decoded copy goes before chunks no plan speaks of that
+			 * were used after it, and before chunks a plan needs */
+			if (d && (!f || key.cls > EV_LRU ||
+				  (key.cls == EV_LRU && d->atime_ns < key.at))) {
 				freed = evict_dec(ct, d);
 				want_free = freed >= want_free ? 0 : want_free - freed;
 				continue;
@@ -512,7 +610,7 @@ int cachetier__make_room(struct cachetier *ct, uint64_t len, int spare_ahead)
 			need = ct->cfg.chunk_bytes < ct->cfg.cache_size_bytes / 16
 				   ? ct->cfg.chunk_bytes
 				   : ct->cfg.cache_size_bytes / 16;
-		freed = evict(ct, f, need ? need : 1, spare_ahead);
+		freed = evict(ct, f, need ? need : 1, &x, next);
 		want_free = freed >= want_free ? 0 : want_free - freed;
 	}
 	return 0;

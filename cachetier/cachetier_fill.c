@@ -60,6 +60,23 @@ static int pf_fits(struct cachetier *ct, struct ct_file *f, uint64_t len)
 	return 0;
 }
 
+/* Room for a fill of units [c, c + n) of f (len bytes): a prefetch fill
+ * (pf) evicts a unit a plan needs only when that unit's next use is
+ * further than the nearest of its own (cachetier__make_room_near). ct->lock
+ * held. */
+static int fill_room(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, uint64_t len,
+		     int pf)
+{
+	int64_t near = CT_NEAR_NONE;
+
+	for (uint32_t u = c; pf && u < c + n; u++) {
+		int64_t d = cachetier__plan_near(ct, f, u);
+
+		near = d < near ? d : near;
+	}
+	return cachetier__make_room_near(ct, len, pf, near);
+}
+
 /* Where a fill's bytes go: straight into the data file at their own offset
  * (chunk i of the object is at i * chunk_bytes in both). */
 struct fill_sink {
@@ -159,7 +176,7 @@ static int fill_chunk(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 	memset(crc, 0, sizeof(*crc) * ((len + f->cb - 1) / f->cb));
 	/* only from the listed version: chunks of two versions never mix */
 	err = cachetier__read_version(ct, f->key, f->etag, &s.next, s.end, fill_sink_write, &s);
-	if (err == 0 && s.wrote) /* the link as this fill saw it (cachetier_plan.c) */
+	if (err == 0 && s.wrote) /* the link as this fill saw it (cachetier_span.c) */
 		cachetier__link_note(ct, s.first_ns - t0, len, cachetier__mono_ns() - s.first_ns);
 	if (err < 0 && s.wrote)
 		(void)fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
@@ -334,7 +351,7 @@ static int fill_begin(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 	atomic_store(&slot->got, 0);
 	if (ra)
 		ct->readahead_fills++;
-	if (!fit && !peer && cachetier__make_room(ct, len, pf) < 0) {
+	if (!fit && !peer && fill_room(ct, f, c, n, len, pf) < 0) {
 		/* a PF_EVICT prefetch fill only evicts chunks read
 		 * already: none left, so it is skipped like an unfit one */
 		ct->reserved -= len;
@@ -447,6 +464,8 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 	ct->fills += requests;
 	for (uint32_t i = 0; i < n; i++)
 		unit_done(ct, f, c + i, errs[i], claim[i], waited, withdrawn ? pf : 0);
+	if (pf == CT_PF_RANGE_FIT || pf == CT_PF_RANGE_EVICT)
+		cachetier__plan_filled(ct, f, c, n); /* between planned extents: needed by none */
 	pthread_cond_broadcast(&ct->chunk_cond);
 	if (withdrawn || (!pf && ra && ct->ra_busy == 0 && (ct->pf || ct->pr)))
 		pthread_cond_broadcast(&ct->work_cond); /* prefetch may go on */

@@ -42,6 +42,13 @@ enum ct_chunk {
 	CH_EVICTING,  /* being punched out of the data file */
 };
 
+/* A unit's next use by a reading plan (ct_file.nu, cachetier_plan.c):
+ * none marked it, or one read it and none needs it again; any other value
+ * is the plan position of its next use (serial, against ct->plan_now). */
+#define CT_NU_NONE  0u
+#define CT_NU_DONE  1u
+#define CT_NU_FIRST 2u /* the least value of a position */
+
 /* Byte-range locks (F_OFD_SETLK) on an object's state file data/<hash>.st
  * and on CACHE_DIR/v1/usage; offsets name locks, not bytes
  * (cachetier_share.c, protocol in README.md). */
@@ -110,6 +117,8 @@ struct ct_file {
 			  * span (cachetier_obj_prefetch_span) and no plan named it since: while
 			  * unread it is not spared and goes first (cachetier_evict.c); a read
 			  * or a range naming it clears it */
+	uint32_t *nu;	 /* per unit: next use by a plan, CT_NU_* or a plan position
+			  * (cachetier_plan.c) */
 	uint8_t *cst;	 /* enum ct_chunk per chunk */
 	uint32_t *pins;	 /* readers inside read_begin/read_end per chunk */
 	int *cerr;	 /* the error of the last failed fill per chunk */
@@ -228,6 +237,9 @@ struct cachetier {
 	int have_flusher;
 	int stopping;
 	unsigned evict_round;
+	/* the plan position now (cachetier_plan_now; read without the lock) */
+	_Atomic uint32_t plan_now;
+	int plan_marked;      /* a plan marked units (cachetier_plan_mark; under lock) */
 	int v1fd;	      /* CACHE_DIR/v1 */
 	int usagefd;	      /* CACHE_DIR/v1/usage (cachetier_share.c) */
 	unsigned char *usage; /* mapped shared: the directory's usage */
@@ -532,6 +544,20 @@ int cachetier__scan(struct cachetier *ct); /* at open: rebuild usage from data/ 
  * fill goes over the limit when everything is pinned). Called with
  * ct->lock held; drops and retakes it around file operations. */
 int cachetier__make_room(struct cachetier *ct, uint64_t len, int spare_ahead);
+/* The same for a prefetch fill (spare_ahead) whose units' nearest next use
+ * by a plan is 'near' plan positions ahead (CT_NEAR_NONE: no plan needs
+ * them): it evicts a unit a plan needs only when that unit's next use is
+ * further. */
+#define CT_NEAR_NONE INT64_MAX
+int cachetier__make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near);
+/* Plan positions from now to unit c of f's next use (CT_NEAR_NONE: none
+ * marked it, or no plan needs it again). ct->lock held. */
+int64_t cachetier__plan_near(const struct cachetier *ct, const struct ct_file *f, uint32_t c);
+/* cachetier_plan.c: units [c, c + n) of f were filled by one range
+ * prefetch request: once plans mark units (ct->plan_marked), those valid
+ * that no plan marked are needed by none (CT_NU_DONE: bytes fetched
+ * between planned extents). ct->lock held. */
+void cachetier__plan_filled(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n);
 int64_t cachetier__now_ns(void);
 
 /* A temp file ".tmp.PID.N" (disk_tmp_open's name for a name without a

@@ -225,9 +225,11 @@ static void file_unload(struct ct_file *f)
 	free(f->catime);
 	free(f->unread);
 	free(f->gap);
+	free(f->nu);
 	f->catime = NULL;
 	f->unread = NULL;
 	f->gap = NULL;
+	f->nu = NULL;
 	f->key = NULL;
 	f->cst = NULL;
 	f->pins = NULL;
@@ -391,8 +393,9 @@ static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *ke
 	f->catime = calloc(nchunks ? nchunks : 1, sizeof(*f->catime));
 	f->unread = calloc(nchunks ? nchunks : 1, 1);
 	f->gap = calloc(nchunks ? nchunks : 1, 1);
+	f->nu = calloc(nchunks ? nchunks : 1, sizeof(*f->nu));
 	if (!f->key || !f->cst || !f->pins || !f->cerr || !f->held || !f->seen || !f->catime ||
-	    !f->unread || !f->gap)
+	    !f->unread || !f->gap || !f->nu)
 		return -ENOMEM;
 	snprintf(f->etag, sizeof(f->etag), "%s", etag);
 	f->size = size;

@@ -27,6 +27,10 @@
 #define PLAN_NONE UINT32_MAX
 
 static void plan_changed(struct fs *fs);
+static int use_index(struct fs_plan *p);
+static void use_all(struct fs *fs);
+static void use_moved(struct fs *fs, const struct fs_plan *p);
+static void use_done(struct fs *fs, const struct fs_plan_extent *x);
 
 /* The published plans (fs_plan.h): fs->plans, from fs_open to fs_close. */
 struct fs_plans {
@@ -35,6 +39,9 @@ struct fs_plans {
 	atomic_uint n;			/* plans published now (reads skip the lock at 0) */
 	void (*listener)(void *ctx);	/* fs_plan_set_listener: set before serving */
 	void *listener_ctx;
+	/* bytes: the furthest any plan's readers got, on the plans' clock
+	 * (next use, below) */
+	atomic_ullong clock;
 };
 
 int fs_plans_new(struct fs_plans **pl)
@@ -69,6 +76,8 @@ struct fs_plan {
 	atomic_uchar *done; /* per extent: 1 once marked read */
 	uint64_t *cum;	    /* cum[i]: bytes of extents [0, i), for i in [0, n] */
 	atomic_uint nread, position;
+	uint64_t base;	 /* the plan clock at publish: extent i is read at base + cum[i] */
+	uint32_t *byoff; /* extent indices by (object, offset): who shares a unit */
 };
 
 static uint32_t key_slot(uint64_t key, uint32_t nslots)
@@ -98,6 +107,7 @@ static void plan_free(struct fs_plan *p)
 	free(p->next);
 	free((void *)p->done);
 	free(p->cum);
+	free(p->byoff);
 	free(p);
 }
 
@@ -141,7 +151,7 @@ static int plan_index(struct fs_plan *p)
 		last[s] = i;
 	}
 	free(last);
-	return 0;
+	return use_index(p);
 }
 
 /* ---- resolving paths ----------------------------------------------------- */
@@ -471,6 +481,7 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	free(r);
 	pthread_rwlock_wrlock(&fs->plans->lock);
 	p->seq = ++plan_seq;
+	p->base = atomic_load(&fs->plans->clock);
 	for (int i = 0; i < FS_PLAN_MAX; i++) {
 		struct fs_plan *q = fs->plans->v[i];
 
@@ -506,6 +517,7 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	if (old && strcmp(old->name, nm) != 0)
 		fs_log(FS_LOG_WARN, "plan: %d plans at most: dropped '%s'", FS_PLAN_MAX, old->name);
 	fs_plan_put(old);
+	use_all(fs);
 	plan_changed(fs);
 	return 0;
 }
@@ -532,6 +544,7 @@ int fs_plan_clear(struct fs *fs, const char *name, pid_t pid)
 		return -ENOENT;
 	fs_log(FS_LOG_INFO, "plan '%s' cleared", nm);
 	fs_plan_put(old);
+	use_all(fs);
 	plan_changed(fs);
 	return 0;
 }
@@ -547,12 +560,14 @@ static void plan_mark(struct fs *fs, struct fs_plan *p, uint32_t i, int *marked)
 	fs->c.plan_hits++;
 	while (pos < i + 1 && !atomic_compare_exchange_weak(&p->position, &pos, i + 1))
 		;
+	use_moved(fs, p);
 }
 
 void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off)
 {
 	enum fs_kind k = fs_ino_kind(ino);
 	uint64_t key = ino;
+	struct fs_plan_extent x;
 	int marked = 0;
 
 	if (!atomic_load_explicit(&fs->plans->n, memory_order_relaxed))
@@ -570,6 +585,7 @@ void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off)
 			for (uint32_t i = first; i != PLAN_NONE; i = p->next[i]) {
 				if (atomic_exchange(&p->done[i], 1) == 0) {
 					plan_mark(fs, p, i, &marked);
+					x = p->ext[i];
 					break;
 				}
 			}
@@ -578,13 +594,17 @@ void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off)
 
 			while (i != PLAN_NONE && !atomic_load(&p->done[i]))
 				i = p->next[i];
-			if (i == PLAN_NONE && atomic_exchange(&p->done[first], 1) == 0)
+			if (i == PLAN_NONE && atomic_exchange(&p->done[first], 1) == 0) {
 				plan_mark(fs, p, first, &marked);
+				x = p->ext[first];
+			}
 		}
 	}
 	pthread_rwlock_unlock(&fs->plans->lock);
-	if (marked)
+	if (marked) {
+		use_done(fs, &x); /* one key: the same bytes in every plan */
 		plan_changed(fs);
+	}
 }
 
 /* ---- the fetcher's side and stats ------------------------------------------ */
@@ -708,4 +728,223 @@ void fs_plan_free_all(struct fs *fs)
 	}
 	atomic_store(&fs->plans->n, 0);
 	pthread_rwlock_unlock(&fs->plans->lock);
+}
+
+/* ---- next use: the cache tier's eviction order ----------------------------
+ * Every unit a plan will read is marked in the cache tier with the plan
+ * position of its next use (cachetier_plan_mark), so that eviction keeps
+ * what a plan needs soonest and lets go first what no plan needs again
+ * (cachetier.h). A position is bytes of planned reading on one clock for
+ * every plan: extent i of plan p is read at p->base + cum[i], where base is
+ * the clock when p was published and the clock (fs->plans->clock) is the
+ * furthest any plan's readers got (base + bytes before its position). Two
+ * plans read at the same pace so compare by the bytes each has left to
+ * read before a unit; a unit two plans need is marked with the nearer use.
+ *
+ * When: at every publish and clear, all marks are dropped and every extent
+ * not read yet of every plan is marked (O(extents of the plans), under
+ * use_lock); when a read marks an extent read (fs_plan_note_read), its
+ * units are needed by none (cachetier_plan_done), then the extents that
+ * share those units and are not read yet, in any plan, mark them again
+ * (found through p->byoff in O(log extents)). Members of compressed shards
+ * are not marked (their object is read once, by its decoding). Lock order:
+ * use_lock, then fs->plans->lock (fs_plan_list), then the cache tier's. */
+
+#define USE_SHIFT     12	 /* positions given to the cache tier: 4 KiB of reading */
+#define USE_AHEAD_MAX (1u << 30) /* the furthest position marked ahead of the clock */
+
+static pthread_mutex_t use_lock = PTHREAD_MUTEX_INITIALIZER; /* one marking at a time */
+
+/* The bytes whose units x reads: 0 for none (compressed, or empty). */
+static int use_range(const struct fs_plan_extent *x, uint64_t *off, uint64_t *len)
+{
+	uint64_t hdr = x->flags & FS_PLAN_HEADER ? 512 : 0;
+
+	if (x->flags & FS_PLAN_DECODED)
+		return 0;
+	*off = x->off - hdr;
+	*len = x->len + hdr;
+	return *len > 0;
+}
+
+static uint64_t use_start(const struct fs_plan_extent *x)
+{
+	uint64_t off, len;
+
+	return use_range(x, &off, &len) ? off : x->off;
+}
+
+struct use_sort {
+	uint32_t obj, i;
+	uint64_t off;
+};
+
+static int use_cmp(const void *pa, const void *pb)
+{
+	const struct use_sort *a = pa, *b = pb;
+
+	if (a->obj != b->obj)
+		return a->obj < b->obj ? -1 : 1;
+	if (a->off != b->off)
+		return a->off < b->off ? -1 : 1;
+	return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/* p->byoff: p's extents by (object, first byte, index). */
+static int use_index(struct fs_plan *p)
+{
+	struct use_sort *t = malloc((p->n ? p->n : 1) * sizeof(*t));
+
+	p->byoff = malloc((p->n ? p->n : 1) * sizeof(*p->byoff));
+	if (!t || !p->byoff) {
+		free(t);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < p->n; i++)
+		t[i] = (struct use_sort){p->ext[i].obj, i, use_start(&p->ext[i])};
+	qsort(t, p->n, sizeof(*t), use_cmp);
+	for (uint32_t i = 0; i < p->n; i++)
+		p->byoff[i] = t[i].i;
+	free(t);
+	return 0;
+}
+
+/* The position of extent i of p, for the cache tier: at most USE_AHEAD_MAX
+ * past the clock (the tier's serial numbers span 2^31). */
+static uint32_t use_seq(struct fs *fs, const struct fs_plan *p, uint32_t i)
+{
+	uint64_t now = atomic_load(&fs->plans->clock) >> USE_SHIFT;
+	uint64_t at = (p->base + p->cum[i]) >> USE_SHIFT;
+
+	return (uint32_t)(at > now + USE_AHEAD_MAX ? now + USE_AHEAD_MAX : at);
+}
+
+/* Mark the units of extent i of p with its position (raw: its object's). */
+static void use_mark(struct fs *fs, const struct fs_plan *p, uint32_t i, struct cachetier_obj *raw)
+{
+	uint64_t off, len;
+
+	if (use_range(&p->ext[i], &off, &len))
+		cachetier_plan_mark(raw, off, len, use_seq(fs, p, i));
+}
+
+/* The raw object obj when it is open (a read opened it); else NULL. */
+static struct cachetier_obj *use_raw(struct fs *fs, uint32_t obj)
+{
+	struct fs_obj *o = fs_obj(fs, obj);
+	struct cachetier_obj *raw;
+
+	pthread_mutex_lock(&o->lock);
+	raw = o->raw;
+	pthread_mutex_unlock(&o->lock);
+	return raw;
+}
+
+/* Drop every mark, then mark every extent not read yet of every plan. */
+static void use_all(struct fs *fs)
+{
+	struct fs_plan *ps[FS_PLAN_MAX];
+	size_t n;
+
+	if (backend_is_local(fs->be))
+		return; /* read in place: no units */
+	pthread_mutex_lock(&use_lock);
+	n = fs_plan_list(fs, ps, FS_PLAN_MAX);
+	cachetier_plan_reset(fs->ct);
+	for (size_t k = 0; k < n; k++) {
+		struct cachetier_obj *raw = NULL;
+		uint32_t obj = UINT32_MAX;
+
+		for (uint32_t i = 0; i < ps[k]->n; i++) {
+			const struct fs_plan_extent *x = &ps[k]->ext[i];
+
+			if (atomic_load_explicit(&ps[k]->done[i], memory_order_relaxed) ||
+			    (x->flags & FS_PLAN_DECODED))
+				continue;
+			if (x->obj != obj) {
+				obj = x->obj;
+				if (fs_obj_raw(fs, obj, &raw) < 0) /* logged */
+					raw = NULL;
+			}
+			if (raw)
+				use_mark(fs, ps[k], i, raw);
+		}
+	}
+	pthread_mutex_unlock(&use_lock);
+	for (size_t k = 0; k < n; k++)
+		fs_plan_put(ps[k]);
+}
+
+/* p's position moved: the clock follows the furthest plan. Under
+ * fs->plans->lock (shared). */
+static void use_moved(struct fs *fs, const struct fs_plan *p)
+{
+	unsigned pos = atomic_load_explicit(&p->position, memory_order_relaxed);
+	uint64_t at = p->base + p->cum[pos < p->n ? pos : p->n];
+	unsigned long long clock = atomic_load(&fs->plans->clock);
+
+	while (clock < at && !atomic_compare_exchange_weak(&fs->plans->clock, &clock, at))
+		;
+	if (!backend_is_local(fs->be))
+		cachetier_plan_now(fs->ct, (uint32_t)(atomic_load(&fs->plans->clock) >> USE_SHIFT));
+}
+
+/* Mark again, in p, the extents not read yet of object obj that read bytes
+ * in [lo, hi). */
+static void use_again(struct fs *fs, const struct fs_plan *p, uint32_t obj, uint64_t lo,
+		      uint64_t hi, struct cachetier_obj *raw)
+{
+	uint32_t a = 0, b = p->n;
+
+	while (a < b) { /* the first extent at or after (obj, lo) */
+		uint32_t m = a + (b - a) / 2;
+		const struct fs_plan_extent *x = &p->ext[p->byoff[m]];
+
+		if (x->obj < obj || (x->obj == obj && use_start(x) < lo))
+			a = m + 1;
+		else
+			b = m;
+	}
+	for (uint32_t k = a; k-- > 0;) { /* before lo, reaching into it */
+		const struct fs_plan_extent *x = &p->ext[p->byoff[k]];
+		uint64_t off, len;
+
+		if (x->obj != obj || !use_range(x, &off, &len) || off + len <= lo)
+			break;
+		if (!atomic_load_explicit(&p->done[p->byoff[k]], memory_order_relaxed))
+			use_mark(fs, p, p->byoff[k], raw);
+	}
+	for (uint32_t k = a; k < p->n; k++) {
+		const struct fs_plan_extent *x = &p->ext[p->byoff[k]];
+
+		if (x->obj != obj || use_start(x) >= hi)
+			break;
+		if (!atomic_load_explicit(&p->done[p->byoff[k]], memory_order_relaxed))
+			use_mark(fs, p, p->byoff[k], raw);
+	}
+}
+
+/* The read of extent x (marked read in every plan holding its key): its
+ * units are needed by none but the extents not read yet that share them. */
+static void use_done(struct fs *fs, const struct fs_plan_extent *x)
+{
+	struct fs_plan *ps[FS_PLAN_MAX];
+	struct cachetier_obj *raw;
+	uint64_t off, len, lo, hi;
+	size_t n;
+
+	if (backend_is_local(fs->be) || !use_range(x, &off, &len))
+		return;
+	raw = use_raw(fs, x->obj);
+	if (!raw)
+		return;
+	pthread_mutex_lock(&use_lock);
+	if (cachetier_plan_done(raw, off, len, &lo, &hi) == 0) {
+		n = fs_plan_list(fs, ps, FS_PLAN_MAX);
+		for (size_t k = 0; k < n; k++) {
+			use_again(fs, ps[k], x->obj, lo, hi, raw);
+			fs_plan_put(ps[k]);
+		}
+	}
+	pthread_mutex_unlock(&use_lock);
 }

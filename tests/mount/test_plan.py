@@ -26,6 +26,15 @@ GROUP:
              of one object closer than the measured rate x time to first byte go out as one
              GET (exact GETs from the emulator's counters, exact units fetched); groups 5 MB
              apart split; the bytes between serve a later plan; two plans of the same samples
+  nextuse    eviction by next use, nginx source, plain files of one 64 KiB unit each, a cache
+             of 8 units, no fetching ahead (--plan-lookahead 0: every fill is a reader's miss):
+             a plan of 12 files read twice in order (bigger than the cache): units no plan
+             needs again go first, then the furthest next use (16 fills, 8 evictions; least
+             recently used: 24 and 16); two plans read in turns, each of 5 files three times,
+             compete (14 fills; each plan alone: 17 and 18, least recently used: 30); a plan
+             with unplanned reads on the side, which keep their least recently used order
+             (11 fills; in fill order 12, least recently used for all: 18). Exact bytes
+             fetched and evicted and misses, computed by a model of each rule
   file       a plan file is never copied into the log (a shadow-like file: only counts and
              line numbers of the lines that name nothing), and is read in pieces (48 MiB of
              overlong lines raise the daemon's peak RSS by less than 8 MiB)
@@ -693,6 +702,154 @@ def group_coalesce(env, ck):
         emu.stop()
 
 
+NU_UNIT = 64 * 1024  # --chunk-size 512K: units of 64 KiB, each file here one unit
+
+
+def nextuse_model(reads, plans, sizes, limit, policy, side='lru'):
+    """(misses, bytes fetched, bytes evicted) of reading the files in reads (names, in order,
+    each read whole, one unit each) through a cache of limit bytes. policy 'lru': the least
+    recently used unit goes first. 'next': as the cache tier orders by the plans' marks: units
+    no plan needs again (least recently used first), then units no plan speaks of (least
+    recently used first; side='fifo': first filled first), then units a plan needs, the
+    furthest next use first. A plan's extent j is at position cum[j] >> 12 (4 KiB of the
+    plan's bytes before it; every plan here was published at clock 0), a unit's next use the
+    nearest unread occurrence in any plan. A tie between planned units is an error of the
+    construction (the mount may break it either way)."""
+    occ = []
+    for p in plans:
+        o, cum = {}, 0
+        for f in p:
+            o.setdefault(f, []).append(cum >> 12)
+            cum += sizes[f]
+        occ.append(o)
+    done = [{} for _ in plans]
+    cache, last, filled = set(), {}, {}
+    misses = fetched = evicted = 0
+
+    def key(g):
+        if policy == 'lru':
+            return (1, last[g])
+        nxt = [o[g][done[k].get(g, 0)] for k, o in enumerate(occ)
+               if g in o and done[k].get(g, 0) < len(o[g])]
+        if nxt:
+            return (3, -min(nxt))
+        if any(g in o for o in occ):
+            return (0, last[g])
+        return (1, last[g] if side == 'lru' else filled[g])
+
+    for t, f in enumerate(reads):
+        if f not in cache:
+            misses += 1
+            fetched += sizes[f]
+            while sum(sizes[g] for g in cache) + sizes[f] > limit:
+                ks = sorted((key(g), g) for g in cache)
+                if len(ks) > 1 and ks[0][0] == ks[1][0] and ks[0][0][0] == 3:
+                    raise RuntimeError('planned units tie at read %d' % t)
+                cache.discard(ks[0][1])
+                evicted += sizes[ks[0][1]]
+            cache.add(f)
+            filled[f] = t
+        last[f] = t
+        for k, o in enumerate(occ):  # a read marks its next occurrence in every plan
+            if f in o and done[k].get(f, 0) < len(o[f]):
+                done[k][f] = done[k].get(f, 0) + 1
+    return misses, fetched, evicted
+
+
+def group_nextuse(env, ck):
+    """Eviction by next use: the cache tier evicts units no plan needs first, then units no
+    plan speaks of in least recently used order, then planned units, furthest next use first;
+    each case against a model of the rule and of least recently used order."""
+    src = env.path('src')
+    os.makedirs(src)
+    rng = random.Random(25)
+    sizes = {}
+    names = (['f%02d' % i for i in range(12)] + ['a%d' % i for i in range(5)] +
+             ['b%d' % i for i in range(5)] + ['p%d' % i for i in range(7)] +
+             ['u%d' % i for i in range(4)])
+    for n in names:
+        # b files are 60 KiB: the two plans' positions (16 and 15 per file) never tie
+        sizes[n] = NU_UNIT - (4096 if n[0] == 'b' else 0)
+        ml.write_file(os.path.join(src, n + '.bin'), rng.randbytes(sizes[n]))
+    limit = 8 * NU_UNIT
+    ng = web.Nginx(env.path('nginx'), src).start()
+
+    def case(tag, plans, reads, want, others):
+        """Publish plans (lists of names), then read reads in order, each whole, dropping the
+        kernel's pages after each read so that every read reaches the mount."""
+        model = nextuse_model(reads, plans, sizes, limit, 'next')
+        ck.eq('%s: the model gives the count this case is built for' % tag, model[0], want)
+        for what, count in others.items():
+            ck.ok(count != want, '%s: %s gives the same count (%d): the case shows nothing'
+                  % (tag, what, count))
+        with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache-' + tag),
+                      extra=['--cache-size', str(limit), '--chunk-size', '512K',
+                             '--plan-lookahead', '0', '--warm', 'off', '--min-free', '0',
+                             '--prefetch-shards', '0']) as m:
+            for k, p in enumerate(plans):
+                pf = env.path('plan-%s-%d' % (tag, k))
+                with open(pf, 'w') as f:
+                    f.write(''.join(n + '.bin\n' for n in p))
+                ck.eq('%s: plan %d rc' % (tag, k), ctl(m.mnt, 'plan %s%d %s' % (tag, k, pf)),
+                      None)
+            st0 = m.stats()
+            ck.eq('%s: nothing fetched before the reads' % tag, st0['bytes_fetched'], 0)
+            for n in reads:
+                fd = os.open(os.path.join(m.mnt, n + '.bin'), os.O_RDONLY)
+                try:
+                    got = b''
+                    while True:
+                        b = os.read(fd, 1 << 20)
+                        if not b:
+                            break
+                        got += b
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+                if got != read(os.path.join(src, n + '.bin')):
+                    ck.fail('%s: bytes of %s' % (tag, n))
+            st = m.stats()
+            planned = sum(1 for n in reads if any(n in p for p in plans))
+            ck.eq('%s: every planned read reached the mount (plan_hits)' % tag,
+                  st['plan_hits'], planned)
+            ck.eq('%s: misses, bytes fetched, bytes evicted' % tag,
+                  (st['cache_misses'] - st0['cache_misses'], st['bytes_fetched'],
+                   st['evicted_bytes']), model)
+            ck.eq('%s: read_errors' % tag, st['read_errors'], 0)
+            log('%s: %d reads, %d fills, %d evictions (%s)' % (
+                tag, len(reads), model[0], st['evictions'],
+                ', '.join('%s %d' % kv for kv in others.items())))
+
+    try:
+        # one plan, 12 files in order twice: the second pass finds 7 of the first's files
+        f = ['f%02d' % i for i in range(12)]
+        one = f + f
+        case('one', [one], one, 16,
+             {'least recently used': nextuse_model(one, [one], sizes, limit, 'lru')[0]})
+        # two plans read in turns, 5 files each three times (a: 64 KiB, b: 60 KiB)
+        a = ['a%d' % i for i in range(5)] * 3
+        b = ['b%d' % i for i in range(5)] * 3
+        turns = [x for pair in zip(a, b) for x in pair]
+        case('two', [a, b], turns, 14,
+             {'plan a alone': nextuse_model(turns, [a], sizes, limit, 'next')[0],
+              'plan b alone': nextuse_model(turns, [b], sizes, limit, 'next')[0],
+              'least recently used': nextuse_model(turns, [a, b], sizes, limit, 'lru')[0]})
+        # a plan of 7 files twice, with an unplanned reader after every second planned read
+        p = ['p%d' % i for i in range(7)] * 2
+        u = ['u0', 'u1', 'u0', 'u2', 'u0', 'u3', 'u0']
+        side = []
+        for i, x in enumerate(p):
+            side.append(x)
+            if i % 2:
+                side.append(u[i // 2])
+        case('side', [p], side, 11,
+             {'unplanned in fill order': nextuse_model(side, [p], sizes, limit, 'next',
+                                                       'fifo')[0],
+              'least recently used': nextuse_model(side, [p], sizes, limit, 'lru')[0]})
+    finally:
+        ng.stop()
+
+
 def vm_hwm(pid):
     """The peak resident set of process pid, in bytes (VmHWM)."""
     with open('/proc/%d/status' % pid) as f:
@@ -744,7 +901,7 @@ def group_file(env, ck):
 
 
 GROUPS = {'file': group_file, 'semantics': group_semantics, 'bigger': group_bigger,
-          'ahead': group_ahead, 'coalesce': group_coalesce}
+          'ahead': group_ahead, 'coalesce': group_coalesce, 'nextuse': group_nextuse}
 
 
 def main():

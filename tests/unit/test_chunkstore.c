@@ -891,6 +891,145 @@ static void test_range_spares_present(void)
 	backend_close(be);
 }
 
+/* Is the first unit (CHUNK / 8) of object i cached? */
+static int unit0(struct cachetier_obj *o)
+{
+	return cachetier_obj_cached_bytes(o) > 0;
+}
+
+/* Eviction by next use (cachetier_plan_*): a cache of 4 units of CHUNK / 8,
+ * read with probes (one unit each, no readahead), so every miss past the
+ * fourth evicts exactly one unit. Units P1, P2 (planned at now + 10 and
+ * now + 0x200: past 2^32, a serial number), L (no plan) and D (planned,
+ * then read by its plan) are read in that order, oldest first, so least
+ * recently used would evict P1, P2, L, D; by next use the order is D (no
+ * plan needs it), L (no plan speaks of it), P2 (furthest), P1. Then
+ * planned units against each other, a second plan's nearer use winning and
+ * a further one not; a prefetch fill that would evict only units needed
+ * sooner than its own is skipped; one that is needed first evicts the
+ * furthest, and its unit no plan marked (bytes between planned extents)
+ * is the next to go. */
+static void test_plan_order(void)
+{
+	struct backend *be = store("");
+	uint64_t u = CHUNK / 8, unfit = 0;
+	struct cachetier *ct = tier(be, "c-plan", 4 * u, 4);
+	struct cachetier_obj *o[7], *x;
+	struct cachetier_stats st;
+	uint32_t now = 0xFFFFFF00u;
+	uint64_t lo, hi;
+	unsigned char buf[64];
+	int present;
+
+	for (int i = 0; i < 7; i++)
+		o[i] = obj(ct, be, i);
+	x = o[4];
+	cachetier_plan_now(ct, now);
+	CHECK(cachetier_plan_mark(o[0], 0, u, now + 10) == 0 &&
+		  cachetier_plan_mark(o[1], 100, 10, now + 0x200) == 0 &&
+		  cachetier_plan_mark(o[3], 0, u, now + 5) == 0,
+	      "marks");
+	CHECK(cachetier_plan_mark(o[0], sizes[0], 1, now) == -EINVAL, "a mark past the end");
+	for (int i = 0; i < 4; i++)
+		CHECK(cachetier_obj_pread_probe(o[i], buf, sizeof(buf), 0) == sizeof(buf),
+		      "read of unit 0 of object %d", i);
+	CHECK(cachetier_plan_done(o[3], 10, 20, &lo, &hi) == 0 && lo == 0 && hi == u,
+	      "done: the units' bytes [%llu, %llu)", (unsigned long long)lo,
+	      (unsigned long long)hi);
+	/* X1 (no plan): D goes, though read last */
+	CHECK(cachetier_obj_pread_probe(x, buf, sizeof(buf), 0) == sizeof(buf), "X1");
+	CHECK(unit0(o[0]) && unit0(o[1]) && unit0(o[2]) && !unit0(o[3]),
+	      "X1 evicted D (the unit no plan needs): P1 %d, P2 %d, L %d, D %d", unit0(o[0]),
+	      unit0(o[1]), unit0(o[2]), unit0(o[3]));
+	/* X2 (planned at now + 20): L goes, the older unplanned unit */
+	CHECK(cachetier_plan_mark(x, u, u, now + 20) == 0, "mark X2");
+	CHECK(cachetier_obj_pread_probe(x, buf, sizeof(buf), u) == sizeof(buf), "X2");
+	CHECK(unit0(o[0]) && unit0(o[1]) && !unit0(o[2]), "X2 evicted L: P1 %d, P2 %d, L %d",
+	      unit0(o[0]), unit0(o[1]), unit0(o[2]));
+	/* X3 (now + 15): X1 goes, unplanned before any planned unit */
+	CHECK(cachetier_plan_mark(x, 2 * u, u, now + 15) == 0, "mark X3");
+	CHECK(cachetier_obj_pread_probe(x, buf, sizeof(buf), 2 * u) == sizeof(buf), "X3");
+	CHECK(unit0(o[0]) && unit0(o[1]) && cachetier_obj_cached_bytes(x) == 2 * u,
+	      "X3 evicted X1: P1 %d, P2 %d, X holds %llu", unit0(o[0]), unit0(o[1]),
+	      (unsigned long long)cachetier_obj_cached_bytes(x));
+	/* X4 (now + 1): P2 goes, the furthest (now + 0x200 wrapped past 0) */
+	CHECK(cachetier_plan_mark(x, 3 * u, u, now + 1) == 0, "mark X4");
+	CHECK(cachetier_obj_pread_probe(x, buf, sizeof(buf), 3 * u) == sizeof(buf), "X4");
+	CHECK(unit0(o[0]) && !unit0(o[1]), "X4 evicted P2 (furthest): P1 %d, P2 %d", unit0(o[0]),
+	      unit0(o[1]));
+	/* a second plan needs X2 at now + 3: the nearer use wins; a third's
+	 * at now + 100 changes nothing. X5 (now + 2): X3 (now + 15) goes */
+	CHECK(cachetier_plan_mark(x, u, u, now + 3) == 0 &&
+		  cachetier_plan_mark(x, u, u, now + 100) == 0,
+	      "marks of X2");
+	CHECK(cachetier_plan_mark(x, 4 * u, u, now + 2) == 0, "mark X5");
+	CHECK(cachetier_obj_pread_probe(x, buf, sizeof(buf), 4 * u) == sizeof(buf), "X5");
+	CHECK(unit0(o[0]) && cachetier_obj_cached_bytes(x) == 3 * u,
+	      "X5 evicted X3: P1 %d, X holds %llu", unit0(o[0]),
+	      (unsigned long long)cachetier_obj_cached_bytes(x));
+	present = cachetier_obj_pread_probe(x, buf, sizeof(buf), u) == sizeof(buf);
+	stats(ct, &st);
+	CHECK(present && st.misses == 9 && st.hits == 1, "X2 still there: misses %llu, hits %llu",
+	      (unsigned long long)st.misses, (unsigned long long)st.hits);
+	/* X6 (now + 4): P1 (now + 10) goes */
+	CHECK(cachetier_plan_mark(x, 5 * u, u, now + 4) == 0, "mark X6");
+	CHECK(cachetier_obj_pread_probe(x, buf, sizeof(buf), 5 * u) == sizeof(buf), "X6");
+	CHECK(!unit0(o[0]) && cachetier_obj_cached_bytes(x) == 4 * u, "X6 evicted P1");
+	stats(ct, &st);
+	CHECK(st.evictions == 6 && st.evicted_bytes == 6 * u && st.bytes_fetched == 10 * u,
+	      "reads: evictions %llu (%llu bytes), fetched %llu", (unsigned long long)st.evictions,
+	      (unsigned long long)st.evicted_bytes, (unsigned long long)st.bytes_fetched);
+	/* cached now: X2 (3), X4 (1), X5 (2), X6 (4). A range prefetch of units
+	 * 0 and 1 of object 5, unit 0 planned at now + 50: every unit it could
+	 * evict is needed sooner, so it is skipped */
+	CHECK(cachetier_plan_mark(o[5], 0, 1, now + 50) == 0, "mark R0 far");
+	CHECK(cachetier_obj_prefetch_range(o[5], 0, 2 * u, CACHETIER_PF_EVICT) == 0, "range R");
+	CHECK(prefetch_ended(o[5]), "range prefetch did not end");
+	fills_idle(ct);
+	cachetier_obj_prefetch_state(o[5], &unfit);
+	stats(ct, &st);
+	CHECK(unfit == 2 * u && st.evictions == 6 && cachetier_obj_cached_bytes(o[5]) == 0,
+	      "a far prefetch evicted nearer units: unfit %llu, evictions %llu",
+	      (unsigned long long)unfit, (unsigned long long)st.evictions);
+	/* R0 needed first (now + 0): X6 and X2 (the furthest) go, in one
+	 * eviction; R1, which no plan marked, is then the first to go for a
+	 * read of object 6 */
+	CHECK(cachetier_plan_mark(o[5], 0, 1, now) == 0, "mark R0 first");
+	CHECK(cachetier_obj_prefetch_range(o[5], 0, 2 * u, CACHETIER_PF_EVICT) == 0, "range R");
+	CHECK(prefetch_ended(o[5]), "range prefetch did not end");
+	fills_idle(ct);
+	stats(ct, &st);
+	CHECK(cachetier_obj_cached_bytes(o[5]) == 2 * u && cachetier_obj_cached_bytes(x) == 2 * u &&
+		  st.evictions == 7 && st.bytes_fetched == 12 * u,
+	      "a near prefetch: R cached %llu, X %llu, evictions %llu, fetched %llu",
+	      (unsigned long long)cachetier_obj_cached_bytes(o[5]),
+	      (unsigned long long)cachetier_obj_cached_bytes(x), (unsigned long long)st.evictions,
+	      (unsigned long long)st.bytes_fetched);
+	CHECK(cachetier_obj_pread_probe(o[6], buf, sizeof(buf), 0) == sizeof(buf), "Y");
+	stats(ct, &st);
+	CHECK(cachetier_obj_cached_bytes(o[5]) == u && cachetier_obj_cached_bytes(x) == 2 * u &&
+		  st.evictions == 8,
+	      "Y evicted R1 (between planned ranges): R %llu, X %llu",
+	      (unsigned long long)cachetier_obj_cached_bytes(o[5]),
+	      (unsigned long long)cachetier_obj_cached_bytes(x));
+	CHECK(cachetier_obj_pread_probe(o[5], buf, sizeof(buf), 0) == sizeof(buf), "R0");
+	stats(ct, &st);
+	CHECK(st.misses == 11, "R0 still there: misses %llu", (unsigned long long)st.misses);
+	/* reset: every planned unit is needed by none; a read of object 6's
+	 * unit 1 evicts the least recently used of them: X4 (read before X5) */
+	cachetier_plan_reset(ct);
+	CHECK(cachetier_obj_pread_probe(o[6], buf, sizeof(buf), u) == sizeof(buf), "Y2");
+	present = cachetier_obj_pread_probe(x, buf, sizeof(buf), 4 * u) == sizeof(buf);
+	stats(ct, &st);
+	CHECK(present && st.misses == 12 && cachetier_obj_cached_bytes(x) == u,
+	      "after reset: X4 evicted, X5 kept: misses %llu, X %llu",
+	      (unsigned long long)st.misses, (unsigned long long)cachetier_obj_cached_bytes(x));
+	for (int i = 0; i < 7; i++)
+		cachetier_obj_unref(o[i]);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
 static void test_crash(uint64_t seed)
 {
 	struct cachetier_stats st;
@@ -1396,6 +1535,7 @@ int main(void)
 	test_prefetch_range();
 	test_range_spares_present();
 	test_pin_threads();
+	test_plan_order();
 	test_reopen_race();
 	test_crash(seed);
 	test_errors();
