@@ -184,7 +184,7 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	pthread_mutex_init(&ct->lock, NULL);
 	pthread_mutex_init(&ct->fd_lock, NULL);
 	pthread_cond_init(&ct->cond, NULL);
-	pthread_cond_init(&ct->chunk_cond, NULL);
+	pthread_cond_init(&ct->unit_cond, NULL);
 	pthread_cond_init(&ct->room_cond, NULL);
 	pthread_cond_init(&ct->work_cond, NULL);
 	pthread_cond_init(&ct->flush_cond, NULL);
@@ -247,7 +247,7 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	err = cachetier__scan(ct);
 	if (err < 0)
 		goto fail;
-	err = cachetier__chunk_start(ct);
+	err = cachetier__units_start(ct);
 	if (err < 0)
 		goto fail;
 	/* For humans looking at the cache directory: which source is this. */
@@ -265,12 +265,12 @@ void cachetier_cancel(struct cachetier *ct)
 {
 	if (!ct)
 		return;
-	/* the flag that cachetier__chunk_stop sets: workers leave their loop,
+	/* the flag that cachetier__units_stop sets: workers leave their loop,
 	 * waiting readers leave read_begin with -ECANCELED */
 	pthread_mutex_lock(&ct->lock);
 	__atomic_store_n(&ct->stopping, 1, __ATOMIC_RELEASE); /* fill_claim reads it unlocked */
 	pthread_cond_broadcast(&ct->work_cond);
-	pthread_cond_broadcast(&ct->chunk_cond);
+	pthread_cond_broadcast(&ct->unit_cond);
 	pthread_cond_broadcast(&ct->room_cond);
 	pthread_cond_broadcast(&ct->flush_cond);
 	pthread_mutex_unlock(&ct->lock);
@@ -281,7 +281,7 @@ void cachetier_close(struct cachetier *ct)
 	if (!ct)
 		return;
 	/* joins the fill workers, records every filled chunk in its map */
-	cachetier__chunk_stop(ct);
+	cachetier__units_stop(ct);
 	/* Objects still referenced are the caller's bug; release their fds. */
 	for (size_t i = 0; ct->obj_tab && i < ct->obj_tab_size; i++) {
 		while (ct->obj_tab[i]) {
@@ -314,7 +314,7 @@ void cachetier_close(struct cachetier *ct)
 		close(ct->dirfd);
 	pthread_cond_destroy(&ct->work_cond);
 	pthread_cond_destroy(&ct->flush_cond);
-	pthread_cond_destroy(&ct->chunk_cond);
+	pthread_cond_destroy(&ct->unit_cond);
 	pthread_cond_destroy(&ct->room_cond);
 	pthread_cond_destroy(&ct->cond);
 	pthread_mutex_destroy(&ct->fd_lock);
@@ -359,7 +359,7 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->evictions = ct->evictions;
 	st->evicted_bytes = ct->evicted_bytes;
 	st->decoded_evictions = ct->decoded_evictions;
-	st->peer_chunks = ct->peer_chunks;
+	st->peer_units = ct->peer_units;
 	st->peer_waits = ct->peer_waits;
 	st->prefetch_withdrawn = ct->pf_withdrawn;
 	st->units_corrupt = atomic_load(&ct->units_corrupt);

@@ -8,7 +8,7 @@
  *    fds are open at once: the least recently used is closed and reopened
  *    on demand (a reopened file that is no longer the one first opened
  *    gives -ESTALE).
- *  - keeps a chunk store of remote objects: fetched in chunks of
+ *  - keeps a unit store of remote objects: fetched in chunks of
  *    chunk_bytes by a pool of fill threads, ahead of sequential readers,
  *    into sparse local files that later reads and later mounts are served
  *    from; within cache_size_bytes and min_free_bytes by evicting least
@@ -34,7 +34,7 @@
  *                                           of key, ETag, size
  *   CACHE_DIR/v1/<source-hash>/data/<h>.map which chunks are valid (format in
  *                                           cachetier_map.c)
- *   CACHE_DIR/v1/<source-hash>/data/<h>.st  the chunks' state shared by the
+ *   CACHE_DIR/v1/<source-hash>/data/<h>.st  the units' state shared by the
  *                                           processes using the object
  *   CACHE_DIR/v1/usage                      bytes cached in the whole directory
  * Any number of processes may share one cache directory, for one source or
@@ -92,7 +92,7 @@ struct cachetier_stats {
 	uint64_t decoded_reused;  /* decoded copies found in the cache and reused */
 	uint64_t meta_reads;	  /* blobs found */
 	uint64_t meta_writes;	  /* blobs written */
-	/* the chunk store of remote objects */
+	/* the unit store of remote objects */
 	uint64_t hits;		  /* read ranges found present */
 	uint64_t misses;	  /* read ranges that waited for a fill */
 	uint64_t bytes_fetched;	  /* bytes written by fills */
@@ -105,7 +105,7 @@ struct cachetier_stats {
 	uint64_t evictions; /* evictions: one or more chunks of an object, or a decoded copy */
 	uint64_t evicted_bytes;
 	uint64_t decoded_evictions;  /* decoded copies evicted (also in evictions) */
-	uint64_t peer_chunks;	     /* chunks read that another process (or mount) filled */
+	uint64_t peer_units;	     /* chunks read that another process (or mount) filled */
 	uint64_t peer_waits;	     /* fills that waited for another process's fill of the chunk */
 	uint64_t prefetch_withdrawn; /* prefetch fills stopped part-way because a demand or
 				      * readahead fill needed their connection (fetched again

@@ -35,7 +35,7 @@
  * recently used (cachetier_evict.c; decoding makes room every
  * DEC_ROOM_BYTES). A copy bigger than cache_size_bytes is allowed: the
  * cache then runs over its limit while the copy is in use, as it does for
- * pinned chunks.
+ * pinned units.
  *
  * Whole or error (docs/design.md section 3): decoding is refused, the partial
  * output removed and cachetier_obj_open fails, when
@@ -54,11 +54,11 @@
  *     tries again.
  * Only damage (a truncated or corrupt stream) keeps a prefix.
  *
- * The compressed bytes of a remote shard are read through the chunk store
+ * The compressed bytes of a remote shard are read through the unit store
  * (d->raw: parallel fills, readahead, cached for later).
  *
  * Non-goals: decoding while a reader waits on a prefix; evicting decoded
- * copies (they count in the usage; only the chunk store is evicted to make
+ * copies (they count in the usage; only the unit store is evicted to make
  * room).
  */
 #include <errno.h>
@@ -113,7 +113,7 @@ struct dec {
 	struct cachetier *ct;
 	const struct backend_objinfo *info;
 	int srcfd;		   /* local source fd, or -1: remote, read through raw */
-	struct cachetier_obj *raw; /* remote: the compressed object in the chunk store
+	struct cachetier_obj *raw; /* remote: the compressed object in the unit store
 				    * (parallel fills, readahead, cached for later) */
 	uint64_t in_off;	   /* compressed bytes read so far */
 	int outfd;
@@ -169,7 +169,7 @@ static uint64_t dec_room(struct dec *d)
 }
 
 /* Look at the room above the reserve again; when a write of len does not
- * fit, let eviction free chunks of the chunk store first. */
+ * fit, let eviction free chunks of the unit store first. */
 static void dec_check_free(struct dec *d, size_t len)
 {
 	uint64_t room = dec_room(d);

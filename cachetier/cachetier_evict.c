@@ -13,10 +13,10 @@
  * exceeds cfg.cache_size_bytes or the filesystem's free space (statvfs)
  * would drop below cfg.min_free_bytes, evicts chunk by chunk, least
  * recently read first, across objects: a chunk's last use is this
- * process's last read or fill of it (ct_file.catime), and for a chunk this
+ * process's last read or fill of it (ct_file.uatime), and for a chunk this
  * process never touched its object's last read by any process (the state
  * file) or, for objects not open here, their map's mtime. Chunks ahead
- * of their readers (chunk_ahead: filled ahead and not read since, or past
+ * of their readers (unit_ahead: filled ahead and not read since, or past
  * where a sequential reader is) go last, the latest used first; a
  * prefetch fill (spare_ahead) never evicts them, and evicts at all only while the chunks filled
  * ahead stay within half the cache, so a reader of an object bigger than the cache evicts what it
@@ -84,7 +84,7 @@ enum ev_class {
 	EV_UNNEEDED = 0, /* a plan read it and none needs it again, or it was
 			  * filled between planned ranges: least recently used first */
 	EV_LRU = 1,	 /* no plan speaks of it: least recently used first */
-	EV_AHEAD = 2,	 /* no plan speaks of it, ahead of its readers (chunk_ahead):
+	EV_AHEAD = 2,	 /* no plan speaks of it, ahead of its readers (unit_ahead):
 			  * latest used first */
 	EV_PLANNED = 3,	 /* a plan needs it: furthest next use first */
 };
@@ -117,14 +117,14 @@ static int64_t file_at(const struct ct_file *f)
  * past where a sequential reader that read f within AHEAD_SPARE_NS is (it
  * gets there soon: a decoder streaming a shard read once before)? Units a
  * plan marked are ordered by their next use instead. */
-static int chunk_ahead(const struct ct_file *f, uint32_t c, int64_t now)
+static int unit_ahead(const struct ct_file *f, uint32_t c, int64_t now)
 {
 	if (f->gap[c] || f->nu[c] != CT_NU_NONE)
 		return 0;
-	if (f->unread[c] && now - f->catime[c] < AHEAD_SPARE_NS)
+	if (f->unread[c] && now - f->uatime[c] < AHEAD_SPARE_NS)
 		return 1;
 	return f->ra_window && now - f->atime_ns < AHEAD_SPARE_NS &&
-	       (uint64_t)c * f->cb >= f->ra_end;
+	       (uint64_t)c * f->unit_bytes >= f->ra_end;
 }
 
 int64_t cachetier__plan_near(const struct cachetier *ct, const struct ct_file *f, uint32_t c)
@@ -153,41 +153,41 @@ struct ev_ctx {
 	const struct cachetier *ct;
 };
 
-/* May chunk c of live f be evicted now (as far as this process knows: no
+/* May unit c of live f be evicted now (as far as this process knows: no
  * reader here pins it, no fill or eviction here works on it, the state
  * file says it holds bytes)? For a prefetch fill (x->spare), not if it is
  * ahead of its readers, nor if a plan needs it as soon as the fill's
  * units or sooner. */
-static int chunk_evictable(const struct ct_file *f, uint32_t c, const struct ev_ctx *x)
+static int unit_evictable(const struct ct_file *f, uint32_t c, const struct ev_ctx *x)
 {
-	if (!(f->pins[c] == 0 && (f->cst[c] == CH_VALID || f->cst[c] == CH_EMPTY) &&
+	if (!(f->pins[c] == 0 && (f->ust[c] == UNIT_VALID || f->ust[c] == UNIT_EMPTY) &&
 	      cachetier__st_get(f, c)))
 		return 0;
 	if (!x->spare || unit_unneeded(f, c))
 		return 1;
 	if (f->nu[c] == CT_NU_NONE)
-		return !chunk_ahead(f, c, x->now);
+		return !unit_ahead(f, c, x->now);
 	return x->near != CT_NEAR_NONE && cachetier__plan_near(x->ct, f, c) > x->near;
 }
 
 /* Chunk c's place in the eviction order; fat: file_at(f). A chunk this
  * process never touched is as old as its object's last use. Chunks ahead
- * of their readers (chunk_ahead) go after the others no plan speaks of,
+ * of their readers (unit_ahead) go after the others no plan speaks of,
  * the latest used first: chunks filled ahead of a reader in order are the
  * furthest ahead (a shard fetched ahead of an in-order reader, its first
  * chunks filled first and needed first). Units a plan needs go last, the
  * furthest next use first. */
-static struct ev_key chunk_key(const struct ct_file *f, uint32_t c, int64_t fat,
-			       const struct ev_ctx *x)
+static struct ev_key unit_key(const struct ct_file *f, uint32_t c, int64_t fat,
+			      const struct ev_ctx *x)
 {
-	struct ev_key k = {EV_LRU, f->catime[c] ? f->catime[c] : fat};
+	struct ev_key k = {EV_LRU, f->uatime[c] ? f->uatime[c] : fat};
 
 	if (unit_unneeded(f, c)) {
 		k.cls = EV_UNNEEDED;
 	} else if (f->nu[c] != CT_NU_NONE) {
 		k.cls = EV_PLANNED;
 		k.at = -cachetier__plan_near(x->ct, f, c);
-	} else if (chunk_ahead(f, c, x->now)) {
+	} else if (unit_ahead(f, c, x->now)) {
 		k.cls = EV_AHEAD;
 		k.at = -k.at;
 	}
@@ -202,10 +202,10 @@ static uint64_t ahead_bytes(const struct cachetier *ct, int64_t now)
 	uint64_t sum = 0;
 
 	for (const struct ct_file *f = ct->files; f; f = f->next) {
-		for (uint32_t c = 0; f->live && f->bytes && c < f->nchunks; c++) {
-			if (f->unread[c] && !f->gap[c] && f->cst[c] == CH_VALID &&
-			    f->nu[c] != CT_NU_DONE && now - f->catime[c] < AHEAD_SPARE_NS)
-				sum += cachetier__chunk_len(f, c);
+		for (uint32_t c = 0; f->live && f->bytes && c < f->nunits; c++) {
+			if (f->unread[c] && !f->gap[c] && f->ust[c] == UNIT_VALID &&
+			    f->nu[c] != CT_NU_DONE && now - f->uatime[c] < AHEAD_SPARE_NS)
+				sum += cachetier__unit_len(f, c);
 		}
 	}
 	return sum;
@@ -232,12 +232,12 @@ static struct ct_file *victim(struct cachetier *ct, const struct ev_ctx *x, stru
 		if (f->live) {
 			int64_t fat = file_at(f);
 
-			for (uint32_t c = 0; c < f->nchunks; c++) {
+			for (uint32_t c = 0; c < f->nunits; c++) {
 				struct ev_key k;
 
-				if (!chunk_evictable(f, c, x))
+				if (!unit_evictable(f, c, x))
 					continue;
-				k = chunk_key(f, c, fat, x);
+				k = unit_key(f, c, fat, x);
 				if (key_less(k, fk))
 					fk = k;
 			}
@@ -326,8 +326,8 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 			return 0;
 		f->evict_round = 0; /* live now: chunk by chunk */
 	}
-	list = malloc((size_t)f->nchunks * sizeof(*list));
-	cand = malloc((size_t)(f->nchunks ? f->nchunks : 1) * sizeof(*cand));
+	list = malloc((size_t)f->nunits * sizeof(*list));
+	cand = malloc((size_t)(f->nunits ? f->nunits : 1) * sizeof(*cand));
 	if (!list || !cand) {
 		free(list);
 		free(cand);
@@ -337,29 +337,29 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 	 * first of all chunks for each chunk evicted cost chunks x evicted
 	 * key comparisons under ct->lock) */
 	fat = file_at(f);
-	for (uint32_t c = 0; c < f->nchunks; c++) {
-		if (chunk_evictable(f, c, x))
-			cand[ncand++] = (struct ev_cand){chunk_key(f, c, fat, x), c};
+	for (uint32_t c = 0; c < f->nunits; c++) {
+		if (unit_evictable(f, c, x))
+			cand[ncand++] = (struct ev_cand){unit_key(f, c, fat, x), c};
 	}
 	qsort(cand, ncand, sizeof(*cand), cand_cmp);
 	for (uint32_t i = 0; i < ncand && (freed < want || n == 0); i++) {
 		uint32_t best = cand[i].c;
-		uint64_t len = cachetier__chunk_len(f, best);
+		uint64_t len = cachetier__unit_len(f, best);
 
 		if (n > 0 && !key_within(cand[i].k, next))
 			break; /* another object's unit goes first */
 
-		if (cachetier__ofd_lock(f->auxfd, F_WRLCK, LK_CHUNK(best), 0) < 0)
+		if (cachetier__ofd_lock(f->auxfd, F_WRLCK, LK_UNIT(best), 0) < 0)
 			continue; /* pinned or being filled by another process */
 		if (!cachetier__st_set(f, best, 0)) {
-			cachetier__ofd_lock(f->auxfd, F_UNLCK, LK_CHUNK(best), 0);
+			cachetier__ofd_lock(f->auxfd, F_UNLCK, LK_UNIT(best), 0);
 			continue; /* another process evicted it first */
 		}
-		if (f->cst[best] == CH_VALID) {
+		if (f->ust[best] == UNIT_VALID) {
 			f->bytes -= len;
 			ct->used -= len;
 		}
-		f->cst[best] = CH_EVICTING;
+		f->ust[best] = UNIT_EVICTING;
 		/* gone: whoever fills it next says whether a plan needs it (a
 		 * plan's mark stays) */
 		if (f->nu[best] == CT_NU_DONE)
@@ -397,16 +397,16 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 	qsort(list, n, sizeof(*list), u32_cmp);
 	for (uint32_t i = 0; i < n;) {
 		uint32_t k = i + 1;
-		uint64_t len = cachetier__chunk_len(f, list[i]);
+		uint64_t len = cachetier__unit_len(f, list[i]);
 
 		while (k < n && list[k] == list[k - 1] + 1)
-			len += cachetier__chunk_len(f, list[k++]);
+			len += cachetier__unit_len(f, list[k++]);
 		/* Fails only where holes are unsupported: the bytes stay on
 		 * disk unaccounted, but are never served. */
 		fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			  (off_t)((uint64_t)list[i] * f->cb), (off_t)len);
+			  (off_t)((uint64_t)list[i] * f->unit_bytes), (off_t)len);
 		for (; i < k; i++)
-			cachetier__ofd_lock(f->auxfd, F_UNLCK, LK_CHUNK(list[i]), 0);
+			cachetier__ofd_lock(f->auxfd, F_UNLCK, LK_UNIT(list[i]), 0);
 	}
 	pthread_mutex_unlock(&f->maplock);
 
@@ -414,14 +414,14 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 	f->evicting = 0;
 	ct->evicting -= freed;
 	for (uint32_t i = 0; i < n; i++) {
-		f->cst[list[i]] = CH_EMPTY;
+		f->ust[list[i]] = UNIT_EMPTY;
 		f->seen[list[i]] = 0; /* whoever fills it next: checked if not us */
 	}
-	for (uint32_t c = 0; c < f->nchunks && !left; c++)
+	for (uint32_t c = 0; c < f->nunits && !left; c++)
 		left = cachetier__st_get(f, c);
 	if (had_map && left)
 		f->dirty++; /* the unlinked map recorded some of them */
-	pthread_cond_broadcast(&ct->chunk_cond);
+	pthread_cond_broadcast(&ct->unit_cond);
 	pthread_cond_broadcast(&ct->room_cond);
 	free(list);
 	return freed;
@@ -563,7 +563,7 @@ int cachetier__make_room_near(struct cachetier *ct, uint64_t len, int spare_ahea
 			 * bytes leave the disk when they finish: wait, do not write
 			 * over them (nor evict more than needed). Only an eviction's
 			 * end wakes this wait (ct->evicting > 0 here, and it ends
-			 * without waiting on anything): the chunk states' broadcasts
+			 * without waiting on anything): the unit states' broadcasts
 			 * at every fill's end would wake every fill thread here. */
 			pthread_cond_wait(&ct->room_cond, &ct->lock);
 			continue;

@@ -1,12 +1,12 @@
 /*
- * cachetier_fill.c — the fill workers of the chunk store (cachetier_map.c)
+ * cachetier_fill.c — the fill workers of the unit store (cachetier_map.c)
  * and its flusher: a worker takes a job from the queues (cachetier_queue.c),
  * claims its units, fetches them into the data file and marks them valid;
  * the flusher records filled units in the maps.
  *
  * Sharing: several processes may use one cache directory at once. Each
  * chunk's truth while they run is the state file data/<hash>.st
- * (cachetier_share.c), not this process's cst[]: a fill holds the chunk's
+ * (cachetier_share.c), not this process's ust[]: a fill holds the chunk's
  * write lock (F_OFD_SETLK on stfd) from before its fetch until the state
  * says valid; a reader holds the chunk's read lock from read_begin to
  * read_end and trusts a chunk only after taking it and seeing it valid in
@@ -86,7 +86,7 @@ struct fill_sink {
 	uint64_t end;	      /* the chunk's end */
 	int wrote;	      /* a byte may have reached the file */
 	struct ct_slot *slot; /* the worker's: progress, and a request to stop */
-	uint32_t cb;	      /* unit bytes; start is a unit's start */
+	uint32_t unit_bytes;  /* unit bytes; start is a unit's start */
 	uint32_t *crc;	      /* CRC32C of each unit of the run, as its bytes arrive */
 	int64_t first_ns;     /* when its first byte arrived (0: none yet) */
 };
@@ -114,8 +114,8 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 	/* each unit's CRC32C as its bytes pass, while they are in the CPU's
 	 * cache (tests/bench/crc_bench.sh: about 0.12 ms of CPU a MB) */
 	for (size_t at = 0; at < len;) {
-		uint64_t u = (off + at - s->start) / s->cb;
-		uint64_t uend = s->start + (u + 1) * s->cb - off;
+		uint64_t u = (off + at - s->start) / s->unit_bytes;
+		uint64_t uend = s->start + (u + 1) * s->unit_bytes - off;
 		size_t piece = (size_t)(uend < len ? uend - at : len - at);
 
 		s->crc[u] = disk_crc32c_update(s->crc[u], (const char *)buf + at, piece);
@@ -152,7 +152,7 @@ int cachetier__read_version(struct cachetier *ct, const char *key, const char *e
 	return 0;
 }
 
-/* Fetch chunk c into f's data file, each piece written as it arrives
+/* Fetch unit c into f's data file, each piece written as it arrives
  * (durable only at the next map flush), each unit's CRC32C into crc[]
  * (one per unit of the len bytes). On failure the chunk's range is
  * punched again: bytes of a failed fill (perhaps of a version that changed
@@ -162,18 +162,18 @@ int cachetier__read_version(struct cachetier *ct, const char *key, const char *e
 static int fill_chunk(struct cachetier *ct, struct ct_slot *slot, struct ct_file *f, uint32_t c,
 		      size_t len, uint32_t *crc)
 {
-	uint64_t off = cachetier__chunk_off(f, c);
+	uint64_t off = cachetier__unit_off(f, c);
 	struct fill_sink s = {.fd = f->datafd,
 			      .start = off,
 			      .next = off,
 			      .end = off + len,
 			      .slot = slot,
-			      .cb = f->cb,
+			      .unit_bytes = f->unit_bytes,
 			      .crc = crc};
 	int64_t t0 = cachetier__mono_ns();
 	int err = 0;
 
-	memset(crc, 0, sizeof(*crc) * ((len + f->cb - 1) / f->cb));
+	memset(crc, 0, sizeof(*crc) * ((len + f->unit_bytes - 1) / f->unit_bytes));
 	/* only from the listed version: chunks of two versions never mix */
 	err = cachetier__read_version(ct, f->key, f->etag, &s.next, s.end, fill_sink_write, &s);
 	if (err == 0 && s.wrote) /* the link as this fill saw it (cachetier_span.c) */
@@ -209,7 +209,7 @@ again:
 	}
 }
 
-/* Claim chunk c of f for a fill: 1 when this process holds its write lock
+/* Claim unit c of f for a fill: 1 when this process holds its write lock
  * and must fetch it, 0 when another process filled it meanwhile (nothing
  * held), or a negative errno (-ECANCELED when the cache tier closes while
  * another process's fill is awaited). No ct->lock held. */
@@ -222,11 +222,11 @@ static int fill_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, int *
 
 		if (cachetier__st_get(f, c))
 			return 0;
-		err = cachetier__ofd_lock(f->stfd, F_WRLCK, LK_CHUNK(c), 0);
+		err = cachetier__ofd_lock(f->stfd, F_WRLCK, LK_UNIT(c), 0);
 		if (err == 0) {
 			if (!cachetier__st_get(f, c))
 				return 1;
-			cachetier__chunk_unlock(f, c);
+			cachetier__unit_unlock(f, c);
 			return 0;
 		}
 		if (err != -EAGAIN)
@@ -245,13 +245,13 @@ static int fill_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, int *
 static void run_abandon(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n)
 {
 	for (uint32_t u = c; u < c + n; u++) {
-		f->cst[u] = CH_EMPTY;
+		f->ust[u] = UNIT_EMPTY;
 		if (f->pins[u] > 0 && cachetier__queue_push(ct, f, u, 1, 0) < 0) {
-			f->cerr[u] = -ENOMEM;
+			f->uerr[u] = -ENOMEM;
 			ct->fill_errors++;
 		}
 	}
-	pthread_cond_broadcast(&ct->chunk_cond);
+	pthread_cond_broadcast(&ct->unit_cond);
 }
 
 /* A withdrawn prefetch fill of unit c of f ended without it: the unit
@@ -260,9 +260,9 @@ static void run_abandon(struct cachetier *ct, struct ct_file *f, uint32_t c, uin
  * meanwhile gets it queued on demand. ct->lock held. */
 static void pf_withdrawn(struct cachetier *ct, struct ct_file *f, uint32_t c, int pf)
 {
-	f->cst[c] = CH_EMPTY;
+	f->ust[c] = UNIT_EMPTY;
 	if (f->pins[c] > 0 && cachetier__queue_push(ct, f, c, 1, 0) < 0) {
-		f->cerr[c] = -ENOMEM;
+		f->uerr[c] = -ENOMEM;
 		ct->fill_errors++;
 	}
 	if (ct->stopping)
@@ -337,7 +337,7 @@ static int fill_begin(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 		return -1;
 	}
 	for (uint32_t u = c; u < c + n; u++)
-		f->cst[u] = CH_FILLING;
+		f->ust[u] = UNIT_FILLING;
 	ct->reserved += len;
 	ct->fills_inflight++;
 	if (!pf)
@@ -380,17 +380,17 @@ static int fill_begin(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int err, int claim,
 		      int waited, int withdrawn)
 {
-	uint64_t ulen = cachetier__chunk_len(f, u);
+	uint64_t ulen = cachetier__unit_len(f, u);
 
 	if (err < 0 && withdrawn) {
 		pf_withdrawn(ct, f, u, withdrawn);
 	} else if (err == 0) {
-		f->cst[u] = CH_VALID;
+		f->ust[u] = UNIT_VALID;
 		f->bytes += ulen;
 		ct->used += ulen;
 		/* no reader waits for it: filled ahead, spared by the
 		 * evictions of prefetch fills until it is read */
-		f->catime[u] = cachetier__now_ns();
+		f->uatime[u] = cachetier__now_ns();
 		f->unread[u] = f->pins[u] == 0;
 		if (claim == 1) {
 			f->seen[u] = 1;
@@ -402,8 +402,8 @@ static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int e
 				ct->peer_waits++;
 		}
 	} else {
-		f->cst[u] = CH_EMPTY;
-		f->cerr[u] = err;
+		f->ust[u] = UNIT_EMPTY;
+		f->uerr[u] = err;
 		ct->fill_errors++;
 	}
 	if (claim == 1) {
@@ -411,10 +411,10 @@ static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int e
 		 * becomes their read lock without a gap an eviction could
 		 * use; otherwise it goes */
 		if (err == 0 && f->pins[u] > 0) {
-			cachetier__ofd_lock(f->stfd, F_RDLCK, LK_CHUNK(u), 0);
+			cachetier__ofd_lock(f->stfd, F_RDLCK, LK_UNIT(u), 0);
 			f->held[u] = 1;
 		} else {
-			cachetier__chunk_unlock(f, u);
+			cachetier__unit_unlock(f, u);
 		}
 	}
 }
@@ -437,7 +437,7 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 			continue;
 		cachetier__st_set_crc(f, c + i, crc[i]);
 		if (!cachetier__st_set(f, c + i, 1))
-			cachetier__usage_add(ct, (int64_t)cachetier__chunk_len(f, c + i));
+			cachetier__usage_add(ct, (int64_t)cachetier__unit_len(f, c + i));
 	}
 	ct->reserved -= cachetier__run_len(f, c, n);
 	ct->fills_inflight--;
@@ -466,7 +466,7 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		unit_done(ct, f, c + i, errs[i], claim[i], waited, withdrawn ? pf : 0);
 	if (pf == CT_PF_RANGE_FIT || pf == CT_PF_RANGE_EVICT)
 		cachetier__plan_filled(ct, f, c, n); /* between planned extents: needed by none */
-	pthread_cond_broadcast(&ct->chunk_cond);
+	pthread_cond_broadcast(&ct->unit_cond);
 	if (withdrawn || (!pf && ra && ct->ra_busy == 0 && (ct->pf || ct->pr)))
 		pthread_cond_broadcast(&ct->work_cond); /* prefetch may go on */
 	else if (!pf && (ct->pf || ct->pr))
@@ -541,7 +541,7 @@ static void *flusher_main(void *arg)
 	return NULL;
 }
 
-int cachetier__chunk_start(struct cachetier *ct)
+int cachetier__units_start(struct cachetier *ct)
 {
 	ct->dq_tail = &ct->dq;
 	ct->rq_tail = &ct->rq;
@@ -568,7 +568,7 @@ int cachetier__chunk_start(struct cachetier *ct)
 	return 0;
 }
 
-void cachetier__chunk_stop(struct cachetier *ct)
+void cachetier__units_stop(struct cachetier *ct)
 {
 	struct ct_job *j;
 
@@ -591,8 +591,8 @@ void cachetier__chunk_stop(struct cachetier *ct)
 			ct->dq = j->next;
 		else
 			ct->rq = j->next;
-		j->f->cst[j->c] = CH_EMPTY;
-		j->f->cerr[j->c] = -ECANCELED;
+		j->f->ust[j->c] = UNIT_EMPTY;
+		j->f->uerr[j->c] = -ECANCELED;
 		free(j);
 	}
 	ct->dq_tail = &ct->dq;
@@ -603,7 +603,7 @@ void cachetier__chunk_stop(struct cachetier *ct)
 		cachetier__pf_unlink(ct, ct->pf);
 	while (ct->pr)
 		cachetier__range_pop(ct);
-	pthread_cond_broadcast(&ct->chunk_cond);
+	pthread_cond_broadcast(&ct->unit_cond);
 	pthread_mutex_unlock(&ct->lock);
 
 	/* no other thread runs now: record every filled chunk, free */

@@ -6,7 +6,7 @@
  *      and unlinking its map file and punching its data file. Taken with
  *      no other lock held.
  *   2. cachetier.lock — everything else: the object table, the file table,
- *      every chunk state, pin, queue and counter. Held only for short
+ *      every unit state, pin, queue and counter. Held only for short
  *      in-memory work; never across backend I/O, file writes, unlinks or
  *      fsync (eviction drops it around its file operations).
  *   3. cachetier.fd_lock — the bounded set of open local source fds
@@ -34,12 +34,12 @@
 #include "disk.h"
 
 /* States of one chunk of a cached remote object. */
-enum ct_chunk {
-	CH_EMPTY = 0, /* not on disk (or not trusted) */
-	CH_QUEUED,    /* exactly one ct_job for it sits in a fill queue */
-	CH_FILLING,   /* a worker is fetching and writing it */
-	CH_VALID,     /* written (maybe not yet durable): may be served */
-	CH_EVICTING,  /* being punched out of the data file */
+enum ct_unit {
+	UNIT_EMPTY = 0, /* not on disk (or not trusted) */
+	UNIT_QUEUED,	/* exactly one ct_job for it sits in a fill queue */
+	UNIT_FILLING,	/* a worker is fetching and writing it */
+	UNIT_VALID,	/* written (maybe not yet durable): may be served */
+	UNIT_EVICTING,	/* being punched out of the data file */
 };
 
 /* A unit's next use by a reading plan (ct_file.nu, cachetier_plan.c):
@@ -55,14 +55,14 @@ enum ct_chunk {
 #define LK_PRESENCE    0    /* R: a process uses the file; W: it is initialising it */
 #define LK_MAP	       1    /* W: writing or unlinking the object's map */
 #define LK_MAP_WAIT_MS 2000 /* most a map write or unlink waits for LK_MAP */
-#define LK_CHUNK(c)    ((off_t)(1ll << 32) + (off_t)(c)) /* W: filling or evicting; R: pinned */
-#define ST_HDR	       64u /* state file: header bytes before one byte per chunk */
+#define LK_UNIT(c)     ((off_t)(1ll << 32) + (off_t)(c)) /* W: filling or evicting; R: pinned */
+#define ST_HDR	       64u /* state file: header bytes before one byte per unit */
 
 /* What a read pins (struct cachetier_pin's kind). */
 enum ct_pin_kind {
 	CT_PIN_FD,     /* o->fd as it is: nothing pinned */
 	CT_PIN_DEC,    /* a decoded copy: o->dpins */
-	CT_PIN_FILE,   /* the chunk store: units [c0, c1) of o->file */
+	CT_PIN_FILE,   /* the unit store: units [c0, c1) of o->file */
 	CT_PIN_BYPASS, /* a read served past the cache: fd, a memfd */
 	CT_PIN_LOCAL,  /* a local source's fd: o->fd_pins */
 };
@@ -77,12 +77,12 @@ struct cachetier_pin {
 	int fd;		 /* CT_PIN_BYPASS: memfd holding the read's bytes from offset 0 */
 };
 
-/* One remote object in the chunk store: data/<hash> + data/<hash>.map.
+/* One remote object in the unit store: data/<hash> + data/<hash>.map.
  * An entry exists for every object with bytes on disk (found by the scan
  * at open: 'live' == 0) and for every object opened in this session
  * ('live' == 1: identity, fd and chunk arrays valid). A live entry stays
  * live until cachetier_close, so workers and readers may use f->key,
- * f->datafd, f->size and f->nchunks without the lock once they saw
+ * f->datafd, f->size and f->nunits without the lock once they saw
  * f->live under it. Everything else: protected by ct->lock. */
 struct ct_file {
 	struct ct_file *next; /* in ct->files */
@@ -90,47 +90,47 @@ struct ct_file {
 	int dirfd;	      /* the data/ directory it lives in (not owned) */
 	int foreign;	      /* another source's object: evicted, never filled */
 	int live;	      /* identity, datafd and arrays below are set */
-	int opening;	      /* a thread is loading it (others wait on chunk_cond) */
+	int opening;	      /* a thread is loading it (others wait on unit_cond) */
 	int evicting;	      /* an eviction is working on it (ditto) */
-	uint64_t bytes;	      /* bytes of CH_VALID chunks, counted in ct->used */
+	uint64_t bytes;	      /* bytes of UNIT_VALID chunks, counted in ct->used */
 	int64_t atime_ns;     /* last access (CLOCK_REALTIME), for LRU */
 	unsigned evict_round; /* last eviction round that considered it */
 	/* live only */
 	char *key;
 	char etag[80];
 	uint64_t size;
-	uint32_t cb;	   /* unit bytes: what a state byte, a map bit, a lock and an
-			    * eviction cover (the arrays below are per unit) */
-	uint32_t nchunks;  /* units */
-	uint32_t group;	   /* units per chunk (a sequential fill's request) */
-	int datafd;	   /* data/<hash>, O_RDWR */
-	int stfd;	   /* data/<hash>.st: presence and this process's chunk locks */
-	int auxfd;	   /* the same file opened again: eviction's chunk locks */
-	unsigned char *st; /* data/<hash>.st mapped shared (cachetier_share.c) */
+	uint32_t unit_bytes; /* unit bytes: what a state byte, a map bit, a lock and an
+			      * eviction cover (the arrays below are per unit) */
+	uint32_t nunits;     /* units */
+	uint32_t group;	     /* units per chunk (a sequential fill's request) */
+	int datafd;	     /* data/<hash>, O_RDWR */
+	int stfd;	     /* data/<hash>.st: presence and this process's unit locks */
+	int auxfd;	     /* the same file opened again: eviction's unit locks */
+	unsigned char *st;   /* data/<hash>.st mapped shared (cachetier_share.c) */
 	size_t st_len;
-	uint8_t *held;	 /* per chunk: stfd holds its read lock (pinned and valid) */
-	uint8_t *seen;	 /* per chunk: this process filled or served it already */
-	int64_t *catime; /* per chunk: this process's last read or fill of it (CLOCK_REALTIME ns);
-			  * 0: untouched here (the object's last use stands for it) */
-	uint8_t *unread; /* per chunk: filled ahead (readahead, prefetch), not read since */
-	uint8_t *gap;	 /* per unit: queued only because it lies between planned extents of a
-			  * span (cachetier_obj_prefetch_span) and no plan named it since: while
-			  * unread it is not spared and goes first (cachetier_evict.c); a read
-			  * or a range naming it clears it */
-	uint32_t *nu;	 /* per unit: next use by a plan, CT_NU_* or a plan position
-			  * (cachetier_plan.c) */
-	uint8_t *cst;	 /* enum ct_chunk per chunk */
-	uint32_t *pins;	 /* readers inside read_begin/read_end per chunk */
-	int *cerr;	 /* the error of the last failed fill per chunk */
-	unsigned dirty;	 /* valid chunks not yet in the persisted map */
-	int64_t map_ns;	 /* when the map was last written */
-	uint64_t ra_end; /* end of the last read (readahead detection) */
-	uint64_t ra_window;   /* readahead window in bytes; 0: random access */
-	uint64_t ra_run;      /* bytes read in the current sequential run */
-	uint32_t pf_next;     /* prefetch cursor: the next chunk to look at */
-	uint32_t pf_end;      /* ... up to this one (exclusive) */
-	int pf_listed;	      /* in ct->pf list */
-	int pf_evict;	      /* its prefetch fills may evict (CACHETIER_PF_EVICT was asked) */
+	uint8_t *held;	    /* per unit: stfd holds its read lock (pinned and valid) */
+	uint8_t *seen;	    /* per unit: this process filled or served it already */
+	int64_t *uatime;    /* per unit: this process's last read or fill of it (CLOCK_REALTIME ns);
+			     * 0: untouched here (the object's last use stands for it) */
+	uint8_t *unread;    /* per unit: filled ahead (readahead, prefetch), not read since */
+	uint8_t *gap;	    /* per unit: queued only because it lies between planned extents of a
+			     * span (cachetier_obj_prefetch_span) and no plan named it since: while
+			     * unread it is not spared and goes first (cachetier_evict.c); a read
+			     * or a range naming it clears it */
+	uint32_t *nu;	    /* per unit: next use by a plan, CT_NU_* or a plan position
+			     * (cachetier_plan.c) */
+	uint8_t *ust;	    /* enum ct_unit per unit */
+	uint32_t *pins;	    /* readers inside read_begin/read_end per unit */
+	int *uerr;	    /* the error of the last failed fill per unit */
+	unsigned dirty;	    /* valid units not yet in the persisted map */
+	int64_t map_ns;	    /* when the map was last written */
+	uint64_t ra_end;    /* end of the last read (readahead detection) */
+	uint64_t ra_window; /* readahead window in bytes; 0: random access */
+	uint64_t ra_run;    /* bytes read in the current sequential run */
+	uint32_t pf_next;   /* prefetch cursor: the next chunk to look at */
+	uint32_t pf_end;    /* ... up to this one (exclusive) */
+	int pf_listed;	    /* in ct->pf list */
+	int pf_evict;	    /* its prefetch fills may evict (CACHETIER_PF_EVICT was asked) */
 	unsigned pf_inflight; /* prefetch fills of it running now */
 	uint64_t pf_unfit;    /* bytes its latest prefetch skipped: no room without evicting */
 	unsigned pr_queued;   /* its ranges in ct->pr (cachetier_obj_prefetch_range) */
@@ -182,7 +182,7 @@ enum ct_pf_kind {
 	CT_PF_RANGE_EVICT = 3,
 };
 
-/* A queued fill of units [c, c + n) of f, all CH_QUEUED by it. */
+/* A queued fill of units [c, c + n) of f, all UNIT_QUEUED by it. */
 struct ct_job {
 	struct ct_file *f;
 	uint32_t c, n;
@@ -205,14 +205,14 @@ struct cachetier {
 	int datafd;			/* dir/data: chunk files and maps */
 	pthread_mutex_t lock;		/* protects everything below not marked otherwise */
 	pthread_cond_t cond;		/* signalled when an object leaves OBJ_OPENING */
-	pthread_cond_t chunk_cond;	/* chunk states, file opening/evicting changed */
+	pthread_cond_t unit_cond;	/* unit states, file opening/evicting changed */
 	pthread_cond_t room_cond;	/* an eviction ended (ct->evicting went down) */
 	pthread_cond_t work_cond;	/* fill queues got work, or stopping */
 	pthread_cond_t flush_cond;	/* a map batch is due, or stopping */
 	struct cachetier_obj **obj_tab; /* open objects: chains by hash of name */
 	size_t obj_tab_size;		/* buckets, a power of two */
 	size_t nobjs;			/* objects in obj_tab */
-	struct ct_file *files;		/* every object of the chunk store */
+	struct ct_file *files;		/* every object of the unit store */
 	struct ct_dec *decs;		/* every decoded copy (cachetier_evict.c) */
 	struct cachetier_obj *dec_objs; /* open objects with a decoded copy */
 	struct ct_job *dq, **dq_tail;	/* demand fills (readers wait) */
@@ -246,14 +246,14 @@ struct cachetier {
 	int *srcfds;	      /* other sources' data/, decoded/ dir pairs */
 	unsigned nsrcfds;
 	int64_t rescan_ns; /* last rescan for objects of other processes */
-	uint64_t used;	   /* bytes of valid chunks this process knows of (stats) */
+	uint64_t used;	   /* bytes of valid units this process knows of (stats) */
 	uint64_t reserved; /* bytes of fills in flight */
 	uint64_t evicting; /* bytes being punched out: still on disk */
 	uint64_t hits, misses, bytes_fetched, fills, fills_inflight, fill_errors;
 	uint64_t readahead_fills, evictions, evicted_bytes;
 	uint64_t unfit_bytes;	    /* prefetch fills skipped: no room without evicting */
 	uint64_t decoded_evictions; /* decoded copies evicted */
-	uint64_t peer_chunks;	    /* chunks served that another process filled */
+	uint64_t peer_units;	    /* chunks served that another process filled */
 	uint64_t peer_waits;	    /* fills that waited for another process's fill */
 	uint64_t pf_withdrawn;	    /* prefetch fills stopped to free a connection for a reader */
 	atomic_ullong decoded_used; /* bytes of decoded copies (never evicted) */
@@ -290,7 +290,7 @@ struct cachetier_obj {
 	int refs;		    /* protected by ct->lock */
 	enum obj_state state;	    /* protected by ct->lock; waiters use ct->cond */
 	int err;		    /* OBJ_FAILED: negative errno */
-	int fd;			    /* local source or decoded copy; -1 for the chunk store
+	int fd;			    /* local source or decoded copy; -1 for the unit store
 				     * (local sources: -1 while closed by the fd bound) */
 	/* Local source files only; protected by ct->fd_lock. The fd stays open
 	 * while pinned (between read_begin and read_end); identity is what the
@@ -301,7 +301,7 @@ struct cachetier_obj {
 	dev_t dev;
 	ino_t ino;
 	int64_t mtime_ns;
-	struct ct_file *file; /* remote raw objects: the chunk store entry */
+	struct ct_file *file; /* remote raw objects: the unit store entry */
 	uint64_t size;	      /* readable bytes */
 	int damage;	      /* 0 or negative errno found while decoding */
 	uint64_t damage_off;  /* compressed offset of the damage */
@@ -390,11 +390,11 @@ void cachetier__obj_free(struct cachetier *ct, struct cachetier_obj *o);
 int cachetier__local_pin(struct cachetier_obj *o, int *fd);
 void cachetier__local_unpin(struct cachetier_obj *o);
 
-/* The chunk store: cachetier_map.c (files and maps), cachetier_queue.c
+/* The unit store: cachetier_map.c (files and maps), cachetier_queue.c
  * (fill queues, prefetch policy), cachetier_fill.c (fill workers, the
  * flusher), cachetier_read.c (reads, readahead). */
-int cachetier__chunk_start(struct cachetier *ct); /* fill workers; after the scan */
-void cachetier__chunk_stop(struct cachetier *ct); /* join workers, flush maps, free files */
+int cachetier__units_start(struct cachetier *ct); /* fill workers; after the scan */
+void cachetier__units_stop(struct cachetier *ct); /* join workers, flush maps, free files */
 int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *info,
 			 struct ct_file **out);
 /* Pin units [*c0, *c1) of f, those of [off, off + len), present and
@@ -415,7 +415,7 @@ void cachetier__file_flush(struct cachetier *ct, struct ct_file *f);
 /* Map format shared with the scan: parse and check buf; on success fill
  * the fields and point *bitmap into buf. Identity is checked by the caller. */
 struct ct_map {
-	uint32_t chunk_bytes, nchunks;
+	uint32_t unit_bytes, nunits;
 	uint64_t size;
 	const char *key; /* not NUL-terminated */
 	size_t keylen;
@@ -426,14 +426,14 @@ struct ct_map {
 };
 int cachetier__map_parse(const unsigned char *buf, size_t len, struct ct_map *m);
 int cachetier__map_read(int dirfd, const char *name, unsigned char **buf, size_t *len);
-uint64_t cachetier__map_bytes(const struct ct_map *m); /* bytes of the valid chunks */
+uint64_t cachetier__map_bytes(const struct ct_map *m); /* bytes of the valid units */
 /* cachetier_map.c: free f: its fds and memory (its files on disk stay; no
  * read may pin it). */
 void cachetier__file_free(struct ct_file *f);
 /* cachetier_queue.c — the queues; all with ct->lock held. */
-/* Queue one fill of units [c, c + n) of f, all CH_EMPTY. */
+/* Queue one fill of units [c, c + n) of f, all UNIT_EMPTY. */
 int cachetier__queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int ra);
-/* Queue one fill of the CH_EMPTY units around unit c within [lo, hi). */
+/* Queue one fill of the UNIT_EMPTY units around unit c within [lo, hi). */
 int cachetier__queue_run(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t lo,
 			 uint32_t hi, int ra);
 /* A reader needs a chunk that readahead queued: move it to the front. */
@@ -468,7 +468,7 @@ void cachetier__usage_close(struct cachetier *ct);
 void cachetier__usage_add(struct cachetier *ct, int64_t delta);
 uint64_t cachetier__usage_get(const struct cachetier *ct);
 uint64_t cachetier__usage_epoch(const struct cachetier *ct);
-/* f->hash, dirfd, cb, nchunks and size set. Opens and maps data/<hash>.st
+/* f->hash, dirfd, unit_bytes, nunits and size set. Opens and maps data/<hash>.st
  * with the presence lock; *alone: initialise, then call st_ready. */
 int cachetier__st_open(struct ct_file *f, int create, int *alone);
 /* Alone: bytes the old state file counted in 'epoch' (UINT64_MAX: none). */
@@ -486,31 +486,31 @@ void cachetier__st_set_crc(struct ct_file *f, uint32_t c, uint32_t crc);
 void cachetier__st_touch(struct ct_file *f, int64_t now_ns);
 int64_t cachetier__st_atime(const struct ct_file *f);
 
-static inline uint64_t cachetier__chunk_len(const struct ct_file *f, uint32_t c)
+static inline uint64_t cachetier__unit_len(const struct ct_file *f, uint32_t c)
 {
-	uint64_t off = (uint64_t)c * f->cb;
+	uint64_t off = (uint64_t)c * f->unit_bytes;
 
-	return f->size - off < f->cb ? f->size - off : f->cb;
+	return f->size - off < f->unit_bytes ? f->size - off : f->unit_bytes;
 }
 
-static inline uint64_t cachetier__chunk_off(const struct ct_file *f, uint32_t c)
+static inline uint64_t cachetier__unit_off(const struct ct_file *f, uint32_t c)
 {
-	return (uint64_t)c * f->cb;
+	return (uint64_t)c * f->unit_bytes;
 }
 
 /* Bytes of units [c, c + n) of f. */
 static inline uint64_t cachetier__run_len(const struct ct_file *f, uint32_t c, uint32_t n)
 {
-	return (uint64_t)(n - 1) * f->cb + cachetier__chunk_len(f, c + n - 1);
+	return (uint64_t)(n - 1) * f->unit_bytes + cachetier__unit_len(f, c + n - 1);
 }
 
-static inline void cachetier__chunk_unlock(struct ct_file *f, uint32_t c)
+static inline void cachetier__unit_unlock(struct ct_file *f, uint32_t c)
 {
-	cachetier__ofd_lock(f->stfd, F_UNLCK, LK_CHUNK(c), 0);
+	cachetier__ofd_lock(f->stfd, F_UNLCK, LK_UNIT(c), 0);
 }
 
 /* Data file name of an object: hash of key, ETag, size and chunk bytes. */
-int cachetier__file_hash(const char *key, const char *etag, uint64_t size, uint32_t cb,
+int cachetier__file_hash(const char *key, const char *etag, uint64_t size, uint32_t unit_bytes,
 			 char hash[17]);
 /* Read and check dirfd/<hash>.map: it parses and names this file (hash).
  * Units it claims past the data file's end (the file was cut) are dropped

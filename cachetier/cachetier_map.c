@@ -1,5 +1,5 @@
 /*
- * cachetier_map.c — the chunk store of remote objects (its files and map here;
+ * cachetier_map.c — the unit store of remote objects (its files and map here;
  * queues in cachetier_queue.c, fills in cachetier_fill.c, reads in
  * cachetier_read.c): a remote object
  * is fetched once, in chunks of cfg.chunk_bytes (one range request each,
@@ -12,11 +12,10 @@
  *   data/<hash>      sparse data file; chunk i at offset i * chunk_bytes
  *   data/<hash>.map  which units are valid (format below)
  *
- * Units: every per-chunk thing below — state (enum ct_chunk), state file
- * byte, map bit, lock, pin, eviction — is kept per unit (ct->unit: 64 KiB,
- * at most 128 a chunk; an eighth of a chunk under 512 KiB; a whole chunk
- * in objects of more than UNITS_MAX units), and f->cb is the unit: "chunk c" in the comments of
- * this file means unit c where it speaks of state. A fill is one request for a run of empty units
+ * Units: state (enum ct_unit), state file byte, map bit, lock, pin and
+ * eviction are per unit (ct->unit: 64 KiB, at most 128 a chunk; an eighth
+ * of a chunk under 512 KiB; a whole chunk in objects of more than
+ * UNITS_MAX units); f->unit_bytes is the unit. A fill is one request for a run of empty units
  * within one chunk (a ct_job, a worker's slot): readahead, prefetch and a miss of a sequential
  * reader (or one whose chunk fits the cache without evicting) fill every empty unit of the chunk; a
  * random miss that needs an eviction fills only the units its read covers, so a shuffled reader of
@@ -78,20 +77,20 @@ int cachetier__map_parse(const unsigned char *buf, size_t len, struct ct_map *m)
 		return -EPROTO;
 	if (disk_le64_get(buf + len - 8) != disk_fnv64(buf, len - 8))
 		return -EBADMSG;
-	m->chunk_bytes = disk_le32_get(buf + 12);
+	m->unit_bytes = disk_le32_get(buf + 12);
 	m->size = disk_le64_get(buf + 16);
-	m->nchunks = disk_le32_get(buf + 24);
+	m->nunits = disk_le32_get(buf + 24);
 	m->keylen = disk_le32_get(buf + 28);
 	m->etaglen = disk_le32_get(buf + 32);
-	need = (uint64_t)MAP_HDR + m->keylen + m->etaglen + ((uint64_t)m->nchunks + 7) / 8 +
-	       (uint64_t)m->nchunks * 4 + 8;
-	if (m->chunk_bytes == 0 || need != len ||
-	    m->nchunks != (m->size + m->chunk_bytes - 1) / m->chunk_bytes)
+	need = (uint64_t)MAP_HDR + m->keylen + m->etaglen + ((uint64_t)m->nunits + 7) / 8 +
+	       (uint64_t)m->nunits * 4 + 8;
+	if (m->unit_bytes == 0 || need != len ||
+	    m->nunits != (m->size + m->unit_bytes - 1) / m->unit_bytes)
 		return -EBADMSG;
 	m->key = (const char *)buf + MAP_HDR;
 	m->etag = m->key + m->keylen;
 	m->bitmap = (const unsigned char *)m->etag + m->etaglen;
-	m->crcs = m->bitmap + ((size_t)m->nchunks + 7) / 8;
+	m->crcs = m->bitmap + ((size_t)m->nunits + 7) / 8;
 	return 0;
 }
 
@@ -99,11 +98,11 @@ uint64_t cachetier__map_bytes(const struct ct_map *m)
 {
 	uint64_t sum = 0;
 
-	for (uint32_t c = 0; c < m->nchunks; c++) {
-		uint64_t off = (uint64_t)c * m->chunk_bytes;
+	for (uint32_t c = 0; c < m->nunits; c++) {
+		uint64_t off = (uint64_t)c * m->unit_bytes;
 
 		if (m->bitmap[c / 8] & (1u << (c % 8)))
-			sum += m->size - off < m->chunk_bytes ? m->size - off : m->chunk_bytes;
+			sum += m->size - off < m->unit_bytes ? m->size - off : m->unit_bytes;
 	}
 	return sum;
 }
@@ -117,8 +116,8 @@ int cachetier__map_read(int dirfd, const char *name, unsigned char **buf, size_t
  * none is). Called with LK_MAP held. */
 static int map_encode(struct ct_file *f, unsigned char **out, size_t *len)
 {
-	size_t klen = strlen(f->key), elen = strlen(f->etag), blen = ((size_t)f->nchunks + 7) / 8;
-	size_t n = MAP_HDR + klen + elen + blen + (size_t)f->nchunks * 4 + 8;
+	size_t klen = strlen(f->key), elen = strlen(f->etag), blen = ((size_t)f->nunits + 7) / 8;
+	size_t n = MAP_HDR + klen + elen + blen + (size_t)f->nunits * 4 + 8;
 	unsigned char *buf = calloc(1, n), *bm, *crcs;
 	unsigned valid = 0;
 
@@ -128,16 +127,16 @@ static int map_encode(struct ct_file *f, unsigned char **out, size_t *len)
 		return -ENOMEM;
 	memcpy(buf, MAP_MAGIC, 8);
 	disk_le32_put(buf + 8, MAP_VERSION);
-	disk_le32_put(buf + 12, f->cb);
+	disk_le32_put(buf + 12, f->unit_bytes);
 	disk_le64_put(buf + 16, f->size);
-	disk_le32_put(buf + 24, f->nchunks);
+	disk_le32_put(buf + 24, f->nunits);
 	disk_le32_put(buf + 28, (uint32_t)klen);
 	disk_le32_put(buf + 32, (uint32_t)elen);
 	memcpy(buf + MAP_HDR, f->key, klen);
 	memcpy(buf + MAP_HDR + klen, f->etag, elen);
 	bm = buf + MAP_HDR + klen + elen;
 	crcs = bm + blen;
-	for (uint32_t c = 0; c < f->nchunks; c++) {
+	for (uint32_t c = 0; c < f->nunits; c++) {
 		if (cachetier__st_get(f, c)) {
 			/* the CRC was stored before the state byte said valid */
 			bm[c / 8] |= (unsigned char)(1u << (c % 8));
@@ -217,23 +216,23 @@ static void file_unload(struct ct_file *f)
 	f->datafd = -1;
 	cachetier__st_close(f);
 	free(f->key);
-	free(f->cst);
+	free(f->ust);
 	free(f->pins);
-	free(f->cerr);
+	free(f->uerr);
 	free(f->held);
 	free(f->seen);
-	free(f->catime);
+	free(f->uatime);
 	free(f->unread);
 	free(f->gap);
 	free(f->nu);
-	f->catime = NULL;
+	f->uatime = NULL;
 	f->unread = NULL;
 	f->gap = NULL;
 	f->nu = NULL;
 	f->key = NULL;
-	f->cst = NULL;
+	f->ust = NULL;
 	f->pins = NULL;
-	f->cerr = NULL;
+	f->uerr = NULL;
 	f->held = NULL;
 	f->seen = NULL;
 	f->bytes = 0;
@@ -257,12 +256,12 @@ static struct ct_file *file_find(struct cachetier *ct, int dirfd, const char *ha
 	return NULL;
 }
 
-int cachetier__file_hash(const char *key, const char *etag, uint64_t size, uint32_t cb,
+int cachetier__file_hash(const char *key, const char *etag, uint64_t size, uint32_t unit_bytes,
 			 char hash[17])
 {
 	char ident[4096 + 128];
 	int n = snprintf(ident, sizeof(ident), "%s%c%s%c%llu%c%u", key, 0, etag, 0,
-			 (unsigned long long)size, 0, cb);
+			 (unsigned long long)size, 0, unit_bytes);
 
 	if (n < 0 || (size_t)n >= sizeof(ident))
 		return -ENAMETOOLONG;
@@ -287,7 +286,7 @@ int cachetier__map_load(struct cachetier *ct, int dirfd, const char *hash, unsig
 		key = strndup(m->key, m->keylen);
 		etag = strndup(m->etag, m->etaglen);
 		err = !key || !etag ? -ENOMEM
-				    : cachetier__file_hash(key, etag, m->size, m->chunk_bytes, h);
+				    : cachetier__file_hash(key, etag, m->size, m->unit_bytes, h);
 		if (err == 0 && strcmp(h, hash) != 0)
 			err = -EBADMSG; /* not this file's map (or an old naming) */
 	}
@@ -295,9 +294,9 @@ int cachetier__map_load(struct cachetier *ct, int dirfd, const char *hash, unsig
 		err = -EBADMSG;
 	if (lost)
 		*lost = 0;
-	for (uint32_t c = 0; err == 0 && c < m->nchunks; c++) {
-		uint64_t off = (uint64_t)c * m->chunk_bytes;
-		uint64_t clen = m->size - off < m->chunk_bytes ? m->size - off : m->chunk_bytes;
+	for (uint32_t c = 0; err == 0 && c < m->nunits; c++) {
+		uint64_t off = (uint64_t)c * m->unit_bytes;
+		uint64_t clen = m->size - off < m->unit_bytes ? m->size - off : m->unit_bytes;
 		unsigned char *bm = *buf + (m->bitmap - *buf);
 
 		/* a data file shorter than a claimed unit lost it (cut by
@@ -340,7 +339,7 @@ static int file_init_alone(struct cachetier *ct, struct ct_file *f)
 		cachetier__note_corrupt(ct, f->hash, f->key, lost,
 					"the data file is shorter than its map", "fetched again");
 	}
-	if (err == 0 && (m.size != f->size || m.chunk_bytes != f->cb ||
+	if (err == 0 && (m.size != f->size || m.unit_bytes != f->unit_bytes ||
 			 m.keylen != strlen(f->key) || memcmp(m.key, f->key, m.keylen) != 0))
 		err = -ESTALE;
 	if (err == 0)
@@ -357,13 +356,13 @@ static int file_init_alone(struct cachetier *ct, struct ct_file *f)
 			return -errno;
 		}
 	} else if (fstat(f->datafd, &st) == 0 &&
-		   (uint64_t)st.st_blocks * 512 > valid + (uint64_t)f->nchunks * 4096) {
+		   (uint64_t)st.st_blocks * 512 > valid + (uint64_t)f->nunits * 4096) {
 		/* chunks written but never recorded (a crash): free them */
-		for (uint32_t c = 0; c < f->nchunks; c++) {
+		for (uint32_t c = 0; c < f->nunits; c++) {
 			if (!(m.bitmap[c / 8] & (1u << (c % 8))) &&
-			    cachetier__chunk_off(f, c) < (uint64_t)st.st_size)
+			    cachetier__unit_off(f, c) < (uint64_t)st.st_size)
 				fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-					  (off_t)cachetier__chunk_off(f, c), (off_t)f->cb);
+					  (off_t)cachetier__unit_off(f, c), (off_t)f->unit_bytes);
 		}
 	}
 	cachetier__usage_add(ct, (int64_t)valid - (int64_t)old);
@@ -376,35 +375,35 @@ static int file_init_alone(struct cachetier *ct, struct ct_file *f)
  * (f->opening is set, so nobody else touches f's live fields). Returns
  * the valid bytes, or a negative errno. */
 static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *key, const char *etag,
-			 uint64_t size, uint32_t cb)
+			 uint64_t size, uint32_t unit_bytes)
 {
-	uint64_t nchunks = (size + cb - 1) / cb, valid = 0;
+	uint64_t nunits = (size + unit_bytes - 1) / unit_bytes, valid = 0;
 	char name[24];
 	int alone = 0, err;
 
-	if (nchunks > UINT32_MAX)
+	if (nunits > UINT32_MAX)
 		return -EFBIG;
 	f->key = strdup(key);
-	f->cst = calloc(nchunks ? nchunks : 1, 1);
-	f->pins = calloc(nchunks ? nchunks : 1, sizeof(*f->pins));
-	f->cerr = calloc(nchunks ? nchunks : 1, sizeof(*f->cerr));
-	f->held = calloc(nchunks ? nchunks : 1, 1);
-	f->seen = calloc(nchunks ? nchunks : 1, 1);
-	f->catime = calloc(nchunks ? nchunks : 1, sizeof(*f->catime));
-	f->unread = calloc(nchunks ? nchunks : 1, 1);
-	f->gap = calloc(nchunks ? nchunks : 1, 1);
-	f->nu = calloc(nchunks ? nchunks : 1, sizeof(*f->nu));
-	if (!f->key || !f->cst || !f->pins || !f->cerr || !f->held || !f->seen || !f->catime ||
+	f->ust = calloc(nunits ? nunits : 1, 1);
+	f->pins = calloc(nunits ? nunits : 1, sizeof(*f->pins));
+	f->uerr = calloc(nunits ? nunits : 1, sizeof(*f->uerr));
+	f->held = calloc(nunits ? nunits : 1, 1);
+	f->seen = calloc(nunits ? nunits : 1, 1);
+	f->uatime = calloc(nunits ? nunits : 1, sizeof(*f->uatime));
+	f->unread = calloc(nunits ? nunits : 1, 1);
+	f->gap = calloc(nunits ? nunits : 1, 1);
+	f->nu = calloc(nunits ? nunits : 1, sizeof(*f->nu));
+	if (!f->key || !f->ust || !f->pins || !f->uerr || !f->held || !f->seen || !f->uatime ||
 	    !f->unread || !f->gap || !f->nu)
 		return -ENOMEM;
 	snprintf(f->etag, sizeof(f->etag), "%s", etag);
 	f->size = size;
-	f->cb = cb;
+	f->unit_bytes = unit_bytes;
 	/* units of this process's chunk size form its sequential requests; an
 	 * object of other units (an earlier mount's, loaded to be evicted)
 	 * fills a unit per request */
-	f->group = cb == ct->unit ? ct->upc : 1;
-	f->nchunks = (uint32_t)nchunks;
+	f->group = unit_bytes == ct->unit ? ct->upc : 1;
+	f->nunits = (uint32_t)nunits;
 	err = cachetier__st_open(f, 1, &alone);
 	if (err < 0)
 		return err;
@@ -421,10 +420,10 @@ static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *ke
 		if (err < 0)
 			return err;
 	}
-	for (uint32_t c = 0; c < f->nchunks; c++) {
+	for (uint32_t c = 0; c < f->nunits; c++) {
 		if (cachetier__st_get(f, c)) {
-			f->cst[c] = CH_VALID;
-			valid += cachetier__chunk_len(f, c);
+			f->ust[c] = UNIT_VALID;
+			valid += cachetier__unit_len(f, c);
 		}
 	}
 	return (int64_t)valid;
@@ -432,13 +431,13 @@ static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *ke
 
 /* Make f live (ct->lock held on entry and return, dropped while loading). */
 static int file_activate(struct cachetier *ct, struct ct_file *f, const char *key, const char *etag,
-			 uint64_t size, uint32_t cb)
+			 uint64_t size, uint32_t unit_bytes)
 {
 	int64_t valid;
 
 	f->opening = 1;
 	pthread_mutex_unlock(&ct->lock);
-	valid = file_load(ct, f, key, etag, size, cb);
+	valid = file_load(ct, f, key, etag, size, unit_bytes);
 	pthread_mutex_lock(&ct->lock);
 	ct->used -= f->bytes;
 	f->opening = 0;
@@ -450,7 +449,7 @@ static int file_activate(struct cachetier *ct, struct ct_file *f, const char *ke
 		f->live = 1;
 		f->atime_ns = f->map_ns = cachetier__now_ns();
 	}
-	pthread_cond_broadcast(&ct->chunk_cond);
+	pthread_cond_broadcast(&ct->unit_cond);
 	return valid < 0 ? (int)valid : 0;
 }
 
@@ -481,7 +480,7 @@ int cachetier__file_open_mapped(struct cachetier *ct, struct ct_file *f)
 	if (err == 0 && (f->opening || f->evicting))
 		err = -EBUSY;
 	if (err == 0)
-		err = f->live ? 0 : file_activate(ct, f, key, etag, m.size, m.chunk_bytes);
+		err = f->live ? 0 : file_activate(ct, f, key, etag, m.size, m.unit_bytes);
 	free(key);
 	free(etag);
 	free(buf);
@@ -491,7 +490,7 @@ int cachetier__file_open_mapped(struct cachetier *ct, struct ct_file *f)
 int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *info,
 			 struct ct_file **out)
 {
-	uint32_t cb;
+	uint32_t unit_bytes;
 	char hash[17];
 	struct ct_file *f;
 	int err;
@@ -499,8 +498,8 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 	*out = NULL;
 	/* an object of more than UNITS_MAX units (64 GiB of 64 KiB) keeps its
 	 * state per chunk: the per-unit arrays would take 20 bytes a unit */
-	cb = info->size / ct->unit > UNITS_MAX ? ct->cfg.chunk_bytes : ct->unit;
-	err = cachetier__file_hash(info->key, info->etag, info->size, cb, hash);
+	unit_bytes = info->size / ct->unit > UNITS_MAX ? ct->cfg.chunk_bytes : ct->unit;
+	err = cachetier__file_hash(info->key, info->etag, info->size, unit_bytes, hash);
 	if (err < 0)
 		return err;
 
@@ -509,7 +508,7 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 		f = file_find(ct, ct->datafd, hash);
 		if (!f || (!f->opening && !f->evicting))
 			break;
-		pthread_cond_wait(&ct->chunk_cond, &ct->lock);
+		pthread_cond_wait(&ct->unit_cond, &ct->lock);
 	}
 	if (f && f->live) {
 		int same = strcmp(f->key, info->key) == 0 && strcmp(f->etag, info->etag) == 0 &&
@@ -535,7 +534,7 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 		f->next = ct->files;
 		ct->files = f;
 	}
-	err = file_activate(ct, f, info->key, info->etag, info->size, cb);
+	err = file_activate(ct, f, info->key, info->etag, info->size, unit_bytes);
 	if (err == 0)
 		*out = f;
 	pthread_mutex_unlock(&ct->lock);

@@ -253,7 +253,7 @@ static int obj_fill(struct cachetier *ct, const struct backend_objinfo *info,
 		return err;
 	}
 	if (!backend_is_local(ct->be)) {
-		/* the chunk store: fetched on demand, served from data/<hash> */
+		/* the unit store: fetched on demand, served from data/<hash> */
 		o->size = info->size;
 		return cachetier__file_open(ct, info, &o->file);
 	}
@@ -386,7 +386,7 @@ int cachetier_obj_damage(const struct cachetier_obj *o, uint64_t *off)
 int cachetier_obj_prefetch(struct cachetier_obj *o, enum cachetier_prefetch_mode mode)
 {
 	/* local files and decoded copies are all there already */
-	return o->file ? cachetier__file_prefetch(o->ct, o->file, 0, o->file->nchunks, (int)mode)
+	return o->file ? cachetier__file_prefetch(o->ct, o->file, 0, o->file->nunits, (int)mode)
 		       : 0;
 }
 
@@ -399,8 +399,9 @@ int cachetier_obj_prefetch_range(struct cachetier_obj *o, uint64_t off, uint64_t
 		return -EINVAL;
 	if (!f || len == 0)
 		return 0;
-	return cachetier__file_prefetch_range(o->ct, f, (uint32_t)(off / f->cb),
-					      (uint32_t)((off + len - 1) / f->cb + 1), (int)mode);
+	return cachetier__file_prefetch_range(o->ct, f, (uint32_t)(off / f->unit_bytes),
+					      (uint32_t)((off + len - 1) / f->unit_bytes + 1),
+					      (int)mode);
 }
 
 int cachetier_obj_prefetch_state(struct cachetier_obj *o, uint64_t *unfit_bytes)
@@ -421,9 +422,9 @@ uint64_t cachetier_obj_cached_bytes(const struct cachetier_obj *o)
 		return o->size;
 	/* what any process sharing the directory has filled */
 	n = 0;
-	for (uint32_t c = 0; c < o->file->nchunks; c++) {
+	for (uint32_t c = 0; c < o->file->nunits; c++) {
 		if (cachetier__st_get(o->file, c))
-			n += cachetier__chunk_len(o->file, c);
+			n += cachetier__unit_len(o->file, c);
 	}
 	return n;
 }

@@ -2,8 +2,8 @@
  * cachetier_objread.c — reads of an object (cachetier_obj.c): read_begin
  * and read_end dispatch to its local fd, its decoded copy (each unit
  * checked on its first read by this process, the copy decoded again when
- * evicted or damaged) or the chunk store (cachetier_read.c), and a read the
- * chunk store cannot fill for a full disk bypasses it into a memfd.
+ * evicted or damaged) or the unit store (cachetier_read.c), and a read the
+ * unit store cannot fill for a full disk bypasses it into a memfd.
  */
 #include <errno.h>
 #include <fcntl.h>

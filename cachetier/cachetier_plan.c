@@ -37,8 +37,8 @@ static int plan_units(const struct cachetier_obj *o, uint64_t off, uint64_t len,
 	*c0 = *c1 = 0;
 	if (!f || len == 0)
 		return 0;
-	*c0 = (uint32_t)(off / f->cb);
-	*c1 = (uint32_t)((off + len - 1) / f->cb + 1);
+	*c0 = (uint32_t)(off / f->unit_bytes);
+	*c1 = (uint32_t)((off + len - 1) / f->unit_bytes + 1);
 	return 0;
 }
 
@@ -78,15 +78,15 @@ int cachetier_plan_done(struct cachetier_obj *o, uint64_t off, uint64_t len, uin
 	*hi = off + len;
 	if (err < 0 || c0 == c1)
 		return err;
-	*lo = cachetier__chunk_off(f, c0);
-	*hi = cachetier__chunk_off(f, c1 - 1) + cachetier__chunk_len(f, c1 - 1);
+	*lo = cachetier__unit_off(f, c0);
+	*hi = cachetier__unit_off(f, c1 - 1) + cachetier__unit_len(f, c1 - 1);
 	now = cachetier__now_ns();
 	pthread_mutex_lock(&ct->lock);
 	for (uint32_t c = c0; c < c1; c++) {
 		f->nu[c] = CT_NU_DONE;
 		/* last in the order of units no plan needs: its reader may read
 		 * on (a file read in several requests) */
-		f->catime[c] = now;
+		f->uatime[c] = now;
 	}
 	pthread_mutex_unlock(&ct->lock);
 	return 0;
@@ -96,7 +96,7 @@ void cachetier_plan_reset(struct cachetier *ct)
 {
 	pthread_mutex_lock(&ct->lock);
 	for (struct ct_file *f = ct->files; f; f = f->next) {
-		for (uint32_t c = 0; f->live && c < f->nchunks; c++) {
+		for (uint32_t c = 0; f->live && c < f->nunits; c++) {
 			if (f->nu[c] != CT_NU_NONE)
 				f->nu[c] = CT_NU_DONE;
 		}
@@ -110,7 +110,7 @@ void cachetier__plan_filled(struct cachetier *ct, struct ct_file *f, uint32_t c,
 	 * lies between planned extents (a caller that marks nothing keeps its
 	 * range's units spared as filled ahead) */
 	for (uint32_t u = c; ct->plan_marked && u < c + n; u++) {
-		if (f->nu[u] == CT_NU_NONE && f->cst[u] == CH_VALID)
+		if (f->nu[u] == CT_NU_NONE && f->ust[u] == UNIT_VALID)
 			f->nu[u] = CT_NU_DONE;
 	}
 }

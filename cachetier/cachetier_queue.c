@@ -1,5 +1,5 @@
 /*
- * cachetier_queue.c — the fill queues of the chunk store (cachetier_map.c)
+ * cachetier_queue.c — the fill queues of the unit store (cachetier_map.c)
  * and its prefetch policy; the workers that serve them are in
  * cachetier_fill.c. The queue functions run with ct->lock held; the
  * prefetch calls at the end (cachetier__file_prefetch, _prefetch_range,
@@ -13,8 +13,8 @@
  * readahead runs, and are withdrawn part-way when readers need their
  * connections (pf_yield, pf_max); a PF_FIT prefetch skips, never evicts
  * for, a chunk that does not fit). A chunk has one
- * state (enum ct_chunk), so concurrent misses of one chunk share one fill.
- * Readers wait on ct->chunk_cond for just the chunks they need; a failed
+ * state (enum ct_unit), so concurrent misses of one chunk share one fill.
+ * Readers wait on ct->unit_cond for just the chunks they need; a failed
  * fill leaves the chunk EMPTY with its error, which every reader that was
  * waiting for that fill returns; the next read retries.
  */
@@ -108,7 +108,7 @@ static void pf_yield(struct cachetier *ct, const struct ct_file *f, int ra)
 	}
 }
 
-/* Queue one fill of units [c, c + n) of f, all CH_EMPTY. */
+/* Queue one fill of units [c, c + n) of f, all UNIT_EMPTY. */
 int cachetier__queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int ra)
 {
 	struct ct_job *j = malloc(sizeof(*j));
@@ -128,7 +128,7 @@ int cachetier__queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, u
 		ct->dq_tail = &j->next;
 	}
 	for (uint32_t u = c; u < c + n; u++)
-		f->cst[u] = CH_QUEUED;
+		f->ust[u] = UNIT_QUEUED;
 	ct->rd_queued++;
 	ct->pf_quiet = 0;
 	if (ra) {
@@ -140,7 +140,7 @@ int cachetier__queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, u
 	return 0;
 }
 
-/* The run of CH_EMPTY units around unit c (CH_EMPTY) within [lo, hi) and
+/* The run of UNIT_EMPTY units around unit c (UNIT_EMPTY) within [lo, hi) and
  * within c's chunk: *a .. *b (exclusive). */
 static void empty_run(const struct ct_file *f, uint32_t c, uint32_t lo, uint32_t hi, uint32_t *a,
 		      uint32_t *b)
@@ -151,17 +151,17 @@ static void empty_run(const struct ct_file *f, uint32_t c, uint32_t lo, uint32_t
 		lo = g0;
 	if (hi > g1)
 		hi = g1;
-	if (hi > f->nchunks)
-		hi = f->nchunks;
+	if (hi > f->nunits)
+		hi = f->nunits;
 	*a = c;
 	*b = c + 1;
-	while (*a > lo && f->cst[*a - 1] == CH_EMPTY)
+	while (*a > lo && f->ust[*a - 1] == UNIT_EMPTY)
 		(*a)--;
-	while (*b < hi && f->cst[*b] == CH_EMPTY)
+	while (*b < hi && f->ust[*b] == UNIT_EMPTY)
 		(*b)++;
 }
 
-/* Queue one fill of the CH_EMPTY units around unit c within [lo, hi) and
+/* Queue one fill of the UNIT_EMPTY units around unit c within [lo, hi) and
  * c's chunk (one range request). */
 int cachetier__queue_run(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t lo,
 			 uint32_t hi, int ra)
@@ -302,7 +302,7 @@ int cachetier__range_push(struct cachetier *ct, struct ct_file *f, uint32_t c0, 
 
 /* A prefetch cursor (*next, up to end) over units of p takes its next
  * fill: the empty units from the first empty one at or after *next to the
- * end of their chunk (or at end), claimed for the worker (CH_QUEUED, on no
+ * end of their chunk (or at end), claimed for the worker (UNIT_QUEUED, on no
  * queue: a reader waits for them), in *c and *n; *next moves past them and
  * the filled units after them. 0: none left (*next reached end). ct->lock
  * held. */
@@ -310,17 +310,17 @@ static int cursor_take(struct ct_file *p, uint32_t *next, uint32_t end, uint32_t
 {
 	uint32_t a, b;
 
-	while (*next < end && p->cst[*next] != CH_EMPTY)
+	while (*next < end && p->ust[*next] != UNIT_EMPTY)
 		(*next)++;
 	if (*next >= end)
 		return 0;
 	empty_run(p, *next, *next, end, &a, &b);
 	for (uint32_t u = a; u < b; u++)
-		p->cst[u] = CH_QUEUED;
+		p->ust[u] = UNIT_QUEUED;
 	*c = a;
 	*n = b - a;
 	*next = b;
-	while (*next < end && p->cst[*next] != CH_EMPTY)
+	while (*next < end && p->ust[*next] != UNIT_EMPTY)
 		(*next)++;
 	return 1;
 }
@@ -390,8 +390,8 @@ int cachetier__queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c,
 int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
 			     int mode)
 {
-	if (c1 > f->nchunks)
-		c1 = f->nchunks;
+	if (c1 > f->nunits)
+		c1 = f->nunits;
 	if (c0 >= c1)
 		return 0;
 	pthread_mutex_lock(&ct->lock);
@@ -419,8 +419,8 @@ int cachetier__file_prefetch_range(struct cachetier *ct, struct ct_file *f, uint
 {
 	int err = 0;
 
-	if (c1 > f->nchunks)
-		c1 = f->nchunks;
+	if (c1 > f->nunits)
+		c1 = f->nunits;
 	if (c0 >= c1)
 		return 0;
 	pthread_mutex_lock(&ct->lock);
@@ -434,8 +434,8 @@ int cachetier__file_prefetch_range(struct cachetier *ct, struct ct_file *f, uint
 		 * reader comes */
 		for (uint32_t c = c0; c < c1; c++) {
 			f->gap[c] = 0; /* named: planned */
-			if (f->cst[c] == CH_VALID && f->pins[c] == 0) {
-				f->catime[c] = now;
+			if (f->ust[c] == UNIT_VALID && f->pins[c] == 0) {
+				f->uatime[c] = now;
 				f->unread[c] = 1;
 			}
 		}

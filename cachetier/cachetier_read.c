@@ -1,5 +1,5 @@
 /*
- * cachetier_read.c — reads of the chunk store (cachetier_map.c): a read
+ * cachetier_read.c — reads of the unit store (cachetier_map.c): a read
  * pins its units, queues and waits for the missing ones (cachetier_queue.c),
  * checks units on their first read here, and moves the readahead window.
  *
@@ -17,7 +17,7 @@
  * Pins: read_begin pins the chunks of its range (also while it waits), and
  * read_end unpins them, on any thread: the caller's pin handle
  * (struct cachetier_pin) carries the range. Eviction never touches a
- * pinned chunk.
+ * pinned unit.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -41,7 +41,8 @@
 /* Queue readahead after a read of [off, end) of f. ct->lock held. */
 static void ra_update(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t end)
 {
-	uint64_t cb = (uint64_t)f->cb * f->group, max = ct->cfg.readahead_max_bytes;
+	uint64_t chunk_bytes = (uint64_t)f->unit_bytes * f->group,
+		 max = ct->cfg.readahead_max_bytes;
 	uint64_t last;
 
 	/* forward gaps up to a chunk (index building skips small members);
@@ -56,14 +57,14 @@ static void ra_update(struct cachetier *ct, struct ct_file *f, uint64_t off, uin
 		 * mount's cat of a 64 MB shard take two fill times, not one. */
 		f->ra_window = max;
 		f->ra_run = end;
-	} else if (off + cb / 4 >= f->ra_end && off <= f->ra_end + cb) {
+	} else if (off + chunk_bytes / 4 >= f->ra_end && off <= f->ra_end + chunk_bytes) {
 		f->ra_run += end - off;
 		/* a run of fewer than RA_MIN_RUN bytes read is a small member
 		 * read in a few requests (a shuffled sample), or reads that land
 		 * near each other by chance: no readahead, or every sample of a
 		 * shuffled epoch would fetch a window of chunks */
 		if (f->ra_window || f->ra_run >= RA_MIN_RUN) {
-			uint64_t w = f->ra_window ? f->ra_window * 2 : cb;
+			uint64_t w = f->ra_window ? f->ra_window * 2 : chunk_bytes;
 
 			f->ra_window = w < max ? w : max;
 		}
@@ -77,67 +78,67 @@ static void ra_update(struct cachetier *ct, struct ct_file *f, uint64_t off, uin
 	/* whole chunks: one request each, from the chunk the read ends in
 	 * (its units before the read's end too: the read's own misses then
 	 * join that request instead of splitting it) */
-	last = ((end + f->ra_window - 1) / cb + 1) * f->group - 1;
-	if (last >= f->nchunks)
-		last = f->nchunks - 1;
-	for (uint64_t c = end / f->cb; c <= last; c++) {
-		if (f->cst[c] == CH_EMPTY &&
-		    cachetier__queue_run(ct, f, (uint32_t)c, 0, f->nchunks, 1) < 0)
+	last = ((end + f->ra_window - 1) / chunk_bytes + 1) * f->group - 1;
+	if (last >= f->nunits)
+		last = f->nunits - 1;
+	for (uint64_t c = end / f->unit_bytes; c <= last; c++) {
+		if (f->ust[c] == UNIT_EMPTY &&
+		    cachetier__queue_run(ct, f, (uint32_t)c, 0, f->nunits, 1) < 0)
 			break; /* out of memory: readahead is optional */
 	}
 }
 
-/* Drop a read's pins of chunks [c0, c1). ct->lock held. */
+/* Drop a read's pins of units [c0, c1). ct->lock held. */
 static void read_unpin(struct ct_file *f, uint32_t c0, uint32_t c1)
 {
 	for (uint32_t c = c0; c < c1; c++) {
 		if (--f->pins[c] == 0 && f->held[c]) {
-			cachetier__chunk_unlock(f, c);
+			cachetier__unit_unlock(f, c);
 			f->held[c] = 0;
 		}
 	}
 }
 
-/* A pinned chunk this process thinks valid: take its read lock, then
+/* A pinned unit this process thinks valid: take its read lock, then
  * trust it only if the state file still says valid (another process may
  * have evicted it). Returns 1 when held, else marks it empty. ct->lock
  * held. */
-static int chunk_hold(struct cachetier *ct, struct ct_file *f, uint32_t c)
+static int unit_hold(struct cachetier *ct, struct ct_file *f, uint32_t c)
 {
 	if (f->held[c])
 		return 1;
-	if (cachetier__ofd_lock(f->stfd, F_RDLCK, LK_CHUNK(c), 0) == 0) {
+	if (cachetier__ofd_lock(f->stfd, F_RDLCK, LK_UNIT(c), 0) == 0) {
 		if (cachetier__st_get(f, c)) {
 			/* one filled by another process (or mount), not seen
 			 * here yet, is checked before it is served (units_check) */
 			f->held[c] = 1;
 			return 1;
 		}
-		cachetier__chunk_unlock(f, c);
+		cachetier__unit_unlock(f, c);
 	}
 	/* evicted, or being evicted or filled, by another process */
-	f->cst[c] = CH_EMPTY;
+	f->ust[c] = UNIT_EMPTY;
 	f->seen[c] = 0;
-	f->bytes -= cachetier__chunk_len(f, c);
-	ct->used -= cachetier__chunk_len(f, c);
+	f->bytes -= cachetier__unit_len(f, c);
+	ct->used -= cachetier__unit_len(f, c);
 	return 0;
 }
 
-/* Unit c of f (CH_VALID) is damaged (its bytes fail their CRC32C, or the
+/* Unit c of f (UNIT_VALID) is damaged (its bytes fail their CRC32C, or the
  * data file ends before it): counted, and made empty in the state file
  * (the map is written again without it) and here, so the next read of it
  * fetches it again. ct->lock held. */
 static void unit_corrupt(struct cachetier *ct, struct ct_file *f, uint32_t c)
 {
-	uint64_t len = cachetier__chunk_len(f, c);
+	uint64_t len = cachetier__unit_len(f, c);
 
 	if (cachetier__st_set(f, c, 0)) /* cleared before its read lock goes */
 		cachetier__usage_add(ct, -(int64_t)len);
 	if (f->held[c]) {
-		cachetier__chunk_unlock(f, c);
+		cachetier__unit_unlock(f, c);
 		f->held[c] = 0;
 	}
-	f->cst[c] = CH_EMPTY;
+	f->ust[c] = UNIT_EMPTY;
 	f->seen[c] = 0;
 	f->bytes -= len;
 	ct->used -= len;
@@ -150,8 +151,8 @@ static void unit_corrupt(struct cachetier *ct, struct ct_file *f, uint32_t c)
  * the data file's size (past it: the cut, which the caller sees). */
 static void holes_check(struct ct_file *f, uint32_t c0, uint32_t c1, uint64_t size, uint8_t *tag)
 {
-	uint64_t end = cachetier__chunk_off(f, c1 - 1) + cachetier__chunk_len(f, c1 - 1),
-		 pos = cachetier__chunk_off(f, c0);
+	uint64_t end = cachetier__unit_off(f, c1 - 1) + cachetier__unit_len(f, c1 - 1),
+		 pos = cachetier__unit_off(f, c0);
 
 	if (end > size)
 		end = size;
@@ -163,14 +164,15 @@ static void holes_check(struct ct_file *f, uint32_t c0, uint32_t c1, uint64_t si
 		d = lseek(f->datafd, h, SEEK_DATA);
 		if (d < 0 || (uint64_t)d > end)
 			d = (off_t)end;
-		for (uint64_t c = (uint64_t)h / f->cb; c < c1 && c * f->cb < (uint64_t)d; c++)
+		for (uint64_t c = (uint64_t)h / f->unit_bytes;
+		     c < c1 && c * f->unit_bytes < (uint64_t)d; c++)
 			if (c >= c0)
 				tag[c - c0] = 2;
 		pos = (uint64_t)d;
 	}
 }
 
-/* Before a read serves units [c0, c1) of f (all CH_VALID, pinned and
+/* Before a read serves units [c0, c1) of f (all UNIT_VALID, pinned and
  * read-locked): the data file still holds them (one fstat: a file cut
  * under the running mount would otherwise make the reply short) and has
  * no hole in them (one lseek: a punch would read as zeros), and each
@@ -204,16 +206,16 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 		err = -errno;
 	if (err == 0)
 		holes_check(f, c0, c1, (uint64_t)st.st_size, tag);
-	if (err == 0 && checks && !(buf = malloc(f->cb)))
+	if (err == 0 && checks && !(buf = malloc(f->unit_bytes)))
 		err = -ENOMEM;
 	for (uint32_t c = c0; c < c1 && err == 0; c++) {
-		uint64_t len = cachetier__chunk_len(f, c);
+		uint64_t len = cachetier__unit_len(f, c);
 
-		if ((uint64_t)st.st_size < cachetier__chunk_off(f, c) + len) {
+		if ((uint64_t)st.st_size < cachetier__unit_off(f, c) + len) {
 			tag[c - c0] = 2; /* cut: the read would come back short */
 		} else if (tag[c - c0] == 1) {
 			int e =
-			    disk_pread_all(f->datafd, buf, (size_t)len, cachetier__chunk_off(f, c));
+			    disk_pread_all(f->datafd, buf, (size_t)len, cachetier__unit_off(f, c));
 
 			if (e < 0 && e != -EIO)
 				err = e;
@@ -225,7 +227,7 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 	free(buf);
 	pthread_mutex_lock(&ct->lock);
 	for (uint32_t c = c0; c < c1 && err == 0; c++) {
-		if (f->cst[c] != CH_VALID) {
+		if (f->ust[c] != UNIT_VALID) {
 			/* another reader here found it damaged meanwhile (and
 			 * counted it) */
 			stale++;
@@ -234,20 +236,21 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 			bad++;
 		} else if (tag[c - c0] == 1 && !f->seen[c]) {
 			f->seen[c] = 1;
-			ct->peer_chunks++;
+			ct->peer_units++;
 		}
 	}
 	if (tag != tagbuf)
 		free(tag);
 	if (err == 0 && bad &&
 	    (uint64_t)st.st_size <
-		cachetier__chunk_off(f, c1 - 1) + cachetier__chunk_len(f, c1 - 1)) {
+		cachetier__unit_off(f, c1 - 1) + cachetier__unit_len(f, c1 - 1)) {
 		/* cut: every unit past the cut is gone too, also those a later
 		 * fill's pwrite would turn into a hole before them */
 		uint32_t more = 0;
 
-		for (uint32_t c = (uint32_t)((uint64_t)st.st_size / f->cb); c < f->nchunks; c++) {
-			if ((c < c0 || c >= c1) && f->cst[c] == CH_VALID) {
+		for (uint32_t c = (uint32_t)((uint64_t)st.st_size / f->unit_bytes); c < f->nunits;
+		     c++) {
+			if ((c < c0 || c >= c1) && f->ust[c] == UNIT_VALID) {
 				unit_corrupt(ct, f, c);
 				more++;
 			}
@@ -265,8 +268,9 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len,
 			       int probe, uint32_t *pc0, uint32_t *pc1)
 {
-	uint64_t cb = f->cb;
-	uint32_t c0 = (uint32_t)(off / cb), c1 = len ? (uint32_t)((off + len - 1) / cb + 1) : c0;
+	uint64_t unit_bytes = f->unit_bytes;
+	uint32_t c0 = (uint32_t)(off / unit_bytes),
+		 c1 = len ? (uint32_t)((off + len - 1) / unit_bytes + 1) : c0;
 	uint8_t reqbuf[64], *req = reqbuf; /* per unit: this read saw it queued or filling */
 	int err = 0, waited = 0, whole, repairs = 0;
 
@@ -284,8 +288,8 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 		f->pins[c]++;
 	f->atime_ns = cachetier__now_ns();
 	cachetier__st_touch(f, f->atime_ns);
-	for (uint32_t c = c0; c < c1; c++) { /* chunk LRU (cachetier_evict.c) */
-		f->catime[c] = f->atime_ns;
+	for (uint32_t c = c0; c < c1; c++) { /* unit LRU (cachetier_evict.c) */
+		f->uatime[c] = f->atime_ns;
 		f->unread[c] = 0;
 		f->gap[c] = 0;
 	}
@@ -301,39 +305,40 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	/* a miss fills its whole chunk when the reader streams or the chunk
 	 * fits without evicting; else (random reads of data that does not
 	 * fit) only the units it reads */
-	whole = !probe && (f->ra_window > 0 || cachetier__usage_get(ct) + ct->reserved +
-						       ct->evicting + (uint64_t)f->cb * f->group <=
-						   ct->cfg.cache_size_bytes);
+	whole =
+	    !probe && (f->ra_window > 0 || cachetier__usage_get(ct) + ct->reserved + ct->evicting +
+						   (uint64_t)f->unit_bytes * f->group <=
+					       ct->cfg.cache_size_bytes);
 	for (;;) {
 		int ready = 1;
 
 		for (uint32_t c = c0; c < c1 && err == 0; c++) {
-			if (f->cst[c] == CH_VALID && !chunk_hold(ct, f, c))
+			if (f->ust[c] == UNIT_VALID && !unit_hold(ct, f, c))
 				req[c - c0] = 0; /* gone again: fetch it anew */
-			switch (f->cst[c]) {
-			case CH_VALID:
+			switch (f->ust[c]) {
+			case UNIT_VALID:
 				break;
-			case CH_EMPTY:
+			case UNIT_EMPTY:
 				if (req[c - c0]) { /* the fill this read waited for failed */
-					err = f->cerr[c] < 0 ? f->cerr[c] : -EIO;
+					err = f->uerr[c] < 0 ? f->uerr[c] : -EIO;
 					break;
 				}
-				err = whole ? cachetier__queue_run(ct, f, c, 0, f->nchunks, 0)
+				err = whole ? cachetier__queue_run(ct, f, c, 0, f->nunits, 0)
 					    : cachetier__queue_run(ct, f, c, c, c1, 0);
 				req[c - c0] = 1;
 				ready = 0;
 				break;
-			case CH_QUEUED:
+			case UNIT_QUEUED:
 				if (!req[c - c0])
 					cachetier__queue_promote(ct, f, c);
 				req[c - c0] = 1;
 				ready = 0;
 				break;
-			case CH_FILLING:
+			case UNIT_FILLING:
 				req[c - c0] = 1;
 				ready = 0;
 				break;
-			default: /* CH_EVICTING: empty soon, then queued */
+			default: /* UNIT_EVICTING: empty soon, then queued */
 				ready = 0;
 				break;
 			}
@@ -349,7 +354,7 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 				err = bad;
 			if (bad > 0) { /* fetch the damaged units again */
 				for (uint32_t c = c0; c < c1; c++) {
-					if (f->cst[c] == CH_EMPTY)
+					if (f->ust[c] == UNIT_EMPTY)
 						req[c - c0] = 0;
 				}
 				continue;
@@ -358,7 +363,7 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 		if (err < 0 || ready)
 			break;
 		waited = 1;
-		pthread_cond_wait(&ct->chunk_cond, &ct->lock);
+		pthread_cond_wait(&ct->unit_cond, &ct->lock);
 	}
 	if (err < 0)
 		read_unpin(f, c0, c1);

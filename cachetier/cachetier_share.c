@@ -13,7 +13,7 @@
  *   CACHE_DIR/v1/usage        bytes cached in the whole directory (every
  *                             source), and an epoch that changes each time
  *                             the counter is rebuilt from the disk.
- *   <source>/data/<hash>.st   one object: header, then one byte per chunk
+ *   <source>/data/<hash>.st   one object: header, then one byte per unit
  *                             (ST_VALID: its bytes are in data/<hash>),
  *                             then (at a multiple of 4) a u32 CRC32C per
  *                             chunk, stored before its byte says valid.
@@ -49,17 +49,17 @@
 #define U_VERSION 8  /* u32 */
 #define U_READY	  12 /* u32, atomic */
 #define U_EPOCH	  16 /* u64, atomic */
-#define U_USED	  24 /* i64, atomic: bytes of valid chunks and decoded copies */
+#define U_USED	  24 /* i64, atomic: bytes of valid units and decoded copies */
 
 #define ST_MAGIC   "SHCHST\0\1"
 #define ST_VERSION 2u /* 2: a CRC32C per unit after the state bytes */
 /* state file fields */
 #define S_VERSION 8  /* u32 */
 #define S_READY	  12 /* u32, atomic */
-#define S_CHUNK	  16 /* u32 chunk bytes */
-#define S_NCHUNKS 20 /* u32 */
+#define S_UNIT	  16 /* u32 chunk bytes */
+#define S_NUNITS  20 /* u32 */
 #define S_SIZE	  24 /* u64 object size */
-#define S_EPOCH	  32 /* u64: usage epoch its valid chunks are counted in */
+#define S_EPOCH	  32 /* u64: usage epoch its valid units are counted in */
 #define S_ATIME	  40 /* i64, atomic: last read by any process (LRU) */
 
 void cachetier__backoff(unsigned *sleep_us, unsigned max_us)
@@ -241,15 +241,15 @@ uint64_t cachetier__usage_epoch(const struct cachetier *ct)
 
 /* ---- an object's state file ---- */
 
-/* Offset of the CRC array in a state file of nchunks units. */
-static size_t st_crc_off(uint32_t nchunks)
+/* Offset of the CRC array in a state file of nunits units. */
+static size_t st_crc_off(uint32_t nunits)
 {
-	return ((size_t)ST_HDR + nchunks + 3u) & ~(size_t)3u;
+	return ((size_t)ST_HDR + nunits + 3u) & ~(size_t)3u;
 }
 
-static size_t st_bytes(uint32_t nchunks)
+static size_t st_bytes(uint32_t nunits)
 {
-	return (st_crc_off(nchunks) + (size_t)nchunks * 4u + 4095u) & ~(size_t)4095u;
+	return (st_crc_off(nunits) + (size_t)nunits * 4u + 4095u) & ~(size_t)4095u;
 }
 
 int cachetier__st_open(struct ct_file *f, int create, int *alone)
@@ -262,7 +262,7 @@ int cachetier__st_open(struct ct_file *f, int create, int *alone)
 	fd = presence_open(f->dirfd, name, create, alone);
 	if (fd < 0)
 		return fd;
-	f->st_len = st_bytes(f->nchunks);
+	f->st_len = st_bytes(f->nunits);
 	err = fstat(fd, &st) < 0 ? -errno : 0;
 	if (err == 0 && (uint64_t)st.st_size < f->st_len) {
 		/* only the initialiser grows it; others see a ready header */
@@ -280,8 +280,8 @@ int cachetier__st_open(struct ct_file *f, int create, int *alone)
 	}
 	if (err == 0 && !*alone &&
 	    (memcmp(f->st, ST_MAGIC, 8) != 0 || ld32(f->st + S_VERSION) != ST_VERSION ||
-	     !ld32(f->st + S_READY) || ld32(f->st + S_CHUNK) != f->cb ||
-	     ld32(f->st + S_NCHUNKS) != f->nchunks || ld64(f->st + S_SIZE) != f->size))
+	     !ld32(f->st + S_READY) || ld32(f->st + S_UNIT) != f->unit_bytes ||
+	     ld32(f->st + S_NUNITS) != f->nunits || ld64(f->st + S_SIZE) != f->size))
 		err = -EBADMSG; /* its initialiser died, or a hash collision */
 	if (err < 0) {
 		if (f->st)
@@ -299,12 +299,12 @@ uint64_t cachetier__st_old_bytes(const struct ct_file *f, uint64_t epoch)
 	uint64_t sum = 0;
 
 	if (memcmp(f->st, ST_MAGIC, 8) != 0 || ld32(f->st + S_VERSION) != ST_VERSION ||
-	    ld32(f->st + S_CHUNK) != f->cb || ld32(f->st + S_NCHUNKS) != f->nchunks ||
+	    ld32(f->st + S_UNIT) != f->unit_bytes || ld32(f->st + S_NUNITS) != f->nunits ||
 	    ld64(f->st + S_SIZE) != f->size || ld64(f->st + S_EPOCH) != epoch)
 		return UINT64_MAX; /* not counted in this epoch */
-	for (uint32_t c = 0; c < f->nchunks; c++) {
+	for (uint32_t c = 0; c < f->nunits; c++) {
 		if (cachetier__st_get(f, c))
-			sum += cachetier__chunk_len(f, c);
+			sum += cachetier__unit_len(f, c);
 	}
 	return sum;
 }
@@ -315,13 +315,13 @@ int cachetier__st_ready(struct ct_file *f, const unsigned char *bitmap, const un
 	st32(f->st + S_READY, 0);
 	memcpy(f->st, ST_MAGIC, 8);
 	st32(f->st + S_VERSION, ST_VERSION);
-	st32(f->st + S_CHUNK, f->cb);
-	st32(f->st + S_NCHUNKS, f->nchunks);
+	st32(f->st + S_UNIT, f->unit_bytes);
+	st32(f->st + S_NUNITS, f->nunits);
 	st64(f->st + S_SIZE, f->size);
 	st64(f->st + S_EPOCH, epoch);
 	st64(f->st + S_ATIME, (uint64_t)cachetier__now_ns());
-	for (uint32_t c = 0; c < f->nchunks; c++) {
-		st32(f->st + st_crc_off(f->nchunks) + (size_t)c * 4,
+	for (uint32_t c = 0; c < f->nunits; c++) {
+		st32(f->st + st_crc_off(f->nunits) + (size_t)c * 4,
 		     bitmap && crcs ? disk_le32_get(crcs + (size_t)c * 4) : 0);
 		__atomic_store_n(
 		    f->st + ST_HDR + c,
@@ -357,12 +357,12 @@ int cachetier__st_set(struct ct_file *f, uint32_t c, int valid)
 
 uint32_t cachetier__st_crc(const struct ct_file *f, uint32_t c)
 {
-	return ld32(f->st + st_crc_off(f->nchunks) + (size_t)c * 4);
+	return ld32(f->st + st_crc_off(f->nunits) + (size_t)c * 4);
 }
 
 void cachetier__st_set_crc(struct ct_file *f, uint32_t c, uint32_t crc)
 {
-	st32(f->st + st_crc_off(f->nchunks) + (size_t)c * 4, crc);
+	st32(f->st + st_crc_off(f->nunits) + (size_t)c * 4, crc);
 }
 
 void cachetier__st_touch(struct ct_file *f, int64_t now_ns)
@@ -395,19 +395,20 @@ int64_t cachetier__reap(struct cachetier *ct, int dirfd, const char *hash, int c
 	if (count && pread(fd, hdr, sizeof(hdr), 0) == (ssize_t)sizeof(hdr) &&
 	    memcmp(hdr, ST_MAGIC, 8) == 0 && disk_le32_get(hdr + S_VERSION) == ST_VERSION &&
 	    disk_le64_get(hdr + S_EPOCH) == cachetier__usage_epoch(ct)) {
-		/* its valid chunks are counted in the usage: give them back */
-		uint32_t cb = disk_le32_get(hdr + S_CHUNK);
-		uint32_t nchunks = disk_le32_get(hdr + S_NCHUNKS);
+		/* its valid units are counted in the usage: give them back */
+		uint32_t unit_bytes = disk_le32_get(hdr + S_UNIT);
+		uint32_t nunits = disk_le32_get(hdr + S_NUNITS);
 		uint64_t size = disk_le64_get(hdr + S_SIZE);
-		unsigned char *bits =
-		    cb && nchunks == (size + cb - 1) / cb ? malloc(nchunks) : NULL;
+		unsigned char *bits = unit_bytes && nunits == (size + unit_bytes - 1) / unit_bytes
+					  ? malloc(nunits)
+					  : NULL;
 
-		if (bits && pread(fd, bits, nchunks, ST_HDR) == (ssize_t)nchunks) {
-			for (uint32_t c = 0; c < nchunks; c++) {
-				uint64_t off = (uint64_t)c * cb;
+		if (bits && pread(fd, bits, nunits, ST_HDR) == (ssize_t)nunits) {
+			for (uint32_t c = 0; c < nunits; c++) {
+				uint64_t off = (uint64_t)c * unit_bytes;
 
 				if (bits[c])
-					sum += size - off < cb ? size - off : cb;
+					sum += size - off < unit_bytes ? size - off : unit_bytes;
 			}
 		}
 		free(bits);

@@ -1,6 +1,6 @@
 /*
  * cachetier_span.c — what a planner (fs/core/fs_plan_fetch.c) needs of the
- * chunk store beyond cachetier_obj_prefetch_range: the link as this
+ * unit store beyond cachetier_obj_prefetch_range: the link as this
  * process's own fills saw it (cachetier_link_get), and spans of planned
  * extents fetched with the bytes between them (cachetier_obj_prefetch_span).
  *
@@ -80,15 +80,15 @@ int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_
 	}
 	if (!f || n == 0 || end <= x[0].off)
 		return 0;
-	c0 = (uint32_t)(x[0].off / f->cb);
-	c1 = (uint32_t)((end - 1) / f->cb + 1);
+	c0 = (uint32_t)(x[0].off / f->unit_bytes);
+	c1 = (uint32_t)((end - 1) / f->unit_bytes + 1);
 	pthread_mutex_lock(&ct->lock);
 	if (!ct->stopping) {
 		int64_t now = cachetier__now_ns();
 		size_t i = 0;
 
 		for (uint32_t c = c0; c < c1; c++) {
-			uint64_t lo = (uint64_t)c * f->cb, hi = lo + f->cb;
+			uint64_t lo = (uint64_t)c * f->unit_bytes, hi = lo + f->unit_bytes;
 			int planned = 0;
 
 			/* pieces are sorted by offset: skip those that end before c */
@@ -99,11 +99,11 @@ int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_
 			if (planned) {
 				/* as cachetier__file_prefetch_range: needed ahead */
 				f->gap[c] = 0;
-				if (f->cst[c] == CH_VALID && f->pins[c] == 0) {
-					f->catime[c] = now;
+				if (f->ust[c] == UNIT_VALID && f->pins[c] == 0) {
+					f->uatime[c] = now;
 					f->unread[c] = 1;
 				}
-			} else if (f->cst[c] == CH_EMPTY) {
+			} else if (f->ust[c] == UNIT_EMPTY) {
 				f->gap[c] = 1; /* fetched only because it lies between */
 			}
 		}

@@ -1,5 +1,5 @@
 /*
- * test_chunkstore.c — the cache tier's chunk store for remote objects,
+ * test_chunkstore.c — the cache tier's unit store for remote objects,
  * without a mount, against the fault:// test store (a local directory
  * served as if remote, with injected delays and failures).
  *
@@ -1375,10 +1375,10 @@ static void test_damage(void)
 	CHECK(read_check(o2, NOBJ, 0, size, 0) == 0, "damage: peer's read of a flipped byte");
 	fills_idle(ct2);
 	stats(ct2, &st);
-	CHECK(st.units_corrupt == 1 && st.bytes_fetched == UNIT && st.peer_chunks == nunits - 1,
+	CHECK(st.units_corrupt == 1 && st.bytes_fetched == UNIT && st.peer_units == nunits - 1,
 	      "damage: peer counted corrupt %llu fetched %llu peer units %llu",
 	      (unsigned long long)st.units_corrupt, (unsigned long long)st.bytes_fetched,
-	      (unsigned long long)st.peer_chunks);
+	      (unsigned long long)st.peer_units);
 	cachetier_obj_unref(o2);
 	cachetier_close(ct2);
 
@@ -1411,10 +1411,10 @@ static void test_damage(void)
 	o = obj(ct, be, NOBJ);
 	CHECK(read_check(o, NOBJ, 0, size, 0) == 0, "damage: reopen without the store");
 	stats(ct, &st);
-	CHECK(st.units_corrupt == 0 && st.bytes_fetched == 0 && st.peer_chunks == nunits,
+	CHECK(st.units_corrupt == 0 && st.bytes_fetched == 0 && st.peer_units == nunits,
 	      "damage: reopen corrupt %llu fetched %llu peer units %llu",
 	      (unsigned long long)st.units_corrupt, (unsigned long long)st.bytes_fetched,
-	      (unsigned long long)st.peer_chunks);
+	      (unsigned long long)st.peer_units);
 	cachetier_obj_unref(o);
 	cachetier_close(ct);
 	backend_close(be);

@@ -654,10 +654,10 @@ def group_share(env, ck, ng):
         sb = b.stats()
         log('share default dir: first fetched %d (dataset %d), second fetched %d, peer chunks '
             '%d + %d' % (sa['bytes_fetched'], total, sb['bytes_fetched'],
-                         sa['cache_peer_chunks'], sb['cache_peer_chunks']))
+                         sa['cache_peer_units'], sb['cache_peer_units']))
         ck.eq('share: bytes fetched by reads', (sa['bytes_fetched'], sb['bytes_fetched']),
               (sa0['bytes_fetched'], sb0['bytes_fetched']))
-        ck.ok(sa['cache_peer_chunks'] + sb['cache_peer_chunks'] > 0,
+        ck.ok(sa['cache_peer_units'] + sb['cache_peer_units'] > 0,
               'share: no mount read a chunk of the other')
         ck.eq('share: read errors', (sa['read_errors'], sb['read_errors']), (0, 0))
         ck.eq('share: cache_bytes_used (both mounts, one directory)',
@@ -706,7 +706,7 @@ def group_share(env, ck, ng):
         reads, nbytes, wrong = (sum(r[0] for r in res), sum(r[2] for r in res),
                                 sum(r[3] for r in res))
         fills = [s['fills'] for s in stats] + [st2['fills']]
-        peer = [s['cache_peer_chunks'] for s in stats]
+        peer = [s['cache_peer_units'] for s in stats]
         ev = [s['evictions'] for s in stats]
         log('share summary: %d readers, %d reads, %d bytes checked, %d wrong; fills per daemon '
             '%r (daemon 2 at its kill), chunks reused from another process %r, peer waits %r, '
