@@ -1,7 +1,7 @@
 /*
  * cachetier.c — the cache directory, and object handles that make a
  * stream's bytes readable from a file descriptor: a local source file, a
- * decoded copy (cachetier_decode.c) or, for remote objects, the chunk
+ * decoded copy (cachetier_decode.c) or, for remote objects, the unit
  * store (cachetier_map.c, capacity in cachetier_evict.c). The object
  * table is in cachetier_obj.c, reads of an object in cachetier_objread.c.
  *
@@ -13,7 +13,7 @@
  * RLIMIT_NOFILE (fs raises it to the hard limit before opening the cache
  * tier) less a reserve for every other fd the process holds: /dev/fuse and
  * two splice-pipe fds per FUSE thread, curl's connections and libuv,
- * decoded copies and chunk files, the log, directories while listing. The
+ * decoded copies and objects' data files, the log, directories while listing. The
  * reserve is a quarter of the limit, at least 128 and at most 4096 fds.
  */
 #include <errno.h>
@@ -280,7 +280,7 @@ void cachetier_close(struct cachetier *ct)
 {
 	if (!ct)
 		return;
-	/* joins the fill workers, records every filled chunk in its map */
+	/* joins the fill workers, records every filled unit in its map */
 	cachetier__units_stop(ct);
 	/* Objects still referenced are the caller's bug; release their fds. */
 	for (size_t i = 0; ct->obj_tab && i < ct->obj_tab_size; i++) {

@@ -12,7 +12,7 @@
  *    chunk_bytes by a pool of fill threads, ahead of sequential readers,
  *    into sparse local files that later reads and later mounts are served
  *    from; within cache_size_bytes and min_free_bytes by evicting least
- *    recently used objects; crash-safe (a chunk is recorded only once its
+ *    recently used objects; crash-safe (a unit is recorded only once its
  *    bytes are durable).
  *  - decodes compressed shards (.tar.gz/.tgz, .tar.zst) once into the cache
  *    directory; members are then read with random access from the decoded
@@ -30,9 +30,9 @@
  *   CACHE_DIR/v1/<source-hash>/meta/f-<g>/<h>  blobs of a family, <g> = hash of
  *                                           the family's name (cachetier_meta_put_in)
  *   CACHE_DIR/v1/<source-hash>/decoded/<h>  decoded streams, <h> = hash of key, ETag, codec
- *   CACHE_DIR/v1/<source-hash>/data/<h>     remote objects' chunks (sparse), <h> = hash
+ *   CACHE_DIR/v1/<source-hash>/data/<h>     remote objects' units (sparse), <h> = hash
  *                                           of key, ETag, size
- *   CACHE_DIR/v1/<source-hash>/data/<h>.map which chunks are valid (format in
+ *   CACHE_DIR/v1/<source-hash>/data/<h>.map which units are valid (format in
  *                                           cachetier_map.c)
  *   CACHE_DIR/v1/<source-hash>/data/<h>.st  the units' state shared by the
  *                                           processes using the object
@@ -101,12 +101,12 @@ struct cachetier_stats {
 	uint64_t fill_errors;	  /* fills that failed (backend errors) */
 	uint64_t readahead_fills; /* fills started by readahead or prefetch */
 	uint64_t unfit_bytes;	  /* bytes of prefetch fills skipped: no room without evicting
-				   * (PF_FIT), or without evicting chunks filled ahead (PF_EVICT) */
-	uint64_t evictions; /* evictions: one or more chunks of an object, or a decoded copy */
+				   * (PF_FIT), or without evicting units filled ahead (PF_EVICT) */
+	uint64_t evictions;	  /* evictions: one or more units of an object, or a decoded copy */
 	uint64_t evicted_bytes;
 	uint64_t decoded_evictions;  /* decoded copies evicted (also in evictions) */
-	uint64_t peer_units;	     /* chunks read that another process (or mount) filled */
-	uint64_t peer_waits;	     /* fills that waited for another process's fill of the chunk */
+	uint64_t peer_units;	     /* units read that another process (or mount) filled */
+	uint64_t peer_waits;	     /* fills that waited for another process's fill of a unit */
 	uint64_t prefetch_withdrawn; /* prefetch fills stopped part-way because a demand or
 				      * readahead fill needed their connection (fetched again
 				      * later) */
@@ -131,7 +131,7 @@ int cachetier_codec_sniff(const void *buf, size_t len);
 int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, struct backend *be);
 void cachetier_close(struct cachetier *ct); /* accepts NULL */
 /* Begin shutdown without waiting: fill workers take no more work, and every
- * read_begin that waits for a chunk, now or later, returns -ECANCELED.
+ * read_begin that waits for a unit, now or later, returns -ECANCELED.
  * Fills already running end with the backend (backend_cancel them first).
  * cachetier_close still follows. Any thread; accepts NULL. */
 void cachetier_cancel(struct cachetier *ct);
@@ -191,10 +191,10 @@ struct cachetier_pin;
 
 /* Make [off, off+len) of the stream readable from a local file and say
  * where: *fd (do not close it) at *fd_off. For remote objects this fetches
- * the missing chunks (several in parallel; a chunk that is already being
- * fetched is waited for, never fetched twice), blocks until they are
+ * the missing units (several in parallel, a chunk a request; a unit that
+ * is already being fetched is waited for, never fetched twice), blocks until they are
  * present, and drives readahead (a sequential reader's window grows up to
- * readahead_max_bytes; random reads fetch only their chunks). On success
+ * readahead_max_bytes; random reads fetch only their units). On success
  * *pin is the read's handle: the range (and *fd) stays valid and
  * unevicted until cachetier_obj_read_end(*pin), which every successful
  * read_begin must be paired with, exactly once, on any thread (a FUSE
@@ -216,8 +216,8 @@ void cachetier_obj_read_end(struct cachetier_pin *pin);
 
 /* How a prefetch makes room. */
 enum cachetier_prefetch_mode {
-	/* for a reader coming soon: when the cache is full, evicts the chunks
-	 * read longest ago, never chunks filled ahead (readahead, prefetch)
+	/* for a reader coming soon: when the cache is full, evicts the units
+	 * read longest ago, never units filled ahead (readahead, prefetch)
 	 * and not read yet, and only while those stay within half of
 	 * cache_size_bytes; a chunk it cannot make room for so is skipped and
 	 * counted like a PF_FIT one */

@@ -169,7 +169,7 @@ static uint64_t dec_room(struct dec *d)
 }
 
 /* Look at the room above the reserve again; when a write of len does not
- * fit, let eviction free chunks of the unit store first. */
+ * fit, let eviction free units of the unit store first. */
 static void dec_check_free(struct dec *d, size_t len)
 {
 	uint64_t room = dec_room(d);
@@ -259,7 +259,7 @@ static int dec_write(struct dec *d, const void *buf, size_t len, uint64_t in_use
 	}
 	if (end > d->next_room) {
 		/* the copy counts in the usage as it grows: keep the directory
-		 * within --cache-size by evicting older chunks and copies (a
+		 * within --cache-size by evicting older units and copies (a
 		 * copy bigger than the cache runs over it while in use) */
 		d->next_room = end + DEC_ROOM_BYTES;
 		pthread_mutex_lock(&d->ct->lock);

@@ -1,6 +1,6 @@
 /*
  * cachetier_evict.c — capacity of the cache tier: how many bytes the
- * cache directory holds, and eviction of least recently used chunks when a
+ * cache directory holds, and eviction of least recently used units when a
  * fill needs room.
  *
  * Usage is the directory's: the counter in CACHE_DIR/v1/usage that every
@@ -9,16 +9,16 @@
  * process's fills in flight (ct->reserved), plus bytes it is evicting
  * (ct->evicting: taken off the counter when chosen, so no two evictions
  * choose them, but on disk until punched; a fill that fits once they are
- * gone waits for them). A fill reserves its chunk, then, while usage
+ * gone waits for them). A fill reserves its bytes, then, while usage
  * exceeds cfg.cache_size_bytes or the filesystem's free space (statvfs)
- * would drop below cfg.min_free_bytes, evicts chunk by chunk, least
- * recently read first, across objects: a chunk's last use is this
- * process's last read or fill of it (ct_file.uatime), and for a chunk this
+ * would drop below cfg.min_free_bytes, evicts unit by unit, least
+ * recently read first, across objects: a unit's last use is this
+ * process's last read or fill of it (ct_file.uatime), and for a unit this
  * process never touched its object's last read by any process (the state
- * file) or, for objects not open here, their map's mtime. Chunks ahead
+ * file) or, for objects not open here, their map's mtime. Units ahead
  * of their readers (unit_ahead: filled ahead and not read since, or past
  * where a sequential reader is) go last, the latest used first; a
- * prefetch fill (spare_ahead) never evicts them, and evicts at all only while the chunks filled
+ * prefetch fill (spare_ahead) never evicts them, and evicts at all only while the units filled
  * ahead stay within half the cache, so a reader of an object bigger than the cache evicts what it
  * read, never what is ahead of it, and a shard fetched ahead of it never evicts the shard being
  * read. With reading plans (cachetier_plan.c's marks) the order has classes: units no plan needs
@@ -38,7 +38,7 @@
  * cachetier_obj_prefetch_span), not read since and not marked by a plan,
  * count as units no plan needs, and are never spared as ahead.
  *
- * Full cache: when nothing evictable is left (every valid chunk pinned by
+ * Full cache: when nothing evictable is left (every valid unit pinned by
  * a reader), the fill goes ahead into its file anyway and the cache runs
  * over its limit; the next fills evict it back down as pins are released.
  * A read never fails because the cache is full. With readers pinning at
@@ -109,7 +109,7 @@ static int64_t file_at(const struct ct_file *f)
 	return shared > f->atime_ns ? shared : f->atime_ns;
 }
 
-/* How long a chunk filled ahead stays spared while nobody reads it. */
+/* How long a unit filled ahead stays spared while nobody reads it. */
 #define AHEAD_SPARE_NS (60 * 1000000000LL)
 
 /* Is unit c of live f ahead of its readers: filled ahead (readahead,
@@ -194,7 +194,7 @@ static struct ev_key unit_key(const struct ct_file *f, uint32_t c, int64_t fat,
 	return k;
 }
 
-/* Bytes of chunks filled ahead and spared (not read, within
+/* Bytes of units filled ahead and spared (not read, within
  * AHEAD_SPARE_NS of their fill, needed by a plan or not marked) in this
  * process's live objects. */
 static uint64_t ahead_bytes(const struct cachetier *ct, int64_t now)
@@ -277,7 +277,7 @@ struct ev_cand {
 	uint32_t c;
 };
 
-/* Eviction order; chunk order among equals (the first is taken first). */
+/* Eviction order; unit order among equals (the first is taken first). */
 static int cand_cmp(const void *pa, const void *pb)
 {
 	const struct ev_cand *a = pa, *b = pb;
@@ -324,7 +324,7 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 		}
 		if (f->opening || f->evicting)
 			return 0;
-		f->evict_round = 0; /* live now: chunk by chunk */
+		f->evict_round = 0; /* live now: unit by unit */
 	}
 	list = malloc((size_t)f->nunits * sizeof(*list));
 	cand = malloc((size_t)(f->nunits ? f->nunits : 1) * sizeof(*cand));
@@ -333,8 +333,8 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 		free(cand);
 		return 0;
 	}
-	/* the evictable chunks in eviction order, sorted once (picking the
-	 * first of all chunks for each chunk evicted cost chunks x evicted
+	/* the evictable units in eviction order, sorted once (picking the
+	 * first of all units for each unit evicted cost units x evicted
 	 * key comparisons under ct->lock) */
 	fat = file_at(f);
 	for (uint32_t c = 0; c < f->nunits; c++) {
@@ -380,19 +380,19 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 	ct->evicted_bytes += freed;
 	pthread_mutex_unlock(&ct->lock);
 
-	/* the map goes first and durably: no map may claim a punched chunk
+	/* the map goes first and durably: no map may claim a punched unit
 	 * (LK_MAP: a flusher of any process snapshots the state after this) */
 	pthread_mutex_lock(&f->maplock);
 	/* bounded (LK_MAP_WAIT_MS): the map goes whether or not LK_MAP could be
 	 * had; without it only another process's map write racing this one
-	 * could claim a punched chunk */
+	 * could claim a punched unit */
 	cachetier__ofd_lock(f->stfd, F_WRLCK, LK_MAP, LK_MAP_WAIT_MS);
 	snprintf(name, sizeof(name), "%s.map", f->hash);
 	had_map = unlinkat(f->dirfd, name, 0) == 0;
 	if (had_map)
 		fsync(f->dirfd);
 	cachetier__ofd_lock(f->stfd, F_UNLCK, LK_MAP, 0);
-	/* one hole per run of adjacent chunks (a unit a call cost a quarter of
+	/* one hole per run of adjacent units (a unit a call cost a quarter of
 	 * a random epoch's fills in fallocate with a small cache) */
 	qsort(list, n, sizeof(*list), u32_cmp);
 	for (uint32_t i = 0; i < n;) {

@@ -5,14 +5,14 @@
  * the flusher records filled units in the maps.
  *
  * Sharing: several processes may use one cache directory at once. Each
- * chunk's truth while they run is the state file data/<hash>.st
- * (cachetier_share.c), not this process's ust[]: a fill holds the chunk's
+ * unit's truth while they run is the state file data/<hash>.st
+ * (cachetier_share.c), not this process's ust[]: a fill holds the unit's
  * write lock (F_OFD_SETLK on stfd) from before its fetch until the state
- * says valid; a reader holds the chunk's read lock from read_begin to
- * read_end and trusts a chunk only after taking it and seeing it valid in
+ * says valid; a reader holds the unit's read lock from read_begin to
+ * read_end and trusts a unit only after taking it and seeing it valid in
  * the state file; an eviction takes the write lock on auxfd (so it
  * excludes this process's own readers and fills too), clears the state,
- * then punches. A chunk another process is filling is waited for (the
+ * then punches. A unit another process is filling is waited for (the
  * lock is polled), never fetched twice. The protocol is in README.md.
  */
 #include <errno.h>
@@ -29,7 +29,7 @@
 #include "cachetier_i.h"
 
 /* Map writes are batched: each costs a file write, two fsyncs and a
- * rename. Chunks filled but not yet recorded are only refetched after a
+ * rename. Units filled but not yet recorded are only refetched after a
  * crash, so the batch bounds the refetch, not correctness. */
 #define MAP_BATCH_CHUNKS 16u /* chunks' worth of units */
 #define MAP_BATCH_NS	 1000000000LL
@@ -105,7 +105,7 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 	if (len == 0) /* the store's poll while no bytes arrive */
 		return 0;
 	/* the backend promises contiguous pieces inside the range: anything
-	 * else would leave a hole in a chunk about to be marked valid */
+	 * else would leave a hole in units about to be marked valid */
 	if (off != s->next || len > s->end - off)
 		return -EIO;
 	if (!s->wrote)
@@ -152,12 +152,13 @@ int cachetier__read_version(struct cachetier *ct, const char *key, const char *e
 	return 0;
 }
 
-/* Fetch unit c into f's data file, each piece written as it arrives
+/* Fetch len bytes from unit c (one request: a chunk, or a random read's
+ * units of one) into f's data file, each piece written as it arrives
  * (durable only at the next map flush), each unit's CRC32C into crc[]
- * (one per unit of the len bytes). On failure the chunk's range is
+ * (one per unit of the len bytes). On failure the range is
  * punched again: bytes of a failed fill (perhaps of a version that changed
  * meanwhile) are never counted, so they must not stay on the disk. The
- * caller holds the chunk's write lock, so no one else trusts or writes the
+ * caller holds the units' write locks, so no one else trusts or writes the
  * range. No ct->lock held. */
 static int fill_chunk(struct cachetier *ct, struct ct_slot *slot, struct ct_file *f, uint32_t c,
 		      size_t len, uint32_t *crc)
@@ -584,7 +585,7 @@ void cachetier__units_stop(struct cachetier *ct)
 	free(ct->slots);
 	ct->slots = NULL;
 
-	/* queued fills never run: their chunks stay empty */
+	/* queued fills never run: their units stay empty */
 	pthread_mutex_lock(&ct->lock);
 	while ((j = ct->dq) || (j = ct->rq)) {
 		if (j == ct->dq)
@@ -606,7 +607,7 @@ void cachetier__units_stop(struct cachetier *ct)
 	pthread_cond_broadcast(&ct->unit_cond);
 	pthread_mutex_unlock(&ct->lock);
 
-	/* no other thread runs now: record every filled chunk, free */
+	/* no other thread runs now: record every filled unit, free */
 	for (struct ct_file *f = ct->files; f; f = f->next)
 		cachetier__file_flush(ct, f);
 	while (ct->files) {

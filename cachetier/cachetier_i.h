@@ -33,7 +33,7 @@
 #include "cachetier.h"
 #include "disk.h"
 
-/* States of one chunk of a cached remote object. */
+/* States of one unit of a cached remote object. */
 enum ct_unit {
 	UNIT_EMPTY = 0, /* not on disk (or not trusted) */
 	UNIT_QUEUED,	/* exactly one ct_job for it sits in a fill queue */
@@ -80,19 +80,19 @@ struct cachetier_pin {
 /* One remote object in the unit store: data/<hash> + data/<hash>.map.
  * An entry exists for every object with bytes on disk (found by the scan
  * at open: 'live' == 0) and for every object opened in this session
- * ('live' == 1: identity, fd and chunk arrays valid). A live entry stays
+ * ('live' == 1: identity, fd and unit arrays valid). A live entry stays
  * live until cachetier_close, so workers and readers may use f->key,
  * f->datafd, f->size and f->nunits without the lock once they saw
  * f->live under it. Everything else: protected by ct->lock. */
 struct ct_file {
 	struct ct_file *next; /* in ct->files */
-	char hash[17];	      /* file name: hash of key, ETag, size, chunk bytes */
+	char hash[17];	      /* file name: hash of key, ETag, size, unit bytes */
 	int dirfd;	      /* the data/ directory it lives in (not owned) */
 	int foreign;	      /* another source's object: evicted, never filled */
 	int live;	      /* identity, datafd and arrays below are set */
 	int opening;	      /* a thread is loading it (others wait on unit_cond) */
 	int evicting;	      /* an eviction is working on it (ditto) */
-	uint64_t bytes;	      /* bytes of UNIT_VALID chunks, counted in ct->used */
+	uint64_t bytes;	      /* bytes of UNIT_VALID units, counted in ct->used */
 	int64_t atime_ns;     /* last access (CLOCK_REALTIME), for LRU */
 	unsigned evict_round; /* last eviction round that considered it */
 	/* live only */
@@ -127,7 +127,7 @@ struct ct_file {
 	uint64_t ra_end;    /* end of the last read (readahead detection) */
 	uint64_t ra_window; /* readahead window in bytes; 0: random access */
 	uint64_t ra_run;    /* bytes read in the current sequential run */
-	uint32_t pf_next;   /* prefetch cursor: the next chunk to look at */
+	uint32_t pf_next;   /* prefetch cursor: the next unit to look at */
 	uint32_t pf_end;    /* ... up to this one (exclusive) */
 	int pf_listed;	    /* in ct->pf list */
 	int pf_evict;	    /* its prefetch fills may evict (CACHETIER_PF_EVICT was asked) */
@@ -202,7 +202,7 @@ struct cachetier {
 	int dirfd;			/* O_DIRECTORY fd of dir */
 	int metafd;			/* dir/meta */
 	int decfd;			/* dir/decoded */
-	int datafd;			/* dir/data: chunk files and maps */
+	int datafd;			/* dir/data: objects' data files and maps */
 	pthread_mutex_t lock;		/* protects everything below not marked otherwise */
 	pthread_cond_t cond;		/* signalled when an object leaves OBJ_OPENING */
 	pthread_cond_t unit_cond;	/* unit states, file opening/evicting changed */
@@ -253,7 +253,7 @@ struct cachetier {
 	uint64_t readahead_fills, evictions, evicted_bytes;
 	uint64_t unfit_bytes;	    /* prefetch fills skipped: no room without evicting */
 	uint64_t decoded_evictions; /* decoded copies evicted */
-	uint64_t peer_units;	    /* chunks served that another process filled */
+	uint64_t peer_units;	    /* units served that another process filled */
 	uint64_t peer_waits;	    /* fills that waited for another process's fill */
 	uint64_t pf_withdrawn;	    /* prefetch fills stopped to free a connection for a reader */
 	atomic_ullong decoded_used; /* bytes of decoded copies (never evicted) */
@@ -436,7 +436,7 @@ int cachetier__queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, u
 /* Queue one fill of the UNIT_EMPTY units around unit c within [lo, hi). */
 int cachetier__queue_run(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t lo,
 			 uint32_t hi, int ra);
-/* A reader needs a chunk that readahead queued: move it to the front. */
+/* A reader needs a unit that readahead queued: move its fill to the front. */
 void cachetier__queue_promote(struct cachetier *ct, struct ct_file *f, uint32_t c);
 /* The next fill: demand, then readahead, then prefetch ranges, then cursors. */
 int cachetier__queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, uint32_t *n,
@@ -509,7 +509,7 @@ static inline void cachetier__unit_unlock(struct ct_file *f, uint32_t c)
 	cachetier__ofd_lock(f->stfd, F_UNLCK, LK_UNIT(c), 0);
 }
 
-/* Data file name of an object: hash of key, ETag, size and chunk bytes. */
+/* Data file name of an object: hash of key, ETag, size and unit bytes. */
 int cachetier__file_hash(const char *key, const char *etag, uint64_t size, uint32_t unit_bytes,
 			 char hash[17]);
 /* Read and check dirfd/<hash>.map: it parses and names this file (hash).
@@ -538,8 +538,8 @@ void cachetier__rescan(struct cachetier *ct);
 /* cachetier_evict.c — capacity. */
 int cachetier__scan(struct cachetier *ct); /* at open: rebuild usage from data/ and decoded/ */
 /* Make room for a fill of len bytes (already in ct->reserved), evicting
- * the least recently read chunks first. 'spare_ahead': never evict a
- * chunk filled ahead and not read yet (a prefetch fill's room); returns
+ * the least recently read units first. 'spare_ahead': never evict a
+ * unit filled ahead and not read yet (a prefetch fill's room); returns
  * -ENOSPC when the room cannot be had otherwise (without it: 0 always, the
  * fill goes over the limit when everything is pinned). Called with
  * ct->lock held; drops and retakes it around file operations. */

@@ -24,19 +24,19 @@
  * file of another unit size (an older version's chunk-sized units) is
  * never opened for reads; it is evicted like any other object.
  * The map is the only thing trusted after a restart. Protocol:
- *   fill:  pwrite the chunk's pieces as they arrive (a failed fill punches
+ *   fill:  pwrite the fill's pieces as they arrive (a failed fill punches
  *          them) → mark valid in memory (readers are served from
  *          the page cache at once) → (batched: every MAP_BATCH_CHUNKS
  *          chunks, every second, at object close and cachetier_close; by
  *          the flusher thread, never on a fill worker) note the valid
- *          chunks → fdatasync(data) → write the map atomically.
- *   evict: mark chunks EVICTING in memory → unlink the map + fsync the
- *          directory → punch the chunks out → mark them EMPTY (and rewrite
- *          the map of the chunks that stayed).
- * So a persisted map only ever claims chunks whose bytes were durable
+ *          units → fdatasync(data) → write the map atomically.
+ *   evict: mark units EVICTING in memory → unlink the map + fsync the
+ *          directory → punch the units out → mark them EMPTY (and rewrite
+ *          the map of the units that stayed).
+ * So a persisted map only ever claims units whose bytes were durable
  * before the map was written (each was written before the fdatasync that
- * precedes the map), and no map claims a chunk being punched. A
- * crash loses at most the chunks not yet recorded; they are fetched again.
+ * precedes the map), and no map claims a unit being punched. A
+ * crash loses at most the units not yet recorded; they are fetched again.
  *
  * Map format (little-endian):
  *   0  magic "SHCHMAP\1"   8  u32 version    12 u32 unit bytes
@@ -112,7 +112,7 @@ int cachetier__map_read(int dirfd, const char *name, unsigned char **buf, size_t
 	return cachetier__read_file(dirfd, name, MAP_HDR + 8, MAP_MAX_BYTES, buf, len);
 }
 
-/* Encode the chunks f's state file says are valid into *out (NULL when
+/* Encode the units f's state file says are valid into *out (NULL when
  * none is). Called with LK_MAP held. */
 static int map_encode(struct ct_file *f, unsigned char **out, size_t *len)
 {
@@ -154,8 +154,8 @@ static int map_encode(struct ct_file *f, unsigned char **out, size_t *len)
 	return 0;
 }
 
-/* Persist f's map if chunks were filled since the last write: what the
- * state file says is valid now (also chunks other processes filled: their
+/* Persist f's map if units were filled since the last write: what the
+ * state file says is valid now (also units other processes filled: their
  * bytes were written before they were marked, so the fdatasync below
  * covers them). Takes f->maplock, ct->lock, then LK_MAP; call with none
  * held. */
@@ -181,13 +181,13 @@ void cachetier__file_flush(struct cachetier *ct, struct ct_file *f)
 	snprintf(name, sizeof(name), "%s.map", f->hash);
 	/* the snapshot is taken under LK_MAP: an eviction clears the state
 	 * before it takes LK_MAP to unlink the map, so no map written here can
-	 * claim a chunk that is punched afterwards */
+	 * claim a unit that is punched afterwards */
 	/* bounded: a map write that cannot get LK_MAP is retried at the
 	 * next batch instead of holding maplock (an eviction waits on it) */
 	err = cachetier__ofd_lock(f->stfd, F_WRLCK, LK_MAP, LK_MAP_WAIT_MS);
 	if (err == 0) {
 		err = map_encode(f, &buf, &len);
-		/* every chunk buf claims was written before this: make them
+		/* every unit buf claims was written before this: make them
 		 * durable before any map says so */
 		if (err == 0 && !buf) /* nothing left to record */
 			err = unlinkat(f->dirfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
@@ -206,7 +206,7 @@ void cachetier__file_flush(struct cachetier *ct, struct ct_file *f)
 	free(buf);
 }
 
-/* ---- opening an object's chunk file ---- */
+/* ---- opening an object's data file ---- */
 
 /* Undo a (failed) load: f stays a not-live entry without bytes. */
 static void file_unload(struct ct_file *f)
@@ -357,7 +357,7 @@ static int file_init_alone(struct cachetier *ct, struct ct_file *f)
 		}
 	} else if (fstat(f->datafd, &st) == 0 &&
 		   (uint64_t)st.st_blocks * 512 > valid + (uint64_t)f->nunits * 4096) {
-		/* chunks written but never recorded (a crash): free them */
+		/* units written but never recorded (a crash): free them */
 		for (uint32_t c = 0; c < f->nunits; c++) {
 			if (!(m.bitmap[c / 8] & (1u << (c % 8))) &&
 			    cachetier__unit_off(f, c) < (uint64_t)st.st_size)
@@ -371,7 +371,7 @@ static int file_init_alone(struct cachetier *ct, struct ct_file *f)
 	return err;
 }
 
-/* Load f's identity, arrays and the chunks the state file says are valid
+/* Load f's identity, arrays and the units the state file says are valid
  * (f->opening is set, so nobody else touches f's live fields). Returns
  * the valid bytes, or a negative errno. */
 static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *key, const char *etag,

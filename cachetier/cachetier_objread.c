@@ -329,7 +329,7 @@ static ssize_t obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_
 		return 0;
 	if (len > o->size - off)
 		len = (size_t)(o->size - off);
-	/* remote objects: fetch and pin the chunks, then copy from the file */
+	/* remote objects: fetch and pin the units, then copy from the file */
 	err = obj_read_begin(o, off, len, &fd, &fd_off, probe, &pin);
 	if (err < 0)
 		return err;

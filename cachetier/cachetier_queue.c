@@ -12,10 +12,10 @@
  * readahead, take only connections demand fills leave idle, pause while
  * readahead runs, and are withdrawn part-way when readers need their
  * connections (pf_yield, pf_max); a PF_FIT prefetch skips, never evicts
- * for, a chunk that does not fit). A chunk has one
- * state (enum ct_unit), so concurrent misses of one chunk share one fill.
- * Readers wait on ct->unit_cond for just the chunks they need; a failed
- * fill leaves the chunk EMPTY with its error, which every reader that was
+ * for, a chunk that does not fit). A unit has one
+ * state (enum ct_unit), so concurrent misses of one unit share one fill.
+ * Readers wait on ct->unit_cond for just the units they need; a failed
+ * fill leaves the unit EMPTY with its error, which every reader that was
  * waiting for that fill returns; the next read retries.
  */
 #include <errno.h>
@@ -183,8 +183,8 @@ static struct ct_job *queue_pop(struct ct_job ***tail, struct ct_job **pp)
 	return j;
 }
 
-/* A reader needs a chunk that readahead queued: move it to the front
- * queue. Chunks queued on demand already are there. */
+/* A reader needs a unit that readahead queued: move its fill to the front
+ * queue. Units queued on demand already are there. */
 void cachetier__queue_promote(struct cachetier *ct, struct ct_file *f, uint32_t c)
 {
 	for (struct ct_job **pp = &ct->rq; *pp; pp = &(*pp)->next) {

@@ -14,7 +14,7 @@
  * sequence (the requests of one shuffled sample are in sequence too).
  * Any other read resets the window.
  *
- * Pins: read_begin pins the chunks of its range (also while it waits), and
+ * Pins: read_begin pins the units of its range (also while it waits), and
  * read_end unpins them, on any thread: the caller's pin handle
  * (struct cachetier_pin) carries the range. Eviction never touches a
  * pinned unit.

@@ -1,7 +1,7 @@
 /*
  * cachetier_share.c — what several processes on one cache directory share:
  * the usage counter of the whole directory, and per remote object a state
- * file that says which chunks are present and who is filling, pinning or
+ * file that says which units are present and who is filling, pinning or
  * evicting them. The protocol itself is described in cachetier/README.md
  * ("Sharing one cache directory"); this file holds its primitives.
  *
@@ -16,7 +16,7 @@
  *   <source>/data/<hash>.st   one object: header, then one byte per unit
  *                             (ST_VALID: its bytes are in data/<hash>),
  *                             then (at a multiple of 4) a u32 CRC32C per
- *                             chunk, stored before its byte says valid.
+ *                             unit, stored before its byte says valid.
  *
  * Presence: each process that uses a shared file holds a read lock on its
  * byte LK_PRESENCE. A process that gets the write lock there is alone: it
@@ -56,7 +56,7 @@
 /* state file fields */
 #define S_VERSION 8  /* u32 */
 #define S_READY	  12 /* u32, atomic */
-#define S_UNIT	  16 /* u32 chunk bytes */
+#define S_UNIT	  16 /* u32 unit bytes */
 #define S_NUNITS  20 /* u32 */
 #define S_SIZE	  24 /* u64 object size */
 #define S_EPOCH	  32 /* u64: usage epoch its valid units are counted in */

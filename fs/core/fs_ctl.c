@@ -267,7 +267,7 @@ static const struct ctl_counter ctl_counters[] = {
      SNAP(cs.decoded_evictions)},
     {"cache_peer_units", "units read that another process or an earlier mount filled", C,
      SNAP(cs.peer_units)},
-    {"cache_peer_waits", "fills that waited for another process filling the same chunk", C,
+    {"cache_peer_waits", "fills that waited for another process filling the same unit", C,
      SNAP(cs.peer_waits)},
     {"cache_units_corrupt",
      "cached units found damaged (bad CRC32C, data file cut) and fetched again; decoded copies: "
