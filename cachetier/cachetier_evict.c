@@ -27,12 +27,12 @@
  * (Belady's rule); a prefetch fill evicts a planned unit only when that unit is needed later than
  * its own. An eviction takes one object's units in a batch (below), planned units only while they
  * come before every other object's first unit. Cost: victim() looks at every unit of every live
- * object once per eviction (a key each), evict() sorts one object's units. A chunk goes when no
- * process pins or fills it (cachetier_fill.c: the chunk's write lock on
+ * object once per eviction (a key each), evict() sorts one object's units. A unit goes when no
+ * process pins or fills it (cachetier_fill.c: the unit's write lock on
  * auxfd). Objects of earlier mounts, other processes and other sources are opened for it from their
  * maps. When nothing is left to evict, the data directories are scanned again (at most once a
  * second) for objects other processes added. Decoded copies are evicted too, least recently used
- * (evict_dec), after the units no plan needs, before any chunk no plan speaks of read more
+ * (evict_dec), after the units no plan needs, before any unit no plan speaks of read more
  * recently and before units a plan needs. Units fetched only because they
  * lay between planned extents of one request (ct_file.gap,
  * cachetier_obj_prefetch_span), not read since and not marked by a plan,
@@ -170,12 +170,12 @@ static int unit_evictable(const struct ct_file *f, uint32_t c, const struct ev_c
 	return x->near != CT_NEAR_NONE && cachetier__plan_near(x->ct, f, c) > x->near;
 }
 
-/* Chunk c's place in the eviction order; fat: file_at(f). A chunk this
- * process never touched is as old as its object's last use. Chunks ahead
+/* Unit c's place in the eviction order; fat: file_at(f). A unit this
+ * process never touched is as old as its object's last use. Units ahead
  * of their readers (unit_ahead) go after the others no plan speaks of,
- * the latest used first: chunks filled ahead of a reader in order are the
+ * the latest used first: units filled ahead of a reader in order are the
  * furthest ahead (a shard fetched ahead of an in-order reader, its first
- * chunks filled first and needed first). Units a plan needs go last, the
+ * units filled first and needed first). Units a plan needs go last, the
  * furthest next use first. */
 static struct ev_key unit_key(const struct ct_file *f, uint32_t c, int64_t fat,
 			      const struct ev_ctx *x)
@@ -211,11 +211,11 @@ static uint64_t ahead_bytes(const struct cachetier *ct, int64_t now)
 	return sum;
 }
 
-/* The entry holding the first chunk in eviction order, not given up on in
- * this round (*key: that chunk's key; *next: the first key of any other
+/* The entry holding the first unit in eviction order, not given up on in
+ * this round (*key: that unit's key; *next: the first key of any other
  * entry, class EV_NONE past the last when there is none). An entry that
  * is not live (an object of an earlier mount, another process or source)
- * counts as one chunk last used when its map was written. Cost: every
+ * counts as one unit last used when its map was written. Cost: every
  * unit of every live object, a key each (O(1)). */
 #define EV_NONE (EV_PLANNED + 1)
 static struct ct_file *victim(struct cachetier *ct, const struct ev_ctx *x, struct ev_key *key,
@@ -296,8 +296,8 @@ static int u32_cmp(const void *pa, const void *pb)
 	return a < b ? -1 : a > b;
 }
 
-/* Evict chunks of f, first in eviction order first, until 'want' bytes
- * are freed (at least one chunk) or the next one is not within 'next'
+/* Evict units of f, first in eviction order first, until 'want' bytes
+ * are freed (at least one unit) or the next one is not within 'next'
  * (key_within): each one the state file says is valid that no process
  * pins or fills (its write lock on auxfd succeeds).
  * Returns the bytes freed; 0 marks f given up on for this round. ct->lock
@@ -580,8 +580,8 @@ int cachetier__make_room_near(struct cachetier *ct, uint64_t len, int spare_ahea
 		{
 			struct ct_dec *d = victim_dec(ct);
 
-			/* a decoded copy goes before chunks no plan speaks of that
-			 * were used after it, and before chunks a plan needs */
+			/* a decoded copy goes before units no plan speaks of that
+			 * were used after it, and before units a plan needs */
 			if (d && (!f || key.cls > EV_LRU ||
 				  (key.cls == EV_LRU && d->atime_ns < key.at))) {
 				freed = evict_dec(ct, d);

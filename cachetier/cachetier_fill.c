@@ -175,7 +175,7 @@ static int fill_chunk(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 	int err = 0;
 
 	memset(crc, 0, sizeof(*crc) * ((len + f->unit_bytes - 1) / f->unit_bytes));
-	/* only from the listed version: chunks of two versions never mix */
+	/* only from the listed version: units of two versions never mix */
 	err = cachetier__read_version(ct, f->key, f->etag, &s.next, s.end, fill_sink_write, &s);
 	if (err == 0 && s.wrote) /* the link as this fill saw it (cachetier_span.c) */
 		cachetier__link_note(ct, s.first_ns - t0, len, cachetier__mono_ns() - s.first_ns);
@@ -353,7 +353,7 @@ static int fill_begin(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 	if (ra)
 		ct->readahead_fills++;
 	if (!fit && !peer && fill_room(ct, f, c, n, len, pf) < 0) {
-		/* a PF_EVICT prefetch fill only evicts chunks read
+		/* a PF_EVICT prefetch fill only evicts units read
 		 * already: none left, so it is skipped like an unfit one */
 		ct->reserved -= len;
 		ct->fills_inflight--;
