@@ -65,7 +65,7 @@ struct backend_config {
 	void *log_arg;	    /* log's first argument */
 };
 /* Every field is the caller's choice: the backend applies no defaults (the
- * mount's are in fs/fs_opt.c's option table) and only clamps what cannot
+ * mount's are in fs/core/fs_opt.c's option table) and only clamps what cannot
  * work, as each field says. backend_open(..., NULL) is a config of zeros. */
 
 /* Counters of a remote store's requests (all 0 for local directories). */
@@ -118,7 +118,7 @@ const char *backend_credentials_source(const struct backend *be);
 /* A short description of the source for logs and stats (no credentials). */
 const char *backend_describe(const struct backend *be);
 
-/* 1 when the objects are local files (backend_fd works). */
+/* 1 when the objects are local files (backend_open_fd works). */
 int backend_is_local(const struct backend *be);
 /* The absolute path of a local store's directory (symlinks resolved; a
  * file:// SOURCE decoded): key K is the file PATH/K. NULL for remote stores. */

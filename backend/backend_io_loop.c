@@ -239,7 +239,7 @@ int backend_io_open(struct backend_io **out, const struct backend_config *cfg)
 	io = calloc(1, sizeof(*io));
 	if (!io)
 		return -ENOMEM;
-	/* The caller's values (fs/fs_opt.c holds the defaults); only what
+	/* The caller's values (fs/core/fs_opt.c holds the defaults); only what
 	 * cannot work is clamped, as backend.h says. */
 	io->max_running = cfg->connections ? cfg->connections : 1;
 	io->budget_ms = (cfg->retry_budget_s > 0 ? cfg->retry_budget_s : 0) * 1000.0;

@@ -6,7 +6,7 @@
  * table is in cachetier_obj.c, reads of an object in cachetier_objread.c.
  *
  * Configuration: every field is the caller's (the mount's defaults, with
- * the reasons for them, are in fs/fs_opt.c's option table). cachetier_open
+ * the reasons for them, are in fs/core/fs_opt.c's option table). cachetier_open
  * only clamps what cannot work, as cachetier.h says for each field.
  *
  * Derived at open, not configured: local_fds_max 0 means the soft

@@ -57,7 +57,7 @@ struct cachetier;
 struct cachetier_obj;
 
 /* Every field is the caller's choice: cachetier_open applies no defaults
- * (the mount's, with the reasons for them, are in fs/fs_opt.c's option
+ * (the mount's, with the reasons for them, are in fs/core/fs_opt.c's option
  * table) and only clamps what cannot work, as each field says. */
 struct cachetier_config {
 	const char *cache_dir;	      /* root of the cache directory (created 0700) */

@@ -1,7 +1,8 @@
 /*
  * cachetier_i.h — private to cachetier/.
  *
- * Locks (the whole module has two kinds, and this is their order):
+ * Locks (three mutexes in this process and the OFD locks other processes
+ * see, in this order):
  *   1. ct_file.maplock — one per cached remote object; serialises writing
  *      and unlinking its map file and punching its data file. Taken with
  *      no other lock held.
@@ -14,7 +15,7 @@
  *      and close() of local files only, never across an open.
  * maplock may be held while taking lock; never the other way round.
  *
- *   3. (other processes) the OFD locks of cachetier_share.c: taken with
+ *   4. (other processes) the OFD locks of cachetier_share.c: taken with
  *      F_OFD_SETLK, never blocking while ct->lock is held (waits poll
  *      outside it), except LK_MAP, taken only under maplock.
  *
@@ -256,7 +257,7 @@ struct cachetier {
 	uint64_t peer_units;	    /* units served that another process filled */
 	uint64_t peer_waits;	    /* fills that waited for another process's fill */
 	uint64_t pf_withdrawn;	    /* prefetch fills stopped to free a connection for a reader */
-	atomic_ullong decoded_used; /* bytes of decoded copies (never evicted) */
+	atomic_ullong decoded_used; /* bytes of decoded copies (evicted too: evict_dec) */
 	/* The link as this process's fills saw it (cachetier_plan.c): decayed
 	 * sums, each sample weighing 7/8 of the one before */
 	int64_t link_ttfb_ns;	    /* time to first byte of a fill's request (EWMA) */

@@ -1,6 +1,6 @@
 /*
  * fuzz_pack.c — libFuzzer harness for 'shardfs pack''s input handling
- * (fs/fs_pack_plan.c): how the files of INPUT_DIR become member names,
+ * (fs/tools/fs_pack_plan.c): how the files of INPUT_DIR become member names,
  * sample keys, classes, a shuffled order and shards. No filesystem: the
  * input describes the tree.
  *

@@ -509,7 +509,7 @@ int main(void)
 	/* cachetier: decoding */
 	snprintf(path, sizeof(path), "%s/cache/deeper", tmpdir);
 	cc.cache_dir = path;
-	/* the cache tier applies no defaults: the mount's (fs/fs_opt.c) */
+	/* the cache tier applies no defaults: the mount's (fs/core/fs_opt.c) */
 	cc.cache_size_bytes = 20ull << 30;
 	cc.min_free_bytes = 1ull << 30;
 	cc.chunk_bytes = 8u << 20;

@@ -489,7 +489,7 @@ int main(void)
 	if (err)
 		FAIL("backend_open: %d", err);
 	cc.cache_dir = cache;
-	/* the cache tier applies no defaults: the mount's (fs/fs_opt.c) */
+	/* the cache tier applies no defaults: the mount's (fs/core/fs_opt.c) */
 	cc.cache_size_bytes = 1ull << 30;
 	cc.min_free_bytes = 1ull << 20;
 	cc.chunk_bytes = 8u << 20;

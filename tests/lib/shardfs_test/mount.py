@@ -679,7 +679,7 @@ class Entry:
         return 'Entry(%s)' % ', '.join('%s=%r' % (k, getattr(self, k, None)) for k in self.__slots__)
 
 
-# the control command ioctl (fs/fs_i.h FS_CTL_IOC: _IOW('S', 1, char[8192])); the mount is
+# the control command ioctl (fs/core/include/fs_core_ctl.h FS_CTL_IOC: _IOW('S', 1, char[8192])); the mount is
 # read-only, so commands cannot be written to .shardfs/control
 FS_CTL_IOC_LEN = 8192
 FS_CTL_IOC = (1 << 30) | (FS_CTL_IOC_LEN << 16) | (ord('S') << 8) | 1
