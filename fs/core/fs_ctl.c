@@ -132,7 +132,7 @@ struct ctl_snapshot {
 	uint64_t warm_state, warm_wanted, warm_done, warm_unfit;
 	struct fs_plan_totals plan;
 	struct cachetier_link link;
-	uint64_t link_ttfb_us;
+	uint64_t link_ttfb_ms;
 };
 
 static void collect_snapshot(struct fs *fs, struct ctl_snapshot *s)
@@ -145,7 +145,7 @@ static void collect_snapshot(struct fs *fs, struct ctl_snapshot *s)
 	prefetch_progress(fs, &s->pf);
 	fs_plan_totals(fs, &s->plan);
 	cachetier_link_get(fs->ct, &s->link);
-	s->link_ttfb_us = s->link.ttfb_ns / 1000;
+	s->link_ttfb_ms = s->link.ttfb_ns / 1000000;
 	fs_warm_progress(fs, &wp);
 	s->warm_state = wp.state;
 	s->warm_wanted = wp.wanted;
@@ -400,8 +400,8 @@ static const struct ctl_counter ctl_counters[] = {
      "the largest gap between planned paths fetched in one request, at the last batch: rate x "
      "time to first byte as measured (--plan-gap before the first measurement)",
      G, FS(plan_gap)},
-    {"link_ttfb_us", "time to first byte of the store's fills, as measured (decayed average)", G,
-     SNAP(link_ttfb_us)},
+    {"link_ttfb_ms", "time to first byte of the store's fills, as measured (decayed average)",
+     CTL_GAUGE_MS, SNAP(link_ttfb_ms)},
     {"link_rate_bytes",
      "bytes per second one connection delivered after its first byte, as measured (fills of "
      "1 MiB or more; 0 until one)",

@@ -18,6 +18,7 @@ import json  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
+import shutil  # noqa: E402
 import stat  # noqa: E402
 import subprocess  # noqa: E402
 import tarfile  # noqa: E402
@@ -1507,8 +1508,14 @@ def group_cli_owner(env, ck):
     os.chmod(env.tmp, 0o755)
     os.chmod(plan, 0o644)
 
+    # uid 65534 runs a copy in the test's directory: the build's may sit where only root may
+    # look (a checkout in a 0700 directory)
+    exe = os.path.join(env.tmp, 'shardfs-nobody')
+    shutil.copy2(env.shardfs, exe)
+    os.chmod(exe, 0o755)
+
     def as_nobody(args):
-        r = subprocess.run([env.shardfs] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        r = subprocess.run([exe] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            user=65534, group=65534, extra_groups=[], timeout=60)
         err = r.stderr.decode(errors='replace')
         log('(uid 65534) shardfs %s -> rc=%r stderr=%r' % (' '.join(args), r.returncode, err))
