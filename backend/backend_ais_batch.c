@@ -36,7 +36,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,11 +75,6 @@ struct batch {
 	uint64_t pad;
 	uint64_t pos; /* object offset of cur's next byte */
 	uint64_t trail;
-
-	/* completion */
-	pthread_mutex_t m;
-	pthread_cond_t c;
-	int done, rerr;
 };
 
 static uint64_t octal(const unsigned char *p, size_t n, int *bad)
@@ -285,18 +279,6 @@ static int batch_data(void *arg, const void *buf, size_t len)
 	return 0;
 }
 
-static void batch_done(void *arg, struct backend_req *r, int err)
-{
-	struct batch *b = arg;
-
-	(void)r;
-	pthread_mutex_lock(&b->m);
-	b->rerr = err;
-	b->done = 1;
-	pthread_cond_signal(&b->c);
-	pthread_mutex_unlock(&b->m);
-}
-
 /* Append s as a JSON string (quotes included) to buf at *at. */
 static int json_str(char *buf, size_t cap, size_t *at, const char *s)
 {
@@ -376,9 +358,6 @@ static int batch_round(struct backend_objstore *os, struct batch *b, const char 
 	req.url = (char *)url;
 	req.body = body;
 	req.body_len = blen;
-	req.on_data = batch_data;
-	req.on_done = batch_done;
-	req.arg = b;
 	b->answered = 0;
 	b->in_item = 0;
 	b->broken = 0;
@@ -386,13 +365,7 @@ static int batch_round(struct backend_objstore *os, struct batch *b, const char 
 	b->st = T_HDR;
 	b->hlen = 0;
 	b->trail = 0;
-	b->done = 0;
-	backend_io_submit(os->io, &req);
-	pthread_mutex_lock(&b->m);
-	while (!b->done)
-		pthread_cond_wait(&b->c, &b->m);
-	err = b->rerr;
-	pthread_mutex_unlock(&b->m);
+	err = backend_io_run(os->io, &req, batch_data, b);
 	free(b->pax);
 	b->pax = NULL;
 	free(b->paxpath);
@@ -439,8 +412,6 @@ int backend__ais_batch_read(struct backend *be, const struct backend_batch_item 
 		}
 		snprintf(b.names[i], l, "%s%s", os->prefix, items[i].key);
 	}
-	pthread_mutex_init(&b.m, NULL);
-	pthread_cond_init(&b.c, NULL);
 	while (b.cur < n) {
 		int r = batch_round(os, &b, url);
 
@@ -462,8 +433,6 @@ int backend__ais_batch_read(struct backend *be, const struct backend_batch_item 
 		if (b.cur < n && (b.in_item || b.broken || b.answered == 0))
 			err[b.cur++] = -EIO;
 	}
-	pthread_cond_destroy(&b.c);
-	pthread_mutex_destroy(&b.m);
 out:
 	if (b.names)
 		for (size_t i = 0; i < n; i++)

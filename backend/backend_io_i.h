@@ -157,6 +157,11 @@ ssize_t backend_io_stream(struct backend_io *io, struct backend_req *r, backend_
 			  void *arg);
 /* HEAD; fills the result fields. */
 int backend_io_head(struct backend_io *io, struct backend_req *r);
+/* Run r with its body going to on_data(arg, ...) on the I/O thread, and
+ * wait for it to end: the engine's errno (on_data's own, when it stopped
+ * the request). For answers parsed as they stream (backend_ais_batch.c). */
+int backend_io_run(struct backend_io *io, struct backend_req *r, backend_req_data_cb on_data,
+		   void *arg);
 
 /* HTTP status to errno: the one place where that mapping lives. */
 int backend__http_errno(long status);

@@ -1,6 +1,6 @@
 /*
  * backend_io_wait.c — the engine's blocking helpers (contract:
- * backend_io_i.h): backend_io_get, _read, _stream and _head submit one
+ * backend_io_i.h): backend_io_get, _read, _stream, _run and _head submit one
  * request and wait for its on_done on a condition variable.
  *
  * They run on any thread but the I/O thread (which they wait for); the wait
@@ -188,6 +188,33 @@ ssize_t backend_io_stream(struct backend_io *io, struct backend_req *r, backend_
 	if (err < 0)
 		return err;
 	return (ssize_t)s.w.len;
+}
+
+struct relay {
+	struct waiter w; /* first: on_done's arg is the waiter */
+	backend_req_data_cb on_data;
+	void *arg;
+};
+
+static int relay_data(void *arg, const void *buf, size_t len)
+{
+	struct relay *x = arg;
+
+	return x->on_data(x->arg, buf, len);
+}
+
+int backend_io_run(struct backend_io *io, struct backend_req *r, backend_req_data_cb on_data,
+		   void *arg)
+{
+	struct relay x;
+
+	waiter_init(&x.w);
+	x.on_data = on_data;
+	x.arg = arg;
+	r->on_data = relay_data;
+	r->on_poll = NULL;
+	/* waiter_run sets r->arg = &x.w: on_data and on_done share it */
+	return waiter_run(io, r, &x.w);
 }
 
 int backend_io_head(struct backend_io *io, struct backend_req *r)
