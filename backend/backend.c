@@ -64,7 +64,7 @@ static __thread struct failure last_fail;
 static atomic_ulong next_id = 1;
 
 /* A new request of this thread on be: the last one's record goes. */
-static void failure_clear(const struct backend *be)
+void backend__failure_clear(const struct backend *be)
 {
 	if (last_fail.be_id == be->id)
 		last_fail.be_id = 0;
@@ -329,7 +329,7 @@ const char *backend_local_path(const struct backend *be)
 
 int backend_list(struct backend *be, backend_list_cb cb, void *arg)
 {
-	failure_clear(be);
+	backend__failure_clear(be);
 	return be->ops->list(be, cb, arg);
 }
 
@@ -337,7 +337,7 @@ int backend_stat(struct backend *be, const char *key, struct backend_objinfo *in
 {
 	int err = backend__key_check(key);
 
-	failure_clear(be);
+	backend__failure_clear(be);
 	if (err < 0)
 		return err;
 	return be->ops->stat(be, key, info);
@@ -346,7 +346,7 @@ int backend_stat(struct backend *be, const char *key, struct backend_objinfo *in
 int backend_stat_many(struct backend *be, const char *const *keys, size_t n,
 		      struct backend_objinfo *info, int *err)
 {
-	failure_clear(be);
+	backend__failure_clear(be);
 	for (size_t i = 0; i < n; i++) {
 		memset(&info[i], 0, sizeof(info[i]));
 		info[i].key = keys[i];
@@ -365,7 +365,7 @@ ssize_t backend_pread_version(struct backend *be, const char *key, const char *e
 {
 	int err = backend__key_check(key);
 
-	failure_clear(be);
+	backend__failure_clear(be);
 	if (err < 0)
 		return err;
 	return be->ops->pread(be, key, etag, buf, len, off);
@@ -432,7 +432,7 @@ ssize_t backend_read_version_cb(struct backend *be, const char *key, const char 
 {
 	int err = backend__key_check(key);
 
-	failure_clear(be);
+	backend__failure_clear(be);
 	if (err < 0)
 		return err;
 	if (len > SSIZE_MAX)
@@ -440,6 +440,30 @@ ssize_t backend_read_version_cb(struct backend *be, const char *key, const char 
 	if (be->ops->read_cb)
 		return be->ops->read_cb(be, key, etag, off, len, cb, arg);
 	return backend__read_cb_pread(be, key, etag, off, len, cb, arg);
+}
+
+void backend_read_version_async(struct backend *be, const char *key, const char *etag, uint64_t off,
+				size_t len, unsigned flags, backend_sink_cb cb, void *arg,
+				backend_done_cb done, void *darg)
+{
+	int err = backend__key_check(key);
+	ssize_t n;
+
+	if (err == 0 && len > SSIZE_MAX)
+		err = -EINVAL;
+	if (err < 0 || len == 0) {
+		done(darg, err, 0);
+		return;
+	}
+	if (be->ops->read_async) {
+		be->ops->read_async(be, key, etag, off, len, flags, cb, arg, done, darg);
+		return;
+	}
+	/* a local store: the read runs here */
+	backend__failure_clear(be);
+	n = be->ops->read_cb ? be->ops->read_cb(be, key, etag, off, len, cb, arg)
+			     : backend__read_cb_pread(be, key, etag, off, len, cb, arg);
+	done(darg, n < 0 ? (int)n : 0, n < 0 ? 0 : (uint64_t)n);
 }
 
 void backend_cancel(struct backend *be)

@@ -48,9 +48,13 @@ void backend_log(struct backend *be, enum backend_log_level level, const char *f
 /* Settings of remote stores (local directories ignore them). The brackets
  * say what a zero or negative field means. */
 struct backend_config {
-	const char *endpoint;  /* --endpoint: overrides AWS_ENDPOINT_URL, AIS_ENDPOINT, ... */
-	int no_sign;	       /* --no-sign: anonymous S3/GCS requests */
-	unsigned connections;  /* most parallel connections to the store (0 works as 1) */
+	const char *endpoint; /* --endpoint: overrides AWS_ENDPOINT_URL, AIS_ENDPOINT, ... */
+	int no_sign;	      /* --no-sign: anonymous S3/GCS requests */
+	unsigned connections; /* most parallel connections to the store (0 works as 1) */
+	/* most parallel connections when small reads (BACKEND_READ_SMALL) are in
+	 * flight too: those may run past 'connections', up to this many transfers in
+	 * all (below 'connections': 'connections') */
+	unsigned max_connections;
 	const char *ca_file;   /* --ca-file: CA bundle for TLS verification (NULL: system's) */
 	double retry_budget_s; /* stop retrying a request after this long (<= 0: no retries) */
 	/* give up a connection attempt after this (<= 0: curl's, 300 s) */
@@ -174,6 +178,35 @@ typedef int (*backend_sink_cb)(void *arg, uint64_t off, const void *buf, size_t 
  * buffer of at most 1 MiB per call. */
 ssize_t backend_read_version_cb(struct backend *be, const char *key, const char *etag, uint64_t off,
 				size_t len, backend_sink_cb cb, void *arg);
+
+/* How a backend_read_version_async ends: err 0 (bytes: the range, fewer
+ * only at the end of the object) or a negative errno, as
+ * backend_read_version_cb returns (after an error the bytes the sink got
+ * are to be dropped); bytes: on success, those the sink accepted. */
+typedef void (*backend_done_cb)(void *arg, int err, uint64_t bytes);
+
+/* Flags of backend_read_version_async. */
+#define BACKEND_READ_SMALL                                                                         \
+	1u /* a small read (a planned range of at most a chunk): it may                            \
+	    * run past 'connections', up to 'max_connections' */
+
+/* backend_read_version_cb without waiting: the same read (its sink cb, the
+ * same If-Match and -ESTALE rule, a retry after a cut body resuming after
+ * what cb has, the same retry budget and stall bound, -ECANCELED after
+ * backend_cancel), and when it ends, done(darg, err, bytes) runs exactly
+ * once. Remote stores run it on their I/O thread: cb and done run there,
+ * and the call returns at once (it never blocks, from any thread, the I/O
+ * thread too). Local stores (and fault://) run the read in the calling
+ * thread and call done before returning; so does every store for an error
+ * found before a request is made (a bad key: -EINVAL; -ENOMEM). done must
+ * be quick and must not wait for a thread that may wait for the backend;
+ * it may call backend_last_error and backend_log_failure (which speak of
+ * this read: the thread's record is this read's when done runs) and
+ * backend_read_version_async (the next read), nothing else of the backend.
+ * key and etag are copied. */
+void backend_read_version_async(struct backend *be, const char *key, const char *etag, uint64_t off,
+				size_t len, unsigned flags, backend_sink_cb cb, void *arg,
+				backend_done_cb done, void *darg);
 
 /* One item of a batch read: len bytes (len > 0) at off of key. */
 struct backend_batch_item {

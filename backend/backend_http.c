@@ -776,6 +776,75 @@ static ssize_t http_read_cb(struct backend *be, const char *key, const char *eta
 	return http_get(be, key, etag, NULL, off, len, cb, arg);
 }
 
+/* An asynchronous GET (http_read_async): malloc'd with it, freed after its done. */
+struct http_async {
+	struct backend_req r;
+	struct backend *be;
+	backend_done_cb done;
+	void *darg;
+	char *key; /* for the failure record */
+	char *etag;
+	char *url;
+};
+
+/* I/O thread: record a failure in this thread's record, then done. */
+static void http_async_done(void *arg, struct backend_req *r, int err, uint64_t bytes)
+{
+	struct http_async *a = arg;
+
+	if (err < 0)
+		backend__req_failed(a->be, "GET", a->key, r, err);
+	else
+		backend__failure_clear(a->be);
+	a->done(a->darg, err, bytes);
+	free(a->key);
+	free(a->etag);
+	free(a->url);
+	free(a);
+}
+
+static void http_read_async(struct backend *be, const char *key, const char *etag, uint64_t off,
+			    size_t len, unsigned flags, backend_sink_cb cb, void *arg,
+			    backend_done_cb done, void *darg)
+{
+	struct http *h = be->impl;
+	char url[HTTP_URL_MAX];
+	struct http_async *a = NULL;
+	int err = http_url(h, key, url, sizeof(url));
+
+	if (err == 0) {
+		a = calloc(1, sizeof(*a));
+		if (a) {
+			a->key = strdup(key);
+			a->etag = etag ? strdup(etag) : NULL;
+			a->url = strdup(url);
+		}
+		if (!a || !a->key || (etag && !a->etag) || !a->url) {
+			if (a) {
+				free(a->key);
+				free(a->etag);
+				free(a->url);
+			}
+			free(a);
+			err = -ENOMEM;
+		}
+	}
+	if (err < 0) {
+		done(darg, err, 0);
+		return;
+	}
+	a->be = be;
+	a->done = done;
+	a->darg = darg;
+	a->r.method = "GET";
+	a->r.url = a->url;
+	a->r.range_off = off;
+	a->r.range_len = len;
+	a->r.if_match = a->etag;
+	a->r.small = (flags & BACKEND_READ_SMALL) != 0;
+	backend_io_stream_async(h->io, &a->r, cb, arg, http_async_done, a);
+}
+
 static void http_free(struct http *h)
 {
 	if (!h)
@@ -805,6 +874,7 @@ static const struct backend_ops http_ops = {
     .pread = http_pread,
     .open_fd = NULL,
     .read_cb = http_read_cb,
+    .read_async = http_read_async,
 };
 
 static int obj_cmp(const void *a, const void *b)

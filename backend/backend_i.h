@@ -38,6 +38,11 @@ struct backend_ops {
 	/* backend_read_version_cb; NULL: backend__read_cb_pread serves it */
 	ssize_t (*read_cb)(struct backend *be, const char *key, const char *etag, uint64_t off,
 			   size_t len, backend_sink_cb cb, void *arg);
+	/* backend_read_version_async (key checked, len > 0); NULL: read_cb (or
+	 * backend__read_cb_pread) in the calling thread, then done */
+	void (*read_async)(struct backend *be, const char *key, const char *etag, uint64_t off,
+			   size_t len, unsigned flags, backend_sink_cb cb, void *arg,
+			   backend_done_cb done, void *darg);
 };
 
 struct backend {
@@ -95,6 +100,10 @@ int backend__fault_open(struct backend *be, const char *source, const struct bac
  * local one). */
 ssize_t backend__read_cb_pread(struct backend *be, const char *key, const char *etag, uint64_t off,
 			       size_t len, backend_sink_cb cb, void *arg);
+
+/* A read of this thread on be succeeded: its failure record goes (the
+ * async reads' done wrappers, on the I/O thread). */
+void backend__failure_clear(const struct backend *be);
 
 /* Join root and key into buf; -ENAMETOOLONG when it does not fit, -EINVAL
  * for keys that could escape the root ('..' components, absolute). */

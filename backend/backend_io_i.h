@@ -7,8 +7,11 @@
  * blocks (but for a streamed read's pwrite of each piece to a local file:
  * backend_io_stream; that is where a fill's bytes go, with no copy in
  * between, and a disk slower than the network then paces every
- * transfer, as it paces the fills anyway). Connections are reused (keep-alive); up to 'connections'
- * transfers run at once, the rest wait in the queue.
+ * transfer, as it paces the fills anyway). Connections are reused (keep-alive). Two classes
+ * share them: up to 'connections' transfers of ordinary requests run at once, and small
+ * ones (backend_req.small: a planned range of at most a chunk) may take more, up to
+ * 'max_connections' transfers of both classes in all; the rest wait in the queue (FIFO
+ * within a class: a small request is not held up by a large one that waits for its class).
  *
  * A request is an HTTP GET or HEAD of one URL, optionally of a byte range
  * (or a GET with a JSON body: backend_req.body).
@@ -95,6 +98,9 @@ struct backend_req {
 	 * for: mount, refresh), with its own retry budget, instead of failing
 	 * at once; its answer brings the store up, as the probe's does */
 	int past_breaker;
+	/* 1: a small request (a planned range): it may run while 'connections' ordinary
+	 * transfers run, up to 'max_connections' in all (backend_config) */
+	int small;
 	/* or NULL: a request body (with method "GET": AIStore's GetBatch,
 	 * backend_ais_batch.c), sent with Content-Type: application/json on
 	 * every attempt and every redirect hop (as curl -L does for a 307).
@@ -155,6 +161,17 @@ ssize_t backend_io_read(struct backend_io *io, struct backend_req *r, void *buf)
  * bytes delivered or a negative errno (cb's own, when it stopped). */
 ssize_t backend_io_stream(struct backend_io *io, struct backend_req *r, backend_sink_cb cb,
 			  void *arg);
+/* backend_io_stream without waiting: r's body goes to cb as there; when r
+ * ends, done(darg, r, err, bytes) runs once (err: the engine's errno or
+ * cb's own; bytes: those cb accepted), on the I/O thread, or in the
+ * calling thread before this returns when nothing was asked (range_len 0:
+ * 0 bytes; -ENOMEM; -EINVAL). r (and its url) stay the caller's and alive
+ * until done has run. Any thread, the I/O thread too (a done callback may
+ * submit the next request). */
+typedef void (*backend_io_stream_done_cb)(void *darg, struct backend_req *r, int err,
+					  uint64_t bytes);
+void backend_io_stream_async(struct backend_io *io, struct backend_req *r, backend_sink_cb cb,
+			     void *arg, backend_io_stream_done_cb done, void *darg);
 /* HEAD; fills the result fields. */
 int backend_io_head(struct backend_io *io, struct backend_req *r);
 /* Run r with its body going to on_data(arg, ...) on the I/O thread, and
@@ -248,7 +265,8 @@ struct backend_io {
 	struct xfer *all;
 	struct xfer *wait_head, *wait_tail;
 	struct sock *socks;
-	unsigned running;
+	unsigned running;	/* transfers running, both classes */
+	unsigned running_large; /* ... of them not small (backend_req.small) */
 	uint64_t rng;
 	int halted; /* cancelled: everything completes with -ECANCELED */
 	/* the circuit breaker (see "store down" below) */
@@ -264,7 +282,8 @@ struct backend_io {
 	atomic_int down_now;
 
 	/* ---- read-only after open ---- */
-	unsigned max_running;
+	unsigned max_running; /* most transfers not small at once: 'connections' */
+	unsigned max_total;   /* most transfers at once: 'max_connections', at least max_running */
 	double budget_ms;
 	long connect_ms;
 	long stall_s;

@@ -242,6 +242,8 @@ int backend_io_open(struct backend_io **out, const struct backend_config *cfg)
 	/* The caller's values (fs/core/fs_opt.c holds the defaults); only what
 	 * cannot work is clamped, as backend.h says. */
 	io->max_running = cfg->connections ? cfg->connections : 1;
+	io->max_total =
+	    cfg->max_connections > io->max_running ? cfg->max_connections : io->max_running;
 	io->budget_ms = (cfg->retry_budget_s > 0 ? cfg->retry_budget_s : 0) * 1000.0;
 	io->log.fn = cfg->log;
 	io->log.arg = cfg->log_arg;
@@ -271,8 +273,8 @@ int backend_io_open(struct backend_io **out, const struct backend_config *cfg)
 	curl_multi_setopt(io->multi, CURLMOPT_TIMERDATA, io);
 	/* keep-alive: enough idle connections for the store and, behind a
 	 * redirecting proxy (AIStore), its targets */
-	curl_multi_setopt(io->multi, CURLMOPT_MAXCONNECTS, (long)io->max_running * 2 + 2);
-	curl_multi_setopt(io->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)io->max_running);
+	curl_multi_setopt(io->multi, CURLMOPT_MAXCONNECTS, (long)io->max_total * 2 + 2);
+	curl_multi_setopt(io->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)io->max_total);
 	uv_async_init(&io->loop, &io->async, on_async);
 	io->async.data = io;
 	uv_timer_init(&io->loop, &io->timer);

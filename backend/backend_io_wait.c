@@ -1,7 +1,9 @@
 /*
  * backend_io_wait.c — the engine's blocking helpers (contract:
  * backend_io_i.h): backend_io_get, _read, _stream, _run and _head submit one
- * request and wait for its on_done on a condition variable.
+ * request and wait for its on_done on a condition variable; and
+ * backend_io_stream_async, which waits for nothing (its done callback runs
+ * on the I/O thread).
  *
  * They run on any thread but the I/O thread (which they wait for); the wait
  * is the request's: its wait for a connection slot, then its attempts
@@ -188,6 +190,72 @@ ssize_t backend_io_stream(struct backend_io *io, struct backend_req *r, backend_
 	if (err < 0)
 		return err;
 	return (ssize_t)s.w.len;
+}
+
+/* backend_io_stream_async's state: malloc'd by the call, freed after done. */
+struct astream {
+	backend_sink_cb cb;
+	void *arg;
+	uint64_t pos;	/* object offset of the next byte */
+	uint64_t bytes; /* bytes cb accepted */
+	backend_io_stream_done_cb done;
+	void *darg;
+};
+
+static int astream_poll(void *arg)
+{
+	struct astream *a = arg;
+
+	return a->cb(a->arg, a->pos, NULL, 0);
+}
+
+static int astream_data(void *arg, const void *buf, size_t len)
+{
+	struct astream *a = arg;
+	int err = a->cb(a->arg, a->pos, buf, len);
+
+	if (err < 0)
+		return err;
+	a->pos += len;
+	a->bytes += len;
+	return 0;
+}
+
+static void astream_done(void *arg, struct backend_req *r, int err)
+{
+	struct astream *a = arg;
+	backend_io_stream_done_cb done = a->done;
+	void *darg = a->darg;
+	uint64_t bytes = a->bytes;
+
+	free(a);
+	done(darg, r, err, bytes); /* r may be gone after this */
+}
+
+void backend_io_stream_async(struct backend_io *io, struct backend_req *r, backend_sink_cb cb,
+			     void *arg, backend_io_stream_done_cb done, void *darg)
+{
+	struct astream *a;
+
+	if (r->range_len == 0 || r->range_len > SSIZE_MAX) {
+		done(darg, r, r->range_len ? -EINVAL : 0, 0);
+		return;
+	}
+	a = calloc(1, sizeof(*a));
+	if (!a) {
+		done(darg, r, -ENOMEM, 0);
+		return;
+	}
+	a->cb = cb;
+	a->arg = arg;
+	a->pos = r->range_off;
+	a->done = done;
+	a->darg = darg;
+	r->on_data = astream_data;
+	r->on_poll = astream_poll;
+	r->on_done = astream_done;
+	r->arg = a;
+	backend_io_submit(io, r);
 }
 
 struct relay {

@@ -4,7 +4,7 @@
  *
  * Each submitted request becomes one struct xfer (loop thread only). An
  * xfer is in exactly one state:
- *   WAIT     in io->wait (FIFO), waiting for one of the 'connections' slots
+ *   WAIT     in io->wait (FIFO), waiting for a slot of its class (backend__io_kick)
  *   RUN      its easy handle is in the multi handle, holding a slot
  *   BACKOFF  its retry timer runs; it holds no slot
  * and leaves through backend__io_xfer_finish, the one place that calls
@@ -112,6 +112,8 @@ static void xfer_detach_easy(struct xfer *x)
 		if (x->state == X_RUN) {
 			curl_multi_remove_handle(x->io->multi, x->easy);
 			x->io->running--;
+			if (!x->r->small)
+				x->io->running_large--;
 		}
 		curl_easy_cleanup(x->easy);
 		x->easy = NULL;
@@ -324,19 +326,31 @@ static int xfer_start(struct xfer *x)
 		return -ENOMEM;
 	x->state = X_RUN;
 	io->running++;
+	if (!r->small)
+		io->running_large++;
 	return 0;
 }
 
-/* Start waiting xfers while slots are free. */
+/* Start waiting xfers, in their order, while slots of their class are free:
+ * any request while fewer than max_total run, one that is not small only
+ * while fewer than max_running of those run (it waits, and the small ones
+ * behind it may pass it). */
 void backend__io_kick(struct backend_io *io)
 {
-	while (io->running < io->max_running && io->wait_head) {
-		struct xfer *x = io->wait_head;
+	struct xfer **pp = &io->wait_head, *prev = NULL;
+
+	while (io->running < io->max_total && *pp) {
+		struct xfer *x = *pp;
 		int err;
 
-		io->wait_head = x->wnext;
-		if (!io->wait_head)
-			io->wait_tail = NULL;
+		if (!x->r->small && io->running_large >= io->max_running) {
+			prev = x;
+			pp = &x->wnext;
+			continue;
+		}
+		*pp = x->wnext;
+		if (io->wait_tail == x)
+			io->wait_tail = prev;
 		x->wnext = NULL;
 		x->state = X_BACKOFF; /* neither waiting nor running yet */
 		err = xfer_start(x);

@@ -551,6 +551,78 @@ static ssize_t os_read_cb(struct backend *be, const char *key, const char *etag,
 	return os_get(be, key, etag, NULL, off, len, cb, arg);
 }
 
+/* An asynchronous GET (os_read_async): malloc'd with it, freed after its done. */
+struct os_async {
+	struct os_call c; /* c.path points at path below */
+	struct backend *be;
+	backend_done_cb done;
+	void *darg;
+	char *key; /* for the failure record */
+	char *etag;
+	char path[OS_PATH_MAX];
+};
+
+static void os_async_free(struct os_async *a)
+{
+	os_call_free(&a->c);
+	free(a->key);
+	free(a->etag);
+	free(a);
+}
+
+/* I/O thread: record a failure in this thread's record, then done. */
+static void os_async_done(void *arg, struct backend_req *r, int err, uint64_t bytes)
+{
+	struct os_async *a = arg;
+
+	/* a range at or past the end (416 without the object's size): the end
+	 * of the object, as os_get says */
+	if (err == -EINVAL && r->status == 416)
+		err = 0;
+	if (err < 0)
+		os_failed(a->be, "GET", a->key, r, err);
+	else
+		backend__failure_clear(a->be);
+	a->done(a->darg, err, bytes);
+	os_async_free(a);
+}
+
+static void os_read_async(struct backend *be, const char *key, const char *etag, uint64_t off,
+			  size_t len, unsigned flags, backend_sink_cb cb, void *arg,
+			  backend_done_cb done, void *darg)
+{
+	struct backend_objstore *os = be->impl;
+	struct os_async *a = calloc(1, sizeof(*a));
+	int err = a ? 0 : -ENOMEM;
+
+	if (len > SSIZE_MAX)
+		len = SSIZE_MAX;
+	if (err == 0)
+		err = os_object_path(os, os->get_prefix, key, a->path, sizeof(a->path));
+	if (err == 0)
+		err = os_call_init(&a->c, os, "GET", a->path, os->get_query);
+	if (err == 0) {
+		a->key = strdup(key);
+		a->etag = etag ? strdup(etag) : NULL;
+		if (!a->key || (etag && !a->etag))
+			err = -ENOMEM;
+	}
+	if (err < 0) {
+		if (a)
+			os_async_free(a);
+		done(darg, err, 0);
+		return;
+	}
+	a->be = be;
+	a->done = done;
+	a->darg = darg;
+	a->c.req.range_off = off;
+	a->c.req.range_len = len;
+	a->c.req.if_match = a->etag;
+	a->c.req.small = (flags & BACKEND_READ_SMALL) != 0;
+	backend_io_stream_async(os->io, &a->c.req, cb, arg, os_async_done, a);
+}
+
 static void os_close(struct backend *be)
 {
 	struct backend_objstore *os = be->impl;
@@ -584,6 +656,7 @@ const struct backend_ops backend__os_ops = {
     .open_fd = NULL,
     .credentials = os_credentials,
     .read_cb = os_read_cb,
+    .read_async = os_read_async,
 };
 
 /* ---- open ----------------------------------------------------------------- */
