@@ -442,6 +442,11 @@ ssize_t backend_read_version_cb(struct backend *be, const char *key, const char 
 	return backend__read_cb_pread(be, key, etag, off, len, cb, arg);
 }
 
+int backend_reads_async(const struct backend *be)
+{
+	return be->ops->read_async != NULL;
+}
+
 void backend_read_version_async(struct backend *be, const char *key, const char *etag, uint64_t off,
 				size_t len, unsigned flags, backend_sink_cb cb, void *arg,
 				backend_done_cb done, void *darg)

@@ -128,6 +128,11 @@ int backend_is_local(const struct backend *be);
  * file:// SOURCE decoded): key K is the file PATH/K. NULL for remote stores. */
 const char *backend_local_path(const struct backend *be);
 
+/* 1 when backend_read_version_async returns at once and ends the read on
+ * the store's I/O thread (remote stores); 0 when it reads in the calling
+ * thread (local directories, fault://). */
+int backend_reads_async(const struct backend *be);
+
 /* List every object under the source, recursively. Hidden objects whose
  * name starts with '.' are listed too; symlinks to files are followed,
  * special files are skipped. A brace pattern lists its names without

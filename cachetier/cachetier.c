@@ -165,6 +165,8 @@ static void config_clamp(struct cachetier *ct)
 		ct->cfg.readahead_max_bytes = ct->cfg.chunk_bytes;
 	if (!ct->cfg.fill_threads) /* fills must run somewhere */
 		ct->cfg.fill_threads = 1;
+	if (ct->cfg.small_fills < ct->cfg.fill_threads - 1)
+		ct->cfg.small_fills = ct->cfg.fill_threads > 1 ? ct->cfg.fill_threads - 1 : 1;
 }
 
 int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, struct backend *be)

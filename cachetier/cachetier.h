@@ -75,7 +75,11 @@ struct cachetier_config {
 				       * whole 4 KiB blocks (0 works as 4 KiB) */
 	uint64_t readahead_max_bytes; /* cap of a sequential reader's window: at most an eighth
 				       * of cache_size_bytes, at least one chunk */
-	unsigned fill_threads;	      /* fill threads, fills in flight at once (0 works as 1) */
+	unsigned fill_threads;	      /* fills in flight at once but those of small planned
+				       * ranges: the store's connections + 1 (0 works as 1) */
+	unsigned small_fills;	      /* most fills in flight when those of small planned ranges
+				       * (CT_SMALL_FILL_BYTES or less) count too: the store's
+				       * max_connections (below fill_threads - 1: fill_threads - 1) */
 	unsigned local_fds_max;	      /* most fds of local source files kept open at once
 				       * (0: RLIMIT_NOFILE's soft limit less a reserve) */
 };

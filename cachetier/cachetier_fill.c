@@ -81,14 +81,30 @@ static int fill_room(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32
  * (chunk i of the object is at i * chunk_bytes in both). */
 struct fill_sink {
 	int fd;
-	uint64_t start;	      /* the chunk's start */
+	uint64_t start;	      /* the run's start */
 	uint64_t next;	      /* object offset of the next byte expected */
-	uint64_t end;	      /* the chunk's end */
+	uint64_t end;	      /* the run's end */
 	int wrote;	      /* a byte may have reached the file */
-	struct ct_slot *slot; /* the worker's: progress, and a request to stop */
+	struct ct_slot *slot; /* the fill's: progress, and a request to stop */
 	uint32_t unit_bytes;  /* unit bytes; start is a unit's start */
 	uint32_t *crc;	      /* CRC32C of each unit of the run, as its bytes arrive */
 	int64_t first_ns;     /* when its first byte arrived (0: none yet) */
+};
+
+/* A fill's request state, one per slot. The worker that took the slot
+ * (fill_begin) writes it, then hands it to the request it sends
+ * (fill_next); from then on only the request's done callback uses it (on
+ * the store's I/O thread, or in the worker for a store that reads in the
+ * caller), until fill_finish frees the slot under ct->lock. */
+struct ct_fill {
+	int ra, waited;	    /* the job's readahead flag; a claim waited for another process */
+	unsigned requests;  /* requests that succeeded */
+	uint32_t i, k;	    /* the run being fetched: units [c + i, c + k) of the slot */
+	int64_t t0;	    /* when its request was sent */
+	struct fill_sink s; /* the run's sink */
+	int *claim;	    /* per unit of the fill (at most a chunk's): fill_claim's answer */
+	int *errs;	    /* ... its outcome */
+	uint32_t *crc;	    /* ... its CRC32C */
 };
 
 /* The error a withdrawn prefetch fill stops with (pf_yield). */
@@ -150,39 +166,6 @@ int cachetier__read_version(struct cachetier *ct, const char *key, const char *e
 			return -EIO; /* the object is shorter than its size said */
 	}
 	return 0;
-}
-
-/* Fetch len bytes from unit c (one request: a chunk, or a random read's
- * units of one) into f's data file, each piece written as it arrives
- * (durable only at the next map flush), each unit's CRC32C into crc[]
- * (one per unit of the len bytes). On failure the range is
- * punched again: bytes of a failed fill (perhaps of a version that changed
- * meanwhile) are never counted, so they must not stay on the disk. The
- * caller holds the units' write locks, so no one else trusts or writes the
- * range. No ct->lock held. */
-static int fill_chunk(struct cachetier *ct, struct ct_slot *slot, struct ct_file *f, uint32_t c,
-		      size_t len, uint32_t *crc)
-{
-	uint64_t off = cachetier__unit_off(f, c);
-	struct fill_sink s = {.fd = f->datafd,
-			      .start = off,
-			      .next = off,
-			      .end = off + len,
-			      .slot = slot,
-			      .unit_bytes = f->unit_bytes,
-			      .crc = crc};
-	int64_t t0 = cachetier__mono_ns();
-	int err = 0;
-
-	memset(crc, 0, sizeof(*crc) * ((len + f->unit_bytes - 1) / f->unit_bytes));
-	/* only from the listed version: units of two versions never mix */
-	err = cachetier__read_version(ct, f->key, f->etag, &s.next, s.end, fill_sink_write, &s);
-	if (err == 0 && s.wrote) /* the link as this fill saw it (cachetier_span.c) */
-		cachetier__link_note(ct, s.first_ns - t0, len, cachetier__mono_ns() - s.first_ns);
-	if (err < 0 && s.wrote)
-		(void)fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
-				(off_t)len);
-	return err;
 }
 
 static int flush_due(struct cachetier *ct, struct ct_file *f, int64_t now)
@@ -285,32 +268,6 @@ static void pf_withdrawn(struct cachetier *ct, struct ct_file *f, uint32_t c, in
 	}
 }
 
-/* Fetch the units of [c, c + n) of f whose claim[] is 1, each maximal run
- * of them with one request; err[] gets each unit's result, crc[] the
- * CRC32C of each unit fetched. No ct->lock held. */
-static void fill_claimed(struct cachetier *ct, struct ct_slot *slot, struct ct_file *f, uint32_t c,
-			 uint32_t n, const int *claim, int *err, uint32_t *crc, unsigned *requests)
-{
-	for (uint32_t i = 0; i < n;) {
-		uint32_t k = i;
-		int e;
-
-		if (claim[i] != 1) {
-			err[i] = claim[i] < 0 ? claim[i] : 0;
-			i++;
-			continue;
-		}
-		while (k < n && claim[k] == 1)
-			k++;
-		e = fill_chunk(ct, slot, f, c + i, (size_t)cachetier__run_len(f, c + i, k - i),
-			       crc + i);
-		backend_log_failure(ct->be, f->key, e, "fill"); /* once per object and cause */
-		*requests += e == 0;
-		for (; i < k; i++)
-			err[i] = e;
-	}
-}
-
 /* Start the fill of units [c, c + n) of f (len bytes; ra, pf: a readahead,
  * a prefetch fill): counted in flight, marked filling, published in slot,
  * room made. 0: go ahead (*peer: every unit is valid in the state file
@@ -347,6 +304,8 @@ static int fill_begin(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 	slot->c = c;
 	slot->n = n;
 	slot->pf = pf;
+	slot->small = cachetier__fill_small(ct, f, c, n, pf);
+	ct->small_inflight += slot->small;
 	slot->seq = ++ct->fill_seq;
 	atomic_store(&slot->withdraw, 0);
 	atomic_store(&slot->got, 0);
@@ -361,6 +320,7 @@ static int fill_begin(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 			ct->readahead_fills--;
 		if (atomic_load(&slot->withdraw))
 			ct->pf_withdrawing--; /* asked while room was made */
+		ct->small_inflight -= slot->small;
 		slot->f = NULL;
 		f->pf_inflight--;
 		ct->pf_running--;
@@ -449,6 +409,7 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 	withdrawn = atomic_load(&slot->withdraw);
 	if (withdrawn)
 		ct->pf_withdrawing--;
+	ct->small_inflight -= slot->small;
 	slot->f = NULL;
 	if (pf) {
 		f->pf_inflight--;
@@ -458,7 +419,7 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		err = errs[i];
 	if (err < 0 && withdrawn && ra)
 		ct->readahead_fills--; /* counted again when it is fetched */
-	if (pf && err == 0 && !ct->ra_busy && ct->pf_cap < ct->cfg.fill_threads)
+	if (pf && err == 0 && !ct->ra_busy && ct->pf_cap < ct->cfg.small_fills + 1)
 		ct->pf_cap++;
 	if (pf && err == 0 && ct->pf_quiet < ct->cfg.fill_threads)
 		ct->pf_quiet++;
@@ -470,31 +431,140 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 	pthread_cond_broadcast(&ct->unit_cond);
 	if (withdrawn || (!pf && ra && ct->ra_busy == 0 && (ct->pf || ct->pr)))
 		pthread_cond_broadcast(&ct->work_cond); /* prefetch may go on */
-	else if (!pf && (ct->pf || ct->pr))
-		pthread_cond_signal(&ct->work_cond);
+	else if (ct->dq || ct->rq || ct->pf || ct->pr)
+		pthread_cond_signal(&ct->work_cond); /* its slot is free */
 	if (flush_due(ct, f, cachetier__now_ns()))
 		pthread_cond_signal(&ct->flush_cond);
 }
 
-static void *worker_main(void *arg)
+static void fill_next(struct ct_slot *slot);
+
+/* The fill of slot ended: account for it (fill_end) and free the slot.
+ * Takes ct->lock (no lock held on entry): on the store's I/O thread, or in
+ * the worker for a store that reads in the caller. slot is another fill's
+ * once ct->lock is dropped. */
+static void fill_finish(struct ct_slot *slot)
+{
+	struct cachetier *ct = slot->ct;
+	struct ct_fill *fl = slot->fill;
+
+	pthread_mutex_lock(&ct->lock);
+	fill_end(ct, slot, slot->f, slot->c, slot->n, fl->ra, slot->pf, fl->claim, fl->errs,
+		 fl->crc, fl->waited, fl->requests);
+	pthread_mutex_unlock(&ct->lock);
+}
+
+/* backend_done_cb of a run's request (units [c + i, c + k) of the slot):
+ * an answer that ended early at the object's end without all of the run is
+ * asked for again from where it stopped (as cachetier__read_version); a
+ * failed run's bytes are punched (perhaps of a version that changed
+ * meanwhile: never counted, so they must not stay on the disk); then the
+ * next run, or the fill's end. No lock held; the store's I/O thread (or
+ * the worker). */
+static void fill_run_done(void *arg, int err, uint64_t bytes)
 {
 	struct ct_slot *slot = arg;
 	struct cachetier *ct = slot->ct;
-	int *claim = NULL, *errs = NULL;
-	uint32_t *crc = NULL;
+	struct ct_fill *fl = slot->fill;
+	struct ct_file *f = slot->f;
+	uint64_t len = fl->s.end - fl->s.start;
 
-	/* per unit of a run: at most one chunk's units */
-	claim = calloc(ct->upc, sizeof(*claim));
-	errs = calloc(ct->upc, sizeof(*errs));
-	crc = calloc(ct->upc, sizeof(*crc));
+	if (err == 0 && fl->s.next < fl->s.end) {
+		if (bytes == 0) {
+			err = -EIO; /* the object is shorter than its size said */
+		} else {
+			backend_read_version_async(ct->be, f->key, f->etag, fl->s.next,
+						   (size_t)(fl->s.end - fl->s.next),
+						   slot->small ? BACKEND_READ_SMALL : 0,
+						   fill_sink_write, &fl->s, fill_run_done, slot);
+			return;
+		}
+	}
+	if (err == 0 && fl->s.wrote) /* the link as this fill saw it (cachetier_span.c) */
+		cachetier__link_note(ct, fl->s.first_ns - fl->t0, len,
+				     cachetier__mono_ns() - fl->s.first_ns);
+	if (err < 0 && fl->s.wrote)
+		(void)fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				(off_t)fl->s.start, (off_t)len);
+	backend_log_failure(ct->be, f->key, err, "fill"); /* once per object and cause */
+	fl->requests += err == 0;
+	for (uint32_t u = fl->i; u < fl->k; u++)
+		fl->errs[u] = err;
+	fl->i = fl->k;
+	fill_next(slot);
+}
+
+/* Send the request of the fill's next run: the next maximal run of units
+ * whose claim is 1 (one request each: a chunk, or a random read's units of
+ * one), its bytes written into f's data file as they arrive (durable only
+ * at the next map flush), each unit's CRC32C into crc[]; or, with none
+ * left, end the fill. The slot holds the units' write locks, so no one else
+ * trusts or writes the range. No lock held; the worker, or the I/O thread
+ * after the run before. */
+static void fill_next(struct ct_slot *slot)
+{
+	struct ct_fill *fl = slot->fill;
+	struct ct_file *f = slot->f;
+	uint32_t i = fl->i, k;
+	uint64_t off, len;
+
+	while (i < slot->n && fl->claim[i] != 1) {
+		fl->errs[i] = fl->claim[i] < 0 ? fl->claim[i] : 0;
+		i++;
+	}
+	if (i >= slot->n) {
+		fill_finish(slot);
+		return;
+	}
+	for (k = i; k < slot->n && fl->claim[k] == 1;)
+		k++;
+	fl->i = i;
+	fl->k = k;
+	off = cachetier__unit_off(f, slot->c + i);
+	len = cachetier__run_len(f, slot->c + i, k - i);
+	memset(fl->crc + i, 0, sizeof(*fl->crc) * (k - i));
+	fl->s = (struct fill_sink){.fd = f->datafd,
+				   .start = off,
+				   .next = off,
+				   .end = off + len,
+				   .slot = slot,
+				   .unit_bytes = f->unit_bytes,
+				   .crc = fl->crc + i};
+	fl->t0 = cachetier__mono_ns();
+	/* only from the listed version: units of two versions never mix */
+	backend_read_version_async(slot->ct->be, f->key, f->etag, off, (size_t)len,
+				   slot->small ? BACKEND_READ_SMALL : 0, fill_sink_write, &fl->s,
+				   fill_run_done, slot);
+}
+
+/* A free slot (f NULL), or NULL. ct->lock held. */
+static struct ct_slot *slot_free(struct cachetier *ct)
+{
+	for (unsigned i = 0; i < ct->nslots; i++) {
+		if (!ct->slots[i].f)
+			return &ct->slots[i];
+	}
+	return NULL;
+}
+
+/* A fill worker: takes a job (cachetier__queue_next) while a slot is free,
+ * starts its fill (fill_begin: counts, room), claims its units (the units'
+ * write locks; fill_claim may poll while another process fills one) and
+ * sends its first request (fill_next), then takes the next job: it waits
+ * for no request. */
+static void *worker_main(void *arg)
+{
+	struct cachetier *ct = arg;
+
 	pthread_mutex_lock(&ct->lock);
-	while (!ct->stopping && claim && errs && crc) {
+	while (!ct->stopping) {
+		struct ct_slot *slot = slot_free(ct);
+		struct ct_fill *fl;
 		struct ct_file *f;
 		uint32_t c, n;
 		int ra, pf, waited = 0;
-		unsigned requests = 0;
 
-		if (!cachetier__queue_next(ct, &f, &c, &n, &ra, &pf)) {
+		if (!slot || !cachetier__queue_next(ct, &f, &c, &n, &ra, &pf)) {
 			struct timespec ts;
 
 			clock_gettime(CLOCK_REALTIME, &ts);
@@ -506,17 +576,18 @@ static void *worker_main(void *arg)
 			continue;
 		pthread_mutex_unlock(&ct->lock);
 
+		fl = slot->fill;
 		for (uint32_t i = 0; i < n; i++)
-			claim[i] = fill_claim(ct, f, c + i, &waited);
-		fill_claimed(ct, slot, f, c, n, claim, errs, crc, &requests);
+			fl->claim[i] = fill_claim(ct, f, c + i, &waited);
+		fl->ra = ra;
+		fl->waited = waited;
+		fl->requests = 0;
+		fl->i = 0;
+		fill_next(slot); /* the slot is the request's now */
 
 		pthread_mutex_lock(&ct->lock);
-		fill_end(ct, slot, f, c, n, ra, pf, claim, errs, crc, waited, requests);
 	}
 	pthread_mutex_unlock(&ct->lock);
-	free(claim);
-	free(errs);
-	free(crc);
 	return NULL;
 }
 
@@ -542,25 +613,50 @@ static void *flusher_main(void *arg)
 	return NULL;
 }
 
+/* Fill workers when the store's reads run on its I/O thread
+ * (backend_reads_async): they only claim units, make room and send
+ * requests, so a few serve any number of fills in flight: one may wait
+ * for an eviction's file operations (punching, the map's durable unlink)
+ * or poll another process's unit lock while the others keep claiming.
+ * A store that reads in the calling thread (local, fault://) gets
+ * cfg.fill_threads of them: each fill holds one. */
+#define CT_ASYNC_WORKERS 4u
+
 int cachetier__units_start(struct cachetier *ct)
 {
+	unsigned nworkers = ct->cfg.fill_threads;
+
+	if (backend_reads_async(ct->be) && nworkers > CT_ASYNC_WORKERS)
+		nworkers = CT_ASYNC_WORKERS;
 	ct->dq_tail = &ct->dq;
 	ct->rq_tail = &ct->rq;
 	ct->pf_tail = &ct->pf;
-	ct->pf_cap = ct->cfg.fill_threads;
+	ct->pf_cap = ct->cfg.small_fills + 1;
 	ct->pf_quiet = ct->cfg.fill_threads; /* no reader yet */
-	ct->workers = calloc(ct->cfg.fill_threads, sizeof(*ct->workers));
-	ct->slots = calloc(ct->cfg.fill_threads, sizeof(*ct->slots));
+	ct->nslots = ct->cfg.fill_threads + ct->cfg.small_fills;
+	ct->workers = calloc(nworkers, sizeof(*ct->workers));
+	ct->slots = calloc(ct->nslots, sizeof(*ct->slots));
 	if (!ct->workers || !ct->slots)
 		return -ENOMEM;
+	for (unsigned i = 0; i < ct->nslots; i++) {
+		struct ct_fill *fl = calloc(1, sizeof(*fl));
+
+		ct->slots[i].ct = ct;
+		ct->slots[i].fill = fl;
+		if (!fl)
+			return -ENOMEM;
+		/* per unit of a fill: at most one chunk's units */
+		fl->claim = calloc(ct->upc, sizeof(*fl->claim));
+		fl->errs = calloc(ct->upc, sizeof(*fl->errs));
+		fl->crc = calloc(ct->upc, sizeof(*fl->crc));
+		if (!fl->claim || !fl->errs || !fl->crc)
+			return -ENOMEM;
+	}
 	if (pthread_create(&ct->flusher, NULL, flusher_main, ct) != 0)
 		return -EAGAIN;
 	ct->have_flusher = 1;
-	for (unsigned i = 0; i < ct->cfg.fill_threads; i++) {
-		int err;
-
-		ct->slots[i].ct = ct;
-		err = pthread_create(&ct->workers[i], NULL, worker_main, &ct->slots[i]);
+	for (unsigned i = 0; i < nworkers; i++) {
+		int err = pthread_create(&ct->workers[i], NULL, worker_main, ct);
 
 		if (err)
 			return -err;
@@ -569,6 +665,11 @@ int cachetier__units_start(struct cachetier *ct)
 	return 0;
 }
 
+/* Stop: workers leave (cachetier_cancel), then the fills in flight end.
+ * That wait is bounded by the store: after backend_cancel each request
+ * completes at once with -ECANCELED; without it, within the store's retry
+ * budget (each attempt within the stall timeout), as a worker's blocking
+ * fill was before. */
 void cachetier__units_stop(struct cachetier *ct)
 {
 	struct ct_job *j;
@@ -582,8 +683,23 @@ void cachetier__units_stop(struct cachetier *ct)
 	free(ct->workers);
 	ct->workers = NULL;
 	ct->nworkers = 0;
+	pthread_mutex_lock(&ct->lock);
+	while (ct->fills_inflight > 0)
+		pthread_cond_wait(&ct->unit_cond, &ct->lock); /* fill_end broadcasts it */
+	pthread_mutex_unlock(&ct->lock);
+	for (unsigned i = 0; ct->slots && i < ct->nslots; i++) {
+		struct ct_fill *fl = ct->slots[i].fill;
+
+		if (fl) {
+			free(fl->claim);
+			free(fl->errs);
+			free(fl->crc);
+			free(fl);
+		}
+	}
 	free(ct->slots);
 	ct->slots = NULL;
+	ct->nslots = 0;
 
 	/* queued fills never run: their units stay empty */
 	pthread_mutex_lock(&ct->lock);

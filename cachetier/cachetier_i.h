@@ -21,7 +21,12 @@
  *
  * Threads: FUSE threads (any cachetier_* call), the fill workers and the
  * flusher (cachetier_fill.c, created in cachetier_open and joined in
- * cachetier_close). Nothing else.
+ * cachetier_close), and the store's I/O thread, which runs each fill's
+ * sink (no lock) and its end (fill_end: takes ct->lock, never maplock).
+ * That is safe because no thread waits for the store while it holds
+ * ct->lock (the store's I/O thread would wait for it): every call into the
+ * backend (fills, the bypass read, stat) is made with no cachetier lock
+ * held, and the locks of other processes taken under ct->lock never block.
  */
 #ifndef CACHETIER_I_H
 #define CACHETIER_I_H
@@ -151,18 +156,35 @@ struct ct_dec {
 	unsigned evict_round;
 };
 
-/* What one fill worker is doing (ct->slots[i] is worker i's). 'f' ...
- * 'pf' are protected by ct->lock; 'withdraw' is set under it and read by
- * the fill's sink on the store's I/O thread, 'got' written by that sink
- * and read under ct->lock to pick which prefetch fill to withdraw. */
+/* A fill request of at most this many bytes of a planned range (a range
+ * prefetch: cachetier_obj_prefetch_range, _span) is small: it may be one of
+ * cfg.small_fills in flight instead of cfg.fill_threads, and asks the store
+ * for a small read (BACKEND_READ_SMALL). At 60 MB/s per connection 1 MiB
+ * takes 17 ms, less than the 30 ms a request waits for its first byte: such
+ * requests are bound by latency, so more of them in flight add throughput
+ * without competing for the link's rate. */
+#define CT_SMALL_FILL_BYTES (1u << 20)
+
+struct ct_fill; /* a fill's request state (cachetier_fill.c) */
+
+/* One fill in flight (ct->slots: cfg.fill_threads + cfg.small_fills of
+ * them; free while f is NULL). A worker takes a free slot in fill_begin and
+ * sends the request; the request's done callback ends the fill (fill_end)
+ * and frees the slot, on the store's I/O thread (or in the worker for a
+ * store that reads in the caller). 'f' ... 'small' are protected by
+ * ct->lock; 'withdraw' is set under it and read by the fill's sink on the
+ * I/O thread, 'got' written by that sink and read under ct->lock to pick
+ * which prefetch fill to withdraw. 'fill' is the fill's own (see there). */
 struct ct_slot {
 	struct cachetier *ct;
-	struct ct_file *f;	/* the units being filled; NULL: idle */
+	struct ct_file *f;	/* the units being filled; NULL: free */
 	uint32_t c, n;		/* units [c, c + n) */
 	int pf;			/* a prefetch (or warm) fill: enum ct_pf_kind; 0: none */
+	int small;		/* a small planned range (CT_SMALL_FILL_BYTES) */
 	atomic_int withdraw;	/* stop this prefetch fill: a reader's fill needs its connection */
 	atomic_ullong got;	/* bytes of the chunk received so far */
 	unsigned long long seq; /* start order (the youngest is withdrawn first on a tie) */
+	struct ct_fill *fill;	/* allocated with the slot, freed at close */
 };
 
 /* A queued range prefetch of units [next, end) of f
@@ -230,9 +252,11 @@ struct cachetier {
 	unsigned pf_quiet;		/* prefetch fills completed since a reader's job was queued,
 					 * up to fill_threads (pf_max) */
 	unsigned pf_withdrawing;	/* prefetch fills asked to stop that have not ended yet */
-	struct ct_slot *slots;		/* one per worker */
-	unsigned long long fill_seq;	/* fills started (ct_slot.seq) */
-	pthread_t *workers;		/* fill threads; the array is written only by open/close */
+	struct ct_slot *slots;		/* fills in flight: a slot each (nslots) */
+	unsigned nslots;		/* written only by units_start/units_stop */
+	unsigned small_inflight;     /* fills in flight of small planned ranges (ct_slot.small) */
+	unsigned long long fill_seq; /* fills started (ct_slot.seq) */
+	pthread_t *workers;	     /* fill threads; the array is written only by open/close */
 	unsigned nworkers;
 	pthread_t flusher; /* writes the batched maps; off the fill path */
 	int have_flusher;
@@ -442,6 +466,10 @@ void cachetier__queue_promote(struct cachetier *ct, struct ct_file *f, uint32_t 
 /* The next fill: demand, then readahead, then prefetch ranges, then cursors. */
 int cachetier__queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, uint32_t *n,
 			  int *ra, int *pf);
+/* Is a fill of units [c, c + n) of f (pf: enum ct_pf_kind) a small
+ * planned range (CT_SMALL_FILL_BYTES)? */
+int cachetier__fill_small(const struct cachetier *ct, const struct ct_file *f, uint32_t c,
+			  uint32_t n, int pf);
 /* The prefetch list ct->pf: take f off it, or put it at the back (front: 1). */
 void cachetier__pf_unlink(struct cachetier *ct, struct ct_file *f);
 void cachetier__pf_push(struct cachetier *ct, struct ct_file *f, int front);

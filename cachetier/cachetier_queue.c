@@ -69,32 +69,42 @@ static int pf_withdrawable(const struct ct_slot *sl, const struct ct_file *f)
  *    full round of prefetch fills, at 0.6-0.8 of its speed without them.
  *  - Any job: when demand and readahead jobs wait for more connections than
  *    are free, prefetch fills stop (fewest bytes received first, so the
- *    least is fetched again) until they do not. A connection is free when
- *    no fill holds it (the mount runs one worker more than connections:
- *    fill_threads - 1 of them); fills asked to stop count as free.
+ *    least is fetched again) until they do not. Reader's fills are large
+ *    (not small planned ranges: CT_SMALL_FILL_BYTES), and the store runs
+ *    at most fill_threads - 1 large transfers (its connections) and
+ *    small_fills transfers in all (its max_connections): a connection is
+ *    free for a reader when fewer large fills than the first and fewer
+ *    fills than the second are in flight. So large prefetch fills stop
+ *    while the large ones are too many, any prefetch fill while all are.
+ *    Fills asked to stop count as free.
  * Only fills pf_withdrawable allows are withdrawn. */
 static void pf_yield(struct cachetier *ct, const struct ct_file *f, int ra)
 {
 	unsigned conns = ct->cfg.fill_threads > 1 ? ct->cfg.fill_threads - 1 : 1;
-	uint64_t busy;
+	unsigned total = ct->cfg.small_fills;
+	uint64_t busy = 0, busy_large = 0;
 
-	for (unsigned i = 0; ra && i < ct->nworkers; i++) {
+	for (unsigned i = 0; i < ct->nslots; i++) {
 		struct ct_slot *sl = &ct->slots[i];
 
-		if (pf_withdrawable(sl, f) && atomic_load_explicit(&sl->got, memory_order_relaxed) <
-						  cachetier__run_len(sl->f, sl->c, sl->n) / 2)
+		if (ra && pf_withdrawable(sl, f) &&
+		    atomic_load_explicit(&sl->got, memory_order_relaxed) <
+			cachetier__run_len(sl->f, sl->c, sl->n) / 2)
 			pf_withdraw(ct, sl);
+		if (sl->f && !atomic_load(&sl->withdraw)) {
+			busy++;
+			busy_large += !sl->small;
+		}
 	}
-	busy = ct->fills_inflight - ct->pf_withdrawing;
-
-	while (busy + ct->rd_queued > conns) {
+	while (busy_large + ct->rd_queued > conns || busy + ct->rd_queued > total) {
+		int large = busy_large + ct->rd_queued > conns;
 		struct ct_slot *best = NULL;
 
-		for (unsigned i = 0; i < ct->nworkers; i++) {
+		for (unsigned i = 0; i < ct->nslots; i++) {
 			struct ct_slot *sl = &ct->slots[i];
 			unsigned long long got, bgot;
 
-			if (!pf_withdrawable(sl, f))
+			if (!pf_withdrawable(sl, f) || (large && sl->small))
 				continue;
 			got = atomic_load_explicit(&sl->got, memory_order_relaxed);
 			bgot = best ? atomic_load_explicit(&best->got, memory_order_relaxed) : 0;
@@ -105,6 +115,7 @@ static void pf_yield(struct cachetier *ct, const struct ct_file *f, int ra)
 			return;
 		pf_withdraw(ct, best);
 		busy--;
+		busy_large -= !best->small;
 	}
 }
 
@@ -249,16 +260,38 @@ void cachetier__pf_push(struct cachetier *ct, struct ct_file *f, int front)
  * grows by one with each prefetch fill that completes (doubling per round of fills), so that a
  * reader reading what its readahead fetched does not share the machine with a full round of
  * prefetch fills at once, and a reader that keeps streaming stops them
- * again before they reach full parallelism. */
-static unsigned pf_max(const struct cachetier *ct)
+ * again before they reach full parallelism.
+ * pf_max: large prefetch fills (fills of n = fill_threads slots, those of
+ * the store's connections); pf_small_max: prefetch fills when small
+ * planned ranges count too (n = small_fills + 1: the store's
+ * max_connections). */
+static unsigned pf_max_of(const struct cachetier *ct, unsigned n)
 {
-	unsigned n = ct->cfg.fill_threads;
-	unsigned m = ct->pf_quiet < n ? (n > 2 ? n - 2 : 1) : (n > 1 ? n - 1 : 1);
+	int reading = ct->pf_quiet < ct->cfg.fill_threads;
+	unsigned m = reading ? (n > 2 ? n - 2 : 1) : (n > 1 ? n - 1 : 1);
 
 	if (ct->ra_busy)
 		return 0;
 	m = ct->rd_inflight < m ? m - ct->rd_inflight : 0;
 	return m < ct->pf_cap ? m : ct->pf_cap;
+}
+
+static unsigned pf_max(const struct cachetier *ct)
+{
+	return pf_max_of(ct, ct->cfg.fill_threads);
+}
+
+static unsigned pf_small_max(const struct cachetier *ct)
+{
+	return pf_max_of(ct, ct->cfg.small_fills + 1);
+}
+
+int cachetier__fill_small(const struct cachetier *ct, const struct ct_file *f, uint32_t c,
+			  uint32_t n, int pf)
+{
+	(void)ct;
+	return (pf == CT_PF_RANGE_FIT || pf == CT_PF_RANGE_EVICT) &&
+	       cachetier__run_len(f, c, n) <= CT_SMALL_FILL_BYTES;
 }
 
 /* Drop the range at the front of ct->pr. */
@@ -325,6 +358,21 @@ static int cursor_take(struct ct_file *p, uint32_t *next, uint32_t end, uint32_t
 	return 1;
 }
 
+/* Is the next fill of range r (cursor_take's run, not claimed here) a
+ * small one (cachetier__fill_small)? 1 yes, 0 no, -1 none left (range_next
+ * then drops the range). ct->lock held. */
+static int range_small(const struct cachetier *ct, const struct ct_range *r)
+{
+	uint32_t at = r->next, a, b;
+
+	while (at < r->end && r->f->ust[at] != UNIT_EMPTY)
+		at++;
+	if (at >= r->end)
+		return -1;
+	empty_run(r->f, at, at, r->end, &a, &b);
+	return cachetier__fill_small(ct, r->f, a, b - a, CT_PF_RANGE_FIT);
+}
+
 /* The next fill of the range at the front of ct->pr (cursor_take); the
  * range goes once its cursor reached its end. 1: one, in *f, *c, *n, *pf;
  * 0: the range had none left. ct->lock held. */
@@ -351,7 +399,9 @@ int cachetier__queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c,
 	struct ct_job *j = NULL;
 
 	*pf = 0;
-	if (ct->dq)
+	if (ct->fills_inflight - ct->small_inflight >= ct->cfg.fill_threads)
+		; /* as many large fills as the store's connections and one more */
+	else if (ct->dq)
 		j = queue_pop(&ct->dq_tail, &ct->dq);
 	else if (ct->rq)
 		j = queue_pop(&ct->rq_tail, &ct->rq);
@@ -364,13 +414,18 @@ int cachetier__queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c,
 		free(j);
 		return 1;
 	}
-	while (ct->pr && ct->pf_running < pf_max(ct)) {
+	while (ct->pr) {
+		int small = range_small(ct, ct->pr);
+
+		if (small > 0 ? ct->pf_running >= pf_small_max(ct)
+			      : small == 0 && ct->pf_running - ct->small_inflight >= pf_max(ct))
+			break;
 		if (range_next(ct, f, c, n, pf)) {
 			*ra = 1;
 			return 1;
 		}
 	}
-	while (ct->pf && ct->pf_running < pf_max(ct)) {
+	while (ct->pf && ct->pf_running - ct->small_inflight < pf_max(ct)) {
 		struct ct_file *p = ct->pf;
 		int took = cursor_take(p, &p->pf_next, p->pf_end, c, n);
 

@@ -185,6 +185,17 @@ static const struct fs_opt store_opts[] = {
      * straight into the cache file (2 MiB with the defaults). */
     {"connections", 0, FS_OPT_UINT, CFG(be.connections), 0, "32", 1, 1024, "N",
      "most parallel connections to a remote store"},
+    /* A planned sample is one ranged GET of 100-200 KB: 30 ms waiting for
+     * its first byte, 2-3 ms of transfer at 60 MB/s, so --connections of
+     * them in flight leave the link mostly idle. Requests of planned
+     * ranges of at most 1 MiB (CT_SMALL_FILL_BYTES) may run past
+     * --connections up to this many in all (object stores serve thousands
+     * of requests a second per prefix); demand, readahead and whole-object
+     * prefetch fills keep --connections. Measured on the link emulator of
+     * tests/bench/link_bench.py (--only plan; see docs/mount.md) */
+    {"max-connections", 0, FS_OPT_UINT, CFG(be.max_connections), 0, "128", 1, 4096, "N",
+     "most parallel connections while small planned ranges are fetched (at least "
+     "--connections)"},
     {"ca-file", 0, FS_OPT_STR, CFG(be.ca_file), 0, NULL, 0, 0, "FILE",
      "CA bundle that verifies the store's TLS certificate (default: the system's)"},
     /* long enough to ride out a store's restart or a short network
@@ -659,6 +670,8 @@ static int check_common(const char *cmd, struct fs_config *cfg)
 	/* one more fill thread than connections: one writes its chunk to disk
 	 * while every connection is busy fetching the next */
 	cfg->ct.fill_threads = cfg->be.connections + 1;
+	/* fills of small planned ranges: as many as the store runs in all */
+	cfg->ct.small_fills = cfg->be.max_connections;
 	cfg->cache_size_bytes = cfg->ct.cache_size_bytes;
 	return default_cache_dir(cfg);
 }

@@ -1,0 +1,268 @@
+#!/usr/bin/python3
+"""shardfs mount tests: fills completed on the store's I/O thread, and the connections of
+small planned ranges (--max-connections) against those of large fills (--connections).
+
+usage: test_fills.py SHARDFS GROUP
+GROUP:
+  inflight   nginx behind a proxy that holds every GET of a shard after its first byte,
+             --connections 2 --max-connections 6, sidecar indexes, --chunk-size 512K: a plan
+             of 40 members of ~100 KB (one request of at most 1 MiB each, --plan-gap 0) has
+             exactly 6 GETs at the server and 6 fills in flight (it had 2 before); released,
+             every planned member reads back exact. Then a cat of a whole shard (demand and
+             readahead chunks, large fills): exactly 2 GETs at the server (--connections), 3
+             fills in flight (one waits for a connection); released: exact bytes.
+  interrupt  a reader blocked on a member whose fill the proxy holds is killed (its FUSE
+             read interrupted); the server is released: the fill completes on the I/O
+             thread, its units are valid (the next read has the exact bytes and fetches
+             nothing: one GET in all), fills_inflight 0, fill_errors 0.
+  stop       'shardfs umount' while 6 planned fills are held at the server: the daemon exits
+             with status 0 (no hang: the fills in flight end with ECANCELED and the cache tier
+             waits for them; no leak under ASan).
+
+Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
+"""
+
+import sys
+sys.dont_write_bytecode = True
+
+import fcntl  # noqa: E402
+import io  # noqa: E402
+import os  # noqa: E402
+import random  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import tarfile  # noqa: E402
+import threading  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import web  # noqa: E402
+
+# _IOW('S', 0x01, char[8192]) (fs/core/include/fs_core_ctl.h), as tests/mount/test_plan.py
+FS_CTL_IOC = (1 << 30) | (8192 << 16) | (ord('S') << 8) | 1
+SHARDS = 4
+
+
+def ctl(mnt, line):
+    buf = bytearray(8192)
+    data = os.fsencode(line) + b'\n'
+    buf[:len(data)] = data
+    fd = os.open(os.path.join(mnt, '.shardfs', 'control'), os.O_RDONLY)
+    try:
+        fcntl.ioctl(fd, FS_CTL_IOC, buf, True)
+        return None
+    except OSError as e:
+        return e.errno
+    finally:
+        os.close(fd)
+
+
+def make_source(env, ck):
+    """4 shards of 60 members of 60-140 KB with sidecar indexes: [(shard, path, off, size)]
+    of the members (not the first 2 and last 3: the sidecar's check reads the shard's ends)."""
+    src = env.path('src')
+    os.makedirs(src)
+    rng = random.Random(25)
+    members = []
+    for s in range(SHARDS):
+        name = 'shard-%06d.tar' % s
+        with tarfile.open(os.path.join(src, name), 'w', format=tarfile.GNU_FORMAT) as tf:
+            for k in range(60):
+                data = rng.randbytes(rng.randrange(60000, 140000))
+                ti = tarfile.TarInfo('k%d_%02d.bin' % (s, k))
+                ti.size = len(data)
+                tf.addfile(ti, io.BytesIO(data))
+        with tarfile.open(os.path.join(src, name)) as tf:
+            ms = tf.getmembers()
+        for ti in ms[2:-3]:
+            members.append((name, 'shard-%06d/%s' % (s, ti.name), ti.offset_data, ti.size))
+    r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('icache'), src])
+    ck.eq('shardfs index --sidecar rc', r.returncode, 0)
+    rng.shuffle(members)
+    return src, members
+
+
+def ref(src, x):
+    with open(os.path.join(src, x[0]), 'rb') as f:
+        f.seek(x[2])
+        return f.read(x[3])
+
+
+def read(path):
+    with open(path, 'rb') as f:
+        return f.read()
+
+
+def tar_gets(px):
+    with px.lock:
+        return [dict(r) for r in px.gets if r['path'].endswith('.tar')]
+
+
+def hold(px):
+    """Hold every ranged GET of a shard after its first byte, from now on."""
+    px.released.clear()
+    px.hold_bytes = 1
+    px.hold_paths = lambda p: p.endswith('.tar')
+    px.reset()
+
+
+def mount_opts(env):
+    return ['--connections', '2', '--max-connections', '6', '--chunk-size', '512K',
+            '--cache-size', '64M', '--warm', 'off', '--prefetch-shards', '0',
+            '--plan-lookahead', '8M', '--plan-gap', '0', '--log-file', env.path('daemon.log')]
+
+
+def listed(m):
+    for s in range(SHARDS):
+        os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
+
+
+def plan(env, ck, m, name, members):
+    pf = env.path('plan-' + name)
+    with open(pf, 'w') as f:
+        f.write(''.join(x[1] + '\n' for x in members))
+    ck.eq('plan %s rc' % name, ctl(m.mnt, 'plan %s %s' % (name, pf)), None)
+
+
+def group_inflight(env, ck):
+    src, members = make_source(env, ck)
+    ng = web.Nginx(env.path('nginx'), src).start()
+    px = web.SlowProxy(ng.port)
+    try:
+        with ml.Mount(env, px.url('json/'), cache_dir=env.path('cache'),
+                      extra=mount_opts(env)) as m:
+            listed(m)
+            # a first plan, not held, so that prefetch fills have completed (no reader:
+            # every connection of the class may be used)
+            warm = members[:8]
+            plan(env, ck, m, 'w', warm)
+            ml.poll(lambda: (lambda st: st['plan_fetch_paths'] == len(warm) and
+                             st['fills_inflight'] == 0)(m.stats()), what='first plan fetched')
+            st0 = m.stats()
+            hold(px)
+            planned = members[8:48]
+            plan(env, ck, m, 'p', planned)
+
+            def six():
+                st = m.stats()
+                held = [r for r in tar_gets(px) if r['held']]
+                return (len(held) == 6 and st['fills_inflight'] == 6 and st) or None
+            st = ml.poll(six, what='6 planned GETs held') or m.stats()
+            gets = tar_gets(px)
+            ck.eq('small planned ranges: GETs at the server (--max-connections 6)',
+                  (len(gets), sum(r['held'] for r in gets)), (6, 6))
+            ck.eq('small planned ranges: fills in flight', st['fills_inflight'], 6)
+            ck.ok(all(r['range'] and r['range'][1] - r['range'][0] < (1 << 20) for r in gets),
+                  'each held GET is a range of less than 1 MiB: %s'
+                  % [r['range'] for r in gets])
+            px.release()
+            ml.poll(lambda: (lambda st: st['plan_fetch_paths'] - st0['plan_fetch_paths'] ==
+                             len(planned) and st['fills_inflight'] == 0)(m.stats()),
+                    what='the plan fetched')
+            bad = [x[1] for x in planned if read(os.path.join(m.mnt, x[1])) != ref(src, x)]
+            ck.eq('planned members: exact bytes', bad, [])
+            st1 = m.stats()
+            ck.eq('planned members: every read a hit (misses)', st1['cache_misses'],
+                  st0['cache_misses'])
+
+            # large fills: a whole shard read in order (demand and readahead chunks)
+            hold(px)
+            target = 'shard-000003.tar'
+            out = {}
+
+            def cat():
+                out['data'] = read(os.path.join(m.mnt, target))
+            t = threading.Thread(target=cat)
+            t.start()
+
+            def two():
+                st = m.stats()
+                held = [r for r in tar_gets(px) if r['held']]
+                return (len(held) == 2 and st['fills_inflight'] == 3 and st) or None
+            st = ml.poll(two, what='2 large GETs held') or m.stats()
+            gets = tar_gets(px)
+            ck.eq('large fills: GETs at the server (--connections 2)',
+                  (len(gets), sum(r['held'] for r in gets)), (2, 2))
+            ck.eq('large fills: fills in flight (one waits for a connection)',
+                  st['fills_inflight'], 3)
+            px.release()
+            t.join(120)
+            ck.ok(not t.is_alive(), 'the cat of a shard ended')
+            ck.ok(out.get('data') == read(os.path.join(src, target)), 'the shard: exact bytes')
+            st = m.stats()
+            ck.eq('fill_errors', st['fill_errors'], 0)
+            ck.eq('read_errors', st['read_errors'], 0)
+    finally:
+        px.close()
+        ng.stop()
+
+
+def group_interrupt(env, ck):
+    src, members = make_source(env, ck)
+    ng = web.Nginx(env.path('nginx'), src).start()
+    px = web.SlowProxy(ng.port)
+    try:
+        with ml.Mount(env, px.url('json/'), cache_dir=env.path('cache'),
+                      extra=mount_opts(env)) as m:
+            listed(m)
+            st0 = m.stats()
+            hold(px)
+            x = members[0]
+            path = os.path.join(m.mnt, x[1])
+            rd = subprocess.Popen(['cat', path], stdout=subprocess.DEVNULL)
+            ml.poll(lambda: any(r['held'] for r in tar_gets(px)), what='the fill held')
+            ml.poll(lambda: m.stats()['fills_inflight'] == 1, what='one fill in flight')
+            rd.send_signal(signal.SIGKILL)  # the FUSE read is interrupted
+            ck.eq('the reader was killed', rd.wait(60), -signal.SIGKILL)
+            px.release()
+            st = ml.poll(lambda: (lambda st: st['fills_inflight'] == 0 and st)(m.stats()),
+                         what='the fill ended') or m.stats()
+            gets = tar_gets(px)
+            ck.eq('one GET', len(gets), 1)
+            ck.eq('fill_errors', st['fill_errors'] - st0['fill_errors'], 0)
+            fetched = st['bytes_fetched'] - st0['bytes_fetched']
+            ck.ok(fetched >= x[3], 'the fill fetched the member (%d >= %d)' % (fetched, x[3]))
+            ck.eq('the member after the interrupted read: exact bytes', read(path), ref(src, x))
+            st2 = m.stats()
+            ck.eq('... a hit: nothing fetched again', st2['bytes_fetched'], st['bytes_fetched'])
+            ck.eq('... one GET in all', len(tar_gets(px)), 1)
+            ck.eq('read_errors', st2['read_errors'], 0)
+    finally:
+        px.close()
+        ng.stop()
+
+
+def group_stop(env, ck):
+    src, members = make_source(env, ck)
+    ng = web.Nginx(env.path('nginx'), src).start()
+    px = web.SlowProxy(ng.port)
+    try:
+        m = ml.Mount(env, px.url('json/'), cache_dir=env.path('cache'), extra=mount_opts(env))
+        m.mount()
+        listed(m)
+        hold(px)
+        plan(env, ck, m, 'p', members[:40])
+        ml.poll(lambda: m.stats()['fills_inflight'] >= 5, what='planned fills held')
+        r = m.umount()
+        ck.eq('shardfs umount rc', r.returncode if r else None, 0)
+        ml.poll(lambda: set(m.ends()) == set(m.pids), what='the daemon ended')
+        ck.eq('the daemon exited 0', sorted(m.ends().values()), ['exited with status 0'])
+        ck.eq('no daemon left', m.alive_after_umount, [])
+    finally:
+        px.release()
+        px.close()
+        ng.stop()
+
+
+GROUPS = {'inflight': group_inflight, 'interrupt': group_interrupt, 'stop': group_stop}
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    ml.main_wrapper(GROUPS[sys.argv[2]], sys.argv[1], 'fills-' + sys.argv[2])
+
+
+if __name__ == '__main__':
+    main()
