@@ -5,10 +5,12 @@
  * prefetch calls at the end (cachetier__file_prefetch, _prefetch_range,
  * _prefetch_state) take it themselves.
  *
- * Fills: cfg.fill_threads workers take jobs from three queues in order:
+ * Fills: workers (cachetier_fill.c) take jobs, while a fill slot is free and
+ * the limits below allow (at most cfg.fill_threads fills but those of small
+ * planned ranges, cfg.small_fills + 1 in all), from three queues in order:
  * demand (a reader waits), readahead, prefetch (a cursor per object, so a
  * prefetch of a huge object queues nothing up front; an object a reader
- * reads moves to the front; prefetch fills leave two workers to demand and
+ * reads moves to the front; prefetch fills leave two slots to demand and
  * readahead, take only connections demand fills leave idle, pause while
  * readahead runs, and are withdrawn part-way when readers need their
  * connections (pf_yield, pf_max); a PF_FIT prefetch skips, never evicts
@@ -246,11 +248,11 @@ void cachetier__pf_push(struct cachetier *ct, struct ct_file *f, int front)
 
 /* Most prefetch fills in flight at once. While readers read (a demand or
  * readahead job was queued within the last round of prefetch fills:
- * pf_quiet < fill_threads): all workers but two (at least one), so that a
- * demand fill always finds a free worker and, with one worker more than
+ * pf_quiet < fill_threads): all n fill slots but two (at least one), so that a
+ * demand fill always finds a free slot and, with one slot more than
  * the backend's connections (as fs/ configures it), a free connection: a
  * reader's miss never waits for a prefetch fill to be withdrawn. With no
- * reader (a prefetch or a warm alone): all workers but one, every
+ * reader (a prefetch or a warm alone): all n slots but one, every
  * connection (leaving one idle cost 1/connections of the throughput: 0.83
  * of 8 x rate with 8 connections on tests/bench/link_bench.py's link); a
  * reader's first miss then withdraws one (pf_yield). Less one for each
@@ -261,10 +263,9 @@ void cachetier__pf_push(struct cachetier *ct, struct ct_file *f, int front)
  * reader reading what its readahead fetched does not share the machine with a full round of
  * prefetch fills at once, and a reader that keeps streaming stops them
  * again before they reach full parallelism.
- * pf_max: large prefetch fills (fills of n = fill_threads slots, those of
- * the store's connections); pf_small_max: prefetch fills when small
- * planned ranges count too (n = small_fills + 1: the store's
- * max_connections). */
+ * pf_max: large prefetch fills (n = fill_threads: the store's connections
+ * and one); pf_small_max: prefetch fills when those of small planned ranges
+ * count too (n = small_fills + 1: the store's max_connections and one). */
 static unsigned pf_max_of(const struct cachetier *ct, unsigned n)
 {
 	int reading = ct->pf_quiet < ct->cfg.fill_threads;
