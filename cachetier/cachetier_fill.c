@@ -411,6 +411,7 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		ct->pf_withdrawing--;
 	ct->small_inflight -= slot->small;
 	slot->f = NULL;
+	slot->busy = 0;
 	if (pf) {
 		f->pf_inflight--;
 		ct->pf_running--;
@@ -537,11 +538,11 @@ static void fill_next(struct ct_slot *slot)
 				   fill_run_done, slot);
 }
 
-/* A free slot (f NULL), or NULL. ct->lock held. */
+/* A free slot (not busy), or NULL. ct->lock held. */
 static struct ct_slot *slot_free(struct cachetier *ct)
 {
 	for (unsigned i = 0; i < ct->nslots; i++) {
-		if (!ct->slots[i].f)
+		if (!ct->slots[i].busy)
 			return &ct->slots[i];
 	}
 	return NULL;
@@ -572,8 +573,13 @@ static void *worker_main(void *arg)
 			pthread_cond_timedwait(&ct->work_cond, &ct->lock, &ts);
 			continue;
 		}
-		if (fill_begin(ct, slot, f, c, n, ra, pf) < 0)
+		/* taken before fill_begin, which may drop ct->lock (pf_fits,
+		 * fill_room): no other worker takes it meanwhile */
+		slot->busy = 1;
+		if (fill_begin(ct, slot, f, c, n, ra, pf) < 0) {
+			slot->busy = 0;
 			continue;
+		}
 		pthread_mutex_unlock(&ct->lock);
 
 		fl = slot->fill;

@@ -168,7 +168,7 @@ struct ct_dec {
 struct ct_fill; /* a fill's request state (cachetier_fill.c) */
 
 /* One fill in flight (ct->slots: cfg.fill_threads + cfg.small_fills of
- * them; free while f is NULL). A worker takes a free slot in fill_begin and
+ * them; free while busy is 0). A worker takes a free slot before fill_begin and
  * sends the request; the request's done callback ends the fill (fill_end)
  * and frees the slot, on the store's I/O thread (or in the worker for a
  * store that reads in the caller). 'f' ... 'small' are protected by
@@ -177,7 +177,9 @@ struct ct_fill; /* a fill's request state (cachetier_fill.c) */
  * which prefetch fill to withdraw. 'fill' is the fill's own (see there). */
 struct ct_slot {
 	struct cachetier *ct;
-	struct ct_file *f;	/* the units being filled; NULL: free */
+	struct ct_file *f;	/* the units being filled; NULL: none */
+	int busy;		/* taken by a worker (from before fill_begin, which may drop
+				 * ct->lock, until fill_end): not free even while f is NULL */
 	uint32_t c, n;		/* units [c, c + n) */
 	int pf;			/* a prefetch (or warm) fill: enum ct_pf_kind; 0: none */
 	int small;		/* a small planned range (CT_SMALL_FILL_BYTES) */
