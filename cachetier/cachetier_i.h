@@ -21,7 +21,8 @@
  *
  * Threads: FUSE threads (any cachetier_* call), the fill workers and the
  * flusher (cachetier_fill.c, created in cachetier_open and joined in
- * cachetier_close). Nothing else.
+ * cachetier_close), and a batch fill's requests (cachetier_batch.c,
+ * created and joined by cachetier_batch_fill). Nothing else.
  */
 #ifndef CACHETIER_I_H
 #define CACHETIER_I_H
@@ -449,6 +450,23 @@ void cachetier__pf_push(struct cachetier *ct, struct ct_file *f, int front);
 int cachetier__range_push(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
 			  int evict, int front);
 void cachetier__range_pop(struct cachetier *ct);
+
+/* cachetier_fill.c, shared with the batch fill (cachetier_batch.c); all
+ * with ct->lock held. */
+/* Is f's map due to be written (a batch of units, or its timer)? */
+int cachetier__flush_due(struct cachetier *ct, struct ct_file *f, int64_t now);
+/* Units [c, c + n) of f, claimed in ust[] by a fill that does not fetch
+ * them, are empty again with no error kept; a reader pinning one gets it
+ * queued on demand. Their OFD unit locks are the caller's to drop. */
+void cachetier__run_abandon(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n);
+/* The outcome of unit u of a fill: err (0 or a negative errno, kept for
+ * the readers waiting for it), claim (1: this fill fetched it and holds
+ * its write lock, which becomes the pinning readers' read lock or goes;
+ * else another process's fill did, waited: after waiting for it),
+ * withdrawn (a withdrawn prefetch fill: its enum ct_pf_kind; else 0). A
+ * fetched unit's CRC and state byte are the caller's to set first. */
+void cachetier__unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int err, int claim,
+			  int waited, int withdrawn);
 
 /* cachetier_plan.c: a fill's request of bytes took ttfb_ns to its first
  * byte and xfer_ns from there to its last. Any thread, no lock held. */

@@ -400,6 +400,24 @@ static const struct ctl_counter ctl_counters[] = {
      "the largest gap between planned paths fetched in one request, at the last batch: rate x "
      "time to first byte as measured (--plan-gap before the first measurement)",
      G, FS(plan_gap)},
+    {"plan_batch_requests",
+     "batch reads of planned windows (ais://: AIStore GetBatch requests; a cut answer's rest "
+     "is asked again within one)",
+     C, FS(plan_batch_requests)},
+    {"plan_batch_items", "items of the batch reads: runs of units of one object", C,
+     FS(plan_batch_items)},
+    {"plan_batch_bytes", "bytes the batch reads delivered and the cache kept", C,
+     FS(plan_batch_bytes)},
+    {"plan_batch_failed_items",
+     "items of batch reads failed or cut, or of an object the HEAD after the answer could not "
+     "confirm: their units left empty (fetched on demand)",
+     C, FS(plan_batch_failed)},
+    {"plan_batch_stale_objects",
+     "objects a HEAD after a batch read found changed or gone: that read's units of them "
+     "dropped",
+     C, FS(plan_batch_stale)},
+    {"plan_batch_refused", "1: the store refused its batch read; plans use ranged GETs", G,
+     FS(plan_batch_refused)},
     {"link_ttfb_ms", "time to first byte of the store's fills, as measured (decayed average)",
      CTL_GAUGE_MS, SNAP(link_ttfb_ms)},
     {"link_rate_bytes",

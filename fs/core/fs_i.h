@@ -65,6 +65,9 @@ struct fs_config {
 	/* --plan-gap: bytes between planned extents of one object fetched
 	 * with them in one request until the link is measured (0: never) */
 	uint64_t plan_gap_bytes;
+	/* --get-batch: ais:// sources fetch planned windows with AIStore's
+	 * GetBatch (enum fs_get_batch) */
+	int get_batch;
 	/* --imagefolder-build-memory: heap the imagefolder view's build sorts
 	 * in before it writes sorted runs to the cache directory */
 	uint64_t if_build_memory;
@@ -91,6 +94,8 @@ enum fs_layout { FS_LAYOUT_SHARDS = 0, FS_LAYOUT_IMAGEFOLDER = 1 };
 enum fs_class_from { FS_CLASS_CLS = 0, FS_CLASS_DIR = 1, FS_CLASS_KEY_PREFIX = 2 };
 /* --listing-attrs: which entries of a listing carry attributes (fs_op_readdir) */
 enum fs_listing_attrs { FS_LISTING_AUTO = 0, FS_LISTING_ALL = 1 };
+/* --get-batch: off (ranged GETs, as other stores), auto (ais:// sources) */
+enum fs_get_batch { FS_GET_BATCH_OFF = 0, FS_GET_BATCH_AUTO = 1 };
 
 /* ---- inode numbers ---------------------------------------------------------
  * Computed, never allocated: kind in the top 4 bits, then 28 bits of shard
@@ -274,6 +279,11 @@ struct fs_counters {
 	 * the bytes between them), those bytes between, the gap in force at the
 	 * last batch */
 	atomic_ullong plan_fetch_ranges, plan_fetch_gap_bytes, plan_gap;
+	/* fs_plan_fetch.c, ais:// sources: batch reads (GetBatch requests),
+	 * their items and the bytes kept; items failed or cut; objects another
+	 * version by the HEAD after an answer; 1 once the store refused it */
+	atomic_ullong plan_batch_requests, plan_batch_items, plan_batch_bytes;
+	atomic_ullong plan_batch_failed, plan_batch_stale, plan_batch_refused;
 	/* brace sources (fs_learn.c): objects whose size and ETag the store
 	 * told on first need; named objects the store does not have (404) */
 	atomic_ullong brace_learned, brace_missing;

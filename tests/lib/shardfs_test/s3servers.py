@@ -390,6 +390,14 @@ class _AisHandler(_Handler):
         if q.get('provider', ['ais']) != ['ais'] or not bucket or '/' in bucket:
             self.moss_refuse('only /v1/ml/moss/BUCKET?provider=ais here')
             return
+        with owner.lock:
+            refuse = owner.moss_refuse_status
+        if refuse is not None:
+            # an AIStore without GetBatch (or a proxy that does not pass /v1/ml): no such route
+            owner.count('moss_refused_status')
+            self.send_simple(refuse, json.dumps({'message': 'no such API: %s' % u.path})
+                             .encode(), 'application/json')
+            return
         if 'dt' not in q:
             # the proxy: phase 2 of AIStore's GetBatch redirects the GET to the designated
             # target, which reads the same JSON body again
@@ -452,7 +460,15 @@ class _AisHandler(_Handler):
         if corrupt == 'order' and len(members) > 1:
             members[0], members[1] = members[1], members[0]
         out = bytearray()
+        with owner.lock:
+            cut_member = owner.moss_cut_member
+        cut = None
         for name, data in members:
+            if cut is None and cut_member is not None and name in (cut_member,
+                                                                   bucket + '/' + cut_member):
+                cut = len(out) + 512 + len(data) // 2  # (a name that fits a USTAR header)
+                with owner.lock:
+                    owner.moss_cut_member = None
             ti = tarfile.TarInfo(name)
             ti.size, ti.mtime, ti.mode, ti.type = len(data), 0, 0o644, tarfile.REGTYPE
             try:  # as Go's archive/tar (AIStore's writer): USTAR when the name fits, else PAX
@@ -464,7 +480,8 @@ class _AisHandler(_Handler):
             out[136] ^= 0x01  # the first header's mtime, after its checksum was computed
         out += b'\0' * 1024
         with owner.lock:
-            cut, owner.moss_cut_at = owner.moss_cut_at, None
+            if cut is None:
+                cut, owner.moss_cut_at = owner.moss_cut_at, None
         self.send_response(200)
         self.send_header('Content-Type', 'application/x-tar')
         self.send_header('Transfer-Encoding', 'chunked')
@@ -498,10 +515,15 @@ class AisStandIn(_Counting):
     Faults for tests: moss_cut_at (bytes: the next GetBatch answer is cut there, once),
     moss_corrupt ('order': the next answer's first two members swapped; 'checksum': a bit of its
     first header flipped; once) and moss_lie (object names whose member says, and carries, one
-    byte fewer than asked)."""
+    byte fewer than asked), moss_cut_member (an object name: the next answer with a member of it
+    is cut in the middle of that member's data, once) and moss_refuse_status (a status, e.g.
+    404: every GetBatch request is answered with it at the proxy, as by an AIStore without
+    GetBatch; counted as moss_refused_status)."""
 
     def __init__(self, upstream_port):
         self.upstream = upstream_port
+        self.moss_cut_member = None
+        self.moss_refuse_status = None
         self.moss_cut_at = None
         self.moss_corrupt = None
         self.moss_lie = set()
