@@ -17,8 +17,8 @@
  *      at most 'par' requests, each a stretch of the plan's order; room is
  *      made for each as a PF_EVICT prefetch makes it (by next use), in
  *      order, and from the first that gets none on nothing is fetched;
- *   4. the requests run at once, one thread each (the caller's the first):
- *      backend_batch_read, whose sink (on the store's I/O thread) writes
+ *   4. the requests run at once, one thread each, at most par of all calls
+ *      (a call waits for a slot): backend_batch_read, whose sink (on the store's I/O thread) writes
  *      each item's bytes at their offset in the object's data file and
  *      computes each unit's CRC32C; then the version rule (below); then,
  *      under ct->lock, each unit valid (CRC, state byte, usage, map batch)
@@ -43,8 +43,11 @@
  * later items are asked again by the backend) is punched and its units
  * left empty with no error kept: a reader fetches them on demand.
  *
- * Threads: the caller's and par - 1 threads of its own per call, joined
- * before it returns; the sink on the store's I/O thread. Locks: ct->lock
+ * Threads: one per request, detached (ct->batch_running counts them;
+ * cachetier_close waits for them, cachetier__batch_stop), except until a
+ * request of this tier was answered: then the caller's and joined ones,
+ * so that the caller learns a refusal for the window it handed over. The
+ * sink runs on the store's I/O thread. Locks: ct->lock
  * around state changes only (never across I/O), the OFD unit locks held
  * from the claim until the unit is valid or empty.
  */
@@ -54,6 +57,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cachetier_i.h"
@@ -88,6 +92,7 @@ struct bt_req {
 	size_t nruns;
 	uint64_t bytes;
 	int room; /* room was made: it runs */
+	int own;  /* one block with its runs and CRCs, freed by its thread */
 	int ret;  /* backend_batch_read's answer */
 	struct cachetier_batch_result res;
 	pthread_t th;
@@ -228,6 +233,19 @@ static void bt_finish(struct cachetier *ct, struct bt_req *q)
 	}
 }
 
+static void res_add(struct cachetier_batch_result *to, const struct cachetier_batch_result *r)
+{
+	to->requests += r->requests;
+	to->items += r->items;
+	to->bytes += r->bytes;
+	to->failed += r->failed;
+	to->stale += r->stale;
+	to->peer += r->peer;
+	to->skipped += r->skipped;
+	to->unfit += r->unfit;
+	to->refused |= r->refused;
+}
+
 /* Run request q: fetch, confirm, punch what is not kept, finish. Its own
  * thread or the caller's; no lock held. */
 static void *bt_request(void *arg)
@@ -275,8 +293,42 @@ static void *bt_request(void *arg)
 	free(err);
 	pthread_mutex_lock(&ct->lock);
 	bt_finish(ct, q);
+	res_add(&ct->batch, &q->res);
+	if (q->ret == -EOPNOTSUPP)
+		ct->batch.refused = 1;
+	else if (q->ret == 0)
+		ct->batch_answered = 1;
+	ct->batch_running--;
+	pthread_cond_broadcast(&ct->unit_cond); /* a slot is free (cachetier_batch_fill) */
 	pthread_mutex_unlock(&ct->lock);
+	if (q->own)
+		free(q);
 	return NULL;
+}
+
+/* A copy of request q that owns its runs and CRCs (one block), for a
+ * thread that outlives the call. NULL: no memory. */
+static struct bt_req *bt_clone(const struct bt_req *q)
+{
+	size_t units = 0, at = 0;
+	struct bt_req *c;
+	uint32_t *crc;
+
+	for (size_t i = 0; i < q->nruns; i++)
+		units += q->runs[i].n;
+	c = calloc(1, sizeof(*c) + q->nruns * sizeof(*c->runs) + units * sizeof(*crc));
+	if (!c)
+		return NULL;
+	*c = *q;
+	c->own = 1;
+	c->runs = (struct bt_run *)(c + 1);
+	crc = (uint32_t *)(c->runs + q->nruns);
+	for (size_t i = 0; i < q->nruns; i++) {
+		c->runs[i] = q->runs[i];
+		c->runs[i].crc = crc + at;
+		at += q->runs[i].n;
+	}
+	return c;
 }
 
 /* Claim unit c of f across processes (cachetier_fill.c's fill_claim, but
@@ -415,30 +467,19 @@ static size_t bt_split(struct cachetier *ct, struct bt_unit *u, size_t nu, unsig
 	return nq;
 }
 
-static void res_add(struct cachetier_batch_result *to, const struct cachetier_batch_result *r)
-{
-	to->requests += r->requests;
-	to->items += r->items;
-	to->bytes += r->bytes;
-	to->failed += r->failed;
-	to->stale += r->stale;
-	to->peer += r->peer;
-	to->skipped += r->skipped;
-	to->unfit += r->unfit;
-}
-
 int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piece *p, size_t n,
-			 unsigned par, struct cachetier_batch_result *res)
+			 unsigned par)
 {
 	struct cachetier_batch_result local;
 	struct bt_unit *u = NULL;
 	struct bt_run *runs = NULL;
 	struct bt_req *reqs = NULL;
 	uint32_t *crc = NULL;
-	size_t max = 0, nu, nq = 0;
-	int ret = 0;
+	size_t max = 0, nu = 0, nq = 0;
+	int ret = 0, sync;
 
 	memset(&local, 0, sizeof(local));
+	par = par ? par : 1;
 	for (size_t i = 0; i < n; i++) {
 		const struct cachetier_obj *o = p[i].o;
 
@@ -455,14 +496,19 @@ int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piec
 	u = calloc(max, sizeof(*u));
 	runs = calloc(max, sizeof(*runs));
 	crc = calloc(max, sizeof(*crc));
-	reqs = calloc(par ? par : 1, sizeof(*reqs));
+	reqs = calloc(par, sizeof(*reqs));
 	if (!u || !runs || !crc || !reqs) {
 		ret = -ENOMEM;
 		goto out;
 	}
 	pthread_mutex_lock(&ct->lock);
-	nu = ct->stopping ? 0 : bt_mark(ct, p, n, u);
-	ret = ct->stopping ? -ECANCELED : 0;
+	if (ct->stopping)
+		ret = -ECANCELED;
+	else if (ct->batch.refused)
+		ret = -EOPNOTSUPP;
+	else
+		nu = bt_mark(ct, p, n, u);
+	sync = !ct->batch_answered;
 	pthread_mutex_unlock(&ct->lock);
 	if (nu == 0)
 		goto out;
@@ -479,28 +525,79 @@ int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piec
 		}
 	}
 	nq = bt_split(ct, u, nu, par, runs, crc, reqs, &local);
+	res_add(&ct->batch, &local);
 	pthread_mutex_unlock(&ct->lock);
-	/* the first request on this thread, the others on their own */
-	for (size_t j = 1; j < nq; j++)
-		if (reqs[j].room && pthread_create(&reqs[j].th, NULL, bt_request, &reqs[j]) == 0)
-			reqs[j].started = 1;
 	for (size_t j = 0; j < nq; j++) {
+		struct bt_req *q = &reqs[j], *c;
+		pthread_attr_t at;
+
+		if (!q->room)
+			continue;
+		pthread_mutex_lock(&ct->lock);
+		/* at most par requests of the batch fills run at once (a
+		 * first call's, which it waits for, need no slot) */
+		while (!sync && ct->batch_running >= par && !ct->stopping) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 1;
+			pthread_cond_timedwait(&ct->unit_cond, &ct->lock, &ts);
+		}
+		ct->batch_running++;
+		pthread_mutex_unlock(&ct->lock);
+		if (sync) {
+			/* the first on this thread, below; the others on their own */
+			if (j > 0 && pthread_create(&q->th, NULL, bt_request, q) == 0)
+				q->started = 1;
+			continue;
+		}
+		c = bt_clone(q);
+		if (!c) {
+			bt_request(q); /* no memory for a copy: on this thread */
+			continue;
+		}
+		if (pthread_attr_init(&at) == 0) {
+			pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+			c->started = pthread_create(&c->th, &at, bt_request, c) == 0;
+			pthread_attr_destroy(&at);
+		}
+		if (!c->started)
+			bt_request(c); /* frees c */
+	}
+	for (size_t j = 0; sync && j < nq; j++) {
 		if (!reqs[j].room)
 			continue;
 		if (reqs[j].started)
 			pthread_join(reqs[j].th, NULL);
 		else
 			bt_request(&reqs[j]);
-		res_add(&local, &reqs[j].res);
 		if (reqs[j].ret == -EOPNOTSUPP || (ret == 0 && reqs[j].ret < 0))
 			ret = reqs[j].ret;
 	}
 out:
-	if (res)
-		res_add(res, &local);
 	free(u);
 	free(runs);
 	free(crc);
 	free(reqs);
 	return ret;
+}
+
+void cachetier_batch_stats(struct cachetier *ct, struct cachetier_batch_result *r)
+{
+	pthread_mutex_lock(&ct->lock);
+	*r = ct->batch;
+	pthread_mutex_unlock(&ct->lock);
+}
+
+void cachetier__batch_stop(struct cachetier *ct)
+{
+	pthread_mutex_lock(&ct->lock);
+	while (ct->batch_running) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&ct->unit_cond, &ct->lock, &ts);
+	}
+	pthread_mutex_unlock(&ct->lock);
 }

@@ -258,6 +258,13 @@ struct cachetier {
 	uint64_t peer_units;	    /* units served that another process filled */
 	uint64_t peer_waits;	    /* fills that waited for another process's fill */
 	uint64_t pf_withdrawn;	    /* prefetch fills stopped to free a connection for a reader */
+	/* batch fills (cachetier_batch.c): requests on threads of their own
+	 * now (each wakes unit_cond when it ends), whether one was answered
+	 * (later calls return without waiting for theirs), totals (refused:
+	 * the store refused the batch read) */
+	unsigned batch_running;
+	int batch_answered;
+	struct cachetier_batch_result batch;
 	atomic_ullong decoded_used; /* bytes of decoded copies (evicted too: evict_dec) */
 	/* The link as this process's fills saw it (cachetier_plan.c): decayed
 	 * sums, each sample weighing 7/8 of the one before */
@@ -467,6 +474,11 @@ void cachetier__run_abandon(struct cachetier *ct, struct ct_file *f, uint32_t c,
  * fetched unit's CRC and state byte are the caller's to set first. */
 void cachetier__unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int err, int claim,
 			  int waited, int withdrawn);
+
+/* cachetier_batch.c: wait until no batch fill request runs (cachetier_close,
+ * before the files go; after cachetier_cancel and backend_cancel they end
+ * at once). No lock held. */
+void cachetier__batch_stop(struct cachetier *ct);
 
 /* cachetier_plan.c: a fill's request of bytes took ttfb_ns to its first
  * byte and xfer_ns from there to its last. Any thread, no lock held. */

@@ -279,11 +279,6 @@ struct fs_counters {
 	 * the bytes between them), those bytes between, the gap in force at the
 	 * last batch */
 	atomic_ullong plan_fetch_ranges, plan_fetch_gap_bytes, plan_gap;
-	/* fs_plan_fetch.c, ais:// sources: batch reads (GetBatch requests),
-	 * their items and the bytes kept; items failed or cut; objects another
-	 * version by the HEAD after an answer; 1 once the store refused it */
-	atomic_ullong plan_batch_requests, plan_batch_items, plan_batch_bytes;
-	atomic_ullong plan_batch_failed, plan_batch_stale, plan_batch_refused;
 	/* brace sources (fs_learn.c): objects whose size and ETag the store
 	 * told on first need; named objects the store does not have (404) */
 	atomic_ullong brace_learned, brace_missing;
@@ -374,6 +369,8 @@ struct fs {
 	struct fs_lidx *lidx;	/* fs_lidx.h: the loader index files, their lock */
 	struct fs_warm *warm;	/* fs_warm.h: the warm fill, its state and thread */
 	struct fs_plans *plans; /* fs_plan.h: the published reading plans and their lock */
+	/* fs_plan_fetch.c: the store's refusal of GetBatch was logged */
+	atomic_int batch_refused_logged;
 	/* fs_plan_fetch.c: the fetcher, woken by fs_plan.c's listener */
 	struct fs_thread pfx;
 };

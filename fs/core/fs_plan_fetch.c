@@ -338,24 +338,23 @@ static void pfx_flush(struct fs *fs, struct pfx_buf *b, uint64_t gap)
 }
 
 /* ais:// sources (--get-batch auto): the batch b, in plan order, fetched
- * with AIStore's GetBatch (cachetier_batch_fill: one request per
- * connection at most, each a stretch of the plan's order, only the units
+ * with AIStore's GetBatch (cachetier_batch_fill: requests of a stretch of
+ * the plan's order each, at most --connections at once, only the units
  * not cached, bytes kept only for objects a HEAD after the answer confirms
- * as listed) instead of spans of ranged GETs. Blocks this thread until
- * the batch ended (each request bounded by the store's retry budget and
- * stall timeout). Returns 0 when it was fetched so, -1 when the caller is
- * to hand it over as spans: other stores, --get-batch off, a store that
+ * as listed) instead of spans of ranged GETs. Blocks this thread while
+ * every connection has a request of earlier batches (and, for the first
+ * batch, until it was answered; each request bounded by the store's retry
+ * budget and stall timeout). Returns 0 when it went so, -1 when the caller
+ * is to hand it over as spans: other stores, --get-batch off, a store that
  * refused GetBatch (then and for the rest of the mount: logged once), no
  * memory. */
 static int pfx_getbatch(struct fs *fs, struct pfx_buf *b)
 {
-	struct cachetier_batch_result r;
 	struct cachetier_batch_piece *p;
 	size_t n = 0;
 	int err;
 
-	if (fs->cfg.get_batch != FS_GET_BATCH_AUTO || strncmp(fs->cfg.source, "ais://", 6) != 0 ||
-	    atomic_load(&fs->c.plan_batch_refused))
+	if (fs->cfg.get_batch != FS_GET_BATCH_AUTO || strncmp(fs->cfg.source, "ais://", 6) != 0)
 		return -1;
 	p = calloc(b->n, sizeof(*p));
 	if (!p)
@@ -366,18 +365,12 @@ static int pfx_getbatch(struct fs *fs, struct pfx_buf *b)
 		p[n].off = b->pc[i].off;
 		p[n++].len = b->pc[i].len;
 	}
-	memset(&r, 0, sizeof(r));
-	err = cachetier_batch_fill(fs->ct, p, n, fs->cfg.be.connections, &r);
+	err = cachetier_batch_fill(fs->ct, p, n, fs->cfg.be.connections);
 	free(p);
-	fs->c.plan_batch_requests += r.requests;
-	fs->c.plan_batch_items += r.items;
-	fs->c.plan_batch_bytes += r.bytes;
-	fs->c.plan_batch_failed += r.failed;
-	fs->c.plan_batch_stale += r.stale;
 	if (err == -EOPNOTSUPP) {
-		atomic_store(&fs->c.plan_batch_refused, 1);
-		fs_log(FS_LOG_WARN, "plan: the store refused GetBatch (/v1/ml/moss): planned paths "
-				    "are fetched with ranged GETs");
+		if (!atomic_exchange(&fs->batch_refused_logged, 1))
+			fs_log(FS_LOG_WARN, "plan: the store refused GetBatch (/v1/ml/moss): "
+					    "planned paths are fetched with ranged GETs");
 		return -1;
 	}
 	if (err < 0 && err != -ECANCELED && err != -EINVAL)

@@ -44,7 +44,7 @@ import botocore.auth
 import botocore.awsrequest
 import botocore.credentials
 
-from .net import Handler, LoopbackServer, free_port, stop_process, wait_port
+from .net import Handler, LoopbackServer, ThreadingServer, free_port, stop_process, wait_port
 
 NPM_PREFIX = os.environ.get('SHARDFS_NPM_PREFIX', '/var/tmp/shardfs-npm')
 S3RVER_BIN = os.path.join(NPM_PREFIX, 'node_modules', '.bin', 's3rver')
@@ -365,10 +365,11 @@ class _AisHandler(_Handler):
             if rng is not None and re.match(r'^\s*bytes\s*=\s*-', rng):
                 owner.count('suffix_ranges')
             owner.count('redirects')
-            loc = 'http://127.0.0.1:%d/%s' % (owner.upstream, u.path[len('/v1/objects/'):])
             if owner.root is not None:  # the objects' server serves the bucket's directory
                 loc = 'http://127.0.0.1:%d/%s' % (owner.objects_port, u.path[len(
                     '/v1/objects/'):].partition('/')[2])
+            else:
+                loc = 'http://127.0.0.1:%d/%s' % (owner.upstream, u.path[len('/v1/objects/'):])
             self.send_simple(307, b'', 'text/plain', extra=[('Location', loc)])
             return
         owner.count('unsupported')
@@ -493,6 +494,17 @@ class _AisHandler(_Handler):
             self.send_simple(307, b'', 'text/plain', extra=[('Location', loc)])
             return
         owner.count('moss_requests')
+        with owner.lock:
+            owner.moss_inflight += 1
+            owner.stats['moss_inflight_max'] = max(owner.stats.get('moss_inflight_max', 0),
+                                                   owner.moss_inflight)
+        try:
+            self.moss_answer(owner, bucket, body)
+        finally:
+            with owner.lock:
+                owner.moss_inflight -= 1
+
+    def moss_answer(self, owner, bucket, body):
         try:
             req = json.loads(body)
         except ValueError:
@@ -620,6 +632,7 @@ class AisStandIn(_Counting):
         self.objects_port = objects_port
         self.delay_s = delay_ms / 1000.0
         self.rate_bps = int(rate_mb * 1e6)
+        self.moss_inflight = 0
         self.moss_cut_member = None
         self.moss_refuse_status = None
         self.moss_cut_at = None
@@ -627,6 +640,20 @@ class AisStandIn(_Counting):
         self.moss_lie = set()
         super().__init__()
         self.serve(_AisHandler)
+
+    def serve(self, handler_cls):
+        """LoopbackServer.serve with linkemu.py's listen backlog (256): a mount opens up to
+        --connections connections at once, and the default backlog of 5 drops SYNs (a second
+        each, TCP's retransmission)."""
+        self.port = free_port()
+        self.httpd = _BackloggedServer(('127.0.0.1', self.port), handler_cls)
+        self.httpd.owner = self
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+
+class _BackloggedServer(ThreadingServer):
+    request_queue_size = 256
 
 
 def have_s3rver():
