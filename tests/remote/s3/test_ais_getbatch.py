@@ -13,6 +13,10 @@ cache directory (--warm off: nothing but the plan fetches ahead).
            one HEAD per object after it (the version rule); the units fetched are exactly the
            planned ones; reading the 30 paths in plan order sends no object GET, misses nothing
            and returns the shards' exact bytes
+  windows  a lookahead of 256K: several windows (3 or more), those after the first while the
+           reader reads (requests not awaited), each path read once handed over: no object GET,
+           every byte fetched by GetBatch, exact bytes; the stand-in's GetBatch answers and items are the mount's
+           counts; one HEAD per object of each request
   refused  the stand-in answers 404 to /v1/ml/moss (an AIStore without GetBatch): the mount
            says so once (plan_batch_refused), fetches the plan with ranged GETs, exact bytes
   cut      the answer is cut in the middle of shard 1's first item: that item's units stay
@@ -219,6 +223,44 @@ def case_epoch(env, ck, c):
         ck.eq('epoch: read_errors', st2['read_errors'], 0)
 
 
+def case_windows(env, ck, c):
+    """A lookahead of 256K: the plan goes in several windows, those after the first while
+    the reader reads (their requests on threads of their own, not awaited)."""
+    with c.mount(['--plan-lookahead', '256K']) as m:
+        st0, a0 = c.publish(ck, m, 'windows')
+        # each path read once the fetcher handed it over (never before: a read would miss)
+        cum, bad = 0, 0
+        for path, shard, off, size, data in c.plan:
+            cum += size
+            ml.poll(lambda: m.stats()['plan_fetch_bytes'] - st0['plan_fetch_bytes'] >= cum,
+                    what='the fetcher handing over %s' % path)
+            bad += ml.read_all(os.path.join(m.mnt, path)) != data
+        ck.eq('windows: paths with wrong bytes', bad, 0)
+        st = settled(m, 'plan_batch_requests', 0)
+        a1 = c.ais()
+        log('windows: stats %s; stand-in %s' % (
+            diff(st, st0, ('plan_batch_requests', 'plan_batch_items', 'plan_batch_bytes',
+                           'bytes_fetched', 'cache_misses')),
+            diff(a1, a0, ('moss_requests', 'moss_items', 'redirects', 's3_head'))))
+        ck.ok(st['plan_batch_requests'] >= 3, 'windows: %d GetBatch requests, want 3 or more'
+              % st['plan_batch_requests'])
+        ck.eq('windows: GetBatch requests (stand-in)', a1.get('moss_requests', 0) -
+              a0.get('moss_requests', 0), st['plan_batch_requests'])
+        ck.eq('windows: items (stand-in)', a1.get('moss_items', 0) - a0.get('moss_items', 0),
+              st['plan_batch_items'])
+        heads = a1.get('s3_head', 0) - a0.get('s3_head', 0)
+        ck.ok(st['plan_batch_requests'] <= heads <= NSHARDS * st['plan_batch_requests'],
+              'windows: %d HEADs for %d requests: one per object of each' % (
+                  heads, st['plan_batch_requests']))
+        # (a read may wait for a request in flight: a miss, not a GET)
+        ck.eq('windows: object GETs', a1.get('redirects', 0) - a0.get('redirects', 0), 0)
+        ck.eq('windows: bytes fetched: all by GetBatch', st['bytes_fetched'] -
+              st0['bytes_fetched'], st['plan_batch_bytes'])
+        ck.eq('windows: failed items, stale objects', (st['plan_batch_failed_items'],
+                                                       st['plan_batch_stale_objects']), (0, 0))
+        ck.eq('windows: read_errors', st['read_errors'], 0)
+
+
 def case_refused(env, ck, c):
     c.world.ais.moss_refuse_status = 404
     try:
@@ -332,6 +374,7 @@ def run(env, ck):
     c = Case(env)
     try:
         case_epoch(env, ck, c)
+        case_windows(env, ck, c)
         case_refused(env, ck, c)
         case_cut(env, ck, c)
         case_version(env, ck, c)
