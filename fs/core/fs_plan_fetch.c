@@ -339,7 +339,7 @@ static void pfx_flush(struct fs *fs, struct pfx_buf *b, uint64_t gap)
 
 /* ais:// sources (--get-batch auto): the batch b, in plan order, fetched
  * with AIStore's GetBatch (cachetier_batch_fill: requests of a stretch of
- * the plan's order each, at most --connections at once, only the units
+ * the plan's order each, at most --connections - 2 at once, only the units
  * not cached, bytes kept only for objects a HEAD after the answer confirms
  * as listed) instead of spans of ranged GETs. Blocks this thread while
  * every connection has a request of earlier batches (and, for the first
@@ -351,6 +351,7 @@ static void pfx_flush(struct fs *fs, struct pfx_buf *b, uint64_t gap)
 static int pfx_getbatch(struct fs *fs, struct pfx_buf *b)
 {
 	struct cachetier_batch_piece *p;
+	unsigned par;
 	size_t n = 0;
 	int err;
 
@@ -365,7 +366,10 @@ static int pfx_getbatch(struct fs *fs, struct pfx_buf *b)
 		p[n].off = b->pc[i].off;
 		p[n++].len = b->pc[i].len;
 	}
-	err = cachetier_batch_fill(fs->ct, p, n, fs->cfg.be.connections);
+	/* two connections stay free for readers' misses and the HEADs of the
+	 * version rule (as prefetch fills leave them: cachetier_queue.c) */
+	par = fs->cfg.be.connections > 2 ? fs->cfg.be.connections - 2 : 1;
+	err = cachetier_batch_fill(fs->ct, p, n, par);
 	free(p);
 	if (err == -EOPNOTSUPP) {
 		if (!atomic_exchange(&fs->batch_refused_logged, 1))

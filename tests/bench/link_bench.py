@@ -737,17 +737,24 @@ def w_plan_ais_getbatch(a, emu):
             settle()
             drop_caches()
             a0 = dict(ais.stats)
+            ais.stats.pop('moss_inflight_max', None)
             m = Mount(a, 'ais://bench/', ('--layout', 'imagefolder', '--cache-size', size,
                                           '--endpoint', 'http://127.0.0.1:%d' % ais.port) +
                       (('--get-batch', 'off') if side == 'ranges' else ()))
             try:
+                # the stand-in runs on threads of this process: its CPU is ours
+                r0 = resource.getrusage(resource.RUSAGE_SELF)
                 res[side] = epochs_in(m, True, 1, emu, 'bytes', ', ais:// ' + side)[0]
+                r1 = resource.getrusage(resource.RUSAGE_SELF)
                 counts[side] = {k: int(m.stat(k)) for k in keys}
+                counts[side]['standin_cpu'] = (r1.ru_utime + r1.ru_stime - r0.ru_utime -
+                                               r0.ru_stime)
             finally:
                 m.umount()
             a1 = dict(ais.stats)
             counts[side].update({'ais_' + k: a1.get(k, 0) - a0.get(k, 0) for k in (
                 'moss_requests', 'moss_items', 'redirects', 's3_head')})
+            counts[side]['ais_moss_inflight_max'] = a1.get('moss_inflight_max', 0)
             log('ais %s: %s' % (side, counts[side]))
     finally:
         ais.stop()
@@ -755,10 +762,13 @@ def w_plan_ais_getbatch(a, emu):
     for side, e in (('GetBatch', gb), ('ranged GETs', rg)):
         c = counts['getbatch' if e is gb else 'ranges']
         note('ais plan, %s: %d samples in %.2f s, read %d, fetched %d (%.2fx); GetBatch '
-             'requests %d (items %d), object GETs %d, HEADs %d; daemon CPU %.2f s, context '
-             'switches %d' % (side, e.n, e.secs, e.read, e.fetched, e.fetched / max(e.read, 1),
-                              c['ais_moss_requests'], c['ais_moss_items'], c['ais_redirects'],
-                              c['ais_s3_head'], e.daemon_cpu, e.ctxsw))
+             'requests %d (items %d, at most %d at once), object GETs %d, HEADs %d (the mount '
+             'from its mount on); CPU s: daemon %.2f, loader %.2f, stand-in %.2f, emulator '
+             '%.2f; daemon context switches %d' % (
+                 side, e.n, e.secs, e.read, e.fetched, e.fetched / max(e.read, 1),
+                 c['ais_moss_requests'], c['ais_moss_items'], c['ais_moss_inflight_max'],
+                 c['ais_redirects'], c['ais_s3_head'], e.daemon_cpu, e.loader_cpu,
+                 c['standin_cpu'], e.emu_cpu, e.ctxsw))
     note('ais plan rows: load average %s after' % loadavg())
     emit('L9. bytes only, ais:// (AIStore stand-in on the link): planned cold epoch with '
          'GetBatch vs without (ranged GETs)', o, gb.secs, rg.secs, 's', rg.secs / gb.secs,
