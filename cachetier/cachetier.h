@@ -302,8 +302,8 @@ struct cachetier_batch_result {
  * Units not valid are claimed as a fill claims them (this process's unit
  * states, the other processes' OFD unit locks: a unit another process
  * fills is left to it, not waited for), room is made as a PF_EVICT
- * prefetch fill makes it, on the request's thread (by next use: a request
- * that would evict what is needed sooner is left out), each request's
+ * prefetch makes it (by next use: a request that would evict what is
+ * needed sooner is left out, and so are the later ones), each request's
  * items are its maximal runs of claimed units of one object, and each
  * item's bytes go to the object's data file at their offset with each
  * unit's CRC32C as they arrive.

@@ -14,12 +14,11 @@
  *      again; a reader of it fills it on demand, which waits for that
  *      process as fills do);
  *   3. the claimed units as items (maximal runs of one object), split into
- *      at most 'par' requests, each a stretch of the plan's order;
+ *      at most 'par' requests, each a stretch of the plan's order; room is
+ *      made for each as a PF_EVICT prefetch makes it (by next use), in
+ *      order, and from the first that gets none on nothing is fetched;
  *   4. the requests run at once, one thread each, at most par of all calls
- *      (a call waits for a slot): room made as a PF_EVICT prefetch fill
- *      makes it (by next use; on the request's thread, as fill workers
- *      make theirs: evictions in parallel, not on the caller's), a request
- *      that gets none left out; backend_batch_read, whose sink (on the store's I/O thread) writes
+ *      (a call waits for a slot): backend_batch_read, whose sink (on the store's I/O thread) writes
  *      each item's bytes at their offset in the object's data file and
  *      computes each unit's CRC32C; then the version rule (below); then,
  *      under ct->lock, each unit valid (CRC, state byte, usage, map batch)
@@ -92,9 +91,9 @@ struct bt_req {
 	struct bt_run *runs;
 	size_t nruns;
 	uint64_t bytes;
-	int unfit; /* no room without evicting what is needed sooner: left out */
-	int own;   /* one block with its runs and CRCs, freed by its thread */
-	int ret;   /* backend_batch_read's answer */
+	int room; /* room was made: it runs */
+	int own;  /* one block with its runs and CRCs, freed by its thread */
+	int ret;  /* backend_batch_read's answer */
 	struct cachetier_batch_result res;
 	pthread_t th;
 	int started;
@@ -219,18 +218,12 @@ static void bt_finish(struct cachetier *ct, struct bt_req *q)
 				cachetier__unit_done(ct, r->f, r->c + k, -ESTALE, 1, 0, 0);
 		} else {
 			bt_abandon(ct, r->f, r->c, r->n);
-			if (q->unfit) /* skipped like an unfit prefetch fill */
-				r->f->pf_unfit += r->end - r->start;
-			else if (r->err != -EOPNOTSUPP)
+			if (r->err != -EOPNOTSUPP)
 				q->res.failed++;
 		}
 	}
 	ct->reserved -= q->bytes;
 	ct->fills_inflight--;
-	if (q->unfit) {
-		ct->unfit_bytes += q->bytes;
-		q->res.unfit += q->bytes;
-	}
 	pthread_cond_broadcast(&ct->unit_cond);
 	for (size_t i = 0; i < q->nruns; i++) {
 		if (cachetier__flush_due(ct, q->runs[i].f, cachetier__now_ns())) {
@@ -261,21 +254,8 @@ static void *bt_request(void *arg)
 	struct cachetier *ct = q->ct;
 	struct backend_batch_item *items = calloc(q->nruns, sizeof(*items));
 	int *err = calloc(q->nruns, sizeof(*err));
-	int64_t near = CT_NEAR_NONE;
 
-	/* a request that would evict what is needed sooner is left out */
-	pthread_mutex_lock(&ct->lock);
-	for (size_t i = 0; i < q->nruns; i++)
-		for (uint32_t c = q->runs[i].c; c < q->runs[i].c + q->runs[i].n; c++) {
-			int64_t d = cachetier__plan_near(ct, q->runs[i].f, c);
-
-			near = d < near ? d : near;
-		}
-	q->unfit = cachetier__make_room_near(ct, q->bytes, 1, near) < 0;
-	pthread_mutex_unlock(&ct->lock);
-	if (q->unfit) {
-		q->ret = -ENOSPC;
-	} else if (!items || !err) {
+	if (!items || !err) {
 		q->ret = -ENOMEM;
 	} else {
 		for (size_t i = 0; i < q->nruns; i++) {
@@ -285,20 +265,20 @@ static void *bt_request(void *arg)
 		}
 		q->ret = backend_batch_read(ct->be, items, q->nruns, bt_sink, q, err);
 	}
-	if (q->ret != -EOPNOTSUPP && q->ret != -ENOMEM && !q->unfit) {
+	if (q->ret != -EOPNOTSUPP && q->ret != -ENOMEM) {
 		q->res.requests++;
 		q->res.items += q->nruns;
 	}
 	for (size_t i = 0; i < q->nruns; i++) {
 		struct bt_run *r = &q->runs[i];
 
-		r->err = q->ret == -EOPNOTSUPP || q->ret == -ENOMEM || q->unfit ? q->ret : err[i];
+		r->err = q->ret == -EOPNOTSUPP || q->ret == -ENOMEM ? q->ret : err[i];
 		if (r->err == 0 && r->next != r->end)
 			r->err = -EIO; /* never: the backend said all of it came */
-		if (r->err != 0 && r->err != -EOPNOTSUPP && r->err != -ECANCELED && !q->unfit)
+		if (r->err != 0 && r->err != -EOPNOTSUPP && r->err != -ECANCELED)
 			backend_log_failure(ct->be, r->f->key, r->err, "batch fill");
 	}
-	if (q->ret != -EOPNOTSUPP && !q->unfit)
+	if (q->ret != -EOPNOTSUPP)
 		bt_confirm(q);
 	/* bytes not kept never stay on the disk (they may be of another
 	 * version); the units' write locks are still held */
@@ -400,13 +380,15 @@ static size_t bt_mark(struct cachetier *ct, const struct cachetier_batch_piece *
 }
 
 /* Step 3 (ct->lock held): the claimed units of u[0..nu) as runs, split
- * into at most par requests of about equal bytes in plan order, counted in
- * flight. Returns the requests' count. */
+ * into at most par requests of about equal bytes in plan order, room made
+ * for each. Returns the requests' count. */
 static size_t bt_split(struct cachetier *ct, struct bt_unit *u, size_t nu, unsigned par,
-		       struct bt_run *runs, uint32_t *crc, struct bt_req *reqs)
+		       struct bt_run *runs, uint32_t *crc, struct bt_req *reqs,
+		       struct cachetier_batch_result *res)
 {
 	size_t nr = 0, nq = 0, k = 0, at = 0;
 	uint64_t total = 0, want, acc = 0;
+	int room = 1;
 
 	for (size_t i = 0; i < nu; i++) {
 		struct bt_run *r = nr ? &runs[nr - 1] : NULL;
@@ -453,10 +435,35 @@ static size_t bt_split(struct cachetier *ct, struct bt_unit *u, size_t nu, unsig
 		q->bytes += runs[i].end - runs[i].start;
 		acc += runs[i].end - runs[i].start;
 	}
-	for (size_t j = 0; j < nq; j++) { /* in flight from here (pf_fits counts them) */
-		ct->reserved += reqs[j].bytes;
+	for (size_t j = 0; j < nq; j++) {
+		struct bt_req *q = &reqs[j];
+		int64_t near = CT_NEAR_NONE;
+
+		for (size_t i = 0; i < q->nruns; i++)
+			for (uint32_t c = q->runs[i].c; c < q->runs[i].c + q->runs[i].n; c++) {
+				int64_t d = cachetier__plan_near(ct, q->runs[i].f, c);
+
+				near = d < near ? d : near;
+			}
+		ct->reserved += q->bytes;
 		ct->fills_inflight++;
+		/* a request that would evict what is needed sooner is left
+		 * out, and so is every later one (they are needed later) */
+		if (room && cachetier__make_room_near(ct, q->bytes, 1, near) < 0)
+			room = 0;
+		q->room = room;
+		if (room)
+			continue;
+		ct->reserved -= q->bytes;
+		ct->fills_inflight--;
+		ct->unfit_bytes += q->bytes;
+		res->unfit += q->bytes;
+		for (size_t i = 0; i < q->nruns; i++) {
+			q->runs[i].f->pf_unfit += q->runs[i].end - q->runs[i].start;
+			bt_abandon(ct, q->runs[i].f, q->runs[i].c, q->runs[i].n);
+		}
 	}
+	pthread_cond_broadcast(&ct->unit_cond);
 	return nq;
 }
 
@@ -517,13 +524,15 @@ int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piec
 			local.skipped++;
 		}
 	}
-	nq = bt_split(ct, u, nu, par, runs, crc, reqs);
+	nq = bt_split(ct, u, nu, par, runs, crc, reqs, &local);
 	res_add(&ct->batch, &local);
 	pthread_mutex_unlock(&ct->lock);
 	for (size_t j = 0; j < nq; j++) {
 		struct bt_req *q = &reqs[j], *c;
 		pthread_attr_t at;
 
+		if (!q->room)
+			continue;
 		pthread_mutex_lock(&ct->lock);
 		/* at most par requests of the batch fills run at once (a
 		 * first call's, which it waits for, need no slot) */
@@ -556,12 +565,13 @@ int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piec
 			bt_request(c); /* frees c */
 	}
 	for (size_t j = 0; sync && j < nq; j++) {
+		if (!reqs[j].room)
+			continue;
 		if (reqs[j].started)
 			pthread_join(reqs[j].th, NULL);
 		else
 			bt_request(&reqs[j]);
-		if (reqs[j].ret == -EOPNOTSUPP ||
-		    (ret == 0 && reqs[j].ret < 0 && reqs[j].ret != -ENOSPC))
+		if (reqs[j].ret == -EOPNOTSUPP || (ret == 0 && reqs[j].ret < 0))
 			ret = reqs[j].ret;
 	}
 out:
