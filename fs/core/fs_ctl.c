@@ -418,6 +418,9 @@ static const struct ctl_counter ctl_counters[] = {
      "objects a HEAD after a batch read found changed or gone: that read's units of them "
      "dropped",
      C, SNAP(batch.stale)},
+    {"plan_batch_unfit_bytes",
+     "bytes of batch reads left out: no room without evicting what a plan needs sooner", C,
+     SNAP(batch.unfit)},
     {"plan_batch_refused", "1: the store refused its batch read; plans use ranged GETs", G,
      SNAP(batch.refused)},
     {"link_ttfb_ms", "time to first byte of the store's fills, as measured (decayed average)",

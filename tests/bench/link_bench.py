@@ -731,6 +731,7 @@ def w_plan_ais_getbatch(a, emu):
     res, counts = {}, {}
     keys = ('plan_batch_requests', 'plan_batch_items', 'plan_batch_bytes',
             'plan_batch_failed_items', 'plan_batch_stale_objects', 'plan_batch_refused',
+            'plan_batch_unfit_bytes',
             'store_requests')
     try:
         for side in ('getbatch', 'ranges'):
