@@ -31,8 +31,10 @@
  *
  * AIStore (ais:// sources, --get-batch auto): a batch goes to the cache
  * tier as one window fetched with GetBatch (pfx_getbatch,
- * cachetier_batch_fill) instead of spans; this thread waits for it. A
- * store that refuses GetBatch gets spans from then on.
+ * cachetier_batch_fill) instead of spans; this thread waits while every
+ * connection but two has a GetBatch request in flight, and for the first
+ * window until it was answered. A store that refuses GetBatch gets spans
+ * from then on.
  *
  * The lookahead: --plan-lookahead, at most a quarter of --cache-size (the
  * rest holds what readers read meanwhile, and what other plans and mounts
@@ -347,7 +349,8 @@ static void pfx_flush(struct fs *fs, struct pfx_buf *b, uint64_t gap)
  * budget and stall timeout). Returns 0 when it went so, -1 when the caller
  * is to hand it over as spans: other stores, --get-batch off, a store that
  * refused GetBatch (then and for the rest of the mount: logged once), no
- * memory. */
+ * memory; 0 also when an object changed size (a refresh) or the mount
+ * stops: readers fetch those paths. */
 static int pfx_getbatch(struct fs *fs, struct pfx_buf *b)
 {
 	struct cachetier_batch_piece *p;
@@ -377,8 +380,10 @@ static int pfx_getbatch(struct fs *fs, struct pfx_buf *b)
 					    "planned paths are fetched with ranged GETs");
 		return -1;
 	}
-	if (err < 0 && err != -ECANCELED && err != -EINVAL)
-		return -1; /* no memory: as spans */
+	if (err == -ENOMEM)
+		return -1; /* as spans */
+	if (err < 0)
+		return 0; /* an object changed size (a refresh), or stopping: readers fetch */
 	for (size_t i = 0; i < b->n; i++) {
 		if (b->pc[i].from == 0)
 			fs->c.plan_fetch_paths++;
