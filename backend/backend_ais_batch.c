@@ -29,7 +29,12 @@
  * for again in a new request. Every round answers at least one item (when
  * it answers none, its first is -EIO), so a batch of n items makes at most
  * n requests. An answer that fails before any byte (after the engine's
- * retries within its budget) fails every item still asked for.
+ * retries within its budget) fails every item still asked for. A first
+ * request refused with 400, 404 or 405 (a store without GetBatch: an
+ * AIStore before it, or a proxy that does not pass /v1/ml) is
+ * -EOPNOTSUPP for the call and every item, as for stores other than ais://;
+ * a 5xx is retried by the engine as any request's (its retry budget), then
+ * -EIO.
  *
  * Threads: backend_batch_read blocks its caller; the parser and the sink
  * run on the I/O thread (the sink's contract is backend_sink_cb's).
@@ -373,6 +378,12 @@ static int batch_round(struct backend_objstore *os, struct batch *b, const char 
 	free(body);
 	if (err == 0 && b->got == 0 && b->cur < b->n)
 		err = -EIO; /* an empty answer */
+	/* a store without GetBatch: no such endpoint (404: with coer a
+	 * missing object is a member, never the answer's status), method or
+	 * request (400, 405) */
+	if (err < 0 && b->got == 0 && b->cur == 0 &&
+	    (req.status == 400 || req.status == 404 || req.status == 405))
+		err = -EOPNOTSUPP;
 	return err < 0 && b->got == 0 ? err : (err == -ENOMEM ? err : 1);
 }
 
@@ -424,7 +435,7 @@ int backend__ais_batch_read(struct backend *be, const struct backend_batch_item 
 		if (r < 0) { /* no byte of an answer: every item left fails */
 			for (; b.cur < n; b.cur++)
 				err[b.cur] = r;
-			ret = r == -ENOMEM ? r : 0;
+			ret = r == -ENOMEM || r == -EOPNOTSUPP ? r : 0;
 			break;
 		}
 		/* the answer ended before its last item: the item it was in

@@ -282,6 +282,7 @@ void cachetier_close(struct cachetier *ct)
 {
 	if (!ct)
 		return;
+	cachetier__batch_stop(ct); /* batch fill requests use the files */
 	/* joins the fill workers, records every filled unit in its map */
 	cachetier__units_stop(ct);
 	/* Objects still referenced are the caller's bug; release their fds. */

@@ -277,6 +277,65 @@ struct cachetier_piece {
 int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_piece *x, size_t n,
 				enum cachetier_prefetch_mode mode);
 
+/* One planned range of a batch fill: bytes [off, off + len) of object o
+ * (a remote object's unit store; others are skipped). */
+struct cachetier_batch_piece {
+	struct cachetier_obj *o;
+	uint64_t off, len;
+};
+/* What batch fills did (cachetier_batch_stats: totals since open). */
+struct cachetier_batch_result {
+	uint64_t requests; /* backend_batch_read calls (AIStore GetBatch requests; the rest
+			    * of an answer cut midway is asked again within one) */
+	uint64_t items;	   /* items asked for: runs of units of one object */
+	uint64_t bytes;	   /* bytes of items received whole and kept */
+	uint64_t failed;   /* items failed, cut, or of an object the HEAD could not
+			    * confirm: their units left empty, no error kept */
+	uint64_t stale;	   /* objects whose HEAD after the answer said another version
+			    * (or none): their units empty with -ESTALE */
+	uint64_t peer;	   /* units another process filled (taken, not fetched) */
+	uint64_t skipped;  /* units another process was filling (left to it) */
+	uint64_t unfit;	   /* bytes left out: no room without evicting what is needed */
+	uint64_t refused;  /* 1 once the store refused its batch read */
+};
+/* Fetch the units behind the pieces p[0..n) (a window of a reading plan,
+ * in plan order, several objects) with the store's batch read
+ * (backend_batch_read: for ais://, AIStore's GetBatch), split into requests
+ * of 1 MiB or more, each a stretch of the plan's order, as many as par at
+ * most (a reader of the window's start waits for the first only).
+ * Units not valid are claimed as a fill claims them (this process's unit
+ * states, the other processes' OFD unit locks: a unit another process
+ * fills is left to it, not waited for), room is made as a PF_EVICT
+ * prefetch makes it (by next use: a request that would evict what is
+ * needed sooner is left out, and so are the later ones), each request's
+ * items are its maximal runs of claimed units of one object, and each
+ * item's bytes go to the object's data file at their offset with each
+ * unit's CRC32C as they arrive.
+ * The version rule: GetBatch has no If-Match, so a request's units are
+ * kept only for objects whose listed ETag and size a HEAD (backend_stat_many,
+ * one per object per request, in parallel) confirmed after its answer
+ * ended; an object the HEAD says changed or gone has its units punched
+ * and empty with -ESTALE (as a fill's If-Match failure), one whose HEAD
+ * failed has them punched and empty with no error. Units of a failed or
+ * cut item are punched and empty with no error kept (a reader fetches
+ * them on demand, by version). Then: valid (state file, usage, map batch),
+ * readers woken.
+ * Requests run on threads of their own, at most par of every call at once
+ * (a call waits for a slot: that is its backpressure, each wait bounded by
+ * the requests', which the store's retry budget and stall timeout bound).
+ * Until one request of this tier was answered, a call returns when its
+ * requests ended (the store may refuse the batch read: the caller learns
+ * it for that window); afterwards once its last request started. No lock
+ * held; any thread but the store's I/O thread. Returns 0; -EOPNOTSUPP
+ * when the store has no batch read or refused it (then and from then on:
+ * nothing stays claimed, the caller fetches the window another way);
+ * -EINVAL (a piece past cachetier_obj_size); -ENOMEM; -ECANCELED
+ * (cachetier_cancel). cachetier_close waits for the requests in flight. */
+int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piece *p, size_t n,
+			 unsigned par);
+/* Totals of the batch fills since cachetier_open. Any thread. */
+void cachetier_batch_stats(struct cachetier *ct, struct cachetier_batch_result *r);
+
 /* The link as this process's fills saw it (decayed averages, recent fills
  * weighing most): the time from a fill's request to its first byte, and
  * the rate one connection delivered after it (from fills of 1 MiB or

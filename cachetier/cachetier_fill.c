@@ -168,7 +168,7 @@ int cachetier__read_version(struct cachetier *ct, const char *key, const char *e
 	return 0;
 }
 
-static int flush_due(struct cachetier *ct, struct ct_file *f, int64_t now)
+int cachetier__flush_due(struct cachetier *ct, struct ct_file *f, int64_t now)
 {
 	return f->live && f->dirty &&
 	       (f->dirty >= MAP_BATCH_CHUNKS * f->group || now - f->map_ns >= MAP_BATCH_NS);
@@ -183,7 +183,7 @@ static void flush_old_maps(struct cachetier *ct)
 
 again:
 	for (f = ct->files; f; f = f->next) {
-		if (flush_due(ct, f, now)) {
+		if (cachetier__flush_due(ct, f, now)) {
 			/* live entries are never freed before close: f stays valid */
 			pthread_mutex_unlock(&ct->lock);
 			cachetier__file_flush(ct, f);
@@ -226,7 +226,7 @@ static int fill_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, int *
 /* Units [c, c + n) of f, claimed by a prefetch fill that is skipped, are
  * empty again; a reader that came to wait for one meanwhile gets it queued
  * on demand. ct->lock held. */
-static void run_abandon(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n)
+void cachetier__run_abandon(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n)
 {
 	for (uint32_t u = c; u < c + n; u++) {
 		f->ust[u] = UNIT_EMPTY;
@@ -291,7 +291,7 @@ static int fill_begin(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 	if (fit && !peer && pf_fits(ct, f, len) != 1) {
 		f->pf_inflight--;
 		ct->pf_running--;
-		run_abandon(ct, f, c, n);
+		cachetier__run_abandon(ct, f, c, n);
 		return -1;
 	}
 	for (uint32_t u = c; u < c + n; u++)
@@ -326,7 +326,7 @@ static int fill_begin(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 		ct->pf_running--;
 		f->pf_unfit += len;
 		ct->unfit_bytes += len;
-		run_abandon(ct, f, c, n);
+		cachetier__run_abandon(ct, f, c, n);
 		return -1;
 	}
 	return 0;
@@ -338,8 +338,8 @@ static int fill_begin(struct cachetier *ct, struct ct_slot *slot, struct ct_file
  * enum ct_pf_kind; 0: it was not). Valid,
  * empty with its error, or back to its prefetch; its write lock becomes
  * the pinning readers' read lock or goes. ct->lock held. */
-static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int err, int claim,
-		      int waited, int withdrawn)
+void cachetier__unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int err, int claim,
+			  int waited, int withdrawn)
 {
 	uint64_t ulen = cachetier__unit_len(f, u);
 
@@ -426,7 +426,7 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		ct->pf_quiet++;
 	ct->fills += requests;
 	for (uint32_t i = 0; i < n; i++)
-		unit_done(ct, f, c + i, errs[i], claim[i], waited, withdrawn ? pf : 0);
+		cachetier__unit_done(ct, f, c + i, errs[i], claim[i], waited, withdrawn ? pf : 0);
 	if (pf == CT_PF_RANGE_FIT || pf == CT_PF_RANGE_EVICT)
 		cachetier__plan_filled(ct, f, c, n); /* between planned extents: needed by none */
 	pthread_cond_broadcast(&ct->unit_cond);
@@ -434,7 +434,7 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		pthread_cond_broadcast(&ct->work_cond); /* prefetch may go on */
 	else if (ct->dq || ct->rq || ct->pf || ct->pr)
 		pthread_cond_signal(&ct->work_cond); /* its slot is free */
-	if (flush_due(ct, f, cachetier__now_ns()))
+	if (cachetier__flush_due(ct, f, cachetier__now_ns()))
 		pthread_cond_signal(&ct->flush_cond);
 }
 

@@ -27,6 +27,8 @@
  * ct->lock (the store's I/O thread would wait for it): every call into the
  * backend (fills, the bypass read, stat) is made with no cachetier lock
  * held, and the locks of other processes taken under ct->lock never block.
+ * A batch fill's requests (cachetier_batch.c) run on threads of their
+ * own, created and joined by cachetier_batch_fill.
  */
 #ifndef CACHETIER_I_H
 #define CACHETIER_I_H
@@ -283,6 +285,13 @@ struct cachetier {
 	uint64_t peer_units;	    /* units served that another process filled */
 	uint64_t peer_waits;	    /* fills that waited for another process's fill */
 	uint64_t pf_withdrawn;	    /* prefetch fills stopped to free a connection for a reader */
+	/* batch fills (cachetier_batch.c): requests on threads of their own
+	 * now (each wakes unit_cond when it ends), whether one was answered
+	 * (later calls return without waiting for theirs), totals (refused:
+	 * the store refused the batch read) */
+	unsigned batch_running;
+	int batch_answered;
+	struct cachetier_batch_result batch;
 	atomic_ullong decoded_used; /* bytes of decoded copies (evicted too: evict_dec) */
 	/* The link as this process's fills saw it (cachetier_plan.c): decayed
 	 * sums, each sample weighing 7/8 of the one before */
@@ -479,6 +488,28 @@ void cachetier__pf_push(struct cachetier *ct, struct ct_file *f, int front);
 int cachetier__range_push(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
 			  int evict, int front);
 void cachetier__range_pop(struct cachetier *ct);
+
+/* cachetier_fill.c, shared with the batch fill (cachetier_batch.c); all
+ * with ct->lock held. */
+/* Is f's map due to be written (a batch of units, or its timer)? */
+int cachetier__flush_due(struct cachetier *ct, struct ct_file *f, int64_t now);
+/* Units [c, c + n) of f, claimed in ust[] by a fill that does not fetch
+ * them, are empty again with no error kept; a reader pinning one gets it
+ * queued on demand. Their OFD unit locks are the caller's to drop. */
+void cachetier__run_abandon(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n);
+/* The outcome of unit u of a fill: err (0 or a negative errno, kept for
+ * the readers waiting for it), claim (1: this fill fetched it and holds
+ * its write lock, which becomes the pinning readers' read lock or goes;
+ * else another process's fill did, waited: after waiting for it),
+ * withdrawn (a withdrawn prefetch fill: its enum ct_pf_kind; else 0). A
+ * fetched unit's CRC and state byte are the caller's to set first. */
+void cachetier__unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int err, int claim,
+			  int waited, int withdrawn);
+
+/* cachetier_batch.c: wait until no batch fill request runs (cachetier_close,
+ * before the files go; after cachetier_cancel and backend_cancel they end
+ * at once). No lock held. */
+void cachetier__batch_stop(struct cachetier *ct);
 
 /* cachetier_plan.c: a fill's request of bytes took ttfb_ns to its first
  * byte and xfer_ns from there to its last. Any thread, no lock held. */

@@ -133,6 +133,7 @@ struct ctl_snapshot {
 	struct fs_plan_totals plan;
 	struct cachetier_link link;
 	uint64_t link_ttfb_ms;
+	struct cachetier_batch_result batch;
 };
 
 static void collect_snapshot(struct fs *fs, struct ctl_snapshot *s)
@@ -145,6 +146,7 @@ static void collect_snapshot(struct fs *fs, struct ctl_snapshot *s)
 	prefetch_progress(fs, &s->pf);
 	fs_plan_totals(fs, &s->plan);
 	cachetier_link_get(fs->ct, &s->link);
+	cachetier_batch_stats(fs->ct, &s->batch);
 	s->link_ttfb_ms = s->link.ttfb_ns / 1000000;
 	fs_warm_progress(fs, &wp);
 	s->warm_state = wp.state;
@@ -400,6 +402,27 @@ static const struct ctl_counter ctl_counters[] = {
      "the largest gap between planned paths fetched in one request, at the last batch: rate x "
      "time to first byte as measured (--plan-gap before the first measurement)",
      G, FS(plan_gap)},
+    {"plan_batch_requests",
+     "batch reads of planned windows (ais://: AIStore GetBatch requests; a cut answer's rest "
+     "is asked again within one)",
+     C, SNAP(batch.requests)},
+    {"plan_batch_items", "items of the batch reads: runs of units of one object", C,
+     SNAP(batch.items)},
+    {"plan_batch_bytes", "bytes the batch reads delivered and the cache kept", C,
+     SNAP(batch.bytes)},
+    {"plan_batch_failed_items",
+     "items of batch reads failed or cut, or of an object the HEAD after the answer could not "
+     "confirm: their units left empty (fetched on demand)",
+     C, SNAP(batch.failed)},
+    {"plan_batch_stale_objects",
+     "objects a HEAD after a batch read found changed or gone: that read's units of them "
+     "dropped",
+     C, SNAP(batch.stale)},
+    {"plan_batch_unfit_bytes",
+     "bytes of batch reads left out: no room without evicting what a plan needs sooner", C,
+     SNAP(batch.unfit)},
+    {"plan_batch_refused", "1: the store refused its batch read; plans use ranged GETs", G,
+     SNAP(batch.refused)},
     {"link_ttfb_ms", "time to first byte of the store's fills, as measured (decayed average)",
      CTL_GAUGE_MS, SNAP(link_ttfb_ms)},
     {"link_rate_bytes",

@@ -65,6 +65,9 @@ struct fs_config {
 	/* --plan-gap: bytes between planned extents of one object fetched
 	 * with them in one request until the link is measured (0: never) */
 	uint64_t plan_gap_bytes;
+	/* --get-batch: ais:// sources fetch planned windows with AIStore's
+	 * GetBatch (enum fs_get_batch) */
+	int get_batch;
 	/* --imagefolder-build-memory: heap the imagefolder view's build sorts
 	 * in before it writes sorted runs to the cache directory */
 	uint64_t if_build_memory;
@@ -91,6 +94,8 @@ enum fs_layout { FS_LAYOUT_SHARDS = 0, FS_LAYOUT_IMAGEFOLDER = 1 };
 enum fs_class_from { FS_CLASS_CLS = 0, FS_CLASS_DIR = 1, FS_CLASS_KEY_PREFIX = 2 };
 /* --listing-attrs: which entries of a listing carry attributes (fs_op_readdir) */
 enum fs_listing_attrs { FS_LISTING_AUTO = 0, FS_LISTING_ALL = 1 };
+/* --get-batch: off (ranged GETs, as other stores), auto (ais:// sources) */
+enum fs_get_batch { FS_GET_BATCH_OFF = 0, FS_GET_BATCH_AUTO = 1 };
 
 /* ---- inode numbers ---------------------------------------------------------
  * Computed, never allocated: kind in the top 4 bits, then 28 bits of shard
@@ -364,6 +369,8 @@ struct fs {
 	struct fs_lidx *lidx;	/* fs_lidx.h: the loader index files, their lock */
 	struct fs_warm *warm;	/* fs_warm.h: the warm fill, its state and thread */
 	struct fs_plans *plans; /* fs_plan.h: the published reading plans and their lock */
+	/* fs_plan_fetch.c: the store's refusal of GetBatch was logged */
+	atomic_int batch_refused_logged;
 	/* fs_plan_fetch.c: the fetcher, woken by fs_plan.c's listener */
 	struct fs_thread pfx;
 };

@@ -82,6 +82,12 @@ static const struct fs_opt mount_opts[] = {
      "planned paths of one object closer than this are fetched in one request with the bytes "
      "between them until the mount has measured its link (then: the rate of a connection x "
      "its time to first byte, at most --chunk-size); 0: one request per planned path"},
+    /* AIStore answers a window of planned ranges, of many objects, in one
+     * GetBatch request (a TAR stream) where other stores need a ranged GET
+     * per range */
+    {"get-batch", 0, FS_OPT_ENUM, CFG(get_batch), 0, "auto", 0, 0, "off|auto",
+     "ais:// sources: fetch each window of a reading plan with AIStore's GetBatch "
+     "(auto; ranged GETs when the store refuses it); off: ranged GETs as for other stores"},
     /* a dataset that fits in the cache is worth fetching at once, at the
      * link's full rate, instead of at the pace of the first epoch's
      * reads; 90 % leaves room for readers and other datasets */

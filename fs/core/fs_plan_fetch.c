@@ -29,6 +29,13 @@
  * its fills (the bytes between cost less than another request),
  * --plan-gap until then, at most a chunk.
  *
+ * AIStore (ais:// sources, --get-batch auto): a batch goes to the cache
+ * tier as one window fetched with GetBatch (pfx_getbatch,
+ * cachetier_batch_fill) instead of spans; this thread waits while every
+ * connection but two has a GetBatch request in flight, and for the first
+ * window until it was answered. A store that refuses GetBatch gets spans
+ * from then on.
+ *
  * The lookahead: --plan-lookahead, at most a quarter of --cache-size (the
  * rest holds what readers read meanwhile, and what other plans and mounts
  * sharing the directory need), split evenly over the plans published now.
@@ -332,6 +339,59 @@ static void pfx_flush(struct fs *fs, struct pfx_buf *b, uint64_t gap)
 		pfx_span_issue(fs, b, &b->sp[i]);
 }
 
+/* ais:// sources (--get-batch auto): the batch b, in plan order, fetched
+ * with AIStore's GetBatch (cachetier_batch_fill: requests of a stretch of
+ * the plan's order each, at most --connections - 2 at once, only the units
+ * not cached, bytes kept only for objects a HEAD after the answer confirms
+ * as listed) instead of spans of ranged GETs. Blocks this thread while
+ * every connection has a request of earlier batches (and, for the first
+ * batch, until it was answered; each request bounded by the store's retry
+ * budget and stall timeout). Returns 0 when it went so, -1 when the caller
+ * is to hand it over as spans: other stores, --get-batch off, a store that
+ * refused GetBatch (then and for the rest of the mount: logged once), no
+ * memory; 0 also when an object changed size (a refresh) or the mount
+ * stops: readers fetch those paths. */
+static int pfx_getbatch(struct fs *fs, struct pfx_buf *b)
+{
+	struct cachetier_batch_piece *p;
+	unsigned par;
+	size_t n = 0;
+	int err;
+
+	if (fs->cfg.get_batch != FS_GET_BATCH_AUTO || strncmp(fs->cfg.source, "ais://", 6) != 0)
+		return -1;
+	p = calloc(b->n, sizeof(*p));
+	if (!p)
+		return -1;
+	for (size_t i = 0; i < b->n; i++) {
+		if (fs_obj_raw(fs, b->pc[i].x.obj, &p[n].o) < 0)
+			continue; /* logged */
+		p[n].off = b->pc[i].off;
+		p[n++].len = b->pc[i].len;
+	}
+	/* two connections stay free for readers' misses and the HEADs of the
+	 * version rule (as prefetch fills leave them: cachetier_queue.c) */
+	par = fs->cfg.be.connections > 2 ? fs->cfg.be.connections - 2 : 1;
+	err = cachetier_batch_fill(fs->ct, p, n, par);
+	free(p);
+	if (err == -EOPNOTSUPP) {
+		if (!atomic_exchange(&fs->batch_refused_logged, 1))
+			fs_log(FS_LOG_WARN, "plan: the store refused GetBatch (/v1/ml/moss): "
+					    "planned paths are fetched with ranged GETs");
+		return -1;
+	}
+	if (err == -ENOMEM)
+		return -1; /* as spans */
+	if (err < 0)
+		return 0; /* an object changed size (a refresh), or stopping: readers fetch */
+	for (size_t i = 0; i < b->n; i++) {
+		if (b->pc[i].from == 0)
+			fs->c.plan_fetch_paths++;
+		fs->c.plan_fetch_bytes += b->pc[i].to - b->pc[i].from;
+	}
+	return 0;
+}
+
 /* Hand over the extents of plan s from its position on, up to share bytes
  * past the position: an extent across that end only up to it (the rest
  * once the position moves). With gap 0 each extent goes as it enters the
@@ -390,7 +450,8 @@ static void pfx_plan(struct fs *fs, struct pfx_plan *s, uint64_t share, uint64_t
 		}
 	}
 	if (b->n > 0) {
-		pfx_flush(fs, b, gap);
+		if (pfx_getbatch(fs, b) < 0)
+			pfx_flush(fs, b, gap);
 		s->mark = b->pc[0].idx + (b->pc[b->n - 1].idx - b->pc[0].idx) / 2 + 1;
 	}
 }

@@ -46,8 +46,11 @@ baseline<TAB>unit<TAB>ratio<TAB>goal<TAB>goal_ge"; lib_bench.py puts them in the
              CPU-bound ceiling; report); f: requests to the store per sample (report); g:
              daemon CPU s per GB read (<= 2) and vs the local epoch's; h: daemon context
              switches (voluntary + involuntary, of its threads) per GB vs the local epoch's.
-             Figures behind the rows print as "note" lines. The ais:// GetBatch row has a
-             hook (w_plan_ais_getbatch) and no row until GetBatch exists.
+             Figures behind the rows print as "note" lines. L9 (w_plan_ais_getbatch): the
+             planned cold epoch (bytes only) over ais:// from the AIStore stand-in on the
+             same link (its own delay and pacing for listing, HEADs and GetBatch; object
+             GETs redirected to the emulator) with GetBatch vs without (ranged GETs), as a
+             ratio (report). `--only plan --plan-loaders ''` runs L9 alone.
   scaling    `shardfs prefetch` with --connections 8, 16, 32, 64 on an emulator at
              --scale-rate-mb per connection: MB/s vs C x rate (goal >= 0.9), with the CPU use
              of the daemon, the emulator and the machine (what limits it)
@@ -709,11 +712,68 @@ def w_plan(a, emu):
 
 
 def w_plan_ais_getbatch(a, emu):
-    """Hook of issue 25's `ais://` row: a planned cold epoch over an AIStore source fetched
-    with GetBatch (/v1/ml/moss) vs the same without, on the link emulator with the AIStore
-    stand-in. The row is added here when GetBatch exists in the mount; until then it is no
-    row and prints nothing."""
-    return
+    """Issue 25's `ais://` row (L9): a planned cold epoch over an AIStore source, bytes-only
+    loader, --layout imagefolder --cache-size a quarter of the data, with GetBatch (the
+    default --get-batch auto) vs the same epoch without it (--get-batch off: ranged GETs,
+    the span path), in one run. The source is the AIStore stand-in (shardfs_test.s3servers
+    AisStandIn, root mode) over the shards' directory: listing, HEADs and GetBatch answers
+    from the stand-in itself, which waits --delay-ms before every answer and paces every
+    connection at --rate-mb as the link emulator does (the emulator serves files, not
+    GetBatch); object GETs are redirected (307, as an AIStore proxy does) to the link
+    emulator, so the ranged GETs of the side without GetBatch cross the same link. Both sides
+    pay the stand-in's delay on each redirect or GetBatch 307 and the link's on the answer."""
+    from shardfs_test import s3servers
+    size = '%dM' % (a.total // 4 // 1048576)
+    o = '--layout imagefolder --cache-size ' + size
+    note('ais plan rows: load average %s before' % loadavg())
+    ais = s3servers.AisStandIn(None, root=a.shard_dir, objects_port=emu.port,
+                               delay_ms=a.delay_ms, rate_mb=a.rate_mb)
+    res, counts = {}, {}
+    keys = ('plan_batch_requests', 'plan_batch_items', 'plan_batch_bytes',
+            'plan_batch_failed_items', 'plan_batch_stale_objects', 'plan_batch_refused',
+            'plan_batch_unfit_bytes',
+            'store_requests')
+    try:
+        for side in ('getbatch', 'ranges'):
+            settle()
+            drop_caches()
+            a0 = dict(ais.stats)
+            ais.stats.pop('moss_inflight_max', None)
+            m = Mount(a, 'ais://bench/', ('--layout', 'imagefolder', '--cache-size', size,
+                                          '--endpoint', 'http://127.0.0.1:%d' % ais.port) +
+                      (('--get-batch', 'off') if side == 'ranges' else ()))
+            try:
+                # the stand-in runs on threads of this process: its CPU is ours
+                r0 = resource.getrusage(resource.RUSAGE_SELF)
+                res[side] = epochs_in(m, True, 1, emu, 'bytes', ', ais:// ' + side)[0]
+                r1 = resource.getrusage(resource.RUSAGE_SELF)
+                counts[side] = {k: int(m.stat(k)) for k in keys}
+                counts[side]['standin_cpu'] = (r1.ru_utime + r1.ru_stime - r0.ru_utime -
+                                               r0.ru_stime)
+            finally:
+                m.umount()
+            a1 = dict(ais.stats)
+            counts[side].update({'ais_' + k: a1.get(k, 0) - a0.get(k, 0) for k in (
+                'moss_requests', 'moss_items', 'redirects', 's3_head')})
+            counts[side]['ais_moss_inflight_max'] = a1.get('moss_inflight_max', 0)
+            log('ais %s: %s' % (side, counts[side]))
+    finally:
+        ais.stop()
+    gb, rg = res['getbatch'], res['ranges']
+    for side, e in (('GetBatch', gb), ('ranged GETs', rg)):
+        c = counts['getbatch' if e is gb else 'ranges']
+        note('ais plan, %s: %d samples in %.2f s, read %d, fetched %d (%.2fx); GetBatch '
+             'requests %d (items %d, at most %d at once), object GETs %d, HEADs %d (the mount '
+             'from its mount on); CPU s: daemon %.2f, loader %.2f, stand-in %.2f, emulator '
+             '%.2f; daemon context switches %d' % (
+                 side, e.n, e.secs, e.read, e.fetched, e.fetched / max(e.read, 1),
+                 c['ais_moss_requests'], c['ais_moss_items'], c['ais_moss_inflight_max'],
+                 c['ais_redirects'], c['ais_s3_head'], e.daemon_cpu, e.loader_cpu,
+                 c['standin_cpu'], e.emu_cpu, e.ctxsw))
+    note('ais plan rows: load average %s after' % loadavg())
+    emit('L9. bytes only, ais:// (AIStore stand-in on the link): planned cold epoch with '
+         'GetBatch vs without (ranged GETs)', o, gb.secs, rg.secs, 's', rg.secs / gb.secs,
+         'report')
 
 
 def plan_rows(a, emu, loader):

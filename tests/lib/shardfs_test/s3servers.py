@@ -24,6 +24,7 @@ Each server has a /__stats JSON endpoint with its counters.
 """
 
 import datetime
+import email.utils
 import hmac
 import http.client
 import http.server
@@ -31,17 +32,19 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tarfile
 import threading
 import time
 import urllib.parse
+from xml.sax.saxutils import escape
 
 import botocore.auth
 import botocore.awsrequest
 import botocore.credentials
 
-from .net import Handler, LoopbackServer, free_port, stop_process, wait_port
+from .net import Handler, LoopbackServer, ThreadingServer, free_port, stop_process, wait_port
 
 NPM_PREFIX = os.environ.get('SHARDFS_NPM_PREFIX', '/var/tmp/shardfs-npm')
 S3RVER_BIN = os.path.join(NPM_PREFIX, 'node_modules', '.bin', 's3rver')
@@ -313,7 +316,17 @@ class SigV4Proxy(_Counting):
         return None
 
 
+SO_MAX_PACING_RATE = getattr(socket, 'SO_MAX_PACING_RATE', 47)  # as linkemu.py
+
+
 class _AisHandler(_Handler):
+    def setup(self):
+        super().setup()
+        rate = self.server.owner.rate_bps
+        if rate:  # the link's pace, per connection, as linkemu.py's
+            self.connection.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, rate)
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def do_GET(self):
         self.handle_ais()
 
@@ -324,6 +337,8 @@ class _AisHandler(_Handler):
         if self.stats_answer():
             return
         owner = self.server.owner
+        if owner.delay_s:
+            time.sleep(owner.delay_s)  # the link's time to first byte, as linkemu.py's
         owner.count('requests')
         u = urllib.parse.urlsplit(self.path)
         if self.headers.get('Authorization'):
@@ -333,6 +348,9 @@ class _AisHandler(_Handler):
             owner.count('s3_' + self.command.lower())
             if 'continuation-token=' in u.query:
                 owner.count('list_continuations')
+            if owner.root is not None:
+                self.local_s3(u)
+                return
             self.forward(u.path[3:] + ('?' + u.query if u.query else ''))
             return
         if u.path.startswith('/v1/ml/moss/') and self.command == 'GET':
@@ -347,7 +365,11 @@ class _AisHandler(_Handler):
             if rng is not None and re.match(r'^\s*bytes\s*=\s*-', rng):
                 owner.count('suffix_ranges')
             owner.count('redirects')
-            loc = 'http://127.0.0.1:%d/%s' % (owner.upstream, u.path[len('/v1/objects/'):])
+            if owner.root is not None:  # the objects' server serves the bucket's directory
+                loc = 'http://127.0.0.1:%d/%s' % (owner.objects_port, u.path[len(
+                    '/v1/objects/'):].partition('/')[2])
+            else:
+                loc = 'http://127.0.0.1:%d/%s' % (owner.upstream, u.path[len('/v1/objects/'):])
             self.send_simple(307, b'', 'text/plain', extra=[('Location', loc)])
             return
         owner.count('unsupported')
@@ -355,12 +377,78 @@ class _AisHandler(_Handler):
                          'application/json')
 
 
+    def local_file(self, key):
+        """(path, os.stat_result) of key in the root directory, or (None, None)."""
+        root = self.server.owner.root
+        path = os.path.normpath(os.path.join(root, key))
+        if not path.startswith(root + '/') or not os.path.isfile(path):
+            return None, None
+        return path, os.stat(path)
+
+    @staticmethod
+    def local_etag(st):
+        return '"%x-%x"' % (int(st.st_mtime), st.st_size)  # linkemu.py's (and nginx's)
+
+    def local_s3(self, u):
+        """Root mode: ListObjectsV2 (one page) and HEAD from the root directory."""
+        bucket, _, key = urllib.parse.unquote(u.path[len('/s3/'):]).partition('/')
+        if self.command == 'HEAD':
+            path, st = self.local_file(key)
+            if path is None:
+                self.send_simple(404, b'')
+                return
+            self.send_response(200)
+            self.send_header('Content-Length', str(st.st_size))
+            self.send_header('ETag', self.local_etag(st))
+            self.send_header('Last-Modified', email.utils.formatdate(st.st_mtime, usegmt=True))
+            self.end_headers()
+            return
+        q = {k: v[0] for k, v in urllib.parse.parse_qs(u.query, keep_blank_values=True).items()}
+        prefix, root = q.get('prefix', ''), self.server.owner.root
+        keys = []
+        for d, _, names in os.walk(root):
+            for n in names:
+                k = os.path.relpath(os.path.join(d, n), root)
+                if k.startswith(prefix):
+                    keys.append(k)
+        keys.sort()
+        if len(keys) > 1000:
+            self.send_simple(501, b'<Error><Code>NotImplemented</Code><Message>more than 1000 '
+                             b'keys in root mode</Message></Error>')
+            return
+        out = ['<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.'
+               'amazonaws.com/doc/2006-03-01/"><Name>%s</Name><Prefix>%s</Prefix><KeyCount>%d'
+               '</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated>' % (
+                   escape(bucket), escape(prefix), len(keys))]
+        for k in keys:
+            st = os.stat(os.path.join(root, k))
+            out.append('<Contents><Key>%s</Key><LastModified>%s</LastModified><ETag>%s</ETag>'
+                       '<Size>%d</Size><StorageClass>STANDARD</StorageClass></Contents>' % (
+                           escape(k), datetime.datetime.fromtimestamp(
+                               int(st.st_mtime), datetime.timezone.utc).strftime(
+                               '%Y-%m-%dT%H:%M:%S.000Z'),
+                           escape(self.local_etag(st), {'"': '&quot;'}), st.st_size))
+        out.append('</ListBucketResult>')
+        self.send_simple(200, ''.join(out).encode())
+
     def moss_refuse(self, why):
         self.server.owner.count('moss_refused')
         self.send_simple(400, json.dumps({'message': why}).encode(), 'application/json')
 
     def moss_item(self, bucket, it):
-        """(status, bytes) of one GetBatch entry from s3rver: 404 missing, 416 out of range."""
+        """(status, bytes) of one GetBatch entry from s3rver (root mode: from the root
+        directory): 404 missing, 416 out of range."""
+        if self.server.owner.root is not None:
+            path, st = self.local_file(it['objname'])
+            start, length = it.get('start', 0), it.get('length', 0)
+            if path is None:
+                return 404, b''
+            end = st.st_size if length in (0, -1) else start + length
+            if start > st.st_size or end > st.st_size:
+                return 416, b''
+            with open(path, 'rb') as f:
+                f.seek(start)
+                return 200, f.read(end - start)
         conn = http.client.HTTPConnection('127.0.0.1', self.server.owner.upstream, timeout=60)
         start, length = it.get('start', 0), it.get('length', 0)
         headers = {}
@@ -390,6 +478,14 @@ class _AisHandler(_Handler):
         if q.get('provider', ['ais']) != ['ais'] or not bucket or '/' in bucket:
             self.moss_refuse('only /v1/ml/moss/BUCKET?provider=ais here')
             return
+        with owner.lock:
+            refuse = owner.moss_refuse_status
+        if refuse is not None:
+            # an AIStore without GetBatch (or a proxy that does not pass /v1/ml): no such route
+            owner.count('moss_refused_status')
+            self.send_simple(refuse, json.dumps({'message': 'no such API: %s' % u.path})
+                             .encode(), 'application/json')
+            return
         if 'dt' not in q:
             # the proxy: phase 2 of AIStore's GetBatch redirects the GET to the designated
             # target, which reads the same JSON body again
@@ -398,6 +494,17 @@ class _AisHandler(_Handler):
             self.send_simple(307, b'', 'text/plain', extra=[('Location', loc)])
             return
         owner.count('moss_requests')
+        with owner.lock:
+            owner.moss_inflight += 1
+            owner.stats['moss_inflight_max'] = max(owner.stats.get('moss_inflight_max', 0),
+                                                   owner.moss_inflight)
+        try:
+            self.moss_answer(owner, bucket, body)
+        finally:
+            with owner.lock:
+                owner.moss_inflight -= 1
+
+    def moss_answer(self, owner, bucket, body):
         try:
             req = json.loads(body)
         except ValueError:
@@ -452,7 +559,15 @@ class _AisHandler(_Handler):
         if corrupt == 'order' and len(members) > 1:
             members[0], members[1] = members[1], members[0]
         out = bytearray()
+        with owner.lock:
+            cut_member = owner.moss_cut_member
+        cut = None
         for name, data in members:
+            if cut is None and cut_member is not None and name in (cut_member,
+                                                                   bucket + '/' + cut_member):
+                cut = len(out) + 512 + len(data) // 2  # (a name that fits a USTAR header)
+                with owner.lock:
+                    owner.moss_cut_member = None
             ti = tarfile.TarInfo(name)
             ti.size, ti.mtime, ti.mode, ti.type = len(data), 0, 0o644, tarfile.REGTYPE
             try:  # as Go's archive/tar (AIStore's writer): USTAR when the name fits, else PAX
@@ -464,7 +579,8 @@ class _AisHandler(_Handler):
             out[136] ^= 0x01  # the first header's mtime, after its checksum was computed
         out += b'\0' * 1024
         with owner.lock:
-            cut, owner.moss_cut_at = owner.moss_cut_at, None
+            if cut is None:
+                cut, owner.moss_cut_at = owner.moss_cut_at, None
         self.send_response(200)
         self.send_header('Content-Type', 'application/x-tar')
         self.send_header('Transfer-Encoding', 'chunked')
@@ -498,15 +614,46 @@ class AisStandIn(_Counting):
     Faults for tests: moss_cut_at (bytes: the next GetBatch answer is cut there, once),
     moss_corrupt ('order': the next answer's first two members swapped; 'checksum': a bit of its
     first header flipped; once) and moss_lie (object names whose member says, and carries, one
-    byte fewer than asked)."""
+    byte fewer than asked), moss_cut_member (an object name: the next answer with a member of it
+    is cut in the middle of that member's data, once) and moss_refuse_status (a status, e.g.
+    404: every GetBatch request is answered with it at the proxy, as by an AIStore without
+    GetBatch; counted as moss_refused_status).
 
-    def __init__(self, upstream_port):
+    Root mode (root: a directory; for tests/bench/link_bench.py): the bucket is that directory,
+    listed (one page, at most 1000 keys) and HEAD answered from it with linkemu.py's ETags,
+    GetBatch items read from its files, object GETs redirected to objects_port (the link emulator
+    serving the same directory) instead of s3rver. delay_ms and rate_mb: linkemu.py's link (every
+    answer waits delay_ms before it starts, every connection sends at most rate_mb MB/s: the
+    kernel paces the socket), for the GetBatch answers, which the link emulator cannot serve."""
+
+    def __init__(self, upstream_port, root=None, objects_port=None, delay_ms=0, rate_mb=0):
         self.upstream = upstream_port
+        self.root = os.path.abspath(root) if root else None
+        self.objects_port = objects_port
+        self.delay_s = delay_ms / 1000.0
+        self.rate_bps = int(rate_mb * 1e6)
+        self.moss_inflight = 0
+        self.moss_cut_member = None
+        self.moss_refuse_status = None
         self.moss_cut_at = None
         self.moss_corrupt = None
         self.moss_lie = set()
         super().__init__()
         self.serve(_AisHandler)
+
+    def serve(self, handler_cls):
+        """LoopbackServer.serve with linkemu.py's listen backlog (256): a mount opens up to
+        --connections connections at once, and the default backlog of 5 drops SYNs (a second
+        each, TCP's retransmission)."""
+        self.port = free_port()
+        self.httpd = _BackloggedServer(('127.0.0.1', self.port), handler_cls)
+        self.httpd.owner = self
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+
+class _BackloggedServer(ThreadingServer):
+    request_queue_size = 256
 
 
 def have_s3rver():

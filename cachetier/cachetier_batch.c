@@ -1,0 +1,603 @@
+/*
+ * cachetier_batch.c — batch fills (cachetier_batch_fill, contract in
+ * cachetier.h): a window of a reading plan fetched with the store's batch
+ * read (backend_batch_read: AIStore's GetBatch for ais://) instead of one
+ * ranged GET per chunk a planned range lies in.
+ *
+ * The steps, for a window of pieces in plan order:
+ *   1. claim (ct->lock): every unit of a piece not valid and not being
+ *      filled here is UNIT_FILLING, in plan order, each once;
+ *   2. claim across processes (no lock): each such unit's OFD write lock
+ *      is tried once (cachetier_fill.c's rules, but never waited for): a
+ *      unit valid in the state file is another process's (taken as peer),
+ *      one whose lock another process holds is left to it (empty here
+ *      again; a reader of it fills it on demand, which waits for that
+ *      process as fills do);
+ *   3. the claimed units as items (maximal runs of one object), split into
+ *      at most 'par' requests, each a stretch of the plan's order; room is
+ *      made for each as a PF_EVICT prefetch makes it (by next use), in
+ *      order, and from the first that gets none on nothing is fetched;
+ *   4. the requests run at once, one thread each, at most par of all calls
+ *      (a call waits for a slot): backend_batch_read, whose sink (on the store's I/O thread) writes
+ *      each item's bytes at their offset in the object's data file and
+ *      computes each unit's CRC32C; then the version rule (below); then,
+ *      under ct->lock, each unit valid (CRC, state byte, usage, map batch)
+ *      or empty, and the readers woken. A request's units become valid
+ *      when it ended, so the first request, holding the plan's next
+ *      samples, is what a reader waits for.
+ *
+ * The version rule. GetBatch has no If-Match: its bytes are of whichever
+ * version each object had while it was read. The units of a request are
+ * kept only for objects whose ETag and size, as listed (ct_file's
+ * identity, the data file's name), a HEAD made after the request's answer
+ * ended confirms (backend_stat_many: one per object per request, in
+ * parallel). An object replaced before or during the answer has another
+ * ETag at that HEAD (or is gone): its items' bytes are punched, its units
+ * empty with -ESTALE, as a fill's If-Match failure leaves them, so a reader
+ * gets what a fill would give it. One replaced during the answer and put
+ * back (the same ETag: the same bytes) before the HEAD is the one case
+ * the rule does not see. A failed HEAD leaves the units empty with no
+ * error (fetched on demand, by version).
+ *
+ * A failed or cut item (backend_batch_read's err[i]; a cut answer's
+ * later items are asked again by the backend) is punched and its units
+ * left empty with no error kept: a reader fetches them on demand.
+ *
+ * Threads: one per request, detached (ct->batch_running counts them;
+ * cachetier_close waits for them, cachetier__batch_stop), except until a
+ * request of this tier was answered: then the caller's and joined ones,
+ * so that the caller learns a refusal for the window it handed over. The
+ * sink runs on the store's I/O thread. Locks: ct->lock
+ * around state changes only (never across I/O), the OFD unit locks held
+ * from the claim until the unit is valid or empty.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cachetier_i.h"
+
+/* A request of its own (a thread) only for this many bytes or more: a
+ * smaller one costs a time to first byte for little. */
+#define BT_REQ_MIN (1u << 20)
+
+/* A unit of the window not valid at the claim: claim 1 (this batch
+ * fetches it), 0 (another process filled it), -1 (another process fills
+ * it: left to it). */
+struct bt_unit {
+	struct ct_file *f;
+	uint32_t c;
+	int claim;
+};
+
+/* One item: units [c, c + n) of f, all claimed by this batch. */
+struct bt_run {
+	struct ct_file *f;
+	uint32_t c, n;
+	uint64_t start, end; /* the item's bytes in the object */
+	uint64_t next;	     /* object offset of the next byte expected (the sink's) */
+	uint32_t *crc;	     /* CRC32C per unit, as bytes arrive */
+	int err;	     /* the item's outcome (0, -ESTALE, or another errno) */
+};
+
+/* One request: items runs[0..nruns). */
+struct bt_req {
+	struct cachetier *ct;
+	struct bt_run *runs;
+	size_t nruns;
+	uint64_t bytes;
+	int room; /* room was made: it runs */
+	int own;  /* one block with its runs and CRCs, freed by its thread */
+	int ret;  /* backend_batch_read's answer */
+	struct cachetier_batch_result res;
+	pthread_t th;
+	int started;
+};
+
+/* backend_batch_sink_cb: item i's bytes at off. The store's I/O thread;
+ * no lock. */
+static int bt_sink(void *arg, size_t i, uint64_t off, const void *buf, size_t len)
+{
+	struct bt_req *q = arg;
+	struct bt_run *r;
+	size_t done = 0;
+
+	if (i >= q->nruns)
+		return -EIO;
+	r = &q->runs[i];
+	/* contiguous pieces inside the item (backend_batch_read's promise):
+	 * anything else would leave a hole in units about to be valid */
+	if (off != r->next || len > r->end - off)
+		return -EIO;
+	for (size_t at = 0; at < len;) {
+		uint64_t u = (off + at - r->start) / r->f->unit_bytes;
+		uint64_t uend = r->start + (u + 1) * r->f->unit_bytes - off;
+		size_t piece = (size_t)(uend < len ? uend - at : len - at);
+
+		r->crc[u] = disk_crc32c_update(r->crc[u], (const char *)buf + at, piece);
+		at += piece;
+	}
+	while (done < len) {
+		ssize_t n =
+		    pwrite(r->f->datafd, (const char *)buf + done, len - done, (off_t)(off + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		done += (size_t)n;
+	}
+	r->next += len;
+	return 0;
+}
+
+/* The version rule (above): each object of the request's items that
+ * arrived whole is asked for its ETag and size now; items of an object
+ * that changed get -ESTALE, of one whose HEAD failed -EIO. No lock. */
+static void bt_confirm(struct bt_req *q)
+{
+	struct ct_file **fs = calloc(q->nruns, sizeof(*fs));
+	const char **keys = calloc(q->nruns, sizeof(*keys));
+	struct backend_objinfo *info = calloc(q->nruns, sizeof(*info));
+	int *err = calloc(q->nruns, sizeof(*err));
+	size_t k = 0;
+
+	for (size_t i = 0; fs && keys && info && err && i < q->nruns; i++) {
+		size_t j = 0;
+
+		if (q->runs[i].err != 0)
+			continue;
+		while (j < k && fs[j] != q->runs[i].f)
+			j++;
+		if (j == k) {
+			fs[k] = q->runs[i].f;
+			keys[k++] = q->runs[i].f->key;
+		}
+	}
+	if (!fs || !keys || !info || !err ||
+	    (k > 0 && backend_stat_many(q->ct->be, keys, k, info, err) < 0)) {
+		for (size_t i = 0; i < q->nruns; i++) /* not confirmed: not kept */
+			if (q->runs[i].err == 0)
+				q->runs[i].err = -EIO;
+		k = 0;
+	}
+	for (size_t j = 0; j < k; j++) {
+		int v = 0;
+
+		if (err[j] == -ENOENT || (err[j] == 0 && (strcmp(info[j].etag, fs[j]->etag) != 0 ||
+							  info[j].size != fs[j]->size)))
+			v = -ESTALE;
+		else if (err[j] < 0)
+			v = -EIO;
+		if (v == -ESTALE)
+			q->res.stale++;
+		for (size_t i = 0; v && i < q->nruns; i++)
+			if (q->runs[i].f == fs[j] && q->runs[i].err == 0)
+				q->runs[i].err = v;
+	}
+	free(fs);
+	free(keys);
+	free(info);
+	free(err);
+}
+
+/* Units [c, c + n) of f, claimed with their OFD locks, are not fetched:
+ * empty again, no error kept, locks dropped. ct->lock held. */
+static void bt_abandon(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n)
+{
+	for (uint32_t u = c; u < c + n; u++)
+		cachetier__unit_unlock(f, u);
+	cachetier__run_abandon(ct, f, c, n);
+}
+
+/* The request ended: each item's units valid, empty with -ESTALE, or
+ * empty; the request leaves the fills in flight; readers woken. ct->lock
+ * held. */
+static void bt_finish(struct cachetier *ct, struct bt_req *q)
+{
+	for (size_t i = 0; i < q->nruns; i++) {
+		struct bt_run *r = &q->runs[i];
+
+		if (r->err == 0) {
+			for (uint32_t k = 0; k < r->n; k++) {
+				/* the CRC first: whoever sees the byte valid sees it */
+				cachetier__st_set_crc(r->f, r->c + k, r->crc[k]);
+				if (!cachetier__st_set(r->f, r->c + k, 1))
+					cachetier__usage_add(
+					    ct, (int64_t)cachetier__unit_len(r->f, r->c + k));
+				cachetier__unit_done(ct, r->f, r->c + k, 0, 1, 0, 0);
+			}
+			q->res.bytes += r->end - r->start;
+		} else if (r->err == -ESTALE) {
+			for (uint32_t k = 0; k < r->n; k++)
+				cachetier__unit_done(ct, r->f, r->c + k, -ESTALE, 1, 0, 0);
+		} else {
+			bt_abandon(ct, r->f, r->c, r->n);
+			if (r->err != -EOPNOTSUPP)
+				q->res.failed++;
+		}
+	}
+	ct->reserved -= q->bytes;
+	ct->fills_inflight--;
+	pthread_cond_broadcast(&ct->unit_cond);
+	for (size_t i = 0; i < q->nruns; i++) {
+		if (cachetier__flush_due(ct, q->runs[i].f, cachetier__now_ns())) {
+			pthread_cond_signal(&ct->flush_cond);
+			break;
+		}
+	}
+}
+
+static void res_add(struct cachetier_batch_result *to, const struct cachetier_batch_result *r)
+{
+	to->requests += r->requests;
+	to->items += r->items;
+	to->bytes += r->bytes;
+	to->failed += r->failed;
+	to->stale += r->stale;
+	to->peer += r->peer;
+	to->skipped += r->skipped;
+	to->unfit += r->unfit;
+	to->refused |= r->refused;
+}
+
+/* Run request q: fetch, confirm, punch what is not kept, finish. Its own
+ * thread or the caller's; no lock held. */
+static void *bt_request(void *arg)
+{
+	struct bt_req *q = arg;
+	struct cachetier *ct = q->ct;
+	struct backend_batch_item *items = calloc(q->nruns, sizeof(*items));
+	int *err = calloc(q->nruns, sizeof(*err));
+
+	if (!items || !err) {
+		q->ret = -ENOMEM;
+	} else {
+		for (size_t i = 0; i < q->nruns; i++) {
+			items[i].key = q->runs[i].f->key;
+			items[i].off = q->runs[i].start;
+			items[i].len = q->runs[i].end - q->runs[i].start;
+		}
+		q->ret = backend_batch_read(ct->be, items, q->nruns, bt_sink, q, err);
+	}
+	if (q->ret != -EOPNOTSUPP && q->ret != -ENOMEM) {
+		q->res.requests++;
+		q->res.items += q->nruns;
+	}
+	for (size_t i = 0; i < q->nruns; i++) {
+		struct bt_run *r = &q->runs[i];
+
+		r->err = q->ret == -EOPNOTSUPP || q->ret == -ENOMEM ? q->ret : err[i];
+		if (r->err == 0 && r->next != r->end)
+			r->err = -EIO; /* never: the backend said all of it came */
+		if (r->err != 0 && r->err != -EOPNOTSUPP && r->err != -ECANCELED)
+			backend_log_failure(ct->be, r->f->key, r->err, "batch fill");
+	}
+	if (q->ret != -EOPNOTSUPP)
+		bt_confirm(q);
+	/* bytes not kept never stay on the disk (they may be of another
+	 * version); the units' write locks are still held */
+	for (size_t i = 0; i < q->nruns; i++) {
+		struct bt_run *r = &q->runs[i];
+
+		if (r->err != 0 && r->next > r->start)
+			(void)fallocate(r->f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					(off_t)r->start, (off_t)(r->next - r->start));
+	}
+	free(items);
+	free(err);
+	pthread_mutex_lock(&ct->lock);
+	bt_finish(ct, q);
+	res_add(&ct->batch, &q->res);
+	if (q->ret == -EOPNOTSUPP)
+		ct->batch.refused = 1;
+	else if (q->ret == 0)
+		ct->batch_answered = 1;
+	ct->batch_running--;
+	pthread_cond_broadcast(&ct->unit_cond); /* a slot is free (cachetier_batch_fill) */
+	pthread_mutex_unlock(&ct->lock);
+	if (q->own)
+		free(q);
+	return NULL;
+}
+
+/* A copy of request q that owns its runs and CRCs (one block), for a
+ * thread that outlives the call. NULL: no memory. */
+static struct bt_req *bt_clone(const struct bt_req *q)
+{
+	size_t units = 0, at = 0;
+	struct bt_req *c;
+	uint32_t *crc;
+
+	for (size_t i = 0; i < q->nruns; i++)
+		units += q->runs[i].n;
+	c = calloc(1, sizeof(*c) + q->nruns * sizeof(*c->runs) + units * sizeof(*crc));
+	if (!c)
+		return NULL;
+	*c = *q;
+	c->own = 1;
+	c->runs = (struct bt_run *)(c + 1);
+	crc = (uint32_t *)(c->runs + q->nruns);
+	for (size_t i = 0; i < q->nruns; i++) {
+		c->runs[i] = q->runs[i];
+		c->runs[i].crc = crc + at;
+		at += q->runs[i].n;
+	}
+	return c;
+}
+
+/* Claim unit c of f across processes (cachetier_fill.c's fill_claim, but
+ * never waiting): 1 held, 0 another process filled it, -1 another process
+ * holds it. No ct->lock held. */
+static int bt_claim(struct ct_file *f, uint32_t c)
+{
+	if (cachetier__st_get(f, c))
+		return 0;
+	if (cachetier__ofd_lock(f->stfd, F_WRLCK, LK_UNIT(c), 0) < 0)
+		return -1;
+	if (!cachetier__st_get(f, c))
+		return 1;
+	cachetier__unit_unlock(f, c);
+	return 0;
+}
+
+/* Step 1 (ct->lock held): the window's units not valid and not being
+ * filled become UNIT_FILLING into u[] (plan order, each once); those
+ * valid are needed ahead as a range prefetch's are. Returns their count. */
+static size_t bt_mark(struct cachetier *ct, const struct cachetier_batch_piece *p, size_t n,
+		      struct bt_unit *u)
+{
+	int64_t now = cachetier__now_ns();
+	size_t nu = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct ct_file *f = p[i].o ? p[i].o->file : NULL;
+		uint32_t c0, c1;
+
+		if (!f || p[i].len == 0)
+			continue;
+		c0 = (uint32_t)(p[i].off / f->unit_bytes);
+		c1 = (uint32_t)((p[i].off + p[i].len - 1) / f->unit_bytes + 1);
+		for (uint32_t c = c0; c < c1 && c < f->nunits; c++) {
+			f->gap[c] = 0; /* named: planned */
+			if (f->ust[c] == UNIT_VALID && f->pins[c] == 0) {
+				f->uatime[c] = now;
+				f->unread[c] = 1;
+			}
+			if (f->ust[c] != UNIT_EMPTY)
+				continue;
+			f->ust[c] = UNIT_FILLING;
+			u[nu].f = f;
+			u[nu++].c = c;
+		}
+	}
+	return nu;
+}
+
+/* Step 3 (ct->lock held): the claimed units of u[0..nu) as runs, split
+ * into at most par requests of about equal bytes in plan order, room made
+ * for each. Returns the requests' count. */
+static size_t bt_split(struct cachetier *ct, struct bt_unit *u, size_t nu, unsigned par,
+		       struct bt_run *runs, uint32_t *crc, struct bt_req *reqs,
+		       struct cachetier_batch_result *res)
+{
+	size_t nr = 0, nq = 0, k = 0, at = 0;
+	uint64_t total = 0, want, acc = 0;
+	int room = 1;
+
+	for (size_t i = 0; i < nu; i++) {
+		struct bt_run *r = nr ? &runs[nr - 1] : NULL;
+
+		if (u[i].claim != 1)
+			continue;
+		if (r && r->f == u[i].f && r->c + r->n == u[i].c) {
+			r->n++;
+		} else {
+			r = &runs[nr++];
+			memset(r, 0, sizeof(*r));
+			r->f = u[i].f;
+			r->c = u[i].c;
+			r->n = 1;
+			r->crc = crc + at;
+		}
+		at++;
+	}
+	for (size_t i = 0; i < nr; i++) {
+		runs[i].start = cachetier__unit_off(runs[i].f, runs[i].c);
+		runs[i].end = runs[i].start + cachetier__run_len(runs[i].f, runs[i].c, runs[i].n);
+		runs[i].next = runs[i].start;
+		total += runs[i].end - runs[i].start;
+	}
+	if (nr == 0)
+		return 0;
+	k = par ? par : 1;
+	if (k > nr)
+		k = nr;
+	if (total / BT_REQ_MIN < k)
+		k = total / BT_REQ_MIN ? (size_t)(total / BT_REQ_MIN) : 1;
+	want = (total + k - 1) / k;
+	for (size_t i = 0; i < nr; i++) {
+		struct bt_req *q;
+
+		if (nq == 0 || (acc >= want * nq && nq < k)) {
+			q = &reqs[nq++];
+			memset(q, 0, sizeof(*q));
+			q->ct = ct;
+			q->runs = &runs[i];
+		}
+		q = &reqs[nq - 1];
+		q->nruns++;
+		q->bytes += runs[i].end - runs[i].start;
+		acc += runs[i].end - runs[i].start;
+	}
+	for (size_t j = 0; j < nq; j++) {
+		struct bt_req *q = &reqs[j];
+		int64_t near = CT_NEAR_NONE;
+
+		for (size_t i = 0; i < q->nruns; i++)
+			for (uint32_t c = q->runs[i].c; c < q->runs[i].c + q->runs[i].n; c++) {
+				int64_t d = cachetier__plan_near(ct, q->runs[i].f, c);
+
+				near = d < near ? d : near;
+			}
+		ct->reserved += q->bytes;
+		ct->fills_inflight++;
+		/* a request that would evict what is needed sooner is left
+		 * out, and so is every later one (they are needed later) */
+		if (room && cachetier__make_room_near(ct, q->bytes, 1, near) < 0)
+			room = 0;
+		q->room = room;
+		if (room)
+			continue;
+		ct->reserved -= q->bytes;
+		ct->fills_inflight--;
+		ct->unfit_bytes += q->bytes;
+		res->unfit += q->bytes;
+		for (size_t i = 0; i < q->nruns; i++) {
+			q->runs[i].f->pf_unfit += q->runs[i].end - q->runs[i].start;
+			bt_abandon(ct, q->runs[i].f, q->runs[i].c, q->runs[i].n);
+		}
+	}
+	pthread_cond_broadcast(&ct->unit_cond);
+	return nq;
+}
+
+int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piece *p, size_t n,
+			 unsigned par)
+{
+	struct cachetier_batch_result local;
+	struct bt_unit *u = NULL;
+	struct bt_run *runs = NULL;
+	struct bt_req *reqs = NULL;
+	uint32_t *crc = NULL;
+	size_t max = 0, nu = 0, nq = 0;
+	int ret = 0, sync;
+
+	memset(&local, 0, sizeof(local));
+	par = par ? par : 1;
+	for (size_t i = 0; i < n; i++) {
+		const struct cachetier_obj *o = p[i].o;
+
+		if (!o)
+			continue;
+		if (p[i].off > o->size || p[i].len > o->size - p[i].off)
+			return -EINVAL;
+		if (o->file && p[i].len > 0)
+			max += (p[i].off + p[i].len - 1) / o->file->unit_bytes -
+			       p[i].off / o->file->unit_bytes + 1;
+	}
+	if (max == 0)
+		return 0;
+	u = calloc(max, sizeof(*u));
+	runs = calloc(max, sizeof(*runs));
+	crc = calloc(max, sizeof(*crc));
+	reqs = calloc(par, sizeof(*reqs));
+	if (!u || !runs || !crc || !reqs) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	pthread_mutex_lock(&ct->lock);
+	if (ct->stopping)
+		ret = -ECANCELED;
+	else if (ct->batch.refused)
+		ret = -EOPNOTSUPP;
+	else
+		nu = bt_mark(ct, p, n, u);
+	sync = !ct->batch_answered;
+	pthread_mutex_unlock(&ct->lock);
+	if (nu == 0)
+		goto out;
+	for (size_t i = 0; i < nu; i++)
+		u[i].claim = bt_claim(u[i].f, u[i].c);
+	pthread_mutex_lock(&ct->lock);
+	for (size_t i = 0; i < nu; i++) {
+		if (u[i].claim == 0) {
+			cachetier__unit_done(ct, u[i].f, u[i].c, 0, 0, 0, 0);
+			local.peer++;
+		} else if (u[i].claim < 0) {
+			cachetier__run_abandon(ct, u[i].f, u[i].c, 1);
+			local.skipped++;
+		}
+	}
+	nq = bt_split(ct, u, nu, par, runs, crc, reqs, &local);
+	res_add(&ct->batch, &local);
+	pthread_mutex_unlock(&ct->lock);
+	for (size_t j = 0; j < nq; j++) {
+		struct bt_req *q = &reqs[j], *c;
+		pthread_attr_t at;
+
+		if (!q->room)
+			continue;
+		pthread_mutex_lock(&ct->lock);
+		/* at most par requests of the batch fills run at once (a
+		 * first call's, which it waits for, need no slot) */
+		while (!sync && ct->batch_running >= par && !ct->stopping) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 1;
+			pthread_cond_timedwait(&ct->unit_cond, &ct->lock, &ts);
+		}
+		ct->batch_running++;
+		pthread_mutex_unlock(&ct->lock);
+		if (sync) {
+			/* the first on this thread, below; the others on their own */
+			if (j > 0 && pthread_create(&q->th, NULL, bt_request, q) == 0)
+				q->started = 1;
+			continue;
+		}
+		c = bt_clone(q);
+		if (!c) {
+			bt_request(q); /* no memory for a copy: on this thread */
+			continue;
+		}
+		if (pthread_attr_init(&at) == 0) {
+			pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+			c->started = pthread_create(&c->th, &at, bt_request, c) == 0;
+			pthread_attr_destroy(&at);
+		}
+		if (!c->started)
+			bt_request(c); /* frees c */
+	}
+	for (size_t j = 0; sync && j < nq; j++) {
+		if (!reqs[j].room)
+			continue;
+		if (reqs[j].started)
+			pthread_join(reqs[j].th, NULL);
+		else
+			bt_request(&reqs[j]);
+		if (reqs[j].ret == -EOPNOTSUPP || (ret == 0 && reqs[j].ret < 0))
+			ret = reqs[j].ret;
+	}
+out:
+	free(u);
+	free(runs);
+	free(crc);
+	free(reqs);
+	return ret;
+}
+
+void cachetier_batch_stats(struct cachetier *ct, struct cachetier_batch_result *r)
+{
+	pthread_mutex_lock(&ct->lock);
+	*r = ct->batch;
+	pthread_mutex_unlock(&ct->lock);
+}
+
+void cachetier__batch_stop(struct cachetier *ct)
+{
+	pthread_mutex_lock(&ct->lock);
+	while (ct->batch_running) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&ct->unit_cond, &ct->lock, &ts);
+	}
+	pthread_mutex_unlock(&ct->lock);
+}

@@ -1,0 +1,393 @@
+"""Mount tests of AIStore's GetBatch used by the mount (--get-batch auto, fs_plan_fetch.c and
+cachetier_batch.c) against the AIS stand-in (tests/lib/shardfs_test/s3servers.py) in front of
+s3rver.
+
+The source: 3 shards of 18 members (20-40 KB) with sidecar indexes in the bucket; a plan of
+the 10 middle members of each (30 paths, shuffled: the members at a shard's ends are left out,
+whose units the sidecar's spot checks read), 1 MB in all: one window, one GetBatch request
+(cachetier_batch_fill splits only windows of 2 MiB or more). Each case on a fresh mount and
+cache directory (--warm off: nothing but the plan fetches ahead).
+
+  epoch    publishing the plan makes exactly one GetBatch request (one 307 at the proxy), whose
+           items are exactly the runs of the plan's 64 KiB units in plan order (a model), and
+           one HEAD per object after it (the version rule); the units fetched are exactly the
+           planned ones; reading the 30 paths in plan order sends no object GET, misses nothing
+           and returns the shards' exact bytes
+  windows  a lookahead of 256K: several windows (3 or more), those after the first while the
+           reader reads (requests not awaited), each path read once handed over: no object GET,
+           every byte fetched by GetBatch, exact bytes; the stand-in's GetBatch answers and items are the mount's
+           counts; one HEAD per object of each request
+  refused  the stand-in answers 404 to /v1/ml/moss (an AIStore without GetBatch): the mount
+           says so once (plan_batch_refused), fetches the plan with ranged GETs, exact bytes
+  cut      the answer is cut in the middle of shard 1's first item: that item's units stay
+           empty with no error (plan_batch_failed_items 1), the rest are asked for again (2
+           GetBatch requests); a later read of every path returns exact bytes (the empty
+           units fetched on demand)
+  version  shard 2 is replaced in the bucket after the mount listed it (new members, other
+           sizes, a larger object: the batch's ranges all answer, with the new version's
+           bytes): the HEAD after the answer finds the other ETag, its units are dropped
+           (plan_batch_stale_objects 1; bytes kept: shards 0 and 1's units); a read of the raw
+           object's planned range under its old size gives ESTALE; reading shard 2's planned
+           paths then gives ESTALE (or,
+           after a refresh, the new version's own member), never the new version's bytes
+           under the old index; shards 0 and 1 exact
+
+Usage: test_ais_getbatch.py SHARDFS
+Exit 77 (skip) when /dev/fuse is unusable or s3rver is not installed.
+"""
+
+import errno
+import fcntl
+import io
+import os
+import random
+import sys
+import tarfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import s3servers  # noqa: E402
+from shardfs_test.s3world import BUCKET, PREFIX, World, set_aws_env  # noqa: E402
+
+log = ml.log
+UNIT = 64 * 1024  # the cache tier's unit (default --chunk-size 8M / 128)
+NSHARDS, NMEMBERS, ENDS = 3, 18, 4
+# _IOW('S', 0x01, char[8192]) (fs/core/include/fs_core_ctl.h)
+FS_CTL_IOC = (1 << 30) | (8192 << 16) | (ord('S') << 8) | 1
+
+
+def ctl(mnt, line):
+    """Send a command line to .shardfs/control: None, or the errno the mount answered."""
+    buf = bytearray(8192)
+    data = os.fsencode(line) + b'\n'
+    buf[:len(data)] = data
+    fd = os.open(os.path.join(mnt, '.shardfs', 'control'), os.O_RDONLY)
+    try:
+        fcntl.ioctl(fd, FS_CTL_IOC, buf, True)
+        return None
+    except OSError as e:
+        return e.errno
+    finally:
+        os.close(fd)
+
+
+def make_shard(path, rng, tag, sizes):
+    """A GNU tar of members k<tag>_NN.bin of the given sizes (random bytes); returns
+    [(name, data offset, size, bytes)] in member order."""
+    with tarfile.open(path, 'w', format=tarfile.GNU_FORMAT) as tf:
+        for k, n in enumerate(sizes):
+            ti = tarfile.TarInfo('k%s_%02d.bin' % (tag, k))
+            ti.size = n
+            ti.mtime = 1700000000
+            tf.addfile(ti, io.BytesIO(rng.randbytes(n)))
+    with open(path, 'rb') as f:
+        raw = f.read()
+    with tarfile.open(path) as tf:
+        return [(ti.name, ti.offset_data, ti.size, raw[ti.offset_data:ti.offset_data + ti.size])
+                for ti in tf.getmembers()]
+
+
+def model(plan, sizes):
+    """GetBatch items and bytes of a plan [(shard, data offset, size)] in plan order: the
+    64 KiB units of each path with its tar header (a sidecar's member is first read with it),
+    each claimed once, in plan order; an item is a run of units of one shard claimed one after
+    the other (cachetier_batch.c)."""
+    claimed, runs, nbytes = set(), [], 0
+    for shard, off, size in plan:
+        for u in range((off - 512) // UNIT, (off + size - 1) // UNIT + 1):
+            if (shard, u) in claimed:
+                continue
+            claimed.add((shard, u))
+            nbytes += min(UNIT, sizes[shard] - u * UNIT)
+            if runs and runs[-1][0] == shard and runs[-1][2] == u:
+                runs[-1][2] = u + 1
+            else:
+                runs.append([shard, u, u + 1])
+    return len(runs), nbytes
+
+
+class Case:
+    """The world, source and plan shared by the cases."""
+
+    def __init__(self, env):
+        self.env = env
+        rng = random.Random(25)
+        self.src = env.path('src')
+        os.makedirs(self.src)
+        self.members, self.sizes, self.files = {}, {}, []
+        self.plan = []  # (mount path, shard, data offset, size, bytes)
+        for s in range(NSHARDS):
+            name = 'shard-%06d.tar' % s
+            ms = make_shard(os.path.join(self.src, name), rng, str(s),
+                            [rng.randrange(20000, 40000) for _ in range(NMEMBERS)])
+            self.sizes[name] = os.path.getsize(os.path.join(self.src, name))
+            for mname, off, size, data in ms[ENDS:-ENDS]:
+                self.plan.append(('shard-%06d/%s' % (s, mname), name, off, size, data))
+        rng.shuffle(self.plan)
+        r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('icache'),
+                     self.src])
+        if r.returncode != 0:
+            raise RuntimeError('shardfs index --sidecar: rc %r' % r.returncode)
+        self.files = sorted(os.listdir(self.src))
+        self.world = World(env, ais=True)
+        self.world.upload(BUCKET, PREFIX, self.src, self.files)
+        set_aws_env(env, key=None, secret=None)
+        env.env['AIS_ENDPOINT'] = 'http://127.0.0.1:%d' % self.world.ais.port
+        self.planfile = env.path('plan')
+        with open(self.planfile, 'w') as f:
+            f.write(''.join(x[0] + '\n' for x in self.plan))
+        self.n = 0
+
+    def mount(self, extra=()):
+        self.n += 1
+        return ml.Mount(self.env, 'ais://%s/%s' % (BUCKET, PREFIX),
+                        cache_dir=self.env.path('cache-%d' % self.n),
+                        extra=['--cache-size', '64M', '--warm', 'off'] + list(extra))
+
+    def ais(self):
+        return dict(self.world.ais.stats)
+
+    def publish(self, ck, m, label):
+        """List the shards (their indexes from the sidecars), publish the plan; returns the
+        stats and the stand-in's counters before it."""
+        for s in range(NSHARDS):
+            os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
+        st0, a0 = m.stats(), self.ais()
+        ck.eq('%s: indexes from the sidecars' % label, st0['index_sidecar'], NSHARDS)
+        ck.eq('%s: plan rc' % label, ctl(m.mnt, 'plan a ' + self.planfile), None)
+        return st0, a0
+
+    def read_all(self, ck, m, label, skip=()):
+        bad = 0
+        for path, shard, off, size, data in self.plan:
+            if shard in skip:
+                continue
+            try:
+                got = ml.read_all(os.path.join(m.mnt, path))
+            except OSError as e:
+                ck.fail('%s: reading %s: %s' % (label, path, e))
+                continue
+            if got != data:
+                bad += 1
+                ck.fail('%s: bytes of %s: %d bytes, differ' % (label, path, len(got)))
+        ck.eq('%s: paths with wrong bytes' % label, bad, 0)
+
+
+def diff(a, b, keys):
+    return {k: a.get(k, 0) - b.get(k, 0) for k in keys}
+
+
+def settled(m, key, want):
+    """Wait until stats[key] >= want and no fill is in flight; the stats then."""
+    def done():
+        st = m.stats()
+        return (st[key] >= want and st['fills_inflight'] == 0 and st) or None
+    return ml.poll(done) or m.stats()
+
+
+def case_epoch(env, ck, c):
+    items, nbytes = model([(x[1], x[2], x[3]) for x in c.plan], c.sizes)
+    with c.mount() as m:
+        st0, a0 = c.publish(ck, m, 'epoch')
+        st = settled(m, 'plan_batch_requests', 1)
+        a1 = c.ais()
+        log('epoch: stats %s; stand-in %s' % (
+            diff(st, st0, ('plan_batch_requests', 'plan_batch_items', 'plan_batch_bytes',
+                           'bytes_fetched', 'fills', 'cache_misses')),
+            diff(a1, a0, ('moss_requests', 'moss_redirects', 'moss_items', 'redirects',
+                          's3_head'))))
+        ck.eq('epoch: GetBatch requests (mount)', st['plan_batch_requests'], 1)
+        ck.eq('epoch: GetBatch requests (stand-in: 307s, answers)',
+              (a1.get('moss_redirects', 0) - a0.get('moss_redirects', 0),
+               a1.get('moss_requests', 0) - a0.get('moss_requests', 0)), (1, 1))
+        ck.eq('epoch: items (runs of planned units in plan order)', st['plan_batch_items'], items)
+        ck.eq('epoch: items served', a1.get('moss_items', 0) - a0.get('moss_items', 0), items)
+        ck.eq('epoch: bytes kept', st['plan_batch_bytes'], nbytes)
+        ck.eq('epoch: bytes fetched: the planned units', st['bytes_fetched'] - st0['bytes_fetched'],
+              nbytes)
+        ck.eq('epoch: HEADs after the answer: one per object',
+              a1.get('s3_head', 0) - a0.get('s3_head', 0), NSHARDS)
+        ck.eq('epoch: object GETs while fetching the plan', a1.get('redirects', 0) -
+              a0.get('redirects', 0), 0)
+        ck.eq('epoch: paths handed over', st['plan_fetch_paths'] - st0['plan_fetch_paths'],
+              len(c.plan))
+        c.read_all(ck, m, 'epoch')
+        st2, a2 = m.stats(), c.ais()
+        ck.eq('epoch: object GETs while reading', a2.get('redirects', 0) - a1.get('redirects', 0),
+              0)
+        ck.eq('epoch: misses while reading', st2['cache_misses'] - st['cache_misses'], 0)
+        ck.eq('epoch: plan_hits', st2['plan_hits'], len(c.plan))
+        ck.eq('epoch: failed items, stale objects, refused',
+              (st2['plan_batch_failed_items'], st2['plan_batch_stale_objects'],
+               st2['plan_batch_refused']), (0, 0, 0))
+        ck.eq('epoch: read_errors', st2['read_errors'], 0)
+
+
+def case_windows(env, ck, c):
+    """A lookahead of 256K: the plan goes in several windows, those after the first while
+    the reader reads (their requests on threads of their own, not awaited)."""
+    with c.mount(['--plan-lookahead', '256K']) as m:
+        st0, a0 = c.publish(ck, m, 'windows')
+        # each path read once the fetcher handed it over (never before: a read would miss)
+        cum, bad = 0, 0
+        for path, shard, off, size, data in c.plan:
+            cum += size
+            ml.poll(lambda: m.stats()['plan_fetch_bytes'] - st0['plan_fetch_bytes'] >= cum,
+                    what='the fetcher handing over %s' % path)
+            bad += ml.read_all(os.path.join(m.mnt, path)) != data
+        ck.eq('windows: paths with wrong bytes', bad, 0)
+        st = settled(m, 'plan_batch_requests', 0)
+        a1 = c.ais()
+        log('windows: stats %s; stand-in %s' % (
+            diff(st, st0, ('plan_batch_requests', 'plan_batch_items', 'plan_batch_bytes',
+                           'bytes_fetched', 'cache_misses')),
+            diff(a1, a0, ('moss_requests', 'moss_items', 'redirects', 's3_head'))))
+        ck.ok(st['plan_batch_requests'] >= 3, 'windows: %d GetBatch requests, want 3 or more'
+              % st['plan_batch_requests'])
+        ck.eq('windows: GetBatch requests (stand-in)', a1.get('moss_requests', 0) -
+              a0.get('moss_requests', 0), st['plan_batch_requests'])
+        ck.eq('windows: items (stand-in)', a1.get('moss_items', 0) - a0.get('moss_items', 0),
+              st['plan_batch_items'])
+        heads = a1.get('s3_head', 0) - a0.get('s3_head', 0)
+        ck.ok(st['plan_batch_requests'] <= heads <= NSHARDS * st['plan_batch_requests'],
+              'windows: %d HEADs for %d requests: one per object of each' % (
+                  heads, st['plan_batch_requests']))
+        # (a read may wait for a request in flight: a miss, not a GET)
+        ck.eq('windows: object GETs', a1.get('redirects', 0) - a0.get('redirects', 0), 0)
+        ck.eq('windows: bytes fetched: all by GetBatch', st['bytes_fetched'] -
+              st0['bytes_fetched'], st['plan_batch_bytes'])
+        ck.eq('windows: failed items, stale objects', (st['plan_batch_failed_items'],
+                                                       st['plan_batch_stale_objects']), (0, 0))
+        ck.eq('windows: read_errors', st['read_errors'], 0)
+
+
+def case_refused(env, ck, c):
+    c.world.ais.moss_refuse_status = 404
+    try:
+        with c.mount() as m:
+            st0, a0 = c.publish(ck, m, 'refused')
+            st = ml.poll(lambda: (m.stats()['plan_batch_refused'] == 1 and m.stats()) or None) \
+                or m.stats()
+            ck.eq('refused: plan_batch_refused', st['plan_batch_refused'], 1)
+            c.read_all(ck, m, 'refused')
+            st, a1 = m.stats(), c.ais()
+            ck.eq('refused: GetBatch asked once, refused',
+                  a1.get('moss_refused_status', 0) - a0.get('moss_refused_status', 0), 1)
+            ck.eq('refused: GetBatch answers', a1.get('moss_requests', 0) -
+                  a0.get('moss_requests', 0), 0)
+            ck.eq('refused: batch requests, items', (st['plan_batch_requests'],
+                                                     st['plan_batch_items']), (0, 0))
+            ck.ok(a1.get('redirects', 0) - a0.get('redirects', 0) > 0,
+                  'refused: the plan was fetched with ranged GETs')
+            ck.eq('refused: paths handed over', st['plan_fetch_paths'] - st0['plan_fetch_paths'],
+                  len(c.plan))
+            ck.eq('refused: read_errors', st['read_errors'], 0)
+    finally:
+        c.world.ais.moss_refuse_status = None
+
+
+def case_cut(env, ck, c):
+    c.world.ais.moss_cut_member = PREFIX + 'shard-000001.tar'
+    with c.mount() as m:
+        st0, a0 = c.publish(ck, m, 'cut')
+        st = settled(m, 'plan_batch_requests', 1)
+        a1 = c.ais()
+        ck.eq('cut: answers cut', a1.get('moss_cut', 0) - a0.get('moss_cut', 0), 1)
+        ck.eq('cut: GetBatch answers (the rest asked again)',
+              a1.get('moss_requests', 0) - a0.get('moss_requests', 0), 2)
+        ck.eq('cut: batch reads, failed items', (st['plan_batch_requests'],
+                                                 st['plan_batch_failed_items']), (1, 1))
+        ck.eq('cut: object GETs while fetching the plan', a1.get('redirects', 0) -
+              a0.get('redirects', 0), 0)
+        c.read_all(ck, m, 'cut')
+        st2, a2 = m.stats(), c.ais()
+        ck.ok(st2['cache_misses'] > st['cache_misses'],
+              'cut: the cut item\'s units were fetched on demand (misses)')
+        ck.eq('cut: read_errors', st2['read_errors'], 0)
+        log('cut: object GETs while reading %d' % (a2.get('redirects', 0) -
+                                                   a1.get('redirects', 0)))
+    c.world.ais.moss_cut_member = None
+
+
+def case_version(env, ck, c):
+    rng = random.Random(2525)
+    name = 'shard-000002.tar'
+    with c.mount() as m:
+        for s in range(NSHARDS):
+            os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
+        # the new version: the same member names, other bytes and sizes, a larger object (every
+        # range of the old version's units answers, with the new bytes)
+        newp = env.path('new-' + name)
+        new = make_shard(newp, rng, '2', [rng.randrange(45000, 60000) for _ in range(NMEMBERS)])
+        with open(newp, 'rb') as f:
+            newraw = f.read()
+        ck.ok(len(newraw) > c.sizes[name], 'version: the new version is larger')
+        c.world.s3.put(BUCKET, PREFIX + name, newraw)
+        newbytes = {'shard-000002/' + n: d for n, _, _, d in new}
+        st0, a0 = c.publish(ck, m, 'version')
+        st = settled(m, 'plan_batch_requests', 1)
+        a1 = c.ais()
+        ck.eq('version: GetBatch answers', a1.get('moss_requests', 0) -
+              a0.get('moss_requests', 0), 1)
+        ck.eq('version: stale objects, failed items', (st['plan_batch_stale_objects'],
+                                                       st['plan_batch_failed_items']), (1, 0))
+        _, kept = model([(x[1], x[2], x[3]) for x in c.plan if x[1] != name], c.sizes)
+        ck.eq('version: bytes kept: shards 0 and 1 only', (st['plan_batch_bytes'],
+              st['bytes_fetched'] - st0['bytes_fetched']), (kept, kept))
+        # the raw object under its listed (old) size: the planned range of its first planned
+        # path must not be served from the batch (the new version's bytes); a fill by version
+        # answers ESTALE
+        first = next(x for x in c.plan if x[1] == name)
+        fd = os.open(os.path.join(m.mnt, name), os.O_RDONLY)
+        try:
+            ck.eq('version: listed size of the raw object', os.fstat(fd).st_size, c.sizes[name])
+            got = os.pread(fd, first[3], first[2])
+            ck.fail('version: the raw object\'s planned range was served (%d bytes%s)' % (
+                len(got), ', the new version\'s' if got == newraw[first[2]:first[2] + first[3]]
+                else ''))
+        except OSError as e:
+            ck.eq('version: reading the raw object\'s planned range', e.errno, errno.ESTALE)
+        finally:
+            os.close(fd)
+        c.read_all(ck, m, 'version', skip=(name,))
+        stale = 0
+        for path, shard, off, size, data in c.plan:
+            if shard != name:
+                continue
+            try:
+                got = ml.read_all(os.path.join(m.mnt, path))
+            except OSError as e:
+                stale += e.errno == errno.ESTALE
+                if e.errno != errno.ESTALE:
+                    ck.fail('version: %s: %s' % (path, e))
+                continue
+            # a refresh may show the new version: then its own member, whole
+            if got != newbytes.get(path):
+                ck.fail('version: %s: %d bytes that are not the new version\'s member (new '
+                        'bytes under the old index?)' % (path, len(got)))
+        log('version: %d of shard 2\'s planned paths answered ESTALE' % stale)
+        st2 = m.stats()
+        ck.eq('version: stale objects', st2['plan_batch_stale_objects'], 1)
+
+
+def run(env, ck):
+    c = Case(env)
+    try:
+        case_epoch(env, ck, c)
+        case_windows(env, ck, c)
+        case_refused(env, ck, c)
+        case_cut(env, ck, c)
+        case_version(env, ck, c)
+        ck.eq('refused requests (the stand-in)', c.ais().get('moss_refused', 0), 0)
+    finally:
+        c.world.stop()
+
+
+def main():
+    if not s3servers.have_s3rver():
+        ml.skip_exit('s3rver is not installed (sh tests/remote/s3/install-s3rver.sh)')
+    ml.main_wrapper(run, sys.argv[1], 'remote-ais-getbatch', deadline=170)
+
+
+if __name__ == '__main__':
+    main()
