@@ -105,16 +105,22 @@ static void reply_fail(fuse_req_t req, struct fs *fs, enum ll_op op, fuse_ino_t 
 	unsigned skipped;
 
 	err = err < 0 ? -err : err;
-	fuse_reply_err(req, err);
+	/* counted before the reply: a caller that sees the error and then
+	 * reads the stats finds it counted */
 	if (op == OP_READ) {
-		if (!fs_op_is_data(fs, ino))
-			return; /* a directory, or a control file's late read */
+		if (!fs_op_is_data(fs, ino)) {
+			fuse_reply_err(req, err); /* a directory, or a control file's late read */
+			return;
+		}
 		fs_count_read_error(fs);
 	} else {
-		if (ll_is_answer(err))
+		if (ll_is_answer(err)) {
+			fuse_reply_err(req, err);
 			return;
+		}
 		fs_count_op_error(fs);
 	}
+	fuse_reply_err(req, err);
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	if (atomic_exchange(&sec, (int64_t)ts.tv_sec) != (int64_t)ts.tv_sec)
 		atomic_store(&in_sec, 0);
