@@ -400,6 +400,11 @@ static const struct ctl_counter ctl_counters[] = {
      "the largest gap between planned paths fetched in one request, at the last batch: rate x "
      "time to first byte as measured (--plan-gap before the first measurement)",
      G, FS(plan_gap)},
+    {"plan_lookahead_bytes",
+     "bytes of planned paths fetched ahead of their readers at the last batch, over the plans: "
+     "what the link needs in flight, within the cache after what readers hold, at most "
+     "--plan-lookahead",
+     G, FS(plan_lookahead)},
     {"link_ttfb_ms", "time to first byte of the store's fills, as measured (decayed average)",
      CTL_GAUGE_MS, SNAP(link_ttfb_ms)},
     {"link_rate_bytes",

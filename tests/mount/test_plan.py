@@ -16,8 +16,8 @@ GROUP:
              lines ("1 path", "2 paths"; a directory that is not a mount is said to be one
              before FILE is looked at)
   bigger     an nginx source with --cache-size 8M and a plan of 24 MiB of raw shards: taken
-             whole, fetching ahead exactly a quarter of the cache (the first 2 MiB of the
-             first shard); reading the shards in plan order hits every path with exact bytes
+             whole, fetching ahead exactly what half the cache holds (part of the first
+             shard); reading the shards in plan order hits every path with exact bytes
   ahead      fetching ahead along plans of members, nginx source, --plan-lookahead 1500K, sidecar
              indexes, --plan-gap 0 (one request per planned path): exact paths, bytes and units handed over and fetched at publish and
              after every read in plan order; every planned read a hit; a second plan gets
@@ -327,8 +327,8 @@ def group_semantics(env, ck):
 
 
 def group_bigger(env, ck):
-    """A plan bigger than the cache is taken whole; what is fetched ahead is a quarter of the
-    cache."""
+    """A plan bigger than the cache is taken whole; what is fetched ahead is what half the
+    cache holds."""
     src = env.path('src')
     os.makedirs(src)
     rng = random.Random(3)
@@ -359,16 +359,21 @@ def group_bigger(env, ck):
             ck.ok(st['plan_bytes'] > st['cache_bytes_limit'],
                   'the plan (%d) is bigger than the cache (%d)'
                   % (st['plan_bytes'], st['cache_bytes_limit']))
-            # the fetcher hands over a quarter of the cache: the first 2 MiB of the first
-            # shard in plan order, fetched as exactly that
-            share = st['cache_bytes_limit'] // 4
+            # the link needs far more in flight than this cache holds (32 connections x a
+            # 4 MB sample x 4): the cache bounds the lookahead, at half of it (what fills
+            # ahead may hold once it is full), each planned path costing its bytes and a
+            # 64 KiB unit. That is part of the first shard in plan order, fetched as its units
+            sample = total // 6
+            share = (st['cache_bytes_limit'] // 2) * sample // (sample + UNIT)
+            units = ((share - 1) // UNIT + 1) * UNIT
             st = ml.poll(lambda: (lambda s: s['plan_fetch_bytes'] == share and
-                                  s['bytes_fetched'] - before['bytes_fetched'] == share and
+                                  s['bytes_fetched'] - before['bytes_fetched'] == units and
                                   s['fills_inflight'] == 0 and s)(m.stats())) or m.stats()
             ck.eq('publishing hands over the lookahead (paths, bytes)',
                   (st['plan_fetch_paths'], st['plan_fetch_bytes']), (1, share))
+            ck.eq('the lookahead in force', st['plan_lookahead_bytes'], share)
             ck.eq('publishing fetched the lookahead', st['bytes_fetched'] - before['bytes_fetched'],
-                  share)
+                  units)
             for i, n in enumerate(order):
                 ck.eq('bytes of %s' % n, hashlib.md5(read(os.path.join(m.mnt, n))).hexdigest(),
                       digests[n])
