@@ -73,7 +73,7 @@ static const struct fs_opt mount_opts[] = {
     {"plan-lookahead", 0, FS_OPT_SIZE, CFG(plan_lookahead_bytes), 0, "256M", 0, NOLIMIT, "SIZE",
      "most bytes of planned paths (.shardfs/control 'plan', shardfs plan) fetched ahead of "
      "their readers, split over the plans; below it: what the link needs in flight, within "
-     "half of --cache-size after what readers pin and other plans hold (0: no fetching ahead)"},
+     "half of --cache-size after what readers pin and the plans hold (0: no fetching ahead)"},
     /* planned extents of one object closer than a connection moves in
      * one time to first byte go out as one request (the bytes between
      * cost less than another request); the mount measures both from its

@@ -125,8 +125,10 @@ struct fs_plan_sizing {
 	uint64_t ceiling;     /* --plan-lookahead, for all plans */
 	/* the cache (cachetier_held_get): its size, the bytes readers pin,
 	 * what fills ahead may hold in a full cache, its unit; and the cache
-	 * bytes the other plans' lookahead holds (handed over, not read) */
-	uint64_t cache, pinned, ahead_max, others;
+	 * bytes the plans hold ahead of their readers besides this plan's
+	 * lookahead (other plans' paths handed over and not read, paths
+	 * behind a position not read yet) */
+	uint64_t cache, pinned, ahead_max, held;
 	uint32_t unit;
 };
 /* The lookahead and its parts, in planned bytes (a plan's own, not over
@@ -134,7 +136,7 @@ struct fs_plan_sizing {
 enum fs_plan_bound {
 	FS_PLAN_BOUND_LINK = 0,	   /* the link's need (or the floor before it is measured) */
 	FS_PLAN_BOUND_CEILING = 1, /* --plan-lookahead */
-	FS_PLAN_BOUND_CACHE = 2,   /* the cache after what readers and other plans hold */
+	FS_PLAN_BOUND_CACHE = 2,   /* the cache after what readers and the plans hold */
 };
 struct fs_plan_lookahead {
 	uint64_t inflight; /* bytes in flight that keep the connections busy (all plans):
@@ -142,7 +144,7 @@ struct fs_plan_lookahead {
 			    * until measured */
 	uint64_t link;	   /* FS_PLAN_SAFETY x inflight / plans */
 	uint64_t ceiling;  /* ceiling / plans */
-	uint64_t cache;	   /* (min(cache - pinned, ahead_max) - others) x sample / (sample +
+	uint64_t cache;	   /* (min(cache - pinned, ahead_max) - held) x sample / (sample +
 			    * unit): a planned path of s bytes costs about s + unit in the
 			    * cache (its whole units) */
 	uint64_t bytes;	   /* the lookahead: the least of link, ceiling and cache */

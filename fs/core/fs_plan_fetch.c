@@ -40,9 +40,12 @@
  *            connections planned ranges may use (pfx_connections:
  *            --connections);
  *   cache:   (min(--cache-size - bytes readers pin, what fills ahead may
- *            hold in a full cache: half of it) - the cache bytes the other
- *            plans' lookahead holds) x sample / (sample + unit): a planned
- *            path costs its whole units (cachetier_held_get), and a prefetch
+ *            hold in a full cache: half of it) - the cache bytes the plans
+ *            hold ahead of their readers besides this plan's lookahead:
+ *            the other plans' paths handed over and not read, and each
+ *            plan's paths behind its position not read yet, at most a
+ *            lookahead's worth) x sample / (sample + unit): a planned path
+ *            costs its whole units (cachetier_held_get), and a prefetch
  *            fill past that half evicts nothing and is skipped;
  *   ceiling: --plan-lookahead / plans.
  * The least of the three, each plan's own; plan_lookahead_bytes is their
@@ -469,7 +472,7 @@ void fs_plan_lookahead(const struct fs_plan_sizing *in, struct fs_plan_lookahead
 	out->ceiling = in->ceiling / plans;
 	if (room > in->ahead_max)
 		room = in->ahead_max;
-	room = room > in->others ? room - in->others : 0;
+	room = room > in->held ? room - in->held : 0;
 	out->cache = cost ? mul_div(room, in->sample, cost) : 0;
 	out->bytes = out->link;
 	out->bound = FS_PLAN_BOUND_LINK;
@@ -507,18 +510,31 @@ static uint64_t pfx_sample(const struct fs_plan_info *in)
 	return in->paths ? in->bytes / in->paths : 0;
 }
 
-/* The cache bytes plan s's lookahead holds: its planned bytes handed over
- * past its position (fetched, in flight or queued), each path costing
- * about its bytes and a unit (fs_plan_lookahead). */
-static uint64_t pfx_held(const struct pfx_plan *s, const struct fs_plan_info *in, uint32_t unit)
+/* The cache bytes plan s holds ahead of its reader, each path costing
+ * about its bytes and a unit (fs_plan_lookahead): the paths behind its
+ * position not read yet (a reader's workers read batches side by side:
+ * the position is the furthest read; at most its lookahead, so that paths
+ * a reader skips do not shrink the room for good) and, unless window is 0,
+ * the bytes handed over past its position (fetched, in flight or
+ * queued). */
+static uint64_t pfx_held(const struct pfx_plan *s, const struct fs_plan_info *in, uint32_t unit,
+			 int window)
 {
-	uint64_t from, to, sample = pfx_sample(in);
+	uint64_t sample = pfx_sample(in), bytes = 0;
 
-	if (s->next < in->position || sample == 0)
+	if (sample == 0)
 		return 0;
-	from = fs_plan_bytes_before(s->p, in->position);
-	to = fs_plan_bytes_before(s->p, s->next) + s->part;
-	return to > from ? mul_div(to - from, add_sat(sample, unit), sample) : 0;
+	if (in->position > in->read)
+		bytes = mul_sat(in->position - in->read, sample);
+	if (bytes > s->la)
+		bytes = s->la;
+	if (window && s->next >= in->position) {
+		uint64_t from = fs_plan_bytes_before(s->p, in->position);
+		uint64_t to = fs_plan_bytes_before(s->p, s->next) + s->part;
+
+		bytes = add_sat(bytes, to > from ? to - from : 0);
+	}
+	return mul_div(bytes, add_sat(sample, unit), sample);
 }
 
 /* One pass: the plans now (those that went are dropped from st, new ones
@@ -571,11 +587,8 @@ static size_t pfx_pass(struct fs *fs, struct pfx_plan *st, size_t nst, struct pf
 		in.pinned = h.pinned;
 		in.ahead_max = h.ahead_max;
 		in.unit = h.unit;
-		for (size_t k = 0; k < n; k++) {
-			if (k != i)
-				in.others =
-				    add_sat(in.others, pfx_held(&next[k], &info[k], h.unit));
-		}
+		for (size_t k = 0; k < n; k++)
+			in.held = add_sat(in.held, pfx_held(&next[k], &info[k], h.unit, k != i));
 		fs_plan_lookahead(&in, &la);
 		next[i].la = la.bytes;
 		if (la.bytes > 0)

@@ -1,11 +1,11 @@
 /*
  * test_planla.c — the plan fetcher's lookahead (fs/core/fs_plan_fetch.c
  * fs_plan_lookahead) from given inputs: a link as measured (or not yet),
- * connections, the plan's mean path, the cache and what readers and other
+ * connections, the plan's mean path, the cache and what readers pin and the
  * plans hold, --plan-lookahead. Exact outputs, each bound deciding once:
  * the floor before the link is measured, the link's need, --plan-lookahead,
  * the cache after what readers pin, the half of it fills ahead may hold,
- * what other plans hold; saturation instead of overflow.
+ * what the plans hold; saturation instead of overflow.
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -33,7 +33,7 @@ static struct fs_plan_sizing base(void)
 	    .cache = 1024 * MiB,
 	    .pinned = 0,
 	    .ahead_max = 512 * MiB,
-	    .others = 0,
+	    .held = 0,
 	    .unit = 65536,
 	};
 	return in;
@@ -111,13 +111,13 @@ int main(void)
 	in.cache = 250 * MiB;
 	in.ahead_max = 125 * MiB;
 	in.plans = 2;
-	in.others = 100 * MiB;
+	in.held = 100 * MiB;
 	expect("two plans, the other holding 100 MiB", &in, 60800000, 121600000, 134217728,
 	       15836071, 15836071, FS_PLAN_BOUND_CACHE);
-	in.others = 130 * MiB;
+	in.held = 130 * MiB;
 	expect("two plans, the other holding it all", &in, 60800000, 121600000, 134217728, 0, 0,
 	       FS_PLAN_BOUND_CACHE);
-	in.others = 0;
+	in.held = 0;
 	in.cache = 1024 * MiB;
 	in.ahead_max = 512 * MiB;
 	expect("two plans in a big cache", &in, 60800000, 121600000, 134217728, 324322752,
