@@ -43,8 +43,8 @@
  *            hold in a full cache: half of it) - the cache bytes the plans
  *            hold ahead of their readers besides this plan's lookahead:
  *            the other plans' paths handed over and not read, and each
- *            plan's paths behind its position not read yet, at most a
- *            lookahead's worth) x sample / (sample + unit): a planned path
+ *            plan's paths behind its position not read yet, at most half
+ *            its lookahead) x sample / (sample + unit): a planned path
  *            costs its whole units (cachetier_held_get), and a prefetch
  *            fill past that half evicts nothing and is skipped;
  *   ceiling: --plan-lookahead / plans.
@@ -513,10 +513,10 @@ static uint64_t pfx_sample(const struct fs_plan_info *in)
 /* The cache bytes plan s holds ahead of its reader, each path costing
  * about its bytes and a unit (fs_plan_lookahead): the paths behind its
  * position not read yet (a reader's workers read batches side by side:
- * the position is the furthest read; at most its lookahead, so that paths
- * a reader skips do not shrink the room for good) and, unless window is 0,
- * the bytes handed over past its position (fetched, in flight or
- * queued). */
+ * the position is the furthest read), at most half its lookahead (paths a
+ * reader skips then take at most a third of its own: la' = room - la / 2
+ * settles at 2/3 of the room), and, unless window is 0, the bytes handed
+ * over past its position (fetched, in flight or queued). */
 static uint64_t pfx_held(const struct pfx_plan *s, const struct fs_plan_info *in, uint32_t unit,
 			 int window)
 {
@@ -526,8 +526,8 @@ static uint64_t pfx_held(const struct pfx_plan *s, const struct fs_plan_info *in
 		return 0;
 	if (in->position > in->read)
 		bytes = mul_sat(in->position - in->read, sample);
-	if (bytes > s->la)
-		bytes = s->la;
+	if (bytes > s->la / 2)
+		bytes = s->la / 2;
 	if (window && s->next >= in->position) {
 		uint64_t from = fs_plan_bytes_before(s->p, in->position);
 		uint64_t to = fs_plan_bytes_before(s->p, s->next) + s->part;
