@@ -41,7 +41,9 @@ GROUP:
              in shards built on the batches that lookahead gives (2 a shard, one GET each),
              read in plan order one at a time: exact paths and bytes handed over, GETs, gap
              bytes and bytes fetched after every read, every read a hit, no unit fetched
-             twice, nothing skipped for room
+             twice, nothing skipped for room; then paths skipped behind the position: their
+             cost comes off the lookahead, at most half of it (exact lookahead and paths
+             handed over)
   file       a plan file is never copied into the log (a shadow-like file: only counts and
              line numbers of the lines that name nothing), and is read in pieces (48 MiB of
              overlong lines raise the daemon's peak RSS by less than 8 MiB)
@@ -879,6 +881,37 @@ def group_lookahead(env, ck):
                     N, len(batches), shard_no, cache, progress[N][2], progress[N][3],
                     progress[N][4], st['evicted_bytes'] - st0['evicted_bytes'],
                     st['evictions'] - st0['evictions']))
+        # a reader that leaves paths behind its position (a loader's workers read batches
+        # side by side; here: paths skipped) holds their units ahead too: they take their
+        # cost off the room, at most half the plan's lookahead. The first 16 samples, on a
+        # fresh cache: publishing hands over 8 (marks the batch's middle: 4); reading plan
+        # index 1 then 4 puts the position at 5 with 3 paths behind it not read: the lookahead
+        # is 8 - 3 = 5 samples, handed up to 5 + 5 = 10; reading 7 and 9 (position 10, 6
+        # behind, counted as half the lookahead: 2.5) makes it 5.5, handed up to 15.5
+        with ml.Mount(env, emu.url(''), cache_dir=env.path('cache2'),
+                      extra=['--cache-size', str(cache), '--plan-gap', '1M', '--warm', 'off',
+                             '--prefetch-shards', '0', '--min-free', '0']) as m:
+            for k in range(shard_no):
+                os.listdir(os.path.join(m.mnt, 'shard-%06d' % k))
+            pf = env.path('plan-skip')
+            with open(pf, 'w') as f:
+                f.write(''.join('%s/%s\n' % (sh, mb) for sh, mb, _ in planned[:16]))
+            ck.eq('plan skip rc', ctl(m.mnt, 'plan skip ' + pf), None)
+
+            def handed(paths):
+                st = ml.poll(lambda: (lambda s: s['plan_fetch_paths'] >= paths and
+                                      s['fills_inflight'] == 0 and s)(m.stats())) or m.stats()
+                return st['plan_fetch_paths'], st['plan_fetch_bytes'], st['plan_lookahead_bytes']
+            ck.eq('skip: publishing (paths, bytes handed over, lookahead)', handed(8),
+                  (8, 8 * L, 8 * L))
+            for i in (1, 4):
+                read(os.path.join(m.mnt, planned[i][0], planned[i][1]))
+            ck.eq('skip: 3 paths behind the position (paths, bytes, lookahead)', handed(10),
+                  (10, 10 * L, 5 * L))
+            for i in (7, 9):
+                read(os.path.join(m.mnt, planned[i][0], planned[i][1]))
+            ck.eq('skip: 6 behind, at most half the lookahead (paths, bytes, lookahead)',
+                  handed(16), (16, 15 * L + L // 2, 5 * L + L // 2))
     finally:
         emu.stop()
 
