@@ -347,6 +347,22 @@ struct cachetier_link {
 };
 void cachetier_link_get(struct cachetier *ct, struct cachetier_link *l);
 
+/* What a planner sizing how far ahead it fetches (fs/core/fs_plan_fetch.c)
+ * must leave to the readers (cachetier_span.c): the bytes readers of this
+ * process pin now (units between read_begin and read_end, decoded copies a
+ * read uses: never evicted), the most bytes units filled ahead of their
+ * readers may hold once the cache is full (a prefetch fill beyond it
+ * evicts nothing and is skipped as unfit: half of cache_size_bytes,
+ * cachetier_evict.c), and the unit a range's bytes are fetched in (a range
+ * costs its whole units). Any thread; takes ct->lock for O(units of every
+ * live object), no I/O. */
+struct cachetier_held {
+	uint64_t pinned;
+	uint64_t ahead_max;
+	uint32_t unit;
+};
+void cachetier_held_get(struct cachetier *ct, struct cachetier_held *h);
+
 /* The latest prefetch of o: 1 while it runs (chunks left to look at, or
  * fills in flight), 0 once it ended or when none was asked. *unfit_bytes
  * (may be NULL): the bytes it skipped because they did not fit (see

@@ -572,8 +572,8 @@ int cachetier__make_room_near(struct cachetier *ct, uint64_t len, int spare_ahea
 		 * within half the cache: the other half is the readers' (their
 		 * readahead then evicts what they read, never what was fetched
 		 * ahead for them) */
-		if (spare_ahead &&
-		    ahead_bytes(ct, cachetier__now_ns()) + len > ct->cfg.cache_size_bytes / 2)
+		if (spare_ahead && ahead_bytes(ct, cachetier__now_ns()) + len >
+				       ct->cfg.cache_size_bytes / CT_AHEAD_SHARE)
 			return -ENOSPC;
 		x.now = cachetier__now_ns();
 		f = victim(ct, &x, &key, &next);

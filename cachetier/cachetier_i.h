@@ -511,7 +511,12 @@ void cachetier__unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, i
  * at once). No lock held. */
 void cachetier__batch_stop(struct cachetier *ct);
 
-/* cachetier_plan.c: a fill's request of bytes took ttfb_ns to its first
+/* Once the cache is full, units filled ahead of their readers stay within
+ * 1/CT_AHEAD_SHARE of cache_size_bytes: the rest is the readers'
+ * (cachetier__make_room_near; cachetier_held_get tells planners). */
+#define CT_AHEAD_SHARE 2
+
+/* cachetier_span.c: a fill's request of bytes took ttfb_ns to its first
  * byte and xfer_ns from there to its last. Any thread, no lock held. */
 void cachetier__link_note(struct cachetier *ct, int64_t ttfb_ns, uint64_t bytes, int64_t xfer_ns);
 /* CLOCK_MONOTONIC in ns (the fills' timings). */

@@ -2,7 +2,9 @@
  * cachetier_span.c — what a planner (fs/core/fs_plan_fetch.c) needs of the
  * unit store beyond cachetier_obj_prefetch_range: the link as this
  * process's own fills saw it (cachetier_link_get), and spans of planned
- * extents fetched with the bytes between them (cachetier_obj_prefetch_span).
+ * extents fetched with the bytes between them (cachetier_obj_prefetch_span),
+ * and what the readers hold (cachetier_held_get: the bytes they pin, the
+ * share of the cache fills ahead may take, the unit).
  *
  * The link: every fill (cachetier_fill.c fill_chunk) that got its bytes
  * reports the time from its request to the first byte and from there to
@@ -60,6 +62,27 @@ void cachetier_link_get(struct cachetier *ct, struct cachetier_link *l)
 		l->rate = (uint64_t)((double)ct->link_bytes * 1e9 / (double)ct->link_ns);
 	l->samples = ct->link_samples;
 	pthread_mutex_unlock(&ct->lock);
+}
+
+void cachetier_held_get(struct cachetier *ct, struct cachetier_held *h)
+{
+	uint64_t pinned = 0;
+
+	pthread_mutex_lock(&ct->lock);
+	for (const struct ct_file *f = ct->files; f; f = f->next) {
+		for (uint32_t c = 0; f->live && c < f->nunits; c++) {
+			if (f->pins[c] > 0)
+				pinned += cachetier__unit_len(f, c);
+		}
+	}
+	for (const struct cachetier_obj *o = ct->dec_objs; o; o = o->dnext) {
+		if (o->dec && o->dpins > 0)
+			pinned += o->dec->bytes;
+	}
+	pthread_mutex_unlock(&ct->lock);
+	h->pinned = pinned;
+	h->ahead_max = ct->cfg.cache_size_bytes / CT_AHEAD_SHARE;
+	h->unit = ct->unit;
 }
 
 int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_piece *x, size_t n,

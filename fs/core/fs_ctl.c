@@ -423,6 +423,11 @@ static const struct ctl_counter ctl_counters[] = {
      SNAP(batch.unfit)},
     {"plan_batch_refused", "1: the store refused its batch read; plans use ranged GETs", G,
      SNAP(batch.refused)},
+    {"plan_lookahead_bytes",
+     "bytes of planned paths fetched ahead of their readers at the last batch, over the plans: "
+     "what the link needs in flight, within the cache after what readers hold, at most "
+     "--plan-lookahead",
+     G, FS(plan_lookahead)},
     {"link_ttfb_ms", "time to first byte of the store's fills, as measured (decayed average)",
      CTL_GAUGE_MS, SNAP(link_ttfb_ms)},
     {"link_rate_bytes",

@@ -65,13 +65,15 @@ static const struct fs_opt mount_opts[] = {
      * from a reader that reads shards in order */
     {"prefetch-shards", 0, FS_OPT_UINT, CFG(prefetch_shards), 0, "2", 0, 1024, "N",
      "shards fetched ahead of a reader that reads shards in order (0: off)"},
-    /* a plan's paths are fetched ahead of its reader at every
-     * connection's rate: 256M keeps all 32 default connections busy for
-     * seconds ahead of a reader of small samples (32 x 100 KB is 3 MB),
-     * and a quarter of the cache leaves room for what is read meanwhile */
+    /* the user's ceiling: below it the fetcher sizes the lookahead by the
+     * link and the cache (fs_plan_fetch.c fs_plan_lookahead). 256M is
+     * above what 32 connections of 60 MB/s and 30 ms to first byte need
+     * for 100 KB samples (4 x 32 x 1.9 MB = 243 MB), so by default the
+     * link and the cache decide */
     {"plan-lookahead", 0, FS_OPT_SIZE, CFG(plan_lookahead_bytes), 0, "256M", 0, NOLIMIT, "SIZE",
-     "bytes of planned paths (.shardfs/control 'plan', shardfs plan) fetched ahead of their "
-     "readers, split over the plans; at most a quarter of --cache-size (0: no fetching ahead)"},
+     "most bytes of planned paths (.shardfs/control 'plan', shardfs plan) fetched ahead of "
+     "their readers, split over the plans; below it: what the link needs in flight, within "
+     "half of --cache-size after what readers pin and the plans hold (0: no fetching ahead)"},
     /* planned extents of one object closer than a connection moves in
      * one time to first byte go out as one request (the bytes between
      * cost less than another request); the mount measures both from its

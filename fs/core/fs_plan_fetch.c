@@ -36,12 +36,36 @@
  * window until it was answered. A store that refuses GetBatch gets spans
  * from then on.
  *
- * The lookahead: --plan-lookahead, at most a quarter of --cache-size (the
- * rest holds what readers read meanwhile, and what other plans and mounts
- * sharing the directory need), split evenly over the plans published now.
- * So what is fetched ahead fits in the cache with room to spare and is not
- * evicted before its reader gets there. A plan's members of compressed
- * shards are fetched as whole objects (decoding reads from the start).
+ * The lookahead (fs_plan_lookahead, sized when a plan's batch is due): as
+ * far ahead as the link needs to keep every connection busy, within what
+ * the cache can hold ahead of the readers, at most --plan-lookahead:
+ *   link:    FS_PLAN_SAFETY (4) x connections x (rate x ttfb + sample) /
+ *            plans, with the rate of a connection and its time to first
+ *            byte as the cache tier measured them (cachetier_link_get),
+ *            --plan-gap for rate x ttfb until both are measured (the
+ *            floor), the plan's mean planned path as the sample, and the
+ *            connections planned ranges may use (pfx_connections:
+ *            --max-connections, or --connections when larger);
+ *   cache:   (min(--cache-size - bytes readers pin, what fills ahead may
+ *            hold in a full cache: half of it) - the cache bytes the plans
+ *            hold ahead of their readers besides this plan's lookahead:
+ *            the other plans' paths handed over and not read, and each
+ *            plan's paths behind its position not read yet, at most half
+ *            its lookahead) x sample / (sample + unit): a planned path
+ *            costs its whole units (cachetier_held_get), and a prefetch
+ *            fill past that half evicts nothing and is skipped;
+ *   ceiling: --plan-lookahead / plans.
+ * The least of the three, each plan's own; plan_lookahead_bytes is their
+ * sum. So what is fetched ahead fits in the cache beside what readers
+ * read meanwhile and is not evicted before its reader gets there (the
+ * cache evicts what the plans read first, and a planned unit only for one
+ * needed sooner: cachetier_plan.c). Bytes between planned extents fetched
+ * with them are not counted (they go first when room is needed), nor
+ * readahead and prefetches of readers outside the plans, nor other
+ * processes sharing the directory: their fills ahead share the half, and
+ * a fill that does not fit is skipped (its reader fills it on demand). A
+ * plan's members of compressed shards are fetched as whole objects
+ * (decoding reads from the start).
  *
  * Non-goals: local sources (their files are read in place); ordering
  * between plans (each has its share; the cache tier serves ranges in the
@@ -65,6 +89,7 @@ struct pfx_plan {
 	uint32_t next;
 	uint64_t part;
 	uint32_t mark;
+	uint64_t la; /* its lookahead at its last batch (fs_plan_lookahead) */
 };
 
 /* A piece of a batch: bytes [from, to) of planned extent idx (x), and
@@ -456,18 +481,141 @@ static void pfx_plan(struct fs *fs, struct pfx_plan *s, uint64_t share, uint64_t
 	}
 }
 
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+	return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+/* a x b / c (c > 0), exact while the result and the remainder's product
+ * fit in 64 bits, saturated past them. */
+static uint64_t mul_div(uint64_t a, uint64_t b, uint64_t c)
+{
+	uint64_t q = a / c, r = a % c, rb;
+
+	if (r == 0 || b <= UINT64_MAX / r)
+		rb = r * b / c;
+	else
+		rb = (uint64_t)((double)r * (double)b / (double)c); /* < b: no overflow */
+	return add_sat(mul_sat(q, b), rb);
+}
+
+/* The bytes in flight that keep every connection busy: each connection's
+ * request waits a time to first byte, then moves a sample, so a
+ * connection holds rate x (ttfb + sample / rate) = rate x ttfb + sample
+ * bytes in flight; gap stands in for rate x ttfb until both are measured
+ * (the floor: --plan-gap, as for the gap itself). The one place the
+ * connections count: in->connections (pfx_connections). */
+static uint64_t plan_inflight(const struct fs_plan_sizing *in)
+{
+	uint64_t bdp = in->gap;
+
+	if (in->rate > 0 && in->ttfb_ns > 0) {
+		double d = (double)in->rate * (double)in->ttfb_ns / 1e9;
+
+		bdp = d >= 1.8e19 ? UINT64_MAX : (uint64_t)d;
+	}
+	return mul_sat(in->connections ? in->connections : 1, add_sat(bdp, in->sample));
+}
+
+void fs_plan_lookahead(const struct fs_plan_sizing *in, struct fs_plan_lookahead *out)
+{
+	unsigned plans = in->plans ? in->plans : 1;
+	uint64_t room = in->cache > in->pinned ? in->cache - in->pinned : 0;
+	uint64_t cost = add_sat(in->sample, in->unit);
+
+	out->inflight = plan_inflight(in);
+	out->link = mul_sat(out->inflight, FS_PLAN_SAFETY) / plans;
+	out->ceiling = in->ceiling / plans;
+	if (room > in->ahead_max)
+		room = in->ahead_max;
+	room = room > in->held ? room - in->held : 0;
+	out->cache = cost ? mul_div(room, in->sample, cost) : 0;
+	out->bytes = out->link;
+	out->bound = FS_PLAN_BOUND_LINK;
+	if (out->ceiling < out->bytes) {
+		out->bytes = out->ceiling;
+		out->bound = FS_PLAN_BOUND_CEILING;
+	}
+	if (out->cache < out->bytes) {
+		out->bytes = out->cache;
+		out->bound = FS_PLAN_BOUND_CACHE;
+	}
+}
+
+/* The connections planned ranges may use: --max-connections (the store
+ * runs fills of planned ranges of at most 1 MiB past --connections up to
+ * it), --connections when that is larger. Read here and nowhere else. */
+static unsigned pfx_connections(const struct fs *fs)
+{
+	unsigned c = fs->cfg.be.connections, cap = fs->cfg.be.max_connections;
+
+	return cap > c ? cap : c;
+}
+
+/* Is a batch of plan s due (as pfx_plan decides): extents past its
+ * position not handed over yet and, in batches (gap > 0), its reader
+ * half-way through the last batch? in: s's info. */
+static int pfx_due(const struct pfx_plan *s, const struct fs_plan_info *in, uint64_t gap)
+{
+	uint32_t next = s->next < in->position ? in->position : s->next;
+
+	return next < in->paths && (gap == 0 || in->position >= s->mark);
+}
+
+/* The plan's mean planned path. */
+static uint64_t pfx_sample(const struct fs_plan_info *in)
+{
+	return in->paths ? in->bytes / in->paths : 0;
+}
+
+/* The cache bytes plan s holds ahead of its reader, each path costing
+ * about its bytes and a unit (fs_plan_lookahead): the paths behind its
+ * position not read yet (a reader's workers read batches side by side:
+ * the position is the furthest read), at most half its lookahead (paths a
+ * reader skips then take at most a third of its own: la' = room - la / 2
+ * settles at 2/3 of the room), and, unless window is 0, the bytes handed
+ * over past its position (fetched, in flight or queued). */
+static uint64_t pfx_held(const struct pfx_plan *s, const struct fs_plan_info *in, uint32_t unit,
+			 int window)
+{
+	uint64_t sample = pfx_sample(in), bytes = 0;
+
+	if (sample == 0)
+		return 0;
+	if (in->position > in->read)
+		bytes = mul_sat(in->position - in->read, sample);
+	if (bytes > s->la / 2)
+		bytes = s->la / 2;
+	if (window && s->next >= in->position) {
+		uint64_t from = fs_plan_bytes_before(s->p, in->position);
+		uint64_t to = fs_plan_bytes_before(s->p, s->next) + s->part;
+
+		bytes = add_sat(bytes, to > from ? to - from : 0);
+	}
+	return mul_div(bytes, add_sat(sample, unit), sample);
+}
+
 /* One pass: the plans now (those that went are dropped from st, new ones
- * start at their position), each fetched ahead within its share. */
+ * start at their position), each with a batch due fetched ahead within
+ * its lookahead (fs_plan_lookahead: sized when a batch is due, from the
+ * link and the cache as they are then; the plans sized before it in the
+ * pass count with what they handed over). */
 static size_t pfx_pass(struct fs *fs, struct pfx_plan *st, size_t nst, struct pfx_buf *b)
 {
 	struct fs_plan *now[FS_PLAN_MAX];
 	struct pfx_plan next[FS_PLAN_MAX];
+	struct fs_plan_info info[FS_PLAN_MAX];
 	size_t n = fs_plan_list(fs, now, FS_PLAN_MAX);
-	uint64_t budget = fs->cfg.cache_size_bytes / 4, share, gap = pfx_gap(fs);
+	uint64_t gap = pfx_gap(fs), total = 0;
+	struct cachetier_held h;
+	struct cachetier_link l;
+	int sized = 0;
 
-	if (fs->cfg.plan_lookahead_bytes < budget)
-		budget = fs->cfg.plan_lookahead_bytes;
-	share = n ? budget / n : 0;
 	for (size_t i = 0; i < n; i++) {
 		memset(&next[i], 0, sizeof(next[i]));
 		next[i].p = now[i];
@@ -478,11 +626,42 @@ static size_t pfx_pass(struct fs *fs, struct pfx_plan *st, size_t nst, struct pf
 	}
 	for (size_t k = 0; k < nst; k++)
 		fs_plan_put(st[k].p);
+	for (size_t i = 0; i < n; i++)
+		fs_plan_get_info(next[i].p, &info[i]);
 	for (size_t i = 0; i < n; i++) {
-		if (share > 0)
-			pfx_plan(fs, &next[i], share, gap, b);
+		struct fs_plan_sizing in = {0};
+		struct fs_plan_lookahead la;
+
+		if (!pfx_due(&next[i], &info[i], gap))
+			continue;
+		if (!sized) {
+			cachetier_link_get(fs->ct, &l);
+			cachetier_held_get(fs->ct, &h);
+			sized = 1;
+		}
+		in.rate = l.rate;
+		in.ttfb_ns = l.ttfb_ns;
+		in.gap = fs->cfg.plan_gap_bytes;
+		in.connections = pfx_connections(fs);
+		in.sample = pfx_sample(&info[i]);
+		in.plans = (unsigned)n;
+		in.ceiling = fs->cfg.plan_lookahead_bytes;
+		in.cache = fs->cfg.cache_size_bytes;
+		in.pinned = h.pinned;
+		in.ahead_max = h.ahead_max;
+		in.unit = h.unit;
+		for (size_t k = 0; k < n; k++)
+			in.held = add_sat(in.held, pfx_held(&next[k], &info[k], h.unit, k != i));
+		fs_plan_lookahead(&in, &la);
+		next[i].la = la.bytes;
+		if (la.bytes > 0)
+			pfx_plan(fs, &next[i], la.bytes, gap, b);
+	}
+	for (size_t i = 0; i < n; i++) {
+		total = add_sat(total, next[i].la);
 		st[i] = next[i];
 	}
+	fs->c.plan_lookahead = total;
 	return n;
 }
 

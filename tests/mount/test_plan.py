@@ -16,8 +16,8 @@ GROUP:
              lines ("1 path", "2 paths"; a directory that is not a mount is said to be one
              before FILE is looked at)
   bigger     an nginx source with --cache-size 8M and a plan of 24 MiB of raw shards: taken
-             whole, fetching ahead exactly a quarter of the cache (the first 2 MiB of the
-             first shard); reading the shards in plan order hits every path with exact bytes
+             whole, fetching ahead exactly what half the cache holds (part of the first
+             shard); reading the shards in plan order hits every path with exact bytes
   ahead      fetching ahead along plans of members, nginx source, --plan-lookahead 1500K, sidecar
              indexes, --plan-gap 0 (one request per planned path): exact paths, bytes and units handed over and fetched at publish and
              after every read in plan order; every planned read a hit; a second plan gets
@@ -35,6 +35,15 @@ GROUP:
              with unplanned reads on the side, which keep their least recently used order
              (11 fills; in fill order 12, least recently used for all: 18). Exact bytes
              fetched and evicted and misses, computed by a model of each rule
+  lookahead  a plan larger than the cache fetched with coalescing on the link emulator, --plan-gap
+             1M and no rate measured: the lookahead is what half the cache holds (each path
+             counted as its bytes and a 64 KiB unit), exactly 8 samples of 2 units; 48 samples
+             in shards built on the batches that lookahead gives (2 a shard, one GET each),
+             read in plan order one at a time: exact paths and bytes handed over, GETs, gap
+             bytes and bytes fetched after every read, every read a hit, no unit fetched
+             twice, nothing skipped for room; then paths skipped behind the position: their
+             cost comes off the lookahead, at most half of it (exact lookahead and paths
+             handed over)
   file       a plan file is never copied into the log (a shadow-like file: only counts and
              line numbers of the lines that name nothing), and is read in pieces (48 MiB of
              overlong lines raise the daemon's peak RSS by less than 8 MiB)
@@ -327,8 +336,8 @@ def group_semantics(env, ck):
 
 
 def group_bigger(env, ck):
-    """A plan bigger than the cache is taken whole; what is fetched ahead is a quarter of the
-    cache."""
+    """A plan bigger than the cache is taken whole; what is fetched ahead is what half the
+    cache holds."""
     src = env.path('src')
     os.makedirs(src)
     rng = random.Random(3)
@@ -359,16 +368,21 @@ def group_bigger(env, ck):
             ck.ok(st['plan_bytes'] > st['cache_bytes_limit'],
                   'the plan (%d) is bigger than the cache (%d)'
                   % (st['plan_bytes'], st['cache_bytes_limit']))
-            # the fetcher hands over a quarter of the cache: the first 2 MiB of the first
-            # shard in plan order, fetched as exactly that
-            share = st['cache_bytes_limit'] // 4
+            # the link needs far more in flight than this cache holds (32 connections x a
+            # 4 MB sample x 4): the cache bounds the lookahead, at half of it (what fills
+            # ahead may hold once it is full), each planned path costing its bytes and a
+            # 64 KiB unit. That is part of the first shard in plan order, fetched as its units
+            sample = total // 6
+            share = (st['cache_bytes_limit'] // 2) * sample // (sample + UNIT)
+            units = ((share - 1) // UNIT + 1) * UNIT
             st = ml.poll(lambda: (lambda s: s['plan_fetch_bytes'] == share and
-                                  s['bytes_fetched'] - before['bytes_fetched'] == share and
+                                  s['bytes_fetched'] - before['bytes_fetched'] == units and
                                   s['fills_inflight'] == 0 and s)(m.stats())) or m.stats()
             ck.eq('publishing hands over the lookahead (paths, bytes)',
                   (st['plan_fetch_paths'], st['plan_fetch_bytes']), (1, share))
+            ck.eq('the lookahead in force', st['plan_lookahead_bytes'], share)
             ck.eq('publishing fetched the lookahead', st['bytes_fetched'] - before['bytes_fetched'],
-                  share)
+                  units)
             for i, n in enumerate(order):
                 ck.eq('bytes of %s' % n, hashlib.md5(read(os.path.join(m.mnt, n))).hexdigest(),
                       digests[n])
@@ -702,6 +716,206 @@ def group_coalesce(env, ck):
         emu.stop()
 
 
+def la_batches(n_paths, per_batch):
+    """The fetcher's batches (fs_plan_fetch.c pfx_plan) for a plan of n_paths paths of one size
+    whose lookahead is exactly per_batch paths, read in plan order one at a time: [(position
+    at which the batch goes, first index, end index)]. A batch hands over the paths from the
+    last one handed over up to position + per_batch; the next is due once the position reaches
+    its middle path + 1."""
+    out, nxt, mark = [], 0, 0
+    for pos in range(n_paths + 1):
+        if nxt >= n_paths or pos < mark:
+            continue
+        end = min(pos + per_batch, n_paths)
+        if nxt < end:
+            out.append((pos, nxt, end))
+            mark = nxt + (end - 1 - nxt) // 2 + 1
+            nxt = end
+    return out
+
+
+def group_lookahead(env, ck):
+    """A plan larger than the cache, fetched with coalescing, on the link emulator (30 ms,
+    60 MB/s), --plan-gap 1M given and no fill of 1 MiB (no rate is measured: the link's need is
+    the floor, 4 x 32 x (1 MiB + a sample), far above the cache): the cache bounds the
+    lookahead. Samples of 2 units (64 KiB) with their tar headers, unit-aligned (one read
+    request each: a sample read in several could lose its later units to an eviction between
+    them, its units being unneeded from its first), in a cache of 2 x 8 x (a sample + a unit)
+    bytes: the lookahead is half the cache with each path counted as its bytes and a unit,
+    exactly 8 samples (plan_lookahead_bytes). The plan is built on the batches that lookahead
+    gives: each batch's samples lie in shards of their own, at most 2 a shard with a 1-unit
+    member between them (the bytes between stay within a quarter of a batch's planned bytes),
+    shuffled within the batch. Read in plan
+    order, one sample at a time, waiting after each for what the fetcher hands over: exact
+    paths and bytes handed over, GETs (one per shard of a batch: the samples and the members
+    between as one span), gap bytes and bytes fetched after every read; every read a hit with
+    exact bytes, no unit fetched twice and no prefetch skipped for room (so no unit was evicted
+    before its reader got there), while the cache evicted what was read."""
+    from shardfs_test import linkemu
+    U = UNIT
+    L = 2 * U - 512  # a sample's data: with its header, 2 whole units
+    PER = 8  # the lookahead in samples
+    N = 48
+    cache = 2 * PER * (L + U)
+    batches = la_batches(N, PER)
+    src = env.path('src')
+    os.makedirs(src)
+    rng = random.Random(31)
+    planned = [None] * N  # plan index -> (shard, member)
+    groups = []  # per batch: [(shard, [plan indexes in offset order])]
+    shard_no = 0
+    for _, a, b in batches:
+        k = b - a
+        ng = (k + 1) // 2
+        sizes = [k // ng + (1 if g < k % ng else 0) for g in range(ng)]
+        idx = list(range(a, b))
+        rng.shuffle(idx)  # plan order within the batch mixes its shards
+        bg, at = [], 0
+        for g in range(ng):
+            mine = sorted(idx[at:at + sizes[g]])
+            at += sizes[g]
+            name = 'shard-%06d' % shard_no
+            shard_no += 1
+            members = [('a-head.bin', 5 * U - 512)]
+            for j, i in enumerate(mine):
+                if j:
+                    members.append(('u%02d.bin' % i, U - 512))
+                members.append(('p%02d.bin' % i, L))
+            members += [('m-pad.bin', U - 512), ('z-tail.bin', 5 * U - 512)]
+            offs = layout_shard(os.path.join(src, name + '.tar'), members)
+            for i in mine:
+                o, size = offs['p%02d.bin' % i]
+                if (o - 512) % U or size != L:
+                    ck.fail('layout: p%02d.bin at %d is not unit-aligned' % (i, o))
+                planned[i] = (name, 'p%02d.bin' % i, o)
+            bg.append((name, mine))
+        groups.append(bg)
+    r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('icache'), src])
+    ck.eq('shardfs index --sidecar rc', r.returncode, 0)
+
+    # what each batch costs: a span per shard from its first sample's header to its last
+    # sample's end, one GET; the members between are gap bytes
+    def batch_cost(bg):
+        gets = len(bg)
+        units = sum(3 * len(m) - 1 for _, m in bg)
+        gapb = sum((len(m) - 1) * U for _, m in bg)
+        return gets, units * U, gapb
+    want_at = {}  # position -> (paths, bytes handed, GETs, bytes fetched, gap bytes) so far
+    tot = [0, 0, 0, 0, 0]
+    for (pos, a, b), bg in zip(batches, groups):
+        gets, fetched, gapb = batch_cost(bg)
+        tot = [tot[0] + b - a, tot[1] + (b - a) * L, tot[2] + gets, tot[3] + fetched,
+               tot[4] + gapb]
+        want_at[pos] = tuple(tot)
+    cur, progress = (0, 0, 0, 0, 0), []
+    for pos in range(N + 1):
+        cur = want_at.get(pos, cur)
+        progress.append(cur)
+    ck.ok(progress[N][3] > 2 * cache,
+          'the plan fetches %d bytes, more than twice the cache (%d)' % (progress[N][3], cache))
+
+    emu = linkemu.Emu(src, 30, 60, env.tmp, 'lookahead')
+    try:
+        with ml.Mount(env, emu.url(''), cache_dir=env.path('cache'),
+                      extra=['--cache-size', str(cache), '--plan-gap', '1M', '--warm', 'off',
+                             '--prefetch-shards', '0', '--min-free', '0']) as m:
+            for k in range(shard_no):
+                os.listdir(os.path.join(m.mnt, 'shard-%06d' % k))
+            st0, g0 = m.stats(), emu.stats()['requests']
+            ck.eq('the cache', st0['cache_bytes_limit'], cache)
+
+            def settled(pos):
+                paths, nbytes, gets, fetched, gapb = progress[pos]
+
+                def done():
+                    st = m.stats()
+                    return (st['plan_fetch_paths'] == paths and st['fills_inflight'] == 0 and
+                            st['bytes_fetched'] - st0['bytes_fetched'] >= fetched and
+                            emu.stats()['requests'] - g0 >= gets and st) or None
+                st = ml.poll(done) or m.stats()
+                return st, (paths, nbytes, gets, fetched, gapb, st0['cache_misses'])
+
+            def got(st):
+                return (st['plan_fetch_paths'], st['plan_fetch_bytes'],
+                        emu.stats()['requests'] - g0, st['bytes_fetched'] - st0['bytes_fetched'],
+                        st['plan_fetch_gap_bytes'], st['cache_misses'])
+
+            pf = env.path('plan')
+            with open(pf, 'w') as f:
+                f.write(''.join('%s/%s\n' % (sh, mb) for sh, mb, _ in planned))
+            ck.eq('plan rc', ctl(m.mnt, 'plan big ' + pf), None)
+            st, want = settled(0)
+            ck.eq('the plan is bigger than the cache', st['plan_bytes'] > cache, True)
+            ck.eq('the lookahead: half the cache, a path costing its bytes and a unit',
+                  st['plan_lookahead_bytes'], PER * L)
+            ck.eq('publishing: handed over, GETs, fetched, gap bytes, misses (paths, bytes, '
+                  'GETs, bytes fetched, gap bytes, misses)', got(st), want)
+            for i, (sh, mb, o) in enumerate(planned):
+                with open(os.path.join(src, sh + '.tar'), 'rb') as f:
+                    f.seek(o)
+                    ref = f.read(L)
+                if read(os.path.join(m.mnt, sh, mb)) != ref:
+                    ck.fail('bytes of %s/%s (plan index %d)' % (sh, mb, i))
+                st, want = settled(i + 1)
+                if got(st) != want:
+                    ck.fail('after reading plan index %d: (paths, bytes, GETs, bytes fetched, gap '
+                            'bytes, misses) %s, want %s (%s)'
+                            % (i, got(st), want, ', '.join('%s %d' % (k, st[k] - st0[k]) for k in (
+                                'fills', 'evictions', 'evicted_bytes', 'prefetch_withdrawn',
+                                'cache_unfit_bytes'))))
+                    break
+            st = m.stats()
+            ck.eq('at the end (paths, bytes, GETs, bytes fetched, gap bytes, misses)', got(st),
+                  progress[N][:5] + (st0['cache_misses'],))
+            ck.eq('every planned read a hit: plan_hits', st['plan_hits'], N)
+            ck.eq('no prefetch skipped for room', st['cache_unfit_bytes'], st0['cache_unfit_bytes'])
+            ck.eq('no prefetch withdrawn', st['prefetch_withdrawn'], st0['prefetch_withdrawn'])
+            ck.ok(st['evicted_bytes'] - st0['evicted_bytes'] >= progress[N][3] - cache,
+                  'the cache evicted what was read: %d bytes'
+                  % (st['evicted_bytes'] - st0['evicted_bytes']))
+            ck.eq('no rate measured (every fill under 1 MiB)', st['link_rate_bytes'], 0)
+            ck.eq('the lookahead at the end', st['plan_lookahead_bytes'], PER * L)
+            ck.eq('read_errors', st['read_errors'], 0)
+            log('%d samples in %d batches over %d shards, cache %d: %d GETs, fetched %d, gap %d, '
+                'evicted %d in %d evictions' % (
+                    N, len(batches), shard_no, cache, progress[N][2], progress[N][3],
+                    progress[N][4], st['evicted_bytes'] - st0['evicted_bytes'],
+                    st['evictions'] - st0['evictions']))
+        # a reader that leaves paths behind its position (a loader's workers read batches
+        # side by side; here: paths skipped) holds their units ahead too: they take their
+        # cost off the room, at most half the plan's lookahead. The first 16 samples, on a
+        # fresh cache: publishing hands over 8 (marks the batch's middle: 4); reading plan
+        # index 1 then 4 puts the position at 5 with 3 paths behind it not read: the lookahead
+        # is 8 - 3 = 5 samples, handed up to 5 + 5 = 10; reading 7 and 9 (position 10, 6
+        # behind, counted as half the lookahead: 2.5) makes it 5.5, handed up to 15.5
+        with ml.Mount(env, emu.url(''), cache_dir=env.path('cache2'),
+                      extra=['--cache-size', str(cache), '--plan-gap', '1M', '--warm', 'off',
+                             '--prefetch-shards', '0', '--min-free', '0']) as m:
+            for k in range(shard_no):
+                os.listdir(os.path.join(m.mnt, 'shard-%06d' % k))
+            pf = env.path('plan-skip')
+            with open(pf, 'w') as f:
+                f.write(''.join('%s/%s\n' % (sh, mb) for sh, mb, _ in planned[:16]))
+            ck.eq('plan skip rc', ctl(m.mnt, 'plan skip ' + pf), None)
+
+            def handed(paths):
+                st = ml.poll(lambda: (lambda s: s['plan_fetch_paths'] >= paths and
+                                      s['fills_inflight'] == 0 and s)(m.stats())) or m.stats()
+                return st['plan_fetch_paths'], st['plan_fetch_bytes'], st['plan_lookahead_bytes']
+            ck.eq('skip: publishing (paths, bytes handed over, lookahead)', handed(8),
+                  (8, 8 * L, 8 * L))
+            for i in (1, 4):
+                read(os.path.join(m.mnt, planned[i][0], planned[i][1]))
+            ck.eq('skip: 3 paths behind the position (paths, bytes, lookahead)', handed(10),
+                  (10, 10 * L, 5 * L))
+            for i in (7, 9):
+                read(os.path.join(m.mnt, planned[i][0], planned[i][1]))
+            ck.eq('skip: 6 behind, at most half the lookahead (paths, bytes, lookahead)',
+                  handed(16), (16, 15 * L + L // 2, 5 * L + L // 2))
+    finally:
+        emu.stop()
+
+
 NU_UNIT = 64 * 1024  # --chunk-size 512K: units of 64 KiB, each file here one unit
 
 
@@ -901,7 +1115,8 @@ def group_file(env, ck):
 
 
 GROUPS = {'file': group_file, 'semantics': group_semantics, 'bigger': group_bigger,
-          'ahead': group_ahead, 'coalesce': group_coalesce, 'nextuse': group_nextuse}
+          'ahead': group_ahead, 'coalesce': group_coalesce, 'nextuse': group_nextuse,
+          'lookahead': group_lookahead}
 
 
 def main():
