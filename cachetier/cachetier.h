@@ -390,16 +390,22 @@ uint64_t cachetier_obj_cached_bytes(const struct cachetier_obj *o);
  * mark: the units behind [off, off+len) are read next at position seq,
  *   unless a mark says sooner (the nearest of every plan's wins). 0, or
  *   -EINVAL when the range passes cachetier_obj_size.
- * done: the units behind [off, off+len) were read by the plan use their
- *   mark was for: needed by no plan now (the caller marks them again for
- *   a later use, e.g. of a neighbour sharing a unit); [*lo, *hi) says which
- *   bytes those units cover. 0 or -EINVAL.
+ * read: the plan use of [off, off+len) (one path's bytes) was read up to
+ *   byte upto (a path read in several requests: the bytes read so far):
+ *   the units behind [off, off+len) whose bytes of that range all lie
+ *   before upto are needed by no plan now (the caller marks them again
+ *   for a later use, e.g. of a neighbour sharing a unit); the others keep
+ *   their mark until a read gets past them. [*lo, *hi) says which bytes
+ *   the units made unneeded cover (*lo == *hi: none). 0 or -EINVAL.
+ * done: read with upto = off + len: every unit behind [off, off+len).
  * reset: every unit a plan marked is needed by none (the caller then
  *   marks what the plans it keeps still need). */
 void cachetier_plan_now(struct cachetier *ct, uint32_t now);
 int cachetier_plan_mark(struct cachetier_obj *o, uint64_t off, uint64_t len, uint32_t seq);
 int cachetier_plan_done(struct cachetier_obj *o, uint64_t off, uint64_t len, uint64_t *lo,
 			uint64_t *hi);
+int cachetier_plan_read(struct cachetier_obj *o, uint64_t off, uint64_t len, uint64_t upto,
+			uint64_t *lo, uint64_t *hi);
 void cachetier_plan_reset(struct cachetier *ct);
 
 /* Copy bytes of the stream. Returns bytes read (short only at the end of

@@ -5,7 +5,8 @@
  *
  * Per unit, ct_file.nu (4 bytes, allocated with the object's other
  * per-unit arrays): CT_NU_NONE, no plan speaks of it (least recently used
- * order); CT_NU_DONE, a plan read it, or a range prefetch filled it while
+ * order); CT_NU_DONE, a plan read it (a read got past its bytes of the
+ * planned path: cachetier_plan_read), or a range prefetch filled it while
  * no plan marked it (bytes between planned extents), and no plan needs it
  * again (evicted first); otherwise the plan position of its next use, a
  * serial number compared with ct->plan_now (cachetier_plan_now), so the
@@ -65,31 +66,43 @@ int cachetier_plan_mark(struct cachetier_obj *o, uint64_t off, uint64_t len, uin
 	return 0;
 }
 
-int cachetier_plan_done(struct cachetier_obj *o, uint64_t off, uint64_t len, uint64_t *lo,
-			uint64_t *hi)
+int cachetier_plan_read(struct cachetier_obj *o, uint64_t off, uint64_t len, uint64_t upto,
+			uint64_t *lo, uint64_t *hi)
 {
 	struct cachetier *ct = o->ct;
 	struct ct_file *f = o->file;
-	uint32_t c0, c1;
+	uint32_t c0, c1, d;
 	int err = plan_units(o, off, len, &c0, &c1);
 	int64_t now;
 
-	*lo = off;
-	*hi = off + len;
+	*lo = *hi = off;
 	if (err < 0 || c0 == c1)
 		return err;
+	/* units [c0, d): their bytes of the range end at or before upto (the
+	 * last unit's at off + len, which may lie inside it) */
+	if (upto >= off + len)
+		d = c1;
+	else
+		d = upto / f->unit_bytes > c0 ? (uint32_t)(upto / f->unit_bytes) : c0;
+	if (d == c0)
+		return 0;
 	*lo = cachetier__unit_off(f, c0);
-	*hi = cachetier__unit_off(f, c1 - 1) + cachetier__unit_len(f, c1 - 1);
+	*hi = cachetier__unit_off(f, d - 1) + cachetier__unit_len(f, d - 1);
 	now = cachetier__now_ns();
 	pthread_mutex_lock(&ct->lock);
-	for (uint32_t c = c0; c < c1; c++) {
+	for (uint32_t c = c0; c < d; c++) {
 		f->nu[c] = CT_NU_DONE;
-		/* last in the order of units no plan needs: its reader may read
-		 * on (a file read in several requests) */
+		/* last in the order of units no plan needs */
 		f->uatime[c] = now;
 	}
 	pthread_mutex_unlock(&ct->lock);
 	return 0;
+}
+
+int cachetier_plan_done(struct cachetier_obj *o, uint64_t off, uint64_t len, uint64_t *lo,
+			uint64_t *hi)
+{
+	return cachetier_plan_read(o, off, len, off + len, lo, hi);
 }
 
 void cachetier_plan_reset(struct cachetier *ct)

@@ -282,7 +282,7 @@ int fs_op_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_t si
 		return -EISDIR;
 	err = v->read(fs, ino, fh, off, size, r);
 	if (err == 0 && !v->volatile_attrs)
-		fs_plan_note_read(fs, v->member_of ? v->member_of(ino) : ino, off);
+		fs_plan_note_read(fs, v->member_of ? v->member_of(ino) : ino, off, size);
 	/* a remote object that changed under a read: the next lookup of its
 	 * name gets the new version */
 	if (err == -ESTALE && v->mark_stale)

@@ -25,12 +25,17 @@
 #include "fs_view.h"
 
 #define PLAN_NONE UINT32_MAX
+/* Planned paths being read at once whose units not read yet keep their
+ * marks (next use, below): far more than a loader's readers read at once
+ * (each reads one path at a time); a path started before the last
+ * PLAN_READING was left part-read (use_reading). */
+#define PLAN_READING 64
 
 static void plan_changed(struct fs *fs);
 static int use_index(struct fs_plan *p);
 static void use_all(struct fs *fs);
 static void use_moved(struct fs *fs, const struct fs_plan *p);
-static void use_done(struct fs *fs, const struct fs_plan_extent *x);
+static void use_read(struct fs *fs, const struct fs_plan_extent *x, uint64_t off, uint64_t size);
 
 /* The published plans (fs_plan.h): fs->plans, from fs_open to fs_close. */
 struct fs_plans {
@@ -42,6 +47,10 @@ struct fs_plans {
 	/* bytes: the furthest any plan's readers got, on the plans' clock
 	 * (next use, below) */
 	atomic_ullong clock;
+	/* planned paths being read (next use, below: use_reading): started and
+	 * not read to their end, the one started first at [0]; under use_lock */
+	struct fs_plan_extent reading[PLAN_READING];
+	uint32_t nreading;
 };
 
 int fs_plans_new(struct fs_plans **pl)
@@ -563,12 +572,12 @@ static void plan_mark(struct fs *fs, struct fs_plan *p, uint32_t i, int *marked)
 	use_moved(fs, p);
 }
 
-void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off)
+void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off, uint64_t size)
 {
 	enum fs_kind k = fs_ino_kind(ino);
 	uint64_t key = ino;
 	struct fs_plan_extent x;
-	int marked = 0;
+	int marked = 0, planned = 0;
 
 	if (!atomic_load_explicit(&fs->plans->n, memory_order_relaxed))
 		return;
@@ -581,11 +590,13 @@ void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off)
 
 		if (first == PLAN_NONE)
 			continue;
+		/* one key: the same bytes in every plan */
+		x = p->ext[first];
+		planned = 1;
 		if (off == 0) { /* a new read of the file: its next occurrence */
 			for (uint32_t i = first; i != PLAN_NONE; i = p->next[i]) {
 				if (atomic_exchange(&p->done[i], 1) == 0) {
 					plan_mark(fs, p, i, &marked);
-					x = p->ext[i];
 					break;
 				}
 			}
@@ -594,17 +605,15 @@ void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off)
 
 			while (i != PLAN_NONE && !atomic_load(&p->done[i]))
 				i = p->next[i];
-			if (i == PLAN_NONE && atomic_exchange(&p->done[first], 1) == 0) {
+			if (i == PLAN_NONE && atomic_exchange(&p->done[first], 1) == 0)
 				plan_mark(fs, p, first, &marked);
-				x = p->ext[first];
-			}
 		}
 	}
 	pthread_rwlock_unlock(&fs->plans->lock);
-	if (marked) {
-		use_done(fs, &x); /* one key: the same bytes in every plan */
+	if (planned)
+		use_read(fs, &x, off, size);
+	if (marked)
 		plan_changed(fs);
-	}
 }
 
 /* ---- the fetcher's side and stats ------------------------------------------ */
@@ -743,12 +752,21 @@ void fs_plan_free_all(struct fs *fs)
  *
  * When: at every publish and clear, all marks are dropped and every extent
  * not read yet of every plan is marked (O(extents of the plans), under
- * use_lock); when a read marks an extent read (fs_plan_note_read), its
- * units are needed by none (cachetier_plan_done), then the extents that
- * share those units and are not read yet, in any plan, mark them again
- * (found through p->byoff in O(log extents)). Members of compressed shards
- * are not marked (their object is read once, by its decoding). Lock order:
- * use_lock, then fs->plans->lock (fs_plan_list), then the cache tier's. */
+ * use_lock). As reads of a planned path land (fs_plan_note_read, every read
+ * request, the first of which marks the path read), the units the path's
+ * bytes read so far cover are needed by none (cachetier_plan_read: a path
+ * read in several requests keeps the units it has not read yet, which a
+ * fill between its requests would otherwise evict first), then the extents
+ * that share those units and are not read yet, in any plan, mark them again
+ * (found through p->byoff in O(log extents)). A path's read so far is the
+ * bytes up to the end of its latest request (a reader reads a file in
+ * order); a sparse member's pieces do not map its offsets, so its first
+ * read makes all its units unneeded. A path whose reader stops part-way
+ * keeps the rest of its units marked, as needed now, until PLAN_READING
+ * paths started after it (use_reading) or the next publish or clear.
+ * Members of compressed shards are not marked (their object is read once,
+ * by its decoding). Lock order: use_lock, then fs->plans->lock
+ * (fs_plan_list), then the cache tier's. */
 
 #define USE_SHIFT     12	 /* positions given to the cache tier: 4 KiB of reading */
 #define USE_AHEAD_MAX (1u << 30) /* the furthest position marked ahead of the clock */
@@ -851,6 +869,7 @@ static void use_all(struct fs *fs)
 	pthread_mutex_lock(&use_lock);
 	n = fs_plan_list(fs, ps, FS_PLAN_MAX);
 	cachetier_plan_reset(fs->ct);
+	fs->plans->nreading = 0; /* the marks start again from the plans */
 	for (size_t k = 0; k < n; k++) {
 		struct cachetier_obj *raw = NULL;
 		uint32_t obj = UINT32_MAX;
@@ -924,27 +943,90 @@ static void use_again(struct fs *fs, const struct fs_plan *p, uint32_t obj, uint
 	}
 }
 
-/* The read of extent x (marked read in every plan holding its key): its
- * units are needed by none but the extents not read yet that share them. */
-static void use_done(struct fs *fs, const struct fs_plan_extent *x)
+/* Units of obj covering [lo, hi) were made unneeded: mark them again for
+ * the extents not read yet that read them, in every plan. use_lock held. */
+static void use_again_all(struct fs *fs, uint32_t obj, uint64_t lo, uint64_t hi,
+			  struct cachetier_obj *raw)
 {
 	struct fs_plan *ps[FS_PLAN_MAX];
-	struct cachetier_obj *raw;
-	uint64_t off, len, lo, hi;
 	size_t n;
 
-	if (backend_is_local(fs->be) || !use_range(x, &off, &len))
+	if (lo >= hi)
+		return;
+	n = fs_plan_list(fs, ps, FS_PLAN_MAX);
+	for (size_t k = 0; k < n; k++) {
+		use_again(fs, ps[k], obj, lo, hi, raw);
+		fs_plan_put(ps[k]);
+	}
+}
+
+/* Extent x's units are needed by none now (all of them, its reader done
+ * with it or gone), but for the extents not read yet sharing them.
+ * use_lock held. */
+static void use_done(struct fs *fs, const struct fs_plan_extent *x)
+{
+	struct cachetier_obj *raw = use_raw(fs, x->obj);
+	uint64_t off, len, lo, hi;
+
+	if (raw && use_range(x, &off, &len) && cachetier_plan_done(raw, off, len, &lo, &hi) == 0)
+		use_again_all(fs, x->obj, lo, hi, raw);
+}
+
+/* Keep fs->plans->reading, the planned paths being read, up to date for a
+ * read of x that got to byte upto of its object (end: to its last byte):
+ * a path read to its end leaves it; one not in it enters it, and when it
+ * is full the path that entered first leaves it, its units needed by none
+ * (its reader stopped part-way: PLAN_READING paths started since).
+ * use_lock held. */
+static void use_reading(struct fs *fs, const struct fs_plan_extent *x, int end)
+{
+	struct fs_plans *pl = fs->plans;
+	uint32_t i = 0;
+
+	while (i < pl->nreading && pl->reading[i].key != x->key)
+		i++;
+	if (i < pl->nreading) {
+		if (end) {
+			memmove(&pl->reading[i], &pl->reading[i + 1],
+				(pl->nreading - i - 1) * sizeof(pl->reading[0]));
+			pl->nreading--;
+		}
+		return;
+	}
+	if (end)
+		return;
+	if (pl->nreading == PLAN_READING) {
+		struct fs_plan_extent old = pl->reading[0];
+
+		memmove(&pl->reading[0], &pl->reading[1],
+			(PLAN_READING - 1) * sizeof(pl->reading[0]));
+		pl->nreading--;
+		use_done(fs, &old);
+	}
+	pl->reading[pl->nreading++] = *x;
+}
+
+/* A read of [off, off + size) of the file of planned extent x landed: the
+ * units of x its bytes read so far cover are needed by none but the
+ * extents not read yet that share them. */
+static void use_read(struct fs *fs, const struct fs_plan_extent *x, uint64_t off, uint64_t size)
+{
+	struct cachetier_obj *raw;
+	uint64_t uoff, ulen, upto, lo, hi;
+	int end;
+
+	if (backend_is_local(fs->be) || !use_range(x, &uoff, &ulen))
 		return;
 	raw = use_raw(fs, x->obj);
 	if (!raw)
 		return;
+	/* the bytes read so far, as stored: up to this request's end (with
+	 * the tar header of FS_PLAN_HEADER before them) */
+	end = (x->flags & FS_PLAN_SPARSE) || off >= x->len || size >= x->len - off;
+	upto = end ? uoff + ulen : x->off + off + size;
 	pthread_mutex_lock(&use_lock);
-	if (cachetier_plan_done(raw, off, len, &lo, &hi) == 0) {
-		n = fs_plan_list(fs, ps, FS_PLAN_MAX);
-		for (size_t k = 0; k < n; k++) {
-			use_again(fs, ps[k], x->obj, lo, hi, raw);
-			fs_plan_put(ps[k]);
-		}
-	}
+	use_reading(fs, x, end);
+	if (cachetier_plan_read(raw, uoff, ulen, upto, &lo, &hi) == 0)
+		use_again_all(fs, x->obj, lo, hi, raw);
 	pthread_mutex_unlock(&use_lock);
 }

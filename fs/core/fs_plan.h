@@ -76,14 +76,17 @@ struct fs_plan_info {
 int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file);
 /* Drop plan name (NULL: "pid-PID"): 0 or -ENOENT. */
 int fs_plan_clear(struct fs *fs, const char *name, pid_t pid);
-/* A read of ino (an object's or a member's: fs_op_read gives a layout's
- * other inode of a member as the member's, fs_view.h member_of) at off:
- * marks the path read in every plan that has it: a
- * read at offset 0 marks its first occurrence not read yet (a new read of
- * the file), one at another offset only the first when none is read (it
- * continues a read). Reads the kernel answers from its page cache never
- * come here. Cheap when no plan is published. */
-void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off);
+/* A read of [off, off + size) of ino (an object's or a member's: fs_op_read
+ * gives a layout's other inode of a member as the member's, fs_view.h
+ * member_of), after its bytes were pinned: marks the path read in every
+ * plan that has it: a read at offset 0 marks its first occurrence not read
+ * yet (a new read of the file), one at another offset only the first when
+ * none is read (it continues a read). Every read of a planned path (of
+ * each request of a path read in several) makes the units its bytes read
+ * so far cover needed by no plan (fs_plan.c, next use). Reads the kernel
+ * answers from its page cache never come here. Cheap when no plan is
+ * published. */
+void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off, uint64_t size);
 /* fn(ctx) is called after every publish and clear and after a read that
  * marked a planned path (so a fetcher can wake up), on the thread that did
  * it, with no lock of fs_plan.c held; it must not block. Set it once,

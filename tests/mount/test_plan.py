@@ -916,6 +916,122 @@ def group_lookahead(env, ck):
         emu.stop()
 
 
+def group_pieces(env, ck):
+    """A planned path larger than one FUSE read (read in several requests) keeps the units it has
+    not read yet while its reader reads it: the fetcher's fill of the next planned path, which
+    must evict, comes between the requests of the first and takes what was read, never the
+    rest (its units become unneeded as the reads that cover them land, not at the first).
+    nginx, --chunk-size 512K (64 KiB units), a cache of 16 units, --plan-gap 0 and a lookahead
+    of exactly one path (--plan-lookahead); one shard with a sidecar index, every member
+    unit-aligned with its tar header: a-head (1 unit), an unplanned filler (7 units, read
+    first: what least recently used order evicts), two planned samples of 5 units (320 KiB
+    with the header) in chunks of their own, more than a chunk apart (the reads of the second
+    are no sequential run: no readahead). The first sample is read in requests of 128 KiB
+    (os.read with POSIX_FADV_RANDOM: no kernel readahead), and the test waits after the first
+    for the fetcher to hand over the second sample and for its fill, which evicts 3 units:
+    the 2 units the first request read and the oldest unit no plan speaks of. Exact bytes
+    fetched (each unit once), GETs, evictions and evicted bytes; every read after the filler
+    a hit. (Its first request is a checked read of the member with its header: copied, so no
+    pin of it outlives the reply.)"""
+    U = UNIT
+    S = 5 * U - 512  # a sample's data: with its header, 5 whole units
+    src = env.path('src')
+    os.makedirs(src)
+    members = [('a-head.bin', U - 512), ('f-fill.bin', 7 * U - 512), ('p0.bin', S),
+               ('m-pad.bin', 11 * U - 512), ('p1.bin', S), ('z-tail.bin', U - 512)]
+    offs = layout_shard(os.path.join(src, 'shard-000000.tar'), members)
+    want_at = {'f-fill.bin': U, 'p0.bin': 8 * U, 'p1.bin': 24 * U}
+    for n, at in want_at.items():
+        ck.eq('layout: %s header at' % n, offs[n][0] - 512, at)
+    r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('icache'), src])
+    ck.eq('shardfs index --sidecar rc', r.returncode, 0)
+    with open(os.path.join(src, 'shard-000000.tar'), 'rb') as f:
+        data = f.read()
+
+    def ref(n):
+        o, size = offs[n]
+        return data[o:o + size]
+
+    ng = web.Nginx(env.path('nginx'), src).start()
+
+    def gets():
+        return sum(1 for ln in ng.requests() if '"GET ' in ln and 'shard-000000.tar ' in ln)
+    try:
+        with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'),
+                      extra=['--cache-size', str(16 * U), '--chunk-size', '512K',
+                             '--plan-gap', '0', '--plan-lookahead', str(S), '--warm', 'off',
+                             '--prefetch-shards', '0', '--min-free', '0']) as m:
+            sh = os.path.join(m.mnt, 'shard-000000')
+            os.listdir(sh)
+            st0, g0 = m.stats(), gets()
+
+            def pieces(n, count=None):
+                """Read member n in requests of 128 KiB, count of them (None: all); returns
+                the bytes and the open fd (closed when count is None)."""
+                fd = os.open(os.path.join(sh, n), os.O_RDONLY)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+                got, k = b'', 0
+                while count is None or k < count:
+                    b = os.read(fd, 128 * 1024)
+                    if not b:
+                        break
+                    got += b
+                    k += 1
+                if count is None:
+                    os.close(fd)
+                return got, fd
+
+            got, _ = pieces('f-fill.bin')
+            ck.eq('the filler\'s bytes', got, ref('f-fill.bin'))
+            st1 = m.stats()
+            ck.eq('the filler: one chunk fill (bytes, GETs)',
+                  (st1['bytes_fetched'] - st0['bytes_fetched'], gets() - g0), (7 * U, 1))
+            pf = env.path('plan')
+            with open(pf, 'w') as f:
+                f.write('shard-000000/p0.bin\nshard-000000/p1.bin\n')
+            ck.eq('plan rc', ctl(m.mnt, 'plan pieces ' + pf), None)
+
+            def handed(paths):
+                return ml.poll(lambda: (lambda s: s['plan_fetch_paths'] >= paths and
+                                        s['fills_inflight'] == 0 and s)(m.stats())) or m.stats()
+            st = handed(1)
+            ck.eq('publishing: one path handed over and fetched, nothing evicted (paths, '
+                  'bytes fetched, evictions)',
+                  (st['plan_fetch_paths'], st['bytes_fetched'] - st1['bytes_fetched'],
+                   st['evictions'] - st0['evictions']), (1, 5 * U, 0))
+            first, fd = pieces('p0.bin', 1)
+            # the position moved: the second sample goes, and its fill evicts
+            st = handed(2)
+            ck.eq('after the first request: the second path fetched, 3 units evicted '
+                  '(paths, bytes fetched, evictions, evicted bytes)',
+                  (st['plan_fetch_paths'], st['bytes_fetched'] - st1['bytes_fetched'],
+                   st['evictions'] - st0['evictions'], st['evicted_bytes'] - st0['evicted_bytes']),
+                  (2, 10 * U, 1, 3 * U))
+            rest = b''
+            while True:
+                b = os.read(fd, 128 * 1024)
+                if not b:
+                    break
+                rest += b
+            os.close(fd)
+            ck.eq('the first sample\'s bytes', first + rest, ref('p0.bin'))
+            got, _ = pieces('p1.bin')
+            ck.eq('the second sample\'s bytes', got, ref('p1.bin'))
+            st = m.stats()
+            ck.eq('no unit fetched twice: bytes fetched (the filler and the two samples), GETs',
+                  (st['bytes_fetched'] - st0['bytes_fetched'], gets() - g0), (17 * U, 3))
+            ck.eq('every read after the filler a hit: misses', st['cache_misses'],
+                  st1['cache_misses'])
+            ck.eq('evictions, evicted bytes',
+                  (st['evictions'] - st0['evictions'], st['evicted_bytes'] - st0['evicted_bytes']),
+                  (1, 3 * U))
+            ck.eq('nothing skipped for room', st['cache_unfit_bytes'], st0['cache_unfit_bytes'])
+            ck.eq('plan_hits', st['plan_hits'], 2)
+            ck.eq('read_errors', st['read_errors'], 0)
+    finally:
+        ng.stop()
+
+
 NU_UNIT = 64 * 1024  # --chunk-size 512K: units of 64 KiB, each file here one unit
 
 
@@ -1116,7 +1232,7 @@ def group_file(env, ck):
 
 GROUPS = {'file': group_file, 'semantics': group_semantics, 'bigger': group_bigger,
           'ahead': group_ahead, 'coalesce': group_coalesce, 'nextuse': group_nextuse,
-          'lookahead': group_lookahead}
+          'lookahead': group_lookahead, 'pieces': group_pieces}
 
 
 def main():
