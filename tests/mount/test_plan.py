@@ -44,6 +44,10 @@ GROUP:
              twice, nothing skipped for room; then paths skipped behind the position: their
              cost comes off the lookahead, at most half of it (exact lookahead and paths
              handed over)
+  pieces     a planned sample of 5 units read in requests of 128 KiB, nginx, a lookahead of one
+             path: the fetcher's fill of the next path, which evicts, comes between its
+             requests and takes the units read, never the rest (exact bytes fetched, GETs,
+             evictions, evicted bytes; every read a hit)
   file       a plan file is never copied into the log (a shadow-like file: only counts and
              line numbers of the lines that name nothing), and is read in pieces (48 MiB of
              overlong lines raise the daemon's peak RSS by less than 8 MiB)
@@ -739,8 +743,7 @@ def group_lookahead(env, ck):
     60 MB/s), --plan-gap 1M given and no fill of 1 MiB (no rate is measured: the link's need is
     the floor, 4 x 32 x (1 MiB + a sample), far above the cache): the cache bounds the
     lookahead. Samples of 2 units (64 KiB) with their tar headers, unit-aligned (one read
-    request each: a sample read in several could lose its later units to an eviction between
-    them, its units being unneeded from its first), in a cache of 2 x 8 x (a sample + a unit)
+    request each; a sample read in several: group pieces), in a cache of 2 x 8 x (a sample + a unit)
     bytes: the lookahead is half the cache with each path counted as its bytes and a unit,
     exactly 8 samples (plan_lookahead_bytes). The plan is built on the batches that lookahead
     gives: each batch's samples lie in shards of their own, at most 2 a shard with a 1-unit
