@@ -758,14 +758,14 @@ void fs_plan_free_all(struct fs *fs)
  * read in several requests keeps the units it has not read yet, which a
  * fill between its requests would otherwise evict first), then the extents
  * that share those units and are not read yet, in any plan, mark them again
- * (found through p->byoff in O(log extents)). A path's read so far is the
- * bytes up to the end of its latest request (a reader reads a file in
- * order); a sparse member's pieces do not map its offsets, so its first
- * read makes all its units unneeded. A path whose reader stops part-way
- * keeps the rest of its units marked, as needed now, until PLAN_READING
- * paths started after it (use_reading) or the next publish or clear.
- * Members of compressed shards are not marked (their object is read once,
- * by its decoding). Lock order: use_lock, then fs->plans->lock
+ * (found through p->byoff in O(log extents)). A request makes unneeded the
+ * units its bytes end in or pass (a reader reads a file in order: the unit
+ * a request starts in was begun by the one before), and a request that
+ * reaches the path's end all its units; a sparse member's pieces do not
+ * map its offsets, so its first read makes all its units unneeded. A path whose reader stops
+ * part-way keeps the rest of its units marked, as needed now, until PLAN_READING paths started
+ * after it (use_reading) or the next publish or clear. Members of compressed shards are not marked
+ * (their object is read once, by its decoding). Lock order: use_lock, then fs->plans->lock
  * (fs_plan_list), then the cache tier's. */
 
 #define USE_SHIFT     12	 /* positions given to the cache tier: 4 KiB of reading */
@@ -1008,25 +1008,34 @@ static void use_reading(struct fs *fs, const struct fs_plan_extent *x, int end)
 
 /* A read of [off, off + size) of the file of planned extent x landed: the
  * units of x its bytes read so far cover are needed by none but the
- * extents not read yet that share them. */
+ * extents not read yet that share them. O(units of the request); at the
+ * path's end O(units of the path), once. */
 static void use_read(struct fs *fs, const struct fs_plan_extent *x, uint64_t off, uint64_t size)
 {
 	struct cachetier_obj *raw;
-	uint64_t uoff, ulen, upto, lo, hi;
-	int end;
+	uint64_t uoff, ulen, from, lo, hi;
+	int end, err;
 
 	if (backend_is_local(fs->be) || !use_range(x, &uoff, &ulen))
 		return;
 	raw = use_raw(fs, x->obj);
 	if (!raw)
 		return;
-	/* the bytes read so far, as stored: up to this request's end (with
-	 * the tar header of FS_PLAN_HEADER before them) */
 	end = (x->flags & FS_PLAN_SPARSE) || off >= x->len || size >= x->len - off;
-	upto = end ? uoff + ulen : x->off + off + size;
 	pthread_mutex_lock(&use_lock);
 	use_reading(fs, x, end);
-	if (cachetier_plan_read(raw, uoff, ulen, upto, &lo, &hi) == 0)
+	if (end) {
+		/* all of it, units a reader skipped too: it is done with the path */
+		err = cachetier_plan_done(raw, uoff, ulen, &lo, &hi);
+	} else {
+		/* this request's bytes as stored (a first one with the tar
+		 * header of FS_PLAN_HEADER): the units they end in or past; the
+		 * unit it starts in ends in it, its start was read before */
+		from = off == 0 ? uoff : x->off + off;
+		err = cachetier_plan_read(raw, from, uoff + ulen - from, x->off + off + size, &lo,
+					  &hi);
+	}
+	if (err == 0)
 		use_again_all(fs, x->obj, lo, hi, raw);
 	pthread_mutex_unlock(&use_lock);
 }
