@@ -48,6 +48,10 @@ GROUP:
              path: the fetcher's fill of the next path, which evicts, comes between its
              requests and takes the units read, never the rest (exact bytes fetched, GETs,
              evictions, evicted bytes; every read a hit)
+  partread   a planned path left part-read (its first 4 KiB) keeps its units as needed now while
+             63 planned paths start after it, and they go first once a 64th has (nginx, a
+             sidecar shard of one-unit members, a cache of 4 units): exact misses, bytes
+             fetched, evictions
   file       a plan file is never copied into the log (a shadow-like file: only counts and
              line numbers of the lines that name nothing), and is read in pieces (48 MiB of
              overlong lines raise the daemon's peak RSS by less than 8 MiB)
@@ -1183,6 +1187,75 @@ def group_nextuse(env, ck):
         ng.stop()
 
 
+def group_partread(env, ck):
+    """A planned path left part-read keeps its units marked as needed now while 63 more planned
+    paths start after it (its reader may still read on: a fill evicts the furthest planned
+    units instead), and once a 64th starts its units are needed by none (its reader stopped):
+    the next fill evicts them first. nginx, one shard with a sidecar index whose members are
+    one unit each with their tar headers (head, A, Q00..Q63, Z, tail), a cache of 4 units, no
+    fetching ahead; a plan of A, then Q00..Qn, each read for its first 4 KiB only (no unit read
+    to its end; a first read of a member is checked and copied: no pin outlives it), then the
+    unplanned Z, whose fill must evict a unit, then A whole. Each fill is one unit; the first
+    two evictions take the units the sidecar's check read, then each Q's fill evicts the Q
+    before it (the furthest next use: A's is the nearest). With 63 Qs, Z's fill evicts Q62 and
+    A is a hit; with 64, Z's fill evicts A, which is fetched again (evicting Z). Exact misses,
+    bytes fetched, evictions."""
+    src = env.path('src')
+    os.makedirs(src)
+    U = UNIT
+    qs = ['q%02d.bin' % i for i in range(64)]
+    members = [(n, U - 512) for n in ['a-head.bin', 'b-a.bin'] + qs + ['y-z.bin', 'z-tail.bin']]
+    offs = layout_shard(os.path.join(src, 'shard-000000.tar'), members)
+    for k, (n, _) in enumerate(members):
+        ck.eq('layout: %s header at' % n, offs[n][0] - 512, k * U)
+    r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('icache'), src])
+    ck.eq('shardfs index --sidecar rc', r.returncode, 0)
+    with open(os.path.join(src, 'shard-000000.tar'), 'rb') as f:
+        data = f.read()
+    ng = web.Nginx(env.path('nginx'), src).start()
+
+    def case(nq, a_missed):
+        with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache-%d' % nq),
+                      extra=['--cache-size', str(4 * U), '--chunk-size', '512K',
+                             '--plan-lookahead', '0', '--warm', 'off', '--min-free', '0',
+                             '--prefetch-shards', '0']) as m:
+            sh = os.path.join(m.mnt, 'shard-000000')
+            os.listdir(sh)
+            planned = ['b-a.bin'] + qs[:nq]
+            pf = env.path('plan-%d' % nq)
+            with open(pf, 'w') as f:
+                f.write(''.join('shard-000000/%s\n' % n for n in planned))
+            ck.eq('%d: plan rc' % nq, ctl(m.mnt, 'plan part ' + pf), None)
+            st0 = m.stats()
+            ck.eq('%d: the sidecar\'s check read 2 units' % nq, st0['bytes_fetched'], 2 * U)
+            for n in planned:
+                fd = os.open(os.path.join(sh, n), os.O_RDONLY)
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+                    if len(os.read(fd, 4096)) != 4096:
+                        ck.fail('%d: a short read of %s' % (nq, n))
+                finally:
+                    os.close(fd)
+            for n in ('y-z.bin', 'b-a.bin'):
+                o, size = offs[n]
+                ck.eq('%d: bytes of %s' % (nq, n), read(os.path.join(sh, n)), data[o:o + size])
+            st = m.stats()
+            # fills: A, each Q, Z, and A again when it was evicted; evictions: each Q but the
+            # first, Z, and A's second fill
+            fills = 1 + nq + 1 + a_missed
+            ck.eq('%d: misses, bytes fetched, evictions, evicted bytes' % nq,
+                  (st['cache_misses'] - st0['cache_misses'],
+                   st['bytes_fetched'] - st0['bytes_fetched'], st['evictions'] - st0['evictions'],
+                   st['evicted_bytes'] - st0['evicted_bytes']),
+                  (fills, U * fills, nq + a_missed, U * (nq + a_missed)))
+            ck.eq('%d: plan_hits' % nq, st['plan_hits'], 1 + nq)
+            ck.eq('%d: read_errors' % nq, st['read_errors'], 0)
+    try:
+        case(63, 0)
+        case(64, 1)
+    finally:
+        ng.stop()
+
 def vm_hwm(pid):
     """The peak resident set of process pid, in bytes (VmHWM)."""
     with open('/proc/%d/status' % pid) as f:
@@ -1235,7 +1308,7 @@ def group_file(env, ck):
 
 GROUPS = {'file': group_file, 'semantics': group_semantics, 'bigger': group_bigger,
           'ahead': group_ahead, 'coalesce': group_coalesce, 'nextuse': group_nextuse,
-          'lookahead': group_lookahead, 'pieces': group_pieces}
+          'lookahead': group_lookahead, 'pieces': group_pieces, 'partread': group_partread}
 
 
 def main():
