@@ -85,8 +85,9 @@ struct fs_plan {
 	atomic_uchar *done; /* per extent: 1 once marked read */
 	uint64_t *cum;	    /* cum[i]: bytes of extents [0, i), for i in [0, n] */
 	atomic_uint nread, position;
-	uint64_t base;	 /* the plan clock at publish: extent i is read at base + cum[i] */
-	uint32_t *byoff; /* extent indices by (object, offset): who shares a unit */
+	atomic_uint wake_at; /* fs_plan_wake_at: reads below it call no listener */
+	uint64_t base;	     /* the plan clock at publish: extent i is read at base + cum[i] */
+	uint32_t *byoff;     /* extent indices by (object, offset): who shares a unit */
 };
 
 static uint32_t key_slot(uint64_t key, uint32_t nslots)
@@ -564,11 +565,15 @@ static void plan_mark(struct fs *fs, struct fs_plan *p, uint32_t i, int *marked)
 {
 	unsigned pos = atomic_load_explicit(&p->position, memory_order_relaxed);
 
-	*marked = 1;
 	atomic_fetch_add_explicit(&p->nread, 1, memory_order_relaxed);
 	fs->c.plan_hits++;
 	while (pos < i + 1 && !atomic_compare_exchange_weak(&p->position, &pos, i + 1))
 		;
+	/* the fetcher has nothing to do before its wake point (a batch is due
+	 * once the reader is half-way through the last): waking it for every
+	 * read cost a context switch a sample */
+	if ((pos > i + 1 ? pos : i + 1) >= atomic_load_explicit(&p->wake_at, memory_order_relaxed))
+		*marked = 1;
 	use_moved(fs, p);
 }
 
@@ -622,6 +627,11 @@ void fs_plan_set_listener(struct fs *fs, void (*fn)(void *ctx), void *ctx)
 {
 	fs->plans->listener = fn;
 	fs->plans->listener_ctx = ctx;
+}
+
+void fs_plan_wake_at(struct fs_plan *p, uint32_t position)
+{
+	atomic_store_explicit(&p->wake_at, position, memory_order_relaxed);
 }
 
 static void plan_changed(struct fs *fs)

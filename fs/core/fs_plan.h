@@ -88,10 +88,14 @@ int fs_plan_clear(struct fs *fs, const char *name, pid_t pid);
  * published. */
 void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off, uint64_t size);
 /* fn(ctx) is called after every publish and clear and after a read that
- * marked a planned path (so a fetcher can wake up), on the thread that did
- * it, with no lock of fs_plan.c held; it must not block. Set it once,
- * before requests are served (NULL: none). */
+ * marked a planned path and moved its plan's position to the plan's wake
+ * point or past it (fs_plan_wake_at; so a fetcher can wake up), on the
+ * thread that did it, with no lock of fs_plan.c held; it must not block.
+ * Set it once, before requests are served (NULL: none). */
 void fs_plan_set_listener(struct fs *fs, void (*fn)(void *ctx), void *ctx);
+/* The listener needs no call for reads of p until p's position reaches
+ * position (0, as published: every read that marks a path). Any thread. */
+void fs_plan_wake_at(struct fs_plan *p, uint32_t position);
 /* The plans now, each referenced (fs_plan_put each): how many, at most max. */
 size_t fs_plan_list(struct fs *fs, struct fs_plan **out, size_t max);
 void fs_plan_put(struct fs_plan *p);

@@ -479,6 +479,9 @@ static void pfx_plan(struct fs *fs, struct pfx_plan *s, uint64_t share, uint64_t
 			pfx_flush(fs, b, gap);
 		s->mark = b->pc[0].idx + (b->pc[b->n - 1].idx - b->pc[0].idx) / 2 + 1;
 	}
+	/* reads wake this thread only from the mark on (gap 0: every read;
+	 * none once every path was handed over) */
+	fs_plan_wake_at(s->p, s->next >= in.paths ? UINT32_MAX : gap > 0 ? s->mark : 0);
 }
 
 static uint64_t add_sat(uint64_t a, uint64_t b)
