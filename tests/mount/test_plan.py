@@ -998,17 +998,20 @@ def group_pieces(env, ck):
                 f.write('shard-000000/p0.bin\nshard-000000/p1.bin\n')
             ck.eq('plan rc', ctl(m.mnt, 'plan pieces ' + pf), None)
 
-            def handed(paths):
+            def handed(paths, fetched):
+                # a path handed over is queued, not yet a fill in flight: wait for the
+                # bytes its fill brings too (more than those fails the check below)
                 return ml.poll(lambda: (lambda s: s['plan_fetch_paths'] >= paths and
+                                        s['bytes_fetched'] - st1['bytes_fetched'] >= fetched and
                                         s['fills_inflight'] == 0 and s)(m.stats())) or m.stats()
-            st = handed(1)
+            st = handed(1, 5 * U)
             ck.eq('publishing: one path handed over and fetched, nothing evicted (paths, '
                   'bytes fetched, evictions)',
                   (st['plan_fetch_paths'], st['bytes_fetched'] - st1['bytes_fetched'],
                    st['evictions'] - st0['evictions']), (1, 5 * U, 0))
             first, fd = pieces('p0.bin', 1)
             # the position moved: the second sample goes, and its fill evicts
-            st = handed(2)
+            st = handed(2, 10 * U)
             ck.eq('after the first request: the second path fetched, 3 units evicted '
                   '(paths, bytes fetched, evictions, evicted bytes)',
                   (st['plan_fetch_paths'], st['bytes_fetched'] - st1['bytes_fetched'],
