@@ -25,7 +25,6 @@ Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 import sys
 sys.dont_write_bytecode = True
 
-import fcntl  # noqa: E402
 import io  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
@@ -38,23 +37,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 from shardfs_test import mount as ml  # noqa: E402
 from shardfs_test import web  # noqa: E402
 
-# _IOW('S', 0x01, char[8192]) (fs/core/include/fs_core_ctl.h), as tests/mount/test_plan.py
-FS_CTL_IOC = (1 << 30) | (8192 << 16) | (ord('S') << 8) | 1
 SHARDS = 4
 
 
-def ctl(mnt, line):
-    buf = bytearray(8192)
-    data = os.fsencode(line) + b'\n'
-    buf[:len(data)] = data
-    fd = os.open(os.path.join(mnt, '.shardfs', 'control'), os.O_RDONLY)
-    try:
-        fcntl.ioctl(fd, FS_CTL_IOC, buf, True)
-        return None
-    except OSError as e:
-        return e.errno
-    finally:
-        os.close(fd)
+ctl = ml.control_errno  # one command line: None, or the errno the mount answered
 
 
 def make_source(env, ck):

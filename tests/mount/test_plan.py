@@ -63,7 +63,6 @@ import sys
 sys.dont_write_bytecode = True
 
 import errno  # noqa: E402
-import fcntl  # noqa: E402
 import hashlib  # noqa: E402
 import io  # noqa: E402
 import os  # noqa: E402
@@ -76,23 +75,9 @@ from shardfs_test import mount as ml  # noqa: E402
 from shardfs_test import web  # noqa: E402
 from shardfs_test.mount import log  # noqa: E402
 
-# _IOW('S', 0x01, char[8192]) in the generic Linux ioctl encoding (fs/core/include/fs_core_ctl.h)
-FS_CTL_IOC = (1 << 30) | (8192 << 16) | (ord('S') << 8) | 1
 
 
-def ctl(mnt, line):
-    """Send a command line as the raw ioctl: None, or the errno the mount answered."""
-    buf = bytearray(8192)
-    data = os.fsencode(line) + b'\n'
-    buf[:len(data)] = data
-    fd = os.open(os.path.join(mnt, '.shardfs', 'control'), os.O_RDONLY)
-    try:
-        fcntl.ioctl(fd, FS_CTL_IOC, buf, True)
-        return None
-    except OSError as e:
-        return e.errno
-    finally:
-        os.close(fd)
+ctl = ml.control_errno  # one command line: None, or the errno the mount answered
 
 
 def fnv(lines):

@@ -699,6 +699,15 @@ def control(mnt, cmd):
         os.close(fd)
 
 
+def control_errno(mnt, line):
+    """control() of one command line: None when the mount took it, else the errno it answered."""
+    try:
+        control(mnt, line + '\n')
+        return None
+    except OSError as e:
+        return e.errno
+
+
 def logs_under(root):
     """The text of every daemon log file ('log') below a cache directory."""
     text = ''

@@ -37,7 +37,6 @@ Exit 77 (skip) when /dev/fuse is unusable or s3rver is not installed.
 """
 
 import errno
-import fcntl
 import io
 import os
 import random
@@ -52,23 +51,9 @@ from shardfs_test.s3world import BUCKET, PREFIX, World, set_aws_env  # noqa: E40
 log = ml.log
 UNIT = 64 * 1024  # the cache tier's unit (default --chunk-size 8M / 128)
 NSHARDS, NMEMBERS, ENDS = 3, 18, 4
-# _IOW('S', 0x01, char[8192]) (fs/core/include/fs_core_ctl.h)
-FS_CTL_IOC = (1 << 30) | (8192 << 16) | (ord('S') << 8) | 1
 
 
-def ctl(mnt, line):
-    """Send a command line to .shardfs/control: None, or the errno the mount answered."""
-    buf = bytearray(8192)
-    data = os.fsencode(line) + b'\n'
-    buf[:len(data)] = data
-    fd = os.open(os.path.join(mnt, '.shardfs', 'control'), os.O_RDONLY)
-    try:
-        fcntl.ioctl(fd, FS_CTL_IOC, buf, True)
-        return None
-    except OSError as e:
-        return e.errno
-    finally:
-        os.close(fd)
+ctl = ml.control_errno  # one command line: None, or the errno the mount answered
 
 
 def make_shard(path, rng, tag, sizes):
