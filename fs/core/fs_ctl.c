@@ -241,6 +241,10 @@ static const struct ctl_counter ctl_counters[] = {
     {"reads", "read requests", C, FS(reads)},
     {"read_bytes", "bytes returned by reads", C, FS(read_bytes)},
     {"read_errors", "reads answered with an error", C, FS(read_errors)},
+    {"reads_inflight",
+     "reads of files being answered now (until their reply is sent and the cache units "
+     "they read are released; reads of .shardfs files not counted)",
+     G, FS(reads_inflight)},
     {"op_errors", "other requests that failed (answers such as ENOENT not counted)", C,
      FS(op_errors)},
     {"xattr_requests",

@@ -280,9 +280,16 @@ int fs_op_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_t si
 	fs->c.reads++;
 	if (!v || !v->read)
 		return -EISDIR;
+	if (!v->volatile_attrs) /* control files: rendered, not counted */
+		fs->c.reads_inflight++;
 	err = v->read(fs, ino, fh, off, size, r);
-	if (err == 0 && !v->volatile_attrs)
-		fs_plan_note_read(fs, v->member_of ? v->member_of(ino) : ino, off, size);
+	if (!v->volatile_attrs && err < 0)
+		fs->c.reads_inflight--;
+	if (!v->volatile_attrs && err == 0) {
+		r->fs = fs; /* counted until fs_op_read_done */
+		r->plan_wake =
+			fs_plan_note_read(fs, v->member_of ? v->member_of(ino) : ino, off, size);
+	}
 	/* a remote object that changed under a read: the next lookup of its
 	 * name gets the new version */
 	if (err == -ESTALE && v->mark_stale)
@@ -294,6 +301,10 @@ void fs_op_read_done(struct fs_read *r)
 {
 	if (r->pin)
 		cachetier_obj_read_end(r->pin);
+	if (r->plan_wake) /* after the unpin: a fetcher may evict what it read */
+		fs_plan_wake(r->fs);
+	if (r->fs)
+		r->fs->c.reads_inflight--;
 	free(r->buf);
 	memset(r, 0, sizeof(*r));
 	r->fd = -1;

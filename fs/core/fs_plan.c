@@ -577,7 +577,7 @@ static void plan_mark(struct fs *fs, struct fs_plan *p, uint32_t i, int *marked)
 	use_moved(fs, p);
 }
 
-void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off, uint64_t size)
+int fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off, uint64_t size)
 {
 	enum fs_kind k = fs_ino_kind(ino);
 	uint64_t key = ino;
@@ -585,9 +585,9 @@ void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off, uint64_t size)
 	int marked = 0, planned = 0;
 
 	if (!atomic_load_explicit(&fs->plans->n, memory_order_relaxed))
-		return;
+		return 0;
 	if (k != FS_K_OBJ && k != FS_K_MEMBER)
-		return;
+		return 0;
 	pthread_rwlock_rdlock(&fs->plans->lock);
 	for (int s = 0; s < FS_PLAN_MAX; s++) {
 		struct fs_plan *p = fs->plans->v[s];
@@ -617,8 +617,12 @@ void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off, uint64_t size)
 	pthread_rwlock_unlock(&fs->plans->lock);
 	if (planned)
 		use_read(fs, &x, off, size);
-	if (marked)
-		plan_changed(fs);
+	return marked;
+}
+
+void fs_plan_wake(struct fs *fs)
+{
+	plan_changed(fs);
 }
 
 /* ---- the fetcher's side and stats ------------------------------------------ */

@@ -85,12 +85,19 @@ int fs_plan_clear(struct fs *fs, const char *name, pid_t pid);
  * each request of a path read in several) makes the units its bytes read
  * so far cover needed by no plan (fs_plan.c, next use). Reads the kernel
  * answers from its page cache never come here. Cheap when no plan is
- * published. */
-void fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off, uint64_t size);
+ * published. Returns 1 when the listener is due (the read moved a plan's
+ * position to its wake point or past it): the caller calls fs_plan_wake
+ * once the read's reply is sent and its cache units released, so that a
+ * fetcher woken by it finds the units the read is done with evictable;
+ * else 0. */
+int fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off, uint64_t size);
+/* Call the listener (fs_plan_set_listener), for a read fs_plan_note_read
+ * said it is due for. */
+void fs_plan_wake(struct fs *fs);
 /* fn(ctx) is called after every publish and clear and after a read that
  * marked a planned path and moved its plan's position to the plan's wake
- * point or past it (fs_plan_wake_at; so a fetcher can wake up), on the
- * thread that did it, with no lock of fs_plan.c held; it must not block.
+ * point or past it (fs_plan_wake_at; so a fetcher can wake up; from
+ * fs_plan_wake, once the read is done), on the thread that did it, with no lock of fs_plan.c held; it must not block.
  * Set it once, before requests are served (NULL: none). */
 void fs_plan_set_listener(struct fs *fs, void (*fn)(void *ctx), void *ctx);
 /* The listener needs no call for reads of p until p's position reaches

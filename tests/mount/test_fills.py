@@ -14,7 +14,8 @@ GROUP:
   interrupt  a reader blocked on a member whose fill the proxy holds is killed (its FUSE
              read interrupted); the server is released: the fill completes on the I/O
              thread, its units are valid (the next read has the exact bytes and fetches
-             nothing: one GET in all), fills_inflight 0, fill_errors 0.
+             nothing: one GET in all), fills_inflight 0, fill_errors 0; the blocked read
+             counts in reads_inflight, and the interrupted one is counted out (0).
   stop       'shardfs umount' while 6 planned fills are held at the server: the daemon exits
              with status 0 (no hang: the fills in flight end with ECANCELED and the cache tier
              waits for them; no leak under ASan).
@@ -200,11 +201,13 @@ def group_interrupt(env, ck):
             rd = subprocess.Popen(['cat', path], stdout=subprocess.DEVNULL)
             ml.poll(lambda: any(r['held'] for r in tar_gets(px)), what='the fill held')
             ml.poll(lambda: m.stats()['fills_inflight'] == 1, what='one fill in flight')
+            ck.ok(m.stats()['reads_inflight'] >= 1, 'the reader\'s read in flight')
             rd.send_signal(signal.SIGKILL)  # the FUSE read is interrupted
             ck.eq('the reader was killed', rd.wait(60), -signal.SIGKILL)
             px.release()
-            st = ml.poll(lambda: (lambda st: st['fills_inflight'] == 0 and st)(m.stats()),
-                         what='the fill ended') or m.stats()
+            # the interrupted read is answered (to nobody) and counted out
+            st = ml.poll(lambda: (lambda st: st['fills_inflight'] == 0 and st['reads_inflight'] == 0
+                                  and st)(m.stats()), what='the fill and the read ended')
             gets = tar_gets(px)
             ck.eq('one GET', len(gets), 1)
             ck.eq('fill_errors', st['fill_errors'] - st0['fill_errors'], 0)

@@ -1131,6 +1131,7 @@ def group_nextuse(env, ck):
                     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
                 finally:
                     os.close(fd)
+                m.reads_settled()  # its units unpinned before the next read's fill evicts
                 if got != read(os.path.join(src, n + '.bin')):
                     ck.fail('%s: bytes of %s' % (tag, n))
             st = m.stats()
@@ -1224,6 +1225,7 @@ def group_partread(env, ck):
                         ck.fail('%d: a short read of %s' % (nq, n))
                 finally:
                     os.close(fd)
+                m.reads_settled()  # its unit unpinned before the next read's fill evicts
             for n in ('y-z.bin', 'b-a.bin'):
                 o, size = offs[n]
                 ck.eq('%d: bytes of %s' % (nq, n), read(os.path.join(sh, n)), data[o:o + size])

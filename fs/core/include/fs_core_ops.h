@@ -69,11 +69,14 @@ struct fs_read {
 	uint64_t fd_off;
 	char *buf; /* malloc'd */
 	size_t len;
+	struct fs *fs; /* counted in reads_inflight until fs_op_read_done */
+	int plan_wake; /* fs_plan_wake is due once the read is done */
 };
 /* Read [off, off + size) of ino (fh: the open's, 0 when not opened).
  * Counts the read and its bytes (the caller counts failures: read_errors);
  * a changed remote object (-ESTALE) is marked so. Call fs_op_read_done
- * after a success. */
+ * after a success, once its reply is sent: until then the read counts in
+ * reads_inflight (its cache units stay pinned). */
 int fs_op_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_t size,
 	       struct fs_read *r);
 void fs_op_read_done(struct fs_read *r);

@@ -556,6 +556,14 @@ class Mount:
             self.env.daemons[st['pid']] = self.mnt
         return st
 
+    def reads_settled(self):
+        """Wait until no read of a file is being answered (reads_inflight 0) and return the
+        stats: a reader gets its bytes just before the daemon releases the cache units its read
+        pinned, so the next read's fill could find them pinned and evict others. A test that
+        counts evictions waits for this between reads."""
+        return poll(lambda: (lambda s: s['reads_inflight'] == 0 and s)(self.stats()),
+                    what='no read in flight on %s' % self.mnt)
+
     def umount(self, quiet=False):
         """Unmount (shardfs umount, then fusermount3 -u -z) and make sure the daemon is gone.
         Returns the CompletedProcess of 'shardfs umount' or None."""
