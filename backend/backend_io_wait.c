@@ -59,13 +59,11 @@ static void waiter_done(void *arg, struct backend_req *r, int err)
 	pthread_mutex_unlock(&w->m);
 }
 
-static int waiter_run(struct backend_io *io, struct backend_req *r, struct waiter *w)
+/* Wait until w is done, then free its lock and condition: its error. */
+static int waiter_wait(struct waiter *w)
 {
 	int err;
 
-	r->on_done = waiter_done;
-	r->arg = w;
-	backend_io_submit(io, r);
 	pthread_mutex_lock(&w->m);
 	while (!w->done)
 		pthread_cond_wait(&w->c, &w->m);
@@ -74,6 +72,14 @@ static int waiter_run(struct backend_io *io, struct backend_req *r, struct waite
 	pthread_cond_destroy(&w->c);
 	pthread_mutex_destroy(&w->m);
 	return err;
+}
+
+static int waiter_run(struct backend_io *io, struct backend_req *r, struct waiter *w)
+{
+	r->on_done = waiter_done;
+	r->arg = w;
+	backend_io_submit(io, r);
+	return waiter_wait(w);
 }
 
 static int waiter_data(void *arg, const void *buf, size_t len)
@@ -144,54 +150,6 @@ ssize_t backend_io_read(struct backend_io *io, struct backend_req *r, void *buf)
 	return (ssize_t)w.len;
 }
 
-struct streamer {
-	struct waiter w; /* first: on_done's arg is the waiter */
-	backend_sink_cb cb;
-	void *arg;
-	uint64_t pos; /* object offset of the next byte */
-};
-
-/* The sink's poll: a call with no bytes (backend_sink_cb). */
-static int streamer_poll(void *arg)
-{
-	struct streamer *s = arg;
-
-	return s->cb(s->arg, s->pos, NULL, 0);
-}
-
-static int streamer_data(void *arg, const void *buf, size_t len)
-{
-	struct streamer *s = arg;
-	int err = s->cb(s->arg, s->pos, buf, len);
-
-	if (err < 0)
-		return err;
-	s->pos += len;
-	s->w.len += len;
-	return 0;
-}
-
-ssize_t backend_io_stream(struct backend_io *io, struct backend_req *r, backend_sink_cb cb,
-			  void *arg)
-{
-	struct streamer s;
-	int err;
-
-	if (r->range_len == 0 || r->range_len > SSIZE_MAX)
-		return r->range_len ? -EINVAL : 0;
-	waiter_init(&s.w);
-	s.cb = cb;
-	s.arg = arg;
-	s.pos = r->range_off;
-	r->on_data = streamer_data;
-	r->on_poll = streamer_poll;
-	/* waiter_run sets r->arg = &s.w: on_data and on_done share it */
-	err = waiter_run(io, r, &s.w);
-	if (err < 0)
-		return err;
-	return (ssize_t)s.w.len;
-}
-
 /* backend_io_stream_async's state: malloc'd by the call, freed after done. */
 struct astream {
 	backend_sink_cb cb;
@@ -256,6 +214,37 @@ void backend_io_stream_async(struct backend_io *io, struct backend_req *r, backe
 	r->on_done = astream_done;
 	r->arg = a;
 	backend_io_submit(io, r);
+}
+
+/* backend_io_stream: the asynchronous stream, waited for. */
+struct stream_wait {
+	struct waiter w;
+	uint64_t bytes; /* set on the loop thread before w is done */
+};
+
+static void stream_waited(void *arg, struct backend_req *r, int err, uint64_t bytes)
+{
+	struct stream_wait *s = arg;
+
+	s->bytes = bytes;
+	waiter_done(&s->w, r, err);
+}
+
+ssize_t backend_io_stream(struct backend_io *io, struct backend_req *r, backend_sink_cb cb,
+			  void *arg)
+{
+	struct stream_wait s;
+	int err;
+
+	if (r->range_len == 0 || r->range_len > SSIZE_MAX)
+		return r->range_len ? -EINVAL : 0;
+	waiter_init(&s.w);
+	s.bytes = 0;
+	backend_io_stream_async(io, r, cb, arg, stream_waited, &s);
+	err = waiter_wait(&s.w);
+	if (err < 0)
+		return err;
+	return (ssize_t)s.bytes;
 }
 
 struct relay {
