@@ -97,8 +97,9 @@ void fs_plan_wake(struct fs *fs);
 /* fn(ctx) is called after every publish and clear and after a read that
  * marked a planned path and moved its plan's position to the plan's wake
  * point or past it (fs_plan_wake_at; so a fetcher can wake up; from
- * fs_plan_wake, once the read is done), on the thread that did it, with no lock of fs_plan.c held; it must not block.
- * Set it once, before requests are served (NULL: none). */
+ * fs_plan_wake, once the read is done), on the thread that did it, with
+ * no lock of fs_plan.c held; it must not block. Set it once, before
+ * requests are served (NULL: none). */
 void fs_plan_set_listener(struct fs *fs, void (*fn)(void *ctx), void *ctx);
 /* The listener needs no call for reads of p until p's position reaches
  * position (0, as published: every read that marks a path). Any thread. */
