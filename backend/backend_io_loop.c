@@ -282,6 +282,8 @@ int backend_io_open(struct backend_io **out, const struct backend_config *cfg)
 	uv_timer_init(&io->loop, &io->probe_timer);
 	io->probe_timer.data = io;
 	err = pthread_create(&io->thread, NULL, io_thread, io);
+	if (!err)
+		pthread_setname_np(io->thread, "shardfs-io"); /* top -H, perf */
 	if (err) {
 		err = -err;
 		uv_close((uv_handle_t *)&io->async, NULL);

@@ -660,12 +660,14 @@ int cachetier__units_start(struct cachetier *ct)
 	}
 	if (pthread_create(&ct->flusher, NULL, flusher_main, ct) != 0)
 		return -EAGAIN;
+	pthread_setname_np(ct->flusher, "shardfs-flush"); /* top -H, perf */
 	ct->have_flusher = 1;
 	for (unsigned i = 0; i < nworkers; i++) {
 		int err = pthread_create(&ct->workers[i], NULL, worker_main, ct);
 
 		if (err)
 			return -err;
+		pthread_setname_np(ct->workers[i], "shardfs-fill");
 		ct->nworkers++;
 	}
 	return 0;

@@ -84,7 +84,7 @@ static void warn_small_disk(struct fs *fs)
  * take one: 0 or -ENOMEM. */
 static int core_locks_init(struct fs *fs)
 {
-	fs_thread_init(&fs->pfx, "plan fetcher");
+	fs_thread_init(&fs->pfx, "plan fetcher", "shardfs-plan");
 	if (fs_ns_new(&fs->ns) < 0 || fs_ctl_new(&fs->ctl) < 0 || fs_notify_new(&fs->notify) < 0 ||
 	    fs_if_new(&fs->imagefolder) < 0 || fs_lidx_new(&fs->lidx) < 0 ||
 	    fs_plans_new(&fs->plans) < 0)

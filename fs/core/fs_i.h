@@ -297,13 +297,14 @@ struct fs_counters {
 #define FS_THREAD_JOIN_S 10 /* fs_thread_stop waits at most this for the join */
 struct fs_thread {
 	const char *name;     /* for the log: "warm" */
+	const char *comm;     /* the thread's name (top -H, perf): "shardfs-warm" */
 	pthread_mutex_t lock; /* protects stop and wake */
 	pthread_cond_t cond;  /* stop or wake was set (CLOCK_MONOTONIC) */
 	int stop, wake;
 	int run; /* started and not joined; the owner's thread only */
 	pthread_t thread;
 };
-void fs_thread_init(struct fs_thread *t, const char *name);
+void fs_thread_init(struct fs_thread *t, const char *name, const char *comm);
 /* Start fn(arg) on a new thread: 0, or -errno (logged; nothing runs). */
 int fs_thread_start(struct fs_thread *t, void *(*fn)(void *), void *arg);
 /* Any thread, never blocks but for the helper's lock: fs_thread_wake sets

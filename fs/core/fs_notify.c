@@ -60,7 +60,7 @@ int fs_notify_new(struct fs_notify **out)
 	pthread_mutex_init(&n->lock, NULL);
 	pthread_cond_init(&n->idle, NULL);
 	n->tail = &n->head;
-	fs_thread_init(&n->thread, "notifier");
+	fs_thread_init(&n->thread, "notifier", "shardfs-notify");
 	return 0;
 }
 

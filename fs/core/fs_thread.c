@@ -22,12 +22,13 @@
 
 #include "fs_i.h"
 
-void fs_thread_init(struct fs_thread *t, const char *name)
+void fs_thread_init(struct fs_thread *t, const char *name, const char *comm)
 {
 	pthread_condattr_t ca;
 
 	memset(t, 0, sizeof(*t));
 	t->name = name;
+	t->comm = comm;
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -43,6 +44,7 @@ int fs_thread_start(struct fs_thread *t, void *(*fn)(void *), void *arg)
 		fs_log(FS_LOG_ERR, "%s: cannot start its thread: %s", t->name, strerror(err));
 		return -err;
 	}
+	pthread_setname_np(t->thread, t->comm); /* top -H, perf */
 	t->run = 1;
 	return 0;
 }

@@ -47,7 +47,7 @@ int fs_warm_new(struct fs_warm **w)
 	*w = calloc(1, sizeof(**w));
 	if (!*w)
 		return -ENOMEM;
-	fs_thread_init(&(*w)->thread, "warm");
+	fs_thread_init(&(*w)->thread, "warm", "shardfs-warm");
 	return 0;
 }
 
