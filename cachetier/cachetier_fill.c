@@ -77,14 +77,20 @@ static int fill_room(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32
 	return cachetier__make_room_near(ct, len, pf, near);
 }
 
-/* Where a fill's bytes go: straight into the data file at their own offset
- * (chunk i of the object is at i * chunk_bytes in both). */
+/* Where a fill's bytes go: into the data file at their own offset (chunk
+ * i of the object is at i * chunk_bytes in both), gathered in the slot's
+ * buffer first: the store hands them over in pieces of a few KiB as they
+ * arrive, and one pwrite per piece was a third of the I/O thread's CPU in
+ * a planned epoch (tests/bench/link_bench.py, L8g). */
+#define FILL_BUF_BYTES (128u * 1024u)
 struct fill_sink {
 	int fd;
 	uint64_t start;	      /* the run's start */
 	uint64_t next;	      /* object offset of the next byte expected */
 	uint64_t end;	      /* the run's end */
 	int wrote;	      /* a byte may have reached the file */
+	char *buf;	      /* FILL_BUF_BYTES, the slot's: bytes [next - used, next) */
+	size_t used;	      /* ... not written yet */
 	struct ct_slot *slot; /* the fill's: progress, and a request to stop */
 	uint32_t unit_bytes;  /* unit bytes; start is a unit's start */
 	uint32_t *crc;	      /* CRC32C of each unit of the run, as its bytes arrive */
@@ -105,10 +111,21 @@ struct ct_fill {
 	int *claim;	    /* per unit of the fill (at most a chunk's): fill_claim's answer */
 	int *errs;	    /* ... its outcome */
 	uint32_t *crc;	    /* ... its CRC32C */
+	char *buf;	    /* the sink's buffer (FILL_BUF_BYTES) */
 };
 
 /* The error a withdrawn prefetch fill stops with (pf_yield). */
 #define FILL_WITHDRAWN (-ECANCELED)
+
+/* Write the sink's buffered bytes, [next - used, next), to the data file:
+ * 0 or -errno. */
+static int fill_sink_flush(struct fill_sink *s)
+{
+	int err = s->used ? disk_pwrite_all(s->fd, s->buf, s->used, s->next - s->used) : 0;
+
+	s->used = 0;
+	return err;
+}
 
 /* backend_sink_cb: may run on the store's I/O thread; no locks. */
 static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
@@ -138,16 +155,24 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 		at += piece;
 	}
 	while (done < len) {
-		ssize_t n =
-		    pwrite(s->fd, (const char *)buf + done, len - done, (off_t)(off + done));
+		size_t piece = len - done;
+		int err;
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		done += (size_t)n;
+		if (s->used == 0 && piece >= FILL_BUF_BYTES) { /* a large piece: as it is */
+			err = disk_pwrite_all(s->fd, (const char *)buf + done, piece, s->next);
+			if (err < 0)
+				return err;
+		} else {
+			if (piece > FILL_BUF_BYTES - s->used)
+				piece = FILL_BUF_BYTES - s->used;
+			memcpy(s->buf + s->used, (const char *)buf + done, piece);
+			s->used += piece;
+		}
+		done += piece;
+		s->next += piece;
+		if (s->used == FILL_BUF_BYTES && (err = fill_sink_flush(s)) < 0)
+			return err;
 	}
-	s->next += len;
 	atomic_store_explicit(&s->slot->got, s->next - s->start, memory_order_relaxed);
 	return 0;
 }
@@ -481,6 +506,9 @@ static void fill_run_done(void *arg, int err, uint64_t bytes)
 			return;
 		}
 	}
+	if (err == 0) /* the run's last bytes; a failed run's are dropped */
+		err = fill_sink_flush(&fl->s);
+	fl->s.used = 0;
 	if (err == 0 && fl->s.wrote) /* the link as this fill saw it (cachetier_span.c) */
 		cachetier__link_note(ct, fl->s.first_ns - fl->t0, len,
 				     cachetier__mono_ns() - fl->s.first_ns);
@@ -530,7 +558,8 @@ static void fill_next(struct ct_slot *slot)
 				   .end = off + len,
 				   .slot = slot,
 				   .unit_bytes = f->unit_bytes,
-				   .crc = fl->crc + i};
+				   .crc = fl->crc + i,
+				   .buf = fl->buf};
 	fl->t0 = cachetier__mono_ns();
 	/* only from the listed version: units of two versions never mix */
 	backend_read_version_async(slot->ct->be, f->key, f->etag, off, (size_t)len,
@@ -655,7 +684,8 @@ int cachetier__units_start(struct cachetier *ct)
 		fl->claim = calloc(ct->upc, sizeof(*fl->claim));
 		fl->errs = calloc(ct->upc, sizeof(*fl->errs));
 		fl->crc = calloc(ct->upc, sizeof(*fl->crc));
-		if (!fl->claim || !fl->errs || !fl->crc)
+		fl->buf = malloc(FILL_BUF_BYTES); /* its pages come as a fill uses them */
+		if (!fl->claim || !fl->errs || !fl->crc || !fl->buf)
 			return -ENOMEM;
 	}
 	if (pthread_create(&ct->flusher, NULL, flusher_main, ct) != 0)
@@ -702,6 +732,7 @@ void cachetier__units_stop(struct cachetier *ct)
 			free(fl->claim);
 			free(fl->errs);
 			free(fl->crc);
+			free(fl->buf);
 			free(fl);
 		}
 	}
