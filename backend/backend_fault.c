@@ -14,6 +14,8 @@
  *                of its range, then fails with -EIO; a pread just fails
  * names_only=1   listing gives names only (name_only), as a brace
  *                pattern's does; stat says the rest
+ * piece=P        a streamed read hands its bytes to the sink in pieces of
+ *                at most P bytes (a network delivers what has arrived)
  *
  * The description (which also selects the cache subdirectory) leaves the
  * fault parameters out, so mounts with and without faults share a cache.
@@ -36,6 +38,7 @@
 struct fault {
 	struct backend inner; /* the local store doing the work */
 	unsigned long long fail_every, delay_ms, fail_after_bytes, fail_list, cut_every, names_only;
+	unsigned long long piece;
 	atomic_ullong reads, bytes;
 };
 
@@ -107,6 +110,28 @@ static ssize_t fault_pread(struct backend *be, const char *key, const char *etag
 	return r;
 }
 
+/* piece=P: the sink gets the bytes in pieces of at most P bytes. */
+struct piece_relay {
+	backend_sink_cb cb;
+	void *arg;
+	size_t piece;
+};
+
+static int piece_cb(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	struct piece_relay *pr = arg;
+
+	for (size_t at = 0; at < len;) {
+		size_t n = len - at < pr->piece ? len - at : pr->piece;
+		int err = pr->cb(pr->arg, off + at, (const char *)buf + at, n);
+
+		if (err < 0)
+			return err;
+		at += n;
+	}
+	return 0;
+}
+
 /* A streamed read is one read of the store, as a pread of the same range:
  * the faults count alike through either */
 static ssize_t fault_read_cb(struct backend *be, const char *key, const char *etag, uint64_t off,
@@ -114,10 +139,15 @@ static ssize_t fault_read_cb(struct backend *be, const char *key, const char *et
 {
 	struct fault *f = be->impl;
 	int cut = fault_read_begin(f);
+	struct piece_relay pr = {cb, arg, (size_t)f->piece};
 	ssize_t r;
 
 	if (cut < 0)
 		return cut;
+	if (f->piece) {
+		cb = piece_cb;
+		arg = &pr;
+	}
 	r = backend__read_cb_pread(&f->inner, key, etag, off, cut ? len / 2 : len, cb, arg);
 	if (r > 0)
 		atomic_fetch_add(&f->bytes, (unsigned long long)r);
@@ -187,7 +217,8 @@ int backend__fault_open(struct backend *be, const char *source, const struct bac
 		  parse_param(q + 1, "fail_after_bytes", &f->fail_after_bytes) < 0 ||
 		  parse_param(q + 1, "fail_list", &f->fail_list) < 0 ||
 		  parse_param(q + 1, "cut_every", &f->cut_every) < 0 ||
-		  parse_param(q + 1, "names_only", &f->names_only) < 0)) {
+		  parse_param(q + 1, "names_only", &f->names_only) < 0 ||
+		  parse_param(q + 1, "piece", &f->piece) < 0)) {
 		free(dir);
 		free(f);
 		return -EINVAL;
