@@ -170,6 +170,8 @@ static void cancel_all(struct backend_io *io, struct backend_req *q)
 static void shutdown_loop(struct backend_io *io, struct backend_req *q)
 {
 	cancel_all(io, q);
+	while (io->neasy)
+		curl_easy_cleanup(io->easy_pool[--io->neasy]);
 	/* closes cached connections; their sockets come back as POLL_REMOVE */
 	curl_multi_cleanup(io->multi);
 	io->multi = NULL;

@@ -115,7 +115,12 @@ static void xfer_detach_easy(struct xfer *x)
 			if (!x->r->small)
 				x->io->running_large--;
 		}
-		curl_easy_cleanup(x->easy);
+		if (x->io->neasy < IO_EASY_POOL && x->io->multi) {
+			curl_easy_reset(x->easy); /* every option is set again */
+			x->io->easy_pool[x->io->neasy++] = x->easy;
+		} else {
+			curl_easy_cleanup(x->easy);
+		}
 		x->easy = NULL;
 	}
 	curl_slist_free_all(x->hdrs);
@@ -252,7 +257,7 @@ static int xfer_start(struct xfer *x)
 	r->errbody_len = 0;
 	backend__io_attempt_reset(x);
 	x->progress_ns = uv_hrtime();
-	e = curl_easy_init();
+	e = io->neasy ? io->easy_pool[--io->neasy] : curl_easy_init();
 	if (!e)
 		return -ENOMEM;
 	x->easy = e;
