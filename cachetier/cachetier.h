@@ -391,9 +391,10 @@ uint64_t cachetier_obj_cached_bytes(const struct cachetier_obj *o);
  *   unless a mark says sooner (the nearest of every plan's wins). 0, or
  *   -EINVAL when the range passes cachetier_obj_size.
  * read: the plan use of [off, off+len) (one path's bytes) was read up to
- *   byte upto (a path read in several requests: the bytes read so far):
- *   the units behind [off, off+len) whose bytes of that range all lie
- *   before upto are needed by no plan now (the caller marks them again
+ *   byte upto (a path read in several requests: the bytes read so far;
+ *   begun 0: but for the bytes before off, so the unit off lies in stays
+ *   unless off is its first byte): the units behind [off, off+len) whose
+ *   bytes of that range all lie before upto are needed by no plan now (the caller marks them again
  *   for a later use, e.g. of a neighbour sharing a unit); the others keep
  *   their mark until a read gets past them. [*lo, *hi) says which bytes
  *   the units made unneeded cover (*lo == *hi: none). 0 or -EINVAL.
@@ -405,7 +406,7 @@ int cachetier_plan_mark(struct cachetier_obj *o, uint64_t off, uint64_t len, uin
 int cachetier_plan_done(struct cachetier_obj *o, uint64_t off, uint64_t len, uint64_t *lo,
 			uint64_t *hi);
 int cachetier_plan_read(struct cachetier_obj *o, uint64_t off, uint64_t len, uint64_t upto,
-			uint64_t *lo, uint64_t *hi);
+			int begun, uint64_t *lo, uint64_t *hi);
 void cachetier_plan_reset(struct cachetier *ct);
 
 /* Copy bytes of the stream. Returns bytes read (short only at the end of

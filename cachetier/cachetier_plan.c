@@ -67,7 +67,7 @@ int cachetier_plan_mark(struct cachetier_obj *o, uint64_t off, uint64_t len, uin
 }
 
 int cachetier_plan_read(struct cachetier_obj *o, uint64_t off, uint64_t len, uint64_t upto,
-			uint64_t *lo, uint64_t *hi)
+			int begun, uint64_t *lo, uint64_t *hi)
 {
 	struct cachetier *ct = o->ct;
 	struct ct_file *f = o->file;
@@ -78,6 +78,10 @@ int cachetier_plan_read(struct cachetier_obj *o, uint64_t off, uint64_t len, uin
 	*lo = *hi = off;
 	if (err < 0 || c0 == c1)
 		return err;
+	if (!begun && off % f->unit_bytes) /* its start is not read yet */
+		c0++;
+	if (c0 == c1)
+		return 0;
 	/* units [c0, d): their bytes of the range end at or before upto (the
 	 * last unit's at off + len, which may lie inside it) */
 	if (upto >= off + len)
@@ -102,7 +106,7 @@ int cachetier_plan_read(struct cachetier_obj *o, uint64_t off, uint64_t len, uin
 int cachetier_plan_done(struct cachetier_obj *o, uint64_t off, uint64_t len, uint64_t *lo,
 			uint64_t *hi)
 {
-	return cachetier_plan_read(o, off, len, off + len, lo, hi);
+	return cachetier_plan_read(o, off, len, off + len, 1, lo, hi);
 }
 
 void cachetier_plan_reset(struct cachetier *ct)

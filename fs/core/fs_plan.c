@@ -48,8 +48,12 @@ struct fs_plans {
 	 * (next use, below) */
 	atomic_ullong clock;
 	/* planned paths being read (next use, below: use_reading): started and
-	 * not read to their end, the one started first at [0]; under use_lock */
-	struct fs_plan_extent reading[PLAN_READING];
+	 * not read whole yet, the one started first at [0]; under use_lock */
+	struct plan_reading {
+		struct fs_plan_extent x;
+		uint64_t got;  /* bytes its requests read so far */
+		uint64_t next; /* where its last request ended */
+	} reading[PLAN_READING];
 	uint32_t nreading;
 };
 
@@ -581,7 +585,7 @@ int fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off, uint64_t size)
 {
 	enum fs_kind k = fs_ino_kind(ino);
 	uint64_t key = ino;
-	struct fs_plan_extent x;
+	struct fs_plan_extent x = {0}; /* set when planned */
 	int marked = 0, planned = 0;
 
 	if (!atomic_load_explicit(&fs->plans->n, memory_order_relaxed))
@@ -774,9 +778,11 @@ void fs_plan_free_all(struct fs *fs)
  * that share those units and are not read yet, in any plan, mark them again
  * (found through p->byoff in O(log extents)). A request makes unneeded the
  * units its bytes end in or pass (a reader reads a file in order: the unit
- * a request starts in was begun by the one before), and a request that
- * reaches the path's end all its units; a sparse member's pieces do not
- * map its offsets, so its first read makes all its units unneeded. A path whose reader stops
+ * a request starts in was begun by the one before), and once the path's
+ * requests read as many bytes as it has, in any order (the kernel's
+ * readahead may send the last request first), all its units; a sparse
+ * member's pieces do not map its offsets, so its first read makes all its
+ * units unneeded. A path whose reader stops
  * part-way keeps the rest of its units marked, as needed now, until PLAN_READING paths started
  * after it (use_reading) or the next publish or clear. Members of compressed shards are not marked
  * (their object is read once, by its decoding). Lock order: use_lock, then fs->plans->lock
@@ -987,37 +993,47 @@ static void use_done(struct fs *fs, const struct fs_plan_extent *x)
 }
 
 /* Keep fs->plans->reading, the planned paths being read, up to date for a
- * read of x that got to byte upto of its object (end: to its last byte):
- * a path read to its end leaves it; one not in it enters it, and when it
- * is full the path that entered first leaves it, its units needed by none
- * (its reader stopped part-way: PLAN_READING paths started since).
- * use_lock held. */
-static void use_reading(struct fs *fs, const struct fs_plan_extent *x, int end)
+ * read request of size bytes at off of x's file, and say whether the path
+ * is read whole now (1: its reader is done with it): its requests so far
+ * read as many bytes as it has (in any order: the kernel's readahead may
+ * send a path's last request first, on another FUSE thread), or one
+ * request read it all, or it is sparse (its pieces do not map its
+ * offsets). A path read whole leaves the list; one not in it enters it,
+ * and when it is full the path that entered first leaves it, its units
+ * needed by none (its reader stopped part-way: PLAN_READING paths started
+ * since). *begun: the request starts the path or continues its last one
+ * (so the unit it starts in was begun before). use_lock held. */
+static int use_reading(struct fs *fs, const struct fs_plan_extent *x, uint64_t off, uint64_t size,
+		       int *begun)
 {
 	struct fs_plans *pl = fs->plans;
 	uint32_t i = 0;
 
-	while (i < pl->nreading && pl->reading[i].key != x->key)
+	while (i < pl->nreading && pl->reading[i].x.key != x->key)
 		i++;
+	*begun = off == 0 || (i < pl->nreading && pl->reading[i].next == off);
 	if (i < pl->nreading) {
-		if (end) {
-			memmove(&pl->reading[i], &pl->reading[i + 1],
-				(pl->nreading - i - 1) * sizeof(pl->reading[0]));
-			pl->nreading--;
-		}
-		return;
+		pl->reading[i].got += size;
+		pl->reading[i].next = off + size;
+		if (pl->reading[i].got < x->len && !(x->flags & FS_PLAN_SPARSE))
+			return 0;
+		memmove(&pl->reading[i], &pl->reading[i + 1],
+			(pl->nreading - i - 1) * sizeof(pl->reading[0]));
+		pl->nreading--;
+		return 1;
 	}
-	if (end)
-		return;
+	if ((x->flags & FS_PLAN_SPARSE) || off >= x->len || (off == 0 && size >= x->len))
+		return 1;
 	if (pl->nreading == PLAN_READING) {
-		struct fs_plan_extent old = pl->reading[0];
+		struct fs_plan_extent old = pl->reading[0].x;
 
 		memmove(&pl->reading[0], &pl->reading[1],
 			(PLAN_READING - 1) * sizeof(pl->reading[0]));
 		pl->nreading--;
 		use_done(fs, &old);
 	}
-	pl->reading[pl->nreading++] = *x;
+	pl->reading[pl->nreading++] = (struct plan_reading){*x, size, off + size};
+	return 0;
 }
 
 /* A read of [off, off + size) of the file of planned extent x landed: the
@@ -1028,26 +1044,27 @@ static void use_read(struct fs *fs, const struct fs_plan_extent *x, uint64_t off
 {
 	struct cachetier_obj *raw;
 	uint64_t uoff, ulen, from, lo, hi;
-	int end, err;
+	int end, err, begun;
 
 	if (backend_is_local(fs->be) || !use_range(x, &uoff, &ulen))
 		return;
 	raw = use_raw(fs, x->obj);
 	if (!raw)
 		return;
-	end = (x->flags & FS_PLAN_SPARSE) || off >= x->len || size >= x->len - off;
 	pthread_mutex_lock(&use_lock);
-	use_reading(fs, x, end);
+	end = use_reading(fs, x, off, size, &begun);
 	if (end) {
 		/* all of it, units a reader skipped too: it is done with the path */
 		err = cachetier_plan_done(raw, uoff, ulen, &lo, &hi);
 	} else {
 		/* this request's bytes as stored (a first one with the tar
-		 * header of FS_PLAN_HEADER): the units they end in or past; the
-		 * unit it starts in ends in it, its start was read before */
+		 * header of FS_PLAN_HEADER): the units they end in or pass; the
+		 * unit it starts in too when the request before ended where it
+		 * starts (that one read the unit's start), not when it came out
+		 * of order */
 		from = off == 0 ? uoff : x->off + off;
-		err = cachetier_plan_read(raw, from, uoff + ulen - from, x->off + off + size, &lo,
-					  &hi);
+		err = cachetier_plan_read(raw, from, uoff + ulen - from, x->off + off + size, begun,
+					  &lo, &hi);
 	}
 	if (err == 0)
 		use_again_all(fs, x->obj, lo, hi, raw);

@@ -47,7 +47,9 @@ GROUP:
   pieces     a planned sample of 5 units read in requests of 128 KiB, nginx, a lookahead of one
              path: the fetcher's fill of the next path, which evicts, comes between its
              requests and takes the units read, never the rest (exact bytes fetched, GETs,
-             evictions, evicted bytes; every read a hit)
+             evictions, evicted bytes; every read a hit); twice: in order, and with the
+             sample's last request first (as readahead on two FUSE threads may send it: only
+             the units it read go, not the whole path)
   partread   a planned path left part-read (its first 4 KiB) keeps its units as needed now while
              63 planned paths start after it, and they go first once a 64th has (nginx, a
              sidecar shard of one-unit members, a cache of 4 units): exact misses, bytes
@@ -924,7 +926,10 @@ def group_pieces(env, ck):
     the 2 units the first request read and the oldest unit no plan speaks of. Exact bytes
     fetched (each unit once), GETs, evictions and evicted bytes; every read after the filler
     a hit. (Its first request is a checked read of the member with its header: copied, so no
-    pin of it outlives the reply.)"""
+    pin of it outlives the reply.) The same again with the first sample's last 128 KiB read
+    first (pread; it starts inside a unit whose start is not read yet, which stays), then the
+    rest: the same counts (before, the last request made every unit of the path unneeded and
+    the fill evicted its unread ones: one unit fetched twice)."""
     U = UNIT
     S = 5 * U - 512  # a sample's data: with its header, 5 whole units
     src = env.path('src')
@@ -948,8 +953,12 @@ def group_pieces(env, ck):
 
     def gets():
         return sum(1 for ln in ng.requests() if '"GET ' in ln and 'shard-000000.tar ' in ln)
-    try:
-        with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'),
+
+    def case(tag, last_first):
+        def eq(what, got, want):
+            ck.eq('%s: %s' % (tag, what), got, want)
+
+        with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache-' + tag),
                       extra=['--cache-size', str(16 * U), '--chunk-size', '512K',
                              '--plan-gap', '0', '--plan-lookahead', str(S), '--warm', 'off',
                              '--prefetch-shards', '0', '--min-free', '0']) as m:
@@ -974,14 +983,14 @@ def group_pieces(env, ck):
                 return got, fd
 
             got, _ = pieces('f-fill.bin')
-            ck.eq('the filler\'s bytes', got, ref('f-fill.bin'))
+            eq('the filler\'s bytes', got, ref('f-fill.bin'))
             st1 = m.stats()
-            ck.eq('the filler: one chunk fill (bytes, GETs)',
-                  (st1['bytes_fetched'] - st0['bytes_fetched'], gets() - g0), (7 * U, 1))
+            eq('the filler: one chunk fill (bytes, GETs)',
+               (st1['bytes_fetched'] - st0['bytes_fetched'], gets() - g0), (7 * U, 1))
             pf = env.path('plan')
             with open(pf, 'w') as f:
                 f.write('shard-000000/p0.bin\nshard-000000/p1.bin\n')
-            ck.eq('plan rc', ctl(m.mnt, 'plan pieces ' + pf), None)
+            eq('plan rc', ctl(m.mnt, 'plan pieces ' + pf), None)
 
             def handed(paths, fetched):
                 # a path handed over is queued, not yet a fill in flight: wait for the
@@ -990,39 +999,49 @@ def group_pieces(env, ck):
                                         s['bytes_fetched'] - st1['bytes_fetched'] >= fetched and
                                         s['fills_inflight'] == 0 and s)(m.stats())) or m.stats()
             st = handed(1, 5 * U)
-            ck.eq('publishing: one path handed over and fetched, nothing evicted (paths, '
-                  'bytes fetched, evictions)',
-                  (st['plan_fetch_paths'], st['bytes_fetched'] - st1['bytes_fetched'],
+            eq('publishing: one path handed over and fetched, nothing evicted (paths, '
+               'bytes fetched, evictions)',
+               (st['plan_fetch_paths'], st['bytes_fetched'] - st1['bytes_fetched'],
                    st['evictions'] - st0['evictions']), (1, 5 * U, 0))
-            first, fd = pieces('p0.bin', 1)
+            if last_first:  # the last request first, as readahead on two FUSE threads may send it
+                fd = os.open(os.path.join(sh, 'p0.bin'), os.O_RDONLY)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+                last = os.pread(fd, 128 * 1024, S - 128 * 1024)
+            else:
+                first, fd = pieces('p0.bin', 1)
             # the position moved: the second sample goes, and its fill evicts
             st = handed(2, 10 * U)
-            ck.eq('after the first request: the second path fetched, 3 units evicted '
-                  '(paths, bytes fetched, evictions, evicted bytes)',
-                  (st['plan_fetch_paths'], st['bytes_fetched'] - st1['bytes_fetched'],
+            eq('after the first request: the second path fetched, 3 units evicted '
+               '(paths, bytes fetched, evictions, evicted bytes)',
+               (st['plan_fetch_paths'], st['bytes_fetched'] - st1['bytes_fetched'],
                    st['evictions'] - st0['evictions'], st['evicted_bytes'] - st0['evicted_bytes']),
-                  (2, 10 * U, 1, 3 * U))
-            rest = b''
-            while True:
-                b = os.read(fd, 128 * 1024)
+               (2, 10 * U, 1, 3 * U))
+            rest, base = b'', 0 if last_first else len(first)
+            want = S - 128 * 1024 if last_first else S - len(first)  # up to the piece read
+            while len(rest) < want:
+                b = os.pread(fd, min(128 * 1024, want - len(rest)), base + len(rest))
                 if not b:
                     break
                 rest += b
             os.close(fd)
-            ck.eq('the first sample\'s bytes', first + rest, ref('p0.bin'))
+            eq('the first sample\'s bytes', rest + last if last_first else first + rest,
+               ref('p0.bin'))
             got, _ = pieces('p1.bin')
-            ck.eq('the second sample\'s bytes', got, ref('p1.bin'))
+            eq('the second sample\'s bytes', got, ref('p1.bin'))
             st = m.stats()
-            ck.eq('no unit fetched twice: bytes fetched (the filler and the two samples), GETs',
-                  (st['bytes_fetched'] - st0['bytes_fetched'], gets() - g0), (17 * U, 3))
-            ck.eq('every read after the filler a hit: misses', st['cache_misses'],
-                  st1['cache_misses'])
-            ck.eq('evictions, evicted bytes',
-                  (st['evictions'] - st0['evictions'], st['evicted_bytes'] - st0['evicted_bytes']),
-                  (1, 3 * U))
-            ck.eq('nothing skipped for room', st['cache_unfit_bytes'], st0['cache_unfit_bytes'])
-            ck.eq('plan_hits', st['plan_hits'], 2)
-            ck.eq('read_errors', st['read_errors'], 0)
+            eq('no unit fetched twice: bytes fetched (the filler and the two samples), GETs',
+               (st['bytes_fetched'] - st0['bytes_fetched'], gets() - g0), (17 * U, 3))
+            eq('every read after the filler a hit: misses', st['cache_misses'],
+               st1['cache_misses'])
+            eq('evictions, evicted bytes',
+               (st['evictions'] - st0['evictions'], st['evicted_bytes'] - st0['evicted_bytes']),
+               (1, 3 * U))
+            eq('nothing skipped for room', st['cache_unfit_bytes'], st0['cache_unfit_bytes'])
+            eq('plan_hits', st['plan_hits'], 2)
+            eq('read_errors', st['read_errors'], 0)
+    try:
+        case('in order', False)
+        case('last request first', True)
     finally:
         ng.stop()
 
