@@ -46,7 +46,9 @@ baseline<TAB>unit<TAB>ratio<TAB>goal<TAB>goal_ge"; lib_bench.py puts them in the
              CPU-bound ceiling; report); f: requests to the store per sample (report); g:
              daemon CPU s per GB read (<= 2) and vs the local epoch's; h: daemon context
              switches (voluntary + involuntary, of its threads) per GB vs the local epoch's.
-             Figures behind the rows print as "note" lines. L9 (w_plan_ais_getbatch): the
+             Figures behind the rows print as "note" lines; each epoch's log line is followed
+             by the daemon's CPU by thread name (shardfs-io: the store's I/O loop, fills'
+             bytes and ends; shardfs-fill: claims and evictions; shardfs: the FUSE threads). L9 (w_plan_ais_getbatch): the
              planned cold epoch (bytes only) over ais:// from the AIStore stand-in on the
              same link (its own delay and pacing for listing, HEADs and GetBatch; object
              GETs redirected to the emulator) with GetBatch vs without (ranged GETs), as a
@@ -587,6 +589,24 @@ def drop_caches():
         sh(['cat', p], stdout=subprocess.DEVNULL)
 
 
+def thread_cpu(pid):
+    """{thread name: user + system seconds} of a process's threads now, summed by name (the
+    daemon names its threads: shardfs-io, shardfs-fill, shardfs-flush, shardfs-plan, ...; the
+    FUSE threads keep the process's name; a thread that exited meanwhile takes its CPU with
+    it)."""
+    d = {}
+    for t in os.listdir('/proc/%d/task' % pid):
+        try:
+            with open('/proc/%d/task/%s/stat' % (pid, t)) as f:
+                s = f.read()
+        except OSError:
+            continue
+        name = s[s.index('(') + 1:s.rindex(')')]
+        fields = s.rsplit(')', 1)[1].split()
+        d[name] = d.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / HZ
+    return d
+
+
 def ctx_switches(pid):
     """Voluntary + involuntary context switches of a process's threads now
     (/proc/PID/task/TID/status; a thread that exited meanwhile takes its count with it)."""
@@ -637,7 +657,8 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag=''):
             st = m.stats()
             c = {k: int(re.search(r'"%s":\s*"?(\d+)' % k, st).group(1)) for k in Epoch.KEYS}
             return (c, proc_cpu(m.pid), ctx_switches(m.pid),
-                    proc_cpu(emu.p.pid) if emu else 0.0, emu.stats()['requests'] if emu else 0)
+                    proc_cpu(emu.p.pid) if emu else 0.0, emu.stats()['requests'] if emu else 0,
+                    thread_cpu(m.pid))
 
         s0 = snap()
         for _ in range(n):
@@ -661,6 +682,8 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag=''):
                     loader, 'plan' if plan else 'no plan', tag, e.n, e.secs,
                     ', '.join('%s %d' % kv for kv in e.c.items()), e.loader_cpu,
                     e.daemon_cpu, e.emu_cpu, e.ctxsw, e.emu_requests))
+            log('... daemon CPU s by thread: %s' % ', '.join(
+                '%s %.2f' % (k, s1[5][k] - s0[5].get(k, 0.0)) for k in sorted(s1[5])))
             # the next epoch reads through the mount, not the kernel's page cache of the files
             # the last one read (as on a node whose RAM holds less than the data set)
             drop_caches()
