@@ -394,8 +394,9 @@ uint64_t cachetier_obj_cached_bytes(const struct cachetier_obj *o);
  *   byte upto (a path read in several requests: the bytes read so far;
  *   begun 0: but for the bytes before off, so the unit off lies in stays
  *   unless off is its first byte): the units behind [off, off+len) whose
- *   bytes of that range all lie before upto are needed by no plan now (the caller marks them again
- *   for a later use, e.g. of a neighbour sharing a unit); the others keep
+ *   bytes of that range all lie before upto are needed by no plan now
+ *   (the caller marks them again for a later use, e.g. of a neighbour
+ *   sharing a unit); the others keep
  *   their mark until a read gets past them. [*lo, *hi) says which bytes
  *   the units made unneeded cover (*lo == *hi: none). 0 or -EINVAL.
  * done: read with upto = off + len: every unit behind [off, off+len).

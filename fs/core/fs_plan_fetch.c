@@ -7,8 +7,9 @@
  *
  * One thread. fs_plan.c's listener hook wakes it at every publish, clear
  * and read of a planned path (once the read's reply is sent and the cache
- * units it pinned are released: fs_plan_wake); it then looks at each plan: from the plan's
- * position (1 + the furthest planned path read) on, the extents not read
+ * units it pinned are released: fs_plan_wake); it then looks at each
+ * plan: from the plan's position (1 + the furthest planned path read) on,
+ * the extents not read
  * yet, in plan order, are handed to the cache tier as range prefetches
  * (cachetier_obj_prefetch_range, CACHETIER_PF_EVICT: they may evict what
  * was read, never what was fetched ahead and not read yet) until the

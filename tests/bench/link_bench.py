@@ -48,7 +48,8 @@ baseline<TAB>unit<TAB>ratio<TAB>goal<TAB>goal_ge"; lib_bench.py puts them in the
              switches (voluntary + involuntary, of its threads) per GB vs the local epoch's.
              Figures behind the rows print as "note" lines; each epoch's log line is followed
              by the daemon's CPU by thread name (shardfs-io: the store's I/O loop, fills'
-             bytes and ends; shardfs-fill: claims and evictions; shardfs: the FUSE threads). L9 (w_plan_ais_getbatch): the
+             bytes and ends; shardfs-fill: claims and evictions; shardfs: the FUSE threads).
+             L9 (w_plan_ais_getbatch): the
              planned cold epoch (bytes only) over ais:// from the AIStore stand-in on the
              same link (its own delay and pacing for listing, HEADs and GetBatch; object
              GETs redirected to the emulator) with GetBatch vs without (ranged GETs), as a
@@ -102,11 +103,17 @@ def sh(cmd, **kw):
     return subprocess.run(cmd, check=True, **kw)
 
 
+def stat_cpu(path):
+    """(name, user + system seconds) from a /proc stat file (a process's or a thread's)."""
+    with open(path) as f:
+        s = f.read()
+    fields = s.rsplit(')', 1)[1].split()
+    return s[s.index('(') + 1:s.rindex(')')], (int(fields[11]) + int(fields[12])) / HZ
+
+
 def proc_cpu(pid):
     """user + system seconds of a process (all its threads)."""
-    with open('/proc/%d/stat' % pid) as f:
-        fields = f.read().rsplit(')', 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / HZ
+    return stat_cpu('/proc/%d/stat' % pid)[1]
 
 
 def machine_busy():
@@ -597,13 +604,10 @@ def thread_cpu(pid):
     d = {}
     for t in os.listdir('/proc/%d/task' % pid):
         try:
-            with open('/proc/%d/task/%s/stat' % (pid, t)) as f:
-                s = f.read()
+            name, secs = stat_cpu('/proc/%d/task/%s/stat' % (pid, t))
         except OSError:
             continue
-        name = s[s.index('(') + 1:s.rindex(')')]
-        fields = s.rsplit(')', 1)[1].split()
-        d[name] = d.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / HZ
+        d[name] = d.get(name, 0.0) + secs
     return d
 
 
