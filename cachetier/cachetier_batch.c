@@ -210,12 +210,12 @@ static void bt_finish(struct cachetier *ct, struct bt_req *q)
 				if (!cachetier__st_set(r->f, r->c + k, 1))
 					cachetier__usage_add(
 					    ct, (int64_t)cachetier__unit_len(r->f, r->c + k));
-				cachetier__unit_done(ct, r->f, r->c + k, 0, 1, 0, 0);
+				cachetier__unit_done(ct, r->f, r->c + k, 0, 1, 0, 0, NULL);
 			}
 			q->res.bytes += r->end - r->start;
 		} else if (r->err == -ESTALE) {
 			for (uint32_t k = 0; k < r->n; k++)
-				cachetier__unit_done(ct, r->f, r->c + k, -ESTALE, 1, 0, 0);
+				cachetier__unit_done(ct, r->f, r->c + k, -ESTALE, 1, 0, 0, NULL);
 		} else {
 			bt_abandon(ct, r->f, r->c, r->n);
 			if (r->err != -EOPNOTSUPP)
@@ -517,7 +517,7 @@ int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piec
 	pthread_mutex_lock(&ct->lock);
 	for (size_t i = 0; i < nu; i++) {
 		if (u[i].claim == 0) {
-			cachetier__unit_done(ct, u[i].f, u[i].c, 0, 0, 0, 0);
+			cachetier__unit_done(ct, u[i].f, u[i].c, 0, 0, 0, 0, NULL);
 			local.peer++;
 		} else if (u[i].claim < 0) {
 			cachetier__run_abandon(ct, u[i].f, u[i].c, 1);

@@ -405,8 +405,8 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 		 * disk unaccounted, but are never served. */
 		fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 			  (off_t)((uint64_t)list[i] * f->unit_bytes), (off_t)len);
-		for (; i < k; i++)
-			cachetier__ofd_lock(f->auxfd, F_UNLCK, LK_UNIT(list[i]), 0);
+		cachetier__ofd_lock_n(f->auxfd, F_UNLCK, LK_UNIT(list[i]), k - i, 0);
+		i = k;
 	}
 	pthread_mutex_unlock(&f->maplock);
 

@@ -248,6 +248,25 @@ static int fill_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, int *
 	}
 }
 
+/* Claim units [c, c + n) of f for a fill into claim[] (fill_claim's
+ * answers): their write locks in one call when no other process holds a
+ * lock in the run (units another process filled meanwhile give theirs
+ * back), else one unit at a time. No ct->lock held. */
+static void fill_claim_run(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
+			   int *claim, int *waited)
+{
+	if (n > 1 && cachetier__ofd_lock_n(f->stfd, F_WRLCK, LK_UNIT(c), n, 0) == 0) {
+		for (uint32_t i = 0; i < n; i++) {
+			claim[i] = !cachetier__st_get(f, c + i);
+			if (!claim[i])
+				cachetier__unit_unlock(f, c + i);
+		}
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		claim[i] = fill_claim(ct, f, c + i, waited);
+}
+
 /* Units [c, c + n) of f, claimed by a prefetch fill that is skipped, are
  * empty again; a reader that came to wait for one meanwhile gets it queued
  * on demand. ct->lock held. */
@@ -364,9 +383,10 @@ static int fill_begin(struct cachetier *ct, struct ct_slot *slot, struct ct_file
  * empty with its error, or back to its prefetch; its write lock becomes
  * the pinning readers' read lock or goes. ct->lock held. */
 void cachetier__unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int err, int claim,
-			  int waited, int withdrawn)
+			  int waited, int withdrawn, struct ct_lkrun *run)
 {
 	uint64_t ulen = cachetier__unit_len(f, u);
+	struct ct_lkrun one = {0};
 
 	if (err < 0 && withdrawn) {
 		pf_withdrawn(ct, f, u, withdrawn);
@@ -396,12 +416,12 @@ void cachetier__unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, i
 		/* readers waiting for it keep it pinned: the write lock
 		 * becomes their read lock without a gap an eviction could
 		 * use; otherwise it goes */
-		if (err == 0 && f->pins[u] > 0) {
-			cachetier__ofd_lock(f->stfd, F_RDLCK, LK_UNIT(u), 0);
+		int keep = err == 0 && f->pins[u] > 0;
+
+		cachetier__lkrun_add(run ? run : &one, f->stfd, keep ? F_RDLCK : F_UNLCK, u);
+		if (keep)
 			f->held[u] = 1;
-		} else {
-			cachetier__unit_unlock(f, u);
-		}
+		cachetier__lkrun_flush(&one);
 	}
 }
 
@@ -412,6 +432,7 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		     uint32_t n, int ra, int pf, const int *claim, const int *errs,
 		     const uint32_t *crc, int waited, unsigned requests)
 {
+	struct ct_lkrun run = {0};
 	int err = 0, withdrawn;
 
 	/* the units move from reserved to the directory's usage under
@@ -451,7 +472,9 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		ct->pf_quiet++;
 	ct->fills += requests;
 	for (uint32_t i = 0; i < n; i++)
-		cachetier__unit_done(ct, f, c + i, errs[i], claim[i], waited, withdrawn ? pf : 0);
+		cachetier__unit_done(ct, f, c + i, errs[i], claim[i], waited, withdrawn ? pf : 0,
+				     &run);
+	cachetier__lkrun_flush(&run);
 	if (pf == CT_PF_RANGE_FIT || pf == CT_PF_RANGE_EVICT)
 		cachetier__plan_filled(ct, f, c, n); /* between planned extents: needed by none */
 	pthread_cond_broadcast(&ct->unit_cond);
@@ -612,8 +635,7 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&ct->lock);
 
 		fl = slot->fill;
-		for (uint32_t i = 0; i < n; i++)
-			fl->claim[i] = fill_claim(ct, f, c + i, &waited);
+		fill_claim_run(ct, f, c, n, fl->claim, &waited);
 		fl->ra = ra;
 		fl->waited = waited;
 		fl->requests = 0;

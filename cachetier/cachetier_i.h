@@ -497,14 +497,17 @@ int cachetier__flush_due(struct cachetier *ct, struct ct_file *f, int64_t now);
  * them, are empty again with no error kept; a reader pinning one gets it
  * queued on demand. Their OFD unit locks are the caller's to drop. */
 void cachetier__run_abandon(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n);
+struct ct_lkrun;
 /* The outcome of unit u of a fill: err (0 or a negative errno, kept for
  * the readers waiting for it), claim (1: this fill fetched it and holds
  * its write lock, which becomes the pinning readers' read lock or goes;
  * else another process's fill did, waited: after waiting for it),
  * withdrawn (a withdrawn prefetch fill: its enum ct_pf_kind; else 0). A
- * fetched unit's CRC and state byte are the caller's to set first. */
+ * fetched unit's CRC and state byte are the caller's to set first. The
+ * lock change joins run (flushed by the caller before it drops ct->lock),
+ * or with run NULL is made at once. */
 void cachetier__unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int err, int claim,
-			  int waited, int withdrawn);
+			  int waited, int withdrawn, struct ct_lkrun *run);
 
 /* cachetier_batch.c: wait until no batch fill request runs (cachetier_close,
  * before the files go; after cachetier_cancel and backend_cancel they end
@@ -527,6 +530,9 @@ int64_t cachetier__mono_ns(void);
  * is granted; wait > 1: poll for at most that many ms; else -EAGAIN when
  * another holder conflicts. */
 int cachetier__ofd_lock(int fd, short type, off_t off, int wait);
+/* The same for bytes [off, off + n): one fcntl for a run of units (a
+ * conflict anywhere in it fails the whole run, nothing taken). */
+int cachetier__ofd_lock_n(int fd, short type, off_t off, off_t n, int wait);
 /* Sleep *sleep_us, then double it up to max_us (lock polls). */
 void cachetier__backoff(unsigned *sleep_us, unsigned max_us);
 int cachetier__usage_open(struct cachetier *ct, int v1fd, int *alone);
@@ -574,6 +580,35 @@ static inline uint64_t cachetier__run_len(const struct ct_file *f, uint32_t c, u
 static inline void cachetier__unit_unlock(struct ct_file *f, uint32_t c)
 {
 	cachetier__ofd_lock(f->stfd, F_UNLCK, LK_UNIT(c), 0);
+}
+
+/* Unit lock changes gathered into runs: adjacent units of one fd and
+ * change go out as one fcntl (a read's units, a fill's, an eviction's
+ * run: one lock call each, not one a unit). Only for changes that cannot
+ * fail (F_UNLCK; F_RDLCK over this description's own F_WRLCK). */
+struct ct_lkrun {
+	int fd;
+	short type;
+	uint32_t c, n; /* units [c, c + n) */
+};
+
+static inline void cachetier__lkrun_flush(struct ct_lkrun *r)
+{
+	if (r->n)
+		cachetier__ofd_lock_n(r->fd, r->type, LK_UNIT(r->c), r->n, 0);
+	r->n = 0;
+}
+
+static inline void cachetier__lkrun_add(struct ct_lkrun *r, int fd, short type, uint32_t c)
+{
+	if (r->n && (r->fd != fd || r->type != type || r->c + r->n != c))
+		cachetier__lkrun_flush(r);
+	if (!r->n) {
+		r->fd = fd;
+		r->type = type;
+		r->c = c;
+	}
+	r->n++;
 }
 
 /* Data file name of an object: hash of key, ETag, size and unit bytes. */

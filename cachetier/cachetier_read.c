@@ -88,26 +88,27 @@ static void ra_update(struct cachetier *ct, struct ct_file *f, uint64_t off, uin
 	}
 }
 
-/* Drop a read's pins of units [c0, c1). ct->lock held. */
+/* Drop a read's pins of units [c0, c1): the read locks of units no read
+ * pins any more go, a run of adjacent ones in one call. ct->lock held. */
 static void read_unpin(struct ct_file *f, uint32_t c0, uint32_t c1)
 {
+	struct ct_lkrun run = {0};
+
 	for (uint32_t c = c0; c < c1; c++) {
 		if (--f->pins[c] == 0 && f->held[c]) {
-			cachetier__unit_unlock(f, c);
+			cachetier__lkrun_add(&run, f->stfd, F_UNLCK, c);
 			f->held[c] = 0;
 		}
 	}
+	cachetier__lkrun_flush(&run);
 }
 
-/* A pinned unit this process thinks valid: take its read lock, then
- * trust it only if the state file still says valid (another process may
- * have evicted it). Returns 1 when held, else marks it empty. ct->lock
- * held. */
-static int unit_hold(struct cachetier *ct, struct ct_file *f, uint32_t c)
+/* Unit c of f, read-locked (taken is 1) or not: trusted if the state file
+ * still says valid (another process may have evicted it), else its lock
+ * goes and it is marked empty. Returns 1 when held. ct->lock held. */
+static int unit_held(struct cachetier *ct, struct ct_file *f, uint32_t c, int taken)
 {
-	if (f->held[c])
-		return 1;
-	if (cachetier__ofd_lock(f->stfd, F_RDLCK, LK_UNIT(c), 0) == 0) {
+	if (taken) {
 		if (cachetier__st_get(f, c)) {
 			/* one filled by another process (or mount), not seen
 			 * here yet, is checked before it is served (units_check) */
@@ -122,6 +123,37 @@ static int unit_hold(struct cachetier *ct, struct ct_file *f, uint32_t c)
 	f->bytes -= cachetier__unit_len(f, c);
 	ct->used -= cachetier__unit_len(f, c);
 	return 0;
+}
+
+/* The pinned units of [c0, c1) this process thinks valid and holds no
+ * read lock on: take their read locks (a run of adjacent ones in one call;
+ * one at a time when another process holds one of the run), and keep only
+ * those the state file still says valid; req[c - c0] is cleared for the
+ * others (gone again: fetched anew). No unit this process fills or evicts
+ * is valid, so no run converts a lock of its own. ct->lock held. */
+static void units_hold(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
+		       uint8_t *req)
+{
+	for (uint32_t c = c0; c < c1;) {
+		uint32_t k = c;
+		int run;
+
+		while (k < c1 && f->ust[k] == UNIT_VALID && !f->held[k])
+			k++;
+		if (k == c) {
+			c++;
+			continue;
+		}
+		run =
+		    k - c > 1 && cachetier__ofd_lock_n(f->stfd, F_RDLCK, LK_UNIT(c), k - c, 0) == 0;
+		for (; c < k; c++) {
+			int taken =
+			    run || cachetier__ofd_lock(f->stfd, F_RDLCK, LK_UNIT(c), 0) == 0;
+
+			if (!unit_held(ct, f, c, taken))
+				req[c - c0] = 0;
+		}
+	}
 }
 
 /* Unit c of f (UNIT_VALID) is damaged (its bytes fail their CRC32C, or the
@@ -312,9 +344,8 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	for (;;) {
 		int ready = 1;
 
+		units_hold(ct, f, c0, c1, req);
 		for (uint32_t c = c0; c < c1 && err == 0; c++) {
-			if (f->ust[c] == UNIT_VALID && !unit_hold(ct, f, c))
-				req[c - c0] = 0; /* gone again: fetch it anew */
 			switch (f->ust[c]) {
 			case UNIT_VALID:
 				break;

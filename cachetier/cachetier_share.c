@@ -73,6 +73,11 @@ void cachetier__backoff(unsigned *sleep_us, unsigned max_us)
 
 int cachetier__ofd_lock(int fd, short type, off_t off, int wait)
 {
+	return cachetier__ofd_lock_n(fd, type, off, 1, wait);
+}
+
+int cachetier__ofd_lock_n(int fd, short type, off_t off, off_t n, int wait)
+{
 	struct flock fl;
 	unsigned sleep_us = 100;
 	int64_t deadline = wait > 1 ? cachetier__now_ns() + (int64_t)wait * 1000000 : 0;
@@ -81,7 +86,7 @@ int cachetier__ofd_lock(int fd, short type, off_t off, int wait)
 	fl.l_type = type;
 	fl.l_whence = SEEK_SET;
 	fl.l_start = off;
-	fl.l_len = 1;
+	fl.l_len = n;
 	for (;;) {
 		if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
 			return 0;

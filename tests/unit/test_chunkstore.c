@@ -1565,6 +1565,62 @@ static void test_pin_threads(void)
 	backend_close(be);
 }
 
+/* Read locks taken and released a run of units at a time hold each unit
+ * of the run against another process's eviction (a second tier on the
+ * same directory stands for it), and release each one. A reads three
+ * units and reads them again, pinned (its read locks: one run); B, with
+ * its own reads pinned, fills past the limit of four units without
+ * evicting any of A's (evictions 0; A's bytes exact through its pin); once
+ * A's read ends, B's read of two more units evicts exactly A's three. */
+static void test_peer_pins(void)
+{
+	struct backend *be = store("");
+	struct cachetier *a = tier(be, "c-peer-pins", 4 * (CHUNK / 8), 4),
+			 *b = tier(be, "c-peer-pins", 4 * (CHUNK / 8), 4);
+	struct cachetier_obj *oa = obj(a, be, NOBJ), *ob = obj(b, be, NOBJ);
+	struct cachetier_pin *pa, *pb[3] = {0};
+	uint64_t u = CHUNK / 8, off = 3 * CHUNK, fd_off, bfd_off,
+		 boff[3] = {10 * CHUNK, 12 * CHUNK, 14 * CHUNK};
+	size_t blen[3] = {CHUNK / 8, CHUNK / 8, CHUNK / 4};
+	unsigned char buf[3 * (CHUNK / 8)];
+	struct cachetier_stats st;
+	int fd, bfd, err;
+
+	CHECK(read_check(oa, NOBJ, off, 3 * u, 1) == 0, "A's first read");
+	err = cachetier_obj_read_begin(oa, off, 3 * u, &fd, &fd_off, &pa);
+	CHECK(err == 0, "A's pinned read: %d", err);
+	if (err)
+		exit(1);
+	for (int i = 0; i < 2; i++) {
+		err = cachetier_obj_read_begin(ob, boff[i], blen[i], &bfd, &bfd_off, &pb[i]);
+		CHECK(err == 0, "B's read %d: %d", i, err);
+	}
+	fills_idle(b);
+	stats(b, &st);
+	CHECK(st.evictions == 0, "B evicted %llu times while A pinned its units and B its own",
+	      (unsigned long long)st.evictions);
+	CHECK(pread(fd, buf, sizeof(buf), (off_t)fd_off) == (ssize_t)sizeof(buf) &&
+		  memcmp(buf, data[NOBJ] + off, sizeof(buf)) == 0,
+	      "A's pinned bytes changed under its read");
+	cachetier_obj_read_end(pa);
+	err = cachetier_obj_read_begin(ob, boff[2], blen[2], &bfd, &bfd_off, &pb[2]);
+	CHECK(err == 0, "B's read 2: %d", err);
+	fills_idle(b);
+	stats(b, &st);
+	CHECK(st.evictions == 1 && st.evicted_bytes == 3 * u,
+	      "after A's read ended B evicted %llu bytes in %llu evictions, want A's %llu in 1",
+	      (unsigned long long)st.evicted_bytes, (unsigned long long)st.evictions,
+	      (unsigned long long)(3 * u));
+	for (int i = 0; i < 3; i++)
+		if (pb[i])
+			cachetier_obj_read_end(pb[i]);
+	cachetier_obj_unref(ob);
+	cachetier_obj_unref(oa);
+	cachetier_close(b);
+	cachetier_close(a);
+	backend_close(be);
+}
+
 int main(void)
 {
 	const char *env = getenv("TEST_SEED");
@@ -1603,6 +1659,7 @@ int main(void)
 	test_prefetch_range();
 	test_range_spares_present();
 	test_pin_threads();
+	test_peer_pins();
 	test_plan_order();
 	test_reopen_race();
 	test_crash(seed);
