@@ -672,12 +672,16 @@ static void *flusher_main(void *arg)
 
 /* Fill workers when the store's reads run on its I/O thread
  * (backend_reads_async): they only claim units, make room and send
- * requests, so a few serve any number of fills in flight: one may wait
+ * requests, so two serve any number of fills in flight: one may wait
  * for an eviction's file operations (punching, the map's durable unlink)
- * or poll another process's unit lock while the others keep claiming.
- * A store that reads in the calling thread (local, fault://) gets
- * cfg.fill_threads of them: each fill holds one. */
-#define CT_ASYNC_WORKERS 4u
+ * or poll another process's unit lock while the other keeps claiming.
+ * More only contend for ct->lock: with 4, a planned epoch on the link
+ * emulator (tests/bench/link_bench.py --quick, L8g) cost the daemon
+ * 8-13 % more CPU and about 40 % more futex calls in the workers, and its
+ * epochs took 10 % longer, on 2 cores. A store that reads in the calling
+ * thread (local, fault://) gets cfg.fill_threads of them: each fill holds
+ * one. */
+#define CT_ASYNC_WORKERS 2u
 
 int cachetier__units_start(struct cachetier *ct)
 {
