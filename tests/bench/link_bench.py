@@ -632,7 +632,7 @@ class Epoch:
     and its workers), of the daemon and of the emulator (0 without one), the daemon's context
     switches, and the requests the emulator answered (0 without one)."""
     KEYS = ('bytes_fetched', 'read_bytes', 'store_requests', 'cache_misses', 'cache_hits',
-            'prefetch_withdrawn', 'evicted_bytes')
+            'prefetch_withdrawn', 'evicted_bytes', 'evictions')
 
     def __init__(self, **kw):
         self.__dict__.update(kw)
