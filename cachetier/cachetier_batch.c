@@ -536,13 +536,8 @@ int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piec
 		pthread_mutex_lock(&ct->lock);
 		/* at most par requests of the batch fills run at once (a
 		 * first call's, which it waits for, need no slot) */
-		while (!sync && ct->batch_running >= par && !ct->stopping) {
-			struct timespec ts;
-
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += 1;
-			pthread_cond_timedwait(&ct->unit_cond, &ct->lock, &ts);
-		}
+		while (!sync && ct->batch_running >= par && !ct->stopping)
+			cachetier__cond_wait_s(&ct->unit_cond, &ct->lock, 1);
 		ct->batch_running++;
 		pthread_mutex_unlock(&ct->lock);
 		if (sync) {
@@ -592,12 +587,7 @@ void cachetier_batch_stats(struct cachetier *ct, struct cachetier_batch_result *
 void cachetier__batch_stop(struct cachetier *ct)
 {
 	pthread_mutex_lock(&ct->lock);
-	while (ct->batch_running) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 1;
-		pthread_cond_timedwait(&ct->unit_cond, &ct->lock, &ts);
-	}
+	while (ct->batch_running)
+		cachetier__cond_wait_s(&ct->unit_cond, &ct->lock, 1);
 	pthread_mutex_unlock(&ct->lock);
 }

@@ -625,11 +625,7 @@ static void *worker_main(void *arg)
 		int ra, pf, waited = 0;
 
 		if (!slot || !cachetier__queue_next(ct, &f, &c, &n, &ra, &pf)) {
-			struct timespec ts;
-
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += 1;
-			pthread_cond_timedwait(&ct->work_cond, &ct->lock, &ts);
+			cachetier__cond_wait_s(&ct->work_cond, &ct->lock, 1);
 			continue;
 		}
 		/* taken before fill_begin, which may drop ct->lock (pf_fits,
@@ -664,14 +660,10 @@ static void *flusher_main(void *arg)
 
 	pthread_mutex_lock(&ct->lock);
 	while (!ct->stopping) {
-		struct timespec ts;
-
 		flush_old_maps(ct);
 		cachetier__dec_release(ct); /* decoded copies other processes evicted */
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 1;
 		if (!ct->stopping)
-			pthread_cond_timedwait(&ct->flush_cond, &ct->lock, &ts);
+			cachetier__cond_wait_s(&ct->flush_cond, &ct->lock, 1);
 	}
 	pthread_mutex_unlock(&ct->lock);
 	return NULL;

@@ -535,6 +535,10 @@ int cachetier__ofd_lock(int fd, short type, off_t off, int wait);
 int cachetier__ofd_lock_n(int fd, short type, off_t off, off_t n, int wait);
 /* Sleep *sleep_us, then double it up to max_us (lock polls). */
 void cachetier__backoff(unsigned *sleep_us, unsigned max_us);
+/* Wait on cond (lock held) for at most secs seconds: the caller looks
+ * again at what it waits for, so a missed wake-up costs that long, never
+ * a hung thread. */
+void cachetier__cond_wait_s(pthread_cond_t *cond, pthread_mutex_t *lock, unsigned secs);
 int cachetier__usage_open(struct cachetier *ct, int v1fd, int *alone);
 int cachetier__usage_ready(struct cachetier *ct, uint64_t used);
 void cachetier__usage_close(struct cachetier *ct);

@@ -125,19 +125,10 @@ static int unit_held(struct cachetier *ct, struct ct_file *f, uint32_t c, int ta
 	return 0;
 }
 
-/* Wait for a change of unit states (unit_cond): at most
- * UNITS_WAIT_BOUND_S, after which the caller looks again, so a change
- * whose wake-up is missed costs that long, never a hung read. ct->lock
- * held. */
+/* Most a reader waits for a change of unit states (unit_cond) before it
+ * looks at its units again: a change whose wake-up is missed costs that
+ * long, never a hung read. */
 #define UNITS_WAIT_BOUND_S 1
-static void units_wait(struct cachetier *ct)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += UNITS_WAIT_BOUND_S;
-	pthread_cond_timedwait(&ct->unit_cond, &ct->lock, &ts);
-}
 
 /* The pinned units of [c0, c1) this process thinks valid and holds no
  * read lock on: take their read locks (a run of adjacent ones in one call;
@@ -408,7 +399,7 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 		if (err < 0 || ready)
 			break;
 		waited = 1;
-		units_wait(ct);
+		cachetier__cond_wait_s(&ct->unit_cond, &ct->lock, UNITS_WAIT_BOUND_S);
 	}
 	if (err < 0)
 		read_unpin(f, c0, c1);

@@ -71,6 +71,15 @@ void cachetier__backoff(unsigned *sleep_us, unsigned max_us)
 		*sleep_us *= 2;
 }
 
+void cachetier__cond_wait_s(pthread_cond_t *cond, pthread_mutex_t *lock, unsigned secs)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += secs;
+	pthread_cond_timedwait(cond, lock, &ts);
+}
+
 int cachetier__ofd_lock(int fd, short type, off_t off, int wait)
 {
 	return cachetier__ofd_lock_n(fd, type, off, 1, wait);
