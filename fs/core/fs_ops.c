@@ -283,12 +283,14 @@ int fs_op_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_t si
 	if (!v->volatile_attrs) /* control files: rendered, not counted */
 		fs->c.reads_inflight++;
 	err = v->read(fs, ino, fh, off, size, r);
-	if (!v->volatile_attrs && err < 0) {
-		fs->c.reads_inflight--;
-	} else if (!v->volatile_attrs) {
-		r->fs = fs; /* counted until fs_op_read_done */
-		r->plan_wake =
-		    fs_plan_note_read(fs, v->member_of ? v->member_of(ino) : ino, off, size);
+	if (!v->volatile_attrs) {
+		if (err < 0) {
+			fs->c.reads_inflight--;
+		} else {
+			r->fs = fs; /* counted until fs_op_read_done */
+			r->plan_wake = fs_plan_note_read(fs, v->member_of ? v->member_of(ino) : ino,
+							 off, size);
+		}
 	}
 	/* a remote object that changed under a read: the next lookup of its
 	 * name gets the new version */
