@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs_ops.h"
@@ -1317,6 +1318,96 @@ static void test_lifecycle(void)
 	}
 }
 
+/* The stuck-notifier test's operation: it enters, then holds the send up until the test
+ * releases it (as the kernel may hold an invalidation up while it waits for the very request
+ * that noticed the change), at most NS_HOLD_S so that a stop that never returns fails the
+ * test instead of hanging it. */
+#define NS_HOLD_S (6 * FS_THREAD_JOIN_S)
+static pthread_mutex_t ns_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ns_cond = PTHREAD_COND_INITIALIZER;
+static int ns_entered, ns_release;
+
+/* Wait on ns_cond until *flag reaches want or NS_HOLD_S pass: 1 if it did. ns_lock held. */
+static int ns_wait(const int *flag, int want)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += NS_HOLD_S;
+	while (*flag < want)
+		if (pthread_cond_timedwait(&ns_cond, &ns_lock, &ts) != 0)
+			break;
+	return *flag >= want;
+}
+
+static void ns_inval_inode(void *ctx, uint64_t ino)
+{
+	pthread_mutex_lock(&ns_lock);
+	ns_entered++;
+	pthread_cond_broadcast(&ns_cond);
+	ns_wait(&ns_release, 1);
+	pthread_mutex_unlock(&ns_lock);
+}
+
+static const struct fs_notify_ops ns_notify_ops = {ns_inval_inode, lc_inval_entry};
+
+/* The notifier's bounded stop (fs_thread.c): while a send is held up, fs_notify_stop gives
+ * up on the join (-ETIMEDOUT, after FS_THREAD_JOIN_S) and says the notifier still runs,
+ * and drops what was queued behind the held send; once the send returns, the next stop
+ * joins it (0) and fs_close frees everything (the ASan build's leak check). Nothing here
+ * depends on time: the send cannot return before the test releases it. */
+static void test_notify_stuck(void)
+{
+	char cache[4096], src[4096], mnt[4096];
+	char *argv[] = {"-f", "--cache-dir", cache, src, mnt, NULL};
+	struct fs_config cfg;
+	struct fs *fs = NULL;
+	int err, entered;
+
+	snprintf(cache, sizeof(cache), "%s/cache-notify", tmp);
+	snprintf(src, sizeof(src), "fault://%s/src", tmp);
+	snprintf(mnt, sizeof(mnt), "%s/mnt", tmp);
+	memset(&cfg, 0, sizeof(cfg));
+	err = fs_opt_parse_mount(5, argv, &cfg);
+	CHECK(err == 0, "notify stuck: options: %d", err);
+	if (err) {
+		fs_opt_free(&cfg);
+		return;
+	}
+	err = fs_open(&cfg, FS_OPEN_MOUNT, &fs);
+	CHECK(err == 0, "notify stuck: fs_open: %s", strerror(-err));
+	if (err)
+		return;
+	lc_inval_entries = 0;
+	err = fs_notify_start(fs, &ns_notify_ops, NULL);
+	CHECK(err == 0 && fs_notify_running(fs), "notify stuck: the notifier starts: %d", err);
+	fs_notify_inode(fs, 7);
+	pthread_mutex_lock(&ns_lock);
+	entered = ns_wait(&ns_entered, 1);
+	pthread_mutex_unlock(&ns_lock);
+	CHECK(entered, "notify stuck: the notifier did not send within %d s", NS_HOLD_S);
+	fs_notify_inode(fs, 8);		/* queued behind the held send */
+	fs_notify_entry(fs, 1, "x", 1); /* ditto */
+	err = fs_notify_stop(fs);
+	CHECK(err == -ETIMEDOUT && fs_notify_running(fs),
+	      "notify stuck: the stop of a held notifier gives %d (running %d), not -ETIMEDOUT "
+	      "(running 1)",
+	      err, fs_notify_running(fs));
+	pthread_mutex_lock(&ns_lock);
+	ns_release = 1;
+	pthread_cond_broadcast(&ns_cond);
+	pthread_mutex_unlock(&ns_lock);
+	err = fs_notify_stop(fs);
+	CHECK(err == 0 && !fs_notify_running(fs),
+	      "notify stuck: once the send returned, the stop joins: %d (running %d)", err,
+	      fs_notify_running(fs));
+	CHECK(ns_entered == 1 && lc_inval_entries == 0,
+	      "notify stuck: %d inode and %d entry sends, not 1 and 0 (what was queued behind the "
+	      "held send is dropped at the stop)",
+	      ns_entered, (int)lc_inval_entries);
+	fs_close(fs);
+}
+
 int main(void)
 {
 	char cmd[4200];
@@ -1339,6 +1430,7 @@ int main(void)
 	test_remap();
 	test_header_check();
 	test_lifecycle();
+	test_notify_stuck();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", tmp);
