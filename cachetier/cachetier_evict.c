@@ -153,6 +153,27 @@ struct ev_ctx {
 	const struct cachetier *ct;
 };
 
+/* The first unit of live f from c on whose state byte says it holds bytes
+ * (f->nunits: none). Eight state bytes at a time: in a cache smaller than
+ * the data most units hold none, and eviction looks at every unit of every
+ * live object. ct->lock held (this process sets state bytes under it; other
+ * processes' stores race as a byte load's would). */
+static uint32_t st_next(const struct ct_file *f, uint32_t c)
+{
+	const unsigned char *s = f->st + ST_HDR;
+
+	for (; c + 8 <= f->nunits; c += 8) {
+		uint64_t w;
+
+		memcpy(&w, s + c, sizeof(w));
+		if (w)
+			break;
+	}
+	while (c < f->nunits && !cachetier__st_get(f, c))
+		c++;
+	return c;
+}
+
 /* May unit c of live f be evicted now (as far as this process knows: no
  * reader here pins it, no fill or eviction here works on it, the state
  * file says it holds bytes)? For a prefetch fill (x->spare), not if it is
@@ -160,8 +181,10 @@ struct ev_ctx {
  * units or sooner. */
 static int unit_evictable(const struct ct_file *f, uint32_t c, const struct ev_ctx *x)
 {
-	if (!(f->pins[c] == 0 && (f->ust[c] == UNIT_VALID || f->ust[c] == UNIT_EMPTY) &&
-	      cachetier__st_get(f, c)))
+	/* the state byte first: it rejects the units that hold no bytes,
+	 * most of them in a cache smaller than the data */
+	if (!(cachetier__st_get(f, c) && f->pins[c] == 0 &&
+	      (f->ust[c] == UNIT_VALID || f->ust[c] == UNIT_EMPTY)))
 		return 0;
 	if (!x->spare || unit_unneeded(f, c))
 		return 1;
@@ -202,9 +225,18 @@ static uint64_t ahead_bytes(const struct cachetier *ct, int64_t now)
 	uint64_t sum = 0;
 
 	for (const struct ct_file *f = ct->files; f; f = f->next) {
-		for (uint32_t c = 0; f->live && f->bytes && c < f->nunits; c++) {
-			if (f->unread[c] && !f->gap[c] && f->ust[c] == UNIT_VALID &&
-			    f->nu[c] != CT_NU_DONE && now - f->uatime[c] < AHEAD_SPARE_NS)
+		const uint8_t *p;
+
+		/* from one unit not read since its fill to the next (memchr:
+		 * most units are read or empty, and every prefetch fill asks) */
+		for (uint32_t c = 0; f->live && f->bytes && c < f->nunits;
+		     c = (uint32_t)(p - f->unread) + 1) {
+			p = memchr(f->unread + c, 1, f->nunits - c);
+			if (!p)
+				break;
+			c = (uint32_t)(p - f->unread);
+			if (!f->gap[c] && f->ust[c] == UNIT_VALID && f->nu[c] != CT_NU_DONE &&
+			    now - f->uatime[c] < AHEAD_SPARE_NS)
 				sum += cachetier__unit_len(f, c);
 		}
 	}
@@ -232,7 +264,7 @@ static struct ct_file *victim(struct cachetier *ct, const struct ev_ctx *x, stru
 		if (f->live) {
 			int64_t fat = file_at(f);
 
-			for (uint32_t c = 0; c < f->nunits; c++) {
+			for (uint32_t c = st_next(f, 0); c < f->nunits; c = st_next(f, c + 1)) {
 				struct ev_key k;
 
 				if (!unit_evictable(f, c, x))
@@ -337,7 +369,7 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 	 * first of all units for each unit evicted cost units x evicted
 	 * key comparisons under ct->lock) */
 	fat = file_at(f);
-	for (uint32_t c = 0; c < f->nunits; c++) {
+	for (uint32_t c = st_next(f, 0); c < f->nunits; c = st_next(f, c + 1)) {
 		if (unit_evictable(f, c, x))
 			cand[ncand++] = (struct ev_cand){unit_key(f, c, fat, x), c};
 	}

@@ -120,7 +120,8 @@ struct ct_file {
 	uint8_t *seen;	    /* per unit: this process filled or served it already */
 	int64_t *uatime;    /* per unit: this process's last read or fill of it (CLOCK_REALTIME ns);
 			     * 0: untouched here (the object's last use stands for it) */
-	uint8_t *unread;    /* per unit: filled ahead (readahead, prefetch), not read since */
+	uint8_t *unread;    /* per unit: filled ahead (readahead, prefetch), not read since:
+			     * 1, else 0 (ahead_bytes looks for 1s with memchr) */
 	uint8_t *gap;	    /* per unit: queued only because it lies between planned extents of a
 			     * span (cachetier_obj_prefetch_span) and no plan named it since: while
 			     * unread it is not spared and goes first (cachetier_evict.c); a read
@@ -554,7 +555,12 @@ uint64_t cachetier__st_old_bytes(const struct ct_file *f, uint64_t epoch);
 int cachetier__st_ready(struct ct_file *f, const unsigned char *bitmap, const unsigned char *crcs,
 			uint64_t epoch);
 void cachetier__st_close(struct ct_file *f);
-int cachetier__st_get(const struct ct_file *f, uint32_t c);
+/* Does the state file say unit c holds bytes (any process)? Inline: eviction
+ * asks it of every unit of every live object at each eviction. */
+static inline int cachetier__st_get(const struct ct_file *f, uint32_t c)
+{
+	return __atomic_load_n(f->st + ST_HDR + c, __ATOMIC_ACQUIRE) != 0;
+}
 int cachetier__st_set(struct ct_file *f, uint32_t c, int valid); /* returns the old value */
 /* The CRC32C of unit c's bytes: set by its fill before the unit's state
  * byte says valid (st_set's exchange publishes it), read by whoever checks it. */

@@ -358,11 +358,6 @@ void cachetier__st_close(struct ct_file *f)
 	f->stfd = f->auxfd = -1;
 }
 
-int cachetier__st_get(const struct ct_file *f, uint32_t c)
-{
-	return __atomic_load_n(f->st + ST_HDR + c, __ATOMIC_ACQUIRE) != 0;
-}
-
 int cachetier__st_set(struct ct_file *f, uint32_t c, int valid)
 {
 	return __atomic_exchange_n(f->st + ST_HDR + c, (unsigned char)(valid ? 1 : 0),
