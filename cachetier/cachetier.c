@@ -353,6 +353,7 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	pthread_mutex_lock(&ct->lock);
 	st->hits = ct->hits;
 	st->misses = ct->misses;
+	st->miss_wait_ms = ct->miss_wait_ns / 1000000;
 	st->bytes_fetched = ct->bytes_fetched;
 	st->fills = ct->fills;
 	st->fills_inflight = ct->fills_inflight;

@@ -99,6 +99,7 @@ struct cachetier_stats {
 	/* the unit store of remote objects */
 	uint64_t hits;		  /* read ranges found present */
 	uint64_t misses;	  /* read ranges that waited for a fill */
+	uint64_t miss_wait_ms;	  /* their time waiting for their units, summed */
 	uint64_t bytes_fetched;	  /* bytes written by fills */
 	uint64_t fills;		  /* fill requests completed (a chunk, or a random read's units) */
 	uint64_t fills_inflight;  /* fill requests running now */

@@ -280,6 +280,7 @@ struct cachetier {
 	uint64_t reserved; /* bytes of fills in flight */
 	uint64_t evicting; /* bytes being punched out: still on disk */
 	uint64_t hits, misses, bytes_fetched, fills, fills_inflight, fill_errors;
+	uint64_t miss_wait_ns; /* the misses' time waiting for their units, summed */
 	uint64_t readahead_fills, evictions, evicted_bytes;
 	uint64_t unfit_bytes;	    /* prefetch fills skipped: no room without evicting */
 	uint64_t decoded_evictions; /* decoded copies evicted */

@@ -310,6 +310,7 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 		 c1 = len ? (uint32_t)((off + len - 1) / unit_bytes + 1) : c0;
 	uint8_t reqbuf[64], *req = reqbuf; /* per unit: this read saw it queued or filling */
 	int err = 0, waited = 0, whole, repairs = 0;
+	int64_t wait_from = 0;
 
 	if (c1 - c0 > sizeof(reqbuf))
 		req = calloc(c1 - c0, 1);
@@ -398,6 +399,8 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 		}
 		if (err < 0 || ready)
 			break;
+		if (!waited)
+			wait_from = cachetier__mono_ns();
 		waited = 1;
 		cachetier__cond_wait_s(&ct->unit_cond, &ct->lock, UNITS_WAIT_BOUND_S);
 	}
@@ -405,6 +408,7 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 		read_unpin(f, c0, c1);
 	else if (waited) {
 		ct->misses++;
+		ct->miss_wait_ns += (uint64_t)(cachetier__mono_ns() - wait_from);
 	} else {
 		ct->hits++;
 	}

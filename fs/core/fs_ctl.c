@@ -178,9 +178,11 @@ static void collect_snapshot(struct fs *fs, struct ctl_snapshot *s)
  * the snapshot (SNAP), as an offset checked for its type at compile time.
  * A counter more is one line here. */
 enum ctl_type {
-	CTL_COUNTER, /* only ever counts up: shardfs_NAME_total, a Prometheus counter */
-	CTL_GAUGE,   /* goes up and down, or is set once */
-	CTL_GAUGE_MS /* a gauge in milliseconds: NAME_ms in stats, shardfs_NAME_seconds */
+	CTL_COUNTER,   /* only ever counts up: shardfs_NAME_total, a Prometheus counter */
+	CTL_GAUGE,     /* goes up and down, or is set once */
+	CTL_GAUGE_MS,  /* a gauge in milliseconds: NAME_ms in stats, shardfs_NAME_seconds */
+	CTL_COUNTER_MS /* counts up, in milliseconds: NAME_ms in stats,
+			* shardfs_NAME_seconds_total */
 };
 enum ctl_src { CTL_FS, CTL_SNAP };
 struct ctl_counter {
@@ -256,6 +258,8 @@ static const struct ctl_counter ctl_counters[] = {
     {"decoded_reused", "decoded copies reused from the cache", C, SNAP(cs.decoded_reused)},
     {"cache_hits", "read ranges found in the cache", C, SNAP(cs.hits)},
     {"cache_misses", "read ranges that waited for a fill", C, SNAP(cs.misses)},
+    {"cache_miss_wait_ms", "time those reads waited for their units, summed", CTL_COUNTER_MS,
+     SNAP(cs.miss_wait_ms)},
     {"bytes_fetched", "bytes fetched from the store into the cache", C, SNAP(cs.bytes_fetched)},
     {"fills", "fill requests completed: a chunk, or the units a random read needed", C,
      SNAP(cs.fills)},
@@ -482,15 +486,16 @@ static void render_stats(struct fs *fs, const struct ctl_snapshot *s, struct out
 }
 
 /* Prometheus conventions: counters are named *_total, times are in seconds
- * (a stats field NAME_ms becomes NAME_seconds). */
+ * (a stats field NAME_ms becomes NAME_seconds, or NAME_seconds_total for a
+ * counter). */
 static void render_metrics(struct fs *fs, const struct ctl_snapshot *s, struct out *o)
 {
-	static const char *const suffix[] = {"_total", "", "_seconds"};
-	static const char *const type[] = {"counter", "gauge", "gauge"};
+	static const char *const suffix[] = {"_total", "", "_seconds", "_seconds_total"};
+	static const char *const type[] = {"counter", "gauge", "gauge", "counter"};
 
 	for (size_t i = 0; i < NCOUNTERS; i++) {
 		const struct ctl_counter *k = &ctl_counters[i];
-		int ms = k->type == CTL_GAUGE_MS;
+		int ms = k->type == CTL_GAUGE_MS || k->type == CTL_COUNTER_MS;
 		int len = (int)strlen(k->name) - (ms ? 3 : 0); /* without "_ms" */
 		uint64_t v = ctl_value(k, fs, s);
 
@@ -919,6 +924,6 @@ int fs_ctl_counter_doc(size_t i, const char **name, const char **help, int *gaug
 		return -ENOENT;
 	*name = ctl_counters[i].name;
 	*help = ctl_counters[i].help;
-	*gauge = ctl_counters[i].type != CTL_COUNTER;
+	*gauge = ctl_counters[i].type == CTL_GAUGE || ctl_counters[i].type == CTL_GAUGE_MS;
 	return 0;
 }

@@ -631,7 +631,8 @@ class Epoch:
     bytes_fetched, read_bytes, store_requests, ...), CPU seconds of the loader (the process
     and its workers), of the daemon and of the emulator (0 without one), the daemon's context
     switches, and the requests the emulator answered (0 without one)."""
-    KEYS = ('bytes_fetched', 'read_bytes', 'store_requests', 'cache_misses', 'cache_hits',
+    KEYS = ('bytes_fetched', 'read_bytes', 'store_requests', 'cache_misses', 'cache_miss_wait_ms',
+            'cache_hits',
             'prefetch_withdrawn', 'evicted_bytes', 'evictions')
 
     def __init__(self, **kw):

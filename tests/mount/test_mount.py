@@ -1196,7 +1196,8 @@ def group_interrupt(env, ck):
 def metrics_format_errors(text):
     """A strict check of the Prometheus text format as shardfs writes it: every family has
     HELP and TYPE before its one sample, counters end in _total, gauges do not, values are
-    non-negative numbers (integers but for *_seconds). Returns a list of problems."""
+    non-negative numbers (integers but for *_seconds and *_seconds_total). Returns a list of
+    problems."""
     errs, fams, typ = [], set(), {}
     lines = text.rstrip(' \n').split('\n')
     i = 0
@@ -1217,7 +1218,8 @@ def metrics_format_errors(text):
             i += 1
             continue
         v = re.match(r'^(\S+) +(\d+|\d+\.\d+)$', lines[i + 2] if i + 2 < len(lines) else '')
-        if not v or v.group(1) != name or ('.' in v.group(2) and not name.endswith('_seconds')):
+        secs = name.endswith(('_seconds', '_seconds_total'))
+        if not v or v.group(1) != name or ('.' in v.group(2) and not secs):
             errs.append('line %d: no sample "%s VALUE" after its TYPE' % (i + 3, name))
         if name in fams:
             errs.append('%s: family repeated' % name)

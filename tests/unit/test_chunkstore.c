@@ -268,6 +268,9 @@ static void test_sequential(void)
 	      nchunks);
 	CHECK(st.hits + st.misses == nreads, "hits+misses %llu != reads %zu",
 	      (unsigned long long)(st.hits + st.misses), nreads);
+	/* the first read waited for its fill, which the store delays 2 ms */
+	CHECK(st.misses >= 1 && st.miss_wait_ms >= 2, "misses %llu waited %llu ms, not >= 2",
+	      (unsigned long long)st.misses, (unsigned long long)st.miss_wait_ms);
 	CHECK(st.bytes_fetched == sizes[NOBJ], "fetched %llu, object %zu",
 	      (unsigned long long)st.bytes_fetched, sizes[NOBJ]);
 	CHECK(st.fills == nchunks, "fills %llu", (unsigned long long)st.fills);
@@ -278,7 +281,10 @@ static void test_sequential(void)
 		bad += read_check(o, NOBJ, off, step, 0) != 0;
 	stats(ct, &st2);
 	CHECK(bad == 0, "second pass wrong");
-	CHECK(st2.hits - st.hits == nreads && st2.misses == st.misses, "second pass not all hits");
+	CHECK(st2.hits - st.hits == nreads && st2.misses == st.misses &&
+		  st2.miss_wait_ms == st.miss_wait_ms,
+	      "second pass not all hits (waited %llu ms more)",
+	      (unsigned long long)(st2.miss_wait_ms - st.miss_wait_ms));
 	CHECK(st2.bytes_fetched == st.bytes_fetched, "second pass fetched");
 	CHECK(st2.bytes_used == sizes[NOBJ] && st2.bytes_limit == 1ull << 30,
 	      "bytes_used %llu limit %llu", (unsigned long long)st2.bytes_used,

@@ -703,7 +703,8 @@ static void test_counters(void)
 	CHECK(fs_stats_u64(&d, "source", &v) == -EPROTO, "a string is no number");
 	CHECK(fs_stats_u64(&d, "no_such_counter", &v) == -ENOENT, "a missing field");
 	/* each counter of stats is a family of metrics: NAME_total for a
-	 * counter, NAME for a gauge, NAME_seconds for NAME_ms */
+	 * counter, NAME for a gauge, NAME_seconds (a gauge) or NAME_seconds_total
+	 * (a counter) for NAME_ms */
 	for (size_t i = 6; i < d.n; i++) {
 		const char *nm = d.f[i].name;
 		size_t nl = strlen(nm);
@@ -714,10 +715,8 @@ static void test_counters(void)
 		snprintf(fam, sizeof(fam), "shardfs_%.*s", (int)(ms ? nl - 3 : nl), nm);
 		for (const char *const *t = (const char *const[]){"counter", "gauge", NULL}; *t;
 		     t++) {
-			snprintf(want, sizeof(want), "# TYPE %s%s %s\n", fam,
-				 ms			      ? "_seconds"
-				 : strcmp(*t, "counter") == 0 ? "_total"
-							      : "",
+			snprintf(want, sizeof(want), "# TYPE %s%s%s %s\n", fam,
+				 ms ? "_seconds" : "", strcmp(*t, "counter") == 0 ? "_total" : "",
 				 *t);
 			if (memmem(mx, mxl, want, strlen(want)))
 				type = *t;
@@ -726,10 +725,8 @@ static void test_counters(void)
 		if (!type)
 			continue;
 		fams++;
-		snprintf(want, sizeof(want), "\n%s%s ", fam,
-			 ms				? "_seconds"
-			 : strcmp(type, "counter") == 0 ? "_total"
-							: "");
+		snprintf(want, sizeof(want), "\n%s%s%s ", fam, ms ? "_seconds" : "",
+			 strcmp(type, "counter") == 0 ? "_total" : "");
 		p = memmem(mx, mxl, want, strlen(want));
 		CHECK(p != NULL, "no sample of %s", nm);
 		if (p && !ms) {
