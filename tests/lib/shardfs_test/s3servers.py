@@ -498,11 +498,16 @@ class _AisHandler(_Handler):
             owner.moss_inflight += 1
             owner.stats['moss_inflight_max'] = max(owner.stats.get('moss_inflight_max', 0),
                                                    owner.moss_inflight)
+        t0 = time.monotonic()
         try:
             self.moss_answer(owner, bucket, body)
         finally:
             with owner.lock:
                 owner.moss_inflight -= 1
+                # the target's time from the request to the answer's last byte (the link's
+                # delay and pacing included), summed
+                owner.stats['moss_ms'] = owner.stats.get('moss_ms', 0) + int(
+                    (time.monotonic() - t0) * 1000)
 
     def moss_answer(self, owner, bucket, body):
         try:
