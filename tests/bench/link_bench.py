@@ -782,7 +782,7 @@ def w_plan_ais_getbatch(a, emu):
                 m.umount()
             a1 = dict(ais.stats)
             counts[side].update({'ais_' + k: a1.get(k, 0) - a0.get(k, 0) for k in (
-                'moss_requests', 'moss_items', 'moss_ms', 'redirects', 's3_head')})
+                'moss_requests', 'moss_items', 'moss_ms', 'redirects', 's3_head', 's3_head_ms')})
             counts[side]['ais_moss_inflight_max'] = a1.get('moss_inflight_max', 0)
             log('ais %s: %s' % (side, counts[side]))
     finally:
@@ -792,15 +792,17 @@ def w_plan_ais_getbatch(a, emu):
         c = counts['getbatch' if e is gb else 'ranges']
         note('ais plan, %s: %d samples in %.2f s, read %d, fetched %d (%.2fx); GetBatch '
              'requests %d (items %d, at most %d at once, %.0f ms each from request to last byte '
-             'at the stand-in), object GETs %d, HEADs %d (the mount from its mount on); reads '
-             'that waited %d, %.0f ms each; CPU s: daemon %.2f, loader %.2f, stand-in %.2f, '
+             'at the stand-in), object GETs %d, HEADs %d (%.1f ms each at the stand-in after the '
+             'delay; the mount from its mount on); reads that waited %d, %.0f ms each; CPU s: '
+             'daemon %.2f, loader %.2f, stand-in %.2f, '
              'emulator %.2f; daemon context switches %d' % (
                  side, e.n, e.secs, e.read, e.fetched, e.fetched / max(e.read, 1),
                  c['ais_moss_requests'], c['ais_moss_items'], c['ais_moss_inflight_max'],
                  c['ais_moss_ms'] / max(c['ais_moss_requests'], 1),
-                 c['ais_redirects'], c['ais_s3_head'], e.c['cache_misses'],
-                 e.c['cache_miss_wait_ms'] / max(e.c['cache_misses'], 1), e.daemon_cpu, e.loader_cpu,
-                 c['standin_cpu'], e.emu_cpu, e.ctxsw))
+                 c['ais_redirects'], c['ais_s3_head'],
+                 c['ais_s3_head_ms'] / max(c['ais_s3_head'], 1), e.c['cache_misses'],
+                 e.c['cache_miss_wait_ms'] / max(e.c['cache_misses'], 1), e.daemon_cpu,
+                 e.loader_cpu, c['standin_cpu'], e.emu_cpu, e.ctxsw))
     note('ais plan rows: load average %s after' % loadavg())
     emit('L9. bytes only, ais:// (AIStore stand-in on the link): planned cold epoch with '
          'GetBatch vs without (ranged GETs)', o, gb.secs, rg.secs, 's', rg.secs / gb.secs,

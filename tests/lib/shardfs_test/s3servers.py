@@ -349,7 +349,10 @@ class _AisHandler(_Handler):
             if 'continuation-token=' in u.query:
                 owner.count('list_continuations')
             if owner.root is not None:
+                t0 = time.monotonic()
                 self.local_s3(u)
+                if self.command == 'HEAD':  # its time at the stand-in after the delay, summed
+                    owner.count('s3_head_ms', int((time.monotonic() - t0) * 1000))
                 return
             self.forward(u.path[3:] + ('?' + u.query if u.query else ''))
             return
