@@ -131,106 +131,59 @@ static int http_url(struct http *h, const char *key, char *buf, size_t cap)
 /* ------------------------------------------------------------------------ */
 /* many HEADs at once, results handled on the calling thread                  */
 
-struct head_job {
-	struct backend_req req;
-	struct head_batch *b;
-	size_t idx;
-	int err;
-	struct head_job *next; /* free list or done list */
+struct head_many_ctx {
+	int listing;
+	int (*url_of)(void *arg, size_t i, char **url);
+	int (*on_result)(void *arg, size_t i, const struct backend_req *r, int err);
+	void *arg;
+	int stopped; /* a url_of or on_result said stop: later answers are dropped */
 };
 
-struct head_batch {
-	pthread_mutex_t m;
-	pthread_cond_t c;
-	struct head_job *done; /* protected by m */
-};
-
-static void head_done(void *arg, struct backend_req *r, int err)
+static int head_make(void *arg, size_t i, unsigned slot, struct backend_req *r)
 {
-	struct head_job *j = arg;
-	struct head_batch *b = j->b;
+	struct head_many_ctx *x = arg;
+	char *url = NULL;
+	int err = x->url_of(x->arg, i, &url);
 
-	(void)r;
-	pthread_mutex_lock(&b->m);
-	j->err = err;
-	j->next = b->done;
-	b->done = j;
-	pthread_cond_signal(&b->c);
-	pthread_mutex_unlock(&b->m);
+	(void)slot;
+	if (err < 0) {
+		x->stopped = 1;
+		return err;
+	}
+	r->method = "HEAD";
+	r->url = url;
+	r->past_breaker = x->listing;
+	return 0;
+}
+
+static int head_answer(void *arg, size_t i, unsigned slot, struct backend_req *r, int err)
+{
+	struct head_many_ctx *x = arg;
+	int ret = 0;
+
+	(void)slot;
+	if (!x->stopped) {
+		ret = x->on_result(x->arg, i, r, err);
+		x->stopped = ret != 0;
+	}
+	free(r->url);
+	r->url = NULL;
+	return ret;
 }
 
 /* HEAD url_of(i) for i < n, at most h->window at once (listing: a
  * listing's, sent even while the store is down); on_result runs on
  * this thread for each, in completion order; a non-zero return stops new
- * HEADs and becomes the result once those in flight are done. */
+ * HEADs and becomes the result once those in flight are done (their
+ * answers are dropped). */
 static int head_many(struct http *h, size_t n, int listing,
 		     int (*url_of)(void *arg, size_t i, char **url),
 		     int (*on_result)(void *arg, size_t i, const struct backend_req *r, int err),
 		     void *arg)
 {
-	struct head_batch b;
-	struct head_job *jobs, *free_jobs = NULL;
-	size_t next = 0, inflight = 0;
-	unsigned w = h->window;
-	int ret = 0;
+	struct head_many_ctx x = {listing, url_of, on_result, arg, 0};
 
-	if (n == 0)
-		return 0;
-	if (w > n)
-		w = (unsigned)n;
-	jobs = calloc(w, sizeof(*jobs));
-	if (!jobs)
-		return -ENOMEM;
-	for (unsigned i = 0; i < w; i++) {
-		jobs[i].next = free_jobs;
-		free_jobs = &jobs[i];
-	}
-	pthread_mutex_init(&b.m, NULL);
-	pthread_cond_init(&b.c, NULL);
-	b.done = NULL;
-	for (;;) {
-		struct head_job *j;
-
-		while (!ret && next < n && free_jobs) {
-			char *url = NULL;
-			int err = url_of(arg, next, &url);
-
-			if (err < 0) {
-				ret = err;
-				break;
-			}
-			j = free_jobs;
-			free_jobs = j->next;
-			memset(&j->req, 0, sizeof(j->req));
-			j->req.method = "HEAD";
-			j->req.url = url;
-			j->req.on_done = head_done;
-			j->req.past_breaker = listing;
-			j->req.arg = j;
-			j->b = &b;
-			j->idx = next++;
-			inflight++;
-			backend_io_submit(h->io, &j->req);
-		}
-		if (inflight == 0)
-			break;
-		pthread_mutex_lock(&b.m);
-		while (!b.done)
-			pthread_cond_wait(&b.c, &b.m);
-		j = b.done;
-		b.done = j->next;
-		pthread_mutex_unlock(&b.m);
-		inflight--;
-		if (!ret)
-			ret = on_result(arg, j->idx, &j->req, j->err);
-		free(j->req.url);
-		j->next = free_jobs;
-		free_jobs = j;
-	}
-	pthread_cond_destroy(&b.c);
-	pthread_mutex_destroy(&b.m);
-	free(jobs);
-	return ret;
+	return backend_io_run_many(h->io, n, h->window, head_make, head_answer, &x);
 }
 
 /* ------------------------------------------------------------------------ */

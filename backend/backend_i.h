@@ -333,6 +333,7 @@ struct backend_objstore {
 	const char *head_query; /* static strings */
 	const char *get_query;
 	char *ca_file;
+	unsigned head_window; /* HEADs in flight in a stat_many: 4 x connections */
 };
 
 /* backend_batch_read of an ais:// store (backend_ais_batch.c). */

@@ -174,6 +174,19 @@ void backend_io_stream_async(struct backend_io *io, struct backend_req *r, backe
 			     void *arg, backend_io_stream_done_cb done, void *darg);
 /* HEAD; fills the result fields. */
 int backend_io_head(struct backend_io *io, struct backend_req *r);
+/* Requests i < n, at most window of them in flight, and wait for them:
+ * make(arg, i, slot, r) sets up request i in r (zeroed; method, url, ...;
+ * slot < window is the one it runs in, for what the caller keeps per
+ * request in flight); done(arg, i, slot, r, err) runs on this thread for
+ * each answer, in completion order, and frees what make allocated (r and
+ * the slot are then reused). A non-zero return of either stops new
+ * requests and becomes the result once those in flight are done. Bound:
+ * each request's own (its retry budget). */
+int backend_io_run_many(struct backend_io *io, size_t n, unsigned window,
+			int (*make)(void *arg, size_t i, unsigned slot, struct backend_req *r),
+			int (*done)(void *arg, size_t i, unsigned slot, struct backend_req *r,
+				    int err),
+			void *arg);
 /* Run r with its body going to on_data(arg, ...) on the I/O thread, and
  * wait for it to end: the engine's errno (on_data's own, when it stopped
  * the request). For answers parsed as they stream (backend_ais_batch.c). */

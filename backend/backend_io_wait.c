@@ -285,3 +285,102 @@ int backend_io_head(struct backend_io *io, struct backend_req *r)
 	r->range_len = 0;
 	return waiter_run(io, r, &w);
 }
+
+/* backend_io_run_many's requests in flight: one job a slot. */
+struct many_job {
+	struct backend_req req;
+	struct many *m;
+	unsigned slot;
+	size_t idx;
+	int err;
+	struct many_job *next; /* the free list, or the done list */
+};
+
+struct many {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct many_job *done; /* protected by lock */
+};
+
+static void many_done(void *arg, struct backend_req *r, int err)
+{
+	struct many_job *j = arg;
+	struct many *m = j->m;
+
+	(void)r;
+	pthread_mutex_lock(&m->lock);
+	j->err = err;
+	j->next = m->done;
+	m->done = j;
+	pthread_cond_signal(&m->cond);
+	pthread_mutex_unlock(&m->lock);
+}
+
+int backend_io_run_many(struct backend_io *io, size_t n, unsigned window,
+			int (*make)(void *arg, size_t i, unsigned slot, struct backend_req *r),
+			int (*done)(void *arg, size_t i, unsigned slot, struct backend_req *r,
+				    int err),
+			void *arg)
+{
+	struct many m;
+	struct many_job *jobs, *free_jobs = NULL;
+	size_t next = 0, inflight = 0;
+	int ret = 0;
+
+	if (n == 0)
+		return 0;
+	if (window == 0)
+		window = 1;
+	if (window > n)
+		window = (unsigned)n;
+	jobs = calloc(window, sizeof(*jobs));
+	if (!jobs)
+		return -ENOMEM;
+	for (unsigned s = window; s-- > 0;) {
+		jobs[s].slot = s;
+		jobs[s].next = free_jobs;
+		free_jobs = &jobs[s];
+	}
+	pthread_mutex_init(&m.lock, NULL);
+	pthread_cond_init(&m.cond, NULL);
+	m.done = NULL;
+	for (;;) {
+		struct many_job *j;
+
+		while (!ret && next < n && free_jobs) {
+			j = free_jobs;
+			memset(&j->req, 0, sizeof(j->req));
+			ret = make(arg, next, j->slot, &j->req);
+			if (ret)
+				break;
+			free_jobs = j->next;
+			j->req.on_done = many_done;
+			j->req.arg = j;
+			j->m = &m;
+			j->idx = next++;
+			inflight++;
+			backend_io_submit(io, &j->req);
+		}
+		if (inflight == 0)
+			break;
+		pthread_mutex_lock(&m.lock);
+		while (!m.done)
+			pthread_cond_wait(&m.cond, &m.lock);
+		j = m.done;
+		m.done = j->next;
+		pthread_mutex_unlock(&m.lock);
+		inflight--;
+		{
+			int err = done(arg, j->idx, j->slot, &j->req, j->err);
+
+			if (!ret)
+				ret = err;
+		}
+		j->next = free_jobs;
+		free_jobs = j;
+	}
+	pthread_cond_destroy(&m.cond);
+	pthread_mutex_destroy(&m.lock);
+	free(jobs);
+	return ret;
+}

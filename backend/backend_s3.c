@@ -476,6 +476,17 @@ static int os_list(struct backend *be, backend_list_cb cb, void *arg)
 	return ret;
 }
 
+/* info of key from its HEAD's answer r. */
+static void os_info_fill(struct backend_objinfo *info, const char *key, const struct backend_req *r)
+{
+	memset(info, 0, sizeof(*info));
+	info->key = key;
+	info->size = r->size;
+	info->mtime = r->mtime;
+	info->mode = 0644;
+	snprintf(info->etag, sizeof(info->etag), "%s", r->etag);
+}
+
 static int os_stat(struct backend *be, const char *key, struct backend_objinfo *info)
 {
 	struct backend_objstore *os = be->impl;
@@ -491,17 +502,93 @@ static int os_stat(struct backend *be, const char *key, struct backend_objinfo *
 		return err;
 	err = backend_io_head(os->io, &c.req);
 	if (err == 0) {
-		memset(info, 0, sizeof(*info));
-		info->key = key;
-		info->size = c.req.size;
-		info->mtime = c.req.mtime;
-		info->mode = 0644;
-		snprintf(info->etag, sizeof(info->etag), "%s", c.req.etag);
+		os_info_fill(info, key, &c.req);
 	} else {
 		os_failed(be, "HEAD", key, &c.req, err);
 	}
 	os_call_free(&c);
 	return err;
+}
+
+/* stat_many: HEADs of any keys, os->head_window at once (one after the
+ * other they cost a round trip each: a GetBatch request's confirmation,
+ * a brace pattern's learning) */
+struct os_heads {
+	struct backend *be;
+	const char *const *keys;
+	struct backend_objinfo *info;
+	int *err;
+	size_t *at; /* the keys asked: the i-th HEAD is of keys[at[i]] */
+	struct os_head_slot {
+		struct os_call c;
+		char path[OS_PATH_MAX];
+	} * slot; /* per request in flight: what its signature needs */
+};
+
+static int os_head_make(void *arg, size_t i, unsigned slot, struct backend_req *r)
+{
+	struct os_heads *x = arg;
+	struct backend_objstore *os = x->be->impl;
+	struct os_head_slot *s = &x->slot[slot];
+	int err = os_object_path(os, os->head_prefix, x->keys[x->at[i]], s->path, sizeof(s->path));
+
+	if (err == 0)
+		err = os_call_init(&s->c, os, "HEAD", s->path, os->head_query);
+	if (err < 0)
+		return err; /* -ENOMEM (the path was checked): no more HEADs */
+	*r = s->c.req;	    /* signed with s->c (os_sign_cb), which stays while r runs */
+	return 0;
+}
+
+static int os_head_answer(void *arg, size_t i, unsigned slot, struct backend_req *r, int err)
+{
+	struct os_heads *x = arg;
+	size_t k = x->at[i];
+
+	(void)slot;
+	x->err[k] = err;
+	if (err == 0)
+		os_info_fill(&x->info[k], x->keys[k], r);
+	else
+		os_failed(x->be, "HEAD", x->keys[k], r, err);
+	free(r->url);
+	r->url = NULL;
+	return 0;
+}
+
+static int os_stat_many(struct backend *be, const char *const *keys, size_t n,
+			struct backend_objinfo *info, int *err)
+{
+	struct backend_objstore *os = be->impl;
+	unsigned w = os->head_window && os->head_window < n ? os->head_window : (unsigned)n;
+	struct os_heads x = {be,
+			     keys,
+			     info,
+			     err,
+			     malloc((n ? n : 1) * sizeof(size_t)),
+			     calloc(w ? w : 1, sizeof(*x.slot))};
+	char path[OS_PATH_MAX];
+	size_t m = 0;
+	int ret;
+
+	if (!x.at || !x.slot) {
+		free(x.at);
+		free(x.slot);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (err[i] == 0)
+			err[i] = os_object_path(os, os->head_prefix, keys[i], path, sizeof(path));
+		if (err[i] == 0) {
+			x.at[m++] = i;
+			err[i] = -EIO; /* until its answer: a batch stopped early (ENOMEM)
+					* leaves no key looking answered */
+		}
+	}
+	ret = backend_io_run_many(os->io, m, w, os_head_make, os_head_answer, &x);
+	free(x.at);
+	free(x.slot);
+	return ret;
 }
 
 /* A ranged GET of key, into buf or (buf NULL) to cb. */
@@ -652,6 +739,7 @@ const struct backend_ops backend__os_ops = {
     .close = os_close,
     .list = os_list,
     .stat = os_stat,
+    .stat_many = os_stat_many,
     .pread = os_pread,
     .open_fd = NULL,
     .credentials = os_credentials,
@@ -850,6 +938,9 @@ int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 	be->desc = dup_printf("%s%s/%s", scheme[kind], os->bucket, os->prefix);
 	if (!be->desc)
 		goto fail;
+	/* as http's: a HEAD is one round trip, queued by the engine beside the
+	 * connections' transfers */
+	os->head_window = 4 * (cfg->connections ? cfg->connections : 1);
 	err = backend_io_open(&os->io, cfg);
 	if (err < 0) {
 		backend__set_error(NULL, "%s: cannot start the I/O thread: %s", source,

@@ -344,18 +344,32 @@ class _AisHandler(_Handler):
         if self.headers.get('Authorization'):
             owner.count('authorization_seen')
         if u.path.startswith('/s3/'):
-            # the S3-compatible API: listing (GET /s3/BUCKET?list-type=2...) and HEAD of objects
             owner.count('s3_' + self.command.lower())
-            if 'continuation-token=' in u.query:
-                owner.count('list_continuations')
-            if owner.root is not None:
-                t0 = time.monotonic()
-                self.local_s3(u)
-                if self.command == 'HEAD':  # its time at the stand-in after the delay, summed
-                    owner.count('s3_head_ms', int((time.monotonic() - t0) * 1000))
+            if self.command == 'HEAD':
+                owner.head_enter()
+                try:
+                    self.s3_api(owner, u)
+                finally:
+                    owner.head_leave()
                 return
-            self.forward(u.path[3:] + ('?' + u.query if u.query else ''))
+            self.s3_api(owner, u)
             return
+        self.ais_api(owner, u)
+
+    def s3_api(self, owner, u):
+        """The S3-compatible API: listing (GET /s3/BUCKET?list-type=2...), HEAD of objects."""
+        if 'continuation-token=' in u.query:
+            owner.count('list_continuations')
+        if owner.root is not None:
+            t0 = time.monotonic()
+            self.local_s3(u)
+            if self.command == 'HEAD':  # its time at the stand-in after the delay, summed
+                owner.count('s3_head_ms', int((time.monotonic() - t0) * 1000))
+            return
+        self.forward(u.path[3:] + ('?' + u.query if u.query else ''))
+
+    def ais_api(self, owner, u):
+        """AIStore's own API: GetBatch, object GETs (redirected)."""
         if u.path.startswith('/v1/ml/moss/') and self.command == 'GET':
             self.handle_moss(u)
             return
@@ -625,7 +639,8 @@ class AisStandIn(_Counting):
     byte fewer than asked), moss_cut_member (an object name: the next answer with a member of it
     is cut in the middle of that member's data, once) and moss_refuse_status (a status, e.g.
     404: every GetBatch request is answered with it at the proxy, as by an AIStore without
-    GetBatch; counted as moss_refused_status).
+    GetBatch; counted as moss_refused_status), head_barrier (N: the next HEADs wait until N are
+    in flight at once, at most 5 s; stats head_inflight_max: the most HEADs in flight).
 
     Root mode (root: a directory; for tests/bench/link_bench.py): the bucket is that directory,
     listed (one page, at most 1000 keys) and HEAD answered from it with linkemu.py's ETags,
@@ -647,7 +662,28 @@ class AisStandIn(_Counting):
         self.moss_corrupt = None
         self.moss_lie = set()
         super().__init__()
+        self.head_cv = threading.Condition(self.lock)
+        self.head_inflight = 0
+        self.head_barrier = 0  # see head_enter
         self.serve(_AisHandler)
+
+    def head_enter(self):
+        """A HEAD arrives: counted in flight (stats head_inflight_max). With head_barrier N, the
+        first HEADs wait until N are in flight at once (at most 5 s each; then never again): a
+        client that sends its HEADs one after the other keeps head_inflight_max at 1."""
+        with self.head_cv:
+            self.head_inflight += 1
+            self.stats['head_inflight_max'] = max(self.stats.get('head_inflight_max', 0),
+                                                  self.head_inflight)
+            self.head_cv.notify_all()
+            if self.head_barrier:
+                if self.head_cv.wait_for(lambda: self.head_inflight >= self.head_barrier,
+                                         timeout=5):
+                    self.head_barrier = 0
+
+    def head_leave(self):
+        with self.head_cv:
+            self.head_inflight -= 1
 
     def serve(self, handler_cls):
         """LoopbackServer.serve with linkemu.py's listen backlog (256): a mount opens up to
