@@ -75,16 +75,6 @@ struct http {
 	unsigned window; /* HEADs in flight while listing */
 };
 
-static void http_fill(struct backend_objinfo *info, const char *key, const struct backend_req *r)
-{
-	memset(info, 0, sizeof(*info));
-	info->key = key;
-	info->size = r->size;
-	info->mtime = r->mtime;
-	info->mode = 0644;
-	snprintf(info->etag, sizeof(info->etag), "%s", r->etag);
-}
-
 /* The pattern's object sought by key (disk_bsearch). */
 struct obj_key {
 	const struct http *h;
@@ -364,7 +354,7 @@ static int batch_result(void *arg, size_t i, const struct backend_req *r, int er
 		err = -EISDIR;
 	sb->err[k] = err;
 	if (err == 0)
-		http_fill(&sb->info[k], sb->keys[k], r);
+		backend_io_head_info(&sb->info[k], sb->keys[k], r);
 	return 0;
 }
 
@@ -472,7 +462,7 @@ static int dir_result(void *arg, size_t i, const struct backend_req *r, int err)
 		return 0; /* gone since the listing: not an object */
 	if (err < 0)
 		return report(dw->h, r, err);
-	http_fill(&info, dw->keys[i], r);
+	backend_io_head_info(&info, dw->keys[i], r);
 	return dw->cb(dw->arg, &info);
 }
 
@@ -685,7 +675,7 @@ static int http_stat(struct backend *be, const char *key, struct backend_objinfo
 	}
 	if (r.dir_redirect)
 		return -EISDIR; /* a directory: no object of that name */
-	http_fill(info, key, &r);
+	backend_io_head_info(info, key, &r);
 	return 0;
 }
 

@@ -174,6 +174,9 @@ void backend_io_stream_async(struct backend_io *io, struct backend_req *r, backe
 			     void *arg, backend_io_stream_done_cb done, void *darg);
 /* HEAD; fills the result fields. */
 int backend_io_head(struct backend_io *io, struct backend_req *r);
+/* info of key (a regular file, mode 0644) from a HEAD's answer r. */
+void backend_io_head_info(struct backend_objinfo *info, const char *key,
+			  const struct backend_req *r);
 /* Requests i < n, at most window of them in flight, and wait for them:
  * make(arg, i, slot, r) sets up request i in r (zeroed; method, url, ...;
  * slot < window is the one it runs in, for what the caller keeps per

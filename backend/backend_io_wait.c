@@ -286,6 +286,17 @@ int backend_io_head(struct backend_io *io, struct backend_req *r)
 	return waiter_run(io, r, &w);
 }
 
+void backend_io_head_info(struct backend_objinfo *info, const char *key,
+			  const struct backend_req *r)
+{
+	memset(info, 0, sizeof(*info));
+	info->key = key;
+	info->size = r->size;
+	info->mtime = r->mtime;
+	info->mode = 0644;
+	snprintf(info->etag, sizeof(info->etag), "%s", r->etag);
+}
+
 /* backend_io_run_many's requests in flight: one job a slot. */
 struct many_job {
 	struct backend_req req;

@@ -476,17 +476,6 @@ static int os_list(struct backend *be, backend_list_cb cb, void *arg)
 	return ret;
 }
 
-/* info of key from its HEAD's answer r. */
-static void os_info_fill(struct backend_objinfo *info, const char *key, const struct backend_req *r)
-{
-	memset(info, 0, sizeof(*info));
-	info->key = key;
-	info->size = r->size;
-	info->mtime = r->mtime;
-	info->mode = 0644;
-	snprintf(info->etag, sizeof(info->etag), "%s", r->etag);
-}
-
 static int os_stat(struct backend *be, const char *key, struct backend_objinfo *info)
 {
 	struct backend_objstore *os = be->impl;
@@ -502,7 +491,7 @@ static int os_stat(struct backend *be, const char *key, struct backend_objinfo *
 		return err;
 	err = backend_io_head(os->io, &c.req);
 	if (err == 0) {
-		os_info_fill(info, key, &c.req);
+		backend_io_head_info(info, key, &c.req);
 	} else {
 		os_failed(be, "HEAD", key, &c.req, err);
 	}
@@ -548,7 +537,7 @@ static int os_head_answer(void *arg, size_t i, unsigned slot, struct backend_req
 	(void)slot;
 	x->err[k] = err;
 	if (err == 0)
-		os_info_fill(&x->info[k], x->keys[k], r);
+		backend_io_head_info(&x->info[k], x->keys[k], r);
 	else
 		os_failed(x->be, "HEAD", x->keys[k], r, err);
 	free(r->url);
