@@ -1,7 +1,9 @@
 /*
  * backend_io_wait.c — the engine's blocking helpers (contract:
  * backend_io_i.h): backend_io_get, _read, _stream, _run and _head submit one
- * request and wait for its on_done on a condition variable; and
+ * request and wait for its on_done on a condition variable;
+ * backend_io_run_many keeps up to a window of requests in flight and hands
+ * their answers to its caller's thread as they come (parallel HEADs); and
  * backend_io_stream_async, which waits for nothing (its done callback runs
  * on the I/O thread).
  *
