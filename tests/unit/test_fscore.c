@@ -1261,6 +1261,26 @@ static void lc_inval_entry(void *ctx, uint64_t parent, const char *name, size_t 
 
 static const struct fs_notify_ops lc_notify_ops = {lc_inval_inode, lc_inval_entry};
 
+/* fs_open of argv[0..argc) as a mount opens it (FS_OPEN_MOUNT): 0 and *out, or the
+ * error, checked with what in its messages. */
+static int mount_open(const char *what, int argc, char **argv, struct fs **out)
+{
+	struct fs_config cfg;
+	int err;
+
+	*out = NULL;
+	memset(&cfg, 0, sizeof(cfg));
+	err = fs_opt_parse_mount(argc, argv, &cfg);
+	CHECK(err == 0, "%s: options: %d", what, err);
+	if (err) {
+		fs_opt_free(&cfg);
+		return err;
+	}
+	err = fs_open(&cfg, FS_OPEN_MOUNT, out);
+	CHECK(err == 0, "%s: fs_open: %s", what, strerror(-err));
+	return err;
+}
+
 /* The lifecycle with the core's threads running: a remote source
  * (fault://) opened as a mount opens it (FS_OPEN_MOUNT, in the foreground so
  * the log stays on stderr) with --warm all starts the warm thread and the
@@ -1277,20 +1297,10 @@ static void test_lifecycle(void)
 	snprintf(src, sizeof(src), "fault://%s/src", tmp);
 	snprintf(mnt, sizeof(mnt), "%s/mnt", tmp);
 	for (int cancel = 0; cancel < 2; cancel++) {
-		struct fs_config cfg;
-		struct fs *fs = NULL;
+		struct fs *fs;
 		int err;
 
-		memset(&cfg, 0, sizeof(cfg));
-		err = fs_opt_parse_mount(7, argv, &cfg);
-		CHECK(err == 0, "lifecycle: options: %d", err);
-		if (err) {
-			fs_opt_free(&cfg);
-			continue;
-		}
-		err = fs_open(&cfg, FS_OPEN_MOUNT, &fs);
-		CHECK(err == 0, "lifecycle: fs_open: %s", strerror(-err));
-		if (err)
+		if (mount_open("lifecycle", 7, argv, &fs) < 0)
 			continue;
 		CHECK(fs_warm_running(fs) && fs->pfx.run == 1,
 		      "lifecycle: the warm thread (%d) and the plan fetcher (%d) run",
@@ -1357,23 +1367,13 @@ static void test_notify_stuck(void)
 {
 	char cache[4096], src[4096], mnt[4096];
 	char *argv[] = {"-f", "--cache-dir", cache, src, mnt, NULL};
-	struct fs_config cfg;
-	struct fs *fs = NULL;
+	struct fs *fs;
 	int err, entered;
 
 	snprintf(cache, sizeof(cache), "%s/cache-notify", tmp);
 	snprintf(src, sizeof(src), "fault://%s/src", tmp);
 	snprintf(mnt, sizeof(mnt), "%s/mnt", tmp);
-	memset(&cfg, 0, sizeof(cfg));
-	err = fs_opt_parse_mount(5, argv, &cfg);
-	CHECK(err == 0, "notify stuck: options: %d", err);
-	if (err) {
-		fs_opt_free(&cfg);
-		return;
-	}
-	err = fs_open(&cfg, FS_OPEN_MOUNT, &fs);
-	CHECK(err == 0, "notify stuck: fs_open: %s", strerror(-err));
-	if (err)
+	if (mount_open("notify stuck", 5, argv, &fs) < 0)
 		return;
 	lc_inval_entries = 0;
 	err = fs_notify_start(fs, &ns_notify_ops, NULL);
