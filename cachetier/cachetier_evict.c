@@ -181,8 +181,8 @@ static uint32_t st_next(const struct ct_file *f, uint32_t c)
  * units or sooner. */
 static int unit_evictable(const struct ct_file *f, uint32_t c, const struct ev_ctx *x)
 {
-	/* the state byte first: it rejects the units that hold no bytes,
-	 * most of them in a cache smaller than the data */
+	/* the state byte first (the callers already skip units whose byte
+	 * was clear, st_next; it may have been cleared since) */
 	if (!(cachetier__st_get(f, c) && f->pins[c] == 0 &&
 	      (f->ust[c] == UNIT_VALID || f->ust[c] == UNIT_EMPTY)))
 		return 0;
