@@ -840,16 +840,20 @@ def group_helper_interrupt(env, ck):
             rc = p.wait(timeout=GUARD_S)
             log('%s: shardfs mount ended: %r' % (label, rc))
             ck.ok(rc != 0, '%s: shardfs mount exited 0' % label)
-            # release the helper, if it still waits: it then answers
+            # release the helper, if it still waits: it then answers. The daemon may end it
+            # at any moment, before the open (ENXIO) or between the open and the write (EPIPE).
+            fd = None
             try:
                 fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
                 os.write(fd, b'go\n')
-                os.close(fd)
                 log('%s: helper released' % label)
             except OSError as e:
-                if e.errno != errno.ENXIO:
+                if e.errno not in (errno.ENXIO, errno.EPIPE):
                     raise
-                log('%s: the helper is gone already (nobody reads its FIFO)' % label)
+                log('%s: the helper is gone already (%s)' % (label, errno.errorcode[e.errno]))
+            finally:
+                if fd is not None:
+                    os.close(fd)
             # the daemon ends, or makes the mount nobody waits for any more
             ml.poll(lambda: ml.is_mounted(mnt) or not any(ml.pid_alive(x) for x in daemons),
                     GUARD_S)
