@@ -11,16 +11,26 @@ usage: test_helpers.py SHARDFS GROUP
            without a driver or /dev/null bound over /dev/fuse) tests/lib/precheck.py and a
            mount test fail with one clear message, under CI=true and without it; so does
            tests/run.sh (--builds none), which stops at its precheck
+  standin  the AIStore stand-in's GetBatch answers in root mode (shardfs_test.s3servers, as
+           tests/bench/link_bench.py serves them, members sent with sendfile) are the answers
+           it builds in memory: the same status and bytes for 60 seeded requests (ranges,
+           missing objects with and without coer, names longer than USTAR holds), and each
+           member the exact bytes of its file's range
 Inner groups (run by the ones above in a child process): inner-segv, inner-kill, inner-clean,
 inner-fail-skip, inner-nocheck, inner-skip, inner-mount."""
 
+import http.client
+import io
+import json
 import os
 import signal
 import subprocess
 import sys
+import tarfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import s3servers  # noqa: E402
 
 HERE = os.path.abspath(__file__)
 PRECHECK = os.path.join(os.path.dirname(HERE), 'precheck.py')
@@ -173,7 +183,70 @@ def group_nofuse(env, ck):
                   'tests/run.sh, %s: not one clear failure: %r' % (label, out[-2000:]))
 
 
+def moss_get(port, body):
+    """(status, body) of one GetBatch request at the stand-in's target (dt=t1: past the
+    proxy's redirect), its chunked answer decoded."""
+    conn = http.client.HTTPConnection('127.0.0.1', port, timeout=60)
+    try:
+        conn.request('GET', '/v1/ml/moss/b?provider=ais&dt=t1', body=json.dumps(body),
+                     headers={'Content-Type': 'application/json'})
+        r = conn.getresponse()
+        return r.status, r.read()
+    finally:
+        conn.close()
+
+
+def group_standin(env, ck):
+    rng = env.rng
+    root = env.path('bucket')
+    os.makedirs(os.path.join(root, 'd'))
+    files = {}
+    for i in range(6):
+        name = 'd/' + ('x' * rng.choice((1, 120))) + '-%d.tar' % i  # long ones: PAX headers
+        files[name] = rng.randbytes(rng.choice((0, 1, 511, 512, 513, 70000, 300000)))
+        with open(os.path.join(root, name), 'wb') as f:
+            f.write(files[name])
+    ais = s3servers.AisStandIn(None, root=root)
+    try:
+        for k in range(60):
+            items, want = [], []
+            for _ in range(rng.randint(1, 8)):
+                name = rng.choice(sorted(files) + ['d/missing.tar'])
+                data = files.get(name, b'')
+                start = rng.randint(0, len(data))
+                length = rng.choice((0, -1, rng.randint(1, len(data) - start + 2)))
+                if start > 0 and length == 0:
+                    length = -1
+                items.append({'objname': name, 'start': start, 'length': length})
+                want.append((name, data[start:] if length in (0, -1) else
+                             data[start:start + length]))
+            body = {'mime': '.tar', 'in': items, 'strm': True, 'coer': rng.random() < 0.5,
+                    'onob': rng.random() < 0.5}
+            ais.moss_sendfile = True
+            got = moss_get(ais.port, body)
+            ais.moss_sendfile = False
+            built = moss_get(ais.port, body)
+            ck.eq('request %d: the answer sent with sendfile vs built in memory (status, '
+                  'bytes)' % k, got, built)
+            if got[0] != 200:
+                continue
+            with tarfile.open(fileobj=io.BytesIO(got[1])) as t:
+                members = [(m.name, t.extractfile(m).read()) for m in t.getmembers()]
+            ck.eq('request %d: members' % k, len(members), len(items))
+            for (mname, mdata), (name, data) in zip(members, want):
+                if name not in files:
+                    ck.ok(mname.startswith('__404__/') and mdata == b'',
+                          'request %d: %s missing: member %r' % (k, name, mname))
+                else:
+                    ck.eq('request %d: %s: member bytes' % (k, mname), mdata, data)
+        sent = ais.stats.get('moss_requests', 0)
+        ck.eq('GetBatch requests answered', sent, 120)
+    finally:
+        ais.stop()
+
+
 GROUPS = {'crash': (group_crash, 200), 'skip': (group_skip, 200), 'nofuse': (group_nofuse, 200),
+          'standin': (group_standin, 200),
           'inner-segv': (inner_segv, 100), 'inner-kill': (inner_kill, 100),
           'inner-clean': (inner_clean, 100), 'inner-fail-skip': (inner_fail_skip, 100),
           'inner-nocheck': (inner_nocheck, 100), 'inner-skip': (inner_skip, 100),

@@ -319,6 +319,17 @@ class SigV4Proxy(_Counting):
 SO_MAX_PACING_RATE = getattr(socket, 'SO_MAX_PACING_RATE', 47)  # as linkemu.py
 
 
+def moss_header(name, size):
+    """A GetBatch answer's member header, as Go's archive/tar (AIStore's writer) writes it:
+    USTAR when the name fits, else PAX."""
+    ti = tarfile.TarInfo(name)
+    ti.size, ti.mtime, ti.mode, ti.type = size, 0, 0o644, tarfile.REGTYPE
+    try:
+        return ti.tobuf(tarfile.USTAR_FORMAT, 'utf-8', 'surrogateescape')
+    except ValueError:
+        return ti.tobuf(tarfile.PAX_FORMAT, 'utf-8', 'surrogateescape')
+
+
 class _AisHandler(_Handler):
     def setup(self):
         super().setup()
@@ -526,6 +537,57 @@ class _AisHandler(_Handler):
                 owner.stats['moss_ms'] = owner.stats.get('moss_ms', 0) + int(
                     (time.monotonic() - t0) * 1000)
 
+    def moss_fail(self, it, st):
+        """Strict mode, or a range outside the object: the request fails, no data."""
+        self.send_simple(st, json.dumps({'message': 'GetBatch: %s: status %d' %
+                                         (it['objname'], st)}).encode(), 'application/json')
+
+    def moss_stream(self, owner, bucket, items, coer, onob):
+        """Root mode with no fault armed: the TAR stream moss_answer builds, each member's
+        data sent from its file with sendfile(2) as the link emulator sends bodies, not
+        copied through Python (a target streams; the stand-in's CPU is on the client's
+        cores, where a store's is not). The same members, bytes and errors; other chunks."""
+        members = []
+        for it in items:
+            name = it['objname'] if onob else bucket + '/' + it['objname']
+            path, st = self.local_file(it['objname'])
+            if path is None and coer:
+                owner.count('moss_missing')
+                members.append(('__404__/' + name, None, 0, 0))
+                continue
+            if path is None:
+                self.moss_fail(it, 404)
+                return
+            start, length = it.get('start', 0), it.get('length', 0)
+            end = st.st_size if length in (0, -1) else start + length
+            if start > st.st_size or end > st.st_size:
+                self.moss_fail(it, 416)
+                return
+            members.append((name, path, start, end - start))
+        owner.count('moss_items', len(members))
+        self.send_response(200)
+        self.send_header('Content-Type', 'application/x-tar')
+        self.send_header('Transfer-Encoding', 'chunked')
+        self.end_headers()
+        sock = self.connection.fileno()
+        for name, path, start, n in members:
+            pad = (512 - n % 512) % 512
+            hdr = moss_header(name, n)
+            self.wfile.write(b'%x\r\n' % (len(hdr) + n + pad) + hdr)
+            if n:
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    off = start
+                    while off < start + n:
+                        k = os.sendfile(sock, fd, off, start + n - off)
+                        if k <= 0:
+                            raise ConnectionError('%s: shorter than it was' % path)
+                        off += k
+                finally:
+                    os.close(fd)
+            self.wfile.write(b'\0' * pad + b'\r\n')
+        self.wfile.write(b'400\r\n' + b'\0' * 1024 + b'\r\n0\r\n\r\n')
+
     def moss_answer(self, owner, bucket, body):
         try:
             req = json.loads(body)
@@ -557,6 +619,12 @@ class _AisHandler(_Handler):
                 self.moss_refuse('GetBatch: bad range start=%r length=%r' % (start, length))
                 return
         coer, onob = bool(req.get('coer')), bool(req.get('onob'))
+        with owner.lock:
+            armed = (owner.moss_corrupt, owner.moss_cut_member, owner.moss_cut_at) != \
+                (None, None, None) or bool(owner.moss_lie)
+        if owner.root is not None and owner.moss_sendfile and not armed:
+            self.moss_stream(owner, bucket, items, coer, onob)
+            return
         members = []
         for it in items:
             st, data = self.moss_item(bucket, it)
@@ -566,10 +634,7 @@ class _AisHandler(_Handler):
                 members.append(('__404__/' + name, b''))
                 continue
             if st != 200:
-                # strict mode, or a range outside the object: the request fails, no data
-                self.send_simple(st, json.dumps({'message': 'GetBatch: %s: status %d' %
-                                                 (it['objname'], st)}).encode(),
-                                 'application/json')
+                self.moss_fail(it, st)
                 return
             if it['objname'] in owner.moss_lie:
                 owner.count('moss_lies')
@@ -590,12 +655,7 @@ class _AisHandler(_Handler):
                 cut = len(out) + 512 + len(data) // 2  # (a name that fits a USTAR header)
                 with owner.lock:
                     owner.moss_cut_member = None
-            ti = tarfile.TarInfo(name)
-            ti.size, ti.mtime, ti.mode, ti.type = len(data), 0, 0o644, tarfile.REGTYPE
-            try:  # as Go's archive/tar (AIStore's writer): USTAR when the name fits, else PAX
-                out += ti.tobuf(tarfile.USTAR_FORMAT, 'utf-8', 'surrogateescape')
-            except ValueError:
-                out += ti.tobuf(tarfile.PAX_FORMAT, 'utf-8', 'surrogateescape')
+            out += moss_header(name, len(data))
             out += data + b'\0' * ((512 - len(data) % 512) % 512)
         if corrupt == 'checksum':
             out[136] ^= 0x01  # the first header's mtime, after its checksum was computed
@@ -647,7 +707,10 @@ class AisStandIn(_Counting):
     GetBatch items read from its files, object GETs redirected to objects_port (the link emulator
     serving the same directory) instead of s3rver. delay_ms and rate_mb: linkemu.py's link (every
     answer waits delay_ms before it starts, every connection sends at most rate_mb MB/s: the
-    kernel paces the socket), for the GetBatch answers, which the link emulator cannot serve."""
+    kernel paces the socket), for the GetBatch answers, which the link emulator cannot serve.
+    There the members' data go out with sendfile(2) while no fault is armed (moss_stream), as
+    the link emulator sends; moss_sendfile = False builds every answer in memory instead (the
+    same bytes: tests/lib/test_helpers.py compares the two)."""
 
     def __init__(self, upstream_port, root=None, objects_port=None, delay_ms=0, rate_mb=0):
         self.upstream = upstream_port
@@ -656,6 +719,7 @@ class AisStandIn(_Counting):
         self.delay_s = delay_ms / 1000.0
         self.rate_bps = int(rate_mb * 1e6)
         self.moss_inflight = 0
+        self.moss_sendfile = True
         self.moss_cut_member = None
         self.moss_refuse_status = None
         self.moss_cut_at = None
