@@ -304,9 +304,11 @@ struct cachetier_batch_result {
  * (backend_batch_read: for ais://, AIStore's GetBatch), split into requests
  * of 1 MiB or more, each a stretch of the plan's order, as many as par at
  * most (a reader of the window's start waits for the first only).
- * Units not valid are claimed as a fill claims them (this process's unit
+ * A request's units not valid are claimed, once it has a slot (below),
+ * as a fill claims them (this process's unit
  * states, the other processes' OFD unit locks: a unit another process
- * fills is left to it, not waited for), room is made as a PF_EVICT
+ * fills is left to it, not waited for); until then a reader fetches them
+ * on demand. Room is made as a PF_EVICT
  * prefetch makes it (by next use: a request that would evict what is
  * needed sooner is left out, and so are the later ones), each request's
  * items are its maximal runs of claimed units of one object, and each

@@ -4,21 +4,27 @@
  * read (backend_batch_read: AIStore's GetBatch for ais://) instead of one
  * ranged GET per chunk a planned range lies in.
  *
- * The steps, for a window of pieces in plan order:
- *   1. claim (ct->lock): every unit of a piece not valid and not being
- *      filled here is UNIT_FILLING, in plan order, each once;
+ * The window's pieces, in plan order, are split into at most 'par'
+ * requests of about equal planned bytes (at least BT_REQ_MIN each), each
+ * a stretch of the plan's order. Each request in turn, once it has a slot
+ * (at most par requests of all calls run at once; a call waits for a
+ * slot, bounded waits of 1 s each while the tier runs; a first call,
+ * which waits for its requests, needs none):
+ *   1. claim (ct->lock): every unit of its pieces not valid and not being
+ *      filled here is UNIT_FILLING, in plan order, each once. Only now:
+ *      until its request has a slot, a reader of a unit fetches it on
+ *      demand instead of waiting behind the requests ahead of it;
  *   2. claim across processes (no lock): each such unit's OFD write lock
  *      is tried once (cachetier_fill.c's rules, but never waited for): a
  *      unit valid in the state file is another process's (taken as peer),
  *      one whose lock another process holds is left to it (empty here
  *      again; a reader of it fills it on demand, which waits for that
  *      process as fills do);
- *   3. the claimed units as items (maximal runs of one object), split into
- *      at most 'par' requests, each a stretch of the plan's order; room is
- *      made for each as a PF_EVICT prefetch makes it (by next use), in
- *      order, and from the first that gets none on nothing is fetched;
- *   4. the requests run at once, one thread each, at most par of all calls
- *      (a call waits for a slot): backend_batch_read, whose sink (on the store's I/O thread) writes
+ *   3. the claimed units as items (maximal runs of one object); room is
+ *      made for them as a PF_EVICT prefetch makes it (by next use); a
+ *      request that gets none ends the call (later ones are needed later);
+ *   4. the request runs on a thread of its own: backend_batch_read, whose
+ *      sink (on the store's I/O thread) writes
  *      each item's bytes at their offset in the object's data file and
  *      computes each unit's CRC32C; then the version rule (below); then,
  *      under ct->lock, each unit valid (CRC, state byte, usage, map batch)
@@ -467,51 +473,64 @@ static size_t bt_split(struct cachetier *ct, struct bt_unit *u, size_t nu, unsig
 	return nq;
 }
 
-int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piece *p, size_t n,
-			 unsigned par)
+/* Start request q (room made, a slot taken): on a thread of its own, or
+ * (sync: a first call, j its index) joined or run by the caller later. */
+static void bt_start(struct bt_req *q, int sync, size_t j)
 {
-	struct cachetier_batch_result local;
-	struct bt_unit *u = NULL;
-	struct bt_run *runs = NULL;
-	struct bt_req *reqs = NULL;
-	uint32_t *crc = NULL;
-	size_t max = 0, nu = 0, nq = 0;
-	int ret = 0, sync;
+	struct bt_req *c;
+	pthread_attr_t at;
 
-	memset(&local, 0, sizeof(local));
-	par = par ? par : 1;
+	if (sync) {
+		/* the first on the caller's thread, later; the others on their own */
+		if (j > 0 && pthread_create(&q->th, NULL, bt_request, q) == 0)
+			q->started = 1;
+		return;
+	}
+	c = bt_clone(q);
+	if (!c) {
+		bt_request(q); /* no memory for a copy: on this thread */
+		return;
+	}
+	if (pthread_attr_init(&at) == 0) {
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		c->started = pthread_create(&c->th, &at, bt_request, c) == 0;
+		pthread_attr_destroy(&at);
+	}
+	if (!c->started)
+		bt_request(c); /* frees c */
+}
+
+/* Units pieces p[0..n) may touch. */
+static size_t bt_units(const struct cachetier_batch_piece *p, size_t n)
+{
+	size_t units = 0;
+
 	for (size_t i = 0; i < n; i++) {
 		const struct cachetier_obj *o = p[i].o;
 
-		if (!o)
-			continue;
-		if (p[i].off > o->size || p[i].len > o->size - p[i].off)
-			return -EINVAL;
-		if (o->file && p[i].len > 0)
-			max += (p[i].off + p[i].len - 1) / o->file->unit_bytes -
-			       p[i].off / o->file->unit_bytes + 1;
+		if (o && o->file && p[i].len > 0)
+			units += (p[i].off + p[i].len - 1) / o->file->unit_bytes -
+				 p[i].off / o->file->unit_bytes + 1;
 	}
-	if (max == 0)
-		return 0;
-	u = calloc(max, sizeof(*u));
-	runs = calloc(max, sizeof(*runs));
-	crc = calloc(max, sizeof(*crc));
-	reqs = calloc(par, sizeof(*reqs));
-	if (!u || !runs || !crc || !reqs) {
-		ret = -ENOMEM;
-		goto out;
-	}
+	return units;
+}
+
+/* Steps 1-3 for the pieces p[0..n) of one request, once it has a slot:
+ * claim their units (here and across processes), make the request of
+ * those claimed into *q, make room for it. Returns 1 when q is to run,
+ * 0 when nothing of them is to be fetched here, -1 when there was no room
+ * (nothing later is fetched either). The slot is given back unless 1. */
+static int bt_group(struct cachetier *ct, const struct cachetier_batch_piece *p, size_t n,
+		    struct bt_unit *u, struct bt_run *runs, uint32_t *crc, struct bt_req *q)
+{
+	struct cachetier_batch_result local;
+	size_t nu, nq;
+
+	memset(&local, 0, sizeof(local));
+	memset(q, 0, sizeof(*q));
 	pthread_mutex_lock(&ct->lock);
-	if (ct->stopping)
-		ret = -ECANCELED;
-	else if (ct->batch.refused)
-		ret = -EOPNOTSUPP;
-	else
-		nu = bt_mark(ct, p, n, u);
-	sync = !ct->batch_answered;
+	nu = bt_mark(ct, p, n, u);
 	pthread_mutex_unlock(&ct->lock);
-	if (nu == 0)
-		goto out;
 	for (size_t i = 0; i < nu; i++)
 		u[i].claim = bt_claim(u[i].f, u[i].c);
 	pthread_mutex_lock(&ct->lock);
@@ -524,44 +543,93 @@ int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piec
 			local.skipped++;
 		}
 	}
-	nq = bt_split(ct, u, nu, par, runs, crc, reqs, &local);
+	nq = bt_split(ct, u, nu, 1, runs, crc, q, &local);
 	res_add(&ct->batch, &local);
+	if (nq == 0 || !q->room) {
+		ct->batch_running--;
+		pthread_cond_broadcast(&ct->unit_cond); /* the slot is free again */
+	}
 	pthread_mutex_unlock(&ct->lock);
-	for (size_t j = 0; j < nq; j++) {
-		struct bt_req *q = &reqs[j], *c;
-		pthread_attr_t at;
+	return nq == 0 ? 0 : q->room ? 1 : -1;
+}
 
-		if (!q->room)
+int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piece *p, size_t n,
+			 unsigned par)
+{
+	struct bt_unit *u = NULL;
+	struct bt_run *runs = NULL;
+	struct bt_req *reqs = NULL;
+	uint32_t *crc = NULL;
+	uint64_t total = 0, want;
+	size_t max, k, nq = 0, at = 0;
+	int ret = 0, sync;
+
+	par = par ? par : 1;
+	for (size_t i = 0; i < n; i++) {
+		const struct cachetier_obj *o = p[i].o;
+
+		if (!o)
 			continue;
+		if (p[i].off > o->size || p[i].len > o->size - p[i].off)
+			return -EINVAL;
+		if (o->file)
+			total += p[i].len;
+	}
+	max = bt_units(p, n);
+	if (max == 0)
+		return 0;
+	u = calloc(max, sizeof(*u));
+	runs = calloc(max, sizeof(*runs));
+	crc = calloc(max, sizeof(*crc));
+	reqs = calloc(par, sizeof(*reqs));
+	if (!u || !runs || !crc || !reqs) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	/* at most par requests of about equal planned bytes, at least
+	 * BT_REQ_MIN each, each a stretch of the plan's order */
+	k = total / BT_REQ_MIN < par ? (size_t)(total / BT_REQ_MIN) : par;
+	k = k ? k : 1;
+	want = (total + k - 1) / k;
+	pthread_mutex_lock(&ct->lock);
+	sync = !ct->batch_answered;
+	pthread_mutex_unlock(&ct->lock);
+	for (size_t i = 0, g = 0; i < n; g++) {
+		size_t j = i, units;
+		uint64_t acc = 0;
+		int r;
+
+		for (; j < n && (acc < want || g + 1 >= k); j++)
+			acc += p[j].o && p[j].o->file ? p[j].len : 0;
+		units = bt_units(p + i, j - i);
+		/* a request's units are claimed only once it has a slot (at
+		 * most par requests of the batch fills run at once; a first
+		 * call's, which it waits for, need none): until then a reader
+		 * of them fetches them itself instead of waiting behind the
+		 * requests ahead of it */
 		pthread_mutex_lock(&ct->lock);
-		/* at most par requests of the batch fills run at once (a
-		 * first call's, which it waits for, need no slot) */
 		while (!sync && ct->batch_running >= par && !ct->stopping)
 			cachetier__cond_wait_s(&ct->unit_cond, &ct->lock, 1);
-		ct->batch_running++;
+		if (ct->stopping)
+			ret = -ECANCELED;
+		else if (ct->batch.refused)
+			ret = -EOPNOTSUPP;
+		else
+			ct->batch_running++;
 		pthread_mutex_unlock(&ct->lock);
-		if (sync) {
-			/* the first on this thread, below; the others on their own */
-			if (j > 0 && pthread_create(&q->th, NULL, bt_request, q) == 0)
-				q->started = 1;
-			continue;
+		if (ret < 0)
+			break;
+		r = bt_group(ct, p + i, j - i, u + at, runs + at, crc + at, &reqs[nq]);
+		if (r < 0)
+			break; /* no room: later requests are needed later */
+		if (r > 0) {
+			bt_start(&reqs[nq], sync, nq);
+			nq++;
 		}
-		c = bt_clone(q);
-		if (!c) {
-			bt_request(q); /* no memory for a copy: on this thread */
-			continue;
-		}
-		if (pthread_attr_init(&at) == 0) {
-			pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-			c->started = pthread_create(&c->th, &at, bt_request, c) == 0;
-			pthread_attr_destroy(&at);
-		}
-		if (!c->started)
-			bt_request(c); /* frees c */
+		at += units;
+		i = j;
 	}
 	for (size_t j = 0; sync && j < nq; j++) {
-		if (!reqs[j].room)
-			continue;
 		if (reqs[j].started)
 			pthread_join(reqs[j].th, NULL);
 		else
