@@ -286,18 +286,20 @@ struct cachetier_batch_piece {
 };
 /* What batch fills did (cachetier_batch_stats: totals since open). */
 struct cachetier_batch_result {
-	uint64_t requests; /* backend_batch_read calls (AIStore GetBatch requests; the rest
-			    * of an answer cut midway is asked again within one) */
-	uint64_t items;	   /* items asked for: runs of units of one object */
-	uint64_t bytes;	   /* bytes of items received whole and kept */
-	uint64_t failed;   /* items failed, cut, or of an object the HEAD could not
-			    * confirm: their units left empty, no error kept */
-	uint64_t stale;	   /* objects whose HEAD after the answer said another version
-			    * (or none): their units empty with -ESTALE */
-	uint64_t peer;	   /* units another process filled (taken, not fetched) */
-	uint64_t skipped;  /* units another process was filling (left to it) */
-	uint64_t unfit;	   /* bytes left out: no room without evicting what is needed */
-	uint64_t refused;  /* 1 once the store refused its batch read */
+	uint64_t requests;   /* backend_batch_read calls (AIStore GetBatch requests; the rest
+			      * of an answer cut midway is asked again within one) */
+	uint64_t items;	     /* items asked for: runs of units of one object */
+	uint64_t bytes;	     /* bytes of items received whole and kept */
+	uint64_t failed;     /* items failed, cut, or of an object the HEAD could not
+			      * confirm: their units left empty, no error kept */
+	uint64_t stale;	     /* objects whose HEAD after the answer said another version
+			      * (or none): their units empty with -ESTALE */
+	uint64_t peer;	     /* units another process filled (taken, not fetched) */
+	uint64_t skipped;    /* units another process was filling (left to it) */
+	uint64_t unfit;	     /* bytes left out: no room without evicting what is needed */
+	uint64_t refused;    /* 1 once the store refused its batch read */
+	uint64_t slot_waits; /* requests that waited for a slot (their units
+			      * unclaimed meanwhile) */
 };
 /* Fetch the units behind the pieces p[0..n) (a window of a reading plan,
  * in plan order, several objects) with the store's batch read

@@ -249,6 +249,7 @@ static void res_add(struct cachetier_batch_result *to, const struct cachetier_ba
 	to->peer += r->peer;
 	to->skipped += r->skipped;
 	to->unfit += r->unfit;
+	to->slot_waits += r->slot_waits;
 	to->refused |= r->refused;
 }
 
@@ -608,6 +609,8 @@ int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piec
 		 * of them fetches them itself instead of waiting behind the
 		 * requests ahead of it */
 		pthread_mutex_lock(&ct->lock);
+		if (!sync && ct->batch_running >= par && !ct->stopping)
+			ct->batch.slot_waits++;
 		while (!sync && ct->batch_running >= par && !ct->stopping)
 			cachetier__cond_wait_s(&ct->unit_cond, &ct->lock, 1);
 		if (ct->stopping)

@@ -433,6 +433,9 @@ static const struct ctl_counter ctl_counters[] = {
      SNAP(batch.unfit)},
     {"plan_batch_refused", "1: the store refused its batch read; plans use ranged GETs", G,
      SNAP(batch.refused)},
+    {"plan_batch_slot_waits",
+     "batch read requests that waited for a free connection (their units unclaimed meanwhile)", C,
+     SNAP(batch.slot_waits)},
     {"plan_lookahead_bytes",
      "bytes of planned paths fetched ahead of their readers at the last batch, over the plans: "
      "what the link needs in flight, within the cache after what readers hold, at most "

@@ -528,6 +528,10 @@ class _AisHandler(_Handler):
                                                    owner.moss_inflight)
         t0 = time.monotonic()
         try:
+            hold = owner.moss_hold
+            if hold is not None:
+                owner.count('moss_held')
+                hold.wait(30)
             self.moss_answer(owner, bucket, body)
         finally:
             with owner.lock:
@@ -700,7 +704,9 @@ class AisStandIn(_Counting):
     is cut in the middle of that member's data, once) and moss_refuse_status (a status, e.g.
     404: every GetBatch request is answered with it at the proxy, as by an AIStore without
     GetBatch; counted as moss_refused_status), head_barrier (N: the next HEADs wait until N are
-    in flight at once, at most 5 s; stats head_inflight_max: the most HEADs in flight).
+    in flight at once, at most 5 s; stats head_inflight_max: the most HEADs in flight),
+    moss_hold (a threading.Event: every GetBatch answer waits for it at the target, at most
+    30 s; counted as moss_held).
 
     Root mode (root: a directory; for tests/bench/link_bench.py): the bucket is that directory,
     listed (one page, at most 1000 keys) and HEAD answered from it with linkemu.py's ETags,
@@ -720,6 +726,7 @@ class AisStandIn(_Counting):
         self.rate_bps = int(rate_mb * 1e6)
         self.moss_inflight = 0
         self.moss_sendfile = True
+        self.moss_hold = None
         self.moss_cut_member = None
         self.moss_refuse_status = None
         self.moss_cut_at = None

@@ -17,6 +17,13 @@ cache directory (--warm off: nothing but the plan fetches ahead).
            reader reads (requests not awaited), each path read once handed over: no object GET,
            every byte fetched by GetBatch, exact bytes; the stand-in's GetBatch answers and items are the mount's
            counts; one HEAD per object of each request
+  slots    --connections 3 (one GetBatch request at a time): plan a's first window answered,
+           the stand-in then holds GetBatch answers; a's second window takes the one slot and
+           is held; plan b (the other paths) waits for the slot (plan_batch_slot_waits), its
+           units unclaimed meanwhile, so a read of a b path that shares no unit with a returns
+           its exact bytes by an object GET while the hold lasts (it would wait for the held
+           request if b's units had been claimed before the slot); once released, every path
+           of both plans reads exact bytes
   refused  the stand-in answers 404 to /v1/ml/moss (an AIStore without GetBatch): the mount
            says so once (plan_batch_refused), fetches the plan with ranged GETs, exact bytes
   cut      the answer is cut in the middle of shard 1's first item: that item's units stay
@@ -42,6 +49,7 @@ import os
 import random
 import sys
 import tarfile
+import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
@@ -254,6 +262,80 @@ def case_windows(env, ck, c):
         ck.eq('windows: read_errors', st['read_errors'], 0)
 
 
+def units_of(shard, off, size):
+    """The 64 KiB units (shard, u) a planned path's reads touch (its header's too)."""
+    return {(shard, u) for u in range((off - 512) // UNIT, (off + size - 1) // UNIT + 1)}
+
+
+def case_slots(env, ck, c):
+    ais = c.world.ais
+    pa, pb = c.plan[:15], c.plan[15:]
+    a_units = set().union(*(units_of(x[1], x[2], x[3]) for x in pa))
+    free = [x for x in pb if not units_of(x[1], x[2], x[3]) & a_units]
+    ck.ok(free, 'slots: no path of plan b shares no unit with plan a (the data set changed?)')
+    if not free:
+        return
+    files = {}
+    for name, paths in (('a', pa), ('b', pb)):
+        files[name] = env.path('plan-slots-' + name)
+        with open(files[name], 'w') as f:
+            f.write(''.join(x[0] + '\n' for x in paths))
+    hold, t = threading.Event(), None
+    with c.mount(['--connections', '3', '--plan-lookahead', '128K']) as m:
+        try:
+            for s in range(NSHARDS):
+                os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
+            st0, a0 = m.stats(), c.ais()
+            ck.eq('slots: plan a rc', ctl(m.mnt, 'plan a ' + files['a']), None)
+            st = settled(m, 'plan_batch_requests', 1)
+            first = st['plan_fetch_bytes'] - st0['plan_fetch_bytes']
+            ais.moss_hold = hold
+            # read what the first window (answered) holds: the reader passes its middle, so
+            # a's second window goes, and the stand-in holds it
+            cum, bad = 0, 0
+            for path, shard, off, size, data in pa:
+                cum += size
+                if cum > first:
+                    break
+                bad += ml.read_all(os.path.join(m.mnt, path)) != data
+            ck.eq('slots: plan a\'s first window: paths with wrong bytes', bad, 0)
+            held = ml.poll(lambda: c.ais().get('moss_held', 0) - a0.get('moss_held', 0) >= 1,
+                           what='plan a\'s second window at the stand-in')
+            ck.ok(held, 'slots: plan a\'s second window never reached the stand-in')
+            ck.eq('slots: plan b rc', ctl(m.mnt, 'plan b ' + files['b']), None)
+            waits = ml.poll(lambda: m.stats()['plan_batch_slot_waits'] >= 1,
+                            what='plan b\'s request waiting for the slot')
+            ck.ok(waits, 'slots: plan b\'s request never waited for the slot')
+            a1 = c.ais()
+            got = []
+            path, shard, off, size, data = free[0]
+            t = threading.Thread(target=lambda: got.append(
+                ml.read_all(os.path.join(m.mnt, path))), daemon=True)
+            t.start()
+            t.join(20)
+            ck.ok(not t.is_alive(), 'slots: reading %s (plan b, no unit shared with a) waited '
+                  'while the slot was held: its units were claimed before the slot' % path)
+            ck.eq('slots: %s while the slot was held: exact bytes' % path,
+                  got[0] if got else None, data)
+            a2 = c.ais()
+            ck.ok(a2.get('redirects', 0) - a1.get('redirects', 0) >= 1,
+                  'slots: no object GET for %s while the slot was held' % path)
+            ck.eq('slots: GetBatch answers held, none answered', (
+                a2.get('moss_held', 0) - a0.get('moss_held', 0)), 1)
+        finally:
+            hold.set()
+            ais.moss_hold = None
+        if t is not None:
+            t.join(30)
+        for name, paths in (('a', pa), ('b', pb)):
+            bad = sum(ml.read_all(os.path.join(m.mnt, x[0])) != x[4] for x in paths)
+            ck.eq('slots: plan %s: paths with wrong bytes' % name, bad, 0)
+        st = m.stats()
+        ck.eq('slots: read_errors', st['read_errors'], 0)
+        ck.eq('slots: failed items, stale objects', (st['plan_batch_failed_items'],
+                                                     st['plan_batch_stale_objects']), (0, 0))
+
+
 def case_refused(env, ck, c):
     c.world.ais.moss_refuse_status = 404
     try:
@@ -368,6 +450,7 @@ def run(env, ck):
     try:
         case_epoch(env, ck, c)
         case_windows(env, ck, c)
+        case_slots(env, ck, c)
         case_refused(env, ck, c)
         case_cut(env, ck, c)
         case_version(env, ck, c)
