@@ -386,26 +386,24 @@ static size_t bt_mark(struct cachetier *ct, const struct cachetier_batch_piece *
 	return nu;
 }
 
-/* Step 3 (ct->lock held): the claimed units of u[0..nu) as runs, split
- * into at most par requests of about equal bytes in plan order, room made
- * for each. Returns the requests' count. */
-static size_t bt_split(struct cachetier *ct, struct bt_unit *u, size_t nu, unsigned par,
-		       struct bt_run *runs, uint32_t *crc, struct bt_req *reqs,
-		       struct cachetier_batch_result *res)
+/* Step 3 (ct->lock held): the claimed units of u[0..nu) as the runs of
+ * request *q (zeroed by the caller), room made for it. Returns 0 when it
+ * has none (nothing claimed), else 1 (q->room: whether it got room). */
+static int bt_make(struct cachetier *ct, struct bt_unit *u, size_t nu, struct bt_run *runs,
+		   uint32_t *crc, struct bt_req *q, struct cachetier_batch_result *res)
 {
-	size_t nr = 0, nq = 0, k = 0, at = 0;
-	uint64_t total = 0, want, acc = 0;
-	int room = 1;
+	int64_t near = CT_NEAR_NONE;
+	size_t at = 0;
 
 	for (size_t i = 0; i < nu; i++) {
-		struct bt_run *r = nr ? &runs[nr - 1] : NULL;
+		struct bt_run *r = q->nruns ? &runs[q->nruns - 1] : NULL;
 
 		if (u[i].claim != 1)
 			continue;
 		if (r && r->f == u[i].f && r->c + r->n == u[i].c) {
 			r->n++;
 		} else {
-			r = &runs[nr++];
+			r = &runs[q->nruns++];
 			memset(r, 0, sizeof(*r));
 			r->f = u[i].f;
 			r->c = u[i].c;
@@ -414,64 +412,40 @@ static size_t bt_split(struct cachetier *ct, struct bt_unit *u, size_t nu, unsig
 		}
 		at++;
 	}
-	for (size_t i = 0; i < nr; i++) {
-		runs[i].start = cachetier__unit_off(runs[i].f, runs[i].c);
-		runs[i].end = runs[i].start + cachetier__run_len(runs[i].f, runs[i].c, runs[i].n);
-		runs[i].next = runs[i].start;
-		total += runs[i].end - runs[i].start;
-	}
-	if (nr == 0)
+	if (q->nruns == 0)
 		return 0;
-	k = par ? par : 1;
-	if (k > nr)
-		k = nr;
-	if (total / BT_REQ_MIN < k)
-		k = total / BT_REQ_MIN ? (size_t)(total / BT_REQ_MIN) : 1;
-	want = (total + k - 1) / k;
-	for (size_t i = 0; i < nr; i++) {
-		struct bt_req *q;
+	q->ct = ct;
+	q->runs = runs;
+	for (size_t i = 0; i < q->nruns; i++) {
+		struct bt_run *r = &runs[i];
 
-		if (nq == 0 || (acc >= want * nq && nq < k)) {
-			q = &reqs[nq++];
-			memset(q, 0, sizeof(*q));
-			q->ct = ct;
-			q->runs = &runs[i];
+		r->start = cachetier__unit_off(r->f, r->c);
+		r->end = r->start + cachetier__run_len(r->f, r->c, r->n);
+		r->next = r->start;
+		q->bytes += r->end - r->start;
+		for (uint32_t c = r->c; c < r->c + r->n; c++) {
+			int64_t d = cachetier__plan_near(ct, r->f, c);
+
+			near = d < near ? d : near;
 		}
-		q = &reqs[nq - 1];
-		q->nruns++;
-		q->bytes += runs[i].end - runs[i].start;
-		acc += runs[i].end - runs[i].start;
 	}
-	for (size_t j = 0; j < nq; j++) {
-		struct bt_req *q = &reqs[j];
-		int64_t near = CT_NEAR_NONE;
-
-		for (size_t i = 0; i < q->nruns; i++)
-			for (uint32_t c = q->runs[i].c; c < q->runs[i].c + q->runs[i].n; c++) {
-				int64_t d = cachetier__plan_near(ct, q->runs[i].f, c);
-
-				near = d < near ? d : near;
-			}
-		ct->reserved += q->bytes;
-		ct->fills_inflight++;
-		/* a request that would evict what is needed sooner is left
-		 * out, and so is every later one (they are needed later) */
-		if (room && cachetier__make_room_near(ct, q->bytes, 1, near) < 0)
-			room = 0;
-		q->room = room;
-		if (room)
-			continue;
+	ct->reserved += q->bytes;
+	ct->fills_inflight++;
+	/* a request that would evict what is needed sooner is left out (and
+	 * the caller fetches no later one: they are needed later) */
+	q->room = cachetier__make_room_near(ct, q->bytes, 1, near) >= 0;
+	if (!q->room) {
 		ct->reserved -= q->bytes;
 		ct->fills_inflight--;
 		ct->unfit_bytes += q->bytes;
 		res->unfit += q->bytes;
 		for (size_t i = 0; i < q->nruns; i++) {
-			q->runs[i].f->pf_unfit += q->runs[i].end - q->runs[i].start;
-			bt_abandon(ct, q->runs[i].f, q->runs[i].c, q->runs[i].n);
+			runs[i].f->pf_unfit += runs[i].end - runs[i].start;
+			bt_abandon(ct, runs[i].f, runs[i].c, runs[i].n);
 		}
 	}
 	pthread_cond_broadcast(&ct->unit_cond);
-	return nq;
+	return 1;
 }
 
 /* Start request q (room made, a slot taken): on a thread of its own, or
@@ -525,7 +499,8 @@ static int bt_group(struct cachetier *ct, const struct cachetier_batch_piece *p,
 		    struct bt_unit *u, struct bt_run *runs, uint32_t *crc, struct bt_req *q)
 {
 	struct cachetier_batch_result local;
-	size_t nu, nq;
+	size_t nu;
+	int made;
 
 	memset(&local, 0, sizeof(local));
 	memset(q, 0, sizeof(*q));
@@ -544,14 +519,14 @@ static int bt_group(struct cachetier *ct, const struct cachetier_batch_piece *p,
 			local.skipped++;
 		}
 	}
-	nq = bt_split(ct, u, nu, 1, runs, crc, q, &local);
+	made = bt_make(ct, u, nu, runs, crc, q, &local);
 	res_add(&ct->batch, &local);
-	if (nq == 0 || !q->room) {
+	if (!made || !q->room) {
 		ct->batch_running--;
 		pthread_cond_broadcast(&ct->unit_cond); /* the slot is free again */
 	}
 	pthread_mutex_unlock(&ct->lock);
-	return nq == 0 ? 0 : q->room ? 1 : -1;
+	return !made ? 0 : q->room ? 1 : -1;
 }
 
 int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piece *p, size_t n,
