@@ -467,16 +467,12 @@ class _AisHandler(_Handler):
         """(status, bytes) of one GetBatch entry from s3rver (root mode: from the root
         directory): 404 missing, 416 out of range."""
         if self.server.owner.root is not None:
-            path, st = self.local_file(it['objname'])
-            start, length = it.get('start', 0), it.get('length', 0)
-            if path is None:
-                return 404, b''
-            end = st.st_size if length in (0, -1) else start + length
-            if start > st.st_size or end > st.st_size:
-                return 416, b''
+            st, path, start, n = self.moss_local(it)
+            if st != 200:
+                return st, b''
             with open(path, 'rb') as f:
                 f.seek(start)
-                return 200, f.read(end - start)
+                return 200, f.read(n)
         conn = http.client.HTTPConnection('127.0.0.1', self.server.owner.upstream, timeout=60)
         start, length = it.get('start', 0), it.get('length', 0)
         headers = {}
@@ -541,6 +537,18 @@ class _AisHandler(_Handler):
                 owner.stats['moss_ms'] = owner.stats.get('moss_ms', 0) + int(
                     (time.monotonic() - t0) * 1000)
 
+    def moss_local(self, it):
+        """Root mode: (status, path, start, length) of one GetBatch entry's bytes in the root
+        directory: 404 missing, 416 out of range."""
+        path, st = self.local_file(it['objname'])
+        if path is None:
+            return 404, None, 0, 0
+        start, length = it.get('start', 0), it.get('length', 0)
+        end = st.st_size if length in (0, -1) else start + length
+        if start > st.st_size or end > st.st_size:
+            return 416, None, 0, 0
+        return 200, path, start, end - start
+
     def moss_fail(self, it, st):
         """Strict mode, or a range outside the object: the request fails, no data."""
         self.send_simple(st, json.dumps({'message': 'GetBatch: %s: status %d' %
@@ -554,20 +562,15 @@ class _AisHandler(_Handler):
         members = []
         for it in items:
             name = it['objname'] if onob else bucket + '/' + it['objname']
-            path, st = self.local_file(it['objname'])
-            if path is None and coer:
+            st, path, start, n = self.moss_local(it)
+            if st == 404 and coer:
                 owner.count('moss_missing')
                 members.append(('__404__/' + name, None, 0, 0))
                 continue
-            if path is None:
-                self.moss_fail(it, 404)
+            if st != 200:
+                self.moss_fail(it, st)
                 return
-            start, length = it.get('start', 0), it.get('length', 0)
-            end = st.st_size if length in (0, -1) else start + length
-            if start > st.st_size or end > st.st_size:
-                self.moss_fail(it, 416)
-                return
-            members.append((name, path, start, end - start))
+            members.append((name, path, start, n))
         owner.count('moss_items', len(members))
         self.send_response(200)
         self.send_header('Content-Type', 'application/x-tar')
