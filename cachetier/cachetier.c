@@ -201,7 +201,8 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	ct->fd_max = ct->cfg.local_fds_max;
 	ct->obj_tab_size = OBJ_TAB_MIN;
 	ct->obj_tab = calloc(ct->obj_tab_size, sizeof(*ct->obj_tab));
-	if (!ct->obj_tab) {
+	ct->watch = cachetier__watch_new();
+	if (!ct->obj_tab || !ct->watch) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -313,6 +314,7 @@ void cachetier_close(struct cachetier *ct)
 		close(ct->decfd);
 	if (ct->metafd >= 0)
 		close(ct->metafd);
+	cachetier__watch_close(ct->watch);
 	if (ct->dirfd >= 0)
 		close(ct->dirfd);
 	pthread_cond_destroy(&ct->work_cond);

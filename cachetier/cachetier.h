@@ -442,8 +442,8 @@ int cachetier_meta_put(struct cachetier *ct, const char *name, const void *buf, 
  * name — so a mapping keeps the bytes it was made of while another thread
  * or process puts a new blob under that name or removes it (the inode
  * lives on while mapped); the caller validates them once (its format's
- * checksum). Nothing here opens a mapped blob's name again. Changing a cache file in place (by
- * hand) is outside this contract: a truncated one faults on access. Returns 0, -ENOENT (absent),
+ * checksum). Nothing here opens a mapped blob's name again. A cache file changed in place (by
+ * hand, by a script) is caught by cachetier_meta_changed below. Returns 0, -ENOENT (absent),
  * -EBADMSG (not a regular file, or larger than the blob bound), -ENOMEM (no mapping could be made,
  * e.g. the process's vm.max_map_count is reached: cachetier_meta_get still works) or another
  * negative errno. An empty blob gives *data NULL, *len 0. The handle is independent of ct (it may
@@ -452,6 +452,19 @@ struct cachetier_meta;
 int cachetier_meta_map(struct cachetier *ct, const char *name, struct cachetier_meta **m,
 		       const void **data, size_t *len);
 void cachetier_meta_unmap(struct cachetier_meta *m);
+/* A mapping's file changed in place (cachetier_watch.c): the inode of each
+ * mapped blob is watched (inotify, IN_MODIFY) from before the caller
+ * validates it. changed: 1 once the file was written, truncated or had a
+ * hole punched since it was mapped (a change made before the call returns
+ * is seen; the mapping then reads zeros, never the file's new bytes nor a
+ * fault past a new end, and the caller drops what it built on it), else 0.
+ * Thread-safe. A removal or a put of the name changes nothing.
+ * watched: 1 when changed can tell (an empty blob, or one whose watch was
+ * set up), 0 when no watch could be had (no inotify instance left,
+ * fs.inotify.max_user_watches reached): a caller that needs to know reads
+ * the blob into memory (cachetier_meta_get) instead. */
+int cachetier_meta_changed(struct cachetier_meta *m);
+int cachetier_meta_watched(const struct cachetier_meta *m);
 
 /* Blob families: blobs of one kind that replace each other (e.g. one per
  * version of a dataset), so that the old ones can be found and removed

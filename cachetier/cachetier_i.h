@@ -229,6 +229,7 @@ struct cachetier {
 	char *dir;			/* CACHE_DIR/v1/<source-hash> */
 	int dirfd;			/* O_DIRECTORY fd of dir */
 	int metafd;			/* dir/meta */
+	struct cachetier__watch *watch; /* of mapped blobs (cachetier_watch.c); NULL: none */
 	int decfd;			/* dir/decoded */
 	int datafd;			/* dir/data: objects' data files and maps */
 	pthread_mutex_t lock;		/* protects everything below not marked otherwise */
@@ -678,6 +679,22 @@ int64_t cachetier__now_ns(void);
  * Returns 1 when this call removed it, 0 otherwise (not such a name, the
  * process runs, or the unlink failed). */
 int cachetier__tmp_drop(int dirfd, const char *name);
+
+/* cachetier_watch.c: inotify watches of mapped blobs' inodes. new: NULL
+ * only without memory; close: the cache tier lets go (the watch lives on
+ * while a mapping holds a record). add: watch the inode of fd, *rec its
+ * record and *seen its change count now; 0 or a negative errno (no inotify
+ * instance or watch to be had). changed: 1 when rec's inode changed since
+ * seen. drop: the mapping lets go of rec. */
+struct cachetier__watch;
+struct ct_watch_rec;
+struct cachetier__watch *cachetier__watch_new(void);
+void cachetier__watch_close(struct cachetier__watch *w);
+int cachetier__watch_add(struct cachetier__watch *w, int fd, struct ct_watch_rec **rec,
+			 uint64_t *seen);
+int cachetier__watch_changed(struct cachetier__watch *w, const struct ct_watch_rec *r,
+			     uint64_t seen);
+void cachetier__watch_drop(struct cachetier__watch *w, struct ct_watch_rec *r);
 /* Are the n bytes at s a file hash (16 lowercase hex digits)? */
 int cachetier__is_hash(const char *s, size_t n);
 

@@ -264,6 +264,10 @@ int cachetier_meta_sweep(struct cachetier *ct, const char *family, const char *k
 struct cachetier_meta {
 	void *addr; /* NULL for an empty blob */
 	size_t len;
+	struct cachetier__watch *w; /* its inode's watch (cachetier_watch.c); NULL: none */
+	struct ct_watch_rec *rec;
+	uint64_t seen;	    /* rec's events when mapped */
+	atomic_int changed; /* 1 once cachetier_meta_changed found it changed */
 };
 
 int cachetier_meta_map_in(struct cachetier *ct, const char *family, const char *name,
@@ -301,6 +305,9 @@ int cachetier_meta_map_in(struct cachetier *ct, const char *family, const char *
 	}
 	cm->len = (size_t)st.st_size;
 	if (cm->len) {
+		/* watched before the caller validates it: a later change is seen */
+		if (ct->watch && cachetier__watch_add(ct->watch, fd, &cm->rec, &cm->seen) == 0)
+			cm->w = ct->watch;
 		cm->addr = mmap(NULL, cm->len, PROT_READ, MAP_SHARED, fd, 0);
 		if (cm->addr == MAP_FAILED) {
 			cm->addr = NULL;
@@ -314,6 +321,8 @@ int cachetier_meta_map_in(struct cachetier *ct, const char *family, const char *
 	*len = cm->len;
 	cm = NULL;
 out:
+	if (cm && cm->w)
+		cachetier__watch_drop(cm->w, cm->rec);
 	free(cm);
 	close(fd);
 	return err;
@@ -331,7 +340,28 @@ void cachetier_meta_unmap(struct cachetier_meta *m)
 		return;
 	if (m->addr)
 		munmap(m->addr, m->len);
+	if (m->w)
+		cachetier__watch_drop(m->w, m->rec);
 	free(m);
+}
+
+int cachetier_meta_watched(const struct cachetier_meta *m)
+{
+	return !m->addr || m->w;
+}
+
+int cachetier_meta_changed(struct cachetier_meta *m)
+{
+	if (atomic_load_explicit(&m->changed, memory_order_acquire))
+		return 1;
+	if (!m->w || !cachetier__watch_changed(m->w, m->rec, m->seen))
+		return 0;
+	/* its bytes are not what the caller validated, and a read past a new
+	 * end would fault (SIGBUS): zeros from here on, in place (a failure
+	 * leaves the file's pages: the caller drops the mapping's user anyway) */
+	if (!atomic_exchange(&m->changed, 1))
+		mmap(m->addr, m->len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	return 1;
 }
 
 /* A blob written in pieces (cachetier_meta_create). */

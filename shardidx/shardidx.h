@@ -203,6 +203,11 @@ int shardidx_load(void *buf, size_t len, const void *ident, size_t identlen, str
 int shardidx_load_in_place(const void *buf, size_t len, const void *ident, size_t identlen,
 			   void (*release)(void *arg), void *arg, struct shardidx **out);
 
+/* The arg ix releases its buffer with (shardidx_load_in_place's), while
+ * it reads that buffer in place; NULL when it holds no buffer of the
+ * caller's (loaded into fresh arrays, or by shardidx_load). */
+void *shardidx_release_arg(const struct shardidx *ix);
+
 /* The identity an index file in buf[0..len) was saved with, without
  * loading it: *ident points into buf. Checks magic, version, length and
  * checksum first: 0, -EBADMSG or -EPROTO. */

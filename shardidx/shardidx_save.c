@@ -557,3 +557,8 @@ int shardidx_load(void *buf, size_t len, const void *ident, size_t identlen, str
 {
 	return shardidx_load_in_place(buf, len, ident, identlen, free, buf, out);
 }
+
+void *shardidx_release_arg(const struct shardidx *ix)
+{
+	return ix->in_place && ix->release ? ix->release_arg : NULL;
+}

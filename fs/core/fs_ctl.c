@@ -345,6 +345,14 @@ static const struct ctl_counter ctl_counters[] = {
      "sidecar indexes a member's own tar header disproved on its first read (rejected, built "
      "from the shard; ESTALE for files opened through them)",
      C, FS(index_rejected_on_read)},
+    {"index_changed",
+     "saved indexes whose file in the cache directory was changed in place under the mount "
+     "(dropped, built from the shard; ESTALE for files opened through them)",
+     C, FS(index_changed)},
+    {"index_unwatched",
+     "saved indexes read into memory, not mapped: no inotify watch could be had to see a "
+     "change of their file",
+     C, FS(index_unwatched)},
     {"imagefolder_images", "files in the imagefolder view", G, FS(if_images)},
     {"imagefolder_no_image", "samples left out: no image member", G, FS(if_no_image)},
     {"imagefolder_no_class", "samples left out: no usable class", G, FS(if_no_class)},

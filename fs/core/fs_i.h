@@ -237,7 +237,12 @@ struct fs_shard {
 	 * bit per entry, set once that member's own tar header checked out
 	 * (fs_member_read); published before ix, freed at unmount. */
 	_Atomic uint64_t *_Atomic checked;
-	atomic_int rejected; /* 1 once a read found ix wrong (fs_shard_reject) */
+	/* ix's mapping of its file in the cache dir, watched for changes in
+	 * place (fs_shard_index asks before handing ix out); NULL: ix is in
+	 * the heap. Set before ix is published, released with it. */
+	struct cachetier_meta *meta;
+	atomic_int rejected; /* 1 once ix was found wrong (fs_shard_reject) or
+			      * its file changed (fs_shard_index) */
 };
 
 /* ---- counters (all relaxed atomics; read for stats) -----------------------
@@ -258,6 +263,9 @@ struct fs_counters {
 	atomic_ullong if_build_ms, if_cls_reads, index_sidecar, index_sidecar_rejected;
 	/* sidecar indexes a member's tar header disproved on its first read */
 	atomic_ullong index_rejected_on_read;
+	/* saved indexes whose file changed in place under the mount (dropped,
+	 * built again), and ones read into memory since no watch could be had */
+	atomic_ullong index_changed, index_unwatched;
 	atomic_ullong index_unsaved; /* indexes served from memory: the cache disk is full */
 	atomic_ullong if_view_loaded, if_view_saved, if_view_rejected, if_view_mapped;
 	atomic_ullong if_view_removed; /* older views' blobs this mount removed */
@@ -460,7 +468,8 @@ int fs_shard_reject(struct fs *fs, uint32_t shard, const struct shardidx_entry *
  * it. Returns -ESTALE. */
 int fs_shard_reject_deferred(struct fs *fs, uint32_t shard, const struct shardidx_entry *e,
 			     const char *why);
-/* Replace the object of every shard whose sidecar index was rejected and
+/* Replace the object of every shard whose index was rejected (a sidecar
+ * a read disproved, a saved index changed in place) and
  * that is still listed (fs_ns_replace; a no-op for those replaced already).
  * May block on stats of the source; must not hold the imagefolder lock. */
 void fs_shards_replace_rejected(struct fs *fs);

@@ -14,9 +14,12 @@
  * (shardidx_load_in_place) — one built from the shard is saved, then mapped
  * the same way and its heap copy freed — so a shard costs the heap about
  * 200 bytes however many members it has, and the kernel may drop the pages
- * under memory pressure. Where no mapping can be made (vm.max_map_count) or
- * the index cannot be saved (a full cache disk: index_unsaved, one log line
- * for the mount), it stays in the heap and is served from there. Sidecar indexes are read
+ * under memory pressure. The mapped file is watched (cachetier_meta_changed):
+ * fs_shard_index asks before it hands a mapped index out, and one whose
+ * file was changed in place is dropped (index_changed; shard_changed). Where
+ * no mapping can be made (vm.max_map_count), no watch had (index_unwatched)
+ * or the index cannot be saved (a full cache disk: index_unsaved, one log
+ * line for the mount), it stays in the heap and is served from there. Sidecar indexes are read
  * from the source into the heap (a file beside the shard may change in
  * place: it is never mapped).
  *
@@ -535,6 +538,18 @@ static int index_cached(struct fs *fs, const char *family, const char *name, con
 	int err = cachetier_meta_map_in(fs->ct, family, name, &m, &data, &len);
 
 	*ix = NULL;
+	if (err == 0 && !cachetier_meta_watched(m)) {
+		/* a change of the file in place could not be seen: a copy */
+		cachetier_meta_unmap(m);
+		if (atomic_fetch_add(&fs->c.index_unwatched, 1) == 0)
+			fs_log(FS_LOG_WARN,
+			       "shard %s: its saved index cannot be watched for changes (no "
+			       "inotify instance or watch left: fs.inotify.max_user_instances, "
+			       "max_user_watches); it and the next ones are read into memory "
+			       "(index_unwatched counts them)",
+			       name);
+		err = -ENOSYS;
+	}
 	if (err == 0) {
 		err = shardidx_load_in_place(data, len, ident, identlen, index_unmap, m, ix);
 		*mapped = err == 0;
@@ -695,10 +710,33 @@ static int shard_load(struct fs *fs, struct fs_shard *s)
 		shard_save(fs, o, name, ident, identlen, &ix, &mapped);
 	}
 	shard_account(fs, o, ix, mapped, stream);
+	s->meta = mapped ? shardidx_release_arg(ix) : NULL;
 	s->codec = codec;
 	atomic_store_explicit(&s->stream, stream, memory_order_release);
 	atomic_store_explicit(&s->ix, ix, memory_order_release);
 	return 0;
+}
+
+/* The file of shard's mapped index changed in place (cachetier_meta_changed):
+ * the index is dropped as a disproved sidecar is (the object's version is
+ * marked stale; the next lookup, or fs_shards_replace_rejected, puts a
+ * version in its place whose index is built from the shard), without
+ * replacing the object here: a caller may hold the imagefolder lock.
+ * Returns -ESTALE. */
+static int shard_changed(struct fs *fs, uint32_t shard)
+{
+	struct fs_shard *s = fs_shard(fs, shard);
+
+	if (atomic_exchange(&s->rejected, 1))
+		return -ESTALE; /* another request did it */
+	fs->c.index_changed++;
+	fs_log(FS_LOG_WARN,
+	       "shard %s: its saved index in the cache directory was changed in place under "
+	       "the mount (written, truncated or punched); it is dropped and built again from "
+	       "the shard, files opened through it get ESTALE",
+	       fs_obj(fs, s->obj)->key);
+	fs_obj_mark_stale(fs, s->obj, FS_OBJ_STALE);
+	return -ESTALE;
 }
 
 int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
@@ -728,6 +766,10 @@ int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
 			return err;
 		*ix = atomic_load_explicit(&s->ix, memory_order_acquire);
 	}
+	/* a mapped index's file changed in place since it was validated:
+	 * nothing more is read from it */
+	if (s->meta && cachetier_meta_changed(s->meta) != 0)
+		return shard_changed(fs, shard);
 	if (stream)
 		*stream = atomic_load_explicit(&s->stream, memory_order_acquire);
 	return 0;

@@ -102,14 +102,6 @@ OPS = {
 # Operations disabled by default: they reach bugs not fixed yet. Enable with --ops +NAME once
 # the fix has landed, and then by default here.
 WAITING = {
-    # found by this test (no fix yet): a saved index is checked once, when a mount maps it
-    # (fs/core/fs_shard.c, cachetier_meta_map); a byte flipped or a hole punched in the
-    # file under the running mount is then served: 'ls' showed a member '.bin' for
-    # 'k4.bin', a member read gives EISDIR (a cache file changed in place under a running
-    # mount is outside the cache tier's contract, cachetier/README.md "Mapped blobs").
-    # --seed 3 --steps 101 --ops read,pread,ls,damage-meta-live: a member read gives EISDIR
-    # after damage to the saved index of s2 under the running mounts
-    'damage-meta-live': 'a fix of the saved indexes checked only when mapped (no owner yet)',
 }
 
 
@@ -136,6 +128,12 @@ REGRESSIONS = [
     # of m1.bin on the proxied mount; a short read of m0.bin; stat gave the old size forever.
     (3, 49, 'read,pread,ls,rewrite-swap,refresh', 'stale sidecar: wrong byte'),
     (1, 19, 'read,pread,ls,rewrite-swap,refresh', 'stale sidecar: short read'),
+    # a saved index changed in place under the running mounts (a byte flipped, a hole, a
+    # truncation): it was checked only when mapped, so a member read gave EISDIR and a cut
+    # file faulted the daemon (SIGBUS). Fixed: the mapped index files are watched (inotify,
+    # cachetier/cachetier_watch.c) and one that changed is dropped and built again.
+    (2, 241, 'read,pread,ls,stat,raw,damage-meta-live', 'a saved index changed under the mount'),
+    (7, 201, 'read,pread,ls,stat,raw,damage-meta-live', 'a saved index changed: EISDIR'),
     # cached data damaged under a running mount: a hole's zeros served in s1.tar.
     (1, 67, 'read,pread,raw,damage-data', 'cache data damaged under the mount'),
     # a refresh counted a shard a read's sidecar check replaced by the same version as

@@ -579,8 +579,131 @@ def group_indexmap(env, ck):
     ck.eq('third mount: index_loaded', st['index_loaded'], len(names))
 
 
+def read_member(path):
+    """('ok', bytes) or ('err', errno) of a whole member read by path."""
+    try:
+        return ('ok', ml.read_all(path))
+    except OSError as e:
+        return ('err', e.errno)
+
+
+def damage_in_place(env, path, how):
+    """Change index file path in place (as a cleanup script or a hand edit would); how is a
+    kind of change of the file's bytes, 'unlink' or 'chmod' (no change of its bytes)."""
+    size = os.path.getsize(path)
+    if how == 'unlink':
+        os.unlink(path)
+    elif how == 'chmod':
+        os.chmod(path, 0o644)
+    elif how.startswith('truncate'):
+        os.truncate(path, {'truncate0': 0, 'truncate-half': size // 2,
+                           'truncate-last': size - 1}[how])
+    elif how == 'punch':
+        env.run(['fallocate', '--punch-hole', '-o', '0', '-l', '4096', path], check=True)
+    else:  # 'flip' (a random bit) or 'rewrite' (a byte written over with itself)
+        at = env.rng.randrange(size)
+        with open(path, 'r+b') as f:
+            f.seek(at)
+            b = f.read(1)[0]
+            f.seek(at)
+            f.write(bytes([b ^ (1 << env.rng.randrange(8)) if how == 'flip' else b]))
+
+
+def group_indexmap_live(env, ck):
+    """Saved indexes changed in place under the running mount that maps them: every request
+    after the change sees it (the daemon never reads the changed bytes, never faults on a cut
+    file): files opened through the old index get ESTALE, a path looked up again gives the exact
+    bytes from an index built from the shard; a removal or a chmod of an index file is no
+    change."""
+    tar, members = im_shard(env.rng)
+    src = env.path('src')
+    os.makedirs(src)
+    orig = env.path('orig.tar')
+    with open(orig, 'wb') as f:
+        f.write(tar)
+    kinds = ['truncate0', 'truncate-half', 'truncate-last', 'flip', 'flip', 'flip', 'punch',
+             'rewrite']
+    keep = ['unlink', 'unlink', 'chmod']
+    names = ['shard-%06d.tar' % i for i in range(len(kinds) + len(keep) + 5)]
+    for n in names:
+        os.link(orig, os.path.join(src, n))
+    cache = env.path('cache')
+    im_mount(env, ck, src, cache, names, members, 'first mount', use_find=False)
+    files = index_files(cache)
+    ck.eq('index files saved', len(files), len(names))
+    logf = env.path('live.log')
+    some = sorted(members)[::97]
+    with ml.Mount(env, src, cache_dir=cache, extra=['--log-file', logf]) as m:
+        # every index mapped; one member of each shard held open
+        for n in names:
+            ck.eq('%s: listed' % n, sorted(os.listdir(os.path.join(m.mnt, n[:-4]))),
+                  sorted(members))
+        st = m.stats()
+        ck.eq('index_loaded', st['index_loaded'], len(names))
+        ck.eq('index_mapped_bytes', st['index_mapped_bytes'], sum(files.values()))
+        ck.eq('index_unwatched', st['index_unwatched'], 0)
+        held = {n: os.open(os.path.join(m.mnt, n[:-4], some[0]), os.O_RDONLY) for n in names}
+        # the daemon maps every index file (the files are named by hashes: which shard's
+        # is which does not matter, each shard gets one kind of change)
+        real = {os.path.realpath(p) for p in files}
+        with open('/proc/%d/maps' % st['pid']) as f:
+            maps = {ln.split(None, 5)[5].strip() for ln in f if len(ln.split(None, 5)) == 6}
+        ck.eq('index files mapped by the daemon', len(real & maps), len(names))
+        order = sorted(files)
+        env.rng.shuffle(order)
+        plan = list(zip(order, kinds + keep))
+        for path, how in plan:
+            damage_in_place(env, path, how)
+        log('changed in place: %s' % ', '.join('%s %s' % (how, os.path.basename(p))
+                                               for p, how in plan))
+        # reads through the held files: ESTALE exactly for the shards whose index changed
+        stale = []
+        for n in names:
+            try:
+                got = os.pread(held[n], len(members[some[0]]) + 1, 0)
+                if got != members[some[0]]:
+                    ck.fail('%s/%s: held file read %d wrong bytes' % (n, some[0], len(got)))
+            except OSError as e:
+                if e.errno != errno.ESTALE:
+                    ck.fail('%s/%s: held file read: %s' % (n, some[0], os.strerror(e.errno)))
+                stale.append(n)
+            os.close(held[n])
+        ck.eq('held files that got ESTALE', len(stale), len(kinds))
+        st = m.stats()
+        ck.eq('index_changed', st['index_changed'], len(kinds))
+        # every member by path: the exact bytes (the changed shards' new versions)
+        wrong = []
+        for n in names:
+            ck.eq('%s: listed after the changes' % n,
+                  sorted(os.listdir(os.path.join(m.mnt, n[:-4]))), sorted(members))
+            for mem in some:
+                got = read_member(os.path.join(m.mnt, n[:-4], mem))
+                if got != ('ok', members[mem]):
+                    wrong.append('%s/%s: %s' % (n, mem, got[1] if got[0] == 'err' else
+                                                '%d other bytes' % len(got[1])))
+        ck.ok(not wrong, 'members read after the changes: %d wrong, e.g. %r' % (len(wrong),
+                                                                               wrong[:3]))
+        st = m.stats()
+        # a file written over with its own bytes is a change (the daemon cannot know the
+        # bytes are the same); its next version validates the file again and loads it
+        ck.eq('index_built (the changed ones, again from the shard)', st['index_built'],
+              len(kinds) - kinds.count('rewrite'))
+        ck.eq('index_loaded (besides the first loads, the rewritten one)', st['index_loaded'],
+              len(names) + kinds.count('rewrite'))
+        ck.eq('index_changed after the reads', st['index_changed'], len(kinds))
+        ck.eq('index_errors', st['index_errors'], 0)
+    with open(logf, errors='replace') as f:
+        text = f.read()
+    ck.eq('log lines of a changed index', len(re.findall(
+        r'its saved index in the cache directory was changed in place', text)), len(kinds))
+    # the next mount: the rebuilt indexes load, the removed ones are built
+    st = im_mount(env, ck, src, cache, names, members, 'remount', use_find=False)
+    ck.eq('remount: index_loaded', st['index_loaded'], len(names) - keep.count('unlink'))
+    ck.eq('remount: index_built', st['index_built'], keep.count('unlink'))
+
+
 GROUPS = {'manyshards': (group_manyshards, 600), 'codec-magic': (group_codec_magic, 240),
-          'indexmap': (group_indexmap, 300)}
+          'indexmap': (group_indexmap, 300), 'indexmap-live': (group_indexmap_live, 240)}
 
 
 if __name__ == '__main__':

@@ -5,6 +5,11 @@
  *  - the mapping's contract: -ENOENT, an empty blob, the bytes put; a put
  *    under the same name (another process reindexing: a rename) leaves a
  *    mapping the bytes it was made of; an unlinked blob stays readable;
+ *  - a blob changed in place (written over with its own byte, truncated):
+ *    cachetier_meta_changed says so, then and after, and the mapping reads
+ *    zeros (no fault past a cut end); a put over the name, a removal, a
+ *    mapping unmapped while another of the inode stays, a mapping made
+ *    after the change: no change;
  *  - readers while the blob is replaced: 4 threads map, validate and read
  *    the blob while a writer puts version A, version B, a truncated copy
  *    and a copy with a flipped byte in turn; every load is either one of
@@ -231,6 +236,100 @@ static void test_contract(struct cachetier *ct)
 	      "A read in place from the mapping of an unlinked file");
 	shardidx_free(ix);
 	CHECK(map_load(ct, &ix, &v) == -ENOENT, "no blob after the unlink");
+}
+
+/* ---- blobs changed in place under a mapping ------------------------------------ */
+
+/* Path of blob name's file: the only regular file in meta/ (the caller
+ * removed the others). */
+static void only_blob(struct cachetier *ct, char *buf, size_t size)
+{
+	char cmd[700];
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "find '%s/meta' -maxdepth 1 -type f ! -name '.*'",
+		 cachetier_dir(ct));
+	p = popen(cmd, "r");
+	if (!p || !fgets(buf, (int)size, p))
+		FAIL("no blob file in meta/");
+	buf[strcspn(buf, "\n")] = '\0';
+	pclose(p);
+}
+
+/* Put blob name alone in meta/ and map it twice: *m then *m2 (NULL: once). */
+static void put_map(struct cachetier *ct, const char *name, struct cachetier_meta **m,
+		    const void **data, struct cachetier_meta **m2, char *path, size_t size)
+{
+	const void *d2;
+	size_t len;
+	char cmd[700];
+
+	snprintf(cmd, sizeof(cmd), "rm -f '%s'/meta/*", cachetier_dir(ct));
+	if (system(cmd) != 0)
+		FAIL("rm");
+	CHECK(cachetier_meta_put(ct, name, va.blob, va.blob_len) == 0, "put %s", name);
+	CHECK(cachetier_meta_map(ct, name, m, data, &len) == 0 && len == va.blob_len &&
+		  cachetier_meta_watched(*m),
+	      "%s mapped and watched", name);
+	if (m2)
+		CHECK(cachetier_meta_map(ct, name, m2, &d2, &len) == 0, "%s mapped again", name);
+	only_blob(ct, path, size);
+}
+
+static int all_zero(const void *data, size_t len)
+{
+	const unsigned char *p = data;
+
+	for (size_t i = 0; i < len; i++)
+		if (p[i])
+			return 0;
+	return 1;
+}
+
+static void test_changed(struct cachetier *ct)
+{
+	struct cachetier_meta *m, *m2;
+	const void *data;
+	char path[600];
+	int fd;
+
+	/* a put over the name, then a removal: no change of the mapped inode */
+	put_map(ct, "c1", &m, &data, NULL, path, sizeof(path));
+	CHECK(cachetier_meta_changed(m) == 0, "c1: unchanged after the map");
+	CHECK(cachetier_meta_put(ct, "c1", vb.blob, vb.blob_len) == 0, "put B over c1");
+	CHECK(cachetier_meta_changed(m) == 0, "c1: a put over the name is no change");
+	CHECK(unlink(path) == 0, "unlink c1");
+	CHECK(cachetier_meta_changed(m) == 0 && !memcmp(data, va.blob, va.blob_len),
+	      "c1: a removal is no change, the bytes stay");
+	cachetier_meta_unmap(m);
+
+	/* one byte written over with itself: a change; zeros from then on, each ask */
+	put_map(ct, "c2", &m, &data, NULL, path, sizeof(path));
+	fd = open(path, O_WRONLY);
+	CHECK(fd >= 0 && pwrite(fd, va.blob, 1, 0) == 1, "write c2 in place");
+	close(fd);
+	CHECK(cachetier_meta_changed(m) == 1, "c2: written in place: changed");
+	CHECK(all_zero(data, va.blob_len), "c2: the mapping reads zeros");
+	CHECK(cachetier_meta_changed(m) == 1, "c2: still changed");
+	cachetier_meta_unmap(m);
+
+	/* cut to nothing: a change, and no fault reading the old length */
+	put_map(ct, "c3", &m, &data, NULL, path, sizeof(path));
+	CHECK(truncate(path, 0) == 0, "truncate c3");
+	CHECK(cachetier_meta_changed(m) == 1 && all_zero(data, va.blob_len),
+	      "c3: truncated: changed, zeros where the bytes were");
+	cachetier_meta_unmap(m);
+
+	/* two mappings of one inode: the first unmapped, the second still watched; a
+	 * mapping made after a change is not changed */
+	put_map(ct, "c4", &m, &data, &m2, path, sizeof(path));
+	cachetier_meta_unmap(m);
+	CHECK(truncate(path, 1) == 0, "truncate c4");
+	CHECK(cachetier_meta_changed(m2) == 1, "c4: the other mapping of the inode sees it");
+	CHECK(cachetier_meta_map(ct, "c4", &m, &data, &(size_t){0}) == 0, "c4 mapped after");
+	CHECK(cachetier_meta_changed(m) == 0, "c4: a mapping made after the change: unchanged");
+	cachetier_meta_unmap(m);
+	cachetier_meta_unmap(m2);
 }
 
 /* ---- readers while the blob is replaced ---------------------------------------- */
@@ -499,6 +598,7 @@ int main(void)
 	if (err)
 		FAIL("cachetier_open: %d", err);
 	test_contract(ct);
+	test_changed(ct);
 	test_replaced(ct);
 	{
 		struct cachetier *other;
