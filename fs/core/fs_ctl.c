@@ -367,6 +367,10 @@ static const struct ctl_counter ctl_counters[] = {
      FS(if_view_saved)},
     {"imagefolder_view_rejected", "saved views of these shards found corrupt (then rebuilt)", C,
      FS(if_view_rejected)},
+    {"imagefolder_view_changed",
+     "saved views whose file in the cache directory was changed in place under the mount "
+     "(dropped, built again)",
+     C, FS(if_view_changed)},
     {"imagefolder_view_mapped", "1 while the view is mapped from the cache directory, not heap", G,
      FS(if_view_mapped)},
     {"imagefolder_view_removed",

@@ -268,6 +268,7 @@ struct fs_counters {
 	atomic_ullong index_changed, index_unwatched;
 	atomic_ullong index_unsaved; /* indexes served from memory: the cache disk is full */
 	atomic_ullong if_view_loaded, if_view_saved, if_view_rejected, if_view_mapped;
+	atomic_ullong if_view_changed; /* its file changed in place under the mount */
 	atomic_ullong if_view_removed; /* older views' blobs this mount removed */
 	atomic_ullong if_cls_removed;  /* older versions' class maps this mount removed */
 	atomic_ullong if_build_runs;

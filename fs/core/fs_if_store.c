@@ -94,8 +94,9 @@ static void ifv_clean(struct fs *fs, const char *family, const char *keep, uint6
 		       "imagefolder: removed %u older views of this dataset from the cache", n);
 }
 
-/* Map the saved view of fingerprint want->fp: 0, -ENOENT (none), the
- * errors of fs__if_open or of cachetier_meta_map. */
+/* Map the saved view of fingerprint want->fp (read into the heap when its
+ * file cannot be watched for changes: cachetier_meta_watched): 0, -ENOENT
+ * (none), the errors of fs__if_open or of cachetier_meta_map. */
 static int ifv_map(struct fs *fs, const struct ifv_meta *want, struct fs_ifview **out,
 		   struct ifv_meta *got)
 {
@@ -104,6 +105,7 @@ static int ifv_map(struct fs *fs, const struct ifv_meta *want, struct fs_ifview 
 	struct fs_ifview *v;
 	const void *data;
 	size_t len;
+	void *heap = NULL;
 	int err;
 
 	ifv_family(fs, family, sizeof(family));
@@ -111,14 +113,25 @@ static int ifv_map(struct fs *fs, const struct ifv_meta *want, struct fs_ifview 
 	err = cachetier_meta_map_in(fs->ct, family, name, &m, &data, &len);
 	if (err < 0)
 		return err;
+	if (!cachetier_meta_watched(m)) {
+		/* a change of the file in place could not be seen: a copy */
+		cachetier_meta_unmap(m);
+		m = NULL;
+		err = cachetier_meta_get_in(fs->ct, family, name, &heap, &len);
+		if (err < 0)
+			return err;
+		data = heap;
+	}
 	v = calloc(1, sizeof(*v));
 	err = v ? fs__if_open(v, data, len, want, got) : -ENOMEM;
 	if (err < 0) {
 		cachetier_meta_unmap(m);
+		free(heap);
 		free(v);
 		return err;
 	}
 	v->map = m;
+	v->heap = heap;
 	*out = v;
 	return 0;
 }
@@ -202,7 +215,7 @@ int fs__if_emit(struct if_pass *p, const struct ifv_meta *want, const struct ifv
 	if (err == 0) {
 		fs->c.if_view_saved++;
 		if (ifv_map(fs, want, out, &got) == 0) {
-			fs->c.if_view_mapped = 1;
+			fs->c.if_view_mapped = (*out)->map != NULL;
 			ifv_clean(fs, family, name, want->fp);
 			return 0;
 		}
@@ -247,7 +260,7 @@ int fs__if_view(struct fs *fs, struct fs_ifview **out)
 	if (err == 0) {
 		ifv_clean(fs, family, name, want.fp);
 		fs->c.if_view_loaded++;
-		fs->c.if_view_mapped = 1;
+		fs->c.if_view_mapped = (*out)->map != NULL;
 		fs->c.if_images = (*out)->nfiles;
 		fs->c.if_no_image = got.no_image;
 		fs->c.if_no_class = got.no_class;

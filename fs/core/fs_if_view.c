@@ -71,11 +71,39 @@ static void view_free(struct fs_ifview *v)
  * under the mount needs more than a second. */
 #define IF_STALE_BUILDS 4
 
+/* The file view p is mapped from changed in place (cachetier_meta_changed:
+ * p reads zeros now): p is retired as a refresh retires a view, without
+ * telling the kernel to look the classes up again (the names in p are
+ * gone; the view built again from the same shards has the same classes in
+ * the same order, so the inodes the kernel holds keep their meaning). */
+static void view_changed(struct fs *fs, struct fs_ifview *p)
+{
+	struct fs_imagefolder *f = fs->imagefolder;
+	struct fs_ifview *want = p;
+
+	pthread_mutex_lock(&f->lock);
+	if (atomic_compare_exchange_strong(&f->ifv, &want, NULL)) {
+		p->retired_next = f->retired;
+		f->retired = p;
+		fs->c.if_view_changed++;
+		fs_log(FS_LOG_WARN,
+		       "imagefolder: the saved view in the cache directory was changed in place "
+		       "under the mount (written, truncated or punched); it is dropped and built "
+		       "again");
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
 int fs_if_get(struct fs *fs, const struct fs_ifview **v)
 {
 	struct fs_imagefolder *f = fs->imagefolder;
 	struct fs_ifview *p = atomic_load_explicit(&f->ifv, memory_order_acquire);
 	int err = 0;
+
+	if (p && p->map && cachetier_meta_changed(p->map) != 0) {
+		view_changed(fs, p);
+		p = NULL;
+	}
 
 	for (int round = 0; !p && round < IF_STALE_BUILDS; round++) {
 		pthread_mutex_lock(&f->lock);
@@ -119,6 +147,10 @@ void fs_if_reset(struct fs *fs)
 	pthread_mutex_lock(&f->lock);
 	v = atomic_exchange(&f->ifv, NULL);
 	if (v) {
+		/* a view whose file changed in place has no names left to tell
+		 * (view_changed): its class inodes only */
+		int named = !v->map || cachetier_meta_changed(v->map) == 0;
+
 		/* class inodes are indexes into this view: the kernel must look
 		 * every class name up again in the next one, and drop the
 		 * listing it cached (cache_readdir) of each class inode, which
@@ -126,9 +158,10 @@ void fs_if_reset(struct fs *fs)
 		 * reader in the directory keeps the inode alive across the
 		 * lookup) */
 		for (uint32_t i = 0; i < v->nclasses; i++) {
-			const char *name = fs_if_class(v, i, NULL, NULL, NULL);
+			const char *name = named ? fs_if_class(v, i, NULL, NULL, NULL) : NULL;
 
-			fs_notify_entry(fs, 1, name, strlen(name));
+			if (name)
+				fs_notify_entry(fs, 1, name, strlen(name));
 			fs_notify_inode(fs, fs_ino(FS_K_IFCLASS, i, 0));
 		}
 		fs_notify_inode(fs, 1);

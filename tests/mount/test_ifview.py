@@ -549,6 +549,45 @@ def group_damaged(env, ck):
             ck.ok(f.read() == orig, what + ': the rebuilt view is the first one byte for byte')
 
 
+def group_live(env, ck):
+    """The saved view changed in place under the running mount that maps it (cut to nothing,
+    a bit flipped, a hole punched, a byte written over with itself): the next request sees
+    it, the view is dropped (imagefolder_view_changed) and built again from the shards or,
+    where the file still checks out, loaded again; every listing, stat and read after gives
+    the exact view, and the daemon never faults on the cut file."""
+    src, cache, shards = new_source(env)
+    want = expected(shards)
+    with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
+        check_view(ck, 'first mount', m.mnt, want, read=False)
+    with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
+        check_view(ck, 'remount', m.mnt, want)
+        c0 = counters(m.stats())
+        ck.eq('remount: the view mapped', (c0['view_loaded'], c0['view_mapped']), (1, 1))
+        rejected = loaded = 0
+        for k, how in enumerate(['truncate0', 'flip', 'punch', 'rewrite'], 1):
+            blobs = view_blob(cache)
+            ck.eq('%s: one saved view' % how, len(blobs), 1)
+            ml.change_in_place(env, blobs[0], how)
+            # a name the kernel has not cached reaches the daemon (listings, stat and pages
+            # the kernel keeps do not), then everything it keeps is dropped so that the
+            # check reads the view the daemon serves now
+            ck.ok(not os.path.exists(os.path.join(m.mnt, 'no-such-class-%d' % k)),
+                  '%s: an absent name' % how)
+            with open('/proc/sys/vm/drop_caches', 'w') as f:
+                f.write('3\n')
+            check_view(ck, 'after %s' % how, m.mnt, want)
+            st = m.stats()
+            c = counters(st)
+            if how == 'rewrite':
+                loaded += 1  # the file still checks out
+            else:
+                rejected += 1
+            ck.eq('after %s: changed, rejected, loaded, mapped' % how,
+                  (st.get('imagefolder_view_changed'), c['view_rejected'], c['view_loaded'],
+                   c['view_mapped']), (k, rejected, 1 + loaded, 1))
+            ck.eq('after %s: views saved' % how, c['view_saved'], rejected)
+
+
 def runs_shards():
     shards = base_shards()
     for s in range(6, 30):
@@ -658,7 +697,8 @@ def full_checks(env, ck, src, fs, want):
 
 GROUPS = {'persist': (group_persist, 240), 'change': (group_change, 240),
           'damaged': (group_damaged, 300), 'clean': (group_clean, 240),
-          'share': (group_share, 240), 'runs': (group_runs, 240), 'full': (group_full, 240)}
+          'share': (group_share, 240), 'runs': (group_runs, 240), 'full': (group_full, 240),
+          'live': (group_live, 240)}
 
 
 if __name__ == '__main__':

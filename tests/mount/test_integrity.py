@@ -511,17 +511,22 @@ def im_mount(env, ck, src, cache, names, members, label, use_find=True, check_an
     return st
 
 
-def group_indexmap(env, ck):
+def im_source(env, n):
+    """(source dir, {member: bytes}, shard names): n hardlinks of one im_shard."""
     tar, members = im_shard(env.rng)
     src = env.path('src')
     os.makedirs(src)
     orig = env.path('orig.tar')
     with open(orig, 'wb') as f:
         f.write(tar)
-    names = []
-    for i in range(IM_SHARDS):
-        names.append('shard-%06d.tar' % i)
-        os.link(orig, os.path.join(src, names[-1]))
+    names = ['shard-%06d.tar' % i for i in range(n)]
+    for name in names:
+        os.link(orig, os.path.join(src, name))
+    return src, members, names
+
+
+def group_indexmap(env, ck):
+    src, members, names = im_source(env, IM_SHARDS)
     cache = env.path('cache')
     st = im_mount(env, ck, src, cache, names, members, 'first mount')
     ck.eq('first mount: index_built', st['index_built'], len(names))
@@ -587,46 +592,16 @@ def read_member(path):
         return ('err', e.errno)
 
 
-def damage_in_place(env, path, how):
-    """Change index file path in place (as a cleanup script or a hand edit would); how is a
-    kind of change of the file's bytes, 'unlink' or 'chmod' (no change of its bytes)."""
-    size = os.path.getsize(path)
-    if how == 'unlink':
-        os.unlink(path)
-    elif how == 'chmod':
-        os.chmod(path, 0o644)
-    elif how.startswith('truncate'):
-        os.truncate(path, {'truncate0': 0, 'truncate-half': size // 2,
-                           'truncate-last': size - 1}[how])
-    elif how == 'punch':
-        env.run(['fallocate', '--punch-hole', '-o', '0', '-l', '4096', path], check=True)
-    else:  # 'flip' (a random bit) or 'rewrite' (a byte written over with itself)
-        at = env.rng.randrange(size)
-        with open(path, 'r+b') as f:
-            f.seek(at)
-            b = f.read(1)[0]
-            f.seek(at)
-            f.write(bytes([b ^ (1 << env.rng.randrange(8)) if how == 'flip' else b]))
-
-
 def group_indexmap_live(env, ck):
     """Saved indexes changed in place under the running mount that maps them: every request
     after the change sees it (the daemon never reads the changed bytes, never faults on a cut
     file): files opened through the old index get ESTALE, a path looked up again gives the exact
     bytes from an index built from the shard; a removal or a chmod of an index file is no
     change."""
-    tar, members = im_shard(env.rng)
-    src = env.path('src')
-    os.makedirs(src)
-    orig = env.path('orig.tar')
-    with open(orig, 'wb') as f:
-        f.write(tar)
     kinds = ['truncate0', 'truncate-half', 'truncate-last', 'flip', 'flip', 'flip', 'punch',
              'rewrite']
     keep = ['unlink', 'unlink', 'chmod']
-    names = ['shard-%06d.tar' % i for i in range(len(kinds) + len(keep) + 5)]
-    for n in names:
-        os.link(orig, os.path.join(src, n))
+    src, members, names = im_source(env, len(kinds) + len(keep) + 5)
     cache = env.path('cache')
     im_mount(env, ck, src, cache, names, members, 'first mount', use_find=False)
     files = index_files(cache)
@@ -653,7 +628,7 @@ def group_indexmap_live(env, ck):
         env.rng.shuffle(order)
         plan = list(zip(order, kinds + keep))
         for path, how in plan:
-            damage_in_place(env, path, how)
+            ml.change_in_place(env, path, how)
         log('changed in place: %s' % ', '.join('%s %s' % (how, os.path.basename(p))
                                                for p, how in plan))
         # reads through the held files: ESTALE exactly for the shards whose index changed

@@ -157,6 +157,32 @@ def change_sources(src):
         write_file(os.path.join(src, 's%d.tar' % n), tar_bytes(CHANGE_A))
 
 
+def change_in_place(env, path, how):
+    """Change cache file path in place, as a cleanup script or a hand edit would: how is
+    'truncate0', 'truncate-half', 'truncate-last', 'punch' (a 4 KiB hole at 0), 'flip' (a
+    random bit), 'rewrite' (a byte written over with itself: a change of the file, not of its
+    bytes), or 'unlink' and 'chmod' (no change of the file's bytes)."""
+    size = os.path.getsize(path)
+    if how == 'unlink':
+        os.unlink(path)
+    elif how == 'chmod':
+        os.chmod(path, 0o644)
+    elif how.startswith('truncate'):
+        os.truncate(path, {'truncate0': 0, 'truncate-half': size // 2,
+                           'truncate-last': size - 1}[how])
+    elif how == 'punch':
+        env.run(['fallocate', '--punch-hole', '-o', '0', '-l', '4096', path], check=True)
+    elif how in ('flip', 'rewrite'):
+        at = env.rng.randrange(size)
+        with open(path, 'r+b') as f:
+            f.seek(at)
+            b = f.read(1)[0]
+            f.seek(at)
+            f.write(bytes([b ^ (1 << env.rng.randrange(8)) if how == 'flip' else b]))
+    else:
+        raise ValueError(how)
+
+
 def change_under_open_files(ck, src, mnt):
     """s0.tar and s1.tar of the mount mnt opened, not read (the first read reaches the daemon);
     then s0.tar rewritten in place in src (same inode, the members CHANGE_B: other bytes and
