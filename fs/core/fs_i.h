@@ -445,9 +445,16 @@ static inline uint64_t fs_obj_size(const struct fs_obj *o)
 										      : 0;
 }
 
-/* fs_shard.c: lazily loaded shard indexes and the raw object streams. */
+/* fs_shard.c: lazily loaded shard indexes and the raw object streams.
+ * fs_shard_index: shard's index (loaded on first use) and its stream; a
+ * mapped index whose file changed in place is dropped (-ESTALE: below). */
 int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
 		   struct cachetier_obj **stream);
+/* 0, or -ESTALE when the file shard's loaded index is mapped from changed
+ * in place since it was validated (the index is then dropped: counted in
+ * index_changed, logged once, the object's version marked stale). For a
+ * caller that read the index after fs_shard_index, before it answers. */
+int fs_shard_index_unchanged(struct fs *fs, uint32_t shard);
 int fs_obj_raw(struct fs *fs, uint32_t obj, struct cachetier_obj **raw);
 /* 1 when entry idx of shard's index (loaded) has to be checked against its
  * own tar header before its bytes are served: the index came from a

@@ -739,6 +739,13 @@ static int shard_changed(struct fs *fs, uint32_t shard)
 	return -ESTALE;
 }
 
+int fs_shard_index_unchanged(struct fs *fs, uint32_t shard)
+{
+	struct fs_shard *s = fs_shard(fs, shard);
+
+	return s->meta && cachetier_meta_changed(s->meta) != 0 ? shard_changed(fs, shard) : 0;
+}
+
 int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
 		   struct cachetier_obj **stream)
 {
@@ -768,8 +775,9 @@ int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
 	}
 	/* a mapped index's file changed in place since it was validated:
 	 * nothing more is read from it */
-	if (s->meta && cachetier_meta_changed(s->meta) != 0)
-		return shard_changed(fs, shard);
+	err = fs_shard_index_unchanged(fs, shard);
+	if (err < 0)
+		return err;
 	if (stream)
 		*stream = atomic_load_explicit(&s->stream, memory_order_acquire);
 	return 0;

@@ -33,6 +33,7 @@ Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here).
 import sys
 sys.dont_write_bytecode = True
 
+import ctypes  # noqa: E402
 import errno  # noqa: E402
 import gzip  # noqa: E402
 import hashlib  # noqa: E402
@@ -675,6 +676,46 @@ def group_indexmap_live(env, ck):
     st = im_mount(env, ck, src, cache, names, members, 'remount', use_find=False)
     ck.eq('remount: index_loaded', st['index_loaded'], len(names) - keep.count('unlink'))
     ck.eq('remount: index_built', st['index_built'], keep.count('unlink'))
+    # no inotify instance left for the daemon (this process holds every one its user may
+    # have): the indexes are read into the heap, where no change of their files reaches them
+    held = hold_inotify_instances()
+    try:
+        logf = env.path('unwatched.log')
+        with ml.Mount(env, src, cache_dir=cache, extra=['--log-file', logf]) as m:
+            for n in names[:4]:
+                ck.eq('unwatched %s: listed' % n,
+                      sorted(os.listdir(os.path.join(m.mnt, n[:-4]))), sorted(members))
+            for path in sorted(index_files(cache))[:4]:
+                ml.change_in_place(env, path, 'truncate0')
+            wrong = [n for n in names[:4] for mem in some
+                     if read_member(os.path.join(m.mnt, n[:-4], mem)) != ('ok', members[mem])]
+            ck.eq('unwatched: members read wrong after the files were cut', wrong, [])
+            st = m.stats()
+            ck.eq('unwatched: index_unwatched, index_loaded, index_mapped_bytes',
+                  (st['index_unwatched'], st['index_loaded'], st['index_mapped_bytes']),
+                  (4, 4, 0))
+            ck.eq('unwatched: index_changed', st['index_changed'], 0)
+    finally:
+        for fd in held:
+            os.close(fd)
+    with open(logf, errors='replace') as f:
+        ck.eq('unwatched: log lines', len(re.findall(r'cannot be watched for changes',
+                                                     f.read())), 1)
+
+
+def hold_inotify_instances():
+    """Open inotify instances until the user's limit (fs.inotify.max_user_instances) refuses
+    one; their fds (close them to give them back)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fds = []
+    while len(fds) < 1 << 16:
+        fd = libc.inotify_init1(os.O_CLOEXEC)
+        if fd < 0:
+            if ctypes.get_errno() != errno.EMFILE:
+                raise OSError(ctypes.get_errno(), 'inotify_init1')
+            return fds
+        fds.append(fd)
+    raise RuntimeError('no limit on inotify instances')
 
 
 GROUPS = {'manyshards': (group_manyshards, 600), 'codec-magic': (group_codec_magic, 240),
