@@ -40,6 +40,7 @@ import hashlib  # noqa: E402
 import io  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
+import resource  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import tarfile  # noqa: E402
@@ -707,12 +708,17 @@ def hold_inotify_instances():
     """Open inotify instances until the user's limit (fs.inotify.max_user_instances) refuses
     one; their fds (close them to give them back)."""
     libc = ctypes.CDLL(None, use_errno=True)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     fds = []
     while len(fds) < 1 << 16:
         fd = libc.inotify_init1(os.O_CLOEXEC)
         if fd < 0:
             if ctypes.get_errno() != errno.EMFILE:
                 raise OSError(ctypes.get_errno(), 'inotify_init1')
+            # EMFILE is also this process's open-file limit: that is not the one wanted
+            probe = os.open('/dev/null', os.O_RDONLY)
+            os.close(probe)
             return fds
         fds.append(fd)
     raise RuntimeError('no limit on inotify instances')
