@@ -543,7 +543,7 @@ static int index_cached(struct fs *fs, const char *family, const char *name, con
 		cachetier_meta_unmap(m);
 		if (atomic_fetch_add(&fs->c.index_unwatched, 1) == 0)
 			fs_log(FS_LOG_WARN,
-			       "shard %s: its saved index cannot be watched for changes (no "
+			       "saved index %s: its file cannot be watched for changes (no "
 			       "inotify instance or watch left: fs.inotify.max_user_instances, "
 			       "max_user_watches); it and the next ones are read into memory "
 			       "(index_unwatched counts them)",
