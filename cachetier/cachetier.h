@@ -458,6 +458,9 @@ void cachetier_meta_unmap(struct cachetier_meta *m);
  * hole punched since it was mapped (a change made before the call returns
  * is seen; the mapping then reads zeros, never the file's new bytes nor a
  * fault past a new end, and the caller drops what it built on it), else 0.
+ * A read of the mapping past the end of a file cut meanwhile reads zeros
+ * instead of faulting (a SIGBUS handler, installed at the first mapping,
+ * cachetier_guard.c) and makes changed say 1 at once.
  * Thread-safe. A removal or a put of the name changes nothing.
  * watched: 1 when changed can tell (an empty blob, or one whose watch was
  * set up), 0 when no watch could be had (no inotify instance left,

@@ -695,6 +695,14 @@ int cachetier__watch_add(struct cachetier__watch *w, int fd, struct ct_watch_rec
 int cachetier__watch_changed(struct cachetier__watch *w, const struct ct_watch_rec *r,
 			     uint64_t seen);
 void cachetier__watch_drop(struct cachetier__watch *w, struct ct_watch_rec *r);
+
+/* cachetier_guard.c: a SIGBUS in a registered mapping reads zeros (a blob
+ * cut under the process) and marks it (hit). add: registers [addr, addr + len), its slot or
+ * -1 (no slot, or no handler could be installed); del: the slot goes,
+ * before the mapping is unmapped. Process-wide; thread-safe. */
+int cachetier__guard_add(const void *addr, size_t len);
+void cachetier__guard_del(int slot);
+int cachetier__guard_hit(int slot); /* 1 once a fault in slot's range read zeros */
 /* Are the n bytes at s a file hash (16 lowercase hex digits)? */
 int cachetier__is_hash(const char *s, size_t n);
 

@@ -268,6 +268,7 @@ struct cachetier_meta {
 	struct ct_watch_rec *rec;
 	uint64_t seen;	    /* rec's events when mapped */
 	atomic_int changed; /* 1 once cachetier_meta_changed found it changed */
+	int guard;	    /* its slot in cachetier_guard.c; -1: none */
 };
 
 int cachetier_meta_map_in(struct cachetier *ct, const char *family, const char *name,
@@ -295,6 +296,7 @@ int cachetier_meta_map_in(struct cachetier *ct, const char *family, const char *
 		err = -ENOMEM;
 		goto out;
 	}
+	cm->guard = -1;
 	if (fstat(fd, &st) < 0) {
 		err = -errno;
 		goto out;
@@ -314,6 +316,7 @@ int cachetier_meta_map_in(struct cachetier *ct, const char *family, const char *
 			err = -errno;
 			goto out;
 		}
+		cm->guard = cachetier__guard_add(cm->addr, cm->len);
 	}
 	ct->meta_reads++;
 	*m = cm;
@@ -338,8 +341,10 @@ void cachetier_meta_unmap(struct cachetier_meta *m)
 {
 	if (!m)
 		return;
-	if (m->addr)
+	if (m->addr) {
+		cachetier__guard_del(m->guard);
 		munmap(m->addr, m->len);
+	}
 	if (m->w)
 		cachetier__watch_drop(m->w, m->rec);
 	free(m);
@@ -347,14 +352,15 @@ void cachetier_meta_unmap(struct cachetier_meta *m)
 
 int cachetier_meta_watched(const struct cachetier_meta *m)
 {
-	return !m->addr || m->w;
+	return !m->addr || (m->w && m->guard >= 0);
 }
 
 int cachetier_meta_changed(struct cachetier_meta *m)
 {
 	if (atomic_load_explicit(&m->changed, memory_order_acquire))
 		return 1;
-	if (!m->w || !cachetier__watch_changed(m->w, m->rec, m->seen))
+	if (!m->w || (!cachetier__guard_hit(m->guard) &&
+		      !cachetier__watch_changed(m->w, m->rec, m->seen)))
 		return 0;
 	/* its bytes are not what the caller validated, and a read past a new
 	 * end would fault (SIGBUS): zeros from here on, in place (a failure

@@ -9,8 +9,10 @@
  * reads the queued events before it answers. The kernel queues an event
  * before the write that causes it returns, so a change made before a
  * request asks is seen by that request; one made while a request reads the
- * mapping may still reach that request (there is no lock across processes).
- * Writes through a shared writable mapping of the file make no event.
+ * mapping may still reach that request (there is no lock across processes;
+ * a cut under a reader is caught by cachetier_guard.c, which makes the
+ * faulting read read zeros and marks the blob). Writes through a shared
+ * writable mapping of the file make no event.
  *
  * One inotify instance per cache tier, opened at the first mapping. inotify
  * gives one watch (wd) per inode, however often it is added, so mappings of

@@ -57,7 +57,9 @@ static int lookup_in(struct fs *fs, uint32_t shard, uint32_t dir, const char *na
 		return err;
 	idx = shardidx_lookup(ix, dir, name, len);
 	*ino = idx < 0 ? 0 : fs_ino(FS_K_MEMBER, shard, (uint32_t)idx);
-	return 0;
+	/* the answer came from the index: ESTALE, not a name found or missed
+	 * in a file that changed while this looked */
+	return fs_shard_index_unchanged(fs, shard);
 }
 
 static int shard_lookup(struct fs *fs, uint64_t parent, const char *name, size_t len, uint64_t *ino)
@@ -144,7 +146,7 @@ int fs_member_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 		st->st_blocks = (blkcnt_t)((e.size + 511) / 512);
 		break;
 	}
-	return 0;
+	return fs_shard_index_unchanged(fs, shard); /* as lookup_in */
 }
 
 static int member_lookup(struct fs *fs, uint64_t parent, const char *name, size_t len,

@@ -39,6 +39,7 @@ import gzip  # noqa: E402
 import hashlib  # noqa: E402
 import io  # noqa: E402
 import os  # noqa: E402
+import random  # noqa: E402
 import re  # noqa: E402
 import resource  # noqa: E402
 import shutil  # noqa: E402
@@ -648,7 +649,11 @@ def group_indexmap_live(env, ck):
         ck.eq('held files that got ESTALE', len(stale), len(kinds))
         st = m.stats()
         ck.eq('index_changed', st['index_changed'], len(kinds))
-        # every member by path: the exact bytes (the changed shards' new versions)
+        # every member by path: the exact bytes (the changed shards' new versions). The
+        # daemon tells the kernel to forget the old versions' names, but on its notify
+        # thread: drop the kernel's entries so that every lookup reaches the daemon now
+        with open('/proc/sys/vm/drop_caches', 'w') as f:
+            f.write('2\n')
         wrong = []
         for n in names:
             ck.eq('%s: listed after the changes' % n,
@@ -704,6 +709,127 @@ def group_indexmap_live(env, ck):
                                                      f.read())), 1)
 
 
+def group_indexmap_race(env, ck):
+    """Mapped index files cut to nothing in place while 4 threads read members (seeded; a
+    change every RACE_EVERY reads, the kernel's caches dropped after each, so that
+    lookups and reads reach the daemon): no read gives a byte that is not the member's, no
+    error but ESTALE, the daemon never faults (a cut file read by a request in flight reads
+    zeros: cachetier_guard.c) and changes are seen (index_changed)."""
+    rng = env.rng
+    src = env.path('src')
+    os.makedirs(src)
+    members = {}
+    for s in range(RACE_SHARDS):
+        ms = [('k%04d.bin' % i, bytes([rng.randrange(256)]) * rng.randrange(1, 300))
+              for i in range(RACE_MEMBERS)]
+        with open(os.path.join(src, 's%d.tar' % s), 'wb') as f:
+            f.write(ml.tar_bytes(ms))
+        for n, data in ms:
+            members[(s, n)] = data
+    cache = env.path('cache')
+    with ml.Mount(env, src, cache_dir=cache) as m:
+        for s in range(RACE_SHARDS):
+            os.listdir(os.path.join(m.mnt, 's%d' % s))
+    keys = sorted(members)
+
+    def whole_indexes():
+        """The saved index files not cut (not the temp files of puts in flight)."""
+        out = []
+        for d, _, fs in os.walk(cache):
+            for f in fs:
+                p = os.path.join(d, f)
+                try:
+                    if os.path.basename(d).startswith('f-') and not f.startswith('.') and \
+                            os.path.getsize(p) >= 8192:
+                        out.append(p)
+                except OSError:
+                    pass  # replaced meanwhile
+        return sorted(out)
+
+    with ml.Mount(env, src, cache_dir=cache) as m:
+        got = {'ok': 0, 'ESTALE': 0}
+        bad = []
+        stop = threading.Event()
+        cv = threading.Condition()
+
+        def reader(seed):
+            r = random.Random(seed)
+            while not stop.is_set():
+                s, n = keys[r.randrange(len(keys))]
+                try:
+                    data = ml.read_all(os.path.join(m.mnt, 's%d' % s, n))
+                    what = 'ok' if data == members[(s, n)] else \
+                        's%d/%s: %d bytes that are not its own' % (s, n, len(data))
+                except OSError as e:
+                    what = 'ESTALE' if e.errno == errno.ESTALE else \
+                        's%d/%s: %s' % (s, n, os.strerror(e.errno))
+                with cv:
+                    if what in got:
+                        got[what] += 1
+                    else:
+                        bad.append(what)
+                    cv.notify_all()
+                if what not in got:
+                    return
+
+        ts = [threading.Thread(target=reader, args=(rng.randrange(1 << 30),), daemon=True)
+              for _ in range(4)]
+        for t in ts:
+            t.start()
+        # files cut to nothing, as `: > FILE` or a cleanup script does: every page of the
+        # mapping is past the end, so a request in flight faults and reads zeros, which the
+        # guard tells cachetier_meta_changed at once. (A change that leaves the pages in
+        # place, a flip, a hole, a cut within a page, is seen only once its inotify event is
+        # queued, after the change: a request in flight at that moment may answer from the
+        # changed bytes. mount-indexmap-live checks those between requests.)
+        kinds = ['truncate0'] * RACE_CHANGES
+        changed = 0
+        try:
+            for k, how in enumerate(kinds):
+                with cv:  # RACE_EVERY reads since the last change (none left: the end)
+                    cv.wait_for(lambda: sum(got.values()) >= k * RACE_EVERY or bad or
+                                not any(t.is_alive() for t in ts), timeout=60)
+                if bad or not any(t.is_alive() for t in ts):
+                    break
+                for _ in range(20):
+                    files = whole_indexes()
+                    path = files[rng.randrange(len(files))] if files else None
+                    try:
+                        if path:
+                            ml.change_in_place(env, path, how)
+                            changed += 1
+                            break
+                    except (OSError, RuntimeError):
+                        if os.path.exists(path):
+                            raise
+                with open('/proc/sys/vm/drop_caches', 'w') as f:
+                    f.write('2\n')
+        finally:
+            stop.set()
+            for t in ts:
+                t.join(120)
+        st = m.stats()
+        log('race: %d changes; reads %r; index_changed %d, index_built %d' % (
+            changed, got, st['index_changed'], st['index_built']))
+        ck.eq('race: reads that gave other bytes or another error', bad[:5], [])
+        ck.eq('race: changes made', changed, len(kinds))
+        ck.ok(st['index_changed'] >= 1, 'race: no change seen (index_changed 0)')
+        # after the changes, with the caches dropped: every member exact
+        with open('/proc/sys/vm/drop_caches', 'w') as f:
+            f.write('2\n')
+        wrong = []
+        for s, n in keys[::7]:
+            r = read_member(os.path.join(m.mnt, 's%d' % s, n))
+            if r[0] == 'err' and r[1] == errno.ESTALE:
+                r = read_member(os.path.join(m.mnt, 's%d' % s, n))  # its new version
+            if r != ('ok', members[(s, n)]):
+                wrong.append('s%d/%s' % (s, n))
+        ck.eq('race: members read after the changes, wrong', wrong, [])
+
+
+RACE_SHARDS, RACE_MEMBERS, RACE_CHANGES, RACE_EVERY = 8, 2000, 200, 40
+
+
 def hold_inotify_instances():
     """Open inotify instances until the user's limit (fs.inotify.max_user_instances) refuses
     one; their fds (close them to give them back)."""
@@ -725,7 +851,8 @@ def hold_inotify_instances():
 
 
 GROUPS = {'manyshards': (group_manyshards, 600), 'codec-magic': (group_codec_magic, 240),
-          'indexmap': (group_indexmap, 300), 'indexmap-live': (group_indexmap_live, 240)}
+          'indexmap': (group_indexmap, 300), 'indexmap-live': (group_indexmap_live, 240),
+          'indexmap-race': (group_indexmap_race, 240)}
 
 
 if __name__ == '__main__':

@@ -9,7 +9,9 @@
  *    cachetier_meta_changed says so, then and after, and the mapping reads
  *    zeros (no fault past a cut end); a put over the name, a removal, a
  *    mapping unmapped while another of the inode stays, a mapping made
- *    after the change: no change;
+ *    after the change: no change; a blob cut while its mapping is read
+ *    reads zeros, no fault (cachetier_guard.c), and a fault in a mapping
+ *    that is no blob's still ends the process;
  *  - readers while the blob is replaced: 4 threads map, validate and read
  *    the blob while a writer puts version A, version B, a truncated copy
  *    and a copy with a flipped byte in turn; every load is either one of
@@ -34,6 +36,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -286,6 +290,35 @@ static int all_zero(const void *data, size_t len)
 	return 1;
 }
 
+/* A fault outside every mapped blob still ends the process (the guard's
+ * handler passes it on): a child maps a file of its own and reads past the
+ * end it cut. Killed by SIGBUS, or ended with an error by a sanitizer's
+ * handler, which the guard's passes it to. */
+static void test_foreign_fault(void)
+{
+	char path[600];
+	int status = 0, fd;
+	pid_t pid;
+
+	snprintf(path, sizeof(path), "%s/foreign", tmpdir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	CHECK(fd >= 0 && ftruncate(fd, 8192) == 0, "a file to map");
+	pid = fork();
+	if (pid == 0) {
+		volatile const char *p = mmap(NULL, 8192, PROT_READ, MAP_SHARED, fd, 0);
+
+		if (p == MAP_FAILED || ftruncate(fd, 0) != 0)
+			_exit(3);
+		(void)p[4096];
+		_exit(0); /* survived: wrong */
+	}
+	close(fd);
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork and wait");
+	CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS) ||
+		  (WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 3),
+	      "a fault in a mapping that is no blob's ends the process (status 0x%x)", status);
+}
+
 static void test_changed(struct cachetier *ct)
 {
 	struct cachetier_meta *m, *m2;
@@ -330,6 +363,16 @@ static void test_changed(struct cachetier *ct)
 	CHECK(cachetier_meta_changed(m) == 0, "c4: a mapping made after the change: unchanged");
 	cachetier_meta_unmap(m);
 	cachetier_meta_unmap(m2);
+
+	/* cut while a reader is in the mapping (before anything asks): the
+	 * reads past the new end read zeros instead of faulting, and the
+	 * next ask says changed */
+	put_map(ct, "c5", &m, &data, NULL, path, sizeof(path));
+	CHECK(truncate(path, 0) == 0, "truncate c5");
+	CHECK(all_zero(data, va.blob_len), "c5: cut under a reader: zeros, no fault");
+	CHECK(cachetier_meta_changed(m) == 1, "c5: then changed");
+	cachetier_meta_unmap(m);
+	test_foreign_fault();
 }
 
 /* ---- readers while the blob is replaced ---------------------------------------- */
