@@ -359,8 +359,8 @@ int cachetier_meta_changed(struct cachetier_meta *m)
 {
 	if (atomic_load_explicit(&m->changed, memory_order_acquire))
 		return 1;
-	if (!m->w || (!cachetier__guard_hit(m->guard) &&
-		      !cachetier__watch_changed(m->w, m->rec, m->seen)))
+	if (!m->w ||
+	    (!cachetier__guard_hit(m->guard) && !cachetier__watch_changed(m->w, m->rec, m->seen)))
 		return 0;
 	/* its bytes are not what the caller validated, and a read past a new
 	 * end would fault (SIGBUS): zeros from here on, in place (a failure

@@ -222,7 +222,9 @@ int fs__if_emit(struct if_pass *p, const struct ifv_meta *want, const struct ifv
 		fs_log(FS_LOG_WARN, "imagefolder: the view is kept in memory: cannot map %s", name);
 		err = ifv_read(fs, want, out);
 		ifv_clean(fs, family, name, want->fp);
-		return err;
+		/* the file just written no longer checks out: changed in place
+		 * under the build, which fs_if_get makes again (ESTALE) */
+		return err == -EBADMSG || err == -EPROTO ? -ESTALE : err;
 	}
 	if (err == -ENOMEM || err == -EFBIG || err == -EOVERFLOW)
 		return err;

@@ -94,6 +94,17 @@ static void view_changed(struct fs *fs, struct fs_ifview *p)
 	pthread_mutex_unlock(&f->lock);
 }
 
+/* 0, or -ESTALE when the file view v is mapped from changed in place (v
+ * is then retired): asked once an answer was taken from v, before it is
+ * given, as fs_shard_index_unchanged is for an index. */
+static int view_unchanged(struct fs *fs, const struct fs_ifview *v)
+{
+	if (!v->map || cachetier_meta_changed(v->map) == 0)
+		return 0;
+	view_changed(fs, (struct fs_ifview *)v);
+	return -ESTALE;
+}
+
 int fs_if_get(struct fs *fs, const struct fs_ifview **v)
 {
 	struct fs_imagefolder *f = fs->imagefolder;
@@ -292,7 +303,7 @@ static int ifroot_lookup(struct fs *fs, uint64_t parent, const char *name, size_
 		return err;
 	idx = fs_if_class_lookup(v, name, len);
 	*ino = idx < 0 ? 0 : fs_ino(FS_K_IFCLASS, (uint32_t)idx, 0);
-	return 0;
+	return view_unchanged(fs, v);
 }
 
 static int ifroot_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
@@ -338,7 +349,7 @@ static int ifclass_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 		return -ENOENT;
 	fs_if_class(v, a, NULL, NULL, &mtime);
 	fs_attr_dir(fs, st, ino, 0555, 2, mtime);
-	return 0;
+	return view_unchanged(fs, v);
 }
 
 static int ifclass_lookup(struct fs *fs, uint64_t parent, const char *name, size_t len,
@@ -355,7 +366,7 @@ static int ifclass_lookup(struct fs *fs, uint64_t parent, const char *name, size
 	if (idx >= 0)
 		fs_if_file(v, (uint32_t)idx, &shard, &entry);
 	*ino = idx < 0 ? 0 : fs_ino(FS_K_IFFILE, shard, entry);
-	return 0;
+	return view_unchanged(fs, v);
 }
 
 static int ifclass_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
@@ -415,7 +426,7 @@ static int iffile_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 		st->st_blocks = (blkcnt_t)(((size_mode >> 12) + 511) / 512);
 		st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec =
 		    (time_t)disk_le32_get(r + 4);
-		return 0;
+		return view_unchanged(fs, v);
 	}
 	err = fs_member_getattr(fs, ino, st);
 	if (err == 0 && !S_ISREG(st->st_mode))

@@ -51,6 +51,7 @@ sys.dont_write_bytecode = True
 
 import errno  # noqa: E402
 import os  # noqa: E402
+import random  # noqa: E402
 import struct  # noqa: E402
 import subprocess  # noqa: E402
 import threading  # noqa: E402
@@ -588,6 +589,93 @@ def group_live(env, ck):
             ck.eq('after %s: views saved' % how, c['view_saved'], rejected)
 
 
+def group_race(env, ck):
+    """The mapped view's file cut to nothing in place while 4 threads read images (seeded; a
+    cut every 25 reads, the kernel's entries and pages dropped after each): every read gives
+    the image's exact bytes or ESTALE, never another image's bytes nor another error, and the
+    daemon never faults (the cut file's pages read zeros in a request in flight; its own check
+    says ESTALE)."""
+    src, cache, shards = new_source(env)
+    want = expected(shards)
+    paths = sorted((c, n) for c, files in want.items() for n in files)
+    with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
+        check_view(ck, 'first mount', m.mnt, want, read=False)
+    with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
+        got, bad = {'ok': 0, 'ESTALE': 0}, []
+        stop, cv = threading.Event(), threading.Condition()
+
+        def reader(seed):
+            r = random.Random(seed)
+            while not stop.is_set():
+                c, n = paths[r.randrange(len(paths))]
+                try:
+                    what = 'ok' if ml.read_all(os.path.join(m.mnt, c, n)) == want[c][n] \
+                        else '%s/%s: other bytes' % (c, n)
+                except OSError as e:
+                    what = 'ESTALE' if e.errno == errno.ESTALE else \
+                        '%s/%s: %s' % (c, n, os.strerror(e.errno))
+                with cv:
+                    if what in got:
+                        got[what] += 1
+                    else:
+                        bad.append(what)
+                    cv.notify_all()
+                if what not in got:
+                    return
+
+        ts = [threading.Thread(target=reader, args=(env.rng.randrange(1 << 30),), daemon=True)
+              for _ in range(4)]
+        for t in ts:
+            t.start()
+        cuts = 0
+        try:
+            for k in range(RACE_CUTS):
+                with cv:
+                    cv.wait_for(lambda: sum(got.values()) >= k * 25 or bad or
+                                not any(t.is_alive() for t in ts), timeout=60)
+                if bad or not any(t.is_alive() for t in ts):
+                    break
+                blobs = live_view_blobs(cache)  # a cut one has no magic: rebuilt first
+                if blobs:
+                    try:
+                        os.truncate(blobs[0], 0)
+                        cuts += 1
+                    except FileNotFoundError:
+                        pass  # replaced by a rebuilt view meanwhile
+                with open('/proc/sys/vm/drop_caches', 'w') as f:
+                    f.write('3\n')
+        finally:
+            stop.set()
+            for t in ts:
+                t.join(120)
+        st = m.stats()
+        log('race: %d cuts; reads %r; imagefolder_view_changed %d' % (
+            cuts, got, st.get('imagefolder_view_changed')))
+        ck.eq('race: reads that gave other bytes or another error', bad[:5], [])
+        ck.ok(cuts >= RACE_CUTS // 2, 'race: only %d cuts made' % cuts)
+        ck.ok(st.get('imagefolder_view_changed', 0) >= 1, 'race: no change seen')
+        with open('/proc/sys/vm/drop_caches', 'w') as f:
+            f.write('3\n')
+        check_view(ck, 'race: after the cuts', m.mnt, want)
+
+
+RACE_CUTS = 60
+
+
+def live_view_blobs(cache):
+    """view_blob while the daemon writes views: the temp files of its puts come and go."""
+    found = []
+    for root, _, files in os.walk(cache):
+        for f in files:
+            try:
+                with open(os.path.join(root, f), 'rb') as fh:
+                    if not f.startswith('.') and fh.read(8) == MAGIC:
+                        found.append(os.path.join(root, f))
+            except FileNotFoundError:
+                pass
+    return found
+
+
 def runs_shards():
     shards = base_shards()
     for s in range(6, 30):
@@ -698,7 +786,7 @@ def full_checks(env, ck, src, fs, want):
 GROUPS = {'persist': (group_persist, 240), 'change': (group_change, 240),
           'damaged': (group_damaged, 300), 'clean': (group_clean, 240),
           'share': (group_share, 240), 'runs': (group_runs, 240), 'full': (group_full, 240),
-          'live': (group_live, 240)}
+          'live': (group_live, 240), 'race': (group_race, 240)}
 
 
 if __name__ == '__main__':
