@@ -69,8 +69,16 @@ static void guard_handler(int sig, siginfo_t *si, void *uc)
 		guard_prev.sa_handler(sig);
 		return;
 	}
-	/* the default action: the faulting access runs again and kills */
-	signal(SIGBUS, SIG_DFL);
+	{
+		/* the default action: the faulting access runs again and kills
+		 * (sigaction, not signal(): async-signal-safe) */
+		struct sigaction dfl;
+
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		sigemptyset(&dfl.sa_mask);
+		sigaction(SIGBUS, &dfl, NULL);
+	}
 }
 
 static void guard_install(void)

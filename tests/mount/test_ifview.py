@@ -51,7 +51,6 @@ sys.dont_write_bytecode = True
 
 import errno  # noqa: E402
 import os  # noqa: E402
-import random  # noqa: E402
 import struct  # noqa: E402
 import subprocess  # noqa: E402
 import threading  # noqa: E402
@@ -601,39 +600,11 @@ def group_race(env, ck):
     with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
         check_view(ck, 'first mount', m.mnt, want, read=False)
     with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
-        got, bad = {'ok': 0, 'ESTALE': 0}, []
-        stop, cv = threading.Event(), threading.Condition()
-
-        def reader(seed):
-            r = random.Random(seed)
-            while not stop.is_set():
-                c, n = paths[r.randrange(len(paths))]
-                try:
-                    what = 'ok' if ml.read_all(os.path.join(m.mnt, c, n)) == want[c][n] \
-                        else '%s/%s: other bytes' % (c, n)
-                except OSError as e:
-                    what = 'ESTALE' if e.errno == errno.ESTALE else \
-                        '%s/%s: %s' % (c, n, os.strerror(e.errno))
-                with cv:
-                    if what in got:
-                        got[what] += 1
-                    else:
-                        bad.append(what)
-                    cv.notify_all()
-                if what not in got:
-                    return
-
-        ts = [threading.Thread(target=reader, args=(env.rng.randrange(1 << 30),), daemon=True)
-              for _ in range(4)]
-        for t in ts:
-            t.start()
+        rd = ml.Readers({os.path.join(m.mnt, c, n): want[c][n] for c, n in paths}, env.rng)
         cuts = 0
         try:
             for k in range(RACE_CUTS):
-                with cv:
-                    cv.wait_for(lambda: sum(got.values()) >= k * 25 or bad or
-                                not any(t.is_alive() for t in ts), timeout=60)
-                if bad or not any(t.is_alive() for t in ts):
+                if not rd.wait_reads(k * 25):
                     break
                 blobs = live_view_blobs(cache)  # a cut one has no magic: rebuilt first
                 if blobs:
@@ -645,9 +616,8 @@ def group_race(env, ck):
                 with open('/proc/sys/vm/drop_caches', 'w') as f:
                     f.write('3\n')
         finally:
-            stop.set()
-            for t in ts:
-                t.join(120)
+            rd.stop()
+        got, bad = rd.got, rd.bad
         st = m.stats()
         log('race: %d cuts; reads %r; imagefolder_view_changed %d' % (
             cuts, got, st.get('imagefolder_view_changed')))

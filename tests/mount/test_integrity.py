@@ -747,35 +747,8 @@ def group_indexmap_race(env, ck):
         return sorted(out)
 
     with ml.Mount(env, src, cache_dir=cache) as m:
-        got = {'ok': 0, 'ESTALE': 0}
-        bad = []
-        stop = threading.Event()
-        cv = threading.Condition()
-
-        def reader(seed):
-            r = random.Random(seed)
-            while not stop.is_set():
-                s, n = keys[r.randrange(len(keys))]
-                try:
-                    data = ml.read_all(os.path.join(m.mnt, 's%d' % s, n))
-                    what = 'ok' if data == members[(s, n)] else \
-                        's%d/%s: %d bytes that are not its own' % (s, n, len(data))
-                except OSError as e:
-                    what = 'ESTALE' if e.errno == errno.ESTALE else \
-                        's%d/%s: %s' % (s, n, os.strerror(e.errno))
-                with cv:
-                    if what in got:
-                        got[what] += 1
-                    else:
-                        bad.append(what)
-                    cv.notify_all()
-                if what not in got:
-                    return
-
-        ts = [threading.Thread(target=reader, args=(rng.randrange(1 << 30),), daemon=True)
-              for _ in range(4)]
-        for t in ts:
-            t.start()
+        rd = ml.Readers({os.path.join(m.mnt, 's%d' % s, n): members[(s, n)]
+                         for s, n in keys}, rng)
         # files cut to nothing, as `: > FILE` or a cleanup script does: every page of the
         # mapping is past the end, so a request in flight faults and reads zeros, which the
         # guard tells cachetier_meta_changed at once. (A change that leaves the pages in
@@ -786,10 +759,7 @@ def group_indexmap_race(env, ck):
         changed = 0
         try:
             for k, how in enumerate(kinds):
-                with cv:  # RACE_EVERY reads since the last change (none left: the end)
-                    cv.wait_for(lambda: sum(got.values()) >= k * RACE_EVERY or bad or
-                                not any(t.is_alive() for t in ts), timeout=60)
-                if bad or not any(t.is_alive() for t in ts):
+                if not rd.wait_reads(k * RACE_EVERY):  # RACE_EVERY reads since the last
                     break
                 for _ in range(20):
                     files = whole_indexes()
@@ -805,9 +775,8 @@ def group_indexmap_race(env, ck):
                 with open('/proc/sys/vm/drop_caches', 'w') as f:
                     f.write('2\n')
         finally:
-            stop.set()
-            for t in ts:
-                t.join(120)
+            rd.stop()
+        got, bad = rd.got, rd.bad
         st = m.stats()
         log('race: %d changes; reads %r; index_changed %d, index_built %d' % (
             changed, got, st['index_changed'], st['index_built']))

@@ -183,6 +183,56 @@ def change_in_place(env, path, how):
         raise ValueError(how)
 
 
+class Readers:
+    """nthreads threads that read random paths of want {path: bytes}, whole, until stop():
+    got counts exact reads ('ok') and ESTALE; anything else (other bytes, another error) goes
+    to bad and ends its thread."""
+
+    def __init__(self, want, rng, nthreads=4):
+        self.want, self.paths = want, sorted(want)
+        self.got, self.bad = {'ok': 0, 'ESTALE': 0}, []
+        self.halt, self.cv = threading.Event(), threading.Condition()
+        self.ts = [threading.Thread(target=self._run, args=(rng.randrange(1 << 30),),
+                                    daemon=True) for _ in range(nthreads)]
+        for t in self.ts:
+            t.start()
+
+    def _run(self, seed):
+        r = random.Random(seed)
+        while not self.halt.is_set():
+            p = self.paths[r.randrange(len(self.paths))]
+            try:
+                data = read_all(p)
+                what = 'ok' if data == self.want[p] else \
+                    '%s: %d bytes that are not its own' % (p, len(data))
+            except OSError as e:
+                what = 'ESTALE' if e.errno == errno.ESTALE else '%s: %s' % (p, e.strerror)
+            with self.cv:
+                if what in self.got:
+                    self.got[what] += 1
+                else:
+                    self.bad.append(what)
+                self.cv.notify_all()
+            if what not in self.got:
+                return
+
+    def alive(self):
+        return any(t.is_alive() for t in self.ts)
+
+    def wait_reads(self, n, timeout=60):
+        """Until n reads were made in all: True; False once a thread met a bad answer or
+        none is left."""
+        with self.cv:
+            self.cv.wait_for(lambda: sum(self.got.values()) >= n or self.bad or
+                             not self.alive(), timeout=timeout)
+        return not self.bad and self.alive()
+
+    def stop(self):
+        self.halt.set()
+        for t in self.ts:
+            t.join(120)
+
+
 def change_under_open_files(ck, src, mnt):
     """s0.tar and s1.tar of the mount mnt opened, not read (the first read reaches the daemon);
     then s0.tar rewritten in place in src (same inode, the members CHANGE_B: other bytes and
