@@ -94,6 +94,32 @@ static void ifv_clean(struct fs *fs, const char *family, const char *keep, uint6
 		       "imagefolder: removed %u older views of this dataset from the cache", n);
 }
 
+/* A saved blob that could not be mapped (or watched): read into the heap. */
+static int ifv_read(struct fs *fs, const struct ifv_meta *want, struct fs_ifview **out,
+		    struct ifv_meta *got)
+{
+	struct fs_ifview *v = calloc(1, sizeof(*v));
+	char family[32], name[64];
+	size_t len;
+	void *b = NULL;
+	int err;
+
+	ifv_family(fs, family, sizeof(family));
+	ifv_name(family, want->fp, name, sizeof(name));
+	err = v ? cachetier_meta_get_in(fs->ct, family, name, &b, &len) : -ENOMEM;
+	if (err == 0)
+		err = fs__if_open(v, b, len, want, got);
+	if (err < 0) {
+		free(v);
+		free(b);
+		return err;
+	}
+	v->heap = b;
+	fs->c.if_view_mapped = 0;
+	*out = v;
+	return 0;
+}
+
 /* Map the saved view of fingerprint want->fp (read into the heap when its
  * file cannot be watched for changes: cachetier_meta_watched): 0, -ENOENT
  * (none), the errors of fs__if_open or of cachetier_meta_map. */
@@ -105,7 +131,6 @@ static int ifv_map(struct fs *fs, const struct ifv_meta *want, struct fs_ifview 
 	struct fs_ifview *v;
 	const void *data;
 	size_t len;
-	void *heap = NULL;
 	int err;
 
 	ifv_family(fs, family, sizeof(family));
@@ -116,22 +141,16 @@ static int ifv_map(struct fs *fs, const struct ifv_meta *want, struct fs_ifview 
 	if (!cachetier_meta_watched(m)) {
 		/* a change of the file in place could not be seen: a copy */
 		cachetier_meta_unmap(m);
-		m = NULL;
-		err = cachetier_meta_get_in(fs->ct, family, name, &heap, &len);
-		if (err < 0)
-			return err;
-		data = heap;
+		return ifv_read(fs, want, out, got);
 	}
 	v = calloc(1, sizeof(*v));
 	err = v ? fs__if_open(v, data, len, want, got) : -ENOMEM;
 	if (err < 0) {
 		cachetier_meta_unmap(m);
-		free(heap);
 		free(v);
 		return err;
 	}
 	v->map = m;
-	v->heap = heap;
 	*out = v;
 	return 0;
 }
@@ -154,32 +173,6 @@ static int ifv_heap(struct if_pass *p, const struct ifv_meta *want, const struct
 	}
 	v->heap = k.heap;
 	p->fs->c.if_view_mapped = 0;
-	*out = v;
-	return 0;
-}
-
-/* A saved blob that could not be mapped: read into the heap. */
-static int ifv_read(struct fs *fs, const struct ifv_meta *want, struct fs_ifview **out)
-{
-	struct fs_ifview *v = calloc(1, sizeof(*v));
-	struct ifv_meta got;
-	char family[32], name[64];
-	size_t len;
-	void *b = NULL;
-	int err;
-
-	ifv_family(fs, family, sizeof(family));
-	ifv_name(family, want->fp, name, sizeof(name));
-	err = v ? cachetier_meta_get_in(fs->ct, family, name, &b, &len) : -ENOMEM;
-	if (err == 0)
-		err = fs__if_open(v, b, len, want, &got);
-	if (err < 0) {
-		free(v);
-		free(b);
-		return err;
-	}
-	v->heap = b;
-	fs->c.if_view_mapped = 0;
 	*out = v;
 	return 0;
 }
@@ -220,7 +213,7 @@ int fs__if_emit(struct if_pass *p, const struct ifv_meta *want, const struct ifv
 			return 0;
 		}
 		fs_log(FS_LOG_WARN, "imagefolder: the view is kept in memory: cannot map %s", name);
-		err = ifv_read(fs, want, out);
+		err = ifv_read(fs, want, out, &got);
 		ifv_clean(fs, family, name, want->fp);
 		/* the file just written no longer checks out: changed in place
 		 * under the build, which fs_if_get makes again (ESTALE) */
