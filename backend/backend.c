@@ -412,9 +412,7 @@ out:
 int backend_batch_read(struct backend *be, const struct backend_batch_item *items, size_t n,
 		       backend_batch_sink_cb cb, void *arg, int *err)
 {
-	const struct backend_objstore *os = be->impl;
-
-	if (be->ops != &backend__os_ops || os->kind != OS_AIS)
+	if (!be->ops->batch_read)
 		return -EOPNOTSUPP;
 	for (size_t i = 0; i < n; i++) {
 		int e = backend__key_check(items[i].key);
@@ -424,7 +422,7 @@ int backend_batch_read(struct backend *be, const struct backend_batch_item *item
 		if (items[i].len == 0 || items[i].len > INT64_MAX || items[i].off > INT64_MAX)
 			return -EINVAL;
 	}
-	return n ? backend__ais_batch_read(be, items, n, cb, arg, err) : 0;
+	return n ? be->ops->batch_read(be, items, n, cb, arg, err) : 0;
 }
 
 ssize_t backend_read_version_cb(struct backend *be, const char *key, const char *etag, uint64_t off,

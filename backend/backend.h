@@ -233,7 +233,8 @@ typedef int (*backend_batch_sink_cb)(void *arg, size_t i, uint64_t off, const vo
  * -EIO (a wrong or cut answer: the bytes cb got for item i are to be
  * dropped), or the errno that failed the request. GetBatch reads no
  * particular version (it has no If-Match). Returns 0 when every err[i] is
- * set; -EOPNOTSUPP for stores other than ais:// (nothing asked) and for
+ * set; -EOPNOTSUPP for stores other than ais:// (nothing asked; the test
+ * store fault:// answers with batch=1, item by item) and for
  * an ais:// store that refused GetBatch (400, 404 or 405: no bytes), -EINVAL
  * for a bad key or a len of 0, -ENOMEM, or the sink's errno (err[] of the
  * items left set to it). Blocks; any thread but the I/O thread. */

@@ -16,6 +16,12 @@
  *                pattern's does; stat says the rest
  * piece=P        a streamed read hands its bytes to the sink in pieces of
  *                at most P bytes (a network delivers what has arrived)
+ * batch=1        the store answers backend_batch_read as AIStore's GetBatch
+ *                does (each item in order, whole, or failed with its bytes
+ *                to be dropped); each item is one read for the faults
+ *                above (fail_every fails it with no bytes, cut_every hands
+ *                over its first half, then fails it); without it the store
+ *                refuses the batch read (-EOPNOTSUPP) as S3 would
  *
  * The description (which also selects the cache subdirectory) leaves the
  * fault parameters out, so mounts with and without faults share a cache.
@@ -38,7 +44,7 @@
 struct fault {
 	struct backend inner; /* the local store doing the work */
 	unsigned long long fail_every, delay_ms, fail_after_bytes, fail_list, cut_every, names_only;
-	unsigned long long piece;
+	unsigned long long piece, batch;
 	atomic_ullong reads, bytes;
 };
 
@@ -154,6 +160,65 @@ static ssize_t fault_read_cb(struct backend *be, const char *key, const char *et
 	return cut && r >= 0 ? -EIO : r;
 }
 
+/* batch=1: an item's bytes to the batch sink, in pieces of at most
+ * piece bytes (0: as read) */
+struct batch_relay {
+	backend_batch_sink_cb cb;
+	void *arg;
+	size_t i, piece;
+	int sink_err; /* the sink's errno: the request ends with it */
+};
+
+static int batch_relay_cb(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	struct batch_relay *br = arg;
+
+	for (size_t at = 0; at < len;) {
+		size_t n = br->piece && len - at > br->piece ? br->piece : len - at;
+		int err = br->cb(br->arg, br->i, off + at, (const char *)buf + at, n);
+
+		if (err < 0) {
+			br->sink_err = err;
+			return err;
+		}
+		at += n;
+	}
+	return 0;
+}
+
+static int fault_batch_read(struct backend *be, const struct backend_batch_item *items, size_t n,
+			    backend_batch_sink_cb cb, void *arg, int *err)
+{
+	struct fault *f = be->impl;
+	struct batch_relay br = {cb, arg, 0, (size_t)f->piece, 0};
+
+	if (!f->batch)
+		return -EOPNOTSUPP;
+	for (size_t i = 0; i < n; i++) {
+		int cut = fault_read_begin(f);
+		size_t len = (size_t)items[i].len;
+		ssize_t r;
+
+		if (cut < 0) {
+			err[i] = cut;
+			continue;
+		}
+		br.i = i;
+		r = backend__read_cb_pread(&f->inner, items[i].key, NULL, items[i].off,
+					   cut ? len / 2 : len, batch_relay_cb, &br);
+		if (br.sink_err < 0) {
+			for (size_t j = i; j < n; j++)
+				err[j] = br.sink_err;
+			return br.sink_err;
+		}
+		if (r > 0)
+			atomic_fetch_add(&f->bytes, (unsigned long long)r);
+		/* an object shorter than the item: cut as a GetBatch answer is */
+		err[i] = r == -ENOENT ? -ENOENT : r < 0 || cut || (size_t)r != len ? -EIO : 0;
+	}
+	return 0;
+}
+
 static void fault_close(struct backend *be)
 {
 	struct fault *f = be->impl;
@@ -172,6 +237,7 @@ static const struct backend_ops fault_ops = {
     .pread = fault_pread,
     .open_fd = NULL, /* remote-like: no descriptors */
     .read_cb = fault_read_cb,
+    .batch_read = fault_batch_read,
 };
 
 static int parse_param(const char *q, const char *name, unsigned long long *out)
@@ -218,7 +284,8 @@ int backend__fault_open(struct backend *be, const char *source, const struct bac
 		  parse_param(q + 1, "fail_list", &f->fail_list) < 0 ||
 		  parse_param(q + 1, "cut_every", &f->cut_every) < 0 ||
 		  parse_param(q + 1, "names_only", &f->names_only) < 0 ||
-		  parse_param(q + 1, "piece", &f->piece) < 0)) {
+		  parse_param(q + 1, "piece", &f->piece) < 0 ||
+		  parse_param(q + 1, "batch", &f->batch) < 0)) {
 		free(dir);
 		free(f);
 		return -EINVAL;

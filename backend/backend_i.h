@@ -43,6 +43,10 @@ struct backend_ops {
 	void (*read_async)(struct backend *be, const char *key, const char *etag, uint64_t off,
 			   size_t len, unsigned flags, backend_sink_cb cb, void *arg,
 			   backend_done_cb done, void *darg);
+	/* backend_batch_read (keys checked, n > 0, every len > 0); NULL: the
+	 * store has no batch read (-EOPNOTSUPP) */
+	int (*batch_read)(struct backend *be, const struct backend_batch_item *items, size_t n,
+			  backend_batch_sink_cb cb, void *arg, int *err);
 };
 
 struct backend {
@@ -336,11 +340,11 @@ struct backend_objstore {
 	unsigned head_window; /* HEADs in flight in a stat_many: 4 x connections */
 };
 
-/* backend_batch_read of an ais:// store (backend_ais_batch.c). */
+/* backend_batch_read of an ais:// store (backend_ais_batch.c), the
+ * object stores' batch_read for kind OS_AIS. */
 int backend__ais_batch_read(struct backend *be, const struct backend_batch_item *items, size_t n,
 			    backend_batch_sink_cb cb, void *arg, int *err);
 
-extern const struct backend_ops backend__os_ops;
 int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 		     const struct backend_config *cfg);
 

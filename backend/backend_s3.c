@@ -724,7 +724,18 @@ static const char *os_credentials(const struct backend *be)
 	return os->creds ? backend__credsrc_name(os->creds) : NULL;
 }
 
-const struct backend_ops backend__os_ops = {
+/* GetBatch is AIStore's: other object stores have no batch read */
+static int os_batch_read(struct backend *be, const struct backend_batch_item *items, size_t n,
+			 backend_batch_sink_cb cb, void *arg, int *err)
+{
+	const struct backend_objstore *os = be->impl;
+
+	if (os->kind != OS_AIS)
+		return -EOPNOTSUPP;
+	return backend__ais_batch_read(be, items, n, cb, arg, err);
+}
+
+static const struct backend_ops os_ops = {
     .close = os_close,
     .list = os_list,
     .stat = os_stat,
@@ -734,6 +745,7 @@ const struct backend_ops backend__os_ops = {
     .credentials = os_credentials,
     .read_cb = os_read_cb,
     .read_async = os_read_async,
+    .batch_read = os_batch_read,
 };
 
 /* ---- open ----------------------------------------------------------------- */
@@ -936,7 +948,7 @@ int backend__os_open(struct backend *be, enum os_kind kind, const char *source,
 				   strerror(-err));
 		goto fail;
 	}
-	be->ops = &backend__os_ops;
+	be->ops = &os_ops;
 	be->local = 0;
 	be->impl = os;
 	be->io = os->io;

@@ -12,8 +12,10 @@
  * a fill killed with SIGKILL (then everything reread exactly); a corrupt
  * map; fill errors reaching the reader and a retry succeeding; fills cut
  * midway leaving nothing on the disk, then exact bytes; a changed
- * object never served from old chunks; objects of an earlier mount opened
- * by readers while an eviction loads them; cached units damaged (a byte
+ * object never served from old chunks; batch fills (the store's batch
+ * read: requests, items, no room, failed, cut and replaced items);
+ * objects of an earlier mount opened by readers while an eviction loads
+ * them; cached units damaged (a byte
  * flipped, a hole, the data file cut) between opens, under another tier
  * on the directory and under the running tier; reads begun on one thread
  * and ended on another.
@@ -1358,6 +1360,247 @@ static void test_changed(uint64_t seed)
 	backend_close(be);
 }
 
+/* ---- batch fills ---- */
+
+static void batch_stats(struct cachetier *ct, struct cachetier_batch_result *r)
+{
+	memset(r, 0, sizeof(*r));
+	cachetier_batch_stats(ct, r);
+}
+
+/* A window of a plan fetched with the store's batch read (the fault
+ * store's batch=1 answers it as AIStore's GetBatch does), units of
+ * CHUNK / 8. First calls of a tier return once their requests ended, so
+ * every count is exact when the call returns:
+ * - a window under 1 MiB is one request; its items are the runs of units
+ *   of one object in plan order, each unit once (a piece over a unit an
+ *   earlier piece claimed adds nothing); its reads then miss nothing; the
+ *   same window again asks for nothing;
+ * - 4 MiB in 65 pieces with par 4: 4 requests of 17, 17, 17 and 14
+ *   pieces' runs, the object exact;
+ * - no room: a cache of 4 units, each needed by the plan sooner than the
+ *   window: nothing fetched or evicted, the window's bytes unfit, its
+ *   units left unclaimed; the window needed first: the 2 units needed
+ *   furthest ahead evicted, one request;
+ * - a failed item (every 3rd read fails) and a cut one (every 2nd read is
+ *   cut): their units empty, counted failed, nothing of the cut item left
+ *   on the disk, read exactly on demand after (the cut one after a reopen);
+ * - an object replaced before its answer (another ETag at the HEAD after):
+ *   counted stale, its units empty (ESTALE for a reader waiting for them;
+ *   the fault store cannot tell versions apart, so a later read of the old
+ *   open object would fetch again), a new open of it reads exactly;
+ * - a store with no batch read: -EOPNOTSUPP, refused, nothing left
+ *   claimed. */
+static void test_batch(void)
+{
+	const uint64_t u = CHUNK / 8;
+	struct backend *be = store("batch=1");
+	struct cachetier *ct = tier(be, "c-batch", 1ull << 30, 4);
+	struct cachetier_obj *o[NOBJ + 1], *b;
+	struct cachetier_batch_result r;
+	struct cachetier_batch_piece w[65];
+	struct cachetier_stats st;
+	unsigned char buf[64];
+	uint32_t now = 1000;
+	int err;
+
+	for (int i = 0; i <= NOBJ; i++)
+		o[i] = obj(ct, be, i);
+	b = o[NOBJ];
+	w[0] = (struct cachetier_batch_piece){b, 100, 3 * u}; /* units 0-3 */
+	w[1] = (struct cachetier_batch_piece){o[1], 0, 10};   /* unit 0 */
+	w[2] = (struct cachetier_batch_piece){b, 10 * u, 1};  /* unit 10 */
+	w[3] = (struct cachetier_batch_piece){b, 3 * u, 5};   /* unit 3 again */
+	err = cachetier_batch_fill(ct, w, 4, 4);
+	batch_stats(ct, &r);
+	CHECK(err == 0 && r.requests == 1 && r.items == 3 && r.bytes == 6 * u && r.failed == 0 &&
+		  r.unfit == 0 && r.stale == 0 && r.refused == 0,
+	      "one window: %d, %llu requests, %llu items, %llu bytes, %llu failed", err,
+	      (unsigned long long)r.requests, (unsigned long long)r.items,
+	      (unsigned long long)r.bytes, (unsigned long long)r.failed);
+	CHECK(cachetier_obj_cached_bytes(b) == 5 * u && cachetier_obj_cached_bytes(o[1]) == u,
+	      "one window: cached %llu and %llu", (unsigned long long)cachetier_obj_cached_bytes(b),
+	      (unsigned long long)cachetier_obj_cached_bytes(o[1]));
+	CHECK(read_check(b, NOBJ, 100, 3 * u, 1) == 0 && read_check(o[1], 1, 0, 10, 0) == 0 &&
+		  read_check(b, NOBJ, 10 * u, 1, 1) == 0 && read_check(b, NOBJ, 3 * u, 5, 0) == 0,
+	      "one window: reads");
+	stats(ct, &st);
+	CHECK(st.misses == 0, "one window: %llu reads missed", (unsigned long long)st.misses);
+	err = cachetier_batch_fill(ct, w, 4, 4);
+	batch_stats(ct, &r);
+	CHECK(err == 0 && r.requests == 1 && r.items == 3, "the window again: %d, %llu requests",
+	      err, (unsigned long long)r.requests);
+	for (int i = 0; i <= NOBJ; i++)
+		cachetier_obj_unref(o[i]);
+	cachetier_close(ct);
+
+	/* 4 MiB in 65 pieces, par 4 */
+	ct = tier(be, "c-batch-split", 1ull << 30, 4);
+	b = obj(ct, be, NOBJ);
+	for (int i = 0; i < 65; i++)
+		w[i] = (struct cachetier_batch_piece){b, (uint64_t)i * CHUNK,
+						      i < 64 ? CHUNK : sizes[NOBJ] - 64 * CHUNK};
+	err = cachetier_batch_fill(ct, w, 65, 4);
+	batch_stats(ct, &r);
+	CHECK(
+	    err == 0 && r.requests == 4 && r.items == 4 && r.bytes == sizes[NOBJ] && r.failed == 0,
+	    "4 MiB: %d, %llu requests, %llu items, %llu bytes", err, (unsigned long long)r.requests,
+	    (unsigned long long)r.items, (unsigned long long)r.bytes);
+	CHECK(read_check(b, NOBJ, 0, sizes[NOBJ], 0) == 0, "4 MiB: the object");
+	stats(ct, &st);
+	CHECK(st.misses == 0, "4 MiB: %llu reads missed", (unsigned long long)st.misses);
+	cachetier_obj_unref(b);
+	cachetier_close(ct);
+
+	/* no room: units 0 of objects 0-3 fill the cache, needed at now + 1
+	 * to now + 4; the window (units 0-1 of object 5) at now + 50 */
+	ct = tier(be, "c-batch-room", 4 * u, 4);
+	for (int i = 0; i < 6; i++)
+		o[i] = obj(ct, be, i);
+	cachetier_plan_now(ct, now);
+	for (int i = 0; i < 4; i++) {
+		CHECK(cachetier_plan_mark(o[i], 0, u, now + 1 + (uint32_t)i) == 0, "mark %d", i);
+		CHECK(cachetier_obj_pread_probe(o[i], buf, sizeof(buf), 0) == sizeof(buf),
+		      "read of unit 0 of object %d", i);
+	}
+	CHECK(cachetier_plan_mark(o[5], 0, 2 * u, now + 50) == 0, "mark the window far");
+	w[0] = (struct cachetier_batch_piece){o[5], 0, 2 * u};
+	err = cachetier_batch_fill(ct, w, 1, 4);
+	batch_stats(ct, &r);
+	stats(ct, &st);
+	CHECK(err == 0 && r.requests == 0 && r.unfit == 2 * u && st.unfit_bytes == 2 * u &&
+		  st.evictions == 0 && cachetier_obj_cached_bytes(o[5]) == 0,
+	      "no room: %d, %llu requests, unfit %llu (tier %llu), %llu evictions", err,
+	      (unsigned long long)r.requests, (unsigned long long)r.unfit,
+	      (unsigned long long)st.unfit_bytes, (unsigned long long)st.evictions);
+	for (int i = 0; i < 4; i++)
+		CHECK(unit0(o[i]), "no room: unit 0 of object %d evicted", i);
+	/* needed first: objects 3 and 2 (now + 4, now + 3) make the room */
+	CHECK(cachetier_plan_mark(o[5], 0, 2 * u, now) == 0, "mark the window first");
+	err = cachetier_batch_fill(ct, w, 1, 4);
+	batch_stats(ct, &r);
+	stats(ct, &st);
+	CHECK(err == 0 && r.requests == 1 && r.bytes == 2 * u && r.unfit == 2 * u &&
+		  st.evicted_bytes == 2 * u && cachetier_obj_cached_bytes(o[5]) == 2 * u,
+	      "needed first: %d, %llu requests, %llu bytes, evicted %llu", err,
+	      (unsigned long long)r.requests, (unsigned long long)r.bytes,
+	      (unsigned long long)st.evicted_bytes);
+	CHECK(unit0(o[0]) && unit0(o[1]) && !unit0(o[2]) && !unit0(o[3]),
+	      "needed first: evicted the furthest: %d %d %d %d", unit0(o[0]), unit0(o[1]),
+	      unit0(o[2]), unit0(o[3]));
+	CHECK(read_check(o[5], 5, 0, 2 * u, 1) == 0, "needed first: the window's bytes");
+	for (int i = 0; i < 6; i++)
+		cachetier_obj_unref(o[i]);
+	cachetier_close(ct);
+	backend_close(be);
+
+	/* a failed item: the 3rd of 3 */
+	be = store("batch=1&fail_every=3");
+	ct = tier(be, "c-batch-fail", 1ull << 30, 4);
+	for (int i = 0; i < 3; i++) {
+		o[i] = obj(ct, be, i);
+		w[i] = (struct cachetier_batch_piece){o[i], u, u};
+	}
+	err = cachetier_batch_fill(ct, w, 3, 4);
+	batch_stats(ct, &r);
+	CHECK(err == 0 && r.requests == 1 && r.items == 3 && r.failed == 1 && r.bytes == 2 * u,
+	      "a failed item: %d, %llu items, %llu failed, %llu bytes", err,
+	      (unsigned long long)r.items, (unsigned long long)r.failed,
+	      (unsigned long long)r.bytes);
+	CHECK(cachetier_obj_cached_bytes(o[0]) == u && cachetier_obj_cached_bytes(o[1]) == u &&
+		  cachetier_obj_cached_bytes(o[2]) == 0,
+	      "a failed item: its units cached");
+	/* a probe: no readahead to race for the store's next failing read */
+	CHECK(cachetier_obj_pread_probe(o[2], buf, sizeof(buf), u) == sizeof(buf) &&
+		  memcmp(buf, data[2] + u, sizeof(buf)) == 0,
+	      "a failed item: read on demand");
+	for (int i = 0; i < 3; i++)
+		cachetier_obj_unref(o[i]);
+	cachetier_close(ct);
+	backend_close(be);
+
+	/* a cut item: the 2nd of 2, half its bytes handed over */
+	be = store("batch=1&cut_every=2");
+	ct = tier(be, "c-batch-cut", 1ull << 30, 4);
+	o[0] = obj(ct, be, 0);
+	o[1] = obj(ct, be, 1);
+	w[0] = (struct cachetier_batch_piece){o[0], 0, u};
+	w[1] = (struct cachetier_batch_piece){o[1], 0, 2 * u};
+	err = cachetier_batch_fill(ct, w, 2, 4);
+	batch_stats(ct, &r);
+	CHECK(err == 0 && r.items == 2 && r.failed == 1 && r.bytes == u &&
+		  cachetier_obj_cached_bytes(o[1]) == 0,
+	      "a cut item: %d, %llu failed, %llu bytes", err, (unsigned long long)r.failed,
+	      (unsigned long long)r.bytes);
+	CHECK(data_blocks(ct) == u, "a cut item: %llu bytes on the disk, want %llu",
+	      (unsigned long long)data_blocks(ct), (unsigned long long)u);
+	cachetier_obj_unref(o[0]);
+	cachetier_obj_unref(o[1]);
+	cachetier_close(ct);
+	backend_close(be);
+	/* reopened on a store that cuts nothing (a read of this one races
+	 * its own readahead for the next cut): object 0's unit kept, object
+	 * 1 read on demand */
+	be = store("batch=1");
+	ct = tier(be, "c-batch-cut", 1ull << 30, 4);
+	o[0] = obj(ct, be, 0);
+	o[1] = obj(ct, be, 1);
+	CHECK(cachetier_obj_cached_bytes(o[0]) == u && cachetier_obj_cached_bytes(o[1]) == 0,
+	      "a cut item: after a reopen, cached %llu and %llu",
+	      (unsigned long long)cachetier_obj_cached_bytes(o[0]),
+	      (unsigned long long)cachetier_obj_cached_bytes(o[1]));
+	CHECK(read_check(o[0], 0, 0, u, 0) == 0 && read_check(o[1], 1, 0, 2 * u, 0) == 0,
+	      "a cut item: reads after");
+	cachetier_obj_unref(o[0]);
+	cachetier_obj_unref(o[1]);
+	cachetier_close(ct);
+	backend_close(be);
+
+	/* an object replaced (its mtime: another ETag) after it was opened */
+	be = store("batch=1");
+	ct = tier(be, "c-batch-stale", 1ull << 30, 4);
+	o[6] = obj(ct, be, 6);
+	{
+		struct timespec ts[2];
+		char path[512];
+
+		snprintf(path, sizeof(path), "%s/src/%s", tmpdir, keys[6]);
+		clock_gettime(CLOCK_REALTIME, &ts[0]);
+		ts[0].tv_sec += 200;
+		ts[1] = ts[0];
+		CHECK(utimensat(AT_FDCWD, path, ts, 0) == 0, "utimensat");
+	}
+	w[0] = (struct cachetier_batch_piece){o[6], 0, 2 * u};
+	err = cachetier_batch_fill(ct, w, 1, 4);
+	batch_stats(ct, &r);
+	CHECK(err == 0 && r.requests == 1 && r.stale == 1 && r.bytes == 0 &&
+		  cachetier_obj_cached_bytes(o[6]) == 0,
+	      "a replaced object: %d, %llu stale, %llu bytes", err, (unsigned long long)r.stale,
+	      (unsigned long long)r.bytes);
+	cachetier_obj_unref(o[6]);
+	o[6] = obj(ct, be, 6);
+	CHECK(read_check(o[6], 6, 0, 2 * u, 0) == 0, "a replaced object: opened again");
+	cachetier_obj_unref(o[6]);
+	cachetier_close(ct);
+	backend_close(be);
+
+	/* no batch read */
+	be = store("");
+	ct = tier(be, "c-batch-refused", 1ull << 30, 4);
+	o[0] = obj(ct, be, 0);
+	w[0] = (struct cachetier_batch_piece){o[0], 0, 2 * u};
+	err = cachetier_batch_fill(ct, w, 1, 4);
+	batch_stats(ct, &r);
+	CHECK(err == -EOPNOTSUPP && r.refused == 1 && r.requests == 0 &&
+		  cachetier_obj_cached_bytes(o[0]) == 0,
+	      "no batch read: %d, refused %llu, %llu requests", err, (unsigned long long)r.refused,
+	      (unsigned long long)r.requests);
+	CHECK(read_check(o[0], 0, 0, 2 * u, 0) == 0, "no batch read: read on demand");
+	cachetier_obj_unref(o[0]);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
 /* ---- damaged cached bytes ---- */
 
 #define UNIT (CHUNK / 8) /* the cache unit of a chunk under 512 KiB */
@@ -1672,6 +1915,7 @@ int main(void)
 	test_errors();
 	test_cut();
 	test_changed(seed);
+	test_batch();
 	test_damage();
 
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
