@@ -31,9 +31,11 @@
  * once with -EIO, new ones too, running ones when their attempt fails —
  * while one probe (a 1-byte GET of the failed request's URL, unsigned)
  * asks the store every 0.25 s, backing off to every 5 s. Any answer of
- * the store (a success, or a status that is not a store failure: 404,
- * 403, 412, ... — also from the probe) makes it "up" again. 404, 403 and
- * a changed ETag are answers, never failures. A request with past_breaker
+ * the store (a success, or a status that is not a store failure: any but
+ * 408, 429 and 5xx, so 400, 404, 403, 412, ... — also from the probe)
+ * makes it "up" again. 404, 403 and a changed ETag are answers, never
+ * failures. A solo request (GetBatch) spending its budget fails alone:
+ * it never marks the store down. A request with past_breaker
  * (a listing: the mount's, an explicit refresh's) is never failed at once:
  * it asks the store itself, with its own retry budget, and its answer
  * makes the store up. The breaker logs each change ("store down: ..." with
@@ -98,6 +100,11 @@ struct backend_req {
 	 * for: mount, refresh), with its own retry budget, instead of failing
 	 * at once; its answer brings the store up, as the probe's does */
 	int past_breaker;
+	/* 1: its failures say nothing of the store's objects (a request to an
+	 * endpoint of its own: AIStore's GetBatch, whose caller fetches the
+	 * same bytes another way when it fails): spending its retry budget
+	 * fails it alone and never marks the store down */
+	int solo;
 	/* 1: a small request (a planned range): it may run while 'connections' ordinary
 	 * transfers run, up to 'max_connections' in all (backend_config) */
 	int small;

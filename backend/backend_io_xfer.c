@@ -143,6 +143,17 @@ static void wait_remove(struct backend_io *io, struct xfer *x)
 	x->wnext = NULL;
 }
 
+/* Did an attempt that ended with err and HTTP status get an answer of the
+ * store, not a failure of it? Every status but 408, 429 and 5xx is one
+ * (a 4xx maps to -EIO as often as not: a 400, a 405, a 409); a 2xx or 3xx
+ * that ended in -EIO was cut or wrong on the way, not an answer. */
+static int store_answered(long status, int err)
+{
+	if (status <= 0 || status == 408 || status == 429 || status >= 500)
+		return 0;
+	return err != -EIO || status >= 400;
+}
+
 /* The one exit of a request: on_done runs here, exactly once. */
 void backend__io_xfer_finish(struct xfer *x, int err)
 {
@@ -165,8 +176,8 @@ void backend__io_xfer_finish(struct xfer *x, int err)
 	if (r->etag[0] == '\0' && x->first_etag[0])
 		snprintf(r->etag, sizeof(r->etag), "%s", x->first_etag);
 	/* the store answered: a success, or an answer that is not a failure
-	 * of the store (404, 403, 412, ...) */
-	if (err == 0 || (err != -EIO && err != -ECANCELED && r->status > 0))
+	 * of the store (404, 403, 412, a 400 to a probe, ...) */
+	if (err == 0 || (err != -ECANCELED && store_answered(r->status, err)))
 		backend__io_store_up(io);
 	r->priv = NULL;
 	x->r = NULL;
@@ -230,7 +241,8 @@ static void xfer_retry(struct xfer *x, int err)
 	xfer_detach_easy(x);
 	if (elapsed + delay >= io->budget_ms) {
 		atomic_fetch_add(&io->n_failures, 1);
-		backend__io_store_down(io, x);
+		if (!x->r->solo)
+			backend__io_store_down(io, x);
 		backend__io_xfer_finish(x, -EIO);
 		return;
 	}

@@ -327,8 +327,10 @@ static const struct ctl_counter ctl_counters[] = {
     {"store_requests", "requests to the remote store", C, SNAP(bs.requests)},
     {"store_attempts", "HTTP attempts of those requests (retries, redirects)", C,
      SNAP(bs.attempts)},
-    {"store_failures", "requests that spent their retry budget: the store went down", C,
-     SNAP(bs.failures)},
+    {"store_failures",
+     "requests that spent their retry budget: the store went down (but for "
+     "GetBatch's, which fail alone)",
+     C, SNAP(bs.failures)},
     {"store_fast_fails", "requests failed at once (EIO) while the store was down", C,
      SNAP(bs.fast_fails)},
     {"store_probes", "probes of the store while it was down", C, SNAP(bs.probes)},

@@ -26,6 +26,11 @@ cache directory (--warm off: nothing but the plan fetches ahead).
            of both plans reads exact bytes
   refused  the stand-in answers 404 to /v1/ml/moss (an AIStore without GetBatch): the mount
            says so once (plan_batch_refused), fetches the plan with ranged GETs, exact bytes
+  sick     GetBatch's endpoint answers 500 while object GETs and HEADs work (--retry-budget
+           1): the window's request spends its budget and fails alone, every item counted
+           failed, the store never marked down (no "store down", no fast fails), plan a's paths
+           exact by ranged GETs; the endpoint well again, plan b (other shards) is one GetBatch
+           request with the model's items and bytes, read with no object GET
   cut      the answer is cut in the middle of shard 1's first item: that item's units stay
            empty with no error (plan_batch_failed_items 1), the rest are asked for again (2
            GetBatch requests); a later read of every path returns exact bytes (the empty
@@ -361,6 +366,64 @@ def case_refused(env, ck, c):
         c.world.ais.moss_refuse_status = None
 
 
+def case_sick(env, ck, c):
+    """GetBatch's endpoint answers 500 while object GETs and HEADs work: the window's request
+    spends its retry budget and fails alone (the store is never marked down), the planned paths
+    read exactly by ranged GETs; once the endpoint answers again, the next plan is fetched with
+    GetBatch. Plan a is shard 0's paths, plan b the others' (no 64 KiB unit in common)."""
+    plans = [[x for x in c.plan if x[1] == c.files[0]], [x for x in c.plan if x[1] != c.files[0]]]
+    files = []
+    for k, part in enumerate(plans):
+        files.append(env.path('plan-sick-%d' % k))
+        with open(files[-1], 'w') as f:
+            f.write(''.join(x[0] + '\n' for x in part))
+    items_a, _ = model([(x[1], x[2], x[3]) for x in plans[0]], c.sizes)
+    items_b, bytes_b = model([(x[1], x[2], x[3]) for x in plans[1]], c.sizes)
+    c.world.ais.moss_refuse_status = 500
+    try:
+        with c.mount(['--retry-budget', '1']) as m:
+            for s in range(NSHARDS):
+                os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
+            a0 = c.ais()
+            ck.eq('sick: plan a rc', ctl(m.mnt, 'plan a ' + files[0]), None)
+            st = settled(m, 'plan_batch_failed_items', items_a)
+            ck.eq('sick: plan a: its request failed, every item', (st['plan_batch_requests'],
+                  st['plan_batch_failed_items']), (1, items_a))
+            ck.ok(c.ais().get('moss_refused_status', 0) - a0.get('moss_refused_status', 0) >= 1,
+                  'sick: the stand-in answered no GetBatch with 500')
+            c.plan, full = plans[0], c.plan
+            try:
+                c.read_all(ck, m, 'sick: plan a')
+            finally:
+                c.plan = full
+            st = m.stats()
+            ck.eq('sick: store_down, fast fails, read_errors',
+                  (st['store_down'], st['store_fast_fails'], st['read_errors']), (0, 0, 0))
+            ck.eq('sick: "store down" in the log', ml.logs_under(m.cache_dir).count('store down'), 0)
+            c.world.ais.moss_refuse_status = None
+            st0, a1 = m.stats(), c.ais()
+            ck.eq('sick: plan b rc', ctl(m.mnt, 'plan b ' + files[1]), None)
+            st = settled(m, 'plan_batch_requests', 2)
+            a2 = c.ais()
+            ck.eq('sick: plan b: one GetBatch request answered',
+                  (st['plan_batch_requests'], a2.get('moss_requests', 0) -
+                   a1.get('moss_requests', 0)), (2, 1))
+            ck.eq('sick: plan b: items, bytes kept',
+                  (st['plan_batch_items'] - st0['plan_batch_items'],
+                   st['plan_batch_bytes'] - st0['plan_batch_bytes']), (items_b, bytes_b))
+            c.plan = plans[1]
+            try:
+                c.read_all(ck, m, 'sick: plan b')
+            finally:
+                c.plan = full
+            st, a3 = m.stats(), c.ais()
+            ck.eq('sick: plan b: object GETs while reading', a3.get('redirects', 0) -
+                  a2.get('redirects', 0), 0)
+            ck.eq('sick: read_errors, store_down', (st['read_errors'], st['store_down']), (0, 0))
+    finally:
+        c.world.ais.moss_refuse_status = None
+
+
 def case_cut(env, ck, c):
     c.world.ais.moss_cut_member = PREFIX + 'shard-000001.tar'
     with c.mount() as m:
@@ -452,6 +515,7 @@ def run(env, ck):
         case_windows(env, ck, c)
         case_slots(env, ck, c)
         case_refused(env, ck, c)
+        case_sick(env, ck, c)
         case_cut(env, ck, c)
         case_version(env, ck, c)
         ck.eq('refused requests (the stand-in)', c.ais().get('moss_refused', 0), 0)
