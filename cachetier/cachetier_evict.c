@@ -40,10 +40,14 @@
  *
  * Full cache: when nothing evictable is left (every valid unit pinned by
  * a reader), the fill goes ahead into its file anyway and the cache runs
- * over its limit; the next fills evict it back down as pins are released.
- * A read never fails because the cache is full. With readers pinning at
- * most P bytes, the directory stays within max(limit, P) + one chunk per
- * fill thread of each process.
+ * over its limit; so does a fill bigger than the cache (a chunk of
+ * --chunk-size in a smaller one). The next fill evicts it back down, and
+ * with none coming the flusher does, within a second of the read ending
+ * or the fill being done (cachetier_fill.c, flush_over_limit). A read
+ * never fails because the cache is full. With readers pinning at most P
+ * bytes, the directory stays within max(limit, P) + one chunk per fill
+ * thread of each process while they read, and within the limit once they
+ * are done.
  *
  * At open every source's data/ is scanned: valid maps become entries (for
  * LRU); what no valid map speaks for is removed unless a running process

@@ -388,6 +388,7 @@ void cachetier__unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, i
 	uint64_t ulen = cachetier__unit_len(f, u);
 	struct ct_lkrun one = {0};
 
+	ct->room_gen++;
 	if (err < 0 && withdrawn) {
 		pf_withdrawn(ct, f, u, withdrawn);
 	} else if (err == 0) {
@@ -651,9 +652,24 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* The cache over its limit with no fill here to evict it down: a fill
+ * went over it while every unit was pinned, or was bigger than the cache
+ * (a chunk of --chunk-size in a smaller one), and no fill came since. Once
+ * a read ended or a fill was done after the last try, evict back down to
+ * the limit (what is still pinned stays). ct->lock held. */
+static void flush_over_limit(struct cachetier *ct)
+{
+	if (ct->fills_inflight || ct->room_gen == ct->room_gen_tried ||
+	    cachetier__usage_get(ct) + ct->reserved <= ct->cfg.cache_size_bytes)
+		return;
+	ct->room_gen_tried = ct->room_gen;
+	(void)cachetier__make_room(ct, 0, 0);
+}
+
 /* The flusher: writes the maps whose batch is due (a worker signals a full
  * batch; the timer catches the rest), so the fdatasync before each map
- * never holds up a fill. */
+ * never holds up a fill; and evicts a cache left over its limit back down
+ * (flush_over_limit), within a second of the read or fill that let it. */
 static void *flusher_main(void *arg)
 {
 	struct cachetier *ct = arg;
@@ -662,6 +678,7 @@ static void *flusher_main(void *arg)
 	while (!ct->stopping) {
 		flush_old_maps(ct);
 		cachetier__dec_release(ct); /* decoded copies other processes evicted */
+		flush_over_limit(ct);
 		if (!ct->stopping)
 			cachetier__cond_wait_s(&ct->flush_cond, &ct->lock, 1);
 	}

@@ -277,6 +277,10 @@ struct cachetier {
 	int *srcfds;	      /* other sources' data/, decoded/ dir pairs */
 	unsigned nsrcfds;
 	int64_t rescan_ns; /* last rescan for objects of other processes */
+	/* reads ended and fills done (ct->lock): when it moved since the
+	 * flusher last found the cache over its limit, something may have
+	 * become evictable (flush_over_limit) */
+	uint64_t room_gen, room_gen_tried;
 	uint64_t used;	   /* bytes of valid units this process knows of (stats) */
 	uint64_t reserved; /* bytes of fills in flight */
 	uint64_t evicting; /* bytes being punched out: still on disk */

@@ -422,5 +422,6 @@ void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f, uint32_t 
 {
 	pthread_mutex_lock(&ct->lock);
 	read_unpin(f, c0, c1);
+	ct->room_gen++;
 	pthread_mutex_unlock(&ct->lock);
 }

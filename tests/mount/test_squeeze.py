@@ -3,6 +3,7 @@
 decompression-bomb bounds (docs/design.md section 3: a shard is whole or an error).
 
 usage: test_squeeze.py SHARDFS GROUP     GROUP: cache | disk | bomb | warn | evict | lru | deccrc
+                                                | over
 
 cache  --cache-size 24M and a .tar.zst of 20,000 small members decoding to ~28 MB: every member
        reads back exactly as Python's tarfile reads it (the decoded copy may exceed --cache-size).
@@ -31,6 +32,10 @@ deccrc a .tar.gz and a .tar.zst shard read whole by one mount; between mounts a 
        kernel hides the EIO of a readahead request by asking again), then exactly on a retry (the
        shard decoded again); cache_units_corrupt 2, decoded_streams 2, one log line; a third
        mount reads the copies decoded again without a failure.
+over   an http source, --cache-size 4M and the default 8M chunks: a 10 MB raw .tar read whole
+       takes the cache over its limit (one chunk is bigger than the cache); once the read
+       ended, the mount evicts it back within 4 MiB (cache_bytes_used and the data files'
+       blocks) with no other fill, and the .tar reads back exactly after.
 The groups that need a small filesystem mount a tmpfs (root) and unmount it in any case.
 Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here)."""
 
@@ -340,6 +345,48 @@ def group_evict(env, ck):
         ng.stop()
 
 
+def group_over(env, ck):
+    """An http source and --cache-size 4M with the default --chunk-size (8M): a 10 MB raw .tar
+    read whole fills one chunk bigger than the cache, so the cache runs over its limit while
+    it is read; once the read ended, the mount evicts it back down without another fill
+    (cache_bytes_used and the data files' blocks within 4 MiB), and the .tar reads back
+    exactly after (its evicted chunks fetched again)."""
+    if not os.path.exists(web.NGINX):
+        ck.fail('%s is not installed (scripts/install-deps.sh --test)' % web.NGINX)
+        return
+    src = env.path('src')
+    os.makedirs(src)
+    members = [('m%02d.bin' % i, env.rng.randbytes(250000)) for i in range(40)]
+    data = ml.tar_bytes(members, 'gnu')
+    with open(os.path.join(src, 'a.tar'), 'wb') as f:
+        f.write(data)
+    limit = 4 << 20
+    ng = web.Nginx(env.path('nginx'), src).start()
+    try:
+        cache = env.path('cache')
+        with ml.Mount(env, ng.url('json/'), cache_dir=cache,
+                      extra=['--cache-size', '4M', '--prefetch-shards', '0', '--warm', 'off']) as m:
+            check_raw(ck, 'over', m.mnt, 'a.tar', data)
+            st = ml.poll(lambda: (lambda s: s['cache_bytes_used'] <= limit and s)(m.stats()))
+            st = st or m.stats()
+            log('over: cache_bytes_used %d, evictions %d, bytes_fetched %d' % (
+                st['cache_bytes_used'], st['evictions'], st['bytes_fetched']))
+            ck.ok(st['bytes_fetched'] >= len(data), 'over: fetched %d of %d bytes' % (
+                st['bytes_fetched'], len(data)))
+            ck.ok(st['cache_bytes_used'] <= limit, 'over: cache_bytes_used %d over --cache-size '
+                  '%d after the read ended' % (st['cache_bytes_used'], limit))
+            data_bytes = sum(ml.du(os.path.join(d, 'data')) for d in
+                             [os.path.join(cache, 'v1', h) for h in os.listdir(
+                                 os.path.join(cache, 'v1'))] if os.path.isdir(os.path.join(d, 'data')))
+            ck.ok(data_bytes <= limit, 'over: the data files hold %d bytes, over %d' % (
+                data_bytes, limit))
+            with open('/proc/sys/vm/drop_caches', 'w') as f:
+                f.write('3')  # the kernel's copy of a.tar too: the reads go to the mount
+            check_raw(ck, 'over: again', m.mnt, 'a.tar', data)
+    finally:
+        ng.stop()
+
+
 def free_bytes(path):
     sv = os.statvfs(path)
     return sv.f_bavail * sv.f_frsize
@@ -472,7 +519,8 @@ def group_deccrc(env, ck):
 
 
 GROUPS = {'cache': group_cache, 'disk': group_disk, 'bomb': group_bomb, 'warn': group_warn,
-          'evict': group_evict, 'lru': group_lru, 'deccrc': group_deccrc}
+          'evict': group_evict, 'lru': group_lru, 'deccrc': group_deccrc,
+          'over': group_over}
 
 
 def main():
