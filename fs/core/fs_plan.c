@@ -444,7 +444,7 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	const char *mp = fs->cfg.mountpoint;
 	struct fs_plan *p, *old = NULL;
 	struct plan_reader *r;
-	size_t mplen = mp ? strlen(mp) : 0, ln = 0;
+	size_t ln = 0;
 	int err, slot = -1;
 
 	err = plan_name(name, pid, nm);
@@ -459,10 +459,17 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 		return -EINVAL;
 	}
 	/* reading a file of this very mount from a request handler could
-	 * wait for a handler thread forever */
-	if (mplen > 1 && strncmp(file, mp, mplen) == 0 && (file[mplen] == '/' || !file[mplen])) {
-		fs_log(FS_LOG_WARN, "plan '%s': the plan file '%s' is inside the mount", nm, file);
-		return -EINVAL;
+	 * wait for a handler thread forever: also through a symlink or a bind
+	 * mount (fs_plan_path_inside never asks the mount) */
+	err = fs_plan_path_inside(mp, file);
+	if (err != 0) {
+		if (err > 0)
+			fs_log(FS_LOG_WARN, "plan '%s': the plan file '%s' is inside the mount", nm,
+			       file);
+		else
+			fs_log(FS_LOG_WARN, "plan '%s': cannot resolve the plan file '%s': %s", nm,
+			       file, strerror(-err));
+		return err > 0 ? -EINVAL : err;
 	}
 	p = calloc(1, sizeof(*p));
 	r = calloc(1, sizeof(*r));

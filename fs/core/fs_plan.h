@@ -74,6 +74,12 @@ struct fs_plan_info {
  * file), -EISDIR, -EFBIG (past FS_PLAN_FILE_MAX or 2^32-1 paths), -ENOMEM,
  * or open's error (-ENOENT, -EACCES). Blocks: may index shards. */
 int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file);
+/* Does path (absolute) name something inside the mount at mp (its
+ * realpath), following symbolic links, "." and "..", or through a bind
+ * mount of it, without ever looking at mp or below it (fs_plan_path.c)?
+ * 1 inside, 0 not (or not resolvable: opening it fails on its own),
+ * -ELOOP, -ENAMETOOLONG, -ENOMEM. Any thread. */
+int fs_plan_path_inside(const char *mp, const char *path);
 /* Drop plan name (NULL: "pid-PID"): 0 or -ENOENT. */
 int fs_plan_clear(struct fs *fs, const char *name, pid_t pid);
 /* A read of [off, off + size) of ino (an object's or a member's: fs_op_read

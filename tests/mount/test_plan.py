@@ -57,6 +57,10 @@ GROUP:
   file       a plan file is never copied into the log (a shadow-like file: only counts and
              line numbers of the lines that name nothing), and is read in pieces (48 MiB of
              overlong lines raise the daemon's peak RSS by less than 8 MiB)
+  inside     --threads 1: a plan file inside the mount by a symlink (to a file, to a symlink, to
+             the mount's directory), through '..' or through a bind mount of the mount is
+             refused with EINVAL at once (never read through the mount, which would wait for
+             its one handler forever); a symlink to a file outside is taken
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -1315,9 +1319,74 @@ def group_file(env, ck):
         ck.eq('big file: fnv', pl['big']['fnv'], fnv(['s/a.txt']))
 
 
+def ctl_bounded(env, mnt, line):
+    """ctl() from a child process given 60 s: its errno, None, or 'hung' (a plan file read
+    from the mount by the mount itself, with every handler busy, never answers)."""
+    code = ('import sys; sys.path.insert(0, %r); from shardfs_test import mount as ml; '
+            'e = ml.control_errno(%r, %r); print("none" if e is None else e)'
+            % (os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'), mnt, line))
+    try:
+        r = subprocess.run([sys.executable, '-c', code], stdout=subprocess.PIPE, timeout=60)
+    except subprocess.TimeoutExpired:
+        return 'hung'
+    out = r.stdout.decode().strip()
+    return None if out == 'none' else int(out) if out.isdigit() else out
+
+
+def group_inside(env, ck):
+    """A plan file inside the mount by another path than its own, with --threads 1 (the one
+    handler thread is the one reading the plan file): a symlink to a file in the mount, a path
+    through a symlink to the mount's directory, one through '..', one through a bind mount of
+    the mount: each refused with EINVAL at once, never read through the mount (which would wait
+    for a handler forever); a symlink to a file outside the mount is taken; the mount answers
+    after every one."""
+    src = env.path('src')
+    make_source(src, random.Random(7))
+    outside = env.path('plan-outside')
+    with open(outside, 'w') as f:
+        f.write('readme.txt\n')
+    with ml.Mount(env, src, cache_dir=env.path('cache'), extra=['--threads', '1']) as m:
+        mnt = m.mnt
+        links = env.path('links')
+        os.makedirs(links)
+        os.symlink(mnt + '/readme.txt', links + '/to-file')
+        os.symlink(mnt, links + '/to-mount')
+        os.symlink(outside, links + '/to-outside')
+        os.symlink(links + '/to-file', links + '/to-link')
+        parent, base = os.path.split(mnt)
+        cases = [('a symlink to a file in the mount', links + '/to-file'),
+                 ('a symlink to a symlink to it', links + '/to-link'),
+                 ('a path through a symlink to the mount', links + '/to-mount/readme.txt'),
+                 ('a path through ..', links + '/../' + base + '/readme.txt'
+                  if os.path.dirname(links) == parent else None),
+                 ('the mount itself through a symlink', links + '/to-mount')]
+        for what, path in cases:
+            if path is None:
+                ck.fail('%s: the test\'s directories moved' % what)
+                continue
+            ck.eq('%s: refused' % what, ctl_bounded(env, mnt, 'plan in ' + path), errno.EINVAL)
+            ck.eq('%s: the mount answers after' % what, sorted(os.listdir(mnt)), ['a', 'b',
+                                                                                'readme.txt'])
+        bind = env.path('bind')
+        os.makedirs(bind)
+        ck.ok(os.geteuid() == 0, 'a bind mount of the mount needs root')
+        if os.geteuid() == 0:
+            subprocess.run(['mount', '--bind', mnt, bind], check=True, timeout=60)
+            try:
+                ck.eq('a path through a bind mount of the mount: refused',
+                      ctl_bounded(env, mnt, 'plan in ' + bind + '/readme.txt'), errno.EINVAL)
+            finally:
+                subprocess.run(['umount', '-l', bind], timeout=60)
+        ck.eq('a symlink to a file outside the mount: taken',
+              ctl_bounded(env, mnt, 'plan out ' + links + '/to-outside'), None)
+        ck.eq('  its paths', plans(mnt).get('out', {}).get('paths'), 1)
+        ck.eq('plans published', m.stats()['plans_published'], 1)
+
+
 GROUPS = {'file': group_file, 'semantics': group_semantics, 'bigger': group_bigger,
           'ahead': group_ahead, 'coalesce': group_coalesce, 'nextuse': group_nextuse,
-          'lookahead': group_lookahead, 'pieces': group_pieces, 'partread': group_partread}
+          'lookahead': group_lookahead, 'pieces': group_pieces, 'partread': group_partread,
+          'inside': group_inside}
 
 
 def main():

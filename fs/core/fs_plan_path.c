@@ -1,0 +1,214 @@
+/*
+ * fs_plan_path.c — is a plan file inside this mount (fs_plan_path_inside,
+ * fs_plan.h)?
+ *
+ * A plan file is read by the request handler that got 'plan', so one
+ * inside the mount would be read from the mount by the mount itself: with
+ * every handler thread busy (--threads 1: this one), its lookups wait for
+ * a handler forever, and the sender, the mount and its unmount hang. The
+ * check must therefore never ask the mount anything: the path is resolved
+ * one component at a time as open(2) would resolve it (lstat, readlink;
+ * "." and ".." on the resolved prefix), and each prefix is compared, as a
+ * string, with the mount points of this mount before it is looked at. The
+ * mount points are this mount's and its bind mounts' in the daemon's
+ * namespace (/proc/self/mountinfo: the entries with the device number of
+ * the mountpoint's entry), so a symlink into the mount, a path through a
+ * bind mount of it or through a symlinked directory is caught too.
+ * Not caught: a path whose resolution the kernel does by magic rather
+ * than by the link's text (a /proc/PID/fd/N of a file opened through a
+ * lazily unmounted copy), and a file that changes between the check and
+ * the open (the sender is the mount's owner or root).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs_plan.h"
+
+/* Symbolic links followed at most (the kernel's own bound). */
+#define PLAN_LINKS_MAX 40
+
+/* mountinfo's octal escapes (\040 a blank, \012 a newline, \134 a
+ * backslash), in place. */
+static void mi_unescape(char *s)
+{
+	char *o = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = '\0';
+}
+
+/* Fields 3 (major:minor) and 5 (the mount point, unescaped) of a
+ * mountinfo line; -1 when it has fewer. */
+static int mi_fields(char *line, char **dev, char **point)
+{
+	char *save = NULL;
+	int i = 0;
+
+	for (char *f = strtok_r(line, " \n", &save); f; f = strtok_r(NULL, " \n", &save)) {
+		if (++i == 3) {
+			*dev = f;
+		} else if (i == 5) {
+			mi_unescape(f);
+			*point = f;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* The mount points of mp's filesystem (mp and its bind mounts), as
+ * strings one after another, each with its NUL, then an empty one; NULL
+ * when none is known (then mp alone counts). Free with free. */
+static char *mount_points(const char *mp)
+{
+	char dev[64] = "", *line = NULL, *out = NULL, *d, *p;
+	size_t cap = 0, len = 0, ocap = 0;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	if (!f)
+		return NULL;
+	while (getline(&line, &cap, f) > 0) /* the last entry on mp is on top */
+		if (mi_fields(line, &d, &p) == 0 && strcmp(p, mp) == 0)
+			snprintf(dev, sizeof(dev), "%s", d);
+	rewind(f);
+	while (dev[0] && getline(&line, &cap, f) > 0) {
+		size_t n;
+
+		if (mi_fields(line, &d, &p) < 0 || strcmp(d, dev) != 0)
+			continue;
+		n = strlen(p) + 1;
+		if (len + n + 1 > ocap) {
+			size_t nc = (len + n + 1) * 2;
+			char *no = realloc(out, nc);
+
+			if (!no)
+				break;
+			out = no;
+			ocap = nc;
+		}
+		memcpy(out + len, p, n);
+		len += n;
+		out[len] = '\0';
+	}
+	free(line);
+	fclose(f);
+	return out;
+}
+
+/* Is path p the mount point pt or below it? */
+static int at_or_under(const char *p, const char *pt)
+{
+	size_t n = strlen(pt);
+
+	if (n <= 1)
+		return 0; /* a mount on / would be everything: not ours */
+	return strncmp(p, pt, n) == 0 && (p[n] == '/' || p[n] == '\0');
+}
+
+static int inside(const char *p, const char *mp, const char *pts)
+{
+	if (at_or_under(p, mp))
+		return 1;
+	for (; pts && *pts; pts += strlen(pts) + 1)
+		if (at_or_under(p, pts))
+			return 1;
+	return 0;
+}
+
+int fs_plan_path_inside(const char *mp, const char *path)
+{
+	char *pts = mp ? mount_points(mp) : NULL;
+	char cur[PATH_MAX] = "", cand[PATH_MAX], link[PATH_MAX];
+	char *rest = malloc(2 * PATH_MAX), *tmp = malloc(2 * PATH_MAX), *r;
+	int links = 0, ret = 0;
+
+	if (!rest || !tmp) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (!mp || strlen(path) >= 2 * PATH_MAX)
+		goto out; /* no mount point known; or open fails with ENAMETOOLONG */
+	strcpy(rest, path);
+	for (r = rest; *r;) {
+		struct stat st;
+		size_t n, cl, rl;
+		ssize_t ln;
+
+		while (*r == '/')
+			r++;
+		n = strcspn(r, "/");
+		if (n == 0)
+			break;
+		if (n == 1 && r[0] == '.') {
+			r += n;
+			continue;
+		}
+		if (n == 2 && r[0] == '.' && r[1] == '.') {
+			char *sl = strrchr(cur, '/');
+
+			if (sl)
+				*sl = '\0';
+			r += n;
+			continue;
+		}
+		cl = strlen(cur);
+		if (cl + 1 + n >= sizeof(cand)) {
+			ret = -ENAMETOOLONG;
+			break;
+		}
+		memcpy(cand, cur, cl);
+		cand[cl] = '/';
+		memcpy(cand + cl + 1, r, n);
+		cand[cl + 1 + n] = '\0';
+		r += n;
+		if (inside(cand, mp, pts)) {
+			ret = 1;
+			break;
+		}
+		if (lstat(cand, &st) < 0)
+			break; /* open fails on its own, without asking the mount */
+		if (!S_ISLNK(st.st_mode)) {
+			strcpy(cur, cand);
+			continue;
+		}
+		ln = readlink(cand, link, sizeof(link) - 1);
+		if (ln < 0)
+			break;
+		link[ln] = '\0';
+		if (++links > PLAN_LINKS_MAX) {
+			ret = -ELOOP;
+			break;
+		}
+		rl = strlen(r);
+		if ((size_t)ln + 1 + rl >= 2 * PATH_MAX) {
+			ret = -ENAMETOOLONG;
+			break;
+		}
+		/* the link's text, then what was left of the path */
+		memcpy(tmp, link, (size_t)ln);
+		tmp[ln] = '/';
+		memcpy(tmp + ln + 1, r, rl + 1);
+		memcpy(rest, tmp, (size_t)ln + 2 + rl);
+		r = rest;
+		if (link[0] == '/')
+			cur[0] = '\0';
+	}
+out:
+	free(pts);
+	free(rest);
+	free(tmp);
+	return ret;
+}
