@@ -268,6 +268,7 @@ class FaultProxy(LoopbackProxy):
     keep-alive — unless a fault applies. Faults (set through attributes, any time):
       mode = 'pass'     relay everything
              '503'      answer 503 (Retry-After: 0)
+             '400'      answer 400 (an answer of the store, not a failure of it)
              'cut'      send the headers and half the body, then close the connection
              'stall'    send the headers and a few body bytes, then nothing (until shutdown)
              ranged GETs ("Range: bytes=A-B") only, other requests pass:
@@ -422,6 +423,10 @@ class FaultProxy(LoopbackProxy):
                 if fault == '503':
                     c.sendall(b'HTTP/1.1 503 Service Unavailable\r\nRetry-After: 0\r\n'
                               b'Content-Length: 5\r\n\r\nbusy\n')
+                    self._after_fault(method, path)
+                    continue
+                if fault == '400':
+                    c.sendall(b'HTTP/1.1 400 Bad Request\r\nContent-Length: 4\r\n\r\nbad\n')
                     self._after_fault(method, path)
                     continue
                 rng = self._range(head)

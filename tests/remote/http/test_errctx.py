@@ -16,7 +16,8 @@ GROUP:
   breaker     the store's circuit breaker is open (a read spent its retry budget on 503s; the
               probe's object still answers 503) while the store answers listings: an explicit
               'shardfs refresh' asks the store itself and succeeds, and its answer closes the
-              breaker
+              breaker; open again (b.tar's 503s), it closes when the probe's object answers
+              400 (an answer, not a store failure), without a refresh
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse, or no nginx).
 """
@@ -236,11 +237,24 @@ def group_breaker(env, ck):
             ck.eq('"store down" log lines', len(downs), 1)
             ck.ok(downs and 'a.tar' in downs[0] and 'HTTP 503' in downs[0],
                   'the store down line names a.tar and HTTP 503: %r' % downs)
+            # down again (b.tar's 503s); then b.tar answers 400: the probe's answer is an
+            # answer of the store (any status but 408, 429 and 5xx), so the breaker closes
+            # without a refresh
+            px.set('503', match='/b.tar')
+            ck.eq('b.tar while it answers 503', read_errno(os.path.join(m.mnt, 'b.tar')),
+                  errno.EIO)
+            ck.eq('store_down after b.tar\'s budget', m.stats()['store_down'], 1)
+            px.set('400', match='/b.tar')
+            ck.ok(ml.poll(lambda: m.stats()['store_down'] == 0),
+                  'a probe answered 400 did not close the breaker')
+            st = m.stats()
+            ck.eq('store_failures after b.tar', st['store_failures'], 2)
             px.set('pass')
-            with open(os.path.join(src, 'a.tar'), 'rb') as f:
-                want = f.read()
-            with open(os.path.join(m.mnt, 'a.tar'), 'rb') as f:
-                ck.ok(f.read() == want, 'a.tar exact after the faults')
+            for n in ('a.tar', 'b.tar'):
+                with open(os.path.join(src, n), 'rb') as f:
+                    want = f.read()
+                with open(os.path.join(m.mnt, n), 'rb') as f:
+                    ck.ok(f.read() == want, '%s exact after the faults' % n)
     finally:
         px.close()
         ng.stop()
