@@ -760,7 +760,8 @@ static int cmd_is(const char *s, size_t n, const char *w, size_t *arg)
 
 /* 'plan [NAME] FILE' and 'plan-clear [NAME]' (a NAME has no blank; FILE,
  * absolute, is the rest of the line). */
-static int plan_command(struct fs *fs, int clear, const char *a, size_t n, pid_t pid)
+static int plan_command(struct fs *fs, int clear, const char *a, size_t n, pid_t pid,
+			const struct fs_op_stop *stop)
 {
 	char name[FS_PLAN_NAME_MAX + 2], file[PATH_MAX];
 	size_t nl = 0;
@@ -785,10 +786,11 @@ static int plan_command(struct fs *fs, int clear, const char *a, size_t n, pid_t
 		return -ENAMETOOLONG;
 	memcpy(file, a, n);
 	file[n] = '\0';
-	return fs_plan_publish(fs, nl ? name : NULL, pid, file);
+	return fs_plan_publish(fs, nl ? name : NULL, pid, file, stop);
 }
 
-int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid)
+int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid,
+		   const struct fs_op_stop *stop)
 {
 	size_t i = 0;
 	int err = 0, inside_shard = 0;
@@ -817,7 +819,7 @@ int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid)
 			} else if (cmd_is(buf + i, k - i, "plan", &a) ||
 				   cmd_is(buf + i, k - i, "plan-clear", &a)) {
 				err = plan_command(fs, k - i > 4 && buf[i + 4] == '-', buf + i + a,
-						   k - i - a, pid);
+						   k - i - a, pid, stop);
 			} else {
 				fs_log(FS_LOG_WARN, "control: unknown command '%.*s'", (int)(k - i),
 				       buf + i);

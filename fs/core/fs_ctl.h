@@ -22,6 +22,8 @@
 
 #include "fs_core_ctl.h"
 
+struct fs_op_stop; /* fs_core_ops.h */
+
 struct fs;
 struct fs_ctl_state;
 
@@ -53,8 +55,10 @@ int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len);
  * cache holds objects, a member is a range of its shard).
  * Returns 0, 1 when a PATH named something inside a shard (so its shard
  * was prefetched), or -EINVAL / -ENOENT for a bad command or path, or the
- * listing's error of a refresh. */
-int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid);
+ * listing's error of a refresh, or -EINTR (stop: the sender gave up
+ * waiting while a plan file was read). */
+int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid,
+		   const struct fs_op_stop *stop);
 
 /* fs_view_ctl.c: the latest prefetch run. A run begins at a
  * 'prefetch-start' command, or at a prefetch command from another process

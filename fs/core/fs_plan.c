@@ -321,6 +321,7 @@ struct plan_reader {
 	int overlong;			/* longer than PATH_MAX: named nothing */
 	uint64_t lineno;		/* of the line being read, from 1 */
 	uint64_t lines[PLAN_LOG_LINES]; /* line numbers of the first missing paths */
+	const struct fs_op_stop *stop;	/* or NULL */
 };
 
 /* The line just read: resolve its path into the next extent, or count it
@@ -401,6 +402,10 @@ static int plan_read(struct plan_reader *r, const char *path)
 			err = (int)n; /* 0: the end of the file */
 			break;
 		}
+		if (r->stop && r->stop->asked(r->stop->arg)) {
+			err = -EINTR; /* the sender gave up waiting */
+			break;
+		}
 		total += (uint64_t)n;
 		if (total > FS_PLAN_FILE_MAX) {
 			err = -EFBIG; /* it grew while read */
@@ -438,7 +443,8 @@ out:
 
 static uint64_t plan_seq;
 
-int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file)
+int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file,
+		    const struct fs_op_stop *stop)
 {
 	char nm[FS_PLAN_NAME_MAX + 1], human[32], lines[PLAN_LOG_LINES * 22 + 8];
 	const char *mp = fs->cfg.mountpoint;
@@ -483,6 +489,7 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	atomic_init(&p->refs, 1);
 	r->fs = fs;
 	r->p = p;
+	r->stop = stop;
 	err = plan_read(r, file);
 	if (err < 0) {
 		fs_log(FS_LOG_WARN, "plan '%s': cannot read the plan file '%s': %s", nm, file,

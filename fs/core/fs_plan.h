@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct fs_op_stop; /* fs_core_ops.h */
+
 struct fs;
 struct fs_plans;
 
@@ -72,8 +74,11 @@ struct fs_plan_info {
 /* Read FILE and publish it as plan name (NULL: "pid-PID"). 0, or -EINVAL
  * (a relative FILE, a bad name, a FILE inside the mount, not a regular
  * file), -EISDIR, -EFBIG (past FS_PLAN_FILE_MAX or 2^32-1 paths), -ENOMEM,
- * or open's error (-ENOENT, -EACCES). Blocks: may index shards. */
-int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file);
+ * or open's error (-ENOENT, -EACCES), -EINTR (stop said the sender gave up
+ * waiting: asked after each piece of the file read). Blocks: may index
+ * shards. */
+int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file,
+		    const struct fs_op_stop *stop);
 /* Does path (absolute) name something inside the mount at mp (its
  * realpath), following symbolic links, "." and "..", or through a bind
  * mount of it, without ever looking at mp or below it (fs_plan_path.c)?

@@ -376,6 +376,13 @@ static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &sv);
 }
 
+/* fs_op_stop for req: the kernel interrupted it (the sender got a
+ * signal or was killed; another handler thread reads the interrupt). */
+static int ll_interrupted(void *req)
+{
+	return fuse_req_interrupted(req);
+}
+
 /* Everything but the control command answers ENOTTY at once (Python's
  * open() asks isatty() on every file). */
 static void ll_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
@@ -383,6 +390,7 @@ static void ll_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
 		     size_t out_bufsz)
 {
 	struct fs *fs = ll_fs(req);
+	struct fs_op_stop stop = {ll_interrupted, req};
 	int err;
 
 	(void)arg;
@@ -390,7 +398,7 @@ static void ll_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
 	(void)flags;
 	(void)out_bufsz;
 	err = fs_op_ioctl(fs, ino, cmd, fuse_req_ctx(req)->uid, fuse_req_ctx(req)->pid, in_buf,
-			  in_bufsz);
+			  in_bufsz, &stop);
 	if (err < 0)
 		reply_fail(req, fs, OP_IOCTL, ino, NULL, err);
 	else

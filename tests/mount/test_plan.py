@@ -61,6 +61,8 @@ GROUP:
              the mount's directory), through '..' or through a bind mount of the mount is
              refused with EINVAL at once (never read through the mount, which would wait for
              its one handler forever); a symlink to a file outside is taken
+  interrupt  a plan file of 8 M lines whose sender gets SIGINT while the daemon reads it: the
+             daemon stops reading (the request interrupted), answers EINTR, publishes nothing
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -73,6 +75,7 @@ import hashlib  # noqa: E402
 import io  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
+import signal  # noqa: E402
 import subprocess  # noqa: E402
 import tarfile  # noqa: E402
 
@@ -1383,10 +1386,59 @@ def group_inside(env, ck):
         ck.eq('plans published', m.stats()['plans_published'], 1)
 
 
+def group_interrupt(env, ck):
+    """A plan file of 8 M lines (some 180 MB, tens of seconds to resolve) sent by a process
+    that gets SIGINT once the daemon has the file open: the daemon sees the request
+    interrupted, stops reading the file and answers EINTR, so the sender ends and nothing is
+    published (before: the whole file was read, the sender waiting uninterruptibly, and the
+    plan published). The mount serves a plan sent after it."""
+    src = env.path('src')
+    make_source(src, random.Random(7))
+    big = env.path('big-plan')
+    with open(big, 'w') as f:
+        chunk = 'a/shard-000000/k0.jpg\n' * 65536
+        for _ in range(128):
+            f.write(chunk)
+    small = env.path('small-plan')
+    with open(small, 'w') as f:
+        f.write('readme.txt\n')
+    with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+        pid = m.stats()['pid']
+        code = ('import sys; sys.path.insert(0, %r); from shardfs_test import mount as ml; '
+                'print(ml.control_errno(%r, %r))'
+                % (os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'),
+                   m.mnt, 'plan big ' + big))
+        child = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, start_new_session=True)
+
+        def reading():
+            try:
+                return any(os.readlink('/proc/%d/fd/%s' % (pid, fd)) == big
+                           for fd in os.listdir('/proc/%d/fd' % pid))
+            except OSError:
+                return False
+        try:
+            ck.ok(ml.poll(reading), 'the daemon never opened the plan file')
+            child.send_signal(signal.SIGINT)
+            out, err = child.communicate(timeout=600)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        log('sender: rc %r, stdout %r, stderr tail %r' % (child.returncode, out,
+                                                           err.decode(errors='replace')[-200:]))
+        ck.ok(b'KeyboardInterrupt' in err, 'the sender was not interrupted: %r' % err[-200:])
+        st = m.stats()
+        ck.eq('plans published after the interrupted one', st['plans_published'], 0)
+        ck.eq('no plan named big', 'big' in plans(m.mnt), False)
+        ck.eq('a plan after it', ctl(m.mnt, 'plan small ' + small), None)
+        ck.eq('  its paths', plans(m.mnt).get('small', {}).get('paths'), 1)
+
+
 GROUPS = {'file': group_file, 'semantics': group_semantics, 'bigger': group_bigger,
           'ahead': group_ahead, 'coalesce': group_coalesce, 'nextuse': group_nextuse,
           'lookahead': group_lookahead, 'pieces': group_pieces, 'partread': group_partread,
-          'inside': group_inside}
+          'inside': group_inside, 'interrupt': group_interrupt}
 
 
 def main():

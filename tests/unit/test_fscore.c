@@ -807,7 +807,7 @@ static void test_plan(void)
 	snprintf(file, sizeof(file), "%s/plan.txt", tmp);
 	write_file("../plan.txt", lines, sizeof(lines) - 1);
 	snprintf(cmd, sizeof(cmd), "plan t1 %s\n", file);
-	CHECK(fs_ctl_command(fs, cmd, strlen(cmd), 123) == 0, "plan t1");
+	CHECK(fs_ctl_command(fs, cmd, strlen(cmd), 123, NULL) == 0, "plan t1");
 	CHECK(plan_wakeups == 1, "published: %d wakeups", plan_wakeups);
 	CHECK(fs_plan_list(fs, p, 4) == 1, "one plan");
 	fs_plan_get_info(p[0], &in);
@@ -848,18 +848,19 @@ static void test_plan(void)
 	n = fs_plan_ahead(p[0], &from, x, idx, 1);
 	CHECK(n == 1 && idx[0] == 1 && from == 2, "max 1: index %u, from %u", idx[0], from);
 	/* replaced and cleared: a held plan stays valid */
-	CHECK(fs_ctl_command(fs, cmd, strlen(cmd), 123) == 0, "replaced");
-	CHECK(fs_ctl_command(fs, "plan-clear t1\n", 14, 0) == 0, "plan-clear t1");
-	CHECK(fs_ctl_command(fs, "plan-clear t1\n", 14, 0) == -ENOENT, "plan-clear again");
+	CHECK(fs_ctl_command(fs, cmd, strlen(cmd), 123, NULL) == 0, "replaced");
+	CHECK(fs_ctl_command(fs, "plan-clear t1\n", 14, 0, NULL) == 0, "plan-clear t1");
+	CHECK(fs_ctl_command(fs, "plan-clear t1\n", 14, 0, NULL) == -ENOENT, "plan-clear again");
 	CHECK(fs_plan_list(fs, p + 1, 3) == 0 && plan_wakeups == 5, "no plans: %d wakeups",
 	      plan_wakeups);
 	fs_plan_get_info(p[0], &in);
 	CHECK(in.paths == 4 && in.read == 2, "the replaced plan, still held");
 	fs_plan_put(p[0]);
-	CHECK(fs_ctl_command(fs, "plan t2 rel/plan.txt\n", 21, 0) == -EINVAL, "relative FILE");
-	CHECK(fs_ctl_command(fs, "plan t2\n", 8, 0) == -EINVAL, "no FILE");
+	CHECK(fs_ctl_command(fs, "plan t2 rel/plan.txt\n", 21, 0, NULL) == -EINVAL,
+	      "relative FILE");
+	CHECK(fs_ctl_command(fs, "plan t2\n", 8, 0, NULL) == -EINVAL, "no FILE");
 	snprintf(cmd, sizeof(cmd), "plan %s\n", file);
-	CHECK(fs_ctl_command(fs, cmd, strlen(cmd), 77) == 0 && fs_plan_list(fs, p, 4) == 1,
+	CHECK(fs_ctl_command(fs, cmd, strlen(cmd), 77, NULL) == 0 && fs_plan_list(fs, p, 4) == 1,
 	      "default name");
 	fs_plan_get_info(p[0], &in);
 	CHECK(strcmp(in.name, "pid-77") == 0, "named %s", in.name);
@@ -900,7 +901,7 @@ static void test_imagefolder_hooks(void)
 	snprintf(file, sizeof(file), "%s/ifplan.txt", tmp);
 	write_file("../ifplan.txt", lines, sizeof(lines) - 1);
 	snprintf(cmd, sizeof(cmd), "plan if %s\n", file);
-	CHECK(fs_ctl_command(fs, cmd, strlen(cmd), 1) == 0 && fs_plan_list(fs, &p, 1) == 1,
+	CHECK(fs_ctl_command(fs, cmd, strlen(cmd), 1, NULL) == 0 && fs_plan_list(fs, &p, 1) == 1,
 	      "plan of image files");
 	fs_plan_get_info(p, &in);
 	CHECK(in.paths == 2 && in.missing == 1 && fs_plan_ahead(p, &from, x, idx, 4) == 2,
