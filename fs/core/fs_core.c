@@ -80,6 +80,21 @@ static void warn_small_disk(struct fs *fs)
 		(double)chunk / (1 << 20));
 }
 
+/* A cache smaller than one chunk: every fill of a chunk takes it over its
+ * limit while it runs (the flusher evicts it back down after): say so. */
+static void warn_small_cache(struct fs *fs)
+{
+	uint64_t size = fs->cfg.ct.cache_size_bytes, chunk = fs->cfg.ct.chunk_bytes;
+
+	if (size >= chunk)
+		return;
+	fprintf(stderr,
+		"shardfs: warning: --cache-size (%.2f MiB) is smaller than one chunk (--chunk-size "
+		"%.1f MiB): each fill of a chunk takes the cache over its size until it is evicted "
+		"again; give a --chunk-size of at most --cache-size\n",
+		(double)size / (1 << 20), (double)chunk / (1 << 20));
+}
+
 /* Every lock of struct fs and the subsystems' states, before anything may
  * take one: 0 or -ENOMEM. */
 static int core_locks_init(struct fs *fs)
@@ -152,6 +167,7 @@ static int core_open_stores(struct fs *fs, unsigned flags)
 	if (!(flags & FS_OPEN_MOUNT))
 		return 0;
 	warn_small_disk(fs);
+	warn_small_cache(fs);
 	err = core_log_open(fs);
 	if (err < 0)
 		return err;

@@ -17,7 +17,8 @@ bomb   a .tar.zst of 1 GiB of zeros (after a small member) fails whole with EFBI
        remount, and a remount with 16M serves it.
 warn   `shardfs mount` with the cache dir on a 16 MiB tmpfs warns on stderr that the disk cannot
        hold one chunk per connection, and mounts; on a 64 MiB tmpfs it warns with the default 32
-       connections and not with --connections 2.
+       connections and not with --connections 2. --cache-size 1M (the default 8M chunks) warns
+       that the cache is smaller than one chunk; with --chunk-size 1M, or by default, it does not.
 evict  an http source (nginx on 127.0.0.1) with the cache dir on a 64 MiB tmpfs: the raw bytes of
        a .tar.zst (20 MB) and a 36 MB .tar read whole fill the chunk store; decoding the
        .tar.zst (20 MB) then fits only when decoding evicts chunks, and is served whole; the
@@ -304,6 +305,18 @@ def group_warn(env, ck):
             if warns:
                 ck.ok(lines and 'warning' in lines[0] and fs.path in lines[0],
                       '%s: the warning names the cache dir: %s' % (label, lines))
+    # a cache smaller than one chunk
+    want = 'is smaller than one chunk'
+    for extra, warns in (([], False), (['--cache-size', '1M'], True),
+                         (['--cache-size', '1M', '--chunk-size', '1M'], False)):
+        label = 'warn %s' % (' '.join(extra) or 'defaults')
+        m = ml.Mount(env, src, cache_dir=env.path('cache-%d' % len(extra)), extra=extra)
+        with m:
+            ck.eq('%s: mount works' % label, read_file(os.path.join(m.mnt, 'x.txt')),
+                  ('ok', b'x\n'))
+        lines = [ln for ln in m.stderr.splitlines() if want in ln]
+        ck.eq('%s: cache-size warning lines on stderr (%r)' % (label, m.stderr), len(lines),
+              1 if warns else 0)
 
 
 def group_evict(env, ck):
