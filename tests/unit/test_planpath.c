@@ -131,6 +131,19 @@ static void build(struct tree *t, const char *root, int round)
 	}
 }
 
+/* The names of the entries of paths[0..count) directly in directory dir,
+ * appended to names[*n]. */
+static void children(const char (*paths)[PATH_MAX], int count, const char *dir,
+		     char (*names)[NAME_MAX + 1], size_t *n)
+{
+	size_t dl = strlen(dir);
+
+	for (int i = 0; i < count; i++)
+		if (strncmp(paths[i], dir, dl) == 0 && paths[i][dl] == '/' &&
+		    !strchr(paths[i] + dl + 1, '/'))
+			snprintf(names[(*n)++], NAME_MAX + 1, "%s", paths[i] + dl + 1);
+}
+
 /* A random path through t: entries of the directory the path so far
  * resolves to, ".", "//", ".." (dotdot), a missing name. */
 static int walk(const struct tree *t, int dotdot, char *path, size_t cap)
@@ -145,24 +158,9 @@ static int walk(const struct tree *t, int dotdot, char *path, size_t cap)
 		uint32_t k = rnd(10);
 
 		if (realpath(path, real)) {
-			for (int i = 0; i <= NDIRS; i++)
-				if (strncmp(t->dirs[i], real, strlen(real)) == 0 &&
-				    t->dirs[i][strlen(real)] == '/' &&
-				    !strchr(t->dirs[i] + strlen(real) + 1, '/'))
-					snprintf(names[n++], NAME_MAX + 1, "%s",
-						 t->dirs[i] + strlen(real) + 1);
-			for (int i = 0; i < NFILES; i++)
-				if (strncmp(t->files[i], real, strlen(real)) == 0 &&
-				    t->files[i][strlen(real)] == '/' &&
-				    !strchr(t->files[i] + strlen(real) + 1, '/'))
-					snprintf(names[n++], NAME_MAX + 1, "%s",
-						 t->files[i] + strlen(real) + 1);
-			for (int i = 0; i < NLINKS; i++)
-				if (strncmp(t->links[i], real, strlen(real)) == 0 &&
-				    t->links[i][strlen(real)] == '/' &&
-				    !strchr(t->links[i] + strlen(real) + 1, '/'))
-					snprintf(names[n++], NAME_MAX + 1, "%s",
-						 t->links[i] + strlen(real) + 1);
+			children(t->dirs, NDIRS + 1, real, names, &n);
+			children(t->files, NFILES, real, names, &n);
+			children(t->links, NLINKS, real, names, &n);
 		}
 		if (k == 0)
 			add = ".";
