@@ -1322,14 +1322,20 @@ def group_file(env, ck):
         ck.eq('big file: fnv', pl['big']['fnv'], fnv(['s/a.txt']))
 
 
-def ctl_bounded(env, mnt, line):
-    """ctl() from a child process given 60 s: its errno, None, or 'hung' (a plan file read
-    from the mount by the mount itself, with every handler busy, never answers)."""
+def ctl_child(mnt, line):
+    """The argv of a child process that sends one command line with ctl() and prints what the
+    mount answered: 'none' or the errno."""
     code = ('import sys; sys.path.insert(0, %r); from shardfs_test import mount as ml; '
             'e = ml.control_errno(%r, %r); print("none" if e is None else e)'
             % (os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'), mnt, line))
+    return [sys.executable, '-c', code]
+
+
+def ctl_bounded(env, mnt, line):
+    """ctl() from a child process given 60 s: its errno, None, or 'hung' (a plan file read
+    from the mount by the mount itself, with every handler busy, never answers)."""
     try:
-        r = subprocess.run([sys.executable, '-c', code], stdout=subprocess.PIPE, timeout=60)
+        r = subprocess.run(ctl_child(mnt, line), stdout=subprocess.PIPE, timeout=60)
     except subprocess.TimeoutExpired:
         return 'hung'
     out = r.stdout.decode().strip()
@@ -1404,11 +1410,7 @@ def group_interrupt(env, ck):
         f.write('readme.txt\n')
     with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
         pid = m.stats()['pid']
-        code = ('import sys; sys.path.insert(0, %r); from shardfs_test import mount as ml; '
-                'print(ml.control_errno(%r, %r))'
-                % (os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'),
-                   m.mnt, 'plan big ' + big))
-        child = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE,
+        child = subprocess.Popen(ctl_child(m.mnt, 'plan big ' + big), stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, start_new_session=True)
 
         def reading():

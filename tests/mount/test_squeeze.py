@@ -388,9 +388,9 @@ def group_over(env, ck):
                 st['bytes_fetched'], len(data)))
             ck.ok(st['cache_bytes_used'] <= limit, 'over: cache_bytes_used %d over --cache-size '
                   '%d after the read ended' % (st['cache_bytes_used'], limit))
-            data_bytes = sum(ml.du(os.path.join(d, 'data')) for d in
-                             [os.path.join(cache, 'v1', h) for h in os.listdir(
-                                 os.path.join(cache, 'v1'))] if os.path.isdir(os.path.join(d, 'data')))
+            v1 = os.path.join(cache, 'v1')
+            datas = [os.path.join(v1, h, 'data') for h in os.listdir(v1)]
+            data_bytes = sum(ml.du(d) for d in datas if os.path.isdir(d))
             ck.ok(data_bytes <= limit, 'over: the data files hold %d bytes, over %d' % (
                 data_bytes, limit))
             with open('/proc/sys/vm/drop_caches', 'w') as f:

@@ -399,7 +399,8 @@ def case_sick(env, ck, c):
             st = m.stats()
             ck.eq('sick: store_down, fast fails, read_errors',
                   (st['store_down'], st['store_fast_fails'], st['read_errors']), (0, 0, 0))
-            ck.eq('sick: "store down" in the log', ml.logs_under(m.cache_dir).count('store down'), 0)
+            ck.eq('sick: "store down" in the log',
+                  ml.logs_under(m.cache_dir).count('store down'), 0)
             c.world.ais.moss_refuse_status = None
             st0, a1 = m.stats(), c.ais()
             ck.eq('sick: plan b rc', ctl(m.mnt, 'plan b ' + files[1]), None)
