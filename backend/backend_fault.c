@@ -160,37 +160,31 @@ static ssize_t fault_read_cb(struct backend *be, const char *key, const char *et
 	return cut && r >= 0 ? -EIO : r;
 }
 
-/* batch=1: an item's bytes to the batch sink, in pieces of at most
- * piece bytes (0: as read) */
-struct batch_relay {
+/* batch=1: an item's bytes to the batch sink (item i of the request); the
+ * sink's errno is kept: the request ends with it */
+struct batch_item {
 	backend_batch_sink_cb cb;
 	void *arg;
-	size_t i, piece;
-	int sink_err; /* the sink's errno: the request ends with it */
+	size_t i;
+	int sink_err;
 };
 
-static int batch_relay_cb(void *arg, uint64_t off, const void *buf, size_t len)
+static int batch_item_cb(void *arg, uint64_t off, const void *buf, size_t len)
 {
-	struct batch_relay *br = arg;
+	struct batch_item *bi = arg;
+	int err = bi->cb(bi->arg, bi->i, off, buf, len);
 
-	for (size_t at = 0; at < len;) {
-		size_t n = br->piece && len - at > br->piece ? br->piece : len - at;
-		int err = br->cb(br->arg, br->i, off + at, (const char *)buf + at, n);
-
-		if (err < 0) {
-			br->sink_err = err;
-			return err;
-		}
-		at += n;
-	}
-	return 0;
+	if (err < 0)
+		bi->sink_err = err;
+	return err;
 }
 
 static int fault_batch_read(struct backend *be, const struct backend_batch_item *items, size_t n,
 			    backend_batch_sink_cb cb, void *arg, int *err)
 {
 	struct fault *f = be->impl;
-	struct batch_relay br = {cb, arg, 0, (size_t)f->piece, 0};
+	struct batch_item bi = {cb, arg, 0, 0};
+	struct piece_relay pr = {batch_item_cb, &bi, (size_t)f->piece};
 
 	if (!f->batch)
 		return -EOPNOTSUPP;
@@ -203,13 +197,15 @@ static int fault_batch_read(struct backend *be, const struct backend_batch_item 
 			err[i] = cut;
 			continue;
 		}
-		br.i = i;
+		bi.i = i;
+		/* pieces of at most piece= bytes, as a streamed read's */
 		r = backend__read_cb_pread(&f->inner, items[i].key, NULL, items[i].off,
-					   cut ? len / 2 : len, batch_relay_cb, &br);
-		if (br.sink_err < 0) {
+					   cut ? len / 2 : len, f->piece ? piece_cb : batch_item_cb,
+					   f->piece ? (void *)&pr : (void *)&bi);
+		if (bi.sink_err < 0) {
 			for (size_t j = i; j < n; j++)
-				err[j] = br.sink_err;
-			return br.sink_err;
+				err[j] = bi.sink_err;
+			return bi.sink_err;
 		}
 		if (r > 0)
 			atomic_fetch_add(&f->bytes, (unsigned long long)r);
