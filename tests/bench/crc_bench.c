@@ -9,12 +9,13 @@
  *          (pread, standing in for the FUSE reply's splice) with and
  *          without the check (fstat, pread of each 64 KiB unit, CRC)
  *   read   every later read: 128 KiB reads with and without the fstat
- *   crc    the CRC alone on hot 64 KiB pieces: the CPU's instruction and
- *          the table (the fallback)
+ *   crc    the CRC alone on hot 64 KiB pieces: each method the CPU has
+ *          (disk_crc32c_by: the table, the one-stream instruction, three
+ *          interleaved streams), and the one disk_crc32c_update chose
  *
  * Prints one line per figure: "NAME  CPU-ms-per-GB-with  CPU-ms-per-GB-without"
- * (crc: "crc-hw|crc-table  ms-per-GB  GB/s"). CPU time is the process's
- * (CLOCK_PROCESS_CPUTIME_ID), median of --runs. Not a test.
+ * (crc: "crc-METHOD  ms-per-GB  GB/s  x-table", chosen: "crc-chosen METHOD"). CPU time is the
+ * process's (CLOCK_PROCESS_CPUTIME_ID), median of --runs. Not a test.
  *
  *   crc_bench FILE [MB] [RUNS]   FILE: a scratch file (its directory's disk
  *                                holds MB of page cache), removed at the end
@@ -103,13 +104,13 @@ static double reads(int fd, unsigned char *buf, unsigned char *unit, uint64_t by
 	return (cpu_s() - t) * 1e3 / ((double)bytes / 1e9);
 }
 
-static double crc_only(const unsigned char *buf, uint64_t bytes, int table)
+static double crc_only(const unsigned char *buf, uint64_t bytes, int method)
 {
 	double t = cpu_s();
 	uint32_t c = 0;
 
 	for (uint64_t off = 0; off < bytes; off += PIECE)
-		c = table ? disk_crc32c_sw(c, buf, PIECE) : disk_crc32c_update(c, buf, PIECE);
+		c = disk_crc32c_by(method, c, buf, PIECE);
 	sink = c;
 	return (cpu_s() - t) * 1e3 / ((double)bytes / 1e9);
 }
@@ -120,7 +121,7 @@ int main(int argc, char **argv)
 	int runs = argc > 3 ? atoi(argv[3]) : 5, fd;
 	uint64_t bytes = mb << 20;
 	unsigned char *buf = malloc(READ), *unit = malloc(PIECE);
-	double a[5][64], b[5][64];
+	double a[3][64], b[3][64], m[DISK_CRC_METHODS][64];
 
 	if (argc < 2 || runs < 1 || runs > 64 || !buf || !unit) {
 		fprintf(stderr, "usage: crc_bench FILE [MB] [RUNS<=64]\n");
@@ -147,8 +148,8 @@ int main(int argc, char **argv)
 		b[1][r] = reads(fd, buf, unit, bytes, 0);
 		a[2][r] = reads(fd, buf, unit, bytes, 1);
 		b[2][r] = reads(fd, buf, unit, bytes, 0);
-		a[3][r] = crc_only(buf, bytes, 0);
-		a[4][r] = crc_only(buf, bytes, 1);
+		for (int k = 0; k < DISK_CRC_METHODS; k++)
+			m[k][r] = disk_crc32c_supported(k) ? crc_only(buf, bytes, k) : 0;
 	}
 	close(fd);
 	unlink(argv[1]);
@@ -156,10 +157,16 @@ int main(int argc, char **argv)
 	printf("first  %.1f  %.1f\n", median(a[1], runs), median(b[1], runs));
 	printf("read  %.1f  %.1f\n", median(a[2], runs), median(b[2], runs));
 	{
-		double hw = median(a[3], runs), sw = median(a[4], runs);
+		double sw = median(m[DISK_CRC_TABLE], runs);
 
-		printf("crc-%s  %.1f  %.2f\n", disk_crc32c_hw() ? "hw" : "table", hw, 1e3 / hw);
-		printf("crc-table  %.1f  %.2f\n", sw, 1e3 / sw);
+		for (int k = 0; k < DISK_CRC_METHODS; k++) {
+			double v = disk_crc32c_supported(k) ? median(m[k], runs) : 0;
+
+			if (v > 0)
+				printf("crc-%s  %.1f  %.2f  %.2f\n", disk_crc32c_name(k), v,
+				       1e3 / v, sw / v);
+		}
+		printf("crc-chosen %s\n", disk_crc32c_name(disk_crc32c_method()));
 	}
 	free(buf);
 	free(unit);

@@ -193,7 +193,88 @@ static void test_crc32c(void)
 					      sizeof(big) - cut) == whole);
 		}
 	}
-	printf("crc32c: %s\n", disk_crc32c_hw() ? "sse4.2" : "table");
+	printf("crc32c: %s\n", disk_crc32c_name(disk_crc32c_method()));
+}
+
+static uint64_t rng_state;
+
+static uint64_t rng(void)
+{
+	rng_state += 0x9e3779b97f4a7c15ull; /* splitmix64 */
+	uint64_t z = rng_state;
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Every method the CPU has against the table, on seeded random bytes:
+ * random lengths 0..1 MiB+64 (a third of them short, a third at the
+ * 3-stream block edges), every misalignment 0..63 in turn, a random
+ * starting CRC, and the same bytes in two pieces split at a random point.
+ * CRC_SEED=N repeats a run (default 1), CRC_ROUNDS=N (default 300). */
+static void test_crc32c_methods(void)
+{
+	static const size_t edges[] = {64, 512, 4096};
+	const char *s = getenv("CRC_SEED"), *r = getenv("CRC_ROUNDS");
+	uint64_t seed = s ? strtoull(s, NULL, 10) : 1;
+	unsigned rounds = r ? (unsigned)strtoul(r, NULL, 10) : 300, methods = 0;
+	size_t max = (1u << 20) + 64, fails = 0;
+	unsigned char *buf = malloc(max + 64);
+
+	printf("CRC_SEED=%llu CRC_ROUNDS=%u\n", (unsigned long long)seed, rounds);
+	EXPECT(buf != NULL);
+	if (!buf)
+		return;
+	rng_state = seed;
+	for (size_t i = 0; i < max + 64; i += 8) {
+		uint64_t v = rng();
+
+		memcpy(buf + i, &v, 8);
+	}
+	for (int m = 0; m < DISK_CRC_METHODS; m++) {
+		if (!disk_crc32c_supported(m))
+			continue;
+		methods++;
+		printf("crc32c method %s\n", disk_crc32c_name(m));
+	}
+	for (unsigned i = 0; i < rounds; i++) {
+		size_t mis = i % 64, len, cut;
+		uint32_t init = (uint32_t)rng(), want;
+
+		switch (i % 3) {
+		case 0:
+			len = rng() % 600;
+			break;
+		case 1: /* three blocks of a size, give or take a little */
+			len = 3 * edges[rng() % 3] * (1 + rng() % 4) + rng() % 17 - 8;
+			break;
+		default:
+			len = rng() % (max + 1);
+		}
+		buf[mis + rng() % (len + 1)] ^= (unsigned char)(1 + rng() % 255);
+		cut = len ? rng() % (len + 1) : 0;
+		want = disk_crc32c_sw(init, buf + mis, len);
+		for (int m = 0; m < DISK_CRC_METHODS; m++) {
+			uint32_t got, two;
+
+			if (!disk_crc32c_supported(m))
+				continue;
+			got = disk_crc32c_by(m, init, buf + mis, len);
+			two = disk_crc32c_by(m, disk_crc32c_by(m, init, buf + mis, cut),
+					     buf + mis + cut, len - cut);
+			if ((got != want || two != want) && fails++ < 10)
+				printf(
+				    "crc32c %s: seed %llu round %u len %zu misalign %zu cut %zu: "
+				    "%08x / %08x, table %08x\n",
+				    disk_crc32c_name(m), (unsigned long long)seed, i, len, mis, cut,
+				    got, two, want);
+		}
+		EXPECT(disk_crc32c_update(init, buf + mis, len) == want);
+	}
+	CHECK(fails == 0, "%zu mismatches", fails);
+	printf("crc32c: %u methods x %u rounds\n", methods, rounds);
+	free(buf);
 }
 
 int main(void)
@@ -201,6 +282,7 @@ int main(void)
 	test_fnv_le();
 	test_bsearch();
 	test_crc32c();
+	test_crc32c_methods();
 	test_blob();
 	test_write_atomic();
 	return check_summary("disk");
