@@ -400,7 +400,9 @@ void cachetier__unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, i
 		f->uatime[u] = cachetier__now_ns();
 		f->unread[u] = f->pins[u] == 0;
 		if (claim == 1) {
-			f->seen[u] = 1;
+			/* checked at its first read (cachetier_read.c): a
+			 * change between its pwrite and now is seen then */
+			f->seen[u] = 2;
 			f->dirty++;
 			ct->bytes_fetched += ulen;
 		} else {

@@ -117,7 +117,10 @@ struct ct_file {
 	unsigned char *st;   /* data/<hash>.st mapped shared (cachetier_share.c) */
 	size_t st_len;
 	uint8_t *held;	    /* per unit: stfd holds its read lock (pinned and valid) */
-	uint8_t *seen;	    /* per unit: this process filled or served it already */
+	uint8_t *seen;	    /* per unit: 1 checked here (its CRC32C) and its data file not
+			     * changed since; 2 filled here or checked before a change: its
+			     * CRC32C is checked at its next read; 0 neither (another
+			     * process's: checked at its first read here, cachetier_read.c) */
 	int64_t *uatime;    /* per unit: this process's last read or fill of it (CLOCK_REALTIME ns);
 			     * 0: untouched here (the object's last use stands for it) */
 	uint8_t *unread;    /* per unit: filled ahead (readahead, prefetch), not read since:
@@ -145,6 +148,13 @@ struct ct_file {
 	unsigned pr_queued;   /* its ranges in ct->pr (cachetier_obj_prefetch_range) */
 	struct ct_file *pf_link, **pf_pprev; /* ct->pf list, doubly linked */
 	pthread_mutex_t maplock;	     /* lock order: before ct->lock */
+	/* the data file's inotify watch (cachetier_read.c, units_watch) */
+	struct cachetier__watch *w; /* NULL: not watched (yet) */
+	struct ct_watch_rec *wrec;  /* its record */
+	uint64_t wevents;	    /* the record's change count when seen[] last went 1 -> 2 */
+	uint32_t wgen;		    /* bumped at each change seen (a check begun before does
+				     * not set seen to 1) */
+	int wfail;		    /* no watch to be had: every read checks its units */
 };
 
 /* A decoded copy on disk, of any source (decoded/<name>): for LRU
@@ -699,6 +709,8 @@ int cachetier__watch_add(struct cachetier__watch *w, int fd, struct ct_watch_rec
 int cachetier__watch_changed(struct cachetier__watch *w, const struct ct_watch_rec *r,
 			     uint64_t seen);
 void cachetier__watch_drop(struct cachetier__watch *w, struct ct_watch_rec *r);
+/* The change count of r now (every queued event read first). */
+uint64_t cachetier__watch_events(struct cachetier__watch *w, const struct ct_watch_rec *r);
 
 /* cachetier_guard.c: a SIGBUS in a registered mapping reads zeros (a blob
  * cut under the process) and marks it (hit). add: registers [addr, addr + len), its slot or

@@ -211,6 +211,11 @@ void cachetier__file_flush(struct cachetier *ct, struct ct_file *f)
 /* Undo a (failed) load: f stays a not-live entry without bytes. */
 static void file_unload(struct ct_file *f)
 {
+	if (f->wrec)
+		cachetier__watch_drop(f->w, f->wrec);
+	f->w = NULL;
+	f->wrec = NULL;
+	f->wfail = 0;
 	if (f->datafd >= 0)
 		close(f->datafd);
 	f->datafd = -1;

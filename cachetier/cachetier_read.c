@@ -21,6 +21,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,13 +210,75 @@ static void holes_check(struct ct_file *f, uint32_t c0, uint32_t c1, uint64_t si
 	}
 }
 
+/* The live check is on unless SHARDFS_BENCH_NO_LIVE_CHECK is set in the
+ * environment (tests/bench/livecheck_bench.sh measures its cost against
+ * the same reads without it; not an option: nobody should turn it off). */
+static int live_check_off;
+static pthread_once_t live_check_once = PTHREAD_ONCE_INIT;
+
+static void live_check_init(void)
+{
+	const char *e = getenv("SHARDFS_BENCH_NO_LIVE_CHECK");
+
+	live_check_off = e && *e && strcmp(e, "0") != 0;
+}
+
+/* Units of f this process trusts (seen 1) are trusted only while nothing
+ * changed its data file: the file's inode is watched with inotify
+ * (cachetier_watch.c: IN_MODIFY fires for a write, a truncation, a punched
+ * hole or any fallocate, queued before the call that makes it returns).
+ * When the watch's change count moved since the last look, every unit
+ * this process trusts goes back to "check at its next read" (seen 2) and
+ * f->wgen moves, so a check that began before does not mark its units
+ * trusted. The events come from this process's own fills too (inotify
+ * does not say who wrote): while fills of f run, the units a read serves
+ * are checked again (a pread and a CRC each); once they stop, a read costs
+ * one read() of the inotify fd that finds nothing. The watch is added at
+ * the first check of f, before any of its units can be trusted. No watch
+ * to be had (inotify's limits: fs.inotify.max_user_watches): every read
+ * checks every unit it serves (logged once). ct->lock held; takes the
+ * watch's own lock (never held across ct->lock). */
+static void units_watch(struct cachetier *ct, struct ct_file *f)
+{
+	static atomic_int fail_noted;
+	uint64_t ev;
+
+	if (!f->wrec && !f->wfail) {
+		int err = ct->watch
+			      ? cachetier__watch_add(ct->watch, f->datafd, &f->wrec, &f->wevents)
+			      : -ENOSYS;
+
+		if (err == 0) {
+			f->w = ct->watch;
+			return;
+		}
+		f->wfail = 1;
+		if (!atomic_exchange(&fail_noted, 1))
+			backend_log(ct->be, BACKEND_LOG_WARN,
+				    "cache %s: data/%s (%s) gets no inotify watch (%s): "
+				    "every read of its units checks their CRC32C (raise "
+				    "fs.inotify.max_user_watches; others like it are not logged)",
+				    ct->dir, f->hash, f->key, strerror(-err));
+	}
+	if (!f->wrec)
+		return;
+	ev = cachetier__watch_events(f->w, f->wrec);
+	if (ev == f->wevents)
+		return;
+	f->wevents = ev;
+	f->wgen++;
+	for (uint32_t c = 0; c < f->nunits; c++)
+		if (f->seen[c] == 1)
+			f->seen[c] = 2;
+}
+
 /* Before a read serves units [c0, c1) of f (all UNIT_VALID, pinned and
  * read-locked): the data file still holds them (one fstat: a file cut
  * under the running mount would otherwise make the reply short) and has
  * no hole in them (one lseek: a punch would read as zeros), and each
- * unit this process has not filled or served yet (another process's or an
- * earlier mount's) matches the CRC32C its fill recorded (a pread and a
- * CRC of the unit, once per unit and process). Units that fail are made
+ * unit this process has not checked since its fill or since its data file
+ * last changed (units_watch) matches the CRC32C its fill recorded (a
+ * pread and a CRC of the unit). Units that fail are made
  * empty (unit_corrupt). Returns how many failed or are no longer valid
  * (another reader here found them damaged meanwhile), or -errno. ct->lock held
  * on entry and return; dropped around the file I/O (the pins and read
@@ -224,16 +287,22 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 {
 	uint8_t tagbuf[64], *tag = tagbuf; /* per unit: 1 check its CRC, 2 failed */
 	unsigned char *buf = NULL;
-	uint32_t checks = 0;
-	int bad = 0, stale = 0, err = 0;
+	uint32_t checks = 0, gen;
+	int bad = 0, stale = 0, err = 0, live;
 	struct stat st;
 
 	if (c1 - c0 > sizeof(tagbuf) && !(tag = calloc(c1 - c0, 1)))
 		return -ENOMEM;
 	if (tag == tagbuf)
 		memset(tagbuf, 0, sizeof(tagbuf));
+	pthread_once(&live_check_once, live_check_init);
+	live = !live_check_off;
+	if (live)
+		units_watch(ct,
+			    f); /* before the preads below: a change after it is seen next time */
+	gen = f->wgen;
 	for (uint32_t c = c0; c < c1; c++) {
-		if (!f->seen[c]) {
+		if (live ? f->seen[c] != 1 || f->wfail : !f->seen[c]) {
 			tag[c - c0] = 1;
 			checks++;
 		}
@@ -271,9 +340,12 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 		} else if (tag[c - c0] == 2) {
 			unit_corrupt(ct, f, c);
 			bad++;
-		} else if (tag[c - c0] == 1 && !f->seen[c]) {
-			f->seen[c] = 1;
-			ct->peer_units++;
+		} else if (tag[c - c0] == 1) {
+			if (!f->seen[c])
+				ct->peer_units++;
+			/* trusted from now on unless the file changed since
+			 * units_watch looked (then: checked again) */
+			f->seen[c] = gen == f->wgen && !f->wfail ? 1 : 2;
 		}
 	}
 	if (tag != tagbuf)

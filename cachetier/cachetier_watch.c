@@ -201,6 +201,17 @@ int cachetier__watch_changed(struct cachetier__watch *w, const struct ct_watch_r
 	return changed;
 }
 
+uint64_t cachetier__watch_events(struct cachetier__watch *w, const struct ct_watch_rec *r)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&w->lock);
+	watch_drain(w);
+	n = r->events;
+	pthread_mutex_unlock(&w->lock);
+	return n;
+}
+
 void cachetier__watch_drop(struct cachetier__watch *w, struct ct_watch_rec *r)
 {
 	pthread_mutex_lock(&w->lock);

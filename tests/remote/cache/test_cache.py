@@ -53,6 +53,12 @@ GROUP:
   fulldisk     the cache dir on a 16 MiB tmpfs filled to the last byte by another file, nothing
                cached to evict: a shard indexed before reads exactly, served from the store
                without caching (cache_bypass_bytes exact, read_errors 0, one log line)
+  livedamage   units the running mount filled itself, damaged under it: a byte flipped in
+               each of 3 shards' data files, then a 1000-byte hole punched at 300000
+               (fallocate(1): smaller than a block, SEEK_HOLE does not see it), the page cache
+               dropped each time: every shard and member exact, cache_units_corrupt exact, the
+               damaged units fetched again (bytes_fetched exact), read_errors 0; undamaged, a
+               read again fetches nothing
   metablobs    the files kept in the cache: imagefolder class maps with a changed class (a bad
                checksum) and of another version, shard indexes and chunk maps of another
                version are detected, logged and rebuilt (class maps byte for byte), the view
@@ -1729,6 +1735,67 @@ def group_unitcrc(env, ck, ng):
           'the log does not name the damage:\n' + text[-2000:])
 
 
+def drop_caches():
+    """Drop the kernel's page cache (the mount's pages and the cache files'): reads reach the
+    daemon, and the daemon's preads reach the disk."""
+    with open('/proc/sys/vm/drop_caches', 'w') as f:
+        f.write('3\n')
+
+
+def group_livedamage(env, ck, ng):
+    """Units the running mount filled itself, damaged under it (issue 38's three shards over
+    nginx, issue 40's hole smaller than a block): a byte flipped in each data file, then a hole
+    of 1000 bytes punched by fallocate(1) at 300000, each time the page cache dropped and every
+    shard and member read again: exact bytes every time (each damaged unit fetched again),
+    cache_units_corrupt exact (one per damaged unit), read_errors 0, one log line."""
+    unit = 64 * 1024
+    shards = {'shard-%d.tar' % i: [env.rng.randrange(20000, 200000) for _ in range(60)]
+              for i in range(3)}
+    src, refs = build_source(env, shards)
+    ng.start()
+    cache = env.path('cache')
+    logf = env.path('daemon.log')
+    with ml.Mount(env, ng.url('json/'), cache_dir=cache, extra=['--log-file', logf]) as m:
+        check_all(ck, 'first read', m.mnt, src, refs)
+        files = data_files(cache)
+        ck.eq('data files', len(files), len(shards))
+        st0 = m.stats()
+        flips = []
+        for p in files:
+            off = env.rng.randrange(os.path.getsize(p))
+            damage(p, flip=[off])
+            flips.append((os.path.basename(p), off))
+        log('flipped: %r' % flips)
+        drop_caches()
+        check_all(ck, 'after a byte flipped in each data file', m.mnt, src, refs)
+        st = m.stats()
+        ck.eq('flips: cache_units_corrupt', st['cache_units_corrupt'] - st0['cache_units_corrupt'],
+              len(files))
+        ck.eq('flips: bytes fetched again', st['bytes_fetched'] - st0['bytes_fetched'],
+              sum(min(unit, os.path.getsize(p) - off // unit * unit)
+                  for p, (_, off) in zip(files, flips)))
+        ck.eq('flips: read_errors', st['read_errors'], 0)
+        # a hole smaller than a block: SEEK_HOLE does not see it, the bytes read as zeros
+        subprocess.run(['fallocate', '-p', '-o', '300000', '-l', '1000', files[0]], check=True,
+                       timeout=60)
+        drop_caches()
+        check_all(ck, 'after a 1000-byte hole at 300000', m.mnt, src, refs)
+        st1 = m.stats()
+        ck.eq('hole: cache_units_corrupt', st1['cache_units_corrupt'] - st['cache_units_corrupt'],
+              1)
+        ck.eq('hole: bytes fetched again', st1['bytes_fetched'] - st['bytes_fetched'], unit)
+        ck.eq('hole: read_errors', st1['read_errors'], 0)
+        # nothing changed since: a read checks nothing again, fetches nothing
+        drop_caches()
+        check_all(ck, 'undamaged again', m.mnt, src, refs)
+        st2 = m.stats()
+        ck.eq('again: cache_units_corrupt, bytes_fetched',
+              (st2['cache_units_corrupt'], st2['bytes_fetched']),
+              (st1['cache_units_corrupt'], st1['bytes_fetched']))
+    text = log_text(logf)
+    ck.eq('log lines of damaged units', len(re.findall(r'fail their CRC32C', text)), 1)
+
+
 def group_fulldisk(env, ck, ng):
     """A full disk degrades, it does not stop: the cache dir on a 16 MiB tmpfs that a file of
     another program fills to the last byte, nothing cached left to evict: reads of a shard
@@ -1791,7 +1858,7 @@ GROUPS = {'offline': group_offline, 'capacity': group_capacity, 'crash': group_c
           'stop': group_stop, 'warm': group_warm, 'prefetch': group_prefetch,
           'metablobs': group_metablobs, 'readonce': group_readonce,
           'randunits': group_randunits, 'unitcrc': group_unitcrc,
-          'fulldisk': group_fulldisk}
+          'fulldisk': group_fulldisk, 'livedamage': group_livedamage}
 
 
 class LazyNginx(web.Nginx):
