@@ -24,6 +24,7 @@
 #include "fs_core.h"
 #include "fs_core_ctl.h"
 #include "fs_core_opt.h"
+#include "fs_mountid.h"
 #include "fs_tools.h"
 
 /* The usage of a command that takes MOUNTPOINT (and, with more, further
@@ -43,244 +44,51 @@ static int client_usage(int argc, char **argv, const char *synopsis, const char 
 	return -1;
 }
 
-/* Say why path cannot be used: a dead mount gets its own message. */
-static void say_path_error(const char *what, const char *path, int err)
+/* Say why the mount m (as path names it) cannot be used; err: the errno
+ * of the attempt (opening or reading a file of its .shardfs). A dead
+ * daemon, a mount of another user (the control file is its owner's only,
+ * and without allow_other the whole mount is) each have their own
+ * message. */
+static void say_not_usable(const char *path, const struct fs_mnt *m, int err)
 {
 	if (err == ENOTCONN)
 		fs_say_dead_mount(path);
+	else if ((err == EACCES || err == EPERM) && m->owner >= 0 && (uid_t)m->owner != geteuid())
+		fprintf(stderr,
+			"shardfs: %s: permission denied: only the user who mounted it "
+			"(uid %ld) can %s\n",
+			path, m->owner,
+			m->allow_other ? "send commands to it"
+				       : "use it (it was mounted without -o allow_other)");
 	else
-		fprintf(stderr, "shardfs: %s%s: %s\n", what, path, strerror(err));
+		fprintf(stderr, "shardfs: %s: %s\n", path, strerror(err));
 }
 
-static int mount_lookup(const char *path, long *owner, int *allow_other);
-
-/* Say why mnt cannot be used as a shardfs mount; err: the errno of the
- * attempt (opening or reading a file of its .shardfs). A dead daemon, a
- * mount of another user (the control file is its owner's only, and
- * without allow_other the whole mount is), a path that does not exist,
- * and a path that is no shardfs mount each have their own message. */
-static void say_not_mount(const char *mnt, int err)
+/* The shardfs mount at path, as the kernel has it (fs_mountid.h): 0 when
+ * it answers; else 1 after saying why not (no mount there, a path inside
+ * one, a dead daemon, another user's). */
+static int client_mount(const char *path, struct fs_mnt *m)
 {
 	struct stat st;
-	long owner = -1;
-	int allow_other = 0;
+	int err = fs_mnt_identify(path, m);
 
-	if (err == ENOTCONN) {
-		fs_say_dead_mount(mnt);
-	} else if (mount_lookup(mnt, &owner, &allow_other)) {
-		if ((err == EACCES || err == EPERM) && owner >= 0 && (uid_t)owner != geteuid())
-			fprintf(stderr,
-				"shardfs: %s: permission denied: only the user who mounted it "
-				"(uid %ld) can %s\n",
-				mnt, owner,
-				allow_other ? "send commands to it"
-					    : "use it (it was mounted without -o allow_other)");
-		else
-			fprintf(stderr, "shardfs: %s: %s\n", mnt, strerror(err));
-	} else if (stat(mnt, &st) < 0) {
-		fprintf(stderr, "shardfs: %s: %s\n", mnt, strerror(errno));
-	} else {
-		fprintf(stderr, "shardfs: %s is not a shardfs mount\n", mnt);
-	}
-}
-
-/* Read a control file of a running mount into a malloc'd string (NULL with
- * errno set). */
-static char *read_ctl(const char *mnt, const char *name)
-{
-	char path[PATH_MAX], *buf = NULL;
-	size_t len = 0, cap = 0;
-	int fd, err = 0;
-
-	snprintf(path, sizeof(path), "%s/.shardfs/%s", mnt, name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	for (;;) {
-		ssize_t n;
-
-		if (len + 4096 + 1 > cap) {
-			char *p = realloc(buf, cap = (cap + 4096) * 2);
-
-			if (!p) {
-				err = ENOMEM;
-				break;
-			}
-			buf = p;
-		}
-		n = read(fd, buf + len, cap - len - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			err = errno;
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	close(fd);
-	if (err || !buf) {
-		free(buf);
-		errno = err ? err : EIO;
-		return NULL;
-	}
-	buf[len] = '\0';
-	return buf;
-}
-
-/* The stats of a running mount (MOUNTPOINT/.shardfs/stats): 0, or a
- * negative errno (-EPROTO: not a stats document). d is empty after an
- * error (fs_stats_doc_free accepts it either way). */
-static int read_stats(const char *mnt, struct fs_stats_doc *d)
-{
-	char *text = read_ctl(mnt, "stats");
-	int err;
-
-	memset(d, 0, sizeof(*d));
-	if (!text)
-		return -errno;
-	err = fs_stats_parse(text, d);
-	free(text);
-	return err;
-}
-
-/* The same for a path as given: relative to the working directory,
- * trailing slashes ignored, not resolved (it may not answer). */
-static int mount_lookup(const char *path, long *owner, int *allow_other)
-{
-	char want[PATH_MAX];
-	size_t n = strlen(path);
-
-	if (n == 0 || n >= sizeof(want))
+	if (err == 0 && m->state == FS_MNT_LIVE)
 		return 0;
-	if (path[0] == '/') {
-		memcpy(want, path, n + 1);
-	} else {
-		char cwd[PATH_MAX];
-		int m;
-
-		if (!getcwd(cwd, sizeof(cwd)))
-			return 0;
-		m = snprintf(want, sizeof(want), "%s/%s", cwd, path);
-		if (m < 0 || (size_t)m >= sizeof(want))
-			return 0;
-	}
-	while ((n = strlen(want)) > 1 && want[n - 1] == '/')
-		want[n - 1] = '\0';
-	return fs_mount_lookup(want, owner, allow_other);
-}
-
-static int is_shardfs_mount(const char *path)
-{
-	return mount_lookup(path, NULL, NULL);
-}
-
-/* Is pid still running? A zombie (exited, not yet reaped by its parent)
- * has finished its work and counts as gone. */
-static int pid_running(long pid)
-{
-	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
-
-	if (pid <= 0 || kill((pid_t)pid, 0) != 0)
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 1;
-	buf[n] = '\0';
-	p = strrchr(buf, ')'); /* "pid (comm) S ..." */
-	return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
-}
-
-int fs_umount_main(int argc, char **argv)
-{
-	struct fs_stats_doc stats;
-	char err[1024];
-	size_t elen = 0;
-	uint64_t v = 0;
-	long pid = -1;
-	pid_t child;
-	int status, efd[2];
-	int rc = client_usage(argc, argv, "umount MOUNTPOINT",
-			      "Unmount a shardfs mount and wait (up to 60 s) for its daemon to "
-			      "finish.\nA mount whose daemon died is unmounted too.\n",
-			      0);
-
-	if (rc >= 0)
-		return rc;
-	if (read_stats(argv[0], &stats) == 0) {
-		if (fs_stats_u64(&stats, "pid", &v) == 0 && v <= INT_MAX)
-			pid = (long)v;
-		fs_stats_doc_free(&stats);
-	}
-	/* a daemon that died (kill -9) leaves a mount that only unmounts */
-	if (pid <= 0 && !is_shardfs_mount(argv[0])) {
-		fprintf(stderr, "shardfs: %s is not a shardfs mount\n", argv[0]);
-		return 1;
-	}
-	if (pipe2(efd, O_CLOEXEC) < 0) {
-		fprintf(stderr, "shardfs: %s\n", strerror(errno));
-		return 1;
-	}
-	child = fork();
-	if (child == 0) {
-		dup2(efd[1], STDERR_FILENO);
-		execlp("fusermount3", "fusermount3", "-u", "--", argv[0], (char *)NULL);
-		fprintf(stderr, "shardfs: cannot run fusermount3: %s\n", strerror(errno));
-		_exit(127);
-	}
-	close(efd[1]);
-	for (;;) { /* fusermount3's complaint, shown unless the fallback below works */
-		ssize_t n = read(efd[0], err + elen, sizeof(err) - 1 - elen);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		elen += (size_t)n;
-		if (elen == sizeof(err) - 1)
-			elen = 0; /* keep reading (the pipe must drain); the tail is enough */
-	}
-	err[elen] = '\0';
-	close(efd[0]);
-	if (child < 0 || waitpid(child, &status, 0) < 0 || !WIFEXITED(status) ||
-	    WEXITSTATUS(status) != 0) {
-		/* Busy (a reader waits in a read, a shell sits in the mount): the
-		 * daemon stops itself on SIGTERM — cancels what is in flight, so
-		 * waiting reads fail, detaches the mount and exits. */
-		if (pid > 0 && pid_running(pid) && kill((pid_t)pid, SIGTERM) == 0) {
-			fprintf(
-			    stderr,
-			    "shardfs: %s cannot be unmounted (busy): stopped daemon %ld instead "
-			    "(reads in flight fail; the mount is detached)\n",
-			    argv[0], pid);
-		} else {
-			fputs(err, stderr);
-			fprintf(stderr, "shardfs: unmounting %s failed\n", argv[0]);
-			return 1;
-		}
-	}
-	/* wait for the daemon to finish writing its state (60 s at most) */
-	for (int i = 0; i < 600 && pid_running(pid); i++) {
-		struct timespec ts = {0, 100 * 1000 * 1000};
-
-		nanosleep(&ts, NULL);
-	}
-	if (pid_running(pid)) {
-		fprintf(stderr, "shardfs: unmounted, but daemon %ld is still running\n", pid);
-		return 1;
-	}
-	return 0;
+	if (err == 0)
+		say_not_usable(path, m, m->err);
+	else if (err != -ENOENT)
+		fprintf(stderr, "shardfs: %s: %s\n", path, strerror(-err));
+	else if (stat(path, &st) < 0)
+		fprintf(stderr, "shardfs: %s: %s\n", path, strerror(errno));
+	else
+		fprintf(stderr, "shardfs: %s is not a shardfs mount\n", path);
+	return 1;
 }
 
 int fs_stats_main(int argc, char **argv)
 {
 	struct fs_stats_doc stats;
+	struct fs_mnt m;
 	int err, rc = client_usage(
 		     argc, argv, "stats MOUNTPOINT",
 		     "Print the counters of a running mount (MOUNTPOINT/.shardfs/stats), one\n"
@@ -289,9 +97,11 @@ int fs_stats_main(int argc, char **argv)
 
 	if (rc >= 0)
 		return rc;
-	err = read_stats(argv[0], &stats);
+	if (client_mount(argv[0], &m))
+		return 1;
+	err = fs_mnt_read_stats(m.dir, &stats);
 	if (err < 0) {
-		say_not_mount(argv[0], -err);
+		say_not_usable(argv[0], &m, -err);
 		return 1;
 	}
 	/* one line a field: its name and its value as it is (a string without
@@ -377,7 +187,7 @@ static int pf_stats_read(const char *mnt, struct pf_stats *p)
 	    {"fill_errors", offsetof(struct pf_stats, errors)},
 	};
 	struct fs_stats_doc stats;
-	int err = read_stats(mnt, &stats);
+	int err = fs_mnt_read_stats(mnt, &stats);
 
 	for (size_t i = 0; err == 0 && i < sizeof(fields) / sizeof(fields[0]); i++)
 		err = fs_stats_u64(&stats, fields[i].name,
@@ -581,7 +391,8 @@ static int pf_summary(const struct pf_run *r)
 int fs_prefetch_main(int argc, char **argv)
 {
 	struct pf_run r = {.tty = isatty(STDOUT_FILENO)};
-	char path[PATH_MAX], *mnt;
+	struct fs_mnt m;
+	char path[PATH_MAX + 32], *mnt;
 	int fd, rc, sent;
 
 	rc = client_usage(
@@ -598,16 +409,18 @@ int fs_prefetch_main(int argc, char **argv)
 	    1);
 	if (rc >= 0)
 		return rc;
-	mnt = realpath(argv[0], NULL);
+	if (client_mount(argv[0], &m))
+		return 1;
+	mnt = strdup(m.dir);
 	if (!mnt) {
-		say_path_error("", argv[0], errno);
+		fprintf(stderr, "shardfs: %s\n", strerror(ENOMEM));
 		return 1;
 	}
 	r.mnt = mnt;
 	snprintf(path, sizeof(path), "%s/.shardfs/control", mnt);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		say_not_mount(argv[0], errno);
+		say_not_usable(argv[0], &m, errno);
 		free(mnt);
 		return 1;
 	}
@@ -653,7 +466,7 @@ static int refresh_counts(const char *mnt, uint64_t v[5])
 	static const char *const keys[] = {"refresh_added", "refresh_removed", "refresh_changed",
 					   "objects", "shards"};
 	struct fs_stats_doc stats;
-	int err = read_stats(mnt, &stats);
+	int err = fs_mnt_read_stats(mnt, &stats);
 
 	for (int i = 0; err == 0 && i < 5; i++)
 		err = fs_stats_u64(&stats, keys[i], &v[i]);
@@ -667,7 +480,8 @@ static int refresh_counts(const char *mnt, uint64_t v[5])
 int fs_refresh_main(int argc, char **argv)
 {
 	uint64_t before[5], after[5];
-	char path[PATH_MAX];
+	struct fs_mnt m;
+	char path[PATH_MAX + 32];
 	int fd, err,
 	    rc =
 		client_usage(argc, argv, "refresh MOUNTPOINT",
@@ -678,11 +492,13 @@ int fs_refresh_main(int argc, char **argv)
 
 	if (rc >= 0)
 		return rc;
-	snprintf(path, sizeof(path), "%s/.shardfs/control", argv[0]);
+	if (client_mount(argv[0], &m))
+		return 1;
+	snprintf(path, sizeof(path), "%s/.shardfs/control", m.dir);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	err = fd < 0 ? -errno : refresh_counts(argv[0], before);
+	err = fd < 0 ? -errno : refresh_counts(m.dir, before);
 	if (err < 0) {
-		say_not_mount(argv[0], -err);
+		say_not_usable(argv[0], &m, -err);
 		if (fd >= 0)
 			close(fd);
 		return 1;
@@ -694,7 +510,7 @@ int fs_refresh_main(int argc, char **argv)
 			argv[0], err == -EIO ? "the source cannot be listed" : strerror(-err));
 		return 1;
 	}
-	if (refresh_counts(argv[0], after) < 0) {
+	if (refresh_counts(m.dir, after) < 0) {
 		fprintf(stderr, "shardfs: lost the mount at %s\n", argv[0]);
 		return 1;
 	}
@@ -709,7 +525,7 @@ int fs_refresh_main(int argc, char **argv)
  * summary: 0, or -ENOENT when there is none. */
 static int plan_say(const char *mnt, const char *name)
 {
-	char *text = read_ctl(mnt, "plans"), *line, *save = NULL;
+	char *text = fs_mnt_read_ctl(mnt, "plans"), *line, *save = NULL;
 	int err = -ENOENT;
 
 	if (!text)
@@ -748,7 +564,7 @@ static void plan_say_refused(const char *mnt, const char *name, const char *abs,
 			"file, or inside the mount (see the mount's log)\n",
 			abs);
 	else if (err == -ENOTTY)
-		say_not_mount(mnt, ENOTTY);
+		fprintf(stderr, "shardfs: %s: %s\n", mnt, strerror(ENOTTY));
 	else
 		fprintf(stderr, "shardfs plan: the mount cannot read the plan file %s: %s\n",
 			abs ? abs : "", strerror(-err));
@@ -759,7 +575,8 @@ int fs_plan_main(int argc, char **argv)
 	static const char synopsis[] = "plan MOUNTPOINT FILE [--name NAME]\n"
 				       "       shardfs plan MOUNTPOINT --clear [--name NAME]";
 	const char *mnt = NULL, *file = NULL, *name = "default";
-	char path[PATH_MAX], line[PATH_MAX + FS_PLAN_NAME_MAX + 16], *abs = NULL;
+	struct fs_mnt m;
+	char path[PATH_MAX + 32], line[PATH_MAX + FS_PLAN_NAME_MAX + 16], *abs = NULL;
 	int clear = 0, fd, err, n;
 
 	for (int i = 0; i < argc; i++) {
@@ -811,10 +628,12 @@ int fs_plan_main(int argc, char **argv)
 		return 2;
 	}
 	/* the mount first: a FILE is only worth a word once there is a mount */
-	snprintf(path, sizeof(path), "%s/.shardfs/control", mnt);
+	if (client_mount(mnt, &m))
+		return 1;
+	snprintf(path, sizeof(path), "%s/.shardfs/control", m.dir);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		say_not_mount(mnt, errno);
+		say_not_usable(mnt, &m, errno);
 		return 1;
 	}
 	if (file) {
@@ -848,7 +667,7 @@ int fs_plan_main(int argc, char **argv)
 		printf("plan '%s' cleared\n", name);
 		return 0;
 	}
-	if (plan_say(mnt, name) < 0)
+	if (plan_say(m.dir, name) < 0)
 		printf("plan '%s' published (replaced since by another plan)\n", name);
 	return 0;
 }

@@ -450,6 +450,7 @@ static int gen_completion(void)
 		for (const struct fs_opt *o = *g; o->lng; o++)
 			printf("--%s ", o->lng);
 	printf("--help' -- \"$cur\")) ;;\n"
+	       "\tumount,-*) COMPREPLY=($(compgen -W '--force --stale --help' -- \"$cur\")) ;;\n"
 	       "\t*) COMPREPLY=($(compgen -d -- \"$cur\")) ;;\n"
 	       "\tesac\n"
 	       "}\n"

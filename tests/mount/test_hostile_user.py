@@ -29,6 +29,16 @@ GROUP:
                   once printed the JSON escapes: \" and \\), a newline as \u000a (one line
                   a field); 'shardfs refresh' and 'shardfs umount' work on it
 
+  umount-trust    no signal, no trust, from anything a path holds: a directory holding a planted
+                  .shardfs/stats that names a victim 'sleep' (umount, stats, prefetch, refresh,
+                  plan of it all exit 1, "not a shardfs mount", the victim lives), a shard
+                  member .shardfs/stats naming one ('shardfs umount MNT/s0': exit 1, the
+                  victim lives, MNT stays mounted), and nobody's umount of root's mount (our
+                  own message naming the owner, not fusermount3's "/etc/mtab")
+  umount-busy     a mount held by a process's working directory and an open file: 'shardfs
+                  umount' exits 1 naming the holder's pid and --force, the mount stays and the
+                  open file reads on; 'shardfs umount --force' stops the daemon (exit 0, the
+                  mount gone, the daemon exited 0)
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
 
@@ -357,10 +367,119 @@ def group_stats_cli(env, ck):
               'shardfs refresh: %r' % r.stdout)
 
 
+def victim():
+    """A process that must survive: 'sleep', started by the test."""
+    return subprocess.Popen(['sleep', '600'], stdin=subprocess.DEVNULL)
+
+
+def client_cmds(path):
+    """Every command that talks to a mount, on path."""
+    return [['umount', path], ['umount', '--force', path], ['stats', path],
+            ['prefetch', path], ['refresh', path], ['plan', path, '--clear']]
+
+
+def group_umount_trust(env, ck):
+    v = victim()
+    v2 = victim()  # the member's: each case has a victim of its own
+    try:
+        planted = env.path('planted')
+        os.makedirs(os.path.join(planted, '.shardfs'))
+        for name in ('stats', 'control'):
+            write_file(os.path.join(planted, '.shardfs', name),
+                       b'{"version":"0.1.0","pid":%d}\n' % v.pid)
+        for cmd in client_cmds(planted):
+            r = env.run([env.shardfs] + cmd)
+            err = r.stderr.decode(errors='replace')
+            log('planted: shardfs %s: rc=%r %s' % (' '.join(cmd[:-1]), r.returncode, err.strip()))
+            ck.eq('planted: shardfs %s: exit' % cmd[0], r.returncode, 1)
+            ck.ok('is not a shardfs mount' in err, 'planted: shardfs %s: %r' % (cmd[0], err))
+            ck.ok(str(v.pid).encode() not in r.stdout,
+                  'planted: shardfs %s printed the planted pid: %r' % (cmd[0], r.stdout))
+            ck.ok(v.poll() is None, 'planted: shardfs %s killed the victim %d'
+                  % (' '.join(cmd), v.pid))
+        src = env.path('src')
+        os.makedirs(src)
+        write_file(os.path.join(src, 's0.tar'), ml.tar_bytes([
+            ('.shardfs/stats', b'{"version":"0.1.0","pid":%d}\n' % v2.pid),
+            ('a.txt', b'a\n')]))
+        with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+            inner = os.path.join(m.mnt, 's0')
+            with open(os.path.join(inner, '.shardfs', 'stats'), 'rb') as f:
+                ck.ok(str(v2.pid).encode() in f.read(), 'the member .shardfs/stats names the '
+                      'victim')
+            for cmd in client_cmds(inner):
+                r = env.run([env.shardfs] + cmd)
+                err = r.stderr.decode(errors='replace')
+                log('member: shardfs %s: rc=%r %s' % (' '.join(cmd), r.returncode, err.strip()))
+                ck.eq('member: shardfs %s: exit' % ' '.join(cmd[:-1]), r.returncode, 1)
+                ck.ok('is not a shardfs mount' in err, 'member: shardfs %s: %r'
+                      % (cmd[0], err))
+                ck.ok(v2.poll() is None, 'member: shardfs %s killed the victim %d'
+                      % (' '.join(cmd), v2.pid))
+                ck.ok(ml.is_mounted(m.mnt), 'member: shardfs %s unmounted %s'
+                      % (' '.join(cmd), m.mnt))
+            ck.eq('member: a.txt reads', read_result(os.path.join(inner, 'a.txt')),
+                  ('ok', b'a\n'))
+            # nobody's umount of root's mount (no allow_other): our message, not fusermount3's
+            if os.geteuid() == 0 and shutil.which('setpriv'):
+                r = env.run(['setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups',
+                             env.shardfs, 'umount', m.mnt])
+                err = r.stderr.decode(errors='replace')
+                log('nobody: shardfs umount: rc=%r %s' % (r.returncode, err.strip()))
+                ck.eq('nobody: umount exit', r.returncode, 1)
+                ck.ok('mounted by uid 0' in err and 'mtab' not in err,
+                      'nobody: umount says %r' % err)
+                ck.ok(ml.is_mounted(m.mnt), 'nobody: umount unmounted root\'s mount')
+    finally:
+        for p in (v, v2):
+            p.kill()
+            p.wait()
+
+
+def group_umount_busy(env, ck):
+    src = env.path('src')
+    os.makedirs(src)
+    write_file(os.path.join(src, 's0.tar'), ml.tar_bytes([('ok/a.txt', b'a' * 5000)]))
+    m = ml.Mount(env, src, cache_dir=env.path('cache'))
+    m.mount()
+    holder = None
+    try:
+        pid = m.stats()['pid']
+        holder = subprocess.Popen(['sleep', '600'], cwd=os.path.join(m.mnt, 's0', 'ok'),
+                                  stdin=subprocess.DEVNULL)
+        with open(os.path.join(m.mnt, 's0', 'ok', 'a.txt'), 'rb') as f:
+            ck.eq('busy: first read', f.read(100), b'a' * 100)
+            r = env.run([env.shardfs, 'umount', m.mnt], timeout=ml.UMOUNT_TIMEOUT, files=True)
+            err = r.stderr.decode(errors='replace')
+            log('busy: shardfs umount: rc=%r %s' % (r.returncode, err.strip()))
+            ck.eq('busy: umount exit', r.returncode, 1)
+            ck.ok('busy' in err and ('pid %d (sleep)' % holder.pid) in err and
+                  'umount --force' in err, 'busy: umount says %r' % err)
+            ck.ok(ml.pid_alive(pid), 'busy: umount stopped the daemon %d' % pid)
+            ck.ok(ml.is_mounted(m.mnt), 'busy: umount unmounted the busy mount')
+            ck.eq('busy: the open file reads on', f.read(), b'a' * 4900)
+        r = env.run([env.shardfs, 'umount', '--force', m.mnt], timeout=ml.UMOUNT_TIMEOUT,
+                    files=True)
+        err = r.stderr.decode(errors='replace')
+        log('force: shardfs umount --force: rc=%r %s' % (r.returncode, err.strip()))
+        ck.eq('force: umount --force exit', r.returncode, 0)
+        ck.ok('stopped its daemon %d' % pid in err, 'force: says %r' % err)
+        ck.ok(not ml.pid_alive(pid), 'force: the daemon %d still runs' % pid)
+        ck.ok(not ml.is_mounted(m.mnt), 'force: %s still mounted' % m.mnt)
+        env.reap()
+        ck.eq('force: how the daemon ended', m.ends().get(pid), 'exited with status 0')
+    finally:
+        if holder:
+            holder.kill()
+            holder.wait()
+        m.umount(quiet=True)
+
+
 GROUPS = {'ctl-layout': group_ctl_layout, 'refresh-counts': group_refresh_counts,
           'seconds': group_seconds, 'killed-decoder': group_killed_decoder,
           'prefetch-missing': group_prefetch_missing, 'name-conflict': group_name_conflict,
-          'stats-cli': group_stats_cli}
+          'stats-cli': group_stats_cli, 'umount-trust': group_umount_trust,
+          'umount-busy': group_umount_busy}
 
 
 def main():

@@ -1066,7 +1066,8 @@ def group_stop(env, ck, ng):
         ck.ok(ml.poll(lambda: waiting_on_store(env, m, 'umount', procs, st['store_attempts']), 60),
               'umount: the readers are not waiting on the store')
         t = time.monotonic()
-        r = env.run([env.shardfs, 'umount', m.mnt], timeout=90, files=True)
+        # readers hold files open: the mount is busy, and only --force stops its daemon
+        r = env.run([env.shardfs, 'umount', '--force', m.mnt], timeout=90, files=True)
         dt = time.monotonic() - t
         log('umount: rc=%d after %.2fs (goal 2 s): %s' % (
             r.returncode, dt, r.stderr.decode(errors='replace').strip()))

@@ -1,0 +1,393 @@
+/*
+ * fs_mountid.c — which shardfs mount a path names, as the kernel says
+ * (fs_mountid.h), and which process is its daemon. Nothing a path holds
+ * is trusted for either: a directory of anybody's files can hold a
+ * ".shardfs/stats", and so can a shard.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "fs_core_ctl.h"
+#include "fs_mountid.h"
+
+/* path made absolute against dir (NULL: the working directory) and
+ * normalized without touching the filesystem: "//", "/./" and trailing
+ * slashes go, ".." takes the component before it. 0, or -ENAMETOOLONG. */
+static int lexical_abs(const char *path, const char *dir, char *out, size_t n)
+{
+	char buf[2 * PATH_MAX], cwd[PATH_MAX];
+	size_t w = 0;
+	const char *p;
+
+	if (path[0] == '/') {
+		if (strlen(path) >= sizeof(buf))
+			return -ENAMETOOLONG;
+		strcpy(buf, path);
+	} else {
+		if (!dir) {
+			if (!getcwd(cwd, sizeof(cwd)))
+				return -errno;
+			dir = cwd;
+		}
+		if ((size_t)snprintf(buf, sizeof(buf), "%s/%s", dir, path) >= sizeof(buf))
+			return -ENAMETOOLONG;
+	}
+	if (n < 2)
+		return -ENAMETOOLONG;
+	for (p = buf; *p;) {
+		size_t len;
+
+		while (*p == '/')
+			p++;
+		len = strcspn(p, "/");
+		if (len == 0)
+			break;
+		if (len == 1 && p[0] == '.') {
+			/* nothing */
+		} else if (len == 2 && p[0] == '.' && p[1] == '.') {
+			while (w > 0 && out[w - 1] != '/')
+				w--;
+			if (w > 0)
+				w--;
+		} else {
+			if (w + 1 + len + 1 > n)
+				return -ENAMETOOLONG;
+			out[w++] = '/';
+			memcpy(out + w, p, len);
+			w += len;
+		}
+		p += len;
+	}
+	if (w == 0)
+		out[w++] = '/';
+	out[w] = '\0';
+	return 0;
+}
+
+/* The absolute path of path: symlinks resolved where they can be (a dead
+ * mount or another user's answers no lstat: then its parent is resolved
+ * and the last component kept as written). */
+static int resolve(const char *path, char *out, size_t n)
+{
+	char lex[PATH_MAX], *r = realpath(path, NULL), *slash, *parent;
+	int err;
+
+	if (r) {
+		err = strlen(r) < n ? 0 : -ENAMETOOLONG;
+		if (!err)
+			strcpy(out, r);
+		free(r);
+		return err;
+	}
+	err = lexical_abs(path, NULL, lex, sizeof(lex));
+	if (err < 0)
+		return err;
+	slash = strrchr(lex, '/');
+	if (slash == lex) {
+		parent = NULL;
+	} else {
+		*slash = '\0';
+		parent = realpath(lex, NULL);
+		*slash = '/';
+	}
+	if (parent) {
+		err = (size_t)snprintf(out, n, "%s%s", strcmp(parent, "/") ? parent : "", slash) < n
+			  ? 0
+			  : -ENAMETOOLONG;
+		free(parent);
+		return err;
+	}
+	if (strlen(lex) >= n)
+		return -ENAMETOOLONG;
+	strcpy(out, lex);
+	return 0;
+}
+
+/* mountinfo's escapes (\040 for a space, \011, \012, \134) undone in place. */
+static void unescape(char *s)
+{
+	char *w = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*w++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*w++ = *s;
+		}
+	}
+	*w = '\0';
+}
+
+/* The value of option name in a comma-separated list (NULL: absent; ""
+ * for a flag). */
+static const char *opt_in(const char *list, const char *name, char *val, size_t n)
+{
+	size_t len = strlen(name);
+
+	for (const char *p = list; p && *p;) {
+		size_t l = strcspn(p, ",");
+
+		if (l >= len && strncmp(p, name, len) == 0 && (l == len || p[len] == '=')) {
+			size_t v = l == len ? 0 : l - len - 1;
+
+			if (v >= n)
+				v = n - 1;
+			memcpy(val, p + len + (l == len ? 0 : 1), v);
+			val[v] = '\0';
+			return val;
+		}
+		p += l + (p[l] ? 1 : 0);
+	}
+	return NULL;
+}
+
+/* The topmost mount at dir in /proc/self/mountinfo: 1 and m filled (but
+ * state) when it is a shardfs mount, 0 when there is none or another
+ * kind (-errno when mountinfo cannot be read). */
+static int mountinfo_find(const char *dir, struct fs_mnt *m)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	int found = 0;
+
+	if (!f)
+		return -errno;
+	while (getline(&line, &cap, f) > 0) {
+		char *save = NULL, *fld[64];
+		int nf = 0, di = -1;
+		unsigned maj, min;
+		char val[32];
+
+		line[strcspn(line, "\n")] = '\0';
+		for (char *t = strtok_r(line, " ", &save); t && nf < 64;
+		     t = strtok_r(NULL, " ", &save))
+			fld[nf++] = t;
+		/* id parent maj:min root mountpoint options [optional...] - type
+		 * source super */
+		for (int i = 6; i + 3 < nf && di < 0; i++)
+			if (strcmp(fld[i], "-") == 0)
+				di = i;
+		if (di < 0 || sscanf(fld[2], "%u:%u", &maj, &min) != 2)
+			continue;
+		unescape(fld[4]);
+		if (strcmp(fld[4], dir) != 0)
+			continue;
+		/* a later line at the same point is mounted over the earlier */
+		found = strcmp(fld[di + 1], "fuse.shardfs") == 0;
+		if (!found)
+			continue;
+		snprintf(m->dir, sizeof(m->dir), "%s", fld[4]);
+		m->dev = makedev(maj, min);
+		m->owner = -1;
+		if (opt_in(fld[di + 3], "user_id", val, sizeof(val)) && val[0]) {
+			char *end;
+
+			errno = 0;
+			m->owner = strtol(val, &end, 10);
+			if (errno || *end)
+				m->owner = -1;
+		}
+		m->allow_other = opt_in(fld[di + 3], "allow_other", val, sizeof(val)) != NULL;
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+int fs_mnt_identify(const char *path, struct fs_mnt *m)
+{
+	char abs[PATH_MAX], ctl[PATH_MAX + 32];
+	struct stat st;
+	int r;
+
+	memset(m, 0, sizeof(*m));
+	m->owner = -1;
+	r = resolve(path, abs, sizeof(abs));
+	if (r < 0)
+		return r;
+	r = mountinfo_find(abs, m);
+	if (r <= 0)
+		return r < 0 ? r : -ENOENT;
+	snprintf(ctl, sizeof(ctl), "%s/.shardfs/control", m->dir);
+	if (stat(ctl, &st) < 0) {
+		m->state = errno == ENOTCONN		       ? FS_MNT_DEAD
+			   : errno == EACCES || errno == EPERM ? FS_MNT_DENIED
+							       : FS_MNT_ERROR;
+		m->err = errno;
+		return 0;
+	}
+	/* the control file the daemon of this mount serves, not a file of
+	 * the same name on a mount over or under it */
+	if (st.st_dev != m->dev)
+		return -ENOENT;
+	m->state = FS_MNT_LIVE;
+	return 0;
+}
+
+/* The arguments of process pid (its /proc cmdline): a malloc'd buffer of
+ * NUL-terminated strings, *len its size; NULL when unreadable. */
+static char *proc_cmdline(long pid, size_t *len)
+{
+	char path[64], *buf = NULL;
+	size_t n = 0, cap = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	for (;;) {
+		ssize_t k;
+
+		if (n + 4096 > cap) {
+			char *p = realloc(buf, cap += 8192);
+
+			if (!p)
+				break;
+			buf = p;
+		}
+		k = read(fd, buf + n, cap - n - 1);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		n += (size_t)k;
+	}
+	close(fd);
+	if (buf)
+		buf[n] = '\0';
+	*len = n;
+	return buf;
+}
+
+int fs_mnt_is_daemon(const struct fs_mnt *m, long pid)
+{
+	char path[64], exe[PATH_MAX], cwd[PATH_MAX], abs[PATH_MAX];
+	const char *base;
+	char *args;
+	size_t len = 0;
+	ssize_t n;
+	int mine = 0, is_mount = 0;
+
+	if (pid <= 0 || pid > INT_MAX || pid == (long)getpid())
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%ld/exe", pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return 0;
+	exe[n] = '\0';
+	if (n > 10 && strcmp(exe + n - 10, " (deleted)") == 0)
+		exe[n - 10] = '\0'; /* the binary was upgraded under it */
+	base = strrchr(exe, '/');
+	base = base ? base + 1 : exe;
+	if (strcmp(base, "shardfs") != 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%ld/cwd", pid);
+	n = readlink(path, cwd, sizeof(cwd) - 1);
+	if (n <= 0)
+		return 0;
+	cwd[n] = '\0';
+	args = proc_cmdline(pid, &len);
+	if (!args)
+		return 0;
+	/* "shardfs mount ... MOUNTPOINT": the mount point is one of its
+	 * arguments, as given (relative to its working directory) */
+	for (size_t i = 0; i < len; i += strlen(args + i) + 1) {
+		const char *a = args + i;
+
+		if (i == 0)
+			continue;
+		if (!is_mount) {
+			is_mount = strcmp(a, "mount") == 0;
+			continue;
+		}
+		if (a[0] == '\0' || a[0] == '-')
+			continue;
+		if (lexical_abs(a, cwd, abs, sizeof(abs)) == 0 && strcmp(abs, m->dir) == 0) {
+			mine = 1;
+			break;
+		}
+		if (a[0] == '/' || strchr(a, ':') == NULL) {
+			char *r =
+			    lexical_abs(a, cwd, abs, sizeof(abs)) == 0 && strcmp(abs, "/") != 0
+				? realpath(abs, NULL)
+				: NULL;
+
+			mine = r && strcmp(r, m->dir) == 0;
+			free(r);
+			if (mine)
+				break;
+		}
+	}
+	free(args);
+	return mine;
+}
+
+/* Read a control file of a running mount into a malloc'd string (NULL with
+ * errno set). */
+char *fs_mnt_read_ctl(const char *mnt, const char *name)
+{
+	char path[PATH_MAX], *buf = NULL;
+	size_t len = 0, cap = 0;
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), "%s/.shardfs/%s", mnt, name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	for (;;) {
+		ssize_t n;
+
+		if (len + 4096 + 1 > cap) {
+			char *p = realloc(buf, cap = (cap + 4096) * 2);
+
+			if (!p) {
+				err = ENOMEM;
+				break;
+			}
+			buf = p;
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			err = errno;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	if (err || !buf) {
+		free(buf);
+		errno = err ? err : EIO;
+		return NULL;
+	}
+	buf[len] = '\0';
+	return buf;
+}
+
+/* The stats of a running mount (MOUNTPOINT/.shardfs/stats): 0, or a
+ * negative errno (-EPROTO: not a stats document). d is empty after an
+ * error (fs_stats_doc_free accepts it either way). */
+int fs_mnt_read_stats(const char *mnt, struct fs_stats_doc *d)
+{
+	char *text = fs_mnt_read_ctl(mnt, "stats");
+	int err;
+
+	memset(d, 0, sizeof(*d));
+	if (!text)
+		return -errno;
+	err = fs_stats_parse(text, d);
+	free(text);
+	return err;
+}

@@ -1,0 +1,51 @@
+/*
+ * fs_mountid.h — which shardfs mount a path names, by what the kernel says
+ * (/proc/self/mountinfo), and whether a process is its daemon. The one
+ * check of every command that talks to a mount (fs_client.c): umount,
+ * stats, prefetch, refresh, plan. A file's contents never decide either
+ * (a ".shardfs/stats" can be anybody's file, or a shard's member).
+ */
+#ifndef FS_MOUNTID_H
+#define FS_MOUNTID_H
+
+#include <limits.h>
+#include <sys/types.h>
+
+enum fs_mnt_state {
+	FS_MNT_LIVE = 0, /* its control file answers, on the mount's device */
+	FS_MNT_DEAD,	 /* its daemon is gone (ENOTCONN) */
+	FS_MNT_DENIED,	 /* another user's mount (EACCES, EPERM) */
+	FS_MNT_ERROR,	 /* another error (err) */
+};
+
+struct fs_mnt {
+	char dir[PATH_MAX]; /* the mount point as the kernel has it */
+	dev_t dev;	    /* its device (mountinfo's major:minor) */
+	long owner;	    /* the uid that mounted it (user_id=), -1: unknown */
+	int allow_other;
+	enum fs_mnt_state state;
+	int err; /* the errno of the control file's stat when not FS_MNT_LIVE */
+};
+
+/* m for the mount at path: path (relative to the working directory,
+ * symlinks resolved where they answer, trailing slashes ignored) must be
+ * the mount point itself, the topmost mount there of type fuse.shardfs,
+ * and, when it answers, its .shardfs/control on that mount's device.
+ * 0 (m->state says whether it answers), -ENOENT when it is no shardfs
+ * mount, or another negative errno. */
+int fs_mnt_identify(const char *path, struct fs_mnt *m);
+
+/* 1 when process pid is the daemon of m: its /proc/PID/exe is a shardfs
+ * binary and its command line 'shardfs mount ... MOUNTPOINT' names m's
+ * mount point; else 0. */
+int fs_mnt_is_daemon(const struct fs_mnt *m, long pid);
+
+struct fs_stats_doc;
+/* A control file of a running mount (MNT/.shardfs/NAME) as a malloc'd
+ * string, or NULL with errno set. */
+char *fs_mnt_read_ctl(const char *mnt, const char *name);
+/* Its stats (MNT/.shardfs/stats): 0, or a negative errno (-EPROTO: not a
+ * stats document); d is empty after an error. */
+int fs_mnt_read_stats(const char *mnt, struct fs_stats_doc *d);
+
+#endif
