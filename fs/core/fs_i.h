@@ -173,6 +173,7 @@ struct fs_dir {
 	uint32_t nsubdirs;
 	int64_t mtime; /* newest object mtime below it */
 	int gone;      /* no object below it any more: ESTALE */
+	mode_t perm;   /* its permission bits: a local source's, else 0555 */
 };
 
 /* The version state of an object (fs_obj.state). */

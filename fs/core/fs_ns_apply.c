@@ -220,6 +220,7 @@ static int ap_publish(struct apply *ap, uint32_t nobjs, uint32_t nshards,
 		d->nents = ap->d[k].nents;
 		d->nsubdirs = ap->d[k].nsubdirs;
 		d->mtime = ap->d[k].mtime;
+		d->perm = ap->d[k].perm;
 		d->gone = !ap->d[k].live;
 		ap->d[k].ents = NULL;
 	}
@@ -304,6 +305,8 @@ int fs__ns_apply(struct fs *fs, struct listing *l, int initial)
 		err = fs__ns_ap_place(&ap);
 	if (err == 0)
 		err = fs__ns_ap_entries(&ap);
+	if (err == 0)
+		fs__ns_ap_perms(&ap);
 	if (err == 0)
 		err = ap_publish(&ap, nobjs, nshards, old_ents, old_n);
 	if (err == 0)

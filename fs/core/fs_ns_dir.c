@@ -14,9 +14,12 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fs_ns_i.h"
 
@@ -270,6 +273,50 @@ int fs__ns_ap_entries(struct apply *ap)
 		d->nents = w;
 	}
 	return 0;
+}
+
+/* The path of directory d below the source's root into buf (n bytes,
+ * "" for the root); 0, or -ENAMETOOLONG. */
+static int ap_dir_path(const struct apply *ap, uint32_t d, char *buf, size_t n)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (uint32_t x = d; x != 0; x = ap_dir_parent(ap, x)) {
+		const char *name = ap_dir_name(ap, x);
+		size_t l = strlen(name);
+
+		if (len + l + 2 > n)
+			return -ENAMETOOLONG;
+		/* prepend "/name" */
+		memmove(buf + l + 1, buf, len + 1);
+		buf[0] = '/';
+		memcpy(buf + 1, name, l);
+		len += l + 1;
+	}
+	return 0;
+}
+
+/* Every live directory's permission bits: a local source's directory
+ * shows its own (read and search bits: the mount is read-only), so that
+ * with allow_other (and so default_permissions) the kernel denies other
+ * users what the source denies them; a directory that cannot be stat'ed,
+ * and every directory of a remote store (which has none), shows 0555. */
+void fs__ns_ap_perms(struct apply *ap)
+{
+	const char *root = backend_local_path(ap->fs->be);
+	char path[PATH_MAX], rel[PATH_MAX];
+
+	for (uint32_t i = 0; i < ap->nd; i++) {
+		struct stat st;
+
+		ap->d[i].perm = 0555;
+		if (!root || !ap->d[i].live || ap_dir_path(ap, i, rel, sizeof(rel)) < 0 ||
+		    (size_t)snprintf(path, sizeof(path), "%s%s", root, rel) >= sizeof(path))
+			continue;
+		if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+			ap->d[i].perm = st.st_mode & 0555;
+	}
 }
 
 /* Queue kernel invalidations for what differs between a directory's old

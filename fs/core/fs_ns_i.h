@@ -45,6 +45,7 @@ struct ndir {
 	uint32_t nents, cap, nsubdirs;
 	int64_t mtime;
 	int live;
+	mode_t perm; /* permission bits shown (fs__ns_ap_perms) */
 };
 
 struct apply {
@@ -79,6 +80,7 @@ uint64_t fs__ns_dir_ino(uint32_t d);
 int fs__ns_obj_key_cmp(const void *a, const void *b, void *arg);
 int fs__ns_ap_place(struct apply *ap);
 int fs__ns_ap_entries(struct apply *ap);
+void fs__ns_ap_perms(struct apply *ap);
 void fs__ns_notify_dir_diff(struct fs *fs, uint32_t d, const struct fs_dirent *a, uint32_t na,
 			    const struct fs_dirent *b, uint32_t nb);
 

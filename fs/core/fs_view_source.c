@@ -19,6 +19,7 @@ static int dir_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 	uint32_t a = fs_ino_a(ino), b = fs_ino_b(ino);
 	nlink_t nlink;
 	int64_t mtime;
+	mode_t perm;
 	int gone;
 
 	fs_ns_rdlock(fs);
@@ -28,13 +29,14 @@ static int dir_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 	}
 	nlink = 2 + fs->dirs[a].nsubdirs;
 	mtime = fs->dirs[a].mtime;
+	perm = fs->dirs[a].perm;
 	gone = fs->dirs[a].gone;
 	fs_ns_unlock(fs);
 	if (gone)
 		return -ESTALE; /* nothing below it any more */
 	/* no mtime known below it (a brace pattern's shards not asked for
 	 * yet): the mount's time */
-	fs_attr_dir(fs, st, ino, 0555, nlink, mtime || !fs->lazy ? mtime : fs->mount_time);
+	fs_attr_dir(fs, st, ino, perm, nlink, mtime || !fs->lazy ? mtime : fs->mount_time);
 	return 0;
 }
 

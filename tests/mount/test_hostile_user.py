@@ -39,6 +39,12 @@ GROUP:
                   umount' exits 1 naming the holder's pid and --force, the mount stays and the
                   open file reads on; 'shardfs umount --force' stops the daemon (exit 0, the
                   mount gone, the daemon exited 0)
+  perm-matrix     one permission model (-o allow_other): a seeded generated tree of directory and
+                  file modes in a local source, and a tar whose members have their own modes
+                  (and a directory only implied by a member's path), walked as 'nobody'
+                  through the mount and against the source itself (the tar: against GNU tar's
+                  extraction with its modes): the same files readable, the same directories
+                  listable (SHARDFS_TEST_SEED replays another tree)
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
 
@@ -475,11 +481,133 @@ def group_umount_busy(env, ck):
         m.umount(quiet=True)
 
 
+# What 'nobody' can do under a root: run as nobody, prints JSON {"list": [...], "read": [...]}
+# of the directories it can list and the files it can read (paths relative to the root).
+WALKER = r"""
+import json, os, stat, sys
+root = sys.argv[1]
+lst, rd = [], []
+def walk(rel):
+    p = os.path.join(root, rel) if rel else root
+    try:
+        names = sorted(os.listdir(p))
+    except OSError:
+        return
+    lst.append(rel or '.')
+    for n in names:
+        r = os.path.join(rel, n) if rel else n
+        if rel == '' and n in sys.argv[2:]:
+            continue
+        try:
+            st = os.lstat(os.path.join(root, r))
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            walk(r)
+        elif stat.S_ISREG(st.st_mode):
+            try:
+                with open(os.path.join(root, r), 'rb') as f:
+                    f.read()
+                rd.append(r)
+            except OSError:
+                pass
+walk('')
+print(json.dumps({'list': sorted(lst), 'read': sorted(rd)}))
+"""
+
+DIR_MODES = (0o755, 0o700, 0o711, 0o750, 0o705, 0o555, 0o500, 0o301, 0o744, 0o775, 0o704)
+FILE_MODES = (0o644, 0o600, 0o640, 0o604, 0o400, 0o444, 0o755, 0o700, 0o004)
+
+
+def gen_mode_tree(rng, root, depth=0):
+    """A random tree of directories and files with random modes below root (modes set last,
+    deepest first, so that the test, root, can write everything first)."""
+    dirs = []
+    for i in range(rng.randint(1, 3) if depth < 3 else 0):
+        d = os.path.join(root, 'd%d' % i)
+        os.makedirs(d)
+        dirs += gen_mode_tree(rng, d, depth + 1)
+        dirs.append((d, rng.choice(DIR_MODES)))
+    for i in range(rng.randint(1, 3)):
+        f = os.path.join(root, 'f%d.txt' % i)
+        write_file(f, b'%s\n' % f.encode())
+        os.chmod(f, rng.choice(FILE_MODES))
+    return dirs
+
+
+def walk_as_nobody(env, root, skip=()):
+    r = env.run(['setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups',
+                 sys.executable, '-c', WALKER, root] + list(skip))
+    if r.returncode != 0:
+        raise RuntimeError('walker failed: %s' % r.stderr.decode(errors='replace'))
+    return json.loads(r.stdout.decode())
+
+
+def group_perm_matrix(env, ck):
+    import io
+    import tarfile
+    if os.geteuid() != 0 or not shutil.which('setpriv'):
+        raise ml.Skip('needs root and setpriv to walk as nobody', 'host')
+    rng = env.rng
+    log('seed %d (SHARDFS_TEST_SEED replays another tree)' % env.seed)
+    src = env.path('src')
+    os.makedirs(src)
+    modes = gen_mode_tree(rng, src)
+    # a shard whose members have their own modes; 'imp/' exists only in a member's path
+    bio = io.BytesIO()
+    members = []
+    with tarfile.open(fileobj=bio, mode='w', format=tarfile.GNU_FORMAT) as tf:
+        for i in range(12):
+            if i % 4 == 0:
+                ti = tarfile.TarInfo('m%d' % i)
+                ti.type = tarfile.DIRTYPE
+                ti.mode = rng.choice(DIR_MODES)
+                tf.addfile(ti)
+                members.append(('m%d/' % i, ti.mode))
+                continue
+            parent = rng.choice(['', 'imp/', 'm%d/' % (i // 4 * 4)])
+            data = b'member %d\n' % i
+            ti = tarfile.TarInfo('%sx%d.txt' % (parent, i))
+            ti.size, ti.mode, ti.mtime = len(data), rng.choice(FILE_MODES), 1700000000
+            tf.addfile(ti, io.BytesIO(data))
+            members.append((ti.name, ti.mode))
+    write_file(os.path.join(src, 't.tar'), bio.getvalue())
+    for d, mode in modes:
+        os.chmod(d, mode)
+    log('directory modes: %s' % ', '.join('%s %o' % (os.path.relpath(d, src), m)
+                                          for d, m in modes))
+    log('members: %s' % ', '.join('%s %o' % nm for nm in members))
+    ext = env.path('ext')
+    os.makedirs(ext)
+    r = env.run(['tar', '-x', '-p', '-f', os.path.join(src, 't.tar'), '-C', ext])
+    ck.eq('GNU tar extracts t.tar', r.returncode, 0)
+    want_src = walk_as_nobody(env, src)
+    want_tar = walk_as_nobody(env, ext)
+    log('as nobody in the source: %d listable, %d readable; in the extraction: %d, %d'
+        % (len(want_src['list']), len(want_src['read']), len(want_tar['list']),
+           len(want_tar['read'])))
+    nfiles = sum(len(fs) for _, _, fs in os.walk(src))
+    ck.ok(0 < len(want_src['read']) < nfiles and len(want_src['list']) < 1 + len(modes),
+          'the tree has files and directories nobody can read, and files it can (%d of %d)'
+          % (len(want_src['read']), nfiles))
+    with ml.Mount(env, src, cache_dir=env.path('cache'), extra=['-o', 'allow_other']) as m:
+        got_src = walk_as_nobody(env, m.mnt, skip=['t'])
+        got_tar = walk_as_nobody(env, os.path.join(m.mnt, 't'))
+    ck.eq('as nobody: directories listable through the mount and in the source',
+          got_src['list'], want_src['list'])
+    ck.eq('as nobody: files readable through the mount and in the source',
+          got_src['read'], want_src['read'])
+    ck.eq('as nobody: member directories listable through the mount and in GNU tar\'s '
+          'extraction', got_tar['list'], want_tar['list'])
+    ck.eq('as nobody: members readable through the mount and in GNU tar\'s extraction',
+          got_tar['read'], want_tar['read'])
+
+
 GROUPS = {'ctl-layout': group_ctl_layout, 'refresh-counts': group_refresh_counts,
           'seconds': group_seconds, 'killed-decoder': group_killed_decoder,
           'prefetch-missing': group_prefetch_missing, 'name-conflict': group_name_conflict,
           'stats-cli': group_stats_cli, 'umount-trust': group_umount_trust,
-          'umount-busy': group_umount_busy}
+          'umount-busy': group_umount_busy, 'perm-matrix': group_perm_matrix}
 
 
 def main():
