@@ -170,6 +170,39 @@ static int dir_is_empty(const char *path)
 	return empty;
 }
 
+/* A password in the SOURCE URL (scheme://user:password@host/...) leaves
+ * argv: it is replaced by "***" in place (the rest of the argument moves
+ * up, NUL bytes fill its end), before the fork, so that neither 'shardfs
+ * mount' nor its daemon shows it in ps or /proc/PID/cmdline. The mount
+ * uses the copy its configuration holds. */
+static void scrub_source_password(int argc, char **argv, const char *source)
+{
+	for (int i = 0; i < argc; i++) {
+		char *s = argv[i], *auth = strstr(s, "://"), *end, *at = NULL, *colon;
+		size_t plen, rest;
+
+		if (!auth || strcmp(s, source) != 0)
+			continue;
+		auth += 3;
+		end = auth + strcspn(auth, "/?#");
+		for (char *p = auth; p < end; p++)
+			if (*p == '@')
+				at = p; /* the last '@' ends the userinfo */
+		colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+		if (!colon || at - colon - 1 <= 0)
+			continue;
+		plen = (size_t)(at - colon - 1);
+		rest = strlen(at) + 1;
+		if (plen <= 3) {
+			memset(colon + 1, '*', plen);
+			continue;
+		}
+		memcpy(colon + 1, "***", 3);
+		memmove(colon + 4, at, rest);
+		memset(colon + 4 + rest, 0, plen - 3);
+	}
+}
+
 int fs_fuse_mount_main(int argc, char **argv)
 {
 	struct fs_config *cfg;
@@ -190,6 +223,7 @@ int fs_fuse_mount_main(int argc, char **argv)
 		return err > 0 ? 0 : err == -EINVAL ? 2 : 1;
 	}
 	fs_config_mount_args(cfg, &a);
+	scrub_source_password(argc, argv, a.source);
 	if (*a.fuse_opts) {
 		char *canon = fuse_opts_canonical(*a.fuse_opts);
 

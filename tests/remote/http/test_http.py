@@ -20,6 +20,9 @@ GROUP:
             for every chunk of a 72 MB shard at once for a cold cat (a proxy holds them until
             that many are in flight and counts)
   cli       a directory URL without its trailing slash fails with the hint to add one
+  userinfo  a source URL with a user and password (nginx ignores them): the mount reads, and
+            the password is in neither 'shardfs mount''s nor the daemon's /proc/PID/cmdline,
+            nor /proc/mounts, stats, metrics, the log; 'shardfs umount' still finds the daemon
   refresh   'shardfs refresh' of a JSON listing mount: a shard uploaded to the served directory
             appears (exact bytes and members), a deleted one is gone
   errors    listings that fail (403, 500, a page that is not a listing): mount and index say
@@ -1058,12 +1061,45 @@ def group_nomatch(env, ck, ng, src, shards, refs):
               ['shard-000003', 'shard-000003.tar'])
 
 
+def group_userinfo(env, ck, ng, src, shards, refs):
+    secret = 'Pw-s3cret-4815'
+    url = ng.url('json/train/').replace('http://', 'http://alice:%s@' % secret)
+    cache = env.path('cache')
+    m = ml.Mount(env, url, cache_dir=cache, extra=['--log-file', env.path('daemon.log')])
+    m.mount()
+    try:
+        pid = m.stats()['pid']
+        with open('/proc/%d/cmdline' % pid, 'rb') as f:
+            cmdline = f.read()
+        log('daemon %d cmdline: %r' % (pid, cmdline))
+        ck.ok(secret.encode() not in cmdline, 'the daemon\'s cmdline shows the password: %r'
+              % cmdline)
+        ck.ok(b'alice:***@127.0.0.1' in cmdline, 'the cmdline shows the source as %r' % cmdline)
+        ck.ok(m.mnt.encode() in cmdline.split(b'\0'), 'the cmdline still names the mount point')
+        with open(os.path.join(src, 'train', 'shard-000000.tar'), 'rb') as f:
+            want = f.read()
+        ck.eq('shard-000000.tar reads exactly',
+              ml.read_result(os.path.join(m.mnt, "shard-000000.tar")), ('ok', want))
+        for what, path in (('/proc/mounts', '/proc/mounts'),
+                           ('stats', os.path.join(m.mnt, '.shardfs', 'stats')),
+                           ('metrics', os.path.join(m.mnt, '.shardfs', 'metrics'))):
+            with open(path, 'rb') as f:
+                ck.ok(secret.encode() not in f.read(), '%s shows the password' % what)
+        r = env.run([env.shardfs, 'umount', m.mnt], timeout=ml.UMOUNT_TIMEOUT, files=True)
+        ck.eq('umount finds the daemon and unmounts', r.returncode, 0)
+        ck.ok(not ml.pid_alive(pid), 'umount waited for the daemon %d to exit' % pid)
+        with open(env.path('daemon.log'), 'rb') as f:
+            ck.ok(secret.encode() not in f.read(), 'the log shows the password')
+    finally:
+        m.umount(quiet=True)
+
+
 GROUPS = {'nomatch': group_nomatch, 'brace': group_brace, 'listing': group_listing,
           'redirect': group_redirect,
           'faults': group_faults, 'tls': group_tls, 'stale': group_stale,
           'badrange': group_badrange, 'conns': group_conns, 'cli': group_cli,
           'refresh': group_refresh, 'errors': group_errors, 'index': group_index,
-          'lazy': group_lazy}
+          'lazy': group_lazy, 'userinfo': group_userinfo}
 
 
 def run_group(env, ck, group):
