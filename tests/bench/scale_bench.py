@@ -582,7 +582,7 @@ def w_brace(a):
     last = a.brace_names - 1
     for i in range(a.brace_names):  # symlinks: ext4 allows 65,000 hardlinks of one inode
         os.symlink(a.one_shard, os.path.join(d, 'shard-%06d.tar' % i))
-    emu = Emu(web, a.delay_ms, a.rate_mb, a.w, 'brace')
+    emu = Emu(web, a.delay_ms, a.rate_mb, a.w, 'brace', shardfs=a.bin)
     lab = 'brace mount, %s names on the link emulator (%g ms, %g MB/s per conn), ready = ' \
         'stat' % (fmt_n(a.brace_names), a.delay_ms, a.rate_mb)
     try:
@@ -705,7 +705,7 @@ def w_s3(a):
     after a mount of its own (--runs mounts each), against ext4."""
     pages = -(-a.s3_keys // 1000)
     a.s3_template = os.path.getsize(a.one_shard)
-    emu = Emu(None, a.delay_ms, a.rate_mb, a.w, 's3',
+    emu = Emu(None, a.delay_ms, a.rate_mb, a.w, 's3', shardfs=a.bin,
               s3={'keys': a.s3_keys, 'object': a.one_shard, 'bucket': S3_BUCKET,
                   'prefix': S3_PREFIX})
     src = 's3://%s/%s' % (S3_BUCKET, S3_PREFIX)

@@ -616,7 +616,7 @@ def group_coalesce(env, ck):
     planned_bytes = sum(x[2][1] for x in planned)
     # each planned member is fetched with its tar header (512 bytes before its data)
     gap_bytes = sum(e - o + 512 for o, e in spans) - planned_bytes - 512 * len(planned)
-    emu = linkemu.Emu(src, 30, 60, env.tmp, 'coalesce')
+    emu = linkemu.Emu(src, 30, 60, env.tmp, 'coalesce', shardfs=env.shardfs)
     try:
         gap = 1 << 20
         with ml.Mount(env, emu.url(''), cache_dir=env.path('cache'),
@@ -815,7 +815,7 @@ def group_lookahead(env, ck):
     ck.ok(progress[N][3] > 2 * cache,
           'the plan fetches %d bytes, more than twice the cache (%d)' % (progress[N][3], cache))
 
-    emu = linkemu.Emu(src, 30, 60, env.tmp, 'lookahead')
+    emu = linkemu.Emu(src, 30, 60, env.tmp, 'lookahead', shardfs=env.shardfs)
     try:
         with ml.Mount(env, emu.url(''), cache_dir=env.path('cache'),
                       extra=['--cache-size', str(cache), '--plan-gap', '1M', '--warm', 'off',

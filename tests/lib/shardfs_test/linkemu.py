@@ -1,17 +1,24 @@
-"""Link emulator of the benchmarks: an HTTP object store on 127.0.0.1 that behaves like a
-remote object store on a real link, for tests/bench/link_bench.py and scale_bench.py.
+"""Link emulator of the tests and benchmarks: an HTTP object store on 127.0.0.1 that behaves
+like a remote object store on a real link, for tests/bench/link_bench.py, scale_bench.py and the
+tests that need a link (tests/mount/test_plan.py, tests/lib/test_linkemu.py).
+
+`Emu` starts the C emulator, tests/lib/linkemu.c (built as BUILD/tests/linkemu next to
+BUILD/shardfs; its header says what it serves): one thread on epoll, a timer heap for the delay
+before each response, bodies by sendfile(2), SO_MAX_PACING_RATE per connection. This file also
+holds the emulator it replaced, in Python (CPython http.server, a thread per connection: some
+290 us of CPU per request against the C one's few tens), kept as the reference the C one is
+measured against (`Emu(..., impl='python')`, link_bench.py's row L0b) and runnable as a script:
 
     python3 tests/lib/shardfs_test/linkemu.py --root DIR [--delay-ms 30] [--rate-mb 60]
                                               [--port-file F]
     python3 tests/lib/shardfs_test/linkemu.py --s3-keys N --s3-object FILE [--s3-bucket B]
                                               [--s3-prefix P] [--delay-ms 30] [--rate-mb 60] ...
 
-Every request waits --delay-ms before its response starts (an object store's time to first
-byte), and every connection sends at most --rate-mb MB/s (10^6 bytes): the kernel paces the
-socket (SO_MAX_PACING_RATE, TCP's own pacing), so the rate costs no CPU here and holds for
-each connection separately, as a store's per-connection throughput does; there is no cap on
-the sum. The bodies go out with sendfile(2) from one thread per connection, so the server
-itself is not the bottleneck (link_bench.py measures it against curl before it is used).
+Both serve the same: every request waits --delay-ms before its response starts (an object
+store's time to first byte), and every connection sends at most --rate-mb MB/s (10^6 bytes):
+the kernel paces the socket (SO_MAX_PACING_RATE, TCP's own pacing), so the rate costs no CPU
+here and holds for each connection separately, as a store's per-connection throughput does;
+there is no cap on the sum.
 
 Serves files under DIR: GET and HEAD, one byte range (206, Content-Range), If-Match (412),
 an ETag "mtime-size" in hex as nginx's, keep-alive (HTTP/1.1); a path ending in "/" gets an
@@ -33,7 +40,8 @@ directory for every page (its listing is quadratic in the keys: at 68,000 keys i
 not the client. Pages are generated from the key list, so every page costs the same.
 
 Both modes: GET /__stats (no delay, not counted) answers JSON counters: requests, bytes_sent,
-and in S3 mode list_requests, list_bytes, heads, gets, other.
+and in S3 mode list_requests, list_bytes, heads, gets, other; the C emulator adds connections
+and its own CPU seconds (cpu_s, cpu_user_s, cpu_sys_s).
 
 Prints "port N" on stdout (and writes N to --port-file) once it listens; runs until killed.
 """
@@ -333,11 +341,33 @@ class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
             super().handle_error(request, client_address)
 
 
-class Emu:
-    """This emulator in a child process on a free port, serving root; w is a work dir for its
-    port file, tag names it."""
+def find_exe(shardfs=None):
+    """The C emulator's path: $SHARDFS_LINKEMU, else BUILD/tests/linkemu next to the shardfs
+    binary BUILD/shardfs, else this tree's build-bench/ or build/ (a benchmark of another
+    commit's shardfs uses this tree's emulator). Raises with what to do when there is none."""
+    cands = []
+    if os.environ.get('SHARDFS_LINKEMU'):
+        cands.append(os.environ['SHARDFS_LINKEMU'])
+    if shardfs:
+        cands.append(os.path.join(os.path.dirname(os.path.abspath(shardfs)), 'tests', 'linkemu'))
+    tree = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
+    cands += [os.path.join(tree, b, 'tests', 'linkemu') for b in ('build-bench', 'build')]
+    for c in cands:
+        if os.access(c, os.X_OK):
+            return c
+    raise RuntimeError('the link emulator (tests/lib/linkemu.c) is not built: looked for %s; '
+                       'build it with `meson compile -C BUILD tests/linkemu`, or set '
+                       'SHARDFS_LINKEMU' % ', '.join(cands))
 
-    def __init__(self, root, delay_ms, rate_mb, w, tag, timeout=60.0, s3=None):
+
+class Emu:
+    """The link emulator in a child process on a free port, serving root; w is a work dir for
+    its port file, tag names it. impl 'c' (default): tests/lib/linkemu.c, found by find_exe
+    (exe, or the shardfs binary it is built beside); 'python': this file's server (the
+    reference of link_bench.py's row L0b)."""
+
+    def __init__(self, root, delay_ms, rate_mb, w, tag, timeout=60.0, s3=None, exe=None,
+                 shardfs=None, impl='c'):
         """s3: None, or S3 mode as a dict: keys (N), object (the template file), bucket and
         prefix (optional); root is then unused (None)."""
         pf = os.path.join(w, 'emu-%s.port' % tag)
@@ -347,9 +377,16 @@ class Emu:
         if s3:
             args += ['--s3-keys', str(s3['keys']), '--s3-object', s3['object'],
                      '--s3-bucket', s3.get('bucket', 'bench'), '--s3-prefix', s3.get('prefix', '')]
-        self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), *args,
-                                   '--delay-ms', str(delay_ms), '--rate-mb', str(rate_mb),
-                                   '--port-file', pf], stdout=subprocess.DEVNULL)
+        if impl == 'python':
+            cmd = [sys.executable, os.path.abspath(__file__)]
+        elif impl == 'c':
+            cmd = [exe or find_exe(shardfs)]
+        else:
+            raise ValueError('impl: c or python, not %r' % impl)
+        self.impl = impl
+        self.p = subprocess.Popen(cmd + args + ['--delay-ms', str(delay_ms), '--rate-mb',
+                                                str(rate_mb), '--port-file', pf],
+                                  stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
         while not os.path.exists(pf):  # written by rename: whole once it exists
             if self.p.poll() is not None or time.monotonic() > deadline:
@@ -372,10 +409,22 @@ class Emu:
         finally:
             c.close()
 
-    def stop(self):
+    def cpu(self):
+        """The emulator process's user + system CPU seconds now (/proc/PID/stat: both
+        implementations, all threads)."""
+        with open('/proc/%d/stat' % self.p.pid) as f:
+            v = f.read().rsplit(')', 1)[1].split()
+        return (int(v[11]) + int(v[12])) / os.sysconf('SC_CLK_TCK')
+
+    def stop(self, timeout=10):
+        """SIGTERM, then SIGKILL after timeout seconds (bounded)."""
         if self.p.poll() is None:
             self.p.send_signal(signal.SIGTERM)
-        self.p.wait()
+        try:
+            self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait(timeout=timeout)
 
 
 def main():

@@ -1,0 +1,376 @@
+"""The link emulator itself (tests/lib/linkemu.c, started by shardfs_test.linkemu.Emu): exact
+status, headers and bytes of every answer, and exact counts of requests.
+
+usage: test_linkemu.py SHARDFS GROUP
+  root  a directory of seeded files (empty, one byte, 300 KB, names with a space, a quote and
+        non-ASCII, a subdirectory, a symlink): GET whole, ranges A-B, A-, -N, past the end
+        (clamped), 416 (start at or past the size, B < A) with "Content-Range: bytes */SIZE",
+        HEAD (headers, no body), If-Match (the ETag, '*', a list holding it: 200; another: 412),
+        nginx's ETag and Last-Modified from the file's stat, 404, 403 for '..' out of the root,
+        the JSON autoindex byte for byte as linkemu.py's, all on one keep-alive connection;
+        two requests pipelined in one write; HTTP/1.0 and Connection: close close after the
+        answer; 400 (malformed), 431 (a head over 16 KiB), 501 (POST); /__stats: requests
+        (exactly those answered after the delay), connections, bytes_sent (exactly the body
+        bytes), cpu_s
+  s3    S3 mode (a bucket of 2,345 generated keys): ListObjectsV2 pages (max-keys, prefix,
+        start-after, continuation tokens followed to the end) byte for byte as linkemu.py's
+        S3Pattern builds them, bad tokens, list-type and delimiter refused; HEAD and GET of keys
+        (the template's bytes then 512 * (i % 8) zeros), ranges across the zeros, 412, 416, 400
+        for a suffix range, NoSuchKey, NoSuchBucket; the counters list_requests, heads, gets,
+        other, list_bytes, requests, bytes_sent exact
+File contents and the requests' ranges come from a seed (SHARDFS_TEST_SEED, printed). The delay is
+30 ms and the rate 60 MB/s (the benches' link) but nothing here is timed.
+LINKEMU_IMPL=python runs the same checks on linkemu.py's own server (the reference), apart from
+those of answers it never gave (a malformed or oversized head, a bad range, CPU in the stats)."""
+
+import email.utils
+import hashlib
+import http.client
+import json
+import os
+import socket
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from shardfs_test import linkemu  # noqa: E402
+from shardfs_test import mount as ml  # noqa: E402
+
+IMPL = os.environ.get('LINKEMU_IMPL', 'c')
+
+
+def start(env, **kw):
+    return linkemu.Emu(kw.pop('root', None), 30, 60, env.tmp, kw.pop('tag', 'test'),
+                       shardfs=env.shardfs, impl=IMPL, **kw)
+
+
+def raw_exchange(port, data, nresp):
+    """Send data on a new connection, read nresp answers to GETs (status line, headers, a
+    Content-Length body); returns [(status, headers dict, body)] and whether the server closed
+    the connection after them."""
+    s = socket.create_connection(('127.0.0.1', port), timeout=60)
+    try:
+        s.sendall(data)
+        f = s.makefile('rb')
+        out = []
+        for _ in range(nresp):
+            status = int(f.readline().split()[1])
+            h = {}
+            while True:
+                ln = f.readline().decode('latin-1').rstrip('\r\n')
+                if not ln:
+                    break
+                k, _, v = ln.partition(':')
+                h[k.strip().lower()] = v.strip()
+            out.append((status, h, f.read(int(h.get('content-length', '0')))))
+        try:
+            return out, f.read(1) == b''
+        except ConnectionResetError:  # closed with the rest of our request unread
+            return out, True
+    finally:
+        s.close()
+
+
+class Client:
+    """One keep-alive connection; counts the requests it sends (not /__stats)."""
+
+    def __init__(self, port):
+        self.c = http.client.HTTPConnection('127.0.0.1', port, timeout=60)
+        self.sent = 0
+        self.body_bytes = 0
+
+    def req(self, method, path, headers=None):
+        self.c.request(method, path, headers=headers or {})
+        r = self.c.getresponse()
+        body = r.read()
+        self.sent += 1
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, body
+
+    def close(self):
+        self.c.close()
+
+
+def etag_of(path):
+    st = os.stat(path)
+    return '"%x-%x"' % (int(st.st_mtime), st.st_size), \
+        email.utils.formatdate(st.st_mtime, usegmt=True)
+
+
+def check_range(ck, cl, what, path, url, data, rng, want, emu_counts):
+    """GET url with Range rng: want is (start, end) of data, or None for 416."""
+    code, h, body = cl.req('GET', url, {'Range': rng})
+    size = len(data)
+    if want is None:
+        ck.eq('%s %s: status' % (what, rng), code, 416)
+        ck.eq('%s %s: Content-Range' % (what, rng), h.get('content-range'), 'bytes */%d' % size)
+        ck.eq('%s %s: body' % (what, rng), body, b'')
+        return
+    a, b = want
+    ck.eq('%s %s: status' % (what, rng), code, 206)
+    ck.eq('%s %s: Content-Range' % (what, rng), h.get('content-range'),
+          'bytes %d-%d/%d' % (a, b - 1, size))
+    ck.eq('%s %s: Content-Length' % (what, rng), h.get('content-length'), str(b - a))
+    ck.eq('%s %s: bytes' % (what, rng), body, data[a:b])
+    emu_counts['bytes'] += b - a
+
+
+def group_root(env, ck):
+    rng = env.rng
+    root = env.path('root')
+    os.makedirs(os.path.join(root, 'sub', 'deeper'))
+    files = {'empty.bin': b'', 'one.bin': b'x',
+             'big.tar': bytes(rng.getrandbits(8) for _ in range(300000)),
+             'with space.bin': b'a b\n', 'quo"te.bin': b'q', 'caf\u00e9-\U0001f600.bin': b'uni',
+             'sub/inner.bin': bytes(rng.getrandbits(8) for _ in range(5000))}
+    for n, d in files.items():
+        ml.write_file(os.path.join(root, n), d)
+    os.symlink('big.tar', os.path.join(root, 'link.tar'))
+    emu = start(env, root=root, tag='root')
+    counts = {'bytes': 0}
+    cl = Client(emu.port)
+    try:
+        big = files['big.tar']
+        p = os.path.join(root, 'big.tar')
+        etag, lm = etag_of(p)
+        code, h, body = cl.req('GET', '/big.tar')
+        ck.eq('GET big.tar: status', code, 200)
+        ck.eq('GET big.tar: bytes', body, big)
+        counts['bytes'] += len(big)
+        ck.eq('GET big.tar: ETag', h.get('etag'), etag)
+        ck.eq('GET big.tar: Last-Modified', h.get('last-modified'), lm)
+        ck.eq('GET big.tar: Accept-Ranges', h.get('accept-ranges'), 'bytes')
+        ck.eq('GET big.tar: Content-Length', h.get('content-length'), str(len(big)))
+        ck.ok('content-range' not in h, 'GET big.tar: no Content-Range on a 200')
+        n = len(big)
+        cases = [('bytes=0-0', (0, 1)), ('bytes=0-%d' % (n - 1), (0, n)),
+                 ('bytes=%d-' % (n - 1), (n - 1, n)), ('bytes=-1', (n - 1, n)),
+                 ('bytes=-%d' % (n + 50), (0, n)), ('bytes=100-%d' % (n + 999), (100, n)),
+                 ('bytes=%d-' % n, None), ('bytes=%d-%d' % (n + 5, n + 9), None),
+                 ('bytes=10-9', None), ('bytes=-0', None)]
+        for _ in range(20):
+            a = rng.randrange(n)
+            b = rng.randrange(a, n)
+            cases.append(('bytes=%d-%d' % (a, b), (a, b + 1)))
+        for r, want in cases:
+            check_range(ck, cl, 'big.tar', p, '/big.tar', big, r, want, counts)
+        for name in ('empty.bin', 'one.bin', 'with space.bin', 'quo"te.bin',
+                     'caf\u00e9-\U0001f600.bin', 'sub/inner.bin'):
+            from urllib.parse import quote
+            code, h, body = cl.req('GET', '/' + quote(name))
+            ck.eq('GET %r: status' % name, code, 200)
+            ck.eq('GET %r: bytes' % name, body, files[name])
+            ck.eq('GET %r: ETag' % name, h.get('etag'), etag_of(os.path.join(root, name))[0])
+            counts['bytes'] += len(files[name])
+        check_range(ck, cl, 'empty.bin', None, '/empty.bin', b'', 'bytes=0-', None, counts)
+        code, h, body = cl.req('GET', '/link.tar', {'Range': 'bytes=5-9'})
+        ck.eq('symlink: bytes of its target', (code, body), (206, big[5:10]))
+        counts['bytes'] += 5
+        code, h, body = cl.req('HEAD', '/big.tar')
+        ck.eq('HEAD: status, Content-Length, ETag, body', (code, h.get('content-length'),
+                                                          h.get('etag'), body),
+              (200, str(n), etag, b''))
+        code, h, body = cl.req('HEAD', '/big.tar', {'Range': 'bytes=10-19'})
+        ck.eq('HEAD with a range', (code, h.get('content-length'), h.get('content-range'),
+                                    body), (206, '10', 'bytes 10-19/%d' % n, b''))
+        for im, want in ((etag, 200), ('*', 200), ('"0-0", %s , "1-1"' % etag, 200),
+                         ('"0-0"', 412), (etag[:-2] + '"', 412)):
+            code, h, body = cl.req('GET', '/one.bin', {'If-Match': im.replace(
+                etag, etag_of(os.path.join(root, 'one.bin'))[0])})
+            ck.eq('If-Match %s: status' % im, code, want)
+            ck.eq('If-Match %s: body' % im, body, b'x' if want == 200 else b'')
+            counts['bytes'] += len(body)
+        code, h, body = cl.req('GET', '/big.tar', {'If-Match': '"1-2"', 'Range': 'bytes=0-9'})
+        ck.eq('If-Match wrong with a range: 412, no body', (code, body), (412, b''))
+        ck.eq('missing file', cl.req('GET', '/nope.bin')[0], 404)
+        ck.eq("'..' out of the root", cl.req('GET', '/sub/../../etc/passwd')[0], 403)
+        code, _, body = cl.req('GET', '/sub/deeper/../inner.bin')
+        ck.eq("'..' inside the root", (code, body), (200, files['sub/inner.bin']))
+        counts['bytes'] += len(body)
+        # the autoindex, byte for byte as linkemu.py's (json.dumps of sorted entries)
+        for rel in ('/', '/sub/'):
+            d = os.path.join(root, rel.strip('/'))
+            ents = []
+            for name in sorted(os.listdir(d)):
+                st = os.stat(os.path.join(d, name))
+                e = {'name': name, 'type': 'directory' if os.path.isdir(os.path.join(d, name))
+                     else 'file', 'mtime': email.utils.formatdate(st.st_mtime, usegmt=True)}
+                if e['type'] == 'file':
+                    e['size'] = st.st_size
+                ents.append(e)
+            code, h, body = cl.req('GET', rel)
+            ck.eq('autoindex %s: status, type' % rel, (code, h.get('content-type')),
+                  (200, 'application/json'))
+            ck.eq('autoindex %s: bytes' % rel, body, json.dumps(ents).encode())
+            code, h, body = cl.req('HEAD', rel)
+            ck.eq('HEAD autoindex %s' % rel, (code, h.get('content-length'), body),
+                  (200, str(len(json.dumps(ents).encode())), b''))
+        ck.eq('a file with a slash after it: the file', cl.req('GET', '/one.bin/')[2], b'x')
+        counts['bytes'] += 1
+
+        # two requests in one write: both answered, in order, on the connection
+        two = (b'GET /one.bin HTTP/1.1\r\nHost: x\r\n\r\n'
+               b'GET /big.tar HTTP/1.1\r\nHost: x\r\nRange: bytes=7-8\r\n\r\n')
+        got, closed = raw_exchange(emu.port, two + b'GET /one.bin HTTP/1.1\r\n'
+                                   b'Connection: close\r\n\r\n', 3)
+        ck.eq('pipelined: answers', [(s, b) for s, _, b in got],
+              [(200, b'x'), (206, big[7:9]), (200, b'x')])
+        ck.ok(closed, 'Connection: close: closed after the answer')
+        counts['bytes'] += 4
+        got, closed = raw_exchange(emu.port, b'GET /one.bin HTTP/1.0\r\n\r\n', 1)
+        ck.eq('HTTP/1.0: answer', (got[0][0], got[0][2]), (200, b'x'))
+        ck.ok(closed, 'HTTP/1.0: closed after the answer')
+        counts['bytes'] += 1
+        sent_delayed = cl.sent + 3 + 1  # the pipelined three, the HTTP/1.0 one
+        if IMPL == 'c':
+            got, closed = raw_exchange(emu.port, b'GET nothing\r\n\r\n', 1)
+            ck.eq('malformed request line: 400, closed', (got[0][0], closed), (400, True))
+            got, closed = raw_exchange(emu.port, b'GET /one.bin HTTP/1.1\r\nX: ' +
+                                       b'a' * 20000 + b'\r\n\r\n', 1)
+            ck.eq('a head over 16 KiB: 431, closed', (got[0][0], closed), (431, True))
+            got, closed = raw_exchange(emu.port, b'POST /one.bin HTTP/1.1\r\n'
+                                       b'Content-Length: 0\r\n\r\n'
+                                       b'GET /one.bin HTTP/1.1\r\nConnection: close\r\n\r\n',
+                                       2)
+            ck.eq('POST: 501, the next request answered', [(s, b) for s, _, b in got],
+                  [(501, b''), (200, b'x')])
+            counts['bytes'] += 1
+            sent_delayed += 1
+            code, h, body = cl.req('GET', '/big.tar', {'Range': 'bytes=x-3'})
+            ck.eq('a range that is no number: the whole file', (code, len(body)), (200, n))
+            counts['bytes'] += n
+            sent_delayed += 1
+        st = emu.stats()
+        ck.eq('stats: requests (every one answered after the delay, not /__stats)',
+              st['requests'], sent_delayed)
+        ck.eq('stats: bytes_sent (the bodies of files)', st['bytes_sent'], counts['bytes'])
+        if IMPL == 'c':
+            ck.eq('stats: connections', st['connections'], 1 + 5 + 1)
+            ck.ok(isinstance(st['cpu_s'], float) and st['cpu_s'] >= 0 and
+                  abs(st['cpu_s'] - st['cpu_user_s'] - st['cpu_sys_s']) < 1e-5,
+                  'stats: cpu_s = cpu_user_s + cpu_sys_s (%r)' % st)
+        ck.eq('stats again: not counted', emu.stats()['requests'], sent_delayed)
+    finally:
+        cl.close()
+        emu.stop()
+
+
+def group_s3(env, ck):
+    rng = env.rng
+    tmpl = bytes(rng.getrandbits(8) for _ in range(7000))
+    obj = env.path('template.tar')
+    ml.write_file(obj, tmpl)
+    N, bucket, prefix = 2345, 'bk', 'train/'
+    emu = start(env, tag='s3', s3={'keys': N, 'object': obj, 'bucket': bucket,
+                                   'prefix': prefix})
+    ref = linkemu.S3Pattern(bucket, prefix, N, tmpl)
+    cl = Client(emu.port)
+    want = {'list_requests': 0, 'heads': 0, 'gets': 0, 'other': 0, 'list_bytes': 0}
+    sent = 0
+    try:
+        def listing(query, q):
+            code, h, body = cl.req('GET', '/%s?%s' % (bucket, query))
+            wcode, wbody = ref.listing(q)
+            ck.eq('list %s: status' % query, code, wcode)
+            ck.eq('list %s: XML as S3Pattern\'s' % query, body, wbody)
+            want['list_requests'] += 1
+            want['list_bytes'] += len(body)
+            return body
+        # every page from the start, then by continuation token to the end
+        import re
+        tok, pages, keys = None, 0, []
+        while True:
+            q = {'list-type': '2', 'prefix': prefix}
+            qs = 'list-type=2&prefix=train%2F'
+            if tok:
+                q['continuation-token'] = tok
+                from urllib.parse import quote
+                qs += '&continuation-token=' + quote(tok, safe='')
+            body = listing(qs, q)
+            pages += 1
+            keys += re.findall(rb'<Key>([^<]*)</Key>', body)
+            m = re.search(rb'<NextContinuationToken>([^<]*)<', body)
+            if not m:
+                break
+            tok = m.group(1).decode()
+        ck.eq('pages of 1000', pages, 3)
+        ck.eq('every key listed once, in order', keys, [k.encode() for k in ref.keys])
+        for qs, q in (('list-type=2&max-keys=7&prefix=train/shard-0011',
+                       {'list-type': '2', 'max-keys': '7', 'prefix': 'train/shard-0011'}),
+                      ('list-type=2&start-after=train/shard-002340.tar',
+                       {'list-type': '2', 'start-after': 'train/shard-002340.tar'}),
+                      ('list-type=2&max-keys=0', {'list-type': '2', 'max-keys': '0'}),
+                      ('list-type=2&max-keys=5000&prefix=zzz',
+                       {'list-type': '2', 'max-keys': '5000', 'prefix': 'zzz'}),
+                      ('list-type=2&continuation-token=bm90IG91cnM%3D',
+                       {'list-type': '2', 'continuation-token': 'not ours'}),
+                      ('list-type=1', {'list-type': '1'}),
+                      ('list-type=2&delimiter=%2F', {'list-type': '2', 'delimiter': '/'}),
+                      ('list-type=2&max-keys=x', {'list-type': '2', 'max-keys': 'x'})):
+            listing(qs, q)
+        for _ in range(30):
+            i = rng.randrange(N)
+            key = prefix + 'shard-%06d.tar' % i
+            size = ref.size(i)
+            full = ref.data(i, 0, size)
+            ck.eq('key %d: template then zeros' % i, full, tmpl + bytes(512 * (i % 8)))
+            code, h, body = cl.req('HEAD', '/%s/%s' % (bucket, key))
+            want['heads'] += 1
+            ck.eq('HEAD %d' % i, (code, h.get('content-length'), h.get('etag'),
+                                  h.get('last-modified'), body),
+                  (200, str(size), ref.etag(i), 'Thu, 01 Jan 2026 00:00:00 GMT', b''))
+            ck.eq('ETag %d: MD5 of "i:size"' % i, ref.etag(i),
+                  '"%s"' % hashlib.md5(b'%d:%d' % (i, size)).hexdigest())
+            a = rng.randrange(size)
+            b = rng.randrange(a, size)
+            for r, span in (('bytes=%d-%d' % (a, b), (a, b + 1)), (None, (0, size)),
+                            ('bytes=%d-' % (len(tmpl) - 3), (len(tmpl) - 3, size))):
+                code, h, body = cl.req('GET', '/%s/%s' % (bucket, key),
+                                       {'Range': r} if r else {})
+                want['gets'] += 1
+                ck.eq('GET %d %s: status' % (i, r), code, 206 if r else 200)
+                ck.eq('GET %d %s: bytes' % (i, r), body, full[span[0]:span[1]])
+                if r:
+                    ck.eq('GET %d %s: Content-Range' % (i, r), h.get('content-range'),
+                          'bytes %d-%d/%d' % (span[0], span[1] - 1, size))
+                want.setdefault('bytes', 0)
+                want['bytes'] += len(body)
+        k0 = prefix + 'shard-000003.tar'
+        s3err = linkemu.s3_error_xml
+        for what, method, path, hdrs, wcode, wbody, cnt in (
+                ('If-Match other', 'GET', k0, {'If-Match': '"abc"'}, 412,
+                 s3err('PreconditionFailed', k0), 'gets'),
+                ('If-Match it', 'HEAD', k0, {'If-Match': ref.etag(3)}, 200, b'', 'heads'),
+                ('416', 'GET', k0, {'Range': 'bytes=%d-' % ref.size(3)}, 416,
+                 s3err('InvalidRange', 'bytes=%d-' % ref.size(3)), 'gets'),
+                ('suffix range', 'GET', k0, {'Range': 'bytes=-5'}, 400,
+                 s3err('InvalidRange', 'no suffix ranges'), 'gets'),
+                ('no such key', 'GET', prefix + 'shard-%06d.tar' % N, {}, 404,
+                 s3err('NoSuchKey', prefix + 'shard-%06d.tar' % N), 'gets'),
+                ('no such key (HEAD)', 'HEAD', 'other', {}, 404, b'', 'heads')):
+            code, h, body = cl.req(method, '/%s/%s' % (bucket, path), hdrs)
+            ck.eq('%s: status, body' % what, (code, body), (wcode, wbody))
+            want[cnt] += 1
+        code, h, body = cl.req('GET', '/nobucket/x')
+        ck.eq('no such bucket', (code, body), (404, s3err('NoSuchBucket', 'nobucket')))
+        want['other'] += 1
+        code, h, body = cl.req('HEAD', '/%s' % bucket)
+        ck.eq('HEAD of the bucket: 405', code, 405)
+        want['other'] += 1
+        sent = cl.sent
+        st = emu.stats()
+        for k in ('list_requests', 'heads', 'gets', 'other', 'list_bytes'):
+            ck.eq('stats: %s' % k, st.get(k, 0), want[k])
+        ck.eq('stats: requests', st['requests'], sent)
+        ck.eq('stats: bytes_sent (objects\' bytes)', st['bytes_sent'], want['bytes'])
+    finally:
+        cl.close()
+        emu.stop()
+
+
+GROUPS = {'root': (group_root, 120), 's3': (group_s3, 120)}
+
+if __name__ == '__main__':
+    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
+        print(__doc__)
+        sys.exit(2)
+    fn, deadline = GROUPS[sys.argv[2]]
+    ml.main_wrapper(fn, sys.argv[1], sys.argv[2], deadline=deadline, needs_fuse=False)
