@@ -127,6 +127,10 @@ int backend_is_local(const struct backend *be);
 /* The absolute path of a local store's directory (symlinks resolved; a
  * file:// SOURCE decoded): key K is the file PATH/K. NULL for remote stores. */
 const char *backend_local_path(const struct backend *be);
+/* The path a local store lists, as given (made absolute at open, symlinks
+ * not resolved): each listing opens it again (a source switched by a
+ * rename or a symlink is followed). NULL for remote stores. */
+const char *backend_local_source(const struct backend *be);
 
 /* 1 when backend_read_version_async returns at once and ends the read on
  * the store's I/O thread (remote stores); 0 when it reads in the calling

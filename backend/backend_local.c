@@ -236,6 +236,11 @@ static const struct backend_ops local_ops = {
     .open_fd = local_open_fd,
 };
 
+const char *backend_local_source(const struct backend *be)
+{
+	return be->local ? ((const struct local *)be->impl)->path : NULL;
+}
+
 int backend__local_open(struct backend *be, const char *root)
 {
 	struct local *l;

@@ -42,6 +42,10 @@ static const char *source_error(int err)
 		return "access denied (check the credentials in the environment)";
 	case -ETIMEDOUT:
 		return "timed out";
+	case -ELOOP: /* fs_ns_list.c; also a loop of symbolic links */
+		return "the source is the mount point, lies inside it, or holds it: its listing "
+		       "would read the mount itself (a mount point outside the source, a source "
+		       "outside the mount point)";
 	default:
 		return strerror(-err);
 	}

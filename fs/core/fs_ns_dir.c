@@ -304,7 +304,7 @@ static int ap_dir_path(const struct apply *ap, uint32_t d, char *buf, size_t n)
  * and every directory of a remote store (which has none), shows 0555. */
 void fs__ns_ap_perms(struct apply *ap)
 {
-	const char *root = backend_local_path(ap->fs->be);
+	const char *root = backend_local_source(ap->fs->be);
 	char path[PATH_MAX], rel[PATH_MAX];
 
 	for (uint32_t i = 0; i < ap->nd; i++) {

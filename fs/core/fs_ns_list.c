@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "fs_ns_i.h"
+#include "fs_plan.h"
 
 int fs__ns_list_cb(void *arg, const struct backend_objinfo *info)
 {
@@ -209,11 +210,47 @@ static void ns_forget_removed(struct fs *fs, struct listing *l)
 	fs__ns_listing_free(&old);
 }
 
+/* A local source whose listing would walk into this mount (the daemon
+ * waiting on its own requests: it hangs, and so does whoever waits on it):
+ * the source is the mount point, lies inside it (a symlink or a bind mount
+ * of it too), or holds the mount point. The paths are resolved as a plan
+ * file's are (fs_plan_path_inside: a component at a time, never asking the
+ * mount). 0, or -ELOOP after saying which. */
+static int ns_loop_check(struct fs *fs)
+{
+	const char *src = backend_local_source(fs->be), *mp = fs->cfg.mountpoint;
+	char *real;
+	int r;
+
+	if (!src || !mp)
+		return 0;
+	r = fs_plan_path_inside(mp, src);
+	if (r == 1) {
+		fs_log(FS_LOG_ERR,
+		       "source %s is the mount point %s or lies inside it: listing it would read "
+		       "the mount itself; mount a directory outside the mount point",
+		       src, mp);
+		return -ELOOP;
+	}
+	real = r == 0 ? realpath(src, NULL) : NULL;
+	r = real ? fs_plan_path_inside(real, mp) : 0;
+	if (r == 1)
+		fs_log(FS_LOG_ERR,
+		       "source %s holds the mount point %s: listing it would read the mount "
+		       "itself; choose a mount point outside the source",
+		       src, mp);
+	free(real);
+	return r == 1 ? -ELOOP : 0;
+}
+
 /* List the source into l. A remote store that cannot be reached at mount
  * (initial) gives the listing kept in the cache instead. */
 int fs__ns_list(struct fs *fs, struct listing *l, int initial)
 {
-	int err = backend_list(fs->be, fs__ns_list_cb, l);
+	int err = ns_loop_check(fs);
+
+	if (err == 0)
+		err = backend_list(fs->be, fs__ns_list_cb, l);
 
 	if (initial && !backend_is_local(fs->be) && err == -EIO) {
 		/* the store is unreachable or failing (refusals, bad certificates

@@ -507,7 +507,12 @@ int fs_refresh_main(int argc, char **argv)
 	close(fd);
 	if (err < 0) {
 		fprintf(stderr, "shardfs: refresh of %s failed: %s (see the mount's log)\n",
-			argv[0], err == -EIO ? "the source cannot be listed" : strerror(-err));
+			argv[0],
+			err == -EIO ? "the source cannot be listed"
+			: err == -ELOOP
+			    ? "the source is now the mount point, inside it, or holds it (its "
+			      "listing would read the mount itself)"
+			    : strerror(-err));
 		return 1;
 	}
 	if (refresh_counts(m.dir, after) < 0) {

@@ -45,6 +45,12 @@ GROUP:
                   through the mount and against the source itself (the tar: against GNU tar's
                   extraction with its modes): the same files readable, the same directories
                   listable (SHARDFS_TEST_SEED replays another tree)
+  mount-loop      paths that point back into the mount: 'mount -o nonempty S S', a mount point
+                  inside the source and a source reached through a symlink into the mount point
+                  are refused at mount (exit 1, the reason named); a source switched under a
+                  running mount to a symlink to its mount point (or to a directory holding it):
+                  'shardfs refresh' exits 1 saying so (it once hung in D state), the mount
+                  serves what it showed and refreshes again once the source is back
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
 
@@ -603,11 +609,53 @@ def group_perm_matrix(env, ck):
           got_tar['read'], want_tar['read'])
 
 
+def group_mount_loop(env, ck):
+    tar = ml.tar_bytes([('a.txt', b'a\n')])
+    src = env.path('S')
+    os.makedirs(os.path.join(src, 'sub'))
+    write_file(os.path.join(src, 's0.tar'), tar)
+    mnt = env.path('M')
+    os.makedirs(os.path.join(mnt, 'x'))
+    link = env.path('L')
+    os.symlink(mnt, link)
+    cases = [('the source is the mount point', src, src),
+             ('the mount point inside the source', src, os.path.join(src, 'sub')),
+             ('the source through a symlink into the mount point', os.path.join(link, 'x'), mnt)]
+    for label, s, m in cases:
+        err = ml.mount_error(ck, label, ml.Mount(env, s, mountpoint=m,
+                                                 cache_dir=env.path('cache'),
+                                                 extra=['-o', 'nonempty']))
+        log('%s: %s' % (label, err))
+        ck.ok(err is not None and 'lies inside it, or holds it' in err,
+              '%s: mount says %r' % (label, err))
+    if ck.failures:
+        return  # a mount that went ahead: its refresh would hang (the bug), not try it
+    os.rmdir(os.path.join(mnt, 'x'))
+    with ml.Mount(env, src, mountpoint=mnt, cache_dir=env.path('cache')) as m:
+        moved = env.path('S-moved')
+        for label, target in (('a symlink to the mount point', mnt),
+                              ('a symlink to a directory holding the mount point', env.tmp)):
+            os.rename(src, moved)
+            os.symlink(target, src)
+            r = env.run([env.shardfs, 'refresh', m.mnt], timeout=ml.MOUNT_TIMEOUT)
+            err = r.stderr.decode(errors='replace')
+            log('refresh, the source now %s: rc=%r %s' % (label, r.returncode, err.strip()))
+            ck.eq('refresh, the source now %s: exit' % label, r.returncode, 1)
+            ck.ok('would read the mount itself' in err, 'refresh says %r' % err)
+            ck.eq('after the refused refresh: s0/a.txt',
+                  read_result(os.path.join(m.mnt, 's0', 'a.txt')), ('ok', b'a\n'))
+            os.unlink(src)
+            os.rename(moved, src)
+        r = env.run([env.shardfs, 'refresh', m.mnt], timeout=ml.MOUNT_TIMEOUT)
+        ck.eq('refresh with the source back: exit (%r)' % r.stderr, r.returncode, 0)
+
+
 GROUPS = {'ctl-layout': group_ctl_layout, 'refresh-counts': group_refresh_counts,
           'seconds': group_seconds, 'killed-decoder': group_killed_decoder,
           'prefetch-missing': group_prefetch_missing, 'name-conflict': group_name_conflict,
           'stats-cli': group_stats_cli, 'umount-trust': group_umount_trust,
-          'umount-busy': group_umount_busy, 'perm-matrix': group_perm_matrix}
+          'umount-busy': group_umount_busy, 'perm-matrix': group_perm_matrix,
+          'mount-loop': group_mount_loop}
 
 
 def main():
