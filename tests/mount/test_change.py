@@ -50,11 +50,12 @@ import shutil  # noqa: E402
 import struct  # noqa: E402
 import subprocess  # noqa: E402
 import tarfile  # noqa: E402
+import time  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
 from shardfs_test import web  # noqa: E402
-from shardfs_test.mount import log, poll, read_result, write_file  # noqa: E402
+from shardfs_test.mount import log, read_result, write_file  # noqa: E402
 
 
 def members_of(env, tag, sizes):
@@ -81,6 +82,37 @@ def check_read(ck, label, path, allowed):
         ck.ok(any(v == a for a in allowed), '%s: read %d bytes that are no version of the member'
               ' (%s)' % (label, len(v), 'all zeros' if v and not v.strip(b'\0') else 'wrong bytes'))
     return kind, v
+
+
+def until_exact(ck, label, path, want, old=(), transient=(errno.ESTALE,), limit=400):
+    """Read path until it gives want (('ok', bytes) or ('err', errno)); every answer before
+    must be one of old's exact byte strings (pages the kernel kept) or an errno in transient
+    (ESTALE: a file the mount checked and found changed, until its entry is looked up
+    again). Any other answer fails at once: a transient wrong answer is what these tests look
+    for, so it never passes because the right one follows. At most limit reads, 50 ms apart
+    (20 s: the notifier's invalidation and the lookup that indexes the new version)."""
+    seen = {}
+    for _ in range(limit):
+        got = read_result(path)
+        if got == want:
+            log('%s: exact after %s' % (label, ', '.join('%d %s' % (v, k) for k, v in
+                                                            sorted(seen.items())) or 'no other'))
+            return True
+        if got[0] == 'err' and got[1] in transient:
+            k = errno.errorcode.get(got[1], got[1])
+        elif got[0] == 'ok' and got[1] in old:
+            k = 'old version'
+        else:
+            ck.ok(False, '%s: %s (allowed: the new version, %s)' % (
+                label, ml.short(got) if got[0] == 'ok' else errno.errorcode.get(got[1], got[1]),
+                ', '.join(['the old version'] * bool(old) +
+                          [errno.errorcode.get(e, e) for e in transient])))
+            return False
+        seen[k] = seen.get(k, 0) + 1
+        time.sleep(0.05)
+    ck.ok(False, '%s: never the new version in %d reads (%s)' % (
+        label, limit, ', '.join('%d %s' % (v, k) for k, v in sorted(seen.items()))))
+    return False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -119,14 +151,14 @@ def group_rewrite(env, ck):
         for n in sorted(ref['s0']):
             allowed = [nb[n]] + ([a[0][1]] if n == 'k0.bin' else [])
             check_read(ck, 'rewritten s0/%s' % n, os.path.join(top, 's0', n), allowed)
-        # the name is indexed again when looked up: the new bytes, exactly
+        # the name is indexed again when looked up: the new bytes, exactly; until then
+        # ESTALE, or the old bytes the kernel kept (k0.bin only)
         for n in sorted(nb):
-            got = poll(lambda: read_result(os.path.join(top, 's0', n)) == ('ok', nb[n]))
-            if not ck.ok(got, 'rewritten s0/%s: never the new bytes (last: %s)' % (
-                    n, ml.short(read_result(os.path.join(top, 's0', n))))):
+            if not until_exact(ck, 'rewritten s0/%s' % n, os.path.join(top, 's0', n),
+                               ('ok', nb[n]), old=[a[0][1]] if n == 'k0.bin' else []):
                 break  # the rest would wait as long
-        got = poll(lambda: read_result(os.path.join(top, 's0.tar')) == ('ok', ml.tar_bytes(b)))
-        ck.ok(got, 'rewritten s0.tar: never the new raw bytes')
+        until_exact(ck, 'rewritten s0.tar', os.path.join(top, 's0.tar'),
+                    ('ok', ml.tar_bytes(b)))
 
         # 2. the same size, members in another order (only mtime/ctime tell)
         overwrite_in_place(p_c, ml.tar_bytes(c_same))
@@ -134,8 +166,8 @@ def group_rewrite(env, ck):
         for n in sorted(ref['s1']):
             check_read(ck, 'same-size s1/%s' % n, os.path.join(top, 's1', n), [ncs[n]])
         for n in sorted(ncs):
-            if not ck.ok(poll(lambda: read_result(os.path.join(top, 's1', n)) == ('ok', ncs[n])),
-                         'same-size s1/%s: never the new bytes' % n):
+            if not until_exact(ck, 'same-size s1/%s' % n, os.path.join(top, 's1', n),
+                               ('ok', ncs[n])):
                 break
 
         # 3. truncated to less than half: members past the new end are no longer there
@@ -149,15 +181,13 @@ def group_rewrite(env, ck):
               'truncated s2/%s: %s instead of an error' % (
                   last, ('%d bytes' % len(v)) if kind == 'ok' else errno.errorcode.get(v, v)))
 
-        def settled():
-            k, e = read_result(os.path.join(top, 's2', last))
-            return k == 'err' and e in (errno.ENOENT, errno.EIO)
-        ck.ok(poll(settled), 'truncated s2/%s: not gone after the new version was indexed' % last)
-        ck.eq('truncated s2/k0.bin (before the cut)',
-              poll(lambda: read_result(os.path.join(top, 's2', 'k0.bin')) == ('ok', d[0][1])),
-              True)
-        ck.eq('truncated s2.tar', poll(lambda: read_result(os.path.join(top, 's2.tar')) ==
-                                       ('ok', whole[:cut])), True)
+        # once the new version is indexed, the last member is gone (the cut shard ends in
+        # k1.bin's data: ENOENT), k0.bin and the raw shard are exact; ESTALE until then
+        until_exact(ck, 'truncated s2/%s' % last, os.path.join(top, 's2', last),
+                    ('err', errno.ENOENT))
+        until_exact(ck, 'truncated s2/k0.bin (before the cut)',
+                    os.path.join(top, 's2', 'k0.bin'), ('ok', d[0][1]))
+        until_exact(ck, 'truncated s2.tar', os.path.join(top, 's2.tar'), ('ok', whole[:cut]))
         st = m.stats()
         ck.ok(st.get('changes_noticed', 0) >= 3, 'changes_noticed %r < 3' % st.get('changes_noticed'))
         ck.eq('damaged_shards (the truncated s2)', st.get('damaged_shards'), 1)
@@ -676,9 +706,7 @@ def group_sidecar_stale(env, ck):
             ck.eq('first read of b.bin: ESTALE', got, ('err', errno.ESTALE))
             for n, (_, size, data) in sorted(model.items()):
                 p = os.path.join(top, n)
-                ck.ok(poll(lambda: read_result(p) == ('ok', data)),
-                      'after the rejection: %s never the new bytes (last: %s)' % (
-                          n, ml.short(read_result(p))))
+                until_exact(ck, 'after the rejection: %s' % n, p, ('ok', data))
                 ck.eq('after the rejection: %s size' % n, os.stat(p).st_size, size)
             ck.eq('s0.tar', read_result(os.path.join(m.mnt, 's0.tar')), ('ok', new_tar))
             ck.eq('samples.tsv after the rejection: the new offsets', samples(m.mnt), want_rows)
@@ -715,9 +743,7 @@ def group_sidecar_stale(env, ck):
         ck.eq('local: c.bin, first read', read_result(os.path.join(top, 'c.bin')),
               ('err', errno.ESTALE))
         for n, (_, size, data) in sorted(model.items()):
-            p = os.path.join(top, n)
-            ck.ok(poll(lambda: read_result(p) == ('ok', data)),
-                  'local: %s never the new bytes' % n)
+            until_exact(ck, 'local: %s' % n, os.path.join(top, n), ('ok', data))
         st = m.stats()
         for k, v in (('index_sidecar', 1), ('index_rejected_on_read', 1), ('index_built', 1)):
             ck.eq('local: stats %s' % k, st.get(k), v)

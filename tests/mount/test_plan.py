@@ -73,8 +73,10 @@ sys.dont_write_bytecode = True
 import errno  # noqa: E402
 import hashlib  # noqa: E402
 import io  # noqa: E402
+import json  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
+import shutil  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 import tarfile  # noqa: E402
@@ -159,6 +161,37 @@ def make_source(src, rng):
     with open(os.path.join(src, 'readme.txt'), 'wb') as f:
         f.write(b'hello\n' * 1000)
     return sizes
+
+
+def unreadable_without_dac(env, ck):
+    """A plan file the daemon cannot read: EACCES, nothing published. Root reads any file
+    (CAP_DAC_OVERRIDE), and the suite runs as root: the daemon of this mount runs without
+    CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (setpriv drops them from its bounding set),
+    so a file of mode 0 is as unreadable to it as to any user. (A mount by uid 65534 would
+    need /dev/fuse open to it, which a machine may not give.)"""
+    if not shutil.which('setpriv'):
+        ck.fail('setpriv (util-linux) is not installed: the EACCES case cannot run as root')
+        return
+    d = env.path('nodac')
+    os.makedirs(os.path.join(d, 'src'))
+    ml.write_file(os.path.join(d, 'src', 's0.tar'), ml.tar_bytes([('a.txt', b'a\n')]))
+    locked = os.path.join(d, 'locked.txt')
+    ml.write_file(locked, b's0/a.txt\n')
+    os.chmod(locked, 0)
+    drop = '-dac_override,-dac_read_search'
+    with ml.Mount(env, os.path.join(d, 'src'), cache_dir=os.path.join(d, 'cache'),
+                  mountpoint=os.path.join(d, 'mnt'),
+                  prefix=['setpriv', '--bounding-set=' + drop, '--inh-caps=' + drop]) as m:
+        pid = m.stats()['pid']
+        with open('/proc/%d/status' % pid) as f:
+            eff = int(next(ln for ln in f if ln.startswith('CapEff:')).split()[1], 16)
+        ck.eq('the daemon runs without CAP_DAC_OVERRIDE (1) and CAP_DAC_READ_SEARCH (2)',
+              eff & 0x6, 0)
+        ck.eq('an unreadable FILE', ctl(m.mnt, 'plan job1 ' + locked), errno.EACCES)
+        ck.eq('an unreadable FILE publishes nothing', m.stats()['plans_published'], 0)
+        os.chmod(locked, 0o644)
+        ck.eq('the same FILE made readable', ctl(m.mnt, 'plan job1 ' + locked), None)
+        ck.eq('  published', m.stats()['plans_published'], 1)
 
 
 def group_semantics(env, ck):
@@ -288,6 +321,8 @@ def group_semantics(env, ck):
             locked = plan_file('locked', ['readme.txt'])
             os.chmod(locked, 0)
             ck.eq('an unreadable FILE', ctl(mnt, 'plan job1 ' + locked), errno.EACCES)
+        else:
+            unreadable_without_dac(env, ck)  # root reads any file (CAP_DAC_OVERRIDE)
         ck.eq('refusals publish nothing', m.stats()['plans_published'], published)
         ck.eq('job1 unchanged by refusals', plans(mnt)['job1']['paths'], 2)
         rc, out, err = cli(mnt, env.path('nonexistent'))

@@ -18,16 +18,14 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test.checks import Checks, skip  # noqa: E402
+
 root = sys.argv[1]
-fails = []
+CK = Checks('pkg-deb')
+fails = CK.failures
+check = CK.ok
 T0 = time.monotonic()
-
-
-def check(ok, what):
-    print(('ok   ' if ok else 'FAIL ') + what, flush=True)
-    if not ok:
-        fails.append(what)
-    return ok
 
 
 def run(cmd, **kw):
@@ -43,9 +41,10 @@ def poll(fn, timeout, what):
         time.sleep(0.05)
 
 
-if os.geteuid() != 0 or not os.path.exists('/dev/fuse') or not shutil.which('dpkg-buildpackage'):
-    print('skip: needs root, /dev/fuse and dpkg-dev')
-    sys.exit(77)
+if os.geteuid() != 0 or not os.path.exists('/dev/fuse'):
+    skip('needs root and /dev/fuse', 'host')
+if not shutil.which('dpkg-buildpackage'):
+    skip('needs dpkg-dev (scripts/install-deps.sh --test)', 'tool')
 if run(['dpkg-query', '-W', '-f=${Status}', 'shardfs']).stdout.startswith('install ok'):
     print('FAIL: a shardfs package is installed already; this test installs and removes its own')
     sys.exit(1)
@@ -291,5 +290,4 @@ finally:
 print('test time %.0f s' % (time.monotonic() - T0))
 if not fails:
     shutil.rmtree(tmp, ignore_errors=True)
-print('%d passed, %d failed' % (0 if fails else 1, 1 if fails else 0))
-sys.exit(1 if fails else 0)
+CK.exit()

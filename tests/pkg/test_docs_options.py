@@ -7,9 +7,13 @@ the two give a different default, so the docs cannot drift from the code. Exact 
 
 usage: test_docs_options.py SHARDFS USAGE_MD
 """
+import os
 import re
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test.checks import Checks  # noqa: E402
 
 
 def help_options(shardfs):
@@ -63,10 +67,12 @@ def main():
         hd, dd = h[n], d[n]
         if hd and re.fullmatch(r'[0-9.]+[KMGT]?|shards|cls|auto|off', hd) and hd != dd:
             bad.append('%s: the option table says default %r, %s says %r' % (n, hd, usage, dd))
-    if bad:
-        print('\n'.join(bad))
-        sys.exit(1)
-    print('docs-options: %d options agree between `shardfs mount --help` and %s' % (len(h), usage))
+    ck = Checks('docs-options')
+    ck.ok(len(h) > 0, '`shardfs mount --help` lists %d options' % len(h))
+    for b in bad:
+        ck.fail(b)
+    ck.ok(not bad, '%d options agree between `shardfs mount --help` and %s' % (len(h), usage))
+    ck.exit()
 
 
 if __name__ == '__main__':

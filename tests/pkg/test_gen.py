@@ -12,14 +12,13 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test.checks import Checks  # noqa: E402
+
 shardfs, gen, helper, man1, man8, completion = sys.argv[1:7]
-fails = []
-
-
-def check(ok, what):
-    print(('ok   ' if ok else 'FAIL ') + what)
-    if not ok:
-        fails.append(what)
+CK = Checks('pkg-gen')
+fails = CK.failures
+check = CK.ok
 
 
 def roff(s):
@@ -143,6 +142,4 @@ for page in (man1, man8):
     check(r.returncode == 0 and r.stderr == '' and len(r.stdout) > 1000,
           'man renders %s without warnings: %s' % (os.path.basename(page), r.stderr[:300]))
 
-n = len(fails)
-print('%d passed, %d failed' % (1 if n == 0 else 0, 1 if n else 0))
-sys.exit(1 if n else 0)
+CK.exit()

@@ -4,18 +4,17 @@ shardfs_config.h). 'shardfs --version' must print it, and python/pyproject.toml,
 without meson, must say the same: a release that bumps one and not the other fails here.
 (debian/changelog is the package's own record of its versions and is not checked.)
   test_version.py VERSION SHARDFS PYPROJECT"""
+import os
 import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test.checks import Checks  # noqa: E402
+
 version, shardfs, pyproject = sys.argv[1:4]
-fails = []
-
-
-def check(ok, what):
-    print(('ok   ' if ok else 'FAIL ') + what, flush=True)
-    if not ok:
-        fails.append(what)
+CK = Checks('pkg-version')
+check = CK.ok
 
 
 r = subprocess.run([shardfs, '--version'], capture_output=True, text=True)
@@ -26,4 +25,4 @@ with open(pyproject, encoding='utf-8') as f:
 check(m is not None and m.group(1) == version,
       "python/pyproject.toml's [project] version is meson.build's %s: %s"
       % (version, m.group(1) if m else 'none found'))
-sys.exit(1 if fails else 0)
+CK.exit()

@@ -16,6 +16,7 @@ GROUP:
            store read fails with EIO, not retried), passes 1 and 2; then a remount of the same
            cache without faults, where every file must read exactly.
 
+Each faulty pass must read at least EXACT_FLOOR (75%) of its files exactly.
 Prints the counts, e.g. "faults http pass 1 (buffered): files=328 ok=320 eio=8 bad=0".
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse; http: no nginx).
 Environment: SHARDFS_TEST_SEED, SHARDFS_TEST_KEEP=1, SHARDFS_TEST_DEADLINE (seconds).
@@ -34,6 +35,12 @@ from shardfs_test.mount import log  # noqa: E402
 
 NSHARDS = 8
 RATE = 0.1
+# The share of files of each faulty pass that must read exactly (EIO is allowed for the
+# rest; wrong bytes never). Measured: http 97-99% (a GET is retried within --retry-budget),
+# backend 88-98% (fail_every=10 is not retried: a file whose reads meet a failing store read
+# fails). 75% is below both by a margin that scheduling does not cross; a daemon that
+# answered EIO to every file, or to one in four, fails it.
+EXACT_FLOOR = 0.75
 
 
 def sizes(rng, s):
@@ -77,11 +84,13 @@ def read_pass(ck, env, m, cat, label, direct, expect_all_ok=False):
             counts['bad'] += 1
             ck.fail('%s: %s (%d bytes): %s' % (label, rel, size, what))
         ck.checks += 1
-    log('%s: files=%d ok=%d eio=%d bad=%d  (%.1fs)' % (label, len(order), counts['ok'],
-                                                      counts['eio'], counts['bad'],
-                                                      time.monotonic() - t))
+    log('%s: files=%d ok=%d eio=%d bad=%d  (%.1fs), %.1f%% exact' % (
+        label, len(order), counts['ok'], counts['eio'], counts['bad'], time.monotonic() - t,
+        100.0 * counts['ok'] / len(order)))
     if eio_files:
         log('  EIO: ' + ', '.join(eio_files[:12]) + (' ...' if len(eio_files) > 12 else ''))
+    ck.ok(counts['ok'] >= EXACT_FLOOR * len(order), '%s: %d of %d files exact, below the '
+          'floor of %d%%' % (label, counts['ok'], len(order), EXACT_FLOOR * 100))
     return counts
 
 
@@ -128,7 +137,6 @@ def group_http(env, ck):
             ck.ok(faults >= 1, 'faults http: the proxy injected no fault in %d requests' % reqs)
             ck.ok(faults <= reqs * 0.3, 'faults http: %d faults of %d requests: not a 10%% '
                   'rate' % (faults, reqs))
-            ck.ok(tot['ok'] > 0, 'faults http: no file read correctly under faults')
             mount_alive(ck, 'faults http', m, pid)
             px.set('pass')
             # a request may have spent its whole budget on faults: the store is then down

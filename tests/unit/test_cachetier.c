@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -418,7 +417,7 @@ static int mode_of(const char *path)
 
 int main(void)
 {
-	unsigned seed = (unsigned)time(NULL);
+	unsigned seed = 20240611u; /* fixed in CI; TEST_SEED gives another */
 	size_t n = 3 * 1024 * 1024 + 123, glen, zlen, g2len;
 	unsigned char *data = malloc(n), *gz, *zs, *gz2, *multi;
 	struct backend *be;

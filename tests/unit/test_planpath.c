@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "fs_plan.h"
@@ -181,7 +180,7 @@ static int walk(const struct tree *t, int dotdot, char *path, size_t cap)
 int main(void)
 {
 	const char *env = getenv("TEST_SEED");
-	uint64_t seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
+	uint64_t seed = env ? strtoull(env, NULL, 10) : 20240611u; /* fixed in CI */
 	char tmpl[] = "/tmp/shardfs-pp-XXXXXX", root[PATH_MAX], cmd[PATH_MAX + 16];
 	unsigned inside = 0, outside = 0, loops = 0, missing = 0;
 

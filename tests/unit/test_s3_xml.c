@@ -430,18 +430,24 @@ static void test_errbody(void)
 			       "\x80\x80\x80\x80\x80\x80\x80\x80\x80</Message></Error>",
 			       86, code, 8, msg, 10);
 	CHECK(strlen(code) == 7 && strlen(msg) <= 9, "bounded: '%s' '%s'", code, msg);
-	/* any mix of the pieces, cut anywhere: bounded, NUL-terminated, no read past len */
+	/* any mix of the pieces, cut anywhere: within the room passed (a NUL inside it, nothing
+	 * written past it: the rest of the arrays keep their fill), no read past len (ASan) */
 	{
 		static const char *const bits[] = {
-		    "{",	  "}",	      "\"",  ":",	",",	  "\\",	     "\"message\"",
-		    "\"reason\"", "\"code\"", "403", "<Error>", "<Code>", "</Code>", "<Message>",
-		    "</Message>", "<title>",  "\n",  "\x01",	"\xff",	  " ",	     "x"};
+		    "{", "}", "\"", ":", ",", "\\", "\"message\"", "\"reason\"", "\"code\"", "403",
+		    "<Error>", "<Code>", "</Code>", "<Message>", "</Message>", "<title>", "\n",
+		    "\x01", "\xff", " ", "x",
+		    /* whole fields, so that the room is filled on each path */
+		    "{\"error\":{\"code\":\"", "{\"code\":", "{\"message\":\"", "\"reason\":\"",
+		    "<Error><Code>", "<Message>", "0123456789abcdefghijklmnopqrstuvwxyz"};
 		unsigned st = 7;
+		int bounded = 0, with_code = 0, with_msg = 0, iters = 20000;
 
-		for (int iter = 0; iter < 20000; iter++) {
+		for (int iter = 0; iter < iters; iter++) {
 			char doc[256], *heap;
-			size_t len = 0;
-			int k = 1 + (int)((st = st * 1103515245u + 12345u) >> 16) % 24;
+			size_t len = 0, ccap = 1 + (size_t)iter % sizeof(code),
+			       mcap = 1 + (size_t)iter % sizeof(msg), cl, ml, k2;
+			int k = 1 + (int)((st = st * 1103515245u + 12345u) >> 16) % 24, past = 0;
 
 			for (int j = 0; j < k; j++) {
 				const char *b = bits[((st = st * 1103515245u + 12345u) >> 16) %
@@ -457,15 +463,32 @@ static void test_errbody(void)
 			if (!heap)
 				break;
 			memcpy(heap, doc, len);
-			backend__errbody_parse(heap, len, code, 1 + (size_t)iter % sizeof(code),
-					       msg, 1 + (size_t)iter % sizeof(msg));
+			memset(code, 0x5a, sizeof(code));
+			memset(msg, 0x5a, sizeof(msg));
+			backend__errbody_parse(heap, len, code, ccap, msg, mcap);
 			free(heap);
-			if (strlen(code) >= sizeof(code) || strlen(msg) >= sizeof(msg)) {
-				CHECK(0, "errbody fuzz %d: not bounded", iter);
+			cl = strnlen(code, ccap);
+			ml = strnlen(msg, mcap);
+			for (k2 = ccap; k2 < sizeof(code); k2++)
+				past |= code[k2] != 0x5a;
+			for (k2 = mcap; k2 < sizeof(msg); k2++)
+				past |= msg[k2] != 0x5a;
+			if (cl >= ccap || ml >= mcap || past) {
+				CHECK(0,
+				      "errbody fuzz %d: code %zu bytes in room %zu, message %zu in "
+				      "%zu, %s past the room",
+				      iter, cl, ccap, ml, mcap,
+				      past ? "written" : "nothing written");
 				break;
 			}
+			bounded++;
+			with_code += cl > 0;
+			with_msg += ml > 0;
 		}
-		CHECK(1, "errbody fuzz");
+		CHECK(bounded == iters, "errbody fuzz: %d of %d bounded", bounded, iters);
+		/* the generator reaches the parser's fields, not only its fallback */
+		CHECK(with_code > 100 && with_msg > 1000, "errbody fuzz: %d codes, %d messages",
+		      with_code, with_msg);
 	}
 }
 

@@ -3,6 +3,7 @@
 Modules (import the ones you need; none is imported here):
   mount       Mount/Env/Checker/main_wrapper, poll, mount_error, tree snapshots and comparisons,
               control files
+  checks      Checks and skip for tests with a runner of their own (the zero-checks and skip rules)
   shardgen    shard generator of the mount tests (GNU tar, gzip, zstd)
   stress      fast ustar shards with a member catalogue, classified reads, /proc resources
   net         free_port, wait_port, stop_process; Handler, ThreadingServer, LoopbackServer: the

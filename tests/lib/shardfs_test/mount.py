@@ -219,13 +219,16 @@ class Readers:
     def alive(self):
         return any(t.is_alive() for t in self.ts)
 
-    def wait_reads(self, n, timeout=60):
-        """Until n reads were made in all: True; False once a thread met a bad answer or
-        none is left."""
+    def wait_reads(self, n, timeout=60, exact=False):
+        """Until n reads were made in all (exact: n reads that gave the exact bytes, ESTALE
+        not counted): True; False once a thread met a bad answer, none is left, or timeout
+        seconds passed without them."""
+        def count():
+            return self.got['ok'] if exact else sum(self.got.values())
         with self.cv:
-            self.cv.wait_for(lambda: sum(self.got.values()) >= n or self.bad or
-                             not self.alive(), timeout=timeout)
-        return not self.bad and self.alive()
+            done = self.cv.wait_for(lambda: count() >= n or self.bad or not self.alive(),
+                                    timeout=timeout)
+        return bool(done) and count() >= n and not self.bad and self.alive()
 
     def stop(self):
         self.halt.set()

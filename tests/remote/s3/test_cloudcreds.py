@@ -199,10 +199,11 @@ def case_imds(env, ck, w):
                 % (g1['issued'] - t0, g1['expiration'] - t0, t_refresh - t0,
                    g1['expiration'] - t_refresh, t_held - t0, t_release - t0,
                    len(imds.issued)))
-            # the stand-in's own record: generation 2 was issued before generation 1's
-            # expiry (no margin asserted: how far ahead is a timing goal, logged above)
-            ck.ok(t_refresh < g1['expiration'],
-                  'imds: the refresh came only after generation 1 expired')
+            # when the refresh came is the daemon's schedule on its clock (half the lifetime):
+            # logged above, not asserted (a busy machine delays a thread); what a late refresh
+            # would break is checked without a clock: no request signed with an expired key
+            # (the proxy refused none), no read failed, every later read signed with the new
+            # credentials
 
             # refreshes fail from now on
             imds.mode = 'fail'
@@ -212,21 +213,33 @@ def case_imds(env, ck, w):
                      'failed' in log_text(m), 'a failed refresh in the log', LIFE + 60)
             t_fail = time.time()
             # a read now: while the current credentials last, its exact bytes signed with
-            # them; once the daemon finds them expired (its own clock: no test clock here),
-            # EACCES without a request. Nothing else: no other errno, no other bytes.
+            # them; once the daemon finds them expired (its own clock, whole seconds:
+            # time(NULL) >= the expiry), EACCES without a request. Which one is owed is
+            # decided by the clock around the read, not left open: exact bytes when the read
+            # ended before the expiry's second, EACCES when it began after; only a read that
+            # spans that second (milliseconds of the ~LIFE/2 left here) may give either.
+            # Nothing else: no other errno, no other bytes.
             name = w.fresh()
             n_cur = w.sig(cur['akid'])
+            exp_s = int(cur['expiration'])
+            t_before = time.time()
             try:
-                got = read(m, name)
+                got, err = read(m, name), None
+            except OSError as e:
+                got, err = None, e
+            t_after = time.time()
+            owed = 'bytes' if t_after < exp_s else 'EACCES' if t_before >= exp_s else 'either'
+            log('imds: read while the refresh fails, %.1f s before the expiry: %s owed, %s' % (
+                exp_s - t_before, owed, 'bytes' if err is None else repr(err)))
+            if err is None and owed != 'EACCES':
                 ck.eq('imds refresh failing: bytes of %s' % name, sha(got), sha(w.data[name]))
                 ck.ok(w.sig(cur['akid']) > n_cur,
                       'imds refresh failing: the read was not signed with the current credentials')
-                log('imds: read while the refresh fails and the credentials last: exact bytes')
-            except PermissionError:
+            elif isinstance(err, PermissionError) and owed != 'bytes':
                 ck.eq('imds refresh failing: requests after EACCES', w.sig(cur['akid']), n_cur)
-                log('imds: read while the refresh fails: EACCES (the credentials had expired)')
-            except OSError as e:
-                ck.fail('imds refresh failing: a read failed with %r' % e)
+            else:
+                ck.fail('imds refresh failing: %s owed, got %r' % (
+                    owed, err if err is not None else '%d bytes' % len(got)))
             wait_for(lambda: time.time() > cur['expiration'] + 1, 'the credentials to expire',
                      LIFE + 60)
             name = w.fresh()
