@@ -198,8 +198,8 @@ struct cachetier_pin;
  * where: *fd (do not close it) at *fd_off. For remote objects this fetches
  * the missing units (several in parallel, a chunk a request; a unit that
  * is already being fetched is waited for, never fetched twice), blocks until they are
- * present, and drives readahead (a sequential reader's window grows up to
- * readahead_max_bytes; random reads fetch only their units). On success
+ * present; no readahead (cachetier_obj_read_begin_ahead: the caller's
+ * window). On success
  * *pin is the read's handle: the range (and *fd) stays valid and
  * unevicted until cachetier_obj_read_end(*pin), which every successful
  * read_begin must be paired with, exactly once, on any thread (a FUSE
@@ -214,6 +214,20 @@ struct cachetier_pin;
  * On an error *pin is NULL and nothing is pinned. */
 int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
 			     uint64_t *fd_off, struct cachetier_pin **pin);
+/* cachetier_obj_read_begin with readahead: the chunks of [off + len, off
+ * + len + ahead) not cached are queued behind demand fills without
+ * waiting (one request a chunk), and a miss of the read fills its whole
+ * chunk. ahead is the caller's window (the fetch scheduler's, sched/:
+ * this module decides no readahead); 0 as cachetier_obj_read_begin. */
+int cachetier_obj_read_begin_ahead(struct cachetier_obj *o, uint64_t off, uint64_t len,
+				   uint64_t ahead, int *fd, uint64_t *fd_off,
+				   struct cachetier_pin **pin);
+/* Bytes of one chunk of o's unit store (a fill's request); 0 when o has
+ * none (a local source, a decoded copy): nothing to fetch ahead. */
+uint64_t cachetier_obj_chunk_bytes(const struct cachetier_obj *o);
+/* The largest readahead window the store takes (readahead_max_bytes as
+ * clamped at open: at most an eighth of the cache, at least a chunk). */
+uint64_t cachetier_readahead_max(const struct cachetier *ct);
 /* End the read of pin: unpins its range and frees pin. Any thread; may
  * close a file (a bypass read's memfd, a decoded copy evicted meanwhile);
  * never blocks on the backend. Accepts NULL. */
@@ -418,6 +432,9 @@ void cachetier_plan_reset(struct cachetier *ct);
 /* Copy bytes of the stream. Returns bytes read (short only at the end of
  * the stream) or a negative errno. */
 ssize_t cachetier_obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_t off);
+/* cachetier_obj_pread with readahead (cachetier_obj_read_begin_ahead). */
+ssize_t cachetier_obj_pread_ahead(struct cachetier_obj *o, void *buf, size_t len, uint64_t off,
+				  uint64_t ahead);
 /* Like cachetier_obj_pread, for a small read that says nothing of what
  * comes next (a spot check of a tar header): it starts no readahead, and a
  * miss fills only the units it reads (a read at an object's start would

@@ -136,9 +136,8 @@ struct ct_file {
 	int *uerr;	    /* the error of the last failed fill per unit */
 	unsigned dirty;	    /* valid units not yet in the persisted map */
 	int64_t map_ns;	    /* when the map was last written */
-	uint64_t ra_end;    /* end of the last read (readahead detection) */
-	uint64_t ra_window; /* readahead window in bytes; 0: random access */
-	uint64_t ra_run;    /* bytes read in the current sequential run */
+	uint64_t ra_end;    /* end of the last read with a window (eviction's unit_ahead) */
+	uint64_t ra_window; /* that read's readahead window (fetch/); 0: none */
 	uint32_t pf_next;   /* prefetch cursor: the next unit to look at */
 	uint32_t pf_end;    /* ... up to this one (exclusive) */
 	int pf_listed;	    /* in ct->pf list */
@@ -452,9 +451,10 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 			 struct ct_file **out);
 /* Pin units [*c0, *c1) of f, those of [off, off + len), present and
  * held until file_read_end with the same units (any thread). probe:
- * cachetier_obj_pread_probe's read (no readahead, units only). */
+ * cachetier_obj_pread_probe's read (no readahead, units only). ahead:
+ * the bytes past the read to queue as readahead (the caller's window). */
 int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len,
-			       int probe, uint32_t *c0, uint32_t *c1);
+			       int probe, uint64_t ahead, uint32_t *c0, uint32_t *c1);
 void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1);
 /* Prefetch units [c0, c1) of f as its object's cursor (cachetier_obj_prefetch). */
 int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,

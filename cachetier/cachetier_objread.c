@@ -248,7 +248,7 @@ static int obj_bypass(struct cachetier_obj *o, uint64_t off, uint64_t len, int n
 }
 
 static int obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
-			  uint64_t *fd_off, int probe, struct cachetier_pin **pin)
+			  uint64_t *fd_off, int probe, uint64_t ahead, struct cachetier_pin **pin)
 {
 	struct cachetier_pin *p;
 	int err = 0;
@@ -267,7 +267,8 @@ static int obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, i
 		err = obj_dec_begin(o->ct, o, off, len, fd);
 	} else if (o->file) {
 		p->kind = CT_PIN_FILE;
-		err = cachetier__file_read_begin(o->ct, o->file, off, len, probe, &p->c0, &p->c1);
+		err = cachetier__file_read_begin(o->ct, o->file, off, len, probe, ahead, &p->c0,
+						 &p->c1);
 		if (err == -ENOSPC || err == -EDQUOT) {
 			err = obj_bypass(o, off, len, err, p);
 			*fd_off = 0;
@@ -291,7 +292,14 @@ static int obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, i
 int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
 			     uint64_t *fd_off, struct cachetier_pin **pin)
 {
-	return obj_read_begin(o, off, len, fd, fd_off, 0, pin);
+	return obj_read_begin(o, off, len, fd, fd_off, 0, 0, pin);
+}
+
+int cachetier_obj_read_begin_ahead(struct cachetier_obj *o, uint64_t off, uint64_t len,
+				   uint64_t ahead, int *fd, uint64_t *fd_off,
+				   struct cachetier_pin **pin)
+{
+	return obj_read_begin(o, off, len, fd, fd_off, 0, ahead, pin);
 }
 
 void cachetier_obj_read_end(struct cachetier_pin *p)
@@ -317,7 +325,8 @@ void cachetier_obj_read_end(struct cachetier_pin *p)
 	free(p);
 }
 
-static ssize_t obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_t off, int probe)
+static ssize_t obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_t off, int probe,
+			 uint64_t ahead)
 {
 	struct cachetier_pin *pin;
 	uint64_t fd_off;
@@ -330,7 +339,7 @@ static ssize_t obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_
 	if (len > o->size - off)
 		len = (size_t)(o->size - off);
 	/* remote objects: fetch and pin the units, then copy from the file */
-	err = obj_read_begin(o, off, len, &fd, &fd_off, probe, &pin);
+	err = obj_read_begin(o, off, len, &fd, &fd_off, probe, ahead, &pin);
 	if (err < 0)
 		return err;
 	while (done < len) {
@@ -353,10 +362,26 @@ out:
 
 ssize_t cachetier_obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_t off)
 {
-	return obj_pread(o, buf, len, off, 0);
+	return obj_pread(o, buf, len, off, 0, 0);
+}
+
+ssize_t cachetier_obj_pread_ahead(struct cachetier_obj *o, void *buf, size_t len, uint64_t off,
+				  uint64_t ahead)
+{
+	return obj_pread(o, buf, len, off, 0, ahead);
 }
 
 ssize_t cachetier_obj_pread_probe(struct cachetier_obj *o, void *buf, size_t len, uint64_t off)
 {
-	return obj_pread(o, buf, len, off, 1);
+	return obj_pread(o, buf, len, off, 1, 0);
+}
+
+uint64_t cachetier_obj_chunk_bytes(const struct cachetier_obj *o)
+{
+	return o->file ? (uint64_t)o->file->unit_bytes * o->file->group : 0;
+}
+
+uint64_t cachetier_readahead_max(const struct cachetier *ct)
+{
+	return ct->cfg.readahead_max_bytes;
 }

@@ -1,18 +1,12 @@
 /*
  * cachetier_read.c — reads of the unit store (cachetier_map.c): a read
  * pins its units, queues and waits for the missing ones (cachetier_queue.c),
- * checks units on their first read here, and moves the readahead window.
+ * checks units on their first read here, and queues the readahead its
+ * caller asks for.
  *
- * Readahead: a read that starts near where the previous read of the
- * object ended (up to one chunk further, a quarter chunk back) is
- * sequential (the tolerance covers index building, which skips over small
- * gaps, and kernel readahead arriving slightly out of order); its window
- * doubles from one chunk up to
- * cfg.readahead_max_bytes and the chunks of the window past the read are
- * queued without waiting. A read at offset 0 starts at the full window;
- * elsewhere the window opens only once RA_MIN_RUN bytes were read in
- * sequence (the requests of one shuffled sample are in sequence too).
- * Any other read resets the window.
+ * Readahead: the window is the caller's (the scheduler's stream of the
+ * reader, fetch/); a read with a window queues the chunks of the window
+ * past its end without waiting, and its misses fill their whole chunk.
  *
  * Pins: read_begin pins the units of its range (also while it waits), and
  * read_end unpins them, on any thread: the caller's pin handle
@@ -35,51 +29,23 @@
 
 /* ---- reads ---- */
 
-/* Bytes a reader not at an object's start reads in sequence before its
- * readahead starts. */
-#define RA_MIN_RUN (1u << 20)
-
-/* Queue readahead after a read of [off, end) of f. ct->lock held. */
-static void ra_update(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t end)
+/* Queue readahead after a read ending at end of f: the chunks of
+ * [end, end + ahead) (ahead: the caller's window, fetch/). ct->lock held. */
+static void ra_queue(struct cachetier *ct, struct ct_file *f, uint64_t end, uint64_t ahead)
 {
-	uint64_t chunk_bytes = (uint64_t)f->unit_bytes * f->group,
-		 max = ct->cfg.readahead_max_bytes;
+	uint64_t chunk_bytes = (uint64_t)f->unit_bytes * f->group;
 	uint64_t last;
 
-	/* forward gaps up to a chunk (index building skips small members);
-	 * back up to a quarter chunk (kernel readahead requests overtaking
-	 * each other) */
-	if (off == 0) {
-		/* A read from an object's start is nearly always the start of a
-		 * whole-object read (cat, cp, an index build, a decoder): it gets
-		 * the full window at once. A ramp waits for one chunk's fill per
-		 * doubling (about 0.17 s for 8 MiB on a link of 60 MB/s per
-		 * connection and 30 ms to first byte), which made a fresh
-		 * mount's cat of a 64 MB shard take two fill times, not one. */
-		f->ra_window = max;
-		f->ra_run = end;
-	} else if (off + chunk_bytes / 4 >= f->ra_end && off <= f->ra_end + chunk_bytes) {
-		f->ra_run += end - off;
-		/* a run of fewer than RA_MIN_RUN bytes read is a small member
-		 * read in a few requests (a shuffled sample), or reads that land
-		 * near each other by chance: no readahead, or every sample of a
-		 * shuffled epoch would fetch a window of chunks */
-		if (f->ra_window || f->ra_run >= RA_MIN_RUN) {
-			uint64_t w = f->ra_window ? f->ra_window * 2 : chunk_bytes;
-
-			f->ra_window = w < max ? w : max;
-		}
-	} else {
-		f->ra_window = 0;
-		f->ra_run = end - off;
-	}
+	/* the last streaming reader's place: eviction spares what lies
+	 * ahead of it (cachetier_evict.c, unit_ahead) */
+	f->ra_window = ahead;
 	f->ra_end = end;
-	if (!f->ra_window || end >= f->size)
+	if (!ahead || end >= f->size)
 		return;
 	/* whole chunks: one request each, from the chunk the read ends in
 	 * (its units before the read's end too: the read's own misses then
 	 * join that request instead of splitting it) */
-	last = ((end + f->ra_window - 1) / chunk_bytes + 1) * f->group - 1;
+	last = ((end + ahead - 1) / chunk_bytes + 1) * f->group - 1;
 	if (last >= f->nunits)
 		last = f->nunits - 1;
 	for (uint64_t c = end / f->unit_bytes; c <= last; c++) {
@@ -375,7 +341,7 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 }
 
 int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len,
-			       int probe, uint32_t *pc0, uint32_t *pc1)
+			       int probe, uint64_t ahead, uint32_t *pc0, uint32_t *pc1)
 {
 	uint64_t unit_bytes = f->unit_bytes;
 	uint32_t c0 = (uint32_t)(off / unit_bytes),
@@ -411,14 +377,13 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	/* a probe says nothing of what comes next: no readahead, and a miss
 	 * fills only the units it reads */
 	if (!probe)
-		ra_update(ct, f, off, off + len);
+		ra_queue(ct, f, off + len, ahead);
 	/* a miss fills its whole chunk when the reader streams or the chunk
 	 * fits without evicting; else (random reads of data that does not
 	 * fit) only the units it reads */
-	whole =
-	    !probe && (f->ra_window > 0 || cachetier__usage_get(ct) + ct->reserved + ct->evicting +
-						   (uint64_t)f->unit_bytes * f->group <=
-					       ct->cfg.cache_size_bytes);
+	whole = !probe && (ahead > 0 || cachetier__usage_get(ct) + ct->reserved + ct->evicting +
+						(uint64_t)f->unit_bytes * f->group <=
+					    ct->cfg.cache_size_bytes);
 	for (;;) {
 		int ready = 1;
 

@@ -168,6 +168,9 @@ static int core_open_stores(struct fs *fs, unsigned flags)
 			strerror(-err));
 		return err;
 	}
+	err = fetch_new(fs->ct, &fs->fetch);
+	if (err < 0)
+		return err;
 	if (!(flags & FS_OPEN_MOUNT))
 		return 0;
 	warn_small_disk(fs);
@@ -256,6 +259,7 @@ void fs_close(struct fs *fs)
 		fs_log(FS_LOG_WARN, "listing not kept in the cache: %s", strerror(-err));
 	fs_ns_clear(fs);
 	fs_ctl_clear(fs);
+	fetch_free(fs->fetch);
 	cachetier_close(fs->ct);
 	backend_close(fs->be);
 	core_locks_destroy(fs);

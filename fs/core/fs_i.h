@@ -34,6 +34,7 @@
 #include "fs_core_ctl.h"
 #include "fs_core_opt.h"
 #include "fs_core_sidecar.h"
+#include "fetch.h"
 #include "shardidx.h"
 
 /* ---- configuration (filled from the option tables in fs_opt.c) ---------
@@ -345,6 +346,7 @@ struct fs {
 	int no_open;		  /* set once in init: OPEN answers ENOSYS */
 	struct backend *be;
 	struct cachetier *ct;
+	struct fetch *fetch; /* fetch.h: the fetch scheduler, its reader streams */
 
 	/* The namespace (fs_ns.h): its locks behind fs->ns; what they protect
 	 * stays here, read on every request without a call. Objects and
@@ -367,8 +369,6 @@ struct fs {
 	 * FS_INFO_LAZY until fs_obj_learn; set at build, or by the first
 	 * refresh of a mount that started offline; never cleared */
 	atomic_int lazy;
-	atomic_uint last_shard; /* the shard whose members were read last (+1; 0: none) */
-	atomic_uint shard_run;	/* reads of it since the first, in a row (fs_shard_touch) */
 	uid_t uid;
 	gid_t gid;
 	int64_t mount_time;
@@ -494,10 +494,11 @@ int fs_shard_family(const char *key, const char *kind, char *buf, size_t size);
  * index and class map from the cache directory (counted in index_removed
  * and if_cls_removed; nothing for a key without them). */
 void fs_shard_forget(struct fs *fs, const char *key);
-/* A reader reads members of shard: when shards are read in order (a move
- * to the next shard after 8 reads in a row of the one before), fetch the
- * next cfg.prefetch_shards shards of the same directory ahead. */
-void fs_shard_touch(struct fs *fs, uint32_t shard);
+/* reader (fetch.h) reads members of shard: when it reads shards in order
+ * (fetch_shard_read: a move to the next shard after 8 reads in a row of
+ * the one before, by the same reader), fetch the next
+ * cfg.prefetch_shards shards of the same directory ahead. */
+void fs_shard_touch(struct fs *fs, uint32_t reader, uint32_t shard);
 /* Start filling the cache with object obj for a prefetch command (counts
  * the request): only into free room, never evicting (CACHETIER_PF_FIT). */
 int fs_obj_prefetch(struct fs *fs, uint32_t obj);

@@ -121,7 +121,8 @@ static int read_cls(struct fs *fs, uint32_t shard, struct cachetier_obj *stream,
 			return fs_shard_reject_deferred(fs, shard, e, "is not there");
 		hdr = 512;
 	}
-	n = cachetier_obj_pread(stream, buf, hdr + (size_t)e->size, e->data_off - hdr);
+	n = fetch_pread(fs->fetch, FETCH_READER_SELF, stream, buf, hdr + (size_t)e->size,
+			e->data_off - hdr);
 	if (n < 0)
 		return (int)n;
 	if (hdr && n != (ssize_t)(hdr + e->size)) /* the stream ends before them */

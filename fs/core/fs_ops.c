@@ -260,7 +260,7 @@ int fs_op_ioctl(struct fs *fs, uint64_t ino, unsigned cmd, uid_t uid, pid_t pid,
 int fs_read_fd_range(struct fs *fs, struct cachetier_obj *o, uint64_t off, size_t size,
 		     struct fs_read *r)
 {
-	int err = cachetier_obj_read_begin(o, off, size, &r->fd, &r->fd_off, &r->pin);
+	int err = fetch_read_begin(fs->fetch, r->reader, o, off, size, &r->fd, &r->fd_off, &r->pin);
 
 	if (err < 0)
 		return err;
@@ -272,11 +272,18 @@ int fs_read_fd_range(struct fs *fs, struct cachetier_obj *o, uint64_t off, size_
 int fs_op_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_t size,
 	       struct fs_read *r)
 {
+	return fs_op_read_by(fs, ino, fh, off, size, 0, r);
+}
+
+int fs_op_read_by(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_t size,
+		  uint32_t reader, struct fs_read *r)
+{
 	const struct fs_view *v = fs_view_of(fs, ino);
 	int err;
 
 	memset(r, 0, sizeof(*r));
 	r->fd = -1;
+	r->reader = reader;
 	fs->c.reads++;
 	if (!v || !v->read)
 		return -EISDIR;

@@ -357,7 +357,7 @@ static int shard_build(struct fs *fs, const struct fs_obj *o, struct cachetier_o
 
 		if (want >= size)
 			break;
-		n = cachetier_obj_pread(stream, buf, INDEX_READ_BYTES, at);
+		n = fetch_pread(fs->fetch, FETCH_READER_SELF, stream, buf, INDEX_READ_BYTES, at);
 		if (n <= 0) {
 			err = (int)n;
 			break;
@@ -915,27 +915,12 @@ int fs_obj_prefetch(struct fs *fs, uint32_t obj)
 	return err;
 }
 
-/* Reads of one shard in a row before a move to the next is reading in
- * order (fs_shard_touch). */
-#define FS_INORDER_READS 8u
-
-void fs_shard_touch(struct fs *fs, uint32_t shard)
+void fs_shard_touch(struct fs *fs, uint32_t reader, uint32_t shard)
 {
-	unsigned prev = atomic_exchange(&fs->last_shard, shard + 1);
 	struct cachetier_obj *raw;
-	unsigned run;
 	uint32_t obj, dir;
 
-	if (prev == shard + 1) {
-		atomic_fetch_add(&fs->shard_run, 1);
-		return;
-	}
-	run = atomic_exchange(&fs->shard_run, 0);
-	/* only a move to the next shard after FS_INORDER_READS reads in a row
-	 * of the one before counts as reading in order: a shuffled reader
-	 * moves to the next shard by chance every few reads, and each shard
-	 * fetched ahead for it is mostly evicted before it is read */
-	if (prev != shard || run + 1 < FS_INORDER_READS || fs->cfg.prefetch_shards == 0)
+	if (!fetch_shard_read(fs->fetch, reader, shard) || fs->cfg.prefetch_shards == 0)
 		return;
 	obj = fs_shard(fs, shard)->obj;
 	dir = fs_obj(fs, obj)->dir;

@@ -207,8 +207,8 @@ static int read_copy(struct fs *fs, const struct shardidx *ix, struct cachetier_
 			if (ext[i].hole) {
 				memset(dst, 0, ext[i].len);
 			} else {
-				ssize_t got =
-				    cachetier_obj_pread(stream, dst, ext[i].len, ext[i].stream_off);
+				ssize_t got = fetch_pread(fs->fetch, r->reader, stream, dst,
+							  ext[i].len, ext[i].stream_off);
 
 				if (got != (ssize_t)ext[i].len)
 					err = got < 0 ? (int)got : -EIO;
@@ -249,7 +249,7 @@ static int read_checked(struct fs *fs, uint32_t shard, uint32_t idx, const struc
 	buf = malloc(want);
 	if (!buf)
 		return -ENOMEM;
-	n = cachetier_obj_pread(stream, buf, want, e->data_off - 512);
+	n = fetch_pread(fs->fetch, r->reader, stream, buf, want, e->data_off - 512);
 	if (n != (ssize_t)want) {
 		free(buf);
 		if (n < 0)
@@ -308,7 +308,7 @@ int fs_member_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_
 	}
 	if (size == 0)
 		return 0;
-	fs_shard_touch(fs, shard);
+	fs_shard_touch(fs, r->reader, shard);
 	n = shardidx_map(ix, idx, off, size, ext, FS_SPLICE_EXTENTS);
 	if (n < 0)
 		return n;

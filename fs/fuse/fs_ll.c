@@ -259,7 +259,9 @@ static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct fs_read r;
 	int err;
 
-	err = fs_op_read(fs, ino, fi ? fi->fh : 0, (uint64_t)off, size, &r);
+	/* the sender's pid: its readahead stream (fs_op_read_by) */
+	err = fs_op_read_by(fs, ino, fi ? fi->fh : 0, (uint64_t)off, size,
+			    (uint32_t)fuse_req_ctx(req)->pid, &r);
 	if (err < 0) {
 		char detail[64];
 

@@ -8,7 +8,9 @@
  * chunk boundaries through pread and through read_begin's fd; 8 concurrent
  * readers while a small cache evicts, with the cache directory's real disk
  * usage sampled against the limit; readahead of a sequential reader and
- * none for random reads; persistence across a reopen with the store gone;
+ * none for random reads (through the fetch scheduler's streams, fetch/:
+ * two readers of one object keep their own windows, a seek resets only
+ * its reader's); persistence across a reopen with the store gone;
  * a fill killed with SIGKILL (then everything reread exactly); a corrupt
  * map; fill errors reaching the reader and a retry succeeding; fills cut
  * midway leaving nothing on the disk, then exact bytes; a changed
@@ -38,6 +40,7 @@
 #include "backend.h"
 #include "cachetier.h"
 #include "check.h"
+#include "fetch.h"
 
 #define CHUNK	(64u * 1024)
 #define NOBJ	8
@@ -133,8 +136,16 @@ static struct cachetier_obj *obj(struct cachetier *ct, struct backend *be, int i
 	return o;
 }
 
+/* The fetch scheduler the readahead tests read through (fetch/fetch.h:
+ * the store queues readahead only as a scheduler's stream asks), and the
+ * reader they read as; NULL: reads go to the store directly (no
+ * readahead). */
+static struct fetch *fx;
+static uint32_t fx_reader;
+
 /* Read [off, off+len) of object i, by pread (mode 0) or through the fd of
- * read_begin (mode 1); 0 when the bytes are exact, else the error. */
+ * read_begin (mode 1), through fx when set; 0 when the bytes are exact,
+ * else the error. */
 static int read_check(struct cachetier_obj *o, int i, uint64_t off, size_t len, int mode)
 {
 	unsigned char *buf = malloc(len ? len : 1);
@@ -142,7 +153,8 @@ static int read_check(struct cachetier_obj *o, int i, uint64_t off, size_t len, 
 	int err = 0;
 
 	if (mode == 0) {
-		ssize_t n = cachetier_obj_pread(o, buf, len, off);
+		ssize_t n = fx ? fetch_pread(fx, fx_reader, o, buf, len, off)
+			       : cachetier_obj_pread(o, buf, len, off);
 
 		if (n < 0)
 			err = (int)n;
@@ -153,7 +165,8 @@ static int read_check(struct cachetier_obj *o, int i, uint64_t off, size_t len, 
 		uint64_t fd_off;
 		int fd;
 
-		err = cachetier_obj_read_begin(o, off, want, &fd, &fd_off, &pin);
+		err = fx ? fetch_read_begin(fx, fx_reader, o, off, want, &fd, &fd_off, &pin)
+			 : cachetier_obj_read_begin(o, off, want, &fd, &fd_off, &pin);
 		if (err == 0) {
 			if (pread(fd, buf, want, (off_t)fd_off) != (ssize_t)want)
 				err = -ERANGE;
@@ -255,6 +268,9 @@ static void test_sequential(void)
 	size_t step = 16 * 1024, nreads = 0, nchunks = (sizes[NOBJ] + CHUNK - 1) / CHUNK;
 	int bad = 0;
 
+	CHECK(fetch_new(ct, &fx) == 0, "fetch_new");
+	fx_reader = 1;
+
 	for (uint64_t off = 0; off < sizes[NOBJ]; off += step, nreads++)
 		bad += read_check(o, NOBJ, off, step, nreads & 1) != 0;
 	CHECK(bad == 0, "%d sequential reads wrong", bad);
@@ -291,6 +307,68 @@ static void test_sequential(void)
 	CHECK(st2.bytes_used == sizes[NOBJ] && st2.bytes_limit == 1ull << 30,
 	      "bytes_used %llu limit %llu", (unsigned long long)st2.bytes_used,
 	      (unsigned long long)st2.bytes_limit);
+	fetch_free(fx);
+	fx = NULL;
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
+/* Two readers of the big object at once (fetch/: a stream per reader and
+ * object). Reader 1 reads [0, 24 chunks) in order in 16 KiB reads; after
+ * each of its reads, reader 2 reads 4 KiB at a chunk of [40, 64) far from
+ * its last (a seek every read). Reader 1's window (from offset 0: the
+ * whole 8 chunks at once) stays open through reader 2's seeks: chunks
+ * 0..31 are fetched as readahead (its last read ends at chunk 24, whose
+ * window reaches chunk 31), reader 2's 12 chunks on demand (a seek opens
+ * no window). Then reader 1 seeks (to chunk 34) and reads on 4 KiB: its
+ * window is reset, no readahead. One stream for the object (reader 2's
+ * reads resetting reader 1's window, as c787ef0's window per object did)
+ * gives 9 readahead fills (the first read's window, chunks 0..8) and 15
+ * more chunks on demand. Exact counts: fills complete before the count
+ * (fills_idle), and a chunk queued ahead counts as readahead even when its
+ * reader reached it first. */
+static void test_streams_seek(void)
+{
+	static const unsigned seeks[] = {40, 52, 44, 56, 48, 60, 42, 54, 46, 58, 50, 62};
+	struct backend *be = store("");
+	struct cachetier *ct = tier(be, "c-streams", 1ull << 30, 4);
+	struct cachetier_obj *o = obj(ct, be, NOBJ);
+	struct cachetier_stats st;
+	size_t step = 16 * 1024, k = 0;
+	int bad = 0;
+
+	CHECK(fetch_new(ct, &fx) == 0, "fetch_new");
+	for (uint64_t off = 0; off < 24 * CHUNK; off += step) {
+		fx_reader = 1;
+		bad += read_check(o, NOBJ, off, step, (int)(k & 1)) != 0;
+		if (off % (2 * CHUNK) == 0 && k < sizeof(seeks) / sizeof(seeks[0])) {
+			fx_reader = 2;
+			bad += read_check(o, NOBJ, seeks[k] * (uint64_t)CHUNK + 100, 4096, 0) != 0;
+			k++;
+		}
+	}
+	fills_idle(ct);
+	stats(ct, &st);
+	printf("streams: reader 1 in order, reader 2 seeking: readahead_fills %llu fills %llu\n",
+	       (unsigned long long)st.readahead_fills, (unsigned long long)st.fills);
+	CHECK(bad == 0, "%d reads wrong", bad);
+	CHECK(k == sizeof(seeks) / sizeof(seeks[0]), "reader 2 read %zu times", k);
+	CHECK(st.readahead_fills == 32 && st.fills == 32 + 12,
+	      "two streams: readahead_fills %llu (want 32), fills %llu (want 44)",
+	      (unsigned long long)st.readahead_fills, (unsigned long long)st.fills);
+	/* reader 1 seeks: its own window resets (no readahead from there) */
+	fx_reader = 1;
+	bad += read_check(o, NOBJ, 34 * (uint64_t)CHUNK, 4096, 0) != 0;
+	bad += read_check(o, NOBJ, 34 * (uint64_t)CHUNK + 4096, 4096, 1) != 0;
+	fills_idle(ct);
+	stats(ct, &st);
+	CHECK(bad == 0, "%d reads wrong after the seek", bad);
+	CHECK(st.readahead_fills == 32 && st.fills == 32 + 12 + 1,
+	      "after reader 1's seek: readahead_fills %llu (want 32), fills %llu (want 45)",
+	      (unsigned long long)st.readahead_fills, (unsigned long long)st.fills);
+	fetch_free(fx);
+	fx = NULL;
 	cachetier_obj_unref(o);
 	cachetier_close(ct);
 	backend_close(be);
@@ -308,6 +386,9 @@ static void test_random_no_readahead(uint64_t seed)
 	int bad = 0;
 
 	uint64_t prev_end = 0;
+
+	CHECK(fetch_new(ct, &fx) == 0, "fetch_new");
+	fx_reader = 1;
 
 	for (int k = 0; k < 40; k++) {
 		uint64_t off = CHUNK + rnd(&s) % (sizes[NOBJ] - CHUNK - 4096);
@@ -338,6 +419,8 @@ static void test_random_no_readahead(uint64_t seed)
 	      (unsigned long long)st.readahead_fills);
 	CHECK(st.bytes_fetched == touched_bytes, "fetched %llu for %llu touched",
 	      (unsigned long long)st.bytes_fetched, (unsigned long long)touched_bytes);
+	fetch_free(fx);
+	fx = NULL;
 	free(touched);
 	cachetier_obj_unref(o);
 	cachetier_close(ct);
@@ -1912,6 +1995,7 @@ int main(void)
 	test_random(seed);
 	test_sequential();
 	test_random_no_readahead(seed);
+	test_streams_seek();
 	test_concurrent(seed, 3);
 	test_persist(seed);
 	test_pieces(seed);

@@ -868,6 +868,166 @@ static void test_plan(void)
 	fs_close_core(fs);
 }
 
+/* ---- reader streams (fetch/fetch.h) --------------------------------------------- */
+
+#define ST_SHARDS  8
+#define ST_MEMBERS 8
+
+/* tmp/streams/d/s-N.tar: ST_SHARDS shards of ST_MEMBERS members m0..m7 of
+ * 1000 bytes each (a shard is one unit of the cache: one fill). */
+static void streams_source(void)
+{
+	struct member m[ST_MEMBERS];
+	char names[ST_MEMBERS][8], rel[64];
+	char *data = pattern("stream-", 1000);
+
+	make_dir("../streams");
+	make_dir("../streams/d");
+	for (int i = 0; i < ST_MEMBERS; i++) {
+		snprintf(names[i], sizeof(names[i]), "m%d", i);
+		m[i] = (struct member){names[i], '0', data};
+	}
+	for (int k = 0; k < ST_SHARDS; k++) {
+		snprintf(rel, sizeof(rel), "../streams/d/s-%d.tar", k);
+		write_shard(rel, m, ST_MEMBERS);
+	}
+	free(data);
+}
+
+/* The core on fault://tmp/streams (a remote store: fills are counted),
+ * fetching one shard ahead of a reader in order, its cache in cache-NAME. */
+static void streams_open(struct fs **fs, const char *name)
+{
+	char cache[4096], src[4096], mnt[4096];
+	char *argv[] = {"--cache-dir", cache, "--warm", "off", "--prefetch-shards",
+			"1",	       src,   mnt,	NULL};
+	struct fs_config cfg;
+
+	snprintf(cache, sizeof(cache), "%s/cache-%s", tmp, name);
+	snprintf(src, sizeof(src), "fault://%s/streams", tmp);
+	snprintf(mnt, sizeof(mnt), "%s/mnt", tmp);
+	memset(&cfg, 0, sizeof(cfg));
+	if (fs_opt_parse_mount(8, argv, &cfg) != 0 || fs_open(&cfg, 0, fs) != 0) {
+		fprintf(stderr, "streams: opening the core failed\n");
+		exit(1);
+	}
+}
+
+/* reader reads member m of shard k (4 KiB from its start). */
+static void streams_read(struct fs *fs, uint32_t reader, int k, int m)
+{
+	char path[64];
+	struct fs_read r;
+	int64_t ino;
+
+	snprintf(path, sizeof(path), "d/s-%d/m%d", k, m);
+	ino = walk(fs, path);
+	CHECK(ino > 0 && fs_op_read_by(fs, (uint64_t)ino, 0, 0, 4096, reader, &r) == 0 &&
+		  r.len == 1000,
+	      "reader %u: read %s", reader, path);
+	fs_op_read_done(&r);
+}
+
+/* Every fill and shard prefetch of fs ended (bounded: 60 s); the store's
+ * fills then. */
+static uint64_t streams_fills(struct fs *fs)
+{
+	struct cachetier_stats st;
+
+	for (int i = 0; i < 6000; i++) {
+		int running = 0;
+
+		for (uint32_t o = 0; o < fs->nobjs; o++) {
+			struct cachetier_obj *raw;
+
+			if (fs_obj_raw(fs, o, &raw) == 0)
+				running |= cachetier_obj_prefetch_state(raw, NULL);
+		}
+		cachetier_get_stats(fs->ct, &st);
+		if (!running && st.fills_inflight == 0)
+			return st.fills;
+		usleep(10000);
+	}
+	CHECK(0, "streams: fills still running after 60 s");
+	return 0;
+}
+
+/* Two readers each reading a different shard in order on one mount, one
+ * read each in turn: reader 100 shards 0, 1, 2 and reader 200 shards 4, 5,
+ * 6, each shard's 8 members in order. Each has its own shard cursor
+ * (fetch_shard_read), so each move to the next shard after 8 reads fetches
+ * the shard after it (--prefetch-shards 1): shards 2, 3, 6 and 7, four
+ * shard prefetches, and the store fills shards 0-3 and 4-7 once each: 8
+ * fills. One cursor for the mount (c787ef0: the other reader's read in
+ * between breaks every run) gives no shard prefetch and 6 fills. */
+static void test_streams_two_readers(void)
+{
+	struct fs *fs;
+	uint64_t fills;
+
+	streams_open(&fs, "streams-two");
+	for (int k = 0; k < 3; k++)
+		for (int m = 0; m < ST_MEMBERS; m++) {
+			streams_read(fs, 100, k, m);
+			streams_read(fs, 200, 4 + k, m);
+		}
+	fills = streams_fills(fs);
+	printf("streams: two readers in order: shard_prefetches %llu fills %llu\n",
+	       (unsigned long long)fs->c.shard_prefetches, (unsigned long long)fills);
+	CHECK(fs->c.shard_prefetches == 4 && fills == 8,
+	      "two readers in order: shard_prefetches %llu (want 4), fills %llu (want 8)",
+	      (unsigned long long)fs->c.shard_prefetches, (unsigned long long)fills);
+	fs_close_core(fs);
+}
+
+/* A plan and an unplanned reader on one mount: reader 300 reads the
+ * planned paths (one member of each of shards 7, 5, 4, 6, in that order,
+ * twice round), reader 400 reads shards 0, 1, 2 in order, one read each in
+ * turn. The plan's reads mark the plan (8 read, position 8) and nothing of
+ * reader 400's; reader 400 keeps its cursor through the planned reads:
+ * shards 2 and 3 fetched ahead (2 shard prefetches), 8 fills (shards 0-3,
+ * the plan's 4-7). One cursor for the mount (c787ef0) gives none and 7. */
+static void test_streams_plan(void)
+{
+	static const int order[] = {7, 5, 4, 6};
+	const char lines[] = "d/s-7/m0\nd/s-5/m1\nd/s-4/m2\nd/s-6/m3\n"
+			     "d/s-7/m4\nd/s-5/m5\nd/s-4/m6\nd/s-6/m7\n";
+	char file[4096], cmd[4200];
+	struct fs_plan *p;
+	struct fs_plan_info in;
+	struct fs *fs;
+	uint64_t fills;
+	int planned = 0;
+
+	streams_open(&fs, "streams-plan");
+	snprintf(file, sizeof(file), "%s/streams-plan.txt", tmp);
+	write_file("../streams-plan.txt", lines, sizeof(lines) - 1);
+	snprintf(cmd, sizeof(cmd), "plan p %s\n", file);
+	CHECK(fs_ctl_command(fs, cmd, strlen(cmd), 300, NULL) == 0, "streams: plan p");
+	for (int k = 0; k < 3; k++)
+		for (int m = 0; m < ST_MEMBERS; m++) {
+			streams_read(fs, 400, k, m);
+			if ((m & 1) == 0 && planned < 8) {
+				streams_read(fs, 300, order[planned % 4], planned);
+				planned++;
+			}
+		}
+	fills = streams_fills(fs);
+	CHECK(fs_plan_list(fs, &p, 1) == 1, "streams: the plan");
+	fs_plan_get_info(p, &in);
+	fs_plan_put(p);
+	printf("streams: a plan and a reader in order: plan read %u position %u, "
+	       "shard_prefetches %llu fills %llu\n",
+	       in.read, in.position, (unsigned long long)fs->c.shard_prefetches,
+	       (unsigned long long)fills);
+	CHECK(planned == 8 && in.read == 8 && in.position == 8,
+	      "the plan: %d planned reads, %u read, position %u", planned, in.read, in.position);
+	CHECK(fs->c.shard_prefetches == 2 && fills == 8,
+	      "a plan and a reader in order: shard_prefetches %llu (want 2), fills %llu (want 8)",
+	      (unsigned long long)fs->c.shard_prefetches, (unsigned long long)fills);
+	fs_close_core(fs);
+}
+
 /* What the generic code asks the imagefolder layout (fs_view.h): prepare
  * builds the view; stats name it; a plan resolves an image file to its
  * member's bytes (the view's member_of), and a read of the file marks the
@@ -1429,6 +1589,9 @@ int main(void)
 	test_header_check();
 	test_lifecycle();
 	test_notify_stuck();
+	streams_source();
+	test_streams_two_readers();
+	test_streams_plan();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", tmp);

@@ -69,8 +69,9 @@ struct fs_read {
 	uint64_t fd_off;
 	char *buf; /* malloc'd */
 	size_t len;
-	struct fs *fs; /* counted in reads_inflight until fs_op_read_done */
-	int plan_wake; /* fs_plan_wake is due once the read is done */
+	struct fs *fs;	 /* counted in reads_inflight until fs_op_read_done */
+	int plan_wake;	 /* fs_plan_wake is due once the read is done */
+	uint32_t reader; /* who reads (fs_op_read_by), for the views' reads */
 };
 /* Read [off, off + size) of ino (fh: the open's, 0 when not opened).
  * Counts the read and its bytes (the caller counts failures: read_errors);
@@ -79,6 +80,13 @@ struct fs_read {
  * reads_inflight (its cache units stay pinned). */
 int fs_op_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_t size,
 	       struct fs_read *r);
+/* fs_op_read by reader: the id of the task that sent the read (the FUSE
+ * request's pid; 0, as fs_op_read gives, for one that has none). Each
+ * reader has its own readahead stream of each file it reads and its own
+ * shard cursor (fetch/fetch.h), so readers reading at once do not reset
+ * each other's readahead. */
+int fs_op_read_by(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_t size,
+		  uint32_t reader, struct fs_read *r);
 void fs_op_read_done(struct fs_read *r);
 /* A write: only .shardfs/control takes them, each a whole command line. */
 int fs_op_write(struct fs *fs, uint64_t ino, const char *buf, size_t size);
