@@ -366,6 +366,8 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->evicted_bytes = ct->evicted_bytes;
 	st->decoded_evictions = ct->decoded_evictions;
 	st->peer_units = ct->peer_units;
+	st->weak_probes = ct->weak_probes;
+	st->weak_changed = ct->weak_changed;
 	st->peer_waits = ct->peer_waits;
 	st->prefetch_withdrawn = ct->pf_withdrawn;
 	st->units_corrupt = atomic_load(&ct->units_corrupt);

@@ -82,6 +82,9 @@ struct cachetier_config {
 				       * max_connections (below fill_threads - 1: fill_threads - 1) */
 	unsigned local_fds_max;	      /* most fds of local source files kept open at once
 				       * (0: RLIMIT_NOFILE's soft limit less a reserve) */
+	int weak_etag_trust;	      /* 1: an object whose ETag is weak or mtime-derived is
+				       * not compared with the store before units filled
+				       * since are served (0: it is; cachetier_read.c) */
 };
 
 enum cachetier_codec {
@@ -111,6 +114,10 @@ struct cachetier_stats {
 	uint64_t evicted_bytes;
 	uint64_t decoded_evictions;  /* decoded copies evicted (also in evictions) */
 	uint64_t peer_units;	     /* units read that another process (or mount) filled */
+	uint64_t weak_probes;	     /* units fetched again to compare, for objects whose ETag
+				      * is weak or mtime-derived (nginx) */
+	uint64_t weak_changed;	     /* objects whose bytes changed under such an ETag: their
+				      * units dropped, ESTALE for the old version */
 	uint64_t peer_waits;	     /* fills that waited for another process's fill of a unit */
 	uint64_t prefetch_withdrawn; /* prefetch fills stopped part-way because a demand or
 				      * readahead fill needed their connection (fetched again

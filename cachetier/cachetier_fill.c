@@ -403,6 +403,7 @@ void cachetier__unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, i
 			/* checked at its first read (cachetier_read.c): a
 			 * change between its pwrite and now is seen then */
 			f->seen[u] = 2;
+			f->ufills++; /* a weak ETag's probe covers it (cachetier_read.c) */
 			f->dirty++;
 			ct->bytes_fetched += ulen;
 		} else {

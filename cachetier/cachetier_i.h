@@ -154,6 +154,13 @@ struct ct_file {
 	uint32_t wgen;		    /* bumped at each change seen (a check begun before does
 				     * not set seen to 1) */
 	int wfail;		    /* no watch to be had: every read checks its units */
+	/* a weak or mtime-derived ETag (cachetier_read.c, weak_check) */
+	uint64_t ufills;     /* units this process filled (cachetier__unit_done) */
+	uint64_t probed;     /* ufills that the last probe of the anchor covered */
+	int probing;	     /* a reader is probing the anchor (others wait on unit_cond) */
+	int anchor_set;	     /* anchor and anchor_crc hold the first unit served here */
+	uint32_t anchor;     /* that unit */
+	uint32_t anchor_crc; /* its CRC32C then */
 };
 
 /* A decoded copy on disk, of any source (decoded/<name>): for LRU
@@ -299,6 +306,8 @@ struct cachetier {
 	uint64_t unfit_bytes;	    /* prefetch fills skipped: no room without evicting */
 	uint64_t decoded_evictions; /* decoded copies evicted */
 	uint64_t peer_units;	    /* units served that another process filled */
+	uint64_t weak_probes;	    /* anchors fetched again for weak ETags (cachetier_read.c) */
+	uint64_t weak_changed;	    /* objects found changed under a weak ETag */
 	uint64_t peer_waits;	    /* fills that waited for another process's fill */
 	uint64_t pf_withdrawn;	    /* prefetch fills stopped to free a connection for a reader */
 	/* batch fills (cachetier_batch.c): requests on threads of their own
@@ -363,6 +372,9 @@ struct cachetier_obj {
 	struct cachetier_obj *dnext; /* in ct->dec_objs */
 	enum cachetier_codec codec;
 	struct backend_objinfo info; /* info.key points into 'name' */
+	atomic_int collided;	     /* the store's bytes changed under its weak ETag
+				      * (cachetier_read.c): reads give ESTALE, opens of its
+				      * name make a new object */
 	unsigned dpins;		     /* reads between read_begin and read_end */
 	int redecoding;		     /* a thread decodes it again (others wait on ct->cond) */
 	int dbad;		     /* its copy failed a unit's CRC32C: reads fail with EIO

@@ -286,7 +286,9 @@ int cachetier_obj_open(struct cachetier *ct, const struct backend_objinfo *info,
 	pthread_mutex_lock(&ct->lock);
 	b = obj_bucket(ct, name);
 	for (o = *b; o; o = o->next) {
-		if (strcmp(o->name, name) == 0)
+		/* one whose bytes changed under its weak ETag serves only
+		 * ESTALE: the new version gets an object of its own */
+		if (strcmp(o->name, name) == 0 && !atomic_load(&o->collided))
 			break;
 	}
 	if (o) {

@@ -267,8 +267,17 @@ static int obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, i
 		err = obj_dec_begin(o->ct, o, off, len, fd);
 	} else if (o->file) {
 		p->kind = CT_PIN_FILE;
-		err = cachetier__file_read_begin(o->ct, o->file, off, len, probe, ahead, &p->c0,
-						 &p->c1);
+		/* the store's bytes changed under a weak ETag (cachetier_read.c,
+		 * weak_check): this object is the old version's, also when it
+		 * was found while this read waited */
+		err = atomic_load(&o->collided)
+			  ? -ESTALE
+			  : cachetier__file_read_begin(o->ct, o->file, off, len, probe, ahead,
+						       &p->c0, &p->c1);
+		if (err == 0 && atomic_load(&o->collided)) {
+			cachetier__file_read_end(o->ct, o->file, p->c0, p->c1);
+			err = -ESTALE;
+		}
 		if (err == -ENOSPC || err == -EDQUOT) {
 			err = obj_bypass(o, off, len, err, p);
 			*fd_off = 0;

@@ -279,6 +279,14 @@ static const struct ctl_counter ctl_counters[] = {
      SNAP(cs.decoded_evictions)},
     {"cache_peer_units", "units read that another process or an earlier mount filled", C,
      SNAP(cs.peer_units)},
+    {"cache_weak_probes",
+     "units fetched again to compare with the cached ones: objects with a weak or "
+     "mtime-derived ETag (nginx), one per fill read",
+     C, SNAP(cs.weak_probes)},
+    {"cache_weak_changed",
+     "objects found changed under a weak or mtime-derived ETag: their cached units dropped, "
+     "ESTALE for the old version",
+     C, SNAP(cs.weak_changed)},
     {"cache_peer_waits", "fills that waited for another process filling the same unit", C,
      SNAP(cs.peer_waits)},
     {"cache_units_corrupt",

@@ -110,6 +110,14 @@ int fs_ns_replace(struct fs *fs, uint32_t obj)
 		err = 0; /* unchanged after all */
 		goto out;
 	}
+	/* a remote object read as stale that the store lists as the same
+	 * version: its bytes changed under its ETag (a weak or mtime-derived
+	 * one, cachetier_read.c), so the index saved for that ETag is of the
+	 * old bytes: built again (a sidecar a read proved wrong: below) */
+	if (!gone && o->codec >= 0 && !backend_is_local(fs->be) &&
+	    strcmp(info.etag, o->info.etag) == 0 && info.size == o->info.size &&
+	    !atomic_load(&o->sidecar_rejected))
+		fs_shard_forget(fs, o->key);
 	if (!gone) {
 		uint32_t n = fs->nobjs, ns = fs->nshards;
 

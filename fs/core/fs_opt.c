@@ -166,6 +166,16 @@ static const struct fs_opt cache_opts[] = {
      * it up to whole 4 KiB blocks */
     {"chunk-size", 0, FS_OPT_SIZE32, CFG(ct.chunk_bytes), 0, "8M", 4096, 1ull << 30, "SIZE",
      "unit of cache fills, one range request each"},
+    /* an ETag that is weak or made of the mtime and size (nginx) stays
+     * the same through a same-size rewrite with the mtime put back: by
+     * default units of two versions are kept apart by fetching one cached
+     * unit again per fill and comparing it (docs/faults.md "Validators");
+     * trust saves that request where the source is never rewritten so */
+    {"weak-etag", 0, FS_OPT_ENUM, CFG(ct.weak_etag_trust), 0, "check", 0, 0, "check|trust",
+     "objects whose ETag is weak or made of the mtime and size (nginx): check: a cached unit "
+     "is fetched again and compared before units filled since are served (one request per "
+     "fill; a change gives ESTALE, then the new version); trust: not compared (a same-size "
+     "rewrite that keeps the mtime can then mix two versions)"},
     {NULL, 0, 0, 0, 0, NULL, 0, 0, NULL, NULL},
 };
 

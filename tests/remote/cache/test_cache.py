@@ -59,6 +59,10 @@ GROUP:
                dropped each time: every shard and member exact, cache_units_corrupt exact, the
                damaged units fetched again (bytes_fetched exact), read_errors 0; undamaged, a
                read again fetches nothing
+  weaketag     nginx's "mtime-size" ETag kept through a same-size rewrite with the mtime put
+               back (64 KiB read first, --chunk-size 64K --readahead 64K): cat of the shard
+               gives one version only (ESTALE once the change is seen), then the new version
+               exactly, its members too; cache_weak_changed 1
   metablobs    the files kept in the cache: imagefolder class maps with a changed class (a bad
                checksum) and of another version, shard indexes and chunk maps of another
                version are detected, logged and rebuilt (class maps byte for byte), the view
@@ -1805,6 +1809,91 @@ def group_livedamage(env, ck, ng):
     ck.eq('log lines of damaged units', len(re.findall(r'fail their CRC32C', text)), 1)
 
 
+def http_etag(url):
+    import urllib.request
+    req = urllib.request.Request(url, method='HEAD')
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return r.headers.get('ETag')
+
+
+def group_weaketag(env, ck, ng):
+    """issue 40 #4: nginx's ETag is "mtime-size": a shard rewritten with the same size and its
+    mtime put back keeps it. Mounted with --warm off --chunk-size 64K --readahead 64K
+    --prefetch-shards 0, 64 KiB read first, then the shard rewritten so, then cat(1) of it:
+    its output is of one version only (the old one's units are never served with the new
+    one's; ESTALE once the probe sees the change), the next cat gives the new version exactly,
+    as do its members (the index saved for that ETag built again), cache_weak_changed 1,
+    one log line."""
+    unit = 64 * 1024
+    # members of several units: the index build reads their headers, not all of their units
+    sizes = [env.rng.randrange(400000, 700000) for _ in range(12)]
+    shards = {'shard.tar': sizes}
+    src, refs = build_source(env, shards)
+    path = os.path.join(src, 'shard.tar')
+    with open(path, 'rb') as f:
+        old = f.read()
+    ng.start()
+    logf = env.path('daemon.log')
+    # a cache a third of the shard: the index build's stream leaves most units evicted, so
+    # that reads after the rewrite fill units
+    opts = ['--warm', 'off', '--chunk-size', '64K', '--readahead', '64K',
+            '--prefetch-shards', '0', '--cache-size', '2M', '--log-file', logf]
+    etag0 = http_etag(ng.url('files/shard.tar'))
+    with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'), extra=opts) as m:
+        raw = os.path.join(m.mnt, 'shard.tar')
+        fd = os.open(raw, os.O_RDONLY)
+        try:
+            ck.ok(os.pread(fd, unit, 0) == old[:unit], 'first 64 KiB: other bytes')
+        finally:
+            os.close(fd)
+        # the index built (and saved) from the old version's headers
+        ck.eq('members listed', sorted(os.listdir(os.path.join(m.mnt, 'shard'))),
+              sorted(members_of(refs, 'shard.tar')))
+        # the same names, their sizes in the other order (the same size in all, other
+        # offsets: the old index would read the new bytes wrong); the mtime put back
+        st = os.stat(path)
+        new_src = env.path('new')
+        make_shard(env, os.path.join(new_src, 'shard.tar'), 's0', sizes[::-1])
+        with open(os.path.join(new_src, 'shard.tar'), 'rb') as f:
+            new = f.read()
+        ck.eq('the rewrite keeps the size', len(new), len(old))
+        with open(path, 'r+b') as f:
+            f.write(new)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        ck.eq('nginx ETag after the rewrite', http_etag(ng.url('files/shard.tar')), etag0)
+        r = subprocess.run(['cat', raw], capture_output=True, timeout=120)
+        out = r.stdout
+        log('cat after the rewrite: exit %d, %d bytes, %r' % (r.returncode, len(out),
+                                                              r.stderr[-200:]))
+        one = out in (old[:len(out)], new[:len(out)])
+        ck.ok(one, 'cat after the rewrite: %d bytes mixing the two versions (%d units of '
+              'the old one)' % (len(out), sum(1 for i in range(0, len(out), unit)
+                                              if out[i:i + unit] == old[i:i + unit] and
+                                              old[i:i + unit] != new[i:i + unit])))
+        ck.ok(r.returncode != 0 or out == new or out == old,
+              'cat after the rewrite: exit 0 with %d bytes' % len(out))
+        if r.returncode != 0:
+            ck.ok(b'Stale file handle' in r.stderr, 'cat: %r' % r.stderr[-200:])
+        # the daemon tells the kernel to forget the old version's entry on its notify thread:
+        # dropped here, so that the next open looks the name up
+        drop_caches()
+        r = subprocess.run(['cat', raw], capture_output=True, timeout=120)
+        ck.eq('cat again: exit', r.returncode, 0)
+        ck.ok(r.stdout == new, 'cat again: %d bytes, not the new version' % len(r.stdout))
+        # the members: GNU tar's extraction of the new version
+        shutil.rmtree(env.path('ref'))
+        dest = env.path('ref', 'shard.tar.d')
+        ml.gnu_extract(env, path, dest)
+        nrefs = {'shard.tar': (ml.snapshot(dest), ml.explicit_dirs(path), dest)}
+        check_all(ck, 'new version', m.mnt, src, nrefs)
+        st = m.stats()
+        ck.eq('cache_weak_changed', st['cache_weak_changed'], 1)
+        ck.ok(st['cache_weak_probes'] >= 1, 'cache_weak_probes %d' % st['cache_weak_probes'])
+        ck.eq('cache_units_corrupt', st['cache_units_corrupt'], 0)
+    text = log_text(logf)
+    ck.eq('log lines of the change', len(re.findall(r'changed, its ETag', text)), 1)
+
+
 def group_fulldisk(env, ck, ng):
     """A full disk degrades, it does not stop: the cache dir on a 16 MiB tmpfs that a file of
     another program fills to the last byte, nothing cached left to evict: reads of a shard
@@ -1867,7 +1956,8 @@ GROUPS = {'offline': group_offline, 'capacity': group_capacity, 'crash': group_c
           'stop': group_stop, 'warm': group_warm, 'prefetch': group_prefetch,
           'metablobs': group_metablobs, 'readonce': group_readonce,
           'randunits': group_randunits, 'unitcrc': group_unitcrc,
-          'fulldisk': group_fulldisk, 'livedamage': group_livedamage}
+          'fulldisk': group_fulldisk, 'livedamage': group_livedamage,
+          'weaketag': group_weaketag}
 
 
 class LazyNginx(web.Nginx):
