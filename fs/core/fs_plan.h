@@ -3,7 +3,7 @@
  * (fs_plan_fetch.c). The published plans, their lock, generation and
  * listener live behind the opaque struct fs_plans that fs->plans points
  * to, made by fs_open (fs_plans_new) and freed by fs_close; nothing outside
- * fs_plan.c touches its fields.
+ * fs_plan.c and fs_plan_use.c (which share fs_plan_i.h) touches its fields.
  */
 #ifndef FS_PLAN_H
 #define FS_PLAN_H

@@ -1,0 +1,73 @@
+/*
+ * fs_plan_i.h — what fs_plan.c (plans: publish, resolve, read marks) and
+ * fs_plan_use.c (next use: the marks eviction orders planned units by)
+ * share: the published plans' state and a plan's fields. Nothing else in
+ * the core includes it (fs_plan.h is the subsystem's interface).
+ */
+#ifndef FS_PLAN_I_H
+#define FS_PLAN_I_H
+
+#include "fs_view.h"
+
+#define PLAN_NONE UINT32_MAX
+/* Planned paths being read at once whose units not read yet keep their
+ * marks (next use, fs_plan_use.c): far more than a loader's readers read at once
+ * (each reads one path at a time); a path started before the last
+ * PLAN_READING was left part-read (use_reading). */
+#define PLAN_READING 64
+
+/* The published plans (fs_plan.h): fs->plans, from fs_open to fs_close. */
+struct fs_plans {
+	pthread_rwlock_t lock;		/* protects v[] */
+	struct fs_plan *v[FS_PLAN_MAX]; /* each holds a reference */
+	atomic_uint n;			/* plans published now (reads skip the lock at 0) */
+	void (*listener)(void *ctx);	/* fs_plan_set_listener: set before serving */
+	void *listener_ctx;
+	/* bytes: the furthest any plan's readers got, on the plans' clock
+	 * (next use, fs_plan_use.c) */
+	atomic_ullong clock;
+	/* one marking of next uses at a time (fs_plan_use.c); lock order:
+	 * use_lock, then lock, then the cache tier's */
+	pthread_mutex_t use_lock;
+	/* planned paths being read (fs_plan_use.c: use_reading): started and
+	 * not read whole yet, the one started first at [0]; under use_lock */
+	struct plan_reading {
+		struct fs_plan_extent x;
+		uint64_t got;  /* bytes its requests read so far */
+		uint64_t next; /* where its last request ended */
+	} reading[PLAN_READING];
+	uint32_t nreading;
+};
+
+struct fs_plan {
+	atomic_uint refs;
+	char name[FS_PLAN_NAME_MAX + 1];
+	pid_t pid;
+	uint64_t seq; /* publish order: when the array is full the lowest goes */
+	struct fs_plan_extent *ext;
+	uint32_t n, missing;
+	uint64_t bytes, fnv;
+	/* key -> its first extent: open addressing over nslots (a power of
+	 * 2), a slot holds an extent index + 1 (0: empty); next[i] is the
+	 * next extent after i with the same key (PLAN_NONE: none) */
+	uint32_t *slots, nslots, *next;
+	atomic_uchar *done; /* per extent: 1 once marked read */
+	uint64_t *cum;	    /* cum[i]: bytes of extents [0, i), for i in [0, n] */
+	atomic_uint nread, position;
+	atomic_uint wake_at; /* fs_plan_wake_at: reads below it call no listener */
+	uint64_t base;	     /* the plan clock at publish: extent i is read at base + cum[i] */
+	uint32_t *byoff;     /* extent indices by (object, offset): who shares a unit */
+};
+
+/* fs_plan_use.c: next use (see there). Index p's extents by (object,
+ * offset) at publish: 0 or -ENOMEM. */
+int fs_plan__use_index(struct fs_plan *p);
+/* Drop every mark and mark every plan's extents not read yet (publish,
+ * clear). */
+void fs_plan__use_all(struct fs *fs);
+/* p's position moved: the clock and the cache tier's now follow. */
+void fs_plan__use_moved(struct fs *fs, const struct fs_plan *p);
+/* A read of [off, off + size) of planned extent x landed. */
+void fs_plan__use_read(struct fs *fs, const struct fs_plan_extent *x, uint64_t off, uint64_t size);
+
+#endif

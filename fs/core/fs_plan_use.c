@@ -1,0 +1,322 @@
+/*
+ * fs_plan_use.c — next use: the marks by which the cache tier's eviction
+ * orders the units reading plans will read (fs_plan.c publishes the plans
+ * and notes their reads; this file turns both into marks).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs_plan_i.h"
+
+/* ---- next use: the cache tier's eviction order ----------------------------
+ * Every unit a plan will read is marked in the cache tier with the plan
+ * position of its next use (cachetier_plan_mark), so that eviction keeps
+ * what a plan needs soonest and lets go first what no plan needs again
+ * (cachetier.h). A position is bytes of planned reading on one clock for
+ * every plan: extent i of plan p is read at p->base + cum[i], where base is
+ * the clock when p was published and the clock (fs->plans->clock) is the
+ * furthest any plan's readers got (base + bytes before its position). Two
+ * plans read at the same pace so compare by the bytes each has left to
+ * read before a unit; a unit two plans need is marked with the nearer use.
+ *
+ * When: at every publish and clear, all marks are dropped and every extent
+ * not read yet of every plan is marked (O(extents of the plans), under
+ * use_lock). As reads of a planned path land (fs_plan_note_read, every read
+ * request, the first of which marks the path read), the units the path's
+ * bytes read so far cover are needed by none (cachetier_plan_read: a path
+ * read in several requests keeps the units it has not read yet, which a
+ * fill between its requests would otherwise evict first), then the extents
+ * that share those units and are not read yet, in any plan, mark them again
+ * (found through p->byoff in O(log extents)). A request makes unneeded the
+ * units its bytes end in or pass (a reader reads a file in order: the unit
+ * a request starts in was begun by the one before), and once the path's
+ * requests read as many bytes as it has, in any order (the kernel's
+ * readahead may send the last request first), all its units; a sparse
+ * member's pieces do not map its offsets, so its first read makes all its
+ * units unneeded. A path whose reader stops
+ * part-way keeps the rest of its units marked, as needed now, until PLAN_READING paths started
+ * after it (use_reading) or the next publish or clear. Members of compressed shards are not marked
+ * (their object is read once, by its decoding). Lock order: fs->plans->use_lock, then
+ * fs->plans->lock (fs_plan_list), then the cache tier's. */
+
+#define USE_SHIFT     12	 /* positions given to the cache tier: 4 KiB of reading */
+#define USE_AHEAD_MAX (1u << 30) /* the furthest position marked ahead of the clock */
+
+/* The bytes whose units x reads: 0 for none (compressed, or empty). */
+static int use_range(const struct fs_plan_extent *x, uint64_t *off, uint64_t *len)
+{
+	uint64_t hdr = x->flags & FS_PLAN_HEADER ? 512 : 0;
+
+	if (x->flags & FS_PLAN_DECODED)
+		return 0;
+	*off = x->off - hdr;
+	*len = x->len + hdr;
+	return *len > 0;
+}
+
+static uint64_t use_start(const struct fs_plan_extent *x)
+{
+	uint64_t off, len;
+
+	return use_range(x, &off, &len) ? off : x->off;
+}
+
+struct use_sort {
+	uint32_t obj, i;
+	uint64_t off;
+};
+
+static int use_cmp(const void *pa, const void *pb)
+{
+	const struct use_sort *a = pa, *b = pb;
+
+	if (a->obj != b->obj)
+		return a->obj < b->obj ? -1 : 1;
+	if (a->off != b->off)
+		return a->off < b->off ? -1 : 1;
+	return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/* p->byoff: p's extents by (object, first byte, index). */
+int fs_plan__use_index(struct fs_plan *p)
+{
+	struct use_sort *t = malloc((p->n ? p->n : 1) * sizeof(*t));
+
+	p->byoff = malloc((p->n ? p->n : 1) * sizeof(*p->byoff));
+	if (!t || !p->byoff) {
+		free(t);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < p->n; i++)
+		t[i] = (struct use_sort){p->ext[i].obj, i, use_start(&p->ext[i])};
+	qsort(t, p->n, sizeof(*t), use_cmp);
+	for (uint32_t i = 0; i < p->n; i++)
+		p->byoff[i] = t[i].i;
+	free(t);
+	return 0;
+}
+
+/* The position of extent i of p, for the cache tier: at most USE_AHEAD_MAX
+ * past the clock (the tier's serial numbers span 2^31). */
+static uint32_t use_seq(struct fs *fs, const struct fs_plan *p, uint32_t i)
+{
+	uint64_t now = atomic_load(&fs->plans->clock) >> USE_SHIFT;
+	uint64_t at = (p->base + p->cum[i]) >> USE_SHIFT;
+
+	return (uint32_t)(at > now + USE_AHEAD_MAX ? now + USE_AHEAD_MAX : at);
+}
+
+/* Mark the units of extent i of p with its position (raw: its object's). */
+static void use_mark(struct fs *fs, const struct fs_plan *p, uint32_t i, struct cachetier_obj *raw)
+{
+	uint64_t off, len;
+
+	if (use_range(&p->ext[i], &off, &len))
+		cachetier_plan_mark(raw, off, len, use_seq(fs, p, i));
+}
+
+/* The raw object obj when it is open (a read opened it); else NULL. */
+static struct cachetier_obj *use_raw(struct fs *fs, uint32_t obj)
+{
+	struct fs_obj *o = fs_obj(fs, obj);
+	struct cachetier_obj *raw;
+
+	pthread_mutex_lock(&o->lock);
+	raw = o->raw;
+	pthread_mutex_unlock(&o->lock);
+	return raw;
+}
+
+/* Drop every mark, then mark every extent not read yet of every plan. */
+void fs_plan__use_all(struct fs *fs)
+{
+	struct fs_plan *ps[FS_PLAN_MAX];
+	size_t n;
+
+	if (backend_is_local(fs->be))
+		return; /* read in place: no units */
+	pthread_mutex_lock(&fs->plans->use_lock);
+	n = fs_plan_list(fs, ps, FS_PLAN_MAX);
+	cachetier_plan_reset(fs->ct);
+	fs->plans->nreading = 0; /* the marks start again from the plans */
+	for (size_t k = 0; k < n; k++) {
+		struct cachetier_obj *raw = NULL;
+		uint32_t obj = UINT32_MAX;
+
+		for (uint32_t i = 0; i < ps[k]->n; i++) {
+			const struct fs_plan_extent *x = &ps[k]->ext[i];
+
+			if (atomic_load_explicit(&ps[k]->done[i], memory_order_relaxed) ||
+			    (x->flags & FS_PLAN_DECODED))
+				continue;
+			if (x->obj != obj) {
+				obj = x->obj;
+				if (fs_obj_raw(fs, obj, &raw) < 0) /* logged */
+					raw = NULL;
+			}
+			if (raw)
+				use_mark(fs, ps[k], i, raw);
+		}
+	}
+	pthread_mutex_unlock(&fs->plans->use_lock);
+	for (size_t k = 0; k < n; k++)
+		fs_plan_put(ps[k]);
+}
+
+/* p's position moved: the clock follows the furthest plan. Under
+ * fs->plans->lock (shared). */
+void fs_plan__use_moved(struct fs *fs, const struct fs_plan *p)
+{
+	unsigned pos = atomic_load_explicit(&p->position, memory_order_relaxed);
+	uint64_t at = p->base + p->cum[pos < p->n ? pos : p->n];
+	unsigned long long clock = atomic_load(&fs->plans->clock);
+
+	while (clock < at && !atomic_compare_exchange_weak(&fs->plans->clock, &clock, at))
+		;
+	if (!backend_is_local(fs->be))
+		cachetier_plan_now(fs->ct, (uint32_t)(atomic_load(&fs->plans->clock) >> USE_SHIFT));
+}
+
+/* Mark again, in p, the extents not read yet of object obj that read bytes
+ * in [lo, hi). */
+static void use_again(struct fs *fs, const struct fs_plan *p, uint32_t obj, uint64_t lo,
+		      uint64_t hi, struct cachetier_obj *raw)
+{
+	uint32_t a = 0, b = p->n;
+
+	while (a < b) { /* the first extent at or after (obj, lo) */
+		uint32_t m = a + (b - a) / 2;
+		const struct fs_plan_extent *x = &p->ext[p->byoff[m]];
+
+		if (x->obj < obj || (x->obj == obj && use_start(x) < lo))
+			a = m + 1;
+		else
+			b = m;
+	}
+	for (uint32_t k = a; k-- > 0;) { /* before lo, reaching into it */
+		const struct fs_plan_extent *x = &p->ext[p->byoff[k]];
+		uint64_t off, len;
+
+		if (x->obj != obj || !use_range(x, &off, &len) || off + len <= lo)
+			break;
+		if (!atomic_load_explicit(&p->done[p->byoff[k]], memory_order_relaxed))
+			use_mark(fs, p, p->byoff[k], raw);
+	}
+	for (uint32_t k = a; k < p->n; k++) {
+		const struct fs_plan_extent *x = &p->ext[p->byoff[k]];
+
+		if (x->obj != obj || use_start(x) >= hi)
+			break;
+		if (!atomic_load_explicit(&p->done[p->byoff[k]], memory_order_relaxed))
+			use_mark(fs, p, p->byoff[k], raw);
+	}
+}
+
+/* Units of obj covering [lo, hi) were made unneeded: mark them again for
+ * the extents not read yet that read them, in every plan. use_lock held. */
+static void use_again_all(struct fs *fs, uint32_t obj, uint64_t lo, uint64_t hi,
+			  struct cachetier_obj *raw)
+{
+	struct fs_plan *ps[FS_PLAN_MAX];
+	size_t n;
+
+	if (lo >= hi)
+		return;
+	n = fs_plan_list(fs, ps, FS_PLAN_MAX);
+	for (size_t k = 0; k < n; k++) {
+		use_again(fs, ps[k], obj, lo, hi, raw);
+		fs_plan_put(ps[k]);
+	}
+}
+
+/* Extent x's units are needed by none now (all of them, its reader done
+ * with it or gone), but for the extents not read yet sharing them.
+ * use_lock held. */
+static void use_done(struct fs *fs, const struct fs_plan_extent *x)
+{
+	struct cachetier_obj *raw = use_raw(fs, x->obj);
+	uint64_t off, len, lo, hi;
+
+	if (raw && use_range(x, &off, &len) && cachetier_plan_done(raw, off, len, &lo, &hi) == 0)
+		use_again_all(fs, x->obj, lo, hi, raw);
+}
+
+/* Keep fs->plans->reading, the planned paths being read, up to date for a
+ * read request of size bytes at off of x's file, and say whether the path
+ * is read whole now (1: its reader is done with it): its requests so far
+ * read as many bytes as it has (in any order: the kernel's readahead may
+ * send a path's last request first, on another FUSE thread), or one
+ * request read it all, or it is sparse (its pieces do not map its
+ * offsets). A path read whole leaves the list; one not in it enters it,
+ * and when it is full the path that entered first leaves it, its units
+ * needed by none (its reader stopped part-way: PLAN_READING paths started
+ * since). *begun: the request starts the path or continues its last one
+ * (so the unit it starts in was begun before). use_lock held. */
+static int use_reading(struct fs *fs, const struct fs_plan_extent *x, uint64_t off, uint64_t size,
+		       int *begun)
+{
+	struct fs_plans *pl = fs->plans;
+	uint32_t i = 0;
+
+	while (i < pl->nreading && pl->reading[i].x.key != x->key)
+		i++;
+	*begun = off == 0 || (i < pl->nreading && pl->reading[i].next == off);
+	if (i < pl->nreading) {
+		pl->reading[i].got += size;
+		pl->reading[i].next = off + size;
+		if (pl->reading[i].got < x->len && !(x->flags & FS_PLAN_SPARSE))
+			return 0;
+		memmove(&pl->reading[i], &pl->reading[i + 1],
+			(pl->nreading - i - 1) * sizeof(pl->reading[0]));
+		pl->nreading--;
+		return 1;
+	}
+	if ((x->flags & FS_PLAN_SPARSE) || off >= x->len || (off == 0 && size >= x->len))
+		return 1;
+	if (pl->nreading == PLAN_READING) {
+		struct fs_plan_extent old = pl->reading[0].x;
+
+		memmove(&pl->reading[0], &pl->reading[1],
+			(PLAN_READING - 1) * sizeof(pl->reading[0]));
+		pl->nreading--;
+		use_done(fs, &old);
+	}
+	pl->reading[pl->nreading++] = (struct plan_reading){*x, size, off + size};
+	return 0;
+}
+
+/* A read of [off, off + size) of the file of planned extent x landed: the
+ * units of x its bytes read so far cover are needed by none but the
+ * extents not read yet that share them. O(units of the request); at the
+ * path's end O(units of the path), once. */
+void fs_plan__use_read(struct fs *fs, const struct fs_plan_extent *x, uint64_t off, uint64_t size)
+{
+	struct cachetier_obj *raw;
+	uint64_t uoff, ulen, from, lo, hi;
+	int end, err, begun;
+
+	if (backend_is_local(fs->be) || !use_range(x, &uoff, &ulen))
+		return;
+	raw = use_raw(fs, x->obj);
+	if (!raw)
+		return;
+	pthread_mutex_lock(&fs->plans->use_lock);
+	end = use_reading(fs, x, off, size, &begun);
+	if (end) {
+		/* all of it, units a reader skipped too: it is done with the path */
+		err = cachetier_plan_done(raw, uoff, ulen, &lo, &hi);
+	} else {
+		/* this request's bytes as stored (a first one with the tar
+		 * header of FS_PLAN_HEADER): the units they end in or pass; the
+		 * unit it starts in too when the request before ended where it
+		 * starts (that one read the unit's start), not when it came out
+		 * of order */
+		from = off == 0 ? uoff : x->off + off;
+		err = cachetier_plan_read(raw, from, uoff + ulen - from, x->off + off + size, begun,
+					  &lo, &hi);
+	}
+	if (err == 0)
+		use_again_all(fs, x->obj, lo, hi, raw);
+	pthread_mutex_unlock(&fs->plans->use_lock);
+}
