@@ -119,6 +119,22 @@ class StepTimeout(Exception):
     pass
 
 
+def emu_cpu_note(emu, what):
+    """Print the link emulator's requests and CPU (its /__stats) before it stops: every run
+    says what the emulator cost, per request and per GB sent."""
+    try:
+        st = emu.stats()
+    except OSError as e:
+        log('%s: the emulator\'s stats: %s' % (what, e))
+        return
+    gb = st['bytes_sent'] / 1e9
+    print('note\t%s: the link emulator answered %d requests, sent %.3f GB, %.2f CPU s: %.1f us '
+          'per request, %s CPU s per GB' % (
+              what, st['requests'], gb, st['cpu_s'], st['cpu_s'] / max(st['requests'], 1) * 1e6,
+              '%.3f' % (st['cpu_s'] / gb) if gb >= 0.01 else 'n/a (under 10 MB sent)'),
+          flush=True)
+
+
 def emit(workload, opts, sf, base, unit, ratio, goal, ge=None):
     """One row; sf and base are numbers, strings (a budget, a timeout) or None. met is 'NO'
     for a timeout (ratio None with a goal)."""
@@ -595,6 +611,7 @@ def w_brace(a):
             subprocess.run([a.bin, 'umount', a.mnt], stdout=subprocess.DEVNULL,
                            timeout=a.step_timeout)
     finally:
+        emu_cpu_note(emu, 'brace')
         emu.stop()
 
 
@@ -772,6 +789,7 @@ def w_s3(a):
         log('ls -l: %s' % ('every shard with its size, every member directory' if not bad
                            else '%d mismatches' % len(bad)))
     finally:
+        emu_cpu_note(emu, 's3')
         emu.stop()
         if os.path.ismount(a.mnt):
             subprocess.run(['fusermount3', '-u', a.mnt])
