@@ -715,6 +715,10 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 	o->dcrc = NULL;
 	o->dchecked = NULL;
 	o->dunits = 0;
+	if (o->dwrec) /* the closed copy's inode (its fd number may come back) */
+		cachetier__watch_drop(ct->watch, o->dwrec);
+	o->dwrec = NULL;
+	o->dwfail = 0;
 	snprintf(recname, sizeof(recname), "%s.rec", name);
 	err = decode_reuse(ct, name, recname, o);
 	if (err == 0) {
@@ -790,8 +794,29 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 	err = rec_save(ct, recname, &rec, d.crcs, d.ncrc);
 	if (err < 0)
 		goto out; /* the copy stays, counted; without a record it is decoded again */
+	/* its CRCs stay with the object, every unit trusted: checked again
+	 * after the file changes under the mount (cachetier_objread.c) */
+	if (d.ncrc && (o->dchecked = calloc(d.ncrc, sizeof(*o->dchecked))) != NULL) {
+		for (size_t u = 0; u < d.ncrc; u++)
+			atomic_store_explicit(&o->dchecked[u], 1, memory_order_relaxed);
+		o->dcrc = d.crcs;
+		d.crcs = NULL;
+		o->dunits = d.ncrc;
+	}
 	o->fd = d.outfd;
 	d.outfd = -1;
+	/* watched from now: the decoder's own writes came before the watch,
+	 * so they are no change (cachetier_objread.c, obj_dec_watch) */
+	if (o->dwrec)
+		cachetier__watch_drop(ct->watch, o->dwrec);
+	o->dwrec = NULL;
+	o->dwfail = 0;
+	if (o->dcrc && ct->watch && !cachetier__live_check_off() &&
+	    cachetier__watch_add(ct->watch, o->fd, &o->dwrec, &o->dwevents) < 0) {
+		o->dwrec = NULL;
+		o->dwfail = 1;
+	}
+	o->dwfd = o->fd;
 	o->size = d.out_total;
 	o->damage = d.damage;
 	o->damage_off = d.damage_off;

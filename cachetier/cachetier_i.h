@@ -386,9 +386,17 @@ struct cachetier_obj {
 	 * reads them without the lock between read_begin and read_end (its
 	 * pin keeps o->fd, and so them, from changing). */
 	uint32_t *dcrc;		   /* CRC32C per CT_DEC_UNIT bytes of the copy, from its
-				    * record; NULL: this process wrote the copy (trusted) */
+				    * record or its decode here; NULL: none (the copy is
+				    * served unchecked) */
 	_Atomic uint8_t *dchecked; /* per unit: 1 once its CRC32C matched here */
 	uint64_t dunits;	   /* units of dcrc and dchecked */
+	/* the decoded copy's inotify watch (cachetier_objread.c, obj_dec_watch):
+	 * a change of the file clears dchecked; protected by ct->lock */
+	struct ct_watch_rec *dwrec; /* NULL: not watched (yet) */
+	int dwfd;		    /* the fd it watches the inode of (-1: none) */
+	atomic_int dwfail;	    /* no watch to be had: every read checks its units */
+	uint64_t dwevents;	    /* the record's change count when dchecked was cleared */
+	atomic_uint dwgen;	    /* moved at each clear: a check begun before does not mark */
 };
 
 /* A file of kind 'kind' named 'name' is of another version (-EPROTO): the
@@ -721,6 +729,9 @@ int cachetier__watch_add(struct cachetier__watch *w, int fd, struct ct_watch_rec
 int cachetier__watch_changed(struct cachetier__watch *w, const struct ct_watch_rec *r,
 			     uint64_t seen);
 void cachetier__watch_drop(struct cachetier__watch *w, struct ct_watch_rec *r);
+/* 1 when SHARDFS_BENCH_NO_LIVE_CHECK is set: cache files are not watched
+ * for changes under the mount (the bench's baseline; cachetier_read.c). */
+int cachetier__live_check_off(void);
 /* The change count of r now (every queued event read first). */
 uint64_t cachetier__watch_events(struct cachetier__watch *w, const struct ct_watch_rec *r);
 

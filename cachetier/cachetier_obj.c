@@ -185,6 +185,8 @@ void cachetier__obj_free(struct cachetier *ct, struct cachetier_obj *o)
 	} else if (o->fd >= 0) {
 		close(o->fd);
 	}
+	if (o->dwrec)
+		cachetier__watch_drop(ct->watch, o->dwrec);
 	free(o->dcrc);
 	free((void *)o->dchecked);
 	free(o->name);

@@ -103,14 +103,51 @@ static void obj_dec_damaged(struct cachetier *ct, struct cachetier_obj *o, uint6
 	}
 }
 
-/* Before a read serves [off, off + len) of o's decoded copy, which another
- * process or an earlier mount wrote (o->dcrc): each unit of the range not
- * checked here yet is read (a pread of CT_DEC_UNIT bytes) and its CRC32C
- * compared with the decode record's, once per unit and object. A hole
+/* A decoded copy is watched as the unit store's data files are
+ * (cachetier_read.c, units_watch): its inode with inotify (IN_MODIFY: a
+ * write, truncation, punched hole or fallocate). When the watch's change
+ * count moved, every unit goes back to "check at its next read" (dchecked
+ * 0) and dwgen moves, so a check that began before does not mark its unit.
+ * A copy's fd changes when it is decoded again: its watch follows. No
+ * watch to be had: every read checks its units. ct->lock held. */
+static void obj_dec_watch(struct cachetier *ct, struct cachetier_obj *o)
+{
+	uint64_t ev;
+
+	if (o->dwrec && o->dwfd != o->fd) {
+		cachetier__watch_drop(ct->watch, o->dwrec);
+		o->dwrec = NULL;
+	}
+	if (!o->dwrec && !o->dwfail) {
+		if (!ct->watch ||
+		    cachetier__watch_add(ct->watch, o->fd, &o->dwrec, &o->dwevents) < 0) {
+			o->dwrec = NULL;
+			o->dwfail = 1;
+		}
+		o->dwfd = o->fd;
+		if (o->dwrec)
+			return; /* a change before now: the CRCs (o->dchecked as they are) */
+	}
+	if (o->dwfail)
+		return; /* obj_dec_check checks every unit of every read */
+	ev = cachetier__watch_events(ct->watch, o->dwrec);
+	if (ev == o->dwevents)
+		return;
+	o->dwevents = ev;
+	atomic_fetch_add(&o->dwgen, 1);
+	for (uint64_t u = 0; u < o->dunits; u++)
+		atomic_store(&o->dchecked[u], 0);
+}
+
+/* Before a read serves [off, off + len) of o's decoded copy (o->dcrc: its
+ * record's CRCs, or its decode's here): each unit of the range not checked
+ * since the copy was written or last changed is read (a pread of
+ * CT_DEC_UNIT bytes) and its CRC32C compared with the recorded one. A hole
  * reads as zeros and fails (unless the unit was all zeros: then the bytes
  * are right). The caller holds the read's pin (o->fd and o->dcrc stay);
  * no lock held. 0, -EIO (a unit failed: obj_dec_damaged) or -ENOMEM. */
-static int obj_dec_check(struct cachetier *ct, struct cachetier_obj *o, uint64_t off, uint64_t len)
+static int obj_dec_check(struct cachetier *ct, struct cachetier_obj *o, uint64_t off, uint64_t len,
+			 unsigned gen)
 {
 	uint64_t u1 = (off + len - 1) / CT_DEC_UNIT + 1;
 	unsigned char *buf = NULL;
@@ -122,7 +159,7 @@ static int obj_dec_check(struct cachetier *ct, struct cachetier_obj *o, uint64_t
 		uint64_t at = u * CT_DEC_UNIT;
 		size_t n = o->size - at < CT_DEC_UNIT ? (size_t)(o->size - at) : CT_DEC_UNIT;
 
-		if (atomic_load_explicit(&o->dchecked[u], memory_order_relaxed))
+		if (!o->dwfail && atomic_load(&o->dchecked[u]))
 			continue;
 		if (!buf && !(buf = malloc(CT_DEC_UNIT)))
 			err = -ENOMEM;
@@ -130,10 +167,16 @@ static int obj_dec_check(struct cachetier *ct, struct cachetier_obj *o, uint64_t
 			err = disk_pread_all(o->fd, buf, n, at); /* -EIO: cut short */
 		if (err == 0 && disk_crc32c_update(0, buf, n) != o->dcrc[u])
 			err = -EIO;
-		if (err == 0)
-			atomic_store_explicit(&o->dchecked[u], 1, memory_order_relaxed);
-		else if (err == -EIO)
+		if (err == 0 && !o->dwfail) {
+			/* marked, unless the file changed since obj_dec_watch
+			 * looked (its clear runs after dwgen moves: whichever
+			 * comes second leaves 0) */
+			atomic_store(&o->dchecked[u], 1);
+			if (atomic_load(&o->dwgen) != gen)
+				atomic_store(&o->dchecked[u], 0);
+		} else if (err == -EIO) {
 			obj_dec_damaged(ct, o, u);
+		}
 	}
 	free(buf);
 	return err;
@@ -150,6 +193,7 @@ static int obj_dec_begin(struct cachetier *ct, struct cachetier_obj *o, uint64_t
 			 int *fd)
 {
 	struct stat st;
+	unsigned gen = 0;
 	int err = 0;
 
 	pthread_mutex_lock(&ct->lock);
@@ -178,10 +222,14 @@ static int obj_dec_begin(struct cachetier *ct, struct cachetier_obj *o, uint64_t
 		o->dpins++;
 		o->dec->atime_ns = cachetier__now_ns();
 		*fd = o->fd;
+		if (o->dcrc && !cachetier__live_check_off()) /* before the preads: a later change is
+								seen next */
+			obj_dec_watch(ct, o);
+		gen = atomic_load(&o->dwgen);
 	}
 	pthread_mutex_unlock(&ct->lock);
 	if (err == 0 && o->dcrc && len > 0) {
-		err = obj_dec_check(ct, o, off, len);
+		err = obj_dec_check(ct, o, off, len, gen);
 		if (err < 0)
 			obj_dec_end(ct, o);
 	}

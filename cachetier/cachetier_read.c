@@ -191,6 +191,12 @@ static void live_check_init(void)
 	live_check_off = e && *e && strcmp(e, "0") != 0;
 }
 
+int cachetier__live_check_off(void)
+{
+	pthread_once(&live_check_once, live_check_init);
+	return live_check_off;
+}
+
 /* Units of f this process trusts (seen 1) are trusted only while nothing
  * changed its data file: the file's inode is watched with inotify
  * (cachetier_watch.c: IN_MODIFY fires for a write, a truncation, a punched
@@ -263,8 +269,7 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 		return -ENOMEM;
 	if (tag == tagbuf)
 		memset(tagbuf, 0, sizeof(tagbuf));
-	pthread_once(&live_check_once, live_check_init);
-	live = !live_check_off;
+	live = !cachetier__live_check_off();
 	if (live)
 		units_watch(ct,
 			    f); /* before the preads below: a change after it is seen next time */

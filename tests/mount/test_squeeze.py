@@ -3,7 +3,7 @@
 decompression-bomb bounds (docs/design.md section 3: a shard is whole or an error).
 
 usage: test_squeeze.py SHARDFS GROUP     GROUP: cache | disk | bomb | warn | evict | lru | deccrc
-                                                | over
+                                                | declive | over
 
 cache  --cache-size 24M and a .tar.zst of 20,000 small members decoding to ~28 MB: every member
        reads back exactly as Python's tarfile reads it (the decoded copy may exceed --cache-size).
@@ -33,6 +33,11 @@ deccrc a .tar.gz and a .tar.zst shard read whole by one mount; between mounts a 
        kernel hides the EIO of a readahead request by asking again), then exactly on a retry (the
        shard decoded again); cache_units_corrupt 2, decoded_streams 2, one log line; a third
        mount reads the copies decoded again without a failure.
+declive the same copies damaged under the running mount that decoded them: a byte flipped in
+       each, then a 1000-byte hole (fallocate -p, inside the member, not block-aligned) in the
+       .tar.gz copy decoded again, the page cache dropped each time: every member exactly or
+       EIO once for the damaged one then exactly; cache_units_corrupt 2, then 3; a remount reads
+       every member exactly.
 over   an http source, --cache-size 4M and the default 8M chunks: a 10 MB raw .tar read whole
        takes the cache over its limit (one chunk is bigger than the cache); once the read
        ended, the mount evicts it back within 4 MiB (cache_bytes_used and the data files'
@@ -459,7 +464,9 @@ def decoded_copies(cache):
     return out
 
 
-def group_deccrc(env, ck):
+def deccrc_source(env):
+    """A .tar.gz and a .tar.zst shard of 40 members, the 21st (the victim) of 300000 bytes: its
+    middle byte is more than a 64 KiB unit from its neighbours."""
     rng = env.rng
     src = env.path('src')
     os.makedirs(src)
@@ -467,15 +474,15 @@ def group_deccrc(env, ck):
     for codec in ('gz', 'zst'):
         members = [('%s%03d.bin' % (codec, i), rng.randbytes(rng.randrange(1000, 150000)))
                    for i in range(40)]
-        # the victim: its middle byte is more than a 64 KiB unit from its neighbours
         members[20] = (members[20][0], rng.randbytes(300000))
         write_shard(os.path.join(src, 'd%s.tar.%s' % (codec, codec)), members, codec)
         shards[codec] = members
-    cache = env.path('cache')
-    with ml.Mount(env, src, cache_dir=cache) as m:
-        for codec, members in shards.items():
-            check_served(ck, 'deccrc: first mount: %s' % codec, m.mnt, 'd' + codec, members)
-        ck.eq('deccrc: first mount: decoded_streams', m.stats()['decoded_streams'], 2)
+    return src, shards
+
+
+def flip_victims(ck, cache, shards):
+    """Flip the middle byte of each shard's victim in its decoded copy; {codec: victim}, or
+    None when a copy is missing."""
     copies = decoded_copies(cache)
     victims = {}
     for codec, members in shards.items():
@@ -483,7 +490,7 @@ def group_deccrc(env, ck):
         paths = [p for p, b in copies.items() if b == tar]
         ck.eq('deccrc: decoded copies of %s holding its tar' % codec, len(paths), 1)
         if not paths:
-            return
+            return None
         with tarfile.open(fileobj=io.BytesIO(tar), mode='r:') as tf:
             ti = tf.getmember(members[20][0])
         off = ti.offset_data + ti.size // 2
@@ -495,26 +502,44 @@ def group_deccrc(env, ck):
         victims[codec] = members[20][0]
         log('deccrc: flipped byte %d of %s (member %s of %s)' % (off, paths[0], victims[codec],
                                                                 codec))
+    return victims
+
+
+def read_back(ck, m, shards, victims):
+    """Every member exact, but the victim's read may fail with EIO once (then exact)."""
+    for codec, members in shards.items():
+        d = os.path.join(m.mnt, 'd' + codec)
+        failed = []
+        for name, data in members:
+            got = read_file(os.path.join(d, name))
+            if got == ('err', 'EIO'):
+                failed.append(name)
+            elif got != ('ok', data):
+                ck.fail('deccrc: %s/%s read back %s' % (codec, name, ml.short(got, 100)))
+        # the damaged unit's read fails with EIO; when the kernel asked for it as
+        # readahead it drops the error and asks again, which finds the copy decoded again
+        log('deccrc: %s: members that failed with EIO: %s' % (codec, failed))
+        ck.ok(set(failed) <= {victims[codec]},
+              'deccrc: %s: members that failed with EIO %s, not at most %s' % (
+                  codec, failed, victims[codec]))
+        for name, data in members:
+            if name in failed:
+                ck.eq('deccrc: %s: %s on a retry' % (codec, name),
+                      read_file(os.path.join(d, name)) == ('ok', data), True)
+
+
+def group_deccrc(env, ck):
+    src, shards = deccrc_source(env)
+    cache = env.path('cache')
     with ml.Mount(env, src, cache_dir=cache) as m:
         for codec, members in shards.items():
-            d = os.path.join(m.mnt, 'd' + codec)
-            failed = []
-            for name, data in members:
-                got = read_file(os.path.join(d, name))
-                if got == ('err', 'EIO'):
-                    failed.append(name)
-                elif got != ('ok', data):
-                    ck.fail('deccrc: %s/%s read back %s' % (codec, name, ml.short(got, 100)))
-            # the damaged unit's read fails with EIO; when the kernel asked for it as
-            # readahead it drops the error and asks again, which finds the copy decoded again
-            log('deccrc: %s: members that failed with EIO: %s' % (codec, failed))
-            ck.ok(set(failed) <= {victims[codec]},
-                  'deccrc: %s: members that failed with EIO %s, not at most %s' % (
-                      codec, failed, victims[codec]))
-            for name, data in members:
-                if name in failed:
-                    ck.eq('deccrc: %s: %s on a retry' % (codec, name),
-                          read_file(os.path.join(d, name)) == ('ok', data), True)
+            check_served(ck, 'deccrc: first mount: %s' % codec, m.mnt, 'd' + codec, members)
+        ck.eq('deccrc: first mount: decoded_streams', m.stats()['decoded_streams'], 2)
+    victims = flip_victims(ck, cache, shards)
+    if victims is None:
+        return
+    with ml.Mount(env, src, cache_dir=cache) as m:
+        read_back(ck, m, shards, victims)
         st = m.stats()
         ck.eq('deccrc: cache_units_corrupt', st['cache_units_corrupt'], 2)
         ck.eq('deccrc: decoded_streams', st['decoded_streams'], 2)
@@ -531,9 +556,53 @@ def group_deccrc(env, ck):
               (st['cache_units_corrupt'], st['decoded_streams']), (0, 0))
 
 
+def group_declive(env, ck):
+    """The same copies damaged under the running mount that decoded them (its own copies,
+    trusted after the decode until their files change: inotify): a byte flipped in each, then a
+    1000-byte hole punched (fallocate(1), inside the victim's data) in the .tar.gz one, the page cache dropped each time:
+    every member exact, the damaged unit's read EIO at most once, cache_units_corrupt exact; a
+    third mount reads every member exactly."""
+    src, shards = deccrc_source(env)
+    cache = env.path('cache')
+    with ml.Mount(env, src, cache_dir=cache) as m:
+        for codec, members in shards.items():
+            check_served(ck, 'declive: first read: %s' % codec, m.mnt, 'd' + codec, members)
+        ck.eq('declive: decoded_streams', m.stats()['decoded_streams'], 2)
+        victims = flip_victims(ck, cache, shards)
+        if victims is None:
+            return
+        with open('/proc/sys/vm/drop_caches', 'w') as f:
+            f.write('3\n')
+        read_back(ck, m, shards, victims)
+        st = m.stats()
+        ck.eq('declive: flips: cache_units_corrupt', st['cache_units_corrupt'], 2)
+        ck.eq('declive: flips: decoded_streams (each copy decoded again)',
+              st['decoded_streams'], 4)
+        # a hole smaller than a block in the .tar.gz copy decoded again: zeros, unless seen
+        tar = ml.tar_bytes(shards['gz'], 'gnu')
+        paths = [p for p, b in decoded_copies(cache).items() if b == tar]
+        ck.eq('declive: the .tar.gz copy decoded again', len(paths), 1)
+        if paths:
+            # inside the victim's data, not on a block boundary: SEEK_HOLE does not see it
+            with tarfile.open(fileobj=io.BytesIO(tar), mode='r:') as tf:
+                off = tf.getmember(victims['gz']).offset_data + 3 * 4096 + 100
+            subprocess.run(['fallocate', '-p', '-o', str(off), '-l', '1000', paths[0]],
+                           check=True, timeout=60)
+            with open('/proc/sys/vm/drop_caches', 'w') as f:
+                f.write('3\n')
+            hit = {'gz': victims['gz']}
+            read_back(ck, m, {'gz': shards['gz']}, hit)
+            st = m.stats()
+            ck.eq('declive: hole: cache_units_corrupt', st['cache_units_corrupt'], 3)
+    with ml.Mount(env, src, cache_dir=cache) as m:
+        for codec, members in shards.items():
+            check_served(ck, 'declive: remount: %s' % codec, m.mnt, 'd' + codec, members)
+        ck.eq('declive: remount: cache_units_corrupt', m.stats()['cache_units_corrupt'], 0)
+
+
 GROUPS = {'cache': group_cache, 'disk': group_disk, 'bomb': group_bomb, 'warn': group_warn,
           'evict': group_evict, 'lru': group_lru, 'deccrc': group_deccrc,
-          'over': group_over}
+          'declive': group_declive, 'over': group_over}
 
 
 def main():
