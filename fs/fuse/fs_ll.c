@@ -866,6 +866,8 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 		if (chdir("/") < 0) {
 			/* every path we use is absolute or an open fd */
 		}
+	} else {
+		fs_mount_notify_ready(ma.mountpoint); /* -f: systemd's Type=notify */
 	}
 	lc = fuse_loop_cfg_create();
 	if (!lc || fs_notify_start(fs, &ll_notify_ops, se) < 0)

@@ -12,4 +12,10 @@
  * negative errno. */
 int fs_ll_run(struct fs *fs, int ready_fd);
 
+/* fs_mount.c: in the foreground (-f) under systemd's Type=notify, tell the
+ * service manager that the mount is ready (sd_notify's READY=1 and
+ * MAINPID on $NOTIFY_SOCKET, written here: no libsystemd); nothing when
+ * NOTIFY_SOCKET is unset. */
+void fs_mount_notify_ready(const char *mountpoint);
+
 #endif

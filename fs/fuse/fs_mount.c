@@ -24,7 +24,10 @@
 #include <string.h>
 #include <dirent.h>
 #include <signal.h>
+#include <stddef.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <time.h>
@@ -170,6 +173,35 @@ static int dir_is_empty(const char *path)
 	return empty;
 }
 
+void fs_mount_notify_ready(const char *mountpoint)
+{
+	const char *path = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char msg[PATH_MAX + 64];
+	size_t n = path ? strlen(path) : 0;
+	int fd, len;
+
+	/* an absolute path, or '@' for the abstract namespace */
+	if (n == 0 || n >= sizeof(sa.sun_path) || (path[0] != '/' && path[0] != '@'))
+		return;
+	memcpy(sa.sun_path, path, n);
+	if (path[0] == '@')
+		sa.sun_path[0] = '\0';
+	len = snprintf(msg, sizeof(msg), "READY=1\nMAINPID=%d\nSTATUS=mounted at %s\n",
+		       (int)getpid(), mountpoint);
+	if (len < 0 || (size_t)len >= sizeof(msg))
+		len = snprintf(msg, sizeof(msg), "READY=1\nMAINPID=%d\n", (int)getpid());
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || sendto(fd, msg, (size_t)len, MSG_NOSIGNAL, (struct sockaddr *)&sa,
+			     (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) < 0)
+		fs_log(FS_LOG_WARN,
+		       "cannot tell the service manager that the mount is ready "
+		       "(NOTIFY_SOCKET %s): %s",
+		       path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
 /* A password in the SOURCE URL (scheme://user:password@host/...) leaves
  * argv: it is replaced by "***" in place (the rest of the argument moves
  * up, NUL bytes fill its end), before the fork, so that neither 'shardfs
@@ -275,6 +307,16 @@ int fs_fuse_mount_main(int argc, char **argv)
 			"(-o nonempty mounts over them)\n",
 			a.mountpoint);
 		err = -ENOTEMPTY;
+		goto out;
+	}
+	/* The daemon holds its mount point's directory (the one the mount
+	 * covers, so it keeps nothing busy) for its whole life: 'shardfs
+	 * umount' knows the daemon of a mount by it in /proc/PID/fd
+	 * (fs/tools/fs_mountid.c), whatever its working directory and
+	 * command line */
+	if (open(a.mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC) < 0) {
+		err = -errno;
+		fprintf(stderr, "shardfs: mountpoint %s: %s\n", a.mountpoint, strerror(-err));
 		goto out;
 	}
 	if (!a.foreground) {

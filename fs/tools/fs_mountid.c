@@ -4,6 +4,7 @@
  * is trusted for either: a directory of anybody's files can hold a
  * ".shardfs/stats", and so can a shard.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -270,14 +271,43 @@ static char *proc_cmdline(long pid, size_t *len)
 	return buf;
 }
 
+/* 1 when process pid holds an open file whose path is dir (a shardfs
+ * daemon holds its mount point's directory: fs/fuse/fs_mount.c). */
+static int holds_dir(long pid, const char *dir)
+{
+	char path[64], link[PATH_MAX];
+	struct dirent *e;
+	DIR *d;
+	int found = 0;
+
+	snprintf(path, sizeof(path), "/proc/%ld/fd", pid);
+	d = opendir(path);
+	while (d && !found && (e = readdir(d))) {
+		char p[96];
+		ssize_t n;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/proc/%ld/fd/%.20s", pid, e->d_name);
+		n = readlink(p, link, sizeof(link) - 1);
+		if (n <= 0)
+			continue;
+		link[n] = '\0';
+		found = strcmp(link, dir) == 0;
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
 int fs_mnt_is_daemon(const struct fs_mnt *m, long pid)
 {
-	char path[64], exe[PATH_MAX], cwd[PATH_MAX], abs[PATH_MAX];
+	char path[64], exe[PATH_MAX];
 	const char *base;
 	char *args;
 	size_t len = 0;
 	ssize_t n;
-	int mine = 0, is_mount = 0;
+	int is_mount = 0;
 
 	if (pid <= 0 || pid > INT_MAX || pid == (long)getpid())
 		return 0;
@@ -292,45 +322,15 @@ int fs_mnt_is_daemon(const struct fs_mnt *m, long pid)
 	base = base ? base + 1 : exe;
 	if (strcmp(base, "shardfs") != 0)
 		return 0;
-	snprintf(path, sizeof(path), "/proc/%ld/cwd", pid);
-	n = readlink(path, cwd, sizeof(cwd) - 1);
-	if (n <= 0)
-		return 0;
-	cwd[n] = '\0';
 	args = proc_cmdline(pid, &len);
 	if (!args)
 		return 0;
-	/* "shardfs mount ... MOUNTPOINT": the mount point is one of its
-	 * arguments, as given (relative to its working directory) */
-	for (size_t i = 0; i < len; i += strlen(args + i) + 1) {
-		const char *a = args + i;
-
-		if (i == 0)
-			continue;
-		if (!is_mount) {
-			is_mount = strcmp(a, "mount") == 0;
-			continue;
-		}
-		if (a[0] == '\0' || a[0] == '-')
-			continue;
-		if (lexical_abs(a, cwd, abs, sizeof(abs)) == 0 && strcmp(abs, m->dir) == 0) {
-			mine = 1;
-			break;
-		}
-		if (a[0] == '/' || strchr(a, ':') == NULL) {
-			char *r =
-			    lexical_abs(a, cwd, abs, sizeof(abs)) == 0 && strcmp(abs, "/") != 0
-				? realpath(abs, NULL)
-				: NULL;
-
-			mine = r && strcmp(r, m->dir) == 0;
-			free(r);
-			if (mine)
-				break;
-		}
-	}
+	/* a 'shardfs mount' process ... */
+	for (size_t i = 0; i < len && !is_mount; i += strlen(args + i) + 1)
+		is_mount = i > 0 && strcmp(args + i, "mount") == 0;
 	free(args);
-	return mine;
+	/* ... that holds this mount point */
+	return is_mount && holds_dir(pid, m->dir);
 }
 
 /* Read a control file of a running mount into a malloc'd string (NULL with

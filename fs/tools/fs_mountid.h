@@ -36,8 +36,8 @@ struct fs_mnt {
 int fs_mnt_identify(const char *path, struct fs_mnt *m);
 
 /* 1 when process pid is the daemon of m: its /proc/PID/exe is a shardfs
- * binary and its command line 'shardfs mount ... MOUNTPOINT' names m's
- * mount point; else 0. */
+ * binary, its command line is 'shardfs mount ...', and it holds m's mount
+ * point's directory open (every daemon does, fs/fuse/fs_mount.c); else 0. */
 int fs_mnt_is_daemon(const struct fs_mnt *m, long pid);
 
 struct fs_stats_doc;

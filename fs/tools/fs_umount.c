@@ -84,22 +84,28 @@ static int run_fusermount(const char *dir, int lazy, char *err, size_t cap)
 	       WEXITSTATUS(status) != 0;
 }
 
-/* 1 when link (a /proc/PID/{cwd,root,fd/N} target) is dir or below it. */
-static int link_inside(const char *link, const char *dir)
+/* 1 when link (a /proc/PID/{cwd,root,fd/N}) is dir or below it, on the
+ * mount's device dev: a daemon's fd of the directory the mount covers has
+ * the same path and holds nothing. */
+static int link_inside(const char *link, const char *dir, dev_t dev)
 {
 	char t[PATH_MAX];
 	ssize_t n = readlink(link, t, sizeof(t) - 1);
 	size_t dl = strlen(dir);
+	struct stat st;
 
 	if (n <= 0)
 		return 0;
 	t[n] = '\0';
-	return strncmp(t, dir, dl) == 0 && (t[dl] == '\0' || t[dl] == '/');
+	if (strncmp(t, dir, dl) != 0 || (t[dl] != '\0' && t[dl] != '/'))
+		return 0;
+	/* a dead mount's files answer no stat: they count */
+	return stat(link, &st) < 0 || st.st_dev == dev;
 }
 
-/* Say which processes hold the mount at dir busy (a working directory,
- * root or open file inside it), up to 8 of them, on stderr. */
-static void say_holders(const char *dir)
+/* Say which processes hold the mount at dir (device dev) busy (a working
+ * directory, root or open file inside it), up to 8 of them, on stderr. */
+static void say_holders(const char *dir, dev_t dev)
 {
 	DIR *proc = opendir("/proc");
 	struct dirent *e;
@@ -115,16 +121,16 @@ static void say_holders(const char *dir)
 		if (pid <= 0 || pid == (long)getpid())
 			continue;
 		snprintf(path, sizeof(path), "/proc/%ld/cwd", pid);
-		if (link_inside(path, dir))
+		if (link_inside(path, dir, dev))
 			why = "its working directory";
 		snprintf(path, sizeof(path), "/proc/%ld/root", pid);
-		if (!why && link_inside(path, dir))
+		if (!why && link_inside(path, dir, dev))
 			why = "its root directory";
 		snprintf(path, sizeof(path), "/proc/%ld/fd", pid);
 		fds = why ? NULL : opendir(path);
 		for (struct dirent *d; fds && !why && (d = readdir(fds));) {
 			snprintf(path, sizeof(path), "/proc/%ld/fd/%.20s", pid, d->d_name);
-			if (d->d_name[0] != '.' && link_inside(path, dir))
+			if (d->d_name[0] != '.' && link_inside(path, dir, dev))
 				why = "an open file";
 		}
 		if (fds)
@@ -273,7 +279,7 @@ int fs_umount_main(int argc, char **argv)
 			}
 		} else if (busy && !force) {
 			fprintf(stderr, "shardfs: %s is busy, not unmounted; held by:\n", path);
-			say_holders(m.dir);
+			say_holders(m.dir, m.dev);
 			fprintf(stderr,
 				"shardfs: end those, or 'shardfs umount --force %s' stops the "
 				"daemon (their reads and open files then fail)\n",

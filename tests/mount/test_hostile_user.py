@@ -51,6 +51,15 @@ GROUP:
                   running mount to a symlink to its mount point (or to a directory holding it):
                   'shardfs refresh' exits 1 saying so (it once hung in D state), the mount
                   serves what it showed and refreshes again once the source is back
+  mount-again     'mount -a' is idempotent: the mount helper (SHARDFS_MOUNT_HELPER) run twice for
+                  one fstab line, as mount(8) does for a line that is mounted (it compares
+                  fstab's /path with the table's shardfs:/path): the second exits 0 and the
+                  mount table has it once; another source at that mount point still fails
+  unit-recover    the systemd unit (dist/shardfs@.service.in), its commands run in order as
+                  systemd runs them: Type=notify, READY=1 with MAINPID on $NOTIFY_SOCKET only
+                  once the mount is in the mount table; after kill -9 of the daemon the
+                  ExecStartPre commands clean the dead mount and ExecStart mounts again
+                  (ready, exact bytes); ExecStop stops it (exit 0, the daemon exits 0)
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
 
@@ -485,6 +494,32 @@ def group_umount_busy(env, ck):
             holder.kill()
             holder.wait()
         m.umount(quiet=True)
+    # mounted by relative paths (the daemon's command line names 'rel-mnt', and it works in
+    # '/'): 'umount --force' still knows its daemon
+    rel = ml.Mount(env, src, mountpoint=env.path('rel-mnt'))
+    os.makedirs(rel.mnt)
+    env.mounts.append(rel)
+    r = subprocess.run([env.shardfs, 'mount', '--cache-dir', 'cache', 'src', 'rel-mnt'],
+                       cwd=env.tmp, env=env.env, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=ml.MOUNT_TIMEOUT)
+    ck.eq('relative: mount exit', r.returncode, 0)
+    holder = None
+    try:
+        pid = rel.stats()['pid']
+        holder = subprocess.Popen(['sleep', '600'], cwd=rel.mnt, stdin=subprocess.DEVNULL)
+        r = env.run([env.shardfs, 'umount', '--force', rel.mnt], timeout=ml.UMOUNT_TIMEOUT,
+                    files=True)
+        err = r.stderr.decode(errors='replace')
+        log('relative: umount --force: rc=%r %s' % (r.returncode, err.strip()))
+        ck.eq('relative: umount --force exit', r.returncode, 0)
+        ck.ok('stopped its daemon %d' % pid in err, 'relative: says %r' % err)
+        ck.ok(not ml.pid_alive(pid), 'relative: the daemon %d still runs' % pid)
+    finally:
+        if holder:
+            holder.kill()
+            holder.wait()
+        rel.umount(quiet=True)
 
 
 # What 'nobody' can do under a root: run as nobody, prints JSON {"list": [...], "read": [...]}
@@ -650,12 +685,179 @@ def group_mount_loop(env, ck):
         ck.eq('refresh with the source back: exit (%r)' % r.stderr, r.returncode, 0)
 
 
+def mount_table_count(mnt):
+    return sum(1 for p in ml.mounted_paths() if p == mnt)
+
+
+def group_mount_again(env, ck):
+    helper = os.environ.get('SHARDFS_MOUNT_HELPER')
+    if not helper:
+        raise ml.Skip('SHARDFS_MOUNT_HELPER (the built mount.shardfs) is not set', 'tool')
+    src = env.path('ds')
+    os.makedirs(src)
+    write_file(os.path.join(src, 's0.tar'), ml.tar_bytes([('a.txt', b'a\n')]))
+    other = env.path('other')
+    os.makedirs(other)
+    m = ml.Mount(env, src, mountpoint=env.path('mnt'))
+    os.makedirs(m.mnt)
+    env.mounts.append(m)
+    henv = dict(env.env, SHARDFS_BIN=env.shardfs)
+    opts = 'nofail,cache-dir=%s' % env.path('cache')
+
+    def helper_run(source, label):
+        # as mount(8) runs it: mount.shardfs SOURCE MOUNTPOINT -o OPTIONS
+        r = subprocess.run(['sh', helper, source, m.mnt, '-o', opts], env=henv,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, timeout=ml.MOUNT_TIMEOUT)
+        log('%s: rc=%r %s' % (label, r.returncode, r.stderr.decode(errors='replace').strip()))
+        return r
+    try:
+        ck.eq('first mount.shardfs: exit', helper_run(src, 'first').returncode, 0)
+        ck.eq('mounted once', mount_table_count(m.mnt), 1)
+        table = [ln.split()[0] for ln in open('/proc/self/mounts') if ln.split()[1] == m.mnt]
+        log('the mount table says %r where fstab says %r' % (table, src))
+        for n in range(2):
+            ck.eq('mount -a again (%d): exit' % n, helper_run(src, 'again').returncode, 0)
+            ck.eq('mount -a again (%d): mounted once' % n, mount_table_count(m.mnt), 1)
+        # the same line through a path with a trailing slash and a symlink
+        os.symlink(src, env.path('ds-link'))
+        ck.eq('mount -a, the source through a symlink: exit',
+              helper_run(env.path('ds-link') + '/', 'symlink').returncode, 0)
+        r = helper_run(other, 'another source')
+        ck.eq('another source at the mount point: exit', r.returncode, 1)
+        ck.ok(b'already a shardfs mount' in r.stderr, 'another source: %r' % r.stderr)
+        ck.eq('a.txt', read_result(os.path.join(m.mnt, 's0', 'a.txt')), ('ok', b'a\n'))
+    finally:
+        m.umount(quiet=True)
+
+
+# SHARDFS_TEST_UNIT: another unit file to check (an older one)
+UNIT = os.environ.get('SHARDFS_TEST_UNIT') or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), '..', '..', 'dist', 'shardfs@.service.in')
+
+
+def unit_commands(bindir, uenv):
+    """{key: [argv, ...]} of the unit's Exec* lines and its [Service] settings, as systemd
+    expands them ($VAR splits into words, ${VAR} is one word)."""
+    import shlex
+    execs, settings = {}, {}
+    with open(UNIT) as f:
+        for ln in f:
+            ln = ln.strip()
+            if not ln or ln.startswith('#') or '=' not in ln:
+                continue
+            k, _, v = ln.partition('=')
+            if not k.startswith('Exec'):
+                settings[k] = v
+                continue
+            words = []
+            for w in shlex.split(v.replace('@BINDIR@', bindir)):
+                if w.startswith('${'):
+                    words.append(uenv[w[2:-1]])
+                elif w.startswith('$'):
+                    words += uenv[w[1:]].split()
+                else:
+                    words.append(w)
+            execs.setdefault(k, []).append(words)
+    return execs, settings
+
+
+def group_unit_recover(env, ck):
+    import socket
+    src = env.path('ds')
+    os.makedirs(src)
+    data = os.urandom(70000)
+    write_file(os.path.join(src, 's0.tar'), ml.tar_bytes([('a.bin', data)]))
+    mnt = env.path('unit-mnt')
+    uenv = {'SOURCE': src, 'MOUNTPOINT': mnt, 'OPTIONS': '--cache-dir %s' % env.path('cache')}
+    execs, settings = unit_commands(os.path.dirname(env.shardfs), uenv)
+    log('unit: %r %r' % (settings, execs))
+    ck.eq('the unit is Type=notify', settings.get('Type'), 'notify')
+    sock_path = env.path('notify.sock')
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(sock_path)
+    sock.settimeout(0.2)
+    m = ml.Mount(env, src, mountpoint=mnt)
+    env.mounts.append(m)
+    procs = []
+
+    def start(label):
+        """ExecStartPre in order (each must exit 0), then ExecStart; waits for READY=1 or
+        the process's end. Returns (process, {field: value} of the notification)."""
+        for cmd in execs.get('ExecStartPre', []):
+            r = subprocess.run(cmd, env=env.env, stdin=subprocess.DEVNULL, capture_output=True,
+                               timeout=ml.UMOUNT_TIMEOUT)
+            log('%s: %s: rc=%r %s' % (label, ' '.join(cmd), r.returncode,
+                                      r.stderr.decode(errors='replace').strip()))
+            ck.eq('%s: ExecStartPre %s: exit' % (label, ' '.join(cmd)), r.returncode, 0)
+        p = subprocess.Popen(execs['ExecStart'][0], env=dict(env.env, NOTIFY_SOCKET=sock_path),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=open(env.path('%s.log' % label), 'wb'))
+        procs.append(p)
+        m.pids.add(p.pid)
+        env.daemons[p.pid] = mnt
+        msg = None
+
+        def ready():
+            nonlocal msg
+            try:
+                msg = sock.recv(4096).decode()
+                return True
+            except socket.timeout:
+                return p.poll() is not None
+        ml.poll(ready, what='%s: READY=1 or the end of ExecStart' % label)
+        mounted = ml.is_mounted(mnt)  # at READY=1: the mount must be in the table already
+        if mounted and msg:
+            try:
+                os.statvfs(mnt)  # and answer (it waits for the daemon's INIT, never fails)
+            except OSError as e:
+                ck.fail('%s: at READY=1 the mount does not answer: %s' % (label, e))
+        fields = dict(ln.split('=', 1) for ln in (msg or '').splitlines() if '=' in ln)
+        log('%s: notification %r, mounted then: %s, ExecStart %s' % (
+            label, msg, mounted, 'runs' if p.poll() is None else 'exited %r' % p.poll()))
+        ck.eq('%s: READY=1' % label, fields.get('READY'), '1')
+        ck.eq('%s: MAINPID' % label, fields.get('MAINPID'), str(p.pid))
+        ck.ok(mounted, '%s: READY=1 came before the mount was in the mount table' % label)
+        return p, fields
+    try:
+        p, _ = start('start')
+        ck.eq('start: a.bin', read_result(os.path.join(mnt, 's0', 'a.bin')), ('ok', data))
+        ml.kill_daemon(env, p.pid, signal.SIGKILL)
+        p.wait(timeout=60)
+        try:
+            os.statvfs(mnt)
+            dead = False
+        except OSError as e:
+            dead = e.errno == errno.ENOTCONN
+        ck.ok(dead, 'after kill -9 the mount is dead (ENOTCONN)')
+        p, _ = start('restart')
+        ck.eq('restart: a.bin', read_result(os.path.join(mnt, 's0', 'a.bin')), ('ok', data))
+        for cmd in execs.get('ExecStop', []):
+            r = subprocess.run(cmd, env=env.env, stdin=subprocess.DEVNULL, capture_output=True,
+                               timeout=ml.UMOUNT_TIMEOUT)
+            ck.eq('ExecStop %s: exit (%r)' % (' '.join(cmd), r.stderr), r.returncode, 0)
+        try:
+            rc = p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            rc = None
+        ck.eq('the daemon exits 0 after ExecStop', rc, 0)
+        ck.ok(not ml.is_mounted(mnt), 'unmounted after ExecStop')
+    finally:
+        sock.close()
+        m.umount(quiet=True)
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
 GROUPS = {'ctl-layout': group_ctl_layout, 'refresh-counts': group_refresh_counts,
           'seconds': group_seconds, 'killed-decoder': group_killed_decoder,
           'prefetch-missing': group_prefetch_missing, 'name-conflict': group_name_conflict,
           'stats-cli': group_stats_cli, 'umount-trust': group_umount_trust,
           'umount-busy': group_umount_busy, 'perm-matrix': group_perm_matrix,
-          'mount-loop': group_mount_loop}
+          'mount-loop': group_mount_loop, 'mount-again': group_mount_again,
+          'unit-recover': group_unit_recover}
 
 
 def main():

@@ -193,6 +193,14 @@ try:
     os.environ['XDG_CACHE_HOME'] = os.path.join(tmp, 'xdg')  # the lines without cache-dir
     r = run(['mount', '-a', '-T', fstab])
     check(r.returncode == 0, 'mount -a -T %s: %s' % (fstab, r.stderr.strip()))
+    # mount -a again: every line is mounted already (mount(8) runs the helper for each, since
+    # the table says shardfs:SOURCE), so it exits 0 and mounts nothing twice
+    r = run(['mount', '-a', '-T', fstab])
+    check(r.returncode == 0, 'mount -a -T %s again: %s' % (fstab, r.stderr.strip()))
+    with open('/proc/self/mounts') as f:
+        points = [ln.split()[1] for ln in f]
+    twice = [p for p in set(points) if p.startswith(tmp + '/') and points.count(p) > 1]
+    check(not twice, 'mount -a again mounts nothing twice: %s' % twice)
     for n, (layout, fstype, opts) in enumerate(lines):
         mnt = os.path.join(tmp, 'mnt%d' % n)
         if 'noauto' in opts:
@@ -257,19 +265,21 @@ try:
                         words += uenv[w[1:]].split()
                     else:
                         words.append(w)
-                execs[k] = words
-    check(execs.get('ExecStart', [''])[0] == '/usr/bin/shardfs', 'the unit runs /usr/bin/shardfs')
-    subprocess.run(execs['ExecStartPre'], check=True)
-    daemon = subprocess.Popen(execs['ExecStart'], stdin=subprocess.DEVNULL,
+                execs.setdefault(k, []).append(words)
+    check(execs.get('ExecStart', [['']])[0][0] == '/usr/bin/shardfs',
+          'the unit runs /usr/bin/shardfs')
+    for cmd in execs['ExecStartPre']:  # in order, as systemd runs them
+        subprocess.run(cmd, check=True)
+    daemon = subprocess.Popen(execs['ExecStart'][0], stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL,
                               stderr=open(os.path.join(tmp, 'unit.log'), 'w'))
     mounts.append(mnt)
     poll(lambda: os.path.exists(os.path.join(mnt, '.shardfs', 'stats')) or
          daemon.poll() is not None, 120, 'the unit mount at %s' % mnt)
     if check(daemon.poll() is None, 'the unit\'s ExecStart mounts and stays (%s)' %
-             ' '.join(execs['ExecStart'])):
+             ' '.join(execs['ExecStart'][0])):
         read_back(mnt, 'imagefolder', 'unit')
-        r = run(execs['ExecStop'])
+        r = run(execs['ExecStop'][0])
         check(r.returncode == 0, 'the unit\'s ExecStop: %s' % r.stderr.strip())
         try:
             rc = daemon.wait(60)
