@@ -41,7 +41,7 @@ static void usage(FILE *f)
 	    "  --version, -V                       print the version\n\n"
 	    "%s"
 	    "Credentials come from the environment and the usual files, never from the\n"
-	    "command line; the first source that has them is used (see README.md):\n"
+	    "command line; the first source that has them is used (man shardfs: CREDENTIALS):\n"
 	    "  s3://  1. AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN)\n"
 	    "         2. web identity: AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN, exchanged\n"
 	    "            with STS (AWS_ENDPOINT_URL_STS)\n"

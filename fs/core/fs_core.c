@@ -84,19 +84,25 @@ static void warn_small_disk(struct fs *fs)
 		(double)chunk / (1 << 20));
 }
 
-/* A cache smaller than one chunk: every fill of a chunk takes it over its
- * limit while it runs (the flusher evicts it back down after): say so. */
+/* A cache smaller than one chunk (a --chunk-size given: else fs_opt.c
+ * sizes chunks to the cache): every fill of a chunk takes it over its
+ * limit while it runs (the flusher evicts it back down after): say so.
+ * Only a remote source fills the cache. */
 static void warn_small_cache(struct fs *fs)
 {
 	uint64_t size = fs->cfg.ct.cache_size_bytes, chunk = fs->cfg.ct.chunk_bytes;
+	char a[32], b[32];
 
-	if (size >= chunk)
+	if (size >= chunk || backend_is_local(fs->be))
 		return;
+	fs_human_bytes(size, a, sizeof(a));
+	fs_human_bytes(chunk, b, sizeof(b));
 	fprintf(stderr,
-		"shardfs: warning: --cache-size (%.2f MiB) is smaller than one chunk (--chunk-size "
-		"%.1f MiB): each fill of a chunk takes the cache over its size until it is evicted "
-		"again; give a --chunk-size of at most --cache-size\n",
-		(double)size / (1 << 20), (double)chunk / (1 << 20));
+		"shardfs: warning: --cache-size %s is smaller than one chunk (--chunk-size %s): "
+		"each fill of a chunk takes the cache over its size until it is evicted again; "
+		"give a --chunk-size of at most an eighth of --cache-size, or leave it out (then "
+		"it is sized to the cache)\n",
+		a, b);
 }
 
 /* Every lock of struct fs and the subsystems' states, before anything may
@@ -164,8 +170,16 @@ static int core_open_stores(struct fs *fs, unsigned flags)
 	raise_nofile(); /* before cachetier_open, which sizes its fd bound from it */
 	err = cachetier_open(&fs->ct, &fs->cfg.ct, fs->be);
 	if (err < 0) {
-		fprintf(stderr, "shardfs: cache directory %s: %s\n", fs->cfg.ct.cache_dir,
-			strerror(-err));
+		int perm = err == -EACCES || err == -EPERM || err == -EROFS || err == -ENOENT;
+
+		/* the user may not know which directory was chosen, nor why */
+		fprintf(stderr, "shardfs: cache directory %s: %s%s\n", fs->cfg.ct.cache_dir,
+			strerror(-err),
+			perm ? "; name one this user can write with --cache-dir DIR (in fstab: "
+			       "cache-dir=DIR). Without it the cache directory is "
+			       "$XDG_CACHE_HOME/shardfs, else $HOME/.cache/shardfs, else "
+			       "/var/cache/shardfs"
+			     : "");
 		return err;
 	}
 	err = fetch_new(fs->ct, &fs->fetch);
@@ -197,8 +211,9 @@ int fs_open(struct fs_config *cfg, unsigned flags, struct fs **out)
 	fs->cfg = *cfg;
 	memset(cfg, 0, sizeof(*cfg));
 	err = core_locks_init(fs);
-	fs->uid = getuid();
-	fs->gid = getgid();
+	/* the owner shown: --uid, --gid, else who mounted */
+	fs->uid = fs->cfg.uid_given ? (uid_t)fs->cfg.uid : getuid();
+	fs->gid = fs->cfg.gid_given ? (gid_t)fs->cfg.gid : getgid();
 	fs->mount_time = (int64_t)time(NULL);
 	if (err == 0)
 		err = core_open_stores(fs, flags);

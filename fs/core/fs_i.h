@@ -61,6 +61,10 @@ struct fs_config {
 	 * NULL (the backend's description); ct.cache_dir is owned. */
 	struct cachetier_config ct;
 	uint64_t cache_size_bytes; /* ct.cache_size_bytes, for fs_warm.c (fs_opt.c sets it) */
+	int chunk_size_given; /* --chunk-size was given (else fs_opt.c sizes it to the cache) */
+	int max_connections_given; /* --max-connections was given */
+	unsigned uid, gid;	   /* --uid, --gid: the owner every file shows */
+	int uid_given, gid_given;  /* given (else the mounting user's) */
 	/* --plan-lookahead: bytes of planned paths fetched ahead of the readers */
 	uint64_t plan_lookahead_bytes;
 	/* --plan-gap: bytes between planned extents of one object fetched

@@ -49,6 +49,13 @@ static const struct fs_opt mount_opts[] = {
      "kernel cache time of names and attributes (data is immutable)"},
     {"layout", 0, FS_OPT_ENUM, CFG(layout), 0, "shards", 0, 0, "shards|imagefolder",
      "what the mount shows: shards and their members, or <class>/<image>"},
+    /* who owns what the mount shows; with allow_other (and so
+     * default_permissions) the owner bits of the modes apply to them, and
+     * they may send commands (stats, prefetch, refresh, plan) */
+    {"uid", 0, FS_OPT_UINT, CFG(uid), 1 + CFG(uid_given), NULL, 0, 4294967294u, "N",
+     "the owner (numeric uid) of every file and directory shown (default: who mounts)"},
+    {"gid", 0, FS_OPT_UINT, CFG(gid), 1 + CFG(gid_given), NULL, 0, 4294967294u, "N",
+     "the group (numeric gid) of every file and directory shown (default: who mounts)"},
     {"class-from", 0, FS_OPT_ENUM, CFG(class_from), 0, "cls", 0, 0, "cls|dir|key-prefix",
      "imagefolder class: the .cls integer, the member's directory, the key up to '_'"},
     /* the build's sorts take half each (two at a time), 70-80 bytes a
@@ -125,7 +132,8 @@ static const struct fs_opt mount_opts[] = {
 /* The cache directory (mount and index). */
 static const struct fs_opt cache_opts[] = {
     {"cache-dir", 0, FS_OPT_STR, CFG(ct.cache_dir), 0, NULL, 0, 0, "DIR",
-     "cache directory, created 0700 (default: $XDG_CACHE_HOME/shardfs or ~/.cache/shardfs)"},
+     "cache directory, created 0700 (default: $XDG_CACHE_HOME/shardfs, else "
+     "$HOME/.cache/shardfs, else /var/cache/shardfs)"},
     /* a few hundred shards of a typical dataset, a fraction of a training
      * node's NVMe */
     {"cache-size", 0, FS_OPT_SIZE, CFG(ct.cache_size_bytes), 0, "20G", 1, NOLIMIT, "SIZE",
@@ -163,9 +171,15 @@ static const struct fs_opt cache_opts[] = {
     /* large enough that a range GET runs at the store's streaming rate,
      * small enough that a random member read fetches little; at most
      * 1 GiB (a failed fill is fetched again whole); the cache tier rounds
-     * it up to whole 4 KiB blocks */
-    {"chunk-size", 0, FS_OPT_SIZE32, CFG(ct.chunk_bytes), 0, "8M", 4096, 1ull << 30, "SIZE",
-     "unit of cache fills, one range request each"},
+     * it up to whole 4 KiB blocks. The rule when it is not given
+     * (CHUNK_PER_CACHE, check_common): at most an eighth of --cache-size,
+     * a power of two, at least 64K. A cache of fewer chunks evicts what a
+     * reader is about to read: a shuffled epoch over --cache-size 4M with
+     * 8M chunks fetched 38 times the bytes it read, with 1M 3.4 times */
+    {"chunk-size", 0, FS_OPT_SIZE32, CFG(ct.chunk_bytes), 1 + CFG(chunk_size_given), "8M", 4096,
+     1ull << 30, "SIZE",
+     "unit of cache fills, one range request each (not given: at most 1/8 of --cache-size, "
+     "a power of 2, at least 64K)"},
     /* an ETag that is weak or made of the mtime and size (nginx) stays
      * the same through a same-size rewrite with the mtime put back: by
      * default units of two versions are kept apart by fetching one cached
@@ -217,9 +231,10 @@ static const struct fs_opt store_opts[] = {
      * 88, 74-92, 52; the epoch 7.2, 5.7, 5.2-8.7, 6.1 s (the machine's
      * noise is larger than the differences; the epoch is bound by the
      * CPU of loader, daemon and emulator there) */
-    {"max-connections", 0, FS_OPT_UINT, CFG(be.max_connections), 0, "128", 1, 4096, "N",
+    {"max-connections", 0, FS_OPT_UINT, CFG(be.max_connections), 1 + CFG(max_connections_given),
+     "128", 1, 4096, "N",
      "most parallel connections while small planned ranges are fetched (at least "
-     "--connections)"},
+     "--connections: a smaller value is refused; not given, it is raised to --connections)"},
     {"ca-file", 0, FS_OPT_STR, CFG(be.ca_file), 0, NULL, 0, 0, "FILE",
      "CA bundle that verifies the store's TLS certificate (default: the system's)"},
     /* long enough to ride out a store's restart or a short network
@@ -683,6 +698,12 @@ static int default_cache_dir(struct fs_config *cfg)
 	return cfg->ct.cache_dir ? 0 : -ENOMEM;
 }
 
+/* --chunk-size not given: a cache holds at least this many chunks (the
+ * rule of the option table's chunk-size), the chunk a power of two of at
+ * least CHUNK_RULE_MIN */
+#define CHUNK_PER_CACHE 8
+#define CHUNK_RULE_MIN	(64u << 10)
+
 /* Checks that need the whole command line, shared by mount and index. */
 static int check_common(const char *cmd, struct fs_config *cfg)
 {
@@ -690,6 +711,26 @@ static int check_common(const char *cmd, struct fs_config *cfg)
 		fprintf(stderr, "shardfs: %s: --ca-file %s: cannot read the CA file: %s\n", cmd,
 			cfg->be.ca_file, strerror(errno));
 		return -EINVAL;
+	}
+	if (cfg->be.max_connections < cfg->be.connections) {
+		if (cfg->max_connections_given) {
+			fprintf(stderr,
+				"shardfs: %s: --max-connections %u is below --connections %u: give "
+				"at least %u (it bounds every transfer, --connections only some)\n",
+				cmd, cfg->be.max_connections, cfg->be.connections,
+				cfg->be.connections);
+			return -EINVAL;
+		}
+		cfg->be.max_connections = cfg->be.connections;
+	}
+	if (!cfg->chunk_size_given &&
+	    cfg->ct.cache_size_bytes / CHUNK_PER_CACHE < cfg->ct.chunk_bytes) {
+		uint32_t c = CHUNK_RULE_MIN;
+
+		while ((uint64_t)c * 2 <= cfg->ct.cache_size_bytes / CHUNK_PER_CACHE &&
+		       c * 2 <= cfg->ct.chunk_bytes)
+			c *= 2;
+		cfg->ct.chunk_bytes = c;
 	}
 	/* one more fill thread than connections: one writes its chunk to disk
 	 * while every connection is busy fetching the next */

@@ -94,7 +94,7 @@ static const struct fs_opt pack_opts[] = {
 
 static const struct fs_opt *const pack_groups[] = {pack_opts, NULL};
 
-static const struct fs_opt_cmd pack_cmd = {
+const struct fs_opt_cmd fs_pack_cmd = {
     "pack",
     "[OPTIONS] INPUT_DIR OUTPUT_PREFIX",
     "Make WebDataset shards OUTPUT_PREFIX-000000.tar, ... from a directory tree,\n"
@@ -461,7 +461,7 @@ static int check_prefix_dir(const char *prefix)
 static int parse_args(struct pk *p, int argc, char **argv)
 {
 	const char *pos[2];
-	int err = fs_opt_parse(&pack_cmd, p, argc, argv, pos);
+	int err = fs_opt_parse(&fs_pack_cmd, p, argc, argv, pos);
 
 	if (err)
 		return err;

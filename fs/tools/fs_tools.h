@@ -9,6 +9,8 @@
 
 /* fs_pack.c / fs_index.c — the pack and index commands */
 int fs_pack_main(int argc, char **argv);
+struct fs_opt_cmd;
+extern const struct fs_opt_cmd fs_pack_cmd; /* pack's options (the completion's too) */
 int fs_index_main(int argc, char **argv);
 /* fs_client.c — the commands that talk to a running mount: shardfs umount,
  * stats, prefetch, refresh, plan. */

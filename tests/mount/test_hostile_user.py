@@ -60,6 +60,13 @@ GROUP:
                   once the mount is in the mount table; after kill -9 of the daemon the
                   ExecStartPre commands clean the dead mount and ExecStart mounts again
                   (ready, exact bytes); ExecStop stops it (exit 0, the daemon exits 0)
+  low-options     the small findings, a table each: without --chunk-size a 4M cache gets chunks
+                  of 512K (one 4 KiB read of a cold 6 MB shard over nginx fetches at most 2 MiB,
+                  not the whole shard), a --chunk-size given keeps it and warns (sizes as
+                  "4.00 KiB", never "0.00 MiB"), a local source never warns; a cache directory
+                  nobody can write says to give --cache-dir; --uid/--gid (and uid=/gid= through
+                  the mount helper) set the owner shown; --max-connections below --connections
+                  is refused naming both, and raised when not given
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
 
@@ -851,13 +858,104 @@ def group_unit_recover(env, ck):
             p.wait()
 
 
+def group_low_options(env, ck):
+    src = env.path('src')
+    os.makedirs(src)
+    big = bytes(env.rng.getrandbits(8) for _ in range(6 << 20))
+    write_file(os.path.join(src, 's0.tar'), ml.tar_bytes([('big.bin', big), ('a.txt', b'a\n')]))
+    ng = web.Nginx(env.path('nginx'), src).start()
+    try:
+        url = ng.url('json/')
+        base = ['--warm', 'off', '--prefetch-shards', '0']
+        # #12: chunks sized to a small cache when --chunk-size is not given
+        with ml.Mount(env, url, cache_dir=env.path('c1'),
+                      extra=base + ['--cache-size', '4M']) as m:
+            ck.ok('warning' not in m.stderr, 'no --chunk-size: no warning: %r' % m.stderr)
+            with open(os.path.join(m.mnt, 's0', 'big.bin'), 'rb') as f:
+                ck.eq('the first 4 KiB', f.read(4096), big[:4096])
+            st = m.reads_settled()
+            ml.poll(lambda: m.stats()['fills_inflight'] == 0, what='fills done')
+            fetched = m.stats()['bytes_fetched']
+            log('--cache-size 4M, no --chunk-size: a 4 KiB read fetched %d bytes' % fetched)
+            # two 512K chunks (the read's and the readahead's) and the tar headers the index
+            # reads; 8M chunks fetch the whole 6 MB shard
+            ck.ok(0 < fetched <= 2 << 20, 'a 4 KiB read of a cold 6 MB shard under '
+                  '--cache-size 4M fetched %d bytes (chunks not sized to the cache)' % fetched)
+        # #16: a --chunk-size given above the cache warns, with sizes that read
+        m = ml.Mount(env, url, cache_dir=env.path('c2'),
+                     extra=base + ['--cache-size', '4k', '--chunk-size', '1M'])
+        with m:
+            ck.ok('--cache-size 4.00 KiB is smaller than one chunk (--chunk-size 1.00 MiB)'
+                  in m.stderr, 'the small-cache warning: %r' % m.stderr)
+    finally:
+        ng.stop()
+    # #16: never for a local source (it fills no cache)
+    with ml.Mount(env, src, cache_dir=env.path('c3'),
+                  extra=['--cache-size', '4k', '--chunk-size', '1M']) as m:
+        ck.ok('warning' not in m.stderr, 'a local source warns: %r' % m.stderr)
+    # #16: --max-connections below --connections
+    mnt = env.path('mnt-x')
+    os.makedirs(mnt)
+    for extra, rc, want in ((['--connections', '32', '--max-connections', '4'], 2,
+                             '--max-connections 4 is below --connections 32'),
+                            (['--connections', '200'], 0, None)):
+        r = env.run([env.shardfs, 'mount', '--cache-dir', env.path('c4')] + extra +
+                    [src, mnt], timeout=ml.MOUNT_TIMEOUT, files=True)
+        err = r.stderr.decode(errors='replace')
+        log('mount %s: rc=%r %s' % (' '.join(extra), r.returncode, err.strip()))
+        ck.eq('mount %s: exit' % ' '.join(extra), r.returncode, rc)
+        if want:
+            ck.ok(want in err, 'mount %s says %r' % (' '.join(extra), err))
+        if ml.is_mounted(mnt):
+            ml.Mount(env, src, mountpoint=mnt).umount()
+    # #15: the owner shown, from the command line and from fstab's uid=/gid=
+    m = ml.Mount(env, src, cache_dir=env.path('c5'), extra=['--uid', '1234', '--gid', '4321'])
+    with m:
+        st = os.stat(os.path.join(m.mnt, 's0', 'a.txt'))
+        ck.eq('--uid/--gid: owner of a member', (st.st_uid, st.st_gid), (1234, 4321))
+        st = os.stat(m.mnt)
+        ck.eq('--uid/--gid: owner of the root', (st.st_uid, st.st_gid), (1234, 4321))
+    helper = os.environ.get('SHARDFS_MOUNT_HELPER')
+    if helper:
+        hm = ml.Mount(env, src, mountpoint=env.path('mnt-h'))
+        os.makedirs(hm.mnt)
+        env.mounts.append(hm)
+        r = subprocess.run(['sh', helper, src, hm.mnt, '-o',
+                            'uid=77,gid=88,cache-dir=%s' % env.path('c6')],
+                           env=dict(env.env, SHARDFS_BIN=env.shardfs), stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           timeout=ml.MOUNT_TIMEOUT)
+        ck.eq('fstab uid=,gid=: exit (%r)' % r.stderr, r.returncode, 0)
+        if r.returncode == 0:
+            st = os.stat(os.path.join(hm.mnt, 's0', 'a.txt'))
+            ck.eq('fstab uid=,gid=: owner', (st.st_uid, st.st_gid), (77, 88))
+        hm.umount(quiet=True)
+    # #14: a cache directory this user cannot write: the hint
+    if os.geteuid() == 0 and shutil.which('setpriv'):
+        locked = env.path('locked')
+        os.makedirs(locked, mode=0o700)
+        nmnt = env.path('mnt-nobody')
+        os.makedirs(nmnt)
+        os.chown(nmnt, 65534, 65534)
+        r = env.run(['setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups',
+                     env.shardfs, 'mount', '--cache-dir', os.path.join(locked, 'c'), src, nmnt],
+                    timeout=ml.MOUNT_TIMEOUT, files=True)
+        err = r.stderr.decode(errors='replace')
+        log('nobody, cache dir in a 0700 dir of root: rc=%r %s' % (r.returncode, err.strip()))
+        ck.eq('unwritable cache dir: exit', r.returncode, 1)
+        ck.ok('Permission denied' in err and '--cache-dir DIR' in err and 'cache-dir=DIR' in err,
+              'unwritable cache dir: the message %r' % err)
+        if ml.is_mounted(nmnt):
+            ml.Mount(env, src, mountpoint=nmnt).umount()
+
+
 GROUPS = {'ctl-layout': group_ctl_layout, 'refresh-counts': group_refresh_counts,
           'seconds': group_seconds, 'killed-decoder': group_killed_decoder,
           'prefetch-missing': group_prefetch_missing, 'name-conflict': group_name_conflict,
           'stats-cli': group_stats_cli, 'umount-trust': group_umount_trust,
           'umount-busy': group_umount_busy, 'perm-matrix': group_perm_matrix,
           'mount-loop': group_mount_loop, 'mount-again': group_mount_again,
-          'unit-recover': group_unit_recover}
+          'unit-recover': group_unit_recover, 'low-options': group_low_options}
 
 
 def main():

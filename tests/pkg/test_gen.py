@@ -8,6 +8,7 @@ mount(8)'s own options are dropped, FUSE's passed through, suid and dev refused;
   test_gen.py SHARDFS SHARDFS_GEN MOUNT_HELPER SHARDFS_1 MOUNT_SHARDFS_8 COMPLETION"""
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -120,6 +121,12 @@ check(r.returncode == 0 and args is None, 'helper -f (fake) runs nothing')
 
 # every command of 'shardfs --help' has its section in shardfs(1)
 top = subprocess.run([shardfs, '--help'], capture_output=True, text=True).stdout
+# the package ships the man pages, not the repository's docs: --help points there (issue 40 #18)
+for c in ([], ['mount'], ['index'], ['pack'], ['umount'], ['plan'], ['prefetch']):
+    h = subprocess.run([shardfs] + c + ['--help'], capture_output=True, text=True).stdout
+    check('README' not in h and 'docs/' not in h,
+          "'shardfs %s--help' names no file the package does not ship" % ''.join(x + ' ' for x in c))
+check('man shardfs' in top, "'shardfs --help' points to 'man shardfs'")
 cmds = re.findall(r'^  ([a-z]+) ', top, re.M)
 check(len(cmds) >= 8, "'shardfs --help' lists the commands (%s)" % ' '.join(cmds))
 for c in cmds:
@@ -135,6 +142,44 @@ for words, want in ((['shardfs', 'mou'], ['mount']), (['shardfs', 'mount', '--ca
                         'COMP_CWORD=$(($# - 1)); _shardfs; echo "${COMPREPLY[@]}"',
                         'bash', completion, *words], capture_output=True, text=True)
     check(r.stdout.split() == want, 'completion of %r: %r %s' % (words, r.stdout, r.stderr))
+# what the completion offers where (issue 40 #17): option values (enums, files, directories,
+# nothing for sizes and names), plan's FILE and prefetch's PATH as files, the options of
+# umount, plan and pack; run in a directory holding a file f1.txt and a directory d1
+cdir = tempfile.mkdtemp(prefix='shardfs-comp.')
+os.mkdir(os.path.join(cdir, 'd1'))
+open(os.path.join(cdir, 'f1.txt'), 'w').close()
+COMPLETION_CASES = [
+    (['mount', '--layout', ''], ['imagefolder', 'shards']),
+    (['mount', '--warm', 'a'], ['all', 'auto']),
+    (['mount', '--class-from', ''], ['cls', 'dir', 'key-prefix']),
+    (['mount', '--cache-size', ''], []),
+    (['mount', '--cache-dir', ''], ['d1']),
+    (['mount', '--log-file', ''], ['d1', 'f1.txt']),
+    (['mount', '--uid', ''], []),
+    (['mount', 'src', ''], ['d1']),
+    (['index', '--layout', ''], ['d1']),  # index has no --layout: a SOURCE
+    (['umount', '--'], ['--force', '--help', '--stale']),
+    (['plan', ''], ['d1']),
+    (['plan', 'd1', ''], ['d1', 'f1.txt']),
+    (['plan', 'd1', '--'], ['--clear', '--help', '--name']),
+    (['plan', 'd1', '--name', ''], []),
+    (['plan', '--name', 'x', 'd1', ''], ['d1', 'f1.txt']),
+    (['prefetch', 'd1', ''], ['d1', 'f1.txt']),
+    (['pack', '--'], ['--compress', '--force', '--help', '--max-count', '--max-size',
+                      '--shuffle']),
+    (['pack', '--compress', ''], ['gzip', 'zstd']),
+    (['pack', '--shuffle', ''], []),
+    (['pack', 'd1', ''], ['d1', 'f1.txt']),
+    (['stats', '--'], ['--help']),
+]
+for words, want in COMPLETION_CASES:
+    words = ['shardfs'] + words
+    r = subprocess.run(['bash', '-c', 'source "$1"; shift; COMP_WORDS=("$@"); '
+                        'COMP_CWORD=$(($# - 1)); _shardfs; printf "%s\\n" "${COMPREPLY[@]}"',
+                        'bash', completion, *words], capture_output=True, text=True, cwd=cdir)
+    got = sorted(w for w in r.stdout.split('\n') if w)
+    check(got == want, 'completion of %r: %r (want %r) %s' % (words, got, want, r.stderr))
+shutil.rmtree(cdir)
 # man renders both without a warning
 for page in (man1, man8):
     r = subprocess.run(['man', '--warnings', '-l', '-Tutf8', page], capture_output=True,
