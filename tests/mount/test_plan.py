@@ -856,11 +856,14 @@ def group_lookahead(env, ck):
     ck.ok(progress[N][3] > 2 * cache,
           'the plan fetches %d bytes, more than twice the cache (%d)' % (progress[N][3], cache))
 
+    # --chunk-size 8M: the counts below are of 8M chunks (without it a small cache gets
+    # chunks of an eighth of its size)
     emu = linkemu.Emu(src, 30, 60, env.tmp, 'lookahead', shardfs=env.shardfs)
     try:
         with ml.Mount(env, emu.url(''), cache_dir=env.path('cache'),
-                      extra=WEAK_TRUST + ['--cache-size', str(cache), '--plan-gap', '1M', '--warm', 'off',
-                             '--prefetch-shards', '0', '--min-free', '0']) as m:
+                      extra=WEAK_TRUST + ['--cache-size', str(cache), '--plan-gap', '1M',
+                                          '--warm', 'off', '--prefetch-shards', '0',
+                                          '--min-free', '0', '--chunk-size', '8M']) as m:
             for k in range(shard_no):
                 os.listdir(os.path.join(m.mnt, 'shard-%06d' % k))
             st0, g0 = m.stats(), emu.stats()['requests']
@@ -931,8 +934,9 @@ def group_lookahead(env, ck):
         # is 8 - 3 = 5 samples, handed up to 5 + 5 = 10; reading 7 and 9 (position 10, 6
         # behind, counted as half the lookahead: 2.5) makes it 5.5, handed up to 15.5
         with ml.Mount(env, emu.url(''), cache_dir=env.path('cache2'),
-                      extra=WEAK_TRUST + ['--cache-size', str(cache), '--plan-gap', '1M', '--warm', 'off',
-                             '--prefetch-shards', '0', '--min-free', '0']) as m:
+                      extra=WEAK_TRUST + ['--cache-size', str(cache), '--plan-gap', '1M',
+                                          '--warm', 'off', '--prefetch-shards', '0',
+                                          '--min-free', '0', '--chunk-size', '8M']) as m:
             for k in range(shard_no):
                 os.listdir(os.path.join(m.mnt, 'shard-%06d' % k))
             pf = env.path('plan-skip')
