@@ -74,4 +74,60 @@ struct fetch_stats {
 };
 void fetch_stats_get(struct fetch *s, struct fetch_stats *st);
 
+/* ---- fetch_plan.c: a reading plan's lookahead ------------------------------
+ * How far ahead of its reader a plan's fetcher (fs/core/fs_plan_fetch.c)
+ * hands extents to the store; pure, any thread. What it is sized from: */
+struct fetch_plan_sizing {
+	/* the link: one connection's rate (bytes per second) and its time to
+	 * first byte as measured, 0 until measured; gap stands in for their
+	 * product until both are (--plan-gap) */
+	uint64_t rate, ttfb_ns, gap;
+	unsigned connections; /* connections planned ranges may use (0 works as 1) */
+	uint64_t sample;      /* the plan's mean planned path: one request's bytes */
+	unsigned plans;	      /* plans now: the link and the ceiling are split over them */
+	uint64_t ceiling;     /* --plan-lookahead, for all plans */
+	/* the cache (cachetier_held_get): its size, the bytes readers pin,
+	 * what fills ahead may hold in a full cache, its unit; and the cache
+	 * bytes the plans hold ahead of their readers besides this plan's
+	 * lookahead (other plans' paths handed over and not read, paths
+	 * behind a position not read yet) */
+	uint64_t cache, pinned, ahead_max, held;
+	uint32_t unit;
+};
+/* The lookahead and its parts, in planned bytes (a plan's own, not over
+ * the plans), and the bound that decided it. */
+enum fetch_plan_bound {
+	FETCH_PLAN_BOUND_LINK = 0,    /* the link's need (or the floor before it is measured) */
+	FETCH_PLAN_BOUND_CEILING = 1, /* --plan-lookahead */
+	FETCH_PLAN_BOUND_CACHE = 2,   /* the cache after what readers and the plans hold */
+};
+struct fetch_plan_lookahead {
+	uint64_t inflight; /* bytes in flight that keep the connections busy (all plans):
+			    * connections x (rate x ttfb + sample), gap for rate x ttfb
+			    * until measured */
+	uint64_t link;	   /* FETCH_PLAN_SAFETY x inflight / plans */
+	uint64_t ceiling;  /* ceiling / plans */
+	uint64_t cache;	   /* (min(cache - pinned, ahead_max) - held) x sample / (sample +
+			    * unit): a planned path of s bytes costs about s + unit in the
+			    * cache (its whole units) */
+	uint64_t bytes;	   /* the lookahead: the least of link, ceiling and cache */
+	enum fetch_plan_bound bound;
+};
+/* The link's need times this: the fetcher hands a batch over once the
+ * reader is half-way through the last (what is ahead drops to half the
+ * lookahead before the next batch: x 2), and a reader takes its samples in
+ * bursts (a data loader's workers each take a batch at once: what was
+ * fetched ahead must cover a burst as large as what is in flight: x 2). */
+#define FETCH_PLAN_SAFETY 4u
+void fetch_plan_lookahead(const struct fetch_plan_sizing *in, struct fetch_plan_lookahead *out);
+/* The cache bytes a plan holds ahead of its reader (its held, for the other
+ * plans' sizing): its unread paths behind its position (a reader's workers
+ * read batches side by side: the position is the furthest read) of sample
+ * bytes each, at most half its lookahead la (paths a reader skips then take
+ * at most a third of its own: la' = room - la / 2 settles at 2/3 of the
+ * room), plus the bytes handed over past its position (fetched, in flight or
+ * queued), each path costing about its bytes and a unit. 0 when sample is. */
+uint64_t fetch_plan_held(uint64_t unread, uint64_t sample, uint64_t la, uint64_t handed,
+			 uint32_t unit);
+
 #endif

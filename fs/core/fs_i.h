@@ -296,7 +296,7 @@ struct fs_counters {
 	 * last batch */
 	atomic_ullong plan_fetch_ranges, plan_fetch_gap_bytes, plan_gap;
 	/* fs_plan_fetch.c: the lookahead at the last batch, summed over the
-	 * plans (fs_plan_lookahead) */
+	 * plans (fetch_plan_lookahead) */
 	atomic_ullong plan_lookahead;
 	/* brace sources (fs_learn.c): objects whose size and ETag the store
 	 * told on first need; named objects the store does not have (404) */

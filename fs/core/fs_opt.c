@@ -73,7 +73,7 @@ static const struct fs_opt mount_opts[] = {
     {"prefetch-shards", 0, FS_OPT_UINT, CFG(prefetch_shards), 0, "2", 0, 1024, "N",
      "shards fetched ahead of a reader that reads shards in order (0: off)"},
     /* the user's ceiling: below it the fetcher sizes the lookahead by the
-     * link and the cache (fs_plan_fetch.c fs_plan_lookahead). 256M is
+     * link and the cache (fetch/fetch_plan.c fetch_plan_lookahead). 256M is
      * above what 32 connections of 60 MB/s and 30 ms to first byte need
      * for 100 KB samples (4 x 32 x 1.9 MB = 243 MB), so by default the
      * link and the cache decide */

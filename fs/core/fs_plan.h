@@ -130,7 +130,7 @@ uint64_t fs_plan_bytes_before(const struct fs_plan *p, uint32_t i);
 /* fs_plan_fetch.c: fetching ahead along the plans (remote sources): a
  * thread, woken by fs_plan_set_listener's hook, hands the cache tier the
  * extents of each plan from its position on, in plan order, up to its
- * lookahead (fs_plan_lookahead), as range prefetches that may evict what
+ * lookahead (fetch_plan_lookahead, fetch/), as range prefetches that may evict what
  * was read (cachetier_obj_prefetch_range, CACHETIER_PF_EVICT); extents of
  * one object closer than the measured rate x time to first byte go as one
  * span with the bytes between (cachetier_obj_prefetch_span). Start after the
@@ -138,51 +138,6 @@ uint64_t fs_plan_bytes_before(const struct fs_plan *p, uint32_t i);
  * never started). */
 void fs_plan_fetch_start(struct fs *fs);
 int fs_plan_fetch_stop(struct fs *fs); /* fs_thread_stop's result */
-/* One plan's lookahead (fs_plan_fetch.c; pure, any thread): what it is
- * sized from. */
-struct fs_plan_sizing {
-	/* the link: one connection's rate (bytes per second) and its time to
-	 * first byte as measured, 0 until measured; gap stands in for their
-	 * product until both are (--plan-gap) */
-	uint64_t rate, ttfb_ns, gap;
-	unsigned connections; /* connections planned ranges may use (0 works as 1) */
-	uint64_t sample;      /* the plan's mean planned path: one request's bytes */
-	unsigned plans;	      /* plans now: the link and the ceiling are split over them */
-	uint64_t ceiling;     /* --plan-lookahead, for all plans */
-	/* the cache (cachetier_held_get): its size, the bytes readers pin,
-	 * what fills ahead may hold in a full cache, its unit; and the cache
-	 * bytes the plans hold ahead of their readers besides this plan's
-	 * lookahead (other plans' paths handed over and not read, paths
-	 * behind a position not read yet) */
-	uint64_t cache, pinned, ahead_max, held;
-	uint32_t unit;
-};
-/* The lookahead and its parts, in planned bytes (a plan's own, not over
- * the plans), and the bound that decided it. */
-enum fs_plan_bound {
-	FS_PLAN_BOUND_LINK = 0,	   /* the link's need (or the floor before it is measured) */
-	FS_PLAN_BOUND_CEILING = 1, /* --plan-lookahead */
-	FS_PLAN_BOUND_CACHE = 2,   /* the cache after what readers and the plans hold */
-};
-struct fs_plan_lookahead {
-	uint64_t inflight; /* bytes in flight that keep the connections busy (all plans):
-			    * connections x (rate x ttfb + sample), gap for rate x ttfb
-			    * until measured */
-	uint64_t link;	   /* FS_PLAN_SAFETY x inflight / plans */
-	uint64_t ceiling;  /* ceiling / plans */
-	uint64_t cache;	   /* (min(cache - pinned, ahead_max) - held) x sample / (sample +
-			    * unit): a planned path of s bytes costs about s + unit in the
-			    * cache (its whole units) */
-	uint64_t bytes;	   /* the lookahead: the least of link, ceiling and cache */
-	enum fs_plan_bound bound;
-};
-/* The link's need times this: the fetcher hands a batch over once the
- * reader is half-way through the last (what is ahead drops to half the
- * lookahead before the next batch: x 2), and a reader takes its samples in
- * bursts (a data loader's workers each take a batch at once: what was
- * fetched ahead must cover a burst as large as what is in flight: x 2). */
-#define FS_PLAN_SAFETY 4u
-void fs_plan_lookahead(const struct fs_plan_sizing *in, struct fs_plan_lookahead *out);
 /* Sums over the plans now, for stats. */
 struct fs_plan_totals {
 	uint64_t plans, paths, missing, read, position, bytes;

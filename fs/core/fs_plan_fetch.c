@@ -38,10 +38,10 @@
  * window until it was answered. A store that refuses GetBatch gets spans
  * from then on.
  *
- * The lookahead (fs_plan_lookahead, sized when a plan's batch is due): as
+ * The lookahead (fetch_plan_lookahead, fetch/fetch_plan.c, sized when a plan's batch is due): as
  * far ahead as the link needs to keep every connection busy, within what
  * the cache can hold ahead of the readers, at most --plan-lookahead:
- *   link:    FS_PLAN_SAFETY (4) x connections x (rate x ttfb + sample) /
+ *   link:    FETCH_PLAN_SAFETY (4) x connections x (rate x ttfb + sample) /
  *            plans, with the rate of a connection and its time to first
  *            byte as the cache tier measured them (cachetier_link_get),
  *            --plan-gap for rate x ttfb until both are measured (the
@@ -91,7 +91,7 @@ struct pfx_plan {
 	uint32_t next;
 	uint64_t part;
 	uint32_t mark;
-	uint64_t la; /* its lookahead at its last batch (fs_plan_lookahead) */
+	uint64_t la; /* its lookahead at its last batch (fetch_plan_lookahead) */
 };
 
 /* A piece of a batch: bytes [from, to) of planned extent idx (x), and
@@ -491,67 +491,6 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
 	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
-static uint64_t mul_sat(uint64_t a, uint64_t b)
-{
-	return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
-}
-
-/* a x b / c (c > 0), exact while the result and the remainder's product
- * fit in 64 bits, saturated past them. */
-static uint64_t mul_div(uint64_t a, uint64_t b, uint64_t c)
-{
-	uint64_t q = a / c, r = a % c, rb;
-
-	if (r == 0 || b <= UINT64_MAX / r)
-		rb = r * b / c;
-	else
-		rb = (uint64_t)((double)r * (double)b / (double)c); /* < b: no overflow */
-	return add_sat(mul_sat(q, b), rb);
-}
-
-/* The bytes in flight that keep every connection busy: each connection's
- * request waits a time to first byte, then moves a sample, so a
- * connection holds rate x (ttfb + sample / rate) = rate x ttfb + sample
- * bytes in flight; gap stands in for rate x ttfb until both are measured
- * (the floor: --plan-gap, as for the gap itself). The one place the
- * connections count: in->connections (pfx_connections). */
-static uint64_t plan_inflight(const struct fs_plan_sizing *in)
-{
-	uint64_t bdp = in->gap;
-
-	if (in->rate > 0 && in->ttfb_ns > 0) {
-		double d = (double)in->rate * (double)in->ttfb_ns / 1e9;
-
-		bdp = d >= 1.8e19 ? UINT64_MAX : (uint64_t)d;
-	}
-	return mul_sat(in->connections ? in->connections : 1, add_sat(bdp, in->sample));
-}
-
-void fs_plan_lookahead(const struct fs_plan_sizing *in, struct fs_plan_lookahead *out)
-{
-	unsigned plans = in->plans ? in->plans : 1;
-	uint64_t room = in->cache > in->pinned ? in->cache - in->pinned : 0;
-	uint64_t cost = add_sat(in->sample, in->unit);
-
-	out->inflight = plan_inflight(in);
-	out->link = mul_sat(out->inflight, FS_PLAN_SAFETY) / plans;
-	out->ceiling = in->ceiling / plans;
-	if (room > in->ahead_max)
-		room = in->ahead_max;
-	room = room > in->held ? room - in->held : 0;
-	out->cache = cost ? mul_div(room, in->sample, cost) : 0;
-	out->bytes = out->link;
-	out->bound = FS_PLAN_BOUND_LINK;
-	if (out->ceiling < out->bytes) {
-		out->bytes = out->ceiling;
-		out->bound = FS_PLAN_BOUND_CEILING;
-	}
-	if (out->cache < out->bytes) {
-		out->bytes = out->cache;
-		out->bound = FS_PLAN_BOUND_CACHE;
-	}
-}
-
 /* The connections planned ranges may use: --max-connections (the store
  * runs fills of planned ranges of at most 1 MiB past --connections up to
  * it), --connections when that is larger. Read here and nowhere else. */
@@ -579,7 +518,7 @@ static uint64_t pfx_sample(const struct fs_plan_info *in)
 }
 
 /* The cache bytes plan s holds ahead of its reader, each path costing
- * about its bytes and a unit (fs_plan_lookahead): the paths behind its
+ * about its bytes and a unit (fetch_plan_lookahead): the paths behind its
  * position not read yet (a reader's workers read batches side by side:
  * the position is the furthest read), at most half its lookahead (paths a
  * reader skips then take at most a third of its own: la' = room - la / 2
@@ -588,26 +527,23 @@ static uint64_t pfx_sample(const struct fs_plan_info *in)
 static uint64_t pfx_held(const struct pfx_plan *s, const struct fs_plan_info *in, uint32_t unit,
 			 int window)
 {
-	uint64_t sample = pfx_sample(in), bytes = 0;
+	uint64_t sample = pfx_sample(in), handed = 0;
 
 	if (sample == 0)
 		return 0;
-	if (in->position > in->read)
-		bytes = mul_sat(in->position - in->read, sample);
-	if (bytes > s->la / 2)
-		bytes = s->la / 2;
 	if (window && s->next >= in->position) {
 		uint64_t from = fs_plan_bytes_before(s->p, in->position);
 		uint64_t to = fs_plan_bytes_before(s->p, s->next) + s->part;
 
-		bytes = add_sat(bytes, to > from ? to - from : 0);
+		handed = to > from ? to - from : 0;
 	}
-	return mul_div(bytes, add_sat(sample, unit), sample);
+	return fetch_plan_held(in->position > in->read ? in->position - in->read : 0, sample, s->la,
+			       handed, unit);
 }
 
 /* One pass: the plans now (those that went are dropped from st, new ones
  * start at their position), each with a batch due fetched ahead within
- * its lookahead (fs_plan_lookahead: sized when a batch is due, from the
+ * its lookahead (fetch_plan_lookahead: sized when a batch is due, from the
  * link and the cache as they are then; the plans sized before it in the
  * pass count with what they handed over). */
 static size_t pfx_pass(struct fs *fs, struct pfx_plan *st, size_t nst, struct pfx_buf *b)
@@ -634,8 +570,8 @@ static size_t pfx_pass(struct fs *fs, struct pfx_plan *st, size_t nst, struct pf
 	for (size_t i = 0; i < n; i++)
 		fs_plan_get_info(next[i].p, &info[i]);
 	for (size_t i = 0; i < n; i++) {
-		struct fs_plan_sizing in = {0};
-		struct fs_plan_lookahead la;
+		struct fetch_plan_sizing in = {0};
+		struct fetch_plan_lookahead la;
 
 		if (!pfx_due(&next[i], &info[i], gap))
 			continue;
@@ -657,7 +593,7 @@ static size_t pfx_pass(struct fs *fs, struct pfx_plan *st, size_t nst, struct pf
 		in.unit = h.unit;
 		for (size_t k = 0; k < n; k++)
 			in.held = add_sat(in.held, pfx_held(&next[k], &info[k], h.unit, k != i));
-		fs_plan_lookahead(&in, &la);
+		fetch_plan_lookahead(&in, &la);
 		next[i].la = la.bytes;
 		if (la.bytes > 0)
 			pfx_plan(fs, &next[i], la.bytes, gap, b);

@@ -1,6 +1,6 @@
 /*
- * test_planla.c — the plan fetcher's lookahead (fs/core/fs_plan_fetch.c
- * fs_plan_lookahead) from given inputs: a link as measured (or not yet),
+ * test_planla.c — the plan fetcher's lookahead (fetch/fetch_plan.c
+ * fetch_plan_lookahead) from given inputs: a link as measured (or not yet),
  * connections, the plan's mean path, the cache and what readers pin and the
  * plans hold, --plan-lookahead. Exact outputs, each bound deciding once:
  * the floor before the link is measured, the link's need, --plan-lookahead,
@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "fs_plan.h"
+#include "fetch.h"
 #include "check.h"
 
 #define MiB (1ull << 20)
@@ -20,9 +20,9 @@
  * byte), 32 connections, samples of 100,000 bytes, one plan, the default
  * --plan-gap and --plan-lookahead, a cache of 1 GiB that holds nothing,
  * units of 64 KiB. */
-static struct fs_plan_sizing base(void)
+static struct fetch_plan_sizing base(void)
 {
-	struct fs_plan_sizing in = {
+	struct fetch_plan_sizing in = {
 	    .rate = 60000000,
 	    .ttfb_ns = 30000000,
 	    .gap = 256 * 1024,
@@ -39,13 +39,13 @@ static struct fs_plan_sizing base(void)
 	return in;
 }
 
-static void expect(const char *what, const struct fs_plan_sizing *in, uint64_t inflight,
+static void expect(const char *what, const struct fetch_plan_sizing *in, uint64_t inflight,
 		   uint64_t link, uint64_t ceiling, uint64_t cache, uint64_t bytes,
-		   enum fs_plan_bound bound)
+		   enum fetch_plan_bound bound)
 {
-	struct fs_plan_lookahead la;
+	struct fetch_plan_lookahead la;
 
-	fs_plan_lookahead(in, &la);
+	fetch_plan_lookahead(in, &la);
 	CHECK(la.inflight == inflight, "%s: inflight %" PRIu64 ", want %" PRIu64, what, la.inflight,
 	      inflight);
 	CHECK(la.link == link, "%s: link %" PRIu64 ", want %" PRIu64, what, la.link, link);
@@ -58,37 +58,38 @@ static void expect(const char *what, const struct fs_plan_sizing *in, uint64_t i
 
 int main(void)
 {
-	struct fs_plan_sizing in;
-	struct fs_plan_lookahead la;
+	struct fetch_plan_sizing in;
+	struct fetch_plan_lookahead la;
 
 	/* measured: 60 MB/s x 30 ms = 1.8 MB a connection waits for, plus the
 	 * sample it moves: 32 x 1,900,000 in flight, x 4; the cache's bound:
 	 * half of 1 GiB x 100,000 / (100,000 + 65,536) */
 	in = base();
 	expect("the link's need", &in, 60800000, 243200000, 268435456, 324322752, 243200000,
-	       FS_PLAN_BOUND_LINK);
+	       FETCH_PLAN_BOUND_LINK);
 
 	/* before the link is measured: --plan-gap stands in for rate x ttfb */
 	in = base();
 	in.rate = 0;
 	in.ttfb_ns = 0;
 	expect("the floor, nothing measured", &in, 32ull * (262144 + 100000),
-	       4ull * 32 * (262144 + 100000), 268435456, 324322752, 46354432, FS_PLAN_BOUND_LINK);
+	       4ull * 32 * (262144 + 100000), 268435456, 324322752, 46354432,
+	       FETCH_PLAN_BOUND_LINK);
 	/* a time to first byte without a rate (every fill under 1 MiB) is not a
 	 * measurement of the link either */
 	in.ttfb_ns = 30000000;
 	expect("the floor, no rate yet", &in, 11588608, 46354432, 268435456, 324322752, 46354432,
-	       FS_PLAN_BOUND_LINK);
+	       FETCH_PLAN_BOUND_LINK);
 	/* --plan-gap 0: the samples alone */
 	in.gap = 0;
 	expect("the floor, --plan-gap 0", &in, 3200000, 12800000, 268435456, 324322752, 12800000,
-	       FS_PLAN_BOUND_LINK);
+	       FETCH_PLAN_BOUND_LINK);
 
 	/* --plan-lookahead below the link's need */
 	in = base();
 	in.ceiling = 128 * MiB;
 	expect("--plan-lookahead", &in, 60800000, 243200000, 134217728, 324322752, 134217728,
-	       FS_PLAN_BOUND_CEILING);
+	       FETCH_PLAN_BOUND_CEILING);
 
 	/* a cache of 250 MiB (a quarter of 1 GB of data): fills ahead may hold
 	 * half of it, 131,072,000 cache bytes, 79,180,359 planned bytes */
@@ -96,14 +97,14 @@ int main(void)
 	in.cache = 250 * MiB;
 	in.ahead_max = 125 * MiB;
 	expect("half the cache", &in, 60800000, 243200000, 268435456, 79180359, 79180359,
-	       FS_PLAN_BOUND_CACHE);
+	       FETCH_PLAN_BOUND_CACHE);
 	/* readers pin 200 MiB: 50 MiB left */
 	in.pinned = 200 * MiB;
 	expect("the cache minus what readers pin", &in, 60800000, 243200000, 268435456, 31672143,
-	       31672143, FS_PLAN_BOUND_CACHE);
+	       31672143, FETCH_PLAN_BOUND_CACHE);
 	in.pinned = 300 * MiB;
 	expect("readers pin more than the cache", &in, 60800000, 243200000, 268435456, 0, 0,
-	       FS_PLAN_BOUND_CACHE);
+	       FETCH_PLAN_BOUND_CACHE);
 
 	/* two plans: the link and the ceiling are split; the other plan holds
 	 * 100 MiB of the 125 MiB fills ahead may hold */
@@ -113,24 +114,24 @@ int main(void)
 	in.plans = 2;
 	in.held = 100 * MiB;
 	expect("two plans, the other holding 100 MiB", &in, 60800000, 121600000, 134217728,
-	       15836071, 15836071, FS_PLAN_BOUND_CACHE);
+	       15836071, 15836071, FETCH_PLAN_BOUND_CACHE);
 	in.held = 130 * MiB;
 	expect("two plans, the other holding it all", &in, 60800000, 121600000, 134217728, 0, 0,
-	       FS_PLAN_BOUND_CACHE);
+	       FETCH_PLAN_BOUND_CACHE);
 	in.held = 0;
 	in.cache = 1024 * MiB;
 	in.ahead_max = 512 * MiB;
 	expect("two plans in a big cache", &in, 60800000, 121600000, 134217728, 324322752,
-	       121600000, FS_PLAN_BOUND_LINK);
+	       121600000, FETCH_PLAN_BOUND_LINK);
 
 	/* 0 connections work as 1; a plan of empty paths fetches nothing */
 	in = base();
 	in.connections = 0;
 	expect("0 connections", &in, 1900000, 7600000, 268435456, 324322752, 7600000,
-	       FS_PLAN_BOUND_LINK);
+	       FETCH_PLAN_BOUND_LINK);
 	in = base();
 	in.sample = 0;
-	expect("empty paths", &in, 57600000, 230400000, 268435456, 0, 0, FS_PLAN_BOUND_CACHE);
+	expect("empty paths", &in, 57600000, 230400000, 268435456, 0, 0, FETCH_PLAN_BOUND_CACHE);
 
 	/* saturation, not overflow */
 	in = base();
@@ -138,13 +139,13 @@ int main(void)
 	in.ttfb_ns = UINT64_MAX;
 	in.ceiling = UINT64_MAX;
 	expect("a link past 64 bits", &in, UINT64_MAX, UINT64_MAX, UINT64_MAX, 324322752, 324322752,
-	       FS_PLAN_BOUND_CACHE);
+	       FETCH_PLAN_BOUND_CACHE);
 	in = base();
 	in.ceiling = UINT64_MAX;
 	in.cache = UINT64_MAX;
 	in.ahead_max = UINT64_MAX;
 	in.sample = 1ull << 40;
-	fs_plan_lookahead(&in, &la);
+	fetch_plan_lookahead(&in, &la);
 	CHECK(la.cache < UINT64_MAX && la.cache >= UINT64_MAX / 2,
 	      "a cache past 2^63: %" PRIu64 " (a path of 2^40 costs 2^40 + a unit)", la.cache);
 	CHECK(la.bytes == la.link && la.link == 4 * 32 * (1800000 + (1ull << 40)),
