@@ -82,6 +82,15 @@ struct backend_stats {
 	uint64_t cancels;    /* requests completed with ECANCELED by backend_cancel or close */
 	uint64_t down;	     /* 1 while the store is down, else 0 */
 	uint64_t list_requests; /* listing pages requested (ListObjectsV2, autoindex pages) */
+	/* body bytes the store sent that reached us, every attempt's (what a GET
+	 * skipped and what arrived after it stopped too): more than was asked for
+	 * when a server ignores Range */
+	uint64_t bytes_received;
+	/* answers whose body ended before its headers said (a cut connection,
+	 * a Content-Length short of the range): retried from where they stopped */
+	uint64_t short_bodies;
+	/* answers 200 (the whole object) to a ranged GET: the server ignored Range */
+	uint64_t range_ignored;
 };
 
 /* What list and stat report about one object. */

@@ -719,15 +719,18 @@ static ssize_t http_read_cb(struct backend *be, const char *key, const char *eta
 	return http_get(be, key, etag, NULL, off, len, cb, arg);
 }
 
-/* An asynchronous GET (http_read_async): malloc'd with it, freed after its done. */
+/* An asynchronous GET (http_read_async): the request's one allocation, with
+ * its strings after it; freed after its done. */
 struct http_async {
 	struct backend_req r;
+	struct backend_io_astream st;
 	struct backend *be;
 	backend_done_cb done;
 	void *darg;
 	char *key; /* for the failure record */
 	char *etag;
 	char *url;
+	char text[]; /* key, etag, url */
 };
 
 /* I/O thread: record a failure in this thread's record, then done. */
@@ -740,9 +743,6 @@ static void http_async_done(void *arg, struct backend_req *r, int err, uint64_t 
 	else
 		backend__failure_clear(a->be);
 	a->done(a->darg, err, bytes);
-	free(a->key);
-	free(a->etag);
-	free(a->url);
 	free(a);
 }
 
@@ -756,19 +756,15 @@ static void http_read_async(struct backend *be, const char *key, const char *eta
 	int err = http_url(h, key, url, sizeof(url));
 
 	if (err == 0) {
-		a = calloc(1, sizeof(*a));
+		size_t kl = strlen(key) + 1, el = etag ? strlen(etag) + 1 : 0, ul = strlen(url) + 1;
+
+		a = malloc(sizeof(*a) + kl + el + ul);
 		if (a) {
-			a->key = strdup(key);
-			a->etag = etag ? strdup(etag) : NULL;
-			a->url = strdup(url);
-		}
-		if (!a || !a->key || (etag && !a->etag) || !a->url) {
-			if (a) {
-				free(a->key);
-				free(a->etag);
-				free(a->url);
-			}
-			free(a);
+			memset(a, 0, sizeof(*a));
+			a->key = memcpy(a->text, key, kl);
+			a->etag = etag ? memcpy(a->text + kl, etag, el) : NULL;
+			a->url = memcpy(a->text + kl + el, url, ul);
+		} else {
 			err = -ENOMEM;
 		}
 	}
@@ -785,7 +781,7 @@ static void http_read_async(struct backend *be, const char *key, const char *eta
 	a->r.range_len = len;
 	a->r.if_match = a->etag;
 	a->r.small = (flags & BACKEND_READ_SMALL) != 0;
-	backend_io_stream_async(h->io, &a->r, cb, arg, http_async_done, a);
+	backend_io_stream_async(h->io, &a->r, &a->st, cb, arg, http_async_done, a);
 }
 
 static void http_free(struct http *h)

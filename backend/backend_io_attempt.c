@@ -153,10 +153,10 @@ void backend__io_attempt_reset(struct xfer *x)
 	x->skip = 0;
 	x->limit = UINT64_MAX;
 	x->accept_body = 0;
+	x->range_ignored = 0;
 	x->abort_err = 0;
 	x->stop_ok = 0;
 	x->stalled = 0;
-	x->errbuf[0] = '\0';
 }
 
 /* The final response's headers are in: decide what its body is. Returns 0,
@@ -185,11 +185,17 @@ static int headers_complete(struct xfer *x)
 		if (r->range_len && x->cr_end - x->cr_start + 1 < remain &&
 		    x->cr_end + 1 != x->cr_total)
 			return -EIO;
-		if (x->have_clen && x->clen != x->cr_end - x->cr_start + 1)
+		/* a Content-Length short of the range is a short body: its bytes
+		 * are the range's first ones (as a cut connection's are), kept,
+		 * and the rest asked for again (xfer_done); a longer one is not
+		 * an answer to the range */
+		if (x->have_clen && x->clen > x->cr_end - x->cr_start + 1)
 			return -EIO;
 	} else if (x->status == 200 && ranged) {
 		/* the server ignored Range: read the whole body from offset 0 */
 		x->skip = x->want_start;
+		x->range_ignored = 1;
+		atomic_fetch_add_explicit(&x->io->n_range_ignored, 1, memory_order_relaxed);
 	} else if (x->status != 200) {
 		return -EIO; /* 204 and friends: not an object body */
 	}
@@ -204,7 +210,7 @@ static int headers_complete(struct xfer *x)
 
 size_t backend__io_on_header(char *buf, size_t size, size_t n, void *arg)
 {
-	struct xfer *x = arg;
+	struct xfer *x = ((struct io_easy *)arg)->x;
 	size_t len = size * n;
 	const char *end = buf + len, *v;
 	const char *stop;
@@ -234,11 +240,14 @@ size_t backend__io_on_header(char *buf, size_t size, size_t n, void *arg)
 		}
 		return len;
 	}
-	v = memchr(buf, ':', (size_t)(end - buf));
+	/* only the names below matter: each is told by its length and first
+	 * letter before it is compared */
+	v = memchr(buf, ':', (size_t)(end - buf) < 16 ? (size_t)(end - buf) : 16);
 	if (!v)
 		return len;
 #define HDR(name)                                                                                  \
-	((size_t)(v - buf) == sizeof(name) - 1 && strncasecmp(buf, name, sizeof(name) - 1) == 0)
+	((size_t)(v - buf) == sizeof(name) - 1 && (buf[0] | 0x20) == name[0] &&                    \
+	 strncasecmp(buf, name, sizeof(name) - 1) == 0)
 	if (HDR("etag")) {
 		const char *s = skip_ws(v + 1, end);
 		size_t l = (size_t)(end - s);
@@ -271,7 +280,7 @@ size_t backend__io_on_header(char *buf, size_t size, size_t n, void *arg)
 				x->have_crange = 1;
 			}
 		}
-	} else if (HDR("last-modified")) {
+	} else if (x->want_mtime && HDR("last-modified")) { /* HEADs, whole GETs */
 		char tmp[64];
 		const char *s = skip_ws(v + 1, end);
 		size_t l = (size_t)(end - s);
@@ -291,12 +300,13 @@ size_t backend__io_on_header(char *buf, size_t size, size_t n, void *arg)
 
 size_t backend__io_on_body(char *buf, size_t size, size_t n, void *arg)
 {
-	struct xfer *x = arg;
+	struct xfer *x = ((struct io_easy *)arg)->x;
 	struct backend_req *r = x->r;
 	size_t len = size * n;
 	int err;
 
 	x->progress_ns = uv_hrtime();
+	x->rx += len;
 	if (!x->accept_body) {
 		/* redirect bodies are dropped; an error answer's first bytes are
 		 * kept: they say why (S3's <Error>, a JSON error) */
@@ -334,9 +344,11 @@ size_t backend__io_on_body(char *buf, size_t size, size_t n, void *arg)
 	}
 	r->delivered += len;
 	x->limit -= len;
-	if (x->limit == 0 && x->status == 200 && r->range_len) {
+	if (x->limit == 0 && x->status == 200 && r->range_len &&
+	    !(x->have_clen && x->rx >= x->clen)) {
 		x->stop_ok = 1;
-		return 0; /* the rest of a full body is not wanted */
+		return 0; /* the rest of a full body is not wanted (at its end: the
+			   * connection is kept) */
 	}
 	return size * n;
 }
@@ -348,7 +360,7 @@ size_t backend__io_on_body(char *buf, size_t size, size_t n, void *arg)
 int backend__io_on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
 			    curl_off_t ulnow)
 {
-	struct xfer *x = arg;
+	struct xfer *x = ((struct io_easy *)arg)->x;
 
 	(void)dltotal;
 	(void)dlnow;

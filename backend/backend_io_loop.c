@@ -13,6 +13,16 @@
  * backend_io_cancel sets 'halted': everything completes with -ECANCELED
  * (cancel_all) and nothing starts any more; close does the same first.
  *
+ * A connection's socket gets its poll handle when curl opens it
+ * (CURLOPT_OPENSOCKETFUNCTION) and loses it when curl closes it
+ * (CURLOPT_CLOSESOCKETFUNCTION): between two transfers on a kept-alive
+ * connection (curl's CURL_POLL_REMOVE) the handle stays as it is, so a
+ * reused connection costs no epoll_ctl, ioctl or allocation; an idle
+ * socket that becomes readable (the server closed it) stops being
+ * polled, and curl finds it dead when it would reuse it. Other sockets
+ * curl asks us to watch (a resolver's) get a handle per CURL_POLL_IN/OUT
+ * run, closed at CURL_POLL_REMOVE.
+ *
  * Non-goals: more than one loop thread per store; PUT/POST (the one
  * request body is a GET's JSON: backend_req.body), HTTP caching, cookies.
  */
@@ -24,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 #include <uv.h>
@@ -36,6 +48,9 @@ struct sock {
 	curl_socket_t fd;
 	struct backend_io *io;
 	struct sock *prev, *next; /* io->socks */
+	int conn;		  /* a connection's: in io->sockv from open to close */
+	int idle;		  /* CURL_POLL_REMOVE: no transfer uses it now */
+	int events;		  /* UV_READABLE | UV_WRITABLE polled now */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -56,6 +71,8 @@ static void sock_free_cb(uv_handle_t *h)
 
 static void sock_close(struct backend_io *io, struct sock *s)
 {
+	if (s->conn && (size_t)s->fd < io->nsockv)
+		io->sockv[s->fd] = NULL;
 	if (s->prev)
 		s->prev->next = s->next;
 	else
@@ -72,6 +89,11 @@ static void on_poll(uv_poll_t *h, int status, int events)
 	struct backend_io *io = s->io;
 	int flags = 0, running;
 
+	if (s->idle) { /* a kept connection the server closed (or wrote to) */
+		uv_poll_stop(&s->poll);
+		s->events = 0;
+		return;
+	}
 	if (status < 0)
 		flags = CURL_CSELECT_ERR;
 	if (!status && (events & UV_READABLE))
@@ -82,6 +104,26 @@ static void on_poll(uv_poll_t *h, int status, int events)
 	backend__io_check_multi_info(io);
 }
 
+static struct sock *sock_new(struct backend_io *io, curl_socket_t fd)
+{
+	struct sock *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	if (uv_poll_init_socket(&io->loop, &s->poll, fd) < 0) {
+		free(s);
+		return NULL;
+	}
+	s->poll.data = s;
+	s->fd = fd;
+	s->io = io;
+	s->next = io->socks;
+	if (io->socks)
+		io->socks->prev = s;
+	io->socks = s;
+	return s;
+}
+
 static int on_socket(CURL *e, curl_socket_t fd, int what, void *userp, void *socketp)
 {
 	struct backend_io *io = userp;
@@ -89,36 +131,123 @@ static int on_socket(CURL *e, curl_socket_t fd, int what, void *userp, void *soc
 	int events = 0;
 
 	(void)e;
+	if (!s && fd >= 0 && (size_t)fd < io->nsockv)
+		s = io->sockv[fd]; /* a kept connection's, used again */
 	if (what == CURL_POLL_REMOVE) {
-		if (s) {
+		if (s && s->conn) {
+			s->idle = 1; /* polled as it is until it fires or closes */
+		} else if (s) {
 			sock_close(io, s);
 			curl_multi_assign(io->multi, fd, NULL);
 		}
 		return 0;
 	}
 	if (!s) {
-		s = calloc(1, sizeof(*s));
+		s = sock_new(io, fd);
 		if (!s)
 			return -1;
-		if (uv_poll_init_socket(&io->loop, &s->poll, fd) < 0) {
-			free(s);
-			return -1;
-		}
-		s->poll.data = s;
-		s->fd = fd;
-		s->io = io;
-		s->next = io->socks;
-		if (io->socks)
-			io->socks->prev = s;
-		io->socks = s;
-		curl_multi_assign(io->multi, fd, s);
 	}
+	if (!socketp)
+		curl_multi_assign(io->multi, fd, s);
+	s->idle = 0;
 	if (what & CURL_POLL_IN)
 		events |= UV_READABLE;
 	if (what & CURL_POLL_OUT)
 		events |= UV_WRITABLE;
-	uv_poll_start(&s->poll, events, on_poll);
+	if (events != s->events) { /* uv_poll_start costs two epoll_ctl */
+		uv_poll_start(&s->poll, events, on_poll);
+		s->events = events;
+	}
 	return 0;
+}
+
+/* curl opens a connection's socket: its poll handle, kept until it closes. */
+static curl_socket_t on_opensocket(void *clientp, curlsocktype purpose, struct curl_sockaddr *addr)
+{
+	struct backend_io *io = clientp;
+	curl_socket_t fd;
+	struct sock *s;
+
+	(void)purpose;
+	fd = socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
+	if (fd < 0)
+		return CURL_SOCKET_BAD;
+	if ((size_t)fd >= io->nsockv) {
+		size_t n = (size_t)fd + 16;
+		struct sock **v = realloc(io->sockv, n * sizeof(*v));
+
+		if (!v) {
+			close(fd);
+			return CURL_SOCKET_BAD;
+		}
+		memset(v + io->nsockv, 0, (n - io->nsockv) * sizeof(*v));
+		io->sockv = v;
+		io->nsockv = n;
+	}
+	s = sock_new(io, fd);
+	if (!s) {
+		close(fd);
+		return CURL_SOCKET_BAD;
+	}
+	s->conn = 1;
+	io->sockv[fd] = s;
+	return fd;
+}
+
+static int on_closesocket(void *clientp, curl_socket_t fd)
+{
+	struct backend_io *io = clientp;
+
+	if (fd >= 0 && (size_t)fd < io->nsockv && io->sockv[fd])
+		sock_close(io, io->sockv[fd]); /* before the fd can be another's */
+	return close(fd);
+}
+
+struct io_easy *backend__io_easy_get(struct backend_io *io)
+{
+	struct io_easy *es;
+	CURL *e;
+
+	if (io->neasy)
+		return io->easy_pool[--io->neasy];
+	es = calloc(1, sizeof(*es));
+	e = es ? curl_easy_init() : NULL;
+	if (!e) {
+		free(es);
+		return NULL;
+	}
+	es->e = e;
+	curl_easy_setopt(e, CURLOPT_PRIVATE, es);
+	backend__curl_harden(e, io->ca_file);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, io->connect_ms);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, io->stall_s);
+	curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)IO_BUFFER_BYTES);
+	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, backend__io_on_progress);
+	curl_easy_setopt(e, CURLOPT_XFERINFODATA, es);
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, es->errbuf);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, backend__io_on_header);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, es);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, backend__io_on_body);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, es);
+	curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_opensocket);
+	curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, io);
+	curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, on_closesocket);
+	curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, io);
+	return es;
+}
+
+void backend__io_easy_put(struct backend_io *io, struct io_easy *es)
+{
+	es->x = NULL;
+	if (io->neasy < IO_EASY_POOL && io->multi) {
+		io->easy_pool[io->neasy++] = es;
+	} else {
+		curl_easy_cleanup(es->e);
+		free(es);
+	}
 }
 
 static void on_timeout(uv_timer_t *t)
@@ -170,11 +299,21 @@ static void cancel_all(struct backend_io *io, struct backend_req *q)
 static void shutdown_loop(struct backend_io *io, struct backend_req *q)
 {
 	cancel_all(io, q);
-	while (io->neasy)
-		curl_easy_cleanup(io->easy_pool[--io->neasy]);
-	/* closes cached connections; their sockets come back as POLL_REMOVE */
+	/* closes cached connections: on_closesocket closes their handles */
 	curl_multi_cleanup(io->multi);
 	io->multi = NULL;
+	while (io->neasy) {
+		struct io_easy *es = io->easy_pool[--io->neasy];
+
+		curl_easy_cleanup(es->e);
+		free(es);
+	}
+	while (io->xfer_free) {
+		struct xfer *x = io->xfer_free;
+
+		io->xfer_free = x->fnext;
+		backend__io_xfer_release(x);
+	}
 	while (io->socks)
 		sock_close(io, io->socks);
 	uv_close((uv_handle_t *)&io->timer, NULL);
@@ -320,6 +459,7 @@ void backend_io_close(struct backend_io *io)
 	pthread_mutex_destroy(&io->lock);
 	free(io->probe_url);
 	free(io->ca_file);
+	free(io->sockv);
 	free(io);
 }
 
@@ -342,6 +482,9 @@ void backend_io_stats(struct backend_io *io, struct backend_stats *st)
 	st->probes = atomic_load(&io->n_probes);
 	st->cancels = atomic_load(&io->n_cancels);
 	st->down = (uint64_t)atomic_load(&io->down_now);
+	st->bytes_received = atomic_load(&io->n_bytes_received);
+	st->short_bodies = atomic_load(&io->n_short_bodies);
+	st->range_ignored = atomic_load(&io->n_range_ignored);
 }
 
 void backend_io_submit(struct backend_io *io, struct backend_req *r)

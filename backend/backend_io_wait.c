@@ -152,26 +152,16 @@ ssize_t backend_io_read(struct backend_io *io, struct backend_req *r, void *buf)
 	return (ssize_t)w.len;
 }
 
-/* backend_io_stream_async's state: malloc'd by the call, freed after done. */
-struct astream {
-	backend_sink_cb cb;
-	void *arg;
-	uint64_t pos;	/* object offset of the next byte */
-	uint64_t bytes; /* bytes cb accepted */
-	backend_io_stream_done_cb done;
-	void *darg;
-};
-
 static int astream_poll(void *arg)
 {
-	struct astream *a = arg;
+	struct backend_io_astream *a = arg;
 
 	return a->cb(a->arg, a->pos, NULL, 0);
 }
 
 static int astream_data(void *arg, const void *buf, size_t len)
 {
-	struct astream *a = arg;
+	struct backend_io_astream *a = arg;
 	int err = a->cb(a->arg, a->pos, buf, len);
 
 	if (err < 0)
@@ -183,29 +173,23 @@ static int astream_data(void *arg, const void *buf, size_t len)
 
 static void astream_done(void *arg, struct backend_req *r, int err)
 {
-	struct astream *a = arg;
+	struct backend_io_astream *a = arg;
 	backend_io_stream_done_cb done = a->done;
 	void *darg = a->darg;
 	uint64_t bytes = a->bytes;
 
-	free(a);
-	done(darg, r, err, bytes); /* r may be gone after this */
+	done(darg, r, err, bytes); /* r and a may be gone after this */
 }
 
-void backend_io_stream_async(struct backend_io *io, struct backend_req *r, backend_sink_cb cb,
-			     void *arg, backend_io_stream_done_cb done, void *darg)
+void backend_io_stream_async(struct backend_io *io, struct backend_req *r,
+			     struct backend_io_astream *a, backend_sink_cb cb, void *arg,
+			     backend_io_stream_done_cb done, void *darg)
 {
-	struct astream *a;
-
 	if (r->range_len == 0 || r->range_len > SSIZE_MAX) {
 		done(darg, r, r->range_len ? -EINVAL : 0, 0);
 		return;
 	}
-	a = calloc(1, sizeof(*a));
-	if (!a) {
-		done(darg, r, -ENOMEM, 0);
-		return;
-	}
+	a->bytes = 0;
 	a->cb = cb;
 	a->arg = arg;
 	a->pos = r->range_off;
@@ -221,6 +205,7 @@ void backend_io_stream_async(struct backend_io *io, struct backend_req *r, backe
 /* backend_io_stream: the asynchronous stream, waited for. */
 struct stream_wait {
 	struct waiter w;
+	struct backend_io_astream a;
 	uint64_t bytes; /* set on the loop thread before w is done */
 };
 
@@ -242,7 +227,7 @@ ssize_t backend_io_stream(struct backend_io *io, struct backend_req *r, backend_
 		return r->range_len ? -EINVAL : 0;
 	waiter_init(&s.w);
 	s.bytes = 0;
-	backend_io_stream_async(io, r, cb, arg, stream_waited, &s);
+	backend_io_stream_async(io, r, &s.a, cb, arg, stream_waited, &s);
 	err = waiter_wait(&s.w);
 	if (err < 0)
 		return err;

@@ -42,6 +42,7 @@
 
 #include "backend_i.h"
 #include "backend_io_i.h"
+#include "disk.h"
 
 /* Backoff: full jitter over base * 2^attempt, capped (AWS architecture
  * blog "Exponential Backoff and Jitter"). 100 ms gives a quick second try
@@ -49,13 +50,6 @@
 #define IO_BACKOFF_BASE_MS 100.0
 #define IO_BACKOFF_CAP_MS  5000.0
 #define IO_MAX_REDIRECTS   5
-
-/* Bigger receive buffer than curl's 16 KiB (fewer callbacks per MB), small
- * enough to stay in the CPU's cache between the recv that fills it and the
- * copy out of it: with 32 connections, 512 KiB buffers (16 MiB in all)
- * cost 9 % more CPU per GB filled than 64 KiB ones (median of 10 fresh
- * 1 GB prefetches each on the bench's link emulator). */
-#define IO_BUFFER_BYTES (64 * 1024)
 
 static uint64_t rng_next(struct backend_io *io)
 {
@@ -99,31 +93,34 @@ static int is_redirect(long s)
 
 static void xfer_free_cb(uv_handle_t *h)
 {
-	struct xfer *x = h->data;
+	free(h->data);
+}
 
-	free(x->url);
-	free(x->origin);
-	free(x);
+void backend__io_xfer_release(struct xfer *x)
+{
+	uv_close((uv_handle_t *)&x->backoff, xfer_free_cb);
 }
 
 static void xfer_detach_easy(struct xfer *x)
 {
+	struct backend_io *io = x->io;
+
 	if (x->easy) {
 		if (x->state == X_RUN) {
-			curl_multi_remove_handle(x->io->multi, x->easy);
-			x->io->running--;
+			curl_multi_remove_handle(io->multi, x->easy->e);
+			io->running--;
 			if (!x->r->small)
-				x->io->running_large--;
+				io->running_large--;
 		}
-		if (x->io->neasy < IO_EASY_POOL && x->io->multi) {
-			curl_easy_reset(x->easy); /* every option is set again */
-			x->io->easy_pool[x->io->neasy++] = x->easy;
-		} else {
-			curl_easy_cleanup(x->easy);
-		}
+		backend__io_easy_put(io, x->easy);
 		x->easy = NULL;
 	}
-	curl_slist_free_all(x->hdrs);
+	if (x->rx) {
+		atomic_fetch_add_explicit(&io->n_bytes_received, x->rx, memory_order_relaxed);
+		x->rx = 0;
+	}
+	/* the If-Match node is the xfer's own: the rest was allocated */
+	curl_slist_free_all(x->hdrs == &x->ifm_node ? x->ifm_node.next : x->hdrs);
 	x->hdrs = NULL;
 }
 
@@ -181,7 +178,15 @@ void backend__io_xfer_finish(struct xfer *x, int err)
 		backend__io_store_up(io);
 	r->priv = NULL;
 	x->r = NULL;
-	uv_close((uv_handle_t *)&x->backoff, xfer_free_cb);
+	free(x->url_own);
+	x->url_own = NULL;
+	if (io->nxfer_free < IO_EASY_POOL && !io->halted) {
+		x->fnext = io->xfer_free; /* its timer stays initialised */
+		io->xfer_free = x;
+		io->nxfer_free++;
+	} else {
+		backend__io_xfer_release(x);
+	}
 	done(arg, r, err); /* r may be gone after this */
 }
 
@@ -233,7 +238,10 @@ static void xfer_retry(struct xfer *x, int err)
 		backend__io_fail_fast(io, x);
 		return;
 	}
-	for (int i = 1; i < x->r->attempts && cap < IO_BACKOFF_CAP_MS; i++)
+	/* the backoff grows with the attempts in a row that got nothing: one
+	 * that delivered bytes (a cut or short body) resumes soon */
+	x->stuck = x->r->delivered > x->delivered0 ? 0 : x->stuck + 1;
+	for (int i = 1; i < x->stuck && cap < IO_BACKOFF_CAP_MS; i++)
 		cap *= 2;
 	if (cap > IO_BACKOFF_CAP_MS)
 		cap = IO_BACKOFF_CAP_MS;
@@ -256,7 +264,9 @@ static int xfer_start(struct xfer *x)
 {
 	struct backend_io *io = x->io;
 	struct backend_req *r = x->r;
-	int head = strcmp(r->method, "HEAD") == 0;
+	int head = r->method[0] == 'H';
+	unsigned want = (head ? EASY_HEAD : 0) | (r->body ? EASY_BODY : 0);
+	struct io_easy *es;
 	CURL *e;
 	int err;
 
@@ -268,11 +278,16 @@ static int xfer_start(struct xfer *x)
 	r->error[0] = '\0';
 	r->errbody_len = 0;
 	backend__io_attempt_reset(x);
+	x->want_mtime = head || !r->range_len;
+	x->delivered0 = r->delivered;
 	x->progress_ns = uv_hrtime();
-	e = io->neasy ? io->easy_pool[--io->neasy] : curl_easy_init();
-	if (!e)
+	es = backend__io_easy_get(io);
+	if (!es)
 		return -ENOMEM;
-	x->easy = e;
+	es->x = x;
+	es->errbuf[0] = '\0';
+	x->easy = es;
+	e = es->e;
 	x->want_start = 0;
 	x->range[0] = '\0';
 	if (!head && (r->range_len || r->delivered)) {
@@ -294,11 +309,9 @@ static int xfer_start(struct xfer *x)
 	else if (r->delivered && x->first_etag[0] && strncmp(x->first_etag, "W/", 2) != 0)
 		snprintf(x->ifmatch, sizeof(x->ifmatch), "If-Match: %s", x->first_etag);
 	if (x->ifmatch[0]) {
-		struct curl_slist *l = curl_slist_append(x->hdrs, x->ifmatch);
-
-		if (!l)
-			return -ENOMEM;
-		x->hdrs = l;
+		x->ifm_node.data = x->ifmatch;
+		x->ifm_node.next = NULL;
+		x->hdrs = &x->ifm_node;
 	}
 	if (r->sign && x->signable) {
 		err = r->sign(r->sign_arg, r, &x->hdrs);
@@ -306,24 +319,18 @@ static int xfer_start(struct xfer *x)
 			return err;
 	}
 	curl_easy_setopt(e, CURLOPT_URL, x->url);
-	curl_easy_setopt(e, CURLOPT_PRIVATE, x);
-	backend__curl_harden(e, io->ca_file);
-	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, io->connect_ms);
-	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, io->stall_s);
-	curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)IO_BUFFER_BYTES);
-	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-	curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
-	curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, backend__io_on_progress);
-	curl_easy_setopt(e, CURLOPT_XFERINFODATA, x);
-	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
-	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, backend__io_on_header);
-	curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
-	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, backend__io_on_body);
-	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+	/* the method: back to a plain GET from another, then this one's */
+	if ((es->set & (EASY_HEAD | EASY_BODY)) != want) {
+		if (es->set & (EASY_HEAD | EASY_BODY)) {
+			curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, NULL);
+			curl_easy_setopt(e, CURLOPT_POSTFIELDS, NULL);
+			curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+		}
+		if (head)
+			curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+		es->set = (es->set & ~(EASY_HEAD | EASY_BODY)) | want;
+	}
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
-	if (head)
-		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
 	if (r->body) {
 		struct curl_slist *l = curl_slist_append(x->hdrs, "Content-Type: application/json");
 
@@ -337,8 +344,9 @@ static int xfer_start(struct xfer *x)
 		curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
 		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "GET");
 	}
-	if (x->range[0])
-		curl_easy_setopt(e, CURLOPT_RANGE, x->range);
+	if (x->range[0] || (es->set & EASY_RANGE))
+		curl_easy_setopt(e, CURLOPT_RANGE, x->range[0] ? x->range : NULL);
+	es->set = x->range[0] ? es->set | EASY_RANGE : es->set & ~EASY_RANGE;
 	if (curl_multi_add_handle(io->multi, e) != CURLM_OK)
 		return -ENOMEM;
 	x->state = X_RUN;
@@ -376,6 +384,60 @@ void backend__io_kick(struct backend_io *io)
 	}
 }
 
+/* Has the server of x's URL been logged as one that ignores Range? Marks it. */
+static int range_logged(struct backend_io *io, const char *url)
+{
+	size_t plen;
+	const char *path = url_path(url, &plen);
+	uint64_t h = disk_fnv64_update(disk_fnv64(url, (size_t)(path - url)), path, plen) | 1;
+	unsigned i = (unsigned)h & 255;
+
+	for (; io->range_logged[i]; i = (i + 1) & 255)
+		if (io->range_logged[i] == h)
+			return 1;
+	if (++io->nrange_logged > 128) {
+		memset(io->range_logged, 0, sizeof(io->range_logged));
+		io->nrange_logged = 1;
+		i = (unsigned)h & 255;
+	}
+	io->range_logged[i] = h;
+	return 0;
+}
+
+/* A ranged GET answered with the whole object: said once per object, with
+ * what it cost. */
+static void log_range_ignored(struct xfer *x)
+{
+	struct backend_req *r = x->r;
+	char shown[512];
+
+	if (range_logged(x->io, x->url))
+		return;
+	backend__url_display(x->url, shown, sizeof(shown));
+	backend__log(&x->io->log, BACKEND_LOG_WARN,
+		     "GET %s: the server ignored Range: it answered 200 with the whole object "
+		     "(%" PRIu64 " bytes) to a request for %" PRIu64 " bytes at %" PRIu64
+		     "; %" PRIu64 " bytes received for them, and every ranged read of this object "
+		     "costs as much (logged once per object; counter bytes_received)",
+		     shown, x->have_clen ? x->clen : 0,
+		     r->range_len ? r->range_len - x->delivered0 : 0, x->want_start, x->rx);
+}
+
+/* A body that ended before its headers said: counted, in words. */
+static void short_body(struct xfer *x, const char *why)
+{
+	struct backend_req *r = x->r;
+	uint64_t want = x->have_crange && !x->crange_star ? x->cr_end - x->cr_start + 1
+			: x->have_clen			  ? x->clen
+			: r->range_len			  ? r->range_len - x->delivered0
+							  : r->size - x->delivered0;
+
+	atomic_fetch_add_explicit(&x->io->n_short_bodies, 1, memory_order_relaxed);
+	snprintf(r->error, sizeof(r->error),
+		 "HTTP %ld: short body: got %" PRIu64 " of %" PRIu64 " bytes%s", x->status,
+		 r->delivered - x->delivered0, want, why);
+}
+
 /* One attempt ended (curl says done with result c). */
 static void xfer_done(struct xfer *x, CURLcode c)
 {
@@ -383,6 +445,8 @@ static void xfer_done(struct xfer *x, CURLcode c)
 	int retry = 0;
 	int err;
 
+	if (x->range_ignored)
+		log_range_ignored(x);
 	r->status = x->status;
 	if (x->hdr_done && x->status >= 200 && x->status < 300) {
 		if (x->have_crange && !x->crange_star)
@@ -408,8 +472,13 @@ static void xfer_done(struct xfer *x, CURLcode c)
 		xfer_retry(x, -EIO);
 		return;
 	}
+	if (c == CURLE_PARTIAL_FILE && x->accept_body) {
+		short_body(x, " (the connection closed)");
+		xfer_retry(x, -EIO);
+		return;
+	}
 	if (c != CURLE_OK) {
-		backend__io_curl_describe(c, x->url, x->errbuf, r);
+		backend__io_curl_describe(c, x->url, x->easy->errbuf, r);
 		err = backend__io_curl_errno(c, &retry);
 		if (retry)
 			xfer_retry(x, err);
@@ -418,9 +487,9 @@ static void xfer_done(struct xfer *x, CURLcode c)
 		return;
 	}
 	if (is_redirect(x->status)) {
-		char *loc = NULL, *next, *origin;
+		char *loc = NULL, *next, *origin, *first;
 
-		curl_easy_getinfo(x->easy, CURLINFO_REDIRECT_URL, &loc);
+		curl_easy_getinfo(x->easy->e, CURLINFO_REDIRECT_URL, &loc);
 		if (!loc || ++x->hops > IO_MAX_REDIRECTS ||
 		    (strncasecmp(loc, "http://", 7) != 0 && strncasecmp(loc, "https://", 8) != 0)) {
 			backend__io_xfer_finish(x, -EIO);
@@ -432,15 +501,17 @@ static void xfer_done(struct xfer *x, CURLcode c)
 			backend__io_xfer_finish(x, -EIO);
 			return;
 		}
-		x->signable = x->origin && strcmp(origin, x->origin) == 0;
+		first = backend__url_origin(r->url);
+		x->signable = first && strcmp(origin, first) == 0;
 		free(origin);
+		free(first);
 		next = x->signable ? strdup(loc) : backend__url_without_userinfo(loc);
 		if (!next) {
 			backend__io_xfer_finish(x, -ENOMEM);
 			return;
 		}
-		free(x->url);
-		x->url = next;
+		free(x->url_own);
+		x->url = x->url_own = next;
 		xfer_detach_easy(x);
 		r->attempts--; /* a hop is not a retry */
 		wait_push(x->io, x, 1);
@@ -456,12 +527,12 @@ static void xfer_done(struct xfer *x, CURLcode c)
 			uint64_t end = r->range_off + r->delivered;
 
 			if (r->delivered < r->range_len && !(r->size && end >= r->size)) {
-				snprintf(r->error, sizeof(r->error), "the answer ended early");
+				short_body(x, "");
 				xfer_retry(x, -EIO);
 				return;
 			}
 		} else if (r->size && r->delivered < r->size) {
-			snprintf(r->error, sizeof(r->error), "the answer ended early");
+			short_body(x, "");
 			xfer_retry(x, -EIO);
 			return;
 		}
@@ -487,14 +558,14 @@ void backend__io_check_multi_info(struct backend_io *io)
 	int pending;
 
 	while ((m = curl_multi_info_read(io->multi, &pending))) {
-		struct xfer *x = NULL;
+		struct io_easy *es = NULL;
 
 		if (m->msg != CURLMSG_DONE)
 			continue;
-		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
-		if (!x)
+		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&es);
+		if (!es || !es->x)
 			continue;
-		xfer_done(x, m->data.result);
+		xfer_done(es->x, m->data.result);
 	}
 	backend__io_kick(io);
 }
@@ -503,26 +574,28 @@ void backend__io_check_multi_info(struct backend_io *io)
  * Returns 0 or -ENOMEM (r not taken). */
 int backend__io_xfer_add(struct backend_io *io, struct backend_req *r, int probe)
 {
-	struct xfer *x = calloc(1, sizeof(*x));
+	struct xfer *x = io->xfer_free;
 
-	if (x) {
-		x->url = strdup(r->url);
-		x->origin = backend__url_origin(r->url);
-	}
-	if (!x || !x->url) {
-		if (x) {
-			free(x->origin);
-			free(x);
-		}
-		return -ENOMEM;
+	if (x) { /* an ended one: its timer is initialised */
+		uv_timer_t t = x->backoff;
+
+		io->xfer_free = x->fnext;
+		io->nxfer_free--;
+		memset(x, 0, sizeof(*x));
+		x->backoff = t;
+	} else {
+		x = calloc(1, sizeof(*x));
+		if (!x)
+			return -ENOMEM;
+		uv_timer_init(&io->loop, &x->backoff);
+		x->backoff.data = x;
 	}
 	x->io = io;
 	x->r = r;
 	x->probe = probe;
-	x->signable = x->origin != NULL;
+	x->url = r->url;
+	x->signable = 1; /* r->url's origin, until a redirect leaves it */
 	r->priv = x;
-	uv_timer_init(&io->loop, &x->backoff);
-	x->backoff.data = x;
 	x->next = io->all;
 	if (io->all)
 		io->all->prev = x;

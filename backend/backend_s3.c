@@ -630,19 +630,19 @@ static ssize_t os_read_cb(struct backend *be, const char *key, const char *etag,
 /* An asynchronous GET (os_read_async): malloc'd with it, freed after its done. */
 struct os_async {
 	struct os_call c; /* c.path points at path below */
+	struct backend_io_astream st;
 	struct backend *be;
 	backend_done_cb done;
 	void *darg;
 	char *key; /* for the failure record */
 	char *etag;
 	char path[OS_PATH_MAX];
+	char text[]; /* key, etag */
 };
 
 static void os_async_free(struct os_async *a)
 {
 	os_call_free(&a->c);
-	free(a->key);
-	free(a->etag);
 	free(a);
 }
 
@@ -668,21 +668,20 @@ static void os_read_async(struct backend *be, const char *key, const char *etag,
 			  backend_done_cb done, void *darg)
 {
 	struct backend_objstore *os = be->impl;
-	struct os_async *a = calloc(1, sizeof(*a));
+	size_t kl = strlen(key) + 1, el = etag ? strlen(etag) + 1 : 0;
+	struct os_async *a = malloc(sizeof(*a) + kl + el);
 	int err = a ? 0 : -ENOMEM;
 
 	if (len > SSIZE_MAX)
 		len = SSIZE_MAX;
-	if (err == 0)
+	if (a) {
+		memset(a, 0, sizeof(*a));
+		a->key = memcpy(a->text, key, kl);
+		a->etag = etag ? memcpy(a->text + kl, etag, el) : NULL;
 		err = os_object_path(os, os->get_prefix, key, a->path, sizeof(a->path));
+	}
 	if (err == 0)
 		err = os_call_init(&a->c, os, "GET", a->path, os->get_query);
-	if (err == 0) {
-		a->key = strdup(key);
-		a->etag = etag ? strdup(etag) : NULL;
-		if (!a->key || (etag && !a->etag))
-			err = -ENOMEM;
-	}
 	if (err < 0) {
 		if (a)
 			os_async_free(a);
@@ -696,7 +695,7 @@ static void os_read_async(struct backend *be, const char *key, const char *etag,
 	a->c.req.range_len = len;
 	a->c.req.if_match = a->etag;
 	a->c.req.small = (flags & BACKEND_READ_SMALL) != 0;
-	backend_io_stream_async(os->io, &a->c.req, cb, arg, os_async_done, a);
+	backend_io_stream_async(os->io, &a->c.req, &a->st, cb, arg, os_async_done, a);
 }
 
 static void os_close(struct backend *be)

@@ -261,6 +261,10 @@ static const struct ctl_counter ctl_counters[] = {
     {"cache_miss_wait_ms", "time those reads waited for their units, summed", CTL_COUNTER_MS,
      SNAP(cs.miss_wait_ms)},
     {"bytes_fetched", "bytes fetched from the store into the cache", C, SNAP(cs.bytes_fetched)},
+    {"bytes_received",
+     "body bytes the remote store sent that reached the daemon (more than bytes_fetched when a "
+     "server ignores Range)",
+     C, SNAP(bs.bytes_received)},
     {"fills", "fill requests completed: a chunk, or the units a random read needed", C,
      SNAP(cs.fills)},
     {"fills_inflight", "fill requests running now", G, SNAP(cs.fills_inflight)},
@@ -348,6 +352,12 @@ static const struct ctl_counter ctl_counters[] = {
      "listing pages asked of the store (ListObjectsV2 pages of 1000 keys, autoindex pages): at "
      "mount and at each refresh",
      C, SNAP(bs.list_requests)},
+    {"store_short_bodies",
+     "answers whose body ended before their headers said (cut, Content-Length short of the "
+     "range): retried from where they stopped",
+     C, SNAP(bs.short_bodies)},
+    {"store_range_ignored", "answers 200 (the whole object) to a ranged GET: Range ignored", C,
+     SNAP(bs.range_ignored)},
     {"index_sidecar", "shard indexes loaded from a sidecar NAME.tar.idx", C, FS(index_sidecar)},
     {"index_sidecar_rejected", "sidecar indexes ignored (stale or corrupt)", C,
      FS(index_sidecar_rejected)},

@@ -126,6 +126,7 @@ http {
     server {
         listen 127.0.0.1:%(port)d;
         location /files/ { alias %(root)s/; }
+        location /norange/ { alias %(root)s/; max_ranges 0; }
         location /json/ { alias %(root)s/; autoindex on; autoindex_format json; }
         location /html/ { alias %(root)s/; autoindex on; autoindex_format html; }
         location /deny/ { return 403; }
@@ -277,6 +278,8 @@ class FaultProxy(LoopbackProxy):
              'multipart' answer 206 multipart/byteranges (no Content-Range) with the right bytes
              'overclaim' fetch the first half of A-B, relay it with Content-Length of the half
                         but Content-Range: bytes A-B/T (they disagree)
+             'trunc'    the 206's headers with Content-Length rewritten to trunc_bytes (default
+                        0) and that many bytes of its body, connection kept: a short body
       count = N         the fault hits the next N matching requests, then 'pass'; -1: always
       methods = {...}   methods the fault applies to (default GET only)
       match = S         the fault applies only to request paths that contain S (None: all)
@@ -312,6 +315,7 @@ class FaultProxy(LoopbackProxy):
         self.rate_modes = ()
         self.fault_counts = {}
         self.stall_s = 5.0
+        self.trunc_bytes = 0
         super().__init__(upstream_port)
 
     def set(self, mode, count=-1, methods=('GET',), on_fault=None, strip=(), match=None):
@@ -336,7 +340,7 @@ class FaultProxy(LoopbackProxy):
             self.faults = 0
             self.log = []
 
-    RANGE_MODES = ('shift', 'short', 'multipart', 'overclaim')
+    RANGE_MODES = ('shift', 'short', 'multipart', 'overclaim', 'trunc')
 
     def _take_fault(self, method, path, head):
         rng = self._range(head)
@@ -459,12 +463,16 @@ class FaultProxy(LoopbackProxy):
                     hb = status + b''.join(hdrs) + b'\r\n'
                 else:
                     hb = status + b''.join(hdrs) + b'Connection: keep-alive\r\n\r\n'
-                if fault == 'r-trunc' and method != 'HEAD' and len(body) > 1:
+                if (fault == 'r-trunc' and method != 'HEAD' and len(body) > 1) or (
+                        fault == 'trunc' and status.split(b' ')[1:2] == [b'206']):
                     with self.lock:
-                        n = self.rng.randrange(0, len(body))
+                        n = (self.rng.randrange(0, len(body)) if fault == 'r-trunc' else
+                             min(self.trunc_bytes, len(body) - 1))
                     hdrs = [h for h in hdrs if not h.lower().startswith(b'content-length:')]
                     c.sendall(status + b''.join(hdrs) + b'Content-Length: %d\r\n' % n +
                               b'Connection: keep-alive\r\n\r\n' + body[:n])
+                    if fault == 'trunc':
+                        self._after_fault(method, path)
                     continue
                 if fault == 'r-stall' and method != 'HEAD':
                     c.sendall(hb + body[:min(len(body), 100)])

@@ -1,0 +1,164 @@
+/*
+ * req_cli.c — drives the remote stores' asynchronous ranged reads
+ * (backend_read_version_async) for test_http.py's tests of the request
+ * path and for measuring it (syscalls, instructions per request):
+ *
+ *   req_cli SOURCE KEY OFF LEN COUNT WINDOW [BUDGET_S]
+ *
+ * reads [OFF + i*LEN, OFF + (i+1)*LEN) of KEY for i < COUNT (wrapping to
+ * OFF when a range passes the object's end, as its size says), at most
+ * WINDOW in flight, as BACKEND_READ_SMALL reads, then prints
+ * "bytes N", "errors N", "fnv HEX" (FNV-1a 64 of the bytes in range
+ * order) and the store's counters, one "name value" a line. The store's
+ * log lines go to stderr as "log: MSG". Exit 0 when every read succeeded.
+ * REQ_CLI_COUNT=1: the bytes are counted, not kept (fnv 0): for measuring
+ * the request path without the copy and the hash.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "disk.h"
+
+struct job {
+	unsigned char *buf;
+	uint64_t off;
+	size_t len, got;
+	int err;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static unsigned inflight;
+static int count_only;
+
+static int sink(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	struct job *j = arg;
+
+	if (!len)
+		return 0;
+	if (off < j->off || off - j->off + len > j->len)
+		return -EIO;
+	j->got += len;
+	if (count_only)
+		return 0;
+	j->got -= len;
+	memcpy(j->buf + (off - j->off), buf, len);
+	j->got += len;
+	return 0;
+}
+
+static void done(void *arg, int err, uint64_t bytes)
+{
+	struct job *j = arg;
+
+	(void)bytes;
+	pthread_mutex_lock(&mu);
+	j->err = err;
+	inflight--;
+	pthread_cond_signal(&cv);
+	pthread_mutex_unlock(&mu);
+}
+
+static void log_line(void *arg, enum backend_log_level level, const char *msg)
+{
+	(void)arg;
+	(void)level;
+	fprintf(stderr, "log: %s\n", msg);
+}
+
+int main(int argc, char **argv)
+{
+	struct backend_config cfg = {0};
+	struct backend_objinfo info;
+	struct backend_stats st;
+	struct backend *be;
+	struct job *jobs;
+	uint64_t off0, size, bytes = 0, h = 0xcbf29ce484222325ull;
+	size_t len, count, window, errors = 0;
+	int err;
+
+	if (argc < 7) {
+		fprintf(stderr, "usage: req_cli SOURCE KEY OFF LEN COUNT WINDOW [BUDGET_S]\n");
+		return 2;
+	}
+	count_only = getenv("REQ_CLI_COUNT") != NULL;
+	off0 = strtoull(argv[3], NULL, 10);
+	len = strtoull(argv[4], NULL, 10);
+	count = strtoull(argv[5], NULL, 10);
+	window = strtoull(argv[6], NULL, 10);
+	cfg.connections = (unsigned)window;
+	cfg.max_connections = (unsigned)window;
+	cfg.retry_budget_s = argc > 7 ? atof(argv[7]) : 10;
+	cfg.stall_timeout_s = 5;
+	cfg.log = log_line;
+	if (!len || !count || !window) {
+		fprintf(stderr, "req_cli: LEN, COUNT and WINDOW must be > 0\n");
+		return 2;
+	}
+	err = backend_open(&be, argv[1], &cfg);
+	if (err < 0) {
+		fprintf(stderr, "req_cli: %s: %s\n", argv[1], strerror(-err));
+		return 1;
+	}
+	err = backend_stat(be, argv[2], &info);
+	if (err < 0) {
+		fprintf(stderr, "req_cli: %s: %s\n", argv[2], strerror(-err));
+		return 1;
+	}
+	size = info.size;
+	jobs = calloc(count, sizeof(*jobs));
+	for (size_t i = 0; jobs && i < count; i++) {
+		uint64_t o = off0 + (uint64_t)i * len;
+
+		if (size >= off0 + len)
+			o = off0 + (o - off0) % ((size - off0) / len * len);
+		jobs[i].off = o;
+		jobs[i].len = len;
+		jobs[i].buf = count_only ? NULL : malloc(len);
+		if (!count_only && !jobs[i].buf)
+			return 1;
+	}
+	if (!jobs)
+		return 1;
+	for (size_t i = 0; i < count; i++) {
+		pthread_mutex_lock(&mu);
+		while (inflight >= window)
+			pthread_cond_wait(&cv, &mu);
+		inflight++;
+		pthread_mutex_unlock(&mu);
+		backend_read_version_async(be, argv[2], info.etag, jobs[i].off, len,
+					   BACKEND_READ_SMALL, sink, &jobs[i], done, &jobs[i]);
+	}
+	pthread_mutex_lock(&mu);
+	while (inflight)
+		pthread_cond_wait(&cv, &mu);
+	pthread_mutex_unlock(&mu);
+	for (size_t i = 0; i < count; i++) {
+		if (jobs[i].err < 0) {
+			errors++;
+			fprintf(stderr, "req_cli: read %zu at %" PRIu64 ": %s\n", i, jobs[i].off,
+				strerror(-jobs[i].err));
+			continue;
+		}
+		bytes += jobs[i].got;
+		if (!count_only)
+			h = disk_fnv64_update(h, jobs[i].buf, jobs[i].got);
+		free(jobs[i].buf);
+	}
+	free(jobs);
+	backend_get_stats(be, &st);
+	printf("bytes %" PRIu64 "\nerrors %zu\nfnv %016" PRIx64 "\n", bytes, errors,
+	       count_only ? 0 : h);
+	printf("requests %" PRIu64 "\nattempts %" PRIu64 "\nfailures %" PRIu64 "\n", st.requests,
+	       st.attempts, st.failures);
+	printf("bytes_received %" PRIu64 "\nshort_bodies %" PRIu64 "\nrange_ignored %" PRIu64 "\n",
+	       st.bytes_received, st.short_bodies, st.range_ignored);
+	backend_close(be);
+	return errors ? 1 : 0;
+}

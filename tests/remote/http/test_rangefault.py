@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Answers to ranged GETs that are not what they claim, never in silence (issue 40 #5, #13).
+
+    test_rangefault.py SHARDFS GROUP REQ_CLI
+
+Groups (each starts its own nginx on 127.0.0.1 and, for 'shortbody', the fault proxy):
+  shortbody  a 206 whose Content-Length is short of its Content-Range (the body stops early):
+             its bytes are kept and the rest asked for again, each counted in
+             store_short_bodies (req_cli's short_bodies) and store_attempts; exact bytes, no
+             failure. A server that sends 0 bytes of every such answer: the read fails with EIO
+             within --retry-budget, store_failures 1, and the log line names the status and
+             "short body: got 0 of M bytes".
+  norange    nginx with max_ranges 0 answers every ranged GET with 200 and the whole object:
+             the bytes are exact, bytes_received counts what the server sent (the whole object
+             for a range at its end: exactly), store_range_ignored every such answer, and the
+             log says it once per object with the cost.
+Exact counts throughout (faults served, requests, attempts, bytes); no timing.
+"""
+import errno
+import os
+import re
+import sys
+import tarfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
+
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import web  # noqa: E402
+from shardfs_test.mount import log  # noqa: E402
+
+SIZE = 1 << 20  # the member's bytes: the shard is a little more
+
+
+def make_source(env):
+    """src/s/shard-00000{0,1}.tar: one random 1 MiB member each, readable by nginx."""
+    src = env.path('src')
+    os.makedirs(os.path.join(src, 's'))
+    for i in range(2):
+        data = env.path('member-%d.bin' % i)
+        with open(data, 'wb') as f:
+            f.write(bytes(env.rng.getrandbits(8) for _ in range(4096)) * (SIZE // 4096))
+        with tarfile.open(os.path.join(src, 's', 'shard-%06d.tar' % i), 'w',
+                          format=tarfile.USTAR_FORMAT) as t:
+            t.add(data, arcname='%06d.bin' % i)
+    for d, _, files in os.walk(env.tmp):
+        os.chmod(d, 0o755)
+        for fn in files:
+            os.chmod(os.path.join(d, fn), 0o644)
+    return src
+
+
+def req_cli(env, cli, source, key, off, length, count, budget=10):
+    """Run req_cli; (exit status, {name: int or str}, stderr)."""
+    r = env.run([cli, source, key, str(off), str(length), str(count), '1', str(budget)],
+                timeout=120)
+    out = {}
+    for ln in r.stdout.decode().splitlines():
+        k, _, v = ln.partition(' ')
+        out[k] = int(v) if v.isdigit() else v
+    err = r.stderr.decode(errors='replace')
+    log('req_cli %s %d+%d x%d -> %r %r %s' % (key, off, length, count, r.returncode, out,
+                                              err.strip()[-600:]))
+    return r.returncode, out, err
+
+
+def fnv64(data):
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+    return '%016x' % h
+
+
+def group_shortbody(env, ck, cli, ng, src):
+    key = 's/shard-000001.tar'  # not the first: the mount's 1-byte GET goes to that one
+    with open(os.path.join(src, key), 'rb') as f:
+        want = f.read()
+    px = web.FaultProxy(ng.port)
+    try:
+        source = px.url('files/s/shard-{000000..000001}.tar')
+        # (a) the engine: 4 ranged reads of 64 KiB, the first 3 answers half-bodies ('overclaim':
+        # Content-Length of half the range, Content-Range of all of it): each resumed once
+        px.set('overclaim', count=3, match='/files/' + key)
+        rc, out, err = req_cli(env, cli, px.url('files/' + key), os.path.basename(key),
+                               65536, 65536, 4)
+        ck.eq('shortbody engine: exit', rc, 0)
+        ck.eq('shortbody engine: faults served', px.faults, 3)
+        ck.eq('shortbody engine: bytes', out.get('bytes'), 4 * 65536)
+        ck.eq('shortbody engine: fnv', out.get('fnv'), fnv64(want[65536:5 * 65536]))
+        ck.eq('shortbody engine: short_bodies', out.get('short_bodies'), 3)
+        ck.eq('shortbody engine: failures', out.get('failures'), 0)
+        # a HEAD (the object's size) and 4 GETs; 3 of them took 2 attempts
+        ck.eq('shortbody engine: requests', out.get('requests'), 5)
+        ck.eq('shortbody engine: attempts', out.get('attempts'), 5 + 3)
+
+        # (b) the mount: the same faults under a reader of the whole shard, exact (set once
+        # mounted: the mount's own 1-byte GET is not among them)
+        opts = ['--retry-budget', '60', '--warm', 'off', '--prefetch-shards', '0',
+                '--chunk-size', '64K']
+        with ml.Mount(env, source, cache_dir=env.path('cache-a'), extra=opts) as m:
+            px.set('overclaim', count=5, match='/files/' + key)
+            st0 = m.stats()
+            got = ml.read_all(os.path.join(m.mnt, os.path.basename(key)))
+            st = m.stats()
+        ck.ok(got == want, 'shortbody mount: the shard read is not exact (%d bytes)' % len(got))
+        ck.eq('shortbody mount: faults served', px.faults, 5)
+        ck.eq('shortbody mount: store_short_bodies', st.get('store_short_bodies'), 5)
+        ck.eq('shortbody mount: store_failures', st['store_failures'], 0)
+        ck.eq('shortbody mount: retries', (st['store_attempts'] - st0['store_attempts']) -
+              (st['store_requests'] - st0['store_requests']), 5)
+
+        # (c) every answer of the shard a 206 with no body at all: no progress, so EIO once the
+        # budget is spent; counted and logged with the status and what came
+        px.trunc_bytes = 0
+        opts = ['--retry-budget', '2', '--warm', 'off', '--prefetch-shards', '0',
+                '--chunk-size', '64K']
+        cache = env.path('cache-c')
+        with ml.Mount(env, source, cache_dir=cache, extra=opts) as m:
+            px.set('trunc', count=-1, match='/files/' + key)
+            e = 0
+            try:
+                with open(os.path.join(m.mnt, os.path.basename(key)), 'rb', buffering=0) as f:
+                    os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
+                    f.read(4096)
+            except OSError as ex:
+                e = ex.errno
+            st = m.stats()
+        text = ml.logs_under(cache)
+        ck.eq('shortbody empty: errno', errno.errorcode.get(e, e), 'EIO')
+        ck.eq('shortbody empty: store_failures', st['store_failures'], 1)
+        ck.eq('shortbody empty: store_short_bodies == faults served',
+              st.get('store_short_bodies'), px.faults)
+        lines = [ln for ln in text.splitlines() if 'short body' in ln and 'fill failed' in ln]
+        log('log: %r' % text.splitlines())
+        ck.eq('shortbody empty: "fill failed" log lines with "short body"', len(lines), 1)
+        ck.eq('shortbody empty: "store down" log lines with "short body"',
+              len([ln for ln in text.splitlines() if 'short body' in ln and 'store down' in ln]),
+              1)
+        ck.ok(lines and re.search(r'HTTP 206: short body: got 0 of 65536 bytes', lines[0]),
+              'shortbody empty: the log line does not name the status and the bytes: %r' % lines)
+    finally:
+        px.close()
+
+
+def group_norange(env, ck, cli, ng, src):
+    key = 's/shard-000000.tar'
+    with open(os.path.join(src, key), 'rb') as f:
+        want = f.read()
+    size = len(want)
+    url = ng.url('norange/' + key)
+    # (a) the engine: the last 64 KiB of the object, twice: each answer is the whole object,
+    # read to its end (nothing cut: exactly the object's bytes received), logged once
+    rc, out, err = req_cli(env, cli, url, 'shard-000000.tar', size - 65536, 65536, 2)
+    ck.eq('norange engine: exit', rc, 0)
+    ck.eq('norange engine: bytes', out.get('bytes'), 2 * 65536)
+    ck.eq('norange engine: fnv', out.get('fnv'), fnv64(want[-65536:] * 2))
+    ck.eq('norange engine: range_ignored', out.get('range_ignored'), 2)
+    ck.eq('norange engine: bytes_received', out.get('bytes_received'), 2 * size)
+    ck.eq('norange engine: short_bodies', out.get('short_bodies'), 0)
+    lines = [ln for ln in err.splitlines() if 'ignored Range' in ln]
+    ck.eq('norange engine: log lines', len(lines), 1)
+    ck.ok(lines and ('(%d bytes) to a request for 65536 bytes at %d; %d bytes received' % (
+        size, size - 65536, size)) in lines[0],
+        'norange engine: the log line does not say the cost: %r' % lines)
+    # a range in the middle: the transfer stops after it (less than the whole object received)
+    rc, out, err = req_cli(env, cli, url, 'shard-000000.tar', 0, 65536, 1)
+    ck.eq('norange engine first 64K: bytes', out.get('bytes'), 65536)
+    ck.ok(65536 <= out.get('bytes_received', 0) < size,
+          'norange engine first 64K: bytes_received %r not in [65536, %d)' % (
+              out.get('bytes_received'), size))
+
+    # (b) the mount: the whole shard read exact; bytes_received counts what came, which is
+    # more than what was fetched; one log line for the object
+    alog = os.path.join(ng.prefix, 'access.log')
+    before = os.path.getsize(alog)
+    opts = ['--warm', 'off', '--prefetch-shards', '0', '--chunk-size', '64K']
+    cache = env.path('cache-n')
+    with ml.Mount(env, ng.url('norange/s/shard-{000000..000001}.tar'), cache_dir=cache,
+                  extra=opts) as m:
+        got = ml.read_all(os.path.join(m.mnt, os.path.basename(key)))
+        st = m.stats()
+    ck.ok(got == want, 'norange mount: the shard read is not exact')
+    with open(alog) as f:
+        f.seek(before)
+        gets = [ln for ln in f if '"GET /norange/' in ln]
+    log('norange mount: %d GETs, stats bytes_fetched %r bytes_received %r range_ignored %r' % (
+        len(gets), st['bytes_fetched'], st.get('bytes_received', 0), st.get('store_range_ignored')))
+    ck.eq('norange mount: store_range_ignored == GETs nginx answered', st.get('store_range_ignored'),
+          len(gets))
+    ck.eq('norange mount: bytes_fetched', st['bytes_fetched'], size)
+    ck.ok(st.get('bytes_received', 0) > 2 * st['bytes_fetched'],
+          'norange mount: bytes_received %d not above twice bytes_fetched %d' % (
+              st.get('bytes_received', 0), st['bytes_fetched']))
+    sent = sum(int(ln.split('"')[2].split()[1]) for ln in gets)
+    ck.ok(st.get('bytes_received', 0) <= sent, 'norange mount: bytes_received %d above what nginx sent %d'
+          % (st.get('bytes_received', 0), sent))
+    text = ml.logs_under(cache)
+    lines = [ln for ln in text.splitlines() if 'ignored Range' in ln]
+    log('log: %r' % lines)
+    objs = {re.search(r'GET (\S+):', ln).group(1) for ln in lines}
+    got_objs = {ln.split('"')[1].split()[1] for ln in gets}
+    ck.eq('norange mount: log lines, one per object', len(lines), len(got_objs))
+    ck.eq('norange mount: objects logged', {o.split('/norange/')[1] for o in objs},
+          {o.split('/norange/')[1] for o in got_objs})
+
+
+GROUPS = {'shortbody': group_shortbody, 'norange': group_norange}
+
+
+def run_group(env, ck, group, cli):
+    src = make_source(env)
+    ng = web.Nginx(env.path('nginx'), src).start()
+    try:
+        GROUPS[group](env, ck, cli, ng, src)
+    finally:
+        ng.stop()
+
+
+def main():
+    if len(sys.argv) != 4 or sys.argv[2] not in GROUPS:
+        print(__doc__)
+        return 2
+    if not os.path.exists(web.NGINX):
+        return ml.skip_status('%s is not installed (scripts/install-deps.sh --test)' % web.NGINX)
+    ml.main_wrapper(run_group, sys.argv[1], 'rangefault-' + sys.argv[2], deadline=170,
+                    group=sys.argv[2], cli=sys.argv[3])
+
+
+if __name__ == '__main__':
+    sys.exit(main())
