@@ -696,12 +696,8 @@ static ssize_t http_get(struct backend *be, const char *key, const char *etag, v
 	if (err < 0)
 		return err;
 	memset(&r, 0, sizeof(r));
-	r.method = "GET";
 	r.url = url;
-	r.range_off = off;
-	r.range_len = len;
-	r.if_match = etag;
-	n = buf ? backend_io_read(h->io, &r, buf) : backend_io_stream(h->io, &r, cb, arg);
+	n = backend__io_get(h->io, &r, etag, off, len, buf, cb, arg);
 	if (n < 0)
 		backend__req_failed(be, "GET", key, &r, (int)n);
 	return n;
@@ -719,32 +715,11 @@ static ssize_t http_read_cb(struct backend *be, const char *key, const char *eta
 	return http_get(be, key, etag, NULL, off, len, cb, arg);
 }
 
-/* An asynchronous GET (http_read_async): the request's one allocation, with
- * its strings after it; freed after its done. */
+/* An asynchronous GET (http_read_async): its URL after it (backend__async_new). */
 struct http_async {
+	struct backend_async a;
 	struct backend_req r;
-	struct backend_io_astream st;
-	struct backend *be;
-	backend_done_cb done;
-	void *darg;
-	char *key; /* for the failure record */
-	char *etag;
-	char *url;
-	char text[]; /* key, etag, url */
 };
-
-/* I/O thread: record a failure in this thread's record, then done. */
-static void http_async_done(void *arg, struct backend_req *r, int err, uint64_t bytes)
-{
-	struct http_async *a = arg;
-
-	if (err < 0)
-		backend__req_failed(a->be, "GET", a->key, r, err);
-	else
-		backend__failure_clear(a->be);
-	a->done(a->darg, err, bytes);
-	free(a);
-}
 
 static void http_read_async(struct backend *be, const char *key, const char *etag, uint64_t off,
 			    size_t len, unsigned flags, backend_sink_cb cb, void *arg,
@@ -755,33 +730,15 @@ static void http_read_async(struct backend *be, const char *key, const char *eta
 	struct http_async *a = NULL;
 	int err = http_url(h, key, url, sizeof(url));
 
-	if (err == 0) {
-		size_t kl = strlen(key) + 1, el = etag ? strlen(etag) + 1 : 0, ul = strlen(url) + 1;
-
-		a = malloc(sizeof(*a) + kl + el + ul);
-		if (a) {
-			memset(a, 0, sizeof(*a));
-			a->key = memcpy(a->text, key, kl);
-			a->etag = etag ? memcpy(a->text + kl, etag, el) : NULL;
-			a->url = memcpy(a->text + kl + el, url, ul);
-		} else {
-			err = -ENOMEM;
-		}
-	}
+	if (err == 0 &&
+	    !(a = backend__async_new(sizeof(*a), strlen(url) + 1, be, key, etag, done, darg)))
+		err = -ENOMEM;
 	if (err < 0) {
 		done(darg, err, 0);
 		return;
 	}
-	a->be = be;
-	a->done = done;
-	a->darg = darg;
-	a->r.method = "GET";
-	a->r.url = a->url;
-	a->r.range_off = off;
-	a->r.range_len = len;
-	a->r.if_match = a->etag;
-	a->r.small = (flags & BACKEND_READ_SMALL) != 0;
-	backend_io_stream_async(h->io, &a->r, &a->st, cb, arg, http_async_done, a);
+	a->r.url = strcpy(a->a.extra, url);
+	backend__async_start(h->io, &a->a, &a->r, off, len, flags, cb, arg);
 }
 
 static void http_free(struct http *h)

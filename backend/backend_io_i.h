@@ -199,6 +199,35 @@ struct backend_io_astream {
 void backend_io_stream_async(struct backend_io *io, struct backend_req *r,
 			     struct backend_io_astream *a, backend_sink_cb cb, void *arg,
 			     backend_io_stream_done_cb done, void *darg);
+/* The asynchronous ranged GET of a remote store (its read_async op): the
+ * store's struct begins with a struct backend_async, in one allocation with
+ * key, etag and extra bytes after it (backend__async_new: NULL when out of
+ * memory). backend__async_start submits r (the store's, set up but for the
+ * range) with backend_io_stream_async; when it ends, a failure is recorded
+ * by 'failed' (a 416 is the object's end with eof416: S3 answers so for a
+ * range at or past the end), done runs, then release (or free). */
+struct backend_async {
+	struct backend_io_astream st;
+	struct backend *be;
+	backend_done_cb done;
+	void *darg;
+	char *key; /* for the failure record */
+	char *etag;
+	char *extra;
+	int eof416;
+	void (*failed)(struct backend *be, const char *method, const char *key,
+		       const struct backend_req *r, int err);
+	void (*release)(struct backend_async *a); /* NULL: free(a) */
+};
+void *backend__async_new(size_t size, size_t extra, struct backend *be, const char *key,
+			 const char *etag, backend_done_cb done, void *darg);
+void backend__async_start(struct backend_io *io, struct backend_async *a, struct backend_req *r,
+			  uint64_t off, size_t len, unsigned flags, backend_sink_cb cb, void *arg);
+/* The ranged GET of [off, off + len) by r (its url, sign, ... set), only of
+ * version etag when given: into buf when it is not NULL (backend_io_read),
+ * else to cb (backend_io_stream). Bytes read or a negative errno. */
+ssize_t backend__io_get(struct backend_io *io, struct backend_req *r, const char *etag,
+			uint64_t off, size_t len, void *buf, backend_sink_cb cb, void *arg);
 /* HEAD; fills the result fields. */
 int backend_io_head(struct backend_io *io, struct backend_req *r);
 /* info of key (a regular file, mode 0644) from a HEAD's answer r. */

@@ -202,6 +202,65 @@ void backend_io_stream_async(struct backend_io *io, struct backend_req *r,
 	backend_io_submit(io, r);
 }
 
+void *backend__async_new(size_t size, size_t extra, struct backend *be, const char *key,
+			 const char *etag, backend_done_cb done, void *darg)
+{
+	size_t kl = strlen(key) + 1, el = etag ? strlen(etag) + 1 : 0;
+	struct backend_async *a = malloc(size + kl + el + extra);
+	char *text = (char *)a + size;
+
+	if (!a)
+		return NULL;
+	memset(a, 0, size);
+	a->be = be;
+	a->done = done;
+	a->darg = darg;
+	a->key = memcpy(text, key, kl);
+	a->etag = etag ? memcpy(text + kl, etag, el) : NULL;
+	a->extra = text + kl + el;
+	a->failed = backend__req_failed;
+	return a;
+}
+
+/* I/O thread: record a failure in this thread's record, then done. */
+static void async_done(void *arg, struct backend_req *r, int err, uint64_t bytes)
+{
+	struct backend_async *a = arg;
+
+	if (err == -EINVAL && r->status == 416 && a->eof416)
+		err = 0;
+	if (err < 0)
+		a->failed(a->be, "GET", a->key, r, err);
+	else
+		backend__failure_clear(a->be);
+	a->done(a->darg, err, bytes);
+	if (a->release)
+		a->release(a);
+	else
+		free(a);
+}
+
+void backend__async_start(struct backend_io *io, struct backend_async *a, struct backend_req *r,
+			  uint64_t off, size_t len, unsigned flags, backend_sink_cb cb, void *arg)
+{
+	r->method = "GET";
+	r->range_off = off;
+	r->range_len = len;
+	r->if_match = a->etag;
+	r->small = (flags & BACKEND_READ_SMALL) != 0;
+	backend_io_stream_async(io, r, &a->st, cb, arg, async_done, a);
+}
+
+ssize_t backend__io_get(struct backend_io *io, struct backend_req *r, const char *etag,
+			uint64_t off, size_t len, void *buf, backend_sink_cb cb, void *arg)
+{
+	r->method = "GET";
+	r->range_off = off;
+	r->range_len = len;
+	r->if_match = etag;
+	return buf ? backend_io_read(io, r, buf) : backend_io_stream(io, r, cb, arg);
+}
+
 /* backend_io_stream: the asynchronous stream, waited for. */
 struct stream_wait {
 	struct waiter w;

@@ -600,10 +600,7 @@ static ssize_t os_get(struct backend *be, const char *key, const char *etag, voi
 	err = os_call_init(&c, os, "GET", path, os->get_query);
 	if (err < 0)
 		return err;
-	c.req.range_off = off;
-	c.req.range_len = len;
-	c.req.if_match = etag;
-	n = buf ? backend_io_read(os->io, &c.req, buf) : backend_io_stream(os->io, &c.req, cb, arg);
+	n = backend__io_get(os->io, &c.req, etag, off, len, buf, cb, arg);
 	/* S3 answers a range that starts at or past the end with 416 and no
 	 * "Content-Range: bytes * /SIZE" (which the engine would turn into
 	 * EOF itself): that is end of object, not an error */
@@ -627,40 +624,17 @@ static ssize_t os_read_cb(struct backend *be, const char *key, const char *etag,
 	return os_get(be, key, etag, NULL, off, len, cb, arg);
 }
 
-/* An asynchronous GET (os_read_async): malloc'd with it, freed after its done. */
+/* An asynchronous GET (os_read_async), with backend__async_new. */
 struct os_async {
+	struct backend_async a;
 	struct os_call c; /* c.path points at path below */
-	struct backend_io_astream st;
-	struct backend *be;
-	backend_done_cb done;
-	void *darg;
-	char *key; /* for the failure record */
-	char *etag;
 	char path[OS_PATH_MAX];
-	char text[]; /* key, etag */
 };
 
-static void os_async_free(struct os_async *a)
+static void os_async_release(struct backend_async *a)
 {
-	os_call_free(&a->c);
+	os_call_free(&((struct os_async *)a)->c);
 	free(a);
-}
-
-/* I/O thread: record a failure in this thread's record, then done. */
-static void os_async_done(void *arg, struct backend_req *r, int err, uint64_t bytes)
-{
-	struct os_async *a = arg;
-
-	/* a range at or past the end (416 without the object's size): the end
-	 * of the object, as os_get says */
-	if (err == -EINVAL && r->status == 416)
-		err = 0;
-	if (err < 0)
-		os_failed(a->be, "GET", a->key, r, err);
-	else
-		backend__failure_clear(a->be);
-	a->done(a->darg, err, bytes);
-	os_async_free(a);
 }
 
 static void os_read_async(struct backend *be, const char *key, const char *etag, uint64_t off,
@@ -668,34 +642,24 @@ static void os_read_async(struct backend *be, const char *key, const char *etag,
 			  backend_done_cb done, void *darg)
 {
 	struct backend_objstore *os = be->impl;
-	size_t kl = strlen(key) + 1, el = etag ? strlen(etag) + 1 : 0;
-	struct os_async *a = malloc(sizeof(*a) + kl + el);
-	int err = a ? 0 : -ENOMEM;
+	struct os_async *a = backend__async_new(sizeof(*a), 0, be, key, etag, done, darg);
+	int err = a ? os_object_path(os, os->get_prefix, key, a->path, sizeof(a->path)) : -ENOMEM;
 
-	if (len > SSIZE_MAX)
-		len = SSIZE_MAX;
-	if (a) {
-		memset(a, 0, sizeof(*a));
-		a->key = memcpy(a->text, key, kl);
-		a->etag = etag ? memcpy(a->text + kl, etag, el) : NULL;
-		err = os_object_path(os, os->get_prefix, key, a->path, sizeof(a->path));
-	}
 	if (err == 0)
 		err = os_call_init(&a->c, os, "GET", a->path, os->get_query);
 	if (err < 0) {
 		if (a)
-			os_async_free(a);
+			os_async_release(&a->a);
 		done(darg, err, 0);
 		return;
 	}
-	a->be = be;
-	a->done = done;
-	a->darg = darg;
-	a->c.req.range_off = off;
-	a->c.req.range_len = len;
-	a->c.req.if_match = a->etag;
-	a->c.req.small = (flags & BACKEND_READ_SMALL) != 0;
-	backend_io_stream_async(os->io, &a->c.req, &a->st, cb, arg, os_async_done, a);
+	/* a range at or past the end (416 without the object's size): the end
+	 * of the object, as os_get says */
+	a->a.eof416 = 1;
+	a->a.failed = os_failed;
+	a->a.release = os_async_release;
+	backend__async_start(os->io, &a->a, &a->c.req, off, len > SSIZE_MAX ? SSIZE_MAX : len,
+			     flags, cb, arg);
 }
 
 static void os_close(struct backend *be)
