@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 #include "fs_plan_i.h"
 
 static void plan_changed(struct fs *fs);
+static void plans_drop_exited(struct fs *fs);
 
 int fs_plans_new(struct fs_plans **pl)
 {
@@ -404,6 +406,7 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	size_t ln = 0;
 	int err, slot = -1;
 
+	plans_drop_exited(fs);
 	err = plan_name(name, pid, nm);
 	if (err < 0) {
 		fs_log(FS_LOG_WARN, "plan: bad name '%s' (1 to %d of A-Z a-z 0-9 . _ : -)", name,
@@ -681,8 +684,67 @@ void fs_plan_totals(struct fs *fs, struct fs_plan_totals *t)
 	}
 }
 
+/* Has process pid ended (gone, or a zombie)? */
+static int pid_ended(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	if (pid <= 0)
+		return 0;
+	if (kill(pid, 0) < 0 && errno == ESRCH)
+		return 1;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* "pid (comm) S ..." */
+	return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+/* A plan named "pid-PID" (the daemon's name for one published without a
+ * name, and the Python module's) is that process's (or thread's): once it
+ * has ended nobody reads along the plan any more, and it would stay listed
+ * (and hold its marks) for ever. Such plans are dropped here, at each
+ * publish and each read of .shardfs/plans; other names are kept ('shardfs
+ * plan' publishes and exits). */
+static void plans_drop_exited(struct fs *fs)
+{
+	char gone[FS_PLAN_MAX][FS_PLAN_NAME_MAX + 1];
+	pid_t pids[FS_PLAN_MAX];
+	int n = 0;
+
+	pthread_rwlock_rdlock(&fs->plans->lock);
+	for (int i = 0; i < FS_PLAN_MAX; i++) {
+		const struct fs_plan *p = fs->plans->v[i];
+		char *end;
+		long who;
+
+		if (!p || strncmp(p->name, "pid-", 4) != 0 || p->name[4] < '1' || p->name[4] > '9')
+			continue;
+		errno = 0;
+		who = strtol(p->name + 4, &end, 10);
+		if (errno || *end || who > INT_MAX || !pid_ended((pid_t)who))
+			continue;
+		snprintf(gone[n], sizeof(gone[n]), "%s", p->name);
+		pids[n++] = (pid_t)who;
+	}
+	pthread_rwlock_unlock(&fs->plans->lock);
+	for (int k = 0; k < n; k++)
+		if (fs_plan_clear(fs, gone[k], pids[k]) == 0)
+			fs_log(FS_LOG_INFO, "plan '%s' dropped: process %ld has ended", gone[k],
+			       (long)pids[k]);
+}
+
 int fs_plan_render(struct fs *fs, char **buf, size_t *len)
 {
+	plans_drop_exited(fs);
 	struct fs_plan *ps[FS_PLAN_MAX];
 	size_t n = fs_plan_list(fs, ps, FS_PLAN_MAX), cap = 128 + n * 256, l;
 	char *b = malloc(cap);

@@ -67,6 +67,10 @@ GROUP:
                   nobody can write says to give --cache-dir; --uid/--gid (and uid=/gid= through
                   the mount helper) set the owner shown; --max-connections below --connections
                   is refused naming both, and raised when not given
+  plans-exited    plans of processes that have ended: a child publishes a plan without a name
+                  (pid-CHILD) and exits, another publishes the named plan 'keep' and exits, the
+                  test publishes one of its own: .shardfs/plans lists 'keep' and the test's,
+                  not the ended child's (the log says it was dropped)
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
 
@@ -949,13 +953,46 @@ def group_low_options(env, ck):
             ml.Mount(env, src, mountpoint=nmnt).umount()
 
 
+def group_plans_exited(env, ck):
+    src = env.path('src')
+    os.makedirs(src)
+    write_file(os.path.join(src, 's0.tar'), ml.tar_bytes([('a.txt', b'a\n'), ('b.txt', b'b\n')]))
+    plan = env.path('plan.txt')
+    write_file(plan, b's0/a.txt\ns0/b.txt\n')
+    libdir = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib')
+    with ml.Mount(env, src, cache_dir=env.path('cache')) as m:
+        def child(line):
+            code = ('import sys; sys.path.insert(0, %r); from shardfs_test import mount as ml; '
+                    'import os; e = ml.control_errno(%r, %r); print(os.getpid(), e)'
+                    % (libdir, m.mnt, line))
+            r = subprocess.run([sys.executable, '-c', code], stdout=subprocess.PIPE,
+                               timeout=60)
+            pid, err = r.stdout.decode().split()
+            ck.eq('child %s: the mount took %r' % (pid, line), err, 'None')
+            return int(pid)
+        gone = child('plan %s' % plan)
+        child('plan keep %s' % plan)
+        ck.eq('the test\'s own plan', ml.control_errno(m.mnt, 'plan %s' % plan), None)
+        with open(os.path.join(m.mnt, '.shardfs', 'plans')) as f:
+            rows = [ln.strip(' ').split('\t') for ln in f.read().splitlines()[1:]
+                    if '\t' in ln]
+        names = sorted(r[0] for r in rows)
+        log('plans listed: %r' % rows)
+        ck.eq('plans listed after pid %d ended' % gone, names,
+              sorted(['keep', 'pid-%d' % os.getpid()]))
+        ck.eq('stats: plans', m.stats()['plans'], 2)
+    ck.ok("plan 'pid-%d' dropped: process %d has ended" % (gone, gone)
+          in ml.logs_under(env.path('cache')), 'the log says the plan was dropped')
+
+
 GROUPS = {'ctl-layout': group_ctl_layout, 'refresh-counts': group_refresh_counts,
           'seconds': group_seconds, 'killed-decoder': group_killed_decoder,
           'prefetch-missing': group_prefetch_missing, 'name-conflict': group_name_conflict,
           'stats-cli': group_stats_cli, 'umount-trust': group_umount_trust,
           'umount-busy': group_umount_busy, 'perm-matrix': group_perm_matrix,
           'mount-loop': group_mount_loop, 'mount-again': group_mount_again,
-          'unit-recover': group_unit_recover, 'low-options': group_low_options}
+          'unit-recover': group_unit_recover, 'low-options': group_low_options,
+          'plans-exited': group_plans_exited}
 
 
 def main():
