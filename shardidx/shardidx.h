@@ -56,9 +56,11 @@ enum shardidx_flag {
 struct shardidx;
 struct shardidx_builder;
 
-/* A decoded view of one entry. Pointers stay valid while the index lives. */
+#define SHARDIDX_NAME_MAX 255 /* bytes of a base name at most */
+
+/* A decoded view of one entry. link stays valid while the index lives;
+ * name is a copy (a compact index stores names front-coded, not whole). */
 struct shardidx_entry {
-	const char *name;     /* base name, NUL-terminated, never empty, no '/' */
 	const char *link;     /* SYMLINK: stored target (NUL-terminated); else NULL */
 	uint32_t parent;      /* index of the parent directory, or SHARDIDX_NONE */
 	uint32_t canon;	      /* entry whose inode this one shares (itself unless hardlink) */
@@ -71,6 +73,7 @@ struct shardidx_entry {
 	int64_t mtime;	      /* seconds since the epoch, as stored (clamped to 0..2^32-1) */
 	uint64_t size;	      /* REG: logical size; SYMLINK: target length; DIR: 0 */
 	uint64_t data_off;    /* REG, not sparse: stream offset of byte 0 of the data */
+	char name[SHARDIDX_NAME_MAX + 1]; /* base name, NUL-terminated, never empty, no '/' */
 };
 
 /* One piece of a regular entry's data: either stored bytes or a hole of zeros. */

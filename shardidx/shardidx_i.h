@@ -107,6 +107,20 @@ struct shardidx {
 	 * samples are asked for; published once with a compare-and-swap */
 	uint32_t *_Atomic samples;
 	uint32_t nsamples; /* counted when the index is built or loaded */
+	/* Version 3 (compact, shardidx_compact.c): recs is NULL, the entries
+	 * are front-coded blocks read in place from the caller's buffer: the
+	 * block heads (u32 each), the block bytes, and the directory rows
+	 * (u32 entry, first_child, nchild, nsub each); names holds only the
+	 * symlink targets. tables_heap: sparse, segs and links are heap
+	 * copies (a misaligned buffer, a big-endian host). */
+	int compact;
+	int tables_heap;
+	const unsigned char *heads;
+	uint32_t nblocks;
+	const unsigned char *blob;
+	uint64_t blob_len;
+	const unsigned char *dirs;
+	uint32_t ndirs;
 	int in_place;
 	size_t buf_len; /* in place: bytes of the buffer read in place */
 	void (*release)(void *arg);
@@ -153,6 +167,49 @@ int shardidx__tree_add(struct shardidx__tree *t, const struct shardidx__member *
 		       const char **why);
 /* Build the immutable index into *ix (zeroed by the caller). */
 int shardidx__tree_finish(struct shardidx__tree *t, uint64_t stream_size, struct shardidx *ix);
+
+/* One decoded entry (shardidx_compact.c): the record and its base name.
+ * name points into the index (flat) or into namebuf (compact). A cursor
+ * read sequentially decodes each entry once; a seek decodes from the start
+ * of the entry's block (at most SHARDIDX__BLOCK entries). */
+#define SHARDIDX__BLOCK 16
+
+struct shardidx__cur {
+	const struct shardidx *ix;
+	uint32_t i; /* entry in rec, or SHARDIDX_NONE */
+	struct shardidx__rec rec;
+	const char *name;
+	size_t name_len;
+	/* compact: the decoder's state within the current block */
+	const unsigned char *p, *pend;
+	uint32_t mode, mtime;
+	uint64_t pred;
+	char namebuf[SHARDIDX__NAME_MAX + 1];
+};
+
+/* shardidx_compact.c */
+void shardidx__cur_init(struct shardidx__cur *c, const struct shardidx *ix);
+/* Decode entry i into c: 0, or -EINVAL (out of range, or bytes that do not
+ * decode: only while validating). */
+int shardidx__cur_seek(struct shardidx__cur *c, uint32_t i);
+/* The directory row of entry i (compact): 1 and first/n/nsub when i is a
+ * directory, else 0. */
+int shardidx__dir_row(const struct shardidx *ix, uint32_t i, uint32_t *first, uint32_t *n,
+		      uint32_t *nsub);
+int shardidx__lookup_compact(const struct shardidx *ix, uint32_t lo, uint32_t hi, const char *name,
+			     size_t len);
+int shardidx__save_compact(const struct shardidx *ix, const void *ident, size_t identlen,
+			   void **buf, size_t *len);
+/* Sections of a version-3 file in b[0..len) (header already checked) into
+ * ix, validated: 0, -EBADMSG or -ENOMEM. */
+int shardidx__load_compact(struct shardidx *ix, const unsigned char *b, size_t len);
+uint64_t shardidx__file_sum(const unsigned char *p, size_t len);
+int shardidx__name_ok(const char *s, size_t l);
+int shardidx__reg_ok(const struct shardidx *ix, const struct shardidx__rec *rc,
+		     const uint64_t *sp_end, uint32_t *nflagged);
+int shardidx__sparse_ok(const struct shardidx *ix, uint64_t *sp_end);
+int shardidx__decode_tables(struct shardidx *ix, const unsigned char *sp, const unsigned char *sg,
+			    const unsigned char *lk);
 
 /* shardidx_index.c */
 int shardidx__name_cmp(const char *a, size_t alen, const char *b, size_t blen);

@@ -39,28 +39,48 @@ size_t shardidx__key_len(const char *name)
 	return dot ? (size_t)(dot - name) : strlen(name);
 }
 
-/* Do entries a and b (a + 1 == b) belong to the same sample? */
-static int same_sample(const struct shardidx *ix, uint32_t a, uint32_t b)
-{
-	const struct shardidx__rec *x = &ix->recs[a], *y = &ix->recs[b];
-	const char *xn = ix->names + x->name_off, *yn = ix->names + y->name_off;
-	size_t kl = shardidx__key_len(xn);
+/* The sample rule over entries read in order: the previous entry's parent,
+ * type and key, and whether the current one continues its sample. */
+struct sscan {
+	int have, dir;
+	uint32_t parent;
+	size_t keylen;
+	char key[SHARDIDX__NAME_MAX + 1];
+};
 
-	if (x->parent != y->parent || x->type == SHARDIDX_DIR || y->type == SHARDIDX_DIR)
+static int sscan_continues(const struct sscan *s, const struct shardidx__cur *c)
+{
+	size_t kl;
+
+	if (!s->have || s->dir || c->rec.type == SHARDIDX_DIR || s->parent != c->rec.parent)
 		return 0;
-	return shardidx__key_len(yn) == kl && memcmp(xn, yn, kl) == 0;
+	kl = shardidx__key_len(c->name);
+	return kl == s->keylen && memcmp(s->key, c->name, kl) == 0;
 }
 
-static int sample_starts(const struct shardidx *ix, uint32_t i)
+/* Feed entry c: 1 when it starts a sample. */
+static int sscan_put(struct sscan *s, const struct shardidx__cur *c)
 {
-	return ix->recs[i].type != SHARDIDX_DIR && (i == 0 || !same_sample(ix, i - 1, i));
+	int starts = c->rec.type != SHARDIDX_DIR && !sscan_continues(s, c);
+
+	s->have = 1;
+	s->dir = c->rec.type == SHARDIDX_DIR;
+	s->parent = c->rec.parent;
+	s->keylen = shardidx__key_len(c->name);
+	memcpy(s->key, c->name, s->keylen);
+	return starts;
 }
 
 void shardidx__count_samples(struct shardidx *ix)
 {
+	struct shardidx__cur c;
+	struct sscan s = {0};
+
+	shardidx__cur_init(&c, ix);
 	ix->nsamples = 0;
 	for (uint32_t i = 0; i < ix->nrecs; i++)
-		ix->nsamples += (uint32_t)sample_starts(ix, i);
+		if (shardidx__cur_seek(&c, i) == 0)
+			ix->nsamples += (uint32_t)sscan_put(&s, &c);
 }
 
 /* The sample table, built on first use. Concurrent first callers may both
@@ -69,6 +89,8 @@ static const uint32_t *samples_table(const struct shardidx *ix)
 {
 	struct shardidx *m = (struct shardidx *)ix; /* lazily filled cache, not content */
 	uint32_t *t = atomic_load_explicit(&m->samples, memory_order_acquire), *expected = NULL;
+	struct shardidx__cur c;
+	struct sscan s = {0};
 	uint32_t n = 0;
 
 	if (t)
@@ -76,8 +98,9 @@ static const uint32_t *samples_table(const struct shardidx *ix)
 	t = malloc((ix->nsamples ? ix->nsamples : 1) * sizeof(*t));
 	if (!t)
 		return NULL;
+	shardidx__cur_init(&c, ix);
 	for (uint32_t i = 0; i < ix->nrecs && n < ix->nsamples; i++)
-		if (sample_starts(ix, i))
+		if (shardidx__cur_seek(&c, i) == 0 && sscan_put(&s, &c))
 			t[n++] = i;
 	if (!atomic_compare_exchange_strong_explicit(&m->samples, &expected, t,
 						     memory_order_acq_rel, memory_order_acquire)) {
@@ -118,12 +141,12 @@ const struct shardidx__link *shardidx__link_find(const struct shardidx *ix, uint
 
 size_t shardidx__mem_bytes(const struct shardidx *ix)
 {
-	size_t arrays = (size_t)ix->nrecs * sizeof(*ix->recs) + ix->names_len +
-			(size_t)ix->nsparse * sizeof(*ix->sparse) +
+	size_t tables = (size_t)ix->nsparse * sizeof(*ix->sparse) +
 			(size_t)ix->nsegs * sizeof(*ix->segs) +
 			(size_t)ix->nlinks * sizeof(*ix->links);
+	size_t arrays = (size_t)ix->nrecs * sizeof(*ix->recs) + ix->names_len + tables;
 
-	return sizeof(*ix) + (ix->in_place ? 0 : arrays) +
+	return sizeof(*ix) + (ix->in_place ? (ix->tables_heap ? tables : 0) : arrays) +
 	       (atomic_load(&((struct shardidx *)ix)->samples)
 		    ? (size_t)ix->nsamples * sizeof(uint32_t)
 		    : 0);
@@ -133,9 +156,11 @@ void shardidx_free(struct shardidx *ix)
 {
 	if (!ix)
 		return;
-	if (!ix->in_place) {
+	if (!ix->in_place && !ix->compact) {
 		free(ix->recs);
 		free(ix->names);
+	}
+	if ((!ix->in_place && !ix->compact) || ix->tables_heap) {
 		free(ix->sparse);
 		free(ix->segs);
 		free(ix->links);
@@ -170,12 +195,14 @@ int shardidx_entry_get(const struct shardidx *ix, uint32_t i, struct shardidx_en
 {
 	const struct shardidx__rec *r;
 	const struct shardidx__link *l;
+	struct shardidx__cur c;
 
-	if (i >= ix->nrecs)
+	shardidx__cur_init(&c, ix);
+	if (shardidx__cur_seek(&c, i) < 0)
 		return -EINVAL;
-	r = &ix->recs[i];
-	memset(e, 0, sizeof(*e));
-	e->name = ix->names + r->name_off;
+	r = &c.rec;
+	memset(e, 0, offsetof(struct shardidx_entry, name));
+	memcpy(e->name, c.name, c.name_len + 1);
 	e->parent = r->parent;
 	e->canon = i;
 	e->type = r->type;
@@ -214,7 +241,7 @@ int shardidx_entry_get(const struct shardidx *ix, uint32_t i, struct shardidx_en
 	return 0;
 }
 
-static int rec_name_cmp(const void *ctx, size_t i)
+static int rec_name_cmp(const void *ctx, size_t i) /* flat indexes */
 {
 	const struct ix_key *k = ctx;
 	const char *mn = k->ix->names + k->ix->recs[i].name_off;
@@ -232,12 +259,20 @@ int64_t shardidx_lookup(const struct shardidx *ix, uint32_t parent, const char *
 	if (parent == SHARDIDX_NONE) {
 		lo = 0;
 		hi = ix->root_n;
+	} else if (ix->compact) {
+		uint32_t n, nsub;
+
+		if (!shardidx__dir_row(ix, parent, &lo, &n, &nsub))
+			return -ENOENT;
+		hi = lo + n;
 	} else {
 		if (parent >= ix->nrecs || ix->recs[parent].type != SHARDIDX_DIR)
 			return -ENOENT;
 		lo = (uint32_t)ix->recs[parent].off;
 		hi = lo + (uint32_t)ix->recs[parent].size;
 	}
+	if (ix->compact)
+		return shardidx__lookup_compact(ix, lo, hi, name, len);
 	i = disk_bsearch(lo, hi, rec_name_cmp, &k, &found);
 	return found ? (int64_t)i : -ENOENT;
 }
@@ -280,13 +315,15 @@ int shardidx_map(const struct shardidx *ix, uint32_t i, uint64_t off, uint64_t l
 	const struct shardidx__sparse *sp;
 	const struct shardidx__seg *sg;
 	struct ix_key k = {.ix = ix};
+	struct shardidx__cur c;
 	uint64_t end;
 	uint32_t lo;
 	int n = 0;
 
-	if (i >= ix->nrecs || ix->recs[i].type != SHARDIDX_REG || max < 0)
+	shardidx__cur_init(&c, ix);
+	if (shardidx__cur_seek(&c, i) < 0 || c.rec.type != SHARDIDX_REG || max < 0)
 		return -EINVAL;
-	r = &ix->recs[i];
+	r = &c.rec;
 	if (off >= r->size || len == 0)
 		return 0;
 	end = len > r->size - off ? r->size : off + len;
@@ -338,6 +375,8 @@ int shardidx_map(const struct shardidx *ix, uint32_t i, uint64_t off, uint64_t l
 int shardidx_sample_get(const struct shardidx *ix, uint32_t s, uint32_t *first, uint32_t *n)
 {
 	const uint32_t *t;
+	struct shardidx__cur c;
+	struct sscan sc = {0};
 	uint32_t j;
 
 	if (s >= ix->nsamples)
@@ -346,7 +385,11 @@ int shardidx_sample_get(const struct shardidx *ix, uint32_t s, uint32_t *first, 
 	if (!t)
 		return -ENOMEM;
 	j = t[s];
-	while (j + 1 < ix->nrecs && same_sample(ix, j, j + 1))
+	shardidx__cur_init(&c, ix);
+	if (shardidx__cur_seek(&c, j) < 0)
+		return -EINVAL;
+	sscan_put(&sc, &c);
+	while (j + 1 < ix->nrecs && shardidx__cur_seek(&c, j + 1) == 0 && sscan_continues(&sc, &c))
 		j++;
 	*first = t[s];
 	*n = j - t[s] + 1;

@@ -2,6 +2,14 @@
  * shardidx_save.c — the index file format: save, and a load that trusts
  * nothing.
  *
+ * Two versions are read: 3, the compact file every save writes
+ * (shardidx_compact.c has its layout), and 2, the fixed-width records of
+ * earlier releases, read in place as they are (a cache directory of an
+ * older release keeps working; it is not rewritten). SHARDFS_INDEX_VERSION=2
+ * in the environment makes save write version 2: a hook for the
+ * benchmark that measures both side by side (tests/bench/index_bench.sh),
+ * not an option.
+ *
  * Format (version 2), all integers little-endian, fixed width:
  *   0   magic "SHRDIDX\0"
  *   8   u32 version, u32 header size (208)
@@ -29,6 +37,7 @@
  * Non-goals: no file I/O (the caller writes to a temp file and renames).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,7 +46,9 @@
 
 #define MAGIC	    "SHRDIDX"
 #define VERSION	    2u /* 2: the sample table is no longer stored */
+#define VERSION_C   3u /* 3: compact (shardidx_compact.c) */
 #define HDR_SIZE    208u
+#define HDR_SIZE_C  224u
 #define NSECT	    7
 #define REC_SIZE    32u
 #define SPARSE_SIZE 16u
@@ -47,7 +58,7 @@
 enum { SEC_IDENT, SEC_RECS, SEC_NAMES, SEC_SPARSE, SEC_SEGS, SEC_LINKS, SEC_SAMPLES };
 
 /* The checksum: FNV-1a 64 of the whole file, its own 8 bytes read as zeros. */
-static uint64_t file_sum(const unsigned char *p, size_t len)
+uint64_t shardidx__file_sum(const unsigned char *p, size_t len)
 {
 	static const unsigned char zero[8];
 	uint64_t h = disk_fnv64(p, 16);
@@ -61,9 +72,14 @@ static uint64_t align8(uint64_t v)
 	return (v + 7) & ~(uint64_t)7;
 }
 
-int shardidx_save(const struct shardidx *ix, const void *ident, size_t identlen, void **buf,
-		  size_t *len)
+/* Version 2: records and a name table, from any index (built, or loaded
+ * from either version: the cursor decodes its entries). */
+static int save_v2(const struct shardidx *ix, const void *ident, size_t identlen, void **buf,
+		   size_t *len)
 {
+	struct shardidx__cur c;
+	uint64_t names_len = 0;
+	char *names;
 	uint64_t sec_len[NSECT], sec_off[NSECT], total = HDR_SIZE;
 	unsigned char *out, *p;
 
@@ -71,7 +87,17 @@ int shardidx_save(const struct shardidx *ix, const void *ident, size_t identlen,
 		return -EINVAL;
 	sec_len[SEC_IDENT] = identlen;
 	sec_len[SEC_RECS] = (uint64_t)ix->nrecs * REC_SIZE;
-	sec_len[SEC_NAMES] = ix->names_len;
+	shardidx__cur_init(&c, ix);
+	for (uint32_t i = 0; i < ix->nrecs; i++) {
+		if (shardidx__cur_seek(&c, i) < 0)
+			return -EINVAL;
+		names_len += c.name_len + 1;
+		if (c.rec.type == SHARDIDX_SYMLINK)
+			names_len += c.rec.size + 1;
+	}
+	if (names_len > UINT32_MAX)
+		return -ENOMEM;
+	sec_len[SEC_NAMES] = names_len;
 	sec_len[SEC_SPARSE] = (uint64_t)ix->nsparse * SPARSE_SIZE;
 	sec_len[SEC_SEGS] = (uint64_t)ix->nsegs * SEG_SIZE;
 	sec_len[SEC_LINKS] = (uint64_t)ix->nlinks * LINK_SIZE;
@@ -92,7 +118,7 @@ int shardidx_save(const struct shardidx *ix, const void *ident, size_t identlen,
 	disk_le64_put(out + 24, total);
 	disk_le32_put(out + 32, ix->nrecs);
 	disk_le32_put(out + 36, ix->root_n);
-	disk_le32_put(out + 40, ix->names_len);
+	disk_le32_put(out + 40, (uint32_t)names_len);
 	disk_le32_put(out + 44, ix->nsparse);
 	disk_le32_put(out + 48, ix->nsegs);
 	disk_le32_put(out + 52, ix->nlinks);
@@ -111,20 +137,33 @@ int shardidx_save(const struct shardidx *ix, const void *ident, size_t identlen,
 	if (identlen)
 		memcpy(out + sec_off[SEC_IDENT], ident, identlen);
 	p = out + sec_off[SEC_RECS];
+	names = (char *)out + sec_off[SEC_NAMES];
+	names_len = 0;
 	for (uint32_t i = 0; i < ix->nrecs; i++, p += REC_SIZE) {
-		const struct shardidx__rec *r = &ix->recs[i];
+		const struct shardidx__rec *r = &c.rec;
+		uint64_t off;
 
-		disk_le64_put(p, r->off);
+		if (shardidx__cur_seek(&c, i) < 0) {
+			free(out);
+			return -EINVAL;
+		}
+		off = r->off;
+		memcpy(names + names_len, c.name, c.name_len + 1);
+		disk_le32_put(p + 16, (uint32_t)names_len);
+		names_len += c.name_len + 1;
+		if (r->type == SHARDIDX_SYMLINK) {
+			memcpy(names + names_len, ix->names + r->off, (size_t)r->size + 1);
+			off = names_len;
+			names_len += r->size + 1;
+		}
+		disk_le64_put(p, off);
 		disk_le64_put(p + 8, r->size);
-		disk_le32_put(p + 16, r->name_off);
 		disk_le32_put(p + 20, r->parent);
 		disk_le32_put(p + 24, r->mtime);
 		disk_le16_put(p + 28, r->mode);
 		p[30] = r->type;
 		p[31] = r->flags;
 	}
-	if (ix->names_len)
-		memcpy(out + sec_off[SEC_NAMES], ix->names, ix->names_len);
 	p = out + sec_off[SEC_SPARSE];
 	for (uint32_t i = 0; i < ix->nsparse; i++, p += SPARSE_SIZE) {
 		disk_le32_put(p, ix->sparse[i].first_seg);
@@ -143,10 +182,22 @@ int shardidx_save(const struct shardidx *ix, const void *ident, size_t identlen,
 		disk_le32_put(p + 4, ix->links[i].val);
 	}
 
-	disk_le64_put(out + 16, file_sum(out, (size_t)total));
+	disk_le64_put(out + 16, shardidx__file_sum(out, (size_t)total));
 	*buf = out;
 	*len = (size_t)total;
 	return 0;
+}
+
+int shardidx_save(const struct shardidx *ix, const void *ident, size_t identlen, void **buf,
+		  size_t *len)
+{
+	const char *v = getenv("SHARDFS_INDEX_VERSION");
+
+	if (!ix || !buf || !len || (identlen && !ident) || identlen > UINT32_MAX)
+		return -EINVAL;
+	if (v && strcmp(v, "2") == 0)
+		return save_v2(ix, ident, identlen, buf, len);
+	return shardidx__save_compact(ix, ident, identlen, buf, len);
 }
 
 /* ---- load ------------------------------------------------------------------- */
@@ -162,16 +213,20 @@ static int64_t table_str(const struct shardidx *ix, uint64_t off)
 	return z ? z - (ix->names + off) : -1;
 }
 
-static int name_ok(const struct shardidx *ix, uint32_t off)
+int shardidx__name_ok(const char *s, size_t l)
 {
-	int64_t l = table_str(ix, off);
-	const char *s = ix->names + off;
-
-	if (l < 1 || l > SHARDIDX__NAME_MAX || memchr(s, '/', (size_t)l))
+	if (l < 1 || l > SHARDIDX__NAME_MAX || memchr(s, '/', l) || memchr(s, 0, l))
 		return 0;
 	if (s[0] == '.' && (l == 1 || (l == 2 && s[1] == '.')))
 		return 0;
 	return 1;
+}
+
+static int name_ok(const struct shardidx *ix, uint32_t off)
+{
+	int64_t l = table_str(ix, off);
+
+	return l >= 0 && shardidx__name_ok(ix->names + off, (size_t)l);
 }
 
 static int child_range_ok(const struct shardidx *ix, uint32_t dir, uint32_t first, uint32_t n,
@@ -201,7 +256,7 @@ static int child_range_ok(const struct shardidx *ix, uint32_t dir, uint32_t firs
 
 /* Sparse rows and their segments: ordered, in range, no overflow; each
  * row's logical end goes to sp_end[row]. 1 when valid. */
-static int sparse_ok(const struct shardidx *ix, uint64_t *sp_end)
+int shardidx__sparse_ok(const struct shardidx *ix, uint64_t *sp_end)
 {
 	for (uint32_t s = 0; s < ix->nsparse; s++) {
 		const struct shardidx__sparse *sp = &ix->sparse[s];
@@ -227,8 +282,8 @@ static int sparse_ok(const struct shardidx *ix, uint64_t *sp_end)
 /* A regular file's record: flags, size, and data that ends past the stream
  * exactly when it is flagged truncated. Counts hardlink-flagged records in
  * *nflagged. 1 when valid. */
-static int reg_ok(const struct shardidx *ix, const struct shardidx__rec *rc, const uint64_t *sp_end,
-		  uint32_t *nflagged)
+int shardidx__reg_ok(const struct shardidx *ix, const struct shardidx__rec *rc,
+		     const uint64_t *sp_end, uint32_t *nflagged)
 {
 	uint64_t dend;
 
@@ -285,7 +340,7 @@ static int rec_ok(const struct shardidx *ix, uint32_t i, const uint64_t *sp_end,
 	case SHARDIDX_SYMLINK:
 		return !rc->flags && table_str(ix, rc->off) == (int64_t)rc->size;
 	case SHARDIDX_REG:
-		return reg_ok(ix, rc, sp_end, nflagged);
+		return shardidx__reg_ok(ix, rc, sp_end, nflagged);
 	default:
 		return 0;
 	}
@@ -352,7 +407,7 @@ static int validate(struct shardidx *ix)
 		r = -ENOMEM;
 		goto out;
 	}
-	if (!sparse_ok(ix, sp_end))
+	if (!shardidx__sparse_ok(ix, sp_end))
 		goto out;
 	/* names first: the records' checks compare names of other entries */
 	for (uint32_t i = 0; i < ix->nrecs; i++)
@@ -393,17 +448,32 @@ static void *alloc_n(uint64_t n, size_t elem)
 	return calloc(n ? (size_t)n : 1, elem);
 }
 
+/* Magic, version (2 or 3), header size, length and checksum of the file
+ * in b[0..len): 0, -EBADMSG or -EPROTO. */
+static int check_file(const unsigned char *b, size_t len)
+{
+	uint32_t v, hs;
+
+	if (!b || len < 12 || memcmp(b, MAGIC, 8) != 0)
+		return -EBADMSG;
+	v = disk_le32_get(b + 8);
+	if (v != VERSION && v != VERSION_C)
+		return -EPROTO;
+	hs = v == VERSION ? HDR_SIZE : HDR_SIZE_C;
+	if (len < hs || disk_le32_get(b + 12) != hs || disk_le64_get(b + 24) != len ||
+	    disk_le64_get(b + 16) != shardidx__file_sum(b, len))
+		return -EBADMSG;
+	return 0;
+}
+
 int shardidx_ident(const void *buf, size_t len, const void **ident, size_t *identlen)
 {
 	const unsigned char *b = buf, *p;
+	int r = check_file(b, len);
 
-	if (!buf || len < 12 || memcmp(b, MAGIC, 8) != 0)
-		return -EBADMSG;
-	if (disk_le32_get(b + 8) != VERSION)
-		return -EPROTO;
-	if (len < HDR_SIZE || disk_le32_get(b + 12) != HDR_SIZE || disk_le64_get(b + 24) != len ||
-	    disk_le64_get(b + 16) != file_sum(b, len) ||
-	    section(b, len, SEC_IDENT, disk_le32_get(b + 60), 1, &p))
+	if (r < 0)
+		return r;
+	if (section(b, len, SEC_IDENT, disk_le32_get(b + 60), 1, &p))
 		return -EBADMSG;
 	*ident = p;
 	*identlen = disk_le32_get(b + 60);
@@ -415,13 +485,10 @@ int shardidx_ident(const void *buf, size_t len, const void **ident, size_t *iden
 static int read_header(const unsigned char *b, size_t len, const void *ident, size_t identlen,
 		       struct shardidx *ix, const unsigned char **s)
 {
-	if (!b || len < 12 || memcmp(b, MAGIC, 8) != 0)
-		return -EBADMSG;
-	if (disk_le32_get(b + 8) != VERSION)
-		return -EPROTO;
-	if (len < HDR_SIZE || disk_le32_get(b + 12) != HDR_SIZE || disk_le64_get(b + 24) != len ||
-	    disk_le64_get(b + 16) != file_sum(b, len))
-		return -EBADMSG;
+	int r = check_file(b, len);
+
+	if (r < 0)
+		return r;
 	if (section(b, len, SEC_IDENT, disk_le32_get(b + 60), 1, &s[SEC_IDENT]))
 		return -EBADMSG;
 	if (disk_le32_get(b + 60) != identlen ||
@@ -439,6 +506,8 @@ static int read_header(const unsigned char *b, size_t len, const void *ident, si
 	ix->damage = (int32_t)disk_le32_get(b + 80);
 	ix->skipped = disk_le32_get(b + 84);
 	ix->damage_off = disk_le64_get(b + 88);
+	if (disk_le32_get(b + 8) == VERSION_C)
+		return 1; /* shardidx__load_compact reads the sections */
 	if (section(b, len, SEC_RECS, ix->nrecs, REC_SIZE, &s[SEC_RECS]) ||
 	    section(b, len, SEC_NAMES, ix->names_len, 1, &s[SEC_NAMES]) ||
 	    section(b, len, SEC_SPARSE, ix->nsparse, SPARSE_SIZE, &s[SEC_SPARSE]) ||
@@ -463,15 +532,47 @@ static void point_in_place(struct shardidx *ix, const unsigned char *const *s, s
 	ix->buf_len = len;
 }
 
-/* Decode the sections into fresh arrays (no host-layout assumptions). */
-static int decode_copy(struct shardidx *ix, const unsigned char *const *s)
+/* Decode the sparse, segment and link sections into fresh arrays. */
+int shardidx__decode_tables(struct shardidx *ix, const unsigned char *sp, const unsigned char *sg,
+			    const unsigned char *lk)
 {
-	ix->recs = alloc_n(ix->nrecs, sizeof(*ix->recs));
-	ix->names = alloc_n(ix->names_len, 1);
+	ix->tables_heap = 1;
 	ix->sparse = alloc_n(ix->nsparse, sizeof(*ix->sparse));
 	ix->segs = alloc_n(ix->nsegs, sizeof(*ix->segs));
 	ix->links = alloc_n(ix->nlinks, sizeof(*ix->links));
-	if (!ix->recs || !ix->names || !ix->sparse || !ix->segs || !ix->links)
+	if (!ix->sparse || !ix->segs || !ix->links)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < ix->nsparse; i++) {
+		const unsigned char *p = sp + (size_t)i * SPARSE_SIZE;
+
+		ix->sparse[i].first_seg = disk_le32_get(p);
+		ix->sparse[i].nseg = disk_le32_get(p + 4);
+		ix->sparse[i].data_off = disk_le64_get(p + 8);
+	}
+	for (uint32_t i = 0; i < ix->nsegs; i++) {
+		const unsigned char *p = sg + (size_t)i * SEG_SIZE;
+
+		ix->segs[i].logical = disk_le64_get(p);
+		ix->segs[i].stream_off = disk_le64_get(p + 8);
+		ix->segs[i].len = disk_le64_get(p + 16);
+	}
+	for (uint32_t i = 0; i < ix->nlinks; i++) {
+		const unsigned char *p = lk + (size_t)i * LINK_SIZE;
+
+		ix->links[i].entry = disk_le32_get(p);
+		ix->links[i].val = disk_le32_get(p + 4);
+	}
+	return 0;
+}
+
+/* Decode the sections into fresh arrays (no host-layout assumptions). */
+static int decode_copy(struct shardidx *ix, const unsigned char *const *s)
+{
+	int r;
+
+	ix->recs = alloc_n(ix->nrecs, sizeof(*ix->recs));
+	ix->names = alloc_n(ix->names_len, 1);
+	if (!ix->recs || !ix->names)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < ix->nrecs; i++) {
 		const unsigned char *p = s[SEC_RECS] + (size_t)i * REC_SIZE;
@@ -488,26 +589,10 @@ static int decode_copy(struct shardidx *ix, const unsigned char *const *s)
 	}
 	if (ix->names_len)
 		memcpy(ix->names, s[SEC_NAMES], ix->names_len);
-	for (uint32_t i = 0; i < ix->nsparse; i++) {
-		const unsigned char *p = s[SEC_SPARSE] + (size_t)i * SPARSE_SIZE;
-
-		ix->sparse[i].first_seg = disk_le32_get(p);
-		ix->sparse[i].nseg = disk_le32_get(p + 4);
-		ix->sparse[i].data_off = disk_le64_get(p + 8);
-	}
-	for (uint32_t i = 0; i < ix->nsegs; i++) {
-		const unsigned char *p = s[SEC_SEGS] + (size_t)i * SEG_SIZE;
-
-		ix->segs[i].logical = disk_le64_get(p);
-		ix->segs[i].stream_off = disk_le64_get(p + 8);
-		ix->segs[i].len = disk_le64_get(p + 16);
-	}
-	for (uint32_t i = 0; i < ix->nlinks; i++) {
-		const unsigned char *p = s[SEC_LINKS] + (size_t)i * LINK_SIZE;
-
-		ix->links[i].entry = disk_le32_get(p);
-		ix->links[i].val = disk_le32_get(p + 4);
-	}
+	r = shardidx__decode_tables(ix, s[SEC_SPARSE], s[SEC_SEGS], s[SEC_LINKS]);
+	ix->tables_heap = 0; /* freed with the records: not in place */
+	if (r < 0)
+		return r;
 	return 0;
 }
 
@@ -528,14 +613,18 @@ int shardidx_load_in_place(const void *buf, size_t len, const void *ident, size_
 	r = read_header(buf, len, ident, identlen, ix, s);
 	if (r < 0)
 		goto fail;
-	if (SHARDIDX__IN_PLACE_HOST && ((uintptr_t)buf & 7) == 0) {
+	if (r == 1) { /* version 3: read in place at any alignment */
+		r = shardidx__load_compact(ix, buf, len);
+		if (r < 0)
+			goto fail;
+	} else if (SHARDIDX__IN_PLACE_HOST && ((uintptr_t)buf & 7) == 0) {
 		point_in_place(ix, s, len);
 	} else {
 		r = decode_copy(ix, s);
 		if (r < 0)
 			goto fail;
 	}
-	r = validate(ix);
+	r = ix->compact ? 0 : validate(ix);
 	if (r < 0)
 		goto fail;
 	if (ix->in_place) {

@@ -652,7 +652,7 @@ static void layout_recs(const struct shardidx__tree *t, const struct tree_layout
 {
 	const uint32_t *start = lay->start, *bucket = lay->bucket, *idx = lay->idx;
 	uint64_t names_len = 0;
-	uint32_t nlinks = 0;
+	uint32_t nlinks = 0, running = ix->root_n; /* next directory's first child */
 
 	for (uint32_t i = 0; i < t->nnodes; i++) {
 		const struct node *nd = &t->nodes[lay->order[i]];
@@ -669,13 +669,17 @@ static void layout_recs(const struct shardidx__tree *t, const struct tree_layout
 		rc->flags = nd->flags & SHARDIDX_F_IMPLICIT;
 		if (nd->type == SHARDIDX_DIR) {
 			uint32_t k = lay->order[i] + 1, nsub = 0;
-			uint32_t first = start[k + 1] > start[k] ? idx[bucket[start[k]]] : 0;
+			/* an empty directory's first child is where its children
+			 * would be: the child ranges follow each other (version 3
+			 * stores only that) */
+			uint32_t first = running;
 
 			for (uint32_t j = start[k]; j < start[k + 1]; j++)
 				if (t->nodes[bucket[j]].type == SHARDIDX_DIR)
 					nsub++;
 			rc->off = first | ((uint64_t)nsub << 32);
 			rc->size = start[k + 1] - start[k];
+			running += (uint32_t)rc->size;
 		} else if (nd->type == SHARDIDX_SYMLINK) {
 			rc->off = names_len;
 			rc->size = nd->link_len;

@@ -77,11 +77,14 @@ int64_t fs_if_class_lookup(const struct fs_ifview *v, const char *name, size_t l
 /* File of class c named name[0..len): its index in v->files, or -ENOENT. */
 int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *name, size_t len);
 
-/* One sample found while indexing: pointers into its shard's index, valid
- * while the worker holds the index; encoded at once as a record (below). */
+/* One sample found while indexing: key, ext and cls point into the
+ * item's own copies of the names (an index decodes a name into its
+ * caller's entry); encoded at once as a record (below). */
 struct if_item {
-	const char *cls; /* class name (clslen bytes, no NUL), or NULL; */
-	size_t clslen;	 /* --class-from cls: has_num, the class is cls_num */
+	char name[SHARDIDX_NAME_MAX + 1];    /* the image member's name */
+	char clsname[SHARDIDX_NAME_MAX + 1]; /* --class-from dir: the directory's */
+	const char *cls;		     /* class name (clslen bytes, no NUL), or NULL; */
+	size_t clslen;			     /* --class-from cls: has_num, the class is cls_num */
 	int has_num;
 	const char *key; /* the image member's name up to its first '.' ... */
 	size_t keylen;

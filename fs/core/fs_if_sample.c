@@ -285,10 +285,10 @@ void fs__if_cls_map_save(struct fs *fs, uint32_t shard, const struct cls_map *m)
 	free(buf);
 }
 
-/* The members of sample s that matter: its first image (*img_i, *ext
- * inside the entry's name) and its first ".cls" (*cls_i); SHARDIDX_NONE
- * where there is none. -1 when s is not a sample. */
-static int sample_members(const struct shardidx *ix, uint32_t s, uint32_t *img_i, const char **ext,
+/* The members of sample s that matter: its first image (*img_i, *ext the
+ * offset of its extension in the entry's name) and its first ".cls"
+ * (*cls_i); SHARDIDX_NONE where there is none. -1 when s is not a sample. */
+static int sample_members(const struct shardidx *ix, uint32_t s, uint32_t *img_i, size_t *ext,
 			  uint32_t *cls_i)
 {
 	struct shardidx_entry e;
@@ -305,7 +305,7 @@ static int sample_members(const struct shardidx *ix, uint32_t s, uint32_t *img_i
 		dot = strchr(e.name, '.');
 		if (*img_i == SHARDIDX_NONE && e.type == SHARDIDX_REG && is_image(e.name, &x)) {
 			*img_i = i;
-			*ext = x;
+			*ext = (size_t)(x - e.name);
 		}
 		if (*cls_i == SHARDIDX_NONE && dot && strcmp(dot, ".cls") == 0)
 			*cls_i = i;
@@ -357,15 +357,16 @@ static void class_from_name(struct fs *fs, const struct shardidx *ix,
 
 	if (fs->cfg.class_from == FS_CLASS_DIR) {
 		if (img->parent != SHARDIDX_NONE && shardidx_entry_get(ix, img->parent, &d) == 0) {
-			it->cls = d.name;
+			memcpy(it->clsname, d.name, strlen(d.name) + 1);
+			it->cls = it->clsname;
 			it->clslen = strlen(d.name);
 		}
 		return;
 	}
-	us = memchr(img->name, '_', keylen);
-	if (us && us > img->name) {
-		it->cls = img->name;
-		it->clslen = (size_t)(us - img->name);
+	us = memchr(it->name, '_', keylen);
+	if (us && us > it->name) {
+		it->cls = it->name;
+		it->clslen = (size_t)(us - it->name);
 	}
 }
 
@@ -376,7 +377,8 @@ int fs__if_sample(struct fs *fs, const struct shardidx *ix, struct cachetier_obj
 {
 	struct shardidx_entry img, canon;
 	uint32_t img_i, cls_i;
-	const char *ext = NULL, *dot;
+	size_t ext = 0;
+	const char *dot;
 	int err;
 
 	if (sample_members(ix, s, &img_i, &ext, &cls_i) < 0)
@@ -390,10 +392,11 @@ int fs__if_sample(struct fs *fs, const struct shardidx *ix, struct cachetier_obj
 		fs->c.if_no_image++; /* a hard link to what is no file */
 		return 1;
 	}
-	dot = strchr(img.name, '.');
-	it->key = img.name;
-	it->keylen = dot ? (size_t)(dot - img.name) : strlen(img.name);
-	it->ext = ext;
+	memcpy(it->name, img.name, strlen(img.name) + 1);
+	dot = strchr(it->name, '.');
+	it->key = it->name;
+	it->keylen = dot ? (size_t)(dot - it->name) : strlen(it->name);
+	it->ext = it->name + ext;
 	it->entry = img.canon;
 	it->mode = canon.mode;
 	it->size = canon.size;

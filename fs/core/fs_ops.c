@@ -334,6 +334,7 @@ int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, vo
 {
 	const struct fs_view *v = fs_view_of(fs, ino);
 	struct fs_listing l;
+	char namebuf[FS_NAME_BUF];
 	int err, attrs;
 
 	fs->c.readdirs++;
@@ -343,6 +344,7 @@ int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, vo
 	l.fs = fs;
 	l.ino = ino;
 	l.a = fs_ino_a(ino);
+	l.namebuf = namebuf;
 	if (v->list_prepare)
 		v->list_prepare(fs, ino, off);
 	err = v->list_open(fs, ino, &l);

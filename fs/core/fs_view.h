@@ -39,7 +39,11 @@ struct fs_listing {
 	int stale_names; /* an entry whose attributes say ESTALE is listed by name
 			  * (a changed object, not looked up since) */
 	const void *p;	 /* the view's: the directory, index or view listed */
+	char *namebuf;	 /* the caller's, FS_NAME_BUF bytes: a list_entry whose names are
+			  * decoded (a compact index) returns them here */
 };
+
+#define FS_NAME_BUF 256
 
 struct fs_view {
 	const char *name;   /* for reading the code and the log, e.g. "member" */

@@ -92,7 +92,8 @@ static const char *members_entry(const struct fs_listing *l, uint32_t i, uint64_
 	if (shardidx_entry_get(l->p, l->first + i, &e) < 0)
 		return NULL;
 	*ino = fs_ino(FS_K_MEMBER, l->a, e.canon);
-	return e.name;
+	snprintf(l->namebuf, FS_NAME_BUF, "%s", e.name);
+	return l->namebuf;
 }
 
 static void shard_describe(struct fs *fs, uint64_t ino, char *buf, size_t size)

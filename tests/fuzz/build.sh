@@ -41,7 +41,7 @@ S="$root/shardidx"
 D="$root/disk"
 B="$root/backend"
 F="$root/fs/tools"
-shardidx_src="$S/shardidx_build.c $S/shardidx_field.c $S/shardidx_pax.c $S/shardidx_sparse.c $S/shardidx_tree.c $S/shardidx_index.c $S/shardidx_save.c"
+shardidx_src="$S/shardidx_build.c $S/shardidx_field.c $S/shardidx_pax.c $S/shardidx_sparse.c $S/shardidx_tree.c $S/shardidx_index.c $S/shardidx_save.c $S/shardidx_compact.c"
 
 build() {
 	name=$1

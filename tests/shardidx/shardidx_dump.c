@@ -633,8 +633,12 @@ static int load_ro(const unsigned char *b, size_t n, const char *ident, size_t s
 	*ix = (struct shardidx *)1; /* must be cleared on failure */
 	r = shardidx_load_in_place(rb->map + shift, n, ident, strlen(ident), ro_release, rb, ix);
 	if (r == 0) {
+		/* version 3 is read in place at any alignment */
+		int any = n > 8 && b[8] == 3;
+
 		shardidx_get_info(*ix, &inf);
-		if (inf.in_place_bytes != (shift ? 0 : n) || rb->released != (shift ? 1 : 0))
+		if (inf.in_place_bytes != (shift && !any ? 0 : n) ||
+		    rb->released != (shift && !any ? 1 : 0))
 			FAIL(
 			    "%s: loaded at shift %zu: in_place_bytes %zu of %zu, released %d times",
 			    g_ctx, shift, inf.in_place_bytes, n, rb->released);
@@ -684,20 +688,88 @@ static int try_load(const unsigned char *b, size_t n, const char *ident)
 	return r;
 }
 
+/* The section of an index file of version v that holds byte i, by name. */
+static const char *section_name(const unsigned char *b, size_t len, int v, size_t i)
+{
+	static const char *const v2[] = {"ident", "recs",  "names",  "sparse",
+					 "segs",  "links", "samples"};
+	static const char *const v3[] = {"ident", "heads",  "blocks", "dirs",
+					 "strs",  "sparse", "segs",   "links"};
+	int nsect = v == 3 ? 8 : 7;
+
+	if (i < 96)
+		return "header";
+	if (i < 96 + 16 * (size_t)nsect)
+		return "section table";
+	for (int s = 0; s < nsect; s++) {
+		uint64_t off = 0, l = 0;
+
+		for (int k = 0; k < 8; k++) {
+			off |= (uint64_t)b[96 + 16 * s + k] << (8 * k);
+			l |= (uint64_t)b[104 + 16 * s + k] << (8 * k);
+		}
+		if (off <= len && i >= off && i - off < l)
+			return v == 3 ? v3[s] : v2[s];
+	}
+	return "padding";
+}
+
+#define NAMED_MAX 16
+
+/* Flips rejected (checksum as written) per section name. */
+struct named {
+	const char *name[NAMED_MAX];
+	long n[NAMED_MAX];
+	int count;
+};
+
+static void named_add(struct named *nm, const char *name)
+{
+	for (int k = 0; k < nm->count; k++)
+		if (!strcmp(nm->name[k], name)) {
+			nm->n[k]++;
+			return;
+		}
+	if (nm->count < NAMED_MAX) {
+		nm->name[nm->count] = name;
+		nm->n[nm->count++] = 1;
+	}
+}
+
+static int idxfuzz_version(uint64_t seed, const char *path, int version);
+
+/* Both versions the loader reads: 3 (what save writes) and 2 (an older
+ * release's cache), the same seed each. */
 static int mode_idxfuzz(uint64_t seed, const char *path)
+{
+	int r;
+
+	fprintf(stderr, "shardidx_dump --idxfuzz: seed %" PRIu64 "\n", seed);
+	r = idxfuzz_version(seed, path, 3);
+	if (r == 0)
+		r = idxfuzz_version(seed, path, 2);
+	return r;
+}
+
+static int idxfuzz_version(uint64_t seed, const char *path, int version)
 {
 	uint64_t rng = seed;
 	size_t n, il;
 	unsigned char *d = slurp(path, &n), *ib, *c;
 	struct shardidx *ix;
+	struct named nm = {0};
 	long flips = 0, refixed_ok = 0, refixed_bad = 0;
-	int r;
+	int r, nsect = version == 3 ? 8 : 7;
 
-	fprintf(stderr, "shardidx_dump --idxfuzz: seed %" PRIu64 "\n", seed);
 	g_ctx = path;
 	ix = build_seek(d, n, 4096);
+	if (version == 2)
+		setenv("SHARDFS_INDEX_VERSION", "2", 1);
 	save(ix, "ident", (void **)&ib, &il);
+	unsetenv("SHARDFS_INDEX_VERSION");
 	shardidx_free(ix);
+	if (il < 9 || ib[8] != version)
+		FAIL("%s: saved version %d, want %d", path, il > 8 ? ib[8] : -1, version);
 	c = malloc(il);
 
 	if ((r = try_load(ib, il, "ident")) != 0)
@@ -715,7 +787,7 @@ static int mode_idxfuzz(uint64_t seed, const char *path)
 
 	/* A section moved off 8-byte alignment (the checksum fixed): read in
 	 * place its array would be misaligned, so the file is corrupt. */
-	for (int sec = 0; sec < 7; sec++) {
+	for (int sec = 0; sec < nsect; sec++) {
 		uint64_t off = 0;
 
 		memcpy(c, ib, il);
@@ -747,8 +819,10 @@ static int mode_idxfuzz(uint64_t seed, const char *path)
 		g_ctx = "flipped index";
 		r = try_load(c, il, "ident");
 		if (r != -EBADMSG && r != -EPROTO)
-			FAIL("index with byte %zu flipped loads with %d", i, r);
+			FAIL("index with byte %zu (%s) flipped loads with %d", i,
+			     section_name(ib, il, version, i), r);
 		flips++;
+		named_add(&nm, section_name(ib, il, version, i));
 		if (i >= 8 && i < 12)
 			continue; /* version: -EPROTO by design */
 		if (i >= 16 && i < 24)
@@ -763,10 +837,32 @@ static int mode_idxfuzz(uint64_t seed, const char *path)
 		else
 			FAIL("byte %zu flipped, checksum fixed: %d", i, r);
 	}
-	printf("idxfuzz ok: %zu bytes, %ld flips rejected; with checksum fixed: %ld rejected, "
-	       "%ld accepted and checked\n",
-	       il, flips, refixed_bad, refixed_ok);
+	printf("idxfuzz ok: version %d, %zu bytes, %ld flips rejected (", version, il, flips);
+	for (int k = 0; k < nm.count; k++)
+		printf("%s%s %ld", k ? ", " : "", nm.name[k], nm.n[k]);
+	printf("); with checksum fixed: %ld rejected, %ld accepted and checked\n", refixed_bad,
+	       refixed_ok);
 	free(c);
+	free(ib);
+	free(d);
+	return 0;
+}
+
+/* Save the index of a tar to a file (a fuzz corpus seed). */
+static int mode_save(const char *path, const char *ident, const char *out)
+{
+	size_t n, il;
+	unsigned char *d = slurp(path, &n);
+	struct shardidx *ix = build_seek(d, n, 4096);
+	void *ib;
+	FILE *f;
+
+	g_ctx = path;
+	save(ix, ident, &ib, &il);
+	f = fopen(out, "wb");
+	if (!f || fwrite(ib, 1, il, f) != il || fclose(f) != 0)
+		FAIL("%s: cannot write", out);
+	shardidx_free(ix);
 	free(ib);
 	free(d);
 	return 0;
@@ -774,6 +870,8 @@ static int mode_idxfuzz(uint64_t seed, const char *path)
 
 int main(int argc, char **argv)
 {
+	if (argc == 5 && !strcmp(argv[1], "--save"))
+		return mode_save(argv[2], argv[3], argv[4]);
 	if (argc >= 5 && !strcmp(argv[1], "--fuzz")) {
 		char *end;
 		uint64_t seed = strtoull(argv[2], &end, 0);
@@ -793,7 +891,7 @@ int main(int argc, char **argv)
 	}
 	if (argc == 2 && argv[1][0] != '-')
 		return mode_dump(argv[1]);
-	fprintf(stderr,
-		"usage: shardidx_dump FILE | --fuzz SEED N FILE... | --idxfuzz SEED FILE\n");
+	fprintf(stderr, "usage: shardidx_dump FILE | --fuzz SEED N FILE... | --idxfuzz SEED FILE | "
+			"--save FILE.tar IDENT OUT\n");
 	return 2;
 }

@@ -1346,9 +1346,9 @@ static void test_header_check(void)
 	e.size = 13;
 	CHECK(shardidx_check_header(h, &e) == -ESTALE, "another size");
 	e.size = 12;
-	e.name = "k1.bin";
+	snprintf(e.name, sizeof(e.name), "%s", "k1.bin");
 	CHECK(shardidx_check_header(h, &e) == -ESTALE, "another name");
-	e.name = "k0.bin";
+	snprintf(e.name, sizeof(e.name), "%s", "k0.bin");
 	e.type = SHARDIDX_DIR;
 	CHECK(shardidx_check_header(h, &e) == -ESTALE, "a directory entry");
 	e.type = SHARDIDX_SYMLINK;
@@ -1390,9 +1390,9 @@ static void test_header_check(void)
 	memcpy(h, "k?.bin", 6);
 	reseal(h);
 	CHECK(shardidx_check_header(h, &e) == -ESTALE, "an ASCII name differs");
-	e.name = "k\xc3\xa9.bin";
+	snprintf(e.name, sizeof(e.name), "%s", "k\xc3\xa9.bin");
 	CHECK(shardidx_check_header(h, &e) == 0, "a non-ASCII name");
-	e.name = "k?.bin";
+	snprintf(e.name, sizeof(e.name), "%s", "k?.bin");
 	/* sizes past the octal field: base-256 compared, an octal field not */
 	e.size = 1ull << 36;
 	CHECK(shardidx_check_header(h, &e) == 0, "a pax size over the octal field");
