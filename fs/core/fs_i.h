@@ -86,6 +86,7 @@ struct fs_config {
 	int sidecar;	   /* index --sidecar: also write NAME.tar.idx beside local shards */
 	int layout;	   /* --layout: enum fs_layout */
 	int class_from;	   /* --class-from: enum fs_class_from */
+	int class_gaps;	   /* --class-gaps: enum fs_class_gaps */
 	int listing_attrs; /* --listing-attrs: enum fs_listing_attrs */
 };
 
@@ -97,6 +98,8 @@ enum fs_warm_mode { FS_WARM_OFF = 0, FS_WARM_AUTO = 1, FS_WARM_ALL = 2 };
 /* What the mount shows (docs/design.md section 1) */
 enum fs_layout { FS_LAYOUT_SHARDS = 0, FS_LAYOUT_IMAGEFOLDER = 1 };
 enum fs_class_from { FS_CLASS_CLS = 0, FS_CLASS_DIR = 1, FS_CLASS_KEY_PREFIX = 2 };
+/* --class-gaps: .cls values missing below the largest (fs_if_view.c's prepare) */
+enum fs_class_gaps { FS_GAPS_REFUSE = 0, FS_GAPS_EMPTY = 1 };
 /* --listing-attrs: which entries of a listing carry attributes (fs_op_readdir) */
 enum fs_listing_attrs { FS_LISTING_AUTO = 0, FS_LISTING_ALL = 1 };
 /* --get-batch: off (ranged GETs, as other stores), auto (ais:// sources) */

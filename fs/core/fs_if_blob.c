@@ -40,7 +40,7 @@
  * Names are offsets into strtab. A mapped blob is validated once: checksum,
  * fingerprint, sizes, every name inside strtab (which ends in NUL), every
  * shard below nshards, the shards' starts ascending from 0 to nfiles,
- * classes contiguous, non-empty and sorted. One that
+ * classes contiguous and sorted (empty only with --class-gaps empty). One that
  * fails is counted (imagefolder_view_rejected) and built again. A view that
  * left a shard out (no index) is not saved: the next mount tries again.
  *
@@ -115,7 +115,7 @@ static int ifv_check_records(const struct fs_ifview *v, uint32_t nshards)
 		uint64_t off = disk_le64_get(r);
 		uint32_t first = disk_le32_get(r + 8), n = disk_le32_get(r + 12);
 
-		if (off >= v->strtab_len || first != next || n == 0 || n > v->nfiles - first ||
+		if (off >= v->strtab_len || first != next || n > v->nfiles - first ||
 		    (prev && strcmp(prev, v->strtab + off) >= 0))
 			return -EBADMSG;
 		prev = v->strtab + off;
@@ -301,8 +301,15 @@ static int ifv_write_files(struct if_pass *p, const struct ifv_layout *l, struct
 
 			if (ci != UINT32_MAX)
 				class_rec(&oc, cur_off, first, fi - first, cmtime);
-			got = fs_sort_next(cit, &c, &clen);
-			if (got <= 0 || get32(r) != ci + 1) {
+			/* classes without files (--class-gaps empty) before this one */
+			while ((got = fs_sort_next(cit, &c, &clen)) > 0 &&
+			       get32(r) != (uint32_t)(ci + 1)) {
+				ci++;
+				out_put(&ocn, (const char *)c + CR_HDR, clen - CR_HDR);
+				class_rec(&oc, coff, fi, 0, (int64_t)get64(c));
+				coff += clen - CR_HDR;
+			}
+			if (got <= 0 || get32(r) != (uint32_t)(ci + 1)) {
 				err = got < 0 ? got : -EIO; /* files of a class not spooled */
 				break;
 			}

@@ -336,6 +336,33 @@ static int file_put(struct if_pass *p, const unsigned char *r, const struct if_p
 	return fs_sort_add(p->files, buf->p, FR_HDR + (size_t)n + 1);
 }
 
+/* --class-gaps empty: the classes of the .cls values below v that no
+ * sample has (from p->next_cls on), spooled without files. */
+static int gaps_put(struct if_pass *p, uint64_t v)
+{
+	unsigned char r[IT_HDR + 1] = {0};
+
+	if (p->fs->cfg.class_from != FS_CLASS_CLS || p->fs->cfg.class_gaps != FS_GAPS_EMPTY)
+		return 0;
+	if (v > p->next_cls && v - p->next_cls > IF_GAPS_MAX) {
+		fs_log(FS_LOG_ERR,
+		       "imagefolder: --class-gaps empty: the .cls value %" PRIu64
+		       " would need %" PRIu64 " empty class directories below it (%u at most)",
+		       v, v - p->next_cls, IF_GAPS_MAX);
+		return -E2BIG;
+	}
+	for (; p->next_cls < v; p->next_cls++) {
+		int err;
+
+		put64(r, p->next_cls);
+		err = class_put(p, r, 0);
+		if (err < 0)
+			return err;
+	}
+	p->next_cls = v + 1;
+	return 0;
+}
+
 /* Read the items in order: the classes (spooled) and a file record each. */
 static int if_make_files(struct if_pass *p, struct fs_sort *items)
 {
@@ -356,6 +383,8 @@ static int if_make_files(struct if_pass *p, struct fs_sort *items)
 			err = class_put(p, prev.p, mtime);
 			mtime = 0;
 		}
+		if (newc && err == 0)
+			err = gaps_put(p, get64(r));
 		if (err == 0)
 			err = file_put(p, r, newc ? NULL : &prev, seq++, &buf);
 		if ((int64_t)get64(r + 32) > mtime)
@@ -461,13 +490,7 @@ static int if_files(struct if_pass *p, struct if_build *b)
 		err = fs_sort_finish(p->files);
 	if (err == 0)
 		err = fs_sort_finish(p->classes);
-	if (err == 0 && p->fs->cfg.class_from == FS_CLASS_CLS && p->nclasses &&
-	    b->max_cls + 1 != p->nclasses)
-		fs_log(FS_LOG_WARN,
-		       "imagefolder: classes are not 0..%" PRIu64
-		       " (%u present): torchvision's class_to_idx will not equal the .cls integers",
-		       b->max_cls, p->nclasses);
-	return err;
+	return err; /* gaps in the .cls values: fs_if_view.c's prepare */
 }
 
 /* Build the view of what want describes from the shards' indexes, save it

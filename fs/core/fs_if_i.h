@@ -170,6 +170,10 @@ struct ifv_meta {
 };
 
 /* The build between its sorts. */
+/* --class-gaps empty: empty classes one missing run may add (a .cls value
+ * of 10^9 is a mistake, not a class count) */
+#define IF_GAPS_MAX 1000000u
+
 struct if_pass {
 	struct fs *fs;
 	size_t budget;		 /* of each sort */
@@ -179,6 +183,7 @@ struct if_pass {
 	uint64_t cnames_len, fnames_len; /* the names' bytes, NULs included */
 	uint64_t dup;			 /* files left out: their name was taken */
 	int width;			 /* --class-from cls: digits of the class names */
+	uint64_t next_cls; /* --class-gaps empty: the next .cls value without a class yet */
 };
 
 /* A copy of the record last read (an iterator's record lasts one step). */

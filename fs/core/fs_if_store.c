@@ -27,7 +27,8 @@ static uint64_t if_fingerprint(const struct fs *fs, uint32_t nshards)
 	uint64_t h = disk_fnv64("shardfs-imagefolder-view", 24);
 
 	disk_le32_put(w, IFV_VERSION);
-	disk_le32_put(w + 4, (uint32_t)fs->cfg.class_from);
+	/* --class-gaps empty adds classes: another view (refuse: as before) */
+	disk_le32_put(w + 4, (uint32_t)fs->cfg.class_from | (uint32_t)fs->cfg.class_gaps << 8);
 	disk_le32_put(w + 8, nshards);
 	h = disk_fnv64_update(h, w, 12);
 	for (uint32_t i = 0; i < nshards; i++) {

@@ -461,6 +461,58 @@ static uint64_t if_member_alias(uint32_t shard, uint32_t entry)
 /* Build the view now, before the mount is ready, and say on the caller's
  * stderr what it left out and why (an empty view that mounts silently
  * looks like a bug in the data loader). */
+/* --class-from cls: the .cls values below the largest that no class has.
+ * torchvision's ImageFolder numbers the class directories in name order,
+ * so a missing value shifts the label of every class above it: refused
+ * (-EINVAL, said on stderr with the values) unless --class-gaps empty, whose
+ * view has an empty class for each. Checked on the view, built or loaded,
+ * so a remount from a saved view says it too. */
+static int check_gaps(struct fs *fs, const struct fs_ifview *v)
+{
+	uint64_t expect = 0, missing = 0, last = 0;
+	char list[160];
+	size_t ll = 0;
+
+	list[0] = '\0';
+	if (fs->cfg.class_from != FS_CLASS_CLS)
+		return 0;
+	for (uint32_t c = 0; c < v->nclasses; c++) {
+		const char *name = fs_if_class(v, c, NULL, NULL, NULL);
+		char *end;
+		uint64_t val = strtoull(name, &end, 10);
+
+		if (end == name || *end || val < expect)
+			continue; /* not a .cls class name: built by another rule */
+		for (uint64_t m = expect; m < val && missing + (m - expect) < 8; m++) {
+			int n =
+			    snprintf(list + ll, sizeof(list) - ll, "%s%" PRIu64, ll ? ", " : "", m);
+
+			if (n > 0 && (size_t)n < sizeof(list) - ll)
+				ll += (size_t)n;
+		}
+		missing += val - expect;
+		expect = val + 1;
+		last = val;
+	}
+	if (!missing)
+		return 0;
+	fs_log(FS_LOG_WARN,
+	       "imagefolder: .cls values missing below %" PRIu64 ": %" PRIu64 " (%s%s)%s", last,
+	       missing, list, missing > 8 ? ", ..." : "",
+	       fs->cfg.class_gaps == FS_GAPS_EMPTY ? "" : "; the mount is refused");
+	if (fs->cfg.class_gaps == FS_GAPS_EMPTY)
+		return 0;
+	fprintf(stderr,
+		"shardfs: imagefolder: the .cls values are not 0..%" PRIu64 ": %" PRIu64
+		" missing (%s%s). torchvision's ImageFolder numbers the class directories in "
+		"order, so every sample of a class above a missing value would train under "
+		"another label. Fix the .cls members, or mount with --class-gaps empty to show "
+		"an empty class directory for each missing value (the labels then equal the .cls "
+		"integers; see docs/mount.md)\n",
+		last, missing, list, missing > 8 ? ", ..." : "");
+	return -EINVAL;
+}
+
 static int if_prepare(struct fs *fs)
 {
 	static const char *const why_class[] = {
@@ -485,6 +537,9 @@ static int if_prepare(struct fs *fs)
 			    fs->cfg.ct.cache_dir);
 		return err;
 	}
+	err = check_gaps(fs, v);
+	if (err < 0)
+		return err;
 	no_image = fs->c.if_no_image;
 	no_class = fs->c.if_no_class;
 	dup = fs->c.if_dup_dropped;

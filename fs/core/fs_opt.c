@@ -58,6 +58,11 @@ static const struct fs_opt mount_opts[] = {
      "the group (numeric gid) of every file and directory shown (default: who mounts)"},
     {"class-from", 0, FS_OPT_ENUM, CFG(class_from), 0, "cls", 0, 0, "cls|dir|key-prefix",
      "imagefolder class: the .cls integer, the member's directory, the key up to '_'"},
+    /* a gap shifts torchvision's labels (class_to_idx numbers the
+     * directories in order): refused unless asked for */
+    {"class-gaps", 0, FS_OPT_ENUM, CFG(class_gaps), 0, "refuse", 0, 0, "refuse|empty",
+     "--class-from cls with .cls values missing below the largest: refuse the mount, or show "
+     "an empty class directory for each missing value (labels stay the .cls integers)"},
     /* the build's sorts take half each (two at a time), 70-80 bytes a
      * sample: 64M sorts about 400,000 samples in memory (and a view that
      * cannot be saved then fits the heap); a larger dataset's build

@@ -1,8 +1,8 @@
 """Deep-learning tests of shardfs: --layout imagefolder against torchvision, shardfs
 pack, sidecar indexes, extended attributes, and the PyTorch examples.
 
-Run: test_dl.py SHARDFS GROUP  (groups: imagefolder classfrom pack packsafe sidecar xattr
-examples)
+Run: test_dl.py SHARDFS GROUP  (groups: imagefolder classfrom clsgaps pack packsafe sidecar
+xattr examples)
 Uses the test toolkit (tests/lib/shardfs_test: mount, dl). torch/torchvision/Pillow come from
 Debian (python3-torchvision, python3-pil, python3-numpy; scripts/install-deps.sh --test). Groups
 that need them exit 77 (skip) when they are missing, except in CI (CI=true), where that fails.
@@ -151,6 +151,87 @@ def t_classfrom(env, ck):
         _, counts_m, _ = dataset_digest(m.mnt)
         ck.eq('key-prefix: samples per class', counts_m,
               {i: 4 + (c == 'cat') for i, c in enumerate(sorted(classes))})
+
+
+def gap_shards(out, values, per=3, seed=5):
+    """Two shards of samples key.jpg + key.cls whose .cls integers are values (each per
+    times, keys in a seeded order); returns {label: number of samples}."""
+    rng = random.Random(seed)
+    log('clsgaps: seed %d' % seed)
+    keys = ['g%03d' % i for i in range(len(values) * per)]
+    rng.shuffle(keys)
+    counts = {}
+    for s in range(2):
+        with tarfile.open(os.path.join(out, 'g-%06d.tar' % s), 'w') as tf:
+            for i, k in enumerate(keys[s::2]):
+                v = values[(keys.index(k)) % len(values)]
+                counts[v] = counts.get(v, 0) + 1
+                add_tar_member(tf, k + '.jpg', b'\xff\xd8 label %d key %s' % (v, k.encode()))
+                add_tar_member(tf, k + '.cls', b'%d' % v)
+    return counts
+
+
+def torch_view(root):
+    """What torchvision makes of root: its class_to_idx, and per label the samples whose bytes
+    name another label (ImageFolder's samples with a loader that returns the bytes), or the
+    error ImageFolder raises."""
+    from torchvision.datasets import folder
+    _, class_to_idx = folder.find_classes(root)
+    try:
+        ds = folder.ImageFolder(root, loader=read, is_valid_file=lambda p: p.endswith('.jpg'))
+    except FileNotFoundError as e:
+        return class_to_idx, None, str(e)
+    wrong = {}
+    for i in range(len(ds)):
+        data, y = ds[i]
+        if b' label %d ' % y not in data:
+            wrong[y] = wrong.get(y, 0) + 1
+    return class_to_idx, wrong, None
+
+
+def t_clsgaps(env, ck):
+    """.cls values 0, 1, 3 (no 2): the mount is refused, saying the missing value, where
+    torchvision would give class 3 the label 2; a remount from the saved view too;
+    --class-gaps empty shows an empty directory '2', so the labels are the .cls integers."""
+    need_torch()
+    out = env.path('shards')
+    os.makedirs(out)
+    counts = gap_shards(out, [0, 1, 3])
+    mnt, cache = env.path('mnt'), env.path('cache')
+    os.makedirs(mnt)
+    for label in ('mount', 'remount from the saved view'):
+        r = env.run([env.shardfs, 'mount', '--cache-dir', cache, '--layout', 'imagefolder',
+                     out, mnt], timeout=120, files=True)
+        err = r.stderr.decode(errors='replace')
+        log('clsgaps: %s: %d %r' % (label, r.returncode, err))
+        if r.returncode == 0:
+            env.run([env.shardfs, 'umount', mnt])
+        ck.ok(r.returncode != 0 and 'not 0..3: 1 missing (2)' in err and
+              '--class-gaps empty' in err,
+              '%s: refused, naming the missing value (%d, %r)' % (label, r.returncode, err[-400:]))
+    with Mount(env, out, mountpoint=mnt, cache_dir=cache,
+               extra=['--layout', 'imagefolder', '--class-gaps', 'empty']) as m:
+        ck.eq('empty: class directories', sorted(os.listdir(m.mnt)), ['0', '1', '2', '3'])
+        ck.eq('empty: class 2 is empty', os.listdir(os.path.join(m.mnt, '2')), [])
+        ck.eq('empty: files per class',
+              {int(c): len(os.listdir(os.path.join(m.mnt, c))) for c in os.listdir(m.mnt)},
+              {0: counts[0], 1: counts[1], 2: 0, 3: counts[3]})
+        class_to_idx, wrong, error = torch_view(m.mnt)
+        ck.eq('empty: class_to_idx equals the .cls integers', class_to_idx,
+              {'0': 0, '1': 1, '2': 2, '3': 3})
+        # torchvision before 0.18 refuses a class without files (FileNotFoundError naming
+        # it); with allow_empty or later ones the labels are exact
+        ck.ok(wrong == {} or (error is not None and 'classes 2' in error),
+              'empty: ImageFolder names the empty class or labels every sample right '
+              '(%r, %r)' % (wrong, error))
+    # the same values without a gap: mounts as before, labels exact
+    out2 = env.path('shards2')
+    os.makedirs(out2)
+    gap_shards(out2, [0, 1, 2])
+    with Mount(env, out2, cache_dir=env.path('cache2'), extra=['--layout', 'imagefolder']) as m:
+        class_to_idx, wrong, error = torch_view(m.mnt)
+        ck.eq('no gap: class_to_idx', class_to_idx, {'0': 0, '1': 1, '2': 2})
+        ck.eq('no gap: every sample under its .cls label', (wrong, error), ({}, None))
 
 
 def t_pack(env, ck):
@@ -401,6 +482,7 @@ def t_packsafe(env, ck):
 
 
 GROUPS = {'packsafe': t_packsafe, 'imagefolder': t_imagefolder, 'classfrom': t_classfrom,
+          'clsgaps': t_clsgaps,
           'pack': t_pack,
           'sidecar': t_sidecar, 'xattr': t_xattr, 'examples': t_examples}
 

@@ -1045,7 +1045,13 @@ static void test_imagefolder_hooks(void)
 	size_t stl = 0;
 	const char lines[] = "3/s0.jpg\n1/s2.png\n3/nope.jpg\n";
 
+	/* the shards' .cls values are 1 and 3: refused (0 and 2 missing) ... */
+	fs_open_core_at(&fs, "imagefolder", NULL, "gaps");
+	CHECK(fs_layout_of(fs)->prepare(fs) == -EINVAL, ".cls values 1 and 3: prepare refuses");
+	fs_close_core(fs);
+	/* ... unless --class-gaps empty: classes 0..3, 0 and 2 without files */
 	fs_open_core(&fs, "imagefolder");
+	fs->cfg.class_gaps = FS_GAPS_EMPTY;
 	/* what the mount calls before it answers: the view built and published */
 	CHECK(fs_layout_of(fs)->prepare && fs_layout_of(fs)->prepare(fs) == 0 && fs_if_ready(fs) &&
 		  fs->c.if_images > 0,
