@@ -12,6 +12,7 @@
  * records, but its segments are shardidx_sparse.c's.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,8 +253,18 @@ int shardidx__member_names(struct shardidx_builder *b, const unsigned char *h, i
 int shardidx__xdata_start(struct shardidx_builder *b, unsigned char type, int64_t size,
 			  uint64_t hoff)
 {
-	if ((uint64_t)size > XDATA_MAX)
-		return shardidx__damage(b, -EBADMSG, hoff, "extended header too large");
+	if ((uint64_t)size > XDATA_MAX) {
+		char what[160];
+
+		/* GNU tar reads one; this reader buffers one whole (shardidx.h,
+		 * README: the limit), so the members from here on are left out */
+		snprintf(what, sizeof(what),
+			 "extended header ('%c') of %" PRIu64
+			 " bytes is over the %u MiB this reader takes; "
+			 "the members after it are left out",
+			 type, (uint64_t)size, XDATA_MAX >> 20);
+		return shardidx__damage(b, -EBADMSG, hoff, what);
+	}
 	b->xtype = type;
 	b->xneed = (size_t)size;
 	b->xlen = 0;

@@ -33,6 +33,7 @@
 #include "check.h"
 
 static const char *g_ctx = ""; /* what is being checked, for messages */
+static char g_msg[200];	       /* the last build's shardidx_builder_message */
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -66,6 +67,7 @@ static struct shardidx *build_seek(const unsigned char *d, size_t n, size_t rd)
 		if (r != 0)
 			break;
 	}
+	snprintf(g_msg, sizeof(g_msg), "%s", shardidx_builder_message(b));
 	r = shardidx_builder_finish(b, n, &ix);
 	if (r)
 		FAIL("%s: finish (seek %zu): %d", g_ctx, rd, r);
@@ -427,11 +429,16 @@ static void print_json(const struct shardidx *ix, int fd)
 		}
 		printf("}\n");
 	}
+	/* the builder's message, JSON-safe: bytes other than printable ASCII,
+	 * quotes and backslashes as '?' */
+	for (char *m = g_msg; *m; m++)
+		if (*m < 0x20 || *m > 0x7e || *m == '"' || *m == '\\')
+			*m = '?';
 	printf("{\"info\": {\"nentries\": %u, \"nsamples\": %u, \"stream_size\": %" PRIu64
 	       ", \"end_off\": %" PRIu64 ", \"damage\": %d, \"damage_off\": %" PRIu64
-	       ", \"skipped\": %u, \"mem_bytes\": %zu}}\n",
+	       ", \"skipped\": %u, \"mem_bytes\": %zu, \"message\": \"%s\"}}\n",
 	       inf.nentries, inf.nsamples, inf.stream_size, inf.end_off, inf.damage, inf.damage_off,
-	       inf.skipped, inf.mem_bytes);
+	       inf.skipped, inf.mem_bytes, g_msg);
 	for (uint32_t s = 0; s < inf.nsamples; s++) {
 		uint32_t first, n;
 

@@ -22,6 +22,7 @@ import tempfile
 DUMP = None
 EBADMSG = -74
 EIO = -5
+EBADMSG = -74
 U32 = 2**32 - 1
 FAILS = []
 CHECKS = [0]  # checks made: a run that made none fails (as every test of the suite)
@@ -426,7 +427,28 @@ def test_names(work, rnd):
     print("names: ok (%d entries, %d skipped)" % (len(lst), info["skipped"]))
 
 
+def big_pax(work):
+    """A valid pax header over the 16 MiB the parser buffers (a 17 MiB comment record), before
+    b.txt, after a.txt: GNU tar reads it; the index keeps a.txt and says why it stops."""
+    a = os.path.join(work, "bigpax.tar")
+    with tarfile.open(a, "w", format=tarfile.PAX_FORMAT) as tf:
+        for name, pax in (("a.txt", {}), ("b.txt", {"comment": "x" * (17 << 20)})):
+            ti = tarfile.TarInfo(name)
+            ti.size = 5
+            ti.pax_headers = pax
+            tf.addfile(ti, io.BytesIO(b"hello"))
+    listed = subprocess.run(["tar", "-tf", a], stdout=subprocess.PIPE, check=True).stdout.split()
+    check(listed == [b"a.txt", b"b.txt"], "GNU tar lists %r" % listed)
+    ents, info, _, _ = dump(a)
+    check(sorted(ents) == [b"a.txt"] and info["damage"] == EBADMSG and
+          info["damage_off"] == 1024 and "over the 16 MiB" in info["message"] and
+          "left out" in info["message"],
+          "a pax header of 17 MiB: %r, damage %d at %d, %r" % (sorted(ents), info["damage"],
+                                                              info["damage_off"], info["message"]))
+
+
 def test_damage(work, rnd):
+    big_pax(work)
     src = os.path.join(work, "d")
     os.makedirs(src)
     write(os.path.join(src, "a.txt"), rnd.randbytes(700))
