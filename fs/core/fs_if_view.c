@@ -105,6 +105,8 @@ static int view_unchanged(struct fs *fs, const struct fs_ifview *v)
 	return -ESTALE;
 }
 
+static void gaps_log(const struct fs *fs, const struct fs_ifview *v);
+
 int fs_if_get(struct fs *fs, const struct fs_ifview **v)
 {
 	struct fs_imagefolder *f = fs->imagefolder;
@@ -122,8 +124,10 @@ int fs_if_get(struct fs *fs, const struct fs_ifview **v)
 		p = atomic_load_explicit(&f->ifv, memory_order_acquire);
 		if (!p) {
 			err = fs__if_view(fs, &p);
-			if (err == 0)
+			if (err == 0) {
 				atomic_store_explicit(&f->ifv, p, memory_order_release);
+				gaps_log(fs, p);
+			}
 		}
 		pthread_mutex_unlock(&f->lock);
 		if (err != -ESTALE)
@@ -461,19 +465,16 @@ static uint64_t if_member_alias(uint32_t shard, uint32_t entry)
 /* Build the view now, before the mount is ready, and say on the caller's
  * stderr what it left out and why (an empty view that mounts silently
  * looks like a bug in the data loader). */
-/* --class-from cls: the .cls values below the largest that no class has.
- * torchvision's ImageFolder numbers the class directories in name order,
- * so a missing value shifts the label of every class above it: refused
- * (-EINVAL, said on stderr with the values) unless --class-gaps empty, whose
- * view has an empty class for each. Checked on the view, built or loaded,
- * so a remount from a saved view says it too. */
-static int check_gaps(struct fs *fs, const struct fs_ifview *v)
+/* --class-from cls: the .cls values below the largest that no class has:
+ * how many, the largest value, the first 8 in list. */
+static uint64_t gaps_find(const struct fs *fs, const struct fs_ifview *v, uint64_t *last,
+			  char *list, size_t size)
 {
-	uint64_t expect = 0, missing = 0, last = 0;
-	char list[160];
+	uint64_t expect = 0, missing = 0;
 	size_t ll = 0;
 
 	list[0] = '\0';
+	*last = 0;
 	if (fs->cfg.class_from != FS_CLASS_CLS)
 		return 0;
 	for (uint32_t c = 0; c < v->nclasses; c++) {
@@ -482,25 +483,47 @@ static int check_gaps(struct fs *fs, const struct fs_ifview *v)
 		uint64_t val = strtoull(name, &end, 10);
 
 		if (end == name || *end || val < expect)
-			continue; /* not a .cls class name: built by another rule */
+			continue; /* not a .cls class name */
 		for (uint64_t m = expect; m < val && missing + (m - expect) < 8; m++) {
-			int n =
-			    snprintf(list + ll, sizeof(list) - ll, "%s%" PRIu64, ll ? ", " : "", m);
+			int n = snprintf(list + ll, size - ll, "%s%" PRIu64, ll ? ", " : "", m);
 
-			if (n > 0 && (size_t)n < sizeof(list) - ll)
+			if (n > 0 && (size_t)n < size - ll)
 				ll += (size_t)n;
 		}
 		missing += val - expect;
 		expect = val + 1;
-		last = val;
+		*last = val;
 	}
-	if (!missing)
-		return 0;
-	fs_log(FS_LOG_WARN,
-	       "imagefolder: .cls values missing below %" PRIu64 ": %" PRIu64 " (%s%s)%s", last,
-	       missing, list, missing > 8 ? ", ..." : "",
-	       fs->cfg.class_gaps == FS_GAPS_EMPTY ? "" : "; the mount is refused");
-	if (fs->cfg.class_gaps == FS_GAPS_EMPTY)
+	return missing;
+}
+
+/* A view just built or loaded (at mount, or after a refresh: the mount is
+ * not refused then, the log says it). */
+static void gaps_log(const struct fs *fs, const struct fs_ifview *v)
+{
+	char list[160];
+	uint64_t last, missing = gaps_find(fs, v, &last, list, sizeof(list));
+
+	if (missing)
+		fs_log(FS_LOG_WARN,
+		       "imagefolder: .cls values missing below %" PRIu64 ": %" PRIu64 " (%s%s)%s",
+		       last, missing, list, missing > 8 ? ", ..." : "",
+		       fs->cfg.class_gaps == FS_GAPS_EMPTY
+			   ? ": empty class directories stand for them (--class-gaps empty)"
+			   : ": torchvision's labels above them are shifted");
+}
+
+/* torchvision's ImageFolder numbers the class directories in name order,
+ * so a missing .cls value shifts the label of every class above it: the
+ * mount is refused (-EINVAL, said on stderr with the values) unless
+ * --class-gaps empty, whose view has an empty class for each. Checked on
+ * the view, built or loaded, so a remount from a saved view says it too. */
+static int check_gaps(struct fs *fs, const struct fs_ifview *v)
+{
+	char list[160];
+	uint64_t last, missing = gaps_find(fs, v, &last, list, sizeof(list));
+
+	if (!missing || fs->cfg.class_gaps == FS_GAPS_EMPTY)
 		return 0;
 	fprintf(stderr,
 		"shardfs: imagefolder: the .cls values are not 0..%" PRIu64 ": %" PRIu64

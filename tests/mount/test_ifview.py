@@ -196,7 +196,7 @@ def group_change(env, ck):
         # a new shard, and s2 replaced by other samples (one in a new class)
         shards['s6.tar'] = shard_samples('s6', ['k6_%02d' % i for i in range(4)])
         shards['s2.tar'] = shard_samples('s2', ['r2_%02d' % i for i in range(5)])
-        shards['s2.tar'] += [('r2_new.jpg', b'jpeg r2 new'), ('r2_new.cls', b'7')]
+        shards['s2.tar'] += [('r2_new.jpg', b'jpeg r2 new'), ('r2_new.cls', b'3')]
         for n in ('s6.tar', 's2.tar'):
             write_shard(src, n, shards[n])
         old, new = expected(old_shards), expected(shards)
