@@ -335,30 +335,40 @@ for t in ts: t.join()
 
 def w_emulator_cpu(a, emu):
     """The emulator's CPU per request, C (tests/lib/linkemu.c) against the Python emulator it
-    replaced (linkemu.py), in one run, sides alternating: N keep-alive connections each
-    sending 100 KB range requests one after the other (the planned epoch's shape), the same
-    requests to each; its CPU from /proc (the Python one's threads included)."""
+    replaced (linkemu.py), in one run, sides alternating (3 rounds, median): N keep-alive
+    connections each sending 100 KB range requests one after the other (the planned epoch's
+    shape), the same requests to each; its CPU from /proc (the Python one's threads
+    included), user and system apart: system time is mostly the kernel's TCP over loopback,
+    which swings with the machine's load (a busy machine's softirq work lands on whoever runs)."""
     per, size = 60, 100000
     res = {'c': [], 'python': []}
-    for i in range(2):
+    for i in range(3):
         for impl in (('c', 'python') if i % 2 == 0 else ('python', 'c')):
             e = emu if impl == 'c' else Emu(a.shard_dir, a.delay_ms, a.rate_mb, a.w, 'py',
                                             impl='python')
             try:
-                c0, r0 = e.cpu(), e.stats()['requests']
+                (u0, s0), r0 = e.cpu_split(), e.stats()['requests']
                 sh([PY, '-c', EMU_LOAD, str(e.port), str(a.n), str(per), str(size),
                     ','.join(a.names)])
-                c1, r1 = e.cpu(), e.stats()['requests']
+                (u1, s1), r1 = e.cpu_split(), e.stats()['requests']
             finally:
                 if e is not emu:
                     e.stop()
-            res[impl].append((c1 - c0) / max(r1 - r0, 1) * 1e6)
-            log('emulator %s: %d requests, %.3f CPU s, %.0f us per request' % (
-                impl, r1 - r0, c1 - c0, res[impl][-1]))
-    c, py = med(res['c']), med(res['python'])
+            n = max(r1 - r0, 1)
+            res[impl].append(((u1 - u0 + s1 - s0) / n * 1e6, (u1 - u0) / n * 1e6))
+            log('emulator %s: %d requests, %.3f CPU s (user %.3f): %.0f us per request (user '
+                '%.0f)' % (impl, r1 - r0, u1 - u0 + s1 - s0, u1 - u0, res[impl][-1][0],
+                           res[impl][-1][1]))
+    c, py = med([x[0] for x in res['c']]), med([x[0] for x in res['python']])
+    cu, pu = med([x[1] for x in res['c']]), med([x[1] for x in res['python']])
+    note('emulator CPU per 100 KB request: C %.0f us (user %.0f), Python %.0f us (user %.0f); '
+         'load average %s' % (c, cu, py, pu, loadavg()))
     emit('L0b. link emulator CPU per 100 KB request, %d connections: C (linkemu.c) vs '
          'linkemu.py' % a.n, 'no mount', c, py, 'us/request', py / max(c, 1e-9),
          'reference (how many times cheaper)')
+    emit('L0b. link emulator user CPU per 100 KB request (its own code; the rest is the '
+         'kernel\'s), %d connections: C vs linkemu.py' % a.n, 'no mount', cu, pu,
+         'us/request', pu / max(cu, 1e-9), 'reference')
 
 
 def emu_note(what, s0, s1):

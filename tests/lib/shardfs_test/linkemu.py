@@ -412,9 +412,14 @@ class Emu:
     def cpu(self):
         """The emulator process's user + system CPU seconds now (/proc/PID/stat: both
         implementations, all threads)."""
+        return sum(self.cpu_split())
+
+    def cpu_split(self):
+        """(user, system) CPU seconds of the emulator process now (/proc/PID/stat)."""
         with open('/proc/%d/stat' % self.p.pid) as f:
             v = f.read().rsplit(')', 1)[1].split()
-        return (int(v[11]) + int(v[12])) / os.sysconf('SC_CLK_TCK')
+        hz = os.sysconf('SC_CLK_TCK')
+        return int(v[11]) / hz, int(v[12]) / hz
 
     def stop(self, timeout=10):
         """SIGTERM, then SIGKILL after timeout seconds (bounded)."""
