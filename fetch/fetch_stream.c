@@ -26,6 +26,7 @@
 #include <stdlib.h>
 
 #include "cachetier.h"
+#include "disk_lock.h"
 #include "fetch.h"
 
 /* Bytes a stream not at an object's start reads in sequence before its
@@ -48,7 +49,7 @@ struct fetch_stream {
 };
 
 struct fetch_stripe {
-	pthread_mutex_t lock; /* a leaf: protects the fields below */
+	struct disk_mutex lock; /* a leaf (DISK_LOCK_FETCH_STREAM): protects the fields below */
 	uint64_t clock;
 	struct fetch_stream e[FETCH_WAYS];
 };
@@ -70,7 +71,7 @@ int fetch_new(struct cachetier *ct, struct fetch **out)
 	s->ct = ct;
 	s->ra_max = cachetier_readahead_max(ct);
 	for (unsigned i = 0; i < FETCH_STRIPES; i++)
-		pthread_mutex_init(&s->stripe[i].lock, NULL);
+		disk_mutex_init(&s->stripe[i].lock, DISK_LOCK_FETCH_STREAM);
 	*out = s;
 	return 0;
 }
@@ -80,7 +81,7 @@ void fetch_free(struct fetch *s)
 	if (!s)
 		return;
 	for (unsigned i = 0; i < FETCH_STRIPES; i++)
-		pthread_mutex_destroy(&s->stripe[i].lock);
+		disk_mutex_destroy(&s->stripe[i].lock);
 	free(s);
 }
 
@@ -161,10 +162,10 @@ static uint64_t ahead_of(struct fetch *s, uint32_t reader, struct cachetier_obj 
 	if (len > size - off)
 		len = size - off;
 	sp = stripe_of(s, reader, (uintptr_t)o);
-	pthread_mutex_lock(&sp->lock);
+	disk_mutex_lock(&sp->lock);
 	ahead = stream_read(stream_get(s, sp, reader, (uintptr_t)o), off, off + len, chunk,
 			    s->ra_max, size);
-	pthread_mutex_unlock(&sp->lock);
+	disk_mutex_unlock(&sp->lock);
 	return ahead;
 }
 
@@ -187,7 +188,7 @@ int fetch_shard_read(struct fetch *s, uint32_t reader, uint32_t shard)
 	struct fetch_stream *e;
 	int moved = 0;
 
-	pthread_mutex_lock(&sp->lock);
+	disk_mutex_lock(&sp->lock);
 	e = stream_get(s, sp, reader, 0);
 	if (e->shard == shard + 1) {
 		e->in_row++;
@@ -198,7 +199,7 @@ int fetch_shard_read(struct fetch *s, uint32_t reader, uint32_t shard)
 		e->shard = shard + 1;
 		e->in_row = 0;
 	}
-	pthread_mutex_unlock(&sp->lock);
+	disk_mutex_unlock(&sp->lock);
 	return moved;
 }
 

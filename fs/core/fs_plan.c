@@ -34,7 +34,7 @@ int fs_plans_new(struct fs_plans **pl)
 	if (!*pl)
 		return -ENOMEM;
 	pthread_rwlock_init(&(*pl)->lock, NULL);
-	pthread_mutex_init(&(*pl)->use_lock, NULL);
+	disk_mutex_init(&(*pl)->use_lock, DISK_LOCK_PLAN_USE);
 	return 0;
 }
 
@@ -43,7 +43,7 @@ void fs_plans_free(struct fs_plans *pl)
 	if (!pl)
 		return;
 	pthread_rwlock_destroy(&pl->lock);
-	pthread_mutex_destroy(&pl->use_lock);
+	disk_mutex_destroy(&pl->use_lock);
 	free(pl);
 }
 

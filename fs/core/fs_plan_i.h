@@ -7,6 +7,7 @@
 #ifndef FS_PLAN_I_H
 #define FS_PLAN_I_H
 
+#include "disk_lock.h"
 #include "fs_view.h"
 
 #define PLAN_NONE UINT32_MAX
@@ -28,7 +29,7 @@ struct fs_plans {
 	atomic_ullong clock;
 	/* one marking of next uses at a time (fs_plan_use.c); lock order:
 	 * use_lock, then lock, then the cache tier's */
-	pthread_mutex_t use_lock;
+	struct disk_mutex use_lock; /* DISK_LOCK_PLAN_USE */
 	/* planned paths being read (fs_plan_use.c: use_reading): started and
 	 * not read whole yet, the one started first at [0]; under use_lock */
 	struct plan_reading {

@@ -136,7 +136,7 @@ void fs_plan__use_all(struct fs *fs)
 
 	if (backend_is_local(fs->be))
 		return; /* read in place: no units */
-	pthread_mutex_lock(&fs->plans->use_lock);
+	disk_mutex_lock(&fs->plans->use_lock);
 	n = fs_plan_list(fs, ps, FS_PLAN_MAX);
 	cachetier_plan_reset(fs->ct);
 	fs->plans->nreading = 0; /* the marks start again from the plans */
@@ -159,7 +159,7 @@ void fs_plan__use_all(struct fs *fs)
 				use_mark(fs, ps[k], i, raw);
 		}
 	}
-	pthread_mutex_unlock(&fs->plans->use_lock);
+	disk_mutex_unlock(&fs->plans->use_lock);
 	for (size_t k = 0; k < n; k++)
 		fs_plan_put(ps[k]);
 }
@@ -301,7 +301,7 @@ void fs_plan__use_read(struct fs *fs, const struct fs_plan_extent *x, uint64_t o
 	raw = use_raw(fs, x->obj);
 	if (!raw)
 		return;
-	pthread_mutex_lock(&fs->plans->use_lock);
+	disk_mutex_lock(&fs->plans->use_lock);
 	end = use_reading(fs, x, off, size, &begun);
 	if (end) {
 		/* all of it, units a reader skipped too: it is done with the path */
@@ -318,5 +318,5 @@ void fs_plan__use_read(struct fs *fs, const struct fs_plan_extent *x, uint64_t o
 	}
 	if (err == 0)
 		use_again_all(fs, x->obj, lo, hi, raw);
-	pthread_mutex_unlock(&fs->plans->use_lock);
+	disk_mutex_unlock(&fs->plans->use_lock);
 }
