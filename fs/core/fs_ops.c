@@ -398,7 +398,7 @@ int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, vo
 	}
 	if (l.locked)
 		fs_ns_unlock(fs);
-	return 0;
+	return v->list_check ? v->list_check(&l) : 0;
 }
 
 /* ---- the rest ---------------------------------------------------------------- */

@@ -63,6 +63,10 @@ struct fs_view {
 	void (*list_prepare)(struct fs *fs, uint64_t ino, uint64_t off);
 	int (*list_open)(struct fs *fs, uint64_t ino, struct fs_listing *l);
 	const char *(*list_entry)(const struct fs_listing *l, uint32_t i, uint64_t *ino);
+	/* After the entries were taken (NULL: nothing to check): 0, or an
+	 * error that replaces the listing (a mapped index whose file changed
+	 * while this listed from it: ESTALE, not names read from the change). */
+	int (*list_check)(const struct fs_listing *l);
 	/* A file: open (NULL: the data default, keep_cache), release, read. */
 	int (*open)(struct fs *fs, uint64_t ino, int flags, struct fs_open *o);
 	void (*release)(struct fs *fs, uint64_t ino, uint64_t fh);

@@ -96,6 +96,13 @@ static const char *members_entry(const struct fs_listing *l, uint32_t i, uint64_
 	return l->namebuf;
 }
 
+/* The names and inodes listed came from the index: ESTALE, not a listing
+ * read from its file while it changed (as lookup_in). */
+static int members_check(const struct fs_listing *l)
+{
+	return fs_shard_index_unchanged(l->fs, l->a);
+}
+
 static void shard_describe(struct fs *fs, uint64_t ino, char *buf, size_t size)
 {
 	uint32_t a = fs_ino_a(ino);
@@ -109,6 +116,7 @@ const struct fs_view fs_view_shard = {
     .lookup = shard_lookup,
     .list_open = shard_list_open,
     .list_entry = members_entry,
+    .list_check = members_check,
     .describe = shard_describe,
 };
 
@@ -323,6 +331,10 @@ int fs_member_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_
 	return read_copy(fs, ix, stream, idx, off, size, r);
 }
 
+/* A symlink target handed to the FUSE reply (one per thread: the reply is
+ * made on the thread that asked, before it asks again). */
+static __thread char link_copy[4096];
+
 static int member_readlink(struct fs *fs, uint64_t ino, const char **target)
 {
 	struct shardidx *ix;
@@ -337,7 +349,14 @@ static int member_readlink(struct fs *fs, uint64_t ino, const char **target)
 	if (shardidx_entry_get(ix, fs_ino_b(ino), &e) < 0 || e.type != SHARDIDX_SYMLINK)
 		return -EINVAL;
 	*target = e.link;
-	return 0;
+	/* copied out of the mapped index before it is checked, so the reply
+	 * carries the bytes the check covered (a target no symlink(2) could
+	 * make, PATH_MAX or longer, is answered from the index) */
+	if (strlen(e.link) < sizeof(link_copy)) {
+		memcpy(link_copy, e.link, strlen(e.link) + 1);
+		*target = link_copy;
+	}
+	return fs_shard_index_unchanged(fs, fs_ino_a(ino)); /* as lookup_in */
 }
 
 /* Where a sample lives (fs_xattr_names): the shard's key, the member's data
@@ -408,6 +427,7 @@ const struct fs_view fs_view_member = {
     .opendir = member_opendir,
     .list_open = member_list_open,
     .list_entry = members_entry,
+    .list_check = members_check,
     .read = fs_member_read,
     .readlink = member_readlink,
     .xattr = fs_member_xattr,

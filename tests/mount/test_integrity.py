@@ -710,10 +710,11 @@ def group_indexmap_live(env, ck):
 
 
 def group_indexmap_race(env, ck):
-    """Mapped index files cut to nothing in place while 4 threads read members (seeded; a
-    change every RACE_EVERY reads, the kernel's caches dropped after each, so that
-    lookups and reads reach the daemon): no read gives a byte that is not the member's, no
-    error but ESTALE, the daemon never faults (a cut file read by a request in flight reads
+    """Mapped index files cut to nothing in place while 4 threads read members and one lists
+    the shards' directories (seeded; a change every RACE_EVERY reads, the kernel's caches
+    dropped after each, so that lookups, listings and reads reach the daemon): no read gives a
+    byte that is not the member's, no listing a name that is not a member's, no error but
+    ESTALE, the daemon never faults (a cut file read by a request in flight reads
     zeros: cachetier_guard.c) and changes are seen (index_changed)."""
     rng = env.rng
     src = env.path('src')
@@ -746,9 +747,32 @@ def group_indexmap_race(env, ck):
                     pass  # replaced meanwhile
         return sorted(out)
 
+    names = sorted({n for _, n in keys})
+    listed = {'ok': 0, 'ESTALE': 0, 'bad': []}
+    halt = threading.Event()
+
+    def lister(seed):
+        # whole listings of the shards' directories: exactly the members, or ESTALE (a
+        # listing in flight at a cut reads zeros from the mapping: never names of those)
+        r = random.Random(seed)
+        while not halt.is_set() and not listed['bad']:
+            s = r.randrange(RACE_SHARDS)
+            try:
+                got = sorted(os.listdir(os.path.join(m.mnt, 's%d' % s)))
+                what = 'ok' if got == names else 's%d: %d names, not its %d members (%r)' % (
+                    s, len(got), len(names), sorted(set(got) ^ set(names))[:3])
+            except OSError as e:
+                what = 'ESTALE' if e.errno == errno.ESTALE else 's%d: %s' % (s, e.strerror)
+            if what in listed:
+                listed[what] += 1
+            else:
+                listed['bad'].append(what)
+
     with ml.Mount(env, src, cache_dir=cache) as m:
         rd = ml.Readers({os.path.join(m.mnt, 's%d' % s, n): members[(s, n)]
                          for s, n in keys}, rng)
+        lt = threading.Thread(target=lister, args=(rng.randrange(1 << 30),), daemon=True)
+        lt.start()
         # files cut to nothing, as `: > FILE` or a cleanup script does: every page of the
         # mapping is past the end, so a request in flight faults and reads zeros, which the
         # guard tells cachetier_meta_changed at once. (A change that leaves the pages in
@@ -778,7 +802,12 @@ def group_indexmap_race(env, ck):
                     f.write('2\n')
         finally:
             rd.stop()
+            halt.set()
+            lt.join(60)
         got, bad = rd.got, rd.bad
+        log('race: listings %d exact, %d ESTALE' % (listed['ok'], listed['ESTALE']))
+        ck.eq('race: listings that gave other names or another error', listed['bad'][:3], [])
+        ck.ok(listed['ok'] >= 1, 'race: no exact listing')
         st = m.stats()
         log('race: %d changes; reads %r; index_changed %d, index_built %d' % (
             changed, got, st['index_changed'], st['index_built']))
