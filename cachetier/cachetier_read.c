@@ -179,7 +179,7 @@ static void holes_check(struct ct_file *f, uint32_t c0, uint32_t c1, uint64_t si
 }
 
 /* The live check is on unless SHARDFS_BENCH_NO_LIVE_CHECK is set in the
- * environment (tests/bench/livecheck_bench.sh measures its cost against
+ * environment (tests/bench/livecheck_bench.py measures its cost against
  * the same reads without it; not an option: nobody should turn it off). */
 static int live_check_off;
 static pthread_once_t live_check_once = PTHREAD_ONCE_INIT;
