@@ -60,6 +60,20 @@ ssize_t fetch_pread(struct fetch *s, uint32_t reader, struct cachetier_obj *o, v
  * caller then fetches the shards after it), else 0. Per reader: another
  * reader's reads in between change nothing. */
 int fetch_shard_read(struct fetch *s, uint32_t reader, uint32_t shard);
+/* What fetch_shards_ahead asks the core of shard next, one of the shards
+ * after the one read: -1 to stop (another directory: shards of one
+ * directory are consecutive; or past the last shard), 0 to skip it (fetched
+ * ahead once already: the core marks each shard the first time it is
+ * asked; or gone), 1 to fetch it: *o its store object, or NULL when it
+ * could not be opened (then counted, not fetched). */
+typedef int (*fetch_next_shard_fn)(void *ctx, uint32_t next, struct cachetier_obj **o);
+/* reader read a member of shard: when that moves it in order
+ * (fetch_shard_read), the count shards after it (--prefetch-shards) are
+ * fetched ahead, each once, making room as a reader's reads do (evicting
+ * what was read longest ago: CACHETIER_PF_EVICT; for a reader that gets
+ * there soon). Returns how many shards were asked for (shard_prefetches). */
+unsigned fetch_shards_ahead(struct fetch *s, uint32_t reader, uint32_t shard, unsigned count,
+			    fetch_next_shard_fn next, void *ctx);
 /* Reads of one shard in a row before a move to the next is reading in
  * order: a shuffled reader moves to the next shard by chance every few
  * reads, and each shard fetched ahead for it is mostly evicted before it

@@ -203,6 +203,28 @@ int fetch_shard_read(struct fetch *s, uint32_t reader, uint32_t shard)
 	return moved;
 }
 
+unsigned fetch_shards_ahead(struct fetch *s, uint32_t reader, uint32_t shard, unsigned count,
+			    fetch_next_shard_fn next, void *ctx)
+{
+	unsigned asked = 0;
+
+	if (!fetch_shard_read(s, reader, shard))
+		return 0;
+	for (unsigned i = 1; i <= count && shard + i > shard; i++) {
+		struct cachetier_obj *o = NULL;
+		int r = next(ctx, shard + i, &o);
+
+		if (r < 0)
+			break;
+		if (r == 0)
+			continue;
+		asked++;
+		if (o)
+			cachetier_obj_prefetch(o, CACHETIER_PF_EVICT);
+	}
+	return asked;
+}
+
 void fetch_stats_get(struct fetch *s, struct fetch_stats *st)
 {
 	st->streams = atomic_load_explicit(&s->streams, memory_order_relaxed);

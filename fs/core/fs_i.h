@@ -501,10 +501,11 @@ int fs_shard_family(const char *key, const char *kind, char *buf, size_t size);
  * index and class map from the cache directory (counted in index_removed
  * and if_cls_removed; nothing for a key without them). */
 void fs_shard_forget(struct fs *fs, const char *key);
-/* reader (fetch.h) reads members of shard: when it reads shards in order
- * (fetch_shard_read: a move to the next shard after 8 reads in a row of
- * the one before, by the same reader), fetch the next
- * cfg.prefetch_shards shards of the same directory ahead. */
+/* reader (fetch.h) reads members of shard: the scheduler decides
+ * (fetch_shards_ahead: a move to the next shard after 8 reads in a row of
+ * the one before, by the same reader, fetches the next
+ * cfg.prefetch_shards shards ahead); the core tells it which shards
+ * follow in the same directory and marks each fetched ahead once. */
 void fs_shard_touch(struct fs *fs, uint32_t reader, uint32_t shard);
 /* Start filling the cache with object obj for a prefetch command (counts
  * the request): only into free room, never evicting (CACHETIER_PF_FIT). */

@@ -915,28 +915,39 @@ int fs_obj_prefetch(struct fs *fs, uint32_t obj)
 	return err;
 }
 
+/* fs_shard_touch's answer to the scheduler: shard next of the directory
+ * of the shard read (fetch_next_shard_fn). */
+struct touch_ctx {
+	struct fs *fs;
+	uint32_t dir;
+};
+
+static int touch_next(void *arg, uint32_t next, struct cachetier_obj **raw)
+{
+	struct touch_ctx *t = arg;
+	struct fs *fs = t->fs;
+	uint32_t obj;
+
+	if (next >= fs->nshards)
+		return -1;
+	obj = fs_shard(fs, next)->obj;
+	/* shards of one directory are consecutive (those a refresh added
+	 * come at the end) */
+	if (fs_obj(fs, obj)->dir != t->dir)
+		return -1;
+	if (atomic_exchange(&fs_obj(fs, obj)->ahead, 1) || !fs_obj_live(fs_obj(fs, obj)))
+		return 0;
+	if (fs_obj_raw(fs, obj, raw) < 0)
+		*raw = NULL;
+	return 1;
+}
+
 void fs_shard_touch(struct fs *fs, uint32_t reader, uint32_t shard)
 {
-	struct cachetier_obj *raw;
-	uint32_t obj, dir;
+	struct touch_ctx t = {fs, fs_obj(fs, fs_shard(fs, shard)->obj)->dir};
 
-	if (!fetch_shard_read(fs->fetch, reader, shard) || fs->cfg.prefetch_shards == 0)
-		return;
-	obj = fs_shard(fs, shard)->obj;
-	dir = fs_obj(fs, obj)->dir;
-	for (uint32_t i = 1; i <= fs->cfg.prefetch_shards && shard + i < fs->nshards; i++) {
-		uint32_t next = fs_shard(fs, shard + i)->obj;
-
-		/* shards of one directory are consecutive (those a refresh
-		 * added come at the end) */
-		if (fs_obj(fs, next)->dir != dir)
-			break;
-		if (atomic_exchange(&fs_obj(fs, next)->ahead, 1) || !fs_obj_live(fs_obj(fs, next)))
-			continue;
-		fs->c.shard_prefetches++;
-		/* for a reader that gets there soon: room is made like for its
-		 * reads (evicting what was read longest ago) */
-		if (fs_obj_raw(fs, next, &raw) == 0)
-			cachetier_obj_prefetch(raw, CACHETIER_PF_EVICT);
-	}
+	/* --prefetch-shards 0: the reader's cursor still moves, nothing is
+	 * fetched */
+	fs->c.shard_prefetches +=
+	    fetch_shards_ahead(fs->fetch, reader, shard, fs->cfg.prefetch_shards, touch_next, &t);
 }
