@@ -54,6 +54,13 @@ int fetch_read_begin(struct fetch *s, uint32_t reader, struct cachetier_obj *o, 
 ssize_t fetch_pread(struct fetch *s, uint32_t reader, struct cachetier_obj *o, void *buf,
 		    size_t len, uint64_t off);
 
+/* Fetch the whole object o for a user's `shardfs prefetch` or the warm-up
+ * at mount (--warm): in the background, after readers' fills, only into
+ * the room the cache has, never evicting what readers use
+ * (CACHETIER_PF_FIT: what does not fit is skipped and counted). 0 or the
+ * store's error. */
+int fetch_obj_fill(struct fetch *s, struct cachetier_obj *o);
+
 /* reader read a member of shard (shards numbered in the order their
  * objects are listed): 1 when this read moves reader in order to shard
  * from shard - 1 after FETCH_INORDER_READS reads of it in a row (the

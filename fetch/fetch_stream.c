@@ -225,6 +225,12 @@ unsigned fetch_shards_ahead(struct fetch *s, uint32_t reader, uint32_t shard, un
 	return asked;
 }
 
+int fetch_obj_fill(struct fetch *s, struct cachetier_obj *o)
+{
+	(void)s;
+	return cachetier_obj_prefetch(o, CACHETIER_PF_FIT);
+}
+
 void fetch_stats_get(struct fetch *s, struct fetch_stats *st)
 {
 	st->streams = atomic_load_explicit(&s->streams, memory_order_relaxed);

@@ -508,7 +508,7 @@ void fs_shard_forget(struct fs *fs, const char *key);
  * follow in the same directory and marks each fetched ahead once. */
 void fs_shard_touch(struct fs *fs, uint32_t reader, uint32_t shard);
 /* Start filling the cache with object obj for a prefetch command (counts
- * the request): only into free room, never evicting (CACHETIER_PF_FIT). */
+ * the request): only into free room, never evicting (fetch_obj_fill). */
 int fs_obj_prefetch(struct fs *fs, uint32_t obj);
 
 /* fs_warm.c: --warm (fs_warm.h) */

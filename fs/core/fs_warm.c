@@ -11,7 +11,7 @@
  * readahead second and prefetch last; an object a reader reads moves to
  * the front of the prefetch order; prefetch fills claim chunks through the
  * same path as reads, so mounts sharing a cache directory fetch each chunk
- * once. The warm uses CACHETIER_PF_FIT: it fills only the room the cache
+ * once. The warm uses fetch_obj_fill (CACHETIER_PF_FIT): it fills only the room the cache
  * has and never evicts, so it stops where the cache is full
  * (FS_WARM_STATE_STOPPED) instead of pushing out what readers use or what
  * it warmed itself.
@@ -139,8 +139,7 @@ static void *warm_main(void *arg)
 
 		if (!fs_obj_live(o) || atomic_load(&o->known) == FS_INFO_MISSING)
 			continue;
-		if (fs_obj_raw(fs, i, &raw) < 0 ||
-		    cachetier_obj_prefetch(raw, CACHETIER_PF_FIT) < 0) {
+		if (fs_obj_raw(fs, i, &raw) < 0 || fetch_obj_fill(fs->fetch, raw) < 0) {
 			failed++; /* fs_obj_raw logged why */
 			continue;
 		}
