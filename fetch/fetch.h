@@ -13,9 +13,9 @@
  * two readers each reading a different shard in order both get readahead,
  * and one reader's seek or shuffled reads leave another's window alone.
  *
- * Streams live in a bounded table (FETCH_STREAMS entries, in stripes of a
- * few entries, each with its own mutex: a leaf lock, never held across a
- * call into the store); a new stream takes its stripe's least recently
+ * Streams live in a bounded table (256 entries: 32 stripes of 8,
+ * fetch_stream.c; each stripe with its own mutex: a leaf lock, never held
+ * across a call into the store); a new stream takes its stripe's least recently
  * used entry (retired: a reader coming back starts a new window). Nothing
  * is kept per reader beyond its entries, so a reader that exits costs an
  * entry until it is retired. An object's stream is keyed by the object's
