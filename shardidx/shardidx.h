@@ -19,7 +19,9 @@
  * out and counted too. A name stored twice shows the later copy (tar's
  * rule). Directories implied by a member's path exist even without an
  * entry of their own; a directory needed by children wins over a
- * non-directory stored under the same path.
+ * non-directory stored under the same path, before or after them (that
+ * file or symlink is counted in shardidx_info.skipped; GNU tar keeps it
+ * and fails to extract the members under it).
  *
  * Threads: a builder belongs to one thread. A finished struct shardidx is
  * immutable and may be read from any number of threads without locks.

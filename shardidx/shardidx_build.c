@@ -116,8 +116,9 @@ int shardidx__member_done(struct shardidx_builder *b, uint64_t data_start)
 			return r;
 		if (r > 0) {
 			b->skipped++;
-			snprintf(b->msg, sizeof(b->msg), "member at offset %llu left out: %s",
-				 (unsigned long long)b->grp_off, why);
+			snprintf(b->msg, sizeof(b->msg), "member at offset %llu %s: %s",
+				 (unsigned long long)b->grp_off, r == 2 ? "indexed" : "left out",
+				 why);
 		}
 	}
 	member_reset(b);

@@ -162,7 +162,9 @@ struct shardidx__tree;
 /* shardidx_tree.c */
 struct shardidx__tree *shardidx__tree_new(void);
 void shardidx__tree_free(struct shardidx__tree *t);
-/* 0: added; 1: left out (name rules, a hardlink without target...); -ENOMEM */
+/* 0: added; 1: left out (name rules, a hardlink without target...); 2: added,
+ * and an earlier file or symlink its path needs as a directory hidden
+ * (*why says so); -ENOMEM */
 int shardidx__tree_add(struct shardidx__tree *t, const struct shardidx__member *m,
 		       const char **why);
 /* Build the immutable index into *ix (zeroed by the caller). */

@@ -68,7 +68,8 @@ struct shardidx__tree {
 	uint64_t arena_len, arena_cap;
 	uint32_t *hash; /* node id + 1, 0 = empty */
 	uint32_t hash_cap;
-	char *scratch; /* normalized path */
+	char *scratch;	 /* normalized path */
+	uint32_t hidden; /* files and symlinks a later path made directories */
 	size_t scratch_cap;
 };
 
@@ -317,7 +318,11 @@ static int resolve(struct shardidx__tree *t, const char *p, size_t len, int crea
 		} else if (t->nodes[id].type != SHARDIDX_DIR) {
 			if (!create)
 				return 1;
+			/* a file or symlink whose name a later member's path needs
+			 * as a directory: hidden (GNU tar keeps it and fails to
+			 * extract the later member), counted by the caller */
 			make_implicit_dir(t, id, mtime);
+			t->hidden++;
 		}
 		cur = id;
 		h = disk_fnv32_update(h, "/", 1);
@@ -361,7 +366,7 @@ static int dobj_new(struct shardidx__tree *t, const struct shardidx__member *m, 
 
 int shardidx__tree_add(struct shardidx__tree *t, const struct shardidx__member *m, const char **why)
 {
-	uint32_t parent, id, hash, data = NONE;
+	uint32_t parent, id, hash, data = NONE, hidden;
 	const struct node *target = NULL;
 	uint64_t link_off = 0;
 	int64_t len;
@@ -398,9 +403,14 @@ int shardidx__tree_add(struct shardidx__tree *t, const struct shardidx__member *
 		return 0;
 	if (len <= 0)
 		return len < 0 ? (int)len : 1;
+	hidden = t->hidden;
 	r = resolve(t, t->scratch, (size_t)len, 1, m->mtime, &parent, &id, &hash);
 	if (r)
 		return r < 0 ? r : 1;
+	if (t->hidden != hidden)
+		*why = "an earlier file or symlink hidden: this member's path needs a directory of "
+		       "its "
+		       "name";
 	if (id != NONE && t->nodes[id].nchild && kind != SHARDIDX__K_DIR) {
 		*why = "non-directory stored over a directory with members";
 		return 1;
@@ -450,7 +460,7 @@ int shardidx__tree_add(struct shardidx__tree *t, const struct shardidx__member *
 		n->data = data;
 		break;
 	}
-	return 0;
+	return t->hidden != hidden ? 2 : 0;
 }
 
 /* ---- freezing ------------------------------------------------------------ */

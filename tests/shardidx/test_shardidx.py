@@ -404,8 +404,9 @@ def test_names(work, rnd):
             b"s", b"s/k1.jpg", b"s/k1.cls", b"s/k2.cls", b"s/k2.jpg", b"s/k2.json", b"s/k3.jpg",
             b"s/k2.dir", b"n" * 255}
     check(set(ents) == want, "hostile: paths %s, want %s" % (sorted(ents), sorted(want)))
-    # ../x a/../../b . .. 300-byte fifo chr blk dangling-hardlink, p-over-dir
-    check(info["skipped"] == 10, "hostile: skipped %d, want 10" % info["skipped"])
+    # ../x a/../../b . .. 300-byte fifo chr blk dangling-hardlink, p-over-dir, and the file p
+    # that p/q's path hid
+    check(info["skipped"] == 11, "hostile: skipped %d, want 11" % info["skipped"])
     check(info["damage"] == 0, "hostile: damage %d" % info["damage"])
     if b"p" in ents:
         check(ents[b"p"]["type"] == "dir" and ents[b"p"]["flags"] & 4, "p should be an implicit dir")
@@ -447,8 +448,36 @@ def big_pax(work):
                                                               info["damage_off"], info["message"]))
 
 
+def hidden_by_path(work):
+    """A symlink k and a file g, then k/x and g/child.txt (GNU tar keeps k and g and fails
+    to extract the later two); then g2/c.txt and a file g2: the index shows the directories
+    k, g and g2 with their members, and counts the hidden k and g and the left-out file g2."""
+    a = os.path.join(work, "hidden.tar")
+    with tarfile.open(a, "w", format=tarfile.GNU_FORMAT) as tf:
+        def add(name, data=None, link=None):
+            ti = tarfile.TarInfo(name)
+            if link is not None:
+                ti.type, ti.linkname = tarfile.SYMTYPE, link
+                tf.addfile(ti)
+            else:
+                ti.size = len(data)
+                tf.addfile(ti, io.BytesIO(data))
+        add("k", link="tgt")
+        add("g", b"file g")
+        add("k/x", b"x")
+        add("g/child.txt", b"child")
+        add("g2/c.txt", b"c")
+        add("g2", b"file g2")
+    ents, info, _, _ = dump(a)
+    kinds = {p: e["type"] for p, e in ents.items()}
+    check(kinds == {b"k": "dir", b"k/x": "file", b"g": "dir", b"g/child.txt": "file",
+                    b"g2": "dir", b"g2/c.txt": "file"} and info["skipped"] == 3,
+          "hidden by a later path: %r, skipped %d (want 3)" % (kinds, info["skipped"]))
+
+
 def test_damage(work, rnd):
     big_pax(work)
+    hidden_by_path(work)
     src = os.path.join(work, "d")
     os.makedirs(src)
     write(os.path.join(src, "a.txt"), rnd.randbytes(700))
