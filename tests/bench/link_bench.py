@@ -1074,7 +1074,7 @@ def schedule_bound(a, c, rate_mb):
 
 
 def w_scaling(a):
-    emu = Emu(a.shard_dir, a.delay_ms, a.scale_rate_mb, a.w, 'scale', shardfs=a.bin)
+    emu = Emu(a.shard_dir, a.delay_ms, a.scale_rate_mb, a.w, 'scale', shardfs=a.bin, etag=a.etag)
     ncpu = os.cpu_count()
     try:
         for c in a.scale:
@@ -1127,6 +1127,10 @@ def main():
     ap.add_argument('--runs', type=int)
     ap.add_argument('--delay-ms', type=float, default=30)
     ap.add_argument('--rate-mb', type=float, default=60)
+    ap.add_argument('--etag', choices=('store', 'nginx'), default='store',
+                    help="the emulator's ETag: 'store', an opaque strong token as S3, GCS and "
+                    "AIStore send (default), or 'nginx', nginx's weak MTIME-SIZE, which the "
+                    "mount checks with a probe per fill (--weak-etag check)")
     ap.add_argument('--scale-rate-mb', type=float, default=8)
     ap.add_argument('--scale', default='8,16,32,64')
     ap.add_argument('--connections', type=int, help='N (default: the mount\'s default)')
@@ -1178,9 +1182,10 @@ def main():
         log('link: %g ms per request, %g MB/s per connection; N = %d connections; %d MB in %d '
             'shards' % (a.delay_ms, a.rate_mb, a.n, a.total // 1000000, len(a.names)))
         print('link: delay %g ms per request, %g MB/s per connection (scaling: %g MB/s); '
-              'N = %d; data %d bytes in %d shards' % (a.delay_ms, a.rate_mb, a.scale_rate_mb,
-                                                      a.n, a.total, len(a.names)), flush=True)
-        emu = Emu(a.shard_dir, a.delay_ms, a.rate_mb, a.w, 'main', shardfs=a.bin)
+              'N = %d; data %d bytes in %d shards; ETag %s' % (
+                  a.delay_ms, a.rate_mb, a.scale_rate_mb, a.n, a.total, len(a.names), a.etag),
+              flush=True)
+        emu = Emu(a.shard_dir, a.delay_ms, a.rate_mb, a.w, 'main', shardfs=a.bin, etag=a.etag)
         note('link emulator: %s (pid %d)' % (emu.p.args[0], emu.p.pid))
         first = emu.stats()
         for name, fn in (('emulator', w_emulator), ('emulator', w_emulator_rate),

@@ -1,7 +1,7 @@
 /* linkemu: the link emulator of the tests and benchmarks, in C (tests/lib/shardfs_test/linkemu.py
  * starts it; built for tests only, never installed).
  *
- *   linkemu --root DIR [--delay-ms 30] [--rate-mb 60] [--port 0] [--port-file F]
+ *   linkemu --root DIR [--delay-ms 30] [--rate-mb 60] [--port 0] [--port-file F] [--etag nginx]
  *   linkemu --s3-keys N --s3-object FILE [--s3-bucket bench] [--s3-prefix P] [...]
  *
  * An HTTP/1.1 object store on 127.0.0.1 that behaves like a remote one on a real link: every
@@ -13,7 +13,9 @@
  *
  * Root mode serves the files under DIR: GET and HEAD, one byte range (206 + Content-Range; an
  * unsatisfiable one 416 with "Content-Range: bytes * /SIZE"), If-Match (412), nginx's ETag
- * "MTIME-SIZE" in hex, and a path ending in "/" that names a directory gets an nginx-style
+ * "MTIME-SIZE" in hex (--etag nginx, the default: a validator shardfs takes as weak) or, with
+ * --etag store, an opaque token that changes with any rewrite (strong, as object stores
+ * give), and a path ending in "/" that names a directory gets an nginx-style
  * JSON autoindex (name, type, mtime, size; sorted by name).
  *
  * S3 mode: a bucket of N keys PREFIX + "shard-%06d.tar", key i's bytes FILE's followed by
@@ -212,6 +214,7 @@ static struct {
 	const char *root; /* realpath; NULL in S3 mode */
 	uint64_t delay_ns;
 	uint64_t rate_bps;
+	int etag_store; /* --etag store: an opaque strong ETag, as object stores give */
 	/* S3 mode */
 	long s3_n;
 	const char *bucket, *prefix;
@@ -594,8 +597,26 @@ static void serve_file(struct conn *c, const char *path)
 	}
 	uint64_t size = (uint64_t)sb.st_size;
 	char etag[64];
-	snprintf(etag, sizeof etag, "\"%llx-%llx\"", (unsigned long long)sb.st_mtime,
-		 (unsigned long long)size);
+	if (cfg.etag_store) {
+		/* FNV-1a over what changes with any rewrite (ctime too: touch -d cannot put it
+		 * back), one opaque token: a strong validator, as S3's, GCS's and AIStore's */
+		uint64_t h = 1469598103934665603ULL,
+			 v[6] = {
+			     (uint64_t)sb.st_dev,
+			     (uint64_t)sb.st_ino,
+			     (uint64_t)sb.st_size,
+			     (uint64_t)sb.st_mtim.tv_sec,
+			     (uint64_t)sb.st_mtim.tv_nsec,
+			     (uint64_t)sb.st_ctim.tv_sec ^ ((uint64_t)sb.st_ctim.tv_nsec << 32)};
+		for (size_t i = 0; i < sizeof v; i++) {
+			h ^= ((const unsigned char *)v)[i];
+			h *= 1099511628211ULL;
+		}
+		snprintf(etag, sizeof etag, "\"%016llx\"", (unsigned long long)h);
+	} else {
+		snprintf(etag, sizeof etag, "\"%llx-%llx\"", (unsigned long long)sb.st_mtime,
+			 (unsigned long long)size);
+	}
 	if (!if_match_ok(c->if_match, etag)) {
 		close(fd);
 		resp_plain(c, 412);
@@ -1311,6 +1332,7 @@ int main(int argc, char **argv)
 					     {"delay-ms", required_argument, 0, 'd'},
 					     {"rate-mb", required_argument, 0, 'R'},
 					     {"port-file", required_argument, 0, 'f'},
+					     {"etag", required_argument, 0, 'e'},
 					     {"help", no_argument, 0, 'h'},
 					     {0, 0, 0, 0}};
 	const char *root = NULL, *object = NULL, *port_file = NULL;
@@ -1358,11 +1380,19 @@ int main(int argc, char **argv)
 		case 'f':
 			port_file = optarg;
 			break;
+		case 'e':
+			if (strcmp(optarg, "nginx") && strcmp(optarg, "store"))
+				die("--etag %s: nginx (\"MTIME-SIZE\", weak: what nginx sends) or "
+				    "store "
+				    "(an opaque strong token, as object stores send)",
+				    optarg);
+			cfg.etag_store = !strcmp(optarg, "store");
+			break;
 		default:
 			fprintf(stderr, "usage: linkemu --root DIR | --s3-keys N --s3-object FILE "
 					"[--s3-bucket B] [--s3-prefix P]\n"
 					"       [--delay-ms 30] [--rate-mb 60] [--port 0] "
-					"[--port-file F]\n");
+					"[--port-file F] [--etag nginx|store]\n");
 			return ch == 'h' ? 0 : 2;
 		}
 	}

@@ -367,9 +367,11 @@ class Emu:
     reference of link_bench.py's row L0b)."""
 
     def __init__(self, root, delay_ms, rate_mb, w, tag, timeout=60.0, s3=None, exe=None,
-                 shardfs=None, impl='c'):
+                 shardfs=None, impl='c', etag='nginx'):
         """s3: None, or S3 mode as a dict: keys (N), object (the template file), bucket and
-        prefix (optional); root is then unused (None)."""
+        prefix (optional); root is then unused (None). etag (root mode): 'nginx' (nginx's
+        "MTIME-SIZE", which shardfs takes as weak and checks with a probe per fill, --weak-etag)
+        or 'store' (an opaque strong token, as S3, GCS and AIStore give; the C emulator only)."""
         pf = os.path.join(w, 'emu-%s.port' % tag)
         if os.path.exists(pf):
             os.unlink(pf)
@@ -377,6 +379,10 @@ class Emu:
         if s3:
             args += ['--s3-keys', str(s3['keys']), '--s3-object', s3['object'],
                      '--s3-bucket', s3.get('bucket', 'bench'), '--s3-prefix', s3.get('prefix', '')]
+        if etag not in ('nginx', 'store') or (etag == 'store' and impl != 'c'):
+            raise ValueError('etag: nginx, or store with impl c; not %r' % etag)
+        if etag != 'nginx':
+            args += ['--etag', etag]
         if impl == 'python':
             cmd = [sys.executable, os.path.abspath(__file__)]
         elif impl == 'c':
