@@ -10,7 +10,8 @@
  *
  * Threads: every function may be called from any thread concurrently and
  * may block (local I/O, or waiting for the I/O thread; the I/O thread
- * itself blocks only in a backend_sink_cb's local writes). Errors: 0 or a
+ * itself blocks only in what its callers' backend_sink_cb do: cachetier's
+ * fills only copy bytes there, its batch fills still write them). Errors: 0 or a
  * negative errno; each foreign error family (errno of the OS, HTTP status,
  * curl codes) is mapped in exactly one place inside this module: -ENOENT
  * for a missing object (404), -EACCES when refused (401/403), -ESTALE when
@@ -145,6 +146,11 @@ const char *backend_local_source(const struct backend *be);
  * the store's I/O thread (remote stores); 0 when it reads in the calling
  * thread (local directories, fault://). */
 int backend_reads_async(const struct backend *be);
+
+/* 1 on a remote store's I/O thread (any store's), else 0: for debug
+ * assertions of callers whose code must never run there (a disk write, a
+ * contended lock; cachetier's CT_OFF_LOOP). */
+int backend_on_io_thread(void);
 
 /* List every object under the source, recursively. Hidden objects whose
  * name starts with '.' are listed too; symlinks to files are followed,

@@ -16,6 +16,12 @@
  *                pattern's does; stat says the rest
  * piece=P        a streamed read hands its bytes to the sink in pieces of
  *                at most P bytes (a network delivers what has arrived)
+ * hold_at=B      a streamed read hands over its bytes before object offset
+ *                B, then waits while the file DIR.hold (beside the store's
+ *                directory, out of its listing) exists: a test makes it
+ *                before the read and removes it to let the read go on
+ *                (polled every millisecond, at most 30 s: then the read
+ *                fails with -EIO)
  * batch=1        the store answers backend_batch_read as AIStore's GetBatch
  *                does (each item in order, whole, or failed with its bytes
  *                to be dropped); each item is one read for the faults
@@ -38,13 +44,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend_i.h"
 
 struct fault {
 	struct backend inner; /* the local store doing the work */
 	unsigned long long fail_every, delay_ms, fail_after_bytes, fail_list, cut_every, names_only;
-	unsigned long long piece, batch;
+	unsigned long long piece, batch, hold_at;
+	char *hold_path; /* hold_at: DIR.hold */
 	atomic_ullong reads, bytes;
 };
 
@@ -138,6 +146,41 @@ static int piece_cb(void *arg, uint64_t off, const void *buf, size_t len)
 	return 0;
 }
 
+/* hold_at=B: the bytes before B, then a wait while DIR.hold exists */
+struct hold_relay {
+	backend_sink_cb cb;
+	void *arg;
+	uint64_t at; /* UINT64_MAX once passed */
+	const char *path;
+};
+
+static int hold_cb(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	struct hold_relay *h = arg;
+
+	if (off < h->at && off + len > h->at) {
+		size_t n = (size_t)(h->at - off);
+		int err = h->cb(h->arg, off, buf, n);
+
+		if (err < 0)
+			return err;
+		off += n;
+		buf = (const char *)buf + n;
+		len -= n;
+	}
+	if (len && off == h->at) {
+		struct timespec ms = {0, 1000000L};
+
+		for (int i = 0; access(h->path, F_OK) == 0; i++) {
+			if (i >= 30000)
+				return -EIO; /* never released */
+			nanosleep(&ms, NULL);
+		}
+		h->at = UINT64_MAX;
+	}
+	return h->cb(h->arg, off, buf, len);
+}
+
 /* A streamed read is one read of the store, as a pread of the same range:
  * the faults count alike through either */
 static ssize_t fault_read_cb(struct backend *be, const char *key, const char *etag, uint64_t off,
@@ -146,6 +189,7 @@ static ssize_t fault_read_cb(struct backend *be, const char *key, const char *et
 	struct fault *f = be->impl;
 	int cut = fault_read_begin(f);
 	struct piece_relay pr = {cb, arg, (size_t)f->piece};
+	struct hold_relay hr = {cb, arg, f->hold_at, f->hold_path};
 	ssize_t r;
 
 	if (cut < 0)
@@ -153,6 +197,12 @@ static ssize_t fault_read_cb(struct backend *be, const char *key, const char *et
 	if (f->piece) {
 		cb = piece_cb;
 		arg = &pr;
+	}
+	if (f->hold_path) {
+		hr.cb = cb;
+		hr.arg = arg;
+		cb = hold_cb;
+		arg = &hr;
 	}
 	r = backend__read_cb_pread(&f->inner, key, etag, off, cut ? len / 2 : len, cb, arg);
 	if (r > 0)
@@ -222,6 +272,7 @@ static void fault_close(struct backend *be)
 	if (f) {
 		f->inner.ops->close(&f->inner);
 		free(f->inner.desc);
+		free(f->hold_path);
 		free(f);
 	}
 }
@@ -281,14 +332,23 @@ int backend__fault_open(struct backend *be, const char *source, const struct bac
 		  parse_param(q + 1, "cut_every", &f->cut_every) < 0 ||
 		  parse_param(q + 1, "names_only", &f->names_only) < 0 ||
 		  parse_param(q + 1, "piece", &f->piece) < 0 ||
-		  parse_param(q + 1, "batch", &f->batch) < 0)) {
+		  parse_param(q + 1, "batch", &f->batch) < 0 ||
+		  parse_param(q + 1, "hold_at", &f->hold_at) < 0)) {
 		free(dir);
 		free(f);
 		return -EINVAL;
 	}
+	if (q && strstr(q, "hold_at=") && asprintf(&f->hold_path, "%s.hold", dir) < 0)
+		f->hold_path = NULL;
+	if (q && strstr(q, "hold_at=") && !f->hold_path) {
+		free(dir);
+		free(f);
+		return -ENOMEM;
+	}
 	err = backend__local_open(&f->inner, dir);
 	free(dir);
 	if (err < 0) {
+		free(f->hold_path);
 		free(f);
 		return err;
 	}

@@ -357,10 +357,18 @@ static void on_async(uv_async_t *a)
 	backend__io_kick(io);
 }
 
+static _Thread_local int on_io_thread; /* backend_on_io_thread */
+
+int backend_on_io_thread(void)
+{
+	return on_io_thread;
+}
+
 static void *io_thread(void *arg)
 {
 	struct backend_io *io = arg;
 
+	on_io_thread = 1;
 	uv_run(&io->loop, UV_RUN_DEFAULT);
 	return NULL;
 }

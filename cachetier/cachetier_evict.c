@@ -446,7 +446,7 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 	}
 	pthread_mutex_unlock(&f->maplock);
 
-	pthread_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	f->evicting = 0;
 	ct->evicting -= freed;
 	for (uint32_t i = 0; i < n; i++) {
@@ -552,7 +552,7 @@ static uint64_t evict_dec(struct cachetier *ct, struct ct_dec *d)
 	}
 	snprintf(rec, sizeof(rec), "%s.rec", d->name);
 	unlinkat(d->dirfd, rec, 0);
-	pthread_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	if (freed) {
 		ct->evictions++;
 		ct->evicted_bytes += freed;
@@ -574,6 +574,7 @@ int cachetier__make_room_near(struct cachetier *ct, uint64_t len, int spare_ahea
 	struct statvfs sv;
 	int rescanned = 0;
 
+	CT_OFF_LOOP();
 	/* statvfs without the lock: it is a syscall, and approximate anyway */
 	pthread_mutex_unlock(&ct->lock);
 	if (fstatvfs(ct->datafd, &sv) == 0) {
@@ -582,7 +583,7 @@ int cachetier__make_room_near(struct cachetier *ct, uint64_t len, int spare_ahea
 		if (avail < ct->cfg.min_free_bytes + len)
 			want_free = ct->cfg.min_free_bytes + len - avail;
 	}
-	pthread_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	ct->evict_round++;
 	for (;;) {
 		/* the whole directory's bytes (every process and source) plus

@@ -50,7 +50,7 @@ static int pf_fits(struct cachetier *ct, struct ct_file *f, uint64_t len)
 	pthread_mutex_unlock(&ct->lock);
 	if (fstatvfs(ct->datafd, &sv) == 0)
 		avail = (uint64_t)sv.f_bavail * sv.f_frsize;
-	pthread_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	if (cachetier__usage_get(ct) + ct->reserved + ct->evicting + len <=
 		ct->cfg.cache_size_bytes &&
 	    avail >= ct->cfg.min_free_bytes + ct->reserved + len)
@@ -78,65 +78,110 @@ static int fill_room(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32
 }
 
 /* Where a fill's bytes go: into the data file at their own offset (chunk
- * i of the object is at i * chunk_bytes in both), gathered in the slot's
- * buffer first: the store hands them over in pieces of a few KiB as they
- * arrive, and one pwrite per piece was a third of the I/O thread's CPU in
- * a planned epoch (tests/bench/link_bench.py, L8g). */
+ * i of the object is at i * chunk_bytes in both). The sink runs on the
+ * store's I/O thread, which only moves bytes: it gathers the pieces curl
+ * hands over (a few KiB each on a paced link) in buffers of FILL_BUF_BYTES
+ * and pushes each full one, lock-free, to the fill writer (writer_main),
+ * which computes each unit's CRC32C, writes the buffer with one pwrite and
+ * makes the units it completes readable at once (fill_publish). A partial
+ * buffer goes at the run's end, and at the store's poll while no bytes
+ * arrive (about once a second) when it completes a unit: a reader waiting
+ * for a unit waits for the buffer it ends in, not for the fill's end.
+ * Buffers waiting for the writer are the bytes of fills in flight: at most
+ * nslots runs of at most a chunk each. */
 #define FILL_BUF_BYTES (128u * 1024u)
+
+/* A buffer of a fill's bytes on its way from the sink to the writer; or,
+ * with end set, the end of a run (the slot's own message, no data). */
+struct fill_buf {
+	struct fill_buf *next; /* in ct->wq */
+	struct ct_slot *slot;
+	uint64_t off; /* object offset of data[0] */
+	size_t used;  /* bytes in data */
+	int end;      /* the run ended; err: how */
+	int err;
+	char data[]; /* FILL_BUF_BYTES (none in an end) */
+};
+
 struct fill_sink {
-	int fd;
 	uint64_t start;	      /* the run's start */
 	uint64_t next;	      /* object offset of the next byte expected */
 	uint64_t end;	      /* the run's end */
-	int wrote;	      /* a byte may have reached the file */
-	char *buf;	      /* FILL_BUF_BYTES, the slot's: bytes [next - used, next) */
-	size_t used;	      /* ... not written yet */
+	int wrote;	      /* a byte arrived */
+	struct fill_buf *cur; /* being gathered; not pushed yet */
 	struct ct_slot *slot; /* the fill's: progress, and a request to stop */
 	uint32_t unit_bytes;  /* unit bytes; start is a unit's start */
-	uint32_t *crc;	      /* CRC32C of each unit of the run, as its bytes arrive */
 	int64_t first_ns;     /* when its first byte arrived (0: none yet) */
 };
 
 /* A fill's request state, one per slot. The worker that took the slot
  * (fill_begin) writes it, then hands it to the request it sends
- * (fill_next); from then on only the request's done callback uses it (on
- * the store's I/O thread, or in the worker for a store that reads in the
- * caller), until fill_finish frees the slot under ct->lock. */
+ * (fill_next); from then on the request's sink and done callback use s
+ * (on the store's I/O thread, or in the worker for a store that reads in
+ * the caller) and the fill writer the rest (the pushes order them), until
+ * fill_finish frees the slot under ct->lock. */
 struct ct_fill {
 	int ra, waited;	    /* the job's readahead flag; a claim waited for another process */
-	unsigned requests;  /* requests that succeeded */
+	int async;	    /* the store reads on its I/O thread: the writer sends the next run */
 	uint32_t i, k;	    /* the run being fetched: units [c + i, c + k) of the slot */
 	int64_t t0;	    /* when its request was sent */
 	struct fill_sink s; /* the run's sink */
-	int *claim;	    /* per unit of the fill (at most a chunk's): fill_claim's answer */
-	int *errs;	    /* ... its outcome */
-	uint32_t *crc;	    /* ... its CRC32C */
-	char *buf;	    /* the sink's buffer (FILL_BUF_BYTES) */
+	/* the writer's: */
+	uint64_t wnext;	      /* the run's bytes are written up to this object offset */
+	uint32_t pub;	      /* units [c + i, c + pub) of the run are valid already */
+	uint64_t pub_bytes;   /* bytes of the fill's units made valid by fill_publish */
+	int werr;	      /* the run's first write error */
+	sem_t run_sem;	      /* !async: the writer ended the run; the worker sends the next */
+	struct fill_buf *end; /* the run's end message (no data) */
+	int *claim;	      /* per unit of the fill (at most a chunk's): fill_claim's answer,
+			       * FILL_PUBLISHED once fill_publish made it valid */
+	int *errs;	      /* ... its outcome */
+	uint32_t *crc;	      /* ... its CRC32C */
 };
 
 /* The error a withdrawn prefetch fill stops with (pf_yield). */
 #define FILL_WITHDRAWN (-ECANCELED)
+/* claim[] of a unit fill_publish made valid before the fill ended */
+#define FILL_PUBLISHED 2
 
-/* Write the sink's buffered bytes, [next - used, next), to the data file:
- * 0 or -errno. */
-static int fill_sink_flush(struct fill_sink *s)
+/* Hand b to the fill writer: lock-free, never waits (the store's I/O
+ * thread). */
+static void wq_push(struct cachetier *ct, struct fill_buf *b)
 {
-	int err = s->used ? disk_pwrite_all(s->fd, s->buf, s->used, s->next - s->used) : 0;
+	struct fill_buf *head = atomic_load_explicit(&ct->wq, memory_order_relaxed);
 
-	s->used = 0;
-	return err;
+	do
+		b->next = head;
+	while (!atomic_compare_exchange_weak_explicit(&ct->wq, &head, b, memory_order_release,
+						      memory_order_relaxed));
+	sem_post(&ct->wsem);
 }
 
-/* backend_sink_cb: may run on the store's I/O thread; no locks. */
+/* Does the sink's gathered buffer complete a unit (or the run)? */
+static int sink_unit_done(const struct fill_sink *s)
+{
+	uint64_t at = s->cur->off, ue;
+
+	ue = s->start + ((at - s->start) / s->unit_bytes + 1) * s->unit_bytes;
+	return at + s->cur->used >= (ue < s->end ? ue : s->end);
+}
+
+/* backend_sink_cb: may run on the store's I/O thread; no locks, no disk. */
 static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 {
 	struct fill_sink *s = arg;
+	struct cachetier *ct = s->slot->ct;
 	size_t done = 0;
 
 	if (atomic_load_explicit(&s->slot->withdraw, memory_order_relaxed))
 		return FILL_WITHDRAWN;
-	if (len == 0) /* the store's poll while no bytes arrive */
+	if (len == 0) { /* the store's poll while no bytes arrive */
+		if (s->cur && s->cur->used && sink_unit_done(s)) {
+			wq_push(ct, s->cur);
+			s->cur = NULL;
+		}
 		return 0;
+	}
 	/* the backend promises contiguous pieces inside the range: anything
 	 * else would leave a hole in units about to be marked valid */
 	if (off != s->next || len > s->end - off)
@@ -144,34 +189,25 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 	if (!s->wrote)
 		s->first_ns = cachetier__mono_ns();
 	s->wrote = 1;
-	/* each unit's CRC32C as its bytes pass, while they are in the CPU's
-	 * cache (tests/bench/crc_bench.sh: about 0.12 ms of CPU a MB) */
-	for (size_t at = 0; at < len;) {
-		uint64_t u = (off + at - s->start) / s->unit_bytes;
-		uint64_t uend = s->start + (u + 1) * s->unit_bytes - off;
-		size_t piece = (size_t)(uend < len ? uend - at : len - at);
-
-		s->crc[u] = disk_crc32c_update(s->crc[u], (const char *)buf + at, piece);
-		at += piece;
-	}
 	while (done < len) {
 		size_t piece = len - done;
-		int err;
 
-		if (s->used == 0 && piece >= FILL_BUF_BYTES) { /* a large piece: as it is */
-			err = disk_pwrite_all(s->fd, (const char *)buf + done, piece, s->next);
-			if (err < 0)
-				return err;
-		} else {
-			if (piece > FILL_BUF_BYTES - s->used)
-				piece = FILL_BUF_BYTES - s->used;
-			memcpy(s->buf + s->used, (const char *)buf + done, piece);
-			s->used += piece;
+		if (!s->cur) {
+			s->cur = malloc(sizeof(*s->cur) + FILL_BUF_BYTES);
+			if (!s->cur)
+				return -ENOMEM;
+			*s->cur = (struct fill_buf){.slot = s->slot, .off = s->next};
 		}
+		if (piece > FILL_BUF_BYTES - s->cur->used)
+			piece = FILL_BUF_BYTES - s->cur->used;
+		memcpy(s->cur->data + s->cur->used, (const char *)buf + done, piece);
+		s->cur->used += piece;
 		done += piece;
 		s->next += piece;
-		if (s->used == FILL_BUF_BYTES && (err = fill_sink_flush(s)) < 0)
-			return err;
+		if (s->cur->used == FILL_BUF_BYTES) {
+			wq_push(ct, s->cur);
+			s->cur = NULL;
+		}
 	}
 	atomic_store_explicit(&s->slot->got, s->next - s->start, memory_order_relaxed);
 	return 0;
@@ -212,7 +248,7 @@ again:
 			/* live entries are never freed before close: f stays valid */
 			pthread_mutex_unlock(&ct->lock);
 			cachetier__file_flush(ct, f);
-			pthread_mutex_lock(&ct->lock);
+			cachetier__lock(ct);
 			goto again;
 		}
 	}
@@ -430,11 +466,12 @@ void cachetier__unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, i
 }
 
 /* A fill of units [c, c + n) of f ended (fill_begin's counts undone, each
- * unit's outcome in claim[] and errs[], requests sent): account for it and
- * wake whoever waits. ct->lock held. */
+ * unit's outcome in claim[] and errs[]; units fill_publish made valid
+ * already, their requests counted: FILL_PUBLISHED, pub_bytes): account for it and wake
+ * whoever waits. ct->lock held. */
 static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file *f, uint32_t c,
 		     uint32_t n, int ra, int pf, const int *claim, const int *errs,
-		     const uint32_t *crc, int waited, unsigned requests)
+		     const uint32_t *crc, int waited, uint64_t pub_bytes)
 {
 	struct ct_lkrun run = {0};
 	int err = 0, withdrawn, wake = 0;
@@ -450,7 +487,7 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		if (!cachetier__st_set(f, c + i, 1))
 			cachetier__usage_add(ct, (int64_t)cachetier__unit_len(f, c + i));
 	}
-	ct->reserved -= cachetier__run_len(f, c, n);
+	ct->reserved -= cachetier__run_len(f, c, n) - pub_bytes;
 	ct->fills_inflight--;
 	if (!pf)
 		ct->rd_inflight--;
@@ -474,10 +511,11 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		ct->pf_cap++;
 	if (pf && err == 0 && ct->pf_quiet < ct->cfg.fill_threads)
 		ct->pf_quiet++;
-	ct->fills += requests;
-	for (uint32_t i = 0; i < n; i++)
-		cachetier__unit_done(ct, f, c + i, errs[i], claim[i], waited, withdrawn ? pf : 0,
-				     &run);
+	for (uint32_t i = 0; i < n; i++) {
+		if (claim[i] != FILL_PUBLISHED)
+			cachetier__unit_done(ct, f, c + i, errs[i], claim[i], waited,
+					     withdrawn ? pf : 0, &run);
+	}
 	cachetier__lkrun_flush(&run);
 	if (pf == CT_PF_RANGE_FIT || pf == CT_PF_RANGE_EVICT)
 		cachetier__plan_filled(ct, f, c, n); /* between planned extents: needed by none */
@@ -500,34 +538,32 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 static void fill_next(struct ct_slot *slot);
 
 /* The fill of slot ended: account for it (fill_end) and free the slot.
- * Takes ct->lock (no lock held on entry): on the store's I/O thread, or in
- * the worker for a store that reads in the caller. slot is another fill's
+ * Takes ct->lock (no lock held on entry): on the fill writer, or in the
+ * worker for a store that reads in the caller. slot is another fill's
  * once ct->lock is dropped. */
 static void fill_finish(struct ct_slot *slot)
 {
 	struct cachetier *ct = slot->ct;
 	struct ct_fill *fl = slot->fill;
 
-	pthread_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	fill_end(ct, slot, slot->f, slot->c, slot->n, fl->ra, slot->pf, fl->claim, fl->errs,
-		 fl->crc, fl->waited, fl->requests);
+		 fl->crc, fl->waited, fl->pub_bytes);
 	pthread_mutex_unlock(&ct->lock);
 }
 
 /* backend_done_cb of a run's request (units [c + i, c + k) of the slot):
  * an answer that ended early at the object's end without all of the run is
- * asked for again from where it stopped (as cachetier__read_version); a
- * failed run's bytes are punched (perhaps of a version that changed
- * meanwhile: never counted, so they must not stay on the disk); then the
- * next run, or the fill's end. No lock held; the store's I/O thread (or
- * the worker). */
+ * asked for again from where it stopped (as cachetier__read_version); else
+ * the gathered bytes (a failed run's are dropped) and the run's end go to
+ * the fill writer (fill_run_end). No lock, no disk: the store's I/O thread
+ * (or the worker). */
 static void fill_run_done(void *arg, int err, uint64_t bytes)
 {
 	struct ct_slot *slot = arg;
 	struct cachetier *ct = slot->ct;
 	struct ct_fill *fl = slot->fill;
 	struct ct_file *f = slot->f;
-	uint64_t len = fl->s.end - fl->s.start;
 
 	if (err == 0 && fl->s.next < fl->s.end) {
 		if (bytes == 0) {
@@ -540,65 +576,206 @@ static void fill_run_done(void *arg, int err, uint64_t bytes)
 			return;
 		}
 	}
-	if (err == 0) /* the run's last bytes; a failed run's are dropped */
-		err = fill_sink_flush(&fl->s);
-	fl->s.used = 0;
-	if (err == 0 && fl->s.wrote) /* the link as this fill saw it (cachetier_span.c) */
-		cachetier__link_note(ct, fl->s.first_ns - fl->t0, len,
-				     cachetier__mono_ns() - fl->s.first_ns);
-	if (err < 0 && fl->s.wrote)
-		(void)fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-				(off_t)fl->s.start, (off_t)len);
 	backend_log_failure(ct->be, f->key, err, "fill"); /* once per object and cause */
-	fl->requests += err == 0;
-	for (uint32_t u = fl->i; u < fl->k; u++)
+	if (fl->s.cur && err == 0)
+		wq_push(ct, fl->s.cur); /* the run's last bytes */
+	else
+		free(fl->s.cur);
+	fl->s.cur = NULL;
+	*fl->end = (struct fill_buf){.slot = slot, .end = 1, .err = err};
+	wq_push(ct, fl->end);
+}
+
+/* The fill writer: b's bytes to the data file, each unit's CRC32C as they
+ * pass (while they are in the CPU's cache; tests/bench/crc_bench.sh), then
+ * the units they complete made valid (fill_publish). After a write error
+ * the run's later bytes are dropped (fill_run_end fails the run). */
+static void fill_publish(struct cachetier *ct, struct ct_slot *slot, struct ct_fill *fl);
+
+static void fill_write(struct cachetier *ct, struct fill_buf *b)
+{
+	struct ct_slot *slot = b->slot;
+	struct ct_fill *fl = slot->fill;
+	struct ct_file *f = slot->f;
+
+	CT_OFF_LOOP();
+	if (fl->werr == 0) {
+		for (size_t at = 0; at < b->used;) {
+			uint64_t o = b->off + at;
+			uint32_t u = (uint32_t)(o / f->unit_bytes) - slot->c;
+			uint64_t uend = cachetier__unit_off(f, slot->c + u + 1);
+			size_t piece = (size_t)(uend - o < b->used - at ? uend - o : b->used - at);
+
+			fl->crc[u] = disk_crc32c_update(fl->crc[u], b->data + at, piece);
+			at += piece;
+		}
+		fl->werr = disk_pwrite_all(f->datafd, b->data, b->used, b->off);
+		if (fl->werr == 0)
+			fl->wnext = b->off + b->used;
+	}
+	free(b);
+	if (fl->werr == 0)
+		fill_publish(ct, slot, fl);
+}
+
+/* The run's units whose bytes are all written (up to fl->wnext) are valid
+ * now, as a fill's end makes them (their CRC, state byte, the usage, their
+ * write lock to the pinning readers' read lock), and their readers wake:
+ * a unit is readable as it lands, not when its fill ends. The fill writer;
+ * takes ct->lock. */
+static void fill_publish(struct cachetier *ct, struct ct_slot *slot, struct ct_fill *fl)
+{
+	struct ct_file *f = slot->f;
+	struct ct_lkrun run = {0};
+	uint32_t u = fl->pub;
+	int wake = 0;
+
+	while (u < fl->k &&
+	       cachetier__unit_off(f, slot->c + u) + cachetier__unit_len(f, slot->c + u) <=
+		   fl->wnext)
+		u++;
+	if (u == fl->pub)
+		return;
+	cachetier__lock(ct);
+	for (uint32_t x = fl->pub; x < u; x++) {
+		uint32_t c = slot->c + x;
+		uint64_t ulen = cachetier__unit_len(f, c);
+
+		cachetier__st_set_crc(f, c, fl->crc[x]);
+		if (!cachetier__st_set(f, c, 1))
+			cachetier__usage_add(ct, (int64_t)ulen);
+		ct->reserved -= ulen; /* with the usage: pf_fits never counts it twice */
+		fl->pub_bytes += ulen;
+		fl->errs[x] = 0;
+		fl->claim[x] = FILL_PUBLISHED;
+		cachetier__unit_done(ct, f, c, 0, 1, fl->waited, 0, &run);
+		wake |= f->pins[c] > 0;
+	}
+	if (u == fl->k)
+		ct->fills++; /* the run's request: counted before its readers see it */
+	cachetier__lkrun_flush(&run);
+	if (wake)
+		pthread_cond_broadcast(&ct->unit_cond);
+	pthread_mutex_unlock(&ct->lock);
+	fl->pub = u;
+}
+
+/* The fill writer: the run of slot ended with err (its bytes before the
+ * end written). A failed run's bytes that no unit made valid are punched
+ * (perhaps of a version that changed meanwhile: never counted, so they
+ * must not stay on the disk); its units left get err; then the next run
+ * (a store on its I/O thread), or the worker goes on (one reading in the
+ * caller). */
+static void fill_run_end(struct cachetier *ct, struct ct_slot *slot, int err)
+{
+	struct ct_fill *fl = slot->fill;
+	struct ct_file *f = slot->f;
+	uint64_t from = cachetier__unit_off(f, slot->c + fl->pub);
+
+	CT_OFF_LOOP();
+	if (fl->pub == fl->k)
+		err = 0; /* every unit landed (and counted): an error after them costs none */
+	else if (err == 0)
+		err = fl->werr ? fl->werr : -EIO; /* -EIO never: every byte was written */
+	if (err == 0 && fl->s.wrote) /* the link as this fill saw it (cachetier_span.c) */
+		cachetier__link_note(ct, fl->s.first_ns - fl->t0, fl->s.end - fl->s.start,
+				     cachetier__mono_ns() - fl->s.first_ns);
+	if (err < 0 && fl->wnext > from)
+		(void)fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)from,
+				(off_t)(fl->wnext - from));
+	for (uint32_t u = fl->pub; u < fl->k; u++)
 		fl->errs[u] = err;
 	fl->i = fl->k;
-	fill_next(slot);
+	if (fl->async)
+		fill_next(slot);
+	else
+		sem_post(&fl->run_sem);
+}
+
+/* The fill writer's thread: takes what the sinks pushed, oldest first. */
+static void *writer_main(void *arg)
+{
+	struct cachetier *ct = arg;
+
+	for (;;) {
+		struct fill_buf *l, *fifo = NULL;
+
+		while (sem_wait(&ct->wsem) < 0 && errno == EINTR)
+			;
+		l = atomic_exchange_explicit(&ct->wq, NULL, memory_order_acquire);
+		if (!l && atomic_load(&ct->wstop))
+			break;
+		while (l) { /* newest first: reversed */
+			struct fill_buf *next = l->next;
+
+			l->next = fifo;
+			fifo = l;
+			l = next;
+		}
+		while (fifo) {
+			struct fill_buf *b = fifo;
+
+			fifo = b->next;
+			if (b->end)
+				fill_run_end(ct, b->slot, b->err);
+			else
+				fill_write(ct, b);
+		}
+	}
+	return NULL;
 }
 
 /* Send the request of the fill's next run: the next maximal run of units
  * whose claim is 1 (one request each: a chunk, or a random read's units of
- * one), its bytes written into f's data file as they arrive (durable only
- * at the next map flush), each unit's CRC32C into crc[]; or, with none
+ * one), its bytes written into f's data file by the fill writer (durable
+ * only at the next map flush), each unit's CRC32C into crc[]; or, with none
  * left, end the fill. The slot holds the units' write locks, so no one else
- * trusts or writes the range. No lock held; the worker, or the I/O thread
- * after the run before. */
+ * trusts or writes the range. No lock held; the worker, or the fill writer
+ * after the run before. A store that reads in the caller reads here: the
+ * worker then waits for the writer to end each run (bounded by the disk). */
 static void fill_next(struct ct_slot *slot)
 {
 	struct ct_fill *fl = slot->fill;
 	struct ct_file *f = slot->f;
-	uint32_t i = fl->i, k;
-	uint64_t off, len;
 
-	while (i < slot->n && fl->claim[i] != 1) {
-		fl->errs[i] = fl->claim[i] < 0 ? fl->claim[i] : 0;
-		i++;
+	for (;;) {
+		uint32_t i = fl->i, k;
+		uint64_t off, len;
+
+		while (i < slot->n && fl->claim[i] != 1) {
+			if (fl->claim[i] != FILL_PUBLISHED)
+				fl->errs[i] = fl->claim[i] < 0 ? fl->claim[i] : 0;
+			i++;
+		}
+		if (i >= slot->n) {
+			fill_finish(slot);
+			return;
+		}
+		for (k = i; k < slot->n && fl->claim[k] == 1;)
+			k++;
+		fl->i = i;
+		fl->k = k;
+		fl->pub = i;
+		fl->werr = 0;
+		off = cachetier__unit_off(f, slot->c + i);
+		len = cachetier__run_len(f, slot->c + i, k - i);
+		fl->wnext = off;
+		memset(fl->crc + i, 0, sizeof(*fl->crc) * (k - i));
+		fl->s = (struct fill_sink){.start = off,
+					   .next = off,
+					   .end = off + len,
+					   .slot = slot,
+					   .unit_bytes = f->unit_bytes};
+		fl->t0 = cachetier__mono_ns();
+		/* only from the listed version: units of two versions never mix */
+		backend_read_version_async(slot->ct->be, f->key, f->etag, off, (size_t)len,
+					   slot->small ? BACKEND_READ_SMALL : 0, fill_sink_write,
+					   &fl->s, fill_run_done, slot);
+		if (fl->async)
+			return; /* the slot is the request's now */
+		while (sem_wait(&fl->run_sem) < 0 && errno == EINTR)
+			;
 	}
-	if (i >= slot->n) {
-		fill_finish(slot);
-		return;
-	}
-	for (k = i; k < slot->n && fl->claim[k] == 1;)
-		k++;
-	fl->i = i;
-	fl->k = k;
-	off = cachetier__unit_off(f, slot->c + i);
-	len = cachetier__run_len(f, slot->c + i, k - i);
-	memset(fl->crc + i, 0, sizeof(*fl->crc) * (k - i));
-	fl->s = (struct fill_sink){.fd = f->datafd,
-				   .start = off,
-				   .next = off,
-				   .end = off + len,
-				   .slot = slot,
-				   .unit_bytes = f->unit_bytes,
-				   .crc = fl->crc + i,
-				   .buf = fl->buf};
-	fl->t0 = cachetier__mono_ns();
-	/* only from the listed version: units of two versions never mix */
-	backend_read_version_async(slot->ct->be, f->key, f->etag, off, (size_t)len,
-				   slot->small ? BACKEND_READ_SMALL : 0, fill_sink_write, &fl->s,
-				   fill_run_done, slot);
 }
 
 /* A free slot (not busy), or NULL. ct->lock held. */
@@ -620,7 +797,7 @@ static void *worker_main(void *arg)
 {
 	struct cachetier *ct = arg;
 
-	pthread_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	while (!ct->stopping) {
 		struct ct_slot *slot = slot_free(ct);
 		struct ct_fill *fl;
@@ -645,11 +822,11 @@ static void *worker_main(void *arg)
 		fill_claim_run(ct, f, c, n, fl->claim, &waited);
 		fl->ra = ra;
 		fl->waited = waited;
-		fl->requests = 0;
+		fl->pub_bytes = 0;
 		fl->i = 0;
 		fill_next(slot); /* the slot is the request's now */
 
-		pthread_mutex_lock(&ct->lock);
+		cachetier__lock(ct);
 	}
 	pthread_mutex_unlock(&ct->lock);
 	return NULL;
@@ -677,7 +854,7 @@ static void *flusher_main(void *arg)
 {
 	struct cachetier *ct = arg;
 
-	pthread_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	while (!ct->stopping) {
 		flush_old_maps(ct);
 		cachetier__dec_release(ct); /* decoded copies other processes evicted */
@@ -714,6 +891,8 @@ int cachetier__units_start(struct cachetier *ct)
 	ct->pf_cap = ct->cfg.small_fills + 1;
 	ct->pf_quiet = ct->cfg.fill_threads; /* no reader yet */
 	ct->nslots = ct->cfg.fill_threads + ct->cfg.small_fills;
+	if (sem_init(&ct->wsem, 0, 0) < 0)
+		return -errno;
 	ct->workers = calloc(nworkers, sizeof(*ct->workers));
 	ct->slots = calloc(ct->nslots, sizeof(*ct->slots));
 	if (!ct->workers || !ct->slots)
@@ -729,10 +908,16 @@ int cachetier__units_start(struct cachetier *ct)
 		fl->claim = calloc(ct->upc, sizeof(*fl->claim));
 		fl->errs = calloc(ct->upc, sizeof(*fl->errs));
 		fl->crc = calloc(ct->upc, sizeof(*fl->crc));
-		fl->buf = malloc(FILL_BUF_BYTES); /* its pages come as a fill uses them */
-		if (!fl->claim || !fl->errs || !fl->crc || !fl->buf)
+		fl->end = malloc(sizeof(*fl->end));
+		fl->async = backend_reads_async(ct->be);
+		if (!fl->claim || !fl->errs || !fl->crc || !fl->end ||
+		    sem_init(&fl->run_sem, 0, 0) < 0)
 			return -ENOMEM;
 	}
+	if (pthread_create(&ct->writer, NULL, writer_main, ct) != 0)
+		return -EAGAIN;
+	pthread_setname_np(ct->writer, "shardfs-write");
+	ct->have_writer = 1;
 	if (pthread_create(&ct->flusher, NULL, flusher_main, ct) != 0)
 		return -EAGAIN;
 	pthread_setname_np(ct->flusher, "shardfs-flush"); /* top -H, perf */
@@ -766,10 +951,17 @@ void cachetier__units_stop(struct cachetier *ct)
 	free(ct->workers);
 	ct->workers = NULL;
 	ct->nworkers = 0;
-	pthread_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	while (ct->fills_inflight > 0)
 		pthread_cond_wait(&ct->unit_cond, &ct->lock); /* fill_end broadcasts it */
 	pthread_mutex_unlock(&ct->lock);
+	if (ct->have_writer) { /* no fill left: nothing more is pushed */
+		atomic_store(&ct->wstop, 1);
+		sem_post(&ct->wsem);
+		pthread_join(ct->writer, NULL);
+		ct->have_writer = 0;
+		sem_destroy(&ct->wsem);
+	}
 	for (unsigned i = 0; ct->slots && i < ct->nslots; i++) {
 		struct ct_fill *fl = ct->slots[i].fill;
 
@@ -777,7 +969,8 @@ void cachetier__units_stop(struct cachetier *ct)
 			free(fl->claim);
 			free(fl->errs);
 			free(fl->crc);
-			free(fl->buf);
+			free(fl->end);
+			sem_destroy(&fl->run_sem);
 			free(fl);
 		}
 	}
@@ -786,7 +979,7 @@ void cachetier__units_stop(struct cachetier *ct)
 	ct->nslots = 0;
 
 	/* queued fills never run: their units stay empty */
-	pthread_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	while ((j = ct->dq) || (j = ct->rq)) {
 		if (j == ct->dq)
 			ct->dq = j->next;

@@ -19,27 +19,37 @@
  *      F_OFD_SETLK, never blocking while ct->lock is held (waits poll
  *      outside it), except LK_MAP, taken only under maplock.
  *
- * Threads: FUSE threads (any cachetier_* call), the fill workers and the
- * flusher (cachetier_fill.c, created in cachetier_open and joined in
- * cachetier_close), and the store's I/O thread, which runs each fill's
- * sink (no lock) and its end (fill_end: takes ct->lock, never maplock).
- * That is safe because no thread waits for the store while it holds
- * ct->lock (the store's I/O thread would wait for it): every call into the
- * backend (fills, the bypass read, stat) is made with no cachetier lock
- * held, and the locks of other processes taken under ct->lock never block.
+ * Threads: FUSE threads (any cachetier_* call), the fill workers, the
+ * flusher and the fill writer (cachetier_fill.c, created in cachetier_open
+ * and joined in cachetier_close), and the store's I/O thread, which runs
+ * each fill's sink and done callback: they copy bytes and push buffers to
+ * the fill writer, lock-free, and take no lock and call no disk
+ * (CT_OFF_LOOP asserts it in debug builds). The fill writer writes them,
+ * makes units valid and ends fills (takes ct->lock, never maplock). Every
+ * call into the backend (fills, the bypass read, stat) is made with no
+ * cachetier lock held, and the locks of other processes taken under
+ * ct->lock never block.
  * A batch fill's requests (cachetier_batch.c) run on threads of their
  * own, created and joined by cachetier_batch_fill.
  */
 #ifndef CACHETIER_I_H
 #define CACHETIER_I_H
 
+#include <assert.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
 
 #include "cachetier.h"
 #include "disk.h"
+
+/* Debug builds (the test suite's: assert on) check that code which calls
+ * into the disk (a write, a punch, an fcntl, an fsync) or takes a lock a
+ * reader or a fill may hold never runs on the store's I/O thread: the loop
+ * only moves bytes (its fills' sinks hand buffers to the fill writer). */
+#define CT_OFF_LOOP() assert(!backend_on_io_thread())
 
 /* States of one unit of a cached remote object. */
 enum ct_unit {
@@ -282,6 +292,14 @@ struct cachetier {
 	unsigned nworkers;
 	pthread_t flusher; /* writes the batched maps; off the fill path */
 	int have_flusher;
+	/* The fill writer (cachetier_fill.c): fills' sinks (on the store's
+	 * I/O thread) push buffers of bytes here, lock-free; this thread
+	 * writes them, checksums them and makes their units readable */
+	_Atomic(struct fill_buf *) wq; /* pushed buffers, newest first */
+	sem_t wsem;		       /* one post per push, and at stop */
+	atomic_int wstop;	       /* the writer leaves once wq is empty */
+	pthread_t writer;
+	int have_writer;
 	int stopping;
 	unsigned evict_round;
 	/* the plan position now (cachetier_plan_now; read without the lock) */
@@ -604,6 +622,13 @@ uint32_t cachetier__st_crc(const struct ct_file *f, uint32_t c);
 void cachetier__st_set_crc(struct ct_file *f, uint32_t c, uint32_t crc);
 void cachetier__st_touch(struct ct_file *f, int64_t now_ns);
 int64_t cachetier__st_atime(const struct ct_file *f);
+
+/* ct->lock, with CT_OFF_LOOP's check. */
+static inline void cachetier__lock(struct cachetier *ct)
+{
+	CT_OFF_LOOP();
+	pthread_mutex_lock(&ct->lock);
+}
 
 static inline uint64_t cachetier__unit_len(const struct ct_file *f, uint32_t c)
 {

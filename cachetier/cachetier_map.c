@@ -167,8 +167,9 @@ void cachetier__file_flush(struct cachetier *ct, struct ct_file *f)
 	size_t len = 0;
 	int err;
 
+	CT_OFF_LOOP();
 	pthread_mutex_lock(&f->maplock);
-	pthread_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	if (!f->live || f->dirty == 0) {
 		pthread_mutex_unlock(&ct->lock);
 		pthread_mutex_unlock(&f->maplock);
@@ -198,7 +199,7 @@ void cachetier__file_flush(struct cachetier *ct, struct ct_file *f)
 		cachetier__ofd_lock(f->stfd, F_UNLCK, LK_MAP, 0);
 	}
 	if (err < 0) { /* try again at the next batch */
-		pthread_mutex_lock(&ct->lock);
+		cachetier__lock(ct);
 		f->dirty += dirty;
 		pthread_mutex_unlock(&ct->lock);
 	}
@@ -443,7 +444,7 @@ static int file_activate(struct cachetier *ct, struct ct_file *f, const char *ke
 	f->opening = 1;
 	pthread_mutex_unlock(&ct->lock);
 	valid = file_load(ct, f, key, etag, size, unit_bytes);
-	pthread_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	ct->used -= f->bytes;
 	f->opening = 0;
 	if (valid < 0) {
@@ -476,7 +477,7 @@ int cachetier__file_open_mapped(struct cachetier *ct, struct ct_file *f)
 		if (!key || !etag || m.etaglen >= sizeof(f->etag))
 			err = -ENOMEM;
 	}
-	pthread_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	/* a reader's cachetier__file_open may have started loading f while
 	 * the lock was dropped: a second load would open a second state file
 	 * description and replace f's fds and arrays under the first (a lock
@@ -508,7 +509,7 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 	if (err < 0)
 		return err;
 
-	pthread_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	for (;;) {
 		f = file_find(ct, ct->datafd, hash);
 		if (!f || (!f->opening && !f->evicting))

@@ -242,7 +242,7 @@ static int obj_fill(struct cachetier *ct, const struct backend_objinfo *info,
 		err = cachetier__decode(ct, info, codec, hash, o);
 		if (err == 0) {
 			/* an evictable cache object from now on */
-			pthread_mutex_lock(&ct->lock);
+			cachetier__lock(ct);
 			o->dec = cachetier__dec_entry(ct, ct->decfd, hash);
 			if (o->dec) {
 				o->dec->bytes = o->size;
@@ -285,7 +285,7 @@ int cachetier_obj_open(struct cachetier *ct, const struct backend_objinfo *info,
 		return -ENOMEM;
 	keyoff = strlen(name) - strlen(info->key); /* obj_name ends with the key */
 
-	pthread_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	b = obj_bucket(ct, name);
 	for (o = *b; o; o = o->next) {
 		/* one whose bytes changed under its weak ETag serves only
@@ -330,7 +330,7 @@ int cachetier_obj_open(struct cachetier *ct, const struct backend_objinfo *info,
 
 	err = obj_fill(ct, info, codec, o);
 
-	pthread_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	o->state = err < 0 ? OBJ_FAILED : OBJ_READY;
 	o->err = err;
 	pthread_cond_broadcast(&ct->cond);
@@ -351,7 +351,7 @@ void cachetier_obj_unref(struct cachetier_obj *o)
 	if (!o)
 		return;
 	ct = o->ct;
-	pthread_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	if (--o->refs > 0) {
 		pthread_mutex_unlock(&ct->lock);
 		return;

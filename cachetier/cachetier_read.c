@@ -304,7 +304,7 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 		}
 	}
 	free(buf);
-	pthread_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	for (uint32_t c = c0; c < c1 && err == 0; c++) {
 		if (f->ust[c] != UNIT_VALID) {
 			/* another reader here found it damaged meanwhile (and
@@ -525,7 +525,7 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	*pc0 = c0;
 	*pc1 = c1;
 
-	pthread_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	for (uint32_t c = c0; c < c1; c++)
 		f->pins[c]++;
 	f->atime_ns = cachetier__now_ns();
@@ -626,7 +626,7 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 
 void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1)
 {
-	pthread_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	read_unpin(f, c0, c1);
 	ct->room_gen++;
 	pthread_mutex_unlock(&ct->lock);

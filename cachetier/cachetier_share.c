@@ -89,6 +89,8 @@ int cachetier__ofd_lock_n(int fd, short type, off_t off, off_t n, int wait)
 {
 	struct flock fl;
 	unsigned sleep_us = 100;
+
+	CT_OFF_LOOP();
 	int64_t deadline = wait > 1 ? cachetier__now_ns() + (int64_t)wait * 1000000 : 0;
 
 	memset(&fl, 0, sizeof(fl));

@@ -20,7 +20,8 @@
  * them; cached units damaged (a byte
  * flipped, a hole, the data file cut) between opens, under another tier
  * on the directory and under the running tier; reads begun on one thread
- * and ended on another.
+ * and ended on another; a fill's first units read while the store holds
+ * its last (test_land).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -1427,6 +1428,59 @@ static void test_pieces(uint64_t seed)
 	}
 }
 
+/* ---- units readable as they land ---- */
+
+/* A fill's units are readable as they land, not when the fill ends: the
+ * store holds a fill of the first 512 KiB chunk (8 units of 64 KiB) after
+ * its first 7 units' bytes (hold_at) until the test lets it go. The fill
+ * writer has then written the 3 full buffers of 128 KiB (units 0-5; unit
+ * 6's bytes wait in the sink's partial buffer), so a read of unit 0
+ * returns its exact bytes while the fill still runs, and the fill stays
+ * in flight with no request counted and exactly 6 units valid. One fill thread: nothing else is
+ * fetched. On a store whose units became valid only at the fill's end, the read waits for the hold
+ * (the store gives up after 30 s: -EIO). */
+static void test_land(void)
+{
+	char gate[sizeof(tmpdir) + 16];
+	struct cachetier_stats st;
+	struct backend *be;
+	struct cachetier *ct;
+	struct cachetier_obj *o;
+	uint64_t held;
+	int fd, err;
+
+	snprintf(gate, sizeof(gate), "%s/src.hold", tmpdir);
+	fd = open(gate, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd >= 0, "create %s", gate);
+	if (fd >= 0)
+		close(fd);
+	be = store("hold_at=458752");
+	ct = tier_chunk(be, "c-land", 1ull << 30, 1, 8 * CHUNK);
+	o = obj(ct, be, NOBJ);
+	err = read_check(o, NOBJ, 5, 1000, 0);
+	/* the writer may still be on the buffers after unit 0's: up to 60 s */
+	for (int i = 0; i < 6000 && cachetier_obj_cached_bytes(o) < 6 * 64 * 1024; i++)
+		usleep(10000);
+	stats(ct, &st);
+	held = cachetier_obj_cached_bytes(o);
+	printf("land: read of unit 0 during its fill: %d, fills %llu, valid %llu bytes\n", err,
+	       (unsigned long long)st.fills, (unsigned long long)held);
+	CHECK(err == 0, "unit 0 read while its fill is held: %d", err);
+	CHECK(st.fills == 0 && st.fills_inflight == 1, "while held: fills %llu, in flight %llu",
+	      (unsigned long long)st.fills, (unsigned long long)st.fills_inflight);
+	CHECK(held == 6 * 64 * 1024, "while held: %llu bytes valid, not 6 units",
+	      (unsigned long long)held);
+	unlink(gate);
+	CHECK(read_check(o, NOBJ, 0, 8 * CHUNK, 1) == 0, "the chunk after the hold");
+	fills_idle(ct);
+	stats(ct, &st);
+	CHECK(st.fills >= 1 && st.fill_errors == 0, "after the hold: fills %llu, errors %llu",
+	      (unsigned long long)st.fills, (unsigned long long)st.fill_errors);
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
 /* ---- a changed object ---- */
 
 static void test_changed(uint64_t seed)
@@ -2013,6 +2067,7 @@ int main(void)
 	test_concurrent(seed, 3);
 	test_persist(seed);
 	test_pieces(seed);
+	test_land();
 	test_prefetch_fit();
 	test_prefetch_range();
 	test_range_spares_present();
