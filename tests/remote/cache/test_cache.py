@@ -499,10 +499,14 @@ def group_capacity(env, ck, ng):
 
 
 def covered(rng, ranges):
+    """Do the GETs' ranges together cover rng (a unit that landed before a crash may be
+    fetched again apart from the rest of its chunk)?"""
     a, b = rng
-    for r in ranges:
-        if r and r[0] <= a and (r[1] is None or r[1] >= b):
-            return True
+    for r in sorted((r for r in ranges if r), key=lambda r: r[0]):
+        if r[0] <= a and (r[1] is None or r[1] >= a):
+            if r[1] is None or r[1] >= b:
+                return True
+            a = r[1] + 1
     return False
 
 
@@ -561,10 +565,11 @@ def group_crash(env, ck, ng):
         data = glob.glob(os.path.join(cache, 'v1', '*', 'data', '*'))
         log('cache files after the crash: %r' % [(os.path.basename(d), os.path.getsize(d))
                                                   for d in data])
-        # The daemon writes a chunk once all of it arrived, so a kill rarely leaves a torn
-        # chunk on disk by itself: make one. A range whose body was not completely sent cannot
-        # have been recorded as present; write garbage over the part that was sent, as if
-        # the crash came in the middle of its pwrite.
+        # A kill rarely leaves a torn chunk on disk by itself: make one. Of a range whose body
+        # was not completely sent only whole units can have been recorded (units are valid as
+        # they land, each with its CRC32C); write garbage over the part that was sent, as if
+        # the crash came in the middle of its pwrite: a recorded unit fails its CRC and is
+        # fetched again.
         datafiles = [d for d in data if not d.endswith(('.map', '.st'))]
         ck.eq('crash: data files', len(datafiles), 1)
         if datafiles:
