@@ -10,8 +10,8 @@
  *
  * Threads: every function may be called from any thread concurrently and
  * may block (local I/O, or waiting for the I/O thread; the I/O thread
- * itself blocks only in what its callers' backend_sink_cb do: cachetier's
- * fills only copy bytes there, its batch fills still write them). Errors: 0 or a
+ * itself blocks only in what its callers' sink callbacks do: cachetier's
+ * only copy bytes there). Errors: 0 or a
  * negative errno; each foreign error family (errno of the OS, HTTP status,
  * curl codes) is mapped in exactly one place inside this module: -ENOENT
  * for a missing object (404), -EACCES when refused (401/403), -ESTALE when

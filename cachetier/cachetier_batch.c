@@ -89,6 +89,7 @@ struct bt_run {
 	uint64_t next;	     /* object offset of the next byte expected (the sink's) */
 	uint32_t *crc;	     /* CRC32C per unit, as bytes arrive */
 	int err;	     /* the item's outcome (0, -ESTALE, or another errno) */
+	int werr;	     /* the fill writer's first write error */
 };
 
 /* One request: items runs[0..nruns). */
@@ -97,21 +98,22 @@ struct bt_req {
 	struct bt_run *runs;
 	size_t nruns;
 	uint64_t bytes;
-	int room; /* room was made: it runs */
-	int own;  /* one block with its runs and CRCs, freed by its thread */
-	int ret;  /* backend_batch_read's answer */
+	int room;	   /* room was made: it runs */
+	int own;	   /* one block with its runs and CRCs, freed by its thread */
+	int ret;	   /* backend_batch_read's answer */
+	struct ct_wjob wj; /* its writes, by the fill writer (cachetier__write_push) */
 	struct cachetier_batch_result res;
 	pthread_t th;
 	int started;
 };
 
-/* backend_batch_sink_cb: item i's bytes at off. The store's I/O thread;
- * no lock. */
+/* backend_batch_sink_cb: item i's bytes at off. The store's I/O thread:
+ * no lock, no disk; the fill writer checksums and writes them. */
 static int bt_sink(void *arg, size_t i, uint64_t off, const void *buf, size_t len)
 {
 	struct bt_req *q = arg;
 	struct bt_run *r;
-	size_t done = 0;
+	int err;
 
 	if (i >= q->nruns)
 		return -EIO;
@@ -120,24 +122,9 @@ static int bt_sink(void *arg, size_t i, uint64_t off, const void *buf, size_t le
 	 * anything else would leave a hole in units about to be valid */
 	if (off != r->next || len > r->end - off)
 		return -EIO;
-	for (size_t at = 0; at < len;) {
-		uint64_t u = (off + at - r->start) / r->f->unit_bytes;
-		uint64_t uend = r->start + (u + 1) * r->f->unit_bytes - off;
-		size_t piece = (size_t)(uend < len ? uend - at : len - at);
-
-		r->crc[u] = disk_crc32c_update(r->crc[u], (const char *)buf + at, piece);
-		at += piece;
-	}
-	while (done < len) {
-		ssize_t n =
-		    pwrite(r->f->datafd, (const char *)buf + done, len - done, (off_t)(off + done));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		done += (size_t)n;
-	}
+	err = cachetier__write_push(q->ct, &q->wj, r->f, r->c, r->crc, &r->werr, off, buf, len);
+	if (err < 0)
+		return err;
 	r->next += len;
 	return 0;
 }
@@ -271,6 +258,7 @@ static void *bt_request(void *arg)
 			items[i].len = q->runs[i].end - q->runs[i].start;
 		}
 		q->ret = backend_batch_read(ct->be, items, q->nruns, bt_sink, q, err);
+		cachetier__write_wait(ct, &q->wj); /* every byte the sink got is written */
 	}
 	if (q->ret != -EOPNOTSUPP && q->ret != -ENOMEM) {
 		q->res.requests++;
@@ -280,6 +268,8 @@ static void *bt_request(void *arg)
 		struct bt_run *r = &q->runs[i];
 
 		r->err = q->ret == -EOPNOTSUPP || q->ret == -ENOMEM ? q->ret : err[i];
+		if (r->err == 0 && r->werr < 0)
+			r->err = r->werr;
 		if (r->err == 0 && r->next != r->end)
 			r->err = -EIO; /* never: the backend said all of it came */
 		if (r->err != 0 && r->err != -EOPNOTSUPP && r->err != -ECANCELED)
@@ -422,6 +412,7 @@ static int bt_make(struct cachetier *ct, struct bt_unit *u, size_t nu, struct bt
 		r->start = cachetier__unit_off(r->f, r->c);
 		r->end = r->start + cachetier__run_len(r->f, r->c, r->n);
 		r->next = r->start;
+		r->werr = 0;
 		q->bytes += r->end - r->start;
 		for (uint32_t c = r->c; c < r->c + r->n; c++) {
 			int64_t d = cachetier__plan_near(ct, r->f, c);

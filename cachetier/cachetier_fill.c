@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,7 +96,12 @@ static int fill_room(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32
  * with end set, the end of a run (the slot's own message, no data). */
 struct fill_buf {
 	struct fill_buf *next; /* in ct->wq */
-	struct ct_slot *slot;
+	struct ct_slot *slot;  /* a fill's; NULL: a job's (cachetier__write_push) */
+	struct ct_wjob *job;   /* a job's: with used 0, its barrier */
+	struct ct_file *f;     /* a job's write: into f, */
+	uint32_t c0;	       /* ... CRC32C of unit c0 + k into crc[k], */
+	uint32_t *crc;
+	int *werr;    /* ... its first error */
 	uint64_t off; /* object offset of data[0] */
 	size_t used;  /* bytes in data */
 	int end;      /* the run ended; err: how */
@@ -692,6 +698,64 @@ static void fill_run_end(struct cachetier *ct, struct ct_slot *slot, int err)
 		sem_post(&fl->run_sem);
 }
 
+int cachetier__write_push(struct cachetier *ct, struct ct_wjob *j, struct ct_file *f, uint32_t c0,
+			  uint32_t *crc, int *werr, uint64_t off, const void *buf, size_t len)
+{
+	struct fill_buf *b = malloc(sizeof(*b) + len);
+
+	if (!b)
+		return -ENOMEM;
+	*b = (struct fill_buf){
+	    .job = j, .f = f, .c0 = c0, .crc = crc, .werr = werr, .off = off, .used = len};
+	memcpy(b->data, buf, len);
+	wq_push(ct, b);
+	return 0;
+}
+
+void cachetier__write_wait(struct cachetier *ct, struct ct_wjob *j)
+{
+	struct fill_buf *b = calloc(1, sizeof(*b));
+
+	CT_OFF_LOOP();
+	if (!b) { /* no barrier to be had: wait for the queue to drain */
+		while (atomic_load(&ct->wq))
+			sched_yield();
+		return;
+	}
+	if (sem_init(&j->done, 0, 0) < 0) {
+		free(b);
+		return;
+	}
+	b->job = j;
+	wq_push(ct, b);
+	while (sem_wait(&j->done) < 0 && errno == EINTR)
+		;
+	sem_destroy(&j->done);
+}
+
+/* The fill writer: a job's write (its units' CRC32C, then the bytes) or
+ * its barrier (every write pushed before it is done). */
+static void job_write(struct fill_buf *b)
+{
+	struct ct_file *f = b->f;
+
+	if (!b->used) {
+		sem_post(&b->job->done);
+	} else if (*b->werr == 0) {
+		for (size_t at = 0; at < b->used;) {
+			uint64_t o = b->off + at;
+			uint32_t u = (uint32_t)(o / f->unit_bytes) - b->c0;
+			uint64_t uend = cachetier__unit_off(f, b->c0 + u + 1);
+			size_t piece = (size_t)(uend - o < b->used - at ? uend - o : b->used - at);
+
+			b->crc[u] = disk_crc32c_update(b->crc[u], b->data + at, piece);
+			at += piece;
+		}
+		*b->werr = disk_pwrite_all(f->datafd, b->data, b->used, b->off);
+	}
+	free(b);
+}
+
 /* The fill writer's thread: takes what the sinks pushed, oldest first. */
 static void *writer_main(void *arg)
 {
@@ -716,7 +780,9 @@ static void *writer_main(void *arg)
 			struct fill_buf *b = fifo;
 
 			fifo = b->next;
-			if (b->end)
+			if (b->job)
+				job_write(b);
+			else if (b->end)
 				fill_run_end(ct, b->slot, b->err);
 			else
 				fill_write(ct, b);
