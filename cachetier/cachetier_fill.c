@@ -1,7 +1,8 @@
 /*
  * cachetier_fill.c — the fill workers of the unit store (cachetier_map.c)
  * and its flusher: a worker takes a job from the queues (cachetier_queue.c),
- * claims its units, fetches them into the data file and marks them valid;
+ * claims its units and sends their requests, whose sinks hand the bytes to
+ * the fill writer (cachetier_write.c), which writes them and marks them valid;
  * the flusher records filled units in the maps.
  *
  * Sharing: several processes may use one cache directory at once. Each
@@ -78,91 +79,6 @@ static int fill_room(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32
 	return cachetier__make_room_near(ct, len, pf, near);
 }
 
-/* Where a fill's bytes go: into the data file at their own offset (chunk
- * i of the object is at i * chunk_bytes in both). The sink runs on the
- * store's I/O thread, which only moves bytes: it gathers the pieces curl
- * hands over (a few KiB each on a paced link) in buffers of FILL_BUF_BYTES
- * and pushes each full one, lock-free, to the fill writer (writer_main),
- * which computes each unit's CRC32C, writes the buffer with one pwrite and
- * makes the units it completes readable at once (fill_publish). A partial
- * buffer goes at the run's end, and at the store's poll while no bytes
- * arrive (about once a second) when it completes a unit: a reader waiting
- * for a unit waits for the buffer it ends in, not for the fill's end.
- * Buffers waiting for the writer are the bytes of fills in flight: at most
- * nslots runs of at most a chunk each. */
-#define FILL_BUF_BYTES (128u * 1024u)
-
-/* A buffer of a fill's bytes on its way from the sink to the writer; or,
- * with end set, the end of a run (the slot's own message, no data). */
-struct fill_buf {
-	struct fill_buf *next; /* in ct->wq */
-	struct ct_slot *slot;  /* a fill's; NULL: a job's (cachetier__write_push) */
-	struct ct_wjob *job;   /* a job's: with used 0, its barrier */
-	struct ct_file *f;     /* a job's write: into f, */
-	uint32_t c0;	       /* ... CRC32C of unit c0 + k into crc[k], */
-	uint32_t *crc;
-	int *werr;    /* ... its first error */
-	uint64_t off; /* object offset of data[0] */
-	size_t used;  /* bytes in data */
-	int end;      /* the run ended; err: how */
-	int err;
-	char data[]; /* FILL_BUF_BYTES (none in an end) */
-};
-
-struct fill_sink {
-	uint64_t start;	      /* the run's start */
-	uint64_t next;	      /* object offset of the next byte expected */
-	uint64_t end;	      /* the run's end */
-	int wrote;	      /* a byte arrived */
-	struct fill_buf *cur; /* being gathered; not pushed yet */
-	struct ct_slot *slot; /* the fill's: progress, and a request to stop */
-	uint32_t unit_bytes;  /* unit bytes; start is a unit's start */
-	int64_t first_ns;     /* when its first byte arrived (0: none yet) */
-};
-
-/* A fill's request state, one per slot. The worker that took the slot
- * (fill_begin) writes it, then hands it to the request it sends
- * (fill_next); from then on the request's sink and done callback use s
- * (on the store's I/O thread, or in the worker for a store that reads in
- * the caller) and the fill writer the rest (the pushes order them), until
- * fill_finish frees the slot under ct->lock. */
-struct ct_fill {
-	int ra, waited;	    /* the job's readahead flag; a claim waited for another process */
-	int async;	    /* the store reads on its I/O thread: the writer sends the next run */
-	uint32_t i, k;	    /* the run being fetched: units [c + i, c + k) of the slot */
-	int64_t t0;	    /* when its request was sent */
-	struct fill_sink s; /* the run's sink */
-	/* the writer's: */
-	uint64_t wnext;	      /* the run's bytes are written up to this object offset */
-	uint32_t pub;	      /* units [c + i, c + pub) of the run are valid already */
-	uint64_t pub_bytes;   /* bytes of the fill's units made valid by fill_publish */
-	int werr;	      /* the run's first write error */
-	sem_t run_sem;	      /* !async: the writer ended the run; the worker sends the next */
-	struct fill_buf *end; /* the run's end message (no data) */
-	int *claim;	      /* per unit of the fill (at most a chunk's): fill_claim's answer,
-			       * FILL_PUBLISHED once fill_publish made it valid */
-	int *errs;	      /* ... its outcome */
-	uint32_t *crc;	      /* ... its CRC32C */
-};
-
-/* The error a withdrawn prefetch fill stops with (pf_yield). */
-#define FILL_WITHDRAWN (-ECANCELED)
-/* claim[] of a unit fill_publish made valid before the fill ended */
-#define FILL_PUBLISHED 2
-
-/* Hand b to the fill writer: lock-free, never waits (the store's I/O
- * thread). */
-static void wq_push(struct cachetier *ct, struct fill_buf *b)
-{
-	struct fill_buf *head = atomic_load_explicit(&ct->wq, memory_order_relaxed);
-
-	do
-		b->next = head;
-	while (!atomic_compare_exchange_weak_explicit(&ct->wq, &head, b, memory_order_release,
-						      memory_order_relaxed));
-	sem_post(&ct->wsem);
-}
-
 /* Does the sink's gathered buffer complete a unit (or the run)? */
 static int sink_unit_done(const struct fill_sink *s)
 {
@@ -183,7 +99,7 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 		return FILL_WITHDRAWN;
 	if (len == 0) { /* the store's poll while no bytes arrive */
 		if (s->cur && s->cur->used && sink_unit_done(s)) {
-			wq_push(ct, s->cur);
+			cachetier__wq_push(ct, s->cur);
 			s->cur = NULL;
 		}
 		return 0;
@@ -211,7 +127,7 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 		done += piece;
 		s->next += piece;
 		if (s->cur->used == FILL_BUF_BYTES) {
-			wq_push(ct, s->cur);
+			cachetier__wq_push(ct, s->cur);
 			s->cur = NULL;
 		}
 	}
@@ -541,8 +457,6 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		pthread_cond_signal(&ct->flush_cond);
 }
 
-static void fill_next(struct ct_slot *slot);
-
 /* The fill of slot ended: account for it (fill_end) and free the slot.
  * Takes ct->lock (no lock held on entry): on the fill writer, or in the
  * worker for a store that reads in the caller. slot is another fill's
@@ -584,211 +498,12 @@ static void fill_run_done(void *arg, int err, uint64_t bytes)
 	}
 	backend_log_failure(ct->be, f->key, err, "fill"); /* once per object and cause */
 	if (fl->s.cur && err == 0)
-		wq_push(ct, fl->s.cur); /* the run's last bytes */
+		cachetier__wq_push(ct, fl->s.cur); /* the run's last bytes */
 	else
 		free(fl->s.cur);
 	fl->s.cur = NULL;
 	*fl->end = (struct fill_buf){.slot = slot, .end = 1, .err = err};
-	wq_push(ct, fl->end);
-}
-
-/* The fill writer: b's bytes to the data file, each unit's CRC32C as they
- * pass (while they are in the CPU's cache; tests/bench/crc_bench.sh), then
- * the units they complete made valid (fill_publish). After a write error
- * the run's later bytes are dropped (fill_run_end fails the run). */
-static void fill_publish(struct cachetier *ct, struct ct_slot *slot, struct ct_fill *fl);
-
-static void fill_write(struct cachetier *ct, struct fill_buf *b)
-{
-	struct ct_slot *slot = b->slot;
-	struct ct_fill *fl = slot->fill;
-	struct ct_file *f = slot->f;
-
-	CT_OFF_LOOP();
-	if (fl->werr == 0) {
-		for (size_t at = 0; at < b->used;) {
-			uint64_t o = b->off + at;
-			uint32_t u = (uint32_t)(o / f->unit_bytes) - slot->c;
-			uint64_t uend = cachetier__unit_off(f, slot->c + u + 1);
-			size_t piece = (size_t)(uend - o < b->used - at ? uend - o : b->used - at);
-
-			fl->crc[u] = disk_crc32c_update(fl->crc[u], b->data + at, piece);
-			at += piece;
-		}
-		fl->werr = disk_pwrite_all(f->datafd, b->data, b->used, b->off);
-		if (fl->werr == 0)
-			fl->wnext = b->off + b->used;
-	}
-	free(b);
-	if (fl->werr == 0)
-		fill_publish(ct, slot, fl);
-}
-
-/* The run's units whose bytes are all written (up to fl->wnext) are valid
- * now, as a fill's end makes them (their CRC, state byte, the usage, their
- * write lock to the pinning readers' read lock), and their readers wake:
- * a unit is readable as it lands, not when its fill ends. The fill writer;
- * takes ct->lock. */
-static void fill_publish(struct cachetier *ct, struct ct_slot *slot, struct ct_fill *fl)
-{
-	struct ct_file *f = slot->f;
-	struct ct_lkrun run = {0};
-	uint32_t u = fl->pub;
-	int wake = 0;
-
-	while (u < fl->k &&
-	       cachetier__unit_off(f, slot->c + u) + cachetier__unit_len(f, slot->c + u) <=
-		   fl->wnext)
-		u++;
-	if (u == fl->pub)
-		return;
-	cachetier__lock(ct);
-	for (uint32_t x = fl->pub; x < u; x++) {
-		uint32_t c = slot->c + x;
-		uint64_t ulen = cachetier__unit_len(f, c);
-
-		cachetier__st_set_crc(f, c, fl->crc[x]);
-		if (!cachetier__st_set(f, c, 1))
-			cachetier__usage_add(ct, (int64_t)ulen);
-		ct->reserved -= ulen; /* with the usage: pf_fits never counts it twice */
-		fl->pub_bytes += ulen;
-		fl->errs[x] = 0;
-		fl->claim[x] = FILL_PUBLISHED;
-		cachetier__unit_done(ct, f, c, 0, 1, fl->waited, 0, &run);
-		wake |= f->pins[c] > 0;
-	}
-	if (u == fl->k)
-		ct->fills++; /* the run's request: counted before its readers see it */
-	cachetier__lkrun_flush(&run);
-	if (wake)
-		pthread_cond_broadcast(&ct->unit_cond);
-	pthread_mutex_unlock(&ct->lock);
-	fl->pub = u;
-}
-
-/* The fill writer: the run of slot ended with err (its bytes before the
- * end written). A failed run's bytes that no unit made valid are punched
- * (perhaps of a version that changed meanwhile: never counted, so they
- * must not stay on the disk); its units left get err; then the next run
- * (a store on its I/O thread), or the worker goes on (one reading in the
- * caller). */
-static void fill_run_end(struct cachetier *ct, struct ct_slot *slot, int err)
-{
-	struct ct_fill *fl = slot->fill;
-	struct ct_file *f = slot->f;
-	uint64_t from = cachetier__unit_off(f, slot->c + fl->pub);
-
-	CT_OFF_LOOP();
-	if (fl->pub == fl->k)
-		err = 0; /* every unit landed (and counted): an error after them costs none */
-	else if (err == 0)
-		err = fl->werr ? fl->werr : -EIO; /* -EIO never: every byte was written */
-	if (err == 0 && fl->s.wrote) /* the link as this fill saw it (cachetier_span.c) */
-		cachetier__link_note(ct, fl->s.first_ns - fl->t0, fl->s.end - fl->s.start,
-				     cachetier__mono_ns() - fl->s.first_ns);
-	if (err < 0 && fl->wnext > from)
-		(void)fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)from,
-				(off_t)(fl->wnext - from));
-	for (uint32_t u = fl->pub; u < fl->k; u++)
-		fl->errs[u] = err;
-	fl->i = fl->k;
-	if (fl->async)
-		fill_next(slot);
-	else
-		sem_post(&fl->run_sem);
-}
-
-int cachetier__write_push(struct cachetier *ct, struct ct_wjob *j, struct ct_file *f, uint32_t c0,
-			  uint32_t *crc, int *werr, uint64_t off, const void *buf, size_t len)
-{
-	struct fill_buf *b = malloc(sizeof(*b) + len);
-
-	if (!b)
-		return -ENOMEM;
-	*b = (struct fill_buf){
-	    .job = j, .f = f, .c0 = c0, .crc = crc, .werr = werr, .off = off, .used = len};
-	memcpy(b->data, buf, len);
-	wq_push(ct, b);
-	return 0;
-}
-
-void cachetier__write_wait(struct cachetier *ct, struct ct_wjob *j)
-{
-	struct fill_buf *b = calloc(1, sizeof(*b));
-
-	CT_OFF_LOOP();
-	if (!b) { /* no barrier to be had: wait for the queue to drain */
-		while (atomic_load(&ct->wq))
-			sched_yield();
-		return;
-	}
-	if (sem_init(&j->done, 0, 0) < 0) {
-		free(b);
-		return;
-	}
-	b->job = j;
-	wq_push(ct, b);
-	while (sem_wait(&j->done) < 0 && errno == EINTR)
-		;
-	sem_destroy(&j->done);
-}
-
-/* The fill writer: a job's write (its units' CRC32C, then the bytes) or
- * its barrier (every write pushed before it is done). */
-static void job_write(struct fill_buf *b)
-{
-	struct ct_file *f = b->f;
-
-	if (!b->used) {
-		sem_post(&b->job->done);
-	} else if (*b->werr == 0) {
-		for (size_t at = 0; at < b->used;) {
-			uint64_t o = b->off + at;
-			uint32_t u = (uint32_t)(o / f->unit_bytes) - b->c0;
-			uint64_t uend = cachetier__unit_off(f, b->c0 + u + 1);
-			size_t piece = (size_t)(uend - o < b->used - at ? uend - o : b->used - at);
-
-			b->crc[u] = disk_crc32c_update(b->crc[u], b->data + at, piece);
-			at += piece;
-		}
-		*b->werr = disk_pwrite_all(f->datafd, b->data, b->used, b->off);
-	}
-	free(b);
-}
-
-/* The fill writer's thread: takes what the sinks pushed, oldest first. */
-static void *writer_main(void *arg)
-{
-	struct cachetier *ct = arg;
-
-	for (;;) {
-		struct fill_buf *l, *fifo = NULL;
-
-		while (sem_wait(&ct->wsem) < 0 && errno == EINTR)
-			;
-		l = atomic_exchange_explicit(&ct->wq, NULL, memory_order_acquire);
-		if (!l && atomic_load(&ct->wstop))
-			break;
-		while (l) { /* newest first: reversed */
-			struct fill_buf *next = l->next;
-
-			l->next = fifo;
-			fifo = l;
-			l = next;
-		}
-		while (fifo) {
-			struct fill_buf *b = fifo;
-
-			fifo = b->next;
-			if (b->job)
-				job_write(b);
-			else if (b->end)
-				fill_run_end(ct, b->slot, b->err);
-			else
-				fill_write(ct, b);
-		}
-	}
-	return NULL;
+	cachetier__wq_push(ct, fl->end);
 }
 
 /* Send the request of the fill's next run: the next maximal run of units
@@ -799,7 +514,7 @@ static void *writer_main(void *arg)
  * trusts or writes the range. No lock held; the worker, or the fill writer
  * after the run before. A store that reads in the caller reads here: the
  * worker then waits for the writer to end each run (bounded by the disk). */
-static void fill_next(struct ct_slot *slot)
+void cachetier__fill_next(struct ct_slot *slot)
 {
 	struct ct_fill *fl = slot->fill;
 	struct ct_file *f = slot->f;
@@ -890,7 +605,7 @@ static void *worker_main(void *arg)
 		fl->waited = waited;
 		fl->pub_bytes = 0;
 		fl->i = 0;
-		fill_next(slot); /* the slot is the request's now */
+		cachetier__fill_next(slot); /* the slot is the request's now */
 
 		cachetier__lock(ct);
 	}
@@ -980,7 +695,7 @@ int cachetier__units_start(struct cachetier *ct)
 		    sem_init(&fl->run_sem, 0, 0) < 0)
 			return -ENOMEM;
 	}
-	if (pthread_create(&ct->writer, NULL, writer_main, ct) != 0)
+	if (pthread_create(&ct->writer, NULL, cachetier__writer_main, ct) != 0)
 		return -EAGAIN;
 	pthread_setname_np(ct->writer, "shardfs-write");
 	ct->have_writer = 1;

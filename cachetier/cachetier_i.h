@@ -20,8 +20,8 @@
  *      outside it), except LK_MAP, taken only under maplock.
  *
  * Threads: FUSE threads (any cachetier_* call), the fill workers, the
- * flusher and the fill writer (cachetier_fill.c, created in cachetier_open
- * and joined in cachetier_close), and the store's I/O thread, which runs
+ * flusher (cachetier_fill.c) and the fill writer (cachetier_write.c), created in cachetier_open
+ * and joined in cachetier_close, and the store's I/O thread, which runs
  * each fill's sink and done callback: they copy bytes and push buffers to
  * the fill writer, lock-free, and take no lock and call no disk
  * (CT_OFF_LOOP asserts it in debug builds). The fill writer writes them,
@@ -194,7 +194,7 @@ struct ct_dec {
  * without competing for the link's rate. */
 #define CT_SMALL_FILL_BYTES (1u << 20)
 
-struct ct_fill; /* a fill's request state (cachetier_fill.c) */
+struct ct_fill; /* a fill's request state (below) */
 
 /* One fill in flight (ct->slots: cfg.fill_threads + cfg.small_fills of
  * them; free while busy is 0). A worker takes a free slot before fill_begin and
@@ -217,6 +217,81 @@ struct ct_slot {
 	unsigned long long seq; /* start order (the youngest is withdrawn first on a tie) */
 	struct ct_fill *fill;	/* allocated with the slot, freed at close */
 };
+
+/* The fill's request state and its buffers: cachetier_fill.c sends the
+ * requests and gathers the bytes, the fill writer (cachetier_write.c)
+ * writes them. */
+/* Where a fill's bytes go: into the data file at their own offset (chunk
+ * i of the object is at i * chunk_bytes in both). The sink runs on the
+ * store's I/O thread, which only moves bytes: it gathers the pieces curl
+ * hands over (a few KiB each on a paced link) in buffers of FILL_BUF_BYTES
+ * and pushes each full one, lock-free, to the fill writer (cachetier_write.c),
+ * which computes each unit's CRC32C, writes the buffer with one pwrite and
+ * makes the units it completes readable at once (fill_publish). A partial
+ * buffer goes at the run's end, and at the store's poll while no bytes
+ * arrive (about once a second) when it completes a unit: a reader waiting
+ * for a unit waits for the buffer it ends in, not for the fill's end.
+ * Buffers waiting for the writer are the bytes of fills in flight: at most
+ * nslots runs of at most a chunk each. */
+#define FILL_BUF_BYTES (128u * 1024u)
+
+/* A buffer of a fill's bytes on its way from the sink to the writer; or,
+ * with end set, the end of a run (the slot's own message, no data). */
+struct fill_buf {
+	struct fill_buf *next; /* in ct->wq */
+	struct ct_slot *slot;  /* a fill's; NULL: a job's (cachetier__write_push) */
+	struct ct_wjob *job;   /* a job's: with used 0, its barrier */
+	struct ct_file *f;     /* a job's write: into f, */
+	uint32_t c0;	       /* ... CRC32C of unit c0 + k into crc[k], */
+	uint32_t *crc;
+	int *werr;    /* ... its first error */
+	uint64_t off; /* object offset of data[0] */
+	size_t used;  /* bytes in data */
+	int end;      /* the run ended; err: how */
+	int err;
+	char data[]; /* FILL_BUF_BYTES (none in an end) */
+};
+
+struct fill_sink {
+	uint64_t start;	      /* the run's start */
+	uint64_t next;	      /* object offset of the next byte expected */
+	uint64_t end;	      /* the run's end */
+	int wrote;	      /* a byte arrived */
+	struct fill_buf *cur; /* being gathered; not pushed yet */
+	struct ct_slot *slot; /* the fill's: progress, and a request to stop */
+	uint32_t unit_bytes;  /* unit bytes; start is a unit's start */
+	int64_t first_ns;     /* when its first byte arrived (0: none yet) */
+};
+
+/* A fill's request state, one per slot. The worker that took the slot
+ * (fill_begin) writes it, then hands it to the request it sends
+ * (fill_next); from then on the request's sink and done callback use s
+ * (on the store's I/O thread, or in the worker for a store that reads in
+ * the caller) and the fill writer the rest (the pushes order them), until
+ * fill_finish frees the slot under ct->lock. */
+struct ct_fill {
+	int ra, waited;	    /* the job's readahead flag; a claim waited for another process */
+	int async;	    /* the store reads on its I/O thread: the writer sends the next run */
+	uint32_t i, k;	    /* the run being fetched: units [c + i, c + k) of the slot */
+	int64_t t0;	    /* when its request was sent */
+	struct fill_sink s; /* the run's sink */
+	/* the writer's: */
+	uint64_t wnext;	      /* the run's bytes are written up to this object offset */
+	uint32_t pub;	      /* units [c + i, c + pub) of the run are valid already */
+	uint64_t pub_bytes;   /* bytes of the fill's units made valid by fill_publish */
+	int werr;	      /* the run's first write error */
+	sem_t run_sem;	      /* !async: the writer ended the run; the worker sends the next */
+	struct fill_buf *end; /* the run's end message (no data) */
+	int *claim;	      /* per unit of the fill (at most a chunk's): fill_claim's answer,
+			       * FILL_PUBLISHED once fill_publish made it valid */
+	int *errs;	      /* ... its outcome */
+	uint32_t *crc;	      /* ... its CRC32C */
+};
+
+/* The error a withdrawn prefetch fill stops with (pf_yield). */
+#define FILL_WITHDRAWN (-ECANCELED)
+/* claim[] of a unit fill_publish made valid before the fill ended */
+#define FILL_PUBLISHED 2
 
 /* A queued range prefetch of units [next, end) of f
  * (cachetier_obj_prefetch_range): ranges are looked at in the order they
@@ -292,7 +367,7 @@ struct cachetier {
 	unsigned nworkers;
 	pthread_t flusher; /* writes the batched maps; off the fill path */
 	int have_flusher;
-	/* The fill writer (cachetier_fill.c): fills' sinks (on the store's
+	/* The fill writer (cachetier_write.c): fills' sinks (on the store's
 	 * I/O thread) push buffers of bytes here, lock-free; this thread
 	 * writes them, checksums them and makes their units readable */
 	_Atomic(struct fill_buf *) wq; /* pushed buffers, newest first */
@@ -564,7 +639,16 @@ struct ct_lkrun;
 void cachetier__unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int err, int claim,
 			  int waited, int withdrawn, struct ct_lkrun *run);
 
-/* cachetier_fill.c: the fill writer for a sink of the store's I/O thread
+/* cachetier_write.c: the fill writer's thread (cachetier__units_start
+ * creates it) and its queue: wq_push hands b to it, lock-free, never waits
+ * (any thread, the store's I/O thread too). cachetier_fill.c:
+ * fill_next sends the request of the slot's next run, or ends the fill;
+ * no lock held (the worker, or the fill writer after the run before). */
+void *cachetier__writer_main(void *arg);
+void cachetier__wq_push(struct cachetier *ct, struct fill_buf *b);
+void cachetier__fill_next(struct ct_slot *slot);
+
+/* cachetier_write.c: the fill writer for a sink of the store's I/O thread
  * other than a fill's (the batch fill's): write_push copies len bytes at
  * object offset off of f and hands them to the writer, which adds them to
  * the CRC32C of their units (crc[k]: unit c0 + k) and writes them to f's

@@ -1,0 +1,230 @@
+/*
+ * cachetier_write.c — the fill writer of the unit store: one thread
+ * (cachetier__writer_main) that takes the buffers of up to 128 KiB
+ * (FILL_BUF_BYTES) the fills' sinks gather on the store's I/O thread
+ * (cachetier_fill.c) and the batch fill's writes (cachetier__write_push),
+ * computes each unit's CRC32C, writes each buffer with one pwrite, makes
+ * the units it completes valid at once (fill_publish) and ends each run
+ * (fill_run_end), so the I/O thread only moves bytes. The queue is a
+ * lock-free stack (ct->wq) and a semaphore (ct->wsem).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cachetier_i.h"
+
+/* Hand b to the fill writer: lock-free, never waits (the store's I/O
+ * thread). */
+void cachetier__wq_push(struct cachetier *ct, struct fill_buf *b)
+{
+	struct fill_buf *head = atomic_load_explicit(&ct->wq, memory_order_relaxed);
+
+	do
+		b->next = head;
+	while (!atomic_compare_exchange_weak_explicit(&ct->wq, &head, b, memory_order_release,
+						      memory_order_relaxed));
+	sem_post(&ct->wsem);
+}
+
+/* The fill writer: b's bytes to the data file, each unit's CRC32C as they
+ * pass (while they are in the CPU's cache; tests/bench/crc_bench.sh), then
+ * the units they complete made valid (fill_publish). After a write error
+ * the run's later bytes are dropped (fill_run_end fails the run). */
+static void fill_publish(struct cachetier *ct, struct ct_slot *slot, struct ct_fill *fl);
+
+static void fill_write(struct cachetier *ct, struct fill_buf *b)
+{
+	struct ct_slot *slot = b->slot;
+	struct ct_fill *fl = slot->fill;
+	struct ct_file *f = slot->f;
+
+	CT_OFF_LOOP();
+	if (fl->werr == 0) {
+		for (size_t at = 0; at < b->used;) {
+			uint64_t o = b->off + at;
+			uint32_t u = (uint32_t)(o / f->unit_bytes) - slot->c;
+			uint64_t uend = cachetier__unit_off(f, slot->c + u + 1);
+			size_t piece = (size_t)(uend - o < b->used - at ? uend - o : b->used - at);
+
+			fl->crc[u] = disk_crc32c_update(fl->crc[u], b->data + at, piece);
+			at += piece;
+		}
+		fl->werr = disk_pwrite_all(f->datafd, b->data, b->used, b->off);
+		if (fl->werr == 0)
+			fl->wnext = b->off + b->used;
+	}
+	free(b);
+	if (fl->werr == 0)
+		fill_publish(ct, slot, fl);
+}
+
+/* The run's units whose bytes are all written (up to fl->wnext) are valid
+ * now, as a fill's end makes them (their CRC, state byte, the usage, their
+ * write lock to the pinning readers' read lock), and their readers wake:
+ * a unit is readable as it lands, not when its fill ends. The fill writer;
+ * takes ct->lock. */
+static void fill_publish(struct cachetier *ct, struct ct_slot *slot, struct ct_fill *fl)
+{
+	struct ct_file *f = slot->f;
+	struct ct_lkrun run = {0};
+	uint32_t u = fl->pub;
+	int wake = 0;
+
+	while (u < fl->k &&
+	       cachetier__unit_off(f, slot->c + u) + cachetier__unit_len(f, slot->c + u) <=
+		   fl->wnext)
+		u++;
+	if (u == fl->pub)
+		return;
+	cachetier__lock(ct);
+	for (uint32_t x = fl->pub; x < u; x++) {
+		uint32_t c = slot->c + x;
+		uint64_t ulen = cachetier__unit_len(f, c);
+
+		cachetier__st_set_crc(f, c, fl->crc[x]);
+		if (!cachetier__st_set(f, c, 1))
+			cachetier__usage_add(ct, (int64_t)ulen);
+		ct->reserved -= ulen; /* with the usage: pf_fits never counts it twice */
+		fl->pub_bytes += ulen;
+		fl->errs[x] = 0;
+		fl->claim[x] = FILL_PUBLISHED;
+		cachetier__unit_done(ct, f, c, 0, 1, fl->waited, 0, &run);
+		wake |= f->pins[c] > 0;
+	}
+	if (u == fl->k)
+		ct->fills++; /* the run's request: counted before its readers see it */
+	cachetier__lkrun_flush(&run);
+	if (wake)
+		pthread_cond_broadcast(&ct->unit_cond);
+	pthread_mutex_unlock(&ct->lock);
+	fl->pub = u;
+}
+
+/* The fill writer: the run of slot ended with err (its bytes before the
+ * end written). A failed run's bytes that no unit made valid are punched
+ * (perhaps of a version that changed meanwhile: never counted, so they
+ * must not stay on the disk); its units left get err; then the next run
+ * (a store on its I/O thread), or the worker goes on (one reading in the
+ * caller). */
+static void fill_run_end(struct cachetier *ct, struct ct_slot *slot, int err)
+{
+	struct ct_fill *fl = slot->fill;
+	struct ct_file *f = slot->f;
+	uint64_t from = cachetier__unit_off(f, slot->c + fl->pub);
+
+	CT_OFF_LOOP();
+	if (fl->pub == fl->k)
+		err = 0; /* every unit landed (and counted): an error after them costs none */
+	else if (err == 0)
+		err = fl->werr ? fl->werr : -EIO; /* -EIO never: every byte was written */
+	if (err == 0 && fl->s.wrote) /* the link as this fill saw it (cachetier_span.c) */
+		cachetier__link_note(ct, fl->s.first_ns - fl->t0, fl->s.end - fl->s.start,
+				     cachetier__mono_ns() - fl->s.first_ns);
+	if (err < 0 && fl->wnext > from)
+		(void)fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)from,
+				(off_t)(fl->wnext - from));
+	for (uint32_t u = fl->pub; u < fl->k; u++)
+		fl->errs[u] = err;
+	fl->i = fl->k;
+	if (fl->async)
+		cachetier__fill_next(slot);
+	else
+		sem_post(&fl->run_sem);
+}
+
+int cachetier__write_push(struct cachetier *ct, struct ct_wjob *j, struct ct_file *f, uint32_t c0,
+			  uint32_t *crc, int *werr, uint64_t off, const void *buf, size_t len)
+{
+	struct fill_buf *b = malloc(sizeof(*b) + len);
+
+	if (!b)
+		return -ENOMEM;
+	*b = (struct fill_buf){
+	    .job = j, .f = f, .c0 = c0, .crc = crc, .werr = werr, .off = off, .used = len};
+	memcpy(b->data, buf, len);
+	cachetier__wq_push(ct, b);
+	return 0;
+}
+
+void cachetier__write_wait(struct cachetier *ct, struct ct_wjob *j)
+{
+	struct fill_buf *b = calloc(1, sizeof(*b));
+
+	CT_OFF_LOOP();
+	if (!b) { /* no barrier to be had: wait for the queue to drain */
+		while (atomic_load(&ct->wq))
+			sched_yield();
+		return;
+	}
+	if (sem_init(&j->done, 0, 0) < 0) {
+		free(b);
+		return;
+	}
+	b->job = j;
+	cachetier__wq_push(ct, b);
+	while (sem_wait(&j->done) < 0 && errno == EINTR)
+		;
+	sem_destroy(&j->done);
+}
+
+/* The fill writer: a job's write (its units' CRC32C, then the bytes) or
+ * its barrier (every write pushed before it is done). */
+static void job_write(struct fill_buf *b)
+{
+	struct ct_file *f = b->f;
+
+	if (!b->used) {
+		sem_post(&b->job->done);
+	} else if (*b->werr == 0) {
+		for (size_t at = 0; at < b->used;) {
+			uint64_t o = b->off + at;
+			uint32_t u = (uint32_t)(o / f->unit_bytes) - b->c0;
+			uint64_t uend = cachetier__unit_off(f, b->c0 + u + 1);
+			size_t piece = (size_t)(uend - o < b->used - at ? uend - o : b->used - at);
+
+			b->crc[u] = disk_crc32c_update(b->crc[u], b->data + at, piece);
+			at += piece;
+		}
+		*b->werr = disk_pwrite_all(f->datafd, b->data, b->used, b->off);
+	}
+	free(b);
+}
+
+/* The fill writer's thread: takes what the sinks pushed, oldest first. */
+void *cachetier__writer_main(void *arg)
+{
+	struct cachetier *ct = arg;
+
+	for (;;) {
+		struct fill_buf *l, *fifo = NULL;
+
+		while (sem_wait(&ct->wsem) < 0 && errno == EINTR)
+			;
+		l = atomic_exchange_explicit(&ct->wq, NULL, memory_order_acquire);
+		if (!l && atomic_load(&ct->wstop))
+			break;
+		while (l) { /* newest first: reversed */
+			struct fill_buf *next = l->next;
+
+			l->next = fifo;
+			fifo = l;
+			l = next;
+		}
+		while (fifo) {
+			struct fill_buf *b = fifo;
+
+			fifo = b->next;
+			if (b->job)
+				job_write(b);
+			else if (b->end)
+				fill_run_end(ct, b->slot, b->err);
+			else
+				fill_write(ct, b);
+		}
+	}
+	return NULL;
+}
