@@ -20,8 +20,17 @@
 
 /* The ranks, outer first. Gaps leave room for the locks still to convert. */
 enum disk_lock_rank {
+	DISK_LOCK_NS_REFRESH = 10,   /* fs/core: the namespace's refresh_lock */
+	DISK_LOCK_LIDX = 20,	     /* fs/core: the loader index's lock (a document's build) */
+	DISK_LOCK_IMAGEFOLDER = 30,  /* fs/core: the imagefolder view's lock */
 	DISK_LOCK_PLAN_USE = 40,     /* fs/core: struct fs_plans' use_lock */
+	DISK_LOCK_SHARD = 50,	     /* fs/core: a shard's lock (its loading) */
+	DISK_LOCK_OBJ = 55,	     /* fs/core: an object's lock (raw, learning its info) */
 	DISK_LOCK_FETCH_STREAM = 90, /* fetch/: a stripe of the stream table (a leaf) */
+	DISK_LOCK_CTL = 92,	     /* fs/core: the control files' lock (a leaf) */
+	DISK_LOCK_IF_BUILD = 93,     /* fs/core: an imagefolder build's items (a leaf) */
+	DISK_LOCK_NOTIFY = 94,	     /* fs/core: the notifier's queue (then a thread's) */
+	DISK_LOCK_THREAD = 96,	     /* fs/core: a struct fs_thread's stop and wake (a leaf) */
 };
 
 struct disk_mutex {

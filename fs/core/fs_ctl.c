@@ -101,9 +101,9 @@ static void prefetch_progress(struct fs *fs, struct pf_progress *p)
 		if (!tag || !fs_obj_live(o))
 			continue;
 		size = fs_obj_size(o);
-		pthread_mutex_lock(&o->lock);
+		disk_mutex_lock(&o->lock);
 		raw = o->raw;
-		pthread_mutex_unlock(&o->lock);
+		disk_mutex_unlock(&o->lock);
 		if (raw) {
 			have = cachetier_obj_cached_bytes(raw);
 			pending = (uint64_t)cachetier_obj_prefetch_state(raw, &unfit);

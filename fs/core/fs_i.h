@@ -30,6 +30,7 @@
 #include "backend.h"
 #include "cachetier.h"
 #include "disk.h"
+#include "disk_lock.h"
 #include "fs_core.h"
 #include "fs_core_ctl.h"
 #include "fs_core_opt.h"
@@ -211,7 +212,7 @@ struct fs_obj {
 	int codec;		     /* -1: not a shard; else the enum cachetier_codec its
 				      * name suggests (the shard's bytes decide: fs_shard.codec) */
 	uint32_t shard;		     /* shard index when codec >= 0 */
-	pthread_mutex_t lock;	     /* protects raw; serialises learning info */
+	struct disk_mutex lock;	     /* DISK_LOCK_OBJ: protects raw; serialises learning info */
 	struct cachetier_obj *raw;   /* opened on first read, kept until unmount */
 	atomic_int prefetch;	     /* the id of the latest prefetch run that asked for it, 0:
 				      * none (progress in stats; fs_ctl_run) */
@@ -232,7 +233,7 @@ struct fs_obj {
 struct fs_shard {
 	uint32_t obj;			      /* the shard's object */
 	char *dirname;			      /* name of its member directory */
-	pthread_mutex_t lock;		      /* serialises loading */
+	struct disk_mutex lock;		      /* DISK_LOCK_SHARD: serialises loading */
 	struct shardidx *_Atomic ix;	      /* set once, then immutable; reads a mapping
 					       * of its cache file, unmapped at unmount
 					       * (fs_shards_release) */
@@ -314,10 +315,10 @@ struct fs_counters {
  * stops, joins and destroys them. */
 #define FS_THREAD_JOIN_S 10 /* fs_thread_stop waits at most this for the join */
 struct fs_thread {
-	const char *name;     /* for the log: "warm" */
-	const char *comm;     /* the thread's name (top -H, perf): "shardfs-warm" */
-	pthread_mutex_t lock; /* protects stop and wake */
-	pthread_cond_t cond;  /* stop or wake was set (CLOCK_MONOTONIC) */
+	const char *name;	/* for the log: "warm" */
+	const char *comm;	/* the thread's name (top -H, perf): "shardfs-warm" */
+	struct disk_mutex lock; /* DISK_LOCK_THREAD: protects stop and wake */
+	pthread_cond_t cond;	/* stop or wake was set (CLOCK_MONOTONIC) */
 	int stop, wake;
 	int run; /* started and not joined; the owner's thread only */
 	pthread_t thread;

@@ -47,13 +47,13 @@ struct if_batch {
 
 struct if_build {
 	struct fs *fs;
-	uint32_t nshards;      /* shards when the build started (a refresh may add) */
-	atomic_uint next;      /* next shard to take */
-	atomic_int err;	       /* -ENOMEM, -EIO, -ECANCELED, -ENOSPC, -ESTALE abort the build */
-	atomic_uint skipped;   /* shards left out (no index): the view is not saved */
-	pthread_mutex_t lock;  /* items, max_cls */
-	struct fs_sort *items; /* every sample, sorted by item_cmp */
-	uint64_t max_cls;      /* the largest cls_num */
+	uint32_t nshards;	/* shards when the build started (a refresh may add) */
+	atomic_uint next;	/* next shard to take */
+	atomic_int err;		/* -ENOMEM, -EIO, -ECANCELED, -ENOSPC, -ESTALE abort the build */
+	atomic_uint skipped;	/* shards left out (no index): the view is not saved */
+	struct disk_mutex lock; /* DISK_LOCK_IF_BUILD: items, max_cls */
+	struct fs_sort *items;	/* every sample, sorted by item_cmp */
+	uint64_t max_cls;	/* the largest cls_num */
 };
 
 #define IF_BATCH (1u << 20) /* a worker's batch of records */
@@ -155,7 +155,7 @@ static int batch_flush(struct if_build *b, struct if_batch *bt)
 {
 	int err = 0;
 
-	pthread_mutex_lock(&b->lock);
+	disk_mutex_lock(&b->lock);
 	for (size_t at = 0; err == 0 && at < bt->len;) {
 		uint32_t len = get32(bt->buf + at);
 
@@ -164,7 +164,7 @@ static int batch_flush(struct if_build *b, struct if_batch *bt)
 	}
 	if (bt->max_cls > b->max_cls)
 		b->max_cls = bt->max_cls;
-	pthread_mutex_unlock(&b->lock);
+	disk_mutex_unlock(&b->lock);
 	bt->len = 0;
 	return err;
 }
@@ -505,14 +505,14 @@ int fs__if_build(struct fs *fs, struct ifv_meta *want, struct fs_ifview **out)
 	double t0 = now_ms();
 	int err;
 
-	pthread_mutex_init(&b.lock, NULL);
+	disk_mutex_init(&b.lock, DISK_LOCK_IF_BUILD);
 	err = fs_sort_new(fs->ct, p.budget, item_cmp, &b.items);
 	if (err == 0)
 		err = if_collect(&b);
 	if (err == 0)
 		err = if_files(&p, &b);
 	fs_sort_free(b.items);
-	pthread_mutex_destroy(&b.lock);
+	disk_mutex_destroy(&b.lock);
 	if (err == 0)
 		err = if_count_files(&p);
 	fs->c.if_dup_dropped += p.dup;

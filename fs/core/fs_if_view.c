@@ -26,7 +26,8 @@
 
 /* The view's state (fs_if.h): fs->imagefolder, from fs_open to fs_close. */
 struct fs_imagefolder {
-	pthread_mutex_t lock;	       /* serialises building (fs_if_get) and fs_if_reset */
+	struct disk_mutex
+	    lock; /* DISK_LOCK_IMAGEFOLDER: serialises building (fs_if_get) and fs_if_reset */
 	struct fs_ifview *_Atomic ifv; /* built on first use, then immutable */
 	struct fs_ifview *retired;     /* views a refresh replaced; freed at unmount */
 };
@@ -38,7 +39,7 @@ int fs_if_new(struct fs_imagefolder **out)
 	*out = f;
 	if (!f)
 		return -ENOMEM;
-	pthread_mutex_init(&f->lock, NULL);
+	disk_mutex_init(&f->lock, DISK_LOCK_IMAGEFOLDER);
 	return 0;
 }
 
@@ -46,7 +47,7 @@ void fs_if_free(struct fs_imagefolder *f)
 {
 	if (!f)
 		return;
-	pthread_mutex_destroy(&f->lock);
+	disk_mutex_destroy(&f->lock);
 	free(f);
 }
 
@@ -81,7 +82,7 @@ static void view_changed(struct fs *fs, struct fs_ifview *p)
 	struct fs_imagefolder *f = fs->imagefolder;
 	struct fs_ifview *want = p;
 
-	pthread_mutex_lock(&f->lock);
+	disk_mutex_lock(&f->lock);
 	if (atomic_compare_exchange_strong(&f->ifv, &want, NULL)) {
 		p->retired_next = f->retired;
 		f->retired = p;
@@ -91,7 +92,7 @@ static void view_changed(struct fs *fs, struct fs_ifview *p)
 		       "under the mount (written, truncated or punched); it is dropped and built "
 		       "again");
 	}
-	pthread_mutex_unlock(&f->lock);
+	disk_mutex_unlock(&f->lock);
 }
 
 /* 0, or -ESTALE when the file view v is mapped from changed in place (v
@@ -119,7 +120,7 @@ int fs_if_get(struct fs *fs, const struct fs_ifview **v)
 	}
 
 	for (int round = 0; !p && round < IF_STALE_BUILDS; round++) {
-		pthread_mutex_lock(&f->lock);
+		disk_mutex_lock(&f->lock);
 		err = 0;
 		p = atomic_load_explicit(&f->ifv, memory_order_acquire);
 		if (!p) {
@@ -129,7 +130,7 @@ int fs_if_get(struct fs *fs, const struct fs_ifview **v)
 				gaps_log(fs, p);
 			}
 		}
-		pthread_mutex_unlock(&f->lock);
+		disk_mutex_unlock(&f->lock);
 		if (err != -ESTALE)
 			break;
 		/* outside the lock: a replacement resets the view under it */
@@ -159,7 +160,7 @@ void fs_if_reset(struct fs *fs)
 	struct fs_imagefolder *f = fs->imagefolder;
 	struct fs_ifview *v;
 
-	pthread_mutex_lock(&f->lock);
+	disk_mutex_lock(&f->lock);
 	v = atomic_exchange(&f->ifv, NULL);
 	if (v) {
 		/* a view whose file changed in place has no names left to tell
@@ -183,7 +184,7 @@ void fs_if_reset(struct fs *fs)
 		v->retired_next = f->retired;
 		f->retired = v;
 	}
-	pthread_mutex_unlock(&f->lock);
+	disk_mutex_unlock(&f->lock);
 }
 
 const char *fs_if_class(const struct fs_ifview *v, uint32_t c, uint32_t *first, uint32_t *n,

@@ -44,14 +44,14 @@ static void learn_apply(struct fs *fs, uint32_t obj, const struct backend_objinf
 
 	if (err != 0 && err != -ENOENT)
 		return; /* nothing learned: asked again at the next need */
-	pthread_mutex_lock(&o->lock);
+	disk_mutex_lock(&o->lock);
 	if (atomic_load_explicit(&o->known, memory_order_relaxed) != FS_INFO_LAZY) {
-		pthread_mutex_unlock(&o->lock);
+		disk_mutex_unlock(&o->lock);
 		return; /* another thread learned it first */
 	}
 	if (err == -ENOENT) {
 		atomic_store_explicit(&o->known, FS_INFO_MISSING, memory_order_release);
-		pthread_mutex_unlock(&o->lock);
+		disk_mutex_unlock(&o->lock);
 		fs->c.brace_missing++;
 		fs_log(FS_LOG_WARN,
 		       "%s: named by the pattern but not on the server: ENOENT, left "
@@ -65,7 +65,7 @@ static void learn_apply(struct fs *fs, uint32_t obj, const struct backend_objinf
 	memcpy(o->info.etag, info->etag, sizeof(o->info.etag));
 	o->info.etag[sizeof(o->info.etag) - 1] = '\0';
 	atomic_store_explicit(&o->known, FS_INFO_KNOWN, memory_order_release);
-	pthread_mutex_unlock(&o->lock);
+	disk_mutex_unlock(&o->lock);
 	fs->c.brace_learned++;
 	atomic_fetch_add(&fs->total_bytes, info->size);
 }

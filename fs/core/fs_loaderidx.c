@@ -74,7 +74,7 @@ struct fs_lidx_doc {
  * fs_close. Only the shards layout has them and the imagefolder view only
  * its own layout, so their build and the view's never run in one mount. */
 struct fs_lidx {
-	pthread_mutex_t lock;		 /* serialises building a document */
+	struct disk_mutex lock;		 /* DISK_LOCK_LIDX: serialises building a document */
 	struct fs_lidx_doc *_Atomic doc; /* the newest, immutable once published */
 };
 
@@ -85,7 +85,7 @@ int fs_lidx_new(struct fs_lidx **out)
 	*out = l;
 	if (!l)
 		return -ENOMEM;
-	pthread_mutex_init(&l->lock, NULL);
+	disk_mutex_init(&l->lock, DISK_LOCK_LIDX);
 	return 0;
 }
 
@@ -93,7 +93,7 @@ void fs_lidx_free(struct fs_lidx *l)
 {
 	if (!l)
 		return;
-	pthread_mutex_destroy(&l->lock);
+	disk_mutex_destroy(&l->lock);
 	free(l);
 }
 
@@ -571,7 +571,7 @@ static int lx_current(struct fs *fs, const struct fs_lidx_doc **out)
 		*out = d;
 		return 0;
 	}
-	pthread_mutex_lock(&l->lock);
+	disk_mutex_lock(&l->lock);
 	d = atomic_load_explicit(&l->doc, memory_order_acquire);
 	lx_key(fs, key);
 	if (!d || memcmp(d->key, key, sizeof(key)) != 0) {
@@ -583,7 +583,7 @@ static int lx_current(struct fs *fs, const struct fs_lidx_doc **out)
 			d = nd;
 		}
 	}
-	pthread_mutex_unlock(&l->lock);
+	disk_mutex_unlock(&l->lock);
 	*out = d;
 	return err;
 }

@@ -42,8 +42,8 @@ struct fs_notify {
 	/* set once at fs_notify_start, before the thread starts */
 	const struct fs_notify_ops *ops;
 	void *ctx;
-	pthread_mutex_t lock; /* protects head, tail, busy and open */
-	pthread_cond_t idle;  /* the queue drained, or the notifier stopped */
+	struct disk_mutex lock; /* DISK_LOCK_NOTIFY: protects head, tail, busy and open */
+	pthread_cond_t idle;	/* the queue drained, or the notifier stopped */
 	struct nq_item *head, **tail;
 	int busy;		 /* the thread is sending an item */
 	int open;		 /* items are taken: from fs_notify_start to fs_notify_stop */
@@ -57,7 +57,7 @@ int fs_notify_new(struct fs_notify **out)
 	*out = n;
 	if (!n)
 		return -ENOMEM;
-	pthread_mutex_init(&n->lock, NULL);
+	disk_mutex_init(&n->lock, DISK_LOCK_NOTIFY);
 	pthread_cond_init(&n->idle, NULL);
 	n->tail = &n->head;
 	fs_thread_init(&n->thread, "notifier", "shardfs-notify");
@@ -70,7 +70,7 @@ void fs_notify_free(struct fs_notify *n)
 		return;
 	fs_thread_destroy(&n->thread);
 	pthread_cond_destroy(&n->idle);
-	pthread_mutex_destroy(&n->lock);
+	disk_mutex_destroy(&n->lock);
 	free(n);
 }
 
@@ -85,9 +85,9 @@ static void nq_push(struct fs *fs, int kind, uint64_t ino, uint32_t cnt, const c
 	struct fs_notify *n = fs->notify;
 	struct nq_item *q;
 
-	pthread_mutex_lock(&n->lock);
+	disk_mutex_lock(&n->lock);
 	if (!n->open) { /* no session (shardfs index) or shutting down */
-		pthread_mutex_unlock(&n->lock);
+		disk_mutex_unlock(&n->lock);
 		return;
 	}
 	q = malloc(sizeof(*q) + len + 1);
@@ -102,7 +102,7 @@ static void nq_push(struct fs *fs, int kind, uint64_t ino, uint32_t cnt, const c
 		*n->tail = q;
 		n->tail = &q->next;
 	}
-	pthread_mutex_unlock(&n->lock);
+	disk_mutex_unlock(&n->lock);
 	if (q)
 		fs_thread_wake(&n->thread);
 }
@@ -129,12 +129,12 @@ void fs_notify_drain(struct fs *fs, double timeout_s)
 
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += (time_t)timeout_s;
-	pthread_mutex_lock(&n->lock);
+	disk_mutex_lock(&n->lock);
 	while (n->open && (n->head || n->busy)) {
-		if (pthread_cond_timedwait(&n->idle, &n->lock, &until) == ETIMEDOUT)
+		if (pthread_cond_timedwait(&n->idle, &n->lock.m, &until) == ETIMEDOUT)
 			break;
 	}
-	pthread_mutex_unlock(&n->lock);
+	disk_mutex_unlock(&n->lock);
 }
 
 static void nq_send(struct fs *fs, const struct nq_item *q)
@@ -169,26 +169,26 @@ static void *nq_thread(void *arg)
 	struct fs *fs = arg;
 	struct fs_notify *n = fs->notify;
 
-	pthread_mutex_lock(&n->lock);
+	disk_mutex_lock(&n->lock);
 	for (;;) {
 		struct nq_item *q = n->head;
 
 		if (!q) {
 			pthread_cond_broadcast(&n->idle);
-			pthread_mutex_unlock(&n->lock);
+			disk_mutex_unlock(&n->lock);
 			if (fs_thread_wait(&n->thread, 0))
 				return NULL;
-			pthread_mutex_lock(&n->lock);
+			disk_mutex_lock(&n->lock);
 			continue;
 		}
 		n->head = q->next;
 		if (!n->head)
 			n->tail = &n->head;
 		n->busy = 1;
-		pthread_mutex_unlock(&n->lock);
+		disk_mutex_unlock(&n->lock);
 		nq_send(fs, q);
 		free(q);
-		pthread_mutex_lock(&n->lock);
+		disk_mutex_lock(&n->lock);
 		n->busy = 0;
 	}
 }
@@ -200,14 +200,14 @@ int fs_notify_start(struct fs *fs, const struct fs_notify_ops *ops, void *ctx)
 
 	n->ops = ops;
 	n->ctx = ctx;
-	pthread_mutex_lock(&n->lock);
+	disk_mutex_lock(&n->lock);
 	n->open = 1;
-	pthread_mutex_unlock(&n->lock);
+	disk_mutex_unlock(&n->lock);
 	err = fs_thread_start(&n->thread, nq_thread, fs);
 	if (err < 0) {
-		pthread_mutex_lock(&n->lock);
+		disk_mutex_lock(&n->lock);
 		n->open = 0;
-		pthread_mutex_unlock(&n->lock);
+		disk_mutex_unlock(&n->lock);
 	}
 	return err;
 }
@@ -219,7 +219,7 @@ int fs_notify_stop(struct fs *fs)
 
 	if (!n) /* fs_open failed before making it */
 		return 0;
-	pthread_mutex_lock(&n->lock);
+	disk_mutex_lock(&n->lock);
 	n->open = 0;
 	while ((q = n->head) != NULL) {
 		n->head = q->next;
@@ -227,6 +227,6 @@ int fs_notify_stop(struct fs *fs)
 	}
 	n->tail = &n->head;
 	pthread_cond_broadcast(&n->idle);
-	pthread_mutex_unlock(&n->lock);
+	disk_mutex_unlock(&n->lock);
 	return fs_thread_stop(&n->thread);
 }

@@ -73,7 +73,7 @@ int fs_ns_new(struct fs_ns **out)
 	*out = ns;
 	if (!ns)
 		return -ENOMEM;
-	pthread_mutex_init(&ns->refresh_lock, NULL);
+	disk_mutex_init(&ns->refresh_lock, DISK_LOCK_NS_REFRESH);
 	/* readers may take it twice (readdirplus asks attributes of
 	 * directories while listing one): a waiting writer must not block
 	 * them */
@@ -89,7 +89,7 @@ void fs_ns_free(struct fs_ns *ns)
 	if (!ns)
 		return;
 	pthread_rwlock_destroy(&ns->ns_lock);
-	pthread_mutex_destroy(&ns->refresh_lock);
+	disk_mutex_destroy(&ns->refresh_lock);
 	free(ns);
 }
 
@@ -155,9 +155,9 @@ int fs_ns_build(struct fs *fs)
 		return err;
 	err = fs__ns_list(fs, &l, 1);
 	if (err == 0) {
-		pthread_mutex_lock(&fs->ns->refresh_lock);
+		disk_mutex_lock(&fs->ns->refresh_lock);
 		err = fs__ns_apply(fs, &l, 1);
-		pthread_mutex_unlock(&fs->ns->refresh_lock);
+		disk_mutex_unlock(&fs->ns->refresh_lock);
 	}
 	fs__ns_listing_free(&l);
 	return err;
@@ -169,7 +169,7 @@ int fs_ns_refresh(struct fs *fs)
 	int err;
 
 	/* one refresh at a time: a second one waits and lists again */
-	pthread_mutex_lock(&fs->ns->refresh_lock);
+	disk_mutex_lock(&fs->ns->refresh_lock);
 	err = fs__ns_list(fs, &l, 0);
 	if (err == 0) {
 		err = fs__ns_apply(fs, &l, 0);
@@ -179,7 +179,7 @@ int fs_ns_refresh(struct fs *fs)
 		fs_log(FS_LOG_WARN, "refresh of %s failed: %s; the mount shows what it showed",
 		       backend_describe(fs->be), strerror(-err));
 	}
-	pthread_mutex_unlock(&fs->ns->refresh_lock);
+	disk_mutex_unlock(&fs->ns->refresh_lock);
 	fs__ns_listing_free(&l);
 	return err;
 }
@@ -195,11 +195,11 @@ void fs_ns_clear(struct fs *fs)
 	free(fs->dirs);
 	for (uint32_t i = 0; i < nshards; i++) {
 		free(fs_shard(fs, i)->dirname);
-		pthread_mutex_destroy(&fs_shard(fs, i)->lock);
+		disk_mutex_destroy(&fs_shard(fs, i)->lock);
 	}
 	for (uint32_t i = 0; i < nobjs; i++) {
 		free(fs_obj(fs, i)->key);
-		pthread_mutex_destroy(&fs_obj(fs, i)->lock);
+		disk_mutex_destroy(&fs_obj(fs, i)->lock);
 	}
 	for (uint32_t b = 0; fs->objs && b < FS_NBLOCKS; b++) {
 		free(fs->objs[b]);

@@ -58,7 +58,7 @@ int fs__ns_obj_append(struct fs *fs, const struct lent *e, uint32_t n, uint32_t 
 	o->base = o->base ? o->base + 1 : o->key;
 	o->codec = -1;
 	atomic_init(&o->known, e->info.name_only ? FS_INFO_LAZY : FS_INFO_KNOWN);
-	pthread_mutex_init(&o->lock, NULL);
+	disk_mutex_init(&o->lock, DISK_LOCK_OBJ);
 	*idx = n;
 	return 0;
 }
@@ -86,7 +86,7 @@ int fs__ns_shard_append(struct fs *fs, uint32_t obj, uint32_t n)
 	s->dirname = strndup(o->base, dl);
 	if (!s->dirname)
 		return -ENOMEM;
-	pthread_mutex_init(&s->lock, NULL);
+	disk_mutex_init(&s->lock, DISK_LOCK_SHARD);
 	o->shard = n;
 	return 1;
 }

@@ -11,12 +11,13 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "disk_lock.h"
 #include "fs_view.h"
 
 /* The namespace's locks (fs_ns.h; lock order there): fs->ns, from fs_open
  * to fs_close. */
 struct fs_ns {
-	pthread_mutex_t refresh_lock;
+	struct disk_mutex refresh_lock; /* DISK_LOCK_NS_REFRESH */
 	/* Objects a lookup dropped (removed) since the last refresh
 	 * (fs_ns_replace): the next refresh counts them, as it would have had
 	 * they still been named (replaced ones: changed_since_refresh). Under

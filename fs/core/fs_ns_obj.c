@@ -90,14 +90,14 @@ int fs_ns_replace(struct fs *fs, uint32_t obj)
 	int64_t oi, si;
 	int err, listed, gone;
 
-	pthread_mutex_lock(&fs->ns->refresh_lock);
+	disk_mutex_lock(&fs->ns->refresh_lock);
 	fs_ns_rdlock(fs);
 	listed =
 	    fs__ns_dir_entry_of(&fs->dirs[o->dir], o->base, FS_K_OBJ, obj) >= 0 ||
 	    (sdname && fs__ns_dir_entry_of(&fs->dirs[o->dir], sdname, FS_K_SHARD, o->shard) >= 0);
 	fs_ns_unlock(fs);
 	if (!listed) { /* replaced or removed already: look again */
-		pthread_mutex_unlock(&fs->ns->refresh_lock);
+		disk_mutex_unlock(&fs->ns->refresh_lock);
 		return 0;
 	}
 	err = backend_stat(fs->be, o->key, &info);
@@ -187,6 +187,6 @@ int fs_ns_replace(struct fs *fs, uint32_t obj)
 		fs_layout_of(fs)->shards_changed(fs);
 	err = 0;
 out:
-	pthread_mutex_unlock(&fs->ns->refresh_lock);
+	disk_mutex_unlock(&fs->ns->refresh_lock);
 	return err;
 }

@@ -122,9 +122,9 @@ static struct cachetier_obj *use_raw(struct fs *fs, uint32_t obj)
 	struct fs_obj *o = fs_obj(fs, obj);
 	struct cachetier_obj *raw;
 
-	pthread_mutex_lock(&o->lock);
+	disk_mutex_lock(&o->lock);
 	raw = o->raw;
-	pthread_mutex_unlock(&o->lock);
+	disk_mutex_unlock(&o->lock);
 	return raw;
 }
 

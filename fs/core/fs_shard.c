@@ -764,11 +764,11 @@ int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
 		err = atomic_load_explicit(&s->err, memory_order_acquire);
 		if (err < 0)
 			return err;
-		pthread_mutex_lock(&s->lock);
+		disk_mutex_lock(&s->lock);
 		err = atomic_load_explicit(&s->err, memory_order_acquire);
 		if (err == 0 && !atomic_load_explicit(&s->ix, memory_order_acquire))
 			err = shard_load(fs, s);
-		pthread_mutex_unlock(&s->lock);
+		disk_mutex_unlock(&s->lock);
 		if (err < 0)
 			return err;
 		*ix = atomic_load_explicit(&s->ix, memory_order_acquire);
@@ -793,11 +793,11 @@ int fs_obj_raw(struct fs *fs, uint32_t obj, struct cachetier_obj **raw)
 			fs_log(FS_LOG_ERR, "%s: cannot open: %s", o->key, strerror(-err));
 		return err;
 	}
-	pthread_mutex_lock(&o->lock);
+	disk_mutex_lock(&o->lock);
 	if (!o->raw)
 		err = cachetier_obj_open(fs->ct, &o->info, CACHETIER_RAW, &o->raw);
 	*raw = o->raw;
-	pthread_mutex_unlock(&o->lock);
+	disk_mutex_unlock(&o->lock);
 	if (err < 0)
 		fs_log(FS_LOG_ERR, "%s: cannot open: %s", o->key, strerror(-err));
 	return err;

@@ -29,7 +29,7 @@ void fs_thread_init(struct fs_thread *t, const char *name, const char *comm)
 	memset(t, 0, sizeof(*t));
 	t->name = name;
 	t->comm = comm;
-	pthread_mutex_init(&t->lock, NULL);
+	disk_mutex_init(&t->lock, DISK_LOCK_THREAD);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&t->cond, &ca);
@@ -51,27 +51,27 @@ int fs_thread_start(struct fs_thread *t, void *(*fn)(void *), void *arg)
 
 void fs_thread_wake(struct fs_thread *t)
 {
-	pthread_mutex_lock(&t->lock);
+	disk_mutex_lock(&t->lock);
 	t->wake = 1;
 	pthread_cond_broadcast(&t->cond);
-	pthread_mutex_unlock(&t->lock);
+	disk_mutex_unlock(&t->lock);
 }
 
 void fs_thread_cancel(struct fs_thread *t)
 {
-	pthread_mutex_lock(&t->lock);
+	disk_mutex_lock(&t->lock);
 	t->stop = 1;
 	pthread_cond_broadcast(&t->cond);
-	pthread_mutex_unlock(&t->lock);
+	disk_mutex_unlock(&t->lock);
 }
 
 int fs_thread_stopping(struct fs_thread *t)
 {
 	int stop;
 
-	pthread_mutex_lock(&t->lock);
+	disk_mutex_lock(&t->lock);
 	stop = t->stop;
-	pthread_mutex_unlock(&t->lock);
+	disk_mutex_unlock(&t->lock);
 	return stop;
 }
 
@@ -87,16 +87,16 @@ int fs_thread_wait(struct fs_thread *t, long timeout_ns)
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000L;
 	}
-	pthread_mutex_lock(&t->lock);
+	disk_mutex_lock(&t->lock);
 	while (!t->wake && !t->stop) {
 		if (timeout_ns <= 0)
-			pthread_cond_wait(&t->cond, &t->lock);
-		else if (pthread_cond_timedwait(&t->cond, &t->lock, &ts) == ETIMEDOUT)
+			pthread_cond_wait(&t->cond, &t->lock.m);
+		else if (pthread_cond_timedwait(&t->cond, &t->lock.m, &ts) == ETIMEDOUT)
 			break;
 	}
 	t->wake = 0;
 	stop = t->stop;
-	pthread_mutex_unlock(&t->lock);
+	disk_mutex_unlock(&t->lock);
 	return stop;
 }
 
@@ -125,5 +125,5 @@ void fs_thread_destroy(struct fs_thread *t)
 	if (t->run)
 		return; /* still running (fs_thread_stop said so): keep its lock */
 	pthread_cond_destroy(&t->cond);
-	pthread_mutex_destroy(&t->lock);
+	disk_mutex_destroy(&t->lock);
 }

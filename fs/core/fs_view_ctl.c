@@ -33,7 +33,7 @@ struct ctl_snap {
 
 /* The control files' state (fs_ctl.h): fs->ctl, from fs_open to fs_close. */
 struct fs_ctl_state {
-	pthread_mutex_t lock; /* protects everything below; held for no I/O */
+	struct disk_mutex lock; /* DISK_LOCK_CTL: protects everything below; held for no I/O */
 	struct ctl_snap snaps[CTL_SNAPS];
 	uint64_t gen;
 	/* Without OPEN requests (zero-cost opens) a control file is read through
@@ -54,7 +54,7 @@ int fs_ctl_new(struct fs_ctl_state **out)
 	*out = c;
 	if (!c)
 		return -ENOMEM;
-	pthread_mutex_init(&c->lock, NULL);
+	disk_mutex_init(&c->lock, DISK_LOCK_CTL);
 	return 0;
 }
 
@@ -62,7 +62,7 @@ void fs_ctl_free(struct fs_ctl_state *c)
 {
 	if (!c)
 		return;
-	pthread_mutex_destroy(&c->lock);
+	disk_mutex_destroy(&c->lock);
 	free(c);
 }
 
@@ -71,14 +71,14 @@ int fs_ctl_run_of(struct fs *fs, pid_t pid, int start)
 	struct fs_ctl_state *c = fs->ctl;
 	int run;
 
-	pthread_mutex_lock(&c->lock);
+	disk_mutex_lock(&c->lock);
 	if (start || c->run == 0 || c->run_pid != pid) {
 		c->run = c->run == INT_MAX ? 1 : c->run + 1;
 		c->run_pid = pid;
 		c->run_before = 0;
 	}
 	run = c->run;
-	pthread_mutex_unlock(&c->lock);
+	disk_mutex_unlock(&c->lock);
 	return run;
 }
 
@@ -86,10 +86,10 @@ void fs_ctl_run_cached(struct fs *fs, int run, uint64_t cached)
 {
 	struct fs_ctl_state *c = fs->ctl;
 
-	pthread_mutex_lock(&c->lock);
+	disk_mutex_lock(&c->lock);
 	if (c->run == run)
 		c->run_before += cached;
-	pthread_mutex_unlock(&c->lock);
+	disk_mutex_unlock(&c->lock);
 }
 
 int fs_ctl_run(struct fs *fs, uint64_t *before)
@@ -97,10 +97,10 @@ int fs_ctl_run(struct fs *fs, uint64_t *before)
 	struct fs_ctl_state *c = fs->ctl;
 	int run;
 
-	pthread_mutex_lock(&c->lock);
+	disk_mutex_lock(&c->lock);
 	run = c->run;
 	*before = c->run_before;
-	pthread_mutex_unlock(&c->lock);
+	disk_mutex_unlock(&c->lock);
 	return run;
 }
 
@@ -118,10 +118,10 @@ static int ctl_snap_attr(struct fs *fs, uint64_t ino, enum fs_ctl which, struct 
 	if (err < 0)
 		return err;
 	clock_gettime(CLOCK_REALTIME, &now);
-	pthread_mutex_lock(&c->lock);
+	disk_mutex_lock(&c->lock);
 	free(cur->buf);
 	*cur = (struct ctl_snap){++c->gen, buf, len};
-	pthread_mutex_unlock(&c->lock);
+	disk_mutex_unlock(&c->lock);
 	fs_attr_file(fs, st, ino, S_IFREG | 0444, len, now.tv_sec);
 	st->st_mtim = st->st_ctim = now;
 	return 0;
@@ -192,12 +192,12 @@ static int ctl_open(struct fs *fs, uint64_t ino, int flags, struct fs_open *o)
 	err = fs_ctl_render(fs, (enum fs_ctl)fs_ino_a(ino), &buf, &len);
 	if (err < 0)
 		return err;
-	pthread_mutex_lock(&c->lock);
+	disk_mutex_lock(&c->lock);
 	o->fh = ++c->gen;
 	slot = &c->snaps[o->fh % CTL_SNAPS];
 	free(slot->buf); /* a snapshot 1024 opens old: its reader is gone */
 	*slot = (struct ctl_snap){o->fh, buf, len};
-	pthread_mutex_unlock(&c->lock);
+	disk_mutex_unlock(&c->lock);
 	o->direct_io = 1;
 	return 0;
 }
@@ -210,12 +210,12 @@ static void ctl_release(struct fs *fs, uint64_t ino, uint64_t fh)
 	(void)ino;
 	if (!fh)
 		return;
-	pthread_mutex_lock(&c->lock);
+	disk_mutex_lock(&c->lock);
 	if (slot->gen == fh) {
 		free(slot->buf);
 		*slot = (struct ctl_snap){0, NULL, 0};
 	}
-	pthread_mutex_unlock(&c->lock);
+	disk_mutex_unlock(&c->lock);
 }
 
 /* The open's own snapshot (fh), or without an open the current one; copied. */
@@ -230,7 +230,7 @@ static int ctl_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size
 	if (a != FS_CTL_STATS && a != FS_CTL_METRICS && a != FS_CTL_PLANS)
 		return -EISDIR;
 	slot = fh ? &c->snaps[fh % CTL_SNAPS] : &c->cur[a];
-	pthread_mutex_lock(&c->lock);
+	disk_mutex_lock(&c->lock);
 	if (fh && slot->gen != fh) {
 		/* released already: a late async read nobody waits for */
 		err = -EIO;
@@ -250,7 +250,7 @@ static int ctl_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size
 		r->len = size;
 	}
 out:
-	pthread_mutex_unlock(&c->lock);
+	disk_mutex_unlock(&c->lock);
 	return err;
 }
 

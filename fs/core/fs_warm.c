@@ -97,9 +97,9 @@ static void warm_scan(struct fs *fs, struct fs_warm_progress *p, int *running)
 		if (!atomic_load(&o->warm) || !fs_obj_live(o))
 			continue;
 		p->wanted += fs_obj_size(o);
-		pthread_mutex_lock(&o->lock);
+		disk_mutex_lock(&o->lock);
 		raw = o->raw;
-		pthread_mutex_unlock(&o->lock);
+		disk_mutex_unlock(&o->lock);
 		if (!raw)
 			continue; /* not handed over yet */
 		p->done += cachetier_obj_cached_bytes(raw);
