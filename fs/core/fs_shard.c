@@ -602,24 +602,43 @@ static void index_sweep(struct fs *fs, const struct fs_obj *o, const char *famil
 		       o->key, strerror(-err));
 }
 
+/* Tries of a save whose blob was changed between its put and its mapping
+ * (a file cut or written in place in that moment): after them the heap copy
+ * is served and the damaged file is built again by a later mount. */
+#define SHARD_SAVE_TRIES 3
+
 /* Save the index built from the shard in the cache directory, then read
  * it from there in place: the heap copy the build made is freed. When
- * either fails, *ix stays the heap copy. */
+ * either fails, *ix stays the heap copy. A blob found damaged when mapped
+ * right after its put (changed in place in between) is put again, at most
+ * SHARD_SAVE_TRIES times, so that what the cache directory holds does not
+ * stay damaged while the mount serves the heap copy. */
 static void shard_save(struct fs *fs, const struct fs_obj *o, const char *name, const char *ident,
 		       size_t identlen, struct shardidx **ix, int *mapped)
 {
 	char family[4096 + 32];
 	struct shardidx *mix;
 	size_t len;
-	void *buf;
+	void *buf = NULL;
 	int err = index_family(o, family, sizeof(family));
 
 	if (err == 0)
 		err = shardidx_save(*ix, ident, identlen, &buf, &len);
-	if (err == 0) {
+	for (int t = 0; err == 0 && t < SHARD_SAVE_TRIES; t++) {
 		err = cachetier_meta_put_in(fs->ct, family, name, buf, len);
-		free(buf);
+		if (err < 0)
+			break;
+		index_sweep(fs, o, family, name);
+		err = index_cached(fs, family, name, ident, identlen, &mix, mapped);
+		if (err == 0) {
+			free(buf);
+			shardidx_free(*ix);
+			*ix = mix;
+			return;
+		}
+		err = 0; /* unusable as mapped (changed in place, swept): put again */
 	}
+	free(buf);
 	if (err == -ENOSPC || err == -EDQUOT) {
 		/* a full cache disk: the index is served from the heap; one line
 		 * for the mount, however many shards meet it */
@@ -634,12 +653,6 @@ static void shard_save(struct fs *fs, const struct fs_obj *o, const char *name, 
 	if (err < 0) {
 		fs->c.index_save_errors++;
 		fs_log(FS_LOG_WARN, "shard %s: index not saved: %s", o->key, strerror(-err));
-		return;
-	}
-	index_sweep(fs, o, family, name);
-	if (index_cached(fs, family, name, ident, identlen, &mix, mapped) == 0) {
-		shardidx_free(*ix);
-		*ix = mix;
 	}
 }
 
