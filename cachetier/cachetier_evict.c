@@ -63,7 +63,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -653,28 +652,6 @@ int cachetier__make_room_near(struct cachetier *ct, uint64_t len, int spare_ahea
 	return 0;
 }
 
-int cachetier__pid_gone(pid_t pid)
-{
-	char path[32], buf[512], *rp;
-	ssize_t n;
-	int fd;
-
-	if (kill(pid, 0) < 0)
-		return errno == ESRCH;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	/* "PID (COMM) STATE ...": COMM may hold ')' */
-	rp = strrchr(buf, ')');
-	return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
-}
-
 int cachetier__tmp_drop(int dirfd, const char *name)
 {
 	char *end;
@@ -684,7 +661,7 @@ int cachetier__tmp_drop(int dirfd, const char *name)
 	pid = strtol(name + 5, &end, 10);
 	if (errno || end == name + 5 || *end != '.' || pid <= 0 || pid > INT_MAX)
 		return 0;
-	return pid != getpid() && cachetier__pid_gone((pid_t)pid) && unlinkat(dirfd, name, 0) == 0;
+	return pid != getpid() && disk_pid_gone((pid_t)pid) && unlinkat(dirfd, name, 0) == 0;
 }
 
 int cachetier__is_hash(const char *s, size_t n)

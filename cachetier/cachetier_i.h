@@ -516,7 +516,6 @@ void cachetier__hash_hex(const void *data, size_t len, char out[17]);
 
 /* Has process pid exited? A zombie has: in a container whose init does
  * not reap, a killed daemon stays one for good. cachetier_evict.c. */
-int cachetier__pid_gone(pid_t pid);
 
 /* Read all of dirfd/name (a regular file of min..max bytes, else
  * -EBADMSG) into a malloc'ed *buf. cachetier_meta.c. */

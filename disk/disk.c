@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -161,4 +162,28 @@ int disk_blob_check(const void *buf, size_t len, const char magic[8], uint32_t v
 	if (disk_le64_get(b + 16) != disk_fnv64(b + DISK_BLOB_HDR, len - DISK_BLOB_HDR))
 		return -EBADMSG;
 	return 0;
+}
+
+int disk_pid_gone(pid_t pid)
+{
+	char path[32], buf[512], *rp;
+	ssize_t n;
+	int fd;
+
+	if (pid <= 0)
+		return 0;
+	if (kill(pid, 0) < 0 && errno == ESRCH)
+		return 1;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* "PID (COMM) STATE ...": COMM may hold ')' */
+	rp = strrchr(buf, ')');
+	return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
 }

@@ -181,6 +181,11 @@ int disk_commit(int dirfd, int fd, const char *tmp, const char *name);
 /* disk_tmp_open + disk_write_all + disk_commit of buf as dirfd/name. */
 int disk_write_atomic(int dirfd, const char *name, const void *buf, size_t len, mode_t mode);
 
+/* Has process pid ended (no such process, or a zombie)? 1 or 0; 0 for pid <= 0. What a
+ * file named after its writer's pid (temp files .tmp.PID.N, per-process state) and a plan
+ * named pid-PID are reaped by. */
+int disk_pid_gone(pid_t pid);
+
 /* ---- the envelope of a metadata blob -----------------------------------
  * A small format that has nothing else to put in its header starts with
  * DISK_BLOB_HDR bytes: 8 magic, u32 version, u32 for the format's own use

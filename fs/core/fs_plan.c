@@ -16,13 +16,13 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "disk.h"
 #include "fs_plan_i.h"
 
 static void plan_changed(struct fs *fs);
@@ -684,30 +684,6 @@ void fs_plan_totals(struct fs *fs, struct fs_plan_totals *t)
 	}
 }
 
-/* Has process pid ended (gone, or a zombie)? */
-static int pid_ended(pid_t pid)
-{
-	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
-
-	if (pid <= 0)
-		return 0;
-	if (kill(pid, 0) < 0 && errno == ESRCH)
-		return 1;
-	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	p = strrchr(buf, ')'); /* "pid (comm) S ..." */
-	return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
-}
-
 /* A plan named "pid-PID" (the daemon's name for one published without a
  * name, and the Python module's) is that process's (or thread's): once it
  * has ended nobody reads along the plan any more, and it would stay listed
@@ -730,7 +706,7 @@ static void plans_drop_exited(struct fs *fs)
 			continue;
 		errno = 0;
 		who = strtol(p->name + 4, &end, 10);
-		if (errno || *end || who > INT_MAX || !pid_ended((pid_t)who))
+		if (errno || *end || who > INT_MAX || !disk_pid_gone((pid_t)who))
 			continue;
 		snprintf(gone[n], sizeof(gone[n]), "%s", p->name);
 		pids[n++] = (pid_t)who;

@@ -314,9 +314,39 @@ static void test_lock_order(void)
 #endif
 }
 
+/* disk_pid_gone: this process and a live child are not gone; a zombie child, a reaped one
+ * and no process (pid <= 0: none asked) as the contract says. */
+static void test_pid_gone(void)
+{
+	int fds[2], status;
+	char c;
+	pid_t pid;
+
+	CHECK(disk_pid_gone(getpid()) == 0, "%s", "this process is not gone");
+	CHECK(disk_pid_gone(0) == 0 && disk_pid_gone(-1) == 0, "%s", "pid <= 0: 0");
+	EXPECT(pipe(fds) == 0);
+	pid = fork();
+	if (pid == 0) {
+		close(fds[1]);
+		(void)!read(fds[0], &c, 1); /* until the parent closes its end */
+		_exit(0);
+	}
+	close(fds[0]);
+	CHECK(pid > 0 && disk_pid_gone(pid) == 0, "live child %d: not gone", (int)pid);
+	close(fds[1]); /* the child ends: a zombie until it is waited for */
+	{
+		siginfo_t si; /* its exit, leaving it a zombie (WNOWAIT) */
+		CHECK(waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) == 0, "%s", "child ended");
+	}
+	CHECK(disk_pid_gone(pid) == 1, "zombie child %d: gone", (int)pid);
+	CHECK(waitpid(pid, &status, 0) == pid, "%s", "waited for");
+	CHECK(disk_pid_gone(pid) == 1, "reaped child %d: gone", (int)pid);
+}
+
 int main(void)
 {
 	test_lock_order();
+	test_pid_gone();
 	test_fnv_le();
 	test_bsearch();
 	test_crc32c();
