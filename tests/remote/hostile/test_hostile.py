@@ -269,19 +269,23 @@ def t_range(env, ck):
                 t = time.monotonic()
                 # range200: the 200 answer starts at offset 0, which is where the first chunk
                 # (1 MiB, the whole tar) starts: its bytes are right and are used; range206:
-                # a body longer than its Content-Range is refused: EIO
+                # a body longer than its Content-Range fails its request (EIO), but the range's
+                # units land (and are readable) as they arrive: those the writer published
+                # before the excess showed are served, exact; what came past the range never
+                # is (docs/faults.md: cut, or EIO)
                 for name, data in members:
                     r = read_member(os.path.join(m.mnt, 'shard', name))
-                    ck.eq('%s: %s' % (mode, name), r if r[0] == 'err' else ('ok', len(r[1])),
-                          ('ok', len(data)) if mode == 'range200' else ('err', errno.EIO))
+                    ck.ok(r == ('ok', data) if mode == 'range200' else
+                          r in (('ok', data), ('err', errno.EIO)),
+                          '%s: %s: %r' % (mode, name, r if r[0] == 'err' else len(r[1])))
                     if r[0] == 'ok':
                         ck.eq('%s: %s bytes' % (mode, name), r[1], data)
                     log('%s: %s -> %s' % (mode, name, r[0] if r[0] == 'ok' else r))
-                # the raw shard: a read past the tar, inside the first chunk: the zeros served
-                # (range200), EIO (range206)
+                # the raw shard: a read past the tar, inside the first chunk: the zeros the
+                # server declares there (the object is TB bytes long), or EIO (range206)
                 r = read_member(os.path.join(m.mnt, 'shard.tar'), None, len(tar), 4096)
-                ck.eq('%s: raw read after the tar' % mode, r,
-                      ('ok', bytes(4096)) if mode == 'range200' else ('err', errno.EIO))
+                ck.ok(r == ('ok', bytes(4096)) or (mode == 'range206' and r == ('err', errno.EIO)),
+                      '%s: raw read after the tar: %r' % (mode, r if r[0] == 'err' else r[1][:8]))
                 after = peak_rss(pid)
                 log('%s: VmRSS before %.1f MiB, peak after %.1f MiB (+%.1f MiB), reads %.2fs' % (
                     mode, before / 2**20, after / 2**20, (after - before) / 2**20,
