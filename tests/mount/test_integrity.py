@@ -854,7 +854,23 @@ RACE_SHARDS, RACE_MEMBERS, RACE_CHANGES, RACE_EVERY = 8, 2000, 200, 40
 
 def hold_inotify_instances():
     """Open inotify instances until the user's limit (fs.inotify.max_user_instances) refuses
-    one; their fds (close them to give them back)."""
+    one, and go on taking those that come free until none has for 0.5 s (a daemon that just
+    ended gives its instance back only once the kernel has reaped its watches, which it
+    defers); their fds (close them to give them back)."""
+    fds = take_inotify_instances()
+    quiet = time.monotonic() + 0.5
+    stop = time.monotonic() + 10
+    while time.monotonic() < min(quiet, stop):
+        time.sleep(0.02)
+        more = take_inotify_instances()
+        if more:
+            fds += more
+            quiet = time.monotonic() + 0.5
+    return fds
+
+
+def take_inotify_instances():
+    """Open inotify instances until the user's limit refuses one; their fds."""
     libc = ctypes.CDLL(None, use_errno=True)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
