@@ -36,6 +36,23 @@ void cachetier__wq_push(struct cachetier *ct, struct fill_buf *b)
  * the run's later bytes are dropped (fill_run_end fails the run). */
 static void fill_publish(struct cachetier *ct, struct ct_slot *slot, struct ct_fill *fl);
 
+/* b's bytes into f's data file at b->off: each unit's CRC32C as they pass
+ * (crc[u] for unit c0 + u, while the bytes are in the CPU's cache), then
+ * one pwrite. 0 or -errno. A fill's and a batch job's writes alike. */
+static int write_units(struct ct_file *f, uint32_t c0, uint32_t *crc, const struct fill_buf *b)
+{
+	for (size_t at = 0; at < b->used;) {
+		uint64_t o = b->off + at;
+		uint32_t u = (uint32_t)(o / f->unit_bytes) - c0;
+		uint64_t uend = cachetier__unit_off(f, c0 + u + 1);
+		size_t piece = (size_t)(uend - o < b->used - at ? uend - o : b->used - at);
+
+		crc[u] = disk_crc32c_update(crc[u], b->data + at, piece);
+		at += piece;
+	}
+	return disk_pwrite_all(f->datafd, b->data, b->used, b->off);
+}
+
 static void fill_write(struct cachetier *ct, struct fill_buf *b)
 {
 	struct ct_slot *slot = b->slot;
@@ -44,16 +61,7 @@ static void fill_write(struct cachetier *ct, struct fill_buf *b)
 
 	CT_OFF_LOOP();
 	if (fl->werr == 0) {
-		for (size_t at = 0; at < b->used;) {
-			uint64_t o = b->off + at;
-			uint32_t u = (uint32_t)(o / f->unit_bytes) - slot->c;
-			uint64_t uend = cachetier__unit_off(f, slot->c + u + 1);
-			size_t piece = (size_t)(uend - o < b->used - at ? uend - o : b->used - at);
-
-			fl->crc[u] = disk_crc32c_update(fl->crc[u], b->data + at, piece);
-			at += piece;
-		}
-		fl->werr = disk_pwrite_all(f->datafd, b->data, b->used, b->off);
+		fl->werr = write_units(f, slot->c, fl->crc, b);
 		if (fl->werr == 0)
 			fl->wnext = b->off + b->used;
 	}
@@ -180,16 +188,7 @@ static void job_write(struct fill_buf *b)
 	if (!b->used) {
 		sem_post(&b->job->done);
 	} else if (*b->werr == 0) {
-		for (size_t at = 0; at < b->used;) {
-			uint64_t o = b->off + at;
-			uint32_t u = (uint32_t)(o / f->unit_bytes) - b->c0;
-			uint64_t uend = cachetier__unit_off(f, b->c0 + u + 1);
-			size_t piece = (size_t)(uend - o < b->used - at ? uend - o : b->used - at);
-
-			b->crc[u] = disk_crc32c_update(b->crc[u], b->data + at, piece);
-			at += piece;
-		}
-		*b->werr = disk_pwrite_all(f->datafd, b->data, b->used, b->off);
+		*b->werr = write_units(f, b->c0, b->crc, b);
 	}
 	free(b);
 }
