@@ -27,6 +27,7 @@
 #ifndef FETCH_H
 #define FETCH_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -150,5 +151,83 @@ void fetch_plan_lookahead(const struct fetch_plan_sizing *in, struct fetch_plan_
  * queued), each path costing about its bytes and a unit. 0 when sample is. */
 uint64_t fetch_plan_held(uint64_t unread, uint64_t sample, uint64_t la, uint64_t handed,
 			 uint32_t unit);
+
+/* ---- fetch_planner.c: fetching ahead along reading plans ------------------
+ * The plans are the core's (fs/core/fs_plan.c); the planner decides what of
+ * them is fetched and when: from each plan's position on, its extents not
+ * read yet, in plan order, up to its lookahead (fetch_plan_lookahead),
+ * grouped into spans across small gaps or (ais://) into GetBatch windows,
+ * handed to the store. Whole rule: fetch_planner.c's opening comment. */
+#define FETCH_PLANS_MAX 64 /* plans looked at in one pass (the core's FS_PLAN_MAX) */
+enum fetch_plan_flag {
+	/* the extent is a compressed shard's whole raw object: fetched whole */
+	FETCH_PLAN_DECODED = 1,
+	/* its first piece also fetches the 512-byte tar header before off */
+	FETCH_PLAN_HEADER = 4,
+};
+/* One planned path: bytes [off, off + len) of the core's object obj. */
+struct fetch_plan_extent {
+	uint32_t obj;	/* the core's object number (fetch_plans_src.raw) */
+	uint32_t flags; /* enum fetch_plan_flag (other bits ignored) */
+	uint64_t off, len;
+};
+/* What the planner needs of a plan. */
+struct fetch_plan_info {
+	uint32_t paths;	   /* extents, in reading order */
+	uint32_t read;	   /* extents marked read */
+	uint32_t position; /* 1 + index of the furthest extent read (0: none read) */
+	uint64_t bytes;	   /* sum of the extents' len */
+};
+/* The core's plans, as the planner sees them (a plan is an opaque pointer;
+ * every function but list and raw takes one; called on the planner's
+ * thread with no lock of the planner held). */
+struct fetch_plans_src {
+	void *ctx;
+	/* the plans now, each referenced (put each): how many, at most max */
+	size_t (*list)(void *ctx, void **out, size_t max);
+	void (*put)(void *plan);
+	void (*info)(const void *plan, struct fetch_plan_info *in);
+	/* extents from index *from on not marked read, in plan order, at most
+	 * max into out with their indexes in idx; *from moves past the last
+	 * looked at (the extent count at the end) */
+	uint32_t (*ahead)(const void *plan, uint32_t *from, struct fetch_plan_extent *out,
+			  uint32_t *idx, uint32_t max);
+	uint64_t (*bytes_before)(const void *plan, uint32_t i); /* bytes of extents before i */
+	/* reads of plan need no wake until its position reaches position
+	 * (0: every read; UINT32_MAX: none) */
+	void (*wake_at)(void *plan, uint32_t position);
+	/* the store's object of the core's object obj: 0 or < 0 (logged by the core) */
+	int (*raw)(void *ctx, uint32_t obj, struct cachetier_obj **raw);
+	/* the store refused GetBatch (called once; NULL: nothing to say) */
+	void (*batch_refused)(void *ctx);
+};
+struct fetch_plan_config {
+	uint64_t gap;		  /* --plan-gap: rate x ttfb until measured; 0: no spans */
+	uint64_t lookahead;	  /* --plan-lookahead, for all plans */
+	uint64_t cache_size;	  /* --cache-size */
+	uint64_t chunk;		  /* the store's chunk: the largest gap */
+	unsigned connections;	  /* --connections */
+	unsigned max_connections; /* --max-connections */
+	int get_batch;		  /* windows go with GetBatch (ais://, --get-batch auto) */
+};
+/* What the planner did (relaxed atomics; the core's stats read them). */
+struct fetch_plan_counters {
+	atomic_ullong paths, bytes;	      /* planned paths handed over, their bytes */
+	atomic_ullong ranges, gap_bytes, gap; /* ranges handed over, bytes between planned
+					       * extents fetched with them, the gap at the
+					       * last batch */
+	atomic_ullong lookahead;	      /* the lookahead at the last batch, over the plans */
+};
+struct fetch_planner;
+/* A planner over the store ct; counts into *c (kept by the caller). 0 or -ENOMEM. */
+int fetch_planner_new(struct cachetier *ct, const struct fetch_plans_src *src,
+		      const struct fetch_plan_config *cfg, struct fetch_plan_counters *c,
+		      struct fetch_planner **out);
+/* One pass over the plans: each with a batch due gets it handed to the
+ * store. Call it on one thread at a time, at every publish, clear and due
+ * read of a plan. May block in a GetBatch window (bounded as the store's
+ * batch fill is). */
+void fetch_planner_pass(struct fetch_planner *pl);
+void fetch_planner_free(struct fetch_planner *pl); /* accepts NULL; puts its plans */
 
 #endif

@@ -431,19 +431,19 @@ static const struct ctl_counter ctl_counters[] = {
      SNAP(plan.position)},
     {"plan_hits", "reads that landed on a planned path not read yet", C, FS(plan_hits)},
     {"plan_fetch_paths", "planned paths handed to the cache tier to fetch ahead of their reader", C,
-     FS(plan_fetch_paths)},
+     FS(pf.paths)},
     {"plan_fetch_bytes", "bytes of the planned paths handed to the cache tier to fetch ahead", C,
-     FS(plan_fetch_bytes)},
+     FS(pf.bytes)},
     {"plan_fetch_ranges",
      "ranges handed to the cache tier to fetch ahead: planned paths of one object close together "
      "and the bytes between them (one request each, or one per chunk it lies in)",
-     C, FS(plan_fetch_ranges)},
+     C, FS(pf.ranges)},
     {"plan_fetch_gap_bytes", "bytes between planned paths fetched with them (evicted first)", C,
-     FS(plan_fetch_gap_bytes)},
+     FS(pf.gap_bytes)},
     {"plan_gap_bytes",
      "the largest gap between planned paths fetched in one request, at the last batch: rate x "
      "time to first byte as measured (--plan-gap before the first measurement)",
-     G, FS(plan_gap)},
+     G, FS(pf.gap)},
     {"plan_batch_requests",
      "batch reads of planned windows (ais://: AIStore GetBatch requests; a cut answer's rest "
      "is asked again within one)",
@@ -472,7 +472,7 @@ static const struct ctl_counter ctl_counters[] = {
      "bytes of planned paths fetched ahead of their readers at the last batch, over the plans: "
      "what the link needs in flight, within the cache after what readers hold, at most "
      "--plan-lookahead",
-     G, FS(plan_lookahead)},
+     G, FS(pf.lookahead)},
     {"link_ttfb_ms", "time to first byte of the store's fills, as measured (decayed average)",
      CTL_GAUGE_MS, SNAP(link_ttfb_ms)},
     {"link_rate_bytes",

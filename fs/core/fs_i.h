@@ -292,16 +292,12 @@ struct fs_counters {
 	atomic_ullong lidx_builds, lidx_shards_skipped, lidx_members_skipped;
 	/* reading plans (fs_plan.c): plan commands taken; planned paths read */
 	atomic_ullong plans_published, plan_hits;
-	/* fs_plan_fetch.c: planned paths and their bytes handed to the cache
-	 * tier to fetch ahead */
-	atomic_ullong plan_fetch_paths, plan_fetch_bytes;
-	/* fs_plan_fetch.c: ranges handed over (one or more planned extents and
-	 * the bytes between them), those bytes between, the gap in force at the
+	/* the plan fetcher (fetch/fetch_planner.c): planned paths and their
+	 * bytes handed to the store to fetch ahead, ranges handed over (one or
+	 * more planned extents and the bytes between them), those bytes
+	 * between, the gap in force and the lookahead (over the plans) at the
 	 * last batch */
-	atomic_ullong plan_fetch_ranges, plan_fetch_gap_bytes, plan_gap;
-	/* fs_plan_fetch.c: the lookahead at the last batch, summed over the
-	 * plans (fetch_plan_lookahead) */
-	atomic_ullong plan_lookahead;
+	struct fetch_plan_counters pf;
 	/* brace sources (fs_learn.c): objects whose size and ETag the store
 	 * told on first need; named objects the store does not have (404) */
 	atomic_ullong brace_learned, brace_missing;
@@ -392,9 +388,9 @@ struct fs {
 	struct fs_lidx *lidx;	/* fs_lidx.h: the loader index files, their lock */
 	struct fs_warm *warm;	/* fs_warm.h: the warm fill, its state and thread */
 	struct fs_plans *plans; /* fs_plan.h: the published reading plans and their lock */
-	/* fs_plan_fetch.c: the store's refusal of GetBatch was logged */
-	atomic_int batch_refused_logged;
-	/* fs_plan_fetch.c: the fetcher, woken by fs_plan.c's listener */
+	/* fs_plan_fetch.c: the fetch scheduler's planner (NULL: none) and its
+	 * thread, woken by fs_plan.c's listener */
+	struct fetch_planner *planner;
 	struct fs_thread pfx;
 };
 
