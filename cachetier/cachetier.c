@@ -183,8 +183,8 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 		return -ENOMEM;
 	ct->be = be;
 	ct->dirfd = ct->metafd = ct->decfd = ct->datafd = ct->v1fd = ct->usagefd = -1;
-	pthread_mutex_init(&ct->lock, NULL);
-	pthread_mutex_init(&ct->fd_lock, NULL);
+	disk_mutex_init(&ct->lock, DISK_LOCK_CT);
+	disk_mutex_init(&ct->fd_lock, DISK_LOCK_CT_FD);
 	pthread_cond_init(&ct->cond, NULL);
 	pthread_cond_init(&ct->unit_cond, NULL);
 	pthread_cond_init(&ct->room_cond, NULL);
@@ -270,13 +270,13 @@ void cachetier_cancel(struct cachetier *ct)
 		return;
 	/* the flag that cachetier__units_stop sets: workers leave their loop,
 	 * waiting readers leave read_begin with -ECANCELED */
-	pthread_mutex_lock(&ct->lock);
+	disk_mutex_lock(&ct->lock);
 	__atomic_store_n(&ct->stopping, 1, __ATOMIC_RELEASE); /* fill_claim reads it unlocked */
 	pthread_cond_broadcast(&ct->work_cond);
 	pthread_cond_broadcast(&ct->unit_cond);
 	pthread_cond_broadcast(&ct->room_cond);
 	pthread_cond_broadcast(&ct->flush_cond);
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 }
 
 void cachetier_close(struct cachetier *ct)
@@ -322,8 +322,8 @@ void cachetier_close(struct cachetier *ct)
 	pthread_cond_destroy(&ct->unit_cond);
 	pthread_cond_destroy(&ct->room_cond);
 	pthread_cond_destroy(&ct->cond);
-	pthread_mutex_destroy(&ct->fd_lock);
-	pthread_mutex_destroy(&ct->lock);
+	disk_mutex_destroy(&ct->fd_lock);
+	disk_mutex_destroy(&ct->lock);
 	free(ct->dir);
 	free(ct);
 }
@@ -352,7 +352,7 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->decoded_reused = ct->decoded_reused;
 	st->meta_reads = ct->meta_reads;
 	st->meta_writes = ct->meta_writes;
-	pthread_mutex_lock(&ct->lock);
+	disk_mutex_lock(&ct->lock);
 	st->hits = ct->hits;
 	st->misses = ct->misses;
 	st->miss_wait_ms = ct->miss_wait_ns / 1000000;
@@ -376,9 +376,9 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	/* the whole directory: every process and source sharing it */
 	st->bytes_used = cachetier__usage_get(ct);
 	st->bytes_limit = ct->cfg.cache_size_bytes;
-	pthread_mutex_unlock(&ct->lock);
-	pthread_mutex_lock(&ct->fd_lock);
+	disk_mutex_unlock(&ct->lock);
+	disk_mutex_lock(&ct->fd_lock);
 	st->local_fds_open = ct->fd_open;
 	st->local_fd_reopens = ct->fd_reopens;
-	pthread_mutex_unlock(&ct->fd_lock);
+	disk_mutex_unlock(&ct->fd_lock);
 }

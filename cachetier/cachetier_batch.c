@@ -288,7 +288,7 @@ static void *bt_request(void *arg)
 	}
 	free(items);
 	free(err);
-	pthread_mutex_lock(&ct->lock);
+	disk_mutex_lock(&ct->lock);
 	bt_finish(ct, q);
 	res_add(&ct->batch, &q->res);
 	if (q->ret == -EOPNOTSUPP)
@@ -297,7 +297,7 @@ static void *bt_request(void *arg)
 		ct->batch_answered = 1;
 	ct->batch_running--;
 	pthread_cond_broadcast(&ct->unit_cond); /* a slot is free (cachetier_batch_fill) */
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	if (q->own)
 		free(q);
 	return NULL;
@@ -495,12 +495,12 @@ static int bt_group(struct cachetier *ct, const struct cachetier_batch_piece *p,
 
 	memset(&local, 0, sizeof(local));
 	memset(q, 0, sizeof(*q));
-	pthread_mutex_lock(&ct->lock);
+	disk_mutex_lock(&ct->lock);
 	nu = bt_mark(ct, p, n, u);
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	for (size_t i = 0; i < nu; i++)
 		u[i].claim = bt_claim(u[i].f, u[i].c);
-	pthread_mutex_lock(&ct->lock);
+	disk_mutex_lock(&ct->lock);
 	for (size_t i = 0; i < nu; i++) {
 		if (u[i].claim == 0) {
 			cachetier__unit_done(ct, u[i].f, u[i].c, 0, 0, 0, 0, NULL);
@@ -516,7 +516,7 @@ static int bt_group(struct cachetier *ct, const struct cachetier_batch_piece *p,
 		ct->batch_running--;
 		pthread_cond_broadcast(&ct->unit_cond); /* the slot is free again */
 	}
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	return !made ? 0 : q->room ? 1 : -1;
 }
 
@@ -558,9 +558,9 @@ int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piec
 	k = total / BT_REQ_MIN < par ? (size_t)(total / BT_REQ_MIN) : par;
 	k = k ? k : 1;
 	want = (total + k - 1) / k;
-	pthread_mutex_lock(&ct->lock);
+	disk_mutex_lock(&ct->lock);
 	sync = !ct->batch_answered;
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	for (size_t i = 0, g = 0; i < n; g++) {
 		size_t j = i, units;
 		uint64_t acc = 0;
@@ -574,7 +574,7 @@ int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piec
 		 * call's, which it waits for, need none): until then a reader
 		 * of them fetches them itself instead of waiting behind the
 		 * requests ahead of it */
-		pthread_mutex_lock(&ct->lock);
+		disk_mutex_lock(&ct->lock);
 		if (!sync && ct->batch_running >= par && !ct->stopping)
 			ct->batch.slot_waits++;
 		while (!sync && ct->batch_running >= par && !ct->stopping)
@@ -585,7 +585,7 @@ int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piec
 			ret = -EOPNOTSUPP;
 		else
 			ct->batch_running++;
-		pthread_mutex_unlock(&ct->lock);
+		disk_mutex_unlock(&ct->lock);
 		if (ret < 0)
 			break;
 		r = bt_group(ct, p + i, j - i, u + at, runs + at, crc + at, &reqs[nq]);
@@ -616,15 +616,15 @@ out:
 
 void cachetier_batch_stats(struct cachetier *ct, struct cachetier_batch_result *r)
 {
-	pthread_mutex_lock(&ct->lock);
+	disk_mutex_lock(&ct->lock);
 	*r = ct->batch;
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 }
 
 void cachetier__batch_stop(struct cachetier *ct)
 {
-	pthread_mutex_lock(&ct->lock);
+	disk_mutex_lock(&ct->lock);
 	while (ct->batch_running)
 		cachetier__cond_wait_s(&ct->unit_cond, &ct->lock, 1);
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 }

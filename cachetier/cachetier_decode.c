@@ -179,9 +179,9 @@ static void dec_check_free(struct dec *d, size_t len)
 	uint64_t room = dec_room(d);
 
 	if (room < len) {
-		pthread_mutex_lock(&d->ct->lock);
+		disk_mutex_lock(&d->ct->lock);
 		cachetier__make_room(d->ct, len, 0);
-		pthread_mutex_unlock(&d->ct->lock);
+		disk_mutex_unlock(&d->ct->lock);
 		room = dec_room(d);
 	}
 	d->next_check = d->out_total + DEC_FREE_CHECK_BYTES;
@@ -266,9 +266,9 @@ static int dec_write(struct dec *d, const void *buf, size_t len, uint64_t in_use
 		 * within --cache-size by evicting older units and copies (a
 		 * copy bigger than the cache runs over it while in use) */
 		d->next_room = end + DEC_ROOM_BYTES;
-		pthread_mutex_lock(&d->ct->lock);
+		disk_mutex_lock(&d->ct->lock);
 		cachetier__make_room(d->ct, len, 0);
-		pthread_mutex_unlock(&d->ct->lock);
+		disk_mutex_unlock(&d->ct->lock);
 	}
 	if (end > d->next_check || end > d->disk_limit) {
 		dec_check_free(d, len);

@@ -413,11 +413,11 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 	ct->evicting += freed;
 	ct->evictions++;
 	ct->evicted_bytes += freed;
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 
 	/* the map goes first and durably: no map may claim a punched unit
 	 * (LK_MAP: a flusher of any process snapshots the state after this) */
-	pthread_mutex_lock(&f->maplock);
+	disk_mutex_lock(&f->maplock);
 	/* bounded (LK_MAP_WAIT_MS): the map goes whether or not LK_MAP could be
 	 * had; without it only another process's map write racing this one
 	 * could claim a punched unit */
@@ -443,7 +443,7 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 		cachetier__ofd_lock_n(f->auxfd, F_UNLCK, LK_UNIT(list[i]), k - i, 0);
 		i = k;
 	}
-	pthread_mutex_unlock(&f->maplock);
+	disk_mutex_unlock(&f->maplock);
 
 	cachetier__lock(ct);
 	f->evicting = 0;
@@ -536,7 +536,7 @@ static uint64_t evict_dec(struct cachetier *ct, struct ct_dec *d)
 		in_use = o->dec == d && (o->dpins > 0 || o->redecoding || o->state == OBJ_OPENING);
 	if (in_use)
 		return 0;
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	if (fstatat(d->dirfd, d->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
 	    unlinkat(d->dirfd, d->name, 0) == 0) {
 		freed = (uint64_t)st.st_size;
@@ -575,7 +575,7 @@ int cachetier__make_room_near(struct cachetier *ct, uint64_t len, int spare_ahea
 
 	CT_OFF_LOOP();
 	/* statvfs without the lock: it is a syscall, and approximate anyway */
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	if (fstatvfs(ct->datafd, &sv) == 0) {
 		uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
 
@@ -601,7 +601,7 @@ int cachetier__make_room_near(struct cachetier *ct, uint64_t len, int spare_ahea
 			 * end wakes this wait (ct->evicting > 0 here, and it ends
 			 * without waiting on anything): the unit states' broadcasts
 			 * at every fill's end would wake every fill thread here. */
-			pthread_cond_wait(&ct->room_cond, &ct->lock);
+			disk_cond_wait(&ct->room_cond, &ct->lock);
 			continue;
 		}
 		/* a prefetch fill evicts only while what was filled ahead stays
@@ -730,7 +730,7 @@ static int scan_map(struct cachetier *ct, int dirfd, const char *hash, int forei
 	f->datafd = f->stfd = f->auxfd = -1;
 	f->bytes = cachetier__map_bytes(&m);
 	f->atime_ns = (int64_t)mst.st_mtim.tv_sec * 1000000000LL + mst.st_mtim.tv_nsec;
-	pthread_mutex_init(&f->maplock, NULL);
+	disk_mutex_init(&f->maplock, DISK_LOCK_CT_MAP);
 	f->next = ct->files;
 	ct->files = f;
 	ct->used += f->bytes;

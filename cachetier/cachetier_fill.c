@@ -49,7 +49,7 @@ static int pf_fits(struct cachetier *ct, struct ct_file *f, uint64_t len)
 	uint64_t avail = UINT64_MAX;
 	struct statvfs sv;
 
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	if (fstatvfs(ct->datafd, &sv) == 0)
 		avail = (uint64_t)sv.f_bavail * sv.f_frsize;
 	cachetier__lock(ct);
@@ -168,7 +168,7 @@ again:
 	for (f = ct->files; f; f = f->next) {
 		if (cachetier__flush_due(ct, f, now)) {
 			/* live entries are never freed before close: f stays valid */
-			pthread_mutex_unlock(&ct->lock);
+			disk_mutex_unlock(&ct->lock);
 			cachetier__file_flush(ct, f);
 			cachetier__lock(ct);
 			goto again;
@@ -469,7 +469,7 @@ static void fill_finish(struct ct_slot *slot)
 	cachetier__lock(ct);
 	fill_end(ct, slot, slot->f, slot->c, slot->n, fl->ra, slot->pf, fl->claim, fl->errs,
 		 fl->crc, fl->waited, fl->pub_bytes);
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 }
 
 /* backend_done_cb of a run's request (units [c + i, c + k) of the slot):
@@ -597,7 +597,7 @@ static void *worker_main(void *arg)
 			slot->busy = 0;
 			continue;
 		}
-		pthread_mutex_unlock(&ct->lock);
+		disk_mutex_unlock(&ct->lock);
 
 		fl = slot->fill;
 		fill_claim_run(ct, f, c, n, fl->claim, &waited);
@@ -609,7 +609,7 @@ static void *worker_main(void *arg)
 
 		cachetier__lock(ct);
 	}
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	return NULL;
 }
 
@@ -643,7 +643,7 @@ static void *flusher_main(void *arg)
 		if (!ct->stopping)
 			cachetier__cond_wait_s(&ct->flush_cond, &ct->lock, 1);
 	}
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	return NULL;
 }
 
@@ -734,8 +734,8 @@ void cachetier__units_stop(struct cachetier *ct)
 	ct->nworkers = 0;
 	cachetier__lock(ct);
 	while (ct->fills_inflight > 0)
-		pthread_cond_wait(&ct->unit_cond, &ct->lock); /* fill_end broadcasts it */
-	pthread_mutex_unlock(&ct->lock);
+		disk_cond_wait(&ct->unit_cond, &ct->lock); /* fill_end broadcasts it */
+	disk_mutex_unlock(&ct->lock);
 	if (ct->have_writer) { /* no fill left: nothing more is pushed */
 		atomic_store(&ct->wstop, 1);
 		sem_post(&ct->wsem);
@@ -779,7 +779,7 @@ void cachetier__units_stop(struct cachetier *ct)
 	while (ct->pr)
 		cachetier__range_pop(ct);
 	pthread_cond_broadcast(&ct->unit_cond);
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 
 	/* no other thread runs now: record every filled unit, free */
 	for (struct ct_file *f = ct->files; f; f = f->next)

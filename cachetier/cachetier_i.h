@@ -1,8 +1,9 @@
 /*
  * cachetier_i.h — private to cachetier/.
  *
- * Locks (three mutexes in this process and the OFD locks other processes
- * see, in this order):
+ * Locks (mutexes of this process, ranked: DISK_LOCK_CT_* in disk_lock.h,
+ * the daemon's whole order in docs/architecture.md "Lock order"; and the
+ * OFD locks other processes see), in this order:
  *   1. ct_file.maplock — one per cached remote object; serialises writing
  *      and unlinking its map file and punching its data file. Taken with
  *      no other lock held.
@@ -13,7 +14,8 @@
  *   3. cachetier.fd_lock — the bounded set of open local source fds
  *      (cachetier_obj.c). Taken with no other lock held; held for list work
  *      and close() of local files only, never across an open.
- * maplock may be held while taking lock; never the other way round.
+ * maplock may be held while taking lock; never the other way round. The
+ * inotify watch's lock (cachetier_watch.c) is a leaf after them.
  *
  *   4. (other processes) the OFD locks of cachetier_share.c: taken with
  *      F_OFD_SETLK, never blocking while ct->lock is held (waits poll
@@ -44,6 +46,7 @@
 
 #include "cachetier.h"
 #include "disk.h"
+#include "disk_lock.h"
 
 /* Debug builds (the test suite's: assert on) check that code which calls
  * into the disk (a write, a punch, an fcntl, an fsync) or takes a lock a
@@ -156,7 +159,7 @@ struct ct_file {
 	uint64_t pf_unfit;    /* bytes its latest prefetch skipped: no room without evicting */
 	unsigned pr_queued;   /* its ranges in ct->pr (cachetier_obj_prefetch_range) */
 	struct ct_file *pf_link, **pf_pprev; /* ct->pf list, doubly linked */
-	pthread_mutex_t maplock;	     /* lock order: before ct->lock */
+	struct disk_mutex maplock;	     /* DISK_LOCK_CT_MAP: before ct->lock */
 	/* the data file's inotify watch (cachetier_read.c, units_watch) */
 	struct cachetier__watch *w; /* NULL: not watched (yet) */
 	struct ct_watch_rec *wrec;  /* its record */
@@ -333,7 +336,7 @@ struct cachetier {
 	struct cachetier__watch *watch; /* of mapped blobs (cachetier_watch.c); NULL: none */
 	int decfd;			/* dir/decoded */
 	int datafd;			/* dir/data: objects' data files and maps */
-	pthread_mutex_t lock;		/* protects everything below not marked otherwise */
+	struct disk_mutex lock;		/* DISK_LOCK_CT: all below not marked otherwise */
 	pthread_cond_t cond;		/* signalled when an object leaves OBJ_OPENING */
 	pthread_cond_t unit_cond;	/* unit states, file opening/evicting changed */
 	pthread_cond_t room_cond;	/* an eviction ended (ct->evicting went down) */
@@ -427,7 +430,7 @@ struct cachetier {
 	/* Open fds of local source files (objects with 'local' set): at most
 	 * fd_max; the least recently used unpinned one is closed when a
 	 * new one would pass it, and reopened by the next read. */
-	pthread_mutex_t fd_lock;	       /* protects the fields below */
+	struct disk_mutex fd_lock;	       /* DISK_LOCK_CT_FD: protects the fields below */
 	struct cachetier_obj *fd_mru, *fd_lru; /* open ones, most recent first */
 	unsigned fd_open;		       /* open local source fds */
 	unsigned fd_max;		       /* read-only after open */
@@ -690,7 +693,7 @@ void cachetier__backoff(unsigned *sleep_us, unsigned max_us);
 /* Wait on cond (lock held) for at most secs seconds: the caller looks
  * again at what it waits for, so a missed wake-up costs that long, never
  * a hung thread. */
-void cachetier__cond_wait_s(pthread_cond_t *cond, pthread_mutex_t *lock, unsigned secs);
+void cachetier__cond_wait_s(pthread_cond_t *cond, struct disk_mutex *lock, unsigned secs);
 int cachetier__usage_open(struct cachetier *ct, int v1fd, int *alone);
 int cachetier__usage_ready(struct cachetier *ct, uint64_t used);
 void cachetier__usage_close(struct cachetier *ct);
@@ -724,7 +727,7 @@ int64_t cachetier__st_atime(const struct ct_file *f);
 static inline void cachetier__lock(struct cachetier *ct)
 {
 	CT_OFF_LOOP();
-	pthread_mutex_lock(&ct->lock);
+	disk_mutex_lock(&ct->lock);
 }
 
 static inline uint64_t cachetier__unit_len(const struct ct_file *f, uint32_t c)

@@ -168,17 +168,17 @@ void cachetier__file_flush(struct cachetier *ct, struct ct_file *f)
 	int err;
 
 	CT_OFF_LOOP();
-	pthread_mutex_lock(&f->maplock);
+	disk_mutex_lock(&f->maplock);
 	cachetier__lock(ct);
 	if (!f->live || f->dirty == 0) {
-		pthread_mutex_unlock(&ct->lock);
-		pthread_mutex_unlock(&f->maplock);
+		disk_mutex_unlock(&ct->lock);
+		disk_mutex_unlock(&f->maplock);
 		return;
 	}
 	dirty = f->dirty;
 	f->dirty = 0;
 	f->map_ns = cachetier__now_ns();
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	snprintf(name, sizeof(name), "%s.map", f->hash);
 	/* the snapshot is taken under LK_MAP: an eviction clears the state
 	 * before it takes LK_MAP to unlink the map, so no map written here can
@@ -201,9 +201,9 @@ void cachetier__file_flush(struct cachetier *ct, struct ct_file *f)
 	if (err < 0) { /* try again at the next batch */
 		cachetier__lock(ct);
 		f->dirty += dirty;
-		pthread_mutex_unlock(&ct->lock);
+		disk_mutex_unlock(&ct->lock);
 	}
-	pthread_mutex_unlock(&f->maplock);
+	disk_mutex_unlock(&f->maplock);
 	free(buf);
 }
 
@@ -249,7 +249,7 @@ void cachetier__file_free(struct ct_file *f)
 	if (!f)
 		return;
 	file_unload(f);
-	pthread_mutex_destroy(&f->maplock);
+	disk_mutex_destroy(&f->maplock);
 	free(f);
 }
 
@@ -442,7 +442,7 @@ static int file_activate(struct cachetier *ct, struct ct_file *f, const char *ke
 	int64_t valid;
 
 	f->opening = 1;
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	valid = file_load(ct, f, key, etag, size, unit_bytes);
 	cachetier__lock(ct);
 	ct->used -= f->bytes;
@@ -469,7 +469,7 @@ int cachetier__file_open_mapped(struct cachetier *ct, struct ct_file *f)
 
 	if (f->opening || f->evicting)
 		return -EBUSY; /* another thread loads or evicts it */
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	err = cachetier__map_load(ct, f->dirfd, f->hash, &buf, &m, &st, NULL);
 	if (err == 0) {
 		key = strndup(m.key, m.keylen);
@@ -514,14 +514,14 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 		f = file_find(ct, ct->datafd, hash);
 		if (!f || (!f->opening && !f->evicting))
 			break;
-		pthread_cond_wait(&ct->unit_cond, &ct->lock);
+		disk_cond_wait(&ct->unit_cond, &ct->lock);
 	}
 	if (f && f->live) {
 		int same = strcmp(f->key, info->key) == 0 && strcmp(f->etag, info->etag) == 0 &&
 			   f->size == info->size;
 
 		f->atime_ns = cachetier__now_ns();
-		pthread_mutex_unlock(&ct->lock);
+		disk_mutex_unlock(&ct->lock);
 		if (!same) /* a 64-bit hash collision between two live objects */
 			return -EIO;
 		*out = f;
@@ -530,19 +530,19 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 	if (!f) {
 		f = calloc(1, sizeof(*f));
 		if (!f) {
-			pthread_mutex_unlock(&ct->lock);
+			disk_mutex_unlock(&ct->lock);
 			return -ENOMEM;
 		}
 		memcpy(f->hash, hash, sizeof(hash));
 		f->dirfd = ct->datafd;
 		f->datafd = f->stfd = f->auxfd = -1;
-		pthread_mutex_init(&f->maplock, NULL);
+		disk_mutex_init(&f->maplock, DISK_LOCK_CT_MAP);
 		f->next = ct->files;
 		ct->files = f;
 	}
 	err = file_activate(ct, f, info->key, info->etag, info->size, unit_bytes);
 	if (err == 0)
 		*out = f;
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	return err;
 }

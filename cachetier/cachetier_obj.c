@@ -136,13 +136,13 @@ int cachetier__local_pin(struct cachetier_obj *o, int *fd)
 	struct cachetier *ct = o->ct;
 	int nfd = -1;
 
-	pthread_mutex_lock(&ct->fd_lock);
+	disk_mutex_lock(&ct->fd_lock);
 	if (o->fd < 0) {
-		pthread_mutex_unlock(&ct->fd_lock);
+		disk_mutex_unlock(&ct->fd_lock);
 		nfd = local_open(ct, o, 0);
 		if (nfd < 0)
 			return nfd;
-		pthread_mutex_lock(&ct->fd_lock);
+		disk_mutex_lock(&ct->fd_lock);
 	}
 	if (o->fd >= 0) {
 		fd_unlink(ct, o); /* to the front */
@@ -157,7 +157,7 @@ int cachetier__local_pin(struct cachetier_obj *o, int *fd)
 	o->fd_pins++;
 	*fd = o->fd;
 	fd_trim(ct);
-	pthread_mutex_unlock(&ct->fd_lock);
+	disk_mutex_unlock(&ct->fd_lock);
 	return 0;
 }
 
@@ -165,23 +165,23 @@ void cachetier__local_unpin(struct cachetier_obj *o)
 {
 	struct cachetier *ct = o->ct;
 
-	pthread_mutex_lock(&ct->fd_lock);
+	disk_mutex_lock(&ct->fd_lock);
 	o->fd_pins--;
 	fd_trim(ct);
-	pthread_mutex_unlock(&ct->fd_lock);
+	disk_mutex_unlock(&ct->fd_lock);
 }
 
 /* Release an object that left the table. */
 void cachetier__obj_free(struct cachetier *ct, struct cachetier_obj *o)
 {
 	if (o->local) {
-		pthread_mutex_lock(&ct->fd_lock);
+		disk_mutex_lock(&ct->fd_lock);
 		if (o->fd >= 0) {
 			fd_unlink(ct, o);
 			close(o->fd);
 			ct->fd_open--;
 		}
-		pthread_mutex_unlock(&ct->fd_lock);
+		disk_mutex_unlock(&ct->fd_lock);
 	} else if (o->fd >= 0) {
 		close(o->fd);
 	}
@@ -250,7 +250,7 @@ static int obj_fill(struct cachetier *ct, const struct backend_objinfo *info,
 				o->dnext = ct->dec_objs;
 				ct->dec_objs = o;
 			}
-			pthread_mutex_unlock(&ct->lock);
+			disk_mutex_unlock(&ct->lock);
 		}
 		return err;
 	}
@@ -263,12 +263,12 @@ static int obj_fill(struct cachetier *ct, const struct backend_objinfo *info,
 	fd = local_open(ct, o, 1);
 	if (fd < 0)
 		return fd;
-	pthread_mutex_lock(&ct->fd_lock);
+	disk_mutex_lock(&ct->fd_lock);
 	o->fd = fd;
 	ct->fd_open++;
 	fd_push(ct, o);
 	fd_trim(ct);
-	pthread_mutex_unlock(&ct->fd_lock);
+	disk_mutex_unlock(&ct->fd_lock);
 	return 0;
 }
 
@@ -297,9 +297,9 @@ int cachetier_obj_open(struct cachetier *ct, const struct backend_objinfo *info,
 		free(name);
 		o->refs++;
 		while (o->state == OBJ_OPENING)
-			pthread_cond_wait(&ct->cond, &ct->lock);
+			disk_cond_wait(&ct->cond, &ct->lock);
 		err = o->state == OBJ_READY ? 0 : o->err;
-		pthread_mutex_unlock(&ct->lock);
+		disk_mutex_unlock(&ct->lock);
 		if (err < 0) {
 			cachetier_obj_unref(o);
 			return err;
@@ -309,7 +309,7 @@ int cachetier_obj_open(struct cachetier *ct, const struct backend_objinfo *info,
 	}
 	o = calloc(1, sizeof(*o));
 	if (!o) {
-		pthread_mutex_unlock(&ct->lock);
+		disk_mutex_unlock(&ct->lock);
 		free(name);
 		return -ENOMEM;
 	}
@@ -326,7 +326,7 @@ int cachetier_obj_open(struct cachetier *ct, const struct backend_objinfo *info,
 	*b = o;
 	ct->nobjs++;
 	obj_tab_grow(ct);
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 
 	err = obj_fill(ct, info, codec, o);
 
@@ -334,7 +334,7 @@ int cachetier_obj_open(struct cachetier *ct, const struct backend_objinfo *info,
 	o->state = err < 0 ? OBJ_FAILED : OBJ_READY;
 	o->err = err;
 	pthread_cond_broadcast(&ct->cond);
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	if (err < 0) {
 		cachetier_obj_unref(o);
 		return err;
@@ -353,7 +353,7 @@ void cachetier_obj_unref(struct cachetier_obj *o)
 	ct = o->ct;
 	cachetier__lock(ct);
 	if (--o->refs > 0) {
-		pthread_mutex_unlock(&ct->lock);
+		disk_mutex_unlock(&ct->lock);
 		return;
 	}
 	for (pp = obj_bucket(ct, o->name); *pp; pp = &(*pp)->next) {
@@ -369,7 +369,7 @@ void cachetier_obj_unref(struct cachetier_obj *o)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	if (o->file) /* record what was filled; the entry itself lives on */
 		cachetier__file_flush(ct, o->file);
 	cachetier__obj_free(ct, o);

@@ -28,7 +28,7 @@ static int obj_redecode(struct cachetier *ct, struct cachetier_obj *o)
 	int damage = o->damage, err;
 
 	o->redecoding = 1;
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	err = 0;
 	if (backend_is_local(ct->be)) {
 		struct backend_objinfo now;
@@ -46,7 +46,7 @@ static int obj_redecode(struct cachetier *ct, struct cachetier_obj *o)
 		err = -ESTALE;
 	}
 	o->size = size;
-	pthread_mutex_lock(&ct->lock);
+	disk_mutex_lock(&ct->lock);
 	o->redecoding = 0;
 	if (err == 0) {
 		o->dbad = 0; /* a new copy: this process's, or checked as it is read */
@@ -59,7 +59,7 @@ static int obj_redecode(struct cachetier *ct, struct cachetier_obj *o)
 
 static void obj_dec_end(struct cachetier *ct, struct cachetier_obj *o)
 {
-	pthread_mutex_lock(&ct->lock);
+	disk_mutex_lock(&ct->lock);
 	/* an eviction that found it in use, or a read that found it damaged,
 	 * left the fd to the last reader (o->dbad: the copy's name may hold
 	 * another process's new copy by now); reads waiting for a damaged
@@ -69,7 +69,7 @@ static void obj_dec_end(struct cachetier *ct, struct cachetier_obj *o)
 		o->fd = -1;
 		pthread_cond_broadcast(&ct->cond);
 	}
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 }
 
 /* A unit of o's decoded copy failed its CRC32C: the first reader to find
@@ -84,10 +84,10 @@ static void obj_dec_damaged(struct cachetier *ct, struct cachetier_obj *o, uint6
 	char file[40], why[96];
 	int first;
 
-	pthread_mutex_lock(&ct->lock);
+	disk_mutex_lock(&ct->lock);
 	first = !o->dbad;
 	o->dbad = 1;
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	if (!first)
 		return;
 	snprintf(file, sizeof(file), "decoded/%s", o->dec->name);
@@ -97,9 +97,9 @@ static void obj_dec_damaged(struct cachetier *ct, struct cachetier_obj *o, uint6
 				"the read fails with EIO, the copy is removed and the next read "
 				"decodes it again");
 	if (cachetier__decode_drop(ct, o->dec->name, o->fd)) {
-		pthread_mutex_lock(&ct->lock);
+		disk_mutex_lock(&ct->lock);
 		o->dec->bytes = 0; /* not on the disk any more (eviction passes it over) */
-		pthread_mutex_unlock(&ct->lock);
+		disk_mutex_unlock(&ct->lock);
 	}
 }
 
@@ -196,11 +196,11 @@ static int obj_dec_begin(struct cachetier *ct, struct cachetier_obj *o, uint64_t
 	unsigned gen = 0;
 	int err = 0;
 
-	pthread_mutex_lock(&ct->lock);
+	disk_mutex_lock(&ct->lock);
 	/* o->dbad with the fd open: reads in flight use the damaged copy
 	 * (its pins); the last one's read_end closes it */
 	while (o->redecoding || (o->dbad && o->fd >= 0))
-		pthread_cond_wait(&ct->cond, &ct->lock);
+		disk_cond_wait(&ct->cond, &ct->lock);
 	if (o->fd < 0)
 		err = obj_redecode(ct, o);
 	if (err == 0 && fstat(o->fd, &st) == 0 && (uint64_t)st.st_size < o->size) {
@@ -227,7 +227,7 @@ static int obj_dec_begin(struct cachetier *ct, struct cachetier_obj *o, uint64_t
 			obj_dec_watch(ct, o);
 		gen = atomic_load(&o->dwgen);
 	}
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	if (err == 0 && o->dcrc && len > 0) {
 		err = obj_dec_check(ct, o, off, len, gen);
 		if (err < 0)

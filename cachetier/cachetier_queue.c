@@ -450,7 +450,7 @@ int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, uint32_t c
 		c1 = f->nunits;
 	if (c0 >= c1)
 		return 0;
-	pthread_mutex_lock(&ct->lock);
+	disk_mutex_lock(&ct->lock);
 	if (f->pf_listed) {
 		/* the running prefetch's cursor covers the new range too */
 		f->pf_evict |= mode == CACHETIER_PF_EVICT;
@@ -466,7 +466,7 @@ int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, uint32_t c
 		cachetier__pf_push(ct, f, 0);
 		pthread_cond_broadcast(&ct->work_cond);
 	}
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	return 0;
 }
 
@@ -479,7 +479,7 @@ int cachetier__file_prefetch_range(struct cachetier *ct, struct ct_file *f, uint
 		c1 = f->nunits;
 	if (c0 >= c1)
 		return 0;
-	pthread_mutex_lock(&ct->lock);
+	disk_mutex_lock(&ct->lock);
 	if (!ct->stopping) {
 		int64_t now = cachetier__now_ns();
 
@@ -498,7 +498,7 @@ int cachetier__file_prefetch_range(struct cachetier *ct, struct ct_file *f, uint
 		err = cachetier__range_push(ct, f, c0, c1, mode == CACHETIER_PF_EVICT, 0);
 		pthread_cond_signal(&ct->work_cond);
 	}
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	return err;
 }
 
@@ -506,9 +506,9 @@ int cachetier__file_prefetch_state(struct cachetier *ct, struct ct_file *f, uint
 {
 	int running;
 
-	pthread_mutex_lock(&ct->lock);
+	disk_mutex_lock(&ct->lock);
 	running = f->pf_listed || f->pr_queued > 0 || f->pf_inflight > 0;
 	*unfit = f->pf_unfit;
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	return running;
 }

@@ -280,7 +280,7 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 			checks++;
 		}
 	}
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	if (fstat(f->datafd, &st) < 0)
 		err = -errno;
 	if (err == 0)
@@ -487,10 +487,10 @@ static int weak_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint
 		crc = f->anchor_crc;
 		sink.next = cachetier__unit_off(f, a);
 		sink.end = sink.next + cachetier__unit_len(f, a);
-		pthread_mutex_unlock(&ct->lock);
+		disk_mutex_unlock(&ct->lock);
 		err = cachetier__read_version(ct, f->key, f->etag, &sink.next, sink.end,
 					      probe_write, &sink);
-		pthread_mutex_lock(&ct->lock);
+		disk_mutex_lock(&ct->lock);
 		f->probing = 0;
 		pthread_cond_broadcast(&ct->unit_cond);
 		ct->weak_probes++;
@@ -618,7 +618,7 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	} else {
 		ct->hits++;
 	}
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	if (req != reqbuf)
 		free(req);
 	return err;
@@ -629,5 +629,5 @@ void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f, uint32_t 
 	cachetier__lock(ct);
 	read_unpin(f, c0, c1);
 	ct->room_gen++;
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 }

@@ -71,13 +71,13 @@ void cachetier__backoff(unsigned *sleep_us, unsigned max_us)
 		*sleep_us *= 2;
 }
 
-void cachetier__cond_wait_s(pthread_cond_t *cond, pthread_mutex_t *lock, unsigned secs)
+void cachetier__cond_wait_s(pthread_cond_t *cond, struct disk_mutex *lock, unsigned secs)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += secs;
-	pthread_cond_timedwait(cond, lock, &ts);
+	disk_cond_timedwait(cond, lock, &ts);
 }
 
 int cachetier__ofd_lock(int fd, short type, off_t off, int wait)

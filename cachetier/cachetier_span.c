@@ -39,7 +39,7 @@ void cachetier__link_note(struct cachetier *ct, int64_t ttfb_ns, uint64_t bytes,
 {
 	if (ttfb_ns < 0)
 		ttfb_ns = 0;
-	pthread_mutex_lock(&ct->lock);
+	disk_mutex_lock(&ct->lock);
 	if (ct->link_samples == 0)
 		ct->link_ttfb_ns = ttfb_ns;
 	else
@@ -50,25 +50,25 @@ void cachetier__link_note(struct cachetier *ct, int64_t ttfb_ns, uint64_t bytes,
 		ct->link_ns = ct->link_ns - ct->link_ns / 8 + (uint64_t)xfer_ns;
 		ct->link_rate_samples++;
 	}
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 }
 
 void cachetier_link_get(struct cachetier *ct, struct cachetier_link *l)
 {
-	pthread_mutex_lock(&ct->lock);
+	disk_mutex_lock(&ct->lock);
 	l->ttfb_ns = ct->link_samples ? (uint64_t)ct->link_ttfb_ns : 0;
 	l->rate = 0;
 	if (ct->link_rate_samples && ct->link_ns)
 		l->rate = (uint64_t)((double)ct->link_bytes * 1e9 / (double)ct->link_ns);
 	l->samples = ct->link_samples;
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 }
 
 void cachetier_held_get(struct cachetier *ct, struct cachetier_held *h)
 {
 	uint64_t pinned = 0;
 
-	pthread_mutex_lock(&ct->lock);
+	disk_mutex_lock(&ct->lock);
 	for (const struct ct_file *f = ct->files; f; f = f->next) {
 		for (uint32_t c = 0; f->live && c < f->nunits; c++) {
 			if (f->pins[c] > 0)
@@ -79,7 +79,7 @@ void cachetier_held_get(struct cachetier *ct, struct cachetier_held *h)
 		if (o->dec && o->dpins > 0)
 			pinned += o->dec->bytes;
 	}
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	h->pinned = pinned;
 	h->ahead_max = ct->cfg.cache_size_bytes / CT_AHEAD_SHARE;
 	h->unit = ct->unit;
@@ -105,7 +105,7 @@ int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_
 		return 0;
 	c0 = (uint32_t)(x[0].off / f->unit_bytes);
 	c1 = (uint32_t)((end - 1) / f->unit_bytes + 1);
-	pthread_mutex_lock(&ct->lock);
+	disk_mutex_lock(&ct->lock);
 	if (!ct->stopping) {
 		int64_t now = cachetier__now_ns();
 		size_t i = 0;
@@ -133,6 +133,6 @@ int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_
 		err = cachetier__range_push(ct, f, c0, c1, mode == CACHETIER_PF_EVICT, 0);
 		pthread_cond_signal(&ct->work_cond);
 	}
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	return err;
 }

@@ -41,7 +41,7 @@ struct ct_watch_rec {
 };
 
 struct cachetier__watch {
-	pthread_mutex_t lock;
+	struct disk_mutex lock; /* DISK_LOCK_CT_WATCH: a leaf */
 	int fd;	       /* inotify, opened at the first add; -1 before (or when it cannot be) */
 	int err;       /* why it cannot be opened (then every add fails with it) */
 	unsigned refs; /* the cache tier's, and one per record */
@@ -55,7 +55,7 @@ struct cachetier__watch *cachetier__watch_new(void)
 
 	if (!w)
 		return NULL;
-	pthread_mutex_init(&w->lock, NULL);
+	disk_mutex_init(&w->lock, DISK_LOCK_CT_WATCH);
 	w->fd = -1;
 	w->refs = 1;
 	return w;
@@ -64,14 +64,14 @@ struct cachetier__watch *cachetier__watch_new(void)
 static void watch_unref(struct cachetier__watch *w) /* w->lock held; unlocks it */
 {
 	if (--w->refs > 0) {
-		pthread_mutex_unlock(&w->lock);
+		disk_mutex_unlock(&w->lock);
 		return;
 	}
-	pthread_mutex_unlock(&w->lock);
+	disk_mutex_unlock(&w->lock);
 	if (w->fd >= 0)
 		close(w->fd);
 	free(w->tab);
-	pthread_mutex_destroy(&w->lock);
+	disk_mutex_destroy(&w->lock);
 	free(w);
 }
 
@@ -79,7 +79,7 @@ void cachetier__watch_close(struct cachetier__watch *w)
 {
 	if (!w)
 		return;
-	pthread_mutex_lock(&w->lock);
+	disk_mutex_lock(&w->lock);
 	watch_unref(w);
 }
 
@@ -147,7 +147,7 @@ int cachetier__watch_add(struct cachetier__watch *w, int fd, struct ct_watch_rec
 	int wd, err = 0;
 
 	*rec = NULL;
-	pthread_mutex_lock(&w->lock);
+	disk_mutex_lock(&w->lock);
 	if (w->fd < 0 && w->err == 0) {
 		w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 		if (w->fd < 0)
@@ -185,7 +185,7 @@ int cachetier__watch_add(struct cachetier__watch *w, int fd, struct ct_watch_rec
 	*rec = r;
 	*seen = r->events;
 out:
-	pthread_mutex_unlock(&w->lock);
+	disk_mutex_unlock(&w->lock);
 	return err;
 }
 
@@ -194,10 +194,10 @@ int cachetier__watch_changed(struct cachetier__watch *w, const struct ct_watch_r
 {
 	int changed;
 
-	pthread_mutex_lock(&w->lock);
+	disk_mutex_lock(&w->lock);
 	watch_drain(w);
 	changed = r->events != seen;
-	pthread_mutex_unlock(&w->lock);
+	disk_mutex_unlock(&w->lock);
 	return changed;
 }
 
@@ -205,18 +205,18 @@ uint64_t cachetier__watch_events(struct cachetier__watch *w, const struct ct_wat
 {
 	uint64_t n;
 
-	pthread_mutex_lock(&w->lock);
+	disk_mutex_lock(&w->lock);
 	watch_drain(w);
 	n = r->events;
-	pthread_mutex_unlock(&w->lock);
+	disk_mutex_unlock(&w->lock);
 	return n;
 }
 
 void cachetier__watch_drop(struct cachetier__watch *w, struct ct_watch_rec *r)
 {
-	pthread_mutex_lock(&w->lock);
+	disk_mutex_lock(&w->lock);
 	if (--r->refs > 0) {
-		pthread_mutex_unlock(&w->lock);
+		disk_mutex_unlock(&w->lock);
 		return;
 	}
 	*rec_slot(w, r->wd) = r->next;

@@ -108,7 +108,7 @@ static void fill_publish(struct cachetier *ct, struct ct_slot *slot, struct ct_f
 	cachetier__lkrun_flush(&run);
 	if (wake)
 		pthread_cond_broadcast(&ct->unit_cond);
-	pthread_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&ct->lock);
 	fl->pub = u;
 }
 

@@ -1,14 +1,15 @@
 /*
- * disk_lock.h — ranked mutexes: the daemon's lock order in one place
+ * disk_lock.h — ranked locks: the daemon's lock order in one place
  * (docs/architecture.md, "Lock order"), checked.
  *
- * Each ranked mutex has a rank from enum disk_lock_rank; a thread may take
- * a ranked mutex only while every ranked mutex it holds has a lower rank
- * (outer locks first). Built with assertions (no NDEBUG: the default and
- * every test build), each thread keeps the ranks it holds and an
- * acquisition out of order aborts with both ranks named; without, the
- * wrapper is a plain mutex. Locks not converted yet are listed in the doc
- * with the rank they would take.
+ * Each ranked mutex or rwlock has a rank from enum disk_lock_rank; a thread
+ * may take a ranked lock only while every ranked lock it holds has a lower
+ * rank (outer locks first; two locks of one rank are never held together).
+ * Built with assertions (no NDEBUG: the default and every test build), each
+ * thread keeps the locks it holds and an acquisition out of order aborts
+ * with both ranks named, as does releasing a lock the thread does not hold
+ * and a condition wait on a mutex that is not the thread's innermost;
+ * without, the wrappers are plain pthread calls.
  *
  * Any module may include it (disk/ is the bottom module; it needs only
  * pthreads and libc).
@@ -17,8 +18,9 @@
 #define DISK_LOCK_H
 
 #include <pthread.h>
+#include <time.h>
 
-/* The ranks, outer first. Gaps leave room for the locks still to convert. */
+/* The ranks, outer first (the table in docs/architecture.md follows it). */
 enum disk_lock_rank {
 	DISK_LOCK_NS_REFRESH = 10,   /* fs/core: the namespace's refresh_lock */
 	DISK_LOCK_LIDX = 20,	     /* fs/core: the loader index's lock (a document's build) */
@@ -26,6 +28,10 @@ enum disk_lock_rank {
 	DISK_LOCK_PLAN_USE = 40,     /* fs/core: struct fs_plans' use_lock */
 	DISK_LOCK_SHARD = 50,	     /* fs/core: a shard's lock (its loading) */
 	DISK_LOCK_OBJ = 55,	     /* fs/core: an object's lock (raw, learning its info) */
+	DISK_LOCK_CT_MAP = 60,	     /* cachetier: a cached object's maplock */
+	DISK_LOCK_CT = 62,	     /* cachetier: ct->lock */
+	DISK_LOCK_CT_FD = 64,	     /* cachetier: ct->fd_lock (local objects' fds) */
+	DISK_LOCK_CT_WATCH = 66,     /* cachetier: the inotify watch's lock (a leaf) */
 	DISK_LOCK_FETCH_STREAM = 90, /* fetch/: a stripe of the stream table (a leaf) */
 	DISK_LOCK_CTL = 92,	     /* fs/core: the control files' lock (a leaf) */
 	DISK_LOCK_IF_BUILD = 93,     /* fs/core: an imagefolder build's items (a leaf) */
@@ -38,13 +44,37 @@ struct disk_mutex {
 	int rank;
 };
 
+struct disk_rwlock {
+	pthread_rwlock_t l;
+	int rank;
+};
+
 void disk_mutex_init(struct disk_mutex *l, enum disk_lock_rank rank);
 void disk_mutex_destroy(struct disk_mutex *l);
-/* Take l: aborts (assertion builds) when the thread holds a ranked mutex
+/* Take l: aborts (assertion builds) when the thread holds a ranked lock
  * of rank >= l's. */
 void disk_mutex_lock(struct disk_mutex *l);
+/* Release l: aborts (assertion builds) when the thread does not hold it. */
 void disk_mutex_unlock(struct disk_mutex *l);
-/* Ranked mutexes the calling thread holds now (assertion builds; 0
+
+/* Wait on c, releasing l, as pthread_cond_(timed)wait. l must be held and
+ * be the last lock the thread took of those it holds (a lock held under it
+ * would be held across the wait, and l retaken under it: aborts otherwise).
+ * The thread's held locks are the same on return. abstime is on c's clock;
+ * returns pthread_cond_timedwait's result (0 or ETIMEDOUT). */
+void disk_cond_wait(pthread_cond_t *c, struct disk_mutex *l);
+int disk_cond_timedwait(pthread_cond_t *c, struct disk_mutex *l, const struct timespec *abstime);
+
+void disk_rwlock_init(struct disk_rwlock *l, enum disk_lock_rank rank);
+void disk_rwlock_destroy(struct disk_rwlock *l);
+/* Shared or exclusive; both check the rank as disk_mutex_lock does (a
+ * second read lock of one rwlock by one thread aborts too: with a writer
+ * waiting between the two it could deadlock). */
+void disk_rwlock_rdlock(struct disk_rwlock *l);
+void disk_rwlock_wrlock(struct disk_rwlock *l);
+void disk_rwlock_unlock(struct disk_rwlock *l);
+
+/* Ranked locks the calling thread holds now (assertion builds; 0
  * without). */
 unsigned disk_locks_held(void);
 
