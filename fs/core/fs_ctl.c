@@ -221,6 +221,10 @@ static const struct ctl_counter ctl_counters[] = {
     {"index_loaded", "shard indexes loaded from the cache directory", C, FS(index_loaded)},
     {"index_errors", "shards that could not be indexed", C, FS(index_errors)},
     {"index_save_errors", "indexes that could not be saved", C, FS(index_save_errors)},
+    {"index_saved_rejected",
+     "saved indexes in the cache directory found unusable at load (damaged, cut or of another "
+     "version): built again from the shard",
+     C, FS(index_saved_rejected)},
     {"index_unsaved",
      "shard indexes served from memory because the cache disk had no room to save them", C,
      FS(index_unsaved)},

@@ -277,6 +277,8 @@ struct fs_counters {
 	 * built again), and ones read into memory since no watch could be had */
 	atomic_ullong index_changed, index_unwatched;
 	atomic_ullong index_unsaved; /* indexes served from memory: the cache disk is full */
+	/* saved indexes found unusable at load (damaged, cut, another version): built again */
+	atomic_ullong index_saved_rejected;
 	atomic_ullong if_view_loaded, if_view_saved, if_view_rejected, if_view_mapped;
 	atomic_ullong if_view_changed; /* its file changed in place under the mount */
 	atomic_ullong if_view_removed; /* older views' blobs this mount removed */

@@ -579,11 +579,13 @@ static struct shardidx *shard_saved(struct fs *fs, const struct fs_obj *o, const
 	err = index_cached(fs, family, name, ident, identlen, &ix, mapped);
 	if (err == -ENOENT && cachetier_meta_adopt(fs->ct, family, name) == 0)
 		err = index_cached(fs, family, name, ident, identlen, &ix, mapped);
-	if (err == 0)
+	if (err == 0) {
 		fs->c.index_loaded++;
-	else if (err != -ENOENT)
+	} else if (err != -ENOENT) {
+		fs->c.index_saved_rejected++;
 		fs_log(FS_LOG_WARN, "shard %s: saved index unusable (%s); rebuilding", o->key,
 		       err == -EPROTO ? "another version" : strerror(-err));
+	}
 	return ix;
 }
 
