@@ -5,15 +5,36 @@ remounts, kill -9s, cache damage and reads through three mounts on one cache dir
 answer is compared with a model: Python's tarfile over the source as it is at that moment.
 
 usage: test_model.py SHARDFS [--seed N] [--steps N] [--ops OP,OP,...|+OP,-OP,...]
-                             [--mount-opts 'OPTS'] [--regress]
+                             [--mount-opts 'OPTS'] [--no-walk] [--record FILE]
+       test_model.py SHARDFS --replay FILE [--replay FILE...] | --regress
+       test_model.py SHARDFS --shrink FILE [--tries N] [--out FILE]
 
-  --seed N    the sequence (default: a random one, printed); a failure prints the seed and
-              step, and `--seed N --steps S` replays it exactly
+  --seed N    the sequence (default a random one; printed); MODEL_SEED=N overrides it
   --steps N   operations per run (default 300)
   --ops LIST  the operations drawn from: a plain list replaces the default set, +OP/-OP add
               to it or take from it (see OPS and WAITING below)
   --mount-opts 'OPTS'  more options of every mount (e.g. '--cache-size 2M': eviction)
-  --regress   run the regression seeds (REGRESSIONS) instead of one random sequence
+  --no-walk   no walk of the whole tree after each step
+  --record FILE  write the run's trace to FILE (a failing run writes it anyway, to
+              MODEL_TRACE_DIR or the current directory, and prints its name)
+  --replay FILE  replay a trace: the same operations with the same choices
+  --regress   replay every trace of tests/model/traces/ (the regressions)
+  --shrink FILE  shrink a failing trace (delta debugging, at most --tries replays, default
+              200): the shortest trace that still fails the same way goes to --out (default
+              FILE.shrunk)
+
+Traces. A run records its trace: one line per step, the operation and every choice it made as
+JSON: the mount, the shard, the member, offset and length of a read; a change's shard and the
+members it writes ([name, size, pattern]: the bytes repeat 61 bytes the pattern gives); the
+cache file a damage step hit, by what it is (its source's mount, the object or shard it holds,
+data/.st/.map or saved index: its name hashes the server's port and ETags) and the damage
+(truncated to, the byte and bit flipped, the hole). A replay makes the same choices whatever
+the state (a choice the trace lacks, after shrinking changed the state, is drawn from a
+generator of the step: the same for every replay). 'init' steps are the shards made before
+the mounts. A shrunk trace keeps what still fails the same way (failure_kind: the mount and
+the class of failure, not the bytes). The fault proxy's faults and the daemon's own threads
+(prefetch, eviction) are not in the trace: a replay makes the same requests, which the
+daemon may answer from other cache states.
 
 The model. For every mount and every source file (shard or plain file) it keeps the set of
 versions the mount may show: the version at the last mount/refresh of that mount, plus every
@@ -32,7 +53,7 @@ absent) is allowed. Also allowed:
     Damage under the running mounts includes a byte flipped in a unit the mount filled
     itself (the cache tier checks a unit again after its data file changed): the flip must
     show in the mount's cache_units_corrupt.
-After every step (not in --regress runs, which replay as they were found), a walk of each
+After every step (but in the traces of regressions found before it: 'config' says), a walk of each
 mount's whole tree checks every settled shard's entries (names, type, mode, mtime, size, link
 target) and inode numbers: unique within the walk, but a hardlink and its target; the same
 for the same version of a shard for the mount's life (but after damage to its cached index,
@@ -59,7 +80,9 @@ import sys
 sys.dont_write_bytecode = True
 
 import errno  # noqa: E402
+import hashlib  # noqa: E402
 import io  # noqa: E402
+import json  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
 import re  # noqa: E402
@@ -68,6 +91,7 @@ import signal  # noqa: E402
 import stat  # noqa: E402
 import subprocess  # noqa: E402
 import tarfile  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
@@ -99,6 +123,9 @@ OPS = {
                          # an explicit directory, a symlink, a hardlink, modes and mtimes
     'swap': 1,           # mv d d.old; mkdir d; copy the shards back, some changed
     'sidecar': 2,        # shardfs index --sidecar over the source (before later changes)
+    'hold': 4,           # open a member or a raw shard and keep the descriptor (at most HELD)
+    'held-read': 6,      # a read at a random range through a held descriptor
+    'concurrent': 2,     # CONCURRENT readers at once through one mount, each reading whole
     # mount events
     'refresh': 3,
     'refresh-counts': 1,  # a refresh whose summary ("N new, N removed, N changed; N objects,
@@ -122,48 +149,16 @@ WAITING = {
 }
 
 
-REGRESSIONS = [
-    # A shard changed, refresh, then deleted (http) or deleted and noticed by a read (local):
-    # 'ls MNT/s5/' listed an empty directory, exit 0. The index build failed with ENOENT
-    # ("cannot read its first bytes") and readdir passed ENOENT on, which glibc's readdir
-    # takes for the end of the directory. Fixed: readdir gives ESTALE (fs/core/fs_ops.c).
-    (4, 128, 'read,ls,rewrite-size,delete,add,refresh', 'http: a gone shard listed empty'),
-    (2, 87, 'read,ls,rewrite-size,delete,add,refresh', 'local: a gone shard listed empty'),
-    # Each of these found a bug while the operation waited for its fix (now in; the op is on
-    # by default):
-    # 'refresh' after reads noticed a removal and a change reported "0 removed, 0 changed"
-    # (the local mount said "1 removed, 0 changed", the model 3 removed, 1 changed).
-    (2, 83, 'read,pread,ls,rewrite-size,delete,add,refresh-counts',
-     'refresh counts what reads noticed'),
-    # qsort(NULL, 0) of an empty listing: the ASan+UBSan daemon died at a refresh of a source
-    # that became empty (fs_ns_list.c fs__ns_listing_sort), and a mount of an empty directory failed.
-    (2, 7, 'read,ls,delete,add,refresh,empty', 'a source that became empty'),
-    # mv d d.old; mkdir d: refresh said "0 new, 0 removed" and the local mount served the old
-    # directory (ls lacked s4.tar, new in the new directory).
-    (2, 36, 'read,ls,swap,refresh', 'a source directory renamed over'),
-    # a stale sidecar (two middle members swap sizes; same size, ends and tail): a wrong byte
-    # of m1.bin on the proxied mount; a short read of m0.bin; stat gave the old size forever.
-    (3, 49, 'read,pread,ls,rewrite-swap,refresh', 'stale sidecar: wrong byte'),
-    (1, 19, 'read,pread,ls,rewrite-swap,refresh', 'stale sidecar: short read'),
-    # a saved index changed in place under the running mounts (a byte flipped, a hole, a
-    # truncation): it was checked only when mapped, so a member read gave EISDIR and a cut
-    # file faulted the daemon (SIGBUS). Fixed: the mapped index files are watched (inotify,
-    # cachetier/cachetier_watch.c) and one that changed is dropped and built again.
-    (2, 241, 'read,pread,ls,stat,raw,damage-meta-live', 'a saved index changed under the mount'),
-    (7, 201, 'read,pread,ls,stat,raw,damage-meta-live', 'a saved index changed: EISDIR'),
-    # cached data damaged under a running mount: a hole's zeros served in s1.tar.
-    (1, 67, 'read,pread,raw,damage-data', 'cache data damaged under the mount'),
-    # a refresh counted a shard a read's sidecar check replaced by the same version as
-    # changed, and a shard a lookup replaced and then removed as changed and removed
-    # (fs_ns_replace, changed_since_refresh).
-    (20261128, 498, 'read,pread,raw,plain,ls,stat,rewrite-same,rewrite-size,append,truncate,'
-     'delete,add,sidecar,refresh,remount,kill9,damage-meta,faults,refresh-counts,empty,swap,'
-     'rewrite-swap,damage-data', 'refresh counts: replaced, then removed'),
-]
+# Descriptors held open at once ('hold'), and readers at once ('concurrent').
+HELD = 4
+CONCURRENT = 4
 
+# The regressions, as traces (tests/model/traces/*.trace): replayed by --regress.
+TRACE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'traces')
 
 # The daemon's counters logged around each live damage (cross-checked: see damage()).
-COUNTED = ('cache_units_corrupt', 'index_changed', 'index_errors', 'index_built',
+COUNTED = ('cache_units_corrupt', 'index_changed', 'index_saved_rejected', 'index_errors',
+           'index_built',
            'read_errors', 'fills')
 # Rounds of whole reads (the raw shard and every member) a damaged object gets to be repaired
 # in: the first round's reads meet the damage (and may fail), the mount fetches or indexes
@@ -327,13 +322,17 @@ class MountModel:
 # ---------------------------------------------------------------------------------------------
 
 class World:
-    def __init__(self, env, rng, ops, tag):
+    def __init__(self, env, rng, ops, tag, init=None, walk=True):
+        """init: the 'init' steps of a trace (the shards made before the mounts), or None:
+        draw 4 (recording)."""
         self.env = env
         self.rng = rng
         # its own draws: sequences keep the steps they had before members had subdirectories
         self.sub_rng = random.Random(tag)
         self.over_rng = random.Random(tag + '/overwrite')
         self.ops = ops
+        self.tag = tag
+        self.replaying = init is not None
         self.base = env.path(tag)
         k = 1
         while os.path.exists(self.base):  # the same seed run again (--regress)
@@ -346,7 +345,12 @@ class World:
         self.mtime = 1700000000
         self.nshards = 0
         self.sidecar_src = {}  # shard -> the Version its last 'index --sidecar' read
-        for _ in range(4):
+        # the trace: [(op, params)], every choice of every step resolved (see TRACES)
+        self.trace = []
+        self.cur = {}
+        self.held = []  # descriptors held open (op_hold)
+        for params in (init if init is not None else [None] * 4):
+            self.begin('init', params)
             self.new_shard()
         self.ng = web.Nginx(self.path('nginx'), self.root, access_log=False).start()
         self.px = web.FaultProxy(self.ng.port)
@@ -362,27 +366,68 @@ class World:
             self.mounts.append(m)
             self.models.append(MountModel(cur))
         self.step_no = 0
-        # the checks and draws added after the regressions were found (the walk after each
-        # step, overwrites of saved indexes): off in --regress runs, which replay as found
-        self.extended = True
+        # the walk after each step: off in the traces of the regressions found before it
+        # (it indexes every shard at once), which replay as they were found
+        self.extended = walk
         self.walked = 0
         self.inodes = [{} for _ in self.mounts]  # per mount: (shard, version, entry) -> inode
         self.answers = {}  # 'exact' or 'tolerated: CAUSE' -> count
+        self.by_kind = {}  # 'op OP' or 'mount KIND' -> [exact, answers]
+        self.cur_mount = '?'
+        self.evictions = 0  # evictions the daemons counted (before each unmount too)
         self.damage_counts = {}  # what the damage steps drew and did
+
+    # -- the trace ---------------------------------------------------------------------------
+
+    def begin(self, op, params):
+        """Start a step: recording (params None), its choices are drawn and kept as they are
+        made; replaying, they are the trace's. The step goes into the trace first, so a step
+        that fails is in it with the choices it made."""
+        self.cur = {} if params is None else dict(params)
+        if params is not None:
+            # a choice the trace lacks (the state differs from the recording's: a shrunk
+            # trace) is drawn from a generator of the step: the same for every replay
+            self.rng = random.Random('replay/%d/%s' % (len(self.trace), op))
+        self.trace.append((op, self.cur))
+
+    def draw(self, key, fn):
+        """The step's choice KEY: the trace's, or fn() (a draw) kept in the trace."""
+        if key not in self.cur:
+            self.cur[key] = fn()
+        return self.cur[key]
+
+    def mount_index(self, kind):
+        return [k for k, _ in self.sources].index(kind)
+
+    def draw_mount(self):
+        return self.mount_index(self.draw('m', lambda: self.sources[
+            self.rng.randrange(len(self.mounts))][0]))
 
     def report(self, steps):
         """Log the answers by kind and the damage drawn; False when the share of exact
-        answers is below EXACT_FLOOR (runs of at least FLOOR_STEPS steps)."""
+        answers is below EXACT_FLOOR (runs of at least FLOOR_STEPS steps). The reads through
+        held descriptors are apart: after any change of their file ESTALE is the answer
+        docs/faults.md gives (their exact share is logged, not floored)."""
         total = sum(self.answers.values())
         exact = self.answers.get('exact', 0)
-        share = exact / total if total else 0.0
-        log('== answers: %d, exact %d (%.2f%%); %d shard walks' % (total, exact, 100.0 * share,
-                                                                   self.walked))
+        he, hn = self.by_kind.get('op held-read', [0, 0])
+        share = (exact - he) / (total - hn) if total > hn else 0.0
+        log('== answers: %d, exact %d (%.2f%%); but the held descriptors\': %d, exact %d '
+            '(%.2f%%, the floor\'s share); %d shard walks' % (
+                total, exact, 100.0 * exact / max(1, total), total - hn, exact - he,
+                100.0 * share, self.walked))
         for k, v in sorted(self.answers.items()):
             if k != 'exact':
                 log('   %6d %s' % (v, k))
+        log('   exact by %s' % '; '.join('%s %.1f%% of %d' % (k, 100.0 * e / n, n)
+                                         for k, (e, n) in sorted(self.by_kind.items())))
         for k, v in sorted(self.damage_counts.items()):
             log('   drawn: %d %s' % (v, k))
+        if '--cache-size' in MOUNT_OPTS:
+            log('   evictions: %d (the daemons\' counts, summed)' % self.evictions)
+            if self.evictions == 0 and steps >= FLOOR_STEPS:
+                log('FAIL: a run with a small cache (%s) never evicted' % ' '.join(MOUNT_OPTS))
+                return False
         if steps >= FLOOR_STEPS and share < EXACT_FLOOR:
             log('FAIL: %.2f%% of the answers exact, below the floor of %.0f%%' % (
                 100.0 * share, 100.0 * EXACT_FLOOR))
@@ -391,11 +436,27 @@ class World:
 
     def count(self, what):
         self.answers[what] = self.answers.get(what, 0) + 1
+        # per operation and per mount: [exact, answers]
+        for k in ('op ' + (self.trace[-1][0] if self.trace else '?'), 'mount ' + self.cur_mount):
+            e = self.by_kind.setdefault(k, [0, 0])
+            e[0] += what == 'exact'
+            e[1] += 1
 
     def path(self, *p):
         return os.path.join(self.base, *p)
 
+    def note_evictions(self, i=None):
+        """Add the evictions the daemon of mount i (None: every mount) counted: before it
+        ends."""
+        for k in ([i] if i is not None else range(len(self.mounts))):
+            try:
+                self.evictions += self.mounts[k].stats().get('evictions', 0)
+            except (OSError, ValueError, KeyError):
+                pass
+
     def close(self):
+        self.close_held()
+        self.note_evictions()
         for m in self.mounts:
             m.umount(quiet=True)
         self.px.close()
@@ -410,7 +471,8 @@ class World:
         self.mtime += 10
         os.utime(path, (self.mtime, self.mtime))
 
-    def members(self, tag, n=None, sizes=None):
+    def member_specs(self, tag, n=None, sizes=None):
+        """[[name, size, pattern]] of new members (their bytes: materialize)."""
         rng = self.rng
         if sizes is None:
             sizes = [rng.choice([0, 1, 100, 511, 512, 513, 4096, 20000, 65536, 70000,
@@ -420,17 +482,17 @@ class World:
             pat = bytes(rng.randrange(256) for _ in range(61))
             # some members in a subdirectory (implied: tar_bytes stores no directory entries)
             sub = 'sub/' if tag == 'k' and self.sub_rng.random() < 0.2 else ''
-            out.append(('%s%s%d.bin' % (sub, tag, i), (pat * (s // 61 + 1))[:s]))
+            out.append(['%s%s%d.bin' % (sub, tag, i), s, pat[:4].hex()])
         return out
 
     def shards(self):
         return sorted(n for n in os.listdir(self.d) if n.endswith('.tar'))
 
-    def new_shard(self):
-        name = 's%d.tar' % self.nshards
-        self.nshards += 1
+    def new_shard(self, ks='s', km='m'):
+        name = self.draw(ks, lambda: 's%d.tar' % self.nshards)
+        self.nshards = max(self.nshards, int(name[1:-4]) + 1)
         p = os.path.join(self.d, name)
-        ml.write_file(p, ml.tar_bytes(self.members('k')))
+        ml.write_file(p, ml.tar_bytes(materialize(self.draw(km, lambda: self.member_specs('k')))))
         self.stamp(p)
         return name
 
@@ -447,8 +509,10 @@ class World:
         self.models[i].settle(cur, remount, stale)
 
     def pick_shard(self):
-        s = self.shards()
-        return self.rng.choice(s) if s else None
+        """A shard of the source (recording), the trace's when it still exists (replaying),
+        or None."""
+        s = self.draw('s', lambda: (lambda x: self.rng.choice(x) if x else None)(self.shards()))
+        return s if s and os.path.isfile(os.path.join(self.d, s)) else None
 
     # -- operations -------------------------------------------------------------------------
 
@@ -461,11 +525,14 @@ class World:
         mem = list(old.members.items())
         if not mem or len(mem) != len(old.entries) or any(len(n) > 99 for n, _ in mem):
             return  # an add-rich shard: links, directories and long names (not in ustar)
-        # the same sizes, other bytes, in another order: the same tar size
-        new = self.members("k", sizes=[msize(d) for _, d in mem])
-        new = [(n, d) for (n, _), (_, d) in zip(mem, new)]
-        self.rng.shuffle(new)
-        data = ml.tar_bytes(new)
+
+        def draw():
+            # the same sizes, other bytes, in another order: the same tar size
+            new = self.member_specs("k", sizes=[msize(d) for _, d in mem])
+            new = [[n, x[1], x[2]] for (n, _), x in zip(mem, new)]
+            self.rng.shuffle(new)
+            return new
+        data = ml.tar_bytes(materialize(self.draw('m', draw)))
         if len(data) != len(old.data):
             return
         with open(p, 'r+b') as f:
@@ -480,7 +547,7 @@ class World:
         p = os.path.join(self.d, s)
         with open(p, 'r+b') as f:
             f.truncate(0)
-            f.write(ml.tar_bytes(self.members('k')))
+            f.write(ml.tar_bytes(materialize(self.draw('m', lambda: self.member_specs('k')))))
         self.stamp(p)
         self.changed('rewrite-size %s' % s)
 
@@ -491,10 +558,11 @@ class World:
         if not s:
             return
         p = os.path.join(self.d, s)
-        a, b = self.rng.choice([(10240, 20480), (512, 1536), (3000, 7000)])
-        head = self.members('h', sizes=[1000])
-        tail = self.members('t', sizes=[70000])
-        mid = self.members('m', sizes=[a, b])
+        a, b = self.draw('ab', lambda: list(self.rng.choice([(10240, 20480), (512, 1536),
+                                                             (3000, 7000)])))
+        head = materialize(self.draw('h', lambda: self.member_specs('h', sizes=[1000])))
+        tail = materialize(self.draw('t', lambda: self.member_specs('t', sizes=[70000])))
+        mid = materialize(self.draw('mid', lambda: self.member_specs('m', sizes=[a, b])))
         ml.write_file(p, ml.tar_bytes(head + mid + tail))
         self.stamp(p)
         self.changed('rewrite-swap %s (written: the version before the swap)' % s)
@@ -514,7 +582,8 @@ class World:
         stage = self.path('stage')
         shutil.rmtree(stage, ignore_errors=True)
         os.makedirs(stage)
-        (n, data), = self.members('a%d_' % self.rng.randrange(1000), n=1)
+        (n, data), = materialize(self.draw('m', lambda: self.member_specs(
+            'a%d_' % self.rng.randrange(1000), n=1)))
         ml.write_file(os.path.join(stage, n), data)
         r = self.env.run(['tar', '-rf', p, '-C', stage, n])
         if r.returncode != 0:
@@ -529,14 +598,14 @@ class World:
             return
         p = os.path.join(self.d, s)
         size = os.path.getsize(p)
-        cut = self.rng.randrange(0, size + 1)
+        cut = min(size, self.draw('to', lambda: self.rng.randrange(0, size + 1)))
         os.truncate(p, cut)
         self.stamp(p)
         self.changed('truncate %s %d -> %d' % (s, size, cut))
 
     def op_delete(self):
         if len(self.shards()) < 2 and 'empty' not in self.ops:
-            return
+            self.draw('s', lambda: None)
         s = self.pick_shard()
         if not s:
             return
@@ -552,42 +621,50 @@ class World:
         self.changed('empty: rm d/*')
 
     def op_add_rich(self):
-        name = 's%d.tar' % self.nshards
-        self.nshards += 1
+        name = self.draw('s', lambda: 's%d.tar' % self.nshards)
+        self.nshards = max(self.nshards, int(name[1:-4]) + 1)
         p = os.path.join(self.d, name)
         rng = self.rng
-        fmt = rng.choice([tarfile.PAX_FORMAT, tarfile.GNU_FORMAT])
-        bio = io.BytesIO()
 
-        def info(n, kind, mode):
+        def mtime():
+            return 1500000000 + rng.randrange(1 << 28)
+
+        def info(n, kind, mode, mt):
             ti = tarfile.TarInfo(n)
             ti.type = kind
             ti.mode = mode
-            ti.mtime = 1500000000 + rng.randrange(1 << 28)
+            ti.mtime = mt
             return ti
-        long_dir = 'deep/' + 'd' * rng.randrange(90, 160)
-        with tarfile.open(fileobj=bio, mode='w', format=fmt) as tf:
-            files = self.members('r')
-            files[0] = ('k0.bin', files[0][1])
-            files.append(('%s/%s.bin' % (long_dir, 'n' * rng.randrange(1, 120)),
-                          files[-1][1]))
-            ti = info('edir', tarfile.DIRTYPE, rng.choice([0o750, 0o700, 0o755, 0o555]))
-            tf.addfile(ti)
-            files.append(('edir/f.bin', files[0][1][:1000]))
-            for n, d in files:
-                ti = info(n, tarfile.REGTYPE, rng.choice([0o644, 0o600, 0o755, 0o444,
-                                                          0o4755, 0o2750]))
+        fmt = self.draw('fmt', lambda: rng.choice(['pax', 'gnu']))
+        long_dir = 'deep/' + 'd' * self.draw('dirlen', lambda: rng.randrange(90, 160))
+        files = [list(x) for x in self.draw('m', lambda: self.member_specs('r'))]
+        files[0][0] = 'k0.bin'
+        files.append(['%s/%s.bin' % (long_dir, 'n' * self.draw('nlen', lambda: rng.randrange(
+            1, 120)))] + files[-1][1:])
+        edir = self.draw('edir', lambda: [rng.choice([0o750, 0o700, 0o755, 0o555]), mtime()])
+        files.append(['edir/f.bin', min(1000, files[0][1]), files[0][2]])
+        modes = self.draw('fm', lambda: [[rng.choice([0o644, 0o600, 0o755, 0o444, 0o4755,
+                                                      0o2750]), mtime()] for _ in files])
+        ln = self.draw('ln', lambda: [mtime(), rng.choice(['k0.bin', files[-2][0],
+                                                            '../outside', '/abs/' + 'l' * 120])])
+        hl = self.draw('hl', lambda: [mtime(), rng.choice(files)[0]])
+        bio = io.BytesIO()
+        with tarfile.open(fileobj=bio, mode='w',
+                          format=tarfile.PAX_FORMAT if fmt == 'pax' else tarfile.GNU_FORMAT) as tf:
+            tf.addfile(info('edir', tarfile.DIRTYPE, edir[0], edir[1]))
+            for (n, d), (mode, mt) in zip(materialize(files), modes):
+                ti = info(n, tarfile.REGTYPE, mode, mt)
                 ti.size = len(d)
                 tf.addfile(ti, io.BytesIO(d))
-            ti = info('ln', tarfile.SYMTYPE, 0o777)
-            ti.linkname = rng.choice(['k0.bin', files[-2][0], '../outside', '/abs/' + 'l' * 120])
+            ti = info('ln', tarfile.SYMTYPE, 0o777, ln[0])
+            ti.linkname = ln[1]
             tf.addfile(ti)
-            ti = info('hl.bin', tarfile.LNKTYPE, 0o644)
-            ti.linkname = rng.choice(files)[0]
+            ti = info('hl.bin', tarfile.LNKTYPE, 0o644, hl[0])
+            ti.linkname = hl[1]
             tf.addfile(ti)
         ml.write_file(p, bio.getvalue())
         self.stamp(p)
-        self.changed('add-rich %s (%s)' % (name, 'pax' if fmt == tarfile.PAX_FORMAT else 'gnu'))
+        self.changed('add-rich %s (%s)' % (name, fmt))
 
     def op_add(self):
         s = self.new_shard()
@@ -598,15 +675,27 @@ class World:
         shutil.rmtree(old, ignore_errors=True)
         os.rename(self.d, old)
         os.makedirs(self.d)
-        for n in sorted(os.listdir(old)):
-            if n.endswith('.tar') and self.rng.random() < 0.8:
-                if self.rng.random() < 0.5:
-                    shutil.copy2(os.path.join(old, n), os.path.join(self.d, n))
+        names = [n for n in sorted(os.listdir(old)) if n.endswith('.tar')]
+
+        def draw():
+            # each shard: dropped (None), copied ('copy', cp -p) or written anew (members)
+            out = {}
+            for n in names:
+                if self.rng.random() < 0.8:
+                    out[n] = 'copy' if self.rng.random() < 0.5 else self.member_specs('k')
                 else:
-                    p = os.path.join(self.d, n)
-                    ml.write_file(p, ml.tar_bytes(self.members('k')))
-                    self.stamp(p)
-        self.new_shard()
+                    out[n] = None
+            return out
+        keep = self.draw('keep', draw)
+        for n in names:
+            how = keep.get(n)
+            if how == 'copy':
+                shutil.copy2(os.path.join(old, n), os.path.join(self.d, n))
+            elif how is not None:
+                p = os.path.join(self.d, n)
+                ml.write_file(p, ml.tar_bytes(materialize(how)))
+                self.stamp(p)
+        self.new_shard('add', 'addm')
         self.changed('swap: mv d d.old; mkdir d; %s' % ' '.join(self.shards()))
         # a local mount may serve the directory it opened (now d.old) until its refresh, and
         # the next swap removes d.old: every file it showed may then be absent (found by the
@@ -632,7 +721,7 @@ class World:
         self.sidecar('op')
 
     def op_refresh(self, counts=False):
-        i = self.rng.randrange(len(self.mounts))
+        i = self.draw_mount()
         before = {n: vs[0] for n, vs in self.models[i].allowed.items()}
         cur = snapshot_source(self.d)
         new = [n for n in cur if before.get(n) is None]
@@ -671,8 +760,10 @@ class World:
 
     def remount(self, i, kill):
         m = self.mounts[i]
+        self.close_held(i)
+        self.note_evictions(i)
         if self.models[i].faulty:
-            self.op_faults()  # off: a mount whose listing fails does not mount
+            self.faults(None)  # off: a mount whose listing fails does not mount
         if kill:
             pid = m.stats()['pid']
             ml.kill_daemon(self.env, pid, signal.SIGKILL)  # on purpose: not a crash
@@ -687,10 +778,10 @@ class World:
         log('  %s %s' % ('kill -9 and remount' if kill else 'remount', self.sources[i][0]))
 
     def op_remount(self):
-        self.remount(self.rng.randrange(len(self.mounts)), False)
+        self.remount(self.draw_mount(), False)
 
     def op_kill9(self):
-        self.remount(self.rng.randrange(len(self.mounts)), True)
+        self.remount(self.draw_mount(), True)
 
     def cache_files(self, meta):
         out = []
@@ -704,6 +795,86 @@ class World:
                     out.append(p)
         return sorted(out)
 
+    def cache_source(self, top):
+        """The mount kind whose source cache directory v1/TOP is, or None."""
+        try:
+            with open(os.path.join(self.cache, 'v1', top, 'source'), 'rb') as f:
+                src = f.read().decode(errors='replace').strip()
+        except OSError:
+            return None
+        kinds = [k for k, s in self.sources if s == src]
+        return kinds[0] if kinds else None
+
+    def held_by(self, kind, base):
+        """Names of the objects of mount KIND whose versions the data file base holds."""
+        try:
+            with open(base, 'rb') as f:
+                cached = f.read()
+        except OSError:
+            return []
+        mm = self.models[self.mount_index(kind)]
+        return sorted(n for n, vs in mm.allowed.items()
+                      if any(v is not None and holds(cached, v.data) for v in vs))
+
+    @staticmethod
+    def index_names(p):
+        try:
+            with open(p, 'rb') as f:
+                return sorted({n.decode() for n in re.findall(rb's[0-9]+\.tar', f.read())})
+        except OSError:
+            return []
+
+    def describe_cache(self, p):
+        """What cache file p is, as a trace keeps it: {'src': mount kind, 'rel': its path in
+        its source's directory, and 'index': the shard a saved index names, or 'obj' (the
+        object a data, .st or .map file's data holds, None: none a mount shows) and
+        'suffix'}; None for None."""
+        if p is None:
+            return None
+        rel = os.path.relpath(p, os.path.join(self.cache, 'v1')).split(os.sep)
+        out = {'src': self.cache_source(rel[0]), 'rel': '/'.join(rel[1:])}
+        if out['src'] is None:
+            return out
+        if 'meta' in rel:
+            if len(rel) >= 4 and rel[2].startswith('f-'):
+                names = self.index_names(p)
+                out['index'] = names[0] if names else None
+            return out
+        b = os.path.basename(p)
+        base = b.split('.')[0]
+        held = self.held_by(out['src'], os.path.join(os.path.dirname(p), base))
+        out['obj'] = held[0] if held else None
+        out['suffix'] = b[len(base):]
+        return out
+
+    def resolve_cache(self, desc):
+        """The cache file desc describes now (describe_cache): the one at its path when it is
+        still what desc says, else the first (by name) of its source's files that is; None
+        when none is."""
+        if not desc or desc.get('src') is None:
+            return None
+        v1 = os.path.join(self.cache, 'v1')
+        tops = [t for t in sorted(os.listdir(v1)) if self.cache_source(t) == desc['src']] \
+            if os.path.isdir(v1) else []
+
+        def fits(p):
+            if size_or_zero(p) == 0:
+                return False
+            d = self.describe_cache(p)
+            return all(d.get(k) == desc.get(k) for k in ('index', 'obj', 'suffix'))
+        for t in tops:
+            p = os.path.join(v1, t, *desc['rel'].split('/'))
+            if os.path.isfile(p) and fits(p):
+                return p
+        meta = 'index' in desc or desc['rel'].split('/')[0] == 'meta'
+        if 'index' not in desc and 'obj' not in desc:
+            return None  # a kept listing: by its path only
+        for t in tops:
+            for p in self.cache_files(meta):
+                if os.path.relpath(p, v1).split(os.sep)[0] == t and fits(p):
+                    return p
+        return None
+
     def damage(self, meta, live):
         """Damage one file of the cache: under the running mounts (live), or with every mount
         of the cache unmounted (then mounted again: a load must check what it loads). Only
@@ -711,16 +882,21 @@ class World:
         source, are damaged: they may answer ESTALE, EIO or ENOENT until the mount repairs
         them (repair below), every other object stays exact."""
         if not live:
+            self.close_held()
+            self.note_evictions()
             if self.models[2].faulty:
-                self.op_faults()
+                self.faults(None)
             for m in self.mounts:
                 m.umount()
         # Under running mounts the cache changes while we look: a temporary file is renamed,
         # eviction deletes a file. A file gone before it is damaged is not damaged (logged).
+        # The trace keeps which file by what it is (its source's mount, the object or shard it
+        # holds, its kind), not by its name (which hashes the server's port and ETags).
         files = [p for p in self.cache_files(meta) if size_or_zero(p) > 0]
-        if not files:
-            files = [None]
-        p = self.rng.choice(files)
+        desc = self.draw('file', lambda: self.describe_cache(self.rng.choice(files or [None])))
+        p = self.resolve_cache(desc)
+        if p is None and desc is not None:
+            log('  damage: no cache file is %s now: nothing damaged' % desc)
         if p is None:
             if not live:
                 for i, m in enumerate(self.mounts):
@@ -758,10 +934,33 @@ class World:
                                or 'no object a mount shows'))
         for i, n in hit:
             self.models[i].damaged[n] = what
+            if meta:
+                # its index is built again: a new shard, new inode numbers; descriptors held
+                # on the old ones may give ESTALE from now on
+                for h in self.held:
+                    if h['i'] == i and h['s'] == n:
+                        h['lenient'] = 'held, index damaged (%s)' % what
             # an index dropped and built again makes a new shard of the same version: its
             # entries get new inode numbers (ESTALE for the old ones, fs/core/README.md)
             self.inodes[i] = {k: v for k, v in self.inodes[i].items() if k[0] != n}
         self.repair(hit)
+        settled = [(i, n) for i, n in hit if len(self.models[i].allowed.get(n, [])) == 1 and
+                   n not in self.models[i].stale_sidecars]
+        if not live and meta and how not in ('delete', None) and settled:
+            # the damaged saved index of a settled shard: the repair's reads, after the
+            # remount, loaded it (the shard's version: refused at load, counted in
+            # index_saved_rejected) or, an older version's, removed it when they saved the
+            # new version's (index_removed), or loaded the shard's sidecar instead
+            i, n = settled[0]
+            st = self.mounts[i].stats()
+            seen = [c for c in ('index_saved_rejected', 'index_removed', 'index_sidecar')
+                    if st.get(c, 0)]
+            if not seen:
+                raise Failure('%s: the saved index of %s was damaged (%s) before the mount, '
+                              'read exactly after, but neither index_saved_rejected, '
+                              'index_removed nor index_sidecar counted' % (
+                                  self.sources[i][0], n, how))
+            self.count_damage('saved indexes damaged before a mount: counted in %s' % seen[0])
         if before is not None:
             after = self.counters()
             if filled and hit:
@@ -833,6 +1032,7 @@ class World:
         then on the object owes exact answers again."""
         for i, n in hit:
             mm = self.models[i]
+            self.cur_mount = self.sources[i][0]
             for rnd in range(REPAIR_ROUNDS):
                 with open('/proc/sys/vm/drop_caches', 'w') as f:
                     f.write('3\n')
@@ -891,13 +1091,16 @@ class World:
         # a byte flipped under a running mount in a data unit this mount filled is seen too:
         # the cache tier watches the data files in use and checks their units again after a
         # change (inotify IN_MODIFY, cachetier/README.md "Checked bytes")
-        how = self.rng.choice(['truncate', 'flip', 'punch', 'delete'])
+        how = self.draw('how', lambda: self.rng.choice(['truncate', 'flip', 'punch', 'delete']))
         # a saved index written over in place with another shard's saved index (a valid blob
         # of another identity), drawn from its own generator (sequences keep their steps)
         others = [q for q in self.cache_files(True) if q != p and '/f-' in q and
                   os.path.dirname(os.path.dirname(q)) == os.path.dirname(os.path.dirname(p))]
-        if self.extended and meta and '/f-' in p and others and self.over_rng.random() < 0.3:
-            src = self.over_rng.choice(others)
+        over = self.draw('over', lambda: self.describe_cache(self.over_rng.choice(others)) if (
+            self.extended and meta and '/f-' in p and others and self.over_rng.random() < 0.3)
+            else None)
+        src = self.resolve_cache(over) if over else None
+        if src is not None and src != p:
             try:
                 with open(src, 'rb') as f:
                     blob = f.read()
@@ -910,18 +1113,21 @@ class World:
                 log('  damage overwrite %s with %s (%d bytes)' % (
                     os.path.relpath(p, self.cache), os.path.relpath(src, self.cache), len(blob)))
                 return 'overwrite'
+        if size == 0:  # replaying: the file is empty now
+            how = 'delete'
         if how == 'truncate':
-            os.truncate(p, self.rng.randrange(0, size))
+            os.truncate(p, min(max(0, size - 1), self.draw('to', lambda: self.rng.randrange(
+                0, size))))
         elif how == 'flip':
-            off = self.flip_at = self.rng.randrange(size)
+            off = self.flip_at = self.draw('at', lambda: self.rng.randrange(size)) % size
             with open(p, 'r+b') as f:
                 f.seek(off)
                 b = f.read(1)
                 f.seek(off)
-                f.write(bytes([b[0] ^ (1 << self.rng.randrange(8))]))
+                f.write(bytes([b[0] ^ (1 << self.draw('bit', lambda: self.rng.randrange(8)))]))
             how += ' @%d' % off
         elif how == 'punch':
-            off = self.rng.randrange(size) & ~4095
+            off = (self.draw('at', lambda: self.rng.randrange(size)) % size) & ~4095
             r = self.env.run(['fallocate', '--punch-hole', '-o', str(off), '-l', '65536', p])
             if r.returncode != 0 and not os.path.exists(p):
                 raise FileNotFoundError(p)
@@ -948,27 +1154,29 @@ class World:
         self.damage(False, False)
 
     def op_faults(self):
+        """Toggles the faults: 'on' is the proxy's seed, or None (off)."""
+        self.faults(self.draw('on', lambda: None if self.models[2].faulty else
+                              self.rng.randrange(1 << 30)))
+
+    def faults(self, seed):
         mm = self.models[2]
-        if mm.faulty:
+        if seed is None:
             self.px.set('pass')
             mm.faulty = False
             log('  faults off')
         else:
-            self.px.set_random(0.3, seed=self.rng.randrange(1 << 30),
-                               modes=('503', 'cut', 'trunc'))
+            self.px.set_random(0.3, seed=seed, modes=('503', 'cut', 'trunc'))
             mm.faulty = True
-            log('  faults on (503, cut, trunc at 30%)')
+            log('  faults on (503, cut, trunc at 30%%, seed %d)' % seed)
 
     # -- reads ------------------------------------------------------------------------------
 
     def pick_read(self, want_shard):
-        i = self.rng.randrange(len(self.mounts))
+        i = self.draw_mount()
         mm = self.models[i]
         names = sorted(n for n, vs in mm.allowed.items()
                        if (n.endswith('.tar') if want_shard else not n.endswith('.tar')))
-        if not names:
-            return i, mm, None
-        return i, mm, self.rng.choice(names)
+        return i, mm, self.draw('s', lambda: self.rng.choice(names) if names else None)
 
     def check(self, i, what, got, expected, errs_ok):
         """got: ('ok', value) or ('err', errno); expected: values allowed (None: ENOENT
@@ -976,6 +1184,7 @@ class World:
         answer is counted under). Every answer is counted: exact (a version's bytes, or ENOENT
         of an absent file) or tolerated, by cause."""
         label = '%s: %s' % (self.sources[i][0], what)
+        self.cur_mount = self.sources[i][0]
         if got[0] == 'err':
             e = got[1]
             ok = True
@@ -1009,22 +1218,23 @@ class World:
         i, mm, s = self.pick_read(True)
         if not s:
             return
+        vs = mm.allowed.get(s, [None])
         names = set()
-        for v in mm.allowed[s]:
+        for v in vs:
             if v is not None and v.members:
                 names |= set(v.members)
-        if not names:
+        n = self.draw('n', lambda: self.rng.choice(sorted(names)) if names else None)
+        if n is None:
             return
-        n = self.rng.choice(sorted(names))
         path = os.path.join(self.mounts[i].mnt, s[:-4], n)
         exp = []
-        sizes = [msize(v.members[n]) for v in mm.allowed[s] if v is not None and n in v.members]
+        sizes = [msize(v.members[n]) for v in vs if v is not None and n in v.members] or [0]
         off, ln = 0, None
         if ranged:
-            size = self.rng.choice(sizes)
-            off = self.rng.randrange(0, size + 2)
-            ln = self.rng.choice([1, 100, 4096, 65536, 70000, self.rng.randrange(1, 200000)])
-        for v in mm.allowed[s]:
+            off = self.draw('off', lambda: self.rng.randrange(0, self.rng.choice(sizes) + 2))
+            ln = self.draw('len', lambda: self.rng.choice([1, 100, 4096, 65536, 70000,
+                                                           self.rng.randrange(1, 200000)]))
+        for v in vs:
             if v is None or n not in v.members:
                 exp.append(None)
             else:
@@ -1043,26 +1253,173 @@ class World:
                                       ' [%d+%d]' % (off, ln) if ranged else ''),
                    got, exp, mm.errs_ok(s))
 
+    # -- descriptors held open, concurrent readers ----------------------------------------
+
+    def payload(self, v, s, n):
+        """What version v of shard s holds at n (a member's bytes or Partial; n None: the raw
+        shard's bytes), or None (absent)."""
+        if v is None:
+            return None
+        if n is None:
+            return v.data
+        return v.members.get(n) if v.members else None
+
+    @staticmethod
+    def slices(payloads, off, ln):
+        """The answers allowed for a read of [off, off+ln) (ln None: to the end) of each
+        payload (None: ENOENT)."""
+        exp = []
+        for d in payloads:
+            if d is None:
+                exp.append(None)
+            elif isinstance(d, Partial):
+                exp += [d.slice(off, ln), EIO]
+            else:
+                exp.append(d[off:] if ln is None else d[off:off + ln])
+        return exp
+
+    def op_hold(self):
+        """Open a member or a raw shard through a mount and keep the descriptor (at most
+        HELD; the oldest is closed first): later 'held-read's read it."""
+        i, mm, s = self.pick_read(True)
+        if not s:
+            return
+        vs = list(mm.allowed.get(s, [None]))
+        names = set()
+        for v in vs:
+            if v is not None and v.members:
+                names |= set(v.members)
+        # a member of a shard with a stale sidecar shows the sidecar's size until its first
+        # read: the raw shard only
+        stale = s in mm.stale_sidecars
+        n = self.draw('n', lambda: self.rng.choice(sorted(names)) if names and not stale and
+                      self.rng.random() < 0.7 else None)
+        if n is not None and stale:
+            return
+        while len(self.held) >= HELD:
+            os.close(self.held.pop(0)['fd'])
+        path = os.path.join(self.mounts[i].mnt, s[:-4], n) if n else \
+            os.path.join(self.mounts[i].mnt, s)
+        label = 'open %s' % os.path.relpath(path, self.mounts[i].mnt)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as e:
+            exp = [None] if any(self.payload(v, s, n) is None for v in vs) else []
+            self.check(i, label, ('err', e.errno), exp, mm.errs_ok(s))
+            return
+        log('  %s: %s -> fd %d (held)' % (self.sources[i][0], label, fd))
+        self.held.append({'fd': fd, 'i': i, 's': s, 'n': n, 'vs': vs, 'label': label,
+                          'lenient': None})
+
+    def op_held_read(self):
+        """A read through a held descriptor: the exact bytes of a version the file had when
+        it was opened (the one it opened), or ESTALE/EIO once the file changed or its index
+        was built again (damage) since: never another version's bytes. A change of the cache
+        alone (eviction, a refill, a repaired unit) is not a change: exact bytes owed."""
+        k = self.draw('h', lambda: self.rng.randrange(len(self.held)) if self.held else None)
+        if k is None or k >= len(self.held):
+            return
+        h = self.held[k]
+        i, s, n = h['i'], h['s'], h['n']
+        mm = self.models[i]
+        payloads = [self.payload(v, s, n) for v in h['vs']]
+        sizes = [msize(d) for d in payloads if d is not None] or [0]
+        off = self.draw('off', lambda: self.rng.randrange(0, self.rng.choice(sizes) + 2))
+        ln = self.draw('len', lambda: self.rng.choice([1, 4096, 65536, 300000,
+                                                       self.rng.randrange(1, 200000)]))
+        exp = [x for x in self.slices(payloads, off, ln) if x is not None]
+        cur = mm.allowed.get(s, [None])
+        why = h['lenient'] or mm.errs_ok(s)
+        if why is None and not (len(h['vs']) == 1 and cur == h['vs'] and cur[0] is not None):
+            # opened while a change was pending (the old version, possibly: gone now), or the
+            # file changed since
+            why = 'held across a change'
+        got = pread_result_fd(h['fd'], off, ln)
+        self.check(i, 'held %s [%d+%d]' % (h['label'], off, ln), got, exp, why)
+
+    def close_held(self, i=None):
+        """Close the held descriptors (of mount i; None: all) before it is unmounted."""
+        keep = []
+        for h in self.held:
+            if i is None or h['i'] == i:
+                os.close(h['fd'])
+            else:
+                keep.append(h)
+        self.held = keep
+
+    def op_concurrent(self):
+        """CONCURRENT readers at once (threads released together) through one mount, each
+        reading a member or a raw shard whole; every answer checked as a read's."""
+        i = self.draw_mount()
+        mm = self.models[i]
+        shards = sorted(n for n in mm.allowed if n.endswith('.tar'))
+
+        def draw():
+            out = []
+            for _ in range(CONCURRENT):
+                s = self.rng.choice(shards)
+                names = set()
+                for v in mm.allowed[s]:
+                    if v is not None and v.members:
+                        names |= set(v.members)
+                out.append([s, self.rng.choice(sorted(names)) if names and
+                            self.rng.random() < 0.8 else None])
+            return out
+        reads = self.draw('r', lambda: draw() if shards else [])
+        if not reads:
+            return
+        bar = threading.Barrier(len(reads))
+        got = [None] * len(reads)
+
+        def one(k, path):
+            try:
+                bar.wait(timeout=60)
+            except threading.BrokenBarrierError:
+                pass
+            got[k] = pread_result(path, 0, None)
+        ts = []
+        for k, (s, n) in enumerate(reads):
+            path = os.path.join(self.mounts[i].mnt, s[:-4], n) if n else \
+                os.path.join(self.mounts[i].mnt, s)
+            t = threading.Thread(target=one, args=(k, path))
+            t.start()
+            ts.append(t)
+        for t in ts:
+            t.join(120)
+            if t.is_alive():
+                raise Failure('%s: a concurrent reader did not end in 120 s' % self.sources[i][0])
+        for k, (s, n) in enumerate(reads):
+            vs = mm.allowed.get(s, [None])
+            exp = self.slices([self.payload(v, s, n) for v in vs], 0, None)
+            sv = mm.stale_sidecars.get(s)
+            if n and sv is not None and n in sv.members:
+                exp.append(b'')  # the stale sidecar's size 0 (stat showed it)
+            self.check(i, 'concurrent read %d of %d %s' % (k + 1, len(reads),
+                                                           '%s/%s' % (s[:-4], n) if n else s),
+                       got[k], exp, mm.errs_ok(s))
+
     def op_stat(self):
         i, mm, s = self.pick_read(True)
         if not s:
             return
+        vs = mm.allowed.get(s, [None])
         names = set()
-        for v in mm.allowed[s]:
+        for v in vs:
             if v is not None and v.members:
                 names |= set(v.members)
-        if names and self.rng.random() < 0.7:
-            n = self.rng.choice(sorted(names))
+        n = self.draw('n', lambda: self.rng.choice(sorted(names))
+                      if names and self.rng.random() < 0.7 else None)
+        if n is not None:
             path = os.path.join(self.mounts[i].mnt, s[:-4], n)
-            exp = [None if v is None or n not in v.members else msize(v.members[n])
-                   for v in mm.allowed[s]]
+            exp = [None if v is None or v.members is None or n not in v.members else
+                   msize(v.members[n]) for v in vs]
             sv = mm.stale_sidecars.get(s)
             if sv is not None and n in sv.members:
                 exp.append(msize(sv.members[n]))  # the sidecar's size, until a read checks
             what = 'stat %s/%s' % (s[:-4], n)
         else:
             path = os.path.join(self.mounts[i].mnt, s)
-            exp = [None if v is None else len(v.data) for v in mm.allowed[s]]
+            exp = [None if v is None else len(v.data) for v in vs]
             what = 'stat %s' % s
         try:
             got = ('ok', os.stat(path).st_size)
@@ -1074,17 +1431,18 @@ class World:
         i, mm, s = self.pick_read(True)
         if not s or s in mm.stale_sidecars:
             return
+        vs = mm.allowed.get(s, [None])
         names = set()
-        for v in mm.allowed[s]:
+        for v in vs:
             if v is not None and v.entries:
                 names |= set(v.entries)
-        if not names:
+        n = self.draw('n', lambda: self.rng.choice(sorted(names)) if names else None)
+        if n is None:
             return
-        n = self.rng.choice(sorted(names))
         path = os.path.join(self.mounts[i].mnt, s[:-4], n)
         exp = []
-        for v in mm.allowed[s]:
-            e = None if v is None else v.entries.get(n)
+        for v in vs:
+            e = None if v is None or v.entries is None else v.entries.get(n)
             if e is None:
                 exp.append(None)
             else:
@@ -1113,12 +1471,14 @@ class World:
         i, mm, s = self.pick_read(True)
         if not s:
             return
-        sizes = [len(v.data) for v in mm.allowed[s] if v is not None]
+        vs = mm.allowed.get(s, [None])
+        sizes = [len(v.data) for v in vs if v is not None]
         if not sizes:
             sizes = [0]
-        off = self.rng.randrange(0, self.rng.choice(sizes) + 2)
-        ln = self.rng.choice([1, 512, 65536, 300000, self.rng.randrange(1, 600000)])
-        exp = [None if v is None else v.data[off:off + ln] for v in mm.allowed[s]]
+        off = self.draw('off', lambda: self.rng.randrange(0, self.rng.choice(sizes) + 2))
+        ln = self.draw('len', lambda: self.rng.choice([1, 512, 65536, 300000,
+                                                       self.rng.randrange(1, 600000)]))
+        exp = [None if v is None else v.data[off:off + ln] for v in vs]
         got = pread_result(os.path.join(self.mounts[i].mnt, s), off, ln)
         self.check(i, 'raw %s [%d+%d]' % (s, off, ln), got, exp, mm.errs_ok(s))
 
@@ -1126,23 +1486,24 @@ class World:
         i, mm, s = self.pick_read(False)
         if not s:
             return
-        exp = [None if v is None else v.data for v in mm.allowed[s]]
+        exp = [None if v is None else v.data for v in mm.allowed.get(s, [None])]
         got = pread_result(os.path.join(self.mounts[i].mnt, s), 0, None)
         self.check(i, 'plain %s' % s, got, exp, mm.errs_ok(s))
 
     def op_ls(self):
-        i = self.rng.randrange(len(self.mounts))
+        i = self.draw_mount()
         mm = self.models[i]
         mnt = self.mounts[i].mnt
         shards = sorted(n for n in mm.allowed if n.endswith('.tar'))
-        if shards and self.rng.random() < 0.6:
-            s = self.rng.choice(shards)
+        s = self.draw('s', lambda: self.rng.choice(shards) if shards and self.rng.random() < 0.6
+                      else None)
+        if s is not None:
             try:
                 got = ('ok', sorted(os.listdir(os.path.join(mnt, s[:-4]))))
             except OSError as e:
                 got = ('err', e.errno)
-            exp = [None if v is None else sorted(listing_names(v.entries))
-                   for v in mm.allowed[s]]
+            exp = [None if v is None or v.entries is None else sorted(listing_names(v.entries))
+                   for v in mm.allowed.get(s, [None])]
             self.check(i, 'ls %s/' % s[:-4], got, exp, mm.errs_ok(s))
             return
         try:
@@ -1166,8 +1527,10 @@ class World:
         if got - known:
             raise Failure('%s: unknown names %s' % (label, sorted(got - known)))
 
-    def run_step(self, op):
+    def run_step(self, op, params=None):
+        """One step: op with params (a trace's), or with its choices drawn (None)."""
         self.step_no += 1
+        self.begin(op, params)
         log('step %d: %s' % (self.step_no, op))
         getattr(self, 'op_' + op.replace('-', '_'))()
         if self.extended:
@@ -1251,6 +1614,16 @@ class World:
                 inos[ino] = (s, n)
 
 
+def materialize(specs):
+    """[(name, bytes)] of members [[name, size, pattern]]: the bytes repeat 61 bytes that the
+    pattern (8 hex digits) gives."""
+    out = []
+    for n, size, pat in specs:
+        b = hashlib.sha512(bytes.fromhex(pat)).digest()[:61]
+        out.append((n, (b * (size // 61 + 1))[:size]))
+    return out
+
+
 def holds(cached, data):
     """Does a cache data file (cached: its bytes) hold object bytes data: the same size,
     and the same bytes in every 64 KiB unit it has filled (a unit not filled reads zeros)?"""
@@ -1278,6 +1651,23 @@ def listing_names(members):
     """Top-level names of a shard's directory: its entries (members, directories, links) and
     the directories they imply."""
     return {n.split('/')[0] for n in members}
+
+
+def pread_result_fd(fd, off, ln):
+    """pread_result on an open descriptor."""
+    out = []
+    got = 0
+    try:
+        while ln is None or got < ln:
+            want = 1 << 20 if ln is None else min(1 << 20, ln - got)
+            b = os.pread(fd, want, off + got)
+            if not b:
+                break
+            out.append(b)
+            got += len(b)
+    except OSError as e:
+        return ('err', e.errno)
+    return ('ok', b''.join(out))
 
 
 def pread_result(path, off, ln):
@@ -1326,23 +1716,66 @@ def parse_ops(spec):
     return ops
 
 
-def run_sequence(env, seed, steps, ops, extended=True):
-    log('== model: seed %d, %d steps, ops %s' % (seed, steps, ','.join(ops)))
-    for o in ops:
-        if o in WAITING:
-            log('   (op %s waits for %s)' % (o, WAITING[o]))
-    rng = random.Random(seed)
-    w = World(env, rng, ops, 'seed-%d' % seed)
-    w.extended = extended
-    weights = [OPS[o] for o in ops]
+# ---------------------------------------------------------------------------------------------
+# Traces: a run's operations with every choice resolved, replayed and shrunk
+# ---------------------------------------------------------------------------------------------
+
+def trace_text(trace, walk, comment):
+    """A trace file: '#' comment lines, 'config {...}', then one line per step: the
+    operation and its choices as JSON ('init' steps: the shards made before the mounts)."""
+    lines = ['# ' + x if x else '#' for x in comment.splitlines()]
+    lines.append('config ' + json.dumps({'walk': walk, 'mount_opts': MOUNT_OPTS}))
+    for op, p in trace:
+        lines.append('%s %s' % (op, json.dumps(p, sort_keys=True)))
+    return '\n'.join(lines) + '\n'
+
+
+def read_trace(path):
+    """(config, [(op, params)]) of a trace file."""
+    config, steps = {}, []
+    with open(path) as f:
+        for k, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith('#'):
+                continue
+            op, _, rest = line.partition(' ')
+            try:
+                p = json.loads(rest) if rest else {}
+            except ValueError as e:
+                raise SystemExit('%s:%d: not a trace line (%s): %r' % (path, k, e, line[:80]))
+            if op == 'config':
+                config = p
+            elif op == 'init' or op in OPS:
+                steps.append((op, p))
+            else:
+                raise SystemExit('%s:%d: unknown operation %r (ops: %s)' % (
+                    path, k, op, ' '.join(OPS)))
+    return config, steps
+
+
+def failure_kind(msg):
+    """What a failure is, for shrinking: its mount and its class (a wrong answer, a walk, a
+    refresh, a repair, a counter), not its bytes or names, which a shorter trace changes."""
+    label = msg.split(':')[0].split(' ')[0]
+    for k in ('got ', 'walk', 'repair', 'refresh', 'cache_units_corrupt', 'still not exact',
+              'shows only', 'unknown names'):
+        if k in msg:
+            return '%s %s' % (label, k.strip())
+    return '%s %s' % (label, ' '.join(msg.split()[1:3]))
+
+
+def play(env, tag, steps, ops=None, rng=None, init=None, walk=True):
+    """Run steps ([(op, params or None)]: None draws the step's choices from rng) in a new
+    World; (world, None) or (world, (step number, op, failure message))."""
+    w = World(env, rng or random.Random(0), ops or list(OPS), tag, init=init, walk=walk)
+    fail = None
     t0 = time.monotonic()
     try:
-        for _ in range(steps):
-            w.run_step(rng.choices(ops, weights)[0])
+        for op, params in steps:
+            w.run_step(op, params)
     except Failure as e:
-        log('FAIL: seed %d step %d: %s' % (seed, w.step_no, e))
-        log('replay: %s %s --seed %d --steps %d --ops %s' % (
-            sys.argv[0], env.shardfs, seed, w.step_no, ','.join(ops)))
+        fail = (w.step_no, w.trace[-1][0], str(e))
+        log('FAIL: %s step %d (%s): %s' % (tag, w.step_no, fail[1], e))
         for m in w.mounts:
             try:
                 st = m.stats()
@@ -1357,11 +1790,132 @@ def run_sequence(env, seed, steps, ops, extended=True):
                 with open(os.path.join(d, 'log'), errors='replace') as f:
                     for line in f.read().splitlines()[-12:]:
                         log('  ' + line)
-        return False
     finally:
-        log('== seed %d: %d steps in %.1fs' % (seed, w.step_no, time.monotonic() - t0))
+        log('== %s: %d steps in %.1fs' % (tag, w.step_no, time.monotonic() - t0))
         w.close()
+    return w, fail
+
+
+def trace_out(name):
+    d = os.environ.get('MODEL_TRACE_DIR') or os.getcwd()
+    return os.path.join(d, name)
+
+
+def run_sequence(env, seed, steps, ops, walk=True, record=None):
+    """A run of `steps` operations drawn with seed; its trace is written to record, or when
+    it fails to MODEL_TRACE_DIR (default: the current directory)."""
+    log('== model: seed %d, %d steps, ops %s' % (seed, steps, ','.join(ops)))
+    log('   (another sequence: --seed N or MODEL_SEED=N)')
+    for o in ops:
+        if o in WAITING:
+            log('   (op %s waits for %s)' % (o, WAITING[o]))
+    rng = random.Random(seed)
+    weights = [OPS[o] for o in ops]
+    w, fail = play(env, 'seed-%d' % seed, ((rng.choices(ops, weights)[0], None)
+                                           for _ in range(steps)), ops, rng, walk=walk)
+    out = record or (trace_out('model-seed-%d-failed.trace' % seed) if fail else None)
+    if out:
+        comment = 'seed %d, %d steps, ops %s%s' % (
+            seed, steps, ','.join(ops), '\nfailed at step %d (%s): %s' % fail if fail else '')
+        with open(out, 'w') as f:
+            f.write(trace_text(w.trace, walk, comment))
+        log('trace: %s (%d steps)' % (out, w.step_no))
+    if fail:
+        log('replay: %s %s --replay %s' % (sys.argv[0], env.shardfs, out))
+        log('shrink: %s %s --shrink %s' % (sys.argv[0], env.shardfs, out))
+        return False
     return w.report(steps)
+
+
+def run_trace(env, path, expect_fail=False):
+    """Replay the trace file path: True when it passes (or, expect_fail, when it fails)."""
+    config, steps = read_trace(path)
+    init = [p for op, p in steps if op == 'init']
+    body = [(op, p) for op, p in steps if op != 'init']
+    MOUNT_OPTS[:] = config.get('mount_opts', [])
+    log('== replay %s: %d init, %d steps, walk %s' % (path, len(init), len(body),
+                                                      config.get('walk', True)))
+    w, fail = play(env, 'trace-' + os.path.basename(path), body, init=init,
+                   walk=config.get('walk', True))
+    if fail:
+        return expect_fail
+    w.report(0)
+    return not expect_fail
+
+
+def shrink(env, path, tries, out):
+    """Delta debugging (ddmin) of the failing trace file path: steps (init steps too) are
+    dropped in chunks, then one by one, while the replay still fails the same way
+    (failure_kind), at most `tries` replays; the shortest failing trace goes to out."""
+    config, steps = read_trace(path)
+    walk = config.get('walk', True)
+    MOUNT_OPTS[:] = config.get('mount_opts', [])
+    n_try = [0]
+    cache = {}
+
+    def fails(cand):
+        key = tuple(json.dumps(x, sort_keys=True) for x in cand)
+        if key in cache:
+            return cache[key]
+        n_try[0] += 1
+        tag = 'shrink-%d' % n_try[0]
+        log('== shrink try %d: %d steps' % (n_try[0], len(cand)))
+        try:
+            w, fail = play(env, tag, [x for x in cand if x[0] != 'init'],
+                           init=[p for op, p in cand if op == 'init'], walk=walk)
+            shutil.rmtree(w.base, ignore_errors=True)
+        except Exception as e:  # a set-up that cannot run (e.g. no shard to mount)
+            log('   try %d: %s: %s (taken as passing)' % (n_try[0], type(e).__name__, e))
+            fail = None
+        got = None
+        if fail:
+            got = failure_kind(fail[2])
+            # the steps after the failing one are dropped
+            body = [x for x in cand if x[0] != 'init']
+            cand = [x for x in cand if x[0] == 'init'] + body[:fail[0]]
+        res = (got == want[0], cand)
+        cache[key] = res
+        log('   try %d: %s' % (n_try[0], 'fails the same way (%s)' % got if res[0] else
+                                ('fails otherwise: %s' % got if got else 'passes')))
+        return res
+
+    want = [None]
+    t0 = time.monotonic()
+    w, fail = play(env, 'shrink-0', [x for x in steps if x[0] != 'init'],
+                   init=[p for op, p in steps if op == 'init'], walk=walk)
+    if not fail:
+        log('shrink: %s passes: nothing to shrink' % path)
+        return False
+    want[0] = failure_kind(fail[2])
+    body = [x for x in steps if x[0] != 'init']
+    cur = [x for x in steps if x[0] == 'init'] + body[:fail[0]]
+    log('shrink: %s fails at step %d: %s; %d steps to shrink' % (path, fail[0], want[0],
+                                                                len(cur)))
+    n = 2
+    while len(cur) >= 2 and n_try[0] < tries:
+        chunk = (len(cur) + n - 1) // n
+        reduced = False
+        for k in range(0, len(cur), chunk):
+            if n_try[0] >= tries:
+                break
+            ok, got = fails(cur[:k] + cur[k + chunk:])
+            if ok:
+                cur = got
+                n = max(n - 1, 2)
+                reduced = True
+                break
+        if not reduced:
+            if chunk == 1:
+                break
+            n = min(2 * n, len(cur))
+    comment = ('shrunk from %s (%d steps) in %d replays, %.0f s: fails as %s%s' % (
+        os.path.basename(path), len(steps), n_try[0], time.monotonic() - t0, want[0],
+        '' if n_try[0] < tries else ' (the bound of %d replays was reached)' % tries))
+    with open(out, 'w') as f:
+        f.write(trace_text(cur, walk, comment))
+    log('shrink: %d -> %d steps (%d init) in %d replays: %s' % (
+        len(steps), len(cur), len([x for x in cur if x[0] == 'init']), n_try[0], out))
+    return True
 
 
 def main():
@@ -1370,7 +1924,9 @@ def main():
         print(__doc__)
         return 2
     shardfs = args.pop(0)
-    seed, steps, ops, regress = None, 300, None, False
+    seed = None
+    steps, ops, regress, walk, record = 300, None, False, True, None
+    replay, shrink_of, tries, out = [], None, 200, None
     while args:
         a = args.pop(0)
         if a == '--seed':
@@ -1383,20 +1939,39 @@ def main():
             MOUNT_OPTS.extend(args.pop(0).split())
         elif a == '--regress':
             regress = True
+        elif a == '--no-walk':
+            walk = False
+        elif a == '--record':
+            record = args.pop(0)
+        elif a == '--replay':
+            replay.append(args.pop(0))
+        elif a == '--shrink':
+            shrink_of = args.pop(0)
+        elif a == '--tries':
+            tries = int(args.pop(0))
+        elif a == '--out':
+            out = args.pop(0)
         else:
             print(__doc__)
             return 2
+    if os.environ.get('MODEL_SEED'):  # another seed than the command's (CI's)
+        seed = int(os.environ['MODEL_SEED'])
     if seed is None:
         seed = random.SystemRandom().randrange(1 << 31)
-    runs = [(s, n, parse_ops(o), what) for s, n, o, what in REGRESSIONS] if regress else \
-        [(seed, steps, parse_ops(ops), 'random')]
+    if regress:
+        replay += sorted(os.path.join(TRACE_DIR, n) for n in os.listdir(TRACE_DIR)
+                         if n.endswith('.trace'))
 
     def body(env, ck):
-        for s, n, o, what in runs:
-            log('== run: seed %d (%s)' % (s, what))
-            # the regressions found their bugs without a walk after each step (which indexes
-            # every shard at once): they run as they did
-            ck.ok(run_sequence(env, s, n, o, extended=not regress), 'seed %d (%s)' % (s, what))
+        if shrink_of:
+            ck.ok(shrink(env, shrink_of, tries, out or shrink_of + '.shrunk'),
+                  'shrink %s' % shrink_of)
+        elif replay:
+            for t in replay:
+                ck.ok(run_trace(env, t), 'trace %s' % t)
+        else:
+            ck.ok(run_sequence(env, seed, steps, parse_ops(ops), walk, record),
+                  'seed %d' % seed)
     ml.main_wrapper(body, shardfs, 'model', deadline=int(os.environ.get('MODEL_DEADLINE', 540)))
 
 
