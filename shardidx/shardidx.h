@@ -154,6 +154,8 @@ int shardidx_header_describes(const void *hdr, const struct shardidx_entry *e);
 
 void shardidx_free(struct shardidx *ix); /* accepts NULL */
 void shardidx_get_info(const struct shardidx *ix, struct shardidx_info *info);
+/* Entries in the index (shardidx_info.nentries, without the rest). */
+uint32_t shardidx_count(const struct shardidx *ix);
 
 /* Top-level entries are [*first, *first + *n). */
 void shardidx_root(const struct shardidx *ix, uint32_t *first, uint32_t *n);

@@ -185,6 +185,11 @@ void shardidx_get_info(const struct shardidx *ix, struct shardidx_info *info)
 	info->in_place_bytes = ix->in_place ? ix->buf_len : 0;
 }
 
+uint32_t shardidx_count(const struct shardidx *ix)
+{
+	return ix->nrecs;
+}
+
 void shardidx_root(const struct shardidx *ix, uint32_t *first, uint32_t *n)
 {
 	*first = 0;

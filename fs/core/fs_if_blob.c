@@ -6,10 +6,13 @@
  * The assembled view becomes one cachetier meta blob, "ifview-<srckey>-
  * <fingerprint>" (both in hex), which is mapped and used in place: lookups
  * are binary searches over its records, listings walk them, no name is
- * copied to the heap. A
- * file's attributes are in its record too, found by its inode (shard,
- * entry) in a section sorted that way, so that listings (readdirplus) and
- * stat need no shard's index: only reads do. The
+ * copied to the heap. A file's name is not stored: the file refers to its
+ * image member (shard, entry) in the shard's index, and its name is made
+ * of that member's (<key>.<ext>, or for a file renamed because its name
+ * was taken <key>~<dir>.<ext> or <key>~<dir>~<entry>.<ext>, dir the
+ * shard's directory name: fs_if_name), decoded from the index when it is
+ * listed or looked up. Its attributes are the member's too (the shard's
+ * index, read in place). So a file costs 12 bytes. The
  * fingerprint (FNV-1a 64) covers what the view is made of: this format's
  * version, --class-from, and for each shard in order its key, size, mtime,
  * ETag (a local file's stands for its size, mtime, inode and ctime), the codec its
@@ -22,27 +25,40 @@
  * refresh that replaced or removed shards, their numbers stay unused until
  * unmount: that view is saved too, but only this mount's numbering meets
  * its fingerprint.)
- * Layout (little-endian, every section 8-byte aligned):
+ * Layout, version 2 (little-endian, every section 8-byte aligned):
  *   0  "SHIFVIEW", u32 version, u32 nclasses
  *  16  u64 checksum of bytes [0, 16) and [24, end) (ifv_sum)
  *  24  u64 fingerprint, u32 nfiles, u32 nshards
  *  40  u64 strtab_len; u64 samples without image, without class, left out
  *      as duplicates (what the build counted); u32 class_from, u32 0
  *  80  classes: nclasses x {u64 name, u32 first, u32 n, i64 mtime}
- *      files:   nfiles x {u32 name, u32 shard, u32 entry}, zero-padded to 8
- *      shards:  nshards + 1 x u32: shard s's members are [shards[s],
- *               shards[s + 1]); zero-padded to 8
- *      members: nfiles x {u32 entry, u32 mtime, u64 size << 12 | mode}, the
- *               files' attributes in (shard, entry) order (shardidx's mtimes
- *               are 0..2^32-1, its modes 07777): a getattr searches only its
- *               shard's members, a few KiB in a row
- *      strtab:  NUL-terminated names (the first is ""), zero-padded to 8
+ *      files:   nfiles x {u32 hash, u32 shard, u32 entry | kind << 30},
+ *               zero-padded to 8: in a class, by the FNV-1a 32 hash of the
+ *               name, then the name; entry is the image member's own (the
+ *               one it is named after; the inode's is its canonical entry,
+ *               a hard link's target), kind how its name is made
+ *               (IFV_NAME_*: 0 <key>.<ext>, 1 ~<dir>, 2 ~<dir>~<entry>)
+ *      counts:  nshards x u32, the entries of each shard's index when the
+ *               view was built (0: left out); zero-padded to 8
+ *      strtab:  the class names, NUL-terminated (the first is ""),
+ *               zero-padded to 8
+ * 1.18 B members in 588 M samples (68,000 shards): 12 bytes a file, 4 a
+ * shard and the class names: 588e6 x 12 B = 7.1 GB (version 1 stored each
+ * name and its attributes, 28 bytes a file and the name's, about 56-67 a
+ * sample: 33-39 GB).
  * Names are offsets into strtab. A mapped blob is validated once: checksum,
  * fingerprint, sizes, every name inside strtab (which ends in NUL), every
- * shard below nshards, the shards' starts ascending from 0 to nfiles,
- * classes contiguous and sorted (empty only with --class-gaps empty). One that
- * fails is counted (imagefolder_view_rejected) and built again. A view that
- * left a shard out (no index) is not saved: the next mount tries again.
+ * shard below nshards and every entry below its shard's count, every kind
+ * known, the hashes in order in each class, classes contiguous and sorted
+ * (empty only with --class-gaps empty). One that fails is counted
+ * (imagefolder_view_rejected) and built again; so is a version 1 blob (an
+ * older release's: not read; its name differs, as the fingerprint covers
+ * the version, so it is not even opened: built again and removed). A
+ * file's reference is checked again where it is used (fs_if_view.c): the
+ * shard's index must have the entry count the view has, and the name made
+ * from the member must have the file's hash; else the view is retired,
+ * its blob removed, counted as rejected, and built again. A view that left
+ * a shard out (no index) is not saved: the next mount tries again.
  *
  * Contract: the writers run on the building thread, into a sink that is a
  * cachetier meta writer or a zeroed buffer (struct ifv_sink); they take
@@ -59,19 +75,6 @@
 #include "fs_if_i.h"
 
 #define IFV_OUT_BUF (64u << 10)
-
-static int member_cmp(const void *pa, size_t la, const void *pb, size_t lb)
-{
-	const unsigned char *a = pa, *b = pb;
-
-	(void)la;
-	(void)lb;
-	for (int k = 0; k < 12; k += 4) { /* shard, entry, file */
-		if (get32(a + k) != get32(b + k))
-			return get32(a + k) < get32(b + k) ? -1 : 1;
-	}
-	return 0;
-}
 
 static uint64_t ifv_mix(uint64_t h, uint64_t w)
 {
@@ -105,7 +108,7 @@ static size_t pad8(uint64_t n)
 }
 
 /* The class and file records of v (set up by fs__if_open) are sound. */
-static int ifv_check_records(const struct fs_ifview *v, uint32_t nshards)
+static int ifv_check_records(const struct fs_ifview *v)
 {
 	const char *prev = NULL;
 	uint32_t next = 0;
@@ -118,6 +121,10 @@ static int ifv_check_records(const struct fs_ifview *v, uint32_t nshards)
 		if (off >= v->strtab_len || first != next || n > v->nfiles - first ||
 		    (prev && strcmp(prev, v->strtab + off) >= 0))
 			return -EBADMSG;
+		for (uint32_t i = first + 1; i < first + n; i++) /* hashes in order */
+			if (disk_le32_get(v->files + (size_t)i * IFV_FILE_REC) <
+			    disk_le32_get(v->files + (size_t)(i - 1) * IFV_FILE_REC))
+				return -EBADMSG;
 		prev = v->strtab + off;
 		next += n;
 	}
@@ -125,19 +132,23 @@ static int ifv_check_records(const struct fs_ifview *v, uint32_t nshards)
 		return -EBADMSG;
 	for (uint32_t i = 0; i < v->nfiles; i++) {
 		const unsigned char *r = v->files + (size_t)i * IFV_FILE_REC;
+		uint32_t shard = disk_le32_get(r + 4), entry = disk_le32_get(r + 8);
 
-		if (disk_le32_get(r) >= v->strtab_len || disk_le32_get(r + 4) >= nshards)
+		if (shard >= v->nshards || entry >> IFV_KIND_SHIFT > IFV_NAME_ENTRY ||
+		    (entry & IFV_ENTRY_MASK) >= disk_le32_get(v->counts + (size_t)shard * 4))
 			return -EBADMSG;
 	}
-	for (uint32_t s = 0; s < nshards; s++) {
-		if (disk_le32_get(v->shards + (size_t)s * 4) >
-		    disk_le32_get(v->shards + (size_t)(s + 1) * 4))
-			return -EBADMSG;
-	}
-	if (disk_le32_get(v->shards) != 0 ||
-	    disk_le32_get(v->shards + (size_t)nshards * 4) != v->nfiles)
-		return -EBADMSG;
 	return 0;
+}
+
+/* Where the sections of a blob of these counts start (l->strtab_len set). */
+static void ifv_place(struct ifv_layout *l, uint32_t nclasses, uint32_t nfiles, uint32_t nshards)
+{
+	l->classes = IFV_HDR;
+	l->files = l->classes + (uint64_t)nclasses * IFV_CLASS_REC;
+	l->counts = l->files + pad8((uint64_t)nfiles * IFV_FILE_REC);
+	l->strtab = l->counts + pad8((uint64_t)nshards * 4);
+	l->len = l->strtab + pad8(l->strtab_len);
 }
 
 /* Make v the view in blob b[0..len), built from what want describes (its
@@ -146,7 +157,7 @@ static int ifv_check_records(const struct fs_ifview *v, uint32_t nshards)
 int fs__if_open(struct fs_ifview *v, const unsigned char *b, size_t len,
 		const struct ifv_meta *want, struct ifv_meta *got)
 {
-	uint64_t strtab_len;
+	struct ifv_layout l;
 
 	if (!b || len < IFV_HDR || len % 8 || memcmp(b, IFV_MAGIC, 8) != 0)
 		return -EBADMSG;
@@ -163,39 +174,32 @@ int fs__if_open(struct fs_ifview *v, const unsigned char *b, size_t len,
 	v->nclasses = disk_le32_get(b + 12);
 	v->nfiles = disk_le32_get(b + 32);
 	v->nshards = got->nshards;
-	strtab_len = disk_le64_get(b + 40);
-	if (strtab_len == 0 || strtab_len > len ||
-	    IFV_HDR + (uint64_t)v->nclasses * IFV_CLASS_REC +
-		    pad8((uint64_t)v->nfiles * IFV_FILE_REC) +
-		    pad8(((uint64_t)got->nshards + 1) * 4) + (uint64_t)v->nfiles * IFV_MEMBER +
-		    pad8(strtab_len) !=
-		len)
+	v->fp = got->fp;
+	l.strtab_len = disk_le64_get(b + 40);
+	if (l.strtab_len == 0 || l.strtab_len > len || disk_le32_get(b + 76) != 0)
 		return -EBADMSG;
-	v->classes = b + IFV_HDR;
-	v->files = v->classes + (size_t)v->nclasses * IFV_CLASS_REC;
-	v->shards = v->files + pad8((uint64_t)v->nfiles * IFV_FILE_REC);
-	v->members = v->shards + pad8(((uint64_t)got->nshards + 1) * 4);
-	v->strtab = (const char *)v->members + (size_t)v->nfiles * IFV_MEMBER;
-	v->strtab_len = strtab_len;
-	if (v->strtab[strtab_len - 1] != '\0')
+	ifv_place(&l, v->nclasses, v->nfiles, v->nshards);
+	if (l.len != len)
+		return -EBADMSG;
+	v->classes = b + l.classes;
+	v->files = b + l.files;
+	v->counts = b + l.counts;
+	v->strtab = (const char *)b + l.strtab;
+	v->strtab_len = l.strtab_len;
+	if (v->strtab[l.strtab_len - 1] != '\0')
 		return -EBADMSG;
 	got->no_image = disk_le64_get(b + 48);
 	got->no_class = disk_le64_get(b + 56);
 	got->dup = disk_le64_get(b + 64);
-	return ifv_check_records(v, want->nshards);
+	return ifv_check_records(v);
 }
 
 int fs__if_layout(const struct if_pass *p, uint32_t nshards, struct ifv_layout *l)
 {
-	l->strtab_len = 1 + p->cnames_len + p->fnames_len;
+	l->strtab_len = 1 + p->cnames_len;
 	if (l->strtab_len > UINT32_MAX)
 		return -EFBIG; /* names are u32 offsets */
-	l->classes = IFV_HDR;
-	l->files = l->classes + (uint64_t)p->nclasses * IFV_CLASS_REC;
-	l->shards = l->files + pad8((uint64_t)p->nfiles * IFV_FILE_REC);
-	l->members = l->shards + pad8(((uint64_t)nshards + 1) * 4);
-	l->strtab = l->members + (uint64_t)p->nfiles * IFV_MEMBER;
-	l->len = l->strtab + pad8(l->strtab_len);
+	ifv_place(l, p->nclasses, p->nfiles, nshards);
 	return l->len > SIZE_MAX ? -EFBIG : 0;
 }
 
@@ -268,14 +272,13 @@ static void class_rec(struct ifv_out *o, uint64_t name_off, uint32_t first, uint
 	out_put(o, r, sizeof(r));
 }
 
-/* The classes, files and names sections from the files in order (the
- * class spool beside them); each file's attributes go to members. */
-static int ifv_write_files(struct if_pass *p, const struct ifv_layout *l, struct ifv_sink *k,
-			   struct fs_sort *members)
+/* The classes, files and class names sections from the files in order
+ * (the class spool beside them). */
+static int ifv_write_files(struct if_pass *p, const struct ifv_layout *l, struct ifv_sink *k)
 {
-	struct ifv_out oc, of, ocn, ofn; /* classes, files, class names, file names */
+	struct ifv_out oc, of, ocn; /* classes, files, class names */
 	struct fs_sort_iter *it = NULL, *cit = NULL;
-	uint64_t coff = 1, foff = 1 + p->cnames_len, cur_off = 0;
+	uint64_t coff = 1, cur_off = 0;
 	uint32_t ci = UINT32_MAX, first = 0, fi = 0;
 	const char *cname = "";
 	int64_t cmtime = 0;
@@ -289,11 +292,10 @@ static int ifv_write_files(struct if_pass *p, const struct ifv_layout *l, struct
 	out_open(&oc, k, l->classes);
 	out_open(&of, k, l->files);
 	out_open(&ocn, k, l->strtab + 1);
-	out_open(&ofn, k, l->strtab + 1 + p->cnames_len);
 	while (err == 0 && (got = fs_sort_next(it, &v, &len)) > 0) {
 		const unsigned char *r = v;
 		const char *name = (const char *)r + FR_HDR;
-		unsigned char rec[MR_LEN > IFV_FILE_REC ? MR_LEN : IFV_FILE_REC];
+		unsigned char rec[IFV_FILE_REC];
 
 		if (get32(r) != ci) {
 			const void *c;
@@ -326,20 +328,12 @@ static int ifv_write_files(struct if_pass *p, const struct ifv_layout *l, struct
 			       name);
 			continue;
 		}
-		disk_le32_put(rec, (uint32_t)foff);
+		disk_le32_put(rec, get32(r + 40));
 		disk_le32_put(rec + 4, get32(r + 4));
-		disk_le32_put(rec + 8, get32(r + 8));
+		disk_le32_put(rec + 8, get32(r + 44));
 		out_put(&of, rec, IFV_FILE_REC);
-		out_put(&ofn, name, len - FR_HDR);
-		foff += len - FR_HDR;
-		put32(rec, get32(r + 4));
-		put32(rec + 4, get32(r + 8));
-		put32(rec + 8, fi++);
-		put32(rec + 12, (uint32_t)get64(r + 32));
-		put64(rec + 16, get64(r + 24) << 12 | (get32(r + 12) & 07777));
-		err = fs_sort_add(members, rec, MR_LEN);
-		if (err == 0)
-			err = fs__if_prev_keep(&prev, name, len - FR_HDR);
+		fi++;
+		err = fs__if_prev_keep(&prev, name, len - FR_HDR);
 	}
 	if (err == 0 && got < 0)
 		err = got;
@@ -352,45 +346,22 @@ static int ifv_write_files(struct if_pass *p, const struct ifv_layout *l, struct
 	free(prev.p);
 	err = out_close(&oc, err);
 	err = out_close(&of, err);
-	err = out_close(&ocn, err);
-	return out_close(&ofn, err);
+	return out_close(&ocn, err);
 }
 
-/* The shards and members sections from the members in (shard, entry,
- * file) order. */
-static int ifv_write_members(struct fs_sort *members, const struct ifv_layout *l, uint32_t nshards,
-			     struct ifv_sink *k)
+/* The counts section: each shard's entries. */
+static int ifv_write_counts(const struct if_pass *p, const struct ifv_layout *l, uint32_t nshards,
+			    struct ifv_sink *k)
 {
-	struct ifv_out os, om;
-	struct fs_sort_iter *it;
-	uint32_t s = 0, i = 0;
-	unsigned char w[IFV_MEMBER];
-	const void *v;
-	size_t len;
-	int err = fs_sort_iter_open(members, &it), got = 0;
+	struct ifv_out o;
+	unsigned char w[4];
 
-	out_open(&os, k, l->shards);
-	out_open(&om, k, l->members);
-	while (err == 0 && (got = fs_sort_next(it, &v, &len)) > 0) {
-		const unsigned char *r = v;
-
-		for (; s <= get32(r) && s <= nshards; s++) {
-			disk_le32_put(w, i);
-			out_put(&os, w, 4);
-		}
-		disk_le32_put(w, get32(r + 4));
-		disk_le32_put(w + 4, get32(r + 12));
-		disk_le64_put(w + 8, get64(r + 16));
-		out_put(&om, w, IFV_MEMBER);
-		i++;
+	out_open(&o, k, l->counts);
+	for (uint32_t s = 0; s < nshards; s++) {
+		disk_le32_put(w, p->counts[s]);
+		out_put(&o, w, 4);
 	}
-	for (; s <= nshards; s++) {
-		disk_le32_put(w, i);
-		out_put(&os, w, 4);
-	}
-	fs_sort_iter_close(it);
-	err = out_close(&os, err ? err : got);
-	return out_close(&om, err);
+	return out_close(&o, 0);
 }
 
 /* ifv_sum of the blob in sink k (hdr: its first 16 bytes), reading it
@@ -468,22 +439,16 @@ static int ifv_seal(struct ifv_sink *k, const struct if_pass *p, const struct if
 	return out_close(&o, err);
 }
 
-/* Write the blob of p (counted, laid out as l) to sink k. */
+/* Write the blob of p (counted, laid out as l) to sink k. The padding
+ * after the files and the counts is the sink's zeros (a new file, or a
+ * zeroed buffer). */
 int fs__if_write(struct if_pass *p, const struct ifv_meta *m, const struct ifv_layout *l,
 		 struct ifv_sink *k)
 {
-	struct fs_sort *members;
-	int err = fs_sort_new(p->fs->ct, p->budget, member_cmp, &members);
+	int err = ifv_write_files(p, l, k);
 
 	if (err == 0)
-		err = ifv_write_files(p, l, k, members);
-	if (err == 0)
-		err = fs_sort_finish(members);
-	if (err == 0)
-		err = ifv_write_members(members, l, m->nshards, k);
-	if (members)
-		p->fs->c.if_build_runs += fs_sort_runs(members);
-	fs_sort_free(members);
+		err = ifv_write_counts(p, l, m->nshards, k);
 	if (err == 0)
 		err = ifv_seal(k, p, l, m);
 	return err;

@@ -15,6 +15,9 @@
  * a class would get one name, the first in (shard, entry) order keeps it
  * and later ones become <key>~<shard>.<ext>, then <key>~<shard>~<entry>.<ext>;
  * a name still taken after that is left out and counted (if_dup_dropped).
+ * The blob holds none of these names: each is made again from its image
+ * member's name in the shard's index (fs_if_name), the kind of name (plain,
+ * ~<shard>, ~<shard>~<entry>) being two bits of the file's record.
  * Everything is decided by the source's content, never by timing.
  *
  * Contract: fs__if_build runs under the imagefolder lock (fs_if_get), blocks while
@@ -53,6 +56,7 @@ struct if_build {
 	atomic_uint skipped;	/* shards left out (no index): the view is not saved */
 	struct disk_mutex lock; /* DISK_LOCK_IF_BUILD: items, max_cls */
 	struct fs_sort *items;	/* every sample, sorted by item_cmp */
+	uint32_t *counts;	/* nshards: entries of each shard's index (each its worker's) */
 	uint64_t max_cls;	/* the largest cls_num */
 };
 
@@ -84,8 +88,9 @@ static int item_cmp(const void *pa, size_t la, const void *pb, size_t lb)
 	return get32(a + 12) < get32(b + 12) ? -1 : get32(a + 12) > get32(b + 12);
 }
 
-/* Order of the files: class, name, then the items' order (so of equal
- * names the first item's is kept, as a stable sort by name would). */
+/* Order of the files: class, name hash (a lookup's binary search), name,
+ * then the items' order (so of equal names the first item's is kept, as a
+ * stable sort by name would). */
 static int file_cmp(const void *pa, size_t la, const void *pb, size_t lb)
 {
 	const unsigned char *a = pa, *b = pb;
@@ -95,6 +100,8 @@ static int file_cmp(const void *pa, size_t la, const void *pb, size_t lb)
 	(void)lb;
 	if (get32(a) != get32(b))
 		return get32(a) < get32(b) ? -1 : 1;
+	if (get32(a + 40) != get32(b + 40))
+		return get32(a + 40) < get32(b + 40) ? -1 : 1;
 	c = strcmp((const char *)a + FR_HDR, (const char *)b + FR_HDR);
 	if (c)
 		return c;
@@ -135,6 +142,7 @@ static int batch_add(struct if_batch *bt, const struct if_item *it)
 	put32(r + 8, it->shard);
 	put32(r + 12, it->entry);
 	put32(r + 16, it->mode);
+	put32(r + 20, it->img);
 	put64(r + 24, it->size);
 	put64(r + 32, (uint64_t)it->mtime);
 	r += IT_HDR;
@@ -194,6 +202,7 @@ static int if_scan_shard(struct if_build *b, uint32_t shard, struct if_batch *bt
 		return 1; /* logged and counted by fs_shard_index; the view goes on without it */
 	fs->c.if_shards_indexed++;
 	shardidx_get_info(ix, &info);
+	b->counts[shard] = info.nentries;
 	if (fs->cfg.class_from == FS_CLASS_CLS)
 		fs__if_cls_map_load(fs, shard, &cm);
 	for (uint32_t s = 0; s < info.nsamples; s++) {
@@ -303,7 +312,8 @@ static int file_put(struct if_pass *p, const unsigned char *r, const struct if_p
 	uint32_t shard = get32(r + 8), entry = get32(r + 12);
 	int dup = 0, same_shard = 0, n;
 	const char *dir = "";
-	size_t cap;
+	char member[2 * (SHARDIDX_NAME_MAX + 1)];
+	uint32_t kind;
 
 	key += strlen(key) + 1;
 	ext = key + strlen(key) + 1;
@@ -316,16 +326,20 @@ static int file_put(struct if_pass *p, const unsigned char *r, const struct if_p
 	}
 	if (dup)
 		dir = fs_shard(p->fs, shard)->dirname;
-	cap = FR_HDR + strlen(key) + strlen(dir) + strlen(ext) + 32;
-	if (prev_grow(buf, cap) < 0)
+	kind = !dir[0] ? IFV_NAME_PLAIN : same_shard ? IFV_NAME_ENTRY : IFV_NAME_DIR;
+	if (get32(r + 20) > IFV_ENTRY_MASK)
+		return -EOVERFLOW; /* entries are below 2^30 (the kind above, in the blob) */
+	if (prev_grow(buf, FR_HDR + SHARDIDX_NAME_MAX + 1) < 0)
 		return -ENOMEM;
-	if (!dir[0])
-		n = snprintf((char *)buf->p + FR_HDR, cap - FR_HDR, "%s.%s", key, ext);
-	else if (same_shard)
-		n = snprintf((char *)buf->p + FR_HDR, cap - FR_HDR, "%s~%s~%" PRIu32 ".%s", key,
-			     dir, entry, ext);
-	else
-		n = snprintf((char *)buf->p + FR_HDR, cap - FR_HDR, "%s~%s.%s", key, dir, ext);
+	/* the name as the view makes it again from the member's (fs_if_file_name) */
+	snprintf(member, sizeof(member), "%s.%s", key, ext);
+	n = fs_if_name(member, kind, dir, entry, (char *)buf->p + FR_HDR, SHARDIDX_NAME_MAX + 1);
+	if (n < 0) {
+		fs_log(FS_LOG_WARN, "imagefolder: %s~%s...: a name over %u bytes; left out", key,
+		       dir, SHARDIDX_NAME_MAX);
+		p->dup++;
+		return 0;
+	}
 	put32(buf->p, p->nclasses);
 	put32(buf->p + 4, shard);
 	put32(buf->p + 8, entry);
@@ -333,6 +347,8 @@ static int file_put(struct if_pass *p, const unsigned char *r, const struct if_p
 	put64(buf->p + 16, seq);
 	put64(buf->p + 24, get64(r + 24));
 	put64(buf->p + 32, get64(r + 32));
+	put32(buf->p + 40, fs_if_hash((const char *)buf->p + FR_HDR, (size_t)n));
+	put32(buf->p + 44, get32(r + 20) | kind << IFV_KIND_SHIFT);
 	return fs_sort_add(p->files, buf->p, FR_HDR + (size_t)n + 1);
 }
 
@@ -426,7 +442,6 @@ static int if_count_files(struct if_pass *p)
 		else if (p->nfiles == UINT32_MAX)
 			err = -EOVERFLOW;
 		p->nfiles++;
-		p->fnames_len += len - FR_HDR;
 		if (err == 0)
 			err = fs__if_prev_keep(&prev, r, len);
 	}
@@ -506,7 +521,9 @@ int fs__if_build(struct fs *fs, struct ifv_meta *want, struct fs_ifview **out)
 	int err;
 
 	disk_mutex_init(&b.lock, DISK_LOCK_IF_BUILD);
-	err = fs_sort_new(fs->ct, p.budget, item_cmp, &b.items);
+	b.counts = calloc(want->nshards ? want->nshards : 1, sizeof(*b.counts));
+	p.counts = b.counts;
+	err = b.counts ? fs_sort_new(fs->ct, p.budget, item_cmp, &b.items) : -ENOMEM;
 	if (err == 0)
 		err = if_collect(&b);
 	if (err == 0)
@@ -529,6 +546,7 @@ int fs__if_build(struct fs *fs, struct ifv_meta *want, struct fs_ifview **out)
 		fs->c.if_build_runs += fs_sort_runs(p.classes);
 	fs_sort_free(p.files);
 	fs_sort_free(p.classes);
+	free(b.counts);
 #ifdef __GLIBC__
 	malloc_trim(0); /* the build's buffers are gone */
 #endif

@@ -41,15 +41,18 @@
  * a file (shard, entry) is read and stat'ed like FS_K_MEMBER(shard, entry). */
 struct fs_ifview {
 	/* The view's blob (fs_if_blob.c: header, class and file records,
-	 * string table), mapped from the cache directory (map) or, when it
-	 * could not be saved or mapped, in the heap (heap). */
+	 * the shards' entry counts, the class names), mapped from the cache
+	 * directory (map) or, when it could not be saved or mapped, in the
+	 * heap (heap). A file's name is not in it: the file refers to its
+	 * image member in the shard's index, and its name is made of that
+	 * member's (fs_if_file_name). */
 	const unsigned char *classes; /* nclasses records, sorted by name */
-	const unsigned char *files;   /* nfiles records, sorted by name within a class */
-	const unsigned char *shards;  /* nshards + 1 u32: where each shard's members start */
-	const unsigned char *members; /* nfiles records: attributes in (shard, entry) order */
+	const unsigned char *files;   /* nfiles records, sorted by name hash within a class */
+	const unsigned char *counts;  /* nshards u32: entries of each shard's index */
 	const char *strtab;	      /* NUL-terminated names */
 	uint64_t strtab_len;
 	uint32_t nclasses, nfiles, nshards;
+	uint64_t fp; /* its fingerprint: the name of its blob */
 	struct cachetier_meta *map;
 	void *heap;
 	struct fs_ifview *retired_next; /* the views a refresh replaced (fs_if_view.c) */
@@ -58,9 +61,21 @@ struct fs_ifview {
  * member mtime in it. */
 const char *fs_if_class(const struct fs_ifview *v, uint32_t c, uint32_t *first, uint32_t *n,
 			int64_t *mtime);
-/* File i of the view: its name (unique within its class); the image
- * member (shard, canonical entry index). */
-const char *fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *shard, uint32_t *entry);
+/* File i of the view: its name hash, its image member (shard, entry: the
+ * member it is named after), its name's kind (IFV_NAME_*). */
+uint32_t fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *hash, uint32_t *shard,
+		    uint32_t *entry);
+/* A file's name from its image member's name (<key>.<ext>: the name up to
+ * its first '.' and from its last one), of kind IFV_NAME_* (dir: the
+ * shard's directory name, canon: the image's canonical entry) into buf
+ * (size bytes): its length, or -ENAMETOOLONG. Its hash orders the files
+ * of a class. */
+int fs_if_name(const char *member, uint32_t kind, const char *dir, uint32_t canon, char *buf,
+	       size_t size);
+static inline uint32_t fs_if_hash(const char *name, size_t len)
+{
+	return disk_fnv32_update(DISK_FNV32_INIT, name, len);
+}
 /* The view, built on first call (blocking: indexes every shard; built
  * again, at most IF_STALE_BUILDS times in all, when a .cls member disproves
  * a shard's sidecar index, once the shard is replaced). 0, or the build's
@@ -74,8 +89,17 @@ void fs_if_clear(struct fs *fs);
 void fs_if_reset(struct fs *fs);
 /* Class named name[0..len), or -ENOENT. */
 int64_t fs_if_class_lookup(const struct fs_ifview *v, const char *name, size_t len);
-/* File of class c named name[0..len): its index in v->files, or -ENOENT. */
-int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *name, size_t len);
+/* File of class c named name[0..len): its index in v->files, or -ENOENT;
+ * the image's inode fields (shard, canonical entry). Decodes names of the
+ * shards' indexes (loads them): may block; a view that does not match an
+ * index is retired (-ESTALE). */
+int64_t fs_if_file_lookup(struct fs *fs, const struct fs_ifview *v, uint32_t c, const char *name,
+			  size_t len, uint32_t *shard, uint32_t *canon);
+/* File i's name into buf (SHARDIDX_NAME_MAX + 1 bytes) and its image's
+ * inode fields: 0, or -ESTALE (the view does not match the shard's index:
+ * retired), or fs_shard_index's error. */
+int fs_if_file_name(struct fs *fs, const struct fs_ifview *v, uint32_t i, char *buf,
+		    uint32_t *shard, uint32_t *canon);
 
 /* One sample found while indexing: key, ext and cls point into the
  * item's own copies of the names (an index decodes a name into its
@@ -90,6 +114,7 @@ struct if_item {
 	size_t keylen;
 	const char *ext;       /* ... and after its last one */
 	uint32_t shard, entry; /* the image's canonical entry */
+	uint32_t img;	       /* the image member's own entry (its name) */
 	uint32_t mode;	       /* its permission bits ... */
 	uint64_t size;	       /* ... size ... */
 	int64_t mtime;	       /* ... and mtime */
@@ -103,21 +128,20 @@ struct if_item {
  *  items   (class, key, ext, shard, entry): each sample as found. Read in
  *          that order, equal (class, key, ext) are next to each other: the
  *          first keeps <key>.<ext>, later ones are renamed.
- *  files   (class, name, item order): each file under its name. Read in
- *          that order, they are the class and file records of the blob;
- *          a name met twice in a class is left out the second time.
- *  members (shard, entry, file): the files' attributes, the blob's
- *          members section.
- * plus a spool of the classes (name, newest mtime) in order. Records are
+ *  files   (class, name hash, name, item order): each file under its
+ *          name. Read in that order, they are the class and file records
+ *          of the blob; a name met twice in a class is left out the
+ *          second time.
+ * plus a spool of the classes (name, newest mtime) in order, and the
+ * entry count of each shard's index (if_pass.counts). Records are
  * native-endian: they never leave the process. */
 #define IT_HDR                                                                                     \
-	40 /* items: u64 cls_num, u32 shard, entry, mode, 0, u64 size, i64 mtime; then             \
+	40 /* items: u64 cls_num, u32 shard, entry, mode, img, u64 size, i64 mtime; then           \
 	    * class\0 key\0 ext\0 (the class is "" with --class-from cls) */
 #define FR_HDR                                                                                     \
-	40	  /* files: u32 class, shard, entry, mode, u64 seq (item order), size, i64         \
-		   * mtime; then name\0 */
-#define MR_LEN 24 /* members: u32 shard, entry, file, mtime, u64 size << 12 | mode */
-#define CR_HDR 8  /* classes: i64 mtime; then name\0 */
+	48	 /* files: u32 class, shard, entry, mode, u64 seq (item order), size, i64 mtime,   \
+		  * u32 hash, u32 img | kind << IFV_KIND_SHIFT; then name\0 */
+#define CR_HDR 8 /* classes: i64 mtime; then name\0 */
 
 static inline uint32_t get32(const unsigned char *p)
 {
@@ -157,12 +181,19 @@ struct cls_map {
 
 /* ---- the blob (the format: fs_if_blob.c) ---- */
 #define IFV_MAGIC     "SHIFVIEW"
-#define IFV_VERSION   1u
+#define IFV_VERSION   2u
 #define IFV_HDR	      80u
 #define IFV_CLASS_REC 24u
 #define IFV_FILE_REC  12u
-#define IFV_MEMBER    16u
-#define IFV_PRIME     0x100000001b3ull
+/* A file record's entry: the member's index below 2^30, the name's kind
+ * in the top two bits (where two samples of a class want one name, the
+ * first keeps it and the later are renamed: fs_if_build.c) */
+#define IFV_KIND_SHIFT 30
+#define IFV_ENTRY_MASK 0x3fffffffu
+#define IFV_NAME_PLAIN 0u /* <key>.<ext> */
+#define IFV_NAME_DIR   1u /* <key>~<dir>.<ext> */
+#define IFV_NAME_ENTRY 2u /* <key>~<dir>~<canonical entry>.<ext> */
+#define IFV_PRIME      0x100000001b3ull
 
 struct ifv_meta {
 	uint64_t fp, no_image, no_class, dup;
@@ -180,10 +211,11 @@ struct if_pass {
 	struct fs_sort *files;	 /* file records */
 	struct fs_sort *classes; /* the class spool */
 	uint32_t nclasses, nfiles;
-	uint64_t cnames_len, fnames_len; /* the names' bytes, NULs included */
-	uint64_t dup;			 /* files left out: their name was taken */
-	int width;			 /* --class-from cls: digits of the class names */
-	uint64_t next_cls; /* --class-gaps empty: the next .cls value without a class yet */
+	uint64_t cnames_len; /* the class names' bytes, NULs included */
+	uint64_t dup;	     /* files left out: their name was taken */
+	int width;	     /* --class-from cls: digits of the class names */
+	uint64_t next_cls;   /* --class-gaps empty: the next .cls value without a class yet */
+	uint32_t *counts;    /* nshards: entries of each shard's index (0: left out) */
 };
 
 /* A copy of the record last read (an iterator's record lasts one step). */
@@ -195,7 +227,7 @@ struct if_prev {
 
 /* Where the blob's sections start (the layout: fs_if_blob.c). */
 struct ifv_layout {
-	uint64_t classes, files, shards, members, strtab, strtab_len, len;
+	uint64_t classes, files, counts, strtab, strtab_len, len;
 };
 
 /* Where the blob goes: a blob of the cache tier written in pieces, or the
@@ -226,5 +258,8 @@ int fs__if_write(struct if_pass *p, const struct ifv_meta *m, const struct ifv_l
 int fs__if_emit(struct if_pass *p, const struct ifv_meta *want, const struct ifv_layout *l,
 		int save, struct fs_ifview **out);
 int fs__if_view(struct fs *fs, struct fs_ifview **out);
+/* Remove the saved blob of view v (it does not match the shards' indexes:
+ * the next use builds the view again instead of mapping it). */
+void fs__if_unsave(struct fs *fs, const struct fs_ifview *v);
 
 #endif

@@ -398,6 +398,7 @@ int fs__if_sample(struct fs *fs, const struct shardidx *ix, struct cachetier_obj
 	it->keylen = dot ? (size_t)(dot - it->name) : strlen(it->name);
 	it->ext = it->name + ext;
 	it->entry = img.canon;
+	it->img = img_i;
 	it->mode = canon.mode;
 	it->size = canon.size;
 	it->mtime = canon.mtime;

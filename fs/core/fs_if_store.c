@@ -237,6 +237,15 @@ int fs__if_emit(struct if_pass *p, const struct ifv_meta *want, const struct ifv
 	return ifv_heap(p, want, l, out);
 }
 
+void fs__if_unsave(struct fs *fs, const struct fs_ifview *v)
+{
+	char family[32], name[64];
+
+	ifv_family(fs, family, sizeof(family));
+	ifv_name(family, v->fp, name, sizeof(name));
+	cachetier_meta_remove(fs->ct, family, name);
+}
+
 /* The view: the saved one of these shards when there is a sound one, else
  * a new one. */
 int fs__if_view(struct fs *fs, struct fs_ifview **out)

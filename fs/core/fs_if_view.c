@@ -8,9 +8,12 @@
  * then immutable and published with release semantics; readers take no
  * lock. A refresh retires it (fs_if_reset): it stays valid until unmount
  * for readers that hold it. Lookups are binary searches over the blob's
- * records, listings walk them, no name is copied to the heap; a file's
- * attributes come from the blob's members section, so listings and stat
- * need no shard's index: only reads do (the image member's, fs_view_shard.c).
+ * records (a class by name, a file by its name's hash), listings walk
+ * them, no name is copied to the heap. A file's name and attributes are
+ * its image member's, read from the shard's index (mapped in place,
+ * fs_shard.c): the view only refers to the member. Each use checks that
+ * reference against the index (its entry count, the hash of the name),
+ * and a view that does not match is retired and built again.
  *
  * Contract: any FUSE thread; the first use blocks while the view is built.
  * Non-goals: writes; a class inode that keeps its meaning across a refresh
@@ -77,22 +80,35 @@ static void view_free(struct fs_ifview *v)
  * telling the kernel to look the classes up again (the names in p are
  * gone; the view built again from the same shards has the same classes in
  * the same order, so the inodes the kernel holds keep their meaning). */
-static void view_changed(struct fs *fs, struct fs_ifview *p)
+/* Retire p unless it was already: 1 when this call did; unsave: its saved
+ * blob is removed too (under the lock, so no build maps it again). */
+static int view_retire(struct fs *fs, struct fs_ifview *p, int unsave)
 {
 	struct fs_imagefolder *f = fs->imagefolder;
 	struct fs_ifview *want = p;
+	int done;
 
 	disk_mutex_lock(&f->lock);
-	if (atomic_compare_exchange_strong(&f->ifv, &want, NULL)) {
+	done = atomic_compare_exchange_strong(&f->ifv, &want, NULL);
+	if (done) {
 		p->retired_next = f->retired;
 		f->retired = p;
-		fs->c.if_view_changed++;
-		fs_log(FS_LOG_WARN,
-		       "imagefolder: the saved view in the cache directory was changed in place "
-		       "under the mount (written, truncated or punched); it is dropped and built "
-		       "again");
+		if (unsave)
+			fs__if_unsave(fs, p);
 	}
 	disk_mutex_unlock(&f->lock);
+	return done;
+}
+
+static void view_changed(struct fs *fs, struct fs_ifview *p)
+{
+	if (!view_retire(fs, p, 0))
+		return;
+	fs->c.if_view_changed++;
+	fs_log(FS_LOG_WARN,
+	       "imagefolder: the saved view in the cache directory was changed in place "
+	       "under the mount (written, truncated or punched); it is dropped and built "
+	       "again");
 }
 
 /* 0, or -ESTALE when the file view v is mapped from changed in place (v
@@ -201,85 +217,126 @@ const char *fs_if_class(const struct fs_ifview *v, uint32_t c, uint32_t *first, 
 	return v->strtab + disk_le64_get(r);
 }
 
-const char *fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *shard, uint32_t *entry)
+uint32_t fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *hash, uint32_t *shard,
+		    uint32_t *entry)
 {
 	const unsigned char *r = v->files + (size_t)i * IFV_FILE_REC;
+	uint32_t e = disk_le32_get(r + 8);
 
+	*hash = disk_le32_get(r);
 	*shard = disk_le32_get(r + 4);
-	*entry = disk_le32_get(r + 8);
-	return v->strtab + disk_le32_get(r);
+	*entry = e & IFV_ENTRY_MASK;
+	return e >> IFV_KIND_SHIFT;
+}
+
+int fs_if_name(const char *member, uint32_t kind, const char *dir, uint32_t canon, char *buf,
+	       size_t size)
+{
+	const char *first = strchr(member, '.'), *last = strrchr(member, '.');
+	int keylen = (int)(first ? (size_t)(first - member) : strlen(member)), n;
+	const char *ext = last ? last : ""; /* with its '.' */
+
+	if (kind == IFV_NAME_PLAIN)
+		n = snprintf(buf, size, "%.*s%s", keylen, member, ext);
+	else if (kind == IFV_NAME_DIR)
+		n = snprintf(buf, size, "%.*s~%s%s", keylen, member, dir, ext);
+	else
+		n = snprintf(buf, size, "%.*s~%s~%" PRIu32 "%s", keylen, member, dir, canon, ext);
+	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : n;
+}
+
+/* The view does not match a shard's index (another index than the one it
+ * was built from): retired like a view whose file changed, counted as
+ * rejected, built again on the next use. */
+static int view_mismatch(struct fs *fs, const struct fs_ifview *v, uint32_t shard)
+{
+	if (view_retire(fs, (struct fs_ifview *)v, 1)) {
+		fs->c.if_view_rejected++;
+		fs_log(FS_LOG_WARN,
+		       "imagefolder: the view does not match the index of shard %s; it is "
+		       "dropped and built again",
+		       fs_obj(fs, fs_shard(fs, shard)->obj)->key);
+	}
+	return -ESTALE;
+}
+
+int fs_if_file_name(struct fs *fs, const struct fs_ifview *v, uint32_t i, char *buf,
+		    uint32_t *shard, uint32_t *canon)
+{
+	struct shardidx *ix;
+	struct shardidx_entry e;
+	uint32_t hash, entry, kind = fs_if_file(v, i, &hash, shard, &entry);
+	int err = fs_shard_index(fs, *shard, &ix, NULL), n;
+
+	if (err < 0)
+		return err;
+	if (shardidx_count(ix) != disk_le32_get(v->counts + (size_t)*shard * 4) ||
+	    shardidx_entry_get(ix, entry, &e) < 0)
+		return view_mismatch(fs, v, *shard);
+	n = fs_if_name(e.name, kind, fs_shard(fs, *shard)->dirname, e.canon, buf,
+		       SHARDIDX_NAME_MAX + 1);
+	if (n < 0 || fs_if_hash(buf, (size_t)n) != hash)
+		return view_mismatch(fs, v, *shard);
+	*canon = e.canon;
+	return fs_shard_index_unchanged(fs, *shard);
 }
 
 /* What the binary searches over the blob's records seek (disk_bsearch):
- * a name (name[0..len), in records of stride bytes whose name offset
- * comes first), or a member's entry index. */
+ * a class name, or a file name's hash. */
 struct ifv_key {
 	const struct fs_ifview *v;
-	const unsigned char *recs;
-	size_t stride;
 	const char *name;
 	size_t len;
-	uint32_t entry;
+	uint32_t hash;
 };
 
-static int ifv_name_cmp(const void *ctx, size_t i)
+static int ifv_class_cmp(const void *ctx, size_t i)
 {
 	const struct ifv_key *k = ctx;
-	const unsigned char *r = k->recs + i * k->stride;
-	uint64_t off = k->stride == IFV_FILE_REC ? disk_le32_get(r) : disk_le64_get(r);
 
-	return fs_name_cmp(k->v->strtab + off, k->name, k->len);
+	return fs_name_cmp(k->v->strtab + disk_le64_get(k->v->classes + i * IFV_CLASS_REC), k->name,
+			   k->len);
 }
 
-static int ifv_entry_cmp(const void *ctx, size_t i)
+static int ifv_hash_cmp(const void *ctx, size_t i)
 {
 	const struct ifv_key *k = ctx;
-	uint32_t e = disk_le32_get(k->v->members + i * IFV_MEMBER);
+	uint32_t h = disk_le32_get(k->v->files + i * IFV_FILE_REC);
 
-	return e < k->entry ? -1 : e > k->entry;
-}
-
-/* The attributes of member (shard, entry) of a file of the view (its
- * record in the members section), or NULL. */
-static const unsigned char *ifv_member(const struct fs_ifview *v, uint32_t shard, uint32_t entry)
-{
-	struct ifv_key k = {.v = v, .entry = entry};
-	int found;
-	size_t i;
-
-	if (shard >= v->nshards)
-		return NULL;
-	i = disk_bsearch(disk_le32_get(v->shards + (size_t)shard * 4),
-			 disk_le32_get(v->shards + (size_t)(shard + 1) * 4), ifv_entry_cmp, &k,
-			 &found);
-	return found ? v->members + i * IFV_MEMBER : NULL;
-}
-
-/* Record [lo, hi) of recs (stride bytes each, a name offset first) named
- * name[0..len), or -ENOENT. */
-static int64_t ifv_find(const struct fs_ifview *v, const unsigned char *recs, size_t stride,
-			uint32_t lo, uint32_t hi, const char *name, size_t len)
-{
-	struct ifv_key k = {.v = v, .recs = recs, .stride = stride, .name = name, .len = len};
-	int found;
-	size_t i = disk_bsearch(lo, hi, ifv_name_cmp, &k, &found);
-
-	return found ? (int64_t)i : -ENOENT;
+	return h < k->hash ? -1 : h > k->hash;
 }
 
 int64_t fs_if_class_lookup(const struct fs_ifview *v, const char *name, size_t len)
 {
-	return ifv_find(v, v->classes, IFV_CLASS_REC, 0, v->nclasses, name, len);
+	struct ifv_key k = {.v = v, .name = name, .len = len};
+	int found;
+	size_t i = disk_bsearch(0, v->nclasses, ifv_class_cmp, &k, &found);
+
+	return found ? (int64_t)i : -ENOENT;
 }
 
-int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *name, size_t len)
+int64_t fs_if_file_lookup(struct fs *fs, const struct fs_ifview *v, uint32_t c, const char *name,
+			  size_t len, uint32_t *shard, uint32_t *canon)
 {
+	struct ifv_key k = {.v = v, .hash = fs_if_hash(name, len)};
+	char buf[SHARDIDX_NAME_MAX + 1];
 	uint32_t first, n;
+	size_t i;
 
-	if (c >= v->nclasses)
+	if (c >= v->nclasses || len > SHARDIDX_NAME_MAX)
 		return -ENOENT;
 	fs_if_class(v, c, &first, &n, NULL);
-	return ifv_find(v, v->files, IFV_FILE_REC, first, first + n, name, len);
+	/* the files of that hash, then their names (one, but for collisions) */
+	for (i = disk_bsearch(first, first + n, ifv_hash_cmp, &k, NULL);
+	     i < first + n && disk_le32_get(v->files + i * IFV_FILE_REC) == k.hash; i++) {
+		int err = fs_if_file_name(fs, v, (uint32_t)i, buf, shard, canon);
+
+		if (err < 0)
+			return err;
+		if (strlen(buf) == len && memcmp(buf, name, len) == 0)
+			return (int64_t)i;
+	}
+	return -ENOENT;
 }
 
 /* ---- the view's operations (fs_view.h) ------------------------------------
@@ -367,12 +424,16 @@ static int ifclass_lookup(struct fs *fs, uint64_t parent, const char *name, size
 
 	if (err < 0)
 		return err;
-	idx = fs_if_file_lookup(v, fs_ino_a(parent), name, len);
-	if (idx >= 0)
-		fs_if_file(v, (uint32_t)idx, &shard, &entry);
+	idx = fs_if_file_lookup(fs, v, fs_ino_a(parent), name, len, &shard, &entry);
+	if (idx < 0 && idx != -ENOENT)
+		return (int)idx;
 	*ino = idx < 0 ? 0 : fs_ino(FS_K_IFFILE, shard, entry);
 	return view_unchanged(fs, v);
 }
+
+/* A listing's first error decoding a name (fs_if_file_name), for
+ * list_check: list_entry and list_check run on the thread of the request. */
+static _Thread_local int ifclass_list_err;
 
 static int ifclass_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
 {
@@ -380,6 +441,7 @@ static int ifclass_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
 	int err = fs_if_get(fs, &v);
 
 	(void)ino;
+	ifclass_list_err = 0;
 	if (err < 0)
 		return err;
 	if (l->a >= v->nclasses)
@@ -393,10 +455,25 @@ static int ifclass_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
 static const char *ifclass_list_entry(const struct fs_listing *l, uint32_t i, uint64_t *ino)
 {
 	uint32_t shard, entry;
-	const char *name = fs_if_file(l->p, l->first + i, &shard, &entry);
+	int err = fs_if_file_name(l->fs, l->p, l->first + i, l->namebuf, &shard, &entry);
 
+	if (err < 0) {
+		ifclass_list_err = err; /* the listing ends here, and says why */
+		return NULL;
+	}
 	*ino = fs_ino(FS_K_IFFILE, shard, entry);
-	return name;
+	return l->namebuf;
+}
+
+/* A listing that ended at a name it could not decode fails with why (never
+ * a short listing that looks whole); so does one from a view whose file
+ * changed while it was read. */
+static int ifclass_list_check(const struct fs_listing *l)
+{
+	int err = ifclass_list_err;
+
+	ifclass_list_err = 0;
+	return err ? err : view_unchanged(l->fs, l->p);
 }
 
 static const struct fs_view fs_view_ifclass = {
@@ -405,35 +482,15 @@ static const struct fs_view fs_view_ifclass = {
     .lookup = ifclass_lookup,
     .list_open = ifclass_list_open,
     .list_entry = ifclass_list_entry,
+    .list_check = ifclass_list_check,
 };
 
-/* From the view's record when the view is there (no shard index needed);
- * else the member's. */
+/* The member's attributes (its shard's index), with the file's own inode
+ * and nlink 1. */
 static int iffile_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 {
-	const struct fs_ifview *v =
-	    atomic_load_explicit(&fs->imagefolder->ifv, memory_order_acquire);
-	const unsigned char *r;
-	uint64_t size_mode;
-	int err;
+	int err = fs_member_getattr(fs, ino, st);
 
-	if (fs_ino_a(ino) >= fs->nshards)
-		return -ENOENT;
-	r = v ? ifv_member(v, fs_ino_a(ino), fs_ino_b(ino)) : NULL;
-	if (r) {
-		if (!fs_obj_live(fs_obj(fs, fs_shard(fs, fs_ino_a(ino))->obj)))
-			return -ESTALE; /* as fs_member_getattr: an old version */
-		size_mode = disk_le64_get(r + 8);
-		fs_attr_base(fs, st, ino);
-		st->st_mode = S_IFREG | (mode_t)(size_mode & 07777);
-		st->st_nlink = 1;
-		st->st_size = (off_t)(size_mode >> 12);
-		st->st_blocks = (blkcnt_t)(((size_mode >> 12) + 511) / 512);
-		st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec =
-		    (time_t)disk_le32_get(r + 4);
-		return view_unchanged(fs, v);
-	}
-	err = fs_member_getattr(fs, ino, st);
 	if (err == 0 && !S_ISREG(st->st_mode))
 		err = -ENOENT;
 	st->st_ino = ino;

@@ -181,7 +181,10 @@ def group_persist(env, ck):
               {'view_loaded': 1, 'view_saved': 0, 'view_rejected': 0, 'view_mapped': 1,
                'view_removed': 0, 'images': nimg, 'no_image': 1, 'no_class': 1,
                'shards_indexed': 0})
-        ck.eq('remount: listing and stat load no index', st.get('index_loaded'), 0)
+        # names and attributes are the members' in the shards' indexes: loaded from the
+        # cache directory, not built (no shard byte read)
+        ck.eq('remount: listing and stat build no index, read no shard byte',
+              (st.get('index_built'), st.get('index_bytes_scanned')), (0, 0))
         check_view(ck, 'remount, read', m.mnt, want)
         ck.eq('remount: reads load the indexes', m.stats().get('index_loaded'), 6)
         ck.eq('remount: no index built', m.stats().get('index_built'), 0)
@@ -316,35 +319,77 @@ def resealed(b, off, fmt, value):
     return bytes(b)
 
 
-def damaged_variants(orig):
+def view_sections(orig):
+    """Where the sections of a version 2 view start (fs_if_blob.c's layout)."""
     nclasses, = struct.unpack_from('<I', orig, 12)
     nfiles, nshards = struct.unpack_from('<II', orig, 32)
     strtab_len, = struct.unpack_from('<Q', orig, 40)
-    files = 80 + 24 * nclasses
-    shards = files + (12 * nfiles + 7) // 8 * 8
+    sec = {'header': 0, 'classes': 80}
+    sec['files'] = sec['classes'] + 24 * nclasses
+    sec['counts'] = sec['files'] + (12 * nfiles + 7) // 8 * 8
+    sec['strtab'] = sec['counts'] + (4 * nshards + 7) // 8 * 8
+    assert sec['strtab'] + (strtab_len + 7) // 8 * 8 == len(orig), 'not the C layout'
+    return sec, nclasses, nfiles, nshards, strtab_len
+
+
+def damaged_variants(orig):
+    """(what, bytes, when): a view cut, flipped or made inconsistent in every section.
+    when 'load': refused when it is opened; 'use': it checks out (checksum, counts,
+    offsets) but a file's reference does not match its shard's index, which the first
+    use of that file finds (the view is retired, its blob removed, and built again)."""
+    sec, nclasses, nfiles, nshards, strtab_len = view_sections(orig)
+    f, c, n = sec['files'], sec['classes'], sec['counts']
+    kinds = [struct.unpack_from('<I', orig, f + 12 * i + 8)[0] >> 30 for i in range(nfiles)]
+    assert 1 in kinds and 0 in kinds, 'the dataset has a renamed file'
     ck_sum = ifv_sum(orig)
     assert ck_sum == struct.unpack_from('<Q', orig, 16)[0], 'ifv_sum of the test is not the C one'
     v = []
-    for n in sorted({0, 1, 8, 23, 24, 79, 80, files, files + 24, len(orig) // 2, len(orig) - 8,
-                     len(orig) - 1}):
-        v.append(('truncated to %d' % n, orig[:n]))
-    for off in (0, 9, 12, 20, 30, 40, 85, files + 1, files + 5, len(orig) - 20):
+    cuts = {0, 1, 8, 23, 24, 79, len(orig) // 2, len(orig) - 8, len(orig) - 1}
+    for off in sec.values():
+        cuts |= {off, off + 1, off + 7}
+    for k in sorted(x for x in cuts if x < len(orig)):
+        v.append(('truncated to %d' % k, orig[:k], 'load'))
+    flips = {0, 9, 12, 20, 30, 40, 48, 72, 76, len(orig) - 20}
+    for off in sec.values():
+        flips |= {off + 1, off + 5}
+    for off in sorted(x for x in flips if x < len(orig)):
         b = bytearray(orig)
         b[off] ^= 0x10
-        v.append(('byte %d flipped' % off, bytes(b)))
-    v.append(('another version', resealed(orig, 8, '<I', 2)))
-    v.append(('a name past the names (checksum fixed)', resealed(orig, files, '<I',
-                                                                 strtab_len + 5)))
-    v.append(('a shard past the shards (checksum fixed)', resealed(orig, files + 4, '<I',
-                                                                   nshards)))
-    v.append(('a class starting late (checksum fixed)', resealed(orig, 80 + 8, '<I', 1)))
+        v.append(('byte %d flipped' % off, bytes(b), 'load'))
+    v.append(('version 1 (an older release) (checksum fixed)', resealed(orig, 8, '<I', 1),
+              'load'))
+    v.append(('a reserved field set (checksum fixed)', resealed(orig, 76, '<I', 1), 'load'))
+    v.append(('a class name past the names (checksum fixed)',
+              resealed(orig, c, '<Q', strtab_len + 5), 'load'))
+    v.append(('a class starting late (checksum fixed)', resealed(orig, c + 8, '<I', 1), 'load'))
     v.append(('more files than there are (checksum fixed)', resealed(orig, 32, '<I',
-                                                                     nfiles + 1)))
-    v.append(('the shards end short of the files (checksum fixed)',
-              resealed(orig, shards + 4 * nshards, '<I', nfiles - 1)))
-    v.append(('a shard starting after the next (checksum fixed)',
-              resealed(orig, shards + 4, '<I', nfiles)))
-    v.append(('another fingerprint (checksum fixed)', resealed(orig, 24, '<Q', 12345)))
+                                                                     nfiles + 1), 'load'))
+    v.append(('a shard past the shards (checksum fixed)', resealed(orig, f + 4, '<I', nshards),
+              'load'))
+    shard, e0 = struct.unpack_from('<II', orig, f + 4)
+    count, = struct.unpack_from('<I', orig, n + 4 * shard)
+    v.append(('an entry past its shard\'s count (checksum fixed)',
+              resealed(orig, f + 8, '<I', (e0 & 0xc0000000) | count), 'load'))
+    v.append(('a count short of an entry (checksum fixed)',
+              resealed(orig, n + 4 * shard, '<I', 0), 'load'))
+    v.append(('a kind of name that is none (checksum fixed)',
+              resealed(orig, f + 8, '<I', (e0 & 0x3fffffff) | 3 << 30), 'load'))
+    first, cnt = struct.unpack_from('<II', orig, c + 8)
+    assert cnt >= 2
+    h0 = struct.unpack_from('<I', orig, f + 12 * first)[0]
+    h1 = struct.unpack_from('<I', orig, f + 12 * (first + 1))[0]
+    v.append(('hashes out of order in a class (checksum fixed)',
+              resealed(resealed(orig, f + 12 * first, '<I', h1), f + 12 * (first + 1), '<I', h0)
+              if h0 != h1 else resealed(orig, f + 12 * first, '<I', h1 + 1), 'load'))
+    v.append(('another fingerprint (checksum fixed)', resealed(orig, 24, '<Q', 12345), 'load'))
+    # references that check out at load but not against the shard's index
+    v.append(('a file naming another member (checksum fixed)',
+              resealed(orig, f + 8, '<I', (e0 & 0xc0000000) | ((e0 & 0x3fffffff) + 1) % count),
+              'use'))
+    v.append(('a file of another kind of name (checksum fixed)',
+              resealed(orig, f + 8, '<I', (e0 & 0x3fffffff) | ((e0 >> 30) ^ 1) << 30), 'use'))
+    v.append(('a count larger than the shard\'s index (checksum fixed)',
+              resealed(orig, n + 4 * shard, '<I', count + 1), 'use'))
     return v
 
 
@@ -536,15 +581,24 @@ def group_damaged(env, ck):
     path = blobs[0]
     with open(path, 'rb') as f:
         orig = f.read()
-    for what, data in damaged_variants(orig):
+    for what, data, when in damaged_variants(orig):
         # a new file renamed over the blob, as cachetier writes them (never changed in place)
         write_file(path + '.tmp', data)
         os.rename(path + '.tmp', path)
         with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
+            if when == 'use':
+                # the listing that meets the file fails with ESTALE (never a wrong or short
+                # listing); the view is dropped and the next listing is exact
+                try:
+                    listing(m.mnt)
+                    ck.ok(False, what + ': the listing fails')
+                except OSError as e:
+                    ck.eq(what + ': the listing fails with', e.errno, errno.ESTALE)
             check_view(ck, what, m.mnt, want, read=False)
             st = counters(m.stats())
-            ck.eq(what + ': rejected and rebuilt',
-                  (st['view_rejected'], st['view_loaded'], st['view_saved']), (1, 0, 1))
+            ck.eq(what + ': rejected (at %s) and rebuilt' % when,
+                  (st['view_rejected'], st['view_loaded'], st['view_saved']),
+                  (1, 0, 1) if when == 'load' else (1, 1, 1))
         with open(path, 'rb') as f:
             ck.ok(f.read() == orig, what + ': the rebuilt view is the first one byte for byte')
 
@@ -736,10 +790,15 @@ def full_checks(env, ck, src, fs, want):
     opts = mount_opts() + ['--log-file', logf]
     with ml.Mount(env, src, cache_dir=cache, extra=opts):
         pass  # indexes, class maps and the view saved
+    view_len = 0
     for p in view_blob(cache):
+        view_len = os.path.getsize(p)
         os.unlink(p)
+    log('full: the view takes %d bytes' % view_len)
+    # room for less than the view (a page less), at most 16 KiB
     sv = os.statvfs(fs)
-    filler = sv.f_bavail * sv.f_bsize - (16 << 10)
+    keep = min(16 << 10, max(0, (view_len - 1) // 4096 * 4096))
+    filler = sv.f_bavail * sv.f_bsize - keep
     with open(os.path.join(fs, 'filler'), 'wb') as f:
         f.write(b'\0' * filler)
     mnt = env.path('mnt-full')
