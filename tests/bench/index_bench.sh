@@ -4,7 +4,7 @@
 #
 #   bash tests/bench/index_bench.sh [--build DIR] [--shard-mb 1024] [--member-kb 100]
 #                                   [--members 100000] [--runs 1] [--fmt-shards 50]
-#                                   [--only fmt]
+#                                   [--base-bin OLD] [--time-shards 25] [--only fmt]
 #
 # 1. index build of one shard of --shard-mb MB made of --member-kb KB members,
 #    through a fresh mount (time of the first listing of the shard directory),
@@ -16,14 +16,15 @@
 #    the same files extracted on local disk; warm (second run) and dropped;
 #    the same for `ls -lR` (default options: no xattrs), also with --xattr. With --runs N, each
 #    listing figure is the median of N runs.
-# 4. the index formats side by side (issue 39): --fmt-shards hardlinks of one shard of
-#    8,600 members named like s12_004321.jpg / .cls (4,300 samples, 1 KB tar members, as
-#    tests/bench/scale_bench.py's); mounted once with the old fixed-record index files
-#    (version 2: SHARDFS_INDEX_VERSION=2 in the daemon's environment) and once with the
-#    compact ones (version 3, the default), each with its own cache directory: bytes per
-#    member of the index files on disk, daemon RssAnon after `find`, and `find`, `ls -lR`,
-#    `stat` of every member and open+read of every 8th member over each mount against the
-#    same tree on ext4 (one directory per shard of 8,600 hardlinks of one 1-byte file).
+# 4. the index and view formats side by side (issue 39; tests/bench/lib_indexfmt.py says
+#    what it runs): --fmt-shards hardlinks of one shard of 8,600 members named like
+#    s12_004321.jpg / .cls (4,300 samples, 1,000 classes); mounted with version 3 and version 2
+#    index files (SHARDFS_INDEX_VERSION=2) and as imagefolder with the view version 2 and, with
+#    --base-bin OLD (a build of the commit before it), the view version 1: bytes per member
+#    and per sample on disk, daemon RssAnon after `find`, the view's build alone (time per
+#    sample, peak RSS), then `find`, `ls -lR`, `stat` and open over --time-shards shards of
+#    each mount and of the same trees on the work directory's filesystem (ext4), --runs
+#    rounds interleaved (the order rotated), medians with the min-max spread as the noise.
 #    Bytes per member do not depend on the number of shards (one index file per shard).
 #    --only fmt runs this section alone.
 # Needs root for dropping caches (/proc/sys/vm/drop_caches); without it the
@@ -31,6 +32,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 build=build shard_mb=1024 member_kb=100 members=100000 runs=1 fmt_shards=50 only=
+base_bin= time_shards=25
 while [ $# -gt 0 ]; do
 	case $1 in
 	--shard-mb) shard_mb=$2; shift 2 ;;
@@ -39,8 +41,10 @@ while [ $# -gt 0 ]; do
 	--build) build=$2; shift 2 ;;
 	--runs) runs=$2; shift 2 ;;
 	--fmt-shards) fmt_shards=$2; shift 2 ;;
+	--base-bin) base_bin=$2; shift 2 ;;
+	--time-shards) time_shards=$2; shift 2 ;;
 	--only) only=$2; shift 2 ;;
-	*) echo "usage: $0 [--build DIR] [--shard-mb N] [--member-kb N] [--members N] [--runs N] [--fmt-shards N] [--only fmt]" >&2; exit 2 ;;
+	*) echo "usage: $0 [--build DIR] [--shard-mb N] [--member-kb N] [--members N] [--runs N] [--fmt-shards N] [--base-bin OLD] [--time-shards N] [--only fmt]" >&2; exit 2 ;;
 	esac
 done
 if [ "$build" = build ]; then
@@ -69,97 +73,12 @@ stat_of() { python3 -c "import json, sys; print(json.load(open(sys.argv[1]))[sys
 
 printf '%-52s %14s %14s %8s\n' workload shardfs baseline ratio
 
-# ---- 4. index formats side by side (a function: --only fmt runs it alone) -------
+# ---- 4. index and view formats side by side (a function: --only fmt runs it alone) --------
 formats() {
-	local fs=$w/srcf ext=$w/extf
-	python3 - "$fs" "$ext" "$fmt_shards" <<'PY'
-import io, os, sys, tarfile
-src, ext, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-os.makedirs(src, exist_ok=True)
-first = os.path.join(src, "shard-000000.tar")
-with tarfile.open(first, "w", format=tarfile.GNU_FORMAT) as t:
-    for i in range(4300):
-        for e, data in (("cls", b"%d" % (i % 1000)), ("jpg", b"\xff\xd8\xff\xe0" + b"%012d" % i)):
-            ti = tarfile.TarInfo("s12_%06d.%s" % (i, e)); ti.size = len(data); ti.mtime = 1700000000
-            t.addfile(ti, io.BytesIO(data))
-for s in range(1, n):
-    os.link(first, os.path.join(src, "shard-%06d.tar" % s))
-os.makedirs(ext, exist_ok=True)
-one = os.path.join(ext, "one")
-for s in range(n):  # one file per directory: ext4 allows 65,000 links to a file
-    open(one, "wb").write(b"x")
-    d = os.path.join(ext, "shard-%06d" % s)
-    os.makedirs(d)
-    for i in range(4300):
-        for e in ("cls", "jpg"):
-            os.link(one, os.path.join(d, "s12_%06d.%s" % (i, e)))
-    os.unlink(one)
-PY
-	local nm=$((fmt_shards * 8600))
-	# stat of every member, open+read of every 8th: python over a path list, the same on each side
-	walk() { python3 - "$1" <<'PY'
-import os, sys, time
-root = sys.argv[1]
-paths = [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs]
-t0 = time.perf_counter()
-for p in paths:
-    os.stat(p)
-t1 = time.perf_counter()
-for p in paths[::8]:
-    with open(p, "rb") as f:
-        f.read(1)
-t2 = time.perf_counter()
-print(f"{t1 - t0:.4f} {t2 - t1:.4f} {len(paths)}")
-PY
-	}
-	declare -A bpm rss tfind tls tstat topen
-	for v in 2 3; do
-		rm -rf "$w/cachef$v"
-		if [ $v = 2 ]; then
-			SHARDFS_INDEX_VERSION=2 "$bin" mount --cache-dir "$w/cachef$v" "$fs" "$mnt"
-		else
-			"$bin" mount --cache-dir "$w/cachef$v" "$fs" "$mnt"
-		fi
-		find "$mnt" >/dev/null # builds and saves every index
-		rss[$v]=$(awk '/RssAnon/ {print $2}' "/proc/$(stat_of pid)/status")
-		local b
-		b=$(find "$w/cachef$v" -path '*/meta/*' -type f -printf '%s\n' | awk '{s += $1} END {print s}')
-		bpm[$v]=$(python3 -c "print(f'{$b / $nm:.2f}')")
-		tf=() tl=() ts=() to=()
-		for _ in $(seq "$runs"); do
-			t0=$(now); find "$mnt" >/dev/null; t1=$(now); tf+=("$(secs "$t0" "$t1")")
-			t0=$(now); ls -lR "$mnt" >/dev/null; t1=$(now); tl+=("$(secs "$t0" "$t1")")
-			read -r a o _ < <(walk "$mnt"); ts+=("$a"); to+=("$o")
-		done
-		tfind[$v]=$(median "${tf[@]}") tls[$v]=$(median "${tl[@]}")
-		tstat[$v]=$(median "${ts[@]}") topen[$v]=$(median "${to[@]}")
-		"$bin" umount "$mnt"
-	done
-	tf=() tl=() ts=() to=()
-	find "$ext" >/dev/null
-	for _ in $(seq "$runs"); do
-		t0=$(now); find "$ext" >/dev/null; t1=$(now); tf+=("$(secs "$t0" "$t1")")
-		t0=$(now); ls -lR "$ext" >/dev/null; t1=$(now); tl+=("$(secs "$t0" "$t1")")
-		read -r a o _ < <(walk "$ext"); ts+=("$a"); to+=("$o")
-	done
-	local efind elsr estat eopen
-	efind=$(median "${tf[@]}") elsr=$(median "${tl[@]}") estat=$(median "${ts[@]}") eopen=$(median "${to[@]}")
-	local lab="$fmt_shards x 8600 members"
-	printf '%-52s %14s %14s %8s\n' "index on disk, B/member, compact vs old" "${bpm[3]}" "${bpm[2]} (v2)" \
-		"$(ratio "${bpm[2]}" "${bpm[3]}")"
-	printf '%-52s %14s %14s %8s\n' "  goal for the compact format" "<= 20" "" ""
-	printf '%-52s %14s %14s %8s\n' "daemon RssAnon after find (KB), compact vs old" "${rss[3]}" "${rss[2]} (v2)" \
-		"$(ratio "${rss[2]}" "${rss[3]}")"
-	for row in "find:tfind:efind" "ls -lR:tls:elsr" "stat every member:tstat:estat" "open+read every 8th:topen:eopen"; do
-		IFS=: read -r name var evar <<<"$row"
-		local -n arr=$var
-		local ev=${!evar}
-		printf '%-52s %14s %14s %8s\n' "$name, $lab, compact vs old" "${arr[3]}s" "${arr[2]}s (v2)" \
-			"$(ratio "${arr[2]}" "${arr[3]}")"
-		printf '%-52s %14s %14s %8s\n' "$name, $lab, compact vs ext4" "${arr[3]}s" "${ev}s (ext4)" \
-			"$(ratio "$ev" "${arr[3]}")"
-		unset -n arr
-	done
+	mkdir -p "$w/fmt"
+	python3 tests/bench/lib_indexfmt.py "$bin" "$w/fmt" --shards "$fmt_shards" \
+		--runs "$((runs > 1 ? runs : 3))" --time-shards "$time_shards" \
+		${base_bin:+--base-bin "$base_bin"}
 }
 median() { python3 -c "import statistics, sys; print(f'{statistics.median(map(float, sys.argv[1:])):.4f}')" "$@"; }
 if [ "$only" = fmt ]; then

@@ -1,0 +1,271 @@
+"""The index and view formats side by side (issue 39), for tests/bench/index_bench.sh's
+section 4. Not a test: it prints figures and ratios against baselines measured in the same
+run.
+
+    python3 tests/bench/lib_indexfmt.py BIN WORK [--base-bin OLD] [--shards 500] [--runs 5]
+                                        [--time-shards 25]
+
+The data set: --shards hardlinks of one shard of 8,600 members named like s12_004321.jpg /
+.cls (4,300 samples, 1,000 classes by .cls, 1 KB tar members). The hardlinks share their bytes,
+not their names: every shard has its own index, and the imagefolder view names a key met in
+several shards of one class KEY~SHARD.jpg. Four mounts at once, each with its own cache
+directory:
+  shards v3   BIN, the shards layout, index version 3 (the default)
+  shards v2   BIN with SHARDFS_INDEX_VERSION=2: version 2 index files
+  if view v2  BIN --layout imagefolder: the view version 2 (12 bytes a file)
+  if view v1  OLD --layout imagefolder (a build of the commit before the view version 2: its
+              view version 1); skipped without --base-bin
+and two trees on the filesystem of WORK (ext4 here): the shards layout's (a directory per
+shard, 8,600 hardlinks of one file each) and the view's (its class directories, each file a
+hardlink, the names the view lists).
+
+Rows: bytes on disk per member (index files) and per sample (view blobs); the daemon's
+RssAnon after `find` over the whole mount; the view's build alone (the indexes cached, its
+blob removed, mounted again): time per sample and the daemon's peak RSS (VmHWM); then
+`find`, `ls -lR`, `stat` of every file and open+read of every 8th over the first
+--time-shards shards (their share of the classes for the imagefolder mounts), each mount and
+tree in turn, --runs rounds with the order rotated each round, the dentries and inodes
+dropped before each row (root: echo 2 > /proc/sys/vm/drop_caches, so every row reaches the
+daemon or the disk's directory blocks). Medians, and the spread (min-max) as the noise.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import io
+import time
+
+
+def make_source(src, n):
+    os.makedirs(src, exist_ok=True)
+    first = os.path.join(src, 'shard-000000.tar')
+    with tarfile.open(first, 'w', format=tarfile.GNU_FORMAT) as t:
+        for i in range(4300):
+            for e, data in (('cls', b'%d' % (i % 1000)),
+                            ('jpg', b'\xff\xd8\xff\xe0' + b'%012d' % i)):
+                ti = tarfile.TarInfo('s12_%06d.%s' % (i, e))
+                ti.size = len(data)
+                ti.mtime = 1700000000
+                t.addfile(ti, io.BytesIO(data))
+    for s in range(1, n):
+        os.link(first, os.path.join(src, 'shard-%06d.tar' % s))
+
+
+def link_tree(dst, dirs):
+    """dirs: {dirname: [names]}: one file per directory, hardlinked under every name."""
+    for d, names in dirs.items():
+        p = os.path.join(dst, d)
+        os.makedirs(p)
+        one = os.path.join(p, '.one')
+        with open(one, 'wb') as f:
+            f.write(b'x')
+        for name in names:
+            os.link(one, os.path.join(p, name))
+        os.unlink(one)
+
+
+class Mount:
+    def __init__(self, label, binary, work, src, env=None, opts=()):
+        self.label, self.bin, self.src = label, binary, src
+        self.cache = os.path.join(work, 'cache-' + label.replace(' ', '-'))
+        self.mnt = os.path.join(work, 'mnt-' + label.replace(' ', '-'))
+        self.env = dict(os.environ, **(env or {}))
+        self.opts = list(opts)
+        os.makedirs(self.mnt, exist_ok=True)
+        self.up = False
+
+    def mount(self):
+        t0 = time.perf_counter()
+        subprocess.run([self.bin, 'mount', '--cache-dir', self.cache, *self.opts, self.src,
+                        self.mnt], env=self.env, check=True)
+        self.up = True
+        return time.perf_counter() - t0
+
+    def umount(self):
+        if self.up:
+            subprocess.run([self.bin, 'umount', self.mnt], check=False)
+            self.up = False
+
+    def stats(self):
+        with open(os.path.join(self.mnt, '.shardfs', 'stats')) as f:
+            return json.load(f)
+
+    def status(self, key):
+        with open('/proc/%d/status' % self.stats()['pid']) as f:
+            for line in f:
+                if line.startswith(key + ':'):
+                    return int(line.split()[1])
+        return 0
+
+    def meta_bytes(self, magic):
+        total = 0
+        for root, _, files in os.walk(self.cache):
+            if '/meta' not in root:
+                continue
+            for name in files:
+                p = os.path.join(root, name)
+                with open(p, 'rb') as f:
+                    if f.read(len(magic)) == magic:
+                        total += os.path.getsize(p)
+        return total
+
+    def remove_views(self):
+        for root, _, files in os.walk(self.cache):
+            for name in files:
+                p = os.path.join(root, name)
+                with open(p, 'rb') as f:
+                    if f.read(8) == b'SHIFVIEW':
+                        os.unlink(p)
+
+
+def drop(can):
+    if can:
+        os.sync()
+        with open('/proc/sys/vm/drop_caches', 'w') as f:
+            f.write('2\n')
+
+
+def timed(cmd):
+    t0 = time.perf_counter()
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t0
+
+
+def stat_open(paths):
+    t0 = time.perf_counter()
+    for p in paths:
+        os.stat(p)
+    t1 = time.perf_counter()
+    for p in paths[::8]:
+        with open(p, 'rb') as f:
+            f.read(1)
+    return t1 - t0, time.perf_counter() - t1
+
+
+def row(name, val, base, unit, note=''):
+    ratio = '%.2f' % (base / val) if val and base else 'n/a'
+    print('%-60s %14s %18s %8s %s' % (name, '%.4g%s' % (val, unit), '%.4g%s' % (base, unit),
+                                      ratio, note))
+    sys.stdout.flush()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('bin')
+    ap.add_argument('work')
+    ap.add_argument('--base-bin')
+    ap.add_argument('--shards', type=int, default=500)
+    ap.add_argument('--runs', type=int, default=5)
+    ap.add_argument('--time-shards', type=int, default=25)
+    a = ap.parse_args()
+    can = os.geteuid() == 0
+    src = os.path.join(a.work, 'src')
+    make_source(src, a.shards)
+    nm, ns = a.shards * 8600, a.shards * 4300
+    mounts = [Mount('shards v3', a.bin, a.work, src),
+              Mount('shards v2', a.bin, a.work, src, env={'SHARDFS_INDEX_VERSION': '2'}),
+              Mount('if view v2', a.bin, a.work, src, opts=['--layout', 'imagefolder'])]
+    if a.base_bin:
+        mounts.append(Mount('if view v1', a.base_bin, a.work, src,
+                            opts=['--layout', 'imagefolder']))
+    by = {m.label: m for m in mounts}
+    info = {}
+    try:
+        print('%-60s %14s %18s %8s' % ('workload', 'shardfs', 'baseline', 'ratio'))
+        for m in mounts:
+            tm = m.mount()
+            t0 = time.perf_counter()
+            subprocess.run(['find', m.mnt], stdout=subprocess.DEVNULL, check=True)
+            info[m.label] = {'mount': tm, 'find1': time.perf_counter() - t0,
+                             'rss': m.status('RssAnon'), 'hwm': m.status('VmHWM'),
+                             'idx': m.meta_bytes(b'SHRDIDX'), 'view': m.meta_bytes(b'SHIFVIEW')}
+        s3, s2 = info['shards v3'], info['shards v2']
+        row('index on disk, B/member (%d members), v3 vs v2' % nm, s3['idx'] / nm,
+            s2['idx'] / nm, ' B', 'goal <= 20')
+        i2 = info['if view v2']
+        i1 = info.get('if view v1')
+        row('view on disk, B/sample (%d samples), v2 vs v1' % ns, i2['view'] / ns,
+            (i1['view'] / ns) if i1 else 0, ' B', 'goal <= 24')
+        row('daemon RssAnon after find, shards, v3 vs v2 (KB)', s3['rss'], s2['rss'], '',
+            'goal <= 6144 at 4.3 M')
+        if i1:
+            row('daemon RssAnon after find, imagefolder, v2 vs v1 (KB)', i2['rss'], i1['rss'],
+                '', 'goal <= 20480 at 4.3 M')
+        # the view's build alone: indexes cached, the blob removed
+        for lab in ('if view v2', 'if view v1'):
+            m = by.get(lab)
+            if not m:
+                continue
+            m.umount()
+            m.remove_views()
+            tm = m.mount()
+            st = m.stats()
+            info[lab]['vbuild_ms'] = st.get('imagefolder_build_ms', 0)
+            info[lab]['vbuild_hwm'] = m.status('VmHWM')
+            info[lab]['vbuild_mount'] = tm
+            subprocess.run(['find', m.mnt], stdout=subprocess.DEVNULL, check=True)
+        if i1:
+            row('view build alone, us/sample, v2 vs v1', i2['vbuild_ms'] * 1e3 / ns,
+                i1['vbuild_ms'] * 1e3 / ns, ' us')
+            row('view build alone, daemon VmHWM (KB), v2 vs v1', i2['vbuild_hwm'],
+                i1['vbuild_hwm'], '')
+        # the trees on WORK's filesystem, named as the mounts show them
+        T = min(a.time_shards, a.shards)
+        shard_dirs = ['shard-%06d' % s for s in range(T)]
+        names = sorted(os.listdir(os.path.join(by['shards v3'].mnt, shard_dirs[0])))
+        ext_s = os.path.join(a.work, 'ext4-shards')
+        link_tree(ext_s, {d: names for d in shard_dirs})
+        ifm = by['if view v2'].mnt
+        classes = sorted(os.listdir(ifm))
+        classes = [c for c in classes if not c.startswith('.')]
+        C = max(1, len(classes) * T // a.shards)
+        ext_i = os.path.join(a.work, 'ext4-imagefolder')
+        link_tree(ext_i, {c: os.listdir(os.path.join(ifm, c)) for c in classes[:C]})
+        targets = {}
+        for m in mounts:
+            if m.label.startswith('shards'):
+                targets[m.label] = [os.path.join(m.mnt, d) for d in shard_dirs]
+            else:
+                targets[m.label] = [os.path.join(m.mnt, c) for c in classes[:C]]
+        targets['ext4 shards'] = [os.path.join(ext_s, d) for d in shard_dirs]
+        targets['ext4 imagefolder'] = [os.path.join(ext_i, c) for c in classes[:C]]
+        paths = {k: [os.path.join(d, f) for d in v for f in sorted(os.listdir(d))]
+                 for k, v in targets.items()}
+        res = {k: {'find': [], 'ls -lR': [], 'stat': [], 'open': []} for k in targets}
+        order = list(targets)
+        for r in range(a.runs):
+            k = r % len(order)
+            for lab in order[k:] + order[:k]:
+                drop(can)
+                res[lab]['find'].append(timed(['find', *targets[lab]]))
+                drop(can)
+                res[lab]['ls -lR'].append(timed(['ls', '-lR', *targets[lab]]))
+                drop(can)
+                s, o = stat_open(paths[lab])
+                res[lab]['stat'].append(s)
+                res[lab]['open'].append(o)
+        med = {k: {w: statistics.median(v) for w, v in d.items()} for k, d in res.items()}
+        spread = {k: {w: (min(v), max(v)) for w, v in d.items()} for k, d in res.items()}
+        print('timed over %d shards (%d members) and %d classes (%d files); %d runs, '
+              'medians; noise = min-max of the runs' % (
+                  T, len(paths['shards v3']), C, len(paths['if view v2']), a.runs))
+        pairs = [('shards v3', 'shards v2'), ('shards v3', 'ext4 shards'),
+                 ('if view v2', 'if view v1'), ('if view v2', 'ext4 imagefolder'),
+                 ('shards v2', 'ext4 shards'), ('if view v1', 'ext4 imagefolder')]
+        for w in ('find', 'ls -lR', 'stat', 'open'):
+            for x, y in pairs:
+                if x not in med or y not in med:
+                    continue
+                row('%s, %s vs %s' % (w, x, y), med[x][w], med[y][w], ' s',
+                    'noise %.3f-%.3f vs %.3f-%.3f' % (spread[x][w] + spread[y][w]))
+        print('ratio: baseline / shardfs (above 1: shardfs smaller or faster)')
+    finally:
+        for m in mounts:
+            m.umount()
+
+
+if __name__ == '__main__':
+    main()
