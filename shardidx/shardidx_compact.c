@@ -459,7 +459,7 @@ int shardidx__save_compact(const struct shardidx *ix, const void *ident, size_t 
 	uint64_t sec_len[C_NSECT], sec_off[C_NSECT], total = V3_HDR;
 	uint32_t nblocks = (uint32_t)((ix->nrecs + (uint64_t)B - 1) / B);
 	struct enc e = {0};
-	unsigned char *out, *p;
+	unsigned char *out;
 	int r;
 
 	r = encode(ix, &e); /* sizes first: the file is allocated once */
@@ -491,46 +491,19 @@ int shardidx__save_compact(const struct shardidx *ix, const void *ident, size_t 
 		free(out);
 		return r;
 	}
-	memcpy(out, "SHRDIDX", 8);
-	disk_le32_put(out + 8, 3);
-	disk_le32_put(out + 12, V3_HDR);
-	disk_le64_put(out + 24, total);
-	disk_le32_put(out + 32, ix->nrecs);
-	disk_le32_put(out + 36, ix->root_n);
-	disk_le32_put(out + 40, (uint32_t)e.strs_len);
-	disk_le32_put(out + 44, ix->nsparse);
-	disk_le32_put(out + 48, ix->nsegs);
-	disk_le32_put(out + 52, ix->nlinks);
-	disk_le32_put(out + 56, ix->nsamples);
-	disk_le32_put(out + 60, (uint32_t)identlen);
-	disk_le64_put(out + 64, ix->stream_size);
-	disk_le64_put(out + 72, ix->end_off);
-	disk_le32_put(out + 80, (uint32_t)ix->damage);
-	disk_le32_put(out + 84, ix->skipped);
-	disk_le64_put(out + 88, ix->damage_off);
-	for (int s = 0; s < C_NSECT; s++) {
-		disk_le64_put(out + 96 + 16 * s, sec_off[s]);
-		disk_le64_put(out + 104 + 16 * s, sec_len[s]);
-	}
-	if (identlen)
-		memcpy(out + sec_off[C_IDENT], ident, identlen);
-	p = out + sec_off[C_SPARSE];
-	for (uint32_t i = 0; i < ix->nsparse; i++, p += 16) {
-		disk_le32_put(p, ix->sparse[i].first_seg);
-		disk_le32_put(p + 4, ix->sparse[i].nseg);
-		disk_le64_put(p + 8, ix->sparse[i].data_off);
-	}
-	p = out + sec_off[C_SEGS];
-	for (uint32_t i = 0; i < ix->nsegs; i++, p += 24) {
-		disk_le64_put(p, ix->segs[i].logical);
-		disk_le64_put(p + 8, ix->segs[i].stream_off);
-		disk_le64_put(p + 16, ix->segs[i].len);
-	}
-	p = out + sec_off[C_LINKS];
-	for (uint32_t i = 0; i < ix->nlinks; i++, p += 8) {
-		disk_le32_put(p, ix->links[i].entry);
-		disk_le32_put(p + 4, ix->links[i].val);
-	}
+	shardidx__put_common(out, ix,
+			     &(struct shardidx__head){.version = 3,
+						      .hdr_size = V3_HDR,
+						      .names_len = (uint32_t)e.strs_len,
+						      .total = total,
+						      .sec_off = sec_off,
+						      .sec_len = sec_len,
+						      .nsect = C_NSECT,
+						      .ident_off = sec_off[C_IDENT],
+						      .sparse_off = sec_off[C_SPARSE],
+						      .segs_off = sec_off[C_SEGS],
+						      .links_off = sec_off[C_LINKS]},
+			     ident, identlen);
 	disk_le64_put(out + 16, shardidx__file_sum(out, (size_t)total));
 	*buf = out;
 	*len = (size_t)total;

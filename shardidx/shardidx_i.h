@@ -206,6 +206,21 @@ int shardidx__save_compact(const struct shardidx *ix, const void *ident, size_t 
  * ix, validated: 0, -EBADMSG or -ENOMEM. */
 int shardidx__load_compact(struct shardidx *ix, const unsigned char *b, size_t len);
 uint64_t shardidx__file_sum(const unsigned char *p, size_t len);
+/* What the version-2 and version-3 writers (shardidx_save.c,
+ * shardidx_compact.c) write alike, into a zeroed buffer out: the header's
+ * fields but the checksum (the magic, version, header size, total size,
+ * the counts, the stream's state and the nsect sections' offsets and
+ * lengths; names_len is the names section's), then the identity at
+ * ident_off and the sparse, segment and link rows at their offsets. */
+struct shardidx__head {
+	uint32_t version, hdr_size, names_len;
+	uint64_t total;
+	const uint64_t *sec_off, *sec_len;
+	int nsect;
+	uint64_t ident_off, sparse_off, segs_off, links_off;
+};
+void shardidx__put_common(unsigned char *out, const struct shardidx *ix,
+			  const struct shardidx__head *h, const void *ident, size_t identlen);
 int shardidx__name_ok(const char *s, size_t l);
 int shardidx__reg_ok(const struct shardidx *ix, const struct shardidx__rec *rc,
 		     const uint64_t *sp_end, uint32_t *nflagged);

@@ -74,6 +74,53 @@ static uint64_t align8(uint64_t v)
 
 /* Version 2: records and a name table, from any index (built, or loaded
  * from either version: the cursor decodes its entries). */
+void shardidx__put_common(unsigned char *out, const struct shardidx *ix,
+			  const struct shardidx__head *h, const void *ident, size_t identlen)
+{
+	unsigned char *p;
+
+	memcpy(out, MAGIC, 8);
+	disk_le32_put(out + 8, h->version);
+	disk_le32_put(out + 12, h->hdr_size);
+	disk_le64_put(out + 24, h->total);
+	disk_le32_put(out + 32, ix->nrecs);
+	disk_le32_put(out + 36, ix->root_n);
+	disk_le32_put(out + 40, h->names_len);
+	disk_le32_put(out + 44, ix->nsparse);
+	disk_le32_put(out + 48, ix->nsegs);
+	disk_le32_put(out + 52, ix->nlinks);
+	disk_le32_put(out + 56, ix->nsamples);
+	disk_le32_put(out + 60, (uint32_t)identlen);
+	disk_le64_put(out + 64, ix->stream_size);
+	disk_le64_put(out + 72, ix->end_off);
+	disk_le32_put(out + 80, (uint32_t)ix->damage);
+	disk_le32_put(out + 84, ix->skipped);
+	disk_le64_put(out + 88, ix->damage_off);
+	for (int s = 0; s < h->nsect; s++) {
+		disk_le64_put(out + 96 + 16 * s, h->sec_off[s]);
+		disk_le64_put(out + 104 + 16 * s, h->sec_len[s]);
+	}
+	if (identlen)
+		memcpy(out + h->ident_off, ident, identlen);
+	p = out + h->sparse_off;
+	for (uint32_t i = 0; i < ix->nsparse; i++, p += SPARSE_SIZE) {
+		disk_le32_put(p, ix->sparse[i].first_seg);
+		disk_le32_put(p + 4, ix->sparse[i].nseg);
+		disk_le64_put(p + 8, ix->sparse[i].data_off);
+	}
+	p = out + h->segs_off;
+	for (uint32_t i = 0; i < ix->nsegs; i++, p += SEG_SIZE) {
+		disk_le64_put(p, ix->segs[i].logical);
+		disk_le64_put(p + 8, ix->segs[i].stream_off);
+		disk_le64_put(p + 16, ix->segs[i].len);
+	}
+	p = out + h->links_off;
+	for (uint32_t i = 0; i < ix->nlinks; i++, p += LINK_SIZE) {
+		disk_le32_put(p, ix->links[i].entry);
+		disk_le32_put(p + 4, ix->links[i].val);
+	}
+}
+
 static int save_v2(const struct shardidx *ix, const void *ident, size_t identlen, void **buf,
 		   size_t *len)
 {
@@ -112,30 +159,19 @@ static int save_v2(const struct shardidx *ix, const void *ident, size_t identlen
 	if (!out)
 		return -ENOMEM;
 
-	memcpy(out, MAGIC, 8);
-	disk_le32_put(out + 8, VERSION);
-	disk_le32_put(out + 12, HDR_SIZE);
-	disk_le64_put(out + 24, total);
-	disk_le32_put(out + 32, ix->nrecs);
-	disk_le32_put(out + 36, ix->root_n);
-	disk_le32_put(out + 40, (uint32_t)names_len);
-	disk_le32_put(out + 44, ix->nsparse);
-	disk_le32_put(out + 48, ix->nsegs);
-	disk_le32_put(out + 52, ix->nlinks);
-	disk_le32_put(out + 56, ix->nsamples);
-	disk_le32_put(out + 60, (uint32_t)identlen);
-	disk_le64_put(out + 64, ix->stream_size);
-	disk_le64_put(out + 72, ix->end_off);
-	disk_le32_put(out + 80, (uint32_t)ix->damage);
-	disk_le32_put(out + 84, ix->skipped);
-	disk_le64_put(out + 88, ix->damage_off);
-	for (int s = 0; s < NSECT; s++) {
-		disk_le64_put(out + 96 + 16 * s, sec_off[s]);
-		disk_le64_put(out + 104 + 16 * s, sec_len[s]);
-	}
-
-	if (identlen)
-		memcpy(out + sec_off[SEC_IDENT], ident, identlen);
+	shardidx__put_common(out, ix,
+			     &(struct shardidx__head){.version = VERSION,
+						      .hdr_size = HDR_SIZE,
+						      .names_len = (uint32_t)names_len,
+						      .total = total,
+						      .sec_off = sec_off,
+						      .sec_len = sec_len,
+						      .nsect = NSECT,
+						      .ident_off = sec_off[SEC_IDENT],
+						      .sparse_off = sec_off[SEC_SPARSE],
+						      .segs_off = sec_off[SEC_SEGS],
+						      .links_off = sec_off[SEC_LINKS]},
+			     ident, identlen);
 	p = out + sec_off[SEC_RECS];
 	names = (char *)out + sec_off[SEC_NAMES];
 	names_len = 0;
@@ -163,23 +199,6 @@ static int save_v2(const struct shardidx *ix, const void *ident, size_t identlen
 		disk_le16_put(p + 28, r->mode);
 		p[30] = r->type;
 		p[31] = r->flags;
-	}
-	p = out + sec_off[SEC_SPARSE];
-	for (uint32_t i = 0; i < ix->nsparse; i++, p += SPARSE_SIZE) {
-		disk_le32_put(p, ix->sparse[i].first_seg);
-		disk_le32_put(p + 4, ix->sparse[i].nseg);
-		disk_le64_put(p + 8, ix->sparse[i].data_off);
-	}
-	p = out + sec_off[SEC_SEGS];
-	for (uint32_t i = 0; i < ix->nsegs; i++, p += SEG_SIZE) {
-		disk_le64_put(p, ix->segs[i].logical);
-		disk_le64_put(p + 8, ix->segs[i].stream_off);
-		disk_le64_put(p + 16, ix->segs[i].len);
-	}
-	p = out + sec_off[SEC_LINKS];
-	for (uint32_t i = 0; i < ix->nlinks; i++, p += LINK_SIZE) {
-		disk_le32_put(p, ix->links[i].entry);
-		disk_le32_put(p + 4, ix->links[i].val);
 	}
 
 	disk_le64_put(out + 16, shardidx__file_sum(out, (size_t)total));
