@@ -151,6 +151,50 @@ static void ifv_place(struct ifv_layout *l, uint32_t nclasses, uint32_t nfiles, 
 	l->len = l->strtab + pad8(l->strtab_len);
 }
 
+/* ---- reading the records (the lookups: fs_if_view.c) ---- */
+
+const char *fs_if_class(const struct fs_ifview *v, uint32_t c, uint32_t *first, uint32_t *n,
+			int64_t *mtime)
+{
+	const unsigned char *r = v->classes + (size_t)c * IFV_CLASS_REC;
+
+	if (first)
+		*first = disk_le32_get(r + 8);
+	if (n)
+		*n = disk_le32_get(r + 12);
+	if (mtime)
+		*mtime = (int64_t)disk_le64_get(r + 16);
+	return v->strtab + disk_le64_get(r);
+}
+
+uint32_t fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *hash, uint32_t *shard,
+		    uint32_t *entry)
+{
+	const unsigned char *r = v->files + (size_t)i * IFV_FILE_REC;
+	uint32_t e = disk_le32_get(r + 8);
+
+	*hash = disk_le32_get(r);
+	*shard = disk_le32_get(r + 4);
+	*entry = e & IFV_ENTRY_MASK;
+	return e >> IFV_KIND_SHIFT;
+}
+
+int fs_if_name(const char *member, uint32_t kind, const char *dir, uint32_t canon, char *buf,
+	       size_t size)
+{
+	const char *first = strchr(member, '.'), *last = strrchr(member, '.');
+	int keylen = (int)(first ? (size_t)(first - member) : strlen(member)), n;
+	const char *ext = last ? last : ""; /* with its '.' */
+
+	if (kind == IFV_NAME_PLAIN)
+		n = snprintf(buf, size, "%.*s%s", keylen, member, ext);
+	else if (kind == IFV_NAME_DIR)
+		n = snprintf(buf, size, "%.*s~%s%s", keylen, member, dir, ext);
+	else
+		n = snprintf(buf, size, "%.*s~%s~%" PRIu32 "%s", keylen, member, dir, canon, ext);
+	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : n;
+}
+
 /* Make v the view in blob b[0..len), built from what want describes (its
  * counts go to *got): 0, -EBADMSG (torn, corrupt, inconsistent), -EPROTO
  * (another version) or -ESTALE (made of other shards or options). */

@@ -203,48 +203,6 @@ void fs_if_reset(struct fs *fs)
 	disk_mutex_unlock(&f->lock);
 }
 
-const char *fs_if_class(const struct fs_ifview *v, uint32_t c, uint32_t *first, uint32_t *n,
-			int64_t *mtime)
-{
-	const unsigned char *r = v->classes + (size_t)c * IFV_CLASS_REC;
-
-	if (first)
-		*first = disk_le32_get(r + 8);
-	if (n)
-		*n = disk_le32_get(r + 12);
-	if (mtime)
-		*mtime = (int64_t)disk_le64_get(r + 16);
-	return v->strtab + disk_le64_get(r);
-}
-
-uint32_t fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *hash, uint32_t *shard,
-		    uint32_t *entry)
-{
-	const unsigned char *r = v->files + (size_t)i * IFV_FILE_REC;
-	uint32_t e = disk_le32_get(r + 8);
-
-	*hash = disk_le32_get(r);
-	*shard = disk_le32_get(r + 4);
-	*entry = e & IFV_ENTRY_MASK;
-	return e >> IFV_KIND_SHIFT;
-}
-
-int fs_if_name(const char *member, uint32_t kind, const char *dir, uint32_t canon, char *buf,
-	       size_t size)
-{
-	const char *first = strchr(member, '.'), *last = strrchr(member, '.');
-	int keylen = (int)(first ? (size_t)(first - member) : strlen(member)), n;
-	const char *ext = last ? last : ""; /* with its '.' */
-
-	if (kind == IFV_NAME_PLAIN)
-		n = snprintf(buf, size, "%.*s%s", keylen, member, ext);
-	else if (kind == IFV_NAME_DIR)
-		n = snprintf(buf, size, "%.*s~%s%s", keylen, member, dir, ext);
-	else
-		n = snprintf(buf, size, "%.*s~%s~%" PRIu32 "%s", keylen, member, dir, canon, ext);
-	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : n;
-}
-
 /* The view does not match a shard's index (another index than the one it
  * was built from): retired like a view whose file changed, counted as
  * rejected, built again on the next use. */

@@ -57,3 +57,7 @@ build fuzz_xml -I"$B" "$here/fuzz_xml.c" "$B/backend_xml.c"
 build fuzz_listing -I"$B" -I"$D" "$here/fuzz_listing.c" "$B/backend_listing.c" \
 	"$B/backend_brace.c" "$B/backend_url.c" "$D/disk_json.c" -lcurl
 build fuzz_pack -I"$F" "$here/fuzz_pack.c" "$F/fs_pack_plan.c"
+C="$root/fs/core"
+# fs_if_blob.c is included by its harness; the headers it needs are declarations only
+build fuzz_ifview -I"$C" -I"$C/include" -I"$S" -I"$D" -I"$root/cachetier" -I"$root/backend" \
+	-I"$root/fetch" "$here/fuzz_ifview.c"

@@ -6,7 +6,7 @@
 #                                              regression inputs
 #   tests/fuzz/run.sh --regress [HARNESS...]   only replay tests/fuzz/regress/
 #
-# Harnesses: tar index xml listing pack. Each one starts from its seed corpus
+# Harnesses: tar index xml listing pack ifview. Each one starts from its seed corpus
 # (tests/fuzz/corpus/NAME) plus the inputs earlier runs found (kept in
 # $FUZZ_BUILD_DIR/corpus/NAME, default build-fuzz/, not in the repository),
 # with -timeout=10 (a hang is a finding) and -rss_limit_mb=2048. A crashing,
@@ -28,7 +28,7 @@ out=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 export FUZZ_BUILD_DIR="$out"
 # stacks for UBSan findings too (ASan prints them anyway)
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
-all="tar index xml listing pack"
+all="tar index xml listing pack ifview"
 
 secs=20
 regress_only=0
