@@ -23,6 +23,21 @@
  * curl asks us to watch (a resolver's) get a handle per CURL_POLL_IN/OUT
  * run, closed at CURL_POLL_REMOVE.
  *
+ * Only a connected socket is kept so: libcurl 7.88 to 8.1 (Debian 12's
+ * 7.88.1 among them) close a socket whose connect has not completed (a
+ * transfer removed, cancelled or aborted while connecting) with close()
+ * alone, without CURLOPT_CLOSESOCKETFUNCTION (curl's cf-socket.c, "not
+ * active"; fixed in 8.2.0), and say CURL_POLL_REMOVE after. A handle kept
+ * then watches a closed fd: libuv aborts the process when it next hands
+ * that fd to epoll_ctl (EBADF, or EPERM once another thread's open took
+ * the number), and uv_poll_init refuses the number (EEXIST) to the next
+ * socket that gets it. curl asks CURL_POLL_IN only once a socket is
+ * connected (while connecting it asks CURL_POLL_OUT alone), and closes a
+ * connected socket through CURLOPT_CLOSESOCKETFUNCTION: so a socket never
+ * asked for reading loses its handle at CURL_POLL_REMOVE (sock.conn_in),
+ * and a number curl opens again that still has a handle (a close nobody
+ * said) loses the stale handle first (on_opensocket).
+ *
  * Non-goals: more than one loop thread per store; PUT/POST (the one
  * request body is a GET's JSON: backend_req.body), HTTP caching, cookies.
  */
@@ -49,6 +64,7 @@ struct sock {
 	struct backend_io *io;
 	struct sock *prev, *next; /* io->socks */
 	int conn;		  /* a connection's: in io->sockv from open to close */
+	int conn_in;		  /* curl asked CURL_POLL_IN: connected (see above) */
 	int idle;		  /* CURL_POLL_REMOVE: no transfer uses it now */
 	int events;		  /* UV_READABLE | UV_WRITABLE polled now */
 };
@@ -134,9 +150,11 @@ static int on_socket(CURL *e, curl_socket_t fd, int what, void *userp, void *soc
 	if (!s && fd >= 0 && (size_t)fd < io->nsockv)
 		s = io->sockv[fd]; /* a kept connection's, used again */
 	if (what == CURL_POLL_REMOVE) {
-		if (s && s->conn) {
+		if (s && s->conn && s->conn_in) {
 			s->idle = 1; /* polled as it is until it fires or closes */
 		} else if (s) {
+			/* not connected: curl may have closed the fd already (see
+			 * above); if not, its close finds no handle (on_closesocket) */
 			sock_close(io, s);
 			curl_multi_assign(io->multi, fd, NULL);
 		}
@@ -150,8 +168,10 @@ static int on_socket(CURL *e, curl_socket_t fd, int what, void *userp, void *soc
 	if (!socketp)
 		curl_multi_assign(io->multi, fd, s);
 	s->idle = 0;
-	if (what & CURL_POLL_IN)
+	if (what & CURL_POLL_IN) {
 		events |= UV_READABLE;
+		s->conn_in = s->conn;
+	}
 	if (what & CURL_POLL_OUT)
 		events |= UV_WRITABLE;
 	if (events != s->events) { /* uv_poll_start costs two epoll_ctl */
@@ -172,6 +192,8 @@ static curl_socket_t on_opensocket(void *clientp, curlsocktype purpose, struct c
 	fd = socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
 	if (fd < 0)
 		return CURL_SOCKET_BAD;
+	if ((size_t)fd < io->nsockv && io->sockv[fd])
+		sock_close(io, io->sockv[fd]); /* curl closed it without telling */
 	if ((size_t)fd >= io->nsockv) {
 		size_t n = (size_t)fd + 16;
 		struct sock **v = realloc(io->sockv, n * sizeof(*v));
