@@ -18,6 +18,20 @@
 /* Extents answered with one fd extent; more (sparse members) are copied. */
 #define FS_SPLICE_EXTENTS 8
 
+/* What an operation on shard's members answers when the index does not
+ * have what it read (an entry that does not decode, or not of the kind
+ * asked for): ESTALE when the index's file changed meanwhile (a mapped
+ * index cut or written after the operation's fs_shard_index checked it:
+ * its reads got the guard's zeros, cachetier_guard.c), else err. Every such
+ * answer asks, as an answer found in the index does, so that a member
+ * that exists is never ENOENT because its index was cut mid-operation. */
+static int index_miss(struct fs *fs, uint32_t shard, int err)
+{
+	int changed = fs_shard_index_unchanged(fs, shard);
+
+	return changed < 0 ? changed : err;
+}
+
 /* ---- the member directory ------------------------------------------------ */
 
 static int shard_getattr(struct fs *fs, uint64_t ino, struct stat *st)
@@ -134,10 +148,9 @@ int fs_member_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 	err = fs_shard_index(fs, shard, &ix, NULL);
 	if (err < 0)
 		return err;
-	if (shardidx_entry_get(ix, idx, &e) < 0)
-		return -ENOENT;
-	if (e.canon != idx && shardidx_entry_get(ix, e.canon, &e) < 0)
-		return -ENOENT;
+	if (shardidx_entry_get(ix, idx, &e) < 0 ||
+	    (e.canon != idx && shardidx_entry_get(ix, e.canon, &e) < 0))
+		return index_miss(fs, shard, -ENOENT);
 	fs_attr_base(fs, st, fs_ino(FS_K_MEMBER, shard, e.canon));
 	st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec = e.mtime;
 	st->st_nlink = e.nlink;
@@ -184,7 +197,7 @@ static int member_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
 	if (err < 0)
 		return err;
 	if (shardidx_entry_get(ix, fs_ino_b(ino), &e) < 0 || e.type != SHARDIDX_DIR)
-		return -ENOTDIR;
+		return index_miss(fs, l->a, -ENOTDIR);
 	l->p = ix;
 	l->first = e.first_child;
 	l->n = e.nchild;
@@ -302,9 +315,9 @@ int fs_member_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_
 	if (err == 0)
 		err = fs_shard_index(fs, shard, &ix, &stream);
 	if (err == 0 && shardidx_entry_get(ix, idx, &e) < 0)
-		err = -ENOENT;
+		err = index_miss(fs, shard, -ENOENT);
 	if (err == 0 && e.type != SHARDIDX_REG)
-		err = -EISDIR;
+		err = index_miss(fs, shard, -EISDIR);
 	if (err < 0)
 		return err;
 	size = off >= e.size ? 0 : size > e.size - off ? (size_t)(e.size - off) : size;
@@ -347,7 +360,7 @@ static int member_readlink(struct fs *fs, uint64_t ino, const char **target)
 	if (err < 0)
 		return err;
 	if (shardidx_entry_get(ix, fs_ino_b(ino), &e) < 0 || e.type != SHARDIDX_SYMLINK)
-		return -EINVAL;
+		return index_miss(fs, fs_ino_a(ino), -EINVAL);
 	*target = e.link;
 	/* copied out of the mapped index before it is checked, so the reply
 	 * carries the bytes the check covered (a target no symlink(2) could
@@ -377,7 +390,7 @@ int fs_member_xattr(struct fs *fs, uint64_t ino, size_t i, char *buf, size_t siz
 		return err;
 	if (shardidx_entry_get(ix, fs_ino_b(ino), &e) < 0 || e.type != SHARDIDX_REG ||
 	    (e.flags & SHARDIDX_F_SPARSE))
-		return -ENODATA;
+		return index_miss(fs, a, -ENODATA);
 	switch (i) {
 	case 0:
 		n = snprintf(buf, size, "%s", fs_obj(fs, fs_shard(fs, a)->obj)->key);
@@ -394,6 +407,9 @@ int fs_member_xattr(struct fs *fs, uint64_t ino, size_t i, char *buf, size_t siz
 			     e.name);
 		break;
 	}
+	err = fs_shard_index_unchanged(fs, a); /* the values came from the index */
+	if (err < 0)
+		return err;
 	return n < 0 || (size_t)n >= size ? -ERANGE : n;
 }
 

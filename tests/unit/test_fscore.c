@@ -1576,6 +1576,117 @@ static void test_notify_stuck(void)
 	fs_close(fs);
 }
 
+/* ---- an index file cut between a member operation's check and its reads ------ */
+
+/* cachetier_meta_changed, wrapped (meson: -Wl,--wrap=cachetier_meta_changed): once
+ * armed, the next call that finds its blob unchanged cuts cut_path to nothing before it
+ * returns. The member operation that asked then reads its mapped index after the cut
+ * (the guard's zeros, cachetier_guard.c): the race of mount-indexmap-race, a file cut
+ * between an operation's check (fs_shard_index) and its reads, made without timing. */
+int __real_cachetier_meta_changed(struct cachetier_meta *m);
+int __wrap_cachetier_meta_changed(struct cachetier_meta *m);
+static char cut_path[4096];
+static atomic_int cut_armed;
+
+int __wrap_cachetier_meta_changed(struct cachetier_meta *m)
+{
+	int changed = __real_cachetier_meta_changed(m);
+
+	if (!changed && atomic_exchange(&cut_armed, 0) && truncate(cut_path, 0) < 0)
+		FAIL("truncate %s: %s", cut_path, strerror(errno));
+	return changed;
+}
+
+#define CUT_N 40
+
+/* The one index blob of the cache directory of fs into cut_path: 1, or 0 when there is
+ * not exactly one. */
+static int find_index_blob(struct fs *fs)
+{
+	char cmd[4200];
+	FILE *f;
+	int n = 0;
+
+	snprintf(cmd, sizeof(cmd), "find '%s'/meta -mindepth 2 -type f -name '[0-9a-f]*'",
+		 cachetier_dir(fs->ct));
+	f = popen(cmd, "r");
+	if (!f)
+		return 0;
+	while (fgets(cut_path, sizeof(cut_path), f))
+		n++;
+	pclose(f);
+	cut_path[strcspn(cut_path, "\n")] = '\0';
+	return n == 1;
+}
+
+/* A shard's mapped index file cut to nothing between a member operation's check of it
+ * and its reads of the index: the operation answers ESTALE (the file changed while it
+ * looked), never ENOENT for a member that exists; the next lookup builds the index
+ * again and the member reads exactly. Each operation that reads entries by inode:
+ * getattr, read, open of a directory's listing, readlink, the xattrs. */
+static void test_index_cut(void)
+{
+	static const char *ops[] = {"getattr", "read", "opendir", "readlink", "getxattr"};
+	struct member m[CUT_N + 2];
+	char names[CUT_N][16], *datas[CUT_N];
+	char src[4096];
+	struct fs *fs;
+
+	make_dir("cut");
+	for (int i = 0; i < CUT_N; i++) {
+		snprintf(names[i], sizeof(names[i]), "k%02d.bin", i);
+		datas[i] = pattern(names[i], 100 + (size_t)i * 37);
+		m[i] = (struct member){names[i], '0', datas[i]};
+	}
+	m[CUT_N] = (struct member){"d", '5', NULL};
+	m[CUT_N + 1] = (struct member){"d/f.txt", '0', "in d"};
+	write_shard("cut/s.tar", m, CUT_N + 2);
+	snprintf(src, sizeof(src), "%s/src/cut", tmp);
+	fs_open_core_at(&fs, "shards", src, "cut");
+	fs->cfg.xattr = 1; /* --xattr: the member's getxattr reads its entry */
+	for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+		const char *op = ops[o];
+		const char *path = strcmp(op, "opendir") == 0 ? "s/d" : "s/k27.bin";
+		uint64_t changed = fs->c.index_changed;
+		int64_t ino = walk(fs, path);
+		struct fs_read r;
+		struct stat st;
+		const char *target;
+		char buf[256];
+		int err;
+
+		CHECK(ino > 0, "%s: walk %s gave %" PRId64, op, path, ino);
+		if (ino <= 0 || !find_index_blob(fs)) {
+			CHECK(0, "%s: no single index blob in the cache directory", op);
+			continue;
+		}
+		atomic_store(&cut_armed, 1);
+		if (strcmp(op, "getattr") == 0)
+			err = fs_op_getattr(fs, (uint64_t)ino, &st);
+		else if (strcmp(op, "read") == 0)
+			err = fs_op_read(fs, (uint64_t)ino, 0, 0, 4096, &r);
+		else if (strcmp(op, "opendir") == 0)
+			err = fs_op_opendir(fs, (uint64_t)ino);
+		else if (strcmp(op, "readlink") == 0)
+			err = fs_op_readlink(fs, (uint64_t)ino, &target);
+		else
+			err =
+			    fs_op_getxattr(fs, (uint64_t)ino, "user.shardfs.key", buf, sizeof(buf));
+		CHECK(atomic_load(&cut_armed) == 0, "%s: the index file was not cut", op);
+		CHECK(err == -ESTALE, "%s of %s after its index file was cut: %d (%s), not ESTALE",
+		      op, path, err, strerror(err < 0 ? -err : 0));
+		if (err == 0 && strcmp(op, "read") == 0)
+			fs_op_read_done(&r);
+		CHECK(fs->c.index_changed == changed + 1, "%s: index_changed %llu, want %llu", op,
+		      (unsigned long long)fs->c.index_changed, (unsigned long long)changed + 1);
+		/* the next lookup puts a version in its place, indexed again */
+		check_bytes(fs, "s/k27.bin", datas[27], strlen(datas[27]));
+	}
+	fs_close_core(fs);
+	for (int i = 0; i < CUT_N; i++)
+		free(datas[i]);
+}
+
 int main(void)
 {
 	char cmd[4200];
@@ -1602,6 +1713,7 @@ int main(void)
 	streams_source();
 	test_streams_two_readers();
 	test_streams_plan();
+	test_index_cut();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", tmp);

@@ -185,16 +185,12 @@ def change_in_place(env, path, how):
 
 class Readers:
     """nthreads threads that read random paths of want {path: bytes}, whole, until stop():
-    got counts exact reads ('ok') and ESTALE (and the errnos named in count_apart, by their
-    names: a known defect a test bounds instead of stopping at); anything else (other bytes,
-    another error) goes to bad and ends its thread."""
+    got counts exact reads ('ok') and ESTALE; anything else (other bytes, another error)
+    goes to bad and ends its thread."""
 
-    def __init__(self, want, rng, nthreads=4, count_apart=()):
+    def __init__(self, want, rng, nthreads=4):
         self.want, self.paths = want, sorted(want)
         self.got, self.bad = {'ok': 0, 'ESTALE': 0}, []
-        self.apart = {e: errno.errorcode[e] for e in count_apart}
-        for name in self.apart.values():
-            self.got[name] = 0
         self.halt, self.cv = threading.Event(), threading.Condition()
         self.ts = [threading.Thread(target=self._run, args=(rng.randrange(1 << 30),),
                                     daemon=True) for _ in range(nthreads)]
@@ -210,8 +206,7 @@ class Readers:
                 what = 'ok' if data == self.want[p] else \
                     '%s: %d bytes that are not its own' % (p, len(data))
             except OSError as e:
-                what = 'ESTALE' if e.errno == errno.ESTALE else self.apart.get(
-                    e.errno, '%s: %s' % (p, e.strerror))
+                what = 'ESTALE' if e.errno == errno.ESTALE else '%s: %s' % (p, e.strerror)
             with self.cv:
                 if what in self.got:
                     self.got[what] += 1
