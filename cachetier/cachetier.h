@@ -362,16 +362,15 @@ int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piec
 /* Totals of the batch fills since cachetier_open. Any thread. */
 void cachetier_batch_stats(struct cachetier *ct, struct cachetier_batch_result *r);
 
-/* The link as this process's fills saw it (decayed averages, recent fills
- * weighing most): the time from a fill's request to its first byte, and
- * the rate one connection delivered after it (from fills of 1 MiB or
- * more; 0 until one). All 0 before the first fill. */
-struct cachetier_link {
-	uint64_t ttfb_ns;
-	uint64_t rate; /* bytes per second */
-	uint64_t samples;
-};
-void cachetier_link_get(struct cachetier *ct, struct cachetier_link *l);
+/* Each fill that got its bytes reports how long its request took to the
+ * first byte (ttfb_ns) and from there to its last (xfer_ns), for bytes
+ * bytes, to fn(ctx) (the fetch scheduler measures the link from them:
+ * fetch_link_get); called on the fill writer's thread with ct's lock held:
+ * it must only take leaf locks and return at once. fn NULL: nobody. Any
+ * thread. */
+typedef void (*cachetier_fill_timing_fn)(void *ctx, int64_t ttfb_ns, uint64_t bytes,
+					 int64_t xfer_ns);
+void cachetier_set_fill_timing(struct cachetier *ct, cachetier_fill_timing_fn fn, void *ctx);
 
 /* What a planner sizing how far ahead it fetches (fs/core/fs_plan_fetch.c)
  * must leave to the readers (cachetier_span.c): the bytes readers of this

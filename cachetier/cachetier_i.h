@@ -414,13 +414,10 @@ struct cachetier {
 	int batch_answered;
 	struct cachetier_batch_result batch;
 	atomic_ullong decoded_used; /* bytes of decoded copies (evicted too: evict_dec) */
-	/* The link as this process's fills saw it (cachetier_plan.c): decayed
-	 * sums, each sample weighing 7/8 of the one before */
-	int64_t link_ttfb_ns;	    /* time to first byte of a fill's request (EWMA) */
-	uint64_t link_bytes;	    /* bytes after the first byte, of fills of LINK_RATE_MIN+ */
-	uint64_t link_ns;	    /* ... and the time they took */
-	uint64_t link_samples;	    /* fills measured (time to first byte) */
-	uint64_t link_rate_samples; /* of those, fills long enough to measure a rate */
+	/* who is told each fill's timing (cachetier_set_fill_timing: the fetch
+	 * scheduler's link measurement), under ct->lock */
+	cachetier_fill_timing_fn timing_fn;
+	void *timing_ctx;
 	atomic_ullong decoded_streams, decoded_bytes, decoded_reused, meta_reads, meta_writes;
 	atomic_int version_noted[CT_FMT_COUNT];	  /* cachetier__note_version logged it */
 	atomic_ullong units_corrupt;		  /* cachetier__note_corrupt */

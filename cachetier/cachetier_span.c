@@ -1,18 +1,13 @@
 /*
- * cachetier_span.c — what a planner (fs/core/fs_plan_fetch.c) needs of the
- * unit store beyond cachetier_obj_prefetch_range: the link as this
- * process's own fills saw it (cachetier_link_get), and spans of planned
- * extents fetched with the bytes between them (cachetier_obj_prefetch_span),
- * and what the readers hold (cachetier_held_get: the bytes they pin, the
- * share of the cache fills ahead may take, the unit).
- *
- * The link: every fill (cachetier_fill.c fill_chunk) that got its bytes
- * reports the time from its request to the first byte and from there to
- * the last; the estimate is a decayed average (each sample weighs 1/8, the
- * ones before 7/8 of what they weighed): the time to first byte of every
- * fill, the rate of fills of LINK_RATE_MIN bytes or more (bytes over time
- * summed, so long fills weigh by their length: a short one says more about
- * the first TCP window than about the connection's pace). Under ct->lock.
+ * cachetier_span.c — what the fetch scheduler's planner
+ * (fetch/fetch_planner.c) needs of the unit store beyond
+ * cachetier_obj_prefetch_range: each fill's timing (cachetier__link_note,
+ * handed to the observer cachetier_set_fill_timing installed: the link is
+ * measured in fetch/fetch_link.c), spans of planned extents fetched with
+ * the bytes between them (cachetier_obj_prefetch_span: which units are
+ * planned and which lie between, as the caller's pieces say), and what the
+ * readers hold (cachetier_held_get: the bytes they pin, the share of the
+ * cache fills ahead may take, the unit). Under ct->lock.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -20,12 +15,6 @@
 #include <time.h>
 
 #include "cachetier_i.h"
-
-/* Fills shorter than this measure no rate (they last a few ms after the
- * first byte, which bursts of the first congestion windows may bring
- * faster than the connection's pace: fills of 256 KiB measured 1.5-3 x
- * the 60 MB/s of tests/bench/link_bench.py's emulator). */
-#define LINK_RATE_MIN (1u << 20)
 
 int64_t cachetier__mono_ns(void)
 {
@@ -37,30 +26,17 @@ int64_t cachetier__mono_ns(void)
 
 void cachetier__link_note(struct cachetier *ct, int64_t ttfb_ns, uint64_t bytes, int64_t xfer_ns)
 {
-	if (ttfb_ns < 0)
-		ttfb_ns = 0;
 	disk_mutex_lock(&ct->lock);
-	if (ct->link_samples == 0)
-		ct->link_ttfb_ns = ttfb_ns;
-	else
-		ct->link_ttfb_ns += (ttfb_ns - ct->link_ttfb_ns) / 8;
-	ct->link_samples++;
-	if (bytes >= LINK_RATE_MIN && xfer_ns > 0) {
-		ct->link_bytes = ct->link_bytes - ct->link_bytes / 8 + bytes;
-		ct->link_ns = ct->link_ns - ct->link_ns / 8 + (uint64_t)xfer_ns;
-		ct->link_rate_samples++;
-	}
+	if (ct->timing_fn)
+		ct->timing_fn(ct->timing_ctx, ttfb_ns, bytes, xfer_ns);
 	disk_mutex_unlock(&ct->lock);
 }
 
-void cachetier_link_get(struct cachetier *ct, struct cachetier_link *l)
+void cachetier_set_fill_timing(struct cachetier *ct, cachetier_fill_timing_fn fn, void *ctx)
 {
 	disk_mutex_lock(&ct->lock);
-	l->ttfb_ns = ct->link_samples ? (uint64_t)ct->link_ttfb_ns : 0;
-	l->rate = 0;
-	if (ct->link_rate_samples && ct->link_ns)
-		l->rate = (uint64_t)((double)ct->link_bytes * 1e9 / (double)ct->link_ns);
-	l->samples = ct->link_samples;
+	ct->timing_fn = fn;
+	ct->timing_ctx = ctx;
 	disk_mutex_unlock(&ct->lock);
 }
 

@@ -88,6 +88,17 @@ unsigned fetch_shards_ahead(struct fetch *s, uint32_t reader, uint32_t shard, un
  * is read. */
 #define FETCH_INORDER_READS 8u
 
+/* The link as the store's fills saw it (fetch_link.c: decayed averages,
+ * recent fills weighing most): the time from a fill's request to its first
+ * byte, and the rate one connection delivered after it (from fills of 1 MiB
+ * or more; 0 until one). All 0 before the first fill. Any thread. */
+struct fetch_link {
+	uint64_t ttfb_ns;
+	uint64_t rate; /* bytes per second */
+	uint64_t samples;
+};
+void fetch_link_get(struct fetch *s, struct fetch_link *l);
+
 /* What the stream table holds (totals since fetch_new). */
 struct fetch_stats {
 	uint64_t streams;	  /* streams started (a reader's first read of an object, or
@@ -219,8 +230,9 @@ struct fetch_plan_counters {
 	atomic_ullong lookahead;	      /* the lookahead at the last batch, over the plans */
 };
 struct fetch_planner;
-/* A planner over the store ct; counts into *c (kept by the caller). 0 or -ENOMEM. */
-int fetch_planner_new(struct cachetier *ct, const struct fetch_plans_src *src,
+/* A planner over s's store, sized by s's link; counts into *c (kept by
+ * the caller). 0 or -ENOMEM. */
+int fetch_planner_new(struct fetch *s, const struct fetch_plans_src *src,
 		      const struct fetch_plan_config *cfg, struct fetch_plan_counters *c,
 		      struct fetch_planner **out);
 /* One pass over the plans: each with a batch due gets it handed to the

@@ -45,7 +45,7 @@
  * the cache can hold ahead of the readers, at most --plan-lookahead:
  *   link:    FETCH_PLAN_SAFETY (4) x connections x (rate x ttfb + sample) /
  *            plans, with the rate of a connection and its time to first
- *            byte as the cache tier measured them (cachetier_link_get),
+ *            byte as the cache tier measured them (fetch_link_get, fetch_link.c),
  *            --plan-gap for rate x ttfb until both are measured (the
  *            floor), the plan's mean planned path as the sample, and the
  *            connections planned ranges may use (pfx_connections:
@@ -80,8 +80,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cachetier.h"
-#include "fetch.h"
+#include "fetch_i.h"
 
 /* Extents looked at per call of the plans' ahead (fetch_plans_src). */
 #define PFX_BATCH 64u
@@ -128,6 +127,7 @@ struct pfx_buf {
  * plan since its last pass, its scratch. Only the calling thread touches
  * it (the core's plan fetcher thread), but for batch_refused. */
 struct fetch_planner {
+	struct fetch *s; /* its link (fetch_link_get) */
 	struct cachetier *ct;
 	struct fetch_plans_src src;
 	struct fetch_plan_config cfg;
@@ -175,12 +175,12 @@ static void pfx_issue(struct fetch_planner *pl, const struct fetch_plan_extent *
  * request); 0 when --plan-gap is 0. */
 static uint64_t pfx_gap(struct fetch_planner *pl)
 {
-	struct cachetier_link l;
+	struct fetch_link l;
 	uint64_t gap = pl->cfg.gap;
 
 	if (gap == 0)
 		return 0;
-	cachetier_link_get(pl->ct, &l);
+	fetch_link_get(pl->s, &l);
 	if (l.rate > 0 && l.ttfb_ns > 0)
 		gap = (uint64_t)((double)l.rate * (double)l.ttfb_ns / 1e9);
 	if (gap > pl->cfg.chunk)
@@ -566,7 +566,7 @@ static size_t pfx_pass(struct fetch_planner *pl, struct pfx_plan *st, size_t nst
 	size_t n = pl->src.list(pl->src.ctx, now, FETCH_PLANS_MAX);
 	uint64_t gap = pfx_gap(pl), total = 0;
 	struct cachetier_held h;
-	struct cachetier_link l;
+	struct fetch_link l;
 	int sized = 0;
 
 	for (size_t i = 0; i < n; i++) {
@@ -588,7 +588,7 @@ static size_t pfx_pass(struct fetch_planner *pl, struct pfx_plan *st, size_t nst
 		if (!pfx_due(&next[i], &info[i], gap))
 			continue;
 		if (!sized) {
-			cachetier_link_get(pl->ct, &l);
+			fetch_link_get(pl->s, &l);
 			cachetier_held_get(pl->ct, &h);
 			sized = 1;
 		}
@@ -624,7 +624,7 @@ void fetch_planner_pass(struct fetch_planner *pl)
 	pl->nst = pfx_pass(pl, pl->st, pl->nst, &pl->b);
 }
 
-int fetch_planner_new(struct cachetier *ct, const struct fetch_plans_src *src,
+int fetch_planner_new(struct fetch *s, const struct fetch_plans_src *src,
 		      const struct fetch_plan_config *cfg, struct fetch_plan_counters *c,
 		      struct fetch_planner **out)
 {
@@ -633,7 +633,8 @@ int fetch_planner_new(struct cachetier *ct, const struct fetch_plans_src *src,
 	*out = NULL;
 	if (!pl)
 		return -ENOMEM;
-	pl->ct = ct;
+	pl->s = s;
+	pl->ct = s->ct;
 	pl->src = *src;
 	pl->cfg = *cfg;
 	pl->c = c;

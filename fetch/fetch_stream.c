@@ -25,41 +25,11 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "cachetier.h"
-#include "disk_lock.h"
-#include "fetch.h"
+#include "fetch_i.h"
 
 /* Bytes a stream not at an object's start reads in sequence before its
  * readahead starts. */
 #define FETCH_MIN_RUN (1u << 20)
-
-/* The table: far more streams than a loader's readers read at once. */
-#define FETCH_STRIPES 32u
-#define FETCH_WAYS    8u
-
-struct fetch_stream {
-	uint32_t reader;
-	uintptr_t obj;	 /* 0: the reader's shard cursor; else the object */
-	uint64_t used;	 /* the stripe's clock at its last use (0: free) */
-	uint64_t end;	 /* where the stream's last read ended */
-	uint64_t run;	 /* bytes read in its current sequential run */
-	uint64_t window; /* its readahead window in bytes; 0: random access */
-	uint32_t shard;	 /* cursor: the shard the reader read last */
-	uint32_t in_row; /* cursor: reads of it in a row, less one */
-};
-
-struct fetch_stripe {
-	struct disk_mutex lock; /* a leaf (DISK_LOCK_FETCH_STREAM): protects the fields below */
-	uint64_t clock;
-	struct fetch_stream e[FETCH_WAYS];
-};
-
-struct fetch {
-	struct cachetier *ct;
-	uint64_t ra_max; /* the store's cap of a window (cachetier_readahead_max) */
-	atomic_ullong streams, retired;
-	struct fetch_stripe stripe[FETCH_STRIPES];
-};
 
 int fetch_new(struct cachetier *ct, struct fetch **out)
 {
@@ -72,6 +42,7 @@ int fetch_new(struct cachetier *ct, struct fetch **out)
 	s->ra_max = cachetier_readahead_max(ct);
 	for (unsigned i = 0; i < FETCH_STRIPES; i++)
 		disk_mutex_init(&s->stripe[i].lock, DISK_LOCK_FETCH_STREAM);
+	fetch__link_start(s);
 	*out = s;
 	return 0;
 }
@@ -80,6 +51,7 @@ void fetch_free(struct fetch *s)
 {
 	if (!s)
 		return;
+	fetch__link_stop(s);
 	for (unsigned i = 0; i < FETCH_STRIPES; i++)
 		disk_mutex_destroy(&s->stripe[i].lock);
 	free(s);

@@ -131,7 +131,7 @@ struct ctl_snapshot {
 	uint64_t source_bytes, offline, fill_threads, connections, cache_room;
 	uint64_t warm_state, warm_wanted, warm_done, warm_unfit;
 	struct fs_plan_totals plan;
-	struct cachetier_link link;
+	struct fetch_link link;
 	uint64_t link_ttfb_ms;
 	struct cachetier_batch_result batch;
 };
@@ -145,7 +145,7 @@ static void collect_snapshot(struct fs *fs, struct ctl_snapshot *s)
 	backend_get_stats(fs->be, &s->bs);
 	prefetch_progress(fs, &s->pf);
 	fs_plan_totals(fs, &s->plan);
-	cachetier_link_get(fs->ct, &s->link);
+	fetch_link_get(fs->fetch, &s->link);
 	cachetier_batch_stats(fs->ct, &s->batch);
 	s->link_ttfb_ms = s->link.ttfb_ns / 1000000;
 	fs_warm_progress(fs, &wp);

@@ -89,7 +89,7 @@ static const struct fs_opt mount_opts[] = {
     /* planned extents of one object closer than a connection moves in
      * one time to first byte go out as one request (the bytes between
      * cost less than another request); the mount measures both from its
-     * own fills (cachetier_link_get) and uses this only before the first
+     * own fills (fetch_link_get) and uses this only before the first
      * measurement: small enough that a wrong guess costs little (on a
      * link of 30 ms and 60 MB/s the measured gap is about 1.8 MB) */
     {"plan-gap", 0, FS_OPT_SIZE, CFG(plan_gap_bytes), 0, "256K", 0, 1ull << 30, "SIZE",

@@ -130,7 +130,7 @@ void fs_plan_fetch_start(struct fs *fs)
 
 	if (backend_is_local(fs->be) || fs->cfg.plan_lookahead_bytes == 0)
 		return;
-	if (fetch_planner_new(fs->ct, &src, &cfg, &fs->c.pf, &fs->planner) < 0) {
+	if (fetch_planner_new(fs->fetch, &src, &cfg, &fs->c.pf, &fs->planner) < 0) {
 		fs_log(FS_LOG_ERR, "plan: no memory: plans are kept but not fetched ahead");
 		return;
 	}

@@ -1,0 +1,61 @@
+/*
+ * fetch_i.h — the fetch scheduler's private state (fetch.h is its
+ * contract): struct fetch, shared by fetch_stream.c (the stream table),
+ * fetch_link.c (the link as the store's fills saw it) and fetch_planner.c.
+ */
+#ifndef FETCH_I_H
+#define FETCH_I_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "cachetier.h"
+#include "disk_lock.h"
+#include "fetch.h"
+
+/* The table: far more streams than a loader's readers read at once. */
+#define FETCH_STRIPES 32u
+#define FETCH_WAYS    8u
+
+struct fetch_stream {
+	uint32_t reader;
+	uintptr_t obj;	 /* 0: the reader's shard cursor; else the object */
+	uint64_t used;	 /* the stripe's clock at its last use (0: free) */
+	uint64_t end;	 /* where the stream's last read ended */
+	uint64_t run;	 /* bytes read in its current sequential run */
+	uint64_t window; /* its readahead window in bytes; 0: random access */
+	uint32_t shard;	 /* cursor: the shard the reader read last */
+	uint32_t in_row; /* cursor: reads of it in a row, less one */
+};
+
+struct fetch_stripe {
+	struct disk_mutex lock; /* a leaf (DISK_LOCK_FETCH_STREAM): protects the fields below */
+	uint64_t clock;
+	struct fetch_stream e[FETCH_WAYS];
+};
+
+/* The link as the store's fills saw it (fetch_link.c): decayed sums, each
+ * sample weighing 7/8 of the one before. */
+struct fetch_link_meter {
+	struct disk_mutex lock; /* a leaf (DISK_LOCK_FETCH_LINK), taken under the store's lock */
+	int64_t ttfb_ns;	/* time to first byte of a fill's request (EWMA) */
+	uint64_t bytes;		/* bytes after the first byte, of fills of FETCH_LINK_RATE_MIN+ */
+	uint64_t ns;		/* ... and the time they took */
+	uint64_t samples;	/* fills measured (time to first byte) */
+	uint64_t rate_samples;	/* of those, fills long enough to measure a rate */
+};
+
+struct fetch {
+	struct cachetier *ct;
+	uint64_t ra_max; /* the store's cap of a window (cachetier_readahead_max) */
+	atomic_ullong streams, retired;
+	struct fetch_stripe stripe[FETCH_STRIPES];
+	struct fetch_link_meter link;
+};
+
+/* fetch_link.c: start measuring the link of s->ct's fills; stop (before
+ * s is freed). */
+void fetch__link_start(struct fetch *s);
+void fetch__link_stop(struct fetch *s);
+
+#endif

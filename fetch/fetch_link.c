@@ -1,0 +1,69 @@
+/*
+ * fetch_link.c — the link as the store's fills saw it (fetch.h:
+ * fetch_link_get): every fill that got its bytes reports the time from its
+ * request to the first byte and from there to the last
+ * (cachetier_set_fill_timing); the estimate is a decayed average (each
+ * sample weighs 1/8, the ones before 7/8 of what they weighed): the time
+ * to first byte of every fill, the rate of fills of FETCH_LINK_RATE_MIN
+ * bytes or more (bytes over time summed, so long fills weigh by their
+ * length: a short one says more about the first TCP window than about the
+ * connection's pace). The planner sizes its lookahead and its gap from it
+ * (fetch_planner.c).
+ *
+ * Locks: the meter's own, a leaf, taken in the store's callback (with the
+ * store's lock held) and by readers of the estimate.
+ */
+#include <stdint.h>
+
+#include "fetch_i.h"
+
+/* Fills shorter than this measure no rate (they last a few ms after the
+ * first byte, which bursts of the first congestion windows may bring
+ * faster than the connection's pace: fills of 256 KiB measured 1.5-3 x
+ * the 60 MB/s of tests/bench/link_bench.py's emulator). */
+#define FETCH_LINK_RATE_MIN (1u << 20)
+
+static void link_note(void *ctx, int64_t ttfb_ns, uint64_t bytes, int64_t xfer_ns)
+{
+	struct fetch_link_meter *m = ctx;
+
+	if (ttfb_ns < 0)
+		ttfb_ns = 0;
+	disk_mutex_lock(&m->lock);
+	if (m->samples == 0)
+		m->ttfb_ns = ttfb_ns;
+	else
+		m->ttfb_ns += (ttfb_ns - m->ttfb_ns) / 8;
+	m->samples++;
+	if (bytes >= FETCH_LINK_RATE_MIN && xfer_ns > 0) {
+		m->bytes = m->bytes - m->bytes / 8 + bytes;
+		m->ns = m->ns - m->ns / 8 + (uint64_t)xfer_ns;
+		m->rate_samples++;
+	}
+	disk_mutex_unlock(&m->lock);
+}
+
+void fetch_link_get(struct fetch *s, struct fetch_link *l)
+{
+	struct fetch_link_meter *m = &s->link;
+
+	disk_mutex_lock(&m->lock);
+	l->ttfb_ns = m->samples ? (uint64_t)m->ttfb_ns : 0;
+	l->rate = 0;
+	if (m->rate_samples && m->ns)
+		l->rate = (uint64_t)((double)m->bytes * 1e9 / (double)m->ns);
+	l->samples = m->samples;
+	disk_mutex_unlock(&m->lock);
+}
+
+void fetch__link_start(struct fetch *s)
+{
+	disk_mutex_init(&s->link.lock, DISK_LOCK_FETCH_LINK);
+	cachetier_set_fill_timing(s->ct, link_note, &s->link);
+}
+
+void fetch__link_stop(struct fetch *s)
+{
+	cachetier_set_fill_timing(s->ct, NULL, NULL); /* no call after it returns */
+	disk_mutex_destroy(&s->link.lock);
+}
