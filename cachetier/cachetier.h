@@ -324,9 +324,10 @@ struct cachetier_batch_result {
 };
 /* Fetch the units behind the pieces p[0..n) (a window of a reading plan,
  * in plan order, several objects) with the store's batch read
- * (backend_batch_read: for ais://, AIStore's GetBatch), split into requests
- * of 1 MiB or more, each a stretch of the plan's order, as many as par at
- * most (a reader of the window's start waits for the first only).
+ * (backend_batch_read: for ais://, AIStore's GetBatch), as the caller split
+ * them into nreq requests (the fetch scheduler decides: fetch_batch_fill):
+ * request g has pieces [ends[g - 1], ends[g]) (ends[-1] = 0; increasing,
+ * the last n; else -EINVAL).
  * A request's units not valid are claimed, once it has a slot (below),
  * as a fill claims them (this process's unit
  * states, the other processes' OFD unit locks: a unit another process
@@ -358,7 +359,7 @@ struct cachetier_batch_result {
  * -EINVAL (a piece past cachetier_obj_size); -ENOMEM; -ECANCELED
  * (cachetier_cancel). cachetier_close waits for the requests in flight. */
 int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piece *p, size_t n,
-			 unsigned par);
+			 const size_t *ends, size_t nreq, unsigned par);
 /* Totals of the batch fills since cachetier_open. Any thread. */
 void cachetier_batch_stats(struct cachetier *ct, struct cachetier_batch_result *r);
 

@@ -4,8 +4,8 @@
  * read (backend_batch_read: AIStore's GetBatch for ais://) instead of one
  * ranged GET per chunk a planned range lies in.
  *
- * The window's pieces, in plan order, are split into at most 'par'
- * requests of about equal planned bytes (at least BT_REQ_MIN each), each
+ * The window's pieces, in plan order, come split into requests by the
+ * caller (the fetch scheduler decides the windows: fetch_batch_fill), each
  * a stretch of the plan's order. Each request in turn, once it has a slot
  * (at most par requests of all calls run at once; a call waits for a
  * slot, bounded waits of 1 s each while the tier runs; a first call,
@@ -67,10 +67,6 @@
 #include <unistd.h>
 
 #include "cachetier_i.h"
-
-/* A request of its own (a thread) only for this many bytes or more: a
- * smaller one costs a time to first byte for little. */
-#define BT_REQ_MIN (1u << 20)
 
 /* A unit of the window not valid at the claim: claim 1 (this batch
  * fetches it), 0 (another process filled it), -1 (another process fills
@@ -521,14 +517,13 @@ static int bt_group(struct cachetier *ct, const struct cachetier_batch_piece *p,
 }
 
 int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piece *p, size_t n,
-			 unsigned par)
+			 const size_t *ends, size_t nreq, unsigned par)
 {
 	struct bt_unit *u = NULL;
 	struct bt_run *runs = NULL;
 	struct bt_req *reqs = NULL;
 	uint32_t *crc = NULL;
-	uint64_t total = 0, want;
-	size_t max, k, nq = 0, at = 0;
+	size_t max, nq = 0, at = 0;
 	int ret = 0, sync;
 
 	par = par ? par : 1;
@@ -539,35 +534,31 @@ int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piec
 			continue;
 		if (p[i].off > o->size || p[i].len > o->size - p[i].off)
 			return -EINVAL;
-		if (o->file)
-			total += p[i].len;
 	}
+	for (size_t g = 0; g < nreq; g++) {
+		if (ends[g] > n || (g > 0 && ends[g] <= ends[g - 1]) || (g == 0 && ends[0] == 0))
+			return -EINVAL;
+	}
+	if (nreq == 0 || ends[nreq - 1] != n)
+		return n ? -EINVAL : 0;
 	max = bt_units(p, n);
 	if (max == 0)
 		return 0;
 	u = calloc(max, sizeof(*u));
 	runs = calloc(max, sizeof(*runs));
 	crc = calloc(max, sizeof(*crc));
-	reqs = calloc(par, sizeof(*reqs));
+	reqs = calloc(nreq, sizeof(*reqs));
 	if (!u || !runs || !crc || !reqs) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	/* at most par requests of about equal planned bytes, at least
-	 * BT_REQ_MIN each, each a stretch of the plan's order */
-	k = total / BT_REQ_MIN < par ? (size_t)(total / BT_REQ_MIN) : par;
-	k = k ? k : 1;
-	want = (total + k - 1) / k;
 	disk_mutex_lock(&ct->lock);
 	sync = !ct->batch_answered;
 	disk_mutex_unlock(&ct->lock);
 	for (size_t i = 0, g = 0; i < n; g++) {
-		size_t j = i, units;
-		uint64_t acc = 0;
+		size_t j = ends[g], units;
 		int r;
 
-		for (; j < n && (acc < want || g + 1 >= k); j++)
-			acc += p[j].o && p[j].o->file ? p[j].len : 0;
 		units = bt_units(p + i, j - i);
 		/* a request's units are claimed only once it has a slot (at
 		 * most par requests of the batch fills run at once; a first

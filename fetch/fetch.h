@@ -35,6 +35,7 @@
 struct cachetier;
 struct cachetier_obj;
 struct cachetier_pin;
+struct cachetier_batch_piece;
 
 /* The daemon's own reads (not a reader's): one stream per object. */
 #define FETCH_READER_SELF 0u
@@ -162,6 +163,21 @@ void fetch_plan_lookahead(const struct fetch_plan_sizing *in, struct fetch_plan_
  * queued), each path costing about its bytes and a unit. 0 when sample is. */
 uint64_t fetch_plan_held(uint64_t unread, uint64_t sample, uint64_t la, uint64_t handed,
 			 uint32_t unit);
+
+/* ---- fetch_batch.c: GetBatch windows ---------------------------------------
+ * A window of a reading plan (pieces p[0..n), in plan order, several
+ * objects) fetched with the store's batch read (cachetier_batch_fill:
+ * AIStore's GetBatch), split into requests of FETCH_BATCH_REQ_MIN (1 MiB)
+ * or more of planned bytes, about equal, each a stretch of the plan's
+ * order, at most par of them, as many at once (par: the connections the
+ * planner gives batches). The store's errors and blocking
+ * (cachetier_batch_fill). */
+int fetch_batch_fill(struct cachetier *ct, const struct cachetier_batch_piece *p, size_t n,
+		     unsigned par);
+/* The split alone: ends[g] is one past request g's last piece (ends: par
+ * entries, 1 when par is 0); returns the requests' count (0 when n is). */
+size_t fetch_batch_split(const struct cachetier_batch_piece *p, size_t n, unsigned par,
+			 size_t *ends);
 
 /* ---- fetch_planner.c: fetching ahead along reading plans ------------------
  * The plans are the core's (fs/core/fs_plan.c); the planner decides what of

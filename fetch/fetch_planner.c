@@ -35,7 +35,7 @@
  *
  * AIStore (ais:// sources, --get-batch auto): a batch goes to the cache
  * tier as one window fetched with GetBatch (pfx_getbatch,
- * cachetier_batch_fill) instead of spans; this thread waits while every
+ * fetch_batch_fill) instead of spans; this thread waits while every
  * connection but two has a GetBatch request in flight, and for the first
  * window until it was answered. A store that refuses GetBatch gets spans
  * from then on.
@@ -380,7 +380,7 @@ static void pfx_flush(struct fetch_planner *pl, struct pfx_buf *b, uint64_t gap)
 }
 
 /* ais:// sources (--get-batch auto): the batch b, in plan order, fetched
- * with AIStore's GetBatch (cachetier_batch_fill: requests of a stretch of
+ * with AIStore's GetBatch (fetch_batch_fill: requests of a stretch of
  * the plan's order each, at most --connections - 2 at once, only the units
  * not cached, bytes kept only for objects a HEAD after the answer confirms
  * as listed) instead of spans of ranged GETs. Blocks this thread while
@@ -412,7 +412,7 @@ static int pfx_getbatch(struct fetch_planner *pl, struct pfx_buf *b)
 	/* two connections stay free for readers' misses and the HEADs of the
 	 * version rule (as prefetch fills leave them: cachetier_queue.c) */
 	par = pl->cfg.connections > 2 ? pl->cfg.connections - 2 : 1;
-	err = cachetier_batch_fill(pl->ct, p, n, par);
+	err = fetch_batch_fill(pl->ct, p, n, par);
 	free(p);
 	if (err == -EOPNOTSUPP) {
 		if (!atomic_exchange(&pl->batch_refused, 1) && pl->src.batch_refused)

@@ -1573,7 +1573,7 @@ static void test_batch(void)
 	w[1] = (struct cachetier_batch_piece){o[1], 0, 10};   /* unit 0 */
 	w[2] = (struct cachetier_batch_piece){b, 10 * u, 1};  /* unit 10 */
 	w[3] = (struct cachetier_batch_piece){b, 3 * u, 5};   /* unit 3 again */
-	err = cachetier_batch_fill(ct, w, 4, 4);
+	err = fetch_batch_fill(ct, w, 4, 4);
 	batch_stats(ct, &r);
 	CHECK(err == 0 && r.requests == 1 && r.items == 3 && r.bytes == 6 * u && r.failed == 0 &&
 		  r.unfit == 0 && r.stale == 0 && r.refused == 0,
@@ -1588,7 +1588,7 @@ static void test_batch(void)
 	      "one window: reads");
 	stats(ct, &st);
 	CHECK(st.misses == 0, "one window: %llu reads missed", (unsigned long long)st.misses);
-	err = cachetier_batch_fill(ct, w, 4, 4);
+	err = fetch_batch_fill(ct, w, 4, 4);
 	batch_stats(ct, &r);
 	CHECK(err == 0 && r.requests == 1 && r.items == 3, "the window again: %d, %llu requests",
 	      err, (unsigned long long)r.requests);
@@ -1602,7 +1602,7 @@ static void test_batch(void)
 	for (int i = 0; i < 65; i++)
 		w[i] = (struct cachetier_batch_piece){b, (uint64_t)i * CHUNK,
 						      i < 64 ? CHUNK : sizes[NOBJ] - 64 * CHUNK};
-	err = cachetier_batch_fill(ct, w, 65, 4);
+	err = fetch_batch_fill(ct, w, 65, 4);
 	batch_stats(ct, &r);
 	CHECK(
 	    err == 0 && r.requests == 4 && r.items == 4 && r.bytes == sizes[NOBJ] && r.failed == 0,
@@ -1627,7 +1627,7 @@ static void test_batch(void)
 	}
 	CHECK(cachetier_plan_mark(o[5], 0, 2 * u, now + 50) == 0, "mark the window far");
 	w[0] = (struct cachetier_batch_piece){o[5], 0, 2 * u};
-	err = cachetier_batch_fill(ct, w, 1, 4);
+	err = fetch_batch_fill(ct, w, 1, 4);
 	batch_stats(ct, &r);
 	stats(ct, &st);
 	CHECK(err == 0 && r.requests == 0 && r.unfit == 2 * u && st.unfit_bytes == 2 * u &&
@@ -1639,7 +1639,7 @@ static void test_batch(void)
 		CHECK(unit0(o[i]), "no room: unit 0 of object %d evicted", i);
 	/* needed first: objects 3 and 2 (now + 4, now + 3) make the room */
 	CHECK(cachetier_plan_mark(o[5], 0, 2 * u, now) == 0, "mark the window first");
-	err = cachetier_batch_fill(ct, w, 1, 4);
+	err = fetch_batch_fill(ct, w, 1, 4);
 	batch_stats(ct, &r);
 	stats(ct, &st);
 	CHECK(err == 0 && r.requests == 1 && r.bytes == 2 * u && r.unfit == 2 * u &&
@@ -1663,7 +1663,7 @@ static void test_batch(void)
 		o[i] = obj(ct, be, i);
 		w[i] = (struct cachetier_batch_piece){o[i], u, u};
 	}
-	err = cachetier_batch_fill(ct, w, 3, 4);
+	err = fetch_batch_fill(ct, w, 3, 4);
 	batch_stats(ct, &r);
 	CHECK(err == 0 && r.requests == 1 && r.items == 3 && r.failed == 1 && r.bytes == 2 * u,
 	      "a failed item: %d, %llu items, %llu failed, %llu bytes", err,
@@ -1688,7 +1688,7 @@ static void test_batch(void)
 	o[1] = obj(ct, be, 1);
 	w[0] = (struct cachetier_batch_piece){o[0], 0, u};
 	w[1] = (struct cachetier_batch_piece){o[1], 0, 2 * u};
-	err = cachetier_batch_fill(ct, w, 2, 4);
+	err = fetch_batch_fill(ct, w, 2, 4);
 	batch_stats(ct, &r);
 	CHECK(err == 0 && r.items == 2 && r.failed == 1 && r.bytes == u &&
 		  cachetier_obj_cached_bytes(o[1]) == 0,
@@ -1733,7 +1733,7 @@ static void test_batch(void)
 		CHECK(utimensat(AT_FDCWD, path, ts, 0) == 0, "utimensat");
 	}
 	w[0] = (struct cachetier_batch_piece){o[6], 0, 2 * u};
-	err = cachetier_batch_fill(ct, w, 1, 4);
+	err = fetch_batch_fill(ct, w, 1, 4);
 	batch_stats(ct, &r);
 	CHECK(err == 0 && r.requests == 1 && r.stale == 1 && r.bytes == 0 &&
 		  cachetier_obj_cached_bytes(o[6]) == 0,
@@ -1751,7 +1751,7 @@ static void test_batch(void)
 	ct = tier(be, "c-batch-refused", 1ull << 30, 4);
 	o[0] = obj(ct, be, 0);
 	w[0] = (struct cachetier_batch_piece){o[0], 0, 2 * u};
-	err = cachetier_batch_fill(ct, w, 1, 4);
+	err = fetch_batch_fill(ct, w, 1, 4);
 	batch_stats(ct, &r);
 	CHECK(err == -EOPNOTSUPP && r.refused == 1 && r.requests == 0 &&
 		  cachetier_obj_cached_bytes(o[0]) == 0,
