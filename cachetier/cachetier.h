@@ -299,6 +299,50 @@ struct cachetier_piece {
 int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_piece *x, size_t n,
 				enum cachetier_prefetch_mode mode);
 
+/* ---- the prefetch rules (the fetch scheduler's: fetch_store_rules) -------
+ * The store runs prefetch fills (objects' cursors, ranges) in the fill
+ * slots readers' fills leave. How many at once, which stop part-way for a
+ * reader, and the slow start after readahead are the rules'
+ * (cachetier_set_policy); each is called with the store's lock held and
+ * only computes. Without rules prefetch fills take any free slot and none
+ * is stopped. */
+struct cachetier_pf_counts {
+	unsigned fill_threads; /* large fills at once: the store's connections and one */
+	unsigned small_fills;  /* fills at once, small planned ranges too, less one */
+	unsigned rd_queued;    /* demand and readahead jobs queued */
+	unsigned rd_inflight;  /* demand and readahead fills in flight */
+	unsigned ra_busy;      /* readahead jobs queued and fills in flight */
+	unsigned cap, quiet;   /* the rules' own state, kept by the store (in and out) */
+};
+/* A fill slot as the rules see it. */
+struct cachetier_pf_slot {
+	uint64_t got, len;	/* bytes received of its run's len */
+	unsigned long long seq; /* fills started before it and it: its age */
+	uint8_t inflight;	/* a fill runs in it */
+	uint8_t stopping;	/* asked to stop already */
+	uint8_t pf;		/* a prefetch fill */
+	uint8_t small;		/* of a small planned range */
+	uint8_t pinned;		/* a reader waits for one of its units */
+	uint8_t same;		/* of the object of the reader's job just queued */
+};
+struct cachetier_policy {
+	/* the state before any reader (cachetier_set_policy) */
+	void (*start)(struct cachetier_pf_counts *k);
+	/* a reader's job was queued (ra: readahead; the store counted it) */
+	void (*reader_job)(struct cachetier_pf_counts *k, int ra);
+	/* a prefetch fill ended with all its bytes */
+	void (*pf_ended)(struct cachetier_pf_counts *k);
+	/* most prefetch fills in flight of a budget of n slots */
+	unsigned (*pf_max)(const struct cachetier_pf_counts *k, unsigned n);
+	/* after a reader's job was queued (ra: readahead): stop[i] = 1 for each
+	 * prefetch fill of slots s[0..n) to stop (zeroed by the caller) */
+	void (*pf_yield)(const struct cachetier_pf_counts *k, const struct cachetier_pf_slot *s,
+			 unsigned n, int ra, uint8_t *stop);
+};
+/* Install the prefetch rules p (static; NULL: none), before fills start or
+ * at any time. Any thread. */
+void cachetier_set_policy(struct cachetier *ct, const struct cachetier_policy *p);
+
 /* One planned range of a batch fill: bytes [off, off + len) of object o
  * (a remote object's unit store; others are skipped). */
 struct cachetier_batch_piece {

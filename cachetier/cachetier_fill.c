@@ -429,10 +429,8 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		err = errs[i];
 	if (err < 0 && withdrawn && ra)
 		ct->readahead_fills--; /* counted again when it is fetched */
-	if (pf && err == 0 && !ct->ra_busy && ct->pf_cap < ct->cfg.small_fills + 1)
-		ct->pf_cap++;
-	if (pf && err == 0 && ct->pf_quiet < ct->cfg.fill_threads)
-		ct->pf_quiet++;
+	if (pf && err == 0)
+		cachetier__pf_ended(ct);
 	for (uint32_t i = 0; i < n; i++) {
 		if (claim[i] != FILL_PUBLISHED)
 			cachetier__unit_done(ct, f, c + i, errs[i], claim[i], waited,
@@ -669,8 +667,6 @@ int cachetier__units_start(struct cachetier *ct)
 	ct->dq_tail = &ct->dq;
 	ct->rq_tail = &ct->rq;
 	ct->pf_tail = &ct->pf;
-	ct->pf_cap = ct->cfg.small_fills + 1;
-	ct->pf_quiet = ct->cfg.fill_threads; /* no reader yet */
 	ct->nslots = ct->cfg.fill_threads + ct->cfg.small_fills;
 	if (sem_init(&ct->wsem, 0, 0) < 0)
 		return -errno;

@@ -358,12 +358,11 @@ struct cachetier {
 	unsigned rd_queued;		/* jobs in dq and rq */
 	unsigned rd_inflight;		/* demand and readahead fills in flight */
 	unsigned ra_busy;		/* readahead jobs queued and fills in flight */
-	unsigned pf_cap;		/* prefetch fills' slow start after readahead (pf_max) */
-	unsigned pf_quiet;		/* prefetch fills completed since a reader's job was queued,
-					 * up to fill_threads (pf_max) */
-	unsigned pf_withdrawing;	/* prefetch fills asked to stop that have not ended yet */
-	struct ct_slot *slots;		/* fills in flight: a slot each (nslots) */
-	unsigned nslots;		/* written only by units_start/units_stop */
+	unsigned pf_cap, pf_quiet;	/* the prefetch rules' state (cachetier_pf_counts) */
+	const struct cachetier_policy *policy; /* the prefetch rules (NULL: none) */
+	unsigned pf_withdrawing;     /* prefetch fills asked to stop that have not ended yet */
+	struct ct_slot *slots;	     /* fills in flight: a slot each (nslots) */
+	unsigned nslots;	     /* written only by units_start/units_stop */
 	unsigned small_inflight;     /* fills in flight of small planned ranges (ct_slot.small) */
 	unsigned long long fill_seq; /* fills started (ct_slot.seq) */
 	pthread_t *workers;	     /* fill threads; the array is written only by open/close */
@@ -604,6 +603,8 @@ int cachetier__queue_run(struct cachetier *ct, struct ct_file *f, uint32_t c, ui
 /* A reader needs a unit that readahead queued: move its fill to the front. */
 void cachetier__queue_promote(struct cachetier *ct, struct ct_file *f, uint32_t c);
 /* The next fill: demand, then readahead, then prefetch ranges, then cursors. */
+/* A prefetch fill ended with all its bytes: the rules' slow start. ct->lock held. */
+void cachetier__pf_ended(struct cachetier *ct);
 int cachetier__queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, uint32_t *n,
 			  int *ra, int *pf);
 /* Is a fill of units [c, c + n) of f (pf: enum ct_pf_kind) a small

@@ -1,6 +1,7 @@
 /*
  * cachetier_queue.c — the fill queues of the unit store (cachetier_map.c)
- * and its prefetch policy; the workers that serve them are in
+ * and where its prefetch rules (the fetch scheduler's, cachetier_set_policy:
+ * fetch/fetch_rules.c) are asked; the workers that serve them are in
  * cachetier_fill.c. The queue functions run with ct->lock held; the
  * prefetch calls at the end (cachetier__file_prefetch, _prefetch_range,
  * _prefetch_state) take it themselves.
@@ -10,11 +11,10 @@
  * planned ranges, cfg.small_fills + 1 in all), from three queues in order:
  * demand (a reader waits), readahead, prefetch (a cursor per object, so a
  * prefetch of a huge object queues nothing up front; an object a reader
- * reads moves to the front; prefetch fills leave two slots to demand and
- * readahead, take only connections demand fills leave idle, pause while
- * readahead runs, and are withdrawn part-way when readers need their
- * connections (pf_yield, pf_max); a PF_FIT prefetch skips, never evicts
- * for, a chunk that does not fit). A unit has one
+ * reads moves to the front; how many prefetch fills run and which are
+ * withdrawn part-way for readers is the rules' (pf_max, pf_yield); a
+ * PF_FIT prefetch skips, never evicts for, a chunk that does not fit). A
+ * unit has one
  * state (enum ct_unit), so concurrent misses of one unit share one fill.
  * Readers wait on ct->unit_cond for just the units they need; a failed
  * fill leaves the unit EMPTY with its error, which every reader that was
@@ -44,80 +44,83 @@ static void pf_withdraw(struct cachetier *ct, struct ct_slot *sl)
 	ct->pf_withdrawn++;
 }
 
-/* May the prefetch fill of slot sl be withdrawn for a reader's job on
- * object f: one that no reader waits for (its chunk is not pinned), not
- * asked already, and of another object (a reader of f wants f's prefetched
- * chunks soon: a shard fetched ahead of an in-order reader). */
-static int pf_withdrawable(const struct ct_slot *sl, const struct ct_file *f)
+/* The counts the prefetch rules decide on (cachetier_pf_counts). */
+static struct cachetier_pf_counts pf_counts(const struct cachetier *ct)
 {
-	if (!sl->f || !sl->pf || sl->f == f || atomic_load(&sl->withdraw))
-		return 0;
-	for (uint32_t u = sl->c; u < sl->c + sl->n; u++) {
-		if (sl->f->pins[u])
-			return 0;
-	}
-	return 1;
+	struct cachetier_pf_counts k = {
+	    .fill_threads = ct->cfg.fill_threads,
+	    .small_fills = ct->cfg.small_fills,
+	    .rd_queued = ct->rd_queued,
+	    .rd_inflight = ct->rd_inflight,
+	    .ra_busy = ct->ra_busy,
+	    .cap = ct->pf_cap,
+	    .quiet = ct->pf_quiet,
+	};
+
+	return k;
 }
 
-/* Prefetch fills yield to readers, after a job for object f was queued
- * (ra: a readahead job).
- *  - A readahead job means a sequential reader streams: every prefetch
- *    fill in flight with less than half its chunk received stops, so the
- *    reader gets the connections and the link's (and this machine's)
- *    throughput at once; fills past half finish (stopping them would
- *    throw away more than it frees). Measured with tests/bench/link_bench.py
- *    (cat of a fresh mount while the warm runs): stopping only as many as
- *    the reader needs connections left the reader sharing the link with a
- *    full round of prefetch fills, at 0.6-0.8 of its speed without them.
- *  - Any job: when demand and readahead jobs wait for more connections than
- *    are free, prefetch fills stop (fewest bytes received first, so the
- *    least is fetched again) until they do not. Reader's fills are large
- *    (not small planned ranges: CT_SMALL_FILL_BYTES), and the store runs
- *    at most fill_threads - 1 large transfers (its connections) and
- *    small_fills transfers in all (its max_connections): a connection is
- *    free for a reader when fewer large fills than the first and fewer
- *    fills than the second are in flight. So large prefetch fills stop
- *    while the large ones are too many, any prefetch fill while all are.
- *    Fills asked to stop count as free.
- * Only fills pf_withdrawable allows are withdrawn. */
+static void pf_counts_put(struct cachetier *ct, const struct cachetier_pf_counts *k)
+{
+	ct->pf_cap = k->cap;
+	ct->pf_quiet = k->quiet;
+}
+
+void cachetier_set_policy(struct cachetier *ct, const struct cachetier_policy *p)
+{
+	disk_mutex_lock(&ct->lock);
+	if (p && p != ct->policy) { /* the same rules again: their state stays */
+		struct cachetier_pf_counts k = pf_counts(ct);
+
+		p->start(&k);
+		pf_counts_put(ct, &k);
+	}
+	ct->policy = p;
+	disk_mutex_unlock(&ct->lock);
+}
+
+void cachetier__pf_ended(struct cachetier *ct)
+{
+	struct cachetier_pf_counts k = pf_counts(ct);
+
+	if (!ct->policy)
+		return;
+	ct->policy->pf_ended(&k);
+	pf_counts_put(ct, &k);
+}
+
+/* After a job for object f was queued (ra: a readahead job): the prefetch
+ * fills the rules say stop for readers (pf_yield) are withdrawn. */
 static void pf_yield(struct cachetier *ct, const struct ct_file *f, int ra)
 {
-	unsigned conns = ct->cfg.fill_threads > 1 ? ct->cfg.fill_threads - 1 : 1;
-	unsigned total = ct->cfg.small_fills;
-	uint64_t busy = 0, busy_large = 0;
+	struct cachetier_pf_slot v[ct->nslots > 0 ? ct->nslots : 1];
+	uint8_t stop[ct->nslots > 0 ? ct->nslots : 1];
+	struct cachetier_pf_counts k = pf_counts(ct);
 
+	if (!ct->policy)
+		return;
 	for (unsigned i = 0; i < ct->nslots; i++) {
-		struct ct_slot *sl = &ct->slots[i];
+		const struct ct_slot *sl = &ct->slots[i];
 
-		if (ra && pf_withdrawable(sl, f) &&
-		    atomic_load_explicit(&sl->got, memory_order_relaxed) <
-			cachetier__run_len(sl->f, sl->c, sl->n) / 2)
-			pf_withdraw(ct, sl);
-		if (sl->f && !atomic_load(&sl->withdraw)) {
-			busy++;
-			busy_large += !sl->small;
-		}
+		memset(&v[i], 0, sizeof(v[i]));
+		stop[i] = 0;
+		if (!sl->f)
+			continue;
+		v[i].inflight = 1;
+		v[i].stopping = (uint8_t)atomic_load(&sl->withdraw);
+		v[i].pf = sl->pf != 0;
+		v[i].small = sl->small != 0;
+		v[i].same = sl->f == f;
+		v[i].got = atomic_load_explicit(&sl->got, memory_order_relaxed);
+		v[i].len = cachetier__run_len(sl->f, sl->c, sl->n);
+		v[i].seq = sl->seq;
+		for (uint32_t u = sl->c; u < sl->c + sl->n && !v[i].pinned; u++)
+			v[i].pinned = sl->f->pins[u] != 0;
 	}
-	while (busy_large + ct->rd_queued > conns || busy + ct->rd_queued > total) {
-		int large = busy_large + ct->rd_queued > conns;
-		struct ct_slot *best = NULL;
-
-		for (unsigned i = 0; i < ct->nslots; i++) {
-			struct ct_slot *sl = &ct->slots[i];
-			unsigned long long got, bgot;
-
-			if (!pf_withdrawable(sl, f) || (large && sl->small))
-				continue;
-			got = atomic_load_explicit(&sl->got, memory_order_relaxed);
-			bgot = best ? atomic_load_explicit(&best->got, memory_order_relaxed) : 0;
-			if (!best || got < bgot || (got == bgot && sl->seq > best->seq))
-				best = sl;
-		}
-		if (!best)
-			return;
-		pf_withdraw(ct, best);
-		busy--;
-		busy_large -= !best->small;
+	ct->policy->pf_yield(&k, v, ct->nslots, ra, stop);
+	for (unsigned i = 0; i < ct->nslots; i++) {
+		if (stop[i] && v[i].inflight && v[i].pf && !v[i].stopping)
+			pf_withdraw(ct, &ct->slots[i]);
 	}
 }
 
@@ -143,10 +146,12 @@ int cachetier__queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, u
 	for (uint32_t u = c; u < c + n; u++)
 		f->ust[u] = UNIT_QUEUED;
 	ct->rd_queued++;
-	ct->pf_quiet = 0;
-	if (ra) {
-		ct->ra_busy++;
-		ct->pf_cap = 1; /* pf_max: the slow start after it */
+	ct->ra_busy += ra != 0;
+	if (ct->policy) {
+		struct cachetier_pf_counts k = pf_counts(ct);
+
+		ct->policy->reader_job(&k, ra);
+		pf_counts_put(ct, &k);
 	}
 	pf_yield(ct, f, ra);
 	pthread_cond_signal(&ct->work_cond);
@@ -246,35 +251,15 @@ void cachetier__pf_push(struct cachetier *ct, struct ct_file *f, int front)
 	}
 }
 
-/* Most prefetch fills in flight at once. While readers read (a demand or
- * readahead job was queued within the last round of prefetch fills:
- * pf_quiet < fill_threads): all n fill slots but two (at least one), so that a
- * demand fill always finds a free slot and, with one slot more than
- * the backend's connections (as fs/ configures it), a free connection: a
- * reader's miss never waits for a prefetch fill to be withdrawn. With no
- * reader (a prefetch or a warm alone): all n slots but one, every
- * connection (leaving one idle cost 1/connections of the throughput: 0.83
- * of 8 x rate with 8 connections on tests/bench/link_bench.py's link); a
- * reader's first miss then withdraws one (pf_yield). Less one for each
- * demand fill in flight, so that prefetch fills take only connections
- * readers leave idle (pf_yield withdraws the ones readers need). None while readahead is queued or
- * in flight (a sequential reader streams), and then a slow start: pf_cap starts again at one and
- * grows by one with each prefetch fill that completes (doubling per round of fills), so that a
- * reader reading what its readahead fetched does not share the machine with a full round of
- * prefetch fills at once, and a reader that keeps streaming stops them
- * again before they reach full parallelism.
- * pf_max: large prefetch fills (n = fill_threads: the store's connections
- * and one); pf_small_max: prefetch fills when those of small planned ranges
- * count too (n = small_fills + 1: the store's max_connections and one). */
+/* Most prefetch fills in flight at once, as the rules say: pf_max of large
+ * ones (a budget of fill_threads slots: the store's connections and one),
+ * pf_small_max of all, small planned ranges too (small_fills + 1: its
+ * max_connections and one). Without rules: the budget. */
 static unsigned pf_max_of(const struct cachetier *ct, unsigned n)
 {
-	int reading = ct->pf_quiet < ct->cfg.fill_threads;
-	unsigned m = reading ? (n > 2 ? n - 2 : 1) : (n > 1 ? n - 1 : 1);
+	struct cachetier_pf_counts k = pf_counts(ct);
 
-	if (ct->ra_busy)
-		return 0;
-	m = ct->rd_inflight < m ? m - ct->rd_inflight : 0;
-	return m < ct->pf_cap ? m : ct->pf_cap;
+	return ct->policy ? ct->policy->pf_max(&k, n) : n;
 }
 
 static unsigned pf_max(const struct cachetier *ct)

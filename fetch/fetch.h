@@ -36,6 +36,7 @@ struct cachetier;
 struct cachetier_obj;
 struct cachetier_pin;
 struct cachetier_batch_piece;
+struct cachetier_policy;
 
 /* The daemon's own reads (not a reader's): one stream per object. */
 #define FETCH_READER_SELF 0u
@@ -55,6 +56,11 @@ int fetch_read_begin(struct fetch *s, uint32_t reader, struct cachetier_obj *o, 
 /* cachetier_obj_pread for reader, through its stream as fetch_read_begin. */
 ssize_t fetch_pread(struct fetch *s, uint32_t reader, struct cachetier_obj *o, void *buf,
 		    size_t len, uint64_t off);
+
+/* The store's prefetch rules (fetch_rules.c: how many prefetch fills run
+ * beside readers' fills, which stop part-way for a reader, the slow start
+ * after readahead), for cachetier_set_policy; fetch_new installs them. */
+const struct cachetier_policy *fetch_store_rules(void);
 
 /* Fetch the whole object o for a user's `shardfs prefetch` or the warm-up
  * at mount (--warm): in the background, after readers' fills, only into

@@ -43,6 +43,7 @@ int fetch_new(struct cachetier *ct, struct fetch **out)
 	for (unsigned i = 0; i < FETCH_STRIPES; i++)
 		disk_mutex_init(&s->stripe[i].lock, DISK_LOCK_FETCH_STREAM);
 	fetch__link_start(s);
+	cachetier_set_policy(ct, fetch_store_rules());
 	*out = s;
 	return 0;
 }

@@ -115,6 +115,7 @@ static struct cachetier *tier_chunk(struct backend *be, const char *name, uint64
 		fprintf(stderr, "cachetier_open %s: %d\n", dir, err);
 		exit(1);
 	}
+	cachetier_set_policy(ct, fetch_store_rules()); /* the scheduler's, as fetch_new installs */
 	return ct;
 }
 

@@ -1,0 +1,150 @@
+/*
+ * fetch_rules.c — the store's prefetch rules (fetch.h: fetch_store_rules,
+ * installed by fetch_new with cachetier_set_policy): how many prefetch
+ * fills (objects' cursors: `shardfs prefetch`, the warm-up, shards fetched
+ * ahead; ranges: plans) run beside readers' fills, which stop part-way
+ * for a reader, and the slow start after readahead. The store keeps the
+ * counts and asks these with its lock held: they only compute.
+ */
+#include <stdint.h>
+
+#include "fetch_i.h"
+
+/* No reader yet: every slot but one (pf_max) at full parallelism. */
+static void rules_start(struct cachetier_pf_counts *k)
+{
+	k->cap = k->small_fills + 1;
+	k->quiet = k->fill_threads; /* no reader yet */
+}
+
+/* A reader's job: readers read (quiet counts again from 0); a readahead
+ * job (a sequential reader streams) restarts the slow start at one. */
+static void rules_reader_job(struct cachetier_pf_counts *k, int ra)
+{
+	k->quiet = 0;
+	if (ra)
+		k->cap = 1; /* pf_max: the slow start after it */
+}
+
+/* The slow start: each prefetch fill that completes while no readahead
+ * runs lets one more run (doubling per round of fills); quiet counts
+ * them, up to fill_threads (a round: no reader is reading). */
+static void rules_pf_ended(struct cachetier_pf_counts *k)
+{
+	if (!k->ra_busy && k->cap < k->small_fills + 1)
+		k->cap++;
+	if (k->quiet < k->fill_threads)
+		k->quiet++;
+}
+
+/* Most prefetch fills in flight at once. While readers read (a demand or
+ * readahead job was queued within the last round of prefetch fills:
+ * quiet < fill_threads): all n fill slots but two (at least one), so that a
+ * demand fill always finds a free slot and, with one slot more than
+ * the backend's connections (as fs/ configures it), a free connection: a
+ * reader's miss never waits for a prefetch fill to be withdrawn. With no
+ * reader (a prefetch or a warm alone): all n slots but one, every
+ * connection (leaving one idle cost 1/connections of the throughput: 0.83
+ * of 8 x rate with 8 connections on tests/bench/link_bench.py's link); a
+ * reader's first miss then withdraws one (rules_pf_yield). Less one for each
+ * demand fill in flight, so that prefetch fills take only connections
+ * readers leave idle (rules_pf_yield withdraws the ones readers need). None while readahead is
+ * queued or in flight (a sequential reader streams), and then a slow start: cap starts again at one
+ * and grows by one with each prefetch fill that completes (doubling per round of fills), so that a
+ * reader reading what its readahead fetched does not share the machine with a full round of
+ * prefetch fills at once, and a reader that keeps streaming stops them
+ * again before they reach full parallelism.
+ * The store asks for large prefetch fills (n = fill_threads: its
+ * connections and one) and for all prefetch fills when those of small
+ * planned ranges count too (n = small_fills + 1: its max_connections and
+ * one). */
+static unsigned rules_pf_max(const struct cachetier_pf_counts *k, unsigned n)
+{
+	int reading = k->quiet < k->fill_threads;
+	unsigned m = reading ? (n > 2 ? n - 2 : 1) : (n > 1 ? n - 1 : 1);
+
+	if (k->ra_busy)
+		return 0;
+	m = k->rd_inflight < m ? m - k->rd_inflight : 0;
+	return m < k->cap ? m : k->cap;
+}
+
+/* May the prefetch fill of slot s be withdrawn for a reader's job: one that
+ * no reader waits for (its chunk is not pinned), not asked already (nor in
+ * this call: stop), and of another object (a reader of that object wants
+ * its prefetched chunks soon: a shard fetched ahead of an in-order reader). */
+static int withdrawable(const struct cachetier_pf_slot *s, const uint8_t *stop)
+{
+	return s->inflight && s->pf && !s->same && !s->stopping && !*stop && !s->pinned;
+}
+
+/* Prefetch fills yield to readers, after a reader's job was queued
+ * (ra: a readahead job).
+ *  - A readahead job means a sequential reader streams: every prefetch
+ *    fill in flight with less than half its chunk received stops, so the
+ *    reader gets the connections and the link's (and this machine's)
+ *    throughput at once; fills past half finish (stopping them would
+ *    throw away more than it frees). Measured with tests/bench/link_bench.py
+ *    (cat of a fresh mount while the warm runs): stopping only as many as
+ *    the reader needs connections left the reader sharing the link with a
+ *    full round of prefetch fills, at 0.6-0.8 of its speed without them.
+ *  - Any job: when demand and readahead jobs wait for more connections than
+ *    are free, prefetch fills stop (fewest bytes received first, so the
+ *    least is fetched again) until they do not. Reader's fills are large
+ *    (not small planned ranges), and the store runs
+ *    at most fill_threads - 1 large transfers (its connections) and
+ *    small_fills transfers in all (its max_connections): a connection is
+ *    free for a reader when fewer large fills than the first and fewer
+ *    fills than the second are in flight. So large prefetch fills stop
+ *    while the large ones are too many, any prefetch fill while all are.
+ *    Fills asked to stop count as free.
+ * Only fills withdrawable allows are withdrawn. */
+static void rules_pf_yield(const struct cachetier_pf_counts *k, const struct cachetier_pf_slot *s,
+			   unsigned n, int ra, uint8_t *stop)
+{
+	unsigned conns = k->fill_threads > 1 ? k->fill_threads - 1 : 1;
+	unsigned total = k->small_fills;
+	uint64_t busy = 0, busy_large = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		if (ra && withdrawable(&s[i], &stop[i]) && s[i].got < s[i].len / 2)
+			stop[i] = 1;
+		if (s[i].inflight && !s[i].stopping && !stop[i]) {
+			busy++;
+			busy_large += !s[i].small;
+		}
+	}
+	while (busy_large + k->rd_queued > conns || busy + k->rd_queued > total) {
+		int large = busy_large + k->rd_queued > conns;
+		const struct cachetier_pf_slot *best = NULL;
+		unsigned at = 0;
+
+		for (unsigned i = 0; i < n; i++) {
+			if (!withdrawable(&s[i], &stop[i]) || (large && s[i].small))
+				continue;
+			if (!best || s[i].got < best->got ||
+			    (s[i].got == best->got && s[i].seq > best->seq)) {
+				best = &s[i];
+				at = i;
+			}
+		}
+		if (!best)
+			return;
+		stop[at] = 1;
+		busy--;
+		busy_large -= !best->small;
+	}
+}
+
+static const struct cachetier_policy fetch_rules = {
+    .start = rules_start,
+    .reader_job = rules_reader_job,
+    .pf_ended = rules_pf_ended,
+    .pf_max = rules_pf_max,
+    .pf_yield = rules_pf_yield,
+};
+
+const struct cachetier_policy *fetch_store_rules(void)
+{
+	return &fetch_rules;
+}
