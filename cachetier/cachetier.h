@@ -304,8 +304,9 @@ int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_
  * slots readers' fills leave. How many at once, which stop part-way for a
  * reader, and the slow start after readahead are the rules'
  * (cachetier_set_policy); each is called with the store's lock held and
- * only computes. Without rules prefetch fills take any free slot and none
- * is stopped. */
+ * only computes. So is how much a reader's miss fills. Without rules
+ * prefetch fills take any free slot, none is stopped, and a miss fills
+ * only the units its read needs. */
 struct cachetier_pf_counts {
 	unsigned fill_threads; /* large fills at once: the store's connections and one */
 	unsigned small_fills;  /* fills at once, small planned ranges too, less one */
@@ -338,6 +339,11 @@ struct cachetier_policy {
 	 * prefetch fill of slots s[0..n) to stop (zeroed by the caller) */
 	void (*pf_yield)(const struct cachetier_pf_counts *k, const struct cachetier_pf_slot *s,
 			 unsigned n, int ra, uint8_t *stop);
+	/* a reader's miss (not a probe): 1 fills the missed unit's whole chunk,
+	 * 0 only the units the read needs. streams: the read has a readahead
+	 * window; used: the cache's bytes used, reserved and being evicted;
+	 * chunk: the object's chunk; cache: the cache's size */
+	int (*miss_whole)(int streams, uint64_t used, uint64_t chunk, uint64_t cache);
 };
 /* Install the prefetch rules p (static; NULL: none), before fills start or
  * at any time. Any thread. */

@@ -603,6 +603,10 @@ int cachetier__queue_run(struct cachetier *ct, struct ct_file *f, uint32_t c, ui
 /* A reader needs a unit that readahead queued: move its fill to the front. */
 void cachetier__queue_promote(struct cachetier *ct, struct ct_file *f, uint32_t c);
 /* The next fill: demand, then readahead, then prefetch ranges, then cursors. */
+/* A reader's miss of f (not a probe; ahead: its readahead window): fill
+ * the missed unit's whole chunk (1) or only the units read (0), as the
+ * rules say. ct->lock held. */
+int cachetier__miss_whole(const struct cachetier *ct, const struct ct_file *f, uint64_t ahead);
 /* A prefetch fill ended with all its bytes: the rules' slow start. ct->lock held. */
 void cachetier__pf_ended(struct cachetier *ct);
 int cachetier__queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, uint32_t *n,

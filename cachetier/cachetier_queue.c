@@ -89,6 +89,13 @@ void cachetier__pf_ended(struct cachetier *ct)
 	pf_counts_put(ct, &k);
 }
 
+int cachetier__miss_whole(const struct cachetier *ct, const struct ct_file *f, uint64_t ahead)
+{
+	return ct->policy && ct->policy->miss_whole(
+				 ahead > 0, cachetier__usage_get(ct) + ct->reserved + ct->evicting,
+				 (uint64_t)f->unit_bytes * f->group, ct->cfg.cache_size_bytes);
+}
+
 /* After a job for object f was queued (ra: a readahead job): the prefetch
  * fills the rules say stop for readers (pf_yield) are withdrawn. */
 static void pf_yield(struct cachetier *ct, const struct ct_file *f, int ra)

@@ -544,12 +544,8 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	 * fills only the units it reads */
 	if (!probe)
 		ra_queue(ct, f, off + len, ahead);
-	/* a miss fills its whole chunk when the reader streams or the chunk
-	 * fits without evicting; else (random reads of data that does not
-	 * fit) only the units it reads */
-	whole = !probe && (ahead > 0 || cachetier__usage_get(ct) + ct->reserved + ct->evicting +
-						(uint64_t)f->unit_bytes * f->group <=
-					    ct->cfg.cache_size_bytes);
+	/* how much a miss fills: the scheduler's rules (a probe: the units it reads) */
+	whole = !probe && cachetier__miss_whole(ct, f, ahead);
 	for (;;) {
 		int ready = 1;
 

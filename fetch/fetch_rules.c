@@ -3,7 +3,8 @@
  * installed by fetch_new with cachetier_set_policy): how many prefetch
  * fills (objects' cursors: `shardfs prefetch`, the warm-up, shards fetched
  * ahead; ranges: plans) run beside readers' fills, which stop part-way
- * for a reader, and the slow start after readahead. The store keeps the
+ * for a reader, the slow start after readahead, and how much a reader's
+ * miss fills (rules_miss_whole). The store keeps the
  * counts and asks these with its lock held: they only compute.
  */
 #include <stdint.h>
@@ -136,12 +137,21 @@ static void rules_pf_yield(const struct cachetier_pf_counts *k, const struct cac
 	}
 }
 
+/* A miss fills its whole chunk (one request, the chunk's other units with
+ * it) when the reader streams or the chunk fits without evicting; else
+ * (random reads of data that does not fit) only the units it reads. */
+static int rules_miss_whole(int streams, uint64_t used, uint64_t chunk, uint64_t cache)
+{
+	return streams || used + chunk <= cache;
+}
+
 static const struct cachetier_policy fetch_rules = {
     .start = rules_start,
     .reader_job = rules_reader_job,
     .pf_ended = rules_pf_ended,
     .pf_max = rules_pf_max,
     .pf_yield = rules_pf_yield,
+    .miss_whole = rules_miss_whole,
 };
 
 const struct cachetier_policy *fetch_store_rules(void)

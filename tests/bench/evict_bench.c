@@ -31,6 +31,7 @@
 
 #include "backend.h"
 #include "cachetier.h"
+#include "fetch.h"
 
 #define NOBJ 8
 #define MiB  (1024.0 * 1024.0)
@@ -105,6 +106,7 @@ static double pass(const char *dir, struct backend *be, uint64_t cache, int n, i
 		fprintf(stderr, "cachetier_open %s: %s\n", cdir, strerror(-err));
 		exit(1);
 	}
+	cachetier_set_policy(ct, fetch_store_rules()); /* the scheduler's, as the daemon's store */
 	for (int i = 0; i < NOBJ; i++) {
 		struct backend_objinfo info;
 		char key[32];

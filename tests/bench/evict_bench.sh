@@ -21,8 +21,9 @@ done
 tmp=$(mktemp -d "$dir/shardfs-evict-bench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 # shellcheck disable=SC2046
-cc -O2 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -I. -Icachetier -Ibackend -Idisk \
-	tests/bench/evict_bench.c "$build/cachetier/libcachetier.a" "$build/backend/libbackend.a" \
+cc -O2 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -I. -Ifetch -Icachetier -Ibackend -Idisk \
+	tests/bench/evict_bench.c "$build/fetch/libfetch.a" "$build/cachetier/libcachetier.a" \
+	"$build/backend/libbackend.a" \
 	"$build/disk/libdisk.a" $(pkg-config --libs libcurl libuv libcrypto zlib libzstd) -pthread \
 	-o "$tmp/evict_bench"
 "$tmp/evict_bench" "$tmp" "$gb" "$runs"
