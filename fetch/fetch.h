@@ -62,6 +62,21 @@ ssize_t fetch_pread(struct fetch *s, uint32_t reader, struct cachetier_obj *o, v
  * after readahead), for cachetier_set_policy; fetch_new installs them. */
 const struct cachetier_policy *fetch_store_rules(void);
 
+/* --warm auto warms a dataset of at most this share of --cache-size
+ * (percent): the rest is room for readers and other datasets sharing the
+ * directory. fetch_warm_auto_max: that many bytes of cache_size. */
+#define FETCH_WARM_AUTO_PERCENT 90u
+uint64_t fetch_warm_auto_max(uint64_t cache_size);
+/* Does --warm auto warm a dataset of total bytes: within
+ * fetch_warm_auto_max(cache_size), and within the disk's free space above
+ * its reserve (disk) and what the cache holds already (used: it may be
+ * this dataset's; the fill stops at the limit anyway)? 1 or 0. */
+int fetch_warm_auto_fits(uint64_t total, uint64_t cache_size, uint64_t disk, uint64_t used);
+/* A probe read of the core (a sidecar's spot check, a codec sniff): not a
+ * reader's, so it moves no stream, fetches nothing ahead, and a miss
+ * fills only the units it reads (cachetier_obj_pread_probe). */
+ssize_t fetch_pread_probe(struct cachetier_obj *o, void *buf, size_t len, uint64_t off);
+
 /* Fetch the whole object o for a user's `shardfs prefetch` or the warm-up
  * at mount (--warm): in the background, after readers' fills, only into
  * the room the cache has, never evicting what readers use

@@ -4,7 +4,8 @@
  * fills (objects' cursors: `shardfs prefetch`, the warm-up, shards fetched
  * ahead; ranges: plans) run beside readers' fills, which stop part-way
  * for a reader, the slow start after readahead, and how much a reader's
- * miss fills (rules_miss_whole). The store keeps the
+ * miss fills (rules_miss_whole); and whether --warm auto warms a dataset
+ * (fetch_warm_auto_fits). The store keeps the
  * counts and asks these with its lock held: they only compute.
  */
 #include <stdint.h>
@@ -157,4 +158,16 @@ static const struct cachetier_policy fetch_rules = {
 const struct cachetier_policy *fetch_store_rules(void)
 {
 	return &fetch_rules;
+}
+
+/* ---- the warm-up's rule (fetch.h) ---- */
+
+uint64_t fetch_warm_auto_max(uint64_t cache_size)
+{
+	return cache_size / 100 * FETCH_WARM_AUTO_PERCENT;
+}
+
+int fetch_warm_auto_fits(uint64_t total, uint64_t cache_size, uint64_t disk, uint64_t used)
+{
+	return total <= fetch_warm_auto_max(cache_size) && total <= disk + used;
 }

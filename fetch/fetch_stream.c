@@ -209,3 +209,8 @@ void fetch_stats_get(struct fetch *s, struct fetch_stats *st)
 	st->streams = atomic_load_explicit(&s->streams, memory_order_relaxed);
 	st->streams_retired = atomic_load_explicit(&s->retired, memory_order_relaxed);
 }
+
+ssize_t fetch_pread_probe(struct cachetier_obj *o, void *buf, size_t len, uint64_t off)
+{
+	return cachetier_obj_pread_probe(o, buf, len, off);
+}

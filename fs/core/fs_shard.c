@@ -215,8 +215,7 @@ static int sidecar_header_ok(struct cachetier_obj *stream, const struct shardidx
 
 	/* a probe: the first member's header is at the shard's start, where
 	 * a read would start a whole readahead window */
-	if (e->data_off < 512 ||
-	    cachetier_obj_pread_probe(stream, h, 512, e->data_off - 512) != 512)
+	if (e->data_off < 512 || fetch_pread_probe(stream, h, 512, e->data_off - 512) != 512)
 		return 0;
 	return shardidx_header_describes(h, e);
 }
@@ -469,7 +468,7 @@ static int shard_sniff(struct fs *fs, struct fs_shard *s, int *codec)
 		return err;
 	/* a probe: a shard with a sidecar index is not read further now; an
 	 * index build's own first read starts the readahead */
-	n = cachetier_obj_pread_probe(raw, buf, sizeof(buf), 0);
+	n = fetch_pread_probe(raw, buf, sizeof(buf), 0);
 	if (n < 0) {
 		fs_log(FS_LOG_ERR, "shard %s: cannot read its first bytes: %s", o->key,
 		       strerror((int)-n));

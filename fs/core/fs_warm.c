@@ -59,9 +59,6 @@ void fs_warm_free(struct fs_warm *w)
 	free(w);
 }
 
-/* auto warms a dataset of at most this share of --cache-size (percent):
- * the rest is room for readers and other datasets sharing the directory */
-#define WARM_AUTO_PERCENT 90u
 /* how often the thread looks at the progress once everything is handed
  * over (it only logs the end; stats compute the progress themselves) */
 #define WARM_POLL_NS 250000000L
@@ -191,7 +188,7 @@ static void *warm_main(void *arg)
 static int warm_decide(struct fs *fs, int partial)
 {
 	uint64_t total = fs->total_bytes, limit = fs->cfg.cache_size_bytes;
-	uint64_t room = fs_cache_room(fs), auto_max = limit / 100 * WARM_AUTO_PERCENT;
+	uint64_t room = fs_cache_room(fs);
 	char total_s[32], limit_s[32], room_s[32];
 	struct cachetier_stats cs;
 	uint64_t avail, reserve, disk = 0;
@@ -206,14 +203,13 @@ static int warm_decide(struct fs *fs, int partial)
 	if (cachetier_disk(fs->ct, &avail, &reserve) == 0)
 		disk = avail > reserve ? avail - reserve : 0;
 	if (fs->cfg.warm == FS_WARM_AUTO) {
-		/* fits: within 90 % of --cache-size, and within the disk's free
-		 * space above its reserve (what the cache holds already may be
-		 * this dataset's; the fill stops at the limit anyway) */
-		if (total > auto_max || total > disk + cs.bytes_used) {
+		/* whether it fits is the scheduler's (fetch_warm_auto_fits) */
+		if (!fetch_warm_auto_fits(total, limit, disk, cs.bytes_used)) {
 			fs_log(FS_LOG_INFO,
 			       "warm: off: the dataset (%s%s) does not fit in %u%% of --cache-size "
 			       "%s and the disk's room (--warm all warms what fits)",
-			       partial ? "at least " : "", total_s, WARM_AUTO_PERCENT, limit_s);
+			       partial ? "at least " : "", total_s, FETCH_WARM_AUTO_PERCENT,
+			       limit_s);
 			return 0;
 		}
 		fs_log(FS_LOG_INFO,
@@ -243,7 +239,7 @@ static void *warm_lazy_main(void *arg)
 {
 	struct fs *fs = arg;
 	uint32_t n = fs->nobjs;
-	uint64_t auto_max = fs->cfg.cache_size_bytes / 100 * WARM_AUTO_PERCENT;
+	uint64_t auto_max = fetch_warm_auto_max(fs->cfg.cache_size_bytes);
 	uint32_t *objs = malloc(WARM_LEARN_SLICE * sizeof(*objs));
 	int partial = 0;
 
