@@ -1,7 +1,7 @@
 /*
- * fs_plan.h — reading plans (fs_plan.c) and fetching ahead along them
- * (fs_plan_fetch.c). The published plans, their lock, generation and
- * listener live behind the opaque struct fs_plans that fs->plans points
+ * fs_plan.h — reading plans (fs_plan.c) and the thread that fetches ahead
+ * along them (fs_plan_fetch.c; the decisions are fetch/fetch_planner.c's). The published plans,
+ * their lock, generation and listener live behind the opaque struct fs_plans that fs->plans points
  * to, made by fs_open (fs_plans_new) and freed by fs_close; nothing outside
  * fs_plan.c and fs_plan_use.c (which share fs_plan_i.h) touches its fields.
  */
@@ -128,14 +128,11 @@ uint32_t fs_plan_ahead(const struct fs_plan *p, uint32_t *from, struct fs_plan_e
 /* Bytes of p's extents before index i (read or not; i past the end: all). */
 uint64_t fs_plan_bytes_before(const struct fs_plan *p, uint32_t i);
 /* fs_plan_fetch.c: fetching ahead along the plans (remote sources): a
- * thread, woken by fs_plan_set_listener's hook, hands the cache tier the
- * extents of each plan from its position on, in plan order, up to its
- * lookahead (fetch_plan_lookahead, fetch/), as range prefetches that may evict what
- * was read (cachetier_obj_prefetch_range, CACHETIER_PF_EVICT); extents of
- * one object closer than the measured rate x time to first byte go as one
- * span with the bytes between (cachetier_obj_prefetch_span). Start after the
- * namespace is built; stop after cachetier_cancel (accepts a fetcher that
- * never started). */
+ * thread, woken by fs_plan_set_listener's hook, runs the fetch scheduler's
+ * planner (fetch_planner_pass, fetch/fetch_planner.c), which decides what
+ * of each plan is fetched, how much and when. Start after the namespace is
+ * built; stop after cachetier_cancel (accepts a fetcher that never
+ * started). */
 void fs_plan_fetch_start(struct fs *fs);
 int fs_plan_fetch_stop(struct fs *fs); /* fs_thread_stop's result */
 /* Sums over the plans now, for stats. */
