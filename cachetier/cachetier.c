@@ -185,6 +185,7 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	ct->dirfd = ct->metafd = ct->decfd = ct->datafd = ct->v1fd = ct->usagefd = -1;
 	disk_mutex_init(&ct->lock, DISK_LOCK_CT);
 	disk_mutex_init(&ct->fd_lock, DISK_LOCK_CT_FD);
+	disk_mutex_init(&ct->bpool_lock, DISK_LOCK_CT_BPOOL);
 	pthread_cond_init(&ct->cond, NULL);
 	pthread_cond_init(&ct->unit_cond, NULL);
 	pthread_cond_init(&ct->room_cond, NULL);
@@ -322,6 +323,7 @@ void cachetier_close(struct cachetier *ct)
 	pthread_cond_destroy(&ct->unit_cond);
 	pthread_cond_destroy(&ct->room_cond);
 	pthread_cond_destroy(&ct->cond);
+	disk_mutex_destroy(&ct->bpool_lock);
 	disk_mutex_destroy(&ct->fd_lock);
 	disk_mutex_destroy(&ct->lock);
 	free(ct->dir);

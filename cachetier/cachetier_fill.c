@@ -115,7 +115,7 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 		size_t piece = len - done;
 
 		if (!s->cur) {
-			s->cur = malloc(sizeof(*s->cur) + FILL_BUF_BYTES);
+			s->cur = cachetier__buf_get(ct);
 			if (!s->cur)
 				return -ENOMEM;
 			*s->cur = (struct fill_buf){.slot = s->slot, .off = s->next};
@@ -498,7 +498,7 @@ static void fill_run_done(void *arg, int err, uint64_t bytes)
 	if (fl->s.cur && err == 0)
 		cachetier__wq_push(ct, fl->s.cur); /* the run's last bytes */
 	else
-		free(fl->s.cur);
+		cachetier__buf_put(ct, fl->s.cur);
 	fl->s.cur = NULL;
 	*fl->end = (struct fill_buf){.slot = slot, .end = 1, .err = err};
 	cachetier__wq_push(ct, fl->end);
@@ -739,6 +739,7 @@ void cachetier__units_stop(struct cachetier *ct)
 		ct->have_writer = 0;
 		sem_destroy(&ct->wsem);
 	}
+	cachetier__buf_pool_free(ct);
 	for (unsigned i = 0; ct->slots && i < ct->nslots; i++) {
 		struct ct_fill *fl = ct->slots[i].fill;
 

@@ -373,7 +373,10 @@ struct cachetier {
 	 * I/O thread) push buffers of bytes here, lock-free; this thread
 	 * writes them, checksums them and makes their units readable */
 	_Atomic(struct fill_buf *) wq; /* pushed buffers, newest first */
-	sem_t wsem;		       /* one post per push, and at stop */
+	sem_t wsem;		       /* posted by a push onto an empty wq, and at stop */
+	struct disk_mutex bpool_lock;  /* a leaf: the pool of free sink buffers */
+	struct fill_buf *bpool;	       /* ... (cachetier__buf_get), under bpool_lock */
+	unsigned bpool_n;	       /* ... how many (at most FILL_POOL_MAX) */
 	atomic_int wstop;	       /* the writer leaves once wq is empty */
 	pthread_t writer;
 	int have_writer;
@@ -650,6 +653,12 @@ void cachetier__unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, i
  * no lock held (the worker, or the fill writer after the run before). */
 void *cachetier__writer_main(void *arg);
 void cachetier__wq_push(struct cachetier *ct, struct fill_buf *b);
+/* A sink's buffer (FILL_BUF_BYTES of data) from the pool, or malloc'd;
+ * NULL when out of memory. buf_put gives it back (the writer, or a failed
+ * run's sink; NULL is fine); buf_pool_free frees the pool at stop. */
+struct fill_buf *cachetier__buf_get(struct cachetier *ct);
+void cachetier__buf_put(struct cachetier *ct, struct fill_buf *b);
+void cachetier__buf_pool_free(struct cachetier *ct);
 void cachetier__fill_next(struct ct_slot *slot);
 
 /* cachetier_write.c: the fill writer for a sink of the store's I/O thread

@@ -6,7 +6,12 @@
  * computes each unit's CRC32C, writes each buffer with one pwrite, makes
  * the units it completes valid at once (fill_publish) and ends each run
  * (fill_run_end), so the I/O thread only moves bytes. The queue is a
- * lock-free stack (ct->wq) and a semaphore (ct->wsem).
+ * lock-free stack (ct->wq) and a semaphore (ct->wsem) posted once per
+ * batch: only by the push that finds the stack empty (the writer takes the
+ * whole stack at each wake-up, so a push onto a non-empty stack is taken
+ * with the one that posted). The sinks' buffers come from a pool
+ * (cachetier__buf_get) the writer gives them back to: no malloc, no fresh
+ * (faulted and zeroed) pages per buffer.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,7 +32,63 @@ void cachetier__wq_push(struct cachetier *ct, struct fill_buf *b)
 		b->next = head;
 	while (!atomic_compare_exchange_weak_explicit(&ct->wq, &head, b, memory_order_release,
 						      memory_order_relaxed));
-	sem_post(&ct->wsem);
+	/* the stack was empty: the writer has taken (or will take, after the
+	 * post it has not consumed yet) everything pushed before, so it needs
+	 * a wake-up for this one; a push onto a non-empty stack rides with the
+	 * push that found it empty and posted */
+	if (!head)
+		sem_post(&ct->wsem);
+}
+
+/* The sinks' buffers: a stack of free ones (ct->bpool) under ct->bpool_lock
+ * (a leaf: nothing is taken under it, held for a pointer swap), at most
+ * FILL_POOL_MAX kept (8 MiB: the bytes of the fills in flight; more are
+ * freed). A lock-free stack would need its whole list taken and walked to
+ * pop one safely from several threads (the store's I/O thread, the fill
+ * workers of a store that reads in the caller): a cache miss per buffer
+ * walked. */
+#define FILL_POOL_MAX 64u
+
+struct fill_buf *cachetier__buf_get(struct cachetier *ct)
+{
+	struct fill_buf *b;
+
+	disk_mutex_lock(&ct->bpool_lock);
+	b = ct->bpool;
+	if (b) {
+		ct->bpool = b->next;
+		ct->bpool_n--;
+	}
+	disk_mutex_unlock(&ct->bpool_lock);
+	return b ? b : malloc(sizeof(*b) + FILL_BUF_BYTES);
+}
+
+void cachetier__buf_put(struct cachetier *ct, struct fill_buf *b)
+{
+	if (!b)
+		return;
+	disk_mutex_lock(&ct->bpool_lock);
+	if (ct->bpool_n < FILL_POOL_MAX) {
+		b->next = ct->bpool;
+		ct->bpool = b;
+		ct->bpool_n++;
+		b = NULL;
+	}
+	disk_mutex_unlock(&ct->bpool_lock);
+	free(b);
+}
+
+void cachetier__buf_pool_free(struct cachetier *ct)
+{
+	disk_mutex_lock(&ct->bpool_lock);
+	while (ct->bpool) {
+		struct fill_buf *b = ct->bpool;
+
+		ct->bpool = b->next;
+		free(b);
+	}
+	ct->bpool_n = 0;
+	disk_mutex_unlock(&ct->bpool_lock);
 }
 
 /* The fill writer: b's bytes to the data file, each unit's CRC32C as they
@@ -65,7 +126,7 @@ static void fill_write(struct cachetier *ct, struct fill_buf *b)
 		if (fl->werr == 0)
 			fl->wnext = b->off + b->used;
 	}
-	free(b);
+	cachetier__buf_put(ct, b);
 	if (fl->werr == 0)
 		fill_publish(ct, slot, fl);
 }

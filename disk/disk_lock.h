@@ -32,6 +32,7 @@ enum disk_lock_rank {
 	DISK_LOCK_CT = 62,	     /* cachetier: ct->lock */
 	DISK_LOCK_CT_FD = 64,	     /* cachetier: ct->fd_lock (local objects' fds) */
 	DISK_LOCK_CT_WATCH = 66,     /* cachetier: the inotify watch's lock (a leaf) */
+	DISK_LOCK_CT_BPOOL = 68,     /* cachetier: the pool of fill buffers (a leaf) */
 	DISK_LOCK_FETCH_STREAM = 90, /* fetch/: a stripe of the stream table (a leaf) */
 	DISK_LOCK_FETCH_LINK = 91,   /* fetch/: the link meter (a leaf; under the store's lock) */
 	DISK_LOCK_CTL = 92,	     /* fs/core: the control files' lock (a leaf) */
