@@ -3,7 +3,7 @@ section 4. Not a test: it prints figures and ratios against baselines measured i
 run.
 
     python3 tests/bench/lib_indexfmt.py BIN WORK [--base-bin OLD] [--shards 500] [--runs 5]
-                                        [--time-shards 25]
+                                        [--time-shards 25] [--only-build]
 
 The data set: --shards hardlinks of one shard of 8,600 members named like s12_004321.jpg /
 .cls (4,300 samples, 1,000 classes by .cls, 1 KB tar members). The hardlinks share their bytes,
@@ -27,6 +27,9 @@ blob removed, mounted again): time per sample and the daemon's peak RSS (VmHWM);
 tree in turn, --runs rounds with the order rotated each round, the dentries and inodes
 dropped before each row (root: echo 2 > /proc/sys/vm/drop_caches, so every row reaches the
 daemon or the disk's directory blocks). Medians, and the spread (min-max) as the noise.
+Last, the index build of one shard of 100,000 members (16-byte members named like
+n0042_00000021.jpg / .cls) through a fresh mount per index version: time per member and the
+daemon's peak RSS (--only-build runs this alone).
 """
 import argparse
 import json
@@ -152,6 +155,38 @@ def row(name, val, base, unit, note=''):
     sys.stdout.flush()
 
 
+def build_100k(binary, work, members=100000):
+    """The index build of one shard of `members` 1 KB members, through a fresh mount per
+    format (a listing of the shard builds it): the daemon's peak RSS (VmHWM) and the time
+    per member, version 3 vs version 2."""
+    src = os.path.join(work, 'src100k')
+    os.makedirs(src, exist_ok=True)
+    tar = os.path.join(src, 'big.tar')
+    with tarfile.open(tar, 'w', format=tarfile.GNU_FORMAT) as t:
+        for i in range(members):
+            ti = tarfile.TarInfo('n%04d_%08d.%s' % (i // 2 % 1000, i // 2, 'jpg' if i % 2 else 'cls'))
+            ti.size = 16
+            ti.mtime = 1700000000
+            t.addfile(ti, io.BytesIO(b'%016d' % i))
+    out = {}
+    for v in ('3', '2'):
+        m = Mount('build100k v' + v, binary, work, src, env={'SHARDFS_INDEX_VERSION': v})
+        m.mount()
+        try:
+            base = m.status('VmHWM')
+            t0 = time.perf_counter()
+            subprocess.run(['ls', os.path.join(m.mnt, 'big')], stdout=subprocess.DEVNULL,
+                           check=True)
+            out[v] = (time.perf_counter() - t0, m.status('VmHWM'), base)
+        finally:
+            m.umount()
+    (t3, h3, b3), (t2, h2, b2) = out['3'], out['2']
+    row('index build of %d members, us/member, v3 vs v2' % members, t3 * 1e6 / members,
+        t2 * 1e6 / members, ' us', '(a fresh mount; the first listing)')
+    row('index build of %d members, daemon VmHWM (KB), v3 vs v2' % members, h3, h2, '',
+        'before the build: %d vs %d' % (b3, b2))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('bin')
@@ -160,7 +195,12 @@ def main():
     ap.add_argument('--shards', type=int, default=500)
     ap.add_argument('--runs', type=int, default=5)
     ap.add_argument('--time-shards', type=int, default=25)
+    ap.add_argument('--only-build', action='store_true',
+                    help='only the index build of a 100,000-member shard')
     a = ap.parse_args()
+    if a.only_build:
+        build_100k(a.bin, a.work)
+        return
     can = os.geteuid() == 0
     src = os.path.join(a.work, 'src')
     make_source(src, a.shards)
@@ -261,6 +301,7 @@ def main():
                     continue
                 row('%s, %s vs %s' % (w, x, y), med[x][w], med[y][w], ' s',
                     'noise %.3f-%.3f vs %.3f-%.3f' % (spread[x][w] + spread[y][w]))
+        build_100k(a.bin, a.work)
         print('ratio: baseline / shardfs (above 1: shardfs smaller or faster)')
     finally:
         for m in mounts:
