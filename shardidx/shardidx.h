@@ -181,6 +181,11 @@ int shardidx_map(const struct shardidx *ix, uint32_t i, uint64_t off, uint64_t l
  * entries [*first, *first + *n); directory entries inside that range are not
  * part of the sample. Samples are in index order. */
 int shardidx_sample_get(const struct shardidx *ix, uint32_t s, uint32_t *first, uint32_t *n);
+/* The first sample that starts at entry from or after it, as
+ * shardidx_sample_get gives it: 0, or -ENOENT when there is none. A walk
+ * over every sample (from = 0, then *first + *n) without the sample table
+ * shardidx_sample_get builds (4 bytes a sample, kept with the index). */
+int shardidx_sample_next(const struct shardidx *ix, uint32_t from, uint32_t *first, uint32_t *n);
 
 /* ---- persistence --------------------------------------------------------- */
 

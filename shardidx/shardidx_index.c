@@ -377,6 +377,29 @@ int shardidx_map(const struct shardidx *ix, uint32_t i, uint64_t off, uint64_t l
 	return n;
 }
 
+int shardidx_sample_next(const struct shardidx *ix, uint32_t from, uint32_t *first, uint32_t *n)
+{
+	struct shardidx__cur c;
+	struct sscan sc = {0};
+	uint32_t i = from, j;
+
+	shardidx__cur_init(&c, ix);
+	/* the rule looks at the entry before: as the table's scan saw it */
+	if (from > 0 && from <= ix->nrecs && shardidx__cur_seek(&c, from - 1) == 0)
+		sscan_put(&sc, &c);
+	for (; i < ix->nrecs; i++)
+		if (shardidx__cur_seek(&c, i) == 0 && sscan_put(&sc, &c))
+			break;
+	if (i >= ix->nrecs)
+		return -ENOENT;
+	j = i;
+	while (j + 1 < ix->nrecs && shardidx__cur_seek(&c, j + 1) == 0 && sscan_continues(&sc, &c))
+		j++;
+	*first = i;
+	*n = j - i + 1;
+	return 0;
+}
+
 int shardidx_sample_get(const struct shardidx *ix, uint32_t s, uint32_t *first, uint32_t *n)
 {
 	const uint32_t *t;

@@ -205,10 +205,13 @@ static int if_scan_shard(struct if_build *b, uint32_t shard, struct if_batch *bt
 	b->counts[shard] = info.nentries;
 	if (fs->cfg.class_from == FS_CLASS_CLS)
 		fs__if_cls_map_load(fs, shard, &cm);
-	for (uint32_t s = 0; s < info.nsamples; s++) {
+	/* in entry order, without the index's sample table (4 bytes a sample,
+	 * kept as long as the index is loaded: 8.6 MB at 2.15 M samples) */
+	for (uint32_t at = 0, first, n; shardidx_sample_next(ix, at, &first, &n) == 0;
+	     at = first + n) {
 		struct if_item it = {.shard = shard};
 
-		err = fs__if_sample(fs, ix, stream, &cm, s, &it);
+		err = fs__if_sample(fs, ix, stream, &cm, first, n, &it);
 		if (err < 0)
 			goto out;
 		if (err == 0)

@@ -241,7 +241,7 @@ struct ifv_sink {
 void fs__if_cls_map_load(struct fs *fs, uint32_t shard, struct cls_map *m);
 void fs__if_cls_map_save(struct fs *fs, uint32_t shard, const struct cls_map *m);
 int fs__if_sample(struct fs *fs, const struct shardidx *ix, struct cachetier_obj *stream,
-		  struct cls_map *cm, uint32_t s, struct if_item *it);
+		  struct cls_map *cm, uint32_t first, uint32_t n, struct if_item *it);
 
 /* fs_if_build.c */
 int fs__if_prev_keep(struct if_prev *pv, const void *rec, size_t len);

@@ -285,18 +285,15 @@ void fs__if_cls_map_save(struct fs *fs, uint32_t shard, const struct cls_map *m)
 	free(buf);
 }
 
-/* The members of sample s that matter: its first image (*img_i, *ext the
- * offset of its extension in the entry's name) and its first ".cls"
- * (*cls_i); SHARDIDX_NONE where there is none. -1 when s is not a sample. */
-static int sample_members(const struct shardidx *ix, uint32_t s, uint32_t *img_i, size_t *ext,
-			  uint32_t *cls_i)
+/* The members of the sample of entries [first, first + n) that matter:
+ * its first image (*img_i, *ext the offset of its extension in the entry's
+ * name) and its first ".cls" (*cls_i); SHARDIDX_NONE where there is none. */
+static void sample_members(const struct shardidx *ix, uint32_t first, uint32_t n, uint32_t *img_i,
+			   size_t *ext, uint32_t *cls_i)
 {
 	struct shardidx_entry e;
-	uint32_t first, n;
 
 	*img_i = *cls_i = SHARDIDX_NONE;
-	if (shardidx_sample_get(ix, s, &first, &n) < 0)
-		return -1;
 	for (uint32_t i = first; i < first + n; i++) {
 		const char *x, *dot;
 
@@ -310,7 +307,6 @@ static int sample_members(const struct shardidx *ix, uint32_t s, uint32_t *img_i
 		if (*cls_i == SHARDIDX_NONE && dot && strcmp(dot, ".cls") == 0)
 			*cls_i = i;
 	}
-	return 0;
 }
 
 /* --class-from cls: the class of a sample from its .cls member cls_i, from
@@ -370,10 +366,11 @@ static void class_from_name(struct fs *fs, const struct shardidx *ix,
 	}
 }
 
-/* The item of sample s of shard it->shard's index, or 1 when it is left out
+/* The item of the sample of entries [first, first + n) of shard
+ * it->shard's index (shardidx_sample_next), or 1 when it is left out
  * (counted); 0, or -EIO / -ECANCELED / -ENOMEM / -ESTALE (class_from_cls). */
 int fs__if_sample(struct fs *fs, const struct shardidx *ix, struct cachetier_obj *stream,
-		  struct cls_map *cm, uint32_t s, struct if_item *it)
+		  struct cls_map *cm, uint32_t first, uint32_t n, struct if_item *it)
 {
 	struct shardidx_entry img, canon;
 	uint32_t img_i, cls_i;
@@ -381,8 +378,7 @@ int fs__if_sample(struct fs *fs, const struct shardidx *ix, struct cachetier_obj
 	const char *dot;
 	int err;
 
-	if (sample_members(ix, s, &img_i, &ext, &cls_i) < 0)
-		return 1;
+	sample_members(ix, first, n, &img_i, &ext, &cls_i);
 	if (img_i == SHARDIDX_NONE) {
 		fs->c.if_no_image++;
 		return 1;

@@ -264,11 +264,23 @@ static void check(const struct shardidx *ix)
 			FAIL("%s: entry %u: type %d", g_ctx, i, e.type);
 		}
 	}
-	for (uint32_t s = 0; s < inf.nsamples; s++) {
+	for (uint32_t s = 0, at = 0; s < inf.nsamples; s++) {
+		uint32_t nf, nn;
+
 		if (shardidx_sample_get(ix, s, &first, &n) || !n || first + n > inf.nentries)
 			FAIL("%s: sample %u", g_ctx, s);
+		/* the walk without the table gives the same samples */
+		if (shardidx_sample_next(ix, at, &nf, &nn) || nf != first || nn != n)
+			FAIL("%s: sample %u: next from %u gives %u+%u, not %u+%u", g_ctx, s, at, nf,
+			     nn, first, n);
+		at = first + n;
 		for (uint32_t j = first; j < first + n; j++)
 			in_sample[j]++;
+	}
+	if (inf.nsamples) {
+		shardidx_sample_get(ix, inf.nsamples - 1, &first, &n);
+		if (shardidx_sample_next(ix, first + n, &first, &n) != -ENOENT)
+			FAIL("%s: a sample after the last", g_ctx);
 	}
 	if (shardidx_sample_get(ix, inf.nsamples, &first, &n) != -EINVAL)
 		FAIL("%s: sample out of range accepted", g_ctx);
