@@ -5,6 +5,8 @@ run.
     python3 tests/bench/lib_indexfmt.py BIN WORK [--base-bin OLD] [--shards 500] [--runs 5]
                                         [--time-shards 25] [--only-build]
 
+--runs 0 leaves the timed rows out.
+
 The data set: --shards hardlinks of one shard of 8,600 members named like s12_004321.jpg /
 .cls (4,300 samples, 1,000 classes by .cls, 1 KB tar members). The hardlinks share their bytes,
 not their names: every shard has its own index, and the imagefolder view names a key met in
@@ -252,6 +254,9 @@ def main():
                 i1['vbuild_ms'] * 1e3 / ns, ' us')
             row('view build alone, daemon VmHWM (KB), v2 vs v1', i2['vbuild_hwm'],
                 i1['vbuild_hwm'], '')
+        if a.runs == 0:  # --runs 0: sizes, memory and builds only
+            build_100k(a.bin, a.work)
+            return
         # the trees on WORK's filesystem, named as the mounts show them
         T = min(a.time_shards, a.shards)
         shard_dirs = ['shard-%06d' % s for s in range(T)]
