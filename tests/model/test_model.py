@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """shardfs reference-model test: a seeded random sequence of source changes, refreshes,
 remounts, kill -9s, cache damage and reads through three mounts on one cache directory
-(a local source, the same directory over nginx, and over nginx behind a fault proxy); every
+(a local source, the same directory over nginx, and over nginx behind a fault proxy; with
+--s3 a fourth: the same directory uploaded to s3rver after every change); every
 answer is compared with a model: Python's tarfile over the source as it is at that moment.
 
 usage: test_model.py SHARDFS [--seed N] [--steps N] [--ops OP,OP,...|+OP,-OP,...]
-                             [--mount-opts 'OPTS'] [--no-walk] [--record FILE]
+                             [--mount-opts 'OPTS'] [--no-walk] [--s3] [--record FILE]
        test_model.py SHARDFS --replay FILE [--replay FILE...] | --regress
        test_model.py SHARDFS --shrink FILE [--tries N] [--out FILE]
 
@@ -15,6 +16,8 @@ usage: test_model.py SHARDFS [--seed N] [--steps N] [--ops OP,OP,...|+OP,-OP,...
               to it or take from it (see OPS and WAITING below)
   --mount-opts 'OPTS'  more options of every mount (e.g. '--cache-size 2M': eviction)
   --no-walk   no walk of the whole tree after each step
+  --s3        a fourth mount: the source uploaded to s3rver (behind the SigV4-checking proxy)
+              after every change, mounted as s3://model/d/
   --record FILE  write the run's trace to FILE (a failing run writes it anyway, to
               MODEL_TRACE_DIR or the current directory, and prints its name)
   --replay FILE  replay a trace: the same operations with the same choices
@@ -80,6 +83,7 @@ import sys
 sys.dont_write_bytecode = True
 
 import errno  # noqa: E402
+import gzip  # noqa: E402
 import hashlib  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
@@ -93,9 +97,12 @@ import subprocess  # noqa: E402
 import tarfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
+import zlib  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import s3servers  # noqa: E402
+from shardfs_test import s3world  # noqa: E402
 from shardfs_test import web  # noqa: E402
 from shardfs_test.mount import log  # noqa: E402
 
@@ -119,6 +126,7 @@ OPS = {
     'delete': 2,         # a shard deleted (never the last one: see 'empty')
     'empty': 1,          # every shard and sidecar deleted: the source directory is empty
     'add': 2,            # a new shard
+    'add-z': 2,          # a new compressed shard (.tar.gz, .tgz, .tar.zst; small members)
     'add-rich': 2,       # a new shard of pax or GNU format: long names and link targets,
                          # an explicit directory, a symlink, a hardlink, modes and mtimes
     'swap': 1,           # mv d d.old; mkdir d; copy the shards back, some changed
@@ -148,6 +156,10 @@ OPS = {
 WAITING = {
 }
 
+
+# The bucket of the s3 mount (--s3); S3[0]: this run has it
+S3_BUCKET = 'model'
+S3 = [False]
 
 # Descriptors held open at once ('hold'), and readers at once ('concurrent').
 HELD = 4
@@ -209,10 +221,12 @@ class Version:
 
     def __init__(self, name, data, ident=None):
         self.data = data
+        if is_shard(name) and not name.endswith('.tar'):
+            data = decompress(name, data)
         # what the mount compares (docs/faults.md "When the mount sees changes"): size, mtime, ctime,
         # inode (nginx's ETag: mtime and size); a touch is a new version of the same bytes
         self.ident = ident
-        self.shard = name.endswith('.tar')
+        self.shard = is_shard(name)  # (data: the tar stream, decompressed)
         self.members = None
         self.entries = None
         self.links = {}  # hardlink -> its target
@@ -229,7 +243,7 @@ class Version:
                         if m.isreg() and n:
                             d = data[m.offset_data:m.offset_data + m.size]
                             self.members[n] = d if len(d) == m.size else Partial(d, m.size)
-                            self.entries[n] = ('f', m.mode & 0o7777, m.mtime, m.size, '')
+                            self.entries[n] = ('f', m.mode & 0o7777, int(m.mtime), m.size, '')
                         elif m.islnk() and n:
                             t = ml.normalize_member(m.linkname)
                             if t in self.members:
@@ -237,9 +251,9 @@ class Version:
                                 self.entries[n] = self.entries[t]
                                 self.links[n] = self.links.get(t, t)
                         elif m.isdir() and n:
-                            self.entries[n] = ('d', m.mode & 0o7777, m.mtime, None, '')
+                            self.entries[n] = ('d', m.mode & 0o7777, int(m.mtime), None, '')
                         elif m.issym() and n:
-                            self.entries[n] = ('l', 0o777, m.mtime, None, m.linkname)
+                            self.entries[n] = ('l', 0o777, int(m.mtime), None, m.linkname)
             except (tarfile.TarError, OSError, EOFError):
                 # a truncated shard: the members before the damage (the mount serves them)
                 pass
@@ -322,7 +336,7 @@ class MountModel:
 # ---------------------------------------------------------------------------------------------
 
 class World:
-    def __init__(self, env, rng, ops, tag, init=None, walk=True):
+    def __init__(self, env, rng, ops, tag, init=None, walk=True, s3=False):
         """init: the 'init' steps of a trace (the shards made before the mounts), or None:
         draw 4 (recording)."""
         self.env = env
@@ -356,12 +370,25 @@ class World:
         self.px = web.FaultProxy(self.ng.port)
         self.sources = [('local', self.d), ('http', self.ng.url('json/d/')),
                         ('proxy', self.px.url('json/d/'))]
+        self.s3 = None
+        self.s3_objs = {}  # name -> the bytes uploaded
+        extra = {}
+        if s3:
+            # a fourth mount: the same directory in s3rver (behind the SigV4-checking proxy, as
+            # the s3 tests run it), uploaded after every change
+            self.s3 = s3servers.S3rver(self.base)
+            self.s3px = s3servers.SigV4Proxy(self.s3.port, {s3world.KEY: (s3world.SECRET, None)})
+            s3world.set_aws_env(env)
+            self.s3.create_bucket(S3_BUCKET)
+            self.s3_sync()
+            self.sources.append(('s3', 's3://%s/d/' % S3_BUCKET))
+            extra['s3'] = ['--endpoint', 'http://127.0.0.1:%d' % self.s3px.port]
         self.mounts = []
         self.models = []
         cur = snapshot_source(self.d)
         for i, (kind, s) in enumerate(self.sources):
             m = ml.Mount(self.env, s, mountpoint=self.path('mnt-%s' % kind), cache_dir=self.cache,
-                         extra=['--chunk-size', '256K'] + MOUNT_OPTS)
+                         extra=['--chunk-size', '256K'] + extra.get(kind, []) + MOUNT_OPTS)
             m.mount()
             self.mounts.append(m)
             self.models.append(MountModel(cur))
@@ -461,6 +488,9 @@ class World:
             m.umount(quiet=True)
         self.px.close()
         self.ng.stop()
+        if self.s3:
+            self.s3px.stop()
+            self.s3.stop()
 
     # -- source files ---------------------------------------------------------------------
 
@@ -486,18 +516,44 @@ class World:
         return out
 
     def shards(self):
-        return sorted(n for n in os.listdir(self.d) if n.endswith('.tar'))
+        return sorted(n for n in os.listdir(self.d) if is_shard(n))
+
+    def plain_shards(self):
+        """The shards that are plain tars (the changes in place work on those)."""
+        return [n for n in self.shards() if n.endswith('.tar')]
 
     def new_shard(self, ks='s', km='m'):
         name = self.draw(ks, lambda: 's%d.tar' % self.nshards)
-        self.nshards = max(self.nshards, int(name[1:-4]) + 1)
+        self.nshards = max(self.nshards, shard_no(name) + 1)
         p = os.path.join(self.d, name)
         ml.write_file(p, ml.tar_bytes(materialize(self.draw(km, lambda: self.member_specs('k')))))
         self.stamp(p)
         return name
 
+    def s3_sync(self):
+        """Upload what changed in the source directory to s3rver, delete what is gone (an
+        object's version there: its bytes, ETag their MD5)."""
+        if not self.s3:
+            return
+        names = set(os.listdir(self.d)) if os.path.isdir(self.d) else set()
+        for n in sorted(names):
+            p = os.path.join(self.d, n)
+            if not os.path.isfile(p):
+                continue
+            with open(p, 'rb') as f:
+                data = f.read()
+            if self.s3_objs.get(n) != data:
+                self.s3.put(S3_BUCKET, 'd/' + n, data)
+                self.s3_objs[n] = data
+        for n in sorted(set(self.s3_objs) - names):
+            st, body = self.s3.request('DELETE', '/%s/d/%s' % (S3_BUCKET, n))
+            if st not in (200, 204):
+                raise RuntimeError('s3 delete %s: %d %r' % (n, st, body[:200]))
+            del self.s3_objs[n]
+
     def changed(self, what):
         log('  %s' % what)
+        self.s3_sync()
         cur = snapshot_source(self.d)
         for mm in self.models:
             mm.change(cur)
@@ -508,10 +564,11 @@ class World:
                  if s in cur and s + '.idx' in cur and v.data != cur[s].data}
         self.models[i].settle(cur, remount, stale)
 
-    def pick_shard(self):
-        """A shard of the source (recording), the trace's when it still exists (replaying),
-        or None."""
-        s = self.draw('s', lambda: (lambda x: self.rng.choice(x) if x else None)(self.shards()))
+    def pick_shard(self, plain=True):
+        """A shard of the source (a plain tar, or any), the trace's when it still exists
+        (replaying), or None."""
+        s = self.draw('s', lambda: (lambda x: self.rng.choice(x) if x else None)(
+            self.plain_shards() if plain else self.shards()))
         return s if s and os.path.isfile(os.path.join(self.d, s)) else None
 
     # -- operations -------------------------------------------------------------------------
@@ -541,13 +598,15 @@ class World:
         self.changed('rewrite-same %s' % s)
 
     def op_rewrite_size(self):
-        s = self.pick_shard()
+        s = self.pick_shard(plain=False)
         if not s:
             return
         p = os.path.join(self.d, s)
+        data = compress(s, ml.tar_bytes(materialize(self.draw('m', lambda: self.member_specs(
+            'k', sizes=None if s.endswith('.tar') else self.small_sizes())))))
         with open(p, 'r+b') as f:
             f.truncate(0)
-            f.write(ml.tar_bytes(materialize(self.draw('m', lambda: self.member_specs('k')))))
+            f.write(data)
         self.stamp(p)
         self.changed('rewrite-size %s' % s)
 
@@ -606,7 +665,7 @@ class World:
     def op_delete(self):
         if len(self.shards()) < 2 and 'empty' not in self.ops:
             self.draw('s', lambda: None)
-        s = self.pick_shard()
+        s = self.pick_shard(plain=False)
         if not s:
             return
         os.unlink(os.path.join(self.d, s))
@@ -622,7 +681,7 @@ class World:
 
     def op_add_rich(self):
         name = self.draw('s', lambda: 's%d.tar' % self.nshards)
-        self.nshards = max(self.nshards, int(name[1:-4]) + 1)
+        self.nshards = max(self.nshards, shard_no(name) + 1)
         p = os.path.join(self.d, name)
         rng = self.rng
 
@@ -670,19 +729,37 @@ class World:
         s = self.new_shard()
         self.changed('add %s' % s)
 
+    def small_sizes(self):
+        """Sizes of a compressed shard's members: small (its decoded copy fits the small
+        cache of model-smallcache)."""
+        return [self.rng.choice([0, 1, 100, 512, 4096, 20000, self.rng.randrange(1, 30000)])
+                for _ in range(self.rng.randrange(1, 5))]
+
+    def op_add_z(self):
+        """A new compressed shard: .tar.gz, .tgz or .tar.zst."""
+        ext = self.draw('ext', lambda: self.rng.choice(['.tar.gz', '.tgz', '.tar.zst']))
+        name = self.draw('s', lambda: 's%d%s' % (self.nshards, ext))
+        self.nshards = max(self.nshards, shard_no(name) + 1)
+        p = os.path.join(self.d, name)
+        ml.write_file(p, compress(name, ml.tar_bytes(materialize(self.draw(
+            'm', lambda: self.member_specs('z', sizes=self.small_sizes()))))))
+        self.stamp(p)
+        self.changed('add-z %s' % name)
+
     def op_swap(self):
         old = os.path.join(self.root, 'd.old')
         shutil.rmtree(old, ignore_errors=True)
         os.rename(self.d, old)
         os.makedirs(self.d)
-        names = [n for n in sorted(os.listdir(old)) if n.endswith('.tar')]
+        names = [n for n in sorted(os.listdir(old)) if is_shard(n)]
 
         def draw():
             # each shard: dropped (None), copied ('copy', cp -p) or written anew (members)
             out = {}
             for n in names:
                 if self.rng.random() < 0.8:
-                    out[n] = 'copy' if self.rng.random() < 0.5 else self.member_specs('k')
+                    out[n] = 'copy' if self.rng.random() < 0.5 else self.member_specs(
+                        'k', sizes=None if n.endswith('.tar') else self.small_sizes())
                 else:
                     out[n] = None
             return out
@@ -693,7 +770,7 @@ class World:
                 shutil.copy2(os.path.join(old, n), os.path.join(self.d, n))
             elif how is not None:
                 p = os.path.join(self.d, n)
-                ml.write_file(p, ml.tar_bytes(materialize(how)))
+                ml.write_file(p, compress(n, ml.tar_bytes(materialize(how))))
                 self.stamp(p)
         self.new_shard('add', 'addm')
         self.changed('swap: mv d d.old; mkdir d; %s' % ' '.join(self.shards()))
@@ -714,7 +791,7 @@ class World:
             if n.endswith('.idx'):  # a distinct mtime, as for shards (nginx's ETag)
                 self.stamp(os.path.join(self.d, n))
         cur = snapshot_source(self.d)
-        self.sidecar_src = {n: v for n, v in cur.items() if n.endswith('.tar')}
+        self.sidecar_src = {n: v for n, v in cur.items() if is_shard(n)}
         self.changed('sidecar (%s)' % why)
 
     def op_sidecar(self):
@@ -729,6 +806,10 @@ class World:
         if self.sources[i][0] == 'local':
             def same(x, y):
                 return x == y
+        elif self.sources[i][0] == 's3':
+            # an S3 object's version is its ETag: the MD5 of its bytes
+            def same(x, y):
+                return x.data == y.data
         else:
             # over http a version is the server's ETag (nginx: mtime and size) of the same
             # bytes: a copy that keeps mtime and size (cp -p in 'swap') is the same version
@@ -736,7 +817,7 @@ class World:
                 return x.data == y.data and x.ident[:2] == y.ident[:2]
         changed = [n for n in cur if before.get(n) is not None and not same(before[n], cur[n])]
         exp = (len(new), len(removed), len(changed), len(cur),
-               len([n for n in cur if n.endswith('.tar')]))
+               len([n for n in cur if is_shard(n)]))
         r = self.env.run([self.env.shardfs, 'refresh', self.mounts[i].mnt], timeout=120)
         log('  refresh %s: rc=%r %s' % (self.sources[i][0], r.returncode,
                                          r.stdout.decode(errors='replace').strip()))
@@ -820,7 +901,7 @@ class World:
     def index_names(p):
         try:
             with open(p, 'rb') as f:
-                return sorted({n.decode() for n in re.findall(rb's[0-9]+\.tar', f.read())})
+                return sorted({n.decode() for n in re.findall(SHARD_RE, f.read())})
         except OSError:
             return []
 
@@ -1006,7 +1087,7 @@ class World:
                 return []
             try:
                 with open(p, 'rb') as f:
-                    names = set(re.findall(rb's[0-9]+\.tar', f.read()))
+                    names = set(re.findall(SHARD_RE, f.read()))
             except OSError:
                 return []
             for i in mounts:
@@ -1082,7 +1163,7 @@ class World:
                     exp += [v.members[m].slice(0, None), EIO]
                 else:
                     exp.append(v.members[m])
-            out.append(('%s/%s' % (n[:-4], m), os.path.join(mnt, n[:-4], m), exp))
+            out.append(('%s/%s' % (sdir(n), m), os.path.join(mnt, sdir(n), m), exp))
         return out
 
     def damage_file(self, p, meta, live):
@@ -1175,7 +1256,7 @@ class World:
         i = self.draw_mount()
         mm = self.models[i]
         names = sorted(n for n, vs in mm.allowed.items()
-                       if (n.endswith('.tar') if want_shard else not n.endswith('.tar')))
+                       if (is_shard(n) if want_shard else not is_shard(n)))
         return i, mm, self.draw('s', lambda: self.rng.choice(names) if names else None)
 
     def check(self, i, what, got, expected, errs_ok):
@@ -1226,7 +1307,7 @@ class World:
         n = self.draw('n', lambda: self.rng.choice(sorted(names)) if names else None)
         if n is None:
             return
-        path = os.path.join(self.mounts[i].mnt, s[:-4], n)
+        path = os.path.join(self.mounts[i].mnt, sdir(s), n)
         exp = []
         sizes = [msize(v.members[n]) for v in vs if v is not None and n in v.members] or [0]
         off, ln = 0, None
@@ -1249,7 +1330,7 @@ class World:
             # past the size the stale sidecar gave (stat showed it): the kernel's end of file
             exp.append(b'')
         got = pread_result(path, off, ln)
-        self.check(i, '%s %s/%s%s' % ('pread' if ranged else 'read', s[:-4], n,
+        self.check(i, '%s %s/%s%s' % ('pread' if ranged else 'read', sdir(s), n,
                                       ' [%d+%d]' % (off, ln) if ranged else ''),
                    got, exp, mm.errs_ok(s))
 
@@ -1298,7 +1379,7 @@ class World:
             return
         while len(self.held) >= HELD:
             os.close(self.held.pop(0)['fd'])
-        path = os.path.join(self.mounts[i].mnt, s[:-4], n) if n else \
+        path = os.path.join(self.mounts[i].mnt, sdir(s), n) if n else \
             os.path.join(self.mounts[i].mnt, s)
         label = 'open %s' % os.path.relpath(path, self.mounts[i].mnt)
         try:
@@ -1352,7 +1433,7 @@ class World:
         reading a member or a raw shard whole; every answer checked as a read's."""
         i = self.draw_mount()
         mm = self.models[i]
-        shards = sorted(n for n in mm.allowed if n.endswith('.tar'))
+        shards = sorted(n for n in mm.allowed if is_shard(n))
 
         def draw():
             out = []
@@ -1379,7 +1460,7 @@ class World:
             got[k] = pread_result(path, 0, None)
         ts = []
         for k, (s, n) in enumerate(reads):
-            path = os.path.join(self.mounts[i].mnt, s[:-4], n) if n else \
+            path = os.path.join(self.mounts[i].mnt, sdir(s), n) if n else \
                 os.path.join(self.mounts[i].mnt, s)
             t = threading.Thread(target=one, args=(k, path))
             t.start()
@@ -1395,7 +1476,7 @@ class World:
             if n and sv is not None and n in sv.members:
                 exp.append(b'')  # the stale sidecar's size 0 (stat showed it)
             self.check(i, 'concurrent read %d of %d %s' % (k + 1, len(reads),
-                                                           '%s/%s' % (s[:-4], n) if n else s),
+                                                           '%s/%s' % (sdir(s), n) if n else s),
                        got[k], exp, mm.errs_ok(s))
 
     def op_stat(self):
@@ -1410,13 +1491,13 @@ class World:
         n = self.draw('n', lambda: self.rng.choice(sorted(names))
                       if names and self.rng.random() < 0.7 else None)
         if n is not None:
-            path = os.path.join(self.mounts[i].mnt, s[:-4], n)
+            path = os.path.join(self.mounts[i].mnt, sdir(s), n)
             exp = [None if v is None or v.members is None or n not in v.members else
                    msize(v.members[n]) for v in vs]
             sv = mm.stale_sidecars.get(s)
             if sv is not None and n in sv.members:
                 exp.append(msize(sv.members[n]))  # the sidecar's size, until a read checks
-            what = 'stat %s/%s' % (s[:-4], n)
+            what = 'stat %s/%s' % (sdir(s), n)
         else:
             path = os.path.join(self.mounts[i].mnt, s)
             exp = [None if v is None else len(v.data) for v in vs]
@@ -1439,7 +1520,7 @@ class World:
         n = self.draw('n', lambda: self.rng.choice(sorted(names)) if names else None)
         if n is None:
             return
-        path = os.path.join(self.mounts[i].mnt, s[:-4], n)
+        path = os.path.join(self.mounts[i].mnt, sdir(s), n)
         exp = []
         for v in vs:
             e = None if v is None or v.entries is None else v.entries.get(n)
@@ -1459,7 +1540,7 @@ class World:
                           os.readlink(path) if kind == 'l' else ''))
         except OSError as e:
             got = ('err', e.errno)
-        self.check(i, 'lstat %s/%s' % (s[:-4], n), got, exp, mm.errs_ok(s))
+        self.check(i, 'lstat %s/%s' % (sdir(s), n), got, exp, mm.errs_ok(s))
 
     def op_read(self):
         self.member_read(False)
@@ -1494,17 +1575,17 @@ class World:
         i = self.draw_mount()
         mm = self.models[i]
         mnt = self.mounts[i].mnt
-        shards = sorted(n for n in mm.allowed if n.endswith('.tar'))
+        shards = sorted(n for n in mm.allowed if is_shard(n))
         s = self.draw('s', lambda: self.rng.choice(shards) if shards and self.rng.random() < 0.6
                       else None)
         if s is not None:
             try:
-                got = ('ok', sorted(os.listdir(os.path.join(mnt, s[:-4]))))
+                got = ('ok', sorted(os.listdir(os.path.join(mnt, sdir(s)))))
             except OSError as e:
                 got = ('err', e.errno)
             exp = [None if v is None or v.entries is None else sorted(listing_names(v.entries))
                    for v in mm.allowed.get(s, [None])]
-            self.check(i, 'ls %s/' % s[:-4], got, exp, mm.errs_ok(s))
+            self.check(i, 'ls %s/' % sdir(s), got, exp, mm.errs_ok(s))
             return
         try:
             got = set(os.listdir(mnt))
@@ -1515,7 +1596,7 @@ class World:
         log('  ' + label)
         known = set()
         for n, vs in sorted(mm.allowed.items()):
-            names = {n, n[:-4]} if n.endswith('.tar') else {n}
+            names = {n, sdir(n)} if is_shard(n) else {n}
             known |= names
             present = names & got
             if present and present != names:
@@ -1551,7 +1632,7 @@ class World:
         inos = {}
         for s, vs in sorted(mm.allowed.items()):
             v = vs[0]
-            if not s.endswith('.tar') or len(vs) != 1 or v is None or s in mm.damaged or \
+            if not is_shard(s) or len(vs) != 1 or v is None or s in mm.damaged or \
                     s in mm.stale_sidecars:
                 continue
             if i > 0 and s + '.idx' in mm.allowed:
@@ -1563,7 +1644,7 @@ class World:
                 # modelled yet, so sidecar-indexed shards of remote mounts are checked by
                 # reads only
                 continue
-            top = os.path.join(mnt, s[:-4])
+            top = os.path.join(mnt, sdir(s))
             want = {}
             for n, e in v.entries.items():
                 want[n] = e
@@ -1583,11 +1664,11 @@ class World:
                                     st.st_size if kind == 'f' else None,
                                     os.readlink(p) if kind == 'l' else '', st.st_ino)
             except OSError as e:
-                raise Failure('%s: walk of %s/: %s' % (self.sources[i][0], s[:-4], e))
+                raise Failure('%s: walk of %s/: %s' % (self.sources[i][0], sdir(s), e))
             self.walked += 1  # (not in the answers: a walk tolerates nothing)
             if set(got) != set(want):
                 raise Failure('%s: walk of %s/: only in the mount %s; only in the tar %s' % (
-                    self.sources[i][0], s[:-4], sorted(set(got) - set(want))[:5],
+                    self.sources[i][0], sdir(s), sorted(set(got) - set(want))[:5],
                     sorted(set(want) - set(got))[:5]))
             for n, e in want.items():
                 g = got[n]
@@ -1597,21 +1678,72 @@ class World:
                     ok = g[:5] == e
                 if not ok:
                     raise Failure('%s: walk: %s/%s is %r, its tar entry %r' % (
-                        self.sources[i][0], s[:-4], n, g[:5], e))
+                        self.sources[i][0], sdir(s), n, g[:5], e))
                 key = (s, v.data, v.ident, n)
                 ino = g[5]
                 was = self.inodes[i].get(key)
                 if was is not None and was != ino:
                     raise Failure('%s: walk: %s/%s changed inode %d -> %d within the mount\'s '
-                                  'life, the same version' % (self.sources[i][0], s[:-4], n,
+                                  'life, the same version' % (self.sources[i][0], sdir(s), n,
                                                               was, ino))
                 self.inodes[i][key] = ino
                 other = inos.get(ino)
                 if other is not None and not (v.links.get(n) or n) == \
                         (v.links.get(other[1]) or other[1]):
                     raise Failure('%s: walk: %s/%s and %s/%s share inode %d' % (
-                        self.sources[i][0], s[:-4], n, other[0][:-4], other[1], ino))
+                        self.sources[i][0], sdir(s), n, sdir(other[0]), other[1], ino))
                 inos[ino] = (s, n)
+
+
+SHARD_ENDINGS = ('.tar', '.tar.gz', '.tgz', '.tar.zst')
+SHARD_RE = rb's[0-9]+(?:\.tar\.gz|\.tgz|\.tar\.zst|\.tar)'
+
+
+def is_shard(n):
+    return n.endswith(SHARD_ENDINGS)
+
+
+def sdir(n):
+    """A shard's directory: its name without the ending (docs/mount.md)."""
+    for e in SHARD_ENDINGS[1:] + SHARD_ENDINGS[:1]:
+        if n.endswith(e):
+            return n[:-len(e)]
+    return n
+
+
+def shard_no(n):
+    return int(re.match(r's([0-9]+)', n).group(1))
+
+
+def compress(name, data):
+    """A shard's file bytes: data (a tar) compressed as its name says."""
+    if name.endswith(('.tar.gz', '.tgz')):
+        return gzip.compress(data, mtime=0)
+    if name.endswith('.tar.zst'):
+        return subprocess.run(['zstd', '-q', '-c'], input=data, stdout=subprocess.PIPE,
+                              check=True).stdout
+    return data
+
+
+_decoded = {}
+
+
+def decompress(name, data):
+    """The tar stream of a compressed shard's bytes: as much as decodes (a cut or damaged
+    stream: its decodable start)."""
+    key = (name.endswith('.tar.zst'), hashlib.sha1(data).digest())
+    if key in _decoded:
+        return _decoded[key]
+    if key[0]:
+        out = subprocess.run(['zstd', '-q', '-d', '-c'], input=data, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL).stdout
+    else:
+        try:
+            out = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data)
+        except zlib.error:
+            out = b''
+    _decoded[key] = out
+    return out
 
 
 def materialize(specs):
@@ -1724,7 +1856,8 @@ def trace_text(trace, walk, comment):
     """A trace file: '#' comment lines, 'config {...}', then one line per step: the
     operation and its choices as JSON ('init' steps: the shards made before the mounts)."""
     lines = ['# ' + x if x else '#' for x in comment.splitlines()]
-    lines.append('config ' + json.dumps({'walk': walk, 'mount_opts': MOUNT_OPTS}))
+    lines.append('config ' + json.dumps({'walk': walk, 'mount_opts': MOUNT_OPTS,
+                                         's3': bool(S3[0])}))
     for op, p in trace:
         lines.append('%s %s' % (op, json.dumps(p, sort_keys=True)))
     return '\n'.join(lines) + '\n'
@@ -1766,8 +1899,10 @@ def failure_kind(msg):
 
 def play(env, tag, steps, ops=None, rng=None, init=None, walk=True):
     """Run steps ([(op, params or None)]: None draws the step's choices from rng) in a new
-    World; (world, None) or (world, (step number, op, failure message))."""
-    w = World(env, rng or random.Random(0), ops or list(OPS), tag, init=init, walk=walk)
+    World (with an s3 mount when S3[0]); (world, None) or (world, (step number, op, failure
+    message))."""
+    w = World(env, rng or random.Random(0), ops or list(OPS), tag, init=init, walk=walk,
+              s3=S3[0])
     fail = None
     t0 = time.monotonic()
     try:
@@ -1833,6 +1968,7 @@ def run_trace(env, path, expect_fail=False):
     init = [p for op, p in steps if op == 'init']
     body = [(op, p) for op, p in steps if op != 'init']
     MOUNT_OPTS[:] = config.get('mount_opts', [])
+    S3[0] = config.get('s3', False)
     log('== replay %s: %d init, %d steps, walk %s' % (path, len(init), len(body),
                                                       config.get('walk', True)))
     w, fail = play(env, 'trace-' + os.path.basename(path), body, init=init,
@@ -1850,6 +1986,7 @@ def shrink(env, path, tries, out):
     config, steps = read_trace(path)
     walk = config.get('walk', True)
     MOUNT_OPTS[:] = config.get('mount_opts', [])
+    S3[0] = config.get('s3', False)
     n_try = [0]
     cache = {}
 
@@ -1941,6 +2078,8 @@ def main():
             regress = True
         elif a == '--no-walk':
             walk = False
+        elif a == '--s3':
+            S3[0] = True
         elif a == '--record':
             record = args.pop(0)
         elif a == '--replay':
