@@ -85,6 +85,13 @@ struct cachetier_config {
 	int weak_etag_trust;	      /* 1: an object whose ETag is weak or mtime-derived is
 				       * not compared with the store before units filled
 				       * since are served (0: it is; cachetier_read.c) */
+	double durable_delay_s;	      /* a unit this process filled is named in its object's
+				       * map (after an fdatasync) once it is this old: a
+				       * crash loses at most the fills of this long (and of
+				       * the flusher's next pass, about a second); units
+				       * evicted younger are never synced nor named (0: every
+				       * unit at the flusher's next batch, about a second;
+				       * cachetier_map.c) */
 };
 
 enum cachetier_codec {

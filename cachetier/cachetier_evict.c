@@ -331,6 +331,55 @@ static int u32_cmp(const void *pa, const void *pb)
 	return a < b ? -1 : a > b;
 }
 
+/* Take units b[0..nb) of f (live, ct->lock held) for an eviction: sorted,
+ * each run of adjacent ones write-locked on auxfd with one fcntl (a run
+ * that conflicts: unit by unit), and each one locked whose state byte this
+ * call clears (not another process's eviction first) is EVICTING: appended
+ * to out, its bytes added to *freed, *named set when a map may name it
+ * (ST_NAMED). Returns how many it took. */
+static uint32_t take(struct cachetier *ct, struct ct_file *f, uint32_t *b, uint32_t nb,
+		     uint32_t *out, uint64_t *freed, int *named)
+{
+	uint32_t n = 0;
+
+	qsort(b, nb, sizeof(*b), u32_cmp);
+	for (uint32_t i = 0; i < nb;) {
+		uint32_t k = i + 1;
+		int run;
+
+		while (k < nb && b[k] == b[k - 1] + 1)
+			k++;
+		run = cachetier__ofd_lock_n(f->auxfd, F_WRLCK, LK_UNIT(b[i]), k - i, 0) == 0;
+		for (; i < k; i++) {
+			uint32_t c = b[i];
+			uint64_t len = cachetier__unit_len(f, c);
+			int old;
+
+			if (!run && cachetier__ofd_lock(f->auxfd, F_WRLCK, LK_UNIT(c), 0) < 0)
+				continue; /* pinned or being filled by another process */
+			old = cachetier__st_clear(f, c);
+			if (!old) {
+				cachetier__ofd_lock(f->auxfd, F_UNLCK, LK_UNIT(c), 0);
+				continue; /* another process evicted it first */
+			}
+			*named |= old == ST_NAMED;
+			if (f->ust[c] == UNIT_VALID) {
+				f->bytes -= len;
+				ct->used -= len;
+			}
+			f->ust[c] = UNIT_EVICTING;
+			/* gone: whoever fills it next says whether a plan needs it
+			 * (a plan's mark stays) */
+			if (f->nu[c] == CT_NU_DONE)
+				f->nu[c] = CT_NU_NONE;
+			__atomic_store_n(&f->fill_ns[c], 0, __ATOMIC_RELAXED);
+			out[n++] = c;
+			*freed += len;
+		}
+	}
+	return n;
+}
+
 /* Evict units of f, first in eviction order first, until 'want' bytes
  * are freed (at least one unit) or the next one is not within 'next'
  * (key_within): each one the state file says is valid that no process
@@ -341,10 +390,10 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 		      const struct ev_ctx *x, struct ev_key next)
 {
 	char name[24];
-	uint32_t *list = NULL, n = 0, ncand = 0;
+	uint32_t *list = NULL, *batch, n = 0, ncand = 0;
 	struct ev_cand *cand;
 	uint64_t freed = 0;
-	int had_map, left = 0;
+	int had_map = 0, left = 0, named = 0, stop = 0;
 	int64_t fat;
 
 	if (!f->live) { /* of an earlier mount, another process or source */
@@ -361,10 +410,12 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 			return 0;
 		f->evict_round = 0; /* live now: unit by unit */
 	}
-	list = malloc((size_t)f->nunits * sizeof(*list));
+	list = malloc((size_t)(f->nunits ? f->nunits : 1) * sizeof(*list));
+	batch = malloc((size_t)(f->nunits ? f->nunits : 1) * sizeof(*batch));
 	cand = malloc((size_t)(f->nunits ? f->nunits : 1) * sizeof(*cand));
-	if (!list || !cand) {
+	if (!list || !batch || !cand) {
 		free(list);
+		free(batch);
 		free(cand);
 		return 0;
 	}
@@ -377,32 +428,27 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 			cand[ncand++] = (struct ev_cand){unit_key(f, c, fat, x), c};
 	}
 	qsort(cand, ncand, sizeof(*cand), cand_cmp);
-	for (uint32_t i = 0; i < ncand && (freed < want || n == 0); i++) {
-		uint32_t best = cand[i].c;
-		uint64_t len = cachetier__unit_len(f, best);
+	/* in batches: the next units in eviction order up to 'want' (or
+	 * to next, key_within), locked a run of adjacent units at a time
+	 * (one fcntl a run, not one a unit); a unit another process pins,
+	 * fills or evicted first is left out, and the next batch goes on
+	 * from where this one stopped */
+	for (uint32_t i = 0; i < ncand && (freed < want || n == 0) && !stop;) {
+		uint32_t nb = 0;
+		uint64_t more = 0;
 
-		if (n > 0 && !key_within(cand[i].k, next))
-			break; /* another object's unit goes first */
-
-		if (cachetier__ofd_lock(f->auxfd, F_WRLCK, LK_UNIT(best), 0) < 0)
-			continue; /* pinned or being filled by another process */
-		if (!cachetier__st_set(f, best, 0)) {
-			cachetier__ofd_lock(f->auxfd, F_UNLCK, LK_UNIT(best), 0);
-			continue; /* another process evicted it first */
+		for (; i < ncand && (freed + more < want || n + nb == 0); i++) {
+			if (n + nb > 0 && !key_within(cand[i].k, next)) {
+				stop = 1; /* another object's unit goes first */
+				break;
+			}
+			batch[nb++] = cand[i].c;
+			more += cachetier__unit_len(f, cand[i].c);
 		}
-		if (f->ust[best] == UNIT_VALID) {
-			f->bytes -= len;
-			ct->used -= len;
-		}
-		f->ust[best] = UNIT_EVICTING;
-		/* gone: whoever fills it next says whether a plan needs it (a
-		 * plan's mark stays) */
-		if (f->nu[best] == CT_NU_DONE)
-			f->nu[best] = CT_NU_NONE;
-		list[n++] = best;
-		freed += len;
+		n += take(ct, f, batch, nb, list + n, &freed, &named);
 	}
 	free(cand);
+	free(batch);
 	if (n == 0) {
 		free(list);
 		f->evict_round = ct->evict_round; /* nothing of it can go now */
@@ -415,20 +461,29 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 	ct->evicted_bytes += freed;
 	disk_mutex_unlock(&ct->lock);
 
-	/* the map goes first and durably: no map may claim a punched unit
-	 * (LK_MAP: a flusher of any process snapshots the state after this) */
-	disk_mutex_lock(&f->maplock);
-	/* bounded (LK_MAP_WAIT_MS): the map goes whether or not LK_MAP could be
-	 * had; without it only another process's map write racing this one
-	 * could claim a punched unit */
-	cachetier__ofd_lock(f->stfd, F_WRLCK, LK_MAP, LK_MAP_WAIT_MS);
-	snprintf(name, sizeof(name), "%s.map", f->hash);
-	had_map = unlinkat(f->dirfd, name, 0) == 0;
-	if (had_map)
-		fsync(f->dirfd);
-	cachetier__ofd_lock(f->stfd, F_UNLCK, LK_MAP, 0);
+	if (named) {
+		/* a map may name a unit of this eviction: it goes first and
+		 * durably, so no map claims a punched unit (LK_MAP: a flusher
+		 * of any process snapshots the state after this; map_encode
+		 * names no unit whose byte is clear). Units never named (younger
+		 * than the durability delay, ST_VALID) need none of it: no map
+		 * names them and none can. */
+		disk_mutex_lock(&f->maplock);
+		/* bounded (LK_MAP_WAIT_MS): the map goes whether or not LK_MAP
+		 * could be had; without it only another process's map write
+		 * racing this one could claim a punched unit */
+		cachetier__ofd_lock(f->stfd, F_WRLCK, LK_MAP, LK_MAP_WAIT_MS);
+		snprintf(name, sizeof(name), "%s.map", f->hash);
+		had_map = unlinkat(f->dirfd, name, 0) == 0;
+		if (had_map)
+			fsync(f->dirfd);
+		cachetier__ofd_lock(f->stfd, F_UNLCK, LK_MAP, 0);
+		disk_mutex_unlock(&f->maplock);
+	}
 	/* one hole per run of adjacent units (a unit a call cost a quarter of
-	 * a random epoch's fills in fallocate with a small cache) */
+	 * a random epoch's fills in fallocate with a small cache), without
+	 * maplock: no map names them now, and a map written meanwhile cannot
+	 * (their state bytes are clear) */
 	qsort(list, n, sizeof(*list), u32_cmp);
 	for (uint32_t i = 0; i < n;) {
 		uint32_t k = i + 1;
@@ -443,7 +498,6 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 		cachetier__ofd_lock_n(f->auxfd, F_UNLCK, LK_UNIT(list[i]), k - i, 0);
 		i = k;
 	}
-	disk_mutex_unlock(&f->maplock);
 
 	cachetier__lock(ct);
 	f->evicting = 0;
@@ -452,10 +506,14 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 		f->ust[list[i]] = UNIT_EMPTY;
 		f->seen[list[i]] = 0; /* whoever fills it next: checked if not us */
 	}
-	for (uint32_t c = 0; c < f->nunits && !left; c++)
+	for (uint32_t c = 0; c < f->nunits && had_map && !left; c++)
 		left = cachetier__st_get(f, c);
-	if (had_map && left)
-		f->dirty++; /* the unlinked map recorded some of them */
+	if (had_map && left) {
+		/* the unlinked map recorded some of them: written again at the
+		 * flusher's next pass */
+		f->dirty++;
+		f->dirty_ns = 0;
+	}
 	pthread_cond_broadcast(&ct->unit_cond);
 	pthread_cond_broadcast(&ct->room_cond);
 	free(list);

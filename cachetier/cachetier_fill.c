@@ -30,12 +30,6 @@
 
 #include "cachetier_i.h"
 
-/* Map writes are batched: each costs a file write, two fsyncs and a
- * rename. Units filled but not yet recorded are only refetched after a
- * crash, so the batch bounds the refetch, not correctness. */
-#define MAP_BATCH_CHUNKS 16u /* chunks' worth of units */
-#define MAP_BATCH_NS	 1000000000LL
-
 /* ---- fill workers ---- */
 
 /* May a PF_FIT prefetch fill of f (len bytes, its units claimed) go
@@ -149,12 +143,6 @@ int cachetier__read_version(struct cachetier *ct, const char *key, const char *e
 			return -EIO; /* the object is shorter than its size said */
 	}
 	return 0;
-}
-
-int cachetier__flush_due(struct cachetier *ct, struct ct_file *f, int64_t now)
-{
-	return f->live && f->dirty &&
-	       (f->dirty >= MAP_BATCH_CHUNKS * f->group || now - f->map_ns >= MAP_BATCH_NS);
 }
 
 /* Write the maps whose batch timer ran out. ct->lock held; dropped
@@ -362,7 +350,7 @@ void cachetier__unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, i
 			 * change between its pwrite and now is seen then */
 			f->seen[u] = 2;
 			f->ufills++; /* a weak ETag's probe covers it (cachetier_read.c) */
-			f->dirty++;
+			cachetier__map_dirty(ct, f, u, f->uatime[u]);
 			ct->bytes_fetched += ulen;
 		} else {
 			f->seen[u] = 0; /* another process filled it: checked when read */

@@ -5,8 +5,9 @@
  * the daemon's whole order in docs/architecture.md "Lock order"; and the
  * OFD locks other processes see), in this order:
  *   1. ct_file.maplock — one per cached remote object; serialises writing
- *      and unlinking its map file and punching its data file. Taken with
- *      no other lock held.
+ *      and unlinking its map file (an eviction takes it only to unlink a
+ *      map that names a unit it evicts; punches run without it). Taken
+ *      with no other lock held.
  *   2. cachetier.lock — everything else: the object table, the file table,
  *      every unit state, pin, queue and counter. Held only for short
  *      in-memory work; never across backend I/O, file writes, unlinks or
@@ -149,6 +150,11 @@ struct ct_file {
 	int *uerr;	    /* the error of the last failed fill per unit */
 	unsigned dirty;	    /* valid units not yet in the persisted map */
 	int64_t map_ns;	    /* when the map was last written */
+	int64_t dirty_ns;   /* with cfg.durable_delay_s: the earliest fill of a unit dirty
+			     * counts (0: none known, the map is due at once; cachetier_map.c) */
+	int64_t *fill_ns;   /* per unit: when this process filled it (CLOCK_REALTIME ns; 0: not
+			     * here), the age the durability delay goes by; read by the map's
+			     * encoder without ct->lock (atomic loads and stores) */
 	uint64_t ra_end;    /* end of the last read with a window (eviction's unit_ahead) */
 	uint64_t ra_window; /* that read's readahead window (fetch/); 0: none */
 	uint32_t pf_next;   /* prefetch cursor: the next unit to look at */
@@ -626,10 +632,16 @@ int cachetier__range_push(struct cachetier *ct, struct ct_file *f, uint32_t c0, 
 			  int evict, int front);
 void cachetier__range_pop(struct cachetier *ct);
 
+/* cachetier_map.c, shared with the fills (cachetier_fill.c, _batch.c); all
+ * with ct->lock held. */
+/* Is f's map due to be written: with cfg.durable_delay_s 0, a batch of
+ * units or its timer; else its earliest unnamed fill is that old? */
+int cachetier__flush_due(struct cachetier *ct, struct ct_file *f, int64_t now);
+/* Unit u of f was filled by this process at now: the map is to name it
+ * once it is cfg.durable_delay_s old. */
+void cachetier__map_dirty(struct cachetier *ct, struct ct_file *f, uint32_t u, int64_t now);
 /* cachetier_fill.c, shared with the batch fill (cachetier_batch.c); all
  * with ct->lock held. */
-/* Is f's map due to be written (a batch of units, or its timer)? */
-int cachetier__flush_due(struct cachetier *ct, struct ct_file *f, int64_t now);
 /* Units [c, c + n) of f, claimed in ust[] by a fill that does not fetch
  * them, are empty again with no error kept; a reader pinning one gets it
  * queued on demand. Their OFD unit locks are the caller's to drop. */
@@ -727,6 +739,19 @@ static inline int cachetier__st_get(const struct ct_file *f, uint32_t c)
 	return __atomic_load_n(f->st + ST_HDR + c, __ATOMIC_ACQUIRE) != 0;
 }
 int cachetier__st_set(struct ct_file *f, uint32_t c, int valid); /* returns the old value */
+/* A valid unit's state byte is ST_VALID, or ST_NAMED once a map may name it
+ * (a map loaded at open, or map_encode under LK_MAP): an eviction that
+ * clears only ST_VALID bytes leaves every map as it is (no map names
+ * them, none can: map_encode names a unit by a compare-and-swap from
+ * ST_VALID), one that clears an ST_NAMED byte unlinks the map first. */
+#define ST_VALID 1
+#define ST_NAMED 2
+/* Clear unit c's byte; returns the old one (0, ST_VALID, ST_NAMED). */
+int cachetier__st_clear(struct ct_file *f, uint32_t c);
+/* Unit c as named by a map about to be written: 1 when its byte is
+ * ST_NAMED now (set from ST_VALID here, or already), 0 when it holds no
+ * bytes. */
+int cachetier__st_name(struct ct_file *f, uint32_t c);
 /* The CRC32C of unit c's bytes: set by its fill before the unit's state
  * byte says valid (st_set's exchange publishes it), read by whoever checks it. */
 uint32_t cachetier__st_crc(const struct ct_file *f, uint32_t c);

@@ -26,13 +26,15 @@
  * The map is the only thing trusted after a restart. Protocol:
  *   fill:  pwrite the fill's pieces as they arrive (a failed fill punches
  *          them) → mark valid in memory (readers are served from
- *          the page cache at once) → (batched: every MAP_BATCH_CHUNKS
- *          chunks, every second, at object close and cachetier_close; by
- *          the flusher thread, never on a fill worker) note the valid
- *          units → fdatasync(data) → write the map atomically.
- *   evict: mark units EVICTING in memory → unlink the map + fsync the
- *          directory → punch the units out → mark them EMPTY (and rewrite
- *          the map of the units that stayed).
+ *          the page cache at once) → (batched: with cfg.durable_delay_s,
+ *          once the earliest unrecorded fill is that old, naming the units
+ *          that old; without it every MAP_BATCH_CHUNKS chunks and every
+ *          second, at object close; every unit at cachetier_close; by
+ *          the flusher thread, never on a fill worker) note the units
+ *          (ST_NAMED) → fdatasync(data) → write the map atomically.
+ *   evict: mark units EVICTING in memory → if one was ST_NAMED: unlink the
+ *          map + fsync the directory → punch the units out → mark them
+ *          EMPTY (and rewrite the map of the units that stayed).
  * So a persisted map only ever claims units whose bytes were durable
  * before the map was written (each was written before the fdatasync that
  * precedes the map), and no map claims a unit being punched. A
@@ -112,9 +114,45 @@ int cachetier__map_read(int dirfd, const char *name, unsigned char **buf, size_t
 	return cachetier__read_file(dirfd, name, MAP_HDR + 8, MAP_MAX_BYTES, buf, len);
 }
 
-/* Encode the units f's state file says are valid into *out (NULL when
- * none is). Called with LK_MAP held. */
-static int map_encode(struct ct_file *f, unsigned char **out, size_t *len)
+/* Map writes are batched: each costs a file write, two fsyncs and a
+ * rename. Units filled but not yet recorded are only refetched after a
+ * crash, so the batch bounds the refetch, not correctness. Without a
+ * durability delay (cfg.durable_delay_s 0): every MAP_BATCH_CHUNKS chunks'
+ * worth of units, and every MAP_BATCH_NS. */
+#define MAP_BATCH_CHUNKS 16u /* chunks' worth of units */
+#define MAP_BATCH_NS	 1000000000LL
+
+/* The durability delay in ns (cfg.durable_delay_s; 0: none). */
+static int64_t delay_ns(const struct cachetier *ct)
+{
+	double d = ct->cfg.durable_delay_s;
+
+	return d > 0 ? (d < 1e9 ? (int64_t)(d * 1e9) : (int64_t)1e18) : 0;
+}
+
+/* May map_encode name unit c of f (its byte ST_VALID): every valid unit
+ * without a delay, and at close ('all'); else one this process filled at
+ * least the delay ago (a unit of another process is named by that
+ * process's flusher; one a killed process filled stays unnamed: fetched
+ * again after a restart). Naming any valid unit is safe: its bytes were
+ * written before its byte said valid, and the fdatasync before the map
+ * covers them; the delay only spares young units the sync and the map. */
+static int may_name(const struct ct_file *f, uint32_t c, int64_t now, int64_t delay, int all)
+{
+	int64_t at;
+
+	if (all || delay == 0)
+		return 1;
+	at = __atomic_load_n(&f->fill_ns[c], __ATOMIC_RELAXED);
+	return at != 0 && now - at >= delay;
+}
+
+/* Encode the units f's state file says are valid and may be named
+ * (may_name; or named before: ST_NAMED) into *out (NULL when none is);
+ * *young: units left unnamed that this process filled, *young_ns the
+ * earliest of their fills. Called with LK_MAP held. */
+static int map_encode(struct ct_file *f, int64_t now, int64_t delay, int all, unsigned char **out,
+		      size_t *len, unsigned *young, int64_t *young_ns)
 {
 	size_t klen = strlen(f->key), elen = strlen(f->etag), blen = ((size_t)f->nunits + 7) / 8;
 	size_t n = MAP_HDR + klen + elen + blen + (size_t)f->nunits * 4 + 8;
@@ -136,8 +174,23 @@ static int map_encode(struct ct_file *f, unsigned char **out, size_t *len)
 	memcpy(buf + MAP_HDR + klen, f->etag, elen);
 	bm = buf + MAP_HDR + klen + elen;
 	crcs = bm + blen;
+	*young = 0;
+	*young_ns = 0;
 	for (uint32_t c = 0; c < f->nunits; c++) {
-		if (cachetier__st_get(f, c)) {
+		if (!cachetier__st_get(f, c))
+			continue;
+		if (!may_name(f, c, now, delay, all) &&
+		    __atomic_load_n(f->st + ST_HDR + c, __ATOMIC_ACQUIRE) != ST_NAMED) {
+			int64_t at = __atomic_load_n(&f->fill_ns[c], __ATOMIC_RELAXED);
+
+			if (at) {
+				(*young)++;
+				if (!*young_ns || at < *young_ns)
+					*young_ns = at;
+			}
+			continue;
+		}
+		if (cachetier__st_name(f, c)) {
 			/* the CRC was stored before the state byte said valid */
 			bm[c / 8] |= (unsigned char)(1u << (c % 8));
 			disk_le32_put(crcs + (size_t)c * 4, cachetier__st_crc(f, c));
@@ -154,30 +207,55 @@ static int map_encode(struct ct_file *f, unsigned char **out, size_t *len)
 	return 0;
 }
 
+int cachetier__flush_due(struct cachetier *ct, struct ct_file *f, int64_t now)
+{
+	int64_t delay = delay_ns(ct);
+
+	if (!f->live || !f->dirty)
+		return 0;
+	if (delay == 0)
+		return f->dirty >= MAP_BATCH_CHUNKS * f->group || now - f->map_ns >= MAP_BATCH_NS;
+	return now - f->dirty_ns >= delay;
+}
+
+void cachetier__map_dirty(struct cachetier *ct, struct ct_file *f, uint32_t u, int64_t now)
+{
+	(void)ct;
+	__atomic_store_n(&f->fill_ns[u], now, __ATOMIC_RELAXED);
+	if (!f->dirty || (f->dirty_ns && now < f->dirty_ns))
+		f->dirty_ns = now;
+	f->dirty++;
+}
+
 /* Persist f's map if units were filled since the last write: what the
- * state file says is valid now (also units other processes filled: their
- * bytes were written before they were marked, so the fdatasync below
- * covers them). Takes f->maplock, ct->lock, then LK_MAP; call with none
- * held. */
+ * state file says is valid now and may be named (map_encode; also units
+ * other processes filled: their bytes were written before they were
+ * marked, so the fdatasync below covers them); with a durability delay,
+ * only once it is due (cachetier__flush_due), but every valid unit once
+ * the tier stops. Takes f->maplock, ct->lock, then LK_MAP; call with
+ * none held. */
 void cachetier__file_flush(struct cachetier *ct, struct ct_file *f)
 {
 	char name[24];
 	unsigned char *buf = NULL;
-	unsigned dirty;
+	int64_t now = cachetier__now_ns(), delay = delay_ns(ct), young_ns = 0;
+	unsigned dirty, young = 0;
 	size_t len = 0;
-	int err;
+	int err, all;
 
 	CT_OFF_LOOP();
 	disk_mutex_lock(&f->maplock);
 	cachetier__lock(ct);
-	if (!f->live || f->dirty == 0) {
+	all = ct->stopping;
+	if (!f->live || f->dirty == 0 || (delay && !all && !cachetier__flush_due(ct, f, now))) {
 		disk_mutex_unlock(&ct->lock);
 		disk_mutex_unlock(&f->maplock);
 		return;
 	}
 	dirty = f->dirty;
 	f->dirty = 0;
-	f->map_ns = cachetier__now_ns();
+	f->dirty_ns = 0;
+	f->map_ns = now;
 	disk_mutex_unlock(&ct->lock);
 	snprintf(name, sizeof(name), "%s.map", f->hash);
 	/* the snapshot is taken under LK_MAP: an eviction clears the state
@@ -187,7 +265,7 @@ void cachetier__file_flush(struct cachetier *ct, struct ct_file *f)
 	 * next batch instead of holding maplock (an eviction waits on it) */
 	err = cachetier__ofd_lock(f->stfd, F_WRLCK, LK_MAP, LK_MAP_WAIT_MS);
 	if (err == 0) {
-		err = map_encode(f, &buf, &len);
+		err = map_encode(f, now, delay, all, &buf, &len, &young, &young_ns);
 		/* every unit buf claims was written before this: make them
 		 * durable before any map says so */
 		if (err == 0 && !buf) /* nothing left to record */
@@ -198,9 +276,15 @@ void cachetier__file_flush(struct cachetier *ct, struct ct_file *f)
 			err = disk_write_atomic(f->dirfd, name, buf, len, 0600);
 		cachetier__ofd_lock(f->stfd, F_UNLCK, LK_MAP, 0);
 	}
-	if (err < 0) { /* try again at the next batch */
+	if (err < 0 || young) {
+		/* failed: try again at the next batch; young units: named once
+		 * they are old enough */
 		cachetier__lock(ct);
-		f->dirty += dirty;
+		f->dirty += err < 0 ? dirty : young;
+		if (err < 0)
+			f->dirty_ns = 0;
+		else if (!f->dirty_ns || young_ns < f->dirty_ns)
+			f->dirty_ns = young_ns;
 		disk_mutex_unlock(&ct->lock);
 	}
 	disk_mutex_unlock(&f->maplock);
@@ -231,6 +315,8 @@ static void file_unload(struct ct_file *f)
 	free(f->unread);
 	free(f->gap);
 	free(f->nu);
+	free(f->fill_ns);
+	f->fill_ns = NULL;
 	f->uatime = NULL;
 	f->unread = NULL;
 	f->gap = NULL;
@@ -399,8 +485,9 @@ static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *ke
 	f->unread = calloc(nunits ? nunits : 1, 1);
 	f->gap = calloc(nunits ? nunits : 1, 1);
 	f->nu = calloc(nunits ? nunits : 1, sizeof(*f->nu));
+	f->fill_ns = calloc(nunits ? nunits : 1, sizeof(*f->fill_ns));
 	if (!f->key || !f->ust || !f->pins || !f->uerr || !f->held || !f->seen || !f->uatime ||
-	    !f->unread || !f->gap || !f->nu)
+	    !f->unread || !f->gap || !f->nu || !f->fill_ns)
 		return -ENOMEM;
 	snprintf(f->etag, sizeof(f->etag), "%s", etag);
 	f->size = size;

@@ -341,7 +341,7 @@ int cachetier__st_ready(struct ct_file *f, const unsigned char *bitmap, const un
 		     bitmap && crcs ? disk_le32_get(crcs + (size_t)c * 4) : 0);
 		__atomic_store_n(
 		    f->st + ST_HDR + c,
-		    (unsigned char)(bitmap && (bitmap[c / 8] & (1u << (c % 8))) ? 1 : 0),
+		    (unsigned char)(bitmap && (bitmap[c / 8] & (1u << (c % 8))) ? ST_NAMED : 0),
 		    __ATOMIC_RELEASE);
 	}
 	st32(f->st + S_READY, 1);
@@ -362,8 +362,25 @@ void cachetier__st_close(struct ct_file *f)
 
 int cachetier__st_set(struct ct_file *f, uint32_t c, int valid)
 {
-	return __atomic_exchange_n(f->st + ST_HDR + c, (unsigned char)(valid ? 1 : 0),
+	return __atomic_exchange_n(f->st + ST_HDR + c, (unsigned char)(valid ? ST_VALID : 0),
 				   __ATOMIC_ACQ_REL) != 0;
+}
+
+int cachetier__st_clear(struct ct_file *f, uint32_t c)
+{
+	return __atomic_exchange_n(f->st + ST_HDR + c, (unsigned char)0, __ATOMIC_ACQ_REL);
+}
+
+int cachetier__st_name(struct ct_file *f, uint32_t c)
+{
+	unsigned char b = ST_VALID;
+
+	/* from ST_VALID only: a byte an eviction cleared meanwhile stays clear
+	 * (and is not named), one it clears after this sees ST_NAMED */
+	if (__atomic_compare_exchange_n(f->st + ST_HDR + c, &b, (unsigned char)ST_NAMED, 0,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return 1;
+	return b == ST_NAMED;
 }
 
 uint32_t cachetier__st_crc(const struct ct_file *f, uint32_t c)

@@ -101,6 +101,10 @@ static double pass(const char *dir, struct backend *be, uint64_t cache, int n, i
 	cc.chunk_bytes = 8u << 20;
 	cc.readahead_max_bytes = 32u << 20;
 	cc.fill_threads = 5;
+#ifdef EB_DURABLE_DELAY_S
+	/* the option table's --durable-delay (evict_bench.sh reads it there) */
+	cc.durable_delay_s = EB_DURABLE_DELAY_S;
+#endif
 	err = cachetier_open(&ct, &cc, be);
 	if (err < 0) {
 		fprintf(stderr, "cachetier_open %s: %s\n", cdir, strerror(-err));

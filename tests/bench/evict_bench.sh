@@ -3,27 +3,84 @@
 # same data through the cache tier with a cache larger than the data (the baseline, same run) and
 # with a quarter of it, and prints the CPU difference per GiB evicted (median of --runs, sides
 # alternated). The store is fault:// over sparse files, so the fills cost only the cache tier.
+# The cache tier's options are the daemon's defaults (fs/core/fs_opt.c), --durable-delay read
+# from the option table where the tree has it.
 #
-#   bash tests/bench/evict_bench.sh [--build DIR] [--gb 1] [--runs 3] [--dir /var/tmp]
+# --base REV: the same bench built against the cache tier of commit REV too (from `git archive
+# REV`, libraries only, in the temp dir), the two run alternately in this invocation (REV first
+# in odd runs, this tree first in even ones), and one table with both and their ratio.
+#
+#   bash tests/bench/evict_bench.sh [--build DIR] [--gb 1] [--runs 3] [--dir /var/tmp] [--base REV]
 set -eu
 cd "$(dirname "$0")/../.."
-build=build gb=1 runs=3 dir=/var/tmp
+build=build gb=1 runs=3 dir=/var/tmp base=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) build=$2; shift 2 ;;
 	--gb) gb=$2; shift 2 ;;
 	--runs) runs=$2; shift 2 ;;
 	--dir) dir=$2; shift 2 ;;
-	*) echo "usage: $0 [--build DIR] [--gb N] [--runs N] [--dir DIR]" >&2; exit 2 ;;
+	--base) base=$2; shift 2 ;;
+	*) echo "usage: $0 [--build DIR] [--gb N] [--runs N] [--dir DIR] [--base REV]" >&2; exit 2 ;;
 	esac
 done
 [ -f "$build/cachetier/libcachetier.a" ] || { echo "no $build/cachetier/libcachetier.a: build first" >&2; exit 1; }
 tmp=$(mktemp -d "$dir/shardfs-evict-bench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-# shellcheck disable=SC2046
-cc -O2 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -I. -Ifetch -Icachetier -Ibackend -Idisk \
-	tests/bench/evict_bench.c "$build/fetch/libfetch.a" "$build/cachetier/libcachetier.a" \
-	"$build/backend/libbackend.a" \
-	"$build/disk/libdisk.a" $(pkg-config --libs libcurl libuv libcrypto zlib libzstd) -pthread \
-	-o "$tmp/evict_bench"
-"$tmp/evict_bench" "$tmp" "$gb" "$runs"
+
+# bench_cc SRC BUILD OUT: the bench linked against the cache tier of tree SRC built in BUILD
+bench_cc() {
+	local src=$1 b=$2 out=$3 def= fetch=
+	if grep -q durable_delay_s "$src/cachetier/cachetier.h"; then
+		def=$(sed -n 's/.*"durable-delay", 0, FS_OPT_SECONDS, CFG(ct.durable_delay_s), 0, "\([0-9.]*\)".*/\1/p' \
+			"$src/fs/core/fs_opt.c")
+		[ -n "$def" ] || { echo "evict_bench.sh: no --durable-delay default in $src/fs/core/fs_opt.c" >&2; exit 1; }
+		def="-DEB_DURABLE_DELAY_S=$def"
+	fi
+	# the cache tier's rules of the fetch scheduler (fetch/), where the tree has them
+	[ -f "$b/fetch/libfetch.a" ] && fetch="-I$src/fetch $b/fetch/libfetch.a"
+	# shellcheck disable=SC2046,SC2086
+	cc -O2 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $def -I"$src" -I"$src/cachetier" -I"$src/backend" \
+		-I"$src/disk" tests/bench/evict_bench.c $fetch "$b/cachetier/libcachetier.a" \
+		"$b/backend/libbackend.a" "$b/disk/libdisk.a" \
+		$(pkg-config --libs libcurl libuv libcrypto zlib libzstd) -pthread -o "$out"
+}
+
+bench_cc . "$build" "$tmp/evict_bench"
+if [ -z "$base" ]; then
+	"$tmp/evict_bench" "$tmp" "$gb" "$runs"
+	exit 0
+fi
+git rev-parse --verify -q "$base^{commit}" >/dev/null || { echo "evict_bench.sh: $base is not a commit" >&2; exit 2; }
+mkdir "$tmp/base-src"
+git archive "$base" | tar -x -C "$tmp/base-src"
+meson setup "$tmp/base-build" "$tmp/base-src" --buildtype=release >/dev/null
+meson compile -C "$tmp/base-build" -j 2 fetch cachetier backend disk >/dev/null
+bench_cc "$tmp/base-src" "$tmp/base-build" "$tmp/evict_bench_base"
+label=$(git rev-parse --short "$base")
+for r in $(seq 1 "$runs"); do
+	if [ $((r % 2)) = 1 ]; then order="base this"; else order="this base"; fi
+	for side in $order; do
+		bin=$tmp/evict_bench
+		[ "$side" = base ] && bin=$tmp/evict_bench_base
+		echo "--- run $r: $side" >&2
+		"$bin" "$tmp" "$gb" 1 | awk -v side="$side" '/^E[12] evict:/ { print side, $1, $(NF - 3) }' >>"$tmp/rows"
+	done
+done
+python3 - "$tmp/rows" "$label" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    side, row, v = line.split()
+    rows.setdefault((side, row), []).append(float(v))
+print('%-40s %12s %12s %8s' % ('CPU-s per GiB evicted (median)', 'before ' + sys.argv[2],
+                                'after', 'ratio'))
+names = {'E1': 'E1: 8 objects in order, cache 1/4', 'E2': 'E2: 100 KB shuffled, cache 1/4'}
+for row in ('E1', 'E2'):
+    b = statistics.median(rows.get(('base', row), [float('nan')]))
+    a = statistics.median(rows.get(('this', row), [float('nan')]))
+    print('%-40s %12.3f %12.3f %8s  (target <= 0.1; runs: before %s, after %s)' % (
+        names[row], b, a, '%.2f' % (a / b) if b > 0 else '-',
+        ' '.join('%.3f' % x for x in rows.get(('base', row), [])),
+        ' '.join('%.3f' % x for x in rows.get(('this', row), []))))
+PY

@@ -21,7 +21,10 @@
  * flipped, a hole, the data file cut) between opens, under another tier
  * on the directory and under the running tier; reads begun on one thread
  * and ended on another; a fill's first units read while the store holds
- * its last (test_land).
+ * its last (test_land); the durability delay (test_durable: units younger
+ * than it named in no map, then kill -9 and nothing of them trusted; a
+ * clean close names every unit; units older than it named by the
+ * flusher).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -94,6 +97,10 @@ static struct backend *store(const char *query)
 /* A cache tier in tmpdir/<name> with chunks of chunk bytes; the source
  * string is fixed so that stores with different fault settings share one
  * per-source directory. */
+/* cachetier_config.durable_delay_s of the tiers tier() opens (test_durable
+ * sets it; 0 elsewhere: maps within about a second) */
+static double durable_delay_s;
+
 static struct cachetier *tier_chunk(struct backend *be, const char *name, uint64_t size,
 				    unsigned threads, uint32_t chunk)
 {
@@ -110,6 +117,7 @@ static struct cachetier *tier_chunk(struct backend *be, const char *name, uint64
 	cc.chunk_bytes = chunk;
 	cc.readahead_max_bytes = 8 * chunk;
 	cc.fill_threads = threads;
+	cc.durable_delay_s = durable_delay_s;
 	err = cachetier_open(&ct, &cc, be);
 	if (err < 0) {
 		fprintf(stderr, "cachetier_open %s: %d\n", dir, err);
@@ -1251,6 +1259,104 @@ static void test_crash(uint64_t seed)
 	backend_close(be);
 }
 
+/* ---- the durability delay ---- */
+
+/* cfg.durable_delay_s: a unit is named in its object's map (after an
+ * fdatasync) once it is that old. (1) With a delay of an hour, a child
+ * reads every object whole and closes each (without the delay each close
+ * writes its map): no map exists; killed with -9, the next tier trusts
+ * none of its units (no map), fetches every byte again, exactly once, and
+ * serves each exactly. (2) A clean close names every unit: the tier after
+ * it serves everything with the store failing every request. (3) With a
+ * delay of a second, the flusher names an object's units once they are
+ * that old (waited for, within 60 s). */
+static void test_durable(uint64_t seed)
+{
+	struct cachetier_stats st;
+	struct backend *be;
+	struct cachetier *ct;
+	struct cachetier_obj *o;
+	uint64_t total = 0;
+	int status, bad, maps = 0, ready[2];
+	struct pollfd pf = {0};
+	char word = 0;
+	pid_t pid;
+
+	for (int i = 0; i <= NOBJ; i++)
+		total += sizes[i];
+	durable_delay_s = 3600;
+	fflush(NULL);
+	if (pipe(ready) != 0)
+		FAIL("pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid == 0) {
+		struct backend *cbe = store("");
+		struct cachetier *cct = tier(cbe, "c-durable", 1ull << 30, 4);
+		int cbad = read_all_exact(cct, cbe, seed);
+
+		fills_idle(cct);
+		/* y: exact bytes and no map; else n */
+		word = cbad == 0 && count_maps(data_dir(cct)) == 0 ? 'y' : 'n';
+		if (write(ready[1], &word, 1) != 1)
+			_exit(1);
+		for (;;)
+			pause(); /* killed here, its tier open */
+	}
+	CHECK(pid > 0, "fork");
+	close(ready[1]);
+	pf.fd = ready[0];
+	pf.events = POLLIN;
+	CHECK(poll(&pf, 1, 120 * 1000) == 1 && read(ready[0], &word, 1) == 1,
+	      "the child did not read its objects within 120 s");
+	close(ready[0]);
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	CHECK(WIFSIGNALED(status), "child was not killed");
+	CHECK(word == 'y', "the child read wrong bytes, or a map named units younger than the "
+			   "durability delay (its object's close wrote it)");
+
+	be = store("");
+	ct = tier(be, "c-durable", 1ull << 30, 4);
+	maps = count_maps(data_dir(ct));
+	bad = read_all_exact(ct, be, seed + 1);
+	stats(ct, &st);
+	printf("durable: after kill -9: %d maps, fetched %llu of %llu bytes\n", maps,
+	       (unsigned long long)st.bytes_fetched, (unsigned long long)total);
+	CHECK(maps == 0, "%d maps after the kill: units younger than the delay were named", maps);
+	CHECK(bad == 0, "%d reads after the kill wrong", bad);
+	CHECK(st.bytes_fetched == total,
+	      "after the kill: fetched %llu bytes of %llu: units "
+	      "younger than the delay were trusted (or fetched twice)",
+	      (unsigned long long)st.bytes_fetched, (unsigned long long)total);
+	/* (2) a clean close names every unit, young or not */
+	cachetier_close(ct);
+	backend_close(be);
+	be = store("fail_every=1&fail_after_bytes=1");
+	ct = tier(be, "c-durable", 1ull << 30, 4);
+	bad = read_all_exact(ct, be, seed + 2);
+	stats(ct, &st);
+	CHECK(bad == 0, "%d reads after a clean close wrong", bad);
+	CHECK(st.fills == 0 && st.bytes_fetched == 0,
+	      "after a clean close: %llu fills, %llu bytes fetched (units left unnamed)",
+	      (unsigned long long)st.fills, (unsigned long long)st.bytes_fetched);
+	cachetier_close(ct);
+	backend_close(be);
+
+	/* (3) units older than the delay are named by the flusher */
+	durable_delay_s = 1;
+	be = store("");
+	ct = tier(be, "c-durable-1s", 1ull << 30, 4);
+	o = obj(ct, be, 0);
+	CHECK(read_check(o, 0, 0, sizes[0], 0) == 0, "object 0 wrong");
+	cachetier_obj_unref(o);
+	for (int w = 0; w < 6000 && (maps = count_maps(data_dir(ct))) == 0; w++)
+		usleep(10000);
+	CHECK(maps == 1, "%d maps 60 s after the fill with a delay of 1 s", maps);
+	cachetier_close(ct);
+	backend_close(be);
+	durable_delay_s = 0;
+}
+
 /* ---- fill errors ---- */
 
 static void test_errors(void)
@@ -2077,6 +2183,7 @@ int main(void)
 	test_plan_order();
 	test_reopen_race();
 	test_crash(seed);
+	test_durable(seed);
 	test_errors();
 	test_cut();
 	test_changed(seed);

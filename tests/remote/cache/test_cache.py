@@ -522,8 +522,12 @@ def group_crash(env, ck, ng):
     px = web.SlowProxy(ng.port)
     try:
         cache = env.path('cache')
+        # --durable-delay 1: units are recorded in a map once a second old (the default, 30 s,
+        # would only make the wait for a map 30 s longer; the kill then also finds units filled
+        # within the last second in no map, fetched again)
         opts = ['--chunk-size', '1M', '--connections', '2', '--readahead', '8M',
-                '--prefetch-shards', '0', '--warm', 'off', '--log-file', env.path('daemon.log')]
+                '--prefetch-shards', '0', '--warm', 'off', '--durable-delay', '1',
+                '--log-file', env.path('daemon.log')]
         source = px.url('files/' + rel)
         m = ml.Mount(env, source, cache_dir=cache, extra=opts)
         m.mount()
@@ -537,7 +541,8 @@ def group_crash(env, ck, ng):
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
         # the state to kill in: both connections hold a fill with bytes relayed, and a map
-        # records some of the chunks before the hold (the flusher writes it within a second)
+        # records some of the chunks before the hold (the flusher writes it once they are a
+        # second old)
         ok = ml.poll(lambda: len([r for r in px.held() if r['sent'] > 0]) >= 2 and
                       map_files(cache), 60)
         with px.lock:
