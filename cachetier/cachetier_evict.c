@@ -151,19 +151,20 @@ struct ev_ctx {
 };
 
 /* The first unit of live f from c on whose state byte says it holds bytes
- * (f->nunits: none). Eight state bytes at a time: in a cache smaller than
- * the data most units hold none, and eviction looks at every unit of every
- * live object. ct->lock held (this process sets state bytes under it; other
- * processes' stores race as a byte load's would). */
+ * (f->nunits: none). Eight state bytes at a time (an aligned atomic load:
+ * the flusher names units, ST_NAMED, without ct->lock, and other processes
+ * store too): in a cache smaller than the data most units hold none, and
+ * eviction looks at every unit of every live object. ct->lock held. */
 static uint32_t st_next(const struct ct_file *f, uint32_t c)
 {
-	const unsigned char *s = f->st + ST_HDR;
+	const unsigned char *s = f->st + ST_HDR; /* page-aligned mapping + ST_HDR */
 
+	for (; c < f->nunits && (c & 7); c++) {
+		if (cachetier__st_get(f, c))
+			return c;
+	}
 	for (; c + 8 <= f->nunits; c += 8) {
-		uint64_t w;
-
-		memcpy(&w, s + c, sizeof(w));
-		if (w)
+		if (__atomic_load_n((const uint64_t *)(const void *)(s + c), __ATOMIC_ACQUIRE))
 			break;
 	}
 	while (c < f->nunits && !cachetier__st_get(f, c))
