@@ -367,6 +367,8 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->evictions = ct->evictions;
 	st->evicted_bytes = ct->evicted_bytes;
 	st->decoded_evictions = ct->decoded_evictions;
+	st->evict_cpu_ns = atomic_load(&ct->evict_cpu_ns);
+	st->flush_cpu_ns = atomic_load(&ct->flush_cpu_ns);
 	st->peer_units = ct->peer_units;
 	st->weak_probes = ct->weak_probes;
 	st->weak_changed = ct->weak_changed;

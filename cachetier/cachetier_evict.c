@@ -75,6 +75,14 @@ int64_t cachetier__now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+int64_t cachetier__cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 /* The classes of the eviction order, first evicted first (the plans'
  * marks: cachetier_plan.c). */
 enum ev_class {
@@ -619,7 +627,18 @@ int cachetier__make_room(struct cachetier *ct, uint64_t len, int spare_ahead)
 	return cachetier__make_room_near(ct, len, spare_ahead, CT_NEAR_NONE);
 }
 
+static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near);
+
 int cachetier__make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near)
+{
+	int64_t t0 = cachetier__cpu_ns();
+	int err = make_room_near(ct, len, spare_ahead, near);
+
+	atomic_fetch_add(&ct->evict_cpu_ns, (unsigned long long)(cachetier__cpu_ns() - t0));
+	return err;
+}
+
+static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near)
 {
 	struct ev_ctx x = {0, spare_ahead, near, ct};
 	uint64_t want_free = 0;

@@ -409,11 +409,14 @@ struct cachetier {
 	uint64_t readahead_fills, evictions, evicted_bytes;
 	uint64_t unfit_bytes;	    /* prefetch fills skipped: no room without evicting */
 	uint64_t decoded_evictions; /* decoded copies evicted */
-	uint64_t peer_units;	    /* units served that another process filled */
-	uint64_t weak_probes;	    /* anchors fetched again for weak ETags (cachetier_read.c) */
-	uint64_t weak_changed;	    /* objects found changed under a weak ETag */
-	uint64_t peer_waits;	    /* fills that waited for another process's fill */
-	uint64_t pf_withdrawn;	    /* prefetch fills stopped to free a connection for a reader */
+	/* CPU time (CLOCK_THREAD_CPUTIME_ID) of make_room and of map writes
+	 * (cachetier_stats; the eviction bench, tests/bench/evict_bench.c) */
+	atomic_ullong evict_cpu_ns, flush_cpu_ns;
+	uint64_t peer_units;   /* units served that another process filled */
+	uint64_t weak_probes;  /* anchors fetched again for weak ETags (cachetier_read.c) */
+	uint64_t weak_changed; /* objects found changed under a weak ETag */
+	uint64_t peer_waits;   /* fills that waited for another process's fill */
+	uint64_t pf_withdrawn; /* prefetch fills stopped to free a connection for a reader */
 	/* batch fills (cachetier_batch.c): requests on threads of their own
 	 * now (each wakes unit_cond when it ends), whether one was answered
 	 * (later calls return without waiting for theirs), totals (refused:
@@ -868,6 +871,8 @@ int64_t cachetier__plan_near(const struct cachetier *ct, const struct ct_file *f
  * between planned extents). ct->lock held. */
 void cachetier__plan_filled(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n);
 int64_t cachetier__now_ns(void);
+/* This thread's CPU time in ns (CLOCK_THREAD_CPUTIME_ID). */
+int64_t cachetier__cpu_ns(void);
 
 /* A temp file ".tmp.PID.N" (disk_tmp_open's name for a name without a
  * directory part) in dirfd of a process that no longer runs: unlinked.

@@ -234,7 +234,17 @@ void cachetier__map_dirty(struct cachetier *ct, struct ct_file *f, uint32_t u, i
  * only once it is due (cachetier__flush_due), but every valid unit once
  * the tier stops. Takes f->maplock, ct->lock, then LK_MAP; call with
  * none held. */
+static void file_flush(struct cachetier *ct, struct ct_file *f);
+
 void cachetier__file_flush(struct cachetier *ct, struct ct_file *f)
+{
+	int64_t t0 = cachetier__cpu_ns();
+
+	file_flush(ct, f);
+	atomic_fetch_add(&ct->flush_cpu_ns, (unsigned long long)(cachetier__cpu_ns() - t0));
+}
+
+static void file_flush(struct cachetier *ct, struct ct_file *f)
 {
 	char name[24];
 	unsigned char *buf = NULL;

@@ -30,17 +30,18 @@ trap 'rm -rf "$tmp"' EXIT
 
 # bench_cc SRC BUILD OUT: the bench linked against the cache tier of tree SRC built in BUILD
 bench_cc() {
-	local src=$1 b=$2 out=$3 def= fetch=
+	local src=$1 b=$2 out=$3 def= fetch= stats=
 	if grep -q durable_delay_s "$src/cachetier/cachetier.h"; then
 		def=$(sed -n 's/.*"durable-delay", 0, FS_OPT_SECONDS, CFG(ct.durable_delay_s), 0, "\([0-9.]*\)".*/\1/p' \
 			"$src/fs/core/fs_opt.c")
 		[ -n "$def" ] || { echo "evict_bench.sh: no --durable-delay default in $src/fs/core/fs_opt.c" >&2; exit 1; }
 		def="-DEB_DURABLE_DELAY_S=$def"
 	fi
+	grep -q evict_cpu_ns "$src/cachetier/cachetier.h" && stats=-DEB_CPU_STATS
 	# the cache tier's rules of the fetch scheduler (fetch/), where the tree has them
 	[ -f "$b/fetch/libfetch.a" ] && fetch="-I$src/fetch $b/fetch/libfetch.a"
 	# shellcheck disable=SC2046,SC2086
-	cc -O2 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $def -I"$src" -I"$src/cachetier" -I"$src/backend" \
+	cc -O2 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $def $stats -I"$src" -I"$src/cachetier" -I"$src/backend" \
 		-I"$src/disk" tests/bench/evict_bench.c $fetch "$b/cachetier/libcachetier.a" \
 		"$b/backend/libbackend.a" "$b/disk/libdisk.a" \
 		$(pkg-config --libs libcurl libuv libcrypto zlib libzstd) -pthread -o "$out"
@@ -64,7 +65,10 @@ for r in $(seq 1 "$runs"); do
 		bin=$tmp/evict_bench
 		[ "$side" = base ] && bin=$tmp/evict_bench_base
 		echo "--- run $r: $side" >&2
-		"$bin" "$tmp" "$gb" 1 | awk -v side="$side" '/^E[12] evict:/ { print side, $1, $(NF - 3) }' >>"$tmp/rows"
+		"$bin" "$tmp" "$gb" 1 | awk -v side="$side" '
+			/^E[12] evict:/ { print side, $1, $(NF - 3) }
+			/^E[12] own:/ { print side, $1 "room", $(NF - 5); print side, $1 "maps", $(NF - 4) }
+		' >>"$tmp/rows"
 	done
 done
 python3 - "$tmp/rows" "$label" <<'PY'
@@ -75,8 +79,10 @@ for line in open(sys.argv[1]):
     rows.setdefault((side, row), []).append(float(v))
 print('%-40s %12s %12s %8s' % ('CPU-s per GiB evicted (median)', 'before ' + sys.argv[2],
                                 'after', 'ratio'))
-names = {'E1': 'E1: 8 objects in order, cache 1/4', 'E2': 'E2: 100 KB shuffled, cache 1/4'}
-for row in ('E1', 'E2'):
+names = {'E1': 'E1: 8 objects in order, cache 1/4', 'E2': 'E2: 100 KB shuffled, cache 1/4',
+         'E1room': 'E1 making room (own CPU)', 'E2room': 'E2 making room (own CPU)',
+         'E1maps': 'E1 writing maps (own CPU)', 'E2maps': 'E2 writing maps (own CPU)'}
+for row in ('E1', 'E2', 'E1room', 'E1maps', 'E2room', 'E2maps'):
     b = statistics.median(rows.get(('base', row), [float('nan')]))
     a = statistics.median(rows.get(('this', row), [float('nan')]))
     print('%-40s %12.3f %12.3f %8s  (target <= 0.1; runs: before %s, after %s)' % (
