@@ -7,13 +7,15 @@
 # from the option table where the tree has it.
 #
 # --base REV: the same bench built against the cache tier of commit REV too (from `git archive
-# REV`, libraries only, in the temp dir), the two run alternately in this invocation (REV first
+# REV`, libraries only, in the temp dir; this tree's too, both release builds), the two run alternately in this invocation (REV first
 # in odd runs, this tree first in even ones), and one table with both and their ratio.
+# --base-src DIR: the same with the source tree in DIR as the base (e.g. REV with a patch).
 #
-#   bash tests/bench/evict_bench.sh [--build DIR] [--gb 1] [--runs 3] [--dir /var/tmp] [--base REV]
+#   bash tests/bench/evict_bench.sh [--build DIR] [--gb 1] [--runs 3] [--dir /var/tmp]
+#        [--base REV | --base-src DIR]
 set -eu
 cd "$(dirname "$0")/../.."
-build=build gb=1 runs=3 dir=/var/tmp base=
+build=build gb=1 runs=3 dir=/var/tmp base= base_src=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) build=$2; shift 2 ;;
@@ -21,6 +23,7 @@ while [ $# -gt 0 ]; do
 	--runs) runs=$2; shift 2 ;;
 	--dir) dir=$2; shift 2 ;;
 	--base) base=$2; shift 2 ;;
+	--base-src) base_src=$(cd "$2" && pwd); shift 2 ;;
 	*) echo "usage: $0 [--build DIR] [--gb N] [--runs N] [--dir DIR] [--base REV]" >&2; exit 2 ;;
 	esac
 done
@@ -48,17 +51,28 @@ bench_cc() {
 }
 
 bench_cc . "$build" "$tmp/evict_bench"
-if [ -z "$base" ]; then
+if [ -z "$base$base_src" ]; then
 	"$tmp/evict_bench" "$tmp" "$gb" "$runs"
 	exit 0
 fi
-git rev-parse --verify -q "$base^{commit}" >/dev/null || { echo "evict_bench.sh: $base is not a commit" >&2; exit 2; }
-mkdir "$tmp/base-src"
-git archive "$base" | tar -x -C "$tmp/base-src"
-meson setup "$tmp/base-build" "$tmp/base-src" --buildtype=release >/dev/null
-meson compile -C "$tmp/base-build" -j 2 fetch cachetier backend disk >/dev/null
-bench_cc "$tmp/base-src" "$tmp/base-build" "$tmp/evict_bench_base"
-label=$(git rev-parse --short "$base")
+if [ -n "$base" ]; then
+	git rev-parse --verify -q "$base^{commit}" >/dev/null || { echo "evict_bench.sh: $base is not a commit" >&2; exit 2; }
+	base_src=$tmp/base-src
+	mkdir "$base_src"
+	git archive "$base" | tar -x -C "$base_src"
+	label=$(git rev-parse --short "$base")
+else
+	label=$(basename "$base_src")
+fi
+# both sides' libraries built alike (release), whatever --build's type is
+for side in base this; do
+	src=$base_src
+	[ "$side" = this ] && src=$PWD
+	meson setup "$tmp/$side-build" "$src" --buildtype=release >/dev/null
+	meson compile -C "$tmp/$side-build" -j 2 fetch cachetier backend disk >/dev/null
+done
+bench_cc "$base_src" "$tmp/base-build" "$tmp/evict_bench_base"
+bench_cc . "$tmp/this-build" "$tmp/evict_bench"
 for r in $(seq 1 "$runs"); do
 	if [ $((r % 2)) = 1 ]; then order="base this"; else order="this base"; fi
 	for side in $order; do
