@@ -176,9 +176,9 @@ void backend_log_failure(struct backend *be, const char *key, int err, const cha
 		return; /* a shutdown; an outage, which the breaker logs once */
 	snprintf(cause, sizeof(cause), "%d %ld %.63s", err, f ? f->status : 0L, f ? f->code : "");
 	h = disk_fnv64(key, strlen(key)) ^ (disk_fnv64(cause, strlen(cause)) * 31);
-	pthread_mutex_lock(&be->error_lock);
+	disk_mutex_lock(&be->error_lock);
 	seen = logged_before(be, h);
-	pthread_mutex_unlock(&be->error_lock);
+	disk_mutex_unlock(&be->error_lock);
 	if (seen)
 		return;
 	backend__log(&be->log, BACKEND_LOG_ERROR,
@@ -217,7 +217,7 @@ static struct backend *backend_new(const struct backend_config *cfg)
 	struct backend *be = calloc(1, sizeof(*be));
 
 	if (be) {
-		pthread_mutex_init(&be->error_lock, NULL);
+		disk_mutex_init(&be->error_lock, DISK_LOCK_BE_ERROR);
 		be->id = atomic_fetch_add(&next_id, 1);
 		be->log.fn = cfg->log;
 		be->log.arg = cfg->log_arg;
@@ -227,7 +227,7 @@ static struct backend *backend_new(const struct backend_config *cfg)
 
 static void backend_free(struct backend *be)
 {
-	pthread_mutex_destroy(&be->error_lock);
+	disk_mutex_destroy(&be->error_lock);
 	free(be->logged);
 	free(be->desc);
 	free(be);

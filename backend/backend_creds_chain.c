@@ -134,7 +134,7 @@ static void *src_thread(void *arg)
 	unsigned backoff = 1;
 	char why[512], when[32];
 
-	pthread_mutex_lock(&s->lock);
+	disk_mutex_lock(&s->lock);
 	while (!s->stop) {
 		int64_t now = (int64_t)time(NULL);
 		struct backend_creds fresh, old;
@@ -144,13 +144,13 @@ static void *src_thread(void *arg)
 		if (now < s->refresh_at) {
 			struct timespec ts = {(time_t)s->refresh_at, 0};
 
-			pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+			disk_cond_timedwait(&s->cond, &s->lock, &ts);
 			continue;
 		}
 		cur_exp = s->expires;
-		pthread_mutex_unlock(&s->lock);
+		disk_mutex_unlock(&s->lock);
 		err = src_fetch(s, &fresh, &exp, why, sizeof(why));
-		pthread_mutex_lock(&s->lock);
+		disk_mutex_lock(&s->lock);
 		if (s->stop) {
 			if (err == 0)
 				backend__creds_clear(&fresh);
@@ -163,18 +163,18 @@ static void *src_thread(void *arg)
 			s->expires = exp;
 			s->refresh_at = exp ? refresh_plan(now, exp) : INT64_MAX;
 			backoff = 1;
-			pthread_mutex_unlock(&s->lock);
+			disk_mutex_unlock(&s->lock);
 			/* after the swap: no signer holds the old buffers now */
 			backend__creds_clear(&old);
 			utc_text(exp, when, sizeof(when));
 			src_log(s, BACKEND_LOG_INFO,
 				"credentials from %s refreshed; they expire at %s", s->name,
 				exp ? when : "never");
-			pthread_mutex_lock(&s->lock);
+			disk_mutex_lock(&s->lock);
 			continue;
 		}
 		s->refresh_at = now + backoff;
-		pthread_mutex_unlock(&s->lock);
+		disk_mutex_unlock(&s->lock);
 		utc_text(cur_exp, when, sizeof(when));
 		src_log(s, BACKEND_LOG_WARN,
 			"refreshing credentials from %s failed (%s); retrying in %u s; the current "
@@ -182,9 +182,9 @@ static void *src_thread(void *arg)
 			s->name, why[0] ? why : strerror(-err), backoff,
 			now >= cur_exp ? "expired at" : "expire at", when);
 		backoff = backoff * 2 > CREDS_BACKOFF_MAX ? CREDS_BACKOFF_MAX : backoff * 2;
-		pthread_mutex_lock(&s->lock);
+		disk_mutex_lock(&s->lock);
 	}
-	pthread_mutex_unlock(&s->lock);
+	disk_mutex_unlock(&s->lock);
 	backend__creds_regs_clear();
 	return NULL;
 }
@@ -199,7 +199,7 @@ static struct backend_credsrc *src_new(enum src_kind kind, const char *label, co
 
 	if (!s)
 		return NULL;
-	pthread_mutex_init(&s->lock, NULL);
+	disk_mutex_init(&s->lock, DISK_LOCK_BE_CREDS);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_REALTIME);
 	pthread_cond_init(&s->cond, &ca);
@@ -233,7 +233,7 @@ void backend__credsrc_close(struct backend_credsrc *s)
 	if (!s)
 		return;
 	if (s->thread_started) {
-		pthread_mutex_lock(&s->lock);
+		disk_mutex_lock(&s->lock);
 		s->stop = 1;
 		pthread_cond_signal(&s->cond);
 		/* a refresh waiting for its credential_process ends now, not
@@ -241,7 +241,7 @@ void backend__credsrc_close(struct backend_credsrc *s)
 		 * group is still the helper's) */
 		if (s->running > 0)
 			kill(-s->running, SIGKILL);
-		pthread_mutex_unlock(&s->lock);
+		disk_mutex_unlock(&s->lock);
 		pthread_join(s->thread, NULL);
 	}
 	backend__creds_clear(&s->cur);
@@ -252,7 +252,7 @@ void backend__credsrc_close(struct backend_credsrc *s)
 	free(s->process);
 	free(s->ca_file);
 	pthread_cond_destroy(&s->cond);
-	pthread_mutex_destroy(&s->lock);
+	disk_mutex_destroy(&s->lock);
 	free(s);
 }
 
@@ -260,12 +260,12 @@ int backend__credsrc_use(struct backend_credsrc *s, backend__creds_use_cb fn, vo
 {
 	int err;
 
-	pthread_mutex_lock(&s->lock);
+	disk_mutex_lock(&s->lock);
 	if (s->expires && (int64_t)time(NULL) >= s->expires)
 		err = -EACCES; /* expired, and no refresh has worked since */
 	else
 		err = fn(arg, &s->cur);
-	pthread_mutex_unlock(&s->lock);
+	disk_mutex_unlock(&s->lock);
 	return err;
 }
 
@@ -273,9 +273,9 @@ int backend__credsrc_bearer(struct backend_credsrc *s)
 {
 	int bearer;
 
-	pthread_mutex_lock(&s->lock);
+	disk_mutex_lock(&s->lock);
 	bearer = s->cur.bearer != NULL;
-	pthread_mutex_unlock(&s->lock);
+	disk_mutex_unlock(&s->lock);
 	return bearer;
 }
 

@@ -33,7 +33,7 @@
 enum src_kind { SRC_STATIC, SRC_WEBID, SRC_PROCESS, SRC_CONTAINER, SRC_IMDS, SRC_GCE };
 
 struct backend_credsrc {
-	pthread_mutex_t lock; /* protects cur, expires, refresh_at, stop; leaf lock */
+	struct disk_mutex lock; /* DISK_LOCK_BE_CREDS: cur, expires, refresh_at, stop */
 	pthread_cond_t cond;
 	struct backend_creds cur;
 	int64_t expires;    /* epoch seconds; 0: never */

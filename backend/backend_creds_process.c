@@ -176,9 +176,9 @@ int backend__creds_fetch_process(struct backend_credsrc *s, struct backend_creds
 	}
 	setpgid(pid, pid); /* as the child does: whichever runs first */
 	helper_add(pid);
-	pthread_mutex_lock(&s->lock);
+	disk_mutex_lock(&s->lock);
 	s->running = pid;
-	pthread_mutex_unlock(&s->lock);
+	disk_mutex_unlock(&s->lock);
 	close(pfd[1]);
 	fcntl(pfd[0], F_SETFL, O_NONBLOCK);
 	for (;;) {
@@ -220,9 +220,9 @@ int backend__creds_fetch_process(struct backend_credsrc *s, struct backend_creds
 	}
 	if (err < 0)
 		kill(-pid, SIGKILL); /* the whole group: what it started too */
-	pthread_mutex_lock(&s->lock);
+	disk_mutex_lock(&s->lock);
 	s->running = 0;
-	pthread_mutex_unlock(&s->lock);
+	disk_mutex_unlock(&s->lock);
 	helper_del(pid);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;

@@ -119,7 +119,7 @@ static struct env_secret {
     {"GOOGLE_OAUTH_ACCESS_TOKEN", NULL},
     {"AWS_CONTAINER_AUTHORIZATION_TOKEN", NULL},
 };
-static pthread_mutex_t env_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct disk_mutex env_lock = DISK_MUTEX_INITIALIZER(DISK_LOCK_BE_ENV);
 
 #define ENV_SECRETS (sizeof(env_secrets) / sizeof(env_secrets[0]))
 
@@ -150,14 +150,14 @@ int backend__creds_scrub_env(void)
 {
 	int err = 0;
 
-	pthread_mutex_lock(&env_lock);
+	disk_mutex_lock(&env_lock);
 	for (size_t i = 0; i < ENV_SECRETS; i++) {
 		int e = scrub_locked(&env_secrets[i]);
 
 		if (e < 0)
 			err = e;
 	}
-	pthread_mutex_unlock(&env_lock);
+	disk_mutex_unlock(&env_lock);
 	return err;
 }
 
@@ -168,7 +168,7 @@ int backend__creds_env_secret(const char *name, char **out)
 	int err = 0;
 
 	*out = NULL;
-	pthread_mutex_lock(&env_lock);
+	disk_mutex_lock(&env_lock);
 	for (size_t i = 0; i < ENV_SECRETS; i++) {
 		struct env_secret *e = &env_secrets[i];
 
@@ -180,7 +180,7 @@ int backend__creds_env_secret(const char *name, char **out)
 			err = -ENOMEM;
 		break;
 	}
-	pthread_mutex_unlock(&env_lock);
+	disk_mutex_unlock(&env_lock);
 	return err;
 }
 

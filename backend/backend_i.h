@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "backend.h"
+#include "disk_lock.h"
 
 struct backend_io;
 
@@ -51,13 +52,13 @@ struct backend_ops {
 
 struct backend {
 	const struct backend_ops *ops;
-	char *desc;		    /* for logs; never holds credentials */
-	int local;		    /* 1: objects are local files */
-	void *impl;		    /* the store's own state */
-	struct backend_io *io;	    /* remote stores: their I/O thread (cancel, stats); else NULL */
-	unsigned long id;	    /* names be in the threads' failure records */
-	pthread_mutex_t error_lock; /* protects logged, nlogged; leaf lock */
-	uint64_t *logged;	    /* failures logged: hashes of (key, cause) */
+	char *desc;	       /* for logs; never holds credentials */
+	int local;	       /* 1: objects are local files */
+	void *impl;	       /* the store's own state */
+	struct backend_io *io; /* remote stores: their I/O thread (cancel, stats); else NULL */
+	unsigned long id;      /* names be in the threads' failure records */
+	struct disk_mutex error_lock; /* DISK_LOCK_BE_ERROR: protects logged, nlogged */
+	uint64_t *logged;	      /* failures logged: hashes of (key, cause) */
 	size_t nlogged;
 	struct backend_logger log; /* from backend_config, set before the store opens */
 	/* listing pages requested (ListObjectsV2 pages, autoindex pages): any

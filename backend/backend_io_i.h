@@ -351,7 +351,7 @@ struct sock;
 #define IO_EASY_POOL	64 /* easy handles (and ended xfers) kept for reuse */
 struct backend_io {
 	pthread_t thread;
-	pthread_mutex_t lock;	    /* protects queue, closing; leaf lock */
+	struct disk_mutex lock;	    /* DISK_LOCK_BE_QUEUE: protects queue, closing */
 	struct backend_req *q_head; /* protected by lock */
 	struct backend_req *q_tail; /* protected by lock */
 	int closing;		    /* protected by lock */

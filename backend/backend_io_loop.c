@@ -349,12 +349,12 @@ static void on_async(uv_async_t *a)
 	struct backend_req *q;
 	int closing, cancelled;
 
-	pthread_mutex_lock(&io->lock);
+	disk_mutex_lock(&io->lock);
 	q = io->q_head;
 	io->q_head = io->q_tail = NULL;
 	closing = io->closing;
 	cancelled = io->cancelled;
-	pthread_mutex_unlock(&io->lock);
+	disk_mutex_unlock(&io->lock);
 	if (closing) {
 		shutdown_loop(io, q);
 		return;
@@ -431,8 +431,7 @@ int backend_io_open(struct backend_io **out, const struct backend_config *cfg)
 		io->rng = 1;
 	if (cfg->ca_file && !(io->ca_file = strdup(cfg->ca_file)))
 		goto fail_free;
-	if (pthread_mutex_init(&io->lock, NULL) != 0)
-		goto fail_free;
+	disk_mutex_init(&io->lock, DISK_LOCK_BE_QUEUE);
 	if (uv_loop_init(&io->loop) < 0)
 		goto fail_mutex;
 	io->multi = curl_multi_init();
@@ -469,7 +468,7 @@ int backend_io_open(struct backend_io **out, const struct backend_config *cfg)
 fail_loop:
 	uv_loop_close(&io->loop);
 fail_mutex:
-	pthread_mutex_destroy(&io->lock);
+	disk_mutex_destroy(&io->lock);
 fail_free:
 	free(io->ca_file);
 	free(io);
@@ -480,13 +479,13 @@ void backend_io_close(struct backend_io *io)
 {
 	if (!io)
 		return;
-	pthread_mutex_lock(&io->lock);
+	disk_mutex_lock(&io->lock);
 	io->closing = 1;
-	pthread_mutex_unlock(&io->lock);
+	disk_mutex_unlock(&io->lock);
 	uv_async_send(&io->async);
 	pthread_join(io->thread, NULL);
 	uv_loop_close(&io->loop);
-	pthread_mutex_destroy(&io->lock);
+	disk_mutex_destroy(&io->lock);
 	free(io->probe_url);
 	free(io->ca_file);
 	free(io->sockv);
@@ -497,9 +496,9 @@ void backend_io_cancel(struct backend_io *io)
 {
 	if (!io)
 		return;
-	pthread_mutex_lock(&io->lock);
+	disk_mutex_lock(&io->lock);
 	io->cancelled = 1;
-	pthread_mutex_unlock(&io->lock);
+	disk_mutex_unlock(&io->lock);
 	uv_async_send(&io->async);
 }
 
@@ -531,7 +530,7 @@ void backend_io_submit(struct backend_io *io, struct backend_req *r)
 	r->attempts = 0;
 	r->error[0] = '\0';
 	atomic_fetch_add(&io->n_requests, 1);
-	pthread_mutex_lock(&io->lock);
+	disk_mutex_lock(&io->lock);
 	closing = io->closing || io->cancelled;
 	if (!closing) {
 		if (io->q_tail)
@@ -540,7 +539,7 @@ void backend_io_submit(struct backend_io *io, struct backend_req *r)
 			io->q_head = r;
 		io->q_tail = r;
 	}
-	pthread_mutex_unlock(&io->lock);
+	disk_mutex_unlock(&io->lock);
 	if (closing) { /* cancelled, or racing with close: never queued */
 		atomic_fetch_add(&io->n_cancels, 1);
 		r->on_done(r->arg, r, -ECANCELED);

@@ -32,7 +32,7 @@
 #include "backend_io_i.h"
 
 struct waiter {
-	pthread_mutex_t m;
+	struct disk_mutex m; /* DISK_LOCK_BE_WAIT */
 	pthread_cond_t c;
 	int done; /* protected by m */
 	int err;  /* protected by m */
@@ -45,7 +45,7 @@ struct waiter {
 static void waiter_init(struct waiter *w)
 {
 	memset(w, 0, sizeof(*w));
-	pthread_mutex_init(&w->m, NULL);
+	disk_mutex_init(&w->m, DISK_LOCK_BE_WAIT);
 	pthread_cond_init(&w->c, NULL);
 }
 
@@ -54,11 +54,11 @@ static void waiter_done(void *arg, struct backend_req *r, int err)
 	struct waiter *w = arg;
 
 	(void)r;
-	pthread_mutex_lock(&w->m);
+	disk_mutex_lock(&w->m);
 	w->err = err;
 	w->done = 1;
 	pthread_cond_signal(&w->c);
-	pthread_mutex_unlock(&w->m);
+	disk_mutex_unlock(&w->m);
 }
 
 /* Wait until w is done, then free its lock and condition: its error. */
@@ -66,13 +66,13 @@ static int waiter_wait(struct waiter *w)
 {
 	int err;
 
-	pthread_mutex_lock(&w->m);
+	disk_mutex_lock(&w->m);
 	while (!w->done)
-		pthread_cond_wait(&w->c, &w->m);
+		disk_cond_wait(&w->c, &w->m);
 	err = w->err;
-	pthread_mutex_unlock(&w->m);
+	disk_mutex_unlock(&w->m);
 	pthread_cond_destroy(&w->c);
-	pthread_mutex_destroy(&w->m);
+	disk_mutex_destroy(&w->m);
 	return err;
 }
 
@@ -354,7 +354,7 @@ struct many_job {
 };
 
 struct many {
-	pthread_mutex_t lock;
+	struct disk_mutex lock; /* DISK_LOCK_BE_WAIT */
 	pthread_cond_t cond;
 	struct many_job *done; /* protected by lock */
 };
@@ -365,12 +365,12 @@ static void many_done(void *arg, struct backend_req *r, int err)
 	struct many *m = j->m;
 
 	(void)r;
-	pthread_mutex_lock(&m->lock);
+	disk_mutex_lock(&m->lock);
 	j->err = err;
 	j->next = m->done;
 	m->done = j;
 	pthread_cond_signal(&m->cond);
-	pthread_mutex_unlock(&m->lock);
+	disk_mutex_unlock(&m->lock);
 }
 
 int backend_io_run_many(struct backend_io *io, size_t n, unsigned window,
@@ -398,7 +398,7 @@ int backend_io_run_many(struct backend_io *io, size_t n, unsigned window,
 		jobs[s].next = free_jobs;
 		free_jobs = &jobs[s];
 	}
-	pthread_mutex_init(&m.lock, NULL);
+	disk_mutex_init(&m.lock, DISK_LOCK_BE_WAIT);
 	pthread_cond_init(&m.cond, NULL);
 	m.done = NULL;
 	for (;;) {
@@ -420,12 +420,12 @@ int backend_io_run_many(struct backend_io *io, size_t n, unsigned window,
 		}
 		if (inflight == 0)
 			break;
-		pthread_mutex_lock(&m.lock);
+		disk_mutex_lock(&m.lock);
 		while (!m.done)
-			pthread_cond_wait(&m.cond, &m.lock);
+			disk_cond_wait(&m.cond, &m.lock);
 		j = m.done;
 		m.done = j->next;
-		pthread_mutex_unlock(&m.lock);
+		disk_mutex_unlock(&m.lock);
 		inflight--;
 		{
 			int err = done(arg, j->idx, j->slot, &j->req, j->err);
@@ -437,7 +437,7 @@ int backend_io_run_many(struct backend_io *io, size_t n, unsigned window,
 		free_jobs = j;
 	}
 	pthread_cond_destroy(&m.cond);
-	pthread_mutex_destroy(&m.lock);
+	disk_mutex_destroy(&m.lock);
 	free(jobs);
 	return ret;
 }

@@ -38,7 +38,7 @@ struct local {
 	/* roots replaced by a listing: other threads may still be in an
 	 * openat() on one, so they are closed at backend close only (one per
 	 * switch of the source path, not per listing) */
-	pthread_mutex_t lock; /* serialises local_resolve; protects old */
+	struct disk_mutex lock; /* DISK_LOCK_BE_LOCAL: serialises local_resolve; protects old */
 	int *old;
 	size_t nold;
 };
@@ -58,7 +58,7 @@ static int local_resolve(struct local *l)
 
 	if (fd < 0)
 		return -errno;
-	pthread_mutex_lock(&l->lock);
+	disk_mutex_lock(&l->lock);
 	if (fstat(fd, &now) < 0 || fstat(local_root(l), &cur) < 0) {
 		err = -errno;
 	} else if (now.st_dev != cur.st_dev || now.st_ino != cur.st_ino) {
@@ -73,7 +73,7 @@ static int local_resolve(struct local *l)
 			fd = -1;
 		}
 	}
-	pthread_mutex_unlock(&l->lock);
+	disk_mutex_unlock(&l->lock);
 	if (fd >= 0)
 		close(fd);
 	return err;
@@ -223,7 +223,7 @@ static void local_close(struct backend *be)
 			close(l->old[i]);
 		free(l->old);
 		free(l->path);
-		pthread_mutex_destroy(&l->lock);
+		disk_mutex_destroy(&l->lock);
 		free(l);
 	}
 }
@@ -276,7 +276,7 @@ int backend__local_open(struct backend *be, const char *root)
 		return -ENOMEM;
 	}
 	atomic_init(&l->rootfd, fd);
-	pthread_mutex_init(&l->lock, NULL);
+	disk_mutex_init(&l->lock, DISK_LOCK_BE_LOCAL);
 	be->ops = &local_ops;
 	be->impl = l;
 	be->local = 1;

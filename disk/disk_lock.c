@@ -15,6 +15,7 @@
 static __thread struct held {
 	const void *lock;
 	int rank;
+	int read; /* an rwlock held shared */
 } held[HELD_MAX];
 static __thread unsigned nheld;
 
@@ -26,53 +27,80 @@ static void order_fail(const char *what, int rank, int other)
 	abort();
 }
 
-/* Before taking lock of rank: every held lock ranks lower. Held ranks
- * rise along the stack (each was checked so), so the top says it. */
-static void held_check(const void *lock, int rank)
+/* The held entry of lock, the latest; NULL: not held. */
+static struct held *held_find(const void *lock)
 {
-	if (nheld > 0 && held[nheld - 1].rank >= rank)
-		order_fail(held[nheld - 1].lock == lock ? "a lock taken again"
-							: "a lock taken against the order",
-			   rank, held[nheld - 1].rank);
+	for (unsigned i = nheld; i-- > 0;)
+		if (held[i].lock == lock)
+			return &held[i];
+	return NULL;
+}
+
+/* The highest rank held (0: none). */
+static int held_max(void)
+{
+	int max = 0;
+
+	for (unsigned i = 0; i < nheld; i++)
+		if (held[i].rank > max)
+			max = held[i].rank;
+	return max;
+}
+
+static void held_room(void)
+{
 	if (nheld == HELD_MAX) {
 		fprintf(stderr, "lock order: more than %d ranked locks held\n", HELD_MAX);
 		abort();
 	}
 }
 
-static void held_push(const void *lock, int rank)
+/* Before taking lock of rank: every held lock ranks lower. */
+static void held_check(const void *lock, int rank)
+{
+	int max = held_max();
+
+	if (max >= rank)
+		order_fail(held_find(lock) ? "a lock taken again"
+					   : "a lock taken against the order",
+			   rank, max);
+	held_room();
+}
+
+static void held_push(const void *lock, int rank, int read)
 {
 	held[nheld].lock = lock;
 	held[nheld].rank = rank;
+	held[nheld].read = read;
 	nheld++;
 }
 
-/* Locks go in any order: drop lock's entry. */
+/* Locks go in any order: drop lock's latest entry. */
 static void held_drop(const void *lock, int rank)
 {
-	for (unsigned i = nheld; i-- > 0;) {
-		if (held[i].lock == lock) {
-			for (unsigned k = i; k + 1 < nheld; k++)
-				held[k] = held[k + 1];
-			nheld--;
-			return;
-		}
-	}
-	order_fail("a lock released that this thread does not hold", rank,
-		   nheld ? held[nheld - 1].rank : 0);
+	struct held *h = held_find(lock);
+
+	if (!h)
+		order_fail("a lock released that this thread does not hold", rank, held_max());
+	for (; h + 1 < held + nheld; h++)
+		h[0] = h[1];
+	nheld--;
 }
 
+/* A wait on l releases it and takes it again: l must be held, and no lock
+ * held of a higher rank (it would be held across the wait and l taken
+ * again under it). */
 static void wait_check(const struct disk_mutex *l)
 {
-	if (nheld == 0 || held[nheld - 1].lock != l)
+	if (!held_find(l) || held_max() > l->rank)
 		order_fail("a condition wait on a lock that is not the innermost held", l->rank,
-			   nheld ? held[nheld - 1].rank : 0);
+			   held_max());
 }
 #else
-#define held_check(lock, rank) ((void)0)
-#define held_push(lock, rank)  ((void)0)
-#define held_drop(lock, rank)  ((void)0)
-#define wait_check(l)	       ((void)0)
+#define held_check(lock, rank)	    ((void)0)
+#define held_push(lock, rank, read) ((void)0)
+#define held_drop(lock, rank)	    ((void)0)
+#define wait_check(l)		    ((void)0)
 #endif
 
 void disk_mutex_init(struct disk_mutex *l, enum disk_lock_rank rank)
@@ -90,7 +118,7 @@ void disk_mutex_lock(struct disk_mutex *l)
 {
 	held_check(l, l->rank);
 	pthread_mutex_lock(&l->m);
-	held_push(l, l->rank);
+	held_push(l, l->rank, 0);
 }
 
 void disk_mutex_unlock(struct disk_mutex *l)
@@ -116,7 +144,14 @@ int disk_cond_timedwait(pthread_cond_t *c, struct disk_mutex *l, const struct ti
 
 void disk_rwlock_init(struct disk_rwlock *l, enum disk_lock_rank rank)
 {
-	pthread_rwlock_init(&l->l, NULL);
+	pthread_rwlockattr_t ra;
+
+	/* a reader never waits behind a waiting writer: a read lock taken
+	 * again by its holder cannot block (disk_rwlock_rdlock) */
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_READER_NP);
+	pthread_rwlock_init(&l->l, &ra);
+	pthread_rwlockattr_destroy(&ra);
 	l->rank = (int)rank;
 }
 
@@ -127,16 +162,25 @@ void disk_rwlock_destroy(struct disk_rwlock *l)
 
 void disk_rwlock_rdlock(struct disk_rwlock *l)
 {
-	held_check(l, l->rank);
+#ifndef NDEBUG
+	const struct held *h = held_find(l);
+
+	/* held shared already: no writer holds it and readers are preferred,
+	 * so this cannot block, whatever else is held */
+	if (h && h->read)
+		held_room();
+	else
+		held_check(l, l->rank);
+#endif
 	pthread_rwlock_rdlock(&l->l);
-	held_push(l, l->rank);
+	held_push(l, l->rank, 1);
 }
 
 void disk_rwlock_wrlock(struct disk_rwlock *l)
 {
 	held_check(l, l->rank);
 	pthread_rwlock_wrlock(&l->l);
-	held_push(l, l->rank);
+	held_push(l, l->rank, 0);
 }
 
 void disk_rwlock_unlock(struct disk_rwlock *l)

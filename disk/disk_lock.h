@@ -4,7 +4,8 @@
  *
  * Each ranked mutex or rwlock has a rank from enum disk_lock_rank; a thread
  * may take a ranked lock only while every ranked lock it holds has a lower
- * rank (outer locks first; two locks of one rank are never held together).
+ * rank (outer locks first; two locks of one rank are never held together;
+ * the one exception: a read lock again, below).
  * Built with assertions (no NDEBUG: the default and every test build), each
  * thread keeps the locks it holds and an acquisition out of order aborts
  * with both ranks named, as does releasing a lock the thread does not hold
@@ -27,24 +28,39 @@ enum disk_lock_rank {
 	DISK_LOCK_IMAGEFOLDER = 30,  /* fs/core: the imagefolder view's lock */
 	DISK_LOCK_PLAN_USE = 40,     /* fs/core: struct fs_plans' use_lock */
 	DISK_LOCK_SHARD = 50,	     /* fs/core: a shard's lock (its loading) */
+	DISK_LOCK_NS = 52,	     /* fs/core: the namespace's ns_lock (rwlock) */
 	DISK_LOCK_OBJ = 55,	     /* fs/core: an object's lock (raw, learning its info) */
+	DISK_LOCK_PLANS = 57,	     /* fs/core: struct fs_plans' lock (rwlock: the plans) */
 	DISK_LOCK_CT_MAP = 60,	     /* cachetier: a cached object's maplock */
 	DISK_LOCK_CT = 62,	     /* cachetier: ct->lock */
 	DISK_LOCK_CT_FD = 64,	     /* cachetier: ct->fd_lock (local objects' fds) */
 	DISK_LOCK_CT_WATCH = 66,     /* cachetier: the inotify watch's lock (a leaf) */
 	DISK_LOCK_CT_BPOOL = 68,     /* cachetier: the pool of fill buffers (a leaf) */
+	DISK_LOCK_BE_CREDS = 70,     /* backend: a credentials source's lock */
+	DISK_LOCK_BE_ENV = 72,	     /* backend: the secret variables' copies (a leaf) */
+	DISK_LOCK_BE_LOCAL = 74,     /* backend: the local store's resolve lock (a leaf) */
+	DISK_LOCK_BE_ERROR = 76,     /* backend: the failures logged (a leaf) */
+	DISK_LOCK_BE_QUEUE = 78,     /* backend: the I/O loop's request queue (a leaf) */
+	DISK_LOCK_BE_WAIT = 80,	     /* backend: a waiter's lock (one request or a batch; a leaf) */
 	DISK_LOCK_FETCH_STREAM = 90, /* fetch/: a stripe of the stream table (a leaf) */
 	DISK_LOCK_FETCH_LINK = 91,   /* fetch/: the link meter (a leaf; under the store's lock) */
 	DISK_LOCK_CTL = 92,	     /* fs/core: the control files' lock (a leaf) */
 	DISK_LOCK_IF_BUILD = 93,     /* fs/core: an imagefolder build's items (a leaf) */
 	DISK_LOCK_NOTIFY = 94,	     /* fs/core: the notifier's queue (then a thread's) */
 	DISK_LOCK_THREAD = 96,	     /* fs/core: a struct fs_thread's stop and wake (a leaf) */
+	DISK_LOCK_FUSE_STOP = 98,    /* fs/fuse: the stop thread's lock (a leaf) */
 };
 
 struct disk_mutex {
 	pthread_mutex_t m;
 	int rank;
 };
+
+/* A static mutex of rank r (for the one process-wide lock that has one). */
+#define DISK_MUTEX_INITIALIZER(r)                                                                  \
+	{                                                                                          \
+		PTHREAD_MUTEX_INITIALIZER, (r)                                                     \
+	}
 
 struct disk_rwlock {
 	pthread_rwlock_t l;
@@ -60,8 +76,8 @@ void disk_mutex_lock(struct disk_mutex *l);
 void disk_mutex_unlock(struct disk_mutex *l);
 
 /* Wait on c, releasing l, as pthread_cond_(timed)wait. l must be held and
- * be the last lock the thread took of those it holds (a lock held under it
- * would be held across the wait, and l retaken under it: aborts otherwise).
+ * rank highest of the locks the thread holds (a lock of a higher rank would
+ * be held across the wait, and l taken again under it: aborts otherwise).
  * The thread's held locks are the same on return. abstime is on c's clock;
  * returns pthread_cond_timedwait's result (0 or ETIMEDOUT). */
 void disk_cond_wait(pthread_cond_t *c, struct disk_mutex *l);
@@ -69,9 +85,9 @@ int disk_cond_timedwait(pthread_cond_t *c, struct disk_mutex *l, const struct ti
 
 void disk_rwlock_init(struct disk_rwlock *l, enum disk_lock_rank rank);
 void disk_rwlock_destroy(struct disk_rwlock *l);
-/* Shared or exclusive; both check the rank as disk_mutex_lock does (a
- * second read lock of one rwlock by one thread aborts too: with a writer
- * waiting between the two it could deadlock). */
+/* Shared or exclusive; both check the rank as disk_mutex_lock does, but
+ * for a read lock taken again by a thread that holds it shared (readers
+ * are preferred: that cannot block, whatever the thread holds). */
 void disk_rwlock_rdlock(struct disk_rwlock *l);
 void disk_rwlock_wrlock(struct disk_rwlock *l);
 void disk_rwlock_unlock(struct disk_rwlock *l);

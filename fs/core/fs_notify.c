@@ -131,7 +131,7 @@ void fs_notify_drain(struct fs *fs, double timeout_s)
 	until.tv_sec += (time_t)timeout_s;
 	disk_mutex_lock(&n->lock);
 	while (n->open && (n->head || n->busy)) {
-		if (pthread_cond_timedwait(&n->idle, &n->lock.m, &until) == ETIMEDOUT)
+		if (disk_cond_timedwait(&n->idle, &n->lock, &until) == ETIMEDOUT)
 			break;
 	}
 	disk_mutex_unlock(&n->lock);

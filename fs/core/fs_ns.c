@@ -68,19 +68,15 @@ int fs_ns_shard_suffix(const char *name, size_t *dirlen)
 int fs_ns_new(struct fs_ns **out)
 {
 	struct fs_ns *ns = calloc(1, sizeof(*ns));
-	pthread_rwlockattr_t ra;
 
 	*out = ns;
 	if (!ns)
 		return -ENOMEM;
 	disk_mutex_init(&ns->refresh_lock, DISK_LOCK_NS_REFRESH);
 	/* readers may take it twice (readdirplus asks attributes of
-	 * directories while listing one): a waiting writer must not block
-	 * them */
-	pthread_rwlockattr_init(&ra);
-	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_READER_NP);
-	pthread_rwlock_init(&ns->ns_lock, &ra);
-	pthread_rwlockattr_destroy(&ra);
+	 * directories while listing one): a ranked rwlock prefers readers, so a
+	 * waiting writer does not block them */
+	disk_rwlock_init(&ns->ns_lock, DISK_LOCK_NS);
 	return 0;
 }
 
@@ -88,19 +84,19 @@ void fs_ns_free(struct fs_ns *ns)
 {
 	if (!ns)
 		return;
-	pthread_rwlock_destroy(&ns->ns_lock);
+	disk_rwlock_destroy(&ns->ns_lock);
 	disk_mutex_destroy(&ns->refresh_lock);
 	free(ns);
 }
 
 void fs_ns_rdlock(struct fs *fs)
 {
-	pthread_rwlock_rdlock(&fs->ns->ns_lock);
+	disk_rwlock_rdlock(&fs->ns->ns_lock);
 }
 
 void fs_ns_unlock(struct fs *fs)
 {
-	pthread_rwlock_unlock(&fs->ns->ns_lock);
+	disk_rwlock_unlock(&fs->ns->ns_lock);
 }
 
 /* The kept listing of a brace pattern's mount: every live object whose

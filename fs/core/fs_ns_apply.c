@@ -193,12 +193,12 @@ static int ap_publish(struct apply *ap, uint32_t nobjs, uint32_t nshards,
 
 	atomic_store_explicit(&fs->nobjs, nobjs, memory_order_release);
 	atomic_store_explicit(&fs->nshards, nshards, memory_order_release);
-	pthread_rwlock_wrlock(&fs->ns->ns_lock);
+	disk_rwlock_wrlock(&fs->ns->ns_lock);
 	if (ap->nd > fs->ndirs) {
 		struct fs_dir *p = realloc(fs->dirs, ap->nd * sizeof(*p));
 
 		if (!p) {
-			pthread_rwlock_unlock(&fs->ns->ns_lock);
+			disk_rwlock_unlock(&fs->ns->ns_lock);
 			return -ENOMEM;
 		}
 		fs->dirs = p;
@@ -225,7 +225,7 @@ static int ap_publish(struct apply *ap, uint32_t nobjs, uint32_t nshards,
 		ap->d[k].ents = NULL;
 	}
 	atomic_store(&fs->ndirs, ap->nd);
-	pthread_rwlock_unlock(&fs->ns->ns_lock);
+	disk_rwlock_unlock(&fs->ns->ns_lock);
 	return 0;
 }
 

@@ -23,7 +23,7 @@ struct fs_ns {
 	 * they still been named (replaced ones: changed_since_refresh). Under
 	 * refresh_lock. */
 	uint32_t replaced_removed;
-	pthread_rwlock_t ns_lock;
+	struct disk_rwlock ns_lock; /* DISK_LOCK_NS */
 };
 
 /* One listing of the source (fs_ns_list.c). */

@@ -143,7 +143,7 @@ int fs_ns_replace(struct fs *fs, uint32_t obj)
 		atomic_store_explicit(&fs->nobjs, n + 1, memory_order_release);
 		atomic_store_explicit(&fs->nshards, ns + (err > 0 ? 1u : 0u), memory_order_release);
 	}
-	pthread_rwlock_wrlock(&fs->ns->ns_lock);
+	disk_rwlock_wrlock(&fs->ns->ns_lock);
 	{
 		struct fs_dir *d = &fs->dirs[o->dir];
 
@@ -177,7 +177,7 @@ int fs_ns_replace(struct fs *fs, uint32_t obj)
 				d->nsubdirs--;
 		}
 	}
-	pthread_rwlock_unlock(&fs->ns->ns_lock);
+	disk_rwlock_unlock(&fs->ns->ns_lock);
 	if (!no)
 		fs->ns->replaced_removed++; /* counted by the next refresh */
 	atomic_fetch_add(&fs->total_bytes, (no ? no->info.size : 0) - fs_obj_size(o));

@@ -33,7 +33,7 @@ int fs_plans_new(struct fs_plans **pl)
 	*pl = calloc(1, sizeof(**pl));
 	if (!*pl)
 		return -ENOMEM;
-	pthread_rwlock_init(&(*pl)->lock, NULL);
+	disk_rwlock_init(&(*pl)->lock, DISK_LOCK_PLANS);
 	disk_mutex_init(&(*pl)->use_lock, DISK_LOCK_PLAN_USE);
 	return 0;
 }
@@ -42,7 +42,7 @@ void fs_plans_free(struct fs_plans *pl)
 {
 	if (!pl)
 		return;
-	pthread_rwlock_destroy(&pl->lock);
+	disk_rwlock_destroy(&pl->lock);
 	disk_mutex_destroy(&pl->use_lock);
 	free(pl);
 }
@@ -461,7 +461,7 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	if (p->missing > PLAN_LOG_LINES)
 		snprintf(lines + ln, sizeof(lines) - ln, ", ...");
 	free(r);
-	pthread_rwlock_wrlock(&fs->plans->lock);
+	disk_rwlock_wrlock(&fs->plans->lock);
 	p->seq = ++plan_seq;
 	p->base = atomic_load(&fs->plans->clock);
 	for (int i = 0; i < FS_PLAN_MAX; i++) {
@@ -485,7 +485,7 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	if (!old)
 		atomic_fetch_add(&fs->plans->n, 1);
 	fs->c.plans_published++;
-	pthread_rwlock_unlock(&fs->plans->lock);
+	disk_rwlock_unlock(&fs->plans->lock);
 	fs_human_bytes(p->bytes, human, sizeof(human));
 	fs_log(FS_LOG_INFO, "plan '%s' (pid %ld) from '%s': %" PRIu32 " paths, %s%s%s", nm,
 	       (long)pid, file, p->n, human,
@@ -512,7 +512,7 @@ int fs_plan_clear(struct fs *fs, const char *name, pid_t pid)
 
 	if (err < 0)
 		return err;
-	pthread_rwlock_wrlock(&fs->plans->lock);
+	disk_rwlock_wrlock(&fs->plans->lock);
 	for (int i = 0; i < FS_PLAN_MAX; i++) {
 		if (fs->plans->v[i] && strcmp(fs->plans->v[i]->name, nm) == 0) {
 			old = fs->plans->v[i];
@@ -521,7 +521,7 @@ int fs_plan_clear(struct fs *fs, const char *name, pid_t pid)
 			break;
 		}
 	}
-	pthread_rwlock_unlock(&fs->plans->lock);
+	disk_rwlock_unlock(&fs->plans->lock);
 	if (!old)
 		return -ENOENT;
 	fs_log(FS_LOG_INFO, "plan '%s' cleared", nm);
@@ -560,7 +560,7 @@ int fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off, uint64_t size)
 		return 0;
 	if (k != FS_K_OBJ && k != FS_K_MEMBER)
 		return 0;
-	pthread_rwlock_rdlock(&fs->plans->lock);
+	disk_rwlock_rdlock(&fs->plans->lock);
 	for (int s = 0; s < FS_PLAN_MAX; s++) {
 		struct fs_plan *p = fs->plans->v[s];
 		uint32_t first = p ? plan_find(p, key) : PLAN_NONE;
@@ -586,7 +586,7 @@ int fs_plan_note_read(struct fs *fs, uint64_t ino, uint64_t off, uint64_t size)
 				plan_mark(fs, p, first, &marked);
 		}
 	}
-	pthread_rwlock_unlock(&fs->plans->lock);
+	disk_rwlock_unlock(&fs->plans->lock);
 	if (planned)
 		fs_plan__use_read(fs, &x, off, size);
 	return marked;
@@ -620,14 +620,14 @@ size_t fs_plan_list(struct fs *fs, struct fs_plan **out, size_t max)
 {
 	size_t n = 0;
 
-	pthread_rwlock_rdlock(&fs->plans->lock);
+	disk_rwlock_rdlock(&fs->plans->lock);
 	for (int i = 0; i < FS_PLAN_MAX && n < max; i++) {
 		if (fs->plans->v[i]) {
 			atomic_fetch_add(&fs->plans->v[i]->refs, 1);
 			out[n++] = fs->plans->v[i];
 		}
 	}
-	pthread_rwlock_unlock(&fs->plans->lock);
+	disk_rwlock_unlock(&fs->plans->lock);
 	return n;
 }
 
@@ -696,7 +696,7 @@ static void plans_drop_exited(struct fs *fs)
 	pid_t pids[FS_PLAN_MAX];
 	int n = 0;
 
-	pthread_rwlock_rdlock(&fs->plans->lock);
+	disk_rwlock_rdlock(&fs->plans->lock);
 	for (int i = 0; i < FS_PLAN_MAX; i++) {
 		const struct fs_plan *p = fs->plans->v[i];
 		char *end;
@@ -711,7 +711,7 @@ static void plans_drop_exited(struct fs *fs)
 		snprintf(gone[n], sizeof(gone[n]), "%s", p->name);
 		pids[n++] = (pid_t)who;
 	}
-	pthread_rwlock_unlock(&fs->plans->lock);
+	disk_rwlock_unlock(&fs->plans->lock);
 	for (int k = 0; k < n; k++)
 		if (fs_plan_clear(fs, gone[k], pids[k]) == 0)
 			fs_log(FS_LOG_INFO, "plan '%s' dropped: process %ld has ended", gone[k],
@@ -751,11 +751,11 @@ void fs_plan_free_all(struct fs *fs)
 {
 	if (!fs->plans)
 		return;
-	pthread_rwlock_wrlock(&fs->plans->lock);
+	disk_rwlock_wrlock(&fs->plans->lock);
 	for (int i = 0; i < FS_PLAN_MAX; i++) {
 		fs_plan_put(fs->plans->v[i]);
 		fs->plans->v[i] = NULL;
 	}
 	atomic_store(&fs->plans->n, 0);
-	pthread_rwlock_unlock(&fs->plans->lock);
+	disk_rwlock_unlock(&fs->plans->lock);
 }

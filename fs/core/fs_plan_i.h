@@ -19,7 +19,7 @@
 
 /* The published plans (fs_plan.h): fs->plans, from fs_open to fs_close. */
 struct fs_plans {
-	pthread_rwlock_t lock;		/* protects v[] */
+	struct disk_rwlock lock;	/* DISK_LOCK_PLANS: protects v[] */
 	struct fs_plan *v[FS_PLAN_MAX]; /* each holds a reference */
 	atomic_uint n;			/* plans published now (reads skip the lock at 0) */
 	void (*listener)(void *ctx);	/* fs_plan_set_listener: set before serving */

@@ -90,8 +90,8 @@ int fs_thread_wait(struct fs_thread *t, long timeout_ns)
 	disk_mutex_lock(&t->lock);
 	while (!t->wake && !t->stop) {
 		if (timeout_ns <= 0)
-			pthread_cond_wait(&t->cond, &t->lock.m);
-		else if (pthread_cond_timedwait(&t->cond, &t->lock.m, &ts) == ETIMEDOUT)
+			disk_cond_wait(&t->cond, &t->lock);
+		else if (disk_cond_timedwait(&t->cond, &t->lock, &ts) == ETIMEDOUT)
 			break;
 	}
 	t->wake = 0;

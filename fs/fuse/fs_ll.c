@@ -33,6 +33,7 @@
 
 #include "fs_ll.h"
 #include "fs_core_ops.h"
+#include "disk_lock.h"
 
 /* Largest read the kernel sends (FUSE_MAX_MAX_PAGES * 4 KiB is 1 MiB). */
 #define FS_MAX_READ (1u << 20)
@@ -627,7 +628,7 @@ struct ll_stop {
 	int pipe[2];	/* a byte per signal; 0 from fs_ll_run: stop waiting */
 	pthread_t main; /* runs fuse_session_loop_mt */
 	pthread_t thread;
-	pthread_mutex_t lock;
+	struct disk_mutex lock; /* DISK_LOCK_FUSE_STOP */
 	pthread_cond_t cond;
 	int loop_done; /* protected by lock: the loop returned, send no wake */
 	struct sigaction old[4];
@@ -685,7 +686,7 @@ static void *stop_main(void *arg)
 		fs_log(FS_LOG_INFO, "the session ended: requests in flight are cancelled");
 	fs_cancel(fs);
 	fuse_session_exit(st->se);
-	pthread_mutex_lock(&st->lock);
+	disk_mutex_lock(&st->lock);
 	while (!st->loop_done) {
 		struct timespec ts;
 
@@ -696,9 +697,9 @@ static void *stop_main(void *arg)
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000L;
 		}
-		pthread_cond_timedwait(&st->cond, &st->lock, &ts);
+		disk_cond_timedwait(&st->cond, &st->lock, &ts);
 	}
-	pthread_mutex_unlock(&st->lock);
+	disk_mutex_unlock(&st->lock);
 	return NULL;
 }
 
@@ -713,7 +714,7 @@ static void stop_release(struct ll_stop *st)
 	close(st->pipe[0]);
 	close(st->pipe[1]);
 	pthread_cond_destroy(&st->cond);
-	pthread_mutex_destroy(&st->lock);
+	disk_mutex_destroy(&st->lock);
 }
 
 /* Install the handlers and start the stop thread. Returns 0 or a negative
@@ -731,7 +732,7 @@ static int stop_start(struct ll_stop *st, struct fs *fs, struct fuse_session *se
 		return -errno;
 	/* the reader blocks in poll, not in read */
 	fcntl(st->pipe[0], F_SETFL, 0);
-	pthread_mutex_init(&st->lock, NULL);
+	disk_mutex_init(&st->lock, DISK_LOCK_FUSE_STOP);
 	pthread_cond_init(&st->cond, NULL);
 	stop_pipe_w = st->pipe[1];
 	memset(&sa, 0, sizeof(sa));
@@ -760,10 +761,10 @@ static void stop_finish(struct ll_stop *st)
 {
 	char zero = 0;
 
-	pthread_mutex_lock(&st->lock);
+	disk_mutex_lock(&st->lock);
 	st->loop_done = 1;
 	pthread_cond_broadcast(&st->cond);
-	pthread_mutex_unlock(&st->lock);
+	disk_mutex_unlock(&st->lock);
 	if (write(st->pipe[1], &zero, 1) < 0) {
 		/* full of signal bytes: the thread is stopping anyway */
 	}

@@ -20,7 +20,6 @@
 
 #include "check.h"
 #include "disk.h"
-#include "disk_lock.h"
 
 /* a check whose condition says it all */
 #define EXPECT(c) CHECK(c, "%s", "false")
@@ -280,40 +279,6 @@ static void test_crc32c_methods(void)
 	free(buf);
 }
 
-/* Ranked mutexes (disk_lock.h): in order, held ranks are counted and any
- * unlock order is fine; out of order, the taker aborts (a child process
- * does it: it must die of SIGABRT). Assertion builds only (every test
- * build). */
-static void test_lock_order(void)
-{
-#ifndef NDEBUG
-	struct disk_mutex outer, inner;
-	pid_t pid;
-	int status = 0;
-
-	disk_mutex_init(&outer, DISK_LOCK_PLAN_USE);
-	disk_mutex_init(&inner, DISK_LOCK_FETCH_STREAM);
-	disk_mutex_lock(&outer);
-	disk_mutex_lock(&inner);
-	CHECK(disk_locks_held() == 2, "in order: %u held", disk_locks_held());
-	disk_mutex_unlock(&outer); /* released out of order: allowed */
-	disk_mutex_unlock(&inner);
-	CHECK(disk_locks_held() == 0, "all released: %u held", disk_locks_held());
-	fflush(NULL);
-	pid = fork();
-	if (pid == 0) {
-		disk_mutex_lock(&inner);
-		disk_mutex_lock(&outer); /* against the order: aborts */
-		_exit(0);
-	}
-	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFSIGNALED(status) &&
-		  WTERMSIG(status) == SIGABRT,
-	      "a lock taken against the order aborts (status %d)", status);
-	disk_mutex_destroy(&outer);
-	disk_mutex_destroy(&inner);
-#endif
-}
-
 /* disk_pid_gone: this process and a live child are not gone; a zombie child, a reaped one
  * and no process (pid <= 0: none asked) as the contract says. */
 static void test_pid_gone(void)
@@ -345,7 +310,6 @@ static void test_pid_gone(void)
 
 int main(void)
 {
-	test_lock_order();
 	test_pid_gone();
 	test_fnv_le();
 	test_bsearch();

@@ -1,0 +1,236 @@
+/*
+ * test_disk_lock.c — ranked locks (disk/disk_lock.h): what the order check
+ * lets through and what it stops. Every forbidden step is taken in a forked
+ * child, which must die of SIGABRT with the message naming both ranks
+ * (exact text); every allowed step is taken in this process, with the
+ * count of held locks checked after each. Assertion builds only (every
+ * test build); under NDEBUG the test is skipped (exit 77).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "disk_lock.h"
+
+#ifndef NDEBUG
+/* Ranks from the daemon's table, outer first: a < b < c < d. */
+static struct disk_mutex a, b, c, d, b2;
+static struct disk_rwlock rw; /* between a and b */
+
+/* Run step in a child; it must die of SIGABRT having said want on stderr. */
+static void dies(const char *name, void (*step)(void), const char *want)
+{
+	char buf[512];
+	size_t len = 0;
+	int fds[2], status = 0;
+	pid_t pid;
+
+	fflush(NULL);
+	if (pipe(fds) != 0)
+		FAIL("%s", "pipe");
+	pid = fork();
+	if (pid == 0) {
+		close(fds[0]);
+		dup2(fds[1], STDERR_FILENO);
+		step();
+		_exit(0); /* the step was let through */
+	}
+	close(fds[1]);
+	for (ssize_t n;
+	     len < sizeof(buf) - 1 && (n = read(fds[0], buf + len, sizeof(buf) - 1 - len)) > 0;)
+		len += (size_t)n;
+	buf[len] = '\0';
+	close(fds[0]);
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFSIGNALED(status) &&
+		  WTERMSIG(status) == SIGABRT,
+	      "%s: aborts (status %d)", name, status);
+	CHECK(strstr(buf, want) != NULL, "%s: says \"%s\" (said \"%s\")", name, want, buf);
+}
+
+static void step_against(void)
+{
+	disk_mutex_lock(&c);
+	disk_mutex_lock(&a);
+}
+
+static void step_same_rank(void)
+{
+	disk_mutex_lock(&b);
+	disk_mutex_lock(&b2);
+}
+
+static void step_again(void)
+{
+	disk_mutex_lock(&b);
+	disk_mutex_lock(&b);
+}
+
+static void step_unlock_unheld(void)
+{
+	disk_mutex_lock(&a);
+	disk_mutex_unlock(&b);
+}
+
+static void step_rw_against(void)
+{
+	disk_mutex_lock(&b);
+	disk_rwlock_rdlock(&rw);
+}
+
+static void step_wr_against(void)
+{
+	disk_mutex_lock(&b);
+	disk_rwlock_wrlock(&rw);
+}
+
+static void step_rd_under_wr(void)
+{
+	disk_rwlock_wrlock(&rw);
+	disk_rwlock_rdlock(&rw); /* would deadlock */
+}
+
+static void step_wait_not_innermost(void)
+{
+	static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+	struct timespec past = {1, 0}; /* long past: would return at once */
+
+	disk_mutex_lock(&b);
+	disk_mutex_lock(&c);
+	disk_cond_timedwait(&cond, &b, &past); /* c held across it; b retaken under c */
+}
+
+static void step_wait_unheld(void)
+{
+	static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+	struct timespec past = {1, 0};
+
+	disk_mutex_lock(&a);
+	disk_cond_timedwait(&cond, &b, &past);
+}
+
+/* After a wait the stack is as before it: c is held still. */
+static void step_after_wait(void)
+{
+	static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+	struct timespec past = {1, 0};
+
+	disk_mutex_lock(&a);
+	disk_mutex_lock(&c);
+	(void)disk_cond_timedwait(&cond, &c, &past);
+	disk_mutex_lock(&b);
+}
+
+static void test_forbidden(void)
+{
+	dies("against the order", step_against,
+	     "a lock taken against the order: rank 40 (holding rank 62)");
+	dies("two of one rank", step_same_rank,
+	     "a lock taken against the order: rank 55 (holding rank 55)");
+	dies("one lock twice", step_again, "a lock taken again: rank 55 (holding rank 55)");
+	dies("release unheld", step_unlock_unheld,
+	     "a lock released that this thread does not hold: rank 55 (holding rank 40)");
+	dies("read lock against the order", step_rw_against,
+	     "a lock taken against the order: rank 52 (holding rank 55)");
+	dies("write lock against the order", step_wr_against,
+	     "a lock taken against the order: rank 52 (holding rank 55)");
+	dies("read under own write", step_rd_under_wr,
+	     "a lock taken again: rank 52 (holding rank 52)");
+	dies(
+	    "wait not innermost", step_wait_not_innermost,
+	    "a condition wait on a lock that is not the innermost held: rank 55 (holding rank 62)");
+	dies(
+	    "wait unheld", step_wait_unheld,
+	    "a condition wait on a lock that is not the innermost held: rank 55 (holding rank 40)");
+	dies("order after a wait", step_after_wait,
+	     "a lock taken against the order: rank 55 (holding rank 62)");
+}
+
+static void test_allowed(void)
+{
+	disk_mutex_lock(&a);
+	disk_rwlock_rdlock(&rw);
+	disk_mutex_lock(&b);
+	disk_mutex_lock(&d);
+	CHECK(disk_locks_held() == 4, "in order: %u held", disk_locks_held());
+	disk_mutex_unlock(&a); /* released out of order: allowed */
+	disk_mutex_unlock(&d);
+	disk_mutex_lock(&c); /* after b, d gone */
+	CHECK(disk_locks_held() == 3, "after releases: %u held", disk_locks_held());
+	/* a read lock again under locks of higher rank: cannot block */
+	disk_rwlock_rdlock(&rw);
+	CHECK(disk_locks_held() == 4, "read again: %u held", disk_locks_held());
+	disk_rwlock_unlock(&rw);
+	disk_rwlock_unlock(&rw);
+	disk_mutex_unlock(&c);
+	disk_mutex_unlock(&b);
+	CHECK(disk_locks_held() == 0, "all released: %u held", disk_locks_held());
+	disk_rwlock_wrlock(&rw);
+	disk_mutex_lock(&b);
+	disk_mutex_unlock(&b);
+	disk_rwlock_unlock(&rw);
+	CHECK(disk_locks_held() == 0, "write lock released: %u held", disk_locks_held());
+}
+
+/* A condition wait releases and retakes its mutex: another thread takes it
+ * meanwhile, and the waiter holds the same locks on return. */
+static pthread_cond_t wcond = PTHREAD_COND_INITIALIZER;
+static int flag;
+
+static void *signaller(void *arg)
+{
+	(void)arg;
+	disk_mutex_lock(&c); /* only while the waiter waits */
+	flag = 1;
+	pthread_cond_signal(&wcond);
+	disk_mutex_unlock(&c);
+	return NULL;
+}
+
+static void test_wait(void)
+{
+	struct timespec past = {1, 0};
+	pthread_t t;
+
+	disk_mutex_lock(&a);
+	disk_mutex_lock(&c);
+	CHECK(disk_cond_timedwait(&wcond, &c, &past) == ETIMEDOUT, "%s",
+	      "a past deadline times out");
+	CHECK(disk_locks_held() == 2, "after a timed out wait: %u held", disk_locks_held());
+	CHECK(pthread_create(&t, NULL, signaller, NULL) == 0, "%s", "thread");
+	while (!flag)
+		disk_cond_wait(&wcond, &c);
+	CHECK(disk_locks_held() == 2, "after a wait: %u held", disk_locks_held());
+	disk_mutex_lock(&d); /* c is still the top: d may follow */
+	disk_mutex_unlock(&d);
+	disk_mutex_unlock(&c);
+	disk_mutex_unlock(&a);
+	pthread_join(t, NULL);
+	CHECK(disk_locks_held() == 0, "all released: %u held", disk_locks_held());
+}
+#endif
+
+int main(void)
+{
+#ifndef NDEBUG
+	disk_mutex_init(&a, DISK_LOCK_PLAN_USE); /* 40 */
+	disk_rwlock_init(&rw, DISK_LOCK_NS);	 /* 52 */
+	disk_mutex_init(&b, DISK_LOCK_OBJ);	 /* 55 */
+	disk_mutex_init(&b2, DISK_LOCK_OBJ);
+	disk_mutex_init(&c, DISK_LOCK_CT);	     /* 62 */
+	disk_mutex_init(&d, DISK_LOCK_FETCH_STREAM); /* 90 */
+	test_forbidden();
+	test_allowed();
+	test_wait();
+	return check_summary("disk-lock");
+#else
+	printf("disk-lock: skipped (NDEBUG: no order check)\n");
+	return 77;
+#endif
+}
