@@ -435,6 +435,7 @@ struct cachetier {
 	atomic_int corrupt_noted;		  /* ... logged it */
 	atomic_ullong bypass_reads, bypass_bytes; /* reads served past the cache (no room) */
 	atomic_int bypass_noted;
+	atomic_int watch_fail_noted; /* a data file got no inotify watch: logged */
 	/* Open fds of local source files (objects with 'local' set): at most
 	 * fd_max; the least recently used unpinned one is closed when a
 	 * new one would pass it, and reopened by the next read. */

@@ -214,7 +214,6 @@ int cachetier__live_check_off(void)
  * watch's own lock (never held across ct->lock). */
 static void units_watch(struct cachetier *ct, struct ct_file *f)
 {
-	static atomic_int fail_noted;
 	uint64_t ev;
 
 	if (!f->wrec && !f->wfail) {
@@ -227,7 +226,7 @@ static void units_watch(struct cachetier *ct, struct ct_file *f)
 			return;
 		}
 		f->wfail = 1;
-		if (!atomic_exchange(&fail_noted, 1))
+		if (!atomic_exchange(&ct->watch_fail_noted, 1))
 			backend_log(ct->be, BACKEND_LOG_WARN,
 				    "cache %s: data/%s (%s) gets no inotify watch (%s): "
 				    "every read of its units checks their CRC32C (raise "

@@ -394,8 +394,6 @@ out:
 	return err;
 }
 
-static uint64_t plan_seq;
-
 int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file,
 		    const struct fs_op_stop *stop)
 {
@@ -462,7 +460,7 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 		snprintf(lines + ln, sizeof(lines) - ln, ", ...");
 	free(r);
 	disk_rwlock_wrlock(&fs->plans->lock);
-	p->seq = ++plan_seq;
+	p->seq = ++fs->plans->seq;
 	p->base = atomic_load(&fs->plans->clock);
 	for (int i = 0; i < FS_PLAN_MAX; i++) {
 		struct fs_plan *q = fs->plans->v[i];

@@ -21,6 +21,7 @@
 struct fs_plans {
 	struct disk_rwlock lock;	/* DISK_LOCK_PLANS: protects v[] */
 	struct fs_plan *v[FS_PLAN_MAX]; /* each holds a reference */
+	uint64_t seq;			/* the last plan's publish order (under lock) */
 	atomic_uint n;			/* plans published now (reads skip the lock at 0) */
 	void (*listener)(void *ctx);	/* fs_plan_set_listener: set before serving */
 	void *listener_ctx;
