@@ -31,7 +31,9 @@
 
 #include "backend.h"
 #include "cachetier.h"
+#ifdef EB_POLICY
 #include "fetch.h"
+#endif
 
 #define NOBJ 8
 #define MiB  (1024.0 * 1024.0)
@@ -115,7 +117,9 @@ static double pass(const char *dir, struct backend *be, uint64_t cache, int n, i
 		fprintf(stderr, "cachetier_open %s: %s\n", cdir, strerror(-err));
 		exit(1);
 	}
+#ifdef EB_POLICY /* a tree whose store takes its fill rules from the fetch scheduler */
 	cachetier_set_policy(ct, fetch_store_rules()); /* the scheduler's, as the daemon's store */
+#endif
 	for (int i = 0; i < NOBJ; i++) {
 		struct backend_objinfo info;
 		char key[32];

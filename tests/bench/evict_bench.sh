@@ -41,8 +41,8 @@ bench_cc() {
 		def="-DEB_DURABLE_DELAY_S=$def"
 	fi
 	grep -q evict_cpu_ns "$src/cachetier/cachetier.h" && stats=-DEB_CPU_STATS
-	# the cache tier's rules of the fetch scheduler (fetch/), where the tree has them
-	[ -f "$b/fetch/libfetch.a" ] && fetch="-I$src/fetch $b/fetch/libfetch.a"
+	# the store's fill rules from the fetch scheduler (fetch/), where the tree has them
+	grep -q cachetier_set_policy "$src/cachetier/cachetier.h" && fetch="-DEB_POLICY -I$src/fetch $b/fetch/libfetch.a"
 	# shellcheck disable=SC2046,SC2086
 	cc -O2 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $def $stats -I"$src" -I"$src/cachetier" -I"$src/backend" \
 		-I"$src/disk" tests/bench/evict_bench.c $fetch "$b/cachetier/libcachetier.a" \
