@@ -980,8 +980,11 @@ class World:
             log('  damage: no cache file is %s now: nothing damaged' % desc)
         if p is None:
             if not live:
+                # mounted again: each mount shows the source as it is now (found by
+                # shrinking: a refresh after this remount counted a shard new for the model)
                 for i, m in enumerate(self.mounts):
                     m.mount()
+                    self.settle(i, True)
                     self.inodes[i] = {}
             return
         hit = self.damage_targets(p, meta)
