@@ -246,12 +246,19 @@ static void units_watch(struct cachetier *ct, struct ct_file *f)
 }
 
 /* Before a read serves units [c0, c1) of f (all UNIT_VALID, pinned and
- * read-locked): the data file still holds them (one fstat: a file cut
+ * read-locked): each unit this process has not checked since its fill or
+ * since its data file last changed (units_watch) matches the CRC32C its
+ * fill recorded (a pread and a CRC of the unit), and, once per read for
+ * the whole range, the data file still holds them (one fstat: a file cut
  * under the running mount would otherwise make the reply short) and has
- * no hole in them (one lseek: a punch would read as zeros), and each
- * unit this process has not checked since its fill or since its data file
- * last changed (units_watch) matches the CRC32C its fill recorded (a
- * pread and a CRC of the unit). Units that fail are made
+ * no hole in them (one lseek: a punch would read as zeros, which an
+ * all-zero unit's CRC would not tell). The fstat and the lseek are made
+ * only when a unit of the range is checked, or when nothing watches the
+ * file (no inotify watch, or the watch turned off): a cut or a punch
+ * since a unit was last checked is an IN_MODIFY that units_watch has just
+ * read, which puts every trusted unit back to "check" (seen 2), so a read
+ * whose units are all trusted (seen 1) needs neither, and is served with
+ * ct->lock held throughout (no file I/O). Units that fail are made
  * empty (unit_corrupt). Returns how many failed or are no longer valid
  * (another reader here found them damaged meanwhile), or -errno. ct->lock held
  * on entry and return; dropped around the file I/O (the pins and read
@@ -278,6 +285,11 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 			tag[c - c0] = 1;
 			checks++;
 		}
+	}
+	if (live && !checks) { /* all trusted, the file watched (!wfail): unchanged */
+		if (tag != tagbuf)
+			free(tag);
+		return 0;
 	}
 	disk_mutex_unlock(&ct->lock);
 	if (fstat(f->datafd, &st) < 0)

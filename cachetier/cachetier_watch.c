@@ -25,6 +25,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,7 +93,10 @@ static struct ct_watch_rec **rec_slot(struct cachetier__watch *w, int wd)
 	return p;
 }
 
-/* Read every queued event. */
+/* Read every queued event: a read that leaves room for the largest event
+ * in buf took every event queued (the kernel stops only at an empty queue
+ * or an event that does not fit), so no second read() is made to hear
+ * EAGAIN (the events while fills run: a read() a look, not two). */
 static void watch_drain(struct cachetier__watch *w)
 {
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
@@ -117,6 +121,8 @@ static void watch_drain(struct cachetier__watch *w)
 			}
 			p += sizeof(*ev) + ev->len;
 		}
+		if ((size_t)n + sizeof(struct inotify_event) + NAME_MAX + 1 <= sizeof(buf))
+			return;
 	}
 }
 
