@@ -89,7 +89,9 @@ struct cachetier_config {
 				       * map (after an fdatasync) once it is this old: a
 				       * crash loses at most the fills of this long (and of
 				       * the flusher's next pass, about a second); units
-				       * evicted younger are never synced nor named (0: every
+				       * evicted younger are never named, nor synced unless an
+				       * older unit of their object is (the fdatasync covers
+				       * the whole data file) (0: every
 				       * unit at the flusher's next batch, about a second;
 				       * cachetier_map.c) */
 };

@@ -198,12 +198,13 @@ static const struct fs_opt cache_opts[] = {
     /* the kernel's own writeback takes dirty pages after 30 s
      * (vm.dirty_expire_centisecs), so a unit that old costs the sync little;
      * a unit evicted younger (a planned epoch with a cache a quarter of the
-     * data keeps its units seconds) is never synced, allocated on disk or
-     * named in a map: a crash costs at most 30 s of fills, fetched again */
+     * data keeps its units seconds) is never named in a map, nor synced
+     * unless an older unit of its object is: a crash costs at most 30 s of
+     * fills, fetched again */
     {"durable-delay", 0, FS_OPT_SECONDS, CFG(ct.durable_delay_s), 0, "30", 0, 0, "SECONDS",
      "a filled unit is made durable and recorded in its map once it is this old; a crash "
      "or kill loses at most the fills of this long (fetched again, never served wrong); "
-     "units evicted sooner are never synced (0: about every second)"},
+     "units evicted sooner are never recorded (0: about every second)"},
     {NULL, 0, 0, 0, 0, NULL, 0, 0, NULL, NULL},
 };
 
