@@ -1001,18 +1001,59 @@ def in_fuse_request(pid):
                  'wait_on_page_bit_common') or w.startswith('fuse_')
 
 
-def waiting_on_store(env, m, name, procs, base_attempts):
+def ctl_open(m):
+    """The mount's .shardfs directory, held open: ctl_stats reads the stats through it."""
+    return os.open(os.path.join(m.mnt, '.shardfs'), os.O_RDONLY | os.O_DIRECTORY)
+
+
+def ctl_stats(ctl):
+    """The stats of the mount whose .shardfs directory ctl holds (ctl_open). Opened relative
+    to it: no lookup in the mount's root, where the kernel makes a lookup of a name not in its
+    cache wait for a readdir of the root in flight (its per-directory FUSE lock: libfuse before
+    3.17 never passes FUSE_PARALLEL_DIROPS), and the waiters' readdirs wait on the store for
+    the whole retry budget. m.stats() there waited as long as the readers whenever the kernel
+    had dropped '.shardfs' from its cache (a busy machine; waiting_on_store now drops it each
+    time)."""
+    with os.fdopen(os.open('stats', os.O_RDONLY, dir_fd=ctl), 'rb') as f:
+        return json.loads(f.read().decode('utf-8'))
+
+
+def waiting_on_store(env, ctl, name, procs, base_attempts):
     """Every waiter is past START and sleeps in a FUSE request, and the daemon is retrying
-    the store (no budget spent yet)."""
+    the store (no budget spent yet); the stats read through ctl (ctl_stats)."""
     for i, (p, _) in enumerate(procs):
         if p.poll() is not None or not log_text(env.path('%s-%d.out' % (name, i))).startswith(
                 'START') or not in_fuse_request(p.pid):
             return False
+    # what a busy machine does at any moment: the kernel's unused entries dropped (so a path
+    # through the root would need a lookup there); the stats are read through ctl all the same
+    with open('/proc/sys/vm/drop_caches', 'w') as f:
+        f.write('2\n')
     try:
-        st = m.stats()
+        st = ctl_stats(ctl)
     except OSError:
         return False
     return st['store_failures'] == 0 and st['store_attempts'] >= base_attempts + 2
+
+
+def waiters_state(env, ctl, name, procs, base_attempts):
+    """What waiting_on_store looked at, for a failure's message."""
+    out = []
+    for i, (p, _) in enumerate(procs):
+        try:
+            with open('/proc/%d/wchan' % p.pid) as f:
+                w = f.read().strip()
+        except OSError:
+            w = 'gone'
+        out.append('waiter %d: %r, wchan %s' % (
+            i, log_text(env.path('%s-%d.out' % (name, i))).strip(), w))
+    try:
+        st = ctl_stats(ctl)
+        out.append('store_attempts %d (base %d), store_failures %d, fills_inflight %d' % (
+            st['store_attempts'], base_attempts, st['store_failures'], st['fills_inflight']))
+    except OSError as e:
+        out.append('stats: %s' % e)
+    return '; '.join(out)
 
 
 def finish_waiters(ck, env, label, name, procs, timeout):
@@ -1050,13 +1091,17 @@ def group_stop(env, ck, ng):
             make_shard(env, os.path.join(src, 'shard-000099.tar'), 's99', [300000] * 4)
             chmod_tree(src)
         retire_view(env, ck, m, add)
-        st = m.stats()
+        ctl = ctl_open(m)
+        st = ctl_stats(ctl)
         pid = st['pid']
         ng.stop()
         procs = [spawn_waiter(env, 'sigterm-%d' % i, 'os.listdir(%r)' % m.mnt)
                  for i in range(4)]
-        ck.ok(ml.poll(lambda: waiting_on_store(env, m, 'sigterm', procs, st['store_attempts']), 60),
-              'sigterm: the readers are not waiting on the store')
+        ck.ok(ml.poll(lambda: waiting_on_store(env, ctl, 'sigterm', procs,
+                                               st['store_attempts']), 60),
+              'sigterm: the readers are not waiting on the store: %s' % waiters_state(
+                  env, ctl, 'sigterm', procs, st['store_attempts']))
+        os.close(ctl)
         t = time.monotonic()
         ml.kill_daemon(env, pid, signal.SIGTERM)
         gone = ml.poll(lambda: not ml.pid_alive(pid), 30, 0.02)
@@ -1079,14 +1124,18 @@ def group_stop(env, ck, ng):
     m = ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache-b'), extra=opts)
     m.mount()
     try:
-        st = m.stats()
+        ctl = ctl_open(m)
+        st = ctl_stats(ctl)
         pid = st['pid']
         ng.stop()
         rels = sorted(refs)
         procs = [spawn_waiter(env, 'umount-%d' % i, 'open(%r, "rb").read()' % os.path.join(
             m.mnt, rels[i])) for i in range(4)]
-        ck.ok(ml.poll(lambda: waiting_on_store(env, m, 'umount', procs, st['store_attempts']), 60),
-              'umount: the readers are not waiting on the store')
+        ck.ok(ml.poll(lambda: waiting_on_store(env, ctl, 'umount', procs,
+                                               st['store_attempts']), 60),
+              'umount: the readers are not waiting on the store: %s' % waiters_state(
+                  env, ctl, 'umount', procs, st['store_attempts']))
+        os.close(ctl)
         t = time.monotonic()
         # readers hold files open: the mount is busy, and only --force stops its daemon
         r = env.run([env.shardfs, 'umount', '--force', m.mnt], timeout=90, files=True)
