@@ -203,11 +203,30 @@ void fs_if_reset(struct fs *fs)
 	disk_mutex_unlock(&f->lock);
 }
 
+/* A shard's index the view reads answered err: when the index's file changed
+ * in place (the shard is rejected, fs_shard_index_unchanged), the shard is
+ * replaced now, as a lookup of its name does in the shards layout, since
+ * nothing in this layout looks it up: its replacement resets the view under
+ * it, and the next lookup builds both again. Outside the imagefolder lock. */
+static int index_stale(struct fs *fs, int err)
+{
+	if (err == -ESTALE)
+		fs_shards_replace_rejected(fs);
+	return err;
+}
+
 /* The view does not match a shard's index (another index than the one it
  * was built from): retired like a view whose file changed, counted as
- * rejected, built again on the next use. */
+ * rejected, built again on the next use. Asked first: whether the index's
+ * file changed since fs_shard_index checked it (cut or written under the
+ * operation: its reads got the guard's zeros); that is ESTALE for this
+ * operation alone, and says nothing against the view. */
 static int view_mismatch(struct fs *fs, const struct fs_ifview *v, uint32_t shard)
 {
+	int changed = fs_shard_index_unchanged(fs, shard);
+
+	if (changed < 0)
+		return index_stale(fs, changed);
 	if (view_retire(fs, (struct fs_ifview *)v, 1)) {
 		fs->c.if_view_rejected++;
 		fs_log(FS_LOG_WARN,
@@ -227,7 +246,7 @@ int fs_if_file_name(struct fs *fs, const struct fs_ifview *v, uint32_t i, char *
 	int err = fs_shard_index(fs, *shard, &ix, NULL), n;
 
 	if (err < 0)
-		return err;
+		return index_stale(fs, err);
 	if (shardidx_count(ix) != disk_le32_get(v->counts + (size_t)*shard * 4) ||
 	    shardidx_entry_get(ix, entry, &e) < 0)
 		return view_mismatch(fs, v, *shard);
@@ -236,7 +255,7 @@ int fs_if_file_name(struct fs *fs, const struct fs_ifview *v, uint32_t i, char *
 	if (n < 0 || fs_if_hash(buf, (size_t)n) != hash)
 		return view_mismatch(fs, v, *shard);
 	*canon = e.canon;
-	return fs_shard_index_unchanged(fs, *shard);
+	return index_stale(fs, fs_shard_index_unchanged(fs, *shard));
 }
 
 /* What the binary searches over the blob's records seek (disk_bsearch):

@@ -1599,11 +1599,11 @@ int __wrap_cachetier_meta_changed(struct cachetier_meta *m)
 
 #define CUT_N 40
 
-/* The one index blob of the cache directory of fs into cut_path: 1, or 0 when there is
- * not exactly one. */
+/* The one shard index blob of the cache directory of fs into cut_path: 1, or 0 when
+ * there is not exactly one. */
 static int find_index_blob(struct fs *fs)
 {
-	char cmd[4200];
+	char cmd[4200], line[4096];
 	FILE *f;
 	int n = 0;
 
@@ -1612,10 +1612,22 @@ static int find_index_blob(struct fs *fs)
 	f = popen(cmd, "r");
 	if (!f)
 		return 0;
-	while (fgets(cut_path, sizeof(cut_path), f))
-		n++;
+	while (fgets(line, sizeof(line), f)) {
+		char magic[7] = {0};
+		FILE *b;
+
+		line[strcspn(line, "\n")] = '\0';
+		b = fopen(line, "rb");
+		/* a shard's index (SHRDIDX), not the imagefolder view's blob */
+		if (b && fread(magic, 1, sizeof(magic), b) == sizeof(magic) &&
+		    memcmp(magic, "SHRDIDX", 7) == 0) {
+			snprintf(cut_path, sizeof(cut_path), "%s", line);
+			n++;
+		}
+		if (b)
+			fclose(b);
+	}
 	pclose(f);
-	cut_path[strcspn(cut_path, "\n")] = '\0';
 	return n == 1;
 }
 
@@ -1682,6 +1694,40 @@ static void test_index_cut(void)
 		/* the next lookup puts a version in its place, indexed again */
 		check_bytes(fs, "s/k27.bin", datas[27], strlen(datas[27]));
 	}
+	fs_close_core(fs);
+
+	/* the imagefolder view's lookup of a file reads its name from the shard's index
+	 * (fs_if_file_name): an index cut under it is ESTALE for that lookup alone, and
+	 * no reason to drop the view (if_view_rejected stays, no view built again) */
+	make_dir("cutif");
+	m[0] = (struct member){"k00.jpg", '0', datas[0]};
+	m[1] = (struct member){"k00.cls", '0', "0\n"};
+	m[2] = (struct member){"k01.jpg", '0', datas[1]};
+	m[3] = (struct member){"k01.cls", '0', "0\n"};
+	write_shard("cutif/s.tar", m, 4);
+	snprintf(src, sizeof(src), "%s/src/cutif", tmp);
+	fs_open_core_at(&fs, "imagefolder", src, "cutif");
+	CHECK(fs_layout_of(fs)->prepare(fs) == 0 && fs->c.if_images == 2, "cutif: %llu images",
+	      (unsigned long long)fs->c.if_images);
+	check_bytes(fs, "0/k01.jpg", datas[1], strlen(datas[1]));
+	if (find_index_blob(fs)) {
+		uint64_t rejected = fs->c.if_view_rejected, saved = fs->c.if_view_saved;
+		int64_t ino;
+
+		atomic_store(&cut_armed, 1);
+		ino = walk(fs, "0/k01.jpg");
+		CHECK(atomic_load(&cut_armed) == 0, "imagefolder: the index file was not cut");
+		CHECK(ino == -ESTALE, "imagefolder lookup after its index file was cut: %" PRId64,
+		      ino);
+		CHECK(fs->c.if_view_rejected == rejected && fs->c.if_view_saved == saved,
+		      "imagefolder: the view was dropped (rejected %llu, saved %llu, were %llu, "
+		      "%llu)",
+		      (unsigned long long)fs->c.if_view_rejected,
+		      (unsigned long long)fs->c.if_view_saved, (unsigned long long)rejected,
+		      (unsigned long long)saved);
+		check_bytes(fs, "0/k01.jpg", datas[1], strlen(datas[1]));
+	} else
+		CHECK(0, "imagefolder: no single shard index blob in the cache directory");
 	fs_close_core(fs);
 	for (int i = 0; i < CUT_N; i++)
 		free(datas[i]);
