@@ -891,8 +891,10 @@ def w_plan_ais_getbatch(a, emu):
     size = '%dM' % (a.total // 4 // 1048576)
     o = '--layout imagefolder --cache-size ' + size
     note('ais plan rows: load average %s before' % loadavg())
+    # the stand-in lists the emulator's ETags (--etag): the redirected object GETs send
+    # If-Match with the listed one, and the emulator answers 412 to any other
     ais = s3servers.AisStandIn(None, root=a.shard_dir, objects_port=emu.port,
-                               delay_ms=a.delay_ms, rate_mb=a.rate_mb)
+                               delay_ms=a.delay_ms, rate_mb=a.rate_mb, etag=a.etag)
     res, counts = {}, {}
     keys = ('plan_batch_requests', 'plan_batch_items', 'plan_batch_bytes',
             'plan_batch_failed_items', 'plan_batch_stale_objects', 'plan_batch_refused',

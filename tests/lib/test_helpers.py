@@ -15,7 +15,8 @@ usage: test_helpers.py SHARDFS GROUP
            tests/bench/link_bench.py serves them, members sent with sendfile) are the answers
            it builds in memory: the same status and bytes for 60 seeded requests (ranges,
            missing objects with and without coer, names longer than USTAR holds), and each
-           member the exact bytes of its file's range
+           member the exact bytes of its file's range; its listing and HEADs give each file
+           the ETag the C link emulator gives it (--etag nginx and store)
 Inner groups (run by the ones above in a child process): inner-segv, inner-kill, inner-clean,
 inner-fail-skip, inner-nocheck, inner-skip, inner-mount."""
 
@@ -23,6 +24,7 @@ import http.client
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -243,6 +245,47 @@ def group_standin(env, ck):
         ck.eq('GetBatch requests answered', sent, 120)
     finally:
         ais.stop()
+    standin_etags(env, ck, root, sorted(files))
+
+
+def head_etag(port, path):
+    conn = http.client.HTTPConnection('127.0.0.1', port, timeout=30)
+    try:
+        conn.request('HEAD', path)
+        r = conn.getresponse()
+        r.read()
+        return r.status, r.getheader('ETag')
+    finally:
+        conn.close()
+
+
+def standin_etags(env, ck, root, names):
+    """Root mode: the stand-in lists and HEADs each file with the ETag the link emulator (C)
+    gives it, for each --etag: the mount's redirected object GETs send If-Match with the listed
+    ETag, and any other is answered 412 (link_bench.py's L9 found 0 images so)."""
+    from shardfs_test.linkemu import Emu
+    for mode in ('nginx', 'store'):
+        emu = Emu(root, 0, 0, env.path(), 'etag-' + mode, shardfs=env.shardfs, etag=mode)
+        ais = s3servers.AisStandIn(None, root=root, objects_port=emu.port, etag=mode)
+        try:
+            conn = http.client.HTTPConnection('127.0.0.1', ais.port, timeout=30)
+            try:
+                conn.request('GET', '/s3/b?list-type=2')
+                listing = conn.getresponse().read().decode()
+            finally:
+                conn.close()
+            listed = dict(re.findall(r'<Key>([^<]*)</Key>.*?<ETag>([^<]*)</ETag>', listing))
+            ck.eq('--etag %s: keys listed' % mode, sorted(listed), names)
+            for name in names:
+                want = head_etag(emu.port, '/' + name)
+                ck.eq('--etag %s: %s: the emulator\'s HEAD' % (mode, name), want[0], 200)
+                ck.eq('--etag %s: %s: the stand-in\'s HEAD (status, ETag) vs the emulator\'s'
+                      % (mode, name), head_etag(ais.port, '/s3/b/' + name), want)
+                ck.eq('--etag %s: %s: the listed ETag vs the emulator\'s' % (mode, name),
+                      listed.get(name, '').replace('&quot;', '"'), want[1])
+        finally:
+            ais.stop()
+            emu.stop()
 
 
 GROUPS = {'crash': (group_crash, 200), 'skip': (group_skip, 200), 'nofuse': (group_nofuse, 200),

@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import tarfile
 import threading
@@ -330,6 +331,18 @@ def moss_header(name, size):
         return ti.tobuf(tarfile.PAX_FORMAT, 'utf-8', 'surrogateescape')
 
 
+def store_etag(st):
+    """tests/lib/linkemu.c's --etag store token of a file (os.stat_result): FNV-1a 64 over the
+    little-endian bytes of dev, ino, size, mtime s, mtime ns, ctime s ^ (ctime ns << 32)."""
+    m = (1 << 64) - 1
+    v = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns // 10**9, st.st_mtime_ns % 10**9,
+         (st.st_ctime_ns // 10**9) ^ ((st.st_ctime_ns % 10**9) << 32))
+    h = 1469598103934665603
+    for b in struct.pack('<6Q', *(x & m for x in v)):
+        h = ((h ^ b) * 1099511628211) & m
+    return '"%016x"' % h
+
+
 class _AisHandler(_Handler):
     def setup(self):
         super().setup()
@@ -413,8 +426,11 @@ class _AisHandler(_Handler):
             return None, None
         return path, os.stat(path)
 
-    @staticmethod
-    def local_etag(st):
+    def local_etag(self, st):
+        """The ETag the link emulator gives the same file (root mode): its object GETs carry
+        If-Match with the ETag listed here, and a different one answers 412."""
+        if self.server.owner.etag == 'store':
+            return store_etag(st)
         return '"%x-%x"' % (int(st.st_mtime), st.st_size)  # linkemu.py's (and nginx's)
 
     def local_s3(self, u):
@@ -714,14 +730,22 @@ class AisStandIn(_Counting):
     Root mode (root: a directory; for tests/bench/link_bench.py): the bucket is that directory,
     listed (one page, at most 1000 keys) and HEAD answered from it with linkemu.py's ETags,
     GetBatch items read from its files, object GETs redirected to objects_port (the link emulator
-    serving the same directory) instead of s3rver. delay_ms and rate_mb: linkemu.py's link (every
+    serving the same directory) instead of s3rver. etag: the ETag listed and given by HEAD,
+    which must be the one the link emulator at objects_port gives (linkemu.Emu's etag: the
+    mount's object GETs send If-Match with the listed ETag, and the emulator answers 412 to
+    any other): 'nginx' ("MTIME-SIZE") or 'store' (linkemu.c's --etag store token,
+    store_etag). delay_ms and rate_mb: linkemu.py's link (every
     answer waits delay_ms before it starts, every connection sends at most rate_mb MB/s: the
     kernel paces the socket), for the GetBatch answers, which the link emulator cannot serve.
     There the members' data go out with sendfile(2) while no fault is armed (moss_stream), as
     the link emulator sends; moss_sendfile = False builds every answer in memory instead (the
     same bytes: tests/lib/test_helpers.py compares the two)."""
 
-    def __init__(self, upstream_port, root=None, objects_port=None, delay_ms=0, rate_mb=0):
+    def __init__(self, upstream_port, root=None, objects_port=None, delay_ms=0, rate_mb=0,
+                 etag='nginx'):
+        if etag not in ('nginx', 'store'):
+            raise ValueError('etag: nginx or store, not %r' % etag)
+        self.etag = etag
         self.upstream = upstream_port
         self.root = os.path.abspath(root) if root else None
         self.objects_port = objects_port
