@@ -624,7 +624,7 @@ static int rec_refuses(const struct cachetier *ct, const struct dec_rec *r)
  * disk). Another decode wrote it (an earlier mount, another process): its
  * units are checked on their first read here (o->dcrc, o->dchecked). */
 static int decode_reuse(struct cachetier *ct, const char *name, const char *recname,
-			struct cachetier_obj *o)
+			struct cachetier_obj *o, uint64_t *size)
 {
 	struct dec_rec r;
 	struct stat st;
@@ -655,7 +655,7 @@ static int decode_reuse(struct cachetier *ct, const char *name, const char *recn
 		return err;
 	}
 	o->fd = fd;
-	o->size = r.size;
+	*size = r.size;
 	o->damage = r.damage;
 	o->damage_off = r.damage_off;
 	o->dcrc = crcs;
@@ -702,7 +702,8 @@ int cachetier__decode_refusal(struct cachetier *ct, const char *name, struct cac
 }
 
 int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
-		      enum cachetier_codec codec, const char *name, struct cachetier_obj *o)
+		      enum cachetier_codec codec, const char *name, struct cachetier_obj *o,
+		      uint64_t *size)
 {
 	char tmp[96], recname[40];
 	struct dec_rec rec;
@@ -720,7 +721,7 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 	o->dwrec = NULL;
 	o->dwfail = 0;
 	snprintf(recname, sizeof(recname), "%s.rec", name);
-	err = decode_reuse(ct, name, recname, o);
+	err = decode_reuse(ct, name, recname, o, size);
 	if (err == 0) {
 		ct->decoded_reused++;
 		return 0;
@@ -817,7 +818,7 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 		o->dwfail = 1;
 	}
 	o->dwfd = o->fd;
-	o->size = d.out_total;
+	*size = d.out_total;
 	o->damage = d.damage;
 	o->damage_off = d.damage_off;
 	ct->decoded_streams++;

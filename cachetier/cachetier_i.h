@@ -535,13 +535,16 @@ int cachetier__read_file(int dirfd, const char *name, uint64_t min, uint64_t max
 			 unsigned char **buf, size_t *len);
 
 /* Decode object 'info' with codec into a new file in ct->decfd named
- * 'name'; fills o->fd, o->size, o->damage, o->damage_off. Reuses a complete
+ * 'name'; fills o->fd, *size (the decoded size: o->size is read without
+ * the lock, so a decode again leaves it to its caller to compare), o->damage,
+ * o->damage_off. Reuses a complete
  * earlier decode when its record matches: then also o->dcrc, o->dchecked
  * and o->dunits (its units are checked as they are first read; NULL for a
  * copy this call wrote). o's fd is closed and no read uses o. -EFBIG /
  * -ENOSPC: refused whole (cachetier_decode.c). */
 int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
-		      enum cachetier_codec codec, const char *name, struct cachetier_obj *o);
+		      enum cachetier_codec codec, const char *name, struct cachetier_obj *o,
+		      uint64_t *size);
 
 /* A decoded copy's unit: what one CRC32C of its decode record covers
  * (the last unit: what is left). A record of another unit size is not

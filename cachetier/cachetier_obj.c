@@ -239,7 +239,7 @@ static int obj_fill(struct cachetier *ct, const struct backend_objinfo *info,
 		int err;
 
 		cachetier__hash_hex(o->name, strlen(o->name), hash);
-		err = cachetier__decode(ct, info, codec, hash, o);
+		err = cachetier__decode(ct, info, codec, hash, o, &o->size);
 		if (err == 0) {
 			/* an evictable cache object from now on */
 			cachetier__lock(ct);

@@ -24,7 +24,7 @@
  * on entry and return; dropped while decoding. */
 static int obj_redecode(struct cachetier *ct, struct cachetier_obj *o)
 {
-	uint64_t size = o->size;
+	uint64_t size = o->size, decoded = 0;
 	int damage = o->damage, err;
 
 	o->redecoding = 1;
@@ -39,13 +39,14 @@ static int obj_redecode(struct cachetier *ct, struct cachetier_obj *o)
 			err = -ESTALE;
 	}
 	if (err == 0)
-		err = cachetier__decode(ct, &o->info, o->codec, o->dec->name, o);
-	if (err == 0 && (o->size != size || o->damage != damage)) {
+		err = cachetier__decode(ct, &o->info, o->codec, o->dec->name, o, &decoded);
+	/* the decoded size comes back apart: o->size is read without the lock
+	 * (obj_pread's bounds) and never changes while o lives */
+	if (err == 0 && (decoded != size || o->damage != damage)) {
 		close(o->fd); /* never serve another version under one index */
 		o->fd = -1;
 		err = -ESTALE;
 	}
-	o->size = size;
 	disk_mutex_lock(&ct->lock);
 	o->redecoding = 0;
 	if (err == 0) {
