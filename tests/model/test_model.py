@@ -68,6 +68,8 @@ Never allowed: other bytes, a short read before the end of the version's bytes, 
 What had to be allowed, and why:
   - a member cut by the shard's end (a truncated shard): listed with its header's size; its
     bytes that are in the shard may be read, a read past them gives EIO (docs/faults.md "Bad input");
+    a sparse member's logical size, and its bytes up to the first data segment the cut
+    reaches (shardidx_map: holes after it read EIO too);
   - a version is the bytes and the identity the mount compares (size, mtime, ctime, inode): a
     touch, or a 'tar -rf' that refuses a truncated shard, makes a new version of the same
     bytes, so ESTALE is allowed after it;
@@ -128,7 +130,8 @@ OPS = {
     'add': 2,            # a new shard
     'add-z': 2,          # a new compressed shard (.tar.gz, .tgz, .tar.zst; small members)
     'add-rich': 2,       # a new shard of pax or GNU format: long names and link targets,
-                         # an explicit directory, a symlink, a hardlink, modes and mtimes
+                         # an explicit directory, a symlink, a hardlink, modes and mtimes;
+                         # mostly a sparse member (GNU tar: old GNU, pax 0.0/0.1/1.0)
     'swap': 1,           # mv d d.old; mkdir d; copy the shards back, some changed
     'sidecar': 2,        # shardfs index --sidecar over the source (before later changes)
     'hold': 4,           # open a member or a raw shard and keep the descriptor (at most HELD)
@@ -193,6 +196,46 @@ class Failure(Exception):
 # The model: versions of source files
 # ---------------------------------------------------------------------------------------------
 
+def sparse_spec(rng, fmt, mtime):
+    """A sparse member's draw: its tar format ('gnu': old GNU sparse, in a GNU shard; a pax
+    shard's: GNU.sparse 0.0, 0.1 or 1.0), logical size, mode, mtime and data segments
+    [offset, length, seed] (the rest holes; a trailing hole at times, a leading one at
+    times), or None (no sparse member)."""
+    if rng.random() < 0.35:
+        return None
+    ver = 'gnu' if fmt == 'gnu' else rng.choice(['0.0', '0.1', '1.0'])
+    segs, off = [], rng.choice([0, rng.randrange(1, 70000)])
+    for _ in range(rng.randrange(1, 6)):
+        ln = rng.choice([1, 511, 512, 4096, 5000, rng.randrange(1, 40000)])
+        segs.append([off, ln, rng.randrange(1 << 30)])
+        off += ln + rng.choice([4096, 8192, 65536, rng.randrange(1, 200000)])
+    size = segs[-1][0] + segs[-1][1] + rng.choice([0, 0, 4096, rng.randrange(1, 100000)])
+    return {'ver': ver, 'size': size, 'segs': segs, 'mtime': mtime,
+            'mode': rng.choice([0o644, 0o600, 0o755])}
+
+
+def sparse_bytes(seed, n):
+    """n bytes of a data segment, none of them zero (holes are the only zeros)."""
+    r = random.Random(seed)
+    return bytes(1 + r.randrange(255) for _ in range(n))
+
+
+def sparse_logical(data, m):
+    """A sparse member's contents from the shard's bytes: its segments (m.sparse, stored one
+    after another from m.offset_data), holes as zeros. When the shard's end cuts the stored
+    data: a Partial whose bytes end where the first segment not wholly in the shard does
+    (shardidx_map: a read past there, holes after it too, is EIO)."""
+    out = bytearray(m.size)
+    so = m.offset_data
+    for off, ln in m.sparse:
+        got = data[so:so + ln]
+        out[off:off + len(got)] = got
+        if len(got) < ln:
+            return Partial(bytes(out[:off + len(got)]), m.size)
+        so += ln
+    return bytes(out)
+
+
 class Partial:
     """A member whose data the shard's end cuts: listed, its bytes that are in the shard may
     be read, reading past them gives EIO (docs/faults.md, "Bad input")."""
@@ -240,7 +283,11 @@ class Version:
                         if m is None:
                             break
                         n = ml.normalize_member(m.name)
-                        if m.isreg() and n:
+                        if m.isreg() and n and m.issparse():
+                            d = sparse_logical(data, m)
+                            self.members[n] = d
+                            self.entries[n] = ('f', m.mode & 0o7777, int(m.mtime), m.size, '')
+                        elif m.isreg() and n:
                             d = data[m.offset_data:m.offset_data + m.size]
                             self.members[n] = d if len(d) == m.size else Partial(d, m.size)
                             self.entries[n] = ('f', m.mode & 0o7777, int(m.mtime), m.size, '')
@@ -254,8 +301,10 @@ class Version:
                             self.entries[n] = ('d', m.mode & 0o7777, int(m.mtime), None, '')
                         elif m.issym() and n:
                             self.entries[n] = ('l', 0o777, int(m.mtime), None, m.linkname)
-            except (tarfile.TarError, OSError, EOFError):
-                # a truncated shard: the members before the damage (the mount serves them)
+            except (tarfile.TarError, OSError, EOFError, ValueError):
+                # a truncated shard: the members before the damage (the mount serves them;
+                # ValueError: tarfile on a GNU sparse 1.0 map the cut falls in, which the
+                # mount does not list either)
                 pass
 
     def __eq__(self, o):
@@ -420,6 +469,7 @@ class World:
         made; replaying, they are the trace's. The step goes into the trace first, so a step
         that fails is in it with the choices it made."""
         self.cur = {} if params is None else dict(params)
+        self.step_replayed = params is not None
         if params is not None:
             # a choice the trace lacks (the state differs from the recording's: a shrunk
             # trace) is drawn from a generator of the step: the same for every replay
@@ -716,6 +766,13 @@ class World:
         ln = self.draw('ln', lambda: [mtime(), rng.choice(['k0.bin', files[-2][0],
                                                             '../outside', '/abs/' + 'l' * 120])])
         hl = self.draw('hl', lambda: [mtime(), rng.choice(files)[0]])
+        # a sparse member written by GNU tar (Python's tarfile cannot write one) in the
+        # shard's format: old GNU sparse, or pax GNU.sparse 0.0/0.1/1.0; drawn from its own
+        # generator (the draws of the run after this step stay those of the runs before
+        # sparse members were drawn); a replayed trace without it has none
+        srng = random.Random('sparse/%s/%d' % (self.tag, len(self.trace)))
+        sp = self.draw('sparse', lambda: None if self.step_replayed else sparse_spec(
+            srng, fmt, 1500000000 + srng.randrange(1 << 28)))
         bio = io.BytesIO()
         with tarfile.open(fileobj=bio, mode='w',
                           format=tarfile.PAX_FORMAT if fmt == 'pax' else tarfile.GNU_FORMAT) as tf:
@@ -730,9 +787,45 @@ class World:
             ti = info('hl.bin', tarfile.LNKTYPE, 0o644, hl[0])
             ti.linkname = hl[1]
             tf.addfile(ti)
-        ml.write_file(p, bio.getvalue())
+            end = tf.offset  # the end of the last member (the end-of-archive blocks follow)
+        data = bio.getvalue()
+        what = fmt
+        if sp:
+            # GNU tar's archive of the sparse member (with its own end-of-archive blocks)
+            # follows the members tarfile wrote, in place of tarfile's end blocks
+            data = data[:end] + self.gnu_sparse_tar(sp)
+            what = '%s, sparse %s %d bytes %d segments' % (fmt, sp['ver'], sp['size'],
+                                                           len(sp['segs']))
+        ml.write_file(p, data)
         self.stamp(p)
-        self.changed('add-rich %s (%s)' % (name, fmt))
+        self.changed('add-rich %s (%s)' % (name, what))
+
+    def gnu_sparse_tar(self, sp):
+        """The bytes of GNU tar's archive of one sparse file made from sp (sparse_spec)."""
+        stage = self.path('stage')
+        shutil.rmtree(stage, ignore_errors=True)
+        os.makedirs(os.path.join(stage, 'sparse'))
+        f = os.path.join(stage, 'sparse', 'sp.bin')
+        with open(f, 'wb') as fh:
+            for off, ln, seed in sp['segs']:
+                fh.seek(off)
+                fh.write(sparse_bytes(seed, ln))
+            fh.truncate(sp['size'])
+        os.chmod(f, sp['mode'])
+        out = os.path.join(stage, 'out.tar')
+        cmd = ['tar', '--sparse', '--owner=0', '--group=0', '--numeric-owner',
+               '--mtime=@%d' % sp['mtime'], '-C', stage, '-cf', out]
+        if sp['ver'] == 'gnu':
+            cmd += ['--format=gnu']
+        else:
+            cmd += ['--format=pax', '--sparse-version=' + sp['ver'],
+                    '--pax-option=delete=atime,delete=ctime,exthdr.name=%d/PaxHeaders/%f']
+        r = self.env.run(cmd + ['sparse/sp.bin'])
+        if r.returncode != 0:
+            raise RuntimeError('%s: %s' % (' '.join(cmd), r.stderr))
+        data = open(out, 'rb').read()
+        shutil.rmtree(stage, ignore_errors=True)
+        return data
 
     def op_add(self):
         s = self.new_shard()
