@@ -886,11 +886,12 @@ int64_t cachetier__cpu_ns(void);
  * process runs, or the unlink failed). */
 int cachetier__tmp_drop(int dirfd, const char *name);
 
-/* cachetier_watch.c: inotify watches of mapped blobs' inodes. new: NULL
+/* cachetier_watch.c: fanotify marks (else inotify watches) of the inodes of
+ * mapped blobs, data files and decoded copies. new: NULL
  * only without memory; close: the cache tier lets go (the watch lives on
  * while a mapping holds a record). add: watch the inode of fd, *rec its
- * record and *seen its change count now; 0 or a negative errno (no inotify
- * instance or watch to be had). changed: 1 when rec's inode changed since
+ * record and *seen its change count now; 0 or a negative errno (no fanotify
+ * or inotify instance, mark or watch to be had). changed: 1 when rec's inode changed since
  * seen. drop: the mapping lets go of rec. */
 struct cachetier__watch;
 struct ct_watch_rec;
