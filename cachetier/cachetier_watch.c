@@ -377,22 +377,16 @@ int cachetier__watch_add(struct cachetier__watch *w, int fd, struct ct_watch_rec
 	if (w->kind == CACHETIER_WATCH_FANOTIFY) {
 		err = fanotify_add(w, fd, &r);
 		if (err < 0 && w->n == 0 && err != -ENOMEM && err != -EMFILE) {
-			/* the first mark refused (no file handles, EPERM, the
-			 * marks limit): inotify for the tier's life */
+			/* a mark refused while none is held (no file handles,
+			 * EPERM, the marks limit): inotify for the tier's life */
 			close(w->fd);
-			w->fd = -1;
 			w->kind = CACHETIER_WATCH_NONE;
-			w->err = 0;
-			{
-				int fan = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-
-				if (fan < 0) {
-					err = w->err = -errno;
-					goto out;
-				}
-				w->fd = fan;
-				w->kind = CACHETIER_WATCH_INOTIFY;
+			w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+			if (w->fd < 0) {
+				err = w->err = -errno;
+				goto out;
 			}
+			w->kind = CACHETIER_WATCH_INOTIFY;
 		} else {
 			if (err < 0)
 				goto out;
