@@ -247,6 +247,11 @@ struct fs_shard {
 	 * bit per entry, set once that member's own tar header checked out
 	 * (fs_member_read); published before ix, freed at unmount. */
 	_Atomic uint64_t *_Atomic checked;
+	/* the object (version) of the sidecar ix came from, when checked is
+	 * set; written before checked is published. A refresh whose listing
+	 * shows that sidecar changed or removed replaces the shard's object
+	 * (ap_merge, fs_ns_apply.c), so the new sidecar is loaded. */
+	uint32_t sidecar_obj;
 	/* ix's mapping of its file in the cache dir, watched for changes in
 	 * place (fs_shard_index asks before handing ix out); NULL: ix is in
 	 * the heap. Set before ix is published, released with it. */

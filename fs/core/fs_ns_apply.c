@@ -126,6 +126,35 @@ static int listing_same(const struct lent *e, const struct fs_obj *o)
 	       e->info.size == o->info.size;
 }
 
+static int lent_key_cmp(const void *key, const void *e)
+{
+	return strcmp(key, ((const struct lent *)e)->key);
+}
+
+/* Did shard object o's index come from a remote sidecar (NAME.idx) that
+ * listing l shows changed or removed? Its object is then replaced as a
+ * changed one's is, so the next lookup loads the new sidecar (or builds
+ * the index) and files opened through the old index get ESTALE. A local
+ * sidecar is used only for exactly the file it was made from (its mtime,
+ * ctime and inode: fs_shard.c), so an unchanged local shard keeps its
+ * index, inodes and all; a remote one's identity (codec, size, tail) may
+ * fit another version's sidecar. */
+static int sidecar_changed(struct fs *fs, const struct listing *l, const struct fs_obj *o)
+{
+	const struct fs_shard *s;
+	const struct fs_obj *so;
+	const struct lent *e;
+
+	if (o->codec < 0 || backend_is_local(fs->be))
+		return 0;
+	s = fs_shard(fs, o->shard);
+	if (!atomic_load_explicit(&s->checked, memory_order_acquire))
+		return 0; /* no index yet, or one trusted whole */
+	so = fs_obj(fs, s->sidecar_obj);
+	e = bsearch(so->key, l->v, l->n, sizeof(*l->v), lent_key_cmp);
+	return !e || !listing_same(e, so);
+}
+
 /* Merge listing l with the objects the mount shows (cur, ncur), both in
  * key order: unchanged objects stay live, removed and changed ones go to
  * ap->stale, new versions are appended at *nobjs and *nshards (not yet
@@ -139,9 +168,13 @@ static int ap_merge(struct apply *ap, const struct listing *l, const uint32_t *c
 	while (i < l->n || j < ncur) {
 		struct fs_obj *o = j < ncur ? fs_obj(fs, cur[j]) : NULL;
 		int c = i == l->n ? 1 : j == ncur ? -1 : strcmp(l->v[i].key, o->key), err;
+		int same = c == 0 && fs_obj_live(o) && listing_same(&l->v[i], o);
+		/* the same version, replaced for its sidecar's change (counted
+		 * as that sidecar's, unless a lookup replaced it before) */
+		int sc = same && sidecar_changed(fs, l, o);
 		uint32_t idx;
 
-		if (c == 0 && fs_obj_live(o) && listing_same(&l->v[i], o)) {
+		if (same && !sc) {
 			/* a version a lookup put in place since the last refresh */
 			if (o->changed_since_refresh)
 				ap->changed++;
@@ -154,10 +187,10 @@ static int ap_merge(struct apply *ap, const struct listing *l, const uint32_t *c
 		if (c >= 0) { /* removed, or changed (replaced below) */
 			ap->stale[ap->nstale] = cur[j];
 			ap->stale_why[ap->nstale++] = c == 0 ? FS_OBJ_STALE : FS_OBJ_GONE;
-			if (c == 0)
-				ap->changed++;
-			else
+			if (c > 0)
 				ap->removed++;
+			else if (!sc || o->changed_since_refresh)
+				ap->changed++;
 			if (o->codec >= 0)
 				ap->shards_changed++;
 			j++;

@@ -251,9 +251,9 @@ static int sidecar_matches(const struct shardidx *ix, struct cachetier_obj *stre
 }
 
 /* The sidecar's index of shard object o, or NULL when there is none or it
- * is unusable (logged). */
+ * is unusable (logged); *sobj gets the sidecar's object. */
 static struct shardidx *shard_sidecar(struct fs *fs, const struct fs_obj *o, int codec,
-				      struct cachetier_obj *stream)
+				      struct cachetier_obj *stream, uint32_t *sobj)
 {
 	char name[512], ident[256];
 	const struct fs_dirent *d;
@@ -313,6 +313,7 @@ static struct shardidx *shard_sidecar(struct fs *fs, const struct fs_obj *o, int
 		return NULL;
 	}
 	fs->c.index_sidecar++;
+	*sobj = sidx;
 	return ix;
 }
 
@@ -697,7 +698,7 @@ static int shard_load(struct fs *fs, struct fs_shard *s)
 		return err;
 	}
 	if (!ix) {
-		ix = shard_sidecar(fs, o, codec, stream);
+		ix = shard_sidecar(fs, o, codec, stream, &s->sidecar_obj);
 		if (ix) {
 			/* trusted per member only once its tar header checks out */
 			struct shardidx_info info;
