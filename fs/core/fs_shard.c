@@ -465,8 +465,10 @@ static int shard_sniff(struct fs *fs, struct fs_shard *s, int *codec)
 	ssize_t n;
 	int err = fs_obj_raw(fs, s->obj, &raw);
 
-	if (err < 0)
+	if (err < 0) {
+		fs_log(FS_LOG_ERR, "shard %s: cannot open: %s", o->key, strerror(-err));
 		return err;
+	}
 	/* a probe: a shard with a sidecar index is not read further now; an
 	 * index build's own first read starts the readahead */
 	n = fetch_pread_probe(raw, buf, sizeof(buf), 0);
@@ -678,8 +680,12 @@ static int shard_load(struct fs *fs, struct fs_shard *s)
 			if (err == 0)
 				ix = shard_saved(fs, o, ident, identlen, &mapped);
 		}
-		if (err < 0)
+		if (err < 0) {
+			/* logged by shard_sniff; counted, so that a view or a
+			 * listing that goes on without the shard says so */
+			fs->c.index_errors++;
 			return err;
+		}
 	}
 	snprintf(name, sizeof(name), "index|%s", ident);
 	err = cachetier_obj_open(fs->ct, &o->info, (enum cachetier_codec)codec, &stream);
@@ -694,6 +700,7 @@ static int shard_load(struct fs *fs, struct fs_shard *s)
 	}
 	if (err < 0) {
 		shardidx_free(ix);
+		fs->c.index_errors++;
 		fs_log(FS_LOG_ERR, "shard %s: cannot open: %s", o->key, strerror(-err));
 		return err;
 	}

@@ -1733,6 +1733,34 @@ static void test_index_cut(void)
 		free(datas[i]);
 }
 
+/* ---- an imagefolder build over a shard that cannot be read ----------------- */
+
+/* A listed shard gone before the view's build reads it (its first bytes, or
+ * its opening, fail): the view goes on without it, and the shard is counted in
+ * index_errors, which the mount's report names ("N shards could not be
+ * indexed"), so a view short of a shard never looks whole. */
+static void test_if_unreadable(void)
+{
+	const struct member a[] = {{"k.jpg", '0', "jpeg a\n"}, {"k.cls", '0', "0\n"}};
+	const struct member b[] = {{"k.jpg", '0', "jpeg b\n"}, {"k.cls", '0', "0\n"}};
+	char src[4096], path[4096];
+	struct fs *fs;
+
+	make_dir("ifgone");
+	write_shard("ifgone/a.tar", a, 2);
+	write_shard("ifgone/b.tar", b, 2);
+	snprintf(src, sizeof(src), "%s/src/ifgone", tmp);
+	fs_open_core_at(&fs, "imagefolder", src, "ifgone");
+	path_of(path, sizeof(path), "ifgone/b.tar");
+	unlink(path); /* listed, gone before the build reads it */
+	CHECK(fs_layout_of(fs)->prepare(fs) == 0, "ifgone: prepare");
+	CHECK(fs->c.if_images == 1 && fs->c.index_errors == 1,
+	      "ifgone: %llu images, index_errors %llu (want 1, 1)",
+	      (unsigned long long)fs->c.if_images, (unsigned long long)fs->c.index_errors);
+	check_bytes(fs, "0/k.jpg", "jpeg a\n", 7);
+	fs_close_core(fs);
+}
+
 int main(void)
 {
 	char cmd[4200];
@@ -1760,6 +1788,7 @@ int main(void)
 	test_streams_two_readers();
 	test_streams_plan();
 	test_index_cut();
+	test_if_unreadable();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", tmp);
