@@ -138,10 +138,6 @@ struct cachetier_stats {
 	uint64_t units_corrupt;	     /* units found damaged (a failed CRC32C, a data file cut
 				      * short) and made empty: fetched again (decoded copies:
 				      * the read fails with EIO, decoded again) */
-	uint64_t units_checked;	     /* cached units read back and their CRC32C checked before
-				      * a read served them (units_check) */
-	uint64_t watch;		     /* CACHETIER_WATCH_*: what tells this tier of changes
-				      * to its files made under it */
 	uint64_t bypass_reads;	     /* reads served from the store past the cache: no room */
 	uint64_t bypass_bytes;
 	uint64_t bytes_used;  /* cached bytes on disk now, the whole directory */
@@ -149,13 +145,6 @@ struct cachetier_stats {
 	/* local sources */
 	uint64_t local_fds_open;   /* fds of local source files open now */
 	uint64_t local_fd_reopens; /* reopened after the fd bound had closed them */
-};
-
-/* cachetier_stats.watch */
-enum {
-	CACHETIER_WATCH_NONE = 0,     /* nothing watched yet, or no watch to be had */
-	CACHETIER_WATCH_INOTIFY = 1,  /* inotify: this process's own writes count as changes */
-	CACHETIER_WATCH_FANOTIFY = 2, /* fanotify: only other processes' writes are changes */
 };
 
 /* The codec whose magic bytes start buf (the first bytes of an object):

@@ -436,8 +436,6 @@ struct cachetier {
 	atomic_ullong bypass_reads, bypass_bytes; /* reads served past the cache (no room) */
 	atomic_int bypass_noted;
 	atomic_int watch_fail_noted; /* a data file got no inotify watch: logged */
-	atomic_int watch_kind_noted; /* inotify used instead of fanotify: logged */
-	atomic_ullong units_checked; /* units_check: units read back and CRC'd */
 	/* Open fds of local source files (objects with 'local' set): at most
 	 * fd_max; the least recently used unpinned one is closed when a
 	 * new one would pass it, and reopened by the next read. */
@@ -886,12 +884,11 @@ int64_t cachetier__cpu_ns(void);
  * process runs, or the unlink failed). */
 int cachetier__tmp_drop(int dirfd, const char *name);
 
-/* cachetier_watch.c: fanotify marks (else inotify watches) of the inodes of
- * mapped blobs, data files and decoded copies. new: NULL
+/* cachetier_watch.c: inotify watches of mapped blobs' inodes. new: NULL
  * only without memory; close: the cache tier lets go (the watch lives on
  * while a mapping holds a record). add: watch the inode of fd, *rec its
- * record and *seen its change count now; 0 or a negative errno (no fanotify
- * or inotify instance, mark or watch to be had). changed: 1 when rec's inode changed since
+ * record and *seen its change count now; 0 or a negative errno (no inotify
+ * instance or watch to be had). changed: 1 when rec's inode changed since
  * seen. drop: the mapping lets go of rec. */
 struct cachetier__watch;
 struct ct_watch_rec;
@@ -907,10 +904,6 @@ void cachetier__watch_drop(struct cachetier__watch *w, struct ct_watch_rec *r);
 int cachetier__live_check_off(void);
 /* The change count of r now (every queued event read first). */
 uint64_t cachetier__watch_events(struct cachetier__watch *w, const struct ct_watch_rec *r);
-/* Which watch w uses: CACHETIER_WATCH_NONE before the first add (or when
- * none can be had), _INOTIFY, _FANOTIFY (this process's writes are not
- * changes). */
-int cachetier__watch_kind(struct cachetier__watch *w);
 
 /* cachetier_guard.c: a SIGBUS in a registered mapping reads zeros (a blob
  * cut under the process) and marks it (hit). add: registers [addr, addr + len), its slot or

@@ -198,19 +198,18 @@ int cachetier__live_check_off(void)
 }
 
 /* Units of f this process trusts (seen 1) are trusted only while nothing
- * changed its data file: the file's inode is watched (cachetier_watch.c:
- * fanotify, else inotify; an event for a write, a truncation, a punched
- * hole or any fallocate, queued before the call that makes it returns;
- * with fanotify, events of this process are not changes).
+ * changed its data file: the file's inode is watched with inotify
+ * (cachetier_watch.c: IN_MODIFY fires for a write, a truncation, a punched
+ * hole or any fallocate, queued before the call that makes it returns).
  * When the watch's change count moved since the last look, every unit
  * this process trusts goes back to "check at its next read" (seen 2) and
  * f->wgen moves, so a check that began before does not mark its units
- * trusted. With inotify the events come from this process's own fills
- * too (it does not say who wrote): while fills of f run, the units a read
- * serves are checked again (a pread and a CRC each); once they stop, a
- * read costs one read() of the fd that finds nothing. The watch is added at
+ * trusted. The events come from this process's own fills too (inotify
+ * does not say who wrote): while fills of f run, the units a read serves
+ * are checked again (a pread and a CRC each); once they stop, a read costs
+ * one read() of the inotify fd that finds nothing. The watch is added at
  * the first check of f, before any of its units can be trusted. No watch
- * to be had (fs.fanotify.max_user_marks, fs.inotify.max_user_watches): every read
+ * to be had (inotify's limits: fs.inotify.max_user_watches): every read
  * checks every unit it serves (logged once). ct->lock held; takes the
  * watch's own lock (never held across ct->lock). */
 static void units_watch(struct cachetier *ct, struct ct_file *f)
@@ -224,24 +223,14 @@ static void units_watch(struct cachetier *ct, struct ct_file *f)
 
 		if (err == 0) {
 			f->w = ct->watch;
-			if (cachetier__watch_kind(ct->watch) == CACHETIER_WATCH_INOTIFY &&
-			    !atomic_exchange(&ct->watch_kind_noted, 1))
-				backend_log(ct->be, BACKEND_LOG_INFO,
-					    "cache %s: no fanotify watch (an older kernel, no "
-					    "permission, or a filesystem without file handles): "
-					    "inotify, whose events do not say who wrote, so the "
-					    "units of a data file this mount fills are checked "
-					    "again at their next read",
-					    ct->dir);
 			return;
 		}
 		f->wfail = 1;
 		if (!atomic_exchange(&ct->watch_fail_noted, 1))
 			backend_log(ct->be, BACKEND_LOG_WARN,
-				    "cache %s: data/%s (%s) gets no watch (%s): "
+				    "cache %s: data/%s (%s) gets no inotify watch (%s): "
 				    "every read of its units checks their CRC32C (raise "
-				    "fs.fanotify.max_user_marks, or fs.inotify.max_user_watches "
-				    "where the cache uses inotify; others like it are not logged)",
+				    "fs.inotify.max_user_watches; others like it are not logged)",
 				    ct->dir, f->hash, f->key, strerror(-err));
 	}
 	if (!f->wrec)
@@ -309,8 +298,6 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 		holes_check(f, c0, c1, (uint64_t)st.st_size, tag);
 	if (err == 0 && checks && !(buf = malloc(f->unit_bytes)))
 		err = -ENOMEM;
-	if (checks)
-		atomic_fetch_add(&ct->units_checked, checks);
 	for (uint32_t c = c0; c < c1 && err == 0; c++) {
 		uint64_t len = cachetier__unit_len(f, c);
 

@@ -301,14 +301,6 @@ static const struct ctl_counter ctl_counters[] = {
      "cached units found damaged (bad CRC32C, data file cut) and fetched again; decoded copies: "
      "read failed with EIO",
      C, SNAP(cs.units_corrupt)},
-    {"cache_units_checked",
-     "cached units read back and their CRC32C checked before a read served them (first read "
-     "here, or their data file changed)",
-     C, SNAP(cs.units_checked)},
-    {"cache_watch",
-     "what tells the cache of changes to its files under the mount: 2 fanotify (only other "
-     "processes' writes count), 1 inotify (this mount's own fills count too), 0 none yet",
-     G, SNAP(cs.watch)},
     {"cache_bypass_reads", "reads served from the store without caching: no room on the disk", C,
      SNAP(cs.bypass_reads)},
     {"cache_bypass_bytes", "bytes of those reads", C, SNAP(cs.bypass_bytes)},

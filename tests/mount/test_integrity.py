@@ -683,11 +683,8 @@ def group_indexmap_live(env, ck):
     ck.eq('remount: index_loaded', st['index_loaded'], len(names) - keep.count('unlink'))
     ck.eq('remount: index_built', st['index_built'], keep.count('unlink'))
     # no inotify instance left for the daemon (this process holds every one its user may
-    # have), its watch forced to inotify (SHARDFS_TEST_WATCH_INOTIFY: fanotify would still
-    # have an instance): the indexes are read into the heap, where no change of their files
-    # reaches them
+    # have): the indexes are read into the heap, where no change of their files reaches them
     held = hold_inotify_instances()
-    env.env['SHARDFS_TEST_WATCH_INOTIFY'] = '1'
     try:
         logf = env.path('unwatched.log')
         with ml.Mount(env, src, cache_dir=cache, extra=['--log-file', logf]) as m:
@@ -705,7 +702,6 @@ def group_indexmap_live(env, ck):
                   (4, 4, 0))
             ck.eq('unwatched: index_changed', st['index_changed'], 0)
     finally:
-        del env.env['SHARDFS_TEST_WATCH_INOTIFY']
         for fd in held:
             os.close(fd)
     with open(logf, errors='replace') as f:
