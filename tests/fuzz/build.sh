@@ -53,7 +53,7 @@ build() {
 
 build fuzz_tar -I"$S" -I"$D" "$here/fuzz_tar.c" $shardidx_src
 build fuzz_index -I"$S" -I"$D" "$here/fuzz_index.c" $shardidx_src
-build fuzz_xml -I"$B" "$here/fuzz_xml.c" "$B/backend_xml.c"
+build fuzz_xml -I"$B" -I"$D" "$here/fuzz_xml.c" "$B/backend_xml.c"
 build fuzz_listing -I"$B" -I"$D" "$here/fuzz_listing.c" "$B/backend_listing.c" \
 	"$B/backend_brace.c" "$B/backend_url.c" "$D/disk_json.c" -lcurl
 build fuzz_pack -I"$F" "$here/fuzz_pack.c" "$F/fs_pack_plan.c"
