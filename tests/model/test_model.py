@@ -930,6 +930,14 @@ class World:
         if r.returncode != 0:
             raise Failure('refresh %s failed: rc=%r %s' % (self.sources[i][0], r.returncode,
                                                            r.stderr.decode(errors='replace')))
+        if self.sources[i][0] != 'local':
+            # a remote shard whose index came from a sidecar the listing shows changed or gone
+            # is replaced as a changed shard is (docs/mount.md, sidecar indexes): the
+            # descriptors held open on it may answer ESTALE from now on
+            side = set(n[:-len('.idx')] for n in changed + removed if n.endswith('.idx'))
+            for h in self.held:
+                if h['i'] == i and h['s'] in side and h['lenient'] is None:
+                    h['lenient'] = 'its sidecar changed in a refresh'
         if counts:
             want = (': %d new, %d removed, %d changed; %d objects, %d shards' % exp).encode()
             if want not in r.stdout:
