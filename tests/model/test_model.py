@@ -1927,18 +1927,7 @@ def pread_result(path, off, ln):
     except OSError as e:
         return ('err', e.errno)
     try:
-        out = []
-        got = 0
-        while ln is None or got < ln:
-            want = 1 << 20 if ln is None else min(1 << 20, ln - got)
-            b = os.pread(fd, want, off + got)
-            if not b:
-                break
-            out.append(b)
-            got += len(b)
-        return ('ok', b''.join(out))
-    except OSError as e:
-        return ('err', e.errno)
+        return pread_result_fd(fd, off, ln)
     finally:
         os.close(fd)
 
