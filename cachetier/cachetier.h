@@ -78,7 +78,7 @@ struct cachetier_config {
 	unsigned fill_threads;	      /* fills in flight at once but those of small planned
 				       * ranges: the store's connections + 1 (0 works as 1) */
 	unsigned small_fills;	      /* most fills in flight when those of small planned ranges
-				       * (CT_SMALL_FILL_BYTES or less) count too: the store's
+				       * (the rules' small ones) count too: the store's
 				       * max_connections (below fill_threads - 1: fill_threads - 1) */
 	unsigned local_fds_max;	      /* most fds of local source files kept open at once
 				       * (0: RLIMIT_NOFILE's soft limit less a reserve) */
@@ -312,14 +312,18 @@ struct cachetier_piece {
 int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_piece *x, size_t n,
 				enum cachetier_prefetch_mode mode);
 
-/* ---- the prefetch rules (the fetch scheduler's: fetch_store_rules) -------
- * The store runs prefetch fills (objects' cursors, ranges) in the fill
- * slots readers' fills leave. How many at once, which stop part-way for a
- * reader, and the slow start after readahead are the rules'
- * (cachetier_set_policy); each is called with the store's lock held and
- * only computes. So is how much a reader's miss fills. Without rules
- * prefetch fills take any free slot, none is stopped, and a miss fills
- * only the units its read needs. */
+/* ---- the fill rules (the fetch scheduler's: fetch_store_rules) -----------
+ * The store executes fills; every decision about them is the rules'
+ * (cachetier_set_policy): which queue the next fill comes from and how
+ * many fills of each kind run at once, where a fill's run of units ends
+ * (the chunk), which planned ranges are small, how many prefetch fills run
+ * beside readers', which stop part-way for a reader, the slow start after
+ * readahead, how much a reader's miss fills. Each is called with the
+ * store's lock held and only computes. Without rules (a store no
+ * scheduler drives: unit tests of the store) the store serves its queues
+ * in the order listed in any free slot, stops none, a fill is the empty
+ * units asked (a miss: the units its read needs) within one chunk, and no
+ * range is small. */
 struct cachetier_pf_counts {
 	unsigned fill_threads; /* large fills at once: the store's connections and one */
 	unsigned small_fills;  /* fills at once, small planned ranges too, less one */
@@ -339,6 +343,33 @@ struct cachetier_pf_slot {
 	uint8_t pinned;		/* a reader waits for one of its units */
 	uint8_t same;		/* of the object of the reader's job just queued */
 };
+/* The store's queues, which the rules' next picks the next fill from:
+ * readers' misses (demand), readahead, planned ranges (at the front of the
+ * range queue), objects' prefetch cursors. */
+enum cachetier_queue {
+	CACHETIER_Q_NONE = 0, /* no fill now */
+	CACHETIER_Q_DEMAND,
+	CACHETIER_Q_READAHEAD,
+	CACHETIER_Q_RANGE,
+	CACHETIER_Q_CURSOR,
+};
+/* What the queues hold and what runs, as the rules' next sees them. */
+struct cachetier_queue_heads {
+	unsigned fills_inflight; /* fills in flight */
+	unsigned small_inflight; /* of them, small planned ranges (the rules' small) */
+	unsigned pf_running;	 /* of them, prefetch fills (ranges and cursors) */
+	uint8_t demand;		 /* a demand job is queued */
+	uint8_t readahead;	 /* a readahead job is queued */
+	uint8_t cursor;		 /* an object's prefetch cursor has units left */
+	int8_t range;		 /* the front range's next fill: 1 small, 0 large, -1 no range */
+};
+/* Which fill the store asks the rules to bound (cachetier_policy.run). */
+enum cachetier_fill_kind {
+	CACHETIER_FILL_DEMAND = 0, /* a reader's miss */
+	CACHETIER_FILL_READAHEAD,  /* a chunk of a reader's readahead window */
+	CACHETIER_FILL_RANGE,	   /* a planned range's next fill */
+	CACHETIER_FILL_CURSOR,	   /* an object's prefetch cursor's next fill */
+};
 struct cachetier_policy {
 	/* the state before any reader (cachetier_set_policy) */
 	void (*start)(struct cachetier_pf_counts *k);
@@ -357,6 +388,19 @@ struct cachetier_policy {
 	 * window; used: the cache's bytes used, reserved and being evicted;
 	 * chunk: the object's chunk; cache: the cache's size */
 	int (*miss_whole)(int streams, uint64_t used, uint64_t chunk, uint64_t cache);
+	/* the queue the store's next fill comes from (the order and the limits
+	 * of fills in flight); NONE: none now */
+	enum cachetier_queue (*next)(const struct cachetier_pf_counts *k,
+				     const struct cachetier_queue_heads *q);
+	/* the bounds of one fill of kind around unit c of an object of nunits
+	 * units, group of them to a chunk: the store fills the empty units
+	 * around c within [*lo, *hi) (in: what was asked; out: within it) as
+	 * one request */
+	void (*run)(enum cachetier_fill_kind kind, uint32_t c, uint32_t group, uint32_t nunits,
+		    uint32_t *lo, uint32_t *hi);
+	/* a planned range's fill of len bytes is small: it may be one of the
+	 * store's small_fills in flight and is sent as a small read */
+	int (*small)(uint64_t len);
 };
 /* Install the prefetch rules p (static; NULL: none), before fills start or
  * at any time. Any thread. */

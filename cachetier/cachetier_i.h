@@ -194,15 +194,6 @@ struct ct_dec {
 	unsigned evict_round;
 };
 
-/* A fill request of at most this many bytes of a planned range (a range
- * prefetch: cachetier_obj_prefetch_range, _span) is small: it may be one of
- * cfg.small_fills in flight instead of cfg.fill_threads, and asks the store
- * for a small read (BACKEND_READ_SMALL). At 60 MB/s per connection 1 MiB
- * takes 17 ms, less than the 30 ms a request waits for its first byte: such
- * requests are bound by latency, so more of them in flight add throughput
- * without competing for the link's rate. */
-#define CT_SMALL_FILL_BYTES (1u << 20)
-
 struct ct_fill; /* a fill's request state (below) */
 
 /* One fill in flight (ct->slots: cfg.fill_threads + cfg.small_fills of
@@ -220,7 +211,7 @@ struct ct_slot {
 				 * ct->lock, until fill_end): not free even while f is NULL */
 	uint32_t c, n;		/* units [c, c + n) */
 	int pf;			/* a prefetch (or warm) fill: enum ct_pf_kind; 0: none */
-	int small;		/* a small planned range (CT_SMALL_FILL_BYTES) */
+	int small;		/* a small planned range (the rules' small) */
 	atomic_int withdraw;	/* stop this prefetch fill: a reader's fill needs its connection */
 	atomic_ullong got;	/* bytes of the chunk received so far */
 	unsigned long long seq; /* start order (the youngest is withdrawn first on a tie) */
@@ -618,7 +609,7 @@ int cachetier__queue_run(struct cachetier *ct, struct ct_file *f, uint32_t c, ui
 			 uint32_t hi, int ra);
 /* A reader needs a unit that readahead queued: move its fill to the front. */
 void cachetier__queue_promote(struct cachetier *ct, struct ct_file *f, uint32_t c);
-/* The next fill: demand, then readahead, then prefetch ranges, then cursors. */
+/* The next fill, from the queue the rules pick (policy->next). */
 /* A reader's miss of f (not a probe; ahead: its readahead window): fill
  * the missed unit's whole chunk (1) or only the units read (0), as the
  * rules say. ct->lock held. */
@@ -628,7 +619,7 @@ void cachetier__pf_ended(struct cachetier *ct);
 int cachetier__queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, uint32_t *n,
 			  int *ra, int *pf);
 /* Is a fill of units [c, c + n) of f (pf: enum ct_pf_kind) a small
- * planned range (CT_SMALL_FILL_BYTES)? */
+ * planned range (the rules' small; without rules none is)? */
 int cachetier__fill_small(const struct cachetier *ct, const struct ct_file *f, uint32_t c,
 			  uint32_t n, int pf);
 /* The prefetch list ct->pf: take f off it, or put it at the back (front: 1). */

@@ -165,19 +165,36 @@ int cachetier__queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, u
 	return 0;
 }
 
-/* The run of UNIT_EMPTY units around unit c (UNIT_EMPTY) within [lo, hi) and
- * within c's chunk: *a .. *b (exclusive). */
-static void empty_run(const struct ct_file *f, uint32_t c, uint32_t lo, uint32_t hi, uint32_t *a,
-		      uint32_t *b)
+/* The bounds of a fill of kind around unit c of f, within [*lo, *hi): the
+ * rules' (policy->run); without rules c's chunk. ct->lock held. */
+static void run_bounds(const struct cachetier *ct, const struct ct_file *f,
+		       enum cachetier_fill_kind kind, uint32_t c, uint32_t *lo, uint32_t *hi)
 {
-	uint32_t g0 = c - c % f->group, g1 = g0 + f->group;
+	if (*hi > f->nunits)
+		*hi = f->nunits;
+	if (ct->policy) {
+		ct->policy->run(kind, c, f->group, f->nunits, lo, hi);
+	} else {
+		uint32_t g0 = c - c % f->group, g1 = g0 + f->group;
 
-	if (lo < g0)
-		lo = g0;
-	if (hi > g1)
-		hi = g1;
-	if (hi > f->nunits)
-		hi = f->nunits;
+		if (*lo < g0)
+			*lo = g0;
+		if (*hi > g1)
+			*hi = g1;
+	}
+	if (*lo > c)
+		*lo = c;
+	if (*hi <= c)
+		*hi = c + 1;
+}
+
+/* The run of UNIT_EMPTY units around unit c (UNIT_EMPTY) within [lo, hi) as
+ * the rules bound a fill of kind: *a .. *b (exclusive). ct->lock held. */
+static void empty_run(const struct cachetier *ct, const struct ct_file *f,
+		      enum cachetier_fill_kind kind, uint32_t c, uint32_t lo, uint32_t hi,
+		      uint32_t *a, uint32_t *b)
+{
+	run_bounds(ct, f, kind, c, &lo, &hi);
 	*a = c;
 	*b = c + 1;
 	while (*a > lo && f->ust[*a - 1] == UNIT_EMPTY)
@@ -186,14 +203,14 @@ static void empty_run(const struct ct_file *f, uint32_t c, uint32_t lo, uint32_t
 		(*b)++;
 }
 
-/* Queue one fill of the UNIT_EMPTY units around unit c within [lo, hi) and
- * c's chunk (one range request). */
+/* Queue one fill of the UNIT_EMPTY units around unit c within [lo, hi) as
+ * the rules bound it (one range request). */
 int cachetier__queue_run(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t lo,
 			 uint32_t hi, int ra)
 {
 	uint32_t a, b;
 
-	empty_run(f, c, lo, hi, &a, &b);
+	empty_run(ct, f, ra ? CACHETIER_FILL_READAHEAD : CACHETIER_FILL_DEMAND, c, lo, hi, &a, &b);
 	return cachetier__queue_push(ct, f, a, b - a, ra);
 }
 
@@ -258,33 +275,11 @@ void cachetier__pf_push(struct cachetier *ct, struct ct_file *f, int front)
 	}
 }
 
-/* Most prefetch fills in flight at once, as the rules say: pf_max of large
- * ones (a budget of fill_threads slots: the store's connections and one),
- * pf_small_max of all, small planned ranges too (small_fills + 1: its
- * max_connections and one). Without rules: the budget. */
-static unsigned pf_max_of(const struct cachetier *ct, unsigned n)
-{
-	struct cachetier_pf_counts k = pf_counts(ct);
-
-	return ct->policy ? ct->policy->pf_max(&k, n) : n;
-}
-
-static unsigned pf_max(const struct cachetier *ct)
-{
-	return pf_max_of(ct, ct->cfg.fill_threads);
-}
-
-static unsigned pf_small_max(const struct cachetier *ct)
-{
-	return pf_max_of(ct, ct->cfg.small_fills + 1);
-}
-
 int cachetier__fill_small(const struct cachetier *ct, const struct ct_file *f, uint32_t c,
 			  uint32_t n, int pf)
 {
-	(void)ct;
-	return (pf == CT_PF_RANGE_FIT || pf == CT_PF_RANGE_EVICT) &&
-	       cachetier__run_len(f, c, n) <= CT_SMALL_FILL_BYTES;
+	return (pf == CT_PF_RANGE_FIT || pf == CT_PF_RANGE_EVICT) && ct->policy &&
+	       ct->policy->small(cachetier__run_len(f, c, n));
 }
 
 /* Drop the range at the front of ct->pr. */
@@ -332,7 +327,8 @@ int cachetier__range_push(struct cachetier *ct, struct ct_file *f, uint32_t c0, 
  * queue: a reader waits for them), in *c and *n; *next moves past them and
  * the filled units after them. 0: none left (*next reached end). ct->lock
  * held. */
-static int cursor_take(struct ct_file *p, uint32_t *next, uint32_t end, uint32_t *c, uint32_t *n)
+static int cursor_take(const struct cachetier *ct, struct ct_file *p, enum cachetier_fill_kind kind,
+		       uint32_t *next, uint32_t end, uint32_t *c, uint32_t *n)
 {
 	uint32_t a, b;
 
@@ -340,7 +336,7 @@ static int cursor_take(struct ct_file *p, uint32_t *next, uint32_t end, uint32_t
 		(*next)++;
 	if (*next >= end)
 		return 0;
-	empty_run(p, *next, *next, end, &a, &b);
+	empty_run(ct, p, kind, *next, *next, end, &a, &b);
 	for (uint32_t u = a; u < b; u++)
 		p->ust[u] = UNIT_QUEUED;
 	*c = a;
@@ -362,7 +358,7 @@ static int range_small(const struct cachetier *ct, const struct ct_range *r)
 		at++;
 	if (at >= r->end)
 		return -1;
-	empty_run(r->f, at, at, r->end, &a, &b);
+	empty_run(ct, r->f, CACHETIER_FILL_RANGE, at, at, r->end, &a, &b);
 	return cachetier__fill_small(ct, r->f, a, b - a, CT_PF_RANGE_FIT);
 }
 
@@ -372,7 +368,7 @@ static int range_small(const struct cachetier *ct, const struct ct_range *r)
 static int range_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, uint32_t *n, int *pf)
 {
 	struct ct_range *r = ct->pr;
-	int took = cursor_take(r->f, &r->next, r->end, c, n);
+	int took = cursor_take(ct, r->f, CACHETIER_FILL_RANGE, &r->next, r->end, c, n);
 
 	*f = r->f;
 	*pf = r->evict ? CT_PF_RANGE_EVICT : CT_PF_RANGE_FIT;
@@ -381,24 +377,80 @@ static int range_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, uin
 	return took;
 }
 
-/* The next fill: demand, then readahead, then prefetch ranges, then prefetch cursors (the
- * object at the front of ct->pf first; at most pf_max in flight). *pf: a
- * prefetch cursor's chunk. An object whose cursor passed its last chunk
- * leaves the list at once, so its prefetch counts as ended once its fills
- * in flight are done. */
+/* Without rules: the queues in the order listed, in any free slot. */
+static enum cachetier_queue plain_next(const struct cachetier_queue_heads *q)
+{
+	if (q->demand)
+		return CACHETIER_Q_DEMAND;
+	if (q->readahead)
+		return CACHETIER_Q_READAHEAD;
+	if (q->range >= 0)
+		return CACHETIER_Q_RANGE;
+	return q->cursor ? CACHETIER_Q_CURSOR : CACHETIER_Q_NONE;
+}
+
+/* The next fill, from the queue the rules pick (policy->next): demand,
+ * readahead, the front prefetch range, or the front object's prefetch
+ * cursor (*pf: its kind). A range or an object whose cursor passed its
+ * last unit leaves its queue at once (so an object's prefetch counts as
+ * ended once its fills in flight are done). ct->lock held. */
 int cachetier__queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, uint32_t *n,
 			  int *ra, int *pf)
 {
-	struct ct_job *j = NULL;
+	for (;;) {
+		struct cachetier_queue_heads q = {
+		    .fills_inflight = ct->fills_inflight,
+		    .small_inflight = ct->small_inflight,
+		    .pf_running = ct->pf_running,
+		    .demand = ct->dq != NULL,
+		    .readahead = ct->rq != NULL,
+		    .cursor = ct->pf != NULL,
+		    .range = -1,
+		};
+		struct cachetier_pf_counts k = pf_counts(ct);
+		struct ct_job *j = NULL;
 
-	*pf = 0;
-	if (ct->fills_inflight - ct->small_inflight >= ct->cfg.fill_threads)
-		; /* as many large fills as the store's connections and one more */
-	else if (ct->dq)
-		j = queue_pop(&ct->dq_tail, &ct->dq);
-	else if (ct->rq)
-		j = queue_pop(&ct->rq_tail, &ct->rq);
-	if (j) {
+		while (ct->pr && (q.range = (int8_t)range_small(ct, ct->pr)) < 0)
+			cachetier__range_pop(ct); /* nothing left of it */
+		*pf = 0;
+		switch (ct->policy ? ct->policy->next(&k, &q) : plain_next(&q)) {
+		case CACHETIER_Q_DEMAND:
+			if (ct->dq)
+				j = queue_pop(&ct->dq_tail, &ct->dq);
+			break;
+		case CACHETIER_Q_READAHEAD:
+			if (ct->rq)
+				j = queue_pop(&ct->rq_tail, &ct->rq);
+			break;
+		case CACHETIER_Q_RANGE:
+			if (ct->pr && range_next(ct, f, c, n, pf)) {
+				*ra = 1;
+				return 1;
+			}
+			continue;
+		case CACHETIER_Q_CURSOR:
+			if (ct->pf) {
+				struct ct_file *p = ct->pf;
+				int took = cursor_take(ct, p, CACHETIER_FILL_CURSOR, &p->pf_next,
+						       p->pf_end, c, n);
+
+				/* an object whose cursor passed its end leaves the list at once */
+				if (p->pf_next >= p->pf_end)
+					cachetier__pf_unlink(ct, p);
+				if (took) {
+					*f = p;
+					*ra = 1;
+					*pf = CT_PF_OBJ;
+					return 1;
+				}
+				continue;
+			}
+			return 0;
+		default:
+			return 0;
+		}
+		if (!j)
+			return 0;
 		ct->rd_queued--;
 		*f = j->f;
 		*c = j->c;
@@ -407,32 +459,6 @@ int cachetier__queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c,
 		free(j);
 		return 1;
 	}
-	while (ct->pr) {
-		int small = range_small(ct, ct->pr);
-
-		if (small > 0 ? ct->pf_running >= pf_small_max(ct)
-			      : small == 0 && ct->pf_running - ct->small_inflight >= pf_max(ct))
-			break;
-		if (range_next(ct, f, c, n, pf)) {
-			*ra = 1;
-			return 1;
-		}
-	}
-	while (ct->pf && ct->pf_running - ct->small_inflight < pf_max(ct)) {
-		struct ct_file *p = ct->pf;
-		int took = cursor_take(p, &p->pf_next, p->pf_end, c, n);
-
-		/* an object whose cursor passed its end leaves the list at once */
-		if (p->pf_next >= p->pf_end)
-			cachetier__pf_unlink(ct, p);
-		if (took) {
-			*f = p;
-			*ra = 1;
-			*pf = CT_PF_OBJ;
-			return 1;
-		}
-	}
-	return 0;
 }
 
 int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,

@@ -13,6 +13,16 @@
 #include "disk_lock.h"
 #include "fetch.h"
 
+/* A fill request of at most this many bytes of a planned range (a range
+ * prefetch: cachetier_obj_prefetch_range, _span) is small (rules_small,
+ * fetch_rules.c): it may be one of the store's small_fills in flight
+ * instead of its fill_threads, and asks the store for a small read
+ * (BACKEND_READ_SMALL). At 60 MB/s per connection 1 MiB takes 17 ms, less
+ * than the 30 ms a request waits for its first byte: such requests are
+ * bound by latency, so more of them in flight add throughput without
+ * competing for the link's rate. */
+#define FETCH_SMALL_FILL_BYTES (1u << 20)
+
 /* The table: far more streams than a loader's readers read at once. */
 #define FETCH_STRIPES 32u
 #define FETCH_WAYS    8u

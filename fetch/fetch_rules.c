@@ -1,6 +1,9 @@
 /*
- * fetch_rules.c — the store's prefetch rules (fetch.h: fetch_store_rules,
- * installed by fetch_new with cachetier_set_policy): how many prefetch
+ * fetch_rules.c — the store's fill rules (fetch.h: fetch_store_rules,
+ * installed by fetch_new with cachetier_set_policy): which of the store's
+ * queues the next fill comes from (rules_next: the order and the limits of
+ * fills in flight), where a fill's run of units ends (rules_run: the
+ * chunk), which planned ranges are small (rules_small), how many prefetch
  * fills (objects' cursors: `shardfs prefetch`, the warm-up, shards fetched
  * ahead; ranges: plans) run beside readers' fills, which stop part-way
  * for a reader, the slow start after readahead, and how much a reader's
@@ -146,6 +149,56 @@ static int rules_miss_whole(int streams, uint64_t used, uint64_t chunk, uint64_t
 	return streams || used + chunk <= cache;
 }
 
+/* The next fill (the store's queues, cachetier_queue_heads): a reader's
+ * miss first, then readahead, while fewer large fills than fill_threads
+ * (the store's connections and one) are in flight; then the planned range
+ * at the front of the ranges, within rules_pf_max of a budget of
+ * small_fills + 1 slots if its next fill is small, of fill_threads large
+ * ones if not; then the prefetch cursor of the object at the front (the
+ * one a reader read last), within rules_pf_max of fill_threads. A range
+ * that waits for a slot does not hold back a cursor's fill. */
+static enum cachetier_queue rules_next(const struct cachetier_pf_counts *k,
+				       const struct cachetier_queue_heads *q)
+{
+	unsigned large = q->fills_inflight - q->small_inflight;
+	unsigned pf_large = q->pf_running - q->small_inflight;
+
+	if (large < k->fill_threads && q->demand)
+		return CACHETIER_Q_DEMAND;
+	if (large < k->fill_threads && q->readahead)
+		return CACHETIER_Q_READAHEAD;
+	if (q->range > 0 && q->pf_running < rules_pf_max(k, k->small_fills + 1))
+		return CACHETIER_Q_RANGE;
+	if (q->range == 0 && pf_large < rules_pf_max(k, k->fill_threads))
+		return CACHETIER_Q_RANGE;
+	if (q->cursor && pf_large < rules_pf_max(k, k->fill_threads))
+		return CACHETIER_Q_CURSOR;
+	return CACHETIER_Q_NONE;
+}
+
+/* A fill never crosses a chunk (group units, the store's --chunk-size):
+ * one request a chunk at most, so a fill's size is bounded and a reader
+ * waits at most for one chunk's request. Every kind alike. */
+static void rules_run(enum cachetier_fill_kind kind, uint32_t c, uint32_t group, uint32_t nunits,
+		      uint32_t *lo, uint32_t *hi)
+{
+	uint32_t g0 = c - c % group, g1 = g0 + group;
+
+	(void)kind;
+	(void)nunits;
+	if (*lo < g0)
+		*lo = g0;
+	if (*hi > g1)
+		*hi = g1;
+}
+
+/* A planned range's fill of at most FETCH_SMALL_FILL_BYTES is small
+ * (fetch_i.h: bound by the store's time to first byte, not its rate). */
+static int rules_small(uint64_t len)
+{
+	return len <= FETCH_SMALL_FILL_BYTES;
+}
+
 static const struct cachetier_policy fetch_rules = {
     .start = rules_start,
     .reader_job = rules_reader_job,
@@ -153,6 +206,9 @@ static const struct cachetier_policy fetch_rules = {
     .pf_max = rules_pf_max,
     .pf_yield = rules_pf_yield,
     .miss_whole = rules_miss_whole,
+    .next = rules_next,
+    .run = rules_run,
+    .small = rules_small,
 };
 
 const struct cachetier_policy *fetch_store_rules(void)

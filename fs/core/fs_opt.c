@@ -235,7 +235,7 @@ static const struct fs_opt store_opts[] = {
     /* A planned sample is one ranged GET of 100-200 KB: 30 ms waiting for
      * its first byte, 2-3 ms of transfer at 60 MB/s, so --connections of
      * them in flight leave the link mostly idle. Requests of planned
-     * ranges of at most 1 MiB (CT_SMALL_FILL_BYTES) may run past
+     * ranges of at most 1 MiB (FETCH_SMALL_FILL_BYTES) may run past
      * --connections up to this many in all (object stores serve thousands
      * of requests a second per prefix); demand, readahead and whole-object
      * prefetch fills keep --connections. Measured with
