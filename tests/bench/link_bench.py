@@ -414,18 +414,20 @@ def range_jobs(a, emu, n, outdir):
     return jobs
 
 
-def prefetch_once(a, emu, extra=()):
+def prefetch_once(a, emu, extra=(), perf=False):
     """(seconds, daemon cpu seconds, bytes fetched, mount) of `shardfs prefetch` of everything
     through a fresh mount; the mount is left mounted for the caller's stats, and m.busiest
     says how the daemon's busiest thread spent the time: (on a CPU, waiting for one), as
     fractions of the prefetch's wall time."""
     m = Mount(a, emu.url(a.brace), extra)
+    rec = perf_start(a, m.pid, 'prefetch', graph=True) if perf else None
     c0 = proc_cpu(m.pid)
     s0 = thread_sched(m.pid)
     t = time.monotonic()
     sh([a.bin, 'prefetch', m.mnt], stdout=subprocess.DEVNULL)
     secs = time.monotonic() - t
     cpu = proc_cpu(m.pid) - c0
+    perf_stop(rec)
     s1 = thread_sched(m.pid)
     run, wait = max((v[0] - s0.get(k, (0, 0))[0], v[1] - s0.get(k, (0, 0))[1])
                     for k, v in s1.items())
@@ -437,6 +439,11 @@ def prefetch_once(a, emu, extra=()):
 def w_prefetch(a, emu):
     dl = os.path.join(a.w, 'dl')
     sf, sfcpu, cu, cucpu, cr = [], [], [], [], []
+    if a.perf:  # an extra run under perf, not counted (perf's own cost is in the daemon's)
+        settle()
+        secs, cpu, fetched, m = prefetch_once(a, emu, perf=True)
+        log('prefetch under perf (not counted): %.2f s, daemon %.2f cpu s' % (secs, cpu))
+        m.umount()
     for i in range(max(a.runs, 5)):  # short runs; the CPU figures are noisy
         order = ('sf', 'curl', 'ranges') if i % 2 == 0 else ('ranges', 'curl', 'sf')
         for side in order:
@@ -484,22 +491,31 @@ def w_cat(a, emu):
     dl = os.path.join(a.w, 'dl')
     nm = a.names[len(a.names) // 2]
     sf, ar, cpu = [], [], []
-    for i in range(max(a.runs, 5)):  # a fraction of a second each: noisy
+    # with --perf, an extra run under perf first (i -1), not counted
+    for i in range(-1 if a.perf else 0, max(a.runs, 5)):  # a fraction of a second each: noisy
         for side in (('sf', 'aria') if i % 2 == 0 else ('aria', 'sf')):
+            if i < 0 and side == 'aria':
+                continue
             if side == 'aria' and not aria:
                 continue
             settle()
             if side == 'sf':
                 m = Mount(a, emu.url(a.brace))
+                rec = perf_start(a, m.pid, 'cat', graph=True) if i < 0 else None
                 c0 = proc_cpu(m.pid)
                 f0 = int(m.stat('bytes_fetched'))
                 t = time.monotonic()
                 sh(['cat', os.path.join(m.mnt, nm)], stdout=subprocess.DEVNULL)
                 sf.append(time.monotonic() - t)
                 cpu.append((proc_cpu(m.pid) - c0) / (a.sizes[nm] / 1e9))
-                log('cat: %.2f s, daemon %.2f CPU s per GB, fetched %d' % (
-                    sf[-1], cpu[-1], int(m.stat('bytes_fetched')) - f0))
+                perf_stop(rec)
+                log('cat%s: %.2f s, daemon %.2f CPU s per GB, fetched %d' % (
+                    ' under perf (not counted)' if rec else '', sf[-1], cpu[-1],
+                    int(m.stat('bytes_fetched')) - f0))
                 m.umount()
+                if rec:
+                    sf.pop()
+                    cpu.pop()
             else:
                 shutil.rmtree(dl, ignore_errors=True)
                 os.makedirs(dl)
@@ -758,15 +774,39 @@ class Epoch:
         return self.c['read_bytes']
 
 
-def perf_start(a, pid, loader):
-    """With --perf DIR: `perf record` of process pid (flat, -F 999), into DIR/LOADER.data; the
-    Popen, or None."""
+def perf_start(a, pid, loader, graph=False):
+    """With --perf DIR: `perf record` of process pid (-F 999; flat, or with call graphs
+    (-g) if graph), into DIR/LOADER.data; the Popen, or None."""
     if not a.perf:
         return None
     os.makedirs(a.perf, exist_ok=True)
     out = os.path.join(a.perf, '%s.data' % loader)
-    return subprocess.Popen(['perf', 'record', '-q', '-F', '999', '-p', str(pid), '-o', out],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if not graph:
+        return subprocess.Popen(['perf', 'record', '-q', '-F', '999', '-p', str(pid), '-o', out],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # a second's row: perf starts with its events off and the row goes on only once perf
+    # has said (on its ack fifo) that they are on, so the first samples are not lost
+    ctl, ack = out + '.ctl', out + '.ack'
+    for f in (ctl, ack):
+        if os.path.exists(f):
+            os.unlink(f)
+        os.mkfifo(f)
+    p = subprocess.Popen(['perf', 'record', '-q', '-F', '4999', '-g', '-D', '-1', '--control',
+                          'fifo:%s,%s' % (ctl, ack), '-p', str(pid), '-o', out],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cfd = os.open(ctl, os.O_RDWR)
+    afd = os.open(ack, os.O_RDWR | os.O_NONBLOCK)
+    try:
+        os.write(cfd, b'enable\n')
+        if not select.select([afd], [], [], 30)[0]:
+            raise RuntimeError('perf record did not start in 30 s')
+        os.read(afd, 64)
+    finally:
+        os.close(cfd)
+        os.close(afd)
+        os.unlink(ctl)
+        os.unlink(ack)
+    return p
 
 
 def perf_stop(p):
@@ -1148,9 +1188,11 @@ def main():
                     'that has not ended after this many seconds fails the run (default 1800)')
     ap.add_argument('--skip-unplanned', action='store_true', help='plan rows: leave out the '
                     'unplanned epochs (the slowest part; rows a, c and d against them go too)')
-    ap.add_argument('--perf', help='plan rows: `perf record` the daemon (-F 999, flat) over '
-                    'each loader\'s planned cold epoch, into DIR/LOADER.data (`perf report -i '
-                    'DIR/bytes.data --no-children --sort sym`)', metavar='DIR')
+    ap.add_argument('--perf', help='`perf record` the daemon (-F 999) over each loader\'s '
+                    'planned cold epoch (flat), into DIR/LOADER.data (`perf report -i '
+                    'DIR/bytes.data --no-children --sort sym`), and with call graphs (-g) over '
+                    'the first prefetch (L4: DIR/prefetch.data) and the first cold cat (L2b: '
+                    'DIR/cat.data)', metavar='DIR')
     ap.add_argument('--data', help='where the data set is kept between runs (default '
                     '/var/tmp/shardfs-linkbench-MB)')
     a = ap.parse_args()
