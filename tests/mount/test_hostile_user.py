@@ -780,7 +780,13 @@ def group_unit_recover(env, ck):
     data = os.urandom(70000)
     write_file(os.path.join(src, 's0.tar'), ml.tar_bytes([('a.bin', data)]))
     mnt = env.path('unit-mnt')
-    uenv = {'SOURCE': src, 'MOUNTPOINT': mnt, 'OPTIONS': '--cache-dir %s' % env.path('cache')}
+    # --timeout 0: the kernel keeps no attributes of the mount's root, so after the kill -9
+    # every stat of the mount point answers ENOTCONN, as it does once --timeout has passed
+    # since anything stat'ed it, or when nothing ever did (with the default of a day, the
+    # test's own lstat before the kill would leave them cached, and the unit's first
+    # ExecStartPre's stat would pass by that alone)
+    uenv = {'SOURCE': src, 'MOUNTPOINT': mnt,
+            'OPTIONS': '--cache-dir %s --timeout 0' % env.path('cache')}
     execs, settings = unit_commands(os.path.dirname(env.shardfs), uenv)
     log('unit: %r %r' % (settings, execs))
     ck.eq('the unit is Type=notify', settings.get('Type'), 'notify')
@@ -801,6 +807,8 @@ def group_unit_recover(env, ck):
             log('%s: %s: rc=%r %s' % (label, ' '.join(cmd), r.returncode,
                                       r.stderr.decode(errors='replace').strip()))
             ck.eq('%s: ExecStartPre %s: exit' % (label, ' '.join(cmd)), r.returncode, 0)
+            if r.returncode != 0:  # systemd runs nothing more: the start failed (and again
+                raise RuntimeError('%s: the unit fails at ExecStartPre' % label)  # each retry)
         p = subprocess.Popen(execs['ExecStart'][0], env=dict(env.env, NOTIFY_SOCKET=sock_path),
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=open(env.path('%s.log' % label), 'wb'))
@@ -841,6 +849,12 @@ def group_unit_recover(env, ck):
         except OSError as e:
             dead = e.errno == errno.ENOTCONN
         ck.ok(dead, 'after kill -9 the mount is dead (ENOTCONN)')
+        try:
+            os.stat(mnt)
+            err = None
+        except OSError as e:
+            err = errno.errorcode.get(e.errno, e.errno)
+        ck.eq('after kill -9: stat of the mount point', err, 'ENOTCONN')
         p, _ = start('restart')
         ck.eq('restart: a.bin', read_result(os.path.join(mnt, 's0', 'a.bin')), ('ok', data))
         for cmd in execs.get('ExecStop', []):
