@@ -7,7 +7,8 @@ Groups (each starts its own nginx on 127.0.0.1 and, for 'shortbody', the fault p
   shortbody  a 206 whose Content-Length is short of its Content-Range (the body stops early):
              its bytes are kept and the rest asked for again, each counted in
              store_short_bodies (req_cli's short_bodies) and store_attempts; exact bytes, no
-             failure. A server that sends 0 bytes of every such answer: the read fails with EIO
+             failure; also when it is the shard's first answer (the index build's read: the
+             listing shows the member, not EIO). A server that sends 0 bytes of every such answer: the read fails with EIO
              within --retry-budget, store_failures 1, and the log line names the status and
              "short body: got 0 of M bytes".
   norange    nginx with max_ranges 0 answers every ranged GET with 200 and the whole object:
@@ -107,6 +108,32 @@ def group_shortbody(env, ck, cli, ng, src):
         ck.eq('shortbody mount: store_failures', st['store_failures'], 0)
         ck.eq('shortbody mount: retries', (st['store_attempts'] - st0['store_attempts']) -
               (st['store_requests'] - st0['store_requests']), 5)
+
+        # (b2) issue 40 #5 as a user met it: the first answer for the shard (the index build's
+        # read of its first 8 KiB, before any listing of it) a 206 one byte short of its
+        # Content-Range, with a Content-Length that matches the short body ('trunc': the
+        # bytes kept, the last one asked for again). c787ef0 failed the listing with EIO
+        # (store_failures 0, nothing in the log about a short body)
+        px.trunc_bytes = 16384  # capped by the proxy at the body's length - 1
+        opts = ['--retry-budget', '60', '--warm', 'off', '--prefetch-shards', '0',
+                '--chunk-size', '64K']
+        with ml.Mount(env, source, cache_dir=env.path('cache-b2'), extra=opts) as m:
+            px.set('trunc', count=1, match='/files/' + key)
+            name = os.path.basename(key)[:-len('.tar')]
+            try:
+                listed = sorted(os.listdir(os.path.join(m.mnt, name)))
+            except OSError as ex:
+                listed = errno.errorcode.get(ex.errno, ex.errno)
+            got = ml.read_all(os.path.join(m.mnt, os.path.basename(key)))
+            st = m.stats()
+        first = [hs for meth, path, hs in px.log if meth == 'GET'][:1]
+        log('shortbody first answer: listing %r, first GET %r' % (listed, first))
+        ck.eq('shortbody first answer: the listing', listed, ['000001.bin'])
+        ck.ok(got == want, 'shortbody first answer: the shard read is not exact (%d bytes)'
+              % len(got))
+        ck.eq('shortbody first answer: faults served', px.faults, 1)
+        ck.eq('shortbody first answer: store_short_bodies', st.get('store_short_bodies'), 1)
+        ck.eq('shortbody first answer: store_failures', st['store_failures'], 0)
 
         # (c) every answer of the shard a 206 with no body at all: no progress, so EIO once the
         # budget is spent; counted and logged with the status and what came
