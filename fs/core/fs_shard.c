@@ -415,7 +415,9 @@ static void shard_account(struct fs *fs, const struct fs_obj *o, struct shardidx
 	if (info.damage < 0 || derr < 0)
 		fs->c.damaged_shards++;
 	if (info.skipped)
-		fs_log(FS_LOG_WARN, "shard %s: %u members left out (unsafe names or special files)",
+		fs_log(FS_LOG_WARN,
+		       "shard %s: %u members left out (unsafe names, special files, or a file or "
+		       "symlink whose name a later member's path needs as a directory)",
 		       o->key, info.skipped);
 }
 
