@@ -369,6 +369,7 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->decoded_evictions = ct->decoded_evictions;
 	st->evict_cpu_ns = atomic_load(&ct->evict_cpu_ns);
 	st->flush_cpu_ns = atomic_load(&ct->flush_cpu_ns);
+	st->punches = atomic_load(&ct->punches);
 	st->peer_units = ct->peer_units;
 	st->weak_probes = ct->weak_probes;
 	st->weak_changed = ct->weak_changed;

@@ -126,6 +126,7 @@ struct cachetier_stats {
 				      * room check, picking victims, unlinking maps, punching) */
 	uint64_t flush_cpu_ns;	     /* CPU time of the threads writing maps (their fdatasync
 				      * of the data file, the map's atomic write) */
+	uint64_t punches;	     /* holes punched by evictions (fallocate calls) */
 	uint64_t peer_units;	     /* units read that another process (or mount) filled */
 	uint64_t weak_probes;	     /* units fetched again to compare, for objects whose ETag
 				      * is weak or mtime-derived (nginx) */

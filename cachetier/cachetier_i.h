@@ -403,6 +403,7 @@ struct cachetier {
 	/* CPU time (CLOCK_THREAD_CPUTIME_ID) of make_room and of map writes
 	 * (cachetier_stats; the eviction bench, tests/bench/evict_bench.c) */
 	atomic_ullong evict_cpu_ns, flush_cpu_ns;
+	atomic_ullong punches; /* fallocate punches of evictions (cachetier_stats) */
 	uint64_t peer_units;   /* units served that another process filled */
 	uint64_t weak_probes;  /* anchors fetched again for weak ETags (cachetier_read.c) */
 	uint64_t weak_changed; /* objects found changed under a weak ETag */
