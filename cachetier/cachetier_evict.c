@@ -27,14 +27,14 @@
  * (Belady's rule); a prefetch fill evicts a planned unit only when that unit is needed later than
  * its own. An eviction takes one object's units in a batch (below), planned units only while they
  * come before every other object's first unit. Cost: victim() looks at every unit of every live
- * object once per eviction (a key each), evict() sorts one object's units. A unit goes when no
- * process pins or fills it (cachetier_fill.c: the unit's write lock on
- * auxfd). Objects of earlier mounts, other processes and other sources are opened for it from their
- * maps. When nothing is left to evict, the data directories are scanned again (at most once a
- * second) for objects other processes added. Decoded copies are evicted too, least recently used
- * (evict_dec), after the units no plan needs, before any unit no plan speaks of read more
- * recently and before units a plan needs. Units fetched only because they
- * lay between planned extents of one request (ct_file.gap,
+ * object once per eviction (a key each), evict() sorts one object's units; the units taken are
+ * punched a span at a time, joined across short gaps that hold nothing (join_gaps). A unit goes
+ * when no process pins or fills it (cachetier_fill.c: the unit's write lock on auxfd). Objects of
+ * earlier mounts, other processes and other sources are opened for it from their maps. When nothing
+ * is left to evict, the data directories are scanned again (at most once a second) for objects
+ * other processes added. Decoded copies are evicted too, least recently used (evict_dec), after the
+ * units no plan needs, before any unit no plan speaks of read more recently and before units a plan
+ * needs. Units fetched only because they lay between planned extents of one request (ct_file.gap,
  * cachetier_obj_prefetch_span), not read since and not marked by a plan,
  * count as units no plan needs, and are never spared as ahead.
  *
@@ -383,6 +383,62 @@ static uint32_t take(struct cachetier *ct, struct ct_file *f, uint32_t *b, uint3
 	return n;
 }
 
+/* Most units that hold nothing a punch spans between two runs of an
+ * eviction (join_gaps): 2 MiB of 64 KiB units. */
+#define EV_GAP_MAX 32u
+
+/* Join the runs of units list[0..n) of f (sorted, taken: write-locked on
+ * auxfd, EVICTING) across each gap of at most EV_GAP_MAX units that hold
+ * nothing (state byte clear, EMPTY here, no reader waiting), so that one
+ * punch covers both runs: a punch over a hole frees nothing and costs
+ * little, a punch call costs tens of microseconds of its own (a shuffled
+ * epoch's evictions take runs of two or three units). A gap is
+ * write-locked on auxfd with one fcntl, as the units taken are (no
+ * process fills it meanwhile, nor this one: its fills lock on stfd) and
+ * its state bytes read again under the lock (a fill of another process
+ * that ended before the lock set them: not joined); its units become
+ * EVICTING (this process's readers wait for the punch's end, as for the
+ * units taken) and are written to gaps[]. Returns how many. ct->lock
+ * held. */
+static uint32_t join_gaps(struct ct_file *f, const uint32_t *list, uint32_t n, uint32_t *gaps)
+{
+	uint32_t ng = 0;
+
+	for (uint32_t i = 0; i + 1 < n; i++) {
+		uint32_t a = list[i] + 1, b = list[i + 1], c;
+
+		if (b == a || b - a > EV_GAP_MAX)
+			continue;
+		for (c = a; c < b && f->ust[c] == UNIT_EMPTY && f->pins[c] == 0 &&
+			    !cachetier__st_get(f, c);
+		     c++)
+			;
+		if (c < b || cachetier__ofd_lock_n(f->auxfd, F_WRLCK, LK_UNIT(a), b - a, 0) < 0)
+			continue;
+		for (c = a; c < b && !cachetier__st_get(f, c); c++)
+			;
+		if (c < b) { /* filled by another process before the lock */
+			cachetier__ofd_lock_n(f->auxfd, F_UNLCK, LK_UNIT(a), b - a, 0);
+			continue;
+		}
+		for (c = a; c < b; c++) {
+			f->ust[c] = UNIT_EVICTING;
+			gaps[ng++] = c;
+		}
+	}
+	return ng;
+}
+
+/* Merge sorted a[0..na) and sorted b[0..nb) (no unit in both) into out. */
+static void merge_units(const uint32_t *a, uint32_t na, const uint32_t *b, uint32_t nb,
+			uint32_t *out)
+{
+	uint32_t i = 0, j = 0, k = 0;
+
+	while (i < na || j < nb)
+		out[k++] = j == nb || (i < na && a[i] < b[j]) ? a[i++] : b[j++];
+}
+
 /* Evict units of f, first in eviction order first, until 'want' bytes
  * are freed (at least one unit) or the next one is not within 'next'
  * (key_within): each one the state file says is valid that no process
@@ -393,7 +449,7 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 		      const struct ev_ctx *x, struct ev_key next)
 {
 	char name[24];
-	uint32_t *list = NULL, *batch, n = 0, ncand = 0;
+	uint32_t *list = NULL, *batch, *all, n = 0, ncand = 0, ng;
 	struct ev_cand *cand;
 	uint64_t freed = 0;
 	int had_map = 0, left = 0, named = 0, stop = 0;
@@ -416,10 +472,12 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 	list = malloc((size_t)(f->nunits ? f->nunits : 1) * sizeof(*list));
 	batch = malloc((size_t)(f->nunits ? f->nunits : 1) * sizeof(*batch));
 	cand = malloc((size_t)(f->nunits ? f->nunits : 1) * sizeof(*cand));
-	if (!list || !batch || !cand) {
+	all = malloc((size_t)(f->nunits ? f->nunits : 1) * sizeof(*all));
+	if (!list || !batch || !cand || !all) {
 		free(list);
 		free(batch);
 		free(cand);
+		free(all);
 		return 0;
 	}
 	/* the evictable units in eviction order, sorted once (picking the
@@ -451,12 +509,18 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 		n += take(ct, f, batch, nb, list + n, &freed, &named);
 	}
 	free(cand);
-	free(batch);
 	if (n == 0) {
+		free(batch);
+		free(all);
 		free(list);
 		f->evict_round = ct->evict_round; /* nothing of it can go now */
 		return 0;
 	}
+	/* the punches' spans: the units taken, joined across short gaps
+	 * that hold nothing (batch: the gaps' units) */
+	qsort(list, n, sizeof(*list), u32_cmp);
+	ng = join_gaps(f, list, n, batch);
+	merge_units(list, n, batch, ng, all);
 	cachetier__usage_add(ct, -(int64_t)freed);
 	f->evicting = 1;
 	ct->evicting += freed;
@@ -483,22 +547,23 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 		cachetier__ofd_lock(f->stfd, F_UNLCK, LK_MAP, 0);
 		disk_mutex_unlock(&f->maplock);
 	}
-	/* one hole per run of adjacent units (a unit a call cost a quarter of
-	 * a random epoch's fills in fallocate with a small cache), without
-	 * maplock: no map names them now, and a map written meanwhile cannot
-	 * (their state bytes are clear) */
-	qsort(list, n, sizeof(*list), u32_cmp);
-	for (uint32_t i = 0; i < n;) {
+	/* one hole per span of adjacent units, taken or joined gaps (a unit
+	 * a call cost a quarter of a random epoch's fills in fallocate with a
+	 * small cache), and one fcntl to unlock it, without maplock: no map
+	 * names them now, and a map written meanwhile cannot (their state
+	 * bytes are clear) */
+	for (uint32_t i = 0; i < n + ng;) {
 		uint32_t k = i + 1;
-		uint64_t len = cachetier__unit_len(f, list[i]);
 
-		while (k < n && list[k] == list[k - 1] + 1)
-			len += cachetier__unit_len(f, list[k++]);
+		while (k < n + ng && all[k] == all[k - 1] + 1)
+			k++;
 		/* Fails only where holes are unsupported: the bytes stay on
 		 * disk unaccounted, but are never served. */
 		fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			  (off_t)((uint64_t)list[i] * f->unit_bytes), (off_t)len);
-		cachetier__ofd_lock_n(f->auxfd, F_UNLCK, LK_UNIT(list[i]), k - i, 0);
+			  (off_t)cachetier__unit_off(f, all[i]),
+			  (off_t)cachetier__run_len(f, all[i], k - i));
+		cachetier__ofd_lock_n(f->auxfd, F_UNLCK, LK_UNIT(all[i]), k - i, 0);
+		atomic_fetch_add_explicit(&ct->punches, 1, memory_order_relaxed);
 		i = k;
 	}
 
@@ -509,6 +574,8 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 		f->ust[list[i]] = UNIT_EMPTY;
 		f->seen[list[i]] = 0; /* whoever fills it next: checked if not us */
 	}
+	for (uint32_t i = 0; i < ng; i++)
+		f->ust[batch[i]] = UNIT_EMPTY; /* a joined gap: as it was */
 	for (uint32_t c = 0; c < f->nunits && had_map && !left; c++)
 		left = cachetier__st_get(f, c);
 	if (had_map && left) {
@@ -519,6 +586,8 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 	}
 	pthread_cond_broadcast(&ct->unit_cond);
 	pthread_cond_broadcast(&ct->room_cond);
+	free(batch);
+	free(all);
 	free(list);
 	return freed;
 }

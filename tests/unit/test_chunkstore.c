@@ -1163,6 +1163,110 @@ static void test_plan_order(void)
 	backend_close(be);
 }
 
+/* The state file (data/<hash>.st) of the one object a tier has open. */
+static int st_path(struct cachetier *ct, char *path, size_t len)
+{
+	DIR *d = opendir(data_dir(ct));
+	struct dirent *de;
+	int n = 0;
+
+	while (d && (de = readdir(d))) {
+		if (strlen(de->d_name) == 19 && strcmp(de->d_name + 16, ".st") == 0) {
+			snprintf(path, len, "%s/%s", data_dir(ct), de->d_name);
+			n++;
+		}
+	}
+	if (d)
+		closedir(d);
+	return n == 1 ? 0 : -1;
+}
+
+/* One eviction's punches (cachetier_stats.punches): a cache of n units of
+ * CHUNK / 8, units of the big object read with probes (one unit each, no
+ * readahead) at the unit numbers in at[] (oldest first), then object 0's
+ * first 'take' units read at once, so that one eviction takes that many
+ * of the big object's units, least recently used first. A gap between two
+ * units taken that holds nothing is punched with them in one call (at
+ * most 32 units); a unit that holds bytes, or that another process locks
+ * (lock_gap: a read lock on its unit lock, as a reader of another process
+ * holds), splits the punch. Checks the punches, that the evicted units
+ * are gone and the rest kept, and the bytes of every unit read again. */
+static void punch_case(const char *name, const uint32_t *at, int n, int take, int lock_gap,
+		       uint64_t punches, int kept)
+{
+	struct backend *be = store("");
+	uint64_t u = CHUNK / 8;
+	struct cachetier *ct = tier(be, name, (uint64_t)n * u, 4);
+	struct cachetier_obj *big = obj(ct, be, NOBJ), *x;
+	struct cachetier_stats st0, st;
+	unsigned char buf[64];
+	char path[700];
+	int fd = -1, err;
+
+	for (int i = 0; i < n; i++)
+		CHECK(cachetier_obj_pread_probe(big, buf, sizeof(buf), at[i] * u) == sizeof(buf),
+		      "%s: read of unit %u", name, at[i]);
+	if (lock_gap >= 0) {
+		struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
+
+		fl.l_start = (off_t)(1ll << 32) + lock_gap; /* LK_UNIT (cachetier_i.h) */
+		fl.l_len = 1;
+		fd = st_path(ct, path, sizeof(path)) == 0 ? open(path, O_RDWR) : -1;
+		CHECK(fd >= 0 && fcntl(fd, F_OFD_SETLK, &fl) == 0, "%s: lock unit %d of %s", name,
+		      lock_gap, path);
+	}
+	fills_idle(ct);
+	stats(ct, &st0);
+	x = obj(ct, be, 0);
+	err = read_check(x, 0, 0, (size_t)take * u, 0);
+	CHECK(err == 0, "%s: read of object 0: %d", name, err);
+	stats(ct, &st);
+	CHECK(st.evictions - st0.evictions == 1 &&
+		  st.evicted_bytes - st0.evicted_bytes == take * u &&
+		  st.punches - st0.punches == punches,
+	      "%s: %llu evictions of %llu bytes in %llu punches (want 1 of %llu in %llu)", name,
+	      (unsigned long long)(st.evictions - st0.evictions),
+	      (unsigned long long)(st.evicted_bytes - st0.evicted_bytes),
+	      (unsigned long long)(st.punches - st0.punches), (unsigned long long)(take * u),
+	      (unsigned long long)punches);
+	CHECK(cachetier_obj_cached_bytes(big) == (uint64_t)(n - take) * u, "%s: big holds %llu",
+	      name, (unsigned long long)cachetier_obj_cached_bytes(big));
+	if (fd >= 0)
+		close(fd);
+	/* the unit kept is served from the cache (a hit), the others fetched
+	 * again: exact bytes either way */
+	stats(ct, &st0);
+	if (kept >= 0) {
+		err = read_check(big, NOBJ, (uint64_t)kept * u, u, 1);
+		stats(ct, &st);
+		CHECK(err == 0 && st.misses == st0.misses, "%s: unit %d kept: %d, misses %llu",
+		      name, kept, err, (unsigned long long)(st.misses - st0.misses));
+	}
+	for (uint32_t c = 0; c <= at[n - 1]; c++) {
+		err = read_check(big, NOBJ, (uint64_t)c * u, u, c & 1);
+		CHECK(err == 0, "%s: unit %u read again: %d", name, c, err);
+	}
+	cachetier_obj_unref(x);
+	cachetier_obj_unref(big);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
+static void test_punch_join(void)
+{
+	static const uint32_t spread[] = {0, 2, 4, 6}, wide[] = {0, 33, 67}, two[] = {0, 2},
+			      mid[] = {0, 2, 1};
+
+	/* gaps of one unit that hold nothing: one punch for four units */
+	punch_case("c-punch-spread", spread, 4, 4, -1, 1, -1);
+	/* gaps of 32 units (joined) and 33 (not) */
+	punch_case("c-punch-wide", wide, 3, 3, -1, 2, -1);
+	/* the gap's unit locked by another process: not punched */
+	punch_case("c-punch-locked", two, 2, 2, 1, 2, -1);
+	/* the gap's unit holds bytes (read last: kept) */
+	punch_case("c-punch-valid", mid, 3, 2, -1, 2, 1);
+}
+
 static void test_crash(uint64_t seed)
 {
 	struct cachetier_stats st;
@@ -2181,6 +2285,7 @@ int main(void)
 	test_pin_threads();
 	test_peer_pins();
 	test_plan_order();
+	test_punch_join();
 	test_reopen_race();
 	test_crash(seed);
 	test_durable(seed);
