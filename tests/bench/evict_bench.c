@@ -83,6 +83,9 @@ static uint64_t *samples(uint64_t each, size_t *n)
  * the threads making room, the threads writing maps) of the last pass, in
  * s; evict_bench.sh defines EB_CPU_STATS where the tree has them. */
 static double room_s, flush_s;
+/* The holes the last pass punched (cachetier_stats.punches; -1 where the
+ * tree has no such count: evict_bench.sh defines EB_PUNCHES where it has). */
+static double punches;
 
 static double pass(const char *dir, struct backend *be, uint64_t cache, int n, int random,
 		   uint64_t *evicted, uint64_t *evictions)
@@ -172,12 +175,17 @@ static double pass(const char *dir, struct backend *be, uint64_t cache, int n, i
 #else
 	room_s = flush_s = -1;
 #endif
+#ifdef EB_PUNCHES
+	punches = (double)st.punches;
+#else
+	punches = -1;
+#endif
 	fprintf(stderr,
 		"  pass %s, cache %llu MiB: %llu fills, %llu MiB fetched, %.3f CPU-s (making room "
-		"%.3f, writing maps %.3f)\n",
+		"%.3f, writing maps %.3f), %.0f punches\n",
 		random ? "shuffled" : "in order", (unsigned long long)(cache >> 20),
 		(unsigned long long)st.fills, (unsigned long long)(st.bytes_fetched >> 20), t0,
-		room_s, flush_s);
+		room_s, flush_s, punches);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cdir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "warning: could not remove %s\n", cdir);
@@ -195,7 +203,7 @@ int main(int argc, char **argv)
 {
 	char src[600], path[700];
 	struct backend *be;
-	double gb, per[64], base[64], ev[64], room[64], flush[64];
+	double gb, per[64], base[64], ev[64], room[64], flush[64], punch[64];
 	uint64_t total, each, evicted = 0, evictions = 0, e0, n0;
 	int runs, err;
 
@@ -235,16 +243,20 @@ int main(int argc, char **argv)
 				b = pass(argv[1], be, total / 4, 1, random, &evicted, &evictions);
 				room[r] = room_s;
 				flush[r] = flush_s;
+				punch[r] = punches;
 				a = pass(argv[1], be, total * 2, 0, random, &e0, &n0);
 			} else {
 				a = pass(argv[1], be, total * 2, 0, random, &e0, &n0);
 				b = pass(argv[1], be, total / 4, 1, random, &evicted, &evictions);
 				room[r] = room_s;
 				flush[r] = flush_s;
+				punch[r] = punches;
 			}
 			if (evicted) {
 				room[r] /= evicted / (1024 * MiB);
 				flush[r] /= evicted / (1024 * MiB);
+				if (punch[r] >= 0)
+					punch[r] /= evicted / (1024 * MiB);
 			}
 			base[r] = a;
 			ev[r] = b;
@@ -260,6 +272,7 @@ int main(int argc, char **argv)
 		qsort(ev, (size_t)runs, sizeof(*ev), dbl_cmp);
 		qsort(room, (size_t)runs, sizeof(*room), dbl_cmp);
 		qsort(flush, (size_t)runs, sizeof(*flush), dbl_cmp);
+		qsort(punch, (size_t)runs, sizeof(*punch), dbl_cmp);
 		printf("%-44s %10.3f %10.3f %12.3f  (target <= 0.1)\n",
 		       random ? "E2 evict: 100 KB samples shuffled, cache 1/4"
 			      : "E1 evict: 8 objects in order, cache 1/4",
@@ -272,6 +285,11 @@ int main(int argc, char **argv)
 			      : "E1 own: making room, "
 				"writing maps /GiB",
 		       "", room[runs / 2], flush[runs / 2]);
+		/* fallocate calls of the quarter cache's pass per GiB evicted
+		 * (-1: the tree does not count them) */
+		printf("%-44s %10s %10s %12.0f  (punches)\n",
+		       random ? "E2 holes punched /GiB" : "E1 holes punched /GiB", "", "",
+		       punch[runs / 2]);
 	}
 	backend_close(be);
 	return 0;

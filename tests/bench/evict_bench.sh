@@ -41,6 +41,7 @@ bench_cc() {
 		def="-DEB_DURABLE_DELAY_S=$def"
 	fi
 	grep -q evict_cpu_ns "$src/cachetier/cachetier.h" && stats=-DEB_CPU_STATS
+	grep -q 'uint64_t punches;' "$src/cachetier/cachetier.h" && stats="$stats -DEB_PUNCHES"
 	# the store's fill rules from the fetch scheduler (fetch/), where the tree has them
 	grep -q cachetier_set_policy "$src/cachetier/cachetier.h" && fetch="-DEB_POLICY -I$src/fetch $b/fetch/libfetch.a"
 	# shellcheck disable=SC2046,SC2086
@@ -82,6 +83,7 @@ for r in $(seq 1 "$runs"); do
 		"$bin" "$tmp" "$gb" 1 | awk -v side="$side" '
 			/^E[12] evict:/ { print side, $1, $(NF - 3) }
 			/^E[12] own:/ { print side, $1 "room", $(NF - 5); print side, $1 "maps", $(NF - 4) }
+			/^E[12] holes punched/ { print side, $1 "punch", $(NF - 1) }
 		' >>"$tmp/rows"
 	done
 done
@@ -95,12 +97,15 @@ print('%-40s %12s %12s %8s' % ('CPU-s per GiB evicted (median)', 'before ' + sys
                                 'after', 'ratio'))
 names = {'E1': 'E1: 8 objects in order, cache 1/4', 'E2': 'E2: 100 KB shuffled, cache 1/4',
          'E1room': 'E1 making room (own CPU)', 'E2room': 'E2 making room (own CPU)',
-         'E1maps': 'E1 writing maps (own CPU)', 'E2maps': 'E2 writing maps (own CPU)'}
-for row in ('E1', 'E2', 'E1room', 'E1maps', 'E2room', 'E2maps'):
+         'E1maps': 'E1 writing maps (own CPU)', 'E2maps': 'E2 writing maps (own CPU)',
+         'E1punch': 'E1 holes punched per GiB (calls)', 'E2punch': 'E2 holes punched per GiB (calls)'}
+for row in ('E1', 'E2', 'E1room', 'E1maps', 'E2room', 'E2maps', 'E1punch', 'E2punch'):
     b = statistics.median(rows.get(('base', row), [float('nan')]))
     a = statistics.median(rows.get(('this', row), [float('nan')]))
-    print('%-40s %12.3f %12.3f %8s  (target <= 0.1; runs: before %s, after %s)' % (
-        names[row], b, a, '%.2f' % (a / b) if b > 0 else '-',
-        ' '.join('%.3f' % x for x in rows.get(('base', row), [])),
-        ' '.join('%.3f' % x for x in rows.get(('this', row), []))))
+    f = '%.0f' if row.endswith('punch') else '%.3f'
+    print(('%-40s %12s %12s %8s  (' + ('' if row.endswith('punch') else 'target <= 0.1; ') +
+           'runs: before %s, after %s)') % (
+        names[row], f % b, f % a, '%.2f' % (a / b) if b > 0 else '-',
+        ' '.join(f % x for x in rows.get(('base', row), [])),
+        ' '.join(f % x for x in rows.get(('this', row), []))))
 PY
