@@ -188,6 +188,17 @@ static void run_bounds(const struct cachetier *ct, const struct ct_file *f,
 		*hi = c + 1;
 }
 
+uint32_t cachetier__run_last(const struct cachetier *ct, const struct ct_file *f,
+			     enum cachetier_fill_kind kind, uint32_t c)
+{
+	uint32_t lo = 0, hi = f->nunits;
+
+	if (c >= f->nunits)
+		c = f->nunits - 1;
+	run_bounds(ct, f, kind, c, &lo, &hi);
+	return hi - 1;
+}
+
 /* The run of UNIT_EMPTY units around unit c (UNIT_EMPTY) within [lo, hi) as
  * the rules bound a fill of kind: *a .. *b (exclusive). ct->lock held. */
 static void empty_run(const struct cachetier *ct, const struct ct_file *f,

@@ -35,7 +35,6 @@
  * [end, end + ahead) (ahead: the caller's window, fetch/). ct->lock held. */
 static void ra_queue(struct cachetier *ct, struct ct_file *f, uint64_t end, uint64_t ahead)
 {
-	uint64_t chunk_bytes = (uint64_t)f->unit_bytes * f->group;
 	uint64_t last;
 
 	/* the last streaming reader's place: eviction spares what lies
@@ -44,12 +43,13 @@ static void ra_queue(struct cachetier *ct, struct ct_file *f, uint64_t end, uint
 	f->ra_end = end;
 	if (!ahead || end >= f->size)
 		return;
-	/* whole chunks: one request each, from the chunk the read ends in
-	 * (its units before the read's end too: the read's own misses then
-	 * join that request instead of splitting it) */
-	last = ((end + ahead - 1) / chunk_bytes + 1) * f->group - 1;
-	if (last >= f->nunits)
-		last = f->nunits - 1;
+	/* whole fills as the scheduler's rules bound them (a chunk each):
+	 * one request each, from the one the read ends in (its units before
+	 * the read's end too: the read's own misses then join that request
+	 * instead of splitting it), to the one the window's last byte is in */
+	last = (end + ahead - 1) / f->unit_bytes;
+	last = cachetier__run_last(ct, f, CACHETIER_FILL_READAHEAD,
+				   last < f->nunits ? (uint32_t)last : f->nunits - 1);
 	for (uint64_t c = end / f->unit_bytes; c <= last; c++) {
 		if (f->ust[c] == UNIT_EMPTY &&
 		    cachetier__queue_run(ct, f, (uint32_t)c, 0, f->nunits, 1) < 0)
