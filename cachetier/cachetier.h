@@ -378,8 +378,6 @@ struct cachetier_policy {
 	void (*reader_job)(struct cachetier_pf_counts *k, int ra);
 	/* a prefetch fill ended with all its bytes */
 	void (*pf_ended)(struct cachetier_pf_counts *k);
-	/* most prefetch fills in flight of a budget of n slots */
-	unsigned (*pf_max)(const struct cachetier_pf_counts *k, unsigned n);
 	/* after a reader's job was queued (ra: readahead): stop[i] = 1 for each
 	 * prefetch fill of slots s[0..n) to stop (zeroed by the caller) */
 	void (*pf_yield)(const struct cachetier_pf_counts *k, const struct cachetier_pf_slot *s,

@@ -351,7 +351,7 @@ struct cachetier {
 					 * filled (a reader's object moves to the front) */
 	struct ct_range *pr, **pr_tail; /* range prefetches, in the order asked: looked at
 					 * before the objects of ct->pf */
-	unsigned pf_running;		/* prefetch fills in flight (cachetier_queue.c pf_max) */
+	unsigned pf_running;		/* prefetch fills in flight (the rules' next limits them) */
 	unsigned rd_queued;		/* jobs in dq and rq */
 	unsigned rd_inflight;		/* demand and readahead fills in flight */
 	unsigned ra_busy;		/* readahead jobs queued and fills in flight */
@@ -614,7 +614,7 @@ uint32_t cachetier__run_last(const struct cachetier *ct, const struct ct_file *f
 			     enum cachetier_fill_kind kind, uint32_t c);
 /* A reader needs a unit that readahead queued: move its fill to the front. */
 void cachetier__queue_promote(struct cachetier *ct, struct ct_file *f, uint32_t c);
-/* The next fill, from the queue the rules pick (policy->next). */
+/* The next fill, from the queue the rules pick (the rules' next). */
 /* A reader's miss of f (not a probe; ahead: its readahead window): fill
  * the missed unit's whole chunk (1) or only the units read (0), as the
  * rules say. ct->lock held. */

@@ -1,24 +1,26 @@
 /*
- * cachetier_queue.c — the fill queues of the unit store (cachetier_map.c)
- * and where its prefetch rules (the fetch scheduler's, cachetier_set_policy:
- * fetch/fetch_rules.c) are asked; the workers that serve them are in
+ * cachetier_queue.c — the fill queues of the unit store (cachetier_map.c),
+ * served as the fetch scheduler's rules say (cachetier_set_policy:
+ * fetch/fetch_rules.c); the workers that serve them are in
  * cachetier_fill.c. The queue functions run with ct->lock held; the
  * prefetch calls at the end (cachetier__file_prefetch, _prefetch_range,
  * _prefetch_state) take it themselves.
  *
- * Fills: workers (cachetier_fill.c) take jobs, while a fill slot is free and
- * the limits below allow (at most cfg.fill_threads fills but those of small
- * planned ranges, cfg.small_fills + 1 in all), from three queues in order:
- * demand (a reader waits), readahead, prefetch (a cursor per object, so a
+ * Queues: demand (a reader waits), readahead, prefetch ranges (planned
+ * ranges, in the order asked), prefetch cursors (a cursor per object, so a
  * prefetch of a huge object queues nothing up front; an object a reader
- * reads moves to the front; how many prefetch fills run and which are
- * withdrawn part-way for readers is the rules' (pf_max, pf_yield); a
- * PF_FIT prefetch skips, never evicts for, a chunk that does not fit). A
- * unit has one
- * state (enum ct_unit), so concurrent misses of one unit share one fill.
- * Readers wait on ct->unit_cond for just the units they need; a failed
- * fill leaves the unit EMPTY with its error, which every reader that was
- * waiting for that fill returns; the next read retries.
+ * reads moves to the front). The store decides no fetch: which queue the
+ * next fill comes from and how many fills of each kind run at once
+ * (policy->next), where a fill's run of units ends (policy->run), which
+ * range fills are small (policy->small), which prefetch fills are
+ * withdrawn part-way for readers (policy->pf_yield) and how much a miss
+ * fills (policy->miss_whole) are the rules'; the store keeps the counts
+ * they decide on and does what they say. A PF_FIT prefetch skips, never
+ * evicts for, a fill that does not fit. A unit has one state (enum
+ * ct_unit), so concurrent misses of one unit share one fill. Readers wait
+ * on ct->unit_cond for just the units they need; a failed fill leaves the
+ * unit EMPTY with its error, which every reader that was waiting for that
+ * fill returns; the next read retries.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -98,7 +100,7 @@ int cachetier__miss_whole(const struct cachetier *ct, const struct ct_file *f, u
 
 /* After a job for object f was queued (ra: a readahead job): the prefetch
  * fills the rules say stop for readers (pf_yield) are withdrawn. */
-static void pf_yield(struct cachetier *ct, const struct ct_file *f, int ra)
+static void ask_yield(struct cachetier *ct, const struct ct_file *f, int ra)
 {
 	struct cachetier_pf_slot v[ct->nslots > 0 ? ct->nslots : 1];
 	uint8_t stop[ct->nslots > 0 ? ct->nslots : 1];
@@ -160,7 +162,7 @@ int cachetier__queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, u
 		ct->policy->reader_job(&k, ra);
 		pf_counts_put(ct, &k);
 	}
-	pf_yield(ct, f, ra);
+	ask_yield(ct, f, ra);
 	pthread_cond_signal(&ct->work_cond);
 	return 0;
 }

@@ -15,7 +15,7 @@
 
 #include "fetch_i.h"
 
-/* No reader yet: every slot but one (pf_max) at full parallelism. */
+/* No reader yet: every slot but one (rules_pf_max) at full parallelism. */
 static void rules_start(struct cachetier_pf_counts *k)
 {
 	k->cap = k->small_fills + 1;
@@ -28,7 +28,7 @@ static void rules_reader_job(struct cachetier_pf_counts *k, int ra)
 {
 	k->quiet = 0;
 	if (ra)
-		k->cap = 1; /* pf_max: the slow start after it */
+		k->cap = 1; /* rules_pf_max: the slow start after it */
 }
 
 /* The slow start: each prefetch fill that completes while no readahead
@@ -59,7 +59,7 @@ static void rules_pf_ended(struct cachetier_pf_counts *k)
  * reader reading what its readahead fetched does not share the machine with a full round of
  * prefetch fills at once, and a reader that keeps streaming stops them
  * again before they reach full parallelism.
- * The store asks for large prefetch fills (n = fill_threads: its
+ * rules_next asks for large prefetch fills (n = fill_threads: the store's
  * connections and one) and for all prefetch fills when those of small
  * planned ranges count too (n = small_fills + 1: its max_connections and
  * one). */
@@ -203,7 +203,6 @@ static const struct cachetier_policy fetch_rules = {
     .start = rules_start,
     .reader_job = rules_reader_job,
     .pf_ended = rules_pf_ended,
-    .pf_max = rules_pf_max,
     .pf_yield = rules_pf_yield,
     .miss_whole = rules_miss_whole,
     .next = rules_next,

@@ -5,14 +5,14 @@
  * fetched in the background, so that a training job's first epoch reads
  * from the cache.
  *
- * It is the cache tier's prefetch, not a mechanism of its own: one thread
- * hands every object to cachetier_obj_prefetch in listing order and then
- * follows the progress. The cache tier's queues put demand reads first,
- * readahead second and prefetch last; an object a reader reads moves to
- * the front of the prefetch order; prefetch fills claim chunks through the
- * same path as reads, so mounts sharing a cache directory fetch each chunk
- * once. The warm uses fetch_obj_fill (CACHETIER_PF_FIT): it fills only the room the cache
- * has and never evicts, so it stops where the cache is full
+ * It is the fetch scheduler's whole-object fill, not a mechanism of its
+ * own: one thread hands every object to fetch_obj_fill in listing order
+ * and then follows the progress. The scheduler's rules (fetch_rules.c)
+ * serve demand reads first, readahead second and prefetch last; an object
+ * a reader reads moves to the front of the prefetch order; prefetch fills
+ * claim chunks through the same path as reads, so mounts sharing a cache
+ * directory fetch each chunk once. The warm uses fetch_obj_fill (CACHETIER_PF_FIT): it fills only
+ * the room the cache has and never evicts, so it stops where the cache is full
  * (FS_WARM_STATE_STOPPED) instead of pushing out what readers use or what
  * it warmed itself.
  *

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""fetch-decisions: every fetch decision is the fetch scheduler's (fetch/): no file of the core
+(fs/) fetches but through it, and the store (cachetier/) decides no fetch but by asking its rules
+(docs/architecture.md, "The fetch scheduler"). No build needed, no mount; exact sets.
+
+usage: test_fetch_decisions.py SOURCE_ROOT
+
+Checks, over the product's .c and .h files (`git ls-files` outside tests/, examples/, python/):
+  1. the store's fill and read entries (STORE_FETCH: reads that queue readahead or fill a miss,
+     prefetches, batch fills, the rules and the fill timing) are called from fetch/ only: no
+     file of fs/ (nor backend/, disk/, shardidx/) calls one;
+  2. the store asks its rules and decides none: every `policy->` of cachetier/ is a call of a
+     hook of struct cachetier_policy (cachetier.h), all of them in cachetier_queue.c; fetch/'s
+     rules (fetch_rules.c) give every hook;
+  3. the rules' knobs and helpers are fetch/'s only: no file outside fetch/ names one (RULES),
+     nor defines the store's old decision helpers (OLD_HELPERS);
+  4. a fill's bounds are the rules' (`run`): cachetier/ divides units into chunks (`% group`)
+     in one place only, the store's no-rules fallback in cachetier_queue.c's run_bounds;
+  5. the store's queue order is the rules' (`next`): cachetier__queue_next takes a job only in
+     a case of enum cachetier_queue.
+
+Exit 0 pass, 1 fail."""
+
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test.checks import Checks  # noqa: E402
+
+# The store's entries that fetch: calling one is a fetch decision (what, how much, when).
+STORE_FETCH = re.compile(
+    r'\bcachetier_(obj_prefetch(_range|_span)?|obj_read_begin(_ahead)?|obj_pread(_ahead|_probe)?'
+    r'|batch_fill|held_get|set_policy|set_fill_timing)\s*\(')
+# The rules' constants and entry points: fetch/'s only.
+RULES = re.compile(r'\b(FETCH_SMALL_FILL_BYTES|fetch_store_rules'
+                   r'|rules_(start|reader_job|pf_ended|pf_max|pf_yield|miss_whole|next|run|small))\b')
+# The decision helpers the store had before the rules moved to fetch/ (a definition of one in
+# the store would be a decision made there again).
+OLD_HELPERS = re.compile(r'^\s*(static\s+)?\w[\w\s\*]*\b(pf_max|pf_small_max|pf_max_of|pf_yield'
+                         r'|CT_SMALL_FILL_BYTES)\b\s*[(\s]', re.M)
+PRODUCT_DIRS = ('fs/', 'cachetier/', 'fetch/', 'backend/', 'disk/', 'shardidx/')
+
+
+def product_files(root):
+    out = subprocess.run(['git', 'ls-files', '-co', '--exclude-standard', '-z'], cwd=root,
+                         capture_output=True, check=True)
+    return sorted(f for f in out.stdout.decode().split('\0')
+                  if f.endswith(('.c', '.h')) and f.startswith(PRODUCT_DIRS))
+
+
+def code(root, f):
+    """The file without its comments (block and line), strings kept."""
+    with open(os.path.join(root, f), encoding='utf-8', errors='replace') as fh:
+        s = fh.read()
+    s = re.sub(r'/\*.*?\*/', lambda m: '\n' * m.group(0).count('\n'), s, flags=re.S)
+    return re.sub(r'//[^\n]*', '', s)
+
+
+def hits(rx, s):
+    return [s.count('\n', 0, m.start()) + 1 for m in rx.finditer(s)]
+
+
+def policy_hooks(root):
+    s = code(root, 'cachetier/cachetier.h')
+    a = s.index('struct cachetier_policy {')
+    b = s.index('\n};', a)
+    return set(re.findall(r'\(\s*\*\s*(\w+)\s*\)', s[a:b]))
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__)
+        return 2
+    root = sys.argv[1]
+    ck = Checks('fetch-decisions')
+    files = product_files(root)
+    ck.ok('fetch/fetch_rules.c' in files and 'cachetier/cachetier_queue.c' in files,
+          'the tree has fetch/fetch_rules.c and cachetier/cachetier_queue.c')
+    src = {f: code(root, f) for f in files}
+
+    # 1. the store's fetching entries are called from fetch/ only
+    outside = ['%s:%d' % (f, n) for f in files
+               if not f.startswith(('fetch/', 'cachetier/')) for n in hits(STORE_FETCH, src[f])]
+    ck.ok(outside == [], 'no file of fs/, backend/, disk/ or shardidx/ calls a fetching entry '
+          'of the store (only fetch/ does): %s' % (outside or 'none'))
+    in_fetch = sorted({f for f in files if f.startswith('fetch/') and hits(STORE_FETCH, src[f])})
+    ck.ok(len(in_fetch) > 0, 'fetch/ calls them: %s' % in_fetch)
+
+    # 2. the store asks its rules: policy-> only as hook calls, only in cachetier_queue.c
+    hooks = policy_hooks(root)
+    ck.ok(len(hooks) >= 8, 'struct cachetier_policy has its hooks: %s' % sorted(hooks))
+    asks = {}
+    bad = []
+    for f in files:
+        if not f.startswith('cachetier/'):
+            continue
+        for m in re.finditer(r'policy->(\w+)(\s*\()?', src[f]):
+            line = src[f].count('\n', 0, m.start()) + 1
+            if m.group(1) not in hooks or not m.group(2):
+                bad.append('%s:%d policy->%s' % (f, line, m.group(1)))
+            asks.setdefault(f, set()).add(m.group(1))
+    ck.ok(bad == [], 'every policy-> of cachetier/ calls a hook: %s' % (bad or 'yes'))
+    ck.ok(set(asks) == {'cachetier/cachetier_queue.c'},
+          'the store asks its rules in cachetier_queue.c only: %s' % sorted(asks))
+    # start is asked as p->start (cachetier_set_policy's new rules)
+    asked = asks.get('cachetier/cachetier_queue.c', set()) | (
+        {'start'} if 'p->start(' in src['cachetier/cachetier_queue.c'] else set())
+    ck.ok(asked == hooks, 'cachetier_queue.c asks every hook: %s' % sorted(asked))
+    table = re.search(r'struct cachetier_policy fetch_rules = \{(.*?)\};', src['fetch/fetch_rules.c'],
+                      re.S)
+    given = set(re.findall(r'\.(\w+)\s*=', table.group(1))) if table else set()
+    ck.ok(given == hooks, "fetch/'s rules give every hook: %s" % sorted(given))
+
+    # 3. the rules' knobs are fetch/'s; the old helpers are defined nowhere else
+    named = ['%s:%d' % (f, n) for f in files if not f.startswith('fetch/')
+             for n in hits(RULES, src[f])]
+    ck.ok(named == [], "no file outside fetch/ names the rules' knobs or helpers: %s"
+          % (named or 'none'))
+    old = ['%s:%d' % (f, n) for f in files if not f.startswith('fetch/')
+           for n in hits(OLD_HELPERS, src[f])]
+    ck.ok(old == [], "no file outside fetch/ defines a prefetch rule's helper (pf_max, "
+          "pf_yield, the small fills' size): %s" % (old or 'none'))
+
+    # 4. fills' bounds: the chunk arithmetic once, in the no-rules fallback
+    chunks = ['%s:%d' % (f, n) for f in files if f.startswith('cachetier/')
+              for n in hits(re.compile(r'%\s*(\w+->)?group\b'), src[f])]
+    q = src['cachetier/cachetier_queue.c']
+    rb = q.find('static void run_bounds(')
+    rb_end = q.find('\n}\n', rb)
+    first = q.count('\n', 0, rb) + 1
+    last = q.count('\n', 0, rb_end) + 1
+    inside = [h for h in chunks if h.startswith('cachetier/cachetier_queue.c:')
+              and first <= int(h.split(':')[1]) <= last]
+    ck.ok(len(chunks) == 1 and inside == chunks and 'policy->run(' in q[rb:rb_end],
+          "cachetier/ bounds fills by the chunk only in run_bounds' no-rules branch, and asks "
+          "the rules' run there: %s" % chunks)
+
+    # 5. the queue order: cachetier__queue_next takes a job only in a case the rules chose
+    a = q.find('int cachetier__queue_next(')
+    b = q.find('\n}\n', a)
+    body = q[a:b]
+    ck.ok(a >= 0 and 'policy->next(' in body and
+          re.findall(r'case (\w+):', body) == ['CACHETIER_Q_DEMAND', 'CACHETIER_Q_READAHEAD',
+                                              'CACHETIER_Q_RANGE', 'CACHETIER_Q_CURSOR'],
+          "cachetier__queue_next serves the queue the rules' next names, one case each")
+    return ck.status()
+
+
+if __name__ == '__main__':
+    sys.exit(main())
