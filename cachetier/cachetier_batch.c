@@ -10,10 +10,10 @@
  * (at most par requests of all calls run at once; a call waits for a
  * slot, bounded waits of 1 s each while the tier runs; a first call,
  * which waits for its requests, needs none):
- *   1. claim (ct->lock): every unit of its pieces not valid and not being
- *      filled here is UNIT_FILLING, in plan order, each once. Only now:
- *      until its request has a slot, a reader of a unit fetches it on
- *      demand instead of waiting behind the requests ahead of it;
+ *   1. claim (ct->lock; the unit store's run API, cachetier_run.c): every
+ *      unit of its pieces not valid and not being filled here is claimed, in plan order, each once.
+ * Only now: until its request has a slot, a reader of a unit fetches it on demand instead of
+ * waiting behind the requests ahead of it;
  *   2. claim across processes (no lock): each such unit's OFD write lock
  *      is tried once (cachetier_fill.c's rules, but never waited for): a
  *      unit valid in the state file is another process's (taken as peer),
@@ -175,15 +175,6 @@ static void bt_confirm(struct bt_req *q)
 	free(err);
 }
 
-/* Units [c, c + n) of f, claimed with their OFD locks, are not fetched:
- * empty again, no error kept, locks dropped. ct->lock held. */
-static void bt_abandon(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n)
-{
-	for (uint32_t u = c; u < c + n; u++)
-		cachetier__unit_unlock(f, u);
-	cachetier__run_abandon(ct, f, c, n);
-}
-
 /* The request ended: each item's units valid, empty with -ESTALE, or
  * empty; the request leaves the fills in flight; readers woken. ct->lock
  * held. */
@@ -193,20 +184,12 @@ static void bt_finish(struct cachetier *ct, struct bt_req *q)
 		struct bt_run *r = &q->runs[i];
 
 		if (r->err == 0) {
-			for (uint32_t k = 0; k < r->n; k++) {
-				/* the CRC first: whoever sees the byte valid sees it */
-				cachetier__st_set_crc(r->f, r->c + k, r->crc[k]);
-				if (!cachetier__st_set(r->f, r->c + k, 1))
-					cachetier__usage_add(
-					    ct, (int64_t)cachetier__unit_len(r->f, r->c + k));
-				cachetier__unit_done(ct, r->f, r->c + k, 0, 1, 0, 0, NULL);
-			}
+			cachetier__run_commit(ct, r->f, r->c, r->n, r->crc, 0, NULL);
 			q->res.bytes += r->end - r->start;
 		} else if (r->err == -ESTALE) {
-			for (uint32_t k = 0; k < r->n; k++)
-				cachetier__unit_done(ct, r->f, r->c + k, -ESTALE, 1, 0, 0, NULL);
+			cachetier__run_abort(ct, r->f, r->c, r->n, -ESTALE, 1, 0, NULL);
 		} else {
-			bt_abandon(ct, r->f, r->c, r->n);
+			cachetier__run_abort(ct, r->f, r->c, r->n, 0, 1, 0, NULL);
 			if (r->err != -EOPNOTSUPP)
 				q->res.failed++;
 		}
@@ -279,8 +262,7 @@ static void *bt_request(void *arg)
 		struct bt_run *r = &q->runs[i];
 
 		if (r->err != 0 && r->next > r->start)
-			(void)fallocate(r->f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-					(off_t)r->start, (off_t)(r->next - r->start));
+			cachetier__run_discard(r->f, r->start, r->next - r->start);
 	}
 	free(items);
 	free(err);
@@ -324,21 +306,6 @@ static struct bt_req *bt_clone(const struct bt_req *q)
 	return c;
 }
 
-/* Claim unit c of f across processes (cachetier_fill.c's fill_claim, but
- * never waiting): 1 held, 0 another process filled it, -1 another process
- * holds it. No ct->lock held. */
-static int bt_claim(struct ct_file *f, uint32_t c)
-{
-	if (cachetier__st_get(f, c))
-		return 0;
-	if (cachetier__ofd_lock(f->stfd, F_WRLCK, LK_UNIT(c), 0) < 0)
-		return -1;
-	if (!cachetier__st_get(f, c))
-		return 1;
-	cachetier__unit_unlock(f, c);
-	return 0;
-}
-
 /* Step 1 (ct->lock held): the window's units not valid and not being
  * filled become UNIT_FILLING into u[] (plan order, each once); those
  * valid are needed ahead as a range prefetch's are. Returns their count. */
@@ -364,7 +331,7 @@ static size_t bt_mark(struct cachetier *ct, const struct cachetier_batch_piece *
 			}
 			if (f->ust[c] != UNIT_EMPTY)
 				continue;
-			f->ust[c] = UNIT_FILLING;
+			cachetier__run_claim(ct, f, c, 1);
 			u[nu].f = f;
 			u[nu++].c = c;
 		}
@@ -428,7 +395,7 @@ static int bt_make(struct cachetier *ct, struct bt_unit *u, size_t nu, struct bt
 		res->unfit += q->bytes;
 		for (size_t i = 0; i < q->nruns; i++) {
 			runs[i].f->pf_unfit += runs[i].end - runs[i].start;
-			bt_abandon(ct, runs[i].f, runs[i].c, runs[i].n);
+			cachetier__run_abort(ct, runs[i].f, runs[i].c, runs[i].n, 0, 1, 0, NULL);
 		}
 	}
 	pthread_cond_broadcast(&ct->unit_cond);
@@ -494,15 +461,15 @@ static int bt_group(struct cachetier *ct, const struct cachetier_batch_piece *p,
 	disk_mutex_lock(&ct->lock);
 	nu = bt_mark(ct, p, n, u);
 	disk_mutex_unlock(&ct->lock);
-	for (size_t i = 0; i < nu; i++)
-		u[i].claim = bt_claim(u[i].f, u[i].c);
+	for (size_t i = 0; i < nu; i++) /* never waiting: a unit another process fills is its */
+		cachetier__run_lock(ct, u[i].f, u[i].c, 1, 0, &u[i].claim, NULL);
 	disk_mutex_lock(&ct->lock);
 	for (size_t i = 0; i < nu; i++) {
 		if (u[i].claim == 0) {
-			cachetier__unit_done(ct, u[i].f, u[i].c, 0, 0, 0, 0, NULL);
+			cachetier__run_adopt(ct, u[i].f, u[i].c, 1, 0);
 			local.peer++;
 		} else if (u[i].claim < 0) {
-			cachetier__run_abandon(ct, u[i].f, u[i].c, 1);
+			cachetier__run_abort(ct, u[i].f, u[i].c, 1, 0, 0, 0, NULL);
 			local.skipped++;
 		}
 	}

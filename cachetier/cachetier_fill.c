@@ -164,100 +164,6 @@ again:
 	}
 }
 
-/* Claim unit c of f for a fill: 1 when this process holds its write lock
- * and must fetch it, 0 when another process filled it meanwhile (nothing
- * held), or a negative errno (-ECANCELED when the cache tier closes while
- * another process's fill is awaited). No ct->lock held. */
-static int fill_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, int *waited)
-{
-	unsigned sleep_us = 200;
-
-	for (;;) {
-		int err;
-
-		if (cachetier__st_get(f, c))
-			return 0;
-		err = cachetier__ofd_lock(f->stfd, F_WRLCK, LK_UNIT(c), 0);
-		if (err == 0) {
-			if (!cachetier__st_get(f, c))
-				return 1;
-			cachetier__unit_unlock(f, c);
-			return 0;
-		}
-		if (err != -EAGAIN)
-			return err;
-		/* another process fills or evicts it: wait for its lock to go */
-		if (__atomic_load_n(&ct->stopping, __ATOMIC_ACQUIRE))
-			return -ECANCELED;
-		*waited = 1;
-		cachetier__backoff(&sleep_us, 10000);
-	}
-}
-
-/* Claim units [c, c + n) of f for a fill into claim[] (fill_claim's
- * answers): their write locks in one call when no other process holds a
- * lock in the run (units another process filled meanwhile give theirs
- * back), else one unit at a time. No ct->lock held. */
-static void fill_claim_run(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
-			   int *claim, int *waited)
-{
-	if (n > 1 && cachetier__ofd_lock_n(f->stfd, F_WRLCK, LK_UNIT(c), n, 0) == 0) {
-		for (uint32_t i = 0; i < n; i++) {
-			claim[i] = !cachetier__st_get(f, c + i);
-			if (!claim[i])
-				cachetier__unit_unlock(f, c + i);
-		}
-		return;
-	}
-	for (uint32_t i = 0; i < n; i++)
-		claim[i] = fill_claim(ct, f, c + i, waited);
-}
-
-/* Units [c, c + n) of f, claimed by a prefetch fill that is skipped, are
- * empty again; a reader that came to wait for one meanwhile gets it queued
- * on demand. ct->lock held. */
-void cachetier__run_abandon(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n)
-{
-	for (uint32_t u = c; u < c + n; u++) {
-		f->ust[u] = UNIT_EMPTY;
-		if (f->pins[u] > 0 && cachetier__queue_push(ct, f, u, 1, 0) < 0) {
-			f->uerr[u] = -ENOMEM;
-			ct->fill_errors++;
-		}
-	}
-	pthread_cond_broadcast(&ct->unit_cond);
-}
-
-/* A withdrawn prefetch fill of unit c of f ended without it: the unit
- * is empty again and its prefetch looks at it again (its object back at
- * the front of the prefetch order); a reader that came to wait for it
- * meanwhile gets it queued on demand. ct->lock held. */
-static void pf_withdrawn(struct cachetier *ct, struct ct_file *f, uint32_t c, int pf)
-{
-	f->ust[c] = UNIT_EMPTY;
-	if (f->pins[c] > 0 && cachetier__queue_push(ct, f, c, 1, 0) < 0) {
-		f->uerr[c] = -ENOMEM;
-		ct->fill_errors++;
-	}
-	if (ct->stopping)
-		return;
-	if (pf != CT_PF_OBJ) { /* a range's unit: first of the ranges again */
-		if (ct->pr && ct->pr->f == f && ct->pr->end == c)
-			ct->pr->end = c + 1; /* the next unit of the same run */
-		else if (ct->pr && ct->pr->f == f && ct->pr->next == c + 1)
-			ct->pr->next = c;
-		else if (cachetier__range_push(ct, f, c, c + 1, pf == CT_PF_RANGE_EVICT, 1) < 0)
-			ct->fill_errors++;
-	} else if (!f->pf_listed) {
-		f->pf_next = c;
-		if (f->pf_end <= c)
-			f->pf_end = c + 1;
-		cachetier__pf_push(ct, f, 1);
-	} else if (c < f->pf_next) {
-		f->pf_next = c;
-	}
-}
-
 /* Start the fill of units [c, c + n) of f (len bytes; ra, pf: a readahead,
  * a prefetch fill): counted in flight, marked filling, published in slot,
  * room made. 0: go ahead (*peer: every unit is valid in the state file
@@ -281,11 +187,10 @@ static int fill_begin(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 	if (fit && !peer && pf_fits(ct, f, len) != 1) {
 		f->pf_inflight--;
 		ct->pf_running--;
-		cachetier__run_abandon(ct, f, c, n);
+		cachetier__run_abort(ct, f, c, n, 0, 0, 0, NULL); /* taken from its queue */
 		return -1;
 	}
-	for (uint32_t u = c; u < c + n; u++)
-		f->ust[u] = UNIT_FILLING;
+	cachetier__run_claim(ct, f, c, n);
 	ct->reserved += len;
 	ct->fills_inflight++;
 	if (!pf)
@@ -316,63 +221,10 @@ static int fill_begin(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 		ct->pf_running--;
 		f->pf_unfit += len;
 		ct->unfit_bytes += len;
-		cachetier__run_abandon(ct, f, c, n);
+		cachetier__run_abort(ct, f, c, n, 0, 0, 0, NULL);
 		return -1;
 	}
 	return 0;
-}
-
-/* The outcome of unit u of a fill: err (0 or negative errno), claim (1:
- * this fill fetched it; else another process's fill did, waited: after
- * waiting for it), withdrawn (the fill was stopped for a reader: its
- * enum ct_pf_kind; 0: it was not). Valid,
- * empty with its error, or back to its prefetch; its write lock becomes
- * the pinning readers' read lock or goes. ct->lock held. */
-void cachetier__unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int err, int claim,
-			  int waited, int withdrawn, struct ct_lkrun *run)
-{
-	uint64_t ulen = cachetier__unit_len(f, u);
-	struct ct_lkrun one = {0};
-
-	ct->room_gen++;
-	if (err < 0 && withdrawn) {
-		pf_withdrawn(ct, f, u, withdrawn);
-	} else if (err == 0) {
-		f->ust[u] = UNIT_VALID;
-		f->bytes += ulen;
-		ct->used += ulen;
-		/* no reader waits for it: filled ahead, spared by the
-		 * evictions of prefetch fills until it is read */
-		f->uatime[u] = cachetier__now_ns();
-		f->unread[u] = f->pins[u] == 0;
-		if (claim == 1) {
-			/* checked at its first read (cachetier_read.c): a
-			 * change between its pwrite and now is seen then */
-			f->seen[u] = 2;
-			f->ufills++; /* a weak ETag's probe covers it (cachetier_read.c) */
-			cachetier__map_dirty(ct, f, u, f->uatime[u]);
-			ct->bytes_fetched += ulen;
-		} else {
-			f->seen[u] = 0; /* another process filled it: checked when read */
-			if (waited)
-				ct->peer_waits++;
-		}
-	} else {
-		f->ust[u] = UNIT_EMPTY;
-		f->uerr[u] = err;
-		ct->fill_errors++;
-	}
-	if (claim == 1) {
-		/* readers waiting for it keep it pinned: the write lock
-		 * becomes their read lock without a gap an eviction could
-		 * use; otherwise it goes */
-		int keep = err == 0 && f->pins[u] > 0;
-
-		cachetier__lkrun_add(run ? run : &one, f->stfd, keep ? F_RDLCK : F_UNLCK, u);
-		if (keep)
-			f->held[u] = 1;
-		cachetier__lkrun_flush(&one);
-	}
 }
 
 /* A fill of units [c, c + n) of f ended (fill_begin's counts undone, each
@@ -387,16 +239,8 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 	int err = 0, withdrawn, wake = 0;
 
 	/* the units move from reserved to the directory's usage under
-	 * ct->lock, so pf_fits never counts them in both (it would skip
-	 * a fill that fits); each unit's CRC goes first: whoever sees the
-	 * state byte valid sees its CRC */
-	for (uint32_t i = 0; i < n; i++) {
-		if (claim[i] != 1 || errs[i] != 0)
-			continue;
-		cachetier__st_set_crc(f, c + i, crc[i]);
-		if (!cachetier__st_set(f, c + i, 1))
-			cachetier__usage_add(ct, (int64_t)cachetier__unit_len(f, c + i));
-	}
+	 * ct->lock (run_commit below), so pf_fits never counts them in both
+	 * (it would skip a fill that fits) */
 	ct->reserved -= cachetier__run_len(f, c, n) - pub_bytes;
 	ct->fills_inflight--;
 	if (!pf)
@@ -419,9 +263,17 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		ct->readahead_fills--; /* counted again when it is fetched */
 	if (pf && err == 0)
 		cachetier__pf_ended(ct);
+	/* every unit of the run ends here unless fill_publish committed it:
+	 * committed, adopted (another process's) or aborted */
 	for (uint32_t i = 0; i < n; i++) {
-		if (claim[i] != FILL_PUBLISHED)
-			cachetier__unit_done(ct, f, c + i, errs[i], claim[i], waited,
+		if (claim[i] == FILL_PUBLISHED)
+			continue;
+		if (claim[i] == 1 && errs[i] == 0)
+			cachetier__run_commit(ct, f, c + i, 1, &crc[i], waited, &run);
+		else if (errs[i] == 0)
+			cachetier__run_adopt(ct, f, c + i, 1, waited);
+		else
+			cachetier__run_abort(ct, f, c + i, 1, errs[i], claim[i] == 1,
 					     withdrawn ? pf : 0, &run);
 	}
 	cachetier__lkrun_flush(&run);
@@ -586,7 +438,7 @@ static void *worker_main(void *arg)
 		disk_mutex_unlock(&ct->lock);
 
 		fl = slot->fill;
-		fill_claim_run(ct, f, c, n, fl->claim, &waited);
+		cachetier__run_lock(ct, f, c, n, 1, fl->claim, &waited);
 		fl->ra = ra;
 		fl->waited = waited;
 		fl->pub_bytes = 0;
@@ -751,8 +603,10 @@ void cachetier__units_stop(struct cachetier *ct)
 			ct->dq = j->next;
 		else
 			ct->rq = j->next;
-		j->f->ust[j->c] = UNIT_EMPTY;
-		j->f->uerr[j->c] = -ECANCELED;
+		for (uint32_t u = j->c; u < j->c + j->n; u++) {
+			j->f->ust[u] = UNIT_EMPTY;
+			j->f->uerr[u] = -ECANCELED;
+		}
 		free(j);
 	}
 	ct->dq_tail = &ct->dq;
@@ -766,6 +620,9 @@ void cachetier__units_stop(struct cachetier *ct)
 	pthread_cond_broadcast(&ct->unit_cond);
 	disk_mutex_unlock(&ct->lock);
 
+#ifndef NDEBUG
+	cachetier__run_check(ct); /* every claimed unit was committed or aborted */
+#endif
 	/* no other thread runs now: record every filled unit, free */
 	for (struct ct_file *f = ct->files; f; f = f->next)
 		cachetier__file_flush(ct, f);

@@ -97,23 +97,6 @@ void cachetier__buf_pool_free(struct cachetier *ct)
  * the run's later bytes are dropped (fill_run_end fails the run). */
 static void fill_publish(struct cachetier *ct, struct ct_slot *slot, struct ct_fill *fl);
 
-/* b's bytes into f's data file at b->off: each unit's CRC32C as they pass
- * (crc[u] for unit c0 + u, while the bytes are in the CPU's cache), then
- * one pwrite. 0 or -errno. A fill's and a batch job's writes alike. */
-static int write_units(struct ct_file *f, uint32_t c0, uint32_t *crc, const struct fill_buf *b)
-{
-	for (size_t at = 0; at < b->used;) {
-		uint64_t o = b->off + at;
-		uint32_t u = (uint32_t)(o / f->unit_bytes) - c0;
-		uint64_t uend = cachetier__unit_off(f, c0 + u + 1);
-		size_t piece = (size_t)(uend - o < b->used - at ? uend - o : b->used - at);
-
-		crc[u] = disk_crc32c_update(crc[u], b->data + at, piece);
-		at += piece;
-	}
-	return disk_pwrite_all(f->datafd, b->data, b->used, b->off);
-}
-
 static void fill_write(struct cachetier *ct, struct fill_buf *b)
 {
 	struct ct_slot *slot = b->slot;
@@ -122,7 +105,7 @@ static void fill_write(struct cachetier *ct, struct fill_buf *b)
 
 	CT_OFF_LOOP();
 	if (fl->werr == 0) {
-		fl->werr = write_units(f, slot->c, fl->crc, b);
+		fl->werr = cachetier__run_write(f, slot->c, fl->crc, b->off, b->data, b->used);
 		if (fl->werr == 0)
 			fl->wnext = b->off + b->used;
 	}
@@ -154,16 +137,14 @@ static void fill_publish(struct cachetier *ct, struct ct_slot *slot, struct ct_f
 		uint32_t c = slot->c + x;
 		uint64_t ulen = cachetier__unit_len(f, c);
 
-		cachetier__st_set_crc(f, c, fl->crc[x]);
-		if (!cachetier__st_set(f, c, 1))
-			cachetier__usage_add(ct, (int64_t)ulen);
 		ct->reserved -= ulen; /* with the usage: pf_fits never counts it twice */
 		fl->pub_bytes += ulen;
 		fl->errs[x] = 0;
 		fl->claim[x] = FILL_PUBLISHED;
-		cachetier__unit_done(ct, f, c, 0, 1, fl->waited, 0, &run);
 		wake |= f->pins[c] > 0;
 	}
+	cachetier__run_commit(ct, f, slot->c + fl->pub, u - fl->pub, fl->crc + fl->pub, fl->waited,
+			      &run);
 	if (u == fl->k)
 		ct->fills++; /* the run's request: counted before its readers see it */
 	cachetier__lkrun_flush(&run);
@@ -194,8 +175,7 @@ static void fill_run_end(struct cachetier *ct, struct ct_slot *slot, int err)
 		cachetier__link_note(ct, fl->s.first_ns - fl->t0, fl->s.end - fl->s.start,
 				     cachetier__mono_ns() - fl->s.first_ns);
 	if (err < 0 && fl->wnext > from)
-		(void)fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)from,
-				(off_t)(fl->wnext - from));
+		cachetier__run_discard(f, from, fl->wnext - from);
 	for (uint32_t u = fl->pub; u < fl->k; u++)
 		fl->errs[u] = err;
 	fl->i = fl->k;
@@ -249,7 +229,7 @@ static void job_write(struct fill_buf *b)
 	if (!b->used) {
 		sem_post(&b->job->done);
 	} else if (*b->werr == 0) {
-		*b->werr = write_units(f, b->c0, b->crc, b);
+		*b->werr = cachetier__run_write(f, b->c0, b->crc, b->off, b->data, b->used);
 	}
 	free(b);
 }

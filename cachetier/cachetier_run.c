@@ -1,0 +1,292 @@
+/*
+ * cachetier_run.c — the unit store's fill API: every fill of units (a
+ * worker's demand, readahead, prefetch and plan-range fills,
+ * cachetier_fill.c and cachetier_write.c; a GetBatch request,
+ * cachetier_batch.c) changes unit states only through these calls, on
+ * runs of units [c, c + n) of one object (struct ct_file):
+ *
+ *   claim   cachetier__run_claim (ct->lock): the units are UNIT_FILLING;
+ *           readers wait for them, no other fill takes them.
+ *           cachetier__run_lock (no lock): the claim across processes,
+ *           each unit's OFD write lock, per unit 1 (held: fetch it), 0
+ *           (another process filled it: adopt it) or a negative errno.
+ *   write   cachetier__run_write (no lock; the fill writer): bytes into the
+ *           data file at their offset, each unit's CRC32C as they pass.
+ *           cachetier__run_discard: punch bytes written for units that
+ *           are not committed (never left on the disk).
+ *   commit  cachetier__run_commit (ct->lock): written units valid (CRC,
+ *           state byte, usage, map batch, write lock to the pinning
+ *           readers' read lock); cachetier__run_adopt: units another
+ *           process filled, valid here.
+ *   abort   cachetier__run_abort (ct->lock): units not made valid: empty
+ *           (with the error readers of them get, or none: a pinning
+ *           reader's unit is queued on demand), or back to their prefetch
+ *           (a withdrawn prefetch fill); write locks this fill holds go.
+ *
+ * The rule that no claimed unit is left: each claimed unit ends in
+ * exactly one of commit, adopt or abort. A fill's per-unit outcome array
+ * (ct_fill.claim/errs) and a batch request's runs are walked whole at
+ * their end (fill_end, bt_finish), and every early exit (no room, unfit,
+ * a failed cross-process claim) aborts the run it claimed. Debug builds
+ * check it at close: once every fill ended, no unit is UNIT_FILLING
+ * (cachetier__run_check, from cachetier__units_stop).
+ *
+ * Read pins are the other half of the unit store's API:
+ * cachetier__file_read_begin / _end (cachetier_read.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+
+#include "cachetier_i.h"
+
+/* Claim unit c of f for a fill: 1 when this process holds its write lock
+ * and must fetch it, 0 when another process filled it meanwhile (nothing
+ * held), or a negative errno (-ECANCELED when the cache tier closes while
+ * another process's fill is awaited). No ct->lock held. */
+static int fill_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, int *waited)
+{
+	unsigned sleep_us = 200;
+
+	for (;;) {
+		int err;
+
+		if (cachetier__st_get(f, c))
+			return 0;
+		err = cachetier__ofd_lock(f->stfd, F_WRLCK, LK_UNIT(c), 0);
+		if (err == 0) {
+			if (!cachetier__st_get(f, c))
+				return 1;
+			cachetier__unit_unlock(f, c);
+			return 0;
+		}
+		if (err != -EAGAIN)
+			return err;
+		/* another process fills or evicts it: wait for its lock to go */
+		if (__atomic_load_n(&ct->stopping, __ATOMIC_ACQUIRE))
+			return -ECANCELED;
+		*waited = 1;
+		cachetier__backoff(&sleep_us, 10000);
+	}
+}
+
+/* Claim units [c, c + n) of f for a fill into claim[] (fill_claim's
+ * answers): their write locks in one call when no other process holds a
+ * lock in the run (units another process filled meanwhile give theirs
+ * back), else one unit at a time. No ct->lock held. */
+static void fill_claim_run(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
+			   int *claim, int *waited)
+{
+	if (n > 1 && cachetier__ofd_lock_n(f->stfd, F_WRLCK, LK_UNIT(c), n, 0) == 0) {
+		for (uint32_t i = 0; i < n; i++) {
+			claim[i] = !cachetier__st_get(f, c + i);
+			if (!claim[i])
+				cachetier__unit_unlock(f, c + i);
+		}
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		claim[i] = fill_claim(ct, f, c + i, waited);
+}
+
+/* The claim of unit c of f across processes, never waiting (a batch
+ * request's): 1 held, 0 another process filled it, -EAGAIN another
+ * process holds it. No ct->lock held. */
+static int lock_try(struct ct_file *f, uint32_t c)
+{
+	if (cachetier__st_get(f, c))
+		return 0;
+	if (cachetier__ofd_lock(f->stfd, F_WRLCK, LK_UNIT(c), 0) < 0)
+		return -EAGAIN;
+	if (!cachetier__st_get(f, c))
+		return 1;
+	cachetier__unit_unlock(f, c);
+	return 0;
+}
+
+/* Units [c, c + n) of f, claimed by a fill that does not fetch them, are
+ * empty again with no error kept; a reader that came to wait for one meanwhile gets it queued
+ * on demand. ct->lock held. */
+static void run_abandon(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n)
+{
+	for (uint32_t u = c; u < c + n; u++) {
+		f->ust[u] = UNIT_EMPTY;
+		if (f->pins[u] > 0 && cachetier__queue_push(ct, f, u, 1, 0) < 0) {
+			f->uerr[u] = -ENOMEM;
+			ct->fill_errors++;
+		}
+	}
+	pthread_cond_broadcast(&ct->unit_cond);
+}
+
+/* A withdrawn prefetch fill of unit c of f ended without it: the unit
+ * is empty again and its prefetch looks at it again (its object back at
+ * the front of the prefetch order); a reader that came to wait for it
+ * meanwhile gets it queued on demand. ct->lock held. */
+static void pf_withdrawn(struct cachetier *ct, struct ct_file *f, uint32_t c, int pf)
+{
+	f->ust[c] = UNIT_EMPTY;
+	if (f->pins[c] > 0 && cachetier__queue_push(ct, f, c, 1, 0) < 0) {
+		f->uerr[c] = -ENOMEM;
+		ct->fill_errors++;
+	}
+	if (ct->stopping)
+		return;
+	if (pf != CT_PF_OBJ) { /* a range's unit: first of the ranges again */
+		if (ct->pr && ct->pr->f == f && ct->pr->end == c)
+			ct->pr->end = c + 1; /* the next unit of the same run */
+		else if (ct->pr && ct->pr->f == f && ct->pr->next == c + 1)
+			ct->pr->next = c;
+		else if (cachetier__range_push(ct, f, c, c + 1, pf == CT_PF_RANGE_EVICT, 1) < 0)
+			ct->fill_errors++;
+	} else if (!f->pf_listed) {
+		f->pf_next = c;
+		if (f->pf_end <= c)
+			f->pf_end = c + 1;
+		cachetier__pf_push(ct, f, 1);
+	} else if (c < f->pf_next) {
+		f->pf_next = c;
+	}
+}
+
+/* The outcome of unit u of a fill: err (0 or negative errno), claim (1:
+ * this fill fetched it; else another process's fill did, waited: after
+ * waiting for it), withdrawn (the fill was stopped for a reader: its
+ * enum ct_pf_kind; 0: it was not). Valid,
+ * empty with its error, or back to its prefetch; its write lock becomes
+ * the pinning readers' read lock or goes. ct->lock held. */
+static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int err, int claim,
+		      int waited, int withdrawn, struct ct_lkrun *run)
+{
+	uint64_t ulen = cachetier__unit_len(f, u);
+	struct ct_lkrun one = {0};
+
+	ct->room_gen++;
+	if (err < 0 && withdrawn) {
+		pf_withdrawn(ct, f, u, withdrawn);
+	} else if (err == 0) {
+		f->ust[u] = UNIT_VALID;
+		f->bytes += ulen;
+		ct->used += ulen;
+		/* no reader waits for it: filled ahead, spared by the
+		 * evictions of prefetch fills until it is read */
+		f->uatime[u] = cachetier__now_ns();
+		f->unread[u] = f->pins[u] == 0;
+		if (claim == 1) {
+			/* checked at its first read (cachetier_read.c): a
+			 * change between its pwrite and now is seen then */
+			f->seen[u] = 2;
+			f->ufills++; /* a weak ETag's probe covers it (cachetier_read.c) */
+			cachetier__map_dirty(ct, f, u, f->uatime[u]);
+			ct->bytes_fetched += ulen;
+		} else {
+			f->seen[u] = 0; /* another process filled it: checked when read */
+			if (waited)
+				ct->peer_waits++;
+		}
+	} else {
+		f->ust[u] = UNIT_EMPTY;
+		f->uerr[u] = err;
+		ct->fill_errors++;
+	}
+	if (claim == 1) {
+		/* readers waiting for it keep it pinned: the write lock
+		 * becomes their read lock without a gap an eviction could
+		 * use; otherwise it goes */
+		int keep = err == 0 && f->pins[u] > 0;
+
+		cachetier__lkrun_add(run ? run : &one, f->stfd, keep ? F_RDLCK : F_UNLCK, u);
+		if (keep)
+			f->held[u] = 1;
+		cachetier__lkrun_flush(&one);
+	}
+}
+
+void cachetier__run_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n)
+{
+	(void)ct;
+	for (uint32_t u = c; u < c + n; u++) {
+		assert(f->ust[u] == UNIT_EMPTY || f->ust[u] == UNIT_QUEUED);
+		f->ust[u] = UNIT_FILLING;
+	}
+}
+
+void cachetier__run_lock(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int wait,
+			 int *claim, int *waited)
+{
+	CT_OFF_LOOP();
+	if (!wait) {
+		for (uint32_t i = 0; i < n; i++)
+			claim[i] = lock_try(f, c + i);
+		return;
+	}
+	fill_claim_run(ct, f, c, n, claim, waited);
+}
+
+int cachetier__run_write(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t off,
+			 const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	CT_OFF_LOOP();
+	for (size_t at = 0; at < len;) {
+		uint64_t o = off + at;
+		uint32_t u = (uint32_t)(o / f->unit_bytes) - c0;
+		uint64_t uend = cachetier__unit_off(f, c0 + u + 1);
+		size_t piece = (size_t)(uend - o < len - at ? uend - o : len - at);
+
+		crc[u] = disk_crc32c_update(crc[u], p + at, piece);
+		at += piece;
+	}
+	return disk_pwrite_all(f->datafd, buf, len, off);
+}
+
+void cachetier__run_discard(struct ct_file *f, uint64_t off, uint64_t len)
+{
+	CT_OFF_LOOP();
+	if (len)
+		(void)fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+				(off_t)len);
+}
+
+void cachetier__run_commit(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
+			   const uint32_t *crc, int waited, struct ct_lkrun *run)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		/* the CRC first: whoever sees the state byte valid sees it */
+		cachetier__st_set_crc(f, c + i, crc[i]);
+		if (!cachetier__st_set(f, c + i, 1))
+			cachetier__usage_add(ct, (int64_t)cachetier__unit_len(f, c + i));
+		unit_done(ct, f, c + i, 0, 1, waited, 0, run);
+	}
+}
+
+void cachetier__run_adopt(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
+			  int waited)
+{
+	for (uint32_t u = c; u < c + n; u++)
+		unit_done(ct, f, u, 0, 0, waited, 0, NULL);
+}
+
+void cachetier__run_abort(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int err,
+			  int held, int withdrawn, struct ct_lkrun *run)
+{
+	if (err == 0) {
+		for (uint32_t u = c; held && u < c + n; u++)
+			cachetier__unit_unlock(f, u);
+		run_abandon(ct, f, c, n);
+		return;
+	}
+	for (uint32_t u = c; u < c + n; u++)
+		unit_done(ct, f, u, err, held ? 1 : -1, 0, withdrawn, run);
+}
+
+#ifndef NDEBUG
+void cachetier__run_check(struct cachetier *ct)
+{
+	for (const struct ct_file *f = ct->files; f; f = f->next) {
+		for (uint32_t u = 0; f->live && f->ust && u < f->nunits; u++)
+			assert(f->ust[u] != UNIT_FILLING && f->ust[u] != UNIT_QUEUED);
+	}
+}
+#endif
