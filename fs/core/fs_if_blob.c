@@ -179,20 +179,41 @@ uint32_t fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *hash, uint3
 	return e >> IFV_KIND_SHIFT;
 }
 
+/* Append src[0..n) at *pos of buf (size bytes): 0, or -1 when it does
+ * not fit with a NUL after it. */
+static int name_put(char *buf, size_t size, size_t *pos, const char *src, size_t n)
+{
+	if (n >= size - *pos)
+		return -1;
+	memcpy(buf + *pos, src, n);
+	*pos += n;
+	return 0;
+}
+
 int fs_if_name(const char *member, uint32_t kind, const char *dir, uint32_t canon, char *buf,
 	       size_t size)
 {
 	const char *first = strchr(member, '.'), *last = strrchr(member, '.');
-	int keylen = (int)(first ? (size_t)(first - member) : strlen(member)), n;
+	size_t keylen = first ? (size_t)(first - member) : strlen(member), pos = 0;
 	const char *ext = last ? last : ""; /* with its '.' */
+	char num[12];
+	int bad;
 
-	if (kind == IFV_NAME_PLAIN)
-		n = snprintf(buf, size, "%.*s%s", keylen, member, ext);
-	else if (kind == IFV_NAME_DIR)
-		n = snprintf(buf, size, "%.*s~%s%s", keylen, member, dir, ext);
-	else
-		n = snprintf(buf, size, "%.*s~%s~%" PRIu32 "%s", keylen, member, dir, canon, ext);
-	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : n;
+	if (size == 0)
+		return -ENAMETOOLONG;
+	/* memcpy, not snprintf: a lookup or listing makes one name a file */
+	bad = name_put(buf, size, &pos, member, keylen);
+	if (kind != IFV_NAME_PLAIN)
+		bad |=
+		    name_put(buf, size, &pos, "~", 1) | name_put(buf, size, &pos, dir, strlen(dir));
+	if (kind == IFV_NAME_ENTRY)
+		bad |= name_put(buf, size, &pos, num,
+				(size_t)snprintf(num, sizeof(num), "~%" PRIu32, canon));
+	bad |= name_put(buf, size, &pos, ext, strlen(ext));
+	if (bad)
+		return -ENAMETOOLONG;
+	buf[pos] = '\0';
+	return (int)pos;
 }
 
 /* Make v the view in blob b[0..len), built from what want describes (its

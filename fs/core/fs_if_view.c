@@ -122,6 +122,15 @@ static int view_unchanged(struct fs *fs, const struct fs_ifview *v)
 	return -ESTALE;
 }
 
+/* A record of v out of its bounds: only a view whose file changed since
+ * its load has one (ESTALE, v retired); -EIO if v says it did not. */
+static int view_bad(struct fs *fs, const struct fs_ifview *v)
+{
+	int err = view_unchanged(fs, v);
+
+	return err < 0 ? err : -EIO;
+}
+
 static void gaps_log(const struct fs *fs, const struct fs_ifview *v);
 
 int fs_if_get(struct fs *fs, const struct fs_ifview **v)
@@ -155,6 +164,18 @@ int fs_if_get(struct fs *fs, const struct fs_ifview **v)
 
 	*v = p;
 	return err;
+}
+
+/* The view, for an operation that asks view_unchanged before it answers:
+ * a published view is taken without fs_if_get's check (an inotify read;
+ * the one after the read is what makes the answer right), so a file's
+ * lookup checks the view once, as a getattr does. Its reads stay inside
+ * the mapping: they are bounded by the counts load validated, which are in
+ * the heap (fs_if_file_lookup, file_name). */
+static int view_peek(struct fs *fs, const struct fs_ifview **v)
+{
+	*v = atomic_load_explicit(&fs->imagefolder->ifv, memory_order_acquire);
+	return *v ? 0 : fs_if_get(fs, v);
 }
 
 void fs_if_clear(struct fs *fs)
@@ -218,15 +239,18 @@ static int index_stale(struct fs *fs, int err)
 /* The view does not match a shard's index (another index than the one it
  * was built from): retired like a view whose file changed, counted as
  * rejected, built again on the next use. Asked first: whether the index's
- * file changed since fs_shard_index checked it (cut or written under the
- * operation: its reads got the guard's zeros); that is ESTALE for this
- * operation alone, and says nothing against the view. */
+ * file changed since it was validated (cut or written under the operation:
+ * its reads got the guard's zeros); that is ESTALE for this operation
+ * alone, and says nothing against the view. Then whether the view's own
+ * file changed (read before its check: view_peek): retired as changed. */
 static int view_mismatch(struct fs *fs, const struct fs_ifview *v, uint32_t shard)
 {
 	int changed = fs_shard_index_unchanged(fs, shard);
 
 	if (changed < 0)
 		return index_stale(fs, changed);
+	if (view_unchanged(fs, v) < 0)
+		return -ESTALE; /* the view's own file changed: retired as that */
 	if (view_retire(fs, (struct fs_ifview *)v, 1)) {
 		fs->c.if_view_rejected++;
 		fs_log(FS_LOG_WARN,
@@ -237,14 +261,51 @@ static int view_mismatch(struct fs *fs, const struct fs_ifview *v, uint32_t shar
 	return -ESTALE;
 }
 
-int fs_if_file_name(struct fs *fs, const struct fs_ifview *v, uint32_t i, char *buf,
-		    uint32_t *shard, uint32_t *canon)
+/* Shard's index, for a read whose answer is checked afterwards
+ * (fs_shard_index_unchanged): a loaded index is taken as it is, without
+ * fs_shard_index's check before it is handed out (each check is a read of
+ * the cache's inotify descriptor under its lock, the largest cost of a
+ * lookup here). That is safe: a changed mapping reads the guard's zeros or
+ * stale bytes, never past its end (every decode is bounded by the sizes
+ * the load validated, which live in the heap), and the check after the
+ * read turns any answer taken from it into ESTALE. An index not loaded
+ * yet is loaded (fs_shard_index). */
+static int if_index(struct fs *fs, uint32_t shard, struct shardidx **ix)
+{
+	struct fs_shard *s = fs_shard(fs, shard);
+
+	*ix = atomic_load_explicit(&s->ix, memory_order_acquire);
+	if (*ix && fs_obj_live(fs_obj(fs, s->obj)))
+		return 0;
+	return fs_shard_index(fs, shard, ix, NULL);
+}
+
+/* The shard whose index a listing's last name came from, not yet checked
+ * (FS_SHARD_NONE: none): the check after that name's read is left to the
+ * getattr that fs_op_readdir makes of the same file right after (its own
+ * check of the same shard covers both reads), else to the listing's next
+ * name or its list_check. Per thread: a listing's names and attributes
+ * are read on the thread of its request. */
+static _Thread_local uint32_t ifclass_list_pending = UINT32_MAX;
+
+/* File i's name and image as fs_if_file_name says, without the check of
+ * the shard's index after the read when check is 0 (the caller checks). */
+static int file_name(struct fs *fs, const struct fs_ifview *v, uint32_t i, char *buf,
+		     uint32_t *shard, uint32_t *canon, int check)
 {
 	struct shardidx *ix;
 	struct shardidx_entry e;
-	uint32_t hash, entry, kind = fs_if_file(v, i, &hash, shard, &entry);
-	int err = fs_shard_index(fs, *shard, &ix, NULL), n;
+	uint32_t hash, entry, kind;
+	int err, n;
 
+	/* load validated every record; one read from a view whose file
+	 * changed since (before its check: view_peek) may not be */
+	if (i >= v->nfiles)
+		return view_bad(fs, v);
+	kind = fs_if_file(v, i, &hash, shard, &entry);
+	if (*shard >= v->nshards)
+		return view_bad(fs, v);
+	err = if_index(fs, *shard, &ix);
 	if (err < 0)
 		return index_stale(fs, err);
 	if (shardidx_count(ix) != disk_le32_get(v->counts + (size_t)*shard * 4) ||
@@ -255,7 +316,13 @@ int fs_if_file_name(struct fs *fs, const struct fs_ifview *v, uint32_t i, char *
 	if (n < 0 || fs_if_hash(buf, (size_t)n) != hash)
 		return view_mismatch(fs, v, *shard);
 	*canon = e.canon;
-	return index_stale(fs, fs_shard_index_unchanged(fs, *shard));
+	return check ? index_stale(fs, fs_shard_index_unchanged(fs, *shard)) : 0;
+}
+
+int fs_if_file_name(struct fs *fs, const struct fs_ifview *v, uint32_t i, char *buf,
+		    uint32_t *shard, uint32_t *canon)
+{
+	return file_name(fs, v, i, buf, shard, canon, 1);
 }
 
 /* What the binary searches over the blob's records seek (disk_bsearch):
@@ -303,6 +370,8 @@ int64_t fs_if_file_lookup(struct fs *fs, const struct fs_ifview *v, uint32_t c, 
 	if (c >= v->nclasses || len > SHARDIDX_NAME_MAX)
 		return -ENOENT;
 	fs_if_class(v, c, &first, &n, NULL);
+	if (first > v->nfiles || n > v->nfiles - first)
+		return view_bad(fs, v);
 	/* the files of that hash, then their names (one, but for collisions) */
 	for (i = disk_bsearch(first, first + n, ifv_hash_cmp, &k, NULL);
 	     i < first + n && disk_le32_get(v->files + i * IFV_FILE_REC) == k.hash; i++) {
@@ -397,7 +466,7 @@ static int ifclass_lookup(struct fs *fs, uint64_t parent, const char *name, size
 	const struct fs_ifview *v;
 	uint32_t shard, entry;
 	int64_t idx;
-	int err = fs_if_get(fs, &v);
+	int err = view_peek(fs, &v);
 
 	if (err < 0)
 		return err;
@@ -419,6 +488,7 @@ static int ifclass_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
 
 	(void)ino;
 	ifclass_list_err = 0;
+	ifclass_list_pending = UINT32_MAX;
 	if (err < 0)
 		return err;
 	if (l->a >= v->nclasses)
@@ -429,27 +499,41 @@ static int ifclass_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
 	return 0;
 }
 
+/* The check ifclass_list_pending leaves to later: 0, or -ESTALE. */
+static int list_pending_check(struct fs *fs)
+{
+	uint32_t shard = ifclass_list_pending;
+
+	ifclass_list_pending = UINT32_MAX;
+	return shard == UINT32_MAX ? 0 : index_stale(fs, fs_shard_index_unchanged(fs, shard));
+}
+
 static const char *ifclass_list_entry(const struct fs_listing *l, uint32_t i, uint64_t *ino)
 {
 	uint32_t shard, entry;
-	int err = fs_if_file_name(l->fs, l->p, l->first + i, l->namebuf, &shard, &entry);
+	int err = list_pending_check(l->fs);
 
+	if (err == 0)
+		err = file_name(l->fs, l->p, l->first + i, l->namebuf, &shard, &entry, 0);
 	if (err < 0) {
 		ifclass_list_err = err; /* the listing ends here, and says why */
 		return NULL;
 	}
+	ifclass_list_pending = shard;
 	*ino = fs_ino(FS_K_IFFILE, shard, entry);
 	return l->namebuf;
 }
 
 /* A listing that ended at a name it could not decode fails with why (never
- * a short listing that looks whole); so does one from a view whose file
- * changed while it was read. */
+ * a short listing that looks whole); so does one whose last name's index,
+ * or the view, changed while it was read. */
 static int ifclass_list_check(const struct fs_listing *l)
 {
-	int err = ifclass_list_err;
+	int err = ifclass_list_err, perr = list_pending_check(l->fs);
 
 	ifclass_list_err = 0;
+	if (err == 0)
+		err = perr;
 	return err ? err : view_unchanged(l->fs, l->p);
 }
 
@@ -463,16 +547,30 @@ static const struct fs_view fs_view_ifclass = {
 };
 
 /* The member's attributes (its shard's index), with the file's own inode
- * and nlink 1. */
+ * and nlink 1: fs_member_getattr's answer for a file, with one check of
+ * the index, after the read (if_index). That check also covers the name a
+ * listing just read from the same shard (ifclass_list_pending). */
 static int iffile_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 {
-	int err = fs_member_getattr(fs, ino, st);
+	uint32_t shard = fs_ino_a(ino), idx = fs_ino_b(ino);
+	struct shardidx *ix;
+	struct shardidx_entry e;
+	int err, found;
 
-	if (err == 0 && !S_ISREG(st->st_mode))
-		err = -ENOENT;
-	st->st_ino = ino;
-	st->st_nlink = 1;
-	return err;
+	if (shard >= fs->nshards)
+		return -ENOENT;
+	err = if_index(fs, shard, &ix);
+	if (err < 0)
+		return err;
+	found = shardidx_entry_get(ix, idx, &e) == 0 &&
+		(e.canon == idx || shardidx_entry_get(ix, e.canon, &e) == 0) &&
+		e.type == SHARDIDX_REG;
+	if (found)
+		fs_attr_file(fs, st, ino, S_IFREG | (e.mode & 07777), e.size, e.mtime);
+	err = fs_shard_index_unchanged(fs, shard);
+	if (err == 0 && ifclass_list_pending == shard)
+		ifclass_list_pending = UINT32_MAX;
+	return err < 0 ? err : found ? 0 : -ENOENT;
 }
 
 static uint64_t iffile_member_of(uint64_t ino)

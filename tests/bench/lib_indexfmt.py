@@ -90,6 +90,7 @@ class Mount:
         return time.perf_counter() - t0
 
     def umount(self):
+        self._pid = None
         if self.up:
             subprocess.run([self.bin, 'umount', self.mnt], check=False)
             self.up = False
@@ -97,6 +98,25 @@ class Mount:
     def stats(self):
         with open(os.path.join(self.mnt, '.shardfs', 'stats')) as f:
             return json.load(f)
+
+    def pid(self):
+        if not getattr(self, '_pid', None):
+            self._pid = self.stats()['pid']
+        return self._pid
+
+    def cpu(self):
+        """The daemon's CPU time so far, in seconds: the sum of its threads' run time
+        (/proc/PID/task/*/schedstat, nanoseconds; threads that ended are not counted,
+        and the daemon's FUSE threads live as long as the mount)."""
+        total = 0
+        base = '/proc/%d/task' % self.pid()
+        for t in os.listdir(base):
+            try:
+                with open(os.path.join(base, t, 'schedstat')) as f:
+                    total += int(f.read().split()[0])
+            except OSError:
+                pass
+        return total / 1e9
 
     def status(self, key):
         with open('/proc/%d/status' % self.stats()['pid']) as f:
@@ -280,18 +300,29 @@ def main():
         paths = {k: [os.path.join(d, f) for d in v for f in sorted(os.listdir(d))]
                  for k, v in targets.items()}
         res = {k: {'find': [], 'ls -lR': [], 'stat': [], 'open': []} for k in targets}
+        cpu = {m.label: {'find': [], 'ls -lR': [], 'stat+open': []} for m in mounts}
         order = list(targets)
         for r in range(a.runs):
             k = r % len(order)
             for lab in order[k:] + order[:k]:
+                m = by.get(lab)
+                c = [m.cpu()] if m else None
                 drop(can)
                 res[lab]['find'].append(timed(['find', *targets[lab]]))
+                if m:
+                    c.append(m.cpu())
                 drop(can)
                 res[lab]['ls -lR'].append(timed(['ls', '-lR', *targets[lab]]))
+                if m:
+                    c.append(m.cpu())
                 drop(can)
                 s, o = stat_open(paths[lab])
                 res[lab]['stat'].append(s)
                 res[lab]['open'].append(o)
+                if m:
+                    c.append(m.cpu())
+                    for w, x, y in zip(('find', 'ls -lR', 'stat+open'), c, c[1:]):
+                        cpu[lab][w].append(y - x)
         med = {k: {w: statistics.median(v) for w, v in d.items()} for k, d in res.items()}
         spread = {k: {w: (min(v), max(v)) for w, v in d.items()} for k, d in res.items()}
         print('timed over %d shards (%d members) and %d classes (%d files); %d runs, '
@@ -306,6 +337,16 @@ def main():
                     continue
                 row('%s, %s vs %s' % (w, x, y), med[x][w], med[y][w], ' s',
                     'noise %.3f-%.3f vs %.3f-%.3f' % (spread[x][w] + spread[y][w]))
+        # the daemon's CPU time per row: far less sensitive to the machine's load than the
+        # wall clock (the drop of dentries before each row is not in it)
+        for w in ('find', 'ls -lR', 'stat+open'):
+            for x, y in pairs:
+                if x not in cpu or y not in cpu:
+                    continue
+                cx, cy = cpu[x][w], cpu[y][w]
+                row('daemon CPU, %s, %s vs %s' % (w, x, y), statistics.median(cx),
+                    statistics.median(cy), ' s',
+                    'noise %.3f-%.3f vs %.3f-%.3f' % (min(cx), max(cx), min(cy), max(cy)))
         build_100k(a.bin, a.work)
         print('ratio: baseline / shardfs (above 1: shardfs smaller or faster)')
     finally:
