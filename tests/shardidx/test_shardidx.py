@@ -13,6 +13,7 @@ import io
 import json
 import os
 import random
+import re
 import stat
 import subprocess
 import sys
@@ -712,14 +713,37 @@ def test_fuzz(work, rnd):
     check(p.returncode == 0, "fuzz seed %d exited %d: %s" % (seed, p.returncode, p.stderr.decode(errors="replace")[-3000:]))
 
 
+# Where flips must land, per index version, over idxfuzz's inputs: every section of the
+# file (shardidx_dump's section_name), so a damaged index is known to be refused at load
+# whichever part of it is hit.
+IDX_SECTIONS = {
+    3: {"header", "section table", "ident", "heads", "blocks", "dirs", "strs", "sparse", "segs",
+        "links"},
+    2: {"header", "section table", "ident", "recs", "names", "sparse", "segs", "links"},
+}
+
+
 def test_idxfuzz(work, rnd):
     files = fuzz_inputs(work, rnd)
+    flipped = {3: set(), 2: set()}
     for f in (files[0], files[4], files[7]):
         seed = rnd.randrange(2**63)
         p = subprocess.run([DUMP, "--idxfuzz", str(seed), f], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        sys.stdout.write(p.stdout.decode(errors="replace"))
+        out = p.stdout.decode(errors="replace")
+        sys.stdout.write(out)
         check(p.returncode == 0, "idxfuzz %s seed %d exited %d: %s" % (
             os.path.basename(f), seed, p.returncode, p.stderr.decode(errors="replace")[-3000:]))
+        # "idxfuzz ok: version V, N bytes, F flips rejected (header 96, blocks 975, ...)"
+        for m in re.finditer(r"idxfuzz ok: version (\d+), .* flips rejected \(([^)]*)\)", out):
+            for part in m.group(2).split(", "):
+                name, n = part.rsplit(" ", 1)
+                if int(n) > 0:
+                    flipped[int(m.group(1))].add(name)
+    for v, want in IDX_SECTIONS.items():
+        check(want <= flipped[v], "idxfuzz: version %d sections never flipped: %s" % (
+            v, ", ".join(sorted(want - flipped[v]))))
+    print("idxfuzz: flips rejected in every section: %s" % "; ".join(
+        "version %d: %s" % (v, ", ".join(sorted(flipped[v]))) for v in (3, 2)))
 
 
 TESTS = {"formats": test_formats, "sparse": test_sparse, "names": test_names, "damage": test_damage,
