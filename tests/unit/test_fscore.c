@@ -1592,12 +1592,30 @@ int __wrap_cachetier_meta_changed(struct cachetier_meta *m)
 {
 	int changed = __real_cachetier_meta_changed(m);
 
-	if (!changed && atomic_exchange(&cut_armed, 0) && truncate(cut_path, 0) < 0)
+	/* cut_armed n: the n-th such call cuts (1: the next) */
+	if (!changed && atomic_load(&cut_armed) > 0 && atomic_fetch_sub(&cut_armed, 1) == 1 &&
+	    truncate(cut_path, 0) < 0)
 		FAIL("truncate %s: %s", cut_path, strerror(errno));
 	return changed;
 }
 
 #define CUT_N 40
+
+/* collect, each name with its size: "name:size"; an entry without attributes "name:?". */
+static int collect_sizes(void *ctx, const char *name, const struct fs_entry *e, uint64_t next)
+{
+	struct names *l = ctx;
+	size_t len;
+
+	if (collect(ctx, name, e, next))
+		return 1;
+	len = strlen(l->text);
+	if (e->ino)
+		snprintf(l->text + len, sizeof(l->text) - len, ":%lld", (long long)e->attr.st_size);
+	else if (strcmp(name, ".") && strcmp(name, ".."))
+		snprintf(l->text + len, sizeof(l->text) - len, ":?");
+	return 0;
+}
 
 /* The one shard index blob of the cache directory of fs into cut_path: 1, or 0 when
  * there is not exactly one. */
@@ -1629,6 +1647,75 @@ static int find_index_blob(struct fs *fs)
 	}
 	pclose(f);
 	return n == 1;
+}
+
+/* The imagefolder view's getattr of a file and listing of a class (names from the
+ * shard's index, each checked once, after its read; a listed name's check left to the
+ * getattr of it that follows, fs_if_view.c), with the index file cut inside the k-th
+ * check of a blob, for every k the operation makes: each answers ESTALE, or exactly
+ * what it would answer uncut (names and sizes), never ENOENT or another file's name;
+ * the view is never taken for wrong (if_view_rejected stays). k = 1 of getattr must
+ * cut (its check after the read); some k of the listing must answer ESTALE. */
+/* After a cut: the first operation that meets it may answer ESTALE (and replaces the
+ * shard); the next reads the index built again. */
+static void if_cut_repair(struct fs *fs, const char *d0)
+{
+	int64_t ino = walk(fs, "0/k00.jpg");
+
+	if (ino == -ESTALE)
+		ino = walk(fs, "0/k00.jpg");
+	CHECK(ino > 0, "ifcut: 0/k00.jpg after the cut: %" PRId64, ino);
+	check_bytes(fs, "0/k00.jpg", d0, strlen(d0));
+}
+
+static void if_cut_each_check(struct fs *fs, const char *d0, const char *d1)
+{
+	struct names l, want;
+	uint64_t rejected = fs->c.if_view_rejected;
+	int64_t cls = walk(fs, "0"), file = walk(fs, "0/k01.jpg");
+	int stale = 0, err, cut;
+
+	memset(&want, 0, sizeof(want));
+	CHECK(cls > 0 && file > 0 && fs_op_readdir(fs, (uint64_t)cls, 0, collect_sizes, &want) == 0,
+	      "ifcut: the uncut listing");
+	for (int k = 1; k <= 8; k++) {
+		struct stat st;
+
+		if (!find_index_blob(fs)) {
+			CHECK(0, "ifcut %d: no single shard index blob", k);
+			break;
+		}
+		atomic_store(&cut_armed, k);
+		err = fs_op_getattr(fs, (uint64_t)file, &st);
+		cut = atomic_load(&cut_armed) == 0;
+		atomic_store(&cut_armed, 0);
+		CHECK(err == -ESTALE || (err == 0 && st.st_size == (off_t)strlen(d1)),
+		      "ifcut %d: getattr of 0/k01.jpg (cut %d): %d, size %lld", k, cut, err,
+		      (long long)st.st_size);
+		CHECK(k > 1 || cut, "ifcut: getattr made no check of the index after its read");
+		if_cut_repair(fs, d0); /* builds again what the cut took */
+		cls = walk(fs, "0");
+		file = walk(fs, "0/k01.jpg");
+		if (!find_index_blob(fs)) {
+			CHECK(0, "ifcut %d: no single shard index blob", k);
+			break;
+		}
+		memset(&l, 0, sizeof(l));
+		atomic_store(&cut_armed, k);
+		err = fs_op_readdir(fs, (uint64_t)cls, 0, collect_sizes, &l);
+		cut = atomic_load(&cut_armed) == 0;
+		atomic_store(&cut_armed, 0);
+		CHECK(err == -ESTALE || (err == 0 && strcmp(l.text, want.text) == 0),
+		      "ifcut %d: listing of 0 (cut %d): %d, \"%s\", want ESTALE or \"%s\"", k, cut,
+		      err, l.text, want.text);
+		stale += err == -ESTALE;
+		if_cut_repair(fs, d0);
+		cls = walk(fs, "0");
+		file = walk(fs, "0/k01.jpg");
+	}
+	CHECK(stale > 0, "ifcut: no cut met a listing");
+	CHECK(fs->c.if_view_rejected == rejected, "ifcut: the view was taken for wrong %llu times",
+	      (unsigned long long)(fs->c.if_view_rejected - rejected));
 }
 
 /* A shard's mapped index file cut to nothing between a member operation's check of it
@@ -1728,6 +1815,7 @@ static void test_index_cut(void)
 		check_bytes(fs, "0/k01.jpg", datas[1], strlen(datas[1]));
 	} else
 		CHECK(0, "imagefolder: no single shard index blob in the cache directory");
+	if_cut_each_check(fs, datas[0], datas[1]);
 	fs_close_core(fs);
 	for (int i = 0; i < CUT_N; i++)
 		free(datas[i]);
