@@ -391,7 +391,7 @@ static uint32_t take(struct cachetier *ct, struct ct_file *f, uint32_t *b, uint3
  * auxfd, EVICTING) across each gap of at most EV_GAP_MAX units that hold
  * nothing (state byte clear, EMPTY here, no reader waiting), so that one
  * punch covers both runs: a punch over a hole frees nothing and costs
- * little, a punch call costs tens of microseconds of its own (a shuffled
+ * little, a punch call costs about 17 us beyond the pages it frees (a shuffled
  * epoch's evictions take runs of two or three units). A gap is
  * write-locked on auxfd with one fcntl, as the units taken are (no
  * process fills it meanwhile, nor this one: its fills lock on stfd) and
