@@ -24,7 +24,9 @@
  * its last (test_land); the durability delay (test_durable: units younger
  * than it named in no map, then kill -9 and nothing of them trusted; a
  * clean close names every unit; units older than it named by the
- * flusher).
+ * flusher); the punches of one eviction (test_punch_join: units joined
+ * across gaps that hold nothing, not across a wide gap, a locked one or
+ * one holding bytes; exact punch counts).
  */
 #include <dirent.h>
 #include <errno.h>
