@@ -376,6 +376,8 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->peer_waits = ct->peer_waits;
 	st->prefetch_withdrawn = ct->pf_withdrawn;
 	st->units_corrupt = atomic_load(&ct->units_corrupt);
+	st->units_checked = atomic_load(&ct->units_checked);
+	st->watch_own = atomic_load(&ct->watch_own);
 	st->bypass_reads = atomic_load(&ct->bypass_reads);
 	st->bypass_bytes = atomic_load(&ct->bypass_bytes);
 	/* the whole directory: every process and source sharing it */

@@ -139,6 +139,10 @@ struct cachetier_stats {
 	uint64_t units_corrupt;	     /* units found damaged (a failed CRC32C, a data file cut
 				      * short) and made empty: fetched again (decoded copies:
 				      * the read fails with EIO, decoded again) */
+	uint64_t units_checked;	     /* cached units read back and their CRC32C checked before
+				      * a read served them (units_check) */
+	uint64_t watch_own;	     /* data files watched with fanotify now: this process's
+				      * own writes are no change to them */
 	uint64_t bypass_reads;	     /* reads served from the store past the cache: no room */
 	uint64_t bypass_bytes;
 	uint64_t bytes_used;  /* cached bytes on disk now, the whole directory */

@@ -133,8 +133,11 @@ struct ct_file {
 	uint8_t *held;	    /* per unit: stfd holds its read lock (pinned and valid) */
 	uint8_t *seen;	    /* per unit: 1 checked here (its CRC32C) and its data file not
 			     * changed since; 2 filled here or checked before a change: its
-			     * CRC32C is checked at its next read; 0 neither (another
-			     * process's: checked at its first read here, cachetier_read.c) */
+			     * CRC32C is checked at its next read; 3 filled here while the
+			     * file's watch ignores this process's writes (f->wown): trusted,
+			     * 1 once served; 4 being filled when the file changed (2 once
+			     * filled); 0 none (another process's: checked at its first
+			     * read here, cachetier_read.c) */
 	int64_t *uatime;    /* per unit: this process's last read or fill of it (CLOCK_REALTIME ns);
 			     * 0: untouched here (the object's last use stands for it) */
 	uint8_t *unread;    /* per unit: filled ahead (readahead, prefetch), not read since:
@@ -173,6 +176,8 @@ struct ct_file {
 	uint32_t wgen;		    /* bumped at each change seen (a check begun before does
 				     * not set seen to 1) */
 	int wfail;		    /* no watch to be had: every read checks its units */
+	int wown;		    /* the watch (fanotify, from before any fill) ignores this
+				     * process's writes: seen 3 for its fills */
 	/* a weak or mtime-derived ETag (cachetier_read.c, weak_check) */
 	uint64_t ufills;     /* units this process filled (cachetier__unit_done) */
 	uint64_t probed;     /* ufills that the last probe of the anchor covered */
@@ -428,6 +433,9 @@ struct cachetier {
 	atomic_ullong bypass_reads, bypass_bytes; /* reads served past the cache (no room) */
 	atomic_int bypass_noted;
 	atomic_int watch_fail_noted; /* a data file got no inotify watch: logged */
+	atomic_int watch_own_noted;  /* data files watched with inotify, not fanotify: logged */
+	atomic_ullong units_checked; /* units_check: units read back and CRC'd */
+	atomic_ullong watch_own;     /* live data files with a fanotify record */
 	/* Open fds of local source files (objects with 'local' set): at most
 	 * fd_max; the least recently used unpinned one is closed when a
 	 * new one would pass it, and reopened by the next read. */
@@ -926,6 +934,20 @@ int cachetier__watch_add(struct cachetier__watch *w, int fd, struct ct_watch_rec
 int cachetier__watch_changed(struct cachetier__watch *w, const struct ct_watch_rec *r,
 			     uint64_t seen);
 void cachetier__watch_drop(struct cachetier__watch *w, struct ct_watch_rec *r);
+/* add_own: the same with fanotify (data files): this process's own writes
+ * are not changes; no descriptor kept; fails (-errno) where fanotify cannot
+ * be had (the caller then uses watch_add). own: 1 for such a record.
+ * drop_fd: drop any record; fd is an open fd of its inode (a fanotify
+ * mark is removed through it). */
+int cachetier__watch_add_own(struct cachetier__watch *w, int fd, struct ct_watch_rec **rec,
+			     uint64_t *seen);
+int cachetier__watch_own(const struct ct_watch_rec *r);
+void cachetier__watch_drop_fd(struct cachetier__watch *w, struct ct_watch_rec *r, int fd);
+/* cachetier_read.c: watch f's data file (open, f->datafd set, before any
+ * fill of it) with fanotify where it can be had; no lock held. seen_filled:
+ * the seen[] value of unit u this process just filled (ct->lock held). */
+void cachetier__units_watch_start(struct cachetier *ct, struct ct_file *f);
+uint8_t cachetier__seen_filled(const struct ct_file *f, uint32_t u);
 /* 1 when SHARDFS_BENCH_NO_LIVE_CHECK is set: cache files are not watched
  * for changes under the mount (the bench's baseline; cachetier_read.c). */
 int cachetier__live_check_off(void);

@@ -306,11 +306,12 @@ static void file_flush(struct cachetier *ct, struct ct_file *f)
 /* Undo a (failed) load: f stays a not-live entry without bytes. */
 static void file_unload(struct ct_file *f)
 {
-	if (f->wrec)
-		cachetier__watch_drop(f->w, f->wrec);
+	if (f->wrec) /* a fanotify mark goes through the data file's fd */
+		cachetier__watch_drop_fd(f->w, f->wrec, f->datafd);
 	f->w = NULL;
 	f->wrec = NULL;
 	f->wfail = 0;
+	f->wown = 0;
 	if (f->datafd >= 0)
 		close(f->datafd);
 	f->datafd = -1;
@@ -518,6 +519,8 @@ static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *ke
 	f->datafd = openat(f->dirfd, f->hash, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (f->datafd < 0)
 		return -errno;
+	/* watched before any fill of it (cachetier_read.c, units_watch) */
+	cachetier__units_watch_start(ct, f);
 	if (alone) {
 		err = file_init_alone(ct, f);
 		if (err < 0)

@@ -197,21 +197,28 @@ int cachetier__live_check_off(void)
 	return live_check_off;
 }
 
-/* Units of f this process trusts (seen 1) are trusted only while nothing
- * changed its data file: the file's inode is watched with inotify
- * (cachetier_watch.c: IN_MODIFY fires for a write, a truncation, a punched
- * hole or any fallocate, queued before the call that makes it returns).
- * When the watch's change count moved since the last look, every unit
- * this process trusts goes back to "check at its next read" (seen 2) and
- * f->wgen moves, so a check that began before does not mark its units
- * trusted. The events come from this process's own fills too (inotify
- * does not say who wrote): while fills of f run, the units a read serves
- * are checked again (a pread and a CRC each); once they stop, a read costs
- * one read() of the inotify fd that finds nothing. The watch is added at
- * the first check of f, before any of its units can be trusted. No watch
- * to be had (inotify's limits: fs.inotify.max_user_watches): every read
- * checks every unit it serves (logged once). ct->lock held; takes the
- * watch's own lock (never held across ct->lock). */
+/* Units of f this process trusts (seen 1, 3) are trusted only while nothing
+ * else changed its data file: the file's inode is watched
+ * (cachetier_watch.c; an event for a write, a truncation, a punched hole or
+ * any fallocate, queued before the call that makes it returns). Where it
+ * can be had the watch is fanotify's, made when f is opened, before any
+ * fill of it (units_watch_start): its events say who wrote, and this
+ * process's own writes (its fills, whose units carry the CRC32C of the
+ * bytes written, and its evictions' punches, whose units are emptied
+ * first) are not changes, so a unit filled here is trusted from its fill
+ * (seen 3) and the fills of a file do not send the units readers trust
+ * back to a check. Else it is inotify's, added at the first check of f,
+ * before any of its units can be trusted; inotify does not say who wrote,
+ * so a unit filled here is checked at its first read (seen 2), and while
+ * fills of f run the units a read serves are checked again (a pread and a
+ * CRC each). When the watch's change count moved since the last look,
+ * every unit this process trusts goes back to "check at its next read"
+ * (seen 2) and f->wgen moves, so a check that began before does not mark
+ * its units trusted. Once nothing writes, a read costs one read() of the
+ * watch's fd that finds nothing. No watch to be had (fs.fanotify's marks
+ * limit and then fs.inotify.max_user_watches): every read checks every
+ * unit it serves (logged once). ct->lock held; takes the watch's own lock
+ * (never held across ct->lock). */
 static void units_watch(struct cachetier *ct, struct ct_file *f)
 {
 	uint64_t ev;
@@ -240,24 +247,78 @@ static void units_watch(struct cachetier *ct, struct ct_file *f)
 		return;
 	f->wevents = ev;
 	f->wgen++;
-	for (uint32_t c = 0; c < f->nunits; c++)
-		if (f->seen[c] == 1)
+	for (uint32_t c = 0; c < f->nunits; c++) {
+		if (f->seen[c] == 1 || f->seen[c] == 3)
 			f->seen[c] = 2;
+		else if (f->ust[c] == UNIT_FILLING)
+			f->seen[c] = 4; /* its pwrite may be in: not trusted as filled */
+	}
+}
+
+void cachetier__units_watch_start(struct cachetier *ct, struct ct_file *f)
+{
+	int err;
+
+	const char *e = getenv("SHARDFS_TEST_WATCH_INOTIFY"); /* tests: today's rule */
+
+	if (!ct->watch || cachetier__live_check_off() || f->wrec || (e && *e && strcmp(e, "0")))
+		return;
+	err = cachetier__watch_add_own(ct->watch, f->datafd, &f->wrec, &f->wevents);
+	if (err == 0) {
+		f->w = ct->watch;
+		f->wown = 1;
+		atomic_fetch_add(&ct->watch_own, 1);
+		return;
+	}
+	if (!atomic_exchange(&ct->watch_own_noted, 1))
+		backend_log(
+		    ct->be, BACKEND_LOG_INFO,
+		    "cache %s: data/%s gets no fanotify watch (%s: a kernel before 5.13, "
+		    "no permission, a filesystem without file handles, or "
+		    "fs.fanotify.max_user_marks reached): it is watched with inotify, whose "
+		    "events do not say who wrote, so this mount's own fills send its units "
+		    "back to a CRC32C check at their next read (others like it are not "
+		    "logged)",
+		    ct->dir, f->hash, strerror(-err));
+}
+
+uint8_t cachetier__seen_filled(const struct ct_file *f, uint32_t u)
+{
+	return f->wown && f->seen[u] != 4 ? 3 : 2;
+}
+
+/* Unit c of f is served by a read here (its check passed, or it was
+ * trusted): filled here and trusted (3), it is now as checked (1); the
+ * first unit served here is a weak ETag's anchor (weak_check). ct->lock
+ * held. */
+static void unit_served(struct ct_file *f, uint32_t c)
+{
+	if (f->seen[c] == 3)
+		f->seen[c] = 1;
+	if (!f->anchor_set && f->seen[c] == 1) {
+		/* what a weak ETag's later fills are compared with */
+		f->anchor_set = 1;
+		f->anchor = c;
+		f->anchor_crc = cachetier__st_crc(f, c);
+		f->probed = f->ufills;
+	}
 }
 
 /* Before a read serves units [c0, c1) of f (all UNIT_VALID, pinned and
- * read-locked): each unit this process has not checked since its fill or
- * since its data file last changed (units_watch) matches the CRC32C its
- * fill recorded (a pread and a CRC of the unit), and, once per read for
- * the whole range, the data file still holds them (one fstat: a file cut
+ * read-locked): each unit this process does not trust (units_watch: not
+ * checked here since its data file last changed, nor filled here under a
+ * watch that tells our writes from others') matches the CRC32C its fill
+ * recorded (a pread and a CRC of the unit), and, once per read for the
+ * whole range, the data file still holds them (one fstat: a file cut
  * under the running mount would otherwise make the reply short) and has
  * no hole in them (one lseek: a punch would read as zeros, which an
  * all-zero unit's CRC would not tell). The fstat and the lseek are made
  * only when a unit of the range is checked, or when nothing watches the
- * file (no inotify watch, or the watch turned off): a cut or a punch
- * since a unit was last checked is an IN_MODIFY that units_watch has just
- * read, which puts every trusted unit back to "check" (seen 2), so a read
- * whose units are all trusted (seen 1) needs neither, and is served with
+ * file (no watch, or the watch turned off): a cut or a punch by another
+ * process since a unit was last checked or filled is an event that
+ * units_watch has just read, which puts every trusted unit back to
+ * "check" (seen 2), so a read whose units are all trusted (seen 1 or 3)
+ * needs neither, and is served with
  * ct->lock held throughout (no file I/O). Units that fail are made
  * empty (unit_corrupt). Returns how many failed or are no longer valid
  * (another reader here found them damaged meanwhile), or -errno. ct->lock held
@@ -281,16 +342,19 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 			    f); /* before the preads below: a change after it is seen next time */
 	gen = f->wgen;
 	for (uint32_t c = c0; c < c1; c++) {
-		if (live ? f->seen[c] != 1 || f->wfail : !f->seen[c]) {
+		if (live ? (f->seen[c] != 1 && f->seen[c] != 3) || f->wfail : !f->seen[c]) {
 			tag[c - c0] = 1;
 			checks++;
 		}
 	}
 	if (live && !checks) { /* all trusted, the file watched (!wfail): unchanged */
+		for (uint32_t c = c0; c < c1; c++)
+			unit_served(f, c);
 		if (tag != tagbuf)
 			free(tag);
 		return 0;
 	}
+	atomic_fetch_add(&ct->units_checked, checks);
 	disk_mutex_unlock(&ct->lock);
 	if (fstat(f->datafd, &st) < 0)
 		err = -errno;
@@ -330,14 +394,9 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 			/* trusted from now on unless the file changed since
 			 * units_watch looked (then: checked again) */
 			f->seen[c] = gen == f->wgen && !f->wfail ? 1 : 2;
-			if (!f->anchor_set && f->seen[c] == 1) {
-				/* the first unit served here: what a weak ETag's
-				 * later fills are compared with (weak_check) */
-				f->anchor_set = 1;
-				f->anchor = c;
-				f->anchor_crc = cachetier__st_crc(f, c);
-				f->probed = f->ufills;
-			}
+			unit_served(f, c);
+		} else {
+			unit_served(f, c); /* trusted, not checked */
 		}
 	}
 	if (tag != tagbuf)

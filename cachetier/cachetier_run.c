@@ -173,9 +173,10 @@ static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int e
 		f->uatime[u] = cachetier__now_ns();
 		f->unread[u] = f->pins[u] == 0;
 		if (claim == 1) {
-			/* checked at its first read (cachetier_read.c): a
-			 * change between its pwrite and now is seen then */
-			f->seen[u] = 2;
+			/* trusted while its file's watch ignores our own
+			 * writes, else checked at its first read
+			 * (cachetier_read.c, units_watch) */
+			f->seen[u] = cachetier__seen_filled(f, u);
 			f->ufills++; /* a weak ETag's probe covers it (cachetier_read.c) */
 			cachetier__map_dirty(ct, f, u, f->uatime[u]);
 			ct->bytes_fetched += ulen;

@@ -1,53 +1,95 @@
 /*
- * cachetier_watch.c — which mapped blobs changed in place.
+ * cachetier_watch.c — which cache files changed in place.
  *
  * A blob is only ever replaced by a rename (cachetier_meta.c), so a mapping
  * keeps the bytes its caller validated, unless something writes the file
- * itself: a cleanup script, a user, a tool run by hand. To catch that, the
- * inode of every mapped blob is watched with inotify (IN_MODIFY: a write, a
- * truncation, a punched hole or any fallocate), and cachetier_meta_changed
- * reads the queued events before it answers. The kernel queues an event
- * before the write that causes it returns, so a change made before a
- * request asks is seen by that request; one made while a request reads the
- * mapping may still reach that request (there is no lock across processes;
+ * itself: a cleanup script, a user, a tool run by hand. The same holds for
+ * the data files whose units a reader trusts (cachetier_read.c) and the
+ * decoded copies (cachetier_objread.c). To catch that, the inode of each is
+ * watched for a write, a truncation, a punched hole or any fallocate, and
+ * the callers read the queued events before they answer. The kernel queues
+ * an event before the write that causes it returns, so a change made
+ * before a request asks is seen by that request; one made while a request
+ * reads may still reach that request (there is no lock across processes;
  * a cut under a reader is caught by cachetier_guard.c, which makes the
- * faulting read read zeros and marks the blob). Writes through a shared
- * writable mapping of the file make no event.
+ * faulting read read zeros and marks the blob, and by the fstat of the
+ * reads that check). Writes through a shared writable mapping of the file
+ * make no event.
  *
- * One inotify instance per cache tier, opened at the first mapping. inotify
- * gives one watch (wd) per inode, however often it is added, so mappings of
- * one inode share a record (refs) and each remembers the record's event
- * count when it was made: a mapping made after a change is not changed. A
- * watch is removed when its last mapping goes (a watch holds its inode, so
- * a removed blob's disk space would stay in use). A lost event (the queue
- * overflowed) counts as a change of every watched blob. Every call holds
- * w->lock, never across anything but reads of the inotify fd.
+ * Two kinds of record. Mapped blobs and decoded copies (watch_add) are
+ * watched with inotify (IN_MODIFY), whose events do not say who wrote:
+ * every write counts, this process's too. Data files (watch_add_own) are
+ * watched with fanotify when it can be had (FAN_CLASS_NOTIF,
+ * FAN_REPORT_FID, an inode mark for FAN_MODIFY; unprivileged from Linux
+ * 5.13), whose events carry the writer's process id: an event of this
+ * process is not a change, because this process's only writes to a data
+ * file are its fills (whose units carry the CRC32C of the very bytes
+ * written) and its evictions' punches (whose units are emptied first). A
+ * fanotify record holds no descriptor: it is found by the file handle
+ * (name_to_handle_at, and the fsid of fstatfs) that each event's FID
+ * record carries, and its mark is removed through the caller's own fd of
+ * the inode (watch_drop_fd; a data file's fd stays open as long as its
+ * record). Where fanotify cannot be had (an older kernel, EPERM, ENOSYS, a
+ * filesystem without file handles, the marks limit) watch_add_own fails
+ * and the caller uses watch_add (inotify) for that file.
+ *
+ * Each instance is opened at its first add and lives as long as the tier
+ * or a record. inotify gives one watch (wd) per inode, however often it is
+ * added, and fanotify one mark, so users of one inode share a record
+ * (refs) and each remembers the record's event count when it was made: a
+ * mapping made after a change is not changed. A watch is removed when its
+ * last user goes (a watch holds its inode, so a removed file's disk space
+ * would stay in use). A lost event (the queue overflowed), or a fanotify
+ * event whose file cannot be told, counts as a change of every file of
+ * that instance. Every call holds w->lock, never across anything but reads
+ * of the notification fds (non-blocking: no wait).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/fanotify.h>
 #include <sys/inotify.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "cachetier_i.h"
 
+#define WATCH_FH_MAX 128 /* most bytes of a file handle (MAX_HANDLE_SZ) */
+
 struct ct_watch_rec {
-	int wd;
-	unsigned refs;	 /* mappings of the inode */
+	int wd;		 /* inotify: the watch; fanotify: -1 */
+	int own;	 /* fanotify: this process's writes are not changes */
+	unsigned refs;	 /* users of the inode */
 	uint64_t events; /* changes seen so far */
 	struct ct_watch_rec *next;
+	/* fanotify: the inode's key */
+	uint32_t hash;
+	int fh_type;
+	unsigned fh_len;
+	int32_t fsid[2];
+	unsigned char fh[]; /* fh_len bytes */
+};
+
+/* One instance of either kind: its records in chains by wd (inotify) or
+ * by the hash of the file handle (fanotify). */
+struct watch_inst {
+	int fd;			   /* opened at the first add; -1 before (or when it cannot be) */
+	int err;		   /* why it cannot be opened (then every add fails with it) */
+	struct ct_watch_rec **tab; /* chains */
+	size_t size, n;		   /* buckets (a power of two), records */
 };
 
 struct cachetier__watch {
 	struct disk_mutex lock; /* DISK_LOCK_CT_WATCH: a leaf */
-	int fd;	       /* inotify, opened at the first add; -1 before (or when it cannot be) */
-	int err;       /* why it cannot be opened (then every add fails with it) */
-	unsigned refs; /* the cache tier's, and one per record */
-	struct ct_watch_rec **tab; /* chains by wd */
-	size_t size, n;		   /* buckets (a power of two), records */
+	struct watch_inst ino;	/* inotify: blobs, decoded copies, data files without fanotify */
+	struct watch_inst fan;	/* fanotify: data files */
+	pid_t pid;		/* ours: fanotify events of it are not changes */
+	unsigned refs;		/* the cache tier's, and one per record */
 };
 
 struct cachetier__watch *cachetier__watch_new(void)
@@ -57,7 +99,7 @@ struct cachetier__watch *cachetier__watch_new(void)
 	if (!w)
 		return NULL;
 	disk_mutex_init(&w->lock, DISK_LOCK_CT_WATCH);
-	w->fd = -1;
+	w->ino.fd = w->fan.fd = -1;
 	w->refs = 1;
 	return w;
 }
@@ -69,9 +111,12 @@ static void watch_unref(struct cachetier__watch *w) /* w->lock held; unlocks it 
 		return;
 	}
 	disk_mutex_unlock(&w->lock);
-	if (w->fd >= 0)
-		close(w->fd);
-	free(w->tab);
+	if (w->ino.fd >= 0)
+		close(w->ino.fd);
+	if (w->fan.fd >= 0)
+		close(w->fan.fd);
+	free(w->ino.tab);
+	free(w->fan.tab);
 	disk_mutex_destroy(&w->lock);
 	free(w);
 }
@@ -84,107 +129,211 @@ void cachetier__watch_close(struct cachetier__watch *w)
 	watch_unref(w);
 }
 
-static struct ct_watch_rec **rec_slot(struct cachetier__watch *w, int wd)
+static uint32_t key_hash(const int32_t fsid[2], int type, const unsigned char *fh, unsigned len)
 {
-	struct ct_watch_rec **p = &w->tab[(unsigned)wd & (w->size - 1)];
+	uint32_t h = 2166136261u ^ (uint32_t)fsid[0] ^ ((uint32_t)fsid[1] << 7) ^ (uint32_t)type;
+
+	for (unsigned i = 0; i < len; i++)
+		h = (h ^ fh[i]) * 16777619u;
+	return h;
+}
+
+static struct ct_watch_rec **rec_slot(struct watch_inst *in, int wd)
+{
+	struct ct_watch_rec **p = &in->tab[(unsigned)wd & (in->size - 1)];
 
 	while (*p && (*p)->wd != wd)
 		p = &(*p)->next;
 	return p;
 }
 
-/* Read every queued event: a read that leaves room for the largest event
- * in buf took every event queued (the kernel stops only at an empty queue
- * or an event that does not fit), so no second read() is made to hear
- * EAGAIN (the events while fills run: a read() a look, not two). */
-static void watch_drain(struct cachetier__watch *w)
+static struct ct_watch_rec **fid_slot(struct watch_inst *in, uint32_t h, const int32_t fsid[2],
+				      int type, const unsigned char *fh, unsigned len)
 {
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	struct ct_watch_rec **p = &in->tab[h & (in->size - 1)];
+
+	while (*p && ((*p)->hash != h || (*p)->fh_type != type || (*p)->fh_len != len ||
+		      (*p)->fsid[0] != fsid[0] || (*p)->fsid[1] != fsid[1] ||
+		      memcmp((*p)->fh, fh, len) != 0))
+		p = &(*p)->next;
+	return p;
+}
+
+static void all_changed(struct watch_inst *in)
+{
+	for (size_t i = 0; i < in->size; i++)
+		for (struct ct_watch_rec *r = in->tab[i]; r; r = r->next)
+			r->events++;
+}
+
+static void inotify_events(struct watch_inst *in, const char *buf, ssize_t n)
+{
+	for (const char *p = buf; p < buf + n;) {
+		const struct inotify_event *ev = (const struct inotify_event *)(const void *)p;
+		struct ct_watch_rec *r;
+
+		if (ev->mask & IN_Q_OVERFLOW)
+			all_changed(in);
+		else if (ev->wd >= 0 && in->size && (r = *rec_slot(in, ev->wd)) != NULL)
+			r->events++; /* IN_MODIFY, or IN_IGNORED: not watched any more */
+		p += sizeof(*ev) + ev->len;
+	}
+}
+
+/* One fanotify event, its metadata m (copied out: events are only 4-byte
+ * aligned in the buffer) and its bytes ev: this process's is not a change
+ * (above); another's counts for the record its FID names (none: a mark
+ * removed since, nothing to count). */
+static void fanotify_event(struct cachetier__watch *w, const struct fanotify_event_metadata *m,
+			   const char *ev)
+{
+	struct watch_inst *in = &w->fan;
+	const char *p = ev + m->metadata_len, *end = ev + m->event_len;
+
+	if (m->mask & FAN_Q_OVERFLOW) {
+		all_changed(in);
+		return;
+	}
+	if (m->pid == w->pid)
+		return;
+	while (p + sizeof(struct fanotify_event_info_header) <= end) {
+		struct fanotify_event_info_header h;
+
+		memcpy(&h, p, sizeof(h));
+		if (h.len < sizeof(h) || p + h.len > end)
+			break;
+		if (h.info_type == FAN_EVENT_INFO_TYPE_FID &&
+		    h.len >= sizeof(struct fanotify_event_info_fid) + sizeof(struct file_handle)) {
+			const char *fidp = p + sizeof(struct fanotify_event_info_fid);
+			struct file_handle fh;
+			int32_t fsid[2];
+
+			memcpy(fsid, p + offsetof(struct fanotify_event_info_fid, fsid),
+			       sizeof(fsid));
+			memcpy(&fh, fidp, sizeof(fh));
+			if (fh.handle_bytes <= WATCH_FH_MAX &&
+			    sizeof(struct fanotify_event_info_fid) + sizeof(fh) + fh.handle_bytes <=
+				h.len) {
+				const unsigned char *b =
+				    (const unsigned char *)fidp + sizeof(struct file_handle);
+				struct ct_watch_rec *r = NULL;
+
+				if (in->size)
+					r = *fid_slot(
+					    in, key_hash(fsid, fh.handle_type, b, fh.handle_bytes),
+					    fsid, fh.handle_type, b, fh.handle_bytes);
+				if (r)
+					r->events++;
+				return;
+			}
+			break;
+		}
+		p += h.len;
+	}
+	all_changed(in); /* an event whose file cannot be told: every file may have changed */
+}
+
+/* Read every queued event of in: a read that leaves room for the largest
+ * event in buf took every event queued (the kernel stops only at an empty
+ * queue or an event that does not fit), so no second read() is made to
+ * hear EAGAIN (a read() a look, not two). */
+static void watch_drain(struct cachetier__watch *w, struct watch_inst *in)
+{
+	char buf[4096] __attribute__((aligned(8)));
+	int fan = in == &w->fan;
+	size_t largest = fan ? FAN_EVENT_METADATA_LEN + sizeof(struct fanotify_event_info_fid) +
+				   sizeof(struct file_handle) + WATCH_FH_MAX
+			     : sizeof(struct inotify_event) + NAME_MAX + 1;
 
 	for (;;) {
-		ssize_t n = w->fd >= 0 ? read(w->fd, buf, sizeof(buf)) : -1;
+		ssize_t n = in->fd >= 0 ? read(in->fd, buf, sizeof(buf)) : -1;
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			return; /* EAGAIN: none left */
-		for (char *p = buf; p < buf + n;) {
-			const struct inotify_event *ev = (const struct inotify_event *)(void *)p;
-			struct ct_watch_rec *r;
+		if (fan) {
+			struct fanotify_event_metadata m;
 
-			if (ev->mask & IN_Q_OVERFLOW) {
-				for (size_t i = 0; i < w->size; i++)
-					for (r = w->tab[i]; r; r = r->next)
-						r->events++;
-			} else if (ev->wd >= 0 && w->size && (r = *rec_slot(w, ev->wd)) != NULL) {
-				r->events++; /* IN_MODIFY, or IN_IGNORED: not watched any more */
+			for (ssize_t off = 0; off + (ssize_t)sizeof(m) <= n;) {
+				memcpy(&m, buf + off, sizeof(m));
+				if (m.event_len < sizeof(m) || m.metadata_len < sizeof(m) ||
+				    off + (ssize_t)m.event_len > n)
+					break;
+				if (m.vers == FANOTIFY_METADATA_VERSION)
+					fanotify_event(w, &m, buf + off);
+				off += m.event_len;
 			}
-			p += sizeof(*ev) + ev->len;
+		} else {
+			inotify_events(in, buf, n);
 		}
-		if ((size_t)n + sizeof(struct inotify_event) + NAME_MAX + 1 <= sizeof(buf))
+		if ((size_t)n + largest <= sizeof(buf))
 			return;
 	}
 }
 
-static int tab_grow(struct cachetier__watch *w)
+static int tab_grow(struct watch_inst *in, int fan)
 {
-	size_t size = w->size ? w->size * 2 : 64;
+	size_t size = in->size ? in->size * 2 : 64;
 	struct ct_watch_rec **tab = calloc(size, sizeof(*tab));
 
 	if (!tab)
 		return -ENOMEM;
-	for (size_t i = 0; i < w->size; i++)
-		for (struct ct_watch_rec *r = w->tab[i], *next; r; r = next) {
+	for (size_t i = 0; i < in->size; i++)
+		for (struct ct_watch_rec *r = in->tab[i], *next; r; r = next) {
+			uint32_t h = fan ? r->hash : (uint32_t)r->wd;
+
 			next = r->next;
-			r->next = tab[(unsigned)r->wd & (size - 1)];
-			tab[(unsigned)r->wd & (size - 1)] = r;
+			r->next = tab[h & (size - 1)];
+			tab[h & (size - 1)] = r;
 		}
-	free(w->tab);
-	w->tab = tab;
-	w->size = size;
+	free(in->tab);
+	in->tab = tab;
+	in->size = size;
 	return 0;
 }
 
 int cachetier__watch_add(struct cachetier__watch *w, int fd, struct ct_watch_rec **rec,
 			 uint64_t *seen)
 {
+	struct watch_inst *in = &w->ino;
 	char path[64];
 	struct ct_watch_rec *r, **slot;
 	int wd, err = 0;
 
 	*rec = NULL;
 	disk_mutex_lock(&w->lock);
-	if (w->fd < 0 && w->err == 0) {
-		w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-		if (w->fd < 0)
-			w->err = -errno;
+	if (in->fd < 0 && in->err == 0) {
+		in->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+		if (in->fd < 0)
+			in->err = -errno;
 	}
-	if (w->fd < 0) {
-		err = w->err;
+	if (in->fd < 0) {
+		err = in->err;
 		goto out;
 	}
-	if (w->n >= w->size && (err = tab_grow(w)) < 0)
+	if (in->n >= in->size && (err = tab_grow(in, 0)) < 0)
 		goto out;
 	/* the inode of fd, not whatever its name holds by now */
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	wd = inotify_add_watch(w->fd, path, IN_MODIFY);
+	wd = inotify_add_watch(in->fd, path, IN_MODIFY);
 	if (wd < 0) {
 		err = -errno;
 		goto out;
 	}
-	watch_drain(w); /* a change before now is the validation's to find */
-	slot = rec_slot(w, wd);
+	watch_drain(w, in); /* a change before now is the validation's to find */
+	slot = rec_slot(in, wd);
 	r = *slot;
 	if (!r) {
 		r = calloc(1, sizeof(*r));
 		if (!r) {
-			inotify_rm_watch(w->fd, wd);
+			inotify_rm_watch(in->fd, wd);
 			err = -ENOMEM;
 			goto out;
 		}
 		r->wd = wd;
 		*slot = r;
-		w->n++;
+		in->n++;
 		w->refs++;
 	}
 	r->refs++;
@@ -195,13 +344,93 @@ out:
 	return err;
 }
 
+int cachetier__watch_add_own(struct cachetier__watch *w, int fd, struct ct_watch_rec **rec,
+			     uint64_t *seen)
+{
+	struct watch_inst *in = &w->fan;
+	struct {
+		struct file_handle fh;
+		unsigned char bytes[WATCH_FH_MAX];
+	} h;
+	struct statfs sfs;
+	int32_t fsid[2];
+	struct ct_watch_rec *r, **slot;
+	uint32_t hh;
+	int mnt, err = 0;
+
+	*rec = NULL;
+	disk_mutex_lock(&w->lock);
+	if (in->fd < 0 && in->err == 0) {
+		w->pid = getpid();
+		in->fd =
+		    fanotify_init(FAN_CLASS_NOTIF | FAN_NONBLOCK | FAN_CLOEXEC | FAN_REPORT_FID,
+				  O_RDONLY | O_CLOEXEC);
+		if (in->fd < 0)
+			in->err = -errno;
+	}
+	if (in->fd < 0) {
+		err = in->err;
+		goto out;
+	}
+	if (in->n >= in->size && (err = tab_grow(in, 1)) < 0)
+		goto out;
+	h.fh.handle_bytes = WATCH_FH_MAX;
+	if (name_to_handle_at(fd, "", &h.fh, &mnt, AT_EMPTY_PATH) < 0 || fstatfs(fd, &sfs) < 0) {
+		err = -errno;
+		goto out;
+	}
+	memcpy(fsid, &sfs.f_fsid, sizeof(fsid));
+	hh = key_hash(fsid, h.fh.handle_type, h.fh.f_handle, h.fh.handle_bytes);
+	slot = fid_slot(in, hh, fsid, h.fh.handle_type, h.fh.f_handle, h.fh.handle_bytes);
+	r = *slot;
+	if (!r) {
+		if (fanotify_mark(in->fd, FAN_MARK_ADD, FAN_MODIFY, fd, NULL) < 0) {
+			err = -errno;
+			goto out;
+		}
+		r = calloc(1, sizeof(*r) + h.fh.handle_bytes);
+		if (!r) {
+			fanotify_mark(in->fd, FAN_MARK_REMOVE, FAN_MODIFY, fd, NULL);
+			err = -ENOMEM;
+			goto out;
+		}
+		r->wd = -1;
+		r->own = 1;
+		r->hash = hh;
+		r->fh_type = h.fh.handle_type;
+		r->fh_len = h.fh.handle_bytes;
+		memcpy(r->fsid, fsid, sizeof(fsid));
+		memcpy(r->fh, h.fh.f_handle, h.fh.handle_bytes);
+		*slot = r;
+		in->n++;
+		w->refs++;
+	}
+	watch_drain(w, in); /* a change before now is the validation's to find */
+	r->refs++;
+	*rec = r;
+	*seen = r->events;
+out:
+	disk_mutex_unlock(&w->lock);
+	return err;
+}
+
+int cachetier__watch_own(const struct ct_watch_rec *r)
+{
+	return r && r->own; /* set once, before the record is handed out */
+}
+
+static struct watch_inst *rec_inst(struct cachetier__watch *w, const struct ct_watch_rec *r)
+{
+	return r->own ? &w->fan : &w->ino;
+}
+
 int cachetier__watch_changed(struct cachetier__watch *w, const struct ct_watch_rec *r,
 			     uint64_t seen)
 {
 	int changed;
 
 	disk_mutex_lock(&w->lock);
-	watch_drain(w);
+	watch_drain(w, rec_inst(w, r));
 	changed = r->events != seen;
 	disk_mutex_unlock(&w->lock);
 	return changed;
@@ -212,22 +441,39 @@ uint64_t cachetier__watch_events(struct cachetier__watch *w, const struct ct_wat
 	uint64_t n;
 
 	disk_mutex_lock(&w->lock);
-	watch_drain(w);
+	watch_drain(w, rec_inst(w, r));
 	n = r->events;
 	disk_mutex_unlock(&w->lock);
 	return n;
 }
 
-void cachetier__watch_drop(struct cachetier__watch *w, struct ct_watch_rec *r)
+void cachetier__watch_drop_fd(struct cachetier__watch *w, struct ct_watch_rec *r, int fd)
 {
+	struct watch_inst *in;
+
 	disk_mutex_lock(&w->lock);
 	if (--r->refs > 0) {
 		disk_mutex_unlock(&w->lock);
 		return;
 	}
-	*rec_slot(w, r->wd) = r->next;
-	w->n--;
-	inotify_rm_watch(w->fd, r->wd);
+	in = rec_inst(w, r);
+	in->n--;
+	if (r->own) {
+		*fid_slot(in, r->hash, r->fsid, r->fh_type, r->fh, r->fh_len) = r->next;
+		/* fd: the caller's, of this inode; without it the mark (and the
+		 * inode) would stay until the instance is closed */
+		if (fd >= 0)
+			fanotify_mark(in->fd, FAN_MARK_REMOVE, FAN_MODIFY, fd, NULL);
+	} else {
+		*rec_slot(in, r->wd) = r->next;
+		inotify_rm_watch(in->fd, r->wd);
+	}
 	free(r);
 	watch_unref(w);
+}
+
+void cachetier__watch_drop(struct cachetier__watch *w, struct ct_watch_rec *r)
+{
+	assert(!r->own); /* a fanotify record's mark goes through an fd: watch_drop_fd */
+	cachetier__watch_drop_fd(w, r, -1);
 }

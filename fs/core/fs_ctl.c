@@ -301,6 +301,12 @@ static const struct ctl_counter ctl_counters[] = {
      "cached units found damaged (bad CRC32C, data file cut) and fetched again; decoded copies: "
      "read failed with EIO",
      C, SNAP(cs.units_corrupt)},
+    {"cache_units_checked",
+     "cached units read back and their CRC32C checked before a read served them", C,
+     SNAP(cs.units_checked)},
+    {"cache_watch_own",
+     "data files watched with fanotify: this mount's own fills are no change to them", G,
+     SNAP(cs.watch_own)},
     {"cache_bypass_reads", "reads served from the store without caching: no room on the disk", C,
      SNAP(cs.bypass_reads)},
     {"cache_bypass_bytes", "bytes of those reads", C, SNAP(cs.bypass_bytes)},

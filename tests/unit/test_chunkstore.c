@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1996,25 +1997,49 @@ static void data_file(struct cachetier *ct, char *path, size_t size)
 	CHECK(path[0], "no data file in %s", data_dir(ct));
 }
 
+/* Damage made by another process (a forked child), as a user or a tool
+ * would: the tier's fanotify watch of its data files takes this process's
+ * own writes for its fills and punches (cachetier_watch.c). op 0: flip the
+ * byte at off, 1: punch [off, off + len), 2: cut the file to off bytes. */
+static void damage(int op, const char *path, uint64_t off, uint64_t len)
+{
+	pid_t pid = fork();
+	int status = 0;
+
+	if (pid == 0) {
+		int fd = open(path, O_RDWR), ok = fd >= 0;
+		unsigned char b = 0;
+
+		if (ok && op == 0) {
+			ok = pread(fd, &b, 1, (off_t)off) == 1;
+			b ^= 0x5a;
+			ok = ok && pwrite(fd, &b, 1, (off_t)off) == 1;
+		} else if (ok && op == 1) {
+			ok = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+				       (off_t)len) == 0;
+		} else if (ok) {
+			ok = ftruncate(fd, (off_t)off) == 0;
+		}
+		_exit(ok ? 0 : 1);
+	}
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+		  WEXITSTATUS(status) == 0,
+	      "damage %d of %s by a child", op, path);
+}
+
 static void flip_byte(const char *path, uint64_t off)
 {
-	int fd = open(path, O_RDWR);
-	unsigned char b = 0;
-
-	CHECK(fd >= 0 && pread(fd, &b, 1, (off_t)off) == 1, "read %s", path);
-	b ^= 0x5a;
-	CHECK(pwrite(fd, &b, 1, (off_t)off) == 1, "write %s", path);
-	close(fd);
+	damage(0, path, off, 0);
 }
 
 static void punch(const char *path, uint64_t off, uint64_t len)
 {
-	int fd = open(path, O_RDWR);
+	damage(1, path, off, len);
+}
 
-	CHECK(fd >= 0 && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
-				   (off_t)len) == 0,
-	      "punch %s", path);
-	close(fd);
+static void cut_file(const char *path, uint64_t len)
+{
+	damage(2, path, len, 0);
 }
 
 /* Each cache unit carries the CRC32C of its bytes: a unit this tier did
@@ -2045,7 +2070,7 @@ static void test_damage(void)
 	 * cut inside unit cut / UNIT */
 	flip_byte(path, 3 * UNIT + 100);
 	punch(path, 7 * UNIT, 4096);
-	CHECK(truncate(path, (off_t)cut) == 0, "truncate");
+	cut_file(path, cut);
 	ct = tier(be, "c-damage", 1ull << 30, 4);
 	o = obj(ct, be, NOBJ);
 	CHECK(read_check(o, NOBJ, 0, size, 1) == 0, "damage: reread after damage between opens");
@@ -2076,7 +2101,7 @@ static void test_damage(void)
 	/* cut to nothing under the running tier (the page cache goes with it):
 	 * the read fetches the units again instead of coming back short */
 	o = obj(ct, be, NOBJ);
-	CHECK(truncate(path, 0) == 0, "truncate to 0");
+	cut_file(path, 0);
 	stats(ct, &st);
 	{
 		uint64_t before = st.units_corrupt, fetched = st.bytes_fetched;
@@ -2109,6 +2134,109 @@ static void test_damage(void)
 	cachetier_obj_unref(o);
 	cachetier_close(ct);
 	backend_close(be);
+}
+
+/* Units this tier filled are trusted from their fill, and stay trusted
+ * while this process's own fills write other units of their data file
+ * (fanotify tells our writes from another process's); a byte another
+ * process (a forked child) flips in a trusted unit is caught at the next
+ * read (exact bytes, exact counts). inotify != 0: the same with the data
+ * files' watch forced to inotify (SHARDFS_TEST_WATCH_INOTIFY), today's
+ * rule where fanotify cannot be had: a fill's units are checked at their
+ * first read, and every fill of the file sends the trusted units back to
+ * a check. Exact units_checked either way. */
+static void test_watch_own_fill(int inotify)
+{
+	struct backend *be = store("");
+	struct cachetier *ct;
+	struct cachetier_obj *o;
+	struct cachetier_stats st;
+	uint64_t checked, corrupt, fetched, d[6];
+	const char *name = inotify ? "c-watch-ino" : "c-watch-fan";
+	char path[700];
+	int fan;
+
+	if (inotify)
+		setenv("SHARDFS_TEST_WATCH_INOTIFY", "1", 1);
+	ct = tier(be, name, 1ull << 30, 4);
+	o = obj(ct, be, NOBJ);
+	/* units 0-3 filled by this read: fanotify, trusted as filled;
+	 * inotify, checked as it serves them */
+	stats(ct, &st);
+	checked = st.units_checked;
+	CHECK(read_check(o, NOBJ, 0, 4 * UNIT, 0) == 0, "watch: fill units 0-3");
+	fills_idle(ct);
+	stats(ct, &st);
+	d[0] = st.units_checked - checked;
+	fan = st.watch_own == 1;
+	CHECK(inotify ? st.watch_own == 0 : 1, "watch: %llu data files on fanotify, want 0",
+	      (unsigned long long)st.watch_own);
+	if (!inotify && !fan) {
+		struct utsname u;
+		unsigned maj = 0, min = 0;
+
+		/* unprivileged fanotify with file handles: Linux 5.13 */
+		CHECK(uname(&u) == 0 && sscanf(u.release, "%u.%u", &maj, &min) == 2 &&
+			  (maj < 5 || (maj == 5 && min < 13)),
+		      "watch: no fanotify watch on Linux %u.%u", maj, min);
+		printf("watch: no fanotify here (kernel < 5.13): inotify's counts\n");
+	}
+	checked = st.units_checked;
+	CHECK(read_check(o, NOBJ, 0, 4 * UNIT, 0) == 0, "watch: trusted read of 0-3");
+	stats(ct, &st);
+	d[1] = st.units_checked - checked;
+
+	/* this process fills other units of the same data file */
+	CHECK(read_check(o, NOBJ, 40 * UNIT, 6 * UNIT, 0) == 0, "watch: fill units 40-45");
+	fills_idle(ct);
+	stats(ct, &st);
+	checked = st.units_checked;
+	CHECK(read_check(o, NOBJ, 0, 4 * UNIT, 0) == 0, "watch: read of 0-3 after our fill");
+	stats(ct, &st);
+	d[2] = st.units_checked - checked;
+
+	/* another process flips a byte of trusted unit 1: the next read checks
+	 * units 0-3 again, drops unit 1 and serves its bytes fetched again */
+	data_file(ct, path, sizeof(path));
+	flip_byte(path, 1 * UNIT + 77);
+	stats(ct, &st);
+	checked = st.units_checked;
+	corrupt = st.units_corrupt;
+	fetched = st.bytes_fetched;
+	CHECK(read_check(o, NOBJ, 0, 4 * UNIT, 0) == 0, "watch: read after another's write");
+	fills_idle(ct);
+	stats(ct, &st);
+	d[3] = st.units_checked - checked;
+	d[4] = st.units_corrupt - corrupt;
+	CHECK(d[4] == 1 && st.bytes_fetched - fetched == UNIT,
+	      "watch: after another's write corrupt %llu (want 1) fetched %llu (want %u)",
+	      (unsigned long long)d[4], (unsigned long long)(st.bytes_fetched - fetched), UNIT);
+	checked = st.units_checked;
+	CHECK(read_check(o, NOBJ, 0, 4 * UNIT, 0) == 0, "watch: read after the refetch");
+	stats(ct, &st);
+	d[5] = st.units_checked - checked;
+	printf("watch (%s): units checked: fill read %llu, trusted read %llu, after our fill "
+	       "%llu, after another's write %llu (corrupt %llu), after the refetch %llu\n",
+	       fan ? "fanotify" : "inotify", (unsigned long long)d[0], (unsigned long long)d[1],
+	       (unsigned long long)d[2], (unsigned long long)d[3], (unsigned long long)d[4],
+	       (unsigned long long)d[5]);
+	CHECK(d[0] == (fan ? 0u : 4u) && d[1] == 0,
+	      "watch: fill read checked %llu (want %u), trusted read %llu (want 0)",
+	      (unsigned long long)d[0], fan ? 0u : 4u, (unsigned long long)d[1]);
+	CHECK(d[2] == (fan ? 0u : 4u), "watch: read after our own fill checked %llu units, want %u",
+	      (unsigned long long)d[2], fan ? 0u : 4u);
+	/* fanotify: 0-3 checked once, unit 1's refill trusted; inotify: the
+	 * refill's own write sends 0, 2 and 3 back to a check too, and unit
+	 * 1 is checked as filled, within the same read */
+	CHECK(
+	    d[3] == (fan ? 4u : 8u) && d[5] == 0,
+	    "watch: after another's write checked %llu (want %u), after the refetch %llu (want 0)",
+	    (unsigned long long)d[3], fan ? 4u : 8u, (unsigned long long)d[5]);
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	backend_close(be);
+	if (inotify)
+		unsetenv("SHARDFS_TEST_WATCH_INOTIFY");
 }
 
 /* ---- a read ended on another thread ---- */
@@ -2296,6 +2424,8 @@ int main(void)
 	test_changed(seed);
 	test_batch();
 	test_damage();
+	test_watch_own_fill(0);
+	test_watch_own_fill(1);
 
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
 	if (check_failures() == 0 && system(cmd) != 0)
