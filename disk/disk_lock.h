@@ -26,7 +26,8 @@ enum disk_lock_rank {
 	DISK_LOCK_NS_REFRESH = 10,   /* fs/core: the namespace's refresh_lock */
 	DISK_LOCK_LIDX = 20,	     /* fs/core: the loader index's lock (a document's build) */
 	DISK_LOCK_IMAGEFOLDER = 30,  /* fs/core: the imagefolder view's lock */
-	DISK_LOCK_PLAN_USE = 40,     /* fs/core: struct fs_plans' use_lock */
+	DISK_LOCK_PLAN_USE = 40,     /* fs/core: struct fs_plans' use_lock (rwlock) */
+	DISK_LOCK_PLAN_READING = 41, /* fs/core: struct fs_plans' reading_lock (a leaf) */
 	DISK_LOCK_SHARD = 50,	     /* fs/core: a shard's lock (its loading) */
 	DISK_LOCK_NS = 52,	     /* fs/core: the namespace's ns_lock (rwlock) */
 	DISK_LOCK_OBJ = 55,	     /* fs/core: an object's lock (raw, learning its info) */

@@ -34,7 +34,8 @@ int fs_plans_new(struct fs_plans **pl)
 	if (!*pl)
 		return -ENOMEM;
 	disk_rwlock_init(&(*pl)->lock, DISK_LOCK_PLANS);
-	disk_mutex_init(&(*pl)->use_lock, DISK_LOCK_PLAN_USE);
+	disk_rwlock_init(&(*pl)->use_lock, DISK_LOCK_PLAN_USE);
+	disk_mutex_init(&(*pl)->reading_lock, DISK_LOCK_PLAN_READING);
 	return 0;
 }
 
@@ -43,7 +44,8 @@ void fs_plans_free(struct fs_plans *pl)
 	if (!pl)
 		return;
 	disk_rwlock_destroy(&pl->lock);
-	disk_mutex_destroy(&pl->use_lock);
+	disk_rwlock_destroy(&pl->use_lock);
+	disk_mutex_destroy(&pl->reading_lock);
 	free(pl);
 }
 

@@ -28,11 +28,16 @@ struct fs_plans {
 	/* bytes: the furthest any plan's readers got, on the plans' clock
 	 * (next use, fs_plan_use.c) */
 	atomic_ullong clock;
-	/* one marking of next uses at a time (fs_plan_use.c); lock order:
-	 * use_lock, then lock, then the cache tier's */
-	struct disk_mutex use_lock; /* DISK_LOCK_PLAN_USE */
+	/* next uses (fs_plan_use.c): a publish or clear marks every plan
+	 * again with it held exclusive; a read's marks take it shared, so
+	 * reads never wait for each other on it. Lock order: use_lock, then
+	 * reading_lock or lock, then the cache tier's */
+	struct disk_rwlock use_lock; /* DISK_LOCK_PLAN_USE */
 	/* planned paths being read (fs_plan_use.c: use_reading): started and
-	 * not read whole yet, the one started first at [0]; under use_lock */
+	 * not read whole yet, the one started first at [0]; under use_lock
+	 * shared and reading_lock (a leaf: list work only), or use_lock
+	 * exclusive */
+	struct disk_mutex reading_lock; /* DISK_LOCK_PLAN_READING */
 	struct plan_reading {
 		struct fs_plan_extent x;
 		uint64_t got;  /* bytes its requests read so far */

@@ -38,7 +38,13 @@
  * part-way keeps the rest of its units marked, as needed now, until PLAN_READING paths started
  * after it (use_reading) or the next publish or clear. Members of compressed shards are not marked
  * (their object is read once, by its decoding). Lock order: fs->plans->use_lock, then
- * fs->plans->lock (fs_plan_list), then the cache tier's. */
+ * fs->plans->lock (fs_plan_list), then the cache tier's. A publish or clear takes use_lock
+ * exclusive (no read's marks interleave with its reset); reads take it shared and the list of
+ * paths being read under reading_lock, a leaf held for the list work only, so reads never wait
+ * for each other's marks: two reads' marks may interleave, each read's own in order (a unit an
+ * extent not read yet shares is marked again after the read made it unneeded, and an extent
+ * just read may see a unit it shares marked again for it by a read that looked before it was
+ * read: that unit keeps a next use a plan is past, until the next publish or clear). */
 
 #define USE_SHIFT     12	 /* positions given to the cache tier: 4 KiB of reading */
 #define USE_AHEAD_MAX (1u << 30) /* the furthest position marked ahead of the clock */
@@ -136,7 +142,7 @@ void fs_plan__use_all(struct fs *fs)
 
 	if (backend_is_local(fs->be))
 		return; /* read in place: no units */
-	disk_mutex_lock(&fs->plans->use_lock);
+	disk_rwlock_wrlock(&fs->plans->use_lock);
 	n = fs_plan_list(fs, ps, FS_PLAN_MAX);
 	cachetier_plan_reset(fs->ct);
 	fs->plans->nreading = 0; /* the marks start again from the plans */
@@ -159,7 +165,7 @@ void fs_plan__use_all(struct fs *fs)
 				use_mark(fs, ps[k], i, raw);
 		}
 	}
-	disk_mutex_unlock(&fs->plans->use_lock);
+	disk_rwlock_unlock(&fs->plans->use_lock);
 	for (size_t k = 0; k < n; k++)
 		fs_plan_put(ps[k]);
 }
@@ -214,7 +220,8 @@ static void use_again(struct fs *fs, const struct fs_plan *p, uint32_t obj, uint
 }
 
 /* Units of obj covering [lo, hi) were made unneeded: mark them again for
- * the extents not read yet that read them, in every plan. use_lock held. */
+ * the extents not read yet that read them, in every plan. use_lock held
+ * (shared or exclusive). */
 static void use_again_all(struct fs *fs, uint32_t obj, uint64_t lo, uint64_t hi,
 			  struct cachetier_obj *raw)
 {
@@ -232,7 +239,7 @@ static void use_again_all(struct fs *fs, uint32_t obj, uint64_t lo, uint64_t hi,
 
 /* Extent x's units are needed by none now (all of them, its reader done
  * with it or gone), but for the extents not read yet sharing them.
- * use_lock held. */
+ * use_lock held (shared or exclusive), not reading_lock. */
 static void use_done(struct fs *fs, const struct fs_plan_extent *x)
 {
 	struct cachetier_obj *raw = use_raw(fs, x->obj);
@@ -251,10 +258,12 @@ static void use_done(struct fs *fs, const struct fs_plan_extent *x)
  * offsets). A path read whole leaves the list; one not in it enters it,
  * and when it is full the path that entered first leaves it, its units
  * needed by none (its reader stopped part-way: PLAN_READING paths started
- * since). *begun: the request starts the path or continues its last one
- * (so the unit it starts in was begun before). use_lock held. */
+ * since: *left set, its extent in *old, for the caller to make unneeded
+ * once reading_lock is released). *begun: the request starts the path or
+ * continues its last one (so the unit it starts in was begun before).
+ * reading_lock held. */
 static int use_reading(struct fs *fs, const struct fs_plan_extent *x, uint64_t off, uint64_t size,
-		       int *begun)
+		       int *begun, struct fs_plan_extent *old, int *left)
 {
 	struct fs_plans *pl = fs->plans;
 	uint32_t i = 0;
@@ -275,12 +284,11 @@ static int use_reading(struct fs *fs, const struct fs_plan_extent *x, uint64_t o
 	if ((x->flags & FS_PLAN_SPARSE) || off >= x->len || (off == 0 && size >= x->len))
 		return 1;
 	if (pl->nreading == PLAN_READING) {
-		struct fs_plan_extent old = pl->reading[0].x;
-
+		*old = pl->reading[0].x;
+		*left = 1;
 		memmove(&pl->reading[0], &pl->reading[1],
 			(PLAN_READING - 1) * sizeof(pl->reading[0]));
 		pl->nreading--;
-		use_done(fs, &old);
 	}
 	pl->reading[pl->nreading++] = (struct plan_reading){*x, size, off + size};
 	return 0;
@@ -293,16 +301,21 @@ static int use_reading(struct fs *fs, const struct fs_plan_extent *x, uint64_t o
 void fs_plan__use_read(struct fs *fs, const struct fs_plan_extent *x, uint64_t off, uint64_t size)
 {
 	struct cachetier_obj *raw;
+	struct fs_plan_extent old;
 	uint64_t uoff, ulen, from, lo, hi;
-	int end, err, begun;
+	int end, err, begun, left = 0;
 
 	if (backend_is_local(fs->be) || !use_range(x, &uoff, &ulen))
 		return;
 	raw = use_raw(fs, x->obj);
 	if (!raw)
 		return;
-	disk_mutex_lock(&fs->plans->use_lock);
-	end = use_reading(fs, x, off, size, &begun);
+	disk_rwlock_rdlock(&fs->plans->use_lock);
+	disk_mutex_lock(&fs->plans->reading_lock);
+	end = use_reading(fs, x, off, size, &begun, &old, &left);
+	disk_mutex_unlock(&fs->plans->reading_lock);
+	if (left)
+		use_done(fs, &old);
 	if (end) {
 		/* all of it, units a reader skipped too: it is done with the path */
 		err = cachetier_plan_done(raw, uoff, ulen, &lo, &hi);
@@ -318,5 +331,5 @@ void fs_plan__use_read(struct fs *fs, const struct fs_plan_extent *x, uint64_t o
 	}
 	if (err == 0)
 		use_again_all(fs, x->obj, lo, hi, raw);
-	disk_mutex_unlock(&fs->plans->use_lock);
+	disk_rwlock_unlock(&fs->plans->use_lock);
 }
