@@ -24,7 +24,8 @@
 #    and per sample on disk, daemon RssAnon after `find`, the view's build alone (time per
 #    sample, peak RSS), then `find`, `ls -lR`, `stat` and open over --time-shards shards of
 #    each mount and of the same trees on the work directory's filesystem (ext4), --runs
-#    rounds interleaved (the order rotated), medians with the min-max spread as the noise.
+#    rounds interleaved (the order rotated), medians with the min-max spread as the noise,
+#    and the daemon's CPU time of the same rows (its threads' schedstat run time).
 #    Bytes per member do not depend on the number of shards (one index file per shard).
 #    --only fmt runs this section alone.
 # Needs root for dropping caches (/proc/sys/vm/drop_caches); without it the

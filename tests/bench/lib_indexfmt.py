@@ -23,12 +23,17 @@ hardlink, the names the view lists).
 
 Rows: bytes on disk per member (index files) and per sample (view blobs); the daemon's
 RssAnon after `find` over the whole mount; the view's build alone (the indexes cached, its
-blob removed, mounted again): time per sample and the daemon's peak RSS (VmHWM); then
+blob removed, mounted again): time per sample and the daemon's peak RSS (VmHWM); the first
+`find` after a remount on the saved view, one run (wall clock and the daemon's CPU: the view
+version 2 loads the shards' indexes for the names, version 1 had them in its view); then
 `find`, `ls -lR`, `stat` of every file and open+read of every 8th over the first
 --time-shards shards (their share of the classes for the imagefolder mounts), each mount and
 tree in turn, --runs rounds with the order rotated each round, the dentries and inodes
 dropped before each row (root: echo 2 > /proc/sys/vm/drop_caches, so every row reaches the
 daemon or the disk's directory blocks). Medians, and the spread (min-max) as the noise.
+Then the daemon's CPU time of the same rows (find, ls -lR, stat+open) for each mount: the sum
+of its threads' run time (/proc/PID/task/*/schedstat), far less sensitive to a loaded machine
+than the wall clock.
 Last, the index build of one shard of 100,000 members (16-byte members named like
 n0042_00000021.jpg / .cls) through a fresh mount per index version: time per member and the
 daemon's peak RSS (--only-build runs this alone).
@@ -274,6 +279,20 @@ def main():
                 i1['vbuild_ms'] * 1e3 / ns, ' us')
             row('view build alone, daemon VmHWM (KB), v2 vs v1', i2['vbuild_hwm'],
                 i1['vbuild_hwm'], '')
+            # a remount on the saved view and indexes: the first `find` maps them (version 2
+            # also loads every shard's index for the names; version 1 has them in its view)
+            for lab in ('if view v2', 'if view v1'):
+                m = by[lab]
+                m.umount()
+                m.mount()
+                drop(can)
+                c0, t0 = m.cpu(), time.perf_counter()
+                subprocess.run(['find', m.mnt], stdout=subprocess.DEVNULL, check=True)
+                info[lab]['cold'] = (time.perf_counter() - t0, m.cpu() - c0)
+            row('first find after a remount, saved view, v2 vs v1', i2['cold'][0],
+                i1['cold'][0], ' s', '(wall clock, one run)')
+            row('first find after a remount, daemon CPU, v2 vs v1', i2['cold'][1],
+                i1['cold'][1], ' s', '(one run)')
         if a.runs == 0:  # --runs 0: sizes, memory and builds only
             build_100k(a.bin, a.work)
             return
