@@ -13,7 +13,12 @@
  * its image member's, read from the shard's index (mapped in place,
  * fs_shard.c): the view only refers to the member. Each use checks that
  * reference against the index (its entry count, the hash of the name),
- * and a view that does not match is retired and built again.
+ * and a view that does not match is retired and built again. Whether the
+ * index's (and the view's) file changed in place is asked once, after the
+ * reads an answer is made of (if_index, view_peek): a lookup asks about
+ * the index and the view, a getattr about the index, a listed name leaves
+ * it to the getattr that follows it; as many inotify reads as the view
+ * version 1, which had the names and attributes in its blob, made.
  *
  * Contract: any FUSE thread; the first use blocks while the view is built.
  * Non-goals: writes; a class inode that keeps its meaning across a refresh
