@@ -38,7 +38,10 @@ struct fs_imagefolder {
 	    lock; /* DISK_LOCK_IMAGEFOLDER: serialises building (fs_if_get) and fs_if_reset */
 	struct fs_ifview *_Atomic ifv; /* built on first use, then immutable */
 	struct fs_ifview *retired;     /* views a refresh replaced; freed at unmount */
+	uint64_t serial;	       /* this mount's, for if_stash: 1, 2, ... in the process */
 };
+
+static _Atomic uint64_t if_serials;
 
 int fs_if_new(struct fs_imagefolder **out)
 {
@@ -48,6 +51,7 @@ int fs_if_new(struct fs_imagefolder **out)
 	if (!f)
 		return -ENOMEM;
 	disk_mutex_init(&f->lock, DISK_LOCK_IMAGEFOLDER);
+	f->serial = atomic_fetch_add(&if_serials, 1) + 1;
 	return 0;
 }
 
@@ -286,12 +290,27 @@ static int if_index(struct fs *fs, uint32_t shard, struct shardidx **ix)
 }
 
 /* The shard whose index a listing's last name came from, not yet checked
- * (FS_SHARD_NONE: none): the check after that name's read is left to the
+ * (UINT32_MAX: none): the check after that name's read is left to the
  * getattr that fs_op_readdir makes of the same file right after (its own
  * check of the same shard covers both reads), else to the listing's next
  * name or its list_check. Per thread: a listing's names and attributes
  * are read on the thread of its request. */
 static _Thread_local uint32_t ifclass_list_pending = UINT32_MAX;
+
+/* The attributes of the member the last file a lookup or listing named is
+ * (a regular member, not a hard link), for the getattr that fs_op_lookup
+ * and fs_op_readdir make of it right after on the same thread: its entry
+ * is decoded once, not twice. Keyed by the mount (its serial: another
+ * mount in the process never meets it), shard and entry, which name one
+ * immutable entry for the mount's life (a shard's index is set once; a
+ * replaced shard takes a new number), so whichever getattr meets it
+ * gets what decoding would give; each getattr of a file drops it. */
+static _Thread_local struct {
+	uint64_t serial; /* 0: none */
+	uint32_t shard, entry, mode;
+	uint64_t size;
+	int64_t mtime;
+} if_stash;
 
 /* File i's name and image as fs_if_file_name says, without the check of
  * the shard's index after the read when check is 0 (the caller checks). */
@@ -321,6 +340,15 @@ static int file_name(struct fs *fs, const struct fs_ifview *v, uint32_t i, char 
 	if (n < 0 || fs_if_hash(buf, (size_t)n) != hash)
 		return view_mismatch(fs, v, *shard);
 	*canon = e.canon;
+	if_stash.serial = 0;
+	if (e.type == SHARDIDX_REG && e.canon == entry) {
+		if_stash.shard = *shard;
+		if_stash.entry = entry;
+		if_stash.mode = e.mode;
+		if_stash.size = e.size;
+		if_stash.mtime = e.mtime;
+		if_stash.serial = fs->imagefolder->serial;
+	}
 	return check ? index_stale(fs, fs_shard_index_unchanged(fs, *shard)) : 0;
 }
 
@@ -553,8 +581,10 @@ static const struct fs_view fs_view_ifclass = {
 
 /* The member's attributes (its shard's index), with the file's own inode
  * and nlink 1: fs_member_getattr's answer for a file, with one check of
- * the index, after the read (if_index). That check also covers the name a
- * listing just read from the same shard (ifclass_list_pending). */
+ * the index, after the read (if_index), or after the read of the lookup or
+ * listing that named the file just before (if_stash). That check also
+ * covers the name a listing just read from the same shard
+ * (ifclass_list_pending). */
 static int iffile_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 {
 	uint32_t shard = fs_ino_a(ino), idx = fs_ino_b(ino);
@@ -567,11 +597,19 @@ static int iffile_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 	err = if_index(fs, shard, &ix);
 	if (err < 0)
 		return err;
-	found = shardidx_entry_get(ix, idx, &e) == 0 &&
-		(e.canon == idx || shardidx_entry_get(ix, e.canon, &e) == 0) &&
-		e.type == SHARDIDX_REG;
-	if (found)
-		fs_attr_file(fs, st, ino, S_IFREG | (e.mode & 07777), e.size, e.mtime);
+	if (if_stash.serial == fs->imagefolder->serial && if_stash.shard == shard &&
+	    if_stash.entry == idx) {
+		found = 1;
+		fs_attr_file(fs, st, ino, S_IFREG | (if_stash.mode & 07777), if_stash.size,
+			     if_stash.mtime);
+	} else {
+		found = shardidx_entry_get(ix, idx, &e) == 0 &&
+			(e.canon == idx || shardidx_entry_get(ix, e.canon, &e) == 0) &&
+			e.type == SHARDIDX_REG;
+		if (found)
+			fs_attr_file(fs, st, ino, S_IFREG | (e.mode & 07777), e.size, e.mtime);
+	}
+	if_stash.serial = 0;
 	err = fs_shard_index_unchanged(fs, shard);
 	if (err == 0 && ifclass_list_pending == shard)
 		ifclass_list_pending = UINT32_MAX;
