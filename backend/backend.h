@@ -213,6 +213,21 @@ typedef void (*backend_done_cb)(void *arg, int err, uint64_t bytes);
 #define BACKEND_READ_SMALL                                                                         \
 	1u /* a small read (a planned range of at most a chunk): it may                            \
 	    * run past 'connections', up to 'max_connections' */
+/* The sink may answer BACKEND_SINK_FULL. Only for a store that reads
+ * asynchronously (backend_reads_async): the others ignore the flag, and
+ * their sinks must never answer it. */
+#define BACKEND_READ_PAUSABLE 2u
+
+/* A sink's answer, with BACKEND_READ_PAUSABLE: it took none of these bytes
+ * (it has no room now). The transfer pauses (its socket is not read, so
+ * TCP holds the sender back). Every BACKEND_PAUSE_RETRY_MS the sink is
+ * asked with len 0: BACKEND_SINK_FULL again keeps the transfer paused; 0
+ * resumes it, and the same bytes, at the same offset, come again (the sink
+ * may refuse them again); a negative errno stops the read. A paused
+ * transfer is not a stall. The answer to a len-0 call of a transfer that
+ * is not paused is taken as 0. */
+#define BACKEND_SINK_FULL      1
+#define BACKEND_PAUSE_RETRY_MS 1
 
 /* backend_read_version_cb without waiting: the same read (its sink cb, the
  * same If-Match and -ESTALE rule, a retry after a cut body resuming after

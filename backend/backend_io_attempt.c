@@ -157,6 +157,7 @@ void backend__io_attempt_reset(struct xfer *x)
 	x->abort_err = 0;
 	x->stop_ok = 0;
 	x->stalled = 0;
+	x->paused = 0;
 }
 
 /* The final response's headers are in: decide what its body is. Returns 0,
@@ -302,7 +303,7 @@ size_t backend__io_on_body(char *buf, size_t size, size_t n, void *arg)
 {
 	struct xfer *x = ((struct io_easy *)arg)->x;
 	struct backend_req *r = x->r;
-	size_t len = size * n;
+	size_t len = size * n, skipped = 0;
 	int err;
 
 	x->progress_ns = uv_hrtime();
@@ -322,11 +323,13 @@ size_t backend__io_on_body(char *buf, size_t size, size_t n, void *arg)
 	if (x->skip) {
 		size_t k = x->skip < len ? (size_t)x->skip : len;
 
-		x->skip -= k;
 		buf += k;
 		len -= k;
-		if (!len)
+		if (!len) {
+			x->skip -= k;
 			return size * n;
+		}
+		skipped = k; /* dropped once the bytes after them are taken */
 	}
 	if ((uint64_t)len > x->limit) {
 		if (x->status == 206) { /* more than Content-Range said */
@@ -337,11 +340,19 @@ size_t backend__io_on_body(char *buf, size_t size, size_t n, void *arg)
 	}
 	if (len && r->on_data) {
 		err = r->on_data(r->arg, buf, len);
+		if (err == BACKEND_SINK_FULL && r->pausable) {
+			/* the same bytes come again when curl is told to go on */
+			x->rx -= size * n;
+			x->paused = 1;
+			backend__io_pause_note(x->io);
+			return CURL_WRITEFUNC_PAUSE;
+		}
 		if (err < 0) {
 			x->abort_err = err;
 			return 0;
 		}
 	}
+	x->skip -= skipped;
 	r->delivered += len;
 	x->limit -= len;
 	if (x->limit == 0 && x->status == 200 && r->range_len &&
@@ -374,6 +385,8 @@ int backend__io_on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, cur
 			return 1;
 		}
 	}
+	if (x->paused) /* held back by its sink, not by the store */
+		x->progress_ns = uv_hrtime();
 	if (uv_hrtime() - x->progress_ns > x->io->stall_ns) {
 		x->stalled = 1;
 		return 1;

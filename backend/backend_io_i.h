@@ -102,6 +102,7 @@ struct backend_req {
 	 * bytes arrive and about once a second while none do); a negative
 	 * errno stops the request with it, without a retry. I/O thread. */
 	int (*on_poll)(void *arg);
+	int pausable; /* on_data may answer BACKEND_SINK_FULL (backend.h) */
 	backend_req_done_cb on_done;
 	void *arg;
 	/* 1: sent even while the store is down (a listing, which a user asked
@@ -336,6 +337,7 @@ struct xfer {
 	int abort_err;	      /* set by a callback: finish with it, no retry */
 	int stop_ok;	      /* we stopped the body ourselves: success */
 	int stalled;	      /* on_progress aborted a silent transfer */
+	int paused;	      /* on_data answered BACKEND_SINK_FULL: io->pause_timer resumes it */
 	uint64_t progress_ns; /* when bytes last arrived (or the attempt began) */
 	uint64_t rx;	      /* body bytes curl handed over (counted at the attempt's end) */
 };
@@ -393,6 +395,7 @@ struct backend_io {
 	int probe_busy;	       /* probe_req is submitted */
 	double probe_delay_ms; /* until the next probe */
 	uv_timer_t probe_timer;
+	uv_timer_t pause_timer; /* runs while a transfer is paused (BACKEND_SINK_FULL) */
 
 	/* ---- any thread: counters for backend_io_stats ---- */
 	atomic_ullong n_requests, n_attempts, n_failures, n_fast_fails, n_probes, n_cancels;
@@ -414,7 +417,11 @@ struct backend_io {
 void backend__io_xfer_release(struct xfer *x); /* frees an ended xfer (its timer closed) */
 int backend__io_xfer_add(struct backend_io *io, struct backend_req *r, int probe);
 void backend__io_xfer_finish(struct xfer *x, int err);
+/* curl ended x's attempt with c (a done message; or a curl_easy_pause that
+ * resumed it and failed, which curl reports nowhere else) */
+void backend__io_xfer_done(struct xfer *x, CURLcode c);
 void backend__io_kick(struct backend_io *io);
+void backend__io_pause_note(struct backend_io *io); /* a transfer paused: resume it later */
 void backend__io_check_multi_info(struct backend_io *io);
 
 /* backend_io_loop.c: an easy handle with its fixed options (the pool's, or

@@ -340,7 +340,64 @@ static void shutdown_loop(struct backend_io *io, struct backend_req *q)
 		sock_close(io, io->socks);
 	uv_close((uv_handle_t *)&io->timer, NULL);
 	uv_close((uv_handle_t *)&io->probe_timer, NULL);
+	uv_close((uv_handle_t *)&io->pause_timer, NULL);
 	uv_close((uv_handle_t *)&io->async, NULL);
+}
+
+/* Every BACKEND_PAUSE_RETRY_MS while a transfer is paused: each paused
+ * transfer goes on (curl offers its held bytes to the sink again, which may
+ * pause it again, or stop the transfer: curl_easy_pause then fails, and
+ * curl says so nowhere else, so the attempt ends here); the timer stops
+ * when none is left paused. A transfer that ends may start others (the
+ * list changes): each pass starts from the list's head, and a transfer is
+ * resumed at most once a tick (its 'paused' is cleared first; one paused
+ * again waits for the next tick). */
+static void on_pause_timer(uv_timer_t *t)
+{
+	struct backend_io *io = t->data;
+	struct xfer *x;
+	int left = 0;
+
+	for (;;) {
+		CURLcode c;
+
+		for (x = io->all; x && !(x->paused == 1 && x->easy); x = x->next)
+			;
+		if (!x)
+			break;
+		x->progress_ns = uv_hrtime();
+		if (x->r->on_poll) { /* still full: left paused, nothing copied again */
+			int err = x->r->on_poll(x->r->arg);
+
+			if (err == BACKEND_SINK_FULL) {
+				x->paused = 3;
+				continue;
+			}
+			if (err < 0)
+				x->abort_err = err; /* the transfer stops when it goes on */
+		}
+		x->paused = 0;
+		c = curl_easy_pause(x->easy->e, CURLPAUSE_CONT);
+		if (x->paused == 1)
+			x->paused = 3; /* paused again: resumed next tick */
+		if (c != CURLE_OK)
+			backend__io_xfer_done(x, c);
+	}
+	for (x = io->all; x; x = x->next) {
+		if (x->paused == 3)
+			x->paused = 1;
+		left |= x->paused == 1 && x->easy;
+	}
+	if (!left)
+		uv_timer_stop(t);
+	backend__io_check_multi_info(io);
+}
+
+void backend__io_pause_note(struct backend_io *io)
+{
+	if (!uv_is_active((uv_handle_t *)&io->pause_timer))
+		uv_timer_start(&io->pause_timer, on_pause_timer, BACKEND_PAUSE_RETRY_MS,
+			       BACKEND_PAUSE_RETRY_MS);
 }
 
 static void on_async(uv_async_t *a)
@@ -451,6 +508,8 @@ int backend_io_open(struct backend_io **out, const struct backend_config *cfg)
 	io->timer.data = io;
 	uv_timer_init(&io->loop, &io->probe_timer);
 	io->probe_timer.data = io;
+	uv_timer_init(&io->loop, &io->pause_timer);
+	io->pause_timer.data = io;
 	err = pthread_create(&io->thread, NULL, io_thread, io);
 	if (!err)
 		pthread_setname_np(io->thread, "shardfs-io"); /* top -H, perf */
@@ -459,6 +518,7 @@ int backend_io_open(struct backend_io **out, const struct backend_config *cfg)
 		uv_close((uv_handle_t *)&io->async, NULL);
 		uv_close((uv_handle_t *)&io->timer, NULL);
 		uv_close((uv_handle_t *)&io->probe_timer, NULL);
+		uv_close((uv_handle_t *)&io->pause_timer, NULL);
 		uv_run(&io->loop, UV_RUN_DEFAULT);
 		curl_multi_cleanup(io->multi);
 		goto fail_loop;

@@ -164,7 +164,7 @@ static int astream_data(void *arg, const void *buf, size_t len)
 	struct backend_io_astream *a = arg;
 	int err = a->cb(a->arg, a->pos, buf, len);
 
-	if (err < 0)
+	if (err < 0 || err == BACKEND_SINK_FULL)
 		return err;
 	a->pos += len;
 	a->bytes += len;
@@ -248,6 +248,7 @@ void backend__async_start(struct backend_io *io, struct backend_async *a, struct
 	r->range_len = len;
 	r->if_match = a->etag;
 	r->small = (flags & BACKEND_READ_SMALL) != 0;
+	r->pausable = (flags & BACKEND_READ_PAUSABLE) != 0;
 	backend_io_stream_async(io, r, &a->st, cb, arg, async_done, a);
 }
 

@@ -439,7 +439,7 @@ static void short_body(struct xfer *x, const char *why)
 }
 
 /* One attempt ended (curl says done with result c). */
-static void xfer_done(struct xfer *x, CURLcode c)
+void backend__io_xfer_done(struct xfer *x, CURLcode c)
 {
 	struct backend_req *r = x->r;
 	int retry = 0;
@@ -565,7 +565,7 @@ void backend__io_check_multi_info(struct backend_io *io)
 		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&es);
 		if (!es || !es->x)
 			continue;
-		xfer_done(es->x, m->data.result);
+		backend__io_xfer_done(es->x, m->data.result);
 	}
 	backend__io_kick(io);
 }

@@ -13,6 +13,9 @@
  * log lines go to stderr as "log: MSG". Exit 0 when every read succeeded.
  * REQ_CLI_COUNT=1: the bytes are counted, not kept (fnv 0): for measuring
  * the request path without the copy and the hash.
+ * REQ_CLI_PAUSE=N: the reads are BACKEND_READ_PAUSABLE and the sink answers
+ * BACKEND_SINK_FULL to every piece N times before it takes it (the same
+ * bytes must come again, at the same offset); "pauses N" says how often.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -29,12 +32,16 @@ struct job {
 	uint64_t off;
 	size_t len, got;
 	int err;
+	unsigned full;	   /* BACKEND_SINK_FULL answered to the piece now offered */
+	uint64_t full_off; /* ... at this offset */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static unsigned inflight;
 static int count_only;
+static unsigned pause_n;
+static _Atomic unsigned long pauses;
 
 static int sink(void *arg, uint64_t off, const void *buf, size_t len)
 {
@@ -44,6 +51,17 @@ static int sink(void *arg, uint64_t off, const void *buf, size_t len)
 		return 0;
 	if (off < j->off || off - j->off + len > j->len)
 		return -EIO;
+	if (pause_n) {
+		if (j->full && off != j->full_off)
+			return -EIO; /* not the same bytes again */
+		if (j->full < pause_n) {
+			j->full++;
+			j->full_off = off;
+			pauses++;
+			return BACKEND_SINK_FULL;
+		}
+		j->full = 0;
+	}
 	j->got += len;
 	if (count_only)
 		return 0;
@@ -88,6 +106,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	count_only = getenv("REQ_CLI_COUNT") != NULL;
+	pause_n = getenv("REQ_CLI_PAUSE") ? (unsigned)atoi(getenv("REQ_CLI_PAUSE")) : 0;
 	off0 = strtoull(argv[3], NULL, 10);
 	len = strtoull(argv[4], NULL, 10);
 	count = strtoull(argv[5], NULL, 10);
@@ -133,7 +152,9 @@ int main(int argc, char **argv)
 		inflight++;
 		pthread_mutex_unlock(&mu);
 		backend_read_version_async(be, argv[2], info.etag, jobs[i].off, len,
-					   BACKEND_READ_SMALL, sink, &jobs[i], done, &jobs[i]);
+					   BACKEND_READ_SMALL |
+					       (pause_n ? BACKEND_READ_PAUSABLE : 0),
+					   sink, &jobs[i], done, &jobs[i]);
 	}
 	pthread_mutex_lock(&mu);
 	while (inflight)
@@ -159,6 +180,7 @@ int main(int argc, char **argv)
 	       st.attempts, st.failures);
 	printf("bytes_received %" PRIu64 "\nshort_bodies %" PRIu64 "\nrange_ignored %" PRIu64 "\n",
 	       st.bytes_received, st.short_bodies, st.range_ignored);
+	printf("pauses %lu\n", (unsigned long)pauses);
 	backend_close(be);
 	return errors ? 1 : 0;
 }

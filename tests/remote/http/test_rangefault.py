@@ -15,6 +15,12 @@ Groups (each starts its own nginx on 127.0.0.1 and, for 'shortbody', the fault p
              the bytes are exact, bytes_received counts what the server sent (the whole object
              for a range at its end: exactly), store_range_ignored every such answer, and the
              log says it once per object with the cost.
+  pause      a sink that answers BACKEND_SINK_FULL (req_cli REQ_CLI_PAUSE=3: every piece
+             refused 3 times before it is taken): the transfer pauses and the same bytes come
+             again at the same offset; exact bytes, bytes_received what nginx sent (a byte
+             offered again is not counted twice), pauses a multiple of 3, no failure, one
+             attempt per request; also over the norange location (a 200 to a range: the bytes
+             before the range skipped once, not again after a pause).
 Exact counts throughout (faults served, requests, attempts, bytes); no timing.
 """
 import errno
@@ -239,7 +245,43 @@ def group_norange(env, ck, cli, ng, src):
           {o.split('/norange/')[1] for o in got_objs})
 
 
-GROUPS = {'shortbody': group_shortbody, 'norange': group_norange}
+def group_pause(env, ck, cli, ng, src):
+    key = 's/shard-000000.tar'
+    with open(os.path.join(src, key), 'rb') as f:
+        want = f.read()
+    size = len(want)
+    env.env['REQ_CLI_PAUSE'] = '3'
+    try:
+        # 3 ranged reads of 256 KiB from 64 KiB on: 206s, each piece refused 3 times first
+        rc, out, err = req_cli(env, cli, ng.url('files/' + key), 'shard-000000.tar', 65536,
+                               262144, 3)
+        ck.eq('pause ranged: exit', rc, 0)
+        ck.eq('pause ranged: bytes', out.get('bytes'), 3 * 262144)
+        ck.eq('pause ranged: fnv', out.get('fnv'), fnv64(want[65536:65536 + 3 * 262144]))
+        ck.eq('pause ranged: bytes_received', out.get('bytes_received'), 3 * 262144)
+        ck.ok(out.get('pauses', 0) >= 3 * 3 and out.get('pauses', 0) % 3 == 0,
+              'pause ranged: pauses %r: not 3 per piece' % out.get('pauses'))
+        ck.eq('pause ranged: failures', out.get('failures'), 0)
+        ck.eq('pause ranged: attempts', out.get('attempts'), out.get('requests'))
+        # a 200 to a range in the middle (norange): the bytes before it skipped exactly once
+        rc, out, err = req_cli(env, cli, ng.url('norange/' + key), 'shard-000000.tar', 262144,
+                               65536, 2)
+        ck.eq('pause norange: exit', rc, 0)
+        ck.eq('pause norange: bytes', out.get('bytes'), 2 * 65536)
+        ck.eq('pause norange: fnv', out.get('fnv'), fnv64(want[262144:262144 + 65536] +
+                                                          want[262144 + 65536:262144 + 131072]))
+        ck.eq('pause norange: range_ignored', out.get('range_ignored'), 2)
+        ck.ok(out.get('pauses', 0) >= 3 * 2 and out.get('pauses', 0) % 3 == 0,
+              'pause norange: pauses %r: not 3 per piece' % out.get('pauses'))
+        ck.eq('pause norange: failures', out.get('failures'), 0)
+        ck.ok(out.get('bytes_received', 0) <= 2 * size,
+              'pause norange: bytes_received %r above what nginx sent (%d)' % (
+                  out.get('bytes_received'), 2 * size))
+    finally:
+        del env.env['REQ_CLI_PAUSE']
+
+
+GROUPS = {'shortbody': group_shortbody, 'norange': group_norange, 'pause': group_pause}
 
 
 def run_group(env, ck, group, cli):
