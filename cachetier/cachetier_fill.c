@@ -82,7 +82,11 @@ static int sink_unit_done(const struct fill_sink *s)
 	return at + s->cur->used >= (ue < s->end ? ue : s->end);
 }
 
-/* backend_sink_cb: may run on the store's I/O thread; no locks, no disk. */
+/* backend_sink_cb: may run on the store's I/O thread; no locks, no disk.
+ * An asynchronous fill's (BACKEND_READ_PAUSABLE) takes no bytes while the
+ * writer has FILL_WQ_MAX buffers to write (BACKEND_SINK_FULL: its transfer
+ * pauses, the same bytes come again), and keeps it paused until the writer
+ * is down to half of them. */
 static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 {
 	struct fill_sink *s = arg;
@@ -91,17 +95,23 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 
 	if (atomic_load_explicit(&s->slot->withdraw, memory_order_relaxed))
 		return FILL_WITHDRAWN;
-	if (len == 0) { /* the store's poll while no bytes arrive */
+	if (len == 0) { /* the store's poll while no bytes arrive (or paused) */
 		if (s->cur && s->cur->used && sink_unit_done(s)) {
 			cachetier__wq_push(ct, s->cur);
 			s->cur = NULL;
 		}
+		if (s->slot->fill->async &&
+		    atomic_load_explicit(&ct->wq_bufs, memory_order_relaxed) > FILL_WQ_MAX / 2)
+			return BACKEND_SINK_FULL; /* a paused transfer stays paused */
 		return 0;
 	}
 	/* the backend promises contiguous pieces inside the range: anything
 	 * else would leave a hole in units about to be marked valid */
 	if (off != s->next || len > s->end - off)
 		return -EIO;
+	if (s->slot->fill->async &&
+	    atomic_load_explicit(&ct->wq_bufs, memory_order_relaxed) >= FILL_WQ_MAX)
+		return BACKEND_SINK_FULL;
 	if (!s->wrote)
 		s->first_ns = cachetier__mono_ns();
 	s->wrote = 1;
@@ -329,7 +339,8 @@ static void fill_run_done(void *arg, int err, uint64_t bytes)
 		} else {
 			backend_read_version_async(ct->be, f->key, f->etag, fl->s.next,
 						   (size_t)(fl->s.end - fl->s.next),
-						   slot->small ? BACKEND_READ_SMALL : 0,
+						   (slot->small ? BACKEND_READ_SMALL : 0) |
+						       (fl->async ? BACKEND_READ_PAUSABLE : 0),
 						   fill_sink_write, &fl->s, fill_run_done, slot);
 			return;
 		}
@@ -388,8 +399,9 @@ void cachetier__fill_next(struct ct_slot *slot)
 		fl->t0 = cachetier__mono_ns();
 		/* only from the listed version: units of two versions never mix */
 		backend_read_version_async(slot->ct->be, f->key, f->etag, off, (size_t)len,
-					   slot->small ? BACKEND_READ_SMALL : 0, fill_sink_write,
-					   &fl->s, fill_run_done, slot);
+					   (slot->small ? BACKEND_READ_SMALL : 0) |
+					       (fl->async ? BACKEND_READ_PAUSABLE : 0),
+					   fill_sink_write, &fl->s, fill_run_done, slot);
 		if (fl->async)
 			return; /* the slot is the request's now */
 		while (sem_wait(&fl->run_sem) < 0 && errno == EINTR)

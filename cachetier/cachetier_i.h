@@ -239,6 +239,11 @@ struct ct_slot {
  * Buffers waiting for the writer are the bytes of fills in flight: at most
  * nslots runs of at most a chunk each. */
 #define FILL_BUF_BYTES (128u * 1024u)
+/* Most fill buffers waiting for the writer (8 MiB) before a fill's sink
+ * answers BACKEND_SINK_FULL (the store's I/O thread then stops reading that
+ * socket until the writer catches up): without it a prefetch had up to
+ * 1,146 buffers (143 MiB) in flight, each fresh one faulted in. */
+#define FILL_WQ_MAX 64u
 
 /* A buffer of a fill's bytes on its way from the sink to the writer; or,
  * with end set, the end of a run (the slot's own message, no data). */
@@ -380,6 +385,8 @@ struct cachetier {
 	struct fill_buf *bpool;	       /* ... (cachetier__buf_get), under bpool_lock */
 	unsigned bpool_n;	       /* ... how many (at most FILL_POOL_MAX) */
 	atomic_int wstop;	       /* the writer leaves once wq is empty */
+	atomic_uint wq_bufs;	       /* fills' buffers of bytes pushed, not yet written: at
+					* FILL_WQ_MAX the sinks pause their transfers */
 	pthread_t writer;
 	int have_writer;
 	int stopping;

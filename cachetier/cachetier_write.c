@@ -28,6 +28,8 @@ void cachetier__wq_push(struct cachetier *ct, struct fill_buf *b)
 {
 	struct fill_buf *head = atomic_load_explicit(&ct->wq, memory_order_relaxed);
 
+	if (b->slot && !b->end) /* a fill's bytes (fill_write takes them off) */
+		atomic_fetch_add_explicit(&ct->wq_bufs, 1, memory_order_relaxed);
 	do
 		b->next = head;
 	while (!atomic_compare_exchange_weak_explicit(&ct->wq, &head, b, memory_order_release,
@@ -110,6 +112,7 @@ static void fill_write(struct cachetier *ct, struct fill_buf *b)
 			fl->wnext = b->off + b->used;
 	}
 	cachetier__buf_put(ct, b);
+	atomic_fetch_sub_explicit(&ct->wq_bufs, 1, memory_order_relaxed);
 	if (fl->werr == 0)
 		fill_publish(ct, slot, fl);
 }
