@@ -193,6 +193,7 @@ static void bt_finish(struct cachetier *ct, struct bt_req *q)
 			if (r->err != -EOPNOTSUPP)
 				q->res.failed++;
 		}
+		cachetier__run_ended(r->f, r->c, r->n);
 	}
 	ct->reserved -= q->bytes;
 	ct->fills_inflight--;
@@ -396,6 +397,7 @@ static int bt_make(struct cachetier *ct, struct bt_unit *u, size_t nu, struct bt
 		for (size_t i = 0; i < q->nruns; i++) {
 			runs[i].f->pf_unfit += runs[i].end - runs[i].start;
 			cachetier__run_abort(ct, runs[i].f, runs[i].c, runs[i].n, 0, 1, 0, NULL);
+			cachetier__run_ended(runs[i].f, runs[i].c, runs[i].n);
 		}
 	}
 	pthread_cond_broadcast(&ct->unit_cond);
@@ -472,6 +474,8 @@ static int bt_group(struct cachetier *ct, const struct cachetier_batch_piece *p,
 			cachetier__run_abort(ct, u[i].f, u[i].c, 1, 0, 0, 0, NULL);
 			local.skipped++;
 		}
+		if (u[i].claim != 1)
+			cachetier__run_ended(u[i].f, u[i].c, 1);
 	}
 	made = bt_make(ct, u, nu, runs, crc, q, &local);
 	res_add(&ct->batch, &local);

@@ -188,6 +188,9 @@ static int fill_begin(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 	 * skipped (units another process filled need none) */
 	int fit = pf == CT_PF_RANGE_FIT || (pf == CT_PF_OBJ && !f->pf_evict), peer = 1;
 
+	/* claimed at once (pf_fits may drop ct->lock): every exit below
+	 * commits or aborts the run */
+	cachetier__run_claim(ct, f, c, n);
 	if (pf) { /* counted from here: its prefetch has not ended yet */
 		f->pf_inflight++;
 		ct->pf_running++;
@@ -197,10 +200,10 @@ static int fill_begin(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 	if (fit && !peer && pf_fits(ct, f, len) != 1) {
 		f->pf_inflight--;
 		ct->pf_running--;
-		cachetier__run_abort(ct, f, c, n, 0, 0, 0, NULL); /* taken from its queue */
+		cachetier__run_abort(ct, f, c, n, 0, 0, 0, NULL);
+		cachetier__run_ended(f, c, n);
 		return -1;
 	}
-	cachetier__run_claim(ct, f, c, n);
 	ct->reserved += len;
 	ct->fills_inflight++;
 	if (!pf)
@@ -232,6 +235,7 @@ static int fill_begin(struct cachetier *ct, struct ct_slot *slot, struct ct_file
 		f->pf_unfit += len;
 		ct->unfit_bytes += len;
 		cachetier__run_abort(ct, f, c, n, 0, 0, 0, NULL);
+		cachetier__run_ended(f, c, n);
 		return -1;
 	}
 	return 0;
@@ -285,6 +289,7 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		else
 			cachetier__run_abort(ct, f, c + i, 1, errs[i], claim[i] == 1,
 					     withdrawn ? pf : 0, &run);
+		cachetier__run_ended(f, c + i, 1);
 	}
 	cachetier__lkrun_flush(&run);
 	if (pf == CT_PF_RANGE_FIT || pf == CT_PF_RANGE_EVICT)

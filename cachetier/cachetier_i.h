@@ -706,6 +706,19 @@ void cachetier__run_abort(struct cachetier *ct, struct ct_file *f, uint32_t c, u
  * (UNIT_FILLING) or taken from a queue (UNIT_QUEUED) any more. */
 void cachetier__run_check(struct cachetier *ct);
 #endif
+/* Debug builds: a fill's exit asserts that its units [c, c + n) ended
+ * (committed, adopted or aborted: none is UNIT_FILLING). ct->lock held. */
+static inline void cachetier__run_ended(const struct ct_file *f, uint32_t c, uint32_t n)
+{
+#ifndef NDEBUG
+	for (uint32_t u = c; u < c + n; u++)
+		assert(f->ust[u] != UNIT_FILLING);
+#else
+	(void)f;
+	(void)c;
+	(void)n;
+#endif
+}
 
 /* cachetier_write.c: the fill writer's thread (cachetier__units_start
  * creates it) and its queue: wq_push hands b to it, lock-free, never waits

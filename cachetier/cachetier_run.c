@@ -28,8 +28,10 @@
  * (ct_fill.claim/errs) and a batch request's runs are walked whole at
  * their end (fill_end, bt_finish), and every early exit (no room, unfit,
  * a failed cross-process claim) aborts the run it claimed. Debug builds
- * check it at close: once every fill ended, no unit is UNIT_FILLING
- * (cachetier__run_check, from cachetier__units_stop).
+ * assert it at each of those exits (cachetier__run_ended: no unit of the
+ * run is UNIT_FILLING) and at close: once every fill ended, no unit is
+ * UNIT_FILLING or UNIT_QUEUED (cachetier__run_check, from
+ * cachetier__units_stop).
  *
  * Read pins are the other half of the unit store's API:
  * cachetier__file_read_begin / _end (cachetier_read.c).
