@@ -448,6 +448,8 @@ static void *io_thread(void *arg)
 	struct backend_io *io = arg;
 
 	on_io_thread = 1;
+	disk_loop_thread(); /* it only moves bytes: no disk, no lock below the leaves (disk_lock.h)
+			     */
 	uv_run(&io->loop, UV_RUN_DEFAULT);
 	return NULL;
 }

@@ -229,6 +229,7 @@ static void *bt_request(void *arg)
 	struct backend_batch_item *items = calloc(q->nruns, sizeof(*items));
 	int *err = calloc(q->nruns, sizeof(*err));
 
+	CT_OFF_LOOP(); /* it punches, waits for the writer and takes ct->lock */
 	if (!items || !err) {
 		q->ret = -ENOMEM;
 	} else {
@@ -267,7 +268,7 @@ static void *bt_request(void *arg)
 	}
 	free(items);
 	free(err);
-	disk_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	bt_finish(ct, q);
 	res_add(&ct->batch, &q->res);
 	if (q->ret == -EOPNOTSUPP)
@@ -460,12 +461,12 @@ static int bt_group(struct cachetier *ct, const struct cachetier_batch_piece *p,
 
 	memset(&local, 0, sizeof(local));
 	memset(q, 0, sizeof(*q));
-	disk_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	nu = bt_mark(ct, p, n, u);
 	disk_mutex_unlock(&ct->lock);
 	for (size_t i = 0; i < nu; i++) /* never waiting: a unit another process fills is its */
 		cachetier__run_lock(ct, u[i].f, u[i].c, 1, 0, &u[i].claim, NULL);
-	disk_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	for (size_t i = 0; i < nu; i++) {
 		if (u[i].claim == 0) {
 			cachetier__run_adopt(ct, u[i].f, u[i].c, 1, 0);
@@ -523,7 +524,7 @@ int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piec
 		ret = -ENOMEM;
 		goto out;
 	}
-	disk_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	sync = !ct->batch_answered;
 	disk_mutex_unlock(&ct->lock);
 	for (size_t i = 0, g = 0; i < n; g++) {
@@ -536,7 +537,7 @@ int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piec
 		 * call's, which it waits for, need none): until then a reader
 		 * of them fetches them itself instead of waiting behind the
 		 * requests ahead of it */
-		disk_mutex_lock(&ct->lock);
+		cachetier__lock(ct);
 		if (!sync && ct->batch_running >= par && !ct->stopping)
 			ct->batch.slot_waits++;
 		while (!sync && ct->batch_running >= par && !ct->stopping)
@@ -578,14 +579,14 @@ out:
 
 void cachetier_batch_stats(struct cachetier *ct, struct cachetier_batch_result *r)
 {
-	disk_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	*r = ct->batch;
 	disk_mutex_unlock(&ct->lock);
 }
 
 void cachetier__batch_stop(struct cachetier *ct)
 {
-	disk_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	while (ct->batch_running)
 		cachetier__cond_wait_s(&ct->unit_cond, &ct->lock, 1);
 	disk_mutex_unlock(&ct->lock);

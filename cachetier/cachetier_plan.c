@@ -54,7 +54,7 @@ int cachetier_plan_mark(struct cachetier_obj *o, uint64_t off, uint64_t len, uin
 		return err;
 	if (seq < CT_NU_FIRST)
 		seq = CT_NU_FIRST; /* a position one step off: never a state's value */
-	disk_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	ct->plan_marked = 1;
 	now = atomic_load_explicit(&ct->plan_now, memory_order_relaxed);
 	for (uint32_t c = c0; c < c1; c++) {
@@ -93,7 +93,7 @@ int cachetier_plan_read(struct cachetier_obj *o, uint64_t off, uint64_t len, uin
 	*lo = cachetier__unit_off(f, c0);
 	*hi = cachetier__unit_off(f, d - 1) + cachetier__unit_len(f, d - 1);
 	now = cachetier__now_ns();
-	disk_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	for (uint32_t c = c0; c < d; c++) {
 		f->nu[c] = CT_NU_DONE;
 		/* last in the order of units no plan needs */
@@ -111,7 +111,7 @@ int cachetier_plan_done(struct cachetier_obj *o, uint64_t off, uint64_t len, uin
 
 void cachetier_plan_reset(struct cachetier *ct)
 {
-	disk_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	for (struct ct_file *f = ct->files; f; f = f->next) {
 		for (uint32_t c = 0; f->live && c < f->nunits; c++) {
 			if (f->nu[c] != CT_NU_NONE)

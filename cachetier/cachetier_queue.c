@@ -70,7 +70,7 @@ static void pf_counts_put(struct cachetier *ct, const struct cachetier_pf_counts
 
 void cachetier_set_policy(struct cachetier *ct, const struct cachetier_policy *p)
 {
-	disk_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	if (p && p != ct->policy) { /* the same rules again: their state stays */
 		struct cachetier_pf_counts k = pf_counts(ct);
 
@@ -481,7 +481,7 @@ int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, uint32_t c
 		c1 = f->nunits;
 	if (c0 >= c1)
 		return 0;
-	disk_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	if (f->pf_listed) {
 		/* the running prefetch's cursor covers the new range too */
 		f->pf_evict |= mode == CACHETIER_PF_EVICT;
@@ -510,7 +510,7 @@ int cachetier__file_prefetch_range(struct cachetier *ct, struct ct_file *f, uint
 		c1 = f->nunits;
 	if (c0 >= c1)
 		return 0;
-	disk_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	if (!ct->stopping) {
 		int64_t now = cachetier__now_ns();
 
@@ -537,7 +537,7 @@ int cachetier__file_prefetch_state(struct cachetier *ct, struct ct_file *f, uint
 {
 	int running;
 
-	disk_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	running = f->pf_listed || f->pr_queued > 0 || f->pf_inflight > 0;
 	*unfit = f->pf_unfit;
 	disk_mutex_unlock(&ct->lock);

@@ -477,13 +477,15 @@ static int etag_weak(const char *etag, uint64_t size)
 	return sized && parts >= 2 && parts <= 3;
 }
 
-/* Where a probe's bytes go: their CRC32C. */
+/* Where a probe's bytes go: buf (the unit's length), checksummed by the
+ * reader's thread once they are all there. */
 struct probe_sink {
-	uint64_t next, end;
-	uint32_t crc;
+	uint64_t start, next, end;
+	unsigned char *buf;
 };
 
-/* backend_sink_cb: on the store's I/O thread; no locks. */
+/* backend_sink_cb: on the store's I/O thread; no locks, no CRC (the loop
+ * only moves bytes: DISK_OFF_LOOP). */
 static int probe_write(void *arg, uint64_t off, const void *buf, size_t len)
 {
 	struct probe_sink *s = arg;
@@ -492,7 +494,7 @@ static int probe_write(void *arg, uint64_t off, const void *buf, size_t len)
 		return 0;
 	if (off != s->next || len > s->end - off)
 		return -EIO;
-	s->crc = disk_crc32c_update(s->crc, buf, len);
+	memcpy(s->buf + (off - s->start), buf, len);
 	s->next += len;
 	return 0;
 }
@@ -539,7 +541,7 @@ static int weak_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint
 	for (;;) {
 		uint64_t need = f->ufills;
 		struct probe_sink sink = {0};
-		uint32_t a, crc;
+		uint32_t a, crc, got = 0;
 		int trusted = 1, err;
 
 		if (!f->anchor_set || f->probed >= need)
@@ -555,18 +557,25 @@ static int weak_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint
 		f->probing = 1;
 		a = f->anchor;
 		crc = f->anchor_crc;
-		sink.next = cachetier__unit_off(f, a);
+		sink.start = sink.next = cachetier__unit_off(f, a);
 		sink.end = sink.next + cachetier__unit_len(f, a);
 		disk_mutex_unlock(&ct->lock);
-		err = cachetier__read_version(ct, f->key, f->etag, &sink.next, sink.end,
-					      probe_write, &sink);
+		sink.buf = malloc(sink.end - sink.start);
+		err = !sink.buf ? -ENOMEM
+				: cachetier__read_version(ct, f->key, f->etag, &sink.next, sink.end,
+							  probe_write, &sink);
+		if (err == 0 && sink.next != sink.end)
+			err = -EIO;
+		if (err == 0)
+			got = disk_crc32c_update(0, sink.buf, sink.end - sink.start);
+		free(sink.buf);
 		disk_mutex_lock(&ct->lock);
 		f->probing = 0;
 		pthread_cond_broadcast(&ct->unit_cond);
 		ct->weak_probes++;
 		if (err < 0)
 			return err;
-		if (sink.crc != crc) {
+		if (got != crc) {
 			if (f->anchor_set && f->anchor == a && f->anchor_crc == crc)
 				weak_drop(ct, f, a);
 			return -ESTALE;

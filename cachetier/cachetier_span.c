@@ -26,7 +26,7 @@ int64_t cachetier__mono_ns(void)
 
 void cachetier__link_note(struct cachetier *ct, int64_t ttfb_ns, uint64_t bytes, int64_t xfer_ns)
 {
-	disk_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	if (ct->timing_fn)
 		ct->timing_fn(ct->timing_ctx, ttfb_ns, bytes, xfer_ns);
 	disk_mutex_unlock(&ct->lock);
@@ -34,7 +34,7 @@ void cachetier__link_note(struct cachetier *ct, int64_t ttfb_ns, uint64_t bytes,
 
 void cachetier_set_fill_timing(struct cachetier *ct, cachetier_fill_timing_fn fn, void *ctx)
 {
-	disk_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	ct->timing_fn = fn;
 	ct->timing_ctx = ctx;
 	disk_mutex_unlock(&ct->lock);
@@ -44,7 +44,7 @@ void cachetier_held_get(struct cachetier *ct, struct cachetier_held *h)
 {
 	uint64_t pinned = 0;
 
-	disk_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	for (const struct ct_file *f = ct->files; f; f = f->next) {
 		for (uint32_t c = 0; f->live && c < f->nunits; c++) {
 			if (f->pins[c] > 0)
@@ -81,7 +81,7 @@ int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_
 		return 0;
 	c0 = (uint32_t)(x[0].off / f->unit_bytes);
 	c1 = (uint32_t)((end - 1) / f->unit_bytes + 1);
-	disk_mutex_lock(&ct->lock);
+	cachetier__lock(ct);
 	if (!ct->stopping) {
 		int64_t now = cachetier__now_ns();
 		size_t i = 0;

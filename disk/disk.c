@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "disk.h"
+#include "disk_lock.h"
 
 static atomic_uint tmp_seq;
 
@@ -48,11 +49,13 @@ int disk_write_all(int fd, const void *buf, size_t len)
 
 int disk_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 {
+	DISK_OFF_LOOP(); /* the I/O loop never writes a file (disk_lock.h) */
 	return io_all(IO_PWRITE, fd, (char *)(uintptr_t)buf, len, off);
 }
 
 int disk_pread_all(int fd, void *buf, size_t len, uint64_t off)
 {
+	DISK_OFF_LOOP();
 	return io_all(IO_PREAD, fd, buf, len, off);
 }
 
@@ -128,8 +131,10 @@ int disk_commit(int dirfd, int fd, const char *tmp, const char *name)
 int disk_write_atomic(int dirfd, const char *name, const void *buf, size_t len, mode_t mode)
 {
 	char tmp[PATH_MAX];
-	int fd = disk_tmp_open(dirfd, name, O_WRONLY, mode, tmp, sizeof(tmp)), err;
+	int fd, err;
 
+	DISK_OFF_LOOP();
+	fd = disk_tmp_open(dirfd, name, O_WRONLY, mode, tmp, sizeof(tmp));
 	if (fd < 0)
 		return fd;
 	err = disk_write_all(fd, buf, len);

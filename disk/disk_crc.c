@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "disk.h"
+#include "disk_lock.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define CRC_X86 1
@@ -234,6 +235,7 @@ uint32_t disk_crc32c_by(int method, uint32_t crc, const void *data, size_t len)
 
 uint32_t disk_crc32c_update(uint32_t crc, const void *data, size_t len)
 {
+	DISK_OFF_LOOP(); /* the fill writer checksums, never the I/O loop (disk_lock.h) */
 	pthread_once(&crc_once, crc_init);
 	return disk_crc32c_by(crc_method, crc, data, len);
 }

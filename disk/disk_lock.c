@@ -55,11 +55,22 @@ static void held_room(void)
 	}
 }
 
-/* Before taking lock of rank: every held lock ranks lower. */
+static __thread int on_loop; /* disk_loop_thread */
+
+/* Before taking lock of rank: every held lock ranks lower; on the I/O
+ * loop, only a leaf from DISK_LOCK_LOOP_MIN up. */
 static void held_check(const void *lock, int rank)
 {
 	int max = held_max();
 
+	if (on_loop && rank < DISK_LOCK_LOOP_MIN) {
+		fprintf(
+		    stderr,
+		    "lock order: the I/O loop takes rank %d (it takes only leaves from rank %d: "
+		    "it never blocks on the store) (docs/architecture.md, Lock order)\n",
+		    rank, DISK_LOCK_LOOP_MIN);
+		abort();
+	}
 	if (max >= rank)
 		order_fail(held_find(lock) ? "a lock taken again"
 					   : "a lock taken against the order",
@@ -187,6 +198,22 @@ void disk_rwlock_unlock(struct disk_rwlock *l)
 {
 	held_drop(l, l->rank);
 	pthread_rwlock_unlock(&l->l);
+}
+
+void disk_loop_thread(void)
+{
+#ifndef NDEBUG
+	on_loop = 1;
+#endif
+}
+
+int disk_on_loop(void)
+{
+#ifndef NDEBUG
+	return on_loop;
+#else
+	return 0;
+#endif
 }
 
 unsigned disk_locks_held(void)

@@ -18,6 +18,7 @@
 #ifndef DISK_LOCK_H
 #define DISK_LOCK_H
 
+#include <assert.h>
 #include <pthread.h>
 #include <time.h>
 
@@ -51,6 +52,18 @@ enum disk_lock_rank {
 	DISK_LOCK_THREAD = 96,	     /* fs/core: a struct fs_thread's stop and wake (a leaf) */
 	DISK_LOCK_FUSE_STOP = 98,    /* fs/fuse: the stop thread's lock (a leaf) */
 };
+
+/* The I/O loop's thread (backend_io_loop.c marks itself with
+ * disk_loop_thread) only moves bytes: with assertions, it aborts when it
+ * takes a ranked lock below DISK_LOCK_LOOP_MIN (every lock of the store but
+ * its buffer pool's, and every lock of the core) and when it calls into the
+ * disk (DISK_OFF_LOOP, in disk_pwrite_all, disk_write_atomic,
+ * disk_crc32c_update; the store's CT_OFF_LOOP). */
+#define DISK_LOCK_LOOP_MIN DISK_LOCK_CT_BPOOL
+void disk_loop_thread(void);
+/* 1 on the thread disk_loop_thread marked (assertion builds; else 0). */
+int disk_on_loop(void);
+#define DISK_OFF_LOOP() assert(!disk_on_loop())
 
 struct disk_mutex {
 	pthread_mutex_t m;

@@ -3,7 +3,9 @@
  * lets through and what it stops. Every forbidden step is taken in a forked
  * child, which must die of SIGABRT with the message naming both ranks
  * (exact text); every allowed step is taken in this process, with the
- * count of held locks checked after each. Assertion builds only (every
+ * count of held locks checked after each. The I/O loop's thread
+ * (disk_loop_thread) takes no lock below the leaves and never writes a file
+ * or checksums (DISK_OFF_LOOP). Assertion builds only (every
  * test build); under NDEBUG the test is skipped (exit 77).
  */
 #include <errno.h>
@@ -17,6 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "disk.h"
 #include "disk_lock.h"
 
 #ifndef NDEBUG
@@ -127,6 +130,29 @@ static void step_after_wait(void)
 	disk_mutex_lock(&b);
 }
 
+/* The I/O loop (disk_loop_thread): the store's lock, a file write, a CRC. */
+static void step_loop_lock(void)
+{
+	disk_loop_thread();
+	disk_mutex_lock(&d); /* a leaf: let through */
+	disk_mutex_unlock(&d);
+	disk_mutex_lock(&c);
+}
+
+static void step_loop_pwrite(void)
+{
+	char byte = 0;
+
+	disk_loop_thread();
+	(void)disk_pwrite_all(STDOUT_FILENO, &byte, 1, 0);
+}
+
+static void step_loop_crc(void)
+{
+	disk_loop_thread();
+	(void)disk_crc32c_update(0, "x", 1);
+}
+
 static void test_forbidden(void)
 {
 	dies("against the order", step_against,
@@ -150,6 +176,10 @@ static void test_forbidden(void)
 	    "a condition wait on a lock that is not the innermost held: rank 55 (holding rank 40)");
 	dies("order after a wait", step_after_wait,
 	     "a lock taken against the order: rank 55 (holding rank 62)");
+	dies("the I/O loop takes the store's lock", step_loop_lock,
+	     "the I/O loop takes rank 62 (it takes only leaves from rank 68");
+	dies("the I/O loop writes a file", step_loop_pwrite, "Assertion `!disk_on_loop()' failed");
+	dies("the I/O loop checksums", step_loop_crc, "Assertion `!disk_on_loop()' failed");
 }
 
 static void test_allowed(void)
