@@ -237,26 +237,26 @@ static int obj_dec_begin(struct cachetier *ct, struct cachetier_obj *o, uint64_t
 	return err;
 }
 
-/* Where a bypass read's bytes go: a memfd, at their offset less start. */
+/* Where a bypass read's bytes go: buf, at their offset less start; the
+ * reader's thread writes them into the memfd once they are all there. */
 struct bypass_sink {
-	int fd;
+	unsigned char *buf;
 	uint64_t start, next, end;
 };
 
-/* backend_sink_cb: may run on the store's I/O thread; no locks. */
+/* backend_sink_cb: may run on the store's I/O thread; no locks, no file
+ * (the loop only moves bytes: DISK_OFF_LOOP). */
 static int bypass_write(void *arg, uint64_t off, const void *buf, size_t len)
 {
 	struct bypass_sink *s = arg;
-	int err;
 
 	if (len == 0)
 		return 0;
 	if (off != s->next || len > s->end - off)
 		return -EIO;
-	err = disk_pwrite_all(s->fd, buf, len, off - s->start);
-	if (err == 0)
-		s->next += len;
-	return err;
+	memcpy(s->buf + (off - s->start), buf, len);
+	s->next += len;
+	return 0;
 }
 
 /* A full disk degrades, it does not stop: the fill of units of
@@ -272,15 +272,19 @@ static int obj_bypass(struct cachetier_obj *o, uint64_t off, uint64_t len, int n
 {
 	struct cachetier *ct = o->ct;
 	struct bypass_sink s = {.start = off, .next = off, .end = off + len};
-	int err = 0;
+	int err = 0, fd = memfd_create("shardfs-bypass", MFD_CLOEXEC);
 
-	s.fd = memfd_create("shardfs-bypass", MFD_CLOEXEC);
-	if (s.fd < 0)
+	if (fd < 0)
 		return -errno;
-	err = cachetier__read_version(ct, o->file->key, o->file->etag, &s.next, s.end, bypass_write,
-				      &s);
+	s.buf = malloc(len ? len : 1);
+	err = !s.buf ? -ENOMEM
+		     : cachetier__read_version(ct, o->file->key, o->file->etag, &s.next, s.end,
+					       bypass_write, &s);
+	if (err == 0)
+		err = disk_pwrite_all(fd, s.buf, len, 0);
+	free(s.buf);
 	if (err < 0) {
-		close(s.fd);
+		close(fd);
 		return err;
 	}
 	atomic_fetch_add(&ct->bypass_reads, 1);
@@ -292,7 +296,7 @@ static int obj_bypass(struct cachetier_obj *o, uint64_t off, uint64_t len, int n
 			    "them (cache_bypass_reads counts them; not logged again)",
 			    ct->dir, o->file->key, strerror(-nospc));
 	p->kind = CT_PIN_BYPASS;
-	p->fd = s.fd;
+	p->fd = fd;
 	return 0;
 }
 
