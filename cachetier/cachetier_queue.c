@@ -210,9 +210,11 @@ static void empty_run(const struct cachetier *ct, const struct ct_file *f,
 	run_bounds(ct, f, kind, c, &lo, &hi);
 	*a = c;
 	*b = c + 1;
-	while (*a > lo && f->ust[*a - 1] == UNIT_EMPTY)
+	/* at most what a fill slot holds (ct->upc units: its claim, error
+	 * and CRC arrays), whatever the rules allow: a capacity, not a choice */
+	while (*a > lo && *b - *a < ct->upc && f->ust[*a - 1] == UNIT_EMPTY)
 		(*a)--;
-	while (*b < hi && f->ust[*b] == UNIT_EMPTY)
+	while (*b < hi && *b - *a < ct->upc && f->ust[*b] == UNIT_EMPTY)
 		(*b)++;
 }
 
