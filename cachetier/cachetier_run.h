@@ -1,0 +1,71 @@
+/*
+ * cachetier_run.h — private to cachetier/: the unit store's fill API
+ * (cachetier_run.c); included at the end of cachetier_i.h, whose types
+ * it uses.
+ */
+#ifndef CACHETIER_RUN_H
+#define CACHETIER_RUN_H
+
+/* cachetier_run.c — the unit store's fill API: every fill (a worker's,
+ * cachetier_fill.c and _write.c; a batch request's, cachetier_batch.c)
+ * changes unit states only through these, on runs [c, c + n) of one f.
+ * Each claimed unit ends in exactly one commit, adopt or abort (checked at
+ * close in debug builds: cachetier__run_check). */
+/* claim: units [c, c + n) (empty, or taken from a fill queue: QUEUED) are
+ * UNIT_FILLING: readers wait, no other fill takes them. ct->lock held. */
+struct ct_lkrun;
+void cachetier__run_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n);
+/* The claim across processes: each unit's OFD write lock into claim[i]:
+ * 1 held (fetch it), 0 another process filled it (adopt it; nothing
+ * held), or a negative errno (abort it, nothing held). wait: poll while
+ * another process holds one (*waited set; -ECANCELED once the tier stops);
+ * else -EAGAIN for it. No ct->lock held; not on the I/O thread. */
+void cachetier__run_lock(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int wait,
+			 int *claim, int *waited);
+/* write: len bytes at object offset off into f's data file, each unit's
+ * CRC32C as they pass (crc[k]: unit c0 + k); 0 or -errno. discard: punch
+ * bytes written for units that will not be committed. No lock held; not
+ * on the I/O thread (the fill writer). */
+int cachetier__run_write(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t off,
+			 const void *buf, size_t len);
+void cachetier__run_discard(struct ct_file *f, uint64_t off, uint64_t len);
+/* commit: claimed units [c, c + n), whose bytes are written and whose
+ * OFD write locks this process holds, are valid (crc[k]: unit c + k's
+ * CRC32C, stored before its state byte; usage, map batch; the write lock
+ * becomes the pinning readers' read lock or goes: joins run, which the
+ * caller flushes before it drops ct->lock, or at once with run NULL).
+ * adopt: claimed units another process filled (run_lock's 0) are valid
+ * here (waited: after waiting for it). ct->lock held. */
+void cachetier__run_commit(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
+			   const uint32_t *crc, int waited, struct ct_lkrun *run);
+void cachetier__run_adopt(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
+			  int waited);
+/* abort: claimed units [c, c + n) are not made valid. err 0: empty with
+ * no error kept (not fetched: no room, unfit, left to another process, a
+ * failed batch item); a pinning reader's unit is queued on demand. err < 0:
+ * empty with err for their readers, or (withdrawn: a withdrawn prefetch
+ * fill's enum ct_pf_kind) back to their prefetch. held: this process holds
+ * their OFD write locks, which go (with err < 0 they join run as commit's
+ * do). ct->lock held. */
+void cachetier__run_abort(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int err,
+			  int held, int withdrawn, struct ct_lkrun *run);
+#ifndef NDEBUG
+/* Every fill ended (cachetier__units_stop): asserts no unit is claimed
+ * (UNIT_FILLING) or taken from a queue (UNIT_QUEUED) any more. */
+void cachetier__run_check(struct cachetier *ct);
+#endif
+/* Debug builds: a fill's exit asserts that its units [c, c + n) ended
+ * (committed, adopted or aborted: none is UNIT_FILLING). ct->lock held. */
+static inline void cachetier__run_ended(const struct ct_file *f, uint32_t c, uint32_t n)
+{
+#ifndef NDEBUG
+	for (uint32_t u = c; u < c + n; u++)
+		assert(f->ust[u] != UNIT_FILLING);
+#else
+	(void)f;
+	(void)c;
+	(void)n;
+#endif
+}
+
+#endif
