@@ -389,7 +389,15 @@ def group_over(env, ck):
                       extra=['--cache-size', '4M', '--chunk-size', '8M', '--prefetch-shards', '0',
                              '--warm', 'off']) as m:
             check_raw(ck, 'over', m.mnt, 'a.tar', data)
-            st = ml.poll(lambda: (lambda s: s['cache_bytes_used'] <= limit and s)(m.stats()))
+            v1 = os.path.join(cache, 'v1')
+
+            def data_bytes_now():
+                datas = [os.path.join(v1, h, 'data') for h in os.listdir(v1)]
+                return sum(ml.du(d) for d in datas if os.path.isdir(d))
+
+            # an eviction lowers cache_bytes_used before its punch ends: wait for both
+            st = ml.poll(lambda: (lambda s: s['cache_bytes_used'] <= limit and
+                                  data_bytes_now() <= limit and s)(m.stats()))
             st = st or m.stats()
             log('over: cache_bytes_used %d, evictions %d, bytes_fetched %d' % (
                 st['cache_bytes_used'], st['evictions'], st['bytes_fetched']))
@@ -397,9 +405,7 @@ def group_over(env, ck):
                 st['bytes_fetched'], len(data)))
             ck.ok(st['cache_bytes_used'] <= limit, 'over: cache_bytes_used %d over --cache-size '
                   '%d after the read ended' % (st['cache_bytes_used'], limit))
-            v1 = os.path.join(cache, 'v1')
-            datas = [os.path.join(v1, h, 'data') for h in os.listdir(v1)]
-            data_bytes = sum(ml.du(d) for d in datas if os.path.isdir(d))
+            data_bytes = data_bytes_now()
             ck.ok(data_bytes <= limit, 'over: the data files hold %d bytes, over %d' % (
                 data_bytes, limit))
             with open('/proc/sys/vm/drop_caches', 'w') as f:
