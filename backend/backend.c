@@ -475,6 +475,12 @@ void backend_cancel(struct backend *be)
 		backend_io_cancel(be->io);
 }
 
+void backend_sink_ready(struct backend *be)
+{
+	if (be && be->io)
+		backend_io_sink_ready(be->io);
+}
+
 void backend_get_stats(struct backend *be, struct backend_stats *st)
 {
 	memset(st, 0, sizeof(*st));

@@ -92,6 +92,11 @@ struct backend_stats {
 	uint64_t short_bodies;
 	/* answers 200 (the whole object) to a ranged GET: the server ignored Range */
 	uint64_t range_ignored;
+	/* BACKEND_READ_PAUSABLE reads: pieces a sink refused (BACKEND_SINK_FULL:
+	 * the transfer paused), paused transfers resumed, and of those the ones
+	 * resumed by the BACKEND_PAUSE_BACKSTOP_MS bound, not a
+	 * backend_sink_ready */
+	uint64_t pauses, resumes, pause_backstops;
 };
 
 /* What list and stat report about one object. */
@@ -220,14 +225,25 @@ typedef void (*backend_done_cb)(void *arg, int err, uint64_t bytes);
 
 /* A sink's answer, with BACKEND_READ_PAUSABLE: it took none of these bytes
  * (it has no room now). The transfer pauses (its socket is not read, so
- * TCP holds the sender back). Every BACKEND_PAUSE_RETRY_MS the sink is
- * asked with len 0: BACKEND_SINK_FULL again keeps the transfer paused; 0
- * resumes it, and the same bytes, at the same offset, come again (the sink
- * may refuse them again); a negative errno stops the read. A paused
- * transfer is not a stall. The answer to a len-0 call of a transfer that
- * is not paused is taken as 0. */
-#define BACKEND_SINK_FULL      1
-#define BACKEND_PAUSE_RETRY_MS 1
+ * TCP holds the sender back) until the sink's owner calls
+ * backend_sink_ready (once it has room), or at the latest after
+ * BACKEND_PAUSE_BACKSTOP_MS (a bound, not the way a transfer is meant to
+ * go on: backend_stats.pause_backstops counts them). Then the sink is asked
+ * with len 0: BACKEND_SINK_FULL again keeps the transfer paused (the sink
+ * calls backend_sink_ready again when it has room); 0 resumes it, and the
+ * same bytes, at the same offset, come again (the sink may refuse them
+ * again); a negative errno stops the read. A paused transfer is not a
+ * stall. The answer to a len-0 call of a transfer that is not paused is
+ * taken as 0. */
+#define BACKEND_SINK_FULL	  1
+#define BACKEND_PAUSE_BACKSTOP_MS 1000
+
+/* The sinks that answered BACKEND_SINK_FULL may have room now: the store's
+ * I/O thread asks each paused transfer's sink again (len 0), soon after.
+ * Any thread, the I/O thread too (its sink may call it); never blocks,
+ * takes no lock (one wake-up of the I/O thread, merged with others pending).
+ * A no-op for a store that reads in the caller. */
+void backend_sink_ready(struct backend *be);
 
 /* backend_read_version_cb without waiting: the same read (its sink cb, the
  * same If-Match and -ESTALE rule, a retry after a cut body resuming after

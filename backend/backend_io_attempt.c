@@ -344,6 +344,8 @@ size_t backend__io_on_body(char *buf, size_t size, size_t n, void *arg)
 			/* the same bytes come again when curl is told to go on */
 			x->rx -= size * n;
 			x->paused = 1;
+			x->paused_ns = uv_hrtime();
+			atomic_fetch_add_explicit(&x->io->n_pauses, 1, memory_order_relaxed);
 			backend__io_pause_note(x->io);
 			return CURL_WRITEFUNC_PAUSE;
 		}

@@ -163,6 +163,8 @@ void backend_io_submit(struct backend_io *io, struct backend_req *r);
  * but the I/O thread; accepts NULL. */
 void backend_io_cancel(struct backend_io *io);
 void backend_io_stats(struct backend_io *io, struct backend_stats *st);
+/* backend_sink_ready: the loop asks the paused transfers' sinks again */
+void backend_io_sink_ready(struct backend_io *io);
 
 /* Blocking helpers for callers that are not on the I/O thread. */
 /* Fetch the body into a malloc'd buffer of at most max bytes (-EFBIG if
@@ -337,7 +339,9 @@ struct xfer {
 	int abort_err;	      /* set by a callback: finish with it, no retry */
 	int stop_ok;	      /* we stopped the body ourselves: success */
 	int stalled;	      /* on_progress aborted a silent transfer */
-	int paused;	      /* on_data answered BACKEND_SINK_FULL: io->pause_timer resumes it */
+	int paused;	      /* on_data answered BACKEND_SINK_FULL: a backend_sink_ready (or
+			       * io->pause_timer, the bound) resumes it */
+	uint64_t paused_ns;   /* ... since when */
 	uint64_t progress_ns; /* when bytes last arrived (or the attempt began) */
 	uint64_t rx;	      /* body bytes curl handed over (counted at the attempt's end) */
 };
@@ -395,11 +399,15 @@ struct backend_io {
 	int probe_busy;	       /* probe_req is submitted */
 	double probe_delay_ms; /* until the next probe */
 	uv_timer_t probe_timer;
-	uv_timer_t pause_timer; /* runs while a transfer is paused (BACKEND_SINK_FULL) */
+	/* runs while a transfer is paused (BACKEND_SINK_FULL): the bound of a
+	 * pause no backend_sink_ready ended (BACKEND_PAUSE_BACKSTOP_MS) */
+	uv_timer_t pause_timer;
 
 	/* ---- any thread: counters for backend_io_stats ---- */
 	atomic_ullong n_requests, n_attempts, n_failures, n_fast_fails, n_probes, n_cancels;
 	atomic_ullong n_bytes_received, n_short_bodies, n_range_ignored;
+	atomic_ullong n_pauses, n_resumes, n_pause_backstops;
+	atomic_int resume_asked; /* backend_io_sink_ready: on_async asks the paused sinks */
 	atomic_int down_now;
 
 	/* ---- read-only after open ---- */

@@ -344,24 +344,28 @@ static void shutdown_loop(struct backend_io *io, struct backend_req *q)
 	uv_close((uv_handle_t *)&io->async, NULL);
 }
 
-/* Every BACKEND_PAUSE_RETRY_MS while a transfer is paused: each paused
- * transfer goes on (curl offers its held bytes to the sink again, which may
+/* Ask the paused transfers' sinks again (len 0) and resume those with room
+ * (curl offers a resumed transfer's held bytes to its sink again, which may
  * pause it again, or stop the transfer: curl_easy_pause then fails, and
- * curl says so nowhere else, so the attempt ends here); the timer stops
- * when none is left paused. A transfer that ends may start others (the
- * list changes): each pass starts from the list's head, and a transfer is
- * resumed at most once a tick (its 'paused' is cleared first; one paused
- * again waits for the next tick). */
-static void on_pause_timer(uv_timer_t *t)
+ * curl says so nowhere else, so the attempt ends here). After a
+ * backend_sink_ready (backstop 0) every paused transfer is asked; at the
+ * bound's tick (backstop 1) only those paused for BACKEND_PAUSE_BACKSTOP_MS
+ * or more. A transfer that ends may start others (the list changes): each
+ * pass starts from the list's head, and a transfer is asked at most once a
+ * pass (its 'paused' is 3 meanwhile; one paused again waits for the next
+ * backend_sink_ready). The bound's timer stops when none is left paused. */
+static void resume_paused(struct backend_io *io, int backstop)
 {
-	struct backend_io *io = t->data;
+	uint64_t now = uv_hrtime(), bound = (uint64_t)BACKEND_PAUSE_BACKSTOP_MS * 1000000u;
 	struct xfer *x;
 	int left = 0;
 
 	for (;;) {
 		CURLcode c;
 
-		for (x = io->all; x && !(x->paused == 1 && x->easy); x = x->next)
+		for (x = io->all; x && !(x->paused == 1 && x->easy &&
+					 (!backstop || now - x->paused_ns >= bound));
+		     x = x->next)
 			;
 		if (!x)
 			break;
@@ -377,9 +381,12 @@ static void on_pause_timer(uv_timer_t *t)
 				x->abort_err = err; /* the transfer stops when it goes on */
 		}
 		x->paused = 0;
+		atomic_fetch_add_explicit(&io->n_resumes, 1, memory_order_relaxed);
+		if (backstop)
+			atomic_fetch_add_explicit(&io->n_pause_backstops, 1, memory_order_relaxed);
 		c = curl_easy_pause(x->easy->e, CURLPAUSE_CONT);
 		if (x->paused == 1)
-			x->paused = 3; /* paused again: resumed next tick */
+			x->paused = 3; /* paused again: asked at the next wake-up */
 		if (c != CURLE_OK)
 			backend__io_xfer_done(x, c);
 	}
@@ -389,15 +396,30 @@ static void on_pause_timer(uv_timer_t *t)
 		left |= x->paused == 1 && x->easy;
 	}
 	if (!left)
-		uv_timer_stop(t);
+		uv_timer_stop(&io->pause_timer);
 	backend__io_check_multi_info(io);
 }
 
+static void on_pause_timer(uv_timer_t *t)
+{
+	resume_paused(t->data, 1);
+}
+
+/* A transfer paused: its sink's backend_sink_ready resumes it; the timer
+ * only bounds a pause none ends (it ticks every BACKEND_PAUSE_BACKSTOP_MS
+ * while one is paused, so a pause lasts less than twice that). */
 void backend__io_pause_note(struct backend_io *io)
 {
 	if (!uv_is_active((uv_handle_t *)&io->pause_timer))
-		uv_timer_start(&io->pause_timer, on_pause_timer, BACKEND_PAUSE_RETRY_MS,
-			       BACKEND_PAUSE_RETRY_MS);
+		uv_timer_start(&io->pause_timer, on_pause_timer, BACKEND_PAUSE_BACKSTOP_MS,
+			       BACKEND_PAUSE_BACKSTOP_MS);
+}
+
+void backend_io_sink_ready(struct backend_io *io)
+{
+	/* uv_async_send merges the wake-ups pending: one pass asks them all */
+	atomic_store_explicit(&io->resume_asked, 1, memory_order_release);
+	uv_async_send(&io->async);
 }
 
 static void on_async(uv_async_t *a)
@@ -420,6 +442,8 @@ static void on_async(uv_async_t *a)
 		cancel_all(io, q);
 		return;
 	}
+	if (atomic_exchange_explicit(&io->resume_asked, 0, memory_order_acquire))
+		resume_paused(io, 0);
 	while (q) {
 		struct backend_req *r = q, *next = q->next;
 
@@ -576,6 +600,9 @@ void backend_io_stats(struct backend_io *io, struct backend_stats *st)
 	st->bytes_received = atomic_load(&io->n_bytes_received);
 	st->short_bodies = atomic_load(&io->n_short_bodies);
 	st->range_ignored = atomic_load(&io->n_range_ignored);
+	st->pauses = atomic_load(&io->n_pauses);
+	st->resumes = atomic_load(&io->n_resumes);
+	st->pause_backstops = atomic_load(&io->n_pause_backstops);
 }
 
 void backend_io_submit(struct backend_io *io, struct backend_req *r)

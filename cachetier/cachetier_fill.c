@@ -82,11 +82,27 @@ static int sink_unit_done(const struct fill_sink *s)
 	return at + s->cur->used >= (ue < s->end ? ue : s->end);
 }
 
+/* Has the writer at least 'limit' buffers to write? Then the sink answers
+ * BACKEND_SINK_FULL, and the writer calls backend_sink_ready when it is
+ * down to half (cachetier_write.c, fill_write): the flag is set before the
+ * count is read again, and the writer reads the flag after its count falls
+ * (both sequentially consistent), so either this sees the fall or the
+ * writer sees the flag: a pause always has its wake-up. */
+static int sink_full(struct cachetier *ct, unsigned limit)
+{
+	if (atomic_load_explicit(&ct->wq_bufs, memory_order_relaxed) < limit)
+		return 0;
+	atomic_store(&ct->wq_wake, 1);
+	if (atomic_load(&ct->wq_bufs) < limit)
+		return 0; /* the flag stays: one wake-up to spare at most */
+	return BACKEND_SINK_FULL;
+}
+
 /* backend_sink_cb: may run on the store's I/O thread; no locks, no disk.
  * An asynchronous fill's (BACKEND_READ_PAUSABLE) takes no bytes while the
  * writer has FILL_WQ_MAX buffers to write (BACKEND_SINK_FULL: its transfer
  * pauses, the same bytes come again), and keeps it paused until the writer
- * is down to half of them. */
+ * is down to half of them, which the writer says (backend_sink_ready). */
 static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 {
 	struct fill_sink *s = arg;
@@ -100,17 +116,15 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 			cachetier__wq_push(ct, s->cur);
 			s->cur = NULL;
 		}
-		if (s->slot->fill->async &&
-		    atomic_load_explicit(&ct->wq_bufs, memory_order_relaxed) > FILL_WQ_MAX / 2)
-			return BACKEND_SINK_FULL; /* a paused transfer stays paused */
+		if (s->slot->fill->async) /* a paused transfer stays paused */
+			return sink_full(ct, FILL_WQ_MAX / 2 + 1);
 		return 0;
 	}
 	/* the backend promises contiguous pieces inside the range: anything
 	 * else would leave a hole in units about to be marked valid */
 	if (off != s->next || len > s->end - off)
 		return -EIO;
-	if (s->slot->fill->async &&
-	    atomic_load_explicit(&ct->wq_bufs, memory_order_relaxed) >= FILL_WQ_MAX)
+	if (s->slot->fill->async && sink_full(ct, FILL_WQ_MAX))
 		return BACKEND_SINK_FULL;
 	if (!s->wrote)
 		s->first_ns = cachetier__mono_ns();

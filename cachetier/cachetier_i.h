@@ -387,6 +387,7 @@ struct cachetier {
 	atomic_int wstop;	       /* the writer leaves once wq is empty */
 	atomic_uint wq_bufs;	       /* fills' buffers of bytes pushed, not yet written: at
 					* FILL_WQ_MAX the sinks pause their transfers */
+	atomic_int wq_wake; /* a sink paused: the writer calls backend_sink_ready at half */
 	pthread_t writer;
 	int have_writer;
 	int stopping;

@@ -112,7 +112,11 @@ static void fill_write(struct cachetier *ct, struct fill_buf *b)
 			fl->wnext = b->off + b->used;
 	}
 	cachetier__buf_put(ct, b);
-	atomic_fetch_sub_explicit(&ct->wq_bufs, 1, memory_order_relaxed);
+	/* down to half with a sink paused (cachetier_fill.c, sink_full): its
+	 * transfer goes on (one wake-up of the store's I/O thread, not a poll) */
+	if (atomic_fetch_sub(&ct->wq_bufs, 1) - 1 <= FILL_WQ_MAX / 2 && atomic_load(&ct->wq_wake) &&
+	    atomic_exchange(&ct->wq_wake, 0))
+		backend_sink_ready(ct->be);
 	if (fl->werr == 0)
 		fill_publish(ct, slot, fl);
 }

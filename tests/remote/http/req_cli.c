@@ -16,10 +16,15 @@
  * REQ_CLI_PAUSE=N: the reads are BACKEND_READ_PAUSABLE and the sink answers
  * BACKEND_SINK_FULL to every piece N times before it takes it (the same
  * bytes must come again, at the same offset); "pauses N" says how often.
+ * Each refusal is followed by a backend_sink_ready from another thread (as
+ * the cache tier's fill writer does); with REQ_CLI_NOWAKE=1 by none (the
+ * store's BACKEND_PAUSE_BACKSTOP_MS bound resumes the transfer).
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +47,22 @@ static unsigned inflight;
 static int count_only;
 static unsigned pause_n;
 static _Atomic unsigned long pauses;
+static int no_wake;
+static struct backend *be_g;
+static sem_t wake_sem; /* posted per refusal: waker() says backend_sink_ready */
+static _Atomic int wake_stop;
+
+static void *waker(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		while (sem_wait(&wake_sem) < 0 && errno == EINTR)
+			;
+		if (atomic_load(&wake_stop))
+			return NULL;
+		backend_sink_ready(be_g);
+	}
+}
 
 static int sink(void *arg, uint64_t off, const void *buf, size_t len)
 {
@@ -58,6 +79,8 @@ static int sink(void *arg, uint64_t off, const void *buf, size_t len)
 			j->full++;
 			j->full_off = off;
 			pauses++;
+			if (!no_wake)
+				sem_post(&wake_sem);
 			return BACKEND_SINK_FULL;
 		}
 		j->full = 0;
@@ -97,6 +120,7 @@ int main(int argc, char **argv)
 	struct backend_stats st;
 	struct backend *be;
 	struct job *jobs;
+	pthread_t wt;
 	uint64_t off0, size, bytes = 0, h = 0xcbf29ce484222325ull;
 	size_t len, count, window, errors = 0;
 	int err;
@@ -107,6 +131,7 @@ int main(int argc, char **argv)
 	}
 	count_only = getenv("REQ_CLI_COUNT") != NULL;
 	pause_n = getenv("REQ_CLI_PAUSE") ? (unsigned)atoi(getenv("REQ_CLI_PAUSE")) : 0;
+	no_wake = getenv("REQ_CLI_NOWAKE") != NULL;
 	off0 = strtoull(argv[3], NULL, 10);
 	len = strtoull(argv[4], NULL, 10);
 	count = strtoull(argv[5], NULL, 10);
@@ -131,6 +156,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	size = info.size;
+	be_g = be;
+	if (sem_init(&wake_sem, 0, 0) < 0 || pthread_create(&wt, NULL, waker, NULL) != 0)
+		return 1;
 	jobs = calloc(count, sizeof(*jobs));
 	for (size_t i = 0; jobs && i < count; i++) {
 		uint64_t o = off0 + (uint64_t)i * len;
@@ -160,6 +188,9 @@ int main(int argc, char **argv)
 	while (inflight)
 		pthread_cond_wait(&cv, &mu);
 	pthread_mutex_unlock(&mu);
+	atomic_store(&wake_stop, 1);
+	sem_post(&wake_sem);
+	pthread_join(wt, NULL);
 	for (size_t i = 0; i < count; i++) {
 		if (jobs[i].err < 0) {
 			errors++;
@@ -181,6 +212,8 @@ int main(int argc, char **argv)
 	printf("bytes_received %" PRIu64 "\nshort_bodies %" PRIu64 "\nrange_ignored %" PRIu64 "\n",
 	       st.bytes_received, st.short_bodies, st.range_ignored);
 	printf("pauses %lu\n", (unsigned long)pauses);
+	printf("store_pauses %" PRIu64 "\nresumes %" PRIu64 "\npause_backstops %" PRIu64 "\n",
+	       st.pauses, st.resumes, st.pause_backstops);
 	backend_close(be);
 	return errors ? 1 : 0;
 }

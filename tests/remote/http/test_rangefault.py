@@ -20,7 +20,11 @@ Groups (each starts its own nginx on 127.0.0.1 and, for 'shortbody', the fault p
              again at the same offset; exact bytes, bytes_received what nginx sent (a byte
              offered again is not counted twice), pauses a multiple of 3, no failure, one
              attempt per request; also over the norange location (a 200 to a range: the bytes
-             before the range skipped once, not again after a pause).
+             before the range skipped once, not again after a pause). Each refusal is
+             followed by a backend_sink_ready from another thread: the store's pauses,
+             resumes and req_cli's refusals equal, none resumed by the bound
+             (BACKEND_PAUSE_BACKSTOP_MS); with REQ_CLI_NOWAKE=1 every pause resumed by the
+             bound, counted.
 Exact counts throughout (faults served, requests, attempts, bytes); no timing.
 """
 import errno
@@ -263,6 +267,11 @@ def group_pause(env, ck, cli, ng, src):
               'pause ranged: pauses %r: not 3 per piece' % out.get('pauses'))
         ck.eq('pause ranged: failures', out.get('failures'), 0)
         ck.eq('pause ranged: attempts', out.get('attempts'), out.get('requests'))
+        # every pause ended by the sink's backend_sink_ready (from another thread), once each:
+        # no poll, and the BACKEND_PAUSE_BACKSTOP_MS bound never reached
+        ck.eq('pause ranged: store pauses', out.get('store_pauses'), out.get('pauses'))
+        ck.eq('pause ranged: resumes', out.get('resumes'), out.get('pauses'))
+        ck.eq('pause ranged: backstop resumes', out.get('pause_backstops'), 0)
         # a 200 to a range in the middle (norange): the bytes before it skipped exactly once
         rc, out, err = req_cli(env, cli, ng.url('norange/' + key), 'shard-000000.tar', 262144,
                                65536, 2)
@@ -274,11 +283,26 @@ def group_pause(env, ck, cli, ng, src):
         ck.ok(out.get('pauses', 0) >= 3 * 2 and out.get('pauses', 0) % 3 == 0,
               'pause norange: pauses %r: not 3 per piece' % out.get('pauses'))
         ck.eq('pause norange: failures', out.get('failures'), 0)
+        ck.eq('pause norange: resumes', out.get('resumes'), out.get('pauses'))
+        ck.eq('pause norange: backstop resumes', out.get('pause_backstops'), 0)
         ck.ok(out.get('bytes_received', 0) <= 2 * size,
               'pause norange: bytes_received %r above what nginx sent (%d)' % (
                   out.get('bytes_received'), 2 * size))
+        # a sink that never says it has room: the bound resumes each pause (one 4 KiB read,
+        # each piece refused once)
+        env.env['REQ_CLI_PAUSE'] = '1'
+        env.env['REQ_CLI_NOWAKE'] = '1'
+        rc, out, err = req_cli(env, cli, ng.url('files/' + key), 'shard-000000.tar', 8192,
+                               4096, 1)
+        ck.eq('pause backstop: exit', rc, 0)
+        ck.eq('pause backstop: fnv', out.get('fnv'), fnv64(want[8192:8192 + 4096]))
+        ck.ok(out.get('pauses', 0) >= 1, 'pause backstop: no pause')
+        ck.eq('pause backstop: store pauses', out.get('store_pauses'), out.get('pauses'))
+        ck.eq('pause backstop: resumes', out.get('resumes'), out.get('pauses'))
+        ck.eq('pause backstop: backstop resumes', out.get('pause_backstops'), out.get('pauses'))
     finally:
-        del env.env['REQ_CLI_PAUSE']
+        env.env.pop('REQ_CLI_PAUSE', None)
+        env.env.pop('REQ_CLI_NOWAKE', None)
 
 
 GROUPS = {'shortbody': group_shortbody, 'norange': group_norange, 'pause': group_pause}
