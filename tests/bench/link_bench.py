@@ -423,12 +423,15 @@ def prefetch_once(a, emu, extra=(), perf=False):
     rec = perf_start(a, m.pid, 'prefetch', graph=True) if perf else None
     c0 = proc_cpu(m.pid)
     s0 = thread_sched(m.pid)
+    w0, r0 = thread_switches(m.pid), int(m.stat('store_requests'))
     t = time.monotonic()
     sh([a.bin, 'prefetch', m.mnt], stdout=subprocess.DEVNULL)
     secs = time.monotonic() - t
     cpu = proc_cpu(m.pid) - c0
     perf_stop(rec)
     s1 = thread_sched(m.pid)
+    m.switches = switches_note(w0, thread_switches(m.pid), int(m.stat('bytes_fetched')) / 1e9,
+                               int(m.stat('store_requests')) - r0)
     run, wait = max((v[0] - s0.get(k, (0, 0))[0], v[1] - s0.get(k, (0, 0))[1])
                     for k, v in s1.items())
     m.busiest = (run / 1e9 / secs, wait / 1e9 / secs)
@@ -452,6 +455,8 @@ def w_prefetch(a, emu):
                 secs, cpu, fetched, m = prefetch_once(a, emu)
                 log('prefetch: %.2f s, %.0f MB/s, daemon %.2f cpu s, mount took %.2f s, '
                     'fetched %d' % (secs, a.total / 1e6 / secs, cpu, m.mount_s, fetched))
+                log('... daemon context switches by thread, voluntary+involuntary: %s' %
+                    m.switches)
                 m.umount()
                 assert fetched == a.total, (fetched, a.total)
                 sf.append(secs)
@@ -504,6 +509,7 @@ def w_cat(a, emu):
                 rec = perf_start(a, m.pid, 'cat', graph=True) if i < 0 else None
                 c0 = proc_cpu(m.pid)
                 f0 = int(m.stat('bytes_fetched'))
+                w0, r0 = thread_switches(m.pid), int(m.stat('store_requests'))
                 t = time.monotonic()
                 sh(['cat', os.path.join(m.mnt, nm)], stdout=subprocess.DEVNULL)
                 sf.append(time.monotonic() - t)
@@ -512,6 +518,9 @@ def w_cat(a, emu):
                 log('cat%s: %.2f s, daemon %.2f CPU s per GB, fetched %d' % (
                     ' under perf (not counted)' if rec else '', sf[-1], cpu[-1],
                     int(m.stat('bytes_fetched')) - f0))
+                log('... daemon context switches by thread, voluntary+involuntary: %s' %
+                    switches_note(w0, thread_switches(m.pid), a.sizes[nm] / 1e9,
+                                  int(m.stat('store_requests')) - r0))
                 m.umount()
                 if rec:
                     sf.pop()
@@ -753,6 +762,34 @@ def ctx_switches(pid):
     return n
 
 
+def thread_switches(pid):
+    """{thread name: [voluntary, involuntary]} context switches of a process's threads now,
+    summed by name (as thread_cpu)."""
+    d = {}
+    for t in os.listdir('/proc/%d/task' % pid):
+        try:
+            with open('/proc/%d/task/%s/status' % (pid, t)) as f:
+                txt = f.read()
+        except OSError:
+            continue
+        name = re.search(r'^Name:\s*(\S*)', txt, re.M).group(1)
+        v = d.setdefault(name, [0, 0])
+        v[0] += int(re.search(r'^voluntary_ctxt_switches:\s*(\d+)', txt, re.M).group(1))
+        v[1] += int(re.search(r'^nonvoluntary_ctxt_switches:\s*(\d+)', txt, re.M).group(1))
+    return d
+
+
+def switches_note(s0, s1, gb, requests):
+    """'name vol+invol (per GB, per request)' for each thread name, from two thread_switches."""
+    out = []
+    for k in sorted(s1):
+        v = s1[k][0] - s0.get(k, [0, 0])[0]
+        i = s1[k][1] - s0.get(k, [0, 0])[1]
+        out.append('%s %d+%d (%.0f/GB, %.2f/request)' % (k, v, i, (v + i) / max(gb, 1e-9),
+                                                         (v + i) / max(requests, 1)))
+    return ', '.join(out)
+
+
 class Epoch:
     """One epoch's figures: samples n, seconds secs, the mount's counter deltas c (a dict:
     bytes_fetched, read_bytes, store_requests, ...), CPU seconds of the loader (the process
@@ -837,7 +874,7 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None):
             c = {k: int(re.search(r'"%s":\s*"?(\d+)' % k, st).group(1)) for k in Epoch.KEYS}
             return (c, proc_cpu(m.pid), ctx_switches(m.pid),
                     proc_cpu(emu.p.pid) if emu else 0.0, emu.stats()['requests'] if emu else 0,
-                    thread_cpu(m.pid))
+                    thread_cpu(m.pid), thread_switches(m.pid))
 
         s0 = snap()
         rec = perf_start(m.a, m.pid, loader) if perf else None  # the first epoch only
@@ -866,6 +903,8 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None):
                     e.daemon_cpu, e.emu_cpu, e.ctxsw, e.emu_requests))
             log('... daemon CPU s by thread: %s' % ', '.join(
                 '%s %.2f' % (k, s1[5][k] - s0[5].get(k, 0.0)) for k in sorted(s1[5])))
+            log('... daemon context switches by thread, voluntary+involuntary: %s' %
+                switches_note(s0[6], s1[6], e.read / 1e9, e.c['store_requests']))
             # the next epoch reads through the mount, not the kernel's page cache of the files
             # the last one read (as on a node whose RAM holds less than the data set)
             drop_caches()
