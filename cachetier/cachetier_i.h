@@ -626,8 +626,8 @@ int cachetier__queue_run(struct cachetier *ct, struct ct_file *f, uint32_t c, ui
 			 uint32_t hi, int ra);
 /* The last unit a fill of kind around unit c of f would take, as the rules
  * bound it (c past the end: the last unit's). */
-uint32_t cachetier__run_last(const struct cachetier *ct, const struct ct_file *f,
-			     enum cachetier_fill_kind kind, uint32_t c);
+uint32_t cachetier__queue_last(const struct cachetier *ct, const struct ct_file *f,
+			       enum cachetier_fill_kind kind, uint32_t c);
 /* A reader needs a unit that readahead queued: move its fill to the front. */
 void cachetier__queue_promote(struct cachetier *ct, struct ct_file *f, uint32_t c);
 /* The next fill, from the queue the rules pick (the rules' next). */

@@ -190,8 +190,8 @@ static void run_bounds(const struct cachetier *ct, const struct ct_file *f,
 		*hi = c + 1;
 }
 
-uint32_t cachetier__run_last(const struct cachetier *ct, const struct ct_file *f,
-			     enum cachetier_fill_kind kind, uint32_t c)
+uint32_t cachetier__queue_last(const struct cachetier *ct, const struct ct_file *f,
+			       enum cachetier_fill_kind kind, uint32_t c)
 {
 	uint32_t lo = 0, hi = f->nunits;
 

@@ -48,8 +48,8 @@ static void ra_queue(struct cachetier *ct, struct ct_file *f, uint64_t end, uint
 	 * the read's end too: the read's own misses then join that request
 	 * instead of splitting it), to the one the window's last byte is in */
 	last = (end + ahead - 1) / f->unit_bytes;
-	last = cachetier__run_last(ct, f, CACHETIER_FILL_READAHEAD,
-				   last < f->nunits ? (uint32_t)last : f->nunits - 1);
+	last = cachetier__queue_last(ct, f, CACHETIER_FILL_READAHEAD,
+				     last < f->nunits ? (uint32_t)last : f->nunits - 1);
 	for (uint64_t c = end / f->unit_bytes; c <= last; c++) {
 		if (f->ust[c] == UNIT_EMPTY &&
 		    cachetier__queue_run(ct, f, (uint32_t)c, 0, f->nunits, 1) < 0)

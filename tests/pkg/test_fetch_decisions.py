@@ -17,7 +17,9 @@ Checks, over the product's .c and .h files (`git ls-files` outside tests/, examp
   4. a fill's bounds are the rules' (`run`): cachetier/ divides units into chunks (`% group`)
      in one place only, the store's no-rules fallback in cachetier_queue.c's run_bounds;
   5. the store's queue order is the rules' (`next`): cachetier__queue_next takes a job only in
-     a case of enum cachetier_queue.
+     a case of enum cachetier_queue;
+  6. the fill API's prefix (cachetier__run_) names only its functions (cachetier_run.c/.h,
+     and the size helper cachetier__run_len).
 
 Exit 0 pass, 1 fail."""
 
@@ -60,6 +62,21 @@ def code(root, f):
 
 def hits(rx, s):
     return [s.count('\n', 0, m.start()) + 1 for m in rx.finditer(s)]
+
+
+def func_body(s, name):
+    """The text of the definition of function name in s (from its name to its closing brace
+    at column 0), or '' when s defines none."""
+    m = re.search(r'^[\w \*]*\b%s\([^;{]*\)\s*\{' % re.escape(name), s, re.M)
+    if not m:
+        return ''
+    end = s.find('\n}\n', m.start())
+    return s[m.start():end + 2 if end >= 0 else len(s)]
+
+
+def defined(s):
+    """The functions s defines (a name, its parameters, then a body)."""
+    return set(re.findall(r'^[\w][\w \*]*?\b(\w+)\([^;{]*\)\s*\{', s, re.M))
 
 
 def policy_hooks(root):
@@ -145,6 +162,15 @@ def main():
           re.findall(r'case (\w+):', body) == ['CACHETIER_Q_DEMAND', 'CACHETIER_Q_READAHEAD',
                                               'CACHETIER_Q_RANGE', 'CACHETIER_Q_CURSOR'],
           "cachetier__queue_next serves the queue the rules' next names, one case each")
+
+    # 6. the fill API's prefix is the fill API's: the functions named cachetier__run_* are
+    # defined in cachetier_run.c/.h (and the size helper cachetier__run_len in cachetier_i.h)
+    runs = sorted('%s: %s' % (f, n) for f in files if f.startswith('cachetier/')
+                  and f not in ('cachetier/cachetier_run.c', 'cachetier/cachetier_run.h')
+                  for n in defined(src[f]) if n.startswith('cachetier__run_')
+                  and (f, n) != ('cachetier/cachetier_i.h', 'cachetier__run_len'))
+    ck.ok(runs == [], "no function outside cachetier_run.c/.h takes the fill API's prefix "
+          "cachetier__run_: %s" % (runs or 'none'))
     return ck.status()
 
 
