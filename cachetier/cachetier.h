@@ -323,12 +323,13 @@ int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_
  * many fills of each kind run at once, where a fill's run of units ends
  * (the chunk), which planned ranges are small, how many prefetch fills run
  * beside readers', which stop part-way for a reader, the slow start after
- * readahead, how much a reader's miss fills. Each is called with the
+ * readahead, how much a reader's miss fills, whether a fill a reader
+ * waits for is served as a miss. Each is called with the
  * store's lock held and only computes. Without rules (a store no
  * scheduler drives: unit tests of the store) the store serves its queues
  * in the order listed in any free slot, stops none, a fill is the empty
- * units asked (a miss: the units its read needs) within one chunk, and no
- * range is small. */
+ * units asked (a miss: the units its read needs) within one chunk, no
+ * range is small, and a queued fill stays in its queue. */
 struct cachetier_pf_counts {
 	unsigned fill_threads; /* large fills at once: the store's connections and one */
 	unsigned small_fills;  /* fills at once, small planned ranges too, less one */
@@ -404,6 +405,10 @@ struct cachetier_policy {
 	/* a planned range's fill of len bytes is small: it may be one of the
 	 * store's small_fills in flight and is sent as a small read */
 	int (*small)(uint64_t len);
+	/* a reader waits for a unit that a queued fill of kind holds (the
+	 * readahead queue's: a reader caught up with its window): 1 moves that
+	 * fill to the demand queue, 0 leaves it where it is */
+	int (*promote)(enum cachetier_fill_kind kind);
 };
 /* Install the prefetch rules p (static; NULL: none), before fills start or
  * at any time. Any thread. */

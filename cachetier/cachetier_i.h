@@ -628,8 +628,9 @@ int cachetier__queue_run(struct cachetier *ct, struct ct_file *f, uint32_t c, ui
  * bound it (c past the end: the last unit's). */
 uint32_t cachetier__queue_last(const struct cachetier *ct, const struct ct_file *f,
 			       enum cachetier_fill_kind kind, uint32_t c);
-/* A reader needs a unit that readahead queued: move its fill to the front. */
-void cachetier__queue_promote(struct cachetier *ct, struct ct_file *f, uint32_t c);
+/* A reader waits for unit c of f, UNIT_QUEUED: its fill moves to the
+ * demand queue if the rules say (promote; without rules it stays). */
+void cachetier__queue_wait(struct cachetier *ct, struct ct_file *f, uint32_t c);
 /* The next fill, from the queue the rules pick (the rules' next). */
 /* A reader's miss of f (not a probe; ahead: its readahead window): fill
  * the missed unit's whole chunk (1) or only the units read (0), as the

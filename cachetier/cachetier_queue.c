@@ -240,10 +240,14 @@ static struct ct_job *queue_pop(struct ct_job ***tail, struct ct_job **pp)
 	return j;
 }
 
-/* A reader needs a unit that readahead queued: move its fill to the front
- * queue. Units queued on demand already are there. */
-void cachetier__queue_promote(struct cachetier *ct, struct ct_file *f, uint32_t c)
+/* A reader waits for unit c of f (UNIT_QUEUED): when readahead queued it,
+ * its fill moves to the demand queue if the rules' promote says so (a
+ * store without rules leaves it). Units queued on demand already are
+ * there; a prefetch cursor's claimed units are on no queue. */
+void cachetier__queue_wait(struct cachetier *ct, struct ct_file *f, uint32_t c)
 {
+	if (!ct->policy || !ct->policy->promote(CACHETIER_FILL_READAHEAD))
+		return;
 	for (struct ct_job **pp = &ct->rq; *pp; pp = &(*pp)->next) {
 		if ((*pp)->f == f && (*pp)->c <= c && c < (*pp)->c + (*pp)->n) {
 			struct ct_job *j = queue_pop(&ct->rq_tail, pp);

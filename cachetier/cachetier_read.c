@@ -645,7 +645,7 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 				break;
 			case UNIT_QUEUED:
 				if (!req[c - c0])
-					cachetier__queue_promote(ct, f, c);
+					cachetier__queue_wait(ct, f, c);
 				req[c - c0] = 1;
 				ready = 0;
 				break;

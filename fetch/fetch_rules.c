@@ -7,7 +7,8 @@
  * fills (objects' cursors: `shardfs prefetch`, the warm-up, shards fetched
  * ahead; ranges: plans) run beside readers' fills, which stop part-way
  * for a reader, the slow start after readahead, and how much a reader's
- * miss fills (rules_miss_whole); and whether --warm auto warms a dataset
+ * miss fills (rules_miss_whole), whether a queued fill a reader waits for
+ * is served as a miss (rules_promote); and whether --warm auto warms a dataset
  * (fetch_warm_auto_fits). The store keeps the
  * counts and asks these with its lock held: they only compute.
  */
@@ -199,6 +200,13 @@ static int rules_small(uint64_t len)
 	return len <= FETCH_SMALL_FILL_BYTES;
 }
 
+/* A reader waits for a unit its readahead queued (it caught up with its
+ * window): that fill is a miss now, served before the other readahead. */
+static int rules_promote(enum cachetier_fill_kind kind)
+{
+	return kind == CACHETIER_FILL_READAHEAD;
+}
+
 static const struct cachetier_policy fetch_rules = {
     .start = rules_start,
     .reader_job = rules_reader_job,
@@ -208,6 +216,7 @@ static const struct cachetier_policy fetch_rules = {
     .next = rules_next,
     .run = rules_run,
     .small = rules_small,
+    .promote = rules_promote,
 };
 
 const struct cachetier_policy *fetch_store_rules(void)

@@ -42,6 +42,18 @@ RULES = re.compile(r'\b(FETCH_SMALL_FILL_BYTES|fetch_store_rules'
 # the store would be a decision made there again).
 OLD_HELPERS = re.compile(r'^\s*(static\s+)?\w[\w\s\*]*\b(pf_max|pf_small_max|pf_max_of|pf_yield'
                          r'|CT_SMALL_FILL_BYTES)\b\s*[(\s]', re.M)
+# The decisions moved from the store to the rules (issue 36 #2): what, the store's function in
+# cachetier_queue.c that asks the rules, the hook it asks, what makes the decision in code (a
+# regex over cachetier/ without comments) and the functions of cachetier/ allowed to hold it
+# ((file, function): the asking one and the mechanisms that only do what was decided).
+QC = 'cachetier/cachetier_queue.c'
+DECISIONS = [
+    # a fill moves to the demand queue (appended at its tail) only when a reader's miss queues
+    # it (queue_push) or when the rules' promote says (queue_wait); the old name is gone
+    ('a readahead unit a reader waits for is promoted', 'cachetier__queue_wait', 'promote',
+     r'\*\s*ct->dq_tail\s*=|\bqueue_promote\b',
+     {(QC, 'cachetier__queue_push'), (QC, 'cachetier__queue_wait')}),
+]
 PRODUCT_DIRS = ('fs/', 'cachetier/', 'fetch/', 'backend/', 'disk/', 'shardidx/')
 
 
@@ -72,6 +84,15 @@ def func_body(s, name):
         return ''
     end = s.find('\n}\n', m.start())
     return s[m.start():end + 2 if end >= 0 else len(s)]
+
+
+def enclosing(s, at):
+    """The name of the function whose definition holds offset at of s ('' outside any)."""
+    name = ''
+    for m in re.finditer(r'^[\w][\w \*]*?\b(\w+)\([^;{]*\)\s*\{', s[:at], re.M):
+        end = s.find('\n}\n', m.start())
+        name = m.group(1) if end < 0 or end >= at else ''
+    return name
 
 
 def defined(s):
@@ -171,6 +192,23 @@ def main():
                   and (f, n) != ('cachetier/cachetier_i.h', 'cachetier__run_len'))
     ck.ok(runs == [], "no function outside cachetier_run.c/.h takes the fill API's prefix "
           "cachetier__run_: %s" % (runs or 'none'))
+
+    # 7. the decisions the store made itself until issue 36 #2, each the rules' now: the
+    # store's function in cachetier_queue.c asks its hook, and the code that made the decision
+    # in the store is nowhere else in cachetier/
+    for what, fn, hook, rx, allowed in DECISIONS:
+        body = func_body(q, fn)
+        ck.ok('policy->%s(' % hook in body,
+              "%s: cachetier_queue.c's %s asks the rules' %s" % (what, fn, hook))
+        found = []
+        for f in files:
+            if not f.startswith('cachetier/'):
+                continue
+            for m in re.finditer(rx, src[f]):
+                at = enclosing(src[f], m.start())
+                if (f, at) not in allowed:
+                    found.append('%s:%d (%s)' % (f, src[f].count('\n', 0, m.start()) + 1, at))
+        ck.ok(found == [], '%s: decided nowhere else in cachetier/: %s' % (what, found or 'none'))
     return ck.status()
 
 
