@@ -324,12 +324,14 @@ int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_
  * (the chunk), which planned ranges are small, how many prefetch fills run
  * beside readers', which stop part-way for a reader, the slow start after
  * readahead, how much a reader's miss fills, whether a fill a reader
- * waits for is served as a miss. Each is called with the
+ * waits for is served as a miss, whether the cursor of the object a
+ * reader reads goes first. Each is called with the
  * store's lock held and only computes. Without rules (a store no
  * scheduler drives: unit tests of the store) the store serves its queues
  * in the order listed in any free slot, stops none, a fill is the empty
  * units asked (a miss: the units its read needs) within one chunk, no
- * range is small, and a queued fill stays in its queue. */
+ * range is small, a queued fill stays in its queue and the cursors in
+ * the order asked. */
 struct cachetier_pf_counts {
 	unsigned fill_threads; /* large fills at once: the store's connections and one */
 	unsigned small_fills;  /* fills at once, small planned ranges too, less one */
@@ -409,6 +411,10 @@ struct cachetier_policy {
 	 * readahead queue's: a reader caught up with its window): 1 moves that
 	 * fill to the demand queue, 0 leaves it where it is */
 	int (*promote)(enum cachetier_fill_kind kind);
+	/* a reader reads an object whose prefetch cursor runs and is not the
+	 * first of the cursors (the rules' next takes the first): 1 moves it
+	 * to the front, 0 leaves the order as asked */
+	int (*cursor_front)(void);
 };
 /* Install the prefetch rules p (static; NULL: none), before fills start or
  * at any time. Any thread. */

@@ -631,6 +631,9 @@ uint32_t cachetier__queue_last(const struct cachetier *ct, const struct ct_file 
 /* A reader waits for unit c of f, UNIT_QUEUED: its fill moves to the
  * demand queue if the rules say (promote; without rules it stays). */
 void cachetier__queue_wait(struct cachetier *ct, struct ct_file *f, uint32_t c);
+/* A reader reads f: its prefetch cursor, if one runs, goes to the front
+ * of the cursors if the rules say (cursor_front; without rules it stays). */
+void cachetier__queue_read(struct cachetier *ct, struct ct_file *f);
 /* The next fill, from the queue the rules pick (the rules' next). */
 /* A reader's miss of f (not a probe; ahead: its readahead window): fill
  * the missed unit's whole chunk (1) or only the units read (0), as the

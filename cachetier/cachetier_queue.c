@@ -8,19 +8,18 @@
  *
  * Queues: demand (a reader waits), readahead, prefetch ranges (planned
  * ranges, in the order asked), prefetch cursors (a cursor per object, so a
- * prefetch of a huge object queues nothing up front; an object a reader
- * reads moves to the front). The store decides no fetch: which queue the
- * next fill comes from and how many fills of each kind run at once
- * (policy->next), where a fill's run of units ends (policy->run), which
- * range fills are small (policy->small), which prefetch fills are
- * withdrawn part-way for readers (policy->pf_yield) and how much a miss
- * fills (policy->miss_whole) are the rules'; the store keeps the counts
- * they decide on and does what they say. A PF_FIT prefetch skips, never
- * evicts for, a fill that does not fit. A unit has one state (enum
- * ct_unit), so concurrent misses of one unit share one fill. Readers wait
- * on ct->unit_cond for just the units they need; a failed fill leaves the
- * unit EMPTY with its error, which every reader that was waiting for that
- * fill returns; the next read retries.
+ * prefetch of a huge object queues nothing up front; the object a reader
+ * reads moves to the front when the rules' cursor_front says). The store decides no fetch: which
+ * queue the next fill comes from and how many fills of each kind run at once (policy->next), where
+ * a fill's run of units ends (policy->run), which range fills are small (policy->small), which
+ * prefetch fills are withdrawn part-way for readers (policy->pf_yield), how much a miss fills
+ * (policy->miss_whole), whether a readahead fill a reader waits for becomes a miss
+ * (policy->promote) and whether a reader's object is prefetched first (policy->cursor_front) are
+ * the rules'; the store keeps the counts they decide on and does what they say. A PF_FIT prefetch
+ * skips, never evicts for, a fill that does not fit. A unit has one state (enum ct_unit), so
+ * concurrent misses of one unit share one fill. Readers wait on ct->unit_cond for just the units
+ * they need; a failed fill leaves the unit EMPTY with its error, which every reader that was
+ * waiting for that fill returns; the next read retries.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -273,6 +272,14 @@ void cachetier__pf_unlink(struct cachetier *ct, struct ct_file *f)
 	f->pf_link = NULL;
 	f->pf_pprev = NULL;
 	f->pf_listed = 0;
+}
+
+void cachetier__queue_read(struct cachetier *ct, struct ct_file *f)
+{
+	if (f->pf_listed && ct->pf != f && ct->policy && ct->policy->cursor_front()) {
+		cachetier__pf_unlink(ct, f);
+		cachetier__pf_push(ct, f, 1);
+	}
 }
 
 void cachetier__pf_push(struct cachetier *ct, struct ct_file *f, int front)

@@ -614,11 +614,8 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 		f->unread[c] = 0;
 		f->gap[c] = 0;
 	}
-	/* what readers touch is prefetched first */
-	if (f->pf_listed && ct->pf != f) {
-		cachetier__pf_unlink(ct, f);
-		cachetier__pf_push(ct, f, 1);
-	}
+	/* its prefetch cursor moves as the rules say (what readers touch first) */
+	cachetier__queue_read(ct, f);
 	/* a probe says nothing of what comes next: no readahead, and a miss
 	 * fills only the units it reads */
 	if (!probe)

@@ -8,7 +8,8 @@
  * ahead; ranges: plans) run beside readers' fills, which stop part-way
  * for a reader, the slow start after readahead, and how much a reader's
  * miss fills (rules_miss_whole), whether a queued fill a reader waits for
- * is served as a miss (rules_promote); and whether --warm auto warms a dataset
+ * is served as a miss (rules_promote), whether the object a reader reads
+ * is prefetched first (rules_cursor_front); and whether --warm auto warms a dataset
  * (fetch_warm_auto_fits). The store keeps the
  * counts and asks these with its lock held: they only compute.
  */
@@ -207,6 +208,14 @@ static int rules_promote(enum cachetier_fill_kind kind)
 	return kind == CACHETIER_FILL_READAHEAD;
 }
 
+/* What readers touch is prefetched first: the cursor of an object a
+ * reader reads goes to the front (a `shardfs prefetch` of many objects
+ * fetches the one being read before the others). */
+static int rules_cursor_front(void)
+{
+	return 1;
+}
+
 static const struct cachetier_policy fetch_rules = {
     .start = rules_start,
     .reader_job = rules_reader_job,
@@ -217,6 +226,7 @@ static const struct cachetier_policy fetch_rules = {
     .run = rules_run,
     .small = rules_small,
     .promote = rules_promote,
+    .cursor_front = rules_cursor_front,
 };
 
 const struct cachetier_policy *fetch_store_rules(void)

@@ -53,6 +53,13 @@ DECISIONS = [
     ('a readahead unit a reader waits for is promoted', 'cachetier__queue_wait', 'promote',
      r'\*\s*ct->dq_tail\s*=|\bqueue_promote\b',
      {(QC, 'cachetier__queue_push'), (QC, 'cachetier__queue_wait')}),
+    # an object's cursor goes to the front of the prefetch cursors only when the rules'
+    # cursor_front says (queue_read), or back where it was when its fill is withdrawn
+    # (cachetier_run.c's pf_withdrawn, the withdrawal the rules' pf_yield asked for)
+    ('the cursor of the object a reader reads goes first', 'cachetier__queue_read',
+     'cursor_front', r'\bpf_push\s*\([^;]*,\s*1\s*\)|\bct->pf\s*=\s*f\b',
+     {(QC, 'cachetier__queue_read'), (QC, 'cachetier__pf_push'),
+      ('cachetier/cachetier_run.c', 'pf_withdrawn')}),
 ]
 PRODUCT_DIRS = ('fs/', 'cachetier/', 'fetch/', 'backend/', 'disk/', 'shardidx/')
 
