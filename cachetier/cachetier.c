@@ -156,13 +156,6 @@ static void config_clamp(struct cachetier *ct)
 			ct->upc--;
 	}
 	ct->unit = ct->cfg.chunk_bytes / ct->upc;
-	/* Readahead into a small cache would evict what it fetched (or what
-	 * the reader is about to reach) before the reader gets there: at most
-	 * an eighth of the cache is ahead of a reader, and at least one chunk. */
-	if (ct->cfg.readahead_max_bytes > ct->cfg.cache_size_bytes / 8)
-		ct->cfg.readahead_max_bytes = ct->cfg.cache_size_bytes / 8;
-	if (ct->cfg.readahead_max_bytes < ct->cfg.chunk_bytes)
-		ct->cfg.readahead_max_bytes = ct->cfg.chunk_bytes;
 	if (!ct->cfg.fill_threads) /* fills must run somewhere */
 		ct->cfg.fill_threads = 1;
 	if (ct->cfg.small_fills < ct->cfg.fill_threads - 1)

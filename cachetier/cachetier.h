@@ -73,8 +73,8 @@ struct cachetier_config {
 	uint64_t max_decoded_bytes;   /* most bytes of one decoded copy (0: no bound) */
 	uint32_t chunk_bytes;	      /* fill unit, one range GET: at most 1 GiB, rounded up to
 				       * whole 4 KiB blocks (0 works as 4 KiB) */
-	uint64_t readahead_max_bytes; /* cap of a sequential reader's window: at most an eighth
-				       * of cache_size_bytes, at least one chunk */
+	uint64_t readahead_max_bytes; /* the largest window of a sequential reader asked
+				       * for (--readahead): the rules cap it (ahead_max) */
 	unsigned fill_threads;	      /* fills in flight at once but those of small planned
 				       * ranges: the store's connections + 1 (0 works as 1) */
 	unsigned small_fills;	      /* most fills in flight when those of small planned ranges
@@ -250,9 +250,10 @@ int cachetier_obj_read_begin_ahead(struct cachetier_obj *o, uint64_t off, uint64
 /* Bytes of one chunk of o's unit store (a fill's request); 0 when o has
  * none (a local source, a decoded copy): nothing to fetch ahead. */
 uint64_t cachetier_obj_chunk_bytes(const struct cachetier_obj *o);
-/* The largest readahead window the store takes (readahead_max_bytes as
- * clamped at open: at most an eighth of the cache, at least a chunk). */
-uint64_t cachetier_readahead_max(const struct cachetier *ct);
+/* The largest readahead window of a reader: readahead_max_bytes as the
+ * rules cap it (ahead_max: fetch/'s, at most an eighth of the cache, at
+ * least a chunk); without rules as configured. Any thread. */
+uint64_t cachetier_readahead_max(struct cachetier *ct);
 /* End the read of pin: unpins its range and frees pin. Any thread; may
  * close a file (a bypass read's memfd, a decoded copy evicted meanwhile);
  * never blocks on the backend. Accepts NULL. */
@@ -325,13 +326,14 @@ int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_
  * beside readers', which stop part-way for a reader, the slow start after
  * readahead, how much a reader's miss fills, whether a fill a reader
  * waits for is served as a miss, whether the cursor of the object a
- * reader reads goes first. Each is called with the
+ * reader reads goes first, the cap of a readahead window. Each is called
+ * with the
  * store's lock held and only computes. Without rules (a store no
  * scheduler drives: unit tests of the store) the store serves its queues
  * in the order listed in any free slot, stops none, a fill is the empty
  * units asked (a miss: the units its read needs) within one chunk, no
- * range is small, a queued fill stays in its queue and the cursors in
- * the order asked. */
+ * range is small, a queued fill stays in its queue, the cursors in the
+ * order asked, and a window's cap is the one configured. */
 struct cachetier_pf_counts {
 	unsigned fill_threads; /* large fills at once: the store's connections and one */
 	unsigned small_fills;  /* fills at once, small planned ranges too, less one */
@@ -415,6 +417,10 @@ struct cachetier_policy {
 	 * first of the cursors (the rules' next takes the first): 1 moves it
 	 * to the front, 0 leaves the order as asked */
 	int (*cursor_front)(void);
+	/* the largest readahead window of a reader, given asked (the store's
+	 * readahead_max_bytes, --readahead), the store's chunk and the size of
+	 * its cache (cachetier_readahead_max reports it) */
+	uint64_t (*ahead_max)(uint64_t asked, uint64_t chunk, uint64_t cache);
 };
 /* Install the prefetch rules p (static; NULL: none), before fills start or
  * at any time. Any thread. */

@@ -442,8 +442,3 @@ uint64_t cachetier_obj_chunk_bytes(const struct cachetier_obj *o)
 {
 	return o->file ? (uint64_t)o->file->unit_bytes * o->file->group : 0;
 }
-
-uint64_t cachetier_readahead_max(const struct cachetier *ct)
-{
-	return ct->cfg.readahead_max_bytes;
-}

@@ -80,6 +80,18 @@ void cachetier_set_policy(struct cachetier *ct, const struct cachetier_policy *p
 	disk_mutex_unlock(&ct->lock);
 }
 
+uint64_t cachetier_readahead_max(struct cachetier *ct)
+{
+	uint64_t max;
+
+	cachetier__lock(ct);
+	max = ct->policy ? ct->policy->ahead_max(ct->cfg.readahead_max_bytes, ct->cfg.chunk_bytes,
+						 ct->cfg.cache_size_bytes)
+			 : ct->cfg.readahead_max_bytes;
+	disk_mutex_unlock(&ct->lock);
+	return max;
+}
+
 void cachetier__pf_ended(struct cachetier *ct)
 {
 	struct cachetier_pf_counts k = pf_counts(ct);

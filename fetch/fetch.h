@@ -43,8 +43,8 @@ struct cachetier_policy;
 
 struct fetch;
 
-/* A scheduler for the store ct (its readahead cap is the store's,
- * cachetier_readahead_max). 0 or -ENOMEM. */
+/* A scheduler for the store ct: installs its rules on ct (a window's cap
+ * is the rules', cachetier_readahead_max). 0 or -ENOMEM. */
 int fetch_new(struct cachetier *ct, struct fetch **out);
 void fetch_free(struct fetch *s); /* accepts NULL */
 

@@ -9,7 +9,8 @@
  * for a reader, the slow start after readahead, and how much a reader's
  * miss fills (rules_miss_whole), whether a queued fill a reader waits for
  * is served as a miss (rules_promote), whether the object a reader reads
- * is prefetched first (rules_cursor_front); and whether --warm auto warms a dataset
+ * is prefetched first (rules_cursor_front), the cap of a reader's
+ * readahead window (rules_ahead_max); and whether --warm auto warms a dataset
  * (fetch_warm_auto_fits). The store keeps the
  * counts and asks these with its lock held: they only compute.
  */
@@ -216,6 +217,18 @@ static int rules_cursor_front(void)
 	return 1;
 }
 
+/* The cap of a reader's readahead window: what was asked (--readahead),
+ * at most an eighth of the cache (readahead into a small cache would
+ * evict what it fetched, or what the reader is about to reach, before the
+ * reader gets there) and at least one chunk (a window queues whole
+ * chunks). */
+static uint64_t rules_ahead_max(uint64_t asked, uint64_t chunk, uint64_t cache)
+{
+	if (asked > cache / 8)
+		asked = cache / 8;
+	return asked < chunk ? chunk : asked;
+}
+
 static const struct cachetier_policy fetch_rules = {
     .start = rules_start,
     .reader_job = rules_reader_job,
@@ -227,6 +240,7 @@ static const struct cachetier_policy fetch_rules = {
     .small = rules_small,
     .promote = rules_promote,
     .cursor_front = rules_cursor_front,
+    .ahead_max = rules_ahead_max,
 };
 
 const struct cachetier_policy *fetch_store_rules(void)

@@ -39,11 +39,11 @@ int fetch_new(struct cachetier *ct, struct fetch **out)
 	if (!s)
 		return -ENOMEM;
 	s->ct = ct;
-	s->ra_max = cachetier_readahead_max(ct);
 	for (unsigned i = 0; i < FETCH_STRIPES; i++)
 		disk_mutex_init(&s->stripe[i].lock, DISK_LOCK_FETCH_STREAM);
 	fetch__link_start(s);
 	cachetier_set_policy(ct, fetch_store_rules());
+	s->ra_max = cachetier_readahead_max(ct); /* as the rules cap it */
 	*out = s;
 	return 0;
 }

@@ -167,8 +167,8 @@ static const struct fs_opt cache_opts[] = {
     /* one chunk in flight on every default connection ahead of one
      * sequential reader (32 x 8M): on a link of 60 MB/s per connection
      * and 30 ms to first byte, a window of 64M left three quarters of
-     * the connections idle under a cat of one shard. The cache tier caps
-     * it at an eighth of --cache-size (readahead that outruns the cache
+     * the connections idle under a cat of one shard. The fetch
+     * scheduler's rules cap it at an eighth of --cache-size (readahead that outruns the cache
      * evicts what it fetched before the reader gets there) and raises it
      * to one chunk */
     {"readahead", 0, FS_OPT_SIZE, CFG(ct.readahead_max_bytes), 0, "256M", 1, NOLIMIT, "SIZE",

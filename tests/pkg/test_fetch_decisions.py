@@ -60,6 +60,10 @@ DECISIONS = [
      'cursor_front', r'\bpf_push\s*\([^;]*,\s*1\s*\)|\bct->pf\s*=\s*f\b',
      {(QC, 'cachetier__queue_read'), (QC, 'cachetier__pf_push'),
       ('cachetier/cachetier_run.c', 'pf_withdrawn')}),
+    # the configured window is read only to be handed to the rules' ahead_max (no clamp of
+    # its own: the cap of a window was the store's at open)
+    ('the cap of a readahead window', 'cachetier_readahead_max', 'ahead_max',
+     r'\breadahead_max_bytes\b', {(QC, 'cachetier_readahead_max'), ('cachetier/cachetier.h', '')}),
 ]
 PRODUCT_DIRS = ('fs/', 'cachetier/', 'fetch/', 'backend/', 'disk/', 'shardidx/')
 
