@@ -326,14 +326,15 @@ int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_
  * beside readers', which stop part-way for a reader, the slow start after
  * readahead, how much a reader's miss fills, whether a fill a reader
  * waits for is served as a miss, whether the cursor of the object a
- * reader reads goes first, the cap of a readahead window. Each is called
- * with the
+ * reader reads goes first, the cap of a readahead window, a decoder's
+ * window. Each is called with the
  * store's lock held and only computes. Without rules (a store no
  * scheduler drives: unit tests of the store) the store serves its queues
  * in the order listed in any free slot, stops none, a fill is the empty
  * units asked (a miss: the units its read needs) within one chunk, no
  * range is small, a queued fill stays in its queue, the cursors in the
- * order asked, and a window's cap is the one configured. */
+ * order asked, a window's cap is the one configured, and a decoder reads
+ * with no readahead. */
 struct cachetier_pf_counts {
 	unsigned fill_threads; /* large fills at once: the store's connections and one */
 	unsigned small_fills;  /* fills at once, small planned ranges too, less one */
@@ -421,6 +422,9 @@ struct cachetier_policy {
 	 * readahead_max_bytes, --readahead), the store's chunk and the size of
 	 * its cache (cachetier_readahead_max reports it) */
 	uint64_t (*ahead_max)(uint64_t asked, uint64_t chunk, uint64_t cache);
+	/* a decoder reads a compressed object's raw bytes (cachetier_decode.c):
+	 * the readahead window of its reads, given max (ahead_max's cap) */
+	uint64_t (*decode_ahead)(uint64_t max);
 };
 /* Install the prefetch rules p (static; NULL: none), before fills start or
  * at any time. Any thread. */

@@ -146,11 +146,10 @@ static ssize_t dec_read(struct dec *d, size_t *len)
 		if (d->srcfd >= 0)
 			n = pread(d->srcfd, d->in, DEC_IN_BYTES, (off_t)d->in_off);
 		else
-			/* a decoder reads the whole object in order: the full
-			 * window, as a reader's stream from an object's start
-			 * has it (fetch/) */
+			/* the window the rules give a decoder (it reads the
+			 * whole object in order) */
 			n = cachetier_obj_pread_ahead(d->raw, d->in, DEC_IN_BYTES, d->in_off,
-						      cachetier_readahead_max(d->raw->ct));
+						      cachetier__decode_ahead(d->raw->ct));
 		if (n < 0 && d->srcfd >= 0 && errno == EINTR)
 			continue;
 		break;

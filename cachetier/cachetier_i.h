@@ -634,6 +634,9 @@ void cachetier__queue_wait(struct cachetier *ct, struct ct_file *f, uint32_t c);
 /* A reader reads f: its prefetch cursor, if one runs, goes to the front
  * of the cursors if the rules say (cursor_front; without rules it stays). */
 void cachetier__queue_read(struct cachetier *ct, struct ct_file *f);
+/* The readahead window of a decoder's reads of its raw object, as the
+ * rules say (decode_ahead; without rules 0). Takes ct->lock. */
+uint64_t cachetier__decode_ahead(struct cachetier *ct);
 /* The next fill, from the queue the rules pick (the rules' next). */
 /* A reader's miss of f (not a probe; ahead: its readahead window): fill
  * the missed unit's whole chunk (1) or only the units read (0), as the

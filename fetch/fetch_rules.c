@@ -10,7 +10,8 @@
  * miss fills (rules_miss_whole), whether a queued fill a reader waits for
  * is served as a miss (rules_promote), whether the object a reader reads
  * is prefetched first (rules_cursor_front), the cap of a reader's
- * readahead window (rules_ahead_max); and whether --warm auto warms a dataset
+ * readahead window (rules_ahead_max) and a decoder's (rules_decode_ahead);
+ * and whether --warm auto warms a dataset
  * (fetch_warm_auto_fits). The store keeps the
  * counts and asks these with its lock held: they only compute.
  */
@@ -229,6 +230,14 @@ static uint64_t rules_ahead_max(uint64_t asked, uint64_t chunk, uint64_t cache)
 	return asked < chunk ? chunk : asked;
 }
 
+/* A decoder reads its compressed object whole and in order: the full
+ * window at once, as a reader's stream from an object's start has it
+ * (fetch_stream.c). */
+static uint64_t rules_decode_ahead(uint64_t max)
+{
+	return max;
+}
+
 static const struct cachetier_policy fetch_rules = {
     .start = rules_start,
     .reader_job = rules_reader_job,
@@ -241,6 +250,7 @@ static const struct cachetier_policy fetch_rules = {
     .promote = rules_promote,
     .cursor_front = rules_cursor_front,
     .ahead_max = rules_ahead_max,
+    .decode_ahead = rules_decode_ahead,
 };
 
 const struct cachetier_policy *fetch_store_rules(void)

@@ -62,8 +62,16 @@ DECISIONS = [
       ('cachetier/cachetier_run.c', 'pf_withdrawn')}),
     # the configured window is read only to be handed to the rules' ahead_max (no clamp of
     # its own: the cap of a window was the store's at open)
-    ('the cap of a readahead window', 'cachetier_readahead_max', 'ahead_max',
-     r'\breadahead_max_bytes\b', {(QC, 'cachetier_readahead_max'), ('cachetier/cachetier.h', '')}),
+    ('the cap of a readahead window', 'ahead_cap', 'ahead_max',
+     r'\breadahead_max_bytes\b', {(QC, 'ahead_cap'), ('cachetier/cachetier.h', '')}),
+    # the store's own reads with a window (a decoder's of its raw object) take the window the
+    # rules' decode_ahead gives: cachetier/ calls a reading entry with a window only there,
+    # and the cap only in the entry that reports it
+    ("a decoder's window", 'cachetier__decode_ahead', 'decode_ahead',
+     r'(?m)^[ \t]+[^\n]*?\bcachetier_(obj_pread_ahead|obj_read_begin_ahead|readahead_max)'
+     r'\s*\((?![^;]*cachetier__decode_ahead\s*\()',
+     {(QC, 'cachetier_readahead_max'), ('cachetier/cachetier_objread.c', 'cachetier_obj_pread'),
+      ('cachetier/cachetier_objread.c', 'cachetier_obj_read_begin')}),
 ]
 PRODUCT_DIRS = ('fs/', 'cachetier/', 'fetch/', 'backend/', 'disk/', 'shardidx/')
 
