@@ -15,6 +15,7 @@
  * (fetch_warm_auto_fits). The store keeps the
  * counts and asks these with its lock held: they only compute.
  */
+#include <limits.h>
 #include <stdint.h>
 
 #include "fetch_i.h"
@@ -76,6 +77,22 @@ static unsigned rules_pf_max(const struct cachetier_pf_counts *k, unsigned n)
 		return 0;
 	m = k->rd_inflight < m ? m - k->rd_inflight : 0;
 	return m < k->cap ? m : k->cap;
+}
+
+/* Most fills of planned ranges in flight at once: rules_pf_max without the
+ * slow start. A plan's ranges are its reader's next samples, not a
+ * prefetch beside a streaming reader: restarting them at one after any
+ * readahead (the mount's own index build leaves cap at 1) put each fill of
+ * a planned cold epoch's first window a round trip behind the last, 1, 2,
+ * 4, ... in flight over its first 250 ms, while its readers waited
+ * (tests/bench/link_bench.py L8i: 26 of the epoch's 37 reads that waited,
+ * 580 of its 709 ms). None still while readahead runs. */
+static unsigned rules_range_max(const struct cachetier_pf_counts *k, unsigned n)
+{
+	struct cachetier_pf_counts u = *k;
+
+	u.cap = UINT_MAX;
+	return rules_pf_max(&u, n);
 }
 
 /* May the prefetch fill of slot s be withdrawn for a reader's job: one that
@@ -156,7 +173,7 @@ static int rules_miss_whole(int streams, uint64_t used, uint64_t chunk, uint64_t
 /* The next fill (the store's queues, cachetier_queue_heads): a reader's
  * miss first, then readahead, while fewer large fills than fill_threads
  * (the store's connections and one) are in flight; then the planned range
- * at the front of the ranges, within rules_pf_max of a budget of
+ * at the front of the ranges, within rules_range_max (no slow start) of a budget of
  * small_fills + 1 slots if its next fill is small, of fill_threads large
  * ones if not; then the prefetch cursor of the object at the front (the
  * one a reader read last), within rules_pf_max of fill_threads. A range
@@ -171,9 +188,9 @@ static enum cachetier_queue rules_next(const struct cachetier_pf_counts *k,
 		return CACHETIER_Q_DEMAND;
 	if (large < k->fill_threads && q->readahead)
 		return CACHETIER_Q_READAHEAD;
-	if (q->range > 0 && q->pf_running < rules_pf_max(k, k->small_fills + 1))
+	if (q->range > 0 && q->pf_running < rules_range_max(k, k->small_fills + 1))
 		return CACHETIER_Q_RANGE;
-	if (q->range == 0 && pf_large < rules_pf_max(k, k->fill_threads))
+	if (q->range == 0 && pf_large < rules_range_max(k, k->fill_threads))
 		return CACHETIER_Q_RANGE;
 	if (q->cursor && pf_large < rules_pf_max(k, k->fill_threads))
 		return CACHETIER_Q_CURSOR;

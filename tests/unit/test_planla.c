@@ -5,12 +5,16 @@
  * plans hold, --plan-lookahead. Exact outputs, each bound deciding once:
  * the floor before the link is measured, the link's need, --plan-lookahead,
  * the cache after what readers pin, the half of it fills ahead may hold,
- * what the plans hold; saturation instead of overflow.
+ * what the plans hold; saturation instead of overflow. And the store's
+ * rule that starts a plan's fills (fetch/fetch_rules.c rules_next): how many
+ * fills of planned ranges and of prefetch cursors it lets run at once after
+ * a readahead, exactly.
  */
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cachetier.h"
 #include "fetch.h"
 #include "check.h"
 
@@ -56,8 +60,61 @@ static void expect(const char *what, const struct fetch_plan_sizing *in, uint64_
 	CHECK(la.bound == bound, "%s: bound %d, want %d", what, (int)la.bound, (int)bound);
 }
 
+/* Fills the rules let start one after another, none ending, from kind's
+ * queue alone (range: 1 its fills small, 0 large, -1 a cursor's instead);
+ * k as the store keeps it. */
+static unsigned starts(const struct cachetier_policy *p, struct cachetier_pf_counts k, int range)
+{
+	struct cachetier_queue_heads q = {.range = (int8_t)range, .cursor = range < 0};
+	unsigned n = 0;
+
+	while (n < 1000 && p->next(&k, &q) != CACHETIER_Q_NONE) {
+		q.fills_inflight++;
+		q.pf_running++;
+		q.small_inflight += range > 0;
+		n++;
+	}
+	return n;
+}
+
+/* The defaults' counts: --connections 32 (fill_threads 33), --max-connections
+ * 128 (small_fills 128). After a readahead job (the mount's index build, or
+ * any sequential reader), prefetch cursors restart at one fill and grow by
+ * one per fill that ends (the slow start); a plan's ranges do not: 127
+ * small fills (all slots but two while readers read) and 31 large ones at
+ * once. Before this rule the ranges too started at 1. */
+static void test_rules_ranges(void)
+{
+	const struct cachetier_policy *p = fetch_store_rules();
+	struct cachetier_pf_counts k = {.fill_threads = 33, .small_fills = 128};
+	unsigned small, large, cursor;
+
+	p->start(&k);
+	CHECK(starts(p, k, 1) == 128 && starts(p, k, 0) == 32 && starts(p, k, -1) == 32,
+	      "no reader yet: %u small ranges, %u large, %u cursor fills, want 128, 32, 32",
+	      starts(p, k, 1), starts(p, k, 0), starts(p, k, -1));
+	p->reader_job(&k, 1); /* a readahead job: the slow start */
+	small = starts(p, k, 1);
+	large = starts(p, k, 0);
+	cursor = starts(p, k, -1);
+	printf("rules after a readahead: %u small range fills, %u large, %u cursor fills\n", small,
+	       large, cursor);
+	CHECK(small == 127, "after a readahead: %u small range fills at once, want 127", small);
+	CHECK(large == 31, "after a readahead: %u large range fills at once, want 31", large);
+	CHECK(cursor == 1, "after a readahead: %u cursor fills at once, want 1 (slow start)",
+	      cursor);
+	p->pf_ended(&k);
+	CHECK(starts(p, k, -1) == 2, "one prefetch fill ended: %u cursor fills, want 2",
+	      starts(p, k, -1));
+	k.ra_busy = 1; /* readahead in flight: no prefetch fill at all */
+	CHECK(starts(p, k, 1) == 0 && starts(p, k, -1) == 0,
+	      "readahead in flight: %u range and %u cursor fills, want 0", starts(p, k, 1),
+	      starts(p, k, -1));
+}
+
 int main(void)
 {
+	test_rules_ranges();
 	struct fetch_plan_sizing in;
 	struct fetch_plan_lookahead la;
 
