@@ -367,6 +367,9 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->weak_probes = ct->weak_probes;
 	st->weak_changed = ct->weak_changed;
 	st->peer_waits = ct->peer_waits;
+	st->unit_read_locks = ct->unit_read_locks;
+	st->lock_requests = ct->lock_requests;
+	st->lock_releases = ct->lock_releases;
 	st->prefetch_withdrawn = ct->pf_withdrawn;
 	st->units_corrupt = atomic_load(&ct->units_corrupt);
 	st->units_checked = atomic_load(&ct->units_checked);

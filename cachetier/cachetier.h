@@ -133,6 +133,11 @@ struct cachetier_stats {
 	uint64_t weak_changed;	     /* objects whose bytes changed under such an ETag: their
 				      * units dropped, ESTALE for the old version */
 	uint64_t peer_waits;	     /* fills that waited for another process's fill of a unit */
+	uint64_t unit_read_locks;    /* fcntl calls of reads on their units' read locks (taken,
+				      * dropped; idle locks dropped for an eviction) */
+	uint64_t lock_requests;	     /* release requests posted: an eviction met a unit
+				      * another process holds */
+	uint64_t lock_releases;	     /* idle units released on another process's request */
 	uint64_t prefetch_withdrawn; /* prefetch fills stopped part-way because a demand or
 				      * readahead fill needed their connection (fetched again
 				      * later) */

@@ -130,7 +130,11 @@ struct ct_file {
 	int auxfd;	     /* the same file opened again: eviction's unit locks */
 	unsigned char *st;   /* data/<hash>.st mapped shared (cachetier_share.c) */
 	size_t st_len;
-	uint8_t *held;	    /* per unit: stfd holds its read lock (pinned and valid) */
+	uint8_t *held;	    /* per unit: stfd holds its read lock (valid; pinned, or idle:
+			     * kept past its last unpin until this process evicts it, another
+			     * process asks for it or the object closes, cachetier_read.c) */
+	int lazy;	    /* a unit may be held idle (held, no pin): cachetier__lazy_drop */
+	uint32_t want_seen; /* the state file's release requests (S_WANT) last acted on */
 	uint8_t *seen;	    /* per unit: 1 checked here (its CRC32C) and its data file not
 			     * changed since; 2 filled here or checked before a change: its
 			     * CRC32C is checked at its next read; 3 filled here while the
@@ -418,6 +422,12 @@ struct cachetier {
 	atomic_ullong evict_cpu_ns, flush_cpu_ns;
 	atomic_ullong punches; /* fallocate punches of evictions (cachetier_stats) */
 	uint64_t peer_units;   /* units served that another process filled */
+	/* idle read locks (cachetier_read.c, "release on demand"): fcntl calls
+	 * of the read path on unit locks (taken, dropped), release requests
+	 * this process posted, units it released on another's request, and
+	 * the directory's request counter (U_WANT) last acted on */
+	uint64_t unit_read_locks, lock_requests, lock_releases;
+	uint32_t want_seen;
 	uint64_t weak_probes;  /* anchors fetched again for weak ETags (cachetier_read.c) */
 	uint64_t weak_changed; /* objects found changed under a weak ETag */
 	uint64_t peer_waits;   /* fills that waited for another process's fill */
@@ -765,6 +775,14 @@ int cachetier__st_name(struct ct_file *f, uint32_t c);
 uint32_t cachetier__st_crc(const struct ct_file *f, uint32_t c);
 void cachetier__st_set_crc(struct ct_file *f, uint32_t c, uint32_t crc);
 void cachetier__st_touch(struct ct_file *f, int64_t now_ns);
+/* Release requests (README "Sharing one cache directory"): an eviction
+ * whose write lock on a unit of f failed posts one (want_post: f's state
+ * file's counter S_WANT and the directory's U_WANT, both moved by one);
+ * holders read them (st_want, want_dir) and drop their idle read locks.
+ * Atomics in the shared mappings; no lock. */
+void cachetier__want_post(struct cachetier *ct, struct ct_file *f);
+uint32_t cachetier__st_want(const struct ct_file *f);
+uint32_t cachetier__want_dir(const struct cachetier *ct);
 int64_t cachetier__st_atime(const struct ct_file *f);
 
 /* ct->lock, with CT_OFF_LOOP's check. */
@@ -913,6 +931,14 @@ void cachetier__watch_drop_fd(struct cachetier__watch *w, struct ct_watch_rec *r
  * fill of it) with fanotify where it can be had; no lock held. seen_filled:
  * the seen[] value of unit u this process just filled (ct->lock held). */
 void cachetier__units_watch_start(struct cachetier *ct, struct ct_file *f);
+/* cachetier_read.c: drop the read locks of f's units in [c0, c1) that this
+ * process holds idle (held, no read pins them): one fcntl a run; returns
+ * the units released. lazy_check: when the directory's release requests
+ * moved, each live object with idle locks whose own requests moved drops
+ * them all (the flusher calls it at every pass, reads at begin and end).
+ * Both with ct->lock held. */
+uint32_t cachetier__lazy_drop(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1);
+void cachetier__lazy_check(struct cachetier *ct);
 uint8_t cachetier__seen_filled(const struct ct_file *f, uint32_t u);
 /* 1 when SHARDFS_BENCH_NO_LIVE_CHECK is set: cache files are not watched
  * for changes under the mount (the bench's baseline; cachetier_read.c). */

@@ -50,6 +50,7 @@
 #define U_READY	  12 /* u32, atomic */
 #define U_EPOCH	  16 /* u64, atomic */
 #define U_USED	  24 /* i64, atomic: bytes of valid units and decoded copies */
+#define U_WANT	  32 /* u32, atomic: release requests posted in the directory */
 
 #define ST_MAGIC   "SHCHST\0\1"
 #define ST_VERSION 2u /* 2: a CRC32C per unit after the state bytes */
@@ -61,6 +62,7 @@
 #define S_SIZE	  24 /* u64 object size */
 #define S_EPOCH	  32 /* u64: usage epoch its valid units are counted in */
 #define S_ATIME	  40 /* i64, atomic: last read by any process (LRU) */
+#define S_WANT	  48 /* u32, atomic: release requests for this object's unit locks */
 
 void cachetier__backoff(unsigned *sleep_us, unsigned max_us)
 {
@@ -401,6 +403,27 @@ void cachetier__st_touch(struct ct_file *f, int64_t now_ns)
 int64_t cachetier__st_atime(const struct ct_file *f)
 {
 	return (int64_t)ld64(f->st + S_ATIME);
+}
+
+/* Release requests: counters, not flags, so no holder clears what another
+ * evictor posted; a holder compares with the value it last acted on. Any
+ * start value is fine (a file of an earlier release holds zeros there, a
+ * first look at a moved counter costs one drop). */
+void cachetier__want_post(struct cachetier *ct, struct ct_file *f)
+{
+	__atomic_fetch_add((uint32_t *)(void *)(f->st + S_WANT), 1u, __ATOMIC_ACQ_REL);
+	if (ct->usage)
+		__atomic_fetch_add((uint32_t *)(void *)(ct->usage + U_WANT), 1u, __ATOMIC_ACQ_REL);
+}
+
+uint32_t cachetier__st_want(const struct ct_file *f)
+{
+	return ld32(f->st + S_WANT);
+}
+
+uint32_t cachetier__want_dir(const struct cachetier *ct)
+{
+	return ct->usage ? ld32(ct->usage + U_WANT) : 0;
 }
 
 /* ---- reaping what a dead process left ---- */
