@@ -339,11 +339,18 @@ static int u32_cmp(const void *pa, const void *pb)
  * that conflicts: unit by unit), and each one locked whose state byte this
  * call clears (not another process's eviction first) is EVICTING: appended
  * to out, its bytes added to *freed, *named set when a map may name it
- * (ST_NAMED). Returns how many it took. */
+ * (ST_NAMED). Read locks this process holds idle on stfd (no read pins
+ * the units: cachetier_read.c) go first, a run in one fcntl, under
+ * ct->lock, so no read of this process takes them again meanwhile. A unit
+ * another process holds posts a release request (one per call): that
+ * process drops its idle locks on f at its next read or flusher pass, and
+ * a later eviction here takes them (skipped meanwhile, as a pinned unit).
+ * Returns how many it took. */
 static uint32_t take(struct cachetier *ct, struct ct_file *f, uint32_t *b, uint32_t nb,
 		     uint32_t *out, uint64_t *freed, int *named)
 {
 	uint32_t n = 0;
+	int wanted = 0;
 
 	qsort(b, nb, sizeof(*b), u32_cmp);
 	for (uint32_t i = 0; i < nb;) {
@@ -352,14 +359,18 @@ static uint32_t take(struct cachetier *ct, struct ct_file *f, uint32_t *b, uint3
 
 		while (k < nb && b[k] == b[k - 1] + 1)
 			k++;
+		cachetier__lazy_drop(ct, f, b[i], b[k - 1] + 1);
 		run = cachetier__ofd_lock_n(f->auxfd, F_WRLCK, LK_UNIT(b[i]), k - i, 0) == 0;
 		for (; i < k; i++) {
 			uint32_t c = b[i];
 			uint64_t len = cachetier__unit_len(f, c);
 			int old;
 
-			if (!run && cachetier__ofd_lock(f->auxfd, F_WRLCK, LK_UNIT(c), 0) < 0)
+			assert(!f->held[c]);
+			if (!run && cachetier__ofd_lock(f->auxfd, F_WRLCK, LK_UNIT(c), 0) < 0) {
+				wanted = 1;
 				continue; /* pinned or being filled by another process */
+			}
 			old = cachetier__st_clear(f, c);
 			if (!old) {
 				cachetier__ofd_lock(f->auxfd, F_UNLCK, LK_UNIT(c), 0);
@@ -379,6 +390,10 @@ static uint32_t take(struct cachetier *ct, struct ct_file *f, uint32_t *b, uint3
 			out[n++] = c;
 			*freed += len;
 		}
+	}
+	if (wanted) {
+		cachetier__want_post(ct, f);
+		ct->lock_requests++;
 	}
 	return n;
 }

@@ -9,12 +9,13 @@
  * unit's truth while they run is the state file data/<hash>.st
  * (cachetier_share.c), not this process's ust[]: a fill holds the unit's
  * write lock (F_OFD_SETLK on stfd) from before its fetch until the state
- * says valid; a reader holds the unit's read lock from read_begin to
- * read_end and trusts a unit only after taking it and seeing it valid in
- * the state file; an eviction takes the write lock on auxfd (so it
- * excludes this process's own readers and fills too), clears the state,
- * then punches. A unit another process is filling is waited for (the
- * lock is polled), never fetched twice. The protocol is in README.md.
+ * says valid; a reader holds the unit's read lock from its first read
+ * until it is wanted (idle past read_end: cachetier_read.c) and trusts a
+ * unit only after taking it and seeing it valid in the state file; an
+ * eviction takes the write lock on auxfd (so it excludes this process's
+ * own readers and fills too), clears the state, then punches. A unit
+ * another process is filling is waited for (the lock is polled), never
+ * fetched twice. The protocol is in README.md.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -508,6 +509,7 @@ static void *flusher_main(void *arg)
 	while (!ct->stopping) {
 		flush_old_maps(ct);
 		cachetier__dec_release(ct); /* decoded copies other processes evicted */
+		cachetier__lazy_check(ct);  /* idle read locks other processes asked for */
 		flush_over_limit(ct);
 		if (!ct->stopping)
 			cachetier__cond_wait_s(&ct->flush_cond, &ct->lock, 1);

@@ -369,6 +369,8 @@ void cachetier_obj_unref(struct cachetier_obj *o)
 			break;
 		}
 	}
+	if (o->file) /* its units' idle read locks (cachetier_read.c) */
+		cachetier__lazy_drop(ct, o->file, 0, o->file->nunits);
 	disk_mutex_unlock(&ct->lock);
 	if (o->file) /* record what was filled; the entry itself lives on */
 		cachetier__file_flush(ct, o->file);

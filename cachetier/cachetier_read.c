@@ -11,7 +11,9 @@
  * Pins: read_begin pins the units of its range (also while it waits), and
  * read_end unpins them, on any thread: the caller's pin handle
  * (struct cachetier_pin) carries the range. Eviction never touches a
- * pinned unit.
+ * pinned unit. A unit's read lock (other processes' evictions fail on it)
+ * is taken at its first read and kept idle past its last unpin until it is
+ * wanted (below, "Idle read locks").
  */
 #include <ctype.h>
 #include <errno.h>
@@ -57,19 +59,79 @@ static void ra_queue(struct cachetier *ct, struct ct_file *f, uint64_t end, uint
 	}
 }
 
-/* Drop a read's pins of units [c0, c1): the read locks of units no read
- * pins any more go, a run of adjacent ones in one call. ct->lock held. */
-static void read_unpin(struct ct_file *f, uint32_t c0, uint32_t c1)
+/* Idle read locks (release on demand; README "Sharing one cache
+ * directory"). A unit's read lock on stfd is kept past its last unpin
+ * (held[c] with pins[c] 0: idle), so a read of it again takes no fcntl.
+ * It goes, one fcntl a run of adjacent units, when (a) this process evicts
+ * the unit (the eviction locks through auxfd, another description: take()
+ * drops it first, under ct->lock, with no pin on it), (b) another process
+ * sharing the directory asks (its eviction's write lock failed: it posted
+ * a release request, cachetier__want_post, and skipped the unit; this
+ * process looks at the requests at every read's begin and end and at
+ * every pass of the flusher, at most a second apart, and drops every idle
+ * lock of the objects asked for), (c) an object on the file closes, or the
+ * process ends (OFD locks go with their descriptions). */
+uint32_t cachetier__lazy_drop(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1)
 {
 	struct ct_lkrun run = {0};
+	uint32_t n = 0;
 
+	if (!f->lazy || !f->held)
+		return 0;
 	for (uint32_t c = c0; c < c1; c++) {
-		if (--f->pins[c] == 0 && f->held[c]) {
+		if (f->held[c] && f->pins[c] == 0) {
+			if (run.n && run.c + run.n != c)
+				ct->unit_read_locks++;
 			cachetier__lkrun_add(&run, f->stfd, F_UNLCK, c);
 			f->held[c] = 0;
+			n++;
 		}
 	}
+	if (run.n)
+		ct->unit_read_locks++;
 	cachetier__lkrun_flush(&run);
+	if (c0 == 0 && c1 == f->nunits)
+		f->lazy = 0;
+	return n;
+}
+
+/* f's release requests moved since this process last acted on them: its
+ * idle locks go. ct->lock held. */
+static void lazy_want(struct cachetier *ct, struct ct_file *f)
+{
+	uint32_t want = cachetier__st_want(f);
+
+	if (want == f->want_seen)
+		return;
+	f->want_seen = want;
+	ct->lock_releases += cachetier__lazy_drop(ct, f, 0, f->nunits);
+}
+
+void cachetier__lazy_check(struct cachetier *ct)
+{
+	uint32_t want = cachetier__want_dir(ct);
+
+	if (want == ct->want_seen)
+		return;
+	ct->want_seen = want;
+	/* objects with no idle lock now keep their old want_seen: a request
+	 * made while their units were pinned is met at the unpin (read_unpin) */
+	for (struct ct_file *f = ct->files; f; f = f->next) {
+		if (f->live && f->lazy)
+			lazy_want(ct, f);
+	}
+}
+
+/* Drop a read's pins of units [c0, c1): their read locks stay, idle (see
+ * above), unless a release request for f came. ct->lock held. */
+static void read_unpin(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1)
+{
+	for (uint32_t c = c0; c < c1; c++) {
+		if (--f->pins[c] == 0 && f->held[c])
+			f->lazy = 1;
+	}
+	if (f->lazy)
+		lazy_want(ct, f);
 }
 
 /* Unit c of f, read-locked (taken is 1) or not: trusted if the state file
@@ -103,8 +165,12 @@ static int unit_held(struct cachetier *ct, struct ct_file *f, uint32_t c, int ta
  * read lock on: take their read locks (a run of adjacent ones in one call;
  * one at a time when another process holds one of the run), and keep only
  * those the state file still says valid; req[c - c0] is cleared for the
- * others (gone again: fetched anew). No unit this process fills or evicts
- * is valid, so no run converts a lock of its own. ct->lock held. */
+ * others (gone again: fetched anew). A unit held already (pinned by
+ * another read here, or idle) is kept with no call (no other process
+ * evicts or fills it while the lock is held); one held idle until this
+ * read whose state byte went meanwhile is let go and fetched again, as a
+ * lock taken anew would find it. No unit this process fills or evicts is
+ * valid, so no run converts a lock of its own. ct->lock held. */
 static void units_hold(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
 		       uint8_t *req)
 {
@@ -112,17 +178,34 @@ static void units_hold(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 		uint32_t k = c;
 		int run;
 
+		if (f->ust[c] == UNIT_VALID && f->held[c] && f->pins[c] == 1 &&
+		    !cachetier__st_get(f, c)) {
+			/* held idle until this read, but another process found
+			 * it damaged since and cleared its byte (unit_corrupt
+			 * there: its read lock allows that; no other change
+			 * does): as if the lock were taken now */
+			cachetier__unit_unlock(f, c);
+			ct->unit_read_locks++;
+			f->held[c] = 0;
+			unit_held(ct, f, c, 0);
+			req[c - c0] = 0;
+			c++;
+			continue;
+		}
 		while (k < c1 && f->ust[k] == UNIT_VALID && !f->held[k])
 			k++;
 		if (k == c) {
 			c++;
 			continue;
 		}
+		ct->unit_read_locks += k - c > 1;
 		run =
 		    k - c > 1 && cachetier__ofd_lock_n(f->stfd, F_RDLCK, LK_UNIT(c), k - c, 0) == 0;
 		for (; c < k; c++) {
-			int taken =
-			    run || cachetier__ofd_lock(f->stfd, F_RDLCK, LK_UNIT(c), 0) == 0;
+			int taken;
+
+			ct->unit_read_locks += !run;
+			taken = run || cachetier__ofd_lock(f->stfd, F_RDLCK, LK_UNIT(c), 0) == 0;
 
 			if (!unit_held(ct, f, c, taken))
 				req[c - c0] = 0;
@@ -140,8 +223,9 @@ static void unit_corrupt(struct cachetier *ct, struct ct_file *f, uint32_t c)
 
 	if (cachetier__st_set(f, c, 0)) /* cleared before its read lock goes */
 		cachetier__usage_add(ct, -(int64_t)len);
-	if (f->held[c]) {
+	if (f->held[c]) { /* pinned, or idle */
 		cachetier__unit_unlock(f, c);
+		ct->unit_read_locks++;
 		f->held[c] = 0;
 	}
 	f->ust[c] = UNIT_EMPTY;
@@ -605,6 +689,7 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	*pc1 = c1;
 
 	cachetier__lock(ct);
+	cachetier__lazy_check(ct); /* other processes' release requests */
 	for (uint32_t c = c0; c < c1; c++)
 		f->pins[c]++;
 	f->atime_ns = cachetier__now_ns();
@@ -683,7 +768,7 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 		cachetier__cond_wait_s(&ct->unit_cond, &ct->lock, UNITS_WAIT_BOUND_S);
 	}
 	if (err < 0)
-		read_unpin(f, c0, c1);
+		read_unpin(ct, f, c0, c1);
 	else if (waited) {
 		ct->misses++;
 		ct->miss_wait_ns += (uint64_t)(cachetier__mono_ns() - wait_from);
@@ -699,7 +784,8 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1)
 {
 	cachetier__lock(ct);
-	read_unpin(f, c0, c1);
+	read_unpin(ct, f, c0, c1);
+	cachetier__lazy_check(ct);
 	ct->room_gen++;
 	disk_mutex_unlock(&ct->lock);
 }

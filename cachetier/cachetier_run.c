@@ -49,6 +49,7 @@
 static int fill_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, int *waited)
 {
 	unsigned sleep_us = 200;
+	int asked = 0;
 
 	for (;;) {
 		int err;
@@ -64,9 +65,16 @@ static int fill_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, int *
 		}
 		if (err != -EAGAIN)
 			return err;
-		/* another process fills or evicts it: wait for its lock to go */
+		/* another process fills or evicts it, or holds its read lock
+		 * idle (a unit it served, whose state byte a third found
+		 * damaged and cleared: cachetier_read.c): ask once for idle
+		 * locks to go, and wait for its lock to go */
 		if (__atomic_load_n(&ct->stopping, __ATOMIC_ACQUIRE))
 			return -ECANCELED;
+		if (!asked) {
+			asked = 1;
+			cachetier__want_post(ct, f);
+		}
 		*waited = 1;
 		cachetier__backoff(&sleep_us, 10000);
 	}

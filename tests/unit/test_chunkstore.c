@@ -26,7 +26,9 @@
  * clean close names every unit; units older than it named by the
  * flusher); the punches of one eviction (test_punch_join: units joined
  * across gaps that hold nothing, not across a wide gap, a locked one or
- * one holding bytes; exact punch counts).
+ * one holding bytes; exact punch counts); idle read locks (test_idle_locks:
+ * exact fcntl counts of reads of held units, own and another tier's
+ * eviction after a release request, a close).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -2317,6 +2319,142 @@ static void test_pin_threads(void)
 	backend_close(be);
 }
 
+/* Idle read locks (cachetier_read.c, README "Sharing one cache
+ * directory"): a unit's read lock is taken at its first read and kept past
+ * its last unpin, so reads of units this process holds make no fcntl
+ * (unit_read_locks counts the read path's calls on unit locks, exact);
+ * this process's own eviction drops the idle lock it evicts (one fcntl a
+ * run); another process's eviction skips an idle unit and posts a release
+ * request, the holder drops its idle locks at its next look (here a
+ * zero-length read; else its flusher within a second) and the next
+ * eviction gets them. Units of CHUNK / 8. With the locks dropped at every
+ * read_end, as before, the 20 reads cost 40 calls and the other process
+ * evicts at once. */
+static void test_idle_locks(void)
+{
+	struct backend *be = store("");
+	uint64_t u = CHUNK / 8, off = 3 * CHUNK, boff[3] = {10 * CHUNK, 12 * CHUNK, 14 * CHUNK};
+	size_t blen[3] = {CHUNK / 8, CHUNK / 8, CHUNK / 4};
+	struct cachetier_pin *pb[3] = {0}, *pz;
+	struct cachetier_stats st, sb;
+	struct cachetier *a, *b;
+	struct cachetier_obj *oa, *ob;
+	uint64_t locks, fd_off, cached;
+	int fd, err, bad = 0;
+
+	/* one process: reads again of units it holds make no fcntl */
+	a = tier(be, "c-idle-one", 64 * CHUNK, 4);
+	oa = obj(a, be, NOBJ);
+	CHECK(read_check(oa, NOBJ, off, 3 * u, 1) == 0, "first read");
+	stats(a, &st);
+	locks = st.unit_read_locks;
+	CHECK(locks == 0, "the first read's units came read-locked from their fill: %llu calls",
+	      (unsigned long long)locks);
+	for (int i = 0; i < 20; i++)
+		bad += read_check(oa, NOBJ, off, 3 * u, 1) != 0;
+	CHECK(bad == 0, "%d of 20 reads again wrong", bad);
+	stats(a, &st);
+	CHECK(st.unit_read_locks == locks, "20 reads of held units made %llu lock calls, want 0",
+	      (unsigned long long)(st.unit_read_locks - locks));
+	/* two units held, three valid (the chunk's fill) and not held: one run */
+	bad = 0;
+	for (int i = 0; i < 10; i++)
+		bad += read_check(oa, NOBJ, off + u, 5 * u, 1) != 0;
+	stats(a, &st);
+	CHECK(bad == 0 && st.unit_read_locks == locks + 1,
+	      "10 reads over 2 held and 3 unheld units: %d wrong, %llu lock calls, want 1", bad,
+	      (unsigned long long)(st.unit_read_locks - locks));
+	cachetier_obj_unref(oa);
+	cachetier_close(a);
+
+	/* own eviction: the idle lock of the unit it evicts goes first */
+	a = tier(be, "c-idle-own", 4 * u, 4);
+	oa = obj(a, be, NOBJ);
+	CHECK(read_check(oa, NOBJ, off, 3 * u, 1) == 0, "own: first read");
+	CHECK(read_check(oa, NOBJ, boff[0], 2 * u, 1) == 0, "own: second read");
+	stats(a, &st);
+	CHECK(st.evictions == 1 && st.evicted_bytes == u && st.unit_read_locks == 1,
+	      "own: %llu evictions of %llu bytes, %llu lock calls; want 1 of %llu, 1 (the drop)",
+	      (unsigned long long)st.evictions, (unsigned long long)st.evicted_bytes,
+	      (unsigned long long)st.unit_read_locks, (unsigned long long)u);
+	CHECK(read_check(oa, NOBJ, off, 3 * u, 1) == 0, "own: the evicted unit read again");
+	cachetier_obj_unref(oa);
+	cachetier_close(a);
+
+	/* another process (a second tier on the directory: its own open file
+	 * descriptions) evicts A's idle units after a request. A's limit is
+	 * far above the directory's usage, so only B evicts; A's read fills
+	 * its whole chunk (8 units, it fits A's limit), of which A holds the 3
+	 * it read. */
+	a = tier(be, "c-idle-peer", 64 * CHUNK, 4);
+	b = tier(be, "c-idle-peer", 4 * u, 4);
+	oa = obj(a, be, NOBJ);
+	ob = obj(b, be, NOBJ);
+	CHECK(read_check(oa, NOBJ, off, 3 * u, 1) == 0, "peer: A's read");
+	for (int i = 0; i < 2; i++) {
+		err = cachetier_obj_read_begin(ob, boff[i], blen[i], &fd, &fd_off, &pb[i]);
+		CHECK(err == 0, "peer: B's read %d: %d", i, err);
+	}
+	fills_idle(b);
+	stats(b, &sb);
+	cached = cachetier_obj_cached_bytes(ob);
+	CHECK(sb.evictions == 1 && sb.evicted_bytes == 5 * u && sb.lock_requests >= 1 &&
+		  cached == 5 * u,
+	      "peer: B made %llu evictions of %llu bytes (want 1 of A's %llu unheld: A holds "
+	      "the 3 it read), posted %llu requests (want 1 or more), %llu bytes cached "
+	      "(want %llu)",
+	      (unsigned long long)sb.evictions, (unsigned long long)sb.evicted_bytes,
+	      (unsigned long long)(5 * u), (unsigned long long)sb.lock_requests,
+	      (unsigned long long)cached, (unsigned long long)(5 * u));
+	stats(a, &st);
+	locks = st.unit_read_locks;
+	err = cachetier_obj_read_begin(oa, 0, 0, &fd, &fd_off, &pz); /* A looks */
+	CHECK(err == 0, "peer: A's empty read: %d", err);
+	if (err == 0)
+		cachetier_obj_read_end(pz);
+	stats(a, &st);
+	CHECK(st.lock_releases == 3 && st.unit_read_locks == 1,
+	      "peer: A released %llu units (want 3) in %llu lock calls (want 1 in all)",
+	      (unsigned long long)st.lock_releases, (unsigned long long)st.unit_read_locks);
+	err = cachetier_obj_read_begin(ob, boff[2], blen[2], &fd, &fd_off, &pb[2]);
+	CHECK(err == 0, "peer: B's read 2: %d", err);
+	fills_idle(b);
+	stats(b, &sb);
+	cached = cachetier_obj_cached_bytes(ob);
+	CHECK(sb.evicted_bytes == 8 * u && cached == 4 * u,
+	      "peer: B evicted %llu bytes (want A's %llu), %llu cached (want B's %llu)",
+	      (unsigned long long)sb.evicted_bytes, (unsigned long long)(8 * u),
+	      (unsigned long long)cached, (unsigned long long)(4 * u));
+	for (int i = 0; i < 3; i++)
+		if (pb[i])
+			cachetier_obj_read_end(pb[i]);
+	CHECK(read_check(oa, NOBJ, off, 3 * u, 1) == 0, "peer: A's units read again");
+	cachetier_obj_unref(ob);
+	cachetier_obj_unref(oa);
+	cachetier_close(b);
+	cachetier_close(a);
+
+	/* A's object closes (its tier stays open): its idle locks go, and B
+	 * evicts at once, with no request */
+	a = tier(be, "c-idle-close", 64 * CHUNK, 4);
+	b = tier(be, "c-idle-close", 4 * u, 4);
+	oa = obj(a, be, NOBJ);
+	ob = obj(b, be, NOBJ);
+	CHECK(read_check(oa, NOBJ, off, 3 * u, 1) == 0, "close: A's read");
+	cachetier_obj_unref(oa);
+	CHECK(read_check(ob, NOBJ, boff[0], 2 * u, 1) == 0, "close: B's read");
+	stats(b, &sb);
+	CHECK(sb.evictions == 1 && sb.evicted_bytes == 6 * u && sb.lock_requests == 0,
+	      "close: B made %llu evictions of %llu bytes and %llu requests; want 1 of %llu "
+	      "(A's chunk less what B keeps), 0",
+	      (unsigned long long)sb.evictions, (unsigned long long)sb.evicted_bytes,
+	      (unsigned long long)sb.lock_requests, (unsigned long long)(6 * u));
+	cachetier_obj_unref(ob);
+	cachetier_close(b);
+	cachetier_close(a);
+	backend_close(be);
+}
+
 /* Read locks taken and released a run of units at a time hold each unit
  * of the run against another process's eviction (a second tier on the
  * same directory stands for it), and release each one. A reads three
@@ -2414,6 +2552,7 @@ int main(void)
 	test_range_spares_present();
 	test_pin_threads();
 	test_peer_pins();
+	test_idle_locks();
 	test_plan_order();
 	test_punch_join();
 	test_reopen_race();
