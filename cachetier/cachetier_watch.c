@@ -293,26 +293,60 @@ static int tab_grow(struct watch_inst *in, int fan)
 	return 0;
 }
 
+/* The open and grow half of watch_add and watch_add_own: instance in
+ * (inotify; fanotify with own) made at its first use, with room for one
+ * more record. 0 or -errno (the instance's failure is kept: not tried
+ * again). w->lock held. */
+static int inst_ready(struct cachetier__watch *w, struct watch_inst *in, int own)
+{
+	if (in->fd < 0 && in->err == 0) {
+		if (own) {
+			w->pid = getpid();
+			in->fd = fanotify_init(FAN_CLASS_NOTIF | FAN_NONBLOCK | FAN_CLOEXEC |
+						   FAN_REPORT_FID,
+					       O_RDONLY | O_CLOEXEC);
+		} else {
+			in->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+		}
+		if (in->fd < 0)
+			in->err = -errno;
+	}
+	if (in->fd < 0)
+		return in->err;
+	return in->n >= in->size ? tab_grow(in, own) : 0;
+}
+
+/* A new record r into *slot, counted. w->lock held. */
+static void rec_insert(struct cachetier__watch *w, struct watch_inst *in,
+		       struct ct_watch_rec **slot, struct ct_watch_rec *r)
+{
+	*slot = r;
+	in->n++;
+	w->refs++;
+}
+
+/* The hand-out half: r gets one more holder, *rec, whose change count
+ * starts at *seen (after the caller drained the events before now).
+ * w->lock held. */
+static void rec_hand(struct ct_watch_rec *r, struct ct_watch_rec **rec, uint64_t *seen)
+{
+	r->refs++;
+	*rec = r;
+	*seen = r->events;
+}
+
 int cachetier__watch_add(struct cachetier__watch *w, int fd, struct ct_watch_rec **rec,
 			 uint64_t *seen)
 {
 	struct watch_inst *in = &w->ino;
 	char path[64];
 	struct ct_watch_rec *r, **slot;
-	int wd, err = 0;
+	int wd, err;
 
 	*rec = NULL;
 	disk_mutex_lock(&w->lock);
-	if (in->fd < 0 && in->err == 0) {
-		in->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-		if (in->fd < 0)
-			in->err = -errno;
-	}
-	if (in->fd < 0) {
-		err = in->err;
-		goto out;
-	}
-	if (in->n >= in->size && (err = tab_grow(in, 0)) < 0)
+	err = inst_ready(w, in, 0);
+	if (err < 0)
 		goto out;
 	/* the inode of fd, not whatever its name holds by now */
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
@@ -332,13 +366,9 @@ int cachetier__watch_add(struct cachetier__watch *w, int fd, struct ct_watch_rec
 			goto out;
 		}
 		r->wd = wd;
-		*slot = r;
-		in->n++;
-		w->refs++;
+		rec_insert(w, in, slot, r);
 	}
-	r->refs++;
-	*rec = r;
-	*seen = r->events;
+	rec_hand(r, rec, seen);
 out:
 	disk_mutex_unlock(&w->lock);
 	return err;
@@ -356,23 +386,12 @@ int cachetier__watch_add_own(struct cachetier__watch *w, int fd, struct ct_watch
 	int32_t fsid[2];
 	struct ct_watch_rec *r, **slot;
 	uint32_t hh;
-	int mnt, err = 0;
+	int mnt, err;
 
 	*rec = NULL;
 	disk_mutex_lock(&w->lock);
-	if (in->fd < 0 && in->err == 0) {
-		w->pid = getpid();
-		in->fd =
-		    fanotify_init(FAN_CLASS_NOTIF | FAN_NONBLOCK | FAN_CLOEXEC | FAN_REPORT_FID,
-				  O_RDONLY | O_CLOEXEC);
-		if (in->fd < 0)
-			in->err = -errno;
-	}
-	if (in->fd < 0) {
-		err = in->err;
-		goto out;
-	}
-	if (in->n >= in->size && (err = tab_grow(in, 1)) < 0)
+	err = inst_ready(w, in, 1);
+	if (err < 0)
 		goto out;
 	h.fh.handle_bytes = WATCH_FH_MAX;
 	if (name_to_handle_at(fd, "", &h.fh, &mnt, AT_EMPTY_PATH) < 0 || fstatfs(fd, &sfs) < 0) {
@@ -401,14 +420,10 @@ int cachetier__watch_add_own(struct cachetier__watch *w, int fd, struct ct_watch
 		r->fh_len = h.fh.handle_bytes;
 		memcpy(r->fsid, fsid, sizeof(fsid));
 		memcpy(r->fh, h.fh.f_handle, h.fh.handle_bytes);
-		*slot = r;
-		in->n++;
-		w->refs++;
+		rec_insert(w, in, slot, r);
 	}
 	watch_drain(w, in); /* a change before now is the validation's to find */
-	r->refs++;
-	*rec = r;
-	*seen = r->events;
+	rec_hand(r, rec, seen);
 out:
 	disk_mutex_unlock(&w->lock);
 	return err;
