@@ -332,14 +332,15 @@ int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_
  * readahead, how much a reader's miss fills, whether a fill a reader
  * waits for is served as a miss, whether the cursor of the object a
  * reader reads goes first, the cap of a readahead window, a decoder's
- * window. Each is called with the
+ * window, whether a batch request with no room ends its call. Each is
+ * called with the
  * store's lock held and only computes. Without rules (a store no
  * scheduler drives: unit tests of the store) the store serves its queues
  * in the order listed in any free slot, stops none, a fill is the empty
  * units asked (a miss: the units its read needs) within one chunk, no
  * range is small, a queued fill stays in its queue, the cursors in the
- * order asked, a window's cap is the one configured, and a decoder reads
- * with no readahead. */
+ * order asked, a window's cap is the one configured, a decoder reads
+ * with no readahead, and a batch fill tries each of its requests. */
 struct cachetier_pf_counts {
 	unsigned fill_threads; /* large fills at once: the store's connections and one */
 	unsigned small_fills;  /* fills at once, small planned ranges too, less one */
@@ -430,6 +431,10 @@ struct cachetier_policy {
 	/* a decoder reads a compressed object's raw bytes (cachetier_decode.c):
 	 * the readahead window of its reads, given max (ahead_max's cap) */
 	uint64_t (*decode_ahead)(uint64_t max);
+	/* request g of a batch fill's nreq (cachetier_batch_fill) got no room
+	 * without evicting what is needed sooner: 1 ends the call (none of the
+	 * later requests is fetched), 0 goes on with the next */
+	int (*batch_unfit)(size_t g, size_t nreq);
 };
 /* Install the prefetch rules p (static; NULL: none), before fills start or
  * at any time. Any thread. */
@@ -470,7 +475,8 @@ struct cachetier_batch_result {
  * fills is left to it, not waited for); until then a reader fetches them
  * on demand. Room is made as a PF_EVICT
  * prefetch makes it (by next use: a request that would evict what is
- * needed sooner is left out, and so are the later ones), each request's
+ * needed sooner is left out, and so are the later ones if the rules'
+ * batch_unfit says), each request's
  * items are its maximal runs of claimed units of one object, and each
  * item's bytes go to the object's data file at their offset with each
  * unit's CRC32C as they arrive.

@@ -22,7 +22,7 @@
  *      process as fills do);
  *   3. the claimed units as items (maximal runs of one object); room is
  *      made for them as a PF_EVICT prefetch makes it (by next use); a
- *      request that gets none ends the call (later ones are needed later);
+ *      request that gets none ends the call if the rules say (batch_unfit);
  *   4. the request runs on a thread of its own: backend_batch_read, whose
  *      sink (on the store's I/O thread) writes
  *      each item's bytes at their offset in the object's data file and
@@ -552,8 +552,8 @@ int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piec
 		if (ret < 0)
 			break;
 		r = bt_group(ct, p + i, j - i, u + at, runs + at, crc + at, &reqs[nq]);
-		if (r < 0)
-			break; /* no room: later requests are needed later */
+		if (r < 0 && cachetier__batch_unfit(ct, g, nreq))
+			break; /* no room: the rules end the call */
 		if (r > 0) {
 			bt_start(&reqs[nq], sync, nq);
 			nq++;

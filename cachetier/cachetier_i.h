@@ -647,6 +647,9 @@ void cachetier__queue_read(struct cachetier *ct, struct ct_file *f);
 /* The readahead window of a decoder's reads of its raw object, as the
  * rules say (decode_ahead; without rules 0). Takes ct->lock. */
 uint64_t cachetier__decode_ahead(struct cachetier *ct);
+/* Request g of a batch fill's nreq got no room: 1 when the call ends
+ * there, as the rules say (batch_unfit; without rules 0). Takes ct->lock. */
+int cachetier__batch_unfit(struct cachetier *ct, size_t g, size_t nreq);
 /* The next fill, from the queue the rules pick (the rules' next). */
 /* A reader's miss of f (not a probe; ahead: its readahead window): fill
  * the missed unit's whole chunk (1) or only the units read (0), as the

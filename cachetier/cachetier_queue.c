@@ -109,6 +109,16 @@ uint64_t cachetier__decode_ahead(struct cachetier *ct)
 	return ahead;
 }
 
+int cachetier__batch_unfit(struct cachetier *ct, size_t g, size_t nreq)
+{
+	int ends;
+
+	cachetier__lock(ct);
+	ends = ct->policy && ct->policy->batch_unfit(g, nreq);
+	disk_mutex_unlock(&ct->lock);
+	return ends;
+}
+
 void cachetier__pf_ended(struct cachetier *ct)
 {
 	struct cachetier_pf_counts k = pf_counts(ct);

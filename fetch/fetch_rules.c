@@ -10,7 +10,8 @@
  * miss fills (rules_miss_whole), whether a queued fill a reader waits for
  * is served as a miss (rules_promote), whether the object a reader reads
  * is prefetched first (rules_cursor_front), the cap of a reader's
- * readahead window (rules_ahead_max) and a decoder's (rules_decode_ahead);
+ * readahead window (rules_ahead_max) and a decoder's (rules_decode_ahead),
+ * whether a batch request with no room ends its call (rules_batch_unfit);
  * and whether --warm auto warms a dataset
  * (fetch_warm_auto_fits). The store keeps the
  * counts and asks these with its lock held: they only compute.
@@ -255,6 +256,16 @@ static uint64_t rules_decode_ahead(uint64_t max)
 	return max;
 }
 
+/* A batch request with no room (it would evict what is needed sooner)
+ * ends its call: the requests come in plan order (fetch_batch_fill), so
+ * every later one is needed later still. */
+static int rules_batch_unfit(size_t g, size_t nreq)
+{
+	(void)g;
+	(void)nreq;
+	return 1;
+}
+
 static const struct cachetier_policy fetch_rules = {
     .start = rules_start,
     .reader_job = rules_reader_job,
@@ -268,6 +279,7 @@ static const struct cachetier_policy fetch_rules = {
     .cursor_front = rules_cursor_front,
     .ahead_max = rules_ahead_max,
     .decode_ahead = rules_decode_ahead,
+    .batch_unfit = rules_batch_unfit,
 };
 
 const struct cachetier_policy *fetch_store_rules(void)

@@ -72,7 +72,19 @@ DECISIONS = [
      r'\s*\((?![^;]*cachetier__decode_ahead\s*\()',
      {(QC, 'cachetier_readahead_max'), ('cachetier/cachetier_objread.c', 'cachetier_obj_pread'),
       ('cachetier/cachetier_objread.c', 'cachetier_obj_read_begin')}),
+    # a batch fill's request with no room (bt_group's -1) ends the call only as the rules'
+    # batch_unfit says: the old `if (r < 0) break;` is gone
+    ('a batch request with no room ends the call', 'cachetier__batch_unfit', 'batch_unfit',
+     r'\bif\s*\(\s*r\s*<\s*0\s*\)\s*break\b', set()),
 ]
+# Where the store acts on each answer: the function of cachetier/ that calls the asking one.
+ASKED_BY = {
+    'cachetier__queue_wait': ('cachetier/cachetier_read.c', 'cachetier__file_read_begin'),
+    'cachetier__queue_read': ('cachetier/cachetier_read.c', 'cachetier__file_read_begin'),
+    'ahead_cap': (QC, 'cachetier_readahead_max'),
+    'cachetier__decode_ahead': ('cachetier/cachetier_decode.c', 'dec_read'),
+    'cachetier__batch_unfit': ('cachetier/cachetier_batch.c', 'cachetier_batch_fill'),
+}
 PRODUCT_DIRS = ('fs/', 'cachetier/', 'fetch/', 'backend/', 'disk/', 'shardidx/')
 
 
@@ -219,6 +231,9 @@ def main():
         body = func_body(q, fn)
         ck.ok('policy->%s(' % hook in body,
               "%s: cachetier_queue.c's %s asks the rules' %s" % (what, fn, hook))
+        cf, caller = ASKED_BY[fn]
+        ck.ok(re.search(r'\b%s\s*\(' % fn, func_body(src.get(cf, ''), caller)) is not None,
+              '%s: %s (%s) does what %s answers' % (what, caller, cf, fn))
         found = []
         for f in files:
             if not f.startswith('cachetier/'):
