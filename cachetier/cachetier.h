@@ -74,7 +74,7 @@ struct cachetier_config {
 	uint32_t chunk_bytes;	      /* fill unit, one range GET: at most 1 GiB, rounded up to
 				       * whole 4 KiB blocks (0 works as 4 KiB) */
 	uint64_t readahead_max_bytes; /* the largest window of a sequential reader asked
-				       * for (--readahead): the rules cap it (ahead_max) */
+				       * for (--readahead): the rules cap it (window_max) */
 	unsigned fill_threads;	      /* fills in flight at once but those of small planned
 				       * ranges: the store's connections + 1 (0 works as 1) */
 	unsigned small_fills;	      /* most fills in flight when those of small planned ranges
@@ -256,7 +256,7 @@ int cachetier_obj_read_begin_ahead(struct cachetier_obj *o, uint64_t off, uint64
  * none (a local source, a decoded copy): nothing to fetch ahead. */
 uint64_t cachetier_obj_chunk_bytes(const struct cachetier_obj *o);
 /* The largest readahead window of a reader: readahead_max_bytes as the
- * rules cap it (ahead_max: fetch/'s, at most an eighth of the cache, at
+ * rules cap it (window_max: fetch/'s, at most an eighth of the cache, at
  * least a chunk); without rules as configured. Any thread. */
 uint64_t cachetier_readahead_max(struct cachetier *ct);
 /* End the read of pin: unpins its range and frees pin. Any thread; may
@@ -427,9 +427,9 @@ struct cachetier_policy {
 	/* the largest readahead window of a reader, given asked (the store's
 	 * readahead_max_bytes, --readahead), the store's chunk and the size of
 	 * its cache (cachetier_readahead_max reports it) */
-	uint64_t (*ahead_max)(uint64_t asked, uint64_t chunk, uint64_t cache);
+	uint64_t (*window_max)(uint64_t asked, uint64_t chunk, uint64_t cache);
 	/* a decoder reads a compressed object's raw bytes (cachetier_decode.c):
-	 * the readahead window of its reads, given max (ahead_max's cap) */
+	 * the readahead window of its reads, given max (window_max's cap) */
 	uint64_t (*decode_ahead)(uint64_t max);
 	/* request g of a batch fill's nreq (cachetier_batch_fill) got no room
 	 * without evicting what is needed sooner: 1 ends the call (none of the

@@ -80,12 +80,12 @@ void cachetier_set_policy(struct cachetier *ct, const struct cachetier_policy *p
 	disk_mutex_unlock(&ct->lock);
 }
 
-/* The rules' cap of a window (ahead_max); without rules the configured
+/* The rules' cap of a window (window_max); without rules the configured
  * one. ct->lock held. */
-static uint64_t ahead_cap(const struct cachetier *ct)
+static uint64_t window_cap(const struct cachetier *ct)
 {
-	return ct->policy ? ct->policy->ahead_max(ct->cfg.readahead_max_bytes, ct->cfg.chunk_bytes,
-						  ct->cfg.cache_size_bytes)
+	return ct->policy ? ct->policy->window_max(ct->cfg.readahead_max_bytes, ct->cfg.chunk_bytes,
+						   ct->cfg.cache_size_bytes)
 			  : ct->cfg.readahead_max_bytes;
 }
 
@@ -94,7 +94,7 @@ uint64_t cachetier_readahead_max(struct cachetier *ct)
 	uint64_t max;
 
 	cachetier__lock(ct);
-	max = ahead_cap(ct);
+	max = window_cap(ct);
 	disk_mutex_unlock(&ct->lock);
 	return max;
 }
@@ -104,7 +104,7 @@ uint64_t cachetier__decode_ahead(struct cachetier *ct)
 	uint64_t ahead;
 
 	cachetier__lock(ct);
-	ahead = ct->policy ? ct->policy->decode_ahead(ahead_cap(ct)) : 0;
+	ahead = ct->policy ? ct->policy->decode_ahead(window_cap(ct)) : 0;
 	disk_mutex_unlock(&ct->lock);
 	return ahead;
 }

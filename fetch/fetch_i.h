@@ -57,7 +57,7 @@ struct fetch_link_meter {
 
 struct fetch {
 	struct cachetier *ct;
-	uint64_t ra_max; /* the cap of a window (rules_ahead_max, cachetier_readahead_max) */
+	uint64_t ra_max; /* the cap of a window (rules_window_max, cachetier_readahead_max) */
 	atomic_ullong streams, retired;
 	struct fetch_stripe stripe[FETCH_STRIPES];
 	struct fetch_link_meter link;

@@ -10,7 +10,7 @@
  * miss fills (rules_miss_whole), whether a queued fill a reader waits for
  * is served as a miss (rules_promote), whether the object a reader reads
  * is prefetched first (rules_cursor_front), the cap of a reader's
- * readahead window (rules_ahead_max) and a decoder's (rules_decode_ahead),
+ * readahead window (rules_window_max) and a decoder's (rules_decode_ahead),
  * whether a batch request with no room ends its call (rules_batch_unfit);
  * and whether --warm auto warms a dataset
  * (fetch_warm_auto_fits). The store keeps the
@@ -241,7 +241,7 @@ static int rules_cursor_front(void)
  * evict what it fetched, or what the reader is about to reach, before the
  * reader gets there) and at least one chunk (a window queues whole
  * chunks). */
-static uint64_t rules_ahead_max(uint64_t asked, uint64_t chunk, uint64_t cache)
+static uint64_t rules_window_max(uint64_t asked, uint64_t chunk, uint64_t cache)
 {
 	if (asked > cache / 8)
 		asked = cache / 8;
@@ -277,7 +277,7 @@ static const struct cachetier_policy fetch_rules = {
     .small = rules_small,
     .promote = rules_promote,
     .cursor_front = rules_cursor_front,
-    .ahead_max = rules_ahead_max,
+    .window_max = rules_window_max,
     .decode_ahead = rules_decode_ahead,
     .batch_unfit = rules_batch_unfit,
 };

@@ -37,7 +37,8 @@ STORE_FETCH = re.compile(
     r'|batch_fill|held_get|set_policy|set_fill_timing)\s*\(')
 # The rules' constants and entry points: fetch/'s only.
 RULES = re.compile(r'\b(FETCH_SMALL_FILL_BYTES|fetch_store_rules'
-                   r'|rules_(start|reader_job|pf_ended|pf_max|pf_yield|miss_whole|next|run|small))\b')
+                   r'|rules_(start|reader_job|pf_ended|pf_max|pf_yield|miss_whole|next|run|small|promote'
+                   r'|cursor_front|window_max|decode_ahead|batch_unfit))\b')
 # The decision helpers the store had before the rules moved to fetch/ (a definition of one in
 # the store would be a decision made there again).
 OLD_HELPERS = re.compile(r'^\s*(static\s+)?\w[\w\s\*]*\b(pf_max|pf_small_max|pf_max_of|pf_yield'
@@ -60,10 +61,10 @@ DECISIONS = [
      'cursor_front', r'\bpf_push\s*\([^;]*,\s*1\s*\)|\bct->pf\s*=\s*f\b',
      {(QC, 'cachetier__queue_read'), (QC, 'cachetier__pf_push'),
       ('cachetier/cachetier_run.c', 'pf_withdrawn')}),
-    # the configured window is read only to be handed to the rules' ahead_max (no clamp of
+    # the configured window is read only to be handed to the rules' window_max (no clamp of
     # its own: the cap of a window was the store's at open)
-    ('the cap of a readahead window', 'ahead_cap', 'ahead_max',
-     r'\breadahead_max_bytes\b', {(QC, 'ahead_cap'), ('cachetier/cachetier.h', '')}),
+    ('the cap of a readahead window', 'window_cap', 'window_max',
+     r'\breadahead_max_bytes\b', {(QC, 'window_cap'), ('cachetier/cachetier.h', '')}),
     # the store's own reads with a window (a decoder's of its raw object) take the window the
     # rules' decode_ahead gives: cachetier/ calls a reading entry with a window only there,
     # and the cap only in the entry that reports it
@@ -81,7 +82,7 @@ DECISIONS = [
 ASKED_BY = {
     'cachetier__queue_wait': ('cachetier/cachetier_read.c', 'cachetier__file_read_begin'),
     'cachetier__queue_read': ('cachetier/cachetier_read.c', 'cachetier__file_read_begin'),
-    'ahead_cap': (QC, 'cachetier_readahead_max'),
+    'window_cap': (QC, 'cachetier_readahead_max'),
     'cachetier__decode_ahead': ('cachetier/cachetier_decode.c', 'dec_read'),
     'cachetier__batch_unfit': ('cachetier/cachetier_batch.c', 'cachetier_batch_fill'),
 }
