@@ -332,15 +332,16 @@ int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_
  * readahead, how much a reader's miss fills, whether a fill a reader
  * waits for is served as a miss, whether the cursor of the object a
  * reader reads goes first, the cap of a readahead window, a decoder's
- * window, whether a batch request with no room ends its call. Each is
- * called with the
+ * window, whether a batch request with no room ends its call, the share
+ * of the cache fills ahead may hold. Each is called with the
  * store's lock held and only computes. Without rules (a store no
  * scheduler drives: unit tests of the store) the store serves its queues
  * in the order listed in any free slot, stops none, a fill is the empty
  * units asked (a miss: the units its read needs) within one chunk, no
  * range is small, a queued fill stays in its queue, the cursors in the
  * order asked, a window's cap is the one configured, a decoder reads
- * with no readahead, and a batch fill tries each of its requests. */
+ * with no readahead, a batch fill tries each of its requests, and fills
+ * ahead may hold the whole cache. */
 struct cachetier_pf_counts {
 	unsigned fill_threads; /* large fills at once: the store's connections and one */
 	unsigned small_fills;  /* fills at once, small planned ranges too, less one */
@@ -435,6 +436,11 @@ struct cachetier_policy {
 	 * without evicting what is needed sooner: 1 ends the call (none of the
 	 * later requests is fetched), 0 goes on with the next */
 	int (*batch_unfit)(size_t g, size_t nreq);
+	/* the most bytes units filled ahead of their readers (readahead,
+	 * prefetch: not read yet) may hold once a cache of cache bytes is
+	 * full: a prefetch fill evicts only while they stay within it (the
+	 * rest is the readers'); cachetier_held_get reports it */
+	uint64_t (*ahead_share)(uint64_t cache);
 };
 /* Install the prefetch rules p (static; NULL: none), before fills start or
  * at any time. Any thread. */
@@ -520,8 +526,8 @@ void cachetier_set_fill_timing(struct cachetier *ct, cachetier_fill_timing_fn fn
  * process pin now (units between read_begin and read_end, decoded copies a
  * read uses: never evicted), the most bytes units filled ahead of their
  * readers may hold once the cache is full (a prefetch fill beyond it
- * evicts nothing and is skipped as unfit: half of cache_size_bytes,
- * cachetier_evict.c), and the unit a range's bytes are fetched in (a range
+ * evicts nothing and is skipped as unfit: the rules' ahead_share, half of
+ * cache_size_bytes), and the unit a range's bytes are fetched in (a range
  * costs its whole units). Any thread; takes ct->lock for O(units of every
  * live object), no I/O. */
 struct cachetier_held {

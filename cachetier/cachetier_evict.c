@@ -19,24 +19,24 @@
  * of their readers (unit_ahead: filled ahead and not read since, or past
  * where a sequential reader is) go last, the latest used first; a
  * prefetch fill (spare_ahead) never evicts them, and evicts at all only while the units filled
- * ahead stay within half the cache, so a reader of an object bigger than the cache evicts what it
- * read, never what is ahead of it, and a shard fetched ahead of it never evicts the shard being
- * read. With reading plans (cachetier_plan.c's marks) the order has classes: units no plan needs
- * (read by their plan, or fetched between planned extents) first, least recently used first; then
- * the units no plan speaks of, as above; then units a plan needs, the furthest next use first
- * (Belady's rule); a prefetch fill evicts a planned unit only when that unit is needed later than
- * its own. An eviction takes one object's units in a batch (below), planned units only while they
- * come before every other object's first unit. Cost: victim() looks at every unit of every live
- * object once per eviction (a key each), evict() sorts one object's units; the units taken are
- * punched a span at a time, joined across short gaps that hold nothing (join_gaps). A unit goes
- * when no process pins or fills it (cachetier_fill.c: the unit's write lock on auxfd). Objects of
- * earlier mounts, other processes and other sources are opened for it from their maps. When nothing
- * is left to evict, the data directories are scanned again (at most once a second) for objects
- * other processes added. Decoded copies are evicted too, least recently used (evict_dec), after the
- * units no plan needs, before any unit no plan speaks of read more recently and before units a plan
- * needs. Units fetched only because they lay between planned extents of one request (ct_file.gap,
- * cachetier_obj_prefetch_span), not read since and not marked by a plan,
- * count as units no plan needs, and are never spared as ahead.
+ * ahead stay within the rules' share (ahead_share: half the cache), so a reader of an object bigger
+ * than the cache evicts what it read, never what is ahead of it, and a shard fetched ahead of it
+ * never evicts the shard being read. With reading plans (cachetier_plan.c's marks) the order has
+ * classes: units no plan needs (read by their plan, or fetched between planned extents) first,
+ * least recently used first; then the units no plan speaks of, as above; then units a plan needs,
+ * the furthest next use first (Belady's rule); a prefetch fill evicts a planned unit only when that
+ * unit is needed later than its own. An eviction takes one object's units in a batch (below),
+ * planned units only while they come before every other object's first unit. Cost: victim() looks
+ * at every unit of every live object once per eviction (a key each), evict() sorts one object's
+ * units; the units taken are punched a span at a time, joined across short gaps that hold nothing
+ * (join_gaps). A unit goes when no process pins or fills it (cachetier_fill.c: the unit's write
+ * lock on auxfd). Objects of earlier mounts, other processes and other sources are opened for it
+ * from their maps. When nothing is left to evict, the data directories are scanned again (at most
+ * once a second) for objects other processes added. Decoded copies are evicted too, least recently
+ * used (evict_dec), after the units no plan needs, before any unit no plan speaks of read more
+ * recently and before units a plan needs. Units fetched only because they lay between planned
+ * extents of one request (ct_file.gap, cachetier_obj_prefetch_span), not read since and not marked
+ * by a plan, count as units no plan needs, and are never spared as ahead.
  *
  * Full cache: when nothing evictable is left (every valid unit pinned by
  * a reader), the fill goes ahead into its file anyway and the cache runs
@@ -761,11 +761,11 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
 			continue;
 		}
 		/* a prefetch fill evicts only while what was filled ahead stays
-		 * within half the cache: the other half is the readers' (their
-		 * readahead then evicts what they read, never what was fetched
-		 * ahead for them) */
-		if (spare_ahead && ahead_bytes(ct, cachetier__now_ns()) + len >
-				       ct->cfg.cache_size_bytes / CT_AHEAD_SHARE)
+		 * within the rules' share (half the cache): the rest is the
+		 * readers' (their readahead then evicts what they read, never
+		 * what was fetched ahead for them) */
+		if (spare_ahead &&
+		    ahead_bytes(ct, cachetier__now_ns()) + len > cachetier__ahead_share(ct))
 			return -ENOSPC;
 		x.now = cachetier__now_ns();
 		f = victim(ct, &x, &key, &next);

@@ -713,10 +713,12 @@ void cachetier__write_wait(struct cachetier *ct, struct ct_wjob *j);
  * at once). No lock held. */
 void cachetier__batch_stop(struct cachetier *ct);
 
-/* Once the cache is full, units filled ahead of their readers stay within
- * 1/CT_AHEAD_SHARE of cache_size_bytes: the rest is the readers'
- * (cachetier__make_room_near; cachetier_held_get tells planners). */
-#define CT_AHEAD_SHARE 2
+/* cachetier_queue.c: the most bytes units filled ahead of their readers
+ * may hold once the cache is full, as the rules say (ahead_share; without
+ * rules the whole cache): a prefetch fill evicts only within it
+ * (cachetier__make_room_near; cachetier_held_get tells planners). ct->lock
+ * held. */
+uint64_t cachetier__ahead_share(const struct cachetier *ct);
 
 /* cachetier_span.c: a fill's request of bytes took ttfb_ns to its first
  * byte and xfer_ns from there to its last. Any thread, no lock held. */

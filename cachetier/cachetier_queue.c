@@ -119,6 +119,12 @@ int cachetier__batch_unfit(struct cachetier *ct, size_t g, size_t nreq)
 	return ends;
 }
 
+uint64_t cachetier__ahead_share(const struct cachetier *ct)
+{
+	return ct->policy ? ct->policy->ahead_share(ct->cfg.cache_size_bytes)
+			  : ct->cfg.cache_size_bytes;
+}
+
 void cachetier__pf_ended(struct cachetier *ct)
 {
 	struct cachetier_pf_counts k = pf_counts(ct);

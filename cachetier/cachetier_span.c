@@ -7,7 +7,7 @@
  * the bytes between them (cachetier_obj_prefetch_span: which units are
  * planned and which lie between, as the caller's pieces say), and what the
  * readers hold (cachetier_held_get: the bytes they pin, the share of the
- * cache fills ahead may take, the unit). Under ct->lock.
+ * cache fills ahead may take as the rules say, the unit). Under ct->lock.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -55,9 +55,9 @@ void cachetier_held_get(struct cachetier *ct, struct cachetier_held *h)
 		if (o->dec && o->dpins > 0)
 			pinned += o->dec->bytes;
 	}
+	h->ahead_max = cachetier__ahead_share(ct); /* the rules' */
 	disk_mutex_unlock(&ct->lock);
 	h->pinned = pinned;
-	h->ahead_max = ct->cfg.cache_size_bytes / CT_AHEAD_SHARE;
 	h->unit = ct->unit;
 }
 

@@ -23,6 +23,13 @@
  * competing for the link's rate. */
 #define FETCH_SMALL_FILL_BYTES (1u << 20)
 
+/* Once the cache is full, units filled ahead of their readers (readahead,
+ * prefetch, plans: not read yet) stay within 1/FETCH_AHEAD_SHARE of it
+ * (rules_ahead_share: a prefetch fill evicts only within it): the rest is
+ * the readers', so a reader of an object bigger than the cache evicts
+ * what it read, never what is ahead of it. */
+#define FETCH_AHEAD_SHARE 2
+
 /* The table: far more streams than a loader's readers read at once. */
 #define FETCH_STRIPES 32u
 #define FETCH_WAYS    8u

@@ -11,8 +11,9 @@
  * is served as a miss (rules_promote), whether the object a reader reads
  * is prefetched first (rules_cursor_front), the cap of a reader's
  * readahead window (rules_window_max) and a decoder's (rules_decode_ahead),
- * whether a batch request with no room ends its call (rules_batch_unfit);
- * and whether --warm auto warms a dataset
+ * whether a batch request with no room ends its call (rules_batch_unfit),
+ * the share of the cache fills ahead may hold (rules_ahead_share); and
+ * whether --warm auto warms a dataset
  * (fetch_warm_auto_fits). The store keeps the
  * counts and asks these with its lock held: they only compute.
  */
@@ -266,6 +267,13 @@ static int rules_batch_unfit(size_t g, size_t nreq)
 	return 1;
 }
 
+/* Units filled ahead of their readers hold at most 1/FETCH_AHEAD_SHARE
+ * of a full cache (fetch_i.h): the rest is the readers'. */
+static uint64_t rules_ahead_share(uint64_t cache)
+{
+	return cache / FETCH_AHEAD_SHARE;
+}
+
 static const struct cachetier_policy fetch_rules = {
     .start = rules_start,
     .reader_job = rules_reader_job,
@@ -280,6 +288,7 @@ static const struct cachetier_policy fetch_rules = {
     .window_max = rules_window_max,
     .decode_ahead = rules_decode_ahead,
     .batch_unfit = rules_batch_unfit,
+    .ahead_share = rules_ahead_share,
 };
 
 const struct cachetier_policy *fetch_store_rules(void)

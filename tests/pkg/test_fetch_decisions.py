@@ -36,9 +36,9 @@ STORE_FETCH = re.compile(
     r'\bcachetier_(obj_prefetch(_range|_span)?|obj_read_begin(_ahead)?|obj_pread(_ahead|_probe)?'
     r'|batch_fill|held_get|set_policy|set_fill_timing)\s*\(')
 # The rules' constants and entry points: fetch/'s only.
-RULES = re.compile(r'\b(FETCH_SMALL_FILL_BYTES|fetch_store_rules'
+RULES = re.compile(r'\b(FETCH_SMALL_FILL_BYTES|FETCH_AHEAD_SHARE|fetch_store_rules'
                    r'|rules_(start|reader_job|pf_ended|pf_max|pf_yield|miss_whole|next|run|small|promote'
-                   r'|cursor_front|window_max|decode_ahead|batch_unfit))\b')
+                   r'|cursor_front|window_max|decode_ahead|batch_unfit|ahead_share))\b')
 # The decision helpers the store had before the rules moved to fetch/ (a definition of one in
 # the store would be a decision made there again).
 OLD_HELPERS = re.compile(r'^\s*(static\s+)?\w[\w\s\*]*\b(pf_max|pf_small_max|pf_max_of|pf_yield'
@@ -77,6 +77,10 @@ DECISIONS = [
     # batch_unfit says: the old `if (r < 0) break;` is gone
     ('a batch request with no room ends the call', 'cachetier__batch_unfit', 'batch_unfit',
      r'\bif\s*\(\s*r\s*<\s*0\s*\)\s*break\b', set()),
+    # the share of the cache fills ahead may hold is the rules' ahead_share: no share of the
+    # store's own (CT_AHEAD_SHARE, or any *AHEAD_SHARE) in cachetier/
+    ('the share of the cache fills ahead may hold', 'cachetier__ahead_share', 'ahead_share',
+     r'\b\w*AHEAD_SHARE\b', set()),
 ]
 # Where the store acts on each answer: the function of cachetier/ that calls the asking one.
 ASKED_BY = {
@@ -85,6 +89,8 @@ ASKED_BY = {
     'window_cap': (QC, 'cachetier_readahead_max'),
     'cachetier__decode_ahead': ('cachetier/cachetier_decode.c', 'dec_read'),
     'cachetier__batch_unfit': ('cachetier/cachetier_batch.c', 'cachetier_batch_fill'),
+    'cachetier__ahead_share': [('cachetier/cachetier_evict.c', 'make_room_near'),
+                               ('cachetier/cachetier_span.c', 'cachetier_held_get')],
 }
 PRODUCT_DIRS = ('fs/', 'cachetier/', 'fetch/', 'backend/', 'disk/', 'shardidx/')
 
@@ -232,9 +238,10 @@ def main():
         body = func_body(q, fn)
         ck.ok('policy->%s(' % hook in body,
               "%s: cachetier_queue.c's %s asks the rules' %s" % (what, fn, hook))
-        cf, caller = ASKED_BY[fn]
-        ck.ok(re.search(r'\b%s\s*\(' % fn, func_body(src.get(cf, ''), caller)) is not None,
-              '%s: %s (%s) does what %s answers' % (what, caller, cf, fn))
+        callers = ASKED_BY[fn] if isinstance(ASKED_BY[fn], list) else [ASKED_BY[fn]]
+        for cf, caller in callers:
+            ck.ok(re.search(r'\b%s\s*\(' % fn, func_body(src.get(cf, ''), caller)) is not None,
+                  '%s: %s (%s) does what %s answers' % (what, caller, cf, fn))
         found = []
         for f in files:
             if not f.startswith('cachetier/'):
