@@ -8,18 +8,38 @@
  *
  * Queues: demand (a reader waits), readahead, prefetch ranges (planned
  * ranges, in the order asked), prefetch cursors (a cursor per object, so a
- * prefetch of a huge object queues nothing up front; the object a reader
- * reads moves to the front when the rules' cursor_front says). The store decides no fetch: which
- * queue the next fill comes from and how many fills of each kind run at once (policy->next), where
- * a fill's run of units ends (policy->run), which range fills are small (policy->small), which
- * prefetch fills are withdrawn part-way for readers (policy->pf_yield), how much a miss fills
- * (policy->miss_whole), whether a readahead fill a reader waits for becomes a miss
- * (policy->promote) and whether a reader's object is prefetched first (policy->cursor_front) are
- * the rules'; the store keeps the counts they decide on and does what they say. A PF_FIT prefetch
- * skips, never evicts for, a fill that does not fit. A unit has one state (enum ct_unit), so
- * concurrent misses of one unit share one fill. Readers wait on ct->unit_cond for just the units
- * they need; a failed fill leaves the unit EMPTY with its error, which every reader that was
- * waiting for that fill returns; the next read retries.
+ * prefetch of a huge object queues nothing up front).
+ *
+ * The store decides no fetch; this file is where it asks the rules, each
+ * hook of struct cachetier_policy: which queue the next fill comes from
+ * and how many fills of each kind run at once (next), where a fill's run
+ * of units ends (run), which range fills are small (small), which prefetch
+ * fills are withdrawn part-way for readers (pf_yield) and the counts of
+ * the slow start (start, reader_job, pf_ended), how much a miss fills
+ * (miss_whole), whether a readahead fill a reader waits for becomes a miss
+ * (promote: cachetier__queue_wait), whether a reader's object is
+ * prefetched first (cursor_front: cachetier__queue_read), a readahead
+ * window's cap (window_max: cachetier_readahead_max) and a decoder's
+ * window (decode_ahead: cachetier__decode_ahead), whether a batch request
+ * with no room ends its call (batch_unfit: cachetier__batch_unfit) and the
+ * share of a full cache fills ahead may hold (ahead_share:
+ * cachetier__ahead_share). The store keeps the counts they decide on and
+ * does what they say; what it keeps of its own are capacities (a fill's
+ * run at most what a slot holds).
+ *
+ * The no-rules fallback (a store no scheduler drives: only unit tests of
+ * the store; fetch_new installs the rules before any read) is minimal:
+ * the queues in the order listed in any free slot (plain_next), a chunk a
+ * fill (run_bounds), only the units a miss reads, nothing small, no
+ * prefetch fill stopped, a queued fill left in its queue, the cursors in
+ * the order asked, the configured window uncapped, no readahead for a
+ * decoder, every batch request tried, fills ahead may hold the whole cache.
+ *
+ * A PF_FIT prefetch skips, never evicts for, a fill that does not fit. A
+ * unit has one state (enum ct_unit), so concurrent misses of one unit
+ * share one fill. Readers wait on ct->unit_cond for just the units they
+ * need; a failed fill leaves the unit EMPTY with its error, which every
+ * reader that was waiting for that fill returns; the next read retries.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,11 +54,11 @@
 
 #include "cachetier_i.h"
 
-/* ---- queues (all with ct->lock held) ---- */
+    /* ---- queues (all with ct->lock held) ---- */
 
-/* Ask the prefetch fill of slot sl to stop (its sink ends it at the next
- * piece that arrives; worker_main then hands the chunk back). */
-static void pf_withdraw(struct cachetier *ct, struct ct_slot *sl)
+    /* Ask the prefetch fill of slot sl to stop (its sink ends it at the next
+     * piece that arrives; worker_main then hands the chunk back). */
+    static void pf_withdraw(struct cachetier *ct, struct ct_slot *sl)
 {
 	atomic_store(&sl->withdraw, 1);
 	ct->pf_withdrawing++;

@@ -19,7 +19,12 @@ Checks, over the product's .c and .h files (`git ls-files` outside tests/, examp
   5. the store's queue order is the rules' (`next`): cachetier__queue_next takes a job only in
      a case of enum cachetier_queue;
   6. the fill API's prefix (cachetier__run_) names only its functions (cachetier_run.c/.h,
-     and the size helper cachetier__run_len).
+     and the size helper cachetier__run_len);
+  7. each decision the store made itself until issue 36 #2 (DECISIONS: promote-on-wait, the
+     reader's object first among the cursors, a window's cap, a decoder's window, a batch
+     call's end at no room, the share of the cache fills ahead hold): its asking function in
+     cachetier_queue.c asks its hook, the store's function that acts on it (ASKED_BY) calls
+     that one, and the code that made the decision is nowhere else in cachetier/.
 
 Exit 0 pass, 1 fail."""
 
@@ -52,13 +57,13 @@ DECISIONS = [
     # a fill moves to the demand queue (appended at its tail) only when a reader's miss queues
     # it (queue_push) or when the rules' promote says (queue_wait); the old name is gone
     ('a readahead unit a reader waits for is promoted', 'cachetier__queue_wait', 'promote',
-     r'\*\s*ct->dq_tail\s*=|\bqueue_promote\b',
+     r'\*\s*ct->dq_tail\s*=|queue_promote\b',
      {(QC, 'cachetier__queue_push'), (QC, 'cachetier__queue_wait')}),
     # an object's cursor goes to the front of the prefetch cursors only when the rules'
     # cursor_front says (queue_read), or back where it was when its fill is withdrawn
     # (cachetier_run.c's pf_withdrawn, the withdrawal the rules' pf_yield asked for)
     ('the cursor of the object a reader reads goes first', 'cachetier__queue_read',
-     'cursor_front', r'\bpf_push\s*\([^;]*,\s*1\s*\)|\bct->pf\s*=\s*f\b',
+     'cursor_front', r'pf_push\s*\([^;]*,\s*1\s*\)|\bct->pf\s*=\s*f\b',
      {(QC, 'cachetier__queue_read'), (QC, 'cachetier__pf_push'),
       ('cachetier/cachetier_run.c', 'pf_withdrawn')}),
     # the configured window is read only to be handed to the rules' window_max (no clamp of
