@@ -54,11 +54,11 @@
 
 #include "cachetier_i.h"
 
-    /* ---- queues (all with ct->lock held) ---- */
+/* ---- queues (all with ct->lock held) ---- */
 
-    /* Ask the prefetch fill of slot sl to stop (its sink ends it at the next
-     * piece that arrives; worker_main then hands the chunk back). */
-    static void pf_withdraw(struct cachetier *ct, struct ct_slot *sl)
+/* Ask the prefetch fill of slot sl to stop (its sink ends it at the next
+ * piece that arrives; worker_main then hands the chunk back). */
+static void pf_withdraw(struct cachetier *ct, struct ct_slot *sl)
 {
 	atomic_store(&sl->withdraw, 1);
 	ct->pf_withdrawing++;
