@@ -6,13 +6,13 @@
  * The assembled view becomes one cachetier meta blob, "ifview-<srckey>-
  * <fingerprint>" (both in hex), which is mapped and used in place: lookups
  * are binary searches over its records, listings walk them, no name is
- * copied to the heap. A file's name is not stored: the file refers to its
- * image member (shard, entry) in the shard's index, and its name is made
- * of that member's (<key>.<ext>, or for a file renamed because its name
- * was taken <key>~<dir>.<ext> or <key>~<dir>~<entry>.<ext>, dir the
- * shard's directory name: fs_if_name), decoded from the index when it is
- * listed or looked up. Its attributes are the member's too (the shard's
- * index, read in place). So a file costs 12 bytes. The
+ * copied to the heap. A file's name is stored (front-coded, below), so a
+ * listing or a lookup needs no shard's index; the file refers to its image
+ * (shard, canonical entry) in the shard's index, whose attributes are the
+ * file's (read in place when it is stat'ed or opened). A name is <key>.<ext>,
+ * or for a file renamed because its name was taken <key>~<dir>.<ext> or
+ * <key>~<dir>~<entry>.<ext>, dir the shard's directory name (fs_if_name,
+ * at the build). The
  * fingerprint (FNV-1a 64) covers what the view is made of: this format's
  * version, --class-from, and for each shard in order its key, size, mtime,
  * ETag (a local file's stands for its size, mtime, inode and ctime), the codec its
@@ -25,40 +25,62 @@
  * refresh that replaced or removed shards, their numbers stay unused until
  * unmount: that view is saved too, but only this mount's numbering meets
  * its fingerprint.)
- * Layout, version 2 (little-endian, every section 8-byte aligned):
+ * Layout, version 3 (little-endian, every section 8-byte aligned):
  *   0  "SHIFVIEW", u32 version, u32 nclasses
  *  16  u64 checksum of bytes [0, 16) and [24, end) (ifv_sum)
  *  24  u64 fingerprint, u32 nfiles, u32 nshards
  *  40  u64 strtab_len; u64 samples without image, without class, left out
- *      as duplicates (what the build counted); u32 class_from, u32 0
- *  80  classes: nclasses x {u64 name, u32 first, u32 n, i64 mtime}
- *      files:   nfiles x {u32 hash, u32 shard, u32 entry | kind << 30},
- *               zero-padded to 8: in a class, by the FNV-1a 32 hash of the
- *               name, then the name; entry is the image member's own (the
- *               one it is named after; the inode's is its canonical entry,
- *               a hard link's target), kind how its name is made
- *               (IFV_NAME_*: 0 <key>.<ext>, 1 ~<dir>, 2 ~<dir>~<entry>)
+ *      as duplicates (what the build counted); u32 class_from, u32 nblocks
+ *  80  u64 names_len, u64 0
+ *  96  classes: nclasses x {u64 name, u32 first, u32 n, i64 mtime,
+ *               u32 first block, u32 0}: name an offset into strtab, files
+ *               [first, first + n), blocks [first block, + ceil(n / 16))
+ *      files:   nfiles x {u32 shard, u32 entry}: in a class, in the order of
+ *               their names (strcmp); entry is the image's canonical one
+ *               (the inode's: a hard link's target)
+ *      blocks:  nblocks x u64, where each block of names starts in names:
+ *               a class's names in blocks of IFV_BLOCK (16), the last one
+ *               of a class shorter
  *      counts:  nshards x u32, the entries of each shard's index when the
  *               view was built (0: left out); zero-padded to 8
+ *      names:   per file in order, u8 shared, u8 n, then n bytes: the name
+ *               is the first `shared` bytes of the name before it and those
+ *               n (a block's first: shared 0, the name whole); names_len
+ *               bytes, zero-padded to 8
  *      strtab:  the class names, NUL-terminated (the first is ""),
  *               zero-padded to 8
- * 1.18 B members in 588 M samples (68,000 shards): 12 bytes a file, 4 a
- * shard and the class names: 588e6 x 12 B = 7.1 GB (version 1 stored each
- * name and its attributes, 28 bytes a file and the name's, about 56-67 a
- * sample: 33-39 GB).
- * Names are offsets into strtab. A mapped blob is validated once: checksum,
- * fingerprint, sizes, every name inside strtab (which ends in NUL), every
- * shard below nshards and every entry below its shard's count, every kind
- * known, the hashes in order in each class, classes contiguous and sorted
- * (empty only with --class-gaps empty). One that fails is counted
- * (imagefolder_view_rejected) and built again; so is a version 1 blob (an
- * older release's: not read; its name differs, as the fingerprint covers
- * the version, so it is not even opened: built again and removed). A
- * file's reference is checked again where it is used (fs_if_view.c): the
- * shard's index must have the entry count the view has, and the name made
- * from the member must have the file's hash; else the view is retired,
- * its blob removed, counted as rejected, and built again. A view that left
- * a shard out (no index) is not saved: the next mount tries again.
+ * The arithmetic: a file costs 8 bytes of record, 1/16 of an 8-byte block
+ * offset, and 2 bytes plus what its name does not share with the one
+ * before it (the whole name once a block); a shard 4, a class 32 and its
+ * name. index_bench.sh's set (500 shards of 4,300 samples named like
+ * s12_004321.jpg, every key in every shard, so 499 of 500 are named
+ * s12_004321~shard-000123.jpg, 1,000 classes): 8 + 0.5 + 8.5 = 17.0 bytes a
+ * sample (36.6 MB for 2.15 M samples). Keys unique across shards, sorted
+ * in a class as s12_004321.jpg, s12_004877.jpg: about 2 + 8 of name, 18.5
+ * bytes a sample. 1.18 B members in 588 M samples (68,000 shards) at 17-19
+ * bytes a sample: 10.0-11.2 GB (version 2, which kept no name but
+ * referred to the member's in the shard's index, 12 bytes: 7.1 GB, and had
+ * to map every shard's index to list a class; version 1 stored each name
+ * and its attributes, about 56-67 bytes a sample: 33-39 GB).
+ * A mapped blob is validated once, when it is loaded: checksum,
+ * fingerprint, sizes (every section where the counts put it, the blob's
+ * length the sum), every class name inside strtab (which ends in NUL),
+ * classes contiguous and sorted (empty only with --class-gaps empty), each
+ * class's first block the sum of the blocks before, every shard below
+ * nshards and every entry below its shard's count, and every name: each
+ * block starts where its offset says with a name stored whole, no entry
+ * shares more than the name before it has or runs past the names, no name
+ * is empty, ".", "..", or holds '/' or NUL or is over 255 bytes, the names
+ * of a class ascend strictly, and they end at names_len. One that fails is
+ * counted (imagefolder_view_rejected) and built again. A blob of an older
+ * version (1 or 2: an older release's) is not read: its name differs, as
+ * the fingerprint covers the version, so it is not even opened; the view
+ * is built again and the old blob removed (ifv_clean). A file's reference
+ * is checked again where its attributes are read (fs_if_view.c): the
+ * shard's index must have the entry count the view has; else the view is
+ * retired, its blob removed, counted as rejected, and built again. A view
+ * that left a shard out (no index) is not saved: the next mount tries
+ * again.
  *
  * Contract: the writers run on the building thread, into a sink that is a
  * cachetier meta writer or a zeroed buffer (struct ifv_sink); they take
@@ -107,6 +129,74 @@ static size_t pad8(uint64_t n)
 	return (size_t)((n + 7) & ~(uint64_t)7);
 }
 
+/* The entry of a name at *pos of v's names into dst: the first `shared`
+ * bytes are those of the name before it (prev, len bytes; dst may be
+ * prev), the rest follow. head: a block's first name (shares nothing).
+ * Every read is bounded by the sizes load validated (in the heap), so a
+ * blob whose file changed since reads nothing past its names. */
+static int name_entry(const struct fs_ifview *v, uint64_t *pos, const char *prev, int len,
+		      char *dst, int head)
+{
+	uint64_t p = *pos;
+	unsigned shared, n;
+
+	if (p > v->names_len || v->names_len - p < 2)
+		return -EBADMSG;
+	shared = v->names[p];
+	n = v->names[p + 1];
+	if ((head && shared) || (int)shared > len || n == 0 || shared + n > SHARDIDX_NAME_MAX ||
+	    v->names_len - p - 2 < n)
+		return -EBADMSG;
+	if (dst != prev)
+		memcpy(dst, prev, shared);
+	memcpy(dst + shared, v->names + p + 2, n);
+	dst[shared + n] = '\0';
+	*pos = p + 2 + n;
+	return (int)(shared + n);
+}
+
+/* Every name of v in order: each block starts where the blocks say, with
+ * a name stored whole; each name is not empty, ".", "..", and holds no
+ * '/' or NUL; the names of a class ascend strictly (strcmp: no two
+ * alike, the order the lookups' binary search needs); they end where the
+ * names do. */
+static int ifv_check_names(const struct fs_ifview *v)
+{
+	char a[SHARDIDX_NAME_MAX + 1], b[SHARDIDX_NAME_MAX + 1];
+	uint64_t pos = 0;
+	uint32_t blk = 0;
+
+	for (uint32_t c = 0; c < v->nclasses; c++) {
+		const unsigned char *r = v->classes + (size_t)c * IFV_CLASS_REC;
+		uint32_t n = disk_le32_get(r + 12);
+		char *prev = a, *cur = b;
+		int len = 0;
+
+		if (disk_le32_get(r + 24) != blk)
+			return -EBADMSG;
+		for (uint32_t j = 0; j < n; j++) {
+			int head = j % IFV_BLOCK == 0, nl;
+			uint64_t at = pos;
+			char *t;
+
+			if (head && (blk >= v->nblocks ||
+				     disk_le64_get(v->blocks + (size_t)blk++ * 8) != pos))
+				return -EBADMSG;
+			nl = name_entry(v, &pos, prev, len, cur, head);
+			if (nl < 0 || memchr(v->names + at + 2, '/', v->names[at + 1]) ||
+			    memchr(v->names + at + 2, '\0', v->names[at + 1]) ||
+			    strcmp(cur, ".") == 0 || strcmp(cur, "..") == 0 ||
+			    (j && strcmp(prev, cur) >= 0))
+				return -EBADMSG;
+			len = nl;
+			t = prev;
+			prev = cur;
+			cur = t;
+		}
+	}
+	return blk == v->nblocks && pos == v->names_len ? 0 : -EBADMSG;
+}
+
 /* The class and file records of v (set up by fs__if_open) are sound. */
 static int ifv_check_records(const struct fs_ifview *v)
 {
@@ -119,12 +209,8 @@ static int ifv_check_records(const struct fs_ifview *v)
 		uint32_t first = disk_le32_get(r + 8), n = disk_le32_get(r + 12);
 
 		if (off >= v->strtab_len || first != next || n > v->nfiles - first ||
-		    (prev && strcmp(prev, v->strtab + off) >= 0))
+		    disk_le32_get(r + 28) != 0 || (prev && strcmp(prev, v->strtab + off) >= 0))
 			return -EBADMSG;
-		for (uint32_t i = first + 1; i < first + n; i++) /* hashes in order */
-			if (disk_le32_get(v->files + (size_t)i * IFV_FILE_REC) <
-			    disk_le32_get(v->files + (size_t)(i - 1) * IFV_FILE_REC))
-				return -EBADMSG;
 		prev = v->strtab + off;
 		next += n;
 	}
@@ -132,22 +218,24 @@ static int ifv_check_records(const struct fs_ifview *v)
 		return -EBADMSG;
 	for (uint32_t i = 0; i < v->nfiles; i++) {
 		const unsigned char *r = v->files + (size_t)i * IFV_FILE_REC;
-		uint32_t shard = disk_le32_get(r + 4), entry = disk_le32_get(r + 8);
+		uint32_t shard = disk_le32_get(r), entry = disk_le32_get(r + 4);
 
-		if (shard >= v->nshards || entry >> IFV_KIND_SHIFT > IFV_NAME_ENTRY ||
-		    (entry & IFV_ENTRY_MASK) >= disk_le32_get(v->counts + (size_t)shard * 4))
+		if (shard >= v->nshards || entry >= disk_le32_get(v->counts + (size_t)shard * 4))
 			return -EBADMSG;
 	}
-	return 0;
+	return ifv_check_names(v);
 }
 
-/* Where the sections of a blob of these counts start (l->strtab_len set). */
+/* Where the sections of a blob of these counts start (l->strtab_len,
+ * names_len and nblocks set). */
 static void ifv_place(struct ifv_layout *l, uint32_t nclasses, uint32_t nfiles, uint32_t nshards)
 {
 	l->classes = IFV_HDR;
 	l->files = l->classes + (uint64_t)nclasses * IFV_CLASS_REC;
-	l->counts = l->files + pad8((uint64_t)nfiles * IFV_FILE_REC);
-	l->strtab = l->counts + pad8((uint64_t)nshards * 4);
+	l->blocks = l->files + (uint64_t)nfiles * IFV_FILE_REC;
+	l->counts = l->blocks + (uint64_t)l->nblocks * 8;
+	l->names = l->counts + pad8((uint64_t)nshards * 4);
+	l->strtab = l->names + pad8(l->names_len);
 	l->len = l->strtab + pad8(l->strtab_len);
 }
 
@@ -167,16 +255,107 @@ const char *fs_if_class(const struct fs_ifview *v, uint32_t c, uint32_t *first, 
 	return v->strtab + disk_le64_get(r);
 }
 
-uint32_t fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *hash, uint32_t *shard,
-		    uint32_t *entry)
+void fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *shard, uint32_t *entry)
 {
 	const unsigned char *r = v->files + (size_t)i * IFV_FILE_REC;
-	uint32_t e = disk_le32_get(r + 8);
 
-	*hash = disk_le32_get(r);
-	*shard = disk_le32_get(r + 4);
-	*entry = e & IFV_ENTRY_MASK;
-	return e >> IFV_KIND_SHIFT;
+	*shard = disk_le32_get(r);
+	*entry = disk_le32_get(r + 4);
+}
+
+/* Class c's first block and its number of blocks, or -EBADMSG. */
+static int class_blocks(const struct fs_ifview *v, uint32_t c, uint32_t *blk, uint32_t *nb,
+			uint32_t *first, uint32_t *n)
+{
+	const unsigned char *r = v->classes + (size_t)c * IFV_CLASS_REC;
+
+	*first = disk_le32_get(r + 8);
+	*n = disk_le32_get(r + 12);
+	*blk = disk_le32_get(r + 24);
+	*nb = (uint32_t)(((uint64_t)*n + IFV_BLOCK - 1) / IFV_BLOCK);
+	return *blk > v->nblocks || *nb > v->nblocks - *blk ? -EBADMSG : 0;
+}
+
+int fs_if_name_at(const struct fs_ifview *v, uint32_t c, uint32_t j, char *buf, uint64_t *next)
+{
+	uint32_t blk, nb, first, n;
+	uint64_t pos;
+	int len;
+
+	if (c >= v->nclasses || class_blocks(v, c, &blk, &nb, &first, &n) < 0 || j >= n)
+		return -EBADMSG;
+	pos = disk_le64_get(v->blocks + (size_t)(blk + j / IFV_BLOCK) * 8);
+	len = name_entry(v, &pos, buf, 0, buf, 1);
+	for (uint32_t k = 0; len >= 0 && k < j % IFV_BLOCK; k++)
+		len = name_entry(v, &pos, buf, len, buf, 0);
+	*next = pos;
+	return len;
+}
+
+int fs_if_name_next(const struct fs_ifview *v, uint64_t *pos, char *buf, int len)
+{
+	return name_entry(v, pos, buf, len, buf, 0);
+}
+
+int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *name, size_t len,
+			  uint32_t *shard, uint32_t *canon)
+{
+	char buf[SHARDIDX_NAME_MAX + 1];
+	uint32_t blk, nb, first, n, lo = 0, hi, b;
+	uint64_t pos;
+	int nl;
+
+	if (c >= v->nclasses || len == 0 || len > SHARDIDX_NAME_MAX)
+		return -ENOENT;
+	if (class_blocks(v, c, &blk, &nb, &first, &n) < 0)
+		return -EBADMSG;
+	/* the first block whose head (stored whole) is after name */
+	for (hi = nb; lo < hi;) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		uint64_t p = disk_le64_get(v->blocks + (size_t)(blk + mid) * 8);
+		size_t hl, m;
+		int cmp;
+
+		if (p > v->names_len || v->names_len - p < 2 ||
+		    (hl = v->names[p + 1]) > v->names_len - p - 2)
+			return -EBADMSG;
+		m = hl < len ? hl : len;
+		cmp = memcmp(v->names + p + 2, name, m);
+		if (cmp == 0)
+			cmp = hl < len ? -1 : hl > len;
+		if (cmp == 0)
+			lo = hi = mid + 1;
+		else if (cmp < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return -ENOENT; /* before the class's first name */
+	b = lo - 1;
+	pos = disk_le64_get(v->blocks + (size_t)(blk + b) * 8);
+	nl = 0;
+	for (uint32_t k = 0; k < IFV_BLOCK && b * IFV_BLOCK + k < n; k++) {
+		int cmp;
+
+		nl = name_entry(v, &pos, buf, nl, buf, k == 0);
+		if (nl < 0)
+			return -EBADMSG;
+		cmp = memcmp(buf, name, (size_t)nl < len ? (size_t)nl : len);
+		if (cmp == 0)
+			cmp = (size_t)nl < len ? -1 : (size_t)nl > len;
+		if (cmp > 0)
+			break;
+		if (cmp == 0) {
+			uint32_t i = first + b * IFV_BLOCK + k;
+
+			if (i >= v->nfiles)
+				return -EBADMSG;
+			fs_if_file(v, i, shard, canon);
+			return (int64_t)i;
+		}
+	}
+	return -ENOENT;
 }
 
 /* Append src[0..n) at *pos of buf (size bytes): 0, or -1 when it does
@@ -241,14 +420,21 @@ int fs__if_open(struct fs_ifview *v, const unsigned char *b, size_t len,
 	v->nshards = got->nshards;
 	v->fp = got->fp;
 	l.strtab_len = disk_le64_get(b + 40);
-	if (l.strtab_len == 0 || l.strtab_len > len || disk_le32_get(b + 76) != 0)
+	l.nblocks = disk_le32_get(b + 76);
+	l.names_len = disk_le64_get(b + 80);
+	if (l.strtab_len == 0 || l.strtab_len > len || l.names_len > len || l.nblocks > len / 8 ||
+	    disk_le64_get(b + 88) != 0)
 		return -EBADMSG;
 	ifv_place(&l, v->nclasses, v->nfiles, v->nshards);
 	if (l.len != len)
 		return -EBADMSG;
 	v->classes = b + l.classes;
 	v->files = b + l.files;
+	v->blocks = b + l.blocks;
 	v->counts = b + l.counts;
+	v->names = b + l.names;
+	v->names_len = l.names_len;
+	v->nblocks = l.nblocks;
 	v->strtab = (const char *)b + l.strtab;
 	v->strtab_len = l.strtab_len;
 	if (v->strtab[l.strtab_len - 1] != '\0')
@@ -262,8 +448,8 @@ int fs__if_open(struct fs_ifview *v, const unsigned char *b, size_t len,
 int fs__if_layout(const struct if_pass *p, uint32_t nshards, struct ifv_layout *l)
 {
 	l->strtab_len = 1 + p->cnames_len;
-	if (l->strtab_len > UINT32_MAX)
-		return -EFBIG; /* names are u32 offsets */
+	l->names_len = p->names_len;
+	l->nblocks = p->nblocks;
 	ifv_place(l, p->nclasses, p->nfiles, nshards);
 	return l->len > SIZE_MAX ? -EFBIG : 0;
 }
@@ -326,25 +512,26 @@ static int out_close(struct ifv_out *o, int err)
 /* The class record of class c: name at name_off, files [first, first + n),
  * newest mtime. */
 static void class_rec(struct ifv_out *o, uint64_t name_off, uint32_t first, uint32_t n,
-		      int64_t mtime)
+		      int64_t mtime, uint32_t blk)
 {
-	unsigned char r[IFV_CLASS_REC];
+	unsigned char r[IFV_CLASS_REC] = {0};
 
 	disk_le64_put(r, name_off);
 	disk_le32_put(r + 8, first);
 	disk_le32_put(r + 12, n);
 	disk_le64_put(r + 16, (uint64_t)mtime);
+	disk_le32_put(r + 24, blk);
 	out_put(o, r, sizeof(r));
 }
 
-/* The classes, files and class names sections from the files in order
- * (the class spool beside them). */
+/* The classes, files, blocks, names and class names sections from the
+ * files in order (the class spool beside them). */
 static int ifv_write_files(struct if_pass *p, const struct ifv_layout *l, struct ifv_sink *k)
 {
-	struct ifv_out oc, of, ocn; /* classes, files, class names */
+	struct ifv_out oc, of, ob, on, ocn; /* classes, files, blocks, names, class names */
 	struct fs_sort_iter *it = NULL, *cit = NULL;
-	uint64_t coff = 1, cur_off = 0;
-	uint32_t ci = UINT32_MAX, first = 0, fi = 0;
+	uint64_t coff = 1, cur_off = 0, npos = 0;
+	uint32_t ci = UINT32_MAX, first = 0, fi = 0, blk = 0, cblk = 0;
 	const char *cname = "";
 	int64_t cmtime = 0;
 	struct if_prev prev = {0};
@@ -356,24 +543,27 @@ static int ifv_write_files(struct if_pass *p, const struct ifv_layout *l, struct
 		err = fs_sort_iter_open(p->classes, &cit);
 	out_open(&oc, k, l->classes);
 	out_open(&of, k, l->files);
+	out_open(&ob, k, l->blocks);
+	out_open(&on, k, l->names);
 	out_open(&ocn, k, l->strtab + 1);
 	while (err == 0 && (got = fs_sort_next(it, &v, &len)) > 0) {
 		const unsigned char *r = v;
 		const char *name = (const char *)r + FR_HDR;
-		unsigned char rec[IFV_FILE_REC];
+		unsigned char rec[IFV_FILE_REC], hdr[2], w[8];
+		unsigned shared = 0;
 
 		if (get32(r) != ci) {
 			const void *c;
 			size_t clen;
 
 			if (ci != UINT32_MAX)
-				class_rec(&oc, cur_off, first, fi - first, cmtime);
+				class_rec(&oc, cur_off, first, fi - first, cmtime, cblk);
 			/* classes without files (--class-gaps empty) before this one */
 			while ((got = fs_sort_next(cit, &c, &clen)) > 0 &&
 			       get32(r) != (uint32_t)(ci + 1)) {
 				ci++;
 				out_put(&ocn, (const char *)c + CR_HDR, clen - CR_HDR);
-				class_rec(&oc, coff, fi, 0, (int64_t)get64(c));
+				class_rec(&oc, coff, fi, 0, (int64_t)get64(c), blk);
 				coff += clen - CR_HDR;
 			}
 			if (got <= 0 || get32(r) != (uint32_t)(ci + 1)) {
@@ -387,30 +577,47 @@ static int ifv_write_files(struct if_pass *p, const struct ifv_layout *l, struct
 			cur_off = coff;
 			coff += clen - CR_HDR;
 			first = fi;
+			cblk = blk;
 			prev.set = 0;
 		} else if (prev.set && strcmp((const char *)prev.p, name) == 0) {
 			fs_log(FS_LOG_WARN, "imagefolder: %s/%s stored twice; left out once", cname,
 			       name);
 			continue;
 		}
-		disk_le32_put(rec, get32(r + 40));
-		disk_le32_put(rec + 4, get32(r + 4));
-		disk_le32_put(rec + 8, get32(r + 44));
+		disk_le32_put(rec, get32(r + 4));
+		disk_le32_put(rec + 4, get32(r + 8));
 		out_put(&of, rec, IFV_FILE_REC);
+		/* the name: a block's first whole, the others after what they
+		 * share with the name before */
+		if ((fi - first) % IFV_BLOCK == 0) {
+			disk_le64_put(w, npos);
+			out_put(&ob, w, 8);
+			blk++;
+		} else {
+			shared = ifv_lcp((const char *)prev.p, name);
+		}
+		hdr[0] = (unsigned char)shared;
+		hdr[1] = (unsigned char)(len - FR_HDR - 1 - shared);
+		out_put(&on, hdr, 2);
+		out_put(&on, name + shared, hdr[1]);
+		npos += 2u + hdr[1];
 		fi++;
 		err = fs__if_prev_keep(&prev, name, len - FR_HDR);
 	}
 	if (err == 0 && got < 0)
 		err = got;
 	if (err == 0 && ci != UINT32_MAX)
-		class_rec(&oc, cur_off, first, fi - first, cmtime);
-	if (err == 0 && (fi != p->nfiles || (ci == UINT32_MAX ? 0 : ci + 1) != p->nclasses))
+		class_rec(&oc, cur_off, first, fi - first, cmtime, cblk);
+	if (err == 0 && (fi != p->nfiles || (ci == UINT32_MAX ? 0 : ci + 1) != p->nclasses ||
+			 blk != p->nblocks || npos != p->names_len))
 		err = -EIO; /* not what if_count_files read */
 	fs_sort_iter_close(it);
 	fs_sort_iter_close(cit);
 	free(prev.p);
 	err = out_close(&oc, err);
 	err = out_close(&of, err);
+	err = out_close(&ob, err);
+	err = out_close(&on, err);
 	return out_close(&ocn, err);
 }
 
@@ -487,6 +694,8 @@ static int ifv_seal(struct ifv_sink *k, const struct if_pass *p, const struct if
 	disk_le64_put(b + 56, m->no_class);
 	disk_le64_put(b + 64, m->dup);
 	disk_le32_put(b + 72, m->class_from);
+	disk_le32_put(b + 76, l->nblocks);
+	disk_le64_put(b + 80, l->names_len);
 	out_open(&o, k, 0);
 	out_put(&o, b, IFV_HDR);
 	err = out_close(&o, 0);
@@ -505,7 +714,7 @@ static int ifv_seal(struct ifv_sink *k, const struct if_pass *p, const struct if
 }
 
 /* Write the blob of p (counted, laid out as l) to sink k. The padding
- * after the files and the counts is the sink's zeros (a new file, or a
+ * after the counts and the names is the sink's zeros (a new file, or a
  * zeroed buffer). */
 int fs__if_write(struct if_pass *p, const struct ifv_meta *m, const struct ifv_layout *l,
 		 struct ifv_sink *k)

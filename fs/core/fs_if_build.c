@@ -15,9 +15,8 @@
  * a class would get one name, the first in (shard, entry) order keeps it
  * and later ones become <key>~<shard>.<ext>, then <key>~<shard>~<entry>.<ext>;
  * a name still taken after that is left out and counted (if_dup_dropped).
- * The blob holds none of these names: each is made again from its image
- * member's name in the shard's index (fs_if_name), the kind of name (plain,
- * ~<shard>, ~<shard>~<entry>) being two bits of the file's record.
+ * The blob holds these names (front-coded, fs_if_blob.c), so a listing or
+ * a lookup reads no shard's index.
  * Everything is decided by the source's content, never by timing.
  *
  * Contract: fs__if_build runs under the imagefolder lock (fs_if_get), blocks while
@@ -88,7 +87,7 @@ static int item_cmp(const void *pa, size_t la, const void *pb, size_t lb)
 	return get32(a + 12) < get32(b + 12) ? -1 : get32(a + 12) > get32(b + 12);
 }
 
-/* Order of the files: class, name hash (a lookup's binary search), name,
+/* Order of the files: class, name (strcmp: a lookup's binary search),
  * then the items' order (so of equal names the first item's is kept, as a
  * stable sort by name would). */
 static int file_cmp(const void *pa, size_t la, const void *pb, size_t lb)
@@ -100,8 +99,6 @@ static int file_cmp(const void *pa, size_t la, const void *pb, size_t lb)
 	(void)lb;
 	if (get32(a) != get32(b))
 		return get32(a) < get32(b) ? -1 : 1;
-	if (get32(a + 40) != get32(b + 40))
-		return get32(a + 40) < get32(b + 40) ? -1 : 1;
 	c = strcmp((const char *)a + FR_HDR, (const char *)b + FR_HDR);
 	if (c)
 		return c;
@@ -330,11 +327,8 @@ static int file_put(struct if_pass *p, const unsigned char *r, const struct if_p
 	if (dup)
 		dir = fs_shard(p->fs, shard)->dirname;
 	kind = !dir[0] ? IFV_NAME_PLAIN : same_shard ? IFV_NAME_ENTRY : IFV_NAME_DIR;
-	if (get32(r + 20) > IFV_ENTRY_MASK)
-		return -EOVERFLOW; /* entries are below 2^30 (the kind above, in the blob) */
 	if (prev_grow(buf, FR_HDR + SHARDIDX_NAME_MAX + 1) < 0)
 		return -ENOMEM;
-	/* the name as the view makes it again from the member's (fs_if_file_name) */
 	snprintf(member, sizeof(member), "%s.%s", key, ext);
 	n = fs_if_name(member, kind, dir, entry, (char *)buf->p + FR_HDR, SHARDIDX_NAME_MAX + 1);
 	if (n < 0) {
@@ -350,8 +344,8 @@ static int file_put(struct if_pass *p, const unsigned char *r, const struct if_p
 	put64(buf->p + 16, seq);
 	put64(buf->p + 24, get64(r + 24));
 	put64(buf->p + 32, get64(r + 32));
-	put32(buf->p + 40, fs_if_hash((const char *)buf->p + FR_HDR, (size_t)n));
-	put32(buf->p + 44, get32(r + 20) | kind << IFV_KIND_SHIFT);
+	put32(buf->p + 40, 0);
+	put32(buf->p + 44, get32(r + 20));
 	return fs_sort_add(p->files, buf->p, FR_HDR + (size_t)n + 1);
 }
 
@@ -422,21 +416,25 @@ static int if_make_files(struct if_pass *p, struct fs_sort *items)
 }
 
 /* Read the files in order once to count what the blob holds: files (not
- * the second of a name), their names' bytes. */
+ * the second of a name), their names' bytes front-coded and their blocks
+ * (as ifv_write_files writes them). */
 static int if_count_files(struct if_pass *p)
 {
 	struct if_prev prev = {0};
 	struct fs_sort_iter *it;
 	const void *v;
 	size_t len;
+	uint32_t j = 0; /* the file's place in its class */
 	int err = fs_sort_iter_open(p->files, &it), got = 0;
 
 	while (err == 0 && (got = fs_sort_next(it, &v, &len)) > 0) {
 		const unsigned char *r = v;
+		const char *name = (const char *)r + FR_HDR;
 		int64_t mtime = (int64_t)get64(r + 32);
 
-		if (prev.set && get32(prev.p) == get32(r) &&
-		    strcmp((const char *)prev.p + FR_HDR, (const char *)r + FR_HDR) == 0) {
+		if (!prev.set || get32(prev.p) != get32(r))
+			j = 0;
+		else if (strcmp((const char *)prev.p + FR_HDR, name) == 0) {
 			p->dup++;
 			continue;
 		}
@@ -445,6 +443,10 @@ static int if_count_files(struct if_pass *p)
 		else if (p->nfiles == UINT32_MAX)
 			err = -EOVERFLOW;
 		p->nfiles++;
+		p->names_len +=
+		    ifv_name_bytes(j % IFV_BLOCK ? (const char *)prev.p + FR_HDR : NULL, name);
+		p->nblocks += j % IFV_BLOCK == 0;
+		j++;
 		if (err == 0)
 			err = fs__if_prev_keep(&prev, r, len);
 	}

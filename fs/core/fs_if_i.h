@@ -40,18 +40,20 @@
  * immutable afterwards, so readers take no lock. Files are the members themselves:
  * a file (shard, entry) is read and stat'ed like FS_K_MEMBER(shard, entry). */
 struct fs_ifview {
-	/* The view's blob (fs_if_blob.c: header, class and file records,
-	 * the shards' entry counts, the class names), mapped from the cache
-	 * directory (map) or, when it could not be saved or mapped, in the
-	 * heap (heap). A file's name is not in it: the file refers to its
-	 * image member in the shard's index, and its name is made of that
-	 * member's (fs_if_file_name). */
+	/* The view's blob (fs_if_blob.c: header, class and file records, the
+	 * name blocks, the shards' entry counts, the files' names front-coded,
+	 * the class names), mapped from the cache directory (map) or, when it
+	 * could not be saved or mapped, in the heap (heap). A file's name is
+	 * in it (a listing or lookup needs no shard's index); its attributes
+	 * are its image member's, in the shard's index. */
 	const unsigned char *classes; /* nclasses records, sorted by name */
-	const unsigned char *files;   /* nfiles records, sorted by name hash within a class */
+	const unsigned char *files;   /* nfiles records, sorted by name within a class */
+	const unsigned char *blocks;  /* nblocks u64: where each block of names starts */
 	const unsigned char *counts;  /* nshards u32: entries of each shard's index */
-	const char *strtab;	      /* NUL-terminated names */
-	uint64_t strtab_len;
-	uint32_t nclasses, nfiles, nshards;
+	const unsigned char *names;   /* the files' names, front-coded (names_len bytes) */
+	const char *strtab;	      /* NUL-terminated class names */
+	uint64_t strtab_len, names_len;
+	uint32_t nclasses, nfiles, nshards, nblocks;
 	uint64_t fp; /* its fingerprint: the name of its blob */
 	struct cachetier_meta *map;
 	void *heap;
@@ -61,21 +63,22 @@ struct fs_ifview {
  * member mtime in it. */
 const char *fs_if_class(const struct fs_ifview *v, uint32_t c, uint32_t *first, uint32_t *n,
 			int64_t *mtime);
-/* File i of the view: its name hash, its image member (shard, entry: the
- * member it is named after), its name's kind (IFV_NAME_*). */
-uint32_t fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *hash, uint32_t *shard,
-		    uint32_t *entry);
+/* File i of the view: its image (shard, canonical entry: the inode's). */
+void fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *shard, uint32_t *entry);
+/* The name of file first + j of class c (first its first file) into buf
+ * (SHARDIDX_NAME_MAX + 1 bytes, NUL-terminated): its length, and in *next
+ * where the name after it starts (for fs_if_name_next). -EBADMSG: a read
+ * out of the bounds load validated (a blob whose file changed since). */
+int fs_if_name_at(const struct fs_ifview *v, uint32_t c, uint32_t j, char *buf, uint64_t *next);
+/* The name after the one in buf (len bytes; *pos: where it starts, from
+ * fs_if_name_at or this) into buf: its length, *pos moved on; -EBADMSG. */
+int fs_if_name_next(const struct fs_ifview *v, uint64_t *pos, char *buf, int len);
 /* A file's name from its image member's name (<key>.<ext>: the name up to
  * its first '.' and from its last one), of kind IFV_NAME_* (dir: the
  * shard's directory name, canon: the image's canonical entry) into buf
- * (size bytes): its length, or -ENAMETOOLONG. Its hash orders the files
- * of a class. */
+ * (size bytes): its length, or -ENAMETOOLONG. The build names files so. */
 int fs_if_name(const char *member, uint32_t kind, const char *dir, uint32_t canon, char *buf,
 	       size_t size);
-static inline uint32_t fs_if_hash(const char *name, size_t len)
-{
-	return disk_fnv32_update(DISK_FNV32_INIT, name, len);
-}
 /* The view, built on first call (blocking: indexes every shard; built
  * again, at most IF_STALE_BUILDS times in all, when a .cls member disproves
  * a shard's sidecar index, once the shard is replaced). 0, or the build's
@@ -89,17 +92,12 @@ void fs_if_clear(struct fs *fs);
 void fs_if_reset(struct fs *fs);
 /* Class named name[0..len), or -ENOENT. */
 int64_t fs_if_class_lookup(const struct fs_ifview *v, const char *name, size_t len);
-/* File of class c named name[0..len): its index in v->files, or -ENOENT;
- * the image's inode fields (shard, canonical entry). Decodes names of the
- * shards' indexes (loads them): may block; a view that does not match an
- * index is retired (-ESTALE). */
-int64_t fs_if_file_lookup(struct fs *fs, const struct fs_ifview *v, uint32_t c, const char *name,
-			  size_t len, uint32_t *shard, uint32_t *canon);
-/* File i's name into buf (SHARDIDX_NAME_MAX + 1 bytes) and its image's
- * inode fields: 0, or -ESTALE (the view does not match the shard's index:
- * retired), or fs_shard_index's error. */
-int fs_if_file_name(struct fs *fs, const struct fs_ifview *v, uint32_t i, char *buf,
-		    uint32_t *shard, uint32_t *canon);
+/* File of class c named name[0..len): its index in v->files and its image
+ * (shard, canonical entry), or -ENOENT; -EBADMSG as fs_if_name_at. A
+ * binary search over the class's block heads, then a scan of one block:
+ * no shard's index is read. */
+int64_t fs_if_file_lookup(const struct fs_ifview *v, uint32_t c, const char *name, size_t len,
+			  uint32_t *shard, uint32_t *canon);
 
 /* One sample found while indexing: key, ext and cls point into the
  * item's own copies of the names (an index decodes a name into its
@@ -140,7 +138,7 @@ struct if_item {
 	    * class\0 key\0 ext\0 (the class is "" with --class-from cls) */
 #define FR_HDR                                                                                     \
 	48	 /* files: u32 class, shard, entry, mode, u64 seq (item order), size, i64 mtime,   \
-		  * u32 hash, u32 img | kind << IFV_KIND_SHIFT; then name\0 */
+		  * u32 0, u32 img; then name\0 */
 #define CR_HDR 8 /* classes: i64 mtime; then name\0 */
 
 static inline uint32_t get32(const unsigned char *p)
@@ -181,19 +179,37 @@ struct cls_map {
 
 /* ---- the blob (the format: fs_if_blob.c) ---- */
 #define IFV_MAGIC     "SHIFVIEW"
-#define IFV_VERSION   2u
-#define IFV_HDR	      80u
-#define IFV_CLASS_REC 24u
-#define IFV_FILE_REC  12u
-/* A file record's entry: the member's index below 2^30, the name's kind
- * in the top two bits (where two samples of a class want one name, the
- * first keeps it and the later are renamed: fs_if_build.c) */
-#define IFV_KIND_SHIFT 30
-#define IFV_ENTRY_MASK 0x3fffffffu
+#define IFV_VERSION   3u
+#define IFV_HDR	      96u
+#define IFV_CLASS_REC 32u
+#define IFV_FILE_REC  8u
+#define IFV_BLOCK     16u /* names in a front-coded block (the first stored whole) */
+/* How a file's name is made (fs_if_name): where two samples of a class
+ * want one name, the first keeps it and the later are renamed
+ * (fs_if_build.c) */
 #define IFV_NAME_PLAIN 0u /* <key>.<ext> */
 #define IFV_NAME_DIR   1u /* <key>~<dir>.<ext> */
 #define IFV_NAME_ENTRY 2u /* <key>~<dir>~<canonical entry>.<ext> */
 #define IFV_PRIME      0x100000001b3ull
+
+/* Bytes name b shares at its start with name a (both NUL-terminated), at
+ * most 255 (a u8 in the blob). */
+static inline unsigned ifv_lcp(const char *a, const char *b)
+{
+	unsigned n = 0;
+
+	while (n < 255 && a[n] && a[n] == b[n])
+		n++;
+	return n;
+}
+
+/* Bytes of the name's entry in the blob's names: u8 shared, u8 length of
+ * the rest, the rest; prev: the name before it in its block, or NULL (a
+ * block's first, stored whole). */
+static inline uint64_t ifv_name_bytes(const char *prev, const char *name)
+{
+	return 2 + strlen(name) - (prev ? ifv_lcp(prev, name) : 0);
+}
 
 struct ifv_meta {
 	uint64_t fp, no_image, no_class, dup;
@@ -212,6 +228,8 @@ struct if_pass {
 	struct fs_sort *classes; /* the class spool */
 	uint32_t nclasses, nfiles;
 	uint64_t cnames_len; /* the class names' bytes, NULs included */
+	uint64_t names_len;  /* the files' names, front-coded (ifv_name_bytes) */
+	uint32_t nblocks;    /* their blocks (IFV_BLOCK names, in a class) */
 	uint64_t dup;	     /* files left out: their name was taken */
 	int width;	     /* --class-from cls: digits of the class names */
 	uint64_t next_cls;   /* --class-gaps empty: the next .cls value without a class yet */
@@ -227,7 +245,8 @@ struct if_prev {
 
 /* Where the blob's sections start (the layout: fs_if_blob.c). */
 struct ifv_layout {
-	uint64_t classes, files, counts, strtab, strtab_len, len;
+	uint64_t classes, files, blocks, counts, names, names_len, strtab, strtab_len, len;
+	uint32_t nblocks;
 };
 
 /* Where the blob goes: a blob of the cache tier written in pieces, or the

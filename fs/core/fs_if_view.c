@@ -8,17 +8,18 @@
  * then immutable and published with release semantics; readers take no
  * lock. A refresh retires it (fs_if_reset): it stays valid until unmount
  * for readers that hold it. Lookups are binary searches over the blob's
- * records (a class by name, a file by its name's hash), listings walk
- * them, no name is copied to the heap. A file's name and attributes are
+ * records (a class by name, a file by the heads of its class's blocks of
+ * names, then one block), listings walk them, no name is copied to the
+ * heap. Names and inodes are the view's: a listing or a lookup reads no
+ * shard's index, and a listing without attributes (find) makes no getattr
+ * of its files (list_type_only: fs_op_readdir). A file's attributes are
  * its image member's, read from the shard's index (mapped in place,
- * fs_shard.c): the view only refers to the member. Each use checks that
- * reference against the index (its entry count, the hash of the name),
- * and a view that does not match is retired and built again. Whether the
- * index's (and the view's) file changed in place is asked once, after the
- * reads an answer is made of (if_index, view_peek): a lookup asks about
- * the index and the view, a getattr about the index, a listed name leaves
- * it to the getattr that follows it; as many inotify reads as the view
- * version 1, which had the names and attributes in its blob, made.
+ * fs_shard.c) by its getattr, which checks that the index has the entry
+ * count the view was built from; a view that does not match is retired
+ * and built again. Whether the index's (and the view's) file changed in
+ * place is asked once, after the reads an answer is made of (if_index,
+ * view_peek): a lookup and a listing ask about the view, a getattr about
+ * the index.
  *
  * Contract: any FUSE thread; the first use blocks while the view is built.
  * Non-goals: writes; a class inode that keeps its meaning across a refresh
@@ -38,10 +39,7 @@ struct fs_imagefolder {
 	    lock; /* DISK_LOCK_IMAGEFOLDER: serialises building (fs_if_get) and fs_if_reset */
 	struct fs_ifview *_Atomic ifv; /* built on first use, then immutable */
 	struct fs_ifview *retired;     /* views a refresh replaced; freed at unmount */
-	uint64_t serial;	       /* this mount's, for if_stash: 1, 2, ... in the process */
 };
-
-static _Atomic uint64_t if_serials;
 
 int fs_if_new(struct fs_imagefolder **out)
 {
@@ -51,7 +49,6 @@ int fs_if_new(struct fs_imagefolder **out)
 	if (!f)
 		return -ENOMEM;
 	disk_mutex_init(&f->lock, DISK_LOCK_IMAGEFOLDER);
-	f->serial = atomic_fetch_add(&if_serials, 1) + 1;
 	return 0;
 }
 
@@ -180,7 +177,7 @@ int fs_if_get(struct fs *fs, const struct fs_ifview **v)
  * the one after the read is what makes the answer right), so a file's
  * lookup checks the view once, as a getattr does. Its reads stay inside
  * the mapping: they are bounded by the counts load validated, which are in
- * the heap (fs_if_file_lookup, file_name). */
+ * the heap (fs_if_file_lookup, fs_if_name_at). */
 static int view_peek(struct fs *fs, const struct fs_ifview **v)
 {
 	*v = atomic_load_explicit(&fs->imagefolder->ifv, memory_order_acquire);
@@ -274,7 +271,7 @@ static int view_mismatch(struct fs *fs, const struct fs_ifview *v, uint32_t shar
  * (fs_shard_index_unchanged): a loaded index is taken as it is, without
  * fs_shard_index's check before it is handed out (each check is a read of
  * the cache's inotify descriptor under its lock, the largest cost of a
- * lookup here). That is safe: a changed mapping reads the guard's zeros or
+ * getattr here). That is safe: a changed mapping reads the guard's zeros or
  * stale bytes, never past its end (every decode is bounded by the sizes
  * the load validated, which live in the heap), and the check after the
  * read turns any answer taken from it into ESTALE. An index not loaded
@@ -289,82 +286,11 @@ static int if_index(struct fs *fs, uint32_t shard, struct shardidx **ix)
 	return fs_shard_index(fs, shard, ix, NULL);
 }
 
-/* The shard whose index a listing's last name came from, not yet checked
- * (UINT32_MAX: none): the check after that name's read is left to the
- * getattr that fs_op_readdir makes of the same file right after (its own
- * check of the same shard covers both reads), else to the listing's next
- * name or its list_check. Per thread: a listing's names and attributes
- * are read on the thread of its request. */
-static _Thread_local uint32_t ifclass_list_pending = UINT32_MAX;
-
-/* The attributes of the member the last file a lookup or listing named is
- * (a regular member, not a hard link), for the getattr that fs_op_lookup
- * and fs_op_readdir make of it right after on the same thread: its entry
- * is decoded once, not twice. Keyed by the mount (its serial: another
- * mount in the process never meets it), shard and entry, which name one
- * immutable entry for the mount's life (a shard's index is set once; a
- * replaced shard takes a new number), so whichever getattr meets it
- * gets what decoding would give; each getattr of a file drops it. */
-static _Thread_local struct {
-	uint64_t serial; /* 0: none */
-	uint32_t shard, entry, mode;
-	uint64_t size;
-	int64_t mtime;
-} if_stash;
-
-/* File i's name and image as fs_if_file_name says, without the check of
- * the shard's index after the read when check is 0 (the caller checks). */
-static int file_name(struct fs *fs, const struct fs_ifview *v, uint32_t i, char *buf,
-		     uint32_t *shard, uint32_t *canon, int check)
-{
-	struct shardidx *ix;
-	struct shardidx_entry e;
-	uint32_t hash, entry, kind;
-	int err, n;
-
-	/* load validated every record; one read from a view whose file
-	 * changed since (before its check: view_peek) may not be */
-	if (i >= v->nfiles)
-		return view_bad(fs, v);
-	kind = fs_if_file(v, i, &hash, shard, &entry);
-	if (*shard >= v->nshards)
-		return view_bad(fs, v);
-	err = if_index(fs, *shard, &ix);
-	if (err < 0)
-		return index_stale(fs, err);
-	if (shardidx_count(ix) != disk_le32_get(v->counts + (size_t)*shard * 4) ||
-	    shardidx_entry_get(ix, entry, &e) < 0)
-		return view_mismatch(fs, v, *shard);
-	n = fs_if_name(e.name, kind, fs_shard(fs, *shard)->dirname, e.canon, buf,
-		       SHARDIDX_NAME_MAX + 1);
-	if (n < 0 || fs_if_hash(buf, (size_t)n) != hash)
-		return view_mismatch(fs, v, *shard);
-	*canon = e.canon;
-	if_stash.serial = 0;
-	if (e.type == SHARDIDX_REG && e.canon == entry) {
-		if_stash.shard = *shard;
-		if_stash.entry = entry;
-		if_stash.mode = e.mode;
-		if_stash.size = e.size;
-		if_stash.mtime = e.mtime;
-		if_stash.serial = fs->imagefolder->serial;
-	}
-	return check ? index_stale(fs, fs_shard_index_unchanged(fs, *shard)) : 0;
-}
-
-int fs_if_file_name(struct fs *fs, const struct fs_ifview *v, uint32_t i, char *buf,
-		    uint32_t *shard, uint32_t *canon)
-{
-	return file_name(fs, v, i, buf, shard, canon, 1);
-}
-
-/* What the binary searches over the blob's records seek (disk_bsearch):
- * a class name, or a file name's hash. */
+/* What the binary search over the classes seeks (disk_bsearch). */
 struct ifv_key {
 	const struct fs_ifview *v;
 	const char *name;
 	size_t len;
-	uint32_t hash;
 };
 
 static int ifv_class_cmp(const void *ctx, size_t i)
@@ -375,14 +301,6 @@ static int ifv_class_cmp(const void *ctx, size_t i)
 			   k->len);
 }
 
-static int ifv_hash_cmp(const void *ctx, size_t i)
-{
-	const struct ifv_key *k = ctx;
-	uint32_t h = disk_le32_get(k->v->files + i * IFV_FILE_REC);
-
-	return h < k->hash ? -1 : h > k->hash;
-}
-
 int64_t fs_if_class_lookup(const struct fs_ifview *v, const char *name, size_t len)
 {
 	struct ifv_key k = {.v = v, .name = name, .len = len};
@@ -390,32 +308,6 @@ int64_t fs_if_class_lookup(const struct fs_ifview *v, const char *name, size_t l
 	size_t i = disk_bsearch(0, v->nclasses, ifv_class_cmp, &k, &found);
 
 	return found ? (int64_t)i : -ENOENT;
-}
-
-int64_t fs_if_file_lookup(struct fs *fs, const struct fs_ifview *v, uint32_t c, const char *name,
-			  size_t len, uint32_t *shard, uint32_t *canon)
-{
-	struct ifv_key k = {.v = v, .hash = fs_if_hash(name, len)};
-	char buf[SHARDIDX_NAME_MAX + 1];
-	uint32_t first, n;
-	size_t i;
-
-	if (c >= v->nclasses || len > SHARDIDX_NAME_MAX)
-		return -ENOENT;
-	fs_if_class(v, c, &first, &n, NULL);
-	if (first > v->nfiles || n > v->nfiles - first)
-		return view_bad(fs, v);
-	/* the files of that hash, then their names (one, but for collisions) */
-	for (i = disk_bsearch(first, first + n, ifv_hash_cmp, &k, NULL);
-	     i < first + n && disk_le32_get(v->files + i * IFV_FILE_REC) == k.hash; i++) {
-		int err = fs_if_file_name(fs, v, (uint32_t)i, buf, shard, canon);
-
-		if (err < 0)
-			return err;
-		if (strlen(buf) == len && memcmp(buf, name, len) == 0)
-			return (int64_t)i;
-	}
-	return -ENOENT;
 }
 
 /* ---- the view's operations (fs_view.h) ------------------------------------
@@ -503,15 +395,31 @@ static int ifclass_lookup(struct fs *fs, uint64_t parent, const char *name, size
 
 	if (err < 0)
 		return err;
-	idx = fs_if_file_lookup(fs, v, fs_ino_a(parent), name, len, &shard, &entry);
-	if (idx < 0 && idx != -ENOENT)
-		return (int)idx;
+	/* the name is the view's: no shard's index is read (the getattr that
+	 * fs_op_lookup makes next reads the member's attributes) */
+	idx = fs_if_file_lookup(v, fs_ino_a(parent), name, len, &shard, &entry);
+	if (idx == -EBADMSG)
+		return view_bad(fs, v);
 	*ino = idx < 0 ? 0 : fs_ino(FS_K_IFFILE, shard, entry);
 	return view_unchanged(fs, v);
 }
 
-/* A listing's first error decoding a name (fs_if_file_name), for
- * list_check: list_entry and list_check run on the thread of the request. */
+/* A listing's place in the view's names, per thread (list_entry runs on
+ * the thread of its request): the next name of a listing that asks for
+ * its entries in order is decoded from the one before, in place in its
+ * namebuf, instead of from its block's first name. */
+static _Thread_local struct {
+	const struct fs_ifview *v;
+	const char *buf; /* the listing's namebuf, holding name i - 1 */
+	uint32_t c, i;	 /* class, the next name's place in it */
+	uint64_t pos;	 /* where that name starts */
+	int len;	 /* the length of name i - 1 */
+} ifclass_cur;
+
+/* A listing's first error decoding a name or in the getattr fs_op_readdir
+ * makes of a listed file (which leaves out a file it cannot stat), for
+ * list_check: list_entry, those getattrs and list_check run on the thread
+ * of the request. */
 static _Thread_local int ifclass_list_err;
 
 static int ifclass_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
@@ -521,7 +429,7 @@ static int ifclass_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
 
 	(void)ino;
 	ifclass_list_err = 0;
-	ifclass_list_pending = UINT32_MAX;
+	ifclass_cur.v = NULL;
 	if (err < 0)
 		return err;
 	if (l->a >= v->nclasses)
@@ -532,41 +440,45 @@ static int ifclass_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
 	return 0;
 }
 
-/* The check ifclass_list_pending leaves to later: 0, or -ESTALE. */
-static int list_pending_check(struct fs *fs)
-{
-	uint32_t shard = ifclass_list_pending;
-
-	ifclass_list_pending = UINT32_MAX;
-	return shard == UINT32_MAX ? 0 : index_stale(fs, fs_shard_index_unchanged(fs, shard));
-}
-
+/* Names and inodes from the view alone: no shard's index is read (its
+ * attributes, where the listing gives them, are the getattr's). */
 static const char *ifclass_list_entry(const struct fs_listing *l, uint32_t i, uint64_t *ino)
 {
+	const struct fs_ifview *v = l->p;
 	uint32_t shard, entry;
-	int err = list_pending_check(l->fs);
+	int len;
 
-	if (err == 0)
-		err = file_name(l->fs, l->p, l->first + i, l->namebuf, &shard, &entry, 0);
-	if (err < 0) {
-		ifclass_list_err = err; /* the listing ends here, and says why */
+	if (ifclass_cur.v == v && ifclass_cur.buf == l->namebuf && ifclass_cur.c == l->a &&
+	    ifclass_cur.i == i && i % IFV_BLOCK != 0)
+		len = fs_if_name_next(v, &ifclass_cur.pos, l->namebuf, ifclass_cur.len);
+	else
+		len = fs_if_name_at(v, l->a, i, l->namebuf, &ifclass_cur.pos);
+	/* load validated every record; one read from a view whose file
+	 * changed since (before its check: list_check) may not be */
+	if (len < 0 || l->first + i >= v->nfiles) {
+		ifclass_cur.v = NULL;
+		ifclass_list_err = view_bad(l->fs, v); /* the listing ends here, and says why */
 		return NULL;
 	}
-	ifclass_list_pending = shard;
+	ifclass_cur.v = v;
+	ifclass_cur.buf = l->namebuf;
+	ifclass_cur.c = l->a;
+	ifclass_cur.i = i + 1;
+	ifclass_cur.len = len;
+	fs_if_file(v, l->first + i, &shard, &entry);
 	*ino = fs_ino(FS_K_IFFILE, shard, entry);
 	return l->namebuf;
 }
 
 /* A listing that ended at a name it could not decode fails with why (never
- * a short listing that looks whole); so does one whose last name's index,
- * or the view, changed while it was read. */
+ * a short listing that looks whole); so does one whose view changed while
+ * it was read. */
 static int ifclass_list_check(const struct fs_listing *l)
 {
-	int err = ifclass_list_err, perr = list_pending_check(l->fs);
+	int err = ifclass_list_err;
 
 	ifclass_list_err = 0;
-	if (err == 0)
-		err = perr;
+	ifclass_cur.v = NULL;
 	return err ? err : view_unchanged(l->fs, l->p);
 }
 
@@ -581,12 +493,15 @@ static const struct fs_view fs_view_ifclass = {
 
 /* The member's attributes (its shard's index), with the file's own inode
  * and nlink 1: fs_member_getattr's answer for a file, with one check of
- * the index, after the read (if_index), or after the read of the lookup or
- * listing that named the file just before (if_stash). That check also
- * covers the name a listing just read from the same shard
- * (ifclass_list_pending). */
+ * the index, after the read (if_index); an index whose file changed
+ * replaces its shard now (index_stale: nothing else in this layout reads
+ * it, not even a lookup). The shard's index must have the
+ * entry count the published view was built from (else the view refers to
+ * other members: it is retired, rejected, built again). */
 static int iffile_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 {
+	const struct fs_ifview *v =
+	    atomic_load_explicit(&fs->imagefolder->ifv, memory_order_acquire);
 	uint32_t shard = fs_ino_a(ino), idx = fs_ino_b(ino);
 	struct shardidx *ix;
 	struct shardidx_entry e;
@@ -596,24 +511,25 @@ static int iffile_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 		return -ENOENT;
 	err = if_index(fs, shard, &ix);
 	if (err < 0)
+		err = index_stale(fs, err);
+	else if (v && shard < v->nshards &&
+		 shardidx_count(ix) != disk_le32_get(v->counts + (size_t)shard * 4))
+		err = view_mismatch(fs, v, shard);
+	if (err < 0) {
+		if (ifclass_list_err == 0)
+			ifclass_list_err = err;
 		return err;
-	if (if_stash.serial == fs->imagefolder->serial && if_stash.shard == shard &&
-	    if_stash.entry == idx) {
-		found = 1;
-		fs_attr_file(fs, st, ino, S_IFREG | (if_stash.mode & 07777), if_stash.size,
-			     if_stash.mtime);
-	} else {
-		found = shardidx_entry_get(ix, idx, &e) == 0 &&
-			(e.canon == idx || shardidx_entry_get(ix, e.canon, &e) == 0) &&
-			e.type == SHARDIDX_REG;
-		if (found)
-			fs_attr_file(fs, st, ino, S_IFREG | (e.mode & 07777), e.size, e.mtime);
 	}
-	if_stash.serial = 0;
+	found = shardidx_entry_get(ix, idx, &e) == 0 &&
+		(e.canon == idx || shardidx_entry_get(ix, e.canon, &e) == 0) &&
+		e.type == SHARDIDX_REG;
+	if (found)
+		fs_attr_file(fs, st, ino, S_IFREG | (e.mode & 07777), e.size, e.mtime);
 	err = fs_shard_index_unchanged(fs, shard);
-	if (err == 0 && ifclass_list_pending == shard)
-		ifclass_list_pending = UINT32_MAX;
-	return err < 0 ? err : found ? 0 : -ENOENT;
+	err = err < 0 ? index_stale(fs, err) : found ? 0 : -ENOENT;
+	if (err < 0 && ifclass_list_err == 0)
+		ifclass_list_err = err; /* a listing's (list_check): never one short of it */
+	return err;
 }
 
 static uint64_t iffile_member_of(uint64_t ino)
@@ -629,6 +545,7 @@ static const struct fs_view fs_view_iffile = {
     .describe = fs_member_describe,
     .mark_stale = fs_member_mark_stale,
     .member_of = iffile_member_of,
+    .list_type_only = 1,
 };
 
 /* ---- the layout (fs_view.h) ----------------------------------------------- */

@@ -376,10 +376,20 @@ int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, vo
 		name = v->list_entry(&l, (uint32_t)(pos - 2), &eino);
 		if (!name)
 			break;
-		/* a brace pattern's name that list_prepare could not learn (the
-		 * store is down): its name only, a lookup asks again */
-		aerr = fs_ino_unlearned(fs, eino) ? -EAGAIN : entry_of(fs, eino, &e);
-		if ((aerr == -ESTALE && l.stale_names) || aerr == -EAGAIN) {
+		if (!attrs && fs_view_of(fs, eino)->list_type_only) {
+			/* its name and type, no getattr (find of an imagefolder view) */
+			memset(&e, 0, sizeof(e));
+			e.attr.st_ino = eino;
+			e.attr.st_mode = S_IFREG;
+			aerr = 1;
+		} else {
+			/* a brace pattern's name that list_prepare could not learn
+			 * (the store is down): its name only, a lookup asks again */
+			aerr = fs_ino_unlearned(fs, eino) ? -EAGAIN : entry_of(fs, eino, &e);
+		}
+		if (aerr == 1) {
+			/* listed as it is */
+		} else if ((aerr == -ESTALE && l.stale_names) || aerr == -EAGAIN) {
 			/* a file that changed and was not looked up since: list its
 			 * name without attributes (ino 0: the kernel makes no entry),
 			 * so a lookup gets the new version */

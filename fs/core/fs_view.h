@@ -49,6 +49,9 @@ struct fs_view {
 	const char *name;   /* for reading the code and the log, e.g. "member" */
 	int volatile_attrs; /* attributes change all the time (control files):
 			     * timeouts 0, and a read's failure is no data's */
+	int list_type_only; /* a regular file whose directory's listing, when it
+			     * gives no attributes, gives its name and type without
+			     * asking its getattr (the name's view vouches for it) */
 	/* Attributes (required). */
 	int (*getattr)(struct fs *fs, uint64_t ino, struct stat *st);
 	/* name[0..len) (NUL-terminated too) in directory parent: 0 with *ino

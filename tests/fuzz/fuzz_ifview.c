@@ -1,7 +1,7 @@
 /*
  * fuzz_ifview.c — libFuzzer harness for fs__if_open (fs/core/fs_if_blob.c),
  * the validation of a saved imagefolder view (a cache file that may be
- * corrupt), version 2.
+ * corrupt), version 3.
  *
  * Each input is opened twice: as it is (the checksum must reject nearly
  * every mutation), and with its length padded to 8 and its checksum fixed
@@ -12,9 +12,12 @@
  * lookups (fs_if_view.c) rely on without checking again: every class name
  * inside the names and NUL-terminated, classes sorted and contiguous over
  * the files, every file's shard below the shard count and its entry below
- * that shard's count, every kind of name known, the hashes in order within
- * a class. fs_if_blob.c is included whole (its checksum is static); what
- * it calls to write a view is never reached here.
+ * that shard's count, every file's name decodable (fs_if_name_at from its
+ * block's head, and fs_if_name_next from the one before: the same bytes),
+ * not empty, without '/', ascending strictly within its class, and found
+ * again by fs_if_file_lookup (the same file). fs_if_blob.c is included
+ * whole (its checksum is static); what it calls to write a view is never
+ * reached here.
  */
 #include "fs_if_blob.c"
 #include "check.h"
@@ -65,31 +68,46 @@ int fs__if_prev_keep(struct if_prev *pv, const void *rec, size_t len)
 static void walk(const struct fs_ifview *v, const unsigned char *b, size_t len)
 {
 	const char *end = (const char *)b + len, *prev = NULL;
+	char name[SHARDIDX_NAME_MAX + 1], seq[SHARDIDX_NAME_MAX + 1], before[SHARDIDX_NAME_MAX + 1];
 	uint32_t next = 0;
 
 	ENSURE(v->strtab_len > 0 && v->strtab + v->strtab_len <= end &&
 	       v->strtab[v->strtab_len - 1] == '\0');
+	ENSURE(v->names + v->names_len <= b + len && v->blocks + 8 * (size_t)v->nblocks <= b + len);
 	for (uint32_t c = 0; c < v->nclasses; c++) {
 		uint32_t first, n;
 		int64_t mtime;
-		const char *name = fs_if_class(v, c, &first, &n, &mtime);
+		const char *cname = fs_if_class(v, c, &first, &n, &mtime);
+		uint64_t pos = 0;
+		int sl = 0;
 
-		ENSURE(name >= v->strtab && name < v->strtab + v->strtab_len);
+		ENSURE(cname >= v->strtab && cname < v->strtab + v->strtab_len);
 		ENSURE(first == next && n <= v->nfiles - first);
-		ENSURE(!prev || strcmp(prev, name) < 0);
-		for (uint32_t i = first; i < first + n; i++) {
-			uint32_t hash, shard, entry, kind = fs_if_file(v, i, &hash, &shard, &entry);
-			uint32_t h0, s0, e0;
+		ENSURE(!prev || strcmp(prev, cname) < 0);
+		for (uint32_t j = 0; j < n; j++) {
+			uint32_t shard, entry, s2, e2;
+			uint64_t after;
+			int nl = fs_if_name_at(v, c, j, name, &after);
 
-			ENSURE(kind <= IFV_NAME_ENTRY && shard < v->nshards);
+			fs_if_file(v, first + j, &shard, &entry);
+			ENSURE(shard < v->nshards);
 			ENSURE((const char *)v->counts + 4 * (size_t)(shard + 1) <= end);
 			ENSURE(entry < disk_le32_get(v->counts + 4 * (size_t)shard));
-			if (i > first) {
-				fs_if_file(v, i - 1, &h0, &s0, &e0);
-				ENSURE(h0 <= hash);
+			ENSURE(nl > 0 && (size_t)nl == strlen(name) && !strchr(name, '/'));
+			if (j == 0) {
+				memcpy(seq, name, (size_t)nl + 1);
+			} else {
+				ENSURE(fs_if_name_next(v, &pos, seq, sl) == nl);
+				ENSURE(strcmp(seq, name) == 0 && strcmp(before, name) < 0);
 			}
+			pos = after;
+			sl = nl;
+			memcpy(before, name, (size_t)nl + 1);
+			ENSURE(fs_if_file_lookup(v, c, name, (size_t)nl, &s2, &e2) ==
+			       (int64_t)(first + j));
+			ENSURE(s2 == shard && e2 == entry);
 		}
-		prev = name;
+		prev = cname;
 		next += n;
 	}
 	ENSURE(next == v->nfiles);

@@ -12,11 +12,16 @@ GROUP:
            stat two classes (each listing the old or the new one, each size an old or new
            one): the view is built again and lists exactly the new set; a remount maps that view; a shard removed while
            unmounted: the remount builds (and lists) the view of what is left.
-  damaged  the saved view truncated at many lengths, with a flipped byte (header, records,
-           names), of another version, and with a name offset, a shard number, a class start
-           or a shard's start changed with the checksum fixed: each is rejected
-           (imagefolder_view_rejected 1), the mount lists exactly the expected view and the
-           rebuilt blob is byte for byte the first one.
+  damaged  the saved view (version 3) truncated at many lengths and with a flipped byte in
+           every section (header, classes, files, blocks, counts, names, class names), of
+           version 2, and made inconsistent with the checksum fixed (a reserved field, a
+           class name offset, start or first block, the file and block counts, the names'
+           length, a shard, an entry, a count, a block's start, a block head that shares, a
+           name sharing more than the one before, a '/' or NUL in a name, names out of
+           order): each is rejected at load (imagefolder_view_rejected 1); a count larger
+           than its shard's index is found by the first stat of a file (rejected 1); the mount
+           then lists exactly the expected view and the rebuilt blob is byte for byte the
+           first one.
   clean    a shard rewritten in place 3 times, a remount after each: every remount builds and
            saves a new view and removes exactly the one before (imagefolder_view_removed 1),
            so exactly one view is left in the cache dir; a remount without a change removes
@@ -319,75 +324,96 @@ def resealed(b, off, fmt, value):
     return bytes(b)
 
 
+def pad8(n):
+    return (n + 7) // 8 * 8
+
+
 def view_sections(orig):
-    """Where the sections of a version 2 view start (fs_if_blob.c's layout)."""
+    """Where the sections of a version 3 view start (fs_if_blob.c's layout)."""
     nclasses, = struct.unpack_from('<I', orig, 12)
     nfiles, nshards = struct.unpack_from('<II', orig, 32)
     strtab_len, = struct.unpack_from('<Q', orig, 40)
-    sec = {'header': 0, 'classes': 80}
-    sec['files'] = sec['classes'] + 24 * nclasses
-    sec['counts'] = sec['files'] + (12 * nfiles + 7) // 8 * 8
-    sec['strtab'] = sec['counts'] + (4 * nshards + 7) // 8 * 8
-    assert sec['strtab'] + (strtab_len + 7) // 8 * 8 == len(orig), 'not the C layout'
-    return sec, nclasses, nfiles, nshards, strtab_len
+    nblocks, names_len = struct.unpack_from('<IQ', orig, 76)
+    sec = {'header': 0, 'classes': 96}
+    sec['files'] = sec['classes'] + 32 * nclasses
+    sec['blocks'] = sec['files'] + 8 * nfiles
+    sec['counts'] = sec['blocks'] + 8 * nblocks
+    sec['names'] = sec['counts'] + pad8(4 * nshards)
+    sec['strtab'] = sec['names'] + pad8(names_len)
+    assert sec['strtab'] + pad8(strtab_len) == len(orig), 'not the C layout'
+    return sec, nclasses, nfiles, nshards, strtab_len, nblocks
+
+
+def second_name(orig, sec):
+    """Offset of the second name's entry (u8 shared, u8 length, the rest) of the first
+    class with two files, and the first name (decoded)."""
+    p = sec['names']
+    n0 = orig[p + 1]
+    return p + 2 + n0, orig[p + 2:p + 2 + n0]
 
 
 def damaged_variants(orig):
     """(what, bytes, when): a view cut, flipped or made inconsistent in every section.
     when 'load': refused when it is opened; 'use': it checks out (checksum, counts,
-    offsets) but a file's reference does not match its shard's index, which the first
-    use of that file finds (the view is retired, its blob removed, and built again)."""
-    sec, nclasses, nfiles, nshards, strtab_len = view_sections(orig)
-    f, c, n = sec['files'], sec['classes'], sec['counts']
-    kinds = [struct.unpack_from('<I', orig, f + 12 * i + 8)[0] >> 30 for i in range(nfiles)]
-    assert 1 in kinds and 0 in kinds, 'the dataset has a renamed file'
+    offsets, names) but a file's shard index does not have the entries the view was built
+    from, which the first stat of a file of that shard finds (the view is retired, its blob
+    removed, and built again)."""
+    sec, nclasses, nfiles, nshards, strtab_len, nblocks = view_sections(orig)
+    f, c, n, bl, nm = sec['files'], sec['classes'], sec['counts'], sec['blocks'], sec['names']
+    first, cnt = struct.unpack_from('<II', orig, c + 8)
+    assert first == 0 and cnt >= 2 and nblocks >= 2, 'a class of two files, two blocks'
     ck_sum = ifv_sum(orig)
     assert ck_sum == struct.unpack_from('<Q', orig, 16)[0], 'ifv_sum of the test is not the C one'
     v = []
-    cuts = {0, 1, 8, 23, 24, 79, len(orig) // 2, len(orig) - 8, len(orig) - 1}
+    cuts = {0, 1, 8, 23, 24, 95, len(orig) // 2, len(orig) - 8, len(orig) - 1}
     for off in sec.values():
         cuts |= {off, off + 1, off + 7}
     for k in sorted(x for x in cuts if x < len(orig)):
         v.append(('truncated to %d' % k, orig[:k], 'load'))
-    flips = {0, 9, 12, 20, 30, 40, 48, 72, 76, len(orig) - 20}
+    flips = {0, 9, 12, 20, 30, 40, 48, 72, 76, 80, 88, len(orig) - 20}
     for off in sec.values():
         flips |= {off + 1, off + 5}
     for off in sorted(x for x in flips if x < len(orig)):
         b = bytearray(orig)
         b[off] ^= 0x10
         v.append(('byte %d flipped' % off, bytes(b), 'load'))
-    v.append(('version 1 (an older release) (checksum fixed)', resealed(orig, 8, '<I', 1),
+    v.append(('version 2 (the release before) (checksum fixed)', resealed(orig, 8, '<I', 2),
               'load'))
-    v.append(('a reserved field set (checksum fixed)', resealed(orig, 76, '<I', 1), 'load'))
+    v.append(('a reserved field set (checksum fixed)', resealed(orig, 88, '<Q', 1), 'load'))
+    v.append(('a class record\'s reserved field set (checksum fixed)',
+              resealed(orig, c + 28, '<I', 1), 'load'))
     v.append(('a class name past the names (checksum fixed)',
               resealed(orig, c, '<Q', strtab_len + 5), 'load'))
     v.append(('a class starting late (checksum fixed)', resealed(orig, c + 8, '<I', 1), 'load'))
+    v.append(('a class\'s first block wrong (checksum fixed)', resealed(orig, c + 24, '<I', 1),
+              'load'))
     v.append(('more files than there are (checksum fixed)', resealed(orig, 32, '<I',
                                                                      nfiles + 1), 'load'))
-    v.append(('a shard past the shards (checksum fixed)', resealed(orig, f + 4, '<I', nshards),
+    v.append(('one block more (checksum fixed)', resealed(orig, 76, '<I', nblocks + 1), 'load'))
+    v.append(('names 8 bytes longer (checksum fixed)',
+              resealed(orig, 80, '<Q', struct.unpack_from('<Q', orig, 80)[0] + 8), 'load'))
+    v.append(('a shard past the shards (checksum fixed)', resealed(orig, f, '<I', nshards),
               'load'))
-    shard, e0 = struct.unpack_from('<II', orig, f + 4)
+    shard, e0 = struct.unpack_from('<II', orig, f)
     count, = struct.unpack_from('<I', orig, n + 4 * shard)
     v.append(('an entry past its shard\'s count (checksum fixed)',
-              resealed(orig, f + 8, '<I', (e0 & 0xc0000000) | count), 'load'))
+              resealed(orig, f + 4, '<I', count), 'load'))
     v.append(('a count short of an entry (checksum fixed)',
               resealed(orig, n + 4 * shard, '<I', 0), 'load'))
-    v.append(('a kind of name that is none (checksum fixed)',
-              resealed(orig, f + 8, '<I', (e0 & 0x3fffffff) | 3 << 30), 'load'))
-    first, cnt = struct.unpack_from('<II', orig, c + 8)
-    assert cnt >= 2
-    h0 = struct.unpack_from('<I', orig, f + 12 * first)[0]
-    h1 = struct.unpack_from('<I', orig, f + 12 * (first + 1))[0]
-    v.append(('hashes out of order in a class (checksum fixed)',
-              resealed(resealed(orig, f + 12 * first, '<I', h1), f + 12 * (first + 1), '<I', h0)
-              if h0 != h1 else resealed(orig, f + 12 * first, '<I', h1 + 1), 'load'))
+    b1, = struct.unpack_from('<Q', orig, bl + 8)
+    v.append(('a block starting a byte late (checksum fixed)',
+              resealed(orig, bl + 8, '<Q', b1 + 1), 'load'))
+    v.append(('a block head that shares (checksum fixed)', resealed(orig, nm, '<B', 1), 'load'))
+    p2, name0 = second_name(orig, sec)
+    v.append(('a name sharing more than the name before has (checksum fixed)',
+              resealed(orig, p2, '<B', len(name0) + 1), 'load'))
+    v.append(('a name with a \'/\' (checksum fixed)', resealed(orig, nm + 2, '<B', 0x2f),
+              'load'))
+    v.append(('a name with a NUL (checksum fixed)', resealed(orig, nm + 3, '<B', 0), 'load'))
+    v.append(('names out of order in a class (checksum fixed)',
+              resealed(orig, p2 + 2, '<B', 1), 'load'))
     v.append(('another fingerprint (checksum fixed)', resealed(orig, 24, '<Q', 12345), 'load'))
-    # references that check out at load but not against the shard's index
-    v.append(('a file naming another member (checksum fixed)',
-              resealed(orig, f + 8, '<I', (e0 & 0xc0000000) | ((e0 & 0x3fffffff) + 1) % count),
-              'use'))
-    v.append(('a file of another kind of name (checksum fixed)',
-              resealed(orig, f + 8, '<I', (e0 & 0x3fffffff) | ((e0 >> 30) ^ 1) << 30), 'use'))
+    # a reference that checks out at load but not against the shard's index
     v.append(('a count larger than the shard\'s index (checksum fixed)',
               resealed(orig, n + 4 * shard, '<I', count + 1), 'use'))
     return v
@@ -587,13 +613,22 @@ def group_damaged(env, ck):
         os.rename(path + '.tmp', path)
         with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
             if when == 'use':
-                # the listing that meets the file fails with ESTALE (never a wrong or short
-                # listing); the view is dropped and the next listing is exact
-                try:
-                    listing(m.mnt)
-                    ck.ok(False, what + ': the listing fails')
-                except OSError as e:
-                    ck.eq(what + ': the listing fails with', e.errno, errno.ESTALE)
+                # the names list (they are the view's), and the first stat of a file of
+                # the shard meets the wrong count: its lookup answers ESTALE and drops the
+                # view (rejected 1, below); the kernel looks the path up once more
+                # (LOOKUP_REVAL), which builds the view again, so the stat may succeed, but
+                # never with another member's attributes (check_view)
+                errs = []
+                for cl in sorted(os.listdir(m.mnt)):
+                    for name in sorted(os.listdir(os.path.join(m.mnt, cl))):
+                        try:
+                            os.stat(os.path.join(m.mnt, cl, name))
+                        except OSError as e:
+                            errs.append(e.errno)
+                            break
+                    if errs:
+                        break
+                ck.ok(errs in ([], [errno.ESTALE]), what + ': a stat fails with %r' % errs)
             check_view(ck, what, m.mnt, want, read=False)
             st = counters(m.stats())
             ck.eq(what + ': rejected (at %s) and rebuilt' % when,
