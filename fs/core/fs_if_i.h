@@ -126,7 +126,7 @@ struct if_item {
  *  items   (class, key, ext, shard, entry): each sample as found. Read in
  *          that order, equal (class, key, ext) are next to each other: the
  *          first keeps <key>.<ext>, later ones are renamed.
- *  files   (class, name hash, name, item order): each file under its
+ *  files   (class, name, item order): each file under its
  *          name. Read in that order, they are the class and file records
  *          of the blob; a name met twice in a class is left out the
  *          second time.

@@ -1653,9 +1653,10 @@ static int find_index_blob(struct fs *fs)
 	return n == 1;
 }
 
-/* The imagefolder view's getattr of a file and listing of a class (names from the
- * shard's index, each checked once, after its read; a listed name's check left to the
- * getattr of it that follows, fs_if_view.c), with the index file cut inside the k-th
+/* The imagefolder view's getattr of a file and listing of a class with attributes
+ * (names from the view, attributes from the shard's index, each getattr checking it
+ * once, after its read; a failing getattr fails the listing: fs_if_view.c), with the
+ * index file cut inside the k-th
  * check of a blob, for every k the operation makes: each answers ESTALE, or exactly
  * what it would answer uncut (names and sizes), never ENOENT or another file's name;
  * the view is never taken for wrong (if_view_rejected stays). k = 1 of getattr must
@@ -1787,9 +1788,10 @@ static void test_index_cut(void)
 	}
 	fs_close_core(fs);
 
-	/* the imagefolder view's lookup of a file reads its name from the shard's index
-	 * (fs_if_file_name): an index cut under it is ESTALE for that lookup alone, and
-	 * no reason to drop the view (if_view_rejected stays, no view built again) */
+	/* the imagefolder view's lookup of a file (its name from the view, its attributes
+	 * from the shard's index: the getattr fs_op_lookup makes): an index cut under it
+	 * is ESTALE for that lookup alone, and no reason to drop the view
+	 * (if_view_rejected stays, no view built again) */
 	make_dir("cutif");
 	m[0] = (struct member){"k00.jpg", '0', datas[0]};
 	m[1] = (struct member){"k00.cls", '0', "0\n"};
