@@ -428,6 +428,7 @@ struct cachetier {
 	 * the directory's request counter (U_WANT) last acted on */
 	uint64_t unit_read_locks, lock_requests, lock_releases;
 	uint32_t want_seen;
+	uint32_t idle_units;   /* units held idle now (held, no pin), at most CT_IDLE_MAX */
 	uint64_t weak_probes;  /* anchors fetched again for weak ETags (cachetier_read.c) */
 	uint64_t weak_changed; /* objects found changed under a weak ETag */
 	uint64_t peer_waits;   /* fills that waited for another process's fill */
@@ -943,6 +944,13 @@ void cachetier__units_watch_start(struct cachetier *ct, struct ct_file *f);
  * them all (the flusher calls it at every pass, reads at begin and end).
  * Both with ct->lock held. */
 uint32_t cachetier__lazy_drop(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1);
+/* Most units a process holds idle: each is a lock record in the kernel
+ * (about 200 bytes of unswappable memory, and a longer list for every
+ * fcntl on its state file to walk), so a cache of millions of units must
+ * not hold one for each: past it a read's units are unlocked at its end,
+ * as before idle locks (16384 units: 1 GiB of 64 KiB units, a few MB of
+ * kernel memory at most). */
+#define CT_IDLE_MAX 16384u
 void cachetier__lazy_check(struct cachetier *ct);
 uint8_t cachetier__seen_filled(const struct ct_file *f, uint32_t u);
 /* 1 when SHARDFS_BENCH_NO_LIVE_CHECK is set: cache files are not watched

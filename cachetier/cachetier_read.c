@@ -84,6 +84,8 @@ uint32_t cachetier__lazy_drop(struct cachetier *ct, struct ct_file *f, uint32_t 
 				ct->unit_read_locks++;
 			cachetier__lkrun_add(&run, f->stfd, F_UNLCK, c);
 			f->held[c] = 0;
+			assert(ct->idle_units > 0);
+			ct->idle_units--;
 			n++;
 		}
 	}
@@ -123,13 +125,28 @@ void cachetier__lazy_check(struct cachetier *ct)
 }
 
 /* Drop a read's pins of units [c0, c1): their read locks stay, idle (see
- * above), unless a release request for f came. ct->lock held. */
+ * above), unless a release request for f came, or CT_IDLE_MAX units are
+ * idle already (then they go, a run in one fcntl). ct->lock held. */
 static void read_unpin(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1)
 {
+	struct ct_lkrun run = {0};
+
 	for (uint32_t c = c0; c < c1; c++) {
-		if (--f->pins[c] == 0 && f->held[c])
+		if (--f->pins[c] != 0 || !f->held[c])
+			continue;
+		if (ct->idle_units < CT_IDLE_MAX) {
+			ct->idle_units++;
 			f->lazy = 1;
+			continue;
+		}
+		if (run.n && run.c + run.n != c)
+			ct->unit_read_locks++;
+		cachetier__lkrun_add(&run, f->stfd, F_UNLCK, c);
+		f->held[c] = 0;
 	}
+	if (run.n)
+		ct->unit_read_locks++;
+	cachetier__lkrun_flush(&run);
 	if (f->lazy)
 		lazy_want(ct, f);
 }
@@ -227,6 +244,8 @@ static void unit_corrupt(struct cachetier *ct, struct ct_file *f, uint32_t c)
 		cachetier__unit_unlock(f, c);
 		ct->unit_read_locks++;
 		f->held[c] = 0;
+		if (f->pins[c] == 0)
+			ct->idle_units--;
 	}
 	f->ust[c] = UNIT_EMPTY;
 	f->seen[c] = 0;
@@ -690,8 +709,10 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 
 	cachetier__lock(ct);
 	cachetier__lazy_check(ct); /* other processes' release requests */
-	for (uint32_t c = c0; c < c1; c++)
-		f->pins[c]++;
+	for (uint32_t c = c0; c < c1; c++) {
+		if (f->pins[c]++ == 0 && f->held[c])
+			ct->idle_units--; /* idle no more */
+	}
 	f->atime_ns = cachetier__now_ns();
 	cachetier__st_touch(f, f->atime_ns);
 	for (uint32_t c = c0; c < c1; c++) { /* unit LRU (cachetier_evict.c) */
