@@ -527,8 +527,10 @@ static int iffile_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 		fs_attr_file(fs, st, ino, S_IFREG | (e.mode & 07777), e.size, e.mtime);
 	err = fs_shard_index_unchanged(fs, shard);
 	err = err < 0 ? index_stale(fs, err) : found ? 0 : -ENOENT;
+	/* a listing's (list_check): never one short of it, and never ENOENT,
+	 * which glibc's readdir takes for the end of the directory */
 	if (err < 0 && ifclass_list_err == 0)
-		ifclass_list_err = err; /* a listing's (list_check): never one short of it */
+		ifclass_list_err = err == -ENOENT ? -ESTALE : err;
 	return err;
 }
 
