@@ -22,6 +22,12 @@
  *                before the read and removes it to let the read go on
  *                (polled every millisecond, at most 30 s: then the read
  *                fails with -EIO)
+ * heads=1        every stat (a HEAD) appends its key and a newline to
+ *                DIR.heads (beside the store's directory): a test counts
+ *                them; then, its answer known, waits while DIR.hold exists
+ *                (polled every millisecond, at most 30 s: then -EIO), so a
+ *                test holds a HEAD in flight and may change the object
+ *                meanwhile (the answer says the version before the change)
  * batch=1        the store answers backend_batch_read as AIStore's GetBatch
  *                does (each item in order, whole, or failed with its bytes
  *                to be dropped); each item is one read for the faults
@@ -39,6 +45,7 @@
  * refuses fault://).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,8 +58,10 @@
 struct fault {
 	struct backend inner; /* the local store doing the work */
 	unsigned long long fail_every, delay_ms, fail_after_bytes, fail_list, cut_every, names_only;
-	unsigned long long piece, batch, hold_at;
-	char *hold_path; /* hold_at: DIR.hold */
+	unsigned long long piece, batch, hold_at, heads;
+	char *hold_path;  /* hold_at: DIR.hold */
+	char *heads_path; /* heads: DIR.heads */
+	char *heads_hold; /* heads: DIR.hold */
 	atomic_ullong reads, bytes;
 };
 
@@ -84,11 +93,38 @@ static int fault_list(struct backend *be, backend_list_cb cb, void *arg)
 	return f->inner.ops->list(&f->inner, cb, arg);
 }
 
+/* heads=1: a stat logged, its answer held while DIR.hold exists */
+static int fault_head(struct fault *f, const char *key, int err)
+{
+	struct timespec ms = {0, 1000000L};
+	size_t len = strlen(key);
+	char *line = malloc(len + 1);
+	int fd;
+
+	if (!line)
+		return -ENOMEM;
+	memcpy(line, key, len);
+	line[len] = '\n';
+	fd = open(f->heads_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0 || write(fd, line, len + 1) != (ssize_t)(len + 1))
+		err = -EIO;
+	if (fd >= 0)
+		close(fd);
+	free(line);
+	for (int i = 0; access(f->heads_hold, F_OK) == 0; i++) {
+		if (i >= 30000)
+			return -EIO; /* never released */
+		nanosleep(&ms, NULL);
+	}
+	return err;
+}
+
 static int fault_stat(struct backend *be, const char *key, struct backend_objinfo *info)
 {
 	struct fault *f = be->impl;
+	int err = f->inner.ops->stat(&f->inner, key, info);
 
-	return f->inner.ops->stat(&f->inner, key, info);
+	return f->heads ? fault_head(f, key, err) : err;
 }
 
 /* One read's faults, decided once per read (pread or streamed): 0, -EIO,
@@ -273,6 +309,8 @@ static void fault_close(struct backend *be)
 		f->inner.ops->close(&f->inner);
 		free(f->inner.desc);
 		free(f->hold_path);
+		free(f->heads_path);
+		free(f->heads_hold);
 		free(f);
 	}
 }
@@ -333,22 +371,28 @@ int backend__fault_open(struct backend *be, const char *source, const struct bac
 		  parse_param(q + 1, "names_only", &f->names_only) < 0 ||
 		  parse_param(q + 1, "piece", &f->piece) < 0 ||
 		  parse_param(q + 1, "batch", &f->batch) < 0 ||
-		  parse_param(q + 1, "hold_at", &f->hold_at) < 0)) {
+		  parse_param(q + 1, "hold_at", &f->hold_at) < 0 ||
+		  parse_param(q + 1, "heads", &f->heads) < 0)) {
 		free(dir);
 		free(f);
 		return -EINVAL;
 	}
 	if (q && strstr(q, "hold_at=") && asprintf(&f->hold_path, "%s.hold", dir) < 0)
 		f->hold_path = NULL;
-	if (q && strstr(q, "hold_at=") && !f->hold_path) {
-		free(dir);
-		free(f);
-		return -ENOMEM;
-	}
-	err = backend__local_open(&f->inner, dir);
+	err = q && strstr(q, "hold_at=") && !f->hold_path ? -ENOMEM : 0;
+	if (f->heads && asprintf(&f->heads_path, "%s.heads", dir) < 0)
+		f->heads_path = NULL;
+	if (f->heads && asprintf(&f->heads_hold, "%s.hold", dir) < 0)
+		f->heads_hold = NULL;
+	if (f->heads && (!f->heads_path || !f->heads_hold))
+		err = -ENOMEM;
+	if (err == 0)
+		err = backend__local_open(&f->inner, dir);
 	free(dir);
 	if (err < 0) {
 		free(f->hold_path);
+		free(f->heads_path);
+		free(f->heads_hold);
 		free(f);
 		return err;
 	}
