@@ -468,6 +468,14 @@ struct cachetier_batch_result {
 	uint64_t refused;    /* 1 once the store refused its batch read */
 	uint64_t slot_waits; /* requests that waited for a slot (their units
 			      * unclaimed meanwhile) */
+	/* HEADs the version rule made (one object each); objects of a request
+	 * confirmed by a HEAD another request made after this one's answer
+	 * ended (a HEAD saved); objects of a request that found a HEAD of it
+	 * in flight (sent before its answer ended) and waited for its end
+	 * (counted as they wait) */
+	uint64_t heads;
+	uint64_t heads_shared;
+	uint64_t head_waits;
 };
 /* Fetch the units behind the pieces p[0..n) (a window of a reading plan,
  * in plan order, several objects) with the store's batch read
@@ -487,11 +495,15 @@ struct cachetier_batch_result {
  * item's bytes go to the object's data file at their offset with each
  * unit's CRC32C as they arrive.
  * The version rule: GetBatch has no If-Match, so a request's units are
- * kept only for objects whose listed ETag and size a HEAD (backend_stat_many,
- * one per object per request, in parallel) confirmed after its answer
- * ended; an object the HEAD says changed or gone has its units punched
- * and empty with -ESTALE (as a fill's If-Match failure), one whose HEAD
- * failed has them punched and empty with no error. Units of a failed or
+ * kept only for objects whose listed ETag and size a HEAD (backend_stat_many)
+ * sent after its answer ended confirmed; an object the HEAD says changed
+ * or gone has its units punched and empty with -ESTALE (as a fill's
+ * If-Match failure), one whose HEAD failed has them punched and empty
+ * with no error. A HEAD confirms every answer of its object that ended
+ * before it was sent: the first urgent requests of the call (0 to nreq)
+ * send their HEADs at once; the others, finding a HEAD of an object in
+ * flight, wait for it to end and share the next one with every request
+ * that waited (cachetier_batch.c says the rule and its cost). Units of a failed or
  * cut item are punched and empty with no error kept (a reader fetches
  * them on demand, by version). Then: valid (state file, usage, map batch),
  * readers woken.
@@ -507,7 +519,7 @@ struct cachetier_batch_result {
  * -EINVAL (a piece past cachetier_obj_size); -ENOMEM; -ECANCELED
  * (cachetier_cancel). cachetier_close waits for the requests in flight. */
 int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piece *p, size_t n,
-			 const size_t *ends, size_t nreq, unsigned par);
+			 const size_t *ends, size_t nreq, unsigned par, size_t urgent);
 /* Totals of the batch fills since cachetier_open. Any thread. */
 void cachetier_batch_stats(struct cachetier *ct, struct cachetier_batch_result *r);
 

@@ -5,7 +5,10 @@
  * publishes each request (cachetier_batch_fill); the scheduler decides the
  * requests: at most par of about equal planned bytes, at least
  * FETCH_BATCH_REQ_MIN each, each a stretch of the plan's order (a reader
- * of the window's start waits for the first only). Pure but for the
+ * of the window's start waits for the first only). The first is urgent
+ * (cachetier_batch_fill): it sends its version HEADs at once, where the
+ * later ones share HEADs with other requests (at most a round trip later,
+ * for fewer HEADs: their readers get there later). Pure but for the
  * store's call; any thread but the store's I/O thread.
  */
 #include <errno.h>
@@ -58,7 +61,7 @@ int fetch_batch_fill(struct cachetier *ct, const struct cachetier_batch_piece *p
 	if (!ends)
 		return -ENOMEM;
 	nreq = fetch_batch_split(p, n, par, ends);
-	err = cachetier_batch_fill(ct, p, n, ends, nreq, par);
+	err = cachetier_batch_fill(ct, p, n, ends, nreq, par, 1);
 	free(ends);
 	return err;
 }

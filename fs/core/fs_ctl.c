@@ -484,6 +484,18 @@ static const struct ctl_counter ctl_counters[] = {
     {"plan_batch_slot_waits",
      "batch read requests that waited for a free connection (their units unclaimed meanwhile)", C,
      SNAP(batch.slot_waits)},
+    {"plan_batch_heads",
+     "HEADs the version rule made after batch reads (one object each; one may confirm the "
+     "answers of several reads that ended before it was sent)",
+     C, SNAP(batch.heads)},
+    {"plan_batch_heads_shared",
+     "objects of a batch read confirmed by a HEAD another read made after this one's answer "
+     "ended (a HEAD saved)",
+     C, SNAP(batch.heads_shared)},
+    {"plan_batch_head_waits",
+     "objects of a batch read that found a HEAD of them in flight, sent before its answer "
+     "ended, and waited for it to end (then for the next)",
+     C, SNAP(batch.head_waits)},
     {"plan_lookahead_bytes",
      "bytes of planned paths fetched ahead of their readers at the last batch, over the plans: "
      "what the link needs in flight, within the cache after what readers hold, at most "

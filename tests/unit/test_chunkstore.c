@@ -37,6 +37,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1979,6 +1980,224 @@ static void test_batch(void)
 	backend_close(be);
 }
 
+/* heads=1 store: the HEADs it answered (lines of DIR.heads) */
+static unsigned heads_logged(void)
+{
+	char path[512];
+	unsigned n = 0;
+	FILE *f;
+	int c;
+
+	snprintf(path, sizeof(path), "%s/src.heads", tmpdir);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while ((c = fgetc(f)) != EOF)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
+/* heads=1 store: hold every HEAD's answer (on) or let them go */
+static void heads_hold(int on)
+{
+	char path[512];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/src.hold", tmpdir);
+	if (!on) {
+		CHECK(unlink(path) == 0, "unlink %s", path);
+		return;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	CHECK(fd >= 0, "create %s", path);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Poll ct's batch counters until the one at off reaches want (a state,
+ * not a time: at most 10 s, then a failed check). */
+static void batch_reach(struct cachetier *ct, size_t off, uint64_t want, const char *what,
+			struct cachetier_batch_result *r)
+{
+	for (int i = 0; i < 10000; i++) {
+		batch_stats(ct, r);
+		if (*(const uint64_t *)(const void *)((const char *)r + off) >= want)
+			return;
+		usleep(1000);
+	}
+	CHECK(0, "%s: never reached %llu", what, (unsigned long long)want);
+}
+
+#define REACH(ct, field, want, what, r)                                                            \
+	batch_reach(ct, offsetof(struct cachetier_batch_result, field), want, what, r)
+
+/* Poll the heads=1 store's log until it holds want HEADs (a state: at
+ * most 10 s, then a failed check). */
+static void heads_reach(unsigned want, const char *what)
+{
+	for (int i = 0; i < 10000 && heads_logged() < want; i++)
+		usleep(1000);
+	CHECK(heads_logged() >= want, "%s: %u HEADs, never %u", what, heads_logged(), want);
+}
+
+/* A window of len bytes at off of o as one request, urgent (its HEADs at
+ * once) or not (it shares), 8 slots. */
+static int batch_win(struct cachetier *ct, struct cachetier_obj *o, uint64_t off, uint64_t len,
+		     int urgent)
+{
+	struct cachetier_batch_piece w = {o, off, len};
+	size_t end = 1;
+
+	return cachetier_batch_fill(ct, &w, 1, &end, 1, 8, urgent ? 1 : 0);
+}
+
+/* The version rule's HEADs shared between batch requests (cachetier_batch.c,
+ * bt_confirm), exact counts with the fault store's heads=1 (each HEAD
+ * logged, its answer held while the test says), units of CHUNK / 8, one
+ * request per window (each under 1 MiB); calls after a tier's first return
+ * at once, so each step waits for the counters (states, never times):
+ * - a first window: one request, one HEAD;
+ * - 3 windows of one object, each after the last ended: 3 HEADs, none
+ *   shared (nothing to share with);
+ * - 4 windows of one object while the first HEAD is held: the 3 requests
+ *   that end while it is in flight wait for it (it was sent before they
+ *   ended: it cannot confirm them), then share the next: 2 HEADs for 4
+ *   requests, 2 objects confirmed by another's HEAD, every byte kept;
+ * - an urgent request (the first of a window, fetch_batch.c) does not
+ *   wait: with a HEAD held, an urgent request's own goes out at once (2
+ *   out), the 2 that are not wait for both, then share a third: 3 HEADs
+ *   for 4 requests;
+ * - the trust rule across the sharing: 3 windows of another object, its
+ *   first HEAD answered "unchanged" and held, the object changed, then
+ *   released: the first request's units kept (its answer ended before that
+ *   HEAD was sent), the 2 requests that waited get the next HEAD, which
+ *   sees the change: 2 stale, their units empty, never served. */
+static void test_batch_heads(void)
+{
+	const uint64_t u = CHUNK / 8;
+	struct backend *be = store("batch=1&heads=1");
+	struct cachetier *ct = tier(be, "c-batch-heads", 1ull << 30, 4);
+	struct cachetier_obj *b = obj(ct, be, NOBJ), *o0 = obj(ct, be, 0), *o6 = obj(ct, be, 6);
+	struct cachetier_batch_piece w;
+	struct cachetier_batch_result r, r0;
+	unsigned h0 = heads_logged();
+	int err;
+
+	w = (struct cachetier_batch_piece){o0, 0, u};
+	err = fetch_batch_fill(ct, &w, 1, 8);
+	batch_stats(ct, &r);
+	CHECK(err == 0 && r.requests == 1 && r.heads == 1 && r.heads_shared == 0 &&
+		  heads_logged() - h0 == 1,
+	      "a first window: %d, %llu requests, %llu HEADs (%u logged)", err,
+	      (unsigned long long)r.requests, (unsigned long long)r.heads, heads_logged() - h0);
+
+	/* 3 windows, one after another */
+	for (int i = 0; i < 3; i++) {
+		CHECK(batch_win(ct, b, (uint64_t)i * 2 * u, 2 * u, 0) == 0, "window %d", i);
+		REACH(ct, heads, 2 + (uint64_t)i, "one after another: its HEAD", &r);
+	}
+	batch_stats(ct, &r);
+	CHECK(r.requests == 4 && r.heads == 4 && r.heads_shared == 0 && r.head_waits == 0 &&
+		  heads_logged() - h0 == 4 && cachetier_obj_cached_bytes(b) == 6 * u,
+	      "one after another: %llu requests, %llu HEADs (%u logged), %llu shared, %llu waits, "
+	      "cached %llu",
+	      (unsigned long long)r.requests, (unsigned long long)r.heads, heads_logged() - h0,
+	      (unsigned long long)r.heads_shared, (unsigned long long)r.head_waits,
+	      (unsigned long long)cachetier_obj_cached_bytes(b));
+
+	/* 4 windows while the first HEAD is held */
+	r0 = r;
+	h0 = heads_logged();
+	heads_hold(1);
+	for (int i = 0; i < 4; i++)
+		CHECK(batch_win(ct, b, (uint64_t)(8 + 2 * i) * u, 2 * u, 0) == 0, "held: window %d",
+		      i);
+	REACH(ct, head_waits, r0.head_waits + 3, "held: requests waiting for the HEAD out", &r);
+	CHECK(heads_logged() - h0 == 1, "held: %u HEADs out, want 1", heads_logged() - h0);
+	heads_hold(0);
+	REACH(ct, heads_shared, r0.heads_shared + 2, "held: shared", &r);
+	REACH(ct, heads, r0.heads + 2, "held: HEADs", &r);
+	REACH(ct, requests, r0.requests + 4, "held: requests", &r);
+	CHECK(r.heads - r0.heads == 2 && r.heads_shared - r0.heads_shared == 2 &&
+		  r.head_waits - r0.head_waits == 3 && heads_logged() - h0 == 2 &&
+		  r.stale == r0.stale && r.bytes - r0.bytes == 8 * u &&
+		  cachetier_obj_cached_bytes(b) == 14 * u,
+	      "held: %llu HEADs (%u logged) for 4 requests, %llu shared, %llu waits, %llu stale, "
+	      "%llu bytes kept, cached %llu",
+	      (unsigned long long)(r.heads - r0.heads), heads_logged() - h0,
+	      (unsigned long long)(r.heads_shared - r0.heads_shared),
+	      (unsigned long long)(r.head_waits - r0.head_waits),
+	      (unsigned long long)(r.stale - r0.stale), (unsigned long long)(r.bytes - r0.bytes),
+	      (unsigned long long)cachetier_obj_cached_bytes(b));
+	CHECK(read_check(b, NOBJ, 0, 16 * u, 1) == 0, "held: the object's bytes");
+
+	/* an urgent request while a HEAD is held (units 6-7 are cached now:
+	 * the read above fetched them on demand) */
+	r0 = r;
+	h0 = heads_logged();
+	heads_hold(1);
+	CHECK(batch_win(ct, b, 16 * u, 2 * u, 0) == 0, "urgent: a first window");
+	heads_reach(h0 + 1, "urgent: the first HEAD out");
+	CHECK(batch_win(ct, b, 18 * u, 2 * u, 1) == 0, "urgent: the urgent window");
+	heads_reach(h0 + 2, "urgent: its own HEAD out at once");
+	for (int i = 0; i < 2; i++)
+		CHECK(batch_win(ct, b, (uint64_t)(20 + 2 * i) * u, 2 * u, 0) == 0,
+		      "urgent: window %d after", i);
+	REACH(ct, head_waits, r0.head_waits + 2, "urgent: the 2 others waiting", &r);
+	CHECK(heads_logged() - h0 == 2, "urgent: %u HEADs out, want 2", heads_logged() - h0);
+	heads_hold(0);
+	REACH(ct, heads_shared, r0.heads_shared + 1, "urgent: shared", &r);
+	REACH(ct, heads, r0.heads + 3, "urgent: HEADs", &r);
+	CHECK(r.heads - r0.heads == 3 && r.heads_shared - r0.heads_shared == 1 &&
+		  r.head_waits - r0.head_waits == 2 && heads_logged() - h0 == 3 &&
+		  r.bytes - r0.bytes == 8 * u && cachetier_obj_cached_bytes(b) == 24 * u,
+	      "urgent: %llu HEADs (%u logged) for 4 requests, %llu shared, %llu waits, %llu bytes "
+	      "kept",
+	      (unsigned long long)(r.heads - r0.heads), heads_logged() - h0,
+	      (unsigned long long)(r.heads_shared - r0.heads_shared),
+	      (unsigned long long)(r.head_waits - r0.head_waits),
+	      (unsigned long long)(r.bytes - r0.bytes));
+
+	/* changed while the first HEAD ("unchanged") is held */
+	r0 = r;
+	h0 = heads_logged();
+	heads_hold(1);
+	for (int i = 0; i < 3; i++)
+		CHECK(batch_win(ct, o6, (uint64_t)i * 2 * u, 2 * u, 0) == 0, "changed: window %d",
+		      i);
+	REACH(ct, head_waits, r0.head_waits + 2, "changed: requests waiting for the HEAD out", &r);
+	CHECK(heads_logged() - h0 == 1, "changed: %u HEADs out, want 1", heads_logged() - h0);
+	{
+		struct timespec ts[2];
+		char path[512];
+
+		snprintf(path, sizeof(path), "%s/src/%s", tmpdir, keys[6]);
+		clock_gettime(CLOCK_REALTIME, &ts[0]);
+		ts[0].tv_sec += 400; /* another ETag than test_batch's */
+		ts[1] = ts[0];
+		CHECK(utimensat(AT_FDCWD, path, ts, 0) == 0, "utimensat");
+	}
+	heads_hold(0);
+	REACH(ct, heads_shared, r0.heads_shared + 1, "changed: shared", &r);
+	REACH(ct, heads, r0.heads + 2, "changed: HEADs", &r);
+	REACH(ct, requests, r0.requests + 3, "changed: requests", &r);
+	CHECK(r.heads - r0.heads == 2 && r.heads_shared - r0.heads_shared == 1 &&
+		  r.stale - r0.stale == 2 && r.bytes - r0.bytes == 2 * u &&
+		  cachetier_obj_cached_bytes(o6) == 2 * u && heads_logged() - h0 == 2,
+	      "changed: %llu HEADs (%u logged), %llu shared, %llu stale, %llu bytes kept, cached "
+	      "%llu",
+	      (unsigned long long)(r.heads - r0.heads), heads_logged() - h0,
+	      (unsigned long long)(r.heads_shared - r0.heads_shared),
+	      (unsigned long long)(r.stale - r0.stale), (unsigned long long)(r.bytes - r0.bytes),
+	      (unsigned long long)cachetier_obj_cached_bytes(o6));
+	cachetier_obj_unref(b);
+	cachetier_obj_unref(o0);
+	cachetier_obj_unref(o6);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
 /* ---- damaged cached bytes ---- */
 
 #define UNIT (CHUNK / 8) /* the cache unit of a chunk under 512 KiB */
@@ -2562,6 +2781,7 @@ int main(void)
 	test_cut();
 	test_changed(seed);
 	test_batch();
+	test_batch_heads();
 	test_damage();
 	test_watch_own_fill(0);
 	test_watch_own_fill(1);

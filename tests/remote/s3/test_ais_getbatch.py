@@ -10,13 +10,14 @@ cache directory (--warm off: nothing but the plan fetches ahead).
 
   epoch    publishing the plan makes exactly one GetBatch request (one 307 at the proxy), whose
            items are exactly the runs of the plan's 64 KiB units in plan order (a model), and
-           one HEAD per object after it (the version rule); the units fetched are exactly the
+           one HEAD per object after it (the version rule; the mount's plan_batch_heads the same,
+           none shared: the first request of a window sends its own); the units fetched are exactly the
            planned ones; reading the 30 paths in plan order sends no object GET, misses nothing
            and returns the shards' exact bytes
   windows  a lookahead of 256K: several windows (3 or more), those after the first while the
            reader reads (requests not awaited), each path read once handed over: no object GET,
            every byte fetched by GetBatch, exact bytes; the stand-in's GetBatch answers and items are the mount's
-           counts; one HEAD per object of each request
+           counts; one HEAD per object of each request, each counted by the mount
   slots    --connections 3 (one GetBatch request at a time): plan a's first window answered,
            the stand-in then holds GetBatch answers; a's second window takes the one slot and
            is held; plan b (the other paths) waits for the slot (plan_batch_slot_waits), its
@@ -210,6 +211,11 @@ def case_epoch(env, ck, c):
               nbytes)
         ck.eq('epoch: HEADs after the answer: one per object',
               a1.get('s3_head', 0) - a0.get('s3_head', 0), NSHARDS)
+        # the window's one request is its first (urgent): its own HEADs, none shared
+        ck.eq('epoch: the mount\'s HEADs, shared, waits',
+              (st['plan_batch_heads'] - st0['plan_batch_heads'],
+               st['plan_batch_heads_shared'] - st0['plan_batch_heads_shared'],
+               st['plan_batch_head_waits'] - st0['plan_batch_head_waits']), (NSHARDS, 0, 0))
         ck.ok(a1.get('head_inflight_max', 0) >= 2,
               'epoch: the HEADs after the answer went out one at a time (at most %d in flight)'
               % a1.get('head_inflight_max', 0))
@@ -258,6 +264,9 @@ def case_windows(env, ck, c):
         ck.ok(st['plan_batch_requests'] <= heads <= NSHARDS * st['plan_batch_requests'],
               'windows: %d HEADs for %d requests: one per object of each' % (
                   heads, st['plan_batch_requests']))
+        # every HEAD the stand-in answered is one the version rule counted
+        ck.eq('windows: HEADs (stand-in, mount)', heads,
+              st['plan_batch_heads'] - st0['plan_batch_heads'])
         # (a read may wait for a request in flight: a miss, not a GET)
         ck.eq('windows: object GETs', a1.get('redirects', 0) - a0.get('redirects', 0), 0)
         ck.eq('windows: bytes fetched: all by GetBatch', st['bytes_fetched'] -
