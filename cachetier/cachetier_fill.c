@@ -352,6 +352,7 @@ static void fill_run_done(void *arg, int err, uint64_t bytes)
 	struct cachetier *ct = slot->ct;
 	struct ct_fill *fl = slot->fill;
 	struct ct_file *f = slot->f;
+	struct fill_buf *last;
 
 	if (err == 0 && fl->s.next < fl->s.end) {
 		if (bytes == 0) {
@@ -366,13 +367,17 @@ static void fill_run_done(void *arg, int err, uint64_t bytes)
 		}
 	}
 	backend_log_failure(ct->be, f->key, err, "fill"); /* once per object and cause */
-	if (fl->s.cur && err == 0)
-		cachetier__wq_push(ct, fl->s.cur); /* the run's last bytes */
-	else
+	if (fl->s.cur && err == 0) {
+		last = fl->s.cur; /* the run's last bytes */
+	} else {
 		cachetier__buf_put(ct, fl->s.cur);
+		last = NULL;
+	}
 	fl->s.cur = NULL;
 	*fl->end = (struct fill_buf){.slot = slot, .end = 1, .err = err};
-	cachetier__wq_push(ct, fl->end);
+	/* with its end: one wake-up of the writer for both (a small planned
+	 * range's whole body is often that one buffer) */
+	cachetier__wq_push2(ct, last, fl->end);
 }
 
 /* Send the request of the fill's next run: the next maximal run of units

@@ -694,6 +694,8 @@ void cachetier__map_dirty(struct cachetier *ct, struct ct_file *f, uint32_t u, i
  * no lock held (the worker, or the fill writer after the run before). */
 void *cachetier__writer_main(void *arg);
 void cachetier__wq_push(struct cachetier *ct, struct fill_buf *b);
+/* a (if not NULL), then b, in one push: one wake-up of the writer at most */
+void cachetier__wq_push2(struct cachetier *ct, struct fill_buf *a, struct fill_buf *b);
 /* A sink's buffer (FILL_BUF_BYTES of data) from the pool, or malloc'd;
  * NULL when out of memory. buf_put gives it back (the writer, or a failed
  * run's sink; NULL is fine); buf_pool_free frees the pool at stop. */

@@ -22,16 +22,21 @@
 
 #include "cachetier_i.h"
 
-/* Hand b to the fill writer: lock-free, never waits (the store's I/O
- * thread). */
-void cachetier__wq_push(struct cachetier *ct, struct fill_buf *b)
+/* Hand a (if not NULL) then b to the fill writer with one push:
+ * lock-free, never waits (the store's I/O thread). */
+void cachetier__wq_push2(struct cachetier *ct, struct fill_buf *a, struct fill_buf *b)
 {
 	struct fill_buf *head = atomic_load_explicit(&ct->wq, memory_order_relaxed);
+	struct fill_buf *first = a ? a : b; /* the older: last in the chain */
 
-	if (b->slot && !b->end) /* a fill's bytes (fill_write takes them off) */
-		atomic_fetch_add_explicit(&ct->wq_bufs, 1, memory_order_relaxed);
+	/* a fill's bytes (fill_write takes them off) */
+	atomic_fetch_add_explicit(&ct->wq_bufs,
+				  (unsigned)(a && a->slot && !a->end) + (b->slot && !b->end),
+				  memory_order_relaxed);
+	if (a)
+		b->next = a;
 	do
-		b->next = head;
+		first->next = head;
 	while (!atomic_compare_exchange_weak_explicit(&ct->wq, &head, b, memory_order_release,
 						      memory_order_relaxed));
 	/* the stack was empty: the writer has taken (or will take, after the
@@ -40,6 +45,11 @@ void cachetier__wq_push(struct cachetier *ct, struct fill_buf *b)
 	 * push that found it empty and posted */
 	if (!head)
 		sem_post(&ct->wsem);
+}
+
+void cachetier__wq_push(struct cachetier *ct, struct fill_buf *b)
+{
+	cachetier__wq_push2(ct, NULL, b);
 }
 
 /* The sinks' buffers: a stack of free ones (ct->bpool) under ct->bpool_lock
