@@ -457,6 +457,10 @@ def w_prefetch(a, emu):
                     'fetched %d' % (secs, a.total / 1e6 / secs, cpu, m.mount_s, fetched))
                 log('... daemon context switches by thread, voluntary+involuntary: %s' %
                     m.switches)
+                if '"store_pauses"' in m.stats():  # the fill writer's back-pressure
+                    log('... fill transfers paused %s, resumed %s, by the 1 s bound %s' % (
+                        m.stat('store_pauses'), m.stat('store_resumes'),
+                        m.stat('store_pause_backstops')))
                 m.umount()
                 assert fetched == a.total, (fetched, a.total)
                 sf.append(secs)
