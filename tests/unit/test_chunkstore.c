@@ -28,7 +28,9 @@
  * across gaps that hold nothing, not across a wide gap, a locked one or
  * one holding bytes; exact punch counts); idle read locks (test_idle_locks:
  * exact fcntl counts of reads of held units, own and another tier's
- * eviction after a release request, a close).
+ * eviction after a release request, a close); the fetch rules the store
+ * asks (test_rule_*: fetch/fetch_rules.c, each failing with its no-rules
+ * answer).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -2730,6 +2732,58 @@ static void test_peer_pins(void)
 	backend_close(be);
 }
 
+/* ---- the fetch rules the store asks (fetch/fetch_rules.c, issue 36 #2):
+ * each test passes with the rule and fails with its no-rules answer ---- */
+
+/* window_max: --readahead (8 chunks here) within [a chunk, an eighth of
+ * the cache]. A cache of 16 chunks caps it at 2 chunks, one of 4 chunks
+ * raises its eighth (half a chunk) to one chunk, 1 GiB leaves 8. A reader
+ * from the big object's start then gets a window of 2 chunks: chunks 0..2
+ * are readahead (3 fills), the rest of chunks 0..7 read straight from the
+ * store fill on demand (8 fills in all). Without the cap: 8 chunks, 9
+ * readahead fills. */
+static void test_rule_window_max(void)
+{
+	struct backend *be = store("");
+	struct cachetier *ct = tier(be, "c-rule-win", 16 * CHUNK, 4);
+	struct cachetier_obj *o = obj(ct, be, NOBJ);
+	struct cachetier_pin *pin;
+	struct cachetier_stats st;
+	uint64_t fd_off;
+	int fd;
+
+	CHECK(cachetier_readahead_max(ct) == 2 * CHUNK, "window_max: cache of 16 chunks: %llu",
+	      (unsigned long long)cachetier_readahead_max(ct));
+	CHECK(fetch_new(ct, &fx) == 0, "fetch_new");
+	fx_reader = 1;
+	CHECK(read_check(o, NOBJ, 0, 4096, 0) == 0, "window_max: the first read");
+	CHECK(cachetier_obj_read_begin(o, 0, 8 * (uint64_t)CHUNK, &fd, &fd_off, &pin) == 0,
+	      "window_max: chunks 0..7");
+	cachetier_obj_read_end(pin);
+	fills_idle(ct);
+	stats(ct, &st);
+	printf("rule window_max: readahead_fills %llu fills %llu fetched %llu\n",
+	       (unsigned long long)st.readahead_fills, (unsigned long long)st.fills,
+	       (unsigned long long)st.bytes_fetched);
+	CHECK(st.readahead_fills == 3 && st.fills == 8 && st.bytes_fetched == 8 * CHUNK,
+	      "window_max: readahead_fills %llu (want 3), fills %llu (want 8), fetched %llu",
+	      (unsigned long long)st.readahead_fills, (unsigned long long)st.fills,
+	      (unsigned long long)st.bytes_fetched);
+	fetch_free(fx);
+	fx = NULL;
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	ct = tier(be, "c-rule-win4", 4 * CHUNK, 4);
+	CHECK(cachetier_readahead_max(ct) == CHUNK, "window_max: cache of 4 chunks: %llu",
+	      (unsigned long long)cachetier_readahead_max(ct));
+	cachetier_close(ct);
+	ct = tier(be, "c-rule-win-big", 1ull << 30, 4);
+	CHECK(cachetier_readahead_max(ct) == 8 * CHUNK, "window_max: cache of 1 GiB: %llu",
+	      (unsigned long long)cachetier_readahead_max(ct));
+	cachetier_close(ct);
+	backend_close(be);
+}
+
 int main(void)
 {
 	const char *env = getenv("TEST_SEED");
@@ -2785,6 +2839,7 @@ int main(void)
 	test_damage();
 	test_watch_own_fill(0);
 	test_watch_own_fill(1);
+	test_rule_window_max();
 
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
 	if (check_failures() == 0 && system(cmd) != 0)
