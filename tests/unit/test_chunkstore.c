@@ -2784,6 +2784,65 @@ static void test_rule_window_max(void)
 	backend_close(be);
 }
 
+/* decode_ahead: a decoder (a gzip of the big object, read from the fault
+ * store: no fd, so through the unit store) reads its compressed object in
+ * order in reads of 1 MiB (cachetier_decode.c's DEC_IN_BYTES: 16 chunks)
+ * with the full window (8 chunks): each read fills its own chunks not
+ * queued yet on demand and queues the 8 after its end as readahead, so of
+ * the gzip's 65 chunks, chunks 16-23, 32-39, 48-55 and 64 are readahead
+ * fills (25), one fill a chunk (65). Without the rule (a window of 0): no
+ * readahead fill. */
+static void test_rule_decode_ahead(void)
+{
+	struct backend *be = store("");
+	struct cachetier *ct = tier(be, "c-rule-dec", 1ull << 30, 4);
+	struct cachetier_obj *o = NULL;
+	struct backend_objinfo info;
+	struct cachetier_stats st;
+	unsigned char buf[4096];
+	uint64_t nchunks, ahead = 0;
+	char cmd[sizeof(tmpdir) * 2 + 400];
+	int err;
+
+	snprintf(cmd, sizeof(cmd), "gzip -n -1 -c '%s/src/%s' > '%s/src/rule-dec.tar.gz'", tmpdir,
+		 keys[NOBJ], tmpdir);
+	CHECK(system(cmd) == 0, "decode_ahead: %s", cmd);
+	err = backend_stat(be, "rule-dec.tar.gz", &info);
+	CHECK(err == 0, "decode_ahead: stat: %d", err);
+	err = err ? err : cachetier_obj_open(ct, &info, CACHETIER_GZIP, &o);
+	CHECK(err == 0, "decode_ahead: open: %d", err);
+	if (err == 0) {
+		CHECK(cachetier_obj_pread(o, buf, sizeof(buf), 0) == sizeof(buf) &&
+			  memcmp(buf, data[NOBJ], sizeof(buf)) == 0,
+		      "decode_ahead: decoded bytes");
+		fills_idle(ct);
+		stats(ct, &st);
+		nchunks = (info.size + CHUNK - 1) / CHUNK;
+		for (uint64_t r = 16; r < nchunks; r += 16) /* each read's window */
+			ahead += nchunks - r < 8 ? nchunks - r : 8;
+		printf("rule decode_ahead: %llu bytes in %llu chunks: readahead_fills %llu fills "
+		       "%llu fetched %llu\n",
+		       (unsigned long long)info.size, (unsigned long long)nchunks,
+		       (unsigned long long)st.readahead_fills, (unsigned long long)st.fills,
+		       (unsigned long long)st.bytes_fetched);
+		CHECK(nchunks == 65 && ahead == 25,
+		      "decode_ahead: the gzip has %llu chunks, not 65",
+		      (unsigned long long)nchunks);
+		CHECK(st.readahead_fills == ahead && st.fills == nchunks &&
+			  st.bytes_fetched == info.size,
+		      "decode_ahead: readahead_fills %llu (want %llu), fills %llu (want %llu), "
+		      "fetched %llu",
+		      (unsigned long long)st.readahead_fills, (unsigned long long)ahead,
+		      (unsigned long long)st.fills, (unsigned long long)nchunks,
+		      (unsigned long long)st.bytes_fetched);
+		cachetier_obj_unref(o);
+	}
+	cachetier_close(ct);
+	backend_close(be);
+	snprintf(cmd, sizeof(cmd), "%s/src/rule-dec.tar.gz", tmpdir);
+	unlink(cmd);
+}
+
 int main(void)
 {
 	const char *env = getenv("TEST_SEED");
@@ -2840,6 +2899,7 @@ int main(void)
 	test_watch_own_fill(0);
 	test_watch_own_fill(1);
 	test_rule_window_max();
+	test_rule_decode_ahead();
 
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
 	if (check_failures() == 0 && system(cmd) != 0)
