@@ -2843,6 +2843,63 @@ static void test_rule_decode_ahead(void)
 	unlink(cmd);
 }
 
+/* batch_unfit: a cache of 5 units of CHUNK / 8 holds units 0 of objects
+ * 0-3, needed at now + 1 to now + 4. A batch fill of two requests in plan
+ * order: 2 units of object 5 (now + 50: no room without evicting what is
+ * needed sooner), then 1 unit of object 6 (now + 60: the free unit would
+ * hold it). The first gets no room and ends the call: no request, the
+ * first's 2 units unfit, object 6 not fetched. Without the rule the call
+ * goes on: 1 request of object 6's unit. */
+static void test_rule_batch_unfit(void)
+{
+	const uint64_t u = CHUNK / 8;
+	struct backend *be = store("batch=1");
+	struct cachetier *ct = tier(be, "c-rule-unfit", 5 * u, 4);
+	struct cachetier_batch_piece w[2];
+	struct cachetier_batch_result r;
+	struct cachetier_obj *o[7];
+	struct cachetier_stats st;
+	unsigned char buf[64];
+	const size_t ends[2] = {1, 2};
+	uint32_t now = 1000;
+	int err;
+
+	for (int i = 0; i < 7; i++)
+		o[i] = obj(ct, be, i);
+	cachetier_plan_now(ct, now);
+	for (int i = 0; i < 4; i++) {
+		CHECK(cachetier_plan_mark(o[i], 0, u, now + 1 + (uint32_t)i) == 0, "mark %d", i);
+		CHECK(cachetier_obj_pread_probe(o[i], buf, sizeof(buf), 0) == sizeof(buf),
+		      "batch_unfit: read of unit 0 of object %d", i);
+	}
+	CHECK(cachetier_plan_mark(o[5], 0, 2 * u, now + 50) == 0 &&
+		  cachetier_plan_mark(o[6], 0, u, now + 60) == 0,
+	      "batch_unfit: marks");
+	w[0] = (struct cachetier_batch_piece){o[5], 0, 2 * u};
+	w[1] = (struct cachetier_batch_piece){o[6], 0, u};
+	err = cachetier_batch_fill(ct, w, 2, ends, 2, 4, 1);
+	batch_stats(ct, &r);
+	stats(ct, &st);
+	printf("rule batch_unfit: %d, %llu requests, %llu bytes, unfit %llu, object 6 cached "
+	       "%llu\n",
+	       err, (unsigned long long)r.requests, (unsigned long long)r.bytes,
+	       (unsigned long long)r.unfit, (unsigned long long)cachetier_obj_cached_bytes(o[6]));
+	CHECK(err == 0 && r.requests == 0 && r.bytes == 0 && r.unfit == 2 * u &&
+		  st.evictions == 0 && cachetier_obj_cached_bytes(o[5]) == 0 &&
+		  cachetier_obj_cached_bytes(o[6]) == 0,
+	      "batch_unfit: %d, %llu requests (want 0), %llu bytes, unfit %llu (want %llu), "
+	      "object 6 cached %llu (want 0)",
+	      err, (unsigned long long)r.requests, (unsigned long long)r.bytes,
+	      (unsigned long long)r.unfit, (unsigned long long)(2 * u),
+	      (unsigned long long)cachetier_obj_cached_bytes(o[6]));
+	for (int i = 0; i < 4; i++)
+		CHECK(unit0(o[i]), "batch_unfit: unit 0 of object %d evicted", i);
+	for (int i = 0; i < 7; i++)
+		cachetier_obj_unref(o[i]);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
 int main(void)
 {
 	const char *env = getenv("TEST_SEED");
@@ -2900,6 +2957,7 @@ int main(void)
 	test_watch_own_fill(1);
 	test_rule_window_max();
 	test_rule_decode_ahead();
+	test_rule_batch_unfit();
 
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
 	if (check_failures() == 0 && system(cmd) != 0)
