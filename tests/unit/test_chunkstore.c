@@ -2900,6 +2900,89 @@ static void test_rule_batch_unfit(void)
 	backend_close(be);
 }
 
+/* Make (on) or remove the fault store's DIR.hold (hold_at: a read over the
+ * hold offset waits while it exists). */
+static void rule_hold(int on)
+{
+	char path[sizeof(tmpdir) + 16];
+
+	snprintf(path, sizeof(path), "%s/src.hold", tmpdir);
+	if (on) {
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		CHECK(fd >= 0, "create %s", path);
+		if (fd >= 0)
+			close(fd);
+	} else {
+		unlink(path);
+	}
+}
+
+/* Wait (up to 60 s) until fills fills ended and inflight run: a state, the
+ * bound only against a hang. */
+static void rule_fills_reach(struct cachetier *ct, uint64_t fills, uint64_t inflight,
+			     const char *what)
+{
+	struct cachetier_stats st;
+
+	for (int i = 0; i < 6000; i++) {
+		stats(ct, &st);
+		if (st.fills == fills && st.fills_inflight == inflight)
+			return;
+		usleep(10000);
+	}
+	CHECK(0, "%s: fills %llu in flight %llu, never %llu and %llu", what,
+	      (unsigned long long)st.fills, (unsigned long long)st.fills_inflight,
+	      (unsigned long long)fills, (unsigned long long)inflight);
+}
+
+/* cursor_front: prefetches of objects 1, 2, 3 in that order (PF_FIT) on a
+ * store of 2 fill threads (one prefetch fill at a time), into a cache of
+ * exactly objects 1 and 3 (whole chunks). The fault store holds the first
+ * fill (object 1's chunk 0) until a reader has read object 3's chunk 1
+ * (on demand); then object 3, which the reader reads, is prefetched
+ * before object 2: objects 1 and 3 whole, nothing of object 2 (no room
+ * left). Without the rule the order stays as asked: object 2 takes the
+ * room object 3 needed. */
+static void test_rule_cursor_front(void)
+{
+	struct backend *be;
+	struct cachetier *ct;
+	struct cachetier_obj *o[4];
+	int ended = 1;
+
+	rule_hold(1);
+	be = store("hold_at=1");
+	ct = tier(be, "c-rule-front", sizes[1] + sizes[3], 2);
+	for (int i = 1; i <= 3; i++)
+		o[i] = obj(ct, be, i);
+	for (int i = 1; i <= 3; i++)
+		CHECK(cachetier_obj_prefetch(o[i], CACHETIER_PF_FIT) == 0,
+		      "cursor_front: prefetch");
+	rule_fills_reach(ct, 0, 1, "cursor_front: object 1's chunk 0 held");
+	CHECK(read_check(o[3], 3, CHUNK, 100, 1) == 0, "cursor_front: the read of object 3");
+	rule_hold(0);
+	for (int i = 1; i <= 3; i++)
+		ended &= prefetch_ended(o[i]);
+	CHECK(ended, "cursor_front: prefetches did not end");
+	fills_idle(ct);
+	printf("rule cursor_front: cached %llu %llu %llu of %zu %zu %zu\n",
+	       (unsigned long long)cachetier_obj_cached_bytes(o[1]),
+	       (unsigned long long)cachetier_obj_cached_bytes(o[2]),
+	       (unsigned long long)cachetier_obj_cached_bytes(o[3]), sizes[1], sizes[2], sizes[3]);
+	CHECK(cachetier_obj_cached_bytes(o[3]) == sizes[3] &&
+		  cachetier_obj_cached_bytes(o[1]) == sizes[1] &&
+		  cachetier_obj_cached_bytes(o[2]) == 0,
+	      "cursor_front: cached %llu %llu %llu, want %zu 0 %zu",
+	      (unsigned long long)cachetier_obj_cached_bytes(o[1]),
+	      (unsigned long long)cachetier_obj_cached_bytes(o[2]),
+	      (unsigned long long)cachetier_obj_cached_bytes(o[3]), sizes[1], sizes[3]);
+	for (int i = 1; i <= 3; i++)
+		cachetier_obj_unref(o[i]);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
 int main(void)
 {
 	const char *env = getenv("TEST_SEED");
@@ -2958,6 +3041,7 @@ int main(void)
 	test_rule_window_max();
 	test_rule_decode_ahead();
 	test_rule_batch_unfit();
+	test_rule_cursor_front();
 
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
 	if (check_failures() == 0 && system(cmd) != 0)
