@@ -145,10 +145,8 @@ static const struct fs_opt cache_opts[] = {
      "most bytes of remote data kept in the whole cache directory (every source); mounts "
      "sharing it each evict, as they fill, down to their own SIZE: give them the same"},
     /* two eviction batches kept free ahead of the fills: a fill's start
-     * then neither evicts nor waits for another thread's eviction. Off by
-     * default: on, one planned cold epoch of link_bench (L8b) took 27.7 s
-     * against 1.8-2.2 s (cachetier/README.md "Room ahead") */
-    {"evict-ahead", 0, FS_OPT_ENUM, CFG(ct.evict_ahead), 0, "off", 0, 0, "off|on",
+     * then neither evicts nor waits for another thread's eviction */
+    {"evict-ahead", 0, FS_OPT_ENUM, CFG(ct.evict_ahead), 0, "on", 0, 0, "off|on",
      "on: once the cache passes --cache-size less one eviction batch (a chunk, at most a "
      "sixteenth of the cache), a background thread evicts down to --cache-size less two, so "
      "fills start without evicting; off: each fill evicts what it needs when it starts"},
