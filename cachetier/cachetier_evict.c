@@ -49,11 +49,6 @@
  * thread of each process while they read, and within the limit once they
  * are done.
  *
- * Room ahead (cfg.evict_ahead): a fill past the low-water mark wakes the
- * flusher, which evicts down to the limit less the headroom
- * (cachetier__room_ahead; the rule in cachetier_i.h), so the fills that
- * follow start without evicting or waiting for a punch.
- *
  * The scan of the directory at open (and the rescan when nothing is left
  * to evict) is cachetier_scan.c.
  *
