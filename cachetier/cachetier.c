@@ -360,9 +360,6 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->evictions = ct->evictions;
 	st->evicted_bytes = ct->evicted_bytes;
 	st->decoded_evictions = ct->decoded_evictions;
-	st->evictions_ahead = ct->evictions_ahead;
-	st->room_waits = ct->room_waits;
-	st->bytes_evicting = ct->evicting;
 	st->evict_cpu_ns = atomic_load(&ct->evict_cpu_ns);
 	st->flush_cpu_ns = atomic_load(&ct->flush_cpu_ns);
 	st->punches = atomic_load(&ct->punches);

@@ -82,9 +82,6 @@ struct cachetier_config {
 				       * max_connections (below fill_threads - 1: fill_threads - 1) */
 	unsigned local_fds_max;	      /* most fds of local source files kept open at once
 				       * (0: RLIMIT_NOFILE's soft limit less a reserve) */
-	int evict_ahead;	      /* 1: the flusher makes room ahead of the fills, down
-				       * to cache_size_bytes less two eviction batches, once
-				       * a fill passes it less one (cachetier_evict.c) */
 	int weak_etag_trust;	      /* 1: an object whose ETag is weak or mtime-derived is
 				       * not compared with the store before units filled
 				       * since are served (0: it is; cachetier_read.c) */
@@ -125,10 +122,6 @@ struct cachetier_stats {
 	uint64_t evictions;	  /* evictions: one or more units of an object, or a decoded copy */
 	uint64_t evicted_bytes;
 	uint64_t decoded_evictions;  /* decoded copies evicted (also in evictions) */
-	uint64_t evictions_ahead;    /* evictions the flusher made ahead of the fills, past the
-				      * low-water mark (also in evictions) */
-	uint64_t room_waits;	     /* fills that waited for another thread's eviction to end */
-	uint64_t bytes_evicting;     /* bytes being punched now (not in bytes_used) */
 	uint64_t evict_cpu_ns;	     /* CPU time of the threads making room for fills (the
 				      * room check, picking victims, unlinking maps, punching) */
 	uint64_t flush_cpu_ns;	     /* CPU time of the threads writing maps (their fdatasync

@@ -156,7 +156,6 @@ struct ev_ctx {
 	int spare;
 	int64_t near;
 	const struct cachetier *ct;
-	int ahead; /* made ahead of the fills (cachetier__room_ahead) */
 };
 
 /* The first unit of live f from c on whose state byte says it holds bytes
@@ -541,7 +540,6 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 	f->evicting = 1;
 	ct->evicting += freed;
 	ct->evictions++;
-	ct->evictions_ahead += (uint64_t)x->ahead;
 	ct->evicted_bytes += freed;
 	disk_mutex_unlock(&ct->lock);
 
@@ -713,65 +711,20 @@ int cachetier__make_room(struct cachetier *ct, uint64_t len, int spare_ahead)
 	return cachetier__make_room_near(ct, len, spare_ahead, CT_NEAR_NONE);
 }
 
-/* An eviction's batch: a chunk's worth, a sixteenth of the cache at most
- * (make_room_near). */
-static uint64_t evict_batch(const struct cachetier *ct)
-{
-	return ct->cfg.chunk_bytes < ct->cfg.cache_size_bytes / 16 ? ct->cfg.chunk_bytes
-								   : ct->cfg.cache_size_bytes / 16;
-}
-
-uint64_t cachetier__headroom(const struct cachetier *ct)
-{
-	return 2 * evict_batch(ct);
-}
-
-static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near,
-			  uint64_t limit);
+static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near);
 
 int cachetier__make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near)
 {
 	int64_t t0 = cachetier__cpu_ns();
-	int err = make_room_near(ct, len, spare_ahead, near, ct->cfg.cache_size_bytes);
+	int err = make_room_near(ct, len, spare_ahead, near);
 
-	/* a fill that may evict (len > 0) crossed the low-water mark: the
-	 * flusher makes room ahead of the next fills (cachetier__room_ahead) */
-	if (len > 0 && ct->cfg.evict_ahead &&
-	    cachetier__usage_get(ct) + ct->reserved + ct->evicting >
-		ct->cfg.cache_size_bytes - cachetier__headroom(ct) / 2) {
-		ct->room_ahead = 1;
-		pthread_cond_signal(&ct->flush_cond);
-	}
 	atomic_fetch_add(&ct->evict_cpu_ns, (unsigned long long)(cachetier__cpu_ns() - t0));
 	return err;
 }
 
-void cachetier__room_ahead(struct cachetier *ct)
+static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near)
 {
-	uint64_t h = cachetier__headroom(ct);
-	int64_t t0;
-
-	if (!ct->room_ahead)
-		return;
-	ct->room_ahead = 0;
-	if (h == 0 || ct->cfg.cache_size_bytes <= h)
-		return;
-	t0 = cachetier__cpu_ns();
-	/* only what a prefetch fill would evict first (units no plan needs,
-	 * units no plan speaks of that are not ahead of their readers, and
-	 * decoded copies), in the same order */
-	(void)make_room_near(ct, 0, 1, CT_NEAR_NONE, ct->cfg.cache_size_bytes - h);
-	atomic_fetch_add(&ct->evict_cpu_ns, (unsigned long long)(cachetier__cpu_ns() - t0));
-}
-
-/* Evict until the directory's usage, this process's fills in flight and
- * bytes being punched are within 'limit' (cfg.cache_size_bytes; below it
- * when made ahead, len 0) and the disk keeps its reserve. */
-static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near,
-			  uint64_t limit)
-{
-	int ahead = limit < ct->cfg.cache_size_bytes;
-	struct ev_ctx x = {0, spare_ahead, near, ct, ahead};
+	struct ev_ctx x = {0, spare_ahead, near, ct};
 	uint64_t want_free = 0;
 	struct statvfs sv;
 	int rescanned = 0;
@@ -795,12 +748,9 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
 		struct ev_key key, next;
 		uint64_t freed, need;
 
-		if (total + ct->evicting <= limit && want_free == 0)
+		if (total + ct->evicting <= ct->cfg.cache_size_bytes && want_free == 0)
 			break;
-		if (total <= limit && want_free == 0) {
-			if (ahead)
-				break; /* the fills' evictions make it */
-			ct->room_waits++;
+		if (total <= ct->cfg.cache_size_bytes && want_free == 0) {
 			/* evictions running on other threads make the room; their
 			 * bytes leave the disk when they finish: wait, do not write
 			 * over them (nor evict more than needed). Only an eviction's
@@ -814,7 +764,7 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
 		 * within the rules' share (half the cache): the rest is the
 		 * readers' (their readahead then evicts what they read, never
 		 * what was fetched ahead for them) */
-		if (spare_ahead && !ahead &&
+		if (spare_ahead &&
 		    ahead_bytes(ct, cachetier__now_ns()) + len > cachetier__ahead_share(ct))
 			return -ENOSPC;
 		x.now = cachetier__now_ns();
@@ -827,7 +777,6 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
 			if (d && (!f || key.cls > EV_LRU ||
 				  (key.cls == EV_LRU && d->atime_ns < key.at))) {
 				freed = evict_dec(ct, d);
-				ct->evictions_ahead += (uint64_t)(ahead && freed);
 				want_free = freed >= want_free ? 0 : want_free - freed;
 				continue;
 			}
@@ -841,13 +790,18 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
 		}
 		if (!f) /* everything left is pinned (or spared) */
 			return spare_ahead ? -ENOSPC : 0; /* fill over the limit */
-		need = total + ct->evicting > limit ? total + ct->evicting - limit : 0;
+		need = total + ct->evicting > ct->cfg.cache_size_bytes
+			   ? total + ct->evicting - ct->cfg.cache_size_bytes
+			   : 0;
 		if (need < want_free)
 			need = want_free;
-		/* a batch at least (evict_batch): a random reader's unit fills
-		 * would otherwise each unlink and rewrite a map */
-		if (need < evict_batch(ct))
-			need = evict_batch(ct);
+		/* a chunk's worth at least (a sixteenth of the cache at most): a
+		 * random reader's unit fills would otherwise each unlink and
+		 * rewrite a map */
+		if (need < ct->cfg.chunk_bytes && need < ct->cfg.cache_size_bytes / 16)
+			need = ct->cfg.chunk_bytes < ct->cfg.cache_size_bytes / 16
+				   ? ct->cfg.chunk_bytes
+				   : ct->cfg.cache_size_bytes / 16;
 		freed = evict(ct, f, need ? need : 1, &x, next);
 		want_free = freed >= want_free ? 0 : want_free - freed;
 	}

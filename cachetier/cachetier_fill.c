@@ -504,10 +504,8 @@ static void flush_over_limit(struct cachetier *ct)
 
 /* The flusher: writes the maps whose batch is due (a worker signals a full
  * batch; the timer catches the rest), so the fdatasync before each map
- * never holds up a fill; evicts a cache left over its limit back down
- * (flush_over_limit), within a second of the read or fill that let it; and
- * makes room ahead of the fills once a fill passed the low-water mark
- * (cachetier__room_ahead). */
+ * never holds up a fill; and evicts a cache left over its limit back down
+ * (flush_over_limit), within a second of the read or fill that let it. */
 static void *flusher_main(void *arg)
 {
 	struct cachetier *ct = arg;
@@ -518,8 +516,7 @@ static void *flusher_main(void *arg)
 		cachetier__dec_release(ct); /* decoded copies other processes evicted */
 		cachetier__lazy_check(ct);  /* idle read locks other processes asked for */
 		flush_over_limit(ct);
-		cachetier__room_ahead(ct); /* the low-water mark (cachetier_evict.c) */
-		if (!ct->stopping && !ct->room_ahead)
+		if (!ct->stopping)
 			cachetier__cond_wait_s(&ct->flush_cond, &ct->lock, 1);
 	}
 	disk_mutex_unlock(&ct->lock);

@@ -422,11 +422,6 @@ struct cachetier {
 	uint64_t hits, misses, bytes_fetched, fills, fills_inflight, fill_errors;
 	uint64_t miss_wait_ns; /* the misses' time waiting for their units, summed */
 	uint64_t readahead_fills, evictions, evicted_bytes;
-	/* room made ahead of the fills (cachetier__room_ahead): asked for by a
-	 * fill past the low-water mark, evictions the flusher made for it
-	 * (also in evictions), and fills that waited for an eviction's end */
-	int room_ahead;
-	uint64_t evictions_ahead, room_waits;
 	uint64_t unfit_bytes;	    /* prefetch fills skipped: no room without evicting */
 	uint64_t decoded_evictions; /* decoded copies evicted */
 	/* CPU time (CLOCK_THREAD_CPUTIME_ID) of make_room and of map writes
@@ -905,16 +900,6 @@ int cachetier__make_room(struct cachetier *ct, uint64_t len, int spare_ahead);
  * further. */
 #define CT_NEAR_NONE INT64_MAX
 int cachetier__make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near);
-/* Room ahead of the fills: the headroom is two eviction batches (a
- * chunk's worth each, a sixteenth of the cache at most). A fill that may
- * evict and leaves usage + fills in flight + bytes being punched past
- * cache_size_bytes minus half the headroom (the low-water mark) sets
- * ct->room_ahead and wakes the flusher, which evicts (room_ahead) down to
- * cache_size_bytes minus the headroom what a prefetch fill would evict
- * first, in the same order; fills evict themselves only when that is not
- * enough. ct->lock held (room_ahead drops it around file operations). */
-uint64_t cachetier__headroom(const struct cachetier *ct);
-void cachetier__room_ahead(struct cachetier *ct);
 /* Plan positions from now to unit c of f's next use (CT_NEAR_NONE: none
  * marked it, or no plan needs it again). ct->lock held. */
 int64_t cachetier__plan_near(const struct cachetier *ct, const struct ct_file *f, uint32_t c);

@@ -283,12 +283,6 @@ static const struct ctl_counter ctl_counters[] = {
      SNAP(cs.prefetch_withdrawn)},
     {"evictions", "objects evicted from the cache", C, SNAP(cs.evictions)},
     {"evicted_bytes", "bytes evicted from the cache", C, SNAP(cs.evicted_bytes)},
-    {"cache_evictions_ahead",
-     "evictions the flusher made ahead of the fills once the cache passed its low-water mark "
-     "(also in evictions)",
-     C, SNAP(cs.evictions_ahead)},
-    {"cache_room_waits", "fills that waited for another thread's eviction to end", C,
-     SNAP(cs.room_waits)},
     {"decoded_evictions", "decoded copies evicted (decoded again when read)", C,
      SNAP(cs.decoded_evictions)},
     {"cache_peer_units", "units read that another process or an earlier mount filled", C,

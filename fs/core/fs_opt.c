@@ -144,12 +144,6 @@ static const struct fs_opt cache_opts[] = {
     {"cache-size", 0, FS_OPT_SIZE, CFG(ct.cache_size_bytes), 0, "20G", 1, NOLIMIT, "SIZE",
      "most bytes of remote data kept in the whole cache directory (every source); mounts "
      "sharing it each evict, as they fill, down to their own SIZE: give them the same"},
-    /* two eviction batches kept free ahead of the fills: a fill's start
-     * then neither evicts nor waits for another thread's eviction */
-    {"evict-ahead", 0, FS_OPT_ENUM, CFG(ct.evict_ahead), 0, "on", 0, 0, "off|on",
-     "on: once the cache passes --cache-size less one eviction batch (a chunk, at most a "
-     "sixteenth of the cache), a background thread evicts down to --cache-size less two, so "
-     "fills start without evicting; off: each fill evicts what it needs when it starts"},
     /* the cache must not be what fills the disk */
     {"min-free", 0, FS_OPT_SIZE, CFG(ct.min_free_bytes), 0, "1G", 0, NOLIMIT, "SIZE",
      "free space the cache leaves on its filesystem: the smaller of SIZE and "

@@ -1181,7 +1181,7 @@ def group_nextuse(env, ck):
         with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache-' + tag),
                       extra=['--cache-size', str(limit), '--chunk-size', '512K',
                              '--plan-lookahead', '0', '--warm', 'off', '--min-free', '0',
-                             '--prefetch-shards', '0', '--evict-ahead', 'off']) as m:
+                             '--prefetch-shards', '0']) as m:
             for k, p in enumerate(plans):
                 pf = env.path('plan-%s-%d' % (tag, k))
                 with open(pf, 'w') as f:

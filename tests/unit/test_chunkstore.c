@@ -108,9 +108,6 @@ static struct backend *store(const char *query)
 /* cachetier_config.durable_delay_s of the tiers tier() opens (test_durable
  * sets it; 0 elsewhere: maps within about a second) */
 static double durable_delay_s;
-/* cachetier_config.evict_ahead of the tiers tier() opens (test_evict_ahead
- * sets it; 0 elsewhere: each fill evicts for itself, counts exact) */
-static int evict_ahead;
 
 static struct cachetier *tier_chunk(struct backend *be, const char *name, uint64_t size,
 				    unsigned threads, uint32_t chunk)
@@ -129,7 +126,6 @@ static struct cachetier *tier_chunk(struct backend *be, const char *name, uint64
 	cc.readahead_max_bytes = 8 * chunk;
 	cc.fill_threads = threads;
 	cc.durable_delay_s = durable_delay_s;
-	cc.evict_ahead = evict_ahead;
 	err = cachetier_open(&ct, &cc, be);
 	if (err < 0) {
 		fprintf(stderr, "cachetier_open %s: %d\n", dir, err);
@@ -1034,87 +1030,6 @@ static void test_range_spares_present(void)
 	cachetier_obj_unref(o);
 	cachetier_close(ct);
 	backend_close(be);
-}
-
-/* Wait (up to 60 s) until the flusher made n evictions ahead of the fills
- * and none is being punched. */
-static void ahead_done(struct cachetier *ct, uint64_t n)
-{
-	struct cachetier_stats st;
-
-	for (int i = 0; i < 6000; i++) {
-		stats(ct, &st);
-		if (st.evictions_ahead >= n && st.bytes_evicting == 0)
-			return;
-		usleep(10000);
-	}
-	CHECK(0, "%llu evictions made ahead after 60 s, want %llu",
-	      (unsigned long long)st.evictions_ahead, (unsigned long long)n);
-}
-
-/* Room made ahead of the fills (cachetier_config.evict_ahead): a cache of
- * 16 chunks (a batch: a chunk, a sixteenth; headroom 2) takes 15 chunk
- * fills without evicting; the 16th passes the low-water mark (15 chunks)
- * and the flusher evicts the 2 least recently used chunks (down to 14);
- * the next fill starts without evicting or waiting (old code: it evicts
- * for itself); the one after passes the mark again. */
-static void test_evict_ahead(void)
-{
-	struct backend *be;
-	struct cachetier *ct;
-	struct cachetier_obj *o;
-	struct cachetier_stats st;
-	int k = 0;
-
-	evict_ahead = 1;
-	be = store("");
-	ct = tier(be, "c-evict-ahead", 16 * CHUNK, 4);
-	o = obj(ct, be, NOBJ);
-	for (; k < 16; k++) {
-		CHECK(read_check(o, NOBJ, (uint64_t)k * CHUNK, CHUNK, 1) == 0, "ahead: read %d", k);
-		fills_idle(ct);
-	}
-	ahead_done(ct, 1);
-	stats(ct, &st);
-	CHECK(st.evictions == 1 && st.evictions_ahead == 1 && st.evicted_bytes == 2 * CHUNK &&
-		  st.bytes_used == 14 * CHUNK && st.room_waits == 0 && st.misses == 16,
-	      "ahead: 16 fills: %llu evictions (%llu ahead) of %llu bytes, %llu bytes used, %llu "
-	      "waits, %llu misses; want 1 (1) of %llu, %llu, 0, 16",
-	      (unsigned long long)st.evictions, (unsigned long long)st.evictions_ahead,
-	      (unsigned long long)st.evicted_bytes, (unsigned long long)st.bytes_used,
-	      (unsigned long long)st.room_waits, (unsigned long long)st.misses,
-	      (unsigned long long)(2 * CHUNK), (unsigned long long)(14 * CHUNK));
-	CHECK(read_check(o, NOBJ, (uint64_t)k * CHUNK, CHUNK, 1) == 0, "ahead: read %d", k);
-	k++;
-	fills_idle(ct);
-	stats(ct, &st);
-	CHECK(st.evictions == 1 && st.room_waits == 0 && st.bytes_used == 15 * CHUNK &&
-		  st.misses == 17,
-	      "ahead: a fill into the headroom: %llu evictions, %llu waits, %llu bytes used, %llu "
-	      "misses; want 1, 0, %llu, 17",
-	      (unsigned long long)st.evictions, (unsigned long long)st.room_waits,
-	      (unsigned long long)st.bytes_used, (unsigned long long)st.misses,
-	      (unsigned long long)(15 * CHUNK));
-	CHECK(read_check(o, NOBJ, (uint64_t)k * CHUNK, CHUNK, 1) == 0, "ahead: read %d", k);
-	fills_idle(ct);
-	ahead_done(ct, 2);
-	stats(ct, &st);
-	CHECK(st.evictions == 2 && st.evictions_ahead == 2 && st.evicted_bytes == 4 * CHUNK &&
-		  st.bytes_used == 14 * CHUNK && st.room_waits == 0,
-	      "ahead: the mark passed again: %llu evictions (%llu ahead) of %llu bytes, %llu bytes "
-	      "used, %llu waits",
-	      (unsigned long long)st.evictions, (unsigned long long)st.evictions_ahead,
-	      (unsigned long long)st.evicted_bytes, (unsigned long long)st.bytes_used,
-	      (unsigned long long)st.room_waits);
-	/* the least recently used went: chunks 0-3; 4 is kept */
-	CHECK(read_check(o, NOBJ, 4 * CHUNK, CHUNK, 1) == 0, "ahead: read 4 again");
-	stats(ct, &st);
-	CHECK(st.misses == 18 && st.hits == 1, "ahead: read 4 again: misses %llu, hits %llu",
-	      (unsigned long long)st.misses, (unsigned long long)st.hits);
-	cachetier_obj_unref(o);
-	cachetier_close(ct);
-	backend_close(be);
-	evict_ahead = 0;
 }
 
 /* Is the first unit (CHUNK / 8) of object i cached? */
@@ -3107,7 +3022,6 @@ int main(void)
 	test_prefetch_fit();
 	test_prefetch_range();
 	test_range_spares_present();
-	test_evict_ahead();
 	test_pin_threads();
 	test_peer_pins();
 	test_idle_locks();
