@@ -115,7 +115,7 @@ struct cachetier_stats {
 	uint64_t bytes_fetched;	  /* bytes written by fills */
 	uint64_t fills;		  /* fill requests completed (a chunk, or a random read's units) */
 	uint64_t fills_inflight;  /* fill requests running now */
-	uint64_t fill_errors;	  /* fills that failed (backend errors) */
+	uint64_t fill_errors;	  /* units whose fill failed (backend errors) */
 	uint64_t readahead_fills; /* fills started by readahead or prefetch */
 	uint64_t unfit_bytes;	  /* bytes of prefetch fills skipped: no room without evicting
 				   * (PF_FIT), or without evicting units filled ahead (PF_EVICT) */

@@ -276,7 +276,7 @@ static const struct ctl_counter ctl_counters[] = {
      "fills in flight at once but those of small planned ranges (one more than connections)", G,
      SNAP(fill_threads)},
     {"connections", "most parallel connections to a remote store", G, SNAP(connections)},
-    {"fill_errors", "chunk fills that failed", C, SNAP(cs.fill_errors)},
+    {"fill_errors", "units whose fill failed", C, SNAP(cs.fill_errors)},
     {"readahead_fills", "fills started by readahead or prefetch", C, SNAP(cs.readahead_fills)},
     {"prefetch_withdrawn",
      "prefetch and warm fills stopped part-way to free a connection for a reader's fill", C,
