@@ -88,7 +88,7 @@ static unsigned rules_pf_max(const struct cachetier_pf_counts *k, unsigned n)
  * a planned cold epoch's first window a round trip behind the last, 1, 2,
  * 4, ... in flight over its first 250 ms, while its readers waited
  * (tests/bench/link_bench.py L8i: 26 of the epoch's 37 reads that waited,
- * 580 of its 709 ms). None still while readahead runs. */
+ * 512 of its 709 ms). None still while readahead runs. */
 static unsigned rules_range_max(const struct cachetier_pf_counts *k, unsigned n)
 {
 	struct cachetier_pf_counts u = *k;
