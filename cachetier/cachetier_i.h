@@ -833,17 +833,23 @@ static inline void cachetier__unit_unlock(struct ct_file *f, uint32_t c)
 /* Unit lock changes gathered into runs: adjacent units of one fd and
  * change go out as one fcntl (a read's units, a fill's, an eviction's
  * run: one lock call each, not one a unit). Only for changes that cannot
- * fail (F_UNLCK; F_RDLCK over this description's own F_WRLCK). */
+ * fail (F_UNLCK; F_RDLCK over this description's own F_WRLCK). calls,
+ * when set, counts the fcntl calls the run makes (a read's: the tier's
+ * unit_read_locks), here where they are made, not by the run's users. */
 struct ct_lkrun {
 	int fd;
 	short type;
-	uint32_t c, n; /* units [c, c + n) */
+	uint32_t c, n;	 /* units [c, c + n) */
+	uint64_t *calls; /* NULL: not counted */
 };
 
 static inline void cachetier__lkrun_flush(struct ct_lkrun *r)
 {
-	if (r->n)
+	if (r->n) {
 		cachetier__ofd_lock_n(r->fd, r->type, LK_UNIT(r->c), r->n, 0);
+		if (r->calls)
+			(*r->calls)++;
+	}
 	r->n = 0;
 }
 

@@ -73,15 +73,13 @@ static void ra_queue(struct cachetier *ct, struct ct_file *f, uint64_t end, uint
  * process ends (OFD locks go with their descriptions). */
 uint32_t cachetier__lazy_drop(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1)
 {
-	struct ct_lkrun run = {0};
+	struct ct_lkrun run = {.calls = &ct->unit_read_locks};
 	uint32_t n = 0;
 
 	if (!f->lazy || !f->held)
 		return 0;
 	for (uint32_t c = c0; c < c1; c++) {
 		if (f->held[c] && f->pins[c] == 0) {
-			if (run.n && run.c + run.n != c)
-				ct->unit_read_locks++;
 			cachetier__lkrun_add(&run, f->stfd, F_UNLCK, c);
 			f->held[c] = 0;
 			assert(ct->idle_units > 0);
@@ -89,8 +87,6 @@ uint32_t cachetier__lazy_drop(struct cachetier *ct, struct ct_file *f, uint32_t 
 			n++;
 		}
 	}
-	if (run.n)
-		ct->unit_read_locks++;
 	cachetier__lkrun_flush(&run);
 	if (c0 == 0 && c1 == f->nunits)
 		f->lazy = 0;
@@ -129,7 +125,7 @@ void cachetier__lazy_check(struct cachetier *ct)
  * idle already (then they go, a run in one fcntl). ct->lock held. */
 static void read_unpin(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1)
 {
-	struct ct_lkrun run = {0};
+	struct ct_lkrun run = {.calls = &ct->unit_read_locks};
 
 	for (uint32_t c = c0; c < c1; c++) {
 		if (--f->pins[c] != 0 || !f->held[c])
@@ -139,13 +135,9 @@ static void read_unpin(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 			f->lazy = 1;
 			continue;
 		}
-		if (run.n && run.c + run.n != c)
-			ct->unit_read_locks++;
 		cachetier__lkrun_add(&run, f->stfd, F_UNLCK, c);
 		f->held[c] = 0;
 	}
-	if (run.n)
-		ct->unit_read_locks++;
 	cachetier__lkrun_flush(&run);
 	if (f->lazy)
 		lazy_want(ct, f);
