@@ -356,6 +356,7 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->fills_inflight = ct->fills_inflight;
 	st->fill_errors = ct->fill_errors;
 	st->readahead_fills = ct->readahead_fills;
+	st->queued_waits = ct->queued_waits;
 	st->unfit_bytes = ct->unfit_bytes;
 	st->evictions = ct->evictions;
 	st->evicted_bytes = ct->evicted_bytes;

@@ -117,6 +117,9 @@ struct cachetier_stats {
 	uint64_t fills_inflight;  /* fill requests running now */
 	uint64_t fill_errors;	  /* units whose fill failed (backend errors) */
 	uint64_t readahead_fills; /* fills started by readahead or prefetch */
+	uint64_t queued_waits;	  /* units reads found queued, their fill not started, and
+				   * waited for: once per read and unit (the rules' promote
+				   * moves such a readahead fill to the demand queue) */
 	uint64_t unfit_bytes;	  /* bytes of prefetch fills skipped: no room without evicting
 				   * (PF_FIT), or without evicting units filled ahead (PF_EVICT) */
 	uint64_t evictions;	  /* evictions: one or more units of an object, or a decoded copy */

@@ -310,6 +310,7 @@ static struct ct_job *queue_pop(struct ct_job ***tail, struct ct_job **pp)
  * there; a prefetch cursor's claimed units are on no queue. */
 void cachetier__queue_wait(struct cachetier *ct, struct ct_file *f, uint32_t c)
 {
+	ct->queued_waits++;
 	if (!ct->policy || !ct->policy->promote(CACHETIER_FILL_READAHEAD))
 		return;
 	for (struct ct_job **pp = &ct->rq; *pp; pp = &(*pp)->next) {

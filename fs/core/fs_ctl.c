@@ -278,6 +278,8 @@ static const struct ctl_counter ctl_counters[] = {
     {"connections", "most parallel connections to a remote store", G, SNAP(connections)},
     {"fill_errors", "units whose fill failed", C, SNAP(cs.fill_errors)},
     {"readahead_fills", "fills started by readahead or prefetch", C, SNAP(cs.readahead_fills)},
+    {"cache_queued_waits", "units reads waited for whose fill was queued, not started", C,
+     SNAP(cs.queued_waits)},
     {"prefetch_withdrawn",
      "prefetch and warm fills stopped part-way to free a connection for a reader's fill", C,
      SNAP(cs.prefetch_withdrawn)},
