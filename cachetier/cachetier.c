@@ -364,6 +364,9 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->evict_cpu_ns = atomic_load(&ct->evict_cpu_ns);
 	st->flush_cpu_ns = atomic_load(&ct->flush_cpu_ns);
 	st->punches = atomic_load(&ct->punches);
+	st->room_waits = ct->room_waits;
+	st->room_wait_ms = ct->room_wait_ns / 1000000;
+	st->room_make_ms = ct->room_make_ns / 1000000;
 	st->peer_units = ct->peer_units;
 	st->weak_probes = ct->weak_probes;
 	st->weak_changed = ct->weak_changed;

@@ -130,6 +130,11 @@ struct cachetier_stats {
 	uint64_t flush_cpu_ns;	     /* CPU time of the threads writing maps (their fdatasync
 				      * of the data file, the map's atomic write) */
 	uint64_t punches;	     /* holes punched by evictions (fallocate calls) */
+	uint64_t room_waits;	     /* calls making room for a fill that waited for other
+				      * threads' evictions to end (room_cond) */
+	uint64_t room_wait_ms;	     /* their time waiting, summed */
+	uint64_t room_make_ms;	     /* time of the threads making room for fills (wall clock,
+				      * the waits included), summed */
 	uint64_t peer_units;	     /* units read that another process (or mount) filled */
 	uint64_t weak_probes;	     /* units fetched again to compare, for objects whose ETag
 				      * is weak or mtime-derived (nginx) */

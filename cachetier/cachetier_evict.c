@@ -715,10 +715,11 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
 
 int cachetier__make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near)
 {
-	int64_t t0 = cachetier__cpu_ns();
+	int64_t t0 = cachetier__cpu_ns(), w0 = cachetier__mono_ns();
 	int err = make_room_near(ct, len, spare_ahead, near);
 
 	atomic_fetch_add(&ct->evict_cpu_ns, (unsigned long long)(cachetier__cpu_ns() - t0));
+	ct->room_make_ns += (uint64_t)(cachetier__mono_ns() - w0);
 	return err;
 }
 
@@ -727,7 +728,7 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
 	struct ev_ctx x = {0, spare_ahead, near, ct};
 	uint64_t want_free = 0;
 	struct statvfs sv;
-	int rescanned = 0;
+	int rescanned = 0, waited = 0;
 
 	CT_OFF_LOOP();
 	/* statvfs without the lock: it is a syscall, and approximate anyway */
@@ -757,7 +758,12 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
 			 * end wakes this wait (ct->evicting > 0 here, and it ends
 			 * without waiting on anything): the unit states' broadcasts
 			 * at every fill's end would wake every fill thread here. */
+			int64_t w0 = cachetier__mono_ns();
+
 			disk_cond_wait(&ct->room_cond, &ct->lock);
+			ct->room_wait_ns += (uint64_t)(cachetier__mono_ns() - w0);
+			ct->room_waits += !waited;
+			waited = 1;
 			continue;
 		}
 		/* a prefetch fill evicts only while what was filled ahead stays

@@ -430,6 +430,8 @@ struct cachetier {
 	atomic_ullong evict_cpu_ns, flush_cpu_ns;
 	atomic_ullong punches; /* fallocate punches of evictions (cachetier_stats) */
 	uint64_t peer_units;   /* units served that another process filled */
+	/* make_room's calls that waited for other threads' evictions, those waits, its time */
+	uint64_t room_waits, room_wait_ns, room_make_ns;
 	/* idle read locks (cachetier_read.c, "release on demand"): fcntl calls
 	 * of the read path on unit locks (taken, dropped), release requests
 	 * this process posted, units it released on another's request, and

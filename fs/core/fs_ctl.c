@@ -299,6 +299,9 @@ static const struct ctl_counter ctl_counters[] = {
      C, SNAP(cs.weak_changed)},
     {"cache_peer_waits", "fills that waited for another process filling the same unit", C,
      SNAP(cs.peer_waits)},
+    {"cache_room_waits", "fills that waited for another's eviction", C, SNAP(cs.room_waits)},
+    {"cache_room_wait_ms", "time they waited", CTL_COUNTER_MS, SNAP(cs.room_wait_ms)},
+    {"cache_room_make_ms", "time fills spent making room", CTL_COUNTER_MS, SNAP(cs.room_make_ms)},
     {"cache_units_corrupt",
      "cached units found damaged (bad CRC32C, data file cut) and fetched again; decoded copies: "
      "read failed with EIO",

@@ -802,6 +802,8 @@ class Epoch:
     KEYS = ('bytes_fetched', 'read_bytes', 'store_requests', 'cache_misses', 'cache_miss_wait_ms',
             'cache_hits',
             'prefetch_withdrawn', 'evicted_bytes', 'evictions')
+    # counters a base build may lack: -1 then (the room counters: making room for fills)
+    OPT_KEYS = ('cache_room_waits', 'cache_room_wait_ms', 'cache_room_make_ms')
 
     def __init__(self, **kw):
         self.__dict__.update(kw)
@@ -876,6 +878,9 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None):
         def snap():
             st = m.stats()
             c = {k: int(re.search(r'"%s":\s*"?(\d+)' % k, st).group(1)) for k in Epoch.KEYS}
+            for k in Epoch.OPT_KEYS:
+                v = re.search(r'"%s":\s*"?(\d+)' % k, st)
+                c[k] = int(v.group(1)) if v else None
             return (c, proc_cpu(m.pid), ctx_switches(m.pid),
                     proc_cpu(emu.p.pid) if emu else 0.0, emu.stats()['requests'] if emu else 0,
                     thread_cpu(m.pid), thread_switches(m.pid))
@@ -894,7 +899,8 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None):
             k, secs, lcpu = ln.split()
             s1 = snap()
             e = Epoch(n=int(k), secs=float(secs), loader_cpu=float(lcpu),
-                      c={key: s1[0][key] - s0[0][key] for key in Epoch.KEYS},
+                      c={key: -1 if s1[0][key] is None else s1[0][key] - s0[0][key]
+                         for key in Epoch.KEYS + Epoch.OPT_KEYS},
                       daemon_cpu=s1[1] - s0[1], ctxsw=s1[2] - s0[2], emu_cpu=s1[3] - s0[3],
                       emu_requests=s1[4] - s0[4])
             out.append(e)
@@ -1125,6 +1131,12 @@ def plan_rows(a, emu, loader):
         note('%s plan: epoch %d: reads that waited %d, %.0f ms in all (%.1f ms each), epoch '
              '%.2f s' % (what, i + 1, r.c['cache_misses'], r.c['cache_miss_wait_ms'],
                          r.c['cache_miss_wait_ms'] / max(r.c['cache_misses'], 1), r.secs))
+        # fills that waited for another thread's eviction before they started (-1: a build
+        # without the counters)
+        note('%s plan: epoch %d: making room for fills %d ms, of it %d ms in %d waits for '
+             'another\'s eviction (cache_room_make_ms, cache_room_wait_ms, cache_room_waits)'
+             % (what, i + 1, r.c['cache_room_make_ms'], r.c['cache_room_wait_ms'],
+                r.c['cache_room_waits']))
     emit('%si. %s: time readers waited for the store (cache_miss_wait_ms, summed over readers), '
          'planned cold epoch, vs the epoch' % (g, what), o, e.c['cache_miss_wait_ms'] / 1000,
          e.secs, 's', None, 'report')
