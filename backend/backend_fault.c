@@ -28,6 +28,11 @@
  *                (polled every millisecond, at most 30 s: then -EIO), so a
  *                test holds a HEAD in flight and may change the object
  *                meanwhile (the answer says the version before the change)
+ * batch_hold=I   a batch answer (batch=1) hands over its first I items,
+ *                then waits while the file DIR.bhold exists (polled every
+ *                millisecond, at most 30 s: then its other items fail
+ *                with -EIO), so a test sees what is done with items that
+ *                arrived before the answer ended
  * batch=1        the store answers backend_batch_read as AIStore's GetBatch
  *                does (each item in order, whole, or failed with its bytes
  *                to be dropped); each item is one read for the faults
@@ -58,8 +63,9 @@
 struct fault {
 	struct backend inner; /* the local store doing the work */
 	unsigned long long fail_every, delay_ms, fail_after_bytes, fail_list, cut_every, names_only;
-	unsigned long long piece, batch, hold_at, heads;
+	unsigned long long piece, batch, hold_at, heads, batch_hold;
 	char *hold_path;  /* hold_at: DIR.hold */
+	char *bhold_path; /* batch_hold: DIR.bhold */
 	char *heads_path; /* heads: DIR.heads */
 	char *heads_hold; /* heads: DIR.hold */
 	atomic_ullong reads, bytes;
@@ -265,6 +271,20 @@ static int batch_item_cb(void *arg, uint64_t off, const void *buf, size_t len)
 	return err;
 }
 
+/* batch_hold=I: the answer waits while DIR.bhold exists (at most 30 s:
+ * then -EIO) */
+static int batch_held(struct fault *f)
+{
+	struct timespec ms = {0, 1000000L};
+
+	for (int i = 0; access(f->bhold_path, F_OK) == 0; i++) {
+		if (i >= 30000)
+			return -EIO; /* never released */
+		nanosleep(&ms, NULL);
+	}
+	return 0;
+}
+
 static int fault_batch_read(struct backend *be, const struct backend_batch_item *items, size_t n,
 			    backend_batch_sink_cb cb, void *arg, int *err)
 {
@@ -275,10 +295,16 @@ static int fault_batch_read(struct backend *be, const struct backend_batch_item 
 	if (!f->batch)
 		return -EOPNOTSUPP;
 	for (size_t i = 0; i < n; i++) {
-		int cut = fault_read_begin(f);
+		int cut;
 		size_t len = (size_t)items[i].len;
 		ssize_t r;
 
+		if (f->bhold_path && i == f->batch_hold && batch_held(f) < 0) {
+			for (; i < n; i++)
+				err[i] = -EIO;
+			return 0;
+		}
+		cut = fault_read_begin(f);
 		if (cut < 0) {
 			err[i] = cut;
 			continue;
@@ -309,6 +335,7 @@ static void fault_close(struct backend *be)
 		f->inner.ops->close(&f->inner);
 		free(f->inner.desc);
 		free(f->hold_path);
+		free(f->bhold_path);
 		free(f->heads_path);
 		free(f->heads_hold);
 		free(f);
@@ -372,7 +399,8 @@ int backend__fault_open(struct backend *be, const char *source, const struct bac
 		  parse_param(q + 1, "piece", &f->piece) < 0 ||
 		  parse_param(q + 1, "batch", &f->batch) < 0 ||
 		  parse_param(q + 1, "hold_at", &f->hold_at) < 0 ||
-		  parse_param(q + 1, "heads", &f->heads) < 0)) {
+		  parse_param(q + 1, "heads", &f->heads) < 0 ||
+		  parse_param(q + 1, "batch_hold", &f->batch_hold) < 0)) {
 		free(dir);
 		free(f);
 		return -EINVAL;
@@ -386,11 +414,16 @@ int backend__fault_open(struct backend *be, const char *source, const struct bac
 		f->heads_hold = NULL;
 	if (f->heads && (!f->heads_path || !f->heads_hold))
 		err = -ENOMEM;
+	if (f->batch_hold && asprintf(&f->bhold_path, "%s.bhold", dir) < 0) {
+		f->bhold_path = NULL;
+		err = -ENOMEM;
+	}
 	if (err == 0)
 		err = backend__local_open(&f->inner, dir);
 	free(dir);
 	if (err < 0) {
 		free(f->hold_path);
+		free(f->bhold_path);
 		free(f->heads_path);
 		free(f->heads_hold);
 		free(f);
