@@ -23,43 +23,51 @@
  *   3. the claimed units as items (maximal runs of one object); room is
  *      made for them as a PF_EVICT prefetch makes it (by next use); a
  *      request that gets none ends the call if the rules say (batch_unfit);
- *   4. the request runs on a thread of its own: backend_batch_read, whose
- *      sink (on the store's I/O thread) writes
- *      each item's bytes at their offset in the object's data file and
- *      computes each unit's CRC32C; then the version rule (below); then,
- *      under ct->lock, each unit valid (CRC, state byte, usage, map batch)
- *      or empty, and the readers woken. A request's units become valid
- *      when it ended, so the first request, holding the plan's next
- *      samples, is what a reader waits for.
+ *   4. the request runs on a thread of its own: backend_batch_read (on
+ *      one more thread, bt_read), whose sink (on the store's I/O thread)
+ *      hands each item's bytes to the fill writer, which writes them at
+ *      their offset in the object's data file and computes each unit's
+ *      CRC32C; when an object's last item of the request arrived whole,
+ *      the sink tells the request's thread (a semaphore, never a lock),
+ *      which applies the version rule (below) to that object at once
+ *      (bt_early): once its HEAD says it is as listed and the writer wrote
+ *      its bytes, under ct->lock, its items' units are valid (CRC, state
+ *      byte, usage, map batch) and the readers woken, while the answer's
+ *      later items still arrive. When the answer ended, the objects left
+ *      are confirmed, and each unit not valid yet is valid or empty
+ *      (bt_finish). So the first object of the first request, holding the
+ *      plan's next samples, is what a reader waits for, not the whole
+ *      answer.
  *
  * The version rule. GetBatch has no If-Match: its bytes are of whichever
- * version each object had while it was read. The units of a request are
- * kept only for objects whose ETag and size, as listed (ct_file's
- * identity, the data file's name), a HEAD sent after the request's answer
- * ended confirms (bt_confirm). The request's bytes stay unserved (its
- * units filling) until then. An object replaced before or during the
- * answer, or after it but before that HEAD, has another ETag at that
- * HEAD (or is gone): its items' bytes are punched, its units empty with
- * -ESTALE, as a fill's If-Match failure leaves them, so a reader gets what
- * a fill would give it. One replaced and put back (the same ETag: the same
- * bytes) before the HEAD is the one case the rule does not see. A failed
- * HEAD leaves the units empty with no error (fetched on demand, by
- * version).
+ * version each object had while it was read. The units of an object's
+ * items are kept only when its ETag and size, as listed (ct_file's
+ * identity, the data file's name), are what a HEAD says that was sent
+ * after the object's last item of the request arrived (bt_confirm; why
+ * that is enough: cachetier/README.md, "GetBatch's version rule"). Until
+ * then its units stay unserved (filling). An object replaced before or
+ * while its items were read, or after but before that HEAD, has another
+ * ETag at that HEAD (or is gone): its items' bytes are punched, its units
+ * empty with -ESTALE, as a fill's If-Match failure leaves them, so a
+ * reader gets what a fill would give it. One replaced and put back (the
+ * same ETag: the same bytes) before the HEAD is the one case the rule
+ * does not see. A failed HEAD leaves the units empty with no error
+ * (fetched on demand, by version).
  *
- * Shared HEADs. A HEAD confirms every answer of its object that ended
+ * Shared HEADs. A HEAD confirms every item of its object that arrived
  * before it was sent, so requests share them (bt_confirm): a request sends
  * a HEAD of an object when none of it is in flight (those of its objects
- * in one backend_stat_many, in parallel); one that finds a HEAD in flight,
- * sent before its answer ended, waits for it to end, then sends the next
- * or finds it sent by another request that waited too, and takes its
- * answer. An urgent request (the caller names them: the first of each
- * window, whose units a reader reaches first) never waits for a HEAD sent
- * before its end: it sends its own at once. The cost: a request that is
- * not urgent may wait up to one more round trip for its HEAD (its units
- * are needed later than the urgent one's); the gain: one HEAD per object
- * per round trip at most among those requests, not one per object per
- * request (L9 of tests/bench/link_bench.py: 2,400 HEADs for 455 requests
- * before). Counted: heads, heads_shared, head_waits.
+ * ready at once in one backend_stat_many, in parallel); one that finds a
+ * HEAD in flight, sent before its items arrived, waits for it to end, then
+ * sends the next or finds it sent by another request that waited too, and
+ * takes its answer. An urgent request (the caller names them: the first of
+ * each window, whose units a reader reaches first) never waits for a HEAD
+ * sent before its items arrived: it sends its own at once. The cost: a
+ * request that is not urgent may wait up to one more round trip for its
+ * HEAD (its units are needed later than the urgent one's); the gain: one
+ * HEAD per object per round trip at most among those requests, not one per
+ * object per request (L9 of tests/bench/link_bench.py: 2,400 HEADs for 455
+ * requests before). Counted: heads, heads_shared, head_waits.
  *
  * A failed or cut item (backend_batch_read's err[i]; a cut answer's
  * later items are asked again by the backend) is punched and its units
@@ -68,14 +76,21 @@
  * Threads: one per request, detached (ct->batch_running counts them;
  * cachetier_close waits for them, cachetier__batch_stop), except until a
  * request of this tier was answered: then the caller's and joined ones,
- * so that the caller learns a refusal for the window it handed over. The
- * sink runs on the store's I/O thread. Locks: ct->lock
- * around state changes only (never across I/O), the OFD unit locks held
- * from the claim until the unit is valid or empty.
+ * so that the caller learns a refusal for the window it handed over; and
+ * one per request in flight that reads its answer (bt_read), joined by
+ * the request's thread (without one, the answer is read on the request's
+ * thread and every object confirmed at its end). The sink runs on the
+ * store's I/O thread. Allocations: a request's working arrays are one
+ * block (bt_work_new). Locks: ct->lock around state changes only (never
+ * across I/O), the OFD unit locks held from the claim until the unit is
+ * valid or empty.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +117,43 @@ struct bt_run {
 	uint32_t *crc;	     /* CRC32C per unit, as bytes arrive */
 	int err;	     /* the item's outcome (0, -ESTALE, or another errno) */
 	int werr;	     /* the fill writer's first write error */
+	size_t obj;	     /* its object in the request's table (bt_work.obj) */
+	int done;	     /* committed at its object's HEAD, before the answer ended */
+};
+
+/* An object of a request, for the version rule (bt_confirm). */
+enum { BO_WAIT, BO_ASK, BO_DONE }; /* its items arriving; to confirm; confirmed (res) */
+struct bt_obj {
+	struct ct_file *f;
+	size_t last;   /* its last run in the request */
+	uint64_t need; /* the first HEAD number (f->bc_sent) that may confirm it */
+	uint64_t seq;  /* the number of the HEAD of it this request sent */
+	int res;       /* BO_DONE: the HEAD's answer (0, -ESTALE, -EIO) */
+	uint8_t st;
+	uint8_t waited; /* counted in head_waits */
+};
+
+/* A request's working arrays, one allocation (bt_work_new): the batch
+ * read's items and outcomes, its objects, and a round of HEADs (the keys
+ * sent, their answers and errnos, the object each is of). */
+struct bt_work {
+	struct backend_batch_item *items;
+	int *err;
+	struct bt_obj *obj;
+	size_t nobj;
+	const char **keys;
+	struct backend_objinfo *info;
+	int *herr;
+	size_t *lead;
+	void *block;
+};
+
+/* What the sink tells the request's thread while the answer arrives
+ * (bt_request): lock-free, so the store's I/O thread never waits. */
+struct bt_live {
+	sem_t arrive;	    /* posted at an object's last item, and at the answer's end */
+	atomic_size_t upto; /* runs [0, upto) were answered (the items come in order) */
+	atomic_int ended;   /* backend_batch_read returned */
 };
 
 /* One request: items runs[0..nruns). */
@@ -109,7 +161,7 @@ struct bt_req {
 	struct cachetier *ct;
 	struct bt_run *runs;
 	size_t nruns;
-	uint64_t bytes;
+	uint64_t bytes;	   /* reserved for its runs not committed yet */
 	int room;	   /* room was made: it runs */
 	int own;	   /* one block with its runs and CRCs, freed by its thread */
 	int urgent;	   /* confirms at once: never waits for a HEAD sent before its end */
@@ -118,10 +170,14 @@ struct bt_req {
 	struct cachetier_batch_result res;
 	pthread_t th;
 	int started;
+	struct bt_work w;
+	struct bt_live *live; /* NULL: no early commit (the answer read on this thread) */
 };
 
 /* backend_batch_sink_cb: item i's bytes at off. The store's I/O thread:
- * no lock, no disk; the fill writer checksums and writes them. */
+ * no lock, no disk; the fill writer checksums and writes them. An
+ * object's last item arrived whole: the request's thread is told (it
+ * sends that object's HEAD now, bt_early). */
 static int bt_sink(void *arg, size_t i, uint64_t off, const void *buf, size_t len)
 {
 	struct bt_req *q = arg;
@@ -139,80 +195,65 @@ static int bt_sink(void *arg, size_t i, uint64_t off, const void *buf, size_t le
 	if (err < 0)
 		return err;
 	r->next += len;
+	if (r->next == r->end && q->live && q->w.obj[r->obj].last == i) {
+		atomic_store_explicit(&q->live->upto, i + 1, memory_order_release);
+		sem_post(&q->live->arrive);
+	}
 	return 0;
 }
 
-/* The version rule (above), shared: each object of the request's items
- * that arrived whole is confirmed by a HEAD of it sent after this
- * request's answer ended: its own, or one another request sent later.
- * f->bc_sent numbers an object's HEADs in the order sent, so need[j],
- * one more than bc_sent when the answer ended, is the first number that
- * may confirm it, and any HEAD numbered need[j] or more that ended
- * (bc_done, the highest) says whether the object is as listed. A request
- * sends a HEAD of an object when none of it is in flight; otherwise it
- * waits for those in flight to end (they were sent before its answer
- * ended, unless numbered need[j] or more), then sends the next one, or
- * finds it sent by another request that waited too: requests whose
- * answers end while a HEAD is out share the next one. An urgent request
+/* The version rule (above), shared: each object of the request marked
+ * BO_ASK (its items arrived; bt_early, or the answer ended) is confirmed
+ * by a HEAD of it sent after its last item of the request arrived: its
+ * own, or one another request sent later. f->bc_sent numbers an object's
+ * HEADs in the order sent, so need, one more than bc_sent when we read it
+ * here (after the arrival, which the sink told this thread before), is
+ * the first number that may confirm it, and any HEAD numbered need or more
+ * that ended (bc_done, the highest) says whether the object is as listed.
+ * A request sends a HEAD of an object when none of it is in flight;
+ * otherwise it waits for those in flight to end (they were sent before its
+ * items arrived, unless numbered need or more), then sends the next one,
+ * or finds it sent by another request that waited too: requests whose
+ * items arrive while a HEAD is out share the next one. An urgent request
  * (q->urgent: the caller's choice, cachetier_batch_fill) waits only for a
- * HEAD sent after its answer ended, else sends its own at once. Items of
- * an object that changed get -ESTALE, of one whose HEAD failed -EIO.
- * Takes ct->lock; the HEADs outside it; each wait is for a HEAD in
- * flight, which the store's retry budget bounds. */
+ * HEAD sent after its items arrived, else sends its own at once. Each
+ * object ends BO_DONE with res 0, -ESTALE (changed) or -EIO (its HEAD
+ * failed). Takes ct->lock; the HEADs outside it; each wait is for a HEAD
+ * in flight, which the store's retry budget bounds. */
 static void bt_confirm(struct bt_req *q)
 {
 	struct cachetier *ct = q->ct;
-	struct ct_file **fs = calloc(q->nruns, sizeof(*fs));
-	const char **keys = calloc(q->nruns, sizeof(*keys));
-	struct backend_objinfo *info = calloc(q->nruns, sizeof(*info));
-	int *err = calloc(q->nruns, sizeof(*err));
-	uint64_t *need = calloc(q->nruns, sizeof(*need));
-	uint64_t *seq = calloc(q->nruns, sizeof(*seq));
-	int *res = calloc(q->nruns, sizeof(*res));
-	size_t *lead = calloc(q->nruns, sizeof(*lead));
-	uint8_t *waited = calloc(q->nruns, sizeof(*waited));
-	size_t k = 0, left;
+	struct bt_work *w = &q->w;
+	size_t left = 0;
 
-	if (!fs || !keys || !info || !err || !need || !seq || !res || !lead || !waited) {
-		for (size_t i = 0; i < q->nruns; i++) /* not confirmed: not kept */
-			if (q->runs[i].err == 0)
-				q->runs[i].err = -EIO;
-		goto out;
-	}
-	for (size_t i = 0; i < q->nruns; i++) {
-		size_t j = 0;
-
-		if (q->runs[i].err != 0)
-			continue;
-		while (j < k && fs[j] != q->runs[i].f)
-			j++;
-		if (j == k)
-			fs[k++] = q->runs[i].f;
-	}
 	cachetier__lock(ct);
-	for (size_t j = 0; j < k; j++) {
-		need[j] = fs[j]->bc_sent + 1; /* the answer ended: any HEAD from now on */
-		res[j] = 1;		      /* not known yet */
+	for (size_t j = 0; j < w->nobj; j++) {
+		if (w->obj[j].st == BO_ASK) {
+			w->obj[j].need = w->obj[j].f->bc_sent + 1; /* any HEAD from now on */
+			left++;
+		}
 	}
-	for (left = k; left > 0;) {
+	while (left > 0) {
 		size_t nl = 0;
 
-		for (size_t j = 0; j < k; j++) {
-			struct ct_file *f = fs[j];
+		for (size_t j = 0; j < w->nobj; j++) {
+			struct bt_obj *o = &w->obj[j];
+			struct ct_file *f = o->f;
 
-			if (res[j] != 1)
+			if (o->st != BO_ASK)
 				continue;
-			if (f->bc_done >= need[j]) { /* sent after the end by another */
-				res[j] = f->bc_res;
+			if (f->bc_done >= o->need) { /* sent after the arrival by another */
+				o->res = f->bc_res;
+				o->st = BO_DONE;
 				q->res.heads_shared++;
 				left--;
-			} else if (f->bc_inflight == 0 || (q->urgent && f->bc_sent < need[j])) {
+			} else if (f->bc_inflight == 0 || (q->urgent && f->bc_sent < o->need)) {
 				f->bc_inflight++;
-				seq[j] = ++f->bc_sent;
-				keys[nl] = f->key;
-				lead[nl++] = j;
-			} else if (!waited[j]) {
-				waited[j] = 1; /* counted now: a test sees who waits */
+				o->seq = ++f->bc_sent;
+				w->keys[nl] = f->key;
+				w->lead[nl++] = j;
+			} else if (!o->waited) {
+				o->waited = 1; /* counted now: a test sees who waits */
 				ct->batch.head_waits++;
 			}
 		}
@@ -220,24 +261,26 @@ static void bt_confirm(struct bt_req *q)
 			int all;
 
 			disk_mutex_unlock(&ct->lock);
-			all = backend_stat_many(ct->be, keys, nl, info, err);
+			all = backend_stat_many(ct->be, w->keys, nl, w->info, w->herr);
 			cachetier__lock(ct);
 			for (size_t l = 0; l < nl; l++) {
-				size_t j = lead[l];
-				struct ct_file *f = fs[j];
+				struct bt_obj *o = &w->obj[w->lead[l]];
+				struct ct_file *f = o->f;
 				int v = 0;
 
-				if (all < 0 || (err[l] < 0 && err[l] != -ENOENT))
+				if (all < 0 || (w->herr[l] < 0 && w->herr[l] != -ENOENT))
 					v = -EIO;
-				else if (err[l] == -ENOENT || strcmp(info[l].etag, f->etag) != 0 ||
-					 info[l].size != f->size)
+				else if (w->herr[l] == -ENOENT ||
+					 strcmp(w->info[l].etag, f->etag) != 0 ||
+					 w->info[l].size != f->size)
 					v = -ESTALE;
 				f->bc_inflight--;
-				if (seq[j] > f->bc_done) { /* the latest sent of those ended */
-					f->bc_done = seq[j];
+				if (o->seq > f->bc_done) { /* the latest sent of those ended */
+					f->bc_done = o->seq;
 					f->bc_res = v;
 				}
-				res[j] = v;
+				o->res = v;
+				o->st = BO_DONE;
 				left--;
 			}
 			q->res.heads += nl;
@@ -247,36 +290,94 @@ static void bt_confirm(struct bt_req *q)
 		}
 	}
 	disk_mutex_unlock(&ct->lock);
-	for (size_t j = 0; j < k; j++) {
-		if (res[j] == -ESTALE)
-			q->res.stale++;
-		for (size_t i = 0; res[j] && i < q->nruns; i++)
-			if (q->runs[i].f == fs[j] && q->runs[i].err == 0)
-				q->runs[i].err = res[j];
+}
+
+/* Runs r's units valid (its object confirmed, its bytes written): they
+ * move from reserved to the usage, as a fill's do. ct->lock held. */
+static void bt_commit(struct cachetier *ct, struct bt_req *q, struct bt_run *r)
+{
+	cachetier__run_commit(ct, r->f, r->c, r->n, r->crc, 0, NULL);
+	cachetier__run_ended(r->f, r->c, r->n);
+	ct->reserved -= r->end - r->start;
+	q->bytes -= r->end - r->start;
+	q->res.bytes += r->end - r->start;
+	r->done = 1;
+}
+
+/* A map batch of one of runs[0..n)'s objects is due: the flusher is
+ * woken. ct->lock held. */
+static void bt_flush_due(struct cachetier *ct, const struct bt_run *runs, size_t n)
+{
+	int64_t now = cachetier__now_ns();
+
+	for (size_t i = 0; i < n; i++) {
+		if (cachetier__flush_due(ct, runs[i].f, now)) {
+			pthread_cond_signal(&ct->flush_cond);
+			break;
+		}
 	}
-out:
-	free(fs);
-	free(keys);
-	free(info);
-	free(err);
-	free(need);
-	free(seq);
-	free(res);
-	free(lead);
-	free(waited);
+}
+
+/* The answer is still arriving and runs [0, upto) were answered (the
+ * sink's bt_live): each object whose last item is among them and of which
+ * an item arrived whole is confirmed now (its HEAD sent now: bt_confirm),
+ * and its items that arrived whole are committed (valid) once the fill
+ * writer wrote them; the rest wait for the answer's end (bt_request). No
+ * lock held. */
+static void bt_early(struct bt_req *q, size_t upto)
+{
+	struct cachetier *ct = q->ct;
+	struct bt_work *w = &q->w;
+	size_t nask = 0, first = SIZE_MAX, ncommit = 0;
+
+	for (size_t i = 0; i < upto && i < q->nruns; i++) {
+		const struct bt_run *r = &q->runs[i];
+		struct bt_obj *o = &w->obj[r->obj];
+
+		if (o->st == BO_WAIT && o->last < upto && r->next == r->end) {
+			o->st = BO_ASK;
+			nask++;
+			first = first < i ? first : i;
+		}
+	}
+	if (nask == 0)
+		return;
+	bt_confirm(q);
+	for (size_t i = first; i < upto; i++) {
+		const struct bt_run *r = &q->runs[i];
+
+		ncommit += !r->done && r->next == r->end && w->obj[r->obj].res == 0 &&
+			   w->obj[r->obj].st == BO_DONE;
+	}
+	if (ncommit == 0)
+		return;
+	cachetier__write_wait(ct, &q->wj); /* their bytes and CRCs are written */
+	cachetier__lock(ct);
+	for (size_t i = first; i < upto; i++) {
+		struct bt_run *r = &q->runs[i];
+
+		if (!r->done && r->next == r->end && r->werr == 0 && w->obj[r->obj].st == BO_DONE &&
+		    w->obj[r->obj].res == 0)
+			bt_commit(ct, q, r);
+	}
+	pthread_cond_broadcast(&ct->unit_cond);
+	bt_flush_due(ct, q->runs, upto);
+	disk_mutex_unlock(&ct->lock);
 }
 
 /* The request ended: each item's units valid, empty with -ESTALE, or
- * empty; the request leaves the fills in flight; readers woken. ct->lock
- * held. */
+ * empty (those committed before are left as they are); the request leaves
+ * the fills in flight; readers woken. ct->lock held. */
 static void bt_finish(struct cachetier *ct, struct bt_req *q)
 {
 	for (size_t i = 0; i < q->nruns; i++) {
 		struct bt_run *r = &q->runs[i];
 
-		if (r->err == 0) {
-			cachetier__run_commit(ct, r->f, r->c, r->n, r->crc, 0, NULL);
-			q->res.bytes += r->end - r->start;
+		if (r->done) {
+			continue;
+		} else if (r->err == 0) {
+			bt_commit(ct, q, r);
+			continue;
 		} else if (r->err == -ESTALE) {
 			cachetier__run_abort(ct, r->f, r->c, r->n, -ESTALE, 1, 0, NULL);
 		} else {
@@ -289,12 +390,7 @@ static void bt_finish(struct cachetier *ct, struct bt_req *q)
 	ct->reserved -= q->bytes;
 	ct->fills_inflight--;
 	pthread_cond_broadcast(&ct->unit_cond);
-	for (size_t i = 0; i < q->nruns; i++) {
-		if (cachetier__flush_due(ct, q->runs[i].f, cachetier__now_ns())) {
-			pthread_cond_signal(&ct->flush_cond);
-			break;
-		}
-	}
+	bt_flush_due(ct, q->runs, q->nruns);
 }
 
 static void res_add(struct cachetier_batch_result *to, const struct cachetier_batch_result *r)
@@ -313,27 +409,110 @@ static void res_add(struct cachetier_batch_result *to, const struct cachetier_ba
 	to->refused |= r->refused;
 }
 
+/* q's working arrays in one block (bt_work); its object table made (each
+ * run's object, each object's last run). -ENOMEM: none. */
+static int bt_work_new(struct bt_req *q)
+{
+	const size_t al = _Alignof(max_align_t), n = q->nruns;
+	struct bt_work *w = &q->w;
+	size_t sz[7] = {n * sizeof(*w->items), n * sizeof(*w->err),  n * sizeof(*w->obj),
+			n * sizeof(*w->keys),  n * sizeof(*w->info), n * sizeof(*w->herr),
+			n * sizeof(*w->lead)};
+	size_t at[7], total = 0;
+	char *p;
+
+	for (int k = 0; k < 7; k++) {
+		at[k] = total;
+		total += (sz[k] + al - 1) / al * al;
+	}
+	p = calloc(1, total ? total : 1);
+	if (!p)
+		return -ENOMEM;
+	w->block = p;
+	w->items = (void *)(p + at[0]);
+	w->err = (void *)(p + at[1]);
+	w->obj = (void *)(p + at[2]);
+	w->keys = (void *)(p + at[3]);
+	w->info = (void *)(p + at[4]);
+	w->herr = (void *)(p + at[5]);
+	w->lead = (void *)(p + at[6]);
+	w->nobj = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct bt_run *r = &q->runs[i];
+		size_t j = 0;
+
+		while (j < w->nobj && w->obj[j].f != r->f)
+			j++;
+		if (j == w->nobj)
+			w->obj[w->nobj++] = (struct bt_obj){.f = r->f, .st = BO_WAIT};
+		w->obj[j].last = i;
+		r->obj = j;
+		w->items[i].key = r->f->key;
+		w->items[i].off = r->start;
+		w->items[i].len = r->end - r->start;
+	}
+	return 0;
+}
+
+/* The answer, read on a thread of its own while the request's thread
+ * confirms each object as its items arrive (bt_request). */
+static void *bt_read(void *arg)
+{
+	struct bt_req *q = arg;
+
+	q->ret = backend_batch_read(q->ct->be, q->w.items, q->nruns, bt_sink, q, q->w.err);
+	atomic_store_explicit(&q->live->ended, 1, memory_order_release);
+	sem_post(&q->live->arrive);
+	return NULL;
+}
+
+/* The answer read (on a thread of its own when one can be had), each
+ * object confirmed and its items committed as soon as its last item
+ * arrived (bt_early), then every byte written. */
+static void bt_fetch(struct bt_req *q)
+{
+	struct bt_live live;
+	pthread_t th;
+
+	atomic_init(&live.upto, 0);
+	atomic_init(&live.ended, 0);
+	if (sem_init(&live.arrive, 0, 0) == 0) {
+		q->live = &live;
+		if (pthread_create(&th, NULL, bt_read, q) == 0) {
+			for (;;) {
+				while (sem_wait(&live.arrive) < 0 && errno == EINTR)
+					;
+				if (atomic_load_explicit(&live.ended, memory_order_acquire))
+					break;
+				bt_early(q, atomic_load_explicit(&live.upto, memory_order_acquire));
+			}
+			pthread_join(th, NULL);
+			q->live = NULL;
+			sem_destroy(&live.arrive);
+			cachetier__write_wait(q->ct, &q->wj); /* every byte the sink got */
+			return;
+		}
+		q->live = NULL;
+		sem_destroy(&live.arrive);
+	}
+	/* no thread: the objects are confirmed when the answer ended */
+	q->ret = backend_batch_read(q->ct->be, q->w.items, q->nruns, bt_sink, q, q->w.err);
+	cachetier__write_wait(q->ct, &q->wj);
+}
+
 /* Run request q: fetch, confirm, punch what is not kept, finish. Its own
  * thread or the caller's; no lock held. */
 static void *bt_request(void *arg)
 {
 	struct bt_req *q = arg;
 	struct cachetier *ct = q->ct;
-	struct backend_batch_item *items = calloc(q->nruns, sizeof(*items));
-	int *err = calloc(q->nruns, sizeof(*err));
+	struct bt_work *w = &q->w;
 
 	CT_OFF_LOOP(); /* it punches, waits for the writer and takes ct->lock */
-	if (!items || !err) {
+	if (bt_work_new(q) < 0)
 		q->ret = -ENOMEM;
-	} else {
-		for (size_t i = 0; i < q->nruns; i++) {
-			items[i].key = q->runs[i].f->key;
-			items[i].off = q->runs[i].start;
-			items[i].len = q->runs[i].end - q->runs[i].start;
-		}
-		q->ret = backend_batch_read(ct->be, items, q->nruns, bt_sink, q, err);
-		cachetier__write_wait(ct, &q->wj); /* every byte the sink got is written */
-	}
+	else
+		bt_fetch(q);
 	if (q->ret != -EOPNOTSUPP && q->ret != -ENOMEM) {
 		q->res.requests++;
 		q->res.items += q->nruns;
@@ -341,26 +520,34 @@ static void *bt_request(void *arg)
 	for (size_t i = 0; i < q->nruns; i++) {
 		struct bt_run *r = &q->runs[i];
 
-		r->err = q->ret == -EOPNOTSUPP || q->ret == -ENOMEM ? q->ret : err[i];
+		if (r->done)
+			continue;
+		r->err = q->ret == -EOPNOTSUPP || q->ret == -ENOMEM ? q->ret : w->err[i];
 		if (r->err == 0 && r->werr < 0)
 			r->err = r->werr;
 		if (r->err == 0 && r->next != r->end)
 			r->err = -EIO; /* never: the backend said all of it came */
 		if (r->err != 0 && r->err != -EOPNOTSUPP && r->err != -ECANCELED)
 			backend_log_failure(ct->be, r->f->key, r->err, "batch fill");
+		/* an object not confirmed yet with an item to keep */
+		if (r->err == 0 && w->obj[r->obj].st == BO_WAIT)
+			w->obj[r->obj].st = BO_ASK;
 	}
-	if (q->ret != -EOPNOTSUPP)
+	if (w->block)
 		bt_confirm(q);
+	for (size_t j = 0; j < w->nobj; j++)
+		q->res.stale += w->obj[j].st == BO_DONE && w->obj[j].res == -ESTALE;
 	/* bytes not kept never stay on the disk (they may be of another
 	 * version); the units' write locks are still held */
 	for (size_t i = 0; i < q->nruns; i++) {
 		struct bt_run *r = &q->runs[i];
 
+		if (!r->done && r->err == 0 && w->obj[r->obj].res != 0)
+			r->err = w->obj[r->obj].res;
 		if (r->err != 0 && r->next > r->start)
 			cachetier__run_discard(r->f, r->start, r->next - r->start);
 	}
-	free(items);
-	free(err);
+	free(w->block);
 	cachetier__lock(ct);
 	bt_finish(ct, q);
 	res_add(&ct->batch, &q->res);
