@@ -2054,6 +2054,159 @@ static int batch_win(struct cachetier *ct, struct cachetier_obj *o, uint64_t off
 	return cachetier_batch_fill(ct, &w, 1, &end, 1, 8, urgent ? 1 : 0);
 }
 
+/* batch_hold=2 store: hold every batch answer after its second item (on)
+ * or let them go */
+static void batch_hold(int on)
+{
+	char path[512];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/src.bhold", tmpdir);
+	if (!on) {
+		CHECK(unlink(path) == 0, "unlink %s", path);
+		return;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	CHECK(fd >= 0, "create %s", path);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Poll o's cached bytes until they reach want (a state: at most 10 s,
+ * then a failed check). */
+static void cached_reach(struct cachetier_obj *o, uint64_t want, const char *what)
+{
+	for (int i = 0; i < 10000 && cachetier_obj_cached_bytes(o) < want; i++)
+		usleep(1000);
+	CHECK(cachetier_obj_cached_bytes(o) >= want, "%s: cached %llu, never %llu", what,
+	      (unsigned long long)cachetier_obj_cached_bytes(o), (unsigned long long)want);
+}
+
+/* A probe of o's bytes [off, off + len) (object i): exact, no readahead. */
+static int probe_check(struct cachetier_obj *o, int i, uint64_t off, size_t len)
+{
+	unsigned char *buf = malloc(len);
+	int ok = buf && cachetier_obj_pread_probe(o, buf, len, off) == (ssize_t)len &&
+		 memcmp(buf, data[i] + off, len) == 0;
+
+	free(buf);
+	return ok;
+}
+
+/* Each object's units committed at its own HEAD, sent when its last item
+ * of the answer arrived (cachetier_batch.c, bt_early), exact counts with
+ * the fault store's batch_hold=2 (every batch answer held after its 2nd
+ * item while the test says) and heads=1 (each HEAD logged), units of
+ * CHUNK / 8, one request of 3 objects (2 units each; after a first call,
+ * so the call returns at once):
+ * - held after 2 items: the HEADs of objects 0 and 1 are out (2 logged;
+ *   a request's counters are added when it ends), their 4 units valid and
+ *   read exactly with no miss, while object 2 has none and the request has
+ *   not ended (0 more requests counted);
+ * - released: 3 HEADs, none shared, 6 units kept, nothing stale;
+ * - an object of another request (3 objects, object A = 3 listed first,
+ *   B = 4, C = 5) replaced while the answer is held after A and B: A and
+ *   B were kept at their own HEADs, C's HEAD sees the change: 1 stale, its
+ *   units empty, and A and B still read exactly. */
+static void test_batch_early(void)
+{
+	const uint64_t u = CHUNK / 8;
+	struct backend *be = store("batch=1&heads=1&batch_hold=2");
+	struct cachetier *ct = tier(be, "c-batch-early", 1ull << 30, 4);
+	struct cachetier_obj *o[6];
+	struct cachetier_batch_piece w[3];
+	struct cachetier_batch_result r, r0;
+	struct cachetier_stats st, st0;
+	size_t end = 3;
+	unsigned h0;
+	int err;
+
+	for (int i = 0; i < 6; i++)
+		o[i] = obj(ct, be, i);
+	/* a first call (one item: never held), which waits for its request */
+	w[0] = (struct cachetier_batch_piece){o[0], 4 * u, u};
+	err = fetch_batch_fill(ct, w, 1, 8);
+	batch_stats(ct, &r0);
+	CHECK(err == 0 && r0.requests == 1 && r0.heads == 1, "early: a first window: %d", err);
+
+	h0 = heads_logged();
+	stats(ct, &st0);
+	batch_hold(1);
+	for (int i = 0; i < 3; i++)
+		w[i] = (struct cachetier_batch_piece){o[i], 0, 2 * u};
+	CHECK(cachetier_batch_fill(ct, w, 3, &end, 1, 8, 0) == 0, "early: the window");
+	heads_reach(h0 + 2, "early: the HEADs of objects 0 and 1");
+	cached_reach(o[1], 2 * u, "early: object 1's units");
+	cached_reach(o[0], 2 * u, "early: object 0's units");
+	batch_stats(ct, &r);
+	CHECK(heads_logged() - h0 == 2 && r.requests == r0.requests &&
+		  cachetier_obj_cached_bytes(o[0]) == 3 * u &&
+		  cachetier_obj_cached_bytes(o[1]) == 2 * u &&
+		  cachetier_obj_cached_bytes(o[2]) == 0,
+	      "early: held after 2 items: %u HEADs logged, %llu requests ended, cached %llu %llu "
+	      "%llu",
+	      heads_logged() - h0, (unsigned long long)(r.requests - r0.requests),
+	      (unsigned long long)cachetier_obj_cached_bytes(o[0]),
+	      (unsigned long long)cachetier_obj_cached_bytes(o[1]),
+	      (unsigned long long)cachetier_obj_cached_bytes(o[2]));
+	CHECK(probe_check(o[0], 0, 0, 2 * u) && probe_check(o[1], 1, 0, 2 * u),
+	      "early: held: objects 0 and 1 read exactly");
+	stats(ct, &st);
+	CHECK(st.misses == st0.misses, "early: held: %llu reads missed",
+	      (unsigned long long)(st.misses - st0.misses));
+	batch_hold(0);
+	REACH(ct, requests, r0.requests + 1, "early: the request", &r);
+	batch_stats(ct, &r);
+	CHECK(r.heads - r0.heads == 3 && r.heads_shared == r0.heads_shared &&
+		  heads_logged() - h0 == 3 && r.bytes - r0.bytes == 6 * u && r.stale == 0 &&
+		  r.failed == 0 && cachetier_obj_cached_bytes(o[2]) == 2 * u,
+	      "early: released: %llu HEADs (%u logged), %llu shared, %llu bytes, %llu stale",
+	      (unsigned long long)(r.heads - r0.heads), heads_logged() - h0,
+	      (unsigned long long)(r.heads_shared - r0.heads_shared),
+	      (unsigned long long)(r.bytes - r0.bytes), (unsigned long long)r.stale);
+	CHECK(probe_check(o[2], 2, 0, 2 * u), "early: released: object 2 reads exactly");
+
+	/* object 5 replaced while the answer is held after objects 3 and 4 */
+	r0 = r;
+	h0 = heads_logged();
+	batch_hold(1);
+	for (int i = 0; i < 3; i++)
+		w[i] = (struct cachetier_batch_piece){o[3 + i], 0, 2 * u};
+	CHECK(cachetier_batch_fill(ct, w, 3, &end, 1, 8, 0) == 0, "changed: the window");
+	heads_reach(h0 + 2, "changed: the HEADs of objects 3 and 4");
+	cached_reach(o[4], 2 * u, "changed: object 4's units");
+	cached_reach(o[3], 2 * u, "changed: object 3's units");
+	{
+		struct timespec ts[2];
+		char path[512];
+
+		snprintf(path, sizeof(path), "%s/src/%s", tmpdir, keys[5]);
+		clock_gettime(CLOCK_REALTIME, &ts[0]);
+		ts[0].tv_sec += 600; /* another ETag than the other tests' */
+		ts[1] = ts[0];
+		CHECK(utimensat(AT_FDCWD, path, ts, 0) == 0, "utimensat");
+	}
+	batch_hold(0);
+	REACH(ct, requests, r0.requests + 1, "changed: the request", &r);
+	batch_stats(ct, &r);
+	CHECK(r.heads - r0.heads == 3 && r.stale - r0.stale == 1 && r.bytes - r0.bytes == 4 * u &&
+		  heads_logged() - h0 == 3 && cachetier_obj_cached_bytes(o[3]) == 2 * u &&
+		  cachetier_obj_cached_bytes(o[4]) == 2 * u &&
+		  cachetier_obj_cached_bytes(o[5]) == 0,
+	      "changed: %llu HEADs (%u logged), %llu stale, %llu bytes kept, cached %llu %llu %llu",
+	      (unsigned long long)(r.heads - r0.heads), heads_logged() - h0,
+	      (unsigned long long)(r.stale - r0.stale), (unsigned long long)(r.bytes - r0.bytes),
+	      (unsigned long long)cachetier_obj_cached_bytes(o[3]),
+	      (unsigned long long)cachetier_obj_cached_bytes(o[4]),
+	      (unsigned long long)cachetier_obj_cached_bytes(o[5]));
+	CHECK(probe_check(o[3], 3, 0, 2 * u) && probe_check(o[4], 4, 0, 2 * u),
+	      "changed: objects 3 and 4 read exactly");
+	for (int i = 0; i < 6; i++)
+		cachetier_obj_unref(o[i]);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
 /* The version rule's HEADs shared between batch requests (cachetier_batch.c,
  * bt_confirm), exact counts with the fault store's heads=1 (each HEAD
  * logged, its answer held while the test says), units of CHUNK / 8, one
@@ -3035,6 +3188,7 @@ int main(void)
 	test_changed(seed);
 	test_batch();
 	test_batch_heads();
+	test_batch_early();
 	test_damage();
 	test_watch_own_fill(0);
 	test_watch_own_fill(1);
