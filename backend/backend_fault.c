@@ -22,6 +22,13 @@
  *                before the read and removes it to let the read go on
  *                (polled every millisecond, at most 30 s: then the read
  *                fails with -EIO)
+ * log=1          every read (pread, streamed read, batch item) appends
+ *                "read KEY OFF LEN" and a newline to DIR.log (beside the
+ *                store's directory) as it begins (reads of several threads
+ *                at once may log in either order); a hold_at hold appends
+ *                "hold KEY OFF" as its read starts to wait: a test learns
+ *                from the store itself in which order the fills came and
+ *                that a read is held
  * heads=1        every stat (a HEAD) appends its key and a newline to
  *                DIR.heads (beside the store's directory): a test counts
  *                them; then, its answer known, waits while DIR.hold exists
@@ -63,9 +70,10 @@
 struct fault {
 	struct backend inner; /* the local store doing the work */
 	unsigned long long fail_every, delay_ms, fail_after_bytes, fail_list, cut_every, names_only;
-	unsigned long long piece, batch, hold_at, heads, batch_hold;
+	unsigned long long piece, batch, hold_at, heads, batch_hold, log;
 	char *hold_path;  /* hold_at: DIR.hold */
 	char *bhold_path; /* batch_hold: DIR.bhold */
+	char *log_path;	  /* log: DIR.log */
 	char *heads_path; /* heads: DIR.heads */
 	char *heads_hold; /* heads: DIR.hold */
 	atomic_ullong reads, bytes;
@@ -99,23 +107,50 @@ static int fault_list(struct backend *be, backend_list_cb cb, void *arg)
 	return f->inner.ops->list(&f->inner, cb, arg);
 }
 
+/* Append line (len bytes) to the file path: 0 or -EIO. */
+static int log_line(const char *path, const char *line, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644), err = 0;
+
+	if (fd < 0 || write(fd, line, len) != (ssize_t)len)
+		err = -EIO;
+	if (fd >= 0)
+		close(fd);
+	return err;
+}
+
+/* log=1: "WHAT KEY OFF[ LEN]" appended to DIR.log (len UINT64_MAX: none) */
+static int fault_log(const struct fault *f, const char *what, const char *key, uint64_t off,
+		     uint64_t len)
+{
+	char *line = NULL;
+	int n, err;
+
+	if (!f->log_path)
+		return 0;
+	n = len == UINT64_MAX ? asprintf(&line, "%s %s %llu\n", what, key, (unsigned long long)off)
+			      : asprintf(&line, "%s %s %llu %llu\n", what, key,
+					 (unsigned long long)off, (unsigned long long)len);
+	if (n < 0)
+		return -ENOMEM;
+	err = log_line(f->log_path, line, (size_t)n);
+	free(line);
+	return err;
+}
+
 /* heads=1: a stat logged, its answer held while DIR.hold exists */
 static int fault_head(struct fault *f, const char *key, int err)
 {
 	struct timespec ms = {0, 1000000L};
 	size_t len = strlen(key);
 	char *line = malloc(len + 1);
-	int fd;
 
 	if (!line)
 		return -ENOMEM;
 	memcpy(line, key, len);
 	line[len] = '\n';
-	fd = open(f->heads_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	if (fd < 0 || write(fd, line, len + 1) != (ssize_t)(len + 1))
+	if (log_line(f->heads_path, line, len + 1) < 0)
 		err = -EIO;
-	if (fd >= 0)
-		close(fd);
 	free(line);
 	for (int i = 0; access(f->heads_hold, F_OK) == 0; i++) {
 		if (i >= 30000)
@@ -134,10 +169,15 @@ static int fault_stat(struct backend *be, const char *key, struct backend_objinf
 }
 
 /* One read's faults, decided once per read (pread or streamed): 0, -EIO,
- * or 1 when the read is to be cut. */
-static int fault_read_begin(struct fault *f)
+ * or 1 when the read is to be cut. log=1: the read logged first (its line
+ * failing to be written fails the read). */
+static int fault_read_begin(struct fault *f, const char *key, uint64_t off, uint64_t len)
 {
-	unsigned long long n = atomic_fetch_add(&f->reads, 1) + 1;
+	unsigned long long n;
+
+	if (fault_log(f, "read", key, off, len) < 0)
+		return -EIO;
+	n = atomic_fetch_add(&f->reads, 1) + 1;
 
 	if (f->delay_ms) {
 		struct timespec ts = {(time_t)(f->delay_ms / 1000),
@@ -156,7 +196,7 @@ static ssize_t fault_pread(struct backend *be, const char *key, const char *etag
 			   size_t len, uint64_t off)
 {
 	struct fault *f = be->impl;
-	ssize_t r = fault_read_begin(f);
+	ssize_t r = fault_read_begin(f, key, off, len);
 
 	if (r != 0)
 		return -EIO;
@@ -194,6 +234,8 @@ struct hold_relay {
 	void *arg;
 	uint64_t at; /* UINT64_MAX once passed */
 	const char *path;
+	const struct fault *f; /* log=1: the hold logged */
+	const char *key;
 };
 
 static int hold_cb(void *arg, uint64_t off, const void *buf, size_t len)
@@ -213,6 +255,9 @@ static int hold_cb(void *arg, uint64_t off, const void *buf, size_t len)
 	if (len && off == h->at) {
 		struct timespec ms = {0, 1000000L};
 
+		if (access(h->path, F_OK) == 0 &&
+		    fault_log(h->f, "hold", h->key, off, UINT64_MAX) < 0)
+			return -EIO;
 		for (int i = 0; access(h->path, F_OK) == 0; i++) {
 			if (i >= 30000)
 				return -EIO; /* never released */
@@ -229,9 +274,9 @@ static ssize_t fault_read_cb(struct backend *be, const char *key, const char *et
 			     size_t len, backend_sink_cb cb, void *arg)
 {
 	struct fault *f = be->impl;
-	int cut = fault_read_begin(f);
+	int cut = fault_read_begin(f, key, off, len);
 	struct piece_relay pr = {cb, arg, (size_t)f->piece};
-	struct hold_relay hr = {cb, arg, f->hold_at, f->hold_path};
+	struct hold_relay hr = {cb, arg, f->hold_at, f->hold_path, f, key};
 	ssize_t r;
 
 	if (cut < 0)
@@ -304,7 +349,7 @@ static int fault_batch_read(struct backend *be, const struct backend_batch_item 
 				err[i] = -EIO;
 			return 0;
 		}
-		cut = fault_read_begin(f);
+		cut = fault_read_begin(f, items[i].key, items[i].off, items[i].len);
 		if (cut < 0) {
 			err[i] = cut;
 			continue;
@@ -336,6 +381,7 @@ static void fault_close(struct backend *be)
 		free(f->inner.desc);
 		free(f->hold_path);
 		free(f->bhold_path);
+		free(f->log_path);
 		free(f->heads_path);
 		free(f->heads_hold);
 		free(f);
@@ -400,7 +446,8 @@ int backend__fault_open(struct backend *be, const char *source, const struct bac
 		  parse_param(q + 1, "batch", &f->batch) < 0 ||
 		  parse_param(q + 1, "hold_at", &f->hold_at) < 0 ||
 		  parse_param(q + 1, "heads", &f->heads) < 0 ||
-		  parse_param(q + 1, "batch_hold", &f->batch_hold) < 0)) {
+		  parse_param(q + 1, "batch_hold", &f->batch_hold) < 0 ||
+		  parse_param(q + 1, "log", &f->log) < 0)) {
 		free(dir);
 		free(f);
 		return -EINVAL;
@@ -408,6 +455,10 @@ int backend__fault_open(struct backend *be, const char *source, const struct bac
 	if (q && strstr(q, "hold_at=") && asprintf(&f->hold_path, "%s.hold", dir) < 0)
 		f->hold_path = NULL;
 	err = q && strstr(q, "hold_at=") && !f->hold_path ? -ENOMEM : 0;
+	if (f->log && asprintf(&f->log_path, "%s.log", dir) < 0) {
+		f->log_path = NULL;
+		err = -ENOMEM;
+	}
 	if (f->heads && asprintf(&f->heads_path, "%s.heads", dir) < 0)
 		f->heads_path = NULL;
 	if (f->heads && asprintf(&f->heads_hold, "%s.hold", dir) < 0)
@@ -424,6 +475,7 @@ int backend__fault_open(struct backend *be, const char *source, const struct bac
 	if (err < 0) {
 		free(f->hold_path);
 		free(f->bhold_path);
+		free(f->log_path);
 		free(f->heads_path);
 		free(f->heads_hold);
 		free(f);

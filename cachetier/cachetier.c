@@ -354,6 +354,9 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->bytes_fetched = ct->bytes_fetched;
 	st->fills = ct->fills;
 	st->fills_inflight = ct->fills_inflight;
+	st->fills_queued = ct->rd_queued;
+	for (unsigned i = 0; i < ct->nslots; i++) /* taken, not started: f still NULL */
+		st->fills_queued += ct->slots[i].busy && !ct->slots[i].f;
 	st->fill_errors = ct->fill_errors;
 	st->readahead_fills = ct->readahead_fills;
 	st->queued_waits = ct->queued_waits;

@@ -115,6 +115,10 @@ struct cachetier_stats {
 	uint64_t bytes_fetched;	  /* bytes written by fills */
 	uint64_t fills;		  /* fill requests completed (a chunk, or a random read's units) */
 	uint64_t fills_inflight;  /* fill requests running now */
+	uint64_t fills_queued;	  /* fills not running yet: jobs on the demand and readahead
+				   * queues, and fills a worker took and is starting (room);
+				   * planned ranges and prefetch cursors not counted (their
+				   * objects' prefetch state says when those end) */
 	uint64_t fill_errors;	  /* units whose fill failed (backend errors) */
 	uint64_t readahead_fills; /* fills started by readahead or prefetch */
 	uint64_t queued_waits;	  /* units reads found queued, their fill not started, and

@@ -225,18 +225,23 @@ static void stats(struct cachetier *ct, struct cachetier_stats *st)
 	cachetier_get_stats(ct, st);
 }
 
-/* Wait (up to 60 s) until no fill runs. */
+/* Wait (up to 60 s: the bound only against a hang) until no fill runs
+ * and none is queued or being started, as the tier counts them
+ * (fills_inflight, fills_queued): a readahead queued but not started yet is
+ * not idle. Prefetch ranges and cursors are not counted: a test that
+ * prefetches waits for its prefetch to end first (prefetch_ended). */
 static void fills_idle(struct cachetier *ct)
 {
 	struct cachetier_stats st;
 
 	for (int i = 0; i < 6000; i++) {
 		stats(ct, &st);
-		if (st.fills_inflight == 0)
+		if (st.fills_inflight == 0 && st.fills_queued == 0)
 			return;
 		usleep(10000);
 	}
-	CHECK(0, "fills still running after 60 s");
+	CHECK(0, "fills not idle after 60 s: %llu running, %llu queued",
+	      (unsigned long long)st.fills_inflight, (unsigned long long)st.fills_queued);
 }
 
 /* ---- random reads ---- */
@@ -3136,9 +3141,160 @@ static void test_rule_cursor_front(void)
 	backend_close(be);
 }
 
+/* The fault store's log (log=1: DIR.log, one line a read, "read KEY OFF
+ * LEN", and "hold KEY OFF" when a read starts to wait on DIR.hold), into
+ * buf (NUL-terminated, empty when there is none yet). */
+static void rule_log(char *buf, size_t size)
+{
+	char path[sizeof(tmpdir) + 16];
+	ssize_t n = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/src.log", tmpdir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, buf, size - 1);
+		close(fd);
+	}
+	buf[n > 0 ? n : 0] = 0;
+}
+
+/* promote: a reader that waits for a unit its readahead queued gets that
+ * fill next, before the rest of the window. A store of one fill thread
+ * (one fill at a time, taken in queue order) that logs its reads (log=1)
+ * and holds chunk 1's read before its first byte (hold_at) while DIR.hold
+ * exists. A read of the big object's first 4 KiB with a window of 8
+ * chunks queues chunks 0-8 as readahead and waits for chunk 0 (its first
+ * queued wait, promoting chunk 0); the store then reads chunk 0, then
+ * chunk 1, which it holds: its log says "hold". A thread then reads 4 KiB
+ * of chunk 6 (no window): it finds chunk 6 queued and waits (queued_waits
+ * 2 says it did, under the tier's lock, where the rule acted). The hold
+ * goes: with the rule the store reads chunks 0, 1, 6, 2, 3, 4, 5, 7, 8;
+ * without it (the fill stays in its queue) 0, 1, 2, ..., 8. No sleep
+ * decides anything: each step waits for a state (the log's line, the
+ * counter), bounded against a hang only. */
+struct promote_arg {
+	struct cachetier_obj *o;
+	int ret;
+};
+
+static void *promote_main(void *arg)
+{
+	struct promote_arg *a = arg;
+
+	a->ret = read_check(a->o, NOBJ, 6 * (uint64_t)CHUNK + 100, 4096, 0);
+	return NULL;
+}
+
+static void test_rule_promote(void)
+{
+	static const unsigned order[] = {0, 1, 6, 2, 3, 4, 5, 7, 8};
+	char log[4096], want[4096], path[sizeof(tmpdir) + 16];
+	struct promote_arg a = {NULL, 1};
+	struct cachetier_stats st;
+	struct cachetier_pin *pin;
+	struct backend *be;
+	struct cachetier *ct;
+	uint64_t fd_off;
+	size_t at = 0;
+	pthread_t th;
+	int fd, err, i, started;
+
+	snprintf(path, sizeof(path), "%s/src.log", tmpdir);
+	unlink(path);
+	rule_hold(1);
+	be = store("hold_at=65536&log=1"); /* CHUNK: chunk 1's first byte */
+	ct = tier(be, "c-rule-promote", 1ull << 30, 1);
+	a.o = obj(ct, be, NOBJ);
+	err = cachetier_obj_read_begin_ahead(a.o, 0, 4096, 8 * (uint64_t)CHUNK, &fd, &fd_off, &pin);
+	CHECK(err == 0, "promote: the first read: %d", err);
+	if (err == 0)
+		cachetier_obj_read_end(pin);
+	for (i = 0; i < 6000; i++) { /* the store holds chunk 1's read */
+		rule_log(log, sizeof(log));
+		if (strstr(log, "hold big.tar 65536\n"))
+			break;
+		usleep(10000);
+	}
+	CHECK(strcmp(log, "read big.tar 0 65536\nread big.tar 65536 65536\nhold big.tar 65536\n") ==
+		  0,
+	      "promote: the store's log before the reader:\n%s", log);
+	stats(ct, &st);
+	CHECK(st.queued_waits == 1 && st.fills == 1 && st.fills_inflight == 1 &&
+		  st.fills_queued == 7,
+	      "promote: chunk 1 held: queued waits %llu (want 1), fills %llu (1), in flight %llu "
+	      "(1), queued %llu (7)",
+	      (unsigned long long)st.queued_waits, (unsigned long long)st.fills,
+	      (unsigned long long)st.fills_inflight, (unsigned long long)st.fills_queued);
+	started = pthread_create(&th, NULL, promote_main, &a) == 0;
+	CHECK(started, "promote: thread");
+	for (i = 0; started && i < 6000; i++) { /* the thread waits for chunk 6 */
+		stats(ct, &st);
+		if (st.queued_waits == 2)
+			break;
+		usleep(10000);
+	}
+	CHECK(st.queued_waits == 2, "promote: queued_waits %llu, not 2",
+	      (unsigned long long)st.queued_waits);
+	rule_hold(0);
+	if (started)
+		pthread_join(th, NULL);
+	fills_idle(ct);
+	stats(ct, &st);
+	rule_log(log, sizeof(log));
+	for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
+		at += (size_t)snprintf(want + at, sizeof(want) - at, "read big.tar %u 65536\n",
+				       order[k] * CHUNK);
+		if (k == 1)
+			at +=
+			    (size_t)snprintf(want + at, sizeof(want) - at, "hold big.tar 65536\n");
+	}
+	printf("rule promote: the waiting read %d, queued waits %llu, fills %llu, cached %llu; the "
+	       "store's reads:\n%s",
+	       a.ret, (unsigned long long)st.queued_waits, (unsigned long long)st.fills,
+	       (unsigned long long)cachetier_obj_cached_bytes(a.o), log);
+	CHECK(strcmp(log, want) == 0, "promote: the store read\n%swant\n%s", log, want);
+	CHECK(a.ret == 0 && st.queued_waits == 2 && st.fills == 9 && st.fill_errors == 0 &&
+		  st.readahead_fills == 9 && cachetier_obj_cached_bytes(a.o) == 9 * CHUNK,
+	      "promote: the waiting read %d (want 0), queued waits %llu (2), fills %llu (9), "
+	      "errors %llu (0), readahead fills %llu (9), cached %llu (%u)",
+	      a.ret, (unsigned long long)st.queued_waits, (unsigned long long)st.fills,
+	      (unsigned long long)st.fill_errors, (unsigned long long)st.readahead_fills,
+	      (unsigned long long)cachetier_obj_cached_bytes(a.o), 9 * CHUNK);
+	cachetier_obj_unref(a.o);
+	cachetier_close(ct);
+	backend_close(be);
+	unlink(path);
+}
+
+/* The tests that may run alone (each opens its own store and tier):
+ * TEST_ONLY=test_NAME runs one of them and nothing else (a loop over one
+ * test); unset, main runs every test. */
+static const struct {
+	const char *name;
+	void (*fn)(void);
+} alone[] = {
+    {"test_rule_window_max", test_rule_window_max},
+    {"test_rule_decode_ahead", test_rule_decode_ahead},
+    {"test_rule_batch_unfit", test_rule_batch_unfit},
+    {"test_rule_cursor_front", test_rule_cursor_front},
+    {"test_rule_promote", test_rule_promote},
+};
+
+static void run_alone(const char *name)
+{
+	for (size_t i = 0; i < sizeof(alone) / sizeof(alone[0]); i++) {
+		if (strcmp(alone[i].name, name) == 0) {
+			alone[i].fn();
+			return;
+		}
+	}
+	CHECK(0, "TEST_ONLY=%s: not a test that runs alone", name);
+}
+
 int main(void)
 {
-	const char *env = getenv("TEST_SEED");
+	const char *env = getenv("TEST_SEED"), *only = getenv("TEST_ONLY");
 	uint64_t seed = env ? strtoull(env, NULL, 10) : 20240611u; /* fixed in CI */
 	uint64_t s;
 	char path[512], cmd[600];
@@ -3164,6 +3320,10 @@ int main(void)
 		write_src(keys[i], data[i], sizes[i]);
 	}
 
+	if (only && *only) {
+		run_alone(only);
+		goto out;
+	}
 	test_random(seed);
 	test_sequential();
 	test_random_no_readahead(seed);
@@ -3196,7 +3356,9 @@ int main(void)
 	test_rule_decode_ahead();
 	test_rule_batch_unfit();
 	test_rule_cursor_front();
+	test_rule_promote();
 
+out:
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
 	if (check_failures() == 0 && system(cmd) != 0)
 		fprintf(stderr, "warning: could not remove %s\n", tmpdir);
