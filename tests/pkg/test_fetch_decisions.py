@@ -24,7 +24,11 @@ Checks, over the product's .c and .h files (`git ls-files` outside tests/, examp
      reader's object first among the cursors, a window's cap, a decoder's window, a batch
      call's end at no room, the share of the cache fills ahead hold): its asking function in
      cachetier_queue.c asks its hook, the store's function that acts on it (ASKED_BY) calls
-     that one, and the code that made the decision is nowhere else in cachetier/.
+     that one, and the code that made the decision is nowhere else in cachetier/;
+  8. each rule (a hook of struct cachetier_policy but those older than issue 36 #2: OLDER_HOOKS)
+     has a behaviour test: test_rule_<hook> in tests/unit/test_chunkstore.c, defined and run by
+     its main, or the mount test ELSEWHERE names (its group function and its meson name); a
+     rule added without one fails here, and so does a test_rule_* that names no rule.
 
 Exit 0 pass, 1 fail."""
 
@@ -97,6 +101,20 @@ ASKED_BY = {
     'cachetier__ahead_share': [('cachetier/cachetier_evict.c', 'make_room_near'),
                                ('cachetier/cachetier_span.c', 'cachetier_held_get')],
 }
+# The rules the store asked before issue 36 #2 moved the six decisions above to fetch/ (the
+# slow start, the withdrawals, the miss size, the queue order, a fill's bounds, small ranges):
+# check 8 does not ask a test_rule_* of them (their behaviour is what the store's count tests
+# measure, not a test per hook). Every other hook needs a behaviour test.
+OLDER_HOOKS = {'start', 'reader_job', 'pf_ended', 'pf_yield', 'miss_whole', 'next', 'run', 'small'}
+# Behaviour tests of rules that are not in test_chunkstore.c: the hook, the file, its group
+# function, the name its meson.build gives the group (a mount test of a group is
+# mount-<file's>-<group>), and the meson.build.
+ELSEWHERE = {
+    # a plan bigger than the cache: what is fetched ahead is what the share of the cache lets
+    'ahead_share': ('tests/mount/test_plan.py', 'group_bigger', 'bigger',
+                    'tests/mount/meson.build'),
+}
+CHUNKSTORE = 'tests/unit/test_chunkstore.c'
 PRODUCT_DIRS = ('fs/', 'cachetier/', 'fetch/', 'backend/', 'disk/', 'shardidx/')
 
 
@@ -256,6 +274,35 @@ def main():
                 if (f, at) not in allowed:
                     found.append('%s:%d (%s)' % (f, src[f].count('\n', 0, m.start()) + 1, at))
         ck.ok(found == [], '%s: decided nowhere else in cachetier/: %s' % (what, found or 'none'))
+
+    # 8. a behaviour test for each rule: test_rule_<hook> in test_chunkstore.c (defined, and run
+    # by its main), or the test ELSEWHERE names
+    try:
+        cs = code(root, CHUNKSTORE)
+    except OSError:
+        cs = ''
+    main_body = func_body(cs, 'main')
+    tests = {n[len('test_rule_'):] for n in defined(cs) if n.startswith('test_rule_')}
+    for hook in sorted(hooks - OLDER_HOOKS):
+        if hook in ELSEWHERE:
+            f, fn, group, mb = ELSEWHERE[hook]
+            try:
+                py, build = open(os.path.join(root, f)).read(), open(os.path.join(root, mb)).read()
+            except OSError:
+                py, build = '', ''
+            ck.ok(re.search(r'^def %s\(' % fn, py, re.M) is not None and
+                  re.search(r"'%s'\s*:\s*%s\b" % (group, fn), py) is not None and
+                  "'%s'" % group in build,
+                  "rule %s: its behaviour test is %s's %s (group '%s', run by %s)"
+                  % (hook, f, fn, group, mb))
+            continue
+        name = 'test_rule_' + hook
+        ck.ok(hook in tests and re.search(r'\b%s\s*\(' % name, main_body) is not None,
+              'rule %s: its behaviour test %s is defined in %s and run by its main'
+              % (hook, name, CHUNKSTORE))
+    stray = sorted(tests - hooks)
+    ck.ok(stray == [], '%s: every test_rule_* names a rule (a hook of struct cachetier_policy): '
+          '%s' % (CHUNKSTORE, stray or 'yes'))
     return ck.status()
 
 
