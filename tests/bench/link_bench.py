@@ -59,7 +59,8 @@ baseline<TAB>unit<TAB>ratio<TAB>goal<TAB>goal_ge"; lib_bench.py puts them in the
              planned cold epoch (bytes only) over ais:// from the AIStore stand-in on the
              same link (its own delay and pacing for listing, HEADs and GetBatch; object
              GETs redirected to the emulator) with GetBatch vs without (ranged GETs), as a
-             ratio (report). `--only plan --plan-loaders ''` runs L9 alone.
+             ratio (report). `--only getbatch` (or `--only plan --plan-loaders ''`) runs L9
+             alone; with plan in --only it runs once, after the plan rows.
   scaling    `shardfs prefetch` with --connections 8, 16, 32, 64 on an emulator at
              --scale-rate-mb per connection: MB/s vs C x rate (goal >= 0.9), with the CPU use
              of the daemon, the emulator and the machine (what limits it)
@@ -1296,8 +1297,8 @@ def main():
                          ('emulator', w_emulator_cpu), ('prefetch', w_prefetch),
                          ('cat', w_cat), ('readers4', w_readers4),
                          ('imagefolder', w_imagefolder), ('smallcache', w_smallcache),
-                         ('plan', w_plan)):
-            if name in only:
+                         ('plan', w_plan), ('getbatch', w_plan_ais_getbatch)):
+            if name in only and not (name == 'getbatch' and 'plan' in only):
                 log(name)
                 s0 = emu.stats()
                 fn(a, emu)
