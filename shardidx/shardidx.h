@@ -156,6 +156,13 @@ void shardidx_free(struct shardidx *ix); /* accepts NULL */
 void shardidx_get_info(const struct shardidx *ix, struct shardidx_info *info);
 /* Entries in the index (shardidx_info.nentries, without the rest). */
 uint32_t shardidx_count(const struct shardidx *ix);
+/* The identity of the index file ix was loaded from: the checksum in its
+ * header (FNV-1a 64 of the whole file, shardidx_save.c), which load
+ * verified; 0 for an index built and not loaded (shardidx_builder_finish).
+ * Two loads of one file give the same value, and a file saved from
+ * another index (other entries, another version, another identity) gives
+ * another, as surely as load's own checksum tells a damaged file. */
+uint64_t shardidx_file_sum(const struct shardidx *ix);
 
 /* Top-level entries are [*first, *first + *n). */
 void shardidx_root(const struct shardidx *ix, uint32_t *first, uint32_t *n);

@@ -131,6 +131,7 @@ struct shardidx {
 	int damage;
 	uint64_t damage_off;
 	uint32_t skipped;
+	uint64_t file_sum; /* loaded: the checksum in its file's header; built: 0 */
 };
 
 /* One member as the tar parser hands it to the tree (shardidx_tree.c). */

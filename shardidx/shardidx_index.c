@@ -190,6 +190,11 @@ uint32_t shardidx_count(const struct shardidx *ix)
 	return ix->nrecs;
 }
 
+uint64_t shardidx_file_sum(const struct shardidx *ix)
+{
+	return ix->file_sum;
+}
+
 void shardidx_root(const struct shardidx *ix, uint32_t *first, uint32_t *n)
 {
 	*first = 0;

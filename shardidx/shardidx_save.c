@@ -525,6 +525,7 @@ static int read_header(const unsigned char *b, size_t len, const void *ident, si
 	ix->damage = (int32_t)disk_le32_get(b + 80);
 	ix->skipped = disk_le32_get(b + 84);
 	ix->damage_off = disk_le64_get(b + 88);
+	ix->file_sum = disk_le64_get(b + 16);
 	if (disk_le32_get(b + 8) == VERSION_C)
 		return 1; /* shardidx__load_compact reads the sections */
 	if (section(b, len, SEC_RECS, ix->nrecs, REC_SIZE, &s[SEC_RECS]) ||

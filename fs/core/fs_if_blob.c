@@ -25,7 +25,7 @@
  * refresh that replaced or removed shards, their numbers stay unused until
  * unmount: that view is saved too, but only this mount's numbering meets
  * its fingerprint.)
- * Layout, version 3 (little-endian, every section 8-byte aligned):
+ * Layout, version 4 (little-endian, every section 8-byte aligned):
  *   0  "SHIFVIEW", u32 version, u32 nclasses
  *  16  u64 checksum of bytes [0, 16) and [24, end) (ifv_sum)
  *  24  u64 fingerprint, u32 nfiles, u32 nshards
@@ -35,14 +35,20 @@
  *  96  classes: nclasses x {u64 name, u32 first, u32 n, i64 mtime,
  *               u32 first block, u32 0}: name an offset into strtab, files
  *               [first, first + n), blocks [first block, + ceil(n / 16))
- *      files:   nfiles x {u32 shard, u32 entry}: in a class, in the order of
- *               their names (strcmp); entry is the image's canonical one
- *               (the inode's: a hard link's target)
+ *      files:   nfiles x {u32 shard, u32 entry | kind << 30}: in a class, in
+ *               the order of their names (strcmp); entry is the image's
+ *               canonical one (the inode's: a hard link's target), below
+ *               2^30; kind how the name was made from the image member's
+ *               (IFV_NAME_*: plain, ~dir, ~dir~entry, or 3: the image is a
+ *               hard link to entry, named after the link member)
  *      blocks:  nblocks x u64, where each block of names starts in names:
  *               a class's names in blocks of IFV_BLOCK (16), the last one
  *               of a class shorter
  *      counts:  nshards x u32, the entries of each shard's index when the
  *               view was built (0: left out); zero-padded to 8
+ *      sums:    nshards x u64, the checksum of each shard's index file the
+ *               view was built from (shardidx_file_sum; 0: an index built
+ *               and never saved, or none)
  *      names:   per file in order, u8 shared, u8 n, then n bytes: the name
  *               is the first `shared` bytes of the name before it and those
  *               n (a block's first: shared 0, the name whole); names_len
@@ -51,7 +57,7 @@
  *               zero-padded to 8
  * The arithmetic: a file costs 8 bytes of record, 1/16 of an 8-byte block
  * offset, and 2 bytes plus what its name does not share with the one
- * before it (the whole name once a block); a shard 4, a class 32 and its
+ * before it (the whole name once a block); a shard 12, a class 32 and its
  * name. index_bench.sh's set (500 shards of 4,300 samples named like
  * s12_004321.jpg, every key in every shard, so 499 of 500 are named
  * s12_004321~shard-000123.jpg, 1,000 classes): 8 + 0.5 + 8.5 = 17.0 bytes a
@@ -61,7 +67,9 @@
  * bytes a sample: 10.0-11.2 GB (version 2, which kept no name but
  * referred to the member's in the shard's index, 12 bytes: 7.1 GB, and had
  * to map every shard's index to list a class; version 1 stored each name
- * and its attributes, about 56-67 bytes a sample: 33-39 GB).
+ * and its attributes, about 56-67 bytes a sample: 33-39 GB). Version 3
+ * was version 4 without the sums and the kinds: it bound the view to a
+ * shard's index by its entry count alone.
  * A mapped blob is validated once, when it is loaded: checksum,
  * fingerprint, sizes (every section where the counts put it, the blob's
  * length the sum), every class name inside strtab (which ends in NUL),
@@ -73,12 +81,16 @@
  * is empty, ".", "..", or holds '/' or NUL or is over 255 bytes, the names
  * of a class ascend strictly, and they end at names_len. One that fails is
  * counted (imagefolder_view_rejected) and built again. A blob of an older
- * version (1 or 2: an older release's) is not read: its name differs, as
+ * version (1 to 3: an older release's) is not read: its name differs, as
  * the fingerprint covers the version, so it is not even opened; the view
  * is built again and the old blob removed (ifv_clean). A file's reference
  * is checked again where its attributes are read (fs_if_view.c): the
- * shard's index must have the entry count the view has; else the view is
- * retired, its blob removed, counted as rejected, and built again. A view
+ * shard's index must be the file the view was built from (its checksum,
+ * the one its load verified), and a file looked up or listed with its
+ * attributes must have the name its member makes (fs_if_name of the
+ * member's name, the record's kind, the shard's directory and the entry);
+ * else the view is retired, its blob removed, counted as rejected, and
+ * built again. A view
  * that left a shard out (no index) is not saved: the next mount tries
  * again.
  *
@@ -218,7 +230,7 @@ static int ifv_check_records(const struct fs_ifview *v)
 		return -EBADMSG;
 	for (uint32_t i = 0; i < v->nfiles; i++) {
 		const unsigned char *r = v->files + (size_t)i * IFV_FILE_REC;
-		uint32_t shard = disk_le32_get(r), entry = disk_le32_get(r + 4);
+		uint32_t shard = disk_le32_get(r), entry = disk_le32_get(r + 4) & IFV_ENTRY_MASK;
 
 		if (shard >= v->nshards || entry >= disk_le32_get(v->counts + (size_t)shard * 4))
 			return -EBADMSG;
@@ -234,7 +246,8 @@ static void ifv_place(struct ifv_layout *l, uint32_t nclasses, uint32_t nfiles, 
 	l->files = l->classes + (uint64_t)nclasses * IFV_CLASS_REC;
 	l->blocks = l->files + (uint64_t)nfiles * IFV_FILE_REC;
 	l->counts = l->blocks + (uint64_t)l->nblocks * 8;
-	l->names = l->counts + pad8((uint64_t)nshards * 4);
+	l->sums = l->counts + pad8((uint64_t)nshards * 4);
+	l->names = l->sums + (uint64_t)nshards * 8;
 	l->strtab = l->names + pad8(l->names_len);
 	l->len = l->strtab + pad8(l->strtab_len);
 }
@@ -260,7 +273,12 @@ void fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *shard, uint32_t
 	const unsigned char *r = v->files + (size_t)i * IFV_FILE_REC;
 
 	*shard = disk_le32_get(r);
-	*entry = disk_le32_get(r + 4);
+	*entry = disk_le32_get(r + 4) & IFV_ENTRY_MASK;
+}
+
+uint32_t fs_if_file_kind(const struct fs_ifview *v, uint32_t i)
+{
+	return disk_le32_get(v->files + (size_t)i * IFV_FILE_REC + 4) >> IFV_KIND_SHIFT;
 }
 
 /* Class c's first block and its number of blocks, or -EBADMSG. */
@@ -432,6 +450,7 @@ int fs__if_open(struct fs_ifview *v, const unsigned char *b, size_t len,
 	v->files = b + l.files;
 	v->blocks = b + l.blocks;
 	v->counts = b + l.counts;
+	v->sums = b + l.sums;
 	v->names = b + l.names;
 	v->names_len = l.names_len;
 	v->nblocks = l.nblocks;
@@ -585,7 +604,7 @@ static int ifv_write_files(struct if_pass *p, const struct ifv_layout *l, struct
 			continue;
 		}
 		disk_le32_put(rec, get32(r + 4));
-		disk_le32_put(rec + 4, get32(r + 8));
+		disk_le32_put(rec + 4, get32(r + 8) | get32(r + 40) << IFV_KIND_SHIFT);
 		out_put(&of, rec, IFV_FILE_REC);
 		/* the name: a block's first whole, the others after what they
 		 * share with the name before */
@@ -621,19 +640,23 @@ static int ifv_write_files(struct if_pass *p, const struct ifv_layout *l, struct
 	return out_close(&ocn, err);
 }
 
-/* The counts section: each shard's entries. */
+/* The counts and sums sections: each shard's entries and its index
+ * file's checksum. */
 static int ifv_write_counts(const struct if_pass *p, const struct ifv_layout *l, uint32_t nshards,
 			    struct ifv_sink *k)
 {
-	struct ifv_out o;
-	unsigned char w[4];
+	struct ifv_out o, os;
+	unsigned char w[8];
 
 	out_open(&o, k, l->counts);
+	out_open(&os, k, l->sums);
 	for (uint32_t s = 0; s < nshards; s++) {
 		disk_le32_put(w, p->counts[s]);
 		out_put(&o, w, 4);
+		disk_le64_put(w, p->sums[s]);
+		out_put(&os, w, 8);
 	}
-	return out_close(&o, 0);
+	return out_close(&os, out_close(&o, 0));
 }
 
 /* ifv_sum of the blob in sink k (hdr: its first 16 bytes), reading it

@@ -56,6 +56,7 @@ struct if_build {
 	struct disk_mutex lock; /* DISK_LOCK_IF_BUILD: items, max_cls */
 	struct fs_sort *items;	/* every sample, sorted by item_cmp */
 	uint32_t *counts;	/* nshards: entries of each shard's index (each its worker's) */
+	uint64_t *sums;		/* nshards: its index file's checksum (each its worker's) */
 	uint64_t max_cls;	/* the largest cls_num */
 };
 
@@ -200,6 +201,7 @@ static int if_scan_shard(struct if_build *b, uint32_t shard, struct if_batch *bt
 	fs->c.if_shards_indexed++;
 	shardidx_get_info(ix, &info);
 	b->counts[shard] = info.nentries;
+	b->sums[shard] = shardidx_file_sum(ix);
 	if (fs->cfg.class_from == FS_CLASS_CLS)
 		fs__if_cls_map_load(fs, shard, &cm);
 	/* in entry order, without the index's sample table (4 bytes a sample,
@@ -327,6 +329,8 @@ static int file_put(struct if_pass *p, const unsigned char *r, const struct if_p
 	if (dup)
 		dir = fs_shard(p->fs, shard)->dirname;
 	kind = !dir[0] ? IFV_NAME_PLAIN : same_shard ? IFV_NAME_ENTRY : IFV_NAME_DIR;
+	if (entry > IFV_ENTRY_MASK)
+		return -EOVERFLOW; /* entries are below 2^30 (the kind above, in the blob) */
 	if (prev_grow(buf, FR_HDR + SHARDIDX_NAME_MAX + 1) < 0)
 		return -ENOMEM;
 	snprintf(member, sizeof(member), "%s.%s", key, ext);
@@ -344,7 +348,10 @@ static int file_put(struct if_pass *p, const unsigned char *r, const struct if_p
 	put64(buf->p + 16, seq);
 	put64(buf->p + 24, get64(r + 24));
 	put64(buf->p + 32, get64(r + 32));
-	put32(buf->p + 40, 0);
+	/* the record's kind: how the view makes the name again from its
+	 * member's, unless it is named after a link member the record does
+	 * not name */
+	put32(buf->p + 40, get32(r + 20) != entry ? IFV_NAME_LINK : kind);
 	put32(buf->p + 44, get32(r + 20));
 	return fs_sort_add(p->files, buf->p, FR_HDR + (size_t)n + 1);
 }
@@ -527,8 +534,10 @@ int fs__if_build(struct fs *fs, struct ifv_meta *want, struct fs_ifview **out)
 
 	disk_mutex_init(&b.lock, DISK_LOCK_IF_BUILD);
 	b.counts = calloc(want->nshards ? want->nshards : 1, sizeof(*b.counts));
+	b.sums = calloc(want->nshards ? want->nshards : 1, sizeof(*b.sums));
 	p.counts = b.counts;
-	err = b.counts ? fs_sort_new(fs->ct, p.budget, item_cmp, &b.items) : -ENOMEM;
+	p.sums = b.sums;
+	err = b.counts && b.sums ? fs_sort_new(fs->ct, p.budget, item_cmp, &b.items) : -ENOMEM;
 	if (err == 0)
 		err = if_collect(&b);
 	if (err == 0)
@@ -552,6 +561,7 @@ int fs__if_build(struct fs *fs, struct ifv_meta *want, struct fs_ifview **out)
 	fs_sort_free(p.files);
 	fs_sort_free(p.classes);
 	free(b.counts);
+	free(b.sums);
 #ifdef __GLIBC__
 	malloc_trim(0); /* the build's buffers are gone */
 #endif

@@ -41,8 +41,8 @@
  * a file (shard, entry) is read and stat'ed like FS_K_MEMBER(shard, entry). */
 struct fs_ifview {
 	/* The view's blob (fs_if_blob.c: header, class and file records, the
-	 * name blocks, the shards' entry counts, the files' names front-coded,
-	 * the class names), mapped from the cache directory (map) or, when it
+	 * name blocks, the shards' entry counts and index checksums, the files'
+	 * names front-coded, the class names), mapped from the cache directory (map) or, when it
 	 * could not be saved or mapped, in the heap (heap). A file's name is
 	 * in it (a listing or lookup needs no shard's index); its attributes
 	 * are its image member's, in the shard's index. */
@@ -50,6 +50,7 @@ struct fs_ifview {
 	const unsigned char *files;   /* nfiles records, sorted by name within a class */
 	const unsigned char *blocks;  /* nblocks u64: where each block of names starts */
 	const unsigned char *counts;  /* nshards u32: entries of each shard's index */
+	const unsigned char *sums;    /* nshards u64: each shard's index file's checksum */
 	const unsigned char *names;   /* the files' names, front-coded (names_len bytes) */
 	const char *strtab;	      /* NUL-terminated class names */
 	uint64_t strtab_len, names_len;
@@ -65,6 +66,8 @@ const char *fs_if_class(const struct fs_ifview *v, uint32_t c, uint32_t *first, 
 			int64_t *mtime);
 /* File i of the view: its image (shard, canonical entry: the inode's). */
 void fs_if_file(const struct fs_ifview *v, uint32_t i, uint32_t *shard, uint32_t *entry);
+/* How file i's name was made from its member's (IFV_NAME_*). */
+uint32_t fs_if_file_kind(const struct fs_ifview *v, uint32_t i);
 /* The name of file first + j of class c (first its first file) into buf
  * (SHARDIDX_NAME_MAX + 1 bytes, NUL-terminated): its length, and in *next
  * where the name after it starts (for fs_if_name_next). -EBADMSG: a read
@@ -138,7 +141,7 @@ struct if_item {
 	    * class\0 key\0 ext\0 (the class is "" with --class-from cls) */
 #define FR_HDR                                                                                     \
 	48	 /* files: u32 class, shard, entry, mode, u64 seq (item order), size, i64 mtime,   \
-		  * u32 0, u32 img; then name\0 */
+		  * u32 kind (IFV_NAME_*), u32 img; then name\0 */
 #define CR_HDR 8 /* classes: i64 mtime; then name\0 */
 
 static inline uint32_t get32(const unsigned char *p)
@@ -179,7 +182,7 @@ struct cls_map {
 
 /* ---- the blob (the format: fs_if_blob.c) ---- */
 #define IFV_MAGIC     "SHIFVIEW"
-#define IFV_VERSION   3u
+#define IFV_VERSION   4u
 #define IFV_HDR	      96u
 #define IFV_CLASS_REC 32u
 #define IFV_FILE_REC  8u
@@ -190,6 +193,13 @@ struct cls_map {
 #define IFV_NAME_PLAIN 0u /* <key>.<ext> */
 #define IFV_NAME_DIR   1u /* <key>~<dir>.<ext> */
 #define IFV_NAME_ENTRY 2u /* <key>~<dir>~<canonical entry>.<ext> */
+/* the image is a hard link to its canonical entry: its name is the link
+ * member's, which the file record does not name (any of the three forms) */
+#define IFV_NAME_LINK 3u
+/* A file record's entry: the canonical entry below 2^30, the name's kind
+ * in the top two bits */
+#define IFV_KIND_SHIFT 30
+#define IFV_ENTRY_MASK 0x3fffffffu
 #define IFV_PRIME      0x100000001b3ull
 
 /* Bytes name b shares at its start with name a (both NUL-terminated), at
@@ -234,6 +244,7 @@ struct if_pass {
 	int width;	     /* --class-from cls: digits of the class names */
 	uint64_t next_cls;   /* --class-gaps empty: the next .cls value without a class yet */
 	uint32_t *counts;    /* nshards: entries of each shard's index (0: left out) */
+	uint64_t *sums;	     /* nshards: its index file's checksum (shardidx_file_sum) */
 };
 
 /* A copy of the record last read (an iterator's record lasts one step). */
@@ -245,7 +256,7 @@ struct if_prev {
 
 /* Where the blob's sections start (the layout: fs_if_blob.c). */
 struct ifv_layout {
-	uint64_t classes, files, blocks, counts, names, names_len, strtab, strtab_len, len;
+	uint64_t classes, files, blocks, counts, sums, names, names_len, strtab, strtab_len, len;
 	uint32_t nblocks;
 };
 

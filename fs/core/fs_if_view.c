@@ -14,10 +14,11 @@
  * shard's index, and a listing without attributes (find) makes no getattr
  * of its files (list_type_only: fs_op_readdir). A file's attributes are
  * its image member's, read from the shard's index (mapped in place,
- * fs_shard.c) by its getattr, which checks that the index has the entry
- * count the view was built from; a view that does not match is retired
- * and built again. Whether the index's (and the view's) file changed in
- * place is asked once, after the reads an answer is made of (if_index,
+ * fs_shard.c) by its getattr, which checks that the index is the one the
+ * view was built from (its file's checksum), and, for a getattr made for a
+ * name (a lookup, a listing with attributes), that the member's name makes
+ * that name; a view that does not match is retired and built again. Whether the index's (and the
+ * view's) file changed in place is asked once, after the reads an answer is made of (if_index,
  * view_peek): a lookup and a listing ask about the view, a getattr about
  * the index.
  *
@@ -385,6 +386,28 @@ static int ifclass_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 	return view_unchanged(fs, v);
 }
 
+/* The name a lookup or a listing with attributes found file ino under (in
+ * view v, its kind of name), for the getattr fs_op_lookup or
+ * fs_op_readdir makes of it next on the same thread: that getattr checks
+ * the name against the member's (if_name_check) and clears it. */
+static _Thread_local struct {
+	const struct fs_ifview *v;
+	uint64_t ino;
+	uint32_t kind;
+	size_t len;
+	char name[SHARDIDX_NAME_MAX + 1];
+} iffile_named;
+
+static void iffile_name(const struct fs_ifview *v, uint64_t ino, uint32_t i, const char *name,
+			size_t len)
+{
+	iffile_named.v = v;
+	iffile_named.ino = ino;
+	iffile_named.kind = fs_if_file_kind(v, i);
+	iffile_named.len = len;
+	memcpy(iffile_named.name, name, len);
+}
+
 static int ifclass_lookup(struct fs *fs, uint64_t parent, const char *name, size_t len,
 			  uint64_t *ino)
 {
@@ -401,6 +424,8 @@ static int ifclass_lookup(struct fs *fs, uint64_t parent, const char *name, size
 	if (idx == -EBADMSG)
 		return view_bad(fs, v);
 	*ino = idx < 0 ? 0 : fs_ino(FS_K_IFFILE, shard, entry);
+	if (idx >= 0)
+		iffile_name(v, *ino, (uint32_t)idx, name, len);
 	return view_unchanged(fs, v);
 }
 
@@ -467,6 +492,7 @@ static const char *ifclass_list_entry(const struct fs_listing *l, uint32_t i, ui
 	ifclass_cur.len = len;
 	fs_if_file(v, l->first + i, &shard, &entry);
 	*ino = fs_ino(FS_K_IFFILE, shard, entry);
+	iffile_name(v, *ino, l->first + i, l->namebuf, (size_t)len);
 	return l->namebuf;
 }
 
@@ -491,37 +517,69 @@ static const struct fs_view fs_view_ifclass = {
     .list_check = ifclass_list_check,
 };
 
+/* Does entry e (canonical, of shard) make the name the view gave file ino
+ * (iffile_named, of kind kind)? The name fs_if_name makes from the member's,
+ * as the build did; a file named after a hard link to e (IFV_NAME_LINK)
+ * only needs e to be linked to. */
+static int if_name_check(struct fs *fs, uint32_t shard, uint32_t idx,
+			 const struct shardidx_entry *e, uint32_t kind)
+{
+	char made[SHARDIDX_NAME_MAX + 1];
+	int n;
+
+	if (e->canon != idx)
+		return 0; /* the build names canonical entries only */
+	if (kind == IFV_NAME_LINK)
+		return e->nlink > 1;
+	n = fs_if_name(e->name, kind, fs_shard(fs, shard)->dirname, idx, made, sizeof(made));
+	return n >= 0 && (size_t)n == iffile_named.len &&
+	       memcmp(made, iffile_named.name, (size_t)n) == 0;
+}
+
 /* The member's attributes (its shard's index), with the file's own inode
  * and nlink 1: fs_member_getattr's answer for a file, with one check of
  * the index, after the read (if_index); an index whose file changed
  * replaces its shard now (index_stale: nothing else in this layout reads
- * it, not even a lookup). The shard's index must have the
- * entry count the published view was built from (else the view refers to
- * other members: it is retired, rejected, built again). */
+ * it, not even a lookup). The shard's index must be the one the published
+ * view was built from (its file's checksum, and its entry count: another
+ * index numbers other members), and for a getattr made for a name (iffile_named) the member's
+ * name must make that name (a view whose record names another member, or
+ * whose name is of another kind); else the view is retired, rejected and
+ * built again. */
 static int iffile_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 {
 	const struct fs_ifview *v =
 	    atomic_load_explicit(&fs->imagefolder->ifv, memory_order_acquire);
-	uint32_t shard = fs_ino_a(ino), idx = fs_ino_b(ino);
+	uint32_t shard = fs_ino_a(ino), idx = fs_ino_b(ino), kind = 0;
 	struct shardidx *ix;
 	struct shardidx_entry e;
-	int err, found;
+	int err, found, named = v && iffile_named.v == v && iffile_named.ino == ino;
 
+	if (named)
+		kind = iffile_named.kind;
+	iffile_named.v = NULL;
 	if (shard >= fs->nshards)
 		return -ENOENT;
 	err = if_index(fs, shard, &ix);
 	if (err < 0)
 		err = index_stale(fs, err);
 	else if (v && shard < v->nshards &&
-		 shardidx_count(ix) != disk_le32_get(v->counts + (size_t)shard * 4))
+		 (shardidx_file_sum(ix) != disk_le64_get(v->sums + (size_t)shard * 8) ||
+		  shardidx_count(ix) != disk_le32_get(v->counts + (size_t)shard * 4)))
 		err = view_mismatch(fs, v, shard);
 	if (err < 0) {
 		if (ifclass_list_err == 0)
 			ifclass_list_err = err;
 		return err;
 	}
-	found = shardidx_entry_get(ix, idx, &e) == 0 &&
-		(e.canon == idx || shardidx_entry_get(ix, e.canon, &e) == 0) &&
+	found = shardidx_entry_get(ix, idx, &e) == 0;
+	if (found && named && !if_name_check(fs, shard, idx, &e, kind)) {
+		err = view_mismatch(fs, v, shard);
+		if (ifclass_list_err == 0)
+			ifclass_list_err = err;
+		return err;
+	}
+	found = found && (e.canon == idx || shardidx_entry_get(ix, e.canon, &e) == 0) &&
 		e.type == SHARDIDX_REG;
 	if (found)
 		fs_attr_file(fs, st, ino, S_IFREG | (e.mode & 07777), e.size, e.mtime);

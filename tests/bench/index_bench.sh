@@ -19,14 +19,15 @@
 # 4. the index and view formats side by side (issue 39; tests/bench/lib_indexfmt.py says
 #    what it runs): --fmt-shards hardlinks of one shard of 8,600 members named like
 #    s12_004321.jpg / .cls (4,300 samples, 1,000 classes); mounted with version 3 and version 2
-#    index files (SHARDFS_INDEX_VERSION=2) and as imagefolder with the view version 3 and, with
-#    --base-bin OLD (a build of 8a6e6d6), the view version 1: bytes per member
+#    index files (SHARDFS_INDEX_VERSION=2) and as imagefolder with the view version 4 and, with
+#    --base-bin OLD (a build of an older commit: 4d364d6, view version 3; 8a6e6d6, version 1),
+#    that build's view: bytes per member
 #    and per sample on disk, daemon RssAnon after `find`, the view's build alone (time per
 #    sample, peak RSS), then `find`, `ls -lR`, `stat` and open over --time-shards shards of
 #    each mount and of the same trees on the work directory's filesystem (ext4), --runs
 #    rounds interleaved (the order rotated), medians with the min-max spread as the noise,
 #    and the daemon's CPU time of the same rows (its threads' schedstat run time); then the
-#    first `find` and `ls -lR` after a remount on the saved view, v3 vs v1, --runs rounds.
+#    first `find` and `ls -lR` after a remount on the saved view, v4 vs base, --runs rounds.
 #    Bytes per member do not depend on the number of shards (one index file per shard).
 #    --only fmt runs this section alone.
 # Needs root for dropping caches (/proc/sys/vm/drop_caches); without it the

@@ -14,10 +14,11 @@ several shards of one class KEY~SHARD.jpg. Four mounts at once, each with its ow
 directory:
   shards v3   BIN, the shards layout, index version 3 (the default)
   shards v2   BIN with SHARDFS_INDEX_VERSION=2: version 2 index files
-  if view v3  BIN --layout imagefolder: the view version 3 (names in the view, front-coded)
-  if view v1  OLD --layout imagefolder (a build of 8a6e6d6, the commit before the view
-              version 2: its view version 1, names and attributes in the view); skipped
-              without --base-bin
+  if view v4  BIN --layout imagefolder: the view version 4 (names in the view, front-coded,
+              bound to each shard's index file by its checksum)
+  if view base  OLD --layout imagefolder (a build of an older commit: 4d364d6 for its view
+              version 3, the names without the index checksums; 8a6e6d6 for version 1, names
+              and attributes in the view); skipped without --base-bin
 and two trees on the filesystem of WORK (ext4 here): the shards layout's (a directory per
 shard, 8,600 hardlinks of one file each) and the view's (its class directories, each file a
 hardlink, the names the view lists).
@@ -34,7 +35,7 @@ Then the daemon's CPU time of the same rows (find, ls -lR, stat+open) for each m
 of its threads' run time (/proc/PID/task/*/schedstat), far less sensitive to a loaded machine
 than the wall clock. Then, with --base-bin, the first `find` over the whole mount and the
 first `ls -lR` of the timed classes after a remount on the saved view and indexes (page cache
-dropped), view v3 vs v1, --runs rounds with the two in turn: wall clock and daemon CPU.
+dropped), view v4 vs base, --runs rounds with the two in turn: wall clock and daemon CPU.
 Last, the index build of one shard of 100,000 members (16-byte members named like
 n0042_00000021.jpg / .cls) through a fresh mount per index version: time per member and the
 daemon's peak RSS (--only-build runs this alone).
@@ -217,10 +218,10 @@ def build_100k(binary, work, members=100000):
 
 def cold_rows(by, targets, can, runs):
     """The first `find` over the whole mount, and the first `ls -lR` of the timed classes,
-    after a remount on the saved view and indexes (page cache dropped), view v3 vs v1:
+    after a remount on the saved view and indexes (page cache dropped), view v4 vs base:
     `runs` rounds, the two mounts in turn (the order swapped each round), wall clock and the
     daemon's CPU; medians with the min-max spread."""
-    labs = ['if view v3', 'if view v1']
+    labs = ['if view v4', 'if view base']
     res = {lab: {w: [] for w in ('find', 'find cpu', 'ls', 'ls cpu')} for lab in labs}
     for r in range(max(runs, 1)):
         for lab in (labs if r % 2 == 0 else labs[::-1]):
@@ -235,12 +236,12 @@ def cold_rows(by, targets, can, runs):
                 c0 = m.cpu()
                 res[lab][w].append(timed(cmd))
                 res[lab][w + ' cpu'].append(m.cpu() - c0)
-    x, y = res['if view v3'], res['if view v1']
+    x, y = res['if view v4'], res['if view base']
     for w, name in (('find', 'first find after a remount, saved view'),
                     ('find cpu', 'first find after a remount, daemon CPU'),
                     ('ls', 'first ls -lR after a remount, saved view'),
                     ('ls cpu', 'first ls -lR after a remount, daemon CPU')):
-        row('%s, v3 vs v1' % name, statistics.median(x[w]), statistics.median(y[w]), ' s',
+        row('%s, v4 vs base' % name, statistics.median(x[w]), statistics.median(y[w]), ' s',
             'noise %.3f-%.3f vs %.3f-%.3f (%d runs)' % (min(x[w]), max(x[w]), min(y[w]),
                                                         max(y[w]), len(x[w])))
 
@@ -265,9 +266,9 @@ def main():
     nm, ns = a.shards * 8600, a.shards * 4300
     mounts = [Mount('shards v3', a.bin, a.work, src),
               Mount('shards v2', a.bin, a.work, src, env={'SHARDFS_INDEX_VERSION': '2'}),
-              Mount('if view v3', a.bin, a.work, src, opts=['--layout', 'imagefolder'])]
+              Mount('if view v4', a.bin, a.work, src, opts=['--layout', 'imagefolder'])]
     if a.base_bin:
-        mounts.append(Mount('if view v1', a.base_bin, a.work, src,
+        mounts.append(Mount('if view base', a.base_bin, a.work, src,
                             opts=['--layout', 'imagefolder']))
     by = {m.label: m for m in mounts}
     info = {}
@@ -283,17 +284,17 @@ def main():
         s3, s2 = info['shards v3'], info['shards v2']
         row('index on disk, B/member (%d members), v3 vs v2' % nm, s3['idx'] / nm,
             s2['idx'] / nm, ' B', 'goal <= 20')
-        i2 = info['if view v3']
-        i1 = info.get('if view v1')
-        row('view on disk, B/sample (%d samples), v3 vs v1' % ns, i2['view'] / ns,
+        i2 = info['if view v4']
+        i1 = info.get('if view base')
+        row('view on disk, B/sample (%d samples), v4 vs base' % ns, i2['view'] / ns,
             (i1['view'] / ns) if i1 else 0, ' B', 'goal <= 24')
         row('daemon RssAnon after find, shards, v3 vs v2 (KB)', s3['rss'], s2['rss'], '',
             'goal <= 6144 at 4.3 M')
         if i1:
-            row('daemon RssAnon after find, imagefolder, v3 vs v1 (KB)', i2['rss'], i1['rss'],
+            row('daemon RssAnon after find, imagefolder, v4 vs base (KB)', i2['rss'], i1['rss'],
                 '', 'goal <= 20480 at 4.3 M')
         # the view's build alone: indexes cached, the blob removed
-        for lab in ('if view v3', 'if view v1'):
+        for lab in ('if view v4', 'if view base'):
             m = by.get(lab)
             if not m:
                 continue
@@ -306,9 +307,9 @@ def main():
             info[lab]['vbuild_mount'] = tm
             subprocess.run(['find', m.mnt], stdout=subprocess.DEVNULL, check=True)
         if i1:
-            row('view build alone, us/sample, v3 vs v1', i2['vbuild_ms'] * 1e3 / ns,
+            row('view build alone, us/sample, v4 vs base', i2['vbuild_ms'] * 1e3 / ns,
                 i1['vbuild_ms'] * 1e3 / ns, ' us')
-            row('view build alone, daemon VmHWM (KB), v3 vs v1', i2['vbuild_hwm'],
+            row('view build alone, daemon VmHWM (KB), v4 vs base', i2['vbuild_hwm'],
                 i1['vbuild_hwm'], '')
         if a.runs == 0:  # --runs 0: sizes, memory and builds only
             build_100k(a.bin, a.work)
@@ -319,7 +320,7 @@ def main():
         names = sorted(os.listdir(os.path.join(by['shards v3'].mnt, shard_dirs[0])))
         ext_s = os.path.join(a.work, 'ext4-shards')
         link_tree(ext_s, {d: names for d in shard_dirs})
-        ifm = by['if view v3'].mnt
+        ifm = by['if view v4'].mnt
         classes = sorted(os.listdir(ifm))
         classes = [c for c in classes if not c.startswith('.')]
         C = max(1, len(classes) * T // a.shards)
@@ -363,10 +364,10 @@ def main():
         spread = {k: {w: (min(v), max(v)) for w, v in d.items()} for k, d in res.items()}
         print('timed over %d shards (%d members) and %d classes (%d files); %d runs, '
               'medians; noise = min-max of the runs' % (
-                  T, len(paths['shards v3']), C, len(paths['if view v3']), a.runs))
+                  T, len(paths['shards v3']), C, len(paths['if view v4']), a.runs))
         pairs = [('shards v3', 'shards v2'), ('shards v3', 'ext4 shards'),
-                 ('if view v3', 'if view v1'), ('if view v3', 'ext4 imagefolder'),
-                 ('shards v2', 'ext4 shards'), ('if view v1', 'ext4 imagefolder')]
+                 ('if view v4', 'if view base'), ('if view v4', 'ext4 imagefolder'),
+                 ('shards v2', 'ext4 shards'), ('if view base', 'ext4 imagefolder')]
         for w in ('find', 'ls -lR', 'stat', 'open'):
             for x, y in pairs:
                 if x not in med or y not in med:
@@ -383,7 +384,7 @@ def main():
                 row('daemon CPU, %s, %s vs %s' % (w, x, y), statistics.median(cx),
                     statistics.median(cy), ' s',
                     'noise %.3f-%.3f vs %.3f-%.3f' % (min(cx), max(cx), min(cy), max(cy)))
-        if 'if view v1' in by:
+        if 'if view base' in by:
             cold_rows(by, targets, can, a.runs)
         build_100k(a.bin, a.work)
         print('ratio: baseline / shardfs (above 1: shardfs smaller or faster)')

@@ -1,7 +1,7 @@
 /*
  * fuzz_ifview.c — libFuzzer harness for fs__if_open (fs/core/fs_if_blob.c),
  * the validation of a saved imagefolder view (a cache file that may be
- * corrupt), version 3.
+ * corrupt), version 4.
  *
  * Each input is opened twice: as it is (the checksum must reject nearly
  * every mutation), and with its length padded to 8 and its checksum fixed
@@ -11,8 +11,10 @@
  * -ESTALE. Whatever opens must keep fs_if_blob.c's promises, which the
  * lookups (fs_if_view.c) rely on without checking again: every class name
  * inside the names and NUL-terminated, classes sorted and contiguous over
- * the files, every file's shard below the shard count and its entry below
- * that shard's count, every file's name decodable (fs_if_name_at from its
+ * the files, every file's shard below the shard count and its entry (the
+ * record's low 30 bits; its kind of name above) below that shard's count,
+ * the counts and the shards' index checksums inside the blob, every file's
+ * name decodable (fs_if_name_at from its
  * block's head, and fs_if_name_next from the one before: the same bytes),
  * not empty, without '/', ascending strictly within its class, and found
  * again by fs_if_file_lookup (the same file). fs_if_blob.c is included
@@ -74,6 +76,8 @@ static void walk(const struct fs_ifview *v, const unsigned char *b, size_t len)
 	ENSURE(v->strtab_len > 0 && v->strtab + v->strtab_len <= end &&
 	       v->strtab[v->strtab_len - 1] == '\0');
 	ENSURE(v->names + v->names_len <= b + len && v->blocks + 8 * (size_t)v->nblocks <= b + len);
+	ENSURE(v->counts + 4 * (size_t)v->nshards <= v->sums &&
+	       v->sums + 8 * (size_t)v->nshards <= b + len);
 	for (uint32_t c = 0; c < v->nclasses; c++) {
 		uint32_t first, n;
 		int64_t mtime;
@@ -90,6 +94,8 @@ static void walk(const struct fs_ifview *v, const unsigned char *b, size_t len)
 			int nl = fs_if_name_at(v, c, j, name, &after);
 
 			fs_if_file(v, first + j, &shard, &entry);
+			ENSURE(entry <= IFV_ENTRY_MASK &&
+			       fs_if_file_kind(v, first + j) <= IFV_NAME_LINK);
 			ENSURE(shard < v->nshards);
 			ENSURE((const char *)v->counts + 4 * (size_t)(shard + 1) <= end);
 			ENSURE(entry < disk_le32_get(v->counts + 4 * (size_t)shard));

@@ -12,16 +12,23 @@ GROUP:
            stat two classes (each listing the old or the new one, each size an old or new
            one): the view is built again and lists exactly the new set; a remount maps that view; a shard removed while
            unmounted: the remount builds (and lists) the view of what is left.
-  damaged  the saved view (version 3) truncated at many lengths and with a flipped byte in
-           every section (header, classes, files, blocks, counts, names, class names), of
-           version 2, and made inconsistent with the checksum fixed (a reserved field, a
-           class name offset, start or first block, the file and block counts, the names'
-           length, a shard, an entry, a count, a block's start, a block head that shares, a
-           name sharing more than the one before, a '/' or NUL in a name, names out of
-           order): each is rejected at load (imagefolder_view_rejected 1); a count larger
-           than its shard's index is found by the first stat of a file (rejected 1); the mount
-           then lists exactly the expected view and the rebuilt blob is byte for byte the
-           first one.
+  damaged  the base shards and z.tar, whose z_01.jpg is a hard link to z_00.jpg. The saved
+           view (version 4; files of all four kinds of name) truncated at many lengths and
+           with a flipped byte in every section (header, classes, files, blocks, counts, sums,
+           names, class names), of version 3, and made inconsistent with the checksum fixed (a
+           reserved field, a class name offset, start or first block, the file and block
+           counts, the names' length, a shard, an entry, an entry with a kind, a count, a
+           block's start, a block head that shares, a name sharing more than the one before, a
+           '/' or NUL in a name, names out of order): each is rejected at load
+           (imagefolder_view_rejected 1); a count larger than its shard's index, another
+           index's checksum, a file pointing at another member, at another kind of name, or
+           named after a hard link of a member that has none, are found by the first lookup
+           and stat of the file (rejected 1); the mount then lists exactly the expected view
+           and the rebuilt blob is byte for byte the first one. Last, s0.tar's index removed
+           from the cache dir and built again in index version 2 (SHARDFS_INDEX_VERSION=2:
+           the same entries, another file) under the saved view: the first stat of its files
+           drops the view (rejected 1), and the view saved again is the first one but for
+           that shard's checksum, the new index file's.
   clean    a shard rewritten in place 3 times, a remount after each: every remount builds and
            saves a new view and removes exactly the one before (imagefolder_view_removed 1),
            so exactly one view is left in the cache dir; a remount without a change removes
@@ -329,7 +336,7 @@ def pad8(n):
 
 
 def view_sections(orig):
-    """Where the sections of a version 3 view start (fs_if_blob.c's layout)."""
+    """Where the sections of a version 4 view start (fs_if_blob.c's layout)."""
     nclasses, = struct.unpack_from('<I', orig, 12)
     nfiles, nshards = struct.unpack_from('<II', orig, 32)
     strtab_len, = struct.unpack_from('<Q', orig, 40)
@@ -338,7 +345,8 @@ def view_sections(orig):
     sec['files'] = sec['classes'] + 32 * nclasses
     sec['blocks'] = sec['files'] + 8 * nfiles
     sec['counts'] = sec['blocks'] + 8 * nblocks
-    sec['names'] = sec['counts'] + pad8(4 * nshards)
+    sec['sums'] = sec['counts'] + pad8(4 * nshards)
+    sec['names'] = sec['sums'] + 8 * nshards
     sec['strtab'] = sec['names'] + pad8(names_len)
     assert sec['strtab'] + pad8(strtab_len) == len(orig), 'not the C layout'
     return sec, nclasses, nfiles, nshards, strtab_len, nblocks
@@ -355,9 +363,10 @@ def second_name(orig, sec):
 def damaged_variants(orig):
     """(what, bytes, when): a view cut, flipped or made inconsistent in every section.
     when 'load': refused when it is opened; 'use': it checks out (checksum, counts,
-    offsets, names) but a file's shard index does not have the entries the view was built
-    from, which the first stat of a file of that shard finds (the view is retired, its blob
-    removed, and built again)."""
+    offsets, names) but not against a shard's index: the index is not the file the view was
+    built from (its checksum or count differs), or a file's name is not the one its member
+    makes (another member, another kind of name); the first lookup and stat of such a file
+    finds it (the view is retired, its blob removed, and built again)."""
     sec, nclasses, nfiles, nshards, strtab_len, nblocks = view_sections(orig)
     f, c, n, bl, nm = sec['files'], sec['classes'], sec['counts'], sec['blocks'], sec['names']
     first, cnt = struct.unpack_from('<II', orig, c + 8)
@@ -377,7 +386,7 @@ def damaged_variants(orig):
         b = bytearray(orig)
         b[off] ^= 0x10
         v.append(('byte %d flipped' % off, bytes(b), 'load'))
-    v.append(('version 2 (the release before) (checksum fixed)', resealed(orig, 8, '<I', 2),
+    v.append(('version 3 (the release before) (checksum fixed)', resealed(orig, 8, '<I', 3),
               'load'))
     v.append(('a reserved field set (checksum fixed)', resealed(orig, 88, '<Q', 1), 'load'))
     v.append(('a class record\'s reserved field set (checksum fixed)',
@@ -395,9 +404,12 @@ def damaged_variants(orig):
     v.append(('a shard past the shards (checksum fixed)', resealed(orig, f, '<I', nshards),
               'load'))
     shard, e0 = struct.unpack_from('<II', orig, f)
+    assert e0 >> 30 == 0, 'the first file is named plain'
     count, = struct.unpack_from('<I', orig, n + 4 * shard)
     v.append(('an entry past its shard\'s count (checksum fixed)',
               resealed(orig, f + 4, '<I', count), 'load'))
+    v.append(('an entry past its shard\'s count, with a kind (checksum fixed)',
+              resealed(orig, f + 4, '<I', count | 1 << 30), 'load'))
     v.append(('a count short of an entry (checksum fixed)',
               resealed(orig, n + 4 * shard, '<I', 0), 'load'))
     b1, = struct.unpack_from('<Q', orig, bl + 8)
@@ -413,9 +425,18 @@ def damaged_variants(orig):
     v.append(('names out of order in a class (checksum fixed)',
               resealed(orig, p2 + 2, '<B', 1), 'load'))
     v.append(('another fingerprint (checksum fixed)', resealed(orig, 24, '<Q', 12345), 'load'))
-    # a reference that checks out at load but not against the shard's index
+    # references that check out at load but not against the shard's index
     v.append(('a count larger than the shard\'s index (checksum fixed)',
               resealed(orig, n + 4 * shard, '<I', count + 1), 'use'))
+    s_sum, = struct.unpack_from('<Q', orig, sec['sums'] + 8 * shard)
+    v.append(('the checksum of another index (checksum fixed)',
+              resealed(orig, sec['sums'] + 8 * shard, '<Q', s_sum ^ 1), 'use'))
+    v.append(('a file naming another member (checksum fixed)',
+              resealed(orig, f + 4, '<I', (e0 + 1) % count), 'use'))
+    v.append(('a file of another kind of name (checksum fixed)',
+              resealed(orig, f + 4, '<I', e0 | 1 << 30), 'use'))
+    v.append(('a file named after a hard link (checksum fixed)',
+              resealed(orig, f + 4, '<I', e0 | 3 << 30), 'use'))
     return v
 
 
@@ -597,9 +618,59 @@ def group_share(env, ck):
             m.umount(quiet=True)
 
 
+def link_shard():
+    """A shard whose second image is a hard link to its first (z_01.jpg -> z_00.jpg): the
+    view names it z_01.jpg, after the link member, its record the linked-to entry."""
+    import io
+    import tarfile
+    bio = io.BytesIO()
+    with tarfile.open(fileobj=bio, mode='w', format=tarfile.USTAR_FORMAT) as tf:
+        for name, data, link in (('z_00.jpg', b'jpeg z z_00 linked', None),
+                                 ('z_00.cls', b'0', None), ('z_01.jpg', b'', 'z_00.jpg'),
+                                 ('z_01.cls', b'1', None)):
+            ti = tarfile.TarInfo(name)
+            ti.mtime = MTIME
+            ti.mode = 0o644
+            if link:
+                ti.type = tarfile.LNKTYPE
+                ti.linkname = link
+                tf.addfile(ti)
+            else:
+                ti.size = len(data)
+                tf.addfile(ti, io.BytesIO(data))
+    return bio.getvalue()
+
+
+def index_file(cache, key):
+    """Path of the saved index of shard key under cache (its identity ends in |key)."""
+    found = []
+    for root, _, files in os.walk(cache):
+        for f in files:
+            p = os.path.join(root, f)
+            with open(p, 'rb') as fh:
+                b = fh.read()
+            if b[:8] == b'SHRDIDX\0' and (b'|' + key.encode()) in b:
+                found.append(p)
+    assert len(found) == 1, 'one index of %s: %r' % (key, found)
+    return found[0]
+
+
+def stat_all(mnt):
+    """List and stat every file until one fails: [] or [its errno]."""
+    try:
+        for cl in sorted(os.listdir(mnt)):
+            for name in sorted(os.listdir(os.path.join(mnt, cl))):
+                os.stat(os.path.join(mnt, cl, name))
+    except OSError as e:
+        return [e.errno]
+    return []
+
+
 def group_damaged(env, ck):
     src, cache, shards = new_source(env)
+    write_file(os.path.join(src, 'z.tar'), link_shard())
     want = expected(shards)
+    want['0']['z_00.jpg'] = want['1']['z_01.jpg'] = b'jpeg z z_00 linked'
     with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
         check_view(ck, 'first mount', m.mnt, want)
     blobs = view_blob(cache)
@@ -607,27 +678,23 @@ def group_damaged(env, ck):
     path = blobs[0]
     with open(path, 'rb') as f:
         orig = f.read()
+    sec, _, nfiles, _, _, _ = view_sections(orig)
+    kinds = [struct.unpack_from('<I', orig, sec['files'] + 8 * i + 4)[0] >> 30
+             for i in range(nfiles)]
+    ck.eq('files of each kind of name (plain, ~dir, ~dir~entry, hard link)',
+          [kinds.count(k) for k in range(4)], [nfiles - 2, 1, 0, 1])
     for what, data, when in damaged_variants(orig):
         # a new file renamed over the blob, as cachetier writes them (never changed in place)
         write_file(path + '.tmp', data)
         os.rename(path + '.tmp', path)
         with ml.Mount(env, src, cache_dir=cache, extra=mount_opts()) as m:
             if when == 'use':
-                # the names list (they are the view's), and the first stat of a file of
-                # the shard meets the wrong count: its lookup answers ESTALE and drops the
-                # view (rejected 1, below); the kernel looks the path up once more
-                # (LOOKUP_REVAL), which builds the view again, so the stat may succeed, but
-                # never with another member's attributes (check_view)
-                errs = []
-                for cl in sorted(os.listdir(m.mnt)):
-                    for name in sorted(os.listdir(os.path.join(m.mnt, cl))):
-                        try:
-                            os.stat(os.path.join(m.mnt, cl, name))
-                        except OSError as e:
-                            errs.append(e.errno)
-                            break
-                    if errs:
-                        break
+                # the names list (they are the view's), and the first lookup and stat of a
+                # file of the shard (or a listing with attributes) meets the mismatch: it
+                # answers ESTALE and drops the view (rejected 1, below); the kernel looks the
+                # path up once more (LOOKUP_REVAL), which builds the view again, so the stat
+                # may succeed, but never with another member's attributes (check_view)
+                errs = stat_all(m.mnt)
                 ck.ok(errs in ([], [errno.ESTALE]), what + ': a stat fails with %r' % errs)
             check_view(ck, what, m.mnt, want, read=False)
             st = counters(m.stats())
@@ -636,6 +703,33 @@ def group_damaged(env, ck):
                   (1, 0, 1) if when == 'load' else (1, 1, 1))
         with open(path, 'rb') as f:
             ck.ok(f.read() == orig, what + ': the rebuilt view is the first one byte for byte')
+    # the index of s0.tar built again under the view (removed from the cache directory, then
+    # saved in index version 2: the same entries, another file): the first stat of a file of
+    # s0 meets another checksum; the view built again differs from the first exactly in that
+    # shard's checksum
+    idx = index_file(cache, 's0.tar')
+    os.remove(idx)
+    with ml.Mount(env, src, cache_dir=cache, extra=mount_opts(),
+                  prefix=['env', 'SHARDFS_INDEX_VERSION=2']) as m:
+        errs = stat_all(m.mnt)
+        ck.ok(errs in ([], [errno.ESTALE]), 'index rebuilt: a stat fails with %r' % errs)
+        check_view(ck, 'index rebuilt', m.mnt, want)
+        st = counters(m.stats())
+        ck.eq('index rebuilt: the view rejected (at use) and rebuilt',
+              (st['view_rejected'], st['view_loaded'], st['view_saved']), (1, 1, 1))
+    idx = index_file(cache, 's0.tar')
+    with open(idx, 'rb') as f:
+        ib = f.read()
+    ck.eq('index rebuilt: in version 2', struct.unpack_from('<I', ib, 8)[0], 2)
+    new_sum, = struct.unpack_from('<Q', ib, 16)
+    blobs = view_blob(cache)
+    ck.eq('index rebuilt: one saved view', len(blobs), 1)
+    with open(blobs[0], 'rb') as f:
+        nb = f.read()
+    diff = [k for k in range(sec['sums'], sec['names'], 8) if nb[k:k + 8] != orig[k:k + 8]]
+    ck.ok(len(diff) == 1 and nb == resealed(orig, diff[0], '<Q', new_sum),
+          'index rebuilt: the new view is the first with one shard\'s checksum changed to its '
+          'new index file\'s (%d differ)' % len(diff))
 
 
 def group_live(env, ck):
