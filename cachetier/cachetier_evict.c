@@ -7,9 +7,10 @@
  * process sharing the directory (any source) adds its fills and decoded
  * copies to and takes its evictions from (cachetier_share.c), plus this
  * process's fills in flight (ct->reserved), plus bytes it is evicting
- * (ct->evicting: taken off the counter when chosen, so no two evictions
- * choose them, but on disk until punched; a fill that fits once they are
- * gone waits for them). A fill reserves its bytes, then, while usage
+ * beyond two eviction batches (ct->evicting: taken off the counter when
+ * chosen, so no two evictions choose them, but on disk until punched; a
+ * fill that fits once they are gone counts up to two batches of them as
+ * gone, room_over, and waits only for the rest). A fill reserves its bytes, then, while usage
  * exceeds cfg.cache_size_bytes or the filesystem's free space (statvfs)
  * would drop below cfg.min_free_bytes, evicts unit by unit, least
  * recently read first, across objects: a unit's last use is this
@@ -46,8 +47,8 @@
  * or the fill being done (cachetier_fill.c, flush_over_limit). A read
  * never fails because the cache is full. With readers pinning at most P
  * bytes, the directory stays within max(limit, P) + one chunk per fill
- * thread of each process while they read, and within the limit once they
- * are done.
+ * thread of each process (+ room_over while punches run) while they read,
+ * and within the limit once they are done.
  *
  * The scan of the directory at open (and the rescan when nothing is left
  * to evict) is cachetier_scan.c.
@@ -723,6 +724,25 @@ int cachetier__make_room_near(struct cachetier *ct, uint64_t len, int spare_ahea
 	return err;
 }
 
+/* The bytes an eviction frees at least (when its object has them): a
+ * chunk's worth, at most a sixteenth of the cache (a random reader's unit
+ * fills would otherwise each unlink and rewrite a map). */
+static uint64_t ev_batch(const struct cachetier *ct)
+{
+	return ct->cfg.chunk_bytes < ct->cfg.cache_size_bytes / 16 ? ct->cfg.chunk_bytes
+								   : ct->cfg.cache_size_bytes / 16;
+}
+
+/* How many of the bytes being punched (ct->evicting: off the usage, still
+ * on disk) a fill counts as freed: two eviction batches. A fill whose room
+ * they cover starts without waiting for another thread's punch; the
+ * directory then holds at most that much over the limit until the punches
+ * end (README.md, "Bound"). */
+static uint64_t room_over(const struct cachetier *ct)
+{
+	return 2 * ev_batch(ct);
+}
+
 static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near)
 {
 	struct ev_ctx x = {0, spare_ahead, near, ct};
@@ -745,19 +765,22 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
 		/* the whole directory's bytes (every process and source) plus
 		 * this process's fills in flight */
 		uint64_t total = cachetier__usage_get(ct) + ct->reserved;
+		/* bytes being punched that do not count as freed (room_over) */
+		uint64_t over = ct->evicting > room_over(ct) ? ct->evicting - room_over(ct) : 0;
 		struct ct_file *f;
 		struct ev_key key, next;
 		uint64_t freed, need;
 
-		if (total + ct->evicting <= ct->cfg.cache_size_bytes && want_free == 0)
+		if (total + over <= ct->cfg.cache_size_bytes && want_free == 0)
 			break;
 		if (total <= ct->cfg.cache_size_bytes && want_free == 0) {
-			/* evictions running on other threads make the room; their
-			 * bytes leave the disk when they finish: wait, do not write
-			 * over them (nor evict more than needed). Only an eviction's
-			 * end wakes this wait (ct->evicting > 0 here, and it ends
-			 * without waiting on anything): the unit states' broadcasts
-			 * at every fill's end would wake every fill thread here. */
+			/* evictions running on other threads make the room, more
+			 * than room_over of it: their bytes leave the disk when
+			 * they finish: wait, do not write over them (nor evict
+			 * more than needed). Only an eviction's end wakes this
+			 * wait (ct->evicting > 0 here, and it ends without waiting
+			 * on anything): the unit states' broadcasts at every fill's
+			 * end would wake every fill thread here. */
 			int64_t w0 = cachetier__mono_ns();
 
 			disk_cond_wait(&ct->room_cond, &ct->lock);
@@ -796,18 +819,13 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
 		}
 		if (!f) /* everything left is pinned (or spared) */
 			return spare_ahead ? -ENOSPC : 0; /* fill over the limit */
-		need = total + ct->evicting > ct->cfg.cache_size_bytes
-			   ? total + ct->evicting - ct->cfg.cache_size_bytes
+		need = total + over > ct->cfg.cache_size_bytes
+			   ? total + over - ct->cfg.cache_size_bytes
 			   : 0;
 		if (need < want_free)
 			need = want_free;
-		/* a chunk's worth at least (a sixteenth of the cache at most): a
-		 * random reader's unit fills would otherwise each unlink and
-		 * rewrite a map */
-		if (need < ct->cfg.chunk_bytes && need < ct->cfg.cache_size_bytes / 16)
-			need = ct->cfg.chunk_bytes < ct->cfg.cache_size_bytes / 16
-				   ? ct->cfg.chunk_bytes
-				   : ct->cfg.cache_size_bytes / 16;
+		if (need < ev_batch(ct))
+			need = ev_batch(ct);
 		freed = evict(ct, f, need ? need : 1, &x, next);
 		want_free = freed >= want_free ? 0 : want_free - freed;
 	}

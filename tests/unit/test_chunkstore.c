@@ -26,11 +26,11 @@
  * clean close names every unit; units older than it named by the
  * flusher); the punches of one eviction (test_punch_join: units joined
  * across gaps that hold nothing, not across a wide gap, a locked one or
- * one holding bytes; exact punch counts); idle read locks (test_idle_locks:
- * exact fcntl counts of reads of held units, own and another tier's
- * eviction after a release request, a close); the fetch rules the store
- * asks (test_rule_*: fetch/fetch_rules.c, each failing with its no-rules
- * answer).
+ * one holding bytes; exact punch counts); a fill whose room an eviction in
+ * flight covers starting without a room wait (test_room_inflight); idle read locks
+ * (test_idle_locks: exact fcntl counts of reads of held units, own and another tier's eviction
+ * after a release request, a close); the fetch rules the store asks (test_rule_*:
+ * fetch/fetch_rules.c, each failing with its no-rules answer).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -616,9 +616,11 @@ static void test_concurrent(uint64_t seed, int seconds)
 	CHECK(mon.dir_errors == 0 && mon.samples > 0 && mon.nfiles > 0,
 	      "disk monitor: %u samples, %u opendir failures, %d files at the peak", mon.samples,
 	      mon.dir_errors, mon.nfiles);
-	/* one chunk per fill thread, plus a block of slack per file for the
-	 * short last chunk and the extent tree */
-	CHECK(mon.max <= limit + threads * CHUNK + (uint64_t)mon.nfiles * 8192,
+	/* one chunk per fill thread, two eviction batches (a chunk each
+	 * here) of bytes being punched that fills count as freed
+	 * (cachetier_evict.c, room_over), plus a block of slack per file for
+	 * the short last chunk and the extent tree */
+	CHECK(mon.max <= limit + (threads + 2) * CHUNK + (uint64_t)mon.nfiles * 8192,
 	      "cache dir reached %llu bytes", (unsigned long long)mon.max);
 	CHECK(st.bytes_used <= limit + threads * CHUNK, "bytes_used %llu",
 	      (unsigned long long)st.bytes_used);
@@ -1278,6 +1280,101 @@ static void test_punch_join(void)
 	punch_case("c-punch-locked", two, 2, 2, 1, 2, -1);
 	/* the gap's unit holds bytes (read last: kept) */
 	punch_case("c-punch-valid", mid, 3, 2, -1, 2, 1);
+}
+
+/* A fill whose room an eviction in flight already covers starts without
+ * waiting for that eviction's punch (cachetier_evict.c, room_over). A cache
+ * of 16 chunks full of the big object's units, named in its map by a clean
+ * close; the next tier on the directory opens it from its map to evict it.
+ * The test holds the object's LK_MAP (as a map write of another process
+ * would), so the eviction that a probe of object 0 makes (one batch: a
+ * chunk's 8 units, for its 1 unit) stays in flight after it took its units,
+ * before its map unlink and punch, for up to LK_MAP_WAIT_MS (2 s). A probe
+ * of object 1 then needs 1 unit, which that batch covers: it starts and
+ * ends without a room wait, and without a second eviction. Before the
+ * change it waited for the first eviction's end (room_waits 1). */
+struct room_read {
+	struct cachetier_obj *o;
+	unsigned char buf[64];
+	ssize_t n;
+};
+
+static void *room_read_main(void *arg)
+{
+	struct room_read *r = arg;
+
+	r->n = cachetier_obj_pread_probe(r->o, r->buf, sizeof(r->buf), 0);
+	return NULL;
+}
+
+static void test_room_inflight(void)
+{
+	struct backend *be = store("");
+	const uint64_t u = CHUNK / 8, limit = 16 * CHUNK;
+	struct cachetier *ct = tier(be, "c-room", limit, 4);
+	struct cachetier_obj *big = obj(ct, be, NOBJ), *o1;
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 1, .l_len = 1};
+	struct room_read r0 = {0};
+	struct cachetier_stats st;
+	unsigned char buf[64];
+	char path[700];
+	pthread_t t;
+	ssize_t n;
+	int fd, i;
+
+	CHECK(read_check(big, NOBJ, 0, limit, 0) == 0, "room: fill the cache");
+	fills_idle(ct);
+	stats(ct, &st);
+	CHECK(st.bytes_used == limit && st.evictions == 0, "room: %llu bytes used, %llu evictions",
+	      (unsigned long long)st.bytes_used, (unsigned long long)st.evictions);
+	cachetier_obj_unref(big);
+	cachetier_close(ct); /* names every unit in the map */
+
+	ct = tier(be, "c-room", limit, 4);
+	/* LK_MAP (cachetier_i.h) of the only state file: the big object's */
+	fd = st_path(ct, path, sizeof(path)) == 0 ? open(path, O_RDWR) : -1;
+	CHECK(fd >= 0 && fcntl(fd, F_OFD_SETLK, &fl) == 0, "room: LK_MAP of %s", path);
+	r0.o = obj(ct, be, 0);
+	pthread_create(&t, NULL, room_read_main, &r0);
+	/* its eviction took its units (a state, polled; 60 s at most) */
+	for (i = 0; i < 6000; i++) {
+		stats(ct, &st);
+		if (st.evictions >= 1)
+			break;
+		usleep(10000);
+	}
+	CHECK(st.evictions == 1 && st.evicted_bytes == 8 * u,
+	      "room: first eviction: %llu of %llu bytes (want 1 of %llu)",
+	      (unsigned long long)st.evictions, (unsigned long long)st.evicted_bytes,
+	      (unsigned long long)(8 * u));
+	o1 = obj(ct, be, 1);
+	n = cachetier_obj_pread_probe(o1, buf, sizeof(buf), 0);
+	stats(ct, &st);
+	CHECK(n == (ssize_t)sizeof(buf) && memcmp(buf, data[1], sizeof(buf)) == 0,
+	      "room: object 1's probe: %zd", n);
+	CHECK(st.room_waits == 0 && st.evictions == 1,
+	      "room: object 1's fill: %llu room waits, %llu evictions (want 0, 1)",
+	      (unsigned long long)st.room_waits, (unsigned long long)st.evictions);
+	if (fd >= 0)
+		close(fd); /* the eviction goes on */
+	pthread_join(t, NULL);
+	CHECK(r0.n == (ssize_t)sizeof(r0.buf) && memcmp(r0.buf, data[0], sizeof(r0.buf)) == 0,
+	      "room: object 0's probe: %zd", r0.n);
+	fills_idle(ct);
+	stats(ct, &st);
+	CHECK(st.room_waits == 0 && st.evictions == 1 && st.evicted_bytes == 8 * u &&
+		  st.bytes_used == limit - 6 * u,
+	      "room: after: %llu room waits, %llu evictions of %llu bytes, %llu bytes used",
+	      (unsigned long long)st.room_waits, (unsigned long long)st.evictions,
+	      (unsigned long long)st.evicted_bytes, (unsigned long long)st.bytes_used);
+	/* the big object's first chunk fetched again, the rest from the cache */
+	big = obj(ct, be, NOBJ);
+	CHECK(read_check(big, NOBJ, 0, 2 * CHUNK, 1) == 0, "room: the evicted units read again");
+	cachetier_obj_unref(big);
+	cachetier_obj_unref(o1);
+	cachetier_obj_unref(r0.o);
+	cachetier_close(ct);
+	backend_close(be);
 }
 
 static void test_crash(uint64_t seed)
@@ -3340,6 +3437,7 @@ int main(void)
 	test_idle_locks();
 	test_plan_order();
 	test_punch_join();
+	test_room_inflight();
 	test_reopen_race();
 	test_crash(seed);
 	test_durable(seed);
