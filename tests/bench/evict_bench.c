@@ -86,6 +86,8 @@ static double room_s, flush_s;
 /* The holes the last pass punched (cachetier_stats.punches; -1 where the
  * tree has no such count: evict_bench.sh defines EB_PUNCHES where it has). */
 static double punches;
+/* EB_ROOM (evict_bench.sh, where the tree has cachetier_stats.room_waits):
+ * each pass's log line gives the room counters too */
 
 static double pass(const char *dir, struct backend *be, uint64_t cache, int n, int random,
 		   uint64_t *evicted, uint64_t *evictions)
@@ -186,6 +188,13 @@ static double pass(const char *dir, struct backend *be, uint64_t cache, int n, i
 		random ? "shuffled" : "in order", (unsigned long long)(cache >> 20),
 		(unsigned long long)st.fills, (unsigned long long)(st.bytes_fetched >> 20), t0,
 		room_s, flush_s, punches);
+#ifdef EB_ROOM
+	/* the threads making room: their wall time, and how often and long
+	 * they waited for another thread's eviction to end */
+	fprintf(stderr, "  making room %llu ms (wall), of it %llu ms in %llu room waits\n",
+		(unsigned long long)st.room_make_ms, (unsigned long long)st.room_wait_ms,
+		(unsigned long long)st.room_waits);
+#endif
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cdir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "warning: could not remove %s\n", cdir);

@@ -42,6 +42,7 @@ bench_cc() {
 	fi
 	grep -q evict_cpu_ns "$src/cachetier/cachetier.h" && stats=-DEB_CPU_STATS
 	grep -q 'uint64_t punches;' "$src/cachetier/cachetier.h" && stats="$stats -DEB_PUNCHES"
+	grep -q 'uint64_t room_waits;' "$src/cachetier/cachetier.h" && stats="$stats -DEB_ROOM"
 	# the store's fill rules from the fetch scheduler (fetch/), where the tree has them
 	grep -q cachetier_set_policy "$src/cachetier/cachetier.h" && fetch="-DEB_POLICY -I$src/fetch $b/fetch/libfetch.a"
 	# shellcheck disable=SC2046,SC2086
