@@ -348,7 +348,7 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->meta_reads = ct->meta_reads;
 	st->meta_writes = ct->meta_writes;
 	disk_mutex_lock(&ct->lock);
-	st->hits = ct->hits;
+	st->hits = ct->hits + atomic_load(&ct->hits_fast);
 	st->misses = ct->misses;
 	st->miss_wait_ms = ct->miss_wait_ns / 1000000;
 	st->bytes_fetched = ct->bytes_fetched;

@@ -183,6 +183,10 @@ void cachetier_close(struct cachetier *ct); /* accepts NULL */
  * cachetier_close still follows. Any thread; accepts NULL. */
 void cachetier_cancel(struct cachetier *ct);
 void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st);
+/* How many times the calling thread took a cache tier's main lock (any
+ * tier's, since the thread started): tests count a read's takes with it
+ * (a planned read of units this process holds and trusts takes none). */
+uint64_t cachetier_lock_takes(void);
 /* The per-source directory in use (for logs). */
 const char *cachetier_dir(const struct cachetier *ct);
 

@@ -127,7 +127,7 @@ static int unit_ahead(const struct ct_file *f, uint32_t c, int64_t now)
 {
 	if (f->gap[c] || f->nu[c] != CT_NU_NONE)
 		return 0;
-	if (f->unread[c] && now - f->uatime[c] < AHEAD_SPARE_NS)
+	if (cachetier__unit_unread(f, c) && now - f->uatime[c] < AHEAD_SPARE_NS)
 		return 1;
 	return f->ra_window && now - f->atime_ns < AHEAD_SPARE_NS &&
 	       (uint64_t)c * f->unit_bytes >= f->ra_end;
@@ -190,7 +190,7 @@ static int unit_evictable(const struct ct_file *f, uint32_t c, const struct ev_c
 {
 	/* the state byte first (the callers already skip units whose byte
 	 * was clear, st_next; it may have been cleared since) */
-	if (!(cachetier__st_get(f, c) && f->pins[c] == 0 &&
+	if (!(cachetier__st_get(f, c) && f->pins[c] == 0 && cachetier__fp_pins(f, c) == 0 &&
 	      (f->ust[c] == UNIT_VALID || f->ust[c] == UNIT_EMPTY)))
 		return 0;
 	if (!x->spare || unit_unneeded(f, c))
@@ -210,7 +210,8 @@ static int unit_evictable(const struct ct_file *f, uint32_t c, const struct ev_c
 static struct ev_key unit_key(const struct ct_file *f, uint32_t c, int64_t fat,
 			      const struct ev_ctx *x)
 {
-	struct ev_key k = {EV_LRU, f->uatime[c] ? f->uatime[c] : fat};
+	int64_t at = cachetier__unit_atime(f, c);
+	struct ev_key k = {EV_LRU, at ? at : fat};
 
 	if (unit_unneeded(f, c)) {
 		k.cls = EV_UNNEEDED;
@@ -243,7 +244,7 @@ static uint64_t ahead_bytes(const struct cachetier *ct, int64_t now)
 				break;
 			c = (uint32_t)(p - f->unread);
 			if (!f->gap[c] && f->ust[c] == UNIT_VALID && f->nu[c] != CT_NU_DONE &&
-			    now - f->uatime[c] < AHEAD_SPARE_NS)
+			    cachetier__unit_unread(f, c) && now - f->uatime[c] < AHEAD_SPARE_NS)
 				sum += cachetier__unit_len(f, c);
 		}
 	}
@@ -367,7 +368,9 @@ static uint32_t take(struct cachetier *ct, struct ct_file *f, uint32_t *b, uint3
 			uint64_t len = cachetier__unit_len(f, c);
 			int old;
 
-			assert(!f->held[c]);
+			if (f->held[c])
+				continue; /* a read here pins it without ct->lock
+					   * (cachetier_read.c): as a pinned unit */
 			if (!run && cachetier__ofd_lock(f->auxfd, F_WRLCK, LK_UNIT(c), 0) < 0) {
 				wanted = 1;
 				continue; /* pinned or being filled by another process */

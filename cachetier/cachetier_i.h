@@ -96,6 +96,7 @@ struct cachetier_pin {
 	struct cachetier_obj *o;
 	enum ct_pin_kind kind;
 	uint32_t c0, c1; /* CT_PIN_FILE: the pinned units */
+	int fast;	 /* CT_PIN_FILE: pinned without ct->lock (ct_file.fp) */
 	int fd;		 /* CT_PIN_BYPASS: memfd holding the read's bytes from offset 0 */
 };
 
@@ -154,20 +155,33 @@ struct ct_file {
 			     * (cachetier_plan.c) */
 	uint8_t *ust;	    /* enum ct_unit per unit */
 	uint32_t *pins;	    /* readers inside read_begin/read_end per unit */
-	int *uerr;	    /* the error of the last failed fill per unit */
-	unsigned dirty;	    /* valid units not yet in the persisted map */
-	int64_t map_ns;	    /* when the map was last written */
-	int64_t dirty_ns;   /* with cfg.durable_delay_s: the earliest fill of a unit dirty
-			     * counts (0: none known, the map is due at once; cachetier_map.c) */
-	int64_t *fill_ns;   /* per unit: when this process filled it (CLOCK_REALTIME ns; 0: not
-			     * here), the age the durability delay goes by; read by the map's
-			     * encoder without ct->lock (atomic loads and stores) */
-	uint64_t ra_end;    /* end of the last read with a window (eviction's unit_ahead) */
-	uint64_t ra_window; /* that read's readahead window (fetch/); 0: none */
-	uint32_t pf_next;   /* prefetch cursor: the next unit to look at */
-	uint32_t pf_end;    /* ... up to this one (exclusive) */
-	int pf_listed;	    /* in ct->pf list */
-	int pf_evict;	    /* its prefetch fills may evict (CACHETIER_PF_EVICT was asked) */
+	/* reads without ct->lock (cachetier_read.c, "Reads without ct->lock"):
+	 * per unit FP_ARMED (valid, read-locked here, trusted: a read may pin
+	 * it with a compare-and-swap), FP_WANTED (revoked while pinned: the
+	 * last such read's end takes ct->lock) and such reads' pins
+	 * (FP_COUNT); per unit the time of such a read (eviction's LRU:
+	 * cachetier__unit_atime; __atomic); whether f may be read so (no
+	 * prefetch cursor of it to move, its file watched); the watch's
+	 * change count its trusted units go by (f->wevents once they are
+	 * revoked) */
+	_Atomic uint32_t *fp;
+	int64_t *fatime;
+	atomic_int fast_ok;
+	_Atomic uint64_t wev_fast;
+	int *uerr;	      /* the error of the last failed fill per unit */
+	unsigned dirty;	      /* valid units not yet in the persisted map */
+	int64_t map_ns;	      /* when the map was last written */
+	int64_t dirty_ns;     /* with cfg.durable_delay_s: the earliest fill of a unit dirty
+			       * counts (0: none known, the map is due at once; cachetier_map.c) */
+	int64_t *fill_ns;     /* per unit: when this process filled it (CLOCK_REALTIME ns; 0: not
+			       * here), the age the durability delay goes by; read by the map's
+			       * encoder without ct->lock (atomic loads and stores) */
+	uint64_t ra_end;      /* end of the last read with a window (eviction's unit_ahead) */
+	uint64_t ra_window;   /* that read's readahead window (fetch/); 0: none */
+	uint32_t pf_next;     /* prefetch cursor: the next unit to look at */
+	uint32_t pf_end;      /* ... up to this one (exclusive) */
+	int pf_listed;	      /* in ct->pf list */
+	int pf_evict;	      /* its prefetch fills may evict (CACHETIER_PF_EVICT was asked) */
 	unsigned pf_inflight; /* prefetch fills of it running now */
 	uint64_t pf_unfit;    /* bytes its latest prefetch skipped: no room without evicting */
 	unsigned pr_queued;   /* its ranges in ct->pr (cachetier_obj_prefetch_range) */
@@ -420,7 +434,8 @@ struct cachetier {
 	uint64_t reserved; /* bytes of fills in flight */
 	uint64_t evicting; /* bytes being punched out: still on disk */
 	uint64_t hits, misses, bytes_fetched, fills, fills_inflight, fill_errors;
-	uint64_t miss_wait_ns; /* the misses' time waiting for their units, summed */
+	atomic_ullong hits_fast; /* hits served without ct->lock (cachetier_read.c) */
+	uint64_t miss_wait_ns;	 /* the misses' time waiting for their units, summed */
 	uint64_t readahead_fills, evictions, evicted_bytes;
 	uint64_t queued_waits;	    /* cachetier__queue_wait calls (cachetier_stats) */
 	uint64_t unfit_bytes;	    /* prefetch fills skipped: no room without evicting */
@@ -608,10 +623,13 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 /* Pin units [*c0, *c1) of f, those of [off, off + len), present and
  * held until file_read_end with the same units (any thread). probe:
  * cachetier_obj_pread_probe's read (no readahead, units only). ahead:
- * the bytes past the read to queue as readahead (the caller's window). */
+ * the bytes past the read to queue as readahead (the caller's window).
+ * *fast: 1 when the units were pinned without ct->lock (given back to
+ * file_read_end). */
 int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len,
-			       int probe, uint64_t ahead, uint32_t *c0, uint32_t *c1);
-void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1);
+			       int probe, uint64_t ahead, uint32_t *c0, uint32_t *c1, int *fast);
+void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
+			      int fast);
 /* Prefetch units [c0, c1) of f as its object's cursor (cachetier_obj_prefetch). */
 int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
 			     int mode);
@@ -803,11 +821,61 @@ uint32_t cachetier__st_want(const struct ct_file *f);
 uint32_t cachetier__want_dir(const struct cachetier *ct);
 int64_t cachetier__st_atime(const struct ct_file *f);
 
+/* Takes of ct->lock (of any tier) through cachetier__lock by this thread
+ * (cachetier_lock_takes; cachetier_read.c). */
+extern _Thread_local uint64_t cachetier__lock_takes;
+
 /* ct->lock, with CT_OFF_LOOP's check. */
 static inline void cachetier__lock(struct cachetier *ct)
 {
 	CT_OFF_LOOP();
+	cachetier__lock_takes++;
 	disk_mutex_lock(&ct->lock);
+}
+
+/* ct_file.fp's bits (cachetier_read.c, "Reads without ct->lock"). */
+#define FP_ARMED  0x80000000u
+#define FP_WANTED 0x40000000u
+#define FP_COUNT  0x3fffffffu
+
+/* Reads pinning unit c of f without ct->lock now. */
+static inline uint32_t cachetier__fp_pins(const struct ct_file *f, uint32_t c)
+{
+	return atomic_load_explicit(&f->fp[c], memory_order_acquire) & FP_COUNT;
+}
+
+/* No read pins unit c of f without ct->lock from now on (until a read
+ * with ct->lock arms it again): 1 when none does now; else 0, and the
+ * last of them takes ct->lock at its end (room_gen, release requests).
+ * ct->lock held. */
+static inline int cachetier__fp_revoke(struct ct_file *f, uint32_t c)
+{
+	uint32_t v = atomic_load_explicit(&f->fp[c], memory_order_acquire), nv;
+
+	do {
+		nv = v & ~FP_ARMED;
+		if (v & FP_COUNT)
+			nv |= FP_WANTED;
+	} while (nv != v && !atomic_compare_exchange_weak_explicit(
+				&f->fp[c], &v, nv, memory_order_acq_rel, memory_order_acquire));
+	return !(v & FP_COUNT);
+}
+
+/* Is unit c of f unread since its fill or its plan's naming (ct_file.unread),
+ * also by a read without ct->lock (which leaves unread[c] as it was and
+ * sets fatime[c])? ct->lock held. */
+static inline int cachetier__unit_unread(const struct ct_file *f, uint32_t c)
+{
+	return f->unread[c] && __atomic_load_n(&f->fatime[c], __ATOMIC_RELAXED) <= f->uatime[c];
+}
+
+/* Unit c of f's last read here, with ct->lock or without (eviction's
+ * LRU). ct->lock held. */
+static inline int64_t cachetier__unit_atime(const struct ct_file *f, uint32_t c)
+{
+	int64_t a = __atomic_load_n(&f->fatime[c], __ATOMIC_RELAXED);
+
+	return a > f->uatime[c] ? a : f->uatime[c];
 }
 
 static inline uint64_t cachetier__unit_len(const struct ct_file *f, uint32_t c)

@@ -327,7 +327,12 @@ static void file_unload(struct ct_file *f)
 	free(f->gap);
 	free(f->nu);
 	free(f->fill_ns);
+	free((void *)f->fp);
+	free(f->fatime);
 	f->fill_ns = NULL;
+	f->fp = NULL;
+	f->fatime = NULL;
+	atomic_store(&f->fast_ok, 0);
 	f->uatime = NULL;
 	f->unread = NULL;
 	f->gap = NULL;
@@ -497,8 +502,10 @@ static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *ke
 	f->gap = calloc(nunits ? nunits : 1, 1);
 	f->nu = calloc(nunits ? nunits : 1, sizeof(*f->nu));
 	f->fill_ns = calloc(nunits ? nunits : 1, sizeof(*f->fill_ns));
+	f->fp = calloc(nunits ? nunits : 1, sizeof(*f->fp));
+	f->fatime = calloc(nunits ? nunits : 1, sizeof(*f->fatime));
 	if (!f->key || !f->ust || !f->pins || !f->uerr || !f->held || !f->seen || !f->uatime ||
-	    !f->unread || !f->gap || !f->nu || !f->fill_ns)
+	    !f->unread || !f->gap || !f->nu || !f->fill_ns || !f->fp || !f->fatime)
 		return -ENOMEM;
 	snprintf(f->etag, sizeof(f->etag), "%s", etag);
 	f->size = size;

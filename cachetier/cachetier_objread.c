@@ -326,9 +326,9 @@ static int obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, i
 		err = atomic_load(&o->collided)
 			  ? -ESTALE
 			  : cachetier__file_read_begin(o->ct, o->file, off, len, probe, ahead,
-						       &p->c0, &p->c1);
+						       &p->c0, &p->c1, &p->fast);
 		if (err == 0 && atomic_load(&o->collided)) {
-			cachetier__file_read_end(o->ct, o->file, p->c0, p->c1);
+			cachetier__file_read_end(o->ct, o->file, p->c0, p->c1, p->fast);
 			err = -ESTALE;
 		}
 		if (err == -ENOSPC || err == -EDQUOT) {
@@ -373,7 +373,7 @@ void cachetier_obj_read_end(struct cachetier_pin *p)
 		obj_dec_end(p->o->ct, p->o);
 		break;
 	case CT_PIN_FILE:
-		cachetier__file_read_end(p->o->ct, p->o->file, p->c0, p->c1);
+		cachetier__file_read_end(p->o->ct, p->o->file, p->c0, p->c1, p->fast);
 		break;
 	case CT_PIN_BYPASS:
 		close(p->fd);

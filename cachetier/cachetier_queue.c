@@ -351,6 +351,8 @@ void cachetier__queue_read(struct cachetier *ct, struct ct_file *f)
 void cachetier__pf_push(struct cachetier *ct, struct ct_file *f, int front)
 {
 	f->pf_listed = 1;
+	/* its reads move its cursor (queue_read): with ct->lock */
+	atomic_store_explicit(&f->fast_ok, 0, memory_order_relaxed);
 	if (front) {
 		f->pf_link = ct->pf;
 		f->pf_pprev = &ct->pf;

@@ -31,6 +31,13 @@
 
 #include "cachetier_i.h"
 
+_Thread_local uint64_t cachetier__lock_takes;
+
+uint64_t cachetier_lock_takes(void)
+{
+	return cachetier__lock_takes;
+}
+
 /* ---- reads ---- */
 
 /* Queue readahead after a read ending at end of f: the chunks of
@@ -75,10 +82,15 @@ uint32_t cachetier__lazy_drop(struct cachetier *ct, struct ct_file *f, uint32_t 
 {
 	struct ct_lkrun run = {.calls = &ct->unit_read_locks};
 	uint32_t n = 0;
+	int kept = 0;
 
 	if (!f->lazy || !f->held)
 		return 0;
 	for (uint32_t c = c0; c < c1; c++) {
+		if (f->held[c] && f->pins[c] == 0 && !cachetier__fp_revoke(f, c)) {
+			kept = 1; /* a read without ct->lock pins it: as a pinned unit */
+			continue;
+		}
 		if (f->held[c] && f->pins[c] == 0) {
 			cachetier__lkrun_add(&run, f->stfd, F_UNLCK, c);
 			f->held[c] = 0;
@@ -88,7 +100,7 @@ uint32_t cachetier__lazy_drop(struct cachetier *ct, struct ct_file *f, uint32_t 
 		}
 	}
 	cachetier__lkrun_flush(&run);
-	if (c0 == 0 && c1 == f->nunits)
+	if (c0 == 0 && c1 == f->nunits && !kept)
 		f->lazy = 0;
 	return n;
 }
@@ -99,9 +111,9 @@ static void lazy_want(struct cachetier *ct, struct ct_file *f)
 {
 	uint32_t want = cachetier__st_want(f);
 
-	if (want == f->want_seen)
+	if (want == __atomic_load_n(&f->want_seen, __ATOMIC_RELAXED))
 		return;
-	f->want_seen = want;
+	__atomic_store_n(&f->want_seen, want, __ATOMIC_RELAXED);
 	ct->lock_releases += cachetier__lazy_drop(ct, f, 0, f->nunits);
 }
 
@@ -109,9 +121,9 @@ void cachetier__lazy_check(struct cachetier *ct)
 {
 	uint32_t want = cachetier__want_dir(ct);
 
-	if (want == ct->want_seen)
+	if (want == __atomic_load_n(&ct->want_seen, __ATOMIC_RELAXED))
 		return;
-	ct->want_seen = want;
+	__atomic_store_n(&ct->want_seen, want, __ATOMIC_RELAXED);
 	/* objects with no idle lock now keep their old want_seen: a request
 	 * made while their units were pinned is met at the unpin (read_unpin) */
 	for (struct ct_file *f = ct->files; f; f = f->next) {
@@ -130,7 +142,7 @@ static void read_unpin(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 	for (uint32_t c = c0; c < c1; c++) {
 		if (--f->pins[c] != 0 || !f->held[c])
 			continue;
-		if (ct->idle_units < CT_IDLE_MAX) {
+		if (ct->idle_units < CT_IDLE_MAX || !cachetier__fp_revoke(f, c)) {
 			ct->idle_units++;
 			f->lazy = 1;
 			continue;
@@ -188,7 +200,7 @@ static void units_hold(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 		int run;
 
 		if (f->ust[c] == UNIT_VALID && f->held[c] && f->pins[c] == 1 &&
-		    !cachetier__st_get(f, c)) {
+		    !cachetier__st_get(f, c) && cachetier__fp_revoke(f, c)) {
 			/* held idle until this read, but another process found
 			 * it damaged since and cleared its byte (unit_corrupt
 			 * there: its read lock allows that; no other change
@@ -230,6 +242,9 @@ static void unit_corrupt(struct cachetier *ct, struct ct_file *f, uint32_t c)
 {
 	uint64_t len = cachetier__unit_len(f, c);
 
+	/* no read pins it without ct->lock from now on (those that did read
+	 * on, as pinned ones do) */
+	atomic_fetch_and(&f->fp[c], ~FP_ARMED);
 	if (cachetier__st_set(f, c, 0)) /* cleared before its read lock goes */
 		cachetier__usage_add(ct, -(int64_t)len);
 	if (f->held[c]) { /* pinned, or idle */
@@ -343,11 +358,16 @@ static void units_watch(struct cachetier *ct, struct ct_file *f)
 	f->wevents = ev;
 	f->wgen++;
 	for (uint32_t c = 0; c < f->nunits; c++) {
-		if (f->seen[c] == 1 || f->seen[c] == 3)
+		if (f->seen[c] == 1 || f->seen[c] == 3) {
 			f->seen[c] = 2;
-		else if (f->ust[c] == UNIT_FILLING)
+			atomic_fetch_and(&f->fp[c], ~FP_ARMED);
+		} else if (f->ust[c] == UNIT_FILLING) {
 			f->seen[c] = 4; /* its pwrite may be in: not trusted as filled */
+		}
 	}
+	/* after the units' revocation: a read without ct->lock that sees this
+	 * count sees them revoked (fast_begin) */
+	atomic_store_explicit(&f->wev_fast, ev, memory_order_release);
 }
 
 void cachetier__units_watch_start(struct cachetier *ct, struct ct_file *f)
@@ -680,8 +700,136 @@ static int weak_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint
 	}
 }
 
+/* ---- reads without ct->lock ----
+ *
+ * A read that is not a probe and asks for no readahead (a planned read's:
+ * the plan fetches ahead for it) and whose units are all valid, read-locked
+ * by this process (pinned by another read here, or idle) and trusted
+ * (seen 1: checked here, the data file unchanged since) is served without
+ * ct->lock or any other lock all readers share: it pins each unit with a
+ * compare-and-swap on the unit's word f->fp[c], which a read with ct->lock
+ * arms (FP_ARMED) once it has served the unit (units_arm). While a unit is
+ * armed it is valid, held and trusted: whatever under ct->lock would
+ * change that revokes it first (cachetier__fp_revoke: this process's
+ * eviction, through lazy_drop; the release of its idle lock, on request
+ * or past CT_IDLE_MAX; a damaged unit, unit_corrupt; a change of the data
+ * file, units_watch), and a unit such reads pin (FP_COUNT) counts as
+ * pinned: eviction skips it (unit_evictable, take) and an idle lock stays
+ * (lazy_drop), as for a read's pin under ct->lock; its last reader's end
+ * then takes ct->lock (FP_WANTED: room_gen moves, release requests are
+ * met). What such a read still checks, lock-free, after its pins: the
+ * watch's change count (a read() of the watch's fd that finds nothing,
+ * under the watch's own lock) against f->wev_fast, which units_watch
+ * moves only after it revoked the units the change makes untrusted, then
+ * that each unit is still armed (a revocation between its pin and the
+ * check) and its state byte still set (another process found it damaged:
+ * its read lock allows that), and that no release request came (the
+ * directory's counter). What it leaves as it was: the unit's ahead and gap
+ * marks and the object's readahead window (ra_queue: a read with ct->lock
+ * sets them), and the object's prefetch cursor (an object with one,
+ * pf_listed, is read with ct->lock: cachetier__queue_read). It sets the
+ * units' time of use (f->fatime, eviction's LRU: cachetier__unit_atime)
+ * and the object's in the state file (st_touch). */
+
+/* Pin unit c of f if it is armed; 1 when pinned. */
+static int fast_pin(struct ct_file *f, uint32_t c)
+{
+	uint32_t v = atomic_load_explicit(&f->fp[c], memory_order_acquire);
+
+	do {
+		if (!(v & FP_ARMED) || (v & FP_COUNT) == FP_COUNT)
+			return 0;
+	} while (!atomic_compare_exchange_weak_explicit(&f->fp[c], &v, v + 1, memory_order_acq_rel,
+							memory_order_acquire));
+	return 1;
+}
+
+/* Have this process's release requests moved since it last acted on them
+ * (the directory's, or f's)? Lock-free. */
+static int fast_wanted(const struct cachetier *ct, const struct ct_file *f)
+{
+	return cachetier__want_dir(ct) != __atomic_load_n(&ct->want_seen, __ATOMIC_RELAXED) ||
+	       cachetier__st_want(f) != __atomic_load_n(&f->want_seen, __ATOMIC_RELAXED);
+}
+
+/* Drop the pins of units [c0, c1) of f taken without ct->lock; ct->lock
+ * only when a unit was revoked while pinned (its last pin's end: WANTED)
+ * or a release request came. */
+static void fast_end(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1)
+{
+	int slow = 0;
+
+	for (uint32_t c = c0; c < c1; c++) {
+		uint32_t v = atomic_fetch_sub_explicit(&f->fp[c], 1, memory_order_acq_rel);
+
+		slow |= (v & FP_COUNT) == 1 && (v & FP_WANTED);
+	}
+	if (!slow && !fast_wanted(ct, f))
+		return;
+	cachetier__lock(ct);
+	for (uint32_t c = c0; c < c1; c++) {
+		uint32_t v = atomic_load_explicit(&f->fp[c], memory_order_relaxed);
+
+		while ((v & FP_WANTED) && !(v & FP_COUNT) &&
+		       !atomic_compare_exchange_weak(&f->fp[c], &v, v & ~FP_WANTED))
+			;
+	}
+	cachetier__lazy_check(ct);
+	if (f->lazy)
+		lazy_want(ct, f);
+	ct->room_gen++;
+	disk_mutex_unlock(&ct->lock);
+}
+
+/* Serve units [c0, c1) of f without ct->lock if every one is armed: 1
+ * when pinned so, else 0 (nothing pinned: the caller takes ct->lock). */
+static int fast_begin(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1)
+{
+	uint32_t c;
+	int ok;
+
+	if (!atomic_load_explicit(&f->fast_ok, memory_order_acquire) || fast_wanted(ct, f))
+		return 0;
+	for (c = c0; c < c1 && fast_pin(f, c); c++)
+		;
+	ok = c == c1 && cachetier__watch_events(f->w, f->wrec) ==
+			    atomic_load_explicit(&f->wev_fast, memory_order_acquire);
+	for (uint32_t u = c0; u < c1 && ok; u++)
+		ok = (atomic_load_explicit(&f->fp[u], memory_order_acquire) & FP_ARMED) &&
+		     cachetier__st_get(f, u);
+	if (!ok) {
+		fast_end(ct, f, c0, c);
+		return 0;
+	}
+	{
+		int64_t now = cachetier__now_ns();
+
+		cachetier__st_touch(f, now);
+		for (c = c0; c < c1; c++)
+			__atomic_store_n(&f->fatime[c], now, __ATOMIC_RELAXED);
+	}
+	atomic_fetch_add_explicit(&ct->hits_fast, 1, memory_order_relaxed);
+	return 1;
+}
+
+/* After a read with ct->lock served units [c0, c1) of f (pinned, valid,
+ * read-locked, checked or trusted): arm those this process trusts, so the
+ * next reads of them take no ct->lock (above), when f's file is watched
+ * and f has no prefetch cursor. ct->lock held. */
+static void units_arm(struct ct_file *f, uint32_t c0, uint32_t c1)
+{
+	if (!f->wrec || f->wfail || f->pf_listed || cachetier__live_check_off())
+		return;
+	for (uint32_t c = c0; c < c1; c++) {
+		if (f->ust[c] == UNIT_VALID && f->held[c] && f->seen[c] == 1)
+			atomic_fetch_or_explicit(&f->fp[c], FP_ARMED, memory_order_release);
+	}
+	atomic_store_explicit(&f->wev_fast, f->wevents, memory_order_release);
+	atomic_store_explicit(&f->fast_ok, 1, memory_order_release);
+}
+
 int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len,
-			       int probe, uint64_t ahead, uint32_t *pc0, uint32_t *pc1)
+			       int probe, uint64_t ahead, uint32_t *pc0, uint32_t *pc1, int *fast)
 {
 	uint64_t unit_bytes = f->unit_bytes;
 	uint32_t c0 = (uint32_t)(off / unit_bytes),
@@ -690,14 +838,17 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	int err = 0, waited = 0, whole, repairs = 0;
 	int64_t wait_from = 0;
 
+	*pc0 = c0;
+	*pc1 = c1;
+	*fast = !probe && !ahead && c1 - c0 <= FP_COUNT && fast_begin(ct, f, c0, c1);
+	if (*fast)
+		return 0;
 	if (c1 - c0 > sizeof(reqbuf))
 		req = calloc(c1 - c0, 1);
 	else
 		memset(reqbuf, 0, sizeof(reqbuf));
 	if (!req)
 		return -ENOMEM;
-	*pc0 = c0;
-	*pc1 = c1;
 
 	cachetier__lock(ct);
 	cachetier__lazy_check(ct); /* other processes' release requests */
@@ -788,14 +939,21 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	} else {
 		ct->hits++;
 	}
+	if (err == 0)
+		units_arm(f, c0, c1);
 	disk_mutex_unlock(&ct->lock);
 	if (req != reqbuf)
 		free(req);
 	return err;
 }
 
-void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1)
+void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
+			      int fast)
 {
+	if (fast) {
+		fast_end(ct, f, c0, c1);
+		return;
+	}
 	cachetier__lock(ct);
 	read_unpin(ct, f, c0, c1);
 	cachetier__lazy_check(ct);

@@ -1057,6 +1057,89 @@ static int unit0(struct cachetier_obj *o)
  * sooner than its own is skipped; one that is needed first evicts the
  * furthest, and its unit no plan marked (bytes between planned extents)
  * is the next to go. */
+/* Reads without ct->lock (cachetier_read.c): a read asking for no
+ * readahead whose units this process holds read-locked and trusts pins
+ * them with a compare-and-swap each and takes no ct->lock, counted on the
+ * reading thread (cachetier_lock_takes); a read with a unit it does not
+ * hold takes ct->lock at its begin and its end; eviction never takes a
+ * unit such a read pins. */
+static void test_read_unlocked(void)
+{
+	struct backend *be = store("");
+	uint64_t u = CHUNK / 8, off = 3 * CHUNK, boff = 10 * CHUNK, takes, fd_off;
+	struct cachetier_stats st;
+	struct cachetier_pin *p;
+	struct cachetier *a;
+	struct cachetier_obj *oa;
+	unsigned char buf[3 * CHUNK / 8];
+	int fd, err, bad = 0;
+
+	a = tier(be, "c-unlocked", 64 * CHUNK, 4);
+	oa = obj(a, be, NOBJ);
+	CHECK(read_check(oa, NOBJ, off, 3 * u, 1) == 0, "unlocked: first read");
+	fills_idle(a);
+	takes = cachetier_lock_takes();
+	for (int i = 0; i < 20; i++)
+		bad += read_check(oa, NOBJ, off + (uint64_t)i * 100, 3 * u - (uint64_t)i * 100,
+				  1) != 0;
+	CHECK(bad == 0 && cachetier_lock_takes() - takes == 0,
+	      "unlocked: 20 reads again of held units: %d wrong, ct->lock taken %llu times, want 0",
+	      bad, (unsigned long long)(cachetier_lock_takes() - takes));
+	/* two held units and three valid ones (the chunk's fill) not held: with
+	 * ct->lock, at its begin and its end; then the five without */
+	takes = cachetier_lock_takes();
+	bad = read_check(oa, NOBJ, off + u, 5 * u, 1) != 0;
+	CHECK(bad == 0 && cachetier_lock_takes() - takes == 2,
+	      "unlocked: a read over 2 held and 3 unheld units: %d wrong, ct->lock taken %llu "
+	      "times, want 2",
+	      bad, (unsigned long long)(cachetier_lock_takes() - takes));
+	takes = cachetier_lock_takes();
+	bad = read_check(oa, NOBJ, off + u, 5 * u, 1) != 0;
+	CHECK(bad == 0 && cachetier_lock_takes() - takes == 0,
+	      "unlocked: that read again: %d wrong, ct->lock taken %llu times, want 0", bad,
+	      (unsigned long long)(cachetier_lock_takes() - takes));
+	stats(a, &st);
+	CHECK(st.hits == 22 && st.misses == 1,
+	      "unlocked: %llu hits, %llu misses; want 22 (21 without ct->lock), 1",
+	      (unsigned long long)st.hits, (unsigned long long)st.misses);
+	cachetier_obj_unref(oa);
+	cachetier_close(a);
+
+	/* a unit pinned without ct->lock is not evicted: a cache of 4 units
+	 * holds the 3 read; a read of 2 more needs one out, and all 3 are
+	 * pinned so (the fill goes over the limit); once the pins go, the next
+	 * read's fill evicts */
+	a = tier(be, "c-unlocked-ev", 4 * u, 4);
+	oa = obj(a, be, NOBJ);
+	CHECK(read_check(oa, NOBJ, off, 3 * u, 1) == 0, "unlocked ev: first read");
+	fills_idle(a);
+	takes = cachetier_lock_takes();
+	err = cachetier_obj_read_begin(oa, off, 3 * u, &fd, &fd_off, &p);
+	CHECK(err == 0 && cachetier_lock_takes() - takes == 0,
+	      "unlocked ev: pinned without ct->lock: %d, %llu takes", err,
+	      (unsigned long long)(cachetier_lock_takes() - takes));
+	CHECK(read_check(oa, NOBJ, boff, 2 * u, 1) == 0, "unlocked ev: second read");
+	fills_idle(a);
+	stats(a, &st);
+	CHECK(st.evictions == 0, "unlocked ev: %llu evictions while the 3 units are pinned, want 0",
+	      (unsigned long long)st.evictions);
+	if (err == 0) {
+		CHECK(pread(fd, buf, sizeof(buf), (off_t)fd_off) == (ssize_t)sizeof(buf) &&
+			  memcmp(buf, data[NOBJ] + off, sizeof(buf)) == 0,
+		      "unlocked ev: the pinned units' bytes");
+		cachetier_obj_read_end(p);
+	}
+	CHECK(read_check(oa, NOBJ, boff + 2 * u, u, 1) == 0, "unlocked ev: third read");
+	fills_idle(a);
+	stats(a, &st);
+	CHECK(st.evictions >= 1, "unlocked ev: %llu evictions once unpinned, want 1 or more",
+	      (unsigned long long)st.evictions);
+	CHECK(read_check(oa, NOBJ, off, 3 * u, 1) == 0, "unlocked ev: the first units again");
+	cachetier_obj_unref(oa);
+	cachetier_close(a);
+	backend_close(be);
+}
+
 static void test_plan_order(void)
 {
 	struct backend *be = store("");
@@ -3435,6 +3518,7 @@ int main(void)
 	test_pin_threads();
 	test_peer_pins();
 	test_idle_locks();
+	test_read_unlocked();
 	test_plan_order();
 	test_punch_join();
 	test_room_inflight();
