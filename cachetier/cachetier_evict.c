@@ -388,8 +388,8 @@ static uint32_t take(struct cachetier *ct, struct ct_file *f, uint32_t *b, uint3
 			f->ust[c] = UNIT_EVICTING;
 			/* gone: whoever fills it next says whether a plan needs it
 			 * (a plan's mark stays) */
-			if (f->nu[c] == CT_NU_DONE)
-				f->nu[c] = CT_NU_NONE;
+			atomic_compare_exchange_strong(&f->nu[c], &(uint32_t){CT_NU_DONE},
+						       CT_NU_NONE);
 			__atomic_store_n(&f->fill_ns[c], 0, __ATOMIC_RELAXED);
 			out[n++] = c;
 			*freed += len;

@@ -9,7 +9,9 @@
  *      map that names a unit it evicts; punches run without it). Taken
  *      with no other lock held.
  *   2. cachetier.lock — everything else: the object table, the file table,
- *      every unit state, pin, queue and counter. Held only for short
+ *      every unit state, pin, queue and counter (but the lock-free words of
+ *      reads without it, ct_file.fp and fatime, and plans' marks, ct_file.nu:
+ *      cachetier_read.c, cachetier_plan.c). Held only for short
  *      in-memory work; never across backend I/O, file writes, unlinks or
  *      fsync (eviction drops it around its file operations).
  *   3. cachetier.fd_lock — the bounded set of open local source fds
@@ -151,10 +153,10 @@ struct ct_file {
 			     * span (cachetier_obj_prefetch_span) and no plan named it since: while
 			     * unread it is not spared and goes first (cachetier_evict.c); a read
 			     * or a range naming it clears it */
-	uint32_t *nu;	    /* per unit: next use by a plan, CT_NU_* or a plan position
-			     * (cachetier_plan.c) */
-	uint8_t *ust;	    /* enum ct_unit per unit */
-	uint32_t *pins;	    /* readers inside read_begin/read_end per unit */
+	_Atomic uint32_t *nu; /* per unit: next use by a plan, CT_NU_* or a plan position
+			       * (cachetier_plan.c; atomic: plans mark without ct->lock) */
+	uint8_t *ust;	      /* enum ct_unit per unit */
+	uint32_t *pins;	      /* readers inside read_begin/read_end per unit */
 	/* reads without ct->lock (cachetier_read.c, "Reads without ct->lock"):
 	 * per unit FP_ARMED (valid, read-locked here, trusted: a read may pin
 	 * it with a compare-and-swap), FP_WANTED (revoked while pinned: the
@@ -419,11 +421,11 @@ struct cachetier {
 	unsigned evict_round;
 	/* the plan position now (cachetier_plan_now; read without the lock) */
 	_Atomic uint32_t plan_now;
-	int plan_marked;      /* a plan marked units (cachetier_plan_mark; under lock) */
-	int v1fd;	      /* CACHE_DIR/v1 */
-	int usagefd;	      /* CACHE_DIR/v1/usage (cachetier_share.c) */
-	unsigned char *usage; /* mapped shared: the directory's usage */
-	int *srcfds;	      /* other sources' data/, decoded/ dir pairs */
+	atomic_int plan_marked; /* a plan marked units (cachetier_plan_mark) */
+	int v1fd;		/* CACHE_DIR/v1 */
+	int usagefd;		/* CACHE_DIR/v1/usage (cachetier_share.c) */
+	unsigned char *usage;	/* mapped shared: the directory's usage */
+	int *srcfds;		/* other sources' data/, decoded/ dir pairs */
 	unsigned nsrcfds;
 	int64_t rescan_ns; /* last rescan for objects of other processes */
 	/* reads ended and fills done (ct->lock): when it moved since the
@@ -1038,6 +1040,12 @@ uint32_t cachetier__lazy_drop(struct cachetier *ct, struct ct_file *f, uint32_t 
  * kernel memory at most). */
 #define CT_IDLE_MAX 16384u
 void cachetier__lazy_check(struct cachetier *ct);
+/* Unit u of f, just filled here with no read pinning it (its fill's
+ * write lock still held): 1 when its lock is to become an idle read lock
+ * (fewer than CT_IDLE_MAX idle), counted idle and armed for reads without
+ * ct->lock when this process trusts it (cachetier_read.c); else 0 (the
+ * lock goes). ct->lock held. */
+int cachetier__unit_filled_idle(struct cachetier *ct, struct ct_file *f, uint32_t u);
 uint8_t cachetier__seen_filled(const struct ct_file *f, uint32_t u);
 /* 1 when SHARDFS_BENCH_NO_LIVE_CHECK is set: cache files are not watched
  * for changes under the mount (the bench's baseline; cachetier_read.c). */

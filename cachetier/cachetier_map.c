@@ -325,7 +325,7 @@ static void file_unload(struct ct_file *f)
 	free(f->uatime);
 	free(f->unread);
 	free(f->gap);
-	free(f->nu);
+	free((void *)f->nu);
 	free(f->fill_ns);
 	free((void *)f->fp);
 	free(f->fatime);

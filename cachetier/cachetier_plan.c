@@ -15,8 +15,14 @@
  * (or least recently used), and an object opened by an eviction starts
  * unmarked.
  *
- * Threads: any; every call takes ct->lock for in-memory work only (no
- * I/O), for O(units of the range) (reset: O(units of every live object)).
+ * Threads: any. A plan's marks and reads (cachetier_plan_mark, _read, on
+ * every planned read) take no lock: each unit's mark is an atomic word
+ * (the nearest use by a compare-and-swap), the time of a read goes to
+ * ct_file.fatime (cachetier__unit_atime), and eviction reads them under
+ * ct->lock; a mark racing an eviction of its unit is as if it came just
+ * before or after it (take: a mark's value stays, CT_NU_DONE goes by a
+ * compare-and-swap). Reset and filled take ct->lock (reset: O(units of
+ * every live object), while no plan marks: fs/'s use_lock).
  */
 #include <errno.h>
 
@@ -54,22 +60,24 @@ int cachetier_plan_mark(struct cachetier_obj *o, uint64_t off, uint64_t len, uin
 		return err;
 	if (seq < CT_NU_FIRST)
 		seq = CT_NU_FIRST; /* a position one step off: never a state's value */
-	cachetier__lock(ct);
-	ct->plan_marked = 1;
+	if (!atomic_load_explicit(&ct->plan_marked, memory_order_relaxed))
+		atomic_store(&ct->plan_marked, 1);
 	now = atomic_load_explicit(&ct->plan_now, memory_order_relaxed);
 	for (uint32_t c = c0; c < c1; c++) {
+		uint32_t v = atomic_load_explicit(&f->nu[c], memory_order_relaxed);
+
 		/* the nearest of the uses marked */
-		if (f->nu[c] < CT_NU_FIRST || (int32_t)(seq - now) < (int32_t)(f->nu[c] - now))
-			f->nu[c] = seq;
+		while ((v < CT_NU_FIRST || (int32_t)(seq - now) < (int32_t)(v - now)) &&
+		       !atomic_compare_exchange_weak_explicit(
+			   &f->nu[c], &v, seq, memory_order_relaxed, memory_order_relaxed))
+			;
 	}
-	disk_mutex_unlock(&ct->lock);
 	return 0;
 }
 
 int cachetier_plan_read(struct cachetier_obj *o, uint64_t off, uint64_t len, uint64_t upto,
 			int begun, uint64_t *lo, uint64_t *hi)
 {
-	struct cachetier *ct = o->ct;
 	struct ct_file *f = o->file;
 	uint32_t c0, c1, d;
 	int err = plan_units(o, off, len, &c0, &c1);
@@ -93,13 +101,11 @@ int cachetier_plan_read(struct cachetier_obj *o, uint64_t off, uint64_t len, uin
 	*lo = cachetier__unit_off(f, c0);
 	*hi = cachetier__unit_off(f, d - 1) + cachetier__unit_len(f, d - 1);
 	now = cachetier__now_ns();
-	cachetier__lock(ct);
 	for (uint32_t c = c0; c < d; c++) {
-		f->nu[c] = CT_NU_DONE;
+		atomic_store_explicit(&f->nu[c], CT_NU_DONE, memory_order_relaxed);
 		/* last in the order of units no plan needs */
-		f->uatime[c] = now;
+		__atomic_store_n(&f->fatime[c], now, __ATOMIC_RELAXED);
 	}
-	disk_mutex_unlock(&ct->lock);
 	return 0;
 }
 
@@ -127,7 +133,8 @@ void cachetier__plan_filled(struct cachetier *ct, struct ct_file *f, uint32_t c,
 	 * lies between planned extents (a caller that marks nothing keeps its
 	 * range's units spared as filled ahead) */
 	for (uint32_t u = c; ct->plan_marked && u < c + n; u++) {
-		if (f->nu[u] == CT_NU_NONE && f->ust[u] == UNIT_VALID)
-			f->nu[u] = CT_NU_DONE;
+		if (f->ust[u] == UNIT_VALID)
+			atomic_compare_exchange_strong(&f->nu[u], &(uint32_t){CT_NU_NONE},
+						       CT_NU_DONE);
 	}
 }

@@ -816,16 +816,33 @@ static int fast_begin(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint
  * read-locked, checked or trusted): arm those this process trusts, so the
  * next reads of them take no ct->lock (above), when f's file is watched
  * and f has no prefetch cursor. ct->lock held. */
-static void units_arm(struct ct_file *f, uint32_t c0, uint32_t c1)
+static void units_arm(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1)
 {
+	/* filled here under a watch that ignores our writes (seen 3): trusted
+	 * as seen 1 is, but for a weak ETag's anchor (unit_served, weak_check),
+	 * so armed only where the ETag needs none */
+	int filled_ok = ct->cfg.weak_etag_trust || !etag_weak(f->etag, f->size);
+
 	if (!f->wrec || f->wfail || f->pf_listed || cachetier__live_check_off())
 		return;
 	for (uint32_t c = c0; c < c1; c++) {
-		if (f->ust[c] == UNIT_VALID && f->held[c] && f->seen[c] == 1)
+		if (f->ust[c] == UNIT_VALID && f->held[c] &&
+		    (f->seen[c] == 1 || (f->seen[c] == 3 && filled_ok)))
 			atomic_fetch_or_explicit(&f->fp[c], FP_ARMED, memory_order_release);
 	}
 	atomic_store_explicit(&f->wev_fast, f->wevents, memory_order_release);
 	atomic_store_explicit(&f->fast_ok, 1, memory_order_release);
+}
+
+int cachetier__unit_filled_idle(struct cachetier *ct, struct ct_file *f, uint32_t u)
+{
+	if (ct->idle_units >= CT_IDLE_MAX)
+		return 0;
+	ct->idle_units++;
+	f->lazy = 1;
+	f->held[u] = 1;
+	units_arm(ct, f, u, u + 1);
+	return 1;
 }
 
 int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len,
@@ -940,7 +957,7 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 		ct->hits++;
 	}
 	if (err == 0)
-		units_arm(f, c0, c1);
+		units_arm(ct, f, c0, c1);
 	disk_mutex_unlock(&ct->lock);
 	if (req != reqbuf)
 		free(req);

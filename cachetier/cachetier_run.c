@@ -203,8 +203,10 @@ static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int e
 	if (claim == 1) {
 		/* readers waiting for it keep it pinned: the write lock
 		 * becomes their read lock without a gap an eviction could
-		 * use; otherwise it goes */
-		int keep = err == 0 && f->pins[u] > 0;
+		 * use; a unit filled ahead keeps it idle (its first read then
+		 * takes no fcntl and no ct->lock: cachetier__unit_filled_idle)
+		 * while idle locks are to be had; otherwise it goes */
+		int keep = err == 0 && (f->pins[u] > 0 || cachetier__unit_filled_idle(ct, f, u));
 
 		cachetier__lkrun_add(run ? run : &one, f->stfd, keep ? F_RDLCK : F_UNLCK, u);
 		if (keep)

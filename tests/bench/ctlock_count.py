@@ -5,7 +5,7 @@ Usage (root, perf installed; from a clone with meson build directories):
     python3 tests/bench/ctlock_count.py build [build-base] [--test mount-plan-coalesce]
 
 For each build directory given (this tree's, then a baseline's, in one invocation) it puts
-uprobes on that build's shardfs binary (group shardfs_ctlock: disk_mutex_lock and the
+uprobes on that build's shardfs binary (group shardfs_ctlock_PID: disk_mutex_lock and the
 condition waits with the lock's rank, ll_read, fs_plan__use_read), runs the mount test under
 `perf record --call-graph dwarf` (the test's daemon inherits the events), removes the probes,
 and counts per FUSE read (ll_read) the takes of a mutex of rank DISK_LOCK_CT (62, ct->lock)
@@ -22,7 +22,7 @@ import sys
 import tempfile
 
 CT_RANK = '62'  # DISK_LOCK_CT in disk/disk_lock.h
-GROUP = 'shardfs_ctlock'
+GROUP = 'shardfs_ctlock_%d' % os.getpid()  # its own: two runs at once keep their probes
 PROBES = [('lock', 'disk_mutex_lock l->rank'), ('wait', 'disk_cond_wait l->rank'),
           ('twait', 'disk_cond_timedwait l->rank'), ('read', 'll_read'),
           ('planned', 'fs_plan__use_read')]
@@ -102,6 +102,9 @@ def main():
         sys.exit(__doc__)
     for build in args:
         reads = measure(build, test)
+        if not reads:
+            sys.exit('%s %s: perf recorded no FUSE read (is perf probe allowed: root, uprobes, '
+                     'the build with debug info?)' % (build, test))
         for kind, label in ((1, 'planned'), (0, 'unplanned')):
             rs = [r for r in reads if r['planned'] == kind]
             if not rs:

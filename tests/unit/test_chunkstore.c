@@ -1066,7 +1066,7 @@ static int unit0(struct cachetier_obj *o)
 static void test_read_unlocked(void)
 {
 	struct backend *be = store("");
-	uint64_t u = CHUNK / 8, off = 3 * CHUNK, boff = 10 * CHUNK, takes, fd_off;
+	uint64_t u = CHUNK / 8, off = 3 * CHUNK, boff = 10 * CHUNK, takes, fd_off, lo, hi;
 	struct cachetier_stats st;
 	struct cachetier_pin *p;
 	struct cachetier *a;
@@ -1085,22 +1085,34 @@ static void test_read_unlocked(void)
 	CHECK(bad == 0 && cachetier_lock_takes() - takes == 0,
 	      "unlocked: 20 reads again of held units: %d wrong, ct->lock taken %llu times, want 0",
 	      bad, (unsigned long long)(cachetier_lock_takes() - takes));
-	/* two held units and three valid ones (the chunk's fill) not held: with
-	 * ct->lock, at its begin and its end; then the five without */
+	/* a plan's marks of next use: no lock either */
 	takes = cachetier_lock_takes();
-	bad = read_check(oa, NOBJ, off + u, 5 * u, 1) != 0;
-	CHECK(bad == 0 && cachetier_lock_takes() - takes == 2,
-	      "unlocked: a read over 2 held and 3 unheld units: %d wrong, ct->lock taken %llu "
-	      "times, want 2",
-	      bad, (unsigned long long)(cachetier_lock_takes() - takes));
+	err = cachetier_plan_mark(oa, off, 3 * u, 100);
+	err = err ? err : cachetier_plan_read(oa, off, 3 * u, off + 3 * u, 1, &lo, &hi);
+	CHECK(
+	    err == 0 && lo == off && hi == off + 3 * u && cachetier_lock_takes() - takes == 0,
+	    "unlocked: a plan's mark and read: %d, units [%llu, %llu), ct->lock taken %llu times, "
+	    "want 0",
+	    err, (unsigned long long)lo, (unsigned long long)hi,
+	    (unsigned long long)(cachetier_lock_takes() - takes));
+	/* the chunk's units its fill filled ahead (no read pinned them) came
+	 * read-locked and armed from their fill: their first read takes no
+	 * ct->lock either */
 	takes = cachetier_lock_takes();
-	bad = read_check(oa, NOBJ, off + u, 5 * u, 1) != 0;
+	bad = read_check(oa, NOBJ, off + 3 * u, 5 * u, 1) != 0;
 	CHECK(bad == 0 && cachetier_lock_takes() - takes == 0,
-	      "unlocked: that read again: %d wrong, ct->lock taken %llu times, want 0", bad,
+	      "unlocked: the first read of 5 units filled ahead: %d wrong, ct->lock taken %llu "
+	      "times, want 0",
+	      bad, (unsigned long long)(cachetier_lock_takes() - takes));
+	/* a unit not valid yet: with ct->lock at the read's begin and its end */
+	takes = cachetier_lock_takes();
+	bad = read_check(oa, NOBJ, off + 8 * u, u, 1) != 0;
+	CHECK(bad == 0 && cachetier_lock_takes() - takes == 2,
+	      "unlocked: a miss: %d wrong, ct->lock taken %llu times, want 2", bad,
 	      (unsigned long long)(cachetier_lock_takes() - takes));
 	stats(a, &st);
-	CHECK(st.hits == 22 && st.misses == 1,
-	      "unlocked: %llu hits, %llu misses; want 22 (21 without ct->lock), 1",
+	CHECK(st.hits == 21 && st.misses == 2,
+	      "unlocked: %llu hits, %llu misses; want 21 (without ct->lock), 2",
 	      (unsigned long long)st.hits, (unsigned long long)st.misses);
 	cachetier_obj_unref(oa);
 	cachetier_close(a);
@@ -2915,14 +2927,15 @@ static void test_idle_locks(void)
 	stats(a, &st);
 	CHECK(st.unit_read_locks == locks, "20 reads of held units made %llu lock calls, want 0",
 	      (unsigned long long)(st.unit_read_locks - locks));
-	/* two units held, three valid (the chunk's fill) and not held: one run */
+	/* two units read and three the chunk's fill filled ahead: all held
+	 * from their fill (cachetier__unit_filled_idle) */
 	bad = 0;
 	for (int i = 0; i < 10; i++)
 		bad += read_check(oa, NOBJ, off + u, 5 * u, 1) != 0;
 	stats(a, &st);
-	CHECK(bad == 0 && st.unit_read_locks == locks + 1,
-	      "10 reads over 2 held and 3 unheld units: %d wrong, %llu lock calls, want 1", bad,
-	      (unsigned long long)(st.unit_read_locks - locks));
+	CHECK(bad == 0 && st.unit_read_locks == locks,
+	      "10 reads over 2 units read and 3 filled ahead: %d wrong, %llu lock calls, want 0",
+	      bad, (unsigned long long)(st.unit_read_locks - locks));
 	cachetier_obj_unref(oa);
 	cachetier_close(a);
 
@@ -2943,8 +2956,9 @@ static void test_idle_locks(void)
 	/* another process (a second tier on the directory: its own open file
 	 * descriptions) evicts A's idle units after a request. A's limit is
 	 * far above the directory's usage, so only B evicts; A's read fills
-	 * its whole chunk (8 units, it fits A's limit), of which A holds the 3
-	 * it read. */
+	 * its whole chunk (8 units, it fits A's limit) and A holds all 8 (the
+	 * 3 it read and the 5 filled ahead, idle from their fill): B evicts
+	 * none of them before A releases them. */
 	a = tier(be, "c-idle-peer", 64 * CHUNK, 4);
 	b = tier(be, "c-idle-peer", 4 * u, 4);
 	oa = obj(a, be, NOBJ);
@@ -2957,14 +2971,14 @@ static void test_idle_locks(void)
 	fills_idle(b);
 	stats(b, &sb);
 	cached = cachetier_obj_cached_bytes(ob);
-	CHECK(sb.evictions == 1 && sb.evicted_bytes == 5 * u && sb.lock_requests >= 1 &&
-		  cached == 5 * u,
-	      "peer: B made %llu evictions of %llu bytes (want 1 of A's %llu unheld: A holds "
-	      "the 3 it read), posted %llu requests (want 1 or more), %llu bytes cached "
-	      "(want %llu)",
+	CHECK(sb.evictions == 0 && sb.evicted_bytes == 0 && sb.lock_requests >= 1 &&
+		  cached == 10 * u,
+	      "peer: B made %llu evictions of %llu bytes (want 0: A holds all 8 units of its "
+	      "chunk), posted %llu requests (want 1 or more), %llu bytes cached (want %llu: "
+	      "A's 8 units and B's 2)",
 	      (unsigned long long)sb.evictions, (unsigned long long)sb.evicted_bytes,
-	      (unsigned long long)(5 * u), (unsigned long long)sb.lock_requests,
-	      (unsigned long long)cached, (unsigned long long)(5 * u));
+	      (unsigned long long)sb.lock_requests, (unsigned long long)cached,
+	      (unsigned long long)(10 * u));
 	stats(a, &st);
 	locks = st.unit_read_locks;
 	err = cachetier_obj_read_begin(oa, 0, 0, &fd, &fd_off, &pz); /* A looks */
@@ -2972,8 +2986,8 @@ static void test_idle_locks(void)
 	if (err == 0)
 		cachetier_obj_read_end(pz);
 	stats(a, &st);
-	CHECK(st.lock_releases == 3 && st.unit_read_locks == 1,
-	      "peer: A released %llu units (want 3) in %llu lock calls (want 1 in all)",
+	CHECK(st.lock_releases == 8 && st.unit_read_locks == 1,
+	      "peer: A released %llu units (want 8) in %llu lock calls (want 1 in all)",
 	      (unsigned long long)st.lock_releases, (unsigned long long)st.unit_read_locks);
 	err = cachetier_obj_read_begin(ob, boff[2], blen[2], &fd, &fd_off, &pb[2]);
 	CHECK(err == 0, "peer: B's read 2: %d", err);
