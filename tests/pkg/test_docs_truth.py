@@ -4,7 +4,7 @@ needed, no mount; exact sets).
 
 usage: test_docs_truth.py SOURCE_ROOT GROUP
 GROUP:
-  counters  every counter of ctl_counters[] (fs/core/fs_ctl.c), the table that renders
+  counters  every counter of fs_ctl_counters[] (fs/core/fs_ctl_counters.c), the table that renders
             .shardfs/stats and .shardfs/metrics, is named in docs/counters.md, which says it
             covers every counter; and every `name` of its Counters section that looks like a
             counter is one (or a Prometheus name made from one, or listed in NOT_COUNTERS)
@@ -54,8 +54,8 @@ def read(root, f):
 
 
 def counters(root):
-    """The names of ctl_counters[] in fs/core/fs_ctl.c, in order."""
-    s = read(root, 'fs/core/fs_ctl.c')
+    """The names of fs_ctl_counters[] in fs/core/fs_ctl_counters.c, in order."""
+    s = read(root, 'fs/core/fs_ctl_counters.c')
     a = s.index('ctl_counters[] = {')
     b = s.index('\n};', a)
     return re.findall(r'\{\s*"([a-z0-9_]+)",', s[a:b])
@@ -76,18 +76,18 @@ def is_prom_name(t, words):
 
 def group_counters(root, ck):
     names = counters(root)
-    ck.ok(len(names) > 100, 'ctl_counters[] has %d rows' % len(names))
+    ck.ok(len(names) > 100, 'fs_ctl_counters[] has %d rows' % len(names))
     doc = read(root, 'docs/counters.md')
     sec = doc[doc.index('## Counters'):doc.index('\n## ', doc.index('## Counters') + 3)]
     named = set(re.findall(r'`([a-z0-9_]+)`', sec))
     missing = [n for n in names if n not in named]
-    ck.ok(not missing, 'every counter of ctl_counters[] is in docs/counters.md; missing: %s' %
+    ck.ok(not missing, 'every counter of fs_ctl_counters[] is in docs/counters.md; missing: %s' %
           ', '.join(missing))
     known = set(names)
     prom = {prom_name(n, k) for n in names for k in ('total', 'seconds', 'seconds_total')}
     extra = sorted(n for n in named if '_' in n and n not in known and n not in prom and
                    n not in NOT_COUNTERS and n not in EXTERNAL)
-    ck.ok(not extra, 'every counter docs/counters.md names is one of ctl_counters[]; not: %s' %
+    ck.ok(not extra, 'every counter docs/counters.md names is one of fs_ctl_counters[]; not: %s' %
           ', '.join(extra))
 
 
