@@ -476,7 +476,7 @@ struct cachetier_batch_result {
 	uint64_t bytes;	     /* bytes of items received whole and kept */
 	uint64_t failed;     /* items failed, cut, or of an object the HEAD could not
 			      * confirm: their units left empty, no error kept */
-	uint64_t stale;	     /* objects whose HEAD after the answer said another version
+	uint64_t stale;	     /* objects whose HEAD after their items said another version
 			      * (or none): their units empty with -ESTALE */
 	uint64_t peer;	     /* units another process filled (taken, not fetched) */
 	uint64_t skipped;    /* units another process was filling (left to it) */
@@ -485,9 +485,9 @@ struct cachetier_batch_result {
 	uint64_t slot_waits; /* requests that waited for a slot (their units
 			      * unclaimed meanwhile) */
 	/* HEADs the version rule made (one object each); objects of a request
-	 * confirmed by a HEAD another request made after this one's answer
-	 * ended (a HEAD saved); objects of a request that found a HEAD of it
-	 * in flight (sent before its answer ended) and waited for its end
+	 * confirmed by a HEAD another request made after this one's items of
+	 * it arrived (a HEAD saved); objects of a request that found a HEAD of
+	 * it in flight (sent before its items arrived) and waited for its end
 	 * (counted as they wait) */
 	uint64_t heads;
 	uint64_t heads_shared;
@@ -512,10 +512,12 @@ struct cachetier_batch_result {
  * unit's CRC32C as they arrive.
  * The version rule: GetBatch has no If-Match, so a request's units are
  * kept only for objects whose listed ETag and size a HEAD (backend_stat_many)
- * sent after its answer ended confirmed; an object the HEAD says changed
+ * sent after the object's last item of the request arrived confirmed
+ * (each object's units valid once its own HEAD returned, while the answer
+ * goes on); an object the HEAD says changed
  * or gone has its units punched and empty with -ESTALE (as a fill's
  * If-Match failure), one whose HEAD failed has them punched and empty
- * with no error. A HEAD confirms every answer of its object that ended
+ * with no error. A HEAD confirms every item of its object that arrived
  * before it was sent: the first urgent requests of the call (0 to nreq)
  * send their HEADs at once; the others, finding a HEAD of an object in
  * flight, wait for it to end and share the next one with every request

@@ -382,8 +382,8 @@ static void pfx_flush(struct fetch_planner *pl, struct pfx_buf *b, uint64_t gap)
 /* ais:// sources (--get-batch auto): the batch b, in plan order, fetched
  * with AIStore's GetBatch (fetch_batch_fill: requests of a stretch of
  * the plan's order each, at most --connections - 2 at once, only the units
- * not cached, bytes kept only for objects a HEAD after the answer confirms
- * as listed) instead of spans of ranged GETs. Blocks this thread while
+ * not cached, bytes kept only for objects a HEAD after their items
+ * arrived confirms as listed) instead of spans of ranged GETs. Blocks this thread while
  * every connection has a request of earlier batches (and, for the first
  * batch, until it was answered; each request bounded by the store's retry
  * budget and stall timeout). Returns 0 when it went so, -1 when the caller
