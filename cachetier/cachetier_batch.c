@@ -305,7 +305,7 @@ static void bt_commit(struct cachetier *ct, struct bt_req *q, struct bt_run *r)
 }
 
 /* A map batch of one of runs[0..n)'s objects is due: the flusher is
- * woken. ct->lock held. */
+ * woken (once per request, at its end). ct->lock held. */
 static void bt_flush_due(struct cachetier *ct, const struct bt_run *runs, size_t n)
 {
 	int64_t now = cachetier__now_ns();
@@ -360,8 +360,10 @@ static void bt_early(struct bt_req *q, size_t upto)
 		    w->obj[r->obj].res == 0)
 			bt_commit(ct, q, r);
 	}
+	/* no flusher wake-up here: the request's end gives it (bt_finish);
+	 * one per object woke it thousands of times an epoch for maps it had
+	 * just been told of */
 	pthread_cond_broadcast(&ct->unit_cond);
-	bt_flush_due(ct, q->runs, upto);
 	disk_mutex_unlock(&ct->lock);
 }
 
