@@ -34,8 +34,8 @@
  *      its bytes, under ct->lock, its items' units are valid (CRC, state
  *      byte, usage, map batch) and the readers woken, while the answer's
  *      later items still arrive. When the answer ended, the objects left
- *      are confirmed, and each unit not valid yet is valid or empty
- *      (bt_finish). So the first object of the first request, holding the
+ *      are confirmed at once (by the thread that read it, bt_read), and
+ *      each unit not valid yet is valid or empty (bt_finish). So the first object of the first request, holding the
  *      plan's next samples, is what a reader waits for, not the whole
  *      answer.
  *
@@ -77,8 +77,10 @@
  * cachetier_close waits for them, cachetier__batch_stop), except until a
  * request of this tier was answered: then the caller's and joined ones,
  * so that the caller learns a refusal for the window it handed over; and
- * one per request in flight that reads its answer (bt_read), joined by
- * the request's thread (without one, the answer is read on the request's
+ * one per request in flight that reads its answer (bt_read) and, once
+ * it ended, confirms the objects not confirmed yet (while the request's
+ * thread may still wait for an earlier object's HEAD), joined by the
+ * request's thread (without one, the answer is read on the request's
  * thread and every object confirmed at its end). The sink runs on the
  * store's I/O thread. Allocations: a request's working arrays are one
  * block (bt_work_new). Locks: ct->lock around state changes only (never
@@ -122,7 +124,10 @@ struct bt_run {
 };
 
 /* An object of a request, for the version rule (bt_confirm). */
-enum { BO_WAIT, BO_ASK, BO_DONE }; /* its items arriving; to confirm; confirmed (res) */
+/* its items arriving; to confirm (by bt_early, or at the answer's end by
+ * bt_read); confirmed (res). Changed under ct->lock while two threads
+ * confirm (bt_fetch). */
+enum { BO_WAIT, BO_ASK, BO_ASK_END, BO_DONE };
 struct bt_obj {
 	struct ct_file *f;
 	size_t last;   /* its last run in the request */
@@ -134,8 +139,10 @@ struct bt_obj {
 };
 
 /* A request's working arrays, one allocation (bt_work_new): the batch
- * read's items and outcomes, its objects, and a round of HEADs (the keys
- * sent, their answers and errnos, the object each is of). */
+ * read's items and outcomes, its objects, and two rounds of HEADs (the
+ * keys sent, their answers and errnos, the object each is of: [0, nruns)
+ * for bt_early's, [nruns, 2 nruns) for the answer's end, which may run at
+ * once). */
 struct bt_work {
 	struct backend_batch_item *items;
 	int *err;
@@ -220,15 +227,19 @@ static int bt_sink(void *arg, size_t i, uint64_t off, const void *buf, size_t le
  * object ends BO_DONE with res 0, -ESTALE (changed) or -EIO (its HEAD
  * failed). Takes ct->lock; the HEADs outside it; each wait is for a HEAD
  * in flight, which the store's retry budget bounds. */
-static void bt_confirm(struct bt_req *q)
+static void bt_confirm(struct bt_req *q, uint8_t which)
 {
 	struct cachetier *ct = q->ct;
 	struct bt_work *w = &q->w;
-	size_t left = 0;
+	size_t left = 0, base = which == BO_ASK ? 0 : q->nruns;
+	const char **keys = w->keys + base;
+	struct backend_objinfo *info = w->info + base;
+	int *herr = w->herr + base;
+	size_t *lead = w->lead + base;
 
 	cachetier__lock(ct);
 	for (size_t j = 0; j < w->nobj; j++) {
-		if (w->obj[j].st == BO_ASK) {
+		if (w->obj[j].st == which) {
 			w->obj[j].need = w->obj[j].f->bc_sent + 1; /* any HEAD from now on */
 			left++;
 		}
@@ -240,7 +251,7 @@ static void bt_confirm(struct bt_req *q)
 			struct bt_obj *o = &w->obj[j];
 			struct ct_file *f = o->f;
 
-			if (o->st != BO_ASK)
+			if (o->st != which)
 				continue;
 			if (f->bc_done >= o->need) { /* sent after the arrival by another */
 				o->res = f->bc_res;
@@ -250,8 +261,8 @@ static void bt_confirm(struct bt_req *q)
 			} else if (f->bc_inflight == 0 || (q->urgent && f->bc_sent < o->need)) {
 				f->bc_inflight++;
 				o->seq = ++f->bc_sent;
-				w->keys[nl] = f->key;
-				w->lead[nl++] = j;
+				keys[nl] = f->key;
+				lead[nl++] = j;
 			} else if (!o->waited) {
 				o->waited = 1; /* counted now: a test sees who waits */
 				ct->batch.head_waits++;
@@ -261,18 +272,17 @@ static void bt_confirm(struct bt_req *q)
 			int all;
 
 			disk_mutex_unlock(&ct->lock);
-			all = backend_stat_many(ct->be, w->keys, nl, w->info, w->herr);
+			all = backend_stat_many(ct->be, keys, nl, info, herr);
 			cachetier__lock(ct);
 			for (size_t l = 0; l < nl; l++) {
-				struct bt_obj *o = &w->obj[w->lead[l]];
+				struct bt_obj *o = &w->obj[lead[l]];
 				struct ct_file *f = o->f;
 				int v = 0;
 
-				if (all < 0 || (w->herr[l] < 0 && w->herr[l] != -ENOENT))
+				if (all < 0 || (herr[l] < 0 && herr[l] != -ENOENT))
 					v = -EIO;
-				else if (w->herr[l] == -ENOENT ||
-					 strcmp(w->info[l].etag, f->etag) != 0 ||
-					 w->info[l].size != f->size)
+				else if (herr[l] == -ENOENT || strcmp(info[l].etag, f->etag) != 0 ||
+					 info[l].size != f->size)
 					v = -ESTALE;
 				f->bc_inflight--;
 				if (o->seq > f->bc_done) { /* the latest sent of those ended */
@@ -330,6 +340,7 @@ static void bt_early(struct bt_req *q, size_t upto)
 	struct bt_work *w = &q->w;
 	size_t nask = 0, first = SIZE_MAX, ncommit = 0;
 
+	cachetier__lock(ct); /* the answer's end may pick objects at once */
 	for (size_t i = 0; i < upto && i < q->nruns; i++) {
 		const struct bt_run *r = &q->runs[i];
 		struct bt_obj *o = &w->obj[r->obj];
@@ -340,15 +351,18 @@ static void bt_early(struct bt_req *q, size_t upto)
 			first = first < i ? first : i;
 		}
 	}
+	disk_mutex_unlock(&ct->lock);
 	if (nask == 0)
 		return;
-	bt_confirm(q);
+	bt_confirm(q, BO_ASK);
+	cachetier__lock(ct);
 	for (size_t i = first; i < upto; i++) {
 		const struct bt_run *r = &q->runs[i];
 
 		ncommit += !r->done && r->next == r->end && w->obj[r->obj].res == 0 &&
 			   w->obj[r->obj].st == BO_DONE;
 	}
+	disk_mutex_unlock(&ct->lock);
 	if (ncommit == 0)
 		return;
 	cachetier__write_wait(ct, &q->wj); /* their bytes and CRCs are written */
@@ -417,9 +431,10 @@ static int bt_work_new(struct bt_req *q)
 {
 	const size_t al = _Alignof(max_align_t), n = q->nruns;
 	struct bt_work *w = &q->w;
-	size_t sz[7] = {n * sizeof(*w->items), n * sizeof(*w->err),  n * sizeof(*w->obj),
-			n * sizeof(*w->keys),  n * sizeof(*w->info), n * sizeof(*w->herr),
-			n * sizeof(*w->lead)};
+	size_t sz[7] = {n * sizeof(*w->items),	  n * sizeof(*w->err),
+			n * sizeof(*w->obj),	  2 * n * sizeof(*w->keys),
+			2 * n * sizeof(*w->info), 2 * n * sizeof(*w->herr),
+			2 * n * sizeof(*w->lead)};
 	size_t at[7], total = 0;
 	char *p;
 
@@ -461,10 +476,27 @@ static int bt_work_new(struct bt_req *q)
 static void *bt_read(void *arg)
 {
 	struct bt_req *q = arg;
+	struct bt_work *w = &q->w;
+	size_t nask = 0;
 
-	q->ret = backend_batch_read(q->ct->be, q->w.items, q->nruns, bt_sink, q, q->w.err);
+	q->ret = backend_batch_read(q->ct->be, w->items, q->nruns, bt_sink, q, w->err);
 	atomic_store_explicit(&q->live->ended, 1, memory_order_release);
 	sem_post(&q->live->arrive);
+	/* the objects not picked yet with an item that came whole are
+	 * confirmed now, even while the request's thread waits for an earlier
+	 * object's HEAD (bt_early): never later than at the answer's end */
+	cachetier__lock(q->ct);
+	for (size_t i = 0; q->ret != -EOPNOTSUPP && i < q->nruns; i++) {
+		struct bt_obj *o = &w->obj[q->runs[i].obj];
+
+		if (o->st == BO_WAIT && w->err[i] == 0 && q->runs[i].next == q->runs[i].end) {
+			o->st = BO_ASK_END;
+			nask++;
+		}
+	}
+	disk_mutex_unlock(&q->ct->lock);
+	if (nask > 0)
+		bt_confirm(q, BO_ASK_END);
 	return NULL;
 }
 
@@ -536,7 +568,7 @@ static void *bt_request(void *arg)
 			w->obj[r->obj].st = BO_ASK;
 	}
 	if (w->block)
-		bt_confirm(q);
+		bt_confirm(q, BO_ASK);
 	for (size_t j = 0; j < w->nobj; j++)
 		q->res.stale += w->obj[j].st == BO_DONE && w->obj[j].res == -ESTALE;
 	/* bytes not kept never stay on the disk (they may be of another
