@@ -35,8 +35,9 @@
  *      byte, usage, map batch) and the readers woken, while the answer's
  *      later items still arrive. When the answer ended, the objects left
  *      are confirmed at once (by the thread that read it, bt_read), and
- *      each unit not valid yet is valid or empty (bt_finish). So the first object of the first
- * request, holding the plan's next samples, is what a reader waits for, not the whole answer.
+ *      each unit not valid yet is valid or empty (bt_finish). So the
+ *      first object of the first request, holding the plan's next
+ *      samples, is what a reader waits for, not the whole answer.
  *
  * The version rule. GetBatch has no If-Match: its bytes are of whichever
  * version each object had while it was read. The units of an object's
