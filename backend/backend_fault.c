@@ -46,6 +46,16 @@
  *                above (fail_every fails it with no bytes, cut_every hands
  *                over its first half, then fails it); without it the store
  *                refuses the batch read (-EOPNOTSUPP) as S3 would
+ * async=1        reads asked with backend_read_version_async run on a
+ *                thread of their own each, not in the caller (as a remote
+ *                store's I/O thread runs them: backend_reads_async says 1,
+ *                the cache tier's fills end on its fill writer); a piece
+ *                the sink refuses (BACKEND_SINK_FULL) is offered again
+ *                every millisecond, at most 30 s (then the read fails with
+ *                -EIO); a read that holds (hold_at) first calls its sink
+ *                with no bytes, as the I/O thread's poll of a transfer
+ *                no bytes arrive for does; backend_close waits for every
+ *                such thread
  *
  * The description (which also selects the cache subdirectory) leaves the
  * fault parameters out, so mounts with and without faults share a cache.
@@ -58,6 +68,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,13 +81,14 @@
 struct fault {
 	struct backend inner; /* the local store doing the work */
 	unsigned long long fail_every, delay_ms, fail_after_bytes, fail_list, cut_every, names_only;
-	unsigned long long piece, batch, hold_at, heads, batch_hold, log;
+	unsigned long long piece, batch, hold_at, heads, batch_hold, log, async;
 	char *hold_path;  /* hold_at: DIR.hold */
 	char *bhold_path; /* batch_hold: DIR.bhold */
 	char *log_path;	  /* log: DIR.log */
 	char *heads_path; /* heads: DIR.heads */
 	char *heads_hold; /* heads: DIR.hold */
 	atomic_ullong reads, bytes;
+	atomic_uint async_running; /* async=1: read threads not yet ended */
 };
 
 struct names_only {
@@ -236,6 +248,7 @@ struct hold_relay {
 	const char *path;
 	const struct fault *f; /* log=1: the hold logged */
 	const char *key;
+	int poll; /* async=1: the sink is polled (no bytes) before the wait */
 };
 
 static int hold_cb(void *arg, uint64_t off, const void *buf, size_t len)
@@ -255,6 +268,10 @@ static int hold_cb(void *arg, uint64_t off, const void *buf, size_t len)
 	if (len && off == h->at) {
 		struct timespec ms = {0, 1000000L};
 
+		/* as a remote store's I/O thread polls a transfer no bytes
+		 * arrive for: the sink hands over units it has whole */
+		if (h->poll && h->cb(h->arg, off, NULL, 0) < 0)
+			return -EIO;
 		if (access(h->path, F_OK) == 0 &&
 		    fault_log(h->f, "hold", h->key, off, UINT64_MAX) < 0)
 			return -EIO;
@@ -276,7 +293,7 @@ static ssize_t fault_read_cb(struct backend *be, const char *key, const char *et
 	struct fault *f = be->impl;
 	int cut = fault_read_begin(f, key, off, len);
 	struct piece_relay pr = {cb, arg, (size_t)f->piece};
-	struct hold_relay hr = {cb, arg, f->hold_at, f->hold_path, f, key};
+	struct hold_relay hr = {cb, arg, f->hold_at, f->hold_path, f, key, f->async != 0};
 	ssize_t r;
 
 	if (cut < 0)
@@ -372,11 +389,90 @@ static int fault_batch_read(struct backend *be, const struct backend_batch_item 
 	return 0;
 }
 
+/* async=1: one read on its own thread, then its done callback */
+struct async_read {
+	struct backend *be;
+	char *key, *etag;
+	uint64_t off;
+	size_t len;
+	backend_sink_cb cb;
+	void *arg;
+	backend_done_cb done;
+	void *darg;
+};
+
+/* A refused piece (BACKEND_SINK_FULL) offered again every millisecond, at
+ * most 30 s. */
+static int async_sink(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	struct async_read *r = arg;
+	struct timespec ms = {0, 1000000L};
+
+	for (int i = 0; i < 30000; i++) {
+		int err = r->cb(r->arg, off, buf, len);
+
+		if (err != BACKEND_SINK_FULL)
+			return err;
+		nanosleep(&ms, NULL);
+	}
+	return -EIO;
+}
+
+static void *async_main(void *arg)
+{
+	struct async_read *r = arg;
+	struct fault *f = r->be->impl;
+	ssize_t n = fault_read_cb(r->be, r->key, r->etag, r->off, r->len, async_sink, r);
+
+	r->done(r->darg, n < 0 ? (int)n : 0, n < 0 ? 0 : (uint64_t)n);
+	free(r->key);
+	free(r->etag);
+	free(r);
+	atomic_fetch_sub(&f->async_running, 1);
+	return NULL;
+}
+
+static void fault_read_async(struct backend *be, const char *key, const char *etag, uint64_t off,
+			     size_t len, unsigned flags, backend_sink_cb cb, void *arg,
+			     backend_done_cb done, void *darg)
+{
+	struct fault *f = be->impl;
+	struct async_read *r = calloc(1, sizeof(*r));
+	pthread_attr_t at;
+	pthread_t t;
+
+	(void)flags;
+	if (!r || !(r->key = strdup(key)) || (etag && !(r->etag = strdup(etag)))) {
+		if (r)
+			free(r->key);
+		free(r);
+		done(darg, -ENOMEM, 0);
+		return;
+	}
+	*r = (struct async_read){be, r->key, r->etag, off, len, cb, arg, done, darg};
+	atomic_fetch_add(&f->async_running, 1);
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &at, async_main, r) != 0) {
+		atomic_fetch_sub(&f->async_running, 1);
+		free(r->key);
+		free(r->etag);
+		free(r);
+		done(darg, -EAGAIN, 0);
+	}
+	pthread_attr_destroy(&at);
+}
+
 static void fault_close(struct backend *be)
 {
 	struct fault *f = be->impl;
 
 	if (f) {
+		struct timespec ms = {0, 1000000L};
+
+		/* a read thread ends right after its done callback */
+		while (atomic_load(&f->async_running) > 0)
+			nanosleep(&ms, NULL);
 		f->inner.ops->close(&f->inner);
 		free(f->inner.desc);
 		free(f->hold_path);
@@ -395,6 +491,18 @@ static const struct backend_ops fault_ops = {
     .pread = fault_pread,
     .open_fd = NULL, /* remote-like: no descriptors */
     .read_cb = fault_read_cb,
+    .batch_read = fault_batch_read,
+};
+
+/* async=1: reads on threads of their own */
+static const struct backend_ops fault_async_ops = {
+    .close = fault_close,
+    .list = fault_list,
+    .stat = fault_stat,
+    .pread = fault_pread,
+    .open_fd = NULL,
+    .read_cb = fault_read_cb,
+    .read_async = fault_read_async,
     .batch_read = fault_batch_read,
 };
 
@@ -447,7 +555,8 @@ int backend__fault_open(struct backend *be, const char *source, const struct bac
 		  parse_param(q + 1, "hold_at", &f->hold_at) < 0 ||
 		  parse_param(q + 1, "heads", &f->heads) < 0 ||
 		  parse_param(q + 1, "batch_hold", &f->batch_hold) < 0 ||
-		  parse_param(q + 1, "log", &f->log) < 0)) {
+		  parse_param(q + 1, "log", &f->log) < 0 ||
+		  parse_param(q + 1, "async", &f->async) < 0)) {
 		free(dir);
 		free(f);
 		return -EINVAL;
@@ -481,7 +590,7 @@ int backend__fault_open(struct backend *be, const char *source, const struct bac
 		free(f);
 		return err;
 	}
-	be->ops = &fault_ops;
+	be->ops = f->async ? &fault_async_ops : &fault_ops;
 	be->impl = f;
 	be->local = 0;
 	be->desc = q ? strndup(source, (size_t)(q - source)) : strdup(source);
