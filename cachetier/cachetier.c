@@ -374,6 +374,8 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->weak_probes = ct->weak_probes;
 	st->weak_changed = ct->weak_changed;
 	st->peer_waits = ct->peer_waits;
+	st->work_wakes = ct->work_wakes;
+	st->workers_waiting = ct->work_idle > ct->work_woken ? ct->work_idle - ct->work_woken : 0;
 	st->unit_read_locks = ct->unit_read_locks;
 	st->lock_requests = ct->lock_requests;
 	st->lock_releases = ct->lock_releases;

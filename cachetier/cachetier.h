@@ -145,6 +145,9 @@ struct cachetier_stats {
 	uint64_t weak_changed;	     /* objects whose bytes changed under such an ETag: their
 				      * units dropped, ESTALE for the old version */
 	uint64_t peer_waits;	     /* fills that waited for another process's fill of a unit */
+	uint64_t work_wakes;	     /* fill workers woken to start jobs (one per batch of pushes
+				      * at most while one woken has not run) */
+	uint64_t workers_waiting;    /* fill workers waiting for work, none woken (now) */
 	uint64_t unit_read_locks;    /* fcntl calls of reads on their units' read locks (taken,
 				      * dropped; idle locks dropped for an eviction) */
 	uint64_t lock_requests;	     /* release requests posted: an eviction met a unit
@@ -187,6 +190,11 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st);
  * tier's, since the thread started): tests count a read's takes with it
  * (a planned read of units this process holds and trusts takes none). */
 uint64_t cachetier_lock_takes(void);
+/* A batch of fill jobs (prefetch ranges, spans) pushed between on 1 and
+ * on 0 wakes a fill worker once, at its end, not once per push; no worker
+ * starts a job meanwhile, so the caller does no waiting inside. Nests.
+ * Any thread. */
+void cachetier_wake_hold(struct cachetier *ct, int on);
 /* The per-source directory in use (for logs). */
 const char *cachetier_dir(const struct cachetier *ct);
 

@@ -265,7 +265,7 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		     const uint32_t *crc, int waited, uint64_t pub_bytes)
 {
 	struct ct_lkrun run = {0};
-	int err = 0, withdrawn, wake = 0;
+	int err = 0, withdrawn, wake = 0, more;
 
 	/* the units move from reserved to the directory's usage under
 	 * ct->lock (run_commit below), so pf_fits never counts them in both
@@ -317,10 +317,20 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		wake = f->pins[c + i] > 0;
 	if (wake || ct->stopping || ct->fills_inflight == 0)
 		pthread_cond_broadcast(&ct->unit_cond);
-	if (withdrawn || (!pf && ra && ct->ra_busy == 0 && (ct->pf || ct->pr)))
-		pthread_cond_broadcast(&ct->work_cond); /* prefetch may go on */
-	else if (ct->dq || ct->rq || ct->pf || ct->pr)
-		pthread_cond_signal(&ct->work_cond); /* its slot is free */
+	/* its slot is free. A store on its I/O thread: a worker is woken if
+	 * one is needed (cachetier__work_wake: none while one woken has not
+	 * run yet). A store that reads in the caller holds a worker per fill:
+	 * one more is woken, every one when prefetch may go on. */
+	more = ct->dq || ct->rq || ct->pf || ct->pr;
+	if (more && slot->fill->async) {
+		cachetier__work_wake(ct);
+	} else if (more) {
+		ct->work_wakes++;
+		if (withdrawn || (!pf && ra && ct->ra_busy == 0))
+			pthread_cond_broadcast(&ct->work_cond); /* prefetch may go on */
+		else
+			pthread_cond_signal(&ct->work_cond);
+	}
 	if (cachetier__flush_due(ct, f, cachetier__now_ns()))
 		pthread_cond_signal(&ct->flush_cond);
 }
@@ -444,11 +454,48 @@ static struct ct_slot *slot_free(struct cachetier *ct)
 	return NULL;
 }
 
+/* Jobs were queued, or a slot freed with jobs queued: wake a fill worker
+ * if one is needed. The counts (struct cachetier): workers waiting on
+ * work_cond (work_idle), signals sent none has taken yet (work_woken), a
+ * batch of pushes open (wake_hold, cachetier_wake_hold) and whether it
+ * pushed (wake_held), the wake-up calls (work_wakes). ct->lock held. */
+void cachetier__work_wake(struct cachetier *ct)
+{
+	if (ct->wake_hold) {
+		ct->wake_held = 1; /* one wake-up at the batch's end */
+		return;
+	}
+	/* none waits, a worker woken already takes every job a free slot
+	 * allows before it waits again (a store that reads in the caller: one
+	 * per fill, so one more is woken while any waits), or no slot is free
+	 * (the fill that frees one wakes one then) */
+	if (ct->work_idle <= ct->work_woken ||
+	    (ct->work_woken > 0 && backend_reads_async(ct->be)) || !slot_free(ct))
+		return;
+	ct->work_woken++;
+	ct->work_wakes++;
+	pthread_cond_signal(&ct->work_cond);
+}
+
+void cachetier_wake_hold(struct cachetier *ct, int on)
+{
+	cachetier__lock(ct);
+	if (on) {
+		ct->wake_hold++;
+	} else if (ct->wake_hold > 0 && --ct->wake_hold == 0 && ct->wake_held) {
+		ct->wake_held = 0;
+		if (ct->dq || ct->rq || ct->pf || ct->pr)
+			cachetier__work_wake(ct);
+	}
+	disk_mutex_unlock(&ct->lock);
+}
+
 /* A fill worker: takes a job (cachetier__queue_next) while a slot is free,
- * starts its fill (fill_begin: counts, room), claims its units (the units'
- * write locks; fill_claim may poll while another process fills one) and
- * sends its first request (fill_next), then takes the next job: it waits
- * for no request. */
+ * unless a batch of pushes is open (wake_hold: its end wakes one), starts
+ * its fill (fill_begin: counts, room), claims its units (the units' write
+ * locks; fill_claim may poll while another process fills one) and sends
+ * its first request (fill_next), then takes the next job: it waits for no
+ * request. Woken by cachetier__work_wake, the stop, or every second. */
 static void *worker_main(void *arg)
 {
 	struct cachetier *ct = arg;
@@ -461,8 +508,12 @@ static void *worker_main(void *arg)
 		uint32_t c, n;
 		int ra, pf, waited = 0;
 
-		if (!slot || !cachetier__queue_next(ct, &f, &c, &n, &ra, &pf)) {
+		if (ct->wake_hold || !slot || !cachetier__queue_next(ct, &f, &c, &n, &ra, &pf)) {
+			ct->work_idle++;
 			cachetier__cond_wait_s(&ct->work_cond, &ct->lock, 1);
+			ct->work_idle--;
+			if (ct->work_woken > 0)
+				ct->work_woken--;
 			continue;
 		}
 		/* taken before fill_begin, which may drop ct->lock (pf_fits,

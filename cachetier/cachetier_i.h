@@ -410,6 +410,8 @@ struct cachetier {
 	pthread_t writer;
 	int have_writer;
 	int stopping;
+	unsigned work_idle, work_woken, wake_hold, wake_held; /* cachetier__work_wake */
+	uint64_t work_wakes;
 	unsigned evict_round;
 	/* the plan position now (cachetier_plan_now; read without the lock) */
 	_Atomic uint32_t plan_now;
@@ -709,6 +711,7 @@ void cachetier__map_dirty(struct cachetier *ct, struct ct_file *f, uint32_t u, i
  * no lock held (the worker, or the fill writer after the run before). */
 void *cachetier__writer_main(void *arg);
 void cachetier__wq_push(struct cachetier *ct, struct fill_buf *b);
+void cachetier__work_wake(struct cachetier *ct); /* jobs queued: a worker if needed (lock held) */
 /* a (if not NULL), then b, in one push: one wake-up of the writer at most */
 void cachetier__wq_push2(struct cachetier *ct, struct fill_buf *a, struct fill_buf *b);
 /* A sink's buffer (FILL_BUF_BYTES of data) from the pool, or malloc'd;

@@ -227,7 +227,7 @@ int cachetier__queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, u
 		pf_counts_put(ct, &k);
 	}
 	ask_yield(ct, f, ra);
-	pthread_cond_signal(&ct->work_cond);
+	cachetier__work_wake(ct); /* one wake-up for the pushes of one hold of ct->lock */
 	return 0;
 }
 
@@ -608,7 +608,7 @@ int cachetier__file_prefetch_range(struct cachetier *ct, struct ct_file *f, uint
 			}
 		}
 		err = cachetier__range_push(ct, f, c0, c1, mode == CACHETIER_PF_EVICT, 0);
-		pthread_cond_signal(&ct->work_cond);
+		cachetier__work_wake(ct);
 	}
 	disk_mutex_unlock(&ct->lock);
 	return err;

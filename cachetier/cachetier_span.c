@@ -107,7 +107,7 @@ int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_
 			}
 		}
 		err = cachetier__range_push(ct, f, c0, c1, mode == CACHETIER_PF_EVICT, 0);
-		pthread_cond_signal(&ct->work_cond);
+		cachetier__work_wake(ct); /* within a cachetier_wake_hold: once at its end */
 	}
 	disk_mutex_unlock(&ct->lock);
 	return err;

@@ -112,6 +112,7 @@ struct pfx_piece {
 struct pfx_span {
 	uint32_t a, b, first;
 	uint64_t off, end;
+	struct cachetier_obj *raw; /* its object in the cache tier; NULL: cannot open */
 };
 
 /* The fetcher's scratch, grown as batches need (its thread only). */
@@ -140,14 +141,11 @@ struct fetch_planner {
 
 /* Hand bytes [from, to) of extent x to the cache tier (all of a
  * compressed shard's at from 0: decoding needs the whole object). */
-static void pfx_issue(struct fetch_planner *pl, const struct fetch_plan_extent *x, uint64_t from,
-		      uint64_t to)
+static void pfx_issue(struct fetch_planner *pl, struct cachetier_obj *raw,
+		      const struct fetch_plan_extent *x, uint64_t from, uint64_t to)
 {
-	struct cachetier_obj *raw;
 	int err;
 
-	if (pl->src.raw(pl->src.ctx, x->obj, &raw) < 0)
-		return; /* logged */
 	if (x->flags & FETCH_PLAN_DECODED) {
 		if (from > 0)
 			return;
@@ -291,16 +289,16 @@ static size_t pfx_spans(struct pfx_buf *b, uint64_t gap)
 static void pfx_span_issue(struct fetch_planner *pl, struct pfx_buf *b, const struct pfx_span *sp)
 {
 	const struct pfx_piece *pc = &b->sorted[sp->a];
-	struct cachetier_obj *raw;
+	struct cachetier_obj *raw = sp->raw;
 	uint64_t covered = 0, at = sp->off;
 	size_t n = sp->b - sp->a;
 
+	if (!raw)
+		return; /* logged */
 	if (n == 1) {
-		pfx_issue(pl, &pc->x, pc->from, pc->to);
+		pfx_issue(pl, raw, &pc->x, pc->from, pc->to);
 		return;
 	}
-	if (pl->src.raw(pl->src.ctx, pc->x.obj, &raw) < 0)
-		return; /* logged */
 	for (size_t i = 0; i < n; i++) {
 		b->cp[i].off = pc[i].off;
 		b->cp[i].len = pc[i].len;
@@ -375,8 +373,16 @@ static void pfx_flush(struct fetch_planner *pl, struct pfx_buf *b, uint64_t gap)
 		return;
 	ns = pfx_spans(b, gap);
 	qsort(b->sp, ns, sizeof(*b->sp), span_cmp);
+	/* the objects opened first (a HEAD, a map load): nothing waits inside
+	 * the hold, which holds the spans' fills back */
+	for (size_t i = 0; i < ns; i++) {
+		if (pl->src.raw(pl->src.ctx, b->sorted[b->sp[i].a].x.obj, &b->sp[i].raw) < 0)
+			b->sp[i].raw = NULL; /* logged */
+	}
+	cachetier_wake_hold(pl->ct, 1); /* one fill worker woken for the batch, not one a span */
 	for (size_t i = 0; i < ns; i++)
 		pfx_span_issue(pl, b, &b->sp[i]);
+	cachetier_wake_hold(pl->ct, 0);
 }
 
 /* ais:// sources (--get-batch auto): the batch b, in plan order, fetched
@@ -472,10 +478,15 @@ static void pfx_plan(struct fetch_planner *pl, struct pfx_plan *s, uint64_t shar
 				part = s->part;
 			to = x[k].len < limit - at ? x[k].len : limit - at;
 			if (to > part) {
-				if (gap == 0 || (x[k].flags & FETCH_PLAN_DECODED))
-					pfx_issue(pl, &x[k], part, to);
-				else if (pfx_add(b, &x[k], idx[k], part, to) < 0)
+				struct cachetier_obj *raw;
+
+				if (gap == 0 || (x[k].flags & FETCH_PLAN_DECODED)) {
+					if (pl->src.raw(pl->src.ctx, x[k].obj, &raw) == 0)
+						pfx_issue(pl, raw, &x[k], part,
+							  to); /* else logged */
+				} else if (pfx_add(b, &x[k], idx[k], part, to) < 0) {
 					stop = 1; /* no memory: what the batch holds goes */
+				}
 			}
 			if (to < x[k].len) {
 				s->next = idx[k];

@@ -116,6 +116,10 @@ const struct ctl_counter fs_ctl_counters[] = {
      C, SNAP(cs.weak_changed)},
     {"cache_peer_waits", "fills that waited for another process filling the same unit", C,
      SNAP(cs.peer_waits)},
+    {"cache_work_wakes",
+     "fill workers woken to start fills (once per batch of jobs queued while one woken has not "
+     "run)",
+     C, SNAP(cs.work_wakes)},
     {"cache_room_waits", "fills that waited for another's eviction", C, SNAP(cs.room_waits)},
     {"cache_room_wait_ms", "time they waited", CTL_COUNTER_MS, SNAP(cs.room_wait_ms)},
     {"cache_room_make_ms", "time fills spent making room", CTL_COUNTER_MS, SNAP(cs.room_make_ms)},
