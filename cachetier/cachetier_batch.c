@@ -339,6 +339,7 @@ static void bt_early(struct bt_req *q, size_t upto)
 	struct cachetier *ct = q->ct;
 	struct bt_work *w = &q->w;
 	size_t nask = 0, first = SIZE_MAX, ncommit = 0;
+	int wake = 0;
 
 	cachetier__lock(ct); /* the answer's end may pick objects at once */
 	for (size_t i = 0; i < upto && i < q->nruns; i++) {
@@ -370,14 +371,19 @@ static void bt_early(struct bt_req *q, size_t upto)
 	for (size_t i = first; i < upto; i++) {
 		struct bt_run *r = &q->runs[i];
 
-		if (!r->done && r->next == r->end && r->werr == 0 && w->obj[r->obj].st == BO_DONE &&
-		    w->obj[r->obj].res == 0)
-			bt_commit(ct, q, r);
+		if (r->done || r->next != r->end || r->werr != 0 || w->obj[r->obj].st != BO_DONE ||
+		    w->obj[r->obj].res != 0)
+			continue;
+		for (uint32_t c = r->c; c < r->c + r->n && !wake; c++)
+			wake = r->f->pins[c] > 0;
+		bt_commit(ct, q, r);
 	}
-	/* no flusher wake-up here: the request's end gives it (bt_finish);
-	 * one per object woke it thousands of times an epoch for maps it had
-	 * just been told of */
-	pthread_cond_broadcast(&ct->unit_cond);
+	/* readers waiting for a unit pin it: with none pinned, nobody to
+	 * wake (as a fill's end); no flusher wake-up here: the request's end
+	 * gives it (bt_finish); one per object woke it thousands of times an
+	 * epoch for maps it had just been told of */
+	if (wake)
+		pthread_cond_broadcast(&ct->unit_cond);
 	disk_mutex_unlock(&ct->lock);
 }
 
