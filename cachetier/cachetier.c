@@ -244,6 +244,10 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	err = cachetier__scan(ct);
 	if (err < 0)
 		goto fail;
+	/* the puncher before the fill workers: their evictions hand it punches */
+	err = cachetier__punch_start(ct);
+	if (err < 0)
+		goto fail;
 	err = cachetier__units_start(ct);
 	if (err < 0)
 		goto fail;
@@ -278,8 +282,11 @@ void cachetier_close(struct cachetier *ct)
 	if (!ct)
 		return;
 	cachetier__batch_stop(ct); /* batch fill requests use the files */
+	/* every queued punch done; evictions from here on punch themselves */
+	cachetier__punch_stop(ct);
 	/* joins the fill workers, records every filled unit in its map */
 	cachetier__units_stop(ct);
+	cachetier__punch_free(ct);
 	/* Objects still referenced are the caller's bug; release their fds. */
 	for (size_t i = 0; ct->obj_tab && i < ct->obj_tab_size; i++) {
 		while (ct->obj_tab[i]) {
@@ -367,6 +374,9 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->evict_cpu_ns = atomic_load(&ct->evict_cpu_ns);
 	st->flush_cpu_ns = atomic_load(&ct->flush_cpu_ns);
 	st->punches = atomic_load(&ct->punches);
+	st->punches_queued = ct->pun ? ct->pun->queued : 0;
+	st->punches_pending = ct->pun ? ct->pun->pending : 0;
+	st->evicting_waits = ct->pun ? ct->pun->evicting_waits : 0;
 	st->room_waits = ct->room_waits;
 	st->room_wait_ms = ct->room_wait_ns / 1000000;
 	st->room_make_ms = ct->room_make_ns / 1000000;

@@ -134,6 +134,10 @@ struct cachetier_stats {
 	uint64_t flush_cpu_ns;	     /* CPU time of the threads writing maps (their fdatasync
 				      * of the data file, the map's atomic write) */
 	uint64_t punches;	     /* holes punched by evictions (fallocate calls) */
+	uint64_t punches_queued;     /* evictions whose punch went to the puncher thread (the
+				      * rest punched on their own thread: queue full, closing) */
+	uint64_t punches_pending;    /* punches queued or running on the puncher now */
+	uint64_t evicting_waits;     /* reads that waited for units being punched */
 	uint64_t room_waits;	     /* calls making room for a fill that waited for other
 				      * threads' evictions to end (room_cond) */
 	uint64_t room_wait_ms;	     /* their time waiting, summed */
@@ -195,6 +199,10 @@ uint64_t cachetier_lock_takes(void);
  * starts a job meanwhile, so the caller does no waiting inside. Nests.
  * Any thread. */
 void cachetier_wake_hold(struct cachetier *ct, int on);
+/* Tests: while hold is set, evictions' punches stay queued for the
+ * puncher (cachetier_punch.c; their units stay being evicted, readers of
+ * them wait), up to its queue's bound; cachetier_close still does them. */
+void cachetier_punch_hold(struct cachetier *ct, int hold);
 /* The per-source directory in use (for logs). */
 const char *cachetier_dir(const struct cachetier *ct);
 

@@ -30,14 +30,15 @@
  * planned units only while they come before every other object's first unit. Cost: victim() looks
  * at every unit of every live object once per eviction (a key each), evict() sorts one object's
  * units; the units taken are punched a span at a time, joined across short gaps that hold nothing
- * (join_gaps). A unit goes when no process pins or fills it (cachetier_fill.c: the unit's write
- * lock on auxfd). Objects of earlier mounts, other processes and other sources are opened for it
- * from their maps. When nothing is left to evict, the data directories are scanned again (at most
- * once a second) for objects other processes added. Decoded copies are evicted too, least recently
- * used (evict_dec), after the units no plan needs, before any unit no plan speaks of read more
- * recently and before units a plan needs. Units fetched only because they lay between planned
- * extents of one request (ct_file.gap, cachetier_obj_prefetch_span), not read since and not marked
- * by a plan, count as units no plan needs, and are never spared as ahead.
+ * (join_gaps), on the puncher's thread (cachetier_punch.c). A unit goes when no process pins or
+ * fills it (cachetier_fill.c: the unit's write lock on auxfd). Objects of earlier mounts, other
+ * processes and other sources are opened for it from their maps. When nothing is left to evict, the
+ * data directories are scanned again (at most once a second) for objects other processes added.
+ * Decoded copies are evicted too, least recently used (evict_dec), after the units no plan needs,
+ * before any unit no plan speaks of read more recently and before units a plan needs. Units fetched
+ * only because they lay between planned extents of one request (ct_file.gap,
+ * cachetier_obj_prefetch_span), not read since and not marked by a plan, count as units no plan
+ * needs, and are never spared as ahead.
  *
  * Full cache: when nothing evictable is left (every valid unit pinned by
  * a reader), the fill goes ahead into its file anyway and the cache runs
@@ -54,7 +55,9 @@
  * to evict) is cachetier_scan.c.
  *
  * Threads: make_room runs on fill workers with ct->lock held and drops it
- * around file operations (lock order in cachetier_i.h).
+ * around file operations (lock order in cachetier_i.h); an eviction's
+ * punch runs on the puncher (cachetier_punch.c), or on the evicting
+ * thread when the puncher's queue is full.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -469,9 +472,10 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 {
 	char name[24];
 	uint32_t *list = NULL, *batch, *all, n = 0, ncand = 0, ng;
+	struct ct_punch *p;
 	struct ev_cand *cand;
 	uint64_t freed = 0;
-	int had_map = 0, left = 0, named = 0, stop = 0;
+	int had_map = 0, named = 0, stop = 0;
 	int64_t fat;
 
 	if (!f->live) { /* of an earlier mount, another process or source */
@@ -492,11 +496,13 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 	batch = malloc((size_t)(f->nunits ? f->nunits : 1) * sizeof(*batch));
 	cand = malloc((size_t)(f->nunits ? f->nunits : 1) * sizeof(*cand));
 	all = malloc((size_t)(f->nunits ? f->nunits : 1) * sizeof(*all));
-	if (!list || !batch || !cand || !all) {
+	p = malloc(sizeof(*p));
+	if (!list || !batch || !cand || !all || !p) {
 		free(list);
 		free(batch);
 		free(cand);
 		free(all);
+		free(p);
 		return 0;
 	}
 	/* the evictable units in eviction order, sorted once (picking the
@@ -532,6 +538,7 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 		free(batch);
 		free(all);
 		free(list);
+		free(p);
 		f->evict_round = ct->evict_round; /* nothing of it can go now */
 		return 0;
 	}
@@ -568,46 +575,23 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 	}
 	/* one hole per span of adjacent units, taken or joined gaps (a unit
 	 * a call cost a quarter of a random epoch's fills in fallocate with a
-	 * small cache), and one fcntl to unlock it, without maplock: no map
-	 * names them now, and a map written meanwhile cannot (their state
-	 * bytes are clear) */
-	for (uint32_t i = 0; i < n + ng;) {
-		uint32_t k = i + 1;
-
-		while (k < n + ng && all[k] == all[k - 1] + 1)
-			k++;
-		/* Fails only where holes are unsupported: the bytes stay on
-		 * disk unaccounted, but are never served. */
-		fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			  (off_t)cachetier__unit_off(f, all[i]),
-			  (off_t)cachetier__run_len(f, all[i], k - i));
-		cachetier__ofd_lock_n(f->auxfd, F_UNLCK, LK_UNIT(all[i]), k - i, 0);
-		atomic_fetch_add_explicit(&ct->punches, 1, memory_order_relaxed);
-		i = k;
-	}
-
+	 * small cache), and one fcntl to unlock it: handed to the puncher
+	 * (cachetier_punch.c), so this fill does not wait for a discard. The
+	 * object is no longer marked (readers, fills and evictions of its
+	 * other units go on); the units stay UNIT_EVICTING and locked, their
+	 * bytes in ct->evicting, until punched. */
+	p->f = f;
+	p->list = list;
+	p->n = n;
+	p->gaps = batch;
+	p->ng = ng;
+	p->all = all;
+	p->freed = freed;
+	p->had_map = had_map;
 	cachetier__lock(ct);
 	f->evicting = 0;
-	ct->evicting -= freed;
-	for (uint32_t i = 0; i < n; i++) {
-		f->ust[list[i]] = UNIT_EMPTY;
-		f->seen[list[i]] = 0; /* whoever fills it next: checked if not us */
-	}
-	for (uint32_t i = 0; i < ng; i++)
-		f->ust[batch[i]] = UNIT_EMPTY; /* a joined gap: as it was */
-	for (uint32_t c = 0; c < f->nunits && had_map && !left; c++)
-		left = cachetier__st_get(f, c);
-	if (had_map && left) {
-		/* the unlinked map recorded some of them: written again at the
-		 * flusher's next pass */
-		f->dirty++;
-		f->dirty_ns = 0;
-	}
-	pthread_cond_broadcast(&ct->unit_cond);
-	pthread_cond_broadcast(&ct->room_cond);
-	free(batch);
-	free(all);
-	free(list);
+	pthread_cond_broadcast(&ct->unit_cond); /* cachetier__file_open waits on f->evicting */
+	cachetier__punch_submit(ct, p);
 	return freed;
 }
 

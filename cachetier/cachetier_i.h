@@ -25,7 +25,8 @@
  *      outside it), except LK_MAP, taken only under maplock.
  *
  * Threads: FUSE threads (any cachetier_* call), the fill workers, the
- * flusher (cachetier_fill.c) and the fill writer (cachetier_write.c), created in cachetier_open
+ * flusher (cachetier_fill.c), the fill writer (cachetier_write.c) and the
+ * puncher (cachetier_punch.c: ct->lock only), created in cachetier_open
  * and joined in cachetier_close, and the store's I/O thread, which runs
  * each fill's sink and done callback: they copy bytes and push buffers to
  * the fill writer, lock-free, and take no lock and call no disk
@@ -409,6 +410,7 @@ struct cachetier {
 	atomic_int wq_wake; /* a sink paused: the writer calls backend_sink_ready at half */
 	pthread_t writer;
 	int have_writer;
+	struct ct_puncher *pun; /* evictions' punches off the fill workers (cachetier_punch.c) */
 	int stopping;
 	unsigned work_idle, work_woken, wake_hold, wake_held; /* cachetier__work_wake */
 	uint64_t work_wakes;
@@ -996,5 +998,6 @@ int cachetier__is_hash(const char *s, size_t n);
 #include "cachetier_run.h"
 /* Idle read locks and reads without ct->lock (cachetier_read.c). */
 #include "cachetier_fast.h"
+#include "cachetier_punch.h" /* the puncher (cachetier_punch.c) */
 
 #endif

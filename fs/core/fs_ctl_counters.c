@@ -123,6 +123,9 @@ const struct ctl_counter fs_ctl_counters[] = {
     {"cache_room_waits", "fills that waited for another's eviction", C, SNAP(cs.room_waits)},
     {"cache_room_wait_ms", "time they waited", CTL_COUNTER_MS, SNAP(cs.room_wait_ms)},
     {"cache_room_make_ms", "time fills spent making room", CTL_COUNTER_MS, SNAP(cs.room_make_ms)},
+    {"cache_punches", "holes punched by evictions (fallocate calls)", C, SNAP(cs.punches)},
+    {"cache_punches_queued", "evictions whose punch went to the puncher thread", C,
+     SNAP(cs.punches_queued)},
     {"cache_units_corrupt",
      "cached units found damaged (bad CRC32C, data file cut) and fetched again; decoded copies: "
      "read failed with EIO",

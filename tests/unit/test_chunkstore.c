@@ -27,7 +27,9 @@
  * flusher); the punches of one eviction (test_punch_join: units joined
  * across gaps that hold nothing, not across a wide gap, a locked one or
  * one holding bytes; exact punch counts); a fill whose room an eviction in
- * flight covers starting without a room wait (test_room_inflight); idle read locks
+ * flight covers starting without a room wait (test_room_inflight); an eviction's punch
+ * on the puncher, the fill not waiting for it, its units neither served nor refilled
+ * until punched, and close punching what is queued (test_punch_queue); idle read locks
  * (test_idle_locks: exact fcntl counts of reads of held units, own and another tier's eviction
  * after a release request, a close); the fetch rules the store asks (test_rule_*:
  * fetch/fetch_rules.c, each failing with its no-rules answer).
@@ -227,7 +229,8 @@ static void stats(struct cachetier *ct, struct cachetier_stats *st)
 
 /* Wait (up to 60 s: the bound only against a hang) until no fill runs
  * and none is queued or being started, as the tier counts them
- * (fills_inflight, fills_queued): a readahead queued but not started yet is
+ * (fills_inflight, fills_queued), and no eviction's punch waits for the
+ * puncher (punches_pending): a readahead queued but not started yet is
  * not idle. Prefetch ranges and cursors are not counted: a test that
  * prefetches waits for its prefetch to end first (prefetch_ended). */
 static void fills_idle(struct cachetier *ct)
@@ -236,12 +239,13 @@ static void fills_idle(struct cachetier *ct)
 
 	for (int i = 0; i < 6000; i++) {
 		stats(ct, &st);
-		if (st.fills_inflight == 0 && st.fills_queued == 0)
+		if (st.fills_inflight == 0 && st.fills_queued == 0 && st.punches_pending == 0)
 			return;
 		usleep(10000);
 	}
-	CHECK(0, "fills not idle after 60 s: %llu running, %llu queued",
-	      (unsigned long long)st.fills_inflight, (unsigned long long)st.fills_queued);
+	CHECK(0, "fills not idle after 60 s: %llu running, %llu queued, %llu punches pending",
+	      (unsigned long long)st.fills_inflight, (unsigned long long)st.fills_queued,
+	      (unsigned long long)st.punches_pending);
 }
 
 /* ---- random reads ---- */
@@ -1469,6 +1473,130 @@ static void test_room_inflight(void)
 	cachetier_obj_unref(o1);
 	cachetier_obj_unref(r0.o);
 	cachetier_close(ct);
+	backend_close(be);
+}
+
+/* An eviction's punch runs on the puncher (cachetier_punch.c), not on the
+ * fill that evicted. A cache of 16 chunks full of the big object's units;
+ * chunk 0 read again before the others; the puncher held
+ * (cachetier_punch_hold). A probe at chunk 20 needs one
+ * unit's room: its eviction takes chunk 0's 8 units (the least recently
+ * used) and queues their punch; the probe returns exact bytes while the
+ * punch waits (punches 0, 1 queued and pending). A reader of unit 0 then
+ * waits (evicting_waits 1; nothing fetched for it) until the hold ends,
+ * then gets exact bytes from a refill after the punch (one punch). Held
+ * again, probes fill the cache and the next eviction (chunk 1) is queued
+ * when the tier closes: close punches it (a hole over chunk 1 in the data
+ * file) and leaves unit 0's refill (data at offset 0). Before the puncher
+ * the probe's fill punched itself (punches 1 when it returned). */
+static void *punch_read_main(void *arg)
+{
+	struct room_read *r = arg;
+
+	r->n = cachetier_obj_pread_probe(r->o, r->buf, sizeof(r->buf), 0);
+	return NULL;
+}
+
+static void test_punch_queue(void)
+{
+	struct backend *be = store("");
+	const uint64_t u = CHUNK / 8, limit = 16 * CHUNK;
+	struct cachetier *ct = tier(be, "c-punchq", limit, 4);
+	struct cachetier_obj *big = obj(ct, be, NOBJ);
+	struct room_read r = {0};
+	struct cachetier_stats st;
+	unsigned char buf[64];
+	uint64_t fetched;
+	char path[700];
+	pthread_t t;
+	ssize_t n;
+	off_t at0, at1;
+	int fd, i;
+
+	CHECK(read_check(big, NOBJ, 0, limit, 0) == 0, "punchq: fill the cache");
+	fills_idle(ct);
+	stats(ct, &st);
+	CHECK(st.bytes_used == limit && st.evictions == 0,
+	      "punchq: %llu bytes used, %llu evictions", (unsigned long long)st.bytes_used,
+	      (unsigned long long)st.evictions);
+	/* the order of last use: chunk 0, then the rest (the fills ended in
+	 * any order) */
+	CHECK(read_check(big, NOBJ, 0, CHUNK, 0) == 0 &&
+		  read_check(big, NOBJ, CHUNK, limit - CHUNK, 0) == 0,
+	      "punchq: read again");
+	cachetier_punch_hold(ct, 1);
+	n = cachetier_obj_pread_probe(big, buf, sizeof(buf), 20 * CHUNK);
+	stats(ct, &st);
+	CHECK(n == (ssize_t)sizeof(buf) && memcmp(buf, data[NOBJ] + 20 * CHUNK, sizeof(buf)) == 0,
+	      "punchq: probe at chunk 20: %zd", n);
+	CHECK(st.evictions == 1 && st.evicted_bytes == 8 * u && st.punches == 0 &&
+		  st.punches_queued == 1 && st.punches_pending == 1,
+	      "punchq: the fill returned before its punch: %llu evictions (%llu bytes), punches "
+	      "%llu, queued %llu, pending %llu (want 1, %llu, 0, 1, 1)",
+	      (unsigned long long)st.evictions, (unsigned long long)st.evicted_bytes,
+	      (unsigned long long)st.punches, (unsigned long long)st.punches_queued,
+	      (unsigned long long)st.punches_pending, (unsigned long long)(8 * u));
+	fetched = st.bytes_fetched;
+	/* a reader of an evicted unit waits for the punch (a state, polled;
+	 * 60 s at most) */
+	r.o = big;
+	pthread_create(&t, NULL, punch_read_main, &r);
+	for (i = 0; i < 6000; i++) {
+		stats(ct, &st);
+		if (st.evicting_waits >= 1)
+			break;
+		usleep(10000);
+	}
+	CHECK(
+	    st.evicting_waits == 1 && st.bytes_fetched == fetched && st.punches == 0 &&
+		st.punches_pending == 1 && r.n == 0,
+	    "punchq: reader of a unit being punched: %llu waits, fetched %llu more, punches %llu, "
+	    "pending %llu, returned %zd (want 1, 0, 0, 1, 0)",
+	    (unsigned long long)st.evicting_waits, (unsigned long long)(st.bytes_fetched - fetched),
+	    (unsigned long long)st.punches, (unsigned long long)st.punches_pending, r.n);
+	cachetier_punch_hold(ct, 0);
+	pthread_join(t, NULL);
+	CHECK(r.n == (ssize_t)sizeof(r.buf) && memcmp(r.buf, data[NOBJ], sizeof(r.buf)) == 0,
+	      "punchq: reader after the punch: %zd", r.n);
+	fills_idle(ct);
+	stats(ct, &st);
+	CHECK(
+	    st.punches == 1 && st.punches_pending == 0 && st.bytes_fetched == fetched + u &&
+		st.evictions == 1,
+	    "punchq: after: punches %llu, pending %llu, fetched %llu more, evictions %llu (want 1, "
+	    "0, %llu, 1)",
+	    (unsigned long long)st.punches, (unsigned long long)st.punches_pending,
+	    (unsigned long long)(st.bytes_fetched - fetched), (unsigned long long)st.evictions,
+	    (unsigned long long)u);
+	/* held again: probes fill the cache (6 units), the 7th evicts chunk 1 */
+	cachetier_punch_hold(ct, 1);
+	for (i = 0; i < 7; i++) {
+		n = cachetier_obj_pread_probe(big, buf, sizeof(buf), (uint64_t)(24 + i) * CHUNK);
+		CHECK(n == (ssize_t)sizeof(buf) &&
+			  memcmp(buf, data[NOBJ] + (24 + i) * CHUNK, sizeof(buf)) == 0,
+		      "punchq: probe at chunk %d: %zd", 24 + i, n);
+	}
+	stats(ct, &st);
+	CHECK(st.evictions == 2 && st.evicted_bytes == 16 * u && st.punches == 1 &&
+		  st.punches_pending == 1,
+	      "punchq: second eviction queued: %llu evictions (%llu bytes), punches %llu, pending "
+	      "%llu (want 2, %llu, 1, 1)",
+	      (unsigned long long)st.evictions, (unsigned long long)st.evicted_bytes,
+	      (unsigned long long)st.punches, (unsigned long long)st.punches_pending,
+	      (unsigned long long)(16 * u));
+	CHECK(st_path(ct, path, sizeof(path)) == 0, "punchq: the big object's state file");
+	path[strlen(path) - 3] = '\0'; /* its data file */
+	cachetier_obj_unref(big);
+	cachetier_close(ct); /* held: close punches it */
+	fd = open(path, O_RDONLY);
+	at0 = fd >= 0 ? lseek(fd, 0, SEEK_DATA) : -1;
+	at1 = fd >= 0 ? lseek(fd, CHUNK, SEEK_DATA) : -1;
+	CHECK(at0 == 0 && at1 >= (off_t)(2 * CHUNK),
+	      "punchq: after close: data at %lld (want 0: unit 0's refill), from chunk 1 at %lld "
+	      "(want >= %u: punched)",
+	      (long long)at0, (long long)at1, 2 * CHUNK);
+	if (fd >= 0)
+		close(fd);
 	backend_close(be);
 }
 
@@ -3473,6 +3601,7 @@ static const struct {
     {"test_rule_batch_unfit", test_rule_batch_unfit},
     {"test_rule_cursor_front", test_rule_cursor_front},
     {"test_rule_promote", test_rule_promote},
+    {"test_punch_queue", test_punch_queue},
 };
 
 static void run_alone(const char *name)
@@ -3536,6 +3665,7 @@ int main(void)
 	test_plan_order();
 	test_punch_join();
 	test_room_inflight();
+	test_punch_queue();
 	test_reopen_race();
 	test_crash(seed);
 	test_durable(seed);

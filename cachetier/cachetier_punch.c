@@ -1,0 +1,190 @@
+/*
+ * cachetier_punch.c — the puncher: evictions' hole punches off the fill
+ * workers.
+ *
+ * An eviction (cachetier_evict.c) takes its units under ct->lock (each
+ * UNIT_EVICTING and write-locked on auxfd, its bytes off the usage and in
+ * ct->evicting), unlinks the map that names them if one does, and hands
+ * the punch of their spans to this thread, then returns: the fill that
+ * made room starts without waiting for fallocate, which on a filesystem
+ * mounted with `discard` waits for the device (about 4 ms an eviction on
+ * the bench machine's ext4). The puncher punches each span, unlocks its
+ * units on auxfd, then, under ct->lock, makes them UNIT_EMPTY, takes their
+ * bytes off ct->evicting and wakes unit_cond and room_cond, as an
+ * eviction that punched itself does (cachetier__punch_end).
+ *
+ * Until then the units stay UNIT_EVICTING (readers wait, no fill or
+ * eviction of this process takes them) and write-locked (no other
+ * process fills them), so no refill can be destroyed by the punch; the
+ * object itself is not marked (f->evicting is cleared when the punch is
+ * queued: readers, fills and other evictions of its other units go on).
+ * Queued bytes stay in ct->evicting until punched, so the disk bound of
+ * room_over holds (cachetier_evict.c; README.md, "Bound").
+ *
+ * The queue holds at most CT_PUNCH_QUEUE_MAX punches; an eviction that
+ * finds it full (or the puncher stopped, at close) punches itself.
+ *
+ * Threads: the puncher takes ct->lock only, never with another lock held
+ * (rank DISK_LOCK_CT), and never maplock; it never runs on the I/O
+ * thread. Started by cachetier_open before the fill workers; stopped by
+ * cachetier_close before them: the queue drained, every punch done.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+
+#include "cachetier_i.h"
+
+/* Punch p's spans of adjacent units (taken or joined gaps), one hole and
+ * one fcntl to unlock each, without any lock: no map names them now, and a
+ * map written meanwhile cannot (their state bytes are clear). */
+static void punch_run(struct cachetier *ct, const struct ct_punch *p)
+{
+	struct ct_file *f = p->f;
+	uint32_t n = p->n + p->ng;
+
+	CT_OFF_LOOP();
+	for (uint32_t i = 0; i < n;) {
+		uint32_t k = i + 1;
+
+		while (k < n && p->all[k] == p->all[k - 1] + 1)
+			k++;
+		/* Fails only where holes are unsupported: the bytes stay on
+		 * disk unaccounted, but are never served. */
+		fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			  (off_t)cachetier__unit_off(f, p->all[i]),
+			  (off_t)cachetier__run_len(f, p->all[i], k - i));
+		cachetier__ofd_lock_n(f->auxfd, F_UNLCK, LK_UNIT(p->all[i]), k - i, 0);
+		atomic_fetch_add_explicit(&ct->punches, 1, memory_order_relaxed);
+		i = k;
+	}
+}
+
+/* p punched: its units empty, its bytes off ct->evicting, waiters woken;
+ * p freed. ct->lock held. */
+static void punch_end(struct cachetier *ct, struct ct_punch *p)
+{
+	struct ct_file *f = p->f;
+	int left = 0;
+
+	ct->evicting -= p->freed;
+	for (uint32_t i = 0; i < p->n; i++) {
+		f->ust[p->list[i]] = UNIT_EMPTY;
+		f->seen[p->list[i]] = 0; /* whoever fills it next: checked if not us */
+	}
+	for (uint32_t i = 0; i < p->ng; i++)
+		f->ust[p->gaps[i]] = UNIT_EMPTY; /* a joined gap: as it was */
+	for (uint32_t c = 0; c < f->nunits && p->had_map && !left; c++)
+		left = cachetier__st_get(f, c);
+	if (p->had_map && left) {
+		/* the unlinked map recorded some of them: written again at the
+		 * flusher's next pass */
+		f->dirty++;
+		f->dirty_ns = 0;
+	}
+	pthread_cond_broadcast(&ct->unit_cond);
+	pthread_cond_broadcast(&ct->room_cond);
+	free(p->list);
+	free(p->gaps);
+	free(p->all);
+	free(p);
+}
+
+void cachetier__punch_submit(struct cachetier *ct, struct ct_punch *p)
+{
+	struct ct_puncher *pu = ct->pun;
+
+	if (pu && pu->have_thread && !pu->stop && pu->n < CT_PUNCH_QUEUE_MAX) {
+		p->next = NULL;
+		*pu->tail = p;
+		pu->tail = &p->next;
+		pu->n++;
+		pu->pending++;
+		pu->queued++;
+		pthread_cond_signal(&pu->cond);
+		return;
+	}
+	disk_mutex_unlock(&ct->lock);
+	punch_run(ct, p);
+	cachetier__lock(ct);
+	punch_end(ct, p);
+}
+
+static void *puncher_main(void *arg)
+{
+	struct cachetier *ct = arg;
+	struct ct_puncher *pu = ct->pun;
+
+	cachetier__lock(ct);
+	for (;;) {
+		struct ct_punch *p = pu->q;
+
+		if (!p || (pu->hold && !pu->stop)) {
+			if (!p && pu->stop)
+				break;
+			/* idle: a queued punch or the stop wakes it */
+			disk_cond_wait(&pu->cond, &ct->lock);
+			continue;
+		}
+		pu->q = p->next;
+		if (!pu->q)
+			pu->tail = &pu->q;
+		pu->n--;
+		disk_mutex_unlock(&ct->lock);
+		punch_run(ct, p);
+		cachetier__lock(ct);
+		punch_end(ct, p);
+		pu->pending--;
+	}
+	disk_mutex_unlock(&ct->lock);
+	return NULL;
+}
+
+int cachetier__punch_start(struct cachetier *ct)
+{
+	struct ct_puncher *pu = calloc(1, sizeof(*pu));
+
+	if (!pu)
+		return -ENOMEM;
+	pthread_cond_init(&pu->cond, NULL);
+	pu->tail = &pu->q;
+	ct->pun = pu;
+	if (pthread_create(&pu->thread, NULL, puncher_main, ct) != 0)
+		return -EAGAIN;
+	pthread_setname_np(pu->thread, "shardfs-punch"); /* top -H, perf */
+	pu->have_thread = 1;
+	return 0;
+}
+
+void cachetier__punch_stop(struct cachetier *ct)
+{
+	struct ct_puncher *pu = ct->pun;
+
+	if (!pu || !pu->have_thread)
+		return;
+	cachetier__lock(ct);
+	pu->stop = 1;
+	pthread_cond_signal(&pu->cond);
+	disk_mutex_unlock(&ct->lock);
+	pthread_join(pu->thread, NULL); /* after the queue drained */
+	pu->have_thread = 0;
+}
+
+void cachetier__punch_free(struct cachetier *ct)
+{
+	if (!ct->pun)
+		return;
+	pthread_cond_destroy(&ct->pun->cond);
+	free(ct->pun);
+	ct->pun = NULL;
+}
+
+void cachetier_punch_hold(struct cachetier *ct, int hold)
+{
+	cachetier__lock(ct);
+	if (ct->pun) {
+		ct->pun->hold = hold;
+		pthread_cond_signal(&ct->pun->cond);
+	}
+	disk_mutex_unlock(&ct->lock);
+}

@@ -1,0 +1,53 @@
+/*
+ * cachetier_punch.h — private to cachetier/: the puncher
+ * (cachetier_punch.c); included at the end of cachetier_i.h, whose types
+ * it uses.
+ */
+#ifndef CACHETIER_PUNCH_H
+#define CACHETIER_PUNCH_H
+
+/* Most punches queued for the puncher; an eviction that finds the queue
+ * full punches its units itself (as every eviction did before). */
+#define CT_PUNCH_QUEUE_MAX 8u
+
+/* One eviction's punch: units list[0..n) of f taken (sorted; their bytes,
+ * freed, off the usage and in ct->evicting), gaps[0..ng) joined to them
+ * (join_gaps), all[0..n + ng) both merged; every one UNIT_EVICTING and
+ * write-locked on f->auxfd until punched. had_map: the eviction unlinked
+ * f's map. The arrays are malloc'd; cachetier__punch_end frees them. */
+struct ct_punch {
+	struct ct_file *f;
+	uint32_t *list, *gaps, *all;
+	uint32_t n, ng;
+	uint64_t freed;
+	int had_map;
+	struct ct_punch *next;
+};
+
+/* The puncher's state; ct->lock guards all of it but the thread. */
+struct ct_puncher {
+	pthread_t thread;
+	int have_thread;
+	pthread_cond_t cond;	    /* a punch queued, the hold ended, or stop */
+	struct ct_punch *q, **tail; /* queued, oldest first */
+	unsigned n;		    /* punches in q, at most CT_PUNCH_QUEUE_MAX */
+	unsigned pending;	    /* punches in q or being punched by the puncher */
+	int stop;		    /* drain q and leave; evictions punch themselves */
+	int hold;		    /* tests: q stays (cachetier_punch_hold), until stop */
+	uint64_t queued;	    /* punches handed to the puncher */
+	uint64_t evicting_waits;    /* reads that waited for units being punched */
+};
+
+/* Start the puncher (cachetier_open, before the fill workers); stop it:
+ * every queued punch done, the thread joined (cachetier_close, before the
+ * fill workers stop; evictions after it punch themselves). Stop accepts a
+ * tier whose start failed or never ran. */
+int cachetier__punch_start(struct cachetier *ct);
+void cachetier__punch_stop(struct cachetier *ct);
+void cachetier__punch_free(struct cachetier *ct);
+/* Hand p to the puncher, or, with its queue full or the puncher stopped,
+ * punch it here. ct->lock held on entry and return (dropped to punch
+ * here). Not on the I/O thread. */
+void cachetier__punch_submit(struct cachetier *ct, struct ct_punch *p);
+
+#endif
