@@ -465,10 +465,12 @@ static void merge_units(const uint32_t *a, uint32_t na, const uint32_t *b, uint3
  * are freed (at least one unit) or the next one is not within 'next'
  * (key_within): each one the state file says is valid that no process
  * pins or fills (its write lock on auxfd succeeds).
+ * The punch goes to the puncher (cachetier_punch.c), or is made here when
+ * 'here' is set (or the puncher's queue is full).
  * Returns the bytes freed; 0 marks f given up on for this round. ct->lock
  * held on entry and return, dropped in between. */
 static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
-		      const struct ev_ctx *x, struct ev_key next)
+		      const struct ev_ctx *x, struct ev_key next, int here)
 {
 	char name[24];
 	uint32_t *list = NULL, *batch, *all, n = 0, ncand = 0, ng;
@@ -591,7 +593,7 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 	cachetier__lock(ct);
 	f->evicting = 0;
 	pthread_cond_broadcast(&ct->unit_cond); /* cachetier__file_open waits on f->evicting */
-	cachetier__punch_submit(ct, p);
+	cachetier__punch_submit(ct, p, here);
 	return freed;
 }
 
@@ -813,7 +815,9 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
 			need = want_free;
 		if (need < ev_batch(ct))
 			need = ev_batch(ct);
-		freed = evict(ct, f, need ? need : 1, &x, next);
+		/* for free space (want_free) the punch is made here: the
+		 * filesystem counts bytes not punched yet as used */
+		freed = evict(ct, f, need ? need : 1, &x, next, want_free > 0);
 		want_free = freed >= want_free ? 0 : want_free - freed;
 	}
 	return 0;

@@ -22,7 +22,9 @@
  * room_over holds (cachetier_evict.c; README.md, "Bound").
  *
  * The queue holds at most CT_PUNCH_QUEUE_MAX punches; an eviction that
- * finds it full (or the puncher stopped, at close) punches itself.
+ * finds it full (or the puncher stopped, at close) punches itself, and so
+ * does one made for the filesystem's free space (min_free_bytes: its
+ * caller checks statvfs, which counts bytes not punched yet).
  *
  * Threads: the puncher takes ct->lock only, never with another lock held
  * (rank DISK_LOCK_CT), and never maplock; it never runs on the I/O
@@ -90,11 +92,11 @@ static void punch_end(struct cachetier *ct, struct ct_punch *p)
 	free(p);
 }
 
-void cachetier__punch_submit(struct cachetier *ct, struct ct_punch *p)
+void cachetier__punch_submit(struct cachetier *ct, struct ct_punch *p, int here)
 {
 	struct ct_puncher *pu = ct->pun;
 
-	if (pu && pu->have_thread && !pu->stop && pu->n < CT_PUNCH_QUEUE_MAX) {
+	if (!here && pu && pu->have_thread && !pu->stop && pu->n < CT_PUNCH_QUEUE_MAX) {
 		p->next = NULL;
 		*pu->tail = p;
 		pu->tail = &p->next;

@@ -45,9 +45,11 @@ struct ct_puncher {
 int cachetier__punch_start(struct cachetier *ct);
 void cachetier__punch_stop(struct cachetier *ct);
 void cachetier__punch_free(struct cachetier *ct);
-/* Hand p to the puncher, or, with its queue full or the puncher stopped,
- * punch it here. ct->lock held on entry and return (dropped to punch
- * here). Not on the I/O thread. */
-void cachetier__punch_submit(struct cachetier *ct, struct ct_punch *p);
+/* Hand p to the puncher, or, with its queue full, the puncher stopped or
+ * here set (an eviction for the filesystem's free space: its caller
+ * checks statvfs next, which counts bytes not punched yet), punch it here.
+ * ct->lock held on entry and return (dropped to punch here). Not on the
+ * I/O thread. */
+void cachetier__punch_submit(struct cachetier *ct, struct ct_punch *p, int here);
 
 #endif
