@@ -731,6 +731,8 @@ static void bt_start(struct bt_req *q, int sync, size_t j)
 {
 	struct bt_req *c;
 	pthread_attr_t at;
+	pthread_t th;
+	int started = 0;
 
 	if (sync) {
 		/* the first on the caller's thread, later; the others on their own */
@@ -745,10 +747,12 @@ static void bt_start(struct bt_req *q, int sync, size_t j)
 	}
 	if (pthread_attr_init(&at) == 0) {
 		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-		c->started = pthread_create(&c->th, &at, bt_request, c) == 0;
+		/* the thread id goes to a local: once started, the detached
+		 * thread may have freed c before pthread_create returns */
+		started = pthread_create(&th, &at, bt_request, c) == 0;
 		pthread_attr_destroy(&at);
 	}
-	if (!c->started)
+	if (!started)
 		bt_request(c); /* frees c */
 }
 
