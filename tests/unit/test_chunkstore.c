@@ -2325,13 +2325,14 @@ static unsigned heads_logged(void)
 	return n;
 }
 
-/* heads=1 store: hold every HEAD's answer (on) or let them go */
-static void heads_hold(int on)
+/* The fault store's hold file src.SUFFIX: made (on: what it holds waits)
+ * or removed (the hold goes) */
+static void hold_file(const char *suffix, int on)
 {
 	char path[512];
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/src.hold", tmpdir);
+	snprintf(path, sizeof(path), "%s/src.%s", tmpdir, suffix);
 	if (!on) {
 		CHECK(unlink(path) == 0, "unlink %s", path);
 		return;
@@ -2340,6 +2341,12 @@ static void heads_hold(int on)
 	CHECK(fd >= 0, "create %s", path);
 	if (fd >= 0)
 		close(fd);
+}
+
+/* heads=1 store: hold every HEAD's answer (on) or let them go */
+static void heads_hold(int on)
+{
+	hold_file("hold", on);
 }
 
 /* Poll ct's batch counters until the one at off reaches want (a state,
@@ -2383,18 +2390,7 @@ static int batch_win(struct cachetier *ct, struct cachetier_obj *o, uint64_t off
  * or let them go */
 static void batch_hold(int on)
 {
-	char path[512];
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/src.bhold", tmpdir);
-	if (!on) {
-		CHECK(unlink(path) == 0, "unlink %s", path);
-		return;
-	}
-	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-	CHECK(fd >= 0, "create %s", path);
-	if (fd >= 0)
-		close(fd);
+	hold_file("bhold", on);
 }
 
 /* Poll o's cached bytes until they reach want (a state: at most 10 s,
