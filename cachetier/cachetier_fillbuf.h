@@ -1,0 +1,100 @@
+/*
+ * cachetier_fillbuf.h — a fill's buffers and request state, between the
+ * fill workers that send its requests (cachetier_fill.c), the sink on the
+ * store's I/O thread that gathers its bytes, and the fill writer that
+ * writes them (cachetier_write.c). Private to the cache tier; included by
+ * cachetier_i.h.
+ */
+#ifndef CACHETIER_FILLBUF_H
+#define CACHETIER_FILLBUF_H
+
+#include <errno.h>
+#include <semaphore.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ct_file;
+struct ct_slot;
+struct ct_wjob;
+
+/* The fill's request state and its buffers: cachetier_fill.c sends the
+ * requests and gathers the bytes, the fill writer (cachetier_write.c)
+ * writes them. */
+/* Where a fill's bytes go: into the data file at their own offset (chunk
+ * i of the object is at i * chunk_bytes in both). The sink runs on the
+ * store's I/O thread, which only moves bytes: it gathers the pieces curl
+ * hands over (a few KiB each on a paced link) in buffers of FILL_BUF_BYTES
+ * and pushes each full one, lock-free, to the fill writer (cachetier_write.c),
+ * which computes each unit's CRC32C, writes the buffer with one pwrite and
+ * makes the units it completes readable at once (fill_publish). A partial
+ * buffer goes at the run's end, and at the store's poll while no bytes
+ * arrive (about once a second) when it completes a unit: a reader waiting
+ * for a unit waits for the buffer it ends in, not for the fill's end.
+ * Buffers waiting for the writer are the bytes of fills in flight: at most
+ * nslots runs of at most a chunk each. */
+#define FILL_BUF_BYTES (128u * 1024u)
+/* Most fill buffers waiting for the writer (8 MiB) before a fill's sink
+ * answers BACKEND_SINK_FULL (the store's I/O thread then stops reading that
+ * socket until the writer catches up): without it a prefetch had up to
+ * 1,146 buffers (143 MiB) in flight, each fresh one faulted in. */
+#define FILL_WQ_MAX 64u
+
+/* A buffer of a fill's bytes on its way from the sink to the writer; or,
+ * with end set, the end of a run (the slot's own message, no data). */
+struct fill_buf {
+	struct fill_buf *next; /* in ct->wq */
+	struct ct_slot *slot;  /* a fill's; NULL: a job's (cachetier__write_push) */
+	struct ct_wjob *job;   /* a job's: with used 0, its barrier */
+	struct ct_file *f;     /* a job's write: into f, */
+	uint32_t c0;	       /* ... CRC32C of unit c0 + k into crc[k], */
+	uint32_t *crc;
+	int *werr;    /* ... its first error */
+	uint64_t off; /* object offset of data[0] */
+	size_t used;  /* bytes in data */
+	int end;      /* the run ended; err: how */
+	int err;
+	char data[]; /* FILL_BUF_BYTES (none in an end) */
+};
+
+struct fill_sink {
+	uint64_t start;	      /* the run's start */
+	uint64_t next;	      /* object offset of the next byte expected */
+	uint64_t end;	      /* the run's end */
+	int wrote;	      /* a byte arrived */
+	struct fill_buf *cur; /* being gathered; not pushed yet */
+	struct ct_slot *slot; /* the fill's: progress, and a request to stop */
+	uint32_t unit_bytes;  /* unit bytes; start is a unit's start */
+	int64_t first_ns;     /* when its first byte arrived (0: none yet) */
+};
+
+/* A fill's request state, one per slot. The worker that took the slot
+ * (fill_begin) writes it, then hands it to the request it sends
+ * (fill_next); from then on the request's sink and done callback use s
+ * (on the store's I/O thread, or in the worker for a store that reads in
+ * the caller) and the fill writer the rest (the pushes order them), until
+ * fill_finish frees the slot under ct->lock. */
+struct ct_fill {
+	int ra, waited;	    /* the job's readahead flag; a claim waited for another process */
+	int async;	    /* the store reads on its I/O thread: the writer sends the next run */
+	uint32_t i, k;	    /* the run being fetched: units [c + i, c + k) of the slot */
+	int64_t t0;	    /* when its request was sent */
+	struct fill_sink s; /* the run's sink */
+	/* the writer's: */
+	uint64_t wnext;	      /* the run's bytes are written up to this object offset */
+	uint32_t pub;	      /* units [c + i, c + pub) of the run are valid already */
+	uint64_t pub_bytes;   /* bytes of the fill's units made valid by fill_publish */
+	int werr;	      /* the run's first write error */
+	sem_t run_sem;	      /* !async: the writer ended the run; the worker sends the next */
+	struct fill_buf *end; /* the run's end message (no data) */
+	int *claim;	      /* per unit of the fill (at most a chunk's): fill_claim's answer,
+			       * FILL_PUBLISHED once fill_publish made it valid */
+	int *errs;	      /* ... its outcome */
+	uint32_t *crc;	      /* ... its CRC32C */
+};
+
+/* The error a withdrawn prefetch fill stops with (pf_yield). */
+#define FILL_WITHDRAWN (-ECANCELED)
+/* claim[] of a unit fill_publish made valid before the fill ended */
+#define FILL_PUBLISHED 2
+
+#endif
