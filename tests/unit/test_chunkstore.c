@@ -1489,14 +1489,6 @@ static void test_room_inflight(void)
  * when the tier closes: close punches it (a hole over chunk 1 in the data
  * file) and leaves unit 0's refill (data at offset 0). Before the puncher
  * the probe's fill punched itself (punches 1 when it returned). */
-static void *punch_read_main(void *arg)
-{
-	struct room_read *r = arg;
-
-	r->n = cachetier_obj_pread_probe(r->o, r->buf, sizeof(r->buf), 0);
-	return NULL;
-}
-
 static void test_punch_queue(void)
 {
 	struct backend *be = store("");
@@ -1540,7 +1532,7 @@ static void test_punch_queue(void)
 	/* a reader of an evicted unit waits for the punch (a state, polled;
 	 * 60 s at most) */
 	r.o = big;
-	pthread_create(&t, NULL, punch_read_main, &r);
+	pthread_create(&t, NULL, room_read_main, &r);
 	for (i = 0; i < 6000; i++) {
 		stats(ct, &st);
 		if (st.evicting_waits >= 1)
