@@ -116,6 +116,110 @@ static int process_exited(pid_t pid, const struct timespec *t0, long deadline_ms
 	}
 }
 
+/* In the forked child: a process group of its own, SIGKILL when the
+ * parent ends, stdin /dev/null, stdout the pipe's end wfd, then
+ * /bin/sh -c cmd. Only async-signal-safe calls until exec. */
+_Noreturn static void process_child(const char *cmd, int wfd, pid_t parent)
+{
+	int null = open("/dev/null", O_RDONLY);
+	sigset_t none;
+
+	setpgid(0, 0);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(127);
+	/* what the daemon ignores or blocks is not the program's */
+	signal(SIGPIPE, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	if (null >= 0)
+		dup2(null, STDIN_FILENO);
+	dup2(wfd, STDOUT_FILENO);
+	closefrom(3); /* the FUSE device, sockets, the cache: not the program's */
+	execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+	_exit(127);
+}
+
+/* Read the helper's answer from the non-blocking pipe fd into buf (at
+ * most CREDS_HTTP_MAX bytes, *len of them) until its end of file, within
+ * timeout_ms of t0: 0 at end of file, -ETIMEDOUT past the bound,
+ * -EMSGSIZE when it printed too much, or -errno. */
+static int process_read(int fd, char *buf, size_t *len, const struct timespec *t0, long timeout_ms)
+{
+	for (;;) {
+		struct pollfd p = {fd, POLLIN, 0};
+		long left = timeout_ms - ms_since(t0);
+		ssize_t n;
+		int r;
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		r = poll(&p, 1, (int)left);
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (r <= 0)
+			continue; /* EINTR, or the bound: looked at above */
+		n = disk_read_some(fd, buf + *len, CREDS_HTTP_MAX - *len);
+		if (n == -EAGAIN)
+			continue;
+		if (n <= 0)
+			return (int)n; /* 0: the helper closed its end */
+		*len += (size_t)n;
+		if (*len == CREDS_HTTP_MAX)
+			return -EMSGSIZE;
+	}
+}
+
+/* What a helper that ran gave: err from reading its answer, its wait
+ * status, and the answer buf (len bytes, room for a NUL after). Fills out
+ * and *exp, or says why (naming the program prog) and returns < 0. */
+static int process_answer(const struct backend_credsrc *s, const char *prog, int err, int status,
+			  char *buf, size_t len, struct backend_creds *out, int64_t *exp, char *why,
+			  size_t whycap)
+{
+	char *ver = NULL;
+
+	if (err == -ETIMEDOUT) {
+		backend__creds_why(
+		    why, whycap,
+		    "%s gave no credentials within %.3g s (--credential-timeout): killed it "
+		    "and its process group",
+		    prog, (double)s->timeout_ms / 1000);
+		return err;
+	}
+	if (err == -EMSGSIZE) {
+		backend__creds_why(why, whycap, "%s printed more than %u bytes: killed it", prog,
+				   CREDS_HTTP_MAX);
+		return err;
+	}
+	if (err < 0) {
+		backend__creds_why(why, whycap, "%s: %s", prog, strerror(-err));
+		return err;
+	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		backend__creds_why(why, whycap, "%s exited with status %d", prog,
+				   WIFEXITED(status) ? WEXITSTATUS(status)
+						     : 128 + WTERMSIG(status));
+		return -EIO;
+	}
+	buf[len] = '\0';
+	if (backend__creds_json_field(buf, len, "Version", &ver) == 0 && strcmp(ver, "1") != 0) {
+		backend__creds_why(why, whycap, "%s: Version %.16s is not 1", prog,
+				   backend__creds_header_safe(ver) ? ver : "?");
+		err = -EBADMSG;
+	} else {
+		err = backend__creds_from_json(buf, len, "SessionToken", out, exp, why, whycap);
+		if (err < 0) {
+			char tmp[256];
+
+			snprintf(tmp, sizeof(tmp), "%s", why);
+			backend__creds_why(why, whycap, "%s: %s", prog, tmp);
+		}
+	}
+	backend__creds_secret_free(ver);
+	return err;
+}
+
 /* Run s->process with /bin/sh -c and take the credentials it prints (JSON,
  * Version 1). It runs in a process group of its own (listed for
  * backend_kill_helpers, and in s->running for backend__credsrc_close),
@@ -128,7 +232,7 @@ static int process_exited(pid_t pid, const struct timespec *t0, long deadline_ms
 int backend__creds_fetch_process(struct backend_credsrc *s, struct backend_creds *out, int64_t *exp,
 				 char *why, size_t whycap)
 {
-	int pfd[2], status = 0, err = 0, exited = 0;
+	int pfd[2], status = 0, err = 0;
 	char *buf, prog[96];
 	size_t len = 0;
 	pid_t pid, self = getpid();
@@ -154,26 +258,8 @@ int backend__creds_fetch_process(struct backend_credsrc *s, struct backend_creds
 		backend__creds_why(why, whycap, "cannot run %s: %s", prog, strerror(-err));
 		return err;
 	}
-	if (pid == 0) {
-		/* only async-signal-safe calls until exec */
-		int null = open("/dev/null", O_RDONLY);
-		sigset_t none;
-
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != self)
-			_exit(127);
-		/* what the daemon ignores or blocks is not the program's */
-		signal(SIGPIPE, SIG_DFL);
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		if (null >= 0)
-			dup2(null, STDIN_FILENO);
-		dup2(pfd[1], STDOUT_FILENO);
-		closefrom(3); /* the FUSE device, sockets, the cache: not the program's */
-		execl("/bin/sh", "sh", "-c", s->process, (char *)NULL);
-		_exit(127);
-	}
+	if (pid == 0)
+		process_child(s->process, pfd[1], self);
 	setpgid(pid, pid); /* as the child does: whichever runs first */
 	helper_add(pid);
 	disk_mutex_lock(&s->lock);
@@ -181,43 +267,11 @@ int backend__creds_fetch_process(struct backend_credsrc *s, struct backend_creds
 	disk_mutex_unlock(&s->lock);
 	close(pfd[1]);
 	fcntl(pfd[0], F_SETFL, O_NONBLOCK);
-	for (;;) {
-		struct pollfd p = {pfd[0], POLLIN, 0};
-		long left = s->timeout_ms - ms_since(&t0);
-		ssize_t n;
-		int r;
-
-		if (left <= 0) {
-			err = -ETIMEDOUT;
-			break;
-		}
-		r = poll(&p, 1, (int)left);
-		if (r < 0 && errno != EINTR) {
-			err = -errno;
-			break;
-		}
-		if (r <= 0)
-			continue; /* EINTR, or the bound: looked at above */
-		n = disk_read_some(pfd[0], buf + len, CREDS_HTTP_MAX - len);
-		if (n == -EAGAIN)
-			continue;
-		if (n <= 0) {
-			err = (int)n; /* 0: the helper closed its end */
-			break;
-		}
-		len += (size_t)n;
-		if (len == CREDS_HTTP_MAX) {
-			err = -EMSGSIZE;
-			break;
-		}
-	}
+	err = process_read(pfd[0], buf, &len, &t0, s->timeout_ms);
 	close(pfd[0]);
 	/* after its end of file the program must exit within the bound too */
-	if (err == 0) {
-		exited = process_exited(pid, &t0, s->timeout_ms);
-		if (!exited)
-			err = -ETIMEDOUT;
-	}
+	if (err == 0 && !process_exited(pid, &t0, s->timeout_ms))
+		err = -ETIMEDOUT;
 	if (err < 0)
 		kill(-pid, SIGKILL); /* the whole group: what it started too */
 	disk_mutex_lock(&s->lock);
@@ -227,43 +281,7 @@ int backend__creds_fetch_process(struct backend_credsrc *s, struct backend_creds
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	backend__creds_regs_clear();
-	if (err == -ETIMEDOUT) {
-		backend__creds_why(
-		    why, whycap,
-		    "%s gave no credentials within %.3g s (--credential-timeout): killed it "
-		    "and its process group",
-		    prog, (double)s->timeout_ms / 1000);
-	} else if (err == -EMSGSIZE) {
-		backend__creds_why(why, whycap, "%s printed more than %u bytes: killed it", prog,
-				   CREDS_HTTP_MAX);
-	} else if (err < 0) {
-		backend__creds_why(why, whycap, "%s: %s", prog, strerror(-err));
-	} else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		backend__creds_why(why, whycap, "%s exited with status %d", prog,
-				   WIFEXITED(status) ? WEXITSTATUS(status)
-						     : 128 + WTERMSIG(status));
-		err = -EIO;
-	} else {
-		char *ver = NULL;
-
-		buf[len] = '\0';
-		if (backend__creds_json_field(buf, len, "Version", &ver) == 0 &&
-		    strcmp(ver, "1") != 0) {
-			backend__creds_why(why, whycap, "%s: Version %.16s is not 1", prog,
-					   backend__creds_header_safe(ver) ? ver : "?");
-			err = -EBADMSG;
-		} else {
-			err = backend__creds_from_json(buf, len, "SessionToken", out, exp, why,
-						       whycap);
-			if (err < 0) {
-				char tmp[256];
-
-				snprintf(tmp, sizeof(tmp), "%s", why);
-				backend__creds_why(why, whycap, "%s: %s", prog, tmp);
-			}
-		}
-		backend__creds_secret_free(ver);
-	}
+	err = process_answer(s, prog, err, status, buf, len, out, exp, why, whycap);
 	backend__creds_secret_free(buf);
 	return err;
 }

@@ -654,6 +654,14 @@ printf '{"Version": 1, "AccessKeyId": "%(key)s", "SecretAccessKey": "%(secret)s"
 HELPER_NOW = r"""#!/bin/sh
 printf '{"Version": 1, "AccessKeyId": "%(key)s", "SecretAccessKey": "%(secret)s"}\n'
 """
+# helpers that answer wrongly, and what the mount's error must say after the program's name
+HELPERS_BAD = [
+    ('status', '#!/bin/sh\necho \'{"Version": 1}\'\nexit 3\n', 'exited with status 3'),
+    ('version', '#!/bin/sh\nprintf \'{"Version": 2, "AccessKeyId": "%(key)s", '
+     '"SecretAccessKey": "%(secret)s"}\\n\'\n', 'Version 2 is not 1'),
+    ('toobig', '#!/bin/sh\nhead -c 70000 /dev/zero | tr "\\\\0" x\n',
+     'printed more than 65536 bytes'),
+]
 # out=$(shardfs mount ...) as a script would run it; prints the exit status, then the output
 CAPTURE = 'exe=$1; shift; out=$("$exe" mount "$@" 2>&1); rc=$?; printf "rc=%d\\n%s\\n" "$rc" "$out"'
 
@@ -765,6 +773,22 @@ def group_helper_timeout(env, ck):
         ck.ok('--profile' not in out, 'never: the error shows the helper\'s arguments: %r' % out)
         left_behind(env, ck, 'never', mnt, [pid_in(os.path.join(d, 'helper.pid')),
                                             pid_in(os.path.join(d, 'helper-child.pid'))], hung)
+
+        # helpers that answer wrongly: each mount fails at once, naming the program and why
+        for name, text, why in HELPERS_BAD:
+            use_helper(env, name, text)
+            mnt = env.path('mnt-' + name)
+            os.makedirs(mnt)
+            rc, out, hung = captured_mount(env, ['--cache-dir', env.path('cache-' + name),
+                                                 '--endpoint', w.endpoint, uri, mnt], name)
+            ck.ok(hung is None, '%s: out=$(shardfs mount ...) did not return within %d s'
+                  % (name, GUARD_S))
+            ck.eq('%s: exit status of shardfs mount' % name, rc, 1 if hung is None else None)
+            ck.ok('helper.sh: ' + why in out or 'helper.sh ' + why in out,
+                  '%s: the error does not say %r: %r' % (name, why, out))
+            ck.ok('--profile' not in out, '%s: the error shows the helper\'s arguments: %r'
+                  % (name, out))
+            left_behind(env, ck, name, mnt, [], hung)
 
         # a web identity token file that is a FIFO nobody writes to: refused, not waited on
         fifo = env.path('token-fifo')
