@@ -178,14 +178,10 @@ static long mount_daemon(const struct fs_mnt *m)
 
 static const char umount_synopsis[] = "umount [--force | --stale] MOUNTPOINT";
 
-int fs_umount_main(int argc, char **argv)
+/* The command line: -1 when it is parsed (*path, *force, *stale set),
+ * else the exit status (0 after --help, 2 for a usage error). */
+static int umount_args(int argc, char **argv, const char **path, int *force, int *stale)
 {
-	struct fs_mnt m;
-	char err[1024];
-	const char *path = NULL;
-	long pid;
-	int force = 0, stale = 0, r;
-
 	for (int i = 0; i < argc; i++) {
 		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
 			printf(
@@ -214,25 +210,34 @@ int fs_umount_main(int argc, char **argv)
 			return 0;
 		}
 		if (strcmp(argv[i], "--force") == 0 || strcmp(argv[i], "-f") == 0) {
-			force = 1;
+			*force = 1;
 		} else if (strcmp(argv[i], "--stale") == 0) {
-			stale = 1;
-		} else if (argv[i][0] == '-' && argv[i][1] && !path) {
+			*stale = 1;
+		} else if (argv[i][0] == '-' && argv[i][1] && !*path) {
 			fprintf(stderr, "shardfs umount: unknown option %s\nusage: shardfs %s\n",
 				argv[i], umount_synopsis);
 			return 2;
-		} else if (!path) {
-			path = argv[i];
+		} else if (!*path) {
+			*path = argv[i];
 		} else {
 			fprintf(stderr, "usage: shardfs %s\n", umount_synopsis);
 			return 2;
 		}
 	}
-	if (!path || (force && stale)) {
+	if (!*path || (*force && *stale)) {
 		fprintf(stderr, "usage: shardfs %s\n", umount_synopsis);
 		return 2;
 	}
-	r = fs_mnt_identify(path, &m);
+	return -1;
+}
+
+/* Identify the mount at path into *m and check that this user may
+ * unmount it (and, with stale, that its daemon died): -1 to go on, else
+ * the exit status (0: --stale and no mount there). */
+static int umount_target(const char *path, int stale, struct fs_mnt *m)
+{
+	int r = fs_mnt_identify(path, m);
+
 	if (r == -ENOENT && stale)
 		return 0; /* nothing to clean */
 	if (r < 0) {
@@ -246,52 +251,80 @@ int fs_umount_main(int argc, char **argv)
 			fprintf(stderr, "shardfs: %s is not a shardfs mount\n", path);
 		return 1;
 	}
-	if (m.owner >= 0 && (uid_t)m.owner != geteuid() && geteuid() != 0) {
+	if (m->owner >= 0 && (uid_t)m->owner != geteuid() && geteuid() != 0) {
 		fprintf(stderr,
 			"shardfs: %s was mounted by uid %ld: only that user (or root) can "
 			"unmount it\n",
-			path, m.owner);
+			path, m->owner);
 		return 1;
 	}
-	if (stale && m.state != FS_MNT_DEAD) {
+	if (stale && m->state != FS_MNT_DEAD) {
 		fprintf(stderr,
 			"shardfs: %s is a shardfs mount whose daemon %s: not unmounted "
 			"(--stale cleans only a dead one)\n",
-			path, m.state == FS_MNT_LIVE ? "runs" : "may run");
+			path, m->state == FS_MNT_LIVE ? "runs" : "may run");
 		return 1;
 	}
-	pid = mount_daemon(&m);
-	if (run_fusermount(m.dir, stale, err, sizeof(err)) != 0) {
-		int busy = strstr(err, strerror(EBUSY)) != NULL;
+	return -1;
+}
 
-		if (busy && force && pid > 0 && kill((pid_t)pid, SIGTERM) == 0) {
-			/* the daemon stops itself on SIGTERM: it cancels what is
-			 * in flight, detaches the mount and exits */
-			fprintf(stderr,
-				"shardfs: %s is busy: stopped its daemon %ld (--force; reads in "
-				"flight fail, the mount is detached)\n",
-				path, pid);
-		} else if (busy && force && m.state == FS_MNT_DEAD) {
-			if (run_fusermount(m.dir, 1, err, sizeof(err)) != 0) {
-				fputs(err, stderr);
-				fprintf(stderr, "shardfs: unmounting %s failed\n", path);
-				return 1;
-			}
-		} else if (busy && !force) {
-			fprintf(stderr, "shardfs: %s is busy, not unmounted; held by:\n", path);
-			say_holders(m.dir, m.dev);
-			fprintf(stderr,
-				"shardfs: end those, or 'shardfs umount --force %s' stops the "
-				"daemon (their reads and open files then fail)\n",
-				path);
-			return 1;
-		} else {
-			fputs(err, stderr);
-			fprintf(stderr, "shardfs: unmounting %s failed%s\n", path,
-				busy ? ": its daemon was not found (not stopped)" : "");
-			return 1;
-		}
+/* fusermount failed on m with the message err: with force, a busy mount's
+ * daemon pid is stopped (or a dead one's mount detached lazily); 0 when
+ * the mount goes, else 1 after saying why (for a busy mount, who holds it). */
+static int umount_failed(const char *path, const struct fs_mnt *m, long pid, int force, char *err,
+			 size_t errcap)
+{
+	int busy = strstr(err, strerror(EBUSY)) != NULL;
+
+	if (busy && force && pid > 0 && kill((pid_t)pid, SIGTERM) == 0) {
+		/* the daemon stops itself on SIGTERM: it cancels what is
+		 * in flight, detaches the mount and exits */
+		fprintf(stderr,
+			"shardfs: %s is busy: stopped its daemon %ld (--force; reads in "
+			"flight fail, the mount is detached)\n",
+			path, pid);
+		return 0;
 	}
+	if (busy && force && m->state == FS_MNT_DEAD) {
+		if (run_fusermount(m->dir, 1, err, errcap) == 0)
+			return 0;
+		fputs(err, stderr);
+		fprintf(stderr, "shardfs: unmounting %s failed\n", path);
+		return 1;
+	}
+	if (busy && !force) {
+		fprintf(stderr, "shardfs: %s is busy, not unmounted; held by:\n", path);
+		say_holders(m->dir, m->dev);
+		fprintf(stderr,
+			"shardfs: end those, or 'shardfs umount --force %s' stops the "
+			"daemon (their reads and open files then fail)\n",
+			path);
+		return 1;
+	}
+	fputs(err, stderr);
+	fprintf(stderr, "shardfs: unmounting %s failed%s\n", path,
+		busy ? ": its daemon was not found (not stopped)" : "");
+	return 1;
+}
+
+int fs_umount_main(int argc, char **argv)
+{
+	struct fs_mnt m;
+	char err[1024];
+	const char *path = NULL;
+	long pid;
+	int force = 0, stale = 0, r;
+
+	r = umount_args(argc, argv, &path, &force, &stale);
+	if (r >= 0)
+		return r;
+	r = umount_target(path, stale, &m);
+	if (r >= 0)
+		return r;
+	pid = mount_daemon(&m);
+	if (run_fusermount(m.dir, stale, err, sizeof(err)) != 0 &&
+	    umount_failed(path, &m, pid, force, err, sizeof(err)) != 0)
+		return 1;
 	/* wait for the daemon to finish writing its state (60 s at most) */
 	for (int i = 0; i < 600 && pid_running(pid); i++) {
 		struct timespec ts = {0, 100 * 1000 * 1000};

@@ -531,6 +531,33 @@ def group_umount_busy(env, ck):
             holder.kill()
             holder.wait()
         rel.umount(quiet=True)
+    # --stale (the systemd unit's ExecStartPre): no mount there is nothing to do; a mount whose
+    # daemon answers is left alone (exit 1); a mount whose daemon was killed is detached
+    nomnt = env.path('no-mount')
+    os.makedirs(nomnt)
+    r = env.run([env.shardfs, 'umount', '--stale', nomnt], timeout=ml.UMOUNT_TIMEOUT, files=True)
+    ck.eq('stale: no mount: exit', r.returncode, 0)
+    st = ml.Mount(env, src, cache_dir=env.path('cache-stale'))
+    st.mount()
+    try:
+        pid = st.stats()['pid']
+        r = env.run([env.shardfs, 'umount', '--stale', st.mnt], timeout=ml.UMOUNT_TIMEOUT,
+                    files=True)
+        err = r.stderr.decode(errors='replace')
+        log('stale: live mount: rc=%r %s' % (r.returncode, err.strip()))
+        ck.eq('stale: live mount: exit', r.returncode, 1)
+        ck.ok('whose daemon runs' in err and '--stale cleans only a dead one' in err,
+              'stale: live mount: says %r' % err)
+        ck.ok(ml.is_mounted(st.mnt) and ml.pid_alive(pid), 'stale: the live mount was touched')
+        ml.kill_daemon(env, pid, signal.SIGKILL)
+        ck.ok(poll(lambda: not ml.pid_alive(pid)), 'stale: the killed daemon is gone')
+        r = env.run([env.shardfs, 'umount', '--stale', st.mnt], timeout=ml.UMOUNT_TIMEOUT,
+                    files=True)
+        log('stale: dead mount: rc=%r %s' % (r.returncode, r.stderr.decode(errors='replace')))
+        ck.eq('stale: dead mount: exit', r.returncode, 0)
+        ck.ok(not ml.is_mounted(st.mnt), 'stale: %s still mounted' % st.mnt)
+    finally:
+        st.umount(quiet=True)
 
 
 # What 'nobody' can do under a root: run as nobody, prints JSON {"list": [...], "read": [...]}
