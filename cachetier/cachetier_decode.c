@@ -700,6 +700,53 @@ int cachetier__decode_refusal(struct cachetier *ct, const char *name, struct cac
 	return 0;
 }
 
+/* Stop watching the object's decoded copy (its fd number may come back). */
+static void dec_unwatch(struct cachetier *ct, struct cachetier_obj *o)
+{
+	if (o->dwrec)
+		cachetier__watch_drop(ct->watch, o->dwrec);
+	o->dwrec = NULL;
+	o->dwfail = 0;
+}
+
+/* The decoder's source: the local file itself, or the object through the
+ * cache tier (a different table entry: RAW codec, no lock held here). */
+static int dec_open_src(struct dec *d)
+{
+	if (backend_is_local(d->ct->be)) {
+		d->srcfd = backend_open_fd(d->ct->be, d->info->key);
+		return d->srcfd < 0 ? d->srcfd : 0;
+	}
+	return cachetier_obj_open(d->ct, d->info, CACHETIER_RAW, &d->raw);
+}
+
+/* The object takes the committed copy d->outfd and its unit CRCs (every
+ * unit trusted: checked again after the file changes under the mount,
+ * cachetier_objread.c), and watches it from now. */
+static void dec_adopt(struct cachetier *ct, struct cachetier_obj *o, struct dec *d)
+{
+	if (d->ncrc && (o->dchecked = calloc(d->ncrc, sizeof(*o->dchecked))) != NULL) {
+		for (size_t u = 0; u < d->ncrc; u++)
+			atomic_store_explicit(&o->dchecked[u], 1, memory_order_relaxed);
+		o->dcrc = d->crcs;
+		d->crcs = NULL;
+		o->dunits = d->ncrc;
+	}
+	o->fd = d->outfd;
+	d->outfd = -1;
+	/* the decoder's own writes came before the watch, so they are no
+	 * change (cachetier_objread.c, obj_dec_watch) */
+	dec_unwatch(ct, o);
+	if (o->dcrc && ct->watch && !cachetier__live_check_off() &&
+	    cachetier__watch_add(ct->watch, o->fd, &o->dwrec, &o->dwevents) < 0) {
+		o->dwrec = NULL;
+		o->dwfail = 1;
+	}
+	o->dwfd = o->fd;
+	o->damage = d->damage;
+	o->damage_off = d->damage_off;
+}
+
 int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 		      enum cachetier_codec codec, const char *name, struct cachetier_obj *o,
 		      uint64_t *size)
@@ -715,10 +762,7 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 	o->dcrc = NULL;
 	o->dchecked = NULL;
 	o->dunits = 0;
-	if (o->dwrec) /* the closed copy's inode (its fd number may come back) */
-		cachetier__watch_drop(ct->watch, o->dwrec);
-	o->dwrec = NULL;
-	o->dwfail = 0;
+	dec_unwatch(ct, o);
 	snprintf(recname, sizeof(recname), "%s.rec", name);
 	err = decode_reuse(ct, name, recname, o, size);
 	if (err == 0) {
@@ -744,18 +788,9 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 		err = -ENOMEM;
 		goto out;
 	}
-	if (backend_is_local(ct->be)) {
-		d.srcfd = backend_open_fd(ct->be, info->key);
-		if (d.srcfd < 0) {
-			err = d.srcfd;
-			goto out;
-		}
-	} else {
-		/* a different table entry (RAW codec): no lock is held here */
-		err = cachetier_obj_open(ct, info, CACHETIER_RAW, &d.raw);
-		if (err < 0)
-			goto out;
-	}
+	err = dec_open_src(&d);
+	if (err < 0)
+		goto out;
 	d.outfd = disk_tmp_open(ct->decfd, name, O_RDWR, 0600, tmp, sizeof(tmp));
 	if (d.outfd < 0) {
 		err = d.outfd;
@@ -794,32 +829,8 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 	err = rec_save(ct, recname, &rec, d.crcs, d.ncrc);
 	if (err < 0)
 		goto out; /* the copy stays, counted; without a record it is decoded again */
-	/* its CRCs stay with the object, every unit trusted: checked again
-	 * after the file changes under the mount (cachetier_objread.c) */
-	if (d.ncrc && (o->dchecked = calloc(d.ncrc, sizeof(*o->dchecked))) != NULL) {
-		for (size_t u = 0; u < d.ncrc; u++)
-			atomic_store_explicit(&o->dchecked[u], 1, memory_order_relaxed);
-		o->dcrc = d.crcs;
-		d.crcs = NULL;
-		o->dunits = d.ncrc;
-	}
-	o->fd = d.outfd;
-	d.outfd = -1;
-	/* watched from now: the decoder's own writes came before the watch,
-	 * so they are no change (cachetier_objread.c, obj_dec_watch) */
-	if (o->dwrec)
-		cachetier__watch_drop(ct->watch, o->dwrec);
-	o->dwrec = NULL;
-	o->dwfail = 0;
-	if (o->dcrc && ct->watch && !cachetier__live_check_off() &&
-	    cachetier__watch_add(ct->watch, o->fd, &o->dwrec, &o->dwevents) < 0) {
-		o->dwrec = NULL;
-		o->dwfail = 1;
-	}
-	o->dwfd = o->fd;
+	dec_adopt(ct, o, &d);
 	*size = d.out_total;
-	o->damage = d.damage;
-	o->damage_off = d.damage_off;
 	ct->decoded_streams++;
 	ct->decoded_bytes += d.out_total;
 	goto out;
