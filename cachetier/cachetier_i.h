@@ -353,6 +353,7 @@ struct cachetier {
 	uint64_t miss_wait_ns;	 /* the misses' time waiting for their units, summed */
 	uint64_t readahead_fills, evictions, evicted_bytes;
 	uint64_t queued_waits;	    /* cachetier__queue_wait calls (cachetier_stats) */
+	uint64_t evicting_waits;    /* reads that waited for units being punched */
 	uint64_t unfit_bytes;	    /* prefetch fills skipped: no room without evicting */
 	uint64_t decoded_evictions; /* decoded copies evicted */
 	/* CPU time (CLOCK_THREAD_CPUTIME_ID) of make_room and of map writes

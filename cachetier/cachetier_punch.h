@@ -35,7 +35,6 @@ struct ct_puncher {
 	int stop;		    /* drain q and leave; evictions punch themselves */
 	int hold;		    /* tests: q stays (cachetier_punch_hold), until stop */
 	uint64_t queued;	    /* punches handed to the puncher */
-	uint64_t evicting_waits;    /* reads that waited for units being punched */
 };
 
 /* Start the puncher (cachetier_open, before the fill workers); stop it:

@@ -917,7 +917,7 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 				ready = 0;
 				break;
 			default: /* UNIT_EVICTING: empty soon, then queued */
-				ct->pun->evicting_waits += !waited && ready;
+				ct->evicting_waits += !waited && ready;
 				ready = 0;
 				break;
 			}

@@ -206,10 +206,13 @@ static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int e
 		 * use; a unit filled ahead keeps it idle (its first read then
 		 * takes no fcntl and no ct->lock: cachetier__unit_filled_idle)
 		 * while idle locks are to be had; otherwise it goes */
-		int keep = err == 0 && (f->pins[u] > 0 || cachetier__unit_filled_idle(ct, f, u));
+		int pinned = err == 0 && f->pins[u] > 0;
+		/* an idle one is marked held by cachetier__unit_filled_idle
+		 * (before it arms it: units_arm reads held) */
+		int keep = pinned || (err == 0 && cachetier__unit_filled_idle(ct, f, u));
 
 		cachetier__lkrun_add(run ? run : &one, f->stfd, keep ? F_RDLCK : F_UNLCK, u);
-		if (keep)
+		if (pinned)
 			f->held[u] = 1;
 		cachetier__lkrun_flush(&one);
 	}
