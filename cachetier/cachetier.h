@@ -137,6 +137,8 @@ struct cachetier_stats {
 	uint64_t punches_queued;     /* evictions whose punch went to the puncher thread (the
 				      * rest punched on their own thread: queue full, closing) */
 	uint64_t punches_pending;    /* punches queued or running on the puncher now */
+	uint64_t punch_cpu_ns;	     /* CPU time of the puncher thread (its punches, their
+				      * unlocks and ends, its wake-ups), as of its last punch */
 	uint64_t evicting_waits;     /* reads that waited for units being punched */
 	uint64_t room_waits;	     /* calls making room for a fill that waited for other
 				      * threads' evictions to end (room_cond) */

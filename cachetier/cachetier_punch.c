@@ -137,8 +137,10 @@ static void *puncher_main(void *arg)
 		cachetier__lock(ct);
 		punch_end(ct, p);
 		pu->pending--;
+		atomic_store(&pu->cpu_ns, (unsigned long long)cachetier__cpu_ns());
 	}
 	disk_mutex_unlock(&ct->lock);
+	atomic_store(&pu->cpu_ns, (unsigned long long)cachetier__cpu_ns());
 	return NULL;
 }
 

@@ -28,13 +28,14 @@ struct ct_punch {
 struct ct_puncher {
 	pthread_t thread;
 	int have_thread;
-	pthread_cond_t cond;	    /* a punch queued, the hold ended, or stop */
-	struct ct_punch *q, **tail; /* queued, oldest first */
-	unsigned n;		    /* punches in q, at most CT_PUNCH_QUEUE_MAX */
-	unsigned pending;	    /* punches in q or being punched by the puncher */
-	int stop;		    /* drain q and leave; evictions punch themselves */
-	int hold;		    /* tests: q stays (cachetier_punch_hold), until stop */
-	uint64_t queued;	    /* punches handed to the puncher */
+	pthread_cond_t cond;		   /* a punch queued, the hold ended, or stop */
+	struct ct_punch *q, **tail;	   /* queued, oldest first */
+	unsigned n;			   /* punches in q, at most CT_PUNCH_QUEUE_MAX */
+	unsigned pending;		   /* punches in q or being punched by the puncher */
+	int stop;			   /* drain q and leave; evictions punch themselves */
+	int hold;			   /* tests: q stays (cachetier_punch_hold), until stop */
+	uint64_t queued;		   /* punches handed to the puncher */
+	_Atomic unsigned long long cpu_ns; /* the thread's CPU time after its last punch */
 };
 
 /* Start the puncher (cachetier_open, before the fill workers); stop it:
