@@ -396,6 +396,65 @@ out:
 	return err;
 }
 
+/* A plan file the daemon may read: an absolute path, not inside this
+ * mount (reading a file of this very mount from a request handler could
+ * wait for a handler thread forever: also through a symlink or a bind
+ * mount; fs_plan_path_inside never asks the mount). 0, or -errno after
+ * saying why. */
+static int plan_file_ok(const char *mp, const char *nm, const char *file)
+{
+	int err;
+
+	if (file[0] != '/') {
+		fs_log(FS_LOG_WARN, "plan '%s': the plan file '%s' is not an absolute path", nm,
+		       file);
+		return -EINVAL;
+	}
+	err = fs_plan_path_inside(mp, file);
+	if (err > 0)
+		fs_log(FS_LOG_WARN, "plan '%s': the plan file '%s' is inside the mount", nm, file);
+	else if (err < 0)
+		fs_log(FS_LOG_WARN, "plan '%s': cannot resolve the plan file '%s': %s", nm, file,
+		       strerror(-err));
+	return err > 0 ? -EINVAL : err;
+}
+
+/* Put plan p in the table: in the slot of the plan of its name, else a
+ * free one, else the one published longest ago. Returns the plan it
+ * replaced (the caller puts it), or NULL. */
+static struct fs_plan *plan_install(struct fs *fs, struct fs_plan *p)
+{
+	struct fs_plan *old;
+	int slot = -1;
+
+	disk_rwlock_wrlock(&fs->plans->lock);
+	p->seq = ++fs->plans->seq;
+	p->base = atomic_load(&fs->plans->clock);
+	for (int i = 0; i < FS_PLAN_MAX; i++) {
+		struct fs_plan *q = fs->plans->v[i];
+
+		if (q && strcmp(q->name, p->name) == 0) {
+			slot = i;
+			break;
+		}
+		if (!q && slot < 0)
+			slot = i;
+	}
+	if (slot < 0) { /* full: the plan published longest ago goes */
+		slot = 0;
+		for (int i = 1; i < FS_PLAN_MAX; i++)
+			if (fs->plans->v[i]->seq < fs->plans->v[slot]->seq)
+				slot = i;
+	}
+	old = fs->plans->v[slot];
+	fs->plans->v[slot] = p;
+	if (!old)
+		atomic_fetch_add(&fs->plans->n, 1);
+	fs->c.plans_published++;
+	disk_rwlock_unlock(&fs->plans->lock);
+	return old;
+}
+
 int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file,
 		    const struct fs_op_stop *stop)
 {
@@ -404,7 +463,7 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	struct fs_plan *p, *old = NULL;
 	struct plan_reader *r;
 	size_t ln = 0;
-	int err, slot = -1;
+	int err;
 
 	plans_drop_exited(fs);
 	err = plan_name(name, pid, nm);
@@ -413,24 +472,9 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 		       FS_PLAN_NAME_MAX);
 		return err;
 	}
-	if (file[0] != '/') {
-		fs_log(FS_LOG_WARN, "plan '%s': the plan file '%s' is not an absolute path", nm,
-		       file);
-		return -EINVAL;
-	}
-	/* reading a file of this very mount from a request handler could
-	 * wait for a handler thread forever: also through a symlink or a bind
-	 * mount (fs_plan_path_inside never asks the mount) */
-	err = fs_plan_path_inside(mp, file);
-	if (err != 0) {
-		if (err > 0)
-			fs_log(FS_LOG_WARN, "plan '%s': the plan file '%s' is inside the mount", nm,
-			       file);
-		else
-			fs_log(FS_LOG_WARN, "plan '%s': cannot resolve the plan file '%s': %s", nm,
-			       file, strerror(-err));
-		return err > 0 ? -EINVAL : err;
-	}
+	err = plan_file_ok(mp, nm, file);
+	if (err < 0)
+		return err;
 	p = calloc(1, sizeof(*p));
 	r = calloc(1, sizeof(*r));
 	if (!p || !r) {
@@ -461,31 +505,7 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	if (p->missing > PLAN_LOG_LINES)
 		snprintf(lines + ln, sizeof(lines) - ln, ", ...");
 	free(r);
-	disk_rwlock_wrlock(&fs->plans->lock);
-	p->seq = ++fs->plans->seq;
-	p->base = atomic_load(&fs->plans->clock);
-	for (int i = 0; i < FS_PLAN_MAX; i++) {
-		struct fs_plan *q = fs->plans->v[i];
-
-		if (q && strcmp(q->name, nm) == 0) {
-			slot = i;
-			break;
-		}
-		if (!q && slot < 0)
-			slot = i;
-	}
-	if (slot < 0) { /* full: the plan published longest ago goes */
-		slot = 0;
-		for (int i = 1; i < FS_PLAN_MAX; i++)
-			if (fs->plans->v[i]->seq < fs->plans->v[slot]->seq)
-				slot = i;
-	}
-	old = fs->plans->v[slot];
-	fs->plans->v[slot] = p;
-	if (!old)
-		atomic_fetch_add(&fs->plans->n, 1);
-	fs->c.plans_published++;
-	disk_rwlock_unlock(&fs->plans->lock);
+	old = plan_install(fs, p);
 	fs_human_bytes(p->bytes, human, sizeof(human));
 	fs_log(FS_LOG_INFO, "plan '%s' (pid %ld) from '%s': %" PRIu32 " paths, %s%s%s", nm,
 	       (long)pid, file, p->n, human,
