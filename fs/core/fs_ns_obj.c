@@ -80,14 +80,89 @@ int64_t fs__ns_dir_entry_of(const struct fs_dir *d, const char *name, uint8_t ki
 	return i >= 0 && d->ents[i].kind == kind && d->ents[i].idx == idx ? i : -1;
 }
 
+/* The new version (info) of object o, appended as object *nidx (with its
+ * shard), in o's directory: 0 or -errno. refresh_lock held. */
+static int ns_replace_append(struct fs *fs, const struct fs_obj *o,
+			     const struct backend_objinfo *info, uint32_t *nidx)
+{
+	uint32_t n = fs->nobjs, ns = fs->nshards;
+	int same = strcmp(info->etag, o->info.etag) == 0 && info->size == o->info.size;
+	struct fs_obj *no;
+	struct lent e;
+	int err;
+
+	e.key = o->key;
+	e.info = *info;
+	e.info.key = o->key;
+	err = fs__ns_obj_append(fs, &e, n, nidx);
+	if (err)
+		return err;
+	no = fs_obj(fs, *nidx);
+	no->dir = o->dir;
+	/* the same version whose sidecar a read proved wrong: build */
+	if (strcmp(info->etag, o->info.etag) == 0)
+		no->sidecar_rejected = atomic_load(&o->sidecar_rejected);
+	/* changed since the last refresh, unless this is the same version
+	 * again (a sidecar a read proved wrong) */
+	no->changed_since_refresh = o->changed_since_refresh || !same;
+	err = fs__ns_shard_append(fs, *nidx, ns);
+	if (err < 0)
+		return err;
+	atomic_store_explicit(&fs->nobjs, n + 1, memory_order_release);
+	atomic_store_explicit(&fs->nshards, ns + (err > 0 ? 1u : 0u), memory_order_release);
+	return 0;
+}
+
+/* Object obj's entries in its directory (its name, and its shard's
+ * directory sdname or NULL) name the new version no (index nidx), or are
+ * dropped when no is NULL (removed). Takes ns_lock. */
+static void ns_replace_entries(struct fs *fs, uint32_t obj, const char *sdname,
+			       const struct fs_obj *no, uint32_t nidx)
+{
+	const struct fs_obj *o = fs_obj(fs, obj);
+	struct fs_dir *d;
+	int64_t oi, si;
+
+	disk_rwlock_wrlock(&fs->ns->ns_lock);
+	d = &fs->dirs[o->dir];
+	oi = fs__ns_dir_entry_of(d, o->base, FS_K_OBJ, obj);
+	si = sdname ? fs__ns_dir_entry_of(d, sdname, FS_K_SHARD, o->shard) : -1;
+	if (no) { /* the same names, the new version's indexes */
+		if (oi >= 0)
+			d->ents[oi] = (struct fs_dirent){no->base, FS_K_OBJ, nidx};
+		if (si >= 0)
+			d->ents[si] = (struct fs_dirent){fs_shard(fs, no->shard)->dirname,
+							 FS_K_SHARD, no->shard};
+		for (uint32_t x = o->dir;; x = fs->dirs[x].parent) {
+			if (fs->dirs[x].mtime < no->info.mtime)
+				fs->dirs[x].mtime = no->info.mtime;
+			if (x == 0)
+				break;
+		}
+	} else { /* removed: drop its entries, the later one first */
+		int64_t hi = si > oi ? si : oi, lo = si > oi ? oi : si;
+
+		for (int k = 0; k < 2; k++) {
+			int64_t at = k == 0 ? hi : lo;
+
+			if (at < 0)
+				continue;
+			memmove(&d->ents[at], &d->ents[at + 1],
+				(d->nents - (uint32_t)at - 1) * sizeof(d->ents[0]));
+			d->nents--;
+		}
+		if (si >= 0)
+			d->nsubdirs--;
+	}
+	disk_rwlock_unlock(&fs->ns->ns_lock);
+}
+
 int fs_ns_replace(struct fs *fs, uint32_t obj)
 {
 	struct fs_obj *o = fs_obj(fs, obj), *no = NULL;
 	const char *sdname = o->codec >= 0 ? fs_shard(fs, o->shard)->dirname : NULL;
 	struct backend_objinfo info;
-	struct lent e;
 	uint32_t nidx = 0;
-	int64_t oi, si;
 	int err, listed, gone;
 
 	disk_mutex_lock(&fs->ns->refresh_lock);
@@ -119,65 +194,12 @@ int fs_ns_replace(struct fs *fs, uint32_t obj)
 	    !atomic_load(&o->sidecar_rejected))
 		fs_shard_forget(fs, o->key);
 	if (!gone) {
-		uint32_t n = fs->nobjs, ns = fs->nshards;
-
-		e.key = o->key;
-		e.info = info;
-		e.info.key = o->key;
-		err = fs__ns_obj_append(fs, &e, n, &nidx);
-		if (err)
-			goto out;
-		no = fs_obj(fs, nidx);
-		no->dir = o->dir;
-		/* the same version whose sidecar a read proved wrong: build */
-		if (strcmp(info.etag, o->info.etag) == 0)
-			no->sidecar_rejected = atomic_load(&o->sidecar_rejected);
-		/* changed since the last refresh, unless this is the same
-		 * version again (a sidecar a read proved wrong) */
-		no->changed_since_refresh =
-		    o->changed_since_refresh ||
-		    !(strcmp(info.etag, o->info.etag) == 0 && info.size == o->info.size);
-		err = fs__ns_shard_append(fs, nidx, ns);
+		err = ns_replace_append(fs, o, &info, &nidx);
 		if (err < 0)
 			goto out;
-		atomic_store_explicit(&fs->nobjs, n + 1, memory_order_release);
-		atomic_store_explicit(&fs->nshards, ns + (err > 0 ? 1u : 0u), memory_order_release);
+		no = fs_obj(fs, nidx);
 	}
-	disk_rwlock_wrlock(&fs->ns->ns_lock);
-	{
-		struct fs_dir *d = &fs->dirs[o->dir];
-
-		oi = fs__ns_dir_entry_of(d, o->base, FS_K_OBJ, obj);
-		si = sdname ? fs__ns_dir_entry_of(d, sdname, FS_K_SHARD, o->shard) : -1;
-		if (no) { /* the same names, the new version's indexes */
-			if (oi >= 0)
-				d->ents[oi] = (struct fs_dirent){no->base, FS_K_OBJ, nidx};
-			if (si >= 0)
-				d->ents[si] = (struct fs_dirent){fs_shard(fs, no->shard)->dirname,
-								 FS_K_SHARD, no->shard};
-			for (uint32_t x = o->dir;; x = fs->dirs[x].parent) {
-				if (fs->dirs[x].mtime < no->info.mtime)
-					fs->dirs[x].mtime = no->info.mtime;
-				if (x == 0)
-					break;
-			}
-		} else { /* removed: drop its entries, the later one first */
-			int64_t hi = si > oi ? si : oi, lo = si > oi ? oi : si;
-
-			for (int k = 0; k < 2; k++) {
-				int64_t at = k == 0 ? hi : lo;
-
-				if (at < 0)
-					continue;
-				memmove(&d->ents[at], &d->ents[at + 1],
-					(d->nents - (uint32_t)at - 1) * sizeof(d->ents[0]));
-				d->nents--;
-			}
-			if (si >= 0)
-				d->nsubdirs--;
-		}
-	}
-	disk_rwlock_unlock(&fs->ns->ns_lock);
+	ns_replace_entries(fs, obj, sdname, no, nidx);
 	if (!no)
 		fs->ns->replaced_removed++; /* counted by the next refresh */
 	atomic_fetch_add(&fs->total_bytes, (no ? no->info.size : 0) - fs_obj_size(o));
