@@ -386,6 +386,10 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->weak_changed = ct->weak_changed;
 	st->peer_waits = ct->peer_waits;
 	st->work_wakes = ct->work_wakes;
+	st->fill_writes = atomic_load(&ct->fill_writes);
+	st->fill_publishes = ct->fill_publishes;
+	st->fill_bufs_queued = atomic_load(&ct->wq_bufs);
+	st->fill_writer_locks = atomic_load(&ct->wlock_takes);
 	st->workers_waiting = ct->work_idle > ct->work_woken ? ct->work_idle - ct->work_woken : 0;
 	st->unit_read_locks = ct->unit_read_locks;
 	st->lock_requests = ct->lock_requests;

@@ -154,6 +154,14 @@ struct cachetier_stats {
 	uint64_t work_wakes;	     /* fill workers woken to start jobs (one per batch of pushes
 				      * at most while one woken has not run) */
 	uint64_t workers_waiting;    /* fill workers waiting for work, none woken (now) */
+	uint64_t fill_writes;	     /* the fill writer's pwrite(v) calls of fills' bytes (one
+				      * per run of a fill's buffers it took together) */
+	uint64_t fill_publishes;     /* the fill writer's passes making a fill's units valid
+				      * (each a take of the tier's lock and a lock fcntl) */
+	uint64_t fill_bufs_queued;   /* buffers of fills' bytes waiting for the fill writer
+				      * (now) */
+	uint64_t fill_writer_locks;  /* the fill writer's takes of the tier's lock (as of its
+				      * last batch) */
 	uint64_t unit_read_locks;    /* fcntl calls of reads on their units' read locks (taken,
 				      * dropped; idle locks dropped for an eviction) */
 	uint64_t lock_requests;	     /* release requests posted: an eviction met a unit
@@ -205,6 +213,10 @@ void cachetier_wake_hold(struct cachetier *ct, int on);
  * puncher (cachetier_punch.c; their units stay being evicted, readers of
  * them wait), up to its queue's bound; cachetier_close still does them. */
 void cachetier_punch_hold(struct cachetier *ct, int hold);
+/* Tests: while hold is set, the fill writer takes nothing the fills'
+ * sinks push (it piles up, up to the sinks' bound, FILL_WQ_MAX buffers);
+ * at its end the writer takes the pile as one batch. */
+void cachetier_write_hold(struct cachetier *ct, int hold);
 /* The per-source directory in use (for logs). */
 const char *cachetier_dir(const struct cachetier *ct);
 

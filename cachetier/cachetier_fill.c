@@ -335,6 +335,14 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		pthread_cond_signal(&ct->flush_cond);
 }
 
+void cachetier__fill_end_locked(struct ct_slot *slot)
+{
+	struct ct_fill *fl = slot->fill;
+
+	fill_end(slot->ct, slot, slot->f, slot->c, slot->n, fl->ra, slot->pf, fl->claim, fl->errs,
+		 fl->crc, fl->waited, fl->pub_bytes);
+}
+
 /* The fill of slot ended: account for it (fill_end) and free the slot.
  * Takes ct->lock (no lock held on entry): on the fill writer, or in the
  * worker for a store that reads in the caller. slot is another fill's
@@ -342,11 +350,9 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 static void fill_finish(struct ct_slot *slot)
 {
 	struct cachetier *ct = slot->ct;
-	struct ct_fill *fl = slot->fill;
 
 	cachetier__lock(ct);
-	fill_end(ct, slot, slot->f, slot->c, slot->n, fl->ra, slot->pf, fl->claim, fl->errs,
-		 fl->crc, fl->waited, fl->pub_bytes);
+	cachetier__fill_end_locked(slot);
 	disk_mutex_unlock(&ct->lock);
 }
 
@@ -398,20 +404,27 @@ static void fill_run_done(void *arg, int err, uint64_t bytes)
  * trusts or writes the range. No lock held; the worker, or the fill writer
  * after the run before. A store that reads in the caller reads here: the
  * worker then waits for the writer to end each run (bounded by the disk). */
+uint32_t cachetier__fill_skip(struct ct_slot *slot, uint32_t i)
+{
+	struct ct_fill *fl = slot->fill;
+
+	while (i < slot->n && fl->claim[i] != 1) {
+		if (fl->claim[i] != FILL_PUBLISHED)
+			fl->errs[i] = fl->claim[i] < 0 ? fl->claim[i] : 0;
+		i++;
+	}
+	return i;
+}
+
 void cachetier__fill_next(struct ct_slot *slot)
 {
 	struct ct_fill *fl = slot->fill;
 	struct ct_file *f = slot->f;
 
 	for (;;) {
-		uint32_t i = fl->i, k;
+		uint32_t i = cachetier__fill_skip(slot, fl->i), k;
 		uint64_t off, len;
 
-		while (i < slot->n && fl->claim[i] != 1) {
-			if (fl->claim[i] != FILL_PUBLISHED)
-				fl->errs[i] = fl->claim[i] < 0 ? fl->claim[i] : 0;
-			i++;
-		}
 		if (i >= slot->n) {
 			fill_finish(slot);
 			return;

@@ -90,6 +90,11 @@ struct ct_fill {
 			       * FILL_PUBLISHED once fill_publish made it valid */
 	int *errs;	      /* ... its outcome */
 	uint32_t *crc;	      /* ... its CRC32C */
+	/* the writer's batch (cachetier__writer_main): this fill's items in
+	 * it, in order (wbt: the last one's next), and the next fill with
+	 * items in it */
+	struct fill_buf *wb, **wbt;
+	struct ct_slot *wgn;
 };
 
 /* The error a withdrawn prefetch fill stops with (pf_yield). */

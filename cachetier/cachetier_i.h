@@ -324,7 +324,11 @@ struct cachetier {
 	atomic_int wstop;	       /* the writer leaves once wq is empty */
 	atomic_uint wq_bufs;	       /* fills' buffers of bytes pushed, not yet written: at
 					* FILL_WQ_MAX the sinks pause their transfers */
-	atomic_int wq_wake; /* a sink paused: the writer calls backend_sink_ready at half */
+	atomic_int wq_wake;	   /* a sink paused: the writer calls backend_sink_ready at half */
+	atomic_int whold;	   /* tests: the writer takes nothing (cachetier_write_hold) */
+	atomic_ullong fill_writes; /* the writer's pwrite(v) calls of fills' bytes */
+	uint64_t fill_publishes;   /* ... its passes making units valid (under ct->lock) */
+	atomic_ullong wlock_takes; /* ... its takes of ct->lock (after each batch) */
 	pthread_t writer;
 	int have_writer;
 	struct ct_puncher *pun; /* evictions' punches off the fill workers (cachetier_punch.c) */
@@ -641,6 +645,12 @@ struct fill_buf *cachetier__buf_get(struct cachetier *ct);
 void cachetier__buf_put(struct cachetier *ct, struct fill_buf *b);
 void cachetier__buf_pool_free(struct cachetier *ct);
 void cachetier__fill_next(struct ct_slot *slot);
+/* The fill writer, ct->lock held: fill_skip gives the units from i on that
+ * the slot does not fetch their outcome (cachetier__fill_next's scan) and
+ * returns the next it fetches (slot->n: none); fill_end_locked ends the
+ * fill (the slot is free once ct->lock is dropped). */
+uint32_t cachetier__fill_skip(struct ct_slot *slot, uint32_t i);
+void cachetier__fill_end_locked(struct ct_slot *slot);
 
 /* cachetier_write.c: the fill writer for a sink of the store's I/O thread
  * other than a fill's (the batch fill's): write_push copies len bytes at
@@ -669,7 +679,8 @@ void cachetier__batch_stop(struct cachetier *ct);
 uint64_t cachetier__ahead_share(const struct cachetier *ct);
 
 /* cachetier_span.c: a fill's request of bytes took ttfb_ns to its first
- * byte and xfer_ns from there to its last. Any thread, no lock held. */
+ * byte and xfer_ns from there to its last (the observer's call). The fill
+ * writer, ct->lock held. */
 void cachetier__link_note(struct cachetier *ct, int64_t ttfb_ns, uint64_t bytes, int64_t xfer_ns);
 /* CLOCK_MONOTONIC in ns (the fills' timings). */
 int64_t cachetier__mono_ns(void);

@@ -39,6 +39,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "cachetier_i.h"
 
@@ -239,12 +240,11 @@ void cachetier__run_lock(struct cachetier *ct, struct ct_file *f, uint32_t c, ui
 	fill_claim_run(ct, f, c, n, claim, waited);
 }
 
-int cachetier__run_write(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t off,
-			 const void *buf, size_t len)
+/* Each unit's CRC32C over len bytes at object offset off (unit c0 + k's
+ * into crc[k]). */
+static void run_crc(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t off, const char *p,
+		    size_t len)
 {
-	const char *p = buf;
-
-	CT_OFF_LOOP();
 	for (size_t at = 0; at < len;) {
 		uint64_t o = off + at;
 		uint32_t u = (uint32_t)(o / f->unit_bytes) - c0;
@@ -254,7 +254,51 @@ int cachetier__run_write(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t
 		crc[u] = disk_crc32c_update(crc[u], p + at, piece);
 		at += piece;
 	}
+}
+
+int cachetier__run_write(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t off,
+			 const void *buf, size_t len)
+{
+	CT_OFF_LOOP();
+	run_crc(f, c0, crc, off, buf, len);
 	return disk_pwrite_all(f->datafd, buf, len, off);
+}
+
+int cachetier__run_writev(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t off,
+			  const struct iovec *iov, int n)
+{
+	struct iovec v[CT_WRITEV_MAX];
+	uint64_t at = off;
+	int i = 0;
+
+	CT_OFF_LOOP();
+	assert(n > 0 && n <= CT_WRITEV_MAX);
+	for (int k = 0; k < n; k++) {
+		run_crc(f, c0, crc, at, iov[k].iov_base, iov[k].iov_len);
+		at += iov[k].iov_len;
+		v[k] = iov[k];
+	}
+	if (n == 1)
+		return disk_pwrite_all(f->datafd, iov[0].iov_base, iov[0].iov_len, off);
+	at = off;
+	while (i < n) { /* a short write (rare) goes on from where it stopped */
+		ssize_t w = pwritev(f->datafd, v + i, n - i, (off_t)at);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		if (w == 0)
+			return -EIO;
+		at += (uint64_t)w;
+		while (i < n && (size_t)w >= v[i].iov_len)
+			w -= (ssize_t)v[i++].iov_len;
+		if (i < n) {
+			v[i].iov_base = (char *)v[i].iov_base + w;
+			v[i].iov_len -= (size_t)w;
+		}
+	}
+	return 0;
 }
 
 void cachetier__run_discard(struct ct_file *f, uint64_t off, uint64_t len)

@@ -28,6 +28,12 @@ void cachetier__run_lock(struct cachetier *ct, struct ct_file *f, uint32_t c, ui
  * on the I/O thread (the fill writer). */
 int cachetier__run_write(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t off,
 			 const void *buf, size_t len);
+/* writev: the same for n (at most CT_WRITEV_MAX: 2 MiB of sink buffers) buffers (iov) that follow
+ * each other from off: one pwritev (more only for a short write). */
+#define CT_WRITEV_MAX 16
+struct iovec;
+int cachetier__run_writev(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t off,
+			  const struct iovec *iov, int n);
 void cachetier__run_discard(struct ct_file *f, uint64_t off, uint64_t len);
 /* commit: claimed units [c, c + n), whose bytes are written and whose
  * OFD write locks this process holds, are valid (crc[k]: unit c + k's

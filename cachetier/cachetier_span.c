@@ -26,10 +26,8 @@ int64_t cachetier__mono_ns(void)
 
 void cachetier__link_note(struct cachetier *ct, int64_t ttfb_ns, uint64_t bytes, int64_t xfer_ns)
 {
-	cachetier__lock(ct);
 	if (ct->timing_fn)
 		ct->timing_fn(ct->timing_ctx, ttfb_ns, bytes, xfer_ns);
-	disk_mutex_unlock(&ct->lock);
 }
 
 void cachetier_set_fill_timing(struct cachetier *ct, cachetier_fill_timing_fn fn, void *ctx)

@@ -3,9 +3,13 @@
  * (cachetier__writer_main) that takes the buffers of up to 128 KiB
  * (FILL_BUF_BYTES) the fills' sinks gather on the store's I/O thread
  * (cachetier_fill.c) and the batch fill's writes (cachetier__write_push),
- * computes each unit's CRC32C, writes each buffer with one pwrite, makes
- * the units it completes valid at once (fill_publish) and ends each run
- * (fill_run_end), so the I/O thread only moves bytes. The queue is a
+ * computes each unit's CRC32C, writes the buffers, makes the units they
+ * complete valid (fill_publish) and ends each run (fill_run_end), so the
+ * I/O thread only moves bytes. What it takes at one wake-up (a batch) it
+ * groups by fill: a fill's buffers that follow each other go with one
+ * pwritev, and its units are made valid once, after the last of its
+ * buffers in the batch is written (one take of ct->lock and one lock
+ * fcntl a fill and batch, not one a buffer). The queue is a
  * lock-free stack (ct->wq) and a semaphore (ct->wsem) posted once per
  * batch: only by the push that finds the stack empty (the writer takes the
  * whole stack at each wake-up, so a push onto a non-empty stack is taken
@@ -19,6 +23,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "cachetier_i.h"
 
@@ -108,48 +113,103 @@ void cachetier__buf_pool_free(struct cachetier *ct)
  * the units they complete made valid (fill_publish). After a write error
  * the run's later bytes are dropped (fill_run_end fails the run). */
 static void fill_publish(struct cachetier *ct, struct ct_slot *slot, struct ct_fill *fl);
+static void fill_run_end(struct cachetier *ct, struct ct_slot *slot, int err);
 
-static void fill_write(struct cachetier *ct, struct fill_buf *b)
+/* A buffer of the fill's bytes written (or dropped): back to the pool,
+ * and the sinks told when the queue is down to half with one paused. */
+static void buf_done(struct cachetier *ct, struct fill_buf *b)
 {
-	struct ct_slot *slot = b->slot;
-	struct ct_fill *fl = slot->fill;
-	struct ct_file *f = slot->f;
-
-	CT_OFF_LOOP();
-	if (fl->werr == 0) {
-		fl->werr = cachetier__run_write(f, slot->c, fl->crc, b->off, b->data, b->used);
-		if (fl->werr == 0)
-			fl->wnext = b->off + b->used;
-	}
 	cachetier__buf_put(ct, b);
 	/* down to half with a sink paused (cachetier_fill.c, sink_full): its
 	 * transfer goes on (one wake-up of the store's I/O thread, not a poll) */
 	if (atomic_fetch_sub(&ct->wq_bufs, 1) - 1 <= FILL_WQ_MAX / 2 && atomic_load(&ct->wq_wake) &&
 	    atomic_exchange(&ct->wq_wake, 0))
 		backend_sink_ready(ct->be);
-	if (fl->werr == 0)
-		fill_publish(ct, slot, fl);
 }
 
-/* The run's units whose bytes are all written (up to fl->wnext) are valid
- * now, as a fill's end makes them (their CRC, state byte, the usage, their
- * write lock to the pinning readers' read lock), and their readers wake:
- * a unit is readable as it lands, not when its fill ends. The fill writer;
- * takes ct->lock. */
-static void fill_publish(struct cachetier *ct, struct ct_slot *slot, struct ct_fill *fl)
+/* The buffers of one fill from b on that follow each other (the next
+ * one's bytes start where this one's end; at most CT_WRITEV_MAX, no run's
+ * end between) written with one pwritev; returns the item after them. */
+static struct fill_buf *fill_write(struct cachetier *ct, struct fill_buf *b)
 {
-	struct ct_file *f = slot->f;
-	struct ct_lkrun run = {0};
+	struct ct_slot *slot = b->slot;
+	struct ct_fill *fl = slot->fill;
+	struct iovec iov[CT_WRITEV_MAX];
+	struct fill_buf *x = b;
+	uint64_t end = b->off;
+	int n = 0;
+
+	CT_OFF_LOOP();
+	for (; x && !x->end && x->off == end && n < CT_WRITEV_MAX; x = x->next) {
+		iov[n++] = (struct iovec){.iov_base = x->data, .iov_len = x->used};
+		end += x->used;
+	}
+	if (fl->werr == 0) {
+		fl->werr = cachetier__run_writev(slot->f, slot->c, fl->crc, b->off, iov, n);
+		atomic_fetch_add_explicit(&ct->fill_writes, 1, memory_order_relaxed);
+		if (fl->werr == 0)
+			fl->wnext = end;
+	}
+	while (b != x) {
+		struct fill_buf *next = b->next;
+
+		buf_done(ct, b);
+		b = next;
+	}
+	return x;
+}
+
+/* The items of one fill that a batch holds (fl->wb, in the order pushed):
+ * its buffers written, its units made valid once they are (one
+ * fill_publish), then its run's end if the batch holds it (always its
+ * last item: the run's next items are pushed only once the writer ended
+ * it, and the slot may be another fill's after it). */
+static void fill_group(struct cachetier *ct, struct ct_slot *slot)
+{
+	struct ct_fill *fl = slot->fill;
+	struct fill_buf *b = fl->wb;
+
+	fl->wb = NULL;
+	while (b && !b->end)
+		b = fill_write(ct, b);
+	if (!b) {
+		if (fl->werr == 0)
+			fill_publish(ct, slot, fl);
+		return;
+	}
+	assert(b->end && !b->next);
+	fill_run_end(ct, slot, b->err); /* publishes what is left, under its take */
+}
+
+/* The run's units whose bytes are all written (up to fl->wnext): the
+ * first one past them. No lock. */
+static uint32_t fill_landed(const struct ct_slot *slot, const struct ct_fill *fl)
+{
+	const struct ct_file *f = slot->f;
 	uint32_t u = fl->pub;
-	int wake = 0;
 
 	while (u < fl->k &&
 	       cachetier__unit_off(f, slot->c + u) + cachetier__unit_len(f, slot->c + u) <=
 		   fl->wnext)
 		u++;
+	return u;
+}
+
+/* Units [c + pub, c + u) of the run, their bytes all written, are valid
+ * now, as a fill's end makes them (their CRC, state byte, the usage,
+ * their write lock to the pinning readers' read lock), and their readers
+ * wake: a unit is readable as it lands, not when its fill ends. The fill
+ * writer; ct->lock held. */
+static void fill_publish_locked(struct cachetier *ct, struct ct_slot *slot, struct ct_fill *fl,
+				uint32_t u)
+{
+	struct ct_file *f = slot->f;
+	struct ct_lkrun run = {0};
+	int wake = 0;
+
 	if (u == fl->pub)
 		return;
-	cachetier__lock(ct);
+	ct->fill_publishes++;
 	for (uint32_t x = fl->pub; x < u; x++) {
 		uint32_t c = slot->c + x;
 		uint64_t ulen = cachetier__unit_len(f, c);
@@ -167,35 +227,67 @@ static void fill_publish(struct cachetier *ct, struct ct_slot *slot, struct ct_f
 	cachetier__lkrun_flush(&run);
 	if (wake)
 		pthread_cond_broadcast(&ct->unit_cond);
-	disk_mutex_unlock(&ct->lock);
 	fl->pub = u;
 }
 
+/* fill_publish_locked between the buffers of a run (its end publishes
+ * under the take that ends it: fill_run_end). Takes ct->lock if a unit
+ * landed. */
+static void fill_publish(struct cachetier *ct, struct ct_slot *slot, struct ct_fill *fl)
+{
+	uint32_t u = fill_landed(slot, fl);
+
+	if (u == fl->pub)
+		return;
+	cachetier__lock(ct);
+	fill_publish_locked(ct, slot, fl, u);
+	disk_mutex_unlock(&ct->lock);
+}
+
 /* The fill writer: the run of slot ended with err (its bytes before the
- * end written). A failed run's bytes that no unit made valid are punched
- * (perhaps of a version that changed meanwhile: never counted, so they
- * must not stay on the disk); its units left get err; then the next run
- * (a store on its I/O thread), or the worker goes on (one reading in the
+ * end written). Under one take of ct->lock: the units its last bytes
+ * completed made valid (fill_publish_locked), the link as this fill saw
+ * it noted, and, for the last run of a store's fill on its I/O thread
+ * that leaves nothing to punch, the fill's end (cachetier__fill_end_locked:
+ * one take a fill where there were three, the publish's, the note's and
+ * the end's). Otherwise, after it: a failed run's bytes that no unit made
+ * valid are punched (perhaps of a version that changed meanwhile: never
+ * counted, so they must not stay on the disk) before their units' write
+ * locks go; then the next run or the fill's end (cachetier__fill_next: a
+ * store on its I/O thread), or the worker goes on (one reading in the
  * caller). */
 static void fill_run_end(struct cachetier *ct, struct ct_slot *slot, int err)
 {
 	struct ct_fill *fl = slot->fill;
 	struct ct_file *f = slot->f;
-	uint64_t from = cachetier__unit_off(f, slot->c + fl->pub);
+	uint32_t u = fl->werr == 0 ? fill_landed(slot, fl) : fl->pub;
+	int64_t now = fl->s.wrote ? cachetier__mono_ns() : 0;
+	uint64_t from;
+	int punch;
 
 	CT_OFF_LOOP();
+	cachetier__lock(ct);
+	fill_publish_locked(ct, slot, fl, u);
+	from = cachetier__unit_off(f, slot->c + fl->pub);
 	if (fl->pub == fl->k)
 		err = 0; /* every unit landed (and counted): an error after them costs none */
 	else if (err == 0)
 		err = fl->werr ? fl->werr : -EIO; /* -EIO never: every byte was written */
 	if (err == 0 && fl->s.wrote) /* the link as this fill saw it (cachetier_span.c) */
 		cachetier__link_note(ct, fl->s.first_ns - fl->t0, fl->s.end - fl->s.start,
-				     cachetier__mono_ns() - fl->s.first_ns);
-	if (err < 0 && fl->wnext > from)
-		cachetier__run_discard(f, from, fl->wnext - from);
-	for (uint32_t u = fl->pub; u < fl->k; u++)
-		fl->errs[u] = err;
+				     now - fl->s.first_ns);
+	for (uint32_t x = fl->pub; x < fl->k; x++)
+		fl->errs[x] = err;
 	fl->i = fl->k;
+	punch = err < 0 && fl->wnext > from;
+	if (fl->async && !punch && cachetier__fill_skip(slot, fl->k) == slot->n) {
+		cachetier__fill_end_locked(slot); /* the slot is another fill's after the unlock */
+		disk_mutex_unlock(&ct->lock);
+		return;
+	}
+	disk_mutex_unlock(&ct->lock);
+	if (punch)
+		cachetier__run_discard(f, from, fl->wnext - from);
 	if (fl->async)
 		cachetier__fill_next(slot);
 	else
@@ -251,16 +343,21 @@ static void job_write(struct fill_buf *b)
 	free(b);
 }
 
-/* The fill writer's thread: takes what the sinks pushed, oldest first. */
+/* The fill writer's thread: takes what the sinks pushed (a batch), oldest
+ * first: the jobs' writes and barriers in their order, each fill's items
+ * in theirs (fill_group; fills in the order of their first item). */
 void *cachetier__writer_main(void *arg)
 {
 	struct cachetier *ct = arg;
 
 	for (;;) {
 		struct fill_buf *l, *fifo = NULL;
+		struct ct_slot *groups = NULL, **gt = &groups;
 
 		while (sem_wait(&ct->wsem) < 0 && errno == EINTR)
 			;
+		if (atomic_load(&ct->whold) && !atomic_load(&ct->wstop))
+			continue; /* the hold's end posts again */
 		l = atomic_exchange_explicit(&ct->wq, NULL, memory_order_acquire);
 		if (!l && atomic_load(&ct->wstop))
 			break;
@@ -273,15 +370,39 @@ void *cachetier__writer_main(void *arg)
 		}
 		while (fifo) {
 			struct fill_buf *b = fifo;
+			struct ct_fill *fl;
 
 			fifo = b->next;
-			if (b->job)
+			if (b->job) {
 				job_write(b);
-			else if (b->end)
-				fill_run_end(ct, b->slot, b->err);
-			else
-				fill_write(ct, b);
+				continue;
+			}
+			fl = b->slot->fill;
+			if (!fl->wb) { /* the fill's first item in the batch */
+				fl->wbt = &fl->wb;
+				fl->wgn = NULL;
+				*gt = b->slot;
+				gt = &fl->wgn;
+			}
+			b->next = NULL;
+			*fl->wbt = b;
+			fl->wbt = &b->next;
 		}
+		while (groups) {
+			struct ct_slot *slot = groups;
+
+			groups = slot->fill->wgn; /* read first: the slot may be reused */
+			fill_group(ct, slot);
+		}
+		atomic_store_explicit(&ct->wlock_takes, cachetier__lock_takes,
+				      memory_order_relaxed);
 	}
 	return NULL;
+}
+
+void cachetier_write_hold(struct cachetier *ct, int hold)
+{
+	atomic_store(&ct->whold, hold != 0);
+	if (!hold && ct->have_writer)
+		sem_post(&ct->wsem); /* takes the pile (a spare wake-up finds none) */
 }
