@@ -25,10 +25,11 @@ Checks, over the product's .c and .h files (`git ls-files` outside tests/, examp
      call's end at no room, the share of the cache fills ahead hold): its asking function in
      cachetier_queue.c asks its hook, the store's function that acts on it (ASKED_BY) calls
      that one, and the code that made the decision is nowhere else in cachetier/;
-  8. each rule (a hook of struct cachetier_policy but those older than issue 36 #2: OLDER_HOOKS)
-     has a behaviour test: test_rule_<hook> in tests/unit/test_chunkstore.c, defined and run by
-     its main, or the mount test ELSEWHERE names (its group function and its meson name); a
-     rule added without one fails here, and so does a test_rule_* that names no rule.
+  8. each rule (every hook of struct cachetier_policy) has a behaviour test: test_rule_<hook>
+     in one of RULE_TESTS (tests/unit/test_chunkstore.c: the rules of issue 36 #2;
+     tests/unit/test_rules.c: the older ones), defined and run by that file's main, or the
+     mount test ELSEWHERE names (its group function and its meson name); a rule added without
+     one fails here, and so does a test_rule_* that names no rule or is defined twice.
 
 Exit 0 pass, 1 fail."""
 
@@ -101,12 +102,7 @@ ASKED_BY = {
     'cachetier__ahead_share': [('cachetier/cachetier_evict.c', 'make_room_near'),
                                ('cachetier/cachetier_span.c', 'cachetier_held_get')],
 }
-# The rules the store asked before issue 36 #2 moved the six decisions above to fetch/ (the
-# slow start, the withdrawals, the miss size, the queue order, a fill's bounds, small ranges):
-# check 8 does not ask a test_rule_* of them (their behaviour is what the store's count tests
-# measure, not a test per hook). Every other hook needs a behaviour test.
-OLDER_HOOKS = {'start', 'reader_job', 'pf_ended', 'pf_yield', 'miss_whole', 'next', 'run', 'small'}
-# Behaviour tests of rules that are not in test_chunkstore.c: the hook, the file, its group
+# Behaviour tests of rules that are not in RULE_TESTS: the hook, the file, its group
 # function, the name its meson.build gives the group (a mount test of a group is
 # mount-<file's>-<group>), and the meson.build.
 ELSEWHERE = {
@@ -114,7 +110,8 @@ ELSEWHERE = {
     'ahead_share': ('tests/mount/test_plan.py', 'group_bigger', 'bigger',
                     'tests/mount/meson.build'),
 }
-CHUNKSTORE = 'tests/unit/test_chunkstore.c'
+# The unit tests that hold the rules' behaviour tests (test_rule_<hook>), each run by its main.
+RULE_TESTS = ('tests/unit/test_chunkstore.c', 'tests/unit/test_rules.c')
 PRODUCT_DIRS = ('fs/', 'cachetier/', 'fetch/', 'backend/', 'disk/', 'shardidx/')
 
 
@@ -275,15 +272,24 @@ def main():
                     found.append('%s:%d (%s)' % (f, src[f].count('\n', 0, m.start()) + 1, at))
         ck.ok(found == [], '%s: decided nowhere else in cachetier/: %s' % (what, found or 'none'))
 
-    # 8. a behaviour test for each rule: test_rule_<hook> in test_chunkstore.c (defined, and run
-    # by its main), or the test ELSEWHERE names
-    try:
-        cs = code(root, CHUNKSTORE)
-    except OSError:
-        cs = ''
-    main_body = func_body(cs, 'main')
-    tests = {n[len('test_rule_'):] for n in defined(cs) if n.startswith('test_rule_')}
-    for hook in sorted(hooks - OLDER_HOOKS):
+    # 8. a behaviour test for each rule: test_rule_<hook> in one of RULE_TESTS (defined, and run
+    # by that file's main), or the test ELSEWHERE names
+    where = {}  # hook -> the RULE_TESTS files that define and run test_rule_<hook>
+    defined_in = {}  # hook -> the RULE_TESTS files that define it
+    for f in RULE_TESTS:
+        try:
+            cs = code(root, f)
+        except OSError:
+            cs = ''
+        main_body = func_body(cs, 'main')
+        for n in defined(cs):
+            if not n.startswith('test_rule_'):
+                continue
+            hook = n[len('test_rule_'):]
+            defined_in.setdefault(hook, []).append(f)
+            if re.search(r'\b%s\s*\(' % n, main_body):
+                where.setdefault(hook, []).append(f)
+    for hook in sorted(hooks):
         if hook in ELSEWHERE:
             f, fn, group, mb = ELSEWHERE[hook]
             try:
@@ -297,12 +303,15 @@ def main():
                   % (hook, f, fn, group, mb))
             continue
         name = 'test_rule_' + hook
-        ck.ok(hook in tests and re.search(r'\b%s\s*\(' % name, main_body) is not None,
-              'rule %s: its behaviour test %s is defined in %s and run by its main'
-              % (hook, name, CHUNKSTORE))
-    stray = sorted(tests - hooks)
+        ck.ok(len(where.get(hook, [])) == 1,
+              'rule %s: its behaviour test %s is defined in one of %s and run by its main: %s'
+              % (hook, name, ', '.join(RULE_TESTS), where.get(hook) or 'none'))
+    stray = sorted(set(defined_in) - hooks)
     ck.ok(stray == [], '%s: every test_rule_* names a rule (a hook of struct cachetier_policy): '
-          '%s' % (CHUNKSTORE, stray or 'yes'))
+          '%s' % (', '.join(RULE_TESTS), stray or 'yes'))
+    twice = sorted(h for h, fs in defined_in.items() if len(fs) > 1)
+    ck.ok(twice == [], 'no test_rule_* is defined in two of %s: %s'
+          % (', '.join(RULE_TESTS), twice or 'none'))
     return ck.status()
 
 

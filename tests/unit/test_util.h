@@ -1,0 +1,217 @@
+/*
+ * test_util.h — helpers the unit tests of the cache tier share
+ * (test_chunkstore.c, test_fillwake.c, test_rules.c): the seeded
+ * generator of their data, a source file written whole, a test tier's
+ * config and open, an object opened and its bytes compared, the tier's
+ * counters, the fault store's flag files (DIR.hold: a read held while it
+ * exists) and its log (DIR.log: one line a read). One test program is
+ * one translation unit: every helper is static inline (a program uses
+ * the ones it needs). Include after check.h, backend.h and cachetier.h.
+ */
+#ifndef SHARDFS_TEST_UTIL_H
+#define SHARDFS_TEST_UTIL_H
+
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* xorshift64: the tests' data and their random choices, from a printed
+ * seed (TEST_SEED repeats a run) */
+static inline uint64_t rnd(uint64_t *s)
+{
+	uint64_t x = *s;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	*s = x;
+	return x;
+}
+
+/* Write len bytes of buf to path (created or truncated); a failure ends
+ * the program (FAIL): nothing after it means anything. */
+static inline void write_file(const char *path, const void *buf, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+
+	if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0)
+		FAIL("cannot write %s", path);
+}
+
+/* The config of a test tier in dir: a cache of size bytes, chunks of chunk
+ * bytes, threads fill threads, readahead of 8 chunks, a disk reserve of a
+ * byte, and a fixed source string (so that stores with other fault
+ * settings share one per-source directory); the caller changes the rest. */
+static inline void tier_config(struct cachetier_config *cc, const char *dir, uint64_t size,
+			       unsigned threads, uint32_t chunk)
+{
+	memset(cc, 0, sizeof(*cc));
+	cc->cache_dir = dir;
+	cc->source = "test-source";
+	cc->cache_size_bytes = size;
+	cc->min_free_bytes = 1;
+	cc->chunk_bytes = chunk;
+	cc->readahead_max_bytes = 8 * (uint64_t)chunk;
+	cc->fill_threads = threads;
+}
+
+/* Open the tier cc says over be (not owned); a failure ends the program. */
+static inline struct cachetier *tier_open(const struct cachetier_config *cc, struct backend *be)
+{
+	struct cachetier *ct;
+	int err = cachetier_open(&ct, cc, be);
+
+	if (err < 0)
+		FAIL("cachetier_open %s: %d", cc->cache_dir, err);
+	return ct;
+}
+
+/* Object key of be opened in ct as it is stored (CACHETIER_RAW); a
+ * failure ends the program. */
+static inline struct cachetier_obj *obj_open(struct cachetier *ct, struct backend *be,
+					     const char *key)
+{
+	struct backend_objinfo info;
+	struct cachetier_obj *o = NULL;
+	int err = backend_stat(be, key, &info);
+
+	if (err == 0)
+		err = cachetier_obj_open(ct, &info, CACHETIER_RAW, &o);
+	if (err)
+		FAIL("open %s: %d", key, err);
+	return o;
+}
+
+/* Are bytes [off, off + len) read through o (cachetier_obj_pread) those of
+ * want at off? 1 yes, 0 no (short, an error, other bytes). */
+static inline int obj_exact(struct cachetier_obj *o, const unsigned char *want, uint64_t off,
+			    size_t len)
+{
+	unsigned char *buf = malloc(len ? len : 1);
+	ssize_t n = buf ? cachetier_obj_pread(o, buf, len, off) : -1;
+	int ok = n == (ssize_t)len && memcmp(buf, want + off, len) == 0;
+
+	free(buf);
+	return ok;
+}
+
+/* The tier's counters now (cachetier_get_stats), zeroed first. */
+static inline void stats(struct cachetier *ct, struct cachetier_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	cachetier_get_stats(ct, st);
+}
+
+/* Wait (up to 60 s: the bound only against a hang) until no fill runs
+ * and none is queued or being started, as the tier counts them
+ * (fills_inflight, fills_queued), and no eviction's punch waits for the
+ * puncher (punches_pending): a readahead queued but not started yet is
+ * not idle. Prefetch ranges and cursors are not counted: a test that
+ * prefetches waits for its prefetch to end first (prefetch_ended). */
+static inline void fills_idle(struct cachetier *ct)
+{
+	struct cachetier_stats st;
+
+	for (int i = 0; i < 6000; i++) {
+		stats(ct, &st);
+		if (st.fills_inflight == 0 && st.fills_queued == 0 && st.punches_pending == 0)
+			return;
+		usleep(10000);
+	}
+	CHECK(0, "fills not idle after 60 s: %llu running, %llu queued, %llu punches pending",
+	      (unsigned long long)st.fills_inflight, (unsigned long long)st.fills_queued,
+	      (unsigned long long)st.punches_pending);
+}
+
+/* The start of a test program: stdout line-buffered (a hang still shows
+ * how far it got), the seed (TEST_SEED, else seed: fixed in CI) printed
+ * and returned, a temporary directory /tmp/shardfs-PREFIX-XXXXXX made in
+ * dir (size bytes) with its store's folder src/ in it. */
+static inline uint64_t test_start(char *dir, size_t size, const char *prefix, uint64_t seed)
+{
+	const char *env = getenv("TEST_SEED");
+	char src[600];
+
+	if (env)
+		seed = strtoull(env, NULL, 10);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("seed %llu (set TEST_SEED to repeat)\n", (unsigned long long)seed);
+	snprintf(dir, size, "/tmp/shardfs-%s-XXXXXX", prefix);
+	if (!mkdtemp(dir))
+		FAIL("mkdtemp %s", dir);
+	snprintf(src, sizeof(src), "%s/src", dir);
+	if (mkdir(src, 0755) != 0)
+		FAIL("mkdir %s", src);
+	return seed;
+}
+
+/* A source object of the store: size bytes from the generator (*s), written
+ * to DIR/src/key and returned (malloc'd: the bytes every read is compared
+ * with). */
+static inline unsigned char *src_object(const char *dir, const char *key, size_t size, uint64_t *s)
+{
+	unsigned char *buf = malloc(size ? size : 1);
+	char path[700];
+
+	if (!buf)
+		FAIL("malloc %zu", size);
+	for (size_t k = 0; k < size; k++)
+		buf[k] = (unsigned char)rnd(s);
+	snprintf(path, sizeof(path), "%s/src/%s", dir, key);
+	write_file(path, buf, size);
+	return buf;
+}
+
+/* The end of a test program: its temporary directory dir removed when
+ * every check passed, else named with the seed (to look at, and to repeat
+ * the run: TEST_SEED); the summary (check_summary) is main's return. */
+static inline int test_end(const char *name, const char *dir, uint64_t seed)
+{
+	char cmd[600];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (check_failures() == 0 && system(cmd) != 0)
+		fprintf(stderr, "warning: could not remove %s\n", dir);
+	if (check_failures())
+		fprintf(stderr, "%s: seed %llu; files in %s\n", name, (unsigned long long)seed,
+			dir);
+	return check_summary(name);
+}
+
+/* Make (on: a check) or remove the flag file path: the fault store's
+ * DIR.hold (hold_at: a read over the hold offset waits while it exists).
+ * Removing one that is not there is no error. */
+static inline void flag_file(const char *path, int on)
+{
+	int fd;
+
+	if (!on) {
+		unlink(path);
+		return;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	CHECK(fd >= 0, "create %s", path);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* The fault store's log at path (log=1: DIR.log, one line a read, "read
+ * KEY OFF LEN", and "hold KEY OFF" when a read starts to wait on
+ * DIR.hold), into buf (NUL-terminated, empty when there is none yet). */
+static inline void read_log(const char *path, char *buf, size_t size)
+{
+	ssize_t n = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		n = read(fd, buf, size - 1);
+		close(fd);
+	}
+	buf[n > 0 ? n : 0] = 0;
+}
+
+#endif
