@@ -29,6 +29,7 @@
 #include "backend.h"
 #include "cachetier.h"
 #include "check.h"
+#include "test_util.h"
 
 #define CHUNK (64u * 1024)
 #define NOBJ  4
@@ -37,25 +38,6 @@ static char tmpdir[256];
 static unsigned char *data[NOBJ];
 static size_t sizes[NOBJ];
 static char keys[NOBJ][32];
-
-static uint64_t rnd(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	*s = x;
-	return x;
-}
-
-static void write_file(const char *path, const void *buf, size_t len)
-{
-	FILE *f = fopen(path, "wb");
-
-	if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0)
-		FAIL("cannot write %s", path);
-}
 
 /* fault://tmpdir/<dir>?async=1&<query> */
 static struct backend *store(const char *dir, const char *query)
@@ -76,43 +58,19 @@ static struct backend *store(const char *dir, const char *query)
  * string is fixed so that two stores share one directory. */
 static struct cachetier *tier(struct backend *be, const char *name, unsigned threads)
 {
-	struct cachetier_config cc = {0};
-	struct cachetier *ct;
+	struct cachetier_config cc;
 	char dir[600];
-	int err;
 
 	snprintf(dir, sizeof(dir), "%s/%s", tmpdir, name);
-	cc.cache_dir = dir;
-	cc.source = "test-source";
-	cc.cache_size_bytes = 1ull << 30;
-	cc.min_free_bytes = 1;
-	cc.chunk_bytes = CHUNK;
+	tier_config(&cc, dir, 1ull << 30, threads, CHUNK);
 	cc.readahead_max_bytes = CHUNK;
-	cc.fill_threads = threads;
 	cc.small_fills = 1; /* slots: threads + 1 */
-	err = cachetier_open(&ct, &cc, be);
-	if (err < 0)
-		FAIL("cachetier_open %s: %d", dir, err);
-	return ct;
+	return tier_open(&cc, be);
 }
 
 static struct cachetier_obj *obj(struct cachetier *ct, struct backend *be, int i)
 {
-	struct backend_objinfo info;
-	struct cachetier_obj *o = NULL;
-	int err = backend_stat(be, keys[i], &info);
-
-	if (err == 0)
-		err = cachetier_obj_open(ct, &info, CACHETIER_RAW, &o);
-	if (err)
-		FAIL("open %s: %d", keys[i], err);
-	return o;
-}
-
-static void stats(struct cachetier *ct, struct cachetier_stats *st)
-{
-	memset(st, 0, sizeof(*st));
-	cachetier_get_stats(ct, st);
+	return obj_open(ct, be, keys[i]);
 }
 
 enum what { FILLS_INFLIGHT, WAITING, CACHED };
@@ -140,28 +98,15 @@ static void reach(struct cachetier *ct, struct cachetier_obj *o, enum what w, ui
 static void hold(const char *dir, int on)
 {
 	char path[600];
-	int fd;
 
 	snprintf(path, sizeof(path), "%s/%s.hold", tmpdir, dir);
-	if (!on) {
-		unlink(path);
-		return;
-	}
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	if (fd < 0)
-		FAIL("create %s", path);
-	close(fd);
+	flag_file(path, on);
 }
 
 /* Bytes [off, off + len) of object i read through o are exact. */
 static int exact(struct cachetier_obj *o, int i, uint64_t off, size_t len)
 {
-	unsigned char *buf = malloc(len);
-	ssize_t n = cachetier_obj_pread(o, buf, len, off);
-	int ok = n == (ssize_t)len && memcmp(buf, data[i] + off, len) == 0;
-
-	free(buf);
-	return ok;
+	return obj_exact(o, data[i], off, len);
 }
 
 static void test_batch_wake(void)
@@ -216,37 +161,18 @@ static void test_batch_wake(void)
 
 int main(void)
 {
-	const char *env = getenv("TEST_SEED");
-	uint64_t seed = env ? strtoull(env, NULL, 10) : 20261129u; /* fixed in CI */
+	uint64_t seed = test_start(tmpdir, sizeof(tmpdir), "fw", 20261129u);
 	uint64_t s = seed * 2654435761u + 1;
-	char path[600], cmd[700];
 
-	setvbuf(stdout, NULL, _IOLBF, 0); /* a hang still shows how far it got */
-	printf("seed %llu (set TEST_SEED to repeat)\n", (unsigned long long)seed);
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/shardfs-fw-XXXXXX");
-	if (!mkdtemp(tmpdir))
-		FAIL("mkdtemp");
-	snprintf(path, sizeof(path), "%s/src", tmpdir);
-	mkdir(path, 0755);
 	for (int i = 0; i < NOBJ; i++) {
 		sizes[i] = i == NOBJ - 1 ? 16 * CHUNK + 77 : CHUNK + 1 + (size_t)(rnd(&s) % CHUNK);
 		snprintf(keys[i], sizeof(keys[i]), "obj-%d.tar", i);
-		data[i] = malloc(sizes[i]);
-		for (size_t k = 0; k < sizes[i]; k++)
-			data[i][k] = (unsigned char)rnd(&s);
-		snprintf(path, sizeof(path), "%s/src/%s", tmpdir, keys[i]);
-		write_file(path, data[i], sizes[i]);
+		data[i] = src_object(tmpdir, keys[i], sizes[i], &s);
 	}
 
 	test_batch_wake();
 
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	if (check_failures() == 0 && system(cmd) != 0)
-		fprintf(stderr, "warning: could not remove %s\n", tmpdir);
 	for (int i = 0; i < NOBJ; i++)
 		free(data[i]);
-	if (check_failures())
-		fprintf(stderr, "fillwake: seed %llu; files in %s\n", (unsigned long long)seed,
-			tmpdir);
-	return check_summary("fillwake");
+	return test_end("fillwake", tmpdir, seed);
 }
