@@ -217,7 +217,7 @@ size_t backend__io_on_header(char *buf, size_t size, size_t n, void *arg)
 	const char *stop;
 	int err;
 
-	x->progress_ns = uv_hrtime();
+	x->arrivals++;
 	while (end > buf && (end[-1] == '\r' || end[-1] == '\n'))
 		end--;
 	if (len >= 5 && strncmp(buf, "HTTP/", 5) == 0) {
@@ -306,7 +306,7 @@ size_t backend__io_on_body(char *buf, size_t size, size_t n, void *arg)
 	size_t len = size * n, skipped = 0;
 	int err;
 
-	x->progress_ns = uv_hrtime();
+	x->arrivals++;
 	x->rx += len;
 	if (!x->accept_body) {
 		/* redirect bodies are dropped; an error answer's first bytes are
@@ -374,11 +374,20 @@ int backend__io_on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, cur
 			    curl_off_t ulnow)
 {
 	struct xfer *x = ((struct io_easy *)arg)->x;
+	uint64_t now;
 
 	(void)dltotal;
 	(void)dlnow;
 	(void)ultotal;
 	(void)ulnow;
+	if (x->arrivals != x->seen) {
+		/* a header or body bytes came since the last call: progress, and
+		 * the sink just had the bytes (curl calls this after each read, so
+		 * the silence is timed from its end as before) */
+		x->seen = x->arrivals;
+		x->progress_ns = uv_hrtime();
+		return 0;
+	}
 	if (x->r->on_poll) {
 		int err = x->r->on_poll(x->r->arg);
 
@@ -387,9 +396,10 @@ int backend__io_on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, cur
 			return 1;
 		}
 	}
+	now = uv_hrtime();
 	if (x->paused) /* held back by its sink, not by the store */
-		x->progress_ns = uv_hrtime();
-	if (uv_hrtime() - x->progress_ns > x->io->stall_ns) {
+		x->progress_ns = now;
+	if (now - x->progress_ns > x->io->stall_ns) {
 		x->stalled = 1;
 		return 1;
 	}

@@ -98,9 +98,11 @@ struct backend_req {
 	backend_req_sign_cb sign; /* or NULL */
 	void *sign_arg;
 	backend_req_data_cb on_data; /* body bytes, in order, each byte once; or NULL */
-	/* or NULL: asked while an attempt runs (on curl's progress calls: as
-	 * bytes arrive and about once a second while none do); a negative
-	 * errno stops the request with it, without a retry. I/O thread. */
+	/* or NULL: asked while an attempt runs and nothing arrives (on curl's
+	 * progress calls that find no header line or body bytes since the one
+	 * before: about once a second while none come, and while paused; not
+	 * after each piece, which on_data has just had); a negative errno
+	 * stops the request with it, without a retry. I/O thread. */
 	int (*on_poll)(void *arg);
 	int pausable; /* on_data may answer BACKEND_SINK_FULL (backend.h) */
 	backend_req_done_cb on_done;
@@ -342,7 +344,10 @@ struct xfer {
 	int paused;	      /* on_data answered BACKEND_SINK_FULL: a backend_sink_ready (or
 			       * io->pause_timer, the bound) resumes it */
 	uint64_t paused_ns;   /* ... since when */
-	uint64_t progress_ns; /* when bytes last arrived (or the attempt began) */
+	uint64_t progress_ns; /* when bytes last arrived (or the attempt began), as the
+			       * first progress call after them saw it */
+	uint64_t arrivals;    /* header lines and body pieces curl handed over */
+	uint64_t seen;	      /* ... as the last progress call found them */
 	uint64_t rx;	      /* body bytes curl handed over (counted at the attempt's end) */
 };
 
