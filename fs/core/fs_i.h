@@ -102,7 +102,7 @@ enum fs_class_from { FS_CLASS_CLS = 0, FS_CLASS_DIR = 1, FS_CLASS_KEY_PREFIX = 2
 /* --class-gaps: .cls values missing below the largest (fs_if_view.c's prepare) */
 enum fs_class_gaps { FS_GAPS_REFUSE = 0, FS_GAPS_EMPTY = 1 };
 /* --listing-attrs: which entries of a listing carry attributes (fs_op_readdir) */
-enum fs_listing_attrs { FS_LISTING_AUTO = 0, FS_LISTING_ALL = 1 };
+enum fs_listing_attrs { FS_LISTING_AUTO = 0, FS_LISTING_ALL = 1, FS_LISTING_LOOKED = 2 };
 /* --get-batch: off (ranged GETs, as other stores), auto (ais:// sources) */
 enum fs_get_batch { FS_GET_BATCH_OFF = 0, FS_GET_BATCH_AUTO = 1 };
 

@@ -30,11 +30,13 @@
  * used or not; without them it passes the name and type on, as a plain
  * readdir. A walk that only lists (find, os.walk) needs the types alone;
  * one that stats or opens what it lists needs attributes, else it sends a
- * LOOKUP per file. With --listing-attrs auto a listing gives attributes to
- * directories (a walk descends into them) and to every entry of a
+ * LOOKUP per file. With --listing-attrs looked a listing gives attributes
+ * to directories (a walk descends into them) and to every entry of a
  * directory in which a file was looked up (fs->looked_dirs): the first
  * stat or open of a file of a directory listed without them makes its
  * later listings (the next batch of an ls -l, the next walk) carry them.
+ * auto is looked in the shards layout and all in the imagefolder layout,
+ * whose lister, ImageFolder, opens every file it listed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -161,10 +163,16 @@ static void dir_mark_looked(struct fs *fs, uint64_t dir)
 		atomic_store_explicit(slot, dir, memory_order_relaxed);
 }
 
-/* Whether a listing of dir gives every entry's attributes. */
+/* Whether a listing of dir gives every entry's attributes: with all; with
+ * auto in the imagefolder layout, whose listings are ImageFolder's (it
+ * opens every file it listed: attributes now spare a LOOKUP round trip per
+ * file, the FUSE threads' largest cost after the READ); else (looked, and
+ * auto in the shards layout) once a file of dir was looked up. */
 static int dir_lists_attrs(struct fs *fs, uint64_t dir)
 {
 	return fs->cfg.listing_attrs == FS_LISTING_ALL ||
+	       (fs->cfg.listing_attrs == FS_LISTING_AUTO &&
+		fs->cfg.layout == FS_LAYOUT_IMAGEFOLDER) ||
 	       atomic_load_explicit(looked_slot(fs, dir), memory_order_relaxed) == dir;
 }
 

@@ -110,11 +110,14 @@ static const struct fs_opt mount_opts[] = {
      "90% of the cache size and in the disk's room; all: what fits (it never evicts)"},
     /* a find or os.walk over millions of files reads names and types
      * only: an entry with attributes costs the kernel an inode and a
-     * dentry (about 1 KB and 2-3 us each) whether or not it is used */
-    {"listing-attrs", 0, FS_OPT_ENUM, CFG(listing_attrs), 0, "auto", 0, 0, "auto|all",
-     "which listed entries carry attributes: auto: directories, and the files of directories "
+     * dentry (about 1 KB and 2-3 us each) whether or not it is used;
+     * ImageFolder opens every file it listed, and a LOOKUP per file costs
+     * a FUSE round trip each (fs_ops.c, dir_lists_attrs) */
+    {"listing-attrs", 0, FS_OPT_ENUM, CFG(listing_attrs), 0, "auto", 0, 0, "auto|all|looked",
+     "which listed entries carry attributes: looked: directories, and the files of directories "
      "in which a file was looked up (a walk that only lists creates no kernel inode per file); "
-     "all: every entry (opening what was listed sends no lookup)"},
+     "auto: looked, and with --layout imagefolder every entry (ImageFolder opens every file it "
+     "lists: no LOOKUP per file); all: every entry (opening what was listed sends no lookup)"},
     {"strict-open", 0, FS_OPT_FLAG, CFG(strict_open), 0, NULL, 0, 0, NULL,
      "answer every open, at the cost of a round trip per open (default: opens cost nothing; "
      "the mount is read-only either way)"},

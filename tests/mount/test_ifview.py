@@ -54,6 +54,13 @@ GROUP:
            what to do; with the default (sorted in memory) the view cannot be saved and is
            kept in the heap (imagefolder_view_mapped 0) and lists exactly the expected view;
            no temp file is left either time.
+  lookups  the base shards, on fresh mounts (nothing of them in the kernel's caches): a walk
+           (os.walk, as ImageFolder lists) then the read of every file it listed, by the
+           daemon's counters. Default (--listing-attrs auto, which is all in this layout):
+           every file listed with its attributes (listed_names_only 0), so the reads send no
+           LOOKUP (lookups 0), no GETATTR, and exactly one READ a file; with --listing-attrs
+           looked: the files listed by name and type only and one LOOKUP a file read. Bytes
+           exact both times.
 Environment: SHARDFS_TEST_SEED, SHARDFS_TEST_KEEP=1, SHARDFS_TEST_DEADLINE.
 Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here).
 """
@@ -200,6 +207,50 @@ def group_persist(env, ck):
         check_view(ck, 'remount, read', m.mnt, want)
         ck.eq('remount: reads load the indexes', m.stats().get('index_loaded'), 6)
         ck.eq('remount: no index built', m.stats().get('index_built'), 0)
+
+
+class Delta:
+    """Counters of mount m since the last call, less what reading the stats file costs (its
+    own lookups: measured by reading it twice)."""
+    KEYS = ('lookups', 'getattrs', 'reads', 'readdirs', 'listed_names_only')
+
+    def __init__(self, m):
+        self.m = m
+        s0 = m.stats()
+        s1 = m.stats()
+        self.cost = {k: s1[k] - s0[k] for k in self.KEYS}
+        self.last = s1
+
+    def __call__(self):
+        st = self.m.stats()
+        d = {k: st[k] - self.last[k] - self.cost[k] for k in self.KEYS}
+        self.last = st
+        return d
+
+
+def group_lookups(env, ck):
+    src, cache, shards = new_source(env)
+    want = expected(shards)
+    nimg = sum(len(f) for f in want.values())
+    for mode, extra in (('auto', []), ('looked', ['--listing-attrs', 'looked'])):
+        with ml.Mount(env, src, cache_dir=cache, extra=mount_opts() + extra) as m:
+            delta = Delta(m)
+            paths = []
+            for root, _, names in os.walk(m.mnt):
+                paths += [os.path.join(root, n) for n in names]
+            walk = delta()
+            bad = [p for p in paths if ml.read_all(p) != want[os.path.basename(
+                os.path.dirname(p))][os.path.basename(p)]]
+            reads = delta()
+            log('%s: walk %s; reads %s' % (mode, walk, reads))
+            ck.eq('%s: files listed' % mode, len(paths), nimg)
+            ck.eq('%s: files whose bytes differ' % mode, bad, [])
+            names_only = 0 if mode == 'auto' else nimg
+            ck.eq('%s: the walk: lookups, files listed without attributes' % mode,
+                  (walk['lookups'], walk['listed_names_only']), (0, names_only))
+            ck.eq('%s: reading every file: lookups, getattrs, reads' % mode,
+                  (reads['lookups'], reads['getattrs'], reads['reads']),
+                  (names_only, 0, nimg))
 
 
 def group_change(env, ck):
@@ -954,7 +1005,8 @@ def full_checks(env, ck, src, fs, want):
 GROUPS = {'persist': (group_persist, 240), 'change': (group_change, 240),
           'damaged': (group_damaged, 300), 'clean': (group_clean, 240),
           'share': (group_share, 240), 'runs': (group_runs, 240), 'full': (group_full, 240),
-          'live': (group_live, 240), 'race': (group_race, 240)}
+          'live': (group_live, 240), 'race': (group_race, 240),
+          'lookups': (group_lookups, 240)}
 
 
 if __name__ == '__main__':

@@ -556,11 +556,15 @@ static void test_imagefolder_layout(void)
 
 	/* the same shards and cache directory: the saved view is mapped, no
 	 * shard indexed; the same names, attributes, bytes and counts; the
-	 * names are the view's: listing a class without attributes (find)
-	 * loads no shard's index; the attributes are the members' in the
-	 * shards' saved indexes (loaded from the cache directory, never
-	 * built: no shard byte read), one index per shard a getattr meets */
+	 * names are the view's: listing a class without attributes (find
+	 * with --listing-attrs looked; auto gives them in this layout) loads
+	 * no shard's index; the attributes are the members' in the shards'
+	 * saved indexes (loaded from the cache directory, never built: no
+	 * shard byte read), one index per shard a getattr meets */
 	fs_open_core(&fs, "imagefolder");
+	CHECK(fs->cfg.listing_attrs == FS_LISTING_AUTO, "default --listing-attrs %d",
+	      fs->cfg.listing_attrs);
+	fs->cfg.listing_attrs = FS_LISTING_LOOKED;
 	CHECK(strcmp(list(fs, "3", 0, &l), ". .. s0.jpg s0~shard-000001.jpg") == 0,
 	      "class 3 again: %s", l.text);
 	CHECK(strcmp(list(fs, "", 0, &l), ". .. 1 3") == 0, "root again: %s", l.text);

@@ -111,9 +111,10 @@ int fs_op_opendir(struct fs *fs, uint64_t ino);
 typedef int (*fs_dirent_fn)(void *ctx, const char *name, const struct fs_entry *e, uint64_t next);
 /* List directory ino from offset off (0 ".", 1 "..", 2 + i entry i): fn for
  * each entry until it stops or the listing ends. Entries whose attributes
- * fail are skipped. With --listing-attrs auto, files are listed by name and
- * type only (e->ino 0, listed_names_only) unless a file of ino was looked up
- * (fs_op_lookup); directories always carry their attributes. Counts the
+ * fail are skipped. With --listing-attrs looked (and auto in the shards
+ * layout), files are listed by name and type only (e->ino 0,
+ * listed_names_only) unless a file of ino was looked up (fs_op_lookup);
+ * directories always carry their attributes. Counts the
  * readdir. A directory that cannot be listed because it is gone (a shard
  * removed from the store, its index not built) gives ESTALE, never ENOENT:
  * glibc's readdir takes ENOENT for the end of the directory (an empty
