@@ -75,8 +75,9 @@
  *
  * Threads: one per request, detached (ct->batch_running counts them;
  * cachetier_close waits for them, cachetier__batch_stop), except until a
- * request of this tier was answered: then the caller's and joined ones,
- * so that the caller learns a refusal for the window it handed over; and
+ * request of this tier was answered: then joined ones (each started at
+ * once; run by the caller when no thread can be had), so that the caller
+ * learns a refusal for the window it handed over; and
  * one per request in flight that reads its answer (bt_read) and, once
  * it ended, confirms the objects not confirmed yet (while the request's
  * thread may still wait for an earlier object's HEAD), joined by the
@@ -328,6 +329,40 @@ static void bt_flush_due(struct cachetier *ct, const struct bt_run *runs, size_t
 	}
 }
 
+/* A barrier on the fill writer's queue for q's writes pushed so far (a
+ * buffer of no bytes: the writer posts q->wj.done once every write pushed
+ * before it is done, as for cachetier__write_wait), pushed before a
+ * round's HEADs go out and waited for after they return (bt_wmarked): the
+ * writer writes while the HEAD is out. Pushed after the HEAD returned, it
+ * put the writer's whole queue (every fill's) between the HEAD and the
+ * commit. 0: pushed; -1: none (bt_wmarked then waits as
+ * cachetier__write_wait does). */
+static int bt_wmark(struct bt_req *q)
+{
+	struct fill_buf *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return -1;
+	if (sem_init(&q->wj.done, 0, 0) < 0) {
+		free(b);
+		return -1;
+	}
+	b->job = &q->wj;
+	cachetier__wq_push(q->ct, b);
+	return 0;
+}
+
+static void bt_wmarked(struct bt_req *q, int marked)
+{
+	if (marked < 0) {
+		cachetier__write_wait(q->ct, &q->wj);
+		return;
+	}
+	while (sem_wait(&q->wj.done) < 0 && errno == EINTR)
+		;
+	sem_destroy(&q->wj.done);
+}
+
 /* The answer is still arriving and runs [0, upto) were answered (the
  * sink's bt_live): each object whose last item is among them and of which
  * an item arrived whole is confirmed now (its HEAD sent now: bt_confirm),
@@ -339,7 +374,7 @@ static void bt_early(struct bt_req *q, size_t upto)
 	struct cachetier *ct = q->ct;
 	struct bt_work *w = &q->w;
 	size_t nask = 0, first = SIZE_MAX, ncommit = 0;
-	int wake = 0;
+	int wake = 0, marked;
 
 	cachetier__lock(ct); /* the answer's end may pick objects at once */
 	for (size_t i = 0; i < upto && i < q->nruns; i++) {
@@ -355,6 +390,7 @@ static void bt_early(struct bt_req *q, size_t upto)
 	disk_mutex_unlock(&ct->lock);
 	if (nask == 0)
 		return;
+	marked = bt_wmark(q); /* their bytes were pushed before this */
 	bt_confirm(q, BO_ASK);
 	cachetier__lock(ct);
 	for (size_t i = first; i < upto; i++) {
@@ -364,9 +400,9 @@ static void bt_early(struct bt_req *q, size_t upto)
 			   w->obj[r->obj].st == BO_DONE;
 	}
 	disk_mutex_unlock(&ct->lock);
+	bt_wmarked(q, marked); /* their bytes and CRCs are written */
 	if (ncommit == 0)
 		return;
-	cachetier__write_wait(ct, &q->wj); /* their bytes and CRCs are written */
 	cachetier__lock(ct);
 	for (size_t i = first; i < upto; i++) {
 		struct bt_run *r = &q->runs[i];
@@ -725,9 +761,10 @@ static int bt_make(struct cachetier *ct, struct bt_unit *u, size_t nu, struct bt
 	return 1;
 }
 
-/* Start request q (room made, a slot taken): on a thread of its own, or
- * (sync: a first call, j its index) joined or run by the caller later. */
-static void bt_start(struct bt_req *q, int sync, size_t j)
+/* Start request q (room made, a slot taken): on a thread of its own,
+ * detached, or (sync: a first call) joined by the caller, or run by the
+ * caller later when no thread can be had. */
+static void bt_start(struct bt_req *q, int sync)
 {
 	struct bt_req *c;
 	pthread_attr_t at;
@@ -735,8 +772,11 @@ static void bt_start(struct bt_req *q, int sync, size_t j)
 	int started = 0;
 
 	if (sync) {
-		/* the first on the caller's thread, later; the others on their own */
-		if (j > 0 && pthread_create(&q->th, NULL, bt_request, q) == 0)
+		/* each at once, the first too: it holds what a reader needs
+		 * first, while the caller claims the window's later requests
+		 * (run on the caller's thread after them, the first request went
+		 * out last: readers waited 0.2-0.7 s for it at an epoch's start) */
+		if (pthread_create(&q->th, NULL, bt_request, q) == 0)
 			q->started = 1;
 		return;
 	}
@@ -880,7 +920,7 @@ int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piec
 			break; /* no room: the rules end the call */
 		if (r > 0) {
 			reqs[nq].urgent = g < urgent;
-			bt_start(&reqs[nq], sync, nq);
+			bt_start(&reqs[nq], sync);
 			nq++;
 		}
 		at += units;
