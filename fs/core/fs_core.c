@@ -323,6 +323,7 @@ void fs_config_mount_args(struct fs_config *cfg, struct fs_mount_args *a)
 	a->foreground = cfg->foreground;
 	a->debug = cfg->debug;
 	a->max_threads = cfg->max_threads;
+	a->kernel_ra_bytes = cfg->kernel_ra_bytes;
 }
 
 int fs_config_sidecar(const struct fs_config *cfg)

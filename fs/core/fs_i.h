@@ -44,11 +44,13 @@
 struct fs_config {
 	char *source;
 	char *mountpoint;
-	char *log_file;		/* --log-file; none: stderr in foreground, else CACHE/.../log */
-	char *fuse_opts;	/* -o, comma-joined */
-	int foreground;		/* -f */
-	int debug;		/* -d: FUSE request debugging, implies -f */
-	unsigned max_threads;	/* --threads: FUSE worker threads */
+	char *log_file;	      /* --log-file; none: stderr in foreground, else CACHE/.../log */
+	char *fuse_opts;      /* -o, comma-joined */
+	int foreground;	      /* -f */
+	int debug;	      /* -d: FUSE request debugging, implies -f */
+	unsigned max_threads; /* --threads: FUSE worker threads */
+	uint64_t
+	    kernel_ra_bytes;	/* --kernel-readahead: the mount's bdi readahead, 0: the kernel's */
 	double entry_timeout_s; /* --timeout: entry/attr/negative timeouts: data is immutable */
 	/* The remote store's settings (--endpoint, --no-sign, --connections,
 	 * --ca-file, --retry-budget, --stall-timeout, --connect-timeout),

@@ -43,6 +43,16 @@ static const struct fs_opt mount_opts[] = {
      * busy while some wait */
     {"threads", 0, FS_OPT_UINT, CFG(max_threads), 0, "16", 1, 1024, "N",
      "most FUSE worker threads"},
+    /* the kernel reads ahead at most its bdi's read_ahead_kb (128K unless
+     * raised): a read of a larger file is split into READ requests of
+     * that size, a FUSE round trip each. At most 256K: a sequential
+     * reader's READs grow to twice the window, and one near 1 MiB no
+     * longer fits the splice pipe (pipe-max-size): libfuse then copies it
+     * twice (a cat's FUSE CPU tripled at 512K) */
+    {"kernel-readahead", 0, FS_OPT_SIZE, CFG(kernel_ra_bytes), 0, "256K", 0, 256u << 10, "SIZE",
+     "the kernel's readahead on the mount (its read_ahead_kb; set by a daemon run as root): a "
+     "read of a file of up to SIZE is one READ request (the kernel's default, 128K, splits a "
+     "1 MB file into 8; 256K into 4); at most 256K; 0: the kernel's"},
     /* an object never changes for one ETag: names and attributes can be
      * cached by the kernel for a day */
     {"timeout", 0, FS_OPT_SECONDS, CFG(entry_timeout_s), 0, "86400", 0, 0, "SECONDS",

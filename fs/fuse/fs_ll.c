@@ -603,6 +603,88 @@ static const struct fuse_lowlevel_ops ll_ops = {
     .removexattr = ll_removexattr,
 };
 
+/* ---- the kernel's readahead on the mount ----------------------------------------
+ * The kernel reads a FUSE file ahead by at most its bdi's read_ahead_kb,
+ * 128K unless raised (INIT's max_readahead can only lower it): a read of a
+ * 1 MB sample is 8 READ requests, each a round trip through a FUSE thread.
+ * A daemon run as root raises it to --kernel-readahead (at most 256K: a
+ * sequential reader's READs reach twice the window, and a reply that does
+ * not fit the splice pipe, 1 MiB at most, is copied twice by libfuse).
+ * The bdi is the mount's device ("0:42"), found in /proc/self/mountinfo:
+ * a stat of the mount point would wait for INIT, which the session loop
+ * answers only later. */
+
+/* Undo mountinfo's octal escapes (space, tab, newline, backslash) of s in
+ * place. */
+static void mountinfo_unescape(char *s)
+{
+	char *w = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*w++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*w++ = *s;
+		}
+	}
+	*w = '\0';
+}
+
+/* The device ("MAJ:MIN") of the last mount at mountpoint, into dev; 0 or
+ * -ENOENT. */
+static int mount_dev(const char *mountpoint, char *dev, size_t size)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[8192];
+	int err = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		char *save = NULL, *id, *mdev, *mnt;
+
+		id = strtok_r(line, " ", &save);
+		id = id ? strtok_r(NULL, " ", &save) : NULL; /* the parent's id */
+		mdev = id ? strtok_r(NULL, " ", &save) : NULL;
+		mnt = mdev && strtok_r(NULL, " ", &save) ? strtok_r(NULL, " ", &save) : NULL;
+		if (!mnt)
+			continue;
+		mountinfo_unescape(mnt);
+		if (strcmp(mnt, mountpoint) == 0 && strlen(mdev) < size) {
+			strcpy(dev, mdev);
+			err = 0; /* the last one is the mount on top */
+		}
+	}
+	fclose(f);
+	return err;
+}
+
+static void set_readahead(const char *mountpoint, uint64_t bytes)
+{
+	char dev[64], path[128], val[32];
+	int fd, err, n;
+
+	if (bytes == 0)
+		return;
+	err = mount_dev(mountpoint, dev, sizeof(dev));
+	if (err == 0) {
+		snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+		n = snprintf(val, sizeof(val), "%" PRIu64, bytes / 1024);
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+		err = fd < 0 ? -errno : write(fd, val, (size_t)n) == n ? 0 : -errno;
+		if (fd >= 0)
+			close(fd);
+	}
+	if (err < 0)
+		fs_log(FS_LOG_INFO,
+		       "the kernel's readahead on %s is its own (reads of files over 128K are "
+		       "split into 128K READs): --kernel-readahead needs the daemon to run as "
+		       "root (%s)",
+		       mountpoint, strerror(-err));
+}
+
 /* ---- stopping -----------------------------------------------------------------
  * SIGTERM, SIGINT, SIGHUP, and the end of the session (an unmount: the
  * kernel ends the connection and libfuse marks the session exited) stop the
@@ -822,6 +904,7 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 	err = -EIO;
 	if (fuse_session_mount(se, ma.mountpoint) != 0)
 		goto out_stop;
+	set_readahead(ma.mountpoint, ma.kernel_ra_bytes);
 	fs_counts(fs, &nobjs, &nshards, &ndirs);
 	fs_log(FS_LOG_INFO, "mounted %s at %s: %u objects, %u shards, %u directories",
 	       fs_describe(fs), ma.mountpoint, nobjs, nshards, ndirs);

@@ -3,7 +3,7 @@
 
 usage: test_mount.py SHARDFS GROUP [--version X]
 GROUP: cli cli-truth formats mtime-range tools readonly damaged hostile cache listing
-prefetch-runs cli-owner refresh-noticed nosuid interrupt   (or 'gen' to only check
+prefetch-runs cli-owner refresh-noticed nosuid interrupt readahead   (or 'gen' to only check
 the generator and GNU tar's extraction side, without mounting anything).
 
 Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here). Environment: SHARDFS_TEST_SEED
@@ -16,6 +16,7 @@ sys.dont_write_bytecode = True
 import errno  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+import random  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
 import shutil  # noqa: E402
@@ -812,6 +813,56 @@ def group_listing(env, ck):
         ck.eq('all: LOOKUPs opening the 3000 listed members', d['lookups'], 0)
 
 
+def bdi_readahead_kb(mnt):
+    """The read_ahead_kb of mount mnt's bdi (its device in /proc/self/mountinfo)."""
+    dev = None
+    with open('/proc/self/mountinfo') as f:
+        for ln in f:
+            p = ln.split()
+            if p[4] == mnt:
+                dev = p[2]
+    with open('/sys/class/bdi/%s/read_ahead_kb' % dev) as f:
+        return int(f.read())
+
+
+def group_readahead(env, ck):
+    """A read of a whole file is one READ request per --kernel-readahead bytes, by the daemon's
+    counters: the default (256K, the mount's bdi read_ahead_kb set by the daemon, run as root
+    here) reads members of 1 MiB, 300,000 bytes and 3 MiB + 5 bytes in 4, 2 and 13 READs; with
+    --kernel-readahead 0 the kernel keeps its own read_ahead_kb (128 unless its build or the
+    machine says otherwise) and a file takes ceil(size / that) READs (8, 3 and 25 at 128K).
+    Bytes exact each time."""
+    if os.geteuid() != 0:
+        log('readahead: needs root (the daemon writes the bdi\'s read_ahead_kb): skipped')
+        return
+    src = env.path('ra-src')
+    os.makedirs(src)
+    rnd = random.Random(env.seed)
+    members = [('m%d.bin' % i, bytes(rnd.getrandbits(8) for _ in range(n)))
+               for i, n in enumerate((1 << 20, 300000, (3 << 20) + 5))]
+    with open(os.path.join(src, 'ra.tar'), 'wb') as f:
+        f.write(ml.tar_bytes(members))
+    for opt, ra_kb in (('default', 256), ('0', None)):
+        extra = [] if opt == 'default' else ['--kernel-readahead', opt]
+        with ml.Mount(env, src, cache_dir=env.path('ra-cache-' + opt), extra=extra) as m:
+            got_kb = bdi_readahead_kb(m.mnt)
+            if ra_kb is not None:
+                ck.eq('%s: the bdi\'s read_ahead_kb' % opt, got_kb, ra_kb)
+            # reading the stats file costs reads of its own: measured by reading it twice
+            s0 = m.stats()['reads']
+            s1 = m.stats()['reads']
+            cost = s1 - s0
+            for name, data in members:
+                before = m.stats()['reads']
+                ck.eq('%s: %s exact' % (opt, name),
+                      ml.read_all(os.path.join(m.mnt, 'ra', name)) == data, True)
+                n = m.stats()['reads'] - before - cost
+                want = -(-len(data) // ((ra_kb or got_kb) * 1024))
+                log('%s: %s (%d bytes): %d READs at read_ahead_kb %d' % (opt, name, len(data),
+                                                                         n, got_kb))
+                ck.eq('%s: READs of %s (%d bytes)' % (opt, name, len(data)), n, want)
+
+
 def group_cli(env, ck):
     exe = env.shardfs
     src = env.path('src')
@@ -1589,7 +1640,7 @@ GROUPS = {'gen': group_gen, 'cli': group_cli, 'formats': group_formats,
           'cli-truth': group_cli_truth, 'listing': group_listing,
           'prefetch-runs': group_prefetch_runs, 'cli-owner': group_cli_owner,
           'refresh-noticed': group_refresh_noticed, 'nosuid': group_nosuid,
-          'interrupt': group_interrupt}
+          'interrupt': group_interrupt, 'readahead': group_readahead}
 
 
 def main():

@@ -81,13 +81,14 @@ int fs_config_new(struct fs_config **cfg);
 void fs_config_free(struct fs_config *cfg);
 /* What the FUSE adapter applies itself, pointing into cfg (or fs's). */
 struct fs_mount_args {
-	const char *source;	/* SOURCE as given */
-	const char *mountpoint; /* resolved (realpath) */
-	char **fuse_opts;	/* -o, comma-joined, or NULL; the adapter may replace
-				 * it (free the old, malloc the new: cfg owns it) */
-	int foreground;		/* -f (-d implies it) */
-	int debug;		/* -d: FUSE request debugging */
-	unsigned max_threads;	/* --threads: FUSE worker threads */
+	const char *source;	  /* SOURCE as given */
+	const char *mountpoint;	  /* resolved (realpath) */
+	char **fuse_opts;	  /* -o, comma-joined, or NULL; the adapter may replace
+				   * it (free the old, malloc the new: cfg owns it) */
+	int foreground;		  /* -f (-d implies it) */
+	int debug;		  /* -d: FUSE request debugging */
+	unsigned max_threads;	  /* --threads: FUSE worker threads */
+	uint64_t kernel_ra_bytes; /* --kernel-readahead: bytes, 0: the kernel's own */
 };
 void fs_config_mount_args(struct fs_config *cfg, struct fs_mount_args *a);
 /* The same for the configuration fs was opened with. */
