@@ -28,15 +28,16 @@
  * the furthest next use first (Belady's rule); a prefetch fill evicts a planned unit only when that
  * unit is needed later than its own. An eviction takes one object's units in a batch (below),
  * planned units only while they come before every other object's first unit. Cost: victim() looks
- * at every unit of every live object once per eviction (a key each), evict() sorts one object's
- * units; the units taken are punched a span at a time, joined across short gaps that hold nothing
- * (join_gaps), on the puncher's thread (cachetier_punch.c). A unit goes when no process pins or
- * fills it (cachetier_fill.c: the unit's write lock on auxfd). Objects of earlier mounts, other
- * processes and other sources are opened for it from their maps. When nothing is left to evict, the
- * data directories are scanned again (at most once a second) for objects other processes added.
- * Decoded copies are evicted too, least recently used (evict_dec), after the units no plan needs,
- * before any unit no plan speaks of read more recently and before units a plan needs. Units fetched
- * only because they lay between planned extents of one request (ct_file.gap,
+ * at every unit of every live object once per eviction (a key each), evict() at every unit of its
+ * object and sorts those it may take (key_within; the rest only when it took none); the units taken
+ * are punched a span at a time, joined across short gaps that hold nothing (join_gaps), on the
+ * puncher's thread (cachetier_punch.c). A unit goes when no process pins or fills it
+ * (cachetier_fill.c: the unit's write lock on auxfd). Objects of earlier mounts, other processes
+ * and other sources are opened for it from their maps. When nothing is left to evict, the data
+ * directories are scanned again (at most once a second) for objects other processes added. Decoded
+ * copies are evicted too, least recently used (evict_dec), after the units no plan needs, before
+ * any unit no plan speaks of read more recently and before units a plan needs. Units fetched only
+ * because they lay between planned extents of one request (ct_file.gap,
  * cachetier_obj_prefetch_span), not read since and not marked by a plan, count as units no plan
  * needs, and are never spared as ahead.
  *
@@ -160,7 +161,17 @@ struct ev_ctx {
 	int spare;
 	int64_t near;
 	const struct cachetier *ct;
+	uint32_t pnow; /* ct->plan_now, read once per pick (x_near) */
 };
+
+/* cachetier__plan_near with the plan position read once for a whole scan
+ * (x->pnow): the same value, without an atomic load and a call per unit. */
+static int64_t x_near(const struct ev_ctx *x, const struct ct_file *f, uint32_t c)
+{
+	uint32_t nu = atomic_load_explicit(&f->nu[c], memory_order_relaxed);
+
+	return nu < CT_NU_FIRST ? CT_NEAR_NONE : (int32_t)(nu - x->pnow);
+}
 
 /* The first unit of live f from c on whose state byte says it holds bytes
  * (f->nunits: none). Eight state bytes at a time (an aligned atomic load:
@@ -200,7 +211,7 @@ static int unit_evictable(const struct ct_file *f, uint32_t c, const struct ev_c
 		return 1;
 	if (f->nu[c] == CT_NU_NONE)
 		return !unit_ahead(f, c, x->now);
-	return x->near != CT_NEAR_NONE && cachetier__plan_near(x->ct, f, c) > x->near;
+	return x->near != CT_NEAR_NONE && x_near(x, f, c) > x->near;
 }
 
 /* Unit c's place in the eviction order; fat: file_at(f). A unit this
@@ -220,7 +231,7 @@ static struct ev_key unit_key(const struct ct_file *f, uint32_t c, int64_t fat,
 		k.cls = EV_UNNEEDED;
 	} else if (f->nu[c] != CT_NU_NONE) {
 		k.cls = EV_PLANNED;
-		k.at = -cachetier__plan_near(x->ct, f, c);
+		k.at = -x_near(x, f, c);
 	} else if (unit_ahead(f, c, x->now)) {
 		k.cls = EV_AHEAD;
 		k.at = -k.at;
@@ -476,6 +487,7 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 	uint32_t *list = NULL, *batch, *all, n = 0, ncand = 0, ng;
 	struct ct_punch *p;
 	struct ev_cand *cand;
+	uint32_t nw = 0, nrest = 0; /* candidates within next, and the rest */
 	uint64_t freed = 0;
 	int had_map = 0, named = 0, stop = 0;
 	int64_t fat;
@@ -512,10 +524,25 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 	 * key comparisons under ct->lock) */
 	fat = file_at(f);
 	for (uint32_t c = st_next(f, 0); c < f->nunits; c = st_next(f, c + 1)) {
-		if (unit_evictable(f, c, x))
-			cand[ncand++] = (struct ev_cand){unit_key(f, c, fat, x), c};
+		struct ev_cand e;
+
+		if (!unit_evictable(f, c, x))
+			continue;
+		e = (struct ev_cand){unit_key(f, c, fat, x), c};
+		/* the units within next (key_within) first, the rest from the
+		 * end: within keys come first in eviction order, and past them
+		 * an eviction takes a unit only while it has taken none (its
+		 * first ones held by another process), so the rest is sorted
+		 * only then (a planned epoch's eviction takes a few units of an
+		 * object holding hundreds) */
+		if (key_within(e.k, next))
+			cand[nw++] = e;
+		else
+			cand[f->nunits - 1 - nrest++] = e;
 	}
-	qsort(cand, ncand, sizeof(*cand), cand_cmp);
+	memmove(cand + nw, cand + f->nunits - nrest, nrest * sizeof(*cand));
+	ncand = nw + nrest;
+	qsort(cand, nw, sizeof(*cand), cand_cmp);
 	/* in batches: the next units in eviction order up to 'want' (or
 	 * to next, key_within), locked a run of adjacent units at a time
 	 * (one fcntl a run, not one a unit); a unit another process pins,
@@ -526,6 +553,8 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 		uint64_t more = 0;
 
 		for (; i < ncand && (freed + more < want || n + nb == 0); i++) {
+			if (i == nw && nrest > 1) /* reached only with none taken */
+				qsort(cand + nw, nrest, sizeof(*cand), cand_cmp);
 			if (n + nb > 0 && !key_within(cand[i].k, next)) {
 				stop = 1; /* another object's unit goes first */
 				break;
@@ -734,7 +763,7 @@ static uint64_t room_over(const struct cachetier *ct)
 
 static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near)
 {
-	struct ev_ctx x = {0, spare_ahead, near, ct};
+	struct ev_ctx x = {0, spare_ahead, near, ct, 0};
 	uint64_t want_free = 0;
 	struct statvfs sv;
 	int rescanned = 0, waited = 0;
@@ -786,6 +815,7 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
 		    ahead_bytes(ct, cachetier__now_ns()) + len > cachetier__ahead_share(ct))
 			return -ENOSPC;
 		x.now = cachetier__now_ns();
+		x.pnow = atomic_load_explicit(&ct->plan_now, memory_order_relaxed);
 		f = victim(ct, &x, &key, &next);
 		{
 			struct ct_dec *d = victim_dec(ct);
