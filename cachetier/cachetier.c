@@ -376,6 +376,7 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->punches = atomic_load(&ct->punches);
 	st->punches_queued = ct->pun ? ct->pun->queued : 0;
 	st->punches_pending = ct->pun ? ct->pun->pending : 0;
+	st->punch_batches = ct->pun ? ct->pun->wakes : 0;
 	st->punch_cpu_ns = ct->pun ? atomic_load(&ct->pun->cpu_ns) : 0;
 	st->evicting_waits = ct->evicting_waits;
 	st->room_waits = ct->room_waits;

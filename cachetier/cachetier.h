@@ -137,6 +137,9 @@ struct cachetier_stats {
 	uint64_t punches_queued;     /* evictions whose punch went to the puncher thread (the
 				      * rest punched on their own thread: queue full, closing) */
 	uint64_t punches_pending;    /* punches queued or running on the puncher now */
+	uint64_t punch_batches;	     /* the puncher's wake-ups that found punches queued (each
+				      * punches all of them: fewer than punches_queued when
+				      * evictions queue faster than it punches) */
 	uint64_t punch_cpu_ns;	     /* CPU time of the puncher thread (its punches, their
 				      * unlocks and ends, its wake-ups), as of its last punch */
 	uint64_t evicting_waits;     /* reads that waited for units being punched */

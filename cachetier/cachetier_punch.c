@@ -21,6 +21,11 @@
  * Queued bytes stay in ct->evicting until punched, so the disk bound of
  * room_over holds (cachetier_evict.c; README.md, "Bound").
  *
+ * Each wake-up takes every queued punch (punch_batch): the punches of one
+ * object merged, so that adjacent units of two evictions make one hole and
+ * one fcntl, then their ends under one take of ct->lock and one broadcast
+ * each of unit_cond and room_cond.
+ *
  * The queue holds at most CT_PUNCH_QUEUE_MAX punches; an eviction that
  * finds it full (or the puncher stopped, at close) punches itself, and so
  * does one made for the filesystem's free space (min_free_bytes: its
@@ -34,36 +39,94 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cachetier_i.h"
 
-/* Punch p's spans of adjacent units (taken or joined gaps), one hole and
- * one fcntl to unlock each, without any lock: no map names them now, and a
- * map written meanwhile cannot (their state bytes are clear). */
-static void punch_run(struct cachetier *ct, const struct ct_punch *p)
+/* Punch the spans of adjacent units u[0..n) of f (sorted, taken or joined
+ * gaps), one hole and one fcntl to unlock each, without any lock: no map
+ * names them now, and a map written meanwhile cannot (their state bytes
+ * are clear). */
+static void punch_units(struct cachetier *ct, struct ct_file *f, const uint32_t *u, uint32_t n)
 {
-	struct ct_file *f = p->f;
-	uint32_t n = p->n + p->ng;
-
 	CT_OFF_LOOP();
 	for (uint32_t i = 0; i < n;) {
 		uint32_t k = i + 1;
 
-		while (k < n && p->all[k] == p->all[k - 1] + 1)
+		while (k < n && u[k] == u[k - 1] + 1)
 			k++;
 		/* Fails only where holes are unsupported: the bytes stay on
 		 * disk unaccounted, but are never served. */
 		fallocate(f->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			  (off_t)cachetier__unit_off(f, p->all[i]),
-			  (off_t)cachetier__run_len(f, p->all[i], k - i));
-		cachetier__ofd_lock_n(f->auxfd, F_UNLCK, LK_UNIT(p->all[i]), k - i, 0);
+			  (off_t)cachetier__unit_off(f, u[i]),
+			  (off_t)cachetier__run_len(f, u[i], k - i));
+		cachetier__ofd_lock_n(f->auxfd, F_UNLCK, LK_UNIT(u[i]), k - i, 0);
 		atomic_fetch_add_explicit(&ct->punches, 1, memory_order_relaxed);
 		i = k;
 	}
 }
 
-/* p punched: its units empty, its bytes off ct->evicting, waiters woken;
- * p freed. ct->lock held. */
+static void punch_run(struct cachetier *ct, const struct ct_punch *p)
+{
+	punch_units(ct, p->f, p->all, p->n + p->ng);
+}
+
+static int u32_cmp(const void *pa, const void *pb)
+{
+	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+
+	return a < b ? -1 : a > b;
+}
+
+/* Punch the k punches b[0..k) the puncher took off its queue in one
+ * wake-up: the punches of one object together, their units merged, so
+ * that adjacent spans of different evictions make one hole and one fcntl
+ * (a planned epoch evicts a few units at a time, often next to the last
+ * eviction's). Without any lock, as punch_run. */
+static void punch_batch(struct cachetier *ct, struct ct_punch **b, unsigned k)
+{
+	uint64_t done = 0; /* k <= CT_PUNCH_QUEUE_MAX <= 64 */
+
+	for (unsigned i = 0; i < k; i++) {
+		struct ct_file *f = b[i]->f;
+		uint32_t m = 0, *u = NULL;
+		unsigned j, same = 0;
+
+		if (done >> i & 1)
+			continue; /* punched with an earlier one of its object */
+		for (j = i; j < k; j++) {
+			if (b[j]->f == f) {
+				m += b[j]->n + b[j]->ng;
+				same++;
+			}
+		}
+		if (same > 1)
+			u = malloc((size_t)m * sizeof(*u));
+		if (!u) { /* the only one of f, or no memory: each on its own */
+			for (j = i; j < k; j++) {
+				if (b[j]->f == f) {
+					punch_run(ct, b[j]);
+					done |= 1ull << j;
+				}
+			}
+			continue;
+		}
+		m = 0;
+		for (j = i; j < k; j++) {
+			if (b[j]->f == f) {
+				memcpy(u + m, b[j]->all, (size_t)(b[j]->n + b[j]->ng) * sizeof(*u));
+				m += b[j]->n + b[j]->ng;
+				done |= 1ull << j;
+			}
+		}
+		qsort(u, m, sizeof(*u), u32_cmp);
+		punch_units(ct, f, u, m);
+		free(u);
+	}
+}
+
+/* p punched: its units empty, its bytes off ct->evicting; p freed. The
+ * caller then wakes unit_cond and room_cond. ct->lock held. */
 static void punch_end(struct cachetier *ct, struct ct_punch *p)
 {
 	struct ct_file *f = p->f;
@@ -84,8 +147,6 @@ static void punch_end(struct cachetier *ct, struct ct_punch *p)
 		f->dirty++;
 		f->dirty_ns = 0;
 	}
-	pthread_cond_broadcast(&ct->unit_cond);
-	pthread_cond_broadcast(&ct->room_cond);
 	free(p->list);
 	free(p->gaps);
 	free(p->all);
@@ -110,33 +171,43 @@ void cachetier__punch_submit(struct cachetier *ct, struct ct_punch *p, int here)
 	punch_run(ct, p);
 	cachetier__lock(ct);
 	punch_end(ct, p);
+	pthread_cond_broadcast(&ct->unit_cond);
+	pthread_cond_broadcast(&ct->room_cond);
 }
 
 static void *puncher_main(void *arg)
 {
 	struct cachetier *ct = arg;
 	struct ct_puncher *pu = ct->pun;
+	struct ct_punch *b[CT_PUNCH_QUEUE_MAX];
 
 	cachetier__lock(ct);
 	for (;;) {
-		struct ct_punch *p = pu->q;
+		unsigned k = 0;
 
-		if (!p || (pu->hold && !pu->stop)) {
-			if (!p && pu->stop)
+		if (!pu->q || (pu->hold && !pu->stop)) {
+			if (!pu->q && pu->stop)
 				break;
 			/* idle: a queued punch or the stop wakes it */
 			disk_cond_wait(&pu->cond, &ct->lock);
 			continue;
 		}
-		pu->q = p->next;
-		if (!pu->q)
-			pu->tail = &pu->q;
-		pu->n--;
+		/* every punch queued now, in one wake-up: their ends under one
+		 * take of ct->lock, adjacent spans of one object in one hole */
+		for (struct ct_punch *p = pu->q; p; p = p->next)
+			b[k++] = p;
+		pu->q = NULL;
+		pu->tail = &pu->q;
+		pu->n = 0;
+		pu->wakes++;
 		disk_mutex_unlock(&ct->lock);
-		punch_run(ct, p);
+		punch_batch(ct, b, k);
 		cachetier__lock(ct);
-		punch_end(ct, p);
-		pu->pending--;
+		for (unsigned i = 0; i < k; i++)
+			punch_end(ct, b[i]);
+		pthread_cond_broadcast(&ct->unit_cond);
+		pthread_cond_broadcast(&ct->room_cond);
+		pu->pending -= k;
 		atomic_store(&pu->cpu_ns, (unsigned long long)cachetier__cpu_ns());
 	}
 	disk_mutex_unlock(&ct->lock);

@@ -7,8 +7,11 @@
 #define CACHETIER_PUNCH_H
 
 /* Most punches queued for the puncher; an eviction that finds the queue
- * full punches its units itself (as every eviction did before). */
-#define CT_PUNCH_QUEUE_MAX 8u
+ * full punches its units itself (as every eviction did before). The bytes
+ * queued are bounded apart from it (room_over, cachetier_evict.c): a
+ * planned epoch's evictions of a few units each queue dozens within it
+ * (at most 64: the puncher's batch mask). */
+#define CT_PUNCH_QUEUE_MAX 64u
 
 /* One eviction's punch: units list[0..n) of f taken (sorted; their bytes,
  * freed, off the usage and in ct->evicting), gaps[0..ng) joined to them
@@ -35,6 +38,7 @@ struct ct_puncher {
 	int stop;			   /* drain q and leave; evictions punch themselves */
 	int hold;			   /* tests: q stays (cachetier_punch_hold), until stop */
 	uint64_t queued;		   /* punches handed to the puncher */
+	uint64_t wakes;			   /* batches: wake-ups that found punches queued */
 	_Atomic unsigned long long cpu_ns; /* the thread's CPU time after its last punch */
 };
 

@@ -29,7 +29,9 @@
  * one holding bytes; exact punch counts); a fill whose room an eviction in
  * flight covers starting without a room wait (test_room_inflight); an eviction's punch
  * on the puncher, the fill not waiting for it, its units neither served nor refilled
- * until punched, and close punching what is queued (test_punch_queue); idle read locks
+ * until punched, and close punching what is queued (test_punch_queue); a dozen one-unit
+ * evictions all queued, punched in one batch with adjacent units merged (test_punch_batch);
+ * idle read locks
  * (test_idle_locks: exact fcntl counts of reads of held units, own and another tier's eviction
  * after a release request, a close); the fetch rules the store asks (test_rule_*:
  * fetch/fetch_rules.c, each failing with its no-rules answer; the eight it asked
@@ -1532,6 +1534,84 @@ static void test_punch_queue(void)
 	      (long long)at0, (long long)at1, 2 * CHUNK);
 	if (fd >= 0)
 		close(fd);
+	backend_close(be);
+}
+
+/* The puncher takes every queued punch in one wake-up and merges the
+ * adjacent units of one object's punches into one hole (cachetier_punch.c,
+ * punch_batch). A cache of 16 chunks (128 units) full: the big object's
+ * units 0-103 and object 0's units 0-23, every one marked by a plan:
+ * object 0's 24 and the big object's 80-103 needed furthest, alternately
+ * (object 0's unit 23 last, then the big object's 103, object 0's 22, ...),
+ * the big object's 0-79 sooner. The puncher held, 12 probes of the big
+ * object (units 200-211, each marked near first) each evict exactly one
+ * unit (the furthest: the next is the other object's), 12 evictions, all
+ * queued (punches 0, queued 12, pending 12, no room wait: 12 units are
+ * within room_over's 16). Released, the puncher punches them in 1 batch
+ * with 2 holes (object 0's units 18-23, the big object's 98-103). Before
+ * the batches: the 9th to 12th evictions found the queue (8) full and
+ * punched themselves (punches 4, queued 8), and the 12 queued made 12
+ * holes. The evicted units then read exact bytes again. */
+static void test_punch_batch(void)
+{
+	struct backend *be = store("");
+	const uint64_t u = CHUNK / 8, limit = 16 * CHUNK;
+	struct cachetier *ct = tier(be, "c-punchb", limit, 4);
+	struct cachetier_obj *a = obj(ct, be, NOBJ), *b = obj(ct, be, 0);
+	const uint32_t now = 10;
+	struct cachetier_stats st;
+	unsigned char buf[64];
+	int ok = 1;
+
+	CHECK(read_check(a, NOBJ, 0, 104 * u, 0) == 0 && read_check(b, 0, 0, 24 * u, 0) == 0,
+	      "punchb: fill the cache");
+	fills_idle(ct);
+	stats(ct, &st);
+	CHECK(st.bytes_used == limit && st.evictions == 0,
+	      "punchb: %llu bytes used, %llu evictions", (unsigned long long)st.bytes_used,
+	      (unsigned long long)st.evictions);
+	cachetier_plan_now(ct, now);
+	ok &= cachetier_plan_mark(a, 0, 80 * u, now + 100) == 0;
+	for (uint32_t j = 0; j < 24; j++) {
+		ok &= cachetier_plan_mark(b, j * u, u, now + 1000 + 2 * j + 1) == 0;
+		ok &= cachetier_plan_mark(a, (80 + j) * u, u, now + 1000 + 2 * j) == 0;
+	}
+	CHECK(ok, "punchb: marks");
+	cachetier_punch_hold(ct, 1);
+	for (uint32_t i = 0; i < 12; i++) {
+		ssize_t n;
+
+		CHECK(cachetier_plan_mark(a, (200 + i) * u, u, now + 50) == 0, "punchb: mark %u",
+		      200 + i);
+		n = cachetier_obj_pread_probe(a, buf, sizeof(buf), (200 + i) * u);
+		CHECK(n == (ssize_t)sizeof(buf) &&
+			  memcmp(buf, data[NOBJ] + (200 + i) * u, sizeof(buf)) == 0,
+		      "punchb: probe at unit %u: %zd", 200 + i, n);
+	}
+	stats(ct, &st);
+	CHECK(st.evictions == 12 && st.evicted_bytes == 12 * u && st.punches == 0 &&
+		  st.punches_queued == 12 && st.punches_pending == 12 && st.room_waits == 0,
+	      "punchb: held: %llu evictions (%llu bytes), punches %llu, queued %llu, pending %llu, "
+	      "room waits %llu (want 12, %llu, 0, 12, 12, 0)",
+	      (unsigned long long)st.evictions, (unsigned long long)st.evicted_bytes,
+	      (unsigned long long)st.punches, (unsigned long long)st.punches_queued,
+	      (unsigned long long)st.punches_pending, (unsigned long long)st.room_waits,
+	      (unsigned long long)(12 * u));
+	CHECK(cachetier_obj_cached_bytes(b) == 18 * u,
+	      "punchb: object 0 holds %llu bytes (want %llu)",
+	      (unsigned long long)cachetier_obj_cached_bytes(b), (unsigned long long)(18 * u));
+	cachetier_punch_hold(ct, 0);
+	fills_idle(ct);
+	stats(ct, &st);
+	CHECK(st.punches == 2 && st.punch_batches == 1 && st.punches_pending == 0,
+	      "punchb: released: punches %llu in %llu batches, pending %llu (want 2, 1, 0)",
+	      (unsigned long long)st.punches, (unsigned long long)st.punch_batches,
+	      (unsigned long long)st.punches_pending);
+	CHECK(read_check(b, 0, 18 * u, 6 * u, 0) == 0 && read_check(a, NOBJ, 98 * u, 6 * u, 0) == 0,
+	      "punchb: the evicted units read again");
+	cachetier_obj_unref(a);
+	cachetier_obj_unref(b);
+	cachetier_close(ct);
 	backend_close(be);
 }
 
@@ -3518,6 +3598,7 @@ static const struct {
     {"test_rule_cursor_front", test_rule_cursor_front},
     {"test_rule_promote", test_rule_promote},
     {"test_punch_queue", test_punch_queue},
+    {"test_punch_batch", test_punch_batch},
 };
 
 static void run_alone(const char *name)
@@ -3568,6 +3649,7 @@ int main(void)
 	test_punch_join();
 	test_room_inflight();
 	test_punch_queue();
+	test_punch_batch();
 	test_reopen_race();
 	test_crash(seed);
 	test_durable(seed);
