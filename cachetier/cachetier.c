@@ -382,6 +382,13 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->room_waits = ct->room_waits;
 	st->room_wait_ms = ct->room_wait_ns / 1000000;
 	st->room_make_ms = ct->room_make_ns / 1000000;
+	{
+		unsigned long long w, ns;
+
+		disk_mutex_waits(&ct->lock, &w, &ns);
+		st->tier_lock_waits = w;
+		st->tier_lock_wait_ms = ns / 1000000;
+	}
 	st->peer_units = ct->peer_units;
 	st->weak_probes = ct->weak_probes;
 	st->weak_changed = ct->weak_changed;

@@ -148,6 +148,9 @@ struct cachetier_stats {
 	uint64_t room_wait_ms;	     /* their time waiting, summed */
 	uint64_t room_make_ms;	     /* time of the threads making room for fills (wall clock,
 				      * the waits included), summed */
+	uint64_t tier_lock_waits;    /* takes of the tier's lock (ct->lock) that found it held
+				      * by another thread (disk_mutex_waits) */
+	uint64_t tier_lock_wait_ms;  /* their time blocked, summed */
 	uint64_t peer_units;	     /* units read that another process (or mount) filled */
 	uint64_t weak_probes;	     /* units fetched again to compare, for objects whose ETag
 				      * is weak or mtime-derived (nginx) */

@@ -4,6 +4,7 @@
  * acquisition, release and condition wait.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -118,6 +119,8 @@ void disk_mutex_init(struct disk_mutex *l, enum disk_lock_rank rank)
 {
 	pthread_mutex_init(&l->m, NULL);
 	l->rank = (int)rank;
+	atomic_init(&l->waits, 0);
+	atomic_init(&l->wait_ns, 0);
 }
 
 void disk_mutex_destroy(struct disk_mutex *l)
@@ -128,8 +131,28 @@ void disk_mutex_destroy(struct disk_mutex *l)
 void disk_mutex_lock(struct disk_mutex *l)
 {
 	held_check(l, l->rank);
-	pthread_mutex_lock(&l->m);
+	if (pthread_mutex_trylock(&l->m) != 0) {
+		struct timespec t0, t1;
+
+		/* counted before it blocks: a test can see the waiter */
+		atomic_fetch_add_explicit(&l->waits, 1, memory_order_relaxed);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		pthread_mutex_lock(&l->m);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		atomic_fetch_add_explicit(
+		    &l->wait_ns,
+		    (unsigned long long)((t1.tv_sec - t0.tv_sec) * 1000000000LL +
+					 (t1.tv_nsec - t0.tv_nsec)),
+		    memory_order_relaxed);
+	}
 	held_push(l, l->rank, 0);
+}
+
+void disk_mutex_waits(const struct disk_mutex *l, unsigned long long *waits,
+		      unsigned long long *wait_ns)
+{
+	*waits = atomic_load_explicit(&l->waits, memory_order_relaxed);
+	*wait_ns = atomic_load_explicit(&l->wait_ns, memory_order_relaxed);
 }
 
 void disk_mutex_unlock(struct disk_mutex *l)

@@ -20,6 +20,7 @@
 
 #include <assert.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <time.h>
 
 /* The ranks, outer first (the table in docs/architecture.md follows it). */
@@ -65,15 +66,20 @@ void disk_loop_thread(void);
 int disk_on_loop(void);
 #define DISK_OFF_LOOP() assert(!disk_on_loop())
 
+/* A mutex with its rank, and what waiting for it cost: waits counts the
+ * takes that found it held by another thread (counted before they block),
+ * wait_ns the time they blocked (in every build: one trylock first, a
+ * clock read only when it is held). */
 struct disk_mutex {
 	pthread_mutex_t m;
 	int rank;
+	_Atomic unsigned long long waits, wait_ns;
 };
 
 /* A static mutex of rank r (for the one process-wide lock that has one). */
 #define DISK_MUTEX_INITIALIZER(r)                                                                  \
 	{                                                                                          \
-		PTHREAD_MUTEX_INITIALIZER, (r)                                                     \
+		PTHREAD_MUTEX_INITIALIZER, (r), 0, 0                                               \
 	}
 
 struct disk_rwlock {
@@ -88,6 +94,10 @@ void disk_mutex_destroy(struct disk_mutex *l);
 void disk_mutex_lock(struct disk_mutex *l);
 /* Release l: aborts (assertion builds) when the thread does not hold it. */
 void disk_mutex_unlock(struct disk_mutex *l);
+/* The takes of l that waited for another thread, and the nanoseconds
+ * they waited in all, since its init. */
+void disk_mutex_waits(const struct disk_mutex *l, unsigned long long *waits,
+		      unsigned long long *wait_ns);
 
 /* Wait on c, releasing l, as pthread_cond_(timed)wait. l must be held and
  * rank highest of the locks the thread holds (a lock of a higher rank would

@@ -803,8 +803,10 @@ class Epoch:
     KEYS = ('bytes_fetched', 'read_bytes', 'store_requests', 'cache_misses', 'cache_miss_wait_ms',
             'cache_hits',
             'prefetch_withdrawn', 'evicted_bytes', 'evictions')
-    # counters a base build may lack: -1 then (the room counters: making room for fills)
-    OPT_KEYS = ('cache_room_waits', 'cache_room_wait_ms', 'cache_room_make_ms')
+    # counters a base build may lack: -1 then (the room counters: making room for fills; the
+    # waits for the tier's lock)
+    OPT_KEYS = ('cache_room_waits', 'cache_room_wait_ms', 'cache_room_make_ms',
+                'cache_tier_lock_waits', 'cache_tier_lock_wait_ms')
 
     def __init__(self, **kw):
         self.__dict__.update(kw)
@@ -1138,6 +1140,9 @@ def plan_rows(a, emu, loader):
              'another\'s eviction (cache_room_make_ms, cache_room_wait_ms, cache_room_waits)'
              % (what, i + 1, r.c['cache_room_make_ms'], r.c['cache_room_wait_ms'],
                 r.c['cache_room_waits']))
+        note('%s plan: epoch %d: takes of the tier\'s lock that waited for another thread %d, '
+             '%d ms in all (cache_tier_lock_waits, cache_tier_lock_wait_ms)'
+             % (what, i + 1, r.c['cache_tier_lock_waits'], r.c['cache_tier_lock_wait_ms']))
     emit('%si. %s: time readers waited for the store (cache_miss_wait_ms, summed over readers), '
          'planned cold epoch, vs the epoch' % (g, what), o, e.c['cache_miss_wait_ms'] / 1000,
          e.secs, 's', None, 'report')

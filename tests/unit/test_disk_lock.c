@@ -223,6 +223,52 @@ static void *signaller(void *arg)
 	return NULL;
 }
 
+/* The contention counter (disk_mutex_waits): a take that finds the mutex
+ * held by another thread is counted before it blocks, so this thread,
+ * holding it, sees the waiter (a condition, bounded by a guard) before it
+ * lets go; a take of a free mutex counts nothing. */
+static struct disk_mutex cw;
+
+static void *cw_taker(void *arg)
+{
+	(void)arg;
+	disk_mutex_lock(&cw);
+	disk_mutex_unlock(&cw);
+	return NULL;
+}
+
+static void test_contention(void)
+{
+	unsigned long long waits = 0, ns = 0;
+	pthread_t t;
+
+	disk_mutex_init(&cw, DISK_LOCK_CT);
+	disk_mutex_lock(&cw);
+	disk_mutex_unlock(&cw);
+	disk_mutex_waits(&cw, &waits, &ns);
+	CHECK(waits == 0 && ns == 0, "a free mutex: %llu waits, %llu ns", waits, ns);
+	disk_mutex_lock(&cw);
+	CHECK(pthread_create(&t, NULL, cw_taker, NULL) == 0, "%s", "pthread_create");
+	for (int i = 0; i < 100000 && waits == 0; i++) { /* guard: 10 s */
+		struct timespec ts = {0, 100 * 1000};
+
+		nanosleep(&ts, NULL);
+		disk_mutex_waits(&cw, &waits, &ns);
+	}
+	disk_mutex_unlock(&cw);
+	pthread_join(t, NULL);
+	disk_mutex_waits(&cw, &waits, &ns);
+	CHECK(waits == 1 && ns > 0,
+	      "held by this thread: the other's take waited: %llu waits, "
+	      "%llu ns",
+	      waits, ns);
+	disk_mutex_lock(&cw);
+	disk_mutex_unlock(&cw);
+	disk_mutex_waits(&cw, &waits, &ns);
+	CHECK(waits == 1, "a free mutex again: %llu waits", waits);
+	disk_mutex_destroy(&cw);
+}
+
 static void test_wait(void)
 {
 	struct timespec past = {1, 0};
@@ -258,6 +304,7 @@ int main(void)
 	test_forbidden();
 	test_allowed();
 	test_wait();
+	test_contention();
 	return check_summary("disk-lock");
 #else
 	printf("disk-lock: skipped (NDEBUG: no order check)\n");
