@@ -99,6 +99,24 @@ static int sink_full(struct cachetier *ct, unsigned limit)
 	return BACKEND_SINK_FULL;
 }
 
+/* The sink's buffer s->cur is full: to the fill writer, unless the run
+ * has at most half a buffer left (then it is kept in s->full and goes with
+ * the run's last bytes and its end in one push, fill_run_done: one batch
+ * of the writer, so one pwritev and one take of ct->lock for both, not
+ * two wake-ups; its units wait for those bytes, at most FILL_BUF_BYTES / 2
+ * more). A full buffer kept before goes first. */
+static void sink_full_buf(struct cachetier *ct, struct fill_sink *s)
+{
+	if (s->full) {
+		cachetier__wq_push(ct, s->full);
+		s->full = NULL;
+	}
+	if (s->end - s->next <= FILL_BUF_BYTES / 2)
+		s->full = s->cur;
+	else
+		cachetier__wq_push(ct, s->cur);
+}
+
 /* backend_sink_cb: may run on the store's I/O thread; no locks, no disk.
  * An asynchronous fill's (BACKEND_READ_PAUSABLE) takes no bytes while the
  * writer has FILL_WQ_MAX buffers to write (BACKEND_SINK_FULL: its transfer
@@ -112,7 +130,11 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 
 	if (atomic_load_explicit(&s->slot->withdraw, memory_order_relaxed))
 		return FILL_WITHDRAWN;
-	if (len == 0) { /* the store's poll while no bytes arrive (or paused) */
+	if (len == 0) {	       /* the store's poll while no bytes arrive (or paused) */
+		if (s->full) { /* kept for bytes that do not come: its units wait no more */
+			cachetier__wq_push(ct, s->full);
+			s->full = NULL;
+		}
 		if (s->cur && s->cur->used && sink_unit_done(s)) {
 			cachetier__wq_push(ct, s->cur);
 			s->cur = NULL;
@@ -146,7 +168,7 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 		done += piece;
 		s->next += piece;
 		if (s->cur->used == FILL_BUF_BYTES) {
-			cachetier__wq_push(ct, s->cur);
+			sink_full_buf(ct, s);
 			s->cur = NULL;
 		}
 	}
@@ -368,7 +390,7 @@ static void fill_run_done(void *arg, int err, uint64_t bytes)
 	struct cachetier *ct = slot->ct;
 	struct ct_fill *fl = slot->fill;
 	struct ct_file *f = slot->f;
-	struct fill_buf *last;
+	struct fill_buf *last, *full;
 
 	if (err == 0 && fl->s.next < fl->s.end) {
 		if (bytes == 0) {
@@ -390,10 +412,14 @@ static void fill_run_done(void *arg, int err, uint64_t bytes)
 		last = NULL;
 	}
 	fl->s.cur = NULL;
+	full = fl->s.full;
+	fl->s.full = NULL;
 	*fl->end = (struct fill_buf){.slot = slot, .end = 1, .err = err};
-	/* with its end: one wake-up of the writer for both (a small planned
-	 * range's whole body is often that one buffer) */
-	cachetier__wq_push2(ct, last, fl->end);
+	/* with its end (and a full buffer kept for them, whole bytes that
+	 * arrived before any failure): one wake-up of the writer for all (a
+	 * small planned range's whole body is often these); the slot is the
+	 * writer's from the push on */
+	cachetier__wq_push3(ct, full, last, fl->end);
 }
 
 /* Send the request of the fill's next run: the next maximal run of units

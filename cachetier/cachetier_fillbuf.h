@@ -65,6 +65,9 @@ struct fill_sink {
 	struct ct_slot *slot; /* the fill's: progress, and a request to stop */
 	uint32_t unit_bytes;  /* unit bytes; start is a unit's start */
 	int64_t first_ns;     /* when its first byte arrived (0: none yet) */
+	/* a full buffer kept for the run's last bytes, pushed with them
+	 * (cachetier_fill.c, sink_full_buf) */
+	struct fill_buf *full;
 };
 
 /* A fill's request state, one per slot. The worker that took the slot

@@ -638,6 +638,9 @@ void cachetier__wq_push(struct cachetier *ct, struct fill_buf *b);
 void cachetier__work_wake(struct cachetier *ct); /* jobs queued: a worker if needed (lock held) */
 /* a (if not NULL), then b, in one push: one wake-up of the writer at most */
 void cachetier__wq_push2(struct cachetier *ct, struct fill_buf *a, struct fill_buf *b);
+/* a and b (each if not NULL), then c, in one push */
+void cachetier__wq_push3(struct cachetier *ct, struct fill_buf *a, struct fill_buf *b,
+			 struct fill_buf *c);
 /* A sink's buffer (FILL_BUF_BYTES of data) from the pool, or malloc'd;
  * NULL when out of memory. buf_put gives it back (the writer, or a failed
  * run's sink; NULL is fine); buf_pool_free frees the pool at stop. */

@@ -27,22 +27,24 @@
 
 #include "cachetier_i.h"
 
-/* Hand a (if not NULL) then b to the fill writer with one push:
- * lock-free, never waits (the store's I/O thread). */
-void cachetier__wq_push2(struct cachetier *ct, struct fill_buf *a, struct fill_buf *b)
+/* Hand a and b (each if not NULL), then c, to the fill writer with one
+ * push: lock-free, never waits (the store's I/O thread). */
+void cachetier__wq_push3(struct cachetier *ct, struct fill_buf *a, struct fill_buf *b,
+			 struct fill_buf *c)
 {
 	struct fill_buf *head = atomic_load_explicit(&ct->wq, memory_order_relaxed);
-	struct fill_buf *first = a ? a : b; /* the older: last in the chain */
+	struct fill_buf *first = a ? a : b ? b : c; /* the oldest: last in the chain */
+	unsigned nbufs =
+	    (a && a->slot && !a->end) + (b && b->slot && !b->end) + (c->slot && !c->end);
 
 	/* a fill's bytes (fill_write takes them off) */
-	atomic_fetch_add_explicit(&ct->wq_bufs,
-				  (unsigned)(a && a->slot && !a->end) + (b->slot && !b->end),
-				  memory_order_relaxed);
-	if (a)
+	atomic_fetch_add_explicit(&ct->wq_bufs, nbufs, memory_order_relaxed);
+	if (b)
 		b->next = a;
+	c->next = b ? b : a;
 	do
 		first->next = head;
-	while (!atomic_compare_exchange_weak_explicit(&ct->wq, &head, b, memory_order_release,
+	while (!atomic_compare_exchange_weak_explicit(&ct->wq, &head, c, memory_order_release,
 						      memory_order_relaxed));
 	/* the stack was empty: the writer has taken (or will take, after the
 	 * post it has not consumed yet) everything pushed before, so it needs
@@ -50,6 +52,11 @@ void cachetier__wq_push2(struct cachetier *ct, struct fill_buf *a, struct fill_b
 	 * push that found it empty and posted */
 	if (!head)
 		sem_post(&ct->wsem);
+}
+
+void cachetier__wq_push2(struct cachetier *ct, struct fill_buf *a, struct fill_buf *b)
+{
+	cachetier__wq_push3(ct, NULL, a, b);
 }
 
 void cachetier__wq_push(struct cachetier *ct, struct fill_buf *b)

@@ -20,6 +20,11 @@
  * buffers interleave in the pile as the store's threads push them): 8
  * buffers queued, then exactly 2 writes and 2 passes, one a fill.
  *
+ * test_kept: four fills of 3 units (a full buffer and half a buffer), one
+ * at a time, the writer free: the sink keeps the full buffer for the
+ * run's last bytes and pushes both with the run's end, so each fill is one
+ * batch whatever the timing: exactly 4 writes, 4 passes, 4 lock takes.
+ *
  * Every wait for a state is a poll of the tier's counters bounded at 60 s
  * (a failed check, never a sleep that decides a count).
  */
@@ -235,6 +240,48 @@ static void fills_held(const char *name, int nfill)
 	backend_close(be);
 }
 
+/* Fills of 3 units (a full buffer, then half a buffer: the sink keeps the
+ * full one for the run's last bytes and pushes both with the run's end),
+ * one at a time with the writer free: each is one batch of the writer
+ * whatever the timing, so exactly 1 write, 1 pass and 1 lock take a fill.
+ * A sink that pushes the full buffer at once lets the writer take it
+ * alone (it is idle), for 2 writes and 2 passes a fill. */
+static void test_kept(void)
+{
+	struct backend *be = store("async=1");
+	struct cachetier *ct = tier(be, "c-kept");
+	struct cachetier_stats st;
+	int n = 0;
+
+	for (int i = 0; i < NOBJ; i++) {
+		struct cachetier_obj *o = obj(ct, be, i);
+
+		for (uint64_t off = 0; off < 6 * UNIT; off += 3 * UNIT, n++) {
+			CHECK(cachetier_obj_prefetch_range(o, off, 3 * UNIT, CACHETIER_PF_FIT) == 0,
+			      "kept: range %d", n);
+			reach(ct, FILLS_INFLIGHT, 0, "kept: the fill ended");
+			CHECK(exact(o, i, off, 3 * UNIT), "kept: object %d at %llu exact", i,
+			      (unsigned long long)off);
+		}
+		cachetier_obj_unref(o);
+	}
+	stats(ct, &st);
+	printf("kept: %d fills of 3 units: writes %llu, passes %llu, the writer's lock takes "
+	       "%llu, fills %llu\n",
+	       n, (unsigned long long)st.fill_writes, (unsigned long long)st.fill_publishes,
+	       (unsigned long long)st.fill_writer_locks, (unsigned long long)st.fills);
+	CHECK(st.fills == (uint64_t)n && st.fill_errors == 0 && st.bytes_fetched == n * 3ull * UNIT,
+	      "kept: fills %llu, errors %llu, bytes fetched %llu", (unsigned long long)st.fills,
+	      (unsigned long long)st.fill_errors, (unsigned long long)st.bytes_fetched);
+	CHECK(st.fill_writes == (uint64_t)n && st.fill_publishes == (uint64_t)n &&
+		  st.fill_writer_locks == (uint64_t)n,
+	      "kept: %llu writes, %llu passes, %llu lock takes, want %d each (one batch a fill)",
+	      (unsigned long long)st.fill_writes, (unsigned long long)st.fill_publishes,
+	      (unsigned long long)st.fill_writer_locks, n);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
 int main(void)
 {
 	const char *env = getenv("TEST_SEED");
@@ -261,6 +308,7 @@ int main(void)
 
 	fills_held("c-one", 1);
 	fills_held("c-two", 2);
+	test_kept();
 
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
 	if (check_failures() == 0 && system(cmd) != 0)
