@@ -27,14 +27,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs_core_ctl.h"
 #include "fs_plan.h"
 
 /* Symbolic links followed at most (the kernel's own bound). */
 #define PLAN_LINKS_MAX 40
 
-/* mountinfo's octal escapes (\040 a blank, \012 a newline, \134 a
- * backslash), in place. */
-static void mi_unescape(char *s)
+void fs_mountinfo_unescape(char *s)
 {
 	char *o = s;
 
@@ -61,7 +60,7 @@ static int mi_fields(char *line, char **dev, char **point)
 		if (++i == 3) {
 			*dev = f;
 		} else if (i == 5) {
-			mi_unescape(f);
+			fs_mountinfo_unescape(f);
 			*point = f;
 			return 0;
 		}

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "fs_ll.h"
+#include "fs_core_ctl.h"
 #include "fs_core_ops.h"
 #include "disk_lock.h"
 
@@ -614,24 +615,6 @@ static const struct fuse_lowlevel_ops ll_ops = {
  * a stat of the mount point would wait for INIT, which the session loop
  * answers only later. */
 
-/* Undo mountinfo's octal escapes (space, tab, newline, backslash) of s in
- * place. */
-static void mountinfo_unescape(char *s)
-{
-	char *w = s;
-
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*w++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-			s += 3;
-		} else {
-			*w++ = *s;
-		}
-	}
-	*w = '\0';
-}
-
 /* The device ("MAJ:MIN") of the last mount at mountpoint, into dev; 0 or
  * -ENOENT. */
 static int mount_dev(const char *mountpoint, char *dev, size_t size)
@@ -651,7 +634,7 @@ static int mount_dev(const char *mountpoint, char *dev, size_t size)
 		mnt = mdev && strtok_r(NULL, " ", &save) ? strtok_r(NULL, " ", &save) : NULL;
 		if (!mnt)
 			continue;
-		mountinfo_unescape(mnt);
+		fs_mountinfo_unescape(mnt);
 		if (strcmp(mnt, mountpoint) == 0 && strlen(mdev) < size) {
 			strcpy(dev, mdev);
 			err = 0; /* the last one is the mount on top */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fs_core_ctl.h"
+#include "fs_core_ctl.h"
 #include "fs_mountid.h"
 
 /* path made absolute against dir (NULL: the working directory) and
@@ -111,23 +112,6 @@ static int resolve(const char *path, char *out, size_t n)
 	return 0;
 }
 
-/* mountinfo's escapes (\040 for a space, \011, \012, \134) undone in place. */
-static void unescape(char *s)
-{
-	char *w = s;
-
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*w++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-			s += 3;
-		} else {
-			*w++ = *s;
-		}
-	}
-	*w = '\0';
-}
-
 /* The value of option name in a comma-separated list (NULL: absent; ""
  * for a flag). */
 static const char *opt_in(const char *list, const char *name, char *val, size_t n)
@@ -180,7 +164,7 @@ static int mountinfo_find(const char *dir, struct fs_mnt *m)
 				di = i;
 		if (di < 0 || sscanf(fld[2], "%u:%u", &maj, &min) != 2)
 			continue;
-		unescape(fld[4]);
+		fs_mountinfo_unescape(fld[4]);
 		if (strcmp(fld[4], dir) != 0)
 			continue;
 		/* a later line at the same point is mounted over the earlier */

@@ -12,6 +12,11 @@
 #include <stdint.h>
 #include <sys/ioctl.h>
 
+/* Undo /proc/self/mountinfo's octal escapes of a field (\040 a blank,
+ * \011 a tab, \012 a newline, \134 a backslash) in place (fs_plan_path.c;
+ * the mount point's field, for fs/fuse and fs/tools too). */
+void fs_mountinfo_unescape(char *s);
+
 /* .shardfs/plans (FS_CTL_PLANS and after) is reachable by name only:
  * listings of .shardfs show the files before FS_CTL_LISTED. */
 enum fs_ctl {
