@@ -40,6 +40,7 @@
 #include "backend.h"
 #include "cachetier.h"
 #include "check.h"
+#include "test_util.h"
 
 #define UNIT  (64u * 1024)
 #define CHUNK (8u * UNIT) /* 8 units a chunk */
@@ -50,25 +51,6 @@ static char tmpdir[256];
 static unsigned char *data[NOBJ];
 static size_t sizes[NOBJ];
 static char keys[NOBJ][32];
-
-static uint64_t rnd(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	*s = x;
-	return x;
-}
-
-static void write_file(const char *path, const void *buf, size_t len)
-{
-	FILE *f = fopen(path, "wb");
-
-	if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0)
-		FAIL("cannot write %s", path);
-}
 
 /* fault://tmpdir/src?<query> */
 static struct backend *store(const char *query)
@@ -88,43 +70,19 @@ static struct backend *store(const char *query)
  * string is fixed so that two stores share one directory. */
 static struct cachetier *tier(struct backend *be, const char *name)
 {
-	struct cachetier_config cc = {0};
-	struct cachetier *ct;
+	struct cachetier_config cc;
 	char dir[600];
-	int err;
 
 	snprintf(dir, sizeof(dir), "%s/%s", tmpdir, name);
-	cc.cache_dir = dir;
-	cc.source = "test-source";
-	cc.cache_size_bytes = 1ull << 30;
-	cc.min_free_bytes = 1;
-	cc.chunk_bytes = CHUNK;
+	tier_config(&cc, dir, 1ull << 30, 2, CHUNK);
 	cc.readahead_max_bytes = CHUNK;
-	cc.fill_threads = 2;
 	cc.small_fills = 1; /* slots: 3 */
-	err = cachetier_open(&ct, &cc, be);
-	if (err < 0)
-		FAIL("cachetier_open %s: %d", dir, err);
-	return ct;
+	return tier_open(&cc, be);
 }
 
 static struct cachetier_obj *obj(struct cachetier *ct, struct backend *be, int i)
 {
-	struct backend_objinfo info;
-	struct cachetier_obj *o = NULL;
-	int err = backend_stat(be, keys[i], &info);
-
-	if (err == 0)
-		err = cachetier_obj_open(ct, &info, CACHETIER_RAW, &o);
-	if (err)
-		FAIL("open %s: %d", keys[i], err);
-	return o;
-}
-
-static void stats(struct cachetier *ct, struct cachetier_stats *st)
-{
-	memset(st, 0, sizeof(*st));
-	cachetier_get_stats(ct, st);
+	return obj_open(ct, be, keys[i]);
 }
 
 enum what { FILLS_INFLIGHT, BUFS_QUEUED };
@@ -284,39 +242,20 @@ static void test_kept(void)
 
 int main(void)
 {
-	const char *env = getenv("TEST_SEED");
-	uint64_t seed = env ? strtoull(env, NULL, 10) : 20261129u; /* fixed in CI */
+	uint64_t seed = test_start(tmpdir, sizeof(tmpdir), "fwr", 20261129u); /* fixed in CI */
 	uint64_t s = seed * 2654435761u + 1;
-	char path[600], cmd[700];
 
-	setvbuf(stdout, NULL, _IOLBF, 0); /* a hang still shows how far it got */
-	printf("seed %llu (set TEST_SEED to repeat)\n", (unsigned long long)seed);
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/shardfs-fwr-XXXXXX");
-	if (!mkdtemp(tmpdir))
-		FAIL("mkdtemp");
-	snprintf(path, sizeof(path), "%s/src", tmpdir);
-	mkdir(path, 0755);
 	for (int i = 0; i < NOBJ; i++) {
 		sizes[i] = CHUNK + 1 + (size_t)(rnd(&s) % CHUNK);
 		snprintf(keys[i], sizeof(keys[i]), "obj-%d.tar", i);
-		data[i] = malloc(sizes[i]);
-		for (size_t k = 0; k < sizes[i]; k++)
-			data[i][k] = (unsigned char)rnd(&s);
-		snprintf(path, sizeof(path), "%s/src/%s", tmpdir, keys[i]);
-		write_file(path, data[i], sizes[i]);
+		data[i] = src_object(tmpdir, keys[i], sizes[i], &s);
 	}
 
 	fills_held("c-one", 1);
 	fills_held("c-two", 2);
 	test_kept();
 
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	if (check_failures() == 0 && system(cmd) != 0)
-		fprintf(stderr, "warning: could not remove %s\n", tmpdir);
 	for (int i = 0; i < NOBJ; i++)
 		free(data[i]);
-	if (check_failures())
-		fprintf(stderr, "fillwrite: seed %llu; files in %s\n", (unsigned long long)seed,
-			tmpdir);
-	return check_summary("fillwrite");
+	return test_end("fillwrite", tmpdir, seed);
 }
