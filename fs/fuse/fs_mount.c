@@ -242,15 +242,129 @@ static void scrub_source_password(int argc, char **argv, const char *source)
 	}
 }
 
+/* Mount options made canonical in *fuse_opts and checked: 0, with *nonempty
+ * set (and taken out of them); 2 for a refused option (said); 1 out of
+ * memory. */
+static int mount_fuse_opts(char **fuse_opts, int *nonempty)
+{
+	const char *refused;
+
+	if (*fuse_opts) {
+		char *canon = fuse_opts_canonical(*fuse_opts);
+
+		if (!canon)
+			return 1;
+		free(*fuse_opts);
+		*fuse_opts = canon;
+	}
+	refused = fuse_opt_refused(*fuse_opts);
+	if (refused) {
+		fprintf(
+		    stderr,
+		    "shardfs: mount: -o %s is refused: a shardfs mount is always ro,nosuid,nodev "
+		    "(setuid bits and device files in shards are never honoured)\n",
+		    refused);
+		return 2;
+	}
+	*nonempty = take_fuse_opt(*fuse_opts, "nonempty");
+	return 0;
+}
+
+/* The mount point can take this mount: not a shardfs mount already (nor a
+ * dead one), a directory, empty unless nonempty. Then the daemon holds it
+ * (the directory the mount covers, so it keeps nothing busy) for its whole
+ * life: 'shardfs umount' knows the daemon of a mount by it in
+ * /proc/PID/fd (fs/tools/fs_mountid.c), whatever its working directory
+ * and command line. 0, or -errno after saying why. */
+static int mount_point_ready(const char *mp, int nonempty)
+{
+	struct stat st;
+
+	if (fs_mount_lookup(mp, NULL, NULL)) {
+		struct statfs sf;
+
+		/* statfs always reaches the daemon (stat may be answered from
+		 * the kernel's attribute cache) */
+		if (statfs(mp, &sf) < 0 && errno == ENOTCONN)
+			fs_say_dead_mount(mp);
+		else
+			fprintf(stderr,
+				"shardfs: %s is already a shardfs mount; 'shardfs umount %s' "
+				"first\n",
+				mp, mp);
+		return -EBUSY;
+	}
+	if (stat(mp, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		if (errno == ENOTCONN)
+			fs_say_dead_mount(mp);
+		else
+			fprintf(stderr, "shardfs: mountpoint %s is not a directory\n", mp);
+		return -ENOTDIR;
+	}
+	if (!nonempty && !dir_is_empty(mp)) {
+		fprintf(stderr,
+			"shardfs: mountpoint %s is not empty: the mount would hide its files "
+			"(-o nonempty mounts over them)\n",
+			mp);
+		return -ENOTEMPTY;
+	}
+	if (open(mp, O_PATH | O_DIRECTORY | O_CLOEXEC) < 0) {
+		int err = -errno;
+
+		fprintf(stderr, "shardfs: mountpoint %s: %s\n", mp, strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+/* Go to the background: the parent waits for the daemon's word on pipe
+ * pfd (one byte 0: mounted) and for the mount to answer, and returns its
+ * exit status (0 or 1) in *status; the daemon (a session of its own, ended
+ * with its parent until it is mounted) returns with *status -1 and
+ * pfd[1] its end. 0, or -errno. */
+static int mount_daemonize(const char *mp, int pfd[2], int *status)
+{
+	pid_t pid, parent = getpid();
+
+	*status = -1;
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0) {
+		char ok;
+		ssize_t n;
+
+		close(pfd[1]);
+		do {
+			n = read(pfd[0], &ok, 1);
+		} while (n < 0 && errno == EINTR);
+		close(pfd[0]);
+		/* mounted; the kernel's INIT may still fail. statfs waits for
+		 * INIT and fails if the session died */
+		if (n == 1 && ok == 0 && !mount_answers(mp)) {
+			fprintf(stderr, "shardfs: the mount at %s does not answer\n", mp);
+			n = 0;
+		}
+		*status = n == 1 && ok == 0 ? 0 : 1;
+		return 0;
+	}
+	close(pfd[0]);
+	setsid();
+	fs_exit_on_signals();
+	/* the parent may have died before prctl: then it is not ours */
+	if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
+		_exit(1);
+	return 0;
+}
+
 int fs_fuse_mount_main(int argc, char **argv)
 {
 	struct fs_config *cfg;
 	struct fs_mount_args a;
 	struct fs *fs;
-	struct stat st;
-	int pfd[2] = {-1, -1}, err, nonempty;
-	const char *refused;
-	pid_t pid, parent = 0;
+	int pfd[2] = {-1, -1}, err, nonempty = 0, r;
 
 	if (fs_config_new(&cfg) < 0)
 		return 1;
@@ -263,105 +377,22 @@ int fs_fuse_mount_main(int argc, char **argv)
 	}
 	fs_config_mount_args(cfg, &a);
 	scrub_source_password(argc, argv, a.source);
-	if (*a.fuse_opts) {
-		char *canon = fuse_opts_canonical(*a.fuse_opts);
-
-		if (!canon) {
-			err = -ENOMEM;
-			goto out;
-		}
-		free(*a.fuse_opts);
-		*a.fuse_opts = canon;
-	}
-	refused = fuse_opt_refused(*a.fuse_opts);
-	if (refused) {
-		fprintf(
-		    stderr,
-		    "shardfs: mount: -o %s is refused: a shardfs mount is always ro,nosuid,nodev "
-		    "(setuid bits and device files in shards are never honoured)\n",
-		    refused);
+	r = mount_fuse_opts(a.fuse_opts, &nonempty);
+	if (r) {
 		fs_config_free(cfg);
-		return 2;
+		return r;
 	}
-	nonempty = take_fuse_opt(*a.fuse_opts, "nonempty");
-	if (fs_mount_lookup(a.mountpoint, NULL, NULL)) {
-		struct statfs sf;
-
-		/* statfs always reaches the daemon (stat may be answered from
-		 * the kernel's attribute cache) */
-		if (statfs(a.mountpoint, &sf) < 0 && errno == ENOTCONN)
-			fs_say_dead_mount(a.mountpoint);
-		else
-			fprintf(
-			    stderr,
-			    "shardfs: %s is already a shardfs mount; 'shardfs umount %s' first\n",
-			    a.mountpoint, a.mountpoint);
-		err = -EBUSY;
+	err = mount_point_ready(a.mountpoint, nonempty);
+	if (err < 0)
 		goto out;
-	}
-	if (stat(a.mountpoint, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		if (errno == ENOTCONN)
-			fs_say_dead_mount(a.mountpoint);
-		else
-			fprintf(stderr, "shardfs: mountpoint %s is not a directory\n",
-				a.mountpoint);
-		err = -ENOTDIR;
-		goto out;
-	}
-	if (!nonempty && !dir_is_empty(a.mountpoint)) {
-		fprintf(stderr,
-			"shardfs: mountpoint %s is not empty: the mount would hide its files "
-			"(-o nonempty mounts over them)\n",
-			a.mountpoint);
-		err = -ENOTEMPTY;
-		goto out;
-	}
-	/* The daemon holds its mount point's directory (the one the mount
-	 * covers, so it keeps nothing busy) for its whole life: 'shardfs
-	 * umount' knows the daemon of a mount by it in /proc/PID/fd
-	 * (fs/tools/fs_mountid.c), whatever its working directory and
-	 * command line */
-	if (open(a.mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC) < 0) {
-		err = -errno;
-		fprintf(stderr, "shardfs: mountpoint %s: %s\n", a.mountpoint, strerror(-err));
-		goto out;
-	}
 	if (!a.foreground) {
-		if (pipe2(pfd, O_CLOEXEC) < 0) {
-			err = -errno;
+		err = mount_daemonize(a.mountpoint, pfd, &r);
+		if (err < 0)
 			goto out;
-		}
-		parent = getpid();
-		pid = fork();
-		if (pid < 0) {
-			err = -errno;
-			goto out;
-		}
-		if (pid > 0) {
-			char ok;
-			ssize_t n;
-
-			close(pfd[1]);
-			do {
-				n = read(pfd[0], &ok, 1);
-			} while (n < 0 && errno == EINTR);
-			close(pfd[0]);
-			/* mounted; the kernel's INIT may still fail. statfs waits for
-			 * INIT and fails if the session died */
-			if (n == 1 && ok == 0 && !mount_answers(a.mountpoint)) {
-				fprintf(stderr, "shardfs: the mount at %s does not answer\n",
-					a.mountpoint);
-				n = 0;
-			}
+		if (r >= 0) { /* the parent */
 			fs_config_free(cfg);
-			return n == 1 && ok == 0 ? 0 : 1;
+			return r;
 		}
-		close(pfd[0]);
-		setsid();
-		fs_exit_on_signals();
-		/* the parent may have died before prctl: then it is not ours */
-		if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
-			_exit(1);
 	} else {
 		fs_exit_on_signals();
 	}
