@@ -837,6 +837,78 @@ static void stop_finish(struct ll_stop *st)
 	stop_release(st);
 }
 
+/* The FUSE mount options into opts (size bytes): the user's uopts, then
+ * ro, nosuid and nodev. Other users only ever see what the modes allow:
+ * with allow_other the kernel checks permissions (default_permissions),
+ * always (uopts is in the form libfuse reads: fs_mount.c unescaped it).
+ * The mount is read-only, nosuid and nodev, after the user's options
+ * (libfuse applies mount flags in order: the last wins), so that no -o rw,
+ * suid or dev can undo them (fs_mount.c refuses suid and dev): the mount
+ * table says so, the kernel refuses writes before asking and never
+ * honours a setuid bit or a device file of a shard. 0 or -E2BIG. */
+static int ll_mount_opts(struct fs *fs, const char *uopts, char *opts, size_t size)
+{
+	int n = snprintf(opts, size, "-ofsname=shardfs:%s,subtype=shardfs%s%s,nosuid,nodev,ro%s",
+			 fs_describe(fs), uopts[0] ? "," : "", uopts,
+			 strstr(uopts, "allow_other") ? ",default_permissions" : "");
+
+	if (n < 0 || (size_t)n >= size)
+		return -E2BIG;
+	/* fsname may not contain commas: the option parser would split it */
+	for (char *p = opts + strlen("-ofsname=shardfs:"); *p && strncmp(p, ",subtype=", 9); p++) {
+		if (*p == ',')
+			*p = '_';
+	}
+	return 0;
+}
+
+/* Mounted: tell 'shardfs mount' (its pipe ready_fd, closed here) and
+ * become a daemon (no parent's death signal, no caller's terminal or
+ * pipes, working directory /). -EINTR when a stop signal came first,
+ * -EPIPE when 'shardfs mount' is gone: then the caller unmounts. */
+static int ll_ready(struct fuse_session *se, int ready_fd)
+{
+	char ok = 0;
+	int null;
+	ssize_t w;
+
+	/* a stop signal (the parent's death: PR_SET_PDEATHSIG, fs_mount.c)
+	 * before the mount was ready: nobody waits for it */
+	if (fuse_session_exited(se)) {
+		fs_log(FS_LOG_INFO, "stopped before the mount was ready: unmounting");
+		return -EINTR;
+	}
+	do {
+		w = write(ready_fd, &ok, 1);
+	} while (w < 0 && errno == EINTR);
+	close(ready_fd);
+	/* EPIPE (SIGPIPE is ignored: stop_start): 'shardfs mount' was
+	 * interrupted or killed while this mount was being made; its caller
+	 * saw it fail, so no mount may appear */
+	if (w != 1) {
+		fs_log(FS_LOG_WARN, "'shardfs mount' is gone (interrupted or killed) before the "
+				    "mount was ready: unmounting");
+		return -EPIPE;
+	}
+	/* ready: the daemon outlives 'shardfs mount' from now on */
+	prctl(PR_SET_PDEATHSIG, 0);
+	null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	/* a daemon must not hold the caller's terminal or pipes open:
+	 * '$(shardfs mount ...)' would never see end of file */
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		/* whatever still writes to stderr (sanitizers, libraries) lands
+		 * in the log file */
+		dup2(fs_log_fd() != STDERR_FILENO ? fs_log_fd() : null, STDERR_FILENO);
+		close(null);
+	}
+	if (chdir("/") < 0) {
+		/* every path we use is absolute or an open fd */
+	}
+	return 0;
+}
+
 int fs_ll_run(struct fs *fs, int ready_fd)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -847,30 +919,15 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 	struct fs_mount_args ma;
 	const char *uopts;
 	uint32_t nobjs, nshards, ndirs;
-	int err = -EIO, n, stopping = 0;
+	int err = -EIO, stopping = 0;
 
 	fs_mount_args(fs, &ma);
 	uopts = *ma.fuse_opts ? *ma.fuse_opts : "";
 
-	/* other users only ever see what the modes allow: with allow_other the
-	 * kernel checks permissions (default_permissions), always (uopts is
-	 * in the form libfuse reads: fs_mount.c unescaped it) */
-	/* the mount is read-only, nosuid and nodev, after the user's options
-	 * (libfuse applies mount flags in order: the last wins), so that no
-	 * -o rw, suid or dev can undo them (fs_mount.c refuses suid and dev):
-	 * the mount table says so, the kernel refuses writes before asking and
-	 * never honours a setuid bit or a device file of a shard */
-	n = snprintf(opts, sizeof(opts),
-		     "-ofsname=shardfs:%s,subtype=shardfs%s%s,nosuid,nodev,ro%s", fs_describe(fs),
-		     uopts[0] ? "," : "", uopts,
-		     strstr(uopts, "allow_other") ? ",default_permissions" : "");
-	if (n < 0 || (size_t)n >= sizeof(opts))
-		return -E2BIG;
-	/* fsname may not contain commas: the option parser would split it */
-	for (char *p = opts + strlen("-ofsname=shardfs:"); *p && strncmp(p, ",subtype=", 9); p++) {
-		if (*p == ',')
-			*p = '_';
-	}
+	err = ll_mount_opts(fs, uopts, opts, sizeof(opts));
+	if (err < 0)
+		return err;
+	err = -EIO;
 	if (fuse_opt_add_arg(&args, "shardfs") || fuse_opt_add_arg(&args, opts) ||
 	    (ma.debug && fuse_opt_add_arg(&args, "-d")))
 		goto out;
@@ -892,47 +949,10 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 	fs_log(FS_LOG_INFO, "mounted %s at %s: %u objects, %u shards, %u directories",
 	       fs_describe(fs), ma.mountpoint, nobjs, nshards, ndirs);
 	if (ready_fd >= 0) {
-		char ok = 0;
-		int null;
-		ssize_t w;
-
-		/* a stop signal (the parent's death: PR_SET_PDEATHSIG, fs_mount.c)
-		 * before the mount was ready: nobody waits for it */
-		if (fuse_session_exited(se)) {
-			fs_log(FS_LOG_INFO, "stopped before the mount was ready: unmounting");
-			err = -EINTR;
+		err = ll_ready(se, ready_fd);
+		if (err < 0)
 			goto out_unmount;
-		}
-		do {
-			w = write(ready_fd, &ok, 1);
-		} while (w < 0 && errno == EINTR);
-		close(ready_fd);
-		/* EPIPE (SIGPIPE is ignored: stop_start): 'shardfs mount' was
-		 * interrupted or killed while this mount was being made; its
-		 * caller saw it fail, so no mount may appear */
-		if (w != 1) {
-			fs_log(FS_LOG_WARN,
-			       "'shardfs mount' is gone (interrupted or killed) before the mount "
-			       "was ready: unmounting");
-			err = -EPIPE;
-			goto out_unmount;
-		}
-		/* ready: the daemon outlives 'shardfs mount' from now on */
-		prctl(PR_SET_PDEATHSIG, 0);
-		null = open("/dev/null", O_RDWR | O_CLOEXEC);
-		/* a daemon must not hold the caller's terminal or pipes open:
-		 * '$(shardfs mount ...)' would never see end of file */
-		if (null >= 0) {
-			dup2(null, STDIN_FILENO);
-			dup2(null, STDOUT_FILENO);
-			/* whatever still writes to stderr (sanitizers, libraries)
-			 * lands in the log file */
-			dup2(fs_log_fd() != STDERR_FILENO ? fs_log_fd() : null, STDERR_FILENO);
-			close(null);
-		}
-		if (chdir("/") < 0) {
-			/* every path we use is absolute or an open fd */
-		}
+		err = -EIO;
 	} else {
 		fs_mount_notify_ready(ma.mountpoint); /* -f: systemd's Type=notify */
 	}
