@@ -129,8 +129,9 @@ struct cachetier_stats {
 	uint64_t evictions;	  /* evictions: one or more units of an object, or a decoded copy */
 	uint64_t evicted_bytes;
 	uint64_t decoded_evictions;  /* decoded copies evicted (also in evictions) */
-	uint64_t evict_cpu_ns;	     /* CPU time of the threads making room for fills (the
-				      * room check, picking victims, unlinking maps, punching) */
+	uint64_t evict_cpu_ns;	     /* CPU time of the threads making room for fills, in the
+				      * calls that must evict: picking victims, unlinking maps,
+				      * punching; a room check that finds room is not counted */
 	uint64_t flush_cpu_ns;	     /* CPU time of the threads writing maps (their fdatasync
 				      * of the data file, the map's atomic write) */
 	uint64_t punches;	     /* holes punched by evictions (fallocate calls) */

@@ -730,14 +730,24 @@ int cachetier__make_room(struct cachetier *ct, uint64_t len, int spare_ahead)
 	return cachetier__make_room_near(ct, len, spare_ahead, CT_NEAR_NONE);
 }
 
-static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near);
+static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near,
+			  int64_t *cpu0);
 
+/* evict_cpu_ns counts the CPU of the calls that must evict, from the
+ * moment they find it (before the prefetch's share check and the first
+ * choice of a victim) to their return: the thread CPU clock is a syscall
+ * (no vDSO for CLOCK_THREAD_CPUTIME_ID), so a call that finds room at
+ * once or after waiting (the free-space check, a comparison) reads it not
+ * at all, and one that must evict reads it twice whatever the number of
+ * its evictions. */
 int cachetier__make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near)
 {
-	int64_t t0 = cachetier__cpu_ns(), w0 = cachetier__mono_ns();
-	int err = make_room_near(ct, len, spare_ahead, near);
+	int64_t cpu0 = -1, w0 = cachetier__mono_ns();
+	int err = make_room_near(ct, len, spare_ahead, near, &cpu0);
 
-	atomic_fetch_add(&ct->evict_cpu_ns, (unsigned long long)(cachetier__cpu_ns() - t0));
+	if (cpu0 >= 0)
+		atomic_fetch_add(&ct->evict_cpu_ns,
+				 (unsigned long long)(cachetier__cpu_ns() - cpu0));
 	ct->room_make_ns += (uint64_t)(cachetier__mono_ns() - w0);
 	return err;
 }
@@ -761,7 +771,8 @@ static uint64_t room_over(const struct cachetier *ct)
 	return 2 * ev_batch(ct);
 }
 
-static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near)
+static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near,
+			  int64_t *cpu0)
 {
 	struct ev_ctx x = {0, spare_ahead, near, ct, 0};
 	uint64_t want_free = 0;
@@ -807,6 +818,8 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
 			waited = 1;
 			continue;
 		}
+		if (*cpu0 < 0) /* must evict from here (cachetier__make_room_near) */
+			*cpu0 = cachetier__cpu_ns();
 		/* a prefetch fill evicts only while what was filled ahead stays
 		 * within the rules' share (half the cache): the rest is the
 		 * readers' (their readahead then evicts what they read, never
