@@ -372,6 +372,7 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->evicted_bytes = ct->evicted_bytes;
 	st->decoded_evictions = ct->decoded_evictions;
 	st->evict_cpu_ns = atomic_load(&ct->evict_cpu_ns);
+	st->room_statfs = ct->free_calls;
 	st->flush_cpu_ns = atomic_load(&ct->flush_cpu_ns);
 	st->punches = atomic_load(&ct->punches);
 	st->punches_queued = ct->pun ? ct->pun->queued : 0;

@@ -147,6 +147,8 @@ struct cachetier_stats {
 	uint64_t room_waits;	     /* calls making room for a fill that waited for other
 				      * threads' evictions to end (room_cond) */
 	uint64_t room_wait_ms;	     /* their time waiting, summed */
+	uint64_t room_statfs;	     /* statvfs calls of the free-space check of fills and
+				      * decodings (cachetier/README.md, "Free space") */
 	uint64_t room_make_ms;	     /* time of the threads making room for fills (wall clock,
 				      * the waits included), summed */
 	uint64_t tier_lock_waits;    /* takes of the tier's lock (ct->lock) that found it held

@@ -771,24 +771,57 @@ static uint64_t room_over(const struct cachetier *ct)
 	return 2 * ev_batch(ct);
 }
 
+/* The bytes made room for between two statvfs calls of the free-space
+ * check at most: four chunks, at most a quarter of the reserve (0 with
+ * a reserve under 4 bytes: every check calls statvfs). */
+static uint64_t free_bound(const struct cachetier *ct)
+{
+	uint64_t b = 4 * (uint64_t)ct->cfg.chunk_bytes;
+
+	return b < ct->cfg.min_free_bytes / 4 ? b : ct->cfg.min_free_bytes / 4;
+}
+
+uint64_t cachetier__disk_avail(struct cachetier *ct, uint64_t need)
+{
+	uint64_t used = ct->room_bytes - ct->free_base, bound = free_bound(ct), base, avail;
+	struct statvfs sv;
+
+	/* the last answer less every byte made room for since: no more
+	 * than the disk has free unless another program wrote to it (seen
+	 * at the next call, within bound bytes of this process's fills) */
+	if (ct->free_known && used < bound && ct->free_avail >= used &&
+	    ct->free_avail - used >= need + bound)
+		return ct->free_avail - used;
+	base = ct->room_bytes;
+	ct->free_calls++;
+	/* statvfs without the lock: it is a syscall */
+	disk_mutex_unlock(&ct->lock);
+	avail = fstatvfs(ct->datafd, &sv) == 0 ? (uint64_t)sv.f_bavail * sv.f_frsize : UINT64_MAX;
+	cachetier__lock(ct);
+	if (avail == UINT64_MAX) {
+		ct->free_known = 0;
+		return avail;
+	}
+	if (!ct->free_known || base >= ct->free_base) { /* not older than the last */
+		ct->free_avail = avail;
+		ct->free_base = base;
+		ct->free_known = 1;
+	}
+	return avail;
+}
+
 static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near,
 			  int64_t *cpu0)
 {
 	struct ev_ctx x = {0, spare_ahead, near, ct, 0};
-	uint64_t want_free = 0;
-	struct statvfs sv;
+	uint64_t want_free = 0, avail;
 	int rescanned = 0, waited = 0;
 
 	CT_OFF_LOOP();
-	/* statvfs without the lock: it is a syscall, and approximate anyway */
-	disk_mutex_unlock(&ct->lock);
-	if (fstatvfs(ct->datafd, &sv) == 0) {
-		uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
-
-		if (avail < ct->cfg.min_free_bytes + len)
-			want_free = ct->cfg.min_free_bytes + len - avail;
-	}
-	cachetier__lock(ct);
+	avail = cachetier__disk_avail(ct, ct->cfg.min_free_bytes + len);
+	if (avail < ct->cfg.min_free_bytes + len)
+		want_free = ct->cfg.min_free_bytes + len - avail;
+	ct->room_bytes += len;
 	ct->evict_round++;
 	for (;;) {
 		/* the whole directory's bytes (every process and source) plus

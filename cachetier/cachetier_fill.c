@@ -38,20 +38,17 @@
  * flight and bytes being punched leave room for it within
  * cache_size_bytes, and the disk keeps its reserve? 1: yes; 0: no
  * (counted as unfit). ct->lock held on entry and return; dropped around
- * statvfs. */
+ * statvfs (cachetier__disk_avail). */
 static int pf_fits(struct cachetier *ct, struct ct_file *f, uint64_t len)
 {
-	uint64_t avail = UINT64_MAX;
-	struct statvfs sv;
+	uint64_t avail = cachetier__disk_avail(ct, ct->cfg.min_free_bytes + ct->reserved + len);
 
-	disk_mutex_unlock(&ct->lock);
-	if (fstatvfs(ct->datafd, &sv) == 0)
-		avail = (uint64_t)sv.f_bavail * sv.f_frsize;
-	cachetier__lock(ct);
 	if (cachetier__usage_get(ct) + ct->reserved + ct->evicting + len <=
 		ct->cfg.cache_size_bytes &&
-	    avail >= ct->cfg.min_free_bytes + ct->reserved + len)
+	    avail >= ct->cfg.min_free_bytes + ct->reserved + len) {
+		ct->room_bytes += len; /* to be written: the next free-space check's */
 		return 1;
+	}
 	f->pf_unfit += len;
 	ct->unfit_bytes += len;
 	return 0;

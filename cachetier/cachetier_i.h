@@ -367,6 +367,11 @@ struct cachetier {
 	uint64_t peer_units;   /* units served that another process filled */
 	/* make_room's calls that waited for other threads' evictions, those waits, its time */
 	uint64_t room_waits, room_wait_ns, room_make_ns;
+	/* the free-space check (cachetier__disk_avail): bytes made room for
+	 * since open, the last statvfs's free bytes and room_bytes then, its
+	 * calls (cachetier_stats.room_statfs) */
+	uint64_t room_bytes, free_avail, free_base, free_calls;
+	int free_known;
 	/* idle read locks (cachetier_read.c, "release on demand"): fcntl calls
 	 * of the read path on unit locks (taken, dropped), release requests
 	 * this process posted, units it released on another's request, and
@@ -874,6 +879,13 @@ void cachetier__plan_filled(struct cachetier *ct, struct ct_file *f, uint32_t c,
 int64_t cachetier__now_ns(void);
 /* This thread's CPU time in ns (CLOCK_THREAD_CPUTIME_ID). */
 int64_t cachetier__cpu_ns(void);
+/* The data disk's free bytes for a check that wants need of them (the
+ * reserve and the bytes about to be written): statvfs's answer, or
+ * without a call its last answer less the bytes made room for since
+ * (room_bytes), while those stay under a bound and the estimate clears
+ * need by that bound (cachetier_evict.c; README.md, "Free space").
+ * UINT64_MAX when statvfs fails. ct->lock held; dropped around statvfs. */
+uint64_t cachetier__disk_avail(struct cachetier *ct, uint64_t need);
 
 /* A temp file ".tmp.PID.N" (disk_tmp_open's name for a name without a
  * directory part) in dirfd of a process that no longer runs: unlinked.

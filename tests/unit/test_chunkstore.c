@@ -300,6 +300,51 @@ static void test_sequential(void)
 	backend_close(be);
 }
 
+/* The free-space check (cachetier__disk_avail) calls statvfs once per 4
+ * chunks made room for (a quarter of the 16-chunk reserve here), not once
+ * per fill: the big object read in order by one fill thread, a chunk a
+ * fill, is 65 fills and ceil(65 / 4) = 17 calls (the old check: 65). With
+ * the reserve of a byte (tier_config) the bound is 0: a call per fill.
+ * The disk of tmpdir has far more than the reserve free. */
+static void test_free_check(void)
+{
+	struct backend *be = store("");
+	uint64_t nchunks = (sizes[NOBJ] + CHUNK - 1) / CHUNK;
+
+	for (int strict = 0; strict < 2; strict++) {
+		struct cachetier_config cc;
+		struct cachetier_stats st;
+		struct cachetier_obj *o;
+		struct cachetier *ct;
+		char dir[512];
+		int bad = 0;
+
+		snprintf(dir, sizeof(dir), "%s/c-free%d", tmpdir, strict);
+		tier_config(&cc, dir, 1ull << 30, 1, CHUNK);
+		if (!strict)
+			cc.min_free_bytes = 16 * CHUNK;
+		ct = tier_open(&cc, be);
+		cachetier_set_policy(ct, fetch_store_rules());
+		o = obj(ct, be, NOBJ);
+		CHECK(fetch_new(ct, &fx) == 0, "fetch_new");
+		fx_reader = 1;
+		for (uint64_t off = 0; off < sizes[NOBJ]; off += CHUNK)
+			bad += read_check(o, NOBJ, off, CHUNK, 0) != 0;
+		CHECK(bad == 0, "free check: %d reads wrong", bad);
+		stats(ct, &st);
+		CHECK(st.fills == nchunks &&
+			  st.room_statfs == (strict ? nchunks : (nchunks + 3) / 4),
+		      "free check (reserve %llu): %llu fills, %llu statvfs calls",
+		      (unsigned long long)cc.min_free_bytes, (unsigned long long)st.fills,
+		      (unsigned long long)st.room_statfs);
+		fetch_free(fx);
+		fx = NULL;
+		cachetier_obj_unref(o);
+		cachetier_close(ct);
+	}
+	backend_close(be);
+}
+
 /* Two readers of the big object at once (fetch/: a stream per reader and
  * object). Reader 1 reads [0, 24 chunks) in order in 16 KiB reads; after
  * each of its reads, reader 2 reads 4 KiB at a chunk of [40, 64) far from
@@ -3607,6 +3652,7 @@ static const struct {
     {"test_rule_promote", test_rule_promote},
     {"test_punch_queue", test_punch_queue},
     {"test_punch_batch", test_punch_batch},
+    {"test_free_check", test_free_check},
 };
 
 static void run_alone(const char *name)
@@ -3640,6 +3686,7 @@ int main(void)
 	}
 	test_random(seed);
 	test_sequential();
+	test_free_check();
 	test_random_no_readahead(seed);
 	test_streams_seek();
 	test_concurrent(seed);
