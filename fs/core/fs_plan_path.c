@@ -73,7 +73,7 @@ static int mi_fields(char *line, char **dev, char **point)
  * when none is known (then mp alone counts). Free with free. */
 static char *mount_points(const char *mp)
 {
-	char dev[64] = "", *line = NULL, *out = NULL, *d, *p;
+	char dev[64] = "", *line = NULL, *out = NULL, *d = NULL, *p = NULL;
 	size_t cap = 0, len = 0, ocap = 0;
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 

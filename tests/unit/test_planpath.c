@@ -137,10 +137,18 @@ static void children(const char (*paths)[PATH_MAX], int count, const char *dir,
 {
 	size_t dl = strlen(dir);
 
-	for (int i = 0; i < count; i++)
-		if (strncmp(paths[i], dir, dl) == 0 && paths[i][dl] == '/' &&
-		    !strchr(paths[i] + dl + 1, '/'))
-			snprintf(names[(*n)++], NAME_MAX + 1, "%s", paths[i] + dl + 1);
+	for (int i = 0; i < count; i++) {
+		const char *rest = paths[i] + dl + 1;
+		size_t k = 0;
+
+		if (strncmp(paths[i], dir, dl) != 0 || paths[i][dl] != '/')
+			continue;
+		/* a loop, not strchr: gcc -O3 takes paths for an empty array */
+		while (rest[k] && rest[k] != '/')
+			k++;
+		if (!rest[k])
+			snprintf(names[(*n)++], NAME_MAX + 1, "%s", rest);
+	}
 }
 
 /* A random path through t: entries of the directory the path so far
