@@ -472,6 +472,84 @@ static void merge_units(const uint32_t *a, uint32_t na, const uint32_t *b, uint3
 		out[k++] = j == nb || (i < na && a[i] < b[j]) ? a[i++] : b[j++];
 }
 
+/* An object not live in this process (of an earlier mount, another
+ * process or source) is opened from its map first: 1 to go on evicting
+ * it unit by unit, 0 when it cannot be now (marked for this round, or
+ * with nothing this process can evict). ct->lock held. */
+static int evict_live(struct cachetier *ct, struct ct_file *f)
+{
+	int err;
+
+	if (f->live)
+		return 1;
+	err = cachetier__file_open_mapped(ct, f);
+	f->evict_round = ct->evict_round;
+	if (err == -EBUSY)
+		return 0; /* a reader is loading it: not this round */
+	if (err < 0 || !f->live) {
+		f->bytes = 0; /* nothing this process can evict */
+		return 0;
+	}
+	if (f->opening || f->evicting)
+		return 0;
+	f->evict_round = 0; /* live now: unit by unit */
+	return 1;
+}
+
+/* f's evictable units in eviction order into cand (room for f->nunits):
+ * the *nw within next (key_within) first, sorted once (picking the first
+ * of all units for each unit evicted cost units x evicted key comparisons
+ * under ct->lock), then the *nrest others, not sorted: within keys come
+ * first in eviction order, and past them an eviction takes a unit only
+ * while it has taken none (its first ones held by another process), so
+ * the rest is sorted only then (a planned epoch's eviction takes a few
+ * units of an object holding hundreds). ct->lock held. */
+static void evict_cands(struct ct_file *f, const struct ev_ctx *x, struct ev_key next,
+			struct ev_cand *cand, uint32_t *nw, uint32_t *nrest)
+{
+	int64_t fat = file_at(f);
+
+	*nw = *nrest = 0;
+	for (uint32_t c = st_next(f, 0); c < f->nunits; c = st_next(f, c + 1)) {
+		struct ev_cand e;
+
+		if (!unit_evictable(f, c, x))
+			continue;
+		e = (struct ev_cand){unit_key(f, c, fat, x), c};
+		if (key_within(e.k, next))
+			cand[(*nw)++] = e;
+		else
+			cand[f->nunits - 1 - (*nrest)++] = e;
+	}
+	memmove(cand + *nw, cand + f->nunits - *nrest, *nrest * sizeof(*cand));
+	qsort(cand, *nw, sizeof(*cand), cand_cmp);
+}
+
+/* A map may name a unit of an eviction of f: it goes first and durably,
+ * so no map claims a punched unit (LK_MAP: a flusher of any process
+ * snapshots the state after this; map_encode names no unit whose byte is
+ * clear). Units never named (younger than the durability delay, ST_VALID)
+ * need none of it: no map names them and none can. 1 when there was a
+ * map. ct->lock not held. */
+static int evict_unmap(struct ct_file *f)
+{
+	char name[24];
+	int had_map;
+
+	disk_mutex_lock(&f->maplock);
+	/* bounded (LK_MAP_WAIT_MS): the map goes whether or not LK_MAP could
+	 * be had; without it only another process's map write racing this
+	 * one could claim a punched unit */
+	cachetier__ofd_lock(f->stfd, F_WRLCK, LK_MAP, LK_MAP_WAIT_MS);
+	snprintf(name, sizeof(name), "%s.map", f->hash);
+	had_map = unlinkat(f->dirfd, name, 0) == 0;
+	if (had_map)
+		fsync(f->dirfd);
+	cachetier__ofd_lock(f->stfd, F_UNLCK, LK_MAP, 0);
+	disk_mutex_unlock(&f->maplock);
+	return had_map;
+}
+
 /* Evict units of f, first in eviction order first, until 'want' bytes
  * are freed (at least one unit) or the next one is not within 'next'
  * (key_within): each one the state file says is valid that no process
@@ -483,29 +561,15 @@ static void merge_units(const uint32_t *a, uint32_t na, const uint32_t *b, uint3
 static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 		      const struct ev_ctx *x, struct ev_key next, int here)
 {
-	char name[24];
 	uint32_t *list = NULL, *batch, *all, n = 0, ncand = 0, ng;
 	struct ct_punch *p;
 	struct ev_cand *cand;
 	uint32_t nw = 0, nrest = 0; /* candidates within next, and the rest */
 	uint64_t freed = 0;
 	int had_map = 0, named = 0, stop = 0;
-	int64_t fat;
 
-	if (!f->live) { /* of an earlier mount, another process or source */
-		int err = cachetier__file_open_mapped(ct, f);
-
-		f->evict_round = ct->evict_round;
-		if (err == -EBUSY)
-			return 0; /* a reader is loading it: not this round */
-		if (err < 0 || !f->live) {
-			f->bytes = 0; /* nothing this process can evict */
-			return 0;
-		}
-		if (f->opening || f->evicting)
-			return 0;
-		f->evict_round = 0; /* live now: unit by unit */
-	}
+	if (!evict_live(ct, f))
+		return 0;
 	list = malloc((size_t)(f->nunits ? f->nunits : 1) * sizeof(*list));
 	batch = malloc((size_t)(f->nunits ? f->nunits : 1) * sizeof(*batch));
 	cand = malloc((size_t)(f->nunits ? f->nunits : 1) * sizeof(*cand));
@@ -519,30 +583,8 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 		free(p);
 		return 0;
 	}
-	/* the evictable units in eviction order, sorted once (picking the
-	 * first of all units for each unit evicted cost units x evicted
-	 * key comparisons under ct->lock) */
-	fat = file_at(f);
-	for (uint32_t c = st_next(f, 0); c < f->nunits; c = st_next(f, c + 1)) {
-		struct ev_cand e;
-
-		if (!unit_evictable(f, c, x))
-			continue;
-		e = (struct ev_cand){unit_key(f, c, fat, x), c};
-		/* the units within next (key_within) first, the rest from the
-		 * end: within keys come first in eviction order, and past them
-		 * an eviction takes a unit only while it has taken none (its
-		 * first ones held by another process), so the rest is sorted
-		 * only then (a planned epoch's eviction takes a few units of an
-		 * object holding hundreds) */
-		if (key_within(e.k, next))
-			cand[nw++] = e;
-		else
-			cand[f->nunits - 1 - nrest++] = e;
-	}
-	memmove(cand + nw, cand + f->nunits - nrest, nrest * sizeof(*cand));
+	evict_cands(f, x, next, cand, &nw, &nrest);
 	ncand = nw + nrest;
-	qsort(cand, nw, sizeof(*cand), cand_cmp);
 	/* in batches: the next units in eviction order up to 'want' (or
 	 * to next, key_within), locked a run of adjacent units at a time
 	 * (one fcntl a run, not one a unit); a unit another process pins,
@@ -585,25 +627,8 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 	ct->evicted_bytes += freed;
 	disk_mutex_unlock(&ct->lock);
 
-	if (named) {
-		/* a map may name a unit of this eviction: it goes first and
-		 * durably, so no map claims a punched unit (LK_MAP: a flusher
-		 * of any process snapshots the state after this; map_encode
-		 * names no unit whose byte is clear). Units never named (younger
-		 * than the durability delay, ST_VALID) need none of it: no map
-		 * names them and none can. */
-		disk_mutex_lock(&f->maplock);
-		/* bounded (LK_MAP_WAIT_MS): the map goes whether or not LK_MAP
-		 * could be had; without it only another process's map write
-		 * racing this one could claim a punched unit */
-		cachetier__ofd_lock(f->stfd, F_WRLCK, LK_MAP, LK_MAP_WAIT_MS);
-		snprintf(name, sizeof(name), "%s.map", f->hash);
-		had_map = unlinkat(f->dirfd, name, 0) == 0;
-		if (had_map)
-			fsync(f->dirfd);
-		cachetier__ofd_lock(f->stfd, F_UNLCK, LK_MAP, 0);
-		disk_mutex_unlock(&f->maplock);
-	}
+	if (named)
+		had_map = evict_unmap(f);
 	/* one hole per span of adjacent units, taken or joined gaps (a unit
 	 * a call cost a quarter of a random epoch's fills in fallocate with a
 	 * small cache), and one fcntl to unlock it: handed to the puncher
