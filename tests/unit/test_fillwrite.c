@@ -55,15 +55,7 @@ static char keys[NOBJ][32];
 /* fault://tmpdir/src?<query> */
 static struct backend *store(const char *query)
 {
-	char src[600];
-	struct backend *be;
-	int err;
-
-	snprintf(src, sizeof(src), "fault://%s/src?%s", tmpdir, query);
-	err = backend_open(&be, src, NULL);
-	if (err < 0)
-		FAIL("backend_open %s: %d", src, err);
-	return be;
+	return fault_store(tmpdir, query);
 }
 
 /* A tier in tmpdir/<name> (1 GiB, chunks of CHUNK), no rules; the source

@@ -55,15 +55,7 @@ static char keys[NSRC][32];
 /* fault://tmpdir/src?query */
 static struct backend *store(const char *query)
 {
-	char src[600];
-	struct backend *be;
-	int err;
-
-	snprintf(src, sizeof(src), "fault://%s/src?%s", tmpdir, query);
-	err = backend_open(&be, src, NULL);
-	if (err < 0)
-		FAIL("backend_open %s: %d", src, err);
-	return be;
+	return fault_store(tmpdir, query);
 }
 
 /* The held store: reads on threads of their own, a first chunk's read

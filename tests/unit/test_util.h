@@ -42,6 +42,21 @@ static inline void write_file(const char *path, const void *buf, size_t len)
 		FAIL("cannot write %s", path);
 }
 
+/* The fault store over DIR/src with the fault options query
+ * (fault://DIR/src?query); a failure ends the program. */
+static inline struct backend *fault_store(const char *dir, const char *query)
+{
+	char src[700];
+	struct backend *be;
+	int err;
+
+	snprintf(src, sizeof(src), "fault://%s/src?%s", dir, query);
+	err = backend_open(&be, src, NULL);
+	if (err < 0)
+		FAIL("backend_open %s: %d", src, err);
+	return be;
+}
+
 /* The config of a test tier in dir: a cache of size bytes, chunks of chunk
  * bytes, threads fill threads, readahead of 8 chunks, a disk reserve of a
  * byte, and a fixed source string (so that stores with other fault
