@@ -137,13 +137,18 @@ static int unit_ahead(const struct ct_file *f, uint32_t c, int64_t now)
 	       (uint64_t)c * f->unit_bytes >= f->ra_end;
 }
 
+/* Unit c's next use relative to plan position pnow (CT_NEAR_NONE: no plan
+ * marked it). */
+static int64_t near_at(const struct ct_file *f, uint32_t c, uint32_t pnow)
+{
+	uint32_t nu = atomic_load_explicit(&f->nu[c], memory_order_relaxed);
+
+	return nu < CT_NU_FIRST ? CT_NEAR_NONE : (int32_t)(nu - pnow);
+}
+
 int64_t cachetier__plan_near(const struct cachetier *ct, const struct ct_file *f, uint32_t c)
 {
-	uint32_t pnow = atomic_load_explicit(&ct->plan_now, memory_order_relaxed);
-
-	if (f->nu[c] < CT_NU_FIRST)
-		return CT_NEAR_NONE;
-	return (int32_t)(f->nu[c] - pnow);
+	return near_at(f, c, atomic_load_explicit(&ct->plan_now, memory_order_relaxed));
 }
 
 /* Does no plan need unit c of live f: a plan read it and needs it no more
@@ -165,12 +170,10 @@ struct ev_ctx {
 };
 
 /* cachetier__plan_near with the plan position read once for a whole scan
- * (x->pnow): the same value, without an atomic load and a call per unit. */
+ * (x->pnow): the same value, without an atomic load per unit. */
 static int64_t x_near(const struct ev_ctx *x, const struct ct_file *f, uint32_t c)
 {
-	uint32_t nu = atomic_load_explicit(&f->nu[c], memory_order_relaxed);
-
-	return nu < CT_NU_FIRST ? CT_NEAR_NONE : (int32_t)(nu - x->pnow);
+	return near_at(f, c, x->pnow);
 }
 
 /* The first unit of live f from c on whose state byte says it holds bytes
