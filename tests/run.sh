@@ -4,13 +4,15 @@
 # checks the C files' format, builds warning-free (-Werror) and runs every test, then builds
 # again with AddressSanitizer + UndefinedBehaviorSanitizer and runs every test again (the
 # fuzzers' regression inputs too), then with ThreadSanitizer and runs the unit suite (the
-# concurrency tests). Every build directory is configured afresh (meson setup --reconfigure
+# concurrency tests), and last builds once more as a release (-O2 -g0 -DNDEBUG), warning-free,
+# without running tests: the optimizer's warnings (maybe-uninitialized, stringop-*) show only
+# there, and the benches and the package use that build. Every build directory is configured afresh (meson setup --reconfigure
 # with every option that tells the builds apart), and its configuration is checked, so a
 # build/ set up by hand runs as this script says.
 # Ends with one line "tests: N passed, N failed, N skipped", after one line per skipped test
 # with its reason.
 #
-#   tests/run.sh [--strict] [--builds plain,asan,tsan] [-- MESON-TEST-ARGS...]
+#   tests/run.sh [--strict] [--builds plain,asan,tsan,release] [-- MESON-TEST-ARGS...]
 #
 # --strict (and CI=true, which CI sets): any skip fails the run, and a missing test package is
 # a failure of the precheck. Without it, a test skips only for a reason the run allows
@@ -20,14 +22,14 @@
 set -u
 cd "$(dirname "$0")/.."
 root=$(pwd)
-builds=plain,asan,tsan
+builds=plain,asan,tsan,release
 select=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--strict) export SHARDFS_TEST_STRICT=1 ;;
 	--builds) builds=$2; shift ;;
 	--) shift; select=("$@"); break ;;
-	*) echo "usage: tests/run.sh [--strict] [--builds plain,asan,tsan] [-- MESON-TEST-ARGS...]" >&2
+	*) echo "usage: tests/run.sh [--strict] [--builds plain,asan,tsan,release] [-- MESON-TEST-ARGS...]" >&2
 	   exit 2 ;;
 	esac
 	shift
@@ -181,6 +183,23 @@ if ls build-tsan/sanitizer/* >/dev/null 2>&1; then
 	total_fail=$((total_fail + 1))
 fi
 unset TSAN_OPTIONS
+
+# Release: built, not run (counted as one test). Its own directory: build-rel/ is the benches'.
+if want release; then
+	echo "=== release: meson setup build-release --buildtype=release -Dwerror=true -Dwarning_level=3"
+	how=()
+	[ -f build-release/build.ninja ] && how=(--reconfigure)
+	if meson setup "${how[@]}" build-release --buildtype=release -Dwerror=true -Dwarning_level=3 \
+		>build-release.setup.log 2>&1 && meson compile -C build-release >build-release.compile.log 2>&1; then
+		total_pass=$((total_pass + 1))
+		echo "=== release: built warning-free"
+	else
+		cat build-release.setup.log build-release.compile.log 2>/dev/null | tail -60
+		echo "=== release: BUILD FAILED"
+		status=1
+		total_fail=$((total_fail + 1))
+	fi
+fi
 
 echo "tests: $total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$status" = 0 ] && [ "$total_fail" = 0 ]
