@@ -271,10 +271,11 @@ void backend__creds_regs_clear(void)
 /* ---- libcurl's memory ----------------------------------------------------- */
 
 /* Header lines, the request being built and (over TLS) its copy in the
- * upload buffer (64 KiB) are far smaller than this. Larger blocks are curl's
- * receive buffers (CURLOPT_BUFFERSIZE, 512 KiB in backend_io.c): response
- * bytes, never credentials, and mostly untouched pages that wiping would
- * fault in for every transfer. */
+ * upload buffer (64 KiB) are at most this, and so is curl's receive buffer
+ * (CURLOPT_BUFFERSIZE: IO_BUFFER_BYTES, 64 KiB, backend_io_i.h): all are
+ * wiped when freed. A block over the bound holds no credential (curl's
+ * requests and header lines are smaller) and is freed unwiped: wiping it
+ * would fault in pages curl never touched. */
 #define CURL_WIPE_MAX (256u << 10)
 
 static void wipe_free(void *p)
