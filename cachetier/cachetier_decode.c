@@ -67,7 +67,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -160,15 +159,15 @@ static ssize_t dec_read(struct dec *d, size_t *len)
 	return 0;
 }
 
+/* The room above the reserve on the cache directory's filesystem
+ * (decoded/ is in it), as cachetier_disk tells anyone who asks. */
 static uint64_t dec_room(struct dec *d)
 {
-	struct statvfs sv;
-	uint64_t avail;
+	uint64_t avail, reserve;
 
-	if (fstatvfs(d->outfd, &sv) < 0)
+	if (cachetier_disk(d->ct, &avail, &reserve) < 0)
 		return UINT64_MAX; /* unknown: a full disk still fails the write */
-	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
-	return avail > d->ct->cfg.min_free_bytes ? avail - d->ct->cfg.min_free_bytes : 0;
+	return avail > reserve ? avail - reserve : 0;
 }
 
 /* Look at the room above the reserve again; when a write of len does not
