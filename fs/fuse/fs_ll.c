@@ -9,7 +9,8 @@
  * filesystem answers (attributes, entries, timeouts, reads, xattrs, EROFS)
  * is decided in the core; what is FUSE's is here: the reply formats, fd
  * buffers so the kernel can splice, zero-cost opens and opendirs, the
- * session's capabilities, the invalidation callbacks, and stopping.
+ * session's capabilities, the invalidation callbacks; stopping (the signals
+ * and the stop thread) is fs_ll_stop.c's.
  */
 #define FUSE_USE_VERSION 312
 
@@ -18,9 +19,7 @@
 #include <fuse_lowlevel.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +31,7 @@
 #include <unistd.h>
 
 #include "fs_ll.h"
+#include "fs_ll_i.h"
 #include "fs_core_ctl.h"
 #include "fs_core_ops.h"
 #include "disk_lock.h"
@@ -668,175 +668,6 @@ static void set_readahead(const char *mountpoint, uint64_t bytes)
 		       mountpoint, strerror(-err));
 }
 
-/* ---- stopping -----------------------------------------------------------------
- * SIGTERM, SIGINT, SIGHUP, and the end of the session (an unmount: the
- * kernel ends the connection and libfuse marks the session exited) stop the
- * daemon at once, whatever is in flight. fuse_session_loop_mt only returns
- * once every worker finished its request, and a request may wait for the
- * store; so the stop thread first cancels the core (fs_cancel: running
- * transfers end with -ECANCELED, waiting readers get -ECANCELED, the
- * core's threads are told to stop), then marks the session exited and wakes the main thread out
- * of the loop's sem_wait with STOP_WAKE_SIG (the loop looks at the exit flag
- * only when a worker ends or a signal interrupts it; it is sent again until
- * the loop returned, as it may arrive just before sem_wait). The signal
- * handlers only write the signal number to a pipe. Unmounting follows in
- * fs_ll_run, then fs_close (fs_mount.c) closes the core.
- */
-#define STOP_WAKE_SIG SIGRTMIN
-#define STOP_POLL_MS  250 /* how soon the end of the session is noticed */
-
-static int stop_pipe_w = -1; /* for the handler: the write end of stop->pipe */
-
-struct ll_stop {
-	struct fs *fs;
-	struct fuse_session *se;
-	int pipe[2];	/* a byte per signal; 0 from fs_ll_run: stop waiting */
-	pthread_t main; /* runs fuse_session_loop_mt */
-	pthread_t thread;
-	struct disk_mutex lock; /* DISK_LOCK_FUSE_STOP */
-	pthread_cond_t cond;
-	int loop_done; /* protected by lock: the loop returned, send no wake */
-	struct sigaction old[4];
-};
-
-static const int stop_sigs[3] = {SIGTERM, SIGINT, SIGHUP};
-
-static void stop_signal(int sig)
-{
-	int saved = errno;
-	char c = (char)sig;
-
-	if (write(stop_pipe_w, &c, 1) < 0) {
-		/* the pipe is full: a stop is on its way already */
-	}
-	errno = saved;
-}
-
-static void stop_wake(int sig)
-{
-	(void)sig; /* only interrupts the main thread's sem_wait */
-}
-
-static const char *stop_sig_name(int sig)
-{
-	return sig == SIGTERM  ? "SIGTERM"
-	       : sig == SIGINT ? "SIGINT"
-	       : sig == SIGHUP ? "SIGHUP"
-			       : "?";
-}
-
-static void *stop_main(void *arg)
-{
-	struct ll_stop *st = arg;
-	struct fs *fs = st->fs;
-	int sig = 0;
-
-	for (;;) {
-		struct pollfd p = {.fd = st->pipe[0], .events = POLLIN};
-		char c;
-
-		if (poll(&p, 1, STOP_POLL_MS) > 0 && read(st->pipe[0], &c, 1) == 1) {
-			if (c == 0)
-				return NULL; /* the loop ended and nothing asked to stop */
-			sig = c;
-			break;
-		}
-		if (fuse_session_exited(st->se))
-			break;
-	}
-	if (sig)
-		fs_log(FS_LOG_INFO, "%s: stopping; requests in flight are cancelled",
-		       stop_sig_name(sig));
-	else
-		fs_log(FS_LOG_INFO, "the session ended: requests in flight are cancelled");
-	fs_cancel(fs);
-	fuse_session_exit(st->se);
-	disk_mutex_lock(&st->lock);
-	while (!st->loop_done) {
-		struct timespec ts;
-
-		pthread_kill(st->main, STOP_WAKE_SIG);
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100 * 1000 * 1000;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		disk_cond_timedwait(&st->cond, &st->lock, &ts);
-	}
-	disk_mutex_unlock(&st->lock);
-	return NULL;
-}
-
-/* Restore the signal handlers and free what stop_start set up (the stop
- * thread is not running). */
-static void stop_release(struct ll_stop *st)
-{
-	for (int i = 0; i < 3; i++)
-		sigaction(stop_sigs[i], &st->old[i], NULL);
-	sigaction(STOP_WAKE_SIG, &st->old[3], NULL);
-	stop_pipe_w = -1;
-	close(st->pipe[0]);
-	close(st->pipe[1]);
-	pthread_cond_destroy(&st->cond);
-	disk_mutex_destroy(&st->lock);
-}
-
-/* Install the handlers and start the stop thread. Returns 0 or a negative
- * errno (nothing installed). */
-static int stop_start(struct ll_stop *st, struct fs *fs, struct fuse_session *se)
-{
-	struct sigaction sa;
-	int err;
-
-	memset(st, 0, sizeof(*st));
-	st->fs = fs;
-	st->se = se;
-	st->main = pthread_self();
-	if (pipe2(st->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
-		return -errno;
-	/* the reader blocks in poll, not in read */
-	fcntl(st->pipe[0], F_SETFL, 0);
-	disk_mutex_init(&st->lock, DISK_LOCK_FUSE_STOP);
-	pthread_cond_init(&st->cond, NULL);
-	stop_pipe_w = st->pipe[1];
-	memset(&sa, 0, sizeof(sa));
-	sigemptyset(&sa.sa_mask);
-	/* restart what the handler interrupts in the other threads */
-	sa.sa_flags = SA_RESTART;
-	sa.sa_handler = stop_signal;
-	for (int i = 0; i < 3; i++)
-		sigaction(stop_sigs[i], &sa, &st->old[i]);
-	/* no SA_RESTART: the main thread's sem_wait must return */
-	sa.sa_flags = 0;
-	sa.sa_handler = stop_wake;
-	sigaction(STOP_WAKE_SIG, &sa, &st->old[3]);
-	signal(SIGPIPE, SIG_IGN);
-	err = pthread_create(&st->thread, NULL, stop_main, st);
-	if (err) {
-		stop_release(st);
-		return -err;
-	}
-	return 0;
-}
-
-/* After fuse_session_loop_mt returned: end the stop thread (it may still be
- * cancelling), restore the handlers. */
-static void stop_finish(struct ll_stop *st)
-{
-	char zero = 0;
-
-	disk_mutex_lock(&st->lock);
-	st->loop_done = 1;
-	pthread_cond_broadcast(&st->cond);
-	disk_mutex_unlock(&st->lock);
-	if (write(st->pipe[1], &zero, 1) < 0) {
-		/* full of signal bytes: the thread is stopping anyway */
-	}
-	pthread_join(st->thread, NULL);
-	stop_release(st);
-}
-
 /* The FUSE mount options into opts (size bytes): the user's uopts, then
  * ro, nosuid and nodev. Other users only ever see what the modes allow:
  * with allow_other the kernel checks permissions (default_permissions),
@@ -882,7 +713,7 @@ static int ll_ready(struct fuse_session *se, int ready_fd)
 		w = write(ready_fd, &ok, 1);
 	} while (w < 0 && errno == EINTR);
 	close(ready_fd);
-	/* EPIPE (SIGPIPE is ignored: stop_start): 'shardfs mount' was
+	/* EPIPE (SIGPIPE is ignored: fs_ll__stop_start): 'shardfs mount' was
 	 * interrupted or killed while this mount was being made; its caller
 	 * saw it fail, so no mount may appear */
 	if (w != 1) {
@@ -937,7 +768,7 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 		goto out;
 	}
 	/* before the mount: a signal never finds the mount without its daemon */
-	err = stop_start(&stop, fs, se);
+	err = fs_ll__stop_start(&stop, fs, se);
 	if (err < 0)
 		goto out_destroy;
 	stopping = 1;
@@ -963,7 +794,7 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 	fuse_loop_cfg_set_max_threads(lc, ma.max_threads);
 	fuse_loop_cfg_set_idle_threads(lc, ma.max_threads);
 	err = fuse_session_loop_mt(se, lc) < 0 ? -EIO : 0;
-	stop_finish(&stop); /* no wake signal interrupts the unmount */
+	fs_ll__stop_finish(&stop); /* no wake signal interrupts the unmount */
 	stopping = 0;
 out_unmount:
 	fs_notify_stop(fs);
@@ -971,7 +802,7 @@ out_unmount:
 	fuse_session_unmount(se);
 out_stop:
 	if (stopping)
-		stop_finish(&stop);
+		fs_ll__stop_finish(&stop);
 out_destroy:
 	fuse_session_destroy(se);
 out:
