@@ -469,6 +469,14 @@ int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
  * index_changed, logged once, the object's version marked stale). For a
  * caller that read the index after fs_shard_index, before it answers. */
 int fs_shard_index_unchanged(struct fs *fs, uint32_t shard);
+/* A codec's name in index identities and log lines (CACHETIER_RAW, _GZIP,
+ * _ZSTD), fs_shard.c's. */
+extern const char *const fs_codec_names[3];
+/* fs_sidecar.c: the sidecar's index of shard object o (codec, its stream),
+ * or NULL when there is none or it is unusable (logged and counted);
+ * *sobj gets the sidecar's object. */
+struct shardidx *fs_sidecar_load(struct fs *fs, const struct fs_obj *o, int codec,
+				 struct cachetier_obj *stream, uint32_t *sobj);
 int fs_obj_raw(struct fs *fs, uint32_t obj, struct cachetier_obj **raw);
 /* 1 when entry idx of shard's index (loaded) has to be checked against its
  * own tar header before its bytes are served: the index came from a
