@@ -66,6 +66,10 @@ struct backend_config {
 	 * within this long is killed, with its process group (<= 0: 3600 s,
 	 * the longest taken) */
 	double credential_timeout_s;
+	/* --http-engine: 0 (curl) every request through curl; 1 (auto) plain
+	 * http:// GETs without a body to a literal IP address, with no proxy in
+	 * the environment, through the lean engine (backend_io_lean.c) */
+	int http_engine;
 	backend_log_fn log; /* log lines of every store (NULL: "shardfs: MSG" on stderr) */
 	void *log_arg;	    /* log's first argument */
 };
@@ -97,6 +101,9 @@ struct backend_stats {
 	 * resumed by the BACKEND_PAUSE_BACKSTOP_MS bound, not a
 	 * backend_sink_ready */
 	uint64_t pauses, resumes, pause_backstops;
+	/* connections the engine opened (both engines), and the attempts the
+	 * lean engine made (--http-engine auto: plain http:// ranged GETs) */
+	uint64_t connects, lean_attempts;
 };
 
 /* What list and stat report about one object. */

@@ -209,10 +209,8 @@ static int headers_complete(struct xfer *x)
 	return 0;
 }
 
-size_t backend__io_on_header(char *buf, size_t size, size_t n, void *arg)
+int backend__io_header_line(struct xfer *x, const char *buf, size_t len)
 {
-	struct xfer *x = ((struct io_easy *)arg)->x;
-	size_t len = size * n;
 	const char *end = buf + len, *v;
 	const char *stop;
 	int err;
@@ -226,26 +224,26 @@ size_t backend__io_on_header(char *buf, size_t size, size_t n, void *arg)
 
 		backend__io_attempt_reset(x); /* each response (1xx too) starts afresh */
 		if (!p || parse_u64(skip_ws(p, end), end, &st, &stop) < 0 || st > 999)
-			return 0;
+			return -1;
 		x->status = (long)st;
-		return len;
+		return 0;
 	}
 	if (end == buf) { /* the blank line: end of one response's headers */
 		if (x->status >= 100 && x->status < 200)
-			return len;
+			return 0;
 		x->hdr_done = 1;
 		err = headers_complete(x);
 		if (err < 0) {
 			x->abort_err = err;
-			return 0;
+			return err;
 		}
-		return len;
+		return 0;
 	}
 	/* only the names below matter: each is told by its length and first
 	 * letter before it is compared */
 	v = memchr(buf, ':', (size_t)(end - buf) < 16 ? (size_t)(end - buf) : 16);
 	if (!v)
-		return len;
+		return 0;
 #define HDR(name)                                                                                  \
 	((size_t)(v - buf) == sizeof(name) - 1 && (buf[0] | 0x20) == name[0] &&                    \
 	 strncasecmp(buf, name, sizeof(name) - 1) == 0)
@@ -296,14 +294,20 @@ size_t backend__io_on_header(char *buf, size_t size, size_t n, void *arg)
 		}
 	}
 #undef HDR
-	return len;
+	return 0;
 }
 
-size_t backend__io_on_body(char *buf, size_t size, size_t n, void *arg)
+size_t backend__io_on_header(char *buf, size_t size, size_t n, void *arg)
 {
 	struct xfer *x = ((struct io_easy *)arg)->x;
+
+	return backend__io_header_line(x, buf, size * n) < 0 ? 0 : size * n;
+}
+
+size_t backend__io_body(struct xfer *x, const char *buf, size_t n)
+{
 	struct backend_req *r = x->r;
-	size_t len = size * n, skipped = 0;
+	size_t size = 1, len = n, skipped = 0;
 	int err;
 
 	x->arrivals++;
@@ -366,20 +370,19 @@ size_t backend__io_on_body(char *buf, size_t size, size_t n, void *arg)
 	return size * n;
 }
 
+size_t backend__io_on_body(char *buf, size_t size, size_t n, void *arg)
+{
+	return backend__io_body(((struct io_easy *)arg)->x, buf, size * n);
+}
+
 /* Stall detection. curl's LOW_SPEED_TIME averages the speed over about five
  * seconds, so a few bytes followed by silence are noticed up to five seconds
  * late; this is exact to curl's once-a-second progress calls (which the
  * LOW_SPEED settings keep coming while the transfer is silent). */
-int backend__io_on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
-			    curl_off_t ulnow)
+int backend__io_progress(struct xfer *x)
 {
-	struct xfer *x = ((struct io_easy *)arg)->x;
 	uint64_t now;
 
-	(void)dltotal;
-	(void)dlnow;
-	(void)ultotal;
-	(void)ulnow;
 	if (x->arrivals != x->seen) {
 		/* a header or body bytes came since the last call: progress, and
 		 * the sink just had the bytes (curl calls this after each read, so
@@ -404,4 +407,14 @@ int backend__io_on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, cur
 		return 1;
 	}
 	return 0;
+}
+
+int backend__io_on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+			    curl_off_t ulnow)
+{
+	(void)dltotal;
+	(void)dlnow;
+	(void)ultotal;
+	(void)ulnow;
+	return backend__io_progress(((struct io_easy *)arg)->x);
 }

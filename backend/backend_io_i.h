@@ -349,9 +349,15 @@ struct xfer {
 	uint64_t arrivals;    /* header lines and body pieces curl handed over */
 	uint64_t seen;	      /* ... as the last progress call found them */
 	uint64_t rx;	      /* body bytes curl handed over (counted at the attempt's end) */
+
+	/* ---- the lean engine (backend_io_lean.c) ---- */
+	struct lconn *lc; /* the connection the running attempt uses, or NULL (curl's) */
+	int no_lean;	  /* the lean engine left this request to curl */
+	char lerr[128];	  /* its transport failure in curl's words, or "" */
 };
 
 struct sock;
+struct lconn;
 
 /* Bigger receive buffer than curl's 16 KiB (fewer callbacks per MB), small
  * enough to stay in the CPU's cache between the recv that fills it and the
@@ -407,11 +413,23 @@ struct backend_io {
 	/* runs while a transfer is paused (BACKEND_SINK_FULL): the bound of a
 	 * pause no backend_sink_ready ended (BACKEND_PAUSE_BACKSTOP_MS) */
 	uv_timer_t pause_timer;
+	/* the lean engine (backend_io_lean.c): on (--http-engine auto, no
+	 * proxy in the environment), its idle connections (kept alive), all
+	 * of them, the attempts running on them, and the tick that bounds
+	 * their connects and stalls while any runs */
+	int lean;
+	struct lconn *lean_idle;
+	unsigned nlean_idle;
+	struct lconn *lean_all;
+	unsigned lean_active;
+	uv_timer_t lean_tick;
+	unsigned lean_gen;
 
 	/* ---- any thread: counters for backend_io_stats ---- */
 	atomic_ullong n_requests, n_attempts, n_failures, n_fast_fails, n_probes, n_cancels;
 	atomic_ullong n_bytes_received, n_short_bodies, n_range_ignored;
 	atomic_ullong n_pauses, n_resumes, n_pause_backstops;
+	atomic_ullong n_connects, n_lean_attempts;
 	atomic_int resume_asked; /* backend_io_sink_ready: on_async asks the paused sinks */
 	atomic_int down_now;
 
@@ -442,7 +460,15 @@ void backend__io_check_multi_info(struct backend_io *io);
 struct io_easy *backend__io_easy_get(struct backend_io *io);
 void backend__io_easy_put(struct backend_io *io, struct io_easy *es);
 
-/* backend_io_attempt.c */
+/* backend_io_attempt.c: the checks of an answer both engines share: a head's
+ * line (CRLF included; the status line resets the attempt, the blank line
+ * decides what the body is): 0, or < 0 to stop (abort_err says why when
+ * set); body bytes (len, 0 to stop: abort_err or stop_ok set, or
+ * CURL_WRITEFUNC_PAUSE: the sink is full, the same bytes come again); a
+ * progress call (1: stop, stalled or abort_err set) */
+int backend__io_header_line(struct xfer *x, const char *buf, size_t len);
+size_t backend__io_body(struct xfer *x, const char *buf, size_t len);
+int backend__io_progress(struct xfer *x);
 void backend__io_attempt_reset(struct xfer *x);
 size_t backend__io_on_header(char *buf, size_t size, size_t n, void *arg);
 size_t backend__io_on_body(char *buf, size_t size, size_t n, void *arg);
@@ -451,6 +477,20 @@ int backend__io_on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, cur
 int backend__io_curl_errno(CURLcode c, int *retry);
 void backend__io_curl_describe(CURLcode c, const char *url, const char *errbuf,
 			       struct backend_req *r);
+
+/* backend_io_lean.c: the lean engine. lean_start: 1 when x's attempt is
+ * not one it takes (curl's then), 0 started, < 0 an errno; lean_detach:
+ * the attempt's connection kept (its answer read whole) or closed;
+ * lean_resume: a paused attempt's held bytes offered again (it may end);
+ * lean_init/lean_shutdown: at open and at the loop's end */
+int backend__io_lean_start(struct xfer *x, const char *range);
+void backend__io_lean_detach(struct xfer *x);
+void backend__io_lean_resume(struct xfer *x);
+void backend__io_lean_init(struct backend_io *io, const struct backend_config *cfg);
+void backend__io_lean_shutdown(struct backend_io *io);
+/* backend_io_xfer.c: the lean engine cannot read x's answer: its attempt
+ * goes again through curl (not counted as an attempt) */
+void backend__io_xfer_to_curl(struct xfer *x);
 
 /* backend_io_breaker.c */
 void backend__io_store_up(struct backend_io *io);

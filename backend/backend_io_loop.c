@@ -213,6 +213,7 @@ static curl_socket_t on_opensocket(void *clientp, curlsocktype purpose, struct c
 	}
 	s->conn = 1;
 	io->sockv[fd] = s;
+	atomic_fetch_add_explicit(&io->n_connects, 1, memory_order_relaxed);
 	return fd;
 }
 
@@ -338,6 +339,7 @@ static void shutdown_loop(struct backend_io *io, struct backend_req *q)
 	}
 	while (io->socks)
 		sock_close(io, io->socks);
+	backend__io_lean_shutdown(io);
 	uv_close((uv_handle_t *)&io->timer, NULL);
 	uv_close((uv_handle_t *)&io->probe_timer, NULL);
 	uv_close((uv_handle_t *)&io->pause_timer, NULL);
@@ -363,7 +365,7 @@ static void resume_paused(struct backend_io *io, int backstop)
 	for (;;) {
 		CURLcode c;
 
-		for (x = io->all; x && !(x->paused == 1 && x->easy &&
+		for (x = io->all; x && !(x->paused == 1 && (x->easy || x->lc) &&
 					 (!backstop || now - x->paused_ns >= bound));
 		     x = x->next)
 			;
@@ -384,6 +386,13 @@ static void resume_paused(struct backend_io *io, int backstop)
 		atomic_fetch_add_explicit(&io->n_resumes, 1, memory_order_relaxed);
 		if (backstop)
 			atomic_fetch_add_explicit(&io->n_pause_backstops, 1, memory_order_relaxed);
+		if (x->lc) { /* the lean engine's: it may end here (x then waits in
+			      * io->xfer_free, untouched, until on_async) */
+			backend__io_lean_resume(x);
+			if (x->paused == 1)
+				x->paused = 3;
+			continue;
+		}
 		c = curl_easy_pause(x->easy->e, CURLPAUSE_CONT);
 		if (x->paused == 1)
 			x->paused = 3; /* paused again: asked at the next wake-up */
@@ -393,7 +402,7 @@ static void resume_paused(struct backend_io *io, int backstop)
 	for (x = io->all; x; x = x->next) {
 		if (x->paused == 3)
 			x->paused = 1;
-		left |= x->paused == 1 && x->easy;
+		left |= x->paused == 1 && (x->easy || x->lc);
 	}
 	if (!left)
 		uv_timer_stop(&io->pause_timer);
@@ -536,6 +545,7 @@ int backend_io_open(struct backend_io **out, const struct backend_config *cfg)
 	io->probe_timer.data = io;
 	uv_timer_init(&io->loop, &io->pause_timer);
 	io->pause_timer.data = io;
+	backend__io_lean_init(io, cfg);
 	err = pthread_create(&io->thread, NULL, io_thread, io);
 	if (!err)
 		pthread_setname_np(io->thread, "shardfs-io"); /* top -H, perf */
@@ -545,6 +555,7 @@ int backend_io_open(struct backend_io **out, const struct backend_config *cfg)
 		uv_close((uv_handle_t *)&io->timer, NULL);
 		uv_close((uv_handle_t *)&io->probe_timer, NULL);
 		uv_close((uv_handle_t *)&io->pause_timer, NULL);
+		uv_close((uv_handle_t *)&io->lean_tick, NULL);
 		uv_run(&io->loop, UV_RUN_DEFAULT);
 		curl_multi_cleanup(io->multi);
 		goto fail_loop;
@@ -603,6 +614,8 @@ void backend_io_stats(struct backend_io *io, struct backend_stats *st)
 	st->pauses = atomic_load(&io->n_pauses);
 	st->resumes = atomic_load(&io->n_resumes);
 	st->pause_backstops = atomic_load(&io->n_pause_backstops);
+	st->connects = atomic_load(&io->n_connects);
+	st->lean_attempts = atomic_load(&io->n_lean_attempts);
 }
 
 void backend_io_submit(struct backend_io *io, struct backend_req *r)

@@ -105,14 +105,18 @@ static void xfer_detach_easy(struct xfer *x)
 {
 	struct backend_io *io = x->io;
 
-	if (x->easy) {
+	if (x->easy || x->lc) {
 		if (x->state == X_RUN) {
-			curl_multi_remove_handle(io->multi, x->easy->e);
+			if (x->easy)
+				curl_multi_remove_handle(io->multi, x->easy->e);
 			io->running--;
 			if (!x->r->small)
 				io->running_large--;
 		}
-		backend__io_easy_put(io, x->easy);
+		if (x->easy)
+			backend__io_easy_put(io, x->easy);
+		else
+			backend__io_lean_detach(x);
 		x->easy = NULL;
 	}
 	if (x->rx) {
@@ -281,13 +285,7 @@ static int xfer_start(struct xfer *x)
 	x->want_mtime = head || !r->range_len;
 	x->delivered0 = r->delivered;
 	x->progress_ns = uv_hrtime();
-	es = backend__io_easy_get(io);
-	if (!es)
-		return -ENOMEM;
-	es->x = x;
-	es->errbuf[0] = '\0';
-	x->easy = es;
-	e = es->e;
+	x->lerr[0] = '\0';
 	x->want_start = 0;
 	x->range[0] = '\0';
 	if (!head && (r->range_len || r->delivered)) {
@@ -318,6 +316,25 @@ static int xfer_start(struct xfer *x)
 		if (err < 0)
 			return err;
 	}
+	if (io->lean && !x->no_lean && !head && !r->body) {
+		err = backend__io_lean_start(x, x->range);
+		if (err <= 0) {
+			if (err == 0) {
+				x->state = X_RUN;
+				io->running++;
+				if (!r->small)
+					io->running_large++;
+			}
+			return err;
+		}
+	}
+	es = backend__io_easy_get(io);
+	if (!es)
+		return -ENOMEM;
+	es->x = x;
+	es->errbuf[0] = '\0';
+	x->easy = es;
+	e = es->e;
 	curl_easy_setopt(e, CURLOPT_URL, x->url);
 	/* the method: back to a plain GET from another, then this one's */
 	if ((es->set & (EASY_HEAD | EASY_BODY)) != want) {
@@ -478,7 +495,7 @@ void backend__io_xfer_done(struct xfer *x, CURLcode c)
 		return;
 	}
 	if (c != CURLE_OK) {
-		backend__io_curl_describe(c, x->url, x->easy->errbuf, r);
+		backend__io_curl_describe(c, x->url, x->easy ? x->easy->errbuf : x->lerr, r);
 		err = backend__io_curl_errno(c, &retry);
 		if (retry)
 			xfer_retry(x, err);
@@ -489,7 +506,8 @@ void backend__io_xfer_done(struct xfer *x, CURLcode c)
 	if (is_redirect(x->status)) {
 		char *loc = NULL, *next, *origin, *first;
 
-		curl_easy_getinfo(x->easy->e, CURLINFO_REDIRECT_URL, &loc);
+		if (x->easy) /* the lean engine leaves a redirect to curl */
+			curl_easy_getinfo(x->easy->e, CURLINFO_REDIRECT_URL, &loc);
 		if (!loc || ++x->hops > IO_MAX_REDIRECTS ||
 		    (strncasecmp(loc, "http://", 7) != 0 && strncasecmp(loc, "https://", 8) != 0)) {
 			backend__io_xfer_finish(x, -EIO);
@@ -550,6 +568,17 @@ void backend__io_xfer_done(struct xfer *x, CURLcode c)
 		return;
 	}
 	backend__io_xfer_finish(x, backend__http_errno(x->status));
+}
+
+void backend__io_xfer_to_curl(struct xfer *x)
+{
+	x->no_lean = 1;
+	xfer_detach_easy(x);
+	x->r->attempts--; /* the same attempt, by the other engine */
+	if (!x->probe)
+		atomic_fetch_sub(&x->io->n_attempts, 1);
+	wait_push(x->io, x, 1);
+	backend__io_kick(x->io);
 }
 
 void backend__io_check_multi_info(struct backend_io *io)

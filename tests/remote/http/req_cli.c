@@ -141,6 +141,8 @@ int main(int argc, char **argv)
 	cfg.retry_budget_s = argc > 7 ? atof(argv[7]) : 10;
 	cfg.stall_timeout_s = 5;
 	cfg.log = log_line;
+	/* REQ_CLI_ENGINE=auto: --http-engine auto (the lean engine) */
+	cfg.http_engine = getenv("REQ_CLI_ENGINE") && strcmp(getenv("REQ_CLI_ENGINE"), "auto") == 0;
 	if (!len || !count || !window) {
 		fprintf(stderr, "req_cli: LEN, COUNT and WINDOW must be > 0\n");
 		return 2;
@@ -214,6 +216,7 @@ int main(int argc, char **argv)
 	printf("pauses %lu\n", (unsigned long)pauses);
 	printf("store_pauses %" PRIu64 "\nresumes %" PRIu64 "\npause_backstops %" PRIu64 "\n",
 	       st.pauses, st.resumes, st.pause_backstops);
+	printf("connects %" PRIu64 "\nlean_attempts %" PRIu64 "\n", st.connects, st.lean_attempts);
 	backend_close(be);
 	return errors ? 1 : 0;
 }

@@ -1,0 +1,639 @@
+/*
+ * backend_io_lean.c — the lean engine (contract: backend_io_i.h): one
+ * attempt of a plain ranged GET (http://, a literal IP address, no request
+ * body, no proxy in the environment) as one request and response on a
+ * kept-alive connection of its own pool, on the I/O thread's loop, without
+ * curl. It sits below backend_io_xfer.c's request life (slots, retries,
+ * redirects, resume, the breaker, the stats): an attempt ends in
+ * backend__io_xfer_done with the curl code curl would have given (CURLE_OK,
+ * PARTIAL_FILE, COULDNT_CONNECT, RECV_ERROR, ...), and the answer's head and
+ * body go through the checks both engines share (backend_io_attempt.c).
+ *
+ * A connection: a non-blocking TCP socket (TCP_NODELAY, SO_KEEPALIVE, as
+ * curl sets them) with one uv_poll_t, polled for reading from its connect
+ * to its close (a reused connection costs no epoll_ctl), for writing only
+ * while its connect or request is under way. Its buffer (IO_BUFFER_BYTES)
+ * holds the head and each piece of body: recv into it, the piece to the
+ * sink, no other copy; recv never asks for more than the body has left, so
+ * the next answer's bytes are never read into this one's. A paused sink
+ * (BACKEND_SINK_FULL) leaves the piece in the buffer and the socket
+ * unpolled until backend__io_lean_resume offers it again.
+ *
+ * Kept alive when the answer was read whole and neither side said close;
+ * closed on any error, on Connection: close, at HTTP/1.0 without
+ * keep-alive, when an attempt ends before its answer does, when the server
+ * closes or writes to an idle one (it is polled), when idle longer than
+ * LEAN_IDLE_MS, and past the pool's bound (curl's CURLMOPT_MAXCONNECTS:
+ * 2 * max_connections + 2). A request sent on a kept connection the server
+ * had closed (nothing came back, EOF or a reset) is sent once more on a new
+ * connection, as curl does, not counted as an attempt.
+ *
+ * What it leaves to curl (backend__io_xfer_to_curl: the attempt goes again
+ * through curl, not counted): an answer backend__h1_head does not read
+ * (BACKEND_H1_UNSUP or not HTTP/1.x: 1xx, chunked, no Content-Length, ...)
+ * and a redirect (curl says its absolute target). Bounds: a connect by
+ * connect_timeout_s, silence by stall_timeout_s, both checked by one tick
+ * (at most 1 s, and at most half of either bound) that runs while an
+ * attempt does.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <uv.h>
+
+#include "backend_h1.h"
+#include "backend_i.h"
+#include "backend_io_i.h"
+
+#define LEAN_IDLE_MS  60000u /* curl's CURLOPT_MAXAGE_CONN is 118 s; servers close sooner */
+#define LEAN_REQ_MAX  4096   /* a request head (signed headers included) */
+#define LEAN_HDRS_MAX 32
+
+enum lc_state { LC_IDLE, LC_CONNECT, LC_SEND, LC_HEAD, LC_BODY, LC_DONE };
+
+struct lconn {
+	uv_poll_t poll; /* first: the handle is freed as struct lconn */
+	int fd;
+	struct backend_io *io;
+	struct lconn *next;	/* io->lean_idle while idle */
+	struct lconn *prev_all; /* io->lean_all */
+	struct lconn *next_all;
+	struct xfer *x; /* the attempt on it, or NULL: idle */
+	enum lc_state state;
+	int events;   /* polled now */
+	int keep;     /* LC_DONE: the answer was read whole, may carry the next */
+	int served;   /* answers read on it: a kept connection */
+	unsigned gen; /* the tick's pass that saw it last */
+	struct sockaddr_storage sa;
+	socklen_t salen;
+	uint64_t t0_ns; /* connect began, or idle since */
+	size_t req_len, req_off;
+	size_t have;	    /* head bytes in buf */
+	uint64_t body_left; /* body bytes still to come */
+	const char *held;   /* a paused piece in buf, or NULL */
+	size_t held_len;
+	char req[LEAN_REQ_MAX];
+	char buf[IO_BUFFER_BYTES];
+};
+
+static void lc_free_cb(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+static void lc_poll(struct lconn *c, int events);
+
+static void lc_close(struct lconn *c)
+{
+	struct backend_io *io = c->io;
+
+	if (c->prev_all)
+		c->prev_all->next_all = c->next_all;
+	else
+		io->lean_all = c->next_all;
+	if (c->next_all)
+		c->next_all->prev_all = c->prev_all;
+	uv_poll_stop(&c->poll);
+	uv_close((uv_handle_t *)&c->poll, lc_free_cb);
+	close(c->fd); /* libuv leaves the fd to its owner */
+}
+
+static void idle_remove(struct backend_io *io, struct lconn *c)
+{
+	struct lconn **pp = &io->lean_idle;
+
+	while (*pp && *pp != c)
+		pp = &(*pp)->next;
+	if (*pp) {
+		*pp = c->next;
+		io->nlean_idle--;
+	}
+	c->next = NULL;
+}
+
+static void tick_cb(uv_timer_t *t);
+
+static void active_inc(struct backend_io *io)
+{
+	if (io->lean_active++ == 0) {
+		uint64_t ms = 1000, s = (uint64_t)(io->stall_ns / 2000000u),
+			 cms = (uint64_t)io->connect_ms / 2;
+
+		if (io->stall_ns != UINT64_MAX && s < ms)
+			ms = s;
+		if (io->connect_ms > 0 && cms < ms)
+			ms = cms;
+		if (ms < 5)
+			ms = 5;
+		uv_timer_start(&io->lean_tick, tick_cb, ms, ms);
+	}
+}
+
+static void active_dec(struct backend_io *io)
+{
+	if (--io->lean_active == 0)
+		uv_timer_stop(&io->lean_tick);
+}
+
+/* The attempt ends with curl code c; the connection's fate is decided
+ * by its state (backend__io_lean_detach, which xfer_done reaches). */
+static void attempt_end(struct lconn *c, CURLcode code)
+{
+	struct xfer *x = c->x;
+	struct backend_io *io = c->io;
+
+	backend__io_xfer_done(x, code);
+	backend__io_kick(io);
+}
+
+/* The attempt failed on the way: what (and errno e's words, when e). */
+static void fail(struct lconn *c, CURLcode code, const char *what, int e)
+{
+	if (e)
+		snprintf(c->x->lerr, sizeof(c->x->lerr), "%s: %s", what, strerror(e));
+	else
+		snprintf(c->x->lerr, sizeof(c->x->lerr), "%s", what);
+	c->state = LC_DONE;
+	c->keep = 0;
+	attempt_end(c, code);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events);
+
+static void lc_poll(struct lconn *c, int events)
+{
+	if (events == c->events)
+		return;
+	if (events)
+		uv_poll_start(&c->poll, events, on_poll);
+	else
+		uv_poll_stop(&c->poll);
+	c->events = events;
+}
+
+/* A new connection to sa, its connect under way. NULL: errno says why. */
+static struct lconn *lc_open(struct backend_io *io, const struct sockaddr_storage *sa,
+			     socklen_t salen)
+{
+	struct lconn *c = malloc(sizeof(*c));
+	int one = 1, e;
+
+	if (!c) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	memset(c, 0, offsetof(struct lconn, req));
+	c->fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (c->fd < 0) {
+		e = errno;
+		free(c);
+		errno = e;
+		return NULL;
+	}
+	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(c->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	if (uv_poll_init_socket(&io->loop, &c->poll, c->fd) < 0) {
+		close(c->fd);
+		free(c);
+		errno = ENOMEM;
+		return NULL;
+	}
+	c->poll.data = c;
+	c->io = io;
+	c->sa = *sa;
+	c->salen = salen;
+	c->next_all = io->lean_all;
+	if (io->lean_all)
+		io->lean_all->prev_all = c;
+	io->lean_all = c;
+	atomic_fetch_add_explicit(&io->n_connects, 1, memory_order_relaxed);
+	c->t0_ns = uv_hrtime();
+	c->state = LC_CONNECT;
+	if (connect(c->fd, (const struct sockaddr *)sa, salen) < 0 && errno != EINPROGRESS) {
+		e = errno;
+		lc_close(c);
+		errno = e;
+		return NULL;
+	}
+	return c;
+}
+
+static void send_req(struct lconn *c);
+
+/* Start c's request (in c->req) for x: send it now when connected. */
+static void lc_begin(struct lconn *c, struct xfer *x)
+{
+	c->x = x;
+	x->lc = c;
+	c->req_off = 0;
+	c->have = 0;
+	c->held = NULL;
+	c->keep = 0;
+	active_inc(c->io);
+	if (c->state == LC_CONNECT) {
+		lc_poll(c, UV_WRITABLE | UV_READABLE);
+		return;
+	}
+	c->state = LC_SEND;
+	send_req(c);
+}
+
+/* The request went on a kept connection the server had closed: once more on
+ * a new one (curl's rule: no answer at all on a reused connection). */
+static void resend_fresh(struct lconn *c)
+{
+	struct xfer *x = c->x;
+	struct lconn *n = lc_open(c->io, &c->sa, c->salen);
+	int e = errno;
+
+	if (!n) {
+		fail(c, CURLE_COULDNT_CONNECT, "Failed to connect", e);
+		return;
+	}
+	memcpy(n->req, c->req, c->req_len);
+	n->req_len = c->req_len;
+	x->lc = NULL;
+	c->x = NULL;
+	active_dec(c->io);
+	lc_close(c);
+	lc_begin(n, x);
+}
+
+static void send_req(struct lconn *c)
+{
+	while (c->req_off < c->req_len) {
+		ssize_t n = send(c->fd, c->req + c->req_off, c->req_len - c->req_off, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			lc_poll(c, UV_WRITABLE | UV_READABLE);
+			return;
+		}
+		if (n < 0) {
+			if (c->served && c->req_off == 0) {
+				resend_fresh(c);
+				return;
+			}
+			fail(c, CURLE_SEND_ERROR, "Send failure", errno);
+			return;
+		}
+		c->req_off += (size_t)n;
+	}
+	c->state = LC_HEAD;
+	lc_poll(c, UV_READABLE);
+}
+
+/* One piece of body to the shared checks and the sink. Returns 1 when the
+ * attempt ended (c may be gone) or paused, 0 to read on. */
+static int deliver(struct lconn *c, const char *p, size_t n)
+{
+	struct xfer *x = c->x;
+	size_t k = backend__io_body(x, p, n);
+
+	if (k == CURL_WRITEFUNC_PAUSE) {
+		c->held = p;
+		c->held_len = n;
+		lc_poll(c, 0); /* TCP holds the sender back */
+		return 1;
+	}
+	if (k != n) { /* stopped: an error, or enough of a 200 to a range */
+		c->body_left -= n;
+		c->state = LC_DONE;
+		c->keep = c->keep && c->body_left == 0 && x->stop_ok;
+		attempt_end(c, CURLE_WRITE_ERROR);
+		return 1;
+	}
+	c->body_left -= n;
+	if (c->body_left == 0) {
+		c->state = LC_DONE;
+		attempt_end(c, CURLE_OK);
+		return 1;
+	}
+	return 0;
+}
+
+static int feed_line(void *arg, const char *l, size_t n)
+{
+	return backend__io_header_line(arg, l, n) < 0;
+}
+
+/* The head is complete in buf: its framing, its lines to the shared checks,
+ * and the body bytes that came with it. Returns as deliver. */
+static int head_done(struct lconn *c, const struct backend_h1_head *h)
+{
+	struct xfer *x = c->x;
+	size_t extra = c->have - h->head_len;
+
+	if (h->status == 301 || h->status == 302 || h->status == 303 || h->status == 307 ||
+	    h->status == 308) {
+		c->state = LC_DONE; /* closed: its body is not read */
+		backend__io_xfer_to_curl(x);
+		return 1;
+	}
+	c->body_left = h->body_len;
+	c->keep = h->keep;
+	c->state = LC_BODY;
+	if (backend__h1_lines(c->buf, h->head_len, feed_line, x) != 0) {
+		c->keep = 0;
+		c->state = LC_DONE;
+		attempt_end(c, x->abort_err ? CURLE_WRITE_ERROR : CURLE_WEIRD_SERVER_REPLY);
+		return 1;
+	}
+	if (extra > c->body_left) { /* more than the answer: never reused */
+		c->keep = 0;
+		extra = (size_t)c->body_left;
+	}
+	if (c->body_left == 0) {
+		c->state = LC_DONE;
+		attempt_end(c, CURLE_OK);
+		return 1;
+	}
+	if (extra)
+		return deliver(c, c->buf + h->head_len, extra);
+	return 0;
+}
+
+static void on_readable(struct lconn *c)
+{
+	for (int round = 0; round < 8; round++) {
+		struct backend_h1_head h;
+		size_t want;
+		ssize_t n;
+		char *dst;
+
+		if (c->state == LC_HEAD) {
+			dst = c->buf + c->have;
+			want = BACKEND_H1_HEAD_MAX - c->have;
+		} else {
+			dst = c->buf;
+			want =
+			    c->body_left < sizeof(c->buf) ? (size_t)c->body_left : sizeof(c->buf);
+		}
+		n = recv(c->fd, dst, want, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0) {
+			int e = n < 0 ? errno : 0;
+
+			if (c->state == LC_HEAD && c->have == 0 && c->served) {
+				resend_fresh(c);
+				return;
+			}
+			if (c->state == LC_BODY) {
+				fail(c, CURLE_PARTIAL_FILE, "transfer closed with bytes remaining",
+				     0);
+				return;
+			}
+			if (c->have == 0 && !e) {
+				fail(c, CURLE_GOT_NOTHING, "Empty reply from server", 0);
+				return;
+			}
+			fail(c, CURLE_RECV_ERROR, "Recv failure", e ? e : ECONNRESET);
+			return;
+		}
+		if (c->state == LC_BODY) {
+			if (deliver(c, c->buf, (size_t)n))
+				return;
+		} else {
+			ssize_t hl;
+
+			c->have += (size_t)n;
+			hl = backend__h1_head(c->buf, c->have, &h);
+			if (hl < 0) {
+				c->state = LC_DONE;
+				backend__io_xfer_to_curl(c->x);
+				return;
+			}
+			if (hl > 0 && head_done(c, &h))
+				return;
+			if (hl > 0)
+				continue;
+		}
+		if ((size_t)n < want)
+			return; /* drained for now: epoll says when more comes */
+	}
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+	struct lconn *c = h->data;
+
+	if (!c->x) { /* idle: the server closed it, or says something unasked */
+		idle_remove(c->io, c);
+		lc_close(c);
+		return;
+	}
+	if (c->state == LC_CONNECT) {
+		int err = 0;
+		socklen_t l = sizeof(err);
+
+		if (status < 0 || getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0 || err) {
+			char host[128];
+
+			backend__url_host(c->x->url, host, sizeof(host));
+			snprintf(c->x->lerr, sizeof(c->x->lerr), "Failed to connect to %.80s: %s",
+				 host, strerror(err ? err : ECONNREFUSED));
+			c->state = LC_DONE;
+			attempt_end(c, CURLE_COULDNT_CONNECT);
+			return;
+		}
+		if (!(events & UV_WRITABLE))
+			return;
+		c->state = LC_SEND;
+	}
+	if (c->state == LC_SEND) {
+		if (status < 0) {
+			fail(c, CURLE_SEND_ERROR, "Send failure", ECONNRESET);
+			return;
+		}
+		send_req(c);
+		return;
+	}
+	if (status < 0 && !(events & UV_READABLE)) {
+		fail(c, CURLE_RECV_ERROR, "Recv failure", ECONNRESET);
+		return;
+	}
+	if (c->state == LC_HEAD || c->state == LC_BODY)
+		on_readable(c);
+}
+
+int backend__io_lean_start(struct xfer *x, const char *range)
+{
+	struct backend_io *io = x->io;
+	struct backend_h1_url u;
+	const char *hv[LEAN_HDRS_MAX];
+	size_t nh = 0;
+	char req[LEAN_REQ_MAX];
+	ssize_t n;
+	struct lconn *c, **pp;
+	uint64_t now;
+
+	if (backend__h1_url(x->url, &u) < 0)
+		return 1;
+	for (struct curl_slist *l = x->hdrs; l; l = l->next) {
+		if (nh == LEAN_HDRS_MAX)
+			return 1;
+		hv[nh++] = l->data;
+	}
+	n = backend__h1_request(req, sizeof(req), &u, range, hv, nh);
+	if (n < 0)
+		return 1;
+	/* a kept connection to the same address, the newest first */
+	now = uv_hrtime();
+	for (pp = &io->lean_idle; (c = *pp);) {
+		if (now - c->t0_ns > (uint64_t)LEAN_IDLE_MS * 1000000u) {
+			*pp = c->next;
+			io->nlean_idle--;
+			lc_close(c);
+			continue;
+		}
+		if (c->salen == u.salen && memcmp(&c->sa, &u.sa, u.salen) == 0) {
+			*pp = c->next;
+			io->nlean_idle--;
+			c->next = NULL;
+			break;
+		}
+		pp = &c->next;
+	}
+	if (!c) {
+		c = lc_open(io, &u.sa, u.salen);
+		if (!c) {
+			snprintf(x->lerr, sizeof(x->lerr), "Failed to connect: %s",
+				 strerror(errno));
+			return errno == ENOMEM ? -ENOMEM : 1;
+		}
+	}
+	memcpy(c->req, req, (size_t)n);
+	c->req_len = (size_t)n;
+	atomic_fetch_add_explicit(&io->n_lean_attempts, 1, memory_order_relaxed);
+	lc_begin(c, x);
+	return 0;
+}
+
+void backend__io_lean_detach(struct xfer *x)
+{
+	struct lconn *c = x->lc;
+	struct backend_io *io;
+
+	if (!c)
+		return;
+	io = c->io;
+	x->lc = NULL;
+	c->x = NULL;
+	c->held = NULL;
+	active_dec(io);
+	if (c->state != LC_DONE || !c->keep || io->halted ||
+	    io->nlean_idle >= io->max_total * 2 + 2) {
+		lc_close(c);
+		return;
+	}
+	c->served++;
+	c->state = LC_IDLE;
+	c->t0_ns = uv_hrtime();
+	lc_poll(c, UV_READABLE);
+	c->next = io->lean_idle;
+	io->lean_idle = c;
+	io->nlean_idle++;
+}
+
+void backend__io_lean_resume(struct xfer *x)
+{
+	struct lconn *c = x->lc;
+	const char *p;
+	size_t n;
+
+	if (!c || !c->held) {
+		if (c && c->state == LC_BODY)
+			lc_poll(c, UV_READABLE);
+		return;
+	}
+	p = c->held;
+	n = c->held_len;
+	c->held = NULL;
+	if (deliver(c, p, n))
+		return;
+	lc_poll(c, UV_READABLE);
+}
+
+/* The bounds of the running attempts: a connect past connect_timeout_s, a
+ * silence past stall_timeout_s (backend__io_progress, as curl's progress
+ * calls ask it; it asks the sink with nothing too). A connection that ends
+ * an attempt changes the list: the pass starts again, and each connection
+ * is seen once a tick (gen). */
+static void tick_cb(uv_timer_t *t)
+{
+	struct backend_io *io = t->data;
+	uint64_t now = uv_hrtime();
+	unsigned gen = ++io->lean_gen;
+
+again:
+	for (struct lconn *c = io->lean_all; c; c = c->next_all) {
+		struct xfer *x = c->x;
+
+		if (c->gen == gen || !x)
+			continue;
+		c->gen = gen;
+		if (c->state == LC_CONNECT && io->connect_ms > 0 &&
+		    now - c->t0_ns >= (uint64_t)io->connect_ms * 1000000u) {
+			snprintf(x->lerr, sizeof(x->lerr),
+				 "Connection timed out after %" PRIu64 " milliseconds",
+				 (now - c->t0_ns) / 1000000u);
+			c->state = LC_DONE;
+			attempt_end(c, CURLE_OPERATION_TIMEDOUT);
+			goto again;
+		}
+		if (backend__io_progress(x)) {
+			c->state = LC_DONE;
+			c->keep = 0;
+			attempt_end(c, CURLE_ABORTED_BY_CALLBACK);
+			goto again;
+		}
+	}
+}
+
+void backend__io_lean_init(struct backend_io *io, const struct backend_config *cfg)
+{
+	static const char *const proxy_vars[] = {"http_proxy", "HTTP_PROXY", "all_proxy",
+						 "ALL_PROXY"};
+
+	uv_timer_init(&io->loop, &io->lean_tick);
+	io->lean_tick.data = io;
+	io->lean = cfg->http_engine == 1;
+	/* curl would send plain http through any of these (no_proxy aside):
+	 * then every request stays curl's */
+	for (size_t i = 0; i < sizeof(proxy_vars) / sizeof(proxy_vars[0]); i++) {
+		const char *v = getenv(proxy_vars[i]);
+
+		if (v && *v)
+			io->lean = 0;
+	}
+}
+
+void backend__io_lean_shutdown(struct backend_io *io)
+{
+	while (io->lean_all) {
+		struct lconn *c = io->lean_all;
+
+		if (c->x)
+			backend__io_lean_detach(c->x); /* not reached: cancel_all ran */
+		else {
+			idle_remove(io, c);
+			lc_close(c);
+		}
+	}
+	uv_timer_stop(&io->lean_tick);
+	uv_close((uv_handle_t *)&io->lean_tick, NULL);
+}
