@@ -299,6 +299,9 @@ char *backend__url_origin(const char *url);
 /* url without user:password@ (malloc'd), or NULL: a redirect to another
  * origin must not carry them. */
 char *backend__url_without_userinfo(const char *url);
+/* A Location header's value (loc, len bytes) resolved against base, as
+ * curl's CURLINFO_REDIRECT_URL says it (malloc'd), or NULL. */
+char *backend__url_join(const char *base, const char *loc, size_t len);
 /* The host of url into buf ("?" when url is not an http(s) URL). */
 void backend__url_host(const char *url, char *buf, size_t cap);
 /* url as shown in errors and logs: scheme://host[:port]/path, without

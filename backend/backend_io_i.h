@@ -269,7 +269,7 @@ void backend__req_failed(struct backend *be, const char *method, const char *key
 			 const struct backend_req *r, int err);
 
 /* ---- the engine's internals: for backend_io_*.c only -----------------------
- * The engine is five files; they share the structs below and the functions
+ * The engine is six files (and backend_h1.c, pure); they share the structs below and the functions
  * named backend__io_*, which all run on the loop thread:
  *   backend_io_loop.c     the I/O thread: its libuv loop driving curl's multi
  *                         handle, the queue from other threads, open, close,
@@ -282,6 +282,8 @@ void backend__req_failed(struct backend *be, const char *method, const char *key
  *                         errno and words
  *   backend_io_breaker.c  the circuit breaker: the store down, the probe
  *   backend_io_wait.c     the blocking helpers (get, read, stream, head)
+ *   backend_io_lean.c     the lean engine: a plain ranged GET's attempt without
+ *                         curl (--http-engine auto)
  */
 enum xfer_state { X_WAIT, X_RUN, X_BACKOFF };
 
@@ -353,6 +355,7 @@ struct xfer {
 	/* ---- the lean engine (backend_io_lean.c) ---- */
 	struct lconn *lc; /* the connection the running attempt uses, or NULL (curl's) */
 	int no_lean;	  /* the lean engine left this request to curl */
+	char *lean_loc;	  /* its redirect's absolute target (malloc'd), or NULL */
 	char lerr[128];	  /* its transport failure in curl's words, or "" */
 };
 

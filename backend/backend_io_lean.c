@@ -1,7 +1,8 @@
 /*
  * backend_io_lean.c — the lean engine (contract: backend_io_i.h): one
  * attempt of a plain ranged GET (http://, a literal IP address, no request
- * body, no proxy in the environment) as one request and response on a
+ * body, not signed: a signed request's secrets stay in curl's undumped
+ * memory; no proxy in the environment) as one request and response on a
  * kept-alive connection of its own pool, on the I/O thread's loop, without
  * curl. It sits below backend_io_xfer.c's request life (slots, retries,
  * redirects, resume, the breaker, the stats): an attempt ends in
@@ -28,10 +29,12 @@
  * had closed (nothing came back, EOF or a reset) is sent once more on a new
  * connection, as curl does, not counted as an attempt.
  *
+ * A redirect is read as any answer; its Location, resolved as curl
+ * resolves it (backend__url_join), is what backend_io_xfer.c follows.
  * What it leaves to curl (backend__io_xfer_to_curl: the attempt goes again
  * through curl, not counted): an answer backend__h1_head does not read
- * (BACKEND_H1_UNSUP or not HTTP/1.x: 1xx, chunked, no Content-Length, ...)
- * and a redirect (curl says its absolute target). Bounds: a connect by
+ * (BACKEND_H1_UNSUP or not HTTP/1.x: 1xx, chunked, no Content-Length, ...).
+ * Bounds: a connect by
  * connect_timeout_s, silence by stall_timeout_s, both checked by one tick
  * (at most 1 s, and at most half of either bound) that runs while an
  * attempt does.
@@ -45,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -328,6 +332,24 @@ static int feed_line(void *arg, const char *l, size_t n)
 	return backend__io_header_line(arg, l, n) < 0;
 }
 
+/* The value of the head's Location header (up to its CR, trimmed at the
+ * front), or NULL. */
+static const char *location(const char *buf, size_t len)
+{
+	const char *p = memchr(buf, '\n', len), *end = buf + len;
+
+	while (p && ++p < end) {
+		if ((size_t)(end - p) > 9 && strncasecmp(p, "location:", 9) == 0) {
+			p += 9;
+			while (*p == ' ' || *p == '\t')
+				p++;
+			return p;
+		}
+		p = memchr(p, '\n', (size_t)(end - p));
+	}
+	return NULL;
+}
+
 /* The head is complete in buf: its framing, its lines to the shared checks,
  * and the body bytes that came with it. Returns as deliver. */
 static int head_done(struct lconn *c, const struct backend_h1_head *h)
@@ -337,9 +359,14 @@ static int head_done(struct lconn *c, const struct backend_h1_head *h)
 
 	if (h->status == 301 || h->status == 302 || h->status == 303 || h->status == 307 ||
 	    h->status == 308) {
-		c->state = LC_DONE; /* closed: its body is not read */
-		backend__io_xfer_to_curl(x);
-		return 1;
+		const char *l = location(c->buf, h->head_len);
+
+		size_t n = l ? strcspn(l, "\r") : 0;
+
+		while (n && (l[n - 1] == ' ' || l[n - 1] == '\t'))
+			n--;
+		if (n) /* backend_io_xfer.c follows it (or not) when the answer ends */
+			x->lean_loc = backend__url_join(x->url, l, n);
 	}
 	c->body_left = h->body_len;
 	c->keep = h->keep;

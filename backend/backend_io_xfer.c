@@ -184,6 +184,8 @@ void backend__io_xfer_finish(struct xfer *x, int err)
 	x->r = NULL;
 	free(x->url_own);
 	x->url_own = NULL;
+	free(x->lean_loc);
+	x->lean_loc = NULL;
 	if (io->nxfer_free < IO_EASY_POOL && !io->halted) {
 		x->fnext = io->xfer_free; /* its timer stays initialised */
 		io->xfer_free = x;
@@ -286,6 +288,8 @@ static int xfer_start(struct xfer *x)
 	x->delivered0 = r->delivered;
 	x->progress_ns = uv_hrtime();
 	x->lerr[0] = '\0';
+	free(x->lean_loc);
+	x->lean_loc = NULL;
 	x->want_start = 0;
 	x->range[0] = '\0';
 	if (!head && (r->range_len || r->delivered)) {
@@ -316,7 +320,9 @@ static int xfer_start(struct xfer *x)
 		if (err < 0)
 			return err;
 	}
-	if (io->lean && !x->no_lean && !head && !r->body) {
+	/* the lean engine: not for signed requests (their headers hold secrets
+	 * that only curl's wiping, undumped allocations may carry: backend_creds_secret.c) */
+	if (io->lean && !x->no_lean && !head && !r->body && !(r->sign && x->signable)) {
 		err = backend__io_lean_start(x, x->range);
 		if (err <= 0) {
 			if (err == 0) {
@@ -506,8 +512,10 @@ void backend__io_xfer_done(struct xfer *x, CURLcode c)
 	if (is_redirect(x->status)) {
 		char *loc = NULL, *next, *origin, *first;
 
-		if (x->easy) /* the lean engine leaves a redirect to curl */
+		if (x->easy)
 			curl_easy_getinfo(x->easy->e, CURLINFO_REDIRECT_URL, &loc);
+		else /* the lean engine's, as curl says it (backend__url_join) */
+			loc = x->lean_loc;
 		if (!loc || ++x->hops > IO_MAX_REDIRECTS ||
 		    (strncasecmp(loc, "http://", 7) != 0 && strncasecmp(loc, "https://", 8) != 0)) {
 			backend__io_xfer_finish(x, -EIO);

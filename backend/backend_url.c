@@ -207,6 +207,22 @@ char *backend__url_without_userinfo(const char *url)
 	return out;
 }
 
+char *backend__url_join(const char *base, const char *loc, size_t len)
+{
+	CURLU *h = curl_url();
+	char *l = strndup(loc, len), *s = NULL, *out = NULL;
+
+	/* as curl makes CURLINFO_REDIRECT_URL (its Curl_follow, FOLLOW_FAKE) */
+	if (h && l && curl_url_set(h, CURLUPART_URL, base, 0) == CURLUE_OK &&
+	    curl_url_set(h, CURLUPART_URL, l, CURLU_NON_SUPPORT_SCHEME) == CURLUE_OK &&
+	    curl_url_get(h, CURLUPART_URL, &s, 0) == CURLUE_OK)
+		out = strdup(s);
+	curl_free(s);
+	curl_url_cleanup(h);
+	free(l);
+	return out;
+}
+
 void backend__url_host(const char *url, char *buf, size_t cap)
 {
 	struct backend_url u;

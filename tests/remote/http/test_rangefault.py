@@ -25,6 +25,13 @@ Groups (each starts its own nginx on 127.0.0.1 and, for 'shortbody', the fault p
              resumes and req_cli's refusals equal, none resumed by the bound
              (BACKEND_PAUSE_BACKSTOP_MS); with REQ_CLI_NOWAKE=1 every pause resumed by the
              bound, counted.
+  lean       the lean engine (req_cli REQ_CLI_ENGINE=auto: --http-engine auto): 20 ranged
+             reads one after the other through the fault proxy: exact bytes, 20 lean attempts
+             on one kept-alive connection (the proxy accepts 2: curl's HEAD and the lean one;
+             req_cli's connects 2); the proxy cutting 2 answers mid-body (headers and half the
+             body, then close): each resumed, exact bytes, short_bodies 2, attempts 21 + 2,
+             a new connection after each cut; nginx answering 200 to ranges (norange): exact
+             bytes, range_ignored 2, bytes_received the whole object twice.
 Exact counts throughout (faults served, requests, attempts, bytes); no timing.
 """
 import errno
@@ -305,7 +312,63 @@ def group_pause(env, ck, cli, ng, src):
         env.env.pop('REQ_CLI_NOWAKE', None)
 
 
-GROUPS = {'shortbody': group_shortbody, 'norange': group_norange, 'pause': group_pause}
+def group_lean(env, ck, cli, ng, src):
+    key = 's/shard-000001.tar'
+    with open(os.path.join(src, key), 'rb') as f:
+        want = f.read()
+    size = len(want)
+    env.env['REQ_CLI_ENGINE'] = 'auto'
+    px = web.FaultProxy(ng.port)
+    try:
+        # (a) 20 reads of 40000 bytes from 1000 on, window 1: one kept connection
+        rc, out, err = req_cli(env, cli, px.url('files/' + key), 'shard-000001.tar', 1000,
+                               40000, 20)
+        ck.eq('lean reuse: exit', rc, 0)
+        ck.eq('lean reuse: bytes', out.get('bytes'), 20 * 40000)
+        ck.eq('lean reuse: fnv', out.get('fnv'), fnv64(want[1000:1000 + 20 * 40000]))
+        ck.eq('lean reuse: requests', out.get('requests'), 21)  # curl's HEAD and 20 GETs
+        ck.eq('lean reuse: attempts', out.get('attempts'), 21)
+        ck.eq('lean reuse: lean attempts', out.get('lean_attempts'), 20)
+        ck.eq('lean reuse: proxy requests', px.requests, 21)
+        ck.eq('lean reuse: proxy connections', len(px.conns), 2)
+        ck.eq('lean reuse: connects', out.get('connects'), 2)
+        ck.eq('lean reuse: bytes_received', out.get('bytes_received'), 20 * 40000)
+        # (b) the next 2 answers cut mid-body: each resumed after its bytes, on a new connection
+        px.set('cut', count=2, match='/files/' + key)
+        conns0 = len(px.conns)
+        rc, out, err = req_cli(env, cli, px.url('files/' + key), 'shard-000001.tar', 5000,
+                               100000, 4)
+        ck.eq('lean cut: exit', rc, 0)
+        ck.eq('lean cut: faults served', px.faults, 2)
+        ck.eq('lean cut: bytes', out.get('bytes'), 4 * 100000)
+        ck.eq('lean cut: fnv', out.get('fnv'), fnv64(want[5000:5000 + 4 * 100000]))
+        ck.eq('lean cut: short_bodies', out.get('short_bodies'), 2)
+        ck.eq('lean cut: requests', out.get('requests'), 5)
+        ck.eq('lean cut: attempts', out.get('attempts'), 5 + 2)
+        ck.eq('lean cut: lean attempts', out.get('lean_attempts'), 4 + 2)
+        ck.eq('lean cut: failures', out.get('failures'), 0)
+        # curl's HEAD, the first lean connection, one more after each of the 2 cuts
+        ck.eq('lean cut: proxy connections', len(px.conns) - conns0, 4)
+        ck.eq('lean cut: connects', out.get('connects'), 4)
+    finally:
+        px.close()
+    try:
+        # (c) a 200 to each range: the bytes before the range skipped, the rest read
+        url = ng.url('norange/' + key)
+        rc, out, err = req_cli(env, cli, url, 'shard-000001.tar', size - 65536, 65536, 2)
+        ck.eq('lean norange: exit', rc, 0)
+        ck.eq('lean norange: bytes', out.get('bytes'), 2 * 65536)
+        ck.eq('lean norange: fnv', out.get('fnv'), fnv64(want[-65536:] * 2))
+        ck.eq('lean norange: range_ignored', out.get('range_ignored'), 2)
+        ck.eq('lean norange: bytes_received', out.get('bytes_received'), 2 * size)
+        ck.eq('lean norange: lean attempts', out.get('lean_attempts'), 2)
+        ck.eq('lean norange: connects', out.get('connects'), 2)
+    finally:
+        env.env.pop('REQ_CLI_ENGINE', None)
+
+
+GROUPS = {'shortbody': group_shortbody, 'norange': group_norange, 'pause': group_pause,
+          'lean': group_lean}
 
 
 def run_group(env, ck, group, cli):
