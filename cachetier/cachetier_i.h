@@ -188,7 +188,7 @@ struct ct_file {
 	int wfail;		    /* no watch to be had: every read checks its units */
 	int wown;		    /* the watch (fanotify, from before any fill) ignores this
 				     * process's writes: seen 3 for its fills */
-	/* a weak or mtime-derived ETag (cachetier_read.c, weak_check) */
+	/* a weak or mtime-derived ETag (cachetier_weak.c) */
 	uint64_t ufills;     /* units this process filled (cachetier__unit_done) */
 	uint64_t probed;     /* ufills that the last probe of the anchor covered */
 	int probing;	     /* a reader is probing the anchor (others wait on unit_cond) */
@@ -555,6 +555,19 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 			       int probe, uint64_t ahead, uint32_t *c0, uint32_t *c1, int *fast);
 void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
 			      int fast);
+/* Most a reader waits for a change of unit states (unit_cond) before it
+ * looks at its units again: a change whose wake-up is missed costs that
+ * long, never a hung read. */
+#define UNITS_WAIT_BOUND_S 1
+/* Unit c of f (UNIT_VALID) is damaged: counted, made empty here and in
+ * the state file (cachetier_read.c). ct->lock held. */
+void cachetier__unit_corrupt(struct cachetier *ct, struct ct_file *f, uint32_t c);
+/* Weak validators (cachetier_weak.c): 1 when etag does not pin the bytes
+ * of an object of size bytes; weak_check before units [c0, c1) of f are
+ * served: 0, -ESTALE (the store's bytes changed under the ETag) or the
+ * store's error; ct->lock held, dropped while the anchor is fetched. */
+int cachetier__etag_weak(const char *etag, uint64_t size);
+int cachetier__weak_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1);
 /* Prefetch units [c0, c1) of f as its object's cursor (cachetier_obj_prefetch). */
 int cachetier__file_prefetch(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
 			     int mode);

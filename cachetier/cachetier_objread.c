@@ -320,8 +320,8 @@ static int obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, i
 		err = obj_dec_begin(o->ct, o, off, len, fd);
 	} else if (o->file) {
 		p->kind = CT_PIN_FILE;
-		/* the store's bytes changed under a weak ETag (cachetier_read.c,
-		 * weak_check): this object is the old version's, also when it
+		/* the store's bytes changed under a weak ETag (cachetier_weak.c,
+		 * cachetier__weak_check): this object is the old version's, also when it
 		 * was found while this read waited */
 		err = atomic_load(&o->collided)
 			  ? -ESTALE
