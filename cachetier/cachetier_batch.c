@@ -27,47 +27,25 @@
  *      one more thread, bt_read), whose sink (on the store's I/O thread)
  *      hands each item's bytes to the fill writer, which writes them at
  *      their offset in the object's data file and computes each unit's
- *      CRC32C; when an object's last item of the request arrived whole,
- *      the sink tells the request's thread (a semaphore, never a lock),
- *      which applies the version rule (below) to that object at once
- *      (bt_early): once its HEAD says it is as listed and the writer wrote
- *      its bytes, under ct->lock, its items' units are valid (CRC, state
- *      byte, usage, map batch) and the readers woken, while the answer's
- *      later items still arrive. When the answer ended, the objects left
- *      are confirmed at once (by the thread that read it, bt_read), and
- *      each unit not valid yet is valid or empty (bt_finish). So the
- *      first object of the first request, holding the plan's next
- *      samples, is what a reader waits for, not the whole answer.
+ *      CRC32C; when an item arrived whole, the sink tells the request's
+ *      thread (a semaphore, never a lock), which applies the version rule
+ *      to the items that arrived since it last looked, at once (bt_early):
+ *      each joins one of its object's two HEAD groups, and once the HEAD
+ *      of its group, sent after it arrived, says the object is as listed
+ *      and the writer wrote its bytes, under ct->lock, its units are
+ *      valid (CRC, state byte, usage, map batch) and the readers woken,
+ *      while the answer's later items still arrive. When the answer ended,
+ *      the groups left are confirmed at once (by the thread that read it,
+ *      bt_read), and each unit not valid yet is valid or empty
+ *      (bt_finish). So an object's first item in a request is valid one
+ *      HEAD after it arrived, not after its object's last item there.
  *
- * The version rule. GetBatch has no If-Match: its bytes are of whichever
- * version each object had while it was read. The units of an object's
- * items are kept only when its ETag and size, as listed (ct_file's
- * identity, the data file's name), are what a HEAD says that was sent
- * after the object's last item of the request arrived (bt_confirm; why
- * that is enough: cachetier/README.md, "GetBatch's version rule"). Until
- * then its units stay unserved (filling). An object replaced before or
- * while its items were read, or after but before that HEAD, has another
- * ETag at that HEAD (or is gone): its items' bytes are punched, its units
- * empty with -ESTALE, as a fill's If-Match failure leaves them, so a
- * reader gets what a fill would give it. One replaced and put back (the
- * same ETag: the same bytes) before the HEAD is the one case the rule
- * does not see. A failed HEAD leaves the units empty with no error
- * (fetched on demand, by version).
- *
- * Shared HEADs. A HEAD confirms every item of its object that arrived
- * before it was sent, so requests share them (bt_confirm): a request sends
- * a HEAD of an object when none of it is in flight (those of its objects
- * ready at once in one backend_stat_many, in parallel); one that finds a
- * HEAD in flight, sent before its items arrived, waits for it to end, then
- * sends the next or finds it sent by another request that waited too, and
- * takes its answer. An urgent request (the caller names them: the first of
- * each window, whose units a reader reaches first) never waits for a HEAD
- * sent before its items arrived: it sends its own at once. The cost: a
- * request that is not urgent may wait up to one more round trip for its
- * HEAD (its units are needed later than the urgent one's); the gain: one
- * HEAD per object per round trip at most among those requests, not one per
- * object per request (L9 of tests/bench/link_bench.py: 2,400 HEADs for 455
- * requests before). Counted: heads, heads_shared, head_waits.
+ * The version rule, the HEAD groups (exactly min(k, 2) HEADs for an
+ * object of k items in a request, whatever the timing) and the HEADs
+ * shared between requests: cachetier_batchv.c, and cachetier/README.md,
+ * "GetBatch's version rule". A HEAD that finds the object changed leaves
+ * the items it confirms empty with -ESTALE (their bytes punched); a
+ * failed HEAD leaves them empty with no error (fetched on demand).
  *
  * A failed or cut item (backend_batch_read's err[i]; a cut answer's
  * later items are asked again by the backend) is punched and its units
@@ -79,10 +57,10 @@
  * once; run by the caller when no thread can be had), so that the caller
  * learns a refusal for the window it handed over; and
  * one per request in flight that reads its answer (bt_read) and, once
- * it ended, confirms the objects not confirmed yet (while the request's
- * thread may still wait for an earlier object's HEAD), joined by the
- * request's thread (without one, the answer is read on the request's
- * thread and every object confirmed at its end). The sink runs on the
+ * it ended, confirms the groups not asked yet (while the request's
+ * thread may still wait for a HEAD), joined by the request's thread
+ * (without one, the answer is read on the request's thread and every
+ * group confirmed at its end). The sink runs on the
  * store's I/O thread. Allocations: a request's working arrays are one
  * block (bt_work_new). Locks: ct->lock around state changes only (never
  * across I/O), the OFD unit locks held from the claim until the unit is
@@ -100,7 +78,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cachetier_i.h"
+#include "cachetier_batch_i.h"
 
 /* A unit of the window not valid at the claim: claim 1 (this batch
  * fetches it), 0 (another process filled it), -1 (another process fills
@@ -111,81 +89,10 @@ struct bt_unit {
 	int claim;
 };
 
-/* One item: units [c, c + n) of f, all claimed by this batch. */
-struct bt_run {
-	struct ct_file *f;
-	uint32_t c, n;
-	uint64_t start, end; /* the item's bytes in the object */
-	uint64_t next;	     /* object offset of the next byte expected (the sink's) */
-	uint32_t *crc;	     /* CRC32C per unit, as bytes arrive */
-	int err;	     /* the item's outcome (0, -ESTALE, or another errno) */
-	int werr;	     /* the fill writer's first write error */
-	size_t obj;	     /* its object in the request's table (bt_work.obj) */
-	int done;	     /* committed at its object's HEAD, before the answer ended */
-};
-
-/* An object of a request, for the version rule (bt_confirm). */
-/* its items arriving; to confirm (by bt_early, or at the answer's end by
- * bt_read); confirmed (res). Changed under ct->lock while two threads
- * confirm (bt_fetch). */
-enum { BO_WAIT, BO_ASK, BO_ASK_END, BO_DONE };
-struct bt_obj {
-	struct ct_file *f;
-	size_t last;   /* its last run in the request */
-	uint64_t need; /* the first HEAD number (f->bc_sent) that may confirm it */
-	uint64_t seq;  /* the number of the HEAD of it this request sent */
-	int res;       /* BO_DONE: the HEAD's answer (0, -ESTALE, -EIO) */
-	uint8_t st;
-	uint8_t waited; /* counted in head_waits */
-};
-
-/* A request's working arrays, one allocation (bt_work_new): the batch
- * read's items and outcomes, its objects, and two rounds of HEADs (the
- * keys sent, their answers and errnos, the object each is of: [0, nruns)
- * for bt_early's, [nruns, 2 nruns) for the answer's end, which may run at
- * once). */
-struct bt_work {
-	struct backend_batch_item *items;
-	int *err;
-	struct bt_obj *obj;
-	size_t nobj;
-	const char **keys;
-	struct backend_objinfo *info;
-	int *herr;
-	size_t *lead;
-	void *block;
-};
-
-/* What the sink tells the request's thread while the answer arrives
- * (bt_request): lock-free, so the store's I/O thread never waits. */
-struct bt_live {
-	sem_t arrive;	    /* posted at an object's last item, and at the answer's end */
-	atomic_size_t upto; /* runs [0, upto) were answered (the items come in order) */
-	atomic_int ended;   /* backend_batch_read returned */
-};
-
-/* One request: items runs[0..nruns). */
-struct bt_req {
-	struct cachetier *ct;
-	struct bt_run *runs;
-	size_t nruns;
-	uint64_t bytes;	   /* reserved for its runs not committed yet */
-	int room;	   /* room was made: it runs */
-	int own;	   /* one block with its runs and CRCs, freed by its thread */
-	int urgent;	   /* confirms at once: never waits for a HEAD sent before its end */
-	int ret;	   /* backend_batch_read's answer */
-	struct ct_wjob wj; /* its writes, by the fill writer (cachetier__write_push) */
-	struct cachetier_batch_result res;
-	pthread_t th;
-	int started;
-	struct bt_work w;
-	struct bt_live *live; /* NULL: no early commit (the answer read on this thread) */
-};
-
 /* backend_batch_sink_cb: item i's bytes at off. The store's I/O thread:
- * no lock, no disk; the fill writer checksums and writes them. An
- * object's last item arrived whole: the request's thread is told (it
- * sends that object's HEAD now, bt_early). */
+ * no lock, no disk; the fill writer checksums and writes them. An item
+ * arrived whole: the request's thread is told (it sends that item's
+ * object's HEAD now, bt_early). */
 static int bt_sink(void *arg, size_t i, uint64_t off, const void *buf, size_t len)
 {
 	struct bt_req *q = arg;
@@ -203,104 +110,11 @@ static int bt_sink(void *arg, size_t i, uint64_t off, const void *buf, size_t le
 	if (err < 0)
 		return err;
 	r->next += len;
-	if (r->next == r->end && q->live && q->w.obj[r->obj].last == i) {
+	if (r->next == r->end && q->live) {
 		atomic_store_explicit(&q->live->upto, i + 1, memory_order_release);
 		sem_post(&q->live->arrive);
 	}
 	return 0;
-}
-
-/* The version rule (above), shared: each object of the request marked
- * BO_ASK (its items arrived; bt_early, or the answer ended) is confirmed
- * by a HEAD of it sent after its last item of the request arrived: its
- * own, or one another request sent later. f->bc_sent numbers an object's
- * HEADs in the order sent, so need, one more than bc_sent when we read it
- * here (after the arrival, which the sink told this thread before), is
- * the first number that may confirm it, and any HEAD numbered need or more
- * that ended (bc_done, the highest) says whether the object is as listed.
- * A request sends a HEAD of an object when none of it is in flight;
- * otherwise it waits for those in flight to end (they were sent before its
- * items arrived, unless numbered need or more), then sends the next one,
- * or finds it sent by another request that waited too: requests whose
- * items arrive while a HEAD is out share the next one. An urgent request
- * (q->urgent: the caller's choice, cachetier_batch_fill) waits only for a
- * HEAD sent after its items arrived, else sends its own at once. Each
- * object ends BO_DONE with res 0, -ESTALE (changed) or -EIO (its HEAD
- * failed). Takes ct->lock; the HEADs outside it; each wait is for a HEAD
- * in flight, which the store's retry budget bounds. */
-static void bt_confirm(struct bt_req *q, uint8_t which)
-{
-	struct cachetier *ct = q->ct;
-	struct bt_work *w = &q->w;
-	size_t left = 0, base = which == BO_ASK ? 0 : q->nruns;
-	const char **keys = w->keys + base;
-	struct backend_objinfo *info = w->info + base;
-	int *herr = w->herr + base;
-	size_t *lead = w->lead + base;
-
-	cachetier__lock(ct);
-	for (size_t j = 0; j < w->nobj; j++) {
-		if (w->obj[j].st == which) {
-			w->obj[j].need = w->obj[j].f->bc_sent + 1; /* any HEAD from now on */
-			left++;
-		}
-	}
-	while (left > 0) {
-		size_t nl = 0;
-
-		for (size_t j = 0; j < w->nobj; j++) {
-			struct bt_obj *o = &w->obj[j];
-			struct ct_file *f = o->f;
-
-			if (o->st != which)
-				continue;
-			if (f->bc_done >= o->need) { /* sent after the arrival by another */
-				o->res = f->bc_res;
-				o->st = BO_DONE;
-				q->res.heads_shared++;
-				left--;
-			} else if (f->bc_inflight == 0 || (q->urgent && f->bc_sent < o->need)) {
-				f->bc_inflight++;
-				o->seq = ++f->bc_sent;
-				keys[nl] = f->key;
-				lead[nl++] = j;
-			} else if (!o->waited) {
-				o->waited = 1; /* counted now: a test sees who waits */
-				ct->batch.head_waits++;
-			}
-		}
-		if (nl > 0) {
-			int all;
-
-			disk_mutex_unlock(&ct->lock);
-			all = backend_stat_many(ct->be, keys, nl, info, herr);
-			cachetier__lock(ct);
-			for (size_t l = 0; l < nl; l++) {
-				struct bt_obj *o = &w->obj[lead[l]];
-				struct ct_file *f = o->f;
-				int v = 0;
-
-				if (all < 0 || (herr[l] < 0 && herr[l] != -ENOENT))
-					v = -EIO;
-				else if (herr[l] == -ENOENT || strcmp(info[l].etag, f->etag) != 0 ||
-					 info[l].size != f->size)
-					v = -ESTALE;
-				f->bc_inflight--;
-				if (o->seq > f->bc_done) { /* the latest sent of those ended */
-					f->bc_done = o->seq;
-					f->bc_res = v;
-				}
-				o->res = v;
-				o->st = BO_DONE;
-				left--;
-			}
-			q->res.heads += nl;
-			pthread_cond_broadcast(&ct->unit_cond); /* waiters of these HEADs */
-		} else if (left > 0) {
-			cachetier__cond_wait_s(&ct->unit_cond, &ct->lock, 1);
-		}
-	}
-	disk_mutex_unlock(&ct->lock);
 }
 
 /* Runs r's units valid (its object confirmed, its bytes written): they
@@ -331,12 +145,11 @@ static void bt_flush_due(struct cachetier *ct, const struct bt_run *runs, size_t
 
 /* A barrier on the fill writer's queue for q's writes pushed so far (a
  * buffer of no bytes: the writer posts q->wj.done once every write pushed
- * before it is done, as for cachetier__write_wait), pushed before a
- * round's HEADs go out and waited for after they return (bt_wmarked): the
- * writer writes while the HEAD is out. Pushed after the HEAD returned, it
- * put the writer's whole queue (every fill's) between the HEAD and the
- * commit. 0: pushed; -1: none (bt_wmarked then waits as
- * cachetier__write_wait does). */
+ * before it is done; cachetier_write.c), pushed before a round's HEADs go
+ * out and waited for after they return (bt_wmarked): the writer writes
+ * while the HEAD is out, instead of a barrier pushed after it returned
+ * putting the writer's whole queue after the HEAD. 0: pushed; -1: none
+ * (bt_wmarked then waits as cachetier__write_wait does). */
 static int bt_wmark(struct bt_req *q)
 {
 	struct fill_buf *b = calloc(1, sizeof(*b));
@@ -364,51 +177,46 @@ static void bt_wmarked(struct bt_req *q, int marked)
 }
 
 /* The answer is still arriving and runs [0, upto) were answered (the
- * sink's bt_live): each object whose last item is among them and of which
- * an item arrived whole is confirmed now (its HEAD sent now: bt_confirm),
- * and its items that arrived whole are committed (valid) once the fill
- * writer wrote them; the rest wait for the answer's end (bt_request). No
- * lock held. */
+ * sink's bt_live): the runs among them not looked at yet that came whole
+ * join their objects' HEAD groups, the groups due send their HEADs now
+ * (cachetier_batchv.c: an object's first group at its first item, its
+ * other at its last), and each run of [0, upto) a HEAD confirmed is
+ * committed (valid) once the fill writer wrote it; the rest wait for a
+ * later look or the answer's end (bt_read, bt_request). No lock held. */
 static void bt_early(struct bt_req *q, size_t upto)
 {
 	struct cachetier *ct = q->ct;
-	struct bt_work *w = &q->w;
-	size_t nask = 0, first = SIZE_MAX, ncommit = 0;
+	size_t nask, ncommit = 0;
 	int wake = 0, marked;
 
-	cachetier__lock(ct); /* the answer's end may pick objects at once */
-	for (size_t i = 0; i < upto && i < q->nruns; i++) {
-		const struct bt_run *r = &q->runs[i];
-		struct bt_obj *o = &w->obj[r->obj];
-
-		if (o->st == BO_WAIT && o->last < upto && r->next == r->end) {
-			o->st = BO_ASK;
-			nask++;
-			first = first < i ? first : i;
-		}
-	}
+	upto = upto < q->nruns ? upto : q->nruns;
+	if (upto <= q->asked)
+		return;
+	cachetier__lock(ct); /* the answer's end may pick runs at once */
+	nask = cachetier__batch_look(q, q->asked, upto, BR_EARLY, 0);
+	q->asked = upto;
 	disk_mutex_unlock(&ct->lock);
 	if (nask == 0)
 		return;
-	marked = bt_wmark(q); /* their bytes were pushed before this */
-	bt_confirm(q, BO_ASK);
+	marked = bt_wmark(q); /* the bytes of runs [0, upto) were pushed before this */
+	cachetier__batch_confirm(q, BR_EARLY);
 	cachetier__lock(ct);
-	for (size_t i = first; i < upto; i++) {
+	cachetier__batch_decide(q);
+	for (size_t i = 0; i < upto; i++) {
 		const struct bt_run *r = &q->runs[i];
 
-		ncommit += !r->done && r->next == r->end && w->obj[r->obj].res == 0 &&
-			   w->obj[r->obj].st == BO_DONE;
+		ncommit += !r->done && r->cov == BT_DECIDED && r->vres == 0 && r->next == r->end;
 	}
 	disk_mutex_unlock(&ct->lock);
 	bt_wmarked(q, marked); /* their bytes and CRCs are written */
 	if (ncommit == 0)
 		return;
 	cachetier__lock(ct);
-	for (size_t i = first; i < upto; i++) {
+	for (size_t i = 0; i < upto; i++) {
 		struct bt_run *r = &q->runs[i];
 
-		if (r->done || r->next != r->end || r->werr != 0 || w->obj[r->obj].st != BO_DONE ||
-		    w->obj[r->obj].res != 0)
+		if (r->done || r->next != r->end || r->werr != 0 || r->cov != BT_DECIDED ||
+		    r->vres != 0)
 			continue;
 		for (uint32_t c = r->c; c < r->c + r->n && !wake; c++)
 			wake = r->f->pins[c] > 0;
@@ -421,6 +229,24 @@ static void bt_early(struct bt_req *q, size_t upto)
 	if (wake)
 		pthread_cond_broadcast(&ct->unit_cond);
 	disk_mutex_unlock(&ct->lock);
+}
+
+/* The runs that came whole and are in no group yet join theirs, and every
+ * group with runs not asked yet is asked in slot (the answer ended: no
+ * run arrives any more), confirmed and decided. No lock held. */
+static void bt_last_look(struct bt_req *q, int slot)
+{
+	size_t nask;
+
+	cachetier__lock(q->ct);
+	nask = cachetier__batch_look(q, 0, q->nruns, slot, 1);
+	disk_mutex_unlock(&q->ct->lock);
+	if (nask == 0)
+		return;
+	cachetier__batch_confirm(q, slot);
+	cachetier__lock(q->ct);
+	cachetier__batch_decide(q);
+	disk_mutex_unlock(&q->ct->lock);
 }
 
 /* The request ended: each item's units valid, empty with -ESTALE, or
@@ -467,8 +293,12 @@ static void res_add(struct cachetier_batch_result *to, const struct cachetier_ba
 	to->refused |= r->refused;
 }
 
+/* Request ids (bt_req.id), never 0: ct_file.bc_by starts at 0. */
+static atomic_uint_fast64_t bt_ids;
+
 /* q's working arrays in one block (bt_work); its object table made (each
- * run's object, each object's last run). -ENOMEM: none. */
+ * run's object, each object's last run and count of runs); its id.
+ * -ENOMEM: none. */
 static int bt_work_new(struct bt_req *q)
 {
 	const size_t al = _Alignof(max_align_t), n = q->nruns;
@@ -496,6 +326,7 @@ static int bt_work_new(struct bt_req *q)
 	w->herr = (void *)(p + at[5]);
 	w->lead = (void *)(p + at[6]);
 	w->nobj = 0;
+	q->id = (uint64_t)atomic_fetch_add(&bt_ids, 1) + 1;
 	for (size_t i = 0; i < n; i++) {
 		struct bt_run *r = &q->runs[i];
 		size_t j = 0;
@@ -503,8 +334,9 @@ static int bt_work_new(struct bt_req *q)
 		while (j < w->nobj && w->obj[j].f != r->f)
 			j++;
 		if (j == w->nobj)
-			w->obj[w->nobj++] = (struct bt_obj){.f = r->f, .st = BO_WAIT};
+			w->obj[w->nobj++] = (struct bt_obj){.f = r->f};
 		w->obj[j].last = i;
+		w->obj[j].nrun++;
 		r->obj = j;
 		w->items[i].key = r->f->key;
 		w->items[i].off = r->start;
@@ -519,26 +351,15 @@ static void *bt_read(void *arg)
 {
 	struct bt_req *q = arg;
 	struct bt_work *w = &q->w;
-	size_t nask = 0;
 
 	q->ret = backend_batch_read(q->ct->be, w->items, q->nruns, bt_sink, q, w->err);
 	atomic_store_explicit(&q->live->ended, 1, memory_order_release);
 	sem_post(&q->live->arrive);
-	/* the objects not picked yet with an item that came whole are
-	 * confirmed now, even while the request's thread waits for an earlier
-	 * object's HEAD (bt_early): never later than at the answer's end */
-	cachetier__lock(q->ct);
-	for (size_t i = 0; q->ret != -EOPNOTSUPP && i < q->nruns; i++) {
-		struct bt_obj *o = &w->obj[q->runs[i].obj];
-
-		if (o->st == BO_WAIT && w->err[i] == 0 && q->runs[i].next == q->runs[i].end) {
-			o->st = BO_ASK_END;
-			nask++;
-		}
-	}
-	disk_mutex_unlock(&q->ct->lock);
-	if (nask > 0)
-		bt_confirm(q, BO_ASK_END);
+	/* the groups left are asked now, in a slot of their own, even while
+	 * the request's thread waits for a HEAD (bt_early): never later than
+	 * at the answer's end */
+	if (q->ret != -EOPNOTSUPP)
+		bt_last_look(q, BR_END);
 	return NULL;
 }
 
@@ -558,6 +379,8 @@ static void bt_fetch(struct bt_req *q)
 			for (;;) {
 				while (sem_wait(&live.arrive) < 0 && errno == EINTR)
 					;
+				while (sem_trywait(&live.arrive) == 0)
+					; /* one look at every item that arrived so far */
 				if (atomic_load_explicit(&live.ended, memory_order_acquire))
 					break;
 				bt_early(q, atomic_load_explicit(&live.upto, memory_order_acquire));
@@ -565,7 +388,6 @@ static void bt_fetch(struct bt_req *q)
 			pthread_join(th, NULL);
 			q->live = NULL;
 			sem_destroy(&live.arrive);
-			cachetier__write_wait(q->ct, &q->wj); /* every byte the sink got */
 			return;
 		}
 		q->live = NULL;
@@ -573,7 +395,6 @@ static void bt_fetch(struct bt_req *q)
 	}
 	/* no thread: the objects are confirmed when the answer ended */
 	q->ret = backend_batch_read(q->ct->be, q->w.items, q->nruns, bt_sink, q, q->w.err);
-	cachetier__write_wait(q->ct, &q->wj);
 }
 
 /* Run request q: fetch, confirm, punch what is not kept, finish. Its own
@@ -593,6 +414,12 @@ static void *bt_request(void *arg)
 		q->res.requests++;
 		q->res.items += q->nruns;
 	}
+	/* the groups no look asked for yet (both threads of the answer are
+	 * done; without a reader thread, all of them), confirmed while the
+	 * fill writer still writes */
+	if (w->block && q->ret != -EOPNOTSUPP)
+		bt_last_look(q, BR_EARLY);
+	cachetier__write_wait(ct, &q->wj); /* every byte the sink got */
 	for (size_t i = 0; i < q->nruns; i++) {
 		struct bt_run *r = &q->runs[i];
 
@@ -605,21 +432,18 @@ static void *bt_request(void *arg)
 			r->err = -EIO; /* never: the backend said all of it came */
 		if (r->err != 0 && r->err != -EOPNOTSUPP && r->err != -ECANCELED)
 			backend_log_failure(ct->be, r->f->key, r->err, "batch fill");
-		/* an object not confirmed yet with an item to keep */
-		if (r->err == 0 && w->obj[r->obj].st == BO_WAIT)
-			w->obj[r->obj].st = BO_ASK;
+		if (r->err == 0 && r->cov != BT_DECIDED)
+			r->err = -EIO; /* never: each run that came whole was asked */
 	}
-	if (w->block)
-		bt_confirm(q, BO_ASK);
-	for (size_t j = 0; j < w->nobj; j++)
-		q->res.stale += w->obj[j].st == BO_DONE && w->obj[j].res == -ESTALE;
+	for (size_t j = 0; w->block && j < w->nobj; j++)
+		q->res.stale += w->obj[j].stale;
 	/* bytes not kept never stay on the disk (they may be of another
 	 * version); the units' write locks are still held */
 	for (size_t i = 0; i < q->nruns; i++) {
 		struct bt_run *r = &q->runs[i];
 
-		if (!r->done && r->err == 0 && w->obj[r->obj].res != 0)
-			r->err = w->obj[r->obj].res;
+		if (!r->done && r->err == 0 && r->vres != 0)
+			r->err = r->vres;
 		if (r->err != 0 && r->next > r->start)
 			cachetier__run_discard(r->f, r->start, r->next - r->start);
 	}

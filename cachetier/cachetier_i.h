@@ -195,11 +195,12 @@ struct ct_file {
 	int anchor_set;	     /* anchor and anchor_crc hold the first unit served here */
 	uint32_t anchor;     /* that unit */
 	uint32_t anchor_crc; /* its CRC32C then */
-	/* the batch fills' shared version HEADs (cachetier_batch.c, bt_confirm;
+	/* the batch fills' shared version HEADs (cachetier_batchv.c;
 	 * ct->lock): HEADs of it started (numbered 1, 2, ... in the order
 	 * sent), the highest number of those that ended and its outcome, how
-	 * many are in flight */
-	uint64_t bc_sent, bc_done;
+	 * many are in flight, and the request that sent the one that ended
+	 * (bt_req.id: a request never shares its own) */
+	uint64_t bc_sent, bc_done, bc_by;
 	int bc_res;
 	unsigned bc_inflight;
 };

@@ -2596,6 +2596,202 @@ static void test_batch_early(void)
 	backend_close(be);
 }
 
+/* Each item committed at a HEAD sent after it arrived, not after its
+ * object's last item of the request (cachetier_batch.c, bt_early), exact
+ * counts with the fault store's batch_hold=2 and heads=1 as
+ * test_batch_early, units of CHUNK / 8, one request of 3 items (2 units
+ * each) of 2 objects: A = object 2 at 0, B = object 3 at 0, A at 4 units
+ * (A's last item of the request is the request's last); after a first
+ * call on object 1, so the call returns at once:
+ * - held after 2 items: 2 HEADs out (A's and B's), A's first item and B's
+ *   item valid (2 units each) and read exactly with no miss, the request
+ *   not ended (the rule before waited for A's last item: 1 HEAD, A none);
+ * - A replaced while the answer is held, then released: A's second item
+ *   gets a HEAD of its own (3 in all, none shared) that sees the change:
+ *   1 stale, 4 units kept (A's first item, confirmed before the change,
+ *   and B's), A's second item's units empty; A's first item and B still
+ *   read exactly. */
+static void test_batch_item(void)
+{
+	const uint64_t u = CHUNK / 8;
+	struct backend *be = store("batch=1&heads=1&batch_hold=2");
+	struct cachetier *ct = tier(be, "c-batch-item", 1ull << 30, 4);
+	struct cachetier_obj *o1 = obj(ct, be, 1), *a = obj(ct, be, 2), *b = obj(ct, be, 3);
+	struct cachetier_batch_piece w[3];
+	struct cachetier_batch_result r, r0;
+	struct cachetier_stats st, st0;
+	size_t end = 3;
+	unsigned h0;
+	int err;
+
+	w[0] = (struct cachetier_batch_piece){o1, 0, u};
+	err = fetch_batch_fill(ct, w, 1, 8);
+	batch_stats(ct, &r0);
+	CHECK(err == 0 && r0.requests == 1 && r0.heads == 1, "item: a first window: %d", err);
+
+	h0 = heads_logged();
+	stats(ct, &st0);
+	batch_hold(1);
+	w[0] = (struct cachetier_batch_piece){a, 0, 2 * u};
+	w[1] = (struct cachetier_batch_piece){b, 0, 2 * u};
+	w[2] = (struct cachetier_batch_piece){a, 4 * u, 2 * u};
+	CHECK(cachetier_batch_fill(ct, w, 3, &end, 1, 8, 0) == 0, "item: the window");
+	heads_reach(h0 + 2, "item: the HEADs of A's first item and of B");
+	cached_reach(b, 2 * u, "item: B's units");
+	cached_reach(a, 2 * u, "item: A's first item's units");
+	batch_stats(ct, &r);
+	CHECK(heads_logged() - h0 == 2 && r.requests == r0.requests &&
+		  cachetier_obj_cached_bytes(a) == 2 * u && cachetier_obj_cached_bytes(b) == 2 * u,
+	      "item: held after 2 items: %u HEADs logged (2), %llu requests ended (0), cached A "
+	      "%llu B %llu (%llu each)",
+	      heads_logged() - h0, (unsigned long long)(r.requests - r0.requests),
+	      (unsigned long long)cachetier_obj_cached_bytes(a),
+	      (unsigned long long)cachetier_obj_cached_bytes(b), (unsigned long long)(2 * u));
+	CHECK(probe_check(a, 2, 0, 2 * u) && probe_check(b, 3, 0, 2 * u),
+	      "item: held: A's first item and B read exactly");
+	stats(ct, &st);
+	CHECK(st.misses == st0.misses, "item: held: %llu reads missed",
+	      (unsigned long long)(st.misses - st0.misses));
+	{
+		struct timespec ts[2];
+		char path[512];
+
+		snprintf(path, sizeof(path), "%s/src/%s", tmpdir, keys[2]);
+		clock_gettime(CLOCK_REALTIME, &ts[0]);
+		ts[0].tv_sec += 800; /* another ETag than the other tests' */
+		ts[1] = ts[0];
+		CHECK(utimensat(AT_FDCWD, path, ts, 0) == 0, "utimensat");
+	}
+	batch_hold(0);
+	REACH(ct, requests, r0.requests + 1, "item: the request", &r);
+	batch_stats(ct, &r);
+	CHECK(r.heads - r0.heads == 3 && heads_logged() - h0 == 3 &&
+		  r.heads_shared == r0.heads_shared && r.stale - r0.stale == 1 &&
+		  r.bytes - r0.bytes == 4 * u && r.failed == r0.failed &&
+		  cachetier_obj_cached_bytes(a) == 2 * u && cachetier_obj_cached_bytes(b) == 2 * u,
+	      "item: released: %llu HEADs (3; %u logged), %llu shared (0), %llu stale (1), %llu "
+	      "bytes kept (%llu), %llu failed, cached A %llu B %llu",
+	      (unsigned long long)(r.heads - r0.heads), heads_logged() - h0,
+	      (unsigned long long)(r.heads_shared - r0.heads_shared),
+	      (unsigned long long)(r.stale - r0.stale), (unsigned long long)(r.bytes - r0.bytes),
+	      (unsigned long long)(4 * u), (unsigned long long)(r.failed - r0.failed),
+	      (unsigned long long)cachetier_obj_cached_bytes(a),
+	      (unsigned long long)cachetier_obj_cached_bytes(b));
+	CHECK(probe_check(a, 2, 0, 2 * u) && probe_check(b, 3, 0, 2 * u),
+	      "item: released: A's first item and B read exactly");
+	cachetier_obj_unref(o1);
+	cachetier_obj_unref(a);
+	cachetier_obj_unref(b);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
+/* The HEAD count of a batch request is a function of its items, not of
+ * when they arrive (cachetier_batchv.c: an object of k items gets
+ * min(k, 2) HEADs, its first group's at its first item, its other's at
+ * its last), exact counts with the fault store's batch_hold=1 (every
+ * batch answer held after its first item while the test says) and heads=1
+ * (each HEAD logged, its answer held while the test says), units of
+ * CHUNK / 8, requests of 4 items of 2 units, [A at 0, A at 4 units, B at
+ * 0, A at 8 units] (A 3 items, B 1: 3 HEADs), not urgent, each on other
+ * objects (no HEAD to share), after a first call on object 1:
+ * - free: no hold (the items arrive as fast as the store hands them
+ *   over): 3 HEADs, none shared, no wait, 8 units kept;
+ * - late: the answer held after A's first item and A's first HEAD held
+ *   too, so the 3 other items arrive after it was sent: exactly 1 HEAD out
+ *   while the answer is held (the rule per object had none: A's last item
+ *   had not come), then, the answer released, the answer's end sends A's
+ *   second group's and B's HEADs while A's first is still held (2 out: the
+ *   store answers them one after the other, each held; no wait: a request
+ *   never waits for its own HEAD, where the rule per look waited for A's),
+ *   and once released 3 in all, none shared;
+ * - answered: the answer held after A's first item until that item is
+ *   valid (its HEAD answered), then released: 3 HEADs again;
+ * every byte read exactly after each. */
+static void test_batch_count(void)
+{
+	const uint64_t u = CHUNK / 8;
+	struct backend *be = store("batch=1&heads=1&batch_hold=1");
+	struct cachetier *ct = tier(be, "c-batch-count", 1ull << 30, 4);
+	struct cachetier_obj *o1 = obj(ct, be, 1);
+	struct cachetier_batch_piece w[4];
+	struct cachetier_batch_result r, r0;
+	const char *what[3] = {"free", "late", "answered"};
+	const int oa[3] = {4, 6, 0}, ob[3] = {5, 7, NOBJ};
+	int err;
+
+	w[0] = (struct cachetier_batch_piece){o1, 0, u};
+	err = fetch_batch_fill(ct, w, 1, 8);
+	batch_stats(ct, &r0);
+	CHECK(err == 0 && r0.requests == 1 && r0.heads == 1, "count: a first window: %d", err);
+	for (int k = 0; k < 3; k++) {
+		struct cachetier_obj *a = obj(ct, be, oa[k]), *b = obj(ct, be, ob[k]);
+		unsigned h0 = heads_logged();
+		size_t end = 4;
+
+		batch_stats(ct, &r0);
+		if (k > 0)
+			batch_hold(1);
+		if (k == 1)
+			heads_hold(1);
+		w[0] = (struct cachetier_batch_piece){a, 0, 2 * u};
+		w[1] = (struct cachetier_batch_piece){a, 4 * u, 2 * u};
+		w[2] = (struct cachetier_batch_piece){b, 0, 2 * u};
+		w[3] = (struct cachetier_batch_piece){a, 8 * u, 2 * u};
+		CHECK(cachetier_batch_fill(ct, w, 4, &end, 1, 8, 0) == 0, "count %s: the window",
+		      what[k]);
+		if (k > 0) {
+			heads_reach(h0 + 1, "count: A's first HEAD");
+			CHECK(heads_logged() - h0 == 1,
+			      "count %s: held after A's first item: %u HEADs "
+			      "out, want 1",
+			      what[k], heads_logged() - h0);
+		}
+		if (k == 1) {
+			batch_hold(0);
+			/* the store answers a stat of many keys one key after the
+			 * other, each held: the second of them waits for the release */
+			heads_reach(h0 + 2, "count late: the answer's end's HEADs");
+			batch_stats(ct, &r);
+			CHECK(
+			    heads_logged() - h0 == 2 && r.head_waits == r0.head_waits &&
+				r.requests == r0.requests,
+			    "count late: %u HEADs out while A's first is held (2), %llu waits (0), "
+			    "%llu requests ended (0)",
+			    heads_logged() - h0, (unsigned long long)(r.head_waits - r0.head_waits),
+			    (unsigned long long)(r.requests - r0.requests));
+			heads_hold(0);
+		} else if (k == 2) {
+			cached_reach(a, 2 * u, "count answered: A's first item");
+			batch_hold(0);
+		}
+		REACH(ct, requests, r0.requests + 1, "count: the request", &r);
+		CHECK(r.heads - r0.heads == 3 && heads_logged() - h0 == 3 &&
+			  r.heads_shared == r0.heads_shared && r.head_waits == r0.head_waits &&
+			  r.bytes - r0.bytes == 8 * u && r.stale == r0.stale &&
+			  r.failed == r0.failed && cachetier_obj_cached_bytes(a) == 6 * u &&
+			  cachetier_obj_cached_bytes(b) == 2 * u,
+		      "count %s: %llu HEADs (3; %u logged), %llu shared (0), %llu waits (0), %llu "
+		      "bytes kept (%llu), %llu stale, %llu failed, cached A %llu B %llu",
+		      what[k], (unsigned long long)(r.heads - r0.heads), heads_logged() - h0,
+		      (unsigned long long)(r.heads_shared - r0.heads_shared),
+		      (unsigned long long)(r.head_waits - r0.head_waits),
+		      (unsigned long long)(r.bytes - r0.bytes), (unsigned long long)(8 * u),
+		      (unsigned long long)(r.stale - r0.stale),
+		      (unsigned long long)(r.failed - r0.failed),
+		      (unsigned long long)cachetier_obj_cached_bytes(a),
+		      (unsigned long long)cachetier_obj_cached_bytes(b));
+		CHECK(probe_check(a, oa[k], 0, 2 * u) && probe_check(a, oa[k], 4 * u, 2 * u) &&
+			  probe_check(a, oa[k], 8 * u, 2 * u) && probe_check(b, ob[k], 0, 2 * u),
+		      "count %s: every item read exactly", what[k]);
+		cachetier_obj_unref(a);
+		cachetier_obj_unref(b);
+	}
+	cachetier_obj_unref(o1);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
 /* The version rule's HEADs shared between batch requests (cachetier_batch.c,
  * bt_confirm), exact counts with the fault store's heads=1 (each HEAD
  * logged, its answer held while the test says), units of CHUNK / 8, one
@@ -2658,6 +2854,8 @@ static void test_batch_heads(void)
 		CHECK(batch_win(ct, b, (uint64_t)(8 + 2 * i) * u, 2 * u, 0) == 0, "held: window %d",
 		      i);
 	REACH(ct, head_waits, r0.head_waits + 3, "held: requests waiting for the HEAD out", &r);
+	/* a HEAD is counted in flight before the store logs it: wait for the log */
+	heads_reach(h0 + 1, "held: the HEAD out");
 	CHECK(heads_logged() - h0 == 1, "held: %u HEADs out, want 1", heads_logged() - h0);
 	heads_hold(0);
 	REACH(ct, heads_shared, r0.heads_shared + 2, "held: shared", &r);
@@ -2711,6 +2909,8 @@ static void test_batch_heads(void)
 		CHECK(batch_win(ct, o6, (uint64_t)i * 2 * u, 2 * u, 0) == 0, "changed: window %d",
 		      i);
 	REACH(ct, head_waits, r0.head_waits + 2, "changed: requests waiting for the HEAD out", &r);
+	/* a HEAD is counted in flight before the store logs it: wait for the log */
+	heads_reach(h0 + 1, "changed: the HEAD out");
 	CHECK(heads_logged() - h0 == 1, "changed: %u HEADs out, want 1", heads_logged() - h0);
 	{
 		struct timespec ts[2];
@@ -3653,6 +3853,11 @@ static const struct {
     {"test_punch_queue", test_punch_queue},
     {"test_punch_batch", test_punch_batch},
     {"test_free_check", test_free_check},
+    {"test_batch", test_batch},
+    {"test_batch_heads", test_batch_heads},
+    {"test_batch_early", test_batch_early},
+    {"test_batch_item", test_batch_item},
+    {"test_batch_count", test_batch_count},
 };
 
 static void run_alone(const char *name)
@@ -3714,6 +3919,8 @@ int main(void)
 	test_batch();
 	test_batch_heads();
 	test_batch_early();
+	test_batch_item();
+	test_batch_count();
 	test_damage();
 	test_watch_own_fill(0);
 	test_watch_own_fill(1);
