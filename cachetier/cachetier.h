@@ -222,6 +222,12 @@ void cachetier_wake_hold(struct cachetier *ct, int on);
  * puncher (cachetier_punch.c; their units stay being evicted, readers of
  * them wait), up to its queue's bound; cachetier_close still does them. */
 void cachetier_punch_hold(struct cachetier *ct, int hold);
+/* Tests: with 'on' set (a negative one: as it was), every victim pick of an eviction (and every
+ * look at the bytes filled ahead) is made twice, by the order kept as units change and by the scan
+ * of every unit it replaced, and the two compared (cachetier_evheap.c). counts (when not NULL)
+ * gets, since open: picks, units the kept order looked at, units the scans looked at (0 while 'on'
+ * was never set), picks whose answers differed. */
+void cachetier_evict_verify(struct cachetier *ct, int on, uint64_t counts[4]);
 /* Tests: while hold is set, the fill writer takes nothing the fills'
  * sinks push (it piles up, up to the sinks' bound, FILL_WQ_MAX buffers);
  * at its end the writer takes the pile as one batch. */

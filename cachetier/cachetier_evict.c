@@ -27,8 +27,9 @@
  * least recently used first; then the units no plan speaks of, as above; then units a plan needs,
  * the furthest next use first (Belady's rule); a prefetch fill evicts a planned unit only when that
  * unit is needed later than its own. An eviction takes one object's units in a batch (below),
- * planned units only while they come before every other object's first unit. Cost: victim() looks
- * at every unit of every live object once per eviction (a key each), evict() at every unit of its
+ * planned units only while they come before every other object's first unit. Cost: the victim comes
+ * from the order kept as units change (cachetier_evheap.c: O(log n) in the objects, plus the
+ * units of objects changed since the last pick), evict() looks at every unit of its
  * object and sorts those it may take (key_within; the rest only when it took none); the units taken
  * are punched a span at a time, joined across short gaps that hold nothing (join_gaps), on the
  * puncher's thread (cachetier_punch.c). A unit goes when no process pins or fills it
@@ -70,7 +71,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cachetier_i.h"
+#include "cachetier_evkey.h"
 
 int64_t cachetier__now_ns(void)
 {
@@ -88,233 +89,9 @@ int64_t cachetier__cpu_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* The classes of the eviction order, first evicted first (the plans'
- * marks: cachetier_plan.c). */
-enum ev_class {
-	EV_UNNEEDED = 0, /* a plan read it and none needs it again, or it was
-			  * filled between planned ranges: least recently used first */
-	EV_LRU = 1,	 /* no plan speaks of it: least recently used first */
-	EV_AHEAD = 2,	 /* no plan speaks of it, ahead of its readers (unit_ahead):
-			  * latest used first */
-	EV_PLANNED = 3,	 /* a plan needs it: furthest next use first */
-};
-
-/* A unit's place in the eviction order: class, then 'at' (the smaller
- * first). */
-struct ev_key {
-	int cls;
-	int64_t at;
-};
-
-static int key_less(struct ev_key a, struct ev_key b)
-{
-	return a.cls != b.cls ? a.cls < b.cls : a.at < b.at;
-}
-
-/* The last use of live f by any process: its state file's, or ours. */
-static int64_t file_at(const struct ct_file *f)
-{
-	int64_t shared = cachetier__st_atime(f);
-
-	return shared > f->atime_ns ? shared : f->atime_ns;
-}
-
-/* How long a unit filled ahead stays spared while nobody reads it. */
-#define AHEAD_SPARE_NS (60 * 1000000000LL)
-
-/* Is unit c of live f ahead of its readers: filled ahead (readahead,
- * prefetch) and not read since, within AHEAD_SPARE_NS of its fill, or
- * past where a sequential reader that read f within AHEAD_SPARE_NS is (it
- * gets there soon: a decoder streaming a shard read once before)? Units a
- * plan marked are ordered by their next use instead. */
-static int unit_ahead(const struct ct_file *f, uint32_t c, int64_t now)
-{
-	if (f->gap[c] || f->nu[c] != CT_NU_NONE)
-		return 0;
-	if (cachetier__unit_unread(f, c) && now - f->uatime[c] < AHEAD_SPARE_NS)
-		return 1;
-	return f->ra_window && now - f->atime_ns < AHEAD_SPARE_NS &&
-	       (uint64_t)c * f->unit_bytes >= f->ra_end;
-}
-
-/* Unit c's next use relative to plan position pnow (CT_NEAR_NONE: no plan
- * marked it). */
-static int64_t near_at(const struct ct_file *f, uint32_t c, uint32_t pnow)
-{
-	uint32_t nu = atomic_load_explicit(&f->nu[c], memory_order_relaxed);
-
-	return nu < CT_NU_FIRST ? CT_NEAR_NONE : (int32_t)(nu - pnow);
-}
-
 int64_t cachetier__plan_near(const struct cachetier *ct, const struct ct_file *f, uint32_t c)
 {
 	return near_at(f, c, atomic_load_explicit(&ct->plan_now, memory_order_relaxed));
-}
-
-/* Does no plan need unit c of live f: a plan read it and needs it no more
- * (CT_NU_DONE), or it was fetched only as the gap of a span, is unread and
- * no plan marked it since? */
-static int unit_unneeded(const struct ct_file *f, uint32_t c)
-{
-	return f->nu[c] == CT_NU_DONE || (f->gap[c] && f->unread[c] && f->nu[c] == CT_NU_NONE);
-}
-
-/* What eviction looks at: the time, the plan position, and for a
- * prefetch fill (spare) the nearest next use of its units (near). */
-struct ev_ctx {
-	int64_t now;
-	int spare;
-	int64_t near;
-	const struct cachetier *ct;
-	uint32_t pnow; /* ct->plan_now, read once per pick (x_near) */
-};
-
-/* cachetier__plan_near with the plan position read once for a whole scan
- * (x->pnow): the same value, without an atomic load per unit. */
-static int64_t x_near(const struct ev_ctx *x, const struct ct_file *f, uint32_t c)
-{
-	return near_at(f, c, x->pnow);
-}
-
-/* The first unit of live f from c on whose state byte says it holds bytes
- * (f->nunits: none). Eight state bytes at a time (an aligned atomic load:
- * the flusher names units, ST_NAMED, without ct->lock, and other processes
- * store too): in a cache smaller than the data most units hold none, and
- * eviction looks at every unit of every live object. ct->lock held. */
-static uint32_t st_next(const struct ct_file *f, uint32_t c)
-{
-	const unsigned char *s = f->st + ST_HDR; /* page-aligned mapping + ST_HDR */
-
-	for (; c < f->nunits && (c & 7); c++) {
-		if (cachetier__st_get(f, c))
-			return c;
-	}
-	for (; c + 8 <= f->nunits; c += 8) {
-		if (__atomic_load_n((const uint64_t *)(const void *)(s + c), __ATOMIC_ACQUIRE))
-			break;
-	}
-	while (c < f->nunits && !cachetier__st_get(f, c))
-		c++;
-	return c;
-}
-
-/* May unit c of live f be evicted now (as far as this process knows: no
- * reader here pins it, no fill or eviction here works on it, the state
- * file says it holds bytes)? For a prefetch fill (x->spare), not if it is
- * ahead of its readers, nor if a plan needs it as soon as the fill's
- * units or sooner. */
-static int unit_evictable(const struct ct_file *f, uint32_t c, const struct ev_ctx *x)
-{
-	/* the state byte first (the callers already skip units whose byte
-	 * was clear, st_next; it may have been cleared since) */
-	if (!(cachetier__st_get(f, c) && f->pins[c] == 0 && cachetier__fp_pins(f, c) == 0 &&
-	      (f->ust[c] == UNIT_VALID || f->ust[c] == UNIT_EMPTY)))
-		return 0;
-	if (!x->spare || unit_unneeded(f, c))
-		return 1;
-	if (f->nu[c] == CT_NU_NONE)
-		return !unit_ahead(f, c, x->now);
-	return x->near != CT_NEAR_NONE && x_near(x, f, c) > x->near;
-}
-
-/* Unit c's place in the eviction order; fat: file_at(f). A unit this
- * process never touched is as old as its object's last use. Units ahead
- * of their readers (unit_ahead) go after the others no plan speaks of,
- * the latest used first: units filled ahead of a reader in order are the
- * furthest ahead (a shard fetched ahead of an in-order reader, its first
- * units filled first and needed first). Units a plan needs go last, the
- * furthest next use first. */
-static struct ev_key unit_key(const struct ct_file *f, uint32_t c, int64_t fat,
-			      const struct ev_ctx *x)
-{
-	int64_t at = cachetier__unit_atime(f, c);
-	struct ev_key k = {EV_LRU, at ? at : fat};
-
-	if (unit_unneeded(f, c)) {
-		k.cls = EV_UNNEEDED;
-	} else if (f->nu[c] != CT_NU_NONE) {
-		k.cls = EV_PLANNED;
-		k.at = -x_near(x, f, c);
-	} else if (unit_ahead(f, c, x->now)) {
-		k.cls = EV_AHEAD;
-		k.at = -k.at;
-	}
-	return k;
-}
-
-/* Bytes of units filled ahead and spared (not read, within
- * AHEAD_SPARE_NS of their fill, needed by a plan or not marked) in this
- * process's live objects. */
-static uint64_t ahead_bytes(const struct cachetier *ct, int64_t now)
-{
-	uint64_t sum = 0;
-
-	for (const struct ct_file *f = ct->files; f; f = f->next) {
-		const uint8_t *p;
-
-		/* from one unit not read since its fill to the next (memchr:
-		 * most units are read or empty, and every prefetch fill asks) */
-		for (uint32_t c = 0; f->live && f->bytes && c < f->nunits;
-		     c = (uint32_t)(p - f->unread) + 1) {
-			p = memchr(f->unread + c, 1, f->nunits - c);
-			if (!p)
-				break;
-			c = (uint32_t)(p - f->unread);
-			if (!f->gap[c] && f->ust[c] == UNIT_VALID && f->nu[c] != CT_NU_DONE &&
-			    cachetier__unit_unread(f, c) && now - f->uatime[c] < AHEAD_SPARE_NS)
-				sum += cachetier__unit_len(f, c);
-		}
-	}
-	return sum;
-}
-
-/* The entry holding the first unit in eviction order, not given up on in
- * this round (*key: that unit's key; *next: the first key of any other
- * entry, class EV_NONE past the last when there is none). An entry that
- * is not live (an object of an earlier mount, another process or source)
- * counts as one unit last used when its map was written. Cost: every
- * unit of every live object, a key each (O(1)). */
-#define EV_NONE (EV_PLANNED + 1)
-static struct ct_file *victim(struct cachetier *ct, const struct ev_ctx *x, struct ev_key *key,
-			      struct ev_key *next)
-{
-	struct ct_file *best = NULL;
-	struct ev_key bk = {0, 0}, nk = {EV_NONE, 0};
-
-	for (struct ct_file *f = ct->files; f; f = f->next) {
-		struct ev_key fk = {EV_NONE, 0};
-
-		if (f->opening || f->evicting || f->evict_round == ct->evict_round)
-			continue;
-		if (f->live) {
-			int64_t fat = file_at(f);
-
-			for (uint32_t c = st_next(f, 0); c < f->nunits; c = st_next(f, c + 1)) {
-				struct ev_key k;
-
-				if (!unit_evictable(f, c, x))
-					continue;
-				k = unit_key(f, c, fat, x);
-				if (key_less(k, fk))
-					fk = k;
-			}
-		} else if (f->bytes > 0) {
-			fk = (struct ev_key){EV_LRU, f->atime_ns};
-		}
-		if (fk.cls == EV_NONE)
-			continue;
-		if (!best || key_less(fk, bk)) {
-			if (best)
-				nk = bk;
-			best = f;
-			bk = fk;
-		} else if (key_less(fk, nk)) {
-			nk = fk;
-		}
-	}
-	*key = bk;
-	*next = nk;
-	return best;
 }
 
 /* May a unit of key k go in the eviction that took the first unit of its
@@ -486,6 +263,7 @@ static int evict_live(struct cachetier *ct, struct ct_file *f)
 	if (f->live)
 		return 1;
 	err = cachetier__file_open_mapped(ct, f);
+	cachetier__ev_mark(ct, f); /* its units now (cachetier_evheap.c) */
 	f->evict_round = ct->evict_round;
 	if (err == -EBUSY)
 		return 0; /* a reader is loading it: not this round */
@@ -610,6 +388,7 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 		n += take(ct, f, batch, nb, list + n, &freed, &named);
 	}
 	free(cand);
+	cachetier__ev_mark(ct, f); /* its place in the order again */
 	if (n == 0) {
 		free(batch);
 		free(all);
@@ -885,12 +664,12 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
 		 * within the rules' share (half the cache): the rest is the
 		 * readers' (their readahead then evicts what they read, never
 		 * what was fetched ahead for them) */
-		if (spare_ahead &&
-		    ahead_bytes(ct, cachetier__now_ns()) + len > cachetier__ahead_share(ct))
-			return -ENOSPC;
 		x.now = cachetier__now_ns();
+		if (spare_ahead &&
+		    cachetier__ev_ahead(ct, x.now) + len > cachetier__ahead_share(ct))
+			return -ENOSPC;
 		x.pnow = atomic_load_explicit(&ct->plan_now, memory_order_relaxed);
-		f = victim(ct, &x, &key, &next);
+		f = cachetier__ev_pick(ct, &x, &key, &next);
 		{
 			struct ct_dec *d = victim_dec(ct);
 

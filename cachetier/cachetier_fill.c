@@ -757,4 +757,5 @@ void cachetier__units_stop(struct cachetier *ct)
 		ct->files = f->next;
 		cachetier__file_free(f);
 	}
+	cachetier__ev_free(ct);
 }

@@ -48,6 +48,7 @@
 #include "disk.h"
 #include "disk_lock.h"
 #include "cachetier_fillbuf.h"
+#include "cachetier_evheap.h"
 
 /* Debug builds (the test suite's: assert on) check that code which calls
  * into the disk (a write, a punch, an fcntl, an fsync) or takes a lock a
@@ -146,7 +147,7 @@ struct ct_file {
 	int64_t *uatime;    /* per unit: this process's last read or fill of it (CLOCK_REALTIME ns);
 			     * 0: untouched here (the object's last use stands for it) */
 	uint8_t *unread;    /* per unit: filled ahead (readahead, prefetch), not read since:
-			     * 1, else 0 (ahead_bytes looks for 1s with memchr) */
+			     * 1, else 0 (the bytes filled ahead: 1s found with memchr) */
 	uint8_t *gap;	    /* per unit: queued only because it lies between planned extents of a
 			     * span (cachetier_obj_prefetch_span) and no plan named it since: while
 			     * unread it is not spared and goes first (cachetier_evict.c); a read
@@ -203,6 +204,7 @@ struct ct_file {
 	uint64_t bc_sent, bc_done, bc_by;
 	int bc_res;
 	unsigned bc_inflight;
+	struct ct_evfile ev; /* its place in eviction's order (cachetier_evheap.h) */
 };
 
 /* A decoded copy on disk, of any source (decoded/<name>): for LRU
@@ -337,6 +339,7 @@ struct cachetier {
 	unsigned work_idle, work_woken, wake_hold, wake_held; /* cachetier__work_wake */
 	uint64_t work_wakes;
 	unsigned evict_round;
+	struct ct_evorder ev; /* eviction's order (cachetier_evheap.h) */
 	/* the plan position now (cachetier_plan_now; read without the lock) */
 	_Atomic uint32_t plan_now;
 	atomic_int plan_marked; /* a plan marked units (cachetier_plan_mark) */

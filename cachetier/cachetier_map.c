@@ -562,6 +562,7 @@ static int file_activate(struct cachetier *ct, struct ct_file *f, const char *ke
 		f->live = 1;
 		f->atime_ns = f->map_ns = cachetier__now_ns();
 	}
+	cachetier__ev_mark(ct, f); /* its units (cachetier_evheap.c) */
 	pthread_cond_broadcast(&ct->unit_cond);
 	return valid < 0 ? (int)valid : 0;
 }
@@ -628,6 +629,7 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 			   f->size == info->size;
 
 		f->atime_ns = cachetier__now_ns();
+		cachetier__ev_mark(ct, f);
 		disk_mutex_unlock(&ct->lock);
 		if (!same) /* a 64-bit hash collision between two live objects */
 			return -EIO;
@@ -646,6 +648,7 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 		disk_mutex_init(&f->maplock, DISK_LOCK_CT_MAP);
 		f->next = ct->files;
 		ct->files = f;
+		cachetier__ev_link(ct, f);
 	}
 	err = file_activate(ct, f, info->key, info->etag, info->size, unit_bytes);
 	if (err == 0)

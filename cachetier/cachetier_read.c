@@ -168,6 +168,7 @@ static int unit_held(struct cachetier *ct, struct ct_file *f, uint32_t c, int ta
 		cachetier__unit_unlock(f, c);
 	}
 	/* evicted, or being evicted or filled, by another process */
+	cachetier__ev_mark(ct, f);
 	f->ust[c] = UNIT_EMPTY;
 	f->seen[c] = 0;
 	f->bytes -= cachetier__unit_len(f, c);
@@ -251,6 +252,7 @@ void cachetier__unit_corrupt(struct cachetier *ct, struct ct_file *f, uint32_t c
 	f->seen[c] = 0;
 	f->bytes -= len;
 	ct->used -= len;
+	cachetier__ev_mark(ct, f);
 	f->dirty++;
 }
 
@@ -640,6 +642,7 @@ static int fast_begin(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint
 		cachetier__st_touch(f, now);
 		for (c = c0; c < c1; c++)
 			__atomic_store_n(&f->fatime[c], now, __ATOMIC_RELAXED);
+		cachetier__ev_mark(ct, f); /* read: eviction's order (cachetier_evheap.c) */
 	}
 	atomic_fetch_add_explicit(&ct->hits_fast, 1, memory_order_relaxed);
 	return 1;
@@ -713,6 +716,7 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 		f->unread[c] = 0;
 		f->gap[c] = 0;
 	}
+	cachetier__ev_mark(ct, f); /* eviction's order (cachetier_evheap.c) */
 	/* its prefetch cursor moves as the rules say (what readers touch first) */
 	cachetier__queue_read(ct, f);
 	/* a probe says nothing of what comes next: no readahead, and a miss

@@ -104,6 +104,7 @@ static int scan_map(struct cachetier *ct, int dirfd, const char *hash, int forei
 	disk_mutex_init(&f->maplock, DISK_LOCK_CT_MAP);
 	f->next = ct->files;
 	ct->files = f;
+	cachetier__ev_link(ct, f);
 	ct->used += f->bytes;
 	*total += f->bytes;
 	free(buf);

@@ -1,0 +1,70 @@
+/*
+ * cachetier_evheap.h — private to cachetier/: eviction's order kept as
+ * units change (cachetier_evheap.c), its fields in each object
+ * (ct_file.ev) and in the tier (cachetier.ev), and the calls the code that
+ * changes units makes; included by cachetier_i.h. Everything: ct->lock,
+ * but the lock-free mark (dirty, dnext; cachetier__ev_mark).
+ */
+#ifndef CACHETIER_EVHEAP_H
+#define CACHETIER_EVHEAP_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+struct cachetier;
+struct ct_file;
+
+/* A unit's place in the eviction order (cachetier_evkey.h): class, then
+ * 'at' (the smaller first). */
+struct ev_key {
+	int cls;
+	int64_t at;
+};
+
+/* An object's place. */
+struct ct_evfile {
+	uint32_t pos[3];       /* 1 + its index in the tier's h[i]; 0: not in it */
+	struct ev_key k[2];    /* its first unit's key: of all units, of those not ahead */
+	int64_t exp;	       /* when a unit of it stops being ahead by time (INT64_MAX: none) */
+	uint64_t ahead;	       /* its bytes filled ahead and spared (summed in the tier's) */
+	uint64_t seq;	       /* its place in ct->files (equal keys: the later one first) */
+	uint64_t chk;	       /* the pick that last computed its keys */
+	int inv;	       /* in the tier's vol */
+	struct ct_file *vnext; /* ... the next there */
+	atomic_int dirty;      /* on the tier's dirty (marked) */
+	struct ct_file *dnext; /* ... the next there */
+};
+
+struct ct_evheap {
+	struct ct_file **v;
+	uint32_t n, cap;
+};
+
+/* The tier's order: heaps of objects by their first unit's key (all
+ * units; units not ahead) and by when a unit stops being ahead; objects
+ * marked since the last pick (lock-free); objects with a pinned unit
+ * (looked at again at each pick); the bytes filled ahead; the objects a
+ * pick set aside; tests' checks and counts (cachetier_evict_verify). */
+struct ct_evorder {
+	struct ct_evheap h[3];
+	_Atomic(struct ct_file *) dirty;
+	struct ct_file *vol;
+	uint64_t ahead, seq, picks;
+	struct ct_file **park;
+	uint32_t npark, cpark;
+	int verify;
+	uint64_t examined, scanned, mismatch;
+};
+
+/* mark: f's units changed in a way that may bring one of them forward in
+ * the eviction order or change its bytes filled ahead (a unit became
+ * valid or was lost, was read, named by a range, marked or read by a
+ * plan, or its object was opened or evicted from): its place is computed
+ * again at the next pick. Any thread, with or without ct->lock
+ * (lock-free). link: f was just put at the head of ct->files (ct->lock
+ * held). free: the heaps go (cachetier_close: no other thread runs). */
+void cachetier__ev_mark(struct cachetier *ct, struct ct_file *f);
+void cachetier__ev_link(struct cachetier *ct, struct ct_file *f);
+void cachetier__ev_free(struct cachetier *ct);
+
+#endif
