@@ -1,0 +1,239 @@
+/*
+ * test_evorder.c — eviction's order kept as units change
+ * (cachetier/cachetier_evheap.c) against the scan of every unit it
+ * replaced, on generated runs (issue 36 #4).
+ *
+ * A tier over the fault:// store (it reads in the calling thread) with a
+ * cache of 48 units of 8 KiB and 160 objects of 1 to 3 units (and 4 of
+ * 2 to 3 chunks) runs a seeded sequence of steps: reads with and without
+ * readahead (the exact bytes each time), reads whose pins are held over
+ * later steps, plans' marks of next use, plans' reads, moves of the plan
+ * position, range prefetches that may evict (a prefetch fill's picks:
+ * spared units, next use against its own) or may not, and plans' resets.
+ * With cachetier_evict_verify on, the tier makes every pick of a victim
+ * twice, by the kept order and by the scan (the code the order replaced,
+ * kept for this), and counts the picks whose victim, key or next object's
+ * key differ, and the looks at the bytes filled ahead that differ: the
+ * test wants none, at least EV_MIN_PICKS picks, and a kept order that
+ * looked at no more than EV_PER_PICK units a pick (the scan looks at
+ * every unit of every live object that holds bytes: about 48).
+ *
+ * Steps that start fills the test thread does not wait in (readahead,
+ * prefetch) wait for the fills to end (fills_idle, prefetch_ended) before
+ * the next step: the tier's picks then never run while this thread marks
+ * or reads a plan without ct->lock (a pick and the scan it is checked
+ * against look at the same state).
+ *
+ * TEST_SEED repeats a run (the seed is printed); EVORDER_STEPS sets the
+ * steps (default 3000).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "cachetier.h"
+#include "check.h"
+#include "fetch.h"
+#include "test_util.h"
+
+#define CHUNK	     (64u * 1024)
+#define UNIT	     (CHUNK / 8)
+#define NSMALL	     160
+#define NBIG	     4
+#define NOBJS	     (NSMALL + NBIG)
+#define CACHE_UNITS  48
+#define NPINS	     3
+#define EV_MIN_PICKS 300
+#define EV_PER_PICK  24
+
+static char dir[512];
+static unsigned char *data[NOBJS];
+static size_t sizes[NOBJS];
+static struct cachetier_obj *objs[NOBJS];
+static struct cachetier_pin *pins[NPINS];
+static uint64_t planned_off[NOBJS], planned_len[NOBJS]; /* the last mark of each */
+
+/* Read [off, off + len) of object i (ahead: a readahead window) and
+ * compare its bytes; keep: the pin is left held in *keep. */
+static void read_one(int i, uint64_t off, uint64_t len, uint64_t ahead, struct cachetier_pin **keep)
+{
+	struct cachetier_pin *pin;
+	unsigned char buf[4 * UNIT];
+	uint64_t fd_off;
+	int fd, err;
+
+	if (off >= sizes[i])
+		off = sizes[i] - 1;
+	if (len > sizes[i] - off)
+		len = sizes[i] - off;
+	if (len > sizeof(buf))
+		len = sizeof(buf);
+	err = cachetier_obj_read_begin_ahead(objs[i], off, len, ahead, &fd, &fd_off, &pin);
+	CHECK(err == 0, "read %d at %llu: %d", i, (unsigned long long)off, err);
+	if (err)
+		return;
+	CHECK(pread(fd, buf, len, (off_t)fd_off) == (ssize_t)len &&
+		  memcmp(buf, data[i] + off, len) == 0,
+	      "bytes of object %d at %llu+%llu", i, (unsigned long long)off,
+	      (unsigned long long)len);
+	if (keep)
+		*keep = pin;
+	else
+		cachetier_obj_read_end(pin);
+}
+
+/* Wait (up to 30 s, against a hang) until o's prefetch ended. */
+static int prefetch_ended(struct cachetier_obj *o)
+{
+	for (int w = 0; w < 3000; w++) {
+		if (!cachetier_obj_prefetch_state(o, NULL))
+			return 1;
+		usleep(10000);
+	}
+	return 0;
+}
+
+int main(void)
+{
+	uint64_t seed = test_start(dir, sizeof(dir), "evorder", 36004), s, steps = 3000;
+	struct cachetier_config cc;
+	struct cachetier *ct;
+	struct backend *be;
+	char cdir[600];
+	uint64_t counts[4], n[10] = {0};
+	uint32_t pnow = 0xFFFFFF00u; /* wraps past 2^32 on the way */
+	const char *env = getenv("EVORDER_STEPS");
+
+	if (env)
+		steps = strtoull(env, NULL, 10);
+	s = seed;
+	for (int i = 0; i < NOBJS; i++) {
+		char key[32];
+
+		snprintf(key, sizeof(key), "o%03d", i);
+		sizes[i] = i < NSMALL ? (1 + rnd(&s) % 3) * UNIT - rnd(&s) % 100
+				      : (2 + rnd(&s) % 2) * CHUNK + rnd(&s) % UNIT;
+		data[i] = src_object(dir, key, sizes[i], &s);
+	}
+	be = fault_store(dir, "");
+	snprintf(cdir, sizeof(cdir), "%s/cache", dir);
+	tier_config(&cc, cdir, CACHE_UNITS * UNIT, 2, CHUNK);
+	ct = tier_open(&cc, be);
+	cachetier_set_policy(ct, fetch_store_rules());
+	cachetier_evict_verify(ct, 1, NULL);
+	for (int i = 0; i < NOBJS; i++) {
+		char key[32];
+
+		snprintf(key, sizeof(key), "o%03d", i);
+		objs[i] = obj_open(ct, be, key);
+	}
+	cachetier_plan_now(ct, pnow);
+	for (uint64_t k = 0; k < steps; k++) {
+		unsigned op = (unsigned)(rnd(&s) % 100);
+		int i = (int)(rnd(&s) % NOBJS);
+		uint64_t off = rnd(&s) % sizes[i], len = 1 + rnd(&s) % (3 * UNIT), lo, hi;
+
+		if (op < 35) { /* a read, no readahead (may be served without ct->lock) */
+			read_one(i, off, len, 0, NULL);
+			n[0]++;
+		} else if (op < 42) { /* a read with readahead */
+			read_one(i, off, len, 2 * CHUNK, NULL);
+			fills_idle(ct);
+			n[1]++;
+		} else if (op < 48) { /* pin held over the next steps, or let go */
+			int p = (int)(rnd(&s) % NPINS);
+
+			if (pins[p]) {
+				cachetier_obj_read_end(pins[p]);
+				pins[p] = NULL;
+			} else {
+				read_one(i, off, len, 0, &pins[p]);
+			}
+			n[2]++;
+		} else if (op < 65) { /* a plan marks a next use */
+			CHECK(cachetier_plan_mark(objs[i], off,
+						  len > sizes[i] - off ? sizes[i] - off : len,
+						  pnow + 1 + (uint32_t)(rnd(&s) % 400)) == 0,
+			      "mark %d", i);
+			planned_off[i] = off;
+			planned_len[i] = len > sizes[i] - off ? sizes[i] - off : len;
+			n[3]++;
+		} else if (op < 75) { /* a plan reads what it marked */
+			if (planned_len[i]) {
+				read_one(i, planned_off[i], planned_len[i], 0, NULL);
+				CHECK(cachetier_plan_done(objs[i], planned_off[i], planned_len[i],
+							  &lo, &hi) == 0,
+				      "plan done %d", i);
+				planned_len[i] = 0;
+			}
+			n[4]++;
+		} else if (op < 82) { /* the plan position moves */
+			pnow += (uint32_t)(rnd(&s) % 40);
+			cachetier_plan_now(ct, pnow);
+			n[5]++;
+		} else if (op < 93) { /* a range prefetch that may evict (a plan's) */
+			CHECK(cachetier_obj_prefetch_range(
+				  objs[i], off, len > sizes[i] - off ? sizes[i] - off : len,
+				  CACHETIER_PF_EVICT) == 0,
+			      "prefetch %d", i);
+			CHECK(prefetch_ended(objs[i]), "prefetch of %d did not end", i);
+			fills_idle(ct);
+			n[6]++;
+		} else if (op < 98) { /* one that may not */
+			CHECK(cachetier_obj_prefetch_range(
+				  objs[i], off, len > sizes[i] - off ? sizes[i] - off : len,
+				  CACHETIER_PF_FIT) == 0,
+			      "prefetch fit %d", i);
+			CHECK(prefetch_ended(objs[i]), "prefetch of %d did not end", i);
+			fills_idle(ct);
+			n[7]++;
+		} else if (op < 99) { /* a read of a whole big object in order */
+			int b = NSMALL + (int)(rnd(&s) % NBIG);
+
+			for (uint64_t o = 0; o < sizes[b]; o += 2 * UNIT)
+				read_one(b, o, 2 * UNIT, 4 * CHUNK, NULL);
+			fills_idle(ct);
+			n[8]++;
+		} else {
+			cachetier_plan_reset(ct);
+			memset(planned_len, 0, sizeof(planned_len));
+			n[9]++;
+		}
+	}
+	for (int p = 0; p < NPINS; p++) {
+		if (pins[p])
+			cachetier_obj_read_end(pins[p]);
+	}
+	fills_idle(ct);
+	cachetier_evict_verify(ct, 0, counts);
+	printf("evorder: %llu steps (reads %llu, readahead %llu, pins %llu, marks %llu, plan "
+	       "reads %llu, moves %llu, prefetch evict %llu, fit %llu, in order %llu, resets "
+	       "%llu)\n",
+	       (unsigned long long)steps, (unsigned long long)n[0], (unsigned long long)n[1],
+	       (unsigned long long)n[2], (unsigned long long)n[3], (unsigned long long)n[4],
+	       (unsigned long long)n[5], (unsigned long long)n[6], (unsigned long long)n[7],
+	       (unsigned long long)n[8], (unsigned long long)n[9]);
+	printf(
+	    "evorder: %llu picks; units looked at: kept order %llu (%.1f a pick), scan %llu "
+	    "(%.1f a pick); %llu differed\n",
+	    (unsigned long long)counts[0], (unsigned long long)counts[1],
+	    counts[0] ? (double)counts[1] / (double)counts[0] : 0.0, (unsigned long long)counts[2],
+	    counts[0] ? (double)counts[2] / (double)counts[0] : 0.0, (unsigned long long)counts[3]);
+	CHECK(counts[3] == 0, "%llu picks of the kept order differ from the scan's",
+	      (unsigned long long)counts[3]);
+	CHECK(counts[0] >= EV_MIN_PICKS, "only %llu picks", (unsigned long long)counts[0]);
+	CHECK(counts[1] <= EV_PER_PICK * counts[0],
+	      "the kept order looked at %llu units in %llu picks (more than %d a pick)",
+	      (unsigned long long)counts[1], (unsigned long long)counts[0], EV_PER_PICK);
+	for (int i = 0; i < NOBJS; i++) {
+		cachetier_obj_unref(objs[i]);
+		free(data[i]);
+	}
+	cachetier_close(ct);
+	backend_close(be);
+	return test_end("evorder", dir, seed);
+}
