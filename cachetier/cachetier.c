@@ -271,7 +271,7 @@ void cachetier_cancel(struct cachetier *ct)
 	disk_mutex_lock(&ct->lock);
 	__atomic_store_n(&ct->stopping, 1, __ATOMIC_RELEASE); /* fill_claim reads it unlocked */
 	pthread_cond_broadcast(&ct->work_cond);
-	pthread_cond_broadcast(&ct->unit_cond);
+	cachetier__units_wake(ct);
 	pthread_cond_broadcast(&ct->room_cond);
 	pthread_cond_broadcast(&ct->flush_cond);
 	disk_mutex_unlock(&ct->lock);
@@ -397,10 +397,13 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->work_wakes = ct->work_wakes;
 	st->fill_writes = atomic_load(&ct->fill_writes);
 	st->fill_publishes = ct->fill_publishes;
+	st->fill_locked_calls = ct->wlocked_calls;
 	st->fill_bufs_queued = atomic_load(&ct->wq_bufs);
 	st->fill_writer_locks = atomic_load(&ct->wlock_takes);
 	st->workers_waiting = ct->work_idle > ct->work_woken ? ct->work_idle - ct->work_woken : 0;
 	st->unit_read_locks = ct->unit_read_locks;
+	st->unit_waiters = ct->unit_waiters;
+	st->unit_waiter_wakes = ct->unit_waiter_wakes;
 	st->lock_requests = ct->lock_requests;
 	st->lock_releases = ct->lock_releases;
 	st->prefetch_withdrawn = ct->pf_withdrawn;

@@ -166,11 +166,18 @@ struct cachetier_stats {
 	uint64_t fill_writes;	     /* the fill writer's pwrite(v) calls of fills' bytes (one
 				      * per run of a fill's buffers it took together) */
 	uint64_t fill_publishes;     /* the fill writer's passes making a fill's units valid
-				      * (each a take of the tier's lock and a lock fcntl) */
+				      * (each a lock fcntl before the batch's take of the
+				      * tier's lock) */
 	uint64_t fill_bufs_queued;   /* buffers of fills' bytes waiting for the fill writer
 				      * (now) */
 	uint64_t fill_writer_locks;  /* the fill writer's takes of the tier's lock (as of its
-				      * last batch) */
+				      * last batch; one a batch) */
+	uint64_t fill_locked_calls;  /* lock fcntl calls of the fill writer's passes made
+				      * while it holds the tier's lock (only idle locks past
+				      * their cap dropped: the conversions are made before) */
+	uint64_t unit_waiters;	     /* reads waiting for units now */
+	uint64_t unit_waiter_wakes;  /* wake-ups sent to reads waiting for units (a fill wakes
+				      * only those waiting for units it made valid or ended) */
 	uint64_t unit_read_locks;    /* fcntl calls of reads on their units' read locks (taken,
 				      * dropped; idle locks dropped for an eviction) */
 	uint64_t lock_requests;	     /* release requests posted: an eviction met a unit

@@ -227,7 +227,7 @@ static void bt_early(struct bt_req *q, size_t upto)
 	 * gives it (bt_finish); one per object woke it thousands of times an
 	 * epoch for maps it had just been told of */
 	if (wake)
-		pthread_cond_broadcast(&ct->unit_cond);
+		cachetier__units_wake(ct);
 	disk_mutex_unlock(&ct->lock);
 }
 
@@ -273,7 +273,7 @@ static void bt_finish(struct cachetier *ct, struct bt_req *q)
 	}
 	ct->reserved -= q->bytes;
 	ct->fills_inflight--;
-	pthread_cond_broadcast(&ct->unit_cond);
+	cachetier__units_wake(ct);
 	bt_flush_due(ct, q->runs, q->nruns);
 }
 
@@ -582,7 +582,7 @@ static int bt_make(struct cachetier *ct, struct bt_unit *u, size_t nu, struct bt
 			cachetier__run_ended(runs[i].f, runs[i].c, runs[i].n);
 		}
 	}
-	pthread_cond_broadcast(&ct->unit_cond);
+	cachetier__units_wake(ct);
 	return 1;
 }
 

@@ -428,7 +428,7 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 	p->had_map = had_map;
 	cachetier__lock(ct);
 	f->evicting = 0;
-	pthread_cond_broadcast(&ct->unit_cond); /* cachetier__file_open waits on f->evicting */
+	cachetier__units_wake(ct); /* cachetier__file_open waits on f->evicting */
 	cachetier__punch_submit(ct, p, here);
 	return freed;
 }

@@ -284,7 +284,7 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		     const uint32_t *crc, int waited, uint64_t pub_bytes)
 {
 	struct ct_lkrun run = {0};
-	int err = 0, withdrawn, wake = 0, more;
+	int err = 0, withdrawn, more;
 
 	/* the units move from reserved to the directory's usage under
 	 * ct->lock (run_commit below), so pf_fits never counts them in both
@@ -329,13 +329,18 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 	if (pf == CT_PF_RANGE_FIT || pf == CT_PF_RANGE_EVICT)
 		cachetier__plan_filled(ct, f, c, n); /* between planned extents: needed by none */
 	/* a reader waits only for units it pinned, and the stop for the last
-	 * fill: a fill none of whose units is pinned wakes no one (a prefetch
-	 * fill mostly; each woke every waiting reader, about 25 wake-ups per
-	 * read that waited in a planned epoch) */
-	for (uint32_t i = 0; i < n && !wake; i++)
-		wake = f->pins[c + i] > 0;
-	if (wake || ct->stopping || ct->fills_inflight == 0)
-		pthread_cond_broadcast(&ct->unit_cond);
+	 * fill: the fill wakes the readers of its own units only (each on a
+	 * condition variable of its own, once ct->lock is dropped:
+	 * cachetier__unlock_wake), not every waiting reader (a tier-wide
+	 * broadcast woke them all, about 25 wake-ups per read that waited in
+	 * a planned epoch before only fills with a pinned unit woke) */
+	if (ct->stopping) {
+		cachetier__units_wake(ct);
+	} else {
+		cachetier__units_landed(ct, f, c, n);
+		if (ct->fills_inflight == 0)
+			pthread_cond_broadcast(&ct->unit_cond); /* cachetier__units_stop */
+	}
 	/* its slot is free. A store on its I/O thread: a worker is woken if
 	 * one is needed (cachetier__work_wake: none while one woken has not
 	 * run yet). A store that reads in the caller holds a worker per fill:
@@ -372,7 +377,7 @@ static void fill_finish(struct ct_slot *slot)
 
 	cachetier__lock(ct);
 	cachetier__fill_end_locked(slot);
-	disk_mutex_unlock(&ct->lock);
+	cachetier__unlock_wake(ct); /* the fill's readers */
 }
 
 /* backend_done_cb of a run's request (units [c + i, c + k) of the slot):
@@ -742,7 +747,7 @@ void cachetier__units_stop(struct cachetier *ct)
 		cachetier__pf_unlink(ct, ct->pf);
 	while (ct->pr)
 		cachetier__range_pop(ct);
-	pthread_cond_broadcast(&ct->unit_cond);
+	cachetier__units_wake(ct);
 	disk_mutex_unlock(&ct->lock);
 
 #ifndef NDEBUG

@@ -98,6 +98,13 @@ struct ct_fill {
 	 * items in it */
 	struct fill_buf *wb, **wbt;
 	struct ct_slot *wgn;
+	/* ... what it wrote before the batch's take of ct->lock
+	 * (cachetier_write.c, fill_group_write): units [c + pub, c + wland)
+	 * landed, the run's end if the batch holds it; and, for a run that
+	 * ended and goes on after the take, bytes to punch from wfrom to wnext */
+	uint32_t wland;
+	struct fill_buf *wend;
+	uint64_t wfrom;
 };
 
 /* The error a withdrawn prefetch fill stops with (pf_yield). */

@@ -286,6 +286,13 @@ struct cachetier {
 	struct disk_mutex lock;		/* DISK_LOCK_CT: all below not marked otherwise */
 	pthread_cond_t cond;		/* signalled when an object leaves OBJ_OPENING */
 	pthread_cond_t unit_cond;	/* unit states, file opening/evicting changed */
+	/* readers waiting for units (cachetier__units_wait), each on a
+	 * condition variable of its own: a fill wakes only those of the units
+	 * it made valid or ended (cachetier_run.c); uwake: those it took off
+	 * uwaits, signalled once ct->lock is dropped (cachetier__unlock_wake) */
+	struct ct_uwait *uwaits, *uwake;
+	uint64_t unit_waiters;		/* ... on uwaits now */
+	uint64_t unit_waiter_wakes;	/* ... wake-ups sent to them */
 	pthread_cond_t room_cond;	/* an eviction ended (ct->evicting went down) */
 	pthread_cond_t work_cond;	/* fill queues got work, or stopping */
 	pthread_cond_t flush_cond;	/* a map batch is due, or stopping */
@@ -331,6 +338,7 @@ struct cachetier {
 	atomic_int whold;	   /* tests: the writer takes nothing (cachetier_write_hold) */
 	atomic_ullong fill_writes; /* the writer's pwrite(v) calls of fills' bytes */
 	uint64_t fill_publishes;   /* ... its passes making units valid (under ct->lock) */
+	uint64_t wlocked_calls;	   /* ... their lock fcntls under ct->lock (fill_locked_calls) */
 	atomic_ullong wlock_takes; /* ... its takes of ct->lock (after each batch) */
 	pthread_t writer;
 	int have_writer;
@@ -784,6 +792,8 @@ static inline void cachetier__lock(struct cachetier *ct)
 	CT_OFF_LOOP();
 	cachetier__lock_takes++;
 	disk_mutex_lock(&ct->lock);
+	assert(
+	    !ct->uwake); /* every take that woke readers dropped it with cachetier__unlock_wake */
 }
 
 static inline uint64_t cachetier__unit_len(const struct ct_file *f, uint32_t c)

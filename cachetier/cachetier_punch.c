@@ -171,7 +171,7 @@ void cachetier__punch_submit(struct cachetier *ct, struct ct_punch *p, int here)
 	punch_run(ct, p);
 	cachetier__lock(ct);
 	punch_end(ct, p);
-	pthread_cond_broadcast(&ct->unit_cond);
+	cachetier__units_wake(ct);
 	pthread_cond_broadcast(&ct->room_cond);
 }
 
@@ -205,7 +205,7 @@ static void *puncher_main(void *arg)
 		cachetier__lock(ct);
 		for (unsigned i = 0; i < k; i++)
 			punch_end(ct, b[i]);
-		pthread_cond_broadcast(&ct->unit_cond);
+		cachetier__units_wake(ct);
 		pthread_cond_broadcast(&ct->room_cond);
 		pu->pending -= k;
 		atomic_store(&pu->cpu_ns, (unsigned long long)cachetier__cpu_ns());

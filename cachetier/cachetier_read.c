@@ -784,7 +784,7 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 		if (!waited)
 			wait_from = cachetier__mono_ns();
 		waited = 1;
-		cachetier__cond_wait_s(&ct->unit_cond, &ct->lock, UNITS_WAIT_BOUND_S);
+		cachetier__units_wait(ct, f, c0, c1, UNITS_WAIT_BOUND_S);
 	}
 	if (err < 0)
 		read_unpin(ct, f, c0, c1);

@@ -38,6 +38,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/uio.h>
 
@@ -127,7 +129,7 @@ static void run_abandon(struct cachetier *ct, struct ct_file *f, uint32_t c, uin
 			ct->fill_errors++;
 		}
 	}
-	pthread_cond_broadcast(&ct->unit_cond);
+	cachetier__units_wake(ct);
 }
 
 /* A withdrawn prefetch fill of unit c of f ended without it: the unit
@@ -167,7 +169,7 @@ static void pf_withdrawn(struct cachetier *ct, struct ct_file *f, uint32_t c, in
  * empty with its error, or back to its prefetch; its write lock becomes
  * the pinning readers' read lock or goes. ct->lock held. */
 static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int err, int claim,
-		      int waited, int withdrawn, struct ct_lkrun *run)
+		      int waited, int withdrawn, int landed, struct ct_lkrun *run)
 {
 	uint64_t ulen = cachetier__unit_len(f, u);
 	struct ct_lkrun one = {0};
@@ -213,7 +215,11 @@ static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int e
 		 * (before it arms it: units_arm reads held) */
 		int keep = pinned || (err == 0 && cachetier__unit_filled_idle(ct, f, u));
 
-		cachetier__lkrun_add(run ? run : &one, f->stfd, keep ? F_RDLCK : F_UNLCK, u);
+		/* landed (cachetier__run_land): its lock is a read lock already;
+		 * only one that does not stay goes (idle locks at CT_IDLE_MAX) */
+		if (!landed || !keep)
+			cachetier__lkrun_add(run ? run : &one, f->stfd, keep ? F_RDLCK : F_UNLCK,
+					     u);
 		if (pinned)
 			f->held[u] = 1;
 		cachetier__lkrun_flush(&one);
@@ -318,15 +324,39 @@ void cachetier__run_commit(struct cachetier *ct, struct ct_file *f, uint32_t c, 
 		cachetier__st_set_crc(f, c + i, crc[i]);
 		if (!cachetier__st_set(f, c + i, 1))
 			cachetier__usage_add(ct, (int64_t)cachetier__unit_len(f, c + i));
-		unit_done(ct, f, c + i, 0, 1, waited, 0, run);
+		unit_done(ct, f, c + i, 0, 1, waited, 0, 0, run);
 	}
+}
+
+void cachetier__run_land(struct ct_file *f, uint32_t c, uint32_t n, const uint32_t *crc)
+{
+	for (uint32_t i = 0; i < n; i++)
+		cachetier__st_set_crc(f, c + i, crc[i]);
+	/* F_RDLCK over this description's own F_WRLCK: a conversion, which
+	 * cannot fail; no other thread of this process changes the lock of a
+	 * unit being filled */
+	cachetier__ofd_lock_n(f->stfd, F_RDLCK, LK_UNIT(c), n, 0);
+}
+
+void cachetier__run_commit_landed(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
+				  int waited, struct ct_lkrun *run)
+{
+	int64_t added = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (!cachetier__st_set(f, c + i, 1))
+			added += (int64_t)cachetier__unit_len(f, c + i);
+		unit_done(ct, f, c + i, 0, 1, waited, 0, 1, run);
+	}
+	if (added)
+		cachetier__usage_add(ct, added);
 }
 
 void cachetier__run_adopt(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
 			  int waited)
 {
 	for (uint32_t u = c; u < c + n; u++)
-		unit_done(ct, f, u, 0, 0, waited, 0, NULL);
+		unit_done(ct, f, u, 0, 0, waited, 0, 0, NULL);
 }
 
 void cachetier__run_abort(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int err,
@@ -339,7 +369,79 @@ void cachetier__run_abort(struct cachetier *ct, struct ct_file *f, uint32_t c, u
 		return;
 	}
 	for (uint32_t u = c; u < c + n; u++)
-		unit_done(ct, f, u, err, held ? 1 : -1, 0, withdrawn, run);
+		unit_done(ct, f, u, err, held ? 1 : -1, 0, withdrawn, 0, run);
+}
+
+void cachetier__units_wait(struct cachetier *ct, const struct ct_file *f, uint32_t c0, uint32_t c1,
+			   unsigned secs)
+{
+	struct ct_uwait w = {.next = ct->uwaits, .f = f, .c0 = c0, .c1 = c1};
+
+	pthread_cond_init(&w.cond, NULL);
+	ct->uwaits = &w;
+	ct->unit_waiters++;
+	cachetier__cond_wait_s(&w.cond, &ct->lock, secs);
+	if (w.taken) {
+		/* its waker signals it once it dropped ct->lock: the node lives
+		 * until it has (a few instructions after the lock's release) */
+		while (!atomic_load_explicit(&w.done, memory_order_acquire)) {
+			disk_mutex_unlock(&ct->lock);
+			sched_yield();
+			disk_mutex_lock(&ct->lock);
+		}
+	} else { /* timed out, or woken by units_wake: still listed */
+		struct ct_uwait **pp = &ct->uwaits;
+
+		while (*pp != &w)
+			pp = &(*pp)->next;
+		*pp = w.next;
+		ct->unit_waiters--;
+	}
+	pthread_cond_destroy(&w.cond);
+}
+
+void cachetier__units_wake(struct cachetier *ct)
+{
+	pthread_cond_broadcast(&ct->unit_cond);
+	for (struct ct_uwait *w = ct->uwaits; w; w = w->next) {
+		pthread_cond_signal(&w->cond);
+		ct->unit_waiter_wakes++;
+	}
+}
+
+void cachetier__units_landed(struct cachetier *ct, const struct ct_file *f, uint32_t c, uint32_t n)
+{
+	struct ct_uwait **pp = &ct->uwaits;
+
+	while (*pp) {
+		struct ct_uwait *w = *pp;
+
+		if (w->f != f || w->c1 <= c || c + n <= w->c0) {
+			pp = &w->next;
+			continue;
+		}
+		*pp = w->next;
+		ct->unit_waiters--;
+		ct->unit_waiter_wakes++;
+		w->taken = 1;
+		w->next = ct->uwake;
+		ct->uwake = w;
+	}
+}
+
+void cachetier__unlock_wake(struct cachetier *ct)
+{
+	struct ct_uwait *w = ct->uwake;
+
+	ct->uwake = NULL;
+	disk_mutex_unlock(&ct->lock);
+	while (w) {
+		struct ct_uwait *next = w->next; /* w may go once done is set */
+
+		pthread_cond_signal(&w->cond);
+		atomic_store_explicit(&w->done, 1, memory_order_release);
+		w = next;
+	}
 }
 
 #ifndef NDEBUG

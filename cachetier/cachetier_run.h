@@ -46,6 +46,18 @@ void cachetier__run_commit(struct cachetier *ct, struct ct_file *f, uint32_t c, 
 			   const uint32_t *crc, int waited, struct ct_lkrun *run);
 void cachetier__run_adopt(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
 			  int waited);
+/* The fill writer's commit in two halves, so that no system call is made
+ * under ct->lock. land (no ct->lock; after the bytes are written): each
+ * unit's CRC32C stored (crc[k]: unit c + k's) and its OFD write lock
+ * turned into a read lock (one fcntl for the run; the read lock still
+ * keeps every other process from filling, evicting or punching it, and
+ * none serves it before the state byte says valid, which only
+ * commit_landed sets, after the CRC). commit_landed (ct->lock held): as
+ * commit, with the read lock kept where commit would turn the write lock
+ * into one (a pinning reader's, or idle), else dropped (joins run). */
+void cachetier__run_land(struct ct_file *f, uint32_t c, uint32_t n, const uint32_t *crc);
+void cachetier__run_commit_landed(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
+				  int waited, struct ct_lkrun *run);
 /* abort: claimed units [c, c + n) are not made valid. err 0: empty with
  * no error kept (not fetched: no room, unfit, left to another process, a
  * failed batch item); a pinning reader's unit is queued on demand. err < 0:
@@ -55,6 +67,33 @@ void cachetier__run_adopt(struct cachetier *ct, struct ct_file *f, uint32_t c, u
  * do). ct->lock held. */
 void cachetier__run_abort(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int err,
 			  int held, int withdrawn, struct ct_lkrun *run);
+/* Readers waiting for units: each waits on a condition variable of its
+ * own (struct ct_uwait, on ct->uwaits), so a fill that made units valid
+ * or ended wakes only the readers of those units, not every reader
+ * waiting (one tier-wide broadcast woke them all at each unit a reader
+ * pinned landing).
+ * units_wait: wait (at most secs) for a change of units [c0, c1) of f;
+ *   ct->lock held on entry and return, dropped while it waits.
+ * units_wake: every waiting reader woken, and ct->unit_cond's waiters
+ *   (whatever changed is not one fill's units: an eviction, a punch, an
+ *   abort, a stop). ct->lock held.
+ * units_landed: the readers of units [c, c + n) of f taken off uwaits
+ *   onto ct->uwake, to be woken by cachetier__unlock_wake. ct->lock held.
+ * unlock_wake: ct->lock dropped, then the readers on ct->uwake woken (no
+ *   system call under the lock). */
+struct ct_uwait {
+	struct ct_uwait *next;
+	const struct ct_file *f;
+	uint32_t c0, c1;
+	pthread_cond_t cond;
+	int taken;	 /* a fill took it off uwaits: it signals after ct->lock */
+	atomic_int done; /* ... and has signalled: the node may go */
+};
+void cachetier__units_wait(struct cachetier *ct, const struct ct_file *f, uint32_t c0, uint32_t c1,
+			   unsigned secs);
+void cachetier__units_wake(struct cachetier *ct);
+void cachetier__units_landed(struct cachetier *ct, const struct ct_file *f, uint32_t c, uint32_t n);
+void cachetier__unlock_wake(struct cachetier *ct);
 #ifndef NDEBUG
 /* Every fill ended (cachetier__units_stop): asserts no unit is claimed
  * (UNIT_FILLING) or taken from a queue (UNIT_QUEUED) any more. */

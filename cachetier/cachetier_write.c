@@ -8,8 +8,10 @@
  * I/O thread only moves bytes. What it takes at one wake-up (a batch) it
  * groups by fill: a fill's buffers that follow each other go with one
  * pwritev, and its units are made valid once, after the last of its
- * buffers in the batch is written (one take of ct->lock and one lock
- * fcntl a fill and batch, not one a buffer). The queue is a
+ * buffers in the batch is written (one lock fcntl a fill and batch, not
+ * one a buffer, made before ct->lock is taken: cachetier__run_land), and
+ * one take of ct->lock serves every fill of the batch, with no system
+ * call under it (the readers' wake-up after it). The queue is a
  * lock-free stack (ct->wq) and a semaphore (ct->wsem) posted once per
  * batch: only by the push that finds the stack empty (the writer takes the
  * whole stack at each wake-up, so a push onto a non-empty stack is taken
@@ -117,10 +119,8 @@ void cachetier__buf_pool_free(struct cachetier *ct)
 
 /* The fill writer: b's bytes to the data file, each unit's CRC32C as they
  * pass (while they are in the CPU's cache; tests/bench/crc_bench.sh), then
- * the units they complete made valid (fill_publish). After a write error
- * the run's later bytes are dropped (fill_run_end fails the run). */
-static void fill_publish(struct cachetier *ct, struct ct_slot *slot, struct ct_fill *fl);
-static void fill_run_end(struct cachetier *ct, struct ct_slot *slot, int err);
+ * the units they complete made valid. After a write error the run's later
+ * bytes are dropped (its end fails the run). */
 
 /* A buffer of the fill's bytes written (or dropped): back to the pool,
  * and the sinks told when the queue is down to half with one paused. */
@@ -166,28 +166,6 @@ static struct fill_buf *fill_write(struct cachetier *ct, struct fill_buf *b)
 	return x;
 }
 
-/* The items of one fill that a batch holds (fl->wb, in the order pushed):
- * its buffers written, its units made valid once they are (one
- * fill_publish), then its run's end if the batch holds it (always its
- * last item: the run's next items are pushed only once the writer ended
- * it, and the slot may be another fill's after it). */
-static void fill_group(struct cachetier *ct, struct ct_slot *slot)
-{
-	struct ct_fill *fl = slot->fill;
-	struct fill_buf *b = fl->wb;
-
-	fl->wb = NULL;
-	while (b && !b->end)
-		b = fill_write(ct, b);
-	if (!b) {
-		if (fl->werr == 0)
-			fill_publish(ct, slot, fl);
-		return;
-	}
-	assert(b->end && !b->next);
-	fill_run_end(ct, slot, b->err); /* publishes what is left, under its take */
-}
-
 /* The run's units whose bytes are all written (up to fl->wnext): the
  * first one past them. No lock. */
 static uint32_t fill_landed(const struct ct_slot *slot, const struct ct_fill *fl)
@@ -202,17 +180,40 @@ static uint32_t fill_landed(const struct ct_slot *slot, const struct ct_fill *fl
 	return u;
 }
 
-/* Units [c + pub, c + u) of the run, their bytes all written, are valid
- * now, as a fill's end makes them (their CRC, state byte, the usage,
- * their write lock to the pinning readers' read lock), and their readers
- * wake: a unit is readable as it lands, not when its fill ends. The fill
- * writer; ct->lock held. */
-static void fill_publish_locked(struct cachetier *ct, struct ct_slot *slot, struct ct_fill *fl,
-				uint32_t u)
+/* A batch's first half for one fill, before the writer takes ct->lock:
+ * the items of the fill (fl->wb, in the order pushed) written, and the
+ * units they complete landed (cachetier__run_land: CRCs stored, write
+ * locks turned into read locks: the system calls of making them valid,
+ * none under ct->lock). fl->wland: the first unit past them; fl->wend:
+ * the run's end if the batch holds it (always the fill's last item: the
+ * run's next items are pushed only once the writer ended it). No lock. */
+static void fill_group_write(struct cachetier *ct, struct ct_slot *slot)
+{
+	struct ct_fill *fl = slot->fill;
+	struct fill_buf *b = fl->wb;
+
+	fl->wb = NULL;
+	while (b && !b->end)
+		b = fill_write(ct, b);
+	assert(!b || (b->end && !b->next));
+	fl->wend = b;
+	fl->wland = fl->werr == 0 ? fill_landed(slot, fl) : fl->pub;
+	if (fl->wland > fl->pub)
+		cachetier__run_land(slot->f, slot->c + fl->pub, fl->wland - fl->pub,
+				    fl->crc + fl->pub);
+}
+
+/* Units [c + pub, c + wland) of the run, landed, are valid now, as a
+ * fill's end makes them (state byte after the CRC, the usage, their read
+ * lock kept for the pinning readers or idle), and the readers waiting
+ * for them taken to be woken once the writer drops ct->lock (only theirs:
+ * cachetier__units_landed): a unit is readable as it lands, not when its
+ * fill ends. The fill writer; ct->lock held. */
+static void fill_publish(struct cachetier *ct, struct ct_slot *slot, struct ct_fill *fl)
 {
 	struct ct_file *f = slot->f;
-	struct ct_lkrun run = {0};
-	int wake = 0;
+	struct ct_lkrun run = {.calls = &ct->wlocked_calls};
+	uint32_t u = fl->wland;
 
 	if (u == fl->pub)
 		return;
@@ -225,57 +226,32 @@ static void fill_publish_locked(struct cachetier *ct, struct ct_slot *slot, stru
 		fl->pub_bytes += ulen;
 		fl->errs[x] = 0;
 		fl->claim[x] = FILL_PUBLISHED;
-		wake |= f->pins[c] > 0;
 	}
-	cachetier__run_commit(ct, f, slot->c + fl->pub, u - fl->pub, fl->crc + fl->pub, fl->waited,
-			      &run);
+	cachetier__run_commit_landed(ct, f, slot->c + fl->pub, u - fl->pub, fl->waited, &run);
+	cachetier__units_landed(ct, f, slot->c + fl->pub, u - fl->pub);
 	if (u == fl->k)
-		ct->fills++; /* the run's request: counted before its readers see it */
-	cachetier__lkrun_flush(&run);
-	if (wake)
-		pthread_cond_broadcast(&ct->unit_cond);
+		ct->fills++;	      /* the run's request: counted before its readers see it */
+	cachetier__lkrun_flush(&run); /* only idle locks past CT_IDLE_MAX: rare */
 	fl->pub = u;
 }
 
-/* fill_publish_locked between the buffers of a run (its end publishes
- * under the take that ends it: fill_run_end). Takes ct->lock if a unit
- * landed. */
-static void fill_publish(struct cachetier *ct, struct ct_slot *slot, struct ct_fill *fl)
-{
-	uint32_t u = fill_landed(slot, fl);
-
-	if (u == fl->pub)
-		return;
-	cachetier__lock(ct);
-	fill_publish_locked(ct, slot, fl, u);
-	disk_mutex_unlock(&ct->lock);
-}
-
-/* The fill writer: the run of slot ended with err (its bytes before the
- * end written). Under one take of ct->lock: the units its last bytes
- * completed made valid (fill_publish_locked), the link as this fill saw
- * it noted, and, for the last run of a store's fill on its I/O thread
- * that leaves nothing to punch, the fill's end (cachetier__fill_end_locked:
- * one take a fill where there were three, the publish's, the note's and
- * the end's). Otherwise, after it: a failed run's bytes that no unit made
- * valid are punched (perhaps of a version that changed meanwhile: never
- * counted, so they must not stay on the disk) before their units' write
- * locks go; then the next run or the fill's end (cachetier__fill_next: a
- * store on its I/O thread), or the worker goes on (one reading in the
- * caller). */
-static void fill_run_end(struct cachetier *ct, struct ct_slot *slot, int err)
+/* The run of slot ended with err (its bytes before the end written), under
+ * the batch's take of ct->lock, after its landed units were made valid
+ * (fill_publish): the link as this fill saw it noted, and, for the
+ * last run of a store's fill on its I/O thread that leaves nothing to
+ * punch, the fill's end (cachetier__fill_end_locked; the slot is another
+ * fill's once ct->lock is dropped): 0. Otherwise 1: after the take a
+ * failed run's bytes that no unit made valid are punched from fl->wfrom
+ * (perhaps of a version that changed meanwhile: never counted, so they
+ * must not stay on the disk) before their units' write locks go, then the
+ * next run or the fill's end (fill_after). */
+static int fill_run_end(struct cachetier *ct, struct ct_slot *slot, int err, int64_t now)
 {
 	struct ct_fill *fl = slot->fill;
 	struct ct_file *f = slot->f;
-	uint32_t u = fl->werr == 0 ? fill_landed(slot, fl) : fl->pub;
-	int64_t now = fl->s.wrote ? cachetier__mono_ns() : 0;
-	uint64_t from;
 	int punch;
 
-	CT_OFF_LOOP();
-	cachetier__lock(ct);
-	fill_publish_locked(ct, slot, fl, u);
-	from = cachetier__unit_off(f, slot->c + fl->pub);
+	fl->wfrom = cachetier__unit_off(f, slot->c + fl->pub);
 	if (fl->pub == fl->k)
 		err = 0; /* every unit landed (and counted): an error after them costs none */
 	else if (err == 0)
@@ -286,19 +262,76 @@ static void fill_run_end(struct cachetier *ct, struct ct_slot *slot, int err)
 	for (uint32_t x = fl->pub; x < fl->k; x++)
 		fl->errs[x] = err;
 	fl->i = fl->k;
-	punch = err < 0 && fl->wnext > from;
+	punch = err < 0 && fl->wnext > fl->wfrom;
+	if (!punch)
+		fl->wfrom = fl->wnext;
 	if (fl->async && !punch && cachetier__fill_skip(slot, fl->k) == slot->n) {
-		cachetier__fill_end_locked(slot); /* the slot is another fill's after the unlock */
-		disk_mutex_unlock(&ct->lock);
-		return;
+		cachetier__fill_end_locked(slot);
+		return 0;
 	}
-	disk_mutex_unlock(&ct->lock);
-	if (punch)
-		cachetier__run_discard(f, from, fl->wnext - from);
+	return 1;
+}
+
+/* After the batch's take: a run that ended without ending its fill
+ * (fill_run_end's 1) punches what it must, then sends the next run
+ * or ends the fill (cachetier__fill_next: a store on its I/O thread), or
+ * its worker goes on (one reading in the caller). No lock held. */
+static void fill_after(struct ct_slot *slot)
+{
+	struct ct_fill *fl = slot->fill;
+
+	if (fl->wnext > fl->wfrom)
+		cachetier__run_discard(slot->f, fl->wfrom, fl->wnext - fl->wfrom);
 	if (fl->async)
 		cachetier__fill_next(slot);
 	else
 		sem_post(&fl->run_sem);
+}
+
+/* The fills of one batch (groups: their slots, linked by wgn, each with
+ * its items in fl->wb): every fill's buffers written and units landed
+ * first (fill_group_write), then one take of ct->lock for all of them
+ * (each fill's landed units valid, its run's end; one take a batch, not
+ * one a fill), then, with the lock dropped, the readers of the units that
+ * landed or whose fill ended woken (each on its own condition variable:
+ * no other reader) and the runs that go on sent. */
+static void batch_publish(struct cachetier *ct, struct ct_slot *groups)
+{
+	struct ct_slot *after = NULL, **at = &after;
+	int ends = 0, landed = 0, wrote = 0;
+	int64_t now;
+
+	for (struct ct_slot *slot = groups; slot; slot = slot->fill->wgn) {
+		fill_group_write(ct, slot);
+		ends |= slot->fill->wend != NULL;
+		landed |= slot->fill->wland > slot->fill->pub;
+		wrote |= slot->fill->wend && slot->fill->s.wrote;
+	}
+	if (!landed && !ends)
+		return;				/* nothing landed, no run ended: no take */
+	now = wrote ? cachetier__mono_ns() : 0; /* the runs' ends as the writer sees them */
+	cachetier__lock(ct);
+	while (groups) {
+		struct ct_slot *slot = groups;
+		struct ct_fill *fl = slot->fill;
+		struct fill_buf *end = fl->wend;
+
+		groups = fl->wgn; /* read first: the slot may end below */
+		fill_publish(ct, slot, fl);
+		fl->wend = NULL;
+		if (end && fill_run_end(ct, slot, end->err, now)) {
+			fl->wgn = NULL;
+			*at = slot;
+			at = &fl->wgn;
+		}
+	}
+	cachetier__unlock_wake(ct);
+	while (after) {
+		struct ct_slot *slot = after;
+
+		after = slot->fill->wgn; /* read first: the slot is the next run's */
+		fill_after(slot);
+	}
 }
 
 int cachetier__write_push(struct cachetier *ct, struct ct_wjob *j, struct ct_file *f, uint32_t c0,
@@ -395,12 +428,8 @@ void *cachetier__writer_main(void *arg)
 			*fl->wbt = b;
 			fl->wbt = &b->next;
 		}
-		while (groups) {
-			struct ct_slot *slot = groups;
-
-			groups = slot->fill->wgn; /* read first: the slot may be reused */
-			fill_group(ct, slot);
-		}
+		if (groups)
+			batch_publish(ct, groups);
 		atomic_store_explicit(&ct->wlock_takes, cachetier__lock_takes,
 				      memory_order_relaxed);
 	}

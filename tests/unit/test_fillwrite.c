@@ -11,25 +11,40 @@
  * test_one_fill: a prefetch range of 7 units of 64 KiB (3 full buffers of
  * 128 KiB and a partial one, pushed with the run's end) piles up while the
  * writer is held: 4 buffers queued, no unit valid, nothing written. Let go,
- * the writer makes exactly 1 write and 1 pass making units valid (one a
- * buffer would be 4 and 4); the 7 units are valid and exact, and a tier
+ * the writer makes exactly 1 write, 1 pass making units valid (one a
+ * buffer would be 4 and 4) and 1 take of the tier's lock, with no lock
+ * fcntl under it (the units' write locks become read locks before it is
+ * taken); the 7 units are valid and exact, and a tier
  * opened again on the directory over a store that fails every read serves
  * them exactly (their CRC32Cs, computed on the bytes written, check).
  *
  * test_two_fills: two such ranges of two objects, filled at once (their
  * buffers interleave in the pile as the store's threads push them): 8
- * buffers queued, then exactly 2 writes and 2 passes, one a fill.
+ * buffers queued, then exactly 2 writes and 2 passes, one a fill, and 1
+ * take of the tier's lock for both (one a batch, not one a fill).
  *
  * test_kept: four fills of 3 units (a full buffer and half a buffer), one
  * at a time, the writer free: the sink keeps the full buffer for the
  * run's last bytes and pushes both with the run's end, so each fill is one
- * batch whatever the timing: exactly 4 writes, 4 passes, 4 lock takes.
+ * batch whatever the timing: exactly 4 writes, 4 passes, 4 lock takes,
+ * no lock fcntl under the tier's lock.
+ *
+ * test_wakes: readers wake only for their own units. Object A's range
+ * fill (7 units) is held by the fault store at 4 units (hold_at: DIR.hold),
+ * B's (2 units) is not; with the writer held, a read of A's unit 5 and
+ * one of B's unit 1 wait for them (2 readers waiting). Let go, the writer
+ * makes A's units 0-3 and B's units valid in one batch: exactly 1 wake-up
+ * sent (B's reader; A's is not woken for units it does not wait for, nor
+ * for B's), A's reader still waiting. The hold removed, A's unit 5 lands:
+ * exactly 2 wake-ups in all, both reads exact. A tier-wide broadcast (the
+ * writer waking every waiting reader) sends 3 or more.
  *
  * Every wait for a state is a poll of the tier's counters bounded at 60 s
  * (a failed check, never a sleep that decides a count).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,7 +92,7 @@ static struct cachetier_obj *obj(struct cachetier *ct, struct backend *be, int i
 	return obj_open(ct, be, keys[i]);
 }
 
-enum what { FILLS_INFLIGHT, BUFS_QUEUED };
+enum what { FILLS_INFLIGHT, BUFS_QUEUED, UNIT_WAITERS };
 
 /* Wait (up to 60 s) until the count named by w is want. */
 static void reach(struct cachetier *ct, enum what w, uint64_t want, const char *name)
@@ -87,7 +102,9 @@ static void reach(struct cachetier *ct, enum what w, uint64_t want, const char *
 
 	for (int i = 0; i < 6000; i++) {
 		stats(ct, &st);
-		v = w == FILLS_INFLIGHT ? st.fills_inflight : st.fill_bufs_queued;
+		v = w == FILLS_INFLIGHT ? st.fills_inflight
+		    : w == BUFS_QUEUED	? st.fill_bufs_queued
+					: st.unit_waiters;
 		if (v == want)
 			return;
 		usleep(10000);
@@ -143,20 +160,23 @@ static void fills_held(const char *name, int nfill)
 	reach(ct, FILLS_INFLIGHT, 0, "fills ended after the hold");
 	stats(ct, &st);
 	printf("%s: %d fills of 7 units: writes %llu, passes making units valid %llu, the "
-	       "writer's lock takes %llu, fills %llu\n",
+	       "writer's lock takes %llu, lock fcntls under it %llu, fills %llu\n",
 	       name, nfill, (unsigned long long)st.fill_writes,
 	       (unsigned long long)st.fill_publishes, (unsigned long long)st.fill_writer_locks,
-	       (unsigned long long)st.fills);
+	       (unsigned long long)st.fill_locked_calls, (unsigned long long)st.fills);
 	CHECK(st.fill_writes == (uint64_t)nfill,
 	      "%s: %llu writes, want %d (one a fill: its 4 buffers with one pwritev)", name,
 	      (unsigned long long)st.fill_writes, nfill);
 	CHECK(st.fill_publishes == (uint64_t)nfill,
 	      "%s: %llu passes making units valid, want %d (one a fill)", name,
 	      (unsigned long long)st.fill_publishes, nfill);
-	CHECK(st.fill_writer_locks == (uint64_t)nfill,
-	      "%s: the writer took the tier's lock %llu times, want %d (one a fill: its units "
-	      "made valid, its timing noted and its end under one)",
-	      name, (unsigned long long)st.fill_writer_locks, nfill);
+	CHECK(st.fill_writer_locks == 1,
+	      "%s: the writer took the tier's lock %llu times, want 1 (one a batch: every fill's "
+	      "units made valid, its timing noted and its end under one)",
+	      name, (unsigned long long)st.fill_writer_locks);
+	CHECK(st.fill_locked_calls == 0,
+	      "%s: %llu lock fcntls under the tier's lock, want 0 (made before it is taken)", name,
+	      (unsigned long long)st.fill_locked_calls);
 	CHECK(st.fills == (uint64_t)nfill && st.fill_errors == 0 && st.fill_bufs_queued == 0,
 	      "%s: fills %llu, errors %llu, buffers queued %llu", name,
 	      (unsigned long long)st.fills, (unsigned long long)st.fill_errors,
@@ -224,10 +244,96 @@ static void test_kept(void)
 	      "kept: fills %llu, errors %llu, bytes fetched %llu", (unsigned long long)st.fills,
 	      (unsigned long long)st.fill_errors, (unsigned long long)st.bytes_fetched);
 	CHECK(st.fill_writes == (uint64_t)n && st.fill_publishes == (uint64_t)n &&
-		  st.fill_writer_locks == (uint64_t)n,
-	      "kept: %llu writes, %llu passes, %llu lock takes, want %d each (one batch a fill)",
+		  st.fill_writer_locks == (uint64_t)n && st.fill_locked_calls == 0,
+	      "kept: %llu writes, %llu passes, %llu lock takes, want %d each (one batch a fill); "
+	      "%llu lock fcntls under the lock, want 0",
 	      (unsigned long long)st.fill_writes, (unsigned long long)st.fill_publishes,
-	      (unsigned long long)st.fill_writer_locks, n);
+	      (unsigned long long)st.fill_writer_locks, n,
+	      (unsigned long long)st.fill_locked_calls);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
+/* A read of 1,000 bytes of one unit on a thread of its own: a probe (no
+ * readahead, fills only the units it reads), so it waits for the unit's
+ * fill in flight and nothing else. */
+struct reader {
+	pthread_t t;
+	struct cachetier_obj *o;
+	int i;
+	uint64_t off;
+	int ok;
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader *r = arg;
+	unsigned char buf[1000];
+
+	r->ok = cachetier_obj_pread_probe(r->o, buf, sizeof(buf), r->off) == (ssize_t)sizeof(buf) &&
+		memcmp(buf, data[r->i] + r->off, sizeof(buf)) == 0;
+	return NULL;
+}
+
+static void test_wakes(void)
+{
+	char gate[sizeof(tmpdir) + 16];
+	struct backend *be;
+	struct cachetier *ct;
+	struct cachetier_obj *o[NOBJ];
+	struct cachetier_stats st;
+	struct reader r[NOBJ];
+
+	snprintf(gate, sizeof(gate), "%s/src.hold", tmpdir);
+	flag_file(gate, 1);
+	be = store("async=1&hold_at=262144"); /* 4 units: A's 2 full buffers */
+	ct = tier(be, "c-wakes");
+	for (int i = 0; i < NOBJ; i++)
+		o[i] = obj(ct, be, i);
+	cachetier_write_hold(ct, 1);
+	cachetier_wake_hold(ct, 1);
+	CHECK(cachetier_obj_prefetch_range(o[0], 0, RUN, CACHETIER_PF_FIT) == 0, "wakes: range A");
+	CHECK(cachetier_obj_prefetch_range(o[1], 0, 2 * UNIT, CACHETIER_PF_FIT) == 0,
+	      "wakes: range B");
+	cachetier_wake_hold(ct, 0);
+	/* A's 2 buffers before the hold and B's 1: both fills claimed their units */
+	reach(ct, BUFS_QUEUED, 3, "wakes: buffers queued while the writer is held");
+	r[0] = (struct reader){.o = o[0], .i = 0, .off = 5 * UNIT + 100};
+	r[1] = (struct reader){.o = o[1], .i = 1, .off = UNIT + 100};
+	for (int i = 0; i < NOBJ; i++)
+		CHECK(pthread_create(&r[i].t, NULL, reader_main, &r[i]) == 0, "wakes: reader %d",
+		      i);
+	reach(ct, UNIT_WAITERS, 2, "wakes: both readers wait");
+	stats(ct, &st);
+	CHECK(st.unit_waiter_wakes == 0, "wakes: %llu wake-ups before any unit landed",
+	      (unsigned long long)st.unit_waiter_wakes);
+	cachetier_write_hold(ct, 0);
+	reach(ct, FILLS_INFLIGHT, 1, "wakes: B's fill ended");
+	pthread_join(r[1].t, NULL);
+	CHECK(r[1].ok, "wakes: B's unit 1 exact");
+	reach(ct, UNIT_WAITERS, 1, "wakes: A's reader waits on");
+	stats(ct, &st);
+	printf("wakes: A's units 0-3 and B's landed with A's reader waiting for unit 5: wake-ups "
+	       "%llu, readers waiting %llu\n",
+	       (unsigned long long)st.unit_waiter_wakes, (unsigned long long)st.unit_waiters);
+	CHECK(st.unit_waiter_wakes == 1,
+	      "wakes: %llu wake-ups, want 1 (B's reader; A's waits for unit 5, which did not land)",
+	      (unsigned long long)st.unit_waiter_wakes);
+	CHECK(cachetier_obj_cached_bytes(o[0]) == 4 * UNIT,
+	      "wakes: A's valid bytes %llu, want its 4 units before the hold",
+	      (unsigned long long)cachetier_obj_cached_bytes(o[0]));
+	flag_file(gate, 0);
+	pthread_join(r[0].t, NULL);
+	CHECK(r[0].ok, "wakes: A's unit 5 exact");
+	reach(ct, FILLS_INFLIGHT, 0, "wakes: A's fill ended");
+	stats(ct, &st);
+	printf("wakes: after A's unit 5 landed: wake-ups %llu, readers waiting %llu\n",
+	       (unsigned long long)st.unit_waiter_wakes, (unsigned long long)st.unit_waiters);
+	CHECK(st.unit_waiter_wakes == 2 && st.unit_waiters == 0,
+	      "wakes: %llu wake-ups, %llu waiting, want 2 and 0 (one a reader)",
+	      (unsigned long long)st.unit_waiter_wakes, (unsigned long long)st.unit_waiters);
+	for (int i = 0; i < NOBJ; i++)
+		cachetier_obj_unref(o[i]);
 	cachetier_close(ct);
 	backend_close(be);
 }
@@ -246,6 +352,7 @@ int main(void)
 	fills_held("c-one", 1);
 	fills_held("c-two", 2);
 	test_kept();
+	test_wakes();
 
 	for (int i = 0; i < NOBJ; i++)
 		free(data[i]);
