@@ -15,8 +15,9 @@
  * to its close (a reused connection costs no epoll_ctl), for writing only
  * while its connect or request is under way. Its buffer (IO_BUFFER_BYTES)
  * holds the head and each piece of body: recv into it, the piece to the
- * sink, no other copy; recv never asks for more than the body has left, so
- * the next answer's bytes are never read into this one's. A paused sink
+ * sink, no other copy. One request is out at a time, and a recv of body
+ * never asks for more than the body has left: bytes past the answer are
+ * the server's error (the connection is then not kept). A paused sink
  * (BACKEND_SINK_FULL) leaves the piece in the buffer and the socket
  * unpolled until backend__io_lean_resume offers it again.
  *
@@ -399,9 +400,10 @@ static void on_readable(struct lconn *c)
 		ssize_t n;
 		char *dst;
 
-		if (c->state == LC_HEAD) {
+		if (c->state == LC_HEAD) { /* the head and the body's first bytes: one
+					    * request is out, so nothing of another answer */
 			dst = c->buf + c->have;
-			want = BACKEND_H1_HEAD_MAX - c->have;
+			want = sizeof(c->buf) - c->have;
 		} else {
 			dst = c->buf;
 			want =
