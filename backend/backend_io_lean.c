@@ -233,9 +233,11 @@ static struct lconn *lc_open(struct backend_io *io, const struct sockaddr_storag
 	return c;
 }
 
-static void send_req(struct lconn *c);
+static void send_req(struct lconn *c, int sync);
 
-/* Start c's request (in c->req) for x: send it now when connected. */
+/* Start c's request (in c->req) for x: send it now when connected (a
+ * failure then is seen by the poll: the attempt never ends inside
+ * backend__io_lean_start, which backend__io_kick calls). */
 static void lc_begin(struct lconn *c, struct xfer *x)
 {
 	c->x = x;
@@ -250,7 +252,7 @@ static void lc_begin(struct lconn *c, struct xfer *x)
 		return;
 	}
 	c->state = LC_SEND;
-	send_req(c);
+	send_req(c, 1);
 }
 
 /* The request went on a kept connection the server had closed: once more on
@@ -274,14 +276,14 @@ static void resend_fresh(struct lconn *c)
 	lc_begin(n, x);
 }
 
-static void send_req(struct lconn *c)
+static void send_req(struct lconn *c, int sync)
 {
 	while (c->req_off < c->req_len) {
 		ssize_t n = send(c->fd, c->req + c->req_off, c->req_len - c->req_off, MSG_NOSIGNAL);
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || sync)) {
 			lc_poll(c, UV_WRITABLE | UV_READABLE);
 			return;
 		}
@@ -488,7 +490,7 @@ static void on_poll(uv_poll_t *h, int status, int events)
 			fail(c, CURLE_SEND_ERROR, "Send failure", ECONNRESET);
 			return;
 		}
-		send_req(c);
+		send_req(c, 0);
 		return;
 	}
 	if (status < 0 && !(events & UV_READABLE)) {
@@ -615,8 +617,9 @@ again:
 		if (c->gen == gen || !x)
 			continue;
 		c->gen = gen;
-		if (c->state == LC_CONNECT && io->connect_ms > 0 &&
-		    now - c->t0_ns >= (uint64_t)io->connect_ms * 1000000u) {
+		if (c->state == LC_CONNECT &&
+		    now - c->t0_ns >= (uint64_t)(io->connect_ms > 0 ? io->connect_ms : 300000) *
+					  1000000u) { /* 0: curl's 300 s */
 			snprintf(x->lerr, sizeof(x->lerr),
 				 "Connection timed out after %" PRIu64 " milliseconds",
 				 (now - c->t0_ns) / 1000000u);
