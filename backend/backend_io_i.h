@@ -127,6 +127,10 @@ struct backend_req {
 	 * the request with -EIO instead of a retry. */
 	const char *body;
 	size_t body_len;
+	/* 1: a ranged read of an object's bytes (set by backend__io_get and
+	 * backend__async_start): the lean engine may carry it (--http-engine
+	 * auto); probes, listings and HEADs stay curl's */
+	int object;
 
 	/* ---- results, valid in on_done ---- */
 	long status;	    /* last HTTP status (0: no answer) */

@@ -249,6 +249,7 @@ void backend__async_start(struct backend_io *io, struct backend_async *a, struct
 	r->if_match = a->etag;
 	r->small = (flags & BACKEND_READ_SMALL) != 0;
 	r->pausable = (flags & BACKEND_READ_PAUSABLE) != 0;
+	r->object = 1;
 	backend_io_stream_async(io, r, &a->st, cb, arg, async_done, a);
 }
 
@@ -259,6 +260,7 @@ ssize_t backend__io_get(struct backend_io *io, struct backend_req *r, const char
 	r->range_off = off;
 	r->range_len = len;
 	r->if_match = etag;
+	r->object = 1;
 	return buf ? backend_io_read(io, r, buf) : backend_io_stream(io, r, cb, arg);
 }
 

@@ -322,7 +322,8 @@ static int xfer_start(struct xfer *x)
 	}
 	/* the lean engine: not for signed requests (their headers hold secrets
 	 * that only curl's wiping, undumped allocations may carry: backend_creds_secret.c) */
-	if (io->lean && !x->no_lean && !head && !r->body && !(r->sign && x->signable)) {
+	if (io->lean && r->object && !x->no_lean && !head && !r->body &&
+	    !(r->sign && x->signable)) {
 		err = backend__io_lean_start(x, x->range);
 		if (err <= 0) {
 			if (err == 0) {
