@@ -804,9 +804,10 @@ class Epoch:
             'cache_hits',
             'prefetch_withdrawn', 'evicted_bytes', 'evictions')
     # counters a base build may lack: -1 then (the room counters: making room for fills; the
-    # waits for the tier's lock)
+    # waits for the tier's lock); and the FUSE requests the loader's reads cost
     OPT_KEYS = ('cache_room_waits', 'cache_room_wait_ms', 'cache_room_make_ms',
-                'cache_tier_lock_waits', 'cache_tier_lock_wait_ms')
+                'cache_tier_lock_waits', 'cache_tier_lock_wait_ms', 'lookups', 'getattrs',
+                'reads')
 
     def __init__(self, **kw):
         self.__dict__.update(kw)
@@ -889,8 +890,9 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None):
                     thread_cpu(m.pid), thread_switches(m.pid))
 
         s0 = snap()
-        rec = perf_start(m.a, m.pid, loader) if perf else None  # the first epoch only
-        for _ in range(n):
+        # one epoch only: --perf-epoch's (the cold one by default)
+        rec = perf_start(m.a, m.pid, loader) if perf and m.a.perf_epoch == 1 else None
+        for i in range(n):
             # the child prints one line per epoch and waits for ours: nothing is left in
             # the pipe's buffer between lines, so select() on it sees the next one
             if not select.select([p.stdout], [], [], m.a.epoch_timeout)[0]:
@@ -921,6 +923,8 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None):
             # the next epoch reads through the mount, not the kernel's page cache of the files
             # the last one read (as on a node whose RAM holds less than the data set)
             drop_caches()
+            if perf and i + 2 == m.a.perf_epoch:
+                rec = perf_start(m.a, m.pid, loader)
             s0 = snap()
             p.stdin.write('\n')
             p.stdin.flush()
@@ -1259,6 +1263,9 @@ def main():
                     'DIR/bytes.data --no-children --sort sym`), and with call graphs (-g) over '
                     'the first prefetch (L4: DIR/prefetch.data) and the first cold cat (L2b: '
                     'DIR/cat.data)', metavar='DIR')
+    ap.add_argument('--perf-epoch', type=int, default=1, choices=(1, 2),
+                    help='with --perf: which planned epoch is recorded: 1, the cold one '
+                    '(default), or 2, the second (L8c)')
     ap.add_argument('--data', help='where the data set is kept between runs (default '
                     '/var/tmp/shardfs-linkbench-MB)')
     a = ap.parse_args()
