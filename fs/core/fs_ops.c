@@ -180,11 +180,16 @@ static int dir_lists_attrs(struct fs *fs, uint64_t dir)
 
 int fs_op_lookup(struct fs *fs, uint64_t parent, const char *name, struct fs_entry *e)
 {
+	fs->c.lookups++;
+	return fs_lookup_entry(fs, parent, name, e);
+}
+
+int fs_lookup_entry(struct fs *fs, uint64_t parent, const char *name, struct fs_entry *e)
+{
 	const struct fs_view *v = fs_view_of(fs, parent);
 	uint64_t ino = 0;
 	int err;
 
-	fs->c.lookups++;
 	/* .shardfs is in the root of every layout (and never listed) */
 	if (parent == 1 && strcmp(name, fs_ctl_names[FS_CTL_DIR]) == 0)
 		return entry_of(fs, fs_ino(FS_K_CTL, FS_CTL_DIR, 0), e);

@@ -230,7 +230,7 @@ static int resolve(struct fs *fs, const char *path, size_t len, struct fs_plan_e
 			return -ENOENT;
 		memcpy(comp, path + i, j - i);
 		comp[j - i] = '\0';
-		err = fs_op_lookup(fs, ino, comp, &e);
+		err = fs_lookup_entry(fs, ino, comp, &e);
 		if (err < 0)
 			return err;
 		if (!e.ino)
