@@ -485,16 +485,10 @@ static void on_poll(uv_poll_t *h, int status, int events)
 			return;
 		c->state = LC_SEND;
 	}
+	/* an error event too: the send or recv says which error (and a kept
+	 * connection the server had closed is asked again on a new one) */
 	if (c->state == LC_SEND) {
-		if (status < 0) {
-			fail(c, CURLE_SEND_ERROR, "Send failure", ECONNRESET);
-			return;
-		}
 		send_req(c, 0);
-		return;
-	}
-	if (status < 0 && !(events & UV_READABLE)) {
-		fail(c, CURLE_RECV_ERROR, "Recv failure", ECONNRESET);
 		return;
 	}
 	if (c->state == LC_HEAD || c->state == LC_BODY)

@@ -31,14 +31,18 @@ Groups (each starts its own nginx on 127.0.0.1 and, for 'shortbody', the fault p
              req_cli's connects 2); the proxy cutting 2 answers mid-body (headers and half the
              body, then close): each resumed, exact bytes, short_bodies 2, attempts 21 + 2,
              a new connection after each cut; nginx answering 200 to ranges (norange): exact
-             bytes, range_ignored 2, bytes_received the whole object twice.
+             bytes, range_ignored 2, bytes_received the whole object twice; a server that
+             closes each connection after its answer without saying so: 10 reads, each on a
+             new connection, exact bytes, no failed attempt.
 Exact counts throughout (faults served, requests, attempts, bytes); no timing.
 """
 import errno
 import os
 import re
+import socket
 import sys
 import tarfile
+import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
 
@@ -312,6 +316,55 @@ def group_pause(env, ck, cli, ng, src):
         env.env.pop('REQ_CLI_NOWAKE', None)
 
 
+class CloseAfterAnswer:
+    """A server of one file that closes each connection after its first answer without saying
+    so (HTTP/1.1, no Connection: close): a kept connection is dead when it is used next.
+    Counts connections and requests."""
+
+    def __init__(self, data):
+        self.data = data
+        self.conns = 0
+        self.requests = 0
+        self.sock = socket.socket()
+        self.sock.bind(('127.0.0.1', 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns += 1
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        with c:
+            head = b''
+            while b'\r\n\r\n' not in head:
+                b = c.recv(4096)
+                if not b:
+                    return
+                head += b
+            self.requests += 1
+            lines = head.split(b'\r\n')
+            m = re.search(rb'(?im)^range:\s*bytes=(\d+)-(\d+)', head)
+            if m:
+                a, z = int(m.group(1)), min(int(m.group(2)), len(self.data) - 1)
+                out = b'HTTP/1.1 206 Partial Content\r\nContent-Range: bytes %d-%d/%d\r\n' % (
+                    a, z, len(self.data))
+                body = self.data[a:z + 1]
+            else:
+                out, body = b'HTTP/1.1 200 OK\r\n', self.data
+            out += b'Content-Length: %d\r\nETag: "e1"\r\n\r\n' % len(body)
+            c.sendall(out + (b'' if lines[0].startswith(b'HEAD') else body))
+
+    def close(self):
+        self.sock.close()
+
+
 def group_lean(env, ck, cli, ng, src):
     key = 's/shard-000001.tar'
     with open(os.path.join(src, key), 'rb') as f:
@@ -363,6 +416,22 @@ def group_lean(env, ck, cli, ng, src):
         ck.eq('lean norange: bytes_received', out.get('bytes_received'), 2 * size)
         ck.eq('lean norange: lean attempts', out.get('lean_attempts'), 2)
         ck.eq('lean norange: connects', out.get('connects'), 2)
+        # (d) a server that closes each connection after its answer: every request on a new
+        # connection (the dead kept one found closed, or the request sent again once on a new
+        # one, as curl does), none of it a failed attempt
+        srv = CloseAfterAnswer(want)
+        try:
+            rc, out, err = req_cli(env, cli, 'http://127.0.0.1:%d/%s' % (srv.port, key),
+                                   'shard-000001.tar', 300, 20000, 10)
+        finally:
+            srv.close()
+        ck.eq('lean closed: exit', rc, 0)
+        ck.eq('lean closed: fnv', out.get('fnv'), fnv64(want[300:300 + 10 * 20000]))
+        ck.eq('lean closed: requests', out.get('requests'), 11)
+        ck.eq('lean closed: attempts', out.get('attempts'), 11)
+        ck.eq('lean closed: lean attempts', out.get('lean_attempts'), 10)
+        ck.eq('lean closed: server requests', srv.requests, 11)
+        ck.eq('lean closed: server connections', srv.conns, 11)
     finally:
         env.env.pop('REQ_CLI_ENGINE', None)
 
