@@ -180,6 +180,13 @@ struct cachetier_stats {
 				      * only those waiting for units it made valid or ended) */
 	uint64_t unit_read_locks;    /* fcntl calls of reads on their units' read locks (taken,
 				      * dropped; idle locks dropped for an eviction) */
+	uint64_t read_locks;	     /* takes of the tier's lock by reads' own threads
+				      * (read_begin, read_end, each return from a wait for
+				      * units); a read of units held, trusted and armed whose
+				      * window needs no queueing takes none */
+	uint64_t read_file_checks;   /* reads that checked their data file's size and holes
+				      * (one fstat and one lseek(SEEK_HOLE) a read: a unit of
+				      * it to CRC-check, or the file not watched) */
 	uint64_t lock_requests;	     /* release requests posted: an eviction met a unit
 				      * another process holds */
 	uint64_t lock_releases;	     /* idle units released on another process's request */
@@ -320,6 +327,16 @@ int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len
 int cachetier_obj_read_begin_ahead(struct cachetier_obj *o, uint64_t off, uint64_t len,
 				   uint64_t ahead, int *fd, uint64_t *fd_off,
 				   struct cachetier_pin **pin);
+/* cachetier_obj_read_begin_ahead whose caller says whether its window took
+ * a step (queue 1: the chunks of the window not cached are queued, as
+ * _ahead does) or not (queue 0: an earlier read handed this window's
+ * chunks over already; nothing is queued, and a read of units this
+ * process holds and trusts takes no lock all readers share). The window
+ * (ahead) still decides how much a miss fills and what eviction spares
+ * ahead of the reader. The fetch scheduler's streams call it (fetch/). */
+int cachetier_obj_read_begin_win(struct cachetier_obj *o, uint64_t off, uint64_t len,
+				 uint64_t ahead, int queue, int *fd, uint64_t *fd_off,
+				 struct cachetier_pin **pin);
 /* Bytes of one chunk of o's unit store (a fill's request); 0 when o has
  * none (a local source, a decoded copy): nothing to fetch ahead. */
 uint64_t cachetier_obj_chunk_bytes(const struct cachetier_obj *o);
@@ -672,6 +689,10 @@ ssize_t cachetier_obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint
 /* cachetier_obj_pread with readahead (cachetier_obj_read_begin_ahead). */
 ssize_t cachetier_obj_pread_ahead(struct cachetier_obj *o, void *buf, size_t len, uint64_t off,
 				  uint64_t ahead);
+/* cachetier_obj_pread with a window that took a step or not
+ * (cachetier_obj_read_begin_win). */
+ssize_t cachetier_obj_pread_win(struct cachetier_obj *o, void *buf, size_t len, uint64_t off,
+				uint64_t ahead, int queue);
 /* Like cachetier_obj_pread, for a small read that says nothing of what
  * comes next (a spot check of a tar header): it starts no readahead, and a
  * miss fills only the units it reads (a read at an object's start would

@@ -366,7 +366,10 @@ struct cachetier {
 	uint64_t evicting; /* bytes being punched out: still on disk */
 	uint64_t hits, misses, bytes_fetched, fills, fills_inflight, fill_errors;
 	atomic_ullong hits_fast; /* hits served without ct->lock (cachetier_read.c) */
-	uint64_t miss_wait_ns;	 /* the misses' time waiting for their units, summed */
+	/* reads' own takes of ct->lock, their data file checks (fstat and
+	 * SEEK_HOLE): cachetier_stats.read_locks, read_file_checks */
+	atomic_ullong read_locks, read_file_checks;
+	uint64_t miss_wait_ns; /* the misses' time waiting for their units, summed */
 	uint64_t readahead_fills, evictions, evicted_bytes;
 	uint64_t queued_waits;	    /* cachetier__queue_wait calls (cachetier_stats) */
 	uint64_t evicting_waits;    /* reads that waited for units being punched */
@@ -560,11 +563,12 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 /* Pin units [*c0, *c1) of f, those of [off, off + len), present and
  * held until file_read_end with the same units (any thread). probe:
  * cachetier_obj_pread_probe's read (no readahead, units only). ahead:
- * the bytes past the read to queue as readahead (the caller's window).
- * *fast: 1 when the units were pinned without ct->lock (given back to
- * file_read_end). */
+ * the caller's window past the read; queue: its chunks are to be queued
+ * (the window took a step; 0: an earlier read queued them). *fast: 1 when
+ * the units were pinned without ct->lock (given back to file_read_end). */
 int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len,
-			       int probe, uint64_t ahead, uint32_t *c0, uint32_t *c1, int *fast);
+			       int probe, uint64_t ahead, int queue, uint32_t *c0, uint32_t *c1,
+			       int *fast);
 void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
 			      int fast);
 /* Most a reader waits for a change of unit states (unit_cond) before it

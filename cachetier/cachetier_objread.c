@@ -301,7 +301,8 @@ static int obj_bypass(struct cachetier_obj *o, uint64_t off, uint64_t len, int n
 }
 
 static int obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
-			  uint64_t *fd_off, int probe, uint64_t ahead, struct cachetier_pin **pin)
+			  uint64_t *fd_off, int probe, uint64_t ahead, int queue,
+			  struct cachetier_pin **pin)
 {
 	struct cachetier_pin *p;
 	int err = 0;
@@ -326,7 +327,7 @@ static int obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, i
 		err = atomic_load(&o->collided)
 			  ? -ESTALE
 			  : cachetier__file_read_begin(o->ct, o->file, off, len, probe, ahead,
-						       &p->c0, &p->c1, &p->fast);
+						       queue, &p->c0, &p->c1, &p->fast);
 		if (err == 0 && atomic_load(&o->collided)) {
 			cachetier__file_read_end(o->ct, o->file, p->c0, p->c1, p->fast);
 			err = -ESTALE;
@@ -354,14 +355,21 @@ static int obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, i
 int cachetier_obj_read_begin(struct cachetier_obj *o, uint64_t off, uint64_t len, int *fd,
 			     uint64_t *fd_off, struct cachetier_pin **pin)
 {
-	return obj_read_begin(o, off, len, fd, fd_off, 0, 0, pin);
+	return obj_read_begin(o, off, len, fd, fd_off, 0, 0, 0, pin);
 }
 
 int cachetier_obj_read_begin_ahead(struct cachetier_obj *o, uint64_t off, uint64_t len,
 				   uint64_t ahead, int *fd, uint64_t *fd_off,
 				   struct cachetier_pin **pin)
 {
-	return obj_read_begin(o, off, len, fd, fd_off, 0, ahead, pin);
+	return obj_read_begin(o, off, len, fd, fd_off, 0, ahead, 1, pin);
+}
+
+int cachetier_obj_read_begin_win(struct cachetier_obj *o, uint64_t off, uint64_t len,
+				 uint64_t ahead, int queue, int *fd, uint64_t *fd_off,
+				 struct cachetier_pin **pin)
+{
+	return obj_read_begin(o, off, len, fd, fd_off, 0, ahead, queue, pin);
 }
 
 void cachetier_obj_read_end(struct cachetier_pin *p)
@@ -388,7 +396,7 @@ void cachetier_obj_read_end(struct cachetier_pin *p)
 }
 
 static ssize_t obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_t off, int probe,
-			 uint64_t ahead)
+			 uint64_t ahead, int queue)
 {
 	struct cachetier_pin *pin;
 	uint64_t fd_off;
@@ -401,7 +409,7 @@ static ssize_t obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_
 	if (len > o->size - off)
 		len = (size_t)(o->size - off);
 	/* remote objects: fetch and pin the units, then copy from the file */
-	err = obj_read_begin(o, off, len, &fd, &fd_off, probe, ahead, &pin);
+	err = obj_read_begin(o, off, len, &fd, &fd_off, probe, ahead, queue, &pin);
 	if (err < 0)
 		return err;
 	while (done < len) {
@@ -424,18 +432,24 @@ out:
 
 ssize_t cachetier_obj_pread(struct cachetier_obj *o, void *buf, size_t len, uint64_t off)
 {
-	return obj_pread(o, buf, len, off, 0, 0);
+	return obj_pread(o, buf, len, off, 0, 0, 0);
 }
 
 ssize_t cachetier_obj_pread_ahead(struct cachetier_obj *o, void *buf, size_t len, uint64_t off,
 				  uint64_t ahead)
 {
-	return obj_pread(o, buf, len, off, 0, ahead);
+	return obj_pread(o, buf, len, off, 0, ahead, 1);
+}
+
+ssize_t cachetier_obj_pread_win(struct cachetier_obj *o, void *buf, size_t len, uint64_t off,
+				uint64_t ahead, int queue)
+{
+	return obj_pread(o, buf, len, off, 0, ahead, queue);
 }
 
 ssize_t cachetier_obj_pread_probe(struct cachetier_obj *o, void *buf, size_t len, uint64_t off)
 {
-	return obj_pread(o, buf, len, off, 1, 0);
+	return obj_pread(o, buf, len, off, 1, 0, 0);
 }
 
 uint64_t cachetier_obj_chunk_bytes(const struct cachetier_obj *o)

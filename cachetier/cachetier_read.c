@@ -39,16 +39,20 @@ uint64_t cachetier_lock_takes(void)
 /* ---- reads ---- */
 
 /* Queue readahead after a read ending at end of f: the chunks of
- * [end, end + ahead) (ahead: the caller's window, fetch/). ct->lock held. */
-static void ra_queue(struct cachetier *ct, struct ct_file *f, uint64_t end, uint64_t ahead)
+ * [end, end + ahead) (ahead: the caller's window, fetch/), when queue (the
+ * window took a step: the scheduler hands a window's chunks over once per
+ * step, not at every read of it). ct->lock held. */
+static void ra_queue(struct cachetier *ct, struct ct_file *f, uint64_t end, uint64_t ahead,
+		     int queue)
 {
 	uint64_t last;
 
 	/* the last streaming reader's place: eviction spares what lies
-	 * ahead of it (cachetier_evict.c, unit_ahead) */
+	 * ahead of it (cachetier_evict.c, unit_ahead); a read without
+	 * ct->lock leaves it, at most a step behind */
 	f->ra_window = ahead;
 	f->ra_end = end;
-	if (!ahead || end >= f->size)
+	if (!ahead || !queue || end >= f->size)
 		return;
 	/* whole fills as the scheduler's rules bound them (a chunk each):
 	 * one request each, from the one the read ends in (its units before
@@ -465,6 +469,7 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 		return 0;
 	}
 	atomic_fetch_add(&ct->units_checked, checks);
+	atomic_fetch_add_explicit(&ct->read_file_checks, 1, memory_order_relaxed);
 	disk_mutex_unlock(&ct->lock);
 	if (fstat(f->datafd, &st) < 0)
 		err = -errno;
@@ -601,6 +606,7 @@ static void fast_end(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint3
 	}
 	if (!slow && !fast_wanted(ct, f))
 		return;
+	atomic_fetch_add_explicit(&ct->read_locks, 1, memory_order_relaxed);
 	cachetier__lock(ct);
 	for (uint32_t c = c0; c < c1; c++) {
 		uint32_t v = atomic_load_explicit(&f->fp[c], memory_order_relaxed);
@@ -682,7 +688,8 @@ int cachetier__unit_filled_idle(struct cachetier *ct, struct ct_file *f, uint32_
 }
 
 int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len,
-			       int probe, uint64_t ahead, uint32_t *pc0, uint32_t *pc1, int *fast)
+			       int probe, uint64_t ahead, int queue, uint32_t *pc0, uint32_t *pc1,
+			       int *fast)
 {
 	uint64_t unit_bytes = f->unit_bytes;
 	uint32_t c0 = (uint32_t)(off / unit_bytes),
@@ -690,10 +697,12 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	uint8_t reqbuf[64], *req = reqbuf; /* per unit: this read saw it queued or filling */
 	int err = 0, waited = 0, whole, repairs = 0;
 	int64_t wait_from = 0;
+	uint64_t takes = cachetier__lock_takes, waits = 0; /* read_locks */
 
 	*pc0 = c0;
 	*pc1 = c1;
-	*fast = !probe && !ahead && c1 - c0 <= FP_COUNT && fast_begin(ct, f, c0, c1);
+	/* a window with nothing to queue (no step) needs no ct->lock */
+	*fast = !probe && (!ahead || !queue) && c1 - c0 <= FP_COUNT && fast_begin(ct, f, c0, c1);
 	if (*fast)
 		return 0;
 	if (c1 - c0 > sizeof(reqbuf))
@@ -722,7 +731,7 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	/* a probe says nothing of what comes next: no readahead, and a miss
 	 * fills only the units it reads */
 	if (!probe)
-		ra_queue(ct, f, off + len, ahead);
+		ra_queue(ct, f, off + len, ahead, queue);
 	/* how much a miss fills: the scheduler's rules (a probe: the units it reads) */
 	whole = !probe && cachetier__miss_whole(ct, f, ahead);
 	for (;;) {
@@ -785,6 +794,7 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 			wait_from = cachetier__mono_ns();
 		waited = 1;
 		cachetier__units_wait(ct, f, c0, c1, UNITS_WAIT_BOUND_S);
+		waits++; /* the lock taken again */
 	}
 	if (err < 0)
 		read_unpin(ct, f, c0, c1);
@@ -797,6 +807,8 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	if (err == 0)
 		units_arm(ct, f, c0, c1);
 	disk_mutex_unlock(&ct->lock);
+	atomic_fetch_add_explicit(&ct->read_locks, cachetier__lock_takes - takes + waits,
+				  memory_order_relaxed);
 	if (req != reqbuf)
 		free(req);
 	return err;
@@ -809,6 +821,7 @@ void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f, uint32_t 
 		fast_end(ct, f, c0, c1);
 		return;
 	}
+	atomic_fetch_add_explicit(&ct->read_locks, 1, memory_order_relaxed);
 	cachetier__lock(ct);
 	read_unpin(ct, f, c0, c1);
 	cachetier__lazy_check(ct);

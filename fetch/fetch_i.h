@@ -41,6 +41,8 @@ struct fetch_stream {
 	uint64_t end;	 /* where the stream's last read ended */
 	uint64_t run;	 /* bytes read in its current sequential run */
 	uint64_t window; /* its readahead window in bytes; 0: random access */
+	uint64_t handed; /* chunks up to the window's front handed to the store (the
+			  * front's chunk + 1; 0: none): fetch_stream.c, steps */
 	uint32_t shard;	 /* cursor: the shard the reader read last */
 	uint32_t in_row; /* cursor: reads of it in a row, less one */
 };

@@ -14,6 +14,16 @@
  * too). Any other read of the stream (a seek) resets its window, and only
  * its own.
  *
+ * Steps: the store queues a window's chunks only when the window took a
+ * step, that is when its front (the window's last byte, at most the
+ * object's) moved into a chunk past the last one handed over
+ * (cachetier_obj_read_begin_win's queue): once per chunk the reader moves
+ * and at each doubling, not at every read. The reads in between queue
+ * nothing, so a read of units the store holds and trusts takes no lock
+ * all readers share (a reader of 256 KiB reads and 8 MiB chunks: one read
+ * in 32 takes it). A chunk of the window evicted before the reader got
+ * there is queued again at the next step, or filled by the read's miss.
+ *
  * The table: FETCH_STRIPES stripes of FETCH_WAYS entries; a key (reader,
  * object; object 0: the reader's shard cursor) hashes to one stripe and
  * lives in one of its entries, the stripe's least recently used one taken
@@ -91,10 +101,13 @@ static struct fetch_stream *stream_get(struct fetch *s, struct fetch_stripe *sp,
 }
 
 /* Move stream e by a read of [off, end) of an object of size bytes in
- * chunks of chunk bytes: the bytes past end to fetch ahead (0: none). */
+ * chunks of chunk bytes: the bytes past end to fetch ahead (0: none), and
+ * *queue 1 when the window took a step (above: the store queues it). */
 static uint64_t stream_read(struct fetch_stream *e, uint64_t off, uint64_t end, uint64_t chunk,
-			    uint64_t max, uint64_t size)
+			    uint64_t max, uint64_t size, int *queue)
 {
+	uint64_t front;
+
 	if (off == 0) {
 		/* A read from an object's start is nearly always the start of a
 		 * whole-object read (cat, cp, an index build, a decoder): it gets
@@ -104,6 +117,7 @@ static uint64_t stream_read(struct fetch_stream *e, uint64_t off, uint64_t end, 
 		 * mount's cat of a 64 MB shard take two fill times, not one. */
 		e->window = max;
 		e->run = end;
+		e->handed = 0; /* a new pass: its window is handed over again */
 	} else if (off + chunk / 4 >= e->end && off <= e->end + chunk) {
 		e->run += end - off;
 		/* a run of fewer than FETCH_MIN_RUN bytes read is a small
@@ -120,16 +134,28 @@ static uint64_t stream_read(struct fetch_stream *e, uint64_t off, uint64_t end, 
 		e->run = end - off;
 	}
 	e->end = end;
-	return end >= size ? 0 : e->window;
+	*queue = 0;
+	if (end >= size || !e->window) {
+		e->handed = 0;
+		return 0;
+	}
+	front = ((size - end > e->window ? end + e->window : size) - 1) / chunk + 1;
+	if (front > e->handed) {
+		*queue = 1;
+		e->handed = front;
+	}
+	return e->window;
 }
 
-/* The bytes past [off, off + len) of o to fetch ahead for reader. */
+/* The bytes past [off, off + len) of o to fetch ahead for reader;
+ * *queue: the window took a step. */
 static uint64_t ahead_of(struct fetch *s, uint32_t reader, struct cachetier_obj *o, uint64_t off,
-			 uint64_t len)
+			 uint64_t len, int *queue)
 {
 	uint64_t chunk = cachetier_obj_chunk_bytes(o), size = cachetier_obj_size(o), ahead;
 	struct fetch_stripe *sp;
 
+	*queue = 0;
 	if (chunk == 0 || off >= size) /* no unit store: nothing to fetch */
 		return 0;
 	if (len > size - off)
@@ -137,7 +163,7 @@ static uint64_t ahead_of(struct fetch *s, uint32_t reader, struct cachetier_obj 
 	sp = stripe_of(s, reader, (uintptr_t)o);
 	disk_mutex_lock(&sp->lock);
 	ahead = stream_read(stream_get(s, sp, reader, (uintptr_t)o), off, off + len, chunk,
-			    s->ra_max, size);
+			    s->ra_max, size, queue);
 	disk_mutex_unlock(&sp->lock);
 	return ahead;
 }
@@ -145,14 +171,19 @@ static uint64_t ahead_of(struct fetch *s, uint32_t reader, struct cachetier_obj 
 int fetch_read_begin(struct fetch *s, uint32_t reader, struct cachetier_obj *o, uint64_t off,
 		     uint64_t len, int *fd, uint64_t *fd_off, struct cachetier_pin **pin)
 {
-	return cachetier_obj_read_begin_ahead(o, off, len, ahead_of(s, reader, o, off, len), fd,
-					      fd_off, pin);
+	int queue;
+	uint64_t ahead = ahead_of(s, reader, o, off, len, &queue);
+
+	return cachetier_obj_read_begin_win(o, off, len, ahead, queue, fd, fd_off, pin);
 }
 
 ssize_t fetch_pread(struct fetch *s, uint32_t reader, struct cachetier_obj *o, void *buf,
 		    size_t len, uint64_t off)
 {
-	return cachetier_obj_pread_ahead(o, buf, len, off, ahead_of(s, reader, o, off, len));
+	int queue;
+	uint64_t ahead = ahead_of(s, reader, o, off, len, &queue);
+
+	return cachetier_obj_pread_win(o, buf, len, off, ahead, queue);
 }
 
 int fetch_shard_read(struct fetch *s, uint32_t reader, uint32_t shard)

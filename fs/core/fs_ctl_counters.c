@@ -126,6 +126,18 @@ const struct ctl_counter fs_ctl_counters[] = {
     {"cache_tier_lock_waits", "takes of the cache tier's lock that waited for another thread", C,
      SNAP(cs.tier_lock_waits)},
     {"cache_tier_lock_wait_ms", "time they waited", CTL_COUNTER_MS, SNAP(cs.tier_lock_wait_ms)},
+    {"cache_read_locks",
+     "takes of the cache tier's lock by reads (their begin and end, each return from a wait "
+     "for units); none for a read of cached units this mount holds and trusts",
+     C, SNAP(cs.read_locks)},
+    {"cache_unit_read_locks",
+     "fcntl calls of reads on their cache units' read locks (taken, dropped; idle ones dropped "
+     "for an eviction or another process)",
+     C, SNAP(cs.unit_read_locks)},
+    {"cache_read_file_checks",
+     "reads that checked their data file's size and holes (fstat, lseek SEEK_HOLE): a unit to "
+     "CRC-check, or the file not watched",
+     C, SNAP(cs.read_file_checks)},
     {"cache_punches", "holes punched by evictions (fallocate calls)", C, SNAP(cs.punches)},
     {"cache_punches_queued", "evictions whose punch went to the puncher thread", C,
      SNAP(cs.punches_queued)},

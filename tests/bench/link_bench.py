@@ -807,7 +807,7 @@ class Epoch:
     # waits for the tier's lock); and the FUSE requests the loader's reads cost
     OPT_KEYS = ('cache_room_waits', 'cache_room_wait_ms', 'cache_room_make_ms',
                 'cache_tier_lock_waits', 'cache_tier_lock_wait_ms', 'lookups', 'getattrs',
-                'reads')
+                'reads', 'cache_read_locks', 'cache_unit_read_locks', 'cache_read_file_checks')
 
     def __init__(self, **kw):
         self.__dict__.update(kw)
@@ -1147,6 +1147,13 @@ def plan_rows(a, emu, loader):
         note('%s plan: epoch %d: takes of the tier\'s lock that waited for another thread %d, '
              '%d ms in all (cache_tier_lock_waits, cache_tier_lock_wait_ms)'
              % (what, i + 1, r.c['cache_tier_lock_waits'], r.c['cache_tier_lock_wait_ms']))
+        # the reads' own takes of the tier's lock, their fcntl calls on unit locks and their
+        # data file checks (issue 37 #4; -1: a build without the counters)
+        note('%s plan: epoch %d: reads took the tier\'s lock %d times (%.3f a sample), made %d '
+             'unit lock fcntl calls and %d data file checks (cache_read_locks, '
+             'cache_unit_read_locks, cache_read_file_checks)'
+             % (what, i + 1, r.c['cache_read_locks'], r.c['cache_read_locks'] / max(r.n, 1),
+                r.c['cache_unit_read_locks'], r.c['cache_read_file_checks']))
     emit('%si. %s: time readers waited for the store (cache_miss_wait_ms, summed over readers), '
          'planned cold epoch, vs the epoch' % (g, what), o, e.c['cache_miss_wait_ms'] / 1000,
          e.secs, 's', None, 'report')

@@ -1059,6 +1059,76 @@ static int unit0(struct cachetier_obj *o)
  * sooner than its own is skipped; one that is needed first evicts the
  * furthest, and its unit no plan marked (bytes between planned extents)
  * is the next to go. */
+/* A reader's readahead window over units this process holds and trusts
+ * (fetch_stream.c, "Steps"): the store queues the window only at the reads
+ * where it took a step (its front moved into a chunk not handed over yet),
+ * and only those reads take ct->lock, at their begin and their end (2
+ * takes each); every other read of the pass takes none, and no read makes
+ * an fcntl or checks its data file. With chunks of 64 KiB, reads of 16 KiB
+ * and a window of 8 chunks, the first read's front is in chunk 9 (8 by
+ * index) and the front enters every later chunk once: steps = chunks - 8.
+ * The store before took ct->lock at every read with a window (2 a read:
+ * 2 x 260 here). */
+static void test_read_window(void)
+{
+	struct backend *be = store("");
+	struct cachetier *ct = tier(be, "c-window", 1ull << 30, 4);
+	struct cachetier_obj *o = obj(ct, be, NOBJ);
+	struct cachetier_stats st0, st;
+	uint64_t size = sizes[NOBJ], step = 16 * 1024, nchunks = (size + CHUNK - 1) / CHUNK,
+		 nreads = 0, takes, steps, w;
+	int bad = 0;
+
+	CHECK(fetch_new(ct, &fx) == 0, "fetch_new");
+	w = cachetier_readahead_max(ct);
+	CHECK(w == 8 * (uint64_t)CHUNK, "window: the cap is %llu, want 8 chunks",
+	      (unsigned long long)w);
+	fx_reader = 1; /* the first pass fills every unit and reads it once (trusted) */
+	for (uint64_t off = 0; off < size; off += step)
+		bad += read_check(o, NOBJ, off, step, 0) != 0;
+	fills_idle(ct);
+	stats(ct, &st0);
+	fx_reader = 2; /* a new stream: its full window from offset 0 */
+	takes = cachetier_lock_takes();
+	for (uint64_t off = 0; off < size; off += step, nreads++)
+		bad += read_check(o, NOBJ, off, step, (int)(nreads & 1)) != 0;
+	takes = cachetier_lock_takes() - takes;
+	stats(ct, &st);
+	steps = nchunks - w / CHUNK;
+	printf("window: %llu reads of %llu chunks with a window of %llu chunks: ct->lock "
+	       "taken %llu times (%llu steps), fcntl %llu, file checks %llu\n",
+	       (unsigned long long)nreads, (unsigned long long)nchunks,
+	       (unsigned long long)(w / CHUNK), (unsigned long long)takes,
+	       (unsigned long long)steps,
+	       (unsigned long long)(st.unit_read_locks - st0.unit_read_locks),
+	       (unsigned long long)(st.read_file_checks - st0.read_file_checks));
+	CHECK(bad == 0, "window: %d reads wrong", bad);
+	CHECK(takes == 2 * steps && st.read_locks - st0.read_locks == takes,
+	      "window: %llu reads took ct->lock %llu times (counted %llu), want %llu (2 at "
+	      "each of %llu steps)",
+	      (unsigned long long)nreads, (unsigned long long)takes,
+	      (unsigned long long)(st.read_locks - st0.read_locks), (unsigned long long)(2 * steps),
+	      (unsigned long long)steps);
+	CHECK(st.unit_read_locks == st0.unit_read_locks &&
+		  st.read_file_checks == st0.read_file_checks,
+	      "window: %llu fcntl calls and %llu file checks by reads of units held and "
+	      "trusted, want 0 and 0",
+	      (unsigned long long)(st.unit_read_locks - st0.unit_read_locks),
+	      (unsigned long long)(st.read_file_checks - st0.read_file_checks));
+	CHECK(st.hits - st0.hits == nreads && st.misses == st0.misses &&
+		  st.bytes_fetched == st0.bytes_fetched,
+	      "window: %llu hits of %llu reads, %llu misses and %llu bytes fetched more, "
+	      "want all hits",
+	      (unsigned long long)(st.hits - st0.hits), (unsigned long long)nreads,
+	      (unsigned long long)(st.misses - st0.misses),
+	      (unsigned long long)(st.bytes_fetched - st0.bytes_fetched));
+	fetch_free(fx);
+	fx = NULL;
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
 /* Reads without ct->lock (cachetier_read.c): a read asking for no
  * readahead whose units this process holds read-locked and trusts pins
  * them with a compare-and-swap each and takes no ct->lock, counted on the
@@ -3905,6 +3975,7 @@ int main(void)
 	test_peer_pins();
 	test_idle_locks();
 	test_read_unlocked();
+	test_read_window();
 	test_plan_order();
 	test_punch_join();
 	test_room_inflight();
