@@ -131,8 +131,9 @@ const struct ctl_counter fs_ctl_counters[] = {
      "for units); none for a read of cached units this mount holds and trusts",
      C, SNAP(cs.read_locks)},
     {"cache_unit_read_locks",
-     "fcntl calls of reads on their cache units' read locks (taken, dropped; idle ones dropped "
-     "for an eviction or another process)",
+     "fcntl calls on cache units' read locks: reads' (taken at a unit's first read here, dropped "
+     "past the bound of idle ones) and drops of idle ones for this mount's evictions (one a run "
+     "of units) or another process's request",
      C, SNAP(cs.unit_read_locks)},
     {"cache_read_file_checks",
      "reads that checked their data file's size and holes (fstat, lseek SEEK_HOLE): a unit to "

@@ -526,6 +526,16 @@ def w_cat(a, emu):
                 log('... daemon context switches by thread, voluntary+involuntary: %s' %
                     switches_note(w0, thread_switches(m.pid), a.sizes[nm] / 1e9,
                                   int(m.stat('store_requests')) - r0))
+                # the same cat again from the cache (the page cache dropped): the reads' takes
+                # of the tier's lock with a readahead window over units held (issue 37 #4)
+                k = ('reads', 'cache_read_locks', 'cache_misses')
+                v0 = [int(m.stat(x)) for x in k]
+                drop_caches()
+                sh(['cat', os.path.join(m.mnt, nm)], stdout=subprocess.DEVNULL)
+                v1 = [int(m.stat(x)) for x in k]
+                log('... the same cat again from the cache: %d reads, %d misses, the tier\'s lock '
+                    'taken %d times by reads (cache_read_locks; the cold cat: %d)' % (
+                        v1[0] - v0[0], v1[2] - v0[2], v1[1] - v0[1], v0[1]))
                 m.umount()
                 if rec:
                     sf.pop()
@@ -890,6 +900,11 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None):
                     thread_cpu(m.pid), thread_switches(m.pid))
 
         s0 = snap()
+        # what the mount's own reads (its index builds) took before the first epoch
+        log('before the first epoch (the mount): reads took the tier\'s lock %s times, %s unit '
+            'lock fcntl calls, %s data file checks' % tuple(
+                s0[0][k] for k in ('cache_read_locks', 'cache_unit_read_locks',
+                                   'cache_read_file_checks')))
         # one epoch only: --perf-epoch's (the cold one by default)
         rec = perf_start(m.a, m.pid, loader) if perf and m.a.perf_epoch == 1 else None
         for i in range(n):
@@ -1149,9 +1164,9 @@ def plan_rows(a, emu, loader):
              % (what, i + 1, r.c['cache_tier_lock_waits'], r.c['cache_tier_lock_wait_ms']))
         # the reads' own takes of the tier's lock, their fcntl calls on unit locks and their
         # data file checks (issue 37 #4; -1: a build without the counters)
-        note('%s plan: epoch %d: reads took the tier\'s lock %d times (%.3f a sample), made %d '
-             'unit lock fcntl calls and %d data file checks (cache_read_locks, '
-             'cache_unit_read_locks, cache_read_file_checks)'
+        note('%s plan: epoch %d: reads took the tier\'s lock %d times (%.3f a sample); unit '
+             'read lock fcntl calls (reads\', and evictions\' drops of idle ones) %d; data file '
+             'checks %d (cache_read_locks, cache_unit_read_locks, cache_read_file_checks)'
              % (what, i + 1, r.c['cache_read_locks'], r.c['cache_read_locks'] / max(r.n, 1),
                 r.c['cache_unit_read_locks'], r.c['cache_read_file_checks']))
     emit('%si. %s: time readers waited for the store (cache_miss_wait_ms, summed over readers), '
