@@ -10,8 +10,9 @@
  *      with no other lock held.
  *   2. cachetier.lock — everything else: the object table, the file table,
  *      every unit state, pin, queue and counter (but the lock-free words of
- *      reads without it, ct_file.fp and fatime, and plans' marks, ct_file.nu:
- *      cachetier_read.c, cachetier_plan.c). Held only for short
+ *      reads without it, ct_file.fp and fatime, plans' marks, ct_file.nu, and
+ *      eviction's marks, ct_file.ev.dirty: cachetier_read.c, cachetier_plan.c,
+ *      cachetier_evheap.c). Held only for short
  *      in-memory work; never across backend I/O, file writes, unlinks or
  *      fsync (eviction drops it around its file operations).
  *   3. cachetier.fd_lock — the bounded set of open local source fds
