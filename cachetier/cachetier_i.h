@@ -30,7 +30,8 @@
  * in cachetier_open and joined in cachetier_close, and the store's I/O thread, which runs each
  * fill's sink and done callback: they copy bytes and push buffers to the fill writer, lock-free,
  * and take no lock and call no disk (CT_OFF_LOOP asserts it in debug builds). The fill writer
- * writes them, makes units valid and ends fills (takes ct->lock, never maplock). Every call into
+ * writes them, makes units valid and ends fills (takes ct->lock once a batch, with no system
+ * call under it: lock fcntls before, readers' wake-ups after; never maplock). Every call into
  * the backend (fills, the bypass read, stat) is made with no cachetier lock held, and the locks
  * of other processes taken under ct->lock never block. A batch fill's requests
  * (cachetier_batch.c) run on threads of their own, created and joined by cachetier_batch_fill.
