@@ -1010,7 +1010,7 @@ def w_plan_ais_getbatch(a, emu):
     keys = ('plan_batch_requests', 'plan_batch_items', 'plan_batch_bytes',
             'plan_batch_failed_items', 'plan_batch_stale_objects', 'plan_batch_refused',
             'plan_batch_unfit_bytes', 'plan_batch_heads', 'plan_batch_heads_shared',
-            'store_requests')
+            'plan_batch_head_waits', 'store_requests')
     try:
         for side in ('getbatch', 'ranges'):
             settle()
@@ -1046,8 +1046,9 @@ def w_plan_ais_getbatch(a, emu):
         note('ais plan, %s: %d samples in %.2f s, read %d, fetched %d (%.2fx); GetBatch '
              'requests %d (items %d, at most %d at once, %.0f ms each from request to last byte '
              'at the stand-in), object GETs %d, HEADs %d (%.1f ms each at the stand-in after the '
-             'delay; the mount from its mount on; the version rule\'s %d, objects confirmed by '
-             'a shared one %d); reads that waited %d, %.0f ms each; CPU s: '
+             'delay; the mount from its mount on; the version rule\'s %d, HEAD groups confirmed by '
+             'a shared one %d, requests that waited for another\'s HEAD %d); reads that waited '
+             '%d, %.0f ms each; CPU s: '
              'daemon %.2f, loader %.2f, stand-in %.2f, '
              'emulator %.2f; daemon context switches %d' % (
                  side, e.n, e.secs, e.read, e.fetched, e.fetched / max(e.read, 1),
@@ -1055,7 +1056,7 @@ def w_plan_ais_getbatch(a, emu):
                  c['ais_moss_ms'] / max(c['ais_moss_requests'], 1),
                  c['ais_redirects'], c['ais_s3_head'],
                  c['ais_s3_head_ms'] / max(c['ais_s3_head'], 1), c['plan_batch_heads'],
-                 c['plan_batch_heads_shared'], e.c['cache_misses'],
+                 c['plan_batch_heads_shared'], c['plan_batch_head_waits'], e.c['cache_misses'],
                  e.c['cache_miss_wait_ms'] / max(e.c['cache_misses'], 1), e.daemon_cpu,
                  e.loader_cpu, c['standin_cpu'], e.emu_cpu, e.ctxsw))
     note('ais plan rows: load average %s after' % loadavg())
