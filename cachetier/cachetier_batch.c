@@ -510,7 +510,7 @@ static size_t bt_mark(struct cachetier *ct, const struct cachetier_batch_piece *
 			if (f->ust[c] == UNIT_VALID && f->pins[c] == 0) {
 				f->uatime[c] = now;
 				f->unread[c] = 1;
-				cachetier__ev_mark(ct, f); /* eviction's order */
+				cachetier__ev_mark_units(ct, f, c, c + 1); /* eviction's order */
 			}
 			if (f->ust[c] != UNIT_EMPTY)
 				continue;

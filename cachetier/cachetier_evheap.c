@@ -18,28 +18,31 @@
  * moves (positions within 2^31 of each other, as cachetier_plan.c's
  * compare-and-swap assumes).
  *
- * An object's keys are computed again (ev_update: every unit of it that
- * holds bytes, O(its units)) when
- *   - it was marked (cachetier__ev_mark): whatever may bring a unit of it
- *     forward in the order or change its bytes filled ahead calls it: a
- *     fill's end (cachetier_run.c), a read's begin and the loss of a unit
- *     it finds (cachetier_read.c, also without ct->lock), a range naming
- *     units (cachetier_queue.c, _span.c, _batch.c), a plan's mark or read
- *     (cachetier_plan.c, without ct->lock), its opening (cachetier_map.c),
- *     an eviction of it; marks are a lock-free stack (ct->ev.dirty) a pick
- *     empties;
- *   - a unit of it was pinned at the last computation (a read holds it,
- *     with or without ct->lock): it is looked at again at every pick until
- *     none is (ct->ev.vol), so a read's end needs no mark;
- *   - its time came (ev.h[2]);
- *   - it comes first in a pick: its key is checked (computed again) before
- *     it is taken, and so is the next one's, so a change that only moves a
- *     unit back in the order (pinned, claimed by a fill, its state byte
- *     cleared by another process) needs no mark.
- * What this does not see at once: units another process filled into an
- * object live here (their state bytes) are candidates from the object's
- * next computation, not before; the scan saw them at the next eviction.
- *
+ * Every change that may bring a unit forward in the order, or change the
+ * bytes filled ahead, marks its units (cachetier__ev_mark_units; _mark:
+ * all of an object's): a fill's end (cachetier_run.c); a read's begin and
+ * end, a read without ct->lock (its begin and end: without the lock), a
+ * unit found lost, the reader's place moving (cachetier_read.c); a range
+ * naming units (cachetier_queue.c, _span.c, _batch.c); a plan's mark, read
+ * (without ct->lock), filled range or reset (cachetier_plan.c); an object's
+ * opening (cachetier_map.c, _scan.c); an eviction of it. A mark is the
+ * span of units marked since (one word per object, widened by a
+ * compare-and-swap) and the object on a lock-free stack (ct->ev.dirty)
+ * the next pick empties. The pick computes each marked object again
+ * (ev_update): from its keys as they were and the marked units alone
+ * (O(units marked)), a unit that moved back in the order being no first
+ * unit; every unit of it that holds bytes (O(its units)) when its first
+ * unit (of either key) is among them, when a key stood on its last use and
+ * that moved (units it never touched are as old as the object), or when
+ * its time came (ev.h[2]). A change that only moves a unit back (pinned,
+ * claimed by a fill) needs no mark; a pinned unit is left out and marked
+ * at its unpin.
+ * What this does not see: changes by other processes sharing the
+ * directory (units they filled into, or evicted from, an object live here;
+ * their reads' last use) count from the object's next computation, not at
+ * once (the scan saw them at the next pick): a victim whose units went
+ * takes none (evict(): given up for the round) and the next is picked.
+
  * Bytes filled ahead (cachetier__ev_ahead, the rules' ahead_share check of
  * every prefetch fill's room) are kept the same way: per object (ev.ahead),
  * summed in ct->ev.ahead.
@@ -160,11 +163,30 @@ static void h_fix(struct cachetier *ct, int h, struct ct_file *f, int in)
 	h_down(hp, h, f->ev.pos[h] - 1);
 }
 
-void cachetier__ev_mark(struct cachetier *ct, struct ct_file *f)
+void cachetier__ev_mark_units(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1)
 {
+	uint64_t cur = atomic_load_explicit(&f->ev.range, memory_order_relaxed), nv;
 	struct ct_file *head;
 
-	if (atomic_load_explicit(&f->ev.dirty, memory_order_relaxed) ||
+	if (c1 <= c0)
+		return;
+	/* the units first, then the mark: a pick that takes the mark takes
+	 * the units (or a later pick takes both) */
+	do {
+		uint32_t lo = (uint32_t)cur, hi = (uint32_t)(cur >> 32);
+
+		if (!cur) {
+			lo = c0;
+			hi = c1;
+		} else {
+			lo = c0 < lo ? c0 : lo;
+			hi = c1 > hi ? c1 : hi;
+		}
+		nv = (uint64_t)hi << 32 | lo;
+	} while (nv != cur && !atomic_compare_exchange_weak_explicit(&f->ev.range, &cur, nv,
+								     memory_order_acq_rel,
+								     memory_order_relaxed));
+	if (atomic_load_explicit(&f->ev.dirty, memory_order_acquire) ||
 	    atomic_exchange_explicit(&f->ev.dirty, 1, memory_order_acq_rel))
 		return;
 	head = atomic_load_explicit(&ct->ev.dirty, memory_order_relaxed);
@@ -174,106 +196,157 @@ void cachetier__ev_mark(struct cachetier *ct, struct ct_file *f)
 	    &ct->ev.dirty, &head, f, memory_order_release, memory_order_relaxed));
 }
 
+void cachetier__ev_mark(struct cachetier *ct, struct ct_file *f)
+{
+	cachetier__ev_mark_units(ct, f, 0, UINT32_MAX);
+}
+
 void cachetier__ev_link(struct cachetier *ct, struct ct_file *f)
 {
 	f->ev.seq = ++ct->ev.seq;
+	f->ev.u[0] = f->ev.u[1] = UINT32_MAX;
 	cachetier__ev_mark(ct, f);
 }
 
-/* f's keys, bytes filled ahead and time at now, into the heaps. */
-static void ev_update(struct cachetier *ct, struct ct_file *f, int64_t now)
+/* Unit c of live f into the keys *k (k[0], k[1], their units u), *exp,
+ * *ufat (fat: file_at(f)); x: now. */
+static void unit_into(struct cachetier *ct, struct ct_file *f, uint32_t c, int64_t fat,
+		      const struct ev_ctx *x, struct ev_key *k, uint32_t *u, int64_t *exp,
+		      int *ufat)
 {
-	struct ev_key k0 = {EV_NONE, 0}, k1 = {EV_NONE, 0};
-	struct ev_ctx x = {now, 0, CT_NEAR_NONE, ct, 0};
-	int64_t exp = INT64_MAX;
-	uint64_t ahead = 0;
-	int vol = 0;
+	struct ev_key uk;
+	int old;
 
-	f->ev.chk = ct->ev.picks;
-	if (f->live) {
-		int64_t fat = file_at(f);
-		const uint8_t *p;
-
-		for (uint32_t c = st_next(f, 0); c < f->nunits; c = st_next(f, c + 1)) {
-			struct ev_key k;
-
-			ct->ev.examined++;
-			if (f->ust[c] != UNIT_VALID && f->ust[c] != UNIT_EMPTY)
-				continue;
-			if (f->pins[c] || cachetier__fp_pins(f, c)) {
-				vol = 1; /* looked at again at the next pick */
-				continue;
-			}
-			k = unit_key(f, c, fat, &x);
-			if (k.cls == EV_PLANNED) /* the raw mark (ev_before) */
-				k.at = atomic_load_explicit(&f->nu[c], memory_order_relaxed);
-			if (kept_less(k, k0))
-				k0 = k;
-			if (k.cls == EV_AHEAD) {
-				int64_t e = unit_ahead_end(f, c, now);
-
-				exp = e < exp ? e : exp;
-			} else if (kept_less(k, k1)) {
-				k1 = k;
-			}
-		}
-		/* as the scan did: from one unit not read since its fill to the next */
-		for (uint32_t c = 0; f->bytes && c < f->nunits; c = (uint32_t)(p - f->unread) + 1) {
-			p = memchr(f->unread + c, 1, f->nunits - c);
-			if (!p)
-				break;
-			c = (uint32_t)(p - f->unread);
-			ct->ev.examined++;
-			if (unit_ahead_held(f, c, now)) {
-				ahead += cachetier__unit_len(f, c);
-				if (f->uatime[c] + AHEAD_SPARE_NS < exp)
-					exp = f->uatime[c] + AHEAD_SPARE_NS;
-			}
-		}
-	} else if (f->bytes > 0) {
-		k0 = k1 = (struct ev_key){EV_LRU, f->atime_ns};
+	ct->ev.examined++;
+	if (!cachetier__st_get(f, c) || (f->ust[c] != UNIT_VALID && f->ust[c] != UNIT_EMPTY) ||
+	    f->pins[c] || cachetier__fp_pins(f, c))
+		return; /* pinned: marked when unpinned */
+	uk = unit_key(f, c, fat, x);
+	old = cachetier__unit_atime(f, c) == 0;
+	if (uk.cls == EV_PLANNED) /* the raw mark (ev_before) */
+		uk.at = atomic_load_explicit(&f->nu[c], memory_order_relaxed);
+	if (kept_less(uk, k[0])) {
+		k[0] = uk;
+		u[0] = c;
+		*ufat |= old;
 	}
-	f->ev.k[0] = k0;
-	f->ev.k[1] = k1;
-	f->ev.exp = exp;
-	ct->ev.ahead += ahead - f->ev.ahead;
-	f->ev.ahead = ahead;
-	h_fix(ct, H_ALL, f, k0.cls != EV_NONE);
-	h_fix(ct, H_SPARE, f, k1.cls != EV_NONE);
-	h_fix(ct, H_EXP, f, exp != INT64_MAX);
-	if (vol && !f->ev.inv) {
-		f->ev.inv = 1;
-		f->ev.vnext = ct->ev.vol;
-		ct->ev.vol = f;
+	if (uk.cls == EV_AHEAD) {
+		int64_t e = unit_ahead_end(f, c, x->now);
+
+		*exp = e < *exp ? e : *exp;
+		*ufat |= old; /* its key is minus fat */
+	} else if (kept_less(uk, k[1])) {
+		k[1] = uk;
+		u[1] = c;
+		*ufat |= old;
 	}
 }
 
-/* Bring every object's keys up to date for a pick at now: those with a
- * pinned unit, those marked, those whose time came. */
+/* Unit c of live f counted in its bytes filled ahead or not, at now. */
+static void unit_held_set(struct ct_file *f, uint32_t c, int64_t now, uint64_t *ahead, int64_t *exp)
+{
+	int h = unit_ahead_held(f, c, now);
+
+	if (h) {
+		*ahead += cachetier__unit_len(f, c);
+		if (f->uatime[c] + AHEAD_SPARE_NS < *exp)
+			*exp = f->uatime[c] + AHEAD_SPARE_NS;
+	}
+	f->ev.held[c] = (uint8_t)h;
+}
+
+/* f's keys, bytes filled ahead and time at now into the heaps, after
+ * units [lo, hi) changed: those units alone when neither first unit is
+ * among them and its last use is as it was, else every unit of it that
+ * holds bytes. */
+static void ev_update(struct cachetier *ct, struct ct_file *f, int64_t now, uint32_t lo,
+		      uint32_t hi)
+{
+	struct ev_key k[2] = {{EV_NONE, 0}, {EV_NONE, 0}};
+	struct ev_ctx x = {now, 0, CT_NEAR_NONE, ct, 0};
+	uint32_t u[2] = {UINT32_MAX, UINT32_MAX};
+	int64_t exp = INT64_MAX, fat = 0;
+	uint64_t ahead = 0;
+	int ufat = 0, whole = !f->ev.held; /* never computed whole */
+
+	f->ev.chk = ct->ev.picks;
+	if (f->live && !f->ev.held)
+		f->ev.held = calloc(f->nunits ? f->nunits : 1, 1);
+	if (f->live && f->ev.held) {
+		fat = file_at(f);
+		whole |= (lo == 0 && hi >= f->nunits) || (f->ev.u[0] >= lo && f->ev.u[0] < hi) ||
+			 (f->ev.u[1] >= lo && f->ev.u[1] < hi) || (f->ev.ufat && fat != f->ev.fat);
+		if (!whole) { /* from the keys as they were */
+			k[0] = f->ev.k[0];
+			k[1] = f->ev.k[1];
+			u[0] = f->ev.u[0];
+			u[1] = f->ev.u[1];
+			exp = f->ev.exp;
+			ahead = f->ev.ahead;
+			ufat = f->ev.ufat;
+			hi = hi < f->nunits ? hi : f->nunits;
+			for (uint32_t c = lo; c < hi; c++) {
+				if (f->ev.held[c])
+					ahead -= cachetier__unit_len(f, c);
+				unit_held_set(f, c, now, &ahead, &exp);
+				unit_into(ct, f, c, fat, &x, k, u, &exp, &ufat);
+			}
+		} else {
+			const uint8_t *p;
+
+			for (uint32_t c = st_next(f, 0); c < f->nunits; c = st_next(f, c + 1))
+				unit_into(ct, f, c, fat, &x, k, u, &exp, &ufat);
+			memset(f->ev.held, 0, f->nunits);
+			/* as the scan did: from one unit not read since its fill to the next */
+			for (uint32_t c = 0; c < f->nunits; c = (uint32_t)(p - f->unread) + 1) {
+				p = memchr(f->unread + c, 1, f->nunits - c);
+				if (!p)
+					break;
+				c = (uint32_t)(p - f->unread);
+				ct->ev.examined++;
+				unit_held_set(f, c, now, &ahead, &exp);
+			}
+		}
+	} else if (!f->live && f->bytes > 0) {
+		k[0] = k[1] = (struct ev_key){EV_LRU, f->atime_ns};
+	}
+	f->ev.k[0] = k[0];
+	f->ev.k[1] = k[1];
+	f->ev.u[0] = u[0];
+	f->ev.u[1] = u[1];
+	f->ev.exp = exp;
+	f->ev.fat = fat;
+	f->ev.ufat = ufat;
+	ct->ev.ahead += ahead - f->ev.ahead;
+	f->ev.ahead = ahead;
+	h_fix(ct, H_ALL, f, k[0].cls != EV_NONE);
+	h_fix(ct, H_SPARE, f, k[1].cls != EV_NONE);
+	h_fix(ct, H_EXP, f, exp != INT64_MAX);
+}
+
+/* Bring every object's keys up to date for a pick at now: those marked,
+ * those whose time came. */
 static void ev_drain(struct cachetier *ct, int64_t now)
 {
-	struct ct_file *f = ct->ev.vol, *next;
+	struct ct_file *f, *next;
 
-	ct->ev.vol = NULL;
-	for (; f; f = next) {
-		next = f->ev.vnext;
-		f->ev.inv = 0;
-		ev_update(ct, f, now);
-	}
 	f = atomic_exchange_explicit(&ct->ev.dirty, NULL, memory_order_acquire);
 	for (; f; f = next) {
+		uint64_t r;
+
 		next = f->ev.dnext;
 		atomic_store_explicit(&f->ev.dirty, 0, memory_order_release);
-		ev_update(ct, f, now);
+		r = atomic_exchange_explicit(&f->ev.range, 0, memory_order_acq_rel);
+		ev_update(ct, f, now, (uint32_t)r, (uint32_t)(r >> 32));
 	}
 	while (ct->ev.h[H_EXP].n && ct->ev.h[H_EXP].v[0]->ev.exp <= now)
-		ev_update(ct, ct->ev.h[H_EXP].v[0], now);
+		ev_update(ct, ct->ev.h[H_EXP].v[0], now, 0, UINT32_MAX);
 }
 
 /* The first object of heap h that is not set aside for this pick (being
  * opened or evicted, given up on in this round: taken out into
  * ct->ev.park until the pick ends), its keys checked; NULL: none. */
-static struct ct_file *ev_first(struct cachetier *ct, int h, int64_t now)
+static struct ct_file *ev_first(struct cachetier *ct, int h)
 {
 	struct ct_evheap *hp = &ct->ev.h[h];
 
@@ -294,9 +367,7 @@ static struct ct_file *ev_first(struct cachetier *ct, int h, int64_t now)
 			ct->ev.park[ct->ev.npark++] = f;
 			continue;
 		}
-		if (f->ev.chk == ct->ev.picks)
-			return f;
-		ev_update(ct, f, now); /* checked: it may have moved back */
+		return f;
 	}
 	return NULL;
 }
@@ -329,10 +400,10 @@ struct ct_file *cachetier__ev_pick(struct cachetier *ct, const struct ev_ctx *x,
 
 	ct->ev.picks++;
 	ev_drain(ct, x->now);
-	best = ev_first(ct, h, x->now);
+	best = ev_first(ct, h);
 	if (best) {
 		h_remove(ct, h, best);
-		second = ev_first(ct, h, x->now);
+		second = ev_first(ct, h);
 		h_fix(ct, h, best, 1);
 	}
 	while (ct->ev.npark) {
@@ -399,7 +470,10 @@ void cachetier__ev_free(struct cachetier *ct)
 	free(ct->ev.park);
 	ct->ev.park = NULL;
 	ct->ev.npark = ct->ev.cpark = 0;
-	ct->ev.vol = NULL;
+	for (struct ct_file *f = ct->files; f; f = f->next) {
+		free(f->ev.held);
+		f->ev.held = NULL;
+	}
 	atomic_store(&ct->ev.dirty, NULL);
 }
 

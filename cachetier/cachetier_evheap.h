@@ -23,16 +23,19 @@ struct ev_key {
 
 /* An object's place. */
 struct ct_evfile {
-	uint32_t pos[3];       /* 1 + its index in the tier's h[i]; 0: not in it */
-	struct ev_key k[2];    /* its first unit's key: of all units, of those not ahead */
-	int64_t exp;	       /* when a unit of it stops being ahead by time (INT64_MAX: none) */
-	uint64_t ahead;	       /* its bytes filled ahead and spared (summed in the tier's) */
-	uint64_t seq;	       /* its place in ct->files (equal keys: the later one first) */
-	uint64_t chk;	       /* the pick that last computed its keys */
-	int inv;	       /* in the tier's vol */
-	struct ct_file *vnext; /* ... the next there */
-	atomic_int dirty;      /* on the tier's dirty (marked) */
-	struct ct_file *dnext; /* ... the next there */
+	uint32_t pos[3];	/* 1 + its index in the tier's h[i]; 0: not in it */
+	struct ev_key k[2];	/* its first unit's key: of all units, of those not ahead */
+	uint32_t u[2];		/* ... that unit (UINT32_MAX: none) */
+	int64_t exp;		/* when a unit of it stops being ahead by time (INT64_MAX: none) */
+	int64_t fat;		/* its last use (file_at) when computed whole */
+	int ufat;		/* a first key, or a unit ahead, is as old as fat (untouched) */
+	uint64_t ahead;		/* its bytes filled ahead and spared (summed in the tier's) */
+	uint8_t *held;		/* per unit: counted in ahead */
+	uint64_t seq;		/* its place in ct->files (equal keys: the later one first) */
+	uint64_t chk;		/* the pick that last computed its keys */
+	_Atomic uint64_t range; /* units marked since: end << 32 | first; 0: none */
+	atomic_int dirty;	/* on the tier's dirty (marked) */
+	struct ct_file *dnext;	/* ... the next there */
 };
 
 struct ct_evheap {
@@ -42,13 +45,12 @@ struct ct_evheap {
 
 /* The tier's order: heaps of objects by their first unit's key (all
  * units; units not ahead) and by when a unit stops being ahead; objects
- * marked since the last pick (lock-free); objects with a pinned unit
- * (looked at again at each pick); the bytes filled ahead; the objects a
- * pick set aside; tests' checks and counts (cachetier_evict_verify). */
+ * marked since the last pick (lock-free); the bytes filled ahead; the
+ * objects a pick set aside; tests' checks and counts
+ * (cachetier_evict_verify). */
 struct ct_evorder {
 	struct ct_evheap h[3];
 	_Atomic(struct ct_file *) dirty;
-	struct ct_file *vol;
 	uint64_t ahead, seq, picks;
 	struct ct_file **park;
 	uint32_t npark, cpark;
@@ -56,13 +58,16 @@ struct ct_evorder {
 	uint64_t examined, scanned, mismatch;
 };
 
-/* mark: f's units changed in a way that may bring one of them forward in
- * the eviction order or change its bytes filled ahead (a unit became
- * valid or was lost, was read, named by a range, marked or read by a
- * plan, or its object was opened or evicted from): its place is computed
- * again at the next pick. Any thread, with or without ct->lock
+/* mark_units: units [c0, c1) of f changed in a way that may bring one
+ * of them forward in the eviction order or change its bytes filled ahead
+ * (it became valid, unpinned or was lost, was read, named by a range,
+ * marked or read by a plan): they are looked at again at the next pick.
+ * mark: all of f's (its object was opened or evicted from, its reader's
+ * place moved, a plan's reset). Any thread, with or without ct->lock
  * (lock-free). link: f was just put at the head of ct->files (ct->lock
- * held). free: the heaps go (cachetier_close: no other thread runs). */
+ * held). free: the heaps go (cachetier_close, before the files: no other
+ * thread runs). */
+void cachetier__ev_mark_units(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1);
 void cachetier__ev_mark(struct cachetier *ct, struct ct_file *f);
 void cachetier__ev_link(struct cachetier *ct, struct ct_file *f);
 void cachetier__ev_free(struct cachetier *ct);

@@ -756,11 +756,11 @@ void cachetier__units_stop(struct cachetier *ct)
 	/* no other thread runs now: record every filled unit, free */
 	for (struct ct_file *f = ct->files; f; f = f->next)
 		cachetier__file_flush(ct, f);
+	cachetier__ev_free(ct);
 	while (ct->files) {
 		struct ct_file *f = ct->files;
 
 		ct->files = f->next;
 		cachetier__file_free(f);
 	}
-	cachetier__ev_free(ct);
 }

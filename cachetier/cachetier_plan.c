@@ -72,7 +72,7 @@ int cachetier_plan_mark(struct cachetier_obj *o, uint64_t off, uint64_t len, uin
 			   &f->nu[c], &v, seq, memory_order_relaxed, memory_order_relaxed))
 			;
 	}
-	cachetier__ev_mark(ct, f); /* bytes filled ahead may change (cachetier_evheap.c) */
+	cachetier__ev_mark_units(ct, f, c0, c1); /* bytes filled ahead (cachetier_evheap.c) */
 	return 0;
 }
 
@@ -107,7 +107,7 @@ int cachetier_plan_read(struct cachetier_obj *o, uint64_t off, uint64_t len, uin
 		/* last in the order of units no plan needs */
 		__atomic_store_n(&f->fatime[c], now, __ATOMIC_RELAXED);
 	}
-	cachetier__ev_mark(o->ct, f); /* needed by none: first in the order */
+	cachetier__ev_mark_units(o->ct, f, c0, d); /* needed by none: first in the order */
 	return 0;
 }
 
@@ -140,5 +140,5 @@ void cachetier__plan_filled(struct cachetier *ct, struct ct_file *f, uint32_t c,
 			atomic_compare_exchange_strong(&f->nu[u], &(uint32_t){CT_NU_NONE},
 						       CT_NU_DONE);
 	}
-	cachetier__ev_mark(ct, f);
+	cachetier__ev_mark_units(ct, f, c, c + n);
 }

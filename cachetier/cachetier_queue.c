@@ -607,7 +607,7 @@ int cachetier__file_prefetch_range(struct cachetier *ct, struct ct_file *f, uint
 				f->unread[c] = 1;
 			}
 		}
-		cachetier__ev_mark(ct, f); /* eviction's order (cachetier_evheap.c) */
+		cachetier__ev_mark_units(ct, f, c0, c1); /* eviction's order (cachetier_evheap.c) */
 		err = cachetier__range_push(ct, f, c0, c1, mode == CACHETIER_PF_EVICT, 0);
 		cachetier__work_wake(ct);
 	}

@@ -50,6 +50,16 @@ static void ra_queue(struct cachetier *ct, struct ct_file *f, uint64_t end, uint
 	/* the last streaming reader's place: eviction spares what lies
 	 * ahead of it (cachetier_evict.c, unit_ahead); a read without
 	 * ct->lock leaves it, at most a step behind */
+	if ((f->ra_window != 0) != (ahead != 0) || (ahead && f->ra_end != end)) {
+		/* units whose place ahead of it changes (eviction's order) */
+		uint64_t lo = f->ra_end < end ? f->ra_end : end,
+			 hi = f->ra_end < end ? end : f->ra_end;
+
+		cachetier__ev_mark_units(ct, f, (uint32_t)(lo / f->unit_bytes),
+					 (f->ra_window != 0) != (ahead != 0)
+					     ? UINT32_MAX
+					     : (uint32_t)(hi / f->unit_bytes + 1));
+	}
 	f->ra_window = ahead;
 	f->ra_end = end;
 	if (!ahead || !queue || end >= f->size)
@@ -155,6 +165,7 @@ static void read_unpin(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 	cachetier__lkrun_flush(&run);
 	if (f->lazy)
 		lazy_want(ct, f);
+	cachetier__ev_mark_units(ct, f, c0, c1); /* unpinned: eviction's order */
 }
 
 /* Unit c of f, read-locked (taken is 1) or not: trusted if the state file
@@ -172,7 +183,7 @@ static int unit_held(struct cachetier *ct, struct ct_file *f, uint32_t c, int ta
 		cachetier__unit_unlock(f, c);
 	}
 	/* evicted, or being evicted or filled, by another process */
-	cachetier__ev_mark(ct, f);
+	cachetier__ev_mark_units(ct, f, c, c + 1);
 	f->ust[c] = UNIT_EMPTY;
 	f->seen[c] = 0;
 	f->bytes -= cachetier__unit_len(f, c);
@@ -256,7 +267,7 @@ void cachetier__unit_corrupt(struct cachetier *ct, struct ct_file *f, uint32_t c
 	f->seen[c] = 0;
 	f->bytes -= len;
 	ct->used -= len;
-	cachetier__ev_mark(ct, f);
+	cachetier__ev_mark_units(ct, f, c, c + 1);
 	f->dirty++;
 }
 
@@ -604,6 +615,7 @@ static void fast_end(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint3
 
 		slow |= (v & FP_COUNT) == 1 && (v & FP_WANTED);
 	}
+	cachetier__ev_mark_units(ct, f, c0, c1); /* unpinned: eviction's order */
 	if (!slow && !fast_wanted(ct, f))
 		return;
 	atomic_fetch_add_explicit(&ct->read_locks, 1, memory_order_relaxed);
@@ -648,7 +660,7 @@ static int fast_begin(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint
 		cachetier__st_touch(f, now);
 		for (c = c0; c < c1; c++)
 			__atomic_store_n(&f->fatime[c], now, __ATOMIC_RELAXED);
-		cachetier__ev_mark(ct, f); /* read: eviction's order (cachetier_evheap.c) */
+		cachetier__ev_mark_units(ct, f, c0, c1); /* eviction's order (cachetier_evheap.c) */
 	}
 	atomic_fetch_add_explicit(&ct->hits_fast, 1, memory_order_relaxed);
 	return 1;
@@ -725,7 +737,7 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 		f->unread[c] = 0;
 		f->gap[c] = 0;
 	}
-	cachetier__ev_mark(ct, f); /* eviction's order (cachetier_evheap.c) */
+	cachetier__ev_mark_units(ct, f, c0, c1); /* eviction's order (cachetier_evheap.c) */
 	/* its prefetch cursor moves as the rules say (what readers touch first) */
 	cachetier__queue_read(ct, f);
 	/* a probe says nothing of what comes next: no readahead, and a miss

@@ -175,7 +175,7 @@ static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int e
 	struct ct_lkrun one = {0};
 
 	ct->room_gen++;
-	cachetier__ev_mark(ct, f); /* eviction's order (cachetier_evheap.c) */
+	cachetier__ev_mark_units(ct, f, u, u + 1); /* eviction's order (cachetier_evheap.c) */
 	if (err < 0 && withdrawn) {
 		pf_withdrawn(ct, f, u, withdrawn);
 	} else if (err == 0) {

@@ -104,7 +104,7 @@ int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_
 				f->gap[c] = 1; /* fetched only because it lies between */
 			}
 		}
-		cachetier__ev_mark(ct, f); /* eviction's order (cachetier_evheap.c) */
+		cachetier__ev_mark_units(ct, f, c0, c1); /* eviction's order (cachetier_evheap.c) */
 		err = cachetier__range_push(ct, f, c0, c1, mode == CACHETIER_PF_EVICT, 0);
 		cachetier__work_wake(ct); /* within a cachetier_wake_hold: once at its end */
 	}

@@ -16,7 +16,7 @@
  * key differ, and the looks at the bytes filled ahead that differ: the
  * test wants none, at least EV_MIN_PICKS picks, and a kept order that
  * looked at no more than EV_PER_PICK units a pick (the scan looks at
- * every unit of every live object that holds bytes: about 48).
+ * every unit of every live object that holds bytes: about 50).
  *
  * Steps that start fills the test thread does not wait in (readahead,
  * prefetch) wait for the fills to end (fills_idle, prefetch_ended) before
@@ -48,7 +48,7 @@
 #define CACHE_UNITS  48
 #define NPINS	     3
 #define EV_MIN_PICKS 300
-#define EV_PER_PICK  24
+#define EV_PER_PICK  12
 
 static char dir[512];
 static unsigned char *data[NOBJS];
