@@ -268,6 +268,7 @@ static void ev_update(struct cachetier *ct, struct ct_file *f, int64_t now, uint
 	int64_t exp = INT64_MAX, fat = 0;
 	uint64_t ahead = 0;
 	int ufat = 0, whole = !f->ev.held; /* never computed whole */
+	int ahead_whole = whole || (lo == 0 && hi >= f->nunits);
 
 	f->ev.chk = ct->ev.picks;
 	if (f->live && !f->ev.held)
@@ -291,6 +292,21 @@ static void ev_update(struct cachetier *ct, struct ct_file *f, int64_t now, uint
 				unit_held_set(f, c, now, &ahead, &exp);
 				unit_into(ct, f, c, fat, &x, k, u, &exp, &ufat);
 			}
+		} else if (!ahead_whole) {
+			/* the keys from every unit, the bytes filled ahead from the
+			 * marked ones (each unit's count stands until it is marked) */
+			for (uint32_t c = st_next(f, 0); c < f->nunits; c = st_next(f, c + 1))
+				unit_into(ct, f, c, fat, &x, k, u, &exp, &ufat);
+			ahead = f->ev.ahead;
+			hi = hi < f->nunits ? hi : f->nunits;
+			for (uint32_t c = lo; c < hi; c++) {
+				ct->ev.examined++;
+				if (f->ev.held[c])
+					ahead -= cachetier__unit_len(f, c);
+				unit_held_set(f, c, now, &ahead, &exp);
+			}
+			if (f->ev.exp < exp) /* units counted, not marked: their times */
+				exp = f->ev.exp;
 		} else {
 			const uint8_t *p;
 

@@ -388,7 +388,15 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 		n += take(ct, f, batch, nb, list + n, &freed, &named);
 	}
 	free(cand);
-	cachetier__ev_mark(ct, f); /* its place in the order again */
+	if (n > 0) { /* the units taken: its place in the order again */
+		uint32_t lo = list[0], hi = list[0];
+
+		for (uint32_t i = 1; i < n; i++) {
+			lo = list[i] < lo ? list[i] : lo;
+			hi = list[i] > hi ? list[i] : hi;
+		}
+		cachetier__ev_mark_units(ct, f, lo, hi + 1);
+	}
 	if (n == 0) {
 		free(batch);
 		free(all);
