@@ -219,6 +219,12 @@ const struct ctl_counter fs_ctl_counters[] = {
      SNAP(bs.resumes)},
     {"store_pause_backstops", "paused fill transfers resumed by the 1 s bound, not a wake-up", C,
      SNAP(bs.pause_backstops)},
+    {"store_connects", "connections opened to the remote store (both HTTP engines)", C,
+     SNAP(bs.connects)},
+    {"store_lean_attempts",
+     "attempts made by the lean HTTP engine (--http-engine auto: plain http:// ranged reads); "
+     "the rest are curl's",
+     C, SNAP(bs.lean_attempts)},
     {"index_sidecar", "shard indexes loaded from a sidecar NAME.tar.idx", C, FS(index_sidecar)},
     {"index_sidecar_rejected", "sidecar indexes ignored (stale or corrupt)", C,
      FS(index_sidecar_rejected)},

@@ -40,7 +40,9 @@ GROUP:
                gone; 'shardfs umount' of an idle mount whose prefetch fills wait: the same
   readonce     4 shards of 12 MiB, every member read once in order, shard by shard, through a
                mount with --cache-size 6M (chunks of 1 MiB; the next shard fetched ahead): exact bytes, bytes fetched <= 1.2x bytes read (the reader's
-               shard never evicts itself), the cache within its size
+               shard never evicts itself), the cache within its size; with the default
+               --http-engine every attempt of the pass is the lean engine's
+               (store_lean_attempts = store_attempts), on at most 4 new connections
   randunits    random reads of small members while the cache is full (--cache-size 2M, chunks
                of 1 MiB, units of 64 KiB): each fetches only the units it reads (exact
                bytes_fetched and requests), exact bytes; read again: nothing fetched; members
@@ -1449,6 +1451,16 @@ def group_readonce(env, ck, ng):
         ck.ok(st['cache_bytes_used'] <= 6 * MiB, 'readonce: cache_bytes_used %d > 6M' %
               st['cache_bytes_used'])
         ck.eq('readonce: read_errors', st['read_errors'], 0)
+        # the default engine: every fill of the pass a lean attempt (plain http://, ranged),
+        # on kept connections (no more than the 4 allowed at once were opened for it)
+        ck.eq('readonce: the pass\'s attempts all lean',
+              st['store_lean_attempts'] - before['store_lean_attempts'],
+              st['store_attempts'] - before['store_attempts'])
+        ck.ok(0 < st['store_lean_attempts'] - before['store_lean_attempts'],
+              'readonce: no lean attempts')
+        ck.ok(st['store_connects'] - before['store_connects'] <= 4,
+              'readonce: %d connections opened for the pass (> 4)' % (
+                  st['store_connects'] - before['store_connects']))
 
 
 def group_randunits(env, ck, ng):
