@@ -80,6 +80,16 @@ struct cachetier_pin {
 	int fd;		 /* CT_PIN_BYPASS: memfd holding the read's bytes from offset 0 */
 };
 
+/* Where a read into memory puts the store's bytes (cachetier__mem_sink,
+ * cachetier_objread.c): buf holds [start, end), next is the offset of the
+ * next byte due (bytes out of order or past end: -EIO). For the bypass read
+ * and the weak ETag's probe. */
+struct ct_mem_sink {
+	unsigned char *buf;
+	uint64_t start, next, end;
+};
+int cachetier__mem_sink(void *arg, uint64_t off, const void *buf, size_t len);
+
 /* A decoded copy on disk, of any source (decoded/<name>): for LRU
  * eviction. Entries live until cachetier_close; one not on disk (evicted,
  * or not decoded yet) has bytes == 0. Protected by ct->lock. */

@@ -237,18 +237,11 @@ static int obj_dec_begin(struct cachetier *ct, struct cachetier_obj *o, uint64_t
 	return err;
 }
 
-/* Where a bypass read's bytes go: buf, at their offset less start; the
- * reader's thread writes them into the memfd once they are all there. */
-struct bypass_sink {
-	unsigned char *buf;
-	uint64_t start, next, end;
-};
-
-/* backend_sink_cb: may run on the store's I/O thread; no locks, no file
- * (the loop only moves bytes: DISK_OFF_LOOP). */
-static int bypass_write(void *arg, uint64_t off, const void *buf, size_t len)
+/* backend_sink_cb of a struct ct_mem_sink: may run on the store's I/O
+ * thread; no locks, no file (the loop only moves bytes: DISK_OFF_LOOP). */
+int cachetier__mem_sink(void *arg, uint64_t off, const void *buf, size_t len)
 {
-	struct bypass_sink *s = arg;
+	struct ct_mem_sink *s = arg;
 
 	if (len == 0)
 		return 0;
@@ -271,7 +264,8 @@ static int obj_bypass(struct cachetier_obj *o, uint64_t off, uint64_t len, int n
 		      struct cachetier_pin *p)
 {
 	struct cachetier *ct = o->ct;
-	struct bypass_sink s = {.start = off, .next = off, .end = off + len};
+	/* the reader's thread writes the bytes into the memfd once they are all there */
+	struct ct_mem_sink s = {.start = off, .next = off, .end = off + len};
 	int err = 0, fd = memfd_create("shardfs-bypass", MFD_CLOEXEC);
 
 	if (fd < 0)
@@ -279,7 +273,7 @@ static int obj_bypass(struct cachetier_obj *o, uint64_t off, uint64_t len, int n
 	s.buf = malloc(len ? len : 1);
 	err = !s.buf ? -ENOMEM
 		     : cachetier__read_version(ct, o->file->key, o->file->etag, &s.next, s.end,
-					       bypass_write, &s);
+					       cachetier__mem_sink, &s);
 	if (err == 0)
 		err = disk_pwrite_all(fd, s.buf, len, 0);
 	free(s.buf);

@@ -65,28 +65,6 @@ int cachetier__etag_weak(const char *etag, uint64_t size)
 	return sized && parts >= 2 && parts <= 3;
 }
 
-/* Where a probe's bytes go: buf (the unit's length), checksummed by the
- * reader's thread once they are all there. */
-struct probe_sink {
-	uint64_t start, next, end;
-	unsigned char *buf;
-};
-
-/* backend_sink_cb: on the store's I/O thread; no locks, no CRC (the loop
- * only moves bytes: DISK_OFF_LOOP). */
-static int probe_write(void *arg, uint64_t off, const void *buf, size_t len)
-{
-	struct probe_sink *s = arg;
-
-	if (len == 0)
-		return 0;
-	if (off != s->next || len > s->end - off)
-		return -EIO;
-	memcpy(s->buf + (off - s->start), buf, len);
-	s->next += len;
-	return 0;
-}
-
 /* The store's bytes of f changed under its ETag: every unit of f is made
  * empty (fetched again by the next reads), checks in flight do not trust
  * theirs (wgen), the objects open on f give ESTALE from now on, and the
@@ -128,7 +106,7 @@ int cachetier__weak_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, 
 {
 	for (;;) {
 		uint64_t need = f->ufills;
-		struct probe_sink sink = {0};
+		struct ct_mem_sink sink = {0}; /* the unit, checksummed once all there */
 		uint32_t a, crc, got = 0;
 		int trusted = 1, err;
 
@@ -151,7 +129,7 @@ int cachetier__weak_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, 
 		sink.buf = malloc(sink.end - sink.start);
 		err = !sink.buf ? -ENOMEM
 				: cachetier__read_version(ct, f->key, f->etag, &sink.next, sink.end,
-							  probe_write, &sink);
+							  cachetier__mem_sink, &sink);
 		if (err == 0 && sink.next != sink.end)
 			err = -EIO;
 		if (err == 0)
