@@ -896,17 +896,6 @@ static void test_prefetch_fit(void)
 	backend_close(be);
 }
 
-/* Wait (up to 30 s) until o's prefetch ended; 1 when it did. */
-static int prefetch_ended(struct cachetier_obj *o)
-{
-	for (int w = 0; w < 3000; w++) {
-		if (!cachetier_obj_prefetch_state(o, NULL))
-			return 1;
-		usleep(10000);
-	}
-	return 0;
-}
-
 /* cachetier_obj_prefetch_range fetches exactly the units behind its
  * range, a chunk a request, PF_FIT stops at the room the cache has, and
  * the range is then read without a fill. */

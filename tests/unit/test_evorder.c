@@ -86,17 +86,6 @@ static void read_one(int i, uint64_t off, uint64_t len, uint64_t ahead, struct c
 		cachetier_obj_read_end(pin);
 }
 
-/* Wait (up to 30 s, against a hang) until o's prefetch ended. */
-static int prefetch_ended(struct cachetier_obj *o)
-{
-	for (int w = 0; w < 3000; w++) {
-		if (!cachetier_obj_prefetch_state(o, NULL))
-			return 1;
-		usleep(10000);
-	}
-	return 0;
-}
-
 int main(void)
 {
 	uint64_t seed = test_start(dir, sizeof(dir), "evorder", 36004), s, steps = 3000;

@@ -142,6 +142,18 @@ static inline void fills_idle(struct cachetier *ct)
 	      (unsigned long long)st.punches_pending);
 }
 
+/* Wait (up to 30 s: the bound only against a hang) until o's prefetch
+ * ended; 1 when it did. */
+static inline int prefetch_ended(struct cachetier_obj *o)
+{
+	for (int w = 0; w < 3000; w++) {
+		if (!cachetier_obj_prefetch_state(o, NULL))
+			return 1;
+		usleep(10000);
+	}
+	return 0;
+}
+
 /* The start of a test program: stdout line-buffered (a hang still shows
  * how far it got), the seed (TEST_SEED, else seed: fixed in CI) printed
  * and returned, a temporary directory /tmp/shardfs-PREFIX-XXXXXX made in
