@@ -189,7 +189,10 @@ int backend_stat_many(struct backend *be, const char *const *keys, size_t n,
  * the end of the object) or a negative errno. With an etag, remote stores
  * send If-Match and compare the answer's ETag, and return -ESTALE when the
  * object has changed since, so that bytes of two versions are never mixed.
- * Local stores ignore etag. */
+ * Local stores ignore etag. A thread waits for this read (and for
+ * backend_read_version_cb's): remote stores run it as a small read
+ * (BACKEND_READ_SMALL), so it never queues behind the asynchronous reads
+ * that hold 'connections' (fills ahead of a reader, a slow store). */
 ssize_t backend_pread_version(struct backend *be, const char *key, const char *etag, void *buf,
 			      size_t len, uint64_t off);
 

@@ -261,6 +261,11 @@ ssize_t backend__io_get(struct backend_io *io, struct backend_req *r, const char
 	r->range_len = len;
 	r->if_match = etag;
 	r->object = 1;
+	/* a thread waits for it (backend_pread_version, backend_read_version_cb:
+	 * a weak ETag's probe, a read past a full cache, a sidecar): it may run
+	 * past 'connections' (up to 'max_connections'), not behind the fills
+	 * that hold them */
+	r->small = 1;
 	return buf ? backend_io_read(io, r, buf) : backend_io_stream(io, r, cb, arg);
 }
 
