@@ -19,6 +19,12 @@
  * Each refusal is followed by a backend_sink_ready from another thread (as
  * the cache tier's fill writer does); with REQ_CLI_NOWAKE=1 by none (the
  * store's BACKEND_PAUSE_BACKSTOP_MS bound resumes the transfer).
+ * REQ_CLI_SYNC=OFF:LEN: the reads are ordinary (not small: they hold the
+ * WINDOW connections), and once all are sent a synchronous read of
+ * [OFF, OFF + LEN) (backend_pread_version) is made, which a thread waits
+ * for: it runs past the connections (max_connections is WINDOW + 1) and
+ * prints "sync BYTES FNV" as soon as it returns, before the others end
+ * (their stall bound is 120 s in this mode, not 5: none ends by it first).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -113,6 +119,32 @@ static void log_line(void *arg, enum backend_log_level level, const char *msg)
 	fprintf(stderr, "log: %s\n", msg);
 }
 
+/* REQ_CLI_SYNC's read: "sync BYTES FNV" on stdout, flushed at once. */
+static int sync_read(struct backend *be, const char *key, const char *etag, const char *spec)
+{
+	uint64_t off = strtoull(spec, NULL, 10);
+	const char *colon = strchr(spec, ':');
+	size_t n = colon ? strtoull(colon + 1, NULL, 10) : 0;
+	unsigned char *buf = malloc(n ? n : 1);
+	ssize_t got;
+
+	if (!buf || !n) {
+		fprintf(stderr, "req_cli: REQ_CLI_SYNC=OFF:LEN, LEN > 0\n");
+		return -1;
+	}
+	got = backend_pread_version(be, key, etag, buf, n, off);
+	if (got < 0) {
+		fprintf(stderr, "req_cli: sync read: %s\n", strerror((int)-got));
+		free(buf);
+		return -1;
+	}
+	printf("sync %zd %016" PRIx64 "\n", got,
+	       disk_fnv64_update(0xcbf29ce484222325ull, buf, (size_t)got));
+	fflush(stdout);
+	free(buf);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct backend_config cfg = {0};
@@ -120,6 +152,7 @@ int main(int argc, char **argv)
 	struct backend_stats st;
 	struct backend *be;
 	struct job *jobs;
+	const char *sync_spec;
 	pthread_t wt;
 	uint64_t off0, size, bytes = 0, h = 0xcbf29ce484222325ull;
 	size_t len, count, window, errors = 0;
@@ -136,10 +169,12 @@ int main(int argc, char **argv)
 	len = strtoull(argv[4], NULL, 10);
 	count = strtoull(argv[5], NULL, 10);
 	window = strtoull(argv[6], NULL, 10);
+	sync_spec = getenv("REQ_CLI_SYNC");
 	cfg.connections = (unsigned)window;
-	cfg.max_connections = (unsigned)window;
+	cfg.max_connections = (unsigned)window + (sync_spec != NULL);
 	cfg.retry_budget_s = argc > 7 ? atof(argv[7]) : 10;
-	cfg.stall_timeout_s = 5;
+	/* REQ_CLI_SYNC: a held read must not end by the stall bound first */
+	cfg.stall_timeout_s = sync_spec ? 120 : 5;
 	cfg.log = log_line;
 	/* REQ_CLI_ENGINE=auto: --http-engine auto (the lean engine) */
 	cfg.http_engine = getenv("REQ_CLI_ENGINE") && strcmp(getenv("REQ_CLI_ENGINE"), "auto") == 0;
@@ -182,10 +217,12 @@ int main(int argc, char **argv)
 		inflight++;
 		pthread_mutex_unlock(&mu);
 		backend_read_version_async(be, argv[2], info.etag, jobs[i].off, len,
-					   BACKEND_READ_SMALL |
+					   (sync_spec ? 0 : BACKEND_READ_SMALL) |
 					       (pause_n ? BACKEND_READ_PAUSABLE : 0),
 					   sink, &jobs[i], done, &jobs[i]);
 	}
+	if (sync_spec && sync_read(be, argv[2], info.etag, sync_spec) < 0)
+		return 1;
 	pthread_mutex_lock(&mu);
 	while (inflight)
 		pthread_cond_wait(&cv, &mu);

@@ -34,12 +34,22 @@ Groups (each starts its own nginx on 127.0.0.1 and, for 'shortbody', the fault p
              bytes, range_ignored 2, bytes_received the whole object twice; a server that
              closes each connection after its answer without saying so: 10 reads, each on a
              new connection, exact bytes, no failed attempt.
+  syncpass   a synchronous read (backend_pread_version, which a thread waits for: a weak
+             ETag's probe, a read past a full cache, a sidecar) while an ordinary read holds
+             the only connection (--connections 1): the proxy holds every ranged GET from
+             512 KiB on until the test releases it, req_cli (REQ_CLI_SYNC) sends one read
+             there, then reads [0, 64 KiB) synchronously: it returns (exact bytes) while the
+             other is held, with curl and with the lean engine; then the held one ends, exact
+             bytes, 3 requests (the HEAD and both reads), no failure. Before 2026-11-30 the
+             synchronous read waited for the connection the held one kept (the bound: 60 s).
 Exact counts throughout (faults served, requests, attempts, bytes); no timing.
 """
 import errno
 import os
 import re
+import select
 import socket
+import subprocess
 import sys
 import tarfile
 import threading
@@ -436,8 +446,47 @@ def group_lean(env, ck, cli, ng, src):
         env.env.pop('REQ_CLI_ENGINE', None)
 
 
+def group_syncpass(env, ck, cli, ng, src):
+    key = 's/shard-000000.tar'
+    with open(os.path.join(src, key), 'rb') as f:
+        want = f.read()
+    hold = 512 * 1024
+    for engine in ('curl', 'auto'):
+        px = web.HoldProxy(ng.port, hold)
+        e = dict(env.env, REQ_CLI_SYNC='0:65536', REQ_CLI_ENGINE=engine)
+        p = subprocess.Popen([cli, px.url('files/' + key), 'shard-000000.tar', str(hold),
+                              '100000', '1', '1', '30'], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=e)
+        try:
+            # the synchronous read's line, while the other read is held: read with a bound
+            # (60 s, against a hang; the line comes as soon as the read returns; a read that
+            # waited for the held one's connection would wait for its stall bound, 120 s)
+            got = None
+            if select.select([p.stdout], [], [], 60)[0]:
+                got = p.stdout.readline().decode().split()
+            ck.eq('%s: the synchronous read returned while the held one waited' % engine,
+                  got, ['sync', '65536', fnv64(want[:65536])])
+            ck.eq('%s: the held read is still held' % engine, p.poll(), None)
+        finally:
+            px.release.set()
+            try:
+                out, err = p.communicate(timeout=120)
+            finally:
+                px.close()
+        res = dict(ln.split(' ', 1) for ln in out.decode().splitlines() if ' ' in ln)
+        log('syncpass %s: rc %r %r %s' % (engine, p.returncode, res,
+                                         err.decode(errors='replace').strip()[-400:]))
+        ck.eq('%s: exit' % engine, p.returncode, 0)
+        ck.eq('%s: the held read\'s bytes' % engine, (res.get('bytes'), res.get('fnv')),
+              ('100000', fnv64(want[hold:hold + 100000])))
+        # one attempt each: the held read never ended by its stall bound (120 s in req_cli's
+        # REQ_CLI_SYNC mode) to free the connection
+        ck.eq('%s: requests, attempts, failures' % engine,
+              (res.get('requests'), res.get('attempts'), res.get('failures')), ('3', '3', '0'))
+
+
 GROUPS = {'shortbody': group_shortbody, 'norange': group_norange, 'pause': group_pause,
-          'lean': group_lean}
+          'lean': group_lean, 'syncpass': group_syncpass}
 
 
 def run_group(env, ck, group, cli):
