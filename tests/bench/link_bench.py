@@ -172,6 +172,11 @@ class Mount:
     def stat(self, key):
         return re.search(r'"%s":\s*"?([^",}]*)' % key, self.stats()).group(1).strip()
 
+    def stat_or(self, key, default):
+        """stat(key), or default when this build has no such counter."""
+        v = re.search(r'"%s":\s*"?([^",}]*)' % key, self.stats())
+        return v.group(1).strip() if v else default
+
     def umount(self):
         unmount(self.a.bin, self.mnt)
         shutil.rmtree(self.cache, ignore_errors=True)
@@ -528,11 +533,12 @@ def w_cat(a, emu):
                                   int(m.stat('store_requests')) - r0))
                 # the same cat again from the cache (the page cache dropped): the reads' takes
                 # of the tier's lock with a readahead window over units held (issue 37 #4)
+                # (a base build of compare.sh may lack the counter: -1 then)
                 k = ('reads', 'cache_read_locks', 'cache_misses')
-                v0 = [int(m.stat(x)) for x in k]
+                v0 = [int(m.stat_or(x, -1)) for x in k]
                 drop_caches()
                 sh(['cat', os.path.join(m.mnt, nm)], stdout=subprocess.DEVNULL)
-                v1 = [int(m.stat(x)) for x in k]
+                v1 = [int(m.stat_or(x, -1)) for x in k]
                 log('... the same cat again from the cache: %d reads, %d misses, the tier\'s lock '
                     'taken %d times by reads (cache_read_locks; the cold cat: %d)' % (
                         v1[0] - v0[0], v1[2] - v0[2], v1[1] - v0[1], v0[1]))
