@@ -170,10 +170,13 @@ class Mount:
             return f.read()
 
     def stat(self, key):
-        return re.search(r'"%s":\s*"?([^",}]*)' % key, self.stats()).group(1).strip()
+        v = self.stat_or(key, None)
+        if v is None:
+            raise KeyError('the mount has no counter %s' % key)
+        return v
 
     def stat_or(self, key, default):
-        """stat(key), or default when this build has no such counter."""
+        """The counter key's value (str), or default when this build has no such counter."""
         v = re.search(r'"%s":\s*"?([^",}]*)' % key, self.stats())
         return v.group(1).strip() if v else default
 

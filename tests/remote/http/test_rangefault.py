@@ -81,14 +81,20 @@ def make_source(env):
     return src
 
 
+def cli_out(stdout):
+    """req_cli's "name value" lines: {name: int, or str for the fnv and the sync line}."""
+    out = {}
+    for ln in stdout.decode().splitlines():
+        k, _, v = ln.partition(' ')
+        out[k] = int(v) if v.isdigit() and k not in ('fnv', 'sync') else v
+    return out
+
+
 def req_cli(env, cli, source, key, off, length, count, budget=10):
     """Run req_cli; (exit status, {name: int or str}, stderr)."""
     r = env.run([cli, source, key, str(off), str(length), str(count), '1', str(budget)],
                 timeout=120)
-    out = {}
-    for ln in r.stdout.decode().splitlines():
-        k, _, v = ln.partition(' ')
-        out[k] = int(v) if v.isdigit() else v
+    out = cli_out(r.stdout)
     err = r.stderr.decode(errors='replace')
     log('req_cli %s %d+%d x%d -> %r %r %s' % (key, off, length, count, r.returncode, out,
                                               err.strip()[-600:]))
@@ -473,16 +479,16 @@ def group_syncpass(env, ck, cli, ng, src):
                 out, err = p.communicate(timeout=120)
             finally:
                 px.close()
-        res = dict(ln.split(' ', 1) for ln in out.decode().splitlines() if ' ' in ln)
+        res = cli_out(out)
         log('syncpass %s: rc %r %r %s' % (engine, p.returncode, res,
                                          err.decode(errors='replace').strip()[-400:]))
         ck.eq('%s: exit' % engine, p.returncode, 0)
         ck.eq('%s: the held read\'s bytes' % engine, (res.get('bytes'), res.get('fnv')),
-              ('100000', fnv64(want[hold:hold + 100000])))
+              (100000, fnv64(want[hold:hold + 100000])))
         # one attempt each: the held read never ended by its stall bound (120 s in req_cli's
         # REQ_CLI_SYNC mode) to free the connection
         ck.eq('%s: requests, attempts, failures' % engine,
-              (res.get('requests'), res.get('attempts'), res.get('failures')), ('3', '3', '0'))
+              (res.get('requests'), res.get('attempts'), res.get('failures')), (3, 3, 0))
 
 
 GROUPS = {'shortbody': group_shortbody, 'norange': group_norange, 'pause': group_pause,
