@@ -10,6 +10,8 @@ Modules (import the ones you need; none is imported here):
               Python stand-ins' HTTP server
   web         nginx (autoindex, redirector, TLS), make_tls; proxies: LoopbackProxy, FaultProxy,
               GateProxy, HoldProxy, SlowProxy (throttles, holds fills in flight)
+  rawhttp     Scripted: an HTTP/1.x server of one object whose every answer the test builds
+              (HTTP/1.0, stray bytes, a head trickled a byte per segment, a close at any byte)
   s3servers   s3rver, the SigV4-checking proxy, the AIStore stand-in
   s3world     s3rver + proxy + source for the s3/gs/ais tests, AWS env, a mount that must fail
   cloudmeta   loopback stand-ins of IMDSv2, STS, the container endpoint, GCE metadata

@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Answers real servers give that neither nginx nor the fault proxy gives on demand, to both HTTP
+engines (curl and the lean one, --http-engine auto), through req_cli:
+
+    test_answers.py SHARDFS GROUP REQ_CLI
+
+The object is 300,000 seeded random bytes (SHARDFS_TEST_SEED) served by a scripted server
+(shardfs_test.rawhttp); req_cli reads 5 ranges of 20,000 bytes from 1,000 on, one at a time,
+after curl's HEAD. Every case checks the exact bytes (FNV-1a 64), exit 0, requests 6, failures
+0 and the exact attempts, short bodies and connections (req_cli's and the server's).
+
+Groups:
+  framing  HTTP/1.0 answers with the server closing after each, and HTTP/1.0 answers on a
+           connection the server keeps open (no keep-alive said: never reused); Connection:
+           close on every answer (nginx's keepalive_requests 1); the first 3 answers' heads and
+           bodies sent a byte per segment; 7 stray bytes after the second GET's body (the
+           connection is not used again: one more connection, no failed attempt); a status line
+           with no reason phrase ("HTTP/1.1 206").
+  cuts     the connection closed at every class of offset of an answer: before its first
+           byte, in the status line, in the headers, 2 bytes before the head's end, at its end,
+           1 byte into the body, halfway, 1 byte short of the end; once on the kept connection
+           (the second GET) and once on the lean engine's fresh one (the first GET): the bytes
+           before the cut are kept, the rest asked for again (short_bodies 1 from the head's
+           end on), exact bytes.
+  encoding (not in meson.build: it fails on main; docs/tests.md, "Known failures") answers
+           whose bytes are not the object's: a 200 with Content-Encoding: gzip (the whole
+           object compressed; both engines return the compressed bytes as the object's, exit
+           0), a 206 with Content-Encoding: gzip of a compressible range (a short body: its
+           compressed bytes kept as the range's first ones, the read fails after 45 attempts
+           with no log line), and a server with no ETag whose object grew between requests
+           (206s with another total: mixed bytes, exit 0). Each must fail the read with EIO
+           or ESTALE and a log line naming the cause, never exit 0 with other bytes.
+No sleeps: every piece is sent at once and every cut is a close at a byte count.
+"""
+import gzip
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
+
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test.mount import log  # noqa: E402
+from shardfs_test.rawhttp import Answer, Scripted  # noqa: E402
+
+OFF, LEN, COUNT = 1000, 20000, 5
+ENGINES = ('curl', 'auto')
+
+
+def fnv64(data):
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+    return '%016x' % h
+
+
+def read_all(env, cli, data, answer, engine):
+    """req_cli's 5 reads through a Scripted server of data: ({name: value}, exit status,
+    server); the want bytes' fnv is out['want']."""
+    srv = Scripted(data, answer)
+    env.env['REQ_CLI_ENGINE'] = engine
+    try:
+        r = env.run([cli, srv.url('o/x.bin'), 'x.bin', str(OFF), str(LEN), str(COUNT), '1',
+                     '5'], timeout=120)
+    finally:
+        srv.close()
+        env.env.pop('REQ_CLI_ENGINE', None)
+    out = {}
+    for ln in r.stdout.decode().splitlines():
+        k, _, v = ln.partition(' ')
+        out[k] = int(v) if v.isdigit() and k != 'fnv' else v
+    err = r.stderr.decode(errors='replace').strip()
+    log('%s: exit %d %r server conns %d requests %d%s' % (
+        engine, r.returncode, out, srv.conns, srv.requests, ('\n' + err[-800:]) if err else ''))
+    return out, r.returncode, srv, err
+
+
+def want_fnv(data):
+    return fnv64(b''.join(data[OFF + i * LEN:OFF + (i + 1) * LEN] for i in range(COUNT)))
+
+
+def check_case(ck, label, out, rc, srv, data, attempts, short, conns):
+    ck.eq('%s: exit' % label, rc, 0)
+    ck.eq('%s: bytes' % label, out.get('bytes'), COUNT * LEN)
+    ck.eq('%s: fnv' % label, out.get('fnv'), want_fnv(data))
+    ck.eq('%s: requests, attempts, failures' % label,
+          (out.get('requests'), out.get('attempts'), out.get('failures')), (6, attempts, 0))
+    if short is not None:
+        ck.eq('%s: short_bodies' % label, out.get('short_bodies'), short)
+    ck.eq('%s: connections (req_cli, server)' % label, (out.get('connects'), srv.conns),
+          (conns, conns))
+
+
+def group_framing(env, ck, cli, data):
+    # curl keeps its HEAD's connection for the GETs; the lean engine opens one of its own
+    plain = {'curl': 1, 'auto': 2}
+    for e in ENGINES:
+        lean = 5 if e == 'auto' else 0
+        cases = [
+            ('http/1.0 closed', lambda n, m, r, d: Answer.ranged(
+                m, r, d, version=b'HTTP/1.0', close=True), 6),
+            ('http/1.0 kept open', lambda n, m, r, d: Answer.ranged(
+                m, r, d, version=b'HTTP/1.0'), 6),
+            ('connection: close', lambda n, m, r, d: Answer.ranged(
+                m, r, d, extra=[b'Connection: close'], close=True), 6),
+            ('trickled', lambda n, m, r, d: Answer.ranged(
+                m, r, d, piece=1 if m == 'GET' and n <= 3 else None), plain[e]),
+            ('stray bytes', stray, plain[e] + 1),
+            ('no reason phrase', no_reason, plain[e]),
+        ]
+        for name, fn, conns in cases:
+            label = '%s %s' % (e, name)
+            out, rc, srv, _ = read_all(env, cli, data, fn, e)
+            check_case(ck, label, out, rc, srv, data, 6, 0, conns)
+            ck.eq('%s: lean attempts' % label, out.get('lean_attempts'), lean)
+
+
+def stray(n, m, r, d):
+    a = Answer.ranged(m, r, d)
+    if m == 'GET' and n == 2:
+        a.raw += b'GARBAGE'
+    return a
+
+
+def no_reason(n, m, r, d):
+    a = Answer.ranged(m, r, d)
+    a.raw = a.raw.replace(b' Partial Content\r\n', b'\r\n', 1).replace(b' OK\r\n', b'\r\n', 1)
+    return a
+
+
+def group_cuts(env, ck, cli, data):
+    status_len = len(b'HTTP/1.1 206 Partial Content\r\n')
+    for e in ENGINES:
+        # n 1: curl sends it on its HEAD's kept connection, the lean engine on a new one;
+        # n 2: a kept connection for both
+        for n_cut in (1, 2):
+            kept = e == 'curl' or n_cut == 2
+            a0 = OFF + (n_cut - 1) * LEN
+            head_len = Answer.ranged('GET', (a0, a0 + LEN - 1), data).raw.index(b'\r\n\r\n') + 4
+            total = head_len + LEN
+            cuts = [0, 5, status_len + 10, head_len - 2, head_len, head_len + 1,
+                    head_len + LEN // 2, total - 1]
+            for cut in cuts:
+                label = '%s GET %d cut at %d/%d' % (e, n_cut, cut, total)
+
+                def fn(n, m, r, d, cut=cut, n_cut=n_cut):
+                    a = Answer.ranged(m, r, d)
+                    if n == n_cut:
+                        a.cut = cut
+                    return a
+                out, rc, srv, _ = read_all(env, cli, data, fn, e)
+                # a kept connection closed before the first byte of the answer (curl: before
+                # the status line's end) is the server's idle close: the request is sent again
+                # on a new connection, not counted as an attempt; any other cut is one
+                silent = kept and (cut == 0 or (e == 'curl' and cut < status_len))
+                attempts = 6 if silent else 7
+                base = 1 if e == 'curl' else 2
+                # a cut in the head: the lean engine counts no short body; curl counts one
+                # when the cut comes after the status line and before Content-Length's line
+                # (not checked: no bytes of the body were kept either way)
+                short = 1 if cut >= head_len else (0 if e == 'auto' else None)
+                check_case(ck, label, out, rc, srv, data, attempts, short, base + 1)
+                ck.eq('%s: server requests' % label, srv.requests, 7)
+
+
+def group_encoding(env, ck, cli, data):
+    text = b''.join(b'line %08d of a text member\n' % i for i in range(12000))
+
+    def gz200(n, m, r, d):
+        if m != 'GET':
+            return None
+        body = gzip.compress(d, mtime=0)
+        return Answer(Answer.head(b'200 OK', [b'Content-Length: %d' % len(body),
+                                              b'Content-Encoding: gzip', b'ETag: "e1"']) + body)
+
+    def gz206(n, m, r, d):
+        if m != 'GET' or not r:
+            return None
+        a, b = r
+        body = gzip.compress(d[a:b + 1], mtime=0)
+        return Answer(Answer.head(b'206 Partial Content', [
+            b'Content-Range: bytes %d-%d/%d' % (a, b, len(d)), b'Content-Length: %d' % len(body),
+            b'Content-Encoding: gzip', b'ETag: "e1"']) + body)
+
+    def grown(n, m, r, d):
+        dd = d if n < 3 else d[:50000] + b'X' * 100 + d[50000:]
+        if not r:
+            return Answer(Answer.head(b'200 OK', [b'Content-Length: %d' % len(dd)]) +
+                          (b'' if m == 'HEAD' else dd))
+        a, b = r[0], min(r[1], len(dd) - 1)
+        return Answer(Answer.head(b'206 Partial Content', [
+            b'Content-Range: bytes %d-%d/%d' % (a, b, len(dd)),
+            b'Content-Length: %d' % (b - a + 1)]) + dd[a:b + 1])
+
+    for e in ENGINES:
+        for name, obj, fn in (('gzip 200', data, gz200), ('gzip 206', text, gz206),
+                              ('no etag, grown', data, grown)):
+            label = '%s %s' % (e, name)
+            out, rc, srv, err = read_all(env, cli, obj, fn, e)
+            if rc == 0:
+                ck.eq('%s: bytes when the read succeeds' % label, out.get('fnv'), want_fnv(obj))
+            else:
+                ck.ok('log:' in err, '%s: the failed read has a log line saying why' % label)
+
+
+GROUPS = {'framing': group_framing, 'cuts': group_cuts, 'encoding': group_encoding}
+
+
+def run_group(env, ck, group, cli):
+    data = bytes(env.rng.getrandbits(8) for _ in range(300000))
+    GROUPS[group](env, ck, cli, data)
+
+
+def main():
+    if len(sys.argv) != 4 or sys.argv[2] not in GROUPS:
+        print(__doc__)
+        return 2
+    ml.main_wrapper(run_group, sys.argv[1], 'answers-' + sys.argv[2], deadline=170,
+                    needs_fuse=False, group=sys.argv[2], cli=sys.argv[3])
+
+
+if __name__ == '__main__':
+    sys.exit(main())
