@@ -449,6 +449,14 @@ void backend_read_version_async(struct backend *be, const char *key, const char 
 				size_t len, unsigned flags, backend_sink_cb cb, void *arg,
 				backend_done_cb done, void *darg)
 {
+	backend_read_version_async_mem(be, key, etag, off, len, flags, cb, NULL, arg, done, darg);
+}
+
+void backend_read_version_async_mem(struct backend *be, const char *key, const char *etag,
+				    uint64_t off, size_t len, unsigned flags, backend_sink_cb cb,
+				    backend_sink_mem_cb mem, void *arg, backend_done_cb done,
+				    void *darg)
+{
 	int err = backend__key_check(key);
 	ssize_t n;
 
@@ -459,7 +467,7 @@ void backend_read_version_async(struct backend *be, const char *key, const char 
 		return;
 	}
 	if (be->ops->read_async) {
-		be->ops->read_async(be, key, etag, off, len, flags, cb, arg, done, darg);
+		be->ops->read_async(be, key, etag, off, len, flags, cb, mem, arg, done, darg);
 		return;
 	}
 	/* a local store: the read runs here */

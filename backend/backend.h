@@ -104,6 +104,12 @@ struct backend_stats {
 	/* connections the engine opened (both engines), and the attempts the
 	 * lean engine made (--http-engine auto: plain http:// ranged GETs) */
 	uint64_t connects, lean_attempts;
+	/* body bytes of object reads the lean engine handed to a sink: received
+	 * straight into memory the sink offered (backend_sink_mem_cb: no copy
+	 * out of the engine's buffer), and received into the engine's own
+	 * buffer (the sink copies them, or offered none); the two add up to
+	 * the bytes its sinks accepted */
+	uint64_t recv_inplace_bytes, recv_copied_bytes;
 };
 
 /* What list and stat report about one object. */
@@ -272,6 +278,30 @@ void backend_sink_ready(struct backend *be);
 void backend_read_version_async(struct backend *be, const char *key, const char *etag, uint64_t off,
 				size_t len, unsigned flags, backend_sink_cb cb, void *arg,
 				backend_done_cb done, void *darg);
+
+/* A sink's offer of its own memory for the bytes at object offset off,
+ * asked (on the I/O thread) before a receive with *len the most bytes
+ * wanted: the memory where they may land (*len lowered to what fits, at
+ * least 1), or NULL (the engine receives into its own buffer, as without
+ * an offer). Only the receive writes it; the bytes received are then
+ * handed to the sink's cb as ever (buf pointing into that memory, at off;
+ * cb sees its own memory: it need not copy), before any other call of cb
+ * or of this; no bytes (a receive that got none) leave it untouched. When
+ * cb does not take them (BACKEND_SINK_FULL, an error) the engine copies
+ * what it keeps out before cb's caller returns: from then on the memory is
+ * the sink's alone (it may hand it to another thread). An offer changes no
+ * check the bytes get: lengths, ranges, resume offsets and counters are
+ * the same. Which engine asks: the lean one (backend.h's http_engine 1),
+ * for a body's bytes after the answer's head (the head's own receive's
+ * share of the body is handed over from the engine's buffer). */
+typedef void *(*backend_sink_mem_cb)(void *arg, uint64_t off, size_t *len);
+
+/* backend_read_version_async with a sink that may offer memory (mem, or
+ * NULL: the same as backend_read_version_async). */
+void backend_read_version_async_mem(struct backend *be, const char *key, const char *etag,
+				    uint64_t off, size_t len, unsigned flags, backend_sink_cb cb,
+				    backend_sink_mem_cb mem, void *arg, backend_done_cb done,
+				    void *darg);
 
 /* One item of a batch read: len bytes (len > 0) at off of key. */
 struct backend_batch_item {

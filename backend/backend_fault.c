@@ -433,8 +433,8 @@ static void *async_main(void *arg)
 }
 
 static void fault_read_async(struct backend *be, const char *key, const char *etag, uint64_t off,
-			     size_t len, unsigned flags, backend_sink_cb cb, void *arg,
-			     backend_done_cb done, void *darg)
+			     size_t len, unsigned flags, backend_sink_cb cb,
+			     backend_sink_mem_cb mem, void *arg, backend_done_cb done, void *darg)
 {
 	struct fault *f = be->impl;
 	struct async_read *r = calloc(1, sizeof(*r));
@@ -442,6 +442,7 @@ static void fault_read_async(struct backend *be, const char *key, const char *et
 	pthread_t t;
 
 	(void)flags;
+	(void)mem; /* it reads into its own buffer */
 	if (!r || !(r->key = strdup(key)) || (etag && !(r->etag = strdup(etag)))) {
 		if (r)
 			free(r->key);

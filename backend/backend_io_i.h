@@ -104,6 +104,10 @@ struct backend_req {
 	 * after each piece, which on_data has just had); a negative errno
 	 * stops the request with it, without a retry. I/O thread. */
 	int (*on_poll)(void *arg);
+	/* or NULL: memory for the next body bytes on_data will get (at most
+	 * *len; *len lowered to what fits), or NULL: backend_sink_mem_cb's
+	 * contract. Asked by the lean engine only. I/O thread. */
+	void *(*on_mem)(void *arg, size_t *len);
 	int pausable; /* on_data may answer BACKEND_SINK_FULL (backend.h) */
 	backend_req_done_cb on_done;
 	void *arg;
@@ -199,6 +203,7 @@ typedef void (*backend_io_stream_done_cb)(void *darg, struct backend_req *r, int
  * of its own); untouched once done runs */
 struct backend_io_astream {
 	backend_sink_cb cb;
+	backend_sink_mem_cb mem; /* or NULL */
 	void *arg;
 	uint64_t pos;	/* object offset of the next byte */
 	uint64_t bytes; /* bytes cb accepted */
@@ -206,8 +211,9 @@ struct backend_io_astream {
 	void *darg;
 };
 void backend_io_stream_async(struct backend_io *io, struct backend_req *r,
-			     struct backend_io_astream *a, backend_sink_cb cb, void *arg,
-			     backend_io_stream_done_cb done, void *darg);
+			     struct backend_io_astream *a, backend_sink_cb cb,
+			     backend_sink_mem_cb mem, void *arg, backend_io_stream_done_cb done,
+			     void *darg);
 /* The asynchronous ranged GET of a remote store (its read_async op): the
  * store's struct begins with a struct backend_async, in one allocation with
  * key, etag and extra bytes after it (backend__async_new: NULL when out of
@@ -231,7 +237,8 @@ struct backend_async {
 void *backend__async_new(size_t size, size_t extra, struct backend *be, const char *key,
 			 const char *etag, backend_done_cb done, void *darg);
 void backend__async_start(struct backend_io *io, struct backend_async *a, struct backend_req *r,
-			  uint64_t off, size_t len, unsigned flags, backend_sink_cb cb, void *arg);
+			  uint64_t off, size_t len, unsigned flags, backend_sink_cb cb,
+			  backend_sink_mem_cb mem, void *arg);
 /* The ranged GET of [off, off + len) by r (its url, sign, ... set), only of
  * version etag when given: into buf when it is not NULL (backend_io_read),
  * else to cb (backend_io_stream). Bytes read or a negative errno. */
@@ -437,6 +444,7 @@ struct backend_io {
 	atomic_ullong n_bytes_received, n_short_bodies, n_range_ignored;
 	atomic_ullong n_pauses, n_resumes, n_pause_backstops;
 	atomic_ullong n_connects, n_lean_attempts;
+	atomic_ullong n_recv_inplace, n_recv_copied; /* backend_stats.recv_*_bytes */
 	atomic_int resume_asked; /* backend_io_sink_ready: on_async asks the paused sinks */
 	atomic_int down_now;
 

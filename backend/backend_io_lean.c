@@ -14,11 +14,18 @@
  * curl sets them) with one uv_poll_t, polled for reading from its connect
  * to its close (a reused connection costs no epoll_ctl), for writing only
  * while its connect or request is under way. Its buffer (IO_BUFFER_BYTES)
- * holds the head and each piece of body: recv into it, the piece to the
- * sink, no other copy. One request is out at a time, and a recv of body
+ * holds the head (with the body bytes that came in its receive) and each
+ * piece of body, unless the sink offers memory of its own
+ * (backend_req.on_mem: a fill's buffer) for a body it takes whole (a 2xx,
+ * nothing to skip): then the body is received there, at most
+ * IO_BUFFER_BYTES a receive, and handed to the same checks
+ * (backend__io_body) and the sink, which need not copy it; the counters say
+ * which (recv_inplace_bytes, recv_copied_bytes). One request is out at a time, and a recv of body
  * never asks for more than the body has left: bytes past the answer are
  * the server's error (the connection is then not kept). A paused sink
- * (BACKEND_SINK_FULL) leaves the piece in the buffer and the socket
+ * (BACKEND_SINK_FULL) leaves the piece in the buffer (a piece received in
+ * the sink's memory is copied there first: that memory is the sink's again
+ * once it answered, and a fill may hand it to its writer) and the socket
  * unpolled until backend__io_lean_resume offers it again.
  *
  * Kept alive when the answer was read whole and neither side said close;
@@ -301,19 +308,28 @@ static void send_req(struct lconn *c, int sync)
 	lc_poll(c, UV_READABLE);
 }
 
-/* One piece of body to the shared checks and the sink. Returns 1 when the
- * attempt ended (c may be gone) or paused, 0 to read on. */
-static int deliver(struct lconn *c, const char *p, size_t n)
+/* One piece of body to the shared checks and the sink: in c->buf, or
+ * (inplace) in memory the sink offered. Returns 1 when the attempt ended
+ * (c may be gone) or paused, 0 to read on. */
+static int deliver(struct lconn *c, const char *p, size_t n, int inplace)
 {
 	struct xfer *x = c->x;
+	uint64_t d0 = x->r->delivered;
 	size_t k = backend__io_body(x, p, n);
 
 	if (k == CURL_WRITEFUNC_PAUSE) {
+		/* the sink's memory is its own again once it answered: the piece
+		 * is held in the connection's buffer (n <= its size) */
+		if (inplace)
+			p = memcpy(c->buf, p, n);
 		c->held = p;
 		c->held_len = n;
 		lc_poll(c, 0); /* TCP holds the sender back */
 		return 1;
 	}
+	if (x->r->delivered != d0)
+		atomic_fetch_add_explicit(inplace ? &c->io->n_recv_inplace : &c->io->n_recv_copied,
+					  x->r->delivered - d0, memory_order_relaxed);
 	if (k != n) { /* stopped: an error, or enough of a 200 to a range */
 		c->body_left -= n;
 		c->state = LC_DONE;
@@ -390,7 +406,7 @@ static int head_done(struct lconn *c, const struct backend_h1_head *h)
 		return 1;
 	}
 	if (extra)
-		return deliver(c, c->buf + h->head_len, extra);
+		return deliver(c, c->buf + h->head_len, extra, 0);
 	return 0;
 }
 
@@ -401,15 +417,32 @@ static void on_readable(struct lconn *c)
 		size_t want;
 		ssize_t n;
 		char *dst;
+		int inplace = 0;
 
 		if (c->state == LC_HEAD) { /* the head and the body's first bytes: one
 					    * request is out, so nothing of another answer */
 			dst = c->buf + c->have;
 			want = sizeof(c->buf) - c->have;
 		} else {
+			struct xfer *x = c->x;
+			void *m;
+
 			dst = c->buf;
 			want =
 			    c->body_left < sizeof(c->buf) ? (size_t)c->body_left : sizeof(c->buf);
+			/* into the sink's memory when it offers some: the bytes it
+			 * takes whole (a 2xx body, nothing to skip), at most the
+			 * buffer's size (a paused piece is held there) */
+			if (x->r->on_mem && x->accept_body && !x->skip) {
+				size_t w =
+				    x->status == 200 && want > x->limit ? (size_t)x->limit : want;
+
+				if (w && (m = x->r->on_mem(x->r->arg, &w)) != NULL) {
+					dst = m;
+					want = w;
+					inplace = 1;
+				}
+			}
 		}
 		n = recv(c->fd, dst, want, 0);
 		if (n < 0 && errno == EINTR)
@@ -436,7 +469,7 @@ static void on_readable(struct lconn *c)
 			return;
 		}
 		if (c->state == LC_BODY) {
-			if (deliver(c, c->buf, (size_t)n))
+			if (deliver(c, dst, (size_t)n, inplace))
 				return;
 		} else {
 			ssize_t hl;
@@ -588,7 +621,7 @@ void backend__io_lean_resume(struct xfer *x)
 	p = c->held;
 	n = c->held_len;
 	c->held = NULL;
-	if (deliver(c, p, n))
+	if (deliver(c, p, n, 0))
 		return;
 	lc_poll(c, UV_READABLE);
 }

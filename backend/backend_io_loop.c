@@ -616,6 +616,8 @@ void backend_io_stats(struct backend_io *io, struct backend_stats *st)
 	st->pause_backstops = atomic_load(&io->n_pause_backstops);
 	st->connects = atomic_load(&io->n_connects);
 	st->lean_attempts = atomic_load(&io->n_lean_attempts);
+	st->recv_inplace_bytes = atomic_load(&io->n_recv_inplace);
+	st->recv_copied_bytes = atomic_load(&io->n_recv_copied);
 }
 
 void backend_io_submit(struct backend_io *io, struct backend_req *r)

@@ -118,6 +118,7 @@ int backend_io_get(struct backend_io *io, struct backend_req *r, void **body, si
 	w.grow = 1;
 	r->on_data = waiter_data;
 	r->on_poll = NULL;
+	r->on_mem = NULL;
 	err = waiter_run(io, r, &w);
 	if (err < 0) {
 		free(w.buf);
@@ -146,6 +147,7 @@ ssize_t backend_io_read(struct backend_io *io, struct backend_req *r, void *buf)
 	w.cap = w.max = (size_t)r->range_len;
 	r->on_data = waiter_data;
 	r->on_poll = NULL;
+	r->on_mem = NULL;
 	err = waiter_run(io, r, &w);
 	if (err < 0)
 		return err;
@@ -171,6 +173,13 @@ static int astream_data(void *arg, const void *buf, size_t len)
 	return 0;
 }
 
+static void *astream_mem(void *arg, size_t *len)
+{
+	struct backend_io_astream *a = arg;
+
+	return a->mem(a->arg, a->pos, len);
+}
+
 static void astream_done(void *arg, struct backend_req *r, int err)
 {
 	struct backend_io_astream *a = arg;
@@ -182,8 +191,9 @@ static void astream_done(void *arg, struct backend_req *r, int err)
 }
 
 void backend_io_stream_async(struct backend_io *io, struct backend_req *r,
-			     struct backend_io_astream *a, backend_sink_cb cb, void *arg,
-			     backend_io_stream_done_cb done, void *darg)
+			     struct backend_io_astream *a, backend_sink_cb cb,
+			     backend_sink_mem_cb mem, void *arg, backend_io_stream_done_cb done,
+			     void *darg)
 {
 	if (r->range_len == 0 || r->range_len > SSIZE_MAX) {
 		done(darg, r, r->range_len ? -EINVAL : 0, 0);
@@ -191,12 +201,14 @@ void backend_io_stream_async(struct backend_io *io, struct backend_req *r,
 	}
 	a->bytes = 0;
 	a->cb = cb;
+	a->mem = mem;
 	a->arg = arg;
 	a->pos = r->range_off;
 	a->done = done;
 	a->darg = darg;
 	r->on_data = astream_data;
 	r->on_poll = astream_poll;
+	r->on_mem = mem ? astream_mem : NULL;
 	r->on_done = astream_done;
 	r->arg = a;
 	backend_io_submit(io, r);
@@ -241,7 +253,8 @@ static void async_done(void *arg, struct backend_req *r, int err, uint64_t bytes
 }
 
 void backend__async_start(struct backend_io *io, struct backend_async *a, struct backend_req *r,
-			  uint64_t off, size_t len, unsigned flags, backend_sink_cb cb, void *arg)
+			  uint64_t off, size_t len, unsigned flags, backend_sink_cb cb,
+			  backend_sink_mem_cb mem, void *arg)
 {
 	r->method = "GET";
 	r->range_off = off;
@@ -250,7 +263,7 @@ void backend__async_start(struct backend_io *io, struct backend_async *a, struct
 	r->small = (flags & BACKEND_READ_SMALL) != 0;
 	r->pausable = (flags & BACKEND_READ_PAUSABLE) != 0;
 	r->object = 1;
-	backend_io_stream_async(io, r, &a->st, cb, arg, async_done, a);
+	backend_io_stream_async(io, r, &a->st, cb, mem, arg, async_done, a);
 }
 
 ssize_t backend__io_get(struct backend_io *io, struct backend_req *r, const char *etag,
@@ -294,7 +307,7 @@ ssize_t backend_io_stream(struct backend_io *io, struct backend_req *r, backend_
 		return r->range_len ? -EINVAL : 0;
 	waiter_init(&s.w);
 	s.bytes = 0;
-	backend_io_stream_async(io, r, &s.a, cb, arg, stream_waited, &s);
+	backend_io_stream_async(io, r, &s.a, cb, NULL, arg, stream_waited, &s);
 	err = waiter_wait(&s.w);
 	if (err < 0)
 		return err;
@@ -324,6 +337,7 @@ int backend_io_run(struct backend_io *io, struct backend_req *r, backend_req_dat
 	x.arg = arg;
 	r->on_data = relay_data;
 	r->on_poll = NULL;
+	r->on_mem = NULL;
 	/* waiter_run sets r->arg = &x.w: on_data and on_done share it */
 	return waiter_run(io, r, &x.w);
 }
@@ -336,6 +350,7 @@ int backend_io_head(struct backend_io *io, struct backend_req *r)
 	r->method = "HEAD";
 	r->on_data = NULL;
 	r->on_poll = NULL;
+	r->on_mem = NULL;
 	r->range_len = 0;
 	return waiter_run(io, r, &w);
 }

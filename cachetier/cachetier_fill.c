@@ -160,7 +160,9 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 		}
 		if (piece > FILL_BUF_BYTES - s->cur->used)
 			piece = FILL_BUF_BYTES - s->cur->used;
-		memcpy(s->cur->data + s->cur->used, (const char *)buf + done, piece);
+		/* received there already (fill_sink_mem): no copy */
+		if (s->cur->data + s->cur->used != (const char *)buf + done)
+			memcpy(s->cur->data + s->cur->used, (const char *)buf + done, piece);
 		s->cur->used += piece;
 		done += piece;
 		s->next += piece;
@@ -171,6 +173,38 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 	}
 	atomic_store_explicit(&s->slot->got, s->next - s->start, memory_order_relaxed);
 	return 0;
+}
+
+/* backend_sink_mem_cb: the gathered buffer's free end, for the bytes at
+ * off (the next expected), up to the run's end: the store's I/O thread
+ * receives them there and fill_sink_write takes them without a copy. None
+ * (its usual path) while the writer has FILL_WQ_MAX buffers to write (the
+ * piece is about to be refused: a refused piece is copied out) or the fill
+ * is withdrawn. A buffer taken here with no bytes received into it is
+ * filled later or put back at the run's end (fill_run_done). */
+static void *fill_sink_mem(void *arg, uint64_t off, size_t *len)
+{
+	struct fill_sink *s = arg;
+	struct cachetier *ct = s->slot->ct;
+	size_t room;
+
+	if (off != s->next || s->next >= s->end ||
+	    atomic_load_explicit(&s->slot->withdraw, memory_order_relaxed) ||
+	    (s->slot->fill->async &&
+	     atomic_load_explicit(&ct->wq_bufs, memory_order_relaxed) >= FILL_WQ_MAX))
+		return NULL;
+	if (!s->cur) {
+		s->cur = cachetier__buf_get(ct);
+		if (!s->cur)
+			return NULL;
+		*s->cur = (struct fill_buf){.slot = s->slot, .off = s->next};
+	}
+	room = FILL_BUF_BYTES - s->cur->used;
+	if (room > s->end - s->next)
+		room = (size_t)(s->end - s->next);
+	if (*len > room)
+		*len = room;
+	return s->cur->data + s->cur->used;
 }
 
 int cachetier__read_version(struct cachetier *ct, const char *key, const char *etag,
@@ -398,16 +432,16 @@ static void fill_run_done(void *arg, int err, uint64_t bytes)
 		if (bytes == 0) {
 			err = -EIO; /* the object is shorter than its size said */
 		} else {
-			backend_read_version_async(ct->be, f->key, f->etag, fl->s.next,
-						   (size_t)(fl->s.end - fl->s.next),
-						   (slot->small ? BACKEND_READ_SMALL : 0) |
-						       (fl->async ? BACKEND_READ_PAUSABLE : 0),
-						   fill_sink_write, &fl->s, fill_run_done, slot);
+			backend_read_version_async_mem(
+			    ct->be, f->key, f->etag, fl->s.next, (size_t)(fl->s.end - fl->s.next),
+			    (slot->small ? BACKEND_READ_SMALL : 0) |
+				(fl->async ? BACKEND_READ_PAUSABLE : 0),
+			    fill_sink_write, fill_sink_mem, &fl->s, fill_run_done, slot);
 			return;
 		}
 	}
 	backend_log_failure(ct->be, f->key, err, "fill"); /* once per object and cause */
-	if (fl->s.cur && err == 0) {
+	if (fl->s.cur && fl->s.cur->used && err == 0) {
 		last = fl->s.cur; /* the run's last bytes */
 	} else {
 		cachetier__buf_put(ct, fl->s.cur);
@@ -474,10 +508,11 @@ void cachetier__fill_next(struct ct_slot *slot)
 					   .unit_bytes = f->unit_bytes};
 		fl->t0 = cachetier__mono_ns();
 		/* only from the listed version: units of two versions never mix */
-		backend_read_version_async(slot->ct->be, f->key, f->etag, off, (size_t)len,
-					   (slot->small ? BACKEND_READ_SMALL : 0) |
-					       (fl->async ? BACKEND_READ_PAUSABLE : 0),
-					   fill_sink_write, &fl->s, fill_run_done, slot);
+		backend_read_version_async_mem(slot->ct->be, f->key, f->etag, off, (size_t)len,
+					       (slot->small ? BACKEND_READ_SMALL : 0) |
+						   (fl->async ? BACKEND_READ_PAUSABLE : 0),
+					       fill_sink_write, fill_sink_mem, &fl->s,
+					       fill_run_done, slot);
 		if (fl->async)
 			return; /* the slot is the request's now */
 		while (sem_wait(&fl->run_sem) < 0 && errno == EINTR)

@@ -24,6 +24,8 @@ struct ct_wjob;
  * i of the object is at i * chunk_bytes in both). The sink runs on the
  * store's I/O thread, which only moves bytes: it gathers the pieces curl
  * hands over (a few KiB each on a paced link) in buffers of FILL_BUF_BYTES
+ * (the lean engine receives into the buffer's free end, which the sink
+ * offers: cachetier_fill.c, fill_sink_mem; no copy then)
  * and pushes each full one, lock-free, to the fill writer (cachetier_write.c),
  * which computes each unit's CRC32C, writes the buffer with one pwrite and
  * makes the units it completes readable at once (fill_publish). A partial

@@ -225,6 +225,13 @@ const struct ctl_counter fs_ctl_counters[] = {
      "attempts made by the lean HTTP engine (--http-engine auto: plain http:// ranged reads); "
      "the rest are curl's",
      C, SNAP(bs.lean_attempts)},
+    {"store_recv_inplace_bytes",
+     "body bytes the lean HTTP engine received straight into a fill's buffer (no copy)", C,
+     SNAP(bs.recv_inplace_bytes)},
+    {"store_recv_copied_bytes",
+     "body bytes the lean HTTP engine received into its own buffer and handed to a reader or "
+     "fill (which copies them)",
+     C, SNAP(bs.recv_copied_bytes)},
     {"index_sidecar", "shard indexes loaded from a sidecar NAME.tar.idx", C, FS(index_sidecar)},
     {"index_sidecar_rejected", "sidecar indexes ignored (stale or corrupt)", C,
      FS(index_sidecar_rejected)},

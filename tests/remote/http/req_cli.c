@@ -25,6 +25,13 @@
  * for: it runs past the connections (max_connections is WINDOW + 1) and
  * prints "sync BYTES FNV" as soon as it returns, before the others end
  * (their stall bound is 120 s in this mode, not 5: none ends by it first).
+ * REQ_CLI_MEM=N: the sink offers its own memory (backend_sink_mem_cb) as a
+ * fill does, up to the next multiple of N bytes from the read's start (a
+ * unit's edge), and takes a piece that arrives there without a copy;
+ * "sink_inplace N" and "sink_copied N" say how its bytes came. With
+ * REQ_CLI_PAUSE too, a refused piece's place in its memory is overwritten
+ * (0x5a) at the store's next len-0 call, as a fill's writer may reuse a
+ * buffer: the piece must come again from the store's own copy.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -45,6 +52,7 @@ struct job {
 	int err;
 	unsigned full;	   /* BACKEND_SINK_FULL answered to the piece now offered */
 	uint64_t full_off; /* ... at this offset */
+	size_t full_len;   /* ... of this length */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -54,6 +62,8 @@ static int count_only;
 static unsigned pause_n;
 static _Atomic unsigned long pauses;
 static int no_wake;
+static size_t mem_n;
+static _Atomic unsigned long long sink_inplace, sink_copied;
 static struct backend *be_g;
 static sem_t wake_sem; /* posted per refusal: waker() says backend_sink_ready */
 static _Atomic int wake_stop;
@@ -74,8 +84,11 @@ static int sink(void *arg, uint64_t off, const void *buf, size_t len)
 {
 	struct job *j = arg;
 
-	if (!len)
+	if (!len) {
+		if (mem_n && j->full && j->buf) /* the refused piece's place is reused */
+			memset(j->buf + (j->full_off - j->off), 0x5a, j->full_len);
 		return 0;
+	}
 	if (off < j->off || off - j->off + len > j->len)
 		return -EIO;
 	if (pause_n) {
@@ -84,6 +97,7 @@ static int sink(void *arg, uint64_t off, const void *buf, size_t len)
 		if (j->full < pause_n) {
 			j->full++;
 			j->full_off = off;
+			j->full_len = len;
 			pauses++;
 			if (!no_wake)
 				sem_post(&wake_sem);
@@ -95,9 +109,32 @@ static int sink(void *arg, uint64_t off, const void *buf, size_t len)
 	if (count_only)
 		return 0;
 	j->got -= len;
-	memcpy(j->buf + (off - j->off), buf, len);
+	if (buf == j->buf + (off - j->off)) { /* received where sink_mem offered */
+		sink_inplace += len;
+	} else {
+		memcpy(j->buf + (off - j->off), buf, len);
+		sink_copied += len;
+	}
 	j->got += len;
 	return 0;
+}
+
+/* REQ_CLI_MEM: the job's buffer at off, up to the next multiple of mem_n
+ * from the read's start */
+static void *sink_mem(void *arg, uint64_t off, size_t *len)
+{
+	struct job *j = arg;
+	size_t at, edge;
+
+	if (!j->buf || off < j->off || off - j->off >= j->len)
+		return NULL;
+	at = (size_t)(off - j->off);
+	edge = (at / mem_n + 1) * mem_n;
+	if (edge > j->len)
+		edge = j->len;
+	if (*len > edge - at)
+		*len = edge - at;
+	return j->buf + at;
 }
 
 static void done(void *arg, int err, uint64_t bytes)
@@ -165,6 +202,7 @@ int main(int argc, char **argv)
 	count_only = getenv("REQ_CLI_COUNT") != NULL;
 	pause_n = getenv("REQ_CLI_PAUSE") ? (unsigned)atoi(getenv("REQ_CLI_PAUSE")) : 0;
 	no_wake = getenv("REQ_CLI_NOWAKE") != NULL;
+	mem_n = getenv("REQ_CLI_MEM") ? strtoull(getenv("REQ_CLI_MEM"), NULL, 10) : 0;
 	off0 = strtoull(argv[3], NULL, 10);
 	len = strtoull(argv[4], NULL, 10);
 	count = strtoull(argv[5], NULL, 10);
@@ -216,10 +254,10 @@ int main(int argc, char **argv)
 			pthread_cond_wait(&cv, &mu);
 		inflight++;
 		pthread_mutex_unlock(&mu);
-		backend_read_version_async(be, argv[2], info.etag, jobs[i].off, len,
-					   (sync_spec ? 0 : BACKEND_READ_SMALL) |
-					       (pause_n ? BACKEND_READ_PAUSABLE : 0),
-					   sink, &jobs[i], done, &jobs[i]);
+		backend_read_version_async_mem(
+		    be, argv[2], info.etag, jobs[i].off, len,
+		    (sync_spec ? 0 : BACKEND_READ_SMALL) | (pause_n ? BACKEND_READ_PAUSABLE : 0),
+		    sink, mem_n ? sink_mem : NULL, &jobs[i], done, &jobs[i]);
 	}
 	if (sync_spec && sync_read(be, argv[2], info.etag, sync_spec) < 0)
 		return 1;
@@ -254,6 +292,10 @@ int main(int argc, char **argv)
 	printf("store_pauses %" PRIu64 "\nresumes %" PRIu64 "\npause_backstops %" PRIu64 "\n",
 	       st.pauses, st.resumes, st.pause_backstops);
 	printf("connects %" PRIu64 "\nlean_attempts %" PRIu64 "\n", st.connects, st.lean_attempts);
+	printf("inplace_bytes %" PRIu64 "\ncopied_bytes %" PRIu64 "\n", st.recv_inplace_bytes,
+	       st.recv_copied_bytes);
+	printf("sink_inplace %llu\nsink_copied %llu\n", (unsigned long long)sink_inplace,
+	       (unsigned long long)sink_copied);
 	backend_close(be);
 	return errors ? 1 : 0;
 }

@@ -42,6 +42,20 @@ Groups (each starts its own nginx on 127.0.0.1 and, for 'shortbody', the fault p
              other is held, with curl and with the lean engine; then the held one ends, exact
              bytes, 3 requests (the HEAD and both reads), no failure. Before 2026-11-30 the
              synchronous read waited for the connection the held one kept (the bound: 60 s).
+  recvmem    the lean engine receives a body straight into memory its sink offers (req_cli
+             REQ_CLI_MEM: offers up to the next 50,000-byte unit edge, as a fill's buffer does):
+             a server (PacedServer) that sends each answer's head with k body bytes in one send,
+             waits until the client has read them (the client's receive queue empty, in
+             /proc/net/tcp), then the rest or up to a cut: cuts in the head's receive, at a
+             unit's edge, mid-unit and at the engine buffer's end (65,536), each resumed; exact
+             bytes, and exactly the head's k bytes copied, the rest received in place
+             (inplace_bytes, copied_bytes, the sink's own counts equal); a sink refusing every
+             piece once (REQ_CLI_PAUSE=1) whose refused piece's memory is overwritten before it
+             comes again: exact bytes, nothing in place (each refused piece came again from the
+             engine's copy); nginx and the fault proxy's cuts: exact bytes, in place + copied =
+             bytes received; curl: nothing in place. A mount of nginx (the fill's sink):
+             exact bytes, store_recv_inplace_bytes + store_recv_copied_bytes =
+             store_bytes_received, most of them in place; 0 and 0 with --http-engine curl.
 Exact counts throughout (faults served, requests, attempts, bytes); no timing.
 """
 import errno
@@ -53,6 +67,7 @@ import subprocess
 import sys
 import tarfile
 import threading
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
 
@@ -491,8 +506,218 @@ def group_syncpass(env, ck, cli, ng, src):
               (res.get('requests'), res.get('attempts'), res.get('failures')), (3, 3, 0))
 
 
+class PacedServer:
+    """A server of one file whose answers come in two steps: the head with the first k body
+    bytes in one send, then (once the client has read them all: its receive queue empty and
+    nothing unacknowledged, as /proc/net/tcp says; bounded) the rest, or the body up to a cut,
+    then close. plans: [(k, cut or None)], one per request in order (then (0, None)). Counts
+    requests and connections."""
+
+    def __init__(self, data):
+        self.data = data
+        self.plans = []
+        self.conns = 0
+        self.requests = 0
+        self.errors = []
+        self.sock = socket.socket()
+        self.sock.bind(('127.0.0.1', 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns += 1
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _drained(self, c):
+        """Has the client read all we sent? Its socket's rx_queue and ours' tx_queue 0."""
+        me = '%08X:%04X' % (0x0100007F, self.port)
+        peer = '%08X:%04X' % (0x0100007F, c.getpeername()[1])
+        with open('/proc/net/tcp') as f:
+            for ln in f.read().splitlines()[1:]:
+                fl = ln.split()
+                tx, rx = (int(v, 16) for v in fl[4].split(':'))
+                if (fl[1], fl[2]) == (peer, me) and rx:
+                    return False
+                if (fl[1], fl[2]) == (me, peer) and tx:
+                    return False
+        return True
+
+    def _serve(self, c):
+        with c:
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            buf = b''
+            while True:
+                while b'\r\n\r\n' not in buf:
+                    b = c.recv(4096)
+                    if not b:
+                        return
+                    buf += b
+                head, _, buf = buf.partition(b'\r\n\r\n')
+                self.requests += 1
+                if head.startswith(b'HEAD'):
+                    c.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: %d\r\nETag: "e1"\r\n\r\n'
+                              % len(self.data))
+                    continue
+                m = re.search(rb'(?im)^range:\s*bytes=(\d+)-(\d+)', head)
+                a, z = int(m.group(1)), min(int(m.group(2)), len(self.data) - 1)
+                body = self.data[a:z + 1]
+                k, cut = self.plans.pop(0) if self.plans else (0, None)
+                out = (b'HTTP/1.1 206 Partial Content\r\nContent-Range: bytes %d-%d/%d\r\n'
+                       b'Content-Length: %d\r\nETag: "e1"\r\n\r\n' % (
+                           a, z, len(self.data), len(body)))
+                c.sendall(out + body[:k])
+                # a bounded wait for a state of the client (not a timing window): its
+                # receive of the head took these bytes, and nothing else
+                deadline = time.monotonic() + 30
+                while not self._drained(c):
+                    if time.monotonic() > deadline:
+                        self.errors.append('the client did not read the head in 30 s')
+                        return
+                    time.sleep(0.001)
+                c.sendall(body[k:cut])
+                if cut is not None:
+                    c.shutdown(socket.SHUT_RDWR)
+                    return
+
+    def close(self):
+        self.sock.close()
+
+
+def group_recvmem(env, ck, cli, ng, src):
+    key = 's/shard-000001.tar'
+    with open(os.path.join(src, key), 'rb') as f:
+        want = f.read()
+    unit, ln = 50000, 300000
+    base = dict(env.env)
+    env.env['REQ_CLI_ENGINE'] = 'auto'
+    env.env['REQ_CLI_MEM'] = str(unit)
+    try:
+        # (a) the paced server: read i at 1000 + i * ln; its first answer's head comes with k
+        # body bytes, then its body is cut (a resume's head comes alone, then the rest)
+        cuts = [('head', 1000, 1000), ('unit edge', 0, 2 * unit), ('mid-unit', 300, 123457),
+                ('buffer end', 0, 65536), ('none', 4000, None)]
+        srv = PacedServer(want)
+        try:
+            for _, k, cut in cuts:
+                srv.plans.append((k, cut))
+                if cut is not None:
+                    srv.plans.append((0, None))
+            rc, out, err = req_cli(env, cli, 'http://127.0.0.1:%d/%s' % (srv.port, key),
+                                   'shard-000001.tar', 1000, ln, len(cuts))
+        finally:
+            srv.close()
+        ncut = len([c for c in cuts if c[2] is not None])
+        head_bytes = sum(k for _, k, _ in cuts)
+        total = len(cuts) * ln
+        ck.eq('paced: server errors', srv.errors, [])
+        ck.eq('paced: exit', rc, 0)
+        ck.eq('paced: bytes', out.get('bytes'), total)
+        span = (len(want) - 1000) // ln * ln  # req_cli wraps to the start past the end
+        ck.eq('paced: fnv', out.get('fnv'),
+              fnv64(b''.join(want[1000 + i * ln % span:1000 + i * ln % span + ln]
+                             for i in range(len(cuts)))))
+        ck.eq('paced: short_bodies', out.get('short_bodies'), ncut)
+        ck.eq('paced: requests, attempts, lean attempts',
+              (out.get('requests'), out.get('attempts'), out.get('lean_attempts')),
+              (1 + len(cuts), 1 + len(cuts) + ncut, len(cuts) + ncut))
+        ck.eq('paced: copied bytes (the heads\' receives)', out.get('copied_bytes'), head_bytes)
+        ck.eq('paced: in-place bytes', out.get('inplace_bytes'), total - head_bytes)
+        ck.eq('paced: the sink\'s own counts', (out.get('sink_inplace'), out.get('sink_copied')),
+              (total - head_bytes, head_bytes))
+        ck.eq('paced: bytes_received', out.get('bytes_received'), total)
+
+        # (b) every piece refused once (REQ_CLI_PAUSE=1), its place in the sink's memory
+        # overwritten before it comes again: it comes again from the engine's own copy
+        env.env['REQ_CLI_PAUSE'] = '1'
+        srv = PacedServer(want)
+        try:
+            srv.plans = [(2000, None), (0, 100000), (0, None)]
+            rc, out, err = req_cli(env, cli, 'http://127.0.0.1:%d/%s' % (srv.port, key),
+                                   'shard-000001.tar', 1000, ln, 2)
+        finally:
+            srv.close()
+            env.env.pop('REQ_CLI_PAUSE')
+        ck.eq('pause: server errors', srv.errors, [])
+        ck.eq('pause: exit', rc, 0)
+        ck.eq('pause: bytes', out.get('bytes'), 2 * ln)
+        ck.eq('pause: fnv', out.get('fnv'), fnv64(want[1000:1000 + 2 * ln]))
+        ck.eq('pause: in place, copied', (out.get('inplace_bytes'), out.get('copied_bytes')),
+              (0, 2 * ln))
+        ck.eq('pause: the sink\'s own counts', (out.get('sink_inplace'), out.get('sink_copied')),
+              (0, 2 * ln))
+        ck.ok(out.get('pauses', 0) >= 3, 'pause: %r refusals, want at least 3' % out.get('pauses'))
+        ck.eq('pause: store pauses = refusals', out.get('store_pauses'), out.get('pauses'))
+
+        # (c) nginx, and the fault proxy cutting 2 answers mid-body: exact bytes; what was
+        # received was handed over in place or copied, each counted once
+        rc, out, err = req_cli(env, cli, ng.url('files/' + key), 'shard-000001.tar', 777, ln, 3)
+        ck.eq('nginx: exit', rc, 0)
+        ck.eq('nginx: fnv', out.get('fnv'), fnv64(want[777:777 + 3 * ln]))
+        ck.eq('nginx: in place + copied', out.get('inplace_bytes', 0) + out.get('copied_bytes', 0),
+              3 * ln)
+        ck.eq('nginx: the sink\'s own counts', (out.get('sink_inplace'), out.get('sink_copied')),
+              (out.get('inplace_bytes'), out.get('copied_bytes')))
+        # only a head's receive is copied (at most the engine's 64 KiB buffer each)
+        ck.ok(out.get('copied_bytes', 0) <= 3 * 65536,
+              'nginx: %r bytes copied, more than 3 heads\' receives' % out.get('copied_bytes'))
+        px = web.FaultProxy(ng.port)
+        try:
+            px.set('cut', count=2, match='/files/' + key)
+            rc, out, err = req_cli(env, cli, px.url('files/' + key), 'shard-000001.tar', 5000,
+                                   ln, 3)
+        finally:
+            px.close()
+        ck.eq('proxy cut: exit', rc, 0)
+        ck.eq('proxy cut: faults served', px.faults, 2)
+        ck.eq('proxy cut: fnv', out.get('fnv'), fnv64(want[5000:5000 + 3 * ln]))
+        ck.eq('proxy cut: short_bodies', out.get('short_bodies'), 2)
+        ck.eq('proxy cut: in place + copied = received',
+              out.get('inplace_bytes', 0) + out.get('copied_bytes', 0), out.get('bytes_received'))
+        ck.eq('proxy cut: the sink\'s own counts',
+              (out.get('sink_inplace'), out.get('sink_copied')),
+              (out.get('inplace_bytes'), out.get('copied_bytes')))
+        # (d) curl: no offer taken, every byte copied by the sink
+        env.env['REQ_CLI_ENGINE'] = 'curl'
+        rc, out, err = req_cli(env, cli, ng.url('files/' + key), 'shard-000001.tar', 777, ln, 2)
+        ck.eq('curl: exit', rc, 0)
+        ck.eq('curl: fnv', out.get('fnv'), fnv64(want[777:777 + 2 * ln]))
+        ck.eq('curl: counts', (out.get('inplace_bytes'), out.get('copied_bytes'),
+                               out.get('sink_inplace'), out.get('sink_copied')),
+              (0, 0, 0, 2 * ln))
+    finally:
+        env.env.clear()
+        env.env.update(base)
+    # (e) a mount: the fills' sink offers its buffer
+    source = ng.url('files/s/shard-{000000..000001}.tar')
+    opts = ['--warm', 'off', '--prefetch-shards', '0']
+    for engine in ('auto', 'curl'):
+        with ml.Mount(env, source, cache_dir=env.path('cache-' + engine),
+                      extra=opts + ['--http-engine', engine]) as m:
+            got = ml.read_all(os.path.join(m.mnt, 'shard-000001.tar'))
+            st = m.stats()
+        log('mount %s: %r' % (engine, {k: v for k, v in st.items() if k.startswith('store_')}))
+        ck.ok(got == want, 'mount %s: the shard read is not exact (%d bytes)' % (engine, len(got)))
+        inpl, cop = st.get('store_recv_inplace_bytes'), st.get('store_recv_copied_bytes')
+        if engine == 'curl':
+            ck.eq('mount curl: in place, copied', (inpl, cop), (0, 0))
+            continue
+        # curl's: the mount's 1-byte GET (the server answers) and the shard's HEAD
+        ck.eq('mount auto: lean attempts = attempts - 2', st['store_lean_attempts'],
+              st['store_attempts'] - 2)
+        ck.eq('mount auto: in place + copied = received - 1', (inpl or 0) + (cop or 0),
+              st['bytes_received'] - 1)
+        ck.ok((inpl or 0) > len(want) // 2,
+              'mount auto: %r of %d bytes received in place' % (inpl, len(want)))
+
+
 GROUPS = {'shortbody': group_shortbody, 'norange': group_norange, 'pause': group_pause,
-          'lean': group_lean, 'syncpass': group_syncpass}
+          'lean': group_lean, 'syncpass': group_syncpass, 'recvmem': group_recvmem}
 
 
 def run_group(env, ck, group, cli):
