@@ -85,6 +85,9 @@ def make_tls(d):
 class Nginx:
     """nginx serving root at:
          http://127.0.0.1:port/files/...   raw files (no listing)
+         http://127.0.0.1:port/gzstatic/... the same, with gzip_static always: a file X with an
+                                           X.gz beside it is answered with X.gz's bytes and
+                                           Content-Encoding: gzip, asked for or not
          http://127.0.0.1:port/json/...    the same tree, autoindex_format json
          http://127.0.0.1:port/html/...    the same tree, autoindex html
          http://127.0.0.1:port/deny/, /broken/, /notjson/  listings that fail: 403, 500, a
@@ -127,6 +130,7 @@ http {
         listen 127.0.0.1:%(port)d;
         location /files/ { alias %(root)s/; }
         location /norange/ { alias %(root)s/; max_ranges 0; }
+        location /gzstatic/ { alias %(root)s/; gzip_static always; }
         location /json/ { alias %(root)s/; autoindex on; autoindex_format json; }
         location /html/ { alias %(root)s/; autoindex on; autoindex_format html; }
         location /deny/ { return 403; }
