@@ -122,22 +122,57 @@ def plan(mountpoint, paths, name=None):
     (None: pid-PID, after this process); a later plan of the same name
     replaces it. The plan file is written to a private temporary directory, which the mount
     reads during the call, and removed. Returns the plan's PlanInfo (None if another process
-    replaced it meanwhile)."""
+    replaced it meanwhile). A plan the mount found only some paths of is a warning naming the
+    count and the first path missed (a relative path is the mount's, not the working
+    directory's: glob.glob('mnt/**') gives the latter)."""
     _check_name(name)
     name = name or 'pid-%d' % os.getpid()  # the mount's default is the sending thread's id
     mountpoint = os.path.abspath(mountpoint)
     d = tempfile.mkdtemp(prefix='shardfs-plan-')
+    head = []  # the first paths given, to name one the mount did not find
     try:
         fn = os.path.join(d, 'plan')
         with open(fn, 'wb') as f:
             for p in paths:
                 f.write(_relative(mountpoint, p) + b'\n')
+                if len(head) < _MISSING_LOOKS:
+                    head.append(p)
         os.chmod(d, 0o755)  # the daemon's user may differ (root sends for a user's mount)
         os.chmod(fn, 0o644)
         control(mountpoint, 'plan %s %s' % (name, fn))
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    return plans(mountpoint).get(name)
+    info = plans(mountpoint).get(name)
+    if info is not None and info.missing:
+        _warn_missing(mountpoint, head, info)
+    return info
+
+
+# paths looked up (at most) to name the first one a plan missed: only when it missed some
+_MISSING_LOOKS = 1000
+
+
+def _warn_missing(mountpoint, head, info):
+    """Warn that the mount found only some of a plan's paths, naming the first one missed
+    among head (looked up only now that some are missing) and, for a relative path that names
+    a file when taken from the working directory, what it should have been."""
+    given = info.paths + info.missing
+    first, hint = None, ''
+    for p in head:
+        rel = os.fsdecode(_relative(mountpoint, p))
+        if not os.path.isfile(os.path.join(mountpoint, rel)):
+            first = p
+            break
+    if first is not None and not os.path.isabs(os.fsdecode(first)):
+        cwd = os.path.abspath(os.fsdecode(first))
+        if os.path.isfile(cwd) and cwd.startswith(mountpoint.rstrip('/') + '/'):
+            hint = ('; relative paths are taken from the mount point, not the working '
+                    'directory: this one is %r there' % cwd[len(mountpoint.rstrip('/')) + 1:])
+    warnings.warn('shardfs: plan %r: %d of %d paths name nothing readable in %s%s%s '
+                  '(the mount\'s log gives their line numbers)' % (
+                      info.name, info.missing, given, mountpoint,
+                      ' (the first: %r)' % (first,) if first is not None else '', hint),
+                  stacklevel=3)
 
 
 def clear_plan(mountpoint, name=None):
