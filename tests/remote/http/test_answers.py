@@ -32,15 +32,23 @@ Groups:
            with no log line), and a server with no ETag whose object grew between requests
            (206s with another total: mixed bytes, exit 0). Each must fail the read with EIO
            or ESTALE and a log line naming the cause, never exit 0 with other bytes.
+  nometag  (not in meson.build: it fails on main) a mount of Python's http.server (no ETag,
+           Range ignored) whose shard is replaced by rename under it with one of another
+           size: every member read is the old version's bytes or an error, never other bytes.
 No sleeps: every piece is sent at once and every cut is a close at a byte count.
 """
+import errno
 import gzip
+import io
 import os
+import subprocess
 import sys
+import tarfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
 
 from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import net  # noqa: E402
 from shardfs_test import web  # noqa: E402
 from shardfs_test.mount import log  # noqa: E402
 from shardfs_test.rawhttp import Answer, Scripted  # noqa: E402
@@ -235,7 +243,62 @@ def group_encoding(env, ck, cli, data):
                 ck.ok('log:' in err, '%s: the failed read has a log line saying why' % label)
 
 
-GROUPS = {'framing': group_framing, 'cuts': group_cuts, 'encoding': group_encoding}
+def make_shard(path, rng, n):
+    """A GNU tar of n members m00.bin.. of 200-600 KB seeded random bytes: {name: bytes}."""
+    members = {}
+    with tarfile.open(path, 'w', format=tarfile.GNU_FORMAT) as t:
+        for k in range(n):
+            b = bytes(rng.getrandbits(8) for _ in range(rng.randrange(200000, 600000)))
+            members['m%02d.bin' % k] = b
+            ti = tarfile.TarInfo('m%02d.bin' % k)
+            ti.size = len(b)
+            t.addfile(ti, io.BytesIO(b))
+    return members
+
+
+def group_nometag(env, ck, cli, data):
+    """Python's http.server (python3 -m http.server: no ETag, Last-Modified to the second,
+    Range ignored: a 200 of the whole file to every read) serving a.tar; a mount of
+    http://.../{a,b}.tar with --cache-size 2M reads 2 members, then a.tar is replaced by rename
+    with another tar (other member sizes: another object size); every member read then must be
+    the old version's bytes or fail (ESTALE, EIO), never other bytes. On main 9 of the 12 are
+    other bytes, exit 0."""
+    srcd = env.path('pysrc')
+    os.makedirs(srcd)
+    old = make_shard(os.path.join(srcd, 'a.tar'), env.rng, 12)
+    new = make_shard(env.path('new.tar'), env.rng, 12)
+    port = net.free_port()
+    srv = subprocess.Popen([sys.executable, '-m', 'http.server', '--bind', '127.0.0.1',
+                            '--directory', srcd, str(port)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        net.wait_port(port, srv)
+        url = 'http://127.0.0.1:%d/{a,b}.tar' % port
+        with ml.Mount(env, url, cache_dir=env.path('cache'),
+                      extra=['--cache-size', '2M', '--warm', 'off']) as m:
+            d = os.path.join(m.mnt, 'a')
+            ck.eq('members listed', sorted(os.listdir(d)), sorted(old))
+            for k in ('m00.bin', 'm01.bin'):
+                with open(os.path.join(d, k), 'rb') as f:
+                    ck.ok(f.read() == old[k], 'before the change: %s differs' % k)
+            os.replace(env.path('new.tar'), os.path.join(srcd, 'a.tar'))
+            res = {}
+            for k in sorted(old):
+                try:
+                    with open(os.path.join(d, k), 'rb') as f:
+                        got = f.read()
+                    r = 'old' if got == old[k] else 'new' if got == new.get(k) else 'other'
+                except OSError as e:
+                    r = errno.errorcode.get(e.errno, str(e.errno))
+                res[r] = res.get(r, 0) + 1
+            log('after the change: %r' % res)
+            ck.eq('after the change: members read as other bytes', res.get('other', 0), 0)
+    finally:
+        net.stop_process(srv)
+
+
+GROUPS = {'framing': group_framing, 'cuts': group_cuts, 'encoding': group_encoding,
+          'nometag': group_nometag}
 
 
 def run_group(env, ck, group, cli):
@@ -248,7 +311,7 @@ def main():
         print(__doc__)
         return 2
     ml.main_wrapper(run_group, sys.argv[1], 'answers-' + sys.argv[2], deadline=170,
-                    needs_fuse=False, group=sys.argv[2], cli=sys.argv[3])
+                    needs_fuse=sys.argv[2] == 'nometag', group=sys.argv[2], cli=sys.argv[3])
 
 
 if __name__ == '__main__':
