@@ -389,6 +389,13 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 		disk_mutex_waits(&ct->lock, &w, &ns);
 		st->tier_lock_waits = w;
 		st->tier_lock_wait_ms = ns / 1000000;
+		st->file_lock_waits = st->file_lock_wait_ms = 0;
+		for (const struct ct_file *f = ct->files; f; f = f->next) {
+			disk_mutex_waits(&f->lock, &w, &ns);
+			st->file_lock_waits += w;
+			st->file_lock_wait_ms += ns; /* ns until the sum is made */
+		}
+		st->file_lock_wait_ms /= 1000000;
 	}
 	st->peer_units = ct->peer_units;
 	st->weak_probes = ct->weak_probes;

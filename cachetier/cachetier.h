@@ -154,6 +154,10 @@ struct cachetier_stats {
 	uint64_t tier_lock_waits;    /* takes of the tier's lock (ct->lock) that found it held
 				      * by another thread (disk_mutex_waits) */
 	uint64_t tier_lock_wait_ms;  /* their time blocked, summed */
+	uint64_t file_lock_waits;    /* takes of the cached objects' own locks (ct_file.lock:
+				      * their units' pins) that found one held by another
+				      * thread, all objects summed */
+	uint64_t file_lock_wait_ms;  /* their time blocked, summed */
 	uint64_t peer_units;	     /* units read that another process (or mount) filled */
 	uint64_t weak_probes;	     /* units fetched again to compare, for objects whose ETag
 				      * is weak or mtime-derived (nginx) */
@@ -181,9 +185,11 @@ struct cachetier_stats {
 	uint64_t unit_read_locks;    /* fcntl calls of reads on their units' read locks (taken,
 				      * dropped; idle locks dropped for an eviction) */
 	uint64_t read_locks;	     /* takes of the tier's lock by reads' own threads
-				      * (read_begin, read_end, each return from a wait for
-				      * units); a read of units held, trusted and armed whose
-				      * window needs no queueing takes none */
+				      * (read_begin, each return from a wait for units;
+				      * read_end only when release requests came: else it
+				      * takes its object's lock alone); a read of units held,
+				      * trusted and armed whose window needs no queueing
+				      * takes none */
 	uint64_t read_file_checks;   /* reads that checked their data file's size and holes
 				      * (one fstat and one lseek(SEEK_HOLE) a read: a unit of
 				      * it to CRC-check, or the file not watched) */

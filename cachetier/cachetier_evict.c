@@ -149,6 +149,7 @@ static uint32_t take(struct cachetier *ct, struct ct_file *f, uint32_t *b, uint3
 	int wanted = 0;
 
 	qsort(b, nb, sizeof(*b), u32_cmp);
+	disk_mutex_lock(&f->lock); /* its pins and idle read locks (cachetier_read.c) */
 	for (uint32_t i = 0; i < nb;) {
 		uint32_t k = i + 1;
 		int run;
@@ -189,6 +190,7 @@ static uint32_t take(struct cachetier *ct, struct ct_file *f, uint32_t *b, uint3
 			*freed += len;
 		}
 	}
+	disk_mutex_unlock(&f->lock);
 	if (wanted) {
 		cachetier__want_post(ct, f);
 		ct->lock_requests++;

@@ -17,10 +17,11 @@
 
 /* cachetier_read.c: drop the read locks of f's units in [c0, c1) that this
  * process holds idle (held, no read pins them): one fcntl a run; returns
- * the units released. lazy_check: when the directory's release requests
- * moved, each live object with idle locks whose own requests moved drops
- * them all (the flusher calls it at every pass, reads at begin and end).
- * Both with ct->lock held. */
+ * the units released; f->lock held (its held[], pins and lazy: f's lock
+ * guards them). lazy_check: when the directory's release requests moved,
+ * each live object with idle locks whose own requests moved drops them all
+ * (the flusher calls it at every pass, reads at begin, and at end when the
+ * requests moved); ct->lock held, takes each object's f->lock. */
 uint32_t cachetier__lazy_drop(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1);
 /* Most units a process holds idle: each is a lock record in the kernel
  * (about 200 bytes of unswappable memory, and a longer list for every
@@ -80,7 +81,7 @@ static inline int64_t cachetier__unit_atime(const struct ct_file *f, uint32_t c)
  * write lock still held): 1 when its lock is to become an idle read lock
  * (fewer than CT_IDLE_MAX idle), counted idle and armed for reads without
  * ct->lock when this process trusts it (cachetier_read.c); else 0 (the
- * lock goes). ct->lock held. */
+ * lock goes). ct->lock and f->lock held. */
 int cachetier__unit_filled_idle(struct cachetier *ct, struct ct_file *f, uint32_t u);
 
 #endif

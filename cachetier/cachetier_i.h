@@ -18,6 +18,17 @@
  *   3. cachetier.fd_lock — the bounded set of open local source fds
  *      (cachetier_obj.c). Taken with no other lock held; held for list work
  *      and close() of local files only, never across an open.
+ *   2b. ct_file.lock — one per cached remote object, after cachetier.lock:
+ *      its units' pins (ct_file.pins: a pin is taken under both locks and
+ *      dropped under this one alone, by a read's end; atomic words, so
+ *      cachetier.lock's holders may look without it where a pin seen that
+ *      has just gone only spares a unit), its idle read locks (held, lazy)
+ *      and cachetier.idle_units (atomic). Whatever decides by a pin or a
+ *      held unit under cachetier.lock (eviction's take, the fill writer's
+ *      unit_done, a damaged unit, a close) takes it inside. One object's at
+ *      a time; never held across a condition wait (cachetier.lock's waits
+ *      need it innermost) or a call into the backend; under it only lock
+ *      fcntls on the object's state file.
  * maplock may be held while taking lock; never the other way round. The
  * inotify watch's lock (cachetier_watch.c) is a leaf after them.
  *
@@ -240,10 +251,12 @@ struct cachetier {
 	int *srcfds;		/* other sources' data/, decoded/ dir pairs */
 	unsigned nsrcfds;
 	int64_t rescan_ns; /* last rescan for objects of other processes */
-	/* reads ended and fills done (ct->lock): when it moved since the
-	 * flusher last found the cache over its limit, something may have
-	 * become evictable (flush_over_limit) */
-	uint64_t room_gen, room_gen_tried;
+	/* reads ended and fills done (atomic: a read's end moves it under its
+	 * file's lock alone): when it moved since the flusher last found the
+	 * cache over its limit, something may have become evictable
+	 * (flush_over_limit; room_gen_tried under ct->lock) */
+	atomic_ullong room_gen;
+	uint64_t room_gen_tried;
 	uint64_t used;	   /* bytes of valid units this process knows of (stats) */
 	uint64_t reserved; /* bytes of fills in flight */
 	uint64_t evicting; /* bytes being punched out: still on disk */
@@ -273,14 +286,17 @@ struct cachetier {
 	/* idle read locks (cachetier_read.c, "release on demand"): fcntl calls
 	 * of the read path on unit locks (taken, dropped), release requests
 	 * this process posted, units it released on another's request, and
-	 * the directory's request counter (U_WANT) last acted on */
-	uint64_t unit_read_locks, lock_requests, lock_releases;
+	 * the directory's request counter (U_WANT) last acted on; the read
+	 * path's counters and idle_units are atomic: a read's end changes
+	 * them under its file's lock alone (cachetier_read.c) */
+	atomic_ullong unit_read_locks, lock_releases;
+	uint64_t lock_requests;
 	uint32_t want_seen;
-	uint32_t idle_units;   /* units held idle now (held, no pin), at most CT_IDLE_MAX */
-	uint64_t weak_probes;  /* anchors fetched again for weak ETags (cachetier_read.c) */
-	uint64_t weak_changed; /* objects found changed under a weak ETag */
-	uint64_t peer_waits;   /* fills that waited for another process's fill */
-	uint64_t pf_withdrawn; /* prefetch fills stopped to free a connection for a reader */
+	_Atomic uint32_t idle_units; /* units held idle now (held, no pin), at most CT_IDLE_MAX */
+	uint64_t weak_probes;	     /* anchors fetched again for weak ETags (cachetier_read.c) */
+	uint64_t weak_changed;	     /* objects found changed under a weak ETag */
+	uint64_t peer_waits;	     /* fills that waited for another process's fill */
+	uint64_t pf_withdrawn;	     /* prefetch fills stopped to free a connection for a reader */
 	/* batch fills (cachetier_batch.c): requests on threads of their own
 	 * now (each wakes unit_cond when it ends), whether one was answered
 	 * (later calls return without waiting for theirs), totals (refused:

@@ -318,7 +318,7 @@ static void file_unload(struct ct_file *f)
 	cachetier__st_close(f);
 	free(f->key);
 	free(f->ust);
-	free(f->pins);
+	free((void *)f->pins);
 	free(f->uerr);
 	free(f->held);
 	free(f->seen);
@@ -352,6 +352,7 @@ void cachetier__file_free(struct ct_file *f)
 		return;
 	file_unload(f);
 	disk_mutex_destroy(&f->maplock);
+	disk_mutex_destroy(&f->lock);
 	free(f);
 }
 
@@ -646,6 +647,7 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 		f->dirfd = ct->datafd;
 		f->datafd = f->stfd = f->auxfd = -1;
 		disk_mutex_init(&f->maplock, DISK_LOCK_CT_MAP);
+		disk_mutex_init(&f->lock, DISK_LOCK_CT_FILE);
 		f->next = ct->files;
 		ct->files = f;
 		cachetier__ev_link(ct, f);

@@ -369,8 +369,11 @@ void cachetier_obj_unref(struct cachetier_obj *o)
 			break;
 		}
 	}
-	if (o->file) /* its units' idle read locks (cachetier_read.c) */
+	if (o->file) { /* its units' idle read locks (cachetier_read.c) */
+		disk_mutex_lock(&o->file->lock);
 		cachetier__lazy_drop(ct, o->file, 0, o->file->nunits);
+		disk_mutex_unlock(&o->file->lock);
+	}
 	disk_mutex_unlock(&ct->lock);
 	if (o->file) /* record what was filled; the entry itself lives on */
 		cachetier__file_flush(ct, o->file);

@@ -92,7 +92,8 @@ static void ra_queue(struct cachetier *ct, struct ct_file *f, uint64_t end, uint
  * process ends (OFD locks go with their descriptions). */
 uint32_t cachetier__lazy_drop(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1)
 {
-	struct ct_lkrun run = {.calls = &ct->unit_read_locks};
+	uint64_t calls = 0;
+	struct ct_lkrun run = {.calls = &calls};
 	uint32_t n = 0;
 	int kept = 0;
 
@@ -112,13 +113,14 @@ uint32_t cachetier__lazy_drop(struct cachetier *ct, struct ct_file *f, uint32_t 
 		}
 	}
 	cachetier__lkrun_flush(&run);
+	ct->unit_read_locks += calls;
 	if (c0 == 0 && c1 == f->nunits && !kept)
 		f->lazy = 0;
 	return n;
 }
 
 /* f's release requests moved since this process last acted on them: its
- * idle locks go. ct->lock held. */
+ * idle locks go. f->lock held. */
 static void lazy_want(struct cachetier *ct, struct ct_file *f)
 {
 	uint32_t want = cachetier__st_want(f);
@@ -139,17 +141,23 @@ void cachetier__lazy_check(struct cachetier *ct)
 	/* objects with no idle lock now keep their old want_seen: a request
 	 * made while their units were pinned is met at the unpin (read_unpin) */
 	for (struct ct_file *f = ct->files; f; f = f->next) {
-		if (f->live && f->lazy)
+		if (!f->live)
+			continue;
+		disk_mutex_lock(&f->lock);
+		if (f->lazy)
 			lazy_want(ct, f);
+		disk_mutex_unlock(&f->lock);
 	}
 }
 
 /* Drop a read's pins of units [c0, c1): their read locks stay, idle (see
  * above), unless a release request for f came, or CT_IDLE_MAX units are
- * idle already (then they go, a run in one fcntl). ct->lock held. */
+ * idle already (then they go, a run in one fcntl). f->lock held (ct->lock
+ * too, or not: a read's end takes f->lock alone). */
 static void read_unpin(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1)
 {
-	struct ct_lkrun run = {.calls = &ct->unit_read_locks};
+	uint64_t calls = 0;
+	struct ct_lkrun run = {.calls = &calls};
 
 	for (uint32_t c = c0; c < c1; c++) {
 		if (--f->pins[c] != 0 || !f->held[c])
@@ -163,6 +171,7 @@ static void read_unpin(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 		f->held[c] = 0;
 	}
 	cachetier__lkrun_flush(&run);
+	ct->unit_read_locks += calls;
 	if (f->lazy)
 		lazy_want(ct, f);
 	cachetier__ev_mark_units(ct, f, c0, c1); /* unpinned: eviction's order */
@@ -170,7 +179,8 @@ static void read_unpin(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 
 /* Unit c of f, read-locked (taken is 1) or not: trusted if the state file
  * still says valid (another process may have evicted it), else its lock
- * goes and it is marked empty. Returns 1 when held. ct->lock held. */
+ * goes and it is marked empty. Returns 1 when held. ct->lock and f->lock
+ * held. */
 static int unit_held(struct cachetier *ct, struct ct_file *f, uint32_t c, int taken)
 {
 	if (taken) {
@@ -200,7 +210,7 @@ static int unit_held(struct cachetier *ct, struct ct_file *f, uint32_t c, int ta
  * evicts or fills it while the lock is held); one held idle until this
  * read whose state byte went meanwhile is let go and fetched again, as a
  * lock taken anew would find it. No unit this process fills or evicts is
- * valid, so no run converts a lock of its own. ct->lock held. */
+ * valid, so no run converts a lock of its own. ct->lock and f->lock held. */
 static void units_hold(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
 		       uint8_t *req)
 {
@@ -256,6 +266,7 @@ void cachetier__unit_corrupt(struct cachetier *ct, struct ct_file *f, uint32_t c
 	atomic_fetch_and(&f->fp[c], ~FP_ARMED);
 	if (cachetier__st_set(f, c, 0)) /* cleared before its read lock goes */
 		cachetier__usage_add(ct, -(int64_t)len);
+	disk_mutex_lock(&f->lock);
 	if (f->held[c]) { /* pinned, or idle */
 		cachetier__unit_unlock(f, c);
 		ct->unit_read_locks++;
@@ -263,6 +274,7 @@ void cachetier__unit_corrupt(struct cachetier *ct, struct ct_file *f, uint32_t c
 		if (f->pins[c] == 0)
 			ct->idle_units--;
 	}
+	disk_mutex_unlock(&f->lock);
 	f->ust[c] = UNIT_EMPTY;
 	f->seen[c] = 0;
 	f->bytes -= len;
@@ -628,8 +640,10 @@ static void fast_end(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint3
 			;
 	}
 	cachetier__lazy_check(ct);
+	disk_mutex_lock(&f->lock);
 	if (f->lazy)
 		lazy_want(ct, f);
+	disk_mutex_unlock(&f->lock);
 	ct->room_gen++;
 	disk_mutex_unlock(&ct->lock);
 }
@@ -669,7 +683,7 @@ static int fast_begin(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint
 /* After a read with ct->lock served units [c0, c1) of f (pinned, valid,
  * read-locked, checked or trusted): arm those this process trusts, so the
  * next reads of them take no ct->lock (above), when f's file is watched
- * and f has no prefetch cursor. ct->lock held. */
+ * and f has no prefetch cursor. ct->lock and f->lock held. */
 static void units_arm(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1)
 {
 	/* filled here under a watch that ignores our writes (seen 3): trusted
@@ -726,10 +740,12 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 
 	cachetier__lock(ct);
 	cachetier__lazy_check(ct); /* other processes' release requests */
+	disk_mutex_lock(&f->lock);
 	for (uint32_t c = c0; c < c1; c++) {
 		if (f->pins[c]++ == 0 && f->held[c])
 			ct->idle_units--; /* idle no more */
 	}
+	disk_mutex_unlock(&f->lock);
 	f->atime_ns = cachetier__now_ns();
 	cachetier__st_touch(f, f->atime_ns);
 	for (uint32_t c = c0; c < c1; c++) { /* unit LRU (cachetier_evict.c) */
@@ -749,7 +765,9 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	for (;;) {
 		int ready = 1;
 
+		disk_mutex_lock(&f->lock);
 		units_hold(ct, f, c0, c1, req);
+		disk_mutex_unlock(&f->lock);
 		for (uint32_t c = c0; c < c1 && err == 0; c++) {
 			switch (f->ust[c]) {
 			case UNIT_VALID:
@@ -808,16 +826,18 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 		cachetier__units_wait(ct, f, c0, c1, UNITS_WAIT_BOUND_S);
 		waits++; /* the lock taken again */
 	}
+	disk_mutex_lock(&f->lock);
 	if (err < 0)
 		read_unpin(ct, f, c0, c1);
-	else if (waited) {
+	else
+		units_arm(ct, f, c0, c1);
+	disk_mutex_unlock(&f->lock);
+	if (err == 0 && waited) {
 		ct->misses++;
 		ct->miss_wait_ns += (uint64_t)(cachetier__mono_ns() - wait_from);
-	} else {
+	} else if (err == 0) {
 		ct->hits++;
 	}
-	if (err == 0)
-		units_arm(ct, f, c0, c1);
 	disk_mutex_unlock(&ct->lock);
 	atomic_fetch_add_explicit(&ct->read_locks, cachetier__lock_takes - takes + waits,
 				  memory_order_relaxed);
@@ -833,10 +853,17 @@ void cachetier__file_read_end(struct cachetier *ct, struct ct_file *f, uint32_t 
 		fast_end(ct, f, c0, c1);
 		return;
 	}
+	/* f's lock alone: the pins, the units' idle read locks and f's
+	 * release requests are f's; the tier's lock only when the
+	 * directory's release requests moved (lazy_check walks every object) */
+	disk_mutex_lock(&f->lock);
+	read_unpin(ct, f, c0, c1);
+	disk_mutex_unlock(&f->lock);
+	ct->room_gen++;
+	if (cachetier__want_dir(ct) == __atomic_load_n(&ct->want_seen, __ATOMIC_RELAXED))
+		return;
 	atomic_fetch_add_explicit(&ct->read_locks, 1, memory_order_relaxed);
 	cachetier__lock(ct);
-	read_unpin(ct, f, c0, c1);
 	cachetier__lazy_check(ct);
-	ct->room_gen++;
 	disk_mutex_unlock(&ct->lock);
 }

@@ -205,15 +205,19 @@ static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int e
 		ct->fill_errors++;
 	}
 	if (claim == 1) {
+		int pinned, keep;
+
+		/* f's lock: a read's end drops its pins under it alone */
+		disk_mutex_lock(&f->lock);
 		/* readers waiting for it keep it pinned: the write lock
 		 * becomes their read lock without a gap an eviction could
 		 * use; a unit filled ahead keeps it idle (its first read then
 		 * takes no fcntl and no ct->lock: cachetier__unit_filled_idle)
 		 * while idle locks are to be had; otherwise it goes */
-		int pinned = err == 0 && f->pins[u] > 0;
+		pinned = err == 0 && f->pins[u] > 0;
 		/* an idle one is marked held by cachetier__unit_filled_idle
 		 * (before it arms it: units_arm reads held) */
-		int keep = pinned || (err == 0 && cachetier__unit_filled_idle(ct, f, u));
+		keep = pinned || (err == 0 && cachetier__unit_filled_idle(ct, f, u));
 
 		/* landed (cachetier__run_land): its lock is a read lock already;
 		 * only one that does not stay goes (idle locks at CT_IDLE_MAX) */
@@ -223,6 +227,7 @@ static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int e
 		if (pinned)
 			f->held[u] = 1;
 		cachetier__lkrun_flush(&one);
+		disk_mutex_unlock(&f->lock);
 	}
 }
 
@@ -447,9 +452,17 @@ void cachetier__unlock_wake(struct cachetier *ct)
 #ifndef NDEBUG
 void cachetier__run_check(struct cachetier *ct)
 {
+	uint32_t idle = 0;
+
 	for (const struct ct_file *f = ct->files; f; f = f->next) {
-		for (uint32_t u = 0; f->live && f->ust && u < f->nunits; u++)
+		for (uint32_t u = 0; f->live && f->ust && u < f->nunits; u++) {
 			assert(f->ust[u] != UNIT_FILLING && f->ust[u] != UNIT_QUEUED);
+			assert(f->pins[u] == 0); /* every read ended */
+			idle += f->held[u];
+		}
 	}
+	/* every unit held with no pin is counted idle, once (cachetier_read.c:
+	 * pins and idle locks change under the object's lock) */
+	assert(idle == ct->idle_units);
 }
 #endif

@@ -96,7 +96,8 @@ void cachetier__units_landed(struct cachetier *ct, const struct ct_file *f, uint
 void cachetier__unlock_wake(struct cachetier *ct);
 #ifndef NDEBUG
 /* Every fill ended (cachetier__units_stop): asserts no unit is claimed
- * (UNIT_FILLING) or taken from a queue (UNIT_QUEUED) any more. */
+ * (UNIT_FILLING) or taken from a queue (UNIT_QUEUED) any more, no read
+ * pins one, and ct->idle_units counts exactly the units held (all idle). */
 void cachetier__run_check(struct cachetier *ct);
 #endif
 /* Debug builds: a fill's exit asserts that its units [c, c + n) ended

@@ -102,6 +102,7 @@ static int scan_map(struct cachetier *ct, int dirfd, const char *hash, int forei
 	f->bytes = cachetier__map_bytes(&m);
 	f->atime_ns = (int64_t)mst.st_mtim.tv_sec * 1000000000LL + mst.st_mtim.tv_nsec;
 	disk_mutex_init(&f->maplock, DISK_LOCK_CT_MAP);
+	disk_mutex_init(&f->lock, DISK_LOCK_CT_FILE);
 	f->next = ct->files;
 	ct->files = f;
 	cachetier__ev_link(ct, f);

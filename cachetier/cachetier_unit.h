@@ -49,7 +49,8 @@ enum ct_unit {
  * ('live' == 1: identity, fd and unit arrays valid). A live entry stays
  * live until cachetier_close, so workers and readers may use f->key,
  * f->datafd, f->size and f->nunits without the lock once they saw
- * f->live under it. Everything else: protected by ct->lock. */
+ * f->live under it. pins, held and lazy: f->lock (cachetier_i.h, 2b).
+ * Everything else: protected by ct->lock. */
 struct ct_file {
 	struct ct_file *next; /* in ct->files */
 	char hash[17];	      /* file name: hash of key, ETag, size, unit bytes */
@@ -94,10 +95,14 @@ struct ct_file {
 			     * span (cachetier_obj_prefetch_span) and no plan named it since: while
 			     * unread it is not spared and goes first (cachetier_evict.c); a read
 			     * or a range naming it clears it */
-	_Atomic uint32_t *nu; /* per unit: next use by a plan, CT_NU_* or a plan position
-			       * (cachetier_plan.c; atomic: plans mark without ct->lock) */
-	uint8_t *ust;	      /* enum ct_unit per unit */
-	uint32_t *pins;	      /* readers inside read_begin/read_end per unit */
+	_Atomic uint32_t *nu;	/* per unit: next use by a plan, CT_NU_* or a plan position
+				 * (cachetier_plan.c; atomic: plans mark without ct->lock) */
+	uint8_t *ust;		/* enum ct_unit per unit */
+	_Atomic uint32_t *pins; /* readers inside read_begin/read_end per unit (lock: a
+				 * pin is taken under ct->lock and lock, dropped
+				 * under lock alone; atomic: ct->lock's holders may
+				 * look without lock where a pin seen that has just
+				 * gone only spares a unit) */
 	/* reads without ct->lock: cachetier_fast.h */
 	_Atomic uint32_t *fp;
 	int64_t *fatime;
@@ -122,6 +127,7 @@ struct ct_file {
 	unsigned pr_queued;   /* its ranges in ct->pr (cachetier_obj_prefetch_range) */
 	struct ct_file *pf_link, **pf_pprev; /* ct->pf list, doubly linked */
 	struct disk_mutex maplock;	     /* DISK_LOCK_CT_MAP: before ct->lock */
+	struct disk_mutex lock;		     /* DISK_LOCK_CT_FILE: after ct->lock (below) */
 	/* the data file's inotify watch (cachetier_read.c, units_watch) */
 	struct cachetier__watch *w; /* NULL: not watched (yet) */
 	struct ct_watch_rec *wrec;  /* its record */

@@ -126,9 +126,14 @@ const struct ctl_counter fs_ctl_counters[] = {
     {"cache_tier_lock_waits", "takes of the cache tier's lock that waited for another thread", C,
      SNAP(cs.tier_lock_waits)},
     {"cache_tier_lock_wait_ms", "time they waited", CTL_COUNTER_MS, SNAP(cs.tier_lock_wait_ms)},
+    {"cache_file_lock_waits",
+     "takes of cached objects' own locks (their units' pins) that waited for another thread", C,
+     SNAP(cs.file_lock_waits)},
+    {"cache_file_lock_wait_ms", "time they waited", CTL_COUNTER_MS, SNAP(cs.file_lock_wait_ms)},
     {"cache_read_locks",
-     "takes of the cache tier's lock by reads (their begin and end, each return from a wait "
-     "for units); none for a read of cached units this mount holds and trusts",
+     "takes of the cache tier's lock by reads (their begin, each return from a wait for units; "
+     "their end only when other processes asked for idle locks); none for a read of cached "
+     "units this mount holds and trusts",
      C, SNAP(cs.read_locks)},
     {"cache_unit_read_locks",
      "fcntl calls on cache units' read locks: reads' (taken at a unit's first read here, dropped "

@@ -26,6 +26,9 @@
 /* Ranks from the daemon's table, outer first: a < b < c < d. */
 static struct disk_mutex a, b, c, d, b2;
 static struct disk_rwlock rw; /* between a and b */
+/* The cache tier's: an object's maplock, ct->lock (c), two objects' own
+ * locks (ct_file.lock, after ct->lock), the local fds' lock. */
+static struct disk_mutex map, f1, f2, fd;
 
 /* Run step in a child; it must die of SIGABRT having said want on stderr. */
 static void dies(const char *name, void (*step)(void), const char *want)
@@ -153,8 +156,42 @@ static void step_loop_crc(void)
 	(void)disk_crc32c_update(0, "x", 1);
 }
 
+/* The tier's lock under an object's lock (a read's end holds the object's
+ * alone; whatever needs the tier's then lets the object's go first). */
+static void step_ct_under_file(void)
+{
+	disk_mutex_lock(&f1);
+	disk_mutex_lock(&c);
+}
+
+/* Two objects' locks at once (an eviction takes its victim's only). */
+static void step_two_files(void)
+{
+	disk_mutex_lock(&c);
+	disk_mutex_lock(&f1);
+	disk_mutex_lock(&f2);
+}
+
+/* A wait for units (on ct->lock) with an object's lock held. */
+static void step_wait_file_held(void)
+{
+	static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+	struct timespec past = {1, 0};
+
+	disk_mutex_lock(&c);
+	disk_mutex_lock(&f1);
+	disk_cond_timedwait(&cond, &c, &past);
+}
+
 static void test_forbidden(void)
 {
+	dies("the tier's lock under an object's", step_ct_under_file,
+	     "a lock taken against the order: rank 62 (holding rank 63)");
+	dies("two objects' locks", step_two_files,
+	     "a lock taken against the order: rank 63 (holding rank 63)");
+	dies("a wait on the tier's lock holding an object's", step_wait_file_held,
+	     "a condition wait on a lock that is not the innermost held: rank 62 (holding rank "
+	     "63)");
 	dies("against the order", step_against,
 	     "a lock taken against the order: rank 40 (holding rank 62)");
 	dies("two of one rank", step_same_rank,
@@ -206,6 +243,22 @@ static void test_allowed(void)
 	disk_mutex_unlock(&b);
 	disk_rwlock_unlock(&rw);
 	CHECK(disk_locks_held() == 0, "write lock released: %u held", disk_locks_held());
+	/* the tier's: maplock, ct->lock, an object's lock, the fds' lock; an
+	 * object's lock alone (a read's end), then another's */
+	disk_mutex_lock(&map);
+	disk_mutex_lock(&c);
+	disk_mutex_lock(&f1);
+	disk_mutex_lock(&fd);
+	CHECK(disk_locks_held() == 4, "the tier's in order: %u held", disk_locks_held());
+	disk_mutex_unlock(&fd);
+	disk_mutex_unlock(&f1);
+	disk_mutex_unlock(&c);
+	disk_mutex_unlock(&map);
+	disk_mutex_lock(&f1);
+	disk_mutex_unlock(&f1);
+	disk_mutex_lock(&f2);
+	disk_mutex_unlock(&f2);
+	CHECK(disk_locks_held() == 0, "objects' locks released: %u held", disk_locks_held());
 }
 
 /* A condition wait releases and retakes its mutex: another thread takes it
@@ -301,6 +354,10 @@ int main(void)
 	disk_mutex_init(&b2, DISK_LOCK_OBJ);
 	disk_mutex_init(&c, DISK_LOCK_CT);	     /* 62 */
 	disk_mutex_init(&d, DISK_LOCK_FETCH_STREAM); /* 90 */
+	disk_mutex_init(&map, DISK_LOCK_CT_MAP);     /* 60 */
+	disk_mutex_init(&f1, DISK_LOCK_CT_FILE);     /* 63 */
+	disk_mutex_init(&f2, DISK_LOCK_CT_FILE);
+	disk_mutex_init(&fd, DISK_LOCK_CT_FD); /* 64 */
 	test_forbidden();
 	test_allowed();
 	test_wait();
