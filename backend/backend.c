@@ -360,21 +360,21 @@ int backend_stat_many(struct backend *be, const char *const *keys, size_t n,
 	return 0;
 }
 
-ssize_t backend_pread_version(struct backend *be, const char *key, const char *etag, void *buf,
-			      size_t len, uint64_t off)
+ssize_t backend_pread_version(struct backend *be, const char *key, const char *etag, uint64_t size,
+			      void *buf, size_t len, uint64_t off)
 {
 	int err = backend__key_check(key);
 
 	backend__failure_clear(be);
 	if (err < 0)
 		return err;
-	return be->ops->pread(be, key, etag, buf, len, off);
+	return be->ops->pread(be, key, etag, size, buf, len, off);
 }
 
 #define READ_CB_BUF_MAX ((size_t)1 << 20)
 
-ssize_t backend__read_cb_pread(struct backend *be, const char *key, const char *etag, uint64_t off,
-			       size_t len, backend_sink_cb cb, void *arg)
+ssize_t backend__read_cb_pread(struct backend *be, const char *key, const char *etag, uint64_t size,
+			       uint64_t off, size_t len, backend_sink_cb cb, void *arg)
 {
 	size_t cap = len < READ_CB_BUF_MAX ? len : READ_CB_BUF_MAX, done = 0;
 	char *buf;
@@ -387,7 +387,7 @@ ssize_t backend__read_cb_pread(struct backend *be, const char *key, const char *
 		return -ENOMEM;
 	while (done < len) {
 		size_t want = len - done < cap ? len - done : cap;
-		ssize_t n = be->ops->pread(be, key, etag, buf, want, off + done);
+		ssize_t n = be->ops->pread(be, key, etag, size, buf, want, off + done);
 		int err;
 
 		if (n < 0) {
@@ -425,8 +425,9 @@ int backend_batch_read(struct backend *be, const struct backend_batch_item *item
 	return n ? be->ops->batch_read(be, items, n, cb, arg, err) : 0;
 }
 
-ssize_t backend_read_version_cb(struct backend *be, const char *key, const char *etag, uint64_t off,
-				size_t len, backend_sink_cb cb, void *arg)
+ssize_t backend_read_version_cb(struct backend *be, const char *key, const char *etag,
+				uint64_t size, uint64_t off, size_t len, backend_sink_cb cb,
+				void *arg)
 {
 	int err = backend__key_check(key);
 
@@ -436,8 +437,8 @@ ssize_t backend_read_version_cb(struct backend *be, const char *key, const char 
 	if (len > SSIZE_MAX)
 		return -EINVAL;
 	if (be->ops->read_cb)
-		return be->ops->read_cb(be, key, etag, off, len, cb, arg);
-	return backend__read_cb_pread(be, key, etag, off, len, cb, arg);
+		return be->ops->read_cb(be, key, etag, size, off, len, cb, arg);
+	return backend__read_cb_pread(be, key, etag, size, off, len, cb, arg);
 }
 
 int backend_reads_async(const struct backend *be)
@@ -445,17 +446,18 @@ int backend_reads_async(const struct backend *be)
 	return be->ops->read_async != NULL;
 }
 
-void backend_read_version_async(struct backend *be, const char *key, const char *etag, uint64_t off,
-				size_t len, unsigned flags, backend_sink_cb cb, void *arg,
-				backend_done_cb done, void *darg)
+void backend_read_version_async(struct backend *be, const char *key, const char *etag,
+				uint64_t size, uint64_t off, size_t len, unsigned flags,
+				backend_sink_cb cb, void *arg, backend_done_cb done, void *darg)
 {
-	backend_read_version_async_mem(be, key, etag, off, len, flags, cb, NULL, arg, done, darg);
+	backend_read_version_async_mem(be, key, etag, size, off, len, flags, cb, NULL, arg, done,
+				       darg);
 }
 
 void backend_read_version_async_mem(struct backend *be, const char *key, const char *etag,
-				    uint64_t off, size_t len, unsigned flags, backend_sink_cb cb,
-				    backend_sink_mem_cb mem, void *arg, backend_done_cb done,
-				    void *darg)
+				    uint64_t size, uint64_t off, size_t len, unsigned flags,
+				    backend_sink_cb cb, backend_sink_mem_cb mem, void *arg,
+				    backend_done_cb done, void *darg)
 {
 	int err = backend__key_check(key);
 	ssize_t n;
@@ -467,13 +469,13 @@ void backend_read_version_async_mem(struct backend *be, const char *key, const c
 		return;
 	}
 	if (be->ops->read_async) {
-		be->ops->read_async(be, key, etag, off, len, flags, cb, mem, arg, done, darg);
+		be->ops->read_async(be, key, etag, size, off, len, flags, cb, mem, arg, done, darg);
 		return;
 	}
 	/* a local store: the read runs here */
 	backend__failure_clear(be);
-	n = be->ops->read_cb ? be->ops->read_cb(be, key, etag, off, len, cb, arg)
-			     : backend__read_cb_pread(be, key, etag, off, len, cb, arg);
+	n = be->ops->read_cb ? be->ops->read_cb(be, key, etag, size, off, len, cb, arg)
+			     : backend__read_cb_pread(be, key, etag, size, off, len, cb, arg);
 	done(darg, n < 0 ? (int)n : 0, n < 0 ? 0 : (uint64_t)n);
 }
 

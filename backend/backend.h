@@ -190,17 +190,21 @@ int backend_stat(struct backend *be, const char *key, struct backend_objinfo *in
 int backend_stat_many(struct backend *be, const char *const *keys, size_t n,
 		      struct backend_objinfo *info, int *err);
 
-/* Read up to len bytes at off of the version whose ETag is etag (as listed
- * or stat'ed; NULL: whichever is there). Returns bytes read (short only at
- * the end of the object) or a negative errno. With an etag, remote stores
+/* Read up to len bytes at off of the version whose ETag is etag and whose
+ * size is size (as listed or stat'ed; NULL, 0: whichever is there). Returns
+ * bytes read (short only at the end of the object) or a negative errno. A
+ * remote store's answer that gives the object another size is -ESTALE (a
+ * store that sends no ETag changes the size of a changed object, mostly);
+ * one with a Content-Encoding but identity is -EIO (not the object's bytes
+ * as stored). With an etag, remote stores
  * send If-Match and compare the answer's ETag, and return -ESTALE when the
  * object has changed since, so that bytes of two versions are never mixed.
  * Local stores ignore etag. A thread waits for this read (and for
  * backend_read_version_cb's): remote stores run it as a small read
  * (BACKEND_READ_SMALL), so it never queues behind the asynchronous reads
  * that hold 'connections' (fills ahead of a reader, a slow store). */
-ssize_t backend_pread_version(struct backend *be, const char *key, const char *etag, void *buf,
-			      size_t len, uint64_t off);
+ssize_t backend_pread_version(struct backend *be, const char *key, const char *etag, uint64_t size,
+			      void *buf, size_t len, uint64_t off);
 
 /* Receives the bytes of a streamed read: len bytes of the object at offset
  * off (len > 0). Return 0 to go on, or a negative errno to stop the read,
@@ -221,8 +225,9 @@ typedef int (*backend_sink_cb)(void *arg, uint64_t off, const void *buf, size_t 
  * the bytes cb got are to be dropped. Remote stores hand over the receive
  * buffer's pieces (at most 64 KiB each, no copy); local ones read into a
  * buffer of at most 1 MiB per call. */
-ssize_t backend_read_version_cb(struct backend *be, const char *key, const char *etag, uint64_t off,
-				size_t len, backend_sink_cb cb, void *arg);
+ssize_t backend_read_version_cb(struct backend *be, const char *key, const char *etag,
+				uint64_t size, uint64_t off, size_t len, backend_sink_cb cb,
+				void *arg);
 
 /* How a backend_read_version_async ends: err 0 (bytes: the range, fewer
  * only at the end of the object) or a negative errno, as
@@ -274,10 +279,10 @@ void backend_sink_ready(struct backend *be);
  * it may call backend_last_error and backend_log_failure (which speak of
  * this read: the thread's record is this read's when done runs) and
  * backend_read_version_async (the next read), nothing else of the backend.
- * key and etag are copied. */
-void backend_read_version_async(struct backend *be, const char *key, const char *etag, uint64_t off,
-				size_t len, unsigned flags, backend_sink_cb cb, void *arg,
-				backend_done_cb done, void *darg);
+ * key and etag are copied; size is the same as backend_pread_version's. */
+void backend_read_version_async(struct backend *be, const char *key, const char *etag,
+				uint64_t size, uint64_t off, size_t len, unsigned flags,
+				backend_sink_cb cb, void *arg, backend_done_cb done, void *darg);
 
 /* A sink's offer of its own memory for the bytes at object offset off,
  * asked (on the I/O thread) before a receive with *len the most bytes
@@ -299,9 +304,9 @@ typedef void *(*backend_sink_mem_cb)(void *arg, uint64_t off, size_t *len);
 /* backend_read_version_async with a sink that may offer memory (mem, or
  * NULL: the same as backend_read_version_async). */
 void backend_read_version_async_mem(struct backend *be, const char *key, const char *etag,
-				    uint64_t off, size_t len, unsigned flags, backend_sink_cb cb,
-				    backend_sink_mem_cb mem, void *arg, backend_done_cb done,
-				    void *darg);
+				    uint64_t size, uint64_t off, size_t len, unsigned flags,
+				    backend_sink_cb cb, backend_sink_mem_cb mem, void *arg,
+				    backend_done_cb done, void *darg);
 
 /* One item of a batch read: len bytes (len > 0) at off of key. */
 struct backend_batch_item {

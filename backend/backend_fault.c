@@ -204,15 +204,15 @@ static int fault_read_begin(struct fault *f, const char *key, uint64_t off, uint
 	return f->cut_every && n % f->cut_every == 0;
 }
 
-static ssize_t fault_pread(struct backend *be, const char *key, const char *etag, void *buf,
-			   size_t len, uint64_t off)
+static ssize_t fault_pread(struct backend *be, const char *key, const char *etag, uint64_t size,
+			   void *buf, size_t len, uint64_t off)
 {
 	struct fault *f = be->impl;
 	ssize_t r = fault_read_begin(f, key, off, len);
 
 	if (r != 0)
 		return -EIO;
-	r = f->inner.ops->pread(&f->inner, key, etag, buf, len, off);
+	r = f->inner.ops->pread(&f->inner, key, etag, size, buf, len, off);
 	if (r > 0)
 		atomic_fetch_add(&f->bytes, (unsigned long long)r);
 	return r;
@@ -287,8 +287,8 @@ static int hold_cb(void *arg, uint64_t off, const void *buf, size_t len)
 
 /* A streamed read is one read of the store, as a pread of the same range:
  * the faults count alike through either */
-static ssize_t fault_read_cb(struct backend *be, const char *key, const char *etag, uint64_t off,
-			     size_t len, backend_sink_cb cb, void *arg)
+static ssize_t fault_read_cb(struct backend *be, const char *key, const char *etag, uint64_t size,
+			     uint64_t off, size_t len, backend_sink_cb cb, void *arg)
 {
 	struct fault *f = be->impl;
 	int cut = fault_read_begin(f, key, off, len);
@@ -308,7 +308,7 @@ static ssize_t fault_read_cb(struct backend *be, const char *key, const char *et
 		cb = hold_cb;
 		arg = &hr;
 	}
-	r = backend__read_cb_pread(&f->inner, key, etag, off, cut ? len / 2 : len, cb, arg);
+	r = backend__read_cb_pread(&f->inner, key, etag, size, off, cut ? len / 2 : len, cb, arg);
 	if (r > 0)
 		atomic_fetch_add(&f->bytes, (unsigned long long)r);
 	return cut && r >= 0 ? -EIO : r;
@@ -373,7 +373,7 @@ static int fault_batch_read(struct backend *be, const struct backend_batch_item 
 		}
 		bi.i = i;
 		/* pieces of at most piece= bytes, as a streamed read's */
-		r = backend__read_cb_pread(&f->inner, items[i].key, NULL, items[i].off,
+		r = backend__read_cb_pread(&f->inner, items[i].key, NULL, 0, items[i].off,
 					   cut ? len / 2 : len, f->piece ? piece_cb : batch_item_cb,
 					   f->piece ? (void *)&pr : (void *)&bi);
 		if (bi.sink_err < 0) {
@@ -393,6 +393,7 @@ static int fault_batch_read(struct backend *be, const struct backend_batch_item 
 struct async_read {
 	struct backend *be;
 	char *key, *etag;
+	uint64_t size;
 	uint64_t off;
 	size_t len;
 	backend_sink_cb cb;
@@ -422,7 +423,7 @@ static void *async_main(void *arg)
 {
 	struct async_read *r = arg;
 	struct fault *f = r->be->impl;
-	ssize_t n = fault_read_cb(r->be, r->key, r->etag, r->off, r->len, async_sink, r);
+	ssize_t n = fault_read_cb(r->be, r->key, r->etag, r->size, r->off, r->len, async_sink, r);
 
 	r->done(r->darg, n < 0 ? (int)n : 0, n < 0 ? 0 : (uint64_t)n);
 	free(r->key);
@@ -432,8 +433,8 @@ static void *async_main(void *arg)
 	return NULL;
 }
 
-static void fault_read_async(struct backend *be, const char *key, const char *etag, uint64_t off,
-			     size_t len, unsigned flags, backend_sink_cb cb,
+static void fault_read_async(struct backend *be, const char *key, const char *etag, uint64_t size,
+			     uint64_t off, size_t len, unsigned flags, backend_sink_cb cb,
 			     backend_sink_mem_cb mem, void *arg, backend_done_cb done, void *darg)
 {
 	struct fault *f = be->impl;
@@ -450,7 +451,7 @@ static void fault_read_async(struct backend *be, const char *key, const char *et
 		done(darg, -ENOMEM, 0);
 		return;
 	}
-	*r = (struct async_read){be, r->key, r->etag, off, len, cb, arg, done, darg};
+	*r = (struct async_read){be, r->key, r->etag, size, off, len, cb, arg, done, darg};
 	atomic_fetch_add(&f->async_running, 1);
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);

@@ -681,8 +681,8 @@ static int http_stat(struct backend *be, const char *key, struct backend_objinfo
 
 /* The ranged GET of [off, off + len) of key, only from version etag when
  * given: into buf when it is not NULL, else handed to cb (as os_get). */
-static ssize_t http_get(struct backend *be, const char *key, const char *etag, void *buf,
-			uint64_t off, size_t len, backend_sink_cb cb, void *arg)
+static ssize_t http_get(struct backend *be, const char *key, const char *etag, uint64_t size,
+			void *buf, uint64_t off, size_t len, backend_sink_cb cb, void *arg)
 {
 	struct http *h = be->impl;
 	struct backend_req r;
@@ -697,22 +697,22 @@ static ssize_t http_get(struct backend *be, const char *key, const char *etag, v
 		return err;
 	memset(&r, 0, sizeof(r));
 	r.url = url;
-	n = backend__io_get(h->io, &r, etag, off, len, buf, cb, arg);
+	n = backend__io_get(h->io, &r, etag, size, off, len, buf, cb, arg);
 	if (n < 0)
 		backend__req_failed(be, "GET", key, &r, (int)n);
 	return n;
 }
 
-static ssize_t http_pread(struct backend *be, const char *key, const char *etag, void *buf,
-			  size_t len, uint64_t off)
+static ssize_t http_pread(struct backend *be, const char *key, const char *etag, uint64_t size,
+			  void *buf, size_t len, uint64_t off)
 {
-	return http_get(be, key, etag, buf, off, len, NULL, NULL);
+	return http_get(be, key, etag, size, buf, off, len, NULL, NULL);
 }
 
-static ssize_t http_read_cb(struct backend *be, const char *key, const char *etag, uint64_t off,
-			    size_t len, backend_sink_cb cb, void *arg)
+static ssize_t http_read_cb(struct backend *be, const char *key, const char *etag, uint64_t size,
+			    uint64_t off, size_t len, backend_sink_cb cb, void *arg)
 {
-	return http_get(be, key, etag, NULL, off, len, cb, arg);
+	return http_get(be, key, etag, size, NULL, off, len, cb, arg);
 }
 
 /* An asynchronous GET (http_read_async): its URL after it (backend__async_new). */
@@ -721,9 +721,9 @@ struct http_async {
 	struct backend_req r;
 };
 
-static void http_read_async(struct backend *be, const char *key, const char *etag, uint64_t off,
-			    size_t len, unsigned flags, backend_sink_cb cb, backend_sink_mem_cb mem,
-			    void *arg, backend_done_cb done, void *darg)
+static void http_read_async(struct backend *be, const char *key, const char *etag, uint64_t size,
+			    uint64_t off, size_t len, unsigned flags, backend_sink_cb cb,
+			    backend_sink_mem_cb mem, void *arg, backend_done_cb done, void *darg)
 {
 	struct http *h = be->impl;
 	char url[HTTP_URL_MAX];
@@ -731,7 +731,7 @@ static void http_read_async(struct backend *be, const char *key, const char *eta
 	int err = http_url(h, key, url, sizeof(url));
 
 	if (err == 0 &&
-	    !(a = backend__async_new(sizeof(*a), strlen(url) + 1, be, key, etag, done, darg)))
+	    !(a = backend__async_new(sizeof(*a), strlen(url) + 1, be, key, etag, size, done, darg)))
 		err = -ENOMEM;
 	if (err < 0) {
 		done(darg, err, 0);

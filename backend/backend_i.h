@@ -30,21 +30,21 @@ struct backend_ops {
 			 struct backend_objinfo *info, int *err);
 	/* etag: the version the bytes must come from (NULL or "": any); a store
 	 * that can tell answers -ESTALE when the object is another version now */
-	ssize_t (*pread)(struct backend *be, const char *key, const char *etag, void *buf,
-			 size_t len, uint64_t off);
+	ssize_t (*pread)(struct backend *be, const char *key, const char *etag, uint64_t size,
+			 void *buf, size_t len, uint64_t off);
 	int (*open_fd)(struct backend *be, const char *key);
 	/* where the credentials come from (backend_credentials_source); NULL
 	 * when the store never signs */
 	const char *(*credentials)(const struct backend *be);
 	/* backend_read_version_cb; NULL: backend__read_cb_pread serves it */
-	ssize_t (*read_cb)(struct backend *be, const char *key, const char *etag, uint64_t off,
-			   size_t len, backend_sink_cb cb, void *arg);
+	ssize_t (*read_cb)(struct backend *be, const char *key, const char *etag, uint64_t size,
+			   uint64_t off, size_t len, backend_sink_cb cb, void *arg);
 	/* backend_read_version_async_mem (key checked, len > 0; mem may be
 	 * NULL, and a store may ignore it); NULL: read_cb (or
 	 * backend__read_cb_pread) in the calling thread, then done */
-	void (*read_async)(struct backend *be, const char *key, const char *etag, uint64_t off,
-			   size_t len, unsigned flags, backend_sink_cb cb, backend_sink_mem_cb mem,
-			   void *arg, backend_done_cb done, void *darg);
+	void (*read_async)(struct backend *be, const char *key, const char *etag, uint64_t size,
+			   uint64_t off, size_t len, unsigned flags, backend_sink_cb cb,
+			   backend_sink_mem_cb mem, void *arg, backend_done_cb done, void *darg);
 	/* backend_batch_read (keys checked, n > 0, every len > 0); NULL: the
 	 * store has no batch read (-EOPNOTSUPP) */
 	int (*batch_read)(struct backend *be, const struct backend_batch_item *items, size_t n,
@@ -104,8 +104,8 @@ int backend__fault_open(struct backend *be, const char *source, const struct bac
 /* backend_read_version_cb over be's pread: reads of at most 1 MiB into one
  * buffer, each handed to cb (local stores, and the fault store over its
  * local one). */
-ssize_t backend__read_cb_pread(struct backend *be, const char *key, const char *etag, uint64_t off,
-			       size_t len, backend_sink_cb cb, void *arg);
+ssize_t backend__read_cb_pread(struct backend *be, const char *key, const char *etag, uint64_t size,
+			       uint64_t off, size_t len, backend_sink_cb cb, void *arg);
 
 /* A read of this thread on be succeeded: its failure record goes (the
  * async reads' done wrappers, on the I/O thread). */

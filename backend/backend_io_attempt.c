@@ -6,7 +6,8 @@
  *
  * The callbacks run on the I/O thread inside curl and never block (but for
  * on_data's pwrite of a streamed read). They parse the status line, ETag,
- * Content-Length, Content-Range and Last-Modified; a 206 must start
+ * Content-Length, Content-Range, Content-Encoding and Last-Modified; an
+ * encoded body (any Content-Encoding but identity) is refused; a 206 must start
  * exactly at the asked offset and end at the range's end or at the
  * object's; a 200 to a ranged request is consumed by skipping to the
  * offset and stopping after the wanted length; a resumed answer with
@@ -149,6 +150,7 @@ void backend__io_attempt_reset(struct xfer *x)
 	x->have_clen = x->have_crange = x->crange_star = 0;
 	x->clen = x->cr_start = x->cr_end = x->cr_total = 0;
 	x->etag[0] = '\0';
+	x->encoding[0] = '\0';
 	x->mtime = 0;
 	x->skip = 0;
 	x->limit = UINT64_MAX;
@@ -158,6 +160,35 @@ void backend__io_attempt_reset(struct xfer *x)
 	x->stop_ok = 0;
 	x->stalled = 0;
 	x->paused = 0;
+}
+
+/* The object's size an answer gives: a 206's Content-Range total, a 200's
+ * Content-Length (the whole object, also to a ranged GET); 0: none. */
+static uint64_t answer_total(const struct xfer *x)
+{
+	if (x->status == 206 && x->have_crange && !x->crange_star)
+		return x->cr_total;
+	if (x->status == 200 && x->have_clen)
+		return x->clen;
+	return 0;
+}
+
+/* An answer that gives the object another size than the caller's version
+ * (or, without one, than the request's first answer) is another object:
+ * -ESTALE, with the sizes in r->error. An ETag cannot be relied on to say
+ * so: a store may send none. */
+static int total_check(struct xfer *x)
+{
+	struct backend_req *r = x->r;
+	uint64_t total = answer_total(x);
+	uint64_t want = r->if_size ? r->if_size : x->have_first ? x->first_total : 0;
+
+	if (!total || !want || total == want)
+		return 0;
+	snprintf(r->error, sizeof(r->error),
+		 "HTTP %ld: the object is %" PRIu64 " bytes now, not %" PRIu64 ": it changed",
+		 x->status, total, want);
+	return -ESTALE;
 }
 
 /* The final response's headers are in: decide what its body is. Returns 0,
@@ -178,6 +209,18 @@ static int headers_complete(struct xfer *x)
 		return -ESTALE;
 	if (!get)
 		return 0;
+	/* shardfs asks for no encoding: bytes encoded on the way (nginx's
+	 * gzip_static serving X.gz for X, a store transcoding) are not the
+	 * object's, whatever their length; refused, not retried */
+	if (x->encoding[0]) {
+		snprintf(r->error, sizeof(r->error),
+			 "HTTP %ld with Content-Encoding: %s: not the object's bytes as stored "
+			 "(the server encodes answers; turn that off for this path)",
+			 x->status, x->encoding);
+		return -EIO;
+	}
+	if (total_check(x) < 0)
+		return -ESTALE;
 	if (x->status == 206) {
 		if (!ranged || !x->have_crange || x->crange_star || x->cr_start != x->want_start ||
 		    x->cr_end < x->cr_start || x->cr_end >= x->cr_total)
@@ -205,6 +248,7 @@ static int headers_complete(struct xfer *x)
 	if (!x->have_first) {
 		x->have_first = 1;
 		snprintf(x->first_etag, sizeof(x->first_etag), "%s", x->etag);
+		x->first_total = answer_total(x);
 	}
 	return 0;
 }
@@ -241,7 +285,7 @@ int backend__io_header_line(struct xfer *x, const char *buf, size_t len)
 	}
 	/* only the names below matter: each is told by its length and first
 	 * letter before it is compared */
-	v = memchr(buf, ':', (size_t)(end - buf) < 16 ? (size_t)(end - buf) : 16);
+	v = memchr(buf, ':', (size_t)(end - buf) < 17 ? (size_t)(end - buf) : 17);
 	if (!v)
 		return 0;
 #define HDR(name)                                                                                  \
@@ -278,6 +322,18 @@ int backend__io_header_line(struct xfer *x, const char *buf, size_t len)
 				   stop == end) {
 				x->have_crange = 1;
 			}
+		}
+	} else if (HDR("content-encoding")) {
+		const char *s = skip_ws(v + 1, end);
+		size_t l = (size_t)(end - s);
+
+		while (l > 0 && (s[l - 1] == ' ' || s[l - 1] == '\t'))
+			l--;
+		if (!(l == 8 && strncasecmp(s, "identity", 8) == 0) && l > 0) {
+			if (l >= sizeof(x->encoding))
+				l = sizeof(x->encoding) - 1;
+			memcpy(x->encoding, s, l);
+			x->encoding[l] = '\0';
 		}
 	} else if (x->want_mtime && HDR("last-modified")) { /* HEADs, whole GETs */
 		char tmp[64];

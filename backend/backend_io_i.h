@@ -90,11 +90,18 @@ typedef int (*backend_req_sign_cb)(void *arg, struct backend_req *r, struct curl
 
 struct backend_req {
 	/* ---- set by the caller before submit ---- */
-	const char *method;	  /* "GET" or "HEAD" */
-	char *url;		  /* absolute URL, owned by the caller */
-	uint64_t range_off;	  /* with range_len > 0: "Range: bytes=off-(off+len-1)" */
-	uint64_t range_len;	  /* 0: the whole object (never a suffix range) */
-	const char *if_match;	  /* ETag the object must still have, or NULL */
+	const char *method;   /* "GET" or "HEAD" */
+	char *url;	      /* absolute URL, owned by the caller */
+	uint64_t range_off;   /* with range_len > 0: "Range: bytes=off-(off+len-1)" */
+	uint64_t range_len;   /* 0: the whole object (never a suffix range) */
+	const char *if_match; /* ETag the object must still have, or NULL */
+	/* the size the object must still have (its version's, as listed or
+	 * stat'ed), or 0: not known. An answer that gives the object another
+	 * size (a 206's Content-Range total, a whole 200's Content-Length) is
+	 * -ESTALE: the object changed, also on a store that sends no ETag.
+	 * Without it a request still holds its answers to the first one's size
+	 * (a resume never mixes two sizes). */
+	uint64_t if_size;
 	backend_req_sign_cb sign; /* or NULL */
 	void *sign_arg;
 	backend_req_data_cb on_data; /* body bytes, in order, each byte once; or NULL */
@@ -228,6 +235,7 @@ struct backend_async {
 	void *darg;
 	char *key; /* for the failure record */
 	char *etag;
+	uint64_t size; /* the version's size (backend_req.if_size) */
 	char *extra;
 	int eof416;
 	void (*failed)(struct backend *be, const char *method, const char *key,
@@ -235,7 +243,7 @@ struct backend_async {
 	void (*release)(struct backend_async *a); /* NULL: free(a) */
 };
 void *backend__async_new(size_t size, size_t extra, struct backend *be, const char *key,
-			 const char *etag, backend_done_cb done, void *darg);
+			 const char *etag, uint64_t osize, backend_done_cb done, void *darg);
 void backend__async_start(struct backend_io *io, struct backend_async *a, struct backend_req *r,
 			  uint64_t off, size_t len, unsigned flags, backend_sink_cb cb,
 			  backend_sink_mem_cb mem, void *arg);
@@ -243,7 +251,8 @@ void backend__async_start(struct backend_io *io, struct backend_async *a, struct
  * version etag when given: into buf when it is not NULL (backend_io_read),
  * else to cb (backend_io_stream). Bytes read or a negative errno. */
 ssize_t backend__io_get(struct backend_io *io, struct backend_req *r, const char *etag,
-			uint64_t off, size_t len, void *buf, backend_sink_cb cb, void *arg);
+			uint64_t size, uint64_t off, size_t len, void *buf, backend_sink_cb cb,
+			void *arg);
 /* HEAD; fills the result fields. */
 int backend_io_head(struct backend_io *io, struct backend_req *r);
 /* info of key (a regular file, mode 0644) from a HEAD's answer r. */
@@ -331,7 +340,8 @@ struct xfer {
 	int last_err;		    /* why the last attempt failed, for -EIO */
 	char range[64];
 	char ifmatch[96];
-	char first_etag[80]; /* ETag of the first body answer; "" before */
+	char first_etag[80];  /* ETag of the first body answer; "" before */
+	uint64_t first_total; /* the object size the first body answer gave (0: none) */
 	int have_first;
 	int probe;	     /* io->probe_req: one attempt, never failed fast */
 	int want_mtime;	     /* parse Last-Modified: a HEAD, a whole-object GET */
@@ -345,6 +355,7 @@ struct xfer {
 	int have_clen, have_crange, crange_star;
 	uint64_t clen, cr_start, cr_end, cr_total;
 	char etag[80];
+	char encoding[24]; /* a Content-Encoding other than identity ("": none) */
 	int64_t mtime;
 	uint64_t want_start;  /* first object offset this attempt asks for */
 	uint64_t skip;	      /* body bytes to drop first (200 to a range) */

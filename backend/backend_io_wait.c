@@ -215,7 +215,7 @@ void backend_io_stream_async(struct backend_io *io, struct backend_req *r,
 }
 
 void *backend__async_new(size_t size, size_t extra, struct backend *be, const char *key,
-			 const char *etag, backend_done_cb done, void *darg)
+			 const char *etag, uint64_t osize, backend_done_cb done, void *darg)
 {
 	size_t kl = strlen(key) + 1, el = etag ? strlen(etag) + 1 : 0;
 	struct backend_async *a = malloc(size + kl + el + extra);
@@ -229,6 +229,7 @@ void *backend__async_new(size_t size, size_t extra, struct backend *be, const ch
 	a->darg = darg;
 	a->key = memcpy(text, key, kl);
 	a->etag = etag ? memcpy(text + kl, etag, el) : NULL;
+	a->size = osize;
 	a->extra = text + kl + el;
 	a->failed = backend__req_failed;
 	return a;
@@ -260,6 +261,7 @@ void backend__async_start(struct backend_io *io, struct backend_async *a, struct
 	r->range_off = off;
 	r->range_len = len;
 	r->if_match = a->etag;
+	r->if_size = a->size;
 	r->small = (flags & BACKEND_READ_SMALL) != 0;
 	r->pausable = (flags & BACKEND_READ_PAUSABLE) != 0;
 	r->object = 1;
@@ -267,12 +269,14 @@ void backend__async_start(struct backend_io *io, struct backend_async *a, struct
 }
 
 ssize_t backend__io_get(struct backend_io *io, struct backend_req *r, const char *etag,
-			uint64_t off, size_t len, void *buf, backend_sink_cb cb, void *arg)
+			uint64_t size, uint64_t off, size_t len, void *buf, backend_sink_cb cb,
+			void *arg)
 {
 	r->method = "GET";
 	r->range_off = off;
 	r->range_len = len;
 	r->if_match = etag;
+	r->if_size = size;
 	r->object = 1;
 	/* a thread waits for it (backend_pread_version, backend_read_version_cb:
 	 * a weak ETag's probe, a read past a full cache, a sidecar): it may run

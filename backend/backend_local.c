@@ -187,8 +187,8 @@ static int local_open_fd(struct backend *be, const char *key)
 	return fd;
 }
 
-static ssize_t local_pread(struct backend *be, const char *key, const char *etag, void *buf,
-			   size_t len, uint64_t off)
+static ssize_t local_pread(struct backend *be, const char *key, const char *etag, uint64_t size,
+			   void *buf, size_t len, uint64_t off)
 {
 	(void)etag; /* a local file is read in place; its fd pins nothing either */
 	int fd = local_open_fd(be, key);

@@ -581,8 +581,8 @@ static int os_stat_many(struct backend *be, const char *const *keys, size_t n,
 }
 
 /* A ranged GET of key, into buf or (buf NULL) to cb. */
-static ssize_t os_get(struct backend *be, const char *key, const char *etag, void *buf,
-		      uint64_t off, size_t len, backend_sink_cb cb, void *arg)
+static ssize_t os_get(struct backend *be, const char *key, const char *etag, uint64_t size,
+		      void *buf, uint64_t off, size_t len, backend_sink_cb cb, void *arg)
 {
 	struct backend_objstore *os = be->impl;
 	char path[OS_PATH_MAX];
@@ -600,7 +600,7 @@ static ssize_t os_get(struct backend *be, const char *key, const char *etag, voi
 	err = os_call_init(&c, os, "GET", path, os->get_query);
 	if (err < 0)
 		return err;
-	n = backend__io_get(os->io, &c.req, etag, off, len, buf, cb, arg);
+	n = backend__io_get(os->io, &c.req, etag, size, off, len, buf, cb, arg);
 	/* S3 answers a range that starts at or past the end with 416 and no
 	 * "Content-Range: bytes * /SIZE" (which the engine would turn into
 	 * EOF itself): that is end of object, not an error */
@@ -612,16 +612,16 @@ static ssize_t os_get(struct backend *be, const char *key, const char *etag, voi
 	return n;
 }
 
-static ssize_t os_pread(struct backend *be, const char *key, const char *etag, void *buf,
-			size_t len, uint64_t off)
+static ssize_t os_pread(struct backend *be, const char *key, const char *etag, uint64_t size,
+			void *buf, size_t len, uint64_t off)
 {
-	return os_get(be, key, etag, buf, off, len, NULL, NULL);
+	return os_get(be, key, etag, size, buf, off, len, NULL, NULL);
 }
 
-static ssize_t os_read_cb(struct backend *be, const char *key, const char *etag, uint64_t off,
-			  size_t len, backend_sink_cb cb, void *arg)
+static ssize_t os_read_cb(struct backend *be, const char *key, const char *etag, uint64_t size,
+			  uint64_t off, size_t len, backend_sink_cb cb, void *arg)
 {
-	return os_get(be, key, etag, NULL, off, len, cb, arg);
+	return os_get(be, key, etag, size, NULL, off, len, cb, arg);
 }
 
 /* An asynchronous GET (os_read_async), with backend__async_new. */
@@ -637,12 +637,12 @@ static void os_async_release(struct backend_async *a)
 	free(a);
 }
 
-static void os_read_async(struct backend *be, const char *key, const char *etag, uint64_t off,
-			  size_t len, unsigned flags, backend_sink_cb cb, backend_sink_mem_cb mem,
-			  void *arg, backend_done_cb done, void *darg)
+static void os_read_async(struct backend *be, const char *key, const char *etag, uint64_t size,
+			  uint64_t off, size_t len, unsigned flags, backend_sink_cb cb,
+			  backend_sink_mem_cb mem, void *arg, backend_done_cb done, void *darg)
 {
 	struct backend_objstore *os = be->impl;
-	struct os_async *a = backend__async_new(sizeof(*a), 0, be, key, etag, done, darg);
+	struct os_async *a = backend__async_new(sizeof(*a), 0, be, key, etag, size, done, darg);
 	int err = a ? os_object_path(os, os->get_prefix, key, a->path, sizeof(a->path)) : -ENOMEM;
 
 	if (err == 0)

@@ -207,13 +207,13 @@ static void *fill_sink_mem(void *arg, uint64_t off, size_t *len)
 	return s->cur->data + s->cur->used;
 }
 
-int cachetier__read_version(struct cachetier *ct, const char *key, const char *etag,
+int cachetier__read_version(struct cachetier *ct, const char *key, const char *etag, uint64_t size,
 			    const uint64_t *next, uint64_t end, backend_sink_cb sink, void *arg)
 {
 	while (*next < end) {
 		uint64_t from = *next;
-		ssize_t n = backend_read_version_cb(ct->be, key, etag, from, (size_t)(end - from),
-						    sink, arg);
+		ssize_t n = backend_read_version_cb(ct->be, key, etag, size, from,
+						    (size_t)(end - from), sink, arg);
 
 		if (n < 0)
 			return (int)n;
@@ -432,11 +432,12 @@ static void fill_run_done(void *arg, int err, uint64_t bytes)
 		if (bytes == 0) {
 			err = -EIO; /* the object is shorter than its size said */
 		} else {
-			backend_read_version_async_mem(
-			    ct->be, f->key, f->etag, fl->s.next, (size_t)(fl->s.end - fl->s.next),
-			    (slot->small ? BACKEND_READ_SMALL : 0) |
-				(fl->async ? BACKEND_READ_PAUSABLE : 0),
-			    fill_sink_write, fill_sink_mem, &fl->s, fill_run_done, slot);
+			backend_read_version_async_mem(ct->be, f->key, f->etag, f->size, fl->s.next,
+						       (size_t)(fl->s.end - fl->s.next),
+						       (slot->small ? BACKEND_READ_SMALL : 0) |
+							   (fl->async ? BACKEND_READ_PAUSABLE : 0),
+						       fill_sink_write, fill_sink_mem, &fl->s,
+						       fill_run_done, slot);
 			return;
 		}
 	}
@@ -508,11 +509,11 @@ void cachetier__fill_next(struct ct_slot *slot)
 					   .unit_bytes = f->unit_bytes};
 		fl->t0 = cachetier__mono_ns();
 		/* only from the listed version: units of two versions never mix */
-		backend_read_version_async_mem(slot->ct->be, f->key, f->etag, off, (size_t)len,
-					       (slot->small ? BACKEND_READ_SMALL : 0) |
-						   (fl->async ? BACKEND_READ_PAUSABLE : 0),
-					       fill_sink_write, fill_sink_mem, &fl->s,
-					       fill_run_done, slot);
+		backend_read_version_async_mem(
+		    slot->ct->be, f->key, f->etag, f->size, off, (size_t)len,
+		    (slot->small ? BACKEND_READ_SMALL : 0) |
+			(fl->async ? BACKEND_READ_PAUSABLE : 0),
+		    fill_sink_write, fill_sink_mem, &fl->s, fill_run_done, slot);
 		if (fl->async)
 			return; /* the slot is the request's now */
 		while (sem_wait(&fl->run_sem) < 0 && errno == EINTR)

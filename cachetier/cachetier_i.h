@@ -397,12 +397,12 @@ void cachetier__note_version(struct cachetier *ct, enum ct_format kind, const ch
  * units_corrupt; the first is logged through the backend's log (once per
  * process), saying 'why' and what happens ('then'). Any thread, any lock
  * held. */
-/* Bytes [*next, end) of version etag of key into sink (backend_read_version_cb),
+/* Bytes [*next, end) of version etag (of size bytes) of key into sink (backend_read_version_cb),
  * asked for again from where an answer stopped: *next is the sink's own
  * position, which it moves as bytes land. 0; -EIO when the object ends
  * before end; or the store's error. Blocks (the store's retry budget bounds
  * each request); no lock held. Fills and the full-disk bypass. */
-int cachetier__read_version(struct cachetier *ct, const char *key, const char *etag,
+int cachetier__read_version(struct cachetier *ct, const char *key, const char *etag, uint64_t size,
 			    const uint64_t *next, uint64_t end, backend_sink_cb sink, void *arg);
 void cachetier__note_corrupt(struct cachetier *ct, const char *file, const char *key, uint32_t n,
 			     const char *why, const char *then);

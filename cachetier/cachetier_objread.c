@@ -272,8 +272,8 @@ static int obj_bypass(struct cachetier_obj *o, uint64_t off, uint64_t len, int n
 		return -errno;
 	s.buf = malloc(len ? len : 1);
 	err = !s.buf ? -ENOMEM
-		     : cachetier__read_version(ct, o->file->key, o->file->etag, &s.next, s.end,
-					       cachetier__mem_sink, &s);
+		     : cachetier__read_version(ct, o->file->key, o->file->etag, o->file->size,
+					       &s.next, s.end, cachetier__mem_sink, &s);
 	if (err == 0)
 		err = disk_pwrite_all(fd, s.buf, len, 0);
 	free(s.buf);

@@ -128,8 +128,8 @@ int cachetier__weak_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, 
 		disk_mutex_unlock(&ct->lock);
 		sink.buf = malloc(sink.end - sink.start);
 		err = !sink.buf ? -ENOMEM
-				: cachetier__read_version(ct, f->key, f->etag, &sink.next, sink.end,
-							  cachetier__mem_sink, &sink);
+				: cachetier__read_version(ct, f->key, f->etag, f->size, &sink.next,
+							  sink.end, cachetier__mem_sink, &sink);
 		if (err == 0 && sink.next != sink.end)
 			err = -EIO;
 		if (err == 0)

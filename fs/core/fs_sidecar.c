@@ -122,7 +122,7 @@ static int sidecar_ident_check(struct fs *fs, const struct fs_obj *o, int codec,
 
 		if (!tail)
 			return -ENOMEM;
-		n = backend_pread_version(fs->be, o->key, o->info.etag, tail, want,
+		n = backend_pread_version(fs->be, o->key, o->info.etag, o->info.size, tail, want,
 					  o->info.size - want);
 		if (n == (ssize_t)want)
 			id.tail_fnv = disk_fnv64(tail, want);
@@ -221,7 +221,8 @@ struct shardidx *fs_sidecar_load(struct fs *fs, const struct fs_obj *o, int code
 	buf = malloc(so->info.size);
 	if (!buf)
 		return NULL;
-	n = backend_pread_version(fs->be, so->key, so->info.etag, buf, so->info.size, 0);
+	n = backend_pread_version(fs->be, so->key, so->info.etag, so->info.size, buf, so->info.size,
+				  0);
 	if (n != (ssize_t)so->info.size) {
 		free(buf);
 		err = n < 0 ? (int)n : -EIO;

@@ -500,7 +500,7 @@ int main(void)
 		CHECK(backend_stat(be, "/etc/passwd", &info) == -EINVAL, "absolute key refused");
 		CHECK(backend_stat(be, "sub/./dir/nested.bin", &info) == -EINVAL, "'.' refused");
 		CHECK(backend_stat(be, "missing", &info) == -ENOENT, "missing key");
-		CHECK(backend_pread_version(be, "sub/dir/nested.bin", NULL, buf, 8, 1) == 4 &&
+		CHECK(backend_pread_version(be, "sub/dir/nested.bin", NULL, 0, buf, 8, 1) == 4 &&
 			  memcmp(buf, "ello", 4) == 0,
 		      "pread");
 	}

@@ -218,7 +218,7 @@ int main(void)
 		FAIL("backend_open %s: %s", url, strerror(-err));
 
 	/* 1: a read stopped while its connect is in progress */
-	backend_read_version_async(be, "obj", NULL, 0, LEN, 0, sink, stopped, done, stopped);
+	backend_read_version_async(be, "obj", NULL, 0, 0, LEN, 0, sink, stopped, done, stopped);
 	for (int i = 0; (fd = syn_sent_fd(port)) < 0; i++) {
 		struct timespec ms = {0, 1000000};
 
@@ -267,7 +267,8 @@ int main(void)
 
 		if (!r)
 			FAIL("calloc");
-		backend_read_version_async(be, "obj", NULL, off, (size_t)len, 0, sink, r, done, r);
+		backend_read_version_async(be, "obj", NULL, 0, off, (size_t)len, 0, sink, r, done,
+					   r);
 		wait_done(r, "a read after it");
 		CHECK(r->err == 0 && r->got == len && memcmp(r->buf + off, body + off, len) == 0,
 		      "read %d after the stopped one: err %d (%s), %zu of %u bytes%s", i, r->err,

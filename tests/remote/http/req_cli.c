@@ -137,11 +137,17 @@ static void *sink_mem(void *arg, uint64_t off, size_t *len)
 	return j->buf + at;
 }
 
+/* the read's store and key: a failed read is logged as the cache tier's
+ * fills log theirs (backend_log_failure, in done) */
+static struct backend *log_be;
+static const char *log_key;
+
 static void done(void *arg, int err, uint64_t bytes)
 {
 	struct job *j = arg;
 
 	(void)bytes;
+	backend_log_failure(log_be, log_key, err, "read");
 	pthread_mutex_lock(&mu);
 	j->err = err;
 	inflight--;
@@ -157,7 +163,8 @@ static void log_line(void *arg, enum backend_log_level level, const char *msg)
 }
 
 /* REQ_CLI_SYNC's read: "sync BYTES FNV" on stdout, flushed at once. */
-static int sync_read(struct backend *be, const char *key, const char *etag, const char *spec)
+static int sync_read(struct backend *be, const char *key, const char *etag, uint64_t size,
+		     const char *spec)
 {
 	uint64_t off = strtoull(spec, NULL, 10);
 	const char *colon = strchr(spec, ':');
@@ -169,7 +176,7 @@ static int sync_read(struct backend *be, const char *key, const char *etag, cons
 		fprintf(stderr, "req_cli: REQ_CLI_SYNC=OFF:LEN, LEN > 0\n");
 		return -1;
 	}
-	got = backend_pread_version(be, key, etag, buf, n, off);
+	got = backend_pread_version(be, key, etag, size, buf, n, off);
 	if (got < 0) {
 		fprintf(stderr, "req_cli: sync read: %s\n", strerror((int)-got));
 		free(buf);
@@ -254,12 +261,14 @@ int main(int argc, char **argv)
 			pthread_cond_wait(&cv, &mu);
 		inflight++;
 		pthread_mutex_unlock(&mu);
+		log_be = be;
+		log_key = argv[2];
 		backend_read_version_async_mem(
-		    be, argv[2], info.etag, jobs[i].off, len,
+		    be, argv[2], info.etag, info.size, jobs[i].off, len,
 		    (sync_spec ? 0 : BACKEND_READ_SMALL) | (pause_n ? BACKEND_READ_PAUSABLE : 0),
 		    sink, mem_n ? sink_mem : NULL, &jobs[i], done, &jobs[i]);
 	}
-	if (sync_spec && sync_read(be, argv[2], info.etag, sync_spec) < 0)
+	if (sync_spec && sync_read(be, argv[2], info.etag, info.size, sync_spec) < 0)
 		return 1;
 	pthread_mutex_lock(&mu);
 	while (inflight)
