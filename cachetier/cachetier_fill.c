@@ -500,7 +500,7 @@ void cachetier__fill_next(struct ct_slot *slot)
 		fl->werr = 0;
 		off = cachetier__unit_off(f, slot->c + i);
 		len = cachetier__run_len(f, slot->c + i, k - i);
-		fl->wnext = off;
+		fl->wnext = fl->wtop = off;
 		memset(fl->crc + i, 0, sizeof(*fl->crc) * (k - i));
 		fl->s = (struct fill_sink){.start = off,
 					   .next = off,

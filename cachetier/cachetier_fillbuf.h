@@ -86,6 +86,10 @@ struct ct_fill {
 	struct fill_sink s; /* the run's sink */
 	/* the writer's: */
 	uint64_t wnext;	      /* the run's bytes are written up to this object offset */
+	uint64_t wtop;	      /* ... and a write reached at most this one: a failed pwritev
+			       * (ENOSPC) may have written part of its bytes, which a
+			       * failed run punches with the rest (never left allocated and
+			       * uncounted) */
 	uint32_t pub;	      /* units [c + i, c + pub) of the run are valid already */
 	uint64_t pub_bytes;   /* bytes of the fill's units made valid by fill_publish */
 	int werr;	      /* the run's first write error */

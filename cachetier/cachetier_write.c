@@ -152,6 +152,7 @@ static struct fill_buf *fill_write(struct cachetier *ct, struct fill_buf *b)
 		end += x->used;
 	}
 	if (fl->werr == 0) {
+		fl->wtop = end;
 		fl->werr = cachetier__run_writev(slot->f, slot->c, fl->crc, b->off, iov, n);
 		atomic_fetch_add_explicit(&ct->fill_writes, 1, memory_order_relaxed);
 		if (fl->werr == 0)
@@ -262,9 +263,9 @@ static int fill_run_end(struct cachetier *ct, struct ct_slot *slot, int err, int
 	for (uint32_t x = fl->pub; x < fl->k; x++)
 		fl->errs[x] = err;
 	fl->i = fl->k;
-	punch = err < 0 && fl->wnext > fl->wfrom;
+	punch = err < 0 && fl->wtop > fl->wfrom;
 	if (!punch)
-		fl->wfrom = fl->wnext;
+		fl->wfrom = fl->wtop = fl->wnext;
 	if (fl->async && !punch && cachetier__fill_skip(slot, fl->k) == slot->n) {
 		cachetier__fill_end_locked(slot);
 		return 0;
@@ -280,8 +281,8 @@ static void fill_after(struct ct_slot *slot)
 {
 	struct ct_fill *fl = slot->fill;
 
-	if (fl->wnext > fl->wfrom)
-		cachetier__run_discard(slot->f, fl->wfrom, fl->wnext - fl->wfrom);
+	if (fl->wtop > fl->wfrom)
+		cachetier__run_discard(slot->f, fl->wfrom, fl->wtop - fl->wfrom);
 	if (fl->async)
 		cachetier__fill_next(slot);
 	else

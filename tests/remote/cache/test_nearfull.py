@@ -13,7 +13,7 @@ allocated blocks (st_blocks) at most cache_bytes_used plus one page per data fil
 object's end is allocated to a whole page). Then B is read again with room (exact bytes) and the
 same bound holds.
 
-On main before the fix a fill that failed on ENOSPC punched only the bytes its completed
+Before the writer's fl->wtop, a fill that failed on ENOSPC punched only the bytes its completed
 pwritev calls wrote (up to fl->wnext): the failing call's short write stayed allocated and
 uncounted, never evicted (cache_bytes_used 0 while a tmpfs cache filled by a planned epoch was
 at 100 %, every later read bypassing the cache until remount). Sizes are exact, no timing.
