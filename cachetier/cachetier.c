@@ -379,6 +379,8 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->punches_pending = ct->pun ? ct->pun->pending : 0;
 	st->punch_batches = ct->pun ? ct->pun->wakes : 0;
 	st->punch_cpu_ns = ct->pun ? atomic_load(&ct->pun->cpu_ns) : 0;
+	st->evict_units = ct->ev.units;
+	st->evict_looked = ct->ev.looked;
 	st->evicting_waits = ct->evicting_waits;
 	st->room_waits = ct->room_waits;
 	st->room_wait_ms = ct->room_wait_ns / 1000000;

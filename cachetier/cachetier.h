@@ -143,6 +143,10 @@ struct cachetier_stats {
 				      * evictions queue faster than it punches) */
 	uint64_t punch_cpu_ns;	     /* CPU time of the puncher thread (its punches, their
 				      * unlocks and ends, its wake-ups), as of its last punch */
+	uint64_t evict_units;	     /* units evicted (taken by evictions) */
+	uint64_t evict_looked;	     /* units evictions looked at in their objects' kept order
+				      * (each one taken out, checked, put back when not
+				      * taken: about one a unit evicted, cachetier_evheap.c) */
 	uint64_t evicting_waits;     /* reads that waited for units being punched */
 	uint64_t room_waits;	     /* calls making room for a fill that waited for other
 				      * threads' evictions to end (room_cond) */
@@ -244,10 +248,14 @@ void cachetier_wake_hold(struct cachetier *ct, int on);
 void cachetier_punch_hold(struct cachetier *ct, int hold);
 /* Tests: with 'on' set (a negative one: as it was), every victim pick of an eviction (and every
  * look at the bytes filled ahead) is made twice, by the order kept as units change and by the scan
- * of every unit it replaced, and the two compared (cachetier_evheap.c). counts (when not NULL)
- * gets, since open: picks, units the kept order looked at, units the scans looked at (0 while 'on'
- * was never set), picks whose answers differed. */
-void cachetier_evict_verify(struct cachetier *ct, int on, uint64_t counts[4]);
+ * of every unit it replaced, and the two compared (cachetier_evheap.c); so is every eviction's
+ * walk of its object's units, against the sort of all of them it replaced (cachetier_evict.c).
+ * counts (when not NULL) gets, since open: [0] picks, [1] units the kept order looked at, [2]
+ * units the scans looked at (0 while 'on' was never set), [3] picks whose answers differed,
+ * [4] evictions whose lists were compared, [5] those whose lists differed, [6] units evictions
+ * looked at in the kept order, [7] units the sorts looked at, [8] units evicted. */
+#define CT_EVV_N 9
+void cachetier_evict_verify(struct cachetier *ct, int on, uint64_t counts[CT_EVV_N]);
 /* Tests: while hold is set, the fill writer takes nothing the fills'
  * sinks push (it piles up, up to the sinks' bound, FILL_WQ_MAX buffers);
  * at its end the writer takes the pile as one batch. */

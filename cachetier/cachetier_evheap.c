@@ -54,6 +54,7 @@
  *
  * Threads: ct->lock for everything but cachetier__ev_mark (any thread).
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,37 +209,223 @@ void cachetier__ev_link(struct cachetier *ct, struct ct_file *f)
 	cachetier__ev_mark(ct, f);
 }
 
-/* Unit c of live f into the keys *k (k[0], k[1], their units u), *exp,
- * *ufat (fat: file_at(f)); x: now. */
-static void unit_into(struct cachetier *ct, struct ct_file *f, uint32_t c, int64_t fat,
-		      const struct ev_ctx *x, struct ev_key *k, uint32_t *u, int64_t *exp,
-		      int *ufat)
-{
-	struct ev_key uk;
-	int old;
+/* ---- an object's units in eviction order (ct_evfile.uh) ---- */
 
-	ct->ev.examined++;
+/* Is unit a of f before unit b in its heap (keys as placed, then the
+ * lower unit first)? */
+static int u_before(const struct ct_file *f, uint32_t a, uint32_t b)
+{
+	struct ev_key ka = {f->ev.ucls[a], f->ev.uat[a]}, kb = {f->ev.ucls[b], f->ev.uat[b]};
+
+	if (kept_less(ka, kb))
+		return 1;
+	if (kept_less(kb, ka))
+		return 0;
+	return a < b;
+}
+
+static void u_set(struct ct_file *f, int h, uint32_t i, uint32_t c)
+{
+	f->ev.uh[h][i] = c;
+	f->ev.upos[c] = (i + 1) | (h ? UPOS_H1 : 0);
+}
+
+static void u_up(struct ct_file *f, int h, uint32_t i)
+{
+	uint32_t c = f->ev.uh[h][i];
+
+	while (i > 0 && u_before(f, c, f->ev.uh[h][(i - 1) / 2])) {
+		u_set(f, h, i, f->ev.uh[h][(i - 1) / 2]);
+		i = (i - 1) / 2;
+	}
+	u_set(f, h, i, c);
+}
+
+static void u_down(struct ct_file *f, int h, uint32_t i)
+{
+	uint32_t c = f->ev.uh[h][i], n = f->ev.un[h];
+
+	for (;;) {
+		uint32_t l = 2 * i + 1, m = l;
+
+		if (l >= n)
+			break;
+		if (l + 1 < n && u_before(f, f->ev.uh[h][l + 1], f->ev.uh[h][l]))
+			m = l + 1;
+		if (!u_before(f, f->ev.uh[h][m], c))
+			break;
+		u_set(f, h, i, f->ev.uh[h][m]);
+		i = m;
+	}
+	u_set(f, h, i, c);
+}
+
+/* Unit c out of its heap (if in one). */
+static void u_remove(struct ct_file *f, uint32_t c)
+{
+	uint32_t p = f->ev.upos[c], i, last;
+	int h;
+
+	if (!p)
+		return;
+	h = (p & UPOS_H1) != 0;
+	i = (p & ~UPOS_H1) - 1;
+	f->ev.upos[c] = 0;
+	last = f->ev.uh[h][--f->ev.un[h]];
+	if (last == c)
+		return;
+	u_set(f, h, i, last);
+	u_up(f, h, i);
+	u_down(f, h, (f->ev.upos[last] & ~UPOS_H1) - 1);
+}
+
+/* Unit c of live f's key in the kept form (a planned unit's 'at': its
+ * raw mark) into *k; 0 when no fill may evict it now (state byte clear,
+ * pinned, being filled or evicted). fat: file_at(f). */
+static int u_key(const struct ct_file *f, uint32_t c, int64_t fat, const struct ev_ctx *x,
+		 struct ev_key *k)
+{
 	if (!cachetier__st_get(f, c) || (f->ust[c] != UNIT_VALID && f->ust[c] != UNIT_EMPTY) ||
 	    f->pins[c] || cachetier__fp_pins(f, c))
-		return; /* pinned: marked when unpinned */
-	uk = unit_key(f, c, fat, x);
-	old = cachetier__unit_atime(f, c) == 0;
-	if (uk.cls == EV_PLANNED) /* the raw mark (ev_before) */
-		uk.at = atomic_load_explicit(&f->nu[c], memory_order_relaxed);
-	if (kept_less(uk, k[0])) {
-		k[0] = uk;
-		u[0] = c;
-		*ufat |= old;
+		return 0; /* pinned: marked when unpinned */
+	*k = unit_key(f, c, fat, x);
+	if (k->cls == EV_PLANNED) /* the raw mark (ev_before) */
+		k->at = atomic_load_explicit(&f->nu[c], memory_order_relaxed);
+	return 1;
+}
+
+/* Unit c of live f placed again at its key now (or taken out); a unit
+ * ahead of its readers lowers *exp to when it stops being so. */
+static void u_place(struct ct_file *f, uint32_t c, int64_t fat, const struct ev_ctx *x,
+		    int64_t *exp)
+{
+	struct ev_key k;
+	uint32_t p = f->ev.upos[c];
+	int h;
+
+	if (!u_key(f, c, fat, x, &k)) {
+		u_remove(f, c);
+		return;
 	}
-	if (uk.cls == EV_AHEAD) {
+	h = k.cls == EV_PLANNED;
+	if (p && ((p & UPOS_H1) != 0) != h) {
+		u_remove(f, c);
+		p = 0;
+	}
+	f->ev.ucls[c] = (uint8_t)k.cls;
+	f->ev.uat[c] = k.at;
+	if (!p) {
+		u_set(f, h, f->ev.un[h]++, c);
+		p = f->ev.upos[c];
+	}
+	u_up(f, h, (p & ~UPOS_H1) - 1);
+	u_down(f, h, (f->ev.upos[c] & ~UPOS_H1) - 1);
+	if (k.cls != EV_PLANNED && cachetier__unit_atime(f, c) == 0) {
+		f->ev.uold = 1;
+		f->ev.uold_ahead |= k.cls == EV_AHEAD;
+	}
+	if (k.cls == EV_AHEAD) {
 		int64_t e = unit_ahead_end(f, c, x->now);
 
 		*exp = e < *exp ? e : *exp;
-		*ufat |= old; /* its key is minus fat */
-	} else if (kept_less(uk, k[1])) {
-		k[1] = uk;
-		u[1] = c;
-		*ufat |= old;
+	}
+}
+
+static void u_free(struct ct_file *f)
+{
+	free(f->ev.uh[0]);
+	free(f->ev.uh[1]);
+	free(f->ev.upos);
+	free(f->ev.uat);
+	free(f->ev.ucls);
+	f->ev.uh[0] = f->ev.uh[1] = f->ev.upos = NULL;
+	f->ev.uat = NULL;
+	f->ev.ucls = NULL;
+	f->ev.un[0] = f->ev.un[1] = 0;
+}
+
+/* The heaps of live f's units (allocated: 0; -ENOMEM). */
+static int u_alloc(struct ct_file *f)
+{
+	size_t n = f->nunits ? f->nunits : 1;
+
+	if (f->ev.upos)
+		return 0;
+	f->ev.uh[0] = malloc(n * sizeof(uint32_t));
+	f->ev.uh[1] = malloc(n * sizeof(uint32_t));
+	f->ev.upos = calloc(n, sizeof(uint32_t));
+	f->ev.uat = malloc(n * sizeof(int64_t));
+	f->ev.ucls = malloc(n);
+	if (f->ev.uh[0] && f->ev.uh[1] && f->ev.upos && f->ev.uat && f->ev.ucls)
+		return 0;
+	u_free(f);
+	return -ENOMEM;
+}
+
+/* Every unit of live f that holds bytes placed anew (O(its units log
+ * them)): when it is first computed, all its units were marked, or a key
+ * as placed may be later than the unit's own (its last use moved back,
+ * or forward with a unit ahead as old as it: a key of minus fat). */
+static void u_build(struct cachetier *ct, struct ct_file *f, int64_t fat, const struct ev_ctx *x,
+		    int64_t *exp)
+{
+	for (int h = 0; h < 2; h++) {
+		for (uint32_t i = 0; i < f->ev.un[h]; i++)
+			f->ev.upos[f->ev.uh[h][i]] = 0;
+		f->ev.un[h] = 0;
+	}
+	f->ev.uold = f->ev.uold_ahead = 0;
+	for (uint32_t c = st_next(f, 0); c < f->nunits; c = st_next(f, c + 1)) {
+		ct->ev.examined++;
+		u_place(f, c, fat, x, exp);
+	}
+}
+
+/* Must f's units be placed anew because its last use moved from the
+ * one they were placed at (f->ev.fat) to fat? */
+static int u_stale(const struct ct_file *f, int64_t fat)
+{
+	return fat != f->ev.fat && f->ev.uold && (fat < f->ev.fat || f->ev.uold_ahead);
+}
+
+/* The first unit of f's heap h, checked: a unit no fill may evict now
+ * is taken out, one whose key moved back is placed again (at most once:
+ * then it is where it belongs); UINT32_MAX: none. *looked counts the
+ * units looked at. */
+static uint32_t u_first(struct ct_file *f, int h, int64_t fat, const struct ev_ctx *x,
+			uint64_t *looked, int64_t *exp)
+{
+	while (f->ev.un[h]) {
+		uint32_t c = f->ev.uh[h][0];
+		struct ev_key k;
+
+		(*looked)++;
+		if (!u_key(f, c, fat, x, &k)) {
+			u_remove(f, c);
+			continue;
+		}
+		if (k.cls == f->ev.ucls[c] && k.at == f->ev.uat[c])
+			return c;
+		u_place(f, c, fat, x, exp);
+	}
+	return UINT32_MAX;
+}
+
+/* f's first keys (k[0]: of all its units, k[1]: of those not ahead) and
+ * their units from its heaps' first units (*exp: as u_place). */
+static void u_keys(struct cachetier *ct, struct ct_file *f, int64_t fat, const struct ev_ctx *x,
+		   struct ev_key *k, uint32_t *u, int64_t *exp)
+{
+	uint32_t c0 = u_first(f, 0, fat, x, &ct->ev.examined, exp);
+	uint32_t c1 = u_first(f, 1, fat, x, &ct->ev.examined, exp);
+
+	for (int i = 0; i < 2; i++) {
+		uint32_t c = c0 != UINT32_MAX && (i == 0 || f->ev.ucls[c0] < EV_AHEAD) ? c0 : c1;
+
+		if (c == UINT32_MAX)
+			continue;
+		k[i] = (struct ev_key){f->ev.ucls[c], f->ev.uat[c]};
+		u[i] = c;
 	}
 }
 
@@ -255,10 +442,31 @@ static void unit_held_set(struct ct_file *f, uint32_t c, int64_t now, uint64_t *
 	f->ev.held[c] = (uint8_t)h;
 }
 
+/* f's keys, time, last use and bytes filled ahead as computed, into the
+ * heaps. */
+static void ev_set(struct cachetier *ct, struct ct_file *f, const struct ev_key *k,
+		   const uint32_t *u, int64_t exp, int64_t fat, uint64_t ahead)
+{
+	f->ev.k[0] = k[0];
+	f->ev.k[1] = k[1];
+	f->ev.u[0] = u[0];
+	f->ev.u[1] = u[1];
+	f->ev.exp = exp;
+	f->ev.fat = fat;
+	ct->ev.ahead += ahead - f->ev.ahead;
+	f->ev.ahead = ahead;
+	h_fix(ct, H_ALL, f, k[0].cls != EV_NONE);
+	h_fix(ct, H_SPARE, f, k[1].cls != EV_NONE);
+	h_fix(ct, H_EXP, f, exp != INT64_MAX);
+}
+
 /* f's keys, bytes filled ahead and time at now into the heaps, after
- * units [lo, hi) changed: those units alone when neither first unit is
- * among them and its last use is as it was, else every unit of it that
- * holds bytes. */
+ * units [lo, hi) changed: those units placed again in its order (its
+ * units' heaps), or every unit of it that holds bytes when it was never
+ * computed, all were marked, or its last use moved so that a key as
+ * placed may be later than its unit's (u_stale); its first keys from the
+ * first units of its order. The bytes filled ahead: from the marked
+ * units, from every unit not read since its fill when all were marked. */
 static void ev_update(struct cachetier *ct, struct ct_file *f, int64_t now, uint32_t lo,
 		      uint32_t hi)
 {
@@ -267,51 +475,37 @@ static void ev_update(struct cachetier *ct, struct ct_file *f, int64_t now, uint
 	uint32_t u[2] = {UINT32_MAX, UINT32_MAX};
 	int64_t exp = INT64_MAX, fat = 0;
 	uint64_t ahead = 0;
-	int ufat = 0, whole = !f->ev.held; /* never computed whole */
-	int ahead_whole = whole || (lo == 0 && hi >= f->nunits);
+	int all = lo == 0 && hi >= f->nunits;
+	int ahead_whole = !f->ev.held || all;
 
 	f->ev.chk = ct->ev.picks;
 	if (f->live && !f->ev.held)
 		f->ev.held = calloc(f->nunits ? f->nunits : 1, 1);
-	if (f->live && f->ev.held) {
+	if (f->live && f->ev.held && !f->ev.upos && u_alloc(f) == 0)
+		all = ahead_whole = 1; /* never built */
+	if (f->live && f->ev.held && f->ev.upos) {
 		fat = file_at(f);
-		whole |= (lo == 0 && hi >= f->nunits) || (f->ev.u[0] >= lo && f->ev.u[0] < hi) ||
-			 (f->ev.u[1] >= lo && f->ev.u[1] < hi) || (f->ev.ufat && fat != f->ev.fat);
-		if (!whole) { /* from the keys as they were */
-			k[0] = f->ev.k[0];
-			k[1] = f->ev.k[1];
-			u[0] = f->ev.u[0];
-			u[1] = f->ev.u[1];
-			exp = f->ev.exp;
-			ahead = f->ev.ahead;
-			ufat = f->ev.ufat;
-			hi = hi < f->nunits ? hi : f->nunits;
-			for (uint32_t c = lo; c < hi; c++) {
-				if (f->ev.held[c])
-					ahead -= cachetier__unit_len(f, c);
-				unit_held_set(f, c, now, &ahead, &exp);
-				unit_into(ct, f, c, fat, &x, k, u, &exp, &ufat);
-			}
-		} else if (!ahead_whole) {
-			/* the keys from every unit, the bytes filled ahead from the
-			 * marked ones (each unit's count stands until it is marked) */
-			for (uint32_t c = st_next(f, 0); c < f->nunits; c = st_next(f, c + 1))
-				unit_into(ct, f, c, fat, &x, k, u, &exp, &ufat);
-			ahead = f->ev.ahead;
-			hi = hi < f->nunits ? hi : f->nunits;
+		hi = hi < f->nunits ? hi : f->nunits;
+		if (!ahead_whole)
+			exp = f->ev.exp; /* units counted ahead, not marked: their times */
+		if (all || u_stale(f, fat)) {
+			u_build(ct, f, fat, &x, &exp);
+		} else {
 			for (uint32_t c = lo; c < hi; c++) {
 				ct->ev.examined++;
+				u_place(f, c, fat, &x, &exp);
+			}
+		}
+		if (!ahead_whole) {
+			ahead = f->ev.ahead;
+			for (uint32_t c = lo; c < hi; c++) {
 				if (f->ev.held[c])
 					ahead -= cachetier__unit_len(f, c);
 				unit_held_set(f, c, now, &ahead, &exp);
 			}
-			if (f->ev.exp < exp) /* units counted, not marked: their times */
-				exp = f->ev.exp;
 		} else {
 			const uint8_t *p;
 
-			for (uint32_t c = st_next(f, 0); c < f->nunits; c = st_next(f, c + 1))
-				unit_into(ct, f, c, fat, &x, k, u, &exp, &ufat);
 			memset(f->ev.held, 0, f->nunits);
 			/* as the scan did: from one unit not read since its fill to the next */
 			for (uint32_t c = 0; c < f->nunits; c = (uint32_t)(p - f->unread) + 1) {
@@ -323,21 +517,11 @@ static void ev_update(struct cachetier *ct, struct ct_file *f, int64_t now, uint
 				unit_held_set(f, c, now, &ahead, &exp);
 			}
 		}
+		u_keys(ct, f, fat, &x, k, u, &exp);
 	} else if (!f->live && f->bytes > 0) {
 		k[0] = k[1] = (struct ev_key){EV_LRU, f->atime_ns};
 	}
-	f->ev.k[0] = k[0];
-	f->ev.k[1] = k[1];
-	f->ev.u[0] = u[0];
-	f->ev.u[1] = u[1];
-	f->ev.exp = exp;
-	f->ev.fat = fat;
-	f->ev.ufat = ufat;
-	ct->ev.ahead += ahead - f->ev.ahead;
-	f->ev.ahead = ahead;
-	h_fix(ct, H_ALL, f, k[0].cls != EV_NONE);
-	h_fix(ct, H_SPARE, f, k[1].cls != EV_NONE);
-	h_fix(ct, H_EXP, f, exp != INT64_MAX);
+	ev_set(ct, f, k, u, exp, fat, ahead);
 }
 
 /* Bring every object's keys up to date for a pick at now: those marked,
@@ -452,6 +636,68 @@ struct ct_file *cachetier__ev_pick(struct cachetier *ct, const struct ev_ctx *x,
 	return best;
 }
 
+void cachetier__ev_walk_begin(struct cachetier *ct, struct ct_file *f, const struct ev_ctx *x)
+{
+	ev_drain(ct, x->now);
+	ct->ev.cur_fat = file_at(f);
+	if (!f->ev.upos || u_stale(f, ct->ev.cur_fat))
+		ev_update(ct, f, x->now, 0, 0);
+}
+
+uint32_t cachetier__ev_walk_next(struct cachetier *ct, struct ct_file *f, const struct ev_ctx *x,
+				 struct ev_key *key)
+{
+	int64_t fat = ct->ev.cur_fat, exp = f->ev.exp;
+	uint32_t c = UINT32_MAX, c0, c1;
+
+	if (!f->ev.upos)
+		return UINT32_MAX;
+	c0 = u_first(f, 0, fat, x, &ct->ev.looked, &exp);
+	if (c0 != UINT32_MAX && (!x->spare || f->ev.ucls[c0] < EV_AHEAD)) {
+		c = c0;
+		*key = (struct ev_key){f->ev.ucls[c], f->ev.uat[c]};
+	} else if ((c1 = u_first(f, 1, fat, x, &ct->ev.looked, &exp)) != UINT32_MAX) {
+		/* the furthest next use first: past one a prefetch fill may not
+		 * evict (needed as soon as its own units), every other is nearer */
+		int64_t near = (int32_t)((uint32_t)f->ev.uat[c1] - x->pnow);
+
+		if (!x->spare || (x->near != CT_NEAR_NONE && near > x->near)) {
+			c = c1;
+			*key = (struct ev_key){EV_PLANNED, -near};
+		}
+	}
+	if (c != UINT32_MAX)
+		u_remove(f, c);
+	if (exp < f->ev.exp) { /* a unit placed again is ahead */
+		f->ev.exp = exp;
+		h_fix(ct, H_EXP, f, 1);
+	}
+	return c;
+}
+
+void cachetier__ev_walk_end(struct cachetier *ct, struct ct_file *f, const struct ev_ctx *x,
+			    const uint32_t *list, uint32_t n)
+{
+	struct ev_key k[2] = {{EV_NONE, 0}, {EV_NONE, 0}};
+	uint32_t u[2] = {UINT32_MAX, UINT32_MAX};
+	int64_t fat = ct->ev.cur_fat, exp = f->ev.exp;
+	uint64_t ahead = f->ev.ahead;
+
+	if (!f->ev.upos)
+		return;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t c = list[i];
+
+		ct->ev.looked++;
+		u_place(f, c, fat, x, &exp);
+		if (f->ev.held[c])
+			ahead -= cachetier__unit_len(f, c);
+		unit_held_set(f, c, x->now, &ahead, &exp);
+	}
+	u_keys(ct, f, fat, x, k, u, &exp);
+	ev_set(ct, f, k, u, exp, fat, ahead);
+}
+
 uint64_t cachetier__ev_ahead(struct cachetier *ct, int64_t now)
 {
 	ev_drain(ct, now);
@@ -463,7 +709,7 @@ uint64_t cachetier__ev_ahead(struct cachetier *ct, int64_t now)
 	return ct->ev.ahead;
 }
 
-void cachetier_evict_verify(struct cachetier *ct, int on, uint64_t counts[4])
+void cachetier_evict_verify(struct cachetier *ct, int on, uint64_t counts[CT_EVV_N])
 {
 	cachetier__lock(ct);
 	if (on >= 0)
@@ -473,6 +719,11 @@ void cachetier_evict_verify(struct cachetier *ct, int on, uint64_t counts[4])
 		counts[1] = ct->ev.examined;
 		counts[2] = ct->ev.scanned;
 		counts[3] = ct->ev.mismatch;
+		counts[4] = ct->ev.lists;
+		counts[5] = ct->ev.list_mismatch;
+		counts[6] = ct->ev.looked;
+		counts[7] = ct->ev.sorted;
+		counts[8] = ct->ev.units;
 	}
 	disk_mutex_unlock(&ct->lock);
 }
@@ -489,6 +740,7 @@ void cachetier__ev_free(struct cachetier *ct)
 	for (struct ct_file *f = ct->files; f; f = f->next) {
 		free(f->ev.held);
 		f->ev.held = NULL;
+		u_free(f);
 	}
 	atomic_store(&ct->ev.dirty, NULL);
 }

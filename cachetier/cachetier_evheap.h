@@ -23,12 +23,25 @@ struct ev_key {
 
 /* An object's place. */
 struct ct_evfile {
-	uint32_t pos[3];	/* 1 + its index in the tier's h[i]; 0: not in it */
-	struct ev_key k[2];	/* its first unit's key: of all units, of those not ahead */
-	uint32_t u[2];		/* ... that unit (UINT32_MAX: none) */
-	int64_t exp;		/* when a unit of it stops being ahead by time (INT64_MAX: none) */
-	int64_t fat;		/* its last use (file_at) when computed whole */
-	int ufat;		/* a first key, or a unit ahead, is as old as fat (untouched) */
+	uint32_t pos[3];    /* 1 + its index in the tier's h[i]; 0: not in it */
+	struct ev_key k[2]; /* its first unit's key: of all units, of those not ahead */
+	uint32_t u[2];	    /* ... that unit (UINT32_MAX: none) */
+	int64_t exp;	    /* when a unit of it stops being ahead by time (INT64_MAX: none) */
+	int64_t fat;	    /* its last use (file_at) when computed whole */
+	int uold;	    /* a unit placed untouched: its key is fat's ... */
+	int uold_ahead;	    /* ... and one of them ahead (its key is minus fat) */
+	/* its evictable units in eviction order (as the heaps' first keys
+	 * see it: a fill that may evict anything), two heaps of unit numbers:
+	 * units no plan needs or speaks of (uh[0]) and units a plan needs
+	 * (uh[1]); each unit's key as placed (ucls, uat: a planned unit's raw
+	 * mark) and 1 + its index in its heap (upos; UPOS_H1 set: uh[1]; 0:
+	 * in neither). A key as placed is never later than the unit's own
+	 * (the changes that move a unit forward mark it): a heap's first unit
+	 * is checked when looked at, placed again when its key moved back,
+	 * and taken out when it may not be evicted. NULL: not built. */
+	uint32_t *uh[2], un[2], *upos;
+	int64_t *uat;
+	uint8_t *ucls;
 	uint64_t ahead;		/* its bytes filled ahead and spared (summed in the tier's) */
 	uint8_t *held;		/* per unit: counted in ahead */
 	uint64_t seq;		/* its place in ct->files (equal keys: the later one first) */
@@ -56,6 +69,9 @@ struct ct_evorder {
 	uint32_t npark, cpark;
 	int verify;
 	uint64_t examined, scanned, mismatch;
+	int64_t cur_fat;		/* evict()'s walk: the object's last use */
+	uint64_t lists, list_mismatch;	/* evict()'s lists compared with the sort, differing */
+	uint64_t looked, sorted, units; /* units evict() looked at; the sort's; units evicted */
 };
 
 /* mark_units: units [c0, c1) of f changed in a way that may bring one
@@ -71,5 +87,8 @@ void cachetier__ev_mark_units(struct cachetier *ct, struct ct_file *f, uint32_t 
 void cachetier__ev_mark(struct cachetier *ct, struct ct_file *f);
 void cachetier__ev_link(struct cachetier *ct, struct ct_file *f);
 void cachetier__ev_free(struct cachetier *ct);
+
+/* UPOS_H1: a unit's place (ct_evfile.upos) is in uh[1]. */
+#define UPOS_H1 0x80000000u
 
 #endif

@@ -308,6 +308,51 @@ static void evict_cands(struct ct_file *f, const struct ev_ctx *x, struct ev_key
 	qsort(cand, *nw, sizeof(*cand), cand_cmp);
 }
 
+/* Tests (cachetier_evict_verify): f's evictable units in the order
+ * evict() took them in before it kept them in order (evict_cands, then
+ * the rest sorted), into a new array (*n of them; NULL: no memory);
+ * counts the units it looked at. ct->lock held. */
+static struct ev_cand *evict_sorted(struct cachetier *ct, struct ct_file *f, const struct ev_ctx *x,
+				    struct ev_key next, uint32_t *n)
+{
+	struct ev_cand *cand = malloc((size_t)(f->nunits ? f->nunits : 1) * sizeof(*cand));
+	uint32_t nw, nrest;
+
+	*n = 0;
+	if (!cand)
+		return NULL;
+	for (uint32_t c = st_next(f, 0); c < f->nunits; c = st_next(f, c + 1))
+		ct->ev.sorted++;
+	evict_cands(f, x, next, cand, &nw, &nrest);
+	qsort(cand + nw, nrest, sizeof(*cand), cand_cmp);
+	*n = nw + nrest;
+	return cand;
+}
+
+/* Tests: the units evict() walked (walk[0..n), their keys; all: it
+ * found none left after them) against the sort's (cand[0..ncand), taken
+ * before the walk): counts the lists compared and those that differ. */
+static void evict_check(struct cachetier *ct, const struct ct_file *f, const struct ev_cand *walk,
+			uint32_t n, int all, const struct ev_cand *cand, uint32_t ncand)
+{
+	uint32_t i = 0;
+
+	while (i < n && i < ncand && walk[i].c == cand[i].c && !key_less(walk[i].k, cand[i].k) &&
+	       !key_less(cand[i].k, walk[i].k))
+		i++;
+	ct->ev.lists++;
+	if (i < n || (all && ncand != n)) {
+		ct->ev.list_mismatch++;
+		fprintf(stderr,
+			"evict: %s: unit %u of the walk (%u units%s) is %u {%d %lld}, the sort's "
+			"(%u) %u {%d %lld}\n",
+			f->hash, i, n, all ? ", none left" : "", i < n ? walk[i].c : UINT32_MAX,
+			i < n ? walk[i].k.cls : -1, i < n ? (long long)walk[i].k.at : 0LL, ncand,
+			i < ncand ? cand[i].c : UINT32_MAX, i < ncand ? cand[i].k.cls : -1,
+			i < ncand ? (long long)cand[i].k.at : 0LL);
+	}
+}
+
 /* A map may name a unit of an eviction of f: it goes first and durably,
  * so no map claims a punched unit (LK_MAP: a flusher of any process
  * snapshots the state after this; map_encode names no unit whose byte is
@@ -344,61 +389,74 @@ static int evict_unmap(struct ct_file *f)
 static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 		      const struct ev_ctx *x, struct ev_key next, int here)
 {
-	uint32_t *list = NULL, *batch, *all, n = 0, ncand = 0, ng;
+	uint32_t *list = NULL, *batch, *all, *seen, n = 0, ns = 0, ng, nsorted = 0;
+	struct ev_cand *walk = NULL, *sorted = NULL;
+	size_t nu;
 	struct ct_punch *p;
-	struct ev_cand *cand;
-	uint32_t nw = 0, nrest = 0; /* candidates within next, and the rest */
 	uint64_t freed = 0;
-	int had_map = 0, named = 0, stop = 0;
+	int had_map = 0, named = 0, done = 0;
 
 	if (!evict_live(ct, f))
 		return 0;
-	list = malloc((size_t)(f->nunits ? f->nunits : 1) * sizeof(*list));
-	batch = malloc((size_t)(f->nunits ? f->nunits : 1) * sizeof(*batch));
-	cand = malloc((size_t)(f->nunits ? f->nunits : 1) * sizeof(*cand));
-	all = malloc((size_t)(f->nunits ? f->nunits : 1) * sizeof(*all));
+	nu = f->nunits ? f->nunits : 1; /* known once live */
+	list = malloc(nu * sizeof(*list));
+	batch = malloc(nu * sizeof(*batch));
+	all = malloc(nu * sizeof(*all));
+	seen = malloc(nu * sizeof(*seen));
 	p = malloc(sizeof(*p));
-	if (!list || !batch || !cand || !all || !p) {
+	if (ct->ev.verify)
+		walk = malloc(nu * sizeof(*walk));
+	if (!list || !batch || !all || !seen || !p || (ct->ev.verify && !walk)) {
 		free(list);
 		free(batch);
-		free(cand);
 		free(all);
+		free(seen);
+		free(walk);
 		free(p);
 		return 0;
 	}
-	evict_cands(f, x, next, cand, &nw, &nrest);
-	ncand = nw + nrest;
-	/* in batches: the next units in eviction order up to 'want' (or
-	 * to next, key_within), locked a run of adjacent units at a time
-	 * (one fcntl a run, not one a unit); a unit another process pins,
-	 * fills or evicted first is left out, and the next batch goes on
-	 * from where this one stopped */
-	for (uint32_t i = 0; i < ncand && (freed < want || n == 0) && !stop;) {
+	cachetier__ev_walk_begin(ct, f, x);
+	if (walk)
+		sorted = evict_sorted(ct, f, x, next, &nsorted);
+	/* in batches: the next units in eviction order (f's kept order,
+	 * cachetier__ev_walk_next: no sort, no look at its other units) up to
+	 * 'want' (or to next, key_within), locked a run of adjacent units at
+	 * a time (one fcntl a run, not one a unit); a unit another process
+	 * pins, fills or evicted first is left out, and the next batch goes
+	 * on from where this one stopped */
+	while (!done && (freed < want || n == 0)) {
 		uint32_t nb = 0;
 		uint64_t more = 0;
 
-		for (; i < ncand && (freed + more < want || n + nb == 0); i++) {
-			if (i == nw && nrest > 1) /* reached only with none taken */
-				qsort(cand + nw, nrest, sizeof(*cand), cand_cmp);
-			if (n + nb > 0 && !key_within(cand[i].k, next)) {
-				stop = 1; /* another object's unit goes first */
+		while (freed + more < want || n + nb == 0) {
+			struct ev_key k;
+			uint32_t c = cachetier__ev_walk_next(ct, f, x, &k);
+
+			if (c == UINT32_MAX) {
+				done = 2; /* none left */
 				break;
 			}
-			batch[nb++] = cand[i].c;
-			more += cachetier__unit_len(f, cand[i].c);
+			if (walk)
+				walk[ns] = (struct ev_cand){k, c};
+			seen[ns++] = c;
+			if (n + nb > 0 && !key_within(k, next)) {
+				done = 1; /* another object's unit goes first */
+				break;
+			}
+			batch[nb++] = c;
+			more += cachetier__unit_len(f, c);
 		}
 		n += take(ct, f, batch, nb, list + n, &freed, &named);
 	}
-	free(cand);
-	if (n > 0) { /* the units taken: its place in the order again */
-		uint32_t lo = list[0], hi = list[0];
-
-		for (uint32_t i = 1; i < n; i++) {
-			lo = list[i] < lo ? list[i] : lo;
-			hi = list[i] > hi ? list[i] : hi;
-		}
-		cachetier__ev_mark_units(ct, f, lo, hi + 1);
-	}
+	if (walk && sorted)
+		evict_check(ct, f, walk, ns, done == 2, sorted, nsorted);
+	free(walk);
+	free(sorted);
+	/* the units looked at and not taken back in f's order, f's place in
+	 * the objects' order again */
+	cachetier__ev_walk_end(ct, f, x, seen, ns);
+	free(seen);
+	ct->ev.units += n;
 	if (n == 0) {
 		free(batch);
 		free(all);

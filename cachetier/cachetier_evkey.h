@@ -184,6 +184,19 @@ static inline int unit_ahead_held(const struct ct_file *f, uint32_t c, int64_t n
  * it returns. */
 struct ct_file *cachetier__ev_pick(struct cachetier *ct, const struct ev_ctx *x, struct ev_key *key,
 				   struct ev_key *next);
+/* evict()'s walk of live f's units in eviction order for x, the first
+ * first (cachetier_evheap.c; ct->lock held throughout): begin brings f's
+ * order up to date; next takes the next unit out of it (*key: its key, as
+ * unit_key gives it), UINT32_MAX when none is left that x may evict (no
+ * sort, no look at f's other units: O(log units) a unit, plus the units
+ * found pinned or moved back on the way); end puts back the units next
+ * returned (list[0..n)) that are still evictable, counts the others out
+ * of the bytes filled ahead, and places f again by its first keys. */
+void cachetier__ev_walk_begin(struct cachetier *ct, struct ct_file *f, const struct ev_ctx *x);
+uint32_t cachetier__ev_walk_next(struct cachetier *ct, struct ct_file *f, const struct ev_ctx *x,
+				 struct ev_key *key);
+void cachetier__ev_walk_end(struct cachetier *ct, struct ct_file *f, const struct ev_ctx *x,
+			    const uint32_t *list, uint32_t n);
 /* Bytes of units filled ahead and spared (unit_ahead_held) in this
  * process's live objects, at now. */
 uint64_t cachetier__ev_ahead(struct cachetier *ct, int64_t now);

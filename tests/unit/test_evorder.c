@@ -49,6 +49,8 @@
 #define NPINS	     3
 #define EV_MIN_PICKS 300
 #define EV_PER_PICK  12
+#define EV_MIN_LISTS 300
+#define EV_PER_UNIT  4
 
 static char dir[512];
 static unsigned char *data[NOBJS];
@@ -93,7 +95,7 @@ int main(void)
 	struct cachetier *ct;
 	struct backend *be;
 	char cdir[600];
-	uint64_t counts[4], n[10] = {0};
+	uint64_t counts[CT_EVV_N], n[10] = {0};
 	uint32_t pnow = 0xFFFFFF00u; /* wraps past 2^32 on the way */
 	const char *env = getenv("EVORDER_STEPS");
 
@@ -218,6 +220,20 @@ int main(void)
 	CHECK(counts[1] <= EV_PER_PICK * counts[0],
 	      "the kept order looked at %llu units in %llu picks (more than %d a pick)",
 	      (unsigned long long)counts[1], (unsigned long long)counts[0], EV_PER_PICK);
+	printf("evorder: %llu evictions' lists compared with the sort, %llu differed; %llu units "
+	       "evicted; units looked at: walk %llu (%.2f a unit evicted), sort %llu (%.2f)\n",
+	       (unsigned long long)counts[4], (unsigned long long)counts[5],
+	       (unsigned long long)counts[8], (unsigned long long)counts[6],
+	       counts[8] ? (double)counts[6] / (double)counts[8] : 0.0,
+	       (unsigned long long)counts[7],
+	       counts[8] ? (double)counts[7] / (double)counts[8] : 0.0);
+	CHECK(counts[5] == 0, "%llu evictions' unit lists differ from the sort's",
+	      (unsigned long long)counts[5]);
+	CHECK(counts[4] >= EV_MIN_LISTS, "only %llu evictions' lists compared",
+	      (unsigned long long)counts[4]);
+	CHECK(counts[6] <= EV_PER_UNIT * counts[8],
+	      "evictions looked at %llu units to evict %llu (more than %d a unit)",
+	      (unsigned long long)counts[6], (unsigned long long)counts[8], EV_PER_UNIT);
 	for (int i = 0; i < NOBJS; i++) {
 		cachetier_obj_unref(objs[i]);
 		free(data[i]);
