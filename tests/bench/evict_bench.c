@@ -91,6 +91,15 @@ static double punches;
 static double punch_s;
 /* EB_ROOM (evict_bench.sh, where the tree has cachetier_stats.room_waits):
  * each pass's log line gives the room counters too */
+/* The units the last pass's evictions looked at in their objects' kept
+ * order and the units they evicted (cachetier_stats.evict_looked,
+ * evict_units; -1 where the tree has none: evict_bench.sh defines
+ * EB_LOOKED where it has). With EVICT_BENCH_VERIFY=1 in the environment
+ * (a tree with EB_LOOKED), every pick and every eviction's list is also
+ * made the old way and compared (cachetier_evict_verify: slower, not for
+ * timing): sorted is the units the old sort looked at, differ the picks
+ * and lists that differed. */
+static double looked, units, sorted, differ;
 
 static double pass(const char *dir, struct backend *be, uint64_t cache, int n, int random,
 		   uint64_t *evicted, uint64_t *evictions)
@@ -142,6 +151,10 @@ static double pass(const char *dir, struct backend *be, uint64_t cache, int n, i
 	}
 	if (random)
 		order = samples(sizes[0], &norder);
+#ifdef EB_LOOKED
+	if (getenv("EVICT_BENCH_VERIFY") && atoi(getenv("EVICT_BENCH_VERIFY")))
+		cachetier_evict_verify(ct, 1, NULL);
+#endif
 	t0 = cpu_s();
 	for (int i = 0; !random && i < NOBJ; i++) {
 		for (uint64_t off = 0; off < sizes[i]; off += sizeof(buf)) {
@@ -181,6 +194,18 @@ static double pass(const char *dir, struct backend *be, uint64_t cache, int n, i
 #else
 	punch_s = -1;
 #endif
+	sorted = differ = -1;
+#ifdef EB_LOOKED
+	{
+		uint64_t vc[CT_EVV_N];
+
+		cachetier_evict_verify(ct, -1, vc);
+		if (vc[2]) { /* verified */
+			sorted = (double)vc[7];
+			differ = (double)(vc[3] + vc[5]);
+		}
+	}
+#endif
 	cachetier_close(ct);
 	t0 = cpu_s() - t0;
 	*evicted = st.evicted_bytes;
@@ -196,6 +221,12 @@ static double pass(const char *dir, struct backend *be, uint64_t cache, int n, i
 #else
 	punches = -1;
 #endif
+#ifdef EB_LOOKED
+	looked = (double)st.evict_looked;
+	units = (double)st.evict_units;
+#else
+	looked = units = -1;
+#endif
 	fprintf(stderr,
 		"  pass %s, cache %llu MiB: %llu fills, %llu MiB fetched, %.3f CPU-s (making room "
 		"%.3f, writing maps %.3f, puncher %.3f), %.0f punches\n",
@@ -209,6 +240,16 @@ static double pass(const char *dir, struct backend *be, uint64_t cache, int n, i
 		(unsigned long long)st.room_make_ms, (unsigned long long)st.room_wait_ms,
 		(unsigned long long)st.room_waits);
 #endif
+	if (units > 0)
+		fprintf(stderr,
+			"  %.0f units evicted, %.0f looked at in the kept order (%.2f a unit)%s\n",
+			units, looked, looked / units, sorted < 0 ? "" : ",");
+	if (units > 0 && sorted >= 0)
+		fprintf(
+		    stderr,
+		    "  verified: the old sort looked at %.0f (%.2f a unit), %.0f picks or lists "
+		    "differed\n",
+		    sorted, sorted / units, differ);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cdir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "warning: could not remove %s\n", cdir);
@@ -226,7 +267,8 @@ int main(int argc, char **argv)
 {
 	char src[600], path[700];
 	struct backend *be;
-	double gb, per[64], base[64], ev[64], room[64], flush[64], punch[64], pcpu[64], own[64];
+	double gb, per[64], base[64], ev[64], room[64], flush[64], punch[64], pcpu[64], own[64],
+	    look[64];
 	uint64_t total, each, evicted = 0, evictions = 0, e0, n0;
 	int runs, err;
 
@@ -268,6 +310,7 @@ int main(int argc, char **argv)
 				flush[r] = flush_s;
 				punch[r] = punches;
 				pcpu[r] = punch_s;
+				look[r] = units > 0 ? looked / units : -1;
 				a = pass(argv[1], be, total * 2, 0, random, &e0, &n0);
 			} else {
 				a = pass(argv[1], be, total * 2, 0, random, &e0, &n0);
@@ -276,6 +319,7 @@ int main(int argc, char **argv)
 				flush[r] = flush_s;
 				punch[r] = punches;
 				pcpu[r] = punch_s;
+				look[r] = units > 0 ? looked / units : -1;
 			}
 			/* the eviction's own CPU per GB (1e9 bytes) evicted: the
 			 * threads making room and the puncher (-1: not counted) */
@@ -306,6 +350,7 @@ int main(int argc, char **argv)
 		qsort(punch, (size_t)runs, sizeof(*punch), dbl_cmp);
 		qsort(pcpu, (size_t)runs, sizeof(*pcpu), dbl_cmp);
 		qsort(own, (size_t)runs, sizeof(*own), dbl_cmp);
+		qsort(look, (size_t)runs, sizeof(*look), dbl_cmp);
 		printf("%-44s %10.3f %10.3f %12.3f  (target <= 0.1)\n",
 		       random ? "E2 evict: 100 KB samples shuffled, cache 1/4"
 			      : "E1 evict: 8 objects in order, cache 1/4",
@@ -332,6 +377,14 @@ int main(int argc, char **argv)
 		       random ? "E2c eviction's own CPU /GB" : "E1c eviction's own CPU /GB",
 		       room[runs / 2] * 1e9 / (1024 * MiB), pcpu[runs / 2] * 1e9 / (1024 * MiB),
 		       own[runs / 2], own[runs / 2] / 0.1);
+		/* units evictions looked at (in their objects' kept order) per
+		 * unit evicted (-1: the tree does not count them; before the
+		 * kept order an eviction looked at every unit of its object
+		 * holding bytes: EVICT_BENCH_VERIFY=1 counts those too) */
+		printf("%-44s %10s %10s %12.2f  (units looked at per unit evicted)\n",
+		       random ? "E2 units looked at /unit evicted"
+			      : "E1 units looked at /unit evicted",
+		       "", "", look[runs / 2]);
 	}
 	backend_close(be);
 	return 0;

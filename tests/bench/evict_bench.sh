@@ -44,6 +44,7 @@ bench_cc() {
 	grep -q 'uint64_t punches;' "$src/cachetier/cachetier.h" && stats="$stats -DEB_PUNCHES"
 	grep -q 'uint64_t room_waits;' "$src/cachetier/cachetier.h" && stats="$stats -DEB_ROOM"
 	grep -q 'uint64_t punch_cpu_ns;' "$src/cachetier/cachetier.h" && stats="$stats -DEB_PUNCH_CPU"
+	grep -q 'uint64_t evict_looked;' "$src/cachetier/cachetier.h" && stats="$stats -DEB_LOOKED"
 	# the store's fill rules from the fetch scheduler (fetch/), where the tree has them
 	grep -q cachetier_set_policy "$src/cachetier/cachetier.h" && fetch="-DEB_POLICY -I$src/fetch $b/fetch/libfetch.a"
 	# shellcheck disable=SC2046,SC2086
@@ -87,6 +88,7 @@ for r in $(seq 1 "$runs"); do
 			/^E[12] own:/ { print side, $1 "room", $(NF - 5); print side, $1 "maps", $(NF - 4) }
 			/^E[12] holes punched/ { print side, $1 "punch", $(NF - 1) }
 			/^E[12]c eviction/ { print side, $1 "room", $6; print side, $1 "pcpu", $7; print side, $1, $8 }
+			/^E[12] units looked at/ { print side, $1 "look", $7 }
 		' >>"$tmp/rows"
 	done
 done
@@ -104,13 +106,14 @@ names = {'E1': 'E1: 8 objects in order, cache 1/4', 'E2': 'E2: 100 KB shuffled, 
          'E1punch': 'E1 holes punched per GiB (calls)', 'E2punch': 'E2 holes punched per GiB (calls)',
          'E1c': 'E1c eviction CPU-s per GB (sum)', 'E2c': 'E2c eviction CPU-s per GB (sum)',
          'E1croom': 'E1c making room per GB', 'E2croom': 'E2c making room per GB',
-         'E1cpcpu': 'E1c puncher per GB', 'E2cpcpu': 'E2c puncher per GB'}
+         'E1cpcpu': 'E1c puncher per GB', 'E2cpcpu': 'E2c puncher per GB',
+         'E1look': 'E1 units looked at per unit evicted', 'E2look': 'E2 units looked at per unit evicted'}
 for row in ('E1', 'E2', 'E1room', 'E1maps', 'E2room', 'E2maps', 'E1punch', 'E2punch',
-            'E1c', 'E1croom', 'E1cpcpu', 'E2c', 'E2croom', 'E2cpcpu'):
+            'E1c', 'E1croom', 'E1cpcpu', 'E2c', 'E2croom', 'E2cpcpu', 'E1look', 'E2look'):
     b = statistics.median(rows.get(('base', row), [float('nan')]))
     a = statistics.median(rows.get(('this', row), [float('nan')]))
-    f = '%.0f' if row.endswith('punch') else '%.3f'
-    print(('%-40s %12s %12s %8s  (' + ('' if row.endswith('punch') else 'target <= 0.1; ') +
+    f = '%.0f' if row.endswith('punch') else '%.2f' if row.endswith('look') else '%.3f'
+    print(('%-40s %12s %12s %8s  (' + ('' if row.endswith(('punch', 'look')) else 'target <= 0.1; ') +
            'runs: before %s, after %s)') % (
         names[row], f % b, f % a, '%.2f' % (a / b) if b > 0 else '-',
         ' '.join(f % x for x in rows.get(('base', row), [])),
