@@ -28,20 +28,36 @@
  * opening (cachetier_map.c, _scan.c); an eviction of it. A mark is the
  * span of units marked since (one word per object, widened by a
  * compare-and-swap) and the object on a lock-free stack (ct->ev.dirty)
- * the next pick empties. The pick computes each marked object again
- * (ev_update): from its keys as they were and the marked units alone
- * (O(units marked)), a unit that moved back in the order being no first
- * unit; every unit of it that holds bytes (O(its units)) when its first
- * unit (of either key) is among them, when a key stood on its last use and
- * that moved (units it never touched are as old as the object), or when
- * its time came (ev.h[2]). A change that only moves a unit back (pinned,
- * claimed by a fill) needs no mark; a pinned unit is left out and marked
- * at its unpin.
+ * the next pick empties.
+ *
+ * Each live object also keeps its evictable units in the same order
+ * (ev.uh: two binary heaps of unit numbers, the units no plan needs or
+ * speaks of and the units a plan needs, by key as placed, then unit
+ * number; ev.upos, ucls, uat per unit). The pick places each marked unit
+ * of each marked object again in its object's heaps (ev_update:
+ * O(units marked x log units)) and takes the object's first keys from the
+ * first units of its heaps, so neither the pick nor evict() looks at an
+ * object's other units: evict() takes its units off the heaps in order
+ * (cachetier__ev_walk_next, O(log units) each) and puts back those it
+ * did not take (cachetier__ev_walk_end). A key as placed is never later
+ * than the unit's own, since every change that may bring a unit forward
+ * marks it; a change that only moves a unit back (pinned, claimed by a
+ * fill, its object's last use moving on when it never touched the unit)
+ * needs no mark: the first unit of a heap is checked when looked at (a
+ * unit no fill may evict now is taken out, one whose key moved back is
+ * placed again), and a pinned unit comes back at its unpin. Every unit of
+ * an object that holds bytes is placed anew (O(its units)) only when the
+ * object is first computed, all its units were marked (its opening, a
+ * plan's reset, a rescan), its time came (ev.h[2]), or its last use
+ * moved so that a key as placed may be later than its unit's (u_stale:
+ * moved back, or on while a unit it never touched is ahead: that key is
+ * minus its last use).
  * What this does not see: changes by other processes sharing the
  * directory (units they filled into, or evicted from, an object live here;
- * their reads' last use) count from the object's next computation, not at
- * once (the scan saw them at the next pick): a victim whose units went
- * takes none (evict(): given up for the round) and the next is picked.
+ * their reads' last use) count from the object's next placing of all its
+ * units (a rescan, when nothing is left to evict, marks every live
+ * object), not at once: a victim whose units went takes none (evict():
+ * given up for the round) and the next is picked.
 
  * Bytes filled ahead (cachetier__ev_ahead, the rules' ahead_share check of
  * every prefetch fill's room) are kept the same way: per object (ev.ahead),
@@ -49,8 +65,8 @@
  *
  * Tests (cachetier_evict_verify): every pick is also made by the scan it
  * replaced (ev_scan: every unit of every live object, as before) and the
- * two compared; the units each looked at are counted (cachetier_stats:
- * evict_examined, evict_scanned, evict_mismatches).
+ * two compared, and every eviction's walk by the sort it replaced
+ * (cachetier_evict.c, evict_sorted); the units each looked at are counted.
  *
  * Threads: ct->lock for everything but cachetier__ev_mark (any thread).
  */
@@ -308,6 +324,8 @@ static void u_place(struct ct_file *f, uint32_t c, int64_t fat, const struct ev_
 		return;
 	}
 	h = k.cls == EV_PLANNED;
+	if (p && k.cls == f->ev.ucls[c] && k.at == f->ev.uat[c] && k.cls != EV_AHEAD)
+		return; /* where it was (most of a marked span) */
 	if (p && ((p & UPOS_H1) != 0) != h) {
 		u_remove(f, c);
 		p = 0;

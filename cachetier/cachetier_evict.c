@@ -29,8 +29,9 @@
  * unit is needed later than its own. An eviction takes one object's units in a batch (below),
  * planned units only while they come before every other object's first unit. Cost: the victim comes
  * from the order kept as units change (cachetier_evheap.c: O(log n) in the objects, plus the
- * units of objects changed since the last pick), evict() looks at every unit of its
- * object and sorts those it may take (key_within; the rest only when it took none); the units taken
+ * units marked since the last pick), and evict() takes its object's units from that object's own
+ * kept order (cachetier__ev_walk_next: O(log units) a unit looked at, about one a unit evicted;
+ * no sort, no look at its other units; the sort it replaced is kept for tests, evict_sorted); the units taken
  * are punched a span at a time, joined across short gaps that hold nothing (join_gaps), on the
  * puncher's thread (cachetier_punch.c). A unit goes when no process pins or fills it
  * (cachetier_fill.c: the unit's write lock on auxfd). Objects of earlier mounts, other processes
@@ -752,9 +753,16 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
 		}
 		if (!f && !rescanned) {
 			/* other processes may have cached objects this one has
-			 * not seen yet */
+			 * not seen yet, or units of objects live here (every live
+			 * object's units placed anew: cachetier_evheap.c) */
+			int64_t r0 = ct->rescan_ns;
+
 			rescanned = 1;
 			cachetier__rescan(ct);
+			for (struct ct_file *g = ct->files; g && ct->rescan_ns != r0; g = g->next) {
+				if (g->live)
+					cachetier__ev_mark(ct, g);
+			}
 			continue;
 		}
 		if (!f) /* everything left is pinned (or spared) */
