@@ -311,21 +311,27 @@ static int u_key(const struct ct_file *f, uint32_t c, int64_t fat, const struct 
 }
 
 /* Unit c of live f placed again at its key now (or taken out); a unit
- * ahead of its readers lowers *exp to when it stops being so. */
+ * ahead of its readers lowers *exp to when it stops being so. lazy (a
+ * mark's): a unit in a heap stays where it is when it may not be evicted
+ * now (pinned: looked at again at its unpin's mark or when first) or its
+ * key moved back or not at all (a read, most of a marked span: its key
+ * as placed stays earlier than its own, and it is placed when first),
+ * so a read's marks cost O(1) a unit, not a sift. */
 static void u_place(struct ct_file *f, uint32_t c, int64_t fat, const struct ev_ctx *x,
-		    int64_t *exp)
+		    int64_t *exp, int lazy)
 {
 	struct ev_key k;
 	uint32_t p = f->ev.upos[c];
 	int h;
 
 	if (!u_key(f, c, fat, x, &k)) {
-		u_remove(f, c);
+		if (!lazy)
+			u_remove(f, c);
 		return;
 	}
+	if (p && lazy && !kept_less(k, (struct ev_key){f->ev.ucls[c], f->ev.uat[c]}))
+		return;
 	h = k.cls == EV_PLANNED;
-	if (p && k.cls == f->ev.ucls[c] && k.at == f->ev.uat[c] && k.cls != EV_AHEAD)
-		return; /* where it was (most of a marked span) */
 	if (p && ((p & UPOS_H1) != 0) != h) {
 		u_remove(f, c);
 		p = 0;
@@ -395,7 +401,7 @@ static void u_build(struct cachetier *ct, struct ct_file *f, int64_t fat, const 
 	f->ev.uold = f->ev.uold_ahead = 0;
 	for (uint32_t c = st_next(f, 0); c < f->nunits; c = st_next(f, c + 1)) {
 		ct->ev.examined++;
-		u_place(f, c, fat, x, exp);
+		u_place(f, c, fat, x, exp, 0);
 	}
 }
 
@@ -424,7 +430,7 @@ static uint32_t u_first(struct ct_file *f, int h, int64_t fat, const struct ev_c
 		}
 		if (k.cls == f->ev.ucls[c] && k.at == f->ev.uat[c])
 			return c;
-		u_place(f, c, fat, x, exp);
+		u_place(f, c, fat, x, exp, 0);
 	}
 	return UINT32_MAX;
 }
@@ -511,7 +517,7 @@ static void ev_update(struct cachetier *ct, struct ct_file *f, int64_t now, uint
 		} else {
 			for (uint32_t c = lo; c < hi; c++) {
 				ct->ev.examined++;
-				u_place(f, c, fat, &x, &exp);
+				u_place(f, c, fat, &x, &exp, 1);
 			}
 		}
 		if (!ahead_whole) {
@@ -707,7 +713,7 @@ void cachetier__ev_walk_end(struct cachetier *ct, struct ct_file *f, const struc
 		uint32_t c = list[i];
 
 		ct->ev.looked++;
-		u_place(f, c, fat, x, &exp);
+		u_place(f, c, fat, x, &exp, 0);
 		if (f->ev.held[c])
 			ahead -= cachetier__unit_len(f, c);
 		unit_held_set(f, c, x->now, &ahead, &exp);
