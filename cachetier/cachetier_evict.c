@@ -30,7 +30,7 @@
  * planned units only while they come before every other object's first unit. Cost: the victim comes
  * from the order kept as units change (cachetier_evheap.c: O(log n) in the objects, plus the
  * units marked since the last pick), and evict() takes its object's units from that object's own
- * kept order (cachetier__ev_walk_next: O(log units) a unit looked at, about one a unit evicted;
+ * kept order (cachetier__ev_walk_next: O(log units) a unit looked at, about two a unit evicted;
  * no sort, no look at its other units; the sort it replaced is kept for tests, evict_sorted); the
  * units taken are punched a span at a time, joined across short gaps that hold nothing (join_gaps),
  * on the puncher's thread (cachetier_punch.c). A unit goes when no process pins or fills it
