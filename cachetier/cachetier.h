@@ -650,6 +650,35 @@ struct cachetier_held {
 };
 void cachetier_held_get(struct cachetier *ct, struct cachetier_held *h);
 
+/* ---- cachetier_memread.c: a range into the caller's memory ----------------
+ * Read [off, off + len) of remote object o's listed version into buf
+ * (len bytes, the caller's until done runs), past the unit store: nothing
+ * is written to the cache directory. The store's version checks (If-Match
+ * with the listed ETag; -ESTALE when the object changed), retry budget,
+ * stall bound, breaker and resumes after a cut body apply, as to fills;
+ * small: a planned range of at most FETCH_SMALL_FILL_BYTES (the store's
+ * small reads, past 'connections'). done(arg, err) runs exactly once, on
+ * the store's I/O thread (or in this call for a store that reads in the
+ * caller): err 0 when all len bytes are in buf, else a negative errno
+ * (the bytes in buf are then not to be used); it must be quick and must
+ * not call into the store but the backend's own calls. Returns 0 (done
+ * will run) or, done not run: -EOPNOTSUPP (a local object or a decoded
+ * copy), -EINVAL (a range past the object), -ESTALE (its bytes changed
+ * under a weak ETag), -ENOMEM. */
+typedef void (*cachetier_mem_done_fn)(void *arg, int err);
+int cachetier_obj_read_mem(struct cachetier_obj *o, uint64_t off, size_t len, void *buf, int small,
+			   cachetier_mem_done_fn done, void *arg);
+/* 1 when o's bytes changed under its weak ETag (its reads give ESTALE). */
+int cachetier_obj_stale(const struct cachetier_obj *o);
+/* One more reference of o (released with cachetier_obj_unref). */
+void cachetier_obj_ref(struct cachetier_obj *o);
+/* Bytes the cache could take now without evicting: --cache-size less what
+ * the directory holds, fills in flight reserve and evictions still punch. */
+uint64_t cachetier_room(struct cachetier *ct);
+/* 1 when every unit behind [off, off + len) of o is valid in the cache now
+ * (0 for objects without units). */
+int cachetier_obj_range_cached(struct cachetier_obj *o, uint64_t off, uint64_t len);
+
 /* The latest prefetch of o: 1 while it runs (chunks left to look at, or
  * fills in flight), 0 once it ended or when none was asked. *unfit_bytes
  * (may be NULL): the bytes it skipped because they did not fit (see

@@ -46,6 +46,8 @@ enum disk_lock_rank {
 	DISK_LOCK_BE_ERROR = 76, /* backend: the failures logged (a leaf) */
 	DISK_LOCK_BE_QUEUE = 78, /* backend: the I/O loop's request queue (a leaf) */
 	DISK_LOCK_BE_WAIT = 80,	 /* backend: a waiter's lock (one request or a batch; a leaf) */
+	DISK_LOCK_FETCH_STAGE = 89,  /* fetch/: the stage's pieces (a leaf; the I/O thread ends
+				      * a staged read under it) */
 	DISK_LOCK_FETCH_STREAM = 90, /* fetch/: a stripe of the stream table (a leaf) */
 	DISK_LOCK_FETCH_LINK = 91,   /* fetch/: the link meter (a leaf; under the store's lock) */
 	DISK_LOCK_CTL = 92,	     /* fs/core: the control files' lock (a leaf) */

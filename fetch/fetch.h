@@ -57,6 +57,35 @@ int fetch_read_begin(struct fetch *s, uint32_t reader, struct cachetier_obj *o, 
 ssize_t fetch_pread(struct fetch *s, uint32_t reader, struct cachetier_obj *o, void *buf,
 		    size_t len, uint64_t off);
 
+/* ---- fetch_stage.c: planned bytes staged in memory --------------------------
+ * The planner (below) fetches a planned span whose bytes the cache could
+ * keep only by evicting into the stage's memory (--plan-memory) instead of
+ * the cache (fetch_rules.c's fetch__rules_stage; fetch/README.md, "The
+ * stage"). A read of [off, off + len) of o that lies within a staged span
+ * is answered from there: copied into dst (fetch_stage_read) or into a
+ * buffer it mallocs (fetch_stage_read_alloc, *out; the caller frees it),
+ * after waiting for the span's read to end (bounded by the store's retry
+ * budget and stall bound). Returns 1 when answered (all len bytes, from
+ * the listed version), 0 when the caller reads the ordinary way: no stage,
+ * no staged span holds the range, or its span failed (an error, a cut or
+ * short answer, a changed version: counted as a fallback); never part of
+ * a range, never a failed span's bytes. fetch_pread tries it first. */
+int fetch_stage_read(struct fetch *s, struct cachetier_obj *o, void *dst, size_t len, uint64_t off);
+int fetch_stage_read_alloc(struct fetch *s, struct cachetier_obj *o, size_t len, uint64_t off,
+			   char **out);
+/* What the stage did (since fetch_new; all 0 without a stage). */
+struct fetch_stage_stats {
+	uint64_t pieces, bytes;	    /* spans staged (their reads started), their bytes */
+	uint64_t reads, read_bytes; /* reads answered from the stage, their bytes */
+	uint64_t fallbacks;	    /* reads of a staged span that failed: read the ordinary way */
+	uint64_t failed;	    /* staged spans whose read failed (error, cut, version) */
+	uint64_t dropped;	 /* spans freed under pressure before all their paths were read */
+	uint64_t full;		 /* spans that did not fit the stage: went to the store */
+	uint64_t waits;		 /* reads that waited for their span's read to end */
+	uint64_t peak, now, max; /* its memory: the most, now, its bound (--plan-memory) */
+};
+void fetch_stage_stats_get(struct fetch *s, struct fetch_stage_stats *st);
+
 /* The store's prefetch rules (fetch_rules.c: how many prefetch fills run
  * beside readers' fills, which stop part-way for a reader, the slow start
  * after readahead), for cachetier_set_policy; fetch_new installs them. */
@@ -148,7 +177,19 @@ struct fetch_plan_sizing {
 	 * behind a position not read yet) */
 	uint64_t cache, pinned, ahead_max, held;
 	uint32_t unit;
+	/* the stage's memory (--plan-memory; 0: none): with a stage the
+	 * cache's bound is the stage's, FETCH_PLAN_STAGE_SHARE of it over
+	 * the plans (planned bytes the cache cannot keep are staged) */
+	uint64_t stage;
 };
+/* The share of the stage the plans' lookahead may fill, in planned bytes:
+ * half (as fills ahead hold at most half a full cache: FETCH_AHEAD_SHARE),
+ * the other half for spans behind a plan's position its reader's workers
+ * have not read yet (they read batches side by side) and the bytes
+ * between planned paths a span carries (at most a quarter of its planned
+ * bytes: fetch_planner.c, PFX_GAP_SHARE). */
+#define FETCH_PLAN_STAGE_NUM 1u
+#define FETCH_PLAN_STAGE_DEN 2u
 /* The lookahead and its parts, in planned bytes (a plan's own, not over
  * the plans), and the bound that decided it. */
 enum fetch_plan_bound {
@@ -164,7 +205,7 @@ struct fetch_plan_lookahead {
 	uint64_t ceiling;  /* ceiling / plans */
 	uint64_t cache;	   /* (min(cache - pinned, ahead_max) - held) x sample / (sample +
 			    * unit): a planned path of s bytes costs about s + unit in the
-			    * cache (its whole units) */
+			    * cache (its whole units); with a stage: stage / 2 / plans */
 	uint64_t bytes;	   /* the lookahead: the least of link, ceiling and cache */
 	enum fetch_plan_bound bound;
 };
@@ -257,6 +298,7 @@ struct fetch_plan_config {
 	unsigned connections;	  /* --connections */
 	unsigned max_connections; /* --max-connections */
 	int get_batch;		  /* windows go with GetBatch (ais://, --get-batch auto) */
+	uint64_t memory;	  /* --plan-memory: the stage's bound (0: no stage) */
 };
 /* What the planner did (relaxed atomics; the core's stats read them). */
 struct fetch_plan_counters {

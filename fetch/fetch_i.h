@@ -64,8 +64,11 @@ struct fetch_link_meter {
 	uint64_t rate_samples;	/* of those, fills long enough to measure a rate */
 };
 
+struct fetch_stage;
+
 struct fetch {
 	struct cachetier *ct;
+	_Atomic(struct fetch_stage *) stage; /* fetch_stage.c; NULL: --plan-memory 0 */
 	uint64_t ra_max; /* the cap of a window (rules_window_max, cachetier_readahead_max) */
 	atomic_ullong streams, retired;
 	struct fetch_stripe stripe[FETCH_STRIPES];
@@ -76,5 +79,25 @@ struct fetch {
  * s is freed). */
 void fetch__link_start(struct fetch *s);
 void fetch__link_stop(struct fetch *s);
+
+/* fetch_stage.c: the stage of s, of max bytes (0: none; made once, by the
+ * first planner); freed by fetch_free once its reads ended. */
+int fetch__stage_new(struct fetch *s, uint64_t max);
+void fetch__stage_free(struct fetch *s);
+uint64_t fetch__stage_max(struct fetch *s); /* 0: no stage */
+/* Stage bytes [off, end) of o for plan (its path index last is the
+ * span's last planned path, position the plan's now), the planned paths'
+ * ranges sub[0..nsub): the store's read into memory is started. 0, or the
+ * span goes to the store: -ENOSPC (no room after the pressure rule),
+ * -EOPNOTSUPP (no stage, or an object without units), -ESTALE, -ENOMEM. */
+int fetch__stage_add(struct fetch *s, struct cachetier_obj *o, uint64_t off, uint64_t end,
+		     const struct cachetier_piece *sub, size_t nsub, const void *plan,
+		     uint32_t last, uint32_t position);
+/* The plans now (plans[0..n)): pieces of any other plan are the first
+ * the stage frees for room. */
+void fetch__stage_plans(struct fetch *s, void *const *plans, size_t n);
+/* fetch_rules.c: the stage's admission and its reads' size class. */
+int fetch__rules_stage(uint64_t len, uint64_t room, int cached);
+int fetch__rules_stage_small(uint64_t len);
 
 #endif

@@ -63,6 +63,8 @@ void fetch_plan_lookahead(const struct fetch_plan_sizing *in, struct fetch_plan_
 		room = in->ahead_max;
 	room = room > in->held ? room - in->held : 0;
 	out->cache = cost ? mul_div(room, in->sample, cost) : 0;
+	if (in->stage) /* planned bytes the cache cannot keep go to the stage */
+		out->cache = mul_div(in->stage, FETCH_PLAN_STAGE_NUM, FETCH_PLAN_STAGE_DEN) / plans;
 	out->bytes = out->link;
 	out->bound = FETCH_PLAN_BOUND_LINK;
 	if (out->ceiling < out->bytes) {

@@ -321,6 +321,59 @@ static void pfx_span_issue(struct fetch_planner *pl, struct pfx_buf *b, const st
 	}
 }
 
+/* Count span sp of the batch (b->sorted) as handed over: one range, its
+ * paths and bytes, the bytes between its pieces. */
+static void pfx_span_count(struct fetch_planner *pl, const struct pfx_buf *b,
+			   const struct pfx_span *sp)
+{
+	const struct pfx_piece *pc = &b->sorted[sp->a];
+	uint64_t covered = 0, at = sp->off;
+
+	for (size_t i = 0; i < sp->b - sp->a; i++) {
+		if (pc[i].off + pc[i].len > at) {
+			uint64_t lo = pc[i].off > at ? pc[i].off : at;
+
+			covered += pc[i].off + pc[i].len - lo;
+			at = pc[i].off + pc[i].len;
+		}
+		if (pc[i].from == 0)
+			pl->c->paths++;
+		pl->c->bytes += pc[i].to - pc[i].from;
+	}
+	pl->c->ranges++;
+	pl->c->gap_bytes += sp->end - sp->off - covered;
+}
+
+/* Span sp of plan s (its position now: position) into the stage when the
+ * rule says its bytes are not the cache's (fetch__rules_stage: more than
+ * *room, the cache's room less the spans of this batch given to it before;
+ * a span that goes to the store takes its bytes from *room). 1: staged. */
+static int pfx_span_stage(struct fetch_planner *pl, struct pfx_buf *b, const struct pfx_span *sp,
+			  const struct pfx_plan *s, uint32_t position, uint64_t *room)
+{
+	const struct pfx_piece *pc = &b->sorted[sp->a];
+	uint64_t len = sp->end - sp->off;
+	size_t n = sp->b - sp->a;
+	uint32_t last = 0;
+
+	if (!sp->raw)
+		return 0;
+	if (!fetch__rules_stage(len, *room, cachetier_obj_range_cached(sp->raw, sp->off, len))) {
+		*room -= len < *room ? len : *room;
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		b->cp[i].off = pc[i].off;
+		b->cp[i].len = pc[i].len;
+		if (pc[i].idx > last)
+			last = pc[i].idx;
+	}
+	if (fetch__stage_add(pl->s, sp->raw, sp->off, sp->end, b->cp, n, s->p, last, position) < 0)
+		return 0; /* no room in the stage (counted), or not stageable: the store's */
+	pfx_span_count(pl, b, sp);
+	return 1;
+}
+
 /* Add bytes [from, to) of extent x (plan index idx) to the batch. 0 or
  * -ENOMEM. */
 static int pfx_add(struct pfx_buf *b, const struct fetch_plan_extent *x, uint32_t idx,
@@ -363,10 +416,15 @@ static int pfx_add(struct pfx_buf *b, const struct fetch_plan_extent *x, uint32_
 	return 0;
 }
 
-/* Hand the batch to the cache tier: its pieces grouped into spans
- * (pfx_spans), the spans in the order of their first planned extent. */
-static void pfx_flush(struct fetch_planner *pl, struct pfx_buf *b, uint64_t gap)
+/* Hand the batch of plan s (its position now: position) to the cache
+ * tier: its pieces grouped into spans (pfx_spans), the spans in the order
+ * of their first planned extent; with a stage, each span the cache could
+ * keep only by evicting goes to the stage instead (pfx_span_stage). */
+static void pfx_flush(struct fetch_planner *pl, struct pfx_buf *b, uint64_t gap,
+		      const struct pfx_plan *s, uint32_t position)
 {
+	int stage = fetch__stage_max(pl->s) > 0;
+	uint64_t room = stage ? cachetier_room(pl->ct) : 0;
 	size_t ns;
 
 	if (b->n == 0)
@@ -380,8 +438,10 @@ static void pfx_flush(struct fetch_planner *pl, struct pfx_buf *b, uint64_t gap)
 			b->sp[i].raw = NULL; /* logged */
 	}
 	cachetier_wake_hold(pl->ct, 1); /* one fill worker woken for the batch, not one a span */
-	for (size_t i = 0; i < ns; i++)
-		pfx_span_issue(pl, b, &b->sp[i]);
+	for (size_t i = 0; i < ns; i++) {
+		if (!stage || !pfx_span_stage(pl, b, &b->sp[i], s, position, &room))
+			pfx_span_issue(pl, b, &b->sp[i]);
+	}
 	cachetier_wake_hold(pl->ct, 0);
 }
 
@@ -451,7 +511,7 @@ static void pfx_plan(struct fetch_planner *pl, struct pfx_plan *s, uint64_t shar
 	uint32_t idx[PFX_BATCH];
 	struct fetch_plan_info in;
 	uint64_t limit;
-	int stop = 0;
+	int stop = 0, stage = fetch__stage_max(pl->s) > 0;
 
 	pl->src.info(s->p, &in);
 	if (s->next < in.position) {
@@ -477,6 +537,10 @@ static void pfx_plan(struct fetch_planner *pl, struct pfx_plan *s, uint64_t shar
 			if (idx[k] == s->next)
 				part = s->part;
 			to = x[k].len < limit - at ? x[k].len : limit - at;
+			/* with a stage an extent goes whole: a read is served from
+			 * the stage only when one staged span holds all of it */
+			if (stage && gap > 0 && !(x[k].flags & FETCH_PLAN_DECODED))
+				to = x[k].len;
 			if (to > part) {
 				struct cachetier_obj *raw;
 
@@ -501,7 +565,7 @@ static void pfx_plan(struct fetch_planner *pl, struct pfx_plan *s, uint64_t shar
 	}
 	if (b->n > 0) {
 		if (pfx_getbatch(pl, b) < 0)
-			pfx_flush(pl, b, gap);
+			pfx_flush(pl, b, gap, s, in.position);
 		s->mark = b->pc[0].idx + (b->pc[b->n - 1].idx - b->pc[0].idx) / 2 + 1;
 	}
 	/* reads wake this thread only from the mark on (gap 0: every read;
@@ -590,6 +654,7 @@ static size_t pfx_pass(struct fetch_planner *pl, struct pfx_plan *st, size_t nst
 	}
 	for (size_t k = 0; k < nst; k++)
 		pl->src.put(st[k].p);
+	fetch__stage_plans(pl->s, now, n);
 	for (size_t i = 0; i < n; i++)
 		pl->src.info(next[i].p, &info[i]);
 	for (size_t i = 0; i < n; i++) {
@@ -614,6 +679,7 @@ static size_t pfx_pass(struct fetch_planner *pl, struct pfx_plan *st, size_t nst
 		in.pinned = h.pinned;
 		in.ahead_max = h.ahead_max;
 		in.unit = h.unit;
+		in.stage = fetch__stage_max(pl->s);
 		for (size_t k = 0; k < n; k++)
 			in.held =
 			    add_sat(in.held, pfx_held(pl, &next[k], &info[k], h.unit, k != i));
@@ -649,6 +715,10 @@ int fetch_planner_new(struct fetch *s, const struct fetch_plans_src *src,
 	pl->src = *src;
 	pl->cfg = *cfg;
 	pl->c = c;
+	if (fetch__stage_new(s, cfg->memory) < 0) {
+		free(pl);
+		return -ENOMEM;
+	}
 	*out = pl;
 	return 0;
 }

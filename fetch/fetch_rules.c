@@ -222,6 +222,25 @@ static int rules_small(uint64_t len)
 	return len <= FETCH_SMALL_FILL_BYTES;
 }
 
+/* The stage's admission (fetch_stage.c; fetch/README.md, "The stage"): a
+ * planned span of len bytes whose bytes the cache can take only by
+ * evicting (more than room, the bytes it could take now without evicting,
+ * less what spans of the same batch were given before it) is fetched into
+ * the stage's memory and served from there, never written to the cache;
+ * one that fits the room goes to the store (a later epoch then hits it).
+ * A span whose every unit the cache holds already goes to the store,
+ * which skips it (cached: 1). The one place this is decided. */
+int fetch__rules_stage(uint64_t len, uint64_t room, int cached)
+{
+	return !cached && len > room;
+}
+
+/* A staged span is a small read as a planned range's fill is (rules_small). */
+int fetch__rules_stage_small(uint64_t len)
+{
+	return rules_small(len);
+}
+
 /* A reader waits for a unit its readahead queued (it caught up with its
  * window): that fill is a miss now, served before the other readahead. */
 static int rules_promote(enum cachetier_fill_kind kind)

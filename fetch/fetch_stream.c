@@ -63,6 +63,7 @@ void fetch_free(struct fetch *s)
 	if (!s)
 		return;
 	fetch__link_stop(s);
+	fetch__stage_free(s);
 	for (unsigned i = 0; i < FETCH_STRIPES; i++)
 		disk_mutex_destroy(&s->stripe[i].lock);
 	free(s);
@@ -181,8 +182,11 @@ ssize_t fetch_pread(struct fetch *s, uint32_t reader, struct cachetier_obj *o, v
 		    size_t len, uint64_t off)
 {
 	int queue;
-	uint64_t ahead = ahead_of(s, reader, o, off, len, &queue);
+	uint64_t ahead;
 
+	if (fetch_stage_read(s, o, buf, len, off))
+		return (ssize_t)len;
+	ahead = ahead_of(s, reader, o, off, len, &queue);
 	return cachetier_obj_pread_win(o, buf, len, off, ahead, queue);
 }
 

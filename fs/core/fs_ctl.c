@@ -123,6 +123,7 @@ static void collect_snapshot(struct fs *fs, struct ctl_snapshot *s)
 	fs_plan_totals(fs, &s->plan);
 	fetch_link_get(fs->fetch, &s->link);
 	cachetier_batch_stats(fs->ct, &s->batch);
+	fetch_stage_stats_get(fs->fetch, &s->stage);
 	s->link_ttfb_ms = s->link.ttfb_ns / 1000000;
 	fs_warm_progress(fs, &wp);
 	s->warm_state = wp.state;

@@ -34,6 +34,7 @@ struct ctl_snapshot {
 	struct fetch_link link;
 	uint64_t link_ttfb_ms;
 	struct cachetier_batch_result batch;
+	struct fetch_stage_stats stage;
 };
 
 /* Every counter, in the order of the stats file: its name (a JSON key, and

@@ -73,6 +73,7 @@ struct fs_config {
 	/* --plan-gap: bytes between planned extents of one object fetched
 	 * with them in one request until the link is measured (0: never) */
 	uint64_t plan_gap_bytes;
+	uint64_t plan_memory_bytes; /* --plan-memory: the stage's bound (fetch/fetch_stage.c) */
 	/* --get-batch: ais:// sources fetch planned windows with AIStore's
 	 * GetBatch (enum fs_get_batch) */
 	int get_batch;

@@ -106,6 +106,14 @@ static const struct fs_opt mount_opts[] = {
      "planned paths of one object closer than this are fetched in one request with the bytes "
      "between them until the mount has measured its link (then: the rate of a connection x "
      "its time to first byte, at most --chunk-size); 0: one request per planned path"},
+    /* planned bytes the cache could keep only by evicting are fetched into
+     * this much memory and served from there (fetch/fetch_stage.c): not
+     * written to the cache, checksummed, evicted and punched; it also
+     * bounds a plan's lookahead in place of the cache */
+    {"plan-memory", 0, FS_OPT_SIZE, CFG(plan_memory_bytes), 0, "0", 0, 1ull << 34, "SIZE",
+     "memory for planned bytes the cache could keep only by evicting: fetched into it and read "
+     "from there, never written to the cache; it bounds how far ahead plans fetch (0: such "
+     "bytes go through the cache)"},
     /* AIStore answers a window of planned ranges, of many objects, in one
      * GetBatch request (a TAR stream) where other stores need a ranged GET
      * per range */

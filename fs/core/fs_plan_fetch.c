@@ -120,6 +120,7 @@ void fs_plan_fetch_start(struct fs *fs)
 	struct fetch_plan_config cfg = {
 	    .gap = fs->cfg.plan_gap_bytes,
 	    .lookahead = fs->cfg.plan_lookahead_bytes,
+	    .memory = fs->cfg.plan_memory_bytes,
 	    .cache_size = fs->cfg.cache_size_bytes,
 	    .chunk = fs->cfg.ct.chunk_bytes,
 	    .connections = fs->cfg.be.connections,

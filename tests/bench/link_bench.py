@@ -826,7 +826,11 @@ class Epoch:
     # waits for the tier's lock); and the FUSE requests the loader's reads cost
     OPT_KEYS = ('cache_room_waits', 'cache_room_wait_ms', 'cache_room_make_ms',
                 'cache_tier_lock_waits', 'cache_tier_lock_wait_ms', 'lookups', 'getattrs',
-                'reads', 'cache_read_locks', 'cache_unit_read_locks', 'cache_read_file_checks')
+                'reads', 'cache_read_locks', 'cache_unit_read_locks', 'cache_read_file_checks',
+                # the stage (--plan-memory): planned spans kept in memory, not in the cache
+                'plan_stage_spans', 'plan_stage_bytes', 'plan_stage_reads',
+                'plan_stage_fallbacks', 'plan_stage_failed', 'plan_stage_dropped',
+                'plan_stage_full', 'plan_stage_waits', 'cache_punches')
 
     def __init__(self, **kw):
         self.__dict__.update(kw)
@@ -940,6 +944,10 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None):
                     loader, 'plan' if plan else 'no plan', tag, e.n, e.secs,
                     ', '.join('%s %d' % kv for kv in e.c.items()), e.loader_cpu,
                     e.daemon_cpu, e.emu_cpu, e.ctxsw, e.emu_requests))
+            peak = re.search(r'"plan_stage_peak_bytes":\s*"?(\d+)', m.stats())
+            if peak:
+                log('... the stage\'s peak memory (plan_stage_peak_bytes, since the mount): %s'
+                    % peak.group(1))
             log('... daemon CPU s by thread: %s' % ', '.join(
                 '%s %.2f' % (k, s1[5][k] - s0[5].get(k, 0.0)) for k in sorted(s1[5])))
             log('... daemon context switches by thread, voluntary+involuntary: %s' %

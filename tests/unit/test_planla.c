@@ -5,7 +5,8 @@
  * plans hold, --plan-lookahead. Exact outputs, each bound deciding once:
  * the floor before the link is measured, the link's need, --plan-lookahead,
  * the cache after what readers pin, the half of it fills ahead may hold,
- * what the plans hold; saturation instead of overflow. And the store's
+ * what the plans hold; a stage (--plan-memory) in place of the cache's
+ * bound; saturation instead of overflow. And the store's
  * rule that starts a plan's fills (fetch/fetch_rules.c rules_next): how many
  * fills of planned ranges and of prefetch cursors it lets run at once after
  * a readahead, exactly.
@@ -179,6 +180,24 @@ int main(void)
 	in.cache = 1024 * MiB;
 	in.ahead_max = 512 * MiB;
 	expect("two plans in a big cache", &in, 60800000, 121600000, 134217728, 324322752,
+	       121600000, FETCH_PLAN_BOUND_LINK);
+
+	/* a stage (--plan-memory 64M): the cache's bound is half the stage over
+	 * the plans, whatever the cache holds (a quarter-size cache, readers
+	 * pinning most of it, the other plan holding the rest) */
+	in = base();
+	in.cache = 250 * MiB;
+	in.ahead_max = 125 * MiB;
+	in.pinned = 200 * MiB;
+	in.stage = 64 * MiB;
+	expect("a stage of 64 MiB", &in, 60800000, 243200000, 268435456, 33554432, 33554432,
+	       FETCH_PLAN_BOUND_CACHE);
+	in.plans = 2;
+	in.held = 130 * MiB;
+	expect("a stage of 64 MiB, two plans", &in, 60800000, 121600000, 134217728, 16777216,
+	       16777216, FETCH_PLAN_BOUND_CACHE);
+	in.stage = 1024 * MiB;
+	expect("a stage past the link's need", &in, 60800000, 121600000, 134217728, 268435456,
 	       121600000, FETCH_PLAN_BOUND_LINK);
 
 	/* 0 connections work as 1; a plan of empty paths fetches nothing */

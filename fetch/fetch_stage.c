@@ -1,0 +1,383 @@
+/*
+ * fetch_stage.c — the stage (fetch.h: fetch_stage_*): planned bytes the
+ * cache could keep only by evicting are fetched into bounded memory
+ * (--plan-memory) and the planned reads are answered from there, never
+ * written to the cache, checksummed, evicted or punched. The rule that
+ * sends a span here (rules_stage, fetch_rules.c) and the planner that
+ * issues it (fetch_planner.c) are the scheduler's; the read into memory
+ * is the store's (cachetier_obj_read_mem: the listed version, the store's
+ * retry budget, stall bound and resumes).
+ *
+ * A piece: one span of a plan's batch (bytes [off, end) of a store
+ * object, the object referenced while the piece lives), its buffer, its
+ * state (in flight, there, failed) and its planned paths (subs: the
+ * ranges the batch's pieces named, the tar header with a first piece).
+ * A read of [a, b) of the object that lies in a piece that is there is
+ * copied out of it; one that finds its piece in flight waits for the
+ * read's end (bounded by the store's retry budget and stall bound: the
+ * read always ends, with its bytes or an error). A failed piece (an error,
+ * a cut or short answer, a version change: -ESTALE), an object changed
+ * under its weak ETag, or no piece at all: the read goes the ordinary way
+ * (the cache, a miss fill), which gives the bytes or the same error it
+ * gives without the stage; a failed piece's bytes are never served.
+ *
+ * Freed: when a read has reached the end of each of its planned paths
+ * (the path read to its last byte); under pressure (a new piece does not
+ * fit), those whose last planned path lies behind their plan's position,
+ * oldest first; at fetch_free. A piece in flight or being copied from is
+ * never freed (the store's read writes into its buffer until it ends).
+ *
+ * Memory: the bytes of the pieces' buffers, at most --plan-memory; a span
+ * that does not fit after the pressure rule goes to the store as before.
+ * The lock (rank 89, a leaf): the piece list and the counters; held for a
+ * lookup and a few updates, never across a call into the store, never
+ * while copying; the store's I/O thread takes it to end a read.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fetch_i.h"
+
+enum stage_state { STAGE_INFLIGHT = 0, STAGE_OK, STAGE_FAILED };
+
+struct stage_sub {
+	uint64_t off, end;
+	int served;
+};
+
+struct stage_piece {
+	struct stage_piece *next;
+	struct fetch_stage *st;
+	struct cachetier_obj *o; /* referenced */
+	uint64_t off, end;
+	unsigned char *buf;
+	enum stage_state state;
+	int err;
+	const void *plan; /* its plan (compared, never followed) */
+	uint32_t last;	  /* the plan index of its last planned path */
+	unsigned readers; /* reads copying from it now */
+	uint32_t nsub, left;
+	struct stage_sub sub[];
+};
+
+struct fetch_stage {
+	struct disk_mutex lock;
+	pthread_cond_t cond; /* a piece's read ended */
+	struct stage_piece *head;
+	uint64_t max, bytes;
+	unsigned inflight;
+	struct fetch_stage_stats c;
+};
+
+int fetch__stage_new(struct fetch *s, uint64_t max)
+{
+	struct fetch_stage *st;
+
+	if (max == 0 || atomic_load(&s->stage))
+		return 0;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	disk_mutex_init(&st->lock, DISK_LOCK_FETCH_STAGE);
+	pthread_cond_init(&st->cond, NULL);
+	st->max = max;
+	atomic_store(&s->stage, st);
+	return 0;
+}
+
+static void piece_free(struct stage_piece *p)
+{
+	cachetier_obj_unref(p->o);
+	free(p->buf);
+	free(p);
+}
+
+/* Unlink p from st's list (st->lock held); the caller frees it unlocked. */
+static void piece_unlink(struct fetch_stage *st, struct stage_piece *p)
+{
+	for (struct stage_piece **pp = &st->head; *pp; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			st->bytes -= p->end - p->off;
+			return;
+		}
+	}
+}
+
+void fetch__stage_free(struct fetch *s)
+{
+	struct fetch_stage *st = atomic_load(&s->stage);
+	struct stage_piece *p;
+
+	if (!st)
+		return;
+	disk_mutex_lock(&st->lock);
+	/* the store's reads end (the mount stops: cancelled at once) */
+	while (st->inflight > 0)
+		disk_cond_wait(&st->cond, &st->lock);
+	p = st->head;
+	st->head = NULL;
+	disk_mutex_unlock(&st->lock);
+	while (p) {
+		struct stage_piece *n = p->next;
+
+		piece_free(p);
+		p = n;
+	}
+	pthread_cond_destroy(&st->cond);
+	disk_mutex_destroy(&st->lock);
+	free(st);
+	atomic_store(&s->stage, NULL);
+}
+
+/* cachetier_mem_done_fn: the store's I/O thread (or the planner's, for a
+ * store that reads in the caller). */
+static void stage_done(void *arg, int err)
+{
+	struct stage_piece *p = arg;
+	struct fetch_stage *st = p->st;
+
+	disk_mutex_lock(&st->lock);
+	p->state = err < 0 ? STAGE_FAILED : STAGE_OK;
+	p->err = err;
+	st->inflight--;
+	if (err < 0)
+		st->c.failed++;
+	pthread_cond_broadcast(&st->cond);
+	disk_mutex_unlock(&st->lock);
+}
+
+/* Room for len more bytes: pieces done and not read from now whose plan
+ * went (fetch__stage_plans), then those of plan whose last planned path
+ * lies behind its position (position >= last + 1), the lowest last first,
+ * unlinked onto *freed. st->lock held. 1 when there is room. */
+static int stage_make_room(struct fetch_stage *st, uint64_t len, const void *plan,
+			   uint32_t position, struct stage_piece **freed)
+{
+	while (st->bytes + len > st->max) {
+		struct stage_piece *v = NULL;
+
+		for (struct stage_piece *p = st->head; p; p = p->next) {
+			if (p->state == STAGE_INFLIGHT || p->readers > 0)
+				continue;
+			if (!p->plan) { /* its plan went: first */
+				v = p;
+				break;
+			}
+			if (p->plan != plan || p->last >= position)
+				continue;
+			if (!v || p->last < v->last)
+				v = p;
+		}
+		if (!v)
+			return 0;
+		piece_unlink(st, v);
+		st->c.dropped++;
+		v->next = *freed;
+		*freed = v;
+	}
+	return 1;
+}
+
+int fetch__stage_add(struct fetch *s, struct cachetier_obj *o, uint64_t off, uint64_t end,
+		     const struct cachetier_piece *sub, size_t nsub, const void *plan,
+		     uint32_t last, uint32_t position)
+{
+	struct fetch_stage *st = atomic_load(&s->stage);
+	struct stage_piece *p, *freed = NULL;
+	uint64_t len = end - off;
+	int err, room;
+
+	if (!st || len == 0)
+		return -EOPNOTSUPP;
+	if (len > st->max) {
+		disk_mutex_lock(&st->lock);
+		st->c.full++;
+		disk_mutex_unlock(&st->lock);
+		return -ENOSPC;
+	}
+	p = calloc(1, sizeof(*p) + nsub * sizeof(p->sub[0]));
+	if (!p)
+		return -ENOMEM;
+	p->buf = malloc(len);
+	if (!p->buf) {
+		free(p);
+		return -ENOMEM;
+	}
+	p->st = st;
+	p->o = o;
+	p->off = off;
+	p->end = end;
+	p->plan = plan;
+	p->last = last;
+	p->nsub = p->left = (uint32_t)nsub;
+	for (size_t i = 0; i < nsub; i++)
+		p->sub[i] = (struct stage_sub){.off = sub[i].off, .end = sub[i].off + sub[i].len};
+	disk_mutex_lock(&st->lock);
+	room = stage_make_room(st, len, plan, position, &freed);
+	if (room) {
+		p->next = st->head;
+		st->head = p;
+		st->bytes += len;
+		st->inflight++;
+		if (st->bytes > st->c.peak)
+			st->c.peak = st->bytes;
+	} else {
+		st->c.full++;
+	}
+	disk_mutex_unlock(&st->lock);
+	while (freed) {
+		struct stage_piece *n = freed->next;
+
+		piece_free(freed);
+		freed = n;
+	}
+	if (!room) {
+		free(p->buf);
+		free(p);
+		return -ENOSPC;
+	}
+	cachetier_obj_ref(o);
+	err = cachetier_obj_read_mem(o, off, (size_t)len, p->buf, fetch__rules_stage_small(len),
+				     stage_done, p);
+	disk_mutex_lock(&st->lock);
+	if (err < 0) {
+		/* done not run: the span goes to the store; a read that found
+		 * the piece meanwhile reads the ordinary way, the last frees it */
+		p->state = STAGE_FAILED;
+		p->err = err;
+		st->inflight--;
+		pthread_cond_broadcast(&st->cond);
+		if (p->readers == 0)
+			piece_unlink(st, p);
+		else
+			p = NULL;
+	} else {
+		st->c.pieces++;
+		st->c.bytes += len;
+	}
+	disk_mutex_unlock(&st->lock);
+	if (err < 0 && p)
+		piece_free(p);
+	return err;
+}
+
+/* Mark the planned paths of p a read of [a, b) reached the end of; 1 when
+ * every one was. st->lock held. */
+static int piece_note_read(struct stage_piece *p, uint64_t a, uint64_t b)
+{
+	for (uint32_t i = 0; i < p->nsub; i++) {
+		struct stage_sub *u = &p->sub[i];
+
+		if (!u->served && a < u->end && u->end <= b) {
+			u->served = 1;
+			p->left--;
+		}
+	}
+	return p->left == 0;
+}
+
+/* fetch_stage_read into dst, or (dst NULL) into a buffer of len bytes
+ * malloc'd into *out. */
+static int stage_read(struct fetch *s, struct cachetier_obj *o, void *dst, char **out, size_t len,
+		      uint64_t off)
+{
+	struct fetch_stage *st = atomic_load(&s->stage);
+	struct stage_piece *p;
+	int served = 0, gone = 0;
+
+	if (!st || len == 0)
+		return 0;
+	disk_mutex_lock(&st->lock);
+	for (p = st->head; p; p = p->next) {
+		if (p->o == o && off >= p->off && off < p->end && len <= p->end - off)
+			break;
+	}
+	if (!p) {
+		disk_mutex_unlock(&st->lock);
+		return 0;
+	}
+	p->readers++;
+	/* bounded by the store's read: its retry budget and stall bound */
+	while (p->state == STAGE_INFLIGHT) {
+		st->c.waits++;
+		disk_cond_wait(&st->cond, &st->lock);
+	}
+	disk_mutex_unlock(&st->lock);
+	if (p->state == STAGE_OK && !cachetier_obj_stale(o)) {
+		if (!dst)
+			dst = *out = malloc(len);
+		if (dst) {
+			memcpy(dst, p->buf + (off - p->off), len);
+			served = 1;
+		}
+	}
+	disk_mutex_lock(&st->lock);
+	p->readers--;
+	if (served) {
+		st->c.reads++;
+		st->c.read_bytes += len;
+	} else {
+		st->c.fallbacks++;
+	}
+	if (piece_note_read(p, off, off + len) && p->readers == 0) {
+		piece_unlink(st, p);
+		gone = 1;
+	}
+	disk_mutex_unlock(&st->lock);
+	if (gone)
+		piece_free(p);
+	return served;
+}
+
+int fetch_stage_read(struct fetch *s, struct cachetier_obj *o, void *dst, size_t len, uint64_t off)
+{
+	return stage_read(s, o, dst, NULL, len, off);
+}
+
+int fetch_stage_read_alloc(struct fetch *s, struct cachetier_obj *o, size_t len, uint64_t off,
+			   char **out)
+{
+	*out = NULL;
+	return stage_read(s, o, NULL, out, len, off);
+}
+
+void fetch_stage_stats_get(struct fetch *s, struct fetch_stage_stats *out)
+{
+	struct fetch_stage *st = atomic_load(&s->stage);
+
+	memset(out, 0, sizeof(*out));
+	if (!st)
+		return;
+	disk_mutex_lock(&st->lock);
+	*out = st->c;
+	out->now = st->bytes;
+	out->max = st->max;
+	disk_mutex_unlock(&st->lock);
+}
+
+void fetch__stage_plans(struct fetch *s, void *const *plans, size_t n)
+{
+	struct fetch_stage *st = atomic_load(&s->stage);
+
+	if (!st)
+		return;
+	disk_mutex_lock(&st->lock);
+	for (struct stage_piece *p = st->head; p; p = p->next) {
+		size_t i = 0;
+
+		while (p->plan && i < n && plans[i] != p->plan)
+			i++;
+		if (i == n)
+			p->plan = NULL;
+	}
+	disk_mutex_unlock(&st->lock);
+}
+
+uint64_t fetch__stage_max(struct fetch *s)
+{
+	struct fetch_stage *st = atomic_load(&s->stage);
+
+	return st ? st->max : 0;
+}
