@@ -22,6 +22,10 @@ Groups:
            (the second GET) and once on the lean engine's fresh one (the first GET): the bytes
            before the cut are kept, the rest asked for again (short_bodies 1 from the head's
            end on), exact bytes.
+  mountcuts the same classes of cut through a mount (the cache tier's fills: the lean engine
+           receives into the fill's memory): every second GET of a 12 MiB shard's raw read
+           (--chunk-size 1M) cut; 25 GETs, 12 cut, exact bytes, no read, fill or store
+           failure, store_short_bodies 12 for the cuts in the body.
   encoding answers whose bytes are not the object's (before backend_io_attempt.c refused
            them, each gave other bytes or failed with no log line): nginx with gzip_static always and an X.gz beside X (a 200 of X.gz's
            bytes with Content-Encoding: gzip to every range, though no encoding was asked
@@ -45,6 +49,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
 
@@ -315,8 +320,70 @@ def group_nometag(env, ck, cli, data):
         net.stop_process(srv)
 
 
+def group_mountcuts(env, ck, cli, data):
+    """Through a mount (the cache tier's fills, whose sink offers its own memory to the lean
+    engine): a 12 MiB object read whole as a shard's raw .tar (--chunk-size 1M: 13 ranged
+    GETs), the scripted server cutting every second GET it receives at one class of offset
+    (before its first byte, in the status line, in the headers, 2 bytes before the head's end,
+    1 byte into the body, halfway, 1 byte short). Each cut answer is asked for again (and cut
+    again when it is an even one), so the server gets 2 x 13 - 1 = 25 GETs and cuts 12 of
+    them, in any order of arrival. Exact bytes, read_errors, fill_errors and store_failures 0;
+    store_short_bodies 12 for the cuts in the body (and 0 for the lean engine's cuts in the
+    head; curl counts some of those, not checked)."""
+    big = bytes(env.rng.getrandbits(8) for _ in range(1 << 20)) * 12
+    classes = ('none', 'status', 'header', 'head end', 'body 1', 'half', 'last')
+    for e in ENGINES:
+        for cls in classes:
+            label = '%s mount cut %s' % (e, cls)
+            gets = [0]
+
+            def fn(n, m, r, d, cls=cls, gets=gets):
+                a = Answer.ranged(m, r, d)
+                if m != 'GET' or not r:
+                    return a
+                with lock:
+                    gets[0] += 1
+                    g = gets[0]
+                if g % 2 == 0:
+                    hl = a.raw.index(b'\r\n\r\n') + 4
+                    a.cut = {'none': 0, 'status': 5, 'header': 40, 'head end': hl - 2,
+                             'body 1': hl + 1, 'half': hl + (len(a.raw) - hl) // 2,
+                             'last': len(a.raw) - 1}[cls]
+                return a
+            srv = Scripted(big, fn)
+            try:
+                with ml.Mount(env, srv.url('{a,b}.tar'), cache_dir=env.path('c-%s-%s' % (
+                        e, cls.replace(' ', ''))), extra=['--http-engine', e, '--chunk-size',
+                                                          '1M', '--warm', 'off']) as m:
+                    try:
+                        with open(os.path.join(m.mnt, 'a.tar'), 'rb') as f:
+                            got = f.read()
+                        ck.ok(got == big, '%s: a.tar read %d bytes, not its own' % (
+                            label, len(got)))
+                    except OSError as ex:
+                        ck.fail('%s: a.tar: %s' % (label, ex))
+                    st = m.stats()
+            finally:
+                srv.close()
+            log('%s: %d GETs, %r' % (label, gets[0], {k: st.get(k) for k in (
+                'store_attempts', 'store_lean_attempts', 'store_short_bodies', 'store_failures',
+                'read_errors', 'fill_errors')}))
+            ck.eq('%s: GETs' % label, gets[0], 25)
+            ck.eq('%s: read_errors, fill_errors, store_failures' % label,
+                  (st.get('read_errors'), st.get('fill_errors'), st.get('store_failures')),
+                  (0, 0, 0))
+            if cls in ('body 1', 'half', 'last'):
+                ck.eq('%s: store_short_bodies' % label, st.get('store_short_bodies'), 12)
+            elif e == 'auto':
+                ck.eq('%s: store_short_bodies' % label, st.get('store_short_bodies'), 0)
+            if e == 'auto':
+                ck.ok(st.get('store_lean_attempts', 0) > 0, '%s: no lean attempt' % label)
+
+
+lock = threading.Lock()
+
 GROUPS = {'framing': group_framing, 'cuts': group_cuts, 'encoding': group_encoding,
-          'nometag': group_nometag}
+          'nometag': group_nometag, 'mountcuts': group_mountcuts}
 
 
 def run_group(env, ck, group, cli):
@@ -329,7 +396,8 @@ def main():
         print(__doc__)
         return 2
     ml.main_wrapper(run_group, sys.argv[1], 'answers-' + sys.argv[2], deadline=170,
-                    needs_fuse=sys.argv[2] == 'nometag', group=sys.argv[2], cli=sys.argv[3])
+                    needs_fuse=sys.argv[2] in ('nometag', 'mountcuts'), group=sys.argv[2],
+                    cli=sys.argv[3])
 
 
 if __name__ == '__main__':
