@@ -9,8 +9,9 @@ size, and the connection cut at a chosen byte of the answer.
 answer gets n (0 for the first request the server reads, counting every connection), the
 method ('GET', 'HEAD'), the request's range (A, B) of "Range: bytes=A-B" (B clipped to the
 object's end) or None, and the object; it returns an Answer (or None for Answer.ranged(...)'s
-ordinary answer). The server counts connections (conns), requests (requests) and keeps each
-request's (method, range, connection number) in log. No timing: pieces are sent one by one
+ordinary answer); with_path=True adds the request's path as a fifth argument. The server
+counts connections (conns), requests (requests) and keeps each request's (method, range,
+connection number) in log. No timing: pieces are sent one by one
 with TCP_NODELAY (a head trickled a byte at a time is that many segments), none is held back.
 """
 import re
@@ -48,9 +49,10 @@ class Answer:
 
 
 class Scripted:
-    def __init__(self, data, answer):
+    def __init__(self, data, answer, with_path=False):
         self.data = data
         self.answer = answer
+        self.with_path = with_path  # answer(n, method, rng, data, path): the request's path
         self.lock = threading.Lock()
         self.conns = 0
         self.requests = 0
@@ -91,6 +93,8 @@ class Scripted:
                         buf += b
                     head, _, buf = buf.partition(b'\r\n\r\n')
                     method = head.split(b' ', 1)[0].decode('latin-1')
+                    parts = head.split(b' ', 2)
+                    path = parts[1].decode('latin-1') if len(parts) > 1 else ''
                     rng = None
                     m = re.search(rb'(?im)^range:\s*bytes=(\d+)-(\d*)\s*$', head)
                     if m:
@@ -101,8 +105,8 @@ class Scripted:
                         n = self.requests
                         self.requests += 1
                         self.log.append((method, rng, cn))
-                    ans = self.answer(n, method, rng, self.data) or Answer.ranged(
-                        method, rng, self.data)
+                    args = (n, method, rng, self.data) + ((path,) if self.with_path else ())
+                    ans = self.answer(*args) or Answer.ranged(method, rng, self.data)
                     raw = ans.raw if ans.cut is None else ans.raw[:ans.cut]
                     step = ans.piece or max(len(raw), 1)
                     for i in range(0, len(raw), step):

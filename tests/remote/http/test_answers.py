@@ -26,6 +26,12 @@ Groups:
            receives into the fill's memory): every second GET of a 12 MiB shard's raw read
            (--chunk-size 1M) cut; 25 GETs, 12 cut, exact bytes, no read, fill or store
            failure, store_short_bodies 12 for the cuts in the body.
+  reasons  (not in meson.build: it fails on main) answers to a ranged GET that are not the
+           range, through a mount, one object each: a 206 of another range, a 206 that ends
+           before the range's end and the object's, a 206 without Content-Range, a 206 longer
+           than its range, a 204, a multipart/byteranges 206: each read fails with EIO (as on
+           main) and the daemon's log line names the status and the cause (on main: only
+           "Input/output error").
   encoding answers whose bytes are not the object's (before backend_io_attempt.c refused
            them, each gave other bytes or failed with no log line): nginx with gzip_static always and an X.gz beside X (a 200 of X.gz's
            bytes with Content-Encoding: gzip to every range, though no encoding was asked
@@ -46,6 +52,7 @@ import errno
 import gzip
 import io
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -380,10 +387,86 @@ def group_mountcuts(env, ck, cli, data):
                 ck.ok(st.get('store_lean_attempts', 0) > 0, '%s: no lean attempt' % label)
 
 
+def bad_206(name, rng, d):
+    """The answer of case name (REASONS) to a ranged GET of rng."""
+    a, b = rng
+    ok = Answer.ranged('GET', rng, d)
+    if name == 'shifted':  # an honest 206 of another range
+        return Answer.ranged('GET', (a + 512, b + 512), d)
+    if name == 'ends early':  # a 206 that stops before the range's end and the object's
+        return Answer.ranged('GET', (a, a + (b - a) // 2), d)
+    if name == 'no content-range':
+        ok.raw = re.sub(rb'Content-Range: [^\r]*\r\n', b'', ok.raw, count=1)
+        return ok
+    if name == 'longer than its range':
+        body = d[a:b + 1] + d[b + 1:b + 1001]
+        return Answer(Answer.head(b'206 Partial Content', [
+            b'Content-Range: bytes %d-%d/%d' % (a, b, len(d)),
+            b'Content-Length: %d' % len(body), b'ETag: "e1"']) + body)
+    if name == '204':
+        return Answer(Answer.head(b'204 No Content', [b'ETag: "e1"']))
+    if name == 'multipart':
+        part = d[a:b + 1]
+        mp = (b'--B0UND\r\nContent-Type: application/octet-stream\r\n'
+              b'Content-Range: bytes %d-%d/%d\r\n\r\n' % (a, b, len(d)) + part +
+              b'\r\n--B0UND--\r\n')
+        return Answer(Answer.head(b'206 Partial Content', [
+            b'Content-Type: multipart/byteranges; boundary=B0UND',
+            b'Content-Length: %d' % len(mp), b'ETag: "e1"']) + mp)
+    raise ValueError(name)
+
+
+REASONS = ('shifted', 'ends early', 'no content-range', 'longer than its range', '204',
+           'multipart')
+
+
+def group_reasons(env, ck, cli, data):
+    """Answers to a ranged GET that are not the range, through a mount: each read fails with
+    EIO and the daemon's log says why (the status and what is wrong with it), not only
+    "Input/output error". One object per case (s0.tar..s5.tar of one brace pattern, 2 MiB
+    each, --chunk-size 64K); every ranged GET from 1 MiB on is answered so, the rest
+    correctly; a 4096-byte pread at 1 MiB + 100 of each raw .tar."""
+    obj = bytes(env.rng.getrandbits(8) for _ in range(1 << 16)) * 32
+
+    def fn(n, m, r, d, path):
+        mm = re.search(r'/s(\d)\.tar$', path)
+        if m != 'GET' or not r or not mm or r[0] < (1 << 20):
+            return None
+        return bad_206(REASONS[int(mm.group(1))], r, d)
+    srv = Scripted(obj, fn, with_path=True)
+    logf = env.path('daemon.log')
+    try:
+        with ml.Mount(env, srv.url('s{0..%d}.tar' % (len(REASONS) - 1)),
+                      cache_dir=env.path('cache'),
+                      extra=['--chunk-size', '64K', '--warm', 'off', '--prefetch-shards', '0',
+                             '--retry-budget', '2', '--log-file', logf]) as m:
+            for i, name in enumerate(REASONS):
+                fd = os.open(os.path.join(m.mnt, 's%d.tar' % i), os.O_RDONLY)
+                try:
+                    got = os.pread(fd, 4096, (1 << 20) + 100)
+                    ck.fail('%s: the read returned %d bytes%s' % (
+                        name, len(got), '' if got != obj[(1 << 20) + 100:][:4096] else
+                        ' (the right ones)'))
+                except OSError as e:
+                    ck.eq('%s: errno' % name, errno.errorcode.get(e.errno), 'EIO')
+                finally:
+                    os.close(fd)
+    finally:
+        srv.close()
+    with open(logf, errors='replace') as f:
+        text = f.read()
+    for i, name in enumerate(REASONS):
+        lines = [ln for ln in text.splitlines() if 's%d.tar' % i in ln and 'failed' in ln]
+        log('%s: %s' % (name, lines))
+        ck.ok(any(re.search(r'HTTP 20[46]', ln) for ln in lines),
+              '%s: no log line of s%d.tar names the status and the cause: %r' % (
+                  name, i, lines))
+
+
 lock = threading.Lock()
 
 GROUPS = {'framing': group_framing, 'cuts': group_cuts, 'encoding': group_encoding,
-          'nometag': group_nometag, 'mountcuts': group_mountcuts}
+          'nometag': group_nometag, 'mountcuts': group_mountcuts, 'reasons': group_reasons}
 
 
 def run_group(env, ck, group, cli):
@@ -396,8 +479,8 @@ def main():
         print(__doc__)
         return 2
     ml.main_wrapper(run_group, sys.argv[1], 'answers-' + sys.argv[2], deadline=170,
-                    needs_fuse=sys.argv[2] in ('nometag', 'mountcuts'), group=sys.argv[2],
-                    cli=sys.argv[3])
+                    needs_fuse=sys.argv[2] in ('nometag', 'mountcuts', 'reasons'),
+                    group=sys.argv[2], cli=sys.argv[3])
 
 
 if __name__ == '__main__':
