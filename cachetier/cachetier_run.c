@@ -14,7 +14,9 @@
  *           data file at their offset, each unit's CRC32C as they pass.
  *           cachetier__run_discard: punch bytes written for units that
  *           are not committed (never left on the disk).
- *   commit  cachetier__run_commit (ct->lock): written units valid (CRC,
+ *   commit  cachetier__run_commit (ct->lock; takes the object's lock,
+ *           ct_file.lock, once a run: the pins decide what becomes of a
+ *           unit's lock): written units valid (CRC,
  *           state byte, usage, map batch, write lock to the pinning
  *           readers' read lock); cachetier__run_adopt: units another
  *           process filled, valid here.
@@ -167,7 +169,9 @@ static void pf_withdrawn(struct cachetier *ct, struct ct_file *f, uint32_t c, in
  * waiting for it), withdrawn (the fill was stopped for a reader: its
  * enum ct_pf_kind; 0: it was not). Valid,
  * empty with its error, or back to its prefetch; its write lock becomes
- * the pinning readers' read lock or goes. ct->lock held. */
+ * the pinning readers' read lock or goes. ct->lock and f->lock held (a
+ * read's end drops its pins under f->lock alone: the callers take it once a
+ * run). */
 static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int err, int claim,
 		      int waited, int withdrawn, int landed, struct ct_lkrun *run)
 {
@@ -207,8 +211,6 @@ static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int e
 	if (claim == 1) {
 		int pinned, keep;
 
-		/* f's lock: a read's end drops its pins under it alone */
-		disk_mutex_lock(&f->lock);
 		/* readers waiting for it keep it pinned: the write lock
 		 * becomes their read lock without a gap an eviction could
 		 * use; a unit filled ahead keeps it idle (its first read then
@@ -227,7 +229,6 @@ static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int e
 		if (pinned)
 			f->held[u] = 1;
 		cachetier__lkrun_flush(&one);
-		disk_mutex_unlock(&f->lock);
 	}
 }
 
@@ -324,6 +325,7 @@ void cachetier__run_discard(struct ct_file *f, uint64_t off, uint64_t len)
 void cachetier__run_commit(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
 			   const uint32_t *crc, int waited, struct ct_lkrun *run)
 {
+	disk_mutex_lock(&f->lock);
 	for (uint32_t i = 0; i < n; i++) {
 		/* the CRC first: whoever sees the state byte valid sees it */
 		cachetier__st_set_crc(f, c + i, crc[i]);
@@ -331,6 +333,7 @@ void cachetier__run_commit(struct cachetier *ct, struct ct_file *f, uint32_t c, 
 			cachetier__usage_add(ct, (int64_t)cachetier__unit_len(f, c + i));
 		unit_done(ct, f, c + i, 0, 1, waited, 0, 0, run);
 	}
+	disk_mutex_unlock(&f->lock);
 }
 
 void cachetier__run_land(struct ct_file *f, uint32_t c, uint32_t n, const uint32_t *crc)
@@ -348,11 +351,13 @@ void cachetier__run_commit_landed(struct cachetier *ct, struct ct_file *f, uint3
 {
 	int64_t added = 0;
 
+	disk_mutex_lock(&f->lock); /* once a run: the fill writer's publish */
 	for (uint32_t i = 0; i < n; i++) {
 		if (!cachetier__st_set(f, c + i, 1))
 			added += (int64_t)cachetier__unit_len(f, c + i);
 		unit_done(ct, f, c + i, 0, 1, waited, 0, 1, run);
 	}
+	disk_mutex_unlock(&f->lock);
 	if (added)
 		cachetier__usage_add(ct, added);
 }
@@ -360,8 +365,10 @@ void cachetier__run_commit_landed(struct cachetier *ct, struct ct_file *f, uint3
 void cachetier__run_adopt(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
 			  int waited)
 {
+	disk_mutex_lock(&f->lock);
 	for (uint32_t u = c; u < c + n; u++)
 		unit_done(ct, f, u, 0, 0, waited, 0, 0, NULL);
+	disk_mutex_unlock(&f->lock);
 }
 
 void cachetier__run_abort(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int err,
@@ -373,8 +380,10 @@ void cachetier__run_abort(struct cachetier *ct, struct ct_file *f, uint32_t c, u
 		run_abandon(ct, f, c, n);
 		return;
 	}
+	disk_mutex_lock(&f->lock);
 	for (uint32_t u = c; u < c + n; u++)
 		unit_done(ct, f, u, err, held ? 1 : -1, 0, withdrawn, 0, run);
+	disk_mutex_unlock(&f->lock);
 }
 
 void cachetier__units_wait(struct cachetier *ct, const struct ct_file *f, uint32_t c0, uint32_t c1,
