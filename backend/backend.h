@@ -67,8 +67,9 @@ struct backend_config {
 	 * the longest taken) */
 	double credential_timeout_s;
 	/* --http-engine: 0 (curl) every request through curl; 1 (auto) plain
-	 * http:// GETs without a body to a literal IP address, with no proxy in
-	 * the environment, through the lean engine (backend_io_lean.c) */
+	 * http:// GETs without a body to a literal IP address or a host name
+	 * (resolved off the I/O thread), with no proxy in the environment,
+	 * through the lean engine (backend_io_lean.c) */
 	int http_engine;
 	backend_log_fn log; /* log lines of every store (NULL: "shardfs: MSG" on stderr) */
 	void *log_arg;	    /* log's first argument */
@@ -110,6 +111,10 @@ struct backend_stats {
 	 * buffer (the sink copies them, or offered none); the two add up to
 	 * the bytes its sinks accepted */
 	uint64_t recv_inplace_bytes, recv_copied_bytes;
+	/* the lean engine's host names: lookups made (off the I/O thread),
+	 * connections that took a kept answer instead, and lookups that found
+	 * no address */
+	uint64_t resolves, resolve_hits, resolve_failures;
 };
 
 /* What list and stat report about one object. */

@@ -24,10 +24,24 @@ static int visible(unsigned char c)
 	return c > 0x20 && c < 0x7f;
 }
 
-int backend__h1_url(const char *url, struct backend_h1_url *u)
+static int name_ok(const char *h, size_t n)
+{
+	if (n == 0 || n > BACKEND_H1_NAME_MAX || h[0] == '-' || h[0] == '.')
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)h[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '-' || c == '_' || c == '.'))
+			return 0;
+	}
+	return 1;
+}
+
+static int h1_url(const char *url, struct backend_h1_url *u, int names)
 {
 	const char *h, *he, *p, *port = NULL;
-	char host[48];
+	char host[BACKEND_H1_NAME_MAX + 1];
 	unsigned long pn = 80;
 	size_t hl;
 
@@ -84,13 +98,22 @@ int backend__h1_url(const char *url, struct backend_h1_url *u)
 		struct sockaddr_in *s4 = (struct sockaddr_in *)&u->sa;
 
 		/* dotted quad only: inet_pton refuses "1", "0x7f.1" and the like,
-		 * which curl would resolve as names */
-		if (inet_pton(AF_INET, host, &s4->sin_addr) != 1)
+		 * which curl would resolve as names (and so does a name's lookup) */
+		if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
+			s4->sin_family = AF_INET;
+			s4->sin_port = htons((uint16_t)pn);
+			u->salen = sizeof(*s4);
+		} else if (names && name_ok(host, hl)) {
+			for (size_t i = 0; i <= hl; i++)
+				u->name[i] =
+				    (char)(host[i] >= 'A' && host[i] <= 'Z' ? host[i] - 'A' + 'a'
+									    : host[i]);
+			memset(&u->sa, 0, sizeof(u->sa));
+		} else {
 			return BACKEND_H1_UNSUP;
-		s4->sin_family = AF_INET;
-		s4->sin_port = htons((uint16_t)pn);
-		u->salen = sizeof(*s4);
+		}
 	}
+	u->port = (unsigned)pn;
 	if (pn == 80)
 		snprintf(u->hostport, sizeof(u->hostport), "%s%s%s", *h == '[' ? "[" : "", host,
 			 *h == '[' ? "]" : "");
@@ -112,6 +135,16 @@ int backend__h1_url(const char *url, struct backend_h1_url *u)
 			return BACKEND_H1_UNSUP;
 	}
 	return 0;
+}
+
+int backend__h1_url(const char *url, struct backend_h1_url *u)
+{
+	return h1_url(url, u, 0);
+}
+
+int backend__h1_url_name(const char *url, struct backend_h1_url *u)
+{
+	return h1_url(url, u, 1);
 }
 
 struct out {

@@ -1,7 +1,7 @@
 /*
  * backend_h1.h — private to backend/: the pieces of HTTP/1.1 the lean
  * engine (backend_io_lean.c) speaks itself, pure functions with no I/O:
- * which URLs it may take (plain http to a literal IP address), the request
+ * which URLs it may take (plain http to a literal IP address or a name), the request
  * head of a GET, and the framing of a response head (status, Content-Length,
  * Connection). What the headers mean for a ranged read (Content-Range, ETag,
  * ...) is decided by backend_io_attempt.c for both engines: the head's lines
@@ -25,18 +25,28 @@
 #define BACKEND_H1_HEAD_MAX 16384
 #define BACKEND_H1_UNSUP    (-2) /* an answer or URL this engine leaves to curl */
 
+/* Longest host name the lean engine resolves (DNS: 253) */
+#define BACKEND_H1_NAME_MAX 253
+
 /* An http:// URL the lean engine may take: a literal IPv4 or bracketed IPv6
- * host, an optional port, no userinfo, no fragment, a path and query of
- * visible ASCII only (sent as they are, as curl sends them). */
+ * host (or, backend__h1_url_name, a host name), an optional port, no
+ * userinfo, no fragment, a path and query of visible ASCII only (sent as
+ * they are, as curl sends them). */
 struct backend_h1_url {
-	struct sockaddr_storage sa; /* the address, with its port */
+	struct sockaddr_storage sa; /* the address, with its port; salen 0 for a name */
 	socklen_t salen;
-	char hostport[64]; /* the Host header's value: curl's (no ":80") */
-	const char *path;  /* into the URL: "/..." up to its end ("/" when none) */
+	char name[BACKEND_H1_NAME_MAX + 1]; /* the host name to resolve, or "" */
+	unsigned port;
+	char hostport[BACKEND_H1_NAME_MAX + 16]; /* the Host header's value: curl's (no ":80") */
+	const char *path; /* into the URL: "/..." up to its end ("/" when none) */
 	size_t path_len;
 };
 /* 0, or BACKEND_H1_UNSUP for any URL curl must take. */
 int backend__h1_url(const char *url, struct backend_h1_url *u);
+/* The same, a host name taken too (letters, digits, '-', '_' and '.', not
+ * beginning with '-' or '.', at most BACKEND_H1_NAME_MAX bytes): then
+ * u->name is set (in lower case: names are compared so) and u->sa is not. */
+int backend__h1_url_name(const char *url, struct backend_h1_url *u);
 
 /* The request head "GET PATH HTTP/1.1" with Host, Range (when range is not
  * NULL or "": "bytes=RANGE") and the extra header lines (each "Name: value",

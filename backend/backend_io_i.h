@@ -304,6 +304,8 @@ void backend__req_failed(struct backend *be, const char *method, const char *key
  *   backend_io_wait.c     the blocking helpers (get, read, stream, head)
  *   backend_io_lean.c     the lean engine: a plain ranged GET's attempt without
  *                         curl (--http-engine auto)
+ *   backend_io_resolve.c  the lean engine's host names: lookups off the loop,
+ *                         their answers kept
  */
 enum xfer_state { X_WAIT, X_RUN, X_BACKOFF };
 
@@ -383,6 +385,17 @@ struct xfer {
 
 struct sock;
 struct lconn;
+struct io_rent;
+
+/* A lean connection waiting for its host name's lookup
+ * (backend_io_resolve.c), in the lookup's list */
+struct io_rwait {
+	struct io_rwait *next;
+	struct io_rent *ent; /* the lookup waited for, or NULL */
+};
+#define IO_RESOLVE_MAX	  16	/* names kept (and lookups under way) at once */
+#define IO_RESOLVE_TTL_MS 60000 /* an answer kept: curl's CURLOPT_DNS_CACHE_TIMEOUT default */
+#define IO_RESOLVE_ADDRS  4	/* addresses kept of an answer: a connect tries each in turn */
 
 /* Bigger receive buffer than curl's 16 KiB (fewer callbacks per MB), small
  * enough to stay in the CPU's cache between the recv that fills it and the
@@ -449,6 +462,10 @@ struct backend_io {
 	unsigned lean_active;
 	uv_timer_t lean_tick;
 	unsigned lean_gen;
+	/* its host names (backend_io_resolve.c): IO_RESOLVE_MAX entries, made
+	 * at the first name; res_closed: the loop is ending */
+	struct io_rent *rtab;
+	int res_closed;
 
 	/* ---- any thread: counters for backend_io_stats ---- */
 	atomic_ullong n_requests, n_attempts, n_failures, n_fast_fails, n_probes, n_cancels;
@@ -456,6 +473,7 @@ struct backend_io {
 	atomic_ullong n_pauses, n_resumes, n_pause_backstops;
 	atomic_ullong n_connects, n_lean_attempts;
 	atomic_ullong n_recv_inplace, n_recv_copied; /* backend_stats.recv_*_bytes */
+	atomic_ullong n_resolves, n_resolve_hits, n_resolve_failures;
 	atomic_int resume_asked; /* backend_io_sink_ready: on_async asks the paused sinks */
 	atomic_int down_now;
 
@@ -514,6 +532,25 @@ void backend__io_lean_detach(struct xfer *x);
 void backend__io_lean_resume(struct xfer *x);
 void backend__io_lean_init(struct backend_io *io, const struct backend_config *cfg);
 void backend__io_lean_shutdown(struct backend_io *io);
+/* backend_io_lean.c: the lookup w waited for ended: its n addresses (sa,
+ * salen; NULL: it failed). Called by backend_io_resolve.c. */
+void backend__io_lean_resolved(struct io_rwait *w, const struct sockaddr_storage *sa,
+			       const socklen_t *salen, unsigned n);
+/* backend_io_resolve.c: the lean engine's host names. resolve: 0 with a
+ * kept answer (*sa, *salen: *naddr addresses, valid until the loop runs
+ * again), 1 when w waits for a lookup (backend__io_lean_resolved ends its
+ * wait), -EAGAIN (every slot waits for a lookup) or -ENOMEM: curl's then.
+ * forget: w waits no more. prefer: a connection reached sa: it comes first
+ * in name's answer from now on. shutdown: at the loop's end (a lookup
+ * under way is left to end by itself); free: after the loop ended. */
+int backend__io_resolve(struct backend_io *io, const char *name, struct io_rwait *w,
+			const struct sockaddr_storage **sa, const socklen_t **salen,
+			unsigned *naddr);
+void backend__io_resolve_forget(struct io_rwait *w);
+void backend__io_resolve_prefer(struct backend_io *io, const char *name,
+				const struct sockaddr_storage *sa, socklen_t salen);
+void backend__io_resolve_shutdown(struct backend_io *io);
+void backend__io_resolve_free(struct backend_io *io);
 /* backend_io_xfer.c: the lean engine cannot read x's answer: its attempt
  * goes again through curl (not counted as an attempt) */
 void backend__io_xfer_to_curl(struct xfer *x);

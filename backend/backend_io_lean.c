@@ -1,6 +1,7 @@
 /*
  * backend_io_lean.c — the lean engine (contract: backend_io_i.h): one
- * attempt of a plain ranged GET (http://, a literal IP address, no request
+ * attempt of a plain ranged GET (http://, a literal IP address or a host
+ * name, resolved off the loop by backend_io_resolve.c, no request
  * body, not signed: a signed request's secrets stay in curl's undumped
  * memory; no proxy in the environment) as one request and response on a
  * kept-alive connection of its own pool, on the I/O thread's loop, without
@@ -71,11 +72,11 @@
 #define LEAN_REQ_MAX  4096   /* a request head (signed headers included) */
 #define LEAN_HDRS_MAX 32
 
-enum lc_state { LC_IDLE, LC_CONNECT, LC_SEND, LC_HEAD, LC_BODY, LC_DONE };
+enum lc_state { LC_IDLE, LC_RESOLVE, LC_CONNECT, LC_SEND, LC_HEAD, LC_BODY, LC_DONE };
 
 struct lconn {
 	uv_poll_t poll; /* first: the handle is freed as struct lconn */
-	int fd;
+	int fd;		/* -1: no socket (and no poll handle) yet: LC_RESOLVE */
 	struct backend_io *io;
 	struct lconn *next;	/* io->lean_idle while idle */
 	struct lconn *prev_all; /* io->lean_all */
@@ -88,7 +89,15 @@ struct lconn {
 	unsigned gen; /* the tick's pass that saw it last */
 	struct sockaddr_storage sa;
 	socklen_t salen;
-	uint64_t t0_ns; /* connect began, or idle since */
+	/* a host name's (else name ""): its port, its lookup's addresses (each
+	 * tried in turn by a connect that fails) and the wait for it */
+	char name[BACKEND_H1_NAME_MAX + 1];
+	unsigned port;
+	struct sockaddr_storage addrs[IO_RESOLVE_ADDRS];
+	socklen_t alens[IO_RESOLVE_ADDRS];
+	unsigned naddr, iaddr;
+	struct io_rwait rw;
+	uint64_t t0_ns; /* lookup or connect began, or idle since */
 	size_t req_len, req_off;
 	size_t have;	    /* head bytes in buf */
 	uint64_t body_left; /* body bytes still to come */
@@ -115,6 +124,11 @@ static void lc_close(struct lconn *c)
 		io->lean_all = c->next_all;
 	if (c->next_all)
 		c->next_all->prev_all = c->prev_all;
+	backend__io_resolve_forget(&c->rw);
+	if (c->fd < 0) { /* no socket, no handle */
+		free(c);
+		return;
+	}
 	uv_poll_stop(&c->poll);
 	uv_close((uv_handle_t *)&c->poll, lc_free_cb);
 	close(c->fd); /* libuv leaves the fd to its owner */
@@ -193,45 +207,66 @@ static void lc_poll(struct lconn *c, int events)
 	c->events = events;
 }
 
+/* A new connection, no socket yet (fd -1), in io->lean_all. NULL: out of
+ * memory. */
+static struct lconn *lc_new(struct backend_io *io)
+{
+	struct lconn *c = malloc(sizeof(*c));
+
+	if (!c)
+		return NULL;
+	memset(c, 0, offsetof(struct lconn, req));
+	c->fd = -1;
+	c->io = io;
+	c->next_all = io->lean_all;
+	if (io->lean_all)
+		io->lean_all->prev_all = c;
+	io->lean_all = c;
+	c->t0_ns = uv_hrtime();
+	return c;
+}
+
+/* c's socket to sa, its connect under way. < 0: errno says why (c is then
+ * still to be closed by the caller). */
+static int lc_connect(struct lconn *c, const struct sockaddr_storage *sa, socklen_t salen)
+{
+	struct backend_io *io = c->io;
+	int one = 1, fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	if (uv_poll_init_socket(&io->loop, &c->poll, fd) < 0) {
+		close(fd);
+		errno = ENOMEM;
+		return -1;
+	}
+	c->fd = fd;
+	c->poll.data = c;
+	c->events = 0;
+	c->sa = *sa;
+	c->salen = salen;
+	atomic_fetch_add_explicit(&io->n_connects, 1, memory_order_relaxed);
+	c->t0_ns = uv_hrtime();
+	c->state = LC_CONNECT;
+	if (connect(fd, (const struct sockaddr *)sa, salen) < 0 && errno != EINPROGRESS)
+		return -1;
+	return 0;
+}
+
 /* A new connection to sa, its connect under way. NULL: errno says why. */
 static struct lconn *lc_open(struct backend_io *io, const struct sockaddr_storage *sa,
 			     socklen_t salen)
 {
-	struct lconn *c = malloc(sizeof(*c));
-	int one = 1, e;
+	struct lconn *c = lc_new(io);
+	int e;
 
 	if (!c) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	memset(c, 0, offsetof(struct lconn, req));
-	c->fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (c->fd < 0) {
-		e = errno;
-		free(c);
-		errno = e;
-		return NULL;
-	}
-	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	setsockopt(c->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-	if (uv_poll_init_socket(&io->loop, &c->poll, c->fd) < 0) {
-		close(c->fd);
-		free(c);
-		errno = ENOMEM;
-		return NULL;
-	}
-	c->poll.data = c;
-	c->io = io;
-	c->sa = *sa;
-	c->salen = salen;
-	c->next_all = io->lean_all;
-	if (io->lean_all)
-		io->lean_all->prev_all = c;
-	io->lean_all = c;
-	atomic_fetch_add_explicit(&io->n_connects, 1, memory_order_relaxed);
-	c->t0_ns = uv_hrtime();
-	c->state = LC_CONNECT;
-	if (connect(c->fd, (const struct sockaddr *)sa, salen) < 0 && errno != EINPROGRESS) {
+	if (lc_connect(c, sa, salen) < 0) {
 		e = errno;
 		lc_close(c);
 		errno = e;
@@ -254,6 +289,8 @@ static void lc_begin(struct lconn *c, struct xfer *x)
 	c->held = NULL;
 	c->keep = 0;
 	active_inc(c->io);
+	if (c->state == LC_RESOLVE)
+		return; /* backend__io_lean_resolved goes on */
 	if (c->state == LC_CONNECT) {
 		lc_poll(c, UV_WRITABLE | UV_READABLE);
 		return;
@@ -276,6 +313,8 @@ static void resend_fresh(struct lconn *c)
 	}
 	memcpy(n->req, c->req, c->req_len);
 	n->req_len = c->req_len;
+	memcpy(n->name, c->name, sizeof(n->name));
+	n->port = c->port;
 	x->lc = NULL;
 	c->x = NULL;
 	active_dec(c->io);
@@ -491,6 +530,93 @@ static void on_readable(struct lconn *c)
 	}
 }
 
+/* c's connect (to a name's address) failed: its attempt goes on with a new
+ * connection to the name's next address, as curl tries each. 0: it does;
+ * -1: none is left (or that one failed too), c is as it was. */
+static int connect_next(struct lconn *c)
+{
+	struct xfer *x = c->x;
+	struct lconn *n;
+
+	while (c->name[0] && c->iaddr + 1 < c->naddr) {
+		c->iaddr++;
+		n = lc_new(c->io);
+		if (!n)
+			return -1;
+		memcpy(n->name, c->name, sizeof(n->name));
+		n->port = c->port;
+		memcpy(n->addrs, c->addrs, sizeof(n->addrs));
+		memcpy(n->alens, c->alens, sizeof(n->alens));
+		n->naddr = c->naddr;
+		n->iaddr = c->iaddr;
+		if (lc_connect(n, &n->addrs[n->iaddr], n->alens[n->iaddr]) < 0) {
+			lc_close(n);
+			continue;
+		}
+		memcpy(n->req, c->req, c->req_len);
+		n->req_len = c->req_len;
+		x->lc = NULL;
+		c->x = NULL;
+		active_dec(c->io);
+		lc_close(c);
+		lc_begin(n, x);
+		return 0;
+	}
+	return -1;
+}
+
+/* c's name's addresses (n of them), with c's port */
+static void set_addrs(struct lconn *c, const struct sockaddr_storage *sa, const socklen_t *salen,
+		      unsigned n)
+{
+	c->naddr = n < IO_RESOLVE_ADDRS ? n : IO_RESOLVE_ADDRS;
+	c->iaddr = 0;
+	for (unsigned i = 0; i < c->naddr; i++) {
+		c->addrs[i] = sa[i];
+		c->alens[i] = salen[i];
+		if (sa[i].ss_family == AF_INET)
+			((struct sockaddr_in *)&c->addrs[i])->sin_port = htons((uint16_t)c->port);
+		else
+			((struct sockaddr_in6 *)&c->addrs[i])->sin6_port = htons((uint16_t)c->port);
+	}
+}
+
+/* c's name has its addresses (naddr of them in c->addrs, the port set):
+ * connect to the first (the next ones when that fails at once), as
+ * lc_begin would have. */
+static void connect_named(struct lconn *c)
+{
+	int e;
+
+	c->iaddr = 0;
+	if (lc_connect(c, &c->addrs[0], c->alens[0]) == 0) {
+		lc_poll(c, UV_WRITABLE | UV_READABLE);
+		return;
+	}
+	e = errno;
+	if (connect_next(c) == 0)
+		return;
+	fail(c, CURLE_COULDNT_CONNECT, "Failed to connect", e);
+}
+
+void backend__io_lean_resolved(struct io_rwait *w, const struct sockaddr_storage *sa,
+			       const socklen_t *salen, unsigned n)
+{
+	struct lconn *c = (struct lconn *)((char *)w - offsetof(struct lconn, rw));
+
+	if (!c->x) /* not reached: a connection that waits has its attempt */
+		return;
+	if (!sa || !n) {
+		char what[sizeof(c->x->lerr)];
+
+		snprintf(what, sizeof(what), "Could not resolve host: %.100s", c->name);
+		fail(c, CURLE_COULDNT_RESOLVE_HOST, what, 0); /* curl's words */
+		return;
+	}
+	set_addrs(c, sa, salen, n);
+	connect_named(c);
+}
+
 static void on_poll(uv_poll_t *h, int status, int events)
 {
 	struct lconn *c = h->data;
@@ -507,6 +633,8 @@ static void on_poll(uv_poll_t *h, int status, int events)
 		if (status < 0 || getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0 || err) {
 			char host[128];
 
+			if (connect_next(c) == 0)
+				return; /* a name's next address */
 			backend__url_host(c->x->url, host, sizeof(host));
 			snprintf(c->x->lerr, sizeof(c->x->lerr), "Failed to connect to %.80s: %s",
 				 host, strerror(err ? err : ECONNREFUSED));
@@ -516,6 +644,8 @@ static void on_poll(uv_poll_t *h, int status, int events)
 		}
 		if (!(events & UV_WRITABLE))
 			return;
+		if (c->iaddr) /* the name's first addresses failed: this one first now */
+			backend__io_resolve_prefer(c->io, c->name, &c->sa, c->salen);
 		c->state = LC_SEND;
 	}
 	/* an error event too: the send or recv says which error (and a kept
@@ -539,7 +669,7 @@ int backend__io_lean_start(struct xfer *x, const char *range)
 	struct lconn *c, **pp;
 	uint64_t now;
 
-	if (backend__h1_url(x->url, &u) < 0)
+	if (backend__h1_url_name(x->url, &u) < 0)
 		return 1;
 	for (struct curl_slist *l = x->hdrs; l; l = l->next) {
 		if (nh == LEAN_HDRS_MAX)
@@ -558,13 +688,46 @@ int backend__io_lean_start(struct xfer *x, const char *range)
 			lc_close(c);
 			continue;
 		}
-		if (c->salen == u.salen && memcmp(&c->sa, &u.sa, u.salen) == 0) {
+		if (u.name[0] ? strcmp(c->name, u.name) == 0 && c->port == u.port
+			      : !c->name[0] && c->salen == u.salen &&
+				    memcmp(&c->sa, &u.sa, u.salen) == 0) {
 			*pp = c->next;
 			io->nlean_idle--;
 			c->next = NULL;
 			break;
 		}
 		pp = &c->next;
+	}
+	if (!c && u.name[0]) { /* a name: its kept answer, or a wait for its lookup */
+		const struct sockaddr_storage *sa;
+		const socklen_t *salen;
+		unsigned na;
+		int rc;
+
+		c = lc_new(io);
+		if (!c)
+			return -ENOMEM;
+		memcpy(c->name, u.name, sizeof(c->name));
+		c->port = u.port;
+		rc = backend__io_resolve(io, u.name, &c->rw, &sa, &salen, &na);
+		if (rc < 0) {
+			lc_close(c);
+			return rc == -ENOMEM ? -ENOMEM : 1;
+		}
+		c->state = LC_RESOLVE;
+		if (rc == 0) { /* its connect now (one that fails at once: curl's, as a
+				* literal address's: the attempt never ends in here) */
+			set_addrs(c, sa, salen, na);
+			if (lc_connect(c, &c->addrs[0], c->alens[0]) < 0) {
+				lc_close(c);
+				return 1;
+			}
+		}
+		memcpy(c->req, req, (size_t)n);
+		c->req_len = (size_t)n;
+		atomic_fetch_add_explicit(&io->n_lean_attempts, 1, memory_order_relaxed);
+		lc_begin(c, x);
+		return 0;
 	}
 	if (!c) {
 		c = lc_open(io, &u.sa, u.salen);
@@ -644,6 +807,16 @@ again:
 		if (c->gen == gen || !x)
 			continue;
 		c->gen = gen;
+		if (c->state == LC_RESOLVE &&
+		    now - c->t0_ns >= (uint64_t)(io->connect_ms > 0 ? io->connect_ms : 300000) *
+					  1000000u) { /* curl's words: its bound covers it */
+			snprintf(x->lerr, sizeof(x->lerr),
+				 "Resolving timed out after %" PRIu64 " milliseconds",
+				 (now - c->t0_ns) / 1000000u);
+			c->state = LC_DONE;
+			attempt_end(c, CURLE_OPERATION_TIMEDOUT);
+			goto again;
+		}
 		if (c->state == LC_CONNECT &&
 		    now - c->t0_ns >= (uint64_t)(io->connect_ms > 0 ? io->connect_ms : 300000) *
 					  1000000u) { /* 0: curl's 300 s */
@@ -693,6 +866,7 @@ void backend__io_lean_shutdown(struct backend_io *io)
 			lc_close(c);
 		}
 	}
+	backend__io_resolve_shutdown(io);
 	uv_timer_stop(&io->lean_tick);
 	uv_close((uv_handle_t *)&io->lean_tick, NULL);
 }

@@ -582,6 +582,7 @@ void backend_io_close(struct backend_io *io)
 	uv_async_send(&io->async);
 	pthread_join(io->thread, NULL);
 	uv_loop_close(&io->loop);
+	backend__io_resolve_free(io);
 	disk_mutex_destroy(&io->lock);
 	free(io->probe_url);
 	free(io->ca_file);
@@ -618,6 +619,9 @@ void backend_io_stats(struct backend_io *io, struct backend_stats *st)
 	st->lean_attempts = atomic_load(&io->n_lean_attempts);
 	st->recv_inplace_bytes = atomic_load(&io->n_recv_inplace);
 	st->recv_copied_bytes = atomic_load(&io->n_recv_copied);
+	st->resolves = atomic_load(&io->n_resolves);
+	st->resolve_hits = atomic_load(&io->n_resolve_hits);
+	st->resolve_failures = atomic_load(&io->n_resolve_failures);
 }
 
 void backend_io_submit(struct backend_io *io, struct backend_req *r)

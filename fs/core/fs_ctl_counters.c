@@ -237,6 +237,13 @@ const struct ctl_counter fs_ctl_counters[] = {
      "body bytes the lean HTTP engine received into its own buffer and handed to a reader or "
      "fill (which copies them)",
      C, SNAP(bs.recv_copied_bytes)},
+    {"store_resolves",
+     "host name lookups the lean HTTP engine made (off its thread; an answer is kept 60 s)", C,
+     SNAP(bs.resolves)},
+    {"store_resolve_hits", "lean HTTP connections to a host name that used a kept answer", C,
+     SNAP(bs.resolve_hits)},
+    {"store_resolve_failures", "host name lookups of the lean HTTP engine that found no address", C,
+     SNAP(bs.resolve_failures)},
     {"index_sidecar", "shard indexes loaded from a sidecar NAME.tar.idx", C, FS(index_sidecar)},
     {"index_sidecar_rejected", "sidecar indexes ignored (stale or corrupt)", C,
      FS(index_sidecar_rejected)},

@@ -294,8 +294,8 @@ static const struct fs_opt store_opts[] = {
      * of remote sources, passed with it (2026-11-30) */
     {"http-engine", 0, FS_OPT_ENUM, CFG(be.http_engine), 0, "auto", 0, 0, "curl|auto",
      "curl: every remote request through libcurl; auto: unsigned ranged reads of objects at "
-     "http:// and a literal IP address (no proxy variable set) through the daemon's own lean "
-     "HTTP/1.1 engine, the rest through libcurl"},
+     "http:// and a literal IP address or a host name (no proxy variable set) through the "
+     "daemon's own lean HTTP/1.1 engine, the rest through libcurl"},
     /* botocore waits for a credential_process without a bound; a helper
      * that asks a remote service (SSO, a vault) answers in seconds, and
      * one that never answers must not hang the mount: a minute */

@@ -405,6 +405,41 @@ static void test_shared_checks(void)
 	free(io);
 }
 
+/* backend__h1_url_name: a host name taken (lower case), the rest as
+ * backend__h1_url; literal addresses still parsed as addresses */
+static void test_url_name(void)
+{
+	struct backend_h1_url u;
+	static const char *bad[] = {"http://-h/x",    "http://.h/x",   "http://h h/x",
+				    "http://u@h/x",   "http://h/x#f",  "http://h:0/x",
+				    "https://h/x",    "http://[h]/x",  "http://h%41/x",
+				    "http://h:80x/x", "http://h\x01/x"};
+	char longname[300];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK(backend__h1_url_name(bad[i], &u) == BACKEND_H1_UNSUP, "took %s", bad[i]);
+	CHECK(backend__h1_url_name("http://Store-1.Example_x.COM:8080/a?b", &u) == 0 &&
+		  strcmp(u.name, "store-1.example_x.com") == 0 && u.port == 8080 && u.salen == 0 &&
+		  strcmp(u.hostport, "Store-1.Example_x.COM:8080") == 0 &&
+		  strcmp(u.path, "/a?b") == 0,
+	      "a name: %s %u %s", u.name, u.port, u.hostport);
+	CHECK(backend__h1_url_name("http://localhost", &u) == 0 && u.port == 80 &&
+		  strcmp(u.hostport, "localhost") == 0 && strcmp(u.path, "/") == 0,
+	      "localhost");
+	CHECK(backend__h1_url_name("http://127.0.0.1:81/x", &u) == 0 && u.name[0] == '\0' &&
+		  u.salen == sizeof(struct sockaddr_in),
+	      "a literal address is an address");
+	memset(longname, 'a', sizeof(longname));
+	memcpy(longname, "http://", 7);
+	strcpy(longname + 7 + 253, "/x");
+	CHECK(backend__h1_url_name(longname, &u) == 0, "253 bytes of name");
+	memset(longname + 7, 'a', 254);
+	strcpy(longname + 7 + 254, "/x");
+	CHECK(backend__h1_url_name(longname, &u) == BACKEND_H1_UNSUP, "254 bytes of name");
+	CHECK(backend__h1_url("http://localhost/x", &u) == BACKEND_H1_UNSUP,
+	      "backend__h1_url takes no name");
+}
+
 int main(void)
 {
 	const char *s = getenv("H1_SEED"), *c = getenv("H1_CASES");
@@ -416,6 +451,7 @@ int main(void)
 	test_fixed();
 	test_generated(ncases);
 	test_url_request(ncases);
+	test_url_name();
 	test_shared_checks();
 	return check_summary("h1");
 }

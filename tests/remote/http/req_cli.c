@@ -32,6 +32,10 @@
  * REQ_CLI_PAUSE too, a refused piece's place in its memory is overwritten
  * (0x5a) at the store's next len-0 call, as a fill's writer may reuse a
  * buffer: the piece must come again from the store's own copy.
+ * REQ_CLI_CONNECT_S=S: the store's connect_timeout_s.
+ * REQ_CLI_SIZE=N: the object's size is N (no ETag): no HEAD is made, so the
+ * reads are the store's first requests. A failed read prints "error I
+ * WHAT" with the store's record of it (backend_last_error).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -46,6 +50,7 @@
 #include "disk.h"
 
 struct job {
+	char errmsg[400]; /* the store's record of its failure */
 	unsigned char *buf;
 	uint64_t off;
 	size_t len, got;
@@ -147,6 +152,8 @@ static void done(void *arg, int err, uint64_t bytes)
 	struct job *j = arg;
 
 	(void)bytes;
+	if (err < 0) /* the I/O thread's record is this read's while done runs */
+		snprintf(j->errmsg, sizeof(j->errmsg), "%s", backend_last_error(be_g));
 	backend_log_failure(log_be, log_key, err, "read");
 	pthread_mutex_lock(&mu);
 	j->err = err;
@@ -218,6 +225,8 @@ int main(int argc, char **argv)
 	cfg.connections = (unsigned)window;
 	cfg.max_connections = (unsigned)window + (sync_spec != NULL);
 	cfg.retry_budget_s = argc > 7 ? atof(argv[7]) : 10;
+	/* REQ_CLI_CONNECT_S: connect_timeout_s (a lookup's bound too) */
+	cfg.connect_timeout_s = getenv("REQ_CLI_CONNECT_S") ? atof(getenv("REQ_CLI_CONNECT_S")) : 0;
 	/* REQ_CLI_SYNC: a held read must not end by the stall bound first */
 	cfg.stall_timeout_s = sync_spec ? 120 : 5;
 	cfg.log = log_line;
@@ -232,7 +241,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "req_cli: %s: %s\n", argv[1], strerror(-err));
 		return 1;
 	}
-	err = backend_stat(be, argv[2], &info);
+	memset(&info, 0, sizeof(info));
+	if (getenv("REQ_CLI_SIZE"))
+		info.size = strtoull(getenv("REQ_CLI_SIZE"), NULL, 10);
+	else
+		err = backend_stat(be, argv[2], &info);
 	if (err < 0) {
 		fprintf(stderr, "req_cli: %s: %s\n", argv[2], strerror(-err));
 		return 1;
@@ -282,6 +295,8 @@ int main(int argc, char **argv)
 			errors++;
 			fprintf(stderr, "req_cli: read %zu at %" PRIu64 ": %s\n", i, jobs[i].off,
 				strerror(-jobs[i].err));
+			printf("error %zu %s\n", i, jobs[i].errmsg);
+			free(jobs[i].buf);
 			continue;
 		}
 		bytes += jobs[i].got;
@@ -305,6 +320,8 @@ int main(int argc, char **argv)
 	       st.recv_copied_bytes);
 	printf("sink_inplace %llu\nsink_copied %llu\n", (unsigned long long)sink_inplace,
 	       (unsigned long long)sink_copied);
+	printf("resolves %" PRIu64 "\nresolve_hits %" PRIu64 "\nresolve_failures %" PRIu64 "\n",
+	       st.resolves, st.resolve_hits, st.resolve_failures);
 	backend_close(be);
 	return errors ? 1 : 0;
 }

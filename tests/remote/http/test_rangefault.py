@@ -513,8 +513,9 @@ class PacedServer:
     then close. plans: [(k, cut or None)], one per request in order (then (0, None)). Counts
     requests and connections."""
 
-    def __init__(self, data):
+    def __init__(self, data, close=False):
         self.data = data
+        self.close_each = close  # say Connection: close and close after each answer
         self.plans = []
         self.conns = 0
         self.requests = 0
@@ -569,8 +570,9 @@ class PacedServer:
                 body = self.data[a:z + 1]
                 k, cut = self.plans.pop(0) if self.plans else (0, None)
                 out = (b'HTTP/1.1 206 Partial Content\r\nContent-Range: bytes %d-%d/%d\r\n'
-                       b'Content-Length: %d\r\nETag: "e1"\r\n\r\n' % (
-                           a, z, len(self.data), len(body)))
+                       b'Content-Length: %d\r\nETag: "e1"\r\n%s\r\n' % (
+                           a, z, len(self.data), len(body),
+                           b'Connection: close\r\n' if self.close_each else b''))
                 c.sendall(out + body[:k])
                 # a bounded wait for a state of the client (not a timing window): its
                 # receive of the head took these bytes, and nothing else
@@ -581,7 +583,7 @@ class PacedServer:
                         return
                     time.sleep(0.001)
                 c.sendall(body[k:cut])
-                if cut is not None:
+                if cut is not None or self.close_each:
                     c.shutdown(socket.SHUT_RDWR)
                     return
 
@@ -716,8 +718,163 @@ def group_recvmem(env, ck, cli, ng, src):
               'mount auto: %r of %d bytes received in place' % (inpl, len(want)))
 
 
+class SilentDns:
+    """A UDP socket on 127.0.0.1:53 that reads DNS queries and never answers (the resolver
+    of a namespace whose resolv.conf names it: a lookup that never ends). Counts queries
+    and where they came from."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(('127.0.0.1', 53))
+        self.queries = 0
+        self.peers = set()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        while True:
+            try:
+                _, peer = self.sock.recvfrom(4096)
+            except OSError:
+                return
+            self.queries += 1
+            self.peers.add(peer[0])
+
+    def close(self):
+        self.sock.close()
+
+
+def in_namespace(env, files, argv, extra_env, timeout=120):
+    """Run argv in a mount namespace of its own with each {path: text} of files bound over
+    path (the resolver's configuration: nothing outside 127.0.0.1 is asked); (exit status,
+    req_cli's output, stderr)."""
+    binds = []
+    for i, (path, text) in enumerate(sorted(files.items())):
+        p = env.path('ns-%d' % i)
+        with open(p, 'w') as f:
+            f.write(text)
+        binds.append('mount --bind %s %s' % (p, path))
+    script = ' && '.join(binds + ['exec "$@"'])
+    r = subprocess.run(['unshare', '--mount', '--propagation', 'private', 'sh', '-c', script,
+                        'sh'] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       env=dict(env.env, **extra_env), timeout=timeout)
+    out = cli_out(r.stdout)
+    err = r.stderr.decode(errors='replace')
+    log('ns %r -> %r %r %s' % (argv[1:], r.returncode, out, err.strip()[-600:]))
+    return r.returncode, out, err
+
+
+def group_names(env, ck, cli, ng, src):
+    key = 's/shard-000001.tar'
+    with open(os.path.join(src, key), 'rb') as f:
+        want = f.read()
+    size = len(want)
+    base = dict(env.env)
+    env.env['REQ_CLI_SIZE'] = str(size)  # no HEAD: the reads are the store's first requests
+    try:
+        # (a) localhost (/etc/hosts): 6 reads on one kept connection, one lookup
+        env.env['REQ_CLI_ENGINE'] = 'auto'
+        rc, out, err = req_cli(env, cli, ng.url('files/' + key).replace('127.0.0.1', 'localhost'),
+                               'shard-000001.tar', 3000, 70000, 6)
+        ck.eq('localhost: exit', rc, 0)
+        ck.eq('localhost: fnv', out.get('fnv'), fnv64(want[3000:3000 + 6 * 70000]))
+        ck.eq('localhost: requests, attempts, lean attempts',
+              (out.get('requests'), out.get('attempts'), out.get('lean_attempts')), (6, 6, 6))
+        ck.eq('localhost: resolves, hits, failures, connects',
+              (out.get('resolves'), out.get('resolve_hits'), out.get('resolve_failures'),
+               out.get('connects')), (1, 0, 0, 1))
+        # (b) a server that closes every connection (Connection: close): each read on a new
+        # connection, the name's kept answer used by all but the first
+        srv = PacedServer(want, close=True)
+        try:
+            rc, out, err = req_cli(env, cli, 'http://localhost:%d/%s' % (srv.port, key),
+                                   'shard-000001.tar', 100, 50000, 5)
+        finally:
+            srv.close()
+        ck.eq('close: server errors', srv.errors, [])
+        ck.eq('close: exit', rc, 0)
+        ck.eq('close: fnv', out.get('fnv'), fnv64(want[100:100 + 5 * 50000]))
+        ck.eq('close: lean attempts, connects, server connections',
+              (out.get('lean_attempts'), out.get('connects'), srv.conns), (5, 5, 5))
+        ck.eq('close: resolves, hits', (out.get('resolves'), out.get('resolve_hits')), (1, 4))
+        # (c) curl: --http-engine curl keeps every name curl's
+        env.env['REQ_CLI_ENGINE'] = 'curl'
+        rc, out, err = req_cli(env, cli, ng.url('files/' + key).replace('127.0.0.1', 'localhost'),
+                               'shard-000001.tar', 3000, 70000, 2)
+        ck.eq('curl: exit, fnv', (rc, out.get('fnv')), (0, fnv64(want[3000:3000 + 2 * 70000])))
+        ck.eq('curl: lean attempts, resolves', (out.get('lean_attempts'), out.get('resolves')),
+              (0, 0))
+        # (d) a name that does not resolve (the namespace's hosts: files only): the same error
+        # from both engines, each attempt a lookup of its own (a failure is not kept)
+        url = 'http://shardfs-no-such-host.invalid:%d/%s' % (ng.port, key)
+        errs = {}
+        for engine in ('curl', 'auto'):
+            rc, out, err = in_namespace(env, {'/etc/nsswitch.conf': 'hosts: files\n'},
+                                        [cli, url, 'shard-000001.tar', '0', '1000', '1', '1',
+                                         '1'], {'REQ_CLI_ENGINE': engine})
+            ck.eq('no such host, %s: exit' % engine, rc, 1)
+            errs[engine] = out.get('error')
+            if engine == 'auto':
+                ck.ok(out.get('lean_attempts', 0) >= 1, 'no such host: no lean attempt')
+                ck.eq('no such host: resolve failures = lean attempts',
+                      out.get('resolve_failures'), out.get('lean_attempts'))
+                ck.eq('no such host: resolves = lean attempts', out.get('resolves'),
+                      out.get('lean_attempts'))
+        ck.eq('no such host: the same error from both engines', errs['auto'], errs['curl'])
+        ck.ok('Could not resolve host: shardfs-no-such-host.invalid' in (errs['auto'] or ''),
+              'no such host: the error says %r' % errs['auto'])
+        # (e) a lookup that never answers (the namespace's resolver: a silent socket on
+        # 127.0.0.1:53): each attempt waits at most connect_timeout_s, all on one lookup
+        try:
+            dns = SilentDns()
+        except OSError as ex:
+            ck.ok(False, 'cannot bind 127.0.0.1:53 for the silent resolver: %s' % ex)
+            return
+        try:
+            rc, out, err = in_namespace(
+                env, {'/etc/nsswitch.conf': 'hosts: files dns\n',
+                      '/etc/resolv.conf': 'nameserver 127.0.0.1\noptions timeout:4 attempts:1\n'},
+                [cli, 'http://shardfs-silent.invalid:%d/%s' % (ng.port, key),
+                 'shard-000001.tar', '0', '1000', '1', '1', '2'],
+                {'REQ_CLI_ENGINE': 'auto', 'REQ_CLI_CONNECT_S': '1'})
+        finally:
+            dns.close()
+        ck.eq('silent: exit', rc, 1)
+        ck.ok('Resolving timed out after' in (out.get('error') or ''),
+              'silent: the error says %r' % out.get('error'))
+        ck.eq('silent: one lookup for every attempt', out.get('resolves'), 1)
+        ck.ok(out.get('lean_attempts', 0) >= 1, 'silent: no lean attempt')
+        ck.ok(dns.queries >= 1, 'silent: the resolver was not asked')
+        ck.eq('silent: asked from', dns.peers, {'127.0.0.1'})
+    finally:
+        env.env.clear()
+        env.env.update(base)
+    # (f) a mount by http://localhost:PORT/...: every read after the mount's own requests
+    # (curl's 1-byte GET and HEADs) is the lean engine's, on one lookup
+    source = ng.url('files/s/shard-{000000..000001}.tar').replace('127.0.0.1', 'localhost')
+    with ml.Mount(env, source, cache_dir=env.path('cache-names'),
+                  extra=['--warm', 'off', '--prefetch-shards', '0']) as m:
+        sizes = [os.path.getsize(os.path.join(m.mnt, 'shard-%06d.tar' % i)) for i in range(2)]
+        st0 = m.stats()  # after the shards' HEADs (their sizes), which are curl's
+        got = [ml.read_all(os.path.join(m.mnt, 'shard-%06d.tar' % i)) for i in range(2)]
+        st = m.stats()
+    wants = []
+    for i in range(2):
+        with open(os.path.join(src, 's', 'shard-%06d.tar' % i), 'rb') as f:
+            wants.append(f.read())
+    ck.ok(got == wants, 'mount localhost: the shards read are not exact')
+    ck.eq('mount localhost: sizes', sizes, [len(w) for w in wants])
+    d = {k: st[k] - st0[k] for k in ('store_attempts', 'store_lean_attempts')}
+    log('mount localhost: %r, after %r' % (d, {k: v for k, v in st.items()
+                                               if k.startswith('store_')}))
+    ck.ok(d['store_attempts'] > 0, 'mount localhost: no attempt after the mount')
+    ck.eq('mount localhost: lean attempts = attempts', d['store_lean_attempts'],
+          d['store_attempts'])
+    ck.eq('mount localhost: one lookup', st.get('store_resolves'), 1)
+
+
 GROUPS = {'shortbody': group_shortbody, 'norange': group_norange, 'pause': group_pause,
-          'lean': group_lean, 'syncpass': group_syncpass, 'recvmem': group_recvmem}
+          'lean': group_lean, 'syncpass': group_syncpass, 'recvmem': group_recvmem,
+          'names': group_names}
 
 
 def run_group(env, ck, group, cli):
