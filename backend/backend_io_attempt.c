@@ -17,6 +17,7 @@
  * Non-goals: chunked trailers, multi-range answers, any body but a GET's.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -191,57 +192,96 @@ static int total_check(struct xfer *x)
 	return -ESTALE;
 }
 
+/* An answer refused by headers_complete: err, with why in r->error (the
+ * request's failure in words, logged by the caller), so that no refusal
+ * is only "Input/output error". */
+__attribute__((format(printf, 3, 4))) static int refuse(struct xfer *x, int err, const char *fmt,
+							...)
+{
+	struct backend_req *r = x->r;
+	int n = snprintf(r->error, sizeof(r->error), "HTTP %ld: ", x->status);
+	va_list ap;
+
+	if (n < 0 || (size_t)n >= sizeof(r->error))
+		return err;
+	va_start(ap, fmt);
+	vsnprintf(r->error + n, sizeof(r->error) - (size_t)n, fmt, ap);
+	va_end(ap);
+	return err;
+}
+
 /* The final response's headers are in: decide what its body is. Returns 0,
- * or a negative errno that fails the request. */
+ * or a negative errno that fails the request (why: in r->error). */
 static int headers_complete(struct xfer *x)
 {
 	struct backend_req *r = x->r;
 	int get = strcmp(r->method, "HEAD") != 0;
 	int ranged = r->range_len > 0 || r->delivered > 0;
 	uint64_t remain = r->range_len ? r->range_len - r->delivered : UINT64_MAX;
+	uint64_t span = x->cr_end - x->cr_start + 1;
 
 	if (x->status < 200 || x->status > 299)
 		return 0; /* body discarded; decided at the end */
 	if (x->have_first && x->first_etag[0] && x->etag[0] && strcmp(x->etag, x->first_etag) != 0)
-		return -ESTALE; /* resumed on a different object */
+		return refuse(x, -ESTALE, "ETag %s after %s: the object changed during the read",
+			      x->etag, x->first_etag);
 	/* the caller's version, also against servers that ignore If-Match */
 	if (r->if_match && *r->if_match && x->etag[0] && strcmp(x->etag, r->if_match) != 0)
-		return -ESTALE;
+		return refuse(x, -ESTALE, "ETag %s, not %s: the object changed", x->etag,
+			      r->if_match);
 	if (!get)
 		return 0;
 	/* shardfs asks for no encoding: bytes encoded on the way (nginx's
 	 * gzip_static serving X.gz for X, a store transcoding) are not the
 	 * object's, whatever their length; refused, not retried */
-	if (x->encoding[0]) {
-		snprintf(r->error, sizeof(r->error),
-			 "HTTP %ld with Content-Encoding: %s: not the object's bytes as stored "
-			 "(the server encodes answers; turn that off for this path)",
-			 x->status, x->encoding);
-		return -EIO;
-	}
+	if (x->encoding[0])
+		return refuse(x, -EIO,
+			      "Content-Encoding: %s: not the object's bytes as stored "
+			      "(the server encodes answers; turn that off for this path)",
+			      x->encoding);
 	if (total_check(x) < 0)
 		return -ESTALE;
 	if (x->status == 206) {
-		if (!ranged || !x->have_crange || x->crange_star || x->cr_start != x->want_start ||
-		    x->cr_end < x->cr_start || x->cr_end >= x->cr_total)
-			return -EIO;
+		if (!ranged)
+			return refuse(x, -EIO, "a 206 to a request for the whole object");
+		if (!x->have_crange || x->crange_star)
+			return refuse(x, -EIO,
+				      "a 206 without a Content-Range of one range (a multipart "
+				      "answer?): asked for bytes %" PRIu64 "-",
+				      x->want_start);
+		if (x->cr_end < x->cr_start || x->cr_end >= x->cr_total)
+			return refuse(x, -EIO,
+				      "Content-Range bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64
+				      " is not a range of the object",
+				      x->cr_start, x->cr_end, x->cr_total);
+		if (x->cr_start != x->want_start)
+			return refuse(x, -EIO,
+				      "a 206 of bytes %" PRIu64 "-%" PRIu64 ", asked from %" PRIu64,
+				      x->cr_start, x->cr_end, x->want_start);
 		/* may end early only at the object's end */
-		if (r->range_len && x->cr_end - x->cr_start + 1 < remain &&
-		    x->cr_end + 1 != x->cr_total)
-			return -EIO;
+		if (r->range_len && span < remain && x->cr_end + 1 != x->cr_total)
+			return refuse(x, -EIO,
+				      "a 206 of bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64
+				      " ends before the range asked for (%" PRIu64
+				      " bytes) and the "
+				      "object",
+				      x->cr_start, x->cr_end, x->cr_total, remain);
 		/* a Content-Length short of the range is a short body: its bytes
 		 * are the range's first ones (as a cut connection's are), kept,
 		 * and the rest asked for again (xfer_done); a longer one is not
 		 * an answer to the range */
-		if (x->have_clen && x->clen > x->cr_end - x->cr_start + 1)
-			return -EIO;
+		if (x->have_clen && x->clen > span)
+			return refuse(x, -EIO,
+				      "Content-Length %" PRIu64 " is longer than its Content-Range "
+				      "(%" PRIu64 " bytes)",
+				      x->clen, span);
 	} else if (x->status == 200 && ranged) {
 		/* the server ignored Range: read the whole body from offset 0 */
 		x->skip = x->want_start;
 		x->range_ignored = 1;
 		atomic_fetch_add_explicit(&x->io->n_range_ignored, 1, memory_order_relaxed);
 	} else if (x->status != 200) {
-		return -EIO; /* 204 and friends: not an object body */
+		return refuse(x, -EIO, "not an object's bytes (a GET is answered 200 or 206)");
 	}
 	x->limit = remain;
 	x->accept_body = 1;

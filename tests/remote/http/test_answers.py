@@ -26,7 +26,7 @@ Groups:
            receives into the fill's memory): every second GET of a 12 MiB shard's raw read
            (--chunk-size 1M) cut; 25 GETs, 12 cut, exact bytes, no read, fill or store
            failure, store_short_bodies 12 for the cuts in the body.
-  reasons  (not in meson.build: it fails on main) answers to a ranged GET that are not the
+  reasons  answers to a ranged GET that are not the
            range, through a mount, one object each: a 206 of another range, a 206 that ends
            before the range's end and the object's, a 206 without Content-Range, a 206 longer
            than its range, a 204, a multipart/byteranges 206: each read fails with EIO (as on
