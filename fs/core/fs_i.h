@@ -444,9 +444,10 @@ void fs_objs_learn(struct fs *fs, const uint32_t *objs, size_t n);
 /* Learn every live object of the mount that is not known yet. */
 void fs_learn_all(struct fs *fs);
 /* Learn the objects of the entries [from, from + FS_LEARN_AHEAD) of source
- * directory dir when one of the first FS_LEARN_NEAR is not known: what a
- * listing (readdirplus) from entry from is about to show. Takes ns_lock
- * itself; call without it. */
+ * directory dir when one of the first FS_LEARN_NEAR is not known, and of
+ * the windows after it until FS_LEARN_NEAR entries that a listing shows
+ * (not missing) were seen: what a listing (readdirplus) from entry from is
+ * about to show. Takes ns_lock itself; call without it. */
 #define FS_LEARN_AHEAD 4096
 #define FS_LEARN_NEAR  (FS_LEARN_AHEAD / 2)
 void fs_dir_learn(struct fs *fs, uint32_t dir, uint32_t from);

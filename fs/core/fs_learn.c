@@ -15,9 +15,11 @@
  * a shard that changes on the server afterwards is ESTALE, then replaced at
  * the next lookup, as any remote object (fs_ns_replace).
  *
- * A name the store does not have (404) becomes FS_INFO_MISSING once: one
- * log line, brace_missing counts it, and from then on it is ENOENT by name
- * and left out of listings (readdir skips entries whose attributes fail).
+ * A name the store does not have (404) becomes FS_INFO_MISSING once:
+ * brace_missing counts it, the first LEARN_MISSING_LOGGED of the mount are
+ * logged by name (then one line per batch with a count), and from then on
+ * it is ENOENT by name and left out of listings (readdir skips entries
+ * whose attributes fail; fs_dir_learn learns ahead past them).
  * Its entries stay in the directory's array, so listing offsets never
  * move. A refresh asks for it again (fs_ns.c). Other errors (the store is
  * down: -EIO) are not remembered: the next need asks again.
@@ -37,27 +39,34 @@
  * 4096 x ~120 bytes). */
 #define LEARN_BATCH 4096u
 
-/* Record the store's answer about obj (err: 0 with info, or its errno). */
-static void learn_apply(struct fs *fs, uint32_t obj, const struct backend_objinfo *info, int err)
+/* Names of the pattern the store does not have that are logged one by one;
+ * past them, one line per batch gives their count (a pattern that names
+ * 100,000 shards of which 40 exist logged 99,960 lines, 13 MB). */
+#define LEARN_MISSING_LOGGED 8
+
+/* Record the store's answer about obj (err: 0 with info, or its errno).
+ * Returns 1 when it found obj missing and did not log it, else 0. */
+static int learn_apply(struct fs *fs, uint32_t obj, const struct backend_objinfo *info, int err)
 {
 	struct fs_obj *o = fs_obj(fs, obj);
 
 	if (err != 0 && err != -ENOENT)
-		return; /* nothing learned: asked again at the next need */
+		return 0; /* nothing learned: asked again at the next need */
 	disk_mutex_lock(&o->lock);
 	if (atomic_load_explicit(&o->known, memory_order_relaxed) != FS_INFO_LAZY) {
 		disk_mutex_unlock(&o->lock);
-		return; /* another thread learned it first */
+		return 0; /* another thread learned it first */
 	}
 	if (err == -ENOENT) {
 		atomic_store_explicit(&o->known, FS_INFO_MISSING, memory_order_release);
 		disk_mutex_unlock(&o->lock);
-		fs->c.brace_missing++;
+		if (atomic_fetch_add(&fs->c.brace_missing, 1) >= LEARN_MISSING_LOGGED)
+			return 1;
 		fs_log(FS_LOG_WARN,
 		       "%s: named by the pattern but not on the server: ENOENT, left "
 		       "out of listings",
 		       o->key);
-		return;
+		return 0;
 	}
 	o->info.size = info->size;
 	o->info.mtime = info->mtime;
@@ -68,6 +77,7 @@ static void learn_apply(struct fs *fs, uint32_t obj, const struct backend_objinf
 	disk_mutex_unlock(&o->lock);
 	fs->c.brace_learned++;
 	atomic_fetch_add(&fs->total_bytes, info->size);
+	return 0;
 }
 
 static int known_err(const struct fs_obj *o, int err)
@@ -93,7 +103,11 @@ int fs_obj_learn(struct fs *fs, uint32_t obj)
 	err = backend_stat(fs->be, o->key, &info);
 	if (err == -EISDIR)
 		err = -ENOENT; /* a directory: no object of that name */
-	learn_apply(fs, obj, &info, err);
+	if (learn_apply(fs, obj, &info, err))
+		fs_log(FS_LOG_WARN,
+		       "%s: named by the pattern but not on the server: ENOENT, left out of "
+		       "listings (%llu such names: counter brace_missing)",
+		       o->key, (unsigned long long)atomic_load(&fs->c.brace_missing));
 	return known_err(o, err);
 }
 
@@ -110,7 +124,8 @@ static void learn_batch(struct fs *fs, const uint32_t *objs, size_t n)
 	const char **keys = malloc(n * sizeof(*keys));
 	struct backend_objinfo *info = malloc(n * sizeof(*info));
 	int *errs = malloc(n * sizeof(*errs)), first = 0;
-	size_t failed = 0;
+	size_t failed = 0, unlogged = 0;
+	const char *first_unlogged = NULL;
 
 	if (!keys || !info || !errs)
 		goto out; /* each is asked alone at its need */
@@ -123,8 +138,16 @@ static void learn_batch(struct fs *fs, const uint32_t *objs, size_t n)
 			errs[i] = -ENOENT;
 		if (errs[i] < 0 && errs[i] != -ENOENT && !failed++)
 			first = errs[i];
-		learn_apply(fs, objs[i], &info[i], errs[i]);
+		if (learn_apply(fs, objs[i], &info[i], errs[i]) && !unlogged++)
+			first_unlogged = keys[i];
 	}
+	if (unlogged)
+		fs_log(FS_LOG_WARN,
+		       "%zu more names of the pattern not on the server (the first: %s): ENOENT, "
+		       "left out of listings; not logged one by one (%llu in all: counter "
+		       "brace_missing)",
+		       unlogged, first_unlogged,
+		       (unsigned long long)atomic_load(&fs->c.brace_missing));
 	if (failed)
 		fs_log(FS_LOG_WARN,
 		       "%zu of %zu objects' sizes not learned: %s (asked again when needed)",
@@ -191,17 +214,37 @@ static int obj_of_ent(const struct fs *fs, const struct fs_dirent *e, uint32_t *
 	return 1;
 }
 
-void fs_dir_learn(struct fs *fs, uint32_t dir, uint32_t from)
+/* Entries of [from, end) of dir that a listing shows: all but those whose
+ * object the store does not have. */
+static uint32_t dir_shown(struct fs *fs, uint32_t dir, uint32_t from, uint32_t end)
 {
-	uint32_t *objs = NULL, n = 0, near = 0;
+	uint32_t shown = 0;
 
-	if (!fs->lazy)
-		return;
+	fs_ns_rdlock(fs);
+	for (uint32_t i = from; dir < fs->ndirs && i < end && i < fs->dirs[dir].nents; i++) {
+		uint32_t obj;
+
+		if (!obj_of_ent(fs, &fs->dirs[dir].ents[i], &obj) ||
+		    atomic_load_explicit(&fs_obj(fs, obj)->known, memory_order_acquire) !=
+			FS_INFO_MISSING)
+			shown++;
+	}
+	fs_ns_unlock(fs);
+	return shown;
+}
+
+/* One window [from, end) of dir learned when one of its first
+ * FS_LEARN_NEAR entries is not known; its end (from: past the
+ * directory's end). */
+static uint32_t dir_learn_window(struct fs *fs, uint32_t dir, uint32_t from)
+{
+	uint32_t *objs = NULL, n = 0, near = 0, end = from;
+
 	fs_ns_rdlock(fs);
 	if (dir < fs->ndirs && from < fs->dirs[dir].nents) {
 		const struct fs_dir *d = &fs->dirs[dir];
-		uint32_t end = d->nents - from > FS_LEARN_AHEAD ? from + FS_LEARN_AHEAD : d->nents;
 
+		end = d->nents - from > FS_LEARN_AHEAD ? from + FS_LEARN_AHEAD : d->nents;
 		for (uint32_t i = from; i < end && i < from + FS_LEARN_NEAR && !near; i++) {
 			uint32_t obj;
 
@@ -219,6 +262,29 @@ void fs_dir_learn(struct fs *fs, uint32_t dir, uint32_t from)
 	if (objs)
 		fs_objs_learn(fs, objs, n);
 	free(objs);
+	return end;
+}
+
+void fs_dir_learn(struct fs *fs, uint32_t dir, uint32_t from)
+{
+	uint32_t shown = 0;
+
+	if (!fs->lazy)
+		return;
+	/* A listing leaves out the names the store does not have, so one READDIR
+	 * passes as many of them as come before its next entries: a window of
+	 * a pattern that names more shards than exist may show few entries,
+	 * and the listing would go on into names not learned yet and show them
+	 * (the kernel then keeps that listing). Windows are learned until
+	 * FS_LEARN_NEAR entries that a listing shows lie ahead, or the end. */
+	while (shown < FS_LEARN_NEAR) {
+		uint32_t end = dir_learn_window(fs, dir, from);
+
+		if (end == from)
+			return;
+		shown += dir_shown(fs, dir, from, end);
+		from = end;
+	}
 }
 
 int fs_ino_unlearned(const struct fs *fs, uint64_t ino)
