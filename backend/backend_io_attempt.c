@@ -239,6 +239,14 @@ static int headers_complete(struct xfer *x)
 			      "Content-Encoding: %s: not the object's bytes as stored "
 			      "(the server encodes answers; turn that off for this path)",
 			      x->encoding);
+	/* a 200 is the whole object: one that says it holds a range is the
+	 * server's mistake (a 206's answer labelled 200?), not another object */
+	if (x->status == 200 && x->have_crange && !x->crange_star &&
+	    (x->cr_start != 0 || !x->have_clen || x->cr_end + 1 != x->clen))
+		return refuse(x, -EIO,
+			      "a 200 with Content-Range bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64
+			      ": not the whole object (the server answers ranges wrongly)",
+			      x->cr_start, x->cr_end, x->cr_total);
 	if (total_check(x) < 0)
 		return -ESTALE;
 	if (x->status == 206) {

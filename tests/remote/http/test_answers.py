@@ -29,7 +29,8 @@ Groups:
   reasons  answers to a ranged GET that are not the
            range, through a mount, one object each: a 206 of another range, a 206 that ends
            before the range's end and the object's, a 206 without Content-Range, a 206 longer
-           than its range, a 204, a multipart/byteranges 206: each read fails with EIO (as on
+           than its range, a 204, a multipart/byteranges 206, a 200 of the range's bytes with
+           its Content-Range (not "the object changed"): each read fails with EIO (as on
            main) and the daemon's log line names the status and the cause (on main: only
            "Input/output error").
   encoding answers whose bytes are not the object's (before backend_io_attempt.c refused
@@ -413,11 +414,15 @@ def bad_206(name, rng, d):
         return Answer(Answer.head(b'206 Partial Content', [
             b'Content-Type: multipart/byteranges; boundary=B0UND',
             b'Content-Length: %d' % len(mp), b'ETag: "e1"']) + mp)
+    if name == '200 of the range':  # the range's bytes labelled 200, with its Content-Range
+        return Answer(Answer.head(b'200 OK', [
+            b'Content-Range: bytes %d-%d/%d' % (a, b, len(d)),
+            b'Content-Length: %d' % (b - a + 1), b'ETag: "e1"']) + d[a:b + 1])
     raise ValueError(name)
 
 
 REASONS = ('shifted', 'ends early', 'no content-range', 'longer than its range', '204',
-           'multipart')
+           'multipart', '200 of the range')
 
 
 def group_reasons(env, ck, cli, data):
@@ -458,7 +463,7 @@ def group_reasons(env, ck, cli, data):
     for i, name in enumerate(REASONS):
         lines = [ln for ln in text.splitlines() if 's%d.tar' % i in ln and 'failed' in ln]
         log('%s: %s' % (name, lines))
-        ck.ok(any(re.search(r'HTTP 20[46]', ln) for ln in lines),
+        ck.ok(any(re.search(r'HTTP 20[046]', ln) for ln in lines),
               '%s: no log line of s%d.tar names the status and the cause: %r' % (
                   name, i, lines))
 
