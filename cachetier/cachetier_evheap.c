@@ -499,7 +499,9 @@ static void ev_update(struct cachetier *ct, struct ct_file *f, int64_t now, uint
 	uint32_t u[2] = {UINT32_MAX, UINT32_MAX};
 	int64_t exp = INT64_MAX, fat = 0;
 	uint64_t ahead = 0;
-	int all = lo == 0 && hi >= f->nunits;
+	/* f->nunits only once live: a file being loaded (f->opening) sets
+	 * it without ct->lock */
+	int all = f->live && lo == 0 && hi >= f->nunits;
 	int ahead_whole = !f->ev.held || all;
 
 	f->ev.chk = ct->ev.picks;
