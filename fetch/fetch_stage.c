@@ -36,6 +36,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fetch_i.h"
 
@@ -300,9 +301,16 @@ static int stage_read(struct fetch *s, struct cachetier_obj *o, void *dst, char 
 	}
 	p->readers++;
 	/* bounded by the store's read: its retry budget and stall bound */
-	while (p->state == STAGE_INFLIGHT) {
+	if (p->state == STAGE_INFLIGHT) {
+		struct timespec t0, t1;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		st->c.waits++;
-		disk_cond_wait(&st->cond, &st->lock);
+		while (p->state == STAGE_INFLIGHT)
+			disk_cond_wait(&st->cond, &st->lock);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		st->c.wait_ms_ns +=
+		    (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
 	}
 	disk_mutex_unlock(&st->lock);
 	if (p->state == STAGE_OK && !cachetier_obj_stale(o)) {
@@ -352,6 +360,7 @@ void fetch_stage_stats_get(struct fetch *s, struct fetch_stage_stats *out)
 		return;
 	disk_mutex_lock(&st->lock);
 	*out = st->c;
+	out->wait_ms = st->c.wait_ms_ns / 1000000;
 	out->now = st->bytes;
 	out->max = st->max;
 	disk_mutex_unlock(&st->lock);

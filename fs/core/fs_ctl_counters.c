@@ -390,6 +390,8 @@ const struct ctl_counter fs_ctl_counters[] = {
      SNAP(stage.full)},
     {"plan_stage_waits", "reads that waited for their staged span's fetch to end", C,
      SNAP(stage.waits)},
+    {"plan_stage_wait_ms", "time reads waited for their staged span's fetch, summed",
+     CTL_COUNTER_MS, SNAP(stage.wait_ms)},
     {"plan_stage_peak_bytes", "the most memory the stage held", G, SNAP(stage.peak)},
     {"plan_stage_mem_bytes", "memory the stage holds now", G, SNAP(stage.now)},
     {"link_ttfb_ms", "time to first byte of the store's fills, as measured (decayed average)",

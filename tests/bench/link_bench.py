@@ -830,7 +830,7 @@ class Epoch:
                 # the stage (--plan-memory): planned spans kept in memory, not in the cache
                 'plan_stage_spans', 'plan_stage_bytes', 'plan_stage_reads',
                 'plan_stage_fallbacks', 'plan_stage_failed', 'plan_stage_dropped',
-                'plan_stage_full', 'plan_stage_waits', 'cache_punches')
+                'plan_stage_full', 'plan_stage_waits', 'plan_stage_wait_ms', 'cache_punches')
 
     def __init__(self, **kw):
         self.__dict__.update(kw)
