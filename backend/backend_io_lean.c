@@ -15,7 +15,8 @@
  * curl sets them) with one uv_poll_t, polled for reading from its connect
  * to its close (a reused connection costs no epoll_ctl), for writing only
  * while its connect or request is under way. Its buffer (IO_BUFFER_BYTES)
- * holds the head (with the body bytes that came in its receive) and each
+ * holds the head (with the body bytes that came in its receive: at most
+ * LEAN_HEAD_RECV bytes in all when the sink offers memory) and each
  * piece of body, unless the sink offers memory of its own
  * (backend_req.on_mem: a fill's buffer) for a body it takes whole (a 2xx,
  * nothing to skip): then the body is received there, at most
@@ -71,6 +72,11 @@
 #define LEAN_IDLE_MS  60000u /* curl's CURLOPT_MAXAGE_CONN is 118 s; servers close sooner */
 #define LEAN_REQ_MAX  4096   /* a request head (signed headers included) */
 #define LEAN_HDRS_MAX 32
+/* The first receive of an answer whose sink offers memory asks for at most
+ * this much (a head is a few hundred bytes; one past it gets the rest of
+ * the buffer): the body bytes that come with the head are copied, the rest
+ * is received in the sink's memory */
+#define LEAN_HEAD_RECV 2048
 
 enum lc_state { LC_IDLE, LC_RESOLVE, LC_CONNECT, LC_SEND, LC_HEAD, LC_BODY, LC_DONE };
 
@@ -462,6 +468,8 @@ static void on_readable(struct lconn *c)
 					    * request is out, so nothing of another answer */
 			dst = c->buf + c->have;
 			want = sizeof(c->buf) - c->have;
+			if (c->x->r->on_mem && c->have < LEAN_HEAD_RECV)
+				want = LEAN_HEAD_RECV - c->have;
 		} else {
 			struct xfer *x = c->x;
 			void *m;
