@@ -87,7 +87,8 @@ void fetch__stage_free(struct fetch *s);
 uint64_t fetch__stage_max(struct fetch *s); /* 0: no stage */
 /* Stage bytes [off, end) of o for plan (its path index last is the
  * span's last planned path, position the plan's now), the planned paths'
- * ranges sub[0..nsub): the store's read into memory is started. 0, or the
+ * data sub[0..nsub) (without their tar headers): the store's read into
+ * memory is started. 0, or the
  * span goes to the store: -ENOSPC (no room after the pressure rule),
  * -EOPNOTSUPP (no stage, or an object without units), -ESTALE, -ENOMEM. */
 int fetch__stage_add(struct fetch *s, struct cachetier_obj *o, uint64_t off, uint64_t end,

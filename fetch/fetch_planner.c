@@ -362,9 +362,9 @@ static int pfx_span_stage(struct fetch_planner *pl, struct pfx_buf *b, const str
 		*room -= len < *room ? len : *room;
 		return 0;
 	}
-	for (size_t i = 0; i < n; i++) {
-		b->cp[i].off = pc[i].off;
-		b->cp[i].len = pc[i].len;
+	for (size_t i = 0; i < n; i++) { /* the planned data (not the header before it) */
+		b->cp[i].off = pc[i].x.off + pc[i].from;
+		b->cp[i].len = pc[i].to - pc[i].from;
 		if (pc[i].idx > last)
 			last = pc[i].idx;
 	}

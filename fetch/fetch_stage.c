@@ -11,7 +11,8 @@
  * A piece: one span of a plan's batch (bytes [off, end) of a store
  * object, the object referenced while the piece lives), its buffer, its
  * state (in flight, there, failed) and its planned paths (subs: the
- * ranges the batch's pieces named, the tar header with a first piece).
+ * data the batch's pieces named; a first piece's tar header is staged with
+ * it but not counted).
  * A read of [a, b) of the object that lies in a piece that is there is
  * copied out of it; one that finds its piece in flight waits for the
  * read's end (bounded by the store's retry budget and stall bound: the
@@ -21,11 +22,10 @@
  * (the cache, a miss fill), which gives the bytes or the same error it
  * gives without the stage; a failed piece's bytes are never served.
  *
- * Freed: when a read has reached the end of each of its planned paths
- * (the path read to its last byte); under pressure (a new piece does not
- * fit), those whose last planned path lies behind their plan's position,
- * oldest first; at fetch_free. A piece in flight or being copied from is
- * never freed (the store's read writes into its buffer until it ends).
+ * Freed: once reads got every byte of each of its planned paths; under pressure (a new piece does
+ * not fit), those whose last planned path lies behind their plan's position, oldest first; at
+ * fetch_free. A piece in flight or being copied from is never freed (the store's read writes into
+ * its buffer until it ends).
  *
  * Memory: the bytes of the pieces' buffers, at most --plan-memory; a span
  * that does not fit after the pressure rule goes to the store as before.
@@ -42,9 +42,10 @@
 
 enum stage_state { STAGE_INFLIGHT = 0, STAGE_OK, STAGE_FAILED };
 
+/* A planned path's data in a piece: [off, end) (its tar header, staged
+ * with a first piece, not counted), and the bytes of it reads got. */
 struct stage_sub {
-	uint64_t off, end;
-	int served;
+	uint64_t off, end, got;
 };
 
 struct stage_piece {
@@ -264,17 +265,22 @@ int fetch__stage_add(struct fetch *s, struct cachetier_obj *o, uint64_t off, uin
 	return err;
 }
 
-/* Mark the planned paths of p a read of [a, b) reached the end of; 1 when
- * every one was. st->lock held. */
+/* Count a read of [a, b) in the planned paths of p it overlaps: a path is
+ * read once reads got as many of its bytes as it has (the kernel's
+ * readahead may send a path's last request before one in the middle: the
+ * end reached is not the path read). 1 when every path was read. st->lock
+ * held. */
 static int piece_note_read(struct stage_piece *p, uint64_t a, uint64_t b)
 {
 	for (uint32_t i = 0; i < p->nsub; i++) {
 		struct stage_sub *u = &p->sub[i];
+		uint64_t lo = a > u->off ? a : u->off, hi = b < u->end ? b : u->end;
 
-		if (!u->served && a < u->end && u->end <= b) {
-			u->served = 1;
+		if (u->got >= u->end - u->off || lo >= hi)
+			continue;
+		u->got += hi - lo;
+		if (u->got >= u->end - u->off)
 			p->left--;
-		}
 	}
 	return p->left == 0;
 }
