@@ -62,8 +62,8 @@ ssize_t fetch_pread(struct fetch *s, uint32_t reader, struct cachetier_obj *o, v
  * keep only by evicting into the stage's memory (--plan-memory) instead of
  * the cache (fetch_rules.c's fetch__rules_stage; fetch/README.md, "The
  * stage"). A read of [off, off + len) of o that lies within a staged span
- * is answered from there: copied into dst (fetch_stage_read) or into a
- * buffer it mallocs (fetch_stage_read_alloc, *out; the caller frees it),
+ * is answered from there: copied into dst (fetch_stage_read) or held for
+ * a reply (fetch_stage_hold),
  * after waiting for the span's read to end (bounded by the store's retry
  * budget and stall bound). Returns 1 when answered (all len bytes, from
  * the listed version), 0 when the caller reads the ordinary way: no stage,
@@ -71,8 +71,12 @@ ssize_t fetch_pread(struct fetch *s, uint32_t reader, struct cachetier_obj *o, v
  * short answer, a changed version: counted as a fallback); never part of
  * a range, never a failed span's bytes. fetch_pread tries it first. */
 int fetch_stage_read(struct fetch *s, struct cachetier_obj *o, void *dst, size_t len, uint64_t off);
-int fetch_stage_read_alloc(struct fetch *s, struct cachetier_obj *o, size_t len, uint64_t off,
-			   char **out);
+/* fetch_stage_read without a copy: *ptr points at the staged bytes, which
+ * stay (the span is not freed) until fetch_stage_release(*ref); a reply
+ * is made from them. 1, or 0 (*ptr and *ref NULL) as fetch_stage_read. */
+int fetch_stage_hold(struct fetch *s, struct cachetier_obj *o, size_t len, uint64_t off, char **ptr,
+		     void **ref);
+void fetch_stage_release(void *ref); /* accepts NULL; any thread */
 /* What the stage did (since fetch_new; all 0 without a stage). */
 struct fetch_stage_stats {
 	uint64_t pieces, bytes;	    /* spans staged (their reads started), their bytes */

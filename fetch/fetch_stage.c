@@ -285,76 +285,122 @@ static int piece_note_read(struct stage_piece *p, uint64_t a, uint64_t b)
 	return p->left == 0;
 }
 
-/* fetch_stage_read into dst, or (dst NULL) into a buffer of len bytes
- * malloc'd into *out. */
-static int stage_read(struct fetch *s, struct cachetier_obj *o, void *dst, char **out, size_t len,
-		      uint64_t off)
+/* The piece of o that holds [off, off + len), its read waited for (bounded
+ * by the store's read: its retry budget and stall bound), held (readers);
+ * NULL when none. */
+static struct stage_piece *stage_find(struct fetch_stage *st, struct cachetier_obj *o, uint64_t off,
+				      size_t len)
 {
-	struct fetch_stage *st = atomic_load(&s->stage);
 	struct stage_piece *p;
-	int served = 0, gone = 0;
 
-	if (!st || len == 0)
-		return 0;
 	disk_mutex_lock(&st->lock);
 	for (p = st->head; p; p = p->next) {
 		if (p->o == o && off >= p->off && off < p->end && len <= p->end - off)
 			break;
 	}
-	if (!p) {
-		disk_mutex_unlock(&st->lock);
-		return 0;
-	}
-	p->readers++;
-	/* bounded by the store's read: its retry budget and stall bound */
-	if (p->state == STAGE_INFLIGHT) {
-		struct timespec t0, t1;
+	if (p) {
+		p->readers++;
+		if (p->state == STAGE_INFLIGHT) {
+			struct timespec t0, t1;
 
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		st->c.waits++;
-		while (p->state == STAGE_INFLIGHT)
-			disk_cond_wait(&st->cond, &st->lock);
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		st->c.wait_ms_ns +=
-		    (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
-	}
-	disk_mutex_unlock(&st->lock);
-	if (p->state == STAGE_OK && !cachetier_obj_stale(o)) {
-		if (!dst)
-			dst = *out = malloc(len);
-		if (dst) {
-			memcpy(dst, p->buf + (off - p->off), len);
-			served = 1;
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			st->c.waits++;
+			while (p->state == STAGE_INFLIGHT)
+				disk_cond_wait(&st->cond, &st->lock);
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			st->c.wait_ms_ns += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL +
+						       (t1.tv_nsec - t0.tv_nsec));
 		}
 	}
+	disk_mutex_unlock(&st->lock);
+	return p;
+}
+
+/* A read of [off, off + len) found p (stage_find): counted (served or a
+ * fallback) and noted in its planned paths; unless kept (held by the
+ * reply: stage_release), p's hold ends, and p goes once every path was
+ * read and no read holds it. */
+static void stage_end(struct fetch_stage *st, struct stage_piece *p, uint64_t off, size_t len,
+		      int served, int keep)
+{
+	int gone;
+
 	disk_mutex_lock(&st->lock);
-	p->readers--;
+	if (!keep)
+		p->readers--;
 	if (served) {
 		st->c.reads++;
 		st->c.read_bytes += len;
 	} else {
 		st->c.fallbacks++;
 	}
-	if (piece_note_read(p, off, off + len) && p->readers == 0) {
+	gone = piece_note_read(p, off, off + len) && p->readers == 0;
+	if (gone)
 		piece_unlink(st, p);
-		gone = 1;
-	}
 	disk_mutex_unlock(&st->lock);
 	if (gone)
 		piece_free(p);
-	return served;
+}
+
+/* 1 when p's bytes may be served: its read ended with all of them, and
+ * its object's bytes did not change under a weak ETag since. */
+static int stage_ok(const struct stage_piece *p)
+{
+	return p->state == STAGE_OK && !cachetier_obj_stale(p->o);
 }
 
 int fetch_stage_read(struct fetch *s, struct cachetier_obj *o, void *dst, size_t len, uint64_t off)
 {
-	return stage_read(s, o, dst, NULL, len, off);
+	struct fetch_stage *st = atomic_load(&s->stage);
+	struct stage_piece *p = st && len ? stage_find(st, o, off, len) : NULL;
+	int ok;
+
+	if (!p)
+		return 0;
+	ok = stage_ok(p);
+	if (ok)
+		memcpy(dst, p->buf + (off - p->off), len);
+	stage_end(st, p, off, len, ok, 0);
+	return ok;
 }
 
-int fetch_stage_read_alloc(struct fetch *s, struct cachetier_obj *o, size_t len, uint64_t off,
-			   char **out)
+int fetch_stage_hold(struct fetch *s, struct cachetier_obj *o, size_t len, uint64_t off, char **ptr,
+		     void **ref)
 {
-	*out = NULL;
-	return stage_read(s, o, NULL, out, len, off);
+	struct fetch_stage *st = atomic_load(&s->stage);
+	struct stage_piece *p = st && len ? stage_find(st, o, off, len) : NULL;
+	int ok;
+
+	*ptr = NULL;
+	*ref = NULL;
+	if (!p)
+		return 0;
+	ok = stage_ok(p);
+	if (ok) {
+		*ptr = (char *)p->buf + (off - p->off);
+		*ref = p;
+	}
+	stage_end(st, p, off, len, ok, ok);
+	return ok;
+}
+
+void fetch_stage_release(void *ref)
+{
+	struct stage_piece *p = ref;
+	struct fetch_stage *st;
+	int gone;
+
+	if (!p)
+		return;
+	st = p->st;
+	disk_mutex_lock(&st->lock);
+	p->readers--;
+	gone = p->left == 0 && p->readers == 0;
+	if (gone)
+		piece_unlink(st, p);
+	disk_mutex_unlock(&st->lock);
+	if (gone)
+		piece_free(p);
 }
 
 void fetch_stage_stats_get(struct fetch *s, struct fetch_stage_stats *out)

@@ -275,8 +275,9 @@ int fs_read_fd_range(struct fs *fs, struct cachetier_obj *o, uint64_t off, size_
 {
 	int err;
 
-	/* a planned read of staged bytes: answered from memory (fetch_stage_read) */
-	if (fetch_stage_read_alloc(fs->fetch, o, size, off, &r->buf)) {
+	/* a planned read of staged bytes: answered from the stage's memory, held
+	 * until the reply is sent (fs_op_read_done) */
+	if (fetch_stage_hold(fs->fetch, o, size, off, &r->buf, &r->stage)) {
 		r->len = size;
 		fs->c.read_bytes += size;
 		return 0;
@@ -330,6 +331,10 @@ void fs_op_read_done(struct fs_read *r)
 {
 	if (r->pin)
 		cachetier_obj_read_end(r->pin);
+	if (r->stage) { /* buf is the stage's */
+		fetch_stage_release(r->stage);
+		r->buf = NULL;
+	}
 	if (r->plan_wake) /* after the unpin: a fetcher may evict what it read */
 		fs_plan_wake(r->fs);
 	if (r->fs)

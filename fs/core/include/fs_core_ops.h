@@ -67,7 +67,8 @@ struct fs_read {
 	struct cachetier_pin *pin;
 	int fd;
 	uint64_t fd_off;
-	char *buf; /* malloc'd */
+	char *buf;   /* malloc'd, or the stage's bytes (stage) */
+	void *stage; /* the staged span buf points into (fetch_stage_hold), or NULL */
 	size_t len;
 	struct fs *fs;	 /* counted in reads_inflight until fs_op_read_done */
 	int plan_wake;	 /* fs_plan_wake is due once the read is done */
