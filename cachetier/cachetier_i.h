@@ -27,8 +27,10 @@
  *      held unit under cachetier.lock (eviction's take, the fill writer's
  *      unit_done, a damaged unit, a close) takes it inside. One object's at
  *      a time; never held across a condition wait (cachetier.lock's waits
- *      need it innermost) or a call into the backend; under it only lock
- *      fcntls on the object's state file.
+ *      need it innermost) or a call into the backend; no other ranked lock
+ *      is taken under it (its system calls: lock fcntls on the object's
+ *      state file, and a fill queue's wake-up when the writer's publish
+ *      queues a withdrawn prefetch unit again).
  * maplock may be held while taking lock; never the other way round. The
  * inotify watch's lock (cachetier_watch.c) is a leaf after them.
  *

@@ -825,7 +825,8 @@ class Epoch:
     # counters a base build may lack: -1 then (the room counters: making room for fills; the
     # waits for the tier's lock); and the FUSE requests the loader's reads cost
     OPT_KEYS = ('cache_room_waits', 'cache_room_wait_ms', 'cache_room_make_ms',
-                'cache_tier_lock_waits', 'cache_tier_lock_wait_ms', 'lookups', 'getattrs',
+                'cache_tier_lock_waits', 'cache_tier_lock_wait_ms', 'cache_file_lock_waits',
+                'cache_file_lock_wait_ms', 'lookups', 'getattrs',
                 'reads', 'cache_read_locks', 'cache_unit_read_locks', 'cache_read_file_checks',
                 # the stage (--plan-memory): planned spans kept in memory, not in the cache
                 'plan_stage_spans', 'plan_stage_bytes', 'plan_stage_reads',
@@ -1178,8 +1179,10 @@ def plan_rows(a, emu, loader):
              % (what, i + 1, r.c['cache_room_make_ms'], r.c['cache_room_wait_ms'],
                 r.c['cache_room_waits']))
         note('%s plan: epoch %d: takes of the tier\'s lock that waited for another thread %d, '
-             '%d ms in all (cache_tier_lock_waits, cache_tier_lock_wait_ms)'
-             % (what, i + 1, r.c['cache_tier_lock_waits'], r.c['cache_tier_lock_wait_ms']))
+             '%d ms in all (cache_tier_lock_waits, cache_tier_lock_wait_ms); of the objects\' '
+             'own locks %d, %d ms (cache_file_lock_waits, _ms; -1: a build without them)'
+             % (what, i + 1, r.c['cache_tier_lock_waits'], r.c['cache_tier_lock_wait_ms'],
+                r.c['cache_file_lock_waits'], r.c['cache_file_lock_wait_ms']))
         # the reads' own takes of the tier's lock, their fcntl calls on unit locks and their
         # data file checks (issue 37 #4; -1: a build without the counters)
         note('%s plan: epoch %d: reads took the tier\'s lock %d times (%.3f a sample); unit '
