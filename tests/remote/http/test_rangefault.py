@@ -60,6 +60,7 @@ Groups (each starts its own nginx on 127.0.0.1 and, for 'shortbody', the fault p
 Exact counts throughout (faults served, requests, attempts, bytes); no timing.
 """
 import errno
+import fcntl
 import os
 import re
 import select
@@ -724,29 +725,64 @@ def group_recvmem(env, ck, cli, ng, src):
               'mount auto: %r of %d bytes received in place' % (inpl, len(want)))
 
 
+DNS_LOCK = '/tmp/shardfs-test-dns53.lock'
+DNS_LOCK_WAIT_S = 150
+
+
 class SilentDns:
     """A UDP socket on 127.0.0.1:53 that reads DNS queries and never answers (the resolver
     of a namespace whose resolv.conf names it: a lookup that never ends). Counts queries
-    and where they came from."""
+    and where they came from. The port is one for the machine: two test runs at once (a CI
+    clone beside a developer's run) take DNS_LOCK first, one after the other, waiting at most
+    DNS_LOCK_WAIT_S; a port held by anything else fails the bind (OSError)."""
 
     def __init__(self):
+        self.lock = open(DNS_LOCK, 'a')
+        deadline = time.monotonic() + DNS_LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    self.lock.close()
+                    raise OSError('another test run held %s for %d s' % (DNS_LOCK,
+                                                                        DNS_LOCK_WAIT_S))
+                time.sleep(0.05)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(('127.0.0.1', 53))
+        try:
+            self.sock.bind(('127.0.0.1', 53))
+        except OSError:
+            self.sock.close()
+            self.lock.close()
+            raise
         self.queries = 0
         self.peers = set()
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self):
         while True:
             try:
-                _, peer = self.sock.recvfrom(4096)
+                data, peer = self.sock.recvfrom(4096)
             except OSError:
                 return
+            if not data and peer is None:
+                return  # shut down
             self.queries += 1
             self.peers.add(peer[0])
 
     def close(self):
+        # a recvfrom blocked in another thread keeps the socket (and the port) alive past
+        # close() until it returns: shut it down first, then wait for the reader, then let
+        # the port go and the lock after it
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.reader.join(10)
         self.sock.close()
+        self.lock.close()  # the flock goes with it
 
 
 def in_namespace(env, files, argv, extra_env, timeout=120):
