@@ -53,6 +53,7 @@ enum disk_lock_rank {
 	DISK_LOCK_CTL = 92,	     /* fs/core: the control files' lock (a leaf) */
 	DISK_LOCK_IF_BUILD = 93,     /* fs/core: an imagefolder build's items (a leaf) */
 	DISK_LOCK_NOTIFY = 94,	     /* fs/core: the notifier's queue (then a thread's) */
+	DISK_LOCK_LEARN = 95,	     /* fs/core: objects being learned (a leaf) */
 	DISK_LOCK_THREAD = 96,	     /* fs/core: a struct fs_thread's stop and wake (a leaf) */
 	DISK_LOCK_FUSE_STOP = 98,    /* fs/fuse: the stop thread's lock (a leaf) */
 };

@@ -110,6 +110,7 @@ static void warn_small_cache(struct fs *fs)
 static int core_locks_init(struct fs *fs)
 {
 	fs_thread_init(&fs->pfx, "plan fetcher", "shardfs-plan");
+	fs_learn_init(fs);
 	if (fs_ns_new(&fs->ns) < 0 || fs_ctl_new(&fs->ctl) < 0 || fs_notify_new(&fs->notify) < 0 ||
 	    fs_if_new(&fs->imagefolder) < 0 || fs_lidx_new(&fs->lidx) < 0 ||
 	    fs_plans_new(&fs->plans) < 0)
@@ -120,6 +121,7 @@ static int core_locks_init(struct fs *fs)
 static void core_locks_destroy(struct fs *fs)
 {
 	fs_thread_destroy(&fs->pfx);
+	fs_learn_destroy(fs);
 	fs_warm_free(fs->warm);
 	fs_plans_free(fs->plans); /* emptied by fs_ctl_clear */
 	fs_ctl_free(fs->ctl);

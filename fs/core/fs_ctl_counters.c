@@ -34,6 +34,10 @@ const struct ctl_counter fs_ctl_counters[] = {
      C, FS(brace_learned)},
     {"brace_missing", "names of a brace pattern the store does not have (404): ENOENT, not listed",
      C, FS(brace_missing)},
+    {"brace_waits",
+     "names of a brace pattern needed while another HEAD for them was in flight: waited for its "
+     "answer, not asked again",
+     C, FS(brace_waits)},
     {"index_built", "shard indexes built by reading the shard", C, FS(index_built)},
     {"index_loaded", "shard indexes loaded from the cache directory", C, FS(index_loaded)},
     {"index_errors", "shards that could not be indexed", C, FS(index_errors)},

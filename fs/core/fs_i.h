@@ -231,6 +231,14 @@ struct fs_obj {
 	 * changed, unless it finds it changed again or removed (counted
 	 * then). Set and cleared under refresh_lock. */
 	int changed_since_refresh;
+	/* Learning it (fs_learn.c), all three under fs->learn_lock: learning
+	 * is 1 while one thread's HEAD for it is in flight (no other thread
+	 * asks: they wait on fs->learn_cond until learn_gen, the count of its
+	 * learnings ended, moves; then known says what it found, or learn_err,
+	 * the error of that HEAD, when it stayed LAZY). */
+	int learning;
+	uint32_t learn_gen;
+	int learn_err;
 };
 
 struct fs_shard {
@@ -309,8 +317,10 @@ struct fs_counters {
 	 * last batch */
 	struct fetch_plan_counters pf;
 	/* brace sources (fs_learn.c): objects whose size and ETag the store
-	 * told on first need; named objects the store does not have (404) */
-	atomic_ullong brace_learned, brace_missing;
+	 * told on first need; named objects the store does not have (404);
+	 * names a learner needed while another thread's HEAD for them was in
+	 * flight, so it waited for that answer instead of asking again */
+	atomic_ullong brace_learned, brace_missing, brace_waits;
 	/* listings (fs_op_readdir): entries given as a name and type only */
 	atomic_ullong listed_names_only;
 };
@@ -383,6 +393,10 @@ struct fs {
 	 * FS_INFO_LAZY until fs_obj_learn; set at build, or by the first
 	 * refresh of a mount that started offline; never cleared */
 	atomic_int lazy;
+	/* DISK_LOCK_LEARN (a leaf): every object's learning, learn_gen and
+	 * learn_err; learn_cond: a learning ended (fs_learn.c) */
+	struct disk_mutex learn_lock;
+	pthread_cond_t learn_cond;
 	uid_t uid;
 	gid_t gid;
 	int64_t mount_time;
@@ -439,8 +453,13 @@ void fs_log_backend(void *arg, enum backend_log_level level, const char *msg);
  * never call it holding ns_lock or obj's lock. */
 int fs_obj_learn(struct fs *fs, uint32_t obj);
 /* Learn objs[0..n) that are not known yet, asking the store for many at
- * once (backend_stat_many); errors are left for fs_obj_learn to find. */
+ * once (backend_stat_many); errors are left for fs_obj_learn to find.
+ * Objects another thread is learning are not asked again: it waits for
+ * their answers before it returns. */
 void fs_objs_learn(struct fs *fs, const uint32_t *objs, size_t n);
+/* The learning lock and condition of fs (fs_open, fs_close). */
+void fs_learn_init(struct fs *fs);
+void fs_learn_destroy(struct fs *fs);
 /* Learn every live object of the mount that is not known yet. */
 void fs_learn_all(struct fs *fs);
 /* Learn the objects of the entries [from, from + FS_LEARN_AHEAD) of source

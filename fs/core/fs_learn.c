@@ -24,10 +24,22 @@
  * move. A refresh asks for it again (fs_ns.c). Other errors (the store is
  * down: -EIO) are not remembered: the next need asks again.
  *
+ * Each name is asked once at a time, whoever needs it: a learner claims
+ * the lazy objects it asks for (o->learning, under fs->learn_lock) and
+ * skips those another thread is asking; it waits for their answers
+ * (learn_cond, until their learn_gen moves) once its own are in, then
+ * uses them: a listing that runs while the warm asks the sizes of the
+ * same names sends nothing for them and still lists them learned. A
+ * waiter gets what that one HEAD found: the info, ENOENT, or its error.
+ * The wait is bounded by that HEAD, which the store's retry budget bounds;
+ * a learner never waits holding a claim (it waits once all its own
+ * answers are in), so two learners never wait for each other.
+ *
  * Threads: any. Learning an object takes its lock (o->lock, which also
  * protects o->raw), writes o->info and publishes o->known with release;
  * readers read o->info only after an acquire load saw FS_INFO_KNOWN.
- * Nothing here holds ns_lock while asking the store.
+ * Nothing here holds ns_lock, learn_lock or an object's lock while asking
+ * the store.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -80,6 +92,43 @@ static int learn_apply(struct fs *fs, uint32_t obj, const struct backend_objinfo
 	return 0;
 }
 
+void fs_learn_init(struct fs *fs)
+{
+	disk_mutex_init(&fs->learn_lock, DISK_LOCK_LEARN);
+	pthread_cond_init(&fs->learn_cond, NULL);
+}
+
+void fs_learn_destroy(struct fs *fs)
+{
+	pthread_cond_destroy(&fs->learn_cond);
+	disk_mutex_destroy(&fs->learn_lock);
+}
+
+/* End the learning of objs[0..n) that this thread claimed: err[i] (or
+ * err0 when errs is NULL) is what its HEAD found; wakes its waiters. */
+static void learn_done(struct fs *fs, const uint32_t *objs, size_t n, const int *errs, int err0)
+{
+	disk_mutex_lock(&fs->learn_lock);
+	for (size_t i = 0; i < n; i++) {
+		struct fs_obj *o = fs_obj(fs, objs[i]);
+
+		o->learning = 0;
+		o->learn_err = errs ? errs[i] : err0;
+		o->learn_gen++;
+	}
+	pthread_cond_broadcast(&fs->learn_cond);
+	disk_mutex_unlock(&fs->learn_lock);
+}
+
+/* Under learn_lock: wait until the learning of o that had ended gen times
+ * ends; its error. */
+static int learn_wait_locked(struct fs *fs, struct fs_obj *o, uint32_t gen)
+{
+	while (o->learn_gen == gen)
+		disk_cond_wait(&fs->learn_cond, &fs->learn_lock);
+	return o->learn_err;
+}
+
 static int known_err(const struct fs_obj *o, int err)
 {
 	int k = atomic_load_explicit(&o->known, memory_order_acquire);
@@ -99,6 +148,19 @@ int fs_obj_learn(struct fs *fs, uint32_t obj)
 
 	if (atomic_load_explicit(&o->known, memory_order_acquire) != FS_INFO_LAZY)
 		return known_err(o, 0);
+	disk_mutex_lock(&fs->learn_lock);
+	if (atomic_load_explicit(&o->known, memory_order_acquire) != FS_INFO_LAZY) {
+		disk_mutex_unlock(&fs->learn_lock);
+		return known_err(o, 0);
+	}
+	if (o->learning) { /* another thread asks: its answer is ours */
+		fs->c.brace_waits++;
+		err = learn_wait_locked(fs, o, o->learn_gen);
+		disk_mutex_unlock(&fs->learn_lock);
+		return known_err(o, err);
+	}
+	o->learning = 1;
+	disk_mutex_unlock(&fs->learn_lock);
 	memset(&info, 0, sizeof(info));
 	err = backend_stat(fs->be, o->key, &info);
 	if (err == -EISDIR)
@@ -108,6 +170,7 @@ int fs_obj_learn(struct fs *fs, uint32_t obj)
 		       "%s: named by the pattern but not on the server: ENOENT, left out of "
 		       "listings (%llu such names: counter brace_missing)",
 		       o->key, (unsigned long long)atomic_load(&fs->c.brace_missing));
+	learn_done(fs, &obj, 1, NULL, err);
 	return known_err(o, err);
 }
 
@@ -118,21 +181,27 @@ static int u32_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* One backend_stat_many of objs[0..n) (n <= LEARN_BATCH, all lazy). */
+/* One backend_stat_many of objs[0..n) (n <= LEARN_BATCH, all lazy and
+ * claimed by this thread: their learning ends here). */
 static void learn_batch(struct fs *fs, const uint32_t *objs, size_t n)
 {
 	const char **keys = malloc(n * sizeof(*keys));
 	struct backend_objinfo *info = malloc(n * sizeof(*info));
-	int *errs = malloc(n * sizeof(*errs)), first = 0;
+	int *errs = malloc(n * sizeof(*errs)), first = 0, err;
 	size_t failed = 0, unlogged = 0;
 	const char *first_unlogged = NULL;
 
-	if (!keys || !info || !errs)
-		goto out; /* each is asked alone at its need */
+	if (!keys || !info || !errs) {
+		learn_done(fs, objs, n, NULL, -ENOMEM); /* each asked alone at its need */
+		goto out;
+	}
 	for (size_t i = 0; i < n; i++)
 		keys[i] = fs_obj(fs, objs[i])->key;
-	if (backend_stat_many(fs->be, keys, n, info, errs) < 0)
+	err = backend_stat_many(fs->be, keys, n, info, errs);
+	if (err < 0) {
+		learn_done(fs, objs, n, NULL, err);
 		goto out;
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (errs[i] == -EISDIR)
 			errs[i] = -ENOENT;
@@ -141,6 +210,7 @@ static void learn_batch(struct fs *fs, const uint32_t *objs, size_t n)
 		if (learn_apply(fs, objs[i], &info[i], errs[i]) && !unlogged++)
 			first_unlogged = keys[i];
 	}
+	learn_done(fs, objs, n, errs, 0);
 	if (unlogged)
 		fs_log(FS_LOG_WARN,
 		       "%zu more names of the pattern not on the server (the first: %s): ENOENT, "
@@ -158,16 +228,47 @@ out:
 	free(errs);
 }
 
+/* Of lazy[0..n): claim those no thread is learning (moved to the front;
+ * their count), and note in waits (with their learn_gen) those another
+ * thread is learning. */
+static size_t learn_claim(struct fs *fs, uint32_t *lazy, size_t n, uint32_t (*waits)[2],
+			  size_t *nwaits)
+{
+	size_t mine = 0;
+
+	disk_mutex_lock(&fs->learn_lock);
+	for (size_t i = 0; i < n; i++) {
+		struct fs_obj *o = fs_obj(fs, lazy[i]);
+
+		if (atomic_load_explicit(&o->known, memory_order_acquire) != FS_INFO_LAZY)
+			continue; /* learned since */
+		if (o->learning) {
+			fs->c.brace_waits++;
+			waits[*nwaits][0] = lazy[i];
+			waits[(*nwaits)++][1] = o->learn_gen;
+			continue;
+		}
+		o->learning = 1;
+		lazy[mine++] = lazy[i];
+	}
+	disk_mutex_unlock(&fs->learn_lock);
+	return mine;
+}
+
 void fs_objs_learn(struct fs *fs, const uint32_t *objs, size_t n)
 {
-	uint32_t *lazy;
-	size_t m = 0;
+	uint32_t *lazy, (*waits)[2];
+	size_t m = 0, nwaits = 0;
 
 	if (!fs->lazy || n == 0)
 		return;
 	lazy = malloc(n * sizeof(*lazy));
-	if (!lazy)
+	waits = malloc(n * sizeof(*waits));
+	if (!lazy || !waits) {
+		free(lazy);
+		free(waits);
 		return;
+	}
 	for (size_t i = 0; i < n; i++)
 		if (atomic_load_explicit(&fs_obj(fs, objs[i])->known, memory_order_acquire) ==
 		    FS_INFO_LAZY)
@@ -181,9 +282,23 @@ void fs_objs_learn(struct fs *fs, const uint32_t *objs, size_t n)
 				lazy[w++] = lazy[i];
 		m = w;
 	}
-	for (size_t i = 0; i < m; i += LEARN_BATCH)
-		learn_batch(fs, lazy + i, m - i < LEARN_BATCH ? m - i : LEARN_BATCH);
+	/* claimed a batch at a time, just before it is asked: the names past
+	 * it stay free for another learner (a listing ahead of the warm) */
+	for (size_t i = 0; i < m; i += LEARN_BATCH) {
+		size_t b = m - i < LEARN_BATCH ? m - i : LEARN_BATCH;
+		size_t mine = learn_claim(fs, lazy + i, b, waits, &nwaits);
+
+		if (mine)
+			learn_batch(fs, lazy + i, mine);
+	}
+	if (nwaits) { /* holding no claim: the others' answers */
+		disk_mutex_lock(&fs->learn_lock);
+		for (size_t i = 0; i < nwaits; i++)
+			learn_wait_locked(fs, fs_obj(fs, waits[i][0]), waits[i][1]);
+		disk_mutex_unlock(&fs->learn_lock);
+	}
 	free(lazy);
+	free(waits);
 }
 
 void fs_learn_all(struct fs *fs)
