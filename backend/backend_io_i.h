@@ -456,6 +456,7 @@ struct backend_io {
 	 * of them, the attempts running on them, and the tick that bounds
 	 * their connects and stalls while any runs */
 	int lean;
+	unsigned lean_unsup; /* answers in a row the lean engine left to curl (LEAN_UNSUP_MAX) */
 	struct lconn *lean_idle;
 	unsigned nlean_idle;
 	struct lconn *lean_all;

@@ -43,7 +43,9 @@
  * resolves it (backend__url_join), is what backend_io_xfer.c follows.
  * What it leaves to curl (backend__io_xfer_to_curl: the attempt goes again
  * through curl, not counted): an answer backend__h1_head does not read
- * (BACKEND_H1_UNSUP or not HTTP/1.x: 1xx, chunked, no Content-Length, ...).
+ * (BACKEND_H1_UNSUP or not HTTP/1.x: 1xx, chunked, no Content-Length, ...);
+ * LEAN_UNSUP_MAX such answers in a row leave every later request of the
+ * store to curl.
  * Bounds: a connect by
  * connect_timeout_s, silence by stall_timeout_s, both checked by one tick
  * (at most 1 s, and at most half of either bound) that runs while an
@@ -69,9 +71,13 @@
 #include "backend_i.h"
 #include "backend_io_i.h"
 
-#define LEAN_IDLE_MS  60000u /* curl's CURLOPT_MAXAGE_CONN is 118 s; servers close sooner */
-#define LEAN_REQ_MAX  4096   /* a request head (signed headers included) */
-#define LEAN_HDRS_MAX 32
+/* answers in a row that the lean engine cannot read (each then asked again
+ * through curl) before the store's requests go to curl alone: a server that
+ * frames every answer so (chunked, a 1xx) costs 2 requests a read otherwise */
+#define LEAN_UNSUP_MAX 3u
+#define LEAN_IDLE_MS   60000u /* curl's CURLOPT_MAXAGE_CONN is 118 s; servers close sooner */
+#define LEAN_REQ_MAX   4096   /* a request head (signed headers included) */
+#define LEAN_HDRS_MAX  32
 /* The first receive of an answer whose sink offers memory asks for at most
  * this much (a head is a few hundred bytes; one past it gets the rest of
  * the buffer): the body bytes that come with the head are copied, the rest
@@ -414,6 +420,19 @@ static const char *location(const char *buf, size_t len)
 	return NULL;
 }
 
+/* An answer the lean engine cannot read: after LEAN_UNSUP_MAX in a row,
+ * every later request of the store goes to curl (logged once). */
+static void unsup(struct backend_io *io)
+{
+	if (++io->lean_unsup < LEAN_UNSUP_MAX || !io->lean)
+		return;
+	io->lean = 0;
+	backend__log(&io->log, BACKEND_LOG_WARN,
+		     "the store's last %u answers were not plain HTTP/1.1 with a Content-Length "
+		     "(chunked, a 1xx, ...): its reads go through curl from now on",
+		     LEAN_UNSUP_MAX);
+}
+
 /* The head is complete in buf: its framing, its lines to the shared checks,
  * and the body bytes that came with it. Returns as deliver. */
 static int head_done(struct lconn *c, const struct backend_h1_head *h)
@@ -432,6 +451,7 @@ static int head_done(struct lconn *c, const struct backend_h1_head *h)
 		if (n) /* backend_io_xfer.c follows it (or not) when the answer ends */
 			x->lean_loc = backend__url_join(x->url, l, n);
 	}
+	x->io->lean_unsup = 0; /* an answer it reads */
 	c->body_left = h->body_len;
 	c->keep = h->keep;
 	c->state = LC_BODY;
@@ -525,6 +545,7 @@ static void on_readable(struct lconn *c)
 			hl = backend__h1_head(c->buf, c->have, &h);
 			if (hl < 0) {
 				c->state = LC_DONE;
+				unsup(c->x->io);
 				backend__io_xfer_to_curl(c->x);
 				return;
 			}

@@ -33,6 +33,9 @@ Groups:
            its Content-Range (not "the object changed"): each read fails with EIO (as on
            main) and the daemon's log line names the status and the cause (on main: only
            "Input/output error").
+  unsup    every GET answered in chunked framing: curl reads each; the lean engine leaves
+           each to curl (asked again) until 3 in a row turn it off for the store: 9 requests
+           at the server for 5 reads, not 11, and one log line.
   encoding answers whose bytes are not the object's (before backend_io_attempt.c refused
            them, each gave other bytes or failed with no log line): nginx with gzip_static always and an X.gz beside X (a 200 of X.gz's
            bytes with Content-Encoding: gzip to every range, though no encoding was asked
@@ -137,6 +140,35 @@ def group_framing(env, ck, cli, data):
             out, rc, srv, _ = read_all(env, cli, data, fn, e)
             check_case(ck, label, out, rc, srv, data, 6, 0, conns)
             ck.eq('%s: lean attempts' % label, out.get('lean_attempts'), lean)
+
+
+def chunked(n, m, r, d):
+    """A correct 206 of the range in chunked framing (no Content-Length), which curl reads and
+    the lean engine leaves to it."""
+    if m != 'GET' or not r:
+        return None
+    a, b = r
+    body = d[a:b + 1]
+    half = len(body) // 2
+    framed = b''.join(b'%x\r\n' % len(p) + p + b'\r\n' for p in (body[:half], body[half:]))
+    return Answer(Answer.head(b'206 Partial Content', [
+        b'Content-Range: bytes %d-%d/%d' % (a, b, len(d)), b'Transfer-Encoding: chunked',
+        b'ETag: "e1"']) + framed + b'0\r\n\r\n')
+
+
+def group_unsup(env, ck, cli, data):
+    """Every GET answered chunked: curl reads all 5 with 6 requests (its HEAD's too); the
+    lean engine leaves each to curl, which asks again, until LEAN_UNSUP_MAX (3) in a row
+    turn it off for the store: 1 + 3 x 2 + 2 = 9 requests, not 11."""
+    for e, reqs in (('curl', 6), ('auto', 9)):
+        out, rc, srv, err = read_all(env, cli, data, chunked, e)
+        ck.eq('%s chunked: exit' % e, rc, 0)
+        ck.eq('%s chunked: fnv' % e, out.get('fnv'), want_fnv(data))
+        ck.eq('%s chunked: requests at the server' % e, srv.requests, reqs)
+        ck.eq('%s chunked: failures' % e, out.get('failures'), 0)
+        if e == 'auto':
+            ck.eq('auto chunked: the switch to curl logged once',
+                  err.count('its reads go through curl from now on'), 1)
 
 
 def stray(n, m, r, d):
@@ -471,6 +503,7 @@ def group_reasons(env, ck, cli, data):
 lock = threading.Lock()
 
 GROUPS = {'framing': group_framing, 'cuts': group_cuts, 'encoding': group_encoding,
+          'unsup': group_unsup,
           'nometag': group_nometag, 'mountcuts': group_mountcuts, 'reasons': group_reasons}
 
 
