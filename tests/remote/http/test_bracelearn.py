@@ -15,11 +15,13 @@ kernel holds a lookup in a directory behind a listing of it.) The test waits unt
 says the need waits (brace_waits: 8 names for the listing, 1 for a lookup) or until a name was
 asked twice (the code before 2026-11-30: the listing and the lookup sent HEADs of their own:
 11 checks fail), then releases the server. Then:
-  - at the release, every name was asked exactly once (before: 2 for the names needed);
+  - at the release, no name was asked twice (before: 2 HEADs for the names needed; HEADs sent
+    down one connection behind a held one are read by the server only after the release);
   - the listing shows shard-000..004 and 007 (.tar and member directory), not shard-005;
   - stat of shard-003.tar gives its size; shard-005.tar ENOENT; shard-006.tar EACCES (the
     warm's HEAD's error, given to its waiter);
-  - the HEADs of the 7 names the warm learned or found missing stay at 1 (none asked again).
+  - once the server read every name's HEAD, the 7 names the warm learned or found missing were
+    asked exactly once each (none asked again; before: 2 for the names needed).
 Exact counts; the overlap is made certain by holding the answers, no timing.
 """
 import errno
@@ -126,8 +128,10 @@ def one(env, ck, shards, case):
             got = res[0] if res else None
             log('%s: HEADs at the release %r; brace_waits %r; got %r' % (
                 case, at_release, waits, got))
-            ck.eq('%s: HEADs per name at the release' % case,
-                  [at_release.get(n, 0) for n in names], [1] * NAMES)
+            # the daemon may send several HEADs down one connection, and the server reads
+            # the next only once it answered the one before: at the release, not every
+            # name's HEAD has been read yet, but none was read twice
+            ck.eq('%s: most HEADs of a name at the release' % case, max(at_release.values()), 1)
             ck.eq('%s: brace_waits' % case, waits, expect)
             if case == 'listing':
                 have = sorted(n for n in names if n not in (MISSING, REFUSED))
@@ -143,7 +147,8 @@ def one(env, ck, shards, case):
                 ck.eq('stat %s: the HEAD\'s error' % case, got, -errno.EACCES)
             else:
                 ck.eq('stat %s: size' % case, got, len(shards[case]))
-            after = st.counts()
+            after = ml.poll(lambda: (lambda c: len(c) == NAMES and c)(st.counts()),
+                            what='every name\'s HEAD read')
             ck.eq('%s: HEADs per learned or missing name at the end' % case,
                   [after.get(n, 0) for n in names if n != REFUSED], [1] * (NAMES - 1))
     finally:
