@@ -149,6 +149,9 @@ def one(env, ck, shards, case):
                 ck.eq('stat %s: size' % case, got, len(shards[case]))
             after = ml.poll(lambda: (lambda c: len(c) == NAMES and c)(st.counts()),
                             what='every name\'s HEAD read')
+            with st.srv.lock:
+                conns = len(set(cn for meth, _, cn in st.srv.log if meth == 'HEAD'))
+            log('%s: the HEADs came over %d connections' % (case, conns))
             ck.eq('%s: HEADs per learned or missing name at the end' % case,
                   [after.get(n, 0) for n in names if n != REFUSED], [1] * (NAMES - 1))
     finally:
