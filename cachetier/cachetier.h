@@ -662,9 +662,10 @@ void cachetier_held_get(struct cachetier *ct, struct cachetier_held *h);
  * caller): err 0 when all len bytes are in buf, else a negative errno
  * (the bytes in buf are then not to be used); it must be quick and must
  * not call into the store but the backend's own calls. Returns 0 (done
- * will run) or, done not run: -EOPNOTSUPP (a local object or a decoded
- * copy), -EINVAL (a range past the object), -ESTALE (its bytes changed
- * under a weak ETag), -ENOMEM. */
+ * will run) or, done not run: -EOPNOTSUPP (a local object, a decoded
+ * copy, or an ETag that does not pin the bytes, weak or mtime-derived,
+ * unless weak_etag_trust: the unit store's weak validator guards those), -EINVAL (a range past the
+ * object), -ESTALE (its bytes changed under a weak ETag), -ENOMEM. */
 typedef void (*cachetier_mem_done_fn)(void *arg, int err);
 int cachetier_obj_read_mem(struct cachetier_obj *o, uint64_t off, size_t len, void *buf, int small,
 			   cachetier_mem_done_fn done, void *arg);

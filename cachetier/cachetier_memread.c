@@ -104,6 +104,11 @@ int cachetier_obj_read_mem(struct cachetier_obj *o, uint64_t off, size_t len, vo
 		return -EINVAL;
 	if (atomic_load(&o->collided))
 		return -ESTALE;
+	/* an ETag that does not pin the bytes (weak, mtime-derived): the unit
+	 * store's weak validator guards the object (cachetier_weak.c), a read
+	 * into memory could not; with --weak-etag trust the ETag is taken */
+	if (!o->ct->cfg.weak_etag_trust && cachetier__etag_weak(o->file->etag, o->file->size))
+		return -EOPNOTSUPP;
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;

@@ -18,6 +18,8 @@ GROUP:
           sample: each batch stages one or two samples whole)
   small   --plan-memory 1M, a stage smaller than one span: nothing staged, the 12 spans counted
           as not fitting and fetched through the cache; exact bytes
+  weak    nginx's mtime-derived ETags without --weak-etag trust: nothing staged (the cache's weak
+          validator guards such objects), exact bytes
   faults  through a fault proxy (--retry-budget 2): a staged GET cut once is resumed (exact
           bytes, nothing failed); the first staged GET answered 400 (not retried): its span
           fails, its reads fall back to the cache (exact bytes, no read error); the
@@ -194,6 +196,29 @@ def group_small(env, ck):
         ng.stop()
 
 
+def group_weak(env, ck):
+    src, plan, want = make_source(env, random.Random(seed()))
+    ng = web.Nginx(env.path('nginx'), src).start()
+    try:
+        # nginx's ETags are mtime-derived: without --weak-etag trust the cache's weak
+        # validator guards the objects, and nothing is staged
+        extra = [x for x in BASE if x not in WEAK_TRUST] + ['--plan-memory', '4M']
+        with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'), extra=extra) as m:
+            pf = publish(env, m, plan)
+            st0 = m.stats()
+            ck.eq('plan rc', ctl(m.mnt, 'plan p ' + pf), None)
+            for x in plan:
+                if read_or_errno(os.path.join(m.mnt, *x)) != want[x]:
+                    ck.fail('bytes of %s/%s' % x)
+            d = delta(st0, m.stats(), KEYS)
+            log('weak: %s' % d)
+            ck.eq('nothing staged', (d['plan_stage_spans'], d['plan_stage_reads']), (0, 0))
+            ck.ok(d['fills'] > 0, 'the spans went through the cache (%d fills)' % d['fills'])
+            ck.eq('read_errors', d['read_errors'], 0)
+    finally:
+        ng.stop()
+
+
 def faulted(env, ck, src, plan, want, memory, setup, tag, wait=False):
     """Mount through a fault proxy with --plan-memory memory, setup(px) before publishing;
     read the plan in order (wait: each sample staged before it is read): {(shard, member):
@@ -286,7 +311,8 @@ def group_faults(env, ck):
           % d['plan_stage_failed'])
 
 
-GROUPS = {'epoch': group_epoch, 'small': group_small, 'faults': group_faults}
+GROUPS = {'epoch': group_epoch, 'small': group_small, 'faults': group_faults,
+          'weak': group_weak}
 
 
 def main():
