@@ -682,6 +682,111 @@ static void test_lazy(void)
 	free(abytes);
 }
 
+/* Learning a brace pattern's names from several threads: each is asked
+ * of the store once. The fault store logs each HEAD (heads=1) and holds
+ * them while DIR.hold exists: fs_learn_all claims the three names and its
+ * first HEAD is held; a lookup's fs_obj_learn of a found name and of a
+ * missing one then wait for its answers (brace_waits 2) instead of asking:
+ * three HEADs in all, the size and ENOENT to the waiters. */
+struct learn_arg {
+	struct fs *fs;
+	uint32_t obj;
+	int err;
+};
+
+static void *learn_all_main(void *p)
+{
+	fs_learn_all(((struct learn_arg *)p)->fs);
+	return NULL;
+}
+
+static void *learn_one_main(void *p)
+{
+	struct learn_arg *a = p;
+
+	a->err = fs_obj_learn(a->fs, a->obj);
+	return NULL;
+}
+
+/* Lines of file path equal to key (NULL: all lines); -1 when unreadable. */
+static int count_lines(const char *path, const char *key)
+{
+	char line[512];
+	int n = 0;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		n += !key || strcmp(line, key) == 0;
+	}
+	fclose(f);
+	return n;
+}
+
+static uint32_t obj_named(struct fs *fs, const char *key)
+{
+	for (uint32_t i = 0; i < fs->nobjs; i++)
+		if (strcmp(fs_obj(fs, i)->key, key) == 0)
+			return i;
+	CHECK(0, "no object %s", key);
+	return 0;
+}
+
+static void test_lazy_once(void)
+{
+	const struct member a[] = {{"a.txt", '0', "from a.tar\n"}};
+	char source[4096], heads[4096], hold[4096], path[4096];
+	struct learn_arg all, one[2];
+	pthread_t th[3];
+	struct fs *fs;
+	int i;
+
+	make_dir("once");
+	write_shard("once/a.tar", a, 1);
+	write_shard("once/b.tar", a, 1);
+	write_shard("once/c.tar", a, 1);
+	snprintf(source, sizeof(source), "fault://%s/src/once?names_only=1&heads=1", tmp);
+	path_of(heads, sizeof(heads), "once.heads");
+	path_of(hold, sizeof(hold), "once.hold");
+	fs_open_core_at(&fs, "shards", source, "once");
+	path_of(path, sizeof(path), "once/c.tar");
+	unlink(path); /* named, not on the store */
+	write_file("once.hold", "", 0);
+	all.fs = fs;
+	pthread_create(&th[0], NULL, learn_all_main, &all);
+	/* its first HEAD in flight: every name claimed (a bounded poll, no
+	 * timing: the hold keeps it there) */
+	for (i = 0; i < 60000 && count_lines(heads, NULL) < 1; i++)
+		usleep(1000);
+	CHECK(count_lines(heads, NULL) == 1, "the learner's first HEAD held: %d",
+	      count_lines(heads, NULL));
+	one[0] = (struct learn_arg){fs, obj_named(fs, "a.tar"), 1};
+	one[1] = (struct learn_arg){fs, obj_named(fs, "c.tar"), 1};
+	pthread_create(&th[1], NULL, learn_one_main, &one[0]);
+	pthread_create(&th[2], NULL, learn_one_main, &one[1]);
+	/* until both wait, or one asked the store itself (a second HEAD) */
+	for (i = 0;
+	     i < 60000 && atomic_load(&fs->c.brace_waits) < 2 && count_lines(heads, NULL) == 1; i++)
+		usleep(1000);
+	CHECK(atomic_load(&fs->c.brace_waits) == 2, "both lookups wait: brace_waits %llu",
+	      (unsigned long long)atomic_load(&fs->c.brace_waits));
+	unlink(hold);
+	for (i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	CHECK(one[0].err == 0 && one[1].err == -ENOENT, "the waiters' answers: %d, %d", one[0].err,
+	      one[1].err);
+	CHECK(count_lines(heads, NULL) == 3 && count_lines(heads, "a.tar") == 1 &&
+		  count_lines(heads, "b.tar") == 1 && count_lines(heads, "c.tar") == 1,
+	      "each name asked once: %d HEADs", count_lines(heads, NULL));
+	CHECK(fs->c.brace_learned == 2 && fs->c.brace_missing == 1, "learned %llu, missing %llu",
+	      (unsigned long long)fs->c.brace_learned, (unsigned long long)fs->c.brace_missing);
+	CHECK(fs_obj_learn(fs, one[0].obj) == 0 && count_lines(heads, NULL) == 3,
+	      "a learned name is not asked again");
+	fs_close_core(fs);
+}
+
 /* The counters: stats and metrics come from one table, so every numeric
  * stats field is one metrics family of the right type and value; the CLI's
  * reader takes the stats document back (and refuses what is not one). */
@@ -1878,6 +1983,7 @@ int main(void)
 	test_plan();
 	test_imagefolder_hooks();
 	test_lazy();
+	test_lazy_once();
 	test_remap();
 	test_header_check();
 	test_lifecycle();
