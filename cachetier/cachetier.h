@@ -667,6 +667,9 @@ void cachetier_held_get(struct cachetier *ct, struct cachetier_held *h);
  * unless weak_etag_trust: the unit store's weak validator guards those), -EINVAL (a range past the
  * object), -ESTALE (its bytes changed under a weak ETag), -ENOMEM. */
 typedef void (*cachetier_mem_done_fn)(void *arg, int err);
+/* 1 when cachetier_obj_read_mem may read o (not a local object, a decoded
+ * copy, or one whose ETag does not pin its bytes, as it says), else 0. */
+int cachetier_obj_can_read_mem(const struct cachetier_obj *o);
 int cachetier_obj_read_mem(struct cachetier_obj *o, uint64_t off, size_t len, void *buf, int small,
 			   cachetier_mem_done_fn done, void *arg);
 /* 1 when o's bytes changed under its weak ETag (its reads give ESTALE). */

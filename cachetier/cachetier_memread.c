@@ -93,22 +93,27 @@ static void memread_done(void *arg, int err, uint64_t bytes)
 	memread_end(m, err);
 }
 
+int cachetier_obj_can_read_mem(const struct cachetier_obj *o)
+{
+	if (!o->file || o->dec || o->local)
+		return 0; /* local files are read in place; decoded copies whole */
+	/* an ETag that does not pin the bytes (weak, mtime-derived): the unit
+	 * store's weak validator guards the object (cachetier_weak.c), a read
+	 * into memory could not; with --weak-etag trust the ETag is taken */
+	return o->ct->cfg.weak_etag_trust || !cachetier__etag_weak(o->file->etag, o->file->size);
+}
+
 int cachetier_obj_read_mem(struct cachetier_obj *o, uint64_t off, size_t len, void *buf, int small,
 			   cachetier_mem_done_fn done, void *arg)
 {
 	struct ct_memread *m;
 
-	if (!o->file || o->dec || o->local)
-		return -EOPNOTSUPP; /* local files are read in place; decoded copies whole */
+	if (!cachetier_obj_can_read_mem(o))
+		return -EOPNOTSUPP;
 	if (len == 0 || off > o->size || len > o->size - off)
 		return -EINVAL;
 	if (atomic_load(&o->collided))
 		return -ESTALE;
-	/* an ETag that does not pin the bytes (weak, mtime-derived): the unit
-	 * store's weak validator guards the object (cachetier_weak.c), a read
-	 * into memory could not; with --weak-etag trust the ETag is taken */
-	if (!o->ct->cfg.weak_etag_trust && cachetier__etag_weak(o->file->etag, o->file->size))
-		return -EOPNOTSUPP;
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;

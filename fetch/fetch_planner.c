@@ -95,6 +95,7 @@ struct pfx_plan {
 	uint64_t part;
 	uint32_t mark;
 	uint64_t la; /* its lookahead at its last batch (fetch_plan_lookahead) */
+	int stages;  /* ... bounded by the stage, its paths whole (pfx_stages) */
 };
 
 /* A piece of a batch: bytes [from, to) of planned extent idx (x), and
@@ -344,6 +345,23 @@ static void pfx_span_count(struct fetch_planner *pl, const struct pfx_buf *b,
 	pl->c->gap_bytes += sp->end - sp->off - covered;
 }
 
+/* Whether plan s's next batch is the stage's: a stage, and the object of
+ * its next unread extent one the store can read into memory (remote, not
+ * decoded, an ETag that pins its bytes: cachetier_obj_can_read_mem). A
+ * plan of objects that cannot be staged plans as without a stage: the
+ * cache's lookahead, paths cut at its end. */
+static int pfx_stages(struct fetch_planner *pl, const struct pfx_plan *s)
+{
+	struct fetch_plan_extent x;
+	struct cachetier_obj *raw;
+	uint32_t idx, from = s->next;
+
+	if (fetch__stage_max(pl->s) == 0 || pl->src.ahead(s->p, &from, &x, &idx, 1) != 1 ||
+	    (x.flags & FETCH_PLAN_DECODED) || pl->src.raw(pl->src.ctx, x.obj, &raw) < 0)
+		return 0;
+	return cachetier_obj_can_read_mem(raw);
+}
+
 /* Span sp of plan s (its position now: position) into the stage when the
  * rule says its bytes are not the cache's (fetch__rules_stage: more than
  * *room, the cache's room less the spans of this batch given to it before;
@@ -511,7 +529,7 @@ static void pfx_plan(struct fetch_planner *pl, struct pfx_plan *s, uint64_t shar
 	uint32_t idx[PFX_BATCH];
 	struct fetch_plan_info in;
 	uint64_t limit;
-	int stop = 0, stage = fetch__stage_max(pl->s) > 0;
+	int stop = 0, stage = s->stages;
 
 	pl->src.info(s->p, &in);
 	if (s->next < in.position) {
@@ -679,7 +697,8 @@ static size_t pfx_pass(struct fetch_planner *pl, struct pfx_plan *st, size_t nst
 		in.pinned = h.pinned;
 		in.ahead_max = h.ahead_max;
 		in.unit = h.unit;
-		in.stage = fetch__stage_max(pl->s);
+		in.stage = pfx_stages(pl, &next[i]) ? fetch__stage_max(pl->s) : 0;
+		next[i].stages = in.stage > 0;
 		for (size_t k = 0; k < n; k++)
 			in.held =
 			    add_sat(in.held, pfx_held(pl, &next[k], &info[k], h.unit, k != i));

@@ -869,7 +869,9 @@ def group_lookahead(env, ck):
     emu = linkemu.Emu(src, 30, 60, env.tmp, 'lookahead', shardfs=env.shardfs)
     try:
         with ml.Mount(env, emu.url(''), cache_dir=env.path('cache'),
-                      extra=WEAK_TRUST + ['--cache-size', str(cache), '--plan-gap', '1M',
+                      # the cache's lookahead: no stage (mount-stage-* test the stage's)
+                      extra=WEAK_TRUST + ['--plan-memory', '0',
+                                          '--cache-size', str(cache), '--plan-gap', '1M',
                                           '--warm', 'off', '--prefetch-shards', '0',
                                           '--min-free', '0', '--chunk-size', '8M']) as m:
             for k in range(shard_no):
@@ -942,7 +944,9 @@ def group_lookahead(env, ck):
         # is 8 - 3 = 5 samples, handed up to 5 + 5 = 10; reading 7 and 9 (position 10, 6
         # behind, counted as half the lookahead: 2.5) makes it 5.5, handed up to 15.5
         with ml.Mount(env, emu.url(''), cache_dir=env.path('cache2'),
-                      extra=WEAK_TRUST + ['--cache-size', str(cache), '--plan-gap', '1M',
+                      # the cache's lookahead: no stage (mount-stage-* test the stage's)
+                      extra=WEAK_TRUST + ['--plan-memory', '0',
+                                          '--cache-size', str(cache), '--plan-gap', '1M',
                                           '--warm', 'off', '--prefetch-shards', '0',
                                           '--min-free', '0', '--chunk-size', '8M']) as m:
             for k in range(shard_no):
