@@ -163,6 +163,24 @@ void backend__io_attempt_reset(struct xfer *x)
 	x->paused = 0;
 }
 
+/* An answer refused by headers_complete (or total_check): err, with why in r->error (the
+ * request's failure in words, logged by the caller), so that no refusal
+ * is only "Input/output error". */
+__attribute__((format(printf, 3, 4))) static int refuse(struct xfer *x, int err, const char *fmt,
+							...)
+{
+	struct backend_req *r = x->r;
+	int n = snprintf(r->error, sizeof(r->error), "HTTP %ld: ", x->status);
+	va_list ap;
+
+	if (n < 0 || (size_t)n >= sizeof(r->error))
+		return err;
+	va_start(ap, fmt);
+	vsnprintf(r->error + n, sizeof(r->error) - (size_t)n, fmt, ap);
+	va_end(ap);
+	return err;
+}
+
 /* The object's size an answer gives: a 206's Content-Range total, a 200's
  * Content-Length (the whole object, also to a ranged GET); 0: none. */
 static uint64_t answer_total(const struct xfer *x)
@@ -180,34 +198,15 @@ static uint64_t answer_total(const struct xfer *x)
  * so: a store may send none. */
 static int total_check(struct xfer *x)
 {
-	struct backend_req *r = x->r;
+	const struct backend_req *r = x->r;
 	uint64_t total = answer_total(x);
 	uint64_t want = r->if_size ? r->if_size : x->have_first ? x->first_total : 0;
 
 	if (!total || !want || total == want)
 		return 0;
-	snprintf(r->error, sizeof(r->error),
-		 "HTTP %ld: the object is %" PRIu64 " bytes now, not %" PRIu64 ": it changed",
-		 x->status, total, want);
-	return -ESTALE;
-}
-
-/* An answer refused by headers_complete: err, with why in r->error (the
- * request's failure in words, logged by the caller), so that no refusal
- * is only "Input/output error". */
-__attribute__((format(printf, 3, 4))) static int refuse(struct xfer *x, int err, const char *fmt,
-							...)
-{
-	struct backend_req *r = x->r;
-	int n = snprintf(r->error, sizeof(r->error), "HTTP %ld: ", x->status);
-	va_list ap;
-
-	if (n < 0 || (size_t)n >= sizeof(r->error))
-		return err;
-	va_start(ap, fmt);
-	vsnprintf(r->error + n, sizeof(r->error) - (size_t)n, fmt, ap);
-	va_end(ap);
-	return err;
+	return refuse(x, -ESTALE,
+		      "the object is %" PRIu64 " bytes now, not %" PRIu64 ": it changed", total,
+		      want);
 }
 
 /* The final response's headers are in: decide what its body is. Returns 0,
