@@ -148,7 +148,7 @@ void backend__io_attempt_reset(struct xfer *x)
 {
 	x->status = 0;
 	x->hdr_done = 0;
-	x->have_clen = x->have_crange = x->crange_star = 0;
+	x->have_clen = x->have_crange = x->crange_star = x->coded = 0;
 	x->clen = x->cr_start = x->cr_end = x->cr_total = 0;
 	x->etag[0] = '\0';
 	x->encoding[0] = '\0';
@@ -332,7 +332,7 @@ int backend__io_header_line(struct xfer *x, const char *buf, size_t len)
 	}
 	/* only the names below matter: each is told by its length and first
 	 * letter before it is compared */
-	v = memchr(buf, ':', (size_t)(end - buf) < 17 ? (size_t)(end - buf) : 17);
+	v = memchr(buf, ':', (size_t)(end - buf) < 18 ? (size_t)(end - buf) : 18);
 	if (!v)
 		return 0;
 #define HDR(name)                                                                                  \
@@ -349,8 +349,16 @@ int backend__io_header_line(struct xfer *x, const char *buf, size_t len)
 	} else if (HDR("content-length")) {
 		const char *s = skip_ws(v + 1, end);
 
-		if (parse_u64(s, end, &x->clen, &stop) == 0 && skip_ws(stop, end) == end)
+		if (!x->coded && parse_u64(s, end, &x->clen, &stop) == 0 &&
+		    skip_ws(stop, end) == end)
 			x->have_clen = 1;
+	} else if (HDR("transfer-encoding")) {
+		/* the coding frames the body (curl decodes chunked): a
+		 * Content-Length beside it, before or after, is not the body's
+		 * length and not the object's size (RFC 9112 6.3) */
+		x->coded = 1;
+		x->have_clen = 0;
+		x->clen = 0;
 	} else if (HDR("content-range")) {
 		const char *s = skip_ws(v + 1, end);
 

@@ -355,6 +355,7 @@ struct xfer {
 	long status;
 	int hdr_done; /* the final response's headers are complete */
 	int have_clen, have_crange, crange_star;
+	int coded; /* a Transfer-Encoding: it frames the body, Content-Length says nothing */
 	uint64_t clen, cr_start, cr_end, cr_total;
 	char etag[80];
 	char encoding[24]; /* a Content-Encoding other than identity ("": none) */

@@ -50,6 +50,16 @@ Groups:
   nometag  (before the answers' size check: 9 of 12 members other bytes, exit 0) a mount of Python's http.server (no ETag,
            Range ignored) whose shard is replaced by rename under it with one of another
            size: every member read is the old version's bytes or an error, never other bytes.
+  coded    a Transfer-Encoding frames the body and a Content-Length beside it says nothing
+           (RFC 9112 6.3); before backend_io_attempt.c read its header the length was taken
+           for the object's size: every GET answered 200 in chunked framing with
+           "Content-Length: 7" beside it (a server that ignores Range): both engines read the
+           exact bytes (on main: exit 1, "the object is 7 bytes now, not 300000", ESTALE); and
+           a mount's refresh whose listing (JSON, chunked) is cut in its body with one
+           Content-Length beside it, then resumed and answered whole with another (what the
+           fault proxy's 'trunc' makes of nginx's chunked listing: model-smallcache's
+           refresh that failed with ESTALE): the refresh succeeds, "0 new, 0 removed, 0
+           changed; 1 objects, 1 shards", 2 listing requests (on main: ESTALE).
 No sleeps: every piece is sent at once and every cut is a close at a byte count.
 """
 import errno
@@ -502,8 +512,89 @@ def group_reasons(env, ck, cli, data):
 
 lock = threading.Lock()
 
+
+def chunk_frame(body, parts=2):
+    """body in chunked framing: parts chunks, then the last chunk."""
+    step = max(1, -(-len(body) // parts))
+    return b''.join(b'%x\r\n' % len(body[i:i + step]) + body[i:i + step] + b'\r\n'
+                    for i in range(0, len(body), step)) + b'0\r\n\r\n'
+
+
+def group_coded(env, ck, cli, data):
+    def whole_coded(n, m, r, d):
+        if m != 'GET':
+            return None
+        return Answer(Answer.head(b'200 OK', [b'Transfer-Encoding: chunked',
+                                              b'Content-Length: 7', b'ETag: "e1"']) +
+                      chunk_frame(d, 3))
+    for e in ENGINES:
+        out, rc, srv, err = read_all(env, cli, data, whole_coded, e)
+        label = '%s 200 chunked with Content-Length: 7' % e
+        ck.eq('%s: exit' % label, rc, 0)
+        ck.eq('%s: fnv' % label, out.get('fnv'), want_fnv(data))
+        ck.eq('%s: failures' % label, out.get('failures'), 0)
+        ck.ok('it changed' not in err, '%s: logged as a changed object' % label)
+
+    # a mount of a listing the refresh reads through two answers of different lengths
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode='w', format=tarfile.GNU_FORMAT) as t:
+        ti = tarfile.TarInfo('k.txt')
+        ti.size = 5
+        t.addfile(ti, io.BytesIO(b'hello'))
+    shard = buf.getvalue()
+    listing = (b'[\n{ "name":"a.tar", "type":"file", "mtime":"Mon, 30 Nov 2026 09:00:00 GMT", '
+               b'"size":%d }\n]\n' % len(shard))
+    phase = {'refresh': False, 'lists': 0, 'ranged': 0}
+
+    # the shard's answers carry the ETag nginx gives it (the listing's mtime and size in hex)
+    etag = b'ETag: "%x-%x"' % (1796029200, len(shard))
+
+    def fn(n, m, r, d, path):
+        if not path.endswith('/'):  # the shard
+            a = Answer.ranged(m, r, d)
+            a.raw = a.raw.replace(b'ETag: "e1"', etag, 1)
+            return a
+        with lock:
+            phase['lists'] += 1
+            phase['ranged'] += r is not None
+        hdrs = [b'Content-Type: application/json', b'Transfer-Encoding: chunked']
+        if not phase['refresh']:
+            return Answer(Answer.head(b'200 OK', hdrs) + chunk_frame(listing))
+        framed = chunk_frame(listing, 4)
+        if r is None:  # the first attempt: cut in its body, a length beside the chunks
+            a = Answer(Answer.head(b'200 OK', hdrs + [b'Content-Length: 40']) + framed)
+            a.cut = a.raw.index(b'\r\n\r\n') + 4 + len(framed) // 2
+            return a
+        # the resumed attempt: the whole listing (Range ignored), another length beside it
+        return Answer(Answer.head(b'200 OK', hdrs + [b'Content-Length: 60']) + framed)
+    srv = Scripted(shard, fn, with_path=True)
+    try:
+        with ml.Mount(env, srv.url('d/'), cache_dir=env.path('cache-coded'),
+                      extra=['--warm', 'off', '--stall-timeout', '5']) as m:
+            ck.eq('coded listing: mounted entries', sorted(os.listdir(m.mnt)), ['a', 'a.tar'])
+            with lock:
+                phase['refresh'] = True
+                phase['lists'] = phase['ranged'] = 0
+            r = env.run([env.shardfs, 'refresh', m.mnt], timeout=120)
+            out = r.stdout.decode(errors='replace').strip()
+            log('coded listing: refresh rc %r %s %s; %r' % (
+                r.returncode, out, r.stderr.decode(errors='replace').strip(), phase))
+            ck.eq('coded listing: refresh exit', r.returncode, 0)
+            ck.ok(out.endswith(': 0 new, 0 removed, 0 changed; 1 objects, 1 shards'),
+                  'coded listing: refresh said %r' % out)
+            with open(os.path.join(m.mnt, 'a', 'k.txt'), 'rb') as f:
+                ck.eq('coded listing: member after the refresh', f.read(), b'hello')
+            logtext = ml.logs_under(env.path('cache-coded'))
+            ck.ok('it changed' not in logtext, 'coded listing: the daemon logged a changed object')
+        # the first attempt, cut, and its resumption (with a Range, answered whole)
+        ck.eq('coded listing: listing requests (ranged) in the refresh',
+              (phase['lists'], phase['ranged']), (2, 1))
+    finally:
+        srv.close()
+
+
 GROUPS = {'framing': group_framing, 'cuts': group_cuts, 'encoding': group_encoding,
-          'unsup': group_unsup,
+          'unsup': group_unsup, 'coded': group_coded,
           'nometag': group_nometag, 'mountcuts': group_mountcuts, 'reasons': group_reasons}
 
 
@@ -517,7 +608,7 @@ def main():
         print(__doc__)
         return 2
     ml.main_wrapper(run_group, sys.argv[1], 'answers-' + sys.argv[2], deadline=170,
-                    needs_fuse=sys.argv[2] in ('nometag', 'mountcuts', 'reasons'),
+                    needs_fuse=sys.argv[2] in ('nometag', 'mountcuts', 'reasons', 'coded'),
                     group=sys.argv[2], cli=sys.argv[3])
 
 
