@@ -105,6 +105,34 @@ static void warn_small_cache(struct fs *fs)
 		a, b);
 }
 
+/* The readahead window's cap as the fetch scheduler's rules set it (at
+ * most an eighth of --cache-size, at least one chunk), said once at mount
+ * when it is not --readahead (given or the default). */
+static void log_readahead(struct fs *fs)
+{
+	uint64_t asked = fs->cfg.ct.readahead_max_bytes, used = cachetier_readahead_max(fs->ct);
+	char a[32], u[32], c[32];
+	const char *dflt = fs->cfg.readahead_given ? "" : " (the default)";
+
+	if (used == asked || backend_is_local(fs->be))
+		return;
+	fs_human_bytes(asked, a, sizeof(a));
+	fs_human_bytes(used, u, sizeof(u));
+	if (used < asked) {
+		fs_human_bytes(fs->cfg.ct.cache_size_bytes, c, sizeof(c));
+		fs_log(FS_LOG_INFO,
+		       "--readahead %s%s is more than an eighth of --cache-size %s: a reader's "
+		       "readahead window is at most %s",
+		       a, dflt, c, u);
+	} else {
+		fs_human_bytes(fs->cfg.ct.chunk_bytes, c, sizeof(c));
+		fs_log(FS_LOG_INFO,
+		       "--readahead %s%s is less than one chunk (--chunk-size %s): a reader's "
+		       "readahead window is at most %s",
+		       a, dflt, c, u);
+	}
+}
+
 /* Every lock of struct fs and the subsystems' states, before anything may
  * take one: 0 or -ENOMEM. */
 static int core_locks_init(struct fs *fs)
@@ -194,6 +222,7 @@ static int core_open_stores(struct fs *fs, unsigned flags)
 	err = core_log_open(fs);
 	if (err < 0)
 		return err;
+	log_readahead(fs);
 	if (backend_credentials_source(fs->be))
 		fs_log(FS_LOG_INFO, "%s: credentials from %s", backend_describe(fs->be),
 		       backend_credentials_source(fs->be));

@@ -65,6 +65,7 @@ struct fs_config {
 	struct cachetier_config ct;
 	uint64_t cache_size_bytes; /* ct.cache_size_bytes, for fs_warm.c (fs_opt.c sets it) */
 	int chunk_size_given; /* --chunk-size was given (else fs_opt.c sizes it to the cache) */
+	int readahead_given;  /* --readahead was given (said in the log line of its cap) */
 	int max_connections_given; /* --max-connections was given */
 	unsigned uid, gid;	   /* --uid, --gid: the owner every file shows */
 	int uid_given, gid_given;  /* given (else the mounting user's) */

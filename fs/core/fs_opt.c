@@ -192,8 +192,10 @@ static const struct fs_opt cache_opts[] = {
      * scheduler's rules cap it at an eighth of --cache-size (readahead that outruns the cache
      * evicts what it fetched before the reader gets there) and raises it
      * to one chunk */
-    {"readahead", 0, FS_OPT_SIZE, CFG(ct.readahead_max_bytes), 0, "256M", 1, NOLIMIT, "SIZE",
-     "largest readahead window of a sequential reader (at most 1/8 of --cache-size)"},
+    {"readahead", 0, FS_OPT_SIZE, CFG(ct.readahead_max_bytes), 1 + CFG(readahead_given), "256M", 1,
+     NOLIMIT, "SIZE",
+     "largest readahead window of a sequential reader (at most 1/8 of --cache-size, at least "
+     "one chunk; the log says when it is capped)"},
     /* large enough that a range GET runs at the store's streaming rate,
      * small enough that a random member read fetches little; at most
      * 1 GiB (a failed fill is fetched again whole); the cache tier rounds
