@@ -544,6 +544,15 @@ void backend__io_xfer_done(struct xfer *x, CURLcode c)
 		wait_push(x->io, x, 1);
 		return;
 	}
+	if (x->status >= 200 && x->status < 300 && !x->hdr_done) {
+		/* closed inside the head (curl ends such an answer before its
+		 * Content-Length as if whole): no body began, so not a short body,
+		 * as the lean engine says it too */
+		snprintf(r->error, sizeof(r->error),
+			 "HTTP %ld: the connection closed inside the answer's headers", x->status);
+		xfer_retry(x, -EIO);
+		return;
+	}
 	if (x->status >= 200 && x->status < 300) {
 		if (strcmp(r->method, "HEAD") == 0) {
 			backend__io_xfer_finish(x, 0);
