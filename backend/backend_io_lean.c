@@ -311,18 +311,12 @@ static void lc_begin(struct lconn *c, struct xfer *x)
 	send_req(c, 1);
 }
 
-/* The request went on a kept connection the server had closed: once more on
- * a new one (curl's rule: no answer at all on a reused connection). */
-static void resend_fresh(struct lconn *c)
+/* c's attempt goes on on n, a new connection (its connect under way): c's
+ * request, name and port go to n, and c is closed. */
+static void hand_off(struct lconn *c, struct lconn *n)
 {
 	struct xfer *x = c->x;
-	struct lconn *n = lc_open(c->io, &c->sa, c->salen);
-	int e = errno;
 
-	if (!n) {
-		fail(c, CURLE_COULDNT_CONNECT, "Failed to connect", e);
-		return;
-	}
 	memcpy(n->req, c->req, c->req_len);
 	n->req_len = c->req_len;
 	memcpy(n->name, c->name, sizeof(n->name));
@@ -332,6 +326,20 @@ static void resend_fresh(struct lconn *c)
 	active_dec(c->io);
 	lc_close(c);
 	lc_begin(n, x);
+}
+
+/* The request went on a kept connection the server had closed: once more on
+ * a new one (curl's rule: no answer at all on a reused connection). */
+static void resend_fresh(struct lconn *c)
+{
+	struct lconn *n = lc_open(c->io, &c->sa, c->salen);
+	int e = errno;
+
+	if (!n) {
+		fail(c, CURLE_COULDNT_CONNECT, "Failed to connect", e);
+		return;
+	}
+	hand_off(c, n);
 }
 
 static void send_req(struct lconn *c, int sync)
@@ -564,7 +572,6 @@ static void on_readable(struct lconn *c)
  * -1: none is left (or that one failed too), c is as it was. */
 static int connect_next(struct lconn *c)
 {
-	struct xfer *x = c->x;
 	struct lconn *n;
 
 	while (c->name[0] && c->iaddr + 1 < c->naddr) {
@@ -572,8 +579,6 @@ static int connect_next(struct lconn *c)
 		n = lc_new(c->io);
 		if (!n)
 			return -1;
-		memcpy(n->name, c->name, sizeof(n->name));
-		n->port = c->port;
 		memcpy(n->addrs, c->addrs, sizeof(n->addrs));
 		memcpy(n->alens, c->alens, sizeof(n->alens));
 		n->naddr = c->naddr;
@@ -582,13 +587,7 @@ static int connect_next(struct lconn *c)
 			lc_close(n);
 			continue;
 		}
-		memcpy(n->req, c->req, c->req_len);
-		n->req_len = c->req_len;
-		x->lc = NULL;
-		c->x = NULL;
-		active_dec(c->io);
-		lc_close(c);
-		lc_begin(n, x);
+		hand_off(c, n);
 		return 0;
 	}
 	return -1;
