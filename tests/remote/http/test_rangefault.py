@@ -864,6 +864,20 @@ def group_names(env, ck, cli, ng, src):
         ck.eq('no such host: the same error from both engines', errs['auto'], errs['curl'])
         ck.ok('Could not resolve host: shardfs-no-such-host.invalid' in (errs['auto'] or ''),
               'no such host: the error says %r' % errs['auto'])
+        # (d2) a name of two addresses whose first refuses the connection (nginx listens on
+        # 127.0.0.1 only; getaddrinfo puts ::1 first): the lean engine's attempt goes on to the
+        # next address (connect_next, hand_off), which the name's later connections take
+        # first: 6 reads, 2 connects
+        rc, out, err = in_namespace(
+            env, {'/etc/nsswitch.conf': 'hosts: files\n',
+                  '/etc/hosts': '::1 shardfs-two\n127.0.0.1 shardfs-two\n'},
+            [cli, 'http://shardfs-two:%d/files/%s' % (ng.port, key), 'shard-000001.tar',
+             '3000', '70000', '6', '1'], {'REQ_CLI_ENGINE': 'auto'})
+        ck.eq('two addresses: exit, fnv', (rc, out.get('fnv')),
+              (0, fnv64(want[3000:3000 + 6 * 70000])))
+        ck.eq('two addresses: requests, attempts, lean attempts, resolves, connects',
+              (out.get('requests'), out.get('attempts'), out.get('lean_attempts'),
+               out.get('resolves'), out.get('connects')), (6, 6, 6, 1, 2))
         # (e) a lookup that never answers (the namespace's resolver: a silent socket on
         # 127.0.0.1:53): each attempt waits at most connect_timeout_s, all on one lookup
         try:
