@@ -483,6 +483,17 @@ static int head_done(struct lconn *c, const struct backend_h1_head *h)
 	return 0;
 }
 
+/* The server closed c inside an answer's head: its status line, when that
+ * is whole, goes to the shared checks (x->status), as curl reads it. 1
+ * when it was whole. */
+static int head_cut(struct lconn *c)
+{
+	const char *nl = c->have ? memchr(c->buf, '\n', c->have) : NULL;
+
+	return nl && backend__io_header_line(c->x, c->buf, (size_t)(nl + 1 - c->buf)) == 0 &&
+	       c->x->status > 0;
+}
+
 static void on_readable(struct lconn *c)
 {
 	for (int round = 0; round < 8; round++) {
@@ -536,8 +547,13 @@ static void on_readable(struct lconn *c)
 				     0);
 				return;
 			}
-			if (c->have == 0 && !e) {
+			if (!e && !head_cut(c)) {
 				fail(c, CURLE_GOT_NOTHING, "Empty reply from server", 0);
+				return;
+			}
+			if (!e) { /* after the status line: as curl ends it */
+				fail(c, CURLE_PARTIAL_FILE,
+				     "the connection closed inside the answer's headers", 0);
 				return;
 			}
 			fail(c, CURLE_RECV_ERROR, "Recv failure", e ? e : ECONNRESET);

@@ -501,6 +501,15 @@ void backend__io_xfer_done(struct xfer *x, CURLcode c)
 		xfer_retry(x, -EIO);
 		return;
 	}
+	if (x->status && !x->hdr_done && (c == CURLE_OK || c == CURLE_PARTIAL_FILE)) {
+		/* closed after the status line, inside the head (curl ends one cut
+		 * before its Content-Length as if whole): no body began, so not a
+		 * short body; both engines say it so */
+		snprintf(r->error, sizeof(r->error),
+			 "HTTP %ld: the connection closed inside the answer's headers", x->status);
+		xfer_retry(x, -EIO);
+		return;
+	}
 	if (c != CURLE_OK) {
 		backend__io_curl_describe(c, x->url, x->easy ? x->easy->errbuf : x->lerr, r);
 		err = backend__io_curl_errno(c, &retry);
@@ -542,15 +551,6 @@ void backend__io_xfer_done(struct xfer *x, CURLcode c)
 		xfer_detach_easy(x);
 		r->attempts--; /* a hop is not a retry */
 		wait_push(x->io, x, 1);
-		return;
-	}
-	if (x->status >= 200 && x->status < 300 && !x->hdr_done) {
-		/* closed inside the head (curl ends such an answer before its
-		 * Content-Length as if whole): no body began, so not a short body,
-		 * as the lean engine says it too */
-		snprintf(r->error, sizeof(r->error),
-			 "HTTP %ld: the connection closed inside the answer's headers", x->status);
-		xfer_retry(x, -EIO);
 		return;
 	}
 	if (x->status >= 200 && x->status < 300) {

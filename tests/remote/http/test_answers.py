@@ -22,7 +22,11 @@ Groups:
            (the second GET) and once on the lean engine's fresh one (the first GET): the bytes
            before the cut are kept, the rest asked for again (short_bodies 1 from the head's
            end on, 0 before it for both engines: curl counted 1 for a cut after the status
-           line and before Content-Length's line), exact bytes.
+           line and before Content-Length's line), exact bytes; every GET cut in the status
+           line, in the headers, 2 bytes before the head's end: the read fails with the same
+           words from both engines ("HTTP 206: the connection closed inside the answer's
+           headers" once the status line is whole; the lean engine said "Failure when
+           receiving data from the peer", curl "Transferred a partial file" for the last).
   mountcuts the same classes of cut through a mount (the cache tier's fills: the lean engine
            receives into the fill's memory): every second GET of a 12 MiB shard's raw read
            (--chunk-size 1M) cut; 25 GETs, 12 cut, exact bytes, no read, fill or store
@@ -226,6 +230,35 @@ def group_cuts(env, ck, cli, data):
                 short = 1 if cut >= head_len else 0
                 check_case(ck, label, out, rc, srv, data, attempts, short, base + 1)
                 ck.eq('%s: server requests' % label, srv.requests, 7)
+    # every GET cut at one place of its head: both engines fail the read with the same words
+    # (a retry budget of 1 s), none counts a short body
+    for name, cut in (('in the status line', 5), ('in the headers', status_len + 10),
+                      ('2 bytes before the head\'s end', -2)):
+        said = {}
+        for e in ENGINES:
+            def fn(n, m, r, d, cut=cut):
+                a = Answer.ranged(m, r, d)
+                if m == 'GET':
+                    a.cut = cut if cut > 0 else a.raw.index(b'\r\n\r\n') + 4 + cut
+                return a
+            srv = Scripted(data, fn)
+            env.env['REQ_CLI_ENGINE'] = e
+            try:
+                r = env.run([cli, srv.url('o/x.bin'), 'x.bin', str(OFF), str(LEN), '1', '1',
+                             '1'], timeout=120)
+            finally:
+                srv.close()
+                env.env.pop('REQ_CLI_ENGINE', None)
+            out = dict(ln.partition(' ')[::2] for ln in r.stdout.decode().splitlines())
+            said[e] = re.sub(r'^0 GET http://127\.0\.0\.1:\d+/', '', out.get('error', ''))
+            ck.eq('%s every GET cut %s: exit, short bodies' % (e, name),
+                  (r.returncode, out.get('short_bodies')), (1, '0'))
+        log('every GET cut %s: %r' % (name, said))
+        ck.eq('every GET cut %s: the same words from both engines' % name, said['auto'],
+              said['curl'])
+        if cut != 5:
+            ck.eq('every GET cut %s: the words' % name, said['curl'],
+                  "o/x.bin: HTTP 206: the connection closed inside the answer's headers")
 
 
 def group_encoding(env, ck, cli, data):
