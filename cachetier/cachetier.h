@@ -253,9 +253,15 @@ void cachetier_punch_hold(struct cachetier *ct, int hold);
  * counts (when not NULL) gets, since open: [0] picks, [1] units the kept order looked at, [2]
  * units the scans looked at (0 while 'on' was never set), [3] picks whose answers differed,
  * [4] evictions whose lists were compared, [5] those whose lists differed, [6] units evictions
- * looked at in the kept order, [7] units the sorts looked at, [8] units evicted. */
-#define CT_EVV_N 9
+ * looked at in the kept order, [7] units the sorts looked at, [8] units evicted, [9] picks made
+ * again before they were compared: a unit was marked between the kept order's answer and the
+ * scan's (a change without ct->lock while the pick ran: they did not look at one state). */
+#define CT_EVV_N 10
 void cachetier_evict_verify(struct cachetier *ct, int on, uint64_t counts[CT_EVV_N]);
+/* Tests: with verify on, fn(arg) runs once, in the next pick, between the kept order's answer
+ * and the scan's, on the picking thread with ct->lock held: it may only make changes that run
+ * without ct->lock (plans' marks and reads). */
+void cachetier_evict_verify_hook(struct cachetier *ct, void (*fn)(void *arg), void *arg);
 /* Tests: while hold is set, the fill writer takes nothing the fills'
  * sinks push (it piles up, up to the sinks' bound, FILL_WQ_MAX buffers);
  * at its end the writer takes the pile as one batch. */

@@ -72,6 +72,9 @@ struct ct_evorder {
 	int64_t cur_fat;		/* evict()'s walk: the object's last use */
 	uint64_t lists, list_mismatch;	/* evict()'s lists compared with the sort, differing */
 	uint64_t looked, sorted, units; /* units evict() looked at; the sort's; units evicted */
+	uint64_t raced;			/* checked picks made again: a unit marked meanwhile */
+	void (*hook)(void *);		/* cachetier_evict_verify_hook */
+	void *hook_arg;
 };
 
 /* mark_units: units [c0, c1) of f changed in a way that may bring one

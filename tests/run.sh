@@ -175,9 +175,7 @@ unset ASAN_OPTIONS UBSAN_OPTIONS
 # is for later); reports go under build-tsan/sanitizer/ and fail the run.
 rm -rf build-tsan/sanitizer && mkdir -p build-tsan/sanitizer
 export TSAN_OPTIONS="halt_on_error=1:log_path=$root/build-tsan/sanitizer/tsan"
-# evorder (suite 'order') is left out: under TSan's timing 1-2 of its picks differ from the
-# scan's, an open defect (docs/tests.md, evorder)
-want tsan && run_suite tsan build-tsan -Db_sanitize=thread -Db_lundef=false -- --suite unit --suite tsan-mount --no-suite order
+want tsan && run_suite tsan build-tsan -Db_sanitize=thread -Db_lundef=false -- --suite unit --suite tsan-mount
 if ls build-tsan/sanitizer/* >/dev/null 2>&1; then
 	echo "=== sanitizer reports:"
 	cat build-tsan/sanitizer/*
