@@ -58,9 +58,12 @@ baseline<TAB>unit<TAB>ratio<TAB>goal<TAB>goal_ge"; lib_bench.py puts them in the
              L9 (w_plan_ais_getbatch): the
              planned cold epoch (bytes only) over ais:// from the AIStore stand-in on the
              same link (its own delay and pacing for listing, HEADs and GetBatch; object
-             GETs redirected to the emulator) with GetBatch vs without (ranged GETs), as a
-             ratio (report). `--only getbatch` (or `--only plan --plan-loaders ''`) runs L9
-             alone; with plan in --only it runs once, after the plan rows.
+             GETs redirected to the files) with GetBatch vs without (ranged GETs), as a
+             ratio (report). The stand-in is the C emulator with --ais (--ais-standin c,
+             the default) or the Python AisStandIn in this process (python); c,python and
+             --ais-rounds N alternate them, N rounds, each row labelled. `--only
+             getbatch` (or `--only plan --plan-loaders ''`) runs L9 alone; with plan in
+             --only it runs once, after the plan rows.
   scaling    `shardfs prefetch` with --connections 8, 16, 32, 64 on an emulator at
              --scale-rate-mb per connection: MB/s vs C x rate (goal >= 0.9), with the CPU use
              of the daemon, the emulator and the machine (what limits it)
@@ -1006,6 +1009,15 @@ def w_plan(a, emu):
 
 
 def w_plan_ais_getbatch(a, emu):
+    """L9 once per --ais-rounds round and per --ais-standin implementation (alternated)."""
+    impls = a.ais_standin.split(',')
+    for r in range(a.ais_rounds):
+        for impl in impls:
+            plan_ais_getbatch(a, emu, impl, '' if (len(impls), a.ais_rounds) == (1, 1) else
+                              ' [stand-in %s, round %d]' % (impl, r + 1))
+
+
+def plan_ais_getbatch(a, emu, impl, label):
     """Issue 25's `ais://` row (L9): a planned cold epoch over an AIStore source, bytes-only
     loader, --layout imagefolder --cache-size a quarter of the data, with GetBatch (the
     default --get-batch auto) vs the same epoch without it (--get-batch off: ranged GETs,
@@ -1015,15 +1027,22 @@ def w_plan_ais_getbatch(a, emu):
     connection at --rate-mb as the link emulator does (the emulator serves files, not
     GetBatch); object GETs are redirected (307, as an AIStore proxy does) to the link
     emulator, so the ranged GETs of the side without GetBatch cross the same link. Both sides
-    pay the stand-in's delay on each redirect or GetBatch 307 and the link's on the answer."""
+    pay the stand-in's delay on each redirect or GetBatch 307 and the link's on the answer.
+    impl 'c' (--ais-standin, the default): the stand-in is the C emulator itself (linkemu.c
+    --ais, a process of its own per side, on the shards' directory): listing, HEADs, GetBatch
+    and the files the object GETs are redirected to, each answer after --delay-ms, each
+    connection paced at --rate-mb; its CPU is that process's. 'python': the Python
+    AisStandIn in this process (its CPU is this process's, RUSAGE_SELF), object GETs
+    redirected to the main emulator: what L9 measured before 2026-11-30."""
     from shardfs_test import s3servers
     size = '%dM' % (a.total // 4 // 1048576)
     o = '--layout imagefolder --cache-size ' + size
     note('ais plan rows: load average %s before' % loadavg())
     # the stand-in lists the emulator's ETags (--etag): the redirected object GETs send
     # If-Match with the listed one, and the emulator answers 412 to any other
-    ais = s3servers.AisStandIn(None, root=a.shard_dir, objects_port=emu.port,
-                               delay_ms=a.delay_ms, rate_mb=a.rate_mb, etag=a.etag)
+    ais = None if impl == 'c' else s3servers.AisStandIn(
+        None, root=a.shard_dir, objects_port=emu.port, delay_ms=a.delay_ms, rate_mb=a.rate_mb,
+        etag=a.etag)
     res, counts = {}, {}
     keys = ('plan_batch_requests', 'plan_batch_items', 'plan_batch_bytes',
             'plan_batch_failed_items', 'plan_batch_stale_objects', 'plan_batch_refused',
@@ -1033,53 +1052,68 @@ def w_plan_ais_getbatch(a, emu):
         for side in ('getbatch', 'ranges'):
             settle()
             drop_caches()
-            a0 = dict(ais.stats)
-            ais.stats.pop('moss_inflight_max', None)
+            cemu = None
+            if ais is None:  # a fresh C stand-in per side: its counters are the side's
+                cemu = Emu(a.shard_dir, a.delay_ms, a.rate_mb, a.w, 'ais-' + side,
+                           shardfs=a.bin, etag=a.etag, ais=True)
+                a0, port = {}, cemu.port
+            else:
+                a0, port = dict(ais.stats), ais.port
+                ais.stats.pop('moss_inflight_max', None)
             m = Mount(a, 'ais://bench/', ('--layout', 'imagefolder', '--cache-size', size,
-                                          '--endpoint', 'http://127.0.0.1:%d' % ais.port) +
+                                          '--endpoint', 'http://127.0.0.1:%d' % port) +
                       (('--get-batch', 'off') if side == 'ranges' else ()))
             try:
-                # the stand-in runs on threads of this process: its CPU is ours
+                # the Python stand-in runs on threads of this process: its CPU is ours
                 r0 = resource.getrusage(resource.RUSAGE_SELF)
-                res[side] = epochs_in(m, True, 1, emu, 'bytes', ', ais:// ' + side)[0]
+                res[side] = epochs_in(m, True, 1, cemu or emu, 'bytes',
+                                      ', ais:// %s, stand-in %s' % (side, impl))[0]
                 r1 = resource.getrusage(resource.RUSAGE_SELF)
                 # (-1: a counter the binary has not: an older one, A/B)
                 st = m.stats()
                 counts[side] = {k: int(re.search(r'"%s":\s*"?([^",}]*)' % k, st).group(1))
                                 if '"%s"' % k in st else -1 for k in keys}
                 counts[side]['standin_cpu'] = (r1.ru_utime + r1.ru_stime - r0.ru_utime -
-                                               r0.ru_stime)
+                                               r0.ru_stime) if cemu is None else \
+                    res[side].emu_cpu
             finally:
                 m.umount()
-            a1 = dict(ais.stats)
+            if cemu is not None:
+                a1 = cemu.stats()
+                stop_emu(cemu)
+            else:
+                a1 = dict(ais.stats)
             counts[side].update({'ais_' + k: a1.get(k, 0) - a0.get(k, 0) for k in (
                 'moss_requests', 'moss_items', 'moss_ms', 'redirects', 's3_head', 's3_head_ms')})
             counts[side]['ais_moss_inflight_max'] = a1.get('moss_inflight_max', 0)
             log('ais %s: %s' % (side, counts[side]))
     finally:
-        ais.stop()
+        if ais is not None:
+            ais.stop()
     gb, rg = res['getbatch'], res['ranges']
     for side, e in (('GetBatch', gb), ('ranged GETs', rg)):
         c = counts['getbatch' if e is gb else 'ranges']
-        note('ais plan, %s: %d samples in %.2f s, read %d, fetched %d (%.2fx); GetBatch '
+        note('ais plan%s, %s: %d samples in %.2f s, read %d, fetched %d (%.2fx); GetBatch '
              'requests %d (items %d, at most %d at once, %.0f ms each from request to last byte '
              'at the stand-in), object GETs %d, HEADs %d (%.1f ms each at the stand-in after the '
              'delay; the mount from its mount on; the version rule\'s %d, HEAD groups confirmed by '
              'a shared one %d, requests that waited for another\'s HEAD %d); reads that waited '
              '%d, %.0f ms each; CPU s: '
              'daemon %.2f, loader %.2f, stand-in %.2f, '
-             'emulator %.2f; daemon context switches %d' % (
-                 side, e.n, e.secs, e.read, e.fetched, e.fetched / max(e.read, 1),
+             'emulator %.2f%s; daemon context switches %d' % (
+                 label, side, e.n, e.secs, e.read, e.fetched, e.fetched / max(e.read, 1),
                  c['ais_moss_requests'], c['ais_moss_items'], c['ais_moss_inflight_max'],
                  c['ais_moss_ms'] / max(c['ais_moss_requests'], 1),
                  c['ais_redirects'], c['ais_s3_head'],
                  c['ais_s3_head_ms'] / max(c['ais_s3_head'], 1), c['plan_batch_heads'],
                  c['plan_batch_heads_shared'], c['plan_batch_head_waits'], e.c['cache_misses'],
                  e.c['cache_miss_wait_ms'] / max(e.c['cache_misses'], 1), e.daemon_cpu,
-                 e.loader_cpu, c['standin_cpu'], e.emu_cpu, e.ctxsw))
+                 e.loader_cpu, c['standin_cpu'], e.emu_cpu,
+                 ' (the C stand-in: one process, both figures)' if impl == 'c' else '',
+                 e.ctxsw))
     note('ais plan rows: load average %s after' % loadavg())
     emit('L9. bytes only, ais:// (AIStore stand-in on the link): planned cold epoch with '
-         'GetBatch vs without (ranged GETs)', o, gb.secs, rg.secs, 's', rg.secs / gb.secs,
+         'GetBatch vs without (ranged GETs)' + label, o, gb.secs, rg.secs, 's', rg.secs / gb.secs,
          '>= 1 (issue 37)', 1.0)
 
 
@@ -1297,6 +1331,11 @@ def main():
     ap.add_argument('--plan-loaders', default='bytes,jpeg', help='loaders of the plan rows: '
                     'bytes (L8: the loader only reads each file\'s bytes) and jpeg (L7: PIL '
                     'decodes each JPEG)')
+    ap.add_argument('--ais-standin', default='c', help='L9\'s AIStore stand-in: c (the C '
+                    'emulator with --ais, the default), python (s3servers.AisStandIn in this '
+                    'process), or both, c,python: alternated, each row labelled')
+    ap.add_argument('--ais-rounds', type=int, default=1, help='L9: rounds of --ais-standin\'s '
+                    'sides (alternated; more than 1: each row labelled)')
     ap.add_argument('--epoch-timeout', type=int, default=1800, help='plan rows: an epoch '
                     'that has not ended after this many seconds fails the run (default 1800)')
     ap.add_argument('--skip-unplanned', action='store_true', help='plan rows: leave out the '

@@ -18,6 +18,13 @@ usage: test_linkemu.py SHARDFS GROUP
         (the template's bytes then 512 * (i % 8) zeros), ranges across the zeros, 412, 416, 400
         for a suffix range, NoSuchKey, NoSuchBucket; the counters list_requests, heads, gets,
         other, list_bytes, requests, bytes_sent exact
+  ais   AIS mode (--ais) against the Python AisStandIn (root mode) on the same files: GetBatch
+        (the proxy's 307, the target's chunked TAR byte for byte as AisStandIn's and as built
+        here from the files: whole objects, ranges, to the end, an empty file, a missing
+        object with coer (__404__/) and without (404), onob off, a name split into a USTAR
+        prefix; 416 for ranges past the end; 400 for what the stand-in refuses), requests
+        pipelined in one write and each with its body in a write of its own; HEAD and the
+        listing as AisStandIn's; object GETs redirected here; the moss_* counters exact
 File contents and the requests' ranges come from a seed (SHARDFS_TEST_SEED, printed). The delay is
 30 ms and the rate 60 MB/s (the benches' link) but nothing here is timed.
 LINKEMU_IMPL=python runs the same checks on linkemu.py's own server (the reference), apart from
@@ -366,7 +373,193 @@ def group_s3(env, ck):
         emu.stop()
 
 
-GROUPS = {'root': (group_root, 120), 's3': (group_s3, 120)}
+def raw_answer(f):
+    """One answer from a file on a socket: (status, headers dict, body): a Content-Length body,
+    or a chunked one kept raw (its framing included, up to its last chunk's CRLF)."""
+    status = int(f.readline().split()[1])
+    h = {}
+    while True:
+        ln = f.readline().decode('latin-1').rstrip('\r\n')
+        if not ln:
+            break
+        k, _, v = ln.partition(':')
+        h[k.strip().lower()] = v.strip()
+    if h.get('transfer-encoding') != 'chunked':
+        return status, h, f.read(int(h.get('content-length', '0')))
+    raw = bytearray()
+    while True:
+        ln = f.readline()
+        raw += ln
+        n = int(ln.strip(), 16)
+        raw += f.read(n + 2)
+        if n == 0:
+            return status, h, bytes(raw)
+
+
+def dechunk(raw):
+    out, i = bytearray(), 0
+    while True:
+        j = raw.index(b'\r\n', i)
+        n = int(raw[i:j], 16)
+        out += raw[j + 2:j + 2 + n]
+        i = j + 4 + n
+        if n == 0:
+            return bytes(out)
+
+
+def moss_exchange(port, reqs, split=False):
+    """GetBatch requests [(path, body dict or bytes)] sent in one write on a new connection
+    (pipelined), or with split, each request's head and body in two writes; their answers."""
+    s = socket.create_connection(('127.0.0.1', port), timeout=60)
+    try:
+        f = s.makefile('rb')
+        wire = []
+        for path, body in reqs:
+            b = body if isinstance(body, bytes) else json.dumps(body).encode()
+            wire.append((('GET %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n'
+                          'Content-Length: %d\r\n\r\n' % (path, len(b))).encode(), b))
+        if split:
+            out = []
+            for head, b in wire:
+                s.sendall(head)
+                s.sendall(b)
+                out.append(raw_answer(f))
+            return out
+        s.sendall(b''.join(h + b for h, b in wire))
+        return [raw_answer(f) for _ in reqs]
+    finally:
+        s.close()
+
+
+def group_ais(env, ck):
+    """AIS mode (linkemu.c --ais) against what it stands for, the Python AisStandIn in root
+    mode on the same directory (and the TAR built here from the files)."""
+    from shardfs_test import s3servers
+    from urllib.parse import quote
+    rng = env.rng
+    root = env.path('ais')
+    long_dir = 'd' * 70
+    files = {'a.tar': bytes(rng.getrandbits(8) for _ in range(70000)),
+             'b.tar': bytes(rng.getrandbits(8) for _ in range(1536)),
+             'empty.bin': b'', 'sub/c.bin': bytes(rng.getrandbits(8) for _ in range(777)),
+             long_dir + '/' + 'f' * 60: b'long name'}
+    for n, d in files.items():
+        os.makedirs(os.path.dirname(os.path.join(root, n)), exist_ok=True)
+        ml.write_file(os.path.join(root, n), d)
+    emu = start(env, root=root, tag='ais', etag='store', ais=True)
+    py = s3servers.AisStandIn(None, root=root, objects_port=emu.port, etag='store')
+    try:
+        a, b = files['a.tar'], files['b.tar']
+
+        def member(name, data):
+            return s3servers.moss_header(name, len(data)) + data + \
+                b'\0' * ((512 - len(data) % 512) % 512)
+
+        def req(items, **kw):
+            d = {'mime': '.tar', 'in': items, 'coer': True, 'onob': True, 'strm': True}
+            d.update(kw)
+            return d
+        x, y = rng.randrange(len(a) // 2), rng.randrange(1, len(a) // 2)
+        cases = [  # (what, request, expected status, expected TAR or None)
+            ('whole, range, to the end, an empty file, two levels',
+             req([{'objname': 'a.tar'}, {'objname': 'a.tar', 'start': x, 'length': y},
+                  {'objname': 'b.tar', 'start': 1000, 'length': -1},
+                  {'objname': 'empty.bin', 'start': 0, 'length': 0},
+                  {'objname': 'sub/c.bin', 'start': 0, 'length': 512}]), 200,
+             member('a.tar', a) + member('a.tar', a[x:x + y]) + member('b.tar', b[1000:]) +
+             member('empty.bin', b'') + member('sub/c.bin', files['sub/c.bin'][:512]) +
+             b'\0' * 1024),
+            ('a missing object with coer',
+             req([{'objname': 'b.tar', 'start': 0, 'length': 5}, {'objname': 'gone.tar'}]),
+             200, member('b.tar', b[:5]) + member('__404__/gone.tar', b'') + b'\0' * 1024),
+            ('without onob: BUCKET/NAME; a name split into a USTAR prefix',
+             req([{'objname': 'b.tar', 'start': 1535, 'length': 1},
+                  {'objname': long_dir + '/' + 'f' * 60}], onob=False), 200,
+             member('bench/b.tar', b[1535:]) + member('bench/%s/%s' % (long_dir, 'f' * 60),
+                                                      b'long name') + b'\0' * 1024),
+            ('a missing object without coer', req([{'objname': 'gone.tar'}], coer=False), 404,
+             None),
+            ('a range past the end', req([{'objname': 'b.tar', 'start': 1000,
+                                          'length': 537}]), 416, None),
+            ('a start past the end', req([{'objname': 'b.tar', 'start': 1537, 'length': -1}]),
+             416, None),
+            ('mime .zip', req([{'objname': 'a.tar'}], mime='.zip'), 400, None),
+            ('not streaming', req([{'objname': 'a.tar'}], strm=False), 400, None),
+            ('archpath', req([{'objname': 'a.tar', 'archpath': 'x'}]), 400, None),
+            ('start without length', req([{'objname': 'a.tar', 'start': 3}]), 400, None),
+            ('no objname', req([{'start': 0}]), 400, None),
+            ('an empty "in"', req([]), 400, None),
+            ('not JSON', b'{"in": [', 400, None),
+        ]
+        path = '/v1/ml/moss/bench?provider=ais'
+        for impl, port in (('c', emu.port), ('python', py.port)):
+            # the proxy's redirect to the target, which reads the body again
+            [(code, h, body)] = moss_exchange(port, [(path, cases[0][1])])
+            ck.eq('%s: the proxy redirects' % impl, (code, h.get('location')),
+                  (307, 'http://127.0.0.1:%d%s&dt=t1' % (port, path)))
+        answers = {}
+        for impl, port in (('c', emu.port), ('python', py.port)):
+            # the C side's requests: all pipelined in one write, then each split in two
+            got = moss_exchange(port, [(path + '&dt=t1', c[1]) for c in cases])
+            if impl == 'c':
+                again = moss_exchange(port, [(path + '&dt=t1', c[1]) for c in cases],
+                                      split=True)
+                ck.eq('c: the same answers with bodies in their own writes',
+                      [(s, b) for s, _, b in again], [(s, b) for s, _, b in got])
+            answers[impl] = got
+            for (what, _, status, tar), (code, h, body) in zip(cases, got):
+                ck.eq('%s %s: status' % (impl, what), code, status)
+                if tar is not None:
+                    ck.eq('%s %s: chunked TAR' % (impl, what),
+                          (h.get('transfer-encoding'), h.get('content-type')),
+                          ('chunked', 'application/x-tar'))
+                    ck.eq('%s %s: TAR bytes' % (impl, what), dechunk(body), tar)
+                else:
+                    ck.eq('%s %s: no TAR' % (impl, what), h.get('content-type'),
+                          'application/json')
+        for (what, _, status, tar), c, p in zip(cases, answers['c'], answers['python']):
+            if tar is not None:  # the framing too: a chunk per member, then the end's
+                ck.eq('%s: C answer byte for byte as AisStandIn\'s' % what, c[2], p[2])
+        # HEAD, listing, object redirects
+        cl, pc = Client(emu.port), Client(py.port)
+        for k in ('a.tar', 'sub/c.bin', 'gone.tar'):
+            code, h, body = cl.req('HEAD', '/s3/bench/' + quote(k))
+            pcode, ph, _ = pc.req('HEAD', '/s3/bench/' + quote(k))
+            ck.eq('HEAD %s' % k, (code, h.get('etag'), h.get('content-length'),
+                                  h.get('last-modified'), body),
+                  (pcode, ph.get('etag'), ph.get('content-length'), ph.get('last-modified'),
+                   b''))
+        for qs in ('list-type=2', 'list-type=2&prefix=sub/', 'list-type=2&prefix=zz'):
+            code, h, body = cl.req('GET', '/s3/bench?' + qs)
+            pcode, _, pbody = pc.req('GET', '/s3/bench?' + qs)
+            ck.eq('listing %s: as AisStandIn\'s' % qs, (code, body), (pcode, pbody))
+        code, h, body = cl.req('GET', '/v1/objects/bench/sub/c.bin?provider=ais',
+                               {'Range': 'bytes=0-9'})
+        ck.eq('object GET: redirected to the file here', (code, h.get('location')),
+              (307, 'http://127.0.0.1:%d/sub/c.bin' % emu.port))
+        code, h, body = cl.req('GET', '/sub/c.bin', {'Range': 'bytes=0-9'})
+        ck.eq('the redirect\'s target: the bytes', (code, body), (206, files['sub/c.bin'][:10]))
+        code, h, body = cl.req('GET', '/v1/objects/bench/a.tar?provider=gcp')
+        ck.eq('object GET of another provider', code, 400)
+        cl.close()
+        pc.close()
+        stc, stp = emu.stats(), dict(py.stats)
+        # the C side answered every target request twice (pipelined, then split)
+        for k, twice in (('moss_requests', 2), ('moss_items', 2), ('moss_missing', 2),
+                         ('moss_refused', 2), ('moss_redirects', 1), ('s3_head', 1)):
+            ck.eq('stats %s: %d x AisStandIn\'s' % (k, twice), stc.get(k),
+                  twice * stp.get(k, 0))
+        ck.eq('stats: exact counts', [stc[k] for k in (
+            'moss_requests', 'moss_redirects', 'moss_items', 'moss_missing', 'moss_refused',
+            's3_head', 's3_get', 'redirects', 'moss_inflight_max')],
+            [2 * len(cases), 1, 2 * (5 + 2 + 2), 2, 2 * 7, 3, 3, 1, 1])
+    finally:
+        py.stop()
+        emu.stop()
+
+
+GROUPS = {'root': (group_root, 120), 's3': (group_s3, 120),
+          'ais': (group_ais, 120)}
 
 if __name__ == '__main__':
     if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:

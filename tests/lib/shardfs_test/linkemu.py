@@ -367,11 +367,14 @@ class Emu:
     reference of link_bench.py's row L0b)."""
 
     def __init__(self, root, delay_ms, rate_mb, w, tag, timeout=60.0, s3=None, exe=None,
-                 shardfs=None, impl='c', etag='nginx'):
+                 shardfs=None, impl='c', etag='nginx', ais=False):
         """s3: None, or S3 mode as a dict: keys (N), object (the template file), bucket and
         prefix (optional); root is then unused (None). etag (root mode): 'nginx' (nginx's
         "MTIME-SIZE", which shardfs takes as weak and checks with a probe per fill, --weak-etag)
-        or 'store' (an opaque strong token, as S3, GCS and AIStore give; the C emulator only)."""
+        or 'store' (an opaque strong token, as S3, GCS and AIStore give; the C emulator only).
+        ais (root mode, the C emulator only): also the AIStore stand-in's API (linkemu.c
+        --ais: listing and HEAD under /s3/, object GETs redirected to this server, GetBatch),
+        what s3servers.AisStandIn answers in root mode with no fault armed."""
         pf = os.path.join(w, 'emu-%s.port' % tag)
         if os.path.exists(pf):
             os.unlink(pf)
@@ -383,6 +386,10 @@ class Emu:
             raise ValueError('etag: nginx, or store with impl c; not %r' % etag)
         if etag != 'nginx':
             args += ['--etag', etag]
+        if ais:
+            if impl != 'c' or not root:
+                raise ValueError('ais: root mode of the C emulator only')
+            args += ['--ais']
         if impl == 'python':
             cmd = [sys.executable, os.path.abspath(__file__)]
         elif impl == 'c':

@@ -736,8 +736,10 @@ class AisStandIn(_Counting):
     any other): 'nginx' ("MTIME-SIZE") or 'store' (linkemu.c's --etag store token,
     store_etag). delay_ms and rate_mb: linkemu.py's link (every
     answer waits delay_ms before it starts, every connection sends at most rate_mb MB/s: the
-    kernel paces the socket), for the GetBatch answers, which the link emulator cannot serve.
-    There the members' data go out with sendfile(2) while no fault is armed (moss_stream), as
+    kernel paces the socket). The link bench's L9 uses the C emulator's AIS mode instead
+    (tests/lib/linkemu.c --ais: the same answers as root mode here with no fault armed, checked
+    byte for byte by lib-linkemu-ais), so that no store runs in CPython on the client's cores;
+    this class stays the functional tests' stand-in (its fault knobs). The members' data go out with sendfile(2) while no fault is armed (moss_stream), as
     the link emulator sends; moss_sendfile = False builds every answer in memory instead (the
     same bytes: tests/lib/test_helpers.py compares the two)."""
 
