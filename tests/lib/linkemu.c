@@ -1806,7 +1806,8 @@ static void ais_listing(struct conn *c, const char *bucket, const char *qs)
 	const char *prefix = q.prefix ? q.prefix : "";
 	struct keys ks = {0};
 	walk(cfg.root, "", prefix, &ks);
-	qsort(ks.k, ks.n, sizeof *ks.k, name_cmp);
+	if (ks.n)
+		qsort(ks.k, ks.n, sizeof *ks.k, name_cmp);
 	struct buf b = {0};
 	if (ks.n > 1000) {
 		buf_str(&b,
