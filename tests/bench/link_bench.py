@@ -1028,10 +1028,10 @@ def plan_ais_getbatch(a, emu, impl, label):
     GetBatch); object GETs are redirected (307, as an AIStore proxy does) to the link
     emulator, so the ranged GETs of the side without GetBatch cross the same link. Both sides
     pay the stand-in's delay on each redirect or GetBatch 307 and the link's on the answer.
-    impl 'c' (--ais-standin, the default): the stand-in is the C emulator itself (linkemu.c
-    --ais, a process of its own per side, on the shards' directory): listing, HEADs, GetBatch
-    and the files the object GETs are redirected to, each answer after --delay-ms, each
-    connection paced at --rate-mb; its CPU is that process's. 'python': the Python
+    impl 'c' (--ais-standin, the default): the stand-in is the C emulator (linkemu.c --ais, a
+    process of its own per side, on the shards' directory): listing, HEADs and GetBatch, each
+    answer after --delay-ms, each connection paced at --rate-mb, object GETs redirected to the
+    main emulator; its CPU is that process's. 'python': the Python
     AisStandIn in this process (its CPU is this process's, RUSAGE_SELF), object GETs
     redirected to the main emulator: what L9 measured before 2026-11-30."""
     from shardfs_test import s3servers
@@ -1054,20 +1054,30 @@ def plan_ais_getbatch(a, emu, impl, label):
             drop_caches()
             cemu = None
             if ais is None:  # a fresh C stand-in per side: its counters are the side's
+                # object GETs redirected to the main emulator, as the Python stand-in's:
+                # an AIStore proxy sends them to a target, another host to the mount, whose
+                # connections per host are not shared with the proxy's
                 cemu = Emu(a.shard_dir, a.delay_ms, a.rate_mb, a.w, 'ais-' + side,
-                           shardfs=a.bin, etag=a.etag, ais=True)
+                           shardfs=a.bin, etag=a.etag, ais=True, ais_objects_port=emu.port)
                 a0, port = {}, cemu.port
             else:
                 a0, port = dict(ais.stats), ais.port
                 ais.stats.pop('moss_inflight_max', None)
-            m = Mount(a, 'ais://bench/', ('--layout', 'imagefolder', '--cache-size', size,
-                                          '--endpoint', 'http://127.0.0.1:%d' % port) +
-                      (('--get-batch', 'off') if side == 'ranges' else ()))
+            try:
+                m = Mount(a, 'ais://bench/', ('--layout', 'imagefolder', '--cache-size', size,
+                                              '--endpoint', 'http://127.0.0.1:%d' % port) +
+                          (('--get-batch', 'off') if side == 'ranges' else ()))
+            except BaseException:
+                if cemu is not None:
+                    stop_emu(cemu)
+                raise
             try:
                 # the Python stand-in runs on threads of this process: its CPU is ours
                 r0 = resource.getrusage(resource.RUSAGE_SELF)
+                e0 = proc_cpu(emu.p.pid)
                 res[side] = epochs_in(m, True, 1, cemu or emu, 'bytes',
                                       ', ais:// %s, stand-in %s' % (side, impl))[0]
+                e1 = proc_cpu(emu.p.pid)
                 r1 = resource.getrusage(resource.RUSAGE_SELF)
                 # (-1: a counter the binary has not: an older one, A/B)
                 st = m.stats()
@@ -1076,13 +1086,14 @@ def plan_ais_getbatch(a, emu, impl, label):
                 counts[side]['standin_cpu'] = (r1.ru_utime + r1.ru_stime - r0.ru_utime -
                                                r0.ru_stime) if cemu is None else \
                     res[side].emu_cpu
+                counts[side]['emu_cpu'] = e1 - e0  # the main emulator's: the object GETs
+                a1 = cemu.stats() if cemu is not None else dict(ais.stats)
             finally:
-                m.umount()
-            if cemu is not None:
-                a1 = cemu.stats()
-                stop_emu(cemu)
-            else:
-                a1 = dict(ais.stats)
+                try:
+                    m.umount()
+                finally:
+                    if cemu is not None:
+                        stop_emu(cemu)
             counts[side].update({'ais_' + k: a1.get(k, 0) - a0.get(k, 0) for k in (
                 'moss_requests', 'moss_items', 'moss_ms', 'redirects', 's3_head', 's3_head_ms')})
             counts[side]['ais_moss_inflight_max'] = a1.get('moss_inflight_max', 0)
@@ -1108,9 +1119,8 @@ def plan_ais_getbatch(a, emu, impl, label):
                  c['ais_s3_head_ms'] / max(c['ais_s3_head'], 1), c['plan_batch_heads'],
                  c['plan_batch_heads_shared'], c['plan_batch_head_waits'], e.c['cache_misses'],
                  e.c['cache_miss_wait_ms'] / max(e.c['cache_misses'], 1), e.daemon_cpu,
-                 e.loader_cpu, c['standin_cpu'], e.emu_cpu,
-                 ' (the C stand-in: one process, both figures)' if impl == 'c' else '',
-                 e.ctxsw))
+                 e.loader_cpu, c['standin_cpu'], c['emu_cpu'],
+                 ' (the C stand-in with --ais)' if impl == 'c' else '', e.ctxsw))
     note('ais plan rows: load average %s after' % loadavg())
     emit('L9. bytes only, ais:// (AIStore stand-in on the link): planned cold epoch with '
          'GetBatch vs without (ranged GETs)' + label, o, gb.secs, rg.secs, 's', rg.secs / gb.secs,

@@ -2,7 +2,7 @@
  * starts it; built for tests only, never installed).
  *
  *   linkemu --root DIR [--delay-ms 30] [--rate-mb 60] [--port 0] [--port-file F] [--etag nginx]
- *           [--ais]
+ *           [--ais [--ais-objects-port P]]
  *   linkemu --s3-keys N --s3-object FILE [--s3-bucket bench] [--s3-prefix P] [...]
  *
  * An HTTP/1.1 object store on 127.0.0.1 that behaves like a remote one on a real link: every
@@ -21,7 +21,9 @@
  *
  * With --ais, root mode also answers what the AIStore stand-in of the tests
  * (tests/lib/shardfs_test/s3servers.py AisStandIn, root mode, no fault armed) answers: the
- * listing and HEAD under /s3/BUCKET/, object GETs redirected here, GetBatch (see "AIS mode"
+ * listing and HEAD under /s3/BUCKET/, object GETs redirected (to --ais-objects-port, another
+ * emulator on the same files, as an AIStore proxy sends them to a target: a client's
+ * connections per host are not shared with the proxy's; else here), GetBatch (see "AIS mode"
  * below), so that the link bench's L9 does not run a store in CPython on the client's cores.
  *
  * S3 mode: a bucket of N keys PREFIX + "shard-%06d.tar", key i's bytes FILE's followed by
@@ -225,9 +227,10 @@ static struct {
 	const char *root; /* realpath; NULL in S3 mode */
 	uint64_t delay_ns;
 	uint64_t rate_bps;
-	int etag_store; /* --etag store: an opaque strong ETag, as object stores give */
-	int ais;	/* --ais: the AIStore stand-in's API besides the files (root mode) */
-	long port;	/* the port it listens on (AIS mode's redirects name it) */
+	int etag_store;	   /* --etag store: an opaque strong ETag, as object stores give */
+	int ais;	   /* --ais: the AIStore stand-in's API besides the files (root mode) */
+	long port;	   /* the port it listens on (AIS mode's redirects name it) */
+	long objects_port; /* --ais-objects-port: where object GETs are redirected (0: here) */
 	/* S3 mode */
 	long s3_n;
 	const char *bucket, *prefix;
@@ -1894,8 +1897,8 @@ static int serve_ais(struct conn *c, const char *path, const char *qs, const cha
 		/* the object's path on this server: the raw path after /v1/objects/BUCKET/ */
 		const char *k = strchr(raw + 12, '/');
 		char loc[8192 + 128];
-		snprintf(loc, sizeof loc, "Location: http://127.0.0.1:%ld/%s\r\n", cfg.port,
-			 k ? k + 1 : "");
+		snprintf(loc, sizeof loc, "Location: http://127.0.0.1:%ld/%s\r\n",
+			 cfg.objects_port ? cfg.objects_port : cfg.port, k ? k + 1 : "");
 		resp_head(c, 307, loc, 0);
 		return 1;
 	}
@@ -2310,6 +2313,7 @@ int main(int argc, char **argv)
 					     {"port-file", required_argument, 0, 'f'},
 					     {"etag", required_argument, 0, 'e'},
 					     {"ais", no_argument, 0, 'a'},
+					     {"ais-objects-port", required_argument, 0, 'O'},
 					     {"help", no_argument, 0, 'h'},
 					     {0, 0, 0, 0}};
 	const char *root = NULL, *object = NULL, *port_file = NULL;
@@ -2360,6 +2364,11 @@ int main(int argc, char **argv)
 		case 'a':
 			cfg.ais = 1;
 			break;
+		case 'O':
+			cfg.objects_port = strtol(optarg, &e, 10);
+			if (*e || cfg.objects_port < 1 || cfg.objects_port > 65535)
+				die("--ais-objects-port %s: a TCP port", optarg);
+			break;
 		case 'e':
 			if (strcmp(optarg, "nginx") && strcmp(optarg, "store"))
 				die("--etag %s: nginx (\"MTIME-SIZE\", weak: what nginx sends) or "
@@ -2372,7 +2381,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "usage: linkemu --root DIR | --s3-keys N --s3-object FILE "
 					"[--s3-bucket B] [--s3-prefix P]\n"
 					"       [--delay-ms 30] [--rate-mb 60] [--port 0] "
-					"[--port-file F] [--etag nginx|store] [--ais]\n");
+					"[--port-file F] [--etag nginx|store]\n"
+					"       [--ais [--ais-objects-port P]]\n");
 			return ch == 'h' ? 0 : 2;
 		}
 	}

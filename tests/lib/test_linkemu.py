@@ -24,7 +24,8 @@ usage: test_linkemu.py SHARDFS GROUP
         object with coer (__404__/) and without (404), onob off, a name split into a USTAR
         prefix; 416 for ranges past the end; 400 for what the stand-in refuses), requests
         pipelined in one write and each with its body in a write of its own; HEAD and the
-        listing as AisStandIn's; object GETs redirected here; the moss_* counters exact
+        listing as AisStandIn's; object GETs redirected here, or to --ais-objects-port; the
+        moss_* counters exact
 File contents and the requests' ranges come from a seed (SHARDFS_TEST_SEED, printed). The delay is
 30 ms and the rate 60 MB/s (the benches' link) but nothing here is timed.
 LINKEMU_IMPL=python runs the same checks on linkemu.py's own server (the reference), apart from
@@ -541,6 +542,16 @@ def group_ais(env, ck):
         ck.eq('the redirect\'s target: the bytes', (code, body), (206, files['sub/c.bin'][:10]))
         code, h, body = cl.req('GET', '/v1/objects/bench/a.tar?provider=gcp')
         ck.eq('object GET of another provider', code, 400)
+        emu2 = start(env, root=root, tag='ais2', etag='store', ais=True,
+                     ais_objects_port=emu.port)
+        try:
+            c2 = Client(emu2.port)
+            code, h, body = c2.req('GET', '/v1/objects/bench/sub/c.bin?provider=ais')
+            ck.eq('object GET with --ais-objects-port: redirected there',
+                  (code, h.get('location')), (307, 'http://127.0.0.1:%d/sub/c.bin' % emu.port))
+            c2.close()
+        finally:
+            emu2.stop()
         cl.close()
         pc.close()
         stc, stp = emu.stats(), dict(py.stats)

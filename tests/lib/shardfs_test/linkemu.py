@@ -367,14 +367,15 @@ class Emu:
     reference of link_bench.py's row L0b)."""
 
     def __init__(self, root, delay_ms, rate_mb, w, tag, timeout=60.0, s3=None, exe=None,
-                 shardfs=None, impl='c', etag='nginx', ais=False):
+                 shardfs=None, impl='c', etag='nginx', ais=False, ais_objects_port=None):
         """s3: None, or S3 mode as a dict: keys (N), object (the template file), bucket and
         prefix (optional); root is then unused (None). etag (root mode): 'nginx' (nginx's
         "MTIME-SIZE", which shardfs takes as weak and checks with a probe per fill, --weak-etag)
         or 'store' (an opaque strong token, as S3, GCS and AIStore give; the C emulator only).
         ais (root mode, the C emulator only): also the AIStore stand-in's API (linkemu.c
         --ais: listing and HEAD under /s3/, object GETs redirected to this server, GetBatch),
-        what s3servers.AisStandIn answers in root mode with no fault armed."""
+        what s3servers.AisStandIn answers in root mode with no fault armed; object GETs
+        redirected to ais_objects_port (another emulator on the same root) or to this one."""
         pf = os.path.join(w, 'emu-%s.port' % tag)
         if os.path.exists(pf):
             os.unlink(pf)
@@ -390,6 +391,8 @@ class Emu:
             if impl != 'c' or not root:
                 raise ValueError('ais: root mode of the C emulator only')
             args += ['--ais']
+            if ais_objects_port:
+                args += ['--ais-objects-port', str(ais_objects_port)]
         if impl == 'python':
             cmd = [sys.executable, os.path.abspath(__file__)]
         elif impl == 'c':
