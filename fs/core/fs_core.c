@@ -105,6 +105,24 @@ static void warn_small_cache(struct fs *fs)
 		a, b);
 }
 
+/* A stage (--plan-memory) of more than half of this machine's memory may
+ * hold that much of planned bytes at once: say so before it does. */
+static void warn_big_stage(struct fs *fs)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	uint64_t mem = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+	char a[32], b[32];
+
+	if (!mem || fs->cfg.plan_memory_bytes <= mem / 2 || backend_is_local(fs->be))
+		return;
+	fs_human_bytes(fs->cfg.plan_memory_bytes, a, sizeof(a));
+	fs_human_bytes(mem, b, sizeof(b));
+	fprintf(stderr,
+		"shardfs: warning: --plan-memory %s is more than half of this machine's memory "
+		"(%s): the stage may hold that much of planned bytes at once; give less\n",
+		a, b);
+}
+
 /* The readahead window's cap as the fetch scheduler's rules set it (at
  * most an eighth of --cache-size, at least one chunk), said once at mount
  * when it is not --readahead (given or the default). */
@@ -219,6 +237,7 @@ static int core_open_stores(struct fs *fs, unsigned flags)
 		return 0;
 	warn_small_disk(fs);
 	warn_small_cache(fs);
+	warn_big_stage(fs);
 	err = core_log_open(fs);
 	if (err < 0)
 		return err;

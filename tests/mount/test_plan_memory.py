@@ -10,6 +10,10 @@ mounted with its options (--cache-size 1M: every sample is staged when it can be
 GROUP:
   tiny     --plan-memory 1 and 4K: every sample exact, nothing staged, no read error (4K: the
            12 spans counted as not fitting)
+  huge     --plan-memory 16G (the most it takes) and 64M: a mount whose stage is more than half
+           of this machine's memory warns on stderr, once, naming both sizes (on a machine of
+           less than 32 GiB: 16G warns; before warn_big_stage neither did), one within it does
+           not; every sample exact with 16G
   rewrite  a shard rewritten in place (every member's data, same size, a new mtime: a new ETag)
            after every span was staged and 2 samples read: with --plan-memory 64M the other 10
            reads are the staged (listed) version's exact bytes; with 0 each is the old or the
@@ -158,6 +162,30 @@ def group_tiny(env, ck):
                 ck.eq('tiny %s: spans staged, not fitting, read errors' % mem,
                       (st['plan_stage_spans'], st['plan_stage_full'], st['read_errors']),
                       (0, full, 0))
+    finally:
+        ng.stop()
+
+
+def group_huge(env, ck):
+    src, plan, want, _ = source(env)
+    mem = os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')
+    ng = web.Nginx(env.path('nginx'), src).start()
+    try:
+        for size, val, human in (('16G', 16 << 30, '16.00 GiB'), ('64M', 64 << 20, '64.00 MiB')):
+            with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache-' + size),
+                          extra=BASE + ['--plan-memory', size]) as m:
+                publish(env, m, plan)
+                got = classify(m, plan, want)
+            lines = [ln for ln in m.stderr.splitlines() if '--plan-memory' in ln]
+            log('huge %s (memory %d): %r %r' % (size, mem, got, lines))
+            ck.eq('huge %s: every sample' % size, got, {'ok': len(plan)})
+            if val > mem // 2:
+                ck.eq('huge %s: warning lines' % size, len(lines), 1)
+                ck.ok(lines and lines[0].startswith(
+                    'shardfs: warning: --plan-memory %s is more than half of this machine\'s '
+                    'memory (' % human), 'huge %s: the warning is %r' % (size, lines))
+            else:
+                ck.eq('huge %s: warning lines' % size, lines, [])
     finally:
         ng.stop()
 
@@ -350,7 +378,7 @@ def group_failed(env, ck):
         ng.stop()
 
 
-GROUPS = {'tiny': group_tiny, 'rewrite': group_rewrite, 'clear': group_clear,
+GROUPS = {'tiny': group_tiny, 'huge': group_huge, 'rewrite': group_rewrite, 'clear': group_clear,
           'kill': group_kill, 'two': group_two, 'cuts': group_cuts, 'failed': group_failed}
 
 
