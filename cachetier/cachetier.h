@@ -667,17 +667,23 @@ void cachetier_held_get(struct cachetier *ct, struct cachetier_held *h);
  * the store's I/O thread (or in this call for a store that reads in the
  * caller): err 0 when all len bytes are in buf, else a negative errno
  * (the bytes in buf are then not to be used); it must be quick and must
- * not call into the store but the backend's own calls. Returns 0 (done
- * will run) or, done not run: -EOPNOTSUPP (a local object, a decoded
- * copy, or an ETag that does not pin the bytes, weak or mtime-derived,
- * unless weak_etag_trust: the unit store's weak validator guards those), -EINVAL (a range past the
+ * not call into the store but the backend's own calls. progress (or
+ * NULL) runs on the same thread each time bytes landed, with end: [off,
+ * end) of buf holds the listed version's bytes, final (never written
+ * again, also when the read fails later: cachetier_memread.c's header says
+ * why), end only growing; it must be as quick (no lock a reader holds
+ * long, no disk call). Returns 0 (done will run) or, done not run: -EOPNOTSUPP (a local object, a
+ * decoded copy, or an ETag that does not pin the bytes, weak or mtime-derived, unless
+ * weak_etag_trust: the unit store's weak validator guards those), -EINVAL (a range past the
  * object), -ESTALE (its bytes changed under a weak ETag), -ENOMEM. */
 typedef void (*cachetier_mem_done_fn)(void *arg, int err);
+typedef void (*cachetier_mem_progress_fn)(void *arg, uint64_t end);
 /* 1 when cachetier_obj_read_mem may read o (not a local object, a decoded
  * copy, or one whose ETag does not pin its bytes, as it says), else 0. */
 int cachetier_obj_can_read_mem(const struct cachetier_obj *o);
 int cachetier_obj_read_mem(struct cachetier_obj *o, uint64_t off, size_t len, void *buf, int small,
-			   cachetier_mem_done_fn done, void *arg);
+			   cachetier_mem_progress_fn progress, cachetier_mem_done_fn done,
+			   void *arg);
 /* 1 when o's bytes changed under its weak ETag (its reads give ESTALE). */
 int cachetier_obj_stale(const struct cachetier_obj *o);
 /* One more reference of o (released with cachetier_obj_unref). */

@@ -11,6 +11,33 @@
  * there by the engine when it takes the offer (memread_mem: no copy). Nothing is written to the
  * cache directory, no unit is filled, evicted or punched. Also the small queries the stage needs:
  * the cache's free room, whether a range is all cached, an object's extra reference.
+ *
+ * The watermark (progress): as the bytes land, the caller is told how far
+ * they reach (progress(arg, end): [off, end) of the buffer is the object's,
+ * final), so it may serve a part before the whole read ended. Why a byte
+ * below the watermark is the listed version's, whatever later attempts do:
+ * - the watermark moves only in memread_sink, which the store calls with a
+ *   body's bytes only after that answer's head passed the store's checks
+ *   (backend_io_attempt.c, headers_complete: a 2xx; its ETag equal to the
+ *   listed one sent as If-Match, also against servers that ignore
+ *   If-Match, and to the first answer's; its total size equal to the
+ *   listed size; a 206's Content-Range starting at the byte asked, not
+ *   longer than the range; a 200 skipped up to it), and only with bytes in
+ *   order: at off == next, each byte once (memread_sink refuses others);
+ * - a resumed or retried attempt asks from next (memread_done, the
+ *   engine's resume: range_off + delivered), with the same If-Match and
+ *   size, and memread_mem offers the engine memory only at next: no
+ *   attempt writes below the watermark, so a byte below it is never
+ *   rewritten (a reader may hold a pointer to it), and bytes an attempt
+ *   wrote past next that its sink did not take (a cut, a refused answer)
+ *   stay above the watermark until an accepted answer writes them again;
+ * - the bytes are in the buffer before memread_sink runs (received there,
+ *   or copied by it), and progress runs after next moved, on the same
+ *   thread: a caller that publishes end with a release store (and reads
+ *   it with an acquire load) sees them.
+ * A read that fails later (-ESTALE: the object changed between attempts;
+ * -EIO, the budget spent) changes none of them: they were the listed
+ * version's bytes when they were taken, as a fill's units are.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,14 +52,17 @@ struct ct_memread {
 	uint64_t size; /* the version's size (backend_pread_version's) */
 	unsigned flags;
 	cachetier_mem_done_fn done;
+	cachetier_mem_progress_fn progress; /* or NULL */
 	void *arg;
 };
 
-/* backend_sink_cb: the bytes at off, in order; received into the
- * caller's buffer already when memread_mem offered it (no copy). */
+/* backend_sink_cb: the bytes at off, in order, of an answer whose head
+ * passed the store's checks; received into the caller's buffer already
+ * when memread_mem offered it (no copy). The watermark moves here only. */
 static int memread_sink(void *arg, uint64_t off, const void *buf, size_t len)
 {
-	struct ct_mem_sink *s = arg;
+	struct ct_memread *m = arg;
+	struct ct_mem_sink *s = &m->s;
 	unsigned char *dst;
 
 	if (len == 0)
@@ -43,6 +73,8 @@ static int memread_sink(void *arg, uint64_t off, const void *buf, size_t len)
 	if (dst != buf)
 		memcpy(dst, buf, len);
 	s->next += len;
+	if (m->progress)
+		m->progress(m->arg, s->next);
 	return 0;
 }
 
@@ -50,7 +82,7 @@ static int memread_sink(void *arg, uint64_t off, const void *buf, size_t len)
  * engine receives into it (the I/O thread copies nothing). */
 static void *memread_mem(void *arg, uint64_t off, size_t *len)
 {
-	struct ct_mem_sink *s = arg;
+	struct ct_mem_sink *s = &((struct ct_memread *)arg)->s;
 
 	if (off != s->next || off >= s->end)
 		return NULL;
@@ -85,7 +117,7 @@ static void memread_done(void *arg, int err, uint64_t bytes)
 		} else {
 			backend_read_version_async_mem(m->ct->be, m->key, m->etag, m->size,
 						       m->s.next, (size_t)(m->s.end - m->s.next),
-						       m->flags, memread_sink, memread_mem, &m->s,
+						       m->flags, memread_sink, memread_mem, m,
 						       memread_done, m);
 			return;
 		}
@@ -104,7 +136,8 @@ int cachetier_obj_can_read_mem(const struct cachetier_obj *o)
 }
 
 int cachetier_obj_read_mem(struct cachetier_obj *o, uint64_t off, size_t len, void *buf, int small,
-			   cachetier_mem_done_fn done, void *arg)
+			   cachetier_mem_progress_fn progress, cachetier_mem_done_fn done,
+			   void *arg)
 {
 	struct ct_memread *m;
 
@@ -124,6 +157,7 @@ int cachetier_obj_read_mem(struct cachetier_obj *o, uint64_t off, size_t len, vo
 	m->size = o->file->size;
 	m->flags = small ? BACKEND_READ_SMALL : 0;
 	m->done = done;
+	m->progress = progress;
 	m->arg = arg;
 	if (!m->key || (o->file->etag[0] && !m->etag)) {
 		free(m->key);
@@ -132,7 +166,7 @@ int cachetier_obj_read_mem(struct cachetier_obj *o, uint64_t off, size_t len, vo
 		return -ENOMEM;
 	}
 	backend_read_version_async_mem(o->ct->be, m->key, m->etag, m->size, off, len, m->flags,
-				       memread_sink, memread_mem, &m->s, memread_done, m);
+				       memread_sink, memread_mem, m, memread_done, m);
 	return 0;
 }
 

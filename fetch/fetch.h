@@ -64,12 +64,14 @@ ssize_t fetch_pread(struct fetch *s, uint32_t reader, struct cachetier_obj *o, v
  * stage"). A read of [off, off + len) of o that lies within a staged span
  * is answered from there: copied into dst (fetch_stage_read) or held for
  * a reply (fetch_stage_hold),
- * after waiting for the span's read to end (bounded by the store's retry
- * budget and stall bound). Returns 1 when answered (all len bytes, from
- * the listed version), 0 when the caller reads the ordinary way: no stage,
- * no staged span holds the range, or its span failed (an error, a cut or
- * short answer, a changed version: counted as a fallback); never part of
- * a range, never a failed span's bytes. fetch_pread tries it first. */
+ * once its own bytes are in (the span's read may still run; a wait until
+ * then is bounded by the store's retry budget and stall bound). Returns 1
+ * when answered (all len bytes, from the listed version), 0 when the
+ * caller reads the ordinary way: no stage, no staged span holds the
+ * range, or its span failed (an error, a cut or short answer, a changed
+ * version: counted as a fallback; bytes served before it failed were the
+ * listed version's); never part of a range, never a failed span's bytes.
+ * fetch_pread tries it first. */
 int fetch_stage_read(struct fetch *s, struct cachetier_obj *o, void *dst, size_t len, uint64_t off);
 /* fetch_stage_read without a copy: *ptr points at the staged bytes, which
  * stay (the span is not freed) until fetch_stage_release(*ref); a reply

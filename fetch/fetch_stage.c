@@ -13,27 +13,48 @@
  * state (in flight, there, failed) and its planned paths (subs: the
  * data the batch's pieces named; a first piece's tar header is staged with
  * it but not counted).
- * A read of [a, b) of the object that lies in a piece that is there is
- * copied out of it; one that finds its piece in flight waits for the
- * read's end (bounded by the store's retry budget and stall bound: the
- * read always ends, with its bytes or an error). A failed piece (an error,
- * a cut or short answer, a version change: -ESTALE), an object changed
- * under its weak ETag, or no piece at all: the read goes the ordinary way
- * (the cache, a miss fill), which gives the bytes or the same error it
- * gives without the stage; a failed piece's bytes are never served.
+ * A read of [a, b) of the object that lies in a piece is served as soon
+ * as its own bytes are in: the store's read publishes how far its bytes
+ * reached (the watermark, stage_progress: an atomic store on the store's
+ * I/O thread as pieces land), and a read of [a, b) copies from the piece
+ * once the watermark passed b, its read ended or not. One whose bytes are
+ * not in yet waits (a waiter of the piece, with its own condition
+ * variable) until they are or the read ended: the I/O thread takes the
+ * lock only when the lowest end a waiter needs is in (need), and wakes
+ * only the waiters whose bytes now are; the read's end wakes the rest.
+ * The wait is bounded by the store's read, its retry budget and stall
+ * bound: it always ends, with its bytes or an error.
+ * Bytes below the watermark are the listed version's and never rewritten
+ * (cachetier_memread.c's header: the watermark moves only with bytes of an
+ * answer whose ETag and size the store checked, in order; a resumed or
+ * retried attempt writes only from the watermark on), so a read served
+ * from them is right whatever the rest of the read does. A piece that
+ * fails after part of it was served (an error, a version change: -ESTALE):
+ * the bytes served were the listed version's; every later read of it goes
+ * the ordinary way (the cache, a miss fill), which gives the bytes or the
+ * same error it gives without the stage, as does a read of an object
+ * changed under its weak ETag or of no piece at all. A failed piece's
+ * bytes are not served once it failed, those below the watermark
+ * included.
  *
- * Freed: once reads got every byte of each of its planned paths; under pressure (a new piece does
- * not fit), those whose last planned path lies behind their plan's position, oldest first; at
- * fetch_free. A piece in flight or being copied from is never freed (the store's read writes into
- * its buffer until it ends).
+ * Freed: once reads got every byte of each of its planned paths and its
+ * read ended (one that ends on the I/O thread with every path read goes
+ * on a list the next stage call of another thread frees: freeing drops
+ * an object reference, which takes the store's lock); under pressure (a
+ * new piece does not fit), those whose paths were all read, then those
+ * whose last planned path lies behind their plan's position, oldest
+ * first; at fetch_free. A piece in flight or being copied from is never
+ * freed (the store's read writes into its buffer until it ends).
  *
  * Memory: the bytes of the pieces' buffers, at most --plan-memory; a span
  * that does not fit after the pressure rule goes to the store as before.
- * The lock (rank 89, a leaf): the piece list and the counters; held for a
- * lookup and a few updates, never across a call into the store, never
- * while copying; the store's I/O thread takes it to end a read.
+ * The lock (rank 89, a leaf): the piece list, the waiters and the
+ * counters; held for a lookup and a few updates, never across a call into
+ * the store, never while copying; the store's I/O thread takes it to end
+ * a read and to wake waiters whose bytes are in, never otherwise.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -48,12 +69,24 @@ struct stage_sub {
 	uint64_t off, end, got;
 };
 
+/* A read waiting for bytes [.., end) of a piece (on its stack). */
+struct stage_waiter {
+	struct stage_waiter *next;
+	uint64_t end;
+	int woken;
+	pthread_cond_t cond;
+};
+
 struct stage_piece {
 	struct stage_piece *next;
 	struct fetch_stage *st;
 	struct cachetier_obj *o; /* referenced */
 	uint64_t off, end;
 	unsigned char *buf;
+	/* the watermark: [off, have) of buf is in (stage_progress); and the
+	 * lowest end a waiter needs (UINT64_MAX: none) */
+	_Atomic uint64_t have, need;
+	struct stage_waiter *waiters;
 	enum stage_state state;
 	int err;
 	const void *plan; /* its plan (compared, never followed) */
@@ -67,6 +100,8 @@ struct fetch_stage {
 	struct disk_mutex lock;
 	pthread_cond_t cond; /* a piece's read ended */
 	struct stage_piece *head;
+	struct stage_piece *dead; /* unlinked on the I/O thread: freed by stage_reap */
+	atomic_int ndead;
 	uint64_t max, bytes;
 	unsigned inflight;
 	struct fetch_stage_stats c;
@@ -107,6 +142,49 @@ static void piece_unlink(struct fetch_stage *st, struct stage_piece *p)
 	}
 }
 
+/* Free the pieces stage_done unlinked (a thread other than the I/O
+ * thread: freeing drops an object reference). */
+static void stage_reap(struct fetch_stage *st)
+{
+	struct stage_piece *p;
+
+	if (atomic_load_explicit(&st->ndead, memory_order_relaxed) == 0)
+		return;
+	disk_mutex_lock(&st->lock);
+	p = st->dead;
+	st->dead = NULL;
+	atomic_store_explicit(&st->ndead, 0, memory_order_relaxed);
+	disk_mutex_unlock(&st->lock);
+	while (p) {
+		struct stage_piece *n = p->next;
+
+		piece_free(p);
+		p = n;
+	}
+}
+
+/* Wake p's waiters whose bytes are below end (all: UINT64_MAX), and set
+ * need to the lowest end of the others. st->lock held. */
+static void piece_wake(struct stage_piece *p, uint64_t end)
+{
+	uint64_t need = UINT64_MAX;
+
+	for (struct stage_waiter **pw = &p->waiters; *pw;) {
+		struct stage_waiter *w = *pw;
+
+		if (w->end <= end) {
+			*pw = w->next;
+			w->woken = 1;
+			pthread_cond_signal(&w->cond);
+		} else {
+			if (w->end < need)
+				need = w->end;
+			pw = &w->next;
+		}
+	}
+	atomic_store(&p->need, need);
+}
+
 void fetch__stage_free(struct fetch *s)
 {
 	struct fetch_stage *st = atomic_load(&s->stage);
@@ -127,6 +205,7 @@ void fetch__stage_free(struct fetch *s)
 		piece_free(p);
 		p = n;
 	}
+	stage_reap(st);
 	pthread_cond_destroy(&st->cond);
 	disk_mutex_destroy(&st->lock);
 	free(st);
@@ -146,7 +225,36 @@ static void stage_done(void *arg, int err)
 	st->inflight--;
 	if (err < 0)
 		st->c.failed++;
+	piece_wake(p, UINT64_MAX);
+	if (p->left == 0 && p->readers == 0) {
+		/* every path was read while the read ran (bytes past the last
+		 * path: a gap): freed by the next other caller */
+		piece_unlink(st, p);
+		p->next = st->dead;
+		st->dead = p;
+		atomic_fetch_add_explicit(&st->ndead, 1, memory_order_relaxed);
+	}
 	pthread_cond_broadcast(&st->cond);
+	disk_mutex_unlock(&st->lock);
+}
+
+/* cachetier_mem_progress_fn, the store's I/O thread: [p->off, end) is in.
+ * The watermark is published first (a reader that finds it past its end
+ * serves itself without waiting); the lock is taken only when a waiter's
+ * bytes are in (need: the lowest end a waiter needs). The waiter stores
+ * need and then loads have, this stores have and then loads need (both
+ * sequentially consistent): one of the two sees the other's store, so no
+ * waiter sleeps past its bytes. */
+static void stage_progress(void *arg, uint64_t end)
+{
+	struct stage_piece *p = arg;
+	struct fetch_stage *st = p->st;
+
+	atomic_store(&p->have, end);
+	if (atomic_load(&p->need) > end)
+		return;
+	disk_mutex_lock(&st->lock);
+	piece_wake(p, end);
 	disk_mutex_unlock(&st->lock);
 }
 
@@ -163,7 +271,7 @@ static int stage_make_room(struct fetch_stage *st, uint64_t len, const void *pla
 		for (struct stage_piece *p = st->head; p; p = p->next) {
 			if (p->state == STAGE_INFLIGHT || p->readers > 0)
 				continue;
-			if (!p->plan) { /* its plan went: first */
+			if (!p->plan || p->left == 0) { /* its plan went, or read: first */
 				v = p;
 				break;
 			}
@@ -213,6 +321,8 @@ int fetch__stage_add(struct fetch *s, struct cachetier_obj *o, uint64_t off, uin
 	p->end = end;
 	p->plan = plan;
 	p->last = last;
+	atomic_init(&p->have, off);
+	atomic_init(&p->need, UINT64_MAX);
 	p->nsub = p->left = (uint32_t)nsub;
 	for (size_t i = 0; i < nsub; i++)
 		p->sub[i] = (struct stage_sub){.off = sub[i].off, .end = sub[i].off + sub[i].len};
@@ -242,7 +352,7 @@ int fetch__stage_add(struct fetch *s, struct cachetier_obj *o, uint64_t off, uin
 	}
 	cachetier_obj_ref(o);
 	err = cachetier_obj_read_mem(o, off, (size_t)len, p->buf, fetch__rules_stage_small(len),
-				     stage_done, p);
+				     stage_progress, stage_done, p);
 	disk_mutex_lock(&st->lock);
 	if (err < 0) {
 		/* done not run: the span goes to the store; a read that found
@@ -285,32 +395,64 @@ static int piece_note_read(struct stage_piece *p, uint64_t a, uint64_t b)
 	return p->left == 0;
 }
 
-/* The piece of o that holds [off, off + len), its read waited for (bounded
- * by the store's read: its retry budget and stall bound), held (readers);
- * NULL when none. */
+/* 1 when bytes [.., end) of p may be served: they are in (the watermark
+ * passed end; its read ended with all of them, or is still running), its
+ * read did not fail, and its object's bytes did not change under a weak
+ * ETag. st->lock held. */
+static int stage_ok(const struct stage_piece *p, uint64_t end)
+{
+	return p->state != STAGE_FAILED && atomic_load(&p->have) >= end &&
+	       !cachetier_obj_stale(p->o);
+}
+
+/* The piece of o that holds [off, off + len), held (readers), once its
+ * bytes are in or its read ended (bounded by the store's read: its retry
+ * budget and stall bound); NULL when none. *ok: 1 when they may be served
+ * (stage_ok), else the read goes the ordinary way. */
 static struct stage_piece *stage_find(struct fetch_stage *st, struct cachetier_obj *o, uint64_t off,
-				      size_t len)
+				      size_t len, int *ok)
 {
 	struct stage_piece *p;
+	uint64_t end = off + len;
 
 	disk_mutex_lock(&st->lock);
 	for (p = st->head; p; p = p->next) {
 		if (p->o == o && off >= p->off && off < p->end && len <= p->end - off)
 			break;
 	}
+	*ok = 0;
 	if (p) {
 		p->readers++;
-		if (p->state == STAGE_INFLIGHT) {
+		if (p->state == STAGE_INFLIGHT && atomic_load(&p->have) < end) {
+			struct stage_waiter w = {.next = p->waiters, .end = end};
 			struct timespec t0, t1;
 
 			clock_gettime(CLOCK_MONOTONIC, &t0);
 			st->c.waits++;
-			while (p->state == STAGE_INFLIGHT)
-				disk_cond_wait(&st->cond, &st->lock);
+			pthread_cond_init(&w.cond, NULL);
+			p->waiters = &w;
+			if (end < atomic_load(&p->need))
+				atomic_store(&p->need, end);
+			/* need stored before have is loaded (stage_progress) */
+			while (!w.woken && p->state == STAGE_INFLIGHT &&
+			       atomic_load(&p->have) < end)
+				disk_cond_wait(&w.cond, &st->lock);
+			if (!w.woken) { /* not woken by stage_progress or stage_done */
+				for (struct stage_waiter **pw = &p->waiters; *pw;
+				     pw = &(*pw)->next) {
+					if (*pw == &w) {
+						*pw = w.next;
+						break;
+					}
+				}
+				piece_wake(p, 0); /* need recomputed, nobody woken */
+			}
+			pthread_cond_destroy(&w.cond);
 			clock_gettime(CLOCK_MONOTONIC, &t1);
 			st->c.wait_ms_ns += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL +
 						       (t1.tv_nsec - t0.tv_nsec));
 		}
+		*ok = stage_ok(p, end);
 	}
 	disk_mutex_unlock(&st->lock);
 	return p;
@@ -334,7 +476,7 @@ static void stage_end(struct fetch_stage *st, struct stage_piece *p, uint64_t of
 	} else {
 		st->c.fallbacks++;
 	}
-	gone = piece_note_read(p, off, off + len) && p->readers == 0;
+	gone = piece_note_read(p, off, off + len) && p->readers == 0 && p->state != STAGE_INFLIGHT;
 	if (gone)
 		piece_unlink(st, p);
 	disk_mutex_unlock(&st->lock);
@@ -342,22 +484,18 @@ static void stage_end(struct fetch_stage *st, struct stage_piece *p, uint64_t of
 		piece_free(p);
 }
 
-/* 1 when p's bytes may be served: its read ended with all of them, and
- * its object's bytes did not change under a weak ETag since. */
-static int stage_ok(const struct stage_piece *p)
-{
-	return p->state == STAGE_OK && !cachetier_obj_stale(p->o);
-}
-
 int fetch_stage_read(struct fetch *s, struct cachetier_obj *o, void *dst, size_t len, uint64_t off)
 {
 	struct fetch_stage *st = atomic_load(&s->stage);
-	struct stage_piece *p = st && len ? stage_find(st, o, off, len) : NULL;
+	struct stage_piece *p;
 	int ok;
 
+	if (!st || !len)
+		return 0;
+	stage_reap(st);
+	p = stage_find(st, o, off, len, &ok);
 	if (!p)
 		return 0;
-	ok = stage_ok(p);
 	if (ok)
 		memcpy(dst, p->buf + (off - p->off), len);
 	stage_end(st, p, off, len, ok, 0);
@@ -368,14 +506,17 @@ int fetch_stage_hold(struct fetch *s, struct cachetier_obj *o, size_t len, uint6
 		     void **ref)
 {
 	struct fetch_stage *st = atomic_load(&s->stage);
-	struct stage_piece *p = st && len ? stage_find(st, o, off, len) : NULL;
+	struct stage_piece *p;
 	int ok;
 
 	*ptr = NULL;
 	*ref = NULL;
+	if (!st || !len)
+		return 0;
+	stage_reap(st);
+	p = stage_find(st, o, off, len, &ok);
 	if (!p)
 		return 0;
-	ok = stage_ok(p);
 	if (ok) {
 		*ptr = (char *)p->buf + (off - p->off);
 		*ref = p;
@@ -395,7 +536,7 @@ void fetch_stage_release(void *ref)
 	st = p->st;
 	disk_mutex_lock(&st->lock);
 	p->readers--;
-	gone = p->left == 0 && p->readers == 0;
+	gone = p->left == 0 && p->readers == 0 && p->state != STAGE_INFLIGHT;
 	if (gone)
 		piece_unlink(st, p);
 	disk_mutex_unlock(&st->lock);
@@ -424,6 +565,7 @@ void fetch__stage_plans(struct fetch *s, void *const *plans, size_t n)
 
 	if (!st)
 		return;
+	stage_reap(st);
 	disk_mutex_lock(&st->lock);
 	for (struct stage_piece *p = st->head; p; p = p->next) {
 		size_t i = 0;

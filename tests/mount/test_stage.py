@@ -26,6 +26,14 @@ GROUP:
           object rewritten between a cut and the resumed GET (its ETag changes): reads get the
           listed version's bytes or the errno a mount without a stage gives (ESTALE), never
           other bytes
+  early   a span of two planned samples (A then B, adjacent: one GET) through a proxy that
+          holds its body after A's bytes and part of B's: a read of A gets A's exact bytes
+          while the body is still held (its own bytes are in: the watermark), B's once it is
+          released; one GET, nothing failed, no fallback, no fill
+  cutearly  the same hold, then the held GET cut and its resume answered 400 (not
+          retried): A was served from the stage while held (exact), the span fails, B is
+          read the ordinary way (exact: its header check and data fall back to cache fills),
+          A again exact, 0 wrong bytes, no read error
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -38,6 +46,7 @@ import io  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
 import tarfile  # noqa: E402
+import threading  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
@@ -88,8 +97,8 @@ def make_source(env, rng):
     return src, plan, want
 
 
-def publish(env, m, plan, name='p'):
-    for s in range(2):
+def publish(env, m, plan, name='p', shards=2):
+    for s in range(shards):
         os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
     pf = env.path('plan-' + name)
     with open(pf, 'w') as f:
@@ -247,6 +256,131 @@ def faulted(env, ck, src, plan, want, memory, setup, tag, wait=False):
         ng.stop()
 
 
+EARLY = 600 * 1024  # A and B: multiples of 512, so B's tar header follows A's data
+
+
+def make_pair(env, rng):
+    """One shard: a filler, A, B, a filler (A and B adjacent); sidecar index. Returns the
+    source dir, the plan [A, B], {member: bytes} and the offset of A's tar header (the
+    span's first byte)."""
+    src = env.path('src')
+    os.makedirs(src)
+    want = {}
+    with tarfile.open(os.path.join(src, 'shard-000000.tar'), 'w',
+                      format=tarfile.GNU_FORMAT) as tf:
+        for name, size in (('a-head.bin', 300000), ('p0.bin', EARLY), ('p1.bin', EARLY),
+                           ('z-tail.bin', 300000)):
+            data = rng.randbytes(size)
+            ti = tarfile.TarInfo(name)
+            ti.size = size
+            ti.mtime = 1700000000
+            tf.addfile(ti, io.BytesIO(data))
+            want[name] = data
+    with tarfile.open(os.path.join(src, 'shard-000000.tar')) as tf:
+        span_off = tf.getmember('p0.bin').offset
+    r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('icache'), src])
+    if r.returncode != 0:
+        raise RuntimeError('shardfs index --sidecar failed')
+    return src, [('shard-000000', 'p0.bin'), ('shard-000000', 'p1.bin')], want, span_off
+
+
+def read_in_thread(path):
+    """Read path whole in a thread: (thread, result dict: 'data' once done)."""
+    out = {}
+
+    def run():
+        out['data'] = read_or_errno(path)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, out
+
+
+def held_early(env, ck, cut):
+    src, plan, want, span_off = make_pair(env, random.Random(seed()))
+    a, b = (os.path.join(*x) for x in plan)
+    tag = 'cutearly' if cut else 'early'
+    ng = web.Nginx(env.path('nginx'), src).start()
+    px = web.SlowProxy(ng.port)
+    px.cut_held = cut
+    if cut:
+        # the resume after the cut (from the watermark: the bytes the hold let through)
+        # answered 400, which the store does not retry: the span fails
+        px.refuse = lambda r: r['range'] is not None and r['range'][0] == span_off + px.hold_bytes
+    # the span's GET (the only ranged GET from A's header on) is held after A's header and
+    # data, B's header and 4 KiB of B's data
+    px.hold_from = span_off
+    px.hold_bytes = 512 + EARLY + 512 + 4096
+    extra = BASE + ['--plan-memory', '4M']
+    try:
+        with ml.Mount(env, px.url('json/'), cache_dir=env.path('cache'), extra=extra) as m:
+            pf = publish(env, m, plan, shards=1)
+            st0, g0 = m.stats(), len(px.gets)
+            ck.eq('plan rc', ctl(m.mnt, 'plan p ' + pf), None)
+            ml.poll(lambda: len(px.held()) == 1, what='the span\'s GET held')
+            t, out = read_in_thread(os.path.join(m.mnt, a))
+            # bounded only for a failing run: a read that waits for the whole span waits
+            # for the release below
+            ml.poll(lambda: 'data' in out, timeout=20)
+            early = 'data' in out
+            ck.ok(early, '%s: the read of A returned while the span\'s body was held' % tag)
+            recs = px.held()
+            ck.eq('%s: the held GET had not ended when A was read' % tag,
+                  [r['done'] for r in recs], [False])
+            ck.eq('%s: it was held at A and part of B' % tag, [r['sent'] for r in recs],
+                  [px.hold_bytes])
+            d = delta(st0, m.stats(), KEYS)
+            px.release()
+            t.join(120)
+            ck.eq('%s: A exact' % tag, out.get('data') == want['p0.bin'], True)
+            if early:
+                ck.eq('%s: A from the stage' % tag, (d['plan_stage_reads'] > 0,
+                      d['plan_stage_read_bytes'], d['plan_stage_fallbacks']),
+                      (True, 512 + EARLY, 0))
+            got_b = read_or_errno(os.path.join(m.mnt, b))
+            ck.eq('%s: B exact' % tag, got_b == want['p1.bin'], True)
+            again = read_or_errno(os.path.join(m.mnt, a))
+            ck.eq('%s: A again exact' % tag, again == want['p0.bin'], True)
+            st = ml.poll(lambda: (lambda s: s['plan_stage_mem_bytes'] == 0 and s)(m.stats())) \
+                or m.stats()
+            d = delta(st0, st, KEYS)
+            log('%s: %s; proxy GETs %s' % (tag, d, [(r['range'], r['sent'], r['done'])
+                                                     for r in px.gets]))
+            ck.eq('%s: one span staged' % tag, d['plan_stage_spans'], 1)
+            ck.eq('%s: its bytes' % tag, d['plan_stage_bytes'], 2 * (512 + EARLY))
+            ck.eq('%s: read_errors' % tag, d['read_errors'], 0)
+            ck.eq('%s: every staged byte freed' % tag, st['plan_stage_mem_bytes'], 0)
+            if not cut:
+                ck.eq('early: one GET, the span\'s', [r['range'] for r in px.gets[g0:]],
+                      [(span_off, span_off + 2 * (512 + EARLY) - 1)])
+                ck.eq('early: nothing failed, no fallback, no fill',
+                      (d['plan_stage_failed'], d['plan_stage_fallbacks'], d['fills']),
+                      (0, 0, 0))
+                ck.eq('early: read from the stage: both samples and their header checks',
+                      d['plan_stage_read_bytes'], 2 * (512 + EARLY))
+            else:
+                ck.eq('cutearly: the span failed', d['plan_stage_failed'], 1)
+                ck.ok(d['plan_stage_fallbacks'] >= 2,
+                      'cutearly: B (its header check, its data) read the ordinary way '
+                      '(%d fallbacks)'
+                      % d['plan_stage_fallbacks'])
+                ck.eq('cutearly: only A and its header check from the stage',
+                      d['plan_stage_read_bytes'], 512 + EARLY)
+                ck.ok(d['fills'] > 0, 'cutearly: the cache filled them (%d fills)' % d['fills'])
+    finally:
+        px.release()
+        px.close()
+        ng.stop()
+
+
+def group_early(env, ck):
+    held_early(env, ck, False)
+
+
+def group_cutearly(env, ck):
+    held_early(env, ck, True)
+
+
 def group_faults(env, ck):
     src, plan, want = make_source(env, random.Random(seed()))
     first = [x for x in plan]
@@ -312,7 +446,7 @@ def group_faults(env, ck):
 
 
 GROUPS = {'epoch': group_epoch, 'small': group_small, 'faults': group_faults,
-          'weak': group_weak}
+          'weak': group_weak, 'early': group_early, 'cutearly': group_cutearly}
 
 
 def main():

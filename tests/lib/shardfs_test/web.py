@@ -583,7 +583,10 @@ class SlowProxy(LoopbackProxy):
     path, range (a, b), sent (body bytes relayed), done (the whole body was relayed) and held.
     Holding: with hold_from set, a GET of a range that starts at or after hold_from relays its
     headers and the first hold_bytes of its body, sets held, and then waits until release()
-    (or close) before it relays the rest: a fill that is deterministically in flight."""
+    (or close) before it relays the rest: a fill that is deterministically in flight; with
+    cut_held set, the held answer is cut there instead (the connection closed at release).
+    refuse: None, or a function of a GET's record (path, range) that returns True for a GET
+    to answer 400 Bad Request (recorded, not relayed)."""
 
     def __init__(self, upstream_port):
         self.rate = None
@@ -591,6 +594,8 @@ class SlowProxy(LoopbackProxy):
         self.hold_from = None
         self.hold_paths = None  # or a function of a ranged GET's path: hold it too
         self.hold_bytes = 64 * 1024
+        self.cut_held = False
+        self.refuse = None
         self.released = threading.Event()
         super().__init__(upstream_port)
 
@@ -614,6 +619,8 @@ class SlowProxy(LoopbackProxy):
             while not self.released.wait(0.1):
                 if self.stop_ev.is_set():
                     return
+            if self.cut_held:
+                raise OSError('cut at the hold')
             b = b[k:]
         c.sendall(b)
         with self.lock:
@@ -638,6 +645,12 @@ class SlowProxy(LoopbackProxy):
                 if method == 'GET':
                     with self.lock:
                         self.gets.append(rec)
+                    refuse = self.refuse
+                    if refuse is not None and refuse(rec):
+                        c.sendall(b'HTTP/1.1 400 Bad Request\r\nContent-Length: 4\r\n\r\nbad\n')
+                        with self.lock:
+                            rec['done'] = True
+                        continue
                 out = [ln for ln in head
                        if not ln.lower().startswith((b'connection:', b'keep-alive:'))]
                 up = socket.create_connection(('127.0.0.1', self.upstream), timeout=30)
