@@ -224,12 +224,15 @@ static int gap_cmp(const void *a, const void *b)
 
 /* Sort the batch's pieces by (object, offset) into b->sorted and group
  * them into spans in b->sp: pieces of one object that overlap or touch
- * always, and across gaps of at most gap bytes, smallest gaps first, while
- * the gaps taken stay within a PFX_GAP_SHARE-th of the pieces' bytes and a
- * span within gap bytes (a reader waits for a fill's last byte: a longer
- * span would delay its first sample by more than a time to first byte).
- * Returns the spans' count. */
-static size_t pfx_spans(struct pfx_buf *b, uint64_t gap)
+ * always (staged: while the span stays within gap bytes or they add no
+ * byte to it), and across gaps
+ * of at most gap bytes, smallest gaps first, while the gaps taken stay
+ * within a PFX_GAP_SHARE-th of the pieces' bytes and a span within gap
+ * bytes (a reader waits for a fill's last byte: a longer span would delay
+ * its first sample by more than a time to first byte; a staged read waits
+ * for its own bytes only, which lie at most gap bytes into the span: one
+ * time to first byte of body). Returns the spans' count. */
+static size_t pfx_spans(struct pfx_buf *b, uint64_t gap, int staged)
 {
 	size_t k = b->n, ns = 0, ng = 0;
 	uint64_t allow = 0, run = 0, thr = 0;
@@ -271,7 +274,8 @@ static size_t pfx_spans(struct pfx_buf *b, uint64_t gap)
 		sp->end = b->sorted[i].off + b->sorted[i].len;
 		/* (gaps equal to the largest taken go too) */
 		while (j + 1 < k && b->gaps[j] != UINT64_MAX && b->gaps[j] <= thr &&
-		       (b->gaps[j] == 0 ||
+		       ((b->gaps[j] == 0 &&
+			 (!staged || b->sorted[j + 1].off + b->sorted[j + 1].len <= sp->end)) ||
 			b->sorted[j + 1].off + b->sorted[j + 1].len - sp->off <= gap)) {
 			j++;
 			if (b->sorted[j].off + b->sorted[j].len > sp->end)
@@ -447,7 +451,7 @@ static void pfx_flush(struct fetch_planner *pl, struct pfx_buf *b, uint64_t gap,
 
 	if (b->n == 0)
 		return;
-	ns = pfx_spans(b, gap);
+	ns = pfx_spans(b, gap, s->stages);
 	qsort(b->sp, ns, sizeof(*b->sp), span_cmp);
 	/* the objects opened first (a HEAD, a map load): nothing waits inside
 	 * the hold, which holds the spans' fills back */

@@ -26,14 +26,17 @@ GROUP:
           object rewritten between a cut and the resumed GET (its ETag changes): reads get the
           listed version's bytes or the errno a mount without a stage gives (ESTALE), never
           other bytes
-  early   a span of two planned samples (A then B, adjacent: one GET) through a proxy that
-          holds its body after A's bytes and part of B's: a read of A gets A's exact bytes
-          while the body is still held (its own bytes are in: the watermark), B's once it is
-          released; one GET, nothing failed, no fallback, no fill
+  early   a span of two planned samples (A then B, adjacent: one GET; the gap 2M) through a
+          proxy that holds its body after A's bytes and part of B's: a read of A gets A's
+          exact bytes while the body is still held (its own bytes are in: the watermark),
+          B's once it is released; one GET, nothing failed, no fallback, no fill
   cutearly  the same hold, then the held GET cut and its resume answered 400 (not
           retried): A was served from the stage while held (exact), the span fails, B is
           read the ordinary way (exact: its header check and data fall back to cache fills),
           A again exact, 0 wrong bytes, no read error
+  split   A and B adjacent (1.2 MB together) with the gap 1M, --cache-size 512K: a staged span
+          is no longer than the gap, so they go as two spans, two GETs (exact bytes, every
+          byte from the stage)
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -257,6 +260,8 @@ def faulted(env, ck, src, plan, want, memory, setup, tag, wait=False):
 
 
 EARLY = 600 * 1024  # A and B: multiples of 512, so B's tar header follows A's data
+EARLY_BASE = WEAK_TRUST + ['--cache-size', '1M', '--chunk-size', '2M', '--readahead', '1M',
+                           '--warm', 'off', '--plan-gap', '2M']
 
 
 def make_pair(env, rng):
@@ -311,7 +316,8 @@ def held_early(env, ck, cut):
     # data, B's header and 4 KiB of B's data
     px.hold_from = span_off
     px.hold_bytes = 512 + EARLY + 512 + 4096
-    extra = BASE + ['--plan-memory', '4M']
+    # a gap (2M, the chunk) that holds A and B in one span
+    extra = EARLY_BASE + ['--plan-memory', '4M']
     try:
         with ml.Mount(env, px.url('json/'), cache_dir=env.path('cache'), extra=extra) as m:
             pf = publish(env, m, plan, shards=1)
@@ -370,6 +376,40 @@ def held_early(env, ck, cut):
     finally:
         px.release()
         px.close()
+        ng.stop()
+
+
+def group_split(env, ck):
+    src, plan, want, span_off = make_pair(env, random.Random(seed()))
+    ng = web.Nginx(env.path('nginx'), src).start()
+    try:
+        # the gap 1M (the chunk): A and B touch, but together (1.2 MB) they are longer than
+        # the gap, which bounds a staged span: two spans, two GETs (a cache of 512K: each
+        # alone is more than its room, so each is staged)
+        extra = [('512K' if x == '1M' and i > 0 and BASE[i - 1] == '--cache-size' else x)
+                 for i, x in enumerate(BASE)]
+        with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'),
+                      extra=extra + ['--plan-memory', '4M']) as m:
+            pf = publish(env, m, plan, shards=1)
+            st0, g0 = m.stats(), len(ng.requests())
+            ck.eq('plan rc', ctl(m.mnt, 'plan p ' + pf), None)
+            ml.poll(lambda: m.stats()['plan_stage_spans'] - st0['plan_stage_spans'] >= 2,
+                    what='both samples staged')
+            for x in plan:
+                if read_or_errno(os.path.join(m.mnt, *x)) != want[x[1]]:
+                    ck.fail('bytes of %s/%s' % x)
+            st = ml.poll(lambda: (lambda s: s['plan_stage_mem_bytes'] == 0 and s)(m.stats())) \
+                or m.stats()
+            d = delta(st0, st, KEYS)
+            log('split: %s' % d)
+            ck.eq('split: two spans staged, one a sample', d['plan_stage_spans'], 2)
+            ck.eq('split: their bytes', d['plan_stage_bytes'], 2 * (512 + EARLY))
+            ck.eq('split: two GETs', len(ng.requests()) - g0, 2)
+            ck.eq('split: every byte read from the stage', d['plan_stage_read_bytes'],
+                  2 * (512 + EARLY))
+            ck.eq('split: no fill, fallback, error', (d['fills'], d['plan_stage_fallbacks'],
+                  d['read_errors']), (0, 0, 0))
+    finally:
         ng.stop()
 
 
@@ -446,7 +486,8 @@ def group_faults(env, ck):
 
 
 GROUPS = {'epoch': group_epoch, 'small': group_small, 'faults': group_faults,
-          'weak': group_weak, 'early': group_early, 'cutearly': group_cutearly}
+          'weak': group_weak, 'early': group_early, 'cutearly': group_cutearly,
+          'split': group_split}
 
 
 def main():
