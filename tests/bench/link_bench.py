@@ -1216,6 +1216,16 @@ def plan_rows(a, emu, loader):
         note('%s plan: epoch %d: reads that waited %d, %.0f ms in all (%.1f ms each), epoch '
              '%.2f s' % (what, i + 1, r.c['cache_misses'], r.c['cache_miss_wait_ms'],
                          r.c['cache_miss_wait_ms'] / max(r.c['cache_misses'], 1), r.secs))
+        # the stage (--plan-memory; -1: a build without it): spans staged, reads served from
+        # it and those that waited for their bytes (plan_stage_wait_ms, issue 37 L8b)
+        if r.c['plan_stage_spans'] > 0:
+            note('%s plan: epoch %d: the stage: %d spans, %d bytes; %d reads from it, %d '
+                 'waited %d ms in all; fallbacks %d, failed %d, full %d, dropped %d '
+                 '(plan_stage_*)' % (what, i + 1, r.c['plan_stage_spans'],
+                                     r.c['plan_stage_bytes'], r.c['plan_stage_reads'],
+                                     r.c['plan_stage_waits'], r.c['plan_stage_wait_ms'],
+                                     r.c['plan_stage_fallbacks'], r.c['plan_stage_failed'],
+                                     r.c['plan_stage_full'], r.c['plan_stage_dropped']))
         # fills that waited for another thread's eviction before they started (-1: a build
         # without the counters)
         note('%s plan: epoch %d: making room for fills %d ms, of it %d ms in %d waits for '
