@@ -37,6 +37,10 @@
  * bytes are not served once it failed, those below the watermark
  * included.
  *
+ * A failed piece's buffer is freed once no read holds it (at the failure,
+ * on the I/O thread, when none does), and its bytes no longer count; the
+ * piece itself stays until it goes as below, so its reads count as
+ * fallbacks.
  * Freed: once reads got every byte of each of its planned paths and its
  * read ended (one that ends on the I/O thread with every path read goes
  * on a list the next stage call of another thread frees: freeing drops
@@ -82,7 +86,8 @@ struct stage_piece {
 	struct fetch_stage *st;
 	struct cachetier_obj *o; /* referenced */
 	uint64_t off, end;
-	unsigned char *buf;
+	unsigned char *buf; /* NULL once it failed and no read held it */
+	uint64_t counted;   /* its bytes in st->bytes (0 once buf is freed) */
 	/* the watermark: [off, have) of buf is in (stage_progress); and the
 	 * lowest end a waiter needs (UINT64_MAX: none) */
 	_Atomic uint64_t have, need;
@@ -136,7 +141,7 @@ static void piece_unlink(struct fetch_stage *st, struct stage_piece *p)
 	for (struct stage_piece **pp = &st->head; *pp; pp = &(*pp)->next) {
 		if (*pp == p) {
 			*pp = p->next;
-			st->bytes -= p->end - p->off;
+			st->bytes -= p->counted;
 			return;
 		}
 	}
@@ -185,6 +190,21 @@ static void piece_wake(struct stage_piece *p, uint64_t end)
 	atomic_store(&p->need, need);
 }
 
+/* A failed piece no read holds: its buffer, returned for the caller to
+ * free unlocked, no longer counted (the piece stays, its reads fall back,
+ * until it goes as a read one would); NULL otherwise. st->lock held. */
+static unsigned char *piece_drop_buf(struct fetch_stage *st, struct stage_piece *p)
+{
+	unsigned char *buf = p->buf;
+
+	if (p->state != STAGE_FAILED || p->readers > 0 || !buf)
+		return NULL;
+	st->bytes -= p->counted;
+	p->counted = 0;
+	p->buf = NULL;
+	return buf;
+}
+
 void fetch__stage_free(struct fetch *s)
 {
 	struct fetch_stage *st = atomic_load(&s->stage);
@@ -218,6 +238,7 @@ static void stage_done(void *arg, int err)
 {
 	struct stage_piece *p = arg;
 	struct fetch_stage *st = p->st;
+	unsigned char *drop = NULL;
 
 	disk_mutex_lock(&st->lock);
 	p->state = err < 0 ? STAGE_FAILED : STAGE_OK;
@@ -233,9 +254,14 @@ static void stage_done(void *arg, int err)
 		p->next = st->dead;
 		st->dead = p;
 		atomic_fetch_add_explicit(&st->ndead, 1, memory_order_relaxed);
+	} else {
+		/* failed, no read holds it: its memory goes now (freed here: a
+		 * failure's path only, no disk call, no lock) */
+		drop = piece_drop_buf(st, p);
 	}
 	pthread_cond_broadcast(&st->cond);
 	disk_mutex_unlock(&st->lock);
+	free(drop);
 }
 
 /* cachetier_mem_progress_fn, the store's I/O thread: [p->off, end) is in.
@@ -332,6 +358,7 @@ int fetch__stage_add(struct fetch *s, struct cachetier_obj *o, uint64_t off, uin
 		p->next = st->head;
 		st->head = p;
 		st->bytes += len;
+		p->counted = len;
 		st->inflight++;
 		if (st->bytes > st->c.peak)
 			st->c.peak = st->bytes;
@@ -465,6 +492,7 @@ static struct stage_piece *stage_find(struct fetch_stage *st, struct cachetier_o
 static void stage_end(struct fetch_stage *st, struct stage_piece *p, uint64_t off, size_t len,
 		      int served, int keep)
 {
+	unsigned char *drop = NULL;
 	int gone;
 
 	disk_mutex_lock(&st->lock);
@@ -479,9 +507,12 @@ static void stage_end(struct fetch_stage *st, struct stage_piece *p, uint64_t of
 	gone = piece_note_read(p, off, off + len) && p->readers == 0 && p->state != STAGE_INFLIGHT;
 	if (gone)
 		piece_unlink(st, p);
+	else
+		drop = piece_drop_buf(st, p);
 	disk_mutex_unlock(&st->lock);
 	if (gone)
 		piece_free(p);
+	free(drop);
 }
 
 int fetch_stage_read(struct fetch *s, struct cachetier_obj *o, void *dst, size_t len, uint64_t off)
@@ -529,6 +560,7 @@ void fetch_stage_release(void *ref)
 {
 	struct stage_piece *p = ref;
 	struct fetch_stage *st;
+	unsigned char *drop = NULL;
 	int gone;
 
 	if (!p)
@@ -539,9 +571,12 @@ void fetch_stage_release(void *ref)
 	gone = p->left == 0 && p->readers == 0 && p->state != STAGE_INFLIGHT;
 	if (gone)
 		piece_unlink(st, p);
+	else
+		drop = piece_drop_buf(st, p);
 	disk_mutex_unlock(&st->lock);
 	if (gone)
 		piece_free(p);
+	free(drop);
 }
 
 void fetch_stage_stats_get(struct fetch *s, struct fetch_stage_stats *out)

@@ -30,11 +30,11 @@ GROUP:
   failed   every staged GET answered 400 (12 of them, not retried): each piece fails, and the
            reads fall back to the cache (every sample exact, no read error). A failed piece's
            bytes are never served, so its buffer is not kept either: plan_stage_mem_bytes 0 once
-           the 12 failed. Fails on main: the failed pieces hold their buffers
+           the 12 failed. Failed before the fix: the failed pieces held their buffers
            (plan_stage_mem_bytes 14,406,144, the whole stage) until their paths are read or
            pressure frees them, and pressure never frees a piece of the running plan ahead of
-           its position, so a burst of failures leaves the stage full of dead pieces (registered
-           should_fail until the stage frees them: fetch_stage.c is stage2's)
+           its position, so a burst of failures leaves the stage full of dead pieces (the
+           stage now frees a failed piece's buffer once no read holds it)
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
