@@ -27,6 +27,13 @@ GROUP:
            read at once by two threads: every sample exact on both, no read error
   cuts     the fault proxy's random faults (503, cut, trunc at 40% of the shards' GETs, seeds
            0-2): every sample exact, no read error
+  weak     nginx's mtime-derived ETags without --weak-etag trust and --plan-memory 64M: nothing
+           can be staged (the cache's weak validator guards such objects), every sample exact,
+           no span staged, and no stage memory ever taken (plan_stage_peak_bytes 0). Fails on
+           main: the planner offers the stage every span the rule gives it without asking
+           whether its object can be read into memory (pfx_span_stage), the stage allocates
+           the span's buffer, the store refuses the read, the buffer is freed: peak 497,649
+           with 0 spans (should_fail until fetch_planner.c asks: stage2's)
   failed   every staged GET answered 400 (12 of them, not retried): each piece fails, and the
            reads fall back to the cache (every sample exact, no read error). A failed piece's
            bytes are never served, so its buffer is not kept either: plan_stage_mem_bytes 0 once
@@ -350,6 +357,24 @@ def group_cuts(env, ck):
         ng.stop()
 
 
+def group_weak(env, ck):
+    src, plan, want, _ = source(env)
+    ng = web.Nginx(env.path('nginx'), src).start()
+    try:
+        extra = [x for x in BASE if x not in ('--weak-etag', 'trust')] + STAGE
+        with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'), extra=extra) as m:
+            publish(env, m, plan)
+            got = classify(m, plan, want)
+            st = m.stats()
+            log('weak: %r %r' % (got, counters(st)))
+            ck.eq('weak: every sample', got, {'ok': len(plan)})
+            ck.eq('weak: spans staged, read errors', (st['plan_stage_spans'],
+                                                      st['read_errors']), (0, 0))
+            ck.eq('weak: stage memory ever taken', st['plan_stage_peak_bytes'], 0)
+    finally:
+        ng.stop()
+
+
 def group_failed(env, ck):
     src, plan, want, _ = source(env)
     ng = web.Nginx(env.path('nginx'), src).start()
@@ -379,7 +404,7 @@ def group_failed(env, ck):
 
 
 GROUPS = {'tiny': group_tiny, 'huge': group_huge, 'rewrite': group_rewrite, 'clear': group_clear,
-          'kill': group_kill, 'two': group_two, 'cuts': group_cuts, 'failed': group_failed}
+          'kill': group_kill, 'two': group_two, 'cuts': group_cuts, 'weak': group_weak, 'failed': group_failed}
 
 
 def main():
