@@ -405,6 +405,10 @@ struct io_rwait {
  * 1 GB prefetches each on the bench's link emulator). */
 #define IO_BUFFER_BYTES (64 * 1024)
 #define IO_EASY_POOL	64 /* easy handles (and ended xfers) kept for reuse */
+/* The most a socket's receive low-water mark asks (backend__io_lowat): a
+ * body's rest up to this size wakes the loop once, not once per segment the
+ * sender's pacing sends (60 MB/s paces about 58 KB a millisecond) */
+#define IO_LOWAT_MAX (128 * 1024)
 struct backend_io {
 	pthread_t thread;
 	struct disk_mutex lock;	    /* DISK_LOCK_BE_QUEUE: protects queue, closing */
@@ -489,6 +493,13 @@ struct backend_io {
 	char *ca_file;
 	struct backend_logger log; /* the breaker's two lines: down, up again */
 };
+
+/* Wake the loop for socket fd only once want bytes (at most IO_LOWAT_MAX,
+ * at least 1) wait in its receive queue (SO_RCVLOWAT: epoll says readable
+ * then, or at the peer's end or an error; a non-blocking recv still returns
+ * what is there). *cur: fd's mark now (0: the kernel's 1); no system call
+ * when it is already so. Loop thread. */
+void backend__io_lowat(int fd, int *cur, uint64_t want);
 
 /* backend_io_xfer.c */
 void backend__io_xfer_release(struct xfer *x); /* frees an ended xfer (its timer closed) */

@@ -46,6 +46,10 @@
  * (BACKEND_H1_UNSUP or not HTTP/1.x: 1xx, chunked, no Content-Length, ...);
  * LEAN_UNSUP_MAX such answers in a row leave every later request of the
  * store to curl.
+ * Past an answer's head the loop is woken for its body only once the body's
+ * rest (up to IO_LOWAT_MAX) is in (the socket's SO_RCVLOWAT: on_readable),
+ * the mark back to 1 at the answer's end and on a resume; each tick asks for
+ * what is in, so bytes short of the mark wait at most a tick.
  * Bounds: a connect by
  * connect_timeout_s, silence by stall_timeout_s, both checked by one tick
  * (at most 1 s, and at most half of either bound) that runs while an
@@ -114,6 +118,7 @@ struct lconn {
 	size_t have;	    /* head bytes in buf */
 	uint64_t body_left; /* body bytes still to come */
 	const char *held;   /* a paused piece in buf, or NULL */
+	int lowat;	    /* its SO_RCVLOWAT now, 0: 1 (backend__io_lowat) */
 	size_t held_len;
 	char req[LEAN_REQ_MAX];
 	char buf[IO_BUFFER_BYTES];
@@ -494,7 +499,7 @@ static int head_cut(struct lconn *c)
 	       c->x->status > 0;
 }
 
-static void on_readable(struct lconn *c)
+static void recv_some(struct lconn *c)
 {
 	for (int round = 0; round < 8; round++) {
 		struct backend_h1_head h;
@@ -581,6 +586,16 @@ static void on_readable(struct lconn *c)
 		if ((size_t)n < want)
 			return; /* drained for now: epoll says when more comes */
 	}
+}
+
+/* c's socket is readable. Past the head, the loop is woken again only
+ * when the body's rest (up to IO_LOWAT_MAX) is in, not for each segment
+ * (the stall bound: tick_cb); a paused or ended answer is left alone. */
+static void on_readable(struct lconn *c)
+{
+	recv_some(c);
+	if (c->state == LC_BODY && !c->held)
+		backend__io_lowat(c->fd, &c->lowat, c->body_left);
 }
 
 /* c's connect (to a name's address) failed: its attempt goes on with a new
@@ -805,6 +820,7 @@ void backend__io_lean_detach(struct xfer *x)
 		lc_close(c);
 		return;
 	}
+	backend__io_lowat(c->fd, &c->lowat, 1); /* the next head, a close */
 	c->served++;
 	c->state = LC_IDLE;
 	c->t0_ns = uv_hrtime();
@@ -820,6 +836,8 @@ void backend__io_lean_resume(struct xfer *x)
 	const char *p;
 	size_t n;
 
+	if (c)
+		backend__io_lowat(c->fd, &c->lowat, 1); /* what came while paused */
 	if (!c || !c->held) {
 		if (c && c->state == LC_BODY)
 			lc_poll(c, UV_READABLE);
@@ -871,6 +889,12 @@ again:
 			attempt_end(c, CURLE_OPERATION_TIMEDOUT);
 			goto again;
 		}
+		/* bytes short of the mark are progress too: each tick asks
+		 * for what is in (on_readable sets the mark again), so a slow
+		 * body is never silent for more than a tick (at most half
+		 * the stall bound) */
+		if (c->state == LC_BODY && !c->held)
+			backend__io_lowat(c->fd, &c->lowat, 1);
 		if (backend__io_progress(x)) {
 			c->state = LC_DONE;
 			c->keep = 0;

@@ -181,6 +181,17 @@ static int on_socket(CURL *e, curl_socket_t fd, int what, void *userp, void *soc
 	return 0;
 }
 
+void backend__io_lowat(int fd, int *cur, uint64_t want)
+{
+	int v = want > IO_LOWAT_MAX ? IO_LOWAT_MAX : want ? (int)want : 1;
+
+	if (v == (*cur ? *cur : 1))
+		return;
+	/* a failure leaves the mark as it was: *cur says so */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)) == 0)
+		*cur = v;
+}
+
 /* curl opens a connection's socket: its poll handle, kept until it closes. */
 static curl_socket_t on_opensocket(void *clientp, curlsocktype purpose, struct curl_sockaddr *addr)
 {

@@ -1,0 +1,355 @@
+/*
+ * test_iolowat.c — the lean engine's body wake-ups (backend/backend_io_lean.c,
+ * backend__io_lowat in backend_io_loop.c): past an answer's head, the I/O loop is woken
+ * for the body's rest once it is all in (up to IO_LOWAT_MAX), not for each piece the
+ * server sends; a kept connection's next head is seen whatever the last body's mark was;
+ * and bytes short of the mark still arrive within a tick of the stall bound, not as a stall.
+ *
+ * A server thread on 127.0.0.1 answers three ranged GETs of one kept-alive connection.
+ * It sees the client's socket itself (this process's fd whose port is the peer's):
+ *  1. a body of PIECES pieces: the head alone, then once the socket's mark is the body's
+ *     size (SO_RCVLOWAT), the pieces but the last, each sent once the one before is in the
+ *     client's receive queue (SIOCINQ). With all but the last in: nothing delivered, the
+ *     socket not readable (the loop has not been woken for them). Then the last: the whole
+ *     body in exactly one delivery to the sink, exact bytes.
+ *  2. a small answer (head and SMALL bytes at once) on the same connection: its head is far
+ *     below the last body's mark (it was put back to 1 at the answer's end): exact bytes.
+ *  3. a body whose first piece comes once the head was read and the mark set, and the
+ *     rest only after that piece was delivered: the tick asks for bytes short of the mark
+ *     (stall bound STALL_S, a tick of 1 s), so the piece arrives and the read ends with
+ *     exact bytes and no stall.
+ *
+ * No timing: every wait is for an event (a socket state, a delivery, a read's end),
+ * bounded by WAIT_S (a hang fails the test). Case 3's wait is for the tick, which comes
+ * within a second.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "check.h"
+
+#define PIECE	(16 * 1024)
+#define PIECES	4
+#define LEN	(PIECE * PIECES) /* at most IO_LOWAT_MAX: one mark for the whole body */
+#define SMALL	100
+#define WAIT_S	30
+#define STALL_S 2
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+
+struct rd {
+	atomic_size_t got; /* bytes delivered */
+	atomic_uint calls; /* deliveries of bytes to the sink */
+	int done, err;
+	uint64_t off;
+	unsigned char buf[LEN];
+};
+
+static unsigned char body[LEN];
+
+static int sink(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	struct rd *r = arg;
+
+	if (!len)
+		return 0;
+	if (off < r->off || off - r->off + len > LEN)
+		return -EIO;
+	memcpy(r->buf + (off - r->off), buf, len);
+	atomic_fetch_add(&r->calls, 1);
+	atomic_fetch_add(&r->got, len);
+	return 0;
+}
+
+static void done(void *arg, int err, uint64_t bytes)
+{
+	struct rd *r = arg;
+
+	(void)bytes;
+	pthread_mutex_lock(&mu);
+	r->err = err;
+	r->done = 1;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+}
+
+static void wait_done(struct rd *r, const char *what)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	t.tv_sec += WAIT_S;
+	pthread_mutex_lock(&mu);
+	while (!r->done)
+		if (pthread_cond_timedwait(&cv, &mu, &t) == ETIMEDOUT)
+			FAIL("%s: no end within %d s", what, WAIT_S);
+	pthread_mutex_unlock(&mu);
+}
+
+/* Poll cond(arg) every millisecond until it holds; 0, or -1 after WAIT_S. */
+static int wait_for(int (*cond)(void *), void *arg)
+{
+	for (int i = 0; i < WAIT_S * 1000; i++) {
+		struct timespec ms = {0, 1000000};
+
+		if (cond(arg))
+			return 0;
+		nanosleep(&ms, NULL);
+	}
+	return cond(arg) ? 0 : -1;
+}
+
+/* This process's TCP socket whose own port is port (the client's end), or -1. */
+static int client_fd(unsigned port)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int found = -1;
+
+	if (!d)
+		return -1;
+	while (found < 0 && (e = readdir(d))) {
+		struct sockaddr_in a;
+		socklen_t l = sizeof(a);
+		int fd = atoi(e->d_name);
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		if (getsockname(fd, (struct sockaddr *)&a, &l) == 0 && a.sin_family == AF_INET &&
+		    ntohs(a.sin_port) == port)
+			found = fd;
+	}
+	closedir(d);
+	return found;
+}
+
+struct srv {
+	int lfd, c, cfd; /* listener, the server's end, the client's end */
+	struct rd *r[3];
+	size_t want; /* bytes in the client's queue or delivered (wait_in) */
+};
+
+static int inq(int fd)
+{
+	int n = -1;
+
+	return ioctl(fd, SIOCINQ, &n) == 0 ? n : -1;
+}
+
+static int lowat_is(void *arg)
+{
+	struct srv *s = arg;
+	int v = 0;
+	socklen_t l = sizeof(v);
+
+	return getsockopt(s->cfd, SOL_SOCKET, SO_RCVLOWAT, &v, &l) == 0 && v == LEN;
+}
+
+static int head_read(void *arg)
+{
+	return inq(((struct srv *)arg)->cfd) == 0;
+}
+
+static int all_in(void *arg) /* case 1: s->want body bytes arrived (queued or delivered) */
+{
+	struct srv *s = arg;
+	int q = inq(s->cfd);
+
+	return q >= 0 && (size_t)q + atomic_load(&s->r[0]->got) == s->want;
+}
+
+static int piece_delivered(void *arg)
+{
+	return atomic_load(&((struct srv *)arg)->r[2]->got) == PIECE;
+}
+
+/* Read one request's head from c; its range into *a, *b. */
+static void read_req(int c, unsigned *a, unsigned *b, int i)
+{
+	char req[4096];
+	size_t n = 0;
+	const char *rg;
+
+	while (n < sizeof(req) - 1) {
+		ssize_t k = read(c, req + n, 1); /* byte by byte: nothing of the next */
+
+		if (k <= 0)
+			FAIL("request %d: read: %s", i, k < 0 ? strerror(errno) : "end of file");
+		n += (size_t)k;
+		req[n] = '\0';
+		if (n >= 4 && memcmp(req + n - 4, "\r\n\r\n", 4) == 0)
+			break;
+	}
+	rg = strstr(req, "Range: bytes=");
+	if (!rg || sscanf(rg, "Range: bytes=%u-%u", a, b) != 2 || *b >= LEN || *a > *b)
+		FAIL("request %d: no range of the body: %s", i, req);
+}
+
+static void send_all(int c, const void *p, size_t n, const char *what)
+{
+	if (write(c, p, n) != (ssize_t)n)
+		FAIL("%s: write: %s", what, strerror(errno));
+}
+
+static void head(int c, unsigned a, unsigned b, const char *what)
+{
+	char h[256];
+
+	snprintf(h, sizeof(h),
+		 "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes %u-%u/%u\r\n"
+		 "Content-Length: %u\r\nETag: \"e1\"\r\n\r\n",
+		 a, b, LEN, b - a + 1);
+	send_all(c, h, strlen(h), what);
+}
+
+static void *serve(void *arg)
+{
+	struct srv *s = arg;
+	struct sockaddr_in peer;
+	socklen_t pl = sizeof(peer);
+	struct pollfd p = {.fd = s->lfd, .events = POLLIN};
+	unsigned a, b;
+
+	if (poll(&p, 1, WAIT_S * 1000) != 1)
+		FAIL("no connection within %d s", WAIT_S);
+	s->c = accept(s->lfd, (struct sockaddr *)&peer, &pl);
+	if (s->c < 0)
+		FAIL("accept: %s", strerror(errno));
+	s->cfd = client_fd(ntohs(peer.sin_port));
+	if (s->cfd < 0)
+		FAIL("the client's socket (port %u) not found", ntohs(peer.sin_port));
+
+	/* 1: the head alone; once it is read and the mark is the body's, the pieces */
+	read_req(s->c, &a, &b, 1);
+	if (a != 0 || b != LEN - 1)
+		FAIL("request 1: range %u-%u", a, b);
+	head(s->c, a, b, "answer 1");
+	if (wait_for(head_read, s) < 0)
+		FAIL("answer 1: the head not read within %d s", WAIT_S);
+	CHECK(wait_for(lowat_is, s) == 0,
+	      "answer 1: the client's SO_RCVLOWAT never became the body's %d bytes", LEN);
+	for (int k = 0; k < PIECES - 1; k++) {
+		send_all(s->c, body + k * PIECE, PIECE, "answer 1's piece");
+		s->want = (size_t)(k + 1) * PIECE;
+		if (wait_for(all_in, s) < 0)
+			FAIL("answer 1: piece %d not in within %d s", k, WAIT_S);
+	}
+	{
+		struct pollfd cp = {.fd = s->cfd, .events = POLLIN};
+
+		CHECK(atomic_load(&s->r[0]->got) == 0 && inq(s->cfd) == (PIECES - 1) * PIECE &&
+			  poll(&cp, 1, 0) == 0,
+		      "answer 1, all but the last piece in: %zu bytes delivered, %d queued, the "
+		      "socket %sreadable (want 0, %d, not readable)",
+		      atomic_load(&s->r[0]->got), inq(s->cfd), cp.revents & POLLIN ? "" : "not ",
+		      (PIECES - 1) * PIECE);
+	}
+	send_all(s->c, body + (PIECES - 1) * PIECE, PIECE, "answer 1's last piece");
+
+	/* 2: a small answer on the same connection, head and body at once */
+	read_req(s->c, &a, &b, 2);
+	if (b - a + 1 != SMALL)
+		FAIL("request 2: range %u-%u", a, b);
+	head(s->c, a, b, "answer 2");
+	send_all(s->c, body + a, SMALL, "answer 2's body");
+
+	/* 3: a first piece, then the rest once it was delivered (the tick's ask) */
+	read_req(s->c, &a, &b, 3);
+	if (a != 0 || b != LEN - 1)
+		FAIL("request 3: range %u-%u", a, b);
+	head(s->c, a, b, "answer 3");
+	if (wait_for(head_read, s) < 0 || wait_for(lowat_is, s) < 0)
+		FAIL("answer 3: the head not read, or the mark not the body's, within %d s",
+		     WAIT_S);
+	send_all(s->c, body, PIECE, "answer 3's first piece");
+	CHECK(wait_for(piece_delivered, s) == 0,
+	      "answer 3: the first piece, short of the mark, not delivered within %d s", WAIT_S);
+	send_all(s->c, body + PIECE, LEN - PIECE, "answer 3's rest");
+	return NULL;
+}
+
+int main(void)
+{
+	struct backend_config cfg = {0};
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sa);
+	struct backend *be;
+	struct srv s = {0};
+	char url[128];
+	pthread_t srv;
+	int one = 1, err;
+	static const uint64_t offs[3] = {0, 1000, 0}, lens[3] = {LEN, SMALL, LEN};
+
+	for (size_t i = 0; i < LEN; i++)
+		body[i] = (unsigned char)(i * 131 + 7);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	s.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s.lfd < 0 || setsockopt(s.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(s.lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s.lfd, 4) < 0 ||
+	    getsockname(s.lfd, (struct sockaddr *)&sa, &sl) < 0)
+		FAIL("listener: %s", strerror(errno));
+	for (int i = 0; i < 3; i++) {
+		s.r[i] = calloc(1, sizeof(*s.r[i]));
+		if (!s.r[i])
+			FAIL("calloc");
+		s.r[i]->off = offs[i];
+	}
+	cfg.connections = 1;
+	cfg.max_connections = 1;
+	cfg.http_engine = 1;	/* the lean engine */
+	cfg.retry_budget_s = 0; /* one attempt: a stall fails the read */
+	cfg.connect_timeout_s = WAIT_S;
+	cfg.stall_timeout_s = STALL_S;
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u/d/obj", ntohs(sa.sin_port));
+	err = backend_open(&be, url, &cfg);
+	if (err < 0)
+		FAIL("backend_open %s: %s", url, strerror(-err));
+	if (pthread_create(&srv, NULL, serve, &s) != 0)
+		FAIL("server thread");
+	for (int i = 0; i < 3; i++) {
+		struct rd *r = s.r[i];
+
+		backend_read_version_async(be, "obj", NULL, 0, offs[i], (size_t)lens[i], 0, sink, r,
+					   done, r);
+		wait_done(r, "a read");
+		CHECK(r->err == 0 && atomic_load(&r->got) == lens[i] &&
+			  memcmp(r->buf, body + offs[i], (size_t)lens[i]) == 0,
+		      "read %d: err %d (%s), %zu of %u bytes%s", i + 1, r->err, strerror(-r->err),
+		      atomic_load(&r->got), (unsigned)lens[i],
+		      r->err == 0 && atomic_load(&r->got) == lens[i] ? ", wrong bytes" : "");
+	}
+	CHECK(atomic_load(&s.r[0]->calls) == 1,
+	      "read 1: the body in %u deliveries (want 1: the loop woken once, all of it in)",
+	      atomic_load(&s.r[0]->calls));
+	pthread_join(srv, NULL);
+	{
+		struct backend_stats st;
+
+		backend_get_stats(be, &st);
+		CHECK(st.connects == 1 && st.attempts == 3,
+		      "one kept connection for the 3 reads: %llu connects, %llu attempts",
+		      (unsigned long long)st.connects, (unsigned long long)st.attempts);
+	}
+	backend_close(be);
+	close(s.c);
+	close(s.lfd);
+	for (int i = 0; i < 3; i++)
+		free(s.r[i]);
+	return check_summary("io-lowat");
+}
