@@ -378,8 +378,8 @@ static int pfx_span_stage(struct fetch_planner *pl, struct pfx_buf *b, const str
 	size_t n = sp->b - sp->a;
 	uint32_t last = 0;
 
-	if (!sp->raw)
-		return 0;
+	if (!sp->raw || !cachetier_obj_can_read_mem(sp->raw))
+		return 0; /* the store's: no stage memory taken for a read it refuses */
 	if (!fetch__rules_stage(len, *room, cachetier_obj_range_cached(sp->raw, sp->off, len))) {
 		*room -= len < *room ? len : *room;
 		return 0;

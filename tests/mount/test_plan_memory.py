@@ -29,11 +29,10 @@ GROUP:
            0-2): every sample exact, no read error
   weak     nginx's mtime-derived ETags without --weak-etag trust and --plan-memory 64M: nothing
            can be staged (the cache's weak validator guards such objects), every sample exact,
-           no span staged, and no stage memory ever taken (plan_stage_peak_bytes 0). Fails on
-           main: the planner offers the stage every span the rule gives it without asking
-           whether its object can be read into memory (pfx_span_stage), the stage allocates
-           the span's buffer, the store refuses the read, the buffer is freed: peak 497,649
-           with 0 spans (should_fail until fetch_planner.c asks: stage2's)
+           no span staged, and no stage memory ever taken (plan_stage_peak_bytes 0). Failed
+           before pfx_span_stage asked whether a span's object can be read into memory: the
+           stage allocated each span's buffer, the store refused the read, the buffer was
+           freed: peak 497,649 with 0 spans
   failed   every staged GET answered 400 (12 of them, not retried): each piece fails, and the
            reads fall back to the cache (every sample exact, no read error). A failed piece's
            bytes are never served, so its buffer is not kept either: plan_stage_mem_bytes 0 once
