@@ -127,12 +127,19 @@ static inline size_t disk_bsearch(size_t lo, size_t hi, int (*cmp)(const void *c
  * bytes arrive and checked when another process's (or mount's) unit is
  * first read. _update continues a CRC (start with 0; pieces in order give
  * the CRC of the whole), by the fastest method the CPU has (cpuid, once;
- * disk_crc.c): three interleaved streams of SSE4.2's crc32 joined by
- * PCLMULQDQ, else SSE4.2's crc32 alone, else a table (slicing by 8).
+ * disk_crc.c): AVX-512's VPCLMULQDQ folding 256 bytes a step (runs of
+ * 1 KiB or more), else three interleaved streams of SSE4.2's crc32 joined
+ * by PCLMULQDQ, else SSE4.2's crc32 alone, else a table (slicing by 8).
  * Reentrant; never blocks. disk_crc32c_sw: the table always (tests, the
  * bench); disk_crc32c_by: a given method (tests, the bench: only one that
  * disk_crc32c_supported says the CPU has). */
-enum disk_crc_method { DISK_CRC_TABLE, DISK_CRC_SSE42, DISK_CRC_SSE42X3, DISK_CRC_METHODS };
+enum disk_crc_method {
+	DISK_CRC_TABLE,
+	DISK_CRC_SSE42,
+	DISK_CRC_SSE42X3,
+	DISK_CRC_VPCLMUL,
+	DISK_CRC_METHODS
+};
 uint32_t disk_crc32c_update(uint32_t crc, const void *data, size_t len);
 uint32_t disk_crc32c_sw(uint32_t crc, const void *data, size_t len);
 uint32_t disk_crc32c_by(int method, uint32_t crc, const void *data, size_t len);

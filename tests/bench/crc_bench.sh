@@ -19,6 +19,6 @@ while [ $# -gt 0 ]; do
 done
 tmp=$(mktemp -d "$dir/shardfs-crc-bench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-cc -O2 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Idisk tests/bench/crc_bench.c disk/disk.c disk/disk_crc.c \
+cc -O2 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Idisk tests/bench/crc_bench.c disk/disk.c disk/disk_crc.c disk/disk_lock.c \
 	-pthread -o "$tmp/crc_bench"
 "$tmp/crc_bench" "$tmp/scratch" "$mb" "$runs"

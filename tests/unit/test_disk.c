@@ -211,8 +211,9 @@ static uint64_t rng(void)
 }
 
 /* Every method the CPU has against the table, on seeded random bytes:
- * random lengths 0..1 MiB+64 (a third of them short, a third at the
- * 3-stream block edges), every misalignment 0..63 in turn, a random
+ * random lengths 0..1 MiB+64 (a quarter of them short, a quarter at the
+ * 3-stream block edges, a quarter at vpclmul's: its 1 KiB least, its
+ * 256-byte steps, a 16-byte tail), every misalignment 0..63 in turn, a random
  * starting CRC, and the same bytes in two pieces split at a random point.
  * CRC_SEED=N repeats a run (default 1), CRC_ROUNDS=N (default 300). */
 static void test_crc32c_methods(void)
@@ -244,12 +245,15 @@ static void test_crc32c_methods(void)
 		size_t mis = i % 64, len, cut;
 		uint32_t init = (uint32_t)rng(), want;
 
-		switch (i % 3) {
+		switch (i % 4) {
 		case 0:
 			len = rng() % 600;
 			break;
 		case 1: /* three blocks of a size, give or take a little */
 			len = 3 * edges[rng() % 3] * (1 + rng() % 4) + rng() % 17 - 8;
+			break;
+		case 2: /* vpclmul: 1 KiB and more, in 256-byte steps, give or take 16 */
+			len = 1024 + 256 * (rng() % 8) + rng() % 33 - 16;
 			break;
 		default:
 			len = rng() % (max + 1);
