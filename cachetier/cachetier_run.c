@@ -272,9 +272,13 @@ static void run_crc(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t off,
 int cachetier__run_write(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t off,
 			 const void *buf, size_t len)
 {
+	int err;
+
 	CT_OFF_LOOP();
-	run_crc(f, c0, crc, off, buf, len);
-	return disk_pwrite_all(f->datafd, buf, len, off);
+	err = disk_pwrite_all(f->datafd, buf, len, off);
+	if (err == 0) /* after the write, as cachetier__run_writev's */
+		run_crc(f, c0, crc, off, buf, len);
+	return err;
 }
 
 int cachetier__run_writev(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t off,
@@ -286,14 +290,8 @@ int cachetier__run_writev(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_
 
 	CT_OFF_LOOP();
 	assert(n > 0 && n <= CT_WRITEV_MAX);
-	for (int k = 0; k < n; k++) {
-		run_crc(f, c0, crc, at, iov[k].iov_base, iov[k].iov_len);
-		at += iov[k].iov_len;
+	for (int k = 0; k < n; k++)
 		v[k] = iov[k];
-	}
-	if (n == 1)
-		return disk_pwrite_all(f->datafd, iov[0].iov_base, iov[0].iov_len, off);
-	at = off;
 	while (i < n) { /* a short write (rare) goes on from where it stopped */
 		ssize_t w = pwritev(f->datafd, v + i, n - i, (off_t)at);
 
@@ -310,6 +308,13 @@ int cachetier__run_writev(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_
 			v[i].iov_base = (char *)v[i].iov_base + w;
 			v[i].iov_len -= (size_t)w;
 		}
+	}
+	/* the CRCs after the write: the bytes are in this core's cache now
+	 * (the sink wrote them on another core; read first by the CRC, they
+	 * were read from there twice when the copy found them evicted) */
+	for (int k = 0; k < n; k++) {
+		run_crc(f, c0, crc, off, iov[k].iov_base, iov[k].iov_len);
+		off += iov[k].iov_len;
 	}
 	return 0;
 }

@@ -23,14 +23,18 @@ void cachetier__run_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, u
 void cachetier__run_lock(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int wait,
 			 int *claim, int *waited);
 /* write: len bytes at object offset off into f's data file, each unit's
- * CRC32C as they pass (crc[k]: unit c0 + k); 0 or -errno. discard: punch
+ * CRC32C over them once written (crc[k]: unit c0 + k); 0 or -errno. discard: punch
  * bytes written for units that will not be committed. No lock held; not
  * on the I/O thread (the fill writer). */
 int cachetier__run_write(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t off,
 			 const void *buf, size_t len);
-/* writev: the same for n (at most CT_WRITEV_MAX: 2 MiB of sink buffers) buffers (iov) that follow
- * each other from off: one pwritev (more only for a short write). */
-#define CT_WRITEV_MAX 16
+/* writev: the same for n (at most CT_WRITEV_MAX: 512 KiB of sink buffers) buffers (iov) that
+ * follow each other from off: one pwritev (more only for a short write), then the CRCs. The sink
+ * wrote the bytes on another core: the write's copy reads them from there, and the CRC after it
+ * finds them in this core's cache (512 KiB, with as many bytes of the page cache, stay in its
+ * L2); with the CRC first over 2 MiB, the copy found them evicted and read them from afar again
+ * (tests/bench/README.md, "L4: the CRC after the write"). */
+#define CT_WRITEV_MAX 4
 struct iovec;
 int cachetier__run_writev(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t off,
 			  const struct iovec *iov, int n);

@@ -7,7 +7,8 @@
  * complete valid (fill_publish) and ends each run (fill_run_end), so the
  * I/O thread only moves bytes. What it takes at one wake-up (a batch) it
  * groups by fill: a fill's buffers that follow each other go with one
- * pwritev, and its units are made valid once, after the last of its
+ * pwritev a CT_WRITEV_MAX of them (each unit's CRC32C after its bytes'
+ * write: cachetier__run_writev), and its units are made valid once, after the last of its
  * buffers in the batch is written (one lock fcntl a fill and batch, not
  * one a buffer, made before ct->lock is taken: cachetier__run_land), and
  * one take of ct->lock serves every fill of the batch, with no system
@@ -136,7 +137,8 @@ static void buf_done(struct cachetier *ct, struct fill_buf *b)
 
 /* The buffers of one fill from b on that follow each other (the next
  * one's bytes start where this one's end; at most CT_WRITEV_MAX, no run's
- * end between) written with one pwritev; returns the item after them. */
+ * end between) written with one pwritev, then their CRCs; returns the
+ * item after them. */
 static struct fill_buf *fill_write(struct cachetier *ct, struct fill_buf *b)
 {
 	struct ct_slot *slot = b->slot;
