@@ -85,9 +85,9 @@ struct fetch_stage_stats {
 	uint64_t reads, read_bytes; /* reads answered from the stage, their bytes */
 	uint64_t fallbacks;	    /* reads of a staged span that failed: read the ordinary way */
 	uint64_t failed;	    /* staged spans whose read failed (error, cut, version) */
-	uint64_t dropped; /* spans freed under pressure before all their paths were read */
+	uint64_t dropped; /* spans freed before all their paths were read (room, plan gone) */
 	uint64_t full;	  /* spans that did not fit the stage: went to the store */
-	uint64_t waits;	  /* reads that waited for their span's read to end */
+	uint64_t waits;	  /* reads that waited for their own bytes of a span to arrive */
 	uint64_t wait_ms, wait_ms_ns; /* their time waiting: ms, and ns summed (the stage's) */
 	uint64_t peak, now, max;      /* its memory: the most, now, its bound (--plan-memory) */
 };

@@ -41,8 +41,9 @@
  * on the I/O thread, when none does), and its bytes no longer count; the
  * piece itself stays until it goes as below, so its reads count as
  * fallbacks.
- * Freed: once reads got every byte of each of its planned paths and its
- * read ended (one that ends on the I/O thread with every path read goes
+ * Freed: once reads got every byte of each of its planned paths, or its
+ * plan went (cleared, or replaced at an epoch's end: fetch__stage_plans),
+ * and its read ended (one that ends on the I/O thread with every path read goes
  * on a list the next stage call of another thread frees: freeing drops
  * an object reference, which takes the store's lock); under pressure (a
  * new piece does not fit), those whose paths were all read, then those
@@ -247,9 +248,12 @@ static void stage_done(void *arg, int err)
 	if (err < 0)
 		st->c.failed++;
 	piece_wake(p, UINT64_MAX);
-	if (p->left == 0 && p->readers == 0) {
+	if ((p->left == 0 || !p->plan) && p->readers == 0) {
 		/* every path was read while the read ran (bytes past the last
-		 * path: a gap): freed by the next other caller */
+		 * path: a gap), or its plan went: freed by the next other
+		 * caller */
+		if (p->left > 0)
+			st->c.dropped++;
 		piece_unlink(st, p);
 		p->next = st->dead;
 		st->dead = p;
@@ -504,7 +508,8 @@ static void stage_end(struct fetch_stage *st, struct stage_piece *p, uint64_t of
 	} else {
 		st->c.fallbacks++;
 	}
-	gone = piece_note_read(p, off, off + len) && p->readers == 0 && p->state != STAGE_INFLIGHT;
+	gone = piece_note_read(p, off, off + len);
+	gone = (gone || !p->plan) && p->readers == 0 && p->state != STAGE_INFLIGHT;
 	if (gone)
 		piece_unlink(st, p);
 	else
@@ -568,7 +573,7 @@ void fetch_stage_release(void *ref)
 	st = p->st;
 	disk_mutex_lock(&st->lock);
 	p->readers--;
-	gone = p->left == 0 && p->readers == 0 && p->state != STAGE_INFLIGHT;
+	gone = (p->left == 0 || !p->plan) && p->readers == 0 && p->state != STAGE_INFLIGHT;
 	if (gone)
 		piece_unlink(st, p);
 	else
@@ -601,16 +606,37 @@ void fetch__stage_plans(struct fetch *s, void *const *plans, size_t n)
 	if (!st)
 		return;
 	stage_reap(st);
+	struct stage_piece *freed = NULL;
+
 	disk_mutex_lock(&st->lock);
-	for (struct stage_piece *p = st->head; p; p = p->next) {
+	for (struct stage_piece **pp = &st->head; *pp;) {
+		struct stage_piece *p = *pp;
 		size_t i = 0;
 
 		while (p->plan && i < n && plans[i] != p->plan)
 			i++;
 		if (i == n)
 			p->plan = NULL;
+		if (!p->plan && p->state != STAGE_INFLIGHT && p->readers == 0) {
+			/* its plan went (cleared, replaced: an epoch's end): no
+			 * planned read is due */
+			*pp = p->next;
+			st->bytes -= p->counted;
+			if (p->left > 0)
+				st->c.dropped++;
+			p->next = freed;
+			freed = p;
+			continue;
+		}
+		pp = &p->next;
 	}
 	disk_mutex_unlock(&st->lock);
+	while (freed) {
+		struct stage_piece *nx = freed->next;
+
+		piece_free(freed);
+		freed = nx;
+	}
 }
 
 uint64_t fetch__stage_max(struct fetch *s)

@@ -37,6 +37,8 @@ GROUP:
   split   A and B adjacent (1.2 MB together) with the gap 1M, --cache-size 512K: a staged span
           is no longer than the gap, so they go as two spans, two GETs (exact bytes, every
           byte from the stage)
+  gone    the same two staged, none read, then the plan cleared: the stage frees both (memory
+          0, 2 dropped); the reads then go the ordinary way (exact)
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -413,6 +415,38 @@ def group_split(env, ck):
         ng.stop()
 
 
+def group_gone(env, ck):
+    src, plan, want, span_off = make_pair(env, random.Random(seed()))
+    ng = web.Nginx(env.path('nginx'), src).start()
+    try:
+        extra = [('512K' if x == '1M' and i > 0 and BASE[i - 1] == '--cache-size' else x)
+                 for i, x in enumerate(BASE)]
+        with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'),
+                      extra=extra + ['--plan-memory', '4M']) as m:
+            pf = publish(env, m, plan, shards=1)
+            st0 = m.stats()
+            ck.eq('plan rc', ctl(m.mnt, 'plan p ' + pf), None)
+            st = ml.poll(lambda: (lambda s: s['plan_stage_spans'] - st0['plan_stage_spans'] >= 2
+                                  and s['plan_stage_mem_bytes'] == 2 * (512 + EARLY) and s)(
+                                      m.stats()), what='both samples staged, their GETs ended')
+            ck.eq('gone: both staged', st['plan_stage_mem_bytes'], 2 * (512 + EARLY))
+            ck.eq('gone: plan-clear rc', ctl(m.mnt, 'plan-clear p'), None)
+            # the planner's pass after the clear frees them (bounded only for a failing run)
+            st = ml.poll(lambda: (lambda s: s['plan_stage_mem_bytes'] == 0 and s)(m.stats()),
+                         timeout=20) or m.stats()
+            d = delta(st0, st, KEYS)
+            log('gone: %s' % d)
+            ck.eq('gone: the stage empty once its plan went', st['plan_stage_mem_bytes'], 0)
+            ck.eq('gone: both counted as dropped', d['plan_stage_dropped'], 2)
+            for x in plan:
+                if read_or_errno(os.path.join(m.mnt, *x)) != want[x[1]]:
+                    ck.fail('gone: bytes of %s/%s' % x)
+            ck.eq('gone: read_errors, reads from the stage',
+                  (m.stats()['read_errors'], m.stats()['plan_stage_reads']), (0, 0))
+    finally:
+        ng.stop()
+
+
 def group_early(env, ck):
     held_early(env, ck, False)
 
@@ -487,7 +521,7 @@ def group_faults(env, ck):
 
 GROUPS = {'epoch': group_epoch, 'small': group_small, 'faults': group_faults,
           'weak': group_weak, 'early': group_early, 'cutearly': group_cutearly,
-          'split': group_split}
+          'split': group_split, 'gone': group_gone}
 
 
 def main():
