@@ -27,6 +27,13 @@ GROUP:
            read at once by two threads: every sample exact on both, no read error
   cuts     the fault proxy's random faults (503, cut, trunc at 40% of the shards' GETs, seeds
            0-2): every sample exact, no read error
+  race     the C link emulator (strong ETags, 30 ms before each answer, 5 MB/s a connection),
+           a brace pattern of the 2 shards, --connections 4: right after the plan is published,
+           4 threads read each sample in plan order with 6 preads each (its start, its last
+           page, a random offset; 1 byte to 1 MiB), so reads land while their spans' GETs are
+           in flight (a read is served as soon as its own bytes are in): every byte exact, no
+           read error, 12 spans staged, none failed, no fallback (2 seeds; the waits are
+           logged, not asserted)
   weak     nginx's mtime-derived ETags without --weak-etag trust and --plan-memory 64M: nothing
            can be staged (the cache's weak validator guards such objects), every sample exact,
            no span staged, and no stage memory ever taken (plan_stage_peak_bytes 0). Failed
@@ -60,6 +67,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'lib'))
 sys.path.insert(0, os.path.join(HERE, '..', '..', 'python'))
 import shardfs as sp  # noqa: E402
+from shardfs_test import linkemu  # noqa: E402
 from shardfs_test import mount as ml  # noqa: E402
 from shardfs_test import web  # noqa: E402
 from shardfs_test.mount import log  # noqa: E402
@@ -356,6 +364,54 @@ def group_cuts(env, ck):
         ng.stop()
 
 
+def group_race(env, ck):
+    src, plan, want, _ = source(env)
+    emu = linkemu.Emu(src, 30, 5, env.tmp, 'race', etag='store', shardfs=env.shardfs)
+    extra = [x for x in BASE if x not in ('--weak-etag', 'trust')] + STAGE + [
+        '--connections', '4']
+    try:
+        for seed in range(2):
+            with ml.Mount(env, emu.url('shard-{000000..000001}.tar'),
+                          cache_dir=env.path('cache-%d' % seed), extra=extra) as m:
+                for s in range(2):
+                    os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
+                bad, errs = [], {}
+
+                def reader(k, m=m, bad=bad, errs=errs, seed=seed):
+                    rng = random.Random(seed * 100 + k)
+                    for x in plan:
+                        fd = os.open(os.path.join(m.mnt, *x), os.O_RDONLY)
+                        try:
+                            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+                            for _ in range(6):
+                                off = rng.choice([0, len(want[x]) - 4096,
+                                                  rng.randrange(len(want[x]))])
+                                n = rng.choice([1, 4096, 131072, 1 << 20])
+                                try:
+                                    if os.pread(fd, n, off) != want[x][off:off + n]:
+                                        bad.append((x, off, n))
+                                except OSError as e:
+                                    errs[e.errno] = errs.get(e.errno, 0) + 1
+                        finally:
+                            os.close(fd)
+                publish(env, m, plan)
+                th = [threading.Thread(target=reader, args=(k,)) for k in range(4)]
+                for t in th:
+                    t.start()
+                for t in th:
+                    t.join(240)
+                st = m.stats()
+                log('race seed %d: bad %r errors %r %r waits %d' % (
+                    seed, bad[:4], errs, counters(st), st['plan_stage_waits']))
+                ck.eq('race seed %d: reads of other bytes, errors' % seed, (len(bad), errs),
+                      (0, {}))
+                ck.eq('race seed %d: spans, failed, fallbacks, read errors' % seed,
+                      (st['plan_stage_spans'], st['plan_stage_failed'],
+                       st['plan_stage_fallbacks'], st['read_errors']), (len(plan), 0, 0, 0))
+    finally:
+        emu.stop()
+
+
 def group_weak(env, ck):
     src, plan, want, _ = source(env)
     ng = web.Nginx(env.path('nginx'), src).start()
@@ -403,7 +459,7 @@ def group_failed(env, ck):
 
 
 GROUPS = {'tiny': group_tiny, 'huge': group_huge, 'rewrite': group_rewrite, 'clear': group_clear,
-          'kill': group_kill, 'two': group_two, 'cuts': group_cuts, 'weak': group_weak, 'failed': group_failed}
+          'kill': group_kill, 'two': group_two, 'cuts': group_cuts, 'race': group_race, 'weak': group_weak, 'failed': group_failed}
 
 
 def main():
