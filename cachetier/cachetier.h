@@ -689,7 +689,10 @@ int cachetier_obj_stale(const struct cachetier_obj *o);
 /* One more reference of o (released with cachetier_obj_unref). */
 void cachetier_obj_ref(struct cachetier_obj *o);
 /* Bytes the cache could take now without evicting: --cache-size less what
- * the directory holds, fills in flight reserve and evictions still punch. */
+ * the directory holds, fills in flight reserve and evictions still punch;
+ * at most the filesystem's free space above --min-free less what fills in
+ * flight reserve (a disk smaller than --cache-size is the limit then).
+ * Calls fstatvfs: not for an event loop. */
 uint64_t cachetier_room(struct cachetier *ct);
 /* 1 when every unit behind [off, off + len) of o is valid in the cache now
  * (0 for objects without units). */

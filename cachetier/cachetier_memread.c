@@ -184,12 +184,22 @@ void cachetier_obj_ref(struct cachetier_obj *o)
 
 uint64_t cachetier_room(struct cachetier *ct)
 {
-	uint64_t used, room;
+	uint64_t used, room, reserved, avail, keep;
 
 	cachetier__lock(ct);
 	used = cachetier__usage_get(ct) + ct->reserved + ct->evicting;
 	room = used < ct->cfg.cache_size_bytes ? ct->cfg.cache_size_bytes - used : 0;
+	reserved = ct->reserved;
 	disk_mutex_unlock(&ct->lock);
+	/* the disk, when it is the smaller limit (a small tmpfs or container
+	 * disk under the default --cache-size): its free space above the
+	 * reserve the cache leaves, less what fills in flight will write */
+	if (cachetier_disk(ct, &avail, &keep) == 0) {
+		keep += reserved;
+		avail = avail > keep ? avail - keep : 0;
+		if (avail < room)
+			room = avail;
+	}
 	return room;
 }
 

@@ -39,6 +39,8 @@ GROUP:
           byte from the stage)
   gone    the same two staged, none read, then the plan cleared: the stage frees both (memory
           0, 2 dropped); the reads then go the ordinary way (exact)
+  disk    'epoch''s plan with the cache dir on an 8 MiB tmpfs and no --cache-size (20G): the disk
+          is the limit, so spans are staged once it has no room (root: mounts the tmpfs)
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -50,6 +52,7 @@ import errno  # noqa: E402
 import io  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
+import subprocess  # noqa: E402
 import tarfile  # noqa: E402
 import threading  # noqa: E402
 
@@ -447,6 +450,39 @@ def group_gone(env, ck):
         ng.stop()
 
 
+def group_disk(env, ck):
+    src, plan, want = make_source(env, random.Random(seed()))
+    ng = web.Nginx(env.path('nginx'), src).start()
+    cache = env.path('cache')
+    os.makedirs(cache)
+    subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=%d,mode=0700' % (8 << 20), 'tmpfs',
+                    cache], check=True, timeout=60)
+    try:
+        # no --cache-size (20G): the 8 MiB disk is the limit, and the 14.4 MB plan does not fit
+        extra = [x for i, x in enumerate(BASE) if x != '--cache-size' and
+                 not (i > 0 and BASE[i - 1] == '--cache-size')]
+        with ml.Mount(env, ng.url('json/'), cache_dir=cache,
+                      extra=extra + ['--plan-memory', '4M']) as m:
+            pf = publish(env, m, plan)
+            st0 = m.stats()
+            ck.eq('plan rc', ctl(m.mnt, 'plan p ' + pf), None)
+            for x in plan:
+                if read_or_errno(os.path.join(m.mnt, *x)) != want[x]:
+                    ck.fail('disk: bytes of %s/%s' % x)
+            d = delta(st0, m.stats(), KEYS)
+            log('disk: %s' % d)
+            ck.ok(d['plan_stage_spans'] > 0,
+                  'disk: spans staged once the disk had no room (%d)' % d['plan_stage_spans'])
+            ck.ok(d['bytes_fetched'] + d['plan_stage_bytes'] <= 2 * len(plan) * (SAMPLE + 512),
+                  'disk: bytes fetched into the cache and the stage (%d, %d) at most twice the '
+                  'plan\'s' % (d['bytes_fetched'], d['plan_stage_bytes']))
+            ck.eq('disk: read_errors', d['read_errors'], 0)
+    finally:
+        ng.stop()
+        if subprocess.run(['umount', cache], timeout=60).returncode != 0:
+            subprocess.run(['umount', '-l', cache], timeout=60)
+
+
 def group_early(env, ck):
     held_early(env, ck, False)
 
@@ -521,7 +557,7 @@ def group_faults(env, ck):
 
 GROUPS = {'epoch': group_epoch, 'small': group_small, 'faults': group_faults,
           'weak': group_weak, 'early': group_early, 'cutearly': group_cutearly,
-          'split': group_split, 'gone': group_gone}
+          'split': group_split, 'gone': group_gone, 'disk': group_disk}
 
 
 def main():
