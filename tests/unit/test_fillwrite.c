@@ -23,6 +23,13 @@
  * buffers queued, then exactly 2 writes and 2 passes, one a fill, and 1
  * take of the tier's lock for both (one a batch, not one a fill).
  *
+ * test_long: a range of 13 units in a chunk of 16 (6 full buffers and a
+ * half one: 7 queued while the writer is held): let go, exactly 2 writes
+ * (a pwritev takes at most CT_WRITEV_MAX, 4 buffers: 4 + 3; one, of all
+ * 7, when it took 16), 1 pass making units valid, 1 take of the tier's
+ * lock; the 13 units exact, and exact again from a tier opened over a
+ * store that fails every read (the CRCs, computed after each write, check).
+ *
  * test_kept: four fills of 3 units (a full buffer and half a buffer), one
  * at a time, the writer free: the sink keeps the full buffer for the
  * run's last bytes and pushes both with the run's end, so each fill is one
@@ -210,6 +217,80 @@ static void fills_held(const char *name, int nfill)
 	backend_close(be);
 }
 
+#define LONG_UNITS 13u /* test_long's range: 6 full buffers and a half one */
+
+static void test_long(void)
+{
+	static const char key[] = "long.tar";
+	size_t size = 20u * UNIT + 5;
+	uint64_t s = 77;
+	unsigned char *d = src_object(tmpdir, key, size, &s);
+	struct cachetier_config cc;
+	struct backend *be = store("async=1");
+	struct cachetier *ct;
+	struct cachetier_obj *o;
+	struct cachetier_stats st;
+	char dir[600];
+	unsigned char *buf = malloc(LONG_UNITS * UNIT);
+
+	snprintf(dir, sizeof(dir), "%s/long", tmpdir);
+	tier_config(&cc, dir, 1ull << 30, 2, 2 * CHUNK); /* 16 units a chunk */
+	cc.readahead_max_bytes = 2 * CHUNK;
+	cc.small_fills = 1;
+	ct = tier_open(&cc, be);
+	o = obj_open(ct, be, key);
+	cachetier_write_hold(ct, 1);
+	cachetier_wake_hold(ct, 1);
+	CHECK(cachetier_obj_prefetch_range(o, 0, LONG_UNITS * UNIT, CACHETIER_PF_FIT) == 0, "%s",
+	      "long: range");
+	cachetier_wake_hold(ct, 0);
+	reach(ct, BUFS_QUEUED, 7, "long: buffers queued while the writer is held");
+	stats(ct, &st);
+	CHECK(st.fill_writes == 0, "long: %llu writes while held",
+	      (unsigned long long)st.fill_writes);
+	cachetier_write_hold(ct, 0);
+	reach(ct, FILLS_INFLIGHT, 0, "long: the fill ended after the hold");
+	stats(ct, &st);
+	printf("long: a fill of %u units, 7 buffers in one batch: writes %llu, passes %llu, the "
+	       "writer's lock takes %llu\n",
+	       LONG_UNITS, (unsigned long long)st.fill_writes,
+	       (unsigned long long)st.fill_publishes, (unsigned long long)st.fill_writer_locks);
+	CHECK(st.fill_writes == 2,
+	      "long: %llu writes, want 2 (at most 4 buffers a pwritev: 4 and 3)",
+	      (unsigned long long)st.fill_writes);
+	CHECK(st.fill_publishes == 1 && st.fill_writer_locks == 1 && st.fills == 1 &&
+		  st.fill_errors == 0,
+	      "long: %llu passes, %llu lock takes, %llu fills, %llu errors, want 1, 1, 1, 0",
+	      (unsigned long long)st.fill_publishes, (unsigned long long)st.fill_writer_locks,
+	      (unsigned long long)st.fills, (unsigned long long)st.fill_errors);
+	CHECK(cachetier_obj_cached_bytes(o) == LONG_UNITS * UNIT, "long: %llu bytes valid",
+	      (unsigned long long)cachetier_obj_cached_bytes(o));
+	CHECK(buf && cachetier_obj_pread(o, buf, LONG_UNITS * UNIT, 0) == LONG_UNITS * UNIT &&
+		  memcmp(buf, d, LONG_UNITS * UNIT) == 0,
+	      "%s", "long: the 13 units exact");
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	backend_close(be);
+
+	be = store("fail_every=1&fail_after_bytes=1");
+	ct = tier_open(&cc, be);
+	o = obj_open(ct, be, key);
+	if (buf)
+		memset(buf, 0, LONG_UNITS * UNIT);
+	CHECK(buf && cachetier_obj_pread(o, buf, LONG_UNITS * UNIT, 0) == LONG_UNITS * UNIT &&
+		  memcmp(buf, d, LONG_UNITS * UNIT) == 0,
+	      "%s", "long, reopened: the 13 units exact");
+	stats(ct, &st);
+	CHECK(st.bytes_fetched == 0 && st.units_corrupt == 0,
+	      "long, reopened: %llu bytes fetched, %llu units corrupt",
+	      (unsigned long long)st.bytes_fetched, (unsigned long long)st.units_corrupt);
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	backend_close(be);
+	free(buf);
+	free(d);
+}
+
 /* Fills of 3 units (a full buffer, then half a buffer: the sink keeps the
  * full one for the run's last bytes and pushes both with the run's end),
  * one at a time with the writer free: each is one batch of the writer
@@ -351,6 +432,7 @@ int main(void)
 
 	fills_held("c-one", 1);
 	fills_held("c-two", 2);
+	test_long();
 	test_kept();
 	test_wakes();
 
