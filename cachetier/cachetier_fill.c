@@ -82,7 +82,7 @@ static int sink_unit_done(const struct fill_sink *s)
 
 /* Has the writer at least 'limit' buffers to write? Then the sink answers
  * BACKEND_SINK_FULL, and the writer calls backend_sink_ready when it is
- * down to half (cachetier_write.c, fill_write): the flag is set before the
+ * down to FILL_WQ_RESUME (cachetier_write.c, buf_done): the flag is set before the
  * count is read again, and the writer reads the flag after its count falls
  * (both sequentially consistent), so either this sees the fall or the
  * writer sees the flag: a pause always has its wake-up. */
@@ -118,7 +118,8 @@ static void sink_full_buf(struct cachetier *ct, struct fill_sink *s)
  * An asynchronous fill's (BACKEND_READ_PAUSABLE) takes no bytes while the
  * writer has FILL_WQ_MAX buffers to write (BACKEND_SINK_FULL: its transfer
  * pauses, the same bytes come again), and keeps it paused until the writer
- * is down to half of them, which the writer says (backend_sink_ready). */
+ * is down to a quarter of them (FILL_WQ_RESUME), which the writer says
+ * (backend_sink_ready). */
 static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 {
 	struct fill_sink *s = arg;
@@ -137,7 +138,7 @@ static int fill_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 			s->cur = NULL;
 		}
 		if (s->slot->fill->async) /* a paused transfer stays paused */
-			return sink_full(ct, FILL_WQ_MAX / 2 + 1);
+			return sink_full(ct, FILL_WQ_RESUME + 1);
 		return 0;
 	}
 	/* the backend promises contiguous pieces inside the range: anything

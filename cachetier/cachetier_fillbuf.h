@@ -40,6 +40,12 @@ struct ct_wjob;
  * socket until the writer catches up): without it a prefetch had up to
  * 1,146 buffers (143 MiB) in flight, each fresh one faulted in. */
 #define FILL_WQ_MAX 64u
+/* ... and a paused fill goes on once the writer is down to this many (a
+ * quarter: 2 MiB left to write while the store's I/O thread resumes the
+ * paused transfers, whose bytes wait in their sockets). At half, a 513 MB
+ * prefetch paused 481-710 times (6 runs), 286-520 at a quarter, each pause
+ * a refused piece copied out and back (tests/bench/README.md, L4). */
+#define FILL_WQ_RESUME (FILL_WQ_MAX / 4u)
 
 /* A buffer of a fill's bytes on its way from the sink to the writer; or,
  * with end set, the end of a run (the slot's own message, no data). */

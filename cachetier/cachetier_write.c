@@ -124,13 +124,14 @@ void cachetier__buf_pool_free(struct cachetier *ct)
  * bytes are dropped (its end fails the run). */
 
 /* A buffer of the fill's bytes written (or dropped): back to the pool,
- * and the sinks told when the queue is down to half with one paused. */
+ * and the sinks told when the queue is down to FILL_WQ_RESUME with one
+ * paused. */
 static void buf_done(struct cachetier *ct, struct fill_buf *b)
 {
 	cachetier__buf_put(ct, b);
-	/* down to half with a sink paused (cachetier_fill.c, sink_full): its
+	/* down to a quarter with a sink paused (cachetier_fill.c, sink_full): its
 	 * transfer goes on (one wake-up of the store's I/O thread, not a poll) */
-	if (atomic_fetch_sub(&ct->wq_bufs, 1) - 1 <= FILL_WQ_MAX / 2 && atomic_load(&ct->wq_wake) &&
+	if (atomic_fetch_sub(&ct->wq_bufs, 1) - 1 <= FILL_WQ_RESUME && atomic_load(&ct->wq_wake) &&
 	    atomic_exchange(&ct->wq_wake, 0))
 		backend_sink_ready(ct->be);
 }
