@@ -24,9 +24,7 @@
  * listing and HEAD under /s3/BUCKET/, object GETs redirected (to --ais-objects-port, another
  * emulator on the same files, as an AIStore proxy sends them to a target: a client's
  * connections per host are not shared with the proxy's; else here), GetBatch (see "AIS mode"
- * below; the proxy's 307 names a second port this process listens on, the target's, for
- * the same reason), so that the link bench's L9 does not run a store in CPython on the client's
- * cores.
+ * below), so that the link bench's L9 does not run a store in CPython on the client's cores.
  *
  * S3 mode: a bucket of N keys PREFIX + "shard-%06d.tar", key i's bytes FILE's followed by
  * 512 * (i % 8) zeros, ETag the MD5 of "i:size" (quoted): ListObjectsV2 (list-type=2 only, no
@@ -39,7 +37,7 @@
  * list_requests, list_bytes, heads, gets, other; with --ais AisStandIn's counters moss_requests,
  * moss_redirects, moss_items, moss_missing, moss_refused, moss_ms (GetBatch answers' time from
  * their start after the delay to their last byte, summed), moss_inflight_max, redirects,
- * s3_head, s3_get, s3_head_ms, unsupported, target_port (the GetBatch target's port).
+ * s3_head, s3_get, s3_head_ms, unsupported.
  *
  * Prints "port N" on stdout (and writes N to --port-file, by rename) once it listens; runs until
  * killed (SIGTERM). A request head over 16 KiB gets 431, a malformed one 400, then the
@@ -233,7 +231,6 @@ static struct {
 	int ais;	   /* --ais: the AIStore stand-in's API besides the files (root mode) */
 	long port;	   /* the port it listens on (AIS mode's redirects name it) */
 	long objects_port; /* --ais-objects-port: where object GETs are redirected (0: here) */
-	long target_port;  /* AIS mode: the GetBatch target's port (a listener of its own) */
 	/* S3 mode */
 	long s3_n;
 	const char *bucket, *prefix;
@@ -1918,7 +1915,7 @@ static int serve_ais(struct conn *c, const char *path, const char *qs, const cha
 			st.moss_redirects++;
 			char loc[8192 + 128];
 			snprintf(loc, sizeof loc, "Location: http://127.0.0.1:%ld%s?%s&dt=t1\r\n",
-				 cfg.target_port, raw, qs ? qs : "");
+				 cfg.port, raw, qs ? qs : "");
 			resp_head(c, 307, loc, 0);
 			return 1;
 		}
@@ -1960,11 +1957,10 @@ static void serve_stats(struct conn *c)
 			", \"moss_refused\": %" PRIu64 ", \"moss_ms\": %" PRIu64
 			", \"moss_inflight_max\": %" PRIu64 ", \"redirects\": %" PRIu64
 			", \"s3_head\": %" PRIu64 ", \"s3_get\": %" PRIu64 ", \"s3_head_ms\": %.3f"
-			", \"unsupported\": %" PRIu64 ", \"target_port\": %ld",
+			", \"unsupported\": %" PRIu64,
 			st.moss_requests, st.moss_redirects, st.moss_items, st.moss_missing,
 			st.moss_refused, st.moss_ns / 1000000, st.moss_inflight_max, st.redirects,
-			st.s3_head, st.s3_get, (double)st.s3_head_ns / 1e6, st.unsupported,
-			cfg.target_port);
+			st.s3_head, st.s3_get, (double)st.s3_head_ns / 1e6, st.unsupported);
 	buf_str(&b, "}");
 	resp_mem(c, 200, "Content-Type: application/json\r\n", b.p, b.len);
 }
@@ -2262,13 +2258,12 @@ static void conn_run(struct conn *c)
 	}
 }
 
-static int lsock, tsock = -1;
-static char tsock_tag; /* the target listener's epoll tag (the main one's: NULL) */
+static int lsock;
 
-static void accept_all(int ls)
+static void accept_all(void)
 {
 	for (;;) {
-		int fd = accept4(ls, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd = accept4(lsock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
 				return;
@@ -2434,19 +2429,6 @@ int main(int argc, char **argv)
 	struct epoll_event lev = {.events = EPOLLIN, .data.ptr = NULL};
 	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, lsock, &lev))
 		die("epoll: %s", strerror(errno));
-	if (cfg.ais) { /* the GetBatch target: another port, as an AIStore target is another
-			  node than its proxy */
-		tsock = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		struct sockaddr_in ta = {.sin_family = AF_INET, .sin_port = 0};
-		ta.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		socklen_t tl = sizeof ta;
-		struct epoll_event tev = {.events = EPOLLIN, .data.ptr = &tsock_tag};
-		if (tsock < 0 || bind(tsock, (struct sockaddr *)&ta, sizeof ta) ||
-		    listen(tsock, 1024) || getsockname(tsock, (struct sockaddr *)&ta, &tl) ||
-		    epoll_ctl(ep, EPOLL_CTL_ADD, tsock, &tev))
-			die("the GetBatch target's listener: %s", strerror(errno));
-		cfg.target_port = ntohs(ta.sin_port);
-	}
 	if (port_file) {
 		char tmp[4096];
 		snprintf(tmp, sizeof tmp, "%s.tmp", port_file);
@@ -2469,9 +2451,7 @@ int main(int argc, char **argv)
 			die("epoll_wait: %s", strerror(errno));
 		for (int i = 0; i < n; i++) {
 			if (!evs[i].data.ptr)
-				accept_all(lsock);
-			else if (evs[i].data.ptr == &tsock_tag)
-				accept_all(tsock);
+				accept_all();
 			else
 				conn_run(evs[i].data.ptr);
 		}
