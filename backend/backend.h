@@ -97,6 +97,10 @@ struct backend_stats {
 	uint64_t short_bodies;
 	/* answers 200 (the whole object) to a ranged GET: the server ignored Range */
 	uint64_t range_ignored;
+	/* bodies cut after some bytes and asked for again from their first
+	 * byte, what was had dropped: no strong ETag pinned their bytes (a
+	 * listing), so resuming could splice two copies */
+	uint64_t restarts;
 	/* BACKEND_READ_PAUSABLE reads: pieces a sink refused (BACKEND_SINK_FULL:
 	 * the transfer paused), paused transfers resumed, and of those the ones
 	 * resumed by the BACKEND_PAUSE_BACKSTOP_MS bound, not a

@@ -28,7 +28,13 @@
  * and logged once per URL with what it cost; every body byte that reached
  * us is counted (bytes_received). A ranged GET that already delivered
  * bytes resumes after them, with If-Match on the ETag of the first answer
- * (a changed object gives -ESTALE, never mixed bytes). Redirects (301,
+ * (a changed object gives -ESTALE, never mixed bytes). One whose retry
+ * would send no If-Match on a strong ETag (no ETag, a weak one: a listing,
+ * a body of a store that sends none) is not resumed but restarted from its
+ * first byte, within the same budget: its sink drops what it had
+ * (backend_req.on_restart; counted: restarts), or, when the sink cannot,
+ * the request fails with -EIO ("not resumed: ..."), never splicing two
+ * copies. Redirects (301,
  * 302, 303, 307, 308) are followed up to 5 hops; headers made by 'sign' are
  * dropped when a redirect leaves the original host (curl's own rule for
  * Authorization, which we apply to every signed header).
@@ -116,6 +122,14 @@ struct backend_req {
 	 * contract. Asked by the lean engine only. I/O thread. */
 	void *(*on_mem)(void *arg, size_t *len);
 	int pausable; /* on_data may answer BACKEND_SINK_FULL (backend.h) */
+	/* or NULL: the body starts again at its first byte: drop what on_data
+	 * had (0), or a negative errno when that cannot be. Asked when an
+	 * attempt that delivered bytes failed and no strong ETag pins the
+	 * answer's bytes (no If-Match the retry sends): resuming after them
+	 * could splice two versions of the body (a listing, which has no ETag
+	 * and may change between attempts); without it (or when it fails) the
+	 * request fails instead. I/O thread. */
+	int (*on_restart)(void *arg);
 	backend_req_done_cb on_done;
 	void *arg;
 	/* 1: sent even while the store is down (a listing, which a user asked
@@ -475,7 +489,7 @@ struct backend_io {
 
 	/* ---- any thread: counters for backend_io_stats ---- */
 	atomic_ullong n_requests, n_attempts, n_failures, n_fast_fails, n_probes, n_cancels;
-	atomic_ullong n_bytes_received, n_short_bodies, n_range_ignored;
+	atomic_ullong n_bytes_received, n_short_bodies, n_range_ignored, n_restarts;
 	atomic_ullong n_pauses, n_resumes, n_pause_backstops;
 	atomic_ullong n_connects, n_lean_attempts;
 	atomic_ullong n_recv_inplace, n_recv_copied; /* backend_stats.recv_*_bytes */

@@ -107,6 +107,14 @@ static int waiter_data(void *arg, const void *buf, size_t len)
 	return 0;
 }
 
+/* The body starts again (a cut answer no strong ETag pins): what it had is
+ * dropped, the buffer kept. */
+static int waiter_restart(void *arg)
+{
+	((struct waiter *)arg)->len = 0;
+	return 0;
+}
+
 int backend_io_get(struct backend_io *io, struct backend_req *r, void **body, size_t *len,
 		   size_t max)
 {
@@ -117,6 +125,7 @@ int backend_io_get(struct backend_io *io, struct backend_req *r, void **body, si
 	w.max = max;
 	w.grow = 1;
 	r->on_data = waiter_data;
+	r->on_restart = waiter_restart;
 	r->on_poll = NULL;
 	r->on_mem = NULL;
 	err = waiter_run(io, r, &w);
@@ -146,6 +155,7 @@ ssize_t backend_io_read(struct backend_io *io, struct backend_req *r, void *buf)
 	w.buf = buf;
 	w.cap = w.max = (size_t)r->range_len;
 	r->on_data = waiter_data;
+	r->on_restart = waiter_restart;
 	r->on_poll = NULL;
 	r->on_mem = NULL;
 	err = waiter_run(io, r, &w);
@@ -207,6 +217,7 @@ void backend_io_stream_async(struct backend_io *io, struct backend_req *r,
 	a->done = done;
 	a->darg = darg;
 	r->on_data = astream_data;
+	r->on_restart = NULL; /* its bytes were passed on */
 	r->on_poll = astream_poll;
 	r->on_mem = mem ? astream_mem : NULL;
 	r->on_done = astream_done;
@@ -340,6 +351,7 @@ int backend_io_run(struct backend_io *io, struct backend_req *r, backend_req_dat
 	x.on_data = on_data;
 	x.arg = arg;
 	r->on_data = relay_data;
+	r->on_restart = NULL;
 	r->on_poll = NULL;
 	r->on_mem = NULL;
 	/* waiter_run sets r->arg = &x.w: on_data and on_done share it */
@@ -353,6 +365,7 @@ int backend_io_head(struct backend_io *io, struct backend_req *r)
 	waiter_init(&w);
 	r->method = "HEAD";
 	r->on_data = NULL;
+	r->on_restart = NULL;
 	r->on_poll = NULL;
 	r->on_mem = NULL;
 	r->range_len = 0;

@@ -20,7 +20,10 @@
  * Ranges: "bytes=A-B" or, to resume a whole-object GET, "bytes=A-"; never a
  * suffix or a multi-range (what an answer must be: backend_io_attempt.c).
  * A failed attempt is retried with full jitter until the budget is spent;
- * then the store is down (backend_io_breaker.c).
+ * then the store is down (backend_io_breaker.c). A retry resumes after the
+ * delivered bytes only when it sends If-Match on a strong ETag; any other
+ * body (a listing: no ETag) is restarted from its first byte, its sink
+ * told to drop what it had (xfer_restart), or fails when it cannot.
  *
  * A request with a body (backend_req.body: a GET with a JSON body) sends
  * it again on every attempt and hop, and is not resumed after a cut: its
@@ -223,6 +226,41 @@ static void backoff_cb(uv_timer_t *t)
 	backend__io_kick(io);
 }
 
+/* Will x's next attempt send If-Match on a strong ETag (the caller's, else
+ * the first answer's: xfer_start's choice)? Only then does a resume after
+ * the delivered bytes get the same bytes: a weak ETag, or none, says
+ * nothing of them. */
+static int resume_pinned(const struct xfer *x)
+{
+	const char *e = x->r->if_match && *x->r->if_match ? x->r->if_match : x->first_etag;
+
+	return e[0] && strncmp(e, "W/", 2) != 0;
+}
+
+/* x's next attempt asks for the body from its first byte: the sink drops
+ * what it had, and the answer is a first one again (its ETag and size are
+ * not held to the cut copy's). 0, or -EIO when the sink cannot (why: in
+ * r->error, after the attempt's own failure). */
+static int xfer_restart(struct xfer *x)
+{
+	struct backend_req *r = x->r;
+	size_t n = strlen(r->error);
+
+	if (!r->on_restart || r->on_restart(r->arg) < 0) {
+		snprintf(r->error + n, sizeof(r->error) - n,
+			 "%snot resumed: no strong ETag pins the answer's bytes, and its "
+			 "%" PRIu64 " bytes were passed on",
+			 n ? "; " : "", r->delivered);
+		return -EIO;
+	}
+	r->delivered = 0;
+	x->have_first = 0;
+	x->first_etag[0] = '\0';
+	x->first_total = 0;
+	atomic_fetch_add_explicit(&x->io->n_restarts, 1, memory_order_relaxed);
+	return 0;
+}
+
 /* The attempt failed with err; try again later if the budget allows. */
 static void xfer_retry(struct xfer *x, int err)
 {
@@ -257,6 +295,12 @@ static void xfer_retry(struct xfer *x, int err)
 		atomic_fetch_add(&io->n_failures, 1);
 		if (!x->r->solo)
 			backend__io_store_down(io, x);
+		backend__io_xfer_finish(x, -EIO);
+		return;
+	}
+	/* bytes delivered that no If-Match pins: asked for again from the
+	 * first byte, never resumed after them (two copies spliced) */
+	if (x->r->delivered && !resume_pinned(x) && xfer_restart(x) < 0) {
 		backend__io_xfer_finish(x, -EIO);
 		return;
 	}

@@ -220,6 +220,10 @@ const struct ctl_counter fs_ctl_counters[] = {
      "answers whose body ended before their headers said (cut, Content-Length short of the "
      "range): retried from where they stopped",
      C, SNAP(bs.short_bodies)},
+    {"store_restarts",
+     "cut answers no strong ETag pins (listings) asked for again from their first byte, what was "
+     "had dropped: never resumed, so never spliced from two copies",
+     C, SNAP(bs.restarts)},
     {"store_range_ignored", "answers 200 (the whole object) to a ranged GET: Range ignored", C,
      SNAP(bs.range_ignored)},
     {"store_pauses", "fill transfers paused: the fill writer had no room for their bytes", C,

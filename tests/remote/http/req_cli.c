@@ -312,6 +312,7 @@ int main(int argc, char **argv)
 	       st.attempts, st.failures);
 	printf("bytes_received %" PRIu64 "\nshort_bodies %" PRIu64 "\nrange_ignored %" PRIu64 "\n",
 	       st.bytes_received, st.short_bodies, st.range_ignored);
+	printf("restarts %" PRIu64 "\n", st.restarts);
 	printf("pauses %lu\n", (unsigned long)pauses);
 	printf("store_pauses %" PRIu64 "\nresumes %" PRIu64 "\npause_backstops %" PRIu64 "\n",
 	       st.pauses, st.resumes, st.pause_backstops);

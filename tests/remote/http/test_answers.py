@@ -64,7 +64,13 @@ Groups:
            Content-Length beside it, then resumed and answered whole with another (what the
            fault proxy's 'trunc' makes of nginx's chunked listing: model-smallcache's
            refresh that failed with ESTALE): the refresh succeeds, "0 new, 0 removed, 0
-           changed; 1 objects, 1 shards", 2 listing requests (on main: ESTALE).
+           changed; 1 objects, 1 shards", 2 listing requests (on main: ESTALE), the second
+           without a Range (a listing is restarted, not resumed: no ETag pins its bytes).
+  splice   a body no strong ETag pins, cut, with another copy in the next answer: a mount's
+           JSON listing cut inside its first name, the directory changed: the mount shows
+           exactly the second copy, store_restarts 1, no Range asked (before the restart: a
+           made-up name spliced from both); a streamed read of an object with no ETag, cut,
+           its bytes changed: the read fails "not resumed" (before: exit 0, mixed bytes).
 No sleeps: every piece is sent at once and every cut is a close at a byte count.
 """
 import errno
@@ -589,15 +595,16 @@ def group_coded(env, ck, cli, data):
         with lock:
             phase['lists'] += 1
             phase['ranged'] += r is not None
+            k = phase['lists']
         hdrs = [b'Content-Type: application/json', b'Transfer-Encoding: chunked']
         if not phase['refresh']:
             return Answer(Answer.head(b'200 OK', hdrs) + chunk_frame(listing))
         framed = chunk_frame(listing, 4)
-        if r is None:  # the first attempt: cut in its body, a length beside the chunks
+        if k == 1:  # the first attempt: cut in its body, a length beside the chunks
             a = Answer(Answer.head(b'200 OK', hdrs + [b'Content-Length: 40']) + framed)
             a.cut = a.raw.index(b'\r\n\r\n') + 4 + len(framed) // 2
             return a
-        # the resumed attempt: the whole listing (Range ignored), another length beside it
+        # the next attempt: the whole listing, another length beside it
         return Answer(Answer.head(b'200 OK', hdrs + [b'Content-Length: 60']) + framed)
     srv = Scripted(shard, fn, with_path=True)
     try:
@@ -618,14 +625,104 @@ def group_coded(env, ck, cli, data):
                 ck.eq('coded listing: member after the refresh', f.read(), b'hello')
             logtext = ml.logs_under(env.path('cache-coded'))
             ck.ok('it changed' not in logtext, 'coded listing: the daemon logged a changed object')
-        # the first attempt, cut, and its resumption (with a Range, answered whole)
+        # the first attempt, cut, and its restart from the first byte (no ETag pins a
+        # listing: asked for whole again, not resumed with a Range)
         ck.eq('coded listing: listing requests (ranged) in the refresh',
-              (phase['lists'], phase['ranged']), (2, 1))
+              (phase['lists'], phase['ranged']), (2, 0))
     finally:
         srv.close()
 
 
-GROUPS = {'framing': group_framing, 'cuts': group_cuts, 'encoding': group_encoding,
+def group_splice(env, ck, cli, data):
+    """A body no strong ETag pins, cut, and another copy of it in the next answer: never
+    spliced. (a) A mount's JSON listing (nginx's: chunked, no ETag, no length, Range ignored)
+    cut in the middle of its first name, the directory changed before the second answer: the
+    mount shows exactly the second copy's names, store_restarts 1, the second listing request
+    asks for the whole body (no Range). (b) a streamed ranged read (req_cli: the sink passed the
+    bytes on) of an object with no ETag, cut halfway, its bytes changed (same size) before the
+    next answer: the read fails with "not resumed" in its words, restarts 0, the other reads
+    are the new bytes."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode='w', format=tarfile.GNU_FORMAT) as t:
+        ti = tarfile.TarInfo('k.txt')
+        ti.size = 5
+        t.addfile(ti, io.BytesIO(b'hello'))
+    shard = buf.getvalue()
+
+    def listing(name):
+        return (b'[\n{ "name":"%s", "type":"file", "mtime":"Mon, 30 Nov 2026 09:00:00 GMT", '
+                b'"size":%d },\n{ "name":"keep.tar", "type":"file", '
+                b'"mtime":"Mon, 30 Nov 2026 09:00:00 GMT", "size":%d }\n]\n' % (
+                    name, len(shard), len(shard)))
+    first, second = listing(b'old-000000000000.tar'), listing(b'new-111111111111.tar')
+    assert len(first) == len(second)
+    phase = {'lists': 0, 'ranged': 0}
+
+    def fn(n, m, r, d, path):
+        if not path.endswith('/'):  # a shard: every name is the same bytes, nginx's ETag
+            a = Answer.ranged(m, r, d)
+            a.raw = a.raw.replace(b'ETag: "e1"', b'ETag: "%x-%x"' % (1796029200, len(d)), 1)
+            return a
+        with lock:
+            k = phase['lists']
+            phase['lists'] += 1
+            phase['ranged'] += r is not None
+        hdrs = [b'Content-Type: application/json', b'Transfer-Encoding: chunked']
+        if k == 0:  # cut in the middle of the first name
+            framed = chunk_frame(first, 4)
+            a = Answer(Answer.head(b'200 OK', hdrs) + framed)
+            a.cut = a.raw.index(b'old-000000') + 10
+            return a
+        return Answer(Answer.head(b'200 OK', hdrs) + chunk_frame(second, 4))
+    srv = Scripted(shard, fn, with_path=True)
+    try:
+        with ml.Mount(env, srv.url('d/'), cache_dir=env.path('cache-splice'),
+                      extra=['--warm', 'off', '--stall-timeout', '5']) as m:
+            names = sorted(os.listdir(m.mnt))
+            st = m.stats()
+            log('splice listing: %r, %r, store_restarts %r' % (names, phase,
+                                                                 st.get('store_restarts')))
+            ck.eq('splice listing: mounted entries (the second copy)', names,
+                  ['keep', 'keep.tar', 'new-111111111111', 'new-111111111111.tar'])
+            try:
+                with open(os.path.join(m.mnt, 'new-111111111111', 'k.txt'), 'rb') as f:
+                    got = f.read()
+            except OSError as e:
+                got = 'error %s' % errno.errorcode.get(e.errno, e.errno)
+            ck.eq('splice listing: a member of the second copy', got, b'hello')
+            ck.eq('splice listing: store_restarts', st.get('store_restarts'), 1)
+        ck.eq('splice listing: listing requests (ranged)', (phase['lists'], phase['ranged']),
+              (2, 0))
+    finally:
+        srv.close()
+
+    # (b) a streamed read of an object with no ETag, cut, changed before the next answer
+    other = bytes(b ^ 0x5a for b in data)
+
+    def noetag(n, m, r, d):
+        a = Answer.ranged(m, r, d if n == 0 else other)
+        a.raw = a.raw.replace(b'ETag: "e1"\r\n', b'', 1)
+        if n == 0:
+            a.cut = a.raw.index(b'\r\n\r\n') + 4 + LEN // 2
+        return a
+    env.env['REQ_CLI_SIZE'] = str(len(data))  # no HEAD: the first GET is request 0
+    try:
+        for e in ENGINES:
+            out, rc, srv, err = read_all(env, cli, data, noetag, e)
+            label = '%s streamed read, no ETag, cut' % e
+            ck.eq('%s: exit, errors' % label, (rc, out.get('errors')), (1, 1))
+            ck.ok('not resumed' in str(out.get('error')), '%s: the failure says %r' % (
+                label, out.get('error')))
+            ck.eq('%s: restarts' % label, out.get('restarts'), 0)
+            ck.eq('%s: bytes of the other reads' % label, out.get('bytes'), (COUNT - 1) * LEN)
+            ck.eq('%s: fnv of the other reads (the new bytes)' % label, out.get('fnv'),
+                  fnv64(b''.join(other[OFF + i * LEN:OFF + (i + 1) * LEN]
+                                 for i in range(1, COUNT))))
+    finally:
+        env.env.pop('REQ_CLI_SIZE', None)
+
+
+GROUPS = {'splice': group_splice, 'framing': group_framing, 'cuts': group_cuts, 'encoding': group_encoding,
           'unsup': group_unsup, 'coded': group_coded,
           'nometag': group_nometag, 'mountcuts': group_mountcuts, 'reasons': group_reasons}
 
@@ -640,7 +737,7 @@ def main():
         print(__doc__)
         return 2
     ml.main_wrapper(run_group, sys.argv[1], 'answers-' + sys.argv[2], deadline=170,
-                    needs_fuse=sys.argv[2] in ('nometag', 'mountcuts', 'reasons', 'coded'),
+                    needs_fuse=sys.argv[2] in ('nometag', 'mountcuts', 'reasons', 'coded', 'splice'),
                     group=sys.argv[2], cli=sys.argv[3])
 
 
