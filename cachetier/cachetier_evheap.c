@@ -25,10 +25,15 @@
  * unit found lost, the reader's place moving (cachetier_read.c); a range
  * naming units (cachetier_queue.c, _span.c, _batch.c); a plan's mark, read
  * (without ct->lock), filled range or reset (cachetier_plan.c); an object's
- * opening (cachetier_map.c, _scan.c); an eviction of it. A mark is the
+ * opening (cachetier_map.c, _scan.c); an eviction of it. A mark is a
+ * bit per unit marked (ev.mbits, set by an atomic or; none until the
+ * object's heaps are built: such a mark marks all its units), then the
  * span of units marked since (one word per object, widened by a
- * compare-and-swap) and the object on a lock-free stack (ct->ev.dirty)
- * the next pick empties.
+ * compare-and-swap: which words of bits to look at), then the object on
+ * a lock-free stack (ct->ev.dirty) the next pick empties. The pick places
+ * the units whose bits are set, not every unit of the span: a shuffled
+ * reader's marks of one object between two picks span most of it
+ * (evict_bench's E2: the making room's CPU 0.050 -> 0.034 s per GB).
  *
  * Each live object also keeps its evictable units in the same order
  * (ev.uh: two binary heaps of unit numbers, the units no plan needs or
@@ -187,8 +192,31 @@ void cachetier__ev_mark_units(struct cachetier *ct, struct ct_file *f, uint32_t 
 	uint64_t cur = atomic_load_explicit(&f->ev.range, memory_order_relaxed), nv;
 	struct ct_file *head;
 
+	_Atomic uint64_t *mb;
+
 	if (c1 <= c0)
 		return;
+	/* each unit's bit (cachetier_evheap.c's words: the pick looks at the
+	 * units marked, not at every unit between the first and the last),
+	 * then the span */
+	mb = atomic_load_explicit(&f->ev.mbits, memory_order_acquire);
+	if (!mb) {
+		c0 = 0; /* no words yet: all, built anew */
+		c1 = UINT32_MAX;
+	} else if (c0 != 0 || c1 != UINT32_MAX) { /* not all (cachetier__ev_mark) */
+		/* units from c0 to the end of its object: up to its last word */
+		uint32_t e = c1 - 1 < f->ev.nmw * 64 - 1 ? c1 - 1 : f->ev.nmw * 64 - 1;
+
+		for (uint32_t w = c0 / 64; w <= e / 64 && c0 <= e; w++) {
+			uint64_t m = ~0ull;
+
+			if (w == c0 / 64)
+				m &= ~0ull << (c0 % 64);
+			if (w == e / 64)
+				m &= ~0ull >> (63 - e % 64);
+			atomic_fetch_or_explicit(&mb[w], m, memory_order_release);
+		}
+	}
 	/* the units first, then the mark: a pick that takes the mark takes
 	 * the units (or a later pick takes both) */
 	do {
@@ -359,6 +387,8 @@ static void u_place(struct ct_file *f, uint32_t c, int64_t fat, const struct ev_
 
 static void u_free(struct ct_file *f)
 {
+	free((void *)atomic_load(&f->ev.mbits));
+	atomic_store(&f->ev.mbits, NULL);
 	free(f->ev.uh[0]);
 	free(f->ev.uh[1]);
 	free(f->ev.upos);
@@ -382,8 +412,15 @@ static int u_alloc(struct ct_file *f)
 	f->ev.upos = calloc(n, sizeof(uint32_t));
 	f->ev.uat = malloc(n * sizeof(int64_t));
 	f->ev.ucls = malloc(n);
-	if (f->ev.uh[0] && f->ev.uh[1] && f->ev.upos && f->ev.uat && f->ev.ucls)
+	if (f->ev.uh[0] && f->ev.uh[1] && f->ev.upos && f->ev.uat && f->ev.ucls) {
+		/* the marks' words last (a mark without them marks all) */
+		_Atomic uint64_t *mb = calloc((n + 63) / 64, sizeof(*mb));
+
+		f->ev.nmw = (uint32_t)((n + 63) / 64);
+		if (mb)
+			atomic_store_explicit(&f->ev.mbits, mb, memory_order_release);
 		return 0;
+	}
 	u_free(f);
 	return -ENOMEM;
 }
@@ -502,8 +539,10 @@ static void ev_update(struct cachetier *ct, struct ct_file *f, int64_t now, uint
 	int64_t exp = INT64_MAX, fat = 0;
 	uint64_t ahead = 0;
 	/* f->nunits only once live: a file being loaded (f->opening) sets
-	 * it without ct->lock */
-	int all = f->live && lo == 0 && hi >= f->nunits;
+	 * it without ct->lock. All: marked all (or marked with no words),
+	 * not a span of marks from its first unit to its last */
+	int all = f->live && lo == 0 && hi >= f->nunits &&
+		  (hi == UINT32_MAX || !atomic_load_explicit(&f->ev.mbits, memory_order_relaxed));
 	int ahead_whole = !f->ev.held || all;
 
 	f->ev.chk = ct->ev.picks;
@@ -516,22 +555,50 @@ static void ev_update(struct cachetier *ct, struct ct_file *f, int64_t now, uint
 		hi = hi < f->nunits ? hi : f->nunits;
 		if (!ahead_whole)
 			exp = f->ev.exp; /* units counted ahead, not marked: their times */
-		if (all || u_stale(f, fat)) {
+		_Atomic uint64_t *mb = atomic_load_explicit(&f->ev.mbits, memory_order_relaxed);
+		int built = all || u_stale(f, fat);
+
+		if (built)
 			u_build(ct, f, fat, &x, &exp);
-		} else {
-			for (uint32_t c = lo; c < hi; c++) {
+		if (!ahead_whole)
+			ahead = f->ev.ahead;
+		/* the units marked (their bits, taken: every bit of a word, some
+		 * may be of a mark whose span the next pick takes; its units'
+		 * changes came before their bits), placed again lazily and
+		 * counted in the bytes filled ahead or not; with no words (out of
+		 * memory), every unit of the span */
+		for (uint32_t w = lo / 64; mb && hi > lo && w < f->ev.nmw && w <= (hi - 1) / 64;
+		     w++) {
+			uint64_t b = atomic_exchange_explicit(&mb[w], 0, memory_order_acquire);
+
+			for (; b && !all; b &= b - 1) {
+				uint32_t c = w * 64 + (uint32_t)__builtin_ctzll(b);
+
+				if (c >= f->nunits)
+					break;
+				if (!built) {
+					ct->ev.examined++;
+					u_place(f, c, fat, &x, &exp, 1);
+				}
+				if (!ahead_whole) {
+					if (f->ev.held[c])
+						ahead -= cachetier__unit_len(f, c);
+					unit_held_set(f, c, now, &ahead, &exp);
+				}
+			}
+		}
+		for (uint32_t c = lo; !mb && c < hi; c++) {
+			if (!built) {
 				ct->ev.examined++;
 				u_place(f, c, fat, &x, &exp, 1);
 			}
-		}
-		if (!ahead_whole) {
-			ahead = f->ev.ahead;
-			for (uint32_t c = lo; c < hi; c++) {
+			if (!ahead_whole) {
 				if (f->ev.held[c])
 					ahead -= cachetier__unit_len(f, c);
 				unit_held_set(f, c, now, &ahead, &exp);
 			}
-		} else {
+		}
+		if (ahead_whole) {
 			const uint8_t *p;
 
 			memset(f->ev.held, 0, f->nunits);

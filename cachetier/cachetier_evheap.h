@@ -47,8 +47,12 @@ struct ct_evfile {
 	uint64_t seq;		/* its place in ct->files (equal keys: the later one first) */
 	uint64_t chk;		/* the pick that last computed its keys */
 	_Atomic uint64_t range; /* units marked since: end << 32 | first; 0: none */
-	atomic_int dirty;	/* on the tier's dirty (marked) */
-	struct ct_file *dnext;	/* ... the next there */
+	/* ... and each of them: a bit a unit, set before the range (NULL until
+	 * its units' heaps are built: a mark then marks all; nmw words) */
+	_Atomic(_Atomic uint64_t *) mbits;
+	uint32_t nmw;
+	atomic_int dirty;      /* on the tier's dirty (marked) */
+	struct ct_file *dnext; /* ... the next there */
 };
 
 struct ct_evheap {

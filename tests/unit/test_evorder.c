@@ -177,6 +177,49 @@ static void race_first(uint64_t counts[CT_EVV_N])
 	      (unsigned long long)counts[5]);
 }
 
+/* A pick after reads of the first and the last unit of a big object b
+ * (a span of all its units marked, two of them changed): the kept order
+ * places the units marked, not the span's. Before it, b read whole, then
+ * a small object x (its fill's pick takes every mark before); then small
+ * objects y, y + 1, ... read whole until one's fill picks (one pick or
+ * two). Those picks place the units of x and of the objects read since
+ * (marked by their fills and reads) and b's two, and look at the first
+ * units of the heaps of each object placed and of each victim (two each
+ * at most): at most their units + 2 + 6 a pick units looked at (placing
+ * b's span instead: b's 17 or more units, not 2). */
+static void marks_far(int b, int x, int y)
+{
+	uint64_t c0[CT_EVV_N], c1[CT_EVV_N], nb = (sizes[b] + UNIT - 1) / UNIT;
+	uint64_t bound = (sizes[x] + UNIT - 1) / UNIT + 2;
+	int last = y;
+
+	for (uint64_t o = 0; o < sizes[b]; o += 2 * UNIT)
+		read_one(b, o, 2 * UNIT, 0, NULL);
+	read_one(x, 0, sizes[x], 0, NULL);
+	cachetier_evict_verify(ct, -1, c0);
+	read_one(b, 0, 1, 0, NULL);	       /* cached: marks unit 0 */
+	read_one(b, sizes[b] - 1, 1, 0, NULL); /* and unit nb - 1 */
+	CHECK(cachetier_obj_cached_bytes(objs[b]) == sizes[b], "object %d not all cached", b);
+	for (; last < y + 20; last++) { /* until a fill picks */
+		read_one(last, 0, sizes[last], 0, NULL);
+		bound += (sizes[last] + UNIT - 1) / UNIT;
+		cachetier_evict_verify(ct, -1, c1);
+		if (c1[0] > c0[0])
+			break;
+	}
+	bound += 6 * (c1[0] - c0[0]);
+	printf("evorder: marks of units 0 and %llu of object %d, then objects %d-%d read: %llu "
+	       "picks, %llu units looked at in them (at most %llu; b's span: %llu units)\n",
+	       (unsigned long long)(nb - 1), b, y, last, (unsigned long long)(c1[0] - c0[0]),
+	       (unsigned long long)(c1[1] - c0[1]), (unsigned long long)bound,
+	       (unsigned long long)nb);
+	CHECK(c1[0] - c0[0] >= 1 && c1[0] - c0[0] <= 2 && c1[1] - c0[1] <= bound && c1[3] == c0[3],
+	      "the picks after marks far apart: %llu picks, %llu units looked at (at most %llu), "
+	      "%llu differed",
+	      (unsigned long long)(c1[0] - c0[0]), (unsigned long long)(c1[1] - c0[1]),
+	      (unsigned long long)bound, (unsigned long long)(c1[3] - c0[3]));
+}
+
 int main(void)
 {
 	uint64_t seed = test_start(dir, sizeof(dir), "evorder", 36004), s, steps = 3000;
@@ -212,6 +255,7 @@ int main(void)
 	}
 	cachetier_plan_now(ct, pnow);
 	race_first(counts);
+	marks_far(NSMALL, 100, 101);
 	for (uint64_t k = 0; k < steps; k++) {
 		unsigned op = (unsigned)(rnd(&s) % 100);
 		int i = (int)(rnd(&s) % NOBJS);
