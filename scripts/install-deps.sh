@@ -39,7 +39,8 @@ if [ -n "$missing" ]; then
 		printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && own_policy=1
 	fi
 	# shellcheck disable=SC2086
-	apt-get install -y -qq --no-install-recommends $missing >/dev/null
+	# another apt/dpkg run holding the dpkg lock is waited for, at most 300 s
+	apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends $missing >/dev/null
 	[ "$own_policy" = 1 ] && rm -f "$policy"
 fi
 # npm packages the tests use (s3rver), installed under the tests' own prefix

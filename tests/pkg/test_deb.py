@@ -23,6 +23,9 @@ from shardfs_test.checks import Checks, skip  # noqa: E402
 
 root = sys.argv[1]
 CK = Checks('pkg-deb')
+# apt-get waits for another apt/dpkg run to let go of the dpkg lock (tests/run.sh's own
+# install-deps, a bench's, unattended upgrades), at most 300 s, instead of failing at once
+APT_LOCK_WAIT = 'DPkg::Lock::Timeout=300'
 fails = CK.failures
 check = CK.ok
 T0 = time.monotonic()
@@ -75,7 +78,7 @@ info = run(['dpkg-deb', '-f', deb, 'Depends']).stdout
 check(all(d in info for d in ('libfuse3', 'libcurl', 'libarchive', 'libzstd', 'libuv', 'fuse3')),
       "Depends names Debian's runtime libraries and fuse3: " + info.strip())
 
-r = run(['apt-get', 'install', '-y', '-q', '--no-install-recommends', deb],
+r = run(['apt-get', '-o', APT_LOCK_WAIT, 'install', '-y', '-q', '--no-install-recommends', deb],
         env=dict(os.environ, DEBIAN_FRONTEND='noninteractive'))
 if not check(r.returncode == 0, 'apt-get install ./%s' % os.path.basename(deb)):
     print(r.stdout[-3000:], r.stderr[-3000:])
@@ -290,7 +293,7 @@ try:
 finally:
     for mnt in mounts:
         run(['umount', '-l', mnt])
-    r = run(['apt-get', 'purge', '-y', '-q', 'shardfs'],
+    r = run(['apt-get', '-o', APT_LOCK_WAIT, 'purge', '-y', '-q', 'shardfs'],
             env=dict(os.environ, DEBIAN_FRONTEND='noninteractive'))
     check(r.returncode == 0, 'apt-get purge shardfs: %s' % r.stderr.strip()[-500:])
     left = [p for p in ours if os.path.lexists(p)]
