@@ -110,7 +110,7 @@ static const struct fs_opt mount_opts[] = {
      * this much memory and served from there (fetch/fetch_stage.c): not
      * written to the cache, checksummed, evicted and punched; it also
      * bounds a plan's lookahead in place of the cache */
-    {"plan-memory", 0, FS_OPT_SIZE, CFG(plan_memory_bytes), 0, "0", 0, 1ull << 34, "SIZE",
+    {"plan-memory", 0, FS_OPT_SIZE, CFG(plan_memory_bytes), 0, "64M", 0, 1ull << 34, "SIZE",
      "memory for planned bytes the cache could keep only by evicting: fetched into it and read "
      "from there, never written to the cache; it bounds how far ahead plans fetch (0: such "
      "bytes go through the cache)"},
