@@ -226,15 +226,21 @@ static void backoff_cb(uv_timer_t *t)
 	backend__io_kick(io);
 }
 
-/* Will x's next attempt send If-Match on a strong ETag (the caller's, else
- * the first answer's: xfer_start's choice)? Only then does a resume after
- * the delivered bytes get the same bytes: a weak ETag, or none, says
- * nothing of them. */
-static int resume_pinned(const struct xfer *x)
+/* The strong ETag x's next attempt sends in If-Match: the caller's, else
+ * (resuming) the first answer's; NULL when none. A weak ETag can never
+ * match under If-Match's strong comparison, so it is only compared by us
+ * (headers_complete), and a caller's weak one is not replaced by the first
+ * answer's. Only a pinned attempt may resume after the delivered bytes and
+ * get the same bytes (xfer_retry). */
+static const char *pin_etag(const struct xfer *x)
 {
-	const char *e = x->r->if_match && *x->r->if_match ? x->r->if_match : x->first_etag;
+	const struct backend_req *r = x->r;
 
-	return e[0] && strncmp(e, "W/", 2) != 0;
+	if (r->if_match && *r->if_match)
+		return strncmp(r->if_match, "W/", 2) != 0 ? r->if_match : NULL;
+	if (r->delivered && x->first_etag[0] && strncmp(x->first_etag, "W/", 2) != 0)
+		return x->first_etag;
+	return NULL;
 }
 
 /* x's next attempt asks for the body from its first byte: the sink drops
@@ -300,7 +306,7 @@ static void xfer_retry(struct xfer *x, int err)
 	}
 	/* bytes delivered that no If-Match pins: asked for again from the
 	 * first byte, never resumed after them (two copies spliced) */
-	if (x->r->delivered && !resume_pinned(x) && xfer_restart(x) < 0) {
+	if (x->r->delivered && !pin_etag(x) && xfer_restart(x) < 0) {
 		backend__io_xfer_finish(x, -EIO);
 		return;
 	}
@@ -317,6 +323,7 @@ static int xfer_start(struct xfer *x)
 	int head = r->method[0] == 'H';
 	unsigned want = (head ? EASY_HEAD : 0) | (r->body ? EASY_BODY : 0);
 	struct io_easy *es;
+	const char *pin;
 	CURL *e;
 	int err;
 
@@ -344,16 +351,10 @@ static int xfer_start(struct xfer *x)
 		else
 			snprintf(x->range, sizeof(x->range), "%" PRIu64 "-", x->want_start);
 	}
-	/* If-Match: the caller's, else the first answer's when resuming. A
-	 * weak ETag can never match under If-Match's strong comparison, so it
-	 * is only compared by us (headers_complete). */
+	pin = pin_etag(x);
 	x->ifmatch[0] = '\0';
-	if (r->if_match && *r->if_match && strncmp(r->if_match, "W/", 2) != 0)
-		snprintf(x->ifmatch, sizeof(x->ifmatch), "If-Match: %s", r->if_match);
-	else if (r->if_match && *r->if_match)
-		; /* weak: compared by us only (headers_complete) */
-	else if (r->delivered && x->first_etag[0] && strncmp(x->first_etag, "W/", 2) != 0)
-		snprintf(x->ifmatch, sizeof(x->ifmatch), "If-Match: %s", x->first_etag);
+	if (pin)
+		snprintf(x->ifmatch, sizeof(x->ifmatch), "If-Match: %s", pin);
 	if (x->ifmatch[0]) {
 		x->ifm_node.data = x->ifmatch;
 		x->ifm_node.next = NULL;
