@@ -56,7 +56,6 @@ import sys
 sys.dont_write_bytecode = True
 
 import errno  # noqa: E402
-import io  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
 import signal  # noqa: E402
@@ -69,56 +68,17 @@ sys.path.insert(0, os.path.join(HERE, '..', '..', 'python'))
 import shardfs as sp  # noqa: E402
 from shardfs_test import linkemu  # noqa: E402
 from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test.stagedata import SAMPLE, make_source, read_or_errno  # noqa: E402
 from shardfs_test import web  # noqa: E402
 from shardfs_test.mount import log  # noqa: E402
 
 STAGE = ['--plan-memory', '64M']
-SAMPLE, FILLER, PER_SHARD = 1200000, 2500000, 6
 BASE = ['--weak-etag', 'trust', '--cache-size', '1M', '--chunk-size', '1M', '--readahead', '1M',
         '--warm', 'off', '--plan-gap', '1M']
 KEYS = ('fills', 'bytes_fetched', 'evictions', 'cache_punches', 'cache_misses',
         'plan_stage_spans', 'plan_stage_bytes', 'plan_stage_reads', 'plan_stage_read_bytes',
         'plan_stage_fallbacks', 'plan_stage_failed', 'plan_stage_dropped', 'plan_stage_full',
         'read_errors', 'plan_stage_mem_bytes')
-
-
-def make_source(env, rng):
-    """The shards and their sidecar indexes; (src, the plan [(shard, member)], {(shard,
-    member): bytes})."""
-    src = env.path('src')
-    os.makedirs(src)
-    want = {}
-    for s in range(2):
-        shard = 'shard-%06d' % s
-        with tarfile.open(os.path.join(src, shard + '.tar'), 'w',
-                          format=tarfile.GNU_FORMAT) as tf:
-            members = [('a-head.bin', 300000)]
-            for k in range(PER_SHARD):
-                members.append(('s%d.bin' % k, SAMPLE))
-                members.append(('u%d.bin' % k, FILLER))
-            members.append(('z-tail.bin', 300000))
-            for name, size in members:
-                data = rng.randbytes(size)
-                ti = tarfile.TarInfo(name)
-                ti.size = size
-                ti.mtime = 1700000000
-                tf.addfile(ti, io.BytesIO(data))
-                if name.startswith('s'):
-                    want[(shard, name)] = data
-    r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('icache'), src])
-    if r.returncode != 0:
-        raise RuntimeError('shardfs index --sidecar failed')
-    plan = sorted(want)
-    rng.shuffle(plan)
-    return src, plan, want
-
-
-def read_or_errno(path):
-    try:
-        with open(path, 'rb') as f:
-            return f.read()
-    except OSError as e:
-        return e.errno
 
 
 def paths(plan):

@@ -58,11 +58,11 @@ import threading  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test.stagedata import SAMPLE, make_source, read_or_errno  # noqa: E402
 from shardfs_test import web  # noqa: E402
 from shardfs_test.mount import log  # noqa: E402
 
 ctl = ml.control_errno
-SAMPLE, FILLER, PER_SHARD = 1200000, 2500000, 6
 WEAK_TRUST = ['--weak-etag', 'trust']
 BASE = WEAK_TRUST + ['--cache-size', '1M', '--chunk-size', '1M', '--readahead', '1M',
                      '--warm', 'off', '--plan-gap', '1M']
@@ -74,37 +74,6 @@ def seed():
     return s
 
 
-def make_source(env, rng):
-    """The shards and their sidecar indexes; returns the plan [(shard, member)] and
-    {(shard, member): bytes}."""
-    src = env.path('src')
-    os.makedirs(src)
-    want = {}
-    for s in range(2):
-        shard = 'shard-%06d' % s
-        with tarfile.open(os.path.join(src, shard + '.tar'), 'w',
-                          format=tarfile.GNU_FORMAT) as tf:
-            members = [('a-head.bin', 300000)]
-            for k in range(PER_SHARD):
-                members.append(('s%d.bin' % k, SAMPLE))
-                members.append(('u%d.bin' % k, FILLER))
-            members.append(('z-tail.bin', 300000))
-            for name, size in members:
-                data = rng.randbytes(size)
-                ti = tarfile.TarInfo(name)
-                ti.size = size
-                ti.mtime = 1700000000
-                tf.addfile(ti, io.BytesIO(data))
-                if name.startswith('s'):
-                    want[(shard, name)] = data
-    r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('icache'), src])
-    if r.returncode != 0:
-        raise RuntimeError('shardfs index --sidecar failed')
-    plan = sorted(want)
-    rng.shuffle(plan)
-    return src, plan, want
-
-
 def publish(env, m, plan, name='p', shards=2):
     for s in range(shards):
         os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
@@ -112,14 +81,6 @@ def publish(env, m, plan, name='p', shards=2):
     with open(pf, 'w') as f:
         f.write(''.join('%s/%s\n' % x for x in plan))
     return pf
-
-
-def read_or_errno(path):
-    try:
-        with open(path, 'rb') as f:
-            return f.read()
-    except OSError as e:
-        return e.errno
 
 
 def delta(a, b, keys):

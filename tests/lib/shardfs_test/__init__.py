@@ -17,6 +17,7 @@ Modules (import the ones you need; none is imported here):
   cloudmeta   loopback stand-ins of IMDSv2, STS, the container endpoint, GCE metadata
   dl          image trees and torchvision ImageFolder helpers
   tarref      what tarfile says of shards (members, offsets, sizes), as samples.tsv should
+  stagedata   the stage tests' data: 2 shards of planned samples and filler, sidecars, a plan
   linkemu     the link emulator of tests/bench and the link tests: Emu starts the C one
               (tests/lib/linkemu.c); the Python one it replaced stays as the reference (also a
               script): a directory, or an S3 bucket of pattern keys (S3 mode)
