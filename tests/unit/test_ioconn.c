@@ -38,17 +38,15 @@
 
 #include "backend.h"
 #include "check.h"
+#include "httpsrv.h"
 
 #define ROUNDS 4
 #define LEN    1000
 #define WAIT_S 30
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-
 struct rd {
+	struct httpsrv_end end;
 	atomic_int stop; /* the sink's poll fails the read */
-	int done, err;
 	size_t got;
 	unsigned char buf[LEN];
 };
@@ -66,32 +64,6 @@ static int sink(void *arg, uint64_t off, const void *buf, size_t len)
 	memcpy(r->buf + off, buf, len);
 	r->got += len;
 	return 0;
-}
-
-static void done(void *arg, int err, uint64_t bytes)
-{
-	struct rd *r = arg;
-
-	(void)bytes;
-	pthread_mutex_lock(&mu);
-	r->err = err;
-	r->done = 1;
-	pthread_cond_broadcast(&cv);
-	pthread_mutex_unlock(&mu);
-}
-
-/* Wait for r to end (bounded: WAIT_S). */
-static void wait_done(struct rd *r, const char *what)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_REALTIME, &t);
-	t.tv_sec += WAIT_S;
-	pthread_mutex_lock(&mu);
-	while (!r->done)
-		if (pthread_cond_timedwait(&cv, &mu, &t) == ETIMEDOUT)
-			FAIL("%s: no end within %d s", what, WAIT_S);
-	pthread_mutex_unlock(&mu);
 }
 
 /* The fd of this process's socket in SYN-SENT to 127.0.0.1:port, or -1. */
@@ -138,10 +110,7 @@ static void *serve(void *arg)
 	int lfd = *(int *)arg;
 
 	for (int i = 0; i < ROUNDS; i++) {
-		char req[4096], head[256];
-		size_t n = 0;
 		unsigned a = 0, b = 0;
-		const char *rg;
 		struct pollfd p = {.fd = lfd, .events = POLLIN};
 		int c;
 
@@ -151,27 +120,10 @@ static void *serve(void *arg)
 		c = accept(lfd, NULL, NULL);
 		if (c < 0)
 			FAIL("accept: %s", strerror(errno));
-		while (n < sizeof(req) - 1) {
-			ssize_t k = read(c, req + n, sizeof(req) - 1 - n);
-
-			if (k <= 0)
-				break;
-			n += (size_t)k;
-			req[n] = '\0';
-			if (strstr(req, "\r\n\r\n"))
-				break;
-		}
-		req[n] = '\0';
-		rg = strstr(req, "Range: bytes=");
-		if (!rg || sscanf(rg, "Range: bytes=%u-%u", &a, &b) != 2 || b >= LEN || a > b)
-			FAIL("request %d: no range of the body: %s", i, req);
-		snprintf(head, sizeof(head),
-			 "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes %u-%u/%u\r\n"
-			 "Content-Length: %u\r\nETag: \"e1\"\r\nConnection: close\r\n\r\n",
-			 a, b, LEN, b - a + 1);
-		if (write(c, head, strlen(head)) != (ssize_t)strlen(head) ||
-		    write(c, body + a, b - a + 1) != (ssize_t)(b - a + 1))
-			FAIL("request %d: write: %s", i, strerror(errno));
+		if (httpsrv_read_range(c, LEN, &a, &b, i) < 0)
+			FAIL("request %d: the connection ended before its head", i);
+		httpsrv_head206(c, a, b, LEN, "Connection: close\r\n", "answer");
+		httpsrv_send(c, body + a, b - a + 1, "answer's body");
 		close(c);
 	}
 	return NULL;
@@ -181,25 +133,20 @@ int main(void)
 {
 	struct backend_config cfg = {0};
 	struct sockaddr_in sa = {.sin_family = AF_INET};
-	socklen_t sl = sizeof(sa);
 	struct backend *be;
 	struct rd *stopped = calloc(1, sizeof(*stopped));
 	char url[128];
 	pthread_t srv;
 	unsigned port;
-	int lfd, held, one = 1, err, fd, fill[64];
+	int lfd, held, err, fd, fill[64];
 	size_t nfill = 0;
 	struct pollfd p;
 
 	for (size_t i = 0; i < LEN; i++)
 		body[i] = (unsigned char)(i * 131 + 7);
+	lfd = httpsrv_listen(0, &port);
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 0) < 0 ||
-	    getsockname(lfd, (struct sockaddr *)&sa, &sl) < 0)
-		FAIL("listener: %s", strerror(errno));
-	port = ntohs(sa.sin_port);
+	sa.sin_port = htons((uint16_t)port);
 	/* the one connection the accept queue holds: every SYN after it is dropped */
 	held = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (held < 0 || connect(held, (struct sockaddr *)&sa, sizeof(sa)) < 0)
@@ -218,7 +165,8 @@ int main(void)
 		FAIL("backend_open %s: %s", url, strerror(-err));
 
 	/* 1: a read stopped while its connect is in progress */
-	backend_read_version_async(be, "obj", NULL, 0, 0, LEN, 0, sink, stopped, done, stopped);
+	backend_read_version_async(be, "obj", NULL, 0, 0, LEN, 0, sink, stopped, httpsrv_done,
+				   &stopped->end);
 	for (int i = 0; (fd = syn_sent_fd(port)) < 0; i++) {
 		struct timespec ms = {0, 1000000};
 
@@ -227,10 +175,10 @@ int main(void)
 		nanosleep(&ms, NULL);
 	}
 	atomic_store(&stopped->stop, 1);
-	wait_done(stopped, "the stopped read");
-	CHECK(stopped->err == -ECONNABORTED && stopped->got == 0,
-	      "the stopped read: err %d (%s), %zu bytes", stopped->err, strerror(-stopped->err),
-	      stopped->got);
+	httpsrv_wait_done(&stopped->end, WAIT_S, "the stopped read");
+	CHECK(stopped->end.err == -ECONNABORTED && stopped->got == 0,
+	      "the stopped read: err %d (%s), %zu bytes", stopped->end.err,
+	      strerror(-stopped->end.err), stopped->got);
 
 	/* 2: the listener takes connections again (the held one accepted and closed:
 	 * its fd comes and goes before the next read's socket is made) */
@@ -267,13 +215,14 @@ int main(void)
 
 		if (!r)
 			FAIL("calloc");
-		backend_read_version_async(be, "obj", NULL, 0, off, (size_t)len, 0, sink, r, done,
-					   r);
-		wait_done(r, "a read after it");
-		CHECK(r->err == 0 && r->got == len && memcmp(r->buf + off, body + off, len) == 0,
-		      "read %d after the stopped one: err %d (%s), %zu of %u bytes%s", i, r->err,
-		      strerror(-r->err), r->got, (unsigned)len,
-		      r->err == 0 && r->got == len ? ", wrong bytes" : "");
+		backend_read_version_async(be, "obj", NULL, 0, off, (size_t)len, 0, sink, r,
+					   httpsrv_done, &r->end);
+		httpsrv_wait_done(&r->end, WAIT_S, "a read after it");
+		CHECK(r->end.err == 0 && r->got == len &&
+			  memcmp(r->buf + off, body + off, len) == 0,
+		      "read %d after the stopped one: err %d (%s), %zu of %u bytes%s", i,
+		      r->end.err, strerror(-r->end.err), r->got, (unsigned)len,
+		      r->end.err == 0 && r->got == len ? ", wrong bytes" : "");
 		free(r);
 	}
 	pthread_join(srv, NULL);

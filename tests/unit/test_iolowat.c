@@ -42,6 +42,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "httpsrv.h"
 
 #define PIECE	(16 * 1024)
 #define PIECES	4
@@ -50,13 +51,10 @@
 #define WAIT_S	30
 #define STALL_S 2
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-
 struct rd {
+	struct httpsrv_end end;
 	atomic_size_t got; /* bytes delivered */
 	atomic_uint calls; /* deliveries of bytes to the sink */
-	int done, err;
 	uint64_t off;
 	unsigned char buf[LEN];
 };
@@ -75,31 +73,6 @@ static int sink(void *arg, uint64_t off, const void *buf, size_t len)
 	atomic_fetch_add(&r->calls, 1);
 	atomic_fetch_add(&r->got, len);
 	return 0;
-}
-
-static void done(void *arg, int err, uint64_t bytes)
-{
-	struct rd *r = arg;
-
-	(void)bytes;
-	pthread_mutex_lock(&mu);
-	r->err = err;
-	r->done = 1;
-	pthread_cond_broadcast(&cv);
-	pthread_mutex_unlock(&mu);
-}
-
-static void wait_done(struct rd *r, const char *what)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_REALTIME, &t);
-	t.tv_sec += WAIT_S;
-	pthread_mutex_lock(&mu);
-	while (!r->done)
-		if (pthread_cond_timedwait(&cv, &mu, &t) == ETIMEDOUT)
-			FAIL("%s: no end within %d s", what, WAIT_S);
-	pthread_mutex_unlock(&mu);
 }
 
 /* Poll cond(arg) every millisecond until it holds; 0, or -1 after WAIT_S. */
@@ -182,40 +155,13 @@ static int piece_delivered(void *arg)
 /* Read one request's head from c; its range into *a, *b. */
 static void read_req(int c, unsigned *a, unsigned *b, int i)
 {
-	char req[4096];
-	size_t n = 0;
-	const char *rg;
-
-	while (n < sizeof(req) - 1) {
-		ssize_t k = read(c, req + n, 1); /* byte by byte: nothing of the next */
-
-		if (k <= 0)
-			FAIL("request %d: read: %s", i, k < 0 ? strerror(errno) : "end of file");
-		n += (size_t)k;
-		req[n] = '\0';
-		if (n >= 4 && memcmp(req + n - 4, "\r\n\r\n", 4) == 0)
-			break;
-	}
-	rg = strstr(req, "Range: bytes=");
-	if (!rg || sscanf(rg, "Range: bytes=%u-%u", a, b) != 2 || *b >= LEN || *a > *b)
-		FAIL("request %d: no range of the body: %s", i, req);
-}
-
-static void send_all(int c, const void *p, size_t n, const char *what)
-{
-	if (write(c, p, n) != (ssize_t)n)
-		FAIL("%s: write: %s", what, strerror(errno));
+	if (httpsrv_read_range(c, LEN, a, b, i) < 0)
+		FAIL("request %d: the connection ended or failed before its head", i);
 }
 
 static void head(int c, unsigned a, unsigned b, const char *what)
 {
-	char h[256];
-
-	snprintf(h, sizeof(h),
-		 "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes %u-%u/%u\r\n"
-		 "Content-Length: %u\r\nETag: \"e1\"\r\n\r\n",
-		 a, b, LEN, b - a + 1);
-	send_all(c, h, strlen(h), what);
+	httpsrv_head206(c, a, b, LEN, "", what);
 }
 
 static void *serve(void *arg)
@@ -245,7 +191,7 @@ static void *serve(void *arg)
 	CHECK(wait_for(lowat_is, s) == 0,
 	      "answer 1: the client's SO_RCVLOWAT never became the body's %d bytes", LEN);
 	for (int k = 0; k < PIECES - 1; k++) {
-		send_all(s->c, body + k * PIECE, PIECE, "answer 1's piece");
+		httpsrv_send(s->c, body + k * PIECE, PIECE, "answer 1's piece");
 		s->want = (size_t)(k + 1) * PIECE;
 		if (wait_for(all_in, s) < 0)
 			FAIL("answer 1: piece %d not in within %d s", k, WAIT_S);
@@ -260,14 +206,14 @@ static void *serve(void *arg)
 		      atomic_load(&s->r[0]->got), inq(s->cfd), cp.revents & POLLIN ? "" : "not ",
 		      (PIECES - 1) * PIECE);
 	}
-	send_all(s->c, body + (PIECES - 1) * PIECE, PIECE, "answer 1's last piece");
+	httpsrv_send(s->c, body + (PIECES - 1) * PIECE, PIECE, "answer 1's last piece");
 
 	/* 2: a small answer on the same connection, head and body at once */
 	read_req(s->c, &a, &b, 2);
 	if (b - a + 1 != SMALL)
 		FAIL("request 2: range %u-%u", a, b);
 	head(s->c, a, b, "answer 2");
-	send_all(s->c, body + a, SMALL, "answer 2's body");
+	httpsrv_send(s->c, body + a, SMALL, "answer 2's body");
 
 	/* 3: a first piece, then the rest once it was delivered (the tick's ask) */
 	read_req(s->c, &a, &b, 3);
@@ -277,33 +223,27 @@ static void *serve(void *arg)
 	if (wait_for(head_read, s) < 0 || wait_for(lowat_is, s) < 0)
 		FAIL("answer 3: the head not read, or the mark not the body's, within %d s",
 		     WAIT_S);
-	send_all(s->c, body, PIECE, "answer 3's first piece");
+	httpsrv_send(s->c, body, PIECE, "answer 3's first piece");
 	CHECK(wait_for(piece_delivered, s) == 0,
 	      "answer 3: the first piece, short of the mark, not delivered within %d s", WAIT_S);
-	send_all(s->c, body + PIECE, LEN - PIECE, "answer 3's rest");
+	httpsrv_send(s->c, body + PIECE, LEN - PIECE, "answer 3's rest");
 	return NULL;
 }
 
 int main(void)
 {
 	struct backend_config cfg = {0};
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	socklen_t sl = sizeof(sa);
 	struct backend *be;
 	struct srv s = {0};
 	char url[128];
 	pthread_t srv;
-	int one = 1, err;
+	unsigned port;
+	int err;
 	static const uint64_t offs[3] = {0, 1000, 0}, lens[3] = {LEN, SMALL, LEN};
 
 	for (size_t i = 0; i < LEN; i++)
 		body[i] = (unsigned char)(i * 131 + 7);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	s.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (s.lfd < 0 || setsockopt(s.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(s.lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s.lfd, 4) < 0 ||
-	    getsockname(s.lfd, (struct sockaddr *)&sa, &sl) < 0)
-		FAIL("listener: %s", strerror(errno));
+	s.lfd = httpsrv_listen(4, &port);
 	for (int i = 0; i < 3; i++) {
 		s.r[i] = calloc(1, sizeof(*s.r[i]));
 		if (!s.r[i])
@@ -316,7 +256,7 @@ int main(void)
 	cfg.retry_budget_s = 0; /* one attempt: a stall fails the read */
 	cfg.connect_timeout_s = WAIT_S;
 	cfg.stall_timeout_s = STALL_S;
-	snprintf(url, sizeof(url), "http://127.0.0.1:%u/d/obj", ntohs(sa.sin_port));
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u/d/obj", port);
 	err = backend_open(&be, url, &cfg);
 	if (err < 0)
 		FAIL("backend_open %s: %s", url, strerror(-err));
@@ -326,13 +266,13 @@ int main(void)
 		struct rd *r = s.r[i];
 
 		backend_read_version_async(be, "obj", NULL, 0, offs[i], (size_t)lens[i], 0, sink, r,
-					   done, r);
-		wait_done(r, "a read");
-		CHECK(r->err == 0 && atomic_load(&r->got) == lens[i] &&
+					   httpsrv_done, &r->end);
+		httpsrv_wait_done(&r->end, WAIT_S, "a read");
+		CHECK(r->end.err == 0 && atomic_load(&r->got) == lens[i] &&
 			  memcmp(r->buf, body + offs[i], (size_t)lens[i]) == 0,
-		      "read %d: err %d (%s), %zu of %u bytes%s", i + 1, r->err, strerror(-r->err),
-		      atomic_load(&r->got), (unsigned)lens[i],
-		      r->err == 0 && atomic_load(&r->got) == lens[i] ? ", wrong bytes" : "");
+		      "read %d: err %d (%s), %zu of %u bytes%s", i + 1, r->end.err,
+		      strerror(-r->end.err), atomic_load(&r->got), (unsigned)lens[i],
+		      r->end.err == 0 && atomic_load(&r->got) == lens[i] ? ", wrong bytes" : "");
 	}
 	CHECK(atomic_load(&s.r[0]->calls) == 1,
 	      "read 1: the body in %u deliveries (want 1: the loop woken once, all of it in)",
