@@ -65,3 +65,68 @@ int fetch_batch_fill(struct cachetier *ct, const struct cachetier_batch_piece *p
 	free(ends);
 	return err;
 }
+
+int fetch__batch_mem_add(void *ctx, struct cachetier_obj *o, uint64_t off, size_t len, void *buf,
+			 cachetier_mem_progress_fn progress, cachetier_mem_done_fn done, void *arg)
+{
+	struct fetch_batch_mem *bm = ctx;
+
+	if (!cachetier_obj_can_read_mem(o))
+		return -EOPNOTSUPP;
+	if (bm->n == bm->cap) {
+		size_t nc = bm->cap ? 2 * bm->cap : 64;
+		struct cachetier_batch_mem *a = realloc(bm->it, nc * sizeof(*a));
+
+		if (!a)
+			return -ENOMEM;
+		bm->it = a;
+		bm->cap = nc;
+	}
+	bm->it[bm->n++] = (struct cachetier_batch_mem){.o = o,
+						       .off = off,
+						       .len = len,
+						       .buf = buf,
+						       .progress = progress,
+						       .done = done,
+						       .arg = arg};
+	return 0;
+}
+
+int fetch__batch_mem_run(struct cachetier *ct, struct fetch_batch_mem *bm, unsigned par)
+{
+	struct cachetier_batch_piece *p = NULL;
+	size_t *ends = NULL, nreq = 0, at = 0;
+	int ret = 0;
+
+	par = par ? par : 1;
+	if (bm->n == 0)
+		return 0;
+	p = calloc(bm->n, sizeof(*p));
+	ends = calloc(par, sizeof(*ends));
+	if (p && ends) {
+		for (size_t i = 0; i < bm->n; i++)
+			p[i] = (struct cachetier_batch_piece){
+			    .o = bm->it[i].o, .off = bm->it[i].off, .len = bm->it[i].len};
+		nreq = fetch_batch_split(p, bm->n, par, ends);
+	}
+	for (size_t g = 0; g < nreq; g++) {
+		int err = ret;
+
+		if (err == 0)
+			err = cachetier_batch_read_mem(ct, bm->it + at, ends[g] - at, par, g == 0);
+
+		if (err == -EOPNOTSUPP)
+			ret = err;
+		/* not sent: each read ends (the stage's reads of it go the
+		 * ordinary way) */
+		for (size_t i = at; err < 0 && i < ends[g]; i++)
+			bm->it[i].done(bm->it[i].arg, err);
+		at = ends[g];
+	}
+	for (size_t i = at; i < bm->n; i++) /* no memory for the split */
+		bm->it[i].done(bm->it[i].arg, -ENOMEM);
+	free(p);
+	free(ends);
+	bm->n = 0;
+	return ret;
+}

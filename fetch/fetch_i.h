@@ -94,6 +94,30 @@ uint64_t fetch__stage_max(struct fetch *s); /* 0: no stage */
 int fetch__stage_add(struct fetch *s, struct cachetier_obj *o, uint64_t off, uint64_t end,
 		     const struct cachetier_piece *sub, size_t nsub, const void *plan,
 		     uint32_t last, uint32_t position);
+/* The same with another read into memory than the store's ranged one
+ * (cachetier_obj_read_mem's contract: 0 and done runs once, or an errno
+ * and it does not): a staged GetBatch window's (fetch_batch.c). */
+typedef int (*fetch_stage_read_fn)(void *ctx, struct cachetier_obj *o, uint64_t off, size_t len,
+				   void *buf, cachetier_mem_progress_fn progress,
+				   cachetier_mem_done_fn done, void *arg);
+int fetch__stage_add_via(struct fetch *s, struct cachetier_obj *o, uint64_t off, uint64_t end,
+			 const struct cachetier_piece *sub, size_t nsub, const void *plan,
+			 uint32_t last, uint32_t position, fetch_stage_read_fn read, void *ctx);
+/* fetch_batch.c: a GetBatch window's staged spans (cachetier_batch_read_mem).
+ * fetch__batch_mem_add (a fetch_stage_read_fn, ctx a fetch_batch_mem)
+ * takes a span's read; fetch__batch_mem_run sends those taken as the
+ * store's batch reads into memory, split as fetch_batch_fill splits a
+ * window (at most par requests, the first urgent), and ends each read it
+ * could not send (done(arg, err)); then empties bm. Returns 0, or
+ * -EOPNOTSUPP when the store refused its batch read (the window's reads
+ * then go the ordinary way). */
+struct fetch_batch_mem {
+	struct cachetier_batch_mem *it;
+	size_t n, cap;
+};
+int fetch__batch_mem_add(void *ctx, struct cachetier_obj *o, uint64_t off, size_t len, void *buf,
+			 cachetier_mem_progress_fn progress, cachetier_mem_done_fn done, void *arg);
+int fetch__batch_mem_run(struct cachetier *ct, struct fetch_batch_mem *bm, unsigned par);
 /* The plans now (plans[0..n)): pieces of any other plan are the first
  * the stage frees for room. */
 void fetch__stage_plans(struct fetch *s, void *const *plans, size_t n);

@@ -369,9 +369,12 @@ static int pfx_stages(struct fetch_planner *pl, const struct pfx_plan *s)
 /* Span sp of plan s (its position now: position) into the stage when the
  * rule says its bytes are not the cache's (fetch__rules_stage: more than
  * *room, the cache's room less the spans of this batch given to it before;
- * a span that goes to the store takes its bytes from *room). 1: staged. */
+ * a span that goes to the store takes its bytes from *room). read, ctx:
+ * the read into memory (NULL: the store's ranged one; a GetBatch window's:
+ * pfx_getbatch_staged). 1: staged. */
 static int pfx_span_stage(struct fetch_planner *pl, struct pfx_buf *b, const struct pfx_span *sp,
-			  const struct pfx_plan *s, uint32_t position, uint64_t *room)
+			  const struct pfx_plan *s, uint32_t position, uint64_t *room,
+			  fetch_stage_read_fn read, void *ctx)
 {
 	const struct pfx_piece *pc = &b->sorted[sp->a];
 	uint64_t len = sp->end - sp->off;
@@ -390,7 +393,8 @@ static int pfx_span_stage(struct fetch_planner *pl, struct pfx_buf *b, const str
 		if (pc[i].idx > last)
 			last = pc[i].idx;
 	}
-	if (fetch__stage_add(pl->s, sp->raw, sp->off, sp->end, b->cp, n, s->p, last, position) < 0)
+	if (fetch__stage_add_via(pl->s, sp->raw, sp->off, sp->end, b->cp, n, s->p, last, position,
+				 read, ctx) < 0)
 		return 0; /* no room in the stage (counted), or not stageable: the store's */
 	pfx_span_count(pl, b, sp);
 	return 1;
@@ -461,10 +465,117 @@ static void pfx_flush(struct fetch_planner *pl, struct pfx_buf *b, uint64_t gap,
 	}
 	cachetier_wake_hold(pl->ct, 1); /* one fill worker woken for the batch, not one a span */
 	for (size_t i = 0; i < ns; i++) {
-		if (!stage || !pfx_span_stage(pl, b, &b->sp[i], s, position, &room))
+		if (!stage || !pfx_span_stage(pl, b, &b->sp[i], s, position, &room, NULL, NULL))
 			pfx_span_issue(pl, b, &b->sp[i]);
 	}
 	cachetier_wake_hold(pl->ct, 0);
+}
+
+/* The store refused GetBatch: spans from now on (logged once). */
+static void pfx_refused(struct fetch_planner *pl)
+{
+	if (!atomic_exchange(&pl->batch_refused, 1) && pl->src.batch_refused)
+		pl->src.batch_refused(pl->src.ctx);
+}
+
+/* Pieces pc[0..n) (plan order) fetched with GetBatch into the cache
+ * (fetch_batch_fill); counted. 0, or -1: the caller hands them over
+ * another way (refused: noted; no memory). */
+static int pfx_getbatch_cache(struct fetch_planner *pl, const struct pfx_piece *pc, size_t n,
+			      unsigned par)
+{
+	struct cachetier_batch_piece *p;
+	size_t k = 0;
+	int err;
+
+	if (n == 0)
+		return 0;
+	p = calloc(n, sizeof(*p));
+	if (!p)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (pl->src.raw(pl->src.ctx, pc[i].x.obj, &p[k].o) < 0)
+			continue; /* logged */
+		p[k].off = pc[i].off;
+		p[k++].len = pc[i].len;
+	}
+	err = fetch_batch_fill(pl->ct, p, k, par);
+	free(p);
+	if (err == -EOPNOTSUPP) {
+		pfx_refused(pl);
+		return -1;
+	}
+	if (err == -ENOMEM)
+		return -1; /* as spans */
+	if (err < 0)
+		return 0; /* an object changed size (a refresh), or stopping: readers fetch */
+	for (size_t i = 0; i < n; i++) {
+		if (pc[i].from == 0)
+			pl->c->paths++;
+		pl->c->bytes += pc[i].to - pc[i].from;
+	}
+	return 0;
+}
+
+static int piece_plan_cmp(const void *a, const void *b)
+{
+	const struct pfx_piece *x = a, *y = b;
+
+	if (x->idx != y->idx)
+		return x->idx < y->idx ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* A GetBatch window of plan s (its position now: position) with a stage:
+ * grouped into spans as a ranged window is (pfx_spans), each span the
+ * cache could keep only by evicting goes to the stage as a ranged span
+ * does (pfx_span_stage, the same rule), its bytes read with GetBatch into
+ * the stage's memory (fetch__batch_mem_run: cachetier_batch_read_mem, the
+ * version rule of the batch fills; nothing written to the cache, nothing
+ * evicted); the other spans' pieces, in plan order, go to the cache as
+ * GetBatch (pfx_getbatch_cache) or, refused, as ranges. Always handed
+ * over (0); -1 only when nothing was (no memory: the caller's spans). */
+static int pfx_getbatch_staged(struct fetch_planner *pl, struct pfx_buf *b, uint64_t gap,
+			       const struct pfx_plan *s, uint32_t position, unsigned par)
+{
+	struct fetch_batch_mem bm = {0};
+	struct pfx_piece *rest = malloc(b->n * sizeof(*rest));
+	uint64_t room;
+	size_t ns, nrest = 0;
+
+	if (!rest)
+		return -1;
+	room = cachetier_room(pl->ct);
+	ns = pfx_spans(b, gap, 1);
+	qsort(b->sp, ns, sizeof(*b->sp), span_cmp);
+	for (size_t i = 0; i < ns; i++) {
+		if (pl->src.raw(pl->src.ctx, b->sorted[b->sp[i].a].x.obj, &b->sp[i].raw) < 0)
+			b->sp[i].raw = NULL; /* logged */
+	}
+	for (size_t i = 0; i < ns; i++) {
+		const struct pfx_span *sp = &b->sp[i];
+
+		if (pfx_span_stage(pl, b, sp, s, position, &room, fetch__batch_mem_add, &bm))
+			continue;
+		if (!sp->raw)
+			continue; /* logged */
+		memcpy(rest + nrest, b->sorted + sp->a, (sp->b - sp->a) * sizeof(*rest));
+		nrest += sp->b - sp->a;
+	}
+	if (fetch__batch_mem_run(pl->ct, &bm, par) == -EOPNOTSUPP)
+		pfx_refused(pl); /* the staged reads end: their readers go the ordinary way */
+	free(bm.it);
+	qsort(rest, nrest, sizeof(*rest), piece_plan_cmp);
+	if (atomic_load(&pl->batch_refused) || pfx_getbatch_cache(pl, rest, nrest, par) < 0) {
+		for (size_t i = 0; i < nrest; i++) {
+			struct cachetier_obj *raw;
+
+			if (pl->src.raw(pl->src.ctx, rest[i].x.obj, &raw) == 0)
+				pfx_issue(pl, raw, &rest[i].x, rest[i].from, rest[i].to);
+		}
+	}
+	free(rest);
+	return 0;
 }
 
 /* ais:// sources (--get-batch auto): the batch b, in plan order, fetched
@@ -478,45 +589,21 @@ static void pfx_flush(struct fetch_planner *pl, struct pfx_buf *b, uint64_t gap,
  * is to hand it over as spans: other stores, --get-batch off, a store that
  * refused GetBatch (then and for the rest of the mount: logged once), no
  * memory; 0 also when an object changed size (a refresh) or the mount
- * stops: readers fetch those paths. */
-static int pfx_getbatch(struct fetch_planner *pl, struct pfx_buf *b)
+ * stops: readers fetch those paths. With a stage (s->stages), the spans
+ * the cache could keep only by evicting go to the stage's memory, read
+ * with GetBatch (pfx_getbatch_staged). */
+static int pfx_getbatch(struct fetch_planner *pl, struct pfx_buf *b, uint64_t gap,
+			const struct pfx_plan *s, uint32_t position)
 {
-	struct cachetier_batch_piece *p;
-	unsigned par;
-	size_t n = 0;
-	int err;
+	/* two connections stay free for readers' misses and the HEADs of the
+	 * version rule (as prefetch fills leave them: cachetier_queue.c) */
+	unsigned par = pl->cfg.connections > 2 ? pl->cfg.connections - 2 : 1;
 
 	if (!pl->cfg.get_batch || atomic_load(&pl->batch_refused))
 		return -1;
-	p = calloc(b->n, sizeof(*p));
-	if (!p)
-		return -1;
-	for (size_t i = 0; i < b->n; i++) {
-		if (pl->src.raw(pl->src.ctx, b->pc[i].x.obj, &p[n].o) < 0)
-			continue; /* logged */
-		p[n].off = b->pc[i].off;
-		p[n++].len = b->pc[i].len;
-	}
-	/* two connections stay free for readers' misses and the HEADs of the
-	 * version rule (as prefetch fills leave them: cachetier_queue.c) */
-	par = pl->cfg.connections > 2 ? pl->cfg.connections - 2 : 1;
-	err = fetch_batch_fill(pl->ct, p, n, par);
-	free(p);
-	if (err == -EOPNOTSUPP) {
-		if (!atomic_exchange(&pl->batch_refused, 1) && pl->src.batch_refused)
-			pl->src.batch_refused(pl->src.ctx);
-		return -1;
-	}
-	if (err == -ENOMEM)
-		return -1; /* as spans */
-	if (err < 0)
-		return 0; /* an object changed size (a refresh), or stopping: readers fetch */
-	for (size_t i = 0; i < b->n; i++) {
-		if (b->pc[i].from == 0)
-			pl->c->paths++;
-		pl->c->bytes += b->pc[i].to - b->pc[i].from;
-	}
-	return 0;
+	if (s->stages && fetch__stage_max(pl->s) > 0)
+		return pfx_getbatch_staged(pl, b, gap, s, position, par);
+	return pfx_getbatch_cache(pl, b->pc, b->n, par);
 }
 
 /* Hand over the extents of plan s from its position on, up to share bytes
@@ -586,7 +673,7 @@ static void pfx_plan(struct fetch_planner *pl, struct pfx_plan *s, uint64_t shar
 		}
 	}
 	if (b->n > 0) {
-		if (pfx_getbatch(pl, b) < 0)
+		if (pfx_getbatch(pl, b, gap, s, in.position) < 0)
 			pfx_flush(pl, b, gap, s, in.position);
 		s->mark = b->pc[0].idx + (b->pc[b->n - 1].idx - b->pc[0].idx) / 2 + 1;
 	}

@@ -324,6 +324,13 @@ int fetch__stage_add(struct fetch *s, struct cachetier_obj *o, uint64_t off, uin
 		     const struct cachetier_piece *sub, size_t nsub, const void *plan,
 		     uint32_t last, uint32_t position)
 {
+	return fetch__stage_add_via(s, o, off, end, sub, nsub, plan, last, position, NULL, NULL);
+}
+
+int fetch__stage_add_via(struct fetch *s, struct cachetier_obj *o, uint64_t off, uint64_t end,
+			 const struct cachetier_piece *sub, size_t nsub, const void *plan,
+			 uint32_t last, uint32_t position, fetch_stage_read_fn read, void *ctx)
+{
 	struct fetch_stage *st = atomic_load(&s->stage);
 	struct stage_piece *p, *freed = NULL;
 	uint64_t len = end - off;
@@ -382,8 +389,10 @@ int fetch__stage_add(struct fetch *s, struct cachetier_obj *o, uint64_t off, uin
 		return -ENOSPC;
 	}
 	cachetier_obj_ref(o);
-	err = cachetier_obj_read_mem(o, off, (size_t)len, p->buf, fetch__rules_stage_small(len),
-				     stage_progress, stage_done, p);
+	err = read ? read(ctx, o, off, (size_t)len, p->buf, stage_progress, stage_done, p)
+		   : cachetier_obj_read_mem(o, off, (size_t)len, p->buf,
+					    fetch__rules_stage_small(len), stage_progress,
+					    stage_done, p);
 	disk_mutex_lock(&st->lock);
 	if (err < 0) {
 		/* done not run: the span goes to the store; a read that found

@@ -46,6 +46,12 @@ cache directory (--warm off: nothing but the plan fetches ahead).
            paths then gives ESTALE (or,
            after a refresh, the new version's own member), never the new version's bytes
            under the old index; shards 0 and 1 exact
+  stage    --cache-size 64K (less than any path: the stage takes every span) and --chunk-size
+           16K (each path a span of its own): the window is one GetBatch request of the 30
+           paths (each with its tar header) into the stage's memory, 2 HEADs per shard (the
+           version rule of the batch fills), exact staged bytes; no fill, no byte written to
+           the cache, no eviction, no punch, no miss, no object GET; every path read from the
+           stage with exact bytes, every staged span freed once read
 
 Usage: test_ais_getbatch.py SHARDFS
 Exit 77 (skip) when /dev/fuse is unusable or s3rver is not installed.
@@ -529,15 +535,72 @@ def case_version(env, ck, c):
         ck.eq('version: stale objects', st2['plan_batch_stale_objects'], 1)
 
 
+def case_stage(env, ck, c):
+    """A GetBatch window through the stage: --cache-size 64K (less than any path: the rule
+    stages each span), --chunk-size 16K (the gap, at most a chunk, is shorter than any path:
+    each path is a span of its own, whatever the link meter measured), the default stage: one
+    GetBatch request of the 30 paths (each with its tar header) in plan order, its bytes into
+    memory, two HEADs per shard (its first item's, its last's: the version rule of the batch
+    fills); nothing written to the cache, no fill, no eviction, no punch; every path read from
+    the stage with exact bytes."""
+    want = sum(x[3] + 512 for x in c.plan)
+    keys = ('fills', 'bytes_fetched', 'evictions', 'cache_punches', 'cache_misses',
+            'plan_stage_spans', 'plan_stage_bytes', 'plan_stage_read_bytes',
+            'plan_stage_fallbacks', 'plan_stage_failed', 'plan_stage_full',
+            'plan_batch_requests', 'plan_batch_items', 'plan_batch_bytes', 'plan_batch_heads',
+            'plan_batch_heads_shared', 'plan_batch_failed_items', 'plan_batch_stale_objects',
+            'read_errors')
+    with ml.Mount(c.env, 'ais://%s/%s' % (BUCKET, PREFIX),
+                  cache_dir=c.env.path('cache-stage'),
+                  extra=['--cache-size', '64K', '--chunk-size', '16K', '--warm', 'off']) as m:
+        st0, a0 = c.publish(ck, m, 'stage')
+        st = ml.poll(lambda: (lambda s: s['plan_stage_spans'] - st0['plan_stage_spans'] >=
+                              len(c.plan) and s['plan_batch_requests'] -
+                              st0['plan_batch_requests'] >= 1 and s)(m.stats())) or m.stats()
+        c.read_all(ck, m, 'stage')
+        st = ml.poll(lambda: (lambda s: s['plan_stage_mem_bytes'] == 0 and s)(m.stats())) \
+            or m.stats()
+        a1 = c.ais()
+        d = diff(st, st0, keys)
+        log('stage: stats %s; stand-in %s' % (d, diff(a1, a0, (
+            'moss_requests', 'moss_items', 'redirects', 's3_head'))))
+        n = len(c.plan)
+        ck.eq('stage: spans staged (one per path)', d['plan_stage_spans'], n)
+        ck.eq('stage: bytes staged (each path with its tar header)', d['plan_stage_bytes'], want)
+        ck.eq('stage: GetBatch requests, items (mount)',
+              (d['plan_batch_requests'], d['plan_batch_items']), (1, n))
+        ck.eq('stage: GetBatch requests, items (stand-in)',
+              (a1.get('moss_requests', 0) - a0.get('moss_requests', 0),
+               a1.get('moss_items', 0) - a0.get('moss_items', 0)), (1, n))
+        ck.eq('stage: HEADs: two per shard of 10 items (stand-in, mount), none shared',
+              (a1.get('s3_head', 0) - a0.get('s3_head', 0), d['plan_batch_heads'],
+               d['plan_batch_heads_shared']), (2 * NSHARDS, 2 * NSHARDS, 0))
+        ck.eq('stage: object GETs', a1.get('redirects', 0) - a0.get('redirects', 0), 0)
+        ck.eq('stage: nothing written to the cache (fills, bytes fetched, batch bytes kept)',
+              (d['fills'], d['bytes_fetched'], d['plan_batch_bytes']), (0, 0, 0))
+        ck.eq('stage: no eviction, no punch', (d['evictions'], d['cache_punches']), (0, 0))
+        ck.eq('stage: no miss', d['cache_misses'], 0)
+        ck.eq('stage: bytes read from the stage: every path and its header check',
+              d['plan_stage_read_bytes'], want)
+        for k in ('plan_stage_fallbacks', 'plan_stage_failed', 'plan_stage_full',
+                  'plan_batch_failed_items', 'plan_batch_stale_objects', 'read_errors'):
+            ck.eq('stage: ' + k, d[k], 0)
+        ck.eq('stage: every staged span freed once read', st['plan_stage_mem_bytes'], 0)
+
+
 def run(env, ck):
     c = Case(env)
     try:
+        if os.environ.get('AIS_GETBATCH_ONLY') == 'stage':  # (a quick rerun of one case)
+            case_stage(env, ck, c)
+            return
         case_epoch(env, ck, c)
         case_windows(env, ck, c)
         case_slots(env, ck, c)
         case_refused(env, ck, c)
         case_sick(env, ck, c)
         case_cut(env, ck, c)
+        case_stage(env, ck, c)  # (before version, which replaces shard 2)
         case_version(env, ck, c)
         ck.eq('refused requests (the stand-in)', c.ais().get('moss_refused', 0), 0)
     finally:
