@@ -52,6 +52,10 @@ cache directory (--warm off: nothing but the plan fetches ahead).
            version rule of the batch fills), exact staged bytes; no fill, no byte written to
            the cache, no eviction, no punch, no miss, no object GET; every path read from the
            stage with exact bytes, every staged span freed once read
+  stagever 'stage''s mount, shard 1 replaced after the listing: the HEAD after its items says
+           another ETag, its 10 staged spans fail (1 stale object), never served; shards 0
+           and 2 exact from the stage; shard 1's paths ESTALE or the new version's own
+           members; the old version put back
 
 Usage: test_ais_getbatch.py SHARDFS
 Exit 77 (skip) when /dev/fuse is unusable or s3rver is not installed.
@@ -588,11 +592,72 @@ def case_stage(env, ck, c):
         ck.eq('stage: every staged span freed once read', st['plan_stage_mem_bytes'], 0)
 
 
+def case_stagever(env, ck, c):
+    """The stage's version rule: 'stage''s mount, shard 1 replaced in the bucket after the
+    mount listed it (other bytes, a larger object: every staged item answers, with the new
+    bytes); the HEAD after its items says another ETag: its 10 staged spans fail (their bytes
+    never served), shards 0 and 2 are read from the stage with exact bytes, shard 1's paths
+    answer ESTALE (or, after a refresh, the new version's own member), never other bytes.
+    The old version is put back at the end (the same bytes: the same ETag) for the next case."""
+    rng = random.Random(2626)
+    name = 'shard-000001.tar'
+    with open(os.path.join(c.src, name), 'rb') as f:
+        oldraw = f.read()
+    with ml.Mount(c.env, 'ais://%s/%s' % (BUCKET, PREFIX),
+                  cache_dir=c.env.path('cache-stagever'),
+                  extra=['--cache-size', '64K', '--chunk-size', '16K', '--warm', 'off']) as m:
+        try:
+            for s in range(NSHARDS):
+                os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
+            newp = env.path('new-' + name)
+            new = make_shard(newp, rng, '1', [rng.randrange(45000, 60000)
+                                              for _ in range(NMEMBERS)])
+            with open(newp, 'rb') as f:
+                newraw = f.read()
+            c.world.s3.put(BUCKET, PREFIX + name, newraw)
+            newbytes = {'shard-000001/' + n: d for n, _, _, d in new}
+            st0, a0 = c.publish(ck, m, 'stagever')
+            st = ml.poll(lambda: (lambda s: s['plan_stage_spans'] - st0['plan_stage_spans'] >=
+                                  len(c.plan) and s['plan_batch_requests'] -
+                                  st0['plan_batch_requests'] >= 1 and s)(m.stats())) \
+                or m.stats()
+            mine = sum(1 for x in c.plan if x[1] == name)
+            ck.eq('stagever: staged spans, GetBatch requests',
+                  (st['plan_stage_spans'] - st0['plan_stage_spans'],
+                   st['plan_batch_requests'] - st0['plan_batch_requests']), (len(c.plan), 1))
+            ck.eq('stagever: stale objects, staged spans failed (shard 1\'s)',
+                  (st['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
+                   st['plan_stage_failed'] - st0['plan_stage_failed']), (1, mine))
+            c.read_all(ck, m, 'stagever', skip=(name,))
+            stale = 0
+            for path, shard, off, size, data in c.plan:
+                if shard != name:
+                    continue
+                try:
+                    got = ml.read_all(os.path.join(m.mnt, path))
+                except OSError as e:
+                    stale += e.errno == errno.ESTALE
+                    if e.errno != errno.ESTALE:
+                        ck.fail('stagever: %s: %s' % (path, e))
+                    continue
+                if got != newbytes.get(path):
+                    ck.fail('stagever: %s: %d bytes that are not the new version\'s member'
+                            % (path, len(got)))
+            log('stagever: %d of shard 1\'s planned paths answered ESTALE' % stale)
+            st2 = m.stats()
+            ck.eq('stagever: bytes served from the stage: shards 0 and 2 (each path and its '
+                  'header check)', st2['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
+                  sum(x[3] + 512 for x in c.plan if x[1] != name))
+        finally:
+            c.world.s3.put(BUCKET, PREFIX + name, oldraw)
+
+
 def run(env, ck):
     c = Case(env)
     try:
-        if os.environ.get('AIS_GETBATCH_ONLY') == 'stage':  # (a quick rerun of one case)
-            case_stage(env, ck, c)
+        only = os.environ.get('AIS_GETBATCH_ONLY')  # (a quick rerun of one case)
+        if only:
+            globals()['case_' + only](env, ck, c)
             return
         case_epoch(env, ck, c)
         case_windows(env, ck, c)
@@ -601,6 +666,7 @@ def run(env, ck):
         case_sick(env, ck, c)
         case_cut(env, ck, c)
         case_stage(env, ck, c)  # (before version, which replaces shard 2)
+        case_stagever(env, ck, c)
         case_version(env, ck, c)
         ck.eq('refused requests (the stand-in)', c.ais().get('moss_refused', 0), 0)
     finally:
