@@ -1047,9 +1047,7 @@ def plan_ais_getbatch(a, emu, impl, label):
     keys = ('plan_batch_requests', 'plan_batch_items', 'plan_batch_bytes',
             'plan_batch_failed_items', 'plan_batch_stale_objects', 'plan_batch_refused',
             'plan_batch_unfit_bytes', 'plan_batch_heads', 'plan_batch_heads_shared',
-            'plan_batch_head_waits', 'store_requests', 'plan_stage_spans', 'plan_stage_bytes',
-            'plan_stage_waits', 'plan_stage_wait_ms', 'plan_stage_fallbacks', 'bytes_fetched',
-            'evictions')
+            'plan_batch_head_waits', 'store_requests')
     try:
         for side in ('getbatch', 'ranges'):
             settle()
@@ -1123,13 +1121,13 @@ def plan_ais_getbatch(a, emu, impl, label):
                  e.c['cache_miss_wait_ms'] / max(e.c['cache_misses'], 1), e.daemon_cpu,
                  e.loader_cpu, c['standin_cpu'], c['emu_cpu'],
                  ' (the C stand-in with --ais)' if impl == 'c' else '', e.ctxsw))
-        # where the bytes went: the stage's memory (spans, bytes, reads that waited for one)
-        # or the cache (bytes written, evictions); the mount's counters from its mount on
-        note('ais plan%s, %s: staged %d spans, %d bytes (reads that waited for one %d, %d ms; '
-             'fallbacks %d); written to the cache %d bytes, evictions %d' % (
-                 label, side, c['plan_stage_spans'], c['plan_stage_bytes'],
-                 c['plan_stage_waits'], c['plan_stage_wait_ms'], c['plan_stage_fallbacks'],
-                 c['bytes_fetched'], c['evictions']))
+        # where the epoch's bytes went: the stage's memory (spans, bytes, reads that waited
+        # for one) or the cache (bytes written, evictions); -1: a counter the binary lacks
+        note('ais plan%s, %s: the epoch staged %d spans, %d bytes (reads that waited for one '
+             '%d, %d ms; fallbacks %d); wrote %d bytes to the cache, evicted %d bytes' % (
+                 label, side, e.c['plan_stage_spans'], e.c['plan_stage_bytes'],
+                 e.c['plan_stage_waits'], e.c['plan_stage_wait_ms'],
+                 e.c['plan_stage_fallbacks'], e.c['bytes_fetched'], e.c['evicted_bytes']))
     note('ais plan rows: load average %s after' % loadavg())
     emit('L9. bytes only, ais:// (AIStore stand-in on the link): planned cold epoch with '
          'GetBatch vs without (ranged GETs)' + label, o, gb.secs, rg.secs, 's', rg.secs / gb.secs,
