@@ -1,0 +1,131 @@
+/* linkemu.h: what the link emulator's two files share (linkemu.c: the server, its connections,
+ * root and S3 mode; linkemu_ais.c: AIS mode, --ais). One thread: nothing here is locked. */
+#ifndef LINKEMU_H
+#define LINKEMU_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+
+#define IN_CAP	16384
+#define HDR_CAP 2048
+#define CHUNKED UINT64_MAX /* resp_head's length of a chunked answer */
+
+void die(const char *fmt, ...);
+void *xmalloc(size_t n);
+
+/* ---- a growable string (NUL-terminated; buf_fmt's pieces at most 511 bytes) ------------- */
+
+struct buf {
+	char *p;
+	size_t len, cap;
+};
+
+void buf_add(struct buf *b, const char *s, size_t n);
+void buf_str(struct buf *b, const char *s);
+void buf_fmt(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void buf_xml(struct buf *b, const char *s, int quot);
+void buf_json_str(struct buf *b, const char *str);
+
+/* ---- configuration ---------------------------------------------------------------------- */
+
+struct cfg {
+	const char *root; /* realpath; NULL in S3 mode */
+	uint64_t delay_ns;
+	uint64_t rate_bps;
+	int etag_store;	   /* --etag store: an opaque strong ETag, as object stores give */
+	int ais;	   /* --ais: the AIStore stand-in's API besides the files (root mode) */
+	long port;	   /* the port it listens on (AIS mode's redirects name it) */
+	long objects_port; /* --ais-objects-port: where object GETs are redirected (0: here) */
+	/* S3 mode */
+	long s3_n;
+	const char *bucket, *prefix;
+	int tmpl_fd;
+	uint64_t tmpl_size;
+	char **keys; /* sorted */
+};
+
+extern struct cfg cfg;
+
+/* ---- connections ------------------------------------------------------------------------ */
+
+enum { C_READ, C_BODY, C_WAIT, C_SEND };
+enum { K_OTHER, K_HEAD, K_MOSS };
+
+struct part {
+	char *path; /* NULL: no file bytes */
+	uint64_t off, len;
+	size_t mem_off, mem_len;
+};
+
+struct conn {
+	int fd;
+	int state;
+	int close_after;
+	int head; /* the request is HEAD */
+	size_t in_len, req_len;
+	/* the parsed request, pointing into in[] (NUL-terminated in place) */
+	char *method, *target, *range, *if_match;
+	int keep_alive;
+	/* a request body (AIS mode's GetBatch): Content-Length bytes, after the head */
+	uint64_t clen;
+	char *body;
+	size_t body_len;
+	/* a GetBatch answer: parts sent after the above, each a file range then memory bytes
+	 * of moss_mem; timed from its start (kind, t0) */
+	struct part *parts;
+	size_t nparts, part_i;
+	char *moss_mem;
+	int kind;
+	uint64_t t0;
+	/* the response: the head, then file bytes (sendfile), then memory bytes */
+	size_t hdr_len, hdr_off;
+	int body_fd; /* owned: closed when the response is done */
+	off_t file_off;
+	uint64_t file_left;
+	char *mem_owned;
+	const char *mem;
+	size_t mem_left;
+	uint64_t deadline;
+	uint64_t seq;
+	/* the buffers last: a new connection zeroes what is above them */
+	char hdr[HDR_CAP];
+	char in[IN_CAP];
+};
+
+uint64_t now_ns(void);
+
+/* ---- responses (linkemu.c) -------------------------------------------------------------- */
+
+void http_date(time_t t, char out[64]);
+void resp_head(struct conn *c, int code, const char *extra, uint64_t length);
+void resp_plain(struct conn *c, int code);
+void resp_mem(struct conn *c, int code, const char *extra, char *body, size_t len);
+extern char zeros[4096];
+
+/* root mode's pieces AIS mode answers from too */
+int hexval(int ch); /* of a hex digit; -1 when ch is not one */
+int resolve(const char *rel, char *out, size_t cap);
+int name_cmp(const void *a, const void *b);
+void file_etag(const struct stat *sb, char etag[64]);
+
+struct query {
+	char *list_type, *delimiter, *max_keys, *prefix, *start_after, *token;
+	int has_delimiter;
+};
+
+int parse_query(const char *qs, struct query *q);
+void query_free(struct query *q);
+
+/* ---- AIS mode (linkemu_ais.c) ----------------------------------------------------------- */
+
+/* AIS mode's paths (/s3/, /v1/); 0 when path is none of them (a file) */
+int serve_ais(struct conn *c, const char *path, const char *qs, const char *raw);
+/* the end of a timed answer (sent, or its connection closed) */
+void ais_answer_done(struct conn *c);
+/* AIS mode's counters into GET /__stats's JSON object (after a field, before the '}') */
+void ais_stats(struct buf *b);
+
+#endif
