@@ -523,6 +523,23 @@ static void ev_set(struct cachetier *ct, struct ct_file *f, const struct ev_key 
 	h_fix(ct, H_EXP, f, exp != INT64_MAX);
 }
 
+/* One changed unit c of ev_update's: placed again lazily in its order
+ * unless built (the whole order was), counted again in the bytes filled
+ * ahead (*ahead, its time into *exp) unless those are counted whole. */
+static void ev_unit(struct cachetier *ct, struct ct_file *f, uint32_t c, int built, int ahead_whole,
+		    const struct ev_ctx *x, int64_t fat, int64_t *exp, uint64_t *ahead)
+{
+	if (!built) {
+		ct->ev.examined++;
+		u_place(f, c, fat, x, exp, 1);
+	}
+	if (!ahead_whole) {
+		if (f->ev.held[c])
+			*ahead -= cachetier__unit_len(f, c);
+		unit_held_set(f, c, x->now, ahead, exp);
+	}
+}
+
 /* f's keys, bytes filled ahead and time at now into the heaps, after
  * units [lo, hi) changed: those units placed again in its order (its
  * units' heaps), or every unit of it that holds bytes when it was never
@@ -576,28 +593,11 @@ static void ev_update(struct cachetier *ct, struct ct_file *f, int64_t now, uint
 
 				if (c >= f->nunits)
 					break;
-				if (!built) {
-					ct->ev.examined++;
-					u_place(f, c, fat, &x, &exp, 1);
-				}
-				if (!ahead_whole) {
-					if (f->ev.held[c])
-						ahead -= cachetier__unit_len(f, c);
-					unit_held_set(f, c, now, &ahead, &exp);
-				}
+				ev_unit(ct, f, c, built, ahead_whole, &x, fat, &exp, &ahead);
 			}
 		}
-		for (uint32_t c = lo; !mb && c < hi; c++) {
-			if (!built) {
-				ct->ev.examined++;
-				u_place(f, c, fat, &x, &exp, 1);
-			}
-			if (!ahead_whole) {
-				if (f->ev.held[c])
-					ahead -= cachetier__unit_len(f, c);
-				unit_held_set(f, c, now, &ahead, &exp);
-			}
-		}
+		for (uint32_t c = lo; !mb && c < hi; c++)
+			ev_unit(ct, f, c, built, ahead_whole, &x, fat, &exp, &ahead);
 		if (ahead_whole) {
 			const uint8_t *p;
 
