@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "disk_json.h"
@@ -76,6 +77,30 @@ static void out_json_str(struct out *o, const char *s)
 	outf(o, "\"");
 }
 
+/* An object's cache tier object, NULL while it has none. */
+static struct cachetier_obj *pf_raw(struct fs_obj *o)
+{
+	struct cachetier_obj *raw;
+
+	disk_mutex_lock(&o->lock);
+	raw = o->raw;
+	disk_mutex_unlock(&o->lock);
+	return raw;
+}
+
+/* One object of a prefetch: what is cached of it (have), whether its
+ * prefetch runs (pending) and the bytes it skipped (unfit). */
+static void pf_obj(struct fs_obj *o, uint64_t *have, uint64_t *pending, uint64_t *unfit)
+{
+	struct cachetier_obj *raw = pf_raw(o);
+
+	*have = *pending = *unfit = 0;
+	if (raw) {
+		*have = cachetier_obj_cached_bytes(raw);
+		*pending = (uint64_t)cachetier_obj_prefetch_state(raw, unfit);
+	}
+}
+
 static void prefetch_progress(struct fs *fs, struct pf_progress *p)
 {
 	int run;
@@ -85,20 +110,13 @@ static void prefetch_progress(struct fs *fs, struct pf_progress *p)
 	p->run = (uint64_t)run;
 	for (uint32_t i = 0; i < fs->nobjs; i++) {
 		struct fs_obj *o = fs_obj(fs, i);
-		struct cachetier_obj *raw;
-		uint64_t unfit = 0, size, have = 0, pending = 0;
+		uint64_t unfit, size, have, pending;
 		int tag = atomic_load(&o->prefetch);
 
 		if (!tag || !fs_obj_live(o))
 			continue;
 		size = fs_obj_size(o);
-		disk_mutex_lock(&o->lock);
-		raw = o->raw;
-		disk_mutex_unlock(&o->lock);
-		if (raw) {
-			have = cachetier_obj_cached_bytes(raw);
-			pending = (uint64_t)cachetier_obj_prefetch_state(raw, &unfit);
-		}
+		pf_obj(o, &have, &pending, &unfit);
 		p->want += size;
 		p->have += have;
 		p->pending += pending;
@@ -471,11 +489,154 @@ static int plan_command(struct fs *fs, int clear, const char *a, size_t n, pid_t
 	return fs_plan_publish(fs, nl ? name : NULL, pid, file, stop);
 }
 
+/* 'prefetch-wait RUN MS' (fs_ctl.h). The run's objects are gathered once;
+ * then, every PF_WAIT_TICK_NS, two cursors walk them: past the objects
+ * whose prefetch no longer runs, and past those cached whole. Objects are
+ * filled one after another in the order asked, so each walk stops at the
+ * first one still running (or not whole) and a look costs one or two
+ * objects, not the run. When a cursor reaches the end, the run is looked at
+ * whole as the prefetch_run_* counters compute it (every byte cached, or
+ * no prefetch of its objects running) and the wait ends only if it is over
+ * by that look; if not (a reader's fill evicted bytes, a prefetch began
+ * again), the cursors start over. */
+#define PF_WAIT_TICK_NS 10000000L
+
+struct pf_wait {
+	uint32_t *v;
+	size_t n, idle, whole; /* the run's objects; the two cursors */
+	int run;
+};
+
+static int pf_in_run(const struct fs_obj *o, int run)
+{
+	return atomic_load(&o->prefetch) == run && fs_obj_live(o);
+}
+
+/* 1 when w's run is over (or no longer the latest), else 0. */
+static int pf_wait_over(struct fs *fs, struct pf_wait *w)
+{
+	uint64_t before, want = 0, have = 0, pending = 0, h, p, u;
+
+	if (fs_ctl_run(fs, &before) != w->run)
+		return 1;
+	while (w->idle < w->n) {
+		struct fs_obj *o = fs_obj(fs, w->v[w->idle]);
+		struct cachetier_obj *raw = pf_in_run(o, w->run) ? pf_raw(o) : NULL;
+
+		if (raw && cachetier_obj_prefetch_state(raw, NULL))
+			break;
+		w->idle++;
+	}
+	while (w->whole < w->n) {
+		struct fs_obj *o = fs_obj(fs, w->v[w->whole]);
+		struct cachetier_obj *raw = pf_in_run(o, w->run) ? pf_raw(o) : NULL;
+
+		if (pf_in_run(o, w->run) &&
+		    (raw ? cachetier_obj_cached_bytes(raw) : 0) < fs_obj_size(o))
+			break;
+		w->whole++;
+	}
+	if (w->idle < w->n && w->whole < w->n)
+		return 0;
+	for (size_t i = 0; i < w->n; i++) {
+		struct fs_obj *o = fs_obj(fs, w->v[i]);
+
+		if (!pf_in_run(o, w->run))
+			continue;
+		pf_obj(o, &h, &p, &u);
+		want += fs_obj_size(o);
+		have += h;
+		pending += p;
+	}
+	if (have >= want || pending == 0)
+		return 1;
+	w->idle = w->whole = 0;
+	return 0;
+}
+
+/* An unsigned decimal of s[*i..n) at most max, blanks after it skipped:
+ * 0, or -EINVAL. */
+static int ctl_num(const char *s, size_t n, size_t *i, uint64_t max, uint64_t *v)
+{
+	size_t j = *i;
+
+	*v = 0;
+	while (j < n && s[j] >= '0' && s[j] <= '9') {
+		*v = *v * 10 + (uint64_t)(s[j++] - '0');
+		if (*v > max)
+			return -EINVAL;
+	}
+	if (j == *i)
+		return -EINVAL;
+	while (j < n && s[j] == ' ')
+		j++;
+	*i = j;
+	return 0;
+}
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int prefetch_wait(struct fs *fs, const char *a, size_t n, const struct fs_op_stop *stop)
+{
+	struct pf_wait w = {0};
+	uint64_t run, ms, before;
+	uint32_t nobjs = fs->nobjs;
+	size_t i = 0;
+	int64_t end;
+	int over;
+
+	if (ctl_num(a, n, &i, INT_MAX, &run) < 0 || run == 0 ||
+	    ctl_num(a, n, &i, FS_CTL_WAIT_MAX_MS, &ms) < 0 || i != n)
+		return -EINVAL;
+	end = mono_ns() + (int64_t)ms * 1000000;
+	w.run = (int)run;
+	if (fs_ctl_run(fs, &before) != w.run)
+		return 1;
+	for (uint32_t k = 0; k < nobjs; k++) {
+		if (!pf_in_run(fs_obj(fs, k), w.run))
+			continue;
+		if (w.n % 256 == 0) {
+			uint32_t *p = realloc(w.v, (w.n + 256) * sizeof(*p));
+
+			if (!p) {
+				free(w.v);
+				return -ENOMEM;
+			}
+			w.v = p;
+		}
+		w.v[w.n++] = k;
+	}
+	fs->c.prefetch_waits++;
+	for (;;) {
+		int64_t left;
+
+		over = pf_wait_over(fs, &w);
+		left = end - mono_ns();
+		if (over || left <= 0)
+			break;
+		if (stop && stop->asked(stop->arg)) {
+			over = -EINTR;
+			break;
+		}
+		if (left > PF_WAIT_TICK_NS)
+			left = PF_WAIT_TICK_NS;
+		nanosleep(&(struct timespec){0, (long)left}, NULL);
+	}
+	free(w.v);
+	return over;
+}
+
 int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid,
 		   const struct fs_op_stop *stop)
 {
 	size_t i = 0;
-	int err = 0, inside_shard = 0;
+	int err = 0, inside_shard = 0, waited = -1;
 
 	while (i < len && err >= 0) {
 		size_t j = i, k, a;
@@ -496,6 +657,8 @@ int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid,
 				inside_shard |= err == 1;
 			} else if (k - i == 14 && memcmp(buf + i, "prefetch-start", 14) == 0) {
 				fs_ctl_run_of(fs, pid, 1);
+			} else if (cmd_is(buf + i, k - i, "prefetch-wait", &a)) {
+				err = waited = prefetch_wait(fs, buf + i + a, k - i - a, stop);
 			} else if (k - i == 7 && memcmp(buf + i, "refresh", 7) == 0) {
 				err = refresh(fs);
 			} else if (cmd_is(buf + i, k - i, "plan", &a) ||
@@ -510,7 +673,7 @@ int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid,
 		}
 		i = j + 1;
 	}
-	return err < 0 ? err : inside_shard;
+	return err < 0 ? err : waited >= 0 ? waited : inside_shard;
 }
 
 /* ---- the stats document read back (the CLI) ------------------------------ */

@@ -45,6 +45,14 @@ int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len);
  *                     (relative to the mount root; none: everything), as
  *                     part of the sender's prefetch run (fs_ctl_run_of)
  *   prefetch-start    begin a new prefetch run for the sender
+ *   prefetch-wait RUN MS  wait until prefetch run RUN is over (every byte of
+ *                     its objects cached, or no prefetch of them running, as
+ *                     the prefetch_run_* counters say) or no longer the
+ *                     latest run: 1; or until MS milliseconds passed (at most
+ *                     FS_CTL_WAIT_MAX_MS): 0. The run is looked at every
+ *                     10 ms, at the cost of one or two of its objects a look
+ *                     (fs_ctl.c); 'shardfs prefetch' follows its run so
+ *                     instead of reading the stats file over and over
  *   refresh           list the source again (fs_ns_refresh) and wait until
  *                     the kernel's caches of what changed are invalidated
  *   plan [NAME] FILE  publish the reading plan in FILE (an absolute path the
@@ -54,9 +62,10 @@ int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len);
  * A PATH inside a shard's member directory prefetches the whole shard (the
  * cache holds objects, a member is a range of its shard).
  * Returns 0, 1 when a PATH named something inside a shard (so its shard
- * was prefetched), or -EINVAL / -ENOENT for a bad command or path, or the
- * listing's error of a refresh, or -EINTR (stop: the sender gave up
- * waiting while a plan file was read). */
+ * was prefetched), a prefetch-wait's result, or -EINVAL / -ENOENT for a bad
+ * command or path, or the listing's error of a refresh, or -EINTR (stop:
+ * the sender gave up waiting while a plan file was read or a prefetch-wait
+ * waited). */
 int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid,
 		   const struct fs_op_stop *stop);
 

@@ -176,6 +176,8 @@ const struct ctl_counter fs_ctl_counters[] = {
      SNAP(cs.local_fd_reopens)},
     {"prefetch_requests", "objects asked to be prefetched", C, FS(prefetch_requests)},
     {"prefetch_errors", "prefetch requests that failed", C, FS(prefetch_errors)},
+    {"prefetch_waits", "waits of 'shardfs prefetch' for its run's end (each at most 1 s)", C,
+     FS(prefetch_waits)},
     {"shard_prefetches", "shards fetched ahead of an in-order reader", C, FS(shard_prefetches)},
     {"prefetch_bytes", "bytes of the objects asked to be prefetched", G, SNAP(pf.want)},
     {"prefetch_cached_bytes", "of those, bytes in the cache now", G, SNAP(pf.have)},

@@ -3,8 +3,8 @@
 
 usage: test_mount.py SHARDFS GROUP [--version X]
 GROUP: cli cli-truth formats mtime-range tools readonly damaged hostile cache listing
-prefetch-runs cli-owner refresh-noticed nosuid interrupt readahead   (or 'gen' to only check
-the generator and GNU tar's extraction side, without mounting anything).
+prefetch-runs prefetch-waits cli-owner refresh-noticed nosuid interrupt readahead   (or 'gen'
+to only check the generator and GNU tar's extraction side, without mounting anything).
 
 Exit: 0 pass, 1 fail, 77 skip (only when FUSE is unusable here). Environment: SHARDFS_TEST_SEED
 (default fixed), SHARDFS_TEST_KEEP=1 keeps the temp dir, SHARDFS_TEST_DEADLINE (s, default 240).
@@ -1549,6 +1549,113 @@ def group_prefetch_runs(env, ck):
         ng.stop()
 
 
+def strace_counts(path):
+    """(opens of .shardfs/stats, control ioctls) in the strace -f -e trace=openat,ioctl log at
+    path (FS_CTL_IOC: strace writes it _IOC(_IOC_WRITE, 0x53, 0x1, 0x2000))."""
+    with open(path) as f:
+        lines = f.read().splitlines()
+    opens = sum(1 for ln in lines if 'openat(' in ln and '/.shardfs/stats"' in ln
+                and '= -1' not in ln)
+    ioctls = sum(1 for ln in lines if 'ioctl(' in ln and '0x53, 0x1, 0x2000' in ln)
+    return opens, ioctls
+
+
+def group_prefetch_waits(env, ck):
+    """'shardfs prefetch' follows its run without reading the stats over and over: it waits on
+    the mount ('prefetch-wait RUN MS', answered at the run's end) and reads the stats only
+    before, for its plan, for each report due (a line every 5 s; a bar 4 times a second on a
+    terminal) and at the end. The link emulator holds every answer 400 ms, so a prefetch lasts
+    at least that long: a command reading the stats every 20 ms (main before 2026-11-30) reads
+    them some 20 times. The client's opens and ioctls counted by strace; the mount's
+    prefetch_waits the ioctls of the wait."""
+    import pty
+    from shardfs_test import linkemu
+    strace = shutil_which('strace')
+    if not strace:
+        raise ml.Skip('strace is not installed (sh scripts/install-deps.sh --test)')
+    src = env.path('src')
+    os.makedirs(src)
+    sizes = {}
+    for name, n in (('a.tar', 300000), ('b.tar', 700000), ('c.tar', 500000)):
+        ml.write_file(os.path.join(src, name), ml.tar_bytes([('x.bin', os.urandom(n))]))
+        sizes[name] = os.path.getsize(os.path.join(src, name))
+    emu = linkemu.Emu(src, 400, 60, env.tmp, 'waits', shardfs=env.shardfs)
+    try:
+        # the emulator's ETags are nginx's (weak): trusted, so a fill sends no probe
+        with ml.Mount(env, emu.url(''), cache_dir=env.path('cache'),
+                      extra=['--warm', 'off', '--weak-etag', 'trust']) as m:
+            for i, (tag, names, tty) in enumerate((('pipe', ['a.tar'], False),
+                                                   ('tty', ['b.tar'], True),
+                                                   ('pipe, all', [], False))):
+                st0 = m.stats()
+                log_ = env.path('strace-%d.log' % i)
+                cmd = [strace, '-f', '-qq', '-o', log_, '-e', 'trace=openat,ioctl',
+                       env.shardfs, 'prefetch', m.mnt] + names
+                # LeakSanitizer cannot run under ptrace (an ASan build's client would abort
+                # at its exit): the traced client goes without it
+                renv = dict(env.env) if env.env else dict(os.environ)
+                if renv.get('ASAN_OPTIONS'):
+                    renv['ASAN_OPTIONS'] += ':detect_leaks=0'
+                t = time.monotonic()
+                if tty:
+                    mfd, sfd = pty.openpty()
+                    p = subprocess.Popen(cmd, stdout=sfd, stderr=subprocess.PIPE, env=renv)
+                    os.close(sfd)
+                    out = b''
+                    while True:
+                        try:
+                            b = os.read(mfd, 65536)
+                        except OSError:  # EIO: the command closed its side
+                            break
+                        if not b:
+                            break
+                        out += b
+                    os.close(mfd)
+                    p.wait(timeout=120)
+                    rc = p.returncode
+                else:
+                    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       env=renv, timeout=120)
+                    out, rc = r.stdout, r.returncode
+                secs = time.monotonic() - t
+                st = m.stats()
+                text = out.decode(errors='replace')
+                log('prefetch %s (%s) -> rc=%r in %.2f s: %r' % (names, tag, rc, secs, text))
+                ck.eq('prefetch %s: exit status' % tag, rc, 0)
+                ck.ok('prefetch: done: ' in text, 'prefetch %s: no summary: %r' % (tag, text))
+                want = sum(sizes[x] for x in names) if names else sum(sizes.values())
+                ck.eq('prefetch %s: the run\'s bytes cached' % tag,
+                      st.get('prefetch_run_cached_bytes'), want)
+                opens, ioctls = strace_counts(log_)
+                waits = st.get('prefetch_waits', 0) - st0.get('prefetch_waits', 0)
+                log('prefetch %s: %d opens of the stats file, %d control ioctls, %d waits, '
+                    '%.2f s' % (tag, opens, ioctls, waits, secs))
+                # prefetch-start, one prefetch line per PATH (everything: one), the waits
+                ck.eq('prefetch %s: control ioctls' % tag, ioctls,
+                      2 + max(len(names) - 1, 0) + waits)
+                ck.ok(waits >= 1, 'prefetch %s: no wait on the mount' % tag)
+                # reads: before, the plan, one per report due, the end; a wait lasts until
+                # the next report is due (at most 1 s) or the run's end
+                every = 0.25 if tty else 5.0
+                ck.ok(3 <= opens <= 3 + int(secs / every),
+                      'prefetch %s: %d reads of the stats file in %.2f s (want 3, and one more '
+                      'per %g s)' % (tag, opens, secs, every))
+                ck.ok(waits <= 2 + int(secs / min(every, 1.0)) + int(secs / every),
+                      'prefetch %s: %d waits in %.2f s' % (tag, waits, secs))
+            # the command itself: a run that is not the latest is over at once; bounds
+            run = st.get('prefetch_run')
+            ck.eq('prefetch-wait of an older run', ml.control(m.mnt, 'prefetch-wait %d 1000\n'
+                                                              % (run - 1)), 1)
+            ck.eq('prefetch-wait of the run, ended', ml.control(
+                m.mnt, 'prefetch-wait %d 1000\n' % run), 1)
+            for bad in ('prefetch-wait %d 1001' % run, 'prefetch-wait 0 10',
+                        'prefetch-wait %d' % run, 'prefetch-wait x 10',
+                        'prefetch-wait %d 10 1' % run):
+                ck.eq('%r: errno' % bad, ml.control_errno(m.mnt, bad), errno.EINVAL)
+    finally:
+        emu.stop()
+
+
 def group_cli_owner(env, ck):
     """The client commands say why they cannot use a mount: another user's (the control file is
     its owner's only; without allow_other the whole mount is), a path that does not exist, a
@@ -1638,7 +1745,8 @@ GROUPS = {'gen': group_gen, 'cli': group_cli, 'formats': group_formats,
           'mtime-range': group_mtime_range, 'tools': group_tools, 'readonly': group_readonly,
           'damaged': group_damaged, 'hostile': group_hostile, 'cache': group_cache,
           'cli-truth': group_cli_truth, 'listing': group_listing,
-          'prefetch-runs': group_prefetch_runs, 'cli-owner': group_cli_owner,
+          'prefetch-runs': group_prefetch_runs, 'prefetch-waits': group_prefetch_waits,
+          'cli-owner': group_cli_owner,
           'refresh-noticed': group_refresh_noticed, 'nosuid': group_nosuid,
           'interrupt': group_interrupt, 'readahead': group_readahead}
 

@@ -40,6 +40,9 @@ extern const char *const fs_ctl_names[FS_CTL_COUNT];
  * (and root) may send commands. */
 #define FS_CTL_IOC_LEN 8192
 #define FS_CTL_IOC     _IOW('S', 0x01, char[FS_CTL_IOC_LEN])
+/* The longest wait a 'prefetch-wait RUN MS' command may ask for (fs_ctl.h):
+ * a request handler is held at most this long. */
+#define FS_CTL_WAIT_MAX_MS 1000
 
 /* A reading plan's name (plan [NAME] FILE): [A-Za-z0-9._:-], 1 to 64
  * characters (fs_plan.c). */
