@@ -173,13 +173,13 @@ struct cachetier_stats {
 	uint64_t workers_waiting;    /* fill workers waiting for work, none woken (now) */
 	uint64_t fill_writes;	     /* the fill writer's pwrite(v) calls of fills' bytes (one
 				      * per run of a fill's buffers it took together) */
-	uint64_t fill_publishes;     /* the fill writer's passes making a fill's units valid
-				      * (each a lock fcntl before the batch's take of the
-				      * tier's lock) */
+	uint64_t fill_publishes;     /* the fill writer's passes making a fill's units readable
+				      * as they land (each a lock fcntl, then its object's
+				      * lock alone) */
 	uint64_t fill_bufs_queued;   /* buffers of fills' bytes waiting for the fill writer
 				      * (now) */
 	uint64_t fill_writer_locks;  /* the fill writer's takes of the tier's lock (as of its
-				      * last batch; one a batch) */
+				      * last batch; one a batch that holds a run's end) */
 	uint64_t fill_locked_calls;  /* lock fcntl calls of the fill writer's passes made
 				      * while it holds the tier's lock (only idle locks past
 				      * their cap dropped: the conversions are made before) */

@@ -365,14 +365,16 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		cachetier__plan_filled(ct, f, c, n); /* between planned extents: needed by none */
 	/* a reader waits only for units it pinned, and the stop for the last
 	 * fill: the fill wakes the readers of its own units only (each on a
-	 * condition variable of its own, once ct->lock is dropped:
-	 * cachetier__unlock_wake), not every waiting reader (a tier-wide
+	 * condition variable of its own, on its object's list, under the
+	 * object's lock: cachetier_run.c), not every waiting reader (a tier-wide
 	 * broadcast woke them all, about 25 wake-ups per read that waited in
 	 * a planned epoch before only fills with a pinned unit woke) */
 	if (ct->stopping) {
 		cachetier__units_wake(ct);
 	} else {
+		disk_mutex_lock(&f->lock);
 		cachetier__units_landed(ct, f, c, n);
+		disk_mutex_unlock(&f->lock);
 		if (ct->fills_inflight == 0)
 			pthread_cond_broadcast(&ct->unit_cond); /* cachetier__units_stop */
 	}
@@ -412,7 +414,7 @@ static void fill_finish(struct ct_slot *slot)
 
 	cachetier__lock(ct);
 	cachetier__fill_end_locked(slot);
-	cachetier__unlock_wake(ct); /* the fill's readers */
+	disk_mutex_unlock(&ct->lock);
 }
 
 /* backend_done_cb of a run's request (units [c + i, c + k) of the slot):
@@ -497,7 +499,7 @@ void cachetier__fill_next(struct ct_slot *slot)
 			k++;
 		fl->i = i;
 		fl->k = k;
-		fl->pub = i;
+		fl->pub = fl->land = i;
 		fl->werr = 0;
 		off = cachetier__unit_off(f, slot->c + i);
 		len = cachetier__run_len(f, slot->c + i, k - i);

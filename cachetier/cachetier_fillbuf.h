@@ -96,7 +96,10 @@ struct ct_fill {
 			       * (ENOSPC) may have written part of its bytes, which a
 			       * failed run punches with the rest (never left allocated and
 			       * uncounted) */
-	uint32_t pub;	      /* units [c + i, c + pub) of the run are valid already */
+	uint32_t pub;	      /* units [c + i, c + pub) of the run are published (the writer's
+			       * take of ct->lock: valid, or taken by their readers before) */
+	uint32_t land;	      /* units [c + i, c + land) of the run landed: readable
+			       * (cachetier__run_landed, under their object's lock) */
 	uint64_t pub_bytes;   /* bytes of the fill's units made valid by fill_publish */
 	int werr;	      /* the run's first write error */
 	sem_t run_sem;	      /* !async: the writer ended the run; the worker sends the next */
@@ -111,7 +114,7 @@ struct ct_fill {
 	struct fill_buf *wb, **wbt;
 	struct ct_slot *wgn;
 	/* ... what it wrote before the batch's take of ct->lock
-	 * (cachetier_write.c, fill_group_write): units [c + pub, c + wland)
+	 * (cachetier_write.c, fill_group_write): units [c + land, c + wland)
 	 * landed, the run's end if the batch holds it; and, for a run that
 	 * ended and goes on after the take, bytes to punch from wfrom to wnext */
 	uint32_t wland;

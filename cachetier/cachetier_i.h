@@ -23,14 +23,21 @@
  *      dropped under this one alone, by a read's end; atomic words, so
  *      cachetier.lock's holders may look without it where a pin seen that
  *      has just gone only spares a unit), its idle read locks (held, lazy)
- *      and cachetier.idle_units (atomic). Whatever decides by a pin or a
- *      held unit under cachetier.lock (eviction's take, the fill writer's
- *      unit_done, a damaged unit, a close) takes it inside. One object's at
- *      a time; never held across a condition wait (cachetier.lock's waits
- *      need it innermost) or a call into the backend; no other ranked lock
- *      is taken under it (its system calls: lock fcntls on the object's
- *      state file, and a fill queue's wake-up when the writer's publish
- *      queues a withdrawn prefetch unit again).
+ *      and cachetier.idle_units (atomic); the readers waiting for its units
+ *      (ct_file.uwaits, ugen: a reader waits on its own condition variable
+ *      with this lock, having dropped cachetier.lock) and its landed marks
+ *      (ct_file.landed: set by the fill writer under this lock alone,
+ *      cachetier__run_landed; cleared by a commit under both). Whatever
+ *      decides by a pin or a held unit under cachetier.lock (eviction's
+ *      take, the fill writer's unit_done, a damaged unit, a close) takes it
+ *      inside; whatever wakes every waiting reader under cachetier.lock
+ *      (cachetier__units_wake) takes each waiting object's. One object's at
+ *      a time; held across no condition wait but its readers' (with no
+ *      other lock held); never across a call into the backend; no other
+ *      ranked lock is taken under it (its system calls: lock fcntls on the
+ *      object's state file, its readers' wake-ups, and a fill queue's
+ *      wake-up when the writer's publish queues a withdrawn prefetch unit
+ *      again).
  * maplock may be held while taking lock; never the other way round. The
  * inotify watch's lock (cachetier_watch.c) is a leaf after them.
  *
@@ -43,8 +50,10 @@
  * in cachetier_open and joined in cachetier_close, and the store's I/O thread, which runs each
  * fill's sink and done callback: they copy bytes and push buffers to the fill writer, lock-free,
  * and take no lock and call no disk (CT_OFF_LOOP asserts it in debug builds). The fill writer
- * writes them, makes units valid and ends fills (takes ct->lock once a batch, with no system
- * call under it: lock fcntls before, readers' wake-ups after; never maplock). Every call into
+ * writes them, makes units readable as they land under their object's lock alone (their
+ * readers commit them) and ends runs and fills (takes ct->lock once a batch that holds a run's
+ * end, with no system call under it: lock fcntls before, readers' wake-ups after; never
+ * maplock). Every call into
  * the backend (fills, the bypass read, stat) is made with no cachetier lock held, and the locks
  * of other processes taken under ct->lock never block. A batch fill's requests
  * (cachetier_batch.c) run on threads of their own, created and joined by cachetier_batch_fill.
@@ -182,13 +191,15 @@ struct cachetier {
 	struct disk_mutex lock;		/* DISK_LOCK_CT: all below not marked otherwise */
 	pthread_cond_t cond;		/* signalled when an object leaves OBJ_OPENING */
 	pthread_cond_t unit_cond;	/* unit states, file opening/evicting changed */
-	/* readers waiting for units (cachetier__units_wait), each on a
-	 * condition variable of its own: a fill wakes only those of the units
-	 * it made valid or ended (cachetier_run.c); uwake: those it took off
-	 * uwaits, signalled once ct->lock is dropped (cachetier__unlock_wake) */
-	struct ct_uwait *uwaits, *uwake;
-	uint64_t unit_waiters;		/* ... on uwaits now */
-	uint64_t unit_waiter_wakes;	/* ... wake-ups sent to them */
+	/* readers waiting for units (cachetier__units_wait) wait on their
+	 * object's list (ct_file.uwaits, under its lock), each on a condition
+	 * variable of its own: a fill wakes only those of the units it made
+	 * valid or ended (cachetier_run.c). uw_files (ct->lock): the objects
+	 * that may have such readers, which units_wake walks; unit_waiters:
+	 * readers waiting now, unit_waiter_wakes: wake-ups sent to them
+	 * (atomic: changed under their object's lock) */
+	struct ct_file *uw_files;
+	atomic_ullong unit_waiters, unit_waiter_wakes;
 	pthread_cond_t room_cond;	/* an eviction ended (ct->evicting went down) */
 	pthread_cond_t work_cond;	/* fill queues got work, or stopping */
 	pthread_cond_t flush_cond;	/* a map batch is due, or stopping */
@@ -233,7 +244,8 @@ struct cachetier {
 	atomic_int wq_wake;	   /* a sink paused: the writer calls backend_sink_ready at half */
 	atomic_int whold;	   /* tests: the writer takes nothing (cachetier_write_hold) */
 	atomic_ullong fill_writes; /* the writer's pwrite(v) calls of fills' bytes */
-	uint64_t fill_publishes;   /* ... its passes making units valid (under ct->lock) */
+	/* ... its passes making units readable (under their object's lock) */
+	atomic_ullong fill_publishes;
 	uint64_t wlocked_calls;	   /* ... their lock fcntls under ct->lock (fill_locked_calls) */
 	atomic_ullong wlock_takes; /* ... its takes of ct->lock (after each batch) */
 	pthread_t writer;
@@ -697,8 +709,6 @@ static inline void cachetier__lock(struct cachetier *ct)
 	CT_OFF_LOOP();
 	cachetier__lock_takes++;
 	disk_mutex_lock(&ct->lock);
-	assert(
-	    !ct->uwake); /* every take that woke readers dropped it with cachetier__unlock_wake */
 }
 
 static inline uint64_t cachetier__unit_len(const struct ct_file *f, uint32_t c)

@@ -329,6 +329,8 @@ static void file_unload(struct ct_file *f)
 	free(f->fill_ns);
 	free((void *)f->fp);
 	free(f->fatime);
+	free((void *)f->landed);
+	f->landed = NULL;
 	f->fill_ns = NULL;
 	f->fp = NULL;
 	f->fatime = NULL;
@@ -505,8 +507,9 @@ static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *ke
 	f->fill_ns = calloc(nunits ? nunits : 1, sizeof(*f->fill_ns));
 	f->fp = calloc(nunits ? nunits : 1, sizeof(*f->fp));
 	f->fatime = calloc(nunits ? nunits : 1, sizeof(*f->fatime));
+	f->landed = calloc(nunits ? nunits : 1, sizeof(*f->landed));
 	if (!f->key || !f->ust || !f->pins || !f->uerr || !f->held || !f->seen || !f->uatime ||
-	    !f->unread || !f->gap || !f->nu || !f->fill_ns || !f->fp || !f->fatime)
+	    !f->unread || !f->gap || !f->nu || !f->fill_ns || !f->fp || !f->fatime || !f->landed)
 		return -ENOMEM;
 	snprintf(f->etag, sizeof(f->etag), "%s", etag);
 	f->size = size;

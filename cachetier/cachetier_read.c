@@ -764,10 +764,19 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	whole = !probe && cachetier__miss_whole(ct, f, ahead);
 	for (;;) {
 		int ready = 1;
+		uint64_t gen;
+
+		int64_t added;
 
 		disk_mutex_lock(&f->lock);
+		gen = f->ugen; /* a wake-up of f's readers from now on: look again */
+		/* its units the fill writer made readable (landed): committed
+		 * here, by their reader, not at their run's end */
+		added = cachetier__run_take_landed_locked(ct, f, c0, c1, NULL);
 		units_hold(ct, f, c0, c1, req);
 		disk_mutex_unlock(&f->lock);
+		if (added)
+			cachetier__usage_add(ct, added);
 		for (uint32_t c = c0; c < c1 && err == 0; c++) {
 			switch (f->ust[c]) {
 			case UNIT_VALID:
@@ -823,8 +832,9 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 		if (!waited)
 			wait_from = cachetier__mono_ns();
 		waited = 1;
-		cachetier__units_wait(ct, f, c0, c1, UNITS_WAIT_BOUND_S);
-		waits++; /* the lock taken again */
+		/* on f's lock alone: woken by its units' publish (which takes no
+		 * ct->lock), or by units_wake; the lock taken again (counted) */
+		waits += (uint64_t)cachetier__units_wait(ct, f, c0, c1, UNITS_WAIT_BOUND_S, gen);
 	}
 	disk_mutex_lock(&f->lock);
 	if (err < 0)

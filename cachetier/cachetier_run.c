@@ -351,17 +351,61 @@ void cachetier__run_land(struct ct_file *f, uint32_t c, uint32_t n, const uint32
 	cachetier__ofd_lock_n(f->stfd, F_RDLCK, LK_UNIT(c), n, 0);
 }
 
-void cachetier__run_commit_landed(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
-				  int waited, struct ct_lkrun *run)
+void cachetier__run_landed(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
+			   int last, int wake)
+{
+	int64_t now = cachetier__now_ns(), added = 0;
+
+	disk_mutex_lock(&f->lock);
+	for (uint32_t u = c; u < c + n; u++) {
+		/* valid on disk (its CRC stored before: cachetier__run_land), as
+		 * the directory's usage and other processes see it; here a
+		 * reader or the run's end commits it */
+		if (!cachetier__st_set(f, u, 1))
+			added += (int64_t)cachetier__unit_len(f, u);
+		__atomic_store_n(&f->fill_ns[u], now, __ATOMIC_RELAXED); /* its age (maps) */
+		atomic_store_explicit(&f->landed[u],
+				      CT_LANDED | (last && u == c + n - 1 ? CT_LANDED_LAST : 0),
+				      memory_order_relaxed);
+	}
+	if (wake)
+		cachetier__units_landed(ct, f, c, n); /* their readers (f->ugen moves) */
+	disk_mutex_unlock(&f->lock);
+	if (added)
+		cachetier__usage_add(ct, added);
+}
+
+int64_t cachetier__run_take_landed_locked(struct cachetier *ct, struct ct_file *f, uint32_t c0,
+					  uint32_t c1, struct ct_lkrun *run)
 {
 	int64_t added = 0;
 
-	disk_mutex_lock(&f->lock); /* once a run: the fill writer's publish */
-	for (uint32_t i = 0; i < n; i++) {
-		if (!cachetier__st_set(f, c + i, 1))
-			added += (int64_t)cachetier__unit_len(f, c + i);
-		unit_done(ct, f, c + i, 0, 1, waited, 0, 1, run);
+	for (uint32_t u = c0; u < c1; u++) {
+		uint8_t l = atomic_load_explicit(&f->landed[u], memory_order_relaxed);
+		uint64_t ulen;
+
+		if (!l)
+			continue;
+		assert(f->ust[u] == UNIT_FILLING);
+		atomic_store_explicit(&f->landed[u], 0, memory_order_relaxed);
+		ulen = cachetier__unit_len(f, u);
+		ct->reserved -= ulen; /* with the usage: pf_fits never counts it twice */
+		if (l & CT_LANDED_LAST)
+			ct->fills++; /* the run's request: counted before its readers see it */
+		if (!cachetier__st_set(f, u, 1))
+			added += (int64_t)ulen;
+		unit_done(ct, f, u, 0, 1, 0, 0, 1, run);
 	}
+	return added;
+}
+
+void cachetier__run_take_landed(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
+				struct ct_lkrun *run)
+{
+	int64_t added;
+
+	disk_mutex_lock(&f->lock);
+	added = cachetier__run_take_landed_locked(ct, f, c0, c1, run);
 	disk_mutex_unlock(&f->lock);
 	if (added)
 		cachetier__usage_add(ct, added);
@@ -391,76 +435,89 @@ void cachetier__run_abort(struct cachetier *ct, struct ct_file *f, uint32_t c, u
 	disk_mutex_unlock(&f->lock);
 }
 
-void cachetier__units_wait(struct cachetier *ct, const struct ct_file *f, uint32_t c0, uint32_t c1,
-			   unsigned secs)
+int cachetier__units_wait(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
+			  unsigned secs, uint64_t gen)
 {
-	struct ct_uwait w = {.next = ct->uwaits, .f = f, .c0 = c0, .c1 = c1};
+	struct ct_uwait w = {.c0 = c0, .c1 = c1};
 
+	disk_mutex_lock(&f->lock);
+	if (f->ugen != gen) { /* a wake-up of f's readers since the caller looked */
+		disk_mutex_unlock(&f->lock);
+		return 0;
+	}
 	pthread_cond_init(&w.cond, NULL);
-	ct->uwaits = &w;
-	ct->unit_waiters++;
-	cachetier__cond_wait_s(&w.cond, &ct->lock, secs);
-	if (w.taken) {
-		/* its waker signals it once it dropped ct->lock: the node lives
-		 * until it has (a few instructions after the lock's release) */
-		while (!atomic_load_explicit(&w.done, memory_order_acquire)) {
-			disk_mutex_unlock(&ct->lock);
-			sched_yield();
-			disk_mutex_lock(&ct->lock);
-		}
-	} else { /* timed out, or woken by units_wake: still listed */
-		struct ct_uwait **pp = &ct->uwaits;
+	w.next = f->uwaits;
+	f->uwaits = &w;
+	atomic_fetch_add_explicit(&ct->unit_waiters, 1, memory_order_relaxed);
+	if (!f->uw_listed) { /* units_wake finds f's readers (ct->lock held) */
+		f->uw_listed = 1;
+		f->uw_next = ct->uw_files;
+		ct->uw_files = f;
+	}
+	/* ct->lock goes while f->lock is held: a waker under ct->lock
+	 * (units_wake) takes f->lock, so it finds w listed and signals it
+	 * once this thread waits; one under f->lock alone finds it listed */
+	disk_mutex_unlock(&ct->lock);
+	cachetier__cond_wait_s(&w.cond, &f->lock, secs);
+	if (!w.woken) { /* timed out (or a spurious wake-up): still listed */
+		struct ct_uwait **pp = &f->uwaits;
 
 		while (*pp != &w)
 			pp = &(*pp)->next;
 		*pp = w.next;
-		ct->unit_waiters--;
+		atomic_fetch_sub_explicit(&ct->unit_waiters, 1, memory_order_relaxed);
 	}
+	disk_mutex_unlock(&f->lock);
 	pthread_cond_destroy(&w.cond);
+	/* taken again as a condition wait on it would: the caller counts it */
+	disk_mutex_lock(&ct->lock);
+	return 1;
 }
 
-void cachetier__units_wake(struct cachetier *ct)
+/* Wake f's readers of units [c, c + n) (all: n 0). f->lock held. */
+static void uw_wake(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n)
 {
-	pthread_cond_broadcast(&ct->unit_cond);
-	for (struct ct_uwait *w = ct->uwaits; w; w = w->next) {
-		pthread_cond_signal(&w->cond);
-		ct->unit_waiter_wakes++;
-	}
-}
+	struct ct_uwait **pp = &f->uwaits;
 
-void cachetier__units_landed(struct cachetier *ct, const struct ct_file *f, uint32_t c, uint32_t n)
-{
-	struct ct_uwait **pp = &ct->uwaits;
-
+	f->ugen++;
 	while (*pp) {
 		struct ct_uwait *w = *pp;
 
-		if (w->f != f || w->c1 <= c || c + n <= w->c0) {
+		if (n && (w->c1 <= c || c + n <= w->c0)) {
 			pp = &w->next;
 			continue;
 		}
 		*pp = w->next;
-		ct->unit_waiters--;
-		ct->unit_waiter_wakes++;
-		w->taken = 1;
-		w->next = ct->uwake;
-		ct->uwake = w;
+		w->woken = 1;
+		atomic_fetch_sub_explicit(&ct->unit_waiters, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ct->unit_waiter_wakes, 1, memory_order_relaxed);
+		pthread_cond_signal(&w->cond); /* w lives until its reader has f->lock */
 	}
 }
 
-void cachetier__unlock_wake(struct cachetier *ct)
+void cachetier__units_wake(struct cachetier *ct)
 {
-	struct ct_uwait *w = ct->uwake;
+	struct ct_file **pp = &ct->uw_files;
 
-	ct->uwake = NULL;
-	disk_mutex_unlock(&ct->lock);
-	while (w) {
-		struct ct_uwait *next = w->next; /* w may go once done is set */
+	pthread_cond_broadcast(&ct->unit_cond);
+	while (*pp) {
+		struct ct_file *f = *pp;
 
-		pthread_cond_signal(&w->cond);
-		atomic_store_explicit(&w->done, 1, memory_order_release);
-		w = next;
+		disk_mutex_lock(&f->lock);
+		uw_wake(ct, f, 0, 0);
+		disk_mutex_unlock(&f->lock);
+		/* no reader waits on it now: off the list (a reader lists it
+		 * again under ct->lock) */
+		*pp = f->uw_next;
+		f->uw_listed = 0;
+		f->uw_next = NULL;
 	}
+}
+
+void cachetier__units_landed(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n)
+{
+	if (n)
+		uw_wake(ct, f, c, n);
 }
 
 #ifndef NDEBUG
@@ -471,6 +528,7 @@ void cachetier__run_check(struct cachetier *ct)
 	for (const struct ct_file *f = ct->files; f; f = f->next) {
 		for (uint32_t u = 0; f->live && f->ust && u < f->nunits; u++) {
 			assert(f->ust[u] != UNIT_FILLING && f->ust[u] != UNIT_QUEUED);
+			assert(!f->landed[u]);	 /* every landed unit committed */
 			assert(f->pins[u] == 0); /* every read ended */
 			idle += f->held[u];
 		}

@@ -50,18 +50,31 @@ void cachetier__run_commit(struct cachetier *ct, struct ct_file *f, uint32_t c, 
 			   const uint32_t *crc, int waited, struct ct_lkrun *run);
 void cachetier__run_adopt(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
 			  int waited);
-/* The fill writer's commit in two halves, so that no system call is made
- * under ct->lock. land (no ct->lock; after the bytes are written): each
- * unit's CRC32C stored (crc[k]: unit c + k's) and its OFD write lock
- * turned into a read lock (one fcntl for the run; the read lock still
- * keeps every other process from filling, evicting or punching it, and
- * none serves it before the state byte says valid, which only
- * commit_landed sets, after the CRC). commit_landed (ct->lock held): as
- * commit, with the read lock kept where commit would turn the write lock
- * into one (a pinning reader's, or idle), else dropped (joins run). */
+/* The fill writer's commit in three steps, so that no system call is made
+ * under ct->lock and making units readable takes no ct->lock. land (no
+ * lock; after the bytes are written): each unit's CRC32C stored (crc[k]:
+ * unit c + k's) and its OFD write lock turned into a read lock (one fcntl
+ * for the run; the read lock still keeps every other process from
+ * filling, evicting or punching it, and none serves it before the state
+ * byte says valid, which is set after the CRC). landed (f->lock alone,
+ * no ct->lock; with ct->lock or not): the units valid in the state file,
+ * marked landed (ct_file.landed; last: the run's last unit is among them)
+ * and, with wake, their waiting readers woken (else the caller wakes them:
+ * cachetier__units_landed). take_landed (ct->lock held; f->lock taken, or held: _locked):
+ * the landed units of [c0, c1) committed as commit does (state byte,
+ * usage, map batch, the tier's byte counts; the read lock kept where
+ * commit would turn the write lock into one, a pinning reader's or idle,
+ * else dropped: joins run) and their landed marks cleared; a reader of
+ * them takes them (cachetier_read.c), the writer takes the rest of a run
+ * at its end (cachetier_write.c, fill_publish). _locked returns the bytes
+ * the caller adds to the directory's usage once f->lock is dropped. */
 void cachetier__run_land(struct ct_file *f, uint32_t c, uint32_t n, const uint32_t *crc);
-void cachetier__run_commit_landed(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
-				  int waited, struct ct_lkrun *run);
+void cachetier__run_landed(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
+			   int last, int wake);
+void cachetier__run_take_landed(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
+				struct ct_lkrun *run);
+int64_t cachetier__run_take_landed_locked(struct cachetier *ct, struct ct_file *f, uint32_t c0,
+					  uint32_t c1, struct ct_lkrun *run);
 /* abort: claimed units [c, c + n) are not made valid. err 0: empty with
  * no error kept (not fetched: no room, unfit, left to another process, a
  * failed batch item); a pinning reader's unit is queued on demand. err < 0:
@@ -72,32 +85,34 @@ void cachetier__run_commit_landed(struct cachetier *ct, struct ct_file *f, uint3
 void cachetier__run_abort(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int err,
 			  int held, int withdrawn, struct ct_lkrun *run);
 /* Readers waiting for units: each waits on a condition variable of its
- * own (struct ct_uwait, on ct->uwaits), so a fill that made units valid
- * or ended wakes only the readers of those units, not every reader
- * waiting (one tier-wide broadcast woke them all at each unit a reader
- * pinned landing).
- * units_wait: wait (at most secs) for a change of units [c0, c1) of f;
- *   ct->lock held on entry and return, dropped while it waits.
- * units_wake: every waiting reader woken, and ct->unit_cond's waiters
- *   (whatever changed is not one fill's units: an eviction, a punch, an
- *   abort, a stop). ct->lock held.
- * units_landed: the readers of units [c, c + n) of f taken off uwaits
- *   onto ct->uwake, to be woken by cachetier__unlock_wake. ct->lock held.
- * unlock_wake: ct->lock dropped, then the readers on ct->uwake woken (no
- *   system call under the lock). */
+ * own, on its object's list (struct ct_uwait, on ct_file.uwaits, under the
+ * object's lock, ct_file.lock), so a fill that made units valid or ended
+ * wakes only the readers of those units, under that object's lock alone
+ * (not ct->lock), and not every reader waiting (one tier-wide broadcast
+ * woke them all at each unit a reader pinned landing).
+ * units_wait: wait (at most secs) for a change of units [c0, c1) of f,
+ *   unless f->ugen moved from gen (read under f->lock when the caller
+ *   looked at the units: a wake-up came since; returns 0, nothing
+ *   dropped); else 1: ct->lock was dropped while it waited (on f->lock
+ *   alone) and is held again. ct->lock held on entry and return, f->lock
+ *   not.
+ * units_wake: every waiting reader woken (each object's on ct->uw_files,
+ *   under its lock), and ct->unit_cond's waiters (whatever changed is not
+ *   one fill's units: an eviction, a punch, an abort, a stop). ct->lock
+ *   held, no object's lock.
+ * units_landed: the readers of units [c, c + n) of f woken (signalled
+ *   under f->lock: a waiter's node lives until it has the lock again).
+ *   f->lock held (ct->lock or not). */
 struct ct_uwait {
 	struct ct_uwait *next;
-	const struct ct_file *f;
 	uint32_t c0, c1;
 	pthread_cond_t cond;
-	int taken;	 /* a fill took it off uwaits: it signals after ct->lock */
-	atomic_int done; /* ... and has signalled: the node may go */
+	int woken; /* taken off the list by a waker (under f->lock) */
 };
-void cachetier__units_wait(struct cachetier *ct, const struct ct_file *f, uint32_t c0, uint32_t c1,
-			   unsigned secs);
+int cachetier__units_wait(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
+			  unsigned secs, uint64_t gen);
 void cachetier__units_wake(struct cachetier *ct);
-void cachetier__units_landed(struct cachetier *ct, const struct ct_file *f, uint32_t c, uint32_t n);
-void cachetier__unlock_wake(struct cachetier *ct);
+void cachetier__units_landed(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n);
 #ifndef NDEBUG
 /* Every fill ended (cachetier__units_stop): asserts no unit is claimed
  * (UNIT_FILLING) or taken from a queue (UNIT_QUEUED) any more, no read

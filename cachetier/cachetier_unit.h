@@ -34,6 +34,10 @@ enum ct_unit {
 #define CT_NU_DONE  1u
 #define CT_NU_FIRST 2u /* the least value of a position */
 
+/* ct_file.landed's values (cachetier_run.c) */
+#define CT_LANDED      1u
+#define CT_LANDED_LAST 2u /* its run's last unit: its commit counts the run's request */
+
 /* Byte-range locks (F_OFD_SETLK) on an object's state file data/<hash>.st
  * and on CACHE_DIR/v1/usage; offsets name locks, not bytes
  * (cachetier_share.c, protocol in README.md). */
@@ -49,8 +53,11 @@ enum ct_unit {
  * ('live' == 1: identity, fd and unit arrays valid). A live entry stays
  * live until cachetier_close, so workers and readers may use f->key,
  * f->datafd, f->size and f->nunits without the lock once they saw
- * f->live under it. pins, held and lazy: f->lock (cachetier_i.h, 2b).
- * Everything else: protected by ct->lock. */
+ * f->live under it. pins, held and lazy, uwaits and ugen: f->lock
+ * (cachetier_i.h, 2b); landed: set under f->lock alone, cleared under
+ * both. Everything else: protected by ct->lock (ust: written under ct->lock
+ * only; a unit marked landed stays UNIT_FILLING until a commit under
+ * ct->lock makes it valid). */
 struct ct_file {
 	struct ct_file *next; /* in ct->files */
 	char hash[17];	      /* file name: hash of key, ETag, size, unit bytes */
@@ -95,9 +102,16 @@ struct ct_file {
 			     * span (cachetier_obj_prefetch_span) and no plan named it since: while
 			     * unread it is not spared and goes first (cachetier_evict.c); a read
 			     * or a range naming it clears it */
-	_Atomic uint32_t *nu;	/* per unit: next use by a plan, CT_NU_* or a plan position
-				 * (cachetier_plan.c; atomic: plans mark without ct->lock) */
-	uint8_t *ust;		/* enum ct_unit per unit */
+	_Atomic uint32_t *nu; /* per unit: next use by a plan, CT_NU_* or a plan position
+			       * (cachetier_plan.c; atomic: plans mark without ct->lock) */
+	uint8_t *ust;	      /* enum ct_unit per unit */
+	/* per unit: 0, or the fill writer made it readable under lock alone
+	 * while it is UNIT_FILLING (its bytes written, CRC stored, its write
+	 * lock a read lock: cachetier__run_landed; CT_LANDED, | CT_LANDED_LAST
+	 * for its run's last unit), not committed yet; the first thread that
+	 * needs it valid commits it under ct->lock (cachetier__run_take_landed:
+	 * a reader of it, the writer at its run's end) and clears it */
+	_Atomic uint8_t *landed;
 	_Atomic uint32_t *pins; /* readers inside read_begin/read_end per unit (lock: a
 				 * pin is taken under ct->lock and lock, dropped
 				 * under lock alone; atomic: ct->lock's holders may
@@ -128,6 +142,15 @@ struct ct_file {
 	struct ct_file *pf_link, **pf_pprev; /* ct->pf list, doubly linked */
 	struct disk_mutex maplock;	     /* DISK_LOCK_CT_MAP: before ct->lock */
 	struct disk_mutex lock;		     /* DISK_LOCK_CT_FILE: after ct->lock (below) */
+	/* readers waiting for its units (cachetier__units_wait, cachetier_run.c):
+	 * uwaits and ugen under lock (ugen moves at every wake-up of them, so a
+	 * reader that looked at its units under lock and finds it moved looks
+	 * again instead of waiting); uw_next, uw_listed under ct->lock (on
+	 * ct->uw_files) */
+	struct ct_uwait *uwaits;
+	uint64_t ugen;
+	struct ct_file *uw_next;
+	int uw_listed;
 	/* the data file's inotify watch (cachetier_read.c, units_watch) */
 	struct cachetier__watch *w; /* NULL: not watched (yet) */
 	struct ct_watch_rec *wrec;  /* its record */

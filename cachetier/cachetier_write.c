@@ -175,7 +175,7 @@ static struct fill_buf *fill_write(struct cachetier *ct, struct fill_buf *b)
 static uint32_t fill_landed(const struct ct_slot *slot, const struct ct_fill *fl)
 {
 	const struct ct_file *f = slot->f;
-	uint32_t u = fl->pub;
+	uint32_t u = fl->land;
 
 	while (u < fl->k &&
 	       cachetier__unit_off(f, slot->c + u) + cachetier__unit_len(f, slot->c + u) <=
@@ -184,13 +184,16 @@ static uint32_t fill_landed(const struct ct_slot *slot, const struct ct_fill *fl
 	return u;
 }
 
-/* A batch's first half for one fill, before the writer takes ct->lock:
- * the items of the fill (fl->wb, in the order pushed) written, and the
- * units they complete landed (cachetier__run_land: CRCs stored, write
- * locks turned into read locks: the system calls of making them valid,
- * none under ct->lock). fl->wland: the first unit past them; fl->wend:
- * the run's end if the batch holds it (always the fill's last item: the
- * run's next items are pushed only once the writer ended it). No lock. */
+/* A batch's first half for one fill, with no ct->lock: the items of the
+ * fill (fl->wb, in the order pushed) written, and the units they complete
+ * landed (cachetier__run_land: CRCs stored, write locks turned into read
+ * locks: the system calls of making them valid) and made readable under
+ * their object's lock alone (cachetier__run_landed: marked landed, their
+ * waiting readers woken, who commit them themselves: a unit is readable
+ * as it lands, not when its fill ends, and the writer takes no ct->lock
+ * for it). fl->wland: the first unit past them; fl->wend: the run's end if
+ * the batch holds it (always the fill's last item: the run's next items
+ * are pushed only once the writer ended it). */
 static void fill_group_write(struct cachetier *ct, struct ct_slot *slot)
 {
 	struct ct_fill *fl = slot->fill;
@@ -201,40 +204,48 @@ static void fill_group_write(struct cachetier *ct, struct ct_slot *slot)
 		b = fill_write(ct, b);
 	assert(!b || (b->end && !b->next));
 	fl->wend = b;
-	fl->wland = fl->werr == 0 ? fill_landed(slot, fl) : fl->pub;
-	if (fl->wland > fl->pub)
-		cachetier__run_land(slot->f, slot->c + fl->pub, fl->wland - fl->pub,
-				    fl->crc + fl->pub);
+	fl->wland = fl->werr == 0 ? fill_landed(slot, fl) : fl->land;
+	if (fl->wland > fl->land) {
+		cachetier__run_land(slot->f, slot->c + fl->land, fl->wland - fl->land,
+				    fl->crc + fl->land);
+		atomic_fetch_add_explicit(&ct->fill_publishes, 1, memory_order_relaxed);
+	}
+	/* the run goes on past the batch: its units readable now, their
+	 * readers woken (they commit them); a run that ends in the batch is
+	 * published whole under the batch's take, its readers woken after it
+	 * (batch_publish: every unit of the run valid before any reader of
+	 * it goes on, as a fill's end makes them) */
+	if (!fl->wend && fl->wland > fl->land) {
+		cachetier__run_landed(ct, slot->f, slot->c + fl->land, fl->wland - fl->land,
+				      fl->wland == fl->k, 1);
+		fl->land = fl->wland;
+	}
 }
 
-/* Units [c + pub, c + wland) of the run, landed, are valid now, as a
- * fill's end makes them (state byte after the CRC, the usage, their read
- * lock kept for the pinning readers or idle), and the readers waiting
- * for them taken to be woken once the writer drops ct->lock (only theirs:
- * cachetier__units_landed): a unit is readable as it lands, not when its
- * fill ends. The fill writer; ct->lock held. */
+/* Units [c + pub, c + land) of the run, landed, are published, at the
+ * run's end: valid, as a fill's end makes them (state byte after the CRC,
+ * the usage, their read lock kept for the pinning readers or idle), but
+ * those a reader took already (cachetier__run_take_landed); the bytes
+ * count as the fill's (pub_bytes: taken off ct->reserved). The fill
+ * writer; ct->lock held. */
 static void fill_publish(struct cachetier *ct, struct ct_slot *slot, struct ct_fill *fl)
 {
 	struct ct_file *f = slot->f;
 	struct ct_lkrun run = {.calls = &ct->wlocked_calls};
-	uint32_t u = fl->wland;
+	uint32_t u = fl->land;
 
+	if (fl->wland > u) { /* landed in this batch, the run's end with them */
+		cachetier__run_landed(ct, f, slot->c + u, fl->wland - u, fl->wland == fl->k, 0);
+		u = fl->land = fl->wland;
+	}
 	if (u == fl->pub)
 		return;
-	ct->fill_publishes++;
 	for (uint32_t x = fl->pub; x < u; x++) {
-		uint32_t c = slot->c + x;
-		uint64_t ulen = cachetier__unit_len(f, c);
-
-		ct->reserved -= ulen; /* with the usage: pf_fits never counts it twice */
-		fl->pub_bytes += ulen;
+		fl->pub_bytes += cachetier__unit_len(f, slot->c + x);
 		fl->errs[x] = 0;
 		fl->claim[x] = FILL_PUBLISHED;
 	}
-	cachetier__run_commit_landed(ct, f, slot->c + fl->pub, u - fl->pub, fl->waited, &run);
-	cachetier__units_landed(ct, f, slot->c + fl->pub, u - fl->pub);
-	if (u == fl->k)
-		ct->fills++;	      /* the run's request: counted before its readers see it */
+	cachetier__run_take_landed(ct, f, slot->c + fl->pub, slot->c + u, &run);
 	cachetier__lkrun_flush(&run); /* only idle locks past CT_IDLE_MAX: rare */
 	fl->pub = u;
 }
@@ -292,27 +303,41 @@ static void fill_after(struct ct_slot *slot)
 		sem_post(&fl->run_sem);
 }
 
+/* Wake the readers of units [c, c + n) of f: f->lock taken. */
+static void fill_wake(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n)
+{
+	disk_mutex_lock(&f->lock);
+	cachetier__units_landed(ct, f, c, n);
+	disk_mutex_unlock(&f->lock);
+}
+
 /* The fills of one batch (groups: their slots, linked by wgn, each with
  * its items in fl->wb): every fill's buffers written and units landed
- * first (fill_group_write), then one take of ct->lock for all of them
- * (each fill's landed units valid, its run's end; one take a batch, not
- * one a fill), then, with the lock dropped, the readers of the units that
- * landed or whose fill ended woken (each on its own condition variable:
- * no other reader) and the runs that go on sent. */
+ * first (fill_group_write: readable, their readers woken, under each
+ * object's lock alone), then, only when a run ended, one take of ct->lock
+ * for all of them (each ended run's landed units published, its end; one
+ * take a batch with a run's end, none for a batch without, not one a
+ * fill), then, with the lock dropped, the runs that go on sent. */
 static void batch_publish(struct cachetier *ct, struct ct_slot *groups)
 {
 	struct ct_slot *after = NULL, **at = &after;
-	int ends = 0, landed = 0, wrote = 0;
+	/* the ended runs' units published under the take: their readers,
+	 * woken after it (a batch holds at most a run of each slot's) */
+	struct wake_run {
+		struct ct_file *f;
+		uint32_t c, n;
+	} wake[16];
+	unsigned nwake = 0;
+	int ends = 0, wrote = 0;
 	int64_t now;
 
 	for (struct ct_slot *slot = groups; slot; slot = slot->fill->wgn) {
 		fill_group_write(ct, slot);
 		ends |= slot->fill->wend != NULL;
-		landed |= slot->fill->wland > slot->fill->pub;
 		wrote |= slot->fill->wend && slot->fill->s.wrote;
 	}
-	if (!landed && !ends)
-		return;				/* nothing landed, no run ended: no take */
+	if (!ends)
+		return;				/* units landed (readable), no run ended: no take */
 	now = wrote ? cachetier__mono_ns() : 0; /* the runs' ends as the writer sees them */
 	cachetier__lock(ct);
 	while (groups) {
@@ -321,15 +346,24 @@ static void batch_publish(struct cachetier *ct, struct ct_slot *groups)
 		struct fill_buf *end = fl->wend;
 
 		groups = fl->wgn; /* read first: the slot may end below */
+		if (!end)
+			continue; /* its landed units wait for its run's end (or a reader) */
+		if (fl->wland > fl->pub && nwake < sizeof(wake) / sizeof(wake[0]))
+			wake[nwake++] =
+			    (struct wake_run){slot->f, slot->c + fl->pub, fl->wland - fl->pub};
+		else if (fl->wland > fl->pub) /* more fills than kept: woken under the take */
+			fill_wake(ct, slot->f, slot->c + fl->pub, fl->wland - fl->pub);
 		fill_publish(ct, slot, fl);
 		fl->wend = NULL;
-		if (end && fill_run_end(ct, slot, end->err, now)) {
+		if (fill_run_end(ct, slot, end->err, now)) {
 			fl->wgn = NULL;
 			*at = slot;
 			at = &fl->wgn;
 		}
 	}
-	cachetier__unlock_wake(ct);
+	disk_mutex_unlock(&ct->lock);
+	for (unsigned i = 0; i < nwake; i++)
+		fill_wake(ct, wake[i].f, wake[i].c, wake[i].n);
 	while (after) {
 		struct ct_slot *slot = after;
 

@@ -1,0 +1,325 @@
+/*
+ * test_objlock.c — the unit store under its objects' locks (issue 36 #1;
+ * cachetier_run.c, cachetier_write.c, cachetier_read.c): readers wait for
+ * units on their object's list, under the object's lock (ct_file.lock), and
+ * the fill writer makes units readable as they land under that lock alone
+ * (cachetier__run_landed: no ct->lock); a reader of a landed unit commits
+ * it (cachetier__run_take_landed), the writer the rest of a run at its end.
+ * Against the fault:// test store with async=1 (its reads on threads of
+ * their own, as a remote store's I/O thread runs them, so fills end on the
+ * tier's fill writer).
+ *
+ * test_land_wake: a prefetch range of 7 units of 64 KiB whose read the
+ * store holds after 4 units (hold_at: 2 full buffers of 128 KiB), the
+ * writer held too (cachetier_write_hold); a probe of unit 2 on a thread
+ * of its own waits for it. The writer let go writes the 2 buffers (units
+ * 0-3 land; the run goes on) and wakes the reader, which returns unit 2's
+ * exact bytes while the fill is still held in flight with no request
+ * counted (woken by its unit's landing, not by the fill's end); the
+ * reader's thread took ct->lock exactly once (its begin; the return from
+ * its wait takes it again, counted by the tier as a wait, and commits the
+ * unit there); 1 wake-up sent. The hold removed, the run ends: the fill
+ * writer took ct->lock exactly once for the whole run (its end), where
+ * the writer before took it at each batch that landed units (2 here: the
+ * mid-run batch, the end); the 7 units exact.
+ *
+ * test_threads (seeded, TEST_SEED; the TSan stage runs it, tests/run.sh):
+ * 4 reader threads over 4 objects of 5-8 chunks (seeded ranges of 1 byte
+ * to a chunk, half read through read_begin's fd, half probes) and a
+ * thread asking seeded prefetch ranges, in a cache of 6 chunks (a fifth of
+ * the objects, so fills evict), the store's pieces of 16 KiB (runs land
+ * over several of the writer's batches, so readers take landed units
+ * mid-run): every read exact, fills and evictions made, and the close's
+ * check in every debug build (cachetier__run_check: no unit left claimed,
+ * queued or landed, no pin left, every idle unit counted once). Prints the
+ * takes of ct->lock a read (the readers' threads) and a fill run (the
+ * writer's). A unit state, a landed mark or a reader's wait list moved
+ * without its lock is a TSan report, or wrong bytes.
+ *
+ * Every wait for a state is a poll of the tier's counters bounded at 60 s
+ * (a failed check, never a sleep that decides a count).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "cachetier.h"
+#include "check.h"
+#include "test_util.h"
+
+#define UNIT	 (64u * 1024)
+#define CHUNK	 (8u * UNIT) /* 8 units a chunk */
+#define RUN	 (7u * UNIT) /* a range: 3 full buffers of 128 KiB and a half one */
+#define NOBJ	 4
+#define READERS	 4
+#define READS	 150 /* each reader's */
+#define PREFETCH 60  /* the prefetching thread's ranges */
+
+static char tmpdir[256];
+static unsigned char *data[NOBJ];
+static size_t sizes[NOBJ];
+static char keys[NOBJ][32];
+
+/* A tier in tmpdir/<name>: a cache of size bytes, chunks of CHUNK, 2 fill
+ * threads, no rules. */
+static struct cachetier *tier(struct backend *be, const char *name, uint64_t size)
+{
+	struct cachetier_config cc;
+	char dir[600];
+
+	snprintf(dir, sizeof(dir), "%s/%s", tmpdir, name);
+	tier_config(&cc, dir, size, 2, CHUNK);
+	cc.readahead_max_bytes = CHUNK;
+	cc.small_fills = 1; /* slots: 3 */
+	return tier_open(&cc, be);
+}
+
+enum what { FILLS_INFLIGHT, BUFS_QUEUED, UNIT_WAITERS };
+
+/* Wait (up to 60 s) until the count named by w is want. */
+static void reach(struct cachetier *ct, enum what w, uint64_t want, const char *name)
+{
+	struct cachetier_stats st;
+	uint64_t v = 0;
+
+	for (int i = 0; i < 6000; i++) {
+		stats(ct, &st);
+		v = w == FILLS_INFLIGHT ? st.fills_inflight
+		    : w == BUFS_QUEUED	? st.fill_bufs_queued
+					: st.unit_waiters;
+		if (v == want)
+			return;
+		usleep(10000);
+	}
+	CHECK(0, "%s: %llu after 60 s, want %llu", name, (unsigned long long)v,
+	      (unsigned long long)want);
+}
+
+/* A probe of 1,000 bytes of object i at off on a thread of its own (no
+ * readahead: it fills only the units it reads), and its thread's takes of
+ * ct->lock. */
+struct probe {
+	pthread_t t;
+	struct cachetier_obj *o;
+	int i;
+	uint64_t off;
+	int ok;
+	uint64_t takes;
+};
+
+static void *probe_main(void *arg)
+{
+	struct probe *p = arg;
+	unsigned char buf[1000];
+	uint64_t t0 = cachetier_lock_takes();
+
+	p->ok = cachetier_obj_pread_probe(p->o, buf, sizeof(buf), p->off) == (ssize_t)sizeof(buf) &&
+		memcmp(buf, data[p->i] + p->off, sizeof(buf)) == 0;
+	p->takes = cachetier_lock_takes() - t0;
+	return NULL;
+}
+
+static void test_land_wake(void)
+{
+	char gate[sizeof(tmpdir) + 16];
+	struct backend *be;
+	struct cachetier *ct;
+	struct cachetier_obj *o;
+	struct cachetier_stats st0, st;
+	struct probe p;
+	uint64_t wl0;
+
+	snprintf(gate, sizeof(gate), "%s/src.hold", tmpdir);
+	flag_file(gate, 1);
+	be = fault_store(tmpdir, "async=1&hold_at=262144"); /* 4 units: 2 full buffers */
+	ct = tier(be, "c-land", 1ull << 30);
+	o = obj_open(ct, be, keys[0]);
+	cachetier_write_hold(ct, 1);
+	CHECK(cachetier_obj_prefetch_range(o, 0, RUN, CACHETIER_PF_FIT) == 0, "land: range");
+	reach(ct, BUFS_QUEUED, 2, "land: the 2 buffers before the hold queued");
+	p = (struct probe){.o = o, .i = 0, .off = 2 * UNIT + 100};
+	CHECK(pthread_create(&p.t, NULL, probe_main, &p) == 0, "land: reader");
+	reach(ct, UNIT_WAITERS, 1, "land: the reader waits for unit 2");
+	stats(ct, &st0);
+	wl0 = st0.fill_writer_locks;
+	cachetier_write_hold(ct, 0);
+	pthread_join(p.t, NULL);
+	stats(ct, &st);
+	printf("land: unit 2 read while its run is held after unit 3: %s, reader's takes of "
+	       "ct->lock %llu, wake-ups %llu, fills %llu, in flight %llu, valid in the state file "
+	       "%llu bytes\n",
+	       p.ok ? "exact" : "WRONG", (unsigned long long)p.takes,
+	       (unsigned long long)st.unit_waiter_wakes, (unsigned long long)st.fills,
+	       (unsigned long long)st.fills_inflight,
+	       (unsigned long long)cachetier_obj_cached_bytes(o));
+	CHECK(p.ok, "land: unit 2 exact");
+	CHECK(st.fills_inflight == 1 && st.fills == 0,
+	      "land: the reader returned with %llu fills in flight and %llu requests counted, "
+	      "want 1 and 0 (woken by its unit's landing, not by the fill's end)",
+	      (unsigned long long)st.fills_inflight, (unsigned long long)st.fills);
+	CHECK(p.takes == 1,
+	      "land: the reader's thread took ct->lock %llu times, want 1 (its begin; its wait "
+	      "on the object's lock)",
+	      (unsigned long long)p.takes);
+	CHECK(st.unit_waiter_wakes == 1 && st.unit_waiters == 0,
+	      "land: %llu wake-ups, %llu waiting, want 1 and 0",
+	      (unsigned long long)st.unit_waiter_wakes, (unsigned long long)st.unit_waiters);
+	CHECK(cachetier_obj_cached_bytes(o) == 4 * UNIT,
+	      "land: %llu bytes valid in the state file, want the 4 units landed",
+	      (unsigned long long)cachetier_obj_cached_bytes(o));
+	flag_file(gate, 0);
+	reach(ct, FILLS_INFLIGHT, 0, "land: the fill ended");
+	stats(ct, &st);
+	printf("land: the run's end: the fill writer took ct->lock %llu times for the run (2 "
+	       "batches), fills %llu, errors %llu\n",
+	       (unsigned long long)(st.fill_writer_locks - wl0), (unsigned long long)st.fills,
+	       (unsigned long long)st.fill_errors);
+	CHECK(st.fill_writer_locks - wl0 == 1,
+	      "land: the fill writer took ct->lock %llu times for a run of 2 batches, want 1 (its "
+	      "end; the landing takes the object's lock alone)",
+	      (unsigned long long)(st.fill_writer_locks - wl0));
+	CHECK(st.fills == 1 && st.fill_errors == 0, "land: fills %llu, errors %llu",
+	      (unsigned long long)st.fills, (unsigned long long)st.fill_errors);
+	CHECK(obj_exact(o, data[0], 0, RUN), "land: the 7 units exact");
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
+struct worker {
+	pthread_t t;
+	struct cachetier_obj **o;
+	uint64_t seed;
+	int bad, reads;
+	uint64_t takes;
+};
+
+static void *reader_main(void *arg)
+{
+	struct worker *w = arg;
+	uint64_t s = w->seed, t0 = cachetier_lock_takes();
+	unsigned char *buf = malloc(CHUNK);
+
+	for (int k = 0; k < READS && buf; k++) {
+		int i = (int)(rnd(&s) % NOBJ);
+		uint64_t off = rnd(&s) % sizes[i];
+		size_t len = 1 + (size_t)(rnd(&s) % CHUNK);
+		int ok;
+
+		if (len > sizes[i] - off)
+			len = (size_t)(sizes[i] - off);
+		if (rnd(&s) & 1) {
+			ok = obj_exact(w->o[i], data[i], off, len);
+		} else {
+			ssize_t n = cachetier_obj_pread_probe(w->o[i], buf, len, off);
+
+			ok = n == (ssize_t)len && memcmp(buf, data[i] + off, len) == 0;
+		}
+		if (!ok && w->bad++ < 3)
+			fprintf(stderr, "threads: object %d off %llu len %zu wrong\n", i,
+				(unsigned long long)off, len);
+		w->reads++;
+	}
+	w->takes = cachetier_lock_takes() - t0;
+	free(buf);
+	return NULL;
+}
+
+static void *prefetch_main(void *arg)
+{
+	struct worker *w = arg;
+	uint64_t s = w->seed;
+
+	for (int k = 0; k < PREFETCH; k++) {
+		int i = (int)(rnd(&s) % NOBJ);
+		uint64_t off = rnd(&s) % sizes[i], len = 1 + rnd(&s) % (2 * CHUNK);
+
+		if (len > sizes[i] - off)
+			len = sizes[i] - off;
+		if (cachetier_obj_prefetch_range(w->o[i], off, len,
+						 (rnd(&s) & 1) ? CACHETIER_PF_EVICT
+							       : CACHETIER_PF_FIT) != 0)
+			w->bad++;
+		if (k % 8 == 7)
+			usleep(1000); /* spread over the readers' run (no count depends on it) */
+	}
+	return NULL;
+}
+
+static void test_threads(uint64_t seed)
+{
+	struct backend *be = fault_store(tmpdir, "async=1&piece=16384");
+	struct cachetier *ct = tier(be, "c-threads", 6 * (uint64_t)CHUNK);
+	struct cachetier_obj *o[NOBJ];
+	struct cachetier_stats st;
+	struct worker w[READERS + 1];
+	uint64_t takes = 0;
+	int bad = 0, reads = 0;
+
+	for (int i = 0; i < NOBJ; i++)
+		o[i] = obj_open(ct, be, keys[i]);
+	for (int k = 0; k <= READERS; k++) {
+		w[k] = (struct worker){.o = o, .seed = seed * 31 + (uint64_t)k + 1};
+		CHECK(pthread_create(&w[k].t, NULL, k < READERS ? reader_main : prefetch_main,
+				     &w[k]) == 0,
+		      "threads: thread %d", k);
+	}
+	for (int k = 0; k <= READERS; k++) {
+		pthread_join(w[k].t, NULL);
+		bad += w[k].bad;
+		reads += w[k].reads;
+		takes += w[k].takes;
+	}
+	for (int i = 0; i < NOBJ; i++)
+		(void)prefetch_ended(o[i]);
+	fills_idle(ct);
+	stats(ct, &st);
+	printf("threads: %d reads by %d threads over %d objects, %llu fills (runs), %llu "
+	       "evictions, %llu passes landing units; ct->lock taken %.2f times a read "
+	       "(the readers' threads: %llu), the fill writer's %llu (%.2f a run), reads' "
+	       "returns from waits and takes %llu; takes that found ct->lock held %llu, an "
+	       "object's lock %llu\n",
+	       reads, READERS, NOBJ, (unsigned long long)st.fills, (unsigned long long)st.evictions,
+	       (unsigned long long)st.fill_publishes, reads ? (double)takes / reads : 0.0,
+	       (unsigned long long)takes, (unsigned long long)st.fill_writer_locks,
+	       st.fills ? (double)st.fill_writer_locks / (double)st.fills : 0.0,
+	       (unsigned long long)st.read_locks, (unsigned long long)st.tier_lock_waits,
+	       (unsigned long long)st.file_lock_waits);
+	CHECK(bad == 0 && reads == READERS * READS, "threads: %d of %d reads wrong or failed", bad,
+	      reads);
+	CHECK(st.fills > 0 && st.evictions > 0, "threads: %llu fills, %llu evictions, want both",
+	      (unsigned long long)st.fills, (unsigned long long)st.evictions);
+	for (int i = 0; i < NOBJ; i++) {
+		CHECK(obj_exact(o[i], data[i], 0, sizes[i] < CHUNK ? sizes[i] : CHUNK),
+		      "threads: object %d's first chunk exact after the run", i);
+		cachetier_obj_unref(o[i]);
+	}
+	cachetier_close(ct); /* debug builds: cachetier__run_check */
+	backend_close(be);
+}
+
+int main(void)
+{
+	uint64_t seed = test_start(tmpdir, sizeof(tmpdir), "ol", 20261130u);
+	uint64_t s = seed * 2654435761u + 1;
+
+	for (int i = 0; i < NOBJ; i++) {
+		sizes[i] = 5 * CHUNK + (size_t)(rnd(&s) % (3 * CHUNK));
+		snprintf(keys[i], sizeof(keys[i]), "obj-%d.tar", i);
+		data[i] = src_object(tmpdir, keys[i], sizes[i], &s);
+	}
+
+	test_land_wake();
+	test_threads(seed);
+
+	for (int i = 0; i < NOBJ; i++)
+		free(data[i]);
+	return test_end("objlock", tmpdir, seed);
+}
