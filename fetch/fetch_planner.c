@@ -23,7 +23,8 @@
  *
  * Requests shaped by the plan: unless the gap is 0 (--plan-gap 0), the
  * extents go in batches (the next once the reader is half-way through the
- * last: s->mark), and within a batch extents of one object at most the
+ * last, a staged plan's once it read a quarter of what is ahead: s->mark,
+ * pfx_mark), and within a batch extents of one object at most the
  * gap apart go as one span with the bytes between them
  * (cachetier_obj_prefetch_span: those bytes are evicted first while no
  * plan names them), the smallest gaps first while the bytes between stay
@@ -606,12 +607,41 @@ static int pfx_getbatch(struct fetch_planner *pl, struct pfx_buf *b, uint64_t ga
 	return pfx_getbatch_cache(pl, b->pc, b->n, par);
 }
 
+/* Staged plans: the next batch is due once the reader moved through
+ * 1/PFX_STAGE_HANDOVER of the paths ahead of it after the last (pfx_mark).
+ * A reader's workers read their samples from memory in bursts (a worker
+ * runs up to its prefetched batches ahead of the others: 0.2 ms a sample,
+ * about 100 samples in 25 ms), and a staged span's first byte comes one
+ * time to first byte after it was handed over (30-55 ms measured, the
+ * store's queue included): what is ahead when a batch is handed over must
+ * cover what the reader takes in that time. Handed over half-way through
+ * the last batch, a third of the lookahead was ahead then (batches settle
+ * at 2/3 of it) and the leading worker reached the new spans before their
+ * first byte (tests/bench/README.md, "The stage"); at a quarter, 3/4 of it
+ * is (batches of a quarter of the lookahead: the cache path keeps the
+ * half, whose larger batches join more paths into one request). */
+#define PFX_STAGE_HANDOVER 4u
+
+/* Where plan s's next batch is due, after batch b was handed over (in:
+ * s's info then): half-way through b's paths; a staged plan's once its
+ * reader moved through 1/PFX_STAGE_HANDOVER of the paths ahead of it. */
+static uint32_t pfx_mark(const struct pfx_buf *b, const struct pfx_plan *s,
+			 const struct fetch_plan_info *in)
+{
+	if (s->stages)
+		return in->position +
+		       (s->next > in->position ? s->next - in->position : 0) / PFX_STAGE_HANDOVER +
+		       1;
+	return b->pc[0].idx + (b->pc[b->n - 1].idx - b->pc[0].idx) / 2 + 1;
+}
+
 /* Hand over the extents of plan s from its position on, up to share bytes
  * past the position: an extent across that end only up to it (the rest
  * once the position moves). With gap 0 each extent goes as it enters the
  * lookahead. Otherwise in batches, so that extents close together go
  * out together: a batch is due once the reader is half-way through the
- * extents the last one handed over (s->mark) or past them; it holds what
+ * extents the last one handed over (a staged plan's: a quarter through
+ * those ahead of it then; s->mark, pfx_mark) or past them; it holds what
  * the lookahead allows, grouped into spans (pfx_flush). */
 static void pfx_plan(struct fetch_planner *pl, struct pfx_plan *s, uint64_t share, uint64_t gap,
 		     struct pfx_buf *b)
@@ -628,7 +658,7 @@ static void pfx_plan(struct fetch_planner *pl, struct pfx_plan *s, uint64_t shar
 		s->part = 0;
 	}
 	if (gap > 0 && in.position < s->mark && s->next < in.paths)
-		return; /* not half-way through the last batch yet */
+		return; /* not at the mark yet (pfx_mark) */
 	limit = pl->src.bytes_before(s->p, in.position) + share;
 	b->n = 0;
 	while (!stop && s->next < in.paths && pl->src.bytes_before(s->p, s->next) < limit) {
@@ -675,7 +705,7 @@ static void pfx_plan(struct fetch_planner *pl, struct pfx_plan *s, uint64_t shar
 	if (b->n > 0) {
 		if (pfx_getbatch(pl, b, gap, s, in.position) < 0)
 			pfx_flush(pl, b, gap, s, in.position);
-		s->mark = b->pc[0].idx + (b->pc[b->n - 1].idx - b->pc[0].idx) / 2 + 1;
+		s->mark = pfx_mark(b, s, &in);
 	}
 	/* reads wake this thread only from the mark on (gap 0: every read;
 	 * none once every path was handed over) */
@@ -699,7 +729,7 @@ static unsigned pfx_connections(const struct fetch_planner *pl)
 
 /* Is a batch of plan s due (as pfx_plan decides): extents past its
  * position not handed over yet and, in batches (gap > 0), its reader
- * half-way through the last batch? in: s's info. */
+ * at the mark (pfx_mark)? in: s's info. */
 static int pfx_due(const struct pfx_plan *s, const struct fetch_plan_info *in, uint64_t gap)
 {
 	uint32_t next = s->next < in->position ? in->position : s->next;

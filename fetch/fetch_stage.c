@@ -14,8 +14,12 @@
  * data the batch's pieces named; a first piece's tar header is staged with
  * it but not counted).
  * A read of [a, b) of the object that lies in a piece is served as soon
- * as its own bytes are in: the store's read publishes how far its bytes
- * reached (the watermark, stage_progress: an atomic store on the store's
+ * as its own bytes are in. Pieces may overlap (a span carries the bytes
+ * between its planned paths, another span's paths among them): the read
+ * takes the piece that has its bytes, else the one that plans them, else
+ * the oldest (stage_pick); bytes only carried by a piece in flight are
+ * read from the cache when it holds them all. The store's read publishes
+ * how far its bytes reached (the watermark, stage_progress: an atomic store on the store's
  * I/O thread as pieces land), and a read of [a, b) copies from the piece
  * once the watermark passed b, its read ended or not. One whose bytes are
  * not in yet waits (a waiter of the piece, with its own condition
@@ -445,7 +449,60 @@ static int stage_ok(const struct stage_piece *p, uint64_t end)
 	       !cachetier_obj_stale(p->o);
 }
 
-/* The piece of o that holds [off, off + len), held (readers), once its
+/* 1 when one of p's planned paths holds all of [off, end). */
+static int piece_plans(const struct stage_piece *p, uint64_t off, uint64_t end)
+{
+	for (uint32_t i = 0; i < p->nsub; i++) {
+		if (p->sub[i].off <= off && end <= p->sub[i].end)
+			return 1;
+	}
+	return 0;
+}
+
+/* How a piece holds a read's bytes (stage_pick): the higher, the sooner
+ * they may be served. */
+enum stage_fit {
+	FIT_FAILED = 0, /* its read failed: the read goes the ordinary way */
+	FIT_CARRIED,	/* in flight, between its planned paths (a gap it carries) */
+	FIT_PLANNED,	/* in flight, in one of its planned paths */
+	FIT_IN,		/* in (the watermark passed them), carried */
+	FIT_IN_PLANNED, /* in, in one of its planned paths */
+};
+
+/* Of the pieces of o that hold [off, end), the one a read is served
+ * from, and how it holds them (*fit). Pieces overlap: a span carries the
+ * bytes between its planned paths, which may be planned paths of another
+ * span, of an earlier batch. The newest piece is first in the list, and
+ * taking it made a read of a path an older, finished span holds wait a
+ * time to first byte for a newer one just handed over (tests/bench/README.md,
+ * "The stage"); so the best fit wins, and of equal fits the oldest. NULL
+ * when none. st->lock held. */
+static struct stage_piece *stage_pick(struct fetch_stage *st, const struct cachetier_obj *o,
+				      uint64_t off, uint64_t end, enum stage_fit *fit)
+{
+	struct stage_piece *best = NULL;
+
+	*fit = FIT_FAILED;
+	for (struct stage_piece *p = st->head; p; p = p->next) {
+		enum stage_fit f;
+
+		if (p->o != o || off < p->off || end > p->end)
+			continue;
+		if (p->state == STAGE_FAILED)
+			f = FIT_FAILED;
+		else if (atomic_load(&p->have) >= end)
+			f = piece_plans(p, off, end) ? FIT_IN_PLANNED : FIT_IN;
+		else
+			f = piece_plans(p, off, end) ? FIT_PLANNED : FIT_CARRIED;
+		if (!best || f >= *fit) { /* equal: the older, later in the list */
+			best = p;
+			*fit = f;
+		}
+	}
+	return best;
+}
+
+/* The piece of o that holds [off, off + len) (stage_pick), held (readers), once its
  * bytes are in or its read ended (bounded by the store's read: its retry
  * budget and stall bound); NULL when none. *ok: 1 when they may be served
  * (stage_ok), else the read goes the ordinary way. */
@@ -454,13 +511,22 @@ static struct stage_piece *stage_find(struct fetch_stage *st, struct cachetier_o
 {
 	struct stage_piece *p;
 	uint64_t end = off + len;
+	enum stage_fit fit;
 
-	disk_mutex_lock(&st->lock);
-	for (p = st->head; p; p = p->next) {
-		if (p->o == o && off >= p->off && off < p->end && len <= p->end - off)
-			break;
-	}
 	*ok = 0;
+	disk_mutex_lock(&st->lock);
+	p = stage_pick(st, o, off, end, &fit);
+	if (p && fit == FIT_CARRIED) {
+		/* bytes a span in flight only carries (it was handed over for
+		 * other paths): the cache may hold them already (a span of an
+		 * earlier batch went there), and then they are read from it
+		 * now rather than a time to first byte later */
+		disk_mutex_unlock(&st->lock);
+		if (cachetier_obj_range_cached(o, off, len))
+			return NULL;
+		disk_mutex_lock(&st->lock);
+		p = stage_pick(st, o, off, end, &fit);
+	}
 	if (p) {
 		p->readers++;
 		if (p->state == STAGE_INFLIGHT && atomic_load(&p->have) < end) {

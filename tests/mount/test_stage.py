@@ -516,9 +516,166 @@ def group_faults(env, ck):
           % d['plan_stage_failed'])
 
 
+def group_handover(env, ck):
+    src, plan, want = make_source(env, random.Random(seed()))
+    ng = web.Nginx(env.path('nginx'), src).start()
+    try:
+        # --plan-memory 15M: the lookahead is half of it, 7.5M: 7 samples of 1.2M (their
+        # starts below 7.5M), each a span of its own, staged (each more than the cache)
+        with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'),
+                      extra=BASE + ['--plan-memory', '15M']) as m:
+            pf = publish(env, m, plan)
+            st0 = m.stats()
+            ck.eq('plan rc', ctl(m.mnt, 'plan p ' + pf), None)
+            spans = lambda: m.stats()['plan_stage_spans'] - st0['plan_stage_spans']  # noqa: E731
+            ml.poll(lambda: spans() >= 7, what='the first batch staged')
+            ck.eq('handover: the first batch, 7 spans', spans(), 7)
+            for x in plan[:2]:
+                if read_or_errno(os.path.join(m.mnt, *x)) != want[x]:
+                    ck.fail('bytes of %s/%s' % x)
+            # a quarter of the 7 paths ahead read (2 of them): the next batch is due, the
+            # samples whose starts lie within 7.5M of the third (2); half-way through the
+            # batch (4 read) it came 2 samples later, with a third of the lookahead ahead
+            ml.poll(lambda: spans() >= 9, what='the next batch staged after 2 of 7 read')
+            ck.eq('handover: the next batch, 2 spans, with 5 paths still ahead', spans(), 9)
+            for i, x in enumerate(plan[2:], 2):
+                ml.poll(lambda: spans() > i, what='sample %d staged' % i)
+                if read_or_errno(os.path.join(m.mnt, *x)) != want[x]:
+                    ck.fail('bytes of %s/%s' % x)
+            st = ml.poll(lambda: (lambda s: s['plan_stage_mem_bytes'] == 0 and s)(m.stats())) \
+                or m.stats()
+            d = delta(st0, st, KEYS)
+            log('handover: %s' % d)
+            ck.eq('handover: every sample staged once', d['plan_stage_spans'], len(plan))
+            ck.eq('handover: every byte from the stage', d['plan_stage_read_bytes'],
+                  len(plan) * (SAMPLE + 512))
+            ck.eq('handover: no fill, fallback, drop, error',
+                  (d['fills'], d['plan_stage_fallbacks'], d['plan_stage_dropped'],
+                   d['read_errors']), (0, 0, 0, 0))
+    finally:
+        ng.stop()
+
+
+OVER = 560000  # X: more than the cache's room of 512K, its gap within a quarter of P0 + P2
+
+
+def make_over(env, rng):
+    """One shard: a filler, P0 (SAMPLE), X (OVER), P2 (SAMPLE), a filler; sidecar index.
+    Returns the source dir, {member: bytes} and the offset of P0's tar header."""
+    src = env.path('src')
+    os.makedirs(src)
+    want = {}
+    with tarfile.open(os.path.join(src, 'shard-000000.tar'), 'w',
+                      format=tarfile.GNU_FORMAT) as tf:
+        for name, size in (('a-head.bin', 300000), ('p0.bin', SAMPLE), ('x.bin', OVER),
+                           ('p2.bin', SAMPLE), ('z-tail.bin', 300000)):
+            data = rng.randbytes(size)
+            ti = tarfile.TarInfo(name)
+            ti.size = size
+            ti.mtime = 1700000000
+            tf.addfile(ti, io.BytesIO(data))
+            want[name] = data
+    with tarfile.open(os.path.join(src, 'shard-000000.tar')) as tf:
+        p0_off = tf.getmember('p0.bin').offset
+    r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('icache'), src])
+    if r.returncode != 0:
+        raise RuntimeError('shardfs index --sidecar failed')
+    return src, want, p0_off
+
+
+def overlap(env, ck, tag):
+    """X's bytes are had (tag 'overlap': a span of plan a, staged and in; 'carried': the
+    cache, from a read before any plan) when plan b's span of P0 and P2, which carries X
+    between them, is staged and held before its first byte: a read of X is answered at
+    once, from what has its bytes, not from the held span."""
+    src, want, p0_off = make_over(env, random.Random(seed()))
+    x = os.path.join('shard-000000', 'x.bin')
+    ng = web.Nginx(env.path('nginx'), src).start()
+    px = web.SlowProxy(ng.port)
+    cache = '512K' if tag == 'overlap' else '1M'
+    extra = WEAK_TRUST + ['--cache-size', cache, '--chunk-size', '4M', '--readahead', '1M',
+                          '--warm', 'off', '--plan-gap', '4M', '--plan-memory', '16M']
+    try:
+        with ml.Mount(env, px.url('json/'), cache_dir=env.path('cache'), extra=extra) as m:
+            os.listdir(os.path.join(m.mnt, 'shard-000000'))
+            st0 = m.stats()
+            if tag == 'overlap':
+                pa = env.path('plan-a')
+                ml.write_file(pa, b'shard-000000/x.bin\n')
+                ck.eq('plan a rc', ctl(m.mnt, 'plan a ' + pa), None)
+                ml.poll(lambda: m.stats()['plan_stage_spans'] - st0['plan_stage_spans'] == 1,
+                        what='X staged')
+                # X's last page read first: its span is in (its end is X's), and stays
+                # (X not read whole)
+                fd = os.open(os.path.join(m.mnt, x), os.O_RDONLY)
+                try:
+                    ck.eq('overlap: X\'s last page', os.pread(fd, 4096, OVER - 4096),
+                          want['x.bin'][-4096:])
+                    # the kernel's copy dropped: the read below goes to the mount
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+            else:
+                fd = os.open(os.path.join(m.mnt, x), os.O_RDONLY)
+                try:
+                    ck.eq('carried: X read into the cache', os.pread(fd, OVER + 1, 0),
+                          want['x.bin'])
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+            # plan b's span (P0's header to P2's end, X between) held before its first byte
+            px.hold_from = p0_off
+            px.hold_bytes = 0
+            pb = env.path('plan-b')
+            ml.write_file(pb, b'shard-000000/p0.bin\nshard-000000/p2.bin\n')
+            st1 = m.stats()
+            ck.eq('plan b rc', ctl(m.mnt, 'plan b ' + pb), None)
+            ml.poll(lambda: len(px.held()) == 1, what='plan b\'s span held')
+            ck.eq('%s: plan b\'s span staged, one GET from P0\'s header to P2\'s end' % tag,
+                  ([r['range'] for r in px.held()],
+                   m.stats()['plan_stage_spans'] - st1['plan_stage_spans']),
+                  ([(p0_off, p0_off + 3 * 512 + 2 * SAMPLE + 128 + OVER + 128 - 1)], 1))
+            t, out = read_in_thread(os.path.join(m.mnt, x))
+            # bounded only for a failing run: a read that waits for the held span waits for
+            # the release below
+            ml.poll(lambda: 'data' in out, timeout=20)
+            ck.ok('data' in out, '%s: X read while plan b\'s span was held' % tag)
+            d = delta(st1, m.stats(), KEYS + ('plan_stage_waits', 'read_bytes', 'cache_hits'))
+            px.release()
+            t.join(120)
+            ck.eq('%s: X exact' % tag, out.get('data') == want['x.bin'], True)
+            ck.eq('%s: no read waited for the held span, none missed' % tag,
+                  (d['plan_stage_waits'], d['cache_misses'], d['read_errors']), (0, 0, 0))
+            log('%s: %s' % (tag, d))
+            if tag == 'overlap':
+                ck.eq('overlap: X from the stage', (d['plan_stage_read_bytes'],
+                      d['plan_stage_fallbacks'], d['fills']), (OVER, 0, 0))
+            else:
+                ck.eq('carried: X read from the mount, from the cache: nothing from the '
+                      'stage, no fill', (d['read_bytes'], d['plan_stage_reads'], d['fills']),
+                      (OVER, 0, 0))
+                ck.ok(d['cache_hits'] > 0, 'carried: cache hits (%d)' % d['cache_hits'])
+            for name in ('p0.bin', 'p2.bin'):
+                if read_or_errno(os.path.join(m.mnt, 'shard-000000', name)) != want[name]:
+                    ck.fail('%s: bytes of %s' % (tag, name))
+    finally:
+        px.release()
+        px.close()
+        ng.stop()
+
+
+def group_overlap(env, ck):
+    overlap(env, ck, 'overlap')
+
+
+def group_carried(env, ck):
+    overlap(env, ck, 'carried')
+
+
 GROUPS = {'epoch': group_epoch, 'small': group_small, 'faults': group_faults,
           'weak': group_weak, 'early': group_early, 'cutearly': group_cutearly,
-          'split': group_split, 'gone': group_gone, 'disk': group_disk}
+          'split': group_split, 'gone': group_gone, 'disk': group_disk,
+          'handover': group_handover, 'overlap': group_overlap, 'carried': group_carried}
 
 
 def main():
