@@ -681,6 +681,9 @@ typedef void (*cachetier_mem_progress_fn)(void *arg, uint64_t end);
 /* 1 when cachetier_obj_read_mem may read o (not a local object, a decoded
  * copy, or one whose ETag does not pin its bytes, as it says), else 0. */
 int cachetier_obj_can_read_mem(const struct cachetier_obj *o);
+/* 1 when o is a remote object that cachetier_obj_read_mem refuses only for
+ * its ETag (weak or mtime-derived, and weak_etag_trust not set), else 0. */
+int cachetier_obj_mem_weak(const struct cachetier_obj *o);
 int cachetier_obj_read_mem(struct cachetier_obj *o, uint64_t off, size_t len, void *buf, int small,
 			   cachetier_mem_progress_fn progress, cachetier_mem_done_fn done,
 			   void *arg);

@@ -135,6 +135,12 @@ int cachetier_obj_can_read_mem(const struct cachetier_obj *o)
 	return o->ct->cfg.weak_etag_trust || !cachetier__etag_weak(o->file->etag, o->file->size);
 }
 
+int cachetier_obj_mem_weak(const struct cachetier_obj *o)
+{
+	return o->file && !o->dec && !o->local && !o->ct->cfg.weak_etag_trust &&
+	       cachetier__etag_weak(o->file->etag, o->file->size);
+}
+
 int cachetier_obj_read_mem(struct cachetier_obj *o, uint64_t off, size_t len, void *buf, int small,
 			   cachetier_mem_progress_fn progress, cachetier_mem_done_fn done,
 			   void *arg)

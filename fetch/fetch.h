@@ -296,6 +296,10 @@ struct fetch_plans_src {
 	int (*raw)(void *ctx, uint32_t obj, struct cachetier_obj **raw);
 	/* the store refused GetBatch (called once; NULL: nothing to say) */
 	void (*batch_refused)(void *ctx);
+	/* the stage refused a span of the core's object obj for the object's
+	 * ETag (weak or mtime-derived, no --weak-etag trust): called once, at
+	 * the first such span (NULL: nothing to say) */
+	void (*stage_weak)(void *ctx, uint32_t obj);
 };
 struct fetch_plan_config {
 	uint64_t gap;		  /* --plan-gap: rate x ttfb until measured; 0: no spans */
@@ -314,6 +318,8 @@ struct fetch_plan_counters {
 					       * extents fetched with them, the gap at the
 					       * last batch */
 	atomic_ullong lookahead;	      /* the lookahead at the last batch, over the plans */
+	atomic_ullong stage_weak;	      /* spans the stage refused for their object's
+					       * weak ETag (src.stage_weak) */
 };
 struct fetch_planner;
 /* A planner over s's store, sized by s's link; counts into *c (kept by

@@ -139,6 +139,7 @@ struct fetch_planner {
 	size_t nst;
 	struct pfx_buf b;
 	atomic_int batch_refused; /* the store refused GetBatch: spans from now on */
+	int weak_said;		  /* src.stage_weak called */
 };
 
 /* Hand bytes [from, to) of extent x to the cache tier (all of a
@@ -382,8 +383,20 @@ static int pfx_span_stage(struct fetch_planner *pl, struct pfx_buf *b, const str
 	size_t n = sp->b - sp->a;
 	uint32_t last = 0;
 
-	if (!sp->raw || !cachetier_obj_can_read_mem(sp->raw))
-		return 0; /* the store's: no stage memory taken for a read it refuses */
+	if (!sp->raw)
+		return 0;
+	if (!cachetier_obj_can_read_mem(sp->raw)) {
+		/* the store's: no stage memory taken for a read it refuses. One
+		 * refused for a weak ETag alone is counted, the first said (the
+		 * stage is on by default: over nginx it stages nothing) */
+		if (cachetier_obj_mem_weak(sp->raw)) {
+			pl->c->stage_weak++;
+			if (!pl->weak_said && pl->src.stage_weak)
+				pl->src.stage_weak(pl->src.ctx, pc[0].x.obj);
+			pl->weak_said = 1;
+		}
+		return 0;
+	}
 	if (!fetch__rules_stage(len, *room, cachetier_obj_range_cached(sp->raw, sp->off, len))) {
 		*room -= len < *room ? len : *room;
 		return 0;

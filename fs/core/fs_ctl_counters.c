@@ -403,6 +403,10 @@ const struct ctl_counter fs_ctl_counters[] = {
      SNAP(stage.waits)},
     {"plan_stage_wait_ms", "time reads waited for their bytes of a staged span, summed",
      CTL_COUNTER_MS, SNAP(stage.wait_ms)},
+    {"plan_stage_weak",
+     "planned spans the stage (--plan-memory) refused: their object's ETag is weak or made of "
+     "the mtime and size (as nginx's) and --weak-etag trust was not given (the first logged)",
+     C, FS(pf.stage_weak)},
     {"plan_stage_peak_bytes", "the most memory the stage held", G, SNAP(stage.peak)},
     {"plan_stage_mem_bytes", "memory the stage holds now", G, SNAP(stage.now)},
     {"link_ttfb_ms", "time to first byte of the store's fills, as measured (decayed average)",

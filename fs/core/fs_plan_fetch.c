@@ -95,6 +95,18 @@ static void src_batch_refused(void *ctx)
 			    "planned paths are fetched with ranged GETs");
 }
 
+static void src_stage_weak(void *ctx, uint32_t obj)
+{
+	const struct fs_obj *o = fs_obj(ctx, obj);
+
+	fs_log(FS_LOG_WARN,
+	       "plan: --plan-memory stages nothing of '%s' nor of any other object whose ETag is "
+	       "weak or made of the mtime and size (as nginx's): --weak-etag trust takes such "
+	       "ETags as they are; their planned spans go through the cache (counted in "
+	       "plan_stage_weak; said once)",
+	       o->key);
+}
+
 static void *pfx_main(void *arg)
 {
 	struct fs *fs = arg;
@@ -116,6 +128,7 @@ void fs_plan_fetch_start(struct fs *fs)
 	    .wake_at = src_wake_at,
 	    .raw = src_raw,
 	    .batch_refused = src_batch_refused,
+	    .stage_weak = src_stage_weak,
 	};
 	struct fetch_plan_config cfg = {
 	    .gap = fs->cfg.plan_gap_bytes,
