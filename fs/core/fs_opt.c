@@ -116,10 +116,12 @@ static const struct fs_opt mount_opts[] = {
      "bytes go through the cache)"},
     /* AIStore answers a window of planned ranges, of many objects, in one
      * GetBatch request (a TAR stream) where other stores need a ranged GET
-     * per range */
-    {"get-batch", 0, FS_OPT_ENUM, CFG(get_batch), 0, "auto", 0, 0, "off|auto",
-     "ais:// sources: fetch each window of a reading plan with AIStore's GetBatch "
-     "(auto; ranged GETs when the store refuses it); off: ranged GETs as for other stores"},
+     * per range; off by default: the planned epoch with it took longer than
+     * with ranged GETs in every L9 round measured (tests/bench/README.md,
+     * L9: its reads wait for a version HEAD after their items arrive) */
+    {"get-batch", 0, FS_OPT_ENUM, CFG(get_batch), 0, "off", 0, 0, "off|auto",
+     "ais:// sources: off: ranged GETs as for other stores; auto: fetch each window of a "
+     "reading plan with AIStore's GetBatch (ranged GETs when the store refuses it)"},
     /* a dataset that fits in the cache is worth fetching at once, at the
      * link's full rate, instead of at the pace of the first epoch's
      * reads; 90 % leaves room for readers and other datasets */

@@ -1022,8 +1022,8 @@ def w_plan_ais_getbatch(a, emu):
 
 def plan_ais_getbatch(a, emu, impl, label):
     """Issue 25's `ais://` row (L9): a planned cold epoch over an AIStore source, bytes-only
-    loader, --layout imagefolder --cache-size a quarter of the data, with GetBatch (the
-    default --get-batch auto) vs the same epoch without it (--get-batch off: ranged GETs,
+    loader, --layout imagefolder --cache-size a quarter of the data, with GetBatch
+    (--get-batch auto) vs the same epoch without it (--get-batch off: ranged GETs,
     the span path), in one run. The source is the AIStore stand-in (shardfs_test.s3servers
     AisStandIn, root mode) over the shards' directory: listing, HEADs and GetBatch answers
     from the stand-in itself, which waits --delay-ms before every answer and paces every
@@ -1069,7 +1069,7 @@ def plan_ais_getbatch(a, emu, impl, label):
             try:
                 m = Mount(a, 'ais://bench/', ('--layout', 'imagefolder', '--cache-size', size,
                                               '--endpoint', 'http://127.0.0.1:%d' % port) +
-                          (('--get-batch', 'off') if side == 'ranges' else ()))
+                          ('--get-batch', 'off' if side == 'ranges' else 'auto'))
             except BaseException:
                 if cemu is not None:
                     stop_emu(cemu)

@@ -159,7 +159,8 @@ class Case:
         self.n += 1
         return ml.Mount(self.env, 'ais://%s/%s' % (BUCKET, PREFIX),
                         cache_dir=self.env.path('cache-%d' % self.n),
-                        extra=['--cache-size', '64M', '--warm', 'off'] + list(extra))
+                        extra=['--cache-size', '64M', '--warm', 'off', '--get-batch', 'auto'] +
+                        list(extra))
 
     def ais(self):
         return dict(self.world.ais.stats)
@@ -556,7 +557,8 @@ def case_stage(env, ck, c):
             'read_errors')
     with ml.Mount(c.env, 'ais://%s/%s' % (BUCKET, PREFIX),
                   cache_dir=c.env.path('cache-stage'),
-                  extra=['--cache-size', '64K', '--chunk-size', '16K', '--warm', 'off']) as m:
+                  extra=['--cache-size', '64K', '--chunk-size', '16K', '--warm', 'off',
+                         '--get-batch', 'auto']) as m:
         st0, a0 = c.publish(ck, m, 'stage')
         st = ml.poll(lambda: (lambda s: s['plan_stage_spans'] - st0['plan_stage_spans'] >=
                               len(c.plan) and s['plan_batch_requests'] -
@@ -605,7 +607,8 @@ def case_stagever(env, ck, c):
         oldraw = f.read()
     with ml.Mount(c.env, 'ais://%s/%s' % (BUCKET, PREFIX),
                   cache_dir=c.env.path('cache-stagever'),
-                  extra=['--cache-size', '64K', '--chunk-size', '16K', '--warm', 'off']) as m:
+                  extra=['--cache-size', '64K', '--chunk-size', '16K', '--warm', 'off',
+                         '--get-batch', 'auto']) as m:
         try:
             for s in range(NSHARDS):
                 os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
