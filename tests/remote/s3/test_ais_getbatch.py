@@ -56,6 +56,9 @@ cache directory (--warm off: nothing but the plan fetches ahead).
            another ETag, its 10 staged spans fail (1 stale object), never served; shards 0
            and 2 exact from the stage; shard 1's paths ESTALE or the new version's own
            members; the old version put back
+  stagecut 'stage''s mount, the answer cut in the middle of shard 1's first item: 2 GetBatch
+           answers (the rest asked again), 1 failed item, its staged span failed (never
+           served, its path read the ordinary way), every path exact, no read error
 
 Usage: test_ais_getbatch.py SHARDFS
 Exit 77 (skip) when /dev/fuse is unusable or s3rver is not installed.
@@ -655,6 +658,45 @@ def case_stagever(env, ck, c):
             c.world.s3.put(BUCKET, PREFIX + name, oldraw)
 
 
+def case_stagecut(env, ck, c):
+    """'stage''s mount with the answer cut in the middle of shard 1's first item: the backend
+    asks for the rest again (2 GetBatch answers, 1 batch read), that item fails (1 failed item)
+    and so does its staged span (1), never served: its path is read the ordinary way; every
+    path exact, no read error; every other path's bytes from the stage."""
+    name = 'shard-000001.tar'
+    cut = next(x for x in c.plan if x[1] == name)
+    c.world.ais.moss_cut_member = PREFIX + name
+    try:
+        with ml.Mount(c.env, 'ais://%s/%s' % (BUCKET, PREFIX),
+                      cache_dir=c.env.path('cache-stagecut'),
+                      extra=['--cache-size', '64K', '--chunk-size', '16K', '--warm', 'off',
+                             '--get-batch', 'auto']) as m:
+            st0, a0 = c.publish(ck, m, 'stagecut')
+            st = ml.poll(lambda: (lambda s: s['plan_stage_spans'] - st0['plan_stage_spans'] >=
+                                  len(c.plan) and s['plan_batch_requests'] -
+                                  st0['plan_batch_requests'] >= 1 and s)(m.stats())) \
+                or m.stats()
+            a1 = c.ais()
+            ck.eq('stagecut: answers cut, GetBatch answers (the rest asked again)',
+                  (a1.get('moss_cut', 0) - a0.get('moss_cut', 0),
+                   a1.get('moss_requests', 0) - a0.get('moss_requests', 0)), (1, 2))
+            ck.eq('stagecut: batch reads, failed items, staged spans, failed spans',
+                  (st['plan_batch_requests'] - st0['plan_batch_requests'],
+                   st['plan_batch_failed_items'] - st0['plan_batch_failed_items'],
+                   st['plan_stage_spans'] - st0['plan_stage_spans'],
+                   st['plan_stage_failed'] - st0['plan_stage_failed']), (1, 1, len(c.plan), 1))
+            c.read_all(ck, m, 'stagecut')
+            st2 = m.stats()
+            ck.eq('stagecut: bytes served from the stage: every path but the cut one',
+                  st2['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
+                  sum(x[3] + 512 for x in c.plan if x is not cut))
+            ck.ok(st2['plan_stage_fallbacks'] > st0['plan_stage_fallbacks'],
+                  'stagecut: the cut path read the ordinary way (fallbacks)')
+            ck.eq('stagecut: read_errors', st2['read_errors'] - st0['read_errors'], 0)
+    finally:
+        c.world.ais.moss_cut_member = None
+
+
 def run(env, ck):
     c = Case(env)
     try:
@@ -670,6 +712,7 @@ def run(env, ck):
         case_cut(env, ck, c)
         case_stage(env, ck, c)  # (before version, which replaces shard 2)
         case_stagever(env, ck, c)
+        case_stagecut(env, ck, c)
         case_version(env, ck, c)
         ck.eq('refused requests (the stand-in)', c.ais().get('moss_refused', 0), 0)
     finally:
