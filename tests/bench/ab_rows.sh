@@ -4,7 +4,7 @@
 # hits every build alike, and the spread of one build's runs says what noise is.
 #
 #   bash tests/bench/ab_rows.sh [--rounds 9] [--shard-mb 256] [--member-kb 100] [--members 10000]
-#                               [--shards 1000] [--rows ca,cc,find,first] BIN...
+#                               [--shards 1000] [--rows ca,cc,tarseq,find,first] BIN...
 #
 # BIN: shardfs binaries (release builds: `compare.sh` makes build-bench-REV/shardfs). Rows, each
 # as cache_bench.sh, index_bench.sh and lib_bench.py measure it, with every build's run of a
@@ -14,6 +14,9 @@
 #          (files/s; baseline: the extracted files)
 #   cc     Cc, cold cat with readahead: a fresh mount with --connections 8 and an empty cache,
 #          `cat` of the shard (MB/s; baseline: 8 parallel `curl --range` of an eighth each)
+#   tarseq every member of the shard in tar order by 1 process, a fresh mount of its local
+#          directory (index cached) each run, the tar warm in the page cache (files/s; the
+#          shardfs side of lib_bench.py's archivemount rows)
 #   find   `find` of --members members in 10 shards (a local directory), caches dropped (s;
 #          baseline: find over the extracted files)
 #   first  mount to first read of --shards shards with sidecar indexes and a fresh cache (s;
@@ -35,7 +38,7 @@ while [ $# -gt 0 ]; do
 	--members) members=$2; shift 2 ;;
 	--shards) shards=$2; shift 2 ;;
 	--rows) rows=$2; shift 2 ;;
-	-*) echo "usage: $0 [--rounds N] [--shard-mb N] [--member-kb N] [--members N] [--shards N] [--rows ca,cc,find,first] BIN..." >&2
+	-*) echo "usage: $0 [--rounds N] [--shard-mb N] [--member-kb N] [--members N] [--shards N] [--rows ca,cc,tarseq,find,first] BIN..." >&2
 	    exit 2 ;;
 	*) bins+=("$(realpath "$1")"); shift ;;
 	esac
@@ -81,7 +84,7 @@ requests() { # mountpoint -> the FUSE requests it answered so far (lookups + get
 }
 cc -O2 -o "$tmp/readfiles" tests/bench/lib_readfiles.c
 
-if has ca || has cc; then
+if has ca || has cc || has tarseq; then
 	mkdir -p "$tmp/data" "$tmp/local"
 	$py - "$tmp/data/shard.tar" "$shard_mb" "$member_kb" <<'PY'
 import io, os, sys, tarfile
@@ -115,6 +118,25 @@ if has ca; then
 		"$tmp/readfiles" "$tmp/list.ca$i" 2 >/dev/null # warm-up, untimed
 	done
 fi
+if has tarseq; then
+	# lib_bench.py's shardfs side of the archivemount rows: a fresh mount of the shard's local
+	# directory (its index cached) for each run, every member in tar order by 1 process
+	for i in $(seq 0 $((n - 1))); do
+		mkdir -p "$tmp/mnt-tar"
+		"${bins[$i]}" mount --cache-dir "$tmp/cache-tar$i" "$tmp/data" "$tmp/mnt-tar"
+		ls "$tmp/mnt-tar/shard" >/dev/null
+		"${bins[$i]}" umount "$tmp/mnt-tar" >/dev/null
+	done
+	sed "s|^|$tmp/mnt-tar/shard/|" "$tmp/names" >"$tmp/list.tar"
+fi
+tar_seq() { # i -> seconds of the reads (the mount's own time not counted), daemon CPU-s by then
+	local s ns
+	"${bins[$1]}" mount --cache-dir "$tmp/cache-tar$1" "$tmp/data" "$tmp/mnt-tar"
+	s=$(timeit "$tmp/readfiles" "$tmp/list.tar" 1)
+	ns=$(dcpu "$tmp/mnt-tar")
+	echo "$s $((ns / 1000))e-6"
+	"${bins[$1]}" umount "$tmp/mnt-tar" >/dev/null
+}
 if has find; then
 	per=$((members / 10))
 	$py - "$tmp/src-find" "$tmp/ext-find" "$per" <<'PY'
@@ -217,6 +239,14 @@ for r in $(seq "$rounds"); do
 			put cccpu "$i" "$c"
 		done
 	fi
+	if has tarseq; then
+		cat "$tmp/data/shard.tar" >/dev/null
+		for i in "${order[@]}"; do
+			read -r s c <<<"$(tar_seq "$i")"
+			put tarseq "$i" "$s"
+			put tarseqcpu "$i" "$c"
+		done
+	fi
 	if has find; then
 		drop
 		put find base "$(timeit find "$tmp/ext-find")"
@@ -249,6 +279,8 @@ rows = [('ca', 'Ca, page caches dropped', 'files/s', lambda t: nfiles / t),
         ('cacpu', 'Ca, page caches dropped: daemon CPU', 'CPU-s', lambda t: t),
         ('cc', 'Cc, cold cat (readahead), --connections 8', 'MB/s', lambda t: size / 1e6 / t),
         ('cccpu', 'Cc: daemon CPU (mount to end of cat)', 'CPU-s', lambda t: t),
+        ('tarseq', 'members in tar order, fresh mount, local', 'files/s', lambda t: nfiles / t),
+        ('tarseqcpu', 'tar order: daemon CPU (mount to end)', 'CPU-s', lambda t: t),
         ('find', 'find, caches dropped', 's', lambda t: t),
         ('findcpu', 'find, caches dropped: daemon CPU', 'CPU-s', lambda t: t),
         ('findreq', 'find: lookups + getattrs + readdirs', '', lambda t: t),
