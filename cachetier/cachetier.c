@@ -413,6 +413,7 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->unit_read_locks = ct->unit_read_locks;
 	st->unit_waiters = ct->unit_waiters;
 	st->unit_waiter_wakes = ct->unit_waiter_wakes;
+	st->unit_waits_quiet = ct->unit_waits_quiet;
 	st->read_locks = atomic_load_explicit(&ct->read_locks, memory_order_relaxed);
 	st->read_file_checks = atomic_load_explicit(&ct->read_file_checks, memory_order_relaxed);
 	st->lock_requests = ct->lock_requests;

@@ -186,6 +186,9 @@ struct cachetier_stats {
 	uint64_t unit_waiters;	     /* reads waiting for units now */
 	uint64_t unit_waiter_wakes;  /* wake-ups sent to reads waiting for units (a fill wakes
 				      * only those waiting for units it made valid or ended) */
+	uint64_t unit_waits_quiet;   /* ... of them that changed none of the read's units so
+				      * (an eviction, a punch elsewhere): it waited on under
+				      * its object's lock, with no take of the tier's lock */
 	uint64_t unit_read_locks;    /* fcntl calls of reads on their units' read locks (taken,
 				      * dropped; idle locks dropped for an eviction) */
 	uint64_t read_locks;	     /* takes of the tier's lock by reads' own threads

@@ -196,10 +196,12 @@ struct cachetier {
 	 * variable of its own: a fill wakes only those of the units it made
 	 * valid or ended (cachetier_run.c). uw_files (ct->lock): the objects
 	 * that may have such readers, which units_wake walks; unit_waiters:
-	 * readers waiting now, unit_waiter_wakes: wake-ups sent to them
-	 * (atomic: changed under their object's lock) */
+	 * readers waiting now, unit_waiter_wakes: wake-ups sent to them,
+	 * unit_waits_quiet: those that found none of the reader's units changed
+	 * so, after which it waited on with no take of ct->lock (atomic:
+	 * changed under their object's lock) */
 	struct ct_file *uw_files;
-	atomic_ullong unit_waiters, unit_waiter_wakes;
+	atomic_ullong unit_waiters, unit_waiter_wakes, unit_waits_quiet;
 	pthread_cond_t room_cond;	/* an eviction ended (ct->evicting went down) */
 	pthread_cond_t work_cond;	/* fill queues got work, or stopping */
 	pthread_cond_t flush_cond;	/* a map batch is due, or stopping */

@@ -317,7 +317,7 @@ static void file_unload(struct ct_file *f)
 	f->datafd = -1;
 	cachetier__st_close(f);
 	free(f->key);
-	free(f->ust);
+	free((void *)f->ust);
 	free((void *)f->pins);
 	free(f->uerr);
 	free(f->held);

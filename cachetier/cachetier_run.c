@@ -435,10 +435,36 @@ void cachetier__run_abort(struct cachetier *ct, struct ct_file *f, uint32_t c, u
 	disk_mutex_unlock(&f->lock);
 }
 
+/* Has a reader waiting for units [c0, c1) of f, just woken, nothing to do
+ * with ct->lock? 1 while each is valid, queued, being filled (not landed)
+ * or evicted, and one is not valid yet, and the tier does not stop: what
+ * woke it changed none of its units so (another object's eviction, a
+ * punch, a batch: cachetier__units_wake wakes every reader). 0: one is
+ * empty (failed, or evicted: to be queued), landed (to be committed) or
+ * all are valid. f->lock held (unit states are atomic words, written
+ * under ct->lock). */
+static int units_still(const struct cachetier *ct, const struct ct_file *f, uint32_t c0,
+		       uint32_t c1)
+{
+	int pending = 0;
+
+	if (__atomic_load_n(&ct->stopping, __ATOMIC_ACQUIRE))
+		return 0;
+	for (uint32_t c = c0; c < c1; c++) {
+		uint8_t s = f->ust[c];
+
+		if (s == UNIT_EMPTY || atomic_load_explicit(&f->landed[c], memory_order_relaxed))
+			return 0;
+		pending |= s != UNIT_VALID;
+	}
+	return pending;
+}
+
 int cachetier__units_wait(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
 			  unsigned secs, uint64_t gen)
 {
 	struct ct_uwait w = {.c0 = c0, .c1 = c1};
+	struct timespec until;
 
 	disk_mutex_lock(&f->lock);
 	if (f->ugen != gen) { /* a wake-up of f's readers since the caller looked */
@@ -458,14 +484,33 @@ int cachetier__units_wait(struct cachetier *ct, struct ct_file *f, uint32_t c0, 
 	 * (units_wake) takes f->lock, so it finds w listed and signals it
 	 * once this thread waits; one under f->lock alone finds it listed */
 	disk_mutex_unlock(&ct->lock);
-	cachetier__cond_wait_s(&w.cond, &f->lock, secs);
-	if (!w.woken) { /* timed out (or a spurious wake-up): still listed */
-		struct ct_uwait **pp = &f->uwaits;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += secs;
+	for (;;) {
+		int r = disk_cond_timedwait(&w.cond, &f->lock, &until);
 
-		while (*pp != &w)
-			pp = &(*pp)->next;
-		*pp = w.next;
-		atomic_fetch_sub_explicit(&ct->unit_waiters, 1, memory_order_relaxed);
+		if (!w.woken && r != ETIMEDOUT)
+			continue; /* a spurious wake-up: still listed */
+		if (!w.woken) {	  /* timed out: still listed */
+			struct ct_uwait **pp = &f->uwaits;
+
+			while (*pp != &w)
+				pp = &(*pp)->next;
+			*pp = w.next;
+			atomic_fetch_sub_explicit(&ct->unit_waiters, 1, memory_order_relaxed);
+			break;
+		}
+		if (r == ETIMEDOUT || !f->uw_listed || !units_still(ct, f, c0, c1))
+			break;
+		/* woken for none of its units: it waits on under f->lock alone,
+		 * listed again (f stays on ct->uw_files while uw_listed is set,
+		 * which only ct->lock's and f->lock's holders clear), with no
+		 * take of ct->lock */
+		w.woken = 0;
+		w.next = f->uwaits;
+		f->uwaits = &w;
+		atomic_fetch_add_explicit(&ct->unit_waiters, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ct->unit_waits_quiet, 1, memory_order_relaxed);
 	}
 	disk_mutex_unlock(&f->lock);
 	pthread_cond_destroy(&w.cond);
@@ -502,15 +547,22 @@ void cachetier__units_wake(struct cachetier *ct)
 	pthread_cond_broadcast(&ct->unit_cond);
 	while (*pp) {
 		struct ct_file *f = *pp;
+		int none;
 
 		disk_mutex_lock(&f->lock);
-		uw_wake(ct, f, 0, 0);
+		none = !f->uwaits;
+		if (none) /* no reader waits on it: off the list (a reader lists it
+			   * again under ct->lock) */
+			f->uw_listed = 0;
+		else /* stays listed: a reader it woke may wait again under f->lock */
+			uw_wake(ct, f, 0, 0);
 		disk_mutex_unlock(&f->lock);
-		/* no reader waits on it now: off the list (a reader lists it
-		 * again under ct->lock) */
-		*pp = f->uw_next;
-		f->uw_listed = 0;
-		f->uw_next = NULL;
+		if (none) {
+			*pp = f->uw_next;
+			f->uw_next = NULL;
+		} else {
+			pp = &f->uw_next;
+		}
 	}
 }
 

@@ -94,10 +94,14 @@ void cachetier__run_abort(struct cachetier *ct, struct ct_file *f, uint32_t c, u
  *   unless f->ugen moved from gen (read under f->lock when the caller
  *   looked at the units: a wake-up came since; returns 0, nothing
  *   dropped); else 1: ct->lock was dropped while it waited (on f->lock
- *   alone) and is held again. ct->lock held on entry and return, f->lock
- *   not.
+ *   alone) and is held again. Woken for none of its units (units_still:
+ *   each still queued, being filled or evicted; a units_wake, which wakes
+ *   every reader), it waits on under f->lock alone, with no take of
+ *   ct->lock, until secs have passed in all (counted: unit_waits_quiet).
+ *   ct->lock held on entry and return, f->lock not.
  * units_wake: every waiting reader woken (each object's on ct->uw_files,
- *   under its lock), and ct->unit_cond's waiters (whatever changed is not
+ *   under its lock; an object with none is taken off it), and
+ *   ct->unit_cond's waiters (whatever changed is not
  *   one fill's units: an eviction, a punch, an abort, a stop). ct->lock
  *   held, no object's lock.
  * units_landed: the readers of units [c, c + n) of f woken (signalled

@@ -56,8 +56,9 @@ enum ct_unit {
  * f->live under it. pins, held and lazy, uwaits and ugen: f->lock
  * (cachetier_i.h, 2b); landed: set under f->lock alone, cleared under
  * both. Everything else: protected by ct->lock (ust: written under ct->lock
- * only; a unit marked landed stays UNIT_FILLING until a commit under
- * ct->lock makes it valid). */
+ * only, atomic words a reader waiting under lock alone looks at; a unit
+ * marked landed stays UNIT_FILLING until a commit under ct->lock makes it
+ * valid). */
 struct ct_file {
 	struct ct_file *next; /* in ct->files */
 	char hash[17];	      /* file name: hash of key, ETag, size, unit bytes */
@@ -104,7 +105,8 @@ struct ct_file {
 			     * or a range naming it clears it */
 	_Atomic uint32_t *nu; /* per unit: next use by a plan, CT_NU_* or a plan position
 			       * (cachetier_plan.c; atomic: plans mark without ct->lock) */
-	uint8_t *ust;	      /* enum ct_unit per unit */
+	_Atomic uint8_t *ust; /* enum ct_unit per unit (atomic: a waiting reader looks under
+			       * lock alone, cachetier__units_wait) */
 	/* per unit: 0, or the fill writer made it readable under lock alone
 	 * while it is UNIT_FILLING (its bytes written, CRC stored, its write
 	 * lock a read lock: cachetier__run_landed; CT_LANDED, | CT_LANDED_LAST
@@ -145,8 +147,9 @@ struct ct_file {
 	/* readers waiting for its units (cachetier__units_wait, cachetier_run.c):
 	 * uwaits and ugen under lock (ugen moves at every wake-up of them, so a
 	 * reader that looked at its units under lock and finds it moved looks
-	 * again instead of waiting); uw_next, uw_listed under ct->lock (on
-	 * ct->uw_files) */
+	 * again instead of waiting); uw_next under ct->lock, uw_listed under
+	 * ct->lock and lock (on ct->uw_files: a reader woken lists itself again
+	 * under lock alone while it is set) */
 	struct ct_uwait *uwaits;
 	uint64_t ugen;
 	struct ct_file *uw_next;

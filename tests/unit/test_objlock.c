@@ -23,6 +23,18 @@
  * the writer before took it at each batch that landed units (2 here: the
  * mid-run batch, the end); the 7 units exact.
  *
+ * test_quiet_wake: a probe of unit 5 of object A waits while A's range
+ * fill is held by the store after unit 3; B's chunks asked as PF_FIT
+ * ranges in a cache of 12 units (A's 7 reserved) do not fit, and each
+ * given back wakes every waiting reader (cachetier__units_wake): A's
+ * reader, woken for none of its units, waits on under its object's lock
+ * with no take of ct->lock (every such wake-up counted in
+ * unit_waits_quiet, at least 1: B's chunks are asked one at a time until
+ * one reached it); the hold removed, unit 5's landing is exactly 1 more
+ * wake-up, not a quiet one, and the reader returns unit 5's exact bytes,
+ * its thread having taken ct->lock once. The store before returned to
+ * ct->lock at every wake-up (unit_waits_quiet 0 fails the check).
+ *
  * test_threads (seeded, TEST_SEED; the TSan stage runs it, tests/run.sh):
  * 4 reader threads over 4 objects of 5-8 chunks (seeded ranges of 1 byte
  * to a chunk, half read through read_begin's fd, half probes) and a
@@ -193,6 +205,84 @@ static void test_land_wake(void)
 	backend_close(be);
 }
 
+/* A reader waiting for a unit being filled, woken by what changed none of
+ * its units (cachetier__units_wake: here a prefetch range of another object
+ * that does not fit, its claimed units given back), waits on under its
+ * object's lock with no take of ct->lock (unit_waits_quiet), and returns
+ * only at its unit's landing. */
+static void test_quiet_wake(void)
+{
+	char gate[sizeof(tmpdir) + 16];
+	struct backend *be;
+	struct cachetier *ct;
+	struct cachetier_obj *a, *b;
+	struct cachetier_stats st;
+	struct probe p;
+	uint64_t quiet = 0, wakes = 0, tries = 0;
+
+	snprintf(gate, sizeof(gate), "%s/src.hold", tmpdir);
+	flag_file(gate, 1);
+	be = fault_store(tmpdir, "async=1&hold_at=262144"); /* 4 units: 2 full buffers */
+	ct = tier(be, "c-quiet", 12 * (uint64_t)UNIT);	    /* A's run fits, B's chunk not */
+	a = obj_open(ct, be, keys[0]);
+	b = obj_open(ct, be, keys[1]);
+	CHECK(cachetier_obj_prefetch_range(a, 0, RUN, CACHETIER_PF_FIT) == 0, "quiet: A's range");
+	reach(ct, FILLS_INFLIGHT, 1, "quiet: A's fill in flight");
+	p = (struct probe){.o = a, .i = 0, .off = 5 * UNIT + 100};
+	CHECK(pthread_create(&p.t, NULL, probe_main, &p) == 0, "quiet: reader");
+	reach(ct, UNIT_WAITERS, 1, "quiet: the reader waits for unit 5");
+	/* B's chunks, one at a time, each unfit (A's run reserved, 12 units
+	 * of room): each given back wakes every waiting reader. Repeated until
+	 * a wake-up reached the reader (one that came while it looked again
+	 * after its 1 s bound would not) */
+	for (uint64_t c = 0; c < 5 && quiet == 0; c++, tries++) {
+		uint64_t unfit0;
+
+		stats(ct, &st);
+		unfit0 = st.unfit_bytes;
+		CHECK(cachetier_obj_prefetch_range(b, c * CHUNK, CHUNK, CACHETIER_PF_FIT) == 0,
+		      "quiet: B's range %llu", (unsigned long long)c);
+		for (int i = 0; i < 6000 && st.unfit_bytes == unfit0; i++) {
+			usleep(10000);
+			stats(ct, &st);
+		}
+		CHECK(st.unfit_bytes == unfit0 + CHUNK, "quiet: B's chunk %llu unfit: %llu bytes",
+		      (unsigned long long)c, (unsigned long long)(st.unfit_bytes - unfit0));
+		reach(ct, UNIT_WAITERS, 1, "quiet: the reader waits on");
+		stats(ct, &st);
+		quiet = st.unit_waits_quiet;
+		wakes = st.unit_waiter_wakes;
+	}
+	printf("quiet: %llu of B's chunks given back with A's reader waiting: wake-ups %llu, "
+	       "waited on quietly %llu, fills %llu\n",
+	       (unsigned long long)tries, (unsigned long long)wakes, (unsigned long long)quiet,
+	       (unsigned long long)st.fills);
+	CHECK(quiet >= 1 && quiet == wakes && st.fills == 0,
+	      "quiet: %llu wake-ups, %llu of them waited on quietly, want every one (and at "
+	      "least 1); %llu fills",
+	      (unsigned long long)wakes, (unsigned long long)quiet, (unsigned long long)st.fills);
+	flag_file(gate, 0);
+	pthread_join(p.t, NULL);
+	stats(ct, &st);
+	printf("quiet: unit 5 landed: wake-ups %llu, quiet %llu, the reader's takes of ct->lock "
+	       "%llu\n",
+	       (unsigned long long)st.unit_waiter_wakes, (unsigned long long)st.unit_waits_quiet,
+	       (unsigned long long)p.takes);
+	CHECK(p.ok && p.takes == 1,
+	      "quiet: unit 5 %s, the reader's thread took ct->lock %llu "
+	      "times, want 1",
+	      p.ok ? "exact" : "WRONG", (unsigned long long)p.takes);
+	CHECK(st.unit_waiter_wakes == wakes + 1 && st.unit_waits_quiet == quiet,
+	      "quiet: the landing: %llu wake-ups more, %llu quiet more, want 1 and 0",
+	      (unsigned long long)(st.unit_waiter_wakes - wakes),
+	      (unsigned long long)(st.unit_waits_quiet - quiet));
+	reach(ct, FILLS_INFLIGHT, 0, "quiet: A's fill ended");
+	cachetier_obj_unref(b);
+	cachetier_obj_unref(a);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
 struct worker {
 	pthread_t t;
 	struct cachetier_obj **o;
@@ -285,13 +375,14 @@ static void test_threads(uint64_t seed)
 	       "evictions, %llu passes landing units; ct->lock taken %.2f times a read "
 	       "(the readers' threads: %llu), the fill writer's %llu (%.2f a run), reads' "
 	       "returns from waits and takes %llu; takes that found ct->lock held %llu, an "
-	       "object's lock %llu\n",
+	       "object's lock %llu; wake-ups %llu, waited on quietly %llu\n",
 	       reads, READERS, NOBJ, (unsigned long long)st.fills, (unsigned long long)st.evictions,
 	       (unsigned long long)st.fill_publishes, reads ? (double)takes / reads : 0.0,
 	       (unsigned long long)takes, (unsigned long long)st.fill_writer_locks,
 	       st.fills ? (double)st.fill_writer_locks / (double)st.fills : 0.0,
 	       (unsigned long long)st.read_locks, (unsigned long long)st.tier_lock_waits,
-	       (unsigned long long)st.file_lock_waits);
+	       (unsigned long long)st.file_lock_waits, (unsigned long long)st.unit_waiter_wakes,
+	       (unsigned long long)st.unit_waits_quiet);
 	CHECK(bad == 0 && reads == READERS * READS, "threads: %d of %d reads wrong or failed", bad,
 	      reads);
 	CHECK(st.fills > 0 && st.evictions > 0, "threads: %llu fills, %llu evictions, want both",
@@ -317,6 +408,7 @@ int main(void)
 	}
 
 	test_land_wake();
+	test_quiet_wake();
 	test_threads(seed);
 
 	for (int i = 0; i < NOBJ; i++)
