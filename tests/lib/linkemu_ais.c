@@ -259,7 +259,7 @@ static int jp_value(struct jp *j, int depth, int *truthy)
 	return 0;
 }
 
-enum { E_OK, E_NOT_ENTRY, E_EXTRA, E_RANGE };
+enum { E_OK, E_NOT_ENTRY, E_EXTRA, E_RANGE, E_NAME };
 
 struct moss_in {
 	struct buf name;
@@ -342,6 +342,8 @@ static int moss_entry(struct jp *j, struct moss_in *m)
 	}
 	if (!m->has_name)
 		m->bad = E_NOT_ENTRY;
+	else if (memchr(m->name.p, 0, m->name.len)) /* \u0000: no file's name */
+		m->bad = E_NAME;
 	else if (m->extra[0])
 		m->bad = E_EXTRA;
 	else if (!range_ok || m->start < 0 || m->length < -1 || (m->start && !m->length))
@@ -563,6 +565,8 @@ static void moss_answer(struct conn *c, const char *bucket)
 		const struct moss_in *m = &r.in[i];
 		if (m->bad == E_NOT_ENTRY) {
 			why = "GetBatch: an entry without \"objname\"";
+		} else if (m->bad == E_NAME) {
+			why = "GetBatch: an \"objname\" with a NUL";
 		} else if (m->bad == E_EXTRA) {
 			snprintf(msg, sizeof msg,
 				 "GetBatch: the stand-in does not implement ['%s']", m->extra);

@@ -26,6 +26,15 @@ usage: test_linkemu.py SHARDFS GROUP
         pipelined in one write and each with its body in a write of its own; HEAD and the
         listing as AisStandIn's; object GETs redirected here, or to --ais-objects-port; the
         moss_* counters exact
+  aisgen  generated GetBatch requests (seeded: 400 a run, SHARDFS_TEST_SEED replays one), each
+        sent to the C stand-in and to AisStandIn: the same status, and the same TAR bytes when
+        200. Entries of the files, of missing, odd and hostile names ('..', '/', '', a NUL,
+        a lone surrogate, 99 bytes), start and length of every JSON kind (bools, floats,
+        strings, null, past int64), flags of other kinds, bodies cut, nested, with duplicate
+        keys or trailing bytes. Failed before both refused what AIStore's int64 fields do not
+        decode (AisStandIn took true as 1 and numbers past int64) and names with a NUL (the C
+        one cut the name there) or a lone surrogate (AisStandIn's thread died on it): seed
+        20240611: 12 of 400 answered apart, seed 2: 8; seeds 1 and 3: AisStandIn died
 File contents and the requests' ranges come from a seed (SHARDFS_TEST_SEED, printed). The delay is
 30 ms and the rate 60 MB/s (the benches' link) but nothing here is timed.
 LINKEMU_IMPL=python runs the same checks on linkemu.py's own server (the reference), apart from
@@ -568,9 +577,113 @@ def group_ais(env, ck):
         py.stop()
         emu.stop()
 
+def moss_gen(rng, files):
+    """One generated GetBatch request body (bytes) over files (names in the root)."""
+    def name():
+        c = rng.random()
+        if c < 0.7:
+            return rng.choice(files)
+        if c < 0.8:
+            return rng.choice(['../' + rng.choice(files), '/' + rng.choice(files), '', '.',
+                               'sub', 'sub/', './a.tar', 'sub/../a.tar', 'a.tar/', '\u00e9.bin',
+                               'x' * 99, 'a\x00b', 'gone.tar'])
+        if c < 0.83:
+            return rng.choice([1, None, True, [], {}, 1.5])
+        return ''.join(rng.choice('ab/._-~\u00e9 ') for _ in range(rng.randrange(0, 12)))
+
+    def num():
+        if rng.random() < 0.6:
+            return rng.choice([0, -1, rng.randrange(1, 2000), rng.randrange(2000, 70001)])
+        return rng.choice([0, 1, -1, -2, 511, 512, 1535, 1536, 1537, 70000, 69999, 2**31,
+                           2**53, 2**63 - 1, 2**63, 2**64, -2**63, 1.0, 1.5, '3', None, True,
+                           1e3, -0.0])
+
+    def entry():
+        e = {}
+        if rng.random() < 0.95:
+            e['objname'] = name()
+        c = rng.random()
+        if c < 0.5:
+            e['start'] = num()
+            e['length'] = rng.choice([num(), rng.randrange(1, 70001 - max(0, e['start']))
+                                      if isinstance(e['start'], int) and
+                                      0 <= e['start'] < 70000 else num()])
+        elif c < 0.55:
+            e['start'] = num()
+        elif c < 0.6:
+            e['length'] = num()
+        if rng.random() < 0.05:
+            e[rng.choice(['archpath', 'opaque', 'uname', 'x'])] = 'v'
+        return e
+
+    d = {'mime': '.tar', 'in': [entry() for _ in range(rng.choice([0, 1, 1, 2, 3, 4] * 3 + [30]))],
+         'coer': True,
+         'onob': True, 'strm': True}
+    for k in ('coer', 'onob', 'strm'):
+        if rng.random() < 0.1:
+            d[k] = rng.choice([False, 0, 1, None, 'true', [], {}])
+    if rng.random() < 0.05:
+        d['mime'] = rng.choice(['.zip', '', None, 'tar', '.TAR'])
+    if rng.random() < 0.05:
+        del d['mime']
+    if rng.random() < 0.05:
+        d[rng.choice(['x', 'opaque', 'uuid'])] = rng.choice([1, 'a', None])
+    b = json.dumps(d).encode()
+    c = rng.random()
+    if c < 0.1:
+        b = rng.choice([
+            b.replace(b'"objname": "', b'"objname": "\\ud800', 1),
+            b.replace(b'"objname": "', b'"objname": "\\u0000', 1),
+            b.replace(b'"objname": "', b'"objname": "\\ud83d\\ude00', 1),
+            b.replace(b'"start": ', b'"start": 5, "start": ', 1),
+            b.replace(b'"objname": ', b'"objname": "b.tar", "objname": ', 1),
+            b.replace(b'"strm": true', b'"strm": true, "strm": false', 1),
+            b.replace(b'"length": ', b'"length": 1E2, "x":', 1),
+            b.replace(b'"mime": ".tar"', b'"mime": "\\u002etar"', 1),
+            b.replace(b'"in": [', b'"in": [' + b'[' * 30 + b']' * 30 + b',', 1),
+            b.replace(b'true', b'True', 1), b.replace(b': ', b':\n\t ', 3), b + b'\n',
+            b'[' + b + b']', b'{"in": {"objname": "a.tar"}, "strm": true}',
+            b'{"in": [[{"objname": "a.tar"}]], "strm": true}'])
+    elif c < 0.15:
+        b = rng.choice([b[:rng.randrange(len(b))], b' ' + b + b' ', b + b'x',
+                        b.replace(b'[', b'[[', 1)])
+    return b
+
+
+def group_aisgen(env, ck):
+    """Generated GetBatch requests: the C stand-in answers each as AisStandIn does."""
+    from shardfs_test import s3servers
+    rng = env.rng
+    root = env.path('ais')
+    files = {'a.tar': rng.randbytes(70000), 'b.tar': rng.randbytes(1536), 'empty.bin': b'',
+             'sub/c.bin': rng.randbytes(777)}
+    for n, d in files.items():
+        os.makedirs(os.path.dirname(os.path.join(root, n)), exist_ok=True)
+        ml.write_file(os.path.join(root, n), d)
+    emu = start(env, root=root, tag='aisgen', etag='store', ais=True)
+    py = s3servers.AisStandIn(None, root=root, objects_port=emu.port, etag='store')
+    path = '/v1/ml/moss/bench?provider=ais&dt=t1'
+    differ, codes = [], {}
+    try:
+        for i in range(400):
+            b = moss_gen(rng, sorted(files))
+            [(cs, _, cb)] = moss_exchange(emu.port, [(path, b)])
+            [(ps, _, pb)] = moss_exchange(py.port, [(path, b)])
+            codes[cs] = codes.get(cs, 0) + 1
+            if cs != ps or (cs == 200 and cb != pb):
+                differ.append((i, b[:200], cs, ps))
+        ml.log('aisgen: statuses %r; %d differ: %r' % (sorted(codes.items()), len(differ),
+                                                      differ[:5]))
+        ck.eq('aisgen: requests the two stand-ins answer apart', len(differ), 0)
+        ck.ok(codes.get(200, 0) > 0 and codes.get(400, 0) > 0,
+              'aisgen: TARs and refusals both generated: %r' % sorted(codes.items()))
+    finally:
+        py.stop()
+        emu.stop()
+
 
 GROUPS = {'root': (group_root, 120), 's3': (group_s3, 120),
-          'ais': (group_ais, 120)}
+          'ais': (group_ais, 120), 'aisgen': (group_aisgen, 240)}
 
 if __name__ == '__main__':
     if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:

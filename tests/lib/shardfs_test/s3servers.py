@@ -632,12 +632,23 @@ class _AisHandler(_Handler):
             if not isinstance(it, dict) or not isinstance(it.get('objname'), str):
                 self.moss_refuse('GetBatch: an entry without "objname"')
                 return
+            if '\0' in it['objname']:
+                self.moss_refuse('GetBatch: an "objname" with a NUL')
+                return
+            try:
+                it['objname'].encode()
+            except UnicodeEncodeError:  # a lone surrogate (\ud800): the C stand-in's JSON
+                self.moss_refuse('GetBatch: an "objname" that is not UTF-8')  # refuses it
+                return
             extra = set(it) - {'objname', 'start', 'length'}
             if extra:
                 self.moss_refuse('GetBatch: the stand-in does not implement %s' % sorted(extra))
                 return
             start, length = it.get('start', 0), it.get('length', 0)
-            if (not isinstance(start, int) or not isinstance(length, int) or start < 0 or
+            # AIStore's are int64 fields: a bool (an int to Python) or a number past int64
+            # does not decode (400)
+            if (not all(isinstance(v, int) and not isinstance(v, bool) and
+                        -2**63 <= v < 2**63 for v in (start, length)) or start < 0 or
                     length < -1 or (start != 0 and length == 0)):
                 self.moss_refuse('GetBatch: bad range start=%r length=%r' % (start, length))
                 return
