@@ -9,10 +9,12 @@
  *      map that names a unit it evicts; punches run without it). Taken
  *      with no other lock held.
  *   2. cachetier.lock — everything else: the object table, the file table,
- *      every unit state, pin, queue and counter (but the lock-free words of
- *      reads without it, ct_file.fp and fatime, plans' marks, ct_file.nu, and
- *      eviction's marks, ct_file.ev.dirty: cachetier_read.c, cachetier_plan.c,
- *      cachetier_evheap.c). Held only for short
+ *      every unit state (written under it; atomic words a reader waiting
+ *      under its object's lock looks at: 2b), pin, queue and counter (but
+ *      the lock-free words of reads without it, ct_file.fp and fatime,
+ *      plans' marks, ct_file.nu, and eviction's marks, ct_file.ev.dirty:
+ *      cachetier_read.c, cachetier_plan.c, cachetier_evheap.c; and what
+ *      2b lists). Held only for short
  *      in-memory work; never across backend I/O, file writes, unlinks or
  *      fsync (eviction drops it around its file operations).
  *   3. cachetier.fd_lock — the bounded set of open local source fds
