@@ -106,11 +106,16 @@ struct stage_piece {
 	struct stage_sub sub[];
 };
 
+/* The pieces' lists: one per object's hash (a read looks at its object's
+ * pieces only: one list of them all, 300-400 pieces in the planned epoch
+ * of tests/bench/link_bench.py, cost 6 % of the daemon's CPU in the scan). */
+#define STAGE_LISTS 64u
+
 struct fetch_stage {
 	struct disk_mutex lock;
-	pthread_cond_t cond; /* a piece's read ended */
-	struct stage_piece *head;
-	struct stage_piece *dead; /* unlinked on the I/O thread: freed by stage_reap */
+	pthread_cond_t cond;		       /* a piece's read ended */
+	struct stage_piece *head[STAGE_LISTS]; /* newest first (stage_list) */
+	struct stage_piece *dead;	       /* unlinked on the I/O thread: freed by stage_reap */
 	atomic_int ndead;
 	uint64_t max, bytes;
 	unsigned inflight;
@@ -133,6 +138,14 @@ int fetch__stage_new(struct fetch *s, uint64_t max)
 	return 0;
 }
 
+/* The list of o's pieces. */
+static struct stage_piece **stage_list(struct fetch_stage *st, const struct cachetier_obj *o)
+{
+	uint64_t h = (uint64_t)(uintptr_t)o * 0x9e3779b97f4a7c15ull;
+
+	return &st->head[h >> 58]; /* the top 6 bits: STAGE_LISTS */
+}
+
 static void piece_free(struct stage_piece *p)
 {
 	cachetier_obj_unref(p->o);
@@ -143,7 +156,7 @@ static void piece_free(struct stage_piece *p)
 /* Unlink p from st's list (st->lock held); the caller frees it unlocked. */
 static void piece_unlink(struct fetch_stage *st, struct stage_piece *p)
 {
-	for (struct stage_piece **pp = &st->head; *pp; pp = &(*pp)->next) {
+	for (struct stage_piece **pp = stage_list(st, p->o); *pp; pp = &(*pp)->next) {
 		if (*pp == p) {
 			*pp = p->next;
 			st->bytes -= p->counted;
@@ -221,8 +234,16 @@ void fetch__stage_free(struct fetch *s)
 	/* the store's reads end (the mount stops: cancelled at once) */
 	while (st->inflight > 0)
 		disk_cond_wait(&st->cond, &st->lock);
-	p = st->head;
-	st->head = NULL;
+	p = NULL;
+	for (unsigned i = 0; i < STAGE_LISTS; i++) {
+		while (st->head[i]) { /* onto one list, freed unlocked */
+			struct stage_piece *n = st->head[i];
+
+			st->head[i] = n->next;
+			n->next = p;
+			p = n;
+		}
+	}
 	disk_mutex_unlock(&st->lock);
 	while (p) {
 		struct stage_piece *n = p->next;
@@ -302,17 +323,19 @@ static int stage_make_room(struct fetch_stage *st, uint64_t len, const void *pla
 	while (st->bytes + len > st->max) {
 		struct stage_piece *v = NULL;
 
-		for (struct stage_piece *p = st->head; p; p = p->next) {
-			if (p->state == STAGE_INFLIGHT || p->readers > 0)
-				continue;
-			if (!p->plan || p->left == 0) { /* its plan went, or read: first */
-				v = p;
-				break;
+		for (unsigned i = 0; i < STAGE_LISTS && !(v && (!v->plan || v->left == 0)); i++) {
+			for (struct stage_piece *p = st->head[i]; p; p = p->next) {
+				if (p->state == STAGE_INFLIGHT || p->readers > 0)
+					continue;
+				if (!p->plan || p->left == 0) { /* its plan went, or read: first */
+					v = p;
+					break;
+				}
+				if (p->plan != plan || p->last >= position)
+					continue;
+				if (!v || p->last < v->last)
+					v = p;
 			}
-			if (p->plan != plan || p->last >= position)
-				continue;
-			if (!v || p->last < v->last)
-				v = p;
 		}
 		if (!v)
 			return 0;
@@ -370,8 +393,10 @@ int fetch__stage_add_via(struct fetch *s, struct cachetier_obj *o, uint64_t off,
 	disk_mutex_lock(&st->lock);
 	room = stage_make_room(st, len, plan, position, &freed);
 	if (room) {
-		p->next = st->head;
-		st->head = p;
+		struct stage_piece **l = stage_list(st, o);
+
+		p->next = *l;
+		*l = p;
 		st->bytes += len;
 		p->counted = len;
 		st->inflight++;
@@ -483,7 +508,7 @@ static struct stage_piece *stage_pick(struct fetch_stage *st, const struct cache
 	struct stage_piece *best = NULL;
 
 	*fit = FIT_FAILED;
-	for (struct stage_piece *p = st->head; p; p = p->next) {
+	for (struct stage_piece *p = *stage_list(st, o); p; p = p->next) {
 		enum stage_fit f;
 
 		if (p->o != o || off < p->off || end > p->end)
@@ -684,26 +709,28 @@ void fetch__stage_plans(struct fetch *s, void *const *plans, size_t n)
 	struct stage_piece *freed = NULL;
 
 	disk_mutex_lock(&st->lock);
-	for (struct stage_piece **pp = &st->head; *pp;) {
-		struct stage_piece *p = *pp;
-		size_t i = 0;
+	for (unsigned l = 0; l < STAGE_LISTS; l++) {
+		for (struct stage_piece **pp = &st->head[l]; *pp;) {
+			struct stage_piece *p = *pp;
+			size_t i = 0;
 
-		while (p->plan && i < n && plans[i] != p->plan)
-			i++;
-		if (i == n)
-			p->plan = NULL;
-		if (!p->plan && p->state != STAGE_INFLIGHT && p->readers == 0) {
-			/* its plan went (cleared, replaced: an epoch's end): no
-			 * planned read is due */
-			*pp = p->next;
-			st->bytes -= p->counted;
-			if (p->left > 0)
-				st->c.dropped++;
-			p->next = freed;
-			freed = p;
-			continue;
+			while (p->plan && i < n && plans[i] != p->plan)
+				i++;
+			if (i == n)
+				p->plan = NULL;
+			if (!p->plan && p->state != STAGE_INFLIGHT && p->readers == 0) {
+				/* its plan went (cleared, replaced: an epoch's end):
+				 * no planned read is due */
+				*pp = p->next;
+				st->bytes -= p->counted;
+				if (p->left > 0)
+					st->c.dropped++;
+				p->next = freed;
+				freed = p;
+				continue;
+			}
+			pp = &p->next;
 		}
-		pp = &p->next;
 	}
 	disk_mutex_unlock(&st->lock);
 	while (freed) {
