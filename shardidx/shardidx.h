@@ -167,8 +167,17 @@ uint64_t shardidx_file_sum(const struct shardidx *ix);
 /* Top-level entries are [*first, *first + *n). */
 void shardidx_root(const struct shardidx *ix, uint32_t *first, uint32_t *n);
 
-/* Fill *e for entry i. Returns 0 or -EINVAL when i is out of range. */
+/* Fill *e for entry i. Returns 0 or -EINVAL when i is out of range. A
+ * compact index (version 3) decodes entries from the head of their block
+ * of 16; each thread keeps its cursors on the last two entries it read
+ * (of any index), so asking for the same entry again decodes nothing and
+ * asking for the next ones decodes each once (shardidx_index.c). */
 int shardidx_entry_get(const struct shardidx *ix, uint32_t i, struct shardidx_entry *e);
+
+/* Entries the calling thread has decoded from compact indexes' blocks, in
+ * all (a count for tests and benches: what entry_get, map and the rest
+ * cost). */
+uint64_t shardidx_decodes(void);
 
 /* Child of directory 'parent' (SHARDIDX_NONE: top level) named exactly
  * name[0..len). Returns its index, or -ENOENT. Binary search. */

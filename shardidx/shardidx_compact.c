@@ -45,6 +45,7 @@
  * when the buffer is misaligned or the host big-endian).
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +61,11 @@
 #define TF_FLAGS  0x10u
 #define TF_KNOWN  0x1fu
 #define ENTRY_MAX (2 * 10 + SHARDIDX__NAME_MAX + 2 + 3 * 10) /* bytes of one entry at most */
+
+_Thread_local uint64_t shardidx__ndecoded;
+
+/* The last load's id (shardidx.id): loads number their indexes from 1. */
+static _Atomic uint64_t last_id;
 
 enum { C_IDENT, C_HEADS, C_BLOB, C_DIRS, C_STRS, C_SPARSE, C_SEGS, C_LINKS, C_NSECT };
 
@@ -166,6 +172,7 @@ static int dec_entry(struct shardidx__cur *c)
 	uint64_t shared, suf, v;
 	unsigned tf, flags = 0;
 
+	shardidx__ndecoded++;
 	if (get_varint(&p, end, &shared) || get_varint(&p, end, &suf) || shared > c->name_len ||
 	    suf > SHARDIDX__NAME_MAX - shared || (uint64_t)(end - p) < suf)
 		return -1;
@@ -258,7 +265,7 @@ static int block_start(struct shardidx__cur *c, uint32_t b)
 int shardidx__cur_seek(struct shardidx__cur *c, uint32_t i)
 {
 	const struct shardidx *ix = c->ix;
-	uint32_t first, n, nsub;
+	uint32_t first, n, nsub, j;
 
 	if (i >= ix->nrecs)
 		return -EINVAL;
@@ -271,15 +278,16 @@ int shardidx__cur_seek(struct shardidx__cur *c, uint32_t i)
 	}
 	if (c->i == i)
 		return 0;
-	if (c->i == SHARDIDX_NONE || i != c->i + 1 || i % B == 0) {
+	if (c->i == SHARDIDX_NONE || i < c->i || i / B != c->i / B) {
 		if (block_start(c, i / B) < 0)
 			goto bad;
-		for (uint32_t j = i / B * B; j < i; j++)
-			if (dec_entry(c) < 0)
-				goto bad;
+		j = i / B * B;
+	} else {
+		j = c->i + 1; /* further on in the block c decoded: go on from there */
 	}
-	if (dec_entry(c) < 0)
-		goto bad;
+	for (; j <= i; j++)
+		if (dec_entry(c) < 0)
+			goto bad;
 	c->i = i;
 	c->name = c->namebuf;
 	c->rec.parent = parent_of(ix, i);
@@ -768,5 +776,6 @@ int shardidx__load_compact(struct shardidx *ix, const unsigned char *b, size_t l
 		if (r < 0)
 			return r;
 	}
+	ix->id = atomic_fetch_add_explicit(&last_id, 1, memory_order_relaxed) + 1;
 	return validate(ix);
 }

@@ -122,6 +122,8 @@ struct shardidx {
 	const unsigned char *dirs;
 	uint32_t ndirs;
 	int in_place;
+	uint64_t id;	/* compact: this load's number (never reused in the process), which
+			 * keys the per-thread cursors of shardidx_entry_get; 0: flat */
 	size_t buf_len; /* in place: bytes of the buffer read in place */
 	void (*release)(void *arg);
 	void *release_arg;
@@ -173,8 +175,9 @@ int shardidx__tree_finish(struct shardidx__tree *t, uint64_t stream_size, struct
 
 /* One decoded entry (shardidx_compact.c): the record and its base name.
  * name points into the index (flat) or into namebuf (compact). A cursor
- * read sequentially decodes each entry once; a seek decodes from the start
- * of the entry's block (at most SHARDIDX__BLOCK entries). */
+ * read sequentially decodes each entry once; a seek backwards or into
+ * another block decodes from the start of the entry's block (at most
+ * SHARDIDX__BLOCK entries). */
 #define SHARDIDX__BLOCK 16
 
 struct shardidx__cur {
@@ -191,9 +194,13 @@ struct shardidx__cur {
 };
 
 /* shardidx_compact.c */
+/* Entries this thread decoded from compact blocks (shardidx_decodes). */
+extern _Thread_local uint64_t shardidx__ndecoded;
 void shardidx__cur_init(struct shardidx__cur *c, const struct shardidx *ix);
 /* Decode entry i into c: 0, or -EINVAL (out of range, or bytes that do not
- * decode: only while validating). */
+ * decode: only while validating). Compact: nothing when c holds i already,
+ * the entries after c's up to i when i lies further on in c's block, else
+ * from the head of i's block. */
 int shardidx__cur_seek(struct shardidx__cur *c, uint32_t i);
 /* The directory row of entry i (compact): 1 and first/n/nsub when i is a
  * directory, else 0. */

@@ -201,18 +201,84 @@ void shardidx_root(const struct shardidx *ix, uint32_t *first, uint32_t *n)
 	*n = ix->root_n;
 }
 
+/* ---- the per-thread cursors of entry_get and map ------------------------------
+ * A compact index decodes an entry from its block's head. Its readers mostly
+ * ask for the entry they asked for last (readdirplus: the name, then the
+ * attributes) or for the next one (a listing, a walk over a directory), now
+ * and then for another one in between (a hardlink's canon). So each thread
+ * keeps two cursors, each keyed by an index's pointer and its load's id
+ * (never reused, so an index freed and another loaded at the same address
+ * is not taken for it): a seek uses the one it is cheapest from (nothing to
+ * decode when it holds the entry, the entries between when the entry lies
+ * further on in its block), else starts the one used less recently afresh.
+ * Nothing is shared between threads; the index stays immutable. A cursor
+ * holds what its decode checked; a decode that fails leaves it empty. */
+struct ix_tcur {
+	const struct shardidx *ix;
+	uint64_t id;
+	struct shardidx__cur c;
+};
+
+static _Thread_local struct ix_tcur tcur[2];
+static _Thread_local unsigned tcur_last; /* the one used last */
+
+uint64_t shardidx_decodes(void)
+{
+	return shardidx__ndecoded;
+}
+
+/* Entries to decode to reach i from t (0: it holds i), or UINT32_MAX when
+ * t is another index's or i lies behind it or in another block (but for
+ * the head of the next one: a walk goes on in t). */
+static uint32_t tcur_cost(const struct ix_tcur *t, const struct shardidx *ix, uint32_t i)
+{
+	uint32_t at = t->c.i;
+
+	if (t->ix != ix || t->id != ix->id || at == SHARDIDX_NONE || i < at)
+		return UINT32_MAX;
+	if (i / SHARDIDX__BLOCK == at / SHARDIDX__BLOCK || i == at + 1)
+		return i - at; /* the next block's head: one decode from t too */
+	return UINT32_MAX;
+}
+
+/* A cursor of this thread's on entry i of ix, or NULL (out of range, bytes
+ * that do not decode). Flat indexes: a fresh cursor in *own. */
+static const struct shardidx__cur *seek(const struct shardidx *ix, uint32_t i,
+					struct shardidx__cur *own)
+{
+	struct ix_tcur *t;
+	unsigned k;
+
+	if (!ix->compact) {
+		shardidx__cur_init(own, ix);
+		return shardidx__cur_seek(own, i) < 0 ? NULL : own;
+	}
+	k = tcur_cost(&tcur[0], ix, i) <= tcur_cost(&tcur[1], ix, i) ? 0 : 1;
+	t = &tcur[k];
+	if (tcur_cost(t, ix, i) == UINT32_MAX) {
+		k = tcur_last ^ 1;
+		t = &tcur[k];
+		t->ix = ix;
+		t->id = ix->id;
+		shardidx__cur_init(&t->c, ix);
+	}
+	tcur_last = k;
+	return shardidx__cur_seek(&t->c, i) < 0 ? NULL : &t->c;
+}
+
 int shardidx_entry_get(const struct shardidx *ix, uint32_t i, struct shardidx_entry *e)
 {
 	const struct shardidx__rec *r;
 	const struct shardidx__link *l;
-	struct shardidx__cur c;
+	const struct shardidx__cur *c;
+	struct shardidx__cur own;
 
-	shardidx__cur_init(&c, ix);
-	if (shardidx__cur_seek(&c, i) < 0)
+	c = seek(ix, i, &own);
+	if (!c)
 		return -EINVAL;
-	r = &c.rec;
+	r = &c->rec;
 	memset(e, 0, offsetof(struct shardidx_entry, name));
-	memcpy(e->name, c.name, c.name_len + 1);
+	memcpy(e->name, c->name, c->name_len + 1);
 	e->parent = r->parent;
 	e->canon = i;
 	e->type = r->type;
@@ -325,15 +391,16 @@ int shardidx_map(const struct shardidx *ix, uint32_t i, uint64_t off, uint64_t l
 	const struct shardidx__sparse *sp;
 	const struct shardidx__seg *sg;
 	struct ix_key k = {.ix = ix};
-	struct shardidx__cur c;
+	const struct shardidx__cur *c;
+	struct shardidx__cur own;
 	uint64_t end;
 	uint32_t lo;
 	int n = 0;
 
-	shardidx__cur_init(&c, ix);
-	if (shardidx__cur_seek(&c, i) < 0 || c.rec.type != SHARDIDX_REG || max < 0)
+	c = seek(ix, i, &own);
+	if (!c || c->rec.type != SHARDIDX_REG || max < 0)
 		return -EINVAL;
-	r = &c.rec;
+	r = &c->rec;
 	if (off >= r->size || len == 0)
 		return 0;
 	end = len > r->size - off ? r->size : off + len;
