@@ -28,6 +28,7 @@
 #include "fs_ops.h"
 #include "fs_view.h"
 #include "check.h"
+#include "shardidx.h"
 
 static char tmp[] = "/tmp/test_fscore.XXXXXX";
 
@@ -1391,6 +1392,7 @@ static void test_listing_attrs(void)
 	struct fs *fs;
 	struct names l;
 	unsigned long long before;
+	uint64_t decodes;
 
 	fs_open_core_at(&fs, "shards", NULL, "listing-attrs");
 	CHECK(fs->cfg.listing_attrs == FS_LISTING_AUTO, "default --listing-attrs %d",
@@ -1420,9 +1422,18 @@ static void test_listing_attrs(void)
 	 * offset, gives attributes; other directories' do not change */
 	CHECK(walk(fs, "train/shard-000000/s1.jpg") > 0, "lookup of s1.jpg");
 	before = fs->c.listed_names_only;
+	decodes = shardidx_decodes();
 	CHECK(strcmp(list_attrs(fs, "train/shard-000000", 0, 0, &l),
 		     ". .. d+ s0.cls+ s0.jpg+ s1.cls+ s1.jpg+") == 0,
 	      "shard-000000 after a lookup: %s", l.text);
+	/* its compact index decodes each name once, the attributes none (a
+	 * fresh decode per ask: 1 + 2 + ... + 5 for the names, as many for the
+	 * attributes, 30) */
+	decodes = shardidx_decodes() - decodes;
+	CHECK(decodes == 4,
+	      "the listing of 5 members decoded %" PRIu64 " entries, want 4 (s1.jpg's "
+	      "lookup left it decoded)",
+	      decodes);
 	CHECK(strcmp(list_attrs(fs, "train/shard-000000", 5, 0, &l), "s1.cls+ s1.jpg+") == 0,
 	      "shard-000000 from offset 5: %s", l.text);
 	CHECK(fs->c.listed_names_only == before, "listed_names_only %llu, want %llu",
