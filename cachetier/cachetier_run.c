@@ -514,8 +514,10 @@ int cachetier__units_wait(struct cachetier *ct, struct ct_file *f, uint32_t c0, 
 	}
 	disk_mutex_unlock(&f->lock);
 	pthread_cond_destroy(&w.cond);
-	/* taken again as a condition wait on it would: the caller counts it */
-	disk_mutex_lock(&ct->lock);
+	/* taken again as a condition wait on it would (not counted in its
+	 * waits, cachetier_stats.tier_lock_waits, as that take never was):
+	 * the caller counts it in read_locks */
+	disk_mutex_relock(&ct->lock);
 	return 1;
 }
 

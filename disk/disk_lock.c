@@ -148,6 +148,13 @@ void disk_mutex_lock(struct disk_mutex *l)
 	held_push(l, l->rank, 0);
 }
 
+void disk_mutex_relock(struct disk_mutex *l)
+{
+	held_check(l, l->rank);
+	pthread_mutex_lock(&l->m);
+	held_push(l, l->rank, 0);
+}
+
 void disk_mutex_waits(const struct disk_mutex *l, unsigned long long *waits,
 		      unsigned long long *wait_ns)
 {

@@ -98,6 +98,12 @@ void disk_mutex_destroy(struct disk_mutex *l);
 void disk_mutex_lock(struct disk_mutex *l);
 /* Release l: aborts (assertion builds) when the thread does not hold it. */
 void disk_mutex_unlock(struct disk_mutex *l);
+/* Take l again after a wait on another lock (a reader that waited on its
+ * cached object's lock for ct->lock's units, cachetier_run.c): ranked as
+ * disk_mutex_lock, but a take that finds l held is not counted in l's
+ * waits, as a condition wait's own take again (disk_cond_wait) never is:
+ * l's waits stay the contention of its takes, whichever way a wait ends. */
+void disk_mutex_relock(struct disk_mutex *l);
 /* The takes of l that waited for another thread, and the nanoseconds
  * they waited in all, since its init. */
 void disk_mutex_waits(const struct disk_mutex *l, unsigned long long *waits,

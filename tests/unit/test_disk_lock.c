@@ -10,6 +10,8 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -290,6 +292,17 @@ static void *cw_taker(void *arg)
 	return NULL;
 }
 
+static atomic_int relocking;
+
+static void *cw_relocker(void *arg)
+{
+	(void)arg;
+	atomic_store(&relocking, 1);
+	disk_mutex_relock(&cw);
+	disk_mutex_unlock(&cw);
+	return NULL;
+}
+
 static void test_contention(void)
 {
 	unsigned long long waits = 0, ns = 0;
@@ -319,6 +332,19 @@ static void test_contention(void)
 	disk_mutex_unlock(&cw);
 	disk_mutex_waits(&cw, &waits, &ns);
 	CHECK(waits == 1, "a free mutex again: %llu waits", waits);
+	/* disk_mutex_relock: held and ranked as a take, never counted (a take
+	 * again after a wait, as a condition wait's own), whether it found the
+	 * mutex free or held by this thread until it let go */
+	disk_mutex_relock(&cw);
+	CHECK(disk_locks_held() == 1, "relock: %u held", disk_locks_held());
+	CHECK(pthread_create(&t, NULL, cw_relocker, NULL) == 0, "%s", "pthread_create");
+	while (!atomic_load(&relocking))
+		sched_yield();
+	disk_mutex_unlock(&cw);
+	pthread_join(t, NULL);
+	disk_mutex_waits(&cw, &waits, &ns);
+	CHECK(waits == 1 && disk_locks_held() == 0,
+	      "relocks: %llu waits (want 1: none more), %u held", waits, disk_locks_held());
 	disk_mutex_destroy(&cw);
 }
 
