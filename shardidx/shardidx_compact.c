@@ -36,7 +36,8 @@
  * their key, so a name costs its differing tail; offsets cost a byte.
  *
  * Reading: entry i is decoded from its block's head (at most 15 entries
- * before it); a sequential reader decodes each entry once (a cursor); a
+ * before it); a sequential reader decodes each entry once (a cursor; the
+ * per-thread cursors of shardidx_entry_get, shardidx_index.c); a
  * lookup is a binary search over the heads of the blocks inside the
  * directory's child range and a scan of one block. Parents come from a
  * binary search of the dirs rows. The blocks, heads and dirs are read with
@@ -319,9 +320,10 @@ static int head_cmp(const struct shardidx *ix, uint32_t b, const char *name, siz
 }
 
 int shardidx__lookup_compact(const struct shardidx *ix, uint32_t lo, uint32_t hi, const char *name,
-			     size_t len)
+			     size_t len,
+			     struct shardidx__cur *(*take)(const struct shardidx *ix, uint32_t i))
 {
-	struct shardidx__cur c;
+	struct shardidx__cur *c;
 	uint32_t a, z, b, start, end;
 
 	if (lo >= hi)
@@ -340,13 +342,13 @@ int shardidx__lookup_compact(const struct shardidx *ix, uint32_t lo, uint32_t hi
 	b = a - 1;
 	start = b * B > lo ? b * B : lo;
 	end = (b + 1) * B < hi ? (b + 1) * B : hi;
-	shardidx__cur_init(&c, ix);
+	c = take(ix, start);
 	for (uint32_t j = start; j < end; j++) {
 		int r;
 
-		if (shardidx__cur_seek(&c, j) < 0)
+		if (shardidx__cur_seek(c, j) < 0)
 			return -ENOENT;
-		r = shardidx__name_cmp(c.name, c.name_len, name, len);
+		r = shardidx__name_cmp(c->name, c->name_len, name, len);
 		if (r == 0)
 			return (int)j;
 		if (r > 0)

@@ -206,8 +206,12 @@ int shardidx__cur_seek(struct shardidx__cur *c, uint32_t i);
  * directory, else 0. */
 int shardidx__dir_row(const struct shardidx *ix, uint32_t i, uint32_t *first, uint32_t *n,
 		      uint32_t *nsub);
+/* Child of [lo, hi) named name[0..len) (compact): its entry, or -ENOENT.
+ * Scans one block from entry i on with take(ix, i), a cursor of ix (left
+ * on the entry found). */
 int shardidx__lookup_compact(const struct shardidx *ix, uint32_t lo, uint32_t hi, const char *name,
-			     size_t len);
+			     size_t len,
+			     struct shardidx__cur *(*take)(const struct shardidx *ix, uint32_t i));
 int shardidx__save_compact(const struct shardidx *ix, const void *ident, size_t identlen,
 			   void **buf, size_t *len);
 /* Sections of a version-3 file in b[0..len) (header already checked) into

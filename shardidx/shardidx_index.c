@@ -211,8 +211,10 @@ void shardidx_root(const struct shardidx *ix, uint32_t *first, uint32_t *n)
  * is not taken for it): a seek uses the one it is cheapest from (nothing to
  * decode when it holds the entry, the entries between when the entry lies
  * further on in its block), else starts the one used less recently afresh.
- * Nothing is shared between threads; the index stays immutable. A cursor
- * holds what its decode checked; a decode that fails leaves it empty. */
+ * A lookup scans with one of them too, so the attributes asked for next
+ * (a lookup's reply carries them) decode nothing. Nothing is shared between
+ * threads; the index stays immutable. A cursor holds what its decode
+ * checked; a decode that fails leaves it empty. */
 struct ix_tcur {
 	const struct shardidx *ix;
 	uint64_t id;
@@ -241,18 +243,12 @@ static uint32_t tcur_cost(const struct ix_tcur *t, const struct shardidx *ix, ui
 	return UINT32_MAX;
 }
 
-/* A cursor of this thread's on entry i of ix, or NULL (out of range, bytes
- * that do not decode). Flat indexes: a fresh cursor in *own. */
-static const struct shardidx__cur *seek(const struct shardidx *ix, uint32_t i,
-					struct shardidx__cur *own)
+/* This thread's cursor to reach entry i of ix (compact) from. */
+static struct shardidx__cur *tcur_take(const struct shardidx *ix, uint32_t i)
 {
 	struct ix_tcur *t;
 	unsigned k;
 
-	if (!ix->compact) {
-		shardidx__cur_init(own, ix);
-		return shardidx__cur_seek(own, i) < 0 ? NULL : own;
-	}
 	k = tcur_cost(&tcur[0], ix, i) <= tcur_cost(&tcur[1], ix, i) ? 0 : 1;
 	t = &tcur[k];
 	if (tcur_cost(t, ix, i) == UINT32_MAX) {
@@ -263,7 +259,21 @@ static const struct shardidx__cur *seek(const struct shardidx *ix, uint32_t i,
 		shardidx__cur_init(&t->c, ix);
 	}
 	tcur_last = k;
-	return shardidx__cur_seek(&t->c, i) < 0 ? NULL : &t->c;
+	return &t->c;
+}
+
+/* A cursor of this thread's on entry i of ix, or NULL (out of range, bytes
+ * that do not decode). Flat indexes: a fresh cursor in *own. */
+static const struct shardidx__cur *seek(const struct shardidx *ix, uint32_t i,
+					struct shardidx__cur *own)
+{
+	struct shardidx__cur *c = own;
+
+	if (ix->compact)
+		c = tcur_take(ix, i);
+	else
+		shardidx__cur_init(own, ix);
+	return shardidx__cur_seek(c, i) < 0 ? NULL : c;
 }
 
 int shardidx_entry_get(const struct shardidx *ix, uint32_t i, struct shardidx_entry *e)
@@ -347,8 +357,8 @@ int64_t shardidx_lookup(const struct shardidx *ix, uint32_t parent, const char *
 		lo = (uint32_t)ix->recs[parent].off;
 		hi = lo + (uint32_t)ix->recs[parent].size;
 	}
-	if (ix->compact)
-		return shardidx__lookup_compact(ix, lo, hi, name, len);
+	if (ix->compact) /* the getattr that follows finds the entry decoded */
+		return shardidx__lookup_compact(ix, lo, hi, name, len, tcur_take);
 	i = disk_bsearch(lo, hi, rec_name_cmp, &k, &found);
 	return found ? (int64_t)i : -ENOENT;
 }

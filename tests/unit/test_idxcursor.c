@@ -12,6 +12,7 @@
  *    and across blocks, backwards, random, the two loads of one shard and
  *    the heap index interleaved), equals, field for field, the entry of
  *    the index built from the tar (a flat index: no cursor); extents too;
+ *    lookups (which scan with the same cursors) find each entry;
  *  - an index freed and another loaded (often at the same address) gives
  *    the new one's entries, never the cursor of the freed one;
  *  - 4 threads read the same loads at once, each compared as above;
@@ -307,6 +308,12 @@ static int walk_all(const struct shard *sh, uint64_t *s)
 		bad += !check_entry(sh, ix, i, &e, "random");
 		if (e.type == SHARDIDX_REG && rnd(s, 4) == 0)
 			bad += !check_map(sh, ix, i, s);
+		if (rnd(s, 4) == 0) { /* a lookup, then the attributes it found */
+			int64_t f = shardidx_lookup(ix, e.parent, e.name, strlen(e.name));
+
+			CHECK(f == i, "lookup of entry %u '%s': %" PRId64, i, e.name, f);
+			bad += f != i || !check_entry(sh, ix, i, NULL, "after a lookup");
+		}
 		last = i;
 	}
 	/* out of range stays -EINVAL, and leaves the cursors usable */
@@ -399,6 +406,14 @@ static void test_counts(void)
 	/* a listing from the middle of a block (offset 37: 37 % 16 = 5 before it) */
 	d = listing_decodes(sh.v3[1], 37, 40);
 	CHECK(d == 5 + 40, "listing from entry 37: %" PRIu64 " decodes, want 45", d);
+	/* a lookup scans entry 50's block up to it (48, 49, 50); the attributes
+	 * asked for next (a lookup's reply) decode nothing more */
+	before = shardidx_decodes();
+	CHECK(shardidx_lookup(sh.v3[0], SHARDIDX_NONE, "m00050.jpg", 10) == 50 &&
+		  shardidx_entry_get(sh.v3[0], 50, &e) == 0 && !strcmp(e.name, "m00050.jpg"),
+	      "lookup of m00050.jpg");
+	d = shardidx_decodes() - before;
+	CHECK(d == 3, "lookup and attributes of entry 50: %" PRIu64 " decodes, want 3", d);
 	/* the built index decodes nothing */
 	d = listing_decodes(sh.ref, 0, 100);
 	CHECK(d == 0, "listing the built index: %" PRIu64 " decodes, want 0", d);
