@@ -130,17 +130,22 @@ static double now_s(void)
 
 /* Where PATH lies relative to the mount root: paths inside the mount
  * (absolute, or relative to the working directory) lose the mount prefix;
- * anything else is taken as relative to the mount root already. */
-static const char *mount_relative(const char *mnt, const char *path, char *buf, size_t n)
+ * anything else is taken as relative to the mount root already, and
+ * *outside is set when PATH names something that exists outside the mount
+ * (so an error can say so rather than only "not in the mount"). */
+static const char *mount_relative(const char *mnt, const char *path, char *buf, size_t n,
+				  int *outside)
 {
 	char *abs = realpath(path, NULL);
 	size_t ml = strlen(mnt);
 
+	*outside = 0;
 	if (abs && strncmp(abs, mnt, ml) == 0 && (abs[ml] == '/' || abs[ml] == '\0')) {
 		snprintf(buf, n, "%s", abs[ml] ? abs + ml + 1 : "");
 		free(abs);
 		return buf;
 	}
+	*outside = abs != NULL;
 	free(abs);
 	while (*path == '/')
 		path++;
@@ -223,14 +228,21 @@ static int pf_send(int fd, const char *mnt, int argc, char **argv, int *sent)
 
 	*sent = 0;
 	for (int i = argc > 1 ? 1 : 0; i < argc; i++) {
-		const char *r = argc > 1 ? mount_relative(mnt, argv[i], rel, sizeof(rel)) : "";
+		int outside = 0;
+		const char *r =
+		    argc > 1 ? mount_relative(mnt, argv[i], rel, sizeof(rel), &outside) : "";
 		int n = snprintf(line, sizeof(line), "prefetch %s\n", r), err;
 
 		err = n < 0 || (size_t)n >= sizeof(line) ? -ENAMETOOLONG : ctl_send(fd, line);
-		if (err < 0) {
+		if (err == -ENOENT && outside)
+			fprintf(stderr,
+				"shardfs: prefetch %s: outside the mount %s, and no '%s' in it\n",
+				argv[i], mnt, r);
+		else if (err < 0)
 			fprintf(stderr, "shardfs: prefetch %s: %s\n", argc > 1 ? argv[i] : "(all)",
 				err == -ENOENT ? "no such file or directory in the mount"
 					       : strerror(-err));
+		if (err < 0) {
 			rc = PF_EXIT_ERR;
 			continue;
 		}

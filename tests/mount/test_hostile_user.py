@@ -22,8 +22,9 @@ GROUP:
   name-conflict   x.tar beside x.tar.gz, d/y.tar beside a directory d/y/: one name each (a
                   source directory first, then the shard file that sorts first), the raw files
                   all shown, the hidden member directories counted in hidden_names and logged
-  prefetch-missing 'shardfs prefetch MNT nonexist': exit 1, the error names the path, and no
-                  progress line (of what earlier runs prefetched) on stdout
+  prefetch-missing 'shardfs prefetch MNT nonexist': exit 1, the error names the path (and says
+                  'outside the mount' for a path that exists elsewhere), and no progress line
+                  (of what earlier runs prefetched) on stdout
   stats-cli       a source whose path has a quote, a backslash and a newline: 'shardfs stats'
                   prints every field of .shardfs/stats in its order, strings as they are (it
                   once printed the JSON escapes: \" and \\), a newline as \u000a (one line
@@ -258,6 +259,13 @@ def group_prefetch_missing(env, ck):
         ck.eq('prefetch nonexist: no progress of other paths on stdout', r.stdout, b'')
         ck.ok(b'prefetch nonexist: no such file or directory in the mount' in r.stderr,
               'prefetch nonexist: the error names the path: %r' % r.stderr)
+        # a path that exists, but outside the mount: the error says so (it was
+        # "no such file or directory in the mount", as if the path were missing)
+        r = env.run([env.shardfs, 'prefetch', m.mnt, src])
+        ck.eq('prefetch SRC (outside the mount): exit', r.returncode, 1)
+        ck.ok(('prefetch %s: outside the mount %s, and no \'%s\' in it' % (
+            src, os.path.realpath(m.mnt), src.lstrip('/'))).encode() in r.stderr,
+            'prefetch SRC: the error says it is outside the mount: %r' % r.stderr)
 
 
 def group_name_conflict(env, ck):
