@@ -108,8 +108,10 @@ struct stage_piece {
 
 /* The pieces' lists: one per object's hash (a read looks at its object's
  * pieces only: one list of them all, 300-400 pieces in the planned epoch
- * of tests/bench/link_bench.py, cost 6 % of the daemon's CPU in the scan). */
-#define STAGE_LISTS 64u
+ * of tests/bench/link_bench.py, cost 6 % of the daemon's CPU in the scan);
+ * stage_list takes its top STAGE_LISTS_LOG2 bits. */
+#define STAGE_LISTS_LOG2 6u
+#define STAGE_LISTS	 (1u << STAGE_LISTS_LOG2)
 
 struct fetch_stage {
 	struct disk_mutex lock;
@@ -143,7 +145,7 @@ static struct stage_piece **stage_list(struct fetch_stage *st, const struct cach
 {
 	uint64_t h = (uint64_t)(uintptr_t)o * 0x9e3779b97f4a7c15ull;
 
-	return &st->head[h >> 58]; /* the top 6 bits: STAGE_LISTS */
+	return &st->head[h >> (64u - STAGE_LISTS_LOG2)]; /* the top bits: one of STAGE_LISTS */
 }
 
 static void piece_free(struct stage_piece *p)
