@@ -614,14 +614,20 @@ static int prefetch_wait(struct fs *fs, const char *a, size_t n, const struct fs
 	}
 	fs->c.prefetch_waits++;
 	for (;;) {
-		int64_t left;
+		int64_t left, now;
 
 		over = pf_wait_over(fs, &w);
-		left = end - mono_ns();
+		now = mono_ns();
+		left = end - now;
 		if (over || left <= 0)
 			break;
 		if (stop && stop->asked(stop->arg)) {
+			fs->c.prefetch_wait_interrupts++;
 			over = -EINTR;
+			break;
+		}
+		if (fs_ctl_notice(fs) > now) {
+			over = -ESHUTDOWN;
 			break;
 		}
 		if (left > PF_WAIT_TICK_NS)
@@ -630,6 +636,20 @@ static int prefetch_wait(struct fs *fs, const char *a, size_t n, const struct fs
 	}
 	free(w.v);
 	return over;
+}
+
+/* 'umount-notice MS' (fs_ctl.h): 0, or -EINVAL. */
+static int umount_notice(struct fs *fs, const char *a, size_t n)
+{
+	uint64_t ms;
+	size_t i = 0;
+
+	if (ctl_num(a, n, &i, FS_CTL_NOTICE_MAX_MS, &ms) < 0 || i != n)
+		return -EINVAL;
+	fs_ctl_notice_set(fs, ms ? mono_ns() + (int64_t)ms * 1000000 : 0);
+	if (ms)
+		fs->c.umount_notices++;
+	return 0;
 }
 
 int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid,
@@ -659,6 +679,8 @@ int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid,
 				fs_ctl_run_of(fs, pid, 1);
 			} else if (cmd_is(buf + i, k - i, "prefetch-wait", &a)) {
 				err = waited = prefetch_wait(fs, buf + i + a, k - i - a, stop);
+			} else if (cmd_is(buf + i, k - i, "umount-notice", &a)) {
+				err = umount_notice(fs, buf + i + a, k - i - a);
 			} else if (k - i == 7 && memcmp(buf + i, "refresh", 7) == 0) {
 				err = refresh(fs);
 			} else if (cmd_is(buf + i, k - i, "plan", &a) ||

@@ -53,6 +53,13 @@ int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len);
  *                     10 ms, at the cost of one or two of its objects a look
  *                     (fs_ctl.c); 'shardfs prefetch' follows its run so
  *                     instead of reading the stats file over and over
+ *                     A 'umount-notice' ends every wait at once: -ESHUTDOWN
+ *   umount-notice MS  'shardfs umount' found the mount busy with control-file
+ *                     users only: for MS milliseconds (at most
+ *                     FS_CTL_NOTICE_MAX_MS; 0 ends the notice) every
+ *                     prefetch-wait, running or new, ends at once with
+ *                     -ESHUTDOWN, so that 'shardfs prefetch' stops following
+ *                     its run and lets go of the control file
  *   refresh           list the source again (fs_ns_refresh) and wait until
  *                     the kernel's caches of what changed are invalidated
  *   plan [NAME] FILE  publish the reading plan in FILE (an absolute path the
@@ -65,7 +72,8 @@ int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len);
  * was prefetched), a prefetch-wait's result, or -EINVAL / -ENOENT for a bad
  * command or path, or the listing's error of a refresh, or -EINTR (stop:
  * the sender gave up waiting while a plan file was read or a prefetch-wait
- * waited). */
+ * waited; counted in prefetch_wait_interrupts), or -ESHUTDOWN (a
+ * prefetch-wait under an umount-notice). */
 int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid,
 		   const struct fs_op_stop *stop);
 
@@ -83,5 +91,11 @@ int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid,
 int fs_ctl_run_of(struct fs *fs, pid_t pid, int start);
 void fs_ctl_run_cached(struct fs *fs, int run, uint64_t cached);
 int fs_ctl_run(struct fs *fs, uint64_t *before);
+
+/* fs_view_ctl.c: the notice of 'umount-notice MS': the CLOCK_MONOTONIC
+ * time (ns) until which prefetch-waits end at once with -ESHUTDOWN (0:
+ * none). Any thread; the state's lock only. */
+void fs_ctl_notice_set(struct fs *fs, int64_t until_ns);
+int64_t fs_ctl_notice(struct fs *fs);
 
 #endif

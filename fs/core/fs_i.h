@@ -286,6 +286,7 @@ struct fs_counters {
 	atomic_ullong index_mem_bytes, index_mapped_bytes;
 	atomic_ullong prefetch_requests, prefetch_errors, shard_prefetches;
 	atomic_ullong prefetch_waits; /* 'prefetch-wait' commands (fs_ctl.c) */
+	atomic_ullong prefetch_wait_interrupts, umount_notices; /* (fs_ctl.c) */
 	/* Imagefolder view and sidecar indexes */
 	atomic_ullong if_images, if_no_image, if_no_class, if_dup_dropped, if_shards_indexed;
 	atomic_ullong if_build_ms, if_cls_reads, index_sidecar, index_sidecar_rejected;

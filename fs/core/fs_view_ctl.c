@@ -42,9 +42,10 @@ struct fs_ctl_state {
 	 * READ that follows serves this snapshot. */
 	struct ctl_snap cur[FS_CTL_COUNT];
 	/* The latest prefetch run (fs_ctl.h, fs_ctl_run_of) */
-	int run;	     /* its id, 1, 2, ...; 0: none yet */
-	pid_t run_pid;	     /* the process that began it */
-	uint64_t run_before; /* bytes of its objects cached when it named them */
+	int run;	      /* its id, 1, 2, ...; 0: none yet */
+	pid_t run_pid;	      /* the process that began it */
+	uint64_t run_before;  /* bytes of its objects cached when it named them */
+	int64_t notice_until; /* 'umount-notice': CLOCK_MONOTONIC ns it holds until */
 };
 
 int fs_ctl_new(struct fs_ctl_state **out)
@@ -102,6 +103,26 @@ int fs_ctl_run(struct fs *fs, uint64_t *before)
 	*before = c->run_before;
 	disk_mutex_unlock(&c->lock);
 	return run;
+}
+
+void fs_ctl_notice_set(struct fs *fs, int64_t until_ns)
+{
+	struct fs_ctl_state *c = fs->ctl;
+
+	disk_mutex_lock(&c->lock);
+	c->notice_until = until_ns;
+	disk_mutex_unlock(&c->lock);
+}
+
+int64_t fs_ctl_notice(struct fs *fs)
+{
+	struct fs_ctl_state *c = fs->ctl;
+	int64_t until;
+
+	disk_mutex_lock(&c->lock);
+	until = c->notice_until;
+	disk_mutex_unlock(&c->lock);
+	return until;
 }
 
 /* A control file's attributes: render the current snapshot (see

@@ -203,9 +203,22 @@ static int pf_stats_read(const char *mnt, struct pf_stats *p)
 
 /* Exit status of 'shardfs prefetch' (also in its --help and README.md). */
 #define PF_EXIT_OK 0 /* everything asked for that fits is cached */
-#define PF_EXIT_ERR                                                                                \
-	1 /* a PATH was refused, the mount was lost, or bytes that fit are not                     \
-	   * cached (fills failed, or readers' fills evicted them meanwhile) */
+/* a PATH was refused, the mount was lost or is being unmounted, or bytes
+ * that fit are not cached (fills failed, or readers' fills evicted them
+ * meanwhile) */
+#define PF_EXIT_ERR 1
+#define PF_EXIT_INT 130 /* SIGINT or SIGTERM: stopped following; the mount goes on */
+
+/* The signal that asked 'shardfs prefetch' to stop following (0: none). Its
+ * handler is installed without SA_RESTART: a wait on the mount (the ioctl)
+ * ends with EINTR, the mount having ended the wait at the kernel's
+ * interrupt (fs_ctl.c), and the loop looks at this. */
+static volatile sig_atomic_t pf_stop_sig;
+
+static void pf_on_signal(int sig)
+{
+	pf_stop_sig = sig;
+}
 
 /* One 'shardfs prefetch': the mount, its counters before the commands
  * (s0, when have_s0) and now (s), of its run (run: the id). */
@@ -213,6 +226,7 @@ struct pf_run {
 	const char *mnt;
 	struct pf_stats s0, s;
 	uint64_t run;
+	int ctl; /* its control file, open while it follows the run (-1: closed) */
 	int have_s0;
 	int tty;     /* stdout is a terminal: a progress bar, else a line every 5 s */
 	int ended;   /* the mount's prefetch of these objects is over */
@@ -321,21 +335,39 @@ static int pf_report(const struct pf_run *r, double rate, double since_print)
 /* Wait until the mount's prefetch of run r is over or ms milliseconds
  * passed (at most FS_CTL_WAIT_MAX_MS): a 'prefetch-wait' command on the
  * control file, which the mount answers within 10 ms of the run's end.
- * 1 over (or another run began), 0 not yet, or a negative errno (-EINVAL
- * from a mount without the command). */
+ * 1 over (or another run began), 0 not yet, or a negative errno: -EINVAL
+ * from a mount without the command, -EINTR when a signal came (a stop and
+ * continue, or SIGINT: pf_stop_sig), -ESHUTDOWN when 'shardfs umount' asks
+ * the control file's users to leave (umount-notice). */
 static int pf_wait(const struct pf_run *r, int ms)
 {
-	char path[PATH_MAX + 32], line[64];
-	int fd, err;
+	char line[64];
 
-	snprintf(path, sizeof(path), "%s/.shardfs/control", r->mnt);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
 	snprintf(line, sizeof(line), "prefetch-wait %" PRIu64 " %d\n", r->run, ms);
-	err = ctl_send(fd, line);
-	close(fd);
-	return err;
+	return ctl_send(r->ctl, line);
+}
+
+static void pf_close(struct pf_run *r)
+{
+	if (r->ctl >= 0)
+		close(r->ctl);
+	r->ctl = -1;
+}
+
+/* A signal asked to stop following (pf_stop_sig): say where the run
+ * stands and that the mount goes on with it. PF_EXIT_INT. */
+static int pf_stopped(const struct pf_run *r)
+{
+	char have[32], want[32];
+
+	fs_human_bytes(r->s.have, have, sizeof(have));
+	fs_human_bytes(r->s.want, want, sizeof(want));
+	fprintf(stderr,
+		"%sshardfs: prefetch: %s: stopped following (%s of %s cached); the mount "
+		"goes on with the prefetch ('shardfs stats %s' shows it)\n",
+		r->tty ? "\n" : "", pf_stop_sig == SIGINT ? "interrupted (SIGINT)" : "SIGTERM",
+		have, want, r->mnt);
+	return PF_EXIT_INT;
 }
 
 /* Follow the mount's counters until every byte asked is cached or the
@@ -352,14 +384,18 @@ static int pf_follow(struct pf_run *r)
 {
 	double t0 = now_s(), last_print = 0, last_progress = t0;
 	uint64_t last_have = 0;
-	int waits = 1; /* the mount takes 'prefetch-wait' */
+	int waits = r->ctl >= 0; /* the mount takes 'prefetch-wait' */
 
 	for (int first = 1;; first = 0) {
 		struct pf_stats *s = &r->s;
 		double t = now_s(), rate = 0;
 
+		if (pf_stop_sig)
+			return pf_stopped(r);
 		/* the first time, the counters the plan was said from */
 		if (!first && pf_stats_read(r->mnt, s) < 0) {
+			if (pf_stop_sig) /* the read was interrupted */
+				return pf_stopped(r);
 			fprintf(stderr, "%sshardfs: lost the mount at %s\n", r->tty ? "\n" : "",
 				r->mnt);
 			return PF_EXIT_ERR;
@@ -402,12 +438,24 @@ static int pf_follow(struct pf_run *r)
 			ms = left * 1000 >= FS_CTL_WAIT_MAX_MS ? FS_CTL_WAIT_MAX_MS
 							       : (int)(left * 1000) + 1;
 			w = pf_wait(r, ms);
-			if (w == 1)
+			if (w == 1 || pf_stop_sig)
 				break;
-			if (w < 0)
+			if (w == -ESHUTDOWN) {
+				pf_close(r);
+				fprintf(stderr,
+					"%sshardfs: prefetch: %s is being unmounted ('shardfs "
+					"umount'): stopped following the prefetch\n",
+					r->tty ? "\n" : "", r->mnt);
+				return PF_EXIT_ERR;
+			}
+			/* -EINTR without a stop asked: a stop and continue
+			 * (Ctrl-Z, fg); the wait goes on */
+			if (w < 0 && w != -EINTR) {
 				waits = 0; /* an older mount (or a failure): poll */
+				pf_close(r);
+			}
 		}
-		if (!waits)
+		if (!waits && !pf_stop_sig)
 			nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
 	}
 }
@@ -444,10 +492,11 @@ static int pf_summary(const struct pf_run *r)
 
 int fs_prefetch_main(int argc, char **argv)
 {
-	struct pf_run r = {.tty = isatty(STDOUT_FILENO)};
+	struct pf_run r = {.tty = isatty(STDOUT_FILENO), .ctl = -1};
+	struct sigaction sa = {.sa_handler = pf_on_signal};
 	struct fs_mnt m;
 	char path[PATH_MAX + 32], *mnt;
-	int fd, rc, sent;
+	int fd, rc, sent, f;
 
 	rc = client_usage(
 	    argc, argv, "prefetch MOUNTPOINT [PATH...]",
@@ -457,9 +506,12 @@ int fs_prefetch_main(int argc, char **argv)
 	    "A prefetch fills only the room the cache has (--cache-size, the disk's\n"
 	    "reserve) and never evicts: it says up front how much fits, fetches that,\n"
 	    "and ends with what it fetched, what was cached already and what did not fit.\n\n"
+	    "Ctrl-C stops following (the mount goes on with the prefetch); 'shardfs\n"
+	    "umount' of the mount makes it stop following too.\n\n"
 	    "exit status: 0 when everything that fits is cached (bytes that did not fit\n"
-	    "are no error); 1 when a PATH is not in the mount, the mount went away, or\n"
-	    "bytes that fit are not cached (fills failed: see the mount's log).\n",
+	    "are no error); 1 when a PATH is not in the mount, the mount went away or is\n"
+	    "being unmounted, or bytes that fit are not cached (fills failed: see the\n"
+	    "mount's log); 130 after Ctrl-C or SIGTERM.\n",
 	    1);
 	if (rc >= 0)
 		return rc;
@@ -492,19 +544,30 @@ int fs_prefetch_main(int argc, char **argv)
 		return PF_EXIT_ERR;
 	}
 	rc = pf_send(fd, mnt, argc, argv, &sent);
-	close(fd);
-	if (!sent) { /* the mount's progress would be of other prefetches */
+	/* kept open for the waits: 'shardfs umount' finds this command by it
+	 * and asks it to leave (umount-notice) */
+	r.ctl = fd;
+	if (!sent || pf_stats_read(mnt, &r.s) < 0) {
+		/* none sent: the mount's progress would be of other prefetches */
+		if (sent)
+			fprintf(stderr, "shardfs: lost the mount at %s\n", mnt);
+		pf_close(&r);
 		free(mnt);
-		return rc;
-	}
-	if (pf_stats_read(mnt, &r.s) < 0) {
-		fprintf(stderr, "shardfs: lost the mount at %s\n", mnt);
-		free(mnt);
-		return PF_EXIT_ERR;
+		return sent ? PF_EXIT_ERR : rc;
 	}
 	r.run = r.s.run;
 	pf_say_plan(&r.s);
-	if (pf_follow(&r) != PF_EXIT_OK)
+	/* Ctrl-C or SIGTERM: stop following and say so (pf_stopped) */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	f = pf_follow(&r);
+	pf_close(&r);
+	if (f == PF_EXIT_INT) {
+		free(mnt);
+		return f;
+	}
+	if (f != PF_EXIT_OK)
 		rc = PF_EXIT_ERR;
 	if (r.tty)
 		printf("\n");

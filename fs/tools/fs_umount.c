@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -103,61 +104,208 @@ static int link_inside(const char *link, const char *dir, dev_t dev)
 	return stat(link, &st) < 0 || st.st_dev == dev;
 }
 
-/* Say which processes hold the mount at dir (device dev) busy (a working
- * directory, root or open file inside it), up to 8 of them, on stderr. */
-static void say_holders(const char *dir, dev_t dev)
+/* Is link (a /proc/PID/fd/N inside the mount at dir) a file of the
+ * mount's .shardfs, a control file? */
+static int link_ctl(const char *link, const char *dir)
+{
+	char t[PATH_MAX];
+	ssize_t n = readlink(link, t, sizeof(t) - 1);
+	size_t dl = strlen(dir);
+
+	if (n <= 0)
+		return 0;
+	t[n] = '\0';
+	return strncmp(t, dir, dl) == 0 && strncmp(t + dl, "/.shardfs/", 10) == 0;
+}
+
+/* What holds a mount busy, as /proc shows this user's processes: how many
+ * hold it, and of them how many hold only control files (.shardfs/stats,
+ * control...: 'shardfs prefetch' following its run, 'shardfs stats', a
+ * reader of the counters), which leave by themselves or at an
+ * umount-notice. */
+struct holders {
+	int found, ctl_only;
+};
+
+/* What a process holds of the mount at dir (device dev): NULL nothing,
+ * else why it holds it; *ctl_only set when that is control files only. */
+static const char *holder_why(long pid, const char *dir, dev_t dev, int *ctl_only)
+{
+	char path[320];
+	const char *why = NULL;
+	DIR *fds;
+
+	*ctl_only = 0;
+	snprintf(path, sizeof(path), "/proc/%ld/cwd", pid);
+	if (link_inside(path, dir, dev))
+		return "its working directory";
+	snprintf(path, sizeof(path), "/proc/%ld/root", pid);
+	if (link_inside(path, dir, dev))
+		return "its root directory";
+	snprintf(path, sizeof(path), "/proc/%ld/fd", pid);
+	fds = opendir(path);
+	for (struct dirent *d; fds && (d = readdir(fds));) {
+		snprintf(path, sizeof(path), "/proc/%ld/fd/%.20s", pid, d->d_name);
+		if (d->d_name[0] == '.' || !link_inside(path, dir, dev))
+			continue;
+		if (!link_ctl(path, dir)) {
+			why = "an open file";
+			*ctl_only = 0;
+			break;
+		}
+		why = "a control file open (.shardfs/)";
+		*ctl_only = 1;
+	}
+	if (fds)
+		closedir(fds);
+	return why;
+}
+
+/* The name a holder is shown by: its comm, and for shardfs its command
+ * ('shardfs prefetch'). */
+static void holder_name(long pid, char *name, size_t cap)
+{
+	char path[64], args[256];
+	ssize_t n;
+	FILE *f;
+	int fd;
+
+	snprintf(name, cap, "?");
+	snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
+	f = fopen(path, "re");
+	if (f) {
+		if (fgets(name, (int)cap, f))
+			name[strcspn(name, "\n")] = '\0';
+		fclose(f);
+	}
+	if (strcmp(name, "shardfs") != 0)
+		goto out;
+	snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd < 0 ? -1 : read(fd, args, sizeof(args) - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n > 0) {
+		args[n] = '\0';
+		/* "shardfs\0prefetch\0...": the second argument */
+		if (strlen(args) + 1 < (size_t)n)
+			snprintf(name, cap, "shardfs %.40s", args + strlen(args) + 1);
+	}
+out: /* a name is the process's to choose: one line, printable */
+	for (char *c = name; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
+}
+
+/* Count which processes hold the mount at dir (device dev) busy (a working
+ * directory, root or open file inside it) into *h; with say, name up to 8
+ * of them on stderr. */
+static void scan_holders(const char *dir, dev_t dev, int say, struct holders *h)
 {
 	DIR *proc = opendir("/proc");
 	struct dirent *e;
-	int shown = 0, more = 0;
+	int more = 0;
 
+	h->found = h->ctl_only = 0;
 	while (proc && (e = readdir(proc))) {
-		char path[320], comm[64] = "?";
-		const char *why = NULL;
+		char name[96];
 		long pid = strtol(e->d_name, NULL, 10);
-		DIR *fds;
-		FILE *f;
+		int ctl;
+		const char *why;
 
 		if (pid <= 0 || pid == (long)getpid())
 			continue;
-		snprintf(path, sizeof(path), "/proc/%ld/cwd", pid);
-		if (link_inside(path, dir, dev))
-			why = "its working directory";
-		snprintf(path, sizeof(path), "/proc/%ld/root", pid);
-		if (!why && link_inside(path, dir, dev))
-			why = "its root directory";
-		snprintf(path, sizeof(path), "/proc/%ld/fd", pid);
-		fds = why ? NULL : opendir(path);
-		for (struct dirent *d; fds && !why && (d = readdir(fds));) {
-			snprintf(path, sizeof(path), "/proc/%ld/fd/%.20s", pid, d->d_name);
-			if (d->d_name[0] != '.' && link_inside(path, dir, dev))
-				why = "an open file";
-		}
-		if (fds)
-			closedir(fds);
+		why = holder_why(pid, dir, dev, &ctl);
 		if (!why)
 			continue;
-		if (shown == 8) {
+		h->found++;
+		h->ctl_only += ctl;
+		if (!say)
+			continue;
+		if (h->found > 8) {
 			more++;
 			continue;
 		}
-		snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
-		f = fopen(path, "re");
-		if (f) {
-			if (fgets(comm, sizeof(comm), f))
-				comm[strcspn(comm, "\n")] = '\0';
-			fclose(f);
-		}
-		fprintf(stderr, "  pid %ld (%s): %s\n", pid, comm, why);
-		shown++;
+		holder_name(pid, name, sizeof(name));
+		fprintf(stderr, "  pid %ld (%s): %s%s\n", pid, name, why,
+			ctl && strcmp(name, "shardfs prefetch") == 0
+			    ? ": it follows a prefetch (Ctrl-C ends it; the mount's prefetch "
+			      "goes on)"
+			    : "");
 	}
 	if (proc)
 		closedir(proc);
 	if (more)
 		fprintf(stderr, "  and %d more\n", more);
-	if (!shown)
+	if (say && !h->found)
 		fprintf(stderr,
 			"  (no process of this user found: another user's, or a mapping)\n");
+}
+
+/* Send a command line to the mount at dir's control file: 0, or a
+ * negative errno. */
+static int umount_ctl(const char *dir, const char *line)
+{
+	static char buf[FS_CTL_IOC_LEN];
+	char path[PATH_MAX + 32];
+	int fd, r;
+
+	snprintf(path, sizeof(path), "%s/.shardfs/control", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	memset(buf, 0, sizeof(buf));
+	snprintf(buf, sizeof(buf), "%s", line);
+	r = ioctl(fd, FS_CTL_IOC, buf) < 0 ? -errno : 0;
+	close(fd);
+	return r;
+}
+
+/* The longest 'shardfs umount' waits for a busy mount's control-file users
+ * to leave (docs/usage.md): 'shardfs prefetch' leaves within one look of
+ * its wait (10 ms) of the notice; a reader of the counters, once it closes
+ * them. */
+#define FS_UMOUNT_LEAVE_MS 5000
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* fusermount found the live mount m busy. When what holds it is control
+ * files only (struct holders), ask their users to leave (umount-notice:
+ * 'shardfs prefetch' stops following) and unmount once they left, within
+ * FS_UMOUNT_LEAVE_MS: 0 unmounted; else 1 (the notice withdrawn, err
+ * fusermount's last complaint). */
+static int umount_leave(const struct fs_mnt *m, char *err, size_t cap)
+{
+	char line[64];
+	struct holders h;
+	int64_t end = mono_ms() + FS_UMOUNT_LEAVE_MS;
+	int tries = 0;
+
+	scan_holders(m->dir, m->dev, 0, &h);
+	if (m->state != FS_MNT_LIVE || !h.ctl_only || h.found != h.ctl_only)
+		return 1;
+	snprintf(line, sizeof(line), "umount-notice %d\n", FS_UMOUNT_LEAVE_MS);
+	umount_ctl(m->dir, line); /* an older mount: its users may still leave */
+	for (;;) {
+		if (!h.found) {
+			if (run_fusermount(m->dir, 0, err, cap) == 0)
+				return 0;
+			if (!strstr(err, strerror(EBUSY)) || ++tries == 5)
+				break;
+		}
+		if (h.found != h.ctl_only || mono_ms() >= end)
+			break;
+		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+		scan_holders(m->dir, m->dev, 0, &h);
+	}
+	umount_ctl(m->dir, "umount-notice 0\n");
+	return 1;
 }
 
 /* The daemon of the live mount m: the pid its stats name, when that
@@ -194,6 +342,11 @@ static int umount_args(int argc, char **argv, const char **path, int *force, int
 			    "A busy mount (a process has its working directory or a file open in "
 			    "it)\n"
 			    "is not unmounted: the command names those processes and exits 1.\n"
+			    "When only control files (.shardfs/) hold it, their users are asked "
+			    "to\n"
+			    "leave ('shardfs prefetch' stops following) and it waits up to 5 s "
+			    "for\n"
+			    "them before it says the mount is busy.\n"
 			    "  --force  a busy mount: stop its daemon (SIGTERM; it detaches the "
 			    "mount,\n"
 			    "           and reads in flight and open files fail with ENOTCONN); a "
@@ -293,8 +446,10 @@ static int umount_failed(const char *path, const struct fs_mnt *m, long pid, int
 		return 1;
 	}
 	if (busy && !force) {
+		struct holders h;
+
 		fprintf(stderr, "shardfs: %s is busy, not unmounted; held by:\n", path);
-		say_holders(m->dir, m->dev);
+		scan_holders(m->dir, m->dev, 1, &h);
 		fprintf(stderr,
 			"shardfs: end those, or 'shardfs umount --force %s' stops the "
 			"daemon (their reads and open files then fail)\n",
@@ -323,6 +478,8 @@ int fs_umount_main(int argc, char **argv)
 		return r;
 	pid = mount_daemon(&m);
 	if (run_fusermount(m.dir, stale, err, sizeof(err)) != 0 &&
+	    (force || stale || !strstr(err, strerror(EBUSY)) ||
+	     umount_leave(&m, err, sizeof(err)) != 0) &&
 	    umount_failed(path, &m, pid, force, err, sizeof(err)) != 0)
 		return 1;
 	/* wait for the daemon to finish writing its state (60 s at most) */

@@ -43,6 +43,10 @@ extern const char *const fs_ctl_names[FS_CTL_COUNT];
 /* The longest wait a 'prefetch-wait RUN MS' command may ask for (fs_ctl.h):
  * a request handler is held at most this long. */
 #define FS_CTL_WAIT_MAX_MS 1000
+/* The longest notice an 'umount-notice MS' command may give (fs_ctl.h):
+ * 'shardfs umount' waits at most FS_UMOUNT_LEAVE_MS (fs_umount.c) for the
+ * control file's users to leave, and gives that. */
+#define FS_CTL_NOTICE_MAX_MS 60000
 
 /* A reading plan's name (plan [NAME] FILE): [A-Za-z0-9._:-], 1 to 64
  * characters (fs_plan.c). */

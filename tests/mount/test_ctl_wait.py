@@ -1,0 +1,348 @@
+#!/usr/bin/python3
+"""shardfs mount tests: the waits on the control file ('prefetch-wait', 'umount-notice') and the
+commands that use them ('shardfs prefetch', 'shardfs umount'). Every prefetch here is held: the
+mount's source is nginx behind a proxy that holds every ranged GET until the test releases it,
+so a prefetch run is in flight for as long as a check needs, with no sleep.
+
+usage: test_ctl_wait.py SHARDFS GROUP
+GROUP:
+  umount-prefetch  'shardfs umount' while 'shardfs prefetch' follows its run: with a reader's
+                   working directory in the mount too, exit 1 naming both (the prefetch as
+                   'shardfs prefetch', with what Ctrl-C does) and no notice sent; with the
+                   prefetch alone, exit 0 (the mount gone, the daemon exited 0) and the prefetch
+                   ends with exit 1 saying the mount is being unmounted (main before this test
+                   refused it as busy); a control file held open by a process that never leaves:
+                   one notice, exit 1 after the bound (FS_UMOUNT_LEAVE_MS) naming it
+  wait-eintr       'prefetch-wait RUN 1000' from a process, signalled (SIGUSR1, a handler) while
+                   the mount holds its wait: the ioctl ends with EINTR and the mount counts one
+                   interrupted wait (prefetch_wait_interrupts 1); a 'umount-notice' ends a held
+                   wait with ESHUTDOWN, 'umount-notice 0' withdraws it; bad notices are EINVAL
+  client-waits     'shardfs prefetch' under strace: a wait that fails EINTR (a stop and continue,
+                   injected) is sent again, not turned into polling; a mount without
+                   'prefetch-wait' (EINVAL injected from the first wait on) is polled every
+                   20 ms: exactly 3 control ioctls, no wait reaches the mount, the summary after
+                   the release; SIGINT while it follows: exit 130 and one line saying it stopped
+                   following and that the mount goes on (the run then completes)
+"""
+import errno
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import web  # noqa: E402
+
+log = ml.log
+SIZE = 3 << 20  # the one member's bytes
+
+
+class Held:
+    """A mount of nginx's tree behind a HoldProxy that holds every ranged GET: src/s0.tar (one
+    member x.bin of SIZE bytes); release() lets the fills through."""
+
+    def __init__(self, env, tag):
+        if not shutil.which('nginx'):
+            raise ml.Skip('nginx is not installed (sh scripts/install-deps.sh --test)')
+        self.env = env
+        self.src = env.path('src-' + tag)
+        os.makedirs(self.src)
+        self.data = os.urandom(SIZE)
+        ml.write_file(os.path.join(self.src, 's0.tar'), ml.tar_bytes([('x.bin', self.data)]))
+        self.size = os.path.getsize(os.path.join(self.src, 's0.tar'))
+        self.ng = web.Nginx(env.path('nginx-' + tag), self.src).start()
+        self.px = web.HoldProxy(self.ng.port, 0)
+        self.m = ml.Mount(env, self.px.url('json/'), cache_dir=env.path('cache-' + tag),
+                          extra=['--warm', 'off', '--chunk-size', '1M'])
+
+    def __enter__(self):
+        self.m.mount()
+        return self
+
+    def __exit__(self, *exc):
+        self.px.release.set()
+        self.m.umount(quiet=True)
+        self.px.close()
+        self.ng.stop()
+        return False
+
+
+def spawn_prefetch(env, mnt, tag, prefix=()):
+    """'shardfs prefetch MNT' in the background, its output to files: (Popen, out, err)."""
+    out = open(env.path('pf-%s.out' % tag), 'w+b')
+    err = open(env.path('pf-%s.err' % tag), 'w+b')
+    p = subprocess.Popen(list(prefix) + [env.shardfs, 'prefetch', mnt], stdin=subprocess.DEVNULL,
+                         stdout=out, stderr=err, env=env.env)
+    return p, out, err
+
+
+def ended(p, out, err):
+    """Wait for a spawned command: (exit status, stdout, stderr)."""
+    rc = p.wait(timeout=ml.POLL_TIMEOUT)
+    out.seek(0)
+    err.seek(0)
+    o, e = out.read().decode(errors='replace'), err.read().decode(errors='replace')
+    out.close()
+    err.close()
+    log('-> rc=%r stdout=%r stderr=%r' % (rc, o, e))
+    return rc, o, e
+
+
+def waits_past(m, n):
+    """Poll until the mount has answered more than n prefetch-waits (begun: counted at their
+    start); the count."""
+    return ml.poll(lambda: (lambda v: v if v > n else None)(m.stats()['prefetch_waits']),
+                   what='a prefetch-wait past %d on %s' % (n, m.mnt))
+
+
+def group_umount_prefetch(env, ck):
+    with Held(env, 'a') as h:
+        m = h.m
+        pid = m.stats()['pid']
+        p, out, err = spawn_prefetch(env, m.mnt, 'a')
+        holder = None
+        try:
+            waits_past(m, 0)  # it follows its run (and holds the control file open)
+            # a reader's working directory too: busy, no notice, the prefetch left alone
+            holder = subprocess.Popen(['sleep', '600'], cwd=m.mnt, stdin=subprocess.DEVNULL)
+            r = env.run([env.shardfs, 'umount', m.mnt], timeout=ml.UMOUNT_TIMEOUT, files=True)
+            e = r.stderr.decode(errors='replace')
+            log('reader + prefetch: umount rc=%r %s' % (r.returncode, e))
+            ck.eq('reader + prefetch: umount exit', r.returncode, 1)
+            ck.ok('pid %d (sleep): its working directory' % holder.pid in e,
+                  'reader + prefetch: the reader not named: %r' % e)
+            ck.ok('pid %d (shardfs prefetch): a control file open (.shardfs/): it follows a '
+                  'prefetch (Ctrl-C ends it; the mount\'s prefetch goes on)' % p.pid in e,
+                  'reader + prefetch: the prefetch not named as one: %r' % e)
+            ck.ok(ml.is_mounted(m.mnt), 'reader + prefetch: unmounted')
+            ck.eq('reader + prefetch: notices sent', m.stats().get('umount_notices'), 0)
+            ck.eq('reader + prefetch: the prefetch still follows', p.poll(), None)
+            holder.kill()
+            holder.wait()
+            holder = None
+            # the prefetch alone: it is asked to leave, and the mount goes
+            r = env.run([env.shardfs, 'umount', m.mnt], timeout=ml.UMOUNT_TIMEOUT, files=True)
+            log('prefetch alone: umount rc=%r %s' % (r.returncode, r.stderr.decode()))
+            ck.eq('prefetch alone: umount exit', r.returncode, 0)
+            ck.ok(not ml.is_mounted(m.mnt), 'prefetch alone: %s still mounted' % m.mnt)
+            rc, o, e = ended(p, out, err)
+            ck.eq('prefetch alone: prefetch exit', rc, 1)
+            ck.eq('prefetch alone: what prefetch says', e,
+                  "shardfs: prefetch: %s is being unmounted ('shardfs umount'): stopped "
+                  "following the prefetch\n" % m.mnt)
+            env.reap()
+            ck.eq('prefetch alone: how the daemon ended', m.ends().get(pid),
+                  'exited with status 0')
+        finally:
+            if holder:
+                holder.kill()
+                holder.wait()
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    # a control file held by a process that never leaves: one notice, then busy
+    with Held(env, 'b') as h:
+        m = h.m
+        fd = os.open(os.path.join(m.mnt, '.shardfs', 'stats'), os.O_RDONLY)
+        try:
+            r = env.run([env.shardfs, 'umount', m.mnt], timeout=ml.UMOUNT_TIMEOUT, files=True)
+            e = r.stderr.decode(errors='replace')
+            log('stats held: umount rc=%r %s' % (r.returncode, e))
+            ck.eq('stats held: umount exit', r.returncode, 1)
+            ck.ok('pid %d (' % os.getpid() in e and 'a control file open (.shardfs/)' in e,
+                  'stats held: the holder not named: %r' % e)
+            ck.ok(ml.is_mounted(m.mnt), 'stats held: unmounted')
+            ck.eq('stats held: notices sent', m.stats().get('umount_notices'), 1)
+            # the notice was withdrawn: a wait is a wait again (run 1 is no run: over at once)
+            ck.eq('stats held: a prefetch-wait after it', ml.control_errno(
+                m.mnt, 'prefetch-wait 1 10'), None)
+        finally:
+            os.close(fd)
+        r = env.run([env.shardfs, 'umount', m.mnt], timeout=ml.UMOUNT_TIMEOUT, files=True)
+        ck.eq('stats closed: umount exit', r.returncode, 0)
+
+
+# The waiting process of wait-eintr: one 'prefetch-wait RUN 1000' per line "go" on stdin, through
+# libc's ioctl (Python's would retry EINTR), its result printed: the number, or the errno's name;
+# "+sig" when SIGUSR1 came during it.
+WAITER = r"""
+import ctypes, errno, os, signal, sys
+mnt, run = sys.argv[1], int(sys.argv[2])
+libc = ctypes.CDLL(None, use_errno=True)
+got = []
+signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))
+req = (1 << 30) | (8192 << 16) | (ord('S') << 8) | 1
+fd = os.open(os.path.join(mnt, '.shardfs', 'control'), os.O_RDONLY)
+print('ready', flush=True)
+for line in sys.stdin:
+    buf = ctypes.create_string_buffer(b'prefetch-wait %d 1000\n' % run, 8192)
+    del got[:]
+    r = libc.ioctl(fd, ctypes.c_ulong(req), buf)
+    res = str(r) if r >= 0 else errno.errorcode.get(ctypes.get_errno(), '?')
+    print(res + ('+sig' if got else ''), flush=True)
+"""
+
+
+def group_wait_eintr(env, ck):
+    with Held(env, 'e') as h:
+        m = h.m
+        ml.control(m.mnt, 'prefetch-start\nprefetch s0.tar\n')
+        run = m.stats()['prefetch_run']
+        ck.eq('held: the run pends', m.stats()['prefetch_run_pending'], 1)
+        w = subprocess.Popen([sys.executable, '-c', WAITER, m.mnt, str(run)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env.env)
+        try:
+            ck.eq('waiter ready', w.stdout.readline(), b'ready\n')
+            results = []
+            n = m.stats()['prefetch_waits']
+            # lockstep: a wait, seen begun by the mount, then the signal; a signal that came
+            # after the wait ended by its 1 s (a slow machine) is no interrupt: again
+            for _ in range(20):
+                w.stdin.write(b'go\n')
+                w.stdin.flush()
+                n = waits_past(m, n)
+                w.send_signal(signal.SIGUSR1)
+                res = w.stdout.readline().decode().strip()
+                results.append(res)
+                if res != '0+sig' and res != '0':
+                    break
+            log('waits: %r' % results)
+            ck.eq('the interrupted wait: its result', results[-1], 'EINTR+sig')
+            ck.eq('the waits before it', [x for x in results[:-1] if x not in ('0', '0+sig')],
+                  [])
+            ck.eq('prefetch_wait_interrupts', m.stats().get('prefetch_wait_interrupts'), 1)
+            # a notice ends a held wait at once with ESHUTDOWN (the notice given after the
+            # mount began the wait)
+            w.stdin.write(b'go\n')
+            w.stdin.flush()
+            n = waits_past(m, n)
+            ck.eq('umount-notice 60000', ml.control_errno(m.mnt, 'umount-notice 60000'), None)
+            ck.eq('the wait under the notice', w.stdout.readline().decode().strip(),
+                  'ESHUTDOWN')
+            w.stdin.write(b'go\n')
+            w.stdin.flush()
+            ck.eq('a new wait under the notice', w.stdout.readline().decode().strip(),
+                  'ESHUTDOWN')
+            ck.eq('umount_notices', m.stats().get('umount_notices'), 1)
+            ck.eq('umount-notice 0', ml.control_errno(m.mnt, 'umount-notice 0'), None)
+            # withdrawn: the next wait is held by the mount again, and a signal ends it
+            w.stdin.write(b'go\n')
+            w.stdin.flush()
+            n = waits_past(m, n)
+            h.px.release.set()
+            ck.eq('after the withdrawal: the wait ends at the run\'s end',
+                  w.stdout.readline().decode().strip(), '1')
+            for bad in ('umount-notice', 'umount-notice 60001', 'umount-notice -1',
+                        'umount-notice 5 5', 'umount-notice x'):
+                ck.eq('%r: errno' % bad, ml.control_errno(m.mnt, bad), errno.EINVAL)
+            ck.eq('umount_notices after the bad ones', m.stats().get('umount_notices'), 1)
+        finally:
+            w.stdin.close()
+            w.wait(timeout=ml.POLL_TIMEOUT)
+
+
+def strace_ioctls(path):
+    """Control ioctls in an strace -e trace=openat,ioctl log, and opens of .shardfs/stats."""
+    if not os.path.exists(path):  # strace has not begun yet
+        return [], 0
+    with open(path) as f:
+        lines = f.read().splitlines()
+    ioctls = [ln for ln in lines if 'ioctl(' in ln and '0x53, 0x1, 0x2000' in ln]
+    opens = sum(1 for ln in lines if 'openat(' in ln and '/.shardfs/stats"' in ln
+                and '= -1' not in ln)
+    return ioctls, opens
+
+
+def group_client_waits(env, ck):
+    strace = shutil.which('strace')
+    if not strace:
+        raise ml.Skip('strace is not installed (sh scripts/install-deps.sh --test)')
+    # LeakSanitizer cannot run under ptrace: the traced client goes without it
+    if env.env.get('ASAN_OPTIONS'):
+        env.env['ASAN_OPTIONS'] += ':detect_leaks=0'
+    # ioctl 1 is isatty's TCGETS, 2 prefetch-start, 3 the prefetch line, 4 the first wait
+    for tag, inject in (('eintr', 'error=EINTR:when=4'), ('einval', 'error=EINVAL:when=4+')):
+        with Held(env, tag) as h:
+            m = h.m
+            w0 = m.stats()['prefetch_waits']
+            slog = env.path('strace-%s.log' % tag)
+            p, out, err = spawn_prefetch(env, m.mnt, tag, prefix=[
+                strace, '-f', '-qq', '-o', slog, '-e', 'trace=openat,ioctl',
+                '-e', 'inject=ioctl:' + inject])
+            try:
+                if tag == 'eintr':
+                    # the third ioctl (the first wait) failed EINTR: the next one reaches the
+                    # mount (main before this test polled from then on)
+                    got = ml.poll(lambda: m.stats()['prefetch_waits'] > w0)
+                    ck.ok(got, 'eintr: no wait reached the mount after the EINTR')
+                else:
+                    # polling: the stats file read again and again while the fill is held
+                    ml.poll(lambda: strace_ioctls(slog)[1] >= 6,
+                            what='polls of the stats file')
+                h.px.release.set()
+                rc, o, e = ended(p, out, err)
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            st = m.stats()
+            ioctls, opens = strace_ioctls(slog)
+            log('%s: %d control ioctls, %d stats opens, waits %d' % (
+                tag, len(ioctls), opens, st['prefetch_waits'] - w0))
+            injected = [i for i, ln in enumerate(ioctls) if 'INJECTED' in ln]
+            ck.eq('%s: the control ioctls injected' % tag, injected,
+                  [2])
+            ck.eq('%s: exit' % tag, rc, 0)
+            ck.eq('%s: stderr' % tag, e, '')
+            ck.ok('prefetch: done: ' in o, '%s: no summary: %r' % (tag, o))
+            ck.eq('%s: the run cached' % tag, st['prefetch_run_cached_bytes'], h.size)
+            if tag == 'eintr':
+                ck.ok(st['prefetch_waits'] - w0 >= 1, 'eintr: no wait reached the mount')
+                # prefetch-start, the prefetch line, the injected wait, the waits
+                ck.eq('eintr: control ioctls', len(ioctls), 3 + st['prefetch_waits'] - w0)
+            else:
+                ck.eq('einval: control ioctls', len(ioctls), 3)
+                ck.eq('einval: waits that reached the mount', st['prefetch_waits'] - w0, 0)
+    # SIGINT while it follows: it says so, exit 130; the mount goes on with the run
+    with Held(env, 'int') as h:
+        m = h.m
+        p, out, err = spawn_prefetch(env, m.mnt, 'int')
+        try:
+            waits_past(m, 0)
+            p.send_signal(signal.SIGINT)
+            rc, o, e = ended(p, out, err)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        ck.eq('sigint: exit', rc, 130)
+        ck.eq('sigint: what it says', e,
+              "shardfs: prefetch: interrupted (SIGINT): stopped following (0 B of %s cached); "
+              "the mount goes on with the prefetch ('shardfs stats %s' shows it)\n"
+              % (human(h.size), m.mnt))
+        h.px.release.set()
+        st = ml.poll(lambda: (lambda s: s if s['prefetch_run_pending'] == 0 else None)(
+            m.stats()), what='the run\'s end')
+        ck.eq('sigint: the mount finished the run', st['prefetch_run_cached_bytes'], h.size)
+        ck.eq('sigint: x.bin', ml.read_result(os.path.join(m.mnt, 's0', 'x.bin')),
+              ('ok', h.data))
+
+
+def human(n):
+    """fs_human_bytes (fs_log.c): binary units, two decimals."""
+    v, u = float(n), 0
+    while v >= 1024 and u < 4:
+        v /= 1024
+        u += 1
+    return ('%.2f %s' if u else '%.0f %s') % (v, ('B', 'KiB', 'MiB', 'GiB', 'TiB')[u])
+
+
+GROUPS = {'umount-prefetch': (group_umount_prefetch, 240),
+          'wait-eintr': (group_wait_eintr, 240),
+          'client-waits': (group_client_waits, 240)}
+
+
+if __name__ == '__main__':
+    sys.exit(ml.main_groups(GROUPS, __doc__))
