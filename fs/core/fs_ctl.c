@@ -415,10 +415,50 @@ static int prefetch_path_locked(struct fs *fs, const char *path, size_t len, str
 	return 0;
 }
 
-static int prefetch_path(struct fs *fs, const char *path, size_t len, pid_t pid)
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+				      : -1;
+}
+
+/* A PATH (prefetch) or FILE (plan) argument as sent, a[0..n), into out (cap
+ * bytes, NUL-terminated): its bytes as they are, but "\xHH" (two hex
+ * digits) stands for byte HH, so that a name with a blank at either end, a
+ * newline or a carriage return (which the line's parsing would trim or cut)
+ * can be sent (fs_ctl.h). Its length, or -EINVAL (\x00), or -ENAMETOOLONG. */
+static int ctl_unescape(const char *a, size_t n, char *out, size_t cap)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		char c = a[i];
+
+		if (c == '\\' && i + 3 < n && a[i + 1] == 'x' && hexval(a[i + 2]) >= 0 &&
+		    hexval(a[i + 3]) >= 0) {
+			c = (char)(hexval(a[i + 2]) * 16 + hexval(a[i + 3]));
+			if (c == '\0')
+				return -EINVAL;
+			i += 3;
+		}
+		if (o + 1 >= cap)
+			return -ENAMETOOLONG;
+		out[o++] = c;
+	}
+	out[o] = '\0';
+	return (int)o;
+}
+
+static int prefetch_path(struct fs *fs, const char *arg, size_t n, pid_t pid)
 {
 	struct pf_collect c = {0};
-	int err, run = fs_ctl_run_of(fs, pid, 0);
+	char path[PATH_MAX];
+	int err, run, len = ctl_unescape(arg, n, path, sizeof(path));
+
+	if (len < 0)
+		return len;
+	run = fs_ctl_run_of(fs, pid, 0);
 
 	if (fs->lazy) {
 		fs_ns_rdlock(fs);
@@ -465,6 +505,7 @@ static int plan_command(struct fs *fs, int clear, const char *a, size_t n, pid_t
 {
 	char name[FS_PLAN_NAME_MAX + 2], file[PATH_MAX];
 	size_t nl = 0;
+	int err;
 
 	if (n && (clear || a[0] != '/')) {
 		while (nl < n && a[nl] != ' ')
@@ -482,11 +523,8 @@ static int plan_command(struct fs *fs, int clear, const char *a, size_t n, pid_t
 		return n ? -EINVAL : fs_plan_clear(fs, nl ? name : NULL, pid);
 	if (n == 0)
 		return -EINVAL;
-	if (n >= sizeof(file))
-		return -ENAMETOOLONG;
-	memcpy(file, a, n);
-	file[n] = '\0';
-	return fs_plan_publish(fs, nl ? name : NULL, pid, file, stop);
+	err = ctl_unescape(a, n, file, sizeof(file));
+	return err < 0 ? err : fs_plan_publish(fs, nl ? name : NULL, pid, file, stop);
 }
 
 /* 'prefetch-wait RUN MS' (fs_ctl.h). The run's objects are gathered once;

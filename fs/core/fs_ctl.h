@@ -40,7 +40,10 @@ void fs_ctl_clear(struct fs *fs);
  * -ENOMEM. */
 int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len);
 
-/* Carry out the commands written to .shardfs/control (one per line):
+/* Carry out the commands written to .shardfs/control (one per line; blanks
+ * at a line's ends are trimmed, so a PATH or FILE argument carries a byte
+ * as "\xHH": 'shardfs prefetch' and 'shardfs plan' send every byte up to
+ * 0x20, 0x7f and '\' so, and only "\x" with two hex digits is decoded):
  *   prefetch [PATH]   fill the cache with every object at or below PATH
  *                     (relative to the mount root; none: everything), as
  *                     part of the sender's prefetch run (fs_ctl_run_of)

@@ -152,6 +152,28 @@ static const char *mount_relative(const char *mnt, const char *path, char *buf, 
 	return path;
 }
 
+/* A PATH or FILE argument as a command line carries it (fs_ctl.h): every
+ * byte up to 0x20 (blanks, which the mount trims at a line's ends, a
+ * newline, which ends the line), 0x7f and a backslash as "\xHH". 0, or
+ * -ENAMETOOLONG when out (cap bytes) cannot hold it. */
+static int ctl_escape(const char *in, char *out, size_t cap)
+{
+	size_t o = 0;
+
+	for (const unsigned char *p = (const unsigned char *)in; *p; p++) {
+		int esc = *p <= 0x20 || *p == 0x7f || *p == '\\';
+
+		if (o + (esc ? 4 : 1) >= cap)
+			return -ENAMETOOLONG;
+		if (esc)
+			o += (size_t)snprintf(out + o, cap - o, "\\x%02x", *p);
+		else
+			out[o++] = (char)*p;
+	}
+	out[o] = '\0';
+	return 0;
+}
+
 /* Send command lines to a running mount (FS_CTL_IOC on its control file).
  * Returns what the mount's fs_ctl_command returned, or a negative errno. */
 static int ctl_send(int fd, const char *cmd)
@@ -237,7 +259,7 @@ struct pf_run {
  * file fd; the exit status so far, and in *sent how many were taken. */
 static int pf_send(int fd, const char *mnt, int argc, char **argv, int *sent)
 {
-	char rel[PATH_MAX], line[PATH_MAX + 16];
+	char rel[PATH_MAX], esc[4 * PATH_MAX], line[4 * PATH_MAX + 16];
 	int rc = PF_EXIT_OK;
 
 	*sent = 0;
@@ -245,9 +267,12 @@ static int pf_send(int fd, const char *mnt, int argc, char **argv, int *sent)
 		int outside = 0;
 		const char *r =
 		    argc > 1 ? mount_relative(mnt, argv[i], rel, sizeof(rel), &outside) : "";
-		int n = snprintf(line, sizeof(line), "prefetch %s\n", r), err;
+		int n, err = ctl_escape(r, esc, sizeof(esc));
 
-		err = n < 0 || (size_t)n >= sizeof(line) ? -ENAMETOOLONG : ctl_send(fd, line);
+		n = snprintf(line, sizeof(line), "prefetch %s\n", esc);
+		if (err == 0)
+			err =
+			    n < 0 || (size_t)n >= sizeof(line) ? -ENAMETOOLONG : ctl_send(fd, line);
 		if (err == -ENOENT && outside)
 			fprintf(stderr,
 				"shardfs: prefetch %s: outside the mount %s, and no '%s' in it\n",
@@ -698,7 +723,8 @@ int fs_plan_main(int argc, char **argv)
 				       "       shardfs plan MOUNTPOINT --clear [--name NAME]";
 	const char *mnt = NULL, *file = NULL, *name = "default";
 	struct fs_mnt m;
-	char path[PATH_MAX + 32], line[PATH_MAX + FS_PLAN_NAME_MAX + 16], *abs = NULL;
+	char path[PATH_MAX + 32], esc[4 * PATH_MAX], *abs = NULL;
+	char line[4 * PATH_MAX + FS_PLAN_NAME_MAX + 16];
 	int clear = 0, fd, err, n;
 
 	for (int i = 0; i < argc; i++) {
@@ -768,11 +794,11 @@ int fs_plan_main(int argc, char **argv)
 			return 1;
 		}
 	}
-	n = clear ? snprintf(line, sizeof(line), "plan-clear %s\n", name)
-		  : snprintf(line, sizeof(line), "plan %s %s\n", name, abs);
-	if (n < 0 || (size_t)n >= sizeof(line) || strchr(clear ? name : abs, '\n')) {
-		fprintf(stderr,
-			"shardfs plan: the plan file's path is too long or has a newline\n");
+	n = abs && ctl_escape(abs, esc, sizeof(esc)) < 0 ? -1
+	    : clear ? snprintf(line, sizeof(line), "plan-clear %s\n", name)
+		    : snprintf(line, sizeof(line), "plan %s %s\n", name, esc);
+	if (n < 0 || (size_t)n >= sizeof(line)) {
+		fprintf(stderr, "shardfs plan: the plan file's path is too long\n");
 		close(fd);
 		free(abs);
 		return 1;

@@ -1,0 +1,105 @@
+#!/usr/bin/python3
+"""shardfs mount tests: the client commands ('shardfs prefetch', 'shardfs plan') given what a
+hostile new user gives them.
+
+usage: test_hostile_ctl.py SHARDFS GROUP
+GROUP:
+  names   a seeded generated class of hostile names (blanks at either end, newlines, carriage
+          returns, tabs, backslashes and '\\xHH' look-alikes, DEL, bytes that are not UTF-8, a
+          leading '-'), each a shard NAME.tar and a plain file NAME.bin of a size of its own, in
+          a local source: 'shardfs prefetch MNT MNT/NAME' (and NAME.bin, and the mount-relative
+          NAME from an empty directory) exits 0 and its run is exactly that object (the mount's
+          prefetch_run_bytes is its size); a control line cannot forge a second command
+          (refreshes stays 0). Main before this test trimmed the blanks ('a ' prefetched 'a'),
+          cut the line at a newline, and refused a plan file whose path held one.
+          'shardfs plan' of a plan file whose path holds such bytes is published.
+          SHARDFS_TEST_SEED replays another class.
+"""
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+
+log = ml.log
+
+# the pieces a generated name is made of (no '/', no NUL)
+PIECES = [b' ', b'  ', b'\n', b'\r', b'\t', b'\\', b'\\x41', b'\\x2', b'\\xzz', b'x', b'a',
+          b'b', b'4', b'-', b'.', b'\x7f', b'\xc3\xa9', b'\xff', b'\xfe\x80', b'\x01', b'~']
+FIXED = [b'a ', b' lead', b'nl\nrefresh', b'bs\\x41', b'bs\\', b'cr\r', b'-rf', b'\xff\xfe',
+         b'a  b', b' ']
+
+
+def gen_names(rng, n):
+    names = list(FIXED)
+    seen = set(names) | {b'a', b'lead', b'nl', b'bsA'}  # the decoys
+    while len(names) < len(FIXED) + n:
+        name = b''.join(rng.choice(PIECES) for _ in range(rng.randint(1, 5)))
+        if name in seen or name in (b'.', b'..') or name.startswith(b'.') or \
+                len(name) > 60:
+            continue
+        seen.add(name)
+        names.append(name)
+    return names
+
+
+def group_names(env, ck):
+    src = env.path('src').encode()
+    os.makedirs(src)
+    names = gen_names(env.rng, 30)
+    # decoys: what a trimmed or cut line would name instead
+    decoys = [b'a', b'lead', b'nl', b'bsA']
+    sizes = {}
+    for i, name in enumerate(names + decoys):
+        with open(os.path.join(src, name + b'.tar'), 'wb') as f:
+            f.write(ml.tar_bytes([('m.bin', b'x' * (10240 * (i + 1)))]))
+        with open(os.path.join(src, name + b'.bin'), 'wb') as f:
+            f.write(b'x' * (i + 1))
+        sizes[name] = os.path.getsize(os.path.join(src, name + b'.tar'))
+        sizes[name + b'.bin'] = os.path.getsize(os.path.join(src, name + b'.bin'))
+    ck.eq('the shards\' sizes are distinct', len(set(sizes[n] for n in names + decoys)),
+          len(names + decoys))
+    empty = env.path('empty')
+    os.makedirs(empty)
+    with ml.Mount(env, src.decode(errors='surrogateescape'), cache_dir=env.path('cache')) as m:
+        mnt = m.mnt.encode()
+        listed = set(os.listdir(mnt))
+        for name in names:
+            ck.ok(name in listed and name + b'.bin' in listed,
+                  '%r: not listed in the mount' % name)
+            for label, arg, cwd, want in (
+                    ('shard', os.path.join(mnt, name), None, sizes[name]),
+                    ('file', os.path.join(mnt, name + b'.bin'), None, sizes[name + b'.bin']),
+                    ('relative', name, empty, sizes[name])):
+                r = subprocess.run([env.shardfs.encode(), b'prefetch', mnt, arg], cwd=cwd,
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, env=env.env, timeout=60)
+                st = m.stats()
+                what = '%r (%s)' % (name, label)
+                if r.returncode != 0 or st.get('prefetch_run_bytes') != want:
+                    log('%s: rc=%r stdout=%r stderr=%r run bytes %r' % (
+                        what, r.returncode, r.stdout, r.stderr, st.get('prefetch_run_bytes')))
+                ck.eq('%s: exit' % what, r.returncode, 0)
+                ck.eq('%s: the run\'s bytes' % what, st.get('prefetch_run_bytes'), want)
+        st = m.stats()
+        ck.eq('no command forged: refreshes', st.get('refreshes'), 0)
+        ck.eq('every prefetch taken', st.get('prefetch_errors'), 0)
+        # a plan file whose path holds a newline, blanks at its end and a '\xHH' look-alike
+        d = os.path.join(env.path('plans').encode(), b'p \n\\x41 ')
+        os.makedirs(d)
+        plan = os.path.join(d, b'plan\r ')
+        with open(plan, 'wb') as f:
+            f.write(b'a/m.bin\n')
+        r = env.run([env.shardfs.encode(), b'plan', mnt, plan])
+        log('plan: rc=%r %r %r' % (r.returncode, r.stdout, r.stderr))
+        ck.eq('plan FILE with hostile bytes: exit', r.returncode, 0)
+        ck.ok(r.stdout.startswith(b"plan 'default': 1 path, "),
+              'plan FILE with hostile bytes: %r' % r.stdout)
+
+
+GROUPS = {'names': (group_names, 240)}
+
+
+if __name__ == '__main__':
+    sys.exit(ml.main_groups(GROUPS, __doc__))
