@@ -181,7 +181,7 @@ static uint32_t take(struct cachetier *ct, struct ct_file *f, uint32_t *b, uint3
 				f->bytes -= len;
 				ct->used -= len;
 			}
-			f->ust[c] = UNIT_EVICTING;
+			cachetier__unit_set(f, c, UNIT_EVICTING);
 			/* gone: whoever fills it next says whether a plan needs it
 			 * (a plan's mark stays) */
 			atomic_compare_exchange_strong(&f->nu[c], &(uint32_t){CT_NU_DONE},
@@ -215,7 +215,7 @@ static uint32_t take(struct cachetier *ct, struct ct_file *f, uint32_t *b, uint3
  * that ended before the lock set them: not joined); its units become
  * EVICTING (this process's readers wait for the punch's end, as for the
  * units taken) and are written to gaps[]. Returns how many. ct->lock
- * held. */
+ * held; f->lock taken for the states. */
 static uint32_t join_gaps(struct ct_file *f, const uint32_t *list, uint32_t n, uint32_t *gaps)
 {
 	uint32_t ng = 0;
@@ -237,10 +237,12 @@ static uint32_t join_gaps(struct ct_file *f, const uint32_t *list, uint32_t n, u
 			cachetier__ofd_lock_n(f->auxfd, F_UNLCK, LK_UNIT(a), b - a, 0);
 			continue;
 		}
+		disk_mutex_lock(&f->lock); /* the states (cachetier__unit_set) */
 		for (c = a; c < b; c++) {
-			f->ust[c] = UNIT_EVICTING;
+			cachetier__unit_set(f, c, UNIT_EVICTING);
 			gaps[ng++] = c;
 		}
+		disk_mutex_unlock(&f->lock);
 	}
 	return ng;
 }

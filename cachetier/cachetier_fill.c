@@ -772,10 +772,12 @@ void cachetier__units_stop(struct cachetier *ct)
 			ct->dq = j->next;
 		else
 			ct->rq = j->next;
+		disk_mutex_lock(&j->f->lock); /* the states (cachetier__unit_set) */
 		for (uint32_t u = j->c; u < j->c + j->n; u++) {
-			j->f->ust[u] = UNIT_EMPTY;
+			cachetier__unit_set(j->f, u, UNIT_EMPTY);
 			j->f->uerr[u] = -ECANCELED;
 		}
+		disk_mutex_unlock(&j->f->lock);
 		free(j);
 	}
 	ct->dq_tail = &ct->dq;

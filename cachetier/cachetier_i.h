@@ -9,8 +9,8 @@
  *      map that names a unit it evicts; punches run without it). Taken
  *      with no other lock held.
  *   2. cachetier.lock — everything else: the object table, the file table,
- *      every unit state (written under it; atomic words a reader waiting
- *      under its object's lock looks at: 2b), pin, queue and counter (but
+ *      every unit state (written under it and its object's lock, 2b,
+ *      read under either), pin, queue and counter (but
  *      the lock-free words of reads without it, ct_file.fp and fatime,
  *      plans' marks, ct_file.nu, and eviction's marks, ct_file.ev.dirty:
  *      cachetier_read.c, cachetier_plan.c, cachetier_evheap.c; and what
@@ -21,7 +21,9 @@
  *      (cachetier_obj.c). Taken with no other lock held; held for list work
  *      and close() of local files only, never across an open.
  *   2b. ct_file.lock — one per cached remote object, after cachetier.lock:
- *      its units' pins (ct_file.pins: a pin is taken under both locks and
+ *      its units' states (ct_file.ust: written under both locks, only
+ *      through cachetier__unit_set, which asserts this one; read under
+ *      either), its units' pins (ct_file.pins: a pin is taken under both locks and
  *      dropped under this one alone, by a read's end; atomic words, so
  *      cachetier.lock's holders may look without it where a pin seen that
  *      has just gone only spares a unit), its idle read locks (held, lazy)
@@ -529,8 +531,11 @@ uint64_t cachetier__map_bytes(const struct ct_map *m); /* bytes of the valid uni
  * read may pin it). */
 void cachetier__file_free(struct ct_file *f);
 /* cachetier_queue.c — the queues; all with ct->lock held. */
-/* Queue one fill of units [c, c + n) of f, all UNIT_EMPTY. */
+/* Queue one fill of units [c, c + n) of f, all UNIT_EMPTY (their states
+ * QUEUED under f->lock: taken; _flocked: the caller holds it). */
 int cachetier__queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int ra);
+int cachetier__queue_push_flocked(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
+				  int ra);
 /* Queue one fill of the UNIT_EMPTY units around unit c within [lo, hi). */
 int cachetier__queue_run(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t lo,
 			 uint32_t hi, int ra);

@@ -537,12 +537,14 @@ static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *ke
 		if (err < 0)
 			return err;
 	}
+	disk_mutex_lock(&f->lock); /* the states (cachetier__unit_set) */
 	for (uint32_t c = 0; c < f->nunits; c++) {
 		if (cachetier__st_get(f, c)) {
-			f->ust[c] = UNIT_VALID;
+			cachetier__unit_set(f, c, UNIT_VALID);
 			valid += cachetier__unit_len(f, c);
 		}
 	}
+	disk_mutex_unlock(&f->lock);
 	return (int64_t)valid;
 }
 

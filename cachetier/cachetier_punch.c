@@ -126,19 +126,22 @@ static void punch_batch(struct cachetier *ct, struct ct_punch **b, unsigned k)
 }
 
 /* p punched: its units empty, its bytes off ct->evicting; p freed. The
- * caller then wakes unit_cond and room_cond. ct->lock held. */
+ * caller then wakes unit_cond and room_cond. ct->lock held; f->lock taken
+ * for the states. */
 static void punch_end(struct cachetier *ct, struct ct_punch *p)
 {
 	struct ct_file *f = p->f;
 	int left = 0;
 
 	ct->evicting -= p->freed;
+	disk_mutex_lock(&f->lock); /* the states (cachetier__unit_set) */
 	for (uint32_t i = 0; i < p->n; i++) {
-		f->ust[p->list[i]] = UNIT_EMPTY;
+		cachetier__unit_set(f, p->list[i], UNIT_EMPTY);
 		f->seen[p->list[i]] = 0; /* whoever fills it next: checked if not us */
 	}
 	for (uint32_t i = 0; i < p->ng; i++)
-		f->ust[p->gaps[i]] = UNIT_EMPTY; /* a joined gap: as it was */
+		cachetier__unit_set(f, p->gaps[i], UNIT_EMPTY); /* a joined gap: as it was */
+	disk_mutex_unlock(&f->lock);
 	for (uint32_t c = 0; c < f->nunits && p->had_map && !left; c++)
 		left = cachetier__st_get(f, c);
 	if (p->had_map && left) {

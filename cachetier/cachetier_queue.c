@@ -197,8 +197,10 @@ static void ask_yield(struct cachetier *ct, const struct ct_file *f, int ra)
 	}
 }
 
-/* Queue one fill of units [c, c + n) of f, all UNIT_EMPTY. */
-int cachetier__queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int ra)
+/* Queue one fill of units [c, c + n) of f, all UNIT_EMPTY; flocked: the
+ * caller holds f->lock (else taken for the states). */
+static int queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int ra,
+		      int flocked)
 {
 	struct ct_job *j = malloc(sizeof(*j));
 
@@ -216,8 +218,12 @@ int cachetier__queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, u
 		*ct->dq_tail = j;
 		ct->dq_tail = &j->next;
 	}
+	if (!flocked)
+		disk_mutex_lock(&f->lock);
 	for (uint32_t u = c; u < c + n; u++)
-		f->ust[u] = UNIT_QUEUED;
+		cachetier__unit_set(f, u, UNIT_QUEUED);
+	if (!flocked)
+		disk_mutex_unlock(&f->lock);
 	ct->rd_queued++;
 	ct->ra_busy += ra != 0;
 	if (ct->policy) {
@@ -229,6 +235,17 @@ int cachetier__queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, u
 	ask_yield(ct, f, ra);
 	cachetier__work_wake(ct); /* one wake-up for the pushes of one hold of ct->lock */
 	return 0;
+}
+
+int cachetier__queue_push(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int ra)
+{
+	return queue_push(ct, f, c, n, ra, 0);
+}
+
+int cachetier__queue_push_flocked(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
+				  int ra)
+{
+	return queue_push(ct, f, c, n, ra, 1);
 }
 
 /* The bounds of a fill of kind around unit c of f, within [*lo, *hi): the
@@ -431,8 +448,10 @@ static int cursor_take(const struct cachetier *ct, struct ct_file *p, enum cache
 	if (*next >= end)
 		return 0;
 	empty_run(ct, p, kind, *next, *next, end, &a, &b);
+	disk_mutex_lock(&p->lock);
 	for (uint32_t u = a; u < b; u++)
-		p->ust[u] = UNIT_QUEUED;
+		cachetier__unit_set(p, u, UNIT_QUEUED);
+	disk_mutex_unlock(&p->lock);
 	*c = a;
 	*n = b - a;
 	*next = b;

@@ -194,7 +194,7 @@ static int unit_held(struct cachetier *ct, struct ct_file *f, uint32_t c, int ta
 	}
 	/* evicted, or being evicted or filled, by another process */
 	cachetier__ev_mark_units(ct, f, c, c + 1);
-	f->ust[c] = UNIT_EMPTY;
+	cachetier__unit_set(f, c, UNIT_EMPTY);
 	f->seen[c] = 0;
 	f->bytes -= cachetier__unit_len(f, c);
 	ct->used -= cachetier__unit_len(f, c);
@@ -256,7 +256,7 @@ static void units_hold(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 /* Unit c of f (UNIT_VALID) is damaged (its bytes fail their CRC32C, or the
  * data file ends before it): counted, and made empty in the state file
  * (the map is written again without it) and here, so the next read of it
- * fetches it again. ct->lock held. */
+ * fetches it again. ct->lock held; f->lock taken (its pins, its state). */
 void cachetier__unit_corrupt(struct cachetier *ct, struct ct_file *f, uint32_t c)
 {
 	uint64_t len = cachetier__unit_len(f, c);
@@ -274,8 +274,8 @@ void cachetier__unit_corrupt(struct cachetier *ct, struct ct_file *f, uint32_t c
 		if (f->pins[c] == 0)
 			ct->idle_units--;
 	}
+	cachetier__unit_set(f, c, UNIT_EMPTY);
 	disk_mutex_unlock(&f->lock);
-	f->ust[c] = UNIT_EMPTY;
 	f->seen[c] = 0;
 	f->bytes -= len;
 	ct->used -= len;

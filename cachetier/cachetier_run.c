@@ -5,7 +5,9 @@
  * cachetier_batch.c) changes unit states only through these calls, on
  * runs of units [c, c + n) of one object (struct ct_file):
  *
- *   claim   cachetier__run_claim (ct->lock): the units are UNIT_FILLING;
+ *   claim   cachetier__run_claim (ct->lock, then the object's lock for
+ *           the states, as every change of one: cachetier__unit_set,
+ *           cachetier_run.h): the units are UNIT_FILLING;
  *           readers wait for them, no other fill takes them.
  *           cachetier__run_lock (no lock): the claim across processes,
  *           each unit's OFD write lock, per unit 1 (held: fetch it), 0
@@ -121,27 +123,29 @@ static int lock_try(struct ct_file *f, uint32_t c)
 
 /* Units [c, c + n) of f, claimed by a fill that does not fetch them, are
  * empty again with no error kept; a reader that came to wait for one meanwhile gets it queued
- * on demand. ct->lock held. */
+ * on demand. ct->lock held; f->lock taken (the states). */
 static void run_abandon(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n)
 {
+	disk_mutex_lock(&f->lock);
 	for (uint32_t u = c; u < c + n; u++) {
-		f->ust[u] = UNIT_EMPTY;
-		if (f->pins[u] > 0 && cachetier__queue_push(ct, f, u, 1, 0) < 0) {
+		cachetier__unit_set(f, u, UNIT_EMPTY);
+		if (f->pins[u] > 0 && cachetier__queue_push_flocked(ct, f, u, 1, 0) < 0) {
 			f->uerr[u] = -ENOMEM;
 			ct->fill_errors++;
 		}
 	}
+	disk_mutex_unlock(&f->lock);
 	cachetier__units_wake(ct);
 }
 
 /* A withdrawn prefetch fill of unit c of f ended without it: the unit
  * is empty again and its prefetch looks at it again (its object back at
  * the front of the prefetch order); a reader that came to wait for it
- * meanwhile gets it queued on demand. ct->lock held. */
+ * meanwhile gets it queued on demand. ct->lock and f->lock held. */
 static void pf_withdrawn(struct cachetier *ct, struct ct_file *f, uint32_t c, int pf)
 {
-	f->ust[c] = UNIT_EMPTY;
-	if (f->pins[c] > 0 && cachetier__queue_push(ct, f, c, 1, 0) < 0) {
+	cachetier__unit_set(f, c, UNIT_EMPTY);
+	if (f->pins[c] > 0 && cachetier__queue_push_flocked(ct, f, c, 1, 0) < 0) {
 		f->uerr[c] = -ENOMEM;
 		ct->fill_errors++;
 	}
@@ -183,7 +187,7 @@ static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int e
 	if (err < 0 && withdrawn) {
 		pf_withdrawn(ct, f, u, withdrawn);
 	} else if (err == 0) {
-		f->ust[u] = UNIT_VALID;
+		cachetier__unit_set(f, u, UNIT_VALID);
 		f->bytes += ulen;
 		ct->used += ulen;
 		/* no reader waits for it: filled ahead, spared by the
@@ -204,7 +208,7 @@ static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int e
 				ct->peer_waits++;
 		}
 	} else {
-		f->ust[u] = UNIT_EMPTY;
+		cachetier__unit_set(f, u, UNIT_EMPTY);
 		f->uerr[u] = err;
 		ct->fill_errors++;
 	}
@@ -235,10 +239,12 @@ static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int e
 void cachetier__run_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n)
 {
 	(void)ct;
+	disk_mutex_lock(&f->lock);
 	for (uint32_t u = c; u < c + n; u++) {
 		assert(f->ust[u] == UNIT_EMPTY || f->ust[u] == UNIT_QUEUED);
-		f->ust[u] = UNIT_FILLING;
+		cachetier__unit_set(f, u, UNIT_FILLING);
 	}
+	disk_mutex_unlock(&f->lock);
 }
 
 void cachetier__run_lock(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int wait,

@@ -6,13 +6,53 @@
 #ifndef CACHETIER_RUN_H
 #define CACHETIER_RUN_H
 
+/* A unit's state (ct_file.ust) changes only here: under its object's lock
+ * (ct_file.lock, asserted in debug builds) and, today, under ct->lock too
+ * (written under both, read under either: a reader waiting under the
+ * object's lock alone, cachetier__units_wait, sees the same states as the
+ * holders of ct->lock). The changes a unit may make (each asserted):
+ *   EMPTY -> QUEUED (queued: cachetier__queue_push, a prefetch cursor's
+ *            take), FILLING (a batch request's claim), VALID (its map
+ *            read at open), EVICTING (a gap an eviction's punch spans)
+ *   QUEUED -> FILLING (a worker's claim), EMPTY (a queued fill never run)
+ *   FILLING -> VALID (commit, adopt), EMPTY (abort, a withdrawn prefetch)
+ *   VALID -> EVICTING (eviction's take), EMPTY (damaged, or another
+ *            process evicted it)
+ *   EVICTING -> EMPTY (its punch ended)
+ * No caller outside this API (the run calls below, the queue's and
+ * eviction's) writes a state byte. */
+static inline int cachetier__unit_step_ok(unsigned from, unsigned to)
+{
+	switch (from) {
+	case UNIT_EMPTY:
+		return to != UNIT_EMPTY;
+	case UNIT_QUEUED:
+		return to == UNIT_FILLING || to == UNIT_EMPTY;
+	case UNIT_FILLING:
+		return to == UNIT_VALID || to == UNIT_EMPTY;
+	case UNIT_VALID:
+		return to == UNIT_EVICTING || to == UNIT_EMPTY;
+	case UNIT_EVICTING:
+		return to == UNIT_EMPTY;
+	default:
+		return 0;
+	}
+}
+static inline void cachetier__unit_set(struct ct_file *f, uint32_t u, enum ct_unit s)
+{
+	assert(disk_mutex_held(&f->lock));
+	assert(cachetier__unit_step_ok(f->ust[u], s));
+	f->ust[u] = (uint8_t)s;
+}
+
 /* cachetier_run.c — the unit store's fill API: every fill (a worker's,
  * cachetier_fill.c and _write.c; a batch request's, cachetier_batch.c)
  * changes unit states only through these, on runs [c, c + n) of one f.
  * Each claimed unit ends in exactly one commit, adopt or abort (checked at
  * close in debug builds: cachetier__run_check). */
 /* claim: units [c, c + n) (empty, or taken from a fill queue: QUEUED) are
- * UNIT_FILLING: readers wait, no other fill takes them. ct->lock held. */
+ * UNIT_FILLING: readers wait, no other fill takes them. ct->lock held;
+ * f->lock taken (their states). */
 struct ct_lkrun;
 void cachetier__run_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n);
 /* The claim across processes: each unit's OFD write lock into claim[i]:
@@ -81,7 +121,7 @@ int64_t cachetier__run_take_landed_locked(struct cachetier *ct, struct ct_file *
  * empty with err for their readers, or (withdrawn: a withdrawn prefetch
  * fill's enum ct_pf_kind) back to their prefetch. held: this process holds
  * their OFD write locks, which go (with err < 0 they join run as commit's
- * do). ct->lock held. */
+ * do). ct->lock held; f->lock taken (their states, their pins). */
 void cachetier__run_abort(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int err,
 			  int held, int withdrawn, struct ct_lkrun *run);
 /* Readers waiting for units: each waits on a condition variable of its

@@ -55,10 +55,11 @@ enum ct_unit {
  * f->datafd, f->size and f->nunits without the lock once they saw
  * f->live under it. pins, held and lazy, uwaits and ugen: f->lock
  * (cachetier_i.h, 2b); landed: set under f->lock alone, cleared under
- * both. Everything else: protected by ct->lock (ust: written under ct->lock
- * only, atomic words a reader waiting under lock alone looks at; a unit
- * marked landed stays UNIT_FILLING until a commit under ct->lock makes it
- * valid). */
+ * both; ust: written under both (cachetier__unit_set, cachetier_run.h:
+ * f->lock asserted), read under either (atomic words: a reader waiting
+ * under lock alone looks at them; a unit marked landed stays UNIT_FILLING
+ * until a commit under both makes it valid). Everything else: protected
+ * by ct->lock. */
 struct ct_file {
 	struct ct_file *next; /* in ct->files */
 	char hash[17];	      /* file name: hash of key, ETag, size, unit bytes */
@@ -105,8 +106,9 @@ struct ct_file {
 			     * or a range naming it clears it */
 	_Atomic uint32_t *nu; /* per unit: next use by a plan, CT_NU_* or a plan position
 			       * (cachetier_plan.c; atomic: plans mark without ct->lock) */
-	_Atomic uint8_t *ust; /* enum ct_unit per unit (atomic: a waiting reader looks under
-			       * lock alone, cachetier__units_wait) */
+	_Atomic uint8_t *ust; /* enum ct_unit per unit: written under lock and ct->lock
+			       * (cachetier__unit_set only), read under either (a waiting
+			       * reader looks under lock alone, cachetier__units_wait) */
 	/* per unit: 0, or the fill writer made it readable under lock alone
 	 * while it is UNIT_FILLING (its bytes written, CRC stored, its write
 	 * lock a read lock: cachetier__run_landed; CT_LANDED, | CT_LANDED_LAST

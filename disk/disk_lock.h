@@ -126,6 +126,10 @@ void disk_rwlock_rdlock(struct disk_rwlock *l);
 void disk_rwlock_wrlock(struct disk_rwlock *l);
 void disk_rwlock_unlock(struct disk_rwlock *l);
 
+/* 1 when the calling thread holds l (assertion builds; always 1 without:
+ * for assert only). */
+int disk_mutex_held(const struct disk_mutex *l);
+
 /* Ranked locks the calling thread holds now (assertion builds; 0
  * without). */
 unsigned disk_locks_held(void);
