@@ -273,6 +273,10 @@ const struct ctl_counter fs_ctl_counters[] = {
      "saved indexes read into memory, not mapped: no inotify watch could be had to see a "
      "change of their file",
      C, FS(index_unwatched)},
+    {"index_checks",
+     "checks that a mapped index's file did not change since it was validated (each reads the "
+     "cache's change watch)",
+     C, FS(index_checks)},
     {"imagefolder_images", "files in the imagefolder view", G, FS(if_images)},
     {"imagefolder_no_image", "samples left out: no image member", G, FS(if_no_image)},
     {"imagefolder_no_class", "samples left out: no usable class", G, FS(if_no_class)},

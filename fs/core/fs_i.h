@@ -295,6 +295,8 @@ struct fs_counters {
 	/* saved indexes whose file changed in place under the mount (dropped,
 	 * built again), and ones read into memory since no watch could be had */
 	atomic_ullong index_changed, index_unwatched;
+	/* checks that a mapped index's file is unchanged (fs_shard_index_unchanged) */
+	atomic_ullong index_checks;
 	atomic_ullong index_unsaved; /* indexes served from memory: the cache disk is full */
 	/* saved indexes found unusable at load (damaged, cut, another version): built again */
 	atomic_ullong index_saved_rejected;

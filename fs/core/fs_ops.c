@@ -360,6 +360,7 @@ int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, vo
 	const struct fs_view *v = fs_view_of(fs, ino);
 	struct fs_listing l;
 	char namebuf[FS_NAME_BUF];
+	mode_t type;
 	int err, attrs;
 
 	fs->c.readdirs++;
@@ -370,6 +371,7 @@ int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, vo
 	l.ino = ino;
 	l.a = fs_ino_a(ino);
 	l.namebuf = namebuf;
+	l.type = &type;
 	if (v->list_prepare)
 		v->list_prepare(fs, ino, off);
 	err = v->list_open(fs, ino, &l);
@@ -398,14 +400,16 @@ int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, vo
 				break;
 			continue;
 		}
+		type = 0;
 		name = v->list_entry(&l, (uint32_t)(pos - 2), &eino);
 		if (!name)
 			break;
-		if (!attrs && fs_view_of(fs, eino)->list_type_only) {
-			/* its name and type, no getattr (find of an imagefolder view) */
+		if (!attrs && ((type && !S_ISDIR(type)) || fs_view_of(fs, eino)->list_type_only)) {
+			/* its name and type, no getattr (find of an imagefolder view,
+			 * or of a shard's members: the type came with the name) */
 			memset(&e, 0, sizeof(e));
 			e.attr.st_ino = eino;
-			e.attr.st_mode = S_IFREG;
+			e.attr.st_mode = type ? type : S_IFREG;
 			aerr = 1;
 		} else {
 			/* a brace pattern's name that list_prepare could not learn

@@ -522,7 +522,10 @@ int fs_shard_index_unchanged(struct fs *fs, uint32_t shard)
 {
 	struct fs_shard *s = fs_shard(fs, shard);
 
-	return s->meta && cachetier_meta_changed(s->meta) != 0 ? shard_changed(fs, shard) : 0;
+	if (!s->meta)
+		return 0;
+	fs->c.index_checks++;
+	return cachetier_meta_changed(s->meta) != 0 ? shard_changed(fs, shard) : 0;
 }
 
 int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,

@@ -41,6 +41,10 @@ struct fs_listing {
 	const void *p;	 /* the view's: the directory, index or view listed */
 	char *namebuf;	 /* the caller's, FS_NAME_BUF bytes: a list_entry whose names are
 			  * decoded (a compact index) returns them here */
+	mode_t *type;	 /* the caller's, 0 before each list_entry: one that knows the
+			  * entry's file type (S_IFMT, what its getattr would say) puts it
+			  * here, and a listing without attributes gives a file (not a
+			  * directory) by name and type without asking its getattr */
 };
 
 #define FS_NAME_BUF 256

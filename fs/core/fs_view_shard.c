@@ -98,7 +98,14 @@ static int shard_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
 	return 0;
 }
 
-/* Entry i of a member directory: the children [first, first + n) of the index. */
+_Static_assert(sizeof(((struct shardidx_entry *)0)->name) <= FS_NAME_BUF,
+	       "a member's name fits the listing's namebuf");
+
+/* Entry i of a member directory: the children [first, first + n) of the
+ * index. Its type too, but for a hard link (its inode is its canonical
+ * entry's, whose getattr answers): a listing without attributes (find)
+ * then asks no getattr of its files, and with them the getattr finds the
+ * entry decoded (shardidx_entry_get's per-thread cursors). */
 static const char *members_entry(const struct fs_listing *l, uint32_t i, uint64_t *ino)
 {
 	struct shardidx_entry e;
@@ -106,7 +113,11 @@ static const char *members_entry(const struct fs_listing *l, uint32_t i, uint64_
 	if (shardidx_entry_get(l->p, l->first + i, &e) < 0)
 		return NULL;
 	*ino = fs_ino(FS_K_MEMBER, l->a, e.canon);
-	snprintf(l->namebuf, FS_NAME_BUF, "%s", e.name);
+	if (e.canon == l->first + i)
+		*l->type = e.type == SHARDIDX_DIR	? S_IFDIR
+			   : e.type == SHARDIDX_SYMLINK ? S_IFLNK
+							: S_IFREG;
+	memcpy(l->namebuf, e.name, strlen(e.name) + 1);
 	return l->namebuf;
 }
 

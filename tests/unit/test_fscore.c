@@ -36,8 +36,8 @@ static char tmp[] = "/tmp/test_fscore.XXXXXX";
 
 struct member {
 	const char *name;
-	char type; /* '0' file, '5' directory */
-	const char *data;
+	char type;	  /* '0' file, '5' directory, '1' hard link, '2' symlink */
+	const char *data; /* a link's: its target (linkname); it has no data */
 };
 
 /* data for a member: a pattern long enough to span several reads */
@@ -67,7 +67,8 @@ static size_t tar_write(const struct member *m, size_t n, char **out)
 	char *buf = calloc(1, cap);
 
 	for (size_t i = 0; i < n; i++) {
-		size_t dlen = m[i].data ? strlen(m[i].data) : 0;
+		int is_link = m[i].type == '1' || m[i].type == '2';
+		size_t dlen = m[i].data && !is_link ? strlen(m[i].data) : 0;
 		size_t need = len + 512 + (dlen + 511) / 512 * 512 + 1024;
 		char *h;
 		unsigned sum = 0;
@@ -85,6 +86,8 @@ static size_t tar_write(const struct member *m, size_t n, char **out)
 		octal(h + 124, 12, dlen);
 		octal(h + 136, 12, 1700000000);
 		h[156] = m[i].type;
+		if (is_link)
+			snprintf(h + 157, 100, "%s", m[i].data);
 		memcpy(h + 257, "ustar", 6);
 		memcpy(h + 263, "00", 2);
 		memset(h + 148, ' ', 8);
@@ -1454,6 +1457,70 @@ static void test_listing_attrs(void)
 	fs_close_core(fs);
 }
 
+/* collect_attrs with each name's file type given: NAME:T, T one of d, f, l
+ * (S_IFDIR, S_IFREG, S_IFLNK), then '+' when listed with attributes. */
+static int collect_types(void *ctx, const char *name, const struct fs_entry *e, uint64_t next)
+{
+	struct names *l = ctx;
+	mode_t t = e->attr.st_mode & S_IFMT;
+	size_t len;
+
+	if (!strcmp(name, ".") || !strcmp(name, ".."))
+		return 0;
+	if (collect(ctx, name, e, next))
+		return 1;
+	len = strlen(l->text);
+	snprintf(l->text + len, sizeof(l->text) - len, ":%s%s",
+		 t == S_IFDIR	? "d"
+		 : t == S_IFREG ? "f"
+		 : t == S_IFLNK ? "l"
+				: "?",
+		 e->ino ? "+" : "");
+	return 0;
+}
+
+/* A shard's members listed without attributes (find): each file by the
+ * name and type its index entry gave the listing, no getattr asked, so
+ * no check of the index's file but the listing's own two (a directory is
+ * given with attributes: its getattr checks twice; a hard link's inode is
+ * its target's: its getattr gives its type). With attributes every entry
+ * asks its getattr. index_checks counts the checks. */
+static void test_listing_types(void)
+{
+	static const struct member m[] = {{"f", '0', "bytes of f\n"},
+					  {"s", '2', "f"},
+					  {"h", '1', "f"},
+					  {"d", '5', NULL},
+					  {"d/g", '0', "g\n"}};
+	char src[4096];
+	struct fs *fs;
+	struct names l;
+	int64_t ino;
+	unsigned long long checks;
+
+	snprintf(src, sizeof(src), "%s/src-types", tmp);
+	CHECK(mkdir(src, 0755) == 0, "mkdir %s", src);
+	write_shard("../src-types/l.tar", m, sizeof(m) / sizeof(m[0]));
+	fs_open_core_at(&fs, "shards", src, "listing-types");
+	ino = walk(fs, "l");
+	CHECK(ino > 0 && walk(fs, "l/d") > 0, "walk l, l/d"); /* loads the index */
+	for (int attrs = 0; attrs < 2; attrs++) {
+		if (attrs)
+			fs->cfg.listing_attrs = FS_LISTING_ALL;
+		memset(&l, 0, sizeof(l));
+		checks = fs->c.index_checks;
+		CHECK(fs_op_readdir(fs, (uint64_t)ino, 0, collect_types, &l) == 0, "readdir l");
+		checks = fs->c.index_checks - checks;
+		CHECK(strcmp(l.text, attrs ? "d:d+ f:f+ h:f+ s:l+" : "d:d+ f:f h:f s:l") == 0,
+		      "l listed %s attributes: %s", attrs ? "with" : "without", l.text);
+		/* without: 2 + 2 (d) + 2 (h); 10 when every entry asked its getattr */
+		CHECK(checks == (attrs ? 10u : 6u),
+		      "the listing %s attributes checked the index's file %llu times, want %u",
+		      attrs ? "with" : "without", checks, attrs ? 10u : 6u);
+	}
+	fs_close_core(fs);
+}
+
 /* ---- a member's tar header against its index entry (shardidx_check_header) -- */
 
 static void reseal(char *h)
@@ -1988,6 +2055,7 @@ int main(void)
 	make_source();
 	test_shards_layout();
 	test_listing_attrs();
+	test_listing_types();
 	test_imagefolder_layout();
 	test_change();
 	test_counters();
