@@ -174,6 +174,14 @@ void shardidx_root(const struct shardidx *ix, uint32_t *first, uint32_t *n);
  * asking for the next ones decodes each once (shardidx_index.c). */
 int shardidx_entry_get(const struct shardidx *ix, uint32_t i, struct shardidx_entry *e);
 
+/* Directory entry i: its children are [*first, *first + *n), its parent
+ * *parent (SHARDIDX_NONE: top level), as shardidx_entry_get gives them,
+ * without decoding the entry (a compact index reads its directory row and
+ * finds its parent's: two binary searches). 0, -ENOTDIR when entry i is
+ * no directory, or -EINVAL when i is out of range. */
+int shardidx_dir_get(const struct shardidx *ix, uint32_t i, uint32_t *first, uint32_t *n,
+		     uint32_t *parent);
+
 /* Entries the calling thread has decoded from compact indexes' blocks, in
  * all (a count for tests and benches: what entry_get, map and the rest
  * cost). */

@@ -147,7 +147,7 @@ int shardidx__dir_row(const struct shardidx *ix, uint32_t i, uint32_t *first, ui
 
 /* The directory whose child range holds entry i (i >= root_n): the last
  * row with first_child <= i (empty directories before it share its start). */
-static uint32_t parent_of(const struct shardidx *ix, uint32_t i)
+uint32_t shardidx__parent_of(const struct shardidx *ix, uint32_t i)
 {
 	uint32_t lo = 0, hi = ix->ndirs;
 
@@ -291,7 +291,7 @@ int shardidx__cur_seek(struct shardidx__cur *c, uint32_t i)
 			goto bad;
 	c->i = i;
 	c->name = c->namebuf;
-	c->rec.parent = parent_of(ix, i);
+	c->rec.parent = shardidx__parent_of(ix, i);
 	if (c->rec.type == SHARDIDX_DIR && shardidx__dir_row(ix, i, &first, &n, &nsub)) {
 		c->rec.off = first | (uint64_t)nsub << 32;
 		c->rec.size = n;

@@ -206,6 +206,9 @@ int shardidx__cur_seek(struct shardidx__cur *c, uint32_t i);
  * directory, else 0. */
 int shardidx__dir_row(const struct shardidx *ix, uint32_t i, uint32_t *first, uint32_t *n,
 		      uint32_t *nsub);
+/* The directory whose child range holds entry i (compact), SHARDIDX_NONE
+ * for a top-level entry. */
+uint32_t shardidx__parent_of(const struct shardidx *ix, uint32_t i);
 /* Child of [lo, hi) named name[0..len) (compact): its entry, or -ENOENT.
  * Scans one block from entry i on with take(ix, i), a cursor of ix (left
  * on the entry found). */

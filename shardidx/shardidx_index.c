@@ -327,6 +327,28 @@ int shardidx_entry_get(const struct shardidx *ix, uint32_t i, struct shardidx_en
 	return 0;
 }
 
+int shardidx_dir_get(const struct shardidx *ix, uint32_t i, uint32_t *first, uint32_t *n,
+		     uint32_t *parent)
+{
+	uint32_t nsub;
+
+	if (i >= ix->nrecs)
+		return -EINVAL;
+	if (ix->compact) {
+		/* the rows were checked at load (every directory has one) */
+		if (!shardidx__dir_row(ix, i, first, n, &nsub))
+			return -ENOTDIR;
+		*parent = shardidx__parent_of(ix, i);
+		return 0;
+	}
+	if (ix->recs[i].type != SHARDIDX_DIR)
+		return -ENOTDIR;
+	*first = (uint32_t)ix->recs[i].off;
+	*n = (uint32_t)ix->recs[i].size;
+	*parent = ix->recs[i].parent;
+	return 0;
+}
+
 static int rec_name_cmp(const void *ctx, size_t i) /* flat indexes */
 {
 	const struct ix_key *k = ctx;

@@ -188,18 +188,29 @@ static int member_lookup(struct fs *fs, uint64_t parent, const char *name, size_
 	return lookup_in(fs, fs_ino_a(parent), fs_ino_b(parent), name, len, ino);
 }
 
+/* Opening and listing a member directory read its directory row, not its
+ * entry (shardidx_dir_get: nothing decoded). */
 static int member_opendir(struct fs *fs, uint64_t ino)
 {
-	struct stat st;
-	int err = fs_member_getattr(fs, ino, &st);
+	uint32_t shard = fs_ino_a(ino), first, n, parent;
+	struct shardidx *ix;
+	int err;
 
-	return err < 0 ? err : S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+	if (shard >= fs->nshards)
+		return -ENOENT;
+	err = fs_shard_index(fs, shard, &ix, NULL);
+	if (err < 0)
+		return err;
+	err = shardidx_dir_get(ix, fs_ino_b(ino), &first, &n, &parent);
+	if (err < 0)
+		return index_miss(fs, shard, err == -ENOTDIR ? -ENOTDIR : -ENOENT);
+	return fs_shard_index_unchanged(fs, shard); /* as lookup_in */
 }
 
 static int member_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
 {
 	struct shardidx *ix;
-	struct shardidx_entry e;
+	uint32_t parent;
 	int err;
 
 	if (l->a >= fs->nshards)
@@ -207,13 +218,11 @@ static int member_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
 	err = fs_shard_index(fs, l->a, &ix, NULL);
 	if (err < 0)
 		return err;
-	if (shardidx_entry_get(ix, fs_ino_b(ino), &e) < 0 || e.type != SHARDIDX_DIR)
+	if (shardidx_dir_get(ix, fs_ino_b(ino), &l->first, &l->n, &parent) < 0)
 		return index_miss(fs, l->a, -ENOTDIR);
 	l->p = ix;
-	l->first = e.first_child;
-	l->n = e.nchild;
-	l->parent = e.parent == SHARDIDX_NONE ? fs_ino(FS_K_SHARD, l->a, 0)
-					      : fs_ino(FS_K_MEMBER, l->a, e.parent);
+	l->parent = parent == SHARDIDX_NONE ? fs_ino(FS_K_SHARD, l->a, 0)
+					    : fs_ino(FS_K_MEMBER, l->a, parent);
 	return 0;
 }
 

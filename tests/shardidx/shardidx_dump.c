@@ -202,6 +202,12 @@ static void check(const struct shardidx *ix)
 		FAIL("oom");
 	if (shardidx_entry_get(ix, inf.nentries, &e) != -EINVAL)
 		FAIL("%s: entry_get out of range accepted", g_ctx);
+	{
+		uint32_t df, dn, dp;
+
+		if (shardidx_dir_get(ix, inf.nentries, &df, &dn, &dp) != -EINVAL)
+			FAIL("%s: dir_get out of range accepted", g_ctx);
+	}
 	for (uint32_t i = 0; i < inf.nentries; i++) {
 		uint32_t lo, hi;
 		int64_t f;
@@ -222,6 +228,17 @@ static void check(const struct shardidx *ix)
 		}
 		if (i < lo || i >= hi)
 			FAIL("%s: entry %u outside its parent's children", g_ctx, i);
+		/* a directory's row: what its entry says, without decoding it */
+		{
+			uint32_t df = 0, dn = 0, dp = 0;
+			int dr = shardidx_dir_get(ix, i, &df, &dn, &dp);
+
+			if (e.type == SHARDIDX_DIR
+				? dr || df != e.first_child || dn != e.nchild || dp != e.parent
+				: dr != -ENOTDIR)
+				FAIL("%s: dir_get of entry %u: %d %u %u %u", g_ctx, i, dr, df, dn,
+				     dp);
+		}
 		f = shardidx_lookup(ix, e.parent, e.name, strlen(e.name));
 		if (f != i)
 			FAIL("%s: lookup of entry %u '%s' gives %" PRId64, g_ctx, i, e.name, f);

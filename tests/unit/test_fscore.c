@@ -1479,6 +1479,28 @@ static int collect_types(void *ctx, const char *name, const struct fs_entry *e, 
 	return 0;
 }
 
+/* A member directory opened, or listed, on a thread that read no index
+ * before (its cursors empty): the entries that decodes. */
+struct dir_job {
+	struct fs *fs;
+	uint64_t ino;
+	int list; /* 0: opendir */
+	int err;
+	uint64_t decodes;
+	struct names l;
+};
+
+static void *dir_job_run(void *arg)
+{
+	struct dir_job *j = arg;
+	uint64_t d = shardidx_decodes();
+
+	j->err = j->list ? fs_op_readdir(j->fs, j->ino, 0, collect_types, &j->l)
+			 : fs_op_opendir(j->fs, j->ino);
+	j->decodes = shardidx_decodes() - d;
+	return NULL;
+}
+
 /* A shard's members listed without attributes (find): each file by the
  * name and type its index entry gave the listing, no getattr asked, so
  * no check of the index's file but the listing's own two (a directory is
@@ -1492,16 +1514,46 @@ static void test_listing_types(void)
 					  {"h", '1', "f"},
 					  {"d", '5', NULL},
 					  {"d/g", '0', "g\n"}};
-	char src[4096];
+	struct member m2[22] = {{"b", '5', NULL}, {"b/g", '0', "g\n"}};
+	char src[4096], names[20][4];
+	struct dir_job job;
+	pthread_t th;
 	struct fs *fs;
 	struct names l;
 	int64_t ino;
 	unsigned long long checks;
 
+	for (int k = 0; k < 20; k++) {
+		snprintf(names[k], sizeof(names[k]), "c%02d", k);
+		m2[2 + k] = (struct member){names[k], '0', "c\n"};
+	}
+
 	snprintf(src, sizeof(src), "%s/src-types", tmp);
 	CHECK(mkdir(src, 0755) == 0, "mkdir %s", src);
 	write_shard("../src-types/l.tar", m, sizeof(m) / sizeof(m[0]));
+	/* b's child lies in the second block of 16 of the compact index */
+	write_shard("../src-types/m.tar", m2, sizeof(m2) / sizeof(m2[0]));
 	fs_open_core_at(&fs, "shards", src, "listing-types");
+	ino = walk(fs, "m/b");
+	CHECK(ino > 0, "walk m/b");
+	/* opening it reads its directory row, listing it decodes its child
+	 * from the head of that child's block: 16..21 (1, and 1 + 6 when its
+	 * entry was decoded too) */
+	for (int list = 0; list < 2; list++) {
+		memset(&job, 0, sizeof(job));
+		job.fs = fs;
+		job.ino = (uint64_t)ino;
+		job.list = list;
+		CHECK(pthread_create(&th, NULL, dir_job_run, &job) == 0 &&
+			  pthread_join(th, NULL) == 0,
+		      "a thread");
+		CHECK(job.err == 0 && (!list || strcmp(job.l.text, "g:f") == 0), "m/b %s: %d %s",
+		      list ? "listed" : "opened", job.err, job.l.text);
+		CHECK(job.decodes == (list ? 6u : 0u),
+		      "%s m/b decoded %" PRIu64 " entries, want %u", list ? "listing" : "opening",
+		      job.decodes, list ? 6u : 0u);
+	}
+	CHECK(fs_op_opendir(fs, (uint64_t)walk(fs, "m/c00")) == -ENOTDIR, "opendir of a file");
 	ino = walk(fs, "l");
 	CHECK(ino > 0 && walk(fs, "l/d") > 0, "walk l, l/d"); /* loads the index */
 	for (int attrs = 0; attrs < 2; attrs++) {
