@@ -18,7 +18,8 @@
 #          directory (index cached) each run, the tar warm in the page cache (files/s; the
 #          shardfs side of lib_bench.py's archivemount rows)
 #   find   `find` of --members members in 10 shards (a local directory), caches dropped (s;
-#          baseline: find over the extracted files)
+#          baseline: find over the extracted files); its FUSE requests and the checks of the
+#          mapped indexes' files (index_checks, a read(2) each) beside
 #   first  mount to first read of --shards shards with sidecar indexes and a fresh cache (s;
 #          no baseline: the row's budget is 1 s)
 # With each row, the daemon's CPU in the run (all its threads' /proc schedstat run time), which
@@ -81,6 +82,10 @@ dcpu() { # mountpoint -> the daemon's CPU so far (ns, all its threads)
 }
 requests() { # mountpoint -> the FUSE requests it answered so far (lookups + getattrs + readdirs)
 	$py -c "import json, sys; c = json.load(open(sys.argv[1])); print(sum(c.get(k, 0) for k in ('lookups', 'getattrs', 'readdirs')))" "$1/.shardfs/stats"
+}
+checks() { # mountpoint -> the checks of mapped indexes' files so far (index_checks; 0 for a
+	# build without the counter)
+	$py -c "import json, sys; print(json.load(open(sys.argv[1])).get('index_checks', 0))" "$1/.shardfs/stats"
 }
 cc -O2 -o "$tmp/readfiles" tests/bench/lib_readfiles.c
 
@@ -252,10 +257,11 @@ for r in $(seq "$rounds"); do
 		put find base "$(timeit find "$tmp/ext-find")"
 		for i in "${order[@]}"; do
 			drop
-			c0=$(dcpu "$tmp/mnt-find$i") q0=$(requests "$tmp/mnt-find$i")
+			c0=$(dcpu "$tmp/mnt-find$i") q0=$(requests "$tmp/mnt-find$i") k0=$(checks "$tmp/mnt-find$i")
 			put find "$i" "$(timeit find "$tmp/mnt-find$i" -path "$tmp/mnt-find$i/shard-*/*")"
 			put findcpu "$i" "$((($(dcpu "$tmp/mnt-find$i") - c0) / 1000))e-6"
 			put findreq "$i" "$(($(requests "$tmp/mnt-find$i") - q0))"
+			put findchk "$i" "$(($(checks "$tmp/mnt-find$i") - k0))"
 		done
 	fi
 	if has first; then
@@ -284,6 +290,7 @@ rows = [('ca', 'Ca, page caches dropped', 'files/s', lambda t: nfiles / t),
         ('find', 'find, caches dropped', 's', lambda t: t),
         ('findcpu', 'find, caches dropped: daemon CPU', 'CPU-s', lambda t: t),
         ('findreq', 'find: lookups + getattrs + readdirs', '', lambda t: t),
+        ('findchk', 'find: index_checks (0: no such counter)', '', lambda t: t),
         ('first', 'mount to first read, sidecar indexes', 's', lambda t: t),
         ('firstcpu', 'mount to first read: daemon CPU', 'CPU-s', lambda t: t)]
 load = [float(x) for x in open(os.path.join(res, 'load')).read().split()]
@@ -300,5 +307,6 @@ for key, label, unit, f in rows:
         m = statistics.median(v)
         q = statistics.quantiles(v, n=4) if len(v) > 1 else [m, m, m]
         print('%-44s %-44s %10.4g %10.4g-%-10.4g %10.4g-%-10.4g %6.0f%% %s' % (
-            label, name[-44:], m, q[0], q[2], v[0], v[-1], 100 * (v[-1] - v[0]) / m, unit))
+            label, name[-44:], m, q[0], q[2], v[0], v[-1],
+            100 * (v[-1] - v[0]) / m if m else 0, unit))
 PY
