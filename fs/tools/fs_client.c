@@ -29,15 +29,23 @@
 
 /* The usage of a command that takes MOUNTPOINT (and, with more, further
  * arguments): -1 to go on, or the exit status after --help (0, on stdout)
- * or a wrong command line (2). */
-static int client_usage(int argc, char **argv, const char *synopsis, const char *about, int more)
+ * or a wrong command line (2). A "--" first is dropped from *argc, *argv
+ * (a MOUNTPOINT may then begin with '-'). */
+static int client_usage(int *argcp, char ***argvp, const char *synopsis, const char *about,
+			int more)
 {
-	if (argc >= 1 && (strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "--help") == 0) &&
-	    (more || argc == 1)) {
+	int argc = *argcp, dashes = argc >= 1 && strcmp((*argvp)[0], "--") == 0;
+	char **argv = *argvp + dashes;
+
+	argc -= dashes;
+	*argcp = argc;
+	*argvp = argv;
+	if (!dashes && argc >= 1 &&
+	    (strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "--help") == 0) && (more || argc == 1)) {
 		printf("usage: shardfs %s\n\n%s", synopsis, about);
 		return 0;
 	}
-	if (argc < 1 || (!more && argc != 1) || argv[0][0] == '-') {
+	if (argc < 1 || (!more && argc != 1) || (!dashes && argv[0][0] == '-')) {
 		fprintf(stderr, "usage: shardfs %s\n", synopsis);
 		return 2;
 	}
@@ -53,6 +61,8 @@ static void say_not_usable(const char *path, const struct fs_mnt *m, int err)
 {
 	if (err == ENOTCONN)
 		fs_say_dead_mount(path);
+	else if (m->state == FS_MNT_HUNG)
+		fs_mnt_say_hung(path, m);
 	else if ((err == EACCES || err == EPERM) && m->owner >= 0 && (uid_t)m->owner != geteuid())
 		fprintf(stderr,
 			"shardfs: %s: permission denied: only the user who mounted it "
@@ -90,7 +100,7 @@ int fs_stats_main(int argc, char **argv)
 	struct fs_stats_doc stats;
 	struct fs_mnt m;
 	int err, rc = client_usage(
-		     argc, argv, "stats MOUNTPOINT",
+		     &argc, &argv, "stats MOUNTPOINT",
 		     "Print the counters of a running mount (MOUNTPOINT/.shardfs/stats), one\n"
 		     "per line; MOUNTPOINT/.shardfs/metrics has them in Prometheus text format.\n",
 		     0);
@@ -524,7 +534,7 @@ int fs_prefetch_main(int argc, char **argv)
 	int fd, rc, sent, f;
 
 	rc = client_usage(
-	    argc, argv, "prefetch MOUNTPOINT [PATH...]",
+	    &argc, &argv, "prefetch MOUNTPOINT [PATH...]",
 	    "Fill the cache of a running mount with the objects at or below each PATH\n"
 	    "(a shard, a directory, a file; none: everything) and follow the progress.\n"
 	    "A PATH inside a shard's member directory prefetches that whole shard.\n"
@@ -626,7 +636,7 @@ int fs_refresh_main(int argc, char **argv)
 	char path[PATH_MAX + 32];
 	int fd, err,
 	    rc =
-		client_usage(argc, argv, "refresh MOUNTPOINT",
+		client_usage(&argc, &argv, "refresh MOUNTPOINT",
 			     "List the source of a running mount again: new shards appear, removed "
 			     "ones\ngo, changed ones are indexed again when next looked up (their "
 			     "old view\ngives ESTALE). Prints what changed.\n",
@@ -725,10 +735,14 @@ int fs_plan_main(int argc, char **argv)
 	struct fs_mnt m;
 	char path[PATH_MAX + 32], esc[4 * PATH_MAX], *abs = NULL;
 	char line[4 * PATH_MAX + FS_PLAN_NAME_MAX + 16];
-	int clear = 0, fd, err, n;
+	int clear = 0, fd, err, n, dashes = 0;
 
 	for (int i = 0; i < argc; i++) {
-		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+		const char *a = argv[i];
+
+		if (!dashes && strcmp(a, "--") == 0) {
+			dashes = 1; /* MOUNTPOINT and FILE only after it */
+		} else if (!dashes && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
 			printf(
 			    "usage: shardfs %s\n\n"
 			    "Publish a reading plan to a running mount: FILE holds mount-relative\n"
@@ -744,21 +758,20 @@ int fs_plan_main(int argc, char **argv)
 			    "1 refused (says why), 2 usage.\n",
 			    synopsis);
 			return 0;
-		}
-		if (strcmp(argv[i], "--clear") == 0) {
+		} else if (!dashes && strcmp(a, "--clear") == 0) {
 			clear = 1;
-		} else if (strcmp(argv[i], "--name") == 0 && i + 1 < argc) {
+		} else if (!dashes && strcmp(a, "--name") == 0 && i + 1 < argc) {
 			name = argv[++i];
-		} else if (strncmp(argv[i], "--name=", 7) == 0) {
-			name = argv[i] + 7;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			fprintf(stderr, "shardfs plan: unknown option %s\nusage: shardfs %s\n",
-				argv[i], synopsis);
+		} else if (!dashes && strncmp(a, "--name=", 7) == 0) {
+			name = a + 7;
+		} else if (!dashes && a[0] == '-' && a[1]) {
+			fprintf(stderr, "shardfs plan: unknown option %s\nusage: shardfs %s\n", a,
+				synopsis);
 			return 2;
 		} else if (!mnt) {
-			mnt = argv[i];
+			mnt = a;
 		} else if (!file) {
-			file = argv[i];
+			file = a;
 		} else {
 			fprintf(stderr, "usage: shardfs %s\n", synopsis);
 			return 2;

@@ -8,14 +8,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "fs_core_ctl.h"
 #include "fs_core_ctl.h"
 #include "fs_mountid.h"
 
@@ -189,10 +193,128 @@ static int mountinfo_find(const char *dir, struct fs_mnt *m)
 	return found;
 }
 
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* stat(path) within FS_MNT_ANSWER_MS: the first touch of a mount waits on
+ * its daemon, which may be stopped or stuck, and a request the daemon does
+ * not answer cannot be taken back; so a child makes it and this process
+ * waits for the child's answer only that long (the child is then killed).
+ * 0 with *st, -errno of the stat, or -ETIMEDOUT. */
+static int stat_bounded(const char *path, struct stat *st)
+{
+	struct {
+		int err;
+		struct stat st;
+	} r = {0};
+	int64_t end = mono_ms() + FS_MNT_ANSWER_MS;
+	int fds[2], err = -ETIMEDOUT;
+	pid_t c;
+
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return -errno;
+	c = fork();
+	if (c == 0) {
+		close(fds[0]);
+		r.err = stat(path, &r.st) < 0 ? errno : 0;
+		_exit(write(fds[1], &r, sizeof(r)) == (ssize_t)sizeof(r) ? 0 : 1);
+	}
+	close(fds[1]);
+	if (c < 0) {
+		close(fds[0]);
+		return -errno;
+	}
+	for (int64_t left; (left = end - mono_ms()) > 0;) {
+		struct pollfd p = {.fd = fds[0], .events = POLLIN};
+		int n = poll(&p, 1, (int)left);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 1 && read(fds[0], &r, sizeof(r)) == (ssize_t)sizeof(r)) {
+			err = r.err ? -r.err : 0;
+			*st = r.st;
+		}
+		break;
+	}
+	close(fds[0]);
+	if (err == -ETIMEDOUT)
+		kill(c, SIGKILL);
+	/* a request not yet taken by the daemon ends at the kill; one it took
+	 * ends when it answers or the mount goes (the child is then left to
+	 * this process's parent) */
+	for (int i = 0; i < 100 && waitpid(c, NULL, WNOHANG) == 0; i++)
+		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+	return err;
+}
+
+long fs_mnt_find_daemon(const struct fs_mnt *m)
+{
+	DIR *proc = opendir("/proc");
+	struct dirent *e;
+	long found = -1;
+
+	while (proc && found < 0 && (e = readdir(proc))) {
+		long pid = strtol(e->d_name, NULL, 10);
+
+		if (pid > 0 && fs_mnt_is_daemon(m, pid))
+			found = pid;
+	}
+	if (proc)
+		closedir(proc);
+	return found;
+}
+
+int fs_mnt_pid_stopped(long pid)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* "pid (comm) S ..." */
+	/* 'T' only: 't' is a tracer's stop (LeakSanitizer's at an ASan
+	 * build's exit stops every thread for a moment) */
+	return p && p[1] == ' ' && p[2] == 'T';
+}
+
+void fs_mnt_say_hung(const char *path, const struct fs_mnt *m)
+{
+	long pid = fs_mnt_find_daemon(m);
+
+	if (pid < 0)
+		fprintf(stderr,
+			"shardfs: %s: the mount does not answer within %d s, and no daemon of it "
+			"was found ('shardfs umount %s' unmounts it)\n",
+			path, FS_MNT_ANSWER_MS / 1000, path);
+	else if (fs_mnt_pid_stopped(pid))
+		fprintf(stderr,
+			"shardfs: %s: its daemon (pid %ld) does not answer within %d s: it is "
+			"stopped ('kill -CONT %ld' continues it)\n",
+			path, pid, FS_MNT_ANSWER_MS / 1000, pid);
+	else
+		fprintf(stderr,
+			"shardfs: %s: its daemon (pid %ld) does not answer within %d s: it may be "
+			"stuck (see its log; 'shardfs umount %s' unmounts it)\n",
+			path, pid, FS_MNT_ANSWER_MS / 1000, path);
+}
+
 int fs_mnt_identify(const char *path, struct fs_mnt *m)
 {
 	char abs[PATH_MAX], ctl[PATH_MAX + 32];
-	struct stat st;
+	struct stat st = {0};
 	int r;
 
 	memset(m, 0, sizeof(*m));
@@ -204,11 +326,13 @@ int fs_mnt_identify(const char *path, struct fs_mnt *m)
 	if (r <= 0)
 		return r < 0 ? r : -ENOENT;
 	snprintf(ctl, sizeof(ctl), "%s/.shardfs/control", m->dir);
-	if (stat(ctl, &st) < 0) {
-		m->state = errno == ENOTCONN		       ? FS_MNT_DEAD
-			   : errno == EACCES || errno == EPERM ? FS_MNT_DENIED
-							       : FS_MNT_ERROR;
-		m->err = errno;
+	r = stat_bounded(ctl, &st);
+	if (r < 0) {
+		m->state = r == -ENOTCONN		 ? FS_MNT_DEAD
+			   : r == -ETIMEDOUT		 ? FS_MNT_HUNG
+			   : r == -EACCES || r == -EPERM ? FS_MNT_DENIED
+							 : FS_MNT_ERROR;
+		m->err = -r;
 		return 0;
 	}
 	/* the control file the daemon of this mount serves, not a file of

@@ -16,7 +16,13 @@ enum fs_mnt_state {
 	FS_MNT_DEAD,	 /* its daemon is gone (ENOTCONN) */
 	FS_MNT_DENIED,	 /* another user's mount (EACCES, EPERM) */
 	FS_MNT_ERROR,	 /* another error (err) */
+	FS_MNT_HUNG,	 /* its daemon did not answer within FS_MNT_ANSWER_MS */
 };
+
+/* The longest the commands wait for a mount's first answer (the stat of
+ * its control file) before they say that its daemon does not answer
+ * (stopped, or stuck): docs/usage.md. */
+#define FS_MNT_ANSWER_MS 5000
 
 struct fs_mnt {
 	char dir[PATH_MAX]; /* the mount point as the kernel has it */
@@ -39,6 +45,14 @@ int fs_mnt_identify(const char *path, struct fs_mnt *m);
  * binary, its command line is 'shardfs mount ...', and it holds m's mount
  * point's directory open (every daemon does, fs/fuse/fs_mount.c); else 0. */
 int fs_mnt_is_daemon(const struct fs_mnt *m, long pid);
+/* The daemon of m found among the processes (/proc, fs_mnt_is_daemon),
+ * without asking the mount: its pid, or -1. */
+long fs_mnt_find_daemon(const struct fs_mnt *m);
+/* Say on stderr why the mount m at path does not answer (FS_MNT_HUNG):
+ * its daemon, and whether it is stopped. */
+void fs_mnt_say_hung(const char *path, const struct fs_mnt *m);
+/* 1 when process pid is stopped by a signal (SIGSTOP, Ctrl-Z), else 0. */
+int fs_mnt_pid_stopped(long pid);
 
 struct fs_stats_doc;
 /* A control file of a running mount (MNT/.shardfs/NAME) as a malloc'd

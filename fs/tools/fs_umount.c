@@ -330,7 +330,21 @@ static const char umount_synopsis[] = "umount [--force | --stale] MOUNTPOINT";
  * else the exit status (0 after --help, 2 for a usage error). */
 static int umount_args(int argc, char **argv, const char **path, int *force, int *stale)
 {
+	int dashes = 0;
+
 	for (int i = 0; i < argc; i++) {
+		if (!dashes && strcmp(argv[i], "--") == 0) {
+			dashes = 1; /* MOUNTPOINT only after it */
+			continue;
+		}
+		if (dashes) {
+			if (*path) {
+				fprintf(stderr, "usage: shardfs %s\n", umount_synopsis);
+				return 2;
+			}
+			*path = argv[i];
+			continue;
+		}
 		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
 			printf(
 			    "usage: shardfs %s\n\n"
@@ -430,6 +444,8 @@ static int umount_failed(const char *path, const struct fs_mnt *m, long pid, int
 	int busy = strstr(err, strerror(EBUSY)) != NULL;
 
 	if (busy && force && pid > 0 && kill((pid_t)pid, SIGTERM) == 0) {
+		if (fs_mnt_pid_stopped(pid))
+			kill((pid_t)pid, SIGCONT); /* so that it takes the SIGTERM */
 		/* the daemon stops itself on SIGTERM: it cancels what is
 		 * in flight, detaches the mount and exits */
 		fprintf(stderr,
@@ -476,17 +492,24 @@ int fs_umount_main(int argc, char **argv)
 	r = umount_target(path, stale, &m);
 	if (r >= 0)
 		return r;
-	pid = mount_daemon(&m);
+	pid = m.state == FS_MNT_HUNG ? fs_mnt_find_daemon(&m) : mount_daemon(&m);
 	if (run_fusermount(m.dir, stale, err, sizeof(err)) != 0 &&
 	    (force || stale || !strstr(err, strerror(EBUSY)) ||
 	     umount_leave(&m, err, sizeof(err)) != 0) &&
 	    umount_failed(path, &m, pid, force, err, sizeof(err)) != 0)
 		return 1;
 	/* wait for the daemon to finish writing its state (60 s at most) */
-	for (int i = 0; i < 600 && pid_running(pid); i++) {
+	for (int i = 0; i < 600 && pid_running(pid) && !fs_mnt_pid_stopped(pid); i++) {
 		struct timespec ts = {0, 100 * 1000 * 1000};
 
 		nanosleep(&ts, NULL);
+	}
+	if (pid_running(pid) && fs_mnt_pid_stopped(pid)) {
+		fprintf(stderr,
+			"shardfs: unmounted %s, but its daemon %ld is stopped: it finishes once "
+			"continued ('kill -CONT %ld')\n",
+			path, pid, pid);
+		return 1;
 	}
 	if (pid_running(pid)) {
 		fprintf(stderr, "shardfs: unmounted, but daemon %ld is still running\n", pid);

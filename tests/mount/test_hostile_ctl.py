@@ -14,8 +14,15 @@ GROUP:
           cut the line at a newline, and refused a plan file whose path held one.
           'shardfs plan' of a plan file whose path holds such bytes is published.
           SHARDFS_TEST_SEED replays another class.
+  dashes  '--' before a MOUNTPOINT that begins with '-' (here '-m'), taken by stats, refresh,
+          prefetch, plan and umount (main before: a usage error, exit 2; 'mount' took it)
+  hung    a daemon stopped (SIGSTOP): 'shardfs stats', 'prefetch', 'refresh' and 'plan' exit 1
+          within their bound (FS_MNT_ANSWER_MS, 5 s) saying that the daemon (its pid) is stopped
+          and how to continue it; 'shardfs umount' unmounts it (exit 1: the daemon cannot finish,
+          said so); continued, the daemon exits 0. Main before this test waited without end.
 """
 import os
+import signal
 import subprocess
 import sys
 
@@ -98,7 +105,87 @@ def group_names(env, ck):
               'plan FILE with hostile bytes: %r' % r.stdout)
 
 
-GROUPS = {'names': (group_names, 240)}
+def proc_state(pid):
+    with open('/proc/%d/stat' % pid) as f:
+        return f.read().rsplit(')', 1)[1].split()[0]
+
+
+def group_hung(env, ck):
+    src = env.path('src')
+    os.makedirs(src)
+    ml.write_file(os.path.join(src, 's0.tar'), ml.tar_bytes([('a.txt', b'a\n')]))
+    m = ml.Mount(env, src, cache_dir=env.path('cache'))
+    m.mount()
+    pid = m.stats()['pid']
+    stopped = False
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        stopped = True
+        ml.poll(lambda: proc_state(pid) == 'T', what='the daemon stopped')
+        said = ("shardfs: %s: its daemon (pid %d) does not answer within 5 s: it is stopped "
+                "('kill -CONT %d' continues it)\n" % (m.mnt, pid, pid))
+        # a budget far past the commands' bound (FS_MNT_ANSWER_MS): main before this test
+        # waited for the daemon without end
+        for cmd in (['stats', m.mnt], ['prefetch', m.mnt], ['refresh', m.mnt],
+                    ['plan', m.mnt, '--clear']):
+            r = env.run([env.shardfs] + cmd, timeout=40)
+            e = r.stderr.decode(errors='replace')
+            log('stopped daemon: shardfs %s: rc=%r %r' % (cmd[0], r.returncode, e))
+            ck.eq('stopped daemon: shardfs %s: exit' % cmd[0], r.returncode, 1)
+            ck.eq('stopped daemon: shardfs %s: says' % cmd[0], e, said)
+        r = env.run([env.shardfs, 'umount', m.mnt], timeout=40, files=True)
+        e = r.stderr.decode(errors='replace')
+        log('stopped daemon: shardfs umount: rc=%r %r' % (r.returncode, e))
+        ck.eq('stopped daemon: umount exit', r.returncode, 1)
+        ck.eq('stopped daemon: umount says', e,
+              "shardfs: unmounted %s, but its daemon %d is stopped: it finishes once continued "
+              "('kill -CONT %d')\n" % (m.mnt, pid, pid))
+        ck.ok(not ml.is_mounted(m.mnt), 'stopped daemon: %s still mounted' % m.mnt)
+        os.kill(pid, signal.SIGCONT)
+        stopped = False
+        ck.ok(ml.poll(lambda: not ml.pid_alive(pid)), 'continued: the daemon %d ended' % pid)
+        env.reap()
+        ck.eq('continued: how the daemon ended', m.ends().get(pid), 'exited with status 0')
+    finally:
+        if stopped:
+            os.kill(pid, signal.SIGCONT)
+        m.umount(quiet=True)
+
+
+def group_dashes(env, ck):
+    src = env.path('src')
+    os.makedirs(src)
+    ml.write_file(os.path.join(src, 's0.tar'), ml.tar_bytes([('a.txt', b'a\n')]))
+    plan = env.path('plan.txt')
+    ml.write_file(plan, b's0/a.txt\n')
+    m = ml.Mount(env, src, mountpoint=env.path('-m'), cache_dir=env.path('cache'))
+    m.mount()
+    try:
+        def run(args):
+            r = subprocess.run([env.shardfs] + args, cwd=env.tmp, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env.env,
+                               timeout=60)
+            log('shardfs %s: rc=%r %r %r' % (' '.join(args), r.returncode, r.stdout, r.stderr))
+            return r
+        for args, want in ((['stats', '--', '-m'], b'version '),
+                           (['refresh', '--', '-m'], b'refreshed -m: 0 new'),
+                           (['prefetch', '--', '-m', 's0'], b'prefetch: done: '),
+                           (['plan', '--name', 'p', '--', '-m', plan], b"plan 'p': 1 path"),
+                           (['plan', '--clear', '--name', 'p', '--', '-m'], b"plan 'p' cleared")):
+            r = run(args)
+            ck.eq('shardfs %s: exit' % ' '.join(args), r.returncode, 0)
+            ck.ok(want in r.stdout, 'shardfs %s: %r' % (' '.join(args), r.stdout))
+        # without '--' a MOUNTPOINT beginning with '-' is an option: usage
+        ck.eq('shardfs stats -m: exit', run(['stats', '-m']).returncode, 2)
+        r = run(['umount', '--', '-m'])
+        ck.eq('shardfs umount -- -m: exit', r.returncode, 0)
+        ck.ok(not ml.is_mounted(m.mnt), 'umount -- -m: still mounted')
+    finally:
+        m.umount(quiet=True)
+
+
+GROUPS = {'names': (group_names, 240), 'hung': (group_hung, 240),
+          'dashes': (group_dashes, 240)}
 
 
 if __name__ == '__main__':
