@@ -4,7 +4,7 @@
 # hits every build alike, and the spread of one build's runs says what noise is.
 #
 #   bash tests/bench/ab_rows.sh [--rounds 9] [--shard-mb 256] [--member-kb 100] [--members 10000]
-#                               [--shards 1000] [--rows ca,cc,tarseq,find,first] BIN...
+#                               [--shards 1000] [--rows ca,cc,tarseq,find,lslr,first] BIN...
 #
 # BIN: shardfs binaries (release builds: `compare.sh` makes build-bench-REV/shardfs). Rows, each
 # as cache_bench.sh, index_bench.sh and lib_bench.py measure it, with every build's run of a
@@ -20,6 +20,9 @@
 #   find   `find` of --members members in 10 shards (a local directory), caches dropped (s;
 #          baseline: find over the extracted files); its FUSE requests and the checks of the
 #          mapped indexes' files (index_checks, a read(2) each) beside
+#   lslr   `ls -lR` of the same tree on mounts of its own (every entry stat'ed: listings with attributes, a LOOKUP
+#          for the first batch of each directory), caches dropped (s; baseline: ls -lR of the
+#          extracted files)
 #   first  mount to first read of --shards shards with sidecar indexes and a fresh cache (s;
 #          no baseline: the row's budget is 1 s)
 # With each row, the daemon's CPU in the run (all its threads' /proc schedstat run time), which
@@ -39,7 +42,7 @@ while [ $# -gt 0 ]; do
 	--members) members=$2; shift 2 ;;
 	--shards) shards=$2; shift 2 ;;
 	--rows) rows=$2; shift 2 ;;
-	-*) echo "usage: $0 [--rounds N] [--shard-mb N] [--member-kb N] [--members N] [--shards N] [--rows ca,cc,tarseq,find,first] BIN..." >&2
+	-*) echo "usage: $0 [--rounds N] [--shard-mb N] [--member-kb N] [--members N] [--shards N] [--rows ca,cc,tarseq,find,lslr,first] BIN..." >&2
 	    exit 2 ;;
 	*) bins+=("$(realpath "$1")"); shift ;;
 	esac
@@ -142,7 +145,7 @@ tar_seq() { # i -> seconds of the reads (the mount's own time not counted), daem
 	echo "$s $((ns / 1000))e-6"
 	"${bins[$1]}" umount "$tmp/mnt-tar" >/dev/null
 }
-if has find; then
+if has find || has lslr; then
 	per=$((members / 10))
 	$py - "$tmp/src-find" "$tmp/ext-find" "$per" <<'PY'
 import io, os, sys, tarfile
@@ -163,10 +166,15 @@ for s in range(10):
             with open(p, "wb") as f:
                 f.write(data)
 PY
+	# lslr lists on mounts of its own: its stats mark every directory looked
+	# (fs->looked_dirs), whose later listings then give every file's attributes
 	for i in $(seq 0 $((n - 1))); do
-		mkdir -p "$tmp/mnt-find$i"
-		"${bins[$i]}" mount --cache-dir "$tmp/cache-find$i" "$tmp/src-find" "$tmp/mnt-find$i"
-		find "$tmp/mnt-find$i" >/dev/null # builds the indexes once
+		for row in find lslr; do
+			has $row || continue
+			mkdir -p "$tmp/mnt-$row$i"
+			"${bins[$i]}" mount --cache-dir "$tmp/cache-$row$i" "$tmp/src-find" "$tmp/mnt-$row$i"
+			find "$tmp/mnt-$row$i" >/dev/null # builds the indexes once
+		done
 	done
 	find "$tmp/ext-find" >/dev/null
 fi
@@ -264,6 +272,17 @@ for r in $(seq "$rounds"); do
 			put findchk "$i" "$(($(checks "$tmp/mnt-find$i") - k0))"
 		done
 	fi
+	if has lslr; then
+		drop
+		put lslr base "$(timeit ls -lR "$tmp/ext-find")"
+		for i in "${order[@]}"; do
+			drop
+			c0=$(dcpu "$tmp/mnt-lslr$i") q0=$(requests "$tmp/mnt-lslr$i")
+			put lslr "$i" "$(timeit ls -lR "$tmp/mnt-lslr$i")"
+			put lslrcpu "$i" "$((($(dcpu "$tmp/mnt-lslr$i") - c0) / 1000))e-6"
+			put lslrreq "$i" "$(($(requests "$tmp/mnt-lslr$i") - q0))"
+		done
+	fi
 	if has first; then
 		for i in "${order[@]}"; do
 			read -r s c <<<"$(first_read "$i")"
@@ -291,6 +310,9 @@ rows = [('ca', 'Ca, page caches dropped', 'files/s', lambda t: nfiles / t),
         ('findcpu', 'find, caches dropped: daemon CPU', 'CPU-s', lambda t: t),
         ('findreq', 'find: lookups + getattrs + readdirs', '', lambda t: t),
         ('findchk', 'find: index_checks (0: no such counter)', '', lambda t: t),
+        ('lslr', 'ls -lR of the find tree, caches dropped', 's', lambda t: t),
+        ('lslrcpu', 'ls -lR, caches dropped: daemon CPU', 'CPU-s', lambda t: t),
+        ('lslrreq', 'ls -lR: lookups + getattrs + readdirs', '', lambda t: t),
         ('first', 'mount to first read, sidecar indexes', 's', lambda t: t),
         ('firstcpu', 'mount to first read: daemon CPU', 'CPU-s', lambda t: t)]
 load = [float(x) for x in open(os.path.join(res, 'load')).read().split()]
