@@ -520,6 +520,9 @@ static void say_wants(const struct fs_opt_cmd *cmd, const struct fs_opt *o, cons
 		fprintf(stderr, "%s", names);
 		break;
 	}
+	case FS_OPT_STR:
+		fprintf(stderr, "a %s that is not empty", o->arg);
+		break;
 	default:
 		fprintf(stderr, "a value");
 	}
@@ -596,7 +599,12 @@ static int opt_set(const struct fs_opt_cmd *cmd, void *cfg, const struct fs_opt 
 	case FS_OPT_FLAG:
 		*(int *)field = 1;
 		break;
-	case FS_OPT_STR:
+	case FS_OPT_STR: /* a path or URL: '' would mean the root (--cache-dir "$UNSET") */
+		if (!*val) {
+			say_wants(cmd, o, val);
+			return -EINVAL;
+		}
+		/* fall through */
 	case FS_OPT_APPEND:
 		err = set_str(o, (char **)(void *)field, val);
 		if (err < 0)

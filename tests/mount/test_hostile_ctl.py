@@ -16,6 +16,9 @@ GROUP:
           SHARDFS_TEST_SEED replays another class.
   dashes  '--' before a MOUNTPOINT that begins with '-' (here '-m'), taken by stats, refresh,
           prefetch, plan and umount (main before: a usage error, exit 2; 'mount' took it)
+  empty-opts  every option whose value is a path or URL (DIR, FILE, URL in 'shardfs mount
+          --help'), given '': exit 2 naming it ('mount --cache-dir ""' made the cache in /v1, at
+          the root, and so did 'index')
   hung    a daemon stopped (SIGSTOP): 'shardfs stats', 'prefetch', 'refresh' and 'plan' exit 1
           within their bound (FS_MNT_ANSWER_MS, 5 s) saying that the daemon (its pid) is stopped
           and how to continue it; 'shardfs umount' unmounts it (exit 1: the daemon cannot finish,
@@ -184,8 +187,30 @@ def group_dashes(env, ck):
         m.umount(quiet=True)
 
 
+def group_empty_opts(env, ck):
+    """Every option whose value is a path or URL (its metavar in 'shardfs mount --help' DIR,
+    FILE or URL), given '' (a variable that is not set): refused, exit 2, before anything is
+    made (a final --help stops the command after its options were parsed)."""
+    import re
+    text = env.run([env.shardfs, 'mount', '--help']).stdout.decode()
+    opts = sorted(set(re.findall(r'^ +(?:-\w, )?--([a-z-]+) (DIR|FILE|URL)\b', text, re.M)))
+    log('options with a path or URL: %r' % opts)
+    ck.ok(('cache-dir', 'DIR') in opts and len(opts) >= 3,
+          '--help lists the path options: %r' % opts)
+    for name, meta in opts:
+        for cmd in (['mount'], ['index']) if name == 'cache-dir' else (['mount'],):
+            args = [env.shardfs] + cmd + ['--' + name, '', env.tmp] + \
+                (['/nonexistent-mnt'] if cmd == ['mount'] else []) + ['--help']
+            r = env.run(args)
+            e = r.stderr.decode(errors='replace')
+            ck.eq('%s --%s \'\': exit' % (cmd[0], name), r.returncode, 2)
+            ck.eq('%s --%s \'\': says' % (cmd[0], name), e,
+                  "shardfs: %s: --%s wants a %s that is not empty, not ''\n"
+                  % (cmd[0], name, meta))
+
+
 GROUPS = {'names': (group_names, 240), 'hung': (group_hung, 240),
-          'dashes': (group_dashes, 240)}
+          'dashes': (group_dashes, 240), 'empty-opts': (group_empty_opts, 120)}
 
 
 if __name__ == '__main__':
