@@ -18,9 +18,11 @@
  * holds the head (with the body bytes that came in its receive: at most
  * LEAN_HEAD_RECV bytes in all when the sink offers memory) and each
  * piece of body, unless the sink offers memory of its own
- * (backend_req.on_mem: a fill's buffer) for a body it takes whole (a 2xx,
- * nothing to skip): then the body is received there, at most
- * IO_BUFFER_BYTES a receive, and handed to the same checks
+ * (backend_req.on_mem: a fill's buffer, the stage's span) for a body it
+ * takes whole (a 2xx, nothing to skip): then the body is received there,
+ * at most IO_BUFFER_BYTES a receive for a sink that may pause, else as
+ * much of the body's rest as is in (one receive a wake-up, not one per
+ * 64 KiB: test io-inplace), and handed to the same checks
  * (backend__io_body) and the sink, which need not copy it; the counters say
  * which (recv_inplace_bytes, recv_copied_bytes). One request is out at a time, and a recv of body
  * never asks for more than the body has left: bytes past the answer are
@@ -57,6 +59,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdatomic.h>
@@ -523,10 +526,17 @@ static void recv_some(struct lconn *c)
 			    c->body_left < sizeof(c->buf) ? (size_t)c->body_left : sizeof(c->buf);
 			/* into the sink's memory when it offers some: the bytes it
 			 * takes whole (a 2xx body, nothing to skip), at most the
-			 * buffer's size (a paused piece is held there) */
+			 * buffer's size when the sink may pause (a paused piece is
+			 * held there), else all of the body's rest in one receive */
 			if (x->r->on_mem && x->accept_body && !x->skip) {
-				size_t w =
-				    x->status == 200 && want > x->limit ? (size_t)x->limit : want;
+				size_t w = want;
+
+				if (!x->r->pausable)
+					w = c->body_left < (uint64_t)SSIZE_MAX
+						? (size_t)c->body_left
+						: (size_t)SSIZE_MAX;
+				if (x->status == 200 && w > x->limit)
+					w = (size_t)x->limit;
 
 				if (w && (m = x->r->on_mem(x->r->arg, &w)) != NULL) {
 					dst = m;
