@@ -51,7 +51,11 @@
  * Past an answer's head the loop is woken for its body only once the body's
  * rest (up to IO_LOWAT_MAX) is in (the socket's SO_RCVLOWAT: on_readable),
  * the mark back to 1 at the answer's end and on a resume; each tick asks for
- * what is in, so bytes short of the mark wait at most a tick.
+ * what is in, so bytes short of the mark wait at most a tick. For a sink
+ * that offers memory and never pauses (the stage's reads) the mark is set
+ * when the request is sent, to the range's rest: the head and the body
+ * wake the loop once (test io-inplace), and an answer shorter than it (an
+ * error, a shorter range) is read at the next tick.
  * Bounds: a connect by
  * connect_timeout_s, silence by stall_timeout_s, both checked by one tick
  * (at most 1 s, and at most half of either bound) that runs while an
@@ -372,6 +376,13 @@ static void send_req(struct lconn *c, int sync)
 		c->req_off += (size_t)n;
 	}
 	c->state = LC_HEAD;
+	/* a sink that offers memory and never pauses (the stage's) takes the
+	 * whole answer in two receives: the loop is woken once its bytes
+	 * reach the range's rest (up to IO_LOWAT_MAX), not for its head and
+	 * again for its body; a shorter answer (an error, a shorter range) is
+	 * read by the tick (tick_cb) */
+	if (c->x->r->on_mem && !c->x->r->pausable && c->x->r->range_len > c->x->r->delivered)
+		backend__io_lowat(c->fd, &c->lowat, c->x->r->range_len - c->x->r->delivered);
 	lc_poll(c, UV_READABLE);
 }
 
@@ -901,9 +912,10 @@ again:
 		}
 		/* bytes short of the mark are progress too: each tick asks
 		 * for what is in (on_readable sets the mark again), so a slow
-		 * body is never silent for more than a tick (at most half
-		 * the stall bound) */
-		if (c->state == LC_BODY && !c->held)
+		 * body, or an answer shorter than the mark set at its
+		 * request's send, is never silent for more than a tick (at
+		 * most half the stall bound) */
+		if ((c->state == LC_BODY || c->state == LC_HEAD) && !c->held)
 			backend__io_lowat(c->fd, &c->lowat, 1);
 		if (backend__io_progress(x)) {
 			c->state = LC_DONE;

@@ -9,16 +9,27 @@
  *
  * A server thread on 127.0.0.1 answers ranged GETs on one kept-alive connection of a
  * seeded random object, and sees the client's socket itself (this process's fd whose port
- * is the peer's). Each answer: the head alone; once the head was read and the socket's
- * receive mark (SO_RCVLOWAT) is the body's rest, up to IO_LOWAT_MAX (128 KiB), the body:
- *  1. ONE bytes (120 KiB: under the mark) in one send, not pausable: all of it in exactly
- *     one delivery, received in the sink's memory (recv_inplace_bytes);
- *  2. TWO bytes (192 KiB) not pausable: the first MARK bytes in one send (the loop woken
- *     once all are in), then, once they were delivered, the rest: exactly 2 deliveries;
- *  3. ONE bytes, pausable: 2 deliveries (64 KiB, then the rest), as before.
+ * is the peer's):
+ *  1. ONE bytes (120 KiB), not pausable: once the request is read, the socket's receive
+ *     mark (SO_RCVLOWAT) is already the range's ONE bytes (set at the send: the loop is not
+ *     woken for the head alone). The head and all but TAIL bytes of the body in the queue:
+ *     nothing delivered, the socket not readable; then the tail: exactly 2 deliveries (the
+ *     head's receive brings LEAN_HEAD_RECV bytes, copied; the rest in one receive, in the
+ *     sink's memory);
+ *  2. TWO bytes (192 KiB), not pausable: the mark is IO_LOWAT_MAX (MARK, 128 KiB) at the
+ *     send; the head and MARK bytes of body (the last TAIL of them sent once the others
+ *     are queued, the socket not readable before), then, once they were delivered, the
+ *     rest: exactly 3 deliveries (the head's, the first part's rest in one receive, the
+ *     rest in one);
+ *  3. ONE bytes, pausable (a fill's kind): no mark at the send; the head alone is read,
+ *     the mark set to the body's size, the body: 2 deliveries (64 KiB, then the rest);
+ *  4. an error answer (a 503 of a few bytes, far under the mark set at the send) to a read
+ *     that is not pausable: read by the stall bound's tick (at most a second: STALL_S 60
+ *     makes it 1 s), the read ends with an error, not a stall (WAIT_S is under STALL_S).
  * Every byte is compared, the buffer filled with a pattern before each read (a byte the
- * receive did not write shows). Without the change (at most 64 KiB a receive whatever the
- * sink) reads 1 and 2 take 2 and 3 deliveries.
+ * receive did not write shows). Without the receive's change (at most 64 KiB a receive
+ * whatever the sink) reads 1 and 2 take 3 and 4 deliveries; without the mark at the send
+ * the mark checks of 1 and 2 fail; without the tick's ask in a head's wait read 4 hangs.
  *
  * No timing: every wait is for an event (a socket state, a delivery, a read's end),
  * bounded by WAIT_S (a hang fails the test).
@@ -49,9 +60,11 @@
 #define TWO	(192 * KIB)
 #define MARK	(128 * KIB) /* IO_LOWAT_MAX (backend_io_i.h) */
 #define OBJ	(256 * KIB)
-#define NREADS	3
+#define TAIL	(4 * KIB) /* more than a head: the last bytes of a body, sent last */
+#define HEADRX	2048	  /* LEAN_HEAD_RECV (backend_io_lean.c): the head's receive */
+#define NREADS	4
 #define WAIT_S	30
-#define STALL_S 30
+#define STALL_S 60
 
 struct rd {
 	struct httpsrv_end end;
@@ -135,7 +148,7 @@ struct srv {
 	int lfd, c, cfd; /* listener, the server's end, the client's end */
 	struct rd *r[NREADS];
 	int mark;    /* the client's SO_RCVLOWAT awaited (mark_is) */
-	size_t want; /* bytes delivered awaited (delivered) */
+	size_t want; /* bytes delivered (delivered) or queued (queued) awaited */
 	int cur;     /* the read under way */
 };
 
@@ -158,6 +171,24 @@ static int mark_is(void *arg)
 static int head_read(void *arg)
 {
 	return inq(((struct srv *)arg)->cfd) == 0;
+}
+
+/* The length of httpsrv_head206's head of bytes a-b of the object. */
+static size_t head_len(unsigned a, unsigned b)
+{
+	char h[512];
+
+	return (size_t)snprintf(h, sizeof(h),
+				"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes %u-%u/%u\r\n"
+				"Content-Length: %u\r\nETag: \"e1\"\r\n\r\n",
+				a, b, OBJ, b - a + 1);
+}
+
+static int queued(void *arg) /* s->want bytes in the client's receive queue */
+{
+	struct srv *s = arg;
+
+	return inq(s->cfd) == (int)s->want;
 }
 
 static int delivered(void *arg)
@@ -191,14 +222,45 @@ static void *serve(void *arg)
 			FAIL("request %d: the connection ended or failed before its head", i + 1);
 		if (a != r->off || b - a + 1 != r->len)
 			FAIL("request %d: range %u-%u", i + 1, a, b);
-		httpsrv_head206(s->c, a, b, OBJ, "", "a head");
 		s->cur = i;
 		s->mark = (int)(r->len < MARK ? r->len : MARK);
-		if (wait_for(head_read, s) < 0 || wait_for(mark_is, s) < 0)
-			FAIL("answer %d: the head not read, or the mark not %d, within %d s", i + 1,
-			     s->mark, WAIT_S);
+		if (i == 3) { /* an error answer under the mark set at the send */
+			static const char e503[] = "HTTP/1.1 503 Service Unavailable\r\n"
+						   "Content-Length: 5\r\n\r\nbusy\n";
+
+			CHECK(wait_for(mark_is, s) == 0,
+			      "answer 4: the client's mark not %d at the request's send", s->mark);
+			httpsrv_send(s->c, e503, sizeof(e503) - 1, "a 503");
+			continue;
+		}
+		if (i == 2) { /* pausable: the head alone, then the body */
+			httpsrv_head206(s->c, a, b, OBJ, "", "a head");
+			if (wait_for(head_read, s) < 0 || wait_for(mark_is, s) < 0)
+				FAIL("answer 3: the head not read, or the mark not %d, within %d s",
+				     s->mark, WAIT_S);
+			httpsrv_send(s->c, body + a, r->len, "a body");
+			continue;
+		}
+		CHECK(wait_for(mark_is, s) == 0,
+		      "answer %d: the client's mark not %d at the request's send (before the head)",
+		      i + 1, s->mark);
 		first = r->len < MARK ? r->len : MARK;
-		httpsrv_send(s->c, body + a, first, "a body");
+		httpsrv_head206(s->c, a, b, OBJ, "", "a head");
+		httpsrv_send(s->c, body + a, first - TAIL, "a body's first part");
+		s->want = head_len(a, b) + first - TAIL;
+		if (wait_for(queued, s) < 0)
+			FAIL("answer %d: the head and %zu body bytes not queued within %d s", i + 1,
+			     first - TAIL, WAIT_S);
+		{
+			struct pollfd cp = {.fd = s->cfd, .events = POLLIN};
+
+			CHECK(
+			    atomic_load(&r->got) == 0 && poll(&cp, 1, 0) == 0,
+			    "answer %d, the head and all but %u bytes of the mark's in: %zu bytes "
+			    "delivered, the socket %sreadable (want 0, not readable)",
+			    i + 1, TAIL, atomic_load(&r->got), cp.revents & POLLIN ? "" : "not ");
+		}
+		httpsrv_send(s->c, body + a + first - TAIL, TAIL, "a body's tail");
 		if (first < r->len) { /* the rest once the first part was delivered */
 			s->want = first;
 			if (wait_for(delivered, s) < 0)
@@ -220,10 +282,12 @@ int main(void)
 	pthread_t srv;
 	unsigned port, seed = 37;
 	int err;
-	static const uint64_t offs[NREADS] = {1000, 4096 + 7, 333};
-	static const size_t lens[NREADS] = {ONE, TWO, ONE};
-	static const unsigned flags[NREADS] = {0, 0, BACKEND_READ_PAUSABLE};
-	static const unsigned want_calls[NREADS] = {1, 2, 2};
+	static const uint64_t offs[NREADS] = {1000, 4096 + 7, 333, 5000};
+	static const size_t lens[NREADS] = {ONE, TWO, ONE, ONE};
+	static const unsigned flags[NREADS] = {0, 0, BACKEND_READ_PAUSABLE, 0};
+	/* deliveries: the head's receive's share of the body (copied), then receives in the
+	 * sink's memory */
+	static const unsigned want_calls[NREADS] = {2, 3, 2, 0};
 
 	for (size_t i = 0; i < OBJ; i++) {
 		seed = seed * 1103515245u + 12345u;
@@ -258,22 +322,38 @@ int main(void)
 					       mem, r, httpsrv_done, &r->end);
 		httpsrv_wait_done(&r->end, WAIT_S, "a read");
 		backend_get_stats(be, &st1);
+		if (i == 3) { /* the 503: an error, read by the tick, no byte delivered */
+			CHECK(r->end.err < 0 && atomic_load(&r->calls) == 0,
+			      "read 4 (a 503): err %d (%s), %u deliveries (want an error, 0)",
+			      r->end.err, strerror(-r->end.err), atomic_load(&r->calls));
+			continue;
+		}
 		CHECK(r->end.err == 0 && atomic_load(&r->got) == lens[i] &&
 			  memcmp(r->buf, body + offs[i], lens[i]) == 0,
 		      "read %d: err %d (%s), %zu of %zu bytes%s", i + 1, r->end.err,
 		      strerror(-r->end.err), atomic_load(&r->got), lens[i],
 		      r->end.err == 0 && atomic_load(&r->got) == lens[i] ? ", wrong bytes" : "");
-		CHECK(atomic_load(&r->calls) == want_calls[i] &&
-			  atomic_load(&r->offers) == want_calls[i] &&
-			  st1.recv_inplace_bytes - st0.recv_inplace_bytes == lens[i] &&
-			  st1.recv_copied_bytes == st0.recv_copied_bytes,
-		      "read %d (%zu bytes, %s): %u deliveries, %u of them in the sink's memory, "
-		      "%llu bytes received there, %llu copied (want %u, %u, %zu, 0)",
-		      i + 1, lens[i], flags[i] ? "pausable" : "not pausable",
-		      atomic_load(&r->calls), atomic_load(&r->offers),
-		      (unsigned long long)(st1.recv_inplace_bytes - st0.recv_inplace_bytes),
-		      (unsigned long long)(st1.recv_copied_bytes - st0.recv_copied_bytes),
-		      want_calls[i], want_calls[i], lens[i]);
+		{
+			/* reads 1 and 2: the head's receive brought HEADRX - the head's bytes of
+			 * body (copied from the engine's buffer); read 3: its head came alone */
+			size_t cp = i == 2 ? 0
+					   : HEADRX - head_len((unsigned)offs[i],
+							       (unsigned)(offs[i] + lens[i] - 1));
+			unsigned offers = want_calls[i] - (cp ? 1 : 0);
+
+			CHECK(atomic_load(&r->calls) == want_calls[i] &&
+				  atomic_load(&r->offers) == offers &&
+				  st1.recv_inplace_bytes - st0.recv_inplace_bytes == lens[i] - cp &&
+				  st1.recv_copied_bytes - st0.recv_copied_bytes == cp,
+			      "read %d (%zu bytes, %s): %u deliveries, %u of them in the sink's "
+			      "memory, %llu bytes received there, %llu copied (want %u, %u, %zu, "
+			      "%zu)",
+			      i + 1, lens[i], flags[i] ? "pausable" : "not pausable",
+			      atomic_load(&r->calls), atomic_load(&r->offers),
+			      (unsigned long long)(st1.recv_inplace_bytes - st0.recv_inplace_bytes),
+			      (unsigned long long)(st1.recv_copied_bytes - st0.recv_copied_bytes),
+			      want_calls[i], offers, lens[i] - cp, cp);
+		}
 	}
 	pthread_join(srv, NULL);
 	backend_get_stats(be, &st1);
