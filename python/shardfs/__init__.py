@@ -126,17 +126,24 @@ def plan(mountpoint, paths, name=None):
     count and the first path missed (a relative path is the mount's, not the working
     directory's: glob.glob('mnt/**') gives the latter)."""
     _check_name(name)
-    name = name or 'pid-%d' % os.getpid()  # the mount's default is the sending thread's id
     mountpoint = os.path.abspath(mountpoint)
+    lines, head = [], []  # head: the first paths given, to name one the mount did not find
+    for p in paths:
+        lines.append(_relative(mountpoint, p) + b'\n')
+        if len(head) < _MISSING_LOOKS:
+            head.append(p)
+    return _publish(mountpoint, b''.join(lines), head, name)
+
+
+def _publish(mountpoint, data, head, name):
+    """plan()'s publication of the plan file's bytes data (each path mount-relative, with its
+    newline); head: the first paths as given, for the warning about missing ones."""
+    name = name or 'pid-%d' % os.getpid()  # the mount's default is the sending thread's id
     d = tempfile.mkdtemp(prefix='shardfs-plan-')
-    head = []  # the first paths given, to name one the mount did not find
     try:
         fn = os.path.join(d, 'plan')
         with open(fn, 'wb') as f:
-            for p in paths:
-                f.write(_relative(mountpoint, p) + b'\n')
-                if len(head) < _MISSING_LOOKS:
-                    head.append(p)
+            f.write(data)
         os.chmod(d, 0o755)  # the daemon's user may differ (root sends for a user's mount)
         os.chmod(fn, 0o644)
         control(mountpoint, 'plan %s %s' % (name, fn))
@@ -256,6 +263,10 @@ class PlanSampler(_sampler_base()):
                 raise
             warnings.warn('shardfs: no plans: %s' % e)
             self.mountpoint, self.paths = None, None
+        # each index's line of the plan file, encoded once here rather than every epoch (the
+        # paths are mount-relative and checked by now: _relative only encodes them)
+        self._lines = (None if self.paths is None else
+                       [_relative(self.mountpoint, p) + b'\n' for p in self.paths])
 
     def __len__(self):
         return len(self.sampler)
@@ -269,9 +280,10 @@ class PlanSampler(_sampler_base()):
         self.last_indices = list(_flatten(items))
         if self.mountpoint is None:
             return iter(items)
+        idx = self.last_indices
         try:
-            self.last_plan = plan(self.mountpoint, [self.paths[i] for i in self.last_indices],
-                                  self.name)
+            self.last_plan = _publish(self.mountpoint, b''.join([self._lines[i] for i in idx]),
+                                      [self.paths[i] for i in idx[:_MISSING_LOOKS]], self.name)
         except (OSError, ValueError) as e:
             if self.strict:
                 raise

@@ -8,7 +8,8 @@ GROUP:
                  plan the mount holds is the sampler's order exactly (paths, FNV-1a of the
                  order), every image read hits the plan once (plan_hits, position), the epoch's
                  batches are identical to the same DataLoader without the wrapper (same seed);
-                 a second epoch replaces the plan with its new order; PlanSampler over a plain
+                 a second epoch replaces the plan with its new order; each path encoded for the
+                 plan file when the sampler is made, none in its epochs; PlanSampler over a plain
                  list of paths and a Subset; find_mountpoint
   sampler-http   the same through nginx
   manifest       read_samples against tarfile for every member of the formats dataset (every
@@ -79,9 +80,20 @@ def check_sampler(env, ck, mnt, label):
     ck.eq('%s: find_mountpoint of a file' % label, shardfs.find_mountpoint(ds.samples[0][0]), mnt)
     torch.manual_seed(1234)
     dl = torch.utils.data.DataLoader(ds, batch_size=5, shuffle=True, num_workers=2)
+    # each path is encoded for the plan file once, when the sampler is made, not every epoch
+    encoded = [0]
+    relative = shardfs._relative
+
+    def counted(mountpoint, p):
+        encoded[0] += 1
+        return relative(mountpoint, p)
+
+    shardfs._relative = counted
     ps = shardfs.plan_dataloader(dl)
+    at_init = encoded[0]
     name = 'pid-%d' % os.getpid()
     got = epoch(dl)
+    in_epochs = encoded[0] - at_init
     order = ps.last_indices
     ck.eq('%s: the sampler drew a permutation' % label, sorted(order), list(range(n)))
     pl = shardfs.plans(mnt)
@@ -105,7 +117,10 @@ def check_sampler(env, ck, mnt, label):
     ck.ok(all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(got, plain)),
           '%s: the epoch is identical to the one without the wrapper' % label)
     # a second epoch: a new order replaces the plan
+    before = encoded[0]
     got2 = epoch(dl)
+    in_epochs += encoded[0] - before
+    shardfs._relative = relative
     order2 = ps.last_indices
     ck.ok(order2 != order and sorted(order2) == list(range(n)), '%s: a new permutation' % label)
     pl = shardfs.plans(mnt)
@@ -115,6 +130,8 @@ def check_sampler(env, ck, mnt, label):
     ck.eq('%s: labels of epoch 2' % label, [int(v) for _, y in got2 for v in y],
           [ds.samples[i][1] for i in order2])
     ck.eq('%s: plans_published' % label, shardfs_stats(mnt)['plans_published'], 2)
+    ck.eq('%s: paths encoded when the sampler was made, and in its two epochs' % label,
+          (at_init, in_epochs), (2 * n, 0))
     # PlanSampler over a plain list of absolute paths, and a Subset
     abs_paths = [p for p, _ in ds.samples]
     lp = shardfs.PlanSampler(torch.utils.data.SequentialSampler(abs_paths), abs_paths,
