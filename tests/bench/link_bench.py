@@ -707,7 +707,7 @@ def w_smallcache(a, emu):
 
 
 EPOCHS = r"""
-import os, sys, time
+import os, resource, sys, time
 import torch
 from torchvision import datasets, transforms
 sys.path.insert(0, sys.argv[4])
@@ -731,13 +731,28 @@ else:  # jpeg: PIL decodes each sample into a tensor
     dl = torch.utils.data.DataLoader(ds, batch_size=32, num_workers=2, shuffle=True)
 if planned:
     shardfs.plan_dataloader(dl, strict=True)
+
+
+def usage():
+    # this process's and its reaped children's (the workers') user and system seconds,
+    # voluntary and involuntary context switches and minor page faults
+    return [getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF,
+                                                        resource.RUSAGE_CHILDREN)
+            for f in ('ru_utime', 'ru_stime', 'ru_nvcsw', 'ru_nivcsw', 'ru_minflt')]
+
+
 for e in range(epochs):
-    t, c = time.monotonic(), sum(os.times()[:4])
+    t, c, u = time.monotonic(), sum(os.times()[:4]), usage()
     n = 0
-    for x, y in dl:
+    it = iter(dl)  # forks the workers, and (planned) publishes the epoch's plan
+    ti = time.monotonic() - t
+    for x, y in it:
         n += len(y)
-    # CPU of this process and its DataLoader workers (joined at the epoch's end)
-    print('%d %.4f %.3f' % (n, time.monotonic() - t, sum(os.times()[:4]) - c), flush=True)
+    # CPU of this process and its DataLoader workers (joined at the epoch's end), then its
+    # split (usage(): main, then workers) and the seconds iter() took
+    print('%d %.4f %.3f %s %.4f' % (n, time.monotonic() - t, sum(os.times()[:4]) - c,
+                                    ' '.join('%.3f' % (b - a) for a, b in zip(u, usage())), ti),
+          flush=True)
     # the parent reads the mount's counters and drops the page cache, then says go on; an
     # end of file is a parent gone: stop
     if not sys.stdin.readline():
@@ -917,7 +932,7 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None):
                 c[k] = int(v.group(1)) if v else None
             return (c, proc_cpu(m.pid), ctx_switches(m.pid),
                     proc_cpu(emu.p.pid) if emu else 0.0, emu.stats()['requests'] if emu else 0,
-                    thread_cpu(m.pid), thread_switches(m.pid))
+                    thread_cpu(m.pid), thread_switches(m.pid), cache_drops())
 
         s0 = snap()
         # what the mount's own reads (its index builds) took before the first epoch
@@ -936,9 +951,10 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None):
             ln = p.stdout.readline()
             if not ln:
                 raise RuntimeError('the epoch process failed (rc %r)' % p.wait())
-            k, secs, lcpu = ln.split()
+            k, secs, lcpu, *split = ln.split()
             s1 = snap()
             e = Epoch(n=int(k), secs=float(secs), loader_cpu=float(lcpu),
+                      loader_split=[float(x) for x in split],
                       c={key: -1 if s1[0][key] is None else s1[0][key] - s0[0][key]
                          for key in Epoch.KEYS + Epoch.OPT_KEYS},
                       daemon_cpu=s1[1] - s0[1], ctxsw=s1[2] - s0[2], emu_cpu=s1[3] - s0[3],
@@ -955,6 +971,12 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None):
             if peak:
                 log('... the stage\'s peak memory (plan_stage_peak_bytes, since the mount): %s'
                     % peak.group(1))
+            if len(e.loader_split) == 11:
+                log('... loader: ' + loader_note(e.loader_split))
+            if s1[7] != s0[7]:  # the kernel's LOOKUPs and page cache gone mid-epoch
+                log('... the page cache was dropped %d times during the epoch by other processes '
+                    '(/proc/vmstat drop_pagecache): its figures are not comparable' % (
+                        s1[7] - s0[7]))
             log('... daemon CPU s by thread: %s' % ', '.join(
                 '%s %.2f' % (k, s1[5][k] - s0[5].get(k, 0.0)) for k in sorted(s1[5])))
             log('... daemon context switches by thread, voluntary+involuntary: %s' %
@@ -973,6 +995,27 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None):
     finally:
         kill_group(p)
         CHILDREN.remove(p)
+
+
+def cache_drops():
+    """How many times the page cache was dropped since boot (/proc/vmstat drop_pagecache; 0
+    where the kernel does not count them): on a shared machine another process's drop in the
+    middle of an epoch costs it a LOOKUP per file and its pages."""
+    try:
+        with open('/proc/vmstat') as f:
+            for ln in f:
+                if ln.startswith('drop_pagecache '):
+                    return int(ln.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def loader_note(v):
+    """The loader's split of an epoch (EPOCHS' usage() deltas and its iter() seconds)."""
+    return ('main process %.2f user + %.2f sys CPU s, %d+%d switches (voluntary+involuntary), '
+            '%d minor faults; workers %.2f + %.2f CPU s, %d+%d switches, %d minor faults; '
+            'iter() %.3f s (the workers\' start and, planned, the plan\'s publication)' % tuple(v))
 
 
 def kill_group(p):
@@ -1213,6 +1256,11 @@ def plan_rows(a, emu, loader):
              what, e.loader_cpu, e.daemon_cpu, e.emu_cpu,
              ' '.join('%.2f' % x.loader_cpu for x in locs),
              ' '.join('%.2f' % x.daemon_cpu for x in locs), ncpu))
+    if len(e.loader_split) == 11:  # where the loader's CPU went, planned against local
+        note('%s plan: the loader in the planned cold epoch: %s; in the local-source epochs: %s'
+             % (what, loader_note(e.loader_split),
+                '; '.join(loader_note(x.loader_split) for x in locs
+                          if len(x.loader_split) == 11)))
     emit('%se. %s: CPU of the planned cold epoch (loader, daemon, emulator) over the cores vs '
          'the epoch' % (g, what), o, cpu / ncpu, e.secs, 's', cpu / ncpu / e.secs, 'report')
     # per planned sample: the mount's requests to the store (and the emulator's count)
