@@ -19,6 +19,9 @@ GROUP:
   empty-opts  every option whose value is a path or URL (DIR, FILE, URL in 'shardfs mount
           --help'), given '': exit 2 naming it ('mount --cache-dir ""' made the cache in /v1, at
           the root, and so did 'index')
+  pack-names  'shardfs pack' of a class-folder tree of generated hostile file names (bytes
+          that are not UTF-8 too): every file packed once with its bytes, every member read
+          through a mount as tarfile reads it (one name that is not UTF-8 failed the whole pack)
   hung    a daemon stopped (SIGSTOP): 'shardfs stats', 'prefetch', 'refresh' and 'plan' exit 1
           within their bound (FS_MNT_ANSWER_MS, 5 s) saying that the daemon (its pid) is stopped
           and how to continue it; 'shardfs umount' unmounts it (exit 1: the daemon cannot finish,
@@ -209,7 +212,56 @@ def group_empty_opts(env, ck):
                   % (cmd[0], name, meta))
 
 
+def group_pack_names(env, ck):
+    """'shardfs pack' of a class-folder tree whose file names are a seeded generated class of
+    hostile names (the PIECES of 'names', so bytes that are not UTF-8 too, and up to 200 bytes):
+    exit 0, every file in the shards once with its bytes (Python's tarfile), and every member
+    read through a mount of the output equal to tarfile's. Main before this test: a name that is
+    not UTF-8 failed the whole pack with 'ds-000000.tar: Input/output error'."""
+    import tarfile
+    src = env.path('in').encode()
+    files = {}
+    rng = env.rng
+    for c in (b'cls-a', b'cls \xff b'):
+        os.makedirs(os.path.join(src, c))
+        for k in range(12):
+            name = b''.join(rng.choice(PIECES) for _ in range(rng.randint(1, 6)))
+            name = name.replace(b'/', b'_')[:190] + rng.choice([b'.jpg', b'.txt', b'', b'.a.b'])
+            if name in (b'', b'.', b'..') or os.path.exists(os.path.join(src, c, name)):
+                continue
+            data = b'%s/%s %d\n' % (c, name, len(files))
+            with open(os.path.join(src, c, name), 'wb') as f:
+                f.write(data)
+            files[data] = (c, name)
+    out = env.path('out')
+    os.makedirs(out)
+    r = env.run([env.shardfs, 'pack', src, os.path.join(out, 'ds')])
+    log('pack: rc=%r %r %r' % (r.returncode, r.stdout, r.stderr))
+    ck.eq('pack: exit', r.returncode, 0)
+    ck.ok(r.stdout.startswith(b'packed %d files in ' % len(files)), 'pack: %r' % r.stdout)
+    seen, members = {}, {}
+    for t in sorted(os.listdir(out)):
+        if not t.endswith('.tar'):
+            continue
+        with tarfile.open(os.path.join(out, t), encoding='utf-8',
+                          errors='surrogateescape') as tf:
+            for m in tf:
+                data = tf.extractfile(m).read()
+                name = m.name.encode('utf-8', 'surrogateescape')
+                members[(t[:-4], name)] = data
+                if data in files:
+                    seen[data] = seen.get(data, 0) + 1
+    ck.eq('every file packed once', sorted(seen.values()), [1] * len(files))
+    with ml.Mount(env, out, cache_dir=env.path('cache')) as m:
+        bad = [k for k, data in members.items()
+               if ml.read_result(os.path.join(m.mnt.encode(), k[0].encode(), k[1])) !=
+               ('ok', data)]
+        ck.eq('members read through the mount unlike tarfile', bad, [])
+        ck.eq('damaged shards', m.stats().get('damaged_shards'), 0)
+
+
 GROUPS = {'names': (group_names, 240), 'hung': (group_hung, 240),
+          'pack-names': (group_pack_names, 240),
           'dashes': (group_dashes, 240), 'empty-opts': (group_empty_opts, 120)}
 
 
