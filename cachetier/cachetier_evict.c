@@ -540,7 +540,9 @@ void cachetier__dec_release(struct cachetier *ct)
 	for (struct cachetier_obj *o = ct->dec_objs; o; o = o->dnext) {
 		struct stat st;
 
-		if (o->dec && o->fd >= 0 && o->dpins == 0 && !o->redecoding &&
+		/* redecoding first: its decoder sets o->fd without the lock
+		 * (obj_redecode, cachetier_objread.c) */
+		if (o->dec && !o->redecoding && o->fd >= 0 && o->dpins == 0 &&
 		    fstat(o->fd, &st) == 0 && st.st_nlink == 0)
 			dec_forget(ct, o->dec); /* another process evicted it */
 	}
