@@ -409,6 +409,8 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->fill_locked_calls = ct->wlocked_calls;
 	st->fill_bufs_queued = atomic_load(&ct->wq_bufs);
 	st->fill_writer_locks = atomic_load(&ct->wlock_takes);
+	st->fill_writer_busy = atomic_load(&ct->wlock_busy);
+	st->fill_worker_busy = atomic_load(&ct->wk_busy);
 	st->workers_waiting = ct->work_idle > ct->work_woken ? ct->work_idle - ct->work_woken : 0;
 	st->unit_read_locks = ct->unit_read_locks;
 	st->unit_waiters = ct->unit_waiters;

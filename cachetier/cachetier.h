@@ -180,6 +180,9 @@ struct cachetier_stats {
 				      * (now) */
 	uint64_t fill_writer_locks;  /* the fill writer's takes of the tier's lock (as of its
 				      * last batch; one a batch that holds a run's end) */
+	uint64_t fill_writer_busy;   /* ... those that found it held (in tier_lock_waits) */
+	uint64_t fill_worker_busy;   /* the fill workers' takes of the tier's lock that found
+				      * it held (in tier_lock_waits) */
 	uint64_t fill_locked_calls;  /* lock fcntl calls of the fill writer's passes made
 				      * while it holds the tier's lock (only idle locks past
 				      * their cap dropped: the conversions are made before) */
@@ -240,6 +243,9 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st);
  * tier's, since the thread started): tests count a read's takes with it
  * (a planned read of units this process holds and trusts takes none). */
 uint64_t cachetier_lock_takes(void);
+/* ... of those, the takes that found it held by another thread (tests
+ * tell who met the lock busy: counted in tier_lock_waits too). */
+uint64_t cachetier_lock_busy(void);
 /* A batch of fill jobs (prefetch ranges, spans) pushed between on 1 and
  * on 0 wakes a fill worker once, at its end, not once per push; no worker
  * starts a job meanwhile, so the caller does no waiting inside. Nests.

@@ -579,6 +579,7 @@ void cachetier_wake_hold(struct cachetier *ct, int on)
 static void *worker_main(void *arg)
 {
 	struct cachetier *ct = arg;
+	uint64_t busy = 0; /* its takes of ct->lock that found it held, counted */
 
 	cachetier__lock(ct);
 	while (!ct->stopping) {
@@ -614,6 +615,9 @@ static void *worker_main(void *arg)
 		cachetier__fill_next(slot); /* the slot is the request's now */
 
 		cachetier__lock(ct);
+		atomic_fetch_add_explicit(&ct->wk_busy, cachetier__lock_busy - busy,
+					  memory_order_relaxed);
+		busy = cachetier__lock_busy;
 	}
 	disk_mutex_unlock(&ct->lock);
 	return NULL;

@@ -254,6 +254,8 @@ struct cachetier {
 	atomic_ullong fill_publishes;
 	uint64_t wlocked_calls;	   /* ... their lock fcntls under ct->lock (fill_locked_calls) */
 	atomic_ullong wlock_takes; /* ... its takes of ct->lock (after each batch) */
+	atomic_ullong wlock_busy;  /* ... those that found it held */
+	atomic_ullong wk_busy;	   /* the fill workers' takes of ct->lock that found it held */
 	pthread_t writer;
 	int have_writer;
 	struct ct_puncher *pun; /* evictions' punches off the fill workers (cachetier_punch.c) */
@@ -711,13 +713,15 @@ int64_t cachetier__st_atime(const struct ct_file *f);
 /* Takes of ct->lock (of any tier) through cachetier__lock by this thread
  * (cachetier_lock_takes; cachetier_read.c). */
 extern _Thread_local uint64_t cachetier__lock_takes;
+/* ... those that found it held by another thread (cachetier_lock_busy) */
+extern _Thread_local uint64_t cachetier__lock_busy;
 
 /* ct->lock, with CT_OFF_LOOP's check. */
 static inline void cachetier__lock(struct cachetier *ct)
 {
 	CT_OFF_LOOP();
 	cachetier__lock_takes++;
-	disk_mutex_lock(&ct->lock);
+	cachetier__lock_busy += (uint64_t)disk_mutex_lock(&ct->lock);
 }
 
 static inline uint64_t cachetier__unit_len(const struct ct_file *f, uint32_t c)

@@ -30,10 +30,16 @@
 #include "cachetier_i.h"
 
 _Thread_local uint64_t cachetier__lock_takes;
+_Thread_local uint64_t cachetier__lock_busy;
 
 uint64_t cachetier_lock_takes(void)
 {
 	return cachetier__lock_takes;
+}
+
+uint64_t cachetier_lock_busy(void)
+{
+	return cachetier__lock_busy;
 }
 
 /* ---- reads ---- */

@@ -470,6 +470,7 @@ void *cachetier__writer_main(void *arg)
 			batch_publish(ct, groups);
 		atomic_store_explicit(&ct->wlock_takes, cachetier__lock_takes,
 				      memory_order_relaxed);
+		atomic_store_explicit(&ct->wlock_busy, cachetier__lock_busy, memory_order_relaxed);
 	}
 	return NULL;
 }

@@ -128,8 +128,10 @@ void disk_mutex_destroy(struct disk_mutex *l)
 	pthread_mutex_destroy(&l->m);
 }
 
-void disk_mutex_lock(struct disk_mutex *l)
+int disk_mutex_lock(struct disk_mutex *l)
 {
+	int busy = 0;
+
 	held_check(l, l->rank);
 	if (pthread_mutex_trylock(&l->m) != 0) {
 		struct timespec t0, t1;
@@ -144,8 +146,10 @@ void disk_mutex_lock(struct disk_mutex *l)
 		    (unsigned long long)((t1.tv_sec - t0.tv_sec) * 1000000000LL +
 					 (t1.tv_nsec - t0.tv_nsec)),
 		    memory_order_relaxed);
+		busy = 1;
 	}
 	held_push(l, l->rank, 0);
+	return busy;
 }
 
 void disk_mutex_relock(struct disk_mutex *l)

@@ -94,8 +94,9 @@ struct disk_rwlock {
 void disk_mutex_init(struct disk_mutex *l, enum disk_lock_rank rank);
 void disk_mutex_destroy(struct disk_mutex *l);
 /* Take l: aborts (assertion builds) when the thread holds a ranked lock
- * of rank >= l's. */
-void disk_mutex_lock(struct disk_mutex *l);
+ * of rank >= l's. Returns 1 when the take found l held by another thread
+ * (counted in its waits), else 0. */
+int disk_mutex_lock(struct disk_mutex *l);
 /* Release l: aborts (assertion builds) when the thread does not hold it. */
 void disk_mutex_unlock(struct disk_mutex *l);
 /* Take l again after a wait on another lock (a reader that waited on its

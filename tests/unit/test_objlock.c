@@ -288,13 +288,13 @@ struct worker {
 	struct cachetier_obj **o;
 	uint64_t seed;
 	int bad, reads;
-	uint64_t takes;
+	uint64_t takes, busy; /* its thread's takes of ct->lock, those that found it held */
 };
 
 static void *reader_main(void *arg)
 {
 	struct worker *w = arg;
-	uint64_t s = w->seed, t0 = cachetier_lock_takes();
+	uint64_t s = w->seed, t0 = cachetier_lock_takes(), b0 = cachetier_lock_busy();
 	unsigned char *buf = malloc(CHUNK);
 
 	for (int k = 0; k < READS && buf; k++) {
@@ -318,6 +318,7 @@ static void *reader_main(void *arg)
 		w->reads++;
 	}
 	w->takes = cachetier_lock_takes() - t0;
+	w->busy = cachetier_lock_busy() - b0;
 	free(buf);
 	return NULL;
 }
@@ -325,7 +326,7 @@ static void *reader_main(void *arg)
 static void *prefetch_main(void *arg)
 {
 	struct worker *w = arg;
-	uint64_t s = w->seed;
+	uint64_t s = w->seed, t0 = cachetier_lock_takes(), b0 = cachetier_lock_busy();
 
 	for (int k = 0; k < PREFETCH; k++) {
 		int i = (int)(rnd(&s) % NOBJ);
@@ -340,6 +341,8 @@ static void *prefetch_main(void *arg)
 		if (k % 8 == 7)
 			usleep(1000); /* spread over the readers' run (no count depends on it) */
 	}
+	w->takes = cachetier_lock_takes() - t0;
+	w->busy = cachetier_lock_busy() - b0;
 	return NULL;
 }
 
@@ -350,7 +353,7 @@ static void test_threads(uint64_t seed)
 	struct cachetier_obj *o[NOBJ];
 	struct cachetier_stats st;
 	struct worker w[READERS + 1];
-	uint64_t takes = 0;
+	uint64_t takes = 0, busy = 0;
 	int bad = 0, reads = 0;
 
 	for (int i = 0; i < NOBJ; i++)
@@ -365,7 +368,10 @@ static void test_threads(uint64_t seed)
 		pthread_join(w[k].t, NULL);
 		bad += w[k].bad;
 		reads += w[k].reads;
-		takes += w[k].takes;
+		if (k < READERS) {
+			takes += w[k].takes;
+			busy += w[k].busy;
+		}
 	}
 	for (int i = 0; i < NOBJ; i++)
 		(void)prefetch_ended(o[i]);
@@ -383,6 +389,17 @@ static void test_threads(uint64_t seed)
 	       (unsigned long long)st.read_locks, (unsigned long long)st.tier_lock_waits,
 	       (unsigned long long)st.file_lock_waits, (unsigned long long)st.unit_waiter_wakes,
 	       (unsigned long long)st.unit_waits_quiet);
+	/* who met ct->lock held (counts of a run, no check: they move with the
+	 * machine's load) */
+	printf("threads: takes that found ct->lock held by thread: the readers' %llu, the "
+	       "prefetcher's %llu (of its %llu takes), the fill writer's %llu, the fill workers' "
+	       "%llu, the rest (the flusher, the puncher, the stats) %lld; waited %llu ms in all\n",
+	       (unsigned long long)busy, (unsigned long long)w[READERS].busy,
+	       (unsigned long long)w[READERS].takes, (unsigned long long)st.fill_writer_busy,
+	       (unsigned long long)st.fill_worker_busy,
+	       (long long)st.tier_lock_waits -
+		   (long long)(busy + w[READERS].busy + st.fill_writer_busy + st.fill_worker_busy),
+	       (unsigned long long)st.tier_lock_wait_ms);
 	CHECK(bad == 0 && reads == READERS * READS, "threads: %d of %d reads wrong or failed", bad,
 	      reads);
 	CHECK(st.fills > 0 && st.evictions > 0, "threads: %llu fills, %llu evictions, want both",
