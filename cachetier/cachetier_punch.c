@@ -125,9 +125,10 @@ static void punch_batch(struct cachetier *ct, struct ct_punch **b, unsigned k)
 	}
 }
 
-/* p punched: its units empty, its bytes off ct->evicting; p freed. The
+/* p punched: its units empty, its bytes off ct->evicting, their waiting
+ * readers woken (theirs alone: cachetier__units_landed); p freed. The
  * caller then wakes unit_cond and room_cond. ct->lock held; f->lock taken
- * for the states. */
+ * for the states and the wake-ups. */
 static void punch_end(struct cachetier *ct, struct ct_punch *p)
 {
 	struct ct_file *f = p->f;
@@ -141,6 +142,21 @@ static void punch_end(struct cachetier *ct, struct ct_punch *p)
 	}
 	for (uint32_t i = 0; i < p->ng; i++)
 		cachetier__unit_set(f, p->gaps[i], UNIT_EMPTY); /* a joined gap: as it was */
+	/* the readers of those units (waiting for the punch's end to queue
+	 * them), not every waiting reader of every object */
+	if (p->n + p->ng) {
+		uint32_t lo = UINT32_MAX, hi = 0;
+
+		for (uint32_t i = 0; i < p->n; i++) {
+			lo = p->list[i] < lo ? p->list[i] : lo;
+			hi = p->list[i] + 1 > hi ? p->list[i] + 1 : hi;
+		}
+		for (uint32_t i = 0; i < p->ng; i++) {
+			lo = p->gaps[i] < lo ? p->gaps[i] : lo;
+			hi = p->gaps[i] + 1 > hi ? p->gaps[i] + 1 : hi;
+		}
+		cachetier__units_landed(ct, f, lo, hi - lo);
+	}
 	disk_mutex_unlock(&f->lock);
 	for (uint32_t c = 0; c < f->nunits && p->had_map && !left; c++)
 		left = cachetier__st_get(f, c);
@@ -174,7 +190,7 @@ void cachetier__punch_submit(struct cachetier *ct, struct ct_punch *p, int here)
 	punch_run(ct, p);
 	cachetier__lock(ct);
 	punch_end(ct, p);
-	cachetier__units_wake(ct);
+	pthread_cond_broadcast(&ct->unit_cond);
 	pthread_cond_broadcast(&ct->room_cond);
 }
 
@@ -206,9 +222,13 @@ static void *puncher_main(void *arg)
 		disk_mutex_unlock(&ct->lock);
 		punch_batch(ct, b, k);
 		cachetier__lock(ct);
+		/* each punch wakes its units' readers: every waiting reader of
+		 * every object woken here (cachetier__units_wake) held ct->lock
+		 * across a signal each, and the fill writer and workers met it
+		 * held (test_objlock's test_threads) */
 		for (unsigned i = 0; i < k; i++)
 			punch_end(ct, b[i]);
-		cachetier__units_wake(ct);
+		pthread_cond_broadcast(&ct->unit_cond);
 		pthread_cond_broadcast(&ct->room_cond);
 		pu->pending -= k;
 		atomic_store(&pu->cpu_ns, (unsigned long long)cachetier__cpu_ns());

@@ -142,7 +142,8 @@ void cachetier__run_abort(struct cachetier *ct, struct ct_file *f, uint32_t c, u
  * units_wake: every waiting reader woken (each object's on ct->uw_files,
  *   under its lock; an object with none is taken off it), and
  *   ct->unit_cond's waiters (whatever changed is not
- *   one fill's units: an eviction, a punch, an abort, a stop). ct->lock
+ *   one fill's units: an abort, a batch, a stop; a punch wakes its
+ *   units' readers, punch_end). ct->lock
  *   held, no object's lock.
  * units_landed: the readers of units [c, c + n) of f woken (signalled
  *   under f->lock: a waiter's node lives until it has the lock again).
