@@ -123,7 +123,6 @@ int fetch__batch_mem_run(struct cachetier *ct, struct fetch_batch_mem *bm, unsig
 void fetch__stage_plans(struct fetch *s, void *const *plans, size_t n);
 /* fetch_rules.c: the stage's admission and its reads' size class. */
 int fetch__rules_stage(uint64_t len, uint64_t room, int cached);
-uint64_t fetch__rules_stage_room(uint64_t room, int first, uint64_t plan_bytes);
 int fetch__rules_stage_small(uint64_t len);
 
 #endif

@@ -32,8 +32,7 @@
  * at most one gap long, spans in the order of their first extent. The gap (pfx_gap): the rate of a
  * connection x its time to first byte as the cache tier measured them on
  * its fills (the bytes between cost less than another request),
- * --plan-gap until then, at most a chunk. A staged plan's first batch
- * is staged even when the cache has room (fetch__rules_stage_room).
+ * --plan-gap until then, at most a chunk.
  *
  * AIStore (ais:// sources, --get-batch auto): a batch goes to the cache
  * tier as one window fetched with GetBatch (pfx_getbatch,
@@ -465,14 +464,11 @@ static void pfx_flush(struct fetch_planner *pl, struct pfx_buf *b, uint64_t gap,
 		      const struct pfx_plan *s, uint32_t position)
 {
 	int stage = fetch__stage_max(pl->s) > 0;
-	uint64_t room = 0;
+	uint64_t room = stage ? cachetier_room(pl->ct) : 0;
 	size_t ns;
 
 	if (b->n == 0)
 		return;
-	if (stage) /* none for a plan's first batch (s->mark 0) bigger than it */
-		room = fetch__rules_stage_room(cachetier_room(pl->ct), s->mark == 0,
-					       pl->src.bytes_before(s->p, UINT32_MAX));
 	ns = pfx_spans(b, gap, s->stages);
 	qsort(b->sp, ns, sizeof(*b->sp), span_cmp);
 	/* the objects opened first (a HEAD, a map load): nothing waits inside

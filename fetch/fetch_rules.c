@@ -235,19 +235,6 @@ int fetch__rules_stage(uint64_t len, uint64_t room, int cached)
 	return !cached && len > room;
 }
 
-/* The cache's room a batch of a staged plan may take (fetch__rules_stage's
- * room, pfx_flush): none for the plan's first batch when the plan is more
- * than the room (plan_bytes): its reader reads that batch at once, and
- * in a trace of the bench's planned epoch its reads of spans filled into
- * the cache waited 169 and 222 ms, those of its staged spans 5 and 29 ms
- * (tests/bench/README.md, "The stage"); later batches go out a
- * lookahead ahead of their reads and fill the room as before. A plan
- * the room holds whole goes to the cache (a later epoch hits it). */
-uint64_t fetch__rules_stage_room(uint64_t room, int first, uint64_t plan_bytes)
-{
-	return first && plan_bytes > room ? 0 : room;
-}
-
 /* A staged span is a small read as a planned range's fill is (rules_small). */
 int fetch__rules_stage_small(uint64_t len)
 {

@@ -49,12 +49,6 @@ GROUP:
           first byte: a read of X is answered at once from plan a's span (exact, no wait)
   carried the same with X read into the cache before any plan (--cache-size 1M): the read of X
           goes to the cache at once, not to the held span that carries it (exact, no wait)
-  first   the 12 samples with --cache-size 8M (the first two samples fit its room) and
-          --plan-memory 4M (a lookahead of 2M: the first batch is 2 samples): the plan's first
-          batch is staged all the same (the plan is more than the room): 2 spans staged, no fill,
-          before any read; its reads answered from the stage (no miss); the later batches fill
-          the cache's room (fills); every sample exact
-
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -688,49 +682,10 @@ def group_carried(env, ck):
     overlap(env, ck, 'carried')
 
 
-def group_first(env, ck):
-    src, plan, want = make_source(env, random.Random(seed()))
-    ng = web.Nginx(env.path('nginx'), src).start()
-    try:
-        extra = [('8M' if x == '1M' and i > 0 and BASE[i - 1] == '--cache-size' else x)
-                 for i, x in enumerate(BASE)]
-        with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'),
-                      extra=extra + ['--plan-memory', '4M']) as m:
-            pf = publish(env, m, plan)
-            st0 = m.stats()
-            ck.eq('plan rc', ctl(m.mnt, 'plan p ' + pf), None)
-            # the first batch (2 samples: their starts below the 2M lookahead) handed over; the
-            # next is due only once a read moved the plan's position
-            st = ml.poll(lambda: (lambda s: s['plan_fetch_paths'] - st0['plan_fetch_paths'] >= 2
-                                  and s)(m.stats()), what='the first batch handed over') \
-                or m.stats()
-            d = delta(st0, st, KEYS)
-            log('first: handed over: %s' % d)
-            ck.eq('first: the first batch\'s 2 spans staged', d['plan_stage_spans'], 2)
-            ck.eq('first: no fill of the first batch', d['fills'], 0)
-            for x in plan[:2]:
-                if read_or_errno(os.path.join(m.mnt, *x)) != want[x]:
-                    ck.fail('first: bytes of %s/%s' % x)
-            d = delta(st0, m.stats(), KEYS)
-            ck.eq('first: its reads from the stage, no miss', (d['plan_stage_read_bytes'],
-                  d['cache_misses']), (2 * (SAMPLE + 512), 0))
-            for x in plan[2:]:
-                if read_or_errno(os.path.join(m.mnt, *x)) != want[x]:
-                    ck.fail('first: bytes of %s/%s' % x)
-            d = delta(st0, m.stats(), KEYS)
-            log('first: %s' % d)
-            ck.ok(d['fills'] > 0, 'first: later batches filled the cache\'s room (%d fills)'
-                  % d['fills'])
-            ck.eq('first: read_errors', d['read_errors'], 0)
-    finally:
-        ng.stop()
-
-
 GROUPS = {'epoch': group_epoch, 'small': group_small, 'faults': group_faults,
           'weak': group_weak, 'early': group_early, 'cutearly': group_cutearly,
           'split': group_split, 'gone': group_gone, 'disk': group_disk,
-          'handover': group_handover, 'overlap': group_overlap, 'carried': group_carried,
-          'first': group_first}
+          'handover': group_handover, 'overlap': group_overlap, 'carried': group_carried}
 
 
 def main():

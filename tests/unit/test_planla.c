@@ -9,8 +9,7 @@
  * bound; saturation instead of overflow. And the store's
  * rule that starts a plan's fills (fetch/fetch_rules.c rules_next): how many
  * fills of planned ranges and of prefetch cursors it lets run at once after
- * a readahead, exactly. And the room a staged plan's first batch may take
- * of the cache (fetch_rules.c fetch__rules_stage_room).
+ * a readahead, exactly.
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -18,7 +17,6 @@
 
 #include "cachetier.h"
 #include "fetch.h"
-#include "fetch_i.h"
 #include "check.h"
 
 #define MiB (1ull << 20)
@@ -115,20 +113,9 @@ static void test_rules_ranges(void)
 	      starts(p, k, -1));
 }
 
-/* The room a staged plan's batch may take of the cache: none for its
- * first batch when the plan is more than the room, else the room. */
-static void test_stage_room(void)
-{
-	CHECK(fetch__rules_stage_room(8 * MiB, 1, 15 * MiB) == 0, "first batch, plan > room");
-	CHECK(fetch__rules_stage_room(8 * MiB, 1, 8 * MiB) == 8 * MiB,
-	      "first batch, room holds it");
-	CHECK(fetch__rules_stage_room(8 * MiB, 0, 15 * MiB) == 8 * MiB, "a later batch");
-}
-
 int main(void)
 {
 	test_rules_ranges();
-	test_stage_room();
 	struct fetch_plan_sizing in;
 	struct fetch_plan_lookahead la;
 
