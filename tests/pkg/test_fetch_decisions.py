@@ -60,10 +60,11 @@ OLD_HELPERS = re.compile(r'^\s*(static\s+)?\w[\w\s\*]*\b(pf_max|pf_small_max|pf_
 QC = 'cachetier/cachetier_queue.c'
 DECISIONS = [
     # a fill moves to the demand queue (appended at its tail) only when a reader's miss queues
-    # it (queue_push) or when the rules' promote says (queue_wait); the old name is gone
+    # it (queue_push, the body of cachetier__queue_push and of its caller under the object's
+    # lock) or when the rules' promote says (queue_wait); the old name is gone
     ('a readahead unit a reader waits for is promoted', 'cachetier__queue_wait', 'promote',
      r'\*\s*ct->dq_tail\s*=|queue_promote\b',
-     {(QC, 'cachetier__queue_push'), (QC, 'cachetier__queue_wait')}),
+     {(QC, 'queue_push'), (QC, 'cachetier__queue_push'), (QC, 'cachetier__queue_wait')}),
     # an object's cursor goes to the front of the prefetch cursors only when the rules'
     # cursor_front says (queue_read), or back where it was when its fill is withdrawn
     # (cachetier_run.c's pf_withdrawn, the withdrawal the rules' pf_yield asked for)
