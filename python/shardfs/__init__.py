@@ -16,7 +16,7 @@ import tempfile
 import warnings
 
 __all__ = ['FS_CTL_IOC', 'FS_CTL_IOC_LEN', 'PlanInfo', 'Sample', 'PlanSampler', 'clear_plan',
-           'control', 'dataset_paths', 'find_mountpoint', 'plan', 'plan_dataloader', 'plan_fnv',
+           'control', 'ctl_path', 'dataset_paths', 'find_mountpoint', 'plan', 'plan_dataloader', 'plan_fnv',
            'plans', 'read_samples']
 
 # The control command's ioctl, as fs/core/include/fs_core_ctl.h defines it:
@@ -61,8 +61,9 @@ def find_mountpoint(path):
 
 def control(mountpoint, line):
     """Send one command line to the mount (FS_CTL_IOC on .shardfs/control, opened read-only);
-    the ioctl's result. OSError with the mount's errno when it refuses the command."""
-    data = os.fsencode(line)
+    the ioctl's result. OSError with the mount's errno when it refuses the command. line: str
+    or bytes; a path in it goes through ctl_path()."""
+    data = line if isinstance(line, bytes) else os.fsencode(line)
     if not data.endswith(b'\n'):
         data += b'\n'
     if len(data) >= FS_CTL_IOC_LEN:
@@ -74,6 +75,14 @@ def control(mountpoint, line):
         return fcntl.ioctl(fd, FS_CTL_IOC, buf, True)
     finally:
         os.close(fd)
+
+
+def ctl_path(p):
+    """The path p (str, bytes or os.PathLike) as a control line carries it (fs/core/fs_ctl.h, as
+    the C client sends it): every byte up to 0x20, 0x7f and a backslash as \\xHH, so the mount
+    neither trims nor cuts it, nor reads a literal '\\x41' in it as 'A'. Bytes."""
+    return b''.join(b'\\x%02x' % c if c <= 0x20 or c == 0x7f or c == 0x5c else bytes((c,))
+                    for c in os.fsencode(p))
 
 
 def _check_name(name):
@@ -146,7 +155,7 @@ def _publish(mountpoint, data, head, name):
             f.write(data)
         os.chmod(d, 0o755)  # the daemon's user may differ (root sends for a user's mount)
         os.chmod(fn, 0o644)
-        control(mountpoint, 'plan %s %s' % (name, fn))
+        control(mountpoint, b'plan %s %s' % (name.encode(), ctl_path(fn)))
     finally:
         shutil.rmtree(d, ignore_errors=True)
     info = plans(mountpoint).get(name)

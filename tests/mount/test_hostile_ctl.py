@@ -22,6 +22,13 @@ GROUP:
   pack-names  'shardfs pack' of a class-folder tree of generated hostile file names (bytes
           that are not UTF-8 too): every file packed once with its bytes, every member read
           through a mount as tarfile reads it (one name that is not UTF-8 failed the whole pack)
+  python  the same seeded names through the Python package (python/shardfs): shardfs.plan()
+          of NAME/m.bin and NAME.bin, its plan file written in a temporary directory named NAME
+          (tempfile's), is exactly those two paths (PlanInfo: 2 paths, 0 missing, the member's
+          and the file's bytes, plan_fnv's fnv); a name with a newline, which a plan file cannot
+          hold, is a ValueError (and the decoy 'a' is planned from its directory instead).
+          Before the package escaped the plan file's path (shardfs.ctl_path) a directory with a
+          newline cut the command and one with '\\x41' named another (main: 10 failures).
   hung    a daemon stopped (SIGSTOP): 'shardfs stats', 'prefetch', 'refresh' and 'plan' exit 1
           within their bound (FS_MNT_ANSWER_MS, 5 s) saying that the daemon (its pid) is stopped
           and how to continue it; 'shardfs umount' unmounts it (exit 1: the daemon cannot finish,
@@ -57,7 +64,10 @@ def gen_names(rng, n):
     return names
 
 
-def group_names(env, ck):
+def names_source(env, ck):
+    """The seeded names' local source: (src, names, decoys, sizes); the shard of the i-th name
+    (from 0, decoys last) holds one member m.bin of 10240 * (i + 1) bytes, its NAME.bin is
+    i + 1 bytes."""
     src = env.path('src').encode()
     os.makedirs(src)
     names = gen_names(env.rng, 30)
@@ -73,6 +83,11 @@ def group_names(env, ck):
         sizes[name + b'.bin'] = os.path.getsize(os.path.join(src, name + b'.bin'))
     ck.eq('the shards\' sizes are distinct', len(set(sizes[n] for n in names + decoys)),
           len(names + decoys))
+    return src, names, decoys, sizes
+
+
+def group_names(env, ck):
+    src, names, decoys, sizes = names_source(env, ck)
     empty = env.path('empty')
     os.makedirs(empty)
     with ml.Mount(env, src.decode(errors='surrogateescape'), cache_dir=env.path('cache')) as m:
@@ -260,7 +275,50 @@ def group_pack_names(env, ck):
         ck.eq('damaged shards', m.stats().get('damaged_shards'), 0)
 
 
-GROUPS = {'names': (group_names, 240), 'hung': (group_hung, 240),
+def group_python(env, ck):
+    import tempfile
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..',
+                                    'python'))
+    import shardfs
+    src, names, decoys, sizes = names_source(env, ck)
+    tmp = env.path('tmp').encode()
+    os.makedirs(tmp)
+    with ml.Mount(env, src.decode(errors='surrogateescape'), cache_dir=env.path('cache')) as m:
+        for i, name in enumerate(names):
+            d = os.path.join(tmp, name)
+            os.makedirs(d)
+            os.chmod(d, 0o755)
+            tempfile.tempdir = os.fsdecode(d)
+            paths = [name + b'/m.bin', name + b'.bin']
+            what = '%r' % name
+            j = i
+            if b'\n' in name:
+                try:
+                    shardfs.plan(m.mnt, paths, name='h%d' % i)
+                    ck.ok(False, '%s: a path with a newline planned' % what)
+                except ValueError:
+                    ck.ok(True, '')
+                # the decoy 'a' planned from this temporary directory
+                j = len(names)
+                paths = [decoys[0] + b'/m.bin', decoys[0] + b'.bin']
+            try:
+                info = shardfs.plan(m.mnt, paths, name='h%d' % i)
+            except OSError as e:
+                log('%s: plan: %r' % (what, e))
+                info = None
+            ck.ok(info is not None, '%s: no plan published' % what)
+            if info is None:
+                continue
+            ck.eq('%s: paths' % what, info.paths, 2)
+            ck.eq('%s: missing' % what, info.missing, 0)
+            ck.eq('%s: bytes' % what, info.bytes, 10240 * (j + 1) + (j + 1))
+            ck.eq('%s: fnv' % what, info.fnv, shardfs.plan_fnv(paths))
+            shardfs.clear_plan(m.mnt, 'h%d' % i)
+        tempfile.tempdir = None
+        ck.eq('every plan cleared', shardfs.plans(m.mnt), {})
+
+
+GROUPS = {'names': (group_names, 240), 'hung': (group_hung, 240), 'python': (group_python, 240),
           'pack-names': (group_pack_names, 240),
           'dashes': (group_dashes, 240), 'empty-opts': (group_empty_opts, 120)}
 
