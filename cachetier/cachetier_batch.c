@@ -677,6 +677,25 @@ static int bt_group(struct cachetier *ct, const struct cachetier_batch_piece *p,
 	return !made ? 0 : q->room ? 1 : -1;
 }
 
+int cachetier__batch_slot(struct cachetier *ct, unsigned par)
+{
+	int ret = 0;
+
+	cachetier__lock(ct);
+	if (par > 0 && ct->batch_running >= par && !ct->stopping)
+		ct->batch.slot_waits++;
+	while (par > 0 && ct->batch_running >= par && !ct->stopping)
+		cachetier__cond_wait_s(&ct->unit_cond, &ct->lock, 1);
+	if (ct->stopping)
+		ret = -ECANCELED;
+	else if (ct->batch.refused)
+		ret = -EOPNOTSUPP;
+	else
+		ct->batch_running++;
+	disk_mutex_unlock(&ct->lock);
+	return ret;
+}
+
 int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piece *p, size_t n,
 			 const size_t *ends, size_t nreq, unsigned par, size_t urgent)
 {
@@ -726,18 +745,7 @@ int cachetier_batch_fill(struct cachetier *ct, const struct cachetier_batch_piec
 		 * call's, which it waits for, need none): until then a reader
 		 * of them fetches them itself instead of waiting behind the
 		 * requests ahead of it */
-		cachetier__lock(ct);
-		if (!sync && ct->batch_running >= par && !ct->stopping)
-			ct->batch.slot_waits++;
-		while (!sync && ct->batch_running >= par && !ct->stopping)
-			cachetier__cond_wait_s(&ct->unit_cond, &ct->lock, 1);
-		if (ct->stopping)
-			ret = -ECANCELED;
-		else if (ct->batch.refused)
-			ret = -EOPNOTSUPP;
-		else
-			ct->batch_running++;
-		disk_mutex_unlock(&ct->lock);
+		ret = cachetier__batch_slot(ct, sync ? 0 : par);
 		if (ret < 0)
 			break;
 		r = bt_group(ct, p + i, j - i, u + at, runs + at, crc + at, &reqs[nq]);

@@ -113,6 +113,15 @@ struct bt_req {
  * its id, for q->runs[0..nruns) (f, start, end set). -ENOMEM: none. */
 int cachetier__batch_work_new(struct bt_req *q);
 
+/* cachetier_batch.c, no lock held: a slot for one request of the batch
+ * fills or the batch reads into memory (at most par of them run at once,
+ * ct->batch_running; par 0: a first call's request, which takes one without
+ * waiting). A wait is counted (batch.slot_waits) and is on unit_cond in
+ * bounded waits of 1 s each, while the tier runs. 0: taken (the request
+ * gives it back: batch_running--, unit_cond broadcast); -ECANCELED: the
+ * tier stops; -EOPNOTSUPP: the store refused a batch read. */
+int cachetier__batch_slot(struct cachetier *ct, unsigned par);
+
 /* cachetier_batchv.c. ct->lock held: runs [from, upto) that came whole
  * (final: the answer ended, err[] read too) join their object's group;
  * groups due are asked in slot (BR_*). Returns the groups asked. */

@@ -239,7 +239,7 @@ int cachetier_batch_read_mem(struct cachetier *ct, const struct cachetier_batch_
 	struct bm_req *m;
 	pthread_attr_t at;
 	pthread_t th;
-	int ret = 0, started = 0;
+	int ret, started = 0;
 	char *p;
 
 	par = par ? par : 1;
@@ -272,19 +272,7 @@ int cachetier_batch_read_mem(struct cachetier *ct, const struct cachetier_batch_
 		r->start = r->next = it[i].off;
 		r->end = it[i].off + it[i].len;
 	}
-	/* a slot, as a batch fill's request takes one (cachetier_batch_fill) */
-	cachetier__lock(ct);
-	if (ct->batch_running >= par && !ct->stopping)
-		ct->batch.slot_waits++;
-	while (ct->batch_running >= par && !ct->stopping)
-		cachetier__cond_wait_s(&ct->unit_cond, &ct->lock, 1);
-	if (ct->stopping)
-		ret = -ECANCELED;
-	else if (ct->batch.refused)
-		ret = -EOPNOTSUPP;
-	else
-		ct->batch_running++;
-	disk_mutex_unlock(&ct->lock);
+	ret = cachetier__batch_slot(ct, par); /* as a batch fill's request takes one */
 	if (ret < 0) {
 		free(m);
 		return ret;

@@ -20,18 +20,20 @@
  * more: a smaller one costs a time to first byte for little. */
 #define FETCH_BATCH_REQ_MIN (1u << 20)
 
-size_t fetch_batch_split(const struct cachetier_batch_piece *p, size_t n, unsigned par,
-			 size_t *ends)
+/* The planned bytes of element i of a window's array (0: its object has
+ * no unit store and fetches nothing). */
+typedef uint64_t (*batch_bytes_fn)(const void *a, size_t i);
+
+/* The split of n elements (fetch_batch_split's rule), over any array: the
+ * window's pieces or a staged window's items, as they are. */
+static size_t batch_split(const void *a, size_t n, batch_bytes_fn bytes, unsigned par, size_t *ends)
 {
 	uint64_t total = 0, want;
 	size_t k, g = 0;
 
 	par = par ? par : 1;
-	/* the planned bytes of objects with a unit store (others fetch nothing) */
-	for (size_t i = 0; i < n; i++) {
-		if (p[i].o && cachetier_obj_chunk_bytes(p[i].o) > 0)
-			total += p[i].len;
-	}
+	for (size_t i = 0; i < n; i++)
+		total += bytes(a, i);
 	k = total / FETCH_BATCH_REQ_MIN < par ? (size_t)(total / FETCH_BATCH_REQ_MIN) : par;
 	k = k ? k : 1;
 	want = (total + k - 1) / k;
@@ -41,11 +43,31 @@ size_t fetch_batch_split(const struct cachetier_batch_piece *p, size_t n, unsign
 
 		/* the last request takes the rest */
 		for (; j < n && (acc < want || g + 1 >= k); j++)
-			acc += p[j].o && cachetier_obj_chunk_bytes(p[j].o) > 0 ? p[j].len : 0;
+			acc += bytes(a, j);
 		ends[g] = j;
 		i = j;
 	}
 	return g;
+}
+
+static uint64_t piece_bytes(const void *a, size_t i)
+{
+	const struct cachetier_batch_piece *p = (const struct cachetier_batch_piece *)a + i;
+
+	return p->o && cachetier_obj_chunk_bytes(p->o) > 0 ? p->len : 0;
+}
+
+static uint64_t item_bytes(const void *a, size_t i)
+{
+	const struct cachetier_batch_mem *it = (const struct cachetier_batch_mem *)a + i;
+
+	return it->o && cachetier_obj_chunk_bytes(it->o) > 0 ? it->len : 0;
+}
+
+size_t fetch_batch_split(const struct cachetier_batch_piece *p, size_t n, unsigned par,
+			 size_t *ends)
+{
+	return batch_split(p, n, piece_bytes, par, ends);
 }
 
 int fetch_batch_fill(struct cachetier *ct, const struct cachetier_batch_piece *p, size_t n,
@@ -94,21 +116,15 @@ int fetch__batch_mem_add(void *ctx, struct cachetier_obj *o, uint64_t off, size_
 
 int fetch__batch_mem_run(struct cachetier *ct, struct fetch_batch_mem *bm, unsigned par)
 {
-	struct cachetier_batch_piece *p = NULL;
-	size_t *ends = NULL, nreq = 0, at = 0;
+	size_t *ends, nreq = 0, at = 0;
 	int ret = 0;
 
 	par = par ? par : 1;
 	if (bm->n == 0)
 		return 0;
-	p = calloc(bm->n, sizeof(*p));
 	ends = calloc(par, sizeof(*ends));
-	if (p && ends) {
-		for (size_t i = 0; i < bm->n; i++)
-			p[i] = (struct cachetier_batch_piece){
-			    .o = bm->it[i].o, .off = bm->it[i].off, .len = bm->it[i].len};
-		nreq = fetch_batch_split(p, bm->n, par, ends);
-	}
+	if (ends) /* split over the items themselves (no copy) */
+		nreq = batch_split(bm->it, bm->n, item_bytes, par, ends);
 	for (size_t g = 0; g < nreq; g++) {
 		int err = ret;
 
@@ -125,7 +141,6 @@ int fetch__batch_mem_run(struct cachetier *ct, struct fetch_batch_mem *bm, unsig
 	}
 	for (size_t i = at; i < bm->n; i++) /* no memory for the split */
 		bm->it[i].done(bm->it[i].arg, -ENOMEM);
-	free(p);
 	free(ends);
 	bm->n = 0;
 	return ret;
