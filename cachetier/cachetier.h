@@ -721,30 +721,32 @@ struct cachetier_batch_mem {
 	cachetier_mem_done_fn done;
 	void *arg;
 };
-/* Read items it[0..n) with one request of the store's batch read
- * (backend_batch_read: AIStore's GetBatch) into their buffers, past the
- * unit store (the stage's GetBatch windows: nothing written to the cache
- * directory, no unit filled, evicted or punched). GetBatch has no
- * If-Match: an item's bytes are given only once a HEAD sent after it
- * arrived says its object's ETag and size are the listed ones (the batch
- * fills' version rule and HEAD groups, shared with them:
- * cachetier_batchv.c; why that is enough for memory: cachetier_batchm.c's
- * header); then progress(arg, off + len) (all of buf is final) and
- * done(arg, 0); else done(arg, err): -ESTALE (another version or gone),
- * -EIO (the HEAD failed, the item failed or was cut), the store's errno.
- * Each done runs exactly once, on the request's threads, never the I/O
- * thread's; buf is written until then. urgent: the request sends its
- * HEADs at once (cachetier_batch_fill's first requests). A slot is taken
- * as a batch fill's request takes one (at most par of both at once; the
- * wait bounded as theirs); the request runs on a thread of its own (the
- * caller's when none can be had), counted in cachetier_batch_stats
- * (requests, items, failed, stale, heads; bytes: only the cache's).
- * Returns 0 (every done will run), or, none run: -EOPNOTSUPP (the store
- * has no batch read or refused it), -ECANCELED (cachetier_cancel),
- * -ENOMEM, -EINVAL (an item past its object or not readable into
- * memory). No lock held; not the store's I/O thread. */
+/* Read the window it[0..n), split into nreq requests of the store's batch
+ * read (backend_batch_read: AIStore's GetBatch; request g has items
+ * [ends[g - 1], ends[g]), ends[-1] being 0, ends[nreq - 1] == n), read at
+ * once, into their buffers, past the unit store (the stage's GetBatch
+ * windows: nothing written to the cache directory, no unit filled,
+ * evicted or punched). GetBatch has no If-Match: an object's items are
+ * given only once a HEAD sent after every item of that object in the
+ * window arrived or failed says its ETag and size are the listed ones
+ * (one HEAD per object of the window; why that is enough for memory:
+ * cachetier_batchm.c's header); then progress(arg, off + len) (all of buf
+ * is final) and done(arg, 0); else done(arg, err): -ESTALE (another
+ * version or gone), -EIO (the HEAD failed, the item failed or was cut),
+ * the store's errno, -EAGAIN (no thread), -ECANCELED (cachetier_cancel
+ * before its request had a slot). Each done runs exactly once, on the
+ * window's thread, never the caller's nor the I/O thread's; buf is
+ * written until then. Each request takes a slot as a batch fill's
+ * request takes one (at most par of both at once; the wait bounded as
+ * theirs, on the caller's thread) and runs on a thread of its own;
+ * counted in cachetier_batch_stats (requests, items, failed, stale,
+ * heads; bytes: only the cache's). Returns 0 (every done will run),
+ * -EOPNOTSUPP (every done will run; the store has no batch read or
+ * refused it), or, none run: -ECANCELED (cachetier_cancel), -ENOMEM,
+ * -EINVAL (an item past its object or not readable into memory, ends not
+ * as said). No lock held; not the store's I/O thread. */
 int cachetier_batch_read_mem(struct cachetier *ct, const struct cachetier_batch_mem *it, size_t n,
-			     unsigned par, int urgent);
+			     const size_t *ends, size_t nreq, unsigned par);
 
 /* The latest prefetch of o: 1 while it runs (chunks left to look at, or
  * fills in flight), 0 once it ended or when none was asked. *unfit_bytes

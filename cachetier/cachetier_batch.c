@@ -62,7 +62,7 @@
  * (without one, the answer is read on the request's thread and every
  * group confirmed at its end). The sink runs on the
  * store's I/O thread. Allocations: a request's working arrays are one
- * block (cachetier__batch_work_new). Locks: ct->lock around state changes only (never
+ * block (bt_work_new). Locks: ct->lock around state changes only (never
  * across I/O), the OFD unit locks held from the claim until the unit is
  * valid or empty.
  */
@@ -298,8 +298,8 @@ static atomic_uint_fast64_t bt_ids;
 
 /* q's working arrays in one block (bt_work); its object table made (each
  * run's object, each object's last run and count of runs); its id.
- * -ENOMEM: none. Also the staged requests' (cachetier_batchm.c). */
-int cachetier__batch_work_new(struct bt_req *q)
+ * -ENOMEM: none. */
+static int bt_work_new(struct bt_req *q)
 {
 	const size_t al = _Alignof(max_align_t), n = q->nruns;
 	struct bt_work *w = &q->w;
@@ -406,7 +406,7 @@ static void *bt_request(void *arg)
 	struct bt_work *w = &q->w;
 
 	CT_OFF_LOOP(); /* it punches, waits for the writer and takes ct->lock */
-	if (cachetier__batch_work_new(q) < 0)
+	if (bt_work_new(q) < 0)
 		q->ret = -ENOMEM;
 	else
 		bt_fetch(q);
@@ -785,7 +785,7 @@ void cachetier_batch_stats(struct cachetier *ct, struct cachetier_batch_result *
 void cachetier__batch_stop(struct cachetier *ct)
 {
 	cachetier__lock(ct);
-	while (ct->batch_running)
+	while (ct->batch_running || ct->batch_windows)
 		cachetier__cond_wait_s(&ct->unit_cond, &ct->lock, 1);
 	disk_mutex_unlock(&ct->lock);
 }

@@ -2,8 +2,9 @@
  * cachetier_batch_i.h — what the batch fills (cachetier_batch.c: requests,
  * their answers, commits), their version rule (cachetier_batchv.c: the
  * HEAD groups and their HEADs) and the batch reads into memory
- * (cachetier_batchm.c: the stage's GetBatch windows) share. Only those
- * three files include it.
+ * (cachetier_batchm.c: the stage's GetBatch windows, which use the slots
+ * only: their version rule is a HEAD per object of the window) share.
+ * Only those three files include it.
  */
 #ifndef CACHETIER_BATCH_I_H
 #define CACHETIER_BATCH_I_H
@@ -64,7 +65,7 @@ struct bt_obj {
 	uint8_t stale;	    /* a group found it changed (counted once in stale) */
 };
 
-/* A request's working arrays, one allocation (cachetier__batch_work_new): the batch
+/* A request's working arrays, one allocation (bt_work_new, cachetier_batch.c): the batch
  * read's items and outcomes, its objects, and two slots of HEADs (the
  * keys sent, their answers and errnos, the group each is of: [0, nruns)
  * for BR_EARLY, [nruns, 2 nruns) for BR_END, which may run at once; each
@@ -108,10 +109,6 @@ struct bt_req {
 	struct bt_live *live; /* NULL: no early commit (the answer read on this thread) */
 	size_t asked;	      /* bt_early: runs [0, asked) were looked at */
 };
-
-/* cachetier_batch.c: q's working arrays and object table (bt_work) and
- * its id, for q->runs[0..nruns) (f, start, end set). -ENOMEM: none. */
-int cachetier__batch_work_new(struct bt_req *q);
 
 /* cachetier_batch.c, no lock held: a slot for one request of the batch
  * fills or the batch reads into memory (at most par of them run at once,

@@ -7,46 +7,53 @@
  * instead of a ranged GET each: nothing is written to the cache directory,
  * no unit is claimed, filled, evicted or punched.
  *
- * A request: items it[0..n), each a run (bt_run: its object's ct_file,
- * [start, end), next) of a bt_req, so that the batch fills' version rule
- * runs on it unchanged (cachetier_batchv.c: the HEAD groups, exactly
- * min(k, 2) HEADs for an object of k items whatever the timing, HEADs
- * shared with the batch fills' requests and other staged ones of the same
- * object through ct_file's bc_* counters). The answer is read on a thread
- * of its own (bm_read), whose sink (the store's I/O thread: no lock, no
- * disk) copies each piece into its item's buffer, in order, and tells the
- * request's thread when an item came whole (a semaphore); that thread
- * looks (cachetier__batch_look), sends the groups' HEADs
- * (cachetier__batch_confirm), decides (cachetier__batch_decide) and gives
- * each decided item to its caller (bm_give: progress then done, no lock
- * held), while the answer's later items still arrive.
+ * A window: items it[0..n), split by the caller into requests (stretches
+ * [ends[g - 1], ends[g]) of the plan's order), each one GetBatch request
+ * on a reader thread of its own (bm_read, a batch slot each: at most par
+ * requests of these and the batch fills at once), read in parallel. Their
+ * sinks (the store's I/O thread: no lock, no disk) copy each piece into
+ * its item's buffer, in order. One window thread (bm_window) applies the
+ * version rule to the whole window: one HEAD per object of the window,
+ * sent once every item of that object in the window has settled (arrived
+ * whole, failed, or its request ended without it); the HEAD's answer
+ * decides every item of the object at once, and each is given to its
+ * caller (progress then done, no lock held). So a window of k objects
+ * sends exactly k HEADs (fewer when an object's items all failed: none
+ * for it), whatever the timing and however many requests it took; no
+ * HEAD is shared with or waits for another window's or a batch fill's.
  *
  * Why an item given from memory is of the listed version (the stage's
  * argument for ranged spans is cachetier_memread.c's header: If-Match and
  * the answer's ETag; GetBatch has neither, nor a version per item in its
- * answer): an item's bytes are given only when a HEAD of its object, sent
- * after the item's last byte arrived (the group's need: the HEAD number
- * taken once the item was looked at, which is after the sink counted it
- * whole), answered the ETag and size the store listed (ct_file's identity,
- * the one cachetier_obj_read_mem sends as If-Match). The bytes were read
- * before that HEAD; an object replaced before or while they were read, or
- * after but before the HEAD, has another ETag (or none) at the HEAD, so
- * the item is refused (-ESTALE) and its reads go the ordinary way, which
- * gives the bytes or the errno they give without the stage. The one case
- * not seen is the batch fills' too (cachetier_batchv.c): an object
- * replaced and put back with the same ETag (the same bytes) before the
- * HEAD. A buffer's bytes are never rewritten after they were given: the
- * sink takes each byte once, in order (off == next), and an item is given
- * once, after its last byte, so progress is called once with the item's
- * end. An item failed or cut (backend_batch_read's err[i]), or whose HEAD
- * failed, is refused with an errno; a failed request refuses every item
- * not given.
+ * answer: AIStore's apc.MossOut has name, bucket, size and an error only,
+ * its TAR headers name, size, mode and an access time, and no request
+ * field asks for a version): an item's bytes are given only when a HEAD
+ * of its object, sent after every item of that object in the window
+ * arrived (its sink counted the item's last byte before the window's
+ * tally of the object reached zero, and the HEAD goes only then), answered
+ * the ETag and size the store listed (ct_file's identity, the one
+ * cachetier_obj_read_mem sends as If-Match). The bytes were read before
+ * that HEAD; an object replaced before or while they were read, or after
+ * but before the HEAD, has another ETag (or none) at the HEAD, so every
+ * item of it in the window is refused (-ESTALE) and its reads go the
+ * ordinary way, which gives the bytes or the errno they give without the
+ * stage. The one case not seen is the batch fills' too
+ * (cachetier_batchv.c): an object replaced and put back with the same
+ * ETag (the same bytes) before the HEAD. A buffer's bytes are never
+ * rewritten after they were given: the sink takes each byte once, in order
+ * (off == next), and an item is given once, after its object's tally
+ * reached zero (so after its last byte), by the window thread alone. An
+ * item failed or cut (backend_batch_read's err[i]), or whose HEAD failed,
+ * is refused with an errno; a request that could not start (no slot, the
+ * tier stops, no thread) refuses its items.
  *
- * Threads and lifetime: the request's thread is detached (counted in
- * ct->batch_running, which cachetier_close waits for:
- * cachetier__batch_stop) or the caller's when none can be had; each item's
- * object is referenced from the call until its done ran. The batch fills'
- * slots bound both kinds together (par).
+ * Threads and lifetime: the window thread is detached and counted in
+ * ct->batch_windows, the readers in ct->batch_running (cachetier_close
+ * waits for both: cachetier__batch_stop); the window thread joins the
+ * readers once every request ended and the caller started them all, gives
+ * the last items; the window is freed by the last of that thread and the
+ * call (bm_unref). Each item's object is referenced from the call until
+ * its done ran.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -57,190 +64,319 @@
 
 #include "cachetier_batch_i.h"
 
-/* A staged request: the version rule's request (its runs are the items),
- * the callers' items, the sink's news, one block. */
-struct bm_req {
-	struct bt_req q;
-	struct cachetier_batch_mem *it; /* it[i] is q.runs[i]'s */
-	struct bt_live live;
-	uint8_t *given; /* 1: it[i]'s done ran (the request's thread only) */
+/* An object of the window: its items not settled yet (the sink's and the
+ * readers' tally), and whether the window thread decided them. */
+struct bm_obj {
+	struct ct_file *f;
+	atomic_uint left;
+	int settled; /* the window thread's */
 };
 
-/* backend_batch_sink_cb, the store's I/O thread: item i's bytes at off,
- * copied into its buffer in order; an item that came whole is told to the
- * request's thread. */
+/* A request: items [a, b) of the window, on a reader thread. */
+struct bm_rd {
+	struct bm_win *w;
+	size_t a, b;
+	pthread_t th;
+	int started; /* its thread runs (joined by the window thread) */
+	int ret;     /* backend_batch_read's answer */
+};
+
+struct bm_win {
+	struct cachetier *ct;
+	size_t n, nobj, nreq;
+	struct cachetier_batch_mem *it;	  /* the callers' items (a copy) */
+	struct backend_batch_item *items; /* the store's items */
+	int *err;			  /* backend_batch_read's per item */
+	uint64_t *next;			  /* object offset of the next byte expected */
+	uint8_t *whole;			  /* 1: arrived whole (the sink's) */
+	int *ierr;			  /* an item not whole: its errno (its reader's) */
+	size_t *obj;			  /* item -> window object */
+	struct bm_obj *o;
+	struct bm_rd *rd;
+	sem_t arrive;	     /* posted at each item whole, each request's end, the launch's */
+	atomic_size_t ended; /* requests that ended (or never started) */
+	atomic_int launched; /* the caller started or refused every request */
+	atomic_int refs;     /* the window thread's and the caller's: the last frees */
+	/* the window thread's: HEADs of objects due at once */
+	const char **keys;
+	struct backend_objinfo *info;
+	int *herr;
+	size_t *due;
+	struct cachetier_batch_result res;
+};
+
+/* backend_batch_sink_cb, the store's I/O thread: item a + i's bytes at
+ * off, copied into its buffer in order; an item that came whole is
+ * counted off its object's tally and told to the window thread. */
 static int bm_sink(void *arg, size_t i, uint64_t off, const void *buf, size_t len)
 {
-	struct bm_req *m = arg;
-	struct bt_run *r;
+	struct bm_rd *rd = arg;
+	struct bm_win *w = rd->w;
+	size_t j = rd->a + i;
+	uint64_t end;
 
-	if (i >= m->q.nruns)
+	if (i >= rd->b - rd->a)
 		return -EIO;
-	r = &m->q.runs[i];
-	if (off != r->next || len > r->end - off)
+	end = w->it[j].off + w->it[j].len;
+	if (off != w->next[j] || len > end - off)
 		return -EIO; /* each byte once, in order */
-	memcpy((char *)m->it[i].buf + (off - r->start), buf, len);
-	r->next += len;
-	if (r->next == r->end) {
-		atomic_store_explicit(&m->live.upto, i + 1, memory_order_release);
-		sem_post(&m->live.arrive);
+	memcpy((char *)w->it[j].buf + (off - w->it[j].off), buf, len);
+	w->next[j] += len;
+	if (w->next[j] == end) {
+		w->whole[j] = 1;
+		atomic_fetch_sub_explicit(&w->o[w->obj[j]].left, 1, memory_order_acq_rel);
+		sem_post(&w->arrive);
 	}
 	return 0;
 }
 
-/* Give each of runs [0, upto) decided and not given yet to its caller:
- * its bytes (a HEAD after its arrival confirmed the listed version) or
- * its refusal. The request's thread; no lock held. */
-static void bm_give(struct bm_req *m, size_t upto)
+/* Items [a, b) that did not come whole are settled with err (or their
+ * own errno): counted off their objects' tallies. */
+static void bm_settle(struct bm_win *w, size_t a, size_t b, int ret)
 {
-	struct cachetier *ct = m->q.ct;
-	size_t n = upto < m->q.nruns ? upto : m->q.nruns;
+	for (size_t j = a; j < b; j++) {
+		int e = w->err[j];
 
-	for (size_t i = 0; i < n; i++) {
-		struct bt_run *r = &m->q.runs[i];
-		int cov, vres;
-
-		if (m->given[i])
+		if (w->whole[j])
 			continue;
-		cachetier__lock(ct); /* decided under it (the answer's reader too) */
-		cov = r->cov;
-		vres = r->vres;
-		disk_mutex_unlock(&ct->lock);
-		if (cov != BT_DECIDED || r->next != r->end)
-			continue;
-		m->given[i] = 1;
-		if (vres == 0 && m->it[i].progress)
-			m->it[i].progress(m->it[i].arg, r->end);
-		m->it[i].done(m->it[i].arg, vres);
+		if (ret == -EOPNOTSUPP || ret == -ENOMEM || e == 0)
+			e = ret < 0 ? ret : -EIO;
+		w->ierr[j] = e;
+		atomic_fetch_sub_explicit(&w->o[w->obj[j]].left, 1, memory_order_acq_rel);
 	}
 }
 
-/* One look at the runs that came whole (final: the answer ended), their
- * groups' HEADs, the decisions. No lock held. */
-static void bm_look(struct bm_req *m, size_t from, size_t upto, int slot, int final)
-{
-	struct bt_req *q = &m->q;
-	size_t nask;
-
-	cachetier__lock(q->ct);
-	nask = cachetier__batch_look(q, from, upto, slot, final);
-	disk_mutex_unlock(&q->ct->lock);
-	if (nask == 0)
-		return;
-	cachetier__batch_confirm(q, slot);
-	cachetier__lock(q->ct);
-	cachetier__batch_decide(q);
-	disk_mutex_unlock(&q->ct->lock);
-}
-
-/* The answer, read on a thread of its own; at its end the groups left
- * are asked in a slot of their own (never later than the answer's end). */
+/* A request of the window, on its reader thread: the answer read, its
+ * items not whole settled, its slot given back. */
 static void *bm_read(void *arg)
 {
-	struct bm_req *m = arg;
-	struct bt_req *q = &m->q;
-
-	q->ret = backend_batch_read(q->ct->be, q->w.items, q->nruns, bm_sink, m, q->w.err);
-	atomic_store_explicit(&m->live.ended, 1, memory_order_release);
-	sem_post(&m->live.arrive);
-	if (q->ret != -EOPNOTSUPP)
-		bm_look(m, 0, q->nruns, BR_END, 1);
-	return NULL;
-}
-
-/* The request: read, confirm and give as items arrive; at the end, every
- * item given or refused, the objects released, the slot given back. */
-static void *bm_request(void *arg)
-{
-	struct bm_req *m = arg;
-	struct bt_req *q = &m->q;
-	struct cachetier *ct = q->ct;
-	int live = 0;
-	pthread_t th;
+	struct bm_rd *rd = arg;
+	struct bm_win *w = rd->w;
+	struct cachetier *ct = w->ct;
 
 	CT_OFF_LOOP();
-	if (cachetier__batch_work_new(q) < 0) {
-		q->ret = -ENOMEM;
-	} else if (sem_init(&m->live.arrive, 0, 0) == 0) {
-		live = 1;
-		if (pthread_create(&th, NULL, bm_read, m) == 0) {
-			for (;;) {
-				size_t upto;
-
-				while (sem_wait(&m->live.arrive) < 0 && errno == EINTR)
-					;
-				while (sem_trywait(&m->live.arrive) == 0)
-					;
-				if (atomic_load_explicit(&m->live.ended, memory_order_acquire))
-					break;
-				upto = atomic_load_explicit(&m->live.upto, memory_order_acquire);
-				if (upto > q->asked) {
-					bm_look(m, q->asked, upto, BR_EARLY, 0);
-					q->asked = upto;
-				}
-				bm_give(m, upto);
-			}
-			pthread_join(th, NULL);
-		} else {
-			bm_read(m); /* no thread: the answer read here, confirmed at its end */
-		}
-	} else {
-		bm_read(m);
-	}
-	if (q->w.block && q->ret != -EOPNOTSUPP)
-		bm_look(m, 0, q->nruns, BR_EARLY, 1); /* the groups no look asked yet */
-	for (size_t i = 0; i < q->nruns; i++) {
-		struct bt_run *r = &q->runs[i];
-		int err = q->ret == -EOPNOTSUPP || q->ret == -ENOMEM ? q->ret : q->w.err[i];
-
-		if (err != 0 || r->next != r->end) {
-			if (!m->given[i]) {
-				m->given[i] = 1;
-				m->it[i].done(m->it[i].arg, err != 0 ? err : -EIO);
-			}
-			q->res.failed += err != -EOPNOTSUPP && err != -ECANCELED;
-		}
-	}
-	bm_give(m, q->nruns);
-	for (size_t i = 0; i < q->nruns; i++) { /* never: each run that came whole was asked */
-		if (!m->given[i])
-			m->it[i].done(m->it[i].arg, -EIO);
-	}
-	for (size_t j = 0; q->w.block && j < q->w.nobj; j++)
-		q->res.stale += q->w.obj[j].stale;
-	if (live)
-		sem_destroy(&m->live.arrive);
-	for (size_t i = 0; i < q->nruns; i++)
-		cachetier_obj_unref(m->it[i].o);
-	free(q->w.block);
+	rd->ret = backend_batch_read(ct->be, w->items + rd->a, rd->b - rd->a, bm_sink, rd,
+				     w->err + rd->a);
+	bm_settle(w, rd->a, rd->b, rd->ret);
 	cachetier__lock(ct);
-	if (q->ret != -EOPNOTSUPP && q->ret != -ENOMEM) {
-		ct->batch.requests++;
-		ct->batch.items += q->nruns;
-	}
-	ct->batch.failed += q->res.failed;
-	ct->batch.stale += q->res.stale;
-	ct->batch.heads += q->res.heads;
-	ct->batch.heads_shared += q->res.heads_shared;
-	if (q->ret == -EOPNOTSUPP)
+	if (rd->ret == -EOPNOTSUPP)
 		ct->batch.refused = 1;
-	else if (q->ret == 0)
+	else if (rd->ret == 0)
 		ct->batch_answered = 1;
 	ct->batch_running--;
 	pthread_cond_broadcast(&ct->unit_cond); /* a slot is free */
 	disk_mutex_unlock(&ct->lock);
-	free(m);
+	atomic_fetch_add_explicit(&w->ended, 1, memory_order_acq_rel);
+	sem_post(&w->arrive);
 	return NULL;
 }
 
-int cachetier_batch_read_mem(struct cachetier *ct, const struct cachetier_batch_mem *it, size_t n,
-			     unsigned par, int urgent)
+/* Objects whose tally reached zero and are not decided yet: one HEAD
+ * each (those with an item whole; in one backend_stat_many, in
+ * parallel), then each of their items given: its bytes (the HEAD
+ * confirmed the listed version) or its refusal. The window thread; no
+ * lock held. */
+static void bm_decide(struct bm_win *w)
 {
-	struct bm_req *m;
+	struct cachetier *ct = w->ct;
+	size_t nd = 0, nh = 0;
+	int all = 0;
+
+	for (size_t x = 0; x < w->nobj; x++) {
+		if (w->o[x].settled || atomic_load_explicit(&w->o[x].left, memory_order_acquire))
+			continue;
+		w->o[x].settled = 1;
+		w->due[nd++] = x;
+	}
+	if (nd == 0)
+		return;
+	for (size_t k = 0; k < nd; k++) {
+		int any = 0;
+
+		for (size_t j = 0; j < w->n && !any; j++)
+			any = w->obj[j] == w->due[k] && w->whole[j];
+		w->herr[k] = any ? 0 : 1; /* 1: no HEAD (no item came whole) */
+		if (any)
+			w->keys[nh++] = w->o[w->due[k]].f->key;
+	}
+	if (nh > 0) {
+		struct backend_objinfo *info = w->info;
+		int *herr = w->herr + w->nobj;
+
+		all = backend_stat_many(ct->be, w->keys, nh, info, herr);
+		w->res.heads += nh;
+		nh = 0;
+		for (size_t k = 0; k < nd; k++) {
+			const struct ct_file *f = w->o[w->due[k]].f;
+			int v;
+
+			if (w->herr[k] == 1)
+				continue;
+			if (all < 0 || (herr[nh] < 0 && herr[nh] != -ENOENT))
+				v = -EIO;
+			else if (herr[nh] == -ENOENT || strcmp(info[nh].etag, f->etag) != 0 ||
+				 info[nh].size != f->size)
+				v = -ESTALE;
+			else
+				v = 0;
+			w->herr[k] = v;
+			w->res.stale += v == -ESTALE;
+			nh++;
+		}
+	}
+	for (size_t k = 0; k < nd; k++) {
+		for (size_t j = 0; j < w->n; j++) {
+			const struct cachetier_batch_mem *it = &w->it[j];
+
+			if (w->obj[j] != w->due[k])
+				continue;
+			if (!w->whole[j]) {
+				it->done(it->arg, w->ierr[j]);
+			} else if (w->herr[k] == 0) {
+				if (it->progress)
+					it->progress(it->arg, it->off + it->len);
+				it->done(it->arg, 0);
+			} else {
+				it->done(it->arg, w->herr[k]);
+			}
+		}
+	}
+}
+
+/* The window freed by the last of its thread and its caller (the caller
+ * posts the launch after setting it: the thread may end before that). */
+static void bm_unref(struct bm_win *w)
+{
+	if (atomic_fetch_sub_explicit(&w->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	sem_destroy(&w->arrive);
+	free(w);
+}
+
+/* The window: each object decided once its items settled; at the end (every
+ * request ended, all started) the readers joined, the counts added, the
+ * objects released, the window freed. */
+static void *bm_window(void *arg)
+{
+	struct bm_win *w = arg;
+	struct cachetier *ct = w->ct;
+
+	CT_OFF_LOOP();
+	for (;;) {
+		int last;
+
+		while (sem_wait(&w->arrive) < 0 && errno == EINTR)
+			;
+		while (sem_trywait(&w->arrive) == 0)
+			; /* one look at all that came so far */
+		last = atomic_load_explicit(&w->launched, memory_order_acquire) &&
+		       atomic_load_explicit(&w->ended, memory_order_acquire) == w->nreq;
+		bm_decide(w);
+		if (last)
+			break;
+	}
+	for (size_t g = 0; g < w->nreq; g++) {
+		struct bm_rd *rd = &w->rd[g];
+
+		if (rd->started)
+			pthread_join(rd->th, NULL);
+		if (rd->started && rd->ret != -EOPNOTSUPP && rd->ret != -ENOMEM) {
+			w->res.requests++;
+			w->res.items += rd->b - rd->a;
+		}
+		for (size_t j = rd->a; j < rd->b; j++)
+			w->res.failed += !w->whole[j] && w->ierr[j] != -EOPNOTSUPP &&
+					 w->ierr[j] != -ECANCELED && w->ierr[j] != -EAGAIN;
+	}
+	for (size_t j = 0; j < w->n; j++)
+		cachetier_obj_unref(w->it[j].o);
+	cachetier__lock(ct);
+	ct->batch.requests += w->res.requests;
+	ct->batch.items += w->res.items;
+	ct->batch.failed += w->res.failed;
+	ct->batch.stale += w->res.stale;
+	ct->batch.heads += w->res.heads;
+	ct->batch_windows--;
+	pthread_cond_broadcast(&ct->unit_cond); /* cachetier__batch_stop */
+	disk_mutex_unlock(&ct->lock);
+	bm_unref(w);
+	return NULL;
+}
+
+/* The window's arrays in one block after it. NULL: no memory. */
+static struct bm_win *bm_new(const struct cachetier_batch_mem *it, size_t n, size_t nreq)
+{
+	const size_t al = _Alignof(max_align_t);
+	struct bm_win *w;
+	size_t sz[12] = {sizeof(*w),
+			 n * sizeof(*w->it),
+			 n * sizeof(*w->items),
+			 n * sizeof(*w->err),
+			 n * sizeof(*w->next),
+			 n * sizeof(*w->whole),
+			 n * sizeof(*w->ierr),
+			 n * sizeof(*w->obj),
+			 n * sizeof(*w->o),
+			 nreq * sizeof(*w->rd),
+			 n * (sizeof(*w->keys) + sizeof(*w->info) + 2 * sizeof(*w->herr)),
+			 n * sizeof(*w->due)};
+	size_t at[12], total = 0;
+	char *p;
+
+	for (int k = 0; k < 12; k++) {
+		at[k] = total;
+		total += (sz[k] + al - 1) / al * al;
+	}
+	p = calloc(1, total);
+	if (!p)
+		return NULL;
+	w = (struct bm_win *)(void *)p;
+	w->it = (void *)(p + at[1]);
+	w->items = (void *)(p + at[2]);
+	w->err = (void *)(p + at[3]);
+	w->next = (void *)(p + at[4]);
+	w->whole = (void *)(p + at[5]);
+	w->ierr = (void *)(p + at[6]);
+	w->obj = (void *)(p + at[7]);
+	w->o = (void *)(p + at[8]);
+	w->rd = (void *)(p + at[9]);
+	w->keys = (void *)(p + at[10]);
+	w->info = (void *)(p + at[10] + n * sizeof(*w->keys));
+	w->herr = (void *)(p + at[10] + n * (sizeof(*w->keys) + sizeof(*w->info)));
+	w->due = (void *)(p + at[11]);
+	w->n = n;
+	w->nreq = nreq;
+	memcpy(w->it, it, n * sizeof(*it));
+	for (size_t j = 0; j < n; j++) {
+		struct ct_file *f = it[j].o->file;
+		size_t x = 0;
+
+		while (x < w->nobj && w->o[x].f != f)
+			x++;
+		if (x == w->nobj) {
+			w->o[w->nobj].f = f;
+			atomic_init(&w->o[w->nobj++].left, 0);
+		}
+		atomic_fetch_add_explicit(&w->o[x].left, 1, memory_order_relaxed);
+		w->obj[j] = x;
+		w->next[j] = it[j].off;
+		w->items[j].key = f->key;
+		w->items[j].off = it[j].off;
+		w->items[j].len = it[j].len;
+	}
+	atomic_init(&w->ended, 0);
+	atomic_init(&w->launched, 0);
+	atomic_init(&w->refs, 2);
+	return w;
+}
+
+int cachetier_batch_read_mem(struct cachetier *ct, const struct cachetier_batch_mem *it, size_t n,
+			     const size_t *ends, size_t nreq, unsigned par)
+{
+	struct bm_win *w;
 	pthread_attr_t at;
 	pthread_t th;
-	int ret, started = 0;
-	char *p;
+	int started = 0, refused = 0;
 
 	par = par ? par : 1;
 	if (n == 0)
@@ -252,40 +388,73 @@ int cachetier_batch_read_mem(struct cachetier *ct, const struct cachetier_batch_
 		    it[i].off > o->size || it[i].len > o->size - it[i].off || !it[i].done)
 			return -EINVAL;
 	}
-	p = calloc(1, sizeof(*m) + n * (sizeof(*m->it) + sizeof(*m->q.runs) + 1));
-	if (!p)
+	for (size_t g = 0; g < nreq; g++) {
+		if (ends[g] > n || (g > 0 && ends[g] <= ends[g - 1]) || (g == 0 && ends[0] == 0))
+			return -EINVAL;
+	}
+	if (nreq == 0 || ends[nreq - 1] != n)
+		return -EINVAL;
+	w = bm_new(it, n, nreq);
+	if (!w)
 		return -ENOMEM;
-	m = (struct bm_req *)(void *)p;
-	m->q.runs = (struct bt_run *)(void *)(p + sizeof(*m));
-	m->it = (struct cachetier_batch_mem *)(void *)(m->q.runs + n);
-	m->given = (uint8_t *)(m->it + n);
-	memcpy(m->it, it, n * sizeof(*it));
-	m->q.ct = ct;
-	m->q.nruns = n;
-	m->q.urgent = urgent;
-	atomic_init(&m->live.upto, 0);
-	atomic_init(&m->live.ended, 0);
-	for (size_t i = 0; i < n; i++) {
-		struct bt_run *r = &m->q.runs[i];
-
-		r->f = it[i].o->file;
-		r->start = r->next = it[i].off;
-		r->end = it[i].off + it[i].len;
+	w->ct = ct;
+	if (sem_init(&w->arrive, 0, 0) < 0) {
+		free(w);
+		return -ENOMEM;
 	}
-	ret = cachetier__batch_slot(ct, par); /* as a batch fill's request takes one */
-	if (ret < 0) {
-		free(m);
-		return ret;
+	cachetier__lock(ct);
+	if (ct->stopping) {
+		disk_mutex_unlock(&ct->lock);
+		sem_destroy(&w->arrive);
+		free(w);
+		return -ECANCELED;
 	}
-	for (size_t i = 0; i < n; i++)
-		cachetier_obj_ref(it[i].o);
+	ct->batch_windows++;
+	disk_mutex_unlock(&ct->lock);
 	if (pthread_attr_init(&at) == 0) {
 		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-		/* once started, the thread may have freed m */
-		started = pthread_create(&th, &at, bm_request, m) == 0;
+		started = pthread_create(&th, &at, bm_window, w) == 0;
 		pthread_attr_destroy(&at);
 	}
-	if (!started)
-		bm_request(m);
-	return 0;
+	if (!started) {
+		cachetier__lock(ct);
+		ct->batch_windows--;
+		pthread_cond_broadcast(&ct->unit_cond);
+		disk_mutex_unlock(&ct->lock);
+		sem_destroy(&w->arrive);
+		free(w);
+		return -ENOMEM;
+	}
+	/* from here on the window thread owns w and ends every item */
+	for (size_t i = 0; i < n; i++)
+		cachetier_obj_ref(it[i].o);
+	for (size_t g = 0; g < nreq; g++) {
+		struct bm_rd *rd = &w->rd[g];
+		int ret;
+
+		rd->w = w;
+		rd->a = g ? ends[g - 1] : 0;
+		rd->b = ends[g];
+		ret = cachetier__batch_slot(ct, par); /* as a batch fill's request takes one */
+		if (ret == 0) {
+			rd->started = pthread_create(&rd->th, NULL, bm_read, rd) == 0;
+			if (!rd->started) {
+				ret = -EAGAIN;
+				cachetier__lock(ct);
+				ct->batch_running--;
+				pthread_cond_broadcast(&ct->unit_cond);
+				disk_mutex_unlock(&ct->lock);
+			}
+		}
+		if (ret < 0) { /* never sent: its items refused */
+			refused |= ret == -EOPNOTSUPP;
+			bm_settle(w, rd->a, rd->b, ret);
+			atomic_fetch_add_explicit(&w->ended, 1, memory_order_acq_rel);
+			sem_post(&w->arrive);
+		}
+	}
+	atomic_store_explicit(&w->launched, 1, memory_order_release);
+	sem_post(&w->arrive);
+	bm_unref(w); /* w may be freed from here on */
+	return refused ? -EOPNOTSUPP : 0;
 }

@@ -324,6 +324,7 @@ struct cachetier {
 	 * (later calls return without waiting for theirs), totals (refused:
 	 * the store refused the batch read) */
 	unsigned batch_running;
+	unsigned batch_windows; /* the stage's GetBatch windows' threads (cachetier_batchm.c) */
 	int batch_answered;
 	struct cachetier_batch_result batch;
 	atomic_ullong decoded_used; /* bytes of decoded copies (evicted too: evict_dec) */

@@ -8,8 +8,11 @@
  * of the window's start waits for the first only). The first is urgent
  * (cachetier_batch_fill): it sends its version HEADs at once, where the
  * later ones share HEADs with other requests (at most a round trip later,
- * for fewer HEADs: their readers get there later). Pure but for the
- * store's call; any thread but the store's I/O thread.
+ * for fewer HEADs: their readers get there later). A window's staged
+ * spans (fetch__batch_mem_run) go as one window of the same requests
+ * (cachetier_batch_read_mem: one HEAD per object of the window, none
+ * urgent, none shared). Pure but for the store's call; any thread but the
+ * store's I/O thread.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -116,31 +119,23 @@ int fetch__batch_mem_add(void *ctx, struct cachetier_obj *o, uint64_t off, size_
 
 int fetch__batch_mem_run(struct cachetier *ct, struct fetch_batch_mem *bm, unsigned par)
 {
-	size_t *ends, nreq = 0, at = 0;
-	int ret = 0;
+	size_t *ends, nreq;
+	int ret;
 
 	par = par ? par : 1;
 	if (bm->n == 0)
 		return 0;
 	ends = calloc(par, sizeof(*ends));
-	if (ends) /* split over the items themselves (no copy) */
+	if (!ends) {
+		ret = -ENOMEM;
+	} else { /* split over the items themselves (no copy); one window */
 		nreq = batch_split(bm->it, bm->n, item_bytes, par, ends);
-	for (size_t g = 0; g < nreq; g++) {
-		int err = ret;
-
-		if (err == 0)
-			err = cachetier_batch_read_mem(ct, bm->it + at, ends[g] - at, par, g == 0);
-
-		if (err == -EOPNOTSUPP)
-			ret = err;
-		/* not sent: each read ends (the stage's reads of it go the
-		 * ordinary way) */
-		for (size_t i = at; err < 0 && i < ends[g]; i++)
-			bm->it[i].done(bm->it[i].arg, err);
-		at = ends[g];
+		ret = cachetier_batch_read_mem(ct, bm->it, bm->n, ends, nreq, par);
 	}
-	for (size_t i = at; i < bm->n; i++) /* no memory for the split */
-		bm->it[i].done(bm->it[i].arg, -ENOMEM);
+	/* not handed over: each read ends (the stage's reads of it go the
+	 * ordinary way) */
+	for (size_t i = 0; ret < 0 && ret != -EOPNOTSUPP && i < bm->n; i++)
+		bm->it[i].done(bm->it[i].arg, ret);
 	free(ends);
 	bm->n = 0;
 	return ret;

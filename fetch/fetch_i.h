@@ -106,9 +106,10 @@ int fetch__stage_add_via(struct fetch *s, struct cachetier_obj *o, uint64_t off,
 /* fetch_batch.c: a GetBatch window's staged spans (cachetier_batch_read_mem).
  * fetch__batch_mem_add (a fetch_stage_read_fn, ctx a fetch_batch_mem)
  * takes a span's read; fetch__batch_mem_run sends those taken as the
- * store's batch reads into memory, split as fetch_batch_fill splits a
- * window (at most par requests, the first urgent), and ends each read it
- * could not send (done(arg, err)); then empties bm. Returns 0, or
+ * store's batch reads into memory, one window
+ * (cachetier_batch_read_mem: one HEAD per object of the window) split as
+ * fetch_batch_fill splits a window (at most par requests), and ends each
+ * read it could not hand over (done(arg, err)); then empties bm. Returns 0, or
  * -EOPNOTSUPP when the store refused its batch read (the window's reads
  * then go the ordinary way). */
 struct fetch_batch_mem {

@@ -48,14 +48,21 @@ cache directory (--warm off: nothing but the plan fetches ahead).
            under the old index; shards 0 and 1 exact
   stage    --cache-size 64K (less than any path: the stage takes every span) and --chunk-size
            16K (each path a span of its own): the window is one GetBatch request of the 30
-           paths (each with its tar header) into the stage's memory, 2 HEADs per shard (the
-           version rule of the batch fills), exact staged bytes; no fill, no byte written to
+           paths (each with its tar header) into the stage's memory, 1 HEAD per shard (the
+           staged windows' version rule: one HEAD per object of the window, sent once all its
+           items there arrived), exact staged bytes; no fill, no byte written to
            the cache, no eviction, no punch, no miss, no object GET; every path read from the
            stage with exact bytes, every staged span freed once read
   stagever 'stage''s mount, shard 1 replaced after the listing: the HEAD after its items says
            another ETag, its 10 staged spans fail (1 stale object), never served; shards 0
            and 2 exact from the stage; shard 1's paths ESTALE or the new version's own
            members; the old version put back
+  stagerun 'stage''s mount, the window's GetBatch answer held at the target while shard 1 is
+           replaced (an object changed under a running window: the answer carries the new
+           version's bytes at the old ranges): exactly 1 HEAD per shard of the window, 1 stale
+           object, shard 1's 10 staged spans failed, never served (ESTALE or the new
+           version's own members); shards 0 and 2 exact from the stage; the old version put
+           back
   stagecut 'stage''s mount, the answer cut in the middle of shard 1's first item: 2 GetBatch
            answers (the rest asked again), 1 failed item, its staged span failed (never
            served, its path read the ordinary way), every path exact, no read error
@@ -548,8 +555,9 @@ def case_stage(env, ck, c):
     stages each span), --chunk-size 16K (the gap, at most a chunk, is shorter than any path:
     each path is a span of its own, whatever the link meter measured), the default stage: one
     GetBatch request of the 30 paths (each with its tar header) in plan order, its bytes into
-    memory, two HEADs per shard (its first item's, its last's: the version rule of the batch
-    fills); nothing written to the cache, no fill, no eviction, no punch; every path read from
+    memory, one HEAD per shard (the staged windows' version rule: one per object of the
+    window, sent once every item of it in the window arrived; the batch fills' rule sent two,
+    its first item's and its last's); nothing written to the cache, no fill, no eviction, no punch; every path read from
     the stage with exact bytes."""
     want = sum(x[3] + 512 for x in c.plan)
     keys = ('fills', 'bytes_fetched', 'evictions', 'cache_punches', 'cache_misses',
@@ -581,9 +589,9 @@ def case_stage(env, ck, c):
         ck.eq('stage: GetBatch requests, items (stand-in)',
               (a1.get('moss_requests', 0) - a0.get('moss_requests', 0),
                a1.get('moss_items', 0) - a0.get('moss_items', 0)), (1, n))
-        ck.eq('stage: HEADs: two per shard of 10 items (stand-in, mount), none shared',
+        ck.eq('stage: HEADs: one per shard of the window (stand-in, mount), none shared',
               (a1.get('s3_head', 0) - a0.get('s3_head', 0), d['plan_batch_heads'],
-               d['plan_batch_heads_shared']), (2 * NSHARDS, 2 * NSHARDS, 0))
+               d['plan_batch_heads_shared']), (NSHARDS, NSHARDS, 0))
         ck.eq('stage: object GETs', a1.get('redirects', 0) - a0.get('redirects', 0), 0)
         ck.eq('stage: nothing written to the cache (fills, bytes fetched, batch bytes kept)',
               (d['fills'], d['bytes_fetched'], d['plan_batch_bytes']), (0, 0, 0))
@@ -658,6 +666,77 @@ def case_stagever(env, ck, c):
             c.world.s3.put(BUCKET, PREFIX + name, oldraw)
 
 
+def case_stagerun(env, ck, c):
+    """An object changed under a running window: 'stage''s mount, the window's one GetBatch
+    answer held at the target (moss_hold) until shard 1 was replaced in the bucket (other
+    bytes, a larger object: every item answers, the new version's bytes at the old ranges),
+    then released. The window's HEADs go after its items arrived: exactly one per shard, and
+    shard 1's says another ETag: 1 stale object, its 10 staged spans failed, never served
+    (ESTALE, or after a refresh the new version's own member); shards 0 and 2 exact from the
+    stage. The old version is put back at the end."""
+    rng = random.Random(3737)
+    name = 'shard-000001.tar'
+    with open(os.path.join(c.src, name), 'rb') as f:
+        oldraw = f.read()
+    hold = threading.Event()
+    with ml.Mount(c.env, 'ais://%s/%s' % (BUCKET, PREFIX),
+                  cache_dir=c.env.path('cache-stagerun'),
+                  extra=['--cache-size', '64K', '--chunk-size', '16K', '--warm', 'off',
+                         '--get-batch', 'auto']) as m:
+        try:
+            newp = env.path('run-' + name)
+            new = make_shard(newp, rng, '1', [rng.randrange(45000, 60000)
+                                              for _ in range(NMEMBERS)])
+            with open(newp, 'rb') as f:
+                newraw = f.read()
+            newbytes = {'shard-000001/' + n: d for n, _, _, d in new}
+            c.world.ais.moss_hold = hold
+            st0, a0 = c.publish(ck, m, 'stagerun')
+            held = ml.poll(lambda: c.ais().get('moss_held', 0) > a0.get('moss_held', 0))
+            ck.ok(held, 'stagerun: the window\'s GetBatch answer held at the target')
+            c.world.s3.put(BUCKET, PREFIX + name, newraw)
+            hold.set()
+            st = ml.poll(lambda: (lambda s: s['plan_stage_spans'] - st0['plan_stage_spans'] >=
+                                  len(c.plan) and s['plan_batch_requests'] -
+                                  st0['plan_batch_requests'] >= 1 and s)(m.stats())) \
+                or m.stats()
+            a1 = c.ais()
+            mine = sum(1 for x in c.plan if x[1] == name)
+            ck.eq('stagerun: staged spans, GetBatch requests',
+                  (st['plan_stage_spans'] - st0['plan_stage_spans'],
+                   st['plan_batch_requests'] - st0['plan_batch_requests']), (len(c.plan), 1))
+            ck.eq('stagerun: HEADs: one per shard of the window (stand-in, mount)',
+                  (a1.get('s3_head', 0) - a0.get('s3_head', 0),
+                   st['plan_batch_heads'] - st0['plan_batch_heads']), (NSHARDS, NSHARDS))
+            ck.eq('stagerun: stale objects, staged spans failed (shard 1\'s)',
+                  (st['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
+                   st['plan_stage_failed'] - st0['plan_stage_failed']), (1, mine))
+            c.read_all(ck, m, 'stagerun', skip=(name,))
+            stale = 0
+            for path, shard, off, size, data in c.plan:
+                if shard != name:
+                    continue
+                try:
+                    got = ml.read_all(os.path.join(m.mnt, path))
+                except OSError as e:
+                    stale += e.errno == errno.ESTALE
+                    if e.errno != errno.ESTALE:
+                        ck.fail('stagerun: %s: %s' % (path, e))
+                    continue
+                if got != newbytes.get(path):
+                    ck.fail('stagerun: %s: %d bytes that are not the new version\'s member'
+                            % (path, len(got)))
+            log('stagerun: %d of shard 1\'s planned paths answered ESTALE' % stale)
+            st2 = m.stats()
+            ck.eq('stagerun: bytes served from the stage: shards 0 and 2 (each path and its '
+                  'header check)', st2['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
+                  sum(x[3] + 512 for x in c.plan if x[1] != name))
+        finally:
+            c.world.ais.moss_hold = None
+            hold.set()
+            c.world.s3.put(BUCKET, PREFIX + name, oldraw)
+
+
 def case_stagecut(env, ck, c):
     """'stage''s mount with the answer cut in the middle of shard 1's first item: the backend
     asks for the rest again (2 GetBatch answers, 1 batch read), that item fails (1 failed item)
@@ -712,6 +791,7 @@ def run(env, ck):
         case_cut(env, ck, c)
         case_stage(env, ck, c)  # (before version, which replaces shard 2)
         case_stagever(env, ck, c)
+        case_stagerun(env, ck, c)
         case_stagecut(env, ck, c)
         case_version(env, ck, c)
         ck.eq('refused requests (the stand-in)', c.ais().get('moss_refused', 0), 0)
