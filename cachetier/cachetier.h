@@ -915,4 +915,10 @@ void cachetier_meta_abort(struct cachetier_meta_writer *w);
  * are freed at close, also when the process is killed. fd or -errno. */
 int cachetier_scratch_open(struct cachetier *ct);
 
+/* A request starts on the calling thread (the core marks each FUSE
+ * request): the change watch of cache files (cachetier_watch.c) then reads
+ * its queued events at the first check of the request on this thread, not
+ * at every check. A thread that never calls it reads them at every check. */
+void cachetier_request_begin(void);
+
 #endif

@@ -883,6 +883,8 @@ uint8_t cachetier__seen_filled(const struct ct_file *f, uint32_t u);
 int cachetier__live_check_off(void);
 /* The change count of r now (every queued event read first). */
 uint64_t cachetier__watch_events(struct cachetier__watch *w, const struct ct_watch_rec *r);
+/* reads of w's notification fds so far (the drains; tests) */
+uint64_t cachetier__watch_reads(struct cachetier__watch *w);
 
 /* cachetier_guard.c: a SIGBUS in a registered mapping reads zeros (a blob
  * cut under the process) and marks it (hit). add: registers [addr, addr + len), its slot or

@@ -7,10 +7,10 @@
  * the data files whose units a reader trusts (cachetier_read.c) and the
  * decoded copies (cachetier_objread.c). To catch that, the inode of each is
  * watched for a write, a truncation, a punched hole or any fallocate, and
- * the callers read the queued events before they answer. The kernel queues
- * an event before the write that causes it returns, so a change made
- * before a request asks is seen by that request; one made while a request
- * reads may still reach that request (there is no lock across processes;
+ * the queued events are read before the callers' answers. The kernel
+ * queues an event before the write that causes it returns, so a change
+ * made before a request asks is seen by that request; one made while a
+ * request reads may still reach that request (there is no lock across processes;
  * a cut under a reader is caught by cachetier_guard.c, which makes the
  * faulting read read zeros and marks the blob, and by the fstat of the
  * reads that check). Writes through a shared writable mapping of the file
@@ -43,11 +43,28 @@
  * event whose file cannot be told, counts as a change of every file of
  * that instance. Every call holds w->lock, never across anything but reads
  * of the notification fds (non-blocking: no wait).
+ *
+ * How often the fds are read. A request (one FUSE request: the core calls
+ * cachetier_request_begin at its start, on its thread) may check thousands
+ * of files (a plan's publish, a `find`'s index checks). On such a thread,
+ * watch_changed and watch_events read an instance's fd at the first check
+ * of each request and not again in that request: exactly what the
+ * guarantee above asks (a change made before the request's first check is
+ * queued by then and read then; one made after it is one made while the
+ * request reads, which may reach it or the next request on that thread).
+ * Another thread's read in between counts the events for every record, so
+ * a later check of the request may still see them. Threads that never
+ * call cachetier_request_begin (the notifier, fill workers, the plan
+ * thread, the control socket's) read the fds at every check, as do
+ * watch_add and watch_add_own always. The thread's mark is kept per
+ * instance of the watch (w->id, never reused), so a second tier's checks
+ * read its own fds.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,7 +107,23 @@ struct cachetier__watch {
 	struct watch_inst fan;	/* fanotify: data files */
 	pid_t pid;		/* ours: fanotify events of it are not changes */
 	unsigned refs;		/* the cache tier's, and one per record */
+	uint64_t id;		/* this watch's number, never reused (the threads' marks) */
+	uint64_t reads;		/* read()s of the fds (cachetier__watch_reads) */
 };
+
+static _Atomic uint64_t watch_ids;
+/* The calling thread's request count (cachetier_request_begin; 0: not a
+ * request thread, read at every check) and the request it last read each
+ * instance of watch 'id' in (stamp[0]: inotify, [1]: fanotify). */
+static _Thread_local uint64_t req_stamp;
+static _Thread_local struct {
+	uint64_t id, stamp[2];
+} req_read;
+
+void cachetier_request_begin(void)
+{
+	req_stamp++;
+}
 
 struct cachetier__watch *cachetier__watch_new(void)
 {
@@ -101,6 +134,7 @@ struct cachetier__watch *cachetier__watch_new(void)
 	disk_mutex_init(&w->lock, DISK_LOCK_CT_WATCH);
 	w->ino.fd = w->fan.fd = -1;
 	w->refs = 1;
+	w->id = atomic_fetch_add(&watch_ids, 1) + 1;
 	return w;
 }
 
@@ -246,8 +280,12 @@ static void watch_drain(struct cachetier__watch *w, struct watch_inst *in)
 			     : sizeof(struct inotify_event) + NAME_MAX + 1;
 
 	for (;;) {
-		ssize_t n = in->fd >= 0 ? read(in->fd, buf, sizeof(buf)) : -1;
+		ssize_t n = -1;
 
+		if (in->fd >= 0) {
+			w->reads++;
+			n = read(in->fd, buf, sizeof(buf));
+		}
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -439,13 +477,33 @@ static struct watch_inst *rec_inst(struct cachetier__watch *w, const struct ct_w
 	return r->own ? &w->fan : &w->ino;
 }
 
+/* A check's drain of in: once per request on a request thread, else every
+ * time (the header's "How often"). w->lock held. */
+static void watch_look(struct cachetier__watch *w, struct watch_inst *in)
+{
+	unsigned k = in == &w->fan;
+
+	if (req_stamp == 0) {
+		watch_drain(w, in);
+		return;
+	}
+	if (req_read.id != w->id) {
+		req_read.id = w->id;
+		req_read.stamp[0] = req_read.stamp[1] = 0;
+	}
+	if (req_read.stamp[k] == req_stamp)
+		return; /* read in this request already */
+	watch_drain(w, in);
+	req_read.stamp[k] = req_stamp;
+}
+
 int cachetier__watch_changed(struct cachetier__watch *w, const struct ct_watch_rec *r,
 			     uint64_t seen)
 {
 	int changed;
 
 	disk_mutex_lock(&w->lock);
-	watch_drain(w, rec_inst(w, r));
+	watch_look(w, rec_inst(w, r));
 	changed = r->events != seen;
 	disk_mutex_unlock(&w->lock);
 	return changed;
@@ -456,8 +514,18 @@ uint64_t cachetier__watch_events(struct cachetier__watch *w, const struct ct_wat
 	uint64_t n;
 
 	disk_mutex_lock(&w->lock);
-	watch_drain(w, rec_inst(w, r));
+	watch_look(w, rec_inst(w, r));
 	n = r->events;
+	disk_mutex_unlock(&w->lock);
+	return n;
+}
+
+uint64_t cachetier__watch_reads(struct cachetier__watch *w)
+{
+	uint64_t n;
+
+	disk_mutex_lock(&w->lock);
+	n = w->reads;
 	disk_mutex_unlock(&w->lock);
 	return n;
 }

@@ -111,6 +111,11 @@ void fs_attr_file(const struct fs *fs, struct stat *st, uint64_t ino, mode_t mod
 	st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec = mtime;
 }
 
+void fs_op_begin(void)
+{
+	cachetier_request_begin();
+}
+
 int fs_op_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 {
 	const struct fs_view *v = fs_view_of(fs, ino);

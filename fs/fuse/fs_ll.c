@@ -39,8 +39,11 @@
 /* Largest read the kernel sends (FUSE_MAX_MAX_PAGES * 4 KiB is 1 MiB). */
 #define FS_MAX_READ (1u << 20)
 
+/* Every request's first call (a request's checks of the cache's change
+ * watch read it once: fs_op_begin) */
 static struct fs *ll_fs(fuse_req_t req)
 {
+	fs_op_begin();
 	return fuse_req_userdata(req);
 }
 

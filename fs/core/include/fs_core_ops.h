@@ -34,6 +34,10 @@ struct fs_entry {
 	double timeout;	  /* entry and attribute timeout, seconds */
 };
 
+/* A request starts on the calling thread (the FUSE adapter: at each
+ * request's start): the cache tier's change watch then reads its events
+ * once in the request, not at each check (cachetier_request_begin). */
+void fs_op_begin(void);
 /* How long the kernel may cache ino's entry and attributes. */
 double fs_op_timeout(const struct fs *fs, uint64_t ino);
 /* Is ino a file of the dataset (an object, a member, an imagefolder file),
