@@ -90,6 +90,9 @@ struct fetch_stage_stats {
 	uint64_t waits;	  /* reads that waited for their own bytes of a span to arrive */
 	uint64_t wait_ms, wait_ms_ns; /* their time waiting: ms, and ns summed (the stage's) */
 	uint64_t peak, now, max;      /* its memory: the most, now, its bound (--plan-memory) */
+	/* a new span's waits for room: spans wholly read that a reply held or
+	 * whose read had not ended (stage_make_room) */
+	uint64_t room_waits;
 };
 void fetch_stage_stats_get(struct fetch *s, struct fetch_stage_stats *st);
 

@@ -52,8 +52,10 @@
  * an object reference, which takes the store's lock); under pressure (a
  * new piece does not fit), those whose paths were all read, then those
  * whose last planned path lies behind their plan's position, oldest
- * first; at fetch_free. A piece in flight or being copied from is never
- * freed (the store's read writes into its buffer until it ends).
+ * first, once no piece wholly read waits only for a reply's hold or its
+ * read's end to go (stage_make_room); at fetch_free. A piece in flight or
+ * being copied from is never freed (the store's read writes into its
+ * buffer until it ends).
  *
  * Memory: the bytes of the pieces' buffers, at most --plan-memory; a span
  * that does not fit after the pressure rule goes to the store as before.
@@ -115,7 +117,7 @@ struct stage_piece {
 
 struct fetch_stage {
 	struct disk_mutex lock;
-	pthread_cond_t cond;		       /* a piece's read ended */
+	pthread_cond_t cond;		       /* a piece's read ended, or a piece went */
 	struct stage_piece *head[STAGE_LISTS]; /* newest first (stage_list) */
 	struct stage_piece *dead;	       /* unlinked on the I/O thread: freed by stage_reap */
 	atomic_int ndead;
@@ -318,17 +320,29 @@ static void stage_progress(void *arg, uint64_t end)
 /* Room for len more bytes: pieces done and not read from now whose plan
  * went (fetch__stage_plans), then those of plan whose last planned path
  * lies behind its position (position >= last + 1), the lowest last first,
- * unlinked onto *freed. st->lock held. 1 when there is room. */
+ * unlinked onto *freed. Before a piece with planned bytes not read yet
+ * goes, the pieces whose every path was read and that only a reply's hold
+ * or their read's end keeps (they go then: stage_end, fetch_stage_release,
+ * stage_done) are waited for: the position moves at a path's first read,
+ * and a reader whose last reply of the path before was not released yet
+ * (or whose span's read had not ended) lost the path it is reading to the
+ * next batch (tests/mount/test_stage.py 'epoch' under load). That wait is
+ * bounded by the reply's write to the kernel and by the store's read (its
+ * retry budget and stall bound), as a reader's wait for a piece's bytes.
+ * st->lock held (released while waiting). 1 when there is room. */
 static int stage_make_room(struct fetch_stage *st, uint64_t len, const void *plan,
 			   uint32_t position, struct stage_piece **freed)
 {
 	while (st->bytes + len > st->max) {
 		struct stage_piece *v = NULL;
+		int soon = 0; /* a piece wholly read goes once its hold or read ends */
 
 		for (unsigned i = 0; i < STAGE_LISTS && !(v && (!v->plan || v->left == 0)); i++) {
 			for (struct stage_piece *p = st->head[i]; p; p = p->next) {
-				if (p->state == STAGE_INFLIGHT || p->readers > 0)
+				if (p->state == STAGE_INFLIGHT || p->readers > 0) {
+					soon |= p->left == 0;
 					continue;
+				}
 				if (!p->plan || p->left == 0) { /* its plan went, or read: first */
 					v = p;
 					break;
@@ -339,10 +353,16 @@ static int stage_make_room(struct fetch_stage *st, uint64_t len, const void *pla
 					v = p;
 			}
 		}
+		if (soon && !(v && (!v->plan || v->left == 0))) {
+			st->c.room_waits++;
+			disk_cond_wait(&st->cond, &st->lock);
+			continue;
+		}
 		if (!v)
 			return 0;
 		piece_unlink(st, v);
-		st->c.dropped++;
+		if (v->left > 0)
+			st->c.dropped++;
 		v->next = *freed;
 		*freed = v;
 	}
@@ -612,9 +632,10 @@ static void stage_end(struct fetch_stage *st, struct stage_piece *p, uint64_t of
 	}
 	gone = piece_note_read(p, off, off + len);
 	gone = (gone || !p->plan) && p->readers == 0 && p->state != STAGE_INFLIGHT;
-	if (gone)
+	if (gone) {
 		piece_unlink(st, p);
-	else
+		pthread_cond_broadcast(&st->cond); /* room (stage_make_room) */
+	} else
 		drop = piece_drop_buf(st, p);
 	disk_mutex_unlock(&st->lock);
 	if (gone)
@@ -676,9 +697,10 @@ void fetch_stage_release(void *ref)
 	disk_mutex_lock(&st->lock);
 	p->readers--;
 	gone = (p->left == 0 || !p->plan) && p->readers == 0 && p->state != STAGE_INFLIGHT;
-	if (gone)
+	if (gone) {
 		piece_unlink(st, p);
-	else
+		pthread_cond_broadcast(&st->cond); /* room (stage_make_room) */
+	} else
 		drop = piece_drop_buf(st, p);
 	disk_mutex_unlock(&st->lock);
 	if (gone)
