@@ -167,7 +167,11 @@ uint64_t shardidx_file_sum(const struct shardidx *ix);
 /* Top-level entries are [*first, *first + *n). */
 void shardidx_root(const struct shardidx *ix, uint32_t *first, uint32_t *n);
 
-/* Fill *e for entry i. Returns 0 or -EINVAL when i is out of range. A
+/* Fill *e for entry i. Returns 0, -EINVAL when i is out of range, or
+ * -EBADMSG when the buffer an index reads in place was rewritten since
+ * load and entry i's bytes or the offsets they hold no longer fit the
+ * index (every offset read from the buffer is checked where it is used:
+ * a reader never leaves the index's tables). A
  * compact index (version 3) decodes entries from the head of their block
  * of 16; each thread keeps its cursors on the last two entries it read
  * (of any index), so asking for the same entry again decodes nothing and
@@ -178,7 +182,8 @@ int shardidx_entry_get(const struct shardidx *ix, uint32_t i, struct shardidx_en
  * *parent (SHARDIDX_NONE: top level), as shardidx_entry_get gives them,
  * without decoding the entry (a compact index reads its directory row and
  * finds its parent's: two binary searches). 0, -ENOTDIR when entry i is
- * no directory, or -EINVAL when i is out of range. */
+ * no directory, -EINVAL when i is out of range, or -EBADMSG (a rewritten
+ * buffer, as shardidx_entry_get). */
 int shardidx_dir_get(const struct shardidx *ix, uint32_t i, uint32_t *first, uint32_t *n,
 		     uint32_t *parent);
 
@@ -188,14 +193,17 @@ int shardidx_dir_get(const struct shardidx *ix, uint32_t i, uint32_t *first, uin
 uint64_t shardidx_decodes(void);
 
 /* Child of directory 'parent' (SHARDIDX_NONE: top level) named exactly
- * name[0..len). Returns its index, or -ENOENT. Binary search. */
+ * name[0..len). Returns its index, -ENOENT, or -EBADMSG (a rewritten
+ * buffer, as shardidx_entry_get). Binary search. */
 int64_t shardidx_lookup(const struct shardidx *ix, uint32_t parent, const char *name, size_t len);
 
 /* Map [off, off+len) of regular entry i to extents, clipped to its size.
  * Writes at most max extents; returns how many, or a negative errno:
  * -EIO when part of the range lies past the end of the stream (truncated
  * shard: those bytes are not in the shard), -EINVAL for a non-regular
- * entry. Returns 0 for an empty range. If more than max extents would be
+ * entry, -EBADMSG for a rewritten buffer (as shardidx_entry_get: an
+ * extent is never past the stream or outside the entry). Returns 0 for
+ * an empty range. If more than max extents would be
  * needed, the first max are returned (call again after the last one). */
 int shardidx_map(const struct shardidx *ix, uint32_t i, uint64_t off, uint64_t len,
 		 struct shardidx_extent *ext, int max);
@@ -222,9 +230,11 @@ int shardidx_save(const struct shardidx *ix, const void *ident, size_t identlen,
 /* Load an index saved by shardidx_save. Takes ownership of buf (a malloc'd
  * buffer of len bytes) in every case. Validates everything (checksum, every
  * offset and count) so that a corrupt file can never cause an out-of-bounds
- * access. Returns 0, -EBADMSG (corrupt), -EPROTO (other version), -ESTALE
- * (ident differs) or -ENOMEM. Same as shardidx_load_in_place(buf, ...,
- * free, buf): the index reads buf in place where it can. */
+ * access (and a buffer read in place that is rewritten after load is
+ * checked again where each offset is used: -EBADMSG from the readers).
+ * Returns 0, -EBADMSG (corrupt), -EPROTO (other version), -ESTALE (ident
+ * differs) or -ENOMEM. Same as shardidx_load_in_place(buf, ..., free,
+ * buf): the index reads buf in place where it can. */
 int shardidx_load(void *buf, size_t len, const void *ident, size_t identlen, struct shardidx **out);
 
 /* Load an index saved by shardidx_save from buf[0..len) without copying

@@ -135,6 +135,9 @@ int shardidx__dir_row(const struct shardidx *ix, uint32_t i, uint32_t *first, ui
 			*first = row_get(ix, m, 1);
 			*n = row_get(ix, m, 2);
 			*nsub = row_get(ix, m, 3);
+			/* load checked the rows; a rewrite since is caught here */
+			if (*first > ix->nrecs || *n > ix->nrecs - *first || *nsub > *n)
+				return -1;
 			return 1;
 		}
 		if (e < i)
@@ -181,6 +184,12 @@ static int dec_entry(struct shardidx__cur *c)
 	p += suf;
 	c->name_len = (size_t)(shared + suf);
 	c->namebuf[c->name_len] = 0;
+	/* load checked the name; a rewrite since must not make it empty, . or
+	 * .. (a byte rewritten inside it is another name, as any other field:
+	 * the caller's check of the file's change answers for those) */
+	if (!c->name_len || (c->namebuf[0] == '.' && c->name_len <= 2 &&
+			     (c->name_len == 1 || c->namebuf[1] == '.')))
+		return -1;
 	if (p >= end)
 		return -1;
 	tf = *p++;
@@ -267,13 +276,15 @@ int shardidx__cur_seek(struct shardidx__cur *c, uint32_t i)
 {
 	const struct shardidx *ix = c->ix;
 	uint32_t first, n, nsub, j;
+	int row;
 
 	if (i >= ix->nrecs)
 		return -EINVAL;
 	if (!ix->compact) {
 		c->rec = ix->recs[i];
-		c->name = ix->names + c->rec.name_off;
-		c->name_len = strlen(c->name);
+		c->name = shardidx__flat_name(ix, &c->rec, &c->name_len);
+		if (!c->name || !shardidx__rec_in_bounds(ix, i, &c->rec))
+			goto bad;
 		c->i = i;
 		return 0;
 	}
@@ -292,14 +303,19 @@ int shardidx__cur_seek(struct shardidx__cur *c, uint32_t i)
 	c->i = i;
 	c->name = c->namebuf;
 	c->rec.parent = shardidx__parent_of(ix, i);
-	if (c->rec.type == SHARDIDX_DIR && shardidx__dir_row(ix, i, &first, &n, &nsub)) {
+	row = c->rec.type == SHARDIDX_DIR ? shardidx__dir_row(ix, i, &first, &n, &nsub) : 0;
+	if (row > 0) {
 		c->rec.off = first | (uint64_t)nsub << 32;
 		c->rec.size = n;
 	}
+	if (row < 0 || !shardidx__rec_in_bounds(ix, i, &c->rec))
+		goto bad;
 	return 0;
 bad:
 	c->i = SHARDIDX_NONE;
-	return -EINVAL;
+	c->name = c->namebuf;
+	c->name_len = 0;
+	return -EBADMSG;
 }
 
 /* Block b's head name against name[0..len). */

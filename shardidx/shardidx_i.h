@@ -203,11 +203,13 @@ void shardidx__cur_init(struct shardidx__cur *c, const struct shardidx *ix);
  * from the head of i's block. */
 int shardidx__cur_seek(struct shardidx__cur *c, uint32_t i);
 /* The directory row of entry i (compact): 1 and first/n/nsub when i is a
- * directory, else 0. */
+ * directory, 0 when it is none, -1 when the row's child range lies outside
+ * the entries (a file rewritten in place after load: checked at use). */
 int shardidx__dir_row(const struct shardidx *ix, uint32_t i, uint32_t *first, uint32_t *n,
 		      uint32_t *nsub);
 /* The directory whose child range holds entry i (compact), SHARDIDX_NONE
- * for a top-level entry. */
+ * for a top-level entry (a value >= i when the rows were rewritten after
+ * load: the caller checks it at use). */
 uint32_t shardidx__parent_of(const struct shardidx *ix, uint32_t i);
 /* Child of [lo, hi) named name[0..len) (compact): its entry, or -ENOENT.
  * Scans one block from entry i on with take(ix, i), a cursor of ix (left
@@ -244,6 +246,51 @@ int shardidx__decode_tables(struct shardidx *ix, const unsigned char *sp, const 
 			    const unsigned char *lk);
 
 /* shardidx_index.c */
+/* A sparse row's segments inside the segment table. */
+static inline int shardidx__sparse_row_ok(const struct shardidx *ix, uint32_t first_seg,
+					  uint32_t nseg)
+{
+	return first_seg <= ix->nsegs && nseg <= ix->nsegs - first_seg;
+}
+
+/* An index read in place reads a file that may be rewritten in place
+ * after load checked it (the cache's file: a cut is the SIGBUS guard's).
+ * So every offset or length decoded from it is checked where it is used,
+ * a compare against the table's length: record r of entry i, as a cursor
+ * decoded it, points inside the index (a name of 1-255 bytes inside the
+ * names of a flat index, its parent before it, a directory's children
+ * inside the entries, a symlink's target inside the strings and
+ * NUL-terminated at its size, a sparse row inside the rows and its
+ * segments inside theirs). 1 when it does; else the reader answers
+ * -EBADMSG (the index is damaged: its caller's "index changed" check,
+ * fs_view_shard.c's index_miss, finds the file's change and reloads).
+ * Inline: it runs at every decode. */
+static inline int shardidx__rec_in_bounds(const struct shardidx *ix, uint32_t i,
+					  const struct shardidx__rec *r)
+{
+	if (r->parent != SHARDIDX_NONE && r->parent >= i)
+		return 0;
+	switch (r->type) {
+	case SHARDIDX_DIR:
+		return (uint32_t)r->off <= ix->nrecs && r->size <= ix->nrecs - (uint32_t)r->off;
+	case SHARDIDX_SYMLINK:
+		return r->off < ix->names_len && r->size < ix->names_len - r->off &&
+		       ix->names[r->off + r->size] == 0;
+	case SHARDIDX_REG:
+		if (!(r->flags & SHARDIDX_F_SPARSE))
+			return 1;
+		return r->off < ix->nsparse &&
+		       shardidx__sparse_row_ok(ix, ix->sparse[r->off].first_seg,
+					       ix->sparse[r->off].nseg);
+	default:
+		return 0;
+	}
+}
+
+/* Name of flat record r inside the names table: its length into *len, or
+ * NULL when it runs outside (checked at use as above). */
+const char *shardidx__flat_name(const struct shardidx *ix, const struct shardidx__rec *r,
+				size_t *len);
 int shardidx__name_cmp(const char *a, size_t alen, const char *b, size_t blen);
 size_t shardidx__key_len(const char *name);
 /* Count the samples into ix->nsamples. */

@@ -71,6 +71,18 @@ static int sscan_put(struct sscan *s, const struct shardidx__cur *c)
 	return starts;
 }
 
+const char *shardidx__flat_name(const struct shardidx *ix, const struct shardidx__rec *r,
+				size_t *len)
+{
+	const char *nm;
+
+	if (r->name_off >= ix->names_len)
+		return NULL;
+	nm = ix->names + r->name_off;
+	*len = strnlen(nm, ix->names_len - r->name_off);
+	return *len < ix->names_len - r->name_off && shardidx__name_ok(nm, *len) ? nm : NULL;
+}
+
 void shardidx__count_samples(struct shardidx *ix)
 {
 	struct shardidx__cur c;
@@ -262,10 +274,11 @@ static struct shardidx__cur *tcur_take(const struct shardidx *ix, uint32_t i)
 	return &t->c;
 }
 
-/* A cursor of this thread's on entry i of ix, or NULL (out of range, bytes
- * that do not decode). Flat indexes: a fresh cursor in *own. */
-static const struct shardidx__cur *seek(const struct shardidx *ix, uint32_t i,
-					struct shardidx__cur *own)
+/* A cursor of this thread's on entry i of ix into *out: 0, -EINVAL (out
+ * of range) or -EBADMSG (bytes that do not decode, or offsets outside the
+ * index: checked at use). Flat indexes: a fresh cursor in *own. */
+static int seek(const struct shardidx *ix, uint32_t i, struct shardidx__cur *own,
+		const struct shardidx__cur **out)
 {
 	struct shardidx__cur *c = own;
 
@@ -273,7 +286,8 @@ static const struct shardidx__cur *seek(const struct shardidx *ix, uint32_t i,
 		c = tcur_take(ix, i);
 	else
 		shardidx__cur_init(own, ix);
-	return shardidx__cur_seek(c, i) < 0 ? NULL : c;
+	*out = c;
+	return shardidx__cur_seek(c, i);
 }
 
 int shardidx_entry_get(const struct shardidx *ix, uint32_t i, struct shardidx_entry *e)
@@ -282,10 +296,10 @@ int shardidx_entry_get(const struct shardidx *ix, uint32_t i, struct shardidx_en
 	const struct shardidx__link *l;
 	const struct shardidx__cur *c;
 	struct shardidx__cur own;
+	int err = seek(ix, i, &own, &c);
 
-	c = seek(ix, i, &own);
-	if (!c)
-		return -EINVAL;
+	if (err < 0)
+		return err;
 	r = &c->rec;
 	memset(e, 0, offsetof(struct shardidx_entry, name));
 	memcpy(e->name, c->name, c->name_len + 1);
@@ -303,15 +317,22 @@ int shardidx_entry_get(const struct shardidx *ix, uint32_t i, struct shardidx_en
 		e->nlink = 2 + (uint32_t)(r->off >> 32);
 		break;
 	case SHARDIDX_SYMLINK:
+		/* r was checked when decoded (shardidx__rec_in_bounds); its
+		 * target's end again now, a cursor may hold r for long */
+		if (ix->names[r->off + r->size])
+			return -EBADMSG;
 		e->link = ix->names + r->off;
 		e->size = r->size;
 		break;
 	default:
 		e->size = r->size;
+		/* r->off < nsparse: checked when decoded */
 		e->data_off = (r->flags & SHARDIDX_F_SPARSE) ? ix->sparse[r->off].data_off : r->off;
 		if (r->flags & SHARDIDX_F_HARDLINK) {
 			l = shardidx__link_find(ix, i);
 			if (l) {
+				if (l->val >= ix->nrecs)
+					return -EBADMSG;
 				e->canon = l->val;
 				l = shardidx__link_find(ix, l->val);
 				if (l)
@@ -335,26 +356,39 @@ int shardidx_dir_get(const struct shardidx *ix, uint32_t i, uint32_t *first, uin
 	if (i >= ix->nrecs)
 		return -EINVAL;
 	if (ix->compact) {
-		/* the rows were checked at load (every directory has one) */
-		if (!shardidx__dir_row(ix, i, first, n, &nsub))
-			return -ENOTDIR;
+		/* the rows were checked at load (every directory has one), their
+		 * ranges and the parent again now (shardidx__rec_in_bounds) */
+		int row = shardidx__dir_row(ix, i, first, n, &nsub);
+
+		if (row <= 0)
+			return row < 0 ? -EBADMSG : -ENOTDIR;
 		*parent = shardidx__parent_of(ix, i);
-		return 0;
+		return *parent == SHARDIDX_NONE || *parent < i ? 0 : -EBADMSG;
 	}
-	if (ix->recs[i].type != SHARDIDX_DIR)
-		return -ENOTDIR;
-	*first = (uint32_t)ix->recs[i].off;
-	*n = (uint32_t)ix->recs[i].size;
-	*parent = ix->recs[i].parent;
+	{
+		struct shardidx__rec r = ix->recs[i];
+
+		if (r.type != SHARDIDX_DIR)
+			return -ENOTDIR;
+		if (!shardidx__rec_in_bounds(ix, i, &r))
+			return -EBADMSG;
+		*first = (uint32_t)r.off;
+		*n = (uint32_t)r.size;
+		*parent = r.parent;
+	}
 	return 0;
 }
 
 static int rec_name_cmp(const void *ctx, size_t i) /* flat indexes */
 {
 	const struct ix_key *k = ctx;
-	const char *mn = k->ix->names + k->ix->recs[i].name_off;
+	struct shardidx__rec r = k->ix->recs[i];
+	size_t l;
+	const char *mn = shardidx__flat_name(k->ix, &r, &l);
 
-	return shardidx__name_cmp(mn, strlen(mn), k->name, k->len);
+	/* a name outside the table (rewritten since load): the search goes
+	 * on inside the range, and what it finds is checked when read */
+	return mn ? shardidx__name_cmp(mn, l, k->name, k->len) : 1;
 }
 
 int64_t shardidx_lookup(const struct shardidx *ix, uint32_t parent, const char *name, size_t len)
@@ -369,15 +403,21 @@ int64_t shardidx_lookup(const struct shardidx *ix, uint32_t parent, const char *
 		hi = ix->root_n;
 	} else if (ix->compact) {
 		uint32_t n, nsub;
+		int row = shardidx__dir_row(ix, parent, &lo, &n, &nsub);
 
-		if (!shardidx__dir_row(ix, parent, &lo, &n, &nsub))
-			return -ENOENT;
+		if (row <= 0)
+			return row < 0 ? -EBADMSG : -ENOENT;
 		hi = lo + n;
 	} else {
+		struct shardidx__rec r;
+
 		if (parent >= ix->nrecs || ix->recs[parent].type != SHARDIDX_DIR)
 			return -ENOENT;
-		lo = (uint32_t)ix->recs[parent].off;
-		hi = lo + (uint32_t)ix->recs[parent].size;
+		r = ix->recs[parent];
+		if (r.type != SHARDIDX_DIR || !shardidx__rec_in_bounds(ix, parent, &r))
+			return -EBADMSG;
+		lo = (uint32_t)r.off;
+		hi = lo + (uint32_t)r.size;
 	}
 	if (ix->compact) /* the getattr that follows finds the entry decoded */
 		return shardidx__lookup_compact(ix, lo, hi, name, len, tcur_take);
@@ -420,17 +460,17 @@ int shardidx_map(const struct shardidx *ix, uint32_t i, uint64_t off, uint64_t l
 		 struct shardidx_extent *ext, int max)
 {
 	const struct shardidx__rec *r;
-	const struct shardidx__sparse *sp;
 	const struct shardidx__seg *sg;
 	struct ix_key k = {.ix = ix};
 	const struct shardidx__cur *c;
 	struct shardidx__cur own;
 	uint64_t end;
-	uint32_t lo;
-	int n = 0;
+	uint32_t lo, nseg, first_seg;
+	int n = 0, err = seek(ix, i, &own, &c);
 
-	c = seek(ix, i, &own);
-	if (!c || c->rec.type != SHARDIDX_REG || max < 0)
+	if (err < 0)
+		return err;
+	if (c->rec.type != SHARDIDX_REG || max < 0)
 		return -EINVAL;
 	r = &c->rec;
 	if (off >= r->size || len == 0)
@@ -448,29 +488,40 @@ int shardidx_map(const struct shardidx *ix, uint32_t i, uint64_t off, uint64_t l
 		return 1;
 	}
 
-	sp = &ix->sparse[r->off];
-	sg = ix->segs + sp->first_seg;
-	if (end > sparse_avail(ix, sg, sp->nseg, r->size))
+	/* r->off < nsparse: checked when decoded; the row's segments and
+	 * each segment used are checked here, at use (rewritten since?) */
+	first_seg = ix->sparse[r->off].first_seg;
+	nseg = ix->sparse[r->off].nseg;
+	if (!shardidx__sparse_row_ok(ix, first_seg, nseg))
+		return -EBADMSG;
+	sg = ix->segs + first_seg;
+	if (end > sparse_avail(ix, sg, nseg, r->size))
 		return -EIO;
 	if (max < 1)
 		return -EINVAL;
 	/* first segment that ends after off */
 	k.sg = sg;
 	k.off = off;
-	lo = (uint32_t)disk_bsearch(0, sp->nseg, seg_before_cmp, &k, NULL);
+	lo = (uint32_t)disk_bsearch(0, nseg, seg_before_cmp, &k, NULL);
 	while (off < end && n < max) {
 		struct shardidx_extent *x = &ext[n++];
+		struct shardidx__seg g = lo < nseg ? sg[lo] : (struct shardidx__seg){0};
 
 		x->logical = off;
-		if (lo < sp->nseg && sg[lo].logical <= off) {
-			uint64_t e = sg[lo].logical + sg[lo].len;
+		if (lo < nseg && g.logical <= off) {
+			uint64_t e = g.logical + g.len;
 
-			x->stream_off = sg[lo].stream_off + (off - sg[lo].logical);
+			if (e <= off || e < g.logical)
+				return -EBADMSG;
+			x->stream_off = g.stream_off + (off - g.logical);
 			x->len = (e < end ? e : end) - off;
 			x->hole = 0;
+			if (x->stream_off < g.stream_off || x->stream_off > ix->stream_size ||
+			    x->len > ix->stream_size - x->stream_off)
+				return -EBADMSG;
 			lo++;
 		} else {
-			uint64_t e = lo < sp->nseg ? sg[lo].logical : end;
+			uint64_t e = lo < nseg ? g.logical : end;
 
 			x->stream_off = 0;
 			x->len = (e < end ? e : end) - off;

@@ -352,8 +352,8 @@ int fs_member_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_
 		return 0;
 	fs_shard_touch(fs, r->reader, shard);
 	n = shardidx_map(ix, idx, off, size, ext, FS_SPLICE_EXTENTS);
-	if (n < 0)
-		return n;
+	if (n < 0) /* -EBADMSG: its file rewritten since load, as entry_get */
+		return n == -EBADMSG ? index_miss(fs, shard, -EIO) : n;
 	/* where the bytes are came from the index: a change of its file while
 	 * this read looked is caught before a byte is answered */
 	err = fs_shard_index_unchanged(fs, shard);
@@ -361,7 +361,8 @@ int fs_member_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_
 		return err;
 	if (n == 1 && !ext[0].hole && ext[0].len == size)
 		return fs_read_fd_range(fs, stream, ext[0].stream_off, size, r);
-	return read_copy(fs, ix, stream, idx, off, size, r);
+	err = read_copy(fs, ix, stream, idx, off, size, r);
+	return err == -EBADMSG ? index_miss(fs, shard, -EIO) : err;
 }
 
 /* A symlink target handed to the FUSE reply (one per thread: the reply is
