@@ -8,9 +8,11 @@
  * old GNU sparse files, symlinks, hardlinks, nested explicit and implied
  * directories; each saved as version 3 and as version 2, loaded in place
  * from a heap buffer (so the ASan build sees every byte read past a
- * section's end), then rewritten in place: random bytes, a random u64 or
- * u32 (0, all ones, an entry number, a table length), at random places of
- * the file and of its last sections (the side tables). Then every entry is
+ * section's end) and once mapped from a file (MAP_SHARED, as the cache's
+ * index files are, rewritten through write(2)), then rewritten in place:
+ * random bytes, a random u64 or u32 (0, all ones, an entry number, a
+ * table length), at random places of the file and of its last sections
+ * (the side tables). Then every entry is
  * read (entry_get, its symlink's target byte by byte, dir_get, lookup of
  * its name, its whole map) on fresh cursors and again after a first pass
  * warmed them. Each answer is either the original's (the index built
@@ -31,6 +33,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "shardidx.h"
@@ -362,6 +366,26 @@ static void rewrite(uint64_t *s, unsigned char *b, size_t len, uint32_t n, uint3
 	}
 }
 
+/* file[0..len) written to a fresh file (unlinked at once) and mapped
+ * read-only and shared, as the cache's index files are; *fd for the
+ * writes that rewrite it under the mapping. */
+static unsigned char *map_file(const void *file, size_t len, int *fd)
+{
+	char path[] = "/tmp/idxrewrite.XXXXXX";
+	void *m;
+
+	*fd = mkstemp(path);
+	if (*fd < 0)
+		FAIL("mkstemp");
+	unlink(path);
+	if (write(*fd, file, len) != (ssize_t)len)
+		FAIL("write");
+	m = mmap(NULL, len, PROT_READ, MAP_SHARED, *fd, 0);
+	if (m == MAP_FAILED)
+		FAIL("mmap");
+	return m;
+}
+
 static void nothing(void *arg)
 {
 	(void)arg;
@@ -397,17 +421,21 @@ int main(void)
 				FAIL("save");
 			if (((unsigned char *)file)[8] != ver)
 				FAIL("saved version %u, not %d", ((unsigned char *)file)[8], ver);
-			for (int k = 0; k < 12; k++) {
+			for (int k = 0; k < 13; k++) {
 				/* a heap copy, 8-byte aligned: read in place, and every
-				 * byte past a section is the ASan build's to see */
-				unsigned char *b = malloc(len);
+				 * byte past a section is the ASan build's to see; the
+				 * last: the file mapped as the daemon maps it, then
+				 * rewritten through write(2) */
+				int mapped = k == 12, fd = -1;
+				unsigned char *b = mapped ? map_file(file, len, &fd) : malloc(len);
 				struct shardidx *ix = NULL;
 				struct shardidx_info inf;
 				int hdr = k == 0;
 
 				if (!b)
 					FAIL("malloc");
-				memcpy(b, file, len);
+				if (!mapped)
+					memcpy(b, file, len);
 				if (shardidx_load_in_place(b, len, "id", 2, nothing, NULL, &ix))
 					FAIL("load of round %d version %d", r, ver);
 				shardidx_get_info(ix, &inf);
@@ -418,13 +446,28 @@ int main(void)
 				if (hdr) { /* the header only: read at load, never again */
 					for (int j = 32; j < 96; j++)
 						b[j] = (unsigned char)rng_next(&s);
+				} else if (mapped) {
+					unsigned char *w = malloc(len);
+
+					if (!w)
+						FAIL("malloc");
+					memcpy(w, file, len);
+					rewrite(&s, w, len, n, 208);
+					if (pwrite(fd, w, len, 0) != (ssize_t)len)
+						FAIL("pwrite");
+					free(w);
 				} else {
 					rewrite(&s, b, len, n, 208);
 				}
 				read_all(ix, ref, hdr ? &hdr_only : &all);
 				read_all(ix, ref, hdr ? &hdr_only : &all); /* warm cursors */
 				shardidx_free(ix);
-				free(b);
+				if (mapped) {
+					munmap(b, len);
+					close(fd);
+				} else {
+					free(b);
+				}
 				trials++;
 			}
 			free(file);
