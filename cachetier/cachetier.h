@@ -119,7 +119,8 @@ struct cachetier_stats {
 				   * queues, and fills a worker took and is starting (room);
 				   * planned ranges and prefetch cursors not counted (their
 				   * objects' prefetch state says when those end) */
-	uint64_t fill_errors;	  /* units whose fill failed (backend errors) */
+	uint64_t fill_errors;	  /* fills that failed (backend errors): once each,
+				   * whatever its units */
 	uint64_t readahead_fills; /* fills started by readahead or prefetch */
 	uint64_t queued_waits;	  /* units reads found queued, their fill not started, and
 				   * waited for: once per read and unit (the rules' promote

@@ -264,6 +264,7 @@ static void bt_finish(struct cachetier *ct, struct bt_req *q)
 			continue;
 		} else if (r->err == -ESTALE) {
 			cachetier__run_abort(ct, r->f, r->c, r->n, -ESTALE, 1, 0, NULL);
+			ct->fill_errors++; /* the run's, once (cachetier_run.c unit_done) */
 		} else {
 			cachetier__run_abort(ct, r->f, r->c, r->n, 0, 1, 0, NULL);
 			if (r->err != -EOPNOTSUPP)

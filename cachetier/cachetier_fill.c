@@ -319,7 +319,7 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		     const uint32_t *crc, int waited, uint64_t pub_bytes)
 {
 	struct ct_lkrun run = {0};
-	int err = 0, withdrawn, more;
+	int err = 0, withdrawn, more, failed = 0;
 
 	/* the units move from reserved to the directory's usage under
 	 * ct->lock (run_commit below), so pf_fits never counts them in both
@@ -358,8 +358,10 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		else
 			cachetier__run_abort(ct, f, c + i, 1, errs[i], claim[i] == 1,
 					     withdrawn ? pf : 0, &run);
+		failed |= errs[i] < 0 && !(withdrawn && pf);
 		cachetier__run_ended(f, c + i, 1);
 	}
+	ct->fill_errors += failed; /* a fill that failed, once whatever its units */
 	cachetier__lkrun_flush(&run);
 	if (pf == CT_PF_RANGE_FIT || pf == CT_PF_RANGE_EVICT)
 		cachetier__plan_filled(ct, f, c, n); /* between planned extents: needed by none */

@@ -208,9 +208,10 @@ static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int e
 				ct->peer_waits++;
 		}
 	} else {
+		/* the fill's failure is counted once by its caller
+		 * (fill_errors: fills, not units) */
 		cachetier__unit_set(f, u, UNIT_EMPTY);
 		f->uerr[u] = err;
-		ct->fill_errors++;
 	}
 	if (claim == 1) {
 		int pinned, keep;

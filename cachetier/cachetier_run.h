@@ -121,7 +121,8 @@ int64_t cachetier__run_take_landed_locked(struct cachetier *ct, struct ct_file *
  * empty with err for their readers, or (withdrawn: a withdrawn prefetch
  * fill's enum ct_pf_kind) back to their prefetch. held: this process holds
  * their OFD write locks, which go (with err < 0 they join run as commit's
- * do). ct->lock held; f->lock taken (their states, their pins). */
+ * do). fill_errors is the caller's to count, once a fill (not a unit).
+ * ct->lock held; f->lock taken (their states, their pins). */
 void cachetier__run_abort(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n, int err,
 			  int held, int withdrawn, struct ct_lkrun *run);
 /* Readers waiting for units: each waits on a condition variable of its

@@ -97,7 +97,7 @@ const struct ctl_counter fs_ctl_counters[] = {
      "fills in flight at once but those of small planned ranges (one more than connections)", G,
      SNAP(fill_threads)},
     {"connections", "most parallel connections to a remote store", G, SNAP(connections)},
-    {"fill_errors", "units whose fill failed", C, SNAP(cs.fill_errors)},
+    {"fill_errors", "fills that failed (each once, whatever its units)", C, SNAP(cs.fill_errors)},
     {"readahead_fills", "fills started by readahead or prefetch", C, SNAP(cs.readahead_fills)},
     {"cache_queued_waits", "units reads waited for whose fill was queued, not started", C,
      SNAP(cs.queued_waits)},

@@ -29,6 +29,10 @@ GROUP:
           hold, is a ValueError (and the decoy 'a' is planned from its directory instead).
           Before the package escaped the plan file's path (shardfs.ctl_path) a directory with a
           newline cut the command and one with '\\x41' named another (main: 10 failures).
+  fill-errors  'shardfs prefetch' of a fault:// store whose every read fails (3 files of
+          3 MiB, --chunk-size 1M): exit 1, "9.00 MiB not cached (9 fills failed", fill_errors 9
+          and fills 0: a failed fill counts once, not once a unit (main before this test: 144,
+          the chunks' 64 KiB units).
   hung    a daemon stopped (SIGSTOP): 'shardfs stats', 'prefetch', 'refresh' and 'plan' exit 1
           within their bound (FS_MNT_ANSWER_MS, 5 s) saying that the daemon (its pid) is stopped
           and how to continue it; 'shardfs umount' unmounts it (exit 1: the daemon cannot finish,
@@ -318,7 +322,30 @@ def group_python(env, ck):
         ck.eq('every plan cleared', shardfs.plans(m.mnt), {})
 
 
+def group_fill_errors(env, ck):
+    """'shardfs prefetch' of a store whose every read fails: its message and fill_errors count
+    fills (requests), not the units of a chunk (16 units of 64 KiB in a 1 MiB chunk)."""
+    src = env.path('src')
+    os.makedirs(src)
+    nfiles, size, chunk = 3, 3 << 20, 1 << 20
+    for k in range(nfiles):
+        with open(os.path.join(src, 'f%d.bin' % k), 'wb') as f:
+            f.write(bytes([k + 1]) * size)
+    nchunks = nfiles * size // chunk
+    with ml.Mount(env, 'fault://' + src + '?fail_every=1', cache_dir=env.path('cache'),
+                  extra=['--chunk-size', '1M', '--retry-budget', '0', '--warm', 'off']) as m:
+        r = env.run([env.shardfs, 'prefetch', m.mnt])
+        log('prefetch: rc=%r %r %r' % (r.returncode, r.stdout, r.stderr))
+        st = m.stats()
+        ck.eq('prefetch of a failing store: exit', r.returncode, 1)
+        ck.eq('fills', st.get('fills'), 0)
+        ck.eq('fill_errors: one a chunk', st.get('fill_errors'), nchunks)
+        ck.ok(b'9.00 MiB not cached (%d fills failed meanwhile' % nchunks in r.stdout,
+              'the prefetch\'s message: %r' % r.stdout)
+
+
 GROUPS = {'names': (group_names, 240), 'hung': (group_hung, 240), 'python': (group_python, 240),
+          'fill-errors': (group_fill_errors, 120),
           'pack-names': (group_pack_names, 240),
           'dashes': (group_dashes, 240), 'empty-opts': (group_empty_opts, 120)}
 
