@@ -9,17 +9,73 @@
  * (fs_index_shards, fs_core_sidecar.h).
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <string.h>
+#include <strings.h>
 
 #include "fs_core.h"
 #include "fs_core_opt.h"
 #include "fs_core_sidecar.h"
+#include "fs_mountid.h"
 #include "fs_tools.h"
+
+/* A local SOURCE that is a shardfs mount, lies inside one or holds one
+ * would be indexed through that mount: its shards read through the daemon
+ * (which indexed them already, in its own cache directory). Refused, as a
+ * mount refuses a source inside its own mount point: 0, or 1 after saying
+ * so. A file:// URL is checked by its path (percent-escapes decoded); a
+ * remote store never is. */
+static int index_loop_check(const char *source)
+{
+	char path[PATH_MAX], mp[PATH_MAX], src[PATH_MAX];
+	const char *p = source;
+	size_t o = 0;
+	int holds, r;
+
+	if (strncasecmp(p, "file://", 7) == 0) {
+		p += 7;
+		if (strncasecmp(p, "localhost/", 10) == 0)
+			p += 9;
+		for (; *p && o + 1 < sizeof(path); p++) {
+			unsigned v;
+
+			if (p[0] == '%' && sscanf(p + 1, "%2x", &v) == 1 && v) {
+				path[o++] = (char)v;
+				p += 2;
+			} else {
+				path[o++] = *p;
+			}
+		}
+		path[o] = '\0';
+	} else if (strstr(p, "://")) {
+		return 0;
+	} else {
+		snprintf(path, sizeof(path), "%s", p);
+	}
+	r = path[0] ? fs_mnt_source_loop(path, mp, src, sizeof(mp), &holds) : 0;
+	if (r <= 0)
+		return 0; /* not resolvable: opening the source says why */
+	if (holds)
+		fprintf(
+		    stderr,
+		    "shardfs index: %s holds the shardfs mount %s (of %s): indexing it would "
+		    "read that mount's shards through the mount; index a directory without it\n",
+		    source, mp, src);
+	else
+		fprintf(stderr,
+			"shardfs index: %s is the shardfs mount %s or lies inside it: indexing it "
+			"would read the shards through the mount; index the mount's source (%s) "
+			"instead (the mount indexed its shards already, in its cache directory)\n",
+			source, mp, src);
+	return 1;
+}
 
 int fs_index_main(int argc, char **argv)
 {
 	struct fs_config *cfg;
 	struct fs_index_report r;
+	struct fs_mount_args a;
 	struct fs *fs;
 	int sidecar, err;
 
@@ -31,6 +87,11 @@ int fs_index_main(int argc, char **argv)
 		return err > 0 ? 0 : 2;
 	}
 	sidecar = fs_config_sidecar(cfg);
+	fs_config_mount_args(cfg, &a);
+	if (index_loop_check(a.source)) {
+		fs_config_free(cfg);
+		return 1;
+	}
 	/* Ctrl-C (SIGINT), SIGTERM and SIGHUP end index at once, and the
 	 * credential helpers it runs with it: a helper runs in a process group
 	 * of its own, which the terminal's Ctrl-C does not reach. What index

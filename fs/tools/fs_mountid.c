@@ -193,6 +193,65 @@ static int mountinfo_find(const char *dir, struct fs_mnt *m)
 	return found;
 }
 
+/* 1 when the resolved path p is dir or below it (as strings). */
+static int under(const char *p, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (n == 1)
+		return 1; /* "/" */
+	return strncmp(p, dir, n) == 0 && (p[n] == '\0' || p[n] == '/');
+}
+
+int fs_mnt_source_loop(const char *path, char *mp, char *src, size_t n, int *holds)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char abs[PATH_MAX], *line = NULL, *real = NULL;
+	size_t cap = 0;
+	int r, found = 0;
+
+	*holds = 0;
+	if (!f)
+		return -errno;
+	r = lexical_abs(path, NULL, abs, sizeof(abs));
+	/* the source inside a mount first: only then is it safe to resolve
+	 * (realpath asks whatever the path crosses) for the other way round */
+	for (int pass = 0; r == 0 && !found && pass < 2; pass++) {
+		if (pass == 1 && !(real = realpath(abs, NULL)))
+			break;
+		rewind(f);
+		while (!found && getline(&line, &cap, f) > 0) {
+			char *save = NULL, *fld[64];
+			int nf = 0, di = -1;
+
+			line[strcspn(line, "\n")] = '\0';
+			for (char *t = strtok_r(line, " ", &save); t && nf < 64;
+			     t = strtok_r(NULL, " ", &save))
+				fld[nf++] = t;
+			for (int i = 6; i + 3 < nf && di < 0; i++)
+				if (strcmp(fld[i], "-") == 0)
+					di = i;
+			if (di < 0 || strcmp(fld[di + 1], "fuse.shardfs") != 0)
+				continue;
+			fs_mountinfo_unescape(fld[4]);
+			fs_mountinfo_unescape(fld[di + 2]);
+			/* a mount point in mountinfo is resolved already, as
+			 * real is: compared as strings, no mount is looked at */
+			found =
+			    pass == 0 ? fs_plan_path_inside(fld[4], abs) == 1 : under(fld[4], real);
+			if (found) {
+				snprintf(mp, n, "%s", fld[4]);
+				snprintf(src, n, "%s", fld[di + 2]);
+				*holds = pass;
+			}
+		}
+	}
+	free(real);
+	free(line);
+	fclose(f);
+	return r < 0 ? r : found;
+}
+
 static int64_t mono_ms(void)
 {
 	struct timespec ts;

@@ -54,6 +54,15 @@ void fs_mnt_say_hung(const char *path, const struct fs_mnt *m);
 /* 1 when process pid is stopped by a signal (SIGSTOP, Ctrl-Z), else 0. */
 int fs_mnt_pid_stopped(long pid);
 
+/* Is the local directory path (relative to the working directory) a
+ * shardfs mount of this namespace or inside one (*holds 0), or does it
+ * hold one (*holds 1)? 1 with that mount's point in mp (n bytes) and its
+ * source (mountinfo's) in src (n bytes), 0 when neither, or a negative
+ * errno. Never asks a shardfs mount anything (fs_plan_path_inside), so a
+ * stopped daemon does not hold it up. 'shardfs index' refuses such a
+ * SOURCE: it would read the mount's shards through the mount. */
+int fs_mnt_source_loop(const char *path, char *mp, char *src, size_t n, int *holds);
+
 struct fs_stats_doc;
 /* A control file of a running mount (MNT/.shardfs/NAME) as a malloc'd
  * string, or NULL with errno set. */

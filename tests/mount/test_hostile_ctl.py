@@ -33,6 +33,10 @@ GROUP:
           3 MiB, --chunk-size 1M): exit 1, "9.00 MiB not cached (9 fills failed", fill_errors 9
           and fills 0: a failed fill counts once, not once a unit (main before this test: 144,
           the chunks' 64 KiB units).
+  index-mount  'shardfs index' of a running mount's point, a directory in it, a symlink to
+          it, its file:// URL, or a directory holding it: exit 1 naming the mount, nothing
+          indexed (its --cache-dir never made; main before this test indexed the tars through
+          the mount); the mount's own source: exit 0, "indexed 2 shards".
   hung    a daemon stopped (SIGSTOP): 'shardfs stats', 'prefetch', 'refresh' and 'plan' exit 1
           within their bound (FS_MNT_ANSWER_MS, 5 s) saying that the daemon (its pid) is stopped
           and how to continue it; 'shardfs umount' unmounts it (exit 1: the daemon cannot finish,
@@ -344,7 +348,41 @@ def group_fill_errors(env, ck):
               'the prefetch\'s message: %r' % r.stdout)
 
 
+def group_index_mount(env, ck):
+    """'shardfs index' of a running mount (the mount point, a directory in it, a symlink to it,
+    its file:// URL) or of a directory holding one: exit 1 naming the mount, nothing indexed
+    (its --cache-dir never made); the mount's own source indexes (exit 0, 2 shards)."""
+    top = env.path('top')
+    src = os.path.join(top, 'src')
+    os.makedirs(src)
+    for k in range(2):
+        with open(os.path.join(src, 's%d.tar' % k), 'wb') as f:
+            f.write(ml.tar_bytes([('m.bin', b'y' * (4096 * (k + 1)))]))
+    with ml.Mount(env, src, mountpoint=os.path.join(top, 'mnt'),
+                  cache_dir=env.path('cache')) as m:
+        os.symlink(m.mnt, env.path('link'))
+        cases = [('the mount point', m.mnt, 'is the shardfs mount %s or lies inside it'),
+                 ('a directory in it', os.path.join(m.mnt, 's0'),
+                  'is the shardfs mount %s or lies inside it'),
+                 ('a symlink to it', env.path('link'),
+                  'is the shardfs mount %s or lies inside it'),
+                 ('its file:// URL', 'file://' + m.mnt,
+                  'is the shardfs mount %s or lies inside it'),
+                 ('a directory holding it', top, 'holds the shardfs mount %s')]
+        for i, (label, arg, want) in enumerate(cases):
+            cache = env.path('icache-%d' % i)
+            r = env.run([env.shardfs, 'index', '--cache-dir', cache, arg])
+            log('%s: rc=%r %r %r' % (label, r.returncode, r.stdout, r.stderr))
+            ck.eq('index of %s: exit' % label, r.returncode, 1)
+            ck.ok((want % m.mnt).encode() in r.stderr, 'index of %s: %r' % (label, r.stderr))
+            ck.ok(not os.path.exists(cache), 'index of %s: made its cache dir' % label)
+        r = env.run([env.shardfs, 'index', '--cache-dir', env.path('icache-src'), src])
+        ck.eq('index of the mount\'s source: exit', r.returncode, 0)
+        ck.ok(r.stdout.startswith(b'indexed 2 shards'), 'index of the source: %r' % r.stdout)
+
+
 GROUPS = {'names': (group_names, 240), 'hung': (group_hung, 240), 'python': (group_python, 240),
+          'index-mount': (group_index_mount, 120),
           'fill-errors': (group_fill_errors, 120),
           'pack-names': (group_pack_names, 240),
           'dashes': (group_dashes, 240), 'empty-opts': (group_empty_opts, 120)}

@@ -16,6 +16,10 @@
  * \011 a tab, \012 a newline, \134 a backslash) in place (fs_plan_path.c;
  * the mount point's field, for fs/fuse and fs/tools too). */
 void fs_mountinfo_unescape(char *s);
+/* Does path (absolute) name something inside the shardfs mount at mp,
+ * resolved without ever asking that mount (fs_plan_path.c, fs_plan.h):
+ * 1 inside, 0 not, or a negative errno; for 'shardfs index' too. */
+int fs_plan_path_inside(const char *mp, const char *path);
 
 /* .shardfs/plans (FS_CTL_PLANS and after) is reachable by name only:
  * listings of .shardfs show the files before FS_CTL_LISTED. */
