@@ -373,6 +373,7 @@ static int member_readlink(struct fs *fs, uint64_t ino, const char **target)
 {
 	struct shardidx *ix;
 	struct shardidx_entry e;
+	size_t tl;
 	int err;
 
 	if (fs_ino_a(ino) >= fs->nshards)
@@ -386,8 +387,10 @@ static int member_readlink(struct fs *fs, uint64_t ino, const char **target)
 	/* copied out of the mapped index before it is checked, so the reply
 	 * carries the bytes the check covered (a target no symlink(2) could
 	 * make, PATH_MAX or longer, is answered from the index) */
-	if (strlen(e.link) < sizeof(link_copy)) {
-		memcpy(link_copy, e.link, strlen(e.link) + 1);
+	tl = strnlen(e.link, (size_t)e.size); /* the file may change under it: never past size */
+	if (tl < sizeof(link_copy)) {
+		memcpy(link_copy, e.link, tl);
+		link_copy[tl] = 0;
 		*target = link_copy;
 	}
 	return fs_shard_index_unchanged(fs, fs_ino_a(ino)); /* as lookup_in */
