@@ -74,10 +74,27 @@
 
 enum stage_state { STAGE_INFLIGHT = 0, STAGE_OK, STAGE_FAILED };
 
+/* Bytes [a, b) of a planned path that reads got. */
+struct stage_run {
+	uint64_t a, b;
+};
+
+/* Runs a path keeps in place before it takes an array of its own. */
+#define STAGE_SUB_RUNS 2u
+
 /* A planned path's data in a piece: [off, end) (its tar header, staged
- * with a first piece, not counted), and the bytes of it reads got. */
+ * with a first piece, not counted), and the bytes of it reads got: their
+ * union (runs, sorted, disjoint, not touching; got: their bytes), so a
+ * byte read again (the kernel reads a page again after another process
+ * dropped the page cache) counts once. lost: an array for more runs could
+ * not be had: the path is never counted read (its piece goes for room or
+ * with its plan). */
 struct stage_sub {
 	uint64_t off, end, got;
+	struct stage_run *run; /* in[] or its own array (cap runs) */
+	uint32_t nrun, cap;
+	int lost;
+	struct stage_run in[STAGE_SUB_RUNS];
 };
 
 /* A read waiting for bytes [.., end) of a piece (on its stack). */
@@ -152,6 +169,10 @@ static struct stage_piece **stage_list(struct fetch_stage *st, const struct cach
 
 static void piece_free(struct stage_piece *p)
 {
+	for (uint32_t i = 0; i < p->nsub; i++) {
+		if (p->sub[i].run != p->sub[i].in)
+			free(p->sub[i].run);
+	}
 	cachetier_obj_unref(p->o);
 	free(p->buf);
 	free(p);
@@ -410,8 +431,13 @@ int fetch__stage_add_via(struct fetch *s, struct cachetier_obj *o, uint64_t off,
 	atomic_init(&p->have, off);
 	atomic_init(&p->need, UINT64_MAX);
 	p->nsub = p->left = (uint32_t)nsub;
-	for (size_t i = 0; i < nsub; i++)
-		p->sub[i] = (struct stage_sub){.off = sub[i].off, .end = sub[i].off + sub[i].len};
+	for (size_t i = 0; i < nsub; i++) {
+		struct stage_sub *u = &p->sub[i];
+
+		*u = (struct stage_sub){
+		    .off = sub[i].off, .end = sub[i].off + sub[i].len, .cap = STAGE_SUB_RUNS};
+		u->run = u->in;
+	}
 	disk_mutex_lock(&st->lock);
 	room = stage_make_room(st, len, plan, position, &freed);
 	if (room) {
@@ -466,20 +492,63 @@ int fetch__stage_add_via(struct fetch *s, struct cachetier_obj *o, uint64_t off,
 	return err;
 }
 
+/* Add [lo, hi) (within u) to u's runs: the bytes it adds that reads had
+ * not got (0: none, or no array for one more run: u lost). st->lock held. */
+static uint64_t sub_add(struct stage_sub *u, uint64_t lo, uint64_t hi)
+{
+	struct stage_run *r = u->run;
+	uint32_t i = 0, j, n = u->nrun;
+	uint64_t had = 0;
+
+	while (i < n && r[i].b < lo) /* runs wholly before, not touching */
+		i++;
+	for (j = i; j < n && r[j].a <= hi; j++) { /* runs it overlaps or touches */
+		had += r[j].b - r[j].a;
+		if (r[j].a < lo)
+			lo = r[j].a;
+		if (r[j].b > hi)
+			hi = r[j].b;
+	}
+	if (j == i) { /* a run of its own at i */
+		if (n == u->cap) {
+			uint32_t cap = u->cap * 2;
+			struct stage_run *nr = malloc(cap * sizeof(*nr));
+
+			if (!nr) {
+				u->lost = 1;
+				return 0;
+			}
+			memcpy(nr, r, n * sizeof(*nr));
+			if (r != u->in)
+				free(r);
+			u->run = r = nr;
+			u->cap = cap;
+		}
+		memmove(&r[i + 1], &r[i], (n - i) * sizeof(*r));
+		u->nrun = n + 1;
+	} else if (j > i + 1) { /* runs i..j-1 become one */
+		memmove(&r[i + 1], &r[j], (n - j) * sizeof(*r));
+		u->nrun = n - (j - i - 1);
+	}
+	r[i] = (struct stage_run){lo, hi};
+	return (hi - lo) - had;
+}
+
 /* Count a read of [a, b) in the planned paths of p it overlaps: a path is
- * read once reads got as many of its bytes as it has (the kernel's
+ * read once the union of the reads' bytes in it is all of it (the kernel's
  * readahead may send a path's last request before one in the middle: the
- * end reached is not the path read). 1 when every path was read. st->lock
- * held. */
+ * end reached is not the path read; a page read again after the page
+ * cache was dropped is not a new byte). 1 when every path was read.
+ * st->lock held. */
 static int piece_note_read(struct stage_piece *p, uint64_t a, uint64_t b)
 {
 	for (uint32_t i = 0; i < p->nsub; i++) {
 		struct stage_sub *u = &p->sub[i];
 		uint64_t lo = a > u->off ? a : u->off, hi = b < u->end ? b : u->end;
 
-		if (u->got >= u->end - u->off || lo >= hi)
+		if (u->got >= u->end - u->off || u->lost || lo >= hi)
 			continue;
-		u->got += hi - lo;
+		u->got += sub_add(u, lo, hi);
 		if (u->got >= u->end - u->off)
 			p->left--;
 	}

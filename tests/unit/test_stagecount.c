@@ -1,0 +1,331 @@
+/*
+ * test_stagecount.c — the stage's count of a path's bytes read
+ * (fetch/fetch_stage.c, piece_note_read): a path is read in full once the
+ * union of the bytes reads got of it is all of it, whatever the order,
+ * the repeats (the kernel reads a page again after another process
+ * dropped the page cache) and the overlaps of the reads; and a piece
+ * goes at the read (or the end of its read into memory, or the release
+ * of a reply's hold) that completes its last path, never before.
+ *
+ * Seeded rounds (TEST_SEED repeats one): each stages 1-4 disjoint pieces
+ * of one object (a tar header or not before the first path, 1-3 planned
+ * paths of 1-40 KiB with gaps between them), read into memory by this
+ * test (fetch__stage_add_via with a read that records its callbacks; the
+ * bytes are in at once, the read's end comes at a random point of the
+ * round). The reads: every path cut into random pieces, page-sized ones
+ * among them, then as many again repeated from those and ranges anywhere
+ * in the piece (headers, gaps, across paths), shuffled; some lent to a
+ * reply (fetch_stage_hold) released after the next operation. After
+ * every operation, against a model of bytes read per path: each read
+ * answered from the stage (1, exact bytes) while its piece lives and not
+ * once it went, the stage's memory (now) exactly the live pieces' bytes,
+ * the reads and bytes answered exact; at each round's end nothing left.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cachetier.h"
+#include "check.h"
+#include "fetch.h"
+#include "fetch_i.h"
+#include "test_util.h"
+
+#define OBJ	(4u << 20)
+#define SLOT	(512u * 1024)
+#define NPIECE	4
+#define NSUB	3
+#define SUB_MAX (40u * 1024)
+#define ROUNDS	300
+#define KEY	"s.tar"
+
+static char tmpdir[256];
+static unsigned char *data;
+static uint64_t rs; /* the round's generator */
+
+/* A piece the test staged: its span, its paths, the model of bytes read. */
+struct mpiece {
+	uint64_t off, end;
+	struct cachetier_piece sub[NSUB];
+	unsigned char *seen[NSUB]; /* a byte of each path read: 1 */
+	unsigned nsub, holds;
+	int done, complete, gone;
+	/* its read into memory (rec_read) */
+	void *buf, *arg;
+	cachetier_mem_progress_fn progress;
+	cachetier_mem_done_fn donefn;
+};
+static struct mpiece mp[NPIECE];
+static int nmp, cur;
+
+static int rec_read(void *ctx, struct cachetier_obj *o, uint64_t off, size_t len, void *buf,
+		    cachetier_mem_progress_fn progress, cachetier_mem_done_fn done, void *arg)
+{
+	struct mpiece *m = &mp[cur];
+
+	(void)ctx;
+	(void)o;
+	(void)len;
+	(void)off;
+	m->buf = buf;
+	m->arg = arg;
+	m->progress = progress;
+	m->donefn = done;
+	return 0;
+}
+
+static const int plan_id; /* the plan: compared by address only */
+
+static uint64_t rn(uint64_t n)
+{
+	return n ? rnd(&rs) % n : 0;
+}
+
+enum op_kind { OP_READ, OP_DONE };
+struct op {
+	enum op_kind kind;
+	int piece;
+	uint64_t a, b;
+};
+
+static struct op *ops;
+static size_t nops, capops;
+
+static void push(enum op_kind k, int piece, uint64_t a, uint64_t b)
+{
+	if (nops == capops) {
+		capops = capops ? 2 * capops : 256;
+		ops = realloc(ops, capops * sizeof(*ops));
+		if (!ops)
+			FAIL("realloc");
+	}
+	ops[nops++] = (struct op){k, piece, a, b};
+}
+
+/* Model: [a, b) of piece m read; its complete flag updated. */
+static void model_read(struct mpiece *m, uint64_t a, uint64_t b)
+{
+	int all = 1;
+
+	for (unsigned i = 0; i < m->nsub; i++) {
+		uint64_t so = m->sub[i].off, se = so + m->sub[i].len;
+		uint64_t lo = a > so ? a : so, hi = b < se ? b : se;
+
+		for (uint64_t x = lo; x < hi; x++)
+			m->seen[i][x - so] = 1;
+		for (uint64_t x = 0; x < m->sub[i].len && all; x++)
+			all = m->seen[i][x];
+	}
+	m->complete = all;
+}
+
+static uint64_t live_bytes(void)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < nmp; i++)
+		n += mp[i].gone ? 0 : mp[i].end - mp[i].off;
+	return n;
+}
+
+/* Model: does piece m go now (every path read, its read ended, no hold)? */
+static void model_settle(struct mpiece *m)
+{
+	if (!m->gone && m->complete && m->done && m->holds == 0)
+		m->gone = 1;
+}
+
+static uint64_t reads_want, bytes_want;
+
+static void check_stage(struct fetch *s, int round, size_t k, const char *what)
+{
+	struct fetch_stage_stats st;
+
+	fetch_stage_stats_get(s, &st);
+	CHECK(st.now == live_bytes(), "round %d op %zu (%s): stage holds %llu, live pieces %llu",
+	      round, k, what, (unsigned long long)st.now, (unsigned long long)live_bytes());
+	CHECK(st.reads == reads_want && st.read_bytes == bytes_want,
+	      "round %d op %zu: %llu reads / %llu bytes answered, want %llu / %llu", round, k,
+	      (unsigned long long)st.reads, (unsigned long long)st.read_bytes,
+	      (unsigned long long)reads_want, (unsigned long long)bytes_want);
+}
+
+static void round_run(struct fetch *s, struct cachetier_obj *o, int round)
+{
+	void *held_ref = NULL;
+	int held_piece = -1;
+	unsigned char *buf = malloc(SLOT);
+
+	if (!buf)
+		FAIL("malloc");
+	nmp = 1 + (int)rn(NPIECE);
+	nops = 0;
+	for (int i = 0; i < nmp; i++) {
+		struct mpiece *m = &mp[i];
+		uint64_t x;
+
+		memset(m, 0, sizeof(*m));
+		m->off = (uint64_t)i * SLOT + rn(4096);
+		x = m->off + (rn(2) ? 512 : 0); /* a tar header staged, not counted */
+		m->nsub = 1 + (unsigned)rn(NSUB);
+		for (unsigned j = 0; j < m->nsub; j++) {
+			x += j ? rn(8192) : 0; /* the gap to the path before */
+			m->sub[j].off = x;
+			m->sub[j].len = 1 + rn(SUB_MAX);
+			x += m->sub[j].len;
+			m->seen[j] = calloc(1, m->sub[j].len);
+			if (!m->seen[j])
+				FAIL("calloc");
+		}
+		m->end = x + rn(2) * rn(4096); /* bytes carried past the last path, or none */
+		cur = i;
+		CHECK(fetch__stage_add_via(s, o, m->off, m->end, m->sub, m->nsub, &plan_id,
+					   (uint32_t)i, 0, rec_read, NULL) == 0,
+		      "round %d: piece %d staged", round, i);
+		memcpy(m->buf, data + m->off, m->end - m->off);
+		m->progress(m->arg, m->end); /* every byte in */
+		/* every path cut into random reads (some a page) */
+		for (unsigned j = 0; j < m->nsub; j++) {
+			uint64_t a = m->sub[j].off, e = a + m->sub[j].len;
+
+			while (a < e) {
+				uint64_t l = rn(3) == 0 ? 4096 : 1 + rn(16384);
+
+				if (l > e - a)
+					l = e - a;
+				push(OP_READ, i, a, a + l);
+				a += l;
+			}
+		}
+	}
+	/* as many again: repeats of those, and ranges anywhere in a piece */
+	for (size_t k = 0, n = nops; k < n; k++) {
+		if (rn(2)) {
+			struct op r = ops[rn(n)];
+
+			push(OP_READ, r.piece, r.a, r.b);
+		} else {
+			struct mpiece *m = &mp[rn((uint64_t)nmp)];
+			uint64_t a = m->off + rn(m->end - m->off);
+			uint64_t b = a + 1 + rn(m->end - a);
+
+			push(OP_READ, (int)(m - mp), a, b);
+		}
+	}
+	for (int i = 0; i < nmp; i++)
+		push(OP_DONE, i, 0, 0);
+	for (size_t k = nops; k > 1; k--) { /* shuffled */
+		size_t j = rn(k);
+		struct op t = ops[k - 1];
+
+		ops[k - 1] = ops[j];
+		ops[j] = t;
+	}
+	for (size_t k = 0; k < nops; k++) {
+		struct op *op = &ops[k];
+		struct mpiece *m = &mp[op->piece];
+		int got, want = !m->gone, hold = op->kind == OP_READ && rn(4) == 0;
+		char *ptr = NULL;
+		void *ref = NULL;
+
+		if (op->kind == OP_DONE) {
+			m->done = 1;
+			m->donefn(m->arg, 0);
+			model_settle(m);
+		} else {
+			size_t len = (size_t)(op->b - op->a);
+
+			if (hold) {
+				got = fetch_stage_hold(s, o, len, op->a, &ptr, &ref);
+				CHECK(got == want && (!got || memcmp(ptr, data + op->a, len) == 0),
+				      "round %d op %zu: hold of [%llu, %llu) of piece %d: %d, want "
+				      "%d",
+				      round, k, (unsigned long long)op->a,
+				      (unsigned long long)op->b, op->piece, got, want);
+			} else {
+				got = fetch_stage_read(s, o, buf, len, op->a);
+				CHECK(got == want && (!got || memcmp(buf, data + op->a, len) == 0),
+				      "round %d op %zu: read of [%llu, %llu) of piece %d: %d, want "
+				      "%d",
+				      round, k, (unsigned long long)op->a,
+				      (unsigned long long)op->b, op->piece, got, want);
+			}
+			if (got) {
+				reads_want++;
+				bytes_want += len;
+			}
+			if (want) {
+				model_read(m, op->a, op->b);
+				m->holds += got && ref;
+				model_settle(m);
+			}
+		}
+		/* the hold of the operation before ends after this one */
+		if (held_ref) {
+			fetch_stage_release(held_ref);
+			mp[held_piece].holds--;
+			model_settle(&mp[held_piece]);
+		}
+		held_ref = ref;
+		held_piece = ref ? op->piece : -1;
+		check_stage(s, round, k, op->kind == OP_DONE ? "done" : "read");
+	}
+	if (held_ref) {
+		fetch_stage_release(held_ref);
+		mp[held_piece].holds--;
+		model_settle(&mp[held_piece]);
+	}
+	check_stage(s, round, nops, "end");
+	for (int i = 0; i < nmp; i++) {
+		CHECK(mp[i].gone, "round %d: piece %d read in full and gone", round, i);
+		for (unsigned j = 0; j < mp[i].nsub; j++)
+			free(mp[i].seen[j]);
+	}
+	free(buf);
+}
+
+int main(void)
+{
+	uint64_t seed = test_start(tmpdir, sizeof(tmpdir), "stagecount", 20261130u);
+	struct cachetier_config cc;
+	struct cachetier *ct;
+	struct cachetier_obj *o;
+	struct fetch *s;
+	struct fetch_stage_stats st;
+	struct backend *be;
+	char dir[sizeof(tmpdir) + 16];
+	int err;
+
+	rs = seed * 2654435761u + 1;
+	data = src_object(tmpdir, KEY, OBJ, &rs);
+	be = fault_store(tmpdir, "");
+	snprintf(dir, sizeof(dir), "%s/cache", tmpdir);
+	tier_config(&cc, dir, 64u << 20, 2, 64u * 1024);
+	ct = tier_open(&cc, be);
+	err = fetch_new(ct, &s);
+	if (err)
+		FAIL("fetch_new: %d", err);
+	if (fetch__stage_new(s, 16u << 20) != 0)
+		FAIL("fetch__stage_new");
+	o = obj_open(ct, be, KEY);
+	for (int r = 0; r < ROUNDS; r++)
+		round_run(s, o, r);
+	fetch_stage_stats_get(s, &st);
+	printf("stagecount: %d rounds, %llu spans, %llu reads answered (%llu bytes), %llu "
+	       "dropped\n",
+	       ROUNDS, (unsigned long long)st.pieces, (unsigned long long)st.reads,
+	       (unsigned long long)st.read_bytes, (unsigned long long)st.dropped);
+	CHECK(st.dropped == 0 && st.failed == 0 && st.full == 0 && st.fallbacks == 0,
+	      "nothing dropped (%llu), failed, full or fallen back",
+	      (unsigned long long)st.dropped);
+	cachetier_obj_unref(o);
+	fetch_free(s);
+	cachetier_close(ct);
+	backend_close(be);
+	free(data);
+	free(ops);
+	return test_end("stagecount", tmpdir, seed);
+}
