@@ -415,6 +415,10 @@ const struct ctl_counter fs_ctl_counters[] = {
      "planned spans the stage (--plan-memory) refused: their object's ETag is weak or made of "
      "the mtime and size (as nginx's) and --weak-etag trust was not given (the first logged)",
      C, FS(pf.stage_weak)},
+    {"plan_stage_room_waits",
+     "new staged spans that waited for room: for a span whose every path was read to go once a "
+     "reply's hold or its fetch ended",
+     C, SNAP(stage.room_waits)},
     {"plan_stage_peak_bytes", "the most memory the stage held", G, SNAP(stage.peak)},
     {"plan_stage_mem_bytes", "memory the stage holds now", G, SNAP(stage.now)},
     {"link_ttfb_ms", "time to first byte of the store's fills, as measured (decayed average)",
