@@ -10,7 +10,11 @@
  * every connection sends at most --rate-mb MB/s (10^6 B): the kernel paces the socket
  * (SO_MAX_PACING_RATE, TCP's own pacing), so the cap costs no CPU here and holds for each
  * connection apart, with no cap on the sum. One thread, epoll (edge-triggered, each socket
- * registered once), bodies by sendfile(2), keep-alive and pipelined requests.
+ * registered once), bodies by sendfile(2), keep-alive and pipelined requests. Per request of a
+ * file, about five syscalls: a recv (a short one says the socket is drained: no second recv to
+ * see EAGAIN), a stat of the path (a served file is kept open while its path names the same
+ * inode: no open, fstat, close), the head by send (MSG_MORE), the body by sendfile, and the
+ * epoll_wait that the delay's timer or the socket wakes (tests/bench/README.md, emulator).
  *
  * Root mode serves the files under DIR: GET and HEAD, one byte range (206 + Content-Range; an
  * unsatisfiable one 416 with "Content-Range: bytes * /SIZE"), If-Match (412), nginx's ETag
@@ -587,21 +591,114 @@ void file_etag(const struct stat *sb, char etag[64])
 	}
 }
 
+/* ---- open files: root mode's files kept open between requests --------------------------- */
+
+/* A file served before, open: a request stats its path (one syscall) and, while the path
+ * still names the same inode (st_dev, st_ino), sends from this fd, where it opened, fstat'ed
+ * and closed the file each time (three). The fd keeps its inode alive, so no other file can
+ * take its inode number while it is here; a rewrite in place is the same inode, read through
+ * the same fd, and the validators (ETag, Last-Modified) are made again from the stat when its
+ * size, mtime or ctime changed. A path that names another inode (a file renamed over it) or
+ * none gets a new open (or its 404), and the old entry goes once the responses sending from
+ * it are done (refs). A slot per hash of the path, OF_SLOTS of them: a collision replaces. */
+#define OF_SLOTS 64
+
+struct ofile {
+	char *path;
+	int fd;
+	unsigned refs;	/* 1 for the table, 1 per response sending from it */
+	struct stat sb; /* of the last stat that matched */
+	char etag[64], lm[64];
+};
+
+static struct ofile *oftab[OF_SLOTS];
+
+static void ofile_put(struct ofile *of)
+{
+	if (--of->refs)
+		return;
+	close(of->fd);
+	free(of->path);
+	free(of);
+}
+
+static size_t ofile_slot(const char *path)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+		h ^= *p;
+		h *= 1099511628211ULL;
+	}
+	return (size_t)(h % OF_SLOTS);
+}
+
+static void ofile_drop(size_t slot)
+{
+	if (oftab[slot])
+		ofile_put(oftab[slot]);
+	oftab[slot] = NULL;
+}
+
+static void ofile_validators(struct ofile *of, const struct stat *sb)
+{
+	of->sb = *sb;
+	file_etag(sb, of->etag);
+	http_date(sb->st_mtime, of->lm);
+}
+
+static int same_version(const struct stat *a, const struct stat *b)
+{
+	return a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+	       a->st_mtim.tv_nsec == b->st_mtim.tv_nsec && a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+	       a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* The open regular file at path, its validators those of now; NULL (404) when there is none */
+static struct ofile *ofile_get(const char *path)
+{
+	size_t slot = ofile_slot(path);
+	struct ofile *of = oftab[slot];
+	struct stat sb;
+	if (stat(path, &sb) || !S_ISREG(sb.st_mode)) {
+		if (of && !strcmp(of->path, path))
+			ofile_drop(slot);
+		return NULL;
+	}
+	if (of && !strcmp(of->path, path) && of->sb.st_dev == sb.st_dev &&
+	    of->sb.st_ino == sb.st_ino) {
+		if (!same_version(&of->sb, &sb))
+			ofile_validators(of, &sb);
+		return of;
+	}
+	/* not here, or another inode now: open it; what was opened is what fstat says */
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+		close(fd);
+		return NULL;
+	}
+	ofile_drop(slot);
+	of = xmalloc(sizeof *of);
+	of->path = strdup(path);
+	if (!of->path)
+		die("out of memory");
+	of->fd = fd;
+	of->refs = 1;
+	ofile_validators(of, &sb);
+	oftab[slot] = of;
+	return of;
+}
+
 static void serve_file(struct conn *c, const char *path)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat sb;
-	if (fd < 0 || fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-		if (fd >= 0)
-			close(fd);
+	struct ofile *of = ofile_get(path);
+	if (!of) {
 		resp_plain(c, 404);
 		return;
 	}
-	uint64_t size = (uint64_t)sb.st_size;
-	char etag[64];
-	file_etag(&sb, etag);
-	if (!if_match_ok(c->if_match, etag)) {
-		close(fd);
+	uint64_t size = (uint64_t)of->sb.st_size;
+	if (!if_match_ok(c->if_match, of->etag)) {
 		resp_plain(c, 412);
 		return;
 	}
@@ -619,7 +716,6 @@ static void serve_file(struct conn *c, const char *path)
 	char extra[512];
 	if (rk != RG_NONE) {
 		if (start >= size || start >= end) {
-			close(fd);
 			snprintf(extra, sizeof extra, "Content-Range: bytes */%" PRIu64 "\r\n",
 				 size);
 			resp_head(c, 416, extra, 0);
@@ -627,22 +723,32 @@ static void serve_file(struct conn *c, const char *path)
 		}
 		code = 206;
 	}
-	char when[64];
-	http_date(sb.st_mtime, when);
-	int n = snprintf(extra, sizeof extra,
-			 "ETag: %s\r\nLast-Modified: %s\r\nAccept-Ranges: bytes\r\n", etag, when);
+	int n =
+	    snprintf(extra, sizeof extra,
+		     "ETag: %s\r\nLast-Modified: %s\r\nAccept-Ranges: bytes\r\n", of->etag, of->lm);
 	if (code == 206)
 		snprintf(extra + n, sizeof extra - (size_t)n,
 			 "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n", start,
 			 end - 1, size);
 	resp_head(c, code, extra, end - start);
-	if (c->head || end == start) {
-		close(fd);
+	if (c->head || end == start)
 		return;
-	}
-	c->body_fd = fd;
+	of->refs++;
+	c->body_of = of;
+	c->body_fd = of->fd;
 	c->file_off = (off_t)start;
 	c->file_left = end - start;
+}
+
+/* the file bytes of the response done (sent, or the connection closed) */
+static void body_done(struct conn *c)
+{
+	if (c->body_of)
+		ofile_put(c->body_of);
+	else if (c->body_fd >= 0 && c->body_fd != cfg.tmpl_fd) /* S3 mode's template: shared */
+		close(c->body_fd);
+	c->body_of = NULL;
+	c->body_fd = -1;
 }
 
 static void serve_root(struct conn *c, const char *rel)
@@ -1013,9 +1119,7 @@ static void serve_s3(struct conn *c, const char *path, const char *qs)
 		return;
 	/* the template's bytes by sendfile, then the zeros after it from memory */
 	if (start < cfg.tmpl_size) {
-		c->body_fd = dup(cfg.tmpl_fd);
-		if (c->body_fd < 0)
-			die("dup: %s", strerror(errno));
+		c->body_fd = cfg.tmpl_fd; /* shared by every response: sendfile's own offset */
 		c->file_off = (off_t)start;
 		c->file_left = (end < cfg.tmpl_size ? end : cfg.tmpl_size) - start;
 	}
@@ -1159,8 +1263,7 @@ static void conn_close(struct conn *c)
 {
 	ais_answer_done(c);
 	close(c->fd);
-	if (c->body_fd >= 0)
-		close(c->body_fd);
+	body_done(c);
 	free(c->mem_owned);
 	free(c->body);
 	parts_free(c);
@@ -1169,9 +1272,7 @@ static void conn_close(struct conn *c)
 
 static void resp_done(struct conn *c)
 {
-	if (c->body_fd >= 0)
-		close(c->body_fd);
-	c->body_fd = -1;
+	body_done(c);
 	free(c->mem_owned);
 	c->mem_owned = NULL;
 	c->mem = NULL;
@@ -1223,9 +1324,7 @@ again:
 	}
 	if (c->part_i < c->nparts) { /* a GetBatch answer's next part */
 		const struct part *p = &c->parts[c->part_i++];
-		if (c->body_fd >= 0)
-			close(c->body_fd);
-		c->body_fd = -1;
+		body_done(c);
 		if (p->len) {
 			c->body_fd = open(p->path, O_RDONLY | O_CLOEXEC);
 			if (c->body_fd < 0)
@@ -1285,9 +1384,16 @@ static void conn_run(struct conn *c)
 				resp_plain(c, 431);
 				continue;
 			}
-			ssize_t n = recv(c->fd, c->in + c->in_len, IN_CAP - c->in_len, 0);
+			/* edge-triggered: a short recv read all there was, and whatever comes
+			 * after it is a new edge (its event clears drained): no recv to see
+			 * EAGAIN. Not once the peer's end was seen (hup): its recv of 0 closes */
+			if (c->drained && !c->hup)
+				return;
+			size_t want = IN_CAP - c->in_len;
+			ssize_t n = recv(c->fd, c->in + c->in_len, want, 0);
 			if (n > 0) {
 				c->in_len += (size_t)n;
+				c->drained = (size_t)n < want;
 				continue;
 			}
 			if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -1522,10 +1628,15 @@ int main(int argc, char **argv)
 		if (n < 0 && errno != EINTR)
 			die("epoll_wait: %s", strerror(errno));
 		for (int i = 0; i < n; i++) {
-			if (!evs[i].data.ptr)
+			if (!evs[i].data.ptr) {
 				accept_all();
-			else
-				conn_run(evs[i].data.ptr);
+			} else {
+				struct conn *c = evs[i].data.ptr;
+				c->drained = 0;
+				if (evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+					c->hup = 1;
+				conn_run(c);
+			}
 		}
 		uint64_t t = now_ns();
 		while (heap_len && heap[0]->deadline <= t) {

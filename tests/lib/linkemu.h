@@ -51,6 +51,8 @@ extern struct cfg cfg;
 
 /* ---- connections ------------------------------------------------------------------------ */
 
+struct ofile; /* linkemu.c: a file of root mode kept open between requests */
+
 enum { C_READ, C_BODY, C_WAIT, C_SEND };
 enum { K_OTHER, K_HEAD, K_MOSS };
 
@@ -82,7 +84,11 @@ struct conn {
 	uint64_t t0;
 	/* the response: the head, then file bytes (sendfile), then memory bytes */
 	size_t hdr_len, hdr_off;
-	int body_fd; /* owned: closed when the response is done */
+	int body_fd;	       /* owned (closed when the response is done) unless body_of */
+	struct ofile *body_of; /* root mode's file: body_fd is its fd, a reference held */
+	int drained;	       /* a recv came back short since the last epoll event: the
+				  socket holds nothing more to read until the next one */
+	int hup;	       /* an event said the peer's end (or an error) came */
 	off_t file_off;
 	uint64_t file_left;
 	char *mem_owned;

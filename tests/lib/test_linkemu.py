@@ -9,7 +9,10 @@ usage: test_linkemu.py SHARDFS GROUP
         nginx's ETag and Last-Modified from the file's stat, 404, 403 for '..' out of the root,
         the JSON autoindex byte for byte as linkemu.py's, all on one keep-alive connection;
         two requests pipelined in one write; HTTP/1.0 and Connection: close close after the
-        answer; 400 (malformed), 431 (a head over 16 KiB), 501 (POST); /__stats: requests
+        answer; a file served, then rewritten in place, replaced by another inode of the same
+        size and mtime (while another connection is mid-way through 12 MB of the old one:
+        the old bytes to its end, the new ones to the next request), removed (404) and made
+        again (the emulator keeps served files open between requests); 400 (malformed), 431 (a head over 16 KiB), 501 (POST); /__stats: requests
         (exactly those answered after the delay), connections, bytes_sent (exactly the body
         bytes), cpu_s
   s3    S3 mode (a bucket of 2,345 generated keys): ListObjectsV2 pages (max-keys, prefix,
@@ -236,7 +239,59 @@ def group_root(env, ck):
         ck.eq('HTTP/1.0: answer', (got[0][0], got[0][2]), (200, b'x'))
         ck.ok(closed, 'HTTP/1.0: closed after the answer')
         counts['bytes'] += 1
-        sent_delayed = cl.sent + 3 + 1  # the pipelined three, the HTTP/1.0 one
+        # a file served, then changed under the emulator (it keeps served files open between
+        # requests, linkemu.c's ofile): rewritten in place, replaced by another inode of the
+        # same size and mtime (nginx's ETag the same: only the bytes tell), a range read while
+        # another connection still sends from the old inode, removed, made again
+        sw = os.path.join(root, 'swap.bin')
+        ml.write_file(sw, b'one1')
+        os.utime(sw, (1700000000, 1700000000))
+        code, h, body = cl.req('GET', '/swap.bin')
+        ck.eq('swap.bin first: status, bytes, ETag', (code, body, h.get('etag')),
+              (200, b'one1', etag_of(sw)[0]))
+        with open(sw, 'r+b') as f:  # in place: the same inode, another size and mtime
+            f.write(b'two22')
+        os.utime(sw, (1700000100, 1700000100))
+        code, h, body = cl.req('GET', '/swap.bin')
+        ck.eq('swap.bin rewritten in place: status, bytes, ETag, Last-Modified',
+              (code, body, h.get('etag'), h.get('last-modified')),
+              (200, b'two22', etag_of(sw)[0], etag_of(sw)[1]))
+        # a body still being sent over the swap: 12 MB, more than the socket buffers hold
+        # while this side reads none of it, so the emulator is mid-sendfile when the other
+        # connection's request finds the new inode and drops the old one from its table
+        big_tail = os.path.join(root, 'slow.bin')
+        slow = rng.randbytes(12000000)
+        ml.write_file(big_tail, slow)
+        s2 = socket.create_connection(('127.0.0.1', emu.port), timeout=60)
+        s2.sendall(b'GET /slow.bin HTTP/1.1\r\nHost: x\r\n\r\n')
+        f2 = s2.makefile('rb')
+        ck.eq('slow.bin: status line', f2.readline(), b'HTTP/1.1 200 OK\r\n')
+        tmp = os.path.join(root, 'slow.tmp')
+        ml.write_file(tmp, bytes(len(slow)))
+        os.rename(tmp, big_tail)  # another inode while the first answer is sent
+        code, _, body = cl.req('GET', '/slow.bin', {'Range': 'bytes=0-9'})
+        ck.eq('slow.bin while the old one is sent: the new inode\'s bytes', (code, body),
+              (206, bytes(10)))
+        while f2.readline() not in (b'\r\n', b''):
+            pass
+        ck.eq('slow.bin: the old inode\'s bytes to the end, replaced meanwhile',
+              f2.read(len(slow)) == slow, True)
+        s2.close()
+        tmp = os.path.join(root, 'swap.tmp')
+        ml.write_file(tmp, b'thr33')  # same size, same mtime: the same nginx ETag
+        os.utime(tmp, (1700000100, 1700000100))
+        os.rename(tmp, sw)
+        code, h, body = cl.req('GET', '/swap.bin')
+        ck.eq('swap.bin replaced by another inode of the same size and mtime: bytes, ETag',
+              (code, body, h.get('etag')), (200, b'thr33', etag_of(sw)[0]))
+        os.unlink(sw)
+        ck.eq('swap.bin removed: 404', cl.req('GET', '/swap.bin')[0], 404)
+        ml.write_file(sw, b'four')
+        code, _, body = cl.req('GET', '/swap.bin', {'Range': 'bytes=1-2'})
+        ck.eq('swap.bin made again: its bytes', (code, body), (206, b'ou'))
+        counts['bytes'] += 4 + 5 + len(slow) + 10 + 5 + 2
+        sent_delayed_extra = 1  # slow.bin's own connection
+        sent_delayed = cl.sent + 3 + 1 + sent_delayed_extra  # the pipelined three, the HTTP/1.0 one, slow.bin's
         if IMPL == 'c':
             got, closed = raw_exchange(emu.port, b'GET nothing\r\n\r\n', 1)
             ck.eq('malformed request line: 400, closed', (got[0][0], closed), (400, True))
@@ -260,7 +315,7 @@ def group_root(env, ck):
               st['requests'], sent_delayed)
         ck.eq('stats: bytes_sent (the bodies of files)', st['bytes_sent'], counts['bytes'])
         if IMPL == 'c':
-            ck.eq('stats: connections', st['connections'], 1 + 5 + 1)
+            ck.eq('stats: connections', st['connections'], 1 + 5 + 1 + 1)
             ck.ok(isinstance(st['cpu_s'], float) and st['cpu_s'] >= 0 and
                   abs(st['cpu_s'] - st['cpu_user_s'] - st['cpu_sys_s']) < 1e-5,
                   'stats: cpu_s = cpu_user_s + cpu_sys_s (%r)' % st)
