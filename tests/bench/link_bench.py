@@ -741,6 +741,11 @@ def usage():
             for f in ('ru_utime', 'ru_stime', 'ru_nvcsw', 'ru_nivcsw', 'ru_minflt')]
 
 
+# set up (torch imported, the mount's tree scanned by ImageFolder, the plan hooked): the parent
+# takes its whole-machine snapshot now, and says go
+print('ready', flush=True)
+if not sys.stdin.readline():
+    sys.exit(1)
 for e in range(epochs):
     t, c, u = time.monotonic(), sum(os.times()[:4]), usage()
     n = 0
@@ -833,6 +838,53 @@ def switches_note(s0, s1, gb, requests):
         out.append('%s %d+%d (%.0f/GB, %.2f/request)' % (k, v, i, (v + i) / max(gb, 1e-9),
                                                          (v + i) / max(requests, 1)))
     return ', '.join(out)
+
+
+STAT_COLS = ('user', 'nice', 'system', 'idle', 'iowait', 'irq', 'softirq', 'steal')
+
+
+def budget_snap(loader_pid, daemon_pid, emu):
+    """The whole machine's CPU now, for an epoch's budget: /proc/stat's first line (seconds
+    per column, all CPUs), the loader's CPU (its /proc stat's utime + stime + cutime +
+    cstime: its DataLoader workers count once reaped, which the epoch's end does), the
+    daemon's, the emulator's (0 without one), this bench process's own, and the time."""
+    with open('/proc/stat') as f:
+        v = [int(x) / HZ for x in f.readline().split()[1:9]]
+    with open('/proc/%d/stat' % loader_pid) as f:
+        t = f.read().rsplit(')', 1)[1].split()
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return {'stat': dict(zip(STAT_COLS, v)), 'loader': sum(int(x) for x in t[11:15]) / HZ,
+            'daemon': proc_cpu(daemon_pid), 'emulator': proc_cpu(emu.p.pid) if emu else 0.0,
+            'bench': r.ru_utime + r.ru_stime, 't': time.monotonic()}
+
+
+def budget_diff(b0, b1):
+    """An epoch's whole-machine CPU budget (CPU-s) from two budget_snap: wall, busy (every
+    column of /proc/stat but idle and iowait), the columns, the processes, and other (busy
+    less the processes: other processes and kernel threads, and softirq work done while no
+    process ran; this kernel, without IRQ_TIME_ACCOUNTING, charges softirq work to the task
+    it interrupted, so a process's figure holds the softirqs that ran on its time)."""
+    d = {k: b1['stat'][k] - b0['stat'][k] for k in STAT_COLS}
+    out = {'wall': b1['t'] - b0['t'], 'ncpu': os.cpu_count() or 1, 'stat': d,
+           'busy': sum(d.values()) - d['idle'] - d['iowait']}
+    for k in ('loader', 'daemon', 'emulator', 'bench'):
+        out[k] = b1[k] - b0[k]
+    out['other'] = out['busy'] - sum(out[k] for k in ('loader', 'daemon', 'emulator', 'bench'))
+    return out
+
+
+BUDGET_PARTS = ('loader', 'daemon', 'emulator', 'bench', 'other')
+
+
+def budget_note(b):
+    """'wall W s x N cores = C CPU-s: busy B (user, system, softirq, ...), idle I, iowait; by
+    process: loader, daemon, emulator, bench, other'"""
+    st = b['stat']
+    return ('%.2f s x %d cores = %.2f CPU-s: busy %.2f (user %.2f, nice %.2f, system %.2f, '
+            'irq %.2f, softirq %.2f, steal %.2f), idle %.2f, iowait %.2f; by process: %s' % (
+                b['wall'], b['ncpu'], b['wall'] * b['ncpu'], b['busy'], st['user'], st['nice'],
+                st['system'], st['irq'], st['softirq'], st['steal'], st['idle'], st['iowait'],
+                ', '.join('%s %.2f' % (k, b[k]) for k in BUDGET_PARTS)))
 
 
 class Epoch:
@@ -935,6 +987,15 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None):
                     thread_cpu(m.pid), thread_switches(m.pid), cache_drops())
 
         s0 = snap()
+        if not select.select([p.stdout], [], [], m.a.epoch_timeout)[0]:
+            raise RuntimeError('the epoch process was not ready within --epoch-timeout %d s'
+                               % m.a.epoch_timeout)
+        if p.stdout.readline().strip() != 'ready':
+            raise RuntimeError('the epoch process failed before its first epoch (rc %r)'
+                               % p.wait())
+        b0 = budget_snap(p.pid, m.pid, emu)
+        p.stdin.write('\n')
+        p.stdin.flush()
         # what the mount's own reads (its index builds) took before the first epoch
         log('before the first epoch (the mount): reads took the tier\'s lock %s times, %s unit '
             'lock fcntl calls, %s data file checks' % tuple(
@@ -952,13 +1013,14 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None):
             if not ln:
                 raise RuntimeError('the epoch process failed (rc %r)' % p.wait())
             k, secs, lcpu, *split = ln.split()
+            b1 = budget_snap(p.pid, m.pid, emu)
             s1 = snap()
             e = Epoch(n=int(k), secs=float(secs), loader_cpu=float(lcpu),
                       loader_split=[float(x) for x in split],
                       c={key: -1 if s1[0][key] is None else s1[0][key] - s0[0][key]
                          for key in Epoch.KEYS + Epoch.OPT_KEYS},
                       daemon_cpu=s1[1] - s0[1], ctxsw=s1[2] - s0[2], emu_cpu=s1[3] - s0[3],
-                      emu_requests=s1[4] - s0[4])
+                      emu_requests=s1[4] - s0[4], budget=budget_diff(b0, b1))
             out.append(e)
             perf_stop(rec)
             rec = None
@@ -977,6 +1039,7 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None):
                 log('... the page cache was dropped %d times during the epoch by other processes '
                     '(/proc/vmstat drop_pagecache): its figures are not comparable' % (
                         s1[7] - s0[7]))
+            log('... whole machine: ' + budget_note(e.budget))
             log('... daemon CPU s by thread: %s' % ', '.join(
                 '%s %.2f' % (k, s1[5][k] - s0[5].get(k, 0.0)) for k in sorted(s1[5])))
             log('... daemon context switches by thread, voluntary+involuntary: %s' %
@@ -987,6 +1050,7 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None):
             if perf and i + 2 == m.a.perf_epoch:
                 rec = perf_start(m.a, m.pid, loader)
             s0 = snap()
+            b0 = budget_snap(p.pid, m.pid, emu)
             p.stdin.write('\n')
             p.stdin.flush()
         if p.wait(timeout=120) != 0:
@@ -1263,6 +1327,30 @@ def plan_rows(a, emu, loader):
                           if len(x.loader_split) == 11)))
     emit('%se. %s: CPU of the planned cold epoch (loader, daemon, emulator) over the cores vs '
          'the epoch' % (g, what), o, cpu / ncpu, e.secs, 's', cpu / ncpu / e.secs, 'report')
+    # the whole machine's CPU in the planned cold epoch and in the local-source epochs, from
+    # /proc/stat and by process over each epoch (from its iter() to its end: not torch's
+    # import or the ImageFolder scan), and the gap between them part by part, idle included
+    bl = [x.budget for x in locs]
+    note('%s plan: whole machine, planned cold epoch: %s' % (what, budget_note(e.budget)))
+    for i, b in enumerate(bl):
+        note('%s plan: whole machine, local-source epoch %d: %s' % (what, i + 1, budget_note(b)))
+
+    def mean(f):
+        return sum(f(b) for b in bl) / len(bl)
+
+    gap = {k: e.budget[k] - mean(lambda b: b[k]) for k in BUDGET_PARTS + ('busy', 'wall')}
+    for k in ('idle', 'iowait'):
+        gap[k] = e.budget['stat'][k] - mean(lambda b: b['stat'][k])
+    parts = BUDGET_PARTS + ('idle', 'iowait')
+    note('%s plan: the gap, planned cold epoch less the local-source epochs\' mean: wall %+.2f s '
+         'x %d cores = %+.2f CPU-s = %s (sum %+.2f; busy %+.2f)' % (
+             what, gap['wall'], ncpu, gap['wall'] * ncpu,
+             ', '.join('%s %+.2f' % (k, gap[k]) for k in parts), sum(gap[k] for k in parts),
+             gap['busy']))
+    lbusy = mean(lambda b: b['busy'])
+    emit('%sj. %s: whole-machine busy CPU-s (/proc/stat) of the planned cold epoch vs the '
+         'local-source epoch' % (g, what), o, e.budget['busy'], lbusy, 'cpu s',
+         lbusy / max(e.budget['busy'], 1e-9), 'report')
     # per planned sample: the mount's requests to the store (and the emulator's count)
     note('%s plan: requests in the planned cold epoch: store_requests %d, emulator %d, for '
          '%d samples; the emulator\'s CPU %.1f us per request, %.3f CPU s per GB read' % (
