@@ -375,10 +375,11 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->room_statfs = ct->free_calls;
 	st->flush_cpu_ns = atomic_load(&ct->flush_cpu_ns);
 	st->punches = atomic_load(&ct->punches);
-	st->punches_queued = ct->pun ? ct->pun->queued : 0;
-	st->punches_pending = ct->pun ? ct->pun->pending : 0;
-	st->punch_batches = ct->pun ? ct->pun->wakes : 0;
+	st->punches_queued = ct->pun ? atomic_load(&ct->pun->queued) : 0;
+	st->punches_pending = ct->pun ? atomic_load(&ct->pun->pending) : 0;
+	st->punch_batches = ct->pun ? atomic_load(&ct->pun->wakes) : 0;
 	st->punch_cpu_ns = ct->pun ? atomic_load(&ct->pun->cpu_ns) : 0;
+	st->punch_tier_locks = ct->pun ? atomic_load(&ct->pun->tier_locks) : 0;
 	st->evict_units = ct->ev.units;
 	st->evict_looked = ct->ev.looked;
 	st->evicting_waits = ct->evicting_waits;

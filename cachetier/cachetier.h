@@ -144,6 +144,9 @@ struct cachetier_stats {
 				      * evictions queue faster than it punches) */
 	uint64_t punch_cpu_ns;	     /* CPU time of the puncher thread (its punches, their
 				      * unlocks and ends, its wake-ups), as of its last punch */
+	uint64_t punch_tier_locks;   /* the puncher's takes of the tier's lock (only to wake a
+				      * fill that waits for the bytes punched: its batches'
+				      * ends take their objects' locks alone) */
 	uint64_t evict_units;	     /* units evicted (taken by evictions) */
 	uint64_t evict_looked;	     /* units evictions looked at in their objects' kept order
 				      * (each one taken out, checked, put back when not

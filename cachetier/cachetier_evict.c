@@ -182,6 +182,9 @@ static uint32_t take(struct cachetier *ct, struct ct_file *f, uint32_t *b, uint3
 				ct->used -= len;
 			}
 			cachetier__unit_set(f, c, UNIT_EVICTING);
+			/* whoever fills it next: checked if not us (here, not at
+			 * the punch's end, which takes no ct->lock) */
+			f->seen[c] = 0;
 			/* gone: whoever fills it next says whether a plan needs it
 			 * (a plan's mark stays) */
 			atomic_compare_exchange_strong(&f->nu[c], &(uint32_t){CT_NU_DONE},
@@ -706,15 +709,24 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
 	for (;;) {
 		/* the whole directory's bytes (every process and source) plus
 		 * this process's fills in flight */
-		uint64_t total = cachetier__usage_get(ct) + ct->reserved;
+		uint64_t total = cachetier__usage_get(ct) + ct->reserved, evicting;
 		/* bytes being punched that do not count as freed (room_over) */
-		uint64_t over = ct->evicting > room_over(ct) ? ct->evicting - room_over(ct) : 0;
+		uint64_t over;
 		struct ct_file *f;
 		struct ev_key key, next;
 		uint64_t freed, need;
 
-		if (total + over <= ct->cfg.cache_size_bytes && want_free == 0)
+		/* a punch's end lowers ct->evicting without ct->lock and takes it
+		 * to wake room_cond only when it sees a waiter: counted before
+		 * the look (both seq_cst), so that no end falls between the
+		 * look and the wait unseen (cachetier_punch.c, punch_room) */
+		atomic_fetch_add(&ct->room_waiters, 1);
+		evicting = atomic_load(&ct->evicting);
+		over = evicting > room_over(ct) ? evicting - room_over(ct) : 0;
+		if (total + over <= ct->cfg.cache_size_bytes && want_free == 0) {
+			atomic_fetch_sub(&ct->room_waiters, 1);
 			break;
+		}
 		if (total <= ct->cfg.cache_size_bytes && want_free == 0) {
 			/* evictions running on other threads make the room, more
 			 * than room_over of it: their bytes leave the disk when
@@ -726,11 +738,13 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
 			int64_t w0 = cachetier__mono_ns();
 
 			disk_cond_wait(&ct->room_cond, &ct->lock);
+			atomic_fetch_sub(&ct->room_waiters, 1);
 			ct->room_wait_ns += (uint64_t)(cachetier__mono_ns() - w0);
 			ct->room_waits += !waited;
 			waited = 1;
 			continue;
 		}
+		atomic_fetch_sub(&ct->room_waiters, 1); /* evicts: does not wait */
 		if (*cpu0 < 0) /* must evict from here (cachetier__make_room_near) */
 			*cpu0 = cachetier__cpu_ns();
 		/* a prefetch fill evicts only while what was filled ahead stays

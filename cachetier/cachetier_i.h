@@ -10,8 +10,10 @@
  *      with no other lock held.
  *   2. cachetier.lock — everything else: the object table, the file table,
  *      every unit state (written under it and its object's lock, 2b,
- *      read under either), pin, queue and counter (but
- *      the lock-free words of reads without it, ct_file.fp and fatime,
+ *      read under either; a punch's end under 2b alone), pin, queue and
+ *      counter (but ct->evicting, atomic: a punch's end lowers it without
+ *      the lock; the puncher's queue, under its own leaf lock,
+ *      cachetier_punch.h; the lock-free words of reads without it, ct_file.fp and fatime,
  *      plans' marks, ct_file.nu, and eviction's marks, ct_file.ev.dirty:
  *      cachetier_read.c, cachetier_plan.c, cachetier_evheap.c; and what
  *      2b lists). Held only for short
@@ -50,7 +52,8 @@
  *      outside it), except LK_MAP, taken only under maplock.
  *
  * Threads: FUSE threads (any cachetier_* call), the fill workers, the flusher (cachetier_fill.c),
- * the fill writer (cachetier_write.c) and the puncher (cachetier_punch.c: ct->lock only), created
+ * the fill writer (cachetier_write.c) and the puncher (cachetier_punch.c: its queue's lock, each
+ * object's lock for its punches' ends, ct->lock only to wake a make_room that waits), created
  * in cachetier_open and joined in cachetier_close, and the store's I/O thread, which runs each
  * fill's sink and done callback: they copy bytes and push buffers to the fill writer, lock-free,
  * and take no lock and call no disk (CT_OFF_LOOP asserts it in debug builds). The fill writer
@@ -206,7 +209,12 @@ struct cachetier {
 	 * changed under their object's lock) */
 	struct ct_file *uw_files;
 	atomic_ullong unit_waiters, unit_waiter_wakes, unit_waits_quiet;
-	pthread_cond_t room_cond;	/* an eviction ended (ct->evicting went down) */
+	pthread_cond_t room_cond; /* an eviction ended (ct->evicting went down) */
+	/* make_room's threads about to look at ct->evicting or waiting on
+	 * room_cond (under ct->lock; atomic): a punch's end, which lowers
+	 * ct->evicting without ct->lock, takes it to wake room_cond only when
+	 * one is there (cachetier_punch.c, punch_end) */
+	atomic_uint room_waiters;
 	pthread_cond_t work_cond;	/* fill queues got work, or stopping */
 	pthread_cond_t flush_cond;	/* a map batch is due, or stopping */
 	struct cachetier_obj **obj_tab; /* open objects: chains by hash of name */
@@ -281,7 +289,9 @@ struct cachetier {
 	uint64_t room_gen_tried;
 	uint64_t used;	   /* bytes of valid units this process knows of (stats) */
 	uint64_t reserved; /* bytes of fills in flight */
-	uint64_t evicting; /* bytes being punched out: still on disk */
+	/* bytes being punched out, still on disk: raised by an eviction
+	 * under ct->lock, lowered by its punch's end without it (atomic) */
+	atomic_ullong evicting;
 	uint64_t hits, misses, bytes_fetched, fills, fills_inflight, fill_errors;
 	atomic_ullong hits_fast; /* hits served without ct->lock (cachetier_read.c) */
 	/* reads' own takes of ct->lock, their data file checks (fstat and

@@ -207,10 +207,22 @@ static int map_encode(struct ct_file *f, int64_t now, int64_t delay, int all, un
 	return 0;
 }
 
+/* A punch's end asked for f's map again (ct_file.remap): due at once,
+ * as it asked under ct->lock before. ct->lock held. */
+static void remap_take(struct ct_file *f)
+{
+	if (atomic_load_explicit(&f->remap, memory_order_relaxed) &&
+	    atomic_exchange_explicit(&f->remap, 0, memory_order_acquire)) {
+		f->dirty++;
+		f->dirty_ns = 0;
+	}
+}
+
 int cachetier__flush_due(struct cachetier *ct, struct ct_file *f, int64_t now)
 {
 	int64_t delay = delay_ns(ct);
 
+	remap_take(f);
 	if (!f->live || !f->dirty)
 		return 0;
 	if (delay == 0)
@@ -257,6 +269,7 @@ static void file_flush(struct cachetier *ct, struct ct_file *f)
 	disk_mutex_lock(&f->maplock);
 	cachetier__lock(ct);
 	all = ct->stopping;
+	remap_take(f);
 	if (!f->live || f->dirty == 0 || (delay && !all && !cachetier__flush_due(ct, f, now))) {
 		disk_mutex_unlock(&ct->lock);
 		disk_mutex_unlock(&f->maplock);

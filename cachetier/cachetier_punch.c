@@ -9,9 +9,12 @@
  * made room starts without waiting for fallocate, which on a filesystem
  * mounted with `discard` waits for the device (about 4 ms an eviction on
  * the bench machine's ext4). The puncher punches each span, unlocks its
- * units on auxfd, then, under ct->lock, makes them UNIT_EMPTY, takes their
- * bytes off ct->evicting and wakes unit_cond and room_cond, as an
- * eviction that punched itself does (cachetier__punch_end).
+ * units on auxfd, then ends the punch (punch_end) without ct->lock: the
+ * units UNIT_EMPTY and their readers woken under their object's lock
+ * alone, their bytes off ct->evicting (an atomic count), room_cond woken
+ * (under ct->lock, taken for it only when a make_room waits or is about to
+ * look: ct->room_waiters), a map the eviction unlinked asked again
+ * (ct_file.remap, which the flusher folds in under ct->lock).
  *
  * Until then the units stay UNIT_EVICTING (readers wait, no fill or
  * eviction of this process takes them) and write-locked (no other
@@ -23,18 +26,20 @@
  *
  * Each wake-up takes every queued punch (punch_batch): the punches of one
  * object merged, so that adjacent units of two evictions make one hole and
- * one fcntl, then their ends under one take of ct->lock and one broadcast
- * each of unit_cond and room_cond.
+ * one fcntl, then their ends, with no take of ct->lock unless a make_room
+ * waits for the bytes.
  *
  * The queue holds at most CT_PUNCH_QUEUE_MAX punches; an eviction that
  * finds it full (or the puncher stopped, at close) punches itself, and so
  * does one made for the filesystem's free space (min_free_bytes: its
  * caller checks statvfs, which counts bytes not punched yet).
  *
- * Threads: the puncher takes ct->lock only, never with another lock held
- * (rank DISK_LOCK_CT), and never maplock; it never runs on the I/O
- * thread. Started by cachetier_open before the fill workers; stopped by
- * cachetier_close before them: the queue drained, every punch done.
+ * Threads: the puncher takes its own lock (the queue, a leaf), each
+ * object's lock (its units' states and readers) and ct->lock only to wake
+ * a make_room that waits, one at a time, never with another lock held;
+ * never maplock; it never runs on the I/O thread. Started by
+ * cachetier_open before the fill workers; stopped by cachetier_close
+ * before them: the queue drained, every punch done.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -125,21 +130,20 @@ static void punch_batch(struct cachetier *ct, struct ct_punch **b, unsigned k)
 	}
 }
 
-/* p punched: its units empty, its bytes off ct->evicting, their waiting
- * readers woken (theirs alone: cachetier__units_landed); p freed. The
- * caller then wakes unit_cond and room_cond. ct->lock held; f->lock taken
- * for the states and the wake-ups. */
-static void punch_end(struct cachetier *ct, struct ct_punch *p)
+/* p punched: its units empty and their waiting readers woken (theirs
+ * alone: cachetier__units_landed), under f->lock alone; its bytes off
+ * ct->evicting; a map the eviction unlinked that named units still valid
+ * asked again (f->remap); p freed. Returns p's bytes. No lock held (a
+ * unit's seen mark went at its eviction's take, cachetier_evict.c). */
+static uint64_t punch_end(struct cachetier *ct, struct ct_punch *p)
 {
 	struct ct_file *f = p->f;
+	uint64_t freed = p->freed;
 	int left = 0;
 
-	ct->evicting -= p->freed;
 	disk_mutex_lock(&f->lock); /* the states (cachetier__unit_set) */
-	for (uint32_t i = 0; i < p->n; i++) {
+	for (uint32_t i = 0; i < p->n; i++)
 		cachetier__unit_set(f, p->list[i], UNIT_EMPTY);
-		f->seen[p->list[i]] = 0; /* whoever fills it next: checked if not us */
-	}
 	for (uint32_t i = 0; i < p->ng; i++)
 		cachetier__unit_set(f, p->gaps[i], UNIT_EMPTY); /* a joined gap: as it was */
 	/* the readers of those units (waiting for the punch's end to queue
@@ -160,38 +164,62 @@ static void punch_end(struct cachetier *ct, struct ct_punch *p)
 	disk_mutex_unlock(&f->lock);
 	for (uint32_t c = 0; c < f->nunits && p->had_map && !left; c++)
 		left = cachetier__st_get(f, c);
-	if (p->had_map && left) {
-		/* the unlinked map recorded some of them: written again at the
-		 * flusher's next pass */
-		f->dirty++;
-		f->dirty_ns = 0;
-	}
+	if (p->had_map && left) /* the unlinked map recorded some of them: written
+				 * again at the flusher's next pass */
+		atomic_store_explicit(&f->remap, 1, memory_order_release);
 	free(p->list);
 	free(p->gaps);
 	free(p->all);
 	free(p);
+	return freed;
+}
+
+/* The punches' ends gave back freed bytes: off ct->evicting, then a
+ * make_room that waits for them (or is about to look: room_waiters, raised
+ * under ct->lock before it reads ct->evicting) woken under ct->lock, so
+ * that no wake-up falls between its look and its wait. locked: ct->lock
+ * held. Returns 1 when it took ct->lock. */
+static int punch_room(struct cachetier *ct, uint64_t freed, int locked)
+{
+	atomic_fetch_sub(&ct->evicting, freed); /* seq_cst: before room_waiters' load */
+	if (locked) {
+		pthread_cond_broadcast(&ct->room_cond);
+		return 0;
+	}
+	if (!atomic_load(&ct->room_waiters))
+		return 0;
+	cachetier__lock(ct);
+	pthread_cond_broadcast(&ct->room_cond);
+	disk_mutex_unlock(&ct->lock);
+	return 1;
 }
 
 void cachetier__punch_submit(struct cachetier *ct, struct ct_punch *p, int here)
 {
 	struct ct_puncher *pu = ct->pun;
+	int queued = 0;
 
-	if (!here && pu && pu->have_thread && !pu->stop && pu->n < CT_PUNCH_QUEUE_MAX) {
-		p->next = NULL;
-		*pu->tail = p;
-		pu->tail = &p->next;
-		pu->n++;
-		pu->pending++;
-		pu->queued++;
-		pthread_cond_signal(&pu->cond);
-		return;
+	if (!here && pu) {
+		disk_mutex_lock(&pu->lock);
+		if (!pu->stop && pu->have_thread && pu->n < CT_PUNCH_QUEUE_MAX) {
+			p->next = NULL;
+			*pu->tail = p;
+			pu->tail = &p->next;
+			pu->n++;
+			atomic_fetch_add(&pu->pending, 1);
+			atomic_fetch_add(&pu->queued, 1);
+			pthread_cond_signal(&pu->cond);
+			queued = 1;
+		}
+		disk_mutex_unlock(&pu->lock);
 	}
+	if (queued)
+		return;
 	disk_mutex_unlock(&ct->lock);
 	punch_run(ct, p);
 	cachetier__lock(ct);
-	punch_end(ct, p);
+	(void)punch_room(ct, punch_end(ct, p), 1);
 	pthread_cond_broadcast(&ct->unit_cond);
-	pthread_cond_broadcast(&ct->room_cond);
 }
 
 static void *puncher_main(void *arg)
@@ -200,40 +228,41 @@ static void *puncher_main(void *arg)
 	struct ct_puncher *pu = ct->pun;
 	struct ct_punch *b[CT_PUNCH_QUEUE_MAX];
 
-	cachetier__lock(ct);
+	disk_mutex_lock(&pu->lock);
 	for (;;) {
 		unsigned k = 0;
+		uint64_t freed = 0;
 
 		if (!pu->q || (pu->hold && !pu->stop)) {
 			if (!pu->q && pu->stop)
 				break;
 			/* idle: a queued punch or the stop wakes it */
-			disk_cond_wait(&pu->cond, &ct->lock);
+			disk_cond_wait(&pu->cond, &pu->lock);
 			continue;
 		}
-		/* every punch queued now, in one wake-up: their ends under one
-		 * take of ct->lock, adjacent spans of one object in one hole */
+		/* every punch queued now, in one wake-up: adjacent spans of one
+		 * object in one hole, their ends with no take of ct->lock */
 		for (struct ct_punch *p = pu->q; p; p = p->next)
 			b[k++] = p;
 		pu->q = NULL;
 		pu->tail = &pu->q;
 		pu->n = 0;
-		pu->wakes++;
-		disk_mutex_unlock(&ct->lock);
+		atomic_fetch_add(&pu->wakes, 1);
+		disk_mutex_unlock(&pu->lock);
 		punch_batch(ct, b, k);
-		cachetier__lock(ct);
-		/* each punch wakes its units' readers: every waiting reader of
-		 * every object woken here (cachetier__units_wake) held ct->lock
-		 * across a signal each, and the fill writer and workers met it
-		 * held (test_objlock's test_threads) */
+		/* each punch wakes its units' readers under their object's lock
+		 * (every waiting reader of every object woken under ct->lock
+		 * held it across a signal each, and the fill writer and workers
+		 * met it held: test_objlock's test_threads) */
 		for (unsigned i = 0; i < k; i++)
-			punch_end(ct, b[i]);
-		pthread_cond_broadcast(&ct->unit_cond);
-		pthread_cond_broadcast(&ct->room_cond);
-		pu->pending -= k;
+			freed += punch_end(ct, b[i]);
+		if (punch_room(ct, freed, 0))
+			atomic_fetch_add(&pu->tier_locks, 1);
+		atomic_fetch_sub(&pu->pending, k);
 		atomic_store(&pu->cpu_ns, (unsigned long long)cachetier__cpu_ns());
+		disk_mutex_lock(&pu->lock);
 	}
-	disk_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&pu->lock);
 	atomic_store(&pu->cpu_ns, (unsigned long long)cachetier__cpu_ns());
 	return NULL;
 }
@@ -244,6 +273,7 @@ int cachetier__punch_start(struct cachetier *ct)
 
 	if (!pu)
 		return -ENOMEM;
+	disk_mutex_init(&pu->lock, DISK_LOCK_CT_PUNCH);
 	pthread_cond_init(&pu->cond, NULL);
 	pu->tail = &pu->q;
 	ct->pun = pu;
@@ -260,10 +290,10 @@ void cachetier__punch_stop(struct cachetier *ct)
 
 	if (!pu || !pu->have_thread)
 		return;
-	cachetier__lock(ct);
+	disk_mutex_lock(&pu->lock);
 	pu->stop = 1;
 	pthread_cond_signal(&pu->cond);
-	disk_mutex_unlock(&ct->lock);
+	disk_mutex_unlock(&pu->lock);
 	pthread_join(pu->thread, NULL); /* after the queue drained */
 	pu->have_thread = 0;
 }
@@ -273,16 +303,17 @@ void cachetier__punch_free(struct cachetier *ct)
 	if (!ct->pun)
 		return;
 	pthread_cond_destroy(&ct->pun->cond);
+	disk_mutex_destroy(&ct->pun->lock);
 	free(ct->pun);
 	ct->pun = NULL;
 }
 
 void cachetier_punch_hold(struct cachetier *ct, int hold)
 {
-	cachetier__lock(ct);
 	if (ct->pun) {
+		disk_mutex_lock(&ct->pun->lock);
 		ct->pun->hold = hold;
 		pthread_cond_signal(&ct->pun->cond);
+		disk_mutex_unlock(&ct->pun->lock);
 	}
-	disk_mutex_unlock(&ct->lock);
 }

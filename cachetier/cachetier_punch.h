@@ -27,18 +27,23 @@ struct ct_punch {
 	struct ct_punch *next;
 };
 
-/* The puncher's state; ct->lock guards all of it but the thread. */
+/* The puncher's state; its own lock (rank DISK_LOCK_CT_PUNCH, a leaf:
+ * taken under ct->lock by an eviction's submit, alone by the puncher)
+ * guards the queue and the flags; the counts are atomic (the stats read
+ * them with no lock). */
 struct ct_puncher {
 	pthread_t thread;
 	int have_thread;
+	struct disk_mutex lock;		   /* the queue, stop, hold */
 	pthread_cond_t cond;		   /* a punch queued, the hold ended, or stop */
 	struct ct_punch *q, **tail;	   /* queued, oldest first */
 	unsigned n;			   /* punches in q, at most CT_PUNCH_QUEUE_MAX */
-	unsigned pending;		   /* punches in q or being punched by the puncher */
 	int stop;			   /* drain q and leave; evictions punch themselves */
 	int hold;			   /* tests: q stays (cachetier_punch_hold), until stop */
-	uint64_t queued;		   /* punches handed to the puncher */
-	uint64_t wakes;			   /* batches: wake-ups that found punches queued */
+	atomic_uint pending;		   /* punches in q or being punched by the puncher */
+	atomic_ullong queued;		   /* punches handed to the puncher */
+	atomic_ullong wakes;		   /* batches: wake-ups that found punches queued */
+	atomic_ullong tier_locks;	   /* the puncher's takes of ct->lock (punch_end) */
 	_Atomic unsigned long long cpu_ns; /* the thread's CPU time after its last punch */
 };
 
@@ -52,8 +57,8 @@ void cachetier__punch_free(struct cachetier *ct);
 /* Hand p to the puncher, or, with its queue full, the puncher stopped or
  * here set (an eviction for the filesystem's free space: its caller
  * checks statvfs next, which counts bytes not punched yet), punch it here.
- * ct->lock held on entry and return (dropped to punch here). Not on the
- * I/O thread. */
+ * ct->lock held on entry and return (dropped to punch here); takes the
+ * puncher's lock. Not on the I/O thread. */
 void cachetier__punch_submit(struct cachetier *ct, struct ct_punch *p, int here);
 
 #endif

@@ -10,7 +10,10 @@
  * (ct_file.lock, asserted in debug builds) and, today, under ct->lock too
  * (written under both, read under either: a reader waiting under the
  * object's lock alone, cachetier__units_wait, sees the same states as the
- * holders of ct->lock). The changes a unit may make (each asserted):
+ * holders of ct->lock), but a punch's end (EVICTING -> EMPTY on the
+ * puncher, cachetier_punch.c), under the object's lock alone: a holder of
+ * ct->lock may see a unit it found EVICTING go EMPTY, never another step.
+ * The changes a unit may make (each asserted):
  *   EMPTY -> QUEUED (queued: cachetier__queue_push, a prefetch cursor's
  *            take), FILLING (a batch request's claim), VALID (its map
  *            read at open), EVICTING (a gap an eviction's punch spans)

@@ -56,7 +56,8 @@ enum ct_unit {
  * f->live under it. pins, held and lazy, uwaits and ugen: f->lock
  * (cachetier_i.h, 2b); landed: set under f->lock alone, cleared under
  * both; ust: written under both (cachetier__unit_set, cachetier_run.h:
- * f->lock asserted), read under either (atomic words: a reader waiting
+ * f->lock asserted; a punch's end, EVICTING to EMPTY, under f->lock
+ * alone), read under either (atomic words: a reader waiting
  * under lock alone looks at them; a unit marked landed stays UNIT_FILLING
  * until a commit under both makes it valid). Everything else: protected
  * by ct->lock. */
@@ -129,6 +130,9 @@ struct ct_file {
 	int *uerr;	      /* the error of the last failed fill per unit */
 	unsigned dirty;	      /* valid units not yet in the persisted map */
 	int64_t map_ns;	      /* when the map was last written */
+	atomic_int remap;     /* a punch's end found units of an unlinked map still valid: the
+			       * map is due again (folded into dirty under ct->lock by the
+			       * flusher's look, cachetier_map.c; set without it) */
 	int64_t dirty_ns;     /* with cfg.durable_delay_s: the earliest fill of a unit dirty
 			       * counts (0: none known, the map is due at once; cachetier_map.c) */
 	int64_t *fill_ns;     /* per unit: when this process filled it (CLOCK_REALTIME ns; 0: not

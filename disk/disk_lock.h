@@ -38,6 +38,7 @@ enum disk_lock_rank {
 	DISK_LOCK_CT = 62,	     /* cachetier: ct->lock */
 	DISK_LOCK_CT_FILE = 63,	 /* cachetier: a cached object's ct_file.lock (its units' pins) */
 	DISK_LOCK_CT_FD = 64,	 /* cachetier: ct->fd_lock (local objects' fds) */
+	DISK_LOCK_CT_PUNCH = 65, /* cachetier: the puncher's queue (a leaf) */
 	DISK_LOCK_CT_WATCH = 66, /* cachetier: the inotify watch's lock (a leaf) */
 	DISK_LOCK_CT_BPOOL = 68, /* cachetier: the pool of fill buffers (a leaf) */
 	DISK_LOCK_BE_CREDS = 70, /* backend: a credentials source's lock */

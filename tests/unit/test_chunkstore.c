@@ -1801,7 +1801,11 @@ static void test_punch_queue(void)
  * with 2 holes (object 0's units 18-23, the big object's 98-103). Before
  * the batches: the 9th to 12th evictions found the queue (8) full and
  * punched themselves (punches 4, queued 8), and the 12 queued made 12
- * holes. The evicted units then read exact bytes again. */
+ * holes. The evicted units then read exact bytes again. The batch's ends
+ * (12 punches: units EMPTY under their object's lock, bytes off
+ * ct->evicting) take ct->lock 0 times on the puncher (punch_tier_locks: no
+ * fill waits for the bytes); before, the puncher took it at its start and
+ * for each batch's ends (2 here). */
 static void test_punch_batch(void)
 {
 	struct backend *be = store("");
@@ -1857,6 +1861,9 @@ static void test_punch_batch(void)
 	      "punchb: released: punches %llu in %llu batches, pending %llu (want 2, 1, 0)",
 	      (unsigned long long)st.punches, (unsigned long long)st.punch_batches,
 	      (unsigned long long)st.punches_pending);
+	CHECK(st.punch_tier_locks == 0,
+	      "punchb: the puncher took ct->lock %llu times for 1 batch of 12 ends (want 0)",
+	      (unsigned long long)st.punch_tier_locks);
 	CHECK(read_check(b, 0, 18 * u, 6 * u, 0) == 0 && read_check(a, NOBJ, 98 * u, 6 * u, 0) == 0,
 	      "punchb: the evicted units read again");
 	cachetier_obj_unref(a);

@@ -393,13 +393,15 @@ static void test_threads(uint64_t seed)
 	 * machine's load) */
 	printf("threads: takes that found ct->lock held by thread: the readers' %llu, the "
 	       "prefetcher's %llu (of its %llu takes), the fill writer's %llu, the fill workers' "
-	       "%llu, the rest (the flusher, the puncher, the stats) %lld; waited %llu ms in all\n",
+	       "%llu, the rest (the flusher, the puncher, the stats) %lld; waited %llu ms in all; "
+	       "the puncher's takes %llu (%llu batches)\n",
 	       (unsigned long long)busy, (unsigned long long)w[READERS].busy,
 	       (unsigned long long)w[READERS].takes, (unsigned long long)st.fill_writer_busy,
 	       (unsigned long long)st.fill_worker_busy,
 	       (long long)st.tier_lock_waits -
 		   (long long)(busy + w[READERS].busy + st.fill_writer_busy + st.fill_worker_busy),
-	       (unsigned long long)st.tier_lock_wait_ms);
+	       (unsigned long long)st.tier_lock_wait_ms, (unsigned long long)st.punch_tier_locks,
+	       (unsigned long long)st.punch_batches);
 	CHECK(bad == 0 && reads == READERS * READS, "threads: %d of %d reads wrong or failed", bad,
 	      reads);
 	CHECK(st.fills > 0 && st.evictions > 0, "threads: %llu fills, %llu evictions, want both",
