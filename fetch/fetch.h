@@ -93,6 +93,9 @@ struct fetch_stage_stats {
 	/* a new span's waits for room: spans wholly read that a reply held or
 	 * whose read had not ended (stage_make_room) */
 	uint64_t room_waits;
+	/* its buffers (fetch_stagebuf.c): mapped fresh, taken from the pool
+	 * (of their class; of another, resized), the pool's free bytes now */
+	uint64_t buf_maps, buf_reuses, buf_remaps, buf_free;
 };
 void fetch_stage_stats_get(struct fetch *s, struct fetch_stage_stats *st);
 

@@ -122,6 +122,30 @@ int fetch__batch_mem_run(struct cachetier *ct, struct fetch_batch_mem *bm, unsig
 /* The plans now (plans[0..n)): pieces of any other plan are the first
  * the stage frees for room. */
 void fetch__stage_plans(struct fetch *s, void *const *plans, size_t n);
+/* fetch_stagebuf.c: the stage's buffers, page-aligned mappings kept for
+ * reuse (the pool: in the stage, under its lock but for _map and
+ * _unmap). fetch__stagebuf_size: a span of len bytes' buffer size (its
+ * class: whole pages, at most 1/8 more) and class. _take: a free buffer,
+ * of len's class if there is one, else of another (*has: its size; NULL:
+ * none free; *size: len's class's size). _map: buf (of has bytes) made
+ * size bytes (resized, or a fresh mapping: buf NULL, or it could not be
+ * resized); NULL: none. _put: buf back in the pool. _trim: free buffers
+ * taken out until the pool keeps at most keep bytes, returned as a list
+ * for _unmap. */
+#define FETCH_STAGEBUF_CLASSES 416u
+struct fetch_stage_pool {
+	void *free[FETCH_STAGEBUF_CLASSES];
+	uint64_t free_bytes;
+	/* buffers mapped fresh, taken from the pool: of their class, of
+	 * another (resized) */
+	uint64_t maps, reuses, remaps;
+};
+size_t fetch__stagebuf_size(size_t len, unsigned *cls);
+void *fetch__stagebuf_take(struct fetch_stage_pool *pl, size_t len, size_t *size, size_t *has);
+void *fetch__stagebuf_map(void *buf, size_t has, size_t size);
+void fetch__stagebuf_put(struct fetch_stage_pool *pl, void *buf, size_t size);
+void *fetch__stagebuf_trim(struct fetch_stage_pool *pl, uint64_t keep);
+void fetch__stagebuf_unmap(void *list);
 /* fetch_rules.c: the stage's admission and its reads' size class. */
 int fetch__rules_stage(uint64_t len, uint64_t room, int cached);
 int fetch__rules_stage_small(uint64_t len);

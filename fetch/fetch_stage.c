@@ -57,8 +57,12 @@
  * being copied from is never freed (the store's read writes into its
  * buffer until it ends).
  *
- * Memory: the bytes of the pieces' buffers, at most --plan-memory; a span
- * that does not fit after the pressure rule goes to the store as before.
+ * Memory: the pieces' buffers (whole pages, a span's size rounded up to
+ * its class: fetch_stagebuf.c), at most --plan-memory with the free
+ * buffers the pool keeps for reuse; a span that does not fit after the
+ * pressure rule goes to the store as before. A piece's buffer goes back
+ * to the pool when it is unlinked or its failed read's memory goes (no
+ * read holds it, the store's read into it ended), never earlier.
  * The lock (rank 89, a leaf): the piece list, the waiters and the
  * counters; held for a lookup and a few updates, never across a call into
  * the store, never while copying; the store's I/O thread takes it to end
@@ -110,8 +114,9 @@ struct stage_piece {
 	struct fetch_stage *st;
 	struct cachetier_obj *o; /* referenced */
 	uint64_t off, end;
-	unsigned char *buf; /* NULL once it failed and no read held it */
-	uint64_t counted;   /* its bytes in st->bytes (0 once buf is freed) */
+	unsigned char *buf; /* NULL once it failed and no read held it, or went */
+	size_t size;	    /* buf's size (fetch__stagebuf_size: whole pages) */
+	uint64_t counted;   /* its bytes in st->bytes (0 once buf is back in the pool) */
 	/* the watermark: [off, have) of buf is in (stage_progress); and the
 	 * lowest end a waiter needs (UINT64_MAX: none) */
 	_Atomic uint64_t have, need;
@@ -138,9 +143,10 @@ struct fetch_stage {
 	struct stage_piece *head[STAGE_LISTS]; /* newest first (stage_list) */
 	struct stage_piece *dead;	       /* unlinked on the I/O thread: freed by stage_reap */
 	atomic_int ndead;
-	uint64_t max, bytes;
+	uint64_t max, bytes; /* bytes: the pieces' buffers' sizes */
 	unsigned inflight;
 	struct fetch_stage_stats c;
+	struct fetch_stage_pool pool; /* free buffers (fetch_stagebuf.c) */
 };
 
 int fetch__stage_new(struct fetch *s, uint64_t max)
@@ -174,17 +180,28 @@ static void piece_free(struct stage_piece *p)
 			free(p->sub[i].run);
 	}
 	cachetier_obj_unref(p->o);
-	free(p->buf);
 	free(p);
 }
 
-/* Unlink p from st's list (st->lock held); the caller frees it unlocked. */
+/* p's buffer back in the pool, no longer counted: no read holds p, and
+ * the store's read into it ended (or never started). st->lock held. */
+static void piece_put_buf(struct fetch_stage *st, struct stage_piece *p)
+{
+	if (p->buf)
+		fetch__stagebuf_put(&st->pool, p->buf, p->size);
+	p->buf = NULL;
+	st->bytes -= p->counted;
+	p->counted = 0;
+}
+
+/* Unlink p from st's list, its buffer back in the pool (st->lock held);
+ * the caller frees it unlocked. */
 static void piece_unlink(struct fetch_stage *st, struct stage_piece *p)
 {
 	for (struct stage_piece **pp = stage_list(st, p->o); *pp; pp = &(*pp)->next) {
 		if (*pp == p) {
 			*pp = p->next;
-			st->bytes -= p->counted;
+			piece_put_buf(st, p);
 			return;
 		}
 	}
@@ -233,19 +250,14 @@ static void piece_wake(struct stage_piece *p, uint64_t end)
 	atomic_store(&p->need, need);
 }
 
-/* A failed piece no read holds: its buffer, returned for the caller to
- * free unlocked, no longer counted (the piece stays, its reads fall back,
- * until it goes as a read one would); NULL otherwise. st->lock held. */
-static unsigned char *piece_drop_buf(struct fetch_stage *st, struct stage_piece *p)
+/* A failed piece no read holds: its buffer back in the pool, no longer
+ * counted (the piece stays, its reads fall back, until it goes as a read
+ * one would). st->lock held. */
+static void piece_drop_buf(struct fetch_stage *st, struct stage_piece *p)
 {
-	unsigned char *buf = p->buf;
-
-	if (p->state != STAGE_FAILED || p->readers > 0 || !buf)
-		return NULL;
-	st->bytes -= p->counted;
-	p->counted = 0;
-	p->buf = NULL;
-	return buf;
+	if (p->state != STAGE_FAILED || p->readers > 0 || !p->buf)
+		return;
+	piece_put_buf(st, p);
 }
 
 void fetch__stage_free(struct fetch *s)
@@ -265,6 +277,7 @@ void fetch__stage_free(struct fetch *s)
 			struct stage_piece *n = st->head[i];
 
 			st->head[i] = n->next;
+			piece_put_buf(st, n);
 			n->next = p;
 			p = n;
 		}
@@ -277,6 +290,7 @@ void fetch__stage_free(struct fetch *s)
 		p = n;
 	}
 	stage_reap(st);
+	fetch__stagebuf_unmap(fetch__stagebuf_trim(&st->pool, 0));
 	pthread_cond_destroy(&st->cond);
 	disk_mutex_destroy(&st->lock);
 	free(st);
@@ -289,7 +303,6 @@ static void stage_done(void *arg, int err)
 {
 	struct stage_piece *p = arg;
 	struct fetch_stage *st = p->st;
-	unsigned char *drop = NULL;
 
 	disk_mutex_lock(&st->lock);
 	p->state = err < 0 ? STAGE_FAILED : STAGE_OK;
@@ -309,13 +322,12 @@ static void stage_done(void *arg, int err)
 		st->dead = p;
 		atomic_fetch_add_explicit(&st->ndead, 1, memory_order_relaxed);
 	} else {
-		/* failed, no read holds it: its memory goes now (freed here: a
-		 * failure's path only, no disk call, no lock) */
-		drop = piece_drop_buf(st, p);
+		/* failed, no read holds it: its buffer goes back to the pool
+		 * now (no system call) */
+		piece_drop_buf(st, p);
 	}
 	pthread_cond_broadcast(&st->cond);
 	disk_mutex_unlock(&st->lock);
-	free(drop);
 }
 
 /* cachetier_mem_progress_fn, the store's I/O thread: [p->off, end) is in.
@@ -404,11 +416,14 @@ int fetch__stage_add_via(struct fetch *s, struct cachetier_obj *o, uint64_t off,
 	struct fetch_stage *st = atomic_load(&s->stage);
 	struct stage_piece *p, *freed = NULL;
 	uint64_t len = end - off;
-	int err, room;
+	size_t size, has = 0;
+	void *trimmed = NULL, *taken = NULL;
+	int err = 0, room;
 
 	if (!st || len == 0)
 		return -EOPNOTSUPP;
-	if (len > st->max) {
+	size = fetch__stagebuf_size((size_t)len, NULL);
+	if (size > st->max) {
 		disk_mutex_lock(&st->lock);
 		st->c.full++;
 		disk_mutex_unlock(&st->lock);
@@ -417,11 +432,6 @@ int fetch__stage_add_via(struct fetch *s, struct cachetier_obj *o, uint64_t off,
 	p = calloc(1, sizeof(*p) + nsub * sizeof(p->sub[0]));
 	if (!p)
 		return -ENOMEM;
-	p->buf = malloc(len);
-	if (!p->buf) {
-		free(p);
-		return -ENOMEM;
-	}
 	p->st = st;
 	p->o = o;
 	p->off = off;
@@ -439,21 +449,34 @@ int fetch__stage_add_via(struct fetch *s, struct cachetier_obj *o, uint64_t off,
 		u->run = u->in;
 	}
 	disk_mutex_lock(&st->lock);
-	room = stage_make_room(st, len, plan, position, &freed);
+	room = stage_make_room(st, size, plan, position, &freed);
 	if (room) {
 		struct stage_piece **l = stage_list(st, o);
 
+		/* a free buffer of its class, else one resized or mapped
+		 * below; the pool keeps what fits beside the pieces' buffers */
+		taken = fetch__stagebuf_take(&st->pool, (size_t)len, &size, &has);
+		if (!taken)
+			st->pool.maps++;
+		if (taken && has == size) {
+			p->buf = taken;
+			taken = NULL;
+		}
+		p->size = size;
 		p->next = *l;
 		*l = p;
-		st->bytes += len;
-		p->counted = len;
+		st->bytes += size;
+		p->counted = size;
 		st->inflight++;
 		if (st->bytes > st->c.peak)
 			st->c.peak = st->bytes;
+		trimmed =
+		    fetch__stagebuf_trim(&st->pool, st->bytes < st->max ? st->max - st->bytes : 0);
 	} else {
 		st->c.full++;
 	}
 	disk_mutex_unlock(&st->lock);
+	fetch__stagebuf_unmap(trimmed);
 	while (freed) {
 		struct stage_piece *n = freed->next;
 
@@ -461,15 +484,27 @@ int fetch__stage_add_via(struct fetch *s, struct cachetier_obj *o, uint64_t off,
 		freed = n;
 	}
 	if (!room) {
-		free(p->buf);
 		free(p);
 		return -ENOSPC;
 	}
+	if (!p->buf) {
+		/* the buffer taken resized, or fresh pages (found by no read
+		 * before its read starts: its bytes are served only below the
+		 * watermark) */
+		void *buf = fetch__stagebuf_map(taken, has, size);
+
+		disk_mutex_lock(&st->lock);
+		p->buf = buf;
+		disk_mutex_unlock(&st->lock);
+		if (!buf)
+			err = -ENOMEM;
+	}
 	cachetier_obj_ref(o);
-	err = read ? read(ctx, o, off, (size_t)len, p->buf, stage_progress, stage_done, p)
-		   : cachetier_obj_read_mem(o, off, (size_t)len, p->buf,
-					    fetch__rules_stage_small(len), stage_progress,
-					    stage_done, p);
+	if (err == 0)
+		err = read ? read(ctx, o, off, (size_t)len, p->buf, stage_progress, stage_done, p)
+			   : cachetier_obj_read_mem(o, off, (size_t)len, p->buf,
+						    fetch__rules_stage_small(len), stage_progress,
+						    stage_done, p);
 	disk_mutex_lock(&st->lock);
 	if (err < 0) {
 		/* done not run: the span goes to the store; a read that found
@@ -687,7 +722,6 @@ static struct stage_piece *stage_find(struct fetch_stage *st, struct cachetier_o
 static void stage_end(struct fetch_stage *st, struct stage_piece *p, uint64_t off, size_t len,
 		      int served, int keep)
 {
-	unsigned char *drop = NULL;
 	int gone;
 
 	disk_mutex_lock(&st->lock);
@@ -705,11 +739,10 @@ static void stage_end(struct fetch_stage *st, struct stage_piece *p, uint64_t of
 		piece_unlink(st, p);
 		pthread_cond_broadcast(&st->cond); /* room (stage_make_room) */
 	} else
-		drop = piece_drop_buf(st, p);
+		piece_drop_buf(st, p);
 	disk_mutex_unlock(&st->lock);
 	if (gone)
 		piece_free(p);
-	free(drop);
 }
 
 int fetch_stage_read(struct fetch *s, struct cachetier_obj *o, void *dst, size_t len, uint64_t off)
@@ -757,7 +790,6 @@ void fetch_stage_release(void *ref)
 {
 	struct stage_piece *p = ref;
 	struct fetch_stage *st;
-	unsigned char *drop = NULL;
 	int gone;
 
 	if (!p)
@@ -770,11 +802,10 @@ void fetch_stage_release(void *ref)
 		piece_unlink(st, p);
 		pthread_cond_broadcast(&st->cond); /* room (stage_make_room) */
 	} else
-		drop = piece_drop_buf(st, p);
+		piece_drop_buf(st, p);
 	disk_mutex_unlock(&st->lock);
 	if (gone)
 		piece_free(p);
-	free(drop);
 }
 
 void fetch_stage_stats_get(struct fetch *s, struct fetch_stage_stats *out)
@@ -787,6 +818,10 @@ void fetch_stage_stats_get(struct fetch *s, struct fetch_stage_stats *out)
 	disk_mutex_lock(&st->lock);
 	*out = st->c;
 	out->wait_ms = st->c.wait_ms_ns / 1000000;
+	out->buf_maps = st->pool.maps;
+	out->buf_reuses = st->pool.reuses;
+	out->buf_remaps = st->pool.remaps;
+	out->buf_free = st->pool.free_bytes;
 	out->now = st->bytes;
 	out->max = st->max;
 	disk_mutex_unlock(&st->lock);
@@ -815,7 +850,7 @@ void fetch__stage_plans(struct fetch *s, void *const *plans, size_t n)
 				/* its plan went (cleared, replaced: an epoch's end):
 				 * no planned read is due */
 				*pp = p->next;
-				st->bytes -= p->counted;
+				piece_put_buf(st, p);
 				if (p->left > 0)
 					st->c.dropped++;
 				p->next = freed;

@@ -18,7 +18,8 @@
  * reply (fetch_stage_hold) released after the next operation. After
  * every operation, against a model of bytes read per path: each read
  * answered from the stage (1, exact bytes) while its piece lives and not
- * once it went, the stage's memory (now) exactly the live pieces' bytes,
+ * once it went, the stage's memory (now) exactly the live pieces' buffers
+ * (fetch__stagebuf_size of each),
  * the reads and bytes answered exact; at each round's end nothing left.
  */
 #include <errno.h>
@@ -127,7 +128,7 @@ static uint64_t live_bytes(void)
 	uint64_t n = 0;
 
 	for (int i = 0; i < nmp; i++)
-		n += mp[i].gone ? 0 : mp[i].end - mp[i].off;
+		n += mp[i].gone ? 0 : fetch__stagebuf_size((size_t)(mp[i].end - mp[i].off), NULL);
 	return n;
 }
 

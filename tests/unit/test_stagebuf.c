@@ -1,0 +1,307 @@
+/*
+ * test_stagebuf.c — the stage's buffers reused (fetch/fetch_stagebuf.c):
+ * a read never gets a reused buffer's old bytes, a buffer lent to a reply
+ * is never reused while held (a failed span's included), buffers are
+ * page-aligned, and the stage's buffers and the pool's free ones together
+ * stay within --plan-memory.
+ *
+ * A seeded run (TEST_SEED repeats one) of random steps on a stage of
+ * 1 MiB over one object of random bytes: spans of 20-130 KiB staged in
+ * free slots of the object (read into memory by this test: the bytes land
+ * in steps, each followed by the watermark), reads and holds of bytes
+ * below a span's watermark (read or lent: exact, page-aligned), holds
+ * released later (their bytes compared again after every write of a
+ * span's bytes and at the release: a buffer reused under a hold would
+ * show another span's bytes), spans read whole
+ * (freed), their read ended or failed (a failed span's reads fall back,
+ * its buffer goes once no hold keeps it), a plan cleared (its spans
+ * freed). After every step, against a model: the stage's memory exactly
+ * the buffers of the spans that keep one (fetch__stagebuf_size each), and
+ * it and the pool's free bytes within the stage; at the end buffers were
+ * reused and fewer mapped than staged.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cachetier.h"
+#include "check.h"
+#include "fetch.h"
+#include "fetch_i.h"
+#include "test_util.h"
+
+#define OBJ   (8u << 20)
+#define SLOT  (256u * 1024)
+#define NSLOT (OBJ / SLOT)
+#define MAX   (1u << 20)
+#define STEPS 30000
+#define HOLDS 8
+#define KEY   "s.tar"
+
+static char tmpdir[256];
+static unsigned char *data;
+static uint64_t rs;
+
+struct span {
+	int used; /* the slot holds a span the stage has not let go */
+	uint64_t off, len, written;
+	int plan, cleared, done, failed, complete;
+	unsigned holds;
+	unsigned char *seen; /* bytes of its path read */
+	void *buf, *arg;
+	cachetier_mem_progress_fn progress;
+	cachetier_mem_done_fn donefn;
+};
+static struct span sp[NSLOT];
+static int cur;
+
+struct hold {
+	int slot;
+	uint64_t a, b;
+	char *ptr;
+	void *ref;
+};
+static struct hold holds[HOLDS];
+static int nholds;
+
+static const int plan_ids[2]; /* plans: compared by address only */
+
+static uint64_t rn(uint64_t n)
+{
+	return n ? rnd(&rs) % n : 0;
+}
+
+static int rec_read(void *ctx, struct cachetier_obj *o, uint64_t off, size_t len, void *buf,
+		    cachetier_mem_progress_fn progress, cachetier_mem_done_fn done, void *arg)
+{
+	(void)ctx;
+	(void)o;
+	(void)off;
+	(void)len;
+	sp[cur].buf = buf;
+	sp[cur].arg = arg;
+	sp[cur].progress = progress;
+	sp[cur].donefn = done;
+	return 0;
+}
+
+/* The model: does span x go now, does it keep its buffer? */
+static void settle(struct span *x)
+{
+	if (x->used && (x->complete || x->cleared) && x->done && x->holds == 0) {
+		x->used = 0;
+		free(x->seen);
+		x->seen = NULL;
+	}
+}
+
+static int keeps_buf(const struct span *x)
+{
+	return x->used && !(x->failed && x->holds == 0);
+}
+
+static uint64_t model_mem(void)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < NSLOT; i++)
+		n += keeps_buf(&sp[i]) ? fetch__stagebuf_size((size_t)sp[i].len, NULL) : 0;
+	return n;
+}
+
+static void note_read(struct span *x, uint64_t a, uint64_t b)
+{
+	uint64_t k;
+
+	memset(x->seen + (a - x->off), 1, b - a);
+	for (k = 0; k < x->len && x->seen[k]; k++)
+		;
+	x->complete = k == x->len;
+}
+
+static int release_one(int i, int step)
+{
+	struct hold h = holds[i];
+	int ok = memcmp(h.ptr, data + h.a, h.b - h.a) == 0;
+
+	CHECK(ok, "step %d: held bytes [%llu, %llu) still the object's at the release", step,
+	      (unsigned long long)h.a, (unsigned long long)h.b);
+	fetch_stage_release(h.ref);
+	sp[h.slot].holds--;
+	settle(&sp[h.slot]);
+	holds[i] = holds[--nholds];
+	return ok;
+}
+
+int main(void)
+{
+	uint64_t seed = test_start(tmpdir, sizeof(tmpdir), "stagebuf", 20261130u);
+	struct cachetier_config cc;
+	struct cachetier *ct;
+	struct cachetier_obj *o;
+	struct fetch *s;
+	struct fetch_stage_stats st;
+	struct backend *be;
+	char dir[sizeof(tmpdir) + 16];
+	unsigned char *buf = malloc(SLOT);
+	uint64_t staged = 0, served = 0, wrong = 0, refused = 0, mem_bad = 0;
+	int err;
+
+	rs = seed * 2654435761u + 1;
+	data = src_object(tmpdir, KEY, OBJ, &rs);
+	be = fault_store(tmpdir, "");
+	snprintf(dir, sizeof(dir), "%s/cache", tmpdir);
+	tier_config(&cc, dir, 64u << 20, 2, 64u * 1024);
+	ct = tier_open(&cc, be);
+	err = fetch_new(ct, &s);
+	if (err || !buf)
+		FAIL("fetch_new: %d", err);
+	if (fetch__stage_new(s, MAX) != 0)
+		FAIL("fetch__stage_new");
+	o = obj_open(ct, be, KEY);
+	for (int step = 0; step < STEPS; step++) {
+		unsigned k = (unsigned)rn(NSLOT);
+		struct span *x = &sp[k];
+		unsigned what = (unsigned)rn(100);
+
+		if (what < 15) { /* stage a span in a free slot, if it fits */
+			uint64_t len = 20 * 1024 + rn(110 * 1024);
+			struct cachetier_piece sub;
+
+			if (x->used || model_mem() + fetch__stagebuf_size((size_t)len, NULL) > MAX)
+				continue;
+			memset(x, 0, sizeof(*x));
+			x->off = (uint64_t)k * SLOT + rn(SLOT - len);
+			x->len = len;
+			x->written = 0;
+			x->plan = (int)rn(2);
+			x->seen = calloc(1, len);
+			if (!x->seen)
+				FAIL("calloc");
+			sub = (struct cachetier_piece){.off = x->off, .len = len};
+			cur = (int)k;
+			err = fetch__stage_add_via(s, o, x->off, x->off + len, &sub, 1,
+						   &plan_ids[x->plan], 0, 0, rec_read, NULL);
+			CHECK(err == 0, "step %d: a span of %llu bytes staged: %d", step,
+			      (unsigned long long)len, err);
+			if (err) {
+				free(x->seen);
+				continue;
+			}
+			x->used = 1;
+			staged++;
+		} else if (what < 40) { /* some of its bytes land */
+			uint64_t n;
+
+			if (!x->used || x->done || x->written == x->len)
+				continue;
+			n = rn(2) ? x->len - x->written : 1 + rn(x->len - x->written);
+			memcpy((unsigned char *)x->buf + x->written, data + x->off + x->written, n);
+			x->written += n;
+			x->progress(x->arg, x->off + x->written);
+			/* a buffer reused under a hold shows here */
+			for (int i = 0; i < nholds; i++)
+				wrong += memcmp(holds[i].ptr, data + holds[i].a,
+						holds[i].b - holds[i].a) != 0;
+		} else if (what < 75) { /* a read or a hold of bytes in */
+			uint64_t a, b;
+			char *ptr = NULL;
+			void *ref = NULL;
+			int got, want;
+
+			if (!x->used || x->written == 0)
+				continue;
+			a = x->off + rn(x->written);
+			b = a + 1 + rn(x->off + x->written - a);
+			want = !x->failed;
+			if (nholds < HOLDS && rn(3) == 0) {
+				got = fetch_stage_hold(s, o, (size_t)(b - a), a, &ptr, &ref);
+				if (got) {
+					wrong += memcmp(ptr, data + a, b - a) != 0;
+					CHECK(((uintptr_t)ptr - (a - x->off)) % 4096 == 0,
+					      "step %d: a span's buffer page-aligned", step);
+					holds[nholds++] = (struct hold){(int)k, a, b, ptr, ref};
+					x->holds++;
+				}
+			} else {
+				got = fetch_stage_read(s, o, buf, (size_t)(b - a), a);
+				if (got)
+					wrong += memcmp(buf, data + a, b - a) != 0;
+			}
+			CHECK(got == want, "step %d: [%llu, %llu) answered %d, want %d", step,
+			      (unsigned long long)a, (unsigned long long)b, got, want);
+			served += got;
+			refused += !got;
+			note_read(x, a, b);
+			settle(x);
+		} else if (what < 85) { /* its read ends, or fails */
+			if (!x->used || x->done)
+				continue;
+			if (x->written == x->len && rn(8)) {
+				x->donefn(x->arg, 0);
+			} else if (x->written < x->len && rn(4)) {
+				continue;
+			} else {
+				x->failed = 1;
+				x->donefn(x->arg, -EIO);
+			}
+			x->done = 1;
+			settle(x);
+		} else if (what < 97) { /* a hold released */
+			if (nholds && rn(3) == 0)
+				release_one((int)rn((uint64_t)nholds), step);
+		} else { /* a plan cleared: the other stays */
+			int gone = (int)rn(2);
+			void *keep[1] = {(void *)&plan_ids[!gone]};
+
+			fetch__stage_plans(s, keep, 1);
+			for (unsigned i = 0; i < NSLOT; i++) {
+				if (sp[i].used && sp[i].plan == gone) {
+					sp[i].cleared = 1;
+					settle(&sp[i]);
+				}
+			}
+		}
+		fetch_stage_stats_get(s, &st);
+		if ((st.now != model_mem() || st.now + st.buf_free > MAX) && mem_bad++ < 5)
+			fprintf(stderr,
+				"step %d: stage memory %llu (model %llu), free buffers %llu, "
+				"within %u?\n",
+				step, (unsigned long long)st.now, (unsigned long long)model_mem(),
+				(unsigned long long)st.buf_free, MAX);
+	}
+	CHECK(mem_bad == 0,
+	      "%llu steps where the stage's memory was not the model's or beyond the stage",
+	      (unsigned long long)mem_bad);
+	while (nholds)
+		release_one(0, STEPS);
+	fetch_stage_stats_get(s, &st);
+	printf("stagebuf: %llu spans staged, %llu reads served, %llu fallbacks, %llu buffers "
+	       "mapped, %llu reused, %llu resized, %llu failed\n",
+	       (unsigned long long)staged, (unsigned long long)served, (unsigned long long)refused,
+	       (unsigned long long)st.buf_maps, (unsigned long long)st.buf_reuses,
+	       (unsigned long long)st.buf_remaps, (unsigned long long)st.failed);
+	CHECK(wrong == 0, "%llu reads got bytes not the object's", (unsigned long long)wrong);
+	CHECK(staged > 500 && served > 1000, "%llu spans staged, %llu reads served",
+	      (unsigned long long)staged, (unsigned long long)served);
+	CHECK(st.buf_maps < staged / 4 && st.buf_maps + st.buf_reuses + st.buf_remaps == staged,
+	      "buffers taken from the pool for most spans (%llu): %llu of their class, %llu "
+	      "resized, %llu mapped",
+	      (unsigned long long)staged, (unsigned long long)st.buf_reuses,
+	      (unsigned long long)st.buf_remaps, (unsigned long long)st.buf_maps);
+	for (unsigned i = 0; i < NSLOT; i++) {
+		if (sp[i].used && !sp[i].done)
+			sp[i].donefn(sp[i].arg, -EIO);
+		free(sp[i].seen);
+	}
+	cachetier_obj_unref(o);
+	fetch_free(s);
+	cachetier_close(ct);
+	backend_close(be);
+	free(data);
+	free(buf);
+	return test_end("stagebuf", tmpdir, seed);
+}
