@@ -571,9 +571,10 @@ static int units_check(struct cachetier *ct, struct ct_file *f, uint32_t c0, uin
 
 /* ---- reads without ct->lock ----
  *
- * A read that is not a probe and asks for no readahead (a planned read's:
- * the plan fetches ahead for it) and whose units are all valid, read-locked
- * by this process (pinned by another read here, or idle) and trusted
+ * A read that asks for no readahead (a planned read's: the plan fetches
+ * ahead for it; a probe's, a spot check of a tar header) and whose units
+ * are all valid, read-locked by this process (pinned by another read
+ * here, or idle) and trusted
  * (seen 1: checked here, the data file unchanged since) is served without
  * ct->lock or any other lock all readers share: it pins each unit with a
  * compare-and-swap on the unit's word f->fp[c], which a read with ct->lock
@@ -733,8 +734,9 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 
 	*pc0 = c0;
 	*pc1 = c1;
-	/* a window with nothing to queue (no step) needs no ct->lock */
-	*fast = !probe && (!ahead || !queue) && c1 - c0 <= FP_COUNT && fast_begin(ct, f, c0, c1);
+	/* a window with nothing to queue (no step) needs no ct->lock, nor a
+	 * probe (no window: it asks nothing more of a hit) */
+	*fast = (probe || !ahead || !queue) && c1 - c0 <= FP_COUNT && fast_begin(ct, f, c0, c1);
 	if (*fast)
 		return 0;
 	if (c1 - c0 > sizeof(reqbuf))

@@ -1260,7 +1260,9 @@ static void test_one_obj_threads(uint64_t seed)
  * them with a compare-and-swap each and takes no ct->lock, counted on the
  * reading thread (cachetier_lock_takes); a read with a unit it does not
  * hold takes ct->lock at its begin and its end; eviction never takes a
- * unit such a read pins. */
+ * unit such a read pins. A probe (cachetier_obj_pread_probe: a tar
+ * header's spot check) of held, trusted units takes no ct->lock either
+ * (the store before took it at every probe: 1). */
 static void test_read_unlocked(void)
 {
 	struct backend *be = store("");
@@ -1302,6 +1304,20 @@ static void test_read_unlocked(void)
 	      "unlocked: the first read of 5 units filled ahead: %d wrong, ct->lock taken %llu "
 	      "times, want 0",
 	      bad, (unsigned long long)(cachetier_lock_takes() - takes));
+	/* a probe of 512 bytes across two of those units: no lock */
+	{
+		unsigned char h[512];
+		uint64_t at = off + 4 * u - 256;
+		ssize_t n;
+
+		takes = cachetier_lock_takes();
+		n = cachetier_obj_pread_probe(oa, h, sizeof(h), at);
+		takes = cachetier_lock_takes() - takes;
+		CHECK(n == (ssize_t)sizeof(h) && memcmp(h, data[NOBJ] + at, sizeof(h)) == 0 &&
+			  takes == 0,
+		      "unlocked: a probe of 2 held units: %zd, ct->lock taken %llu times, want 0",
+		      n, (unsigned long long)takes);
+	}
 	/* a unit not valid yet: with ct->lock at the read's begin (its end:
 	 * its object's lock alone) */
 	takes = cachetier_lock_takes();
@@ -1310,8 +1326,8 @@ static void test_read_unlocked(void)
 	      "unlocked: a miss: %d wrong, ct->lock taken %llu times, want 1", bad,
 	      (unsigned long long)(cachetier_lock_takes() - takes));
 	stats(a, &st);
-	CHECK(st.hits == 21 && st.misses == 2,
-	      "unlocked: %llu hits, %llu misses; want 21 (without ct->lock), 2",
+	CHECK(st.hits == 22 && st.misses == 2,
+	      "unlocked: %llu hits, %llu misses; want 22 (without ct->lock), 2",
 	      (unsigned long long)st.hits, (unsigned long long)st.misses);
 	cachetier_obj_unref(oa);
 	cachetier_close(a);
