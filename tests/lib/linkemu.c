@@ -342,21 +342,61 @@ static const char *date_now(void)
 /* The status line and the common headers, then extra (CRLF-terminated lines, or "") and
  * Content-Length (or, for CHUNKED, Transfer-Encoding: chunked); the body is set by the
  * caller. */
+/* a head built by appends (no printf per request: its formatting was most of the emulator's
+ * own user time); over cap is a bug of this file: dies */
+struct hb {
+	char *p;
+	size_t len, cap;
+};
+
+static void hb_put(struct hb *h, const char *s, size_t n)
+{
+	if (h->len + n >= h->cap) /* only the S3 error path echoes client bytes: cut, as a
+				     server would refuse them */
+		die("internal: response head over %zu bytes", h->cap);
+	memcpy(h->p + h->len, s, n);
+	h->len += n;
+	h->p[h->len] = 0;
+}
+
+static void hb_str(struct hb *h, const char *s)
+{
+	hb_put(h, s, strlen(s));
+}
+
+static void hb_u64(struct hb *h, uint64_t v)
+{
+	char d[20];
+	size_t i = sizeof d;
+	do {
+		d[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	hb_put(h, d + i, sizeof d - i);
+}
+
 void resp_head(struct conn *c, int code, const char *extra, uint64_t length)
 {
-	char len[64];
-	if (length == CHUNKED)
-		snprintf(len, sizeof len, "Transfer-Encoding: chunked");
-	else
-		snprintf(len, sizeof len, "Content-Length: %" PRIu64, length);
-	int n = snprintf(c->hdr, HDR_CAP,
-			 "HTTP/1.1 %d %s\r\nServer: linkemu\r\nDate: %s\r\n%s%s\r\n%s\r\n", code,
-			 reason(code), date_now(), extra, len,
-			 c->close_after ? "Connection: close\r\n" : "");
-	if (n < 0 || n >= HDR_CAP) /* only the S3 error path echoes client bytes: cut, as a
-				      server would refuse them */
-		die("internal: response head over %d bytes", HDR_CAP);
-	c->hdr_len = (size_t)n;
+	struct hb h = {c->hdr, 0, HDR_CAP};
+	hb_str(&h, "HTTP/1.1 ");
+	hb_u64(&h, (uint64_t)code);
+	hb_str(&h, " ");
+	hb_str(&h, reason(code));
+	hb_str(&h, "\r\nServer: linkemu\r\nDate: ");
+	hb_str(&h, date_now());
+	hb_str(&h, "\r\n");
+	hb_str(&h, extra);
+	if (length == CHUNKED) {
+		hb_str(&h, "Transfer-Encoding: chunked");
+	} else {
+		hb_str(&h, "Content-Length: ");
+		hb_u64(&h, length);
+	}
+	hb_str(&h, "\r\n");
+	if (c->close_after)
+		hb_str(&h, "Connection: close\r\n");
+	hb_str(&h, "\r\n");
+	c->hdr_len = h.len;
 	c->hdr_off = 0;
 	c->state = C_SEND;
 }
@@ -723,13 +763,21 @@ static void serve_file(struct conn *c, const char *path)
 		}
 		code = 206;
 	}
-	int n =
-	    snprintf(extra, sizeof extra,
-		     "ETag: %s\r\nLast-Modified: %s\r\nAccept-Ranges: bytes\r\n", of->etag, of->lm);
-	if (code == 206)
-		snprintf(extra + n, sizeof extra - (size_t)n,
-			 "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n", start,
-			 end - 1, size);
+	struct hb h = {extra, 0, sizeof extra};
+	hb_str(&h, "ETag: ");
+	hb_str(&h, of->etag);
+	hb_str(&h, "\r\nLast-Modified: ");
+	hb_str(&h, of->lm);
+	hb_str(&h, "\r\nAccept-Ranges: bytes\r\n");
+	if (code == 206) {
+		hb_str(&h, "Content-Range: bytes ");
+		hb_u64(&h, start);
+		hb_str(&h, "-");
+		hb_u64(&h, end - 1);
+		hb_str(&h, "/");
+		hb_u64(&h, size);
+		hb_str(&h, "\r\n");
+	}
 	resp_head(c, code, extra, end - start);
 	if (c->head || end == start)
 		return;
