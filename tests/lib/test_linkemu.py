@@ -628,8 +628,44 @@ def group_ais(env, ck):
             'moss_requests', 'moss_redirects', 'moss_items', 'moss_missing', 'moss_refused',
             's3_head', 's3_get', 'redirects', 'moss_inflight_max')],
             [2 * len(cases), 1, 2 * (5 + 2 + 2), 2, 2 * 7, 3, 3, 1, 1])
+        moss_concurrent(env, ck, root, a)
     finally:
         py.stop()
+        emu.stop()
+
+
+def moss_concurrent(env, ck, root, a):
+    """3 GetBatch answers at once, each 7 x a.tar (490 KB: the socket's buffer takes it
+    whole at once on loopback) on its own connection, paced at 1 MB/s (about 0.45 s each on
+    the link): all 3 are in flight together (moss_inflight_max 3) and each is timed to its
+    last byte on the link, not to its hand-over to the kernel (moss_ms: at least 0.4 s each).
+    Counted at the hand-over both were wrong: 1 at once, a few ms each."""
+    emu = linkemu.Emu(root, 30, 1, env.tmp, 'ais-inflight', shardfs=env.shardfs, impl=IMPL,
+                      etag='store', ais=True)
+    try:
+        body = json.dumps({'mime': '.tar', 'in': [{'objname': 'a.tar'}] * 7, 'coer': True,
+                           'onob': True, 'strm': True}).encode()
+        head = ('GET /v1/ml/moss/bench?provider=ais&dt=t1 HTTP/1.1\r\nHost: x\r\n'
+                'Content-Type: application/json\r\nContent-Length: %d\r\n\r\n'
+                % len(body)).encode()
+        socks = [socket.create_connection(('127.0.0.1', emu.port), timeout=60)
+                 for _ in range(3)]
+        try:
+            for s in socks:
+                s.sendall(head + body)
+            got = [raw_answer(s.makefile('rb')) for s in socks]
+        finally:
+            for s in socks:
+                s.close()
+        ck.eq('3 answers at once: status, bytes', [(g[0], len(dechunk(g[2]))) for g in got],
+              [(200, 7 * (512 + (len(a) + 511) // 512 * 512) + 1024)] * 3)
+        st = emu.stats()
+        ck.eq('3 answers at once: requests, in flight at most', (
+            st.get('moss_requests'), st.get('moss_inflight_max')), (3, 3))
+        ck.ok(st.get('moss_ms', 0) >= 3 * 400,
+              '3 answers at once: timed to their last byte on the link (%r ms, want >= 1200)'
+              % st.get('moss_ms'))
+    finally:
         emu.stop()
 
 def moss_gen(rng, files):
