@@ -654,6 +654,9 @@ class _AisHandler(_Handler):
                 return
         coer, onob = bool(req.get('coer')), bool(req.get('onob'))
         with owner.lock:
+            # each target request's entries in order (a window's split, item by item)
+            owner.moss_log.append([(it['objname'], it.get('start', 0), it.get('length', 0))
+                                   for it in items])
             armed = (owner.moss_corrupt, owner.moss_cut_member, owner.moss_cut_at) != \
                 (None, None, None) or bool(owner.moss_lie)
         if owner.root is not None and owner.moss_sendfile and not armed:
@@ -765,6 +768,7 @@ class AisStandIn(_Counting):
         self.delay_s = delay_ms / 1000.0
         self.rate_bps = int(rate_mb * 1e6)
         self.moss_inflight = 0
+        self.moss_log = []  # [[(objname, start, length)] per target request]
         self.moss_sendfile = True
         self.moss_hold = None
         self.moss_cut_member = None

@@ -53,10 +53,12 @@ cache directory (--warm off: nothing but the plan fetches ahead).
            items there arrived), exact staged bytes; no fill, no byte written to
            the cache, no eviction, no punch, no miss, no object GET; every path read from the
            stage with exact bytes, every staged span freed once read
-  stagever 'stage''s mount, shard 1 replaced after the listing: the HEAD after its items says
-           another ETag, its 10 staged spans fail (1 stale object), never served; shards 0
-           and 2 exact from the stage; shard 1's paths ESTALE or the new version's own
-           members; the old version put back
+  stagever 'stage''s mount, shard 1 replaced after the listing: exactly 1 HEAD per shard of
+           the window, the one after shard 1's items says another ETag, its 10 staged spans
+           fail (1 stale object), never served; shards 0 and 2 exact from the stage; shard
+           1's paths ESTALE or the new version's own members; the old version put back
+           (stagever and stagerun are one case, case_stalestage, but for when the shard is
+           replaced)
   stagerun 'stage''s mount, the window's GetBatch answer held at the target while shard 1 is
            replaced (an object changed under a running window: the answer carries the new
            version's bytes at the old ranges): exactly 1 HEAD per shard of the window, 1 stale
@@ -66,6 +68,13 @@ cache directory (--warm off: nothing but the plan fetches ahead).
   stagecut 'stage''s mount, the answer cut in the middle of shard 1's first item: 2 GetBatch
            answers (the rest asked again), 1 failed item, its staged span failed (never
            served, its path read the ordinary way), every path exact, no read error
+  stagesplit a staged window split into several requests: 2 other shards (16 members of
+           200-300 KB, prefix big/), the plan their 16 middle members (4 MB, one window),
+           --connections 5 (at most 3 GetBatch requests at once): exactly fetch_batch.c's
+           split, 3 requests, each the model's items (objname, start, length) in plan order
+           at the stand-in, one 307 each; 2 HEADs (one per shard of the window, not per
+           request), none shared; every path exact from the stage, no object GET, no miss,
+           nothing written to the cache
 
 Usage: test_ais_getbatch.py SHARDFS
 Exit 77 (skip) when /dev/fuse is unusable or s3rver is not installed.
@@ -489,6 +498,28 @@ def case_cut(env, ck, c):
     c.world.ais.moss_cut_member = None
 
 
+def read_replaced(ck, c, m, label, name, newbytes):
+    """Read every planned path, those of the replaced shard `name` apart: the others exact;
+    its own ESTALE or (a refresh may show the new version) the new version's own member,
+    whole, never other bytes (new bytes under the old index)."""
+    c.read_all(ck, m, label, skip=(name,))
+    stale = 0
+    for path, shard, off, size, data in c.plan:
+        if shard != name:
+            continue
+        try:
+            got = ml.read_all(os.path.join(m.mnt, path))
+        except OSError as e:
+            stale += e.errno == errno.ESTALE
+            if e.errno != errno.ESTALE:
+                ck.fail('%s: %s: %s' % (label, path, e))
+            continue
+        if got != newbytes.get(path):
+            ck.fail('%s: %s: %d bytes that are not the new version\'s member (new bytes under '
+                    'the old index?)' % (label, path, len(got)))
+    log('%s: %d of %s\'s planned paths answered ESTALE' % (label, stale, name))
+
+
 def case_version(env, ck, c):
     rng = random.Random(2525)
     name = 'shard-000002.tar'
@@ -529,36 +560,36 @@ def case_version(env, ck, c):
             ck.eq('version: reading the raw object\'s planned range', e.errno, errno.ESTALE)
         finally:
             os.close(fd)
-        c.read_all(ck, m, 'version', skip=(name,))
-        stale = 0
-        for path, shard, off, size, data in c.plan:
-            if shard != name:
-                continue
-            try:
-                got = ml.read_all(os.path.join(m.mnt, path))
-            except OSError as e:
-                stale += e.errno == errno.ESTALE
-                if e.errno != errno.ESTALE:
-                    ck.fail('version: %s: %s' % (path, e))
-                continue
-            # a refresh may show the new version: then its own member, whole
-            if got != newbytes.get(path):
-                ck.fail('version: %s: %d bytes that are not the new version\'s member (new '
-                        'bytes under the old index?)' % (path, len(got)))
-        log('version: %d of shard 2\'s planned paths answered ESTALE' % stale)
+        read_replaced(ck, c, m, 'version', name, newbytes)
         st2 = m.stats()
         ck.eq('version: stale objects', st2['plan_batch_stale_objects'], 1)
 
 
+STAGE_OPTS = ['--cache-size', '64K', '--chunk-size', '16K', '--warm', 'off', '--get-batch', 'auto']
+
+
+def stage_mount(c, label, prefix=PREFIX, extra=()):
+    """A mount whose planned windows all go through the stage: --cache-size 64K (less than
+    any path: the rule stages each span), --chunk-size 16K (the gap, at most a chunk, is
+    shorter than any path: each path is a span of its own)."""
+    return ml.Mount(c.env, 'ais://%s/%s' % (BUCKET, prefix), cache_dir=c.env.path('cache-' + label),
+                    extra=STAGE_OPTS + list(extra))
+
+
+def staged(m, st0, n, requests=1):
+    """Wait until n spans are staged by `requests` GetBatch requests or more; the stats then."""
+    return ml.poll(lambda: (lambda s: s['plan_stage_spans'] - st0['plan_stage_spans'] >= n and
+                            s['plan_batch_requests'] - st0['plan_batch_requests'] >= requests
+                            and s)(m.stats())) or m.stats()
+
+
 def case_stage(env, ck, c):
-    """A GetBatch window through the stage: --cache-size 64K (less than any path: the rule
-    stages each span), --chunk-size 16K (the gap, at most a chunk, is shorter than any path:
-    each path is a span of its own, whatever the link meter measured), the default stage: one
+    """A GetBatch window through the stage (stage_mount), the default stage: one
     GetBatch request of the 30 paths (each with its tar header) in plan order, its bytes into
     memory, one HEAD per shard (the staged windows' version rule: one per object of the
     window, sent once every item of it in the window arrived; the batch fills' rule sent two,
-    its first item's and its last's); nothing written to the cache, no fill, no eviction, no punch; every path read from
-    the stage with exact bytes."""
+    its first item's and its last's); nothing written to the cache, no fill, no eviction, no
+    punch; every path read from the stage with exact bytes."""
     want = sum(x[3] + 512 for x in c.plan)
     keys = ('fills', 'bytes_fetched', 'evictions', 'cache_punches', 'cache_misses',
             'plan_stage_spans', 'plan_stage_bytes', 'plan_stage_read_bytes',
@@ -566,14 +597,9 @@ def case_stage(env, ck, c):
             'plan_batch_requests', 'plan_batch_items', 'plan_batch_bytes', 'plan_batch_heads',
             'plan_batch_heads_shared', 'plan_batch_failed_items', 'plan_batch_stale_objects',
             'read_errors')
-    with ml.Mount(c.env, 'ais://%s/%s' % (BUCKET, PREFIX),
-                  cache_dir=c.env.path('cache-stage'),
-                  extra=['--cache-size', '64K', '--chunk-size', '16K', '--warm', 'off',
-                         '--get-batch', 'auto']) as m:
+    with stage_mount(c, 'stage') as m:
         st0, a0 = c.publish(ck, m, 'stage')
-        st = ml.poll(lambda: (lambda s: s['plan_stage_spans'] - st0['plan_stage_spans'] >=
-                              len(c.plan) and s['plan_batch_requests'] -
-                              st0['plan_batch_requests'] >= 1 and s)(m.stats())) or m.stats()
+        staged(m, st0, len(c.plan))
         c.read_all(ck, m, 'stage')
         st = ml.poll(lambda: (lambda s: s['plan_stage_mem_bytes'] == 0 and s)(m.stats())) \
             or m.stats()
@@ -605,136 +631,171 @@ def case_stage(env, ck, c):
         ck.eq('stage: every staged span freed once read', st['plan_stage_mem_bytes'], 0)
 
 
-def case_stagever(env, ck, c):
-    """The stage's version rule: 'stage''s mount, shard 1 replaced in the bucket after the
-    mount listed it (other bytes, a larger object: every staged item answers, with the new
-    bytes); the HEAD after its items says another ETag: its 10 staged spans fail (their bytes
-    never served), shards 0 and 2 are read from the stage with exact bytes, shard 1's paths
-    answer ESTALE (or, after a refresh, the new version's own member), never other bytes.
-    The old version is put back at the end (the same bytes: the same ETag) for the next case."""
-    rng = random.Random(2626)
-    name = 'shard-000001.tar'
-    with open(os.path.join(c.src, name), 'rb') as f:
-        oldraw = f.read()
-    with ml.Mount(c.env, 'ais://%s/%s' % (BUCKET, PREFIX),
-                  cache_dir=c.env.path('cache-stagever'),
-                  extra=['--cache-size', '64K', '--chunk-size', '16K', '--warm', 'off',
-                         '--get-batch', 'auto']) as m:
-        try:
-            for s in range(NSHARDS):
-                os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
-            newp = env.path('new-' + name)
-            new = make_shard(newp, rng, '1', [rng.randrange(45000, 60000)
-                                              for _ in range(NMEMBERS)])
-            with open(newp, 'rb') as f:
-                newraw = f.read()
-            c.world.s3.put(BUCKET, PREFIX + name, newraw)
-            newbytes = {'shard-000001/' + n: d for n, _, _, d in new}
-            st0, a0 = c.publish(ck, m, 'stagever')
-            st = ml.poll(lambda: (lambda s: s['plan_stage_spans'] - st0['plan_stage_spans'] >=
-                                  len(c.plan) and s['plan_batch_requests'] -
-                                  st0['plan_batch_requests'] >= 1 and s)(m.stats())) \
-                or m.stats()
-            mine = sum(1 for x in c.plan if x[1] == name)
-            ck.eq('stagever: staged spans, GetBatch requests',
-                  (st['plan_stage_spans'] - st0['plan_stage_spans'],
-                   st['plan_batch_requests'] - st0['plan_batch_requests']), (len(c.plan), 1))
-            ck.eq('stagever: stale objects, staged spans failed (shard 1\'s)',
-                  (st['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
-                   st['plan_stage_failed'] - st0['plan_stage_failed']), (1, mine))
-            c.read_all(ck, m, 'stagever', skip=(name,))
-            stale = 0
-            for path, shard, off, size, data in c.plan:
-                if shard != name:
-                    continue
-                try:
-                    got = ml.read_all(os.path.join(m.mnt, path))
-                except OSError as e:
-                    stale += e.errno == errno.ESTALE
-                    if e.errno != errno.ESTALE:
-                        ck.fail('stagever: %s: %s' % (path, e))
-                    continue
-                if got != newbytes.get(path):
-                    ck.fail('stagever: %s: %d bytes that are not the new version\'s member'
-                            % (path, len(got)))
-            log('stagever: %d of shard 1\'s planned paths answered ESTALE' % stale)
-            st2 = m.stats()
-            ck.eq('stagever: bytes served from the stage: shards 0 and 2 (each path and its '
-                  'header check)', st2['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
-                  sum(x[3] + 512 for x in c.plan if x[1] != name))
-        finally:
-            c.world.s3.put(BUCKET, PREFIX + name, oldraw)
-
-
-def case_stagerun(env, ck, c):
-    """An object changed under a running window: 'stage''s mount, the window's one GetBatch
-    answer held at the target (moss_hold) until shard 1 was replaced in the bucket (other
-    bytes, a larger object: every item answers, the new version's bytes at the old ranges),
-    then released. The window's HEADs go after its items arrived: exactly one per shard, and
-    shard 1's says another ETag: 1 stale object, its 10 staged spans failed, never served
-    (ESTALE, or after a refresh the new version's own member); shards 0 and 2 exact from the
-    stage. The old version is put back at the end."""
-    rng = random.Random(3737)
+def case_stalestage(env, ck, c, label):
+    """The stage's version rule with shard 1 replaced in the bucket (other bytes, a larger
+    object: every staged item answers, with the new bytes at the old ranges), on a
+    stage_mount:
+      stagever  after the mount listed it, before the plan;
+      stagerun  while the window's one GetBatch answer is held at the target (moss_hold):
+                an object changed under a running window.
+    Either way the window's HEADs go after its items arrived: exactly one per shard, and shard
+    1's says another ETag: 1 stale object, its 10 staged spans failed, never served (ESTALE,
+    or after a refresh the new version's own member); shards 0 and 2 exact from the stage.
+    The old version is put back at the end (the same bytes: the same ETag)."""
+    running = label == 'stagerun'
+    rng = random.Random(3737 if running else 2626)
     name = 'shard-000001.tar'
     with open(os.path.join(c.src, name), 'rb') as f:
         oldraw = f.read()
     hold = threading.Event()
-    with ml.Mount(c.env, 'ais://%s/%s' % (BUCKET, PREFIX),
-                  cache_dir=c.env.path('cache-stagerun'),
-                  extra=['--cache-size', '64K', '--chunk-size', '16K', '--warm', 'off',
-                         '--get-batch', 'auto']) as m:
+    with stage_mount(c, label) as m:
         try:
-            newp = env.path('run-' + name)
+            for s in range(NSHARDS):
+                os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
+            newp = env.path(label + '-' + name)
             new = make_shard(newp, rng, '1', [rng.randrange(45000, 60000)
                                               for _ in range(NMEMBERS)])
             with open(newp, 'rb') as f:
                 newraw = f.read()
             newbytes = {'shard-000001/' + n: d for n, _, _, d in new}
-            c.world.ais.moss_hold = hold
-            st0, a0 = c.publish(ck, m, 'stagerun')
-            held = ml.poll(lambda: c.ais().get('moss_held', 0) > a0.get('moss_held', 0))
-            ck.ok(held, 'stagerun: the window\'s GetBatch answer held at the target')
-            c.world.s3.put(BUCKET, PREFIX + name, newraw)
-            hold.set()
-            st = ml.poll(lambda: (lambda s: s['plan_stage_spans'] - st0['plan_stage_spans'] >=
-                                  len(c.plan) and s['plan_batch_requests'] -
-                                  st0['plan_batch_requests'] >= 1 and s)(m.stats())) \
-                or m.stats()
+            if running:
+                c.world.ais.moss_hold = hold
+            else:
+                c.world.s3.put(BUCKET, PREFIX + name, newraw)
+            st0, a0 = c.publish(ck, m, label)
+            if running:
+                held = ml.poll(lambda: c.ais().get('moss_held', 0) > a0.get('moss_held', 0))
+                ck.ok(held, '%s: the window\'s GetBatch answer held at the target' % label)
+                c.world.s3.put(BUCKET, PREFIX + name, newraw)
+                hold.set()
+            st = staged(m, st0, len(c.plan))
             a1 = c.ais()
             mine = sum(1 for x in c.plan if x[1] == name)
-            ck.eq('stagerun: staged spans, GetBatch requests',
+            ck.eq('%s: staged spans, GetBatch requests' % label,
                   (st['plan_stage_spans'] - st0['plan_stage_spans'],
                    st['plan_batch_requests'] - st0['plan_batch_requests']), (len(c.plan), 1))
-            ck.eq('stagerun: HEADs: one per shard of the window (stand-in, mount)',
+            ck.eq('%s: HEADs: one per shard of the window (stand-in, mount)' % label,
                   (a1.get('s3_head', 0) - a0.get('s3_head', 0),
                    st['plan_batch_heads'] - st0['plan_batch_heads']), (NSHARDS, NSHARDS))
-            ck.eq('stagerun: stale objects, staged spans failed (shard 1\'s)',
+            ck.eq('%s: stale objects, staged spans failed (shard 1\'s)' % label,
                   (st['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
                    st['plan_stage_failed'] - st0['plan_stage_failed']), (1, mine))
-            c.read_all(ck, m, 'stagerun', skip=(name,))
-            stale = 0
-            for path, shard, off, size, data in c.plan:
-                if shard != name:
-                    continue
-                try:
-                    got = ml.read_all(os.path.join(m.mnt, path))
-                except OSError as e:
-                    stale += e.errno == errno.ESTALE
-                    if e.errno != errno.ESTALE:
-                        ck.fail('stagerun: %s: %s' % (path, e))
-                    continue
-                if got != newbytes.get(path):
-                    ck.fail('stagerun: %s: %d bytes that are not the new version\'s member'
-                            % (path, len(got)))
-            log('stagerun: %d of shard 1\'s planned paths answered ESTALE' % stale)
+            read_replaced(ck, c, m, label, name, newbytes)
             st2 = m.stats()
-            ck.eq('stagerun: bytes served from the stage: shards 0 and 2 (each path and its '
-                  'header check)', st2['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
+            ck.eq('%s: bytes served from the stage: shards 0 and 2 (each path and its '
+                  'header check)' % label,
+                  st2['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
                   sum(x[3] + 512 for x in c.plan if x[1] != name))
         finally:
             c.world.ais.moss_hold = None
             hold.set()
             c.world.s3.put(BUCKET, PREFIX + name, oldraw)
+
+
+def case_stagever(env, ck, c):
+    case_stalestage(env, ck, c, 'stagever')
+
+
+def case_stagerun(env, ck, c):
+    case_stalestage(env, ck, c, 'stagerun')
+
+
+SPLIT_PREFIX, SPLIT_PAR = 'big/', 3  # --connections 5: at most 3 GetBatch requests at once
+
+
+def split_model(items, par):
+    """fetch_batch.c's split of a window's items [(objname, start, length)] in plan order:
+    k = min(bytes // 1 MiB, par) requests (at least 1) of about equal bytes, each a stretch
+    of the plan's order, the last taking the rest."""
+    total = sum(x[2] for x in items)
+    k = max(1, min(total // (1 << 20), par))
+    want, out, i = -(-total // k), [], 0
+    while i < len(items):
+        j, acc = i, 0
+        while j < len(items) and (acc < want or len(out) + 1 >= k):
+            acc += items[j][2]
+            j += 1
+        out.append(items[i:j])
+        i = j
+    return out
+
+
+def case_stagesplit(env, ck, c):
+    """A staged window split into several GetBatch requests: 2 shards of 16 members of
+    200-300 KB under their own prefix, the plan their 16 middle members (4 MB, one
+    window), stage_mount with --connections 5 (at most 3 GetBatch requests at once): exactly
+    the split of fetch_batch.c's model, 3 requests, each the model's items (the path and its
+    tar header) in plan order at the stand-in, one 307 each; one HEAD per shard of the
+    window (2, not one per request and object: the window's rule), none shared; every path
+    read from the stage with exact bytes, no object GET, no miss, no cache write."""
+    rng = random.Random(4141)
+    src = env.path('src-split')
+    os.makedirs(src)
+    plan = []
+    for s in range(2):
+        name = 'big-%06d.tar' % s
+        ms = make_shard(os.path.join(src, name), rng, 'b%d' % s,
+                        [rng.randrange(200000, 300000) for _ in range(16)])
+        for mname, off, size, data in ms[ENDS:-ENDS]:
+            plan.append(('big-%06d/%s' % (s, mname), name, off, size, data))
+    rng.shuffle(plan)
+    r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('icache-split'),
+                 src])
+    ck.eq('stagesplit: shardfs index --sidecar rc', r.returncode, 0)
+    for rel in sorted(os.listdir(src)):  # (the bucket is the Case's)
+        with open(os.path.join(src, rel), 'rb') as f:
+            c.world.s3.put(BUCKET, SPLIT_PREFIX + rel, f.read())
+    planfile = env.path('plan-split')
+    with open(planfile, 'w') as f:
+        f.write(''.join(x[0] + '\n' for x in plan))
+    items = [(SPLIT_PREFIX + shard, off - 512, size + 512) for _, shard, off, size, _ in plan]
+    want = split_model(items, SPLIT_PAR)
+    ck.eq('stagesplit: the model\'s requests', len(want), SPLIT_PAR)
+    with stage_mount(c, 'stagesplit', SPLIT_PREFIX,
+                     ['--connections', str(SPLIT_PAR + 2)]) as m:
+        for s in range(2):
+            os.listdir(os.path.join(m.mnt, 'big-%06d' % s))
+        st0, a0 = m.stats(), c.ais()
+        log0 = len(c.world.ais.moss_log)
+        ck.eq('stagesplit: plan rc', ctl(m.mnt, 'plan a ' + planfile), None)
+        st = staged(m, st0, len(plan), len(want))
+        a1 = c.ais()
+        with c.world.ais.lock:
+            got = [list(x) for x in c.world.ais.moss_log[log0:]]
+        # (the requests run at once: the stand-in logs them as they come)
+        got.sort(key=lambda req: items.index(req[0]) if req and req[0] in items else -1)
+        log('stagesplit: %d requests of %s items (model %s)' % (
+            len(got), [len(x) for x in got], [len(x) for x in want]))
+        ck.eq('stagesplit: GetBatch requests (mount; stand-in: 307s, answers)',
+              (st['plan_batch_requests'] - st0['plan_batch_requests'],
+               a1.get('moss_redirects', 0) - a0.get('moss_redirects', 0),
+               a1.get('moss_requests', 0) - a0.get('moss_requests', 0)), (len(want),) * 3)
+        ck.eq('stagesplit: each request\'s items (objname, start, length), in plan order',
+              got, want)
+        ck.eq('stagesplit: HEADs: one per shard of the window (stand-in, mount), none shared',
+              (a1.get('s3_head', 0) - a0.get('s3_head', 0),
+               st['plan_batch_heads'] - st0['plan_batch_heads'],
+               st['plan_batch_heads_shared'] - st0['plan_batch_heads_shared']), (2, 2, 0))
+        ck.eq('stagesplit: spans and bytes staged',
+              (st['plan_stage_spans'] - st0['plan_stage_spans'],
+               st['plan_stage_bytes'] - st0['plan_stage_bytes']),
+              (len(plan), sum(x[2] for x in items)))
+        bad = 0
+        for path, shard, off, size, data in plan:
+            bad += ml.read_all(os.path.join(m.mnt, path)) != data
+        ck.eq('stagesplit: paths with wrong bytes', bad, 0)
+        st2, a2 = m.stats(), c.ais()
+        ck.eq('stagesplit: read from the stage (every path and its header check)',
+              st2['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
+              sum(x[2] for x in items))
+        ck.eq('stagesplit: object GETs, misses, bytes fetched to the cache, failed, stale, '
+              'read errors',
+              (a2.get('redirects', 0) - a0.get('redirects', 0),
+               st2['cache_misses'] - st0['cache_misses'],
+               st2['bytes_fetched'] - st0['bytes_fetched'],
+               st2['plan_stage_failed'] - st0['plan_stage_failed'],
+               st2['plan_batch_stale_objects'] - st0['plan_batch_stale_objects'],
+               st2['read_errors'] - st0['read_errors']), (0, 0, 0, 0, 0, 0))
 
 
 def case_stagecut(env, ck, c):
@@ -746,15 +807,9 @@ def case_stagecut(env, ck, c):
     cut = next(x for x in c.plan if x[1] == name)
     c.world.ais.moss_cut_member = PREFIX + name
     try:
-        with ml.Mount(c.env, 'ais://%s/%s' % (BUCKET, PREFIX),
-                      cache_dir=c.env.path('cache-stagecut'),
-                      extra=['--cache-size', '64K', '--chunk-size', '16K', '--warm', 'off',
-                             '--get-batch', 'auto']) as m:
+        with stage_mount(c, 'stagecut') as m:
             st0, a0 = c.publish(ck, m, 'stagecut')
-            st = ml.poll(lambda: (lambda s: s['plan_stage_spans'] - st0['plan_stage_spans'] >=
-                                  len(c.plan) and s['plan_batch_requests'] -
-                                  st0['plan_batch_requests'] >= 1 and s)(m.stats())) \
-                or m.stats()
+            st = staged(m, st0, len(c.plan))
             a1 = c.ais()
             ck.eq('stagecut: answers cut, GetBatch answers (the rest asked again)',
                   (a1.get('moss_cut', 0) - a0.get('moss_cut', 0),
@@ -793,6 +848,7 @@ def run(env, ck):
         case_stagever(env, ck, c)
         case_stagerun(env, ck, c)
         case_stagecut(env, ck, c)
+        case_stagesplit(env, ck, c)
         case_version(env, ck, c)
         ck.eq('refused requests (the stand-in)', c.ais().get('moss_refused', 0), 0)
     finally:
