@@ -1157,7 +1157,7 @@ def plan_ais_getbatch(a, emu, impl, label):
     keys = ('plan_batch_requests', 'plan_batch_items', 'plan_batch_bytes',
             'plan_batch_failed_items', 'plan_batch_stale_objects', 'plan_batch_refused',
             'plan_batch_unfit_bytes', 'plan_batch_heads', 'plan_batch_heads_shared',
-            'plan_batch_head_waits', 'store_requests')
+            'plan_batch_head_waits', 'plan_batch_slot_waits', 'store_requests')
     try:
         for side in ('getbatch', 'ranges'):
             settle()
