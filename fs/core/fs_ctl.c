@@ -500,8 +500,8 @@ static int cmd_is(const char *s, size_t n, const char *w, size_t *arg)
 
 /* 'plan [NAME] FILE' and 'plan-clear [NAME]' (a NAME has no blank; FILE,
  * absolute, is the rest of the line). */
-static int plan_command(struct fs *fs, int clear, const char *a, size_t n, pid_t pid,
-			const struct fs_op_stop *stop)
+static int plan_command(struct fs *fs, int clear, const char *a, size_t n, uid_t uid, gid_t gid,
+			pid_t pid, const struct fs_op_stop *stop)
 {
 	char name[FS_PLAN_NAME_MAX + 2], file[PATH_MAX];
 	size_t nl = 0;
@@ -524,7 +524,7 @@ static int plan_command(struct fs *fs, int clear, const char *a, size_t n, pid_t
 	if (n == 0)
 		return -EINVAL;
 	err = ctl_unescape(a, n, file, sizeof(file));
-	return err < 0 ? err : fs_plan_publish(fs, nl ? name : NULL, pid, file, stop);
+	return err < 0 ? err : fs_plan_publish(fs, nl ? name : NULL, pid, file, stop, uid, gid);
 }
 
 /* 'prefetch-wait RUN MS' (fs_ctl.h). The run's objects are gathered once;
@@ -693,6 +693,12 @@ static int umount_notice(struct fs *fs, const char *a, size_t n)
 int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid,
 		   const struct fs_op_stop *stop)
 {
+	return fs_ctl_command_as(fs, buf, len, geteuid(), getegid(), pid, stop);
+}
+
+int fs_ctl_command_as(struct fs *fs, const char *buf, size_t len, uid_t uid, gid_t gid, pid_t pid,
+		      const struct fs_op_stop *stop)
+{
 	size_t i = 0;
 	int err = 0, inside_shard = 0, waited = -1;
 
@@ -724,7 +730,7 @@ int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid,
 			} else if (cmd_is(buf + i, k - i, "plan", &a) ||
 				   cmd_is(buf + i, k - i, "plan-clear", &a)) {
 				err = plan_command(fs, k - i > 4 && buf[i + 4] == '-', buf + i + a,
-						   k - i - a, pid, stop);
+						   k - i - a, uid, gid, pid, stop);
 			} else {
 				fs_log(FS_LOG_WARN, "control: unknown command '%.*s'", (int)(k - i),
 				       buf + i);

@@ -79,6 +79,19 @@ int fs_ctl_render(struct fs *fs, enum fs_ctl which, char **buf, size_t *len);
  * prefetch-wait under an umount-notice). */
 int fs_ctl_command(struct fs *fs, const char *buf, size_t len, pid_t pid,
 		   const struct fs_op_stop *stop);
+/* fs_ctl_command sent by user uid, group gid (the request's sender; the
+ * daemon's own user and group for fs_ctl_command): a file a command names
+ * (plan FILE) is opened with the sender's rights, never the daemon's
+ * (fs_ctl_open_as). */
+int fs_ctl_command_as(struct fs *fs, const char *buf, size_t len, uid_t uid, gid_t gid, pid_t pid,
+		      const struct fs_op_stop *stop);
+/* open(path, flags) with the rights of user uid, group gid, no
+ * supplementary group: the daemon's own when uid is root's or the daemon's;
+ * else, in a daemon run as root, this thread's file-system ids set to the
+ * sender's for the open (setfsuid, setfsgid: per thread) and put back; in
+ * one that is not, only a file uid owns or anybody may read. Returns the
+ * fd or -errno (-EACCES: not the sender's to read). */
+int fs_ctl_open_as(const char *path, int flags, uid_t uid, gid_t gid);
 
 /* fs_view_ctl.c: the latest prefetch run. A run begins at a
  * 'prefetch-start' command, or at a prefetch command from another process

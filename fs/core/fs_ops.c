@@ -256,15 +256,17 @@ void fs_op_release(struct fs *fs, uint64_t ino, uint64_t fh)
 		v->release(fs, ino, fh);
 }
 
-int fs_op_write(struct fs *fs, uint64_t ino, const char *buf, size_t size)
+int fs_op_write(struct fs *fs, uint64_t ino, const char *buf, size_t size, uid_t uid, gid_t gid,
+		pid_t pid)
 {
 	if (!is_control(ino))
 		return -EROFS;
-	return fs_ctl_command(fs, buf, size, 0, NULL);
+	(void)pid; /* a write's commands are no process's own: as before, pid 0 */
+	return fs_ctl_command_as(fs, buf, size, uid, gid, 0, NULL);
 }
 
-int fs_op_ioctl(struct fs *fs, uint64_t ino, unsigned cmd, uid_t uid, pid_t pid, const void *in_buf,
-		size_t in_len, const struct fs_op_stop *stop)
+int fs_op_ioctl(struct fs *fs, uint64_t ino, unsigned cmd, uid_t uid, gid_t gid, pid_t pid,
+		const void *in_buf, size_t in_len, const struct fs_op_stop *stop)
 {
 	if (cmd != FS_CTL_IOC || !is_control(ino))
 		return -ENOTTY;
@@ -272,7 +274,7 @@ int fs_op_ioctl(struct fs *fs, uint64_t ino, unsigned cmd, uid_t uid, pid_t pid,
 		return -EACCES;
 	if (in_len != FS_CTL_IOC_LEN)
 		return -EINVAL;
-	return fs_ctl_command(fs, in_buf, strnlen(in_buf, in_len), pid, stop);
+	return fs_ctl_command_as(fs, in_buf, strnlen(in_buf, in_len), uid, gid, pid, stop);
 }
 
 int fs_read_fd_range(struct fs *fs, struct cachetier_obj *o, uint64_t off, size_t size,

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "disk.h"
+#include "fs_ctl.h"
 #include "fs_plan_i.h"
 
 static void plan_changed(struct fs *fs);
@@ -277,6 +278,8 @@ struct plan_reader {
 	uint64_t lineno;		/* of the line being read, from 1 */
 	uint64_t lines[PLAN_LOG_LINES]; /* line numbers of the first missing paths */
 	const struct fs_op_stop *stop;	/* or NULL */
+	uid_t uid;			/* the sender's: the file opened with its rights */
+	gid_t gid;
 };
 
 /* The line just read: resolve its path into the next extent, or count it
@@ -327,9 +330,9 @@ static int plan_read(struct plan_reader *r, const char *path)
 	char *buf = NULL;
 	int fd, err = 0;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	fd = fs_ctl_open_as(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, r->uid, r->gid);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (fstat(fd, &st) < 0) {
 		err = -errno;
 		goto out;
@@ -456,7 +459,7 @@ static struct fs_plan *plan_install(struct fs *fs, struct fs_plan *p)
 }
 
 int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file,
-		    const struct fs_op_stop *stop)
+		    const struct fs_op_stop *stop, uid_t uid, gid_t gid)
 {
 	char nm[FS_PLAN_NAME_MAX + 1], human[32], lines[PLAN_LOG_LINES * 22 + 8];
 	const char *mp = fs->cfg.mountpoint;
@@ -488,6 +491,8 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	r->fs = fs;
 	r->p = p;
 	r->stop = stop;
+	r->uid = uid;
+	r->gid = gid;
 	err = plan_read(r, file);
 	if (err < 0) {
 		fs_log(FS_LOG_WARN, "plan '%s': cannot read the plan file '%s': %s", nm, file,

@@ -71,14 +71,15 @@ struct fs_plan_info {
 	uint64_t bytes;	   /* sum of the extents' len */
 	uint64_t fnv;	   /* FNV-1a 64 of the found paths as given, each with '\n' */
 };
-/* Read FILE and publish it as plan name (NULL: "pid-PID"). 0, or -EINVAL
+/* Read FILE (opened with the rights of the sender, user uid and group gid:
+ * fs_ctl_open_as) and publish it as plan name (NULL: "pid-PID"). 0, or -EINVAL
  * (a relative FILE, a bad name, a FILE inside the mount, not a regular
  * file), -EISDIR, -EFBIG (past FS_PLAN_FILE_MAX or 2^32-1 paths), -ENOMEM,
  * or open's error (-ENOENT, -EACCES), -EINTR (stop said the sender gave up
  * waiting: asked after each piece of the file read). Blocks: may index
  * shards. */
 int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file,
-		    const struct fs_op_stop *stop);
+		    const struct fs_op_stop *stop, uid_t uid, gid_t gid);
 /* Does path (absolute) name something inside the mount at mp (its
  * realpath), following symbolic links, "." and "..", or through a bind
  * mount of it, without ever looking at mp or below it (fs_plan_path.c)?

@@ -244,7 +244,8 @@ static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 
 	(void)off;
 	(void)fi;
-	err = fs_op_write(fs, ino, buf, size);
+	err = fs_op_write(fs, ino, buf, size, fuse_req_ctx(req)->uid, fuse_req_ctx(req)->gid,
+			  fuse_req_ctx(req)->pid);
 	if (err < 0)
 		reply_fail(req, fs, OP_WRITE, ino, NULL, err);
 	else
@@ -404,8 +405,8 @@ static void ll_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
 	(void)fi;
 	(void)flags;
 	(void)out_bufsz;
-	err = fs_op_ioctl(fs, ino, cmd, fuse_req_ctx(req)->uid, fuse_req_ctx(req)->pid, in_buf,
-			  in_bufsz, &stop);
+	err = fs_op_ioctl(fs, ino, cmd, fuse_req_ctx(req)->uid, fuse_req_ctx(req)->gid,
+			  fuse_req_ctx(req)->pid, in_buf, in_bufsz, &stop);
 	if (err < 0)
 		reply_fail(req, fs, OP_IOCTL, ino, NULL, err);
 	else

@@ -723,8 +723,11 @@ static void plan_say_refused(const char *mnt, const char *name, const char *abs,
 	else if (err == -ENOTTY)
 		fprintf(stderr, "shardfs: %s: %s\n", mnt, strerror(ENOTTY));
 	else
-		fprintf(stderr, "shardfs plan: the mount cannot read the plan file %s: %s\n",
-			abs ? abs : "", strerror(-err));
+		fprintf(stderr, "shardfs plan: the mount cannot read the plan file %s: %s%s\n",
+			abs ? abs : "", strerror(-err),
+			err == -EACCES ? " (the mount opens it with the sender's rights: "
+					 "a file this user can read)"
+				       : "");
 }
 
 int fs_plan_main(int argc, char **argv)
@@ -754,7 +757,8 @@ int fs_plan_main(int argc, char **argv)
 			    "paths advance the plan (stats: plans, plan_paths, plan_missing,\n"
 			    "plan_hits; MOUNTPOINT/.shardfs/plans). --clear drops plan NAME.\n"
 			    "A relative FILE is taken from the current directory; the mount\n"
-			    "reads it (its daemon's user must be able to). Exit status: 0 done,\n"
+			    "reads it with the rights of the user who sends the plan (its\n"
+			    "daemon's user must be able to reach it too). Exit status: 0 done,\n"
 			    "1 refused (says why), 2 usage.\n",
 			    synopsis);
 			return 0;

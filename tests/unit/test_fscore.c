@@ -515,7 +515,7 @@ static void test_shards_layout(void)
 	}
 	CHECK(strcmp(list(fs, ".shardfs", 0, &l), ". .. stats metrics control") == 0,
 	      ".shardfs: %s", l.text);
-	CHECK(fs_op_write(fs, (uint64_t)walk(fs, "x"), "x", 1) == -EROFS, "write");
+	CHECK(fs_op_write(fs, (uint64_t)walk(fs, "x"), "x", 1, 0, 0, 0) == -EROFS, "write");
 	fs_close_core(fs);
 }
 

@@ -93,8 +93,10 @@ int fs_op_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_t si
 int fs_op_read_by(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_t size,
 		  uint32_t reader, struct fs_read *r);
 void fs_op_read_done(struct fs_read *r);
-/* A write: only .shardfs/control takes them, each a whole command line. */
-int fs_op_write(struct fs *fs, uint64_t ino, const char *buf, size_t size);
+/* A write from user uid (group gid), process pid: only .shardfs/control
+ * takes them, each a whole command line (fs_ctl_command_as). */
+int fs_op_write(struct fs *fs, uint64_t ino, const char *buf, size_t size, uid_t uid, gid_t gid,
+		pid_t pid);
 /* Has the sender of a request given up waiting for it (the kernel
  * interrupted the request: a signal, the sender killed)? Work that may
  * take long for one request (reading a plan file) asks now and then and
@@ -103,11 +105,11 @@ struct fs_op_stop {
 	int (*asked)(void *arg);
 	void *arg;
 };
-/* An ioctl cmd from user uid, process pid, with the argument
+/* An ioctl cmd from user uid (group gid), process pid, with the argument
  * in_buf[0..in_len): the control command (FS_CTL_IOC) gives
- * fs_ctl_command's result, everything else -ENOTTY. */
-int fs_op_ioctl(struct fs *fs, uint64_t ino, unsigned cmd, uid_t uid, pid_t pid, const void *in_buf,
-		size_t in_len, const struct fs_op_stop *stop);
+ * fs_ctl_command_as's result, everything else -ENOTTY. */
+int fs_op_ioctl(struct fs *fs, uint64_t ino, unsigned cmd, uid_t uid, gid_t gid, pid_t pid,
+		const void *in_buf, size_t in_len, const struct fs_op_stop *stop);
 
 /* Can ino be listed? */
 int fs_op_opendir(struct fs *fs, uint64_t ino);
