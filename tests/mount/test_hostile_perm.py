@@ -11,7 +11,9 @@ GROUP:
           read (as the kernel says: 'cat' run as nobody) and is refused (exit 1, "Permission
           denied", no plan listed in .shardfs/plans) for every other, and so is the command
           sent straight to the mount (the ioctl python/shardfs sends, past the client's own
-          check: EACCES), /etc/shadow too: nothing of a file nobody cannot read comes back (main before this test: every file published, its
+          check: EACCES), /etc/shadow too: nothing of a file nobody cannot read comes back;
+          a file that is not there, in a directory nobody cannot search, is EACCES as one
+          that is (ENOENT where nobody may look) (main before this test: every file published, its
           paths and the paths that named nothing counted back, /etc/shadow's lines too);
           root's 'shardfs plan' publishes every one. SHARDFS_TEST_SEED replays another class.
 """
@@ -135,16 +137,22 @@ def group_plan_rights(env, ck):
             env.run([env.shardfs, 'plan', m.mnt, '--clear', '--name', 'r' + name])
             if listed:
                 env.run(NOBODY + [exe, 'plan', m.mnt, '--clear', '--name', name])
-        sends = [('d' + name, path) for name, path, _ in cases]
+        sends = [('d' + name, path, what, 0 if truths['d' + name] else errno.EACCES)
+                 for name, path, what in cases]
         if os.path.exists('/etc/shadow'):
-            sends.append(('shadow', '/etc/shadow'))
-            truths['shadow'] = False
-        got = direct(m.mnt, sends)
+            sends.append(('shadow', '/etc/shadow', '/etc/shadow', errno.EACCES))
+        # in a directory nobody cannot search, a file that is not there is refused as one that
+        # is (main before: ENOENT against EACCES told them apart); where nobody may look, ENOENT
+        sends += [('dnone', os.path.join(dirs['root-0700'], 'none.txt'),
+                   'no such file in root-0700', errno.EACCES),
+                  ('dnone2', os.path.join(dirs['root-0755'], 'none.txt'),
+                   'no such file in root-0755', errno.ENOENT)]
+        got = direct(m.mnt, [(name, path) for name, path, _, _ in sends])
         listed = plans_listed(m.mnt)
-        for (name, path), (_, _, what) in zip(sends, cases + [(0, 0, '/etc/shadow')]):
+        for name, path, what, want in sends:
             ck.eq('%s (%s): the command sent straight: errno' % (name, what), got.get(name),
-                  0 if truths[name] else errno.EACCES)
-            ck.eq('%s: the command sent straight: listed' % name, name in listed, truths[name])
+                  want)
+            ck.eq('%s: the command sent straight: listed' % name, name in listed, want == 0)
         log('%d of %d plan files readable by nobody' % (readable, len(cases)))
         ck.ok(0 < readable < len(cases), 'the class has both kinds: %d of %d readable'
               % (readable, len(cases)))
