@@ -487,7 +487,8 @@ static void say_wants(const struct fs_opt_cmd *cmd, const struct fs_opt *o, cons
 		snprintf(lo, sizeof(lo), "%llu", (unsigned long long)o->min);
 		snprintf(hi, sizeof(hi), "%llu", (unsigned long long)o->max);
 		fprintf(stderr, "a number %s%s%s%s", o->max == NOLIMIT ? "of at least " : "from ",
-			lo, to, o->max == NOLIMIT ? "" : hi);
+			lo, to,
+			o->max == NOLIMIT ? " and at most 18446744073709551615 (2^64 - 1)" : hi);
 		break;
 	case FS_OPT_SECONDS:
 		fprintf(stderr, "seconds (%s up to 1e9)", o->min ? "more than 0" : "0");
@@ -496,8 +497,10 @@ static void say_wants(const struct fs_opt_cmd *cmd, const struct fs_opt *o, cons
 	case FS_OPT_SIZE32:
 		size_str(o->min, lo, sizeof(lo));
 		size_str(o->max, hi, sizeof(hi));
+		/* no bound of its own: still the 64 bits it is held in (a value
+		 * over them is refused: say so, not only the lower bound) */
 		fprintf(stderr, "a size: digits with an optional K, M, G or T suffix, %s%s%s%s",
-			from, lo, to, o->max == NOLIMIT ? "" : hi);
+			from, lo, to, o->max == NOLIMIT ? " and below 16777216T (2^64 bytes)" : hi);
 		break;
 	case FS_OPT_ENUM: {
 		/* "a|b|c" as "a, b or c" */

@@ -13,6 +13,11 @@ GROUP:
             Main before this test: the overview's 'umount [--force]' (no --stale),
             'plan MOUNTPOINT FILE [--name NAME]' (no --clear), 'pack ... PREFIX' (the command
             says OUTPUT_PREFIX).
+  option-bounds  every option of 'mount', 'index' and 'pack' taking a SIZE, N, SECONDS or
+            SEED, given a value past any bound (seeded): exit 2, the message names the option
+            and the value and gives an upper bound (main before: the sizes without a bound of
+            their own, --cache-size and 5 more, and pack's --max-count and --shuffle, said only
+            'at least 1' of '16777216T').
 """
 import os
 import re
@@ -119,7 +124,36 @@ def group_synopsis(env, ck):
                       sorted(opts | {o for o in own if o.startswith('--')} | {'--help'}))
 
 
-GROUPS = {'synopsis': (group_synopsis, 60)}
+def group_option_bounds(env, ck):
+    """Every option of 'mount', 'index' and 'pack' taking a SIZE, N, SECONDS or SEED, given a
+    value past any bound (seeded: a digit string of 21 to 30 digits, or the first size over 64 bits,
+    with a suffix or none): exit 2, naming the option, the value, and an upper bound, so the
+    refusal says why (main before: the sizes without a bound of their own said only 'at least
+    1', of a value that was digits with a suffix and at least 1)."""
+    exe = env.shardfs
+    rng = env.rng
+    nowhere = env.path('nowhere')
+    for cmd in ('mount', 'index', 'pack'):
+        rc, out, _ = run(exe, cmd, '--help')
+        opts = re.findall(r'^\s+(?:-\w, )?--([a-z-]+) (SIZE|N|SECONDS|SEED)\b', out, re.M)
+        ck.ok(len(opts) >= 3, '%s --help: %d options with a number: %r' % (cmd, len(opts), opts))
+        for name, kind in opts:
+            if kind == 'SIZE':
+                big = rng.choice(['16777216T', '17179869184G', '18446744073709551616',
+                                  '9' * rng.randint(21, 30) + rng.choice(['', 'K', 'M', 'G', 'T'])])
+            else:
+                big = '9' * rng.randint(21, 30)
+            args = [cmd, '--' + name, big, nowhere] + ([nowhere] if cmd != 'index' else [])
+            rc, out, err = run(exe, *args)
+            log('%s --%s %s: rc=%r %s' % (cmd, name, big, rc, err.strip()))
+            ck.eq('%s --%s %s: exit' % (cmd, name, big), rc, 2)
+            ck.ok('--%s' % name in err and "'%s'" % big in err,
+                  '%s --%s %s: the message names neither: %r' % (cmd, name, big, err))
+            ck.ok(re.search(r'(?: to | up to | below | at most )\S', err) is not None,
+                  '%s --%s %s: the message gives no upper bound: %r' % (cmd, name, big, err))
+
+
+GROUPS = {'synopsis': (group_synopsis, 60), 'option-bounds': (group_option_bounds, 60)}
 
 
 if __name__ == '__main__':
