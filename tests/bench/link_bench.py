@@ -19,7 +19,9 @@ baseline<TAB>unit<TAB>ratio<TAB>goal<TAB>goal_ge"; lib_bench.py puts them in the
              L0a one curl vs the rate (the kernel's pacing holds); L0b the emulator's CPU per
              100 KB request, the C one (tests/lib/linkemu.c) vs the Python one it replaced;
              every run ends with L0c, the emulator's CPU per request over the run, and notes
-             of its requests, bytes and CPU per group of rows
+             of its requests, bytes and CPU per group of rows; with --emu-base EXE, L0d this
+             emulator's CPU per 135 KB request vs EXE's (another build), side by side
+             under the same load (--only emuab runs it alone)
   prefetch   `shardfs prefetch MNT` of the whole data set vs the shards downloaded by curl,
              N at a time (xargs -P N), to files (goal >= 0.95); and vs N curl range requests
              covering the data set, the same connection count (report)
@@ -51,7 +53,11 @@ baseline<TAB>unit<TAB>ratio<TAB>goal<TAB>goal_ge"; lib_bench.py puts them in the
              CPU-bound ceiling; report); f: requests to the store per sample (report); g:
              daemon CPU s per GB read (<= 1.5) and vs the local epoch's; h: daemon context
              switches (voluntary + involuntary, of its threads) per GB vs the local epoch's
-             (<= 1.5x); i: the time readers waited (cache_miss_wait_ms) in the planned epoch.
+             (<= 1.5x); i: the time readers waited (cache_miss_wait_ms) in the planned epoch;
+             j: the whole machine's busy CPU-s (/proc/stat) of the planned cold epoch vs the
+             local epochs' (report), with notes of each epoch's budget (the columns; by
+             process: loader and its workers, daemon, emulator, bench, other; idle) and of
+             the gap between them part by part.
              Figures behind the rows print as "note" lines; each epoch's log line is followed
              by the daemon's CPU by thread name (shardfs-io: the store's I/O loop, fills'
              bytes and ends; shardfs-fill: claims and evictions; shardfs: the FUSE threads).
@@ -381,6 +387,48 @@ def w_emulator_cpu(a, emu):
     emit('L0b. link emulator user CPU per 100 KB request (its own code; the rest is the '
          'kernel\'s), %d connections: C vs linkemu.py' % a.n, 'no mount', cu, pu,
          'us/request', pu / max(cu, 1e-9), 'reference')
+
+
+def sched_cpu(pid):
+    """A process's main thread's CPU seconds, exact (/proc/PID/schedstat: ns on a CPU; the
+    C emulator has one thread)."""
+    with open('/proc/%d/schedstat' % pid) as f:
+        return int(f.read().split()[0]) / 1e9
+
+
+def w_emulator_ab(a, emu):
+    """With --emu-base EXE: this run's emulator against another build of it (EXE, e.g. main's)
+    side by side: both on the shards at once, each with its own load generator (EMU_LOAD: N
+    keep-alive connections of 135 KB range requests, the planned epoch's shape) started
+    together, so the machine's load hits both alike; 5 rounds, CPU per request (schedstat)."""
+    if not a.emu_base:
+        return
+    base = Emu(a.shard_dir, a.delay_ms, a.rate_mb, a.w, 'base', exe=a.emu_base, etag=a.etag)
+    per, size = 150, 135000
+    res = {'this': [], 'base': []}
+    try:
+        for _ in range(5):
+            sides = (('this', emu), ('base', base))
+            c0 = {k: (sched_cpu(e.p.pid), e.stats()['requests']) for k, e in sides}
+            ps = [subprocess.Popen([PY, '-c', EMU_LOAD, str(e.port), str(a.n), str(per),
+                                    str(size), ','.join(a.names)]) for _, e in sides]
+            for p in ps:
+                if p.wait() != 0:
+                    raise RuntimeError('the load generator failed')
+            for k, e in sides:
+                n = max(e.stats()['requests'] - c0[k][1], 1)
+                res[k].append((sched_cpu(e.p.pid) - c0[k][0]) / n * 1e6)
+            log('emulators side by side: this %.1f us per request, --emu-base %.1f' % (
+                res['this'][-1], res['base'][-1]))
+    finally:
+        stop_emu(base)
+    t, b = med(res['this']), med(res['base'])
+    note('emulator CPU per 135 KB request side by side, 5 rounds: this %s us, --emu-base (%s) '
+         '%s us; load average %s' % (' '.join('%.1f' % x for x in res['this']), a.emu_base,
+                                     ' '.join('%.1f' % x for x in res['base']), loadavg()))
+    emit('L0d. link emulator CPU per 135 KB request, %d connections, side by side under the '
+         'same load: this run\'s emulator vs --emu-base' % a.n, 'no mount', t, b, 'us/request',
+         b / max(t, 1e-9), 'reference (how many times cheaper)')
 
 
 def emu_note(what, s0, s1):
@@ -1486,6 +1534,10 @@ def main():
                     help="the emulator's ETag: 'store', an opaque strong token as S3, GCS and "
                     "AIStore send (default), or 'nginx', nginx's weak MTIME-SIZE, which the "
                     "mount checks with a probe per fill (--weak-etag check)")
+    ap.add_argument('--emu-base', metavar='EXE', help='row L0d: this run\'s link emulator '
+                    'against the emulator EXE (another build of tests/lib/linkemu.c, e.g. '
+                    'main\'s), side by side under the same load (runs with emulator in --only, '
+                    'or alone: --only emuab)')
     ap.add_argument('--scale-rate-mb', type=float, default=8)
     ap.add_argument('--scale', default='8,16,32,64')
     ap.add_argument('--connections', type=int, help='N (default: the mount\'s default)')
@@ -1532,6 +1584,10 @@ def main():
     a.mount_opts = a.mount_opts.split()
     MOUNT_OPTS[:] = a.mount_opts
     only = set(a.only.split(','))
+    if a.emu_base:
+        a.emu_base = os.path.abspath(a.emu_base)
+        if 'emulator' in only:
+            only.add('emuab')
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGHUP, stop)
     a.w = tempfile.mkdtemp(prefix='shardfs-link-', dir='/var/tmp')
@@ -1554,7 +1610,8 @@ def main():
         note('link emulator: %s (pid %d)' % (emu.p.args[0], emu.p.pid))
         first = emu.stats()
         for name, fn in (('emulator', w_emulator), ('emulator', w_emulator_rate),
-                         ('emulator', w_emulator_cpu), ('prefetch', w_prefetch),
+                         ('emulator', w_emulator_cpu), ('emuab', w_emulator_ab),
+                         ('prefetch', w_prefetch),
                          ('cat', w_cat), ('readers4', w_readers4),
                          ('imagefolder', w_imagefolder), ('smallcache', w_smallcache),
                          ('plan', w_plan), ('getbatch', w_plan_ais_getbatch)):
