@@ -124,26 +124,32 @@ struct stage_piece {
 	enum stage_state state;
 	int err;
 	const void *plan; /* its plan (compared, never followed) */
+	uint64_t seq;	  /* its order of staging (stage_pick: the oldest of equal fits) */
 	uint32_t last;	  /* the plan index of its last planned path */
 	unsigned readers; /* reads copying from it now */
 	uint32_t nsub, left;
 	struct stage_sub sub[];
 };
 
-/* The pieces' lists: one per object's hash (a read looks at its object's
- * pieces only: one list of them all, 300-400 pieces in the planned epoch
- * of tests/bench/link_bench.py, cost 6 % of the daemon's CPU in the scan);
- * stage_list takes its top STAGE_LISTS_LOG2 bits. */
-#define STAGE_LISTS_LOG2 6u
-#define STAGE_LISTS	 (1u << STAGE_LISTS_LOG2)
+/* The pieces' lists: a piece is listed by its object and the MiB its
+ * first byte is in (STAGE_BUCKET_LOG2), hashed (stage_list: the top
+ * STAGE_LISTS_LOG2 bits). A read of [a, b) looks only at the lists of its
+ * object's MiBs from a - the longest span staged to a: a piece that holds
+ * it starts there. One list of every piece (300-400 in the planned epoch
+ * of tests/bench/link_bench.py) cost 6 % of the daemon's CPU in the scan,
+ * a list per object (its 40-50 pieces there) 3 %. */
+#define STAGE_LISTS_LOG2  8u
+#define STAGE_LISTS	  (1u << STAGE_LISTS_LOG2)
+#define STAGE_BUCKET_LOG2 20u
 
 struct fetch_stage {
 	struct disk_mutex lock;
 	pthread_cond_t cond;		       /* a piece's read ended, or a piece went */
-	struct stage_piece *head[STAGE_LISTS]; /* newest first (stage_list) */
+	struct stage_piece *head[STAGE_LISTS]; /* by object and MiB (stage_list) */
 	struct stage_piece *dead;	       /* unlinked on the I/O thread: freed by stage_reap */
 	atomic_int ndead;
-	uint64_t max, bytes; /* bytes: the pieces' buffers' sizes */
+	uint64_t max, bytes;	/* bytes: the pieces' buffers' sizes */
+	uint64_t span_max, seq; /* the longest span staged; pieces staged */
 	unsigned inflight;
 	struct fetch_stage_stats c;
 	struct fetch_stage_pool pool; /* free buffers (fetch_stagebuf.c) */
@@ -165,10 +171,11 @@ int fetch__stage_new(struct fetch *s, uint64_t max)
 	return 0;
 }
 
-/* The list of o's pieces. */
-static struct stage_piece **stage_list(struct fetch_stage *st, const struct cachetier_obj *o)
+/* The list of o's pieces that start in MiB m (off >> STAGE_BUCKET_LOG2). */
+static struct stage_piece **stage_list(struct fetch_stage *st, const struct cachetier_obj *o,
+				       uint64_t m)
 {
-	uint64_t h = (uint64_t)(uintptr_t)o * 0x9e3779b97f4a7c15ull;
+	uint64_t h = ((uint64_t)(uintptr_t)o ^ (m * 0xff51afd7ed558ccdull)) * 0x9e3779b97f4a7c15ull;
 
 	return &st->head[h >> (64u - STAGE_LISTS_LOG2)]; /* the top bits: one of STAGE_LISTS */
 }
@@ -198,7 +205,8 @@ static void piece_put_buf(struct fetch_stage *st, struct stage_piece *p)
  * the caller frees it unlocked. */
 static void piece_unlink(struct fetch_stage *st, struct stage_piece *p)
 {
-	for (struct stage_piece **pp = stage_list(st, p->o); *pp; pp = &(*pp)->next) {
+	for (struct stage_piece **pp = stage_list(st, p->o, p->off >> STAGE_BUCKET_LOG2); *pp;
+	     pp = &(*pp)->next) {
 		if (*pp == p) {
 			*pp = p->next;
 			piece_put_buf(st, p);
@@ -451,7 +459,7 @@ int fetch__stage_add_via(struct fetch *s, struct cachetier_obj *o, uint64_t off,
 	disk_mutex_lock(&st->lock);
 	room = stage_make_room(st, size, plan, position, &freed);
 	if (room) {
-		struct stage_piece **l = stage_list(st, o);
+		struct stage_piece **l = stage_list(st, o, off >> STAGE_BUCKET_LOG2);
 
 		/* a free buffer of its class, else one resized or mapped
 		 * below; the pool keeps what fits beside the pieces' buffers */
@@ -463,6 +471,9 @@ int fetch__stage_add_via(struct fetch *s, struct cachetier_obj *o, uint64_t off,
 			taken = NULL;
 		}
 		p->size = size;
+		p->seq = st->seq++;
+		if (len > st->span_max)
+			st->span_max = len;
 		p->next = *l;
 		*l = p;
 		st->bytes += size;
@@ -620,34 +631,56 @@ enum stage_fit {
 	FIT_IN_PLANNED, /* in, in one of its planned paths */
 };
 
+/* How p holds [off, end) of its object: the better of it and *best
+ * (*fit) kept there, of equal fits the older. */
+static void pick_one(struct stage_piece *p, uint64_t off, uint64_t end, struct stage_piece **best,
+		     enum stage_fit *fit)
+{
+	enum stage_fit f;
+
+	if (p->state == STAGE_FAILED)
+		f = FIT_FAILED;
+	else if (atomic_load(&p->have) >= end)
+		f = piece_plans(p, off, end) ? FIT_IN_PLANNED : FIT_IN;
+	else
+		f = piece_plans(p, off, end) ? FIT_PLANNED : FIT_CARRIED;
+	if (!*best || f > *fit || (f == *fit && p->seq < (*best)->seq)) {
+		*best = p;
+		*fit = f;
+	}
+}
+
 /* Of the pieces of o that hold [off, end), the one a read is served
  * from, and how it holds them (*fit). Pieces overlap: a span carries the
  * bytes between its planned paths, which may be planned paths of another
- * span, of an earlier batch. The newest piece is first in the list, and
- * taking it made a read of a path an older, finished span holds wait a
- * time to first byte for a newer one just handed over (tests/bench/README.md,
- * "The stage"); so the best fit wins, and of equal fits the oldest. NULL
- * when none. st->lock held. */
+ * span, of an earlier batch. Taking the newest made a read of a path an
+ * older, finished span holds wait a time to first byte for a newer one
+ * just handed over (tests/bench/README.md, "The stage"); so the best fit
+ * wins, and of equal fits the oldest. The lists looked at: o's of the
+ * MiBs a piece that holds off may start in (from off - span_max to off;
+ * every list once when they are more). NULL when none. st->lock held. */
 static struct stage_piece *stage_pick(struct fetch_stage *st, const struct cachetier_obj *o,
 				      uint64_t off, uint64_t end, enum stage_fit *fit)
 {
 	struct stage_piece *best = NULL;
+	uint64_t hi = off >> STAGE_BUCKET_LOG2,
+		 lo = off > st->span_max ? (off - st->span_max) >> STAGE_BUCKET_LOG2 : 0;
 
 	*fit = FIT_FAILED;
-	for (struct stage_piece *p = *stage_list(st, o); p; p = p->next) {
-		enum stage_fit f;
-
-		if (p->o != o || off < p->off || end > p->end)
-			continue;
-		if (p->state == STAGE_FAILED)
-			f = FIT_FAILED;
-		else if (atomic_load(&p->have) >= end)
-			f = piece_plans(p, off, end) ? FIT_IN_PLANNED : FIT_IN;
-		else
-			f = piece_plans(p, off, end) ? FIT_PLANNED : FIT_CARRIED;
-		if (!best || f >= *fit) { /* equal: the older, later in the list */
-			best = p;
-			*fit = f;
+	if (hi - lo >= STAGE_LISTS) {
+		for (unsigned i = 0; i < STAGE_LISTS; i++) {
+			for (struct stage_piece *p = st->head[i]; p; p = p->next) {
+				if (p->o == o && p->off <= off && end <= p->end)
+					pick_one(p, off, end, &best, fit);
+			}
+		}
+		return best;
+	}
+	for (uint64_t m = lo; m <= hi; m++) {
+		for (struct stage_piece *p = *stage_list(st, o, m); p; p = p->next) {
+			if (p->o == o && p->off <= off && end <= p->end &&
+			    (p->off >> STAGE_BUCKET_LOG2) == m)
+				pick_one(p, off, end, &best, fit);
 		}
 	}
 	return best;
