@@ -952,13 +952,19 @@ class Epoch:
                 # the stage (--plan-memory): planned spans kept in memory, not in the cache
                 'plan_stage_spans', 'plan_stage_bytes', 'plan_stage_reads',
                 'plan_stage_fallbacks', 'plan_stage_failed', 'plan_stage_dropped',
-                'plan_stage_full', 'plan_stage_waits', 'plan_stage_wait_ms', 'cache_punches')
+                'plan_stage_full', 'plan_stage_waits', 'plan_stage_wait_ms', 'cache_punches',
+                # body bytes the store sent, into the cache or the stage's memory
+                'bytes_received')
 
     def __init__(self, **kw):
         self.__dict__.update(kw)
 
     @property
     def fetched(self):
+        # bytes_fetched counts only what went into the cache: a staged epoch's spans go to
+        # memory, so the body bytes the store sent are the epoch's fetch where counted
+        if self.c.get('bytes_received', -1) >= 0:
+            return self.c['bytes_received']
         return self.c['bytes_fetched']
 
     @property
