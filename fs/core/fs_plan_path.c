@@ -33,62 +33,28 @@
 /* Symbolic links followed at most (the kernel's own bound). */
 #define PLAN_LINKS_MAX 40
 
-void fs_mountinfo_unescape(char *s)
-{
-	char *o = s;
-
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-			s += 3;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o = '\0';
-}
-
-/* Fields 3 (major:minor) and 5 (the mount point, unescaped) of a
- * mountinfo line; -1 when it has fewer. */
-static int mi_fields(char *line, char **dev, char **point)
-{
-	char *save = NULL;
-	int i = 0;
-
-	for (char *f = strtok_r(line, " \n", &save); f; f = strtok_r(NULL, " \n", &save)) {
-		if (++i == 3) {
-			*dev = f;
-		} else if (i == 5) {
-			fs_mountinfo_unescape(f);
-			*point = f;
-			return 0;
-		}
-	}
-	return -1;
-}
-
 /* The mount points of mp's filesystem (mp and its bind mounts), as
  * strings one after another, each with its NUL, then an empty one; NULL
  * when none is known (then mp alone counts). Free with free. */
 static char *mount_points(const char *mp)
 {
-	char dev[64] = "", *line = NULL, *out = NULL, *d = NULL, *p = NULL;
+	char dev[64] = "", *line = NULL, *out = NULL;
 	size_t cap = 0, len = 0, ocap = 0;
+	struct fs_mountinfo mi;
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 
 	if (!f)
 		return NULL;
 	while (getline(&line, &cap, f) > 0) /* the last entry on mp is on top */
-		if (mi_fields(line, &d, &p) == 0 && strcmp(p, mp) == 0)
-			snprintf(dev, sizeof(dev), "%s", d);
+		if (fs_mountinfo_split(line, &mi) == 0 && strcmp(mi.point, mp) == 0)
+			snprintf(dev, sizeof(dev), "%s", mi.dev);
 	rewind(f);
 	while (dev[0] && getline(&line, &cap, f) > 0) {
 		size_t n;
 
-		if (mi_fields(line, &d, &p) < 0 || strcmp(d, dev) != 0)
+		if (fs_mountinfo_split(line, &mi) < 0 || strcmp(mi.dev, dev) != 0)
 			continue;
-		n = strlen(p) + 1;
+		n = strlen(mi.point) + 1;
 		if (len + n + 1 > ocap) {
 			size_t nc = (len + n + 1) * 2;
 			char *no = realloc(out, nc);
@@ -98,7 +64,7 @@ static char *mount_points(const char *mp)
 			out = no;
 			ocap = nc;
 		}
-		memcpy(out + len, p, n);
+		memcpy(out + len, mi.point, n);
 		len += n;
 		out[len] = '\0';
 	}

@@ -152,33 +152,19 @@ static int mountinfo_find(const char *dir, struct fs_mnt *m)
 	if (!f)
 		return -errno;
 	while (getline(&line, &cap, f) > 0) {
-		char *save = NULL, *fld[64];
-		int nf = 0, di = -1;
-		unsigned maj, min;
+		struct fs_mountinfo mi;
 		char val[32];
 
-		line[strcspn(line, "\n")] = '\0';
-		for (char *t = strtok_r(line, " ", &save); t && nf < 64;
-		     t = strtok_r(NULL, " ", &save))
-			fld[nf++] = t;
-		/* id parent maj:min root mountpoint options [optional...] - type
-		 * source super */
-		for (int i = 6; i + 3 < nf && di < 0; i++)
-			if (strcmp(fld[i], "-") == 0)
-				di = i;
-		if (di < 0 || sscanf(fld[2], "%u:%u", &maj, &min) != 2)
-			continue;
-		fs_mountinfo_unescape(fld[4]);
-		if (strcmp(fld[4], dir) != 0)
+		if (fs_mountinfo_split(line, &mi) < 0 || strcmp(mi.point, dir) != 0)
 			continue;
 		/* a later line at the same point is mounted over the earlier */
-		found = strcmp(fld[di + 1], "fuse.shardfs") == 0;
+		found = strcmp(mi.type, "fuse.shardfs") == 0;
 		if (!found)
 			continue;
-		snprintf(m->dir, sizeof(m->dir), "%s", fld[4]);
-		m->dev = makedev(maj, min);
+		snprintf(m->dir, sizeof(m->dir), "%s", mi.point);
+		m->dev = makedev(mi.major, mi.minor);
 		m->owner = -1;
-		if (opt_in(fld[di + 3], "user_id", val, sizeof(val)) && val[0]) {
+		if (opt_in(mi.super, "user_id", val, sizeof(val)) && val[0]) {
 			char *end;
 
 			errno = 0;
@@ -186,7 +172,7 @@ static int mountinfo_find(const char *dir, struct fs_mnt *m)
 			if (errno || *end)
 				m->owner = -1;
 		}
-		m->allow_other = opt_in(fld[di + 3], "allow_other", val, sizeof(val)) != NULL;
+		m->allow_other = opt_in(mi.super, "allow_other", val, sizeof(val)) != NULL;
 	}
 	free(line);
 	fclose(f);
@@ -221,27 +207,18 @@ int fs_mnt_source_loop(const char *path, char *mp, char *src, size_t n, int *hol
 			break;
 		rewind(f);
 		while (!found && getline(&line, &cap, f) > 0) {
-			char *save = NULL, *fld[64];
-			int nf = 0, di = -1;
+			struct fs_mountinfo mi;
 
-			line[strcspn(line, "\n")] = '\0';
-			for (char *t = strtok_r(line, " ", &save); t && nf < 64;
-			     t = strtok_r(NULL, " ", &save))
-				fld[nf++] = t;
-			for (int i = 6; i + 3 < nf && di < 0; i++)
-				if (strcmp(fld[i], "-") == 0)
-					di = i;
-			if (di < 0 || strcmp(fld[di + 1], "fuse.shardfs") != 0)
+			if (fs_mountinfo_split(line, &mi) < 0 ||
+			    strcmp(mi.type, "fuse.shardfs") != 0)
 				continue;
-			fs_mountinfo_unescape(fld[4]);
-			fs_mountinfo_unescape(fld[di + 2]);
 			/* a mount point in mountinfo is resolved already, as
 			 * real is: compared as strings, no mount is looked at */
-			found =
-			    pass == 0 ? fs_plan_path_inside(fld[4], abs) == 1 : under(fld[4], real);
+			found = pass == 0 ? fs_plan_path_inside(mi.point, abs) == 1
+					  : under(mi.point, real);
 			if (found) {
-				snprintf(mp, n, "%s", fld[4]);
-				snprintf(src, n, "%s", fld[di + 2]);
+				snprintf(mp, n, "%s", mi.point);
+				snprintf(src, n, "%s", mi.source);
 				*holds = pass;
 			}
 		}

@@ -13,9 +13,34 @@
 #include <sys/ioctl.h>
 
 /* Undo /proc/self/mountinfo's octal escapes of a field (\040 a blank,
- * \011 a tab, \012 a newline, \134 a backslash) in place (fs_plan_path.c;
+ * \011 a tab, \012 a newline, \134 a backslash) in place (fs_mountinfo.c;
  * the mount point's field, for fs/fuse and fs/tools too). */
 void fs_mountinfo_unescape(char *s);
+
+/* Fields of a mountinfo line read at most: a separator further on is not
+ * looked for (the line is refused). */
+#define FS_MOUNTINFO_FIELDS_MAX 64
+
+/* One line of /proc/self/mountinfo split in place (fs_mountinfo_split):
+ * pointers into the line, valid while it is. */
+struct fs_mountinfo {
+	char *dev;	       /* field 3, "MAJOR:MINOR" as written */
+	unsigned major, minor; /* field 3's numbers */
+	char *root, *point;    /* fields 4 and 5, unescaped */
+	char *options;	       /* field 6, the mount's options as written */
+	char *type;	       /* after the separator "-": the filesystem's type, */
+	char *source;	       /* its source (unescaped) */
+	char *super;	       /* and the superblock's options as written */
+};
+
+/* Split line (one line of mountinfo; it ends at its first newline, which
+ * is cut) in place into *mi (fs_mountinfo.c): fields apart by runs of
+ * blanks, the separator "-" the first one from field 7 on with three
+ * fields after it among the first FS_MOUNTINFO_FIELDS_MAX (later fields
+ * are ignored), field 3 two decimal numbers of 32 bits apart by ':'. 0, or
+ * -EINVAL for a line of another shape (*mi is not set then; the line's
+ * blanks may be cut). */
+int fs_mountinfo_split(char *line, struct fs_mountinfo *mi);
 /* Does path (absolute) name something inside the shardfs mount at mp,
  * resolved without ever asking that mount (fs_plan_path.c, fs_plan.h):
  * 1 inside, 0 not, or a negative errno; for 'shardfs index' too. */
