@@ -32,6 +32,46 @@ static int index_miss(struct fs *fs, uint32_t shard, int err)
 	return changed < 0 ? changed : err;
 }
 
+/* The prologue of every operation on shard's members and member
+ * directories: the shard in range, else none (the operation's own answer
+ * for a member that is not there); with check, its object looked at first
+ * (fs_obj_check: lookups and reads); its index, loaded on first use
+ * (fs_shard_index; *stream too when stream is not NULL). 0 or a negative
+ * errno. */
+static int member_index(struct fs *fs, uint32_t shard, int none, int check, struct shardidx **ix,
+			struct cachetier_obj **stream)
+{
+	int err;
+
+	if (shard >= fs->nshards)
+		return none;
+	if (check) {
+		err = fs_obj_check(fs, fs_shard(fs, shard)->obj);
+		if (err < 0)
+			return err;
+	}
+	return fs_shard_index(fs, shard, ix, stream);
+}
+
+/* member_index, then member ino's entry into *e when its type is type
+ * (0: any), else index_miss with none, or with other when the entry is of
+ * another type. */
+static int member_entry(struct fs *fs, uint64_t ino, int none, int check, int type, int other,
+			struct shardidx **ix, struct cachetier_obj **stream,
+			struct shardidx_entry *e)
+{
+	uint32_t shard = fs_ino_a(ino);
+	int err = member_index(fs, shard, none, check, ix, stream);
+
+	if (err < 0)
+		return err;
+	if (shardidx_entry_get(*ix, fs_ino_b(ino), e) < 0)
+		return index_miss(fs, shard, none);
+	if (type && (int)e->type != type)
+		return index_miss(fs, shard, other);
+	return 0;
+}
+
 /* ---- the member directory ------------------------------------------------ */
 
 static int shard_getattr(struct fs *fs, uint64_t ino, struct stat *st)
@@ -62,11 +102,7 @@ static int lookup_in(struct fs *fs, uint32_t shard, uint32_t dir, const char *na
 	int64_t idx;
 	int err;
 
-	if (shard >= fs->nshards)
-		return -ENOENT;
-	err = fs_obj_check(fs, fs_shard(fs, shard)->obj);
-	if (err == 0)
-		err = fs_shard_index(fs, shard, &ix, NULL);
+	err = member_index(fs, shard, -ENOENT, 1, &ix, NULL);
 	if (err < 0)
 		return err;
 	idx = shardidx_lookup(ix, dir, name, len);
@@ -87,9 +123,7 @@ static int shard_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
 	int err;
 
 	(void)ino;
-	if (l->a >= fs->nshards)
-		return -ENOENT;
-	err = fs_shard_index(fs, l->a, &ix, NULL);
+	err = member_index(fs, l->a, -ENOENT, 0, &ix, NULL);
 	if (err < 0)
 		return err;
 	l->p = ix;
@@ -154,13 +188,10 @@ int fs_member_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 	struct shardidx_entry e;
 	int err;
 
-	if (shard >= fs->nshards)
-		return -ENOENT;
-	err = fs_shard_index(fs, shard, &ix, NULL);
+	err = member_entry(fs, ino, -ENOENT, 0, 0, 0, &ix, NULL, &e);
 	if (err < 0)
 		return err;
-	if (shardidx_entry_get(ix, idx, &e) < 0 ||
-	    (e.canon != idx && shardidx_entry_get(ix, e.canon, &e) < 0))
+	if (e.canon != idx && shardidx_entry_get(ix, e.canon, &e) < 0)
 		return index_miss(fs, shard, -ENOENT);
 	fs_attr_base(fs, st, fs_ino(FS_K_MEMBER, shard, e.canon));
 	st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec = e.mtime;
@@ -196,9 +227,7 @@ static int member_opendir(struct fs *fs, uint64_t ino)
 	struct shardidx *ix;
 	int err;
 
-	if (shard >= fs->nshards)
-		return -ENOENT;
-	err = fs_shard_index(fs, shard, &ix, NULL);
+	err = member_index(fs, shard, -ENOENT, 0, &ix, NULL);
 	if (err < 0)
 		return err;
 	err = shardidx_dir_get(ix, fs_ino_b(ino), &first, &n, &parent);
@@ -213,9 +242,7 @@ static int member_list_open(struct fs *fs, uint64_t ino, struct fs_listing *l)
 	uint32_t parent;
 	int err;
 
-	if (l->a >= fs->nshards)
-		return -ENOENT;
-	err = fs_shard_index(fs, l->a, &ix, NULL);
+	err = member_index(fs, l->a, -ENOENT, 0, &ix, NULL);
 	if (err < 0)
 		return err;
 	if (shardidx_dir_get(ix, fs_ino_b(ino), &l->first, &l->n, &parent) < 0)
@@ -329,15 +356,7 @@ int fs_member_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_
 	int n, err;
 
 	(void)fh;
-	if (shard >= fs->nshards)
-		return -ENOENT;
-	err = fs_obj_check(fs, fs_shard(fs, shard)->obj);
-	if (err == 0)
-		err = fs_shard_index(fs, shard, &ix, &stream);
-	if (err == 0 && shardidx_entry_get(ix, idx, &e) < 0)
-		err = index_miss(fs, shard, -ENOENT);
-	if (err == 0 && e.type != SHARDIDX_REG)
-		err = index_miss(fs, shard, -EISDIR);
+	err = member_entry(fs, ino, -ENOENT, 1, SHARDIDX_REG, -EISDIR, &ix, &stream, &e);
 	if (err < 0)
 		return err;
 	size = off >= e.size ? 0 : size > e.size - off ? (size_t)(e.size - off) : size;
@@ -376,13 +395,9 @@ static int member_readlink(struct fs *fs, uint64_t ino, const char **target)
 	size_t tl;
 	int err;
 
-	if (fs_ino_a(ino) >= fs->nshards)
-		return -EINVAL;
-	err = fs_shard_index(fs, fs_ino_a(ino), &ix, NULL);
+	err = member_entry(fs, ino, -EINVAL, 0, SHARDIDX_SYMLINK, -EINVAL, &ix, NULL, &e);
 	if (err < 0)
 		return err;
-	if (shardidx_entry_get(ix, fs_ino_b(ino), &e) < 0 || e.type != SHARDIDX_SYMLINK)
-		return index_miss(fs, fs_ino_a(ino), -EINVAL);
 	*target = e.link;
 	/* copied out of the mapped index before it is checked, so the reply
 	 * carries the bytes the check covered (a target no symlink(2) could
@@ -407,13 +422,10 @@ int fs_member_xattr(struct fs *fs, uint64_t ino, size_t i, char *buf, size_t siz
 	const char *dot;
 	int n, err;
 
-	if (a >= fs->nshards)
-		return -ENODATA;
-	err = fs_shard_index(fs, a, &ix, NULL);
+	err = member_entry(fs, ino, -ENODATA, 0, SHARDIDX_REG, -ENODATA, &ix, NULL, &e);
 	if (err < 0)
 		return err;
-	if (shardidx_entry_get(ix, fs_ino_b(ino), &e) < 0 || e.type != SHARDIDX_REG ||
-	    (e.flags & SHARDIDX_F_SPARSE))
+	if (e.flags & SHARDIDX_F_SPARSE)
 		return index_miss(fs, a, -ENODATA);
 	switch (i) {
 	case 0:
