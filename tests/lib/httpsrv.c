@@ -7,15 +7,21 @@
 #include "httpsrv.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "check.h"
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -103,4 +109,91 @@ void httpsrv_wait_done(struct httpsrv_end *e, int wait_s, const char *what)
 		if (pthread_cond_timedwait(&cv, &mu, &t) == ETIMEDOUT)
 			FAIL("%s: no end within %d s", what, wait_s);
 	pthread_mutex_unlock(&mu);
+}
+
+int httpsrv_wait_for(int (*cond)(void *), void *arg, int wait_s)
+{
+	for (int i = 0; i < wait_s * 1000; i++) {
+		struct timespec ms = {0, 1000000};
+
+		if (cond(arg))
+			return 0;
+		nanosleep(&ms, NULL);
+	}
+	return cond(arg) ? 0 : -1;
+}
+
+int httpsrv_client_fd(unsigned port)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int found = -1;
+
+	if (!d)
+		return -1;
+	while (found < 0 && (e = readdir(d))) {
+		struct sockaddr_in a;
+		socklen_t l = sizeof(a);
+		int fd;
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		fd = (int)strtol(e->d_name, NULL, 10);
+		if (getsockname(fd, (struct sockaddr *)&a, &l) == 0 && a.sin_family == AF_INET &&
+		    ntohs(a.sin_port) == port)
+			found = fd;
+	}
+	closedir(d);
+	return found;
+}
+
+void httpsrv_accept_client(int lfd, int wait_s, int *c, int *cfd)
+{
+	struct sockaddr_in peer;
+	socklen_t pl = sizeof(peer);
+	struct pollfd p = {.fd = lfd, .events = POLLIN};
+
+	if (poll(&p, 1, wait_s * 1000) != 1)
+		FAIL("no connection within %d s", wait_s);
+	*c = accept(lfd, (struct sockaddr *)&peer, &pl);
+	if (*c < 0)
+		FAIL("accept: %s", strerror(errno));
+	*cfd = httpsrv_client_fd(ntohs(peer.sin_port));
+	if (*cfd < 0)
+		FAIL("the client's socket (port %u) not found", ntohs(peer.sin_port));
+}
+
+int httpsrv_inq(int fd)
+{
+	int n = -1;
+
+	return ioctl(fd, SIOCINQ, &n) == 0 ? n : -1;
+}
+
+int httpsrv_rcvlowat(int fd)
+{
+	int v = 0;
+	socklen_t l = sizeof(v);
+
+	return getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, &l) == 0 ? v : -1;
+}
+
+struct backend *httpsrv_lean_store(unsigned port, int wait_s, int stall_s)
+{
+	struct backend_config cfg = {0};
+	struct backend *be;
+	char url[128];
+	int err;
+
+	cfg.connections = 1;
+	cfg.max_connections = 1;
+	cfg.http_engine = 1;	/* the lean engine */
+	cfg.retry_budget_s = 0; /* one attempt: a stall fails the read */
+	cfg.connect_timeout_s = wait_s;
+	cfg.stall_timeout_s = stall_s;
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u/d/obj", port);
+	err = backend_open(&be, url, &cfg);
+	if (err < 0)
+		FAIL("backend_open %s: %s", url, strerror(-err));
+	return be;
 }

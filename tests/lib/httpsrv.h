@@ -1,7 +1,9 @@
 /*
  * httpsrv.h — the pieces of a hand-driven HTTP/1.1 test server on 127.0.0.1 and of the reads
- * the C tests send it through the remote stores (tests/unit/test_ioconn.c, test_iolowat.c):
- * a listener, one request's Range read, a 206 answer's head, a read's end awaited.
+ * the C tests send it through the remote stores (tests/unit/test_ioconn.c, test_iolowat.c,
+ * test_ioinplace.c): a listener, one request's Range read, a 206 answer's head, a read's end
+ * awaited, the client's socket seen from the server (its queue, its mark), the lean engine's
+ * store of one connection.
  *
  * Every failure of the server's own (a socket call, a request without a range of the body)
  * ends the test with FAIL (check.h). Every wait is bounded by the caller's seconds.
@@ -39,5 +41,29 @@ void httpsrv_done(void *arg, int err, uint64_t bytes);
 
 /* Wait until e is done, at most wait_s seconds (then fail the test naming what). */
 void httpsrv_wait_done(struct httpsrv_end *e, int wait_s, const char *what);
+
+/* Poll cond(arg) every millisecond until it holds: 0, or -1 after wait_s seconds. */
+int httpsrv_wait_for(int (*cond)(void *), void *arg, int wait_s);
+
+/* This process's TCP socket whose own port is port (the client's end of a connection the server
+ * accepted from that port), or -1. */
+int httpsrv_client_fd(unsigned port);
+
+/* Accept one connection on lfd within wait_s seconds: the server's end into *c, the client's
+ * (httpsrv_client_fd) into *cfd; else fail the test. */
+void httpsrv_accept_client(int lfd, int wait_s, int *c, int *cfd);
+
+/* The bytes in fd's receive queue (SIOCINQ), or -1. */
+int httpsrv_inq(int fd);
+
+/* fd's receive mark (SO_RCVLOWAT), or -1. */
+int httpsrv_rcvlowat(int fd);
+
+struct backend;
+
+/* The lean engine's store of http://127.0.0.1:port/d/ (object "obj"): one connection, one
+ * attempt (no retry: a stall fails the read), connect bound wait_s and stall bound stall_s
+ * seconds; a failure to open ends the test. */
+struct backend *httpsrv_lean_store(unsigned port, int wait_s, int stall_s);
 
 #endif

@@ -31,78 +31,7 @@
 
 #include "check.h"
 #include "shardidx.h"
-
-/* ---- a seeded generator ----------------------------------------------------- */
-
-static uint64_t rng_next(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return *s = x;
-}
-
-static uint32_t rnd(uint64_t *s, uint32_t n) /* 0..n-1 */
-{
-	return n ? (uint32_t)(rng_next(s) % n) : 0;
-}
-
-/* ---- a ustar writer ----------------------------------------------------------- */
-
-struct tarw {
-	unsigned char *b;
-	size_t len, cap;
-};
-
-static void tar_room(struct tarw *t, size_t more)
-{
-	if (t->len + more <= t->cap)
-		return;
-	size_t cap = (t->len + more) * 2;
-	t->b = realloc(t->b, cap);
-	if (!t->b)
-		FAIL("realloc");
-	memset(t->b + t->cap, 0, cap - t->cap);
-	t->cap = cap;
-}
-
-static void octal(char *dst, size_t width, uint64_t v)
-{
-	char b[32];
-
-	snprintf(b, sizeof(b), "%0*" PRIo64, (int)width - 1, v);
-	memcpy(dst, b, width);
-}
-
-static void tar_add(struct tarw *t, const char *name, char type, const char *link, unsigned mode,
-		    uint64_t mtime, size_t dlen)
-{
-	char *h;
-	unsigned sum = 0;
-
-	tar_room(t, 512 + (dlen + 511) / 512 * 512 + 1024);
-	h = (char *)t->b + t->len;
-	snprintf(h, 100, "%s", name);
-	octal(h + 100, 8, mode);
-	octal(h + 108, 8, 0);
-	octal(h + 116, 8, 0);
-	octal(h + 124, 12, dlen);
-	octal(h + 136, 12, mtime);
-	h[156] = type;
-	if (link)
-		snprintf(h + 157, 100, "%s", link);
-	memcpy(h + 257, "ustar", 6);
-	memcpy(h + 263, "00", 2);
-	memset(h + 148, ' ', 8);
-	for (int k = 0; k < 512; k++)
-		sum += (unsigned char)h[k];
-	snprintf(h + 148, 8, "%06o", sum);
-	t->len += 512;
-	memset(t->b + t->len, 'a' + (int)(dlen % 26), dlen);
-	t->len += (dlen + 511) / 512 * 512;
-}
+#include "test_tar.h"
 
 /* A random shard of about n members into t (NUL blocks at the end). */
 static void random_shard(uint64_t *s, uint32_t n, struct tarw *t)
@@ -207,16 +136,6 @@ static void shard_free(struct shard *sh)
 	shardidx_free(sh->v3[1]);
 	free(sh->blob);
 	memset(sh, 0, sizeof(*sh));
-}
-
-/* The same entry, field for field (link by its bytes). */
-static int same_entry(const struct shardidx_entry *x, const struct shardidx_entry *y)
-{
-	return x->parent == y->parent && x->canon == y->canon && x->first_child == y->first_child &&
-	       x->nchild == y->nchild && x->nlink == y->nlink && x->type == y->type &&
-	       x->flags == y->flags && x->mode == y->mode && x->mtime == y->mtime &&
-	       x->size == y->size && x->data_off == y->data_off && !strcmp(x->name, y->name) &&
-	       (x->link ? y->link && !strcmp(x->link, y->link) : !y->link);
 }
 
 /* Entry i of ix against the built index's: 1 when equal (a check). */

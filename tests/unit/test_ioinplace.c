@@ -34,11 +34,7 @@
  * No timing: every wait is for an event (a socket state, a delivery, a read's end),
  * bounded by WAIT_S (a hang fails the test).
  */
-#include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
-#include <linux/sockios.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -46,9 +42,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -107,43 +100,6 @@ static void *mem(void *arg, uint64_t off, size_t *len)
 	return r->buf + (off - r->off);
 }
 
-/* Poll cond(arg) every millisecond until it holds; 0, or -1 after WAIT_S. */
-static int wait_for(int (*cond)(void *), void *arg)
-{
-	for (int i = 0; i < WAIT_S * 1000; i++) {
-		struct timespec ms = {0, 1000000};
-
-		if (cond(arg))
-			return 0;
-		nanosleep(&ms, NULL);
-	}
-	return cond(arg) ? 0 : -1;
-}
-
-/* This process's TCP socket whose own port is port (the client's end), or -1. */
-static int client_fd(unsigned port)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int found = -1;
-
-	if (!d)
-		return -1;
-	while (found < 0 && (e = readdir(d))) {
-		struct sockaddr_in a;
-		socklen_t l = sizeof(a);
-		int fd = atoi(e->d_name);
-
-		if (e->d_name[0] < '0' || e->d_name[0] > '9')
-			continue;
-		if (getsockname(fd, (struct sockaddr *)&a, &l) == 0 && a.sin_family == AF_INET &&
-		    ntohs(a.sin_port) == port)
-			found = fd;
-	}
-	closedir(d);
-	return found;
-}
-
 struct srv {
 	int lfd, c, cfd; /* listener, the server's end, the client's end */
 	struct rd *r[NREADS];
@@ -152,25 +108,16 @@ struct srv {
 	int cur;     /* the read under way */
 };
 
-static int inq(int fd)
-{
-	int n = -1;
-
-	return ioctl(fd, SIOCINQ, &n) == 0 ? n : -1;
-}
-
 static int mark_is(void *arg)
 {
 	struct srv *s = arg;
-	int v = 0;
-	socklen_t l = sizeof(v);
 
-	return getsockopt(s->cfd, SOL_SOCKET, SO_RCVLOWAT, &v, &l) == 0 && v == s->mark;
+	return httpsrv_rcvlowat(s->cfd) == s->mark;
 }
 
 static int head_read(void *arg)
 {
-	return inq(((struct srv *)arg)->cfd) == 0;
+	return httpsrv_inq(((struct srv *)arg)->cfd) == 0;
 }
 
 /* The length of httpsrv_head206's head of bytes a-b of the object. */
@@ -188,7 +135,7 @@ static int queued(void *arg) /* s->want bytes in the client's receive queue */
 {
 	struct srv *s = arg;
 
-	return inq(s->cfd) == (int)s->want;
+	return httpsrv_inq(s->cfd) == (int)s->want;
 }
 
 static int delivered(void *arg)
@@ -201,18 +148,8 @@ static int delivered(void *arg)
 static void *serve(void *arg)
 {
 	struct srv *s = arg;
-	struct sockaddr_in peer;
-	socklen_t pl = sizeof(peer);
-	struct pollfd p = {.fd = s->lfd, .events = POLLIN};
 
-	if (poll(&p, 1, WAIT_S * 1000) != 1)
-		FAIL("no connection within %d s", WAIT_S);
-	s->c = accept(s->lfd, (struct sockaddr *)&peer, &pl);
-	if (s->c < 0)
-		FAIL("accept: %s", strerror(errno));
-	s->cfd = client_fd(ntohs(peer.sin_port));
-	if (s->cfd < 0)
-		FAIL("the client's socket (port %u) not found", ntohs(peer.sin_port));
+	httpsrv_accept_client(s->lfd, WAIT_S, &s->c, &s->cfd);
 	for (int i = 0; i < NREADS; i++) {
 		struct rd *r = s->r[i];
 		unsigned a, b;
@@ -228,27 +165,28 @@ static void *serve(void *arg)
 			static const char e503[] = "HTTP/1.1 503 Service Unavailable\r\n"
 						   "Content-Length: 5\r\n\r\nbusy\n";
 
-			CHECK(wait_for(mark_is, s) == 0,
+			CHECK(httpsrv_wait_for(mark_is, s, WAIT_S) == 0,
 			      "answer 4: the client's mark not %d at the request's send", s->mark);
 			httpsrv_send(s->c, e503, sizeof(e503) - 1, "a 503");
 			continue;
 		}
 		if (i == 2) { /* pausable: the head alone, then the body */
 			httpsrv_head206(s->c, a, b, OBJ, "", "a head");
-			if (wait_for(head_read, s) < 0 || wait_for(mark_is, s) < 0)
+			if (httpsrv_wait_for(head_read, s, WAIT_S) < 0 ||
+			    httpsrv_wait_for(mark_is, s, WAIT_S) < 0)
 				FAIL("answer 3: the head not read, or the mark not %d, within %d s",
 				     s->mark, WAIT_S);
 			httpsrv_send(s->c, body + a, r->len, "a body");
 			continue;
 		}
-		CHECK(wait_for(mark_is, s) == 0,
+		CHECK(httpsrv_wait_for(mark_is, s, WAIT_S) == 0,
 		      "answer %d: the client's mark not %d at the request's send (before the head)",
 		      i + 1, s->mark);
 		first = r->len < MARK ? r->len : MARK;
 		httpsrv_head206(s->c, a, b, OBJ, "", "a head");
 		httpsrv_send(s->c, body + a, first - TAIL, "a body's first part");
 		s->want = head_len(a, b) + first - TAIL;
-		if (wait_for(queued, s) < 0)
+		if (httpsrv_wait_for(queued, s, WAIT_S) < 0)
 			FAIL("answer %d: the head and %zu body bytes not queued within %d s", i + 1,
 			     first - TAIL, WAIT_S);
 		{
@@ -263,7 +201,7 @@ static void *serve(void *arg)
 		httpsrv_send(s->c, body + a + first - TAIL, TAIL, "a body's tail");
 		if (first < r->len) { /* the rest once the first part was delivered */
 			s->want = first;
-			if (wait_for(delivered, s) < 0)
+			if (httpsrv_wait_for(delivered, s, WAIT_S) < 0)
 				FAIL("answer %d: the first %zu bytes not delivered within %d s",
 				     i + 1, first, WAIT_S);
 			httpsrv_send(s->c, body + a + first, r->len - first, "a body's rest");
@@ -274,14 +212,11 @@ static void *serve(void *arg)
 
 int main(void)
 {
-	struct backend_config cfg = {0};
 	struct backend_stats st0, st1;
 	struct backend *be;
 	struct srv s = {0};
-	char url[128];
 	pthread_t srv;
 	unsigned port, seed = 37;
-	int err;
 	static const uint64_t offs[NREADS] = {1000, 4096 + 7, 333, 5000};
 	static const size_t lens[NREADS] = {ONE, TWO, ONE, ONE};
 	static const unsigned flags[NREADS] = {0, 0, BACKEND_READ_PAUSABLE, 0};
@@ -302,16 +237,7 @@ int main(void)
 		s.r[i]->len = lens[i];
 		memset(s.r[i]->buf, 0xa5, sizeof(s.r[i]->buf));
 	}
-	cfg.connections = 1;
-	cfg.max_connections = 1;
-	cfg.http_engine = 1;	/* the lean engine */
-	cfg.retry_budget_s = 0; /* one attempt */
-	cfg.connect_timeout_s = WAIT_S;
-	cfg.stall_timeout_s = STALL_S;
-	snprintf(url, sizeof(url), "http://127.0.0.1:%u/d/obj", port);
-	err = backend_open(&be, url, &cfg);
-	if (err < 0)
-		FAIL("backend_open %s: %s", url, strerror(-err));
+	be = httpsrv_lean_store(port, WAIT_S, STALL_S);
 	if (pthread_create(&srv, NULL, serve, &s) != 0)
 		FAIL("server thread");
 	for (int i = 0; i < NREADS; i++) {

@@ -23,11 +23,7 @@
  * bounded by WAIT_S (a hang fails the test). Case 3's wait is for the tick, which comes
  * within a second.
  */
-#include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
-#include <linux/sockios.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -35,9 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -75,74 +68,26 @@ static int sink(void *arg, uint64_t off, const void *buf, size_t len)
 	return 0;
 }
 
-/* Poll cond(arg) every millisecond until it holds; 0, or -1 after WAIT_S. */
-static int wait_for(int (*cond)(void *), void *arg)
-{
-	for (int i = 0; i < WAIT_S * 1000; i++) {
-		struct timespec ms = {0, 1000000};
-
-		if (cond(arg))
-			return 0;
-		nanosleep(&ms, NULL);
-	}
-	return cond(arg) ? 0 : -1;
-}
-
-/* This process's TCP socket whose own port is port (the client's end), or -1. */
-static int client_fd(unsigned port)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int found = -1;
-
-	if (!d)
-		return -1;
-	while (found < 0 && (e = readdir(d))) {
-		struct sockaddr_in a;
-		socklen_t l = sizeof(a);
-		int fd = atoi(e->d_name);
-
-		if (e->d_name[0] < '0' || e->d_name[0] > '9')
-			continue;
-		if (getsockname(fd, (struct sockaddr *)&a, &l) == 0 && a.sin_family == AF_INET &&
-		    ntohs(a.sin_port) == port)
-			found = fd;
-	}
-	closedir(d);
-	return found;
-}
-
 struct srv {
 	int lfd, c, cfd; /* listener, the server's end, the client's end */
 	struct rd *r[3];
 	size_t want; /* bytes in the client's queue or delivered (wait_in) */
 };
 
-static int inq(int fd)
-{
-	int n = -1;
-
-	return ioctl(fd, SIOCINQ, &n) == 0 ? n : -1;
-}
-
 static int lowat_is(void *arg)
 {
-	struct srv *s = arg;
-	int v = 0;
-	socklen_t l = sizeof(v);
-
-	return getsockopt(s->cfd, SOL_SOCKET, SO_RCVLOWAT, &v, &l) == 0 && v == LEN;
+	return httpsrv_rcvlowat(((struct srv *)arg)->cfd) == LEN;
 }
 
 static int head_read(void *arg)
 {
-	return inq(((struct srv *)arg)->cfd) == 0;
+	return httpsrv_inq(((struct srv *)arg)->cfd) == 0;
 }
 
 static int all_in(void *arg) /* case 1: s->want body bytes arrived (queued or delivered) */
 {
 	struct srv *s = arg;
-	int q = inq(s->cfd);
+	int q = httpsrv_inq(s->cfd);
 
 	return q >= 0 && (size_t)q + atomic_load(&s->r[0]->got) == s->want;
 }
@@ -167,44 +112,34 @@ static void head(int c, unsigned a, unsigned b, const char *what)
 static void *serve(void *arg)
 {
 	struct srv *s = arg;
-	struct sockaddr_in peer;
-	socklen_t pl = sizeof(peer);
-	struct pollfd p = {.fd = s->lfd, .events = POLLIN};
 	unsigned a, b;
 
-	if (poll(&p, 1, WAIT_S * 1000) != 1)
-		FAIL("no connection within %d s", WAIT_S);
-	s->c = accept(s->lfd, (struct sockaddr *)&peer, &pl);
-	if (s->c < 0)
-		FAIL("accept: %s", strerror(errno));
-	s->cfd = client_fd(ntohs(peer.sin_port));
-	if (s->cfd < 0)
-		FAIL("the client's socket (port %u) not found", ntohs(peer.sin_port));
+	httpsrv_accept_client(s->lfd, WAIT_S, &s->c, &s->cfd);
 
 	/* 1: the head alone; once it is read and the mark is the body's, the pieces */
 	read_req(s->c, &a, &b, 1);
 	if (a != 0 || b != LEN - 1)
 		FAIL("request 1: range %u-%u", a, b);
 	head(s->c, a, b, "answer 1");
-	if (wait_for(head_read, s) < 0)
+	if (httpsrv_wait_for(head_read, s, WAIT_S) < 0)
 		FAIL("answer 1: the head not read within %d s", WAIT_S);
-	CHECK(wait_for(lowat_is, s) == 0,
+	CHECK(httpsrv_wait_for(lowat_is, s, WAIT_S) == 0,
 	      "answer 1: the client's SO_RCVLOWAT never became the body's %d bytes", LEN);
 	for (int k = 0; k < PIECES - 1; k++) {
 		httpsrv_send(s->c, body + k * PIECE, PIECE, "answer 1's piece");
 		s->want = (size_t)(k + 1) * PIECE;
-		if (wait_for(all_in, s) < 0)
+		if (httpsrv_wait_for(all_in, s, WAIT_S) < 0)
 			FAIL("answer 1: piece %d not in within %d s", k, WAIT_S);
 	}
 	{
 		struct pollfd cp = {.fd = s->cfd, .events = POLLIN};
 
-		CHECK(atomic_load(&s->r[0]->got) == 0 && inq(s->cfd) == (PIECES - 1) * PIECE &&
-			  poll(&cp, 1, 0) == 0,
+		CHECK(atomic_load(&s->r[0]->got) == 0 &&
+			  httpsrv_inq(s->cfd) == (PIECES - 1) * PIECE && poll(&cp, 1, 0) == 0,
 		      "answer 1, all but the last piece in: %zu bytes delivered, %d queued, the "
 		      "socket %sreadable (want 0, %d, not readable)",
-		      atomic_load(&s->r[0]->got), inq(s->cfd), cp.revents & POLLIN ? "" : "not ",
-		      (PIECES - 1) * PIECE);
+		      atomic_load(&s->r[0]->got), httpsrv_inq(s->cfd),
+		      cp.revents & POLLIN ? "" : "not ", (PIECES - 1) * PIECE);
 	}
 	httpsrv_send(s->c, body + (PIECES - 1) * PIECE, PIECE, "answer 1's last piece");
 
@@ -220,11 +155,11 @@ static void *serve(void *arg)
 	if (a != 0 || b != LEN - 1)
 		FAIL("request 3: range %u-%u", a, b);
 	head(s->c, a, b, "answer 3");
-	if (wait_for(head_read, s) < 0 || wait_for(lowat_is, s) < 0)
+	if (httpsrv_wait_for(head_read, s, WAIT_S) < 0 || httpsrv_wait_for(lowat_is, s, WAIT_S) < 0)
 		FAIL("answer 3: the head not read, or the mark not the body's, within %d s",
 		     WAIT_S);
 	httpsrv_send(s->c, body, PIECE, "answer 3's first piece");
-	CHECK(wait_for(piece_delivered, s) == 0,
+	CHECK(httpsrv_wait_for(piece_delivered, s, WAIT_S) == 0,
 	      "answer 3: the first piece, short of the mark, not delivered within %d s", WAIT_S);
 	httpsrv_send(s->c, body + PIECE, LEN - PIECE, "answer 3's rest");
 	return NULL;
@@ -232,13 +167,10 @@ static void *serve(void *arg)
 
 int main(void)
 {
-	struct backend_config cfg = {0};
 	struct backend *be;
 	struct srv s = {0};
-	char url[128];
 	pthread_t srv;
 	unsigned port;
-	int err;
 	static const uint64_t offs[3] = {0, 1000, 0}, lens[3] = {LEN, SMALL, LEN};
 
 	for (size_t i = 0; i < LEN; i++)
@@ -250,16 +182,7 @@ int main(void)
 			FAIL("calloc");
 		s.r[i]->off = offs[i];
 	}
-	cfg.connections = 1;
-	cfg.max_connections = 1;
-	cfg.http_engine = 1;	/* the lean engine */
-	cfg.retry_budget_s = 0; /* one attempt: a stall fails the read */
-	cfg.connect_timeout_s = WAIT_S;
-	cfg.stall_timeout_s = STALL_S;
-	snprintf(url, sizeof(url), "http://127.0.0.1:%u/d/obj", port);
-	err = backend_open(&be, url, &cfg);
-	if (err < 0)
-		FAIL("backend_open %s: %s", url, strerror(-err));
+	be = httpsrv_lean_store(port, WAIT_S, STALL_S);
 	if (pthread_create(&srv, NULL, serve, &s) != 0)
 		FAIL("server thread");
 	for (int i = 0; i < 3; i++) {
