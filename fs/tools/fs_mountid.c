@@ -305,7 +305,7 @@ long fs_mnt_find_daemon(const struct fs_mnt *m)
 	return found;
 }
 
-int fs_mnt_pid_stopped(long pid)
+char fs_mnt_pid_state(long pid)
 {
 	char path[64], buf[512], *p;
 	ssize_t n;
@@ -321,9 +321,14 @@ int fs_mnt_pid_stopped(long pid)
 		return 0;
 	buf[n] = '\0';
 	p = strrchr(buf, ')'); /* "pid (comm) S ..." */
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+int fs_mnt_pid_stopped(long pid)
+{
 	/* 'T' only: 't' is a tracer's stop (LeakSanitizer's at an ASan
 	 * build's exit stops every thread for a moment) */
-	return p && p[1] == ' ' && p[2] == 'T';
+	return fs_mnt_pid_state(pid) == 'T';
 }
 
 void fs_mnt_say_hung(const char *path, const struct fs_mnt *m)

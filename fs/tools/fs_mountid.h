@@ -51,6 +51,9 @@ long fs_mnt_find_daemon(const struct fs_mnt *m);
 /* Say on stderr why the mount m at path does not answer (FS_MNT_HUNG):
  * its daemon, and whether it is stopped. */
 void fs_mnt_say_hung(const char *path, const struct fs_mnt *m);
+/* Process pid's state letter in /proc/PID/stat ('R', 'S', 'T', 'Z', ...),
+ * or 0 when it cannot be read. */
+char fs_mnt_pid_state(long pid);
 /* 1 when process pid is stopped by a signal (SIGSTOP, Ctrl-Z), else 0. */
 int fs_mnt_pid_stopped(long pid);
 

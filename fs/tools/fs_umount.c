@@ -28,23 +28,12 @@
  * has finished its work and counts as gone. */
 static int pid_running(long pid)
 {
-	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
+	char st;
 
 	if (pid <= 0 || kill((pid_t)pid, 0) != 0)
 		return 0;
-	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 1;
-	buf[n] = '\0';
-	p = strrchr(buf, ')'); /* "pid (comm) S ..." */
-	return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
+	st = fs_mnt_pid_state(pid); /* 0: not read, taken as running */
+	return st != 'Z' && st != 'X';
 }
 
 /* Run fusermount3 -u (lazy: -z) on dir; 0 when it unmounted, else 1 with
