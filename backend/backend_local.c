@@ -82,18 +82,47 @@ static int local_resolve(struct local *l)
 /* Bound on directory nesting while listing, so a symlink loop ends. */
 #define LOCAL_MAX_DEPTH 64
 
+/* v in lowercase hex without leading zeros (as "%" PRIx64) at p; the end. */
+static char *put_hex(char *p, uint64_t v)
+{
+	char t[16];
+	int n = 0;
+
+	do {
+		t[n++] = "0123456789abcdef"[v & 15];
+		v >>= 4;
+	} while (v);
+	while (n)
+		*p++ = t[--n];
+	return p;
+}
+
 static void local_fill(struct backend_objinfo *info, const char *key, const struct stat *st)
 {
+	const uint64_t v[4] = {
+	    (uint64_t)st->st_size,
+	    (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec,
+	    (uint64_t)st->st_ino,
+	    (uint64_t)st->st_ctim.tv_sec * 1000000000u + (uint64_t)st->st_ctim.tv_nsec};
+	char *p;
+
 	memset(info, 0, sizeof(*info)); /* every field: name_only among them */
 	info->key = key;
 	info->size = (uint64_t)st->st_size;
 	info->mtime = st->st_mtim.tv_sec;
 	info->mode = st->st_mode & 07777;
-	snprintf(info->etag, sizeof(info->etag), "%" PRIx64 "-%" PRIx64 "-%" PRIx64 "-%" PRIx64,
-		 (uint64_t)st->st_size,
-		 (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec,
-		 (uint64_t)st->st_ino,
-		 (uint64_t)st->st_ctim.tv_sec * 1000000000u + (uint64_t)st->st_ctim.tv_nsec);
+	/* "SIZE-MTIME_NS-INO-CTIME_NS" in hex: 4 * 16 + 3 bytes at most, within
+	 * etag's 80; formatted by hand, not snprintf, which was a fifth of the
+	 * daemon's instructions in ls -lR of a local source (each lookup checks
+	 * the shard's file, fs_obj_check) */
+	_Static_assert(sizeof(info->etag) > 4 * 16 + 3, "the etag fits");
+	p = info->etag;
+	for (int i = 0; i < 4; i++) {
+		if (i)
+			*p++ = '-';
+		p = put_hex(p, v[i]);
+	}
+	*p = '\0';
 }
 
 static int local_walk(int rootfd, char *key, size_t keylen, size_t keycap, int depth,
