@@ -83,16 +83,20 @@ struct stage_run {
 	uint64_t a, b;
 };
 
-/* Runs a path keeps in place before it takes an array of its own. */
-#define STAGE_SUB_RUNS 2u
+/* Runs a path keeps in place before it takes an array of its own, and
+ * the most it keeps (a path read in more disjoint pieces than that is
+ * never counted read: its piece goes for room or with its plan; the
+ * kernel reads a path through the page cache in pages, mostly in order). */
+#define STAGE_SUB_RUNS	   2u
+#define STAGE_SUB_RUNS_MAX 64u
 
 /* A planned path's data in a piece: [off, end) (its tar header, staged
  * with a first piece, not counted), and the bytes of it reads got: their
  * union (runs, sorted, disjoint, not touching; got: their bytes), so a
  * byte read again (the kernel reads a page again after another process
- * dropped the page cache) counts once. lost: an array for more runs could
- * not be had: the path is never counted read (its piece goes for room or
- * with its plan). */
+ * dropped the page cache) counts once. lost: more than STAGE_SUB_RUNS_MAX
+ * runs, or an array for more could not be had: the path is never counted
+ * read (its piece goes for room or with its plan). */
 struct stage_sub {
 	uint64_t off, end, got;
 	struct stage_run *run; /* in[] or its own array (cap runs) */
@@ -558,7 +562,8 @@ static uint64_t sub_add(struct stage_sub *u, uint64_t lo, uint64_t hi)
 	if (j == i) { /* a run of its own at i */
 		if (n == u->cap) {
 			uint32_t cap = u->cap * 2;
-			struct stage_run *nr = malloc(cap * sizeof(*nr));
+			struct stage_run *nr =
+			    cap <= STAGE_SUB_RUNS_MAX ? malloc(cap * sizeof(*nr)) : NULL;
 
 			if (!nr) {
 				u->lost = 1;
