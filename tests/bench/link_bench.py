@@ -132,6 +132,12 @@ def proc_cpu(pid):
     return stat_cpu('/proc/%d/stat' % pid)[1]
 
 
+def proc_minflt(pid):
+    """minor page faults of a process (all its threads) so far."""
+    with open('/proc/%d/stat' % pid) as f:
+        return int(f.read().rsplit(')', 1)[1].split()[7])
+
+
 def machine_busy():
     """(busy, total) jiffies of all CPUs from /proc/stat."""
     with open('/proc/stat') as f:
@@ -1038,7 +1044,8 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None):
                 c[k] = int(v.group(1)) if v else None
             return (c, proc_cpu(m.pid), ctx_switches(m.pid),
                     proc_cpu(emu.p.pid) if emu else 0.0, emu.stats()['requests'] if emu else 0,
-                    thread_cpu(m.pid), thread_switches(m.pid), cache_drops())
+                    thread_cpu(m.pid), thread_switches(m.pid), cache_drops(),
+                    proc_minflt(m.pid))
 
         s0 = snap()
         if not select.select([p.stdout], [], [], m.a.epoch_timeout)[0]:
@@ -1083,6 +1090,7 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None):
                     loader, 'plan' if plan else 'no plan', tag, e.n, e.secs,
                     ', '.join('%s %d' % kv for kv in e.c.items()), e.loader_cpu,
                     e.daemon_cpu, e.emu_cpu, e.ctxsw, e.emu_requests))
+            log('... daemon minor page faults: %d' % (s1[8] - s0[8]))
             peak = re.search(r'"plan_stage_peak_bytes":\s*"?(\d+)', m.stats())
             if peak:
                 log('... the stage\'s peak memory (plan_stage_peak_bytes, since the mount): %s'
