@@ -630,17 +630,12 @@ static int mount_dev(const char *mountpoint, char *dev, size_t size)
 	if (!f)
 		return -errno;
 	while (fgets(line, sizeof(line), f)) {
-		char *save = NULL, *id, *mdev, *mnt;
+		struct fs_mountinfo mi;
 
-		id = strtok_r(line, " ", &save);
-		id = id ? strtok_r(NULL, " ", &save) : NULL; /* the parent's id */
-		mdev = id ? strtok_r(NULL, " ", &save) : NULL;
-		mnt = mdev && strtok_r(NULL, " ", &save) ? strtok_r(NULL, " ", &save) : NULL;
-		if (!mnt)
+		if (fs_mountinfo_split(line, &mi) < 0)
 			continue;
-		fs_mountinfo_unescape(mnt);
-		if (strcmp(mnt, mountpoint) == 0 && strlen(mdev) < size) {
-			strcpy(dev, mdev);
+		if (strcmp(mi.point, mountpoint) == 0 && strlen(mi.dev) < size) {
+			strcpy(dev, mi.dev);
 			err = 0; /* the last one is the mount on top */
 		}
 	}

@@ -14,7 +14,7 @@
 
 /* Undo /proc/self/mountinfo's octal escapes of a field (\040 a blank,
  * \011 a tab, \012 a newline, \134 a backslash) in place (fs_mountinfo.c;
- * the mount point's field, for fs/fuse and fs/tools too). */
+ * fs_mountinfo_split unescapes a line's paths with it). */
 void fs_mountinfo_unescape(char *s);
 
 /* Fields of a mountinfo line read at most: a separator further on is not
