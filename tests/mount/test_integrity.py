@@ -496,6 +496,11 @@ def im_mount(env, ck, src, cache, names, members, label, use_find=True, check_an
         ck.eq('%s: members' % label, st['members'], len(names) * len(members))
         ck.eq('%s: index_errors' % label, st['index_errors'], 0)
         ck.eq('%s: index_save_errors' % label, st['index_save_errors'], 0)
+        # a saved index whose file cannot be watched is read into memory (the daemon's choice
+        # when fs.inotify.max_user_instances or max_user_watches is used up, e.g. by other
+        # mounts of the same user): said first, so the two checks after it read as its effect
+        ck.eq('%s: index_unwatched (saved indexes read into memory: no inotify instance or '
+              'watch left for this user)' % label, st.get('index_unwatched', -1), 0)
         ck.ok(st['index_mem_bytes'] <= 512 * len(names),
               '%s: index_mem_bytes %d > 512 bytes a shard' % (label, st['index_mem_bytes']))
         ck.eq('%s: index_mapped_bytes: the index files' % label, st.get('index_mapped_bytes', -1),
