@@ -89,6 +89,9 @@ static double punches;
 /* The puncher thread's CPU of the last pass, in s (cachetier_stats.punch_cpu_ns; -1 where the
  * tree has none: evict_bench.sh defines EB_PUNCH_CPU where it has) */
 static double punch_s;
+/* ... and its batches (wake-ups that found punches queued: punch_batches,
+ * with EB_PUNCH_CPU; -1 without) */
+static double punch_b;
 /* EB_ROOM (evict_bench.sh, where the tree has cachetier_stats.room_waits):
  * each pass's log line gives the room counters too */
 /* The units the last pass's evictions looked at in their objects' kept
@@ -191,8 +194,9 @@ static double pass(const char *dir, struct backend *be, uint64_t cache, int n, i
 		cachetier_get_stats(ct, &st);
 	}
 	punch_s = st.punch_cpu_ns / 1e9;
+	punch_b = (double)st.punch_batches;
 #else
-	punch_s = -1;
+	punch_s = punch_b = -1;
 #endif
 	sorted = differ = -1;
 #ifdef EB_LOOKED
@@ -229,10 +233,10 @@ static double pass(const char *dir, struct backend *be, uint64_t cache, int n, i
 #endif
 	fprintf(stderr,
 		"  pass %s, cache %llu MiB: %llu fills, %llu MiB fetched, %.3f CPU-s (making room "
-		"%.3f, writing maps %.3f, puncher %.3f), %.0f punches\n",
+		"%.3f, writing maps %.3f, puncher %.3f), %.0f punches in %.0f batches\n",
 		random ? "shuffled" : "in order", (unsigned long long)(cache >> 20),
 		(unsigned long long)st.fills, (unsigned long long)(st.bytes_fetched >> 20), t0,
-		room_s, flush_s, punch_s, punches);
+		room_s, flush_s, punch_s, punches, punch_b);
 #ifdef EB_ROOM
 	/* the threads making room: their wall time, and how often and long
 	 * they waited for another thread's eviction to end */
