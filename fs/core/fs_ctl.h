@@ -92,6 +92,12 @@ int fs_ctl_command_as(struct fs *fs, const char *buf, size_t len, uid_t uid, gid
  * one that is not, only a file uid owns or anybody may read. Returns the
  * fd or -errno (-EACCES: not the sender's to read). */
 int fs_ctl_open_as(const char *path, int flags, uid_t uid, gid_t gid);
+/* fn(arg) with the file-system rights of user uid, group gid, no
+ * supplementary group, on this thread only (fs_ctl_open_as's switch; the
+ * daemon's other threads keep theirs): fn's answer, or -EPERM (a daemon
+ * not run as root and uid neither root's nor the daemon's: fn not run),
+ * -EACCES (the ids did not take), -ENOMEM. */
+int fs_ctl_as(uid_t uid, gid_t gid, int (*fn)(void *), void *arg);
 
 /* fs_view_ctl.c: the latest prefetch run. A run begins at a
  * 'prefetch-start' command, or at a prefetch command from another process

@@ -16,7 +16,9 @@
  * sender may read is refused), then the daemon's are put back before
  * anything else runs on this thread. A daemon not run as root cannot take
  * another user's ids: it opens the file and keeps it only when the sender
- * owns it or anybody may read it.
+ * owns it or anybody may read it. fs_ctl_as runs any function so: the
+ * plan file's mount check resolves the path with the sender's rights too
+ * (fs_plan_path.c, fs_plan_path_inside_as).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,18 +48,16 @@ static int open_owned(const char *path, int flags, uid_t uid)
 	return fd;
 }
 
-int fs_ctl_open_as(const char *path, int flags, uid_t uid, gid_t gid)
+int fs_ctl_as(uid_t uid, gid_t gid, int (*fn)(void *), void *arg)
 {
 	uid_t me = geteuid();
 	gid_t *saved;
-	int n, fd, err;
+	int n, ret;
 
-	if (uid == 0 || uid == me) {
-		fd = open(path, flags);
-		return fd < 0 ? -errno : fd;
-	}
+	if (uid == 0 || uid == me)
+		return fn(arg);
 	if (me != 0)
-		return open_owned(path, flags, uid);
+		return -EPERM;
 	saved = malloc(OPEN_AS_GROUPS_MAX * sizeof(*saved));
 	if (!saved)
 		return -ENOMEM;
@@ -69,17 +69,37 @@ int fs_ctl_open_as(const char *path, int flags, uid_t uid, gid_t gid)
 	syscall(SYS_setfsgid, gid);
 	syscall(SYS_setfsuid, uid);
 	/* setfsuid answers the old id, never an error: make sure it took */
-	if ((uid_t)syscall(SYS_setfsuid, -1) != uid || (gid_t)syscall(SYS_setfsgid, -1) != gid) {
-		fd = -1;
-		err = EACCES;
-	} else {
-		fd = open(path, flags);
-		err = errno;
-	}
+	if ((uid_t)syscall(SYS_setfsuid, -1) != uid || (gid_t)syscall(SYS_setfsgid, -1) != gid)
+		ret = -EACCES;
+	else
+		ret = fn(arg);
 	syscall(SYS_setfsuid, me);
 	syscall(SYS_setfsgid, getegid());
 	if (syscall(SYS_setgroups, (size_t)n, saved) < 0)
 		abort(); /* this thread would go on without the daemon's groups */
 	free(saved);
-	return fd < 0 ? -err : fd;
+	return ret;
+}
+
+struct open_arg {
+	const char *path;
+	int flags;
+};
+
+static int open_fn(void *arg)
+{
+	const struct open_arg *a = arg;
+	int fd = open(a->path, a->flags);
+
+	return fd < 0 ? -errno : fd;
+}
+
+int fs_ctl_open_as(const char *path, int flags, uid_t uid, gid_t gid)
+{
+	struct open_arg a = {path, flags};
+	uid_t me = geteuid();
+
+	if (me != 0 && uid != 0 && uid != me)
+		return open_owned(path, flags, uid);
+	return fs_ctl_as(uid, gid, open_fn, &a);
 }

@@ -402,9 +402,10 @@ out:
 /* A plan file the daemon may read: an absolute path, not inside this
  * mount (reading a file of this very mount from a request handler could
  * wait for a handler thread forever: also through a symlink or a bind
- * mount; fs_plan_path_inside never asks the mount). 0, or -errno after
+ * mount; fs_plan_path_inside never asks the mount; resolved with the
+ * sender's rights, uid and gid). 0, or -errno after
  * saying why. */
-static int plan_file_ok(const char *mp, const char *nm, const char *file)
+static int plan_file_ok(const char *mp, const char *nm, const char *file, uid_t uid, gid_t gid)
 {
 	int err;
 
@@ -413,7 +414,7 @@ static int plan_file_ok(const char *mp, const char *nm, const char *file)
 		       file);
 		return -EINVAL;
 	}
-	err = fs_plan_path_inside(mp, file);
+	err = fs_plan_path_inside_as(mp, file, uid, gid);
 	if (err > 0)
 		fs_log(FS_LOG_WARN, "plan '%s': the plan file '%s' is inside the mount", nm, file);
 	else if (err < 0)
@@ -475,7 +476,7 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 		       FS_PLAN_NAME_MAX);
 		return err;
 	}
-	err = plan_file_ok(mp, nm, file);
+	err = plan_file_ok(mp, nm, file, uid, gid);
 	if (err < 0)
 		return err;
 	p = calloc(1, sizeof(*p));

@@ -86,6 +86,10 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
  * 1 inside, 0 not (or not resolvable: opening it fails on its own),
  * -ELOOP, -ENAMETOOLONG, -ENOMEM. Any thread. */
 int fs_plan_path_inside(const char *mp, const char *path);
+/* fs_plan_path_inside with the rights of user uid, group gid, no
+ * supplementary group (fs_ctl_as): a component the sender cannot look at
+ * ends the resolution (0: its open fails on its own, EACCES). */
+int fs_plan_path_inside_as(const char *mp, const char *path, uid_t uid, gid_t gid);
 /* Drop plan name (NULL: "pid-PID"): 0 or -ENOENT. */
 int fs_plan_clear(struct fs *fs, const char *name, pid_t pid);
 /* A read of [off, off + size) of ino (an object's or a member's: fs_op_read

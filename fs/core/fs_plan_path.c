@@ -14,6 +14,11 @@
  * namespace (/proc/self/mountinfo: the entries with the device number of
  * the mountpoint's entry), so a symlink into the mount, a path through a
  * bind mount of it or through a symlinked directory is caught too.
+ * In a command, the path is resolved with the sender's rights
+ * (fs_plan_path_inside_as: lstat and readlink run as the sender, as its own
+ * open would), so whether a path in a directory the sender cannot search
+ * leads into the mount, loops or is too long, is not the sender's to learn:
+ * EACCES there, as the open's.
  * Not caught: a path whose resolution the kernel does by magic rather
  * than by the link's text (a /proc/PID/fd/N of a file opened through a
  * lazily unmounted copy), and a file that changes between the check and
@@ -28,6 +33,7 @@
 #include <unistd.h>
 
 #include "fs_core_ctl.h"
+#include "fs_ctl.h"
 #include "fs_plan.h"
 
 /* Symbolic links followed at most (the kernel's own bound). */
@@ -93,9 +99,10 @@ static int inside(const char *p, const char *mp, const char *pts)
 	return 0;
 }
 
-int fs_plan_path_inside(const char *mp, const char *path)
+/* The resolution of path against mp and its mount points pts (with the
+ * rights of this thread: fs_plan_path_inside_as runs it as the sender). */
+static int resolve(const char *mp, const char *pts, const char *path)
 {
-	char *pts = mp ? mount_points(mp) : NULL;
 	char cur[PATH_MAX] = "", cand[PATH_MAX], link[PATH_MAX];
 	char *rest = malloc(2 * PATH_MAX), *tmp = malloc(2 * PATH_MAX), *r;
 	int links = 0, ret = 0;
@@ -172,8 +179,47 @@ int fs_plan_path_inside(const char *mp, const char *path)
 			cur[0] = '\0';
 	}
 out:
-	free(pts);
 	free(rest);
 	free(tmp);
+	return ret;
+}
+
+int fs_plan_path_inside(const char *mp, const char *path)
+{
+	char *pts = mp ? mount_points(mp) : NULL;
+	int ret = resolve(mp, pts, path);
+
+	free(pts);
+	return ret;
+}
+
+struct resolve_arg {
+	const char *mp, *pts, *path;
+};
+
+static int resolve_fn(void *arg)
+{
+	const struct resolve_arg *a = arg;
+
+	return resolve(a->mp, a->pts, a->path);
+}
+
+int fs_plan_path_inside_as(const char *mp, const char *path, uid_t uid, gid_t gid)
+{
+	/* the mount points are the daemon's to know (its namespace); the path's
+	 * components are looked at as the sender would look */
+	struct resolve_arg a = {mp, mp ? mount_points(mp) : NULL, path};
+	int ret = fs_ctl_as(uid, gid, resolve_fn, &a);
+
+	if (ret == -EPERM) {
+		/* a daemon not run as root, a sender of another user: resolved
+		 * with the daemon's rights, whose verdict is not the sender's to
+		 * learn: inside or unresolvable, the file is refused as one the
+		 * sender may not read */
+		ret = resolve(mp, a.pts, path);
+		if (ret != 0)
+			ret = -EACCES;
+	}
+	free((char *)a.pts);
 	return ret;
 }
