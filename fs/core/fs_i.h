@@ -499,6 +499,10 @@ int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
  * index_changed, logged once, the object's version marked stale). For a
  * caller that read the index after fs_shard_index, before it answers. */
 int fs_shard_index_unchanged(struct fs *fs, uint32_t shard);
+/* A FUSE request starts on the calling thread (fs_op_begin): fs_shard_index
+ * then skips its own check when this thread's last one, in this request,
+ * was of the same shard and passed. */
+void fs_shard_request_begin(void);
 /* A codec's name in index identities and log lines (CACHETIER_RAW, _GZIP,
  * _ZSTD), fs_shard.c's. */
 extern const char *const fs_codec_names[3];

@@ -114,6 +114,7 @@ void fs_attr_file(const struct fs *fs, struct stat *st, uint64_t ino, mode_t mod
 void fs_op_begin(void)
 {
 	cachetier_request_begin();
+	fs_shard_request_begin();
 }
 
 int fs_op_getattr(struct fs *fs, uint64_t ino, struct stat *st)

@@ -15,7 +15,8 @@
  * the same way and its heap copy freed — so a shard costs the heap about
  * 200 bytes however many members it has, and the kernel may drop the pages
  * under memory pressure. The mapped file is watched (cachetier_meta_changed):
- * fs_shard_index asks before it hands a mapped index out, and one whose
+ * fs_shard_index asks before it hands a mapped index out (once in a row
+ * per shard on a request's thread: fs_shard_index), and one whose
  * file was changed in place is dropped (index_changed; shard_changed). Where
  * no mapping can be made (vm.max_map_count), no watch had (index_unwatched)
  * or the index cannot be saved (a full cache disk: index_unsaved, one log
@@ -518,6 +519,22 @@ static int shard_changed(struct fs *fs, uint32_t shard)
 	return -ESTALE;
 }
 
+/* The calling thread's FUSE request (fs_shard_request_begin; 0: not a
+ * request thread) and the last index check it made: of which shard, in
+ * which request, and that it passed (req 0: none to go by). */
+static _Thread_local uint64_t shard_req;
+static _Thread_local struct {
+	uint64_t req;
+	const struct fs *fs;
+	uint32_t shard;
+} last_check;
+
+void fs_shard_request_begin(void)
+{
+	shard_req++;
+	last_check.req = 0;
+}
+
 int fs_shard_index_unchanged(struct fs *fs, uint32_t shard)
 {
 	struct fs_shard *s = fs_shard(fs, shard);
@@ -525,7 +542,14 @@ int fs_shard_index_unchanged(struct fs *fs, uint32_t shard)
 	if (!s->meta)
 		return 0;
 	fs->c.index_checks++;
-	return cachetier_meta_changed(s->meta) != 0 ? shard_changed(fs, shard) : 0;
+	if (cachetier_meta_changed(s->meta) != 0) {
+		last_check.req = 0;
+		return shard_changed(fs, shard);
+	}
+	last_check.req = shard_req;
+	last_check.fs = fs;
+	last_check.shard = shard;
+	return 0;
 }
 
 int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
@@ -555,11 +579,27 @@ int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
 			return err;
 		*ix = atomic_load_explicit(&s->ix, memory_order_acquire);
 	}
-	/* a mapped index's file changed in place since it was validated:
-	 * nothing more is read from it */
-	err = fs_shard_index_unchanged(fs, shard);
-	if (err < 0)
-		return err;
+	/* A mapped index's file changed in place since it was validated:
+	 * nothing more is read from it. This check serves "a change made
+	 * before a request's first check is seen by that request" (the
+	 * watch's fds are read at the request's first check) and keeps a
+	 * known-changed file from being read. It is skipped when the last
+	 * check this thread made was of this shard, in this FUSE request, and
+	 * passed (a listing's getattrs: each one's closing check is followed
+	 * by the next one's opening): it would ask the same watch, whose fds
+	 * are not read again in the request, so the request's first check
+	 * was made and nothing new can be learnt but a guard hit or another
+	 * thread's read, which the operation's own check after it read the
+	 * index (fs_shard_index_unchanged, before it answers) sees; that
+	 * closing check serves "a change during the request gives ESTALE or
+	 * the old answer, never a mix" and is never skipped. Threads outside
+	 * a request (shard_req 0) always check. */
+	if (!shard_req || last_check.req != shard_req || last_check.fs != fs ||
+	    last_check.shard != shard) {
+		err = fs_shard_index_unchanged(fs, shard);
+		if (err < 0)
+			return err;
+	}
 	if (stream)
 		*stream = atomic_load_explicit(&s->stream, memory_order_acquire);
 	return 0;

@@ -1485,6 +1485,7 @@ struct dir_job {
 	struct fs *fs;
 	uint64_t ino;
 	int list; /* 0: opendir */
+	int req;  /* 1: in a FUSE request of its own (fs_op_begin first) */
 	int err;
 	uint64_t decodes;
 	struct names l;
@@ -1495,6 +1496,8 @@ static void *dir_job_run(void *arg)
 	struct dir_job *j = arg;
 	uint64_t d = shardidx_decodes();
 
+	if (j->req)
+		fs_op_begin();
 	j->err = j->list ? fs_op_readdir(j->fs, j->ino, 0, collect_types, &j->l)
 			 : fs_op_opendir(j->fs, j->ino);
 	j->decodes = shardidx_decodes() - d;
@@ -1556,19 +1559,36 @@ static void test_listing_types(void)
 	CHECK(fs_op_opendir(fs, (uint64_t)walk(fs, "m/c00")) == -ENOTDIR, "opendir of a file");
 	ino = walk(fs, "l");
 	CHECK(ino > 0 && walk(fs, "l/d") > 0, "walk l, l/d"); /* loads the index */
-	for (int attrs = 0; attrs < 2; attrs++) {
-		if (attrs)
-			fs->cfg.listing_attrs = FS_LISTING_ALL;
-		memset(&l, 0, sizeof(l));
+	for (int k = 0; k < 4; k++) {
+		int attrs = k / 2, req = k % 2;
+		/* without: 2 + 2 (d) + 2 (h); 10 when every entry asked its
+		 * getattr. In a FUSE request (fs_op_begin) each getattr's
+		 * opening check (fs_shard_index) follows this thread's passed
+		 * check of the same shard in the request and is skipped: 2 +
+		 * 1 (d) + 1 (h) = 4, and 2 + 4 = 6 with attributes; outside a
+		 * request (a thread that never began one) every check is made */
+		unsigned want = attrs ? (req ? 6u : 10u) : (req ? 4u : 6u);
+
+		fs->cfg.listing_attrs = attrs ? FS_LISTING_ALL : fs->cfg.listing_attrs;
+		/* on a thread of its own: this one's request mark stays 0 */
+		memset(&job, 0, sizeof(job));
+		job.fs = fs;
+		job.ino = (uint64_t)ino;
+		job.list = 1;
+		job.req = req;
 		checks = fs->c.index_checks;
-		CHECK(fs_op_readdir(fs, (uint64_t)ino, 0, collect_types, &l) == 0, "readdir l");
+		CHECK(pthread_create(&th, NULL, dir_job_run, &job) == 0 &&
+			  pthread_join(th, NULL) == 0,
+		      "a thread");
 		checks = fs->c.index_checks - checks;
+		l = job.l;
+		CHECK(job.err == 0, "readdir l: %d", job.err);
 		CHECK(strcmp(l.text, attrs ? "d:d+ f:f+ h:f+ s:l+" : "d:d+ f:f h:f s:l") == 0,
 		      "l listed %s attributes: %s", attrs ? "with" : "without", l.text);
-		/* without: 2 + 2 (d) + 2 (h); 10 when every entry asked its getattr */
-		CHECK(checks == (attrs ? 10u : 6u),
-		      "the listing %s attributes checked the index's file %llu times, want %u",
-		      attrs ? "with" : "without", checks, attrs ? 10u : 6u);
+		CHECK(checks == want,
+		      "the listing %s attributes, %s a request, checked the index's file %llu "
+		      "times, want %u",
+		      attrs ? "with" : "without", req ? "in" : "outside", checks, want);
 	}
 	fs_close_core(fs);
 }
