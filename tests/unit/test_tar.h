@@ -60,7 +60,7 @@ static inline void tar_add(struct tarw *t, const char *name, char type, const ch
 
 	tar_room(t, 512 + (dlen + 511) / 512 * 512 + 1024);
 	h = (char *)t->b + t->len;
-	snprintf(h, 100, "%s", name);
+	snprintf(h, 100, "%.99s", name);
 	octal(h + 100, 8, mode);
 	octal(h + 108, 8, 0);
 	octal(h + 116, 8, 0);
@@ -68,7 +68,7 @@ static inline void tar_add(struct tarw *t, const char *name, char type, const ch
 	octal(h + 136, 12, mtime);
 	h[156] = type;
 	if (link)
-		snprintf(h + 157, 100, "%s", link);
+		snprintf(h + 157, 100, "%.99s", link);
 	memcpy(h + 257, "ustar", 6);
 	memcpy(h + 263, "00", 2);
 	tar_sum(h);
