@@ -178,6 +178,7 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	ct->dirfd = ct->metafd = ct->decfd = ct->datafd = ct->v1fd = ct->usagefd = -1;
 	disk_mutex_init(&ct->lock, DISK_LOCK_CT);
 	disk_mutex_init(&ct->fd_lock, DISK_LOCK_CT_FD);
+	disk_mutex_init(&ct->acct_lock, DISK_LOCK_CT_ACCT);
 	disk_mutex_init(&ct->bpool_lock, DISK_LOCK_CT_BPOOL);
 	pthread_cond_init(&ct->cond, NULL);
 	pthread_cond_init(&ct->unit_cond, NULL);
@@ -325,6 +326,7 @@ void cachetier_close(struct cachetier *ct)
 	pthread_cond_destroy(&ct->cond);
 	disk_mutex_destroy(&ct->bpool_lock);
 	disk_mutex_destroy(&ct->fd_lock);
+	disk_mutex_destroy(&ct->acct_lock);
 	disk_mutex_destroy(&ct->lock);
 	free(ct->dir);
 	free(ct);

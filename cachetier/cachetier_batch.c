@@ -118,12 +118,12 @@ static int bt_sink(void *arg, size_t i, uint64_t off, const void *buf, size_t le
 }
 
 /* Runs r's units valid (its object confirmed, its bytes written): they
- * move from reserved to the usage, as a fill's do. ct->lock held. */
+ * move from reserved to the usage in one step, as a fill's do
+ * (cachetier__run_commit). ct->lock held. */
 static void bt_commit(struct cachetier *ct, struct bt_req *q, struct bt_run *r)
 {
 	cachetier__run_commit(ct, r->f, r->c, r->n, r->crc, 0, NULL);
 	cachetier__run_ended(r->f, r->c, r->n);
-	ct->reserved -= r->end - r->start;
 	q->bytes -= r->end - r->start;
 	q->res.bytes += r->end - r->start;
 	r->done = 1;

@@ -6,7 +6,9 @@
  * Usage is the directory's: the counter in CACHE_DIR/v1/usage that every
  * process sharing the directory (any source) adds its fills and decoded
  * copies to and takes its evictions from (cachetier_share.c), plus this
- * process's fills in flight (ct->reserved), plus bytes it is evicting
+ * process's fills in flight (ct->reserved: a unit leaves it as it lands
+ * or is committed, in one step with its entry in the counter; the sums
+ * read under ct->acct_lock, cachetier__acct_get), plus bytes it is evicting
  * beyond two eviction batches (ct->evicting: taken off the counter when
  * chosen, so no two evictions choose them, but on disk until punched; a
  * fill that fits once they are gone counts up to two batches of them as
@@ -476,9 +478,8 @@ static uint64_t evict(struct cachetier *ct, struct ct_file *f, uint64_t want,
 	qsort(list, n, sizeof(*list), u32_cmp);
 	ng = join_gaps(f, list, n, batch);
 	merge_units(list, n, batch, ng, all);
-	cachetier__usage_add(ct, -(int64_t)freed);
+	cachetier__acct_evict(ct, freed); /* from the usage to evicting in one step */
 	f->evicting = 1;
-	ct->evicting += freed;
 	ct->evictions++;
 	ct->evicted_bytes += freed;
 	disk_mutex_unlock(&ct->lock);
@@ -709,9 +710,10 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
 	for (;;) {
 		/* the whole directory's bytes (every process and source) plus
 		 * this process's fills in flight */
-		uint64_t total = cachetier__usage_get(ct) + ct->reserved, evicting;
+		uint64_t total, evicting;
 		/* bytes being punched that do not count as freed (room_over) */
 		uint64_t over;
+		struct ct_room r;
 		struct ct_file *f;
 		struct ev_key key, next;
 		uint64_t freed, need;
@@ -721,7 +723,10 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
 		 * the look (both seq_cst), so that no end falls between the
 		 * look and the wait unseen (cachetier_punch.c, punch_room) */
 		atomic_fetch_add(&ct->room_waiters, 1);
-		evicting = atomic_load(&ct->evicting);
+		/* each byte in one of the three (cachetier__acct_get) */
+		cachetier__acct_get(ct, &r);
+		total = r.usage + r.reserved;
+		evicting = r.evicting;
 		over = evicting > room_over(ct) ? evicting - room_over(ct) : 0;
 		if (total + over <= ct->cfg.cache_size_bytes && want_free == 0) {
 			atomic_fetch_sub(&ct->room_waiters, 1);

@@ -42,10 +42,13 @@
 static int pf_fits(struct cachetier *ct, struct ct_file *f, uint64_t len)
 {
 	uint64_t avail = cachetier__disk_avail(ct, ct->cfg.min_free_bytes + ct->reserved + len);
+	struct ct_room r;
 
-	if (cachetier__usage_get(ct) + ct->reserved + ct->evicting + len <=
-		ct->cfg.cache_size_bytes &&
-	    avail >= ct->cfg.min_free_bytes + ct->reserved + len) {
+	/* each byte in one of the three (landed units are in the usage, out
+	 * of reserved: cachetier__acct_get) */
+	cachetier__acct_get(ct, &r);
+	if (r.usage + r.reserved + r.evicting + len <= ct->cfg.cache_size_bytes &&
+	    avail >= ct->cfg.min_free_bytes + r.reserved + len) {
 		ct->room_bytes += len; /* to be written: the next free-space check's */
 		return 1;
 	}
@@ -320,11 +323,12 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 {
 	struct ct_lkrun run = {0};
 	int err = 0, withdrawn, more, failed = 0;
+	uint64_t unreserve = 0;
 
-	/* the units move from reserved to the directory's usage under
-	 * ct->lock (run_commit below), so pf_fits never counts them in both
-	 * (it would skip a fill that fits) */
-	ct->reserved -= cachetier__run_len(f, c, n) - pub_bytes;
+	/* the units published (pub_bytes) left reserved as they landed, those
+	 * committed below leave it as they become valid (cachetier__run_commit,
+	 * one step with the usage); the rest (adopted, aborted) below */
+	(void)pub_bytes;
 	ct->fills_inflight--;
 	if (!pf)
 		ct->rd_inflight--;
@@ -358,9 +362,12 @@ static void fill_end(struct cachetier *ct, struct ct_slot *slot, struct ct_file 
 		else
 			cachetier__run_abort(ct, f, c + i, 1, errs[i], claim[i] == 1,
 					     withdrawn ? pf : 0, &run);
+		if (claim[i] != 1 || errs[i] != 0)
+			unreserve += cachetier__unit_len(f, c + i);
 		failed |= errs[i] < 0 && !(withdrawn && pf);
 		cachetier__run_ended(f, c + i, 1);
 	}
+	atomic_fetch_sub(&ct->reserved, unreserve);
 	ct->fill_errors += failed; /* a fill that failed, once whatever its units */
 	cachetier__lkrun_flush(&run);
 	if (pf == CT_PF_RANGE_FIT || pf == CT_PF_RANGE_EVICT)
@@ -632,8 +639,11 @@ static void *worker_main(void *arg)
  * the limit (what is still pinned stays). ct->lock held. */
 static void flush_over_limit(struct cachetier *ct)
 {
+	struct ct_room r;
+
+	cachetier__acct_get(ct, &r);
 	if (ct->fills_inflight || ct->room_gen == ct->room_gen_tried ||
-	    cachetier__usage_get(ct) + ct->reserved <= ct->cfg.cache_size_bytes)
+	    r.usage + r.reserved <= ct->cfg.cache_size_bytes)
 		return;
 	ct->room_gen_tried = ct->room_gen;
 	(void)cachetier__make_room(ct, 0, 0);

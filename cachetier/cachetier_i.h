@@ -287,8 +287,19 @@ struct cachetier {
 	 * (flush_over_limit; room_gen_tried under ct->lock) */
 	atomic_ullong room_gen;
 	uint64_t room_gen_tried;
-	uint64_t used;	   /* bytes of valid units this process knows of (stats) */
-	uint64_t reserved; /* bytes of fills in flight */
+	uint64_t used; /* bytes of valid units this process knows of (stats) */
+	/* The room's accounts (cachetier_share.c, "the byte accounts"): every
+	 * byte of a fill is in exactly one of the directory's usage and
+	 * reserved at every moment, and every byte an eviction took is in
+	 * exactly one of usage and evicting until its punch ends: a byte moves
+	 * between two of them in one step under acct_lock (a leaf,
+	 * DISK_LOCK_CT_ACCT), and a sum of them is read under it
+	 * (cachetier__acct_get); a change of one alone is an atomic add.
+	 * reserved: bytes of this process's fills in flight not landed or
+	 * committed yet (a fill's unit leaves it when it lands,
+	 * cachetier__run_landed, or is committed, adopted or aborted) */
+	struct disk_mutex acct_lock;
+	atomic_ullong reserved;
 	/* bytes being punched out, still on disk: raised by an eviction
 	 * under ct->lock, lowered by its punch's end without it (atomic) */
 	atomic_ullong evicting;
@@ -572,7 +583,7 @@ int cachetier__batch_unfit(struct cachetier *ct, size_t g, size_t nreq);
 /* A reader's miss of f (not a probe; ahead: its readahead window): fill
  * the missed unit's whole chunk (1) or only the units read (0), as the
  * rules say. ct->lock held. */
-int cachetier__miss_whole(const struct cachetier *ct, const struct ct_file *f, uint64_t ahead);
+int cachetier__miss_whole(struct cachetier *ct, const struct ct_file *f, uint64_t ahead);
 /* A prefetch fill ended with all its bytes: the rules' slow start. ct->lock held. */
 void cachetier__pf_ended(struct cachetier *ct);
 int cachetier__queue_next(struct cachetier *ct, struct ct_file **f, uint32_t *c, uint32_t *n,
@@ -676,6 +687,20 @@ int cachetier__usage_ready(struct cachetier *ct, uint64_t used);
 void cachetier__usage_close(struct cachetier *ct);
 void cachetier__usage_add(struct cachetier *ct, int64_t delta);
 uint64_t cachetier__usage_get(const struct cachetier *ct);
+/* The room's accounts (struct cachetier's reserved, "every byte in exactly
+ * one"): acct_move: unreserve bytes of fills leave reserved and usage
+ * bytes join the directory's usage, in one step (a unit landed or
+ * committed: its bytes; usage is 0 for a unit the state file had valid
+ * already). acct_evict: freed bytes leave the usage for evicting in one
+ * step. acct_get: the three read in one step (usage: the directory's,
+ * other processes' changes in it at any moment). Any lock but one ranked
+ * at or above DISK_LOCK_CT_ACCT held (not on the I/O thread). */
+struct ct_room {
+	uint64_t usage, reserved, evicting;
+};
+void cachetier__acct_move(struct cachetier *ct, uint64_t unreserve, uint64_t usage);
+void cachetier__acct_evict(struct cachetier *ct, uint64_t freed);
+void cachetier__acct_get(struct cachetier *ct, struct ct_room *r);
 uint64_t cachetier__usage_epoch(const struct cachetier *ct);
 /* f->hash, dirfd, unit_bytes, nunits and size set. Opens and maps data/<hash>.st
  * with the presence lock; *alone: initialise, then call st_ready. */

@@ -191,12 +191,12 @@ void cachetier_obj_ref(struct cachetier_obj *o)
 uint64_t cachetier_room(struct cachetier *ct)
 {
 	uint64_t used, room, reserved, avail, keep;
+	struct ct_room r;
 
-	cachetier__lock(ct);
-	used = cachetier__usage_get(ct) + ct->reserved + ct->evicting;
+	cachetier__acct_get(ct, &r); /* each byte in one of the three */
+	used = r.usage + r.reserved + r.evicting;
 	room = used < ct->cfg.cache_size_bytes ? ct->cfg.cache_size_bytes - used : 0;
-	reserved = ct->reserved;
-	disk_mutex_unlock(&ct->lock);
+	reserved = r.reserved;
 	/* the disk, when it is the smaller limit (a small tmpfs or container
 	 * disk under the default --cache-size): its free space above the
 	 * reserve the cache leaves, less what fills in flight will write */

@@ -155,11 +155,15 @@ void cachetier__pf_ended(struct cachetier *ct)
 	pf_counts_put(ct, &k);
 }
 
-int cachetier__miss_whole(const struct cachetier *ct, const struct ct_file *f, uint64_t ahead)
+int cachetier__miss_whole(struct cachetier *ct, const struct ct_file *f, uint64_t ahead)
 {
-	return ct->policy && ct->policy->miss_whole(
-				 ahead > 0, cachetier__usage_get(ct) + ct->reserved + ct->evicting,
-				 (uint64_t)f->unit_bytes * f->group, ct->cfg.cache_size_bytes);
+	struct ct_room r;
+
+	if (!ct->policy)
+		return 0;
+	cachetier__acct_get(ct, &r);
+	return ct->policy->miss_whole(ahead > 0, r.usage + r.reserved + r.evicting,
+				      (uint64_t)f->unit_bytes * f->group, ct->cfg.cache_size_bytes);
 }
 
 /* After a job for object f was queued (ra: a readahead job): the prefetch

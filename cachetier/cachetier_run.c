@@ -337,15 +337,19 @@ void cachetier__run_discard(struct ct_file *f, uint64_t off, uint64_t len)
 void cachetier__run_commit(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
 			   const uint32_t *crc, int waited, struct ct_lkrun *run)
 {
+	uint64_t added = 0;
+
 	disk_mutex_lock(&f->lock);
 	for (uint32_t i = 0; i < n; i++) {
 		/* the CRC first: whoever sees the state byte valid sees it */
 		cachetier__st_set_crc(f, c + i, crc[i]);
 		if (!cachetier__st_set(f, c + i, 1))
-			cachetier__usage_add(ct, (int64_t)cachetier__unit_len(f, c + i));
+			added += cachetier__unit_len(f, c + i);
 		unit_done(ct, f, c + i, 0, 1, waited, 0, 0, run);
 	}
 	disk_mutex_unlock(&f->lock);
+	/* from reserved to the usage in one step (the room's accounts) */
+	cachetier__acct_move(ct, cachetier__run_len(f, c, n), added);
 }
 
 void cachetier__run_land(struct ct_file *f, uint32_t c, uint32_t n, const uint32_t *crc)
@@ -361,7 +365,8 @@ void cachetier__run_land(struct ct_file *f, uint32_t c, uint32_t n, const uint32
 void cachetier__run_landed(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
 			   int last, int wake)
 {
-	int64_t now = cachetier__now_ns(), added = 0;
+	int64_t now = cachetier__now_ns();
+	uint64_t added = 0;
 
 	disk_mutex_lock(&f->lock);
 	for (uint32_t u = c; u < c + n; u++) {
@@ -369,7 +374,7 @@ void cachetier__run_landed(struct cachetier *ct, struct ct_file *f, uint32_t c, 
 		 * the directory's usage and other processes see it; here a
 		 * reader or the run's end commits it */
 		if (!cachetier__st_set(f, u, 1))
-			added += (int64_t)cachetier__unit_len(f, u);
+			added += cachetier__unit_len(f, u);
 		__atomic_store_n(&f->fill_ns[u], now, __ATOMIC_RELAXED); /* its age (maps) */
 		atomic_store_explicit(&f->landed[u],
 				      CT_LANDED | (last && u == c + n - 1 ? CT_LANDED_LAST : 0),
@@ -378,8 +383,10 @@ void cachetier__run_landed(struct cachetier *ct, struct ct_file *f, uint32_t c, 
 	if (wake)
 		cachetier__units_landed(ct, f, c, n); /* their readers (f->ugen moves) */
 	disk_mutex_unlock(&f->lock);
-	if (added)
-		cachetier__usage_add(ct, added);
+	/* from reserved to the usage in one step, as the state file counts
+	 * them: no sum of the room counts a landed unit twice (nor a take's
+	 * below, which finds it out of reserved already) */
+	cachetier__acct_move(ct, cachetier__run_len(f, c, n), added);
 }
 
 int64_t cachetier__run_take_landed_locked(struct cachetier *ct, struct ct_file *f, uint32_t c0,
@@ -396,7 +403,7 @@ int64_t cachetier__run_take_landed_locked(struct cachetier *ct, struct ct_file *
 		assert(f->ust[u] == UNIT_FILLING);
 		atomic_store_explicit(&f->landed[u], 0, memory_order_relaxed);
 		ulen = cachetier__unit_len(f, u);
-		ct->reserved -= ulen; /* with the usage: pf_fits never counts it twice */
+		/* out of reserved since it landed (cachetier__run_landed) */
 		if (l & CT_LANDED_LAST)
 			ct->fills++; /* the run's request: counted before its readers see it */
 		if (!cachetier__st_set(f, u, 1))
@@ -597,5 +604,8 @@ void cachetier__run_check(struct cachetier *ct)
 	/* every unit held with no pin is counted idle, once (cachetier_read.c:
 	 * pins and idle locks change under the object's lock) */
 	assert(idle == ct->idle_units);
+	/* every byte a fill reserved left reserved once (landed, committed,
+	 * adopted or aborted): none left, none taken twice */
+	assert(atomic_load(&ct->reserved) == 0);
 }
 #endif

@@ -84,7 +84,8 @@ int cachetier__run_writev(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_
 void cachetier__run_discard(struct ct_file *f, uint64_t off, uint64_t len);
 /* commit: claimed units [c, c + n), whose bytes are written and whose
  * OFD write locks this process holds, are valid (crc[k]: unit c + k's
- * CRC32C, stored before its state byte; usage, map batch; the write lock
+ * CRC32C, stored before its state byte; their bytes from ct->reserved to
+ * the usage in one step, cachetier__acct_move; map batch; the write lock
  * becomes the pinning readers' read lock or goes: joins run, which the
  * caller flushes before it drops ct->lock, or at once with run NULL).
  * adopt: claimed units another process filled (run_lock's 0) are valid
@@ -103,9 +104,11 @@ void cachetier__run_adopt(struct cachetier *ct, struct ct_file *f, uint32_t c, u
  * no ct->lock; with ct->lock or not): the units valid in the state file,
  * marked landed (ct_file.landed; last: the run's last unit is among them)
  * and, with wake, their waiting readers woken (else the caller wakes them:
- * cachetier__units_landed). take_landed (ct->lock held; f->lock taken, or held: _locked):
+ * cachetier__units_landed); their bytes move from ct->reserved to the
+ * directory's usage in one step (cachetier__acct_move: no room check
+ * counts a landed unit twice). take_landed (ct->lock held; f->lock taken, or held: _locked):
  * the landed units of [c0, c1) committed as commit does (state byte,
- * usage, map batch, the tier's byte counts; the read lock kept where
+ * map batch, the tier's counts; the read lock kept where
  * commit would turn the write lock into one, a pinning reader's or idle,
  * else dropped: joins run) and their landed marks cleared; a reader of
  * them takes them (cachetier_read.c), the writer takes the rest of a run

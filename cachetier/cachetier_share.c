@@ -252,6 +252,34 @@ uint64_t cachetier__usage_get(const struct cachetier *ct)
 	return v < 0 ? 0 : (uint64_t)v;
 }
 
+/* ---- the room's accounts ---- */
+
+void cachetier__acct_move(struct cachetier *ct, uint64_t unreserve, uint64_t usage)
+{
+	disk_mutex_lock(&ct->acct_lock);
+	if (usage)
+		cachetier__usage_add(ct, (int64_t)usage);
+	atomic_fetch_sub(&ct->reserved, unreserve);
+	disk_mutex_unlock(&ct->acct_lock);
+}
+
+void cachetier__acct_evict(struct cachetier *ct, uint64_t freed)
+{
+	disk_mutex_lock(&ct->acct_lock);
+	cachetier__usage_add(ct, -(int64_t)freed);
+	atomic_fetch_add(&ct->evicting, freed);
+	disk_mutex_unlock(&ct->acct_lock);
+}
+
+void cachetier__acct_get(struct cachetier *ct, struct ct_room *r)
+{
+	disk_mutex_lock(&ct->acct_lock);
+	r->usage = cachetier__usage_get(ct);
+	r->reserved = atomic_load(&ct->reserved);
+	r->evicting = atomic_load(&ct->evicting);
+	disk_mutex_unlock(&ct->acct_lock);
+}
+
 uint64_t cachetier__usage_epoch(const struct cachetier *ct)
 {
 	return ct->usage ? ld64(ct->usage + U_EPOCH) : 0;

@@ -40,6 +40,7 @@ enum disk_lock_rank {
 	DISK_LOCK_CT_FD = 64,	 /* cachetier: ct->fd_lock (local objects' fds) */
 	DISK_LOCK_CT_PUNCH = 65, /* cachetier: the puncher's queue (a leaf) */
 	DISK_LOCK_CT_WATCH = 66, /* cachetier: the inotify watch's lock (a leaf) */
+	DISK_LOCK_CT_ACCT = 67,	 /* cachetier: the byte accounts' lock (a leaf) */
 	DISK_LOCK_CT_BPOOL = 68, /* cachetier: the pool of fill buffers (a leaf) */
 	DISK_LOCK_BE_CREDS = 70, /* backend: a credentials source's lock */
 	DISK_LOCK_BE_ENV = 72,	 /* backend: the secret variables' copies (a leaf) */
