@@ -367,6 +367,7 @@ int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, vo
 {
 	const struct fs_view *v = fs_view_of(fs, ino);
 	struct fs_listing l;
+	struct fs_entry e;
 	char namebuf[FS_NAME_BUF];
 	mode_t type;
 	int err, attrs;
@@ -392,9 +393,10 @@ int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, vo
 	if (err < 0)
 		return err;
 	attrs = dir_lists_attrs(fs, ino);
+	l.attrs = attrs;
+	l.attr = &e.attr;
 	/* offsets: 0 "." , 1 "..", 2+i entry i; each entry carries the next */
 	for (uint64_t pos = off; pos < (uint64_t)l.n + 2; pos++) {
-		struct fs_entry e;
 		const char *name;
 		uint64_t eino;
 		int aerr;
@@ -409,10 +411,19 @@ int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, vo
 			continue;
 		}
 		type = 0;
+		e.attr.st_ino = 0;
 		name = v->list_entry(&l, (uint32_t)(pos - 2), &eino);
 		if (!name)
 			break;
-		if (!attrs && ((type && !S_ISDIR(type)) || fs_view_of(fs, eino)->list_type_only)) {
+		if (e.attr.st_ino) {
+			/* its attributes came with its name, from what the
+			 * listing read (a shard's index): list_check covers
+			 * them as it covers the names */
+			e.ino = e.attr.st_ino;
+			e.timeout = fs_op_timeout(fs, eino);
+			aerr = 0;
+		} else if (!attrs &&
+			   ((type && !S_ISDIR(type)) || fs_view_of(fs, eino)->list_type_only)) {
 			/* its name and type, no getattr (find of an imagefolder view,
 			 * or of a shard's members: the type came with the name) */
 			memset(&e, 0, sizeof(e));

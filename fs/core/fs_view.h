@@ -45,6 +45,14 @@ struct fs_listing {
 			  * entry's file type (S_IFMT, what its getattr would say) puts it
 			  * here, and a listing without attributes gives a file (not a
 			  * directory) by name and type without asking its getattr */
+	int attrs;	 /* the listing gives every entry's attributes (else only
+			  * directories') */
+	/* The caller's, st_ino 0 before each list_entry: one that read the
+	 * entry's attributes in what it lists from (what its getattr would
+	 * answer; list_check covers them as it covers the names) may fill it,
+	 * st_ino set, and the listing asks no getattr of that entry. It need
+	 * not for a file when attrs is 0. */
+	struct stat *attr;
 };
 
 #define FS_NAME_BUF 256

@@ -72,6 +72,30 @@ static int member_entry(struct fs *fs, uint64_t ino, int none, int check, int ty
 	return 0;
 }
 
+/* The attributes of shard's entry e, its canonical one (a hard link's
+ * target): a member's getattr, and a listing's entries (members_entry). */
+static void member_attr(const struct fs *fs, uint32_t shard, const struct shardidx_entry *e,
+			struct stat *st)
+{
+	fs_attr_base(fs, st, fs_ino(FS_K_MEMBER, shard, e->canon));
+	st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec = e->mtime;
+	st->st_nlink = e->nlink;
+	st->st_size = (off_t)e->size;
+	switch (e->type) {
+	case SHARDIDX_DIR:
+		st->st_mode = S_IFDIR | (e->mode & 07777);
+		st->st_size = 4096;
+		break;
+	case SHARDIDX_SYMLINK:
+		st->st_mode = S_IFLNK | 0777;
+		break;
+	default:
+		st->st_mode = S_IFREG | (e->mode & 07777);
+		st->st_blocks = (blkcnt_t)((e->size + 511) / 512);
+		break;
+	}
+}
+
 /* ---- the member directory ------------------------------------------------ */
 
 static int shard_getattr(struct fs *fs, uint64_t ino, struct stat *st)
@@ -136,10 +160,17 @@ _Static_assert(sizeof(((struct shardidx_entry *)0)->name) <= FS_NAME_BUF,
 	       "a member's name fits the listing's namebuf");
 
 /* Entry i of a member directory: the children [first, first + n) of the
- * index. Its type too, but for a hard link (its inode is its canonical
- * entry's, whose getattr answers): a listing without attributes (find)
- * then asks no getattr of its files, and with them the getattr finds the
- * entry decoded (shardidx_entry_get's per-thread cursors). */
+ * index. Its type and, when the listing gives them (every directory's,
+ * every file's with l->attrs), its attributes too, from the entry just
+ * decoded: what fs_member_getattr would answer from the same index, whose
+ * file the listing checks at its start (list_open: fs_shard_index) and at
+ * its end (members_check) as that getattr would before and after its own
+ * read, so a change during the listing is ESTALE for the whole request,
+ * never a mix. A hard link gives neither (its inode is its canonical
+ * entry's, whose getattr answers). So a listing without attributes (find)
+ * asks no getattr of its files, and one with them (ls -lR) none at all:
+ * each entry is decoded once and its index's file checked twice a request,
+ * not twice more an entry. */
 static const char *members_entry(const struct fs_listing *l, uint32_t i, uint64_t *ino)
 {
 	struct shardidx_entry e;
@@ -147,10 +178,13 @@ static const char *members_entry(const struct fs_listing *l, uint32_t i, uint64_
 	if (shardidx_entry_get(l->p, l->first + i, &e) < 0)
 		return NULL;
 	*ino = fs_ino(FS_K_MEMBER, l->a, e.canon);
-	if (e.canon == l->first + i)
+	if (e.canon == l->first + i) {
 		*l->type = e.type == SHARDIDX_DIR	? S_IFDIR
 			   : e.type == SHARDIDX_SYMLINK ? S_IFLNK
 							: S_IFREG;
+		if (l->attr && (l->attrs || e.type == SHARDIDX_DIR))
+			member_attr(l->fs, l->a, &e, l->attr);
+	}
 	memcpy(l->namebuf, e.name, strlen(e.name) + 1);
 	return l->namebuf;
 }
@@ -193,23 +227,7 @@ int fs_member_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 		return err;
 	if (e.canon != idx && shardidx_entry_get(ix, e.canon, &e) < 0)
 		return index_miss(fs, shard, -ENOENT);
-	fs_attr_base(fs, st, fs_ino(FS_K_MEMBER, shard, e.canon));
-	st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec = e.mtime;
-	st->st_nlink = e.nlink;
-	st->st_size = (off_t)e.size;
-	switch (e.type) {
-	case SHARDIDX_DIR:
-		st->st_mode = S_IFDIR | (e.mode & 07777);
-		st->st_size = 4096;
-		break;
-	case SHARDIDX_SYMLINK:
-		st->st_mode = S_IFLNK | 0777;
-		break;
-	default:
-		st->st_mode = S_IFREG | (e.mode & 07777);
-		st->st_blocks = (blkcnt_t)((e.size + 511) / 512);
-		break;
-	}
+	member_attr(fs, shard, &e, st);
 	return fs_shard_index_unchanged(fs, shard); /* as lookup_in */
 }
 

@@ -1479,6 +1479,23 @@ static int collect_types(void *ctx, const char *name, const struct fs_entry *e, 
 	return 0;
 }
 
+/* The entries a listing gave with attributes (up to 8), for comparing
+ * them with each one's getattr. */
+struct attrs_seen {
+	unsigned n;
+	struct fs_entry e[8];
+};
+
+static int collect_entries(void *ctx, const char *name, const struct fs_entry *e, uint64_t next)
+{
+	struct attrs_seen *a = ctx;
+
+	(void)next;
+	if (e->ino && strcmp(name, ".") && strcmp(name, "..") && a->n < 8)
+		a->e[a->n++] = *e;
+	return 0;
+}
+
 /* A member directory opened, or listed, on a thread that read no index
  * before (its cursors empty): the entries that decodes. */
 struct dir_job {
@@ -1507,9 +1524,10 @@ static void *dir_job_run(void *arg)
 /* A shard's members listed without attributes (find): each file by the
  * name and type its index entry gave the listing, no getattr asked, so
  * no check of the index's file but the listing's own two (a directory is
- * given with attributes: its getattr checks twice; a hard link's inode is
- * its target's: its getattr gives its type). With attributes every entry
- * asks its getattr. index_checks counts the checks. */
+ * given with attributes, which came with its name too; a hard link's inode
+ * is its target's: its getattr gives its type and checks). With attributes
+ * (ls -lR) every entry but the hard link gets them with its name too.
+ * index_checks counts the checks. */
 static void test_listing_types(void)
 {
 	static const struct member m[] = {{"f", '0', "bytes of f\n"},
@@ -1561,13 +1579,15 @@ static void test_listing_types(void)
 	CHECK(ino > 0 && walk(fs, "l/d") > 0, "walk l, l/d"); /* loads the index */
 	for (int k = 0; k < 4; k++) {
 		int attrs = k / 2, req = k % 2;
-		/* without: 2 + 2 (d) + 2 (h); 10 when every entry asked its
-		 * getattr. In a FUSE request (fs_op_begin) each getattr's
-		 * opening check (fs_shard_index) follows this thread's passed
-		 * check of the same shard in the request and is skipped: 2 +
-		 * 1 (d) + 1 (h) = 4, and 2 + 4 = 6 with attributes; outside a
-		 * request (a thread that never began one) every check is made */
-		unsigned want = attrs ? (req ? 6u : 10u) : (req ? 4u : 6u);
+		/* the listing's own 2 (its start and end), + 2 for h, whose
+		 * getattr answers (a hard link: its target's inode); d's and,
+		 * with attributes, f's and s's came with their names. In a
+		 * FUSE request (fs_op_begin) h's getattr's opening check
+		 * (fs_shard_index) follows this thread's passed check of the
+		 * same shard in the request and is skipped: 2 + 1; outside a
+		 * request (a thread that never began one) every check is made.
+		 * (Each entry's getattr asked: 6 and 10, 4 and 6 in a request.) */
+		unsigned want = req ? 3u : 4u;
 
 		fs->cfg.listing_attrs = attrs ? FS_LISTING_ALL : fs->cfg.listing_attrs;
 		/* on a thread of its own: this one's request mark stays 0 */
@@ -1589,6 +1609,35 @@ static void test_listing_types(void)
 		      "the listing %s attributes, %s a request, checked the index's file %llu "
 		      "times, want %u",
 		      attrs ? "with" : "without", req ? "in" : "outside", checks, want);
+	}
+	/* the attributes a listing gives are its entries' getattrs' to the
+	 * byte, whichever gave them (d, f and s the listing's decode, h its
+	 * target's getattr); each once, its inode too */
+	for (int attrs = 0; attrs < 2; attrs++) {
+		struct attrs_seen a;
+
+		fs->cfg.listing_attrs = attrs ? FS_LISTING_ALL : FS_LISTING_LOOKED;
+		memset(&a, 0, sizeof(a));
+		CHECK(fs_op_readdir(fs, (uint64_t)ino, 0, collect_entries, &a) == 0, "readdir l");
+		CHECK(a.n == (attrs ? 4u : 1u), "%u entries with attributes, want %u", a.n,
+		      attrs ? 4u : 1u);
+		for (unsigned k = 0; k < a.n; k++) {
+			struct stat st;
+
+			memset(&st, 0, sizeof(st));
+			CHECK(fs_op_getattr(fs, a.e[k].ino, &st) == 0, "getattr %u", k);
+			CHECK(memcmp(&st, &a.e[k].attr, sizeof(st)) == 0 &&
+				  a.e[k].ino == (uint64_t)st.st_ino &&
+				  a.e[k].timeout == fs_op_timeout(fs, a.e[k].ino),
+			      "entry %u of l (listed %s attributes): mode %o nlink %lu size %lld "
+			      "mtime %lld blocks %lld, its getattr: %o %lu %lld %lld %lld",
+			      k, attrs ? "with" : "without", (unsigned)a.e[k].attr.st_mode,
+			      (unsigned long)a.e[k].attr.st_nlink, (long long)a.e[k].attr.st_size,
+			      (long long)a.e[k].attr.st_mtim.tv_sec,
+			      (long long)a.e[k].attr.st_blocks, (unsigned)st.st_mode,
+			      (unsigned long)st.st_nlink, (long long)st.st_size,
+			      (long long)st.st_mtim.tv_sec, (long long)st.st_blocks);
+		}
 	}
 	fs_close_core(fs);
 }
