@@ -572,6 +572,16 @@ static int file_activate(struct cachetier *ct, struct ct_file *f, const char *ke
 	valid = file_load(ct, f, key, etag, size, unit_bytes);
 	cachetier__lock(ct);
 	ct->used -= f->bytes;
+	if (valid == -ENOSPC || valid == -EDQUOT) {
+		/* no room for its state file (allocated at its first open):
+		 * evict down to the reserve, as a fill would, and load again */
+		file_unload(f);
+		ct->free_known = 0;
+		(void)cachetier__make_room(ct, 0, 0);
+		disk_mutex_unlock(&ct->lock);
+		valid = file_load(ct, f, key, etag, size, unit_bytes);
+		cachetier__lock(ct);
+	}
 	f->opening = 0;
 	if (valid < 0) {
 		file_unload(f);
