@@ -150,12 +150,12 @@ int shardidx__dir_row(const struct shardidx *ix, uint32_t i, uint32_t *first, ui
 
 /* The directory whose child range holds entry i (i >= root_n): the last
  * row with first_child <= i (empty directories before it share its start). */
-uint32_t shardidx__parent_of(const struct shardidx *ix, uint32_t i)
+/* The last row whose child range starts at or before entry i (>= root_n):
+ * its number + 1, 0 when none does. */
+static uint32_t parent_row(const struct shardidx *ix, uint32_t i)
 {
 	uint32_t lo = 0, hi = ix->ndirs;
 
-	if (i < ix->root_n)
-		return SHARDIDX_NONE;
 	while (lo < hi) {
 		uint32_t m = lo + (hi - lo) / 2;
 
@@ -164,7 +164,45 @@ uint32_t shardidx__parent_of(const struct shardidx *ix, uint32_t i)
 		else
 			hi = m;
 	}
-	return lo ? row_get(ix, lo - 1, 0) : SHARDIDX_NONE;
+	return lo;
+}
+
+uint32_t shardidx__parent_of(const struct shardidx *ix, uint32_t i)
+{
+	uint32_t k;
+
+	if (i < ix->root_n)
+		return SHARDIDX_NONE;
+	k = parent_row(ix, i);
+	return k ? row_get(ix, k - 1, 0) : SHARDIDX_NONE;
+}
+
+/* shardidx__parent_of for c's seek to entry i: from the range c's last
+ * search found when i lies in it (the rows' child ranges follow each other
+ * in row order, so the row found is the one whose range holds i, up to the
+ * next row's start), else searched and that range kept. A row rewritten
+ * since the range was kept is seen by the caller's check of the file, as
+ * any other byte of a mapped index read earlier. */
+static uint32_t cur_parent(struct shardidx__cur *c, uint32_t i)
+{
+	const struct shardidx *ix = c->ix;
+	uint32_t k;
+
+	if (i >= c->par_lo && i < c->par_hi)
+		return c->par;
+	if (i < ix->root_n) {
+		c->par_lo = 0;
+		c->par_hi = ix->root_n;
+		c->par = SHARDIDX_NONE;
+		return SHARDIDX_NONE;
+	}
+	k = parent_row(ix, i);
+	if (!k)
+		return SHARDIDX_NONE;
+	c->par_lo = row_get(ix, k - 1, 1);
+	c->par_hi = k < ix->ndirs ? row_get(ix, k, 1) : ix->nrecs;
+	c->par = row_get(ix, k - 1, 0);
+	return c->par;
 }
 
 /* Decode the entry at c->p into c->rec and c->namebuf (no parent, no
@@ -251,6 +289,7 @@ void shardidx__cur_init(struct shardidx__cur *c, const struct shardidx *ix)
 	c->name = c->namebuf;
 	c->name_len = 0;
 	c->p = c->pend = NULL;
+	c->par_lo = c->par_hi = 0;
 }
 
 /* Start decoding block b. 0, or -1 when its bounds are wrong. */
@@ -302,7 +341,7 @@ int shardidx__cur_seek(struct shardidx__cur *c, uint32_t i)
 			goto bad;
 	c->i = i;
 	c->name = c->namebuf;
-	c->rec.parent = shardidx__parent_of(ix, i);
+	c->rec.parent = cur_parent(c, i);
 	row = c->rec.type == SHARDIDX_DIR ? shardidx__dir_row(ix, i, &first, &n, &nsub) : 0;
 	if (row > 0) {
 		c->rec.off = first | (uint64_t)nsub << 32;

@@ -190,6 +190,10 @@ struct shardidx__cur {
 	const unsigned char *p, *pend;
 	uint32_t mode, mtime;
 	uint64_t pred;
+	/* compact: the child range [par_lo, par_hi) whose parent par the last
+	 * parent search found (empty: none), so entries read in order through
+	 * a directory (a listing) search the rows once a directory */
+	uint32_t par_lo, par_hi, par;
 	char namebuf[SHARDIDX__NAME_MAX + 1];
 };
 

@@ -259,11 +259,11 @@ static uint32_t tcur_cost(const struct ix_tcur *t, const struct shardidx *ix, ui
 static struct shardidx__cur *tcur_take(const struct shardidx *ix, uint32_t i)
 {
 	struct ix_tcur *t;
-	unsigned k;
+	uint32_t c0 = tcur_cost(&tcur[0], ix, i), c1 = tcur_cost(&tcur[1], ix, i);
+	unsigned k = c0 <= c1 ? 0 : 1;
 
-	k = tcur_cost(&tcur[0], ix, i) <= tcur_cost(&tcur[1], ix, i) ? 0 : 1;
 	t = &tcur[k];
-	if (tcur_cost(t, ix, i) == UINT32_MAX) {
+	if ((k ? c1 : c0) == UINT32_MAX) {
 		k = tcur_last ^ 1;
 		t = &tcur[k];
 		t->ix = ix;
