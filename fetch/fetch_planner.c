@@ -355,15 +355,18 @@ static void pfx_span_count(struct fetch_planner *pl, const struct pfx_buf *b,
  * its next unread extent one the store can read into memory (remote, not
  * decoded, an ETag that pins its bytes: cachetier_obj_can_read_mem). A
  * plan of objects that cannot be staged plans as without a stage: the
- * cache's lookahead, paths cut at its end. */
+ * cache's lookahead, paths cut at its end. So does every plan with
+ * --plan-gap 0: its extents go to the cache one by one (pfx_plan), never
+ * to the stage, so the stage's bound must not size what the cache holds. */
 static int pfx_stages(struct fetch_planner *pl, const struct pfx_plan *s)
 {
 	struct fetch_plan_extent x;
 	struct cachetier_obj *raw;
 	uint32_t idx, from = s->next;
 
-	if (fetch__stage_max(pl->s) == 0 || pl->src.ahead(s->p, &from, &x, &idx, 1) != 1 ||
-	    (x.flags & FETCH_PLAN_DECODED) || pl->src.raw(pl->src.ctx, x.obj, &raw) < 0)
+	if (pl->cfg.gap == 0 || fetch__stage_max(pl->s) == 0 ||
+	    pl->src.ahead(s->p, &from, &x, &idx, 1) != 1 || (x.flags & FETCH_PLAN_DECODED) ||
+	    pl->src.raw(pl->src.ctx, x.obj, &raw) < 0)
 		return 0;
 	return cachetier_obj_can_read_mem(raw);
 }

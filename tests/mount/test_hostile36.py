@@ -17,6 +17,14 @@ GROUP:
             flusher's pass) may be fetched again: the bytes fetched again are at most the
             reader's read minus what was read more than MARGIN_S (6 s: six times the documented
             bound of about a second, for a busy machine) before the kill, plus 1 MiB.
+  gapzero   a planned epoch with --plan-gap 0 (one request per planned path) over a cache a
+            quarter of the data, one reader: the plan's lookahead stays within half of
+            --cache-size (docs/reading.md), every planned path read exact, nothing staged.
+            Before the mend the lookahead took the stage's bound (half of --plan-memory,
+            32 MiB) though with --plan-gap 0 nothing goes to the stage: the plan fetched into
+            the cache four times what it holds and evicted its own fetches before their reads
+            (a 47 MiB epoch over a 16 MiB cache: 17 s and 17 s of cache-miss waits, against
+            0.8 s and 1.4 s after; --plan-memory 0 gave the same 0.9 s).
 
 Seeded (SHARDFS_TEST_SEED): shard sizes and bytes. Exit: 0 pass, 1 fail, 77 skip (no usable
 /dev/fuse, or no tmpfs mount: not root).
@@ -191,7 +199,49 @@ def group_crash(env, ck):
         emu.stop()
 
 
-GROUPS = {'fullopen': group_fullopen, 'crash': group_crash}
+def group_gapzero(env, ck):
+    from shardfs_test import linkemu
+    src = env.path('src')
+    os.makedirs(src)
+    ref = {}
+    for k in range(6):
+        for n, data in make_shard(env.rng, os.path.join(src, 's-%d.tar' % k), 40, 60000,
+                                  100000).items():
+            ref['s-%d/%s' % (k, n)] = data
+    total = sum(len(v) for v in ref.values())
+    paths = sorted(ref)
+    env.rng.shuffle(paths)
+    pf = env.path('plan.txt')
+    with open(pf, 'w') as f:
+        f.write(''.join(p + '\n' for p in paths))
+    cache = 6 << 20
+    emu = linkemu.Emu(src, 5, 60, env.tmp, 'gapzero', shardfs=env.shardfs)
+    try:
+        opts = ['--warm', 'off', '--weak-etag', 'trust', '--plan-gap', '0', '--cache-size',
+                str(cache)]
+        with ml.Mount(env, emu.url(''), cache_dir=env.path('cache'), extra=opts) as m:
+            r = env.run([env.shardfs, 'plan', m.mnt, pf])
+            ck.eq('plan: exit', r.returncode, 0)
+            bad = 0
+            for p in paths:
+                with open(os.path.join(m.mnt, p), 'rb') as f:
+                    bad += f.read() != ref[p]
+            ck.eq('planned paths read wrong', bad, 0)
+            st = m.stats()
+            log('%d planned bytes: lookahead %d, fetched %d, fills %d, hits %d, miss waits %d ms'
+                % (total, st['plan_lookahead_bytes'], st['bytes_fetched'], st['fills'],
+                   st['cache_hits'], st['cache_miss_wait_ms']))
+            ck.eq('plan_hits', st['plan_hits'], len(paths))
+            ck.eq('read_errors', st['read_errors'], 0)
+            ck.eq('plan_stage_spans (--plan-gap 0 stages nothing)', st['plan_stage_spans'], 0)
+            ck.ok(0 < st['plan_lookahead_bytes'] <= cache // 2,
+                  'plan_lookahead_bytes %d within half of --cache-size (%d)'
+                  % (st['plan_lookahead_bytes'], cache // 2))
+    finally:
+        emu.stop()
+
+
+GROUPS = {'fullopen': group_fullopen, 'crash': group_crash, 'gapzero': group_gapzero}
 
 
 def main():
