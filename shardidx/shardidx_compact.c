@@ -290,6 +290,7 @@ void shardidx__cur_init(struct shardidx__cur *c, const struct shardidx *ix)
 	c->name_len = 0;
 	c->p = c->pend = NULL;
 	c->par_lo = c->par_hi = 0;
+	c->fin = 0;
 }
 
 /* Start decoding block b. 0, or -1 when its bounds are wrong. */
@@ -311,24 +312,18 @@ static int block_start(struct shardidx__cur *c, uint32_t b)
 	return 0;
 }
 
-int shardidx__cur_seek(struct shardidx__cur *c, uint32_t i)
+/* Entry i of a compact index decoded into c: its name and record, but not
+ * yet its parent and directory row, nor their checks (shardidx__cur_seek
+ * finishes it: c->fin). 0, or -1 with c emptied for bytes that do not
+ * decode. A lookup's scan compares the names of a block's entries so and
+ * finishes only the one it found. */
+static int cur_decode(struct shardidx__cur *c, uint32_t i)
 {
-	const struct shardidx *ix = c->ix;
-	uint32_t first, n, nsub, j;
-	int row;
+	uint32_t j;
 
-	if (i >= ix->nrecs)
-		return -EINVAL;
-	if (!ix->compact) {
-		c->rec = ix->recs[i];
-		c->name = shardidx__flat_name(ix, &c->rec, &c->name_len);
-		if (!c->name || !shardidx__rec_in_bounds(ix, i, &c->rec))
-			goto bad;
-		c->i = i;
-		return 0;
-	}
 	if (c->i == i)
 		return 0;
+	c->fin = 0;
 	if (c->i == SHARDIDX_NONE || i < c->i || i / B != c->i / B) {
 		if (block_start(c, i / B) < 0)
 			goto bad;
@@ -341,6 +336,34 @@ int shardidx__cur_seek(struct shardidx__cur *c, uint32_t i)
 			goto bad;
 	c->i = i;
 	c->name = c->namebuf;
+	return 0;
+bad:
+	c->i = SHARDIDX_NONE;
+	c->name = c->namebuf;
+	c->name_len = 0;
+	return -1;
+}
+
+int shardidx__cur_seek(struct shardidx__cur *c, uint32_t i)
+{
+	const struct shardidx *ix = c->ix;
+	uint32_t first, n, nsub;
+	int row;
+
+	if (i >= ix->nrecs)
+		return -EINVAL;
+	if (!ix->compact) {
+		c->rec = ix->recs[i];
+		c->name = shardidx__flat_name(ix, &c->rec, &c->name_len);
+		if (!c->name || !shardidx__rec_in_bounds(ix, i, &c->rec))
+			goto bad;
+		c->i = i;
+		return 0;
+	}
+	if (c->i == i && c->fin)
+		return 0;
+	if (cur_decode(c, i) < 0)
+		return -EBADMSG;
 	c->rec.parent = cur_parent(c, i);
 	row = c->rec.type == SHARDIDX_DIR ? shardidx__dir_row(ix, i, &first, &n, &nsub) : 0;
 	if (row > 0) {
@@ -349,6 +372,7 @@ int shardidx__cur_seek(struct shardidx__cur *c, uint32_t i)
 	}
 	if (row < 0 || !shardidx__rec_in_bounds(ix, i, &c->rec))
 		goto bad;
+	c->fin = 1;
 	return 0;
 bad:
 	c->i = SHARDIDX_NONE;
@@ -401,11 +425,11 @@ int shardidx__lookup_compact(const struct shardidx *ix, uint32_t lo, uint32_t hi
 	for (uint32_t j = start; j < end; j++) {
 		int r;
 
-		if (shardidx__cur_seek(c, j) < 0)
+		if (j >= ix->nrecs || cur_decode(c, j) < 0)
 			return -ENOENT;
 		r = shardidx__name_cmp(c->name, c->name_len, name, len);
-		if (r == 0)
-			return (int)j;
+		if (r == 0) /* found: its parent and row set and checked */
+			return shardidx__cur_seek(c, j) < 0 ? -ENOENT : (int)j;
 		if (r > 0)
 			break;
 	}

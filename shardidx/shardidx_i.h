@@ -194,6 +194,7 @@ struct shardidx__cur {
 	 * parent search found (empty: none), so entries read in order through
 	 * a directory (a listing) search the rows once a directory */
 	uint32_t par_lo, par_hi, par;
+	int fin; /* compact: rec's parent and directory row are set and checked */
 	char namebuf[SHARDIDX__NAME_MAX + 1];
 };
 

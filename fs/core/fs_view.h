@@ -67,7 +67,9 @@ struct fs_view {
 	/* Attributes (required). */
 	int (*getattr)(struct fs *fs, uint64_t ino, struct stat *st);
 	/* name[0..len) (NUL-terminated too) in directory parent: 0 with *ino
-	 * (0: no such name, a negative entry), or a negative errno. */
+	 * (0: no such name, a negative entry), or a negative errno. The caller
+	 * (fs_lookup_entry) asks *ino's getattr next, before it answers: a
+	 * view may leave the checks of what it read for a name found to it. */
 	int (*lookup)(struct fs *fs, uint64_t parent, const char *name, size_t len, uint64_t *ino);
 	/* opendir's extra check (a member that is no directory); NULL: none. */
 	int (*opendir)(struct fs *fs, uint64_t ino);

@@ -131,9 +131,13 @@ static int lookup_in(struct fs *fs, uint32_t shard, uint32_t dir, const char *na
 		return err;
 	idx = shardidx_lookup(ix, dir, name, len);
 	*ino = idx < 0 ? 0 : fs_ino(FS_K_MEMBER, shard, (uint32_t)idx);
-	/* the answer came from the index: ESTALE, not a name found or missed
-	 * in a file that changed while this looked */
-	return fs_shard_index_unchanged(fs, shard);
+	/* The answer came from the index: ESTALE, not a name found or missed
+	 * in a file that changed while this looked. A name found is checked by
+	 * its entry's getattr, which the lookup asks next, on this thread,
+	 * before it answers (fs_lookup_entry: fs_member_getattr checks after
+	 * its own read of the same index, never skipped), so one check follows
+	 * every read of the request; a name missed, here. */
+	return idx < 0 ? fs_shard_index_unchanged(fs, shard) : 0;
 }
 
 static int shard_lookup(struct fs *fs, uint64_t parent, const char *name, size_t len, uint64_t *ino)

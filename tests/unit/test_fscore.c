@@ -1496,6 +1496,30 @@ static int collect_entries(void *ctx, const char *name, const struct fs_entry *e
 	return 0;
 }
 
+/* A lookup of name in parent on a thread of its own, in a FUSE request of
+ * its own or not (req): its answer and the checks of the index's file. */
+struct lookup_job {
+	struct fs *fs;
+	uint64_t parent;
+	const char *name;
+	int req;
+	int err;
+	struct fs_entry e;
+	unsigned long long checks;
+};
+
+static void *lookup_job_run(void *arg)
+{
+	struct lookup_job *j = arg;
+	unsigned long long c = j->fs->c.index_checks;
+
+	if (j->req)
+		fs_op_begin();
+	j->err = fs_op_lookup(j->fs, j->parent, j->name, &j->e);
+	j->checks = j->fs->c.index_checks - c;
+	return NULL;
+}
+
 /* A member directory opened, or listed, on a thread that read no index
  * before (its cursors empty): the entries that decodes. */
 struct dir_job {
@@ -1638,6 +1662,31 @@ static void test_listing_types(void)
 			      (unsigned long)st.st_nlink, (long long)st.st_size,
 			      (long long)st.st_mtim.tv_sec, (long long)st.st_blocks);
 		}
+	}
+	/* a lookup in l checks the index's file once after its reads: a name
+	 * found by its getattr's check (before it answers), a name missed by
+	 * its own; and before them at the request's first index (outside a
+	 * request the getattr's opening check too) */
+	for (int k = 0; k < 4; k++) {
+		int found = k / 2, req = k % 2;
+		unsigned want = found && !req ? 3u : 2u;
+		struct lookup_job lj;
+
+		memset(&lj, 0, sizeof(lj));
+		lj.fs = fs;
+		lj.parent = (uint64_t)ino;
+		lj.name = found ? "f" : "nope";
+		lj.req = req;
+		CHECK(pthread_create(&th, NULL, lookup_job_run, &lj) == 0 &&
+			  pthread_join(th, NULL) == 0,
+		      "a thread");
+		CHECK(lj.err == 0 && (lj.e.ino != 0) == found &&
+			  (!found || S_ISREG(lj.e.attr.st_mode)),
+		      "lookup of %s: %d, ino %" PRIu64, lj.name, lj.err, lj.e.ino);
+		CHECK(lj.checks == want,
+		      "a lookup of a name %s, %s a request, checked the index's file %llu times, "
+		      "want %u",
+		      found ? "found" : "missed", req ? "in" : "outside", lj.checks, want);
 	}
 	fs_close_core(fs);
 }
