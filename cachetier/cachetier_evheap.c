@@ -499,8 +499,8 @@ static void unit_held_set(struct ct_file *f, uint32_t c, int64_t now, uint64_t *
 
 	if (h) {
 		*ahead += cachetier__unit_len(f, c);
-		if (f->uatime[c] + AHEAD_SPARE_NS < *exp)
-			*exp = f->uatime[c] + AHEAD_SPARE_NS;
+		if (cachetier__ua(f, c) + AHEAD_SPARE_NS < *exp)
+			*exp = cachetier__ua(f, c) + AHEAD_SPARE_NS;
 	}
 	f->ev.held[c] = (uint8_t)h;
 }

@@ -48,7 +48,7 @@ static inline int unit_ahead(const struct ct_file *f, uint32_t c, int64_t now)
 {
 	if (f->gap[c] || f->nu[c] != CT_NU_NONE)
 		return 0;
-	if (cachetier__unit_unread(f, c) && now - f->uatime[c] < AHEAD_SPARE_NS)
+	if (cachetier__unit_unread(f, c) && now - cachetier__ua(f, c) < AHEAD_SPARE_NS)
 		return 1;
 	return f->ra_window && now - f->atime_ns < AHEAD_SPARE_NS &&
 	       (uint64_t)c * f->unit_bytes >= f->ra_end;
@@ -60,8 +60,8 @@ static inline int64_t unit_ahead_end(const struct ct_file *f, uint32_t c, int64_
 {
 	int64_t e = INT64_MAX;
 
-	if (cachetier__unit_unread(f, c) && now - f->uatime[c] < AHEAD_SPARE_NS)
-		e = f->uatime[c] + AHEAD_SPARE_NS;
+	if (cachetier__unit_unread(f, c) && now - cachetier__ua(f, c) < AHEAD_SPARE_NS)
+		e = cachetier__ua(f, c) + AHEAD_SPARE_NS;
 	if (f->ra_window && now - f->atime_ns < AHEAD_SPARE_NS && f->atime_ns + AHEAD_SPARE_NS < e)
 		e = f->atime_ns + AHEAD_SPARE_NS;
 	return e;
@@ -81,7 +81,8 @@ static inline int64_t near_at(const struct ct_file *f, uint32_t c, uint32_t pnow
  * no plan marked it since? */
 static inline int unit_unneeded(const struct ct_file *f, uint32_t c)
 {
-	return f->nu[c] == CT_NU_DONE || (f->gap[c] && f->unread[c] && f->nu[c] == CT_NU_NONE);
+	return f->nu[c] == CT_NU_DONE ||
+	       (f->gap[c] && cachetier__unread(f, c) && f->nu[c] == CT_NU_NONE);
 }
 
 /* What eviction looks at: the time, the plan position, and for a
@@ -172,7 +173,7 @@ static inline struct ev_key unit_key(const struct ct_file *f, uint32_t c, int64_
 static inline int unit_ahead_held(const struct ct_file *f, uint32_t c, int64_t now)
 {
 	return !f->gap[c] && f->ust[c] == UNIT_VALID && f->nu[c] != CT_NU_DONE &&
-	       cachetier__unit_unread(f, c) && now - f->uatime[c] < AHEAD_SPARE_NS;
+	       cachetier__unit_unread(f, c) && now - cachetier__ua(f, c) < AHEAD_SPARE_NS;
 }
 
 /* cachetier_evheap.c: the entry holding the first unit in eviction order

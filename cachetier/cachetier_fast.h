@@ -65,16 +65,17 @@ static inline int cachetier__fp_revoke(struct ct_file *f, uint32_t c)
  * sets fatime[c])? ct->lock held. */
 static inline int cachetier__unit_unread(const struct ct_file *f, uint32_t c)
 {
-	return f->unread[c] && __atomic_load_n(&f->fatime[c], __ATOMIC_RELAXED) <= f->uatime[c];
+	return cachetier__unread(f, c) &&
+	       __atomic_load_n(&f->fatime[c], __ATOMIC_RELAXED) <= cachetier__ua(f, c);
 }
 
 /* Unit c of f's last read here, with ct->lock or without (eviction's
  * LRU). ct->lock held. */
 static inline int64_t cachetier__unit_atime(const struct ct_file *f, uint32_t c)
 {
-	int64_t a = __atomic_load_n(&f->fatime[c], __ATOMIC_RELAXED);
+	int64_t a = __atomic_load_n(&f->fatime[c], __ATOMIC_RELAXED), u = cachetier__ua(f, c);
 
-	return a > f->uatime[c] ? a : f->uatime[c];
+	return a > u ? a : u;
 }
 
 /* Unit u of f, just filled here with no read pinning it (its fill's
@@ -83,5 +84,10 @@ static inline int64_t cachetier__unit_atime(const struct ct_file *f, uint32_t c)
  * ct->lock when this process trusts it (cachetier_read.c); else 0 (the
  * lock goes). ct->lock and f->lock held. */
 int cachetier__unit_filled_idle(struct cachetier *ct, struct ct_file *f, uint32_t u);
+/* The same for a unit the fill writer commits as it lands, f->lock held
+ * alone (no ct->lock: cachetier__run_landed); it is armed only where a
+ * read under ct->lock armed f's units before (fast_ok) and f has no
+ * prefetch cursor. */
+int cachetier__unit_landed_idle(struct cachetier *ct, struct ct_file *f, uint32_t u);
 
 #endif

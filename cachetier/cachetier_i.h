@@ -287,7 +287,9 @@ struct cachetier {
 	 * (flush_over_limit; room_gen_tried under ct->lock) */
 	atomic_ullong room_gen;
 	uint64_t room_gen_tried;
-	uint64_t used; /* bytes of valid units this process knows of (stats) */
+	/* bytes of valid units this process knows of (stats); atomic: a
+	 * commit of landed units adds to it under their object's lock alone */
+	atomic_ullong used;
 	/* The room's accounts (cachetier_share.c, "the byte accounts"): every
 	 * byte of a fill is in exactly one of the directory's usage and
 	 * reserved at every moment, and every byte an eviction took is in
@@ -303,7 +305,10 @@ struct cachetier {
 	/* bytes being punched out, still on disk: raised by an eviction
 	 * under ct->lock, lowered by its punch's end without it (atomic) */
 	atomic_ullong evicting;
-	uint64_t hits, misses, bytes_fetched, fills, fills_inflight, fill_errors;
+	uint64_t hits, misses, fills_inflight, fill_errors;
+	/* bytes fetched, fills' requests: atomic (a commit of landed units
+	 * counts them under their object's lock alone) */
+	atomic_ullong bytes_fetched, fills;
 	atomic_ullong hits_fast; /* hits served without ct->lock (cachetier_read.c) */
 	/* reads' own takes of ct->lock, their data file checks (fstat and
 	 * SEEK_HOLE): cachetier_stats.read_locks, read_file_checks */

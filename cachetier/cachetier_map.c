@@ -208,7 +208,8 @@ static int map_encode(struct ct_file *f, int64_t now, int64_t delay, int all, un
 }
 
 /* A punch's end asked for f's map again (ct_file.remap): due at once,
- * as it asked under ct->lock before. ct->lock held. */
+ * as it asked under ct->lock before. f->lock held (the map batch: a commit
+ * of landed units adds to it under f->lock alone). */
 static void remap_take(struct ct_file *f)
 {
 	if (atomic_load_explicit(&f->remap, memory_order_relaxed) &&
@@ -218,7 +219,8 @@ static void remap_take(struct ct_file *f)
 	}
 }
 
-int cachetier__flush_due(struct cachetier *ct, struct ct_file *f, int64_t now)
+/* cachetier__flush_due with f->lock held. */
+static int flush_due_locked(struct cachetier *ct, struct ct_file *f, int64_t now)
 {
 	int64_t delay = delay_ns(ct);
 
@@ -230,9 +232,20 @@ int cachetier__flush_due(struct cachetier *ct, struct ct_file *f, int64_t now)
 	return now - f->dirty_ns >= delay;
 }
 
+int cachetier__flush_due(struct cachetier *ct, struct ct_file *f, int64_t now)
+{
+	int due;
+
+	disk_mutex_lock(&f->lock);
+	due = flush_due_locked(ct, f, now);
+	disk_mutex_unlock(&f->lock);
+	return due;
+}
+
 void cachetier__map_dirty(struct cachetier *ct, struct ct_file *f, uint32_t u, int64_t now)
 {
 	(void)ct;
+	assert(disk_mutex_held(&f->lock));
 	__atomic_store_n(&f->fill_ns[u], now, __ATOMIC_RELAXED);
 	if (!f->dirty || (f->dirty_ns && now < f->dirty_ns))
 		f->dirty_ns = now;
@@ -269,8 +282,10 @@ static void file_flush(struct cachetier *ct, struct ct_file *f)
 	disk_mutex_lock(&f->maplock);
 	cachetier__lock(ct);
 	all = ct->stopping;
+	disk_mutex_lock(&f->lock); /* the map batch */
 	remap_take(f);
-	if (!f->live || f->dirty == 0 || (delay && !all && !cachetier__flush_due(ct, f, now))) {
+	if (!f->live || f->dirty == 0 || (delay && !all && !flush_due_locked(ct, f, now))) {
+		disk_mutex_unlock(&f->lock);
 		disk_mutex_unlock(&ct->lock);
 		disk_mutex_unlock(&f->maplock);
 		return;
@@ -279,6 +294,7 @@ static void file_flush(struct cachetier *ct, struct ct_file *f)
 	f->dirty = 0;
 	f->dirty_ns = 0;
 	f->map_ns = now;
+	disk_mutex_unlock(&f->lock);
 	disk_mutex_unlock(&ct->lock);
 	snprintf(name, sizeof(name), "%s.map", f->hash);
 	/* the snapshot is taken under LK_MAP: an eviction clears the state
@@ -302,13 +318,13 @@ static void file_flush(struct cachetier *ct, struct ct_file *f)
 	if (err < 0 || young) {
 		/* failed: try again at the next batch; young units: named once
 		 * they are old enough */
-		cachetier__lock(ct);
+		disk_mutex_lock(&f->lock);
 		f->dirty += err < 0 ? dirty : young;
 		if (err < 0)
 			f->dirty_ns = 0;
 		else if (!f->dirty_ns || young_ns < f->dirty_ns)
 			f->dirty_ns = young_ns;
-		disk_mutex_unlock(&ct->lock);
+		disk_mutex_unlock(&f->lock);
 	}
 	disk_mutex_unlock(&f->maplock);
 	free(buf);
@@ -342,8 +358,6 @@ static void file_unload(struct ct_file *f)
 	free(f->fill_ns);
 	free((void *)f->fp);
 	free(f->fatime);
-	free((void *)f->landed);
-	f->landed = NULL;
 	f->fill_ns = NULL;
 	f->fp = NULL;
 	f->fatime = NULL;
@@ -520,9 +534,8 @@ static int64_t file_load(struct cachetier *ct, struct ct_file *f, const char *ke
 	f->fill_ns = calloc(nunits ? nunits : 1, sizeof(*f->fill_ns));
 	f->fp = calloc(nunits ? nunits : 1, sizeof(*f->fp));
 	f->fatime = calloc(nunits ? nunits : 1, sizeof(*f->fatime));
-	f->landed = calloc(nunits ? nunits : 1, sizeof(*f->landed));
 	if (!f->key || !f->ust || !f->pins || !f->uerr || !f->held || !f->seen || !f->uatime ||
-	    !f->unread || !f->gap || !f->nu || !f->fill_ns || !f->fp || !f->fatime || !f->landed)
+	    !f->unread || !f->gap || !f->nu || !f->fill_ns || !f->fp || !f->fatime)
 		return -ENOMEM;
 	snprintf(f->etag, sizeof(f->etag), "%s", etag);
 	f->size = size;

@@ -225,8 +225,6 @@ int cachetier_obj_range_cached(struct cachetier_obj *o, uint64_t off, uint64_t l
 		uint32_t c0 = (uint32_t)(off / f->unit_bytes);
 		uint32_t c1 = (uint32_t)((off + len - 1) / f->unit_bytes);
 
-		/* units landed mid-run: valid now (cachetier__run_take_landed) */
-		cachetier__run_take_landed(o->ct, f, c0, c1 < f->nunits ? c1 + 1 : f->nunits, NULL);
 		for (uint32_t c = c0; c <= c1 && c < f->nunits && all; c++)
 			all = f->ust[c] == UNIT_VALID;
 	}

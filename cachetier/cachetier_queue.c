@@ -358,7 +358,8 @@ void cachetier__pf_unlink(struct cachetier *ct, struct ct_file *f)
 		ct->pf_tail = f->pf_pprev;
 	f->pf_link = NULL;
 	f->pf_pprev = NULL;
-	f->pf_listed = 0;
+	__atomic_store_n(&f->pf_listed, 0,
+			 __ATOMIC_RELEASE); /* read by a commit without ct->lock */
 }
 
 void cachetier__queue_read(struct cachetier *ct, struct ct_file *f)
@@ -371,7 +372,7 @@ void cachetier__queue_read(struct cachetier *ct, struct ct_file *f)
 
 void cachetier__pf_push(struct cachetier *ct, struct ct_file *f, int front)
 {
-	f->pf_listed = 1;
+	__atomic_store_n(&f->pf_listed, 1, __ATOMIC_RELEASE);
 	/* its reads move its cursor (queue_read): with ct->lock */
 	atomic_store_explicit(&f->fast_ok, 0, memory_order_relaxed);
 	if (front) {
@@ -626,8 +627,8 @@ int cachetier__file_prefetch_range(struct cachetier *ct, struct ct_file *f, uint
 		for (uint32_t c = c0; c < c1; c++) {
 			f->gap[c] = 0; /* named: planned */
 			if (f->ust[c] == UNIT_VALID && f->pins[c] == 0) {
-				f->uatime[c] = now;
-				f->unread[c] = 1;
+				cachetier__ua_set(f, c, now);
+				cachetier__unread_set(f, c, 1);
 			}
 		}
 		cachetier__ev_mark_units(ct, f, c0, c1); /* eviction's order (cachetier_evheap.c) */

@@ -281,12 +281,12 @@ void cachetier__unit_corrupt(struct cachetier *ct, struct ct_file *f, uint32_t c
 			ct->idle_units--;
 	}
 	cachetier__unit_set(f, c, UNIT_EMPTY);
+	f->dirty++; /* the map batch: under f->lock */
 	disk_mutex_unlock(&f->lock);
 	f->seen[c] = 0;
 	f->bytes -= len;
 	ct->used -= len;
 	cachetier__ev_mark_units(ct, f, c, c + 1);
-	f->dirty++;
 }
 
 /* Units of [c0, c1) of f (valid: wholly written) that a hole in the data
@@ -385,6 +385,10 @@ static void units_watch(struct cachetier *ct, struct ct_file *f)
 		return;
 	f->wevents = ev;
 	f->wgen++;
+	/* under f->lock: a commit of landed units (the fill writer's, under
+	 * f->lock alone: cachetier_run.c) sets a unit's seen and arms it
+	 * either before this (then revoked here) or after (then it finds 4) */
+	disk_mutex_lock(&f->lock);
 	for (uint32_t c = 0; c < f->nunits; c++) {
 		if (f->seen[c] == 1 || f->seen[c] == 3) {
 			f->seen[c] = 2;
@@ -396,6 +400,7 @@ static void units_watch(struct cachetier *ct, struct ct_file *f)
 	/* after the units' revocation: a read without ct->lock that sees this
 	 * count sees them revoked (fast_begin) */
 	atomic_store_explicit(&f->wev_fast, ev, memory_order_release);
+	disk_mutex_unlock(&f->lock);
 }
 
 void cachetier__units_watch_start(struct cachetier *ct, struct ct_file *f)
@@ -709,14 +714,45 @@ static void units_arm(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint
 	atomic_store_explicit(&f->fast_ok, 1, memory_order_release);
 }
 
+/* One more idle unit, unless CT_IDLE_MAX are: 1 counted, 0 not. */
+static int idle_take(struct cachetier *ct)
+{
+	uint32_t n = atomic_load(&ct->idle_units);
+
+	do {
+		if (n >= CT_IDLE_MAX)
+			return 0;
+	} while (!atomic_compare_exchange_weak(&ct->idle_units, &n, n + 1));
+	return 1;
+}
+
 int cachetier__unit_filled_idle(struct cachetier *ct, struct ct_file *f, uint32_t u)
 {
-	if (ct->idle_units >= CT_IDLE_MAX)
+	if (!idle_take(ct))
 		return 0;
-	ct->idle_units++;
 	f->lazy = 1;
 	f->held[u] = 1;
 	units_arm(ct, f, u, u + 1);
+	return 1;
+}
+
+int cachetier__unit_landed_idle(struct cachetier *ct, struct ct_file *f, uint32_t u)
+{
+	int filled_ok = ct->cfg.weak_etag_trust || !cachetier__etag_weak(f->etag, f->size);
+
+	if (!idle_take(ct))
+		return 0;
+	f->lazy = 1;
+	f->held[u] = 1;
+	/* armed as units_arm would, where a read under ct->lock armed f's
+	 * units before (fast_ok: f is watched, its watch's count in wev_fast)
+	 * and f has no prefetch cursor (pf_listed, written under ct->lock:
+	 * read atomically); a change of the data file seen since revokes it
+	 * under f->lock (units_watch) */
+	if (atomic_load_explicit(&f->fast_ok, memory_order_acquire) &&
+	    !__atomic_load_n(&f->pf_listed, __ATOMIC_ACQUIRE) && !cachetier__live_check_off() &&
+	    (f->seen[u] == 1 || (f->seen[u] == 3 && filled_ok)))
+		atomic_fetch_or_explicit(&f->fp[u], FP_ARMED, memory_order_release);
 	return 1;
 }
 
@@ -757,8 +793,8 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 	f->atime_ns = cachetier__now_ns();
 	cachetier__st_touch(f, f->atime_ns);
 	for (uint32_t c = c0; c < c1; c++) { /* unit LRU (cachetier_evict.c) */
-		f->uatime[c] = f->atime_ns;
-		f->unread[c] = 0;
+		cachetier__ua_set(f, c, f->atime_ns);
+		cachetier__unread_set(f, c, 0);
 		f->gap[c] = 0;
 	}
 	cachetier__ev_mark_units(ct, f, c0, c1); /* eviction's order (cachetier_evheap.c) */
@@ -774,17 +810,11 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 		int ready = 1;
 		uint64_t gen;
 
-		int64_t added;
-
 		disk_mutex_lock(&f->lock);
 		gen = f->ugen; /* a wake-up of f's readers from now on: look again */
-		/* its units the fill writer made readable (landed): committed
-		 * here, by their reader, not at their run's end */
-		added = cachetier__run_take_landed_locked(ct, f, c0, c1, NULL);
+		/* (the fill writer commits units as they land: none to commit here) */
 		units_hold(ct, f, c0, c1, req);
 		disk_mutex_unlock(&f->lock);
-		if (added)
-			cachetier__usage_add(ct, added);
 		for (uint32_t c = c0; c < c1 && err == 0; c++) {
 			switch (f->ust[c]) {
 			case UNIT_VALID:

@@ -176,63 +176,88 @@ static void pf_withdrawn(struct cachetier *ct, struct ct_file *f, uint32_t c, in
  * the pinning readers' read lock or goes. ct->lock and f->lock held (a
  * read's end drops its pins under f->lock alone: the callers take it once a
  * run). */
-static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int err, int claim,
-		      int waited, int withdrawn, int landed, struct ct_lkrun *run)
+/* The commit of unit u of f that this fill fetched (its bytes written, its
+ * CRC stored and its state-file byte set): valid, with its byte counts,
+ * time of use, trust, map batch and lock (landed: a read lock already,
+ * cachetier__run_land; else its write lock). Every field it writes is its
+ * object's (under f->lock) or an atomic word of the tier, so the fill
+ * writer commits units as they land under f->lock alone, with no ct->lock
+ * (cachetier__run_landed). What a reader of the unit looks at is written
+ * before its state (an atomic word it reads first): seen, the counts, the
+ * map batch; the eviction order's mark after it. f->lock held; ct->lock
+ * too when tier_locked (its idle lock armed as a read under it arms). */
+static void unit_commit(struct cachetier *ct, struct ct_file *f, uint32_t u, int landed,
+			int tier_locked, struct ct_lkrun *run)
 {
 	uint64_t ulen = cachetier__unit_len(f, u);
+	int64_t now = cachetier__now_ns();
+	struct ct_lkrun one = {0};
+	int pinned, keep;
+
+	/* trusted while its file's watch ignores our own writes, else checked
+	 * at its first read (cachetier_read.c, units_watch: under f->lock) */
+	f->seen[u] = cachetier__seen_filled(f, u);
+	f->ufills++; /* a weak ETag's probe covers it (cachetier_read.c) */
+	/* no reader waits for it: filled ahead, spared by the evictions of
+	 * prefetch fills until it is read */
+	cachetier__ua_set(f, u, now);
+	cachetier__unread_set(f, u, f->pins[u] == 0);
+	cachetier__map_dirty(ct, f, u, now);
+	ct->bytes_fetched += ulen;
+	f->bytes += ulen;
+	ct->used += ulen;
+	ct->room_gen++;
+	cachetier__unit_set(f, u, UNIT_VALID);
+	cachetier__ev_mark_units(ct, f, u, u + 1); /* eviction's order (cachetier_evheap.c) */
+	/* readers waiting for it keep it pinned: the write lock becomes their
+	 * read lock without a gap an eviction could use; a unit filled ahead
+	 * keeps it idle (its first read then takes no fcntl and no ct->lock)
+	 * while idle locks are to be had; otherwise it goes */
+	pinned = f->pins[u] > 0;
+	keep = pinned || (tier_locked ? cachetier__unit_filled_idle(ct, f, u)
+				      : cachetier__unit_landed_idle(ct, f, u));
+	/* landed: its lock is a read lock already; only one that does not
+	 * stay goes (idle locks at CT_IDLE_MAX) */
+	if (!landed || !keep)
+		cachetier__lkrun_add(run ? run : &one, f->stfd, keep ? F_RDLCK : F_UNLCK, u);
+	if (pinned)
+		f->held[u] = 1;
+	cachetier__lkrun_flush(&one);
+}
+
+static void unit_done(struct cachetier *ct, struct ct_file *f, uint32_t u, int err, int claim,
+		      int waited, int withdrawn, struct ct_lkrun *run)
+{
 	struct ct_lkrun one = {0};
 
+	if (err == 0 && claim == 1) {
+		unit_commit(ct, f, u, 0, 1, run);
+		return;
+	}
 	ct->room_gen++;
 	cachetier__ev_mark_units(ct, f, u, u + 1); /* eviction's order (cachetier_evheap.c) */
 	if (err < 0 && withdrawn) {
 		pf_withdrawn(ct, f, u, withdrawn);
-	} else if (err == 0) {
-		cachetier__unit_set(f, u, UNIT_VALID);
+	} else if (err == 0) { /* another process filled it */
+		uint64_t ulen = cachetier__unit_len(f, u);
+
+		f->seen[u] = 0; /* checked when read */
+		cachetier__ua_set(f, u, cachetier__now_ns());
+		cachetier__unread_set(f, u, f->pins[u] == 0);
 		f->bytes += ulen;
 		ct->used += ulen;
-		/* no reader waits for it: filled ahead, spared by the
-		 * evictions of prefetch fills until it is read */
-		f->uatime[u] = cachetier__now_ns();
-		f->unread[u] = f->pins[u] == 0;
-		if (claim == 1) {
-			/* trusted while its file's watch ignores our own
-			 * writes, else checked at its first read
-			 * (cachetier_read.c, units_watch) */
-			f->seen[u] = cachetier__seen_filled(f, u);
-			f->ufills++; /* a weak ETag's probe covers it (cachetier_read.c) */
-			cachetier__map_dirty(ct, f, u, f->uatime[u]);
-			ct->bytes_fetched += ulen;
-		} else {
-			f->seen[u] = 0; /* another process filled it: checked when read */
-			if (waited)
-				ct->peer_waits++;
-		}
+		if (waited)
+			ct->peer_waits++;
+		cachetier__unit_set(f, u, UNIT_VALID);
 	} else {
 		/* the fill's failure is counted once by its caller
 		 * (fill_errors: fills, not units) */
 		cachetier__unit_set(f, u, UNIT_EMPTY);
 		f->uerr[u] = err;
 	}
-	if (claim == 1) {
-		int pinned, keep;
-
-		/* readers waiting for it keep it pinned: the write lock
-		 * becomes their read lock without a gap an eviction could
-		 * use; a unit filled ahead keeps it idle (its first read then
-		 * takes no fcntl and no ct->lock: cachetier__unit_filled_idle)
-		 * while idle locks are to be had; otherwise it goes */
-		pinned = err == 0 && f->pins[u] > 0;
-		/* an idle one is marked held by cachetier__unit_filled_idle
-		 * (before it arms it: units_arm reads held) */
-		keep = pinned || (err == 0 && cachetier__unit_filled_idle(ct, f, u));
-
-		/* landed (cachetier__run_land): its lock is a read lock already;
-		 * only one that does not stay goes (idle locks at CT_IDLE_MAX) */
-		if (!landed || !keep)
-			cachetier__lkrun_add(run ? run : &one, f->stfd, keep ? F_RDLCK : F_UNLCK,
-					     u);
-		if (pinned)
-			f->held[u] = 1;
+	/* a failed unit this fill claimed: its write lock goes */
+	if (claim == 1 && err < 0) {
+		cachetier__lkrun_add(run ? run : &one, f->stfd, F_UNLCK, u);
 		cachetier__lkrun_flush(&one);
 	}
 }
@@ -345,7 +370,7 @@ void cachetier__run_commit(struct cachetier *ct, struct ct_file *f, uint32_t c, 
 		cachetier__st_set_crc(f, c + i, crc[i]);
 		if (!cachetier__st_set(f, c + i, 1))
 			added += cachetier__unit_len(f, c + i);
-		unit_done(ct, f, c + i, 0, 1, waited, 0, 0, run);
+		unit_done(ct, f, c + i, 0, 1, waited, 0, run);
 	}
 	disk_mutex_unlock(&f->lock);
 	/* from reserved to the usage in one step (the room's accounts) */
@@ -363,66 +388,32 @@ void cachetier__run_land(struct ct_file *f, uint32_t c, uint32_t n, const uint32
 }
 
 void cachetier__run_landed(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
-			   int last, int wake)
+			   int last, int wake, int tier_locked)
 {
-	int64_t now = cachetier__now_ns();
+	/* lock fcntls (only units past CT_IDLE_MAX idle): counted when made
+	 * under ct->lock (fill_locked_calls) */
+	struct ct_lkrun run = {.calls = tier_locked ? &ct->wlocked_calls : NULL};
 	uint64_t added = 0;
 
 	disk_mutex_lock(&f->lock);
 	for (uint32_t u = c; u < c + n; u++) {
 		/* valid on disk (its CRC stored before: cachetier__run_land), as
-		 * the directory's usage and other processes see it; here a
-		 * reader or the run's end commits it */
+		 * the directory's usage and other processes see it */
 		if (!cachetier__st_set(f, u, 1))
 			added += cachetier__unit_len(f, u);
-		__atomic_store_n(&f->fill_ns[u], now, __ATOMIC_RELAXED); /* its age (maps) */
-		atomic_store_explicit(&f->landed[u],
-				      CT_LANDED | (last && u == c + n - 1 ? CT_LANDED_LAST : 0),
-				      memory_order_relaxed);
+		if (last && u == c + n - 1)
+			ct->fills++; /* the run's request: counted before its readers see it */
+		/* committed here, under f->lock alone (unit_commit): valid,
+		 * readable (armed for reads without ct->lock where f's are) */
+		unit_commit(ct, f, u, 1, tier_locked, &run);
 	}
+	cachetier__lkrun_flush(&run);
 	if (wake)
 		cachetier__units_landed(ct, f, c, n); /* their readers (f->ugen moves) */
 	disk_mutex_unlock(&f->lock);
 	/* from reserved to the usage in one step, as the state file counts
-	 * them: no sum of the room counts a landed unit twice (nor a take's
-	 * below, which finds it out of reserved already) */
+	 * them: no sum of the room counts a landed unit twice */
 	cachetier__acct_move(ct, cachetier__run_len(f, c, n), added);
-}
-
-int64_t cachetier__run_take_landed_locked(struct cachetier *ct, struct ct_file *f, uint32_t c0,
-					  uint32_t c1, struct ct_lkrun *run)
-{
-	int64_t added = 0;
-
-	for (uint32_t u = c0; u < c1; u++) {
-		uint8_t l = atomic_load_explicit(&f->landed[u], memory_order_relaxed);
-		uint64_t ulen;
-
-		if (!l)
-			continue;
-		assert(f->ust[u] == UNIT_FILLING);
-		atomic_store_explicit(&f->landed[u], 0, memory_order_relaxed);
-		ulen = cachetier__unit_len(f, u);
-		/* out of reserved since it landed (cachetier__run_landed) */
-		if (l & CT_LANDED_LAST)
-			ct->fills++; /* the run's request: counted before its readers see it */
-		if (!cachetier__st_set(f, u, 1))
-			added += (int64_t)ulen;
-		unit_done(ct, f, u, 0, 1, 0, 0, 1, run);
-	}
-	return added;
-}
-
-void cachetier__run_take_landed(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
-				struct ct_lkrun *run)
-{
-	int64_t added;
-
-	disk_mutex_lock(&f->lock);
-	added = cachetier__run_take_landed_locked(ct, f, c0, c1, run);
-	disk_mutex_unlock(&f->lock);
-	if (added)
-		cachetier__usage_add(ct, added);
 }
 
 void cachetier__run_adopt(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
@@ -430,7 +421,7 @@ void cachetier__run_adopt(struct cachetier *ct, struct ct_file *f, uint32_t c, u
 {
 	disk_mutex_lock(&f->lock);
 	for (uint32_t u = c; u < c + n; u++)
-		unit_done(ct, f, u, 0, 0, waited, 0, 0, NULL);
+		unit_done(ct, f, u, 0, 0, waited, 0, NULL);
 	disk_mutex_unlock(&f->lock);
 }
 
@@ -445,7 +436,7 @@ void cachetier__run_abort(struct cachetier *ct, struct ct_file *f, uint32_t c, u
 	}
 	disk_mutex_lock(&f->lock);
 	for (uint32_t u = c; u < c + n; u++)
-		unit_done(ct, f, u, err, held ? 1 : -1, 0, withdrawn, 0, run);
+		unit_done(ct, f, u, err, held ? 1 : -1, 0, withdrawn, run);
 	disk_mutex_unlock(&f->lock);
 }
 
@@ -467,7 +458,7 @@ static int units_still(const struct cachetier *ct, const struct ct_file *f, uint
 	for (uint32_t c = c0; c < c1; c++) {
 		uint8_t s = f->ust[c];
 
-		if (s == UNIT_EMPTY || atomic_load_explicit(&f->landed[c], memory_order_relaxed))
+		if (s == UNIT_EMPTY)
 			return 0;
 		pending |= s != UNIT_VALID;
 	}
@@ -596,7 +587,6 @@ void cachetier__run_check(struct cachetier *ct)
 	for (const struct ct_file *f = ct->files; f; f = f->next) {
 		for (uint32_t u = 0; f->live && f->ust && u < f->nunits; u++) {
 			assert(f->ust[u] != UNIT_FILLING && f->ust[u] != UNIT_QUEUED);
-			assert(!f->landed[u]);	 /* every landed unit committed */
 			assert(f->pins[u] == 0); /* every read ended */
 			idle += f->held[u];
 		}

@@ -94,33 +94,24 @@ void cachetier__run_commit(struct cachetier *ct, struct ct_file *f, uint32_t c, 
 			   const uint32_t *crc, int waited, struct ct_lkrun *run);
 void cachetier__run_adopt(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
 			  int waited);
-/* The fill writer's commit in three steps, so that no system call is made
- * under ct->lock and making units readable takes no ct->lock. land (no
- * lock; after the bytes are written): each unit's CRC32C stored (crc[k]:
- * unit c + k's) and its OFD write lock turned into a read lock (one fcntl
- * for the run; the read lock still keeps every other process from
- * filling, evicting or punching it, and none serves it before the state
- * byte says valid, which is set after the CRC). landed (f->lock alone,
- * no ct->lock; with ct->lock or not): the units valid in the state file,
- * marked landed (ct_file.landed; last: the run's last unit is among them)
- * and, with wake, their waiting readers woken (else the caller wakes them:
- * cachetier__units_landed); their bytes move from ct->reserved to the
+/* The fill writer's commit in two steps, so that no system call is made
+ * under ct->lock and committing units takes no ct->lock. land (no lock;
+ * after the bytes are written): each unit's CRC32C stored (crc[k]: unit
+ * c + k's) and its OFD write lock turned into a read lock (one fcntl for
+ * the run; the read lock still keeps every other process from filling,
+ * evicting or punching it, and none serves it before the state byte says
+ * valid, which is set after the CRC). landed (f->lock alone; ct->lock held
+ * or not, tier_locked says which): the units valid in the state file and
+ * committed as commit does (unit_commit: valid, counted, in the map batch,
+ * their read locks the pinning readers' or idle, armed for reads without
+ * ct->lock where f's units are; last: the run's last unit is among them,
+ * its request counted), their bytes moved from ct->reserved to the
  * directory's usage in one step (cachetier__acct_move: no room check
- * counts a landed unit twice). take_landed (ct->lock held; f->lock taken, or held: _locked):
- * the landed units of [c0, c1) committed as commit does (state byte,
- * map batch, the tier's counts; the read lock kept where
- * commit would turn the write lock into one, a pinning reader's or idle,
- * else dropped: joins run) and their landed marks cleared; a reader of
- * them takes them (cachetier_read.c), the writer takes the rest of a run
- * at its end (cachetier_write.c, fill_publish). _locked returns the bytes
- * the caller adds to the directory's usage once f->lock is dropped. */
+ * counts a landed unit twice), and, with wake, their waiting readers woken
+ * (else the caller wakes them: cachetier__units_landed). */
 void cachetier__run_land(struct ct_file *f, uint32_t c, uint32_t n, const uint32_t *crc);
 void cachetier__run_landed(struct cachetier *ct, struct ct_file *f, uint32_t c, uint32_t n,
-			   int last, int wake);
-void cachetier__run_take_landed(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
-				struct ct_lkrun *run);
-int64_t cachetier__run_take_landed_locked(struct cachetier *ct, struct ct_file *f, uint32_t c0,
-					  uint32_t c1, struct ct_lkrun *run);
+			   int last, int wake, int tier_locked);
 /* abort: claimed units [c, c + n) are not made valid. err 0: empty with
  * no error kept (not fetched: no room, unfit, left to another process, a
  * failed batch item); a pinning reader's unit is queued on demand. err < 0:

@@ -97,8 +97,8 @@ int cachetier_obj_prefetch_span(struct cachetier_obj *o, const struct cachetier_
 				/* as cachetier__file_prefetch_range: needed ahead */
 				f->gap[c] = 0;
 				if (f->ust[c] == UNIT_VALID && f->pins[c] == 0) {
-					f->uatime[c] = now;
-					f->unread[c] = 1;
+					cachetier__ua_set(f, c, now);
+					cachetier__unread_set(f, c, 1);
 				}
 			} else if (f->ust[c] == UNIT_EMPTY) {
 				f->gap[c] = 1; /* fetched only because it lies between */

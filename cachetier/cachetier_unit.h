@@ -34,10 +34,6 @@ enum ct_unit {
 #define CT_NU_DONE  1u
 #define CT_NU_FIRST 2u /* the least value of a position */
 
-/* ct_file.landed's values (cachetier_run.c) */
-#define CT_LANDED      1u
-#define CT_LANDED_LAST 2u /* its run's last unit: its commit counts the run's request */
-
 /* Byte-range locks (F_OFD_SETLK) on an object's state file data/<hash>.st
  * and on CACHE_DIR/v1/usage; offsets name locks, not bytes
  * (cachetier_share.c, protocol in README.md). */
@@ -54,24 +50,27 @@ enum ct_unit {
  * live until cachetier_close, so workers and readers may use f->key,
  * f->datafd, f->size and f->nunits without the lock once they saw
  * f->live under it. pins, held and lazy, uwaits and ugen: f->lock
- * (cachetier_i.h, 2b); landed: set under f->lock alone, cleared under
- * both; ust: written under both (cachetier__unit_set, cachetier_run.h:
- * f->lock asserted; a punch's end, EVICTING to EMPTY, under f->lock
- * alone), read under either (atomic words: a reader waiting
- * under lock alone looks at them; a unit marked landed stays UNIT_FILLING
- * until a commit under both makes it valid). Everything else: protected
- * by ct->lock. */
+ * (cachetier_i.h, 2b); ust: written under f->lock (cachetier__unit_set,
+ * cachetier_run.h: asserted), under ct->lock too but at a commit as the
+ * fill writer lands units (cachetier__run_landed) and a punch's end
+ * (EVICTING to EMPTY), read under either (atomic words). What a commit
+ * writes (issue 36 #1: under f->lock alone as units land): the map batch
+ * (dirty, dirty_ns, map_ns) under f->lock; seen under f->lock at a
+ * commit and a change of the file, else of valid units under ct->lock;
+ * bytes, ufills, lazy atomic; uatime and unread relaxed atomic words
+ * (cachetier__ua, cachetier__unread). The rest of the per-unit fields
+ * and everything else: docs/architecture.md, "Lock order". */
 struct ct_file {
-	struct ct_file *next; /* in ct->files */
-	char hash[17];	      /* file name: hash of key, ETag, size, unit bytes */
-	int dirfd;	      /* the data/ directory it lives in (not owned) */
-	int foreign;	      /* another source's object: evicted, never filled */
-	int live;	      /* identity, datafd and arrays below are set */
-	int opening;	      /* a thread is loading it (others wait on unit_cond) */
-	int evicting;	      /* an eviction is working on it (ditto) */
-	uint64_t bytes;	      /* bytes of UNIT_VALID units, counted in ct->used */
-	int64_t atime_ns;     /* last access (CLOCK_REALTIME), for LRU */
-	unsigned evict_round; /* last eviction round that considered it */
+	struct ct_file *next;	/* in ct->files */
+	char hash[17];		/* file name: hash of key, ETag, size, unit bytes */
+	int dirfd;		/* the data/ directory it lives in (not owned) */
+	int foreign;		/* another source's object: evicted, never filled */
+	int live;		/* identity, datafd and arrays below are set */
+	int opening;		/* a thread is loading it (others wait on unit_cond) */
+	int evicting;		/* an eviction is working on it (ditto) */
+	_Atomic uint64_t bytes; /* bytes of UNIT_VALID units, counted in ct->used */
+	int64_t atime_ns;	/* last access (CLOCK_REALTIME), for LRU */
+	unsigned evict_round;	/* last eviction round that considered it */
 	/* live only */
 	char *key;
 	char etag[80];
@@ -88,7 +87,7 @@ struct ct_file {
 	uint8_t *held;	    /* per unit: stfd holds its read lock (valid; pinned, or idle:
 			     * kept past its last unpin until this process evicts it, another
 			     * process asks for it or the object closes, cachetier_read.c) */
-	int lazy;	    /* a unit may be held idle (held, no pin): cachetier__lazy_drop */
+	atomic_int lazy;    /* a unit may be held idle (held, no pin): cachetier__lazy_drop */
 	uint32_t want_seen; /* the state file's release requests (S_WANT) last acted on */
 	uint8_t *seen;	    /* per unit: 1 checked here (its CRC32C) and its data file not
 			     * changed since; 2 filled here or checked before a change: its
@@ -105,18 +104,11 @@ struct ct_file {
 			     * span (cachetier_obj_prefetch_span) and no plan named it since: while
 			     * unread it is not spared and goes first (cachetier_evict.c); a read
 			     * or a range naming it clears it */
-	_Atomic uint32_t *nu; /* per unit: next use by a plan, CT_NU_* or a plan position
-			       * (cachetier_plan.c; atomic: plans mark without ct->lock) */
-	_Atomic uint8_t *ust; /* enum ct_unit per unit: written under lock and ct->lock
-			       * (cachetier__unit_set only), read under either (a waiting
-			       * reader looks under lock alone, cachetier__units_wait) */
-	/* per unit: 0, or the fill writer made it readable under lock alone
-	 * while it is UNIT_FILLING (its bytes written, CRC stored, its write
-	 * lock a read lock: cachetier__run_landed; CT_LANDED, | CT_LANDED_LAST
-	 * for its run's last unit), not committed yet; the first thread that
-	 * needs it valid commits it under ct->lock (cachetier__run_take_landed:
-	 * a reader of it, the writer at its run's end) and clears it */
-	_Atomic uint8_t *landed;
+	_Atomic uint32_t *nu;	/* per unit: next use by a plan, CT_NU_* or a plan position
+				 * (cachetier_plan.c; atomic: plans mark without ct->lock) */
+	_Atomic uint8_t *ust;	/* enum ct_unit per unit: written under lock and ct->lock
+				 * (cachetier__unit_set only), read under either (a waiting
+				 * reader looks under lock alone, cachetier__units_wait) */
 	_Atomic uint32_t *pins; /* readers inside read_begin/read_end per unit (lock: a
 				 * pin is taken under ct->lock and lock, dropped
 				 * under lock alone; atomic: ct->lock's holders may
@@ -170,12 +162,12 @@ struct ct_file {
 	int wown;		    /* the watch (fanotify, from before any fill) ignores this
 				     * process's writes: seen 3 for its fills */
 	/* a weak or mtime-derived ETag (cachetier_weak.c) */
-	uint64_t ufills;     /* units this process filled (cachetier__unit_done) */
-	uint64_t probed;     /* ufills that the last probe of the anchor covered */
-	int probing;	     /* a reader is probing the anchor (others wait on unit_cond) */
-	int anchor_set;	     /* anchor and anchor_crc hold the first unit served here */
-	uint32_t anchor;     /* that unit */
-	uint32_t anchor_crc; /* its CRC32C then */
+	_Atomic uint64_t ufills; /* units this process filled (cachetier__unit_done) */
+	uint64_t probed;	 /* ufills that the last probe of the anchor covered */
+	int probing;		 /* a reader is probing the anchor (others wait on unit_cond) */
+	int anchor_set;		 /* anchor and anchor_crc hold the first unit served here */
+	uint32_t anchor;	 /* that unit */
+	uint32_t anchor_crc;	 /* its CRC32C then */
 	/* the batch fills' shared version HEADs (cachetier_batchv.c;
 	 * ct->lock): HEADs of it started (numbered 1, 2, ... in the order
 	 * sent), the highest number of those that ended and its outcome, how
@@ -186,5 +178,26 @@ struct ct_file {
 	unsigned bc_inflight;
 	struct ct_evfile ev; /* its place in eviction's order (cachetier_evheap.h) */
 };
+
+/* A unit's time of use and filled-ahead mark (uatime, unread): written under
+ * its object's lock alone by a commit of landed units (cachetier_run.c) and
+ * under ct->lock by reads and queueing, read under either (eviction's
+ * order): relaxed atomic words. */
+static inline int64_t cachetier__ua(const struct ct_file *f, uint32_t c)
+{
+	return __atomic_load_n(&f->uatime[c], __ATOMIC_RELAXED);
+}
+static inline void cachetier__ua_set(struct ct_file *f, uint32_t c, int64_t v)
+{
+	__atomic_store_n(&f->uatime[c], v, __ATOMIC_RELAXED);
+}
+static inline int cachetier__unread(const struct ct_file *f, uint32_t c)
+{
+	return __atomic_load_n(&f->unread[c], __ATOMIC_RELAXED);
+}
+static inline void cachetier__unread_set(struct ct_file *f, uint32_t c, int v)
+{
+	__atomic_store_n(&f->unread[c], (uint8_t)v, __ATOMIC_RELAXED);
+}
 
 #endif

@@ -217,25 +217,23 @@ static void fill_group_write(struct cachetier *ct, struct ct_slot *slot)
 	 * it goes on, as a fill's end makes them) */
 	if (!fl->wend && fl->wland > fl->land) {
 		cachetier__run_landed(ct, slot->f, slot->c + fl->land, fl->wland - fl->land,
-				      fl->wland == fl->k, 1);
+				      fl->wland == fl->k, 1, 0);
 		fl->land = fl->wland;
 	}
 }
 
-/* Units [c + pub, c + land) of the run, landed, are published, at the
- * run's end: valid, as a fill's end makes them (state byte after the CRC,
- * the usage, their read lock kept for the pinning readers or idle), but
- * those a reader took already (cachetier__run_take_landed); the bytes
- * count as the fill's (pub_bytes: taken off ct->reserved). The fill
- * writer; ct->lock held. */
+/* Units [c + pub, c + land) of the run, committed as they landed
+ * (cachetier__run_landed; those of this batch here, with the run's end),
+ * are published at the run's end: the fill's end leaves them alone
+ * (FILL_PUBLISHED) and their bytes count as the fill's (pub_bytes: out of
+ * ct->reserved since they landed). The fill writer; ct->lock held. */
 static void fill_publish(struct cachetier *ct, struct ct_slot *slot, struct ct_fill *fl)
 {
 	struct ct_file *f = slot->f;
-	struct ct_lkrun run = {.calls = &ct->wlocked_calls};
 	uint32_t u = fl->land;
 
 	if (fl->wland > u) { /* landed in this batch, the run's end with them */
-		cachetier__run_landed(ct, f, slot->c + u, fl->wland - u, fl->wland == fl->k, 0);
+		cachetier__run_landed(ct, f, slot->c + u, fl->wland - u, fl->wland == fl->k, 0, 1);
 		u = fl->land = fl->wland;
 	}
 	if (u == fl->pub)
@@ -245,8 +243,6 @@ static void fill_publish(struct cachetier *ct, struct ct_slot *slot, struct ct_f
 		fl->errs[x] = 0;
 		fl->claim[x] = FILL_PUBLISHED;
 	}
-	cachetier__run_take_landed(ct, f, slot->c + fl->pub, slot->c + u, &run);
-	cachetier__lkrun_flush(&run); /* only idle locks past CT_IDLE_MAX: rare */
 	fl->pub = u;
 }
 

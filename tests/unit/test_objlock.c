@@ -2,9 +2,8 @@
  * test_objlock.c — the unit store under its objects' locks (issue 36 #1;
  * cachetier_run.c, cachetier_write.c, cachetier_read.c): readers wait for
  * units on their object's list, under the object's lock (ct_file.lock), and
- * the fill writer makes units readable as they land under that lock alone
- * (cachetier__run_landed: no ct->lock); a reader of a landed unit commits
- * it (cachetier__run_take_landed), the writer the rest of a run at its end.
+ * the fill writer commits units as they land under that lock alone
+ * (cachetier__run_landed: no ct->lock).
  * Against the fault:// test store with async=1 (its reads on threads of
  * their own, as a remote store's I/O thread runs them, so fills end on the
  * tier's fill writer).
@@ -35,17 +34,32 @@
  * its thread having taken ct->lock once. The store before returned to
  * ct->lock at every wake-up (unit_waits_quiet 0 fails the check).
  *
+ * test_commit_nolock: the fill writer commits units as they land, under
+ * their object's lock alone (issue 36 #1: cachetier__run_landed commits,
+ * unit_commit; no ct->lock). Object B's unit 7 read first (a probe: its
+ * read under ct->lock arms B's units for reads without it, fast_ok; a
+ * second probe of it takes no ct->lock), then a PF_FIT range of B's units
+ * 0-6 whose read the store holds after unit 3: once units 0-3 landed, 4
+ * planned reads (probes, no readahead) of units 0, 1, 2 and 3 take ct->lock
+ * 0 times in all (4 hits, reads' takes 0) while the run is
+ * still in flight and nothing took ct->lock to commit them (the writer's
+ * takes 0 from the range's start); exact bytes. The store before committed
+ * a landed unit at its first reader's take of ct->lock: 4 takes. The hold removed, the run ends
+ * with 1 take of the writer (the fill's end), units 4-6 exact. Needs the data files' fanotify watch
+ * (trusted as filled; inotify's fills are CRC-checked at their first read,
+ * under ct->lock): said and not checked on a kernel before 5.13.
+ *
  * test_threads (seeded, TEST_SEED; the TSan stage runs it, tests/run.sh):
  * 4 reader threads over 4 objects of 5-8 chunks (seeded ranges of 1 byte
  * to a chunk, half read through read_begin's fd, half probes) and a
  * thread asking seeded prefetch ranges, in a cache of 6 chunks (a fifth of
  * the objects, so fills evict), the store's pieces of 16 KiB (runs land
- * over several of the writer's batches, so readers take landed units
+ * over several of the writer's batches, so readers find units committed
  * mid-run): every read exact, fills and evictions made, and the close's
  * check in every debug build (cachetier__run_check: no unit left claimed,
- * queued or landed, no pin left, every idle unit counted once). Prints the
+ * queued, no pin left, every idle unit counted once). Prints the
  * takes of ct->lock a read (the readers' threads) and a fill run (the
- * writer's). A unit state, a landed mark or a reader's wait list moved
+ * writer's). A unit state, a commit's field or a reader's wait list moved
  * without its lock is a TSan report, or wrong bytes.
  *
  * Every wait for a state is a poll of the tier's counters bounded at 60 s
@@ -93,7 +107,7 @@ static struct cachetier *tier(struct backend *be, const char *name, uint64_t siz
 	return tier_open(&cc, be);
 }
 
-enum what { FILLS_INFLIGHT, BUFS_QUEUED, UNIT_WAITERS };
+enum what { FILLS_INFLIGHT, BUFS_QUEUED, UNIT_WAITERS, WRITER_LOCKS };
 
 /* Wait (up to 60 s) until the count named by w is want. */
 static void reach(struct cachetier *ct, enum what w, uint64_t want, const char *name)
@@ -105,6 +119,7 @@ static void reach(struct cachetier *ct, enum what w, uint64_t want, const char *
 		stats(ct, &st);
 		v = w == FILLS_INFLIGHT ? st.fills_inflight
 		    : w == BUFS_QUEUED	? st.fill_bufs_queued
+		    : w == WRITER_LOCKS ? st.fill_writer_locks
 					: st.unit_waiters;
 		if (v == want)
 			return;
@@ -283,6 +298,99 @@ static void test_quiet_wake(void)
 	backend_close(be);
 }
 
+/* Probe 1,000 bytes of object i at off in this thread: exact? */
+static int probe_exact(struct cachetier_obj *o, int i, uint64_t off)
+{
+	unsigned char buf[1000];
+
+	return cachetier_obj_pread_probe(o, buf, sizeof(buf), off) == (ssize_t)sizeof(buf) &&
+	       memcmp(buf, data[i] + off, sizeof(buf)) == 0;
+}
+
+static void test_commit_nolock(void)
+{
+	char gate[sizeof(tmpdir) + 16];
+	struct backend *be;
+	struct cachetier *ct;
+	struct cachetier_obj *o;
+	struct cachetier_stats st0, st;
+	uint64_t t0, takes, wl0, rl0, hits0;
+	int ok = 1, fan;
+
+	snprintf(gate, sizeof(gate), "%s/src.hold", tmpdir);
+	flag_file(gate, 1);
+	be = fault_store(tmpdir, "async=1&hold_at=262144"); /* units 0-3: 2 full buffers */
+	ct = tier(be, "c-commit", 1ull << 30);
+	o = obj_open(ct, be, keys[1]);
+	/* unit 7 (past the hold): its read under ct->lock arms B's units */
+	CHECK(probe_exact(o, 1, 7 * UNIT + 100), "commit: unit 7 exact");
+	fills_idle(ct);
+	/* its fill's end: the writer's 1 take of ct->lock (counted after its batch) */
+	reach(ct, WRITER_LOCKS, 1, "commit: unit 7's fill ended on the writer");
+	stats(ct, &st0);
+	fan = st0.watch_own == 1;
+	t0 = cachetier_lock_takes();
+	CHECK(probe_exact(o, 1, 7 * UNIT + 200), "commit: unit 7 exact again");
+	takes = cachetier_lock_takes() - t0;
+	stats(ct, &st);
+	if (!fan) {
+		printf("commit: no fanotify watch here (inotify: a fill's units are checked at "
+		       "their first read, under ct->lock): the counts not checked\n");
+	} else {
+		CHECK(takes == 0 && st.read_locks == st0.read_locks && st.hits == st0.hits + 1,
+		      "commit: a second read of unit 7 took ct->lock %llu times (reads' takes "
+		      "%llu), hits %llu, want 0, 0 and 1",
+		      (unsigned long long)takes,
+		      (unsigned long long)(st.read_locks - st0.read_locks),
+		      (unsigned long long)(st.hits - st0.hits));
+	}
+
+	wl0 = st.fill_writer_locks;
+	rl0 = st.read_locks;
+	hits0 = st.hits;
+	CHECK(cachetier_obj_prefetch_range(o, 0, RUN, CACHETIER_PF_FIT) == 0, "commit: range");
+	for (int i = 0; i < 6000 && cachetier_obj_cached_bytes(o) != 5 * UNIT; i++)
+		usleep(10000); /* units 0-3 and 7 valid in the state file */
+	CHECK(cachetier_obj_cached_bytes(o) == 5 * UNIT, "commit: units 0-3 landed: %llu bytes",
+	      (unsigned long long)cachetier_obj_cached_bytes(o));
+	t0 = cachetier_lock_takes();
+	for (uint32_t u = 0; u < 4; u++)
+		ok &= probe_exact(o, 1, u * UNIT + 300);
+	takes = cachetier_lock_takes() - t0;
+	stats(ct, &st);
+	printf("commit: units 0-3 landed, their run held in flight: 4 planned reads of them took "
+	       "ct->lock %llu times (reads' takes %llu, hits %llu), the fill writer %llu times, "
+	       "fills in flight %llu, %s (fanotify: %s)\n",
+	       (unsigned long long)takes, (unsigned long long)(st.read_locks - rl0),
+	       (unsigned long long)(st.hits - hits0),
+	       (unsigned long long)(st.fill_writer_locks - wl0),
+	       (unsigned long long)st.fills_inflight, ok ? "exact" : "WRONG", fan ? "yes" : "no");
+	CHECK(ok, "commit: units 0-3 exact");
+	CHECK(st.fills_inflight == 1, "commit: %llu fills in flight, want 1 (the run held)",
+	      (unsigned long long)st.fills_inflight);
+	CHECK(st.fill_writer_locks == wl0,
+	      "commit: the fill writer took ct->lock %llu times landing units 0-3, want 0",
+	      (unsigned long long)(st.fill_writer_locks - wl0));
+	if (fan)
+		CHECK(takes == 0 && st.read_locks == rl0 && st.hits - hits0 == 4,
+		      "commit: 4 planned reads of landed units took ct->lock %llu times (reads' "
+		      "takes %llu), hits %llu, want 0, 0 and 4 (committed as they landed, under "
+		      "their object's lock alone)",
+		      (unsigned long long)takes, (unsigned long long)(st.read_locks - rl0),
+		      (unsigned long long)(st.hits - hits0));
+	flag_file(gate, 0);
+	reach(ct, FILLS_INFLIGHT, 0, "commit: the run ended");
+	reach(ct, WRITER_LOCKS, wl0 + 1, "commit: the run's end on the writer");
+	stats(ct, &st);
+	CHECK(st.fill_writer_locks - wl0 == 1,
+	      "commit: the fill writer took ct->lock %llu times for the run, want 1 (its end)",
+	      (unsigned long long)(st.fill_writer_locks - wl0));
+	CHECK(obj_exact(o, data[1], 0, 8 * UNIT), "commit: units 0-7 exact");
+	cachetier_obj_unref(o);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
 struct worker {
 	pthread_t t;
 	struct cachetier_obj **o;
@@ -428,6 +536,7 @@ int main(void)
 
 	test_land_wake();
 	test_quiet_wake();
+	test_commit_nolock();
 	test_threads(seed);
 
 	for (int i = 0; i < NOBJ; i++)

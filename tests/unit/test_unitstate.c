@@ -14,7 +14,7 @@
  * test_states (seeded, TEST_SEED; the TSan stage runs the unit suite):
  * 3 reader threads (seeded ranges of 1 byte to a chunk, half read through
  * read_begin's fd, half probes: demand fills, readahead, claims and
- * commits, a reader's commit of a landed unit), a thread asking seeded
+ * commits, the fill writer's commits as units land), a thread asking seeded
  * prefetch ranges (PF_FIT, given back when they do not fit: aborts with no
  * error; PF_EVICT: evictions; withdrawals), and a looker that, 400 times,
  * holds the object's lock, reads every unit's state, yields its core 20
@@ -22,7 +22,7 @@
  * without the object's lock moves under it: moved_under_lock). Every read
  * returns the exact bytes or -EIO (a fault of the store), never other
  * bytes. Once every fill ended: every unit is UNIT_VALID or UNIT_EMPTY
- * (none claimed, queued, landed, being evicted or pinned), the valid
+ * (none claimed, queued, being evicted or pinned), the valid
  * units' bytes are the object's bytes (ct_file.bytes) and the tier's
  * (ct->used), each valid unit's state-file byte is set and each empty
  * one's clear, and every valid unit reads back exact with no fill
@@ -171,7 +171,7 @@ static void test_states(uint64_t seed)
 	struct ct_file *f;
 	char dir[600];
 	int bad = 0, reads = 0, eio = 0;
-	uint32_t nstate[UNIT_EVICTING + 1] = {0}, landed = 0, pinned = 0, st_wrong = 0, wrong = 0;
+	uint32_t nstate[UNIT_EVICTING + 1] = {0}, pinned = 0, st_wrong = 0, wrong = 0;
 	uint64_t valid_bytes = 0, fbytes, used;
 
 	snprintf(dir, sizeof(dir), "%s/c-states", tmpdir);
@@ -211,7 +211,6 @@ static void test_states(uint64_t seed)
 		uint8_t s = f->ust[u];
 
 		nstate[s <= UNIT_EVICTING ? s : UNIT_EVICTING]++;
-		landed += f->landed[u] != 0;
 		pinned += f->pins[u] != 0;
 		if (s == UNIT_VALID)
 			valid_bytes += cachetier__unit_len(f, u);
@@ -225,14 +224,14 @@ static void test_states(uint64_t seed)
 	printf("states: %d reads by %d threads (%d -EIO from the store's faults), %llu fills, "
 	       "%llu units failed, %llu evictions, %llu prefetch fills withdrawn, %llu bytes "
 	       "unfit; the looker: %llu looks, %llu states moved under the object's lock; at "
-	       "the end: %u valid, %u empty, %u queued, %u filling, %u evicting, %u landed, %u "
+	       "the end: %u valid, %u empty, %u queued, %u filling, %u evicting, %u "
 	       "pinned, valid bytes %llu (the object's %llu, the tier's %llu)\n",
 	       reads, READERS, eio, (unsigned long long)st.fills,
 	       (unsigned long long)st.fill_errors, (unsigned long long)st.evictions,
 	       (unsigned long long)st.prefetch_withdrawn, (unsigned long long)st.unfit_bytes,
 	       (unsigned long long)lk.looks, (unsigned long long)lk.moved, nstate[UNIT_VALID],
 	       nstate[UNIT_EMPTY], nstate[UNIT_QUEUED], nstate[UNIT_FILLING], nstate[UNIT_EVICTING],
-	       landed, pinned, (unsigned long long)valid_bytes, (unsigned long long)fbytes,
+	       pinned, (unsigned long long)valid_bytes, (unsigned long long)fbytes,
 	       (unsigned long long)used);
 	CHECK(bad == 0 && reads == READERS * READS,
 	      "states: %d of %d reads with other bytes (or failed but with -EIO)", bad, reads);
@@ -245,9 +244,9 @@ static void test_states(uint64_t seed)
 	      "%u, %u -> %u), %llu not a state: want %d, 0, 0",
 	      (unsigned long long)lk.looks, (unsigned long long)lk.moved, lk.first_unit,
 	      lk.first_from, lk.first_to, (unsigned long long)lk.bad_state, LOOKS);
-	CHECK(nstate[UNIT_VALID] + nstate[UNIT_EMPTY] == f->nunits && landed == 0 && pinned == 0,
-	      "states: at the end %u valid + %u empty of %u units, %u landed, %u pinned",
-	      nstate[UNIT_VALID], nstate[UNIT_EMPTY], f->nunits, landed, pinned);
+	CHECK(nstate[UNIT_VALID] + nstate[UNIT_EMPTY] == f->nunits && pinned == 0,
+	      "states: at the end %u valid + %u empty of %u units, %u pinned", nstate[UNIT_VALID],
+	      nstate[UNIT_EMPTY], f->nunits, pinned);
 	CHECK(valid_bytes == fbytes && valid_bytes == used && st_wrong == 0,
 	      "states: valid bytes %llu, the object's %llu, the tier's %llu; %u units whose "
 	      "state-file byte says otherwise",
