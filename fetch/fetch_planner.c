@@ -115,6 +115,7 @@ struct pfx_span {
 	uint32_t a, b, first;
 	uint64_t off, end;
 	struct cachetier_obj *raw; /* its object in the cache tier; NULL: cannot open */
+	int store;		   /* pfx_dest: the rule gives it to the store, not the stage */
 };
 
 /* The fetcher's scratch, grown as batches need (its thread only). */
@@ -371,39 +372,51 @@ static int pfx_stages(struct fetch_planner *pl, const struct pfx_plan *s)
 	return cachetier_obj_can_read_mem(raw);
 }
 
-/* Span sp of plan s (its position now: position) into the stage when the
- * rule says its bytes are not the cache's (fetch__rules_stage: more than
- * *room, the cache's room less the spans of this batch given to it before;
- * a span that goes to the store takes its bytes from *room). read, ctx:
- * the read into memory (NULL: the store's ranged one; a GetBatch window's:
- * pfx_getbatch_staged). 1: staged. */
-static int pfx_span_stage(struct fetch_planner *pl, struct pfx_buf *b, const struct pfx_span *sp,
-			  const struct pfx_plan *s, uint32_t position, uint64_t *room,
-			  fetch_stage_read_fn read, void *ctx)
+/* Whether span sp's object can be read into memory (cachetier_obj_can_read_mem):
+ * the store's read, which the stage needs. One refused for a weak ETag alone
+ * is counted, the first said (the stage is on by default: over nginx it
+ * stages nothing). */
+static int pfx_span_memable(struct fetch_planner *pl, const struct pfx_buf *b,
+			    const struct pfx_span *sp)
+{
+	if (!sp->raw)
+		return 0;
+	if (cachetier_obj_can_read_mem(sp->raw))
+		return 1;
+	if (cachetier_obj_mem_weak(sp->raw)) {
+		pl->c->stage_weak++;
+		if (!pl->weak_said && pl->src.stage_weak)
+			pl->src.stage_weak(pl->src.ctx, b->sorted[sp->a].x.obj);
+		pl->weak_said = 1;
+	}
+	return 0;
+}
+
+/* Whether the rule gives span sp to the store (fetch__rules_stage: its bytes
+ * within *room, the cache's room less the spans of this batch given to it
+ * before, or all cached already; *room then less its bytes), not the stage. */
+static int pfx_span_store(const struct pfx_span *sp, uint64_t *room)
+{
+	uint64_t len = sp->end - sp->off;
+
+	if (fetch__rules_stage(len, *room, cachetier_obj_range_cached(sp->raw, sp->off, len)))
+		return 0;
+	*room -= len < *room ? len : *room;
+	return 1;
+}
+
+/* Span sp of plan s (its position now: position) into the stage's memory,
+ * its planned paths noted. read, ctx: the read into memory (NULL: the
+ * store's ranged one; a GetBatch window's: pfx_getbatch_staged). 1:
+ * staged; 0: no room in the stage (counted), or not stageable: the store's. */
+static int pfx_span_add(struct fetch_planner *pl, struct pfx_buf *b, const struct pfx_span *sp,
+			const struct pfx_plan *s, uint32_t position, fetch_stage_read_fn read,
+			void *ctx)
 {
 	const struct pfx_piece *pc = &b->sorted[sp->a];
-	uint64_t len = sp->end - sp->off;
 	size_t n = sp->b - sp->a;
 	uint32_t last = 0;
 
-	if (!sp->raw)
-		return 0;
-	if (!cachetier_obj_can_read_mem(sp->raw)) {
-		/* the store's: no stage memory taken for a read it refuses. One
-		 * refused for a weak ETag alone is counted, the first said (the
-		 * stage is on by default: over nginx it stages nothing) */
-		if (cachetier_obj_mem_weak(sp->raw)) {
-			pl->c->stage_weak++;
-			if (!pl->weak_said && pl->src.stage_weak)
-				pl->src.stage_weak(pl->src.ctx, pc[0].x.obj);
-			pl->weak_said = 1;
-		}
-		return 0;
-	}
-	if (!fetch__rules_stage(len, *room, cachetier_obj_range_cached(sp->raw, sp->off, len))) {
-		*room -= len < *room ? len : *room;
-		return 0;
-	}
 	for (size_t i = 0; i < n; i++) { /* the planned data (not the header before it) */
 		b->cp[i].off = pc[i].x.off + pc[i].from;
 		b->cp[i].len = pc[i].to - pc[i].from;
@@ -412,9 +425,46 @@ static int pfx_span_stage(struct fetch_planner *pl, struct pfx_buf *b, const str
 	}
 	if (fetch__stage_add_via(pl->s, sp->raw, sp->off, sp->end, b->cp, n, s->p, last, position,
 				 read, ctx) < 0)
-		return 0; /* no room in the stage (counted), or not stageable: the store's */
+		return 0;
 	pfx_span_count(pl, b, sp);
 	return 1;
+}
+
+/* Span sp of plan s (its position now: position) into the stage when the
+ * rule says its bytes are not the cache's (pfx_span_store: more than
+ * *room, the cache's room less the spans of this batch given to it before;
+ * a span that goes to the store takes its bytes from *room). read, ctx:
+ * the read into memory (NULL: the store's ranged one; a GetBatch window's:
+ * pfx_getbatch_staged). 1: staged. */
+static int pfx_span_stage(struct fetch_planner *pl, struct pfx_buf *b, const struct pfx_span *sp,
+			  const struct pfx_plan *s, uint32_t position, uint64_t *room,
+			  fetch_stage_read_fn read, void *ctx)
+{
+	if (!pfx_span_memable(pl, b, sp) || pfx_span_store(sp, room))
+		return 0; /* the store's: no stage memory taken for a read it refuses */
+	return pfx_span_add(pl, b, sp, s, position, read, ctx);
+}
+
+/* Where each span of a batch (b->sp[0..ns), in plan order) goes
+ * (sp->store): the cache's room, room, is given from the batch's last span
+ * back, so the spans its reader reaches first are the stage's. The
+ * stage's spans are read at once, by this thread, in plan order; the
+ * cache's fills are queued to the store's fill workers, woken once the
+ * batch is handed over (cachetier_wake_hold), so they reach the link
+ * behind every staged GET of the batch: given the cache's room in plan
+ * order, the first batch of a cold epoch (the cache's room then about 1-5
+ * MB) sent its first paths to the cache, and their readers waited
+ * 30-250 ms behind the batch's 200-odd staged GETs on 128 connections
+ * (tests/bench/README.md, "The stage": "The cache's room, from the
+ * batch's end"). */
+static void pfx_dest(struct fetch_planner *pl, struct pfx_buf *b, size_t ns, uint64_t room)
+{
+	for (size_t i = 0; i < ns; i++) /* (a weak ETag's object said in plan order) */
+		b->sp[i].store = !pfx_span_memable(pl, b, &b->sp[i]);
+	for (size_t i = ns; i-- > 0;) {
+		if (!b->sp[i].store)
+			b->sp[i].store = pfx_span_store(&b->sp[i], &room);
+	}
 }
 
 /* Add bytes [from, to) of extent x (plan index idx) to the batch. 0 or
@@ -480,9 +530,12 @@ static void pfx_flush(struct fetch_planner *pl, struct pfx_buf *b, uint64_t gap,
 		if (pl->src.raw(pl->src.ctx, b->sorted[b->sp[i].a].x.obj, &b->sp[i].raw) < 0)
 			b->sp[i].raw = NULL; /* logged */
 	}
+	if (stage)
+		pfx_dest(pl, b, ns, room);
 	cachetier_wake_hold(pl->ct, 1); /* one fill worker woken for the batch, not one a span */
 	for (size_t i = 0; i < ns; i++) {
-		if (!stage || !pfx_span_stage(pl, b, &b->sp[i], s, position, &room, NULL, NULL))
+		if (!stage || b->sp[i].store ||
+		    !pfx_span_add(pl, b, &b->sp[i], s, position, NULL, NULL))
 			pfx_span_issue(pl, b, &b->sp[i]);
 	}
 	cachetier_wake_hold(pl->ct, 0);

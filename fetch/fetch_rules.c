@@ -225,7 +225,7 @@ static int rules_small(uint64_t len)
 /* The stage's admission (fetch_stage.c; fetch/README.md, "The stage"): a
  * planned span of len bytes whose bytes the cache can take only by
  * evicting (more than room, the bytes it could take now without evicting,
- * less what spans of the same batch were given before it) is fetched into
+ * less what spans of the same batch were given, from its end: pfx_dest) is fetched into
  * the stage's memory and served from there, never written to the cache;
  * one that fits the room goes to the store (a later epoch then hits it).
  * A span whose every unit the cache holds already goes to the store,

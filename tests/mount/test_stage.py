@@ -50,6 +50,15 @@ GROUP:
           first byte: a read of X is answered at once from plan a's span (exact, no wait)
   carried the same with X read into the cache before any plan (--cache-size 1M): the read of X
           goes to the cache at once, not to the held span that carries it (exact, no wait)
+  roomlast  one shard of 4 planned samples of 800,000 bytes, each in a 2 MiB stretch of its own
+          (a span each, one chunk each), the plan p2 p0 p3 p1, --cache-size 3M, --plan-memory
+          8M: the cache's room takes 3 of the 4 spans, and it is given from the batch's end:
+          p1, p3, p0 go to the cache (3 fills), p2, the plan's first, is staged; a read of p2 is
+          answered from the stage (800,512 bytes with its header check), every sample exact; 4
+          GETs once the batch was handed over.
+          Failed before (the room given in plan order: p2, p0, p3 to the cache, p1 staged; the
+          first paths' fills reach the link behind the batch's staged GETs): 0 bytes of p2 from
+          the stage
 
 Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -709,10 +718,90 @@ def group_carried(env, ck):
     overlap(env, ck, 'carried')
 
 
+ROOM_SAMPLE, ROOM_STRETCH = 800000, 2 << 20
+
+
+def make_room(env, rng):
+    """One shard: p0..p3 of ROOM_SAMPLE bytes, p_k's header at k x ROOM_STRETCH (a chunk of
+    its own at --chunk-size 1M), filler to the next; sidecar index. Returns the source dir and
+    {member: bytes}."""
+    src = env.path('src')
+    os.makedirs(src)
+    want = {}
+    with tarfile.open(os.path.join(src, 'shard-000000.tar'), 'w',
+                      format=tarfile.GNU_FORMAT) as tf:
+        for k in range(4):
+            data = rng.randbytes(ROOM_SAMPLE)
+            ti = tarfile.TarInfo('p%d.bin' % k)
+            ti.size = ROOM_SAMPLE
+            ti.mtime = 1700000000
+            tf.addfile(ti, io.BytesIO(data))
+            want['p%d.bin' % k] = data
+            at = k * ROOM_STRETCH + 512 + -(-ROOM_SAMPLE // 512) * 512  # the filler's header
+            ti = tarfile.TarInfo('u%d.bin' % k)
+            ti.size = (k + 1) * ROOM_STRETCH - at - 512
+            ti.mtime = 1700000000
+            tf.addfile(ti, io.BytesIO(bytes(ti.size)))
+    with tarfile.open(os.path.join(src, 'shard-000000.tar')) as tf:
+        offs = [tf.getmember('p%d.bin' % k).offset for k in range(4)]
+    assert offs == [k * ROOM_STRETCH for k in range(4)], offs
+    r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('icache'), src])
+    if r.returncode != 0:
+        raise RuntimeError('shardfs index --sidecar failed')
+    return src, want
+
+
+def group_roomlast(env, ck):
+    src, want = make_room(env, random.Random(seed()))
+    plan = [('shard-000000', 'p%d.bin' % k) for k in (2, 0, 3, 1)]
+    span = ROOM_SAMPLE + 512
+    ng = web.Nginx(env.path('nginx'), src).start()
+    try:
+        # --cache-size 3M: room for 3 spans of 800,512 bytes (13 units of 64K each), not 4;
+        # --plan-memory 8M: a lookahead of 4M, the 4 samples in the first batch
+        extra = [('3M' if x == '1M' and i > 0 and BASE[i - 1] == '--cache-size' else x)
+                 for i, x in enumerate(BASE)]
+        with ml.Mount(env, ng.url('json/'), cache_dir=env.path('cache'),
+                      extra=extra + ['--plan-memory', '8M']) as m:
+            pf = publish(env, m, plan, shards=1)
+            st0, lines = logged(ng, m)
+            g0 = len(lines)
+            log('roomlast: the cache holds %d bytes before the plan' % st0['cache_bytes_used'])
+            ck.eq('plan rc', ctl(m.mnt, 'plan p ' + pf), None)
+            st = ml.poll(lambda: (lambda s: s['fills'] - st0['fills'] >= 3 and
+                                  s['plan_stage_spans'] - st0['plan_stage_spans'] >= 1 and
+                                  s)(m.stats()), what='the batch fetched') or m.stats()
+            d = delta(st0, st, KEYS)
+            log('roomlast, handed over: %s' % d)
+            ck.eq('roomlast: one span staged, its bytes', (d['plan_stage_spans'],
+                  d['plan_stage_bytes']), (1, span))
+            ck.eq('roomlast: three fills', d['fills'], 3)
+            lines = logged(ng, m)[1]
+            if not ck.eq('roomlast: 4 GETs, one a span', len(lines) - g0, 4):
+                log('the requests: %s' % lines[g0:])
+            if read_or_errno(os.path.join(m.mnt, *plan[0])) != want[plan[0][1]]:
+                ck.fail('bytes of %s/%s' % plan[0])
+            d = delta(st0, m.stats(), KEYS)
+            ck.eq('roomlast: the plan\'s first path read from the stage (its header check too)',
+                  d['plan_stage_read_bytes'], span)
+            for x in plan[1:]:
+                if read_or_errno(os.path.join(m.mnt, *x)) != want[x[1]]:
+                    ck.fail('bytes of %s/%s' % x)
+            d = delta(st0, m.stats(), KEYS)
+            log('roomlast: %s' % d)
+            ck.eq('roomlast: only the staged path read from the stage',
+                  d['plan_stage_read_bytes'], span)
+            ck.eq('roomlast: no fallback, error', (d['plan_stage_fallbacks'], d['read_errors']),
+                  (0, 0))
+    finally:
+        ng.stop()
+
+
 GROUPS = {'epoch': group_epoch, 'small': group_small, 'faults': group_faults,
           'weak': group_weak, 'early': group_early, 'cutearly': group_cutearly,
           'split': group_split, 'gone': group_gone, 'disk': group_disk,
-          'handover': group_handover, 'overlap': group_overlap, 'carried': group_carried}
+          'handover': group_handover, 'overlap': group_overlap, 'carried': group_carried,
+          'roomlast': group_roomlast}
 
 
 def main():
