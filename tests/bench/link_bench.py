@@ -980,7 +980,11 @@ class Epoch:
 
 def perf_start(a, pid, loader, graph=False):
     """With --perf DIR: `perf record` of process pid (-F 999; flat, or with call graphs
-    (-g) if graph), into DIR/LOADER.data; the Popen, or None."""
+    (-g) if graph), into DIR/LOADER.data; the Popen, or None. With --epoch-hook START END
+    instead (an epoch only): START runs now, END at perf_stop, {pid} the daemon's pid."""
+    if a.epoch_hook and not graph:
+        subprocess.run(a.epoch_hook[0].replace('{pid}', str(pid)), shell=True, timeout=60)
+        return a.epoch_hook[1].replace('{pid}', str(pid))
     if not a.perf:
         return None
     os.makedirs(a.perf, exist_ok=True)
@@ -1016,6 +1020,9 @@ def perf_start(a, pid, loader, graph=False):
 def perf_stop(p):
     """End a perf_start recording (SIGINT: it writes its file), bounded."""
     if p is None:
+        return
+    if isinstance(p, str):  # --epoch-hook's END
+        subprocess.run(p, shell=True, timeout=60)
         return
     p.send_signal(signal.SIGINT)
     try:
@@ -1054,6 +1061,8 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None):
         if p.stdout.readline().strip() != 'ready':
             raise RuntimeError('the epoch process failed before its first epoch (rc %r)'
                                % p.wait())
+        # one epoch only: --perf-epoch's (the cold one by default), from before it starts
+        rec = perf_start(m.a, m.pid, loader) if perf and m.a.perf_epoch == 1 else None
         b0 = budget_snap(p.pid, m.pid, emu)
         p.stdin.write('\n')
         p.stdin.flush()
@@ -1062,8 +1071,6 @@ def epochs_in(m, plan, n, emu=None, loader='jpeg', tag='', perf=None):
             'lock fcntl calls, %s data file checks' % tuple(
                 s0[0][k] for k in ('cache_read_locks', 'cache_unit_read_locks',
                                    'cache_read_file_checks')))
-        # one epoch only: --perf-epoch's (the cold one by default)
-        rec = perf_start(m.a, m.pid, loader) if perf and m.a.perf_epoch == 1 else None
         for i in range(n):
             # the child prints one line per epoch and waits for ours: nothing is left in
             # the pipe's buffer between lines, so select() on it sees the next one
@@ -1577,6 +1584,10 @@ def main():
                     'DIR/bytes.data --no-children --sort sym`), and with call graphs (-g) over '
                     'the first prefetch (L4: DIR/prefetch.data) and the first cold cat (L2b: '
                     'DIR/cat.data)', metavar='DIR')
+    ap.add_argument('--epoch-hook', nargs=2, metavar=('START', 'END'),
+                    help='shell commands run as --perf-epoch\'s planned epoch starts and ends '
+                    '(not with --perf), {pid} the daemon\'s pid: perf stat, strace -c or '
+                    'callgrind_control of the daemon over that epoch (tests/bench/ab_plan.sh)')
     ap.add_argument('--perf-epoch', type=int, default=1, choices=(1, 2),
                     help='with --perf: which planned epoch is recorded: 1, the cold one '
                     '(default), or 2, the second (L8c)')

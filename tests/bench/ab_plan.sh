@@ -1,0 +1,187 @@
+#!/bin/bash
+# A/B of the planned cold epoch (link_bench.py's L8 rows, bytes only) between builds, the builds
+# alternated run by run in a rotating order in one invocation, with a count of the daemon over
+# that epoch that load disturbs less than wall time:
+#
+#   bash tests/bench/ab_plan.sh [--rounds 6] [--mode stat|strace|callgrind|none] [--out DIR]
+#                               [--data DIR] [--clean] NAME=BIN...
+#
+# BIN: a shardfs binary (release build: `compare.sh` makes build-bench-REV/shardfs); --data:
+# link_bench.py's --data (default /var/tmp/shardfs-linkbench-512). Every run is
+# `link_bench.py BIN --quick --only plan --skip-unplanned --plan-loaders bytes --ais-rounds 0`
+# with one emulator for all sides ($SHARDFS_LINKEMU, else the first BIN's build's tests/linkemu,
+# copied once: the emulator is the measuring tool). --mode, over the planned cold epoch
+# (link_bench.py --epoch-hook):
+#   stat       perf stat of the daemon's software events: task-clock, context-switches,
+#              page-faults, cpu-migrations (this VM has no hardware counters)
+#   strace     strace -c -f of the daemon: syscalls by name (slows the daemon: one run a side)
+#   callgrind  the daemon runs in the foreground under valgrind --tool=callgrind, counts zeroed
+#              at the epoch's start and dumped at its end: the user-space instructions (Ir) of
+#              the epoch, the same whatever the load (the kernel's work, copies and syscalls,
+#              is not in them); the epoch takes some 10-20 s
+#   none       link_bench.py alone
+# Prints per side the median (min-max) over the rounds of the epoch's wall time, requests, CPU-s
+# (loader, daemon, emulator, the daemon's threads), context switches (by thread), minor faults,
+# the mode's counts, L8b and the load (1 min) at each run's start. An epoch during which another
+# process dropped the page cache (its LOOKUPs and cache misses come back) is counted apart:
+# `dropped` (1) in its column, and left out with --clean.
+set -eu
+cd "$(dirname "$0")/../.."
+rounds=6 mode=stat out='' clean=''
+data=()
+names=() bins=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--rounds) rounds=$2; shift 2 ;;
+	--mode) mode=$2; shift 2 ;;
+	--out) out=$2; shift 2 ;;
+	--data) data=(--data "$2"); shift 2 ;;
+	--clean) clean=--clean; shift ;;
+	-*) echo "usage: $0 [--rounds N] [--mode stat|strace|callgrind|none] [--out DIR]" \
+		"[--data DIR] [--clean] NAME=BIN..." >&2
+	    exit 2 ;;
+	*=*) names+=("${1%%=*}") bins+=("$(realpath "${1#*=}")"); shift ;;
+	*) echo "$0: $1: want NAME=BIN" >&2; exit 2 ;;
+	esac
+done
+[ ${#bins[@]} -ge 1 ] || { echo "$0: no NAME=BIN" >&2; exit 2; }
+case $mode in stat | strace | callgrind | none) ;; *) echo "$0: --mode $mode?" >&2; exit 2 ;; esac
+out=${out:-$(mktemp -d /var/tmp/shardfs-ab-plan.XXXXXX)}
+mkdir -p "$out"
+if [ -z "${SHARDFS_LINKEMU:-}" ]; then
+	cp "$(dirname "${bins[0]}")/tests/linkemu" "$out/linkemu"
+	export SHARDFS_LINKEMU=$out/linkemu
+fi
+n=${#bins[@]}
+runbin=("${bins[@]}")
+if [ "$mode" = callgrind ]; then
+	# the mount (not --help, pack, umount) in the foreground under callgrind; the wrapper
+	# returns once the mount answers, as `shardfs mount` does
+	for i in $(seq 0 $((n - 1))); do
+		w=$out/cg-${names[$i]}.sh
+		cat >"$w" <<EOF
+#!/bin/bash
+if [ "\$1" = mount ] && [ "\$2" = --cache-dir ]; then
+	mp="\${@: -1}"
+	setsid valgrind --tool=callgrind -q --callgrind-out-file=$out/cg-${names[$i]}.%p.out \\
+		${bins[$i]} mount -f "\${@:2}" >>$out/cg-${names[$i]}.log 2>&1 </dev/null &
+	for i in \$(seq 1200); do # 600 s
+		[ -e "\$mp/.shardfs/stats" ] && exit 0
+		kill -0 \$! 2>/dev/null || exit 1
+		sleep 0.5
+	done
+	exit 1
+fi
+exec ${bins[$i]} "\$@"
+EOF
+		chmod +x "$w"
+		runbin[$i]=$w
+	done
+fi
+for r in $(seq "$rounds"); do
+	for k in $(seq 0 $((n - 1))); do
+		i=$(((k + r - 1) % n))
+		tag=$out/r$r-${names[$i]}
+		hook=()
+		wait_end="for i in \$(seq 100); do kill -0 \$(cat $tag.hpid) 2>/dev/null || break; sleep 0.2; done"
+		case $mode in
+		stat) hook=(--epoch-hook
+			"perf stat -e task-clock,context-switches,page-faults,cpu-migrations -p {pid} \
+				-o $tag.stat & echo \$! >$tag.hpid"
+			"kill -INT \$(cat $tag.hpid); $wait_end") ;;
+		strace) hook=(--epoch-hook
+			"strace -c -f -p {pid} -o $tag.strace 2>/dev/null & echo \$! >$tag.hpid; sleep 1"
+			"kill -INT \$(cat $tag.hpid); $wait_end") ;;
+		callgrind) hook=(--epoch-hook "callgrind_control -z {pid} >/dev/null"
+			"callgrind_control -d {pid} >$tag.cgdump") ;;
+		esac
+		echo "=== round $r/$rounds: ${names[$i]} (load $(cut -d' ' -f1 /proc/loadavg))"
+		/usr/bin/python3 tests/bench/link_bench.py "${runbin[$i]}" --quick --only plan \
+			--skip-unplanned --plan-loaders bytes --ais-rounds 0 "${data[@]}" "${hook[@]}" \
+			>"$tag.out" 2>"$tag.err" || echo "=== ${names[$i]}: link_bench.py failed: $tag.err"
+	done
+done
+/usr/bin/python3 - "$out" $clean <<'PY'
+import glob, os, re, statistics, sys
+d, clean = sys.argv[1], '--clean' in sys.argv
+rows = {}
+for f in sorted(glob.glob(os.path.join(d, 'r*-*.err'))):
+    tag = os.path.basename(f)[:-4]
+    side = tag.split('-', 1)[1]
+    txt = open(f).read().splitlines()
+    rec = {}
+    for i, ln in enumerate(txt):
+        if 'epoch (bytes, plan)' not in ln:
+            continue
+        rec['secs'] = float(re.search(r'samples, ([\d.]+) s;', ln).group(1))
+        for k in ('store_requests', 'reads', 'lookups', 'cache_misses', 'plan_stage_waits'):
+            rec[k] = int(re.search(r'\b%s (\d+)' % k, ln).group(1))
+        m = re.search(r'CPU s: loader ([\d.]+), daemon ([\d.]+), emulator ([\d.]+); daemon '
+                      r'context switches (\d+)', ln)
+        rec.update(zip(('cpu loader', 'cpu daemon', 'cpu emulator'), map(float, m.groups()[:3])))
+        rec['switches'] = int(m.group(4))
+        for ln2 in txt[i + 1:i + 9]:
+            if 'epoch (' in ln2:
+                break
+            m = re.search(r'minor page faults: (\d+)', ln2)
+            if m:
+                rec['minor faults'] = int(m.group(1))
+            if 'page cache was dropped' in ln2:
+                rec['dropped'] = 1
+            if 'daemon CPU s by thread' in ln2:
+                for k, v in re.findall(r'(\S+) ([\d.]+)(?:,|$)', ln2.split('thread: ')[1]):
+                    rec['cpu ' + k] = float(v)
+            if 'daemon context switches by thread' in ln2:
+                for k, v1, v2 in re.findall(r'(\S+) (\d+)\+(\d+) \(',
+                                            ln2.split('involuntary: ')[1]):
+                    rec['switches ' + k] = int(v1) + int(v2)
+        break
+    if not rec:
+        continue
+    p = f[:-4] + '.stat'
+    if os.path.exists(p):
+        s = open(p).read()
+        for k in ('task-clock', 'context-switches', 'page-faults', 'cpu-migrations'):
+            m = re.search(r'([\d,.]+)\s+(?:msec\s+)?%s' % k, s)
+            if m:
+                rec['perf ' + k] = float(m.group(1).replace(',', ''))
+    p = f[:-4] + '.strace'
+    if os.path.exists(p):
+        for ln in open(p):
+            m = re.match(r'\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)$', ln)
+            if m and m.group(2) != 'total':
+                rec['syscalls ' + m.group(2)] = int(m.group(1))
+                rec['syscalls (all)'] = rec.get('syscalls (all)', 0) + int(m.group(1))
+    p = f[:-4] + '.cgdump'
+    if os.path.exists(p):
+        m = re.search(r'PID (\d+)', open(p).read())
+        dumps = glob.glob(os.path.join(d, 'cg-%s.%s.out.*' % (side, m.group(1)))) if m else []
+        if dumps:
+            t = open(sorted(dumps)[-1]).read()
+            rec['Ir (M)'] = int(re.search(r'^totals: (\d+)', t, re.M).group(1)) / 1e6
+            rec['Ir per read'] = rec['Ir (M)'] * 1e6 / rec['reads']
+    o = open(f[:-4] + '.out').read()
+    m = re.search(r'row\tL8b\.[^\t]*\t[^\t]*\t[\d.]+\t([\d.]+)\ts\t([\d.]+)', o)
+    if m:
+        rec['local epoch s'], rec['L8b'] = float(m.group(1)), float(m.group(2))
+    m = re.search(r'plan rows: load average ([\d.]+)', o)
+    if m:
+        rec['load'] = float(m.group(1))
+    if clean and rec.get('dropped'):
+        continue
+    rows.setdefault(side, []).append(rec)
+keys = []
+for side in rows:
+    for rec in rows[side]:
+        keys += [k for k in rec if k not in keys]
+print('%-26s' % ('median (min-max) of' + (' (--clean)' if clean else '')) +
+      ''.join(' %-35s' % s for s in rows))
+for k in keys:
+    line = '%-26s' % k
+    for side in rows:
+        v = [rec[k] for rec in rows[side] if k in rec]
+        line += ' %-35s' % ('%.4g (%.4g-%.4g) n%d' % (statistics.median(v), min(v), max(v),
+                                                    len(v)) if v else '-')
+    print(line)
+print('runs and dumps: %s' % d)
+PY
