@@ -20,6 +20,27 @@
  * remote-cache-prefetch flake: a prefetch stopped at 6.68 MiB of 8).
  * The hold removed: 11 units used, room 0, both ranges exact.
  *
+ * test_steps (generated: seeded sequences, TEST_SEED): the fill API driven
+ * step by step on one object of 24 units in a cache of 32 (the store's
+ * fills in flight are the test's own runs; the tier's workers and writer
+ * idle): begin a run (claim 1-4 empty units, reserve their bytes as
+ * fill_begin does), land some of its units (written, cachetier__run_land,
+ * cachetier__run_landed: committed as they land), end it (the rest
+ * written and committed, cachetier__run_commit, or aborted with an error,
+ * cachetier__run_abort, its reservation released as fill_end does), evict
+ * (cachetier__make_room for a fill of one unit over the limit, the
+ * puncher held so the bytes stay being punched; drained first), read a
+ * valid unit (a probe: exact bytes). After every step, in one look under
+ * the accounts' lock (cachetier__acct_get): reserved is exactly the runs'
+ * bytes not landed or committed, the usage exactly the bytes the state
+ * file says valid, evicting exactly the bytes taken by evictions not
+ * punched yet: every byte in exactly one of the three. 300 steps; the
+ * close's debug check finds no byte left reserved. The store before
+ * counted a landed unit in the usage and in reserved until it was taken: a
+ * landing that leaves reserved alone (mutated in) fails the look of the
+ * first land step and every look after it (112 of 300 steps, seed
+ * 20261201), and the close's assertion.
+ *
  * Every wait for a state is a poll of the tier's counters bounded at 60 s
  * (a failed check, never a sleep that decides a count).
  */
@@ -33,6 +54,7 @@
 
 #include "backend.h"
 #include "cachetier.h"
+#include "cachetier_i.h"
 #include "check.h"
 #include "test_util.h"
 
@@ -154,6 +176,234 @@ static void test_land_room(void)
 	backend_close(be);
 }
 
+/* ---- test_steps ---- */
+
+#define SUNITS 24u /* the object's units */
+#define SRUNS  3   /* runs open at once, at most */
+
+struct srun {
+	uint32_t c, n, landed; /* units [c, c + n), [c, c + landed) landed */
+	uint32_t crc[4];
+	int claim[4];
+};
+
+struct smodel {
+	struct cachetier *ct;
+	struct cachetier_obj *o;
+	struct ct_file *f;
+	struct srun runs[SRUNS];
+	int nruns;
+	uint64_t reserved, evicting; /* what the fill API was told */
+	unsigned bad;		     /* steps whose look failed (at most 3 printed) */
+};
+
+/* The look after a step: the accounts in one step against the model. */
+static void s_check(struct smodel *m, int step, const char *what)
+{
+	struct ct_file *f = m->f;
+	struct ct_room r;
+	uint64_t valid = 0;
+
+	cachetier__lock(m->ct);
+	for (uint32_t u = 0; u < f->nunits; u++)
+		valid += cachetier__st_get(f, u) ? cachetier__unit_len(f, u) : 0;
+	cachetier__acct_get(m->ct, &r);
+	disk_mutex_unlock(&m->ct->lock);
+	if (r.reserved == m->reserved && r.usage == valid && r.evicting == m->evicting)
+		return;
+	if (m->bad++ < 3)
+		fprintf(stderr,
+			"steps: after step %d (%s): reserved %llu (want %llu), usage %llu (the "
+			"state file's valid bytes %llu), evicting %llu (want %llu)\n",
+			step, what, (unsigned long long)r.reserved, (unsigned long long)m->reserved,
+			(unsigned long long)r.usage, (unsigned long long)valid,
+			(unsigned long long)r.evicting, (unsigned long long)m->evicting);
+}
+
+/* Write the bytes of units [c, c + n) of run x (their CRCs into x->crc). */
+static void s_write(struct smodel *m, struct srun *x, uint32_t c, uint32_t n)
+{
+	uint64_t off = cachetier__unit_off(m->f, c), len = cachetier__run_len(m->f, c, n);
+
+	CHECK(cachetier__run_write(m->f, x->c, x->crc, off, data[0] + off, (size_t)len) == 0,
+	      "steps: write of units %u-%u", c, c + n - 1);
+}
+
+static int s_begin(struct smodel *m, uint64_t *s)
+{
+	struct ct_file *f = m->f;
+	uint32_t c = (uint32_t)(rnd(s) % SUNITS), n = 1 + (uint32_t)(rnd(s) % 4), k = 0;
+	struct srun *x;
+	int waited = 0;
+
+	if (m->nruns == SRUNS)
+		return 0;
+	while (k < n && c + k < SUNITS && f->ust[c + k] == UNIT_EMPTY)
+		k++;
+	if (k == 0)
+		return 0;
+	x = &m->runs[m->nruns++];
+	*x = (struct srun){.c = c, .n = k};
+	cachetier__lock(m->ct);
+	cachetier__run_claim(m->ct, f, c, k);
+	m->ct->reserved += cachetier__run_len(f, c, k); /* as fill_begin */
+	disk_mutex_unlock(&m->ct->lock);
+	m->reserved += cachetier__run_len(f, c, k);
+	cachetier__run_lock(m->ct, f, c, k, 0, x->claim, &waited);
+	for (uint32_t i = 0; i < k; i++)
+		CHECK(x->claim[i] == 1, "steps: claim of unit %u: %d", c + i, x->claim[i]);
+	return 1;
+}
+
+static int s_land(struct smodel *m, uint64_t *s)
+{
+	struct srun *x;
+	uint32_t k;
+
+	if (m->nruns == 0)
+		return 0;
+	x = &m->runs[rnd(s) % (uint64_t)m->nruns];
+	if (x->landed == x->n)
+		return 0;
+	k = 1 + (uint32_t)(rnd(s) % (x->n - x->landed));
+	s_write(m, x, x->c + x->landed, k);
+	cachetier__run_land(m->f, x->c + x->landed, k, x->crc + x->landed);
+	cachetier__run_landed(m->ct, m->f, x->c + x->landed, k, x->landed + k == x->n, 1, 0);
+	m->reserved -= cachetier__run_len(m->f, x->c + x->landed, k);
+	x->landed += k;
+	return 1;
+}
+
+static int s_end(struct smodel *m, uint64_t *s)
+{
+	int i = m->nruns ? (int)(rnd(s) % (uint64_t)m->nruns) : -1;
+	struct srun *x;
+	uint32_t c, n;
+	uint64_t len;
+
+	if (i < 0)
+		return 0;
+	x = &m->runs[i];
+	c = x->c + x->landed;
+	n = x->n - x->landed;
+	len = n ? cachetier__run_len(m->f, c, n) : 0; /* run_len needs n >= 1 */
+	cachetier__lock(m->ct);
+	if (n && (rnd(s) & 1)) {
+		s_write(m, x, c, n);
+		cachetier__run_commit(m->ct, m->f, c, n, x->crc + x->landed, 0, NULL);
+	} else if (n) {
+		cachetier__run_abort(m->ct, m->f, c, n, -EIO, 1, 0, NULL);
+		m->ct->reserved -= len; /* the caller's, as fill_end's */
+	}
+	cachetier__run_ended(m->f, x->c, x->n);
+	disk_mutex_unlock(&m->ct->lock);
+	m->reserved -= len;
+	m->runs[i] = m->runs[--m->nruns];
+	return 1;
+}
+
+/* Drain the puncher: every punch done, nothing being evicted. */
+static void s_drain(struct smodel *m)
+{
+	struct cachetier_stats st;
+
+	cachetier_punch_hold(m->ct, 0);
+	for (int i = 0; i < 6000; i++) {
+		stats(m->ct, &st);
+		if (st.punches_pending == 0 && atomic_load(&m->ct->evicting) == 0)
+			break;
+		usleep(10000);
+	}
+	CHECK(st.punches_pending == 0, "steps: %llu punches pending after 60 s",
+	      (unsigned long long)st.punches_pending);
+	m->evicting = 0;
+	cachetier_punch_hold(m->ct, 1);
+}
+
+static int s_evict(struct smodel *m)
+{
+	struct ct_file *f = m->f;
+	uint8_t was[SUNITS];
+	struct ct_room r;
+	uint64_t x;
+
+	s_drain(m);
+	cachetier__lock(m->ct);
+	cachetier__acct_get(m->ct, &r);
+	for (uint32_t u = 0; u < SUNITS; u++)
+		was[u] = f->ust[u] == UNIT_VALID;
+	/* a fill of one unit over the limit (as fill_begin reserves it) */
+	x = m->ct->cfg.cache_size_bytes - r.usage - r.reserved + UNIT;
+	m->ct->reserved += x;
+	(void)cachetier__make_room(m->ct, x, 0);
+	m->ct->reserved -= x;
+	for (uint32_t u = 0; u < SUNITS; u++)
+		m->evicting += was[u] && f->ust[u] == UNIT_EVICTING ? cachetier__unit_len(f, u) : 0;
+	disk_mutex_unlock(&m->ct->lock);
+	return 1;
+}
+
+static int s_read(struct smodel *m, uint64_t *s)
+{
+	uint32_t u = (uint32_t)(rnd(s) % SUNITS);
+	unsigned char buf[512];
+	uint64_t off = (uint64_t)u * UNIT + rnd(s) % (UNIT - sizeof(buf));
+
+	if (m->f->ust[u] != UNIT_VALID)
+		return 0;
+	CHECK(cachetier_obj_pread_probe(m->o, buf, sizeof(buf), off) == (ssize_t)sizeof(buf) &&
+		  memcmp(buf, data[0] + off, sizeof(buf)) == 0,
+	      "steps: unit %u read exact", u);
+	return 1;
+}
+
+static void test_steps(uint64_t seed)
+{
+	static const char *what[] = {"begin", "land", "land", "end", "evict", "read"};
+	struct backend *be = fault_store(tmpdir, "");
+	struct smodel m = {0};
+	uint64_t s = seed * 7919 + 3;
+	unsigned done[6] = {0};
+
+	m.ct = tier(be, "c-steps", 32 * (uint64_t)UNIT); /* eviction's batch: 2 units */
+	m.o = obj_open(m.ct, be, keys[0]);
+	m.f = m.o->file;
+	cachetier_punch_hold(m.ct, 1);
+	for (int step = 0; step < 300; step++) {
+		int k = (int)(rnd(&s) % 6), did;
+
+		if (k == 4 && rnd(&s) % 4) /* evictions rarer */
+			k = 5;
+		did = k == 0   ? s_begin(&m, &s)
+		      : k <= 2 ? s_land(&m, &s)
+		      : k == 3 ? s_end(&m, &s)
+		      : k == 4 ? s_evict(&m)
+			       : s_read(&m, &s);
+		done[k] += (unsigned)did;
+		if (did)
+			s_check(&m, step, what[k]);
+	}
+	while (m.nruns) { /* every run ended */
+		uint64_t t = 0;
+
+		s_end(&m, &t);
+		s_check(&m, 300, "end");
+	}
+	s_drain(&m);
+	s_check(&m, 301, "drain");
+	printf("steps: %u begun, %u landings, %u ended, %u evictions, %u reads; looks that "
+	       "failed %u\n",
+	       done[0], done[1] + done[2], done[3], done[4], done[5], m.bad);
+	CHECK(m.bad == 0, "steps: %u looks found a byte counted twice or in none", m.bad);
+	CHECK(done[0] > 10 && done[1] + done[2] > 10 && done[4] > 3,
+	      "steps: too few steps of a kind (%u begun, %u landings, %u evictions)", done[0],
+	      done[1] + done[2], done[4]);
+	cachetier_punch_hold(m.ct, 0);
+	cachetier_obj_unref(m.o);
+	cachetier_close(m.ct); /* debug builds: no byte left reserved (cachetier__run_check) */
+	backend_close(be);
+}
+
 int main(void)
 {
 	uint64_t seed = test_start(tmpdir, sizeof(tmpdir), "ra", 20261201u);
@@ -163,6 +413,7 @@ int main(void)
 		data[i] = src_object(tmpdir, keys[i], SIZE, &s);
 
 	test_land_room();
+	test_steps(seed);
 
 	for (int i = 0; i < 2; i++)
 		free(data[i]);
