@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "fs_i.h"
@@ -166,7 +167,8 @@ static const struct fs_opt cache_opts[] = {
      * node's NVMe */
     {"cache-size", 0, FS_OPT_SIZE, CFG(ct.cache_size_bytes), 0, "20G", 1, NOLIMIT, "SIZE",
      "most bytes of remote data kept in the whole cache directory (every source); mounts "
-     "sharing it each evict, as they fill, down to their own SIZE: give them the same"},
+     "sharing it each evict, as they fill, down to their own SIZE: give them the same; at "
+     "most what its filesystem holds above --min-free (a larger SIZE is lowered at mount)"},
     /* the cache must not be what fills the disk */
     {"min-free", 0, FS_OPT_SIZE, CFG(ct.min_free_bytes), 0, "1G", 0, NOLIMIT, "SIZE",
      "free space the cache leaves on its filesystem: the smaller of SIZE and "
@@ -766,9 +768,59 @@ static int default_cache_dir(struct fs_config *cfg)
 #define CHUNK_PER_CACHE 8
 #define CHUNK_RULE_MIN	(64u << 10)
 
+/* The most the cache directory's filesystem holds above the reserve the
+ * cache tier keeps there (its size less the smaller of --min-free and
+ * --min-free-percent of it, as cachetier.c computes it), from the
+ * directory or its nearest existing parent; 0: unknown. */
+static uint64_t cache_disk_room(const struct fs_config *cfg)
+{
+	char path[4096];
+	struct statvfs sv;
+	uint64_t size, pct, reserve;
+	unsigned percent = cfg->ct.min_free_percent ? cfg->ct.min_free_percent : 100;
+
+	if (snprintf(path, sizeof(path), "%s", cfg->ct.cache_dir) >= (int)sizeof(path))
+		return 0;
+	while (statvfs(path, &sv) < 0) {
+		char *slash = strrchr(path, '/');
+
+		if (errno != ENOENT || !slash || slash == path)
+			return 0;
+		*slash = '\0';
+	}
+	size = (uint64_t)sv.f_blocks * sv.f_frsize;
+	pct = size / 100 * (percent > 100 ? 100 : percent);
+	reserve = pct < cfg->ct.min_free_bytes ? pct : cfg->ct.min_free_bytes;
+	return size > reserve ? size - reserve : 0;
+}
+
+/* A --cache-size above what its filesystem can hold is lowered to that:
+ * the chunks (when --chunk-size is not given), the readahead window and
+ * the plans' lookahead are sized from the cache size, and sized from one
+ * the disk cannot hold they fetch ahead what evicts itself before it is
+ * read (a 47 MiB planned epoch over a 6 MiB cache disk with the default
+ * 20G fetched 55 times its bytes). */
+static void cache_size_to_disk(const char *cmd, struct fs_config *cfg)
+{
+	uint64_t room = cache_disk_room(cfg);
+	char a[32], b[32];
+
+	if (room == 0 || cfg->ct.cache_size_bytes <= room)
+		return;
+	fs_human_bytes(cfg->ct.cache_size_bytes, a, sizeof(a));
+	fs_human_bytes(room, b, sizeof(b));
+	fprintf(stderr,
+		"shardfs: %s: --cache-size %s is more than the filesystem of %s holds above its "
+		"reserve: the cache keeps at most %s\n",
+		cmd, a, cfg->ct.cache_dir, b);
+	cfg->ct.cache_size_bytes = room;
+}
+
 /* Checks that need the whole command line, shared by mount and index. */
 static int check_common(const char *cmd, struct fs_config *cfg)
 {
+	int err;
+
 	if (cfg->be.ca_file && access(cfg->be.ca_file, R_OK) < 0) {
 		fprintf(stderr, "shardfs: %s: --ca-file %s: cannot read the CA file: %s\n", cmd,
 			cfg->be.ca_file, strerror(errno));
@@ -785,6 +837,10 @@ static int check_common(const char *cmd, struct fs_config *cfg)
 		}
 		cfg->be.max_connections = cfg->be.connections;
 	}
+	err = default_cache_dir(cfg);
+	if (err < 0)
+		return err;
+	cache_size_to_disk(cmd, cfg);
 	if (!cfg->chunk_size_given &&
 	    cfg->ct.cache_size_bytes / CHUNK_PER_CACHE < cfg->ct.chunk_bytes) {
 		uint32_t c = CHUNK_RULE_MIN;
@@ -800,7 +856,7 @@ static int check_common(const char *cmd, struct fs_config *cfg)
 	/* fills of small planned ranges: as many as the store runs in all */
 	cfg->ct.small_fills = cfg->be.max_connections;
 	cfg->cache_size_bytes = cfg->ct.cache_size_bytes;
-	return default_cache_dir(cfg);
+	return 0;
 }
 
 void fs_say_dead_mount(const char *mnt)
