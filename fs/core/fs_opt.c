@@ -272,9 +272,16 @@ static const struct fs_opt store_opts[] = {
      * cold epoch that waited for a fill, with 32 / 64 / 128 / 256: 219,
      * 88, 74-92, 52; the epoch 7.2, 5.7, 5.2-8.7, 6.1 s (the machine's
      * noise is larger than the differences; the epoch is bound by the
-     * CPU of loader, daemon and emulator there) */
+     * CPU of loader, daemon and emulator there). 256 since 2026-12-01: the
+     * planned cold epoch's ~3,900 requests (0.77 a sample) hold a
+     * connection a time to first byte each, so at 128 they need at least
+     * 3,900 x 30 ms / 128 = 0.92 s, about the whole epoch on a quiet
+     * machine (1.1-1.3 s); a trace of one such epoch found 128 transfers
+     * running at 92 of its 93 reads that waited for a staged span, each
+     * span's first byte 40-120 ms after it was handed over
+     * (tests/bench/README.md, "The stage": "Where the readers waited") */
     {"max-connections", 0, FS_OPT_UINT, CFG(be.max_connections), 1 + CFG(max_connections_given),
-     "128", 1, 4096, "N",
+     "256", 1, 4096, "N",
      "most parallel connections while small planned ranges are fetched (at least "
      "--connections: a smaller value is refused; not given, it is raised to --connections)"},
     {"ca-file", 0, FS_OPT_STR, CFG(be.ca_file), 0, NULL, 0, 0, "FILE",

@@ -78,7 +78,7 @@ static unsigned starts(const struct cachetier_policy *p, struct cachetier_pf_cou
 	return n;
 }
 
-/* The defaults' counts: --connections 32 (fill_threads 33), --max-connections
+/* The counts of --connections 32 (fill_threads 33) and --max-connections
  * 128 (small_fills 128). After a readahead job (the mount's index build, or
  * any sequential reader), prefetch cursors restart at one fill and grow by
  * one per fill that ends (the slow start); a plan's ranges do not: 127

@@ -1,0 +1,152 @@
+#!/usr/bin/python3
+"""shardfs mount tests: the connections a reading plan's small ranges may use by default
+(--max-connections, fs/core/fs_opt.c).
+
+usage: test_plan_conns.py SHARDFS GROUP
+GROUP:
+  default  nginx behind a proxy that holds every ranged GET of a shard after its first byte; 4
+           shards of 100 members of 60-140 KB, sidecar indexes, --plan-gap 0 (each planned
+           member one range of at most 1 MiB), no --connections or --max-connections given:
+           after a first plan of 8 members fetched unheld, a plan of 300 members has exactly
+           255 GETs held at the server and 255 fills in flight (the default --max-connections,
+           256, less the slot the fill rules keep for a reader's miss), then, released, every
+           planned member reads back exact. Failed before the default was 256: 127 GETs held.
+           A planned cold epoch holds a connection a time to first byte per request; at 128
+           its ~3,900 requests needed at least 0.92 s of a 30 ms link (tests/bench/README.md,
+           "The stage").
+
+Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
+"""
+
+import sys
+sys.dont_write_bytecode = True
+
+import io  # noqa: E402
+import os  # noqa: E402
+import random  # noqa: E402
+import tarfile  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import web  # noqa: E402
+from shardfs_test.mount import log  # noqa: E402
+
+ctl = ml.control_errno
+SHARDS, PER_SHARD, PLANNED, DEFAULT = 4, 100, 300, 256
+# fills of small planned ranges at once: the default less the slot the fill rules keep for a
+# reader's miss (fetch/fetch_rules.c, rules_pf_max)
+WANT = DEFAULT - 1
+
+
+def make_source(env, ck):
+    """SHARDS shards of PER_SHARD members of 60-140 KB with sidecar indexes: [(shard, path, off,
+    size)] of the members (not the first 2 and last 3: the sidecar's check reads the shard's
+    ends), shuffled."""
+    src = env.path('src')
+    os.makedirs(src)
+    rng = random.Random(37)
+    members = []
+    for s in range(SHARDS):
+        name = 'shard-%06d.tar' % s
+        with tarfile.open(os.path.join(src, name), 'w', format=tarfile.GNU_FORMAT) as tf:
+            for k in range(PER_SHARD):
+                data = rng.randbytes(rng.randrange(60000, 140000))
+                ti = tarfile.TarInfo('k%d_%03d.bin' % (s, k))
+                ti.size = len(data)
+                tf.addfile(ti, io.BytesIO(data))
+        with tarfile.open(os.path.join(src, name)) as tf:
+            ms = tf.getmembers()
+        for ti in ms[2:-3]:
+            members.append((name, 'shard-%06d/%s' % (s, ti.name), ti.offset_data, ti.size))
+    r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('icache'), src])
+    ck.eq('shardfs index --sidecar rc', r.returncode, 0)
+    rng.shuffle(members)
+    return src, members
+
+
+def ref(src, x):
+    with open(os.path.join(src, x[0]), 'rb') as f:
+        f.seek(x[2])
+        return f.read(x[3])
+
+
+def read(path):
+    with open(path, 'rb') as f:
+        return f.read()
+
+
+def tar_gets(px):
+    with px.lock:
+        return [dict(r) for r in px.gets if r['path'].endswith('.tar')]
+
+
+def publish(env, ck, m, members):
+    pf = env.path('plan')
+    with open(pf, 'w') as f:
+        f.write(''.join(x[1] + '\n' for x in members))
+    ck.eq('plan rc', ctl(m.mnt, 'plan p ' + pf), None)
+
+
+def group_default(env, ck):
+    src, members = make_source(env, ck)
+    ng = web.Nginx(env.path('nginx'), src).start()
+    px = web.SlowProxy(ng.port)
+    try:
+        # GETs counted exactly: no compare request for nginx's ETag; a cache and a lookahead
+        # that hold the whole plan (30 MB); gap 0: every planned member a range of its own
+        with ml.Mount(env, px.url('json/'), cache_dir=env.path('cache'),
+                      extra=['--weak-etag', 'trust', '--cache-size', '256M', '--warm', 'off',
+                             '--prefetch-shards', '0', '--plan-lookahead', '64M',
+                             '--plan-gap', '0']) as m:
+            for s in range(SHARDS):
+                os.listdir(os.path.join(m.mnt, 'shard-%06d' % s))
+            # a first plan, not held, so that its fills have completed (no reader: every
+            # connection of the class may be used), as test_fills.py's 'inflight'
+            warm = members[PLANNED:PLANNED + 8]
+            publish(env, ck, m, warm)
+            ml.poll(lambda: (lambda st: st['plan_fetch_paths'] == len(warm) and
+                             st['fills_inflight'] == 0)(m.stats()), what='first plan fetched')
+            st0 = m.stats()
+            px.released.clear()
+            px.hold_bytes = 1
+            px.hold_paths = lambda p: p.endswith('.tar')
+            px.reset()
+            planned = members[:PLANNED]
+            publish(env, ck, m, planned)
+
+            def full():
+                st = m.stats()
+                held = [r for r in tar_gets(px) if r['held']]
+                return (len(held) >= WANT and st['fills_inflight'] >= WANT and st) or None
+            st = ml.poll(full, timeout=10) or m.stats()
+            gets = tar_gets(px)
+            log('default: %d GETs at the server, %d held, fills in flight %d' %
+                (len(gets), sum(r['held'] for r in gets), st['fills_inflight']))
+            ck.eq('planned ranges: GETs at the server, all held (the default --max-connections)',
+                  (len(gets), sum(r['held'] for r in gets)), (WANT, WANT))
+            ck.eq('planned ranges: fills in flight', st['fills_inflight'], WANT)
+            px.release()
+            ml.poll(lambda: (lambda st: st['plan_fetch_paths'] - st0['plan_fetch_paths'] ==
+                             len(planned) and
+                             st['fills_inflight'] == 0)(m.stats()), timeout=120,
+                    what='the plan fetched')
+            bad = [x[1] for x in planned if read(os.path.join(m.mnt, x[1])) != ref(src, x)]
+            ck.eq('planned members: exact bytes', bad, [])
+            ck.eq('read_errors', m.stats()['read_errors'], 0)
+    finally:
+        px.close()
+        ng.stop()
+
+
+GROUPS = {'default': group_default}
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[2] not in GROUPS:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    ml.main_wrapper(GROUPS[sys.argv[2]], sys.argv[1], 'planconns-' + sys.argv[2])
+
+
+if __name__ == '__main__':
+    main()
