@@ -75,7 +75,7 @@ def tmpfs(env, name, size):
     r = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=%s,mode=0700' % size, 'tmpfs', disk],
                        capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
-        raise ml.Skip('cannot mount a tmpfs (%s)' % r.stderr.strip(), kind='env')
+        raise ml.Skip('cannot mount a tmpfs (%s)' % r.stderr.strip(), kind='host')
     return disk
 
 
