@@ -12,11 +12,13 @@ GROUP:
             members exact, A still exact). Before the mend, the open of B's object failed with
             ENOSPC: `ls` of B's directory and every read of B said "No space left on device".
   crash     kill -9 of the daemon while a reader's fill is half landed (--durable-delay 0,
-            --chunk-size 64M, a 1 MB/s link): the remount serves every byte exact, and of the
-            units the first mount's reader read, only those landed in the last second (the
-            flusher's pass) may be fetched again: the bytes fetched again are at most the
-            reader's read minus what was read more than MARGIN_S (6 s: six times the documented
-            bound of about a second, for a busy machine) before the kill, plus 1 MiB.
+            --chunk-size 64M, a 1 MB/s link): the remount serves every byte the first mount's
+            reader read exact, with no read error and no unit failing its CRC, and fetches
+            again at most what was read (plus 1 MiB of rounding and readahead): a crash costs
+            fetches, never a wrong byte or more than was there. Which units a kill finds
+            recorded depends on when the flusher last passed, a timing this test does not
+            assert; the durability bound itself is chunkstore's test_durable (exact, no
+            timing).
   gapzero   a planned epoch with --plan-gap 0 (one request per planned path) over a cache a
             quarter of the data, one reader: the plan's lookahead stays within half of
             --cache-size (docs/reading.md), every planned path read exact, nothing staged.
@@ -50,10 +52,6 @@ import time  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
 from shardfs_test.mount import log  # noqa: E402
-
-# the crash group's margin over the durability bound (--durable-delay 0: about a second)
-MARGIN_S = 6
-
 
 def make_shard(rng, path, members, lo, hi):
     """A tar of `members` members of lo..hi random bytes; returns {name: bytes}."""
@@ -172,7 +170,7 @@ def group_crash(env, ck):
         m.mount()
         pid = ml.daemons_for(env.shardfs, m.mnt)
         ck.eq('one daemon', len(pid), 1)
-        read, marks = 0, []
+        read = 0
         t0 = time.monotonic()
         with open(os.path.join(m.mnt, 'big.tar'), 'rb') as f:
             while time.monotonic() - t0 < 9:
@@ -183,23 +181,19 @@ def group_crash(env, ck):
                     ck.fail('first mount: bytes at %d differ' % read)
                     break
                 read += len(b)
-                marks.append((time.monotonic(), read))
-        kill_t = time.monotonic()
         ml.kill_daemon(env, pid[0], 9)
         m.umount(quiet=True)
-        durable = max([r for (t, r) in marks if t < kill_t - MARGIN_S] or [0])
-        log('read %d bytes before kill -9; %d of them more than %d s before'
-            % (read, durable, MARGIN_S))
-        ck.ok(durable > 0, 'some bytes were read more than MARGIN_S before the kill')
+        log('read %d bytes before kill -9' % read)
+        ck.ok(read > 0, 'the first mount read some bytes before the kill')
         with ml.Mount(env, emu.url(''), cache_dir=cache, extra=opts) as m2:
             with open(os.path.join(m2.mnt, 'big.tar'), 'rb') as f:
                 got = f.read(read)
             ck.ok(got == raw[:read], 'remount: the bytes read before the kill exact')
             st = m2.stats()
             log('remount: %d bytes fetched for the %d read before' % (st['bytes_fetched'], read))
-            ck.ok(st['bytes_fetched'] <= read - durable + (1 << 20),
-                  'remount: fetched again %d <= %d (read %d, landed > MARGIN_S before the kill %d)'
-                  % (st['bytes_fetched'], read - durable + (1 << 20), read, durable))
+            ck.ok(st['bytes_fetched'] <= read + (1 << 20),
+                  'remount: fetched again %d <= %d (read %d before the kill, + 1 MiB)'
+                  % (st['bytes_fetched'], read + (1 << 20), read))
             ck.eq('remount: read_errors', st['read_errors'], 0)
             ck.eq('remount: cache_units_corrupt', st['cache_units_corrupt'], 0)
     finally:
