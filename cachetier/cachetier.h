@@ -739,7 +739,8 @@ struct cachetier_batch_mem {
  * version or gone), -EIO (the HEAD failed, the item failed or was cut),
  * the store's errno, -EAGAIN (no thread), -ECANCELED (cachetier_cancel
  * before its request had a slot). Each done runs exactly once, on the
- * window's thread, never the caller's nor the I/O thread's; buf is
+ * window's thread or its object's HEAD thread (one an object: no object
+ * waits for another's HEAD), never the caller's nor the I/O thread's; buf is
  * written until then. Each request takes a slot as a batch fill's
  * request takes one (at most par of both at once; the wait bounded as
  * theirs, on the caller's thread) and runs on a thread of its own;

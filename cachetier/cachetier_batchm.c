@@ -21,6 +21,16 @@
  * sends exactly k HEADs (fewer when an object's items all failed: none
  * for it), whatever the timing and however many requests it took; no
  * HEAD is shared with or waits for another window's or a batch fill's.
+ * Each object's HEAD and the giving of its items run on a thread of its
+ * own (bm_head, started by the window thread as soon as the object's
+ * tally reached zero), so no object waits for another's HEAD: the window
+ * thread is never blocked in a round trip while other objects settle.
+ * (It sent them itself, one backend_stat_many at a time, before: the
+ * first object of a window to settle went out alone and the window's
+ * others, settled a few ms later, waited for its answer: two HEAD round
+ * trips a window, most items given one round trip late.) Without a
+ * thread (pthread_create failed) the window thread decides the object
+ * itself, as before.
  *
  * Why an item given from memory is of the listed version (the stage's
  * argument for ranged spans is cachetier_memread.c's header: If-Match and
@@ -50,10 +60,10 @@
  * Threads and lifetime: the window thread is detached and counted in
  * ct->batch_windows, the readers in ct->batch_running (cachetier_close
  * waits for both: cachetier__batch_stop); the window thread joins the
- * readers once every request ended and the caller started them all, gives
- * the last items; the window is freed by the last of that thread and the
- * call (bm_unref). Each item's object is referenced from the call until
- * its done ran.
+ * readers once every request ended and the caller started them all, and
+ * the objects' HEAD threads once every object was decided; the window is
+ * freed by the last of that thread and the call (bm_unref). Each item's
+ * object is referenced from the call until its done ran.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -66,10 +76,15 @@
 
 /* An object of the window: its items not settled yet (the sink's and the
  * readers' tally), and whether the window thread decided them. */
+struct bm_win;
 struct bm_obj {
 	struct ct_file *f;
 	atomic_uint left;
 	int settled; /* the window thread's */
+	int started; /* its HEAD thread runs (joined by the window thread) */
+	pthread_t th;
+	struct bm_win *w;
+	unsigned heads, stale; /* its HEAD thread's counts, read once joined */
 };
 
 /* A request: items [a, b) of the window, on a reader thread. */
@@ -97,11 +112,6 @@ struct bm_win {
 	atomic_size_t ended; /* requests that ended (or never started) */
 	atomic_int launched; /* the caller started or refused every request */
 	atomic_int refs;     /* the window thread's and the caller's: the last frees */
-	/* the window thread's: HEADs of objects due at once */
-	const char **keys;
-	struct backend_objinfo *info;
-	int *herr;
-	size_t *due;
 	struct cachetier_batch_result res;
 };
 
@@ -171,75 +181,68 @@ static void *bm_read(void *arg)
 	return NULL;
 }
 
-/* Objects whose tally reached zero and are not decided yet: one HEAD
- * each (those with an item whole; in one backend_stat_many, in
- * parallel), then each of their items given: its bytes (the HEAD
- * confirmed the listed version) or its refusal. The window thread; no
- * lock held. */
+/* Object o of its window, whose items all settled: one HEAD (when an item
+ * of it came whole), then each of its items given: its bytes (the HEAD
+ * confirmed the listed version) or its refusal. Its HEAD thread (or the
+ * window thread); no lock held. */
+static void *bm_head(void *arg)
+{
+	struct bm_obj *o = arg;
+	struct bm_win *w = o->w;
+	size_t x = (size_t)(o - w->o);
+	int any = 0, v = 0;
+
+	CT_OFF_LOOP();
+	for (size_t j = 0; j < w->n && !any; j++)
+		any = w->obj[j] == x && w->whole[j];
+	if (any) {
+		const char *key = o->f->key;
+		struct backend_objinfo info;
+		int herr = 0, all;
+
+		memset(&info, 0, sizeof(info));
+		all = backend_stat_many(w->ct->be, &key, 1, &info, &herr);
+		o->heads = 1;
+		if (all < 0 || (herr < 0 && herr != -ENOENT))
+			v = -EIO;
+		else if (herr == -ENOENT || strcmp(info.etag, o->f->etag) != 0 ||
+			 info.size != o->f->size)
+			v = -ESTALE;
+		o->stale = v == -ESTALE;
+	}
+	for (size_t j = 0; j < w->n; j++) {
+		const struct cachetier_batch_mem *it = &w->it[j];
+
+		if (w->obj[j] != x)
+			continue;
+		if (!w->whole[j]) {
+			it->done(it->arg, w->ierr[j]);
+		} else if (v == 0) {
+			if (it->progress)
+				it->progress(it->arg, it->off + it->len);
+			it->done(it->arg, 0);
+		} else {
+			it->done(it->arg, v);
+		}
+	}
+	return NULL;
+}
+
+/* Objects whose tally reached zero and are not decided yet: each decided
+ * on a HEAD thread of its own (bm_head), so that none waits for another's
+ * HEAD; without a thread, here. The window thread. */
 static void bm_decide(struct bm_win *w)
 {
-	struct cachetier *ct = w->ct;
-	size_t nd = 0, nh = 0;
-	int all = 0;
-
 	for (size_t x = 0; x < w->nobj; x++) {
-		if (w->o[x].settled || atomic_load_explicit(&w->o[x].left, memory_order_acquire))
+		struct bm_obj *o = &w->o[x];
+
+		if (o->settled || atomic_load_explicit(&o->left, memory_order_acquire))
 			continue;
-		w->o[x].settled = 1;
-		w->due[nd++] = x;
-	}
-	if (nd == 0)
-		return;
-	for (size_t k = 0; k < nd; k++) {
-		int any = 0;
-
-		for (size_t j = 0; j < w->n && !any; j++)
-			any = w->obj[j] == w->due[k] && w->whole[j];
-		w->herr[k] = any ? 0 : 1; /* 1: no HEAD (no item came whole) */
-		if (any)
-			w->keys[nh++] = w->o[w->due[k]].f->key;
-	}
-	if (nh > 0) {
-		struct backend_objinfo *info = w->info;
-		int *herr = w->herr + w->nobj;
-
-		all = backend_stat_many(ct->be, w->keys, nh, info, herr);
-		w->res.heads += nh;
-		nh = 0;
-		for (size_t k = 0; k < nd; k++) {
-			const struct ct_file *f = w->o[w->due[k]].f;
-			int v;
-
-			if (w->herr[k] == 1)
-				continue;
-			if (all < 0 || (herr[nh] < 0 && herr[nh] != -ENOENT))
-				v = -EIO;
-			else if (herr[nh] == -ENOENT || strcmp(info[nh].etag, f->etag) != 0 ||
-				 info[nh].size != f->size)
-				v = -ESTALE;
-			else
-				v = 0;
-			w->herr[k] = v;
-			w->res.stale += v == -ESTALE;
-			nh++;
-		}
-	}
-	for (size_t k = 0; k < nd; k++) {
-		for (size_t j = 0; j < w->n; j++) {
-			const struct cachetier_batch_mem *it = &w->it[j];
-
-			if (w->obj[j] != w->due[k])
-				continue;
-			if (!w->whole[j]) {
-				it->done(it->arg, w->ierr[j]);
-			} else if (w->herr[k] == 0) {
-				if (it->progress)
-					it->progress(it->arg, it->off + it->len);
-				it->done(it->arg, 0);
-			} else {
-				it->done(it->arg, w->herr[k]);
-			}
-		}
+		o->settled = 1;
+		o->w = w;
+		o->started = pthread_create(&o->th, NULL, bm_head, o) == 0;
+		if (!o->started)
+			bm_head(o);
 	}
 }
 
@@ -288,6 +291,12 @@ static void *bm_window(void *arg)
 			w->res.failed += !w->whole[j] && w->ierr[j] != -EOPNOTSUPP &&
 					 w->ierr[j] != -ECANCELED && w->ierr[j] != -EAGAIN;
 	}
+	for (size_t x = 0; x < w->nobj; x++) {
+		if (w->o[x].started)
+			pthread_join(w->o[x].th, NULL);
+		w->res.heads += w->o[x].heads;
+		w->res.stale += w->o[x].stale;
+	}
 	for (size_t j = 0; j < w->n; j++)
 		cachetier_obj_unref(w->it[j].o);
 	cachetier__lock(ct);
@@ -308,22 +317,14 @@ static struct bm_win *bm_new(const struct cachetier_batch_mem *it, size_t n, siz
 {
 	const size_t al = _Alignof(max_align_t);
 	struct bm_win *w;
-	size_t sz[12] = {sizeof(*w),
-			 n * sizeof(*w->it),
-			 n * sizeof(*w->items),
-			 n * sizeof(*w->err),
-			 n * sizeof(*w->next),
-			 n * sizeof(*w->whole),
-			 n * sizeof(*w->ierr),
-			 n * sizeof(*w->obj),
-			 n * sizeof(*w->o),
-			 nreq * sizeof(*w->rd),
-			 n * (sizeof(*w->keys) + sizeof(*w->info) + 2 * sizeof(*w->herr)),
-			 n * sizeof(*w->due)};
-	size_t at[12], total = 0;
+	size_t sz[10] = {sizeof(*w),	       n * sizeof(*w->it),   n * sizeof(*w->items),
+			 n * sizeof(*w->err),  n * sizeof(*w->next), n * sizeof(*w->whole),
+			 n * sizeof(*w->ierr), n * sizeof(*w->obj),  n * sizeof(*w->o),
+			 nreq * sizeof(*w->rd)};
+	size_t at[10], total = 0;
 	char *p;
 
-	for (int k = 0; k < 12; k++) {
+	for (int k = 0; k < 10; k++) {
 		at[k] = total;
 		total += (sz[k] + al - 1) / al * al;
 	}
@@ -340,10 +341,6 @@ static struct bm_win *bm_new(const struct cachetier_batch_mem *it, size_t n, siz
 	w->obj = (void *)(p + at[7]);
 	w->o = (void *)(p + at[8]);
 	w->rd = (void *)(p + at[9]);
-	w->keys = (void *)(p + at[10]);
-	w->info = (void *)(p + at[10] + n * sizeof(*w->keys));
-	w->herr = (void *)(p + at[10] + n * (sizeof(*w->keys) + sizeof(*w->info)));
-	w->due = (void *)(p + at[11]);
 	w->n = n;
 	w->nreq = nreq;
 	memcpy(w->it, it, n * sizeof(*it));

@@ -370,7 +370,7 @@ class _AisHandler(_Handler):
         if u.path.startswith('/s3/'):
             owner.count('s3_' + self.command.lower())
             if self.command == 'HEAD':
-                owner.head_enter()
+                owner.head_enter(u.path)
                 try:
                     self.s3_api(owner, u)
                 finally:
@@ -738,6 +738,7 @@ class AisStandIn(_Counting):
     404: every GetBatch request is answered with it at the proxy, as by an AIStore without
     GetBatch; counted as moss_refused_status), head_barrier (N: the next HEADs wait until N are
     in flight at once, at most 5 s; stats head_inflight_max: the most HEADs in flight),
+    head_hold (the first HEAD of a path with its match held until its go, at most 30 s),
     moss_hold (a threading.Event: every GetBatch answer waits for it at the target, at most
     30 s; counted as moss_held).
 
@@ -780,12 +781,20 @@ class AisStandIn(_Counting):
         self.head_cv = threading.Condition(self.lock)
         self.head_inflight = 0
         self.head_barrier = 0  # see head_enter
+        self.head_hold = None  # see head_enter
         self.serve(_AisHandler)
 
-    def head_enter(self):
+    def head_enter(self, path=''):
         """A HEAD arrives: counted in flight (stats head_inflight_max). With head_barrier N, the
         first HEADs wait until N are in flight at once (at most 5 s each; then never again): a
-        client that sends its HEADs one after the other keeps head_inflight_max at 1."""
+        client that sends its HEADs one after the other keeps head_inflight_max at 1. With
+        head_hold ({'match', 'reached', 'go', 'left'}: threading.Event each but match), the
+        first HEAD whose path has match sets reached, waits for go (at most 30 s), sets left."""
+        hold = self.head_hold
+        if hold is not None and hold['match'] in path and not hold['reached'].is_set():
+            hold['reached'].set()
+            hold['go'].wait(30)
+            hold['left'].set()
         with self.head_cv:
             self.head_inflight += 1
             self.stats['head_inflight_max'] = max(self.stats.get('head_inflight_max', 0),

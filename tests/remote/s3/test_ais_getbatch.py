@@ -68,6 +68,13 @@ cache directory (--warm off: nothing but the plan fetches ahead).
   stagecut 'stage''s mount, the answer cut in the middle of shard 1's first item: 2 GetBatch
            answers (the rest asked again), 1 failed item, its staged span failed (never
            served, its path read the ordinary way), every path exact, no read error
+  stagehead 'stage''s mount, the HEAD of the shard whose items of the window settle first
+           held at the stand-in: the other shards' HEADs still go (3 at the stand-in, the
+           held one counted) and their 20 paths are read from the stage with exact bytes
+           while it is held (each object's HEAD on a thread of its own: before, the
+           window thread sent one HEAD round at a time and every other shard waited for the
+           held one); released, the held shard's paths exact from the stage; 3 HEADs, no
+           object GET, no miss, no fallback
   stagesplit a staged window split into several requests: 2 other shards (16 members of
            200-300 KB, prefix big/), the plan their 16 middle members (4 MB, one window),
            --connections 5 (at most 3 GetBatch requests at once): exactly fetch_batch.c's
@@ -831,6 +838,76 @@ def case_stagecut(env, ck, c):
         c.world.ais.moss_cut_member = None
 
 
+def case_stagehead(env, ck, c):
+    """'stage''s mount with the HEAD of one shard held at the stand-in (head_hold): the shard
+    whose last item of the window comes first in the plan's order (so it settles first, and
+    before each object's HEAD had a thread of its own the window thread waited in its HEAD while
+    the others settled). While it is held (the stand-in's held HEAD has not left), the other
+    two shards' HEADs reach the stand-in and their paths are read from the stage with exact
+    bytes; released, the held shard's paths are exact from the stage too. The reads run on a
+    thread of the test, bounded by the poll (20 s, less than the hold's 30 s)."""
+    last = {}
+    for i, x in enumerate(c.plan):
+        last[x[1]] = i
+    held = min(last, key=last.get)
+    hold = {'match': PREFIX + held, 'reached': threading.Event(), 'go': threading.Event(),
+            'left': threading.Event()}
+    others = [x for x in c.plan if x[1] != held]
+    got = {}
+
+    def read_others():
+        for path, _, _, _, _ in others:
+            try:
+                got[path] = ml.read_all(os.path.join(m.mnt, path))
+            except OSError as e:
+                got[path] = e
+
+    c.world.ais.head_hold = hold
+    try:
+        with stage_mount(c, 'stagehead') as m:
+            st0, a0 = c.publish(ck, m, 'stagehead')
+            ck.ok(ml.poll(hold['reached'].is_set),
+                  'stagehead: the held shard\'s HEAD reached the stand-in')
+            t = threading.Thread(target=read_others, daemon=True)
+            t.start()
+            done = ml.poll(lambda: not t.is_alive(), timeout=20)
+            a1, st1 = c.ais(), m.stats()
+            ck.ok(done and not hold['left'].is_set(),
+                  'stagehead: the other shards\' paths read while the held HEAD lasts')
+            ck.eq('stagehead: HEADs at the stand-in while it lasts (the held one counted)',
+                  a1.get('s3_head', 0) - a0.get('s3_head', 0), NSHARDS)
+            ck.eq('stagehead: the other shards\' paths with wrong bytes',
+                  sum(1 for x in others if got.get(x[0]) != x[4]), 0)
+            ck.eq('stagehead: bytes read from the stage while it lasts (the other shards\' '
+                  'paths and their header checks)',
+                  st1['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
+                  sum(x[3] + 512 for x in others))
+            hold['go'].set()
+            t.join(30)
+            bad = sum(1 for x in c.plan if x[1] == held and
+                      ml.read_all(os.path.join(m.mnt, x[0])) != x[4])
+            ck.eq('stagehead: the held shard\'s paths with wrong bytes', bad, 0)
+            st2, a2 = m.stats(), c.ais()
+            ck.eq('stagehead: HEADs (stand-in, mount), requests, stale objects',
+                  (a2.get('s3_head', 0) - a0.get('s3_head', 0),
+                   st2['plan_batch_heads'] - st0['plan_batch_heads'],
+                   st2['plan_batch_requests'] - st0['plan_batch_requests'],
+                   st2['plan_batch_stale_objects'] - st0['plan_batch_stale_objects']),
+                  (NSHARDS, NSHARDS, 1, 0))
+            ck.eq('stagehead: bytes read from the stage: every path and its header check',
+                  st2['plan_stage_read_bytes'] - st0['plan_stage_read_bytes'],
+                  sum(x[3] + 512 for x in c.plan))
+            ck.eq('stagehead: object GETs, misses, fallbacks, failed spans, read errors',
+                  (a2.get('redirects', 0) - a0.get('redirects', 0),
+                   st2['cache_misses'] - st0['cache_misses'],
+                   st2['plan_stage_fallbacks'] - st0['plan_stage_fallbacks'],
+                   st2['plan_stage_failed'] - st0['plan_stage_failed'],
+                   st2['read_errors'] - st0['read_errors']), (0, 0, 0, 0, 0))
+    finally:
+        c.world.ais.head_hold = None
+        hold['go'].set()
+
+
 def run(env, ck):
     c = Case(env)
     try:
@@ -848,6 +925,7 @@ def run(env, ck):
         case_stagever(env, ck, c)
         case_stagerun(env, ck, c)
         case_stagecut(env, ck, c)
+        case_stagehead(env, ck, c)
         case_stagesplit(env, ck, c)
         case_version(env, ck, c)
         ck.eq('refused requests (the stand-in)', c.ais().get('moss_refused', 0), 0)
