@@ -599,15 +599,10 @@ static void ev_update(struct cachetier *ct, struct ct_file *f, int64_t now, uint
 		for (uint32_t c = lo; !mb && c < hi; c++)
 			ev_unit(ct, f, c, built, ahead_whole, &x, fat, &exp, &ahead);
 		if (ahead_whole) {
-			const uint8_t *p;
-
 			memset(f->ev.held, 0, f->nunits);
 			/* as the scan did: from one unit not read since its fill to the next */
-			for (uint32_t c = 0; c < f->nunits; c = (uint32_t)(p - f->unread) + 1) {
-				p = memchr(f->unread + c, 1, f->nunits - c);
-				if (!p)
-					break;
-				c = (uint32_t)(p - f->unread);
+			for (uint32_t c = cachetier__unread_next(f, 0); c < f->nunits;
+			     c = cachetier__unread_next(f, c + 1)) {
 				ct->ev.examined++;
 				unit_held_set(f, c, now, &ahead, &exp);
 			}
@@ -936,14 +931,8 @@ static uint64_t ev_ahead_scan(struct cachetier *ct, int64_t now)
 	uint64_t sum = 0;
 
 	for (const struct ct_file *f = ct->files; f; f = f->next) {
-		const uint8_t *p;
-
-		for (uint32_t c = 0; f->live && f->bytes && c < f->nunits;
-		     c = (uint32_t)(p - f->unread) + 1) {
-			p = memchr(f->unread + c, 1, f->nunits - c);
-			if (!p)
-				break;
-			c = (uint32_t)(p - f->unread);
+		for (uint32_t c = f->live && f->bytes ? cachetier__unread_next(f, 0) : f->nunits;
+		     c < f->nunits; c = cachetier__unread_next(f, c + 1)) {
 			ct->ev.scanned++;
 			if (unit_ahead_held(f, c, now))
 				sum += cachetier__unit_len(f, c);

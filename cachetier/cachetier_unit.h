@@ -199,5 +199,14 @@ static inline void cachetier__unread_set(struct ct_file *f, uint32_t c, int v)
 {
 	__atomic_store_n(&f->unread[c], (uint8_t)v, __ATOMIC_RELAXED);
 }
+/* The first unit at or after c marked unread, or nunits (a scan of atomic
+ * words: no memchr, which a commit's store under the object's lock alone
+ * would race with). */
+static inline uint32_t cachetier__unread_next(const struct ct_file *f, uint32_t c)
+{
+	while (c < f->nunits && !cachetier__unread(f, c))
+		c++;
+	return c;
+}
 
 #endif
