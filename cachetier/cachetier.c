@@ -177,9 +177,9 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	ct->be = be;
 	ct->dirfd = ct->metafd = ct->decfd = ct->datafd = ct->v1fd = ct->usagefd = -1;
 	disk_mutex_init(&ct->lock, DISK_LOCK_CT);
-	disk_mutex_init(&ct->fd_lock, DISK_LOCK_CT_FD);
+	disk_mutex_init(&ct->fds.fd_lock, DISK_LOCK_CT_FD);
 	disk_mutex_init(&ct->acct_lock, DISK_LOCK_CT_ACCT);
-	disk_mutex_init(&ct->bpool_lock, DISK_LOCK_CT_BPOOL);
+	disk_mutex_init(&ct->wr.bpool_lock, DISK_LOCK_CT_BPOOL);
 	pthread_cond_init(&ct->cond, NULL);
 	pthread_cond_init(&ct->unit_cond, NULL);
 	pthread_cond_init(&ct->room_cond, NULL);
@@ -193,7 +193,7 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	config_clamp(ct);
 	if (!ct->cfg.local_fds_max)
 		ct->cfg.local_fds_max = local_fds_default();
-	ct->fd_max = ct->cfg.local_fds_max;
+	ct->fds.fd_max = ct->cfg.local_fds_max;
 	ct->obj_tab_size = OBJ_TAB_MIN;
 	ct->obj_tab = calloc(ct->obj_tab_size, sizeof(*ct->obj_tab));
 	ct->watch = cachetier__watch_new();
@@ -324,8 +324,8 @@ void cachetier_close(struct cachetier *ct)
 	pthread_cond_destroy(&ct->unit_cond);
 	pthread_cond_destroy(&ct->room_cond);
 	pthread_cond_destroy(&ct->cond);
-	disk_mutex_destroy(&ct->bpool_lock);
-	disk_mutex_destroy(&ct->fd_lock);
+	disk_mutex_destroy(&ct->wr.bpool_lock);
+	disk_mutex_destroy(&ct->fds.fd_lock);
 	disk_mutex_destroy(&ct->acct_lock);
 	disk_mutex_destroy(&ct->lock);
 	free(ct->dir);
@@ -407,12 +407,12 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->weak_changed = ct->weak_changed;
 	st->peer_waits = ct->peer_waits;
 	st->work_wakes = ct->work_wakes;
-	st->fill_writes = atomic_load(&ct->fill_writes);
-	st->fill_publishes = ct->fill_publishes;
-	st->fill_locked_calls = ct->wlocked_calls;
-	st->fill_bufs_queued = atomic_load(&ct->wq_bufs);
-	st->fill_writer_locks = atomic_load(&ct->wlock_takes);
-	st->fill_writer_busy = atomic_load(&ct->wlock_busy);
+	st->fill_writes = atomic_load(&ct->wr.fill_writes);
+	st->fill_publishes = ct->wr.fill_publishes;
+	st->fill_locked_calls = ct->wr.wlocked_calls;
+	st->fill_bufs_queued = atomic_load(&ct->wr.wq_bufs);
+	st->fill_writer_locks = atomic_load(&ct->wr.wlock_takes);
+	st->fill_writer_busy = atomic_load(&ct->wr.wlock_busy);
 	st->fill_worker_busy = atomic_load(&ct->wk_busy);
 	st->workers_waiting = ct->work_idle > ct->work_woken ? ct->work_idle - ct->work_woken : 0;
 	st->unit_read_locks = ct->unit_read_locks;
@@ -433,8 +433,8 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->bytes_used = cachetier__usage_get(ct);
 	st->bytes_limit = ct->cfg.cache_size_bytes;
 	disk_mutex_unlock(&ct->lock);
-	disk_mutex_lock(&ct->fd_lock);
-	st->local_fds_open = ct->fd_open;
-	st->local_fd_reopens = ct->fd_reopens;
-	disk_mutex_unlock(&ct->fd_lock);
+	disk_mutex_lock(&ct->fds.fd_lock);
+	st->local_fds_open = ct->fds.fd_open;
+	st->local_fd_reopens = ct->fds.fd_reopens;
+	disk_mutex_unlock(&ct->fds.fd_lock);
 }

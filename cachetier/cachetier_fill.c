@@ -91,10 +91,10 @@ static int sink_unit_done(const struct fill_sink *s)
  * writer sees the flag: a pause always has its wake-up. */
 static int sink_full(struct cachetier *ct, unsigned limit)
 {
-	if (atomic_load_explicit(&ct->wq_bufs, memory_order_relaxed) < limit)
+	if (atomic_load_explicit(&ct->wr.wq_bufs, memory_order_relaxed) < limit)
 		return 0;
-	atomic_store(&ct->wq_wake, 1);
-	if (atomic_load(&ct->wq_bufs) < limit)
+	atomic_store(&ct->wr.wq_wake, 1);
+	if (atomic_load(&ct->wr.wq_bufs) < limit)
 		return 0; /* the flag stays: one wake-up to spare at most */
 	return BACKEND_SINK_FULL;
 }
@@ -195,7 +195,7 @@ static void *fill_sink_mem(void *arg, uint64_t off, size_t *len)
 	if (off != s->next || s->next >= s->end ||
 	    atomic_load_explicit(&s->slot->withdraw, memory_order_relaxed) ||
 	    (s->slot->fill->async &&
-	     atomic_load_explicit(&ct->wq_bufs, memory_order_relaxed) >= FILL_WQ_MAX))
+	     atomic_load_explicit(&ct->wr.wq_bufs, memory_order_relaxed) >= FILL_WQ_MAX))
 		return NULL;
 	if (!s->cur) {
 		s->cur = cachetier__buf_get(ct);
@@ -693,7 +693,7 @@ int cachetier__units_start(struct cachetier *ct)
 	ct->rq_tail = &ct->rq;
 	ct->pf_tail = &ct->pf;
 	ct->nslots = ct->cfg.fill_threads + ct->cfg.small_fills;
-	if (sem_init(&ct->wsem, 0, 0) < 0)
+	if (sem_init(&ct->wr.wsem, 0, 0) < 0)
 		return -errno;
 	ct->workers = calloc(nworkers, sizeof(*ct->workers));
 	ct->slots = calloc(ct->nslots, sizeof(*ct->slots));
@@ -716,10 +716,10 @@ int cachetier__units_start(struct cachetier *ct)
 		    sem_init(&fl->run_sem, 0, 0) < 0)
 			return -ENOMEM;
 	}
-	if (pthread_create(&ct->writer, NULL, cachetier__writer_main, ct) != 0)
+	if (pthread_create(&ct->wr.writer, NULL, cachetier__writer_main, ct) != 0)
 		return -EAGAIN;
-	pthread_setname_np(ct->writer, "shardfs-write");
-	ct->have_writer = 1;
+	pthread_setname_np(ct->wr.writer, "shardfs-write");
+	ct->wr.have_writer = 1;
 	if (pthread_create(&ct->flusher, NULL, flusher_main, ct) != 0)
 		return -EAGAIN;
 	pthread_setname_np(ct->flusher, "shardfs-flush"); /* top -H, perf */
@@ -757,12 +757,12 @@ void cachetier__units_stop(struct cachetier *ct)
 	while (ct->fills_inflight > 0)
 		disk_cond_wait(&ct->unit_cond, &ct->lock); /* fill_end broadcasts it */
 	disk_mutex_unlock(&ct->lock);
-	if (ct->have_writer) { /* no fill left: nothing more is pushed */
-		atomic_store(&ct->wstop, 1);
-		sem_post(&ct->wsem);
-		pthread_join(ct->writer, NULL);
-		ct->have_writer = 0;
-		sem_destroy(&ct->wsem);
+	if (ct->wr.have_writer) { /* no fill left: nothing more is pushed */
+		atomic_store(&ct->wr.wstop, 1);
+		sem_post(&ct->wr.wsem);
+		pthread_join(ct->wr.writer, NULL);
+		ct->wr.have_writer = 0;
+		sem_destroy(&ct->wr.wsem);
 	}
 	cachetier__buf_pool_free(ct);
 	for (unsigned i = 0; ct->slots && i < ct->nslots; i++) {

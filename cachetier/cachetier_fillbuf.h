@@ -50,7 +50,7 @@ struct ct_wjob;
 /* A buffer of a fill's bytes on its way from the sink to the writer; or,
  * with end set, the end of a run (the slot's own message, no data). */
 struct fill_buf {
-	struct fill_buf *next; /* in ct->wq */
+	struct fill_buf *next; /* in ct->wr.wq */
 	struct ct_slot *slot;  /* a fill's; NULL: a job's (cachetier__write_push) */
 	struct ct_wjob *job;   /* a job's: with used 0, its barrier */
 	struct ct_file *f;     /* a job's write: into f, */

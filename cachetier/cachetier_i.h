@@ -19,7 +19,7 @@
  *      2b lists). Held only for short
  *      in-memory work; never across backend I/O, file writes, unlinks or
  *      fsync (eviction drops it around its file operations).
- *   3. cachetier.fd_lock — the bounded set of open local source fds
+ *   3. cachetier.fds.fd_lock — the bounded set of open local source fds
  *      (cachetier_obj.c). Taken with no other lock held; held for list work
  *      and close() of local files only, never across an open.
  *   2b. ct_file.lock — one per cached remote object, after cachetier.lock:
@@ -181,6 +181,45 @@ struct ct_job {
 	struct ct_job *next;
 };
 
+/* The fill writer's state (struct cachetier's wr): the sinks push, the
+ * writer's thread takes (cachetier_write.c). */
+struct ct_writer {
+	/* fills' sinks (on the store's I/O thread) push buffers of bytes
+	 * here, lock-free; the writer's thread writes them, checksums them
+	 * and commits their units */
+	_Atomic(struct fill_buf *) wq; /* pushed buffers, newest first */
+	sem_t wsem;		       /* posted by a push onto an empty wq, and at stop */
+	struct disk_mutex bpool_lock;  /* a leaf: the pool of free sink buffers */
+	struct fill_buf *bpool;	       /* ... (cachetier__buf_get), under bpool_lock */
+	unsigned bpool_n;	       /* ... how many (at most FILL_POOL_MAX) */
+	atomic_int wstop;	       /* the writer leaves once wq is empty */
+	atomic_uint wq_bufs;	       /* fills' buffers of bytes pushed, not yet written: at
+					* FILL_WQ_MAX the sinks pause their transfers */
+	atomic_int wq_wake;	   /* a sink paused: the writer calls backend_sink_ready at half */
+	atomic_int whold;	   /* tests: the writer takes nothing (cachetier_write_hold) */
+	atomic_ullong fill_writes; /* the writer's pwrite(v) calls of fills' bytes */
+	/* ... its passes making units readable (under their object's lock) */
+	atomic_ullong fill_publishes;
+	uint64_t wlocked_calls;	   /* ... their lock fcntls under ct->lock (fill_locked_calls) */
+	atomic_ullong wlock_takes; /* ... its takes of ct->lock (after each batch) */
+	atomic_ullong wlock_busy;  /* ... those that found it held */
+	pthread_t writer;
+	int have_writer;
+};
+
+/* The bounded set of open local source fds (struct cachetier's fds;
+ * cachetier_obj.c). */
+struct ct_fdbound {
+	/* Open fds of local source files (objects with 'local' set): at most
+	 * fd_max; the least recently used unpinned one is closed when a
+	 * new one would pass it, and reopened by the next read. */
+	struct disk_mutex fd_lock;	       /* DISK_LOCK_CT_FD: protects the fields below */
+	struct cachetier_obj *fd_mru, *fd_lru; /* open ones, most recent first */
+	unsigned fd_open;		       /* open local source fds */
+	unsigned fd_max;		       /* read-only after open */
+	uint64_t fd_reopens;		       /* fds opened again after a close */
+};
+
 /* The cache tier's own files that carry a version (cachetier__note_version). */
 enum ct_format { CT_FMT_MAP, CT_FMT_REC, CT_FMT_COUNT };
 
@@ -244,28 +283,8 @@ struct cachetier {
 	unsigned nworkers;
 	pthread_t flusher; /* writes the batched maps; off the fill path */
 	int have_flusher;
-	/* The fill writer (cachetier_write.c): fills' sinks (on the store's
-	 * I/O thread) push buffers of bytes here, lock-free; this thread
-	 * writes them, checksums them and makes their units readable */
-	_Atomic(struct fill_buf *) wq; /* pushed buffers, newest first */
-	sem_t wsem;		       /* posted by a push onto an empty wq, and at stop */
-	struct disk_mutex bpool_lock;  /* a leaf: the pool of free sink buffers */
-	struct fill_buf *bpool;	       /* ... (cachetier__buf_get), under bpool_lock */
-	unsigned bpool_n;	       /* ... how many (at most FILL_POOL_MAX) */
-	atomic_int wstop;	       /* the writer leaves once wq is empty */
-	atomic_uint wq_bufs;	       /* fills' buffers of bytes pushed, not yet written: at
-					* FILL_WQ_MAX the sinks pause their transfers */
-	atomic_int wq_wake;	   /* a sink paused: the writer calls backend_sink_ready at half */
-	atomic_int whold;	   /* tests: the writer takes nothing (cachetier_write_hold) */
-	atomic_ullong fill_writes; /* the writer's pwrite(v) calls of fills' bytes */
-	/* ... its passes making units readable (under their object's lock) */
-	atomic_ullong fill_publishes;
-	uint64_t wlocked_calls;	   /* ... their lock fcntls under ct->lock (fill_locked_calls) */
-	atomic_ullong wlock_takes; /* ... its takes of ct->lock (after each batch) */
-	atomic_ullong wlock_busy;  /* ... those that found it held */
-	atomic_ullong wk_busy;	   /* the fill workers' takes of ct->lock that found it held */
-	pthread_t writer;
-	int have_writer;
+	struct ct_writer wr;	/* the fill writer (cachetier_write.c) */
+	atomic_ullong wk_busy;	/* the fill workers' takes of ct->lock that found it held */
 	struct ct_puncher *pun; /* evictions' punches off the fill workers (cachetier_punch.c) */
 	int stopping;
 	unsigned work_idle, work_woken, wake_hold, wake_held; /* cachetier__work_wake */
@@ -368,14 +387,7 @@ struct cachetier {
 	atomic_int watch_own_noted;  /* data files watched with inotify, not fanotify: logged */
 	atomic_ullong units_checked; /* units_check: units read back and CRC'd */
 	atomic_ullong watch_own;     /* live data files with a fanotify record */
-	/* Open fds of local source files (objects with 'local' set): at most
-	 * fd_max; the least recently used unpinned one is closed when a
-	 * new one would pass it, and reopened by the next read. */
-	struct disk_mutex fd_lock;	       /* DISK_LOCK_CT_FD: protects the fields below */
-	struct cachetier_obj *fd_mru, *fd_lru; /* open ones, most recent first */
-	unsigned fd_open;		       /* open local source fds */
-	unsigned fd_max;		       /* read-only after open */
-	uint64_t fd_reopens;		       /* fds opened again after a close */
+	struct ct_fdbound fds;	     /* the bounded set of open local source fds */
 };
 
 enum obj_state { OBJ_OPENING, OBJ_READY, OBJ_FAILED };
@@ -390,12 +402,12 @@ struct cachetier_obj {
 	int err;		    /* OBJ_FAILED: negative errno */
 	int fd;			    /* local source or decoded copy; -1 for the unit store
 				     * (local sources: -1 while closed by the fd bound) */
-	/* Local source files only; protected by ct->fd_lock. The fd stays open
+	/* Local source files only; protected by ct->fds.fd_lock. The fd stays open
 	 * while pinned (between read_begin and read_end); identity is what the
 	 * first open saw: a reopened file must match it, else -ESTALE. */
 	int local;
 	unsigned fd_pins;
-	struct cachetier_obj *fd_prev, *fd_next; /* in ct->fd_mru list while fd >= 0 */
+	struct cachetier_obj *fd_prev, *fd_next; /* in ct->fds.fd_mru list while fd >= 0 */
 	dev_t dev;
 	ino_t ino;
 	int64_t mtime_ns;

@@ -55,46 +55,46 @@ int cachetier_obj_refusal(struct cachetier *ct, const struct backend_objinfo *in
 	return cachetier__decode_refusal(ct, hash, r);
 }
 
-/* ---- the bounded set of open local source fds (ct->fd_lock) ------------- */
+/* ---- the bounded set of open local source fds (ct->fds.fd_lock) ------------- */
 
 static void fd_unlink(struct cachetier *ct, struct cachetier_obj *o)
 {
 	if (o->fd_prev)
 		o->fd_prev->fd_next = o->fd_next;
 	else
-		ct->fd_mru = o->fd_next;
+		ct->fds.fd_mru = o->fd_next;
 	if (o->fd_next)
 		o->fd_next->fd_prev = o->fd_prev;
 	else
-		ct->fd_lru = o->fd_prev;
+		ct->fds.fd_lru = o->fd_prev;
 	o->fd_prev = o->fd_next = NULL;
 }
 
 static void fd_push(struct cachetier *ct, struct cachetier_obj *o)
 {
 	o->fd_prev = NULL;
-	o->fd_next = ct->fd_mru;
-	if (ct->fd_mru)
-		ct->fd_mru->fd_prev = o;
+	o->fd_next = ct->fds.fd_mru;
+	if (ct->fds.fd_mru)
+		ct->fds.fd_mru->fd_prev = o;
 	else
-		ct->fd_lru = o;
-	ct->fd_mru = o;
+		ct->fds.fd_lru = o;
+	ct->fds.fd_mru = o;
 }
 
 /* Close least recently used unpinned fds until at most fd_max are open.
  * Pinned ones are skipped: they are at most the reads in flight. */
 static void fd_trim(struct cachetier *ct)
 {
-	struct cachetier_obj *o = ct->fd_lru;
+	struct cachetier_obj *o = ct->fds.fd_lru;
 
-	while (ct->fd_open > ct->fd_max && o) {
+	while (ct->fds.fd_open > ct->fds.fd_max && o) {
 		struct cachetier_obj *prev = o->fd_prev;
 
 		if (!o->fd_pins) {
 			fd_unlink(ct, o);
 			close(o->fd);
 			o->fd = -1;
-			ct->fd_open--;
+			ct->fds.fd_open--;
 		}
 		o = prev;
 	}
@@ -136,13 +136,13 @@ int cachetier__local_pin(struct cachetier_obj *o, int *fd)
 	struct cachetier *ct = o->ct;
 	int nfd = -1;
 
-	disk_mutex_lock(&ct->fd_lock);
+	disk_mutex_lock(&ct->fds.fd_lock);
 	if (o->fd < 0) {
-		disk_mutex_unlock(&ct->fd_lock);
+		disk_mutex_unlock(&ct->fds.fd_lock);
 		nfd = local_open(ct, o, 0);
 		if (nfd < 0)
 			return nfd;
-		disk_mutex_lock(&ct->fd_lock);
+		disk_mutex_lock(&ct->fds.fd_lock);
 	}
 	if (o->fd >= 0) {
 		fd_unlink(ct, o); /* to the front */
@@ -150,14 +150,14 @@ int cachetier__local_pin(struct cachetier_obj *o, int *fd)
 			close(nfd); /* another reader reopened it meanwhile */
 	} else {
 		o->fd = nfd;
-		ct->fd_open++;
-		ct->fd_reopens++;
+		ct->fds.fd_open++;
+		ct->fds.fd_reopens++;
 	}
 	fd_push(ct, o);
 	o->fd_pins++;
 	*fd = o->fd;
 	fd_trim(ct);
-	disk_mutex_unlock(&ct->fd_lock);
+	disk_mutex_unlock(&ct->fds.fd_lock);
 	return 0;
 }
 
@@ -165,23 +165,23 @@ void cachetier__local_unpin(struct cachetier_obj *o)
 {
 	struct cachetier *ct = o->ct;
 
-	disk_mutex_lock(&ct->fd_lock);
+	disk_mutex_lock(&ct->fds.fd_lock);
 	o->fd_pins--;
 	fd_trim(ct);
-	disk_mutex_unlock(&ct->fd_lock);
+	disk_mutex_unlock(&ct->fds.fd_lock);
 }
 
 /* Release an object that left the table. */
 void cachetier__obj_free(struct cachetier *ct, struct cachetier_obj *o)
 {
 	if (o->local) {
-		disk_mutex_lock(&ct->fd_lock);
+		disk_mutex_lock(&ct->fds.fd_lock);
 		if (o->fd >= 0) {
 			fd_unlink(ct, o);
 			close(o->fd);
-			ct->fd_open--;
+			ct->fds.fd_open--;
 		}
-		disk_mutex_unlock(&ct->fd_lock);
+		disk_mutex_unlock(&ct->fds.fd_lock);
 	} else if (o->fd >= 0) {
 		close(o->fd);
 	}
@@ -263,12 +263,12 @@ static int obj_fill(struct cachetier *ct, const struct backend_objinfo *info,
 	fd = local_open(ct, o, 1);
 	if (fd < 0)
 		return fd;
-	disk_mutex_lock(&ct->fd_lock);
+	disk_mutex_lock(&ct->fds.fd_lock);
 	o->fd = fd;
-	ct->fd_open++;
+	ct->fds.fd_open++;
 	fd_push(ct, o);
 	fd_trim(ct);
-	disk_mutex_unlock(&ct->fd_lock);
+	disk_mutex_unlock(&ct->fds.fd_lock);
 	return 0;
 }
 

@@ -392,7 +392,7 @@ void cachetier__run_landed(struct cachetier *ct, struct ct_file *f, uint32_t c, 
 {
 	/* lock fcntls (only units past CT_IDLE_MAX idle): counted when made
 	 * under ct->lock (fill_locked_calls) */
-	struct ct_lkrun run = {.calls = tier_locked ? &ct->wlocked_calls : NULL};
+	struct ct_lkrun run = {.calls = tier_locked ? &ct->wr.wlocked_calls : NULL};
 	uint64_t added = 0;
 
 	disk_mutex_lock(&f->lock);

@@ -13,7 +13,7 @@
  * one a buffer, made before ct->lock is taken: cachetier__run_land), and
  * one take of ct->lock serves every fill of the batch, with no system
  * call under it (the readers' wake-up after it). The queue is a
- * lock-free stack (ct->wq) and a semaphore (ct->wsem) posted once per
+ * lock-free stack (ct->wr.wq) and a semaphore (ct->wr.wsem) posted once per
  * batch: only by the push that finds the stack empty (the writer takes the
  * whole stack at each wake-up, so a push onto a non-empty stack is taken
  * with the one that posted). The sinks' buffers come from a pool
@@ -35,26 +35,26 @@
 void cachetier__wq_push3(struct cachetier *ct, struct fill_buf *a, struct fill_buf *b,
 			 struct fill_buf *c)
 {
-	struct fill_buf *head = atomic_load_explicit(&ct->wq, memory_order_relaxed);
+	struct fill_buf *head = atomic_load_explicit(&ct->wr.wq, memory_order_relaxed);
 	struct fill_buf *first = a ? a : b ? b : c; /* the oldest: last in the chain */
 	unsigned nbufs =
 	    (a && a->slot && !a->end) + (b && b->slot && !b->end) + (c->slot && !c->end);
 
 	/* a fill's bytes (fill_write takes them off) */
-	atomic_fetch_add_explicit(&ct->wq_bufs, nbufs, memory_order_relaxed);
+	atomic_fetch_add_explicit(&ct->wr.wq_bufs, nbufs, memory_order_relaxed);
 	if (b)
 		b->next = a;
 	c->next = b ? b : a;
 	do
 		first->next = head;
-	while (!atomic_compare_exchange_weak_explicit(&ct->wq, &head, c, memory_order_release,
+	while (!atomic_compare_exchange_weak_explicit(&ct->wr.wq, &head, c, memory_order_release,
 						      memory_order_relaxed));
 	/* the stack was empty: the writer has taken (or will take, after the
 	 * post it has not consumed yet) everything pushed before, so it needs
 	 * a wake-up for this one; a push onto a non-empty stack rides with the
 	 * push that found it empty and posted */
 	if (!head)
-		sem_post(&ct->wsem);
+		sem_post(&ct->wr.wsem);
 }
 
 void cachetier__wq_push2(struct cachetier *ct, struct fill_buf *a, struct fill_buf *b)
@@ -67,7 +67,7 @@ void cachetier__wq_push(struct cachetier *ct, struct fill_buf *b)
 	cachetier__wq_push2(ct, NULL, b);
 }
 
-/* The sinks' buffers: a stack of free ones (ct->bpool) under ct->bpool_lock
+/* The sinks' buffers: a stack of free ones (ct->wr.bpool) under ct->wr.bpool_lock
  * (a leaf: nothing is taken under it, held for a pointer swap), at most
  * FILL_POOL_MAX kept (8 MiB: the bytes of the fills in flight; more are
  * freed). A lock-free stack would need its whole list taken and walked to
@@ -80,13 +80,13 @@ struct fill_buf *cachetier__buf_get(struct cachetier *ct)
 {
 	struct fill_buf *b;
 
-	disk_mutex_lock(&ct->bpool_lock);
-	b = ct->bpool;
+	disk_mutex_lock(&ct->wr.bpool_lock);
+	b = ct->wr.bpool;
 	if (b) {
-		ct->bpool = b->next;
-		ct->bpool_n--;
+		ct->wr.bpool = b->next;
+		ct->wr.bpool_n--;
 	}
-	disk_mutex_unlock(&ct->bpool_lock);
+	disk_mutex_unlock(&ct->wr.bpool_lock);
 	return b ? b : malloc(sizeof(*b) + FILL_BUF_BYTES);
 }
 
@@ -94,28 +94,28 @@ void cachetier__buf_put(struct cachetier *ct, struct fill_buf *b)
 {
 	if (!b)
 		return;
-	disk_mutex_lock(&ct->bpool_lock);
-	if (ct->bpool_n < FILL_POOL_MAX) {
-		b->next = ct->bpool;
-		ct->bpool = b;
-		ct->bpool_n++;
+	disk_mutex_lock(&ct->wr.bpool_lock);
+	if (ct->wr.bpool_n < FILL_POOL_MAX) {
+		b->next = ct->wr.bpool;
+		ct->wr.bpool = b;
+		ct->wr.bpool_n++;
 		b = NULL;
 	}
-	disk_mutex_unlock(&ct->bpool_lock);
+	disk_mutex_unlock(&ct->wr.bpool_lock);
 	free(b);
 }
 
 void cachetier__buf_pool_free(struct cachetier *ct)
 {
-	disk_mutex_lock(&ct->bpool_lock);
-	while (ct->bpool) {
-		struct fill_buf *b = ct->bpool;
+	disk_mutex_lock(&ct->wr.bpool_lock);
+	while (ct->wr.bpool) {
+		struct fill_buf *b = ct->wr.bpool;
 
-		ct->bpool = b->next;
+		ct->wr.bpool = b->next;
 		free(b);
 	}
-	ct->bpool_n = 0;
-	disk_mutex_unlock(&ct->bpool_lock);
+	ct->wr.bpool_n = 0;
+	disk_mutex_unlock(&ct->wr.bpool_lock);
 }
 
 /* The fill writer: b's bytes to the data file, each unit's CRC32C as they
@@ -131,8 +131,8 @@ static void buf_done(struct cachetier *ct, struct fill_buf *b)
 	cachetier__buf_put(ct, b);
 	/* down to a quarter with a sink paused (cachetier_fill.c, sink_full): its
 	 * transfer goes on (one wake-up of the store's I/O thread, not a poll) */
-	if (atomic_fetch_sub(&ct->wq_bufs, 1) - 1 <= FILL_WQ_RESUME && atomic_load(&ct->wq_wake) &&
-	    atomic_exchange(&ct->wq_wake, 0))
+	if (atomic_fetch_sub(&ct->wr.wq_bufs, 1) - 1 <= FILL_WQ_RESUME &&
+	    atomic_load(&ct->wr.wq_wake) && atomic_exchange(&ct->wr.wq_wake, 0))
 		backend_sink_ready(ct->be);
 }
 
@@ -157,7 +157,7 @@ static struct fill_buf *fill_write(struct cachetier *ct, struct fill_buf *b)
 	if (fl->werr == 0) {
 		fl->wtop = end;
 		fl->werr = cachetier__run_writev(slot->f, slot->c, fl->crc, b->off, iov, n);
-		atomic_fetch_add_explicit(&ct->fill_writes, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ct->wr.fill_writes, 1, memory_order_relaxed);
 		if (fl->werr == 0)
 			fl->wnext = end;
 	}
@@ -208,7 +208,7 @@ static void fill_group_write(struct cachetier *ct, struct ct_slot *slot)
 	if (fl->wland > fl->land) {
 		cachetier__run_land(slot->f, slot->c + fl->land, fl->wland - fl->land,
 				    fl->crc + fl->land);
-		atomic_fetch_add_explicit(&ct->fill_publishes, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ct->wr.fill_publishes, 1, memory_order_relaxed);
 	}
 	/* the run goes on past the batch: its units readable now, their
 	 * readers woken (they commit them); a run that ends in the batch is
@@ -388,7 +388,7 @@ void cachetier__write_wait(struct cachetier *ct, struct ct_wjob *j)
 
 	CT_OFF_LOOP();
 	if (!b) { /* no barrier to be had: wait for the queue to drain */
-		while (atomic_load(&ct->wq))
+		while (atomic_load(&ct->wr.wq))
 			sched_yield();
 		return;
 	}
@@ -428,12 +428,12 @@ void *cachetier__writer_main(void *arg)
 		struct fill_buf *l, *fifo = NULL;
 		struct ct_slot *groups = NULL, **gt = &groups;
 
-		while (sem_wait(&ct->wsem) < 0 && errno == EINTR)
+		while (sem_wait(&ct->wr.wsem) < 0 && errno == EINTR)
 			;
-		if (atomic_load(&ct->whold) && !atomic_load(&ct->wstop))
+		if (atomic_load(&ct->wr.whold) && !atomic_load(&ct->wr.wstop))
 			continue; /* the hold's end posts again */
-		l = atomic_exchange_explicit(&ct->wq, NULL, memory_order_acquire);
-		if (!l && atomic_load(&ct->wstop))
+		l = atomic_exchange_explicit(&ct->wr.wq, NULL, memory_order_acquire);
+		if (!l && atomic_load(&ct->wr.wstop))
 			break;
 		while (l) { /* newest first: reversed */
 			struct fill_buf *next = l->next;
@@ -464,16 +464,17 @@ void *cachetier__writer_main(void *arg)
 		}
 		if (groups)
 			batch_publish(ct, groups);
-		atomic_store_explicit(&ct->wlock_takes, cachetier__lock_takes,
+		atomic_store_explicit(&ct->wr.wlock_takes, cachetier__lock_takes,
 				      memory_order_relaxed);
-		atomic_store_explicit(&ct->wlock_busy, cachetier__lock_busy, memory_order_relaxed);
+		atomic_store_explicit(&ct->wr.wlock_busy, cachetier__lock_busy,
+				      memory_order_relaxed);
 	}
 	return NULL;
 }
 
 void cachetier_write_hold(struct cachetier *ct, int hold)
 {
-	atomic_store(&ct->whold, hold != 0);
-	if (!hold && ct->have_writer)
-		sem_post(&ct->wsem); /* takes the pile (a spare wake-up finds none) */
+	atomic_store(&ct->wr.whold, hold != 0);
+	if (!hold && ct->wr.have_writer)
+		sem_post(&ct->wr.wsem); /* takes the pile (a spare wake-up finds none) */
 }

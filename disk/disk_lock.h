@@ -37,7 +37,7 @@ enum disk_lock_rank {
 	DISK_LOCK_CT_MAP = 60,	     /* cachetier: a cached object's maplock */
 	DISK_LOCK_CT = 62,	     /* cachetier: ct->lock */
 	DISK_LOCK_CT_FILE = 63,	 /* cachetier: a cached object's ct_file.lock (its units' pins) */
-	DISK_LOCK_CT_FD = 64,	 /* cachetier: ct->fd_lock (local objects' fds) */
+	DISK_LOCK_CT_FD = 64,	 /* cachetier: ct->fds.fd_lock (local objects' fds) */
 	DISK_LOCK_CT_PUNCH = 65, /* cachetier: the puncher's queue (a leaf) */
 	DISK_LOCK_CT_WATCH = 66, /* cachetier: the inotify watch's lock (a leaf) */
 	DISK_LOCK_CT_ACCT = 67,	 /* cachetier: the byte accounts' lock (a leaf) */
