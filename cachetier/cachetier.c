@@ -80,26 +80,6 @@ void cachetier__hash_hex(const void *data, size_t len, char out[17])
 	snprintf(out, 17, "%016llx", (unsigned long long)disk_fnv64(data, len));
 }
 
-/* mkdir -p with mode 0700 for every component we create. */
-static int mkdirs(const char *path)
-{
-	char buf[PATH_MAX];
-	size_t n = strlen(path);
-
-	if (n == 0 || n >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, path, n + 1);
-	for (size_t i = 1; i <= n; i++) {
-		if (buf[i] != '/' && buf[i] != '\0')
-			continue;
-		buf[i] = '\0';
-		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
-			return -errno;
-		buf[i] = path[i];
-	}
-	return 0;
-}
-
 #define OBJ_TAB_MIN 256
 
 static unsigned local_fds_default(void)
@@ -210,7 +190,7 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 		err = -ENAMETOOLONG;
 		goto fail;
 	}
-	err = mkdirs(path);
+	err = disk_mkdirs(path, 0700);
 	if (err < 0)
 		goto fail;
 	ct->dir = strdup(path);

@@ -1,5 +1,5 @@
 /*
- * disk.c — crash-safe writes and the blob envelope (disk.h).
+ * disk.c — crash-safe writes, the blob envelope and mkdir -p (disk.h).
  *
  * Non-goals: reading files (each owner bounds and checks its own), locks,
  * anything that knows a format.
@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "disk.h"
@@ -125,6 +126,25 @@ int disk_commit(int dirfd, int fd, const char *tmp, const char *name)
 	 * filesystems refuse fsync on directories) costs durability, not the
 	 * new file */
 	dir_sync(dirfd, name);
+	return 0;
+}
+
+int disk_mkdirs(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n == 0 || n >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (buf[i] != '/' && buf[i] != '\0')
+			continue;
+		buf[i] = '\0';
+		if (mkdir(buf, mode) < 0 && errno != EEXIST)
+			return -errno;
+		buf[i] = path[i];
+	}
 	return 0;
 }
 

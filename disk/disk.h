@@ -188,6 +188,12 @@ int disk_commit(int dirfd, int fd, const char *tmp, const char *name);
 /* disk_tmp_open + disk_write_all + disk_commit of buf as dirfd/name. */
 int disk_write_atomic(int dirfd, const char *name, const void *buf, size_t len, mode_t mode);
 
+/* mkdir -p: every component of path made with mode where it is missing
+ * (an existing one, of any kind, is left as it is). 0 or -errno of the
+ * first mkdir that failed; -ENAMETOOLONG for an empty path or one of
+ * PATH_MAX or more. */
+int disk_mkdirs(const char *path, mode_t mode);
+
 /* Has process pid ended (no such process, or a zombie)? 1 or 0; 0 for pid <= 0. What a
  * file named after its writer's pid (temp files .tmp.PID.N, per-process state) and a plan
  * named pid-PID are reaped by. */

@@ -35,26 +35,6 @@
 
 #include "fs_i.h"
 
-/* mkdir -p with mode 0700 for every component made; errors are the cache
- * tier's to report */
-static void make_dirs(const char *path)
-{
-	char buf[PATH_MAX];
-	size_t n = strlen(path);
-
-	if (n == 0 || n >= sizeof(buf))
-		return;
-	memcpy(buf, path, n + 1);
-	for (size_t i = 1; i <= n; i++) {
-		if (buf[i] != '/' && buf[i] != '\0')
-			continue;
-		buf[i] = '\0';
-		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
-			return;
-		buf[i] = path[i];
-	}
-}
-
 /* 0 when the directory path may be trusted (inside: the cache directory or
  * below it); else -EPERM after saying why on stderr (dir: the --cache-dir
  * given, for the message) */
@@ -124,7 +104,7 @@ int fs_cachedir_trust(const char **dirp)
 	char *real, *p;
 	int err = 0;
 
-	make_dirs(dir);
+	(void)disk_mkdirs(dir, 0700); /* errors are the cache tier's to report */
 	real = realpath(dir, NULL);
 	if (!real)
 		return 0; /* the cache tier reports the errno */

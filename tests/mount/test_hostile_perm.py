@@ -39,6 +39,38 @@ def plans_listed(mnt):
     return [ln.split('\t')[0] for ln in text.splitlines()[1:] if ln.strip()]
 
 
+def plan_sender(env, mnt):
+    """The command 'plan NAME PATH' sent straight to the mount at mnt (the ioctl, as
+    python/shardfs sends it), past the client's own check of the file: returns
+    send(who, [(name, path)]), which sends each in one process run as who (a command prefix:
+    NOBODY, or [] for the test's own user) and returns {name: errno (0: taken)} ({} when that
+    process failed). test_perm_resolve.py sends with it too."""
+    pydir = env.path('py')
+    if not os.path.isdir(pydir):
+        shutil.copytree(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..',
+                                     'python', 'shardfs'), os.path.join(pydir, 'shardfs'))
+    # a python nobody may run (the test's own may sit in root's home)
+    py = '/usr/bin/python3' if os.path.exists('/usr/bin/python3') else sys.executable
+
+    def send(who, sends):
+        code = ('import sys, json; sys.path.insert(0, %r); import shardfs\n'
+                'out = {}\n'
+                'for name, path in json.loads(sys.argv[1]):\n'
+                '    try:\n'
+                '        shardfs.control(%r, b"plan " + name.encode() + b" " +'
+                ' shardfs.ctl_path(path))\n'
+                '        out[name] = 0\n'
+                '    except OSError as e:\n'
+                '        out[name] = e.errno\n'
+                'print(json.dumps(out))\n' % (pydir, mnt))
+        r = env.run(who + [py, '-c', code, json.dumps(sends)])
+        if r.returncode != 0:
+            log('python: %r' % r.stderr)
+            return {}
+        return json.loads(r.stdout.decode())
+    return send
+
+
 def group_plan_rights(env, ck):
     if os.geteuid() != 0 or not shutil.which('setpriv'):
         raise ml.Skip('needs root and setpriv to send commands as nobody', 'host')
@@ -80,33 +112,6 @@ def group_plan_rights(env, ck):
         cases.append(('p%02d' % i, path, '%s %d:%d %04o%s' % (where, owner, group, mode,
                                                              ' (a link of nobody\'s)' if link
                                                              else '')))
-    # the command sent straight to the mount (the ioctl, as python/shardfs sends it), past the
-    # client's own check of the file
-    pydir = env.path('py')
-    shutil.copytree(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..',
-                                 'python', 'shardfs'), os.path.join(pydir, 'shardfs'))
-
-    # a python nobody may run (the test's own may sit in root's home)
-    py = '/usr/bin/python3' if os.path.exists('/usr/bin/python3') else sys.executable
-
-    def direct(mnt, sends):
-        """[(name, path)] each sent as nobody in one process: {name: errno (0: taken)}."""
-        code = ('import sys, json; sys.path.insert(0, %r); import shardfs\n'
-                'out = {}\n'
-                'for name, path in json.loads(sys.argv[1]):\n'
-                '    try:\n'
-                '        shardfs.control(%r, b"plan " + name.encode() + b" " +'
-                ' shardfs.ctl_path(path))\n'
-                '        out[name] = 0\n'
-                '    except OSError as e:\n'
-                '        out[name] = e.errno\n'
-                'print(json.dumps(out))\n' % (pydir, mnt))
-        r = env.run(NOBODY + [py, '-c', code, json.dumps(sends)])
-        if r.returncode != 0:
-            log('python as nobody: %r' % r.stderr)
-            return {}
-        return json.loads(r.stdout.decode())
-
     mnt = env.path('mnt')
     with ml.Mount(env, src, mountpoint=mnt, cache_dir=env.path('cache'),
                   extra=['-o', 'allow_other', '--uid', '65534', '--gid', '65534']) as m:
@@ -147,7 +152,7 @@ def group_plan_rights(env, ck):
                    'no such file in root-0700', errno.EACCES),
                   ('dnone2', os.path.join(dirs['root-0755'], 'none.txt'),
                    'no such file in root-0755', errno.ENOENT)]
-        got = direct(m.mnt, [(name, path) for name, path, _, _ in sends])
+        got = plan_sender(env, m.mnt)(NOBODY, [(name, path) for name, path, _, _ in sends])
         listed = plans_listed(m.mnt)
         for name, path, what, want in sends:
             ck.eq('%s (%s): the command sent straight: errno' % (name, what), got.get(name),

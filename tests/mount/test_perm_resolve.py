@@ -15,15 +15,13 @@ GROUP:
           root's own sends get the same verdicts in both directories. No plan is published.
 """
 import errno
-import json
 import os
 import shutil
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
-
-NOBODY = ['setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups']
+from test_hostile_perm import NOBODY, plan_sender  # noqa: E402
 
 
 def group_plan_resolve(env, ck):
@@ -53,28 +51,7 @@ def group_plan_resolve(env, ck):
                 os.symlink(target, path)
             sends.append(('%s-%s' % (d[5:], kind), path, want if mode == 0o755 else errno.EACCES,
                           want))
-    pydir = env.path('py')
-    shutil.copytree(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..',
-                                 'python', 'shardfs'), os.path.join(pydir, 'shardfs'))
-    py = '/usr/bin/python3' if os.path.exists('/usr/bin/python3') else sys.executable
-
-    def direct(who, sends):
-        """[(name, path)] each sent in one process: {name: errno (0: taken)}."""
-        code = ('import sys, json; sys.path.insert(0, %r); import shardfs\n'
-                'out = {}\n'
-                'for name, path in json.loads(sys.argv[1]):\n'
-                '    try:\n'
-                '        shardfs.control(%r, b"plan " + name.encode() + b" " +'
-                ' shardfs.ctl_path(path))\n'
-                '        out[name] = 0\n'
-                '    except OSError as e:\n'
-                '        out[name] = e.errno\n'
-                'print(json.dumps(out))\n' % (pydir, mnt))
-        r = env.run(who + [py, '-c', code, json.dumps(sends)])
-        if r.returncode != 0:
-            ml.log('python: %r' % r.stderr)
-            return {}
-        return json.loads(r.stdout.decode())
+    direct = plan_sender(env, mnt)
 
     with ml.Mount(env, src, mountpoint=mnt, cache_dir=env.path('cache'),
                   extra=['-o', 'allow_other', '--uid', '65534', '--gid', '65534']):

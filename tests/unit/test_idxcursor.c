@@ -40,23 +40,23 @@ static void random_shard(uint64_t *s, uint32_t n, struct tarw *t)
 	static const char *const exts[] = {"jpg", "cls", "json", "txt", "jpg.meta"};
 	char(*files)[128] = calloc(n + 1, 128);
 	uint32_t nfiles = 0;
-	uint32_t key = rnd(s, 1000);
+	uint32_t key = rnd_n(s, 1000);
 
 	for (uint32_t i = 0; i < n; i++) {
-		const char *d = dirs[rnd(s, sizeof(dirs) / sizeof(dirs[0]))];
+		const char *d = dirs[rnd_n(s, sizeof(dirs) / sizeof(dirs[0]))];
 		char name[128];
-		uint32_t kind = rnd(s, 20);
-		unsigned mode = rnd(s, 4) ? 0644 : rnd(s, 07777 + 1);
-		uint64_t mtime = rnd(s, 3) ? 1700000000 + i / 3 : rng_next(s) % 4000000000u;
+		uint32_t kind = rnd_n(s, 20);
+		unsigned mode = rnd_n(s, 4) ? 0644 : rnd_n(s, 07777 + 1);
+		uint64_t mtime = rnd_n(s, 3) ? 1700000000 + i / 3 : rnd(s) % 4000000000u;
 
-		if (rnd(s, 3) == 0)
-			key += 1 + rnd(s, 3);
-		if (rnd(s, 8) == 0)
-			snprintf(name, sizeof(name), "%sx%.*s", d, (int)rnd(s, 60),
+		if (rnd_n(s, 3) == 0)
+			key += 1 + rnd_n(s, 3);
+		if (rnd_n(s, 8) == 0)
+			snprintf(name, sizeof(name), "%sx%.*s", d, (int)rnd_n(s, 60),
 				 "qwertyuiopasdfghjklzxcvbnmqwertyuiopasdfghjklzxcvbnm0123456789");
 		else
 			snprintf(name, sizeof(name), "%ss%06u.%s", d, key,
-				 exts[rnd(s, sizeof(exts) / sizeof(exts[0]))]);
+				 exts[rnd_n(s, sizeof(exts) / sizeof(exts[0]))]);
 		if (kind == 0) { /* a directory of its own, maybe one implied already */
 			size_t l = strlen(name);
 
@@ -64,11 +64,12 @@ static void random_shard(uint64_t *s, uint32_t n, struct tarw *t)
 			name[l + 1] = 0;
 			tar_add(t, name, '5', NULL, 0755, mtime, 0);
 		} else if (kind == 1) {
-			tar_add(t, name, '2', rnd(s, 2) ? "../target/of/it" : "t", 0777, mtime, 0);
+			tar_add(t, name, '2', rnd_n(s, 2) ? "../target/of/it" : "t", 0777, mtime,
+				0);
 		} else if (kind <= 3 && nfiles > 0) {
-			tar_add(t, name, '1', files[rnd(s, nfiles)], mode, mtime, 0);
+			tar_add(t, name, '1', files[rnd_n(s, nfiles)], mode, mtime, 0);
 		} else {
-			tar_add(t, name, '0', NULL, mode, mtime, rnd(s, 4) ? rnd(s, 1500) : 0);
+			tar_add(t, name, '0', NULL, mode, mtime, rnd_n(s, 4) ? rnd_n(s, 1500) : 0);
 			snprintf(files[nfiles++], 128, "%s", name);
 		}
 	}
@@ -161,8 +162,8 @@ static int check_map(const struct shard *sh, const struct shardidx *ix, uint32_t
 
 	if (shardidx_entry_get(sh->ref, i, &y) < 0)
 		return 0;
-	off = y.size ? rnd(s, (uint32_t)y.size) : 0;
-	len = 1 + rnd(s, 2000);
+	off = y.size ? rnd_n(s, (uint32_t)y.size) : 0;
+	len = 1 + rnd_n(s, 2000);
 	nx = shardidx_map(ix, i, off, len, ex, 4);
 	ny = shardidx_map(sh->ref, i, off, len, ey, 4);
 	for (int k = 0; nx == ny && k < nx; k++)
@@ -216,18 +217,18 @@ static int walk_all(const struct shard *sh, uint64_t *s)
 	/* random: the same again, the next, a jump within reach of the block,
 	 * anywhere; on either load or the built index */
 	for (uint32_t r = 0; r < 6 * n; r++) {
-		uint32_t i, w = rnd(s, 5);
-		const struct shardidx *ix = rnd(s, 5) ? sh->v3[rnd(s, 2)] : sh->ref;
+		uint32_t i, w = rnd_n(s, 5);
+		const struct shardidx *ix = rnd_n(s, 5) ? sh->v3[rnd_n(s, 2)] : sh->ref;
 
-		i = w == 0 ? last : w == 1 ? last + 1 : w == 2 ? last + rnd(s, 18) : rnd(s, n);
+		i = w == 0 ? last : w == 1 ? last + 1 : w == 2 ? last + rnd_n(s, 18) : rnd_n(s, n);
 		if (w == 3 && last > 0)
-			i = last - 1 - rnd(s, last < 20 ? last : 20);
+			i = last - 1 - rnd_n(s, last < 20 ? last : 20);
 		if (i >= n)
-			i = rnd(s, n);
+			i = rnd_n(s, n);
 		bad += !check_entry(sh, ix, i, &e, "random");
-		if (e.type == SHARDIDX_REG && rnd(s, 4) == 0)
+		if (e.type == SHARDIDX_REG && rnd_n(s, 4) == 0)
 			bad += !check_map(sh, ix, i, s);
-		if (rnd(s, 4) == 0) { /* a lookup, then the attributes it found */
+		if (rnd_n(s, 4) == 0) { /* a lookup, then the attributes it found */
 			int64_t f = shardidx_lookup(ix, e.parent, e.name, strlen(e.name));
 
 			CHECK(f == i, "lookup of entry %u '%s': %" PRId64, i, e.name, f);
@@ -363,7 +364,7 @@ int main(void)
 	for (int r = 0; r < rounds; r++) {
 		struct shard sh = {0}, other = {0};
 		struct tarw t = {0}, t2 = {0};
-		uint32_t n = r < 10 ? sizes[r] : 1 + rnd(&s, 700);
+		uint32_t n = r < 10 ? sizes[r] : 1 + rnd_n(&s, 700);
 		const void *addr;
 		int bad;
 
@@ -375,7 +376,7 @@ int main(void)
 
 		/* free a load and load another shard: the new index, never the
 		 * old one's cursor (this thread's cursors are on v3[0]'s last) */
-		random_shard(&s, 1 + rnd(&s, 200), &t2);
+		random_shard(&s, 1 + rnd_n(&s, 200), &t2);
 		{
 			struct shard tmp = {0};
 			struct shardidx_entry e;
@@ -403,7 +404,7 @@ int main(void)
 
 			for (int k = 0; k < 4; k++) {
 				rd[k] = (struct reader){.sh = k % 2 ? &sh : &other,
-							.seed = rng_next(&s) | 1};
+							.seed = rnd(&s) | 1};
 				if (pthread_create(&th[k], NULL, reader_main, &rd[k]))
 					FAIL("pthread_create");
 			}

@@ -46,20 +46,20 @@ static void random_shard(uint64_t *s, uint32_t n, struct tarw *t)
 	static const char *const dirs[] = {"", "a/", "a/b/", "c/", "c/dd/e/", "train/", "zz/"};
 	static const char *const exts[] = {"jpg", "cls", "json", "txt", "jpg.meta"};
 	char(*files)[128] = calloc(n + 1, 128);
-	uint32_t nfiles = 0, key = rnd(s, 1000);
+	uint32_t nfiles = 0, key = rnd_n(s, 1000);
 
 	if (!files)
 		FAIL("calloc");
 	for (uint32_t i = 0; i < n; i++) {
-		const char *d = dirs[rnd(s, sizeof(dirs) / sizeof(dirs[0]))];
+		const char *d = dirs[rnd_n(s, sizeof(dirs) / sizeof(dirs[0]))];
 		char name[128];
-		uint32_t kind = rnd(s, 12);
-		uint64_t mtime = 1700000000 + rnd(s, 100000);
+		uint32_t kind = rnd_n(s, 12);
+		uint64_t mtime = 1700000000 + rnd_n(s, 100000);
 
-		if (rnd(s, 3) == 0)
-			key += 1 + rnd(s, 3);
+		if (rnd_n(s, 3) == 0)
+			key += 1 + rnd_n(s, 3);
 		snprintf(name, sizeof(name), "%ss%06u.%s", d, key,
-			 exts[rnd(s, sizeof(exts) / sizeof(exts[0]))]);
+			 exts[rnd_n(s, sizeof(exts) / sizeof(exts[0]))]);
 		if (kind == 0) {
 			size_t l = strlen(name);
 
@@ -67,14 +67,15 @@ static void random_shard(uint64_t *s, uint32_t n, struct tarw *t)
 			name[l + 1] = 0;
 			tar_add(t, name, '5', NULL, 0755, mtime, 0);
 		} else if (kind <= 2) {
-			tar_add(t, name, '2', rnd(s, 2) ? "../target/of/it" : "t", 0777, mtime, 0);
+			tar_add(t, name, '2', rnd_n(s, 2) ? "../target/of/it" : "t", 0777, mtime,
+				0);
 		} else if (kind == 3 && nfiles > 0) {
-			tar_add(t, name, '1', files[rnd(s, nfiles)], 0644, mtime, 0);
+			tar_add(t, name, '1', files[rnd_n(s, nfiles)], 0644, mtime, 0);
 		} else if (kind <= 5) {
 			tar_sparse(t, s, name, mtime);
 			snprintf(files[nfiles++], 128, "%s", name);
 		} else {
-			tar_add(t, name, '0', NULL, 0644, mtime, rnd(s, 1500));
+			tar_add(t, name, '0', NULL, 0644, mtime, rnd_n(s, 1500));
 			snprintf(files[nfiles++], 128, "%s", name);
 		}
 	}
@@ -222,27 +223,27 @@ static void put32(unsigned char *p, uint32_t v)
  * value, at a random place; tail: in the last quarter (the side tables). */
 static void rewrite(uint64_t *s, unsigned char *b, size_t len, uint32_t n, uint32_t hdr)
 {
-	uint32_t times = 1 + rnd(s, 4);
+	uint32_t times = 1 + rnd_n(s, 4);
 
 	for (uint32_t k = 0; k < times; k++) {
-		size_t lo = rnd(s, 2) ? hdr : len - len / 4;
-		size_t at = lo + rnd(s, (uint32_t)(len - lo));
+		size_t lo = rnd_n(s, 2) ? hdr : len - len / 4;
+		size_t at = lo + rnd_n(s, (uint32_t)(len - lo));
 		static const uint64_t big[] = {0, UINT64_MAX, 1ull << 40, 0x7fffffff, 4096};
-		uint32_t vals[] = {0, UINT32_MAX, n, n + 1, n * 2, rnd(s, n + 1), 1u << 20};
+		uint32_t vals[] = {0, UINT32_MAX, n, n + 1, n * 2, rnd_n(s, n + 1), 1u << 20};
 
-		switch (rnd(s, 3)) {
+		switch (rnd_n(s, 3)) {
 		case 0:
-			b[at] = (unsigned char)rng_next(s);
+			b[at] = (unsigned char)rnd(s);
 			break;
 		case 1:
 			at &= ~(size_t)7;
 			if (at + 8 <= len)
-				put64(b + at, big[rnd(s, sizeof(big) / sizeof(big[0]))]);
+				put64(b + at, big[rnd_n(s, sizeof(big) / sizeof(big[0]))]);
 			break;
 		default:
 			at &= ~(size_t)3;
 			if (at + 4 <= len)
-				put32(b + at, vals[rnd(s, sizeof(vals) / sizeof(vals[0]))]);
+				put32(b + at, vals[rnd_n(s, sizeof(vals) / sizeof(vals[0]))]);
 			break;
 		}
 	}
@@ -287,7 +288,7 @@ int main(void)
 		struct tarw t = {0};
 		struct shardidx_builder *bld = shardidx_builder_new();
 		struct shardidx *ref = NULL;
-		uint32_t n = 1 + rnd(&s, r % 3 == 0 ? 40 : 300);
+		uint32_t n = 1 + rnd_n(&s, r % 3 == 0 ? 40 : 300);
 
 		random_shard(&s, n, &t);
 		if (!bld || shardidx_builder_feed(bld, t.b, t.len) != 1 ||
@@ -327,7 +328,7 @@ int main(void)
 					read_all(ix, ref, &(struct tally){0});
 				if (hdr) { /* the header only: read at load, never again */
 					for (int j = 32; j < 96; j++)
-						b[j] = (unsigned char)rng_next(&s);
+						b[j] = (unsigned char)rnd(&s);
 				} else if (mapped) {
 					unsigned char *w = malloc(len);
 

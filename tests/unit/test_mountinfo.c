@@ -352,8 +352,8 @@ static void gen_path(char *raw, size_t len)
 	static const char alpha[] = "ab/ \t\n\\-037:";
 
 	for (size_t i = 0; i < len; i++)
-		raw[i] = rnd(&rng, 8) == 0 ? (char)(0x80 + rnd(&rng, 128))
-					   : alpha[rnd(&rng, sizeof(alpha) - 1)];
+		raw[i] = rnd_n(&rng, 8) == 0 ? (char)(0x80 + rnd_n(&rng, 128))
+					     : alpha[rnd_n(&rng, sizeof(alpha) - 1)];
 	raw[len] = '\0';
 }
 
@@ -382,41 +382,42 @@ static void test_generated(unsigned lines)
 	char root[16], point[16], source[16];
 
 	for (unsigned l = 0; l < lines; l++) {
-		int escape = rnd(&rng, 4) != 0,
-		    dev = rnd(&rng, 8) ? (int)rnd(&rng, 4) : (int)rnd(&rng, 12);
-		int nopt = rnd(&rng, 10) ? (int)rnd(&rng, 4) : 55 + (int)rnd(&rng, 16);
-		int sep = rnd(&rng, 10) ? 1 : (int)rnd(&rng, 3),
-		    extra = rnd(&rng, 8) ? 0 : 1 + (int)rnd(&rng, 2);
-		int wide = rnd(&rng, 10) == 0; /* runs of blanks */
+		int escape = rnd_n(&rng, 4) != 0,
+		    dev = rnd_n(&rng, 8) ? (int)rnd_n(&rng, 4) : (int)rnd_n(&rng, 12);
+		int nopt = rnd_n(&rng, 10) ? (int)rnd_n(&rng, 4) : 55 + (int)rnd_n(&rng, 16);
+		int sep = rnd_n(&rng, 10) ? 1 : (int)rnd_n(&rng, 3),
+		    extra = rnd_n(&rng, 8) ? 0 : 1 + (int)rnd_n(&rng, 2);
+		int wide = rnd_n(&rng, 10) == 0; /* runs of blanks */
 		const char *gap = wide ? "  " : " ";
 		size_t o = 0;
 
-		gen_path(root, 1 + rnd(&rng, 6));
-		gen_path(point, rnd(&rng, 10) ? 1 + rnd(&rng, 8) : 0);
-		gen_path(source, rnd(&rng, 10) ? 1 + rnd(&rng, 8) : 0);
+		gen_path(root, 1 + rnd_n(&rng, 6));
+		gen_path(point, rnd_n(&rng, 10) ? 1 + rnd_n(&rng, 8) : 0);
+		gen_path(source, rnd_n(&rng, 10) ? 1 + rnd_n(&rng, 8) : 0);
 		o += (size_t)snprintf(line + o, sizeof(line) - o, "%s%u%s%u%s%s%s", wide ? " " : "",
-				      rnd(&rng, 1000), gap, rnd(&rng, 1000), gap, devs[dev], gap);
+				      rnd_n(&rng, 1000), gap, rnd_n(&rng, 1000), gap, devs[dev],
+				      gap);
 		o += put_path(line + o, root, escape);
 		o += (size_t)snprintf(line + o, sizeof(line) - o, "%s", gap);
 		o += put_path(line + o, point, escape);
 		o += (size_t)snprintf(line + o, sizeof(line) - o, "%srw,relatime", gap);
 		for (int i = 0; i < nopt; i++)
 			o += (size_t)snprintf(line + o, sizeof(line) - o, "%sshared:%u", gap,
-					      rnd(&rng, 500));
+					      rnd_n(&rng, 500));
 		o += (size_t)snprintf(line + o, sizeof(line) - o, "%s%s%s", sep == 1 ? gap : "",
 				      sep == 0	 ? ""
 				      : sep == 1 ? "-"
 						 : " --",
 				      gap);
 		o += (size_t)snprintf(line + o, sizeof(line) - o, "%s%s",
-				      rnd(&rng, 4) ? "fuse.shardfs" : "ext4", gap);
+				      rnd_n(&rng, 4) ? "fuse.shardfs" : "ext4", gap);
 		o += put_path(line + o, source, escape);
 		o += (size_t)snprintf(line + o, sizeof(line) - o, "%srw,user_id=%u%s", gap,
-				      rnd(&rng, 2000), rnd(&rng, 3) ? "\n" : "");
+				      rnd_n(&rng, 2000), rnd_n(&rng, 3) ? "\n" : "");
 		for (int i = 0; i < extra; i++)
 			o += (size_t)snprintf(line + o, sizeof(line) - o, " x%d", i);
-		if (rnd(&rng, 3) == 0) /* cut */
-			line[rnd(&rng, (uint32_t)o + 1)] = '\0';
+		if (rnd_n(&rng, 3) == 0) /* cut */
+			line[rnd_n(&rng, (uint32_t)o + 1)] = '\0';
 		/* the kernel's: every path escaped and not empty, the device
 		 * its, at most 3 optional fields, one separator, not cut */
 		int kernel = escape && point[0] && source[0] && dev < 4 && nopt < 4 && sep == 1 &&

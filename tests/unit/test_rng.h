@@ -1,9 +1,10 @@
 /*
- * test_rng.h — the seeded generator of the unit tests that draw with
- * rnd(s, n) (test_idxcursor.c, test_idxrewrite.c through test_tar.h,
- * test_mountinfo.c): xorshift64 from a state the test seeds and prints,
- * so that a run repeats from its seed. Static inline: one test program is
- * one translation unit.
+ * test_rng.h — the one seeded generator of the unit tests: rnd(s), the
+ * next 64 bits, and rnd_n(s, n), a draw in 0..n-1 (test_idxcursor.c,
+ * test_idxrewrite.c through test_tar.h, test_mountinfo.c, and the cache
+ * tier's and the stage's tests through test_util.h): xorshift64 from a
+ * state the test seeds and prints, so that a run repeats from its seed.
+ * Static inline: one test program is one translation unit.
  */
 #ifndef SHARDFS_TEST_RNG_H
 #define SHARDFS_TEST_RNG_H
@@ -11,7 +12,7 @@
 #include <stdint.h>
 
 /* xorshift64 from *s (a printed seed repeats a run) */
-static inline uint64_t rng_next(uint64_t *s)
+static inline uint64_t rnd(uint64_t *s)
 {
 	uint64_t x = *s;
 
@@ -21,9 +22,9 @@ static inline uint64_t rng_next(uint64_t *s)
 	return *s = x;
 }
 
-static inline uint32_t rnd(uint64_t *s, uint32_t n) /* 0..n-1 */
+static inline uint32_t rnd_n(uint64_t *s, uint32_t n) /* 0..n-1 */
 {
-	return n ? (uint32_t)(rng_next(s) % n) : 0;
+	return n ? (uint32_t)(rnd(s) % n) : 0;
 }
 
 #endif

@@ -32,6 +32,7 @@
 #include "fetch.h"
 #include "fetch_i.h"
 #include "test_util.h"
+#include "test_stage.h"
 
 #define OBJ   (8u << 20)
 #define SLOT  (256u * 1024)
@@ -51,12 +52,9 @@ struct span {
 	int plan, cleared, done, failed, complete;
 	unsigned holds;
 	unsigned char *seen; /* bytes of its path read */
-	void *buf, *arg;
-	cachetier_mem_progress_fn progress;
-	cachetier_mem_done_fn donefn;
+	struct mem_rec rd;   /* its read into memory (rec_read) */
 };
 static struct span sp[NSLOT];
-static int cur;
 
 struct hold {
 	int slot;
@@ -72,20 +70,6 @@ static const int plan_ids[2]; /* plans: compared by address only */
 static uint64_t rn(uint64_t n)
 {
 	return n ? rnd(&rs) % n : 0;
-}
-
-static int rec_read(void *ctx, struct cachetier_obj *o, uint64_t off, size_t len, void *buf,
-		    cachetier_mem_progress_fn progress, cachetier_mem_done_fn done, void *arg)
-{
-	(void)ctx;
-	(void)o;
-	(void)off;
-	(void)len;
-	sp[cur].buf = buf;
-	sp[cur].arg = arg;
-	sp[cur].progress = progress;
-	sp[cur].donefn = done;
-	return 0;
 }
 
 /* The model: does span x go now, does it keep its buffer? */
@@ -139,29 +123,21 @@ static int release_one(int i, int step)
 int main(void)
 {
 	uint64_t seed = test_start(tmpdir, sizeof(tmpdir), "stagebuf", 20261130u);
-	struct cachetier_config cc;
-	struct cachetier *ct;
+	struct stage_rig rig;
 	struct cachetier_obj *o;
 	struct fetch *s;
 	struct fetch_stage_stats st;
-	struct backend *be;
-	char dir[sizeof(tmpdir) + 16];
 	unsigned char *buf = malloc(SLOT);
 	uint64_t staged = 0, served = 0, wrong = 0, refused = 0, mem_bad = 0;
 	int err;
 
 	rs = seed * 2654435761u + 1;
-	data = src_object(tmpdir, KEY, OBJ, &rs);
-	be = fault_store(tmpdir, "");
-	snprintf(dir, sizeof(dir), "%s/cache", tmpdir);
-	tier_config(&cc, dir, 64u << 20, 2, 64u * 1024);
-	ct = tier_open(&cc, be);
-	err = fetch_new(ct, &s);
-	if (err || !buf)
-		FAIL("fetch_new: %d", err);
-	if (fetch__stage_new(s, MAX) != 0)
-		FAIL("fetch__stage_new");
-	o = obj_open(ct, be, KEY);
+	stage_rig_open(&rig, tmpdir, KEY, OBJ, &rs, MAX);
+	data = rig.data;
+	s = rig.s;
+	o = rig.o;
+	if (!buf)
+		FAIL("malloc");
 	for (int step = 0; step < STEPS; step++) {
 		unsigned k = (unsigned)rn(NSLOT);
 		struct span *x = &sp[k];
@@ -182,9 +158,8 @@ int main(void)
 			if (!x->seen)
 				FAIL("calloc");
 			sub = (struct cachetier_piece){.off = x->off, .len = len};
-			cur = (int)k;
 			err = fetch__stage_add_via(s, o, x->off, x->off + len, &sub, 1,
-						   &plan_ids[x->plan], 0, 0, rec_read, NULL);
+						   &plan_ids[x->plan], 0, 0, rec_read, &x->rd);
 			CHECK(err == 0, "step %d: a span of %llu bytes staged: %d", step,
 			      (unsigned long long)len, err);
 			if (err) {
@@ -199,9 +174,10 @@ int main(void)
 			if (!x->used || x->done || x->written == x->len)
 				continue;
 			n = rn(2) ? x->len - x->written : 1 + rn(x->len - x->written);
-			memcpy((unsigned char *)x->buf + x->written, data + x->off + x->written, n);
+			memcpy((unsigned char *)x->rd.buf + x->written, data + x->off + x->written,
+			       n);
 			x->written += n;
-			x->progress(x->arg, x->off + x->written);
+			x->rd.progress(x->rd.arg, x->off + x->written);
 			/* a buffer reused under a hold shows here */
 			for (int i = 0; i < nholds; i++)
 				wrong += memcmp(holds[i].ptr, data + holds[i].a,
@@ -241,12 +217,12 @@ int main(void)
 			if (!x->used || x->done)
 				continue;
 			if (x->written == x->len && rn(8)) {
-				x->donefn(x->arg, 0);
+				x->rd.donefn(x->rd.arg, 0);
 			} else if (x->written < x->len && rn(4)) {
 				continue;
 			} else {
 				x->failed = 1;
-				x->donefn(x->arg, -EIO);
+				x->rd.donefn(x->rd.arg, -EIO);
 			}
 			x->done = 1;
 			settle(x);
@@ -294,14 +270,10 @@ int main(void)
 	      (unsigned long long)st.buf_remaps, (unsigned long long)st.buf_maps);
 	for (unsigned i = 0; i < NSLOT; i++) {
 		if (sp[i].used && !sp[i].done)
-			sp[i].donefn(sp[i].arg, -EIO);
+			sp[i].rd.donefn(sp[i].rd.arg, -EIO);
 		free(sp[i].seen);
 	}
-	cachetier_obj_unref(o);
-	fetch_free(s);
-	cachetier_close(ct);
-	backend_close(be);
-	free(data);
+	stage_rig_close(&rig);
 	free(buf);
 	return test_end("stagebuf", tmpdir, seed);
 }

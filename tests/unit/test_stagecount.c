@@ -34,6 +34,7 @@
 #include "fetch.h"
 #include "fetch_i.h"
 #include "test_util.h"
+#include "test_stage.h"
 
 #define OBJ	(4u << 20)
 #define SLOT	(512u * 1024)
@@ -54,29 +55,10 @@ struct mpiece {
 	unsigned char *seen[NSUB]; /* a byte of each path read: 1 */
 	unsigned nsub, holds;
 	int done, complete, gone;
-	/* its read into memory (rec_read) */
-	void *buf, *arg;
-	cachetier_mem_progress_fn progress;
-	cachetier_mem_done_fn donefn;
+	struct mem_rec rd; /* its read into memory (rec_read) */
 };
 static struct mpiece mp[NPIECE];
-static int nmp, cur;
-
-static int rec_read(void *ctx, struct cachetier_obj *o, uint64_t off, size_t len, void *buf,
-		    cachetier_mem_progress_fn progress, cachetier_mem_done_fn done, void *arg)
-{
-	struct mpiece *m = &mp[cur];
-
-	(void)ctx;
-	(void)o;
-	(void)len;
-	(void)off;
-	m->buf = buf;
-	m->arg = arg;
-	m->progress = progress;
-	m->donefn = done;
-	return 0;
-}
+static int nmp;
 
 static const int plan_id; /* the plan: compared by address only */
 
@@ -182,12 +164,11 @@ static void round_run(struct fetch *s, struct cachetier_obj *o, int round)
 				FAIL("calloc");
 		}
 		m->end = x + rn(2) * rn(4096); /* bytes carried past the last path, or none */
-		cur = i;
 		CHECK(fetch__stage_add_via(s, o, m->off, m->end, m->sub, m->nsub, &plan_id,
-					   (uint32_t)i, 0, rec_read, NULL) == 0,
+					   (uint32_t)i, 0, rec_read, &m->rd) == 0,
 		      "round %d: piece %d staged", round, i);
-		memcpy(m->buf, data + m->off, m->end - m->off);
-		m->progress(m->arg, m->end); /* every byte in */
+		memcpy(m->rd.buf, data + m->off, m->end - m->off);
+		m->rd.progress(m->rd.arg, m->end); /* every byte in */
 		/* every path cut into random reads (some a page) */
 		for (unsigned j = 0; j < m->nsub; j++) {
 			uint64_t a = m->sub[j].off, e = a + m->sub[j].len;
@@ -234,7 +215,7 @@ static void round_run(struct fetch *s, struct cachetier_obj *o, int round)
 
 		if (op->kind == OP_DONE) {
 			m->done = 1;
-			m->donefn(m->arg, 0);
+			m->rd.donefn(m->rd.arg, 0);
 			model_settle(m);
 		} else {
 			size_t len = (size_t)(op->b - op->a);
@@ -302,13 +283,12 @@ static void lost_path(struct fetch *s, struct cachetier_obj *o)
 	m->off = 0;
 	m->end = 200 * 4096;
 	m->sub[0] = (struct cachetier_piece){.off = 0, .len = m->end};
-	cur = 0;
 	CHECK(buf && fetch__stage_add_via(s, o, 0, m->end, m->sub, 1, &plan_id, 0, 0, rec_read,
-					  NULL) == 0,
+					  &m->rd) == 0,
 	      "lost: staged");
-	memcpy(m->buf, data, m->end);
-	m->progress(m->arg, m->end);
-	m->donefn(m->arg, 0);
+	memcpy(m->rd.buf, data, m->end);
+	m->rd.progress(m->rd.arg, m->end);
+	m->rd.donefn(m->rd.arg, 0);
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint64_t pg = (uint64_t)pass; pg < 200; pg += 2)
 			ok &= fetch_stage_read(s, o, buf, 4096, pg * 4096) == 1 &&
@@ -330,27 +310,16 @@ static void lost_path(struct fetch *s, struct cachetier_obj *o)
 int main(void)
 {
 	uint64_t seed = test_start(tmpdir, sizeof(tmpdir), "stagecount", 20261130u);
-	struct cachetier_config cc;
-	struct cachetier *ct;
+	struct stage_rig rig;
 	struct cachetier_obj *o;
 	struct fetch *s;
 	struct fetch_stage_stats st;
-	struct backend *be;
-	char dir[sizeof(tmpdir) + 16];
-	int err;
 
 	rs = seed * 2654435761u + 1;
-	data = src_object(tmpdir, KEY, OBJ, &rs);
-	be = fault_store(tmpdir, "");
-	snprintf(dir, sizeof(dir), "%s/cache", tmpdir);
-	tier_config(&cc, dir, 64u << 20, 2, 64u * 1024);
-	ct = tier_open(&cc, be);
-	err = fetch_new(ct, &s);
-	if (err)
-		FAIL("fetch_new: %d", err);
-	if (fetch__stage_new(s, 16u << 20) != 0)
-		FAIL("fetch__stage_new");
-	o = obj_open(ct, be, KEY);
+	stage_rig_open(&rig, tmpdir, KEY, OBJ, &rs, 16u << 20);
+	data = rig.data;
+	s = rig.s;
+	o = rig.o;
 	for (int r = 0; r < ROUNDS; r++)
 		round_run(s, o, r);
 	lost_path(s, o);
@@ -362,11 +331,7 @@ int main(void)
 	CHECK(st.dropped == 1 && st.failed == 0 && st.full == 0 && st.fallbacks == 0,
 	      "nothing but lost_path's dropped (%llu), failed, full or fallen back",
 	      (unsigned long long)st.dropped);
-	cachetier_obj_unref(o);
-	fetch_free(s);
-	cachetier_close(ct);
-	backend_close(be);
-	free(data);
+	stage_rig_close(&rig);
 	free(ops);
 	return test_end("stagecount", tmpdir, seed);
 }

@@ -81,12 +81,12 @@ static inline void tar_add(struct tarw *t, const char *name, char type, const ch
 static inline void tar_sparse(struct tarw *t, uint64_t *s, const char *name, uint64_t mtime)
 {
 	uint64_t off[4], nb[4], pos = 0, stored = 0;
-	uint32_t np = 1 + rnd(s, 4);
+	uint32_t np = 1 + rnd_n(s, 4);
 	char *h;
 
 	for (uint32_t k = 0; k < np; k++) {
-		off[k] = pos + rnd(s, 3000);
-		nb[k] = 1 + rnd(s, 1500);
+		off[k] = pos + rnd_n(s, 3000);
+		nb[k] = 1 + rnd_n(s, 1500);
 		pos = off[k] + nb[k];
 		stored += nb[k];
 	}
@@ -104,7 +104,7 @@ static inline void tar_sparse(struct tarw *t, uint64_t *s, const char *name, uin
 		octal(h + 386 + 24 * k, 12, off[k]);
 		octal(h + 398 + 24 * k, 12, nb[k]);
 	}
-	octal(h + 483, 12, pos + rnd(s, 2000));
+	octal(h + 483, 12, pos + rnd_n(s, 2000));
 	tar_sum(h);
 	t->len += 512;
 	memset(t->b + t->len, 'S', stored);

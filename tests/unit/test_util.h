@@ -1,7 +1,7 @@
 /*
  * test_util.h — helpers the unit tests of the cache tier share
  * (test_chunkstore.c, test_fillwake.c, test_rules.c): the seeded
- * generator of their data, a source file written whole, a test tier's
+ * generator of their data (test_rng.h), a source file written whole, a test tier's
  * config and open, an object opened and its bytes compared, the tier's
  * counters, the fault store's flag files (DIR.hold: a read held while it
  * exists) and its log (DIR.log: one line a read). One test program is
@@ -19,18 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* xorshift64: the tests' data and their random choices, from a printed
- * seed (TEST_SEED repeats a run) */
-static inline uint64_t rnd(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	*s = x;
-	return x;
-}
+#include "test_rng.h" /* rnd(s): the tests' data and their random choices */
 
 /* Write len bytes of buf to path (created or truncated); a failure ends
  * the program (FAIL): nothing after it means anything. */
