@@ -133,19 +133,53 @@ void backend__strv_free(char **v, size_t n)
 	free(v);
 }
 
-int backend__brace_expand(const char *pattern, size_t max, char ***out, size_t *n)
-{
-	struct brace_part *parts = NULL;
-	size_t nparts = 0, cap = 0, maxlen = 0;
-	uint64_t total = 1;
-	const char *p = pattern, *lit = pattern;
-	char **v = NULL;
-	char *buf = NULL;
-	uint64_t *idx = NULL;
-	int err = -EINVAL;
+/* A pattern cut into parts: each a literal text and the brace after it
+ * (kind 0: none, the pattern's end). */
+struct brace_parse {
+	struct brace_part *parts;
+	size_t nparts, cap;
+	size_t maxlen;	/* the longest name's length */
+	uint64_t total; /* the names: the product of the braces' counts */
+};
 
-	*out = NULL;
-	*n = 0;
+/* Part bp (its literal from lit to open, or lit's end) appended to bp's
+ * parse, the product kept within max. 0, -ENOMEM or -E2BIG. */
+static int parse_push(struct brace_parse *ps, struct brace_part *bp, const char *lit,
+		      const char *open, size_t max)
+{
+	if (ps->nparts == ps->cap) {
+		size_t cap = ps->cap ? ps->cap * 2 : 8;
+		struct brace_part *np = realloc(ps->parts, cap * sizeof(*ps->parts));
+
+		if (!np)
+			return -ENOMEM;
+		ps->parts = np;
+		ps->cap = cap;
+	}
+	bp->lit = lit;
+	bp->lit_len = open ? (size_t)(open - lit) : strlen(lit);
+	ps->maxlen += bp->lit_len;
+	if (bp->kind) {
+		if (bp->count > max || ps->total > max / bp->count)
+			return -E2BIG;
+		ps->total *= bp->count;
+		ps->maxlen += alt_maxlen(bp);
+	}
+	ps->parts[ps->nparts++] = *bp;
+	return 0;
+}
+
+/* The pattern's parts: "{" to the next "}" is a brace unless
+ * brace_classify calls it literal; an unbalanced or nested brace is
+ * -EINVAL, more than max names -E2BIG. 0 or a negative errno (ps->parts
+ * is the caller's to free either way). */
+static int brace_parse(const char *pattern, size_t max, struct brace_parse *ps)
+{
+	const char *p = pattern, *lit = pattern;
+	int err;
+
+	memset(ps, 0, sizeof(*ps));
+	ps->total = 1;
 	for (;;) {
 		const char *open = strpbrk(p, "{}");
 		const char *close = NULL;
@@ -154,57 +188,42 @@ int backend__brace_expand(const char *pattern, size_t max, char ***out, size_t *
 
 		memset(&bp, 0, sizeof(bp));
 		if (open && *open == '}')
-			goto fail; /* unbalanced */
+			return -EINVAL; /* unbalanced */
 		if (open) {
 			close = strpbrk(open + 1, "{}");
 			if (!close || *close == '{')
-				goto fail; /* unbalanced or nested */
+				return -EINVAL; /* unbalanced or nested */
 			k = brace_classify(open + 1, (size_t)(close - open - 1), &bp);
 			if (k < 0)
-				goto fail;
+				return -EINVAL;
 			if (k == 0) {
 				p = close + 1; /* literal: part of the text */
 				continue;
 			}
 		}
-		if (nparts == cap) {
-			struct brace_part *np;
-
-			cap = cap ? cap * 2 : 8;
-			np = realloc(parts, cap * sizeof(*parts));
-			if (!np) {
-				err = -ENOMEM;
-				goto fail;
-			}
-			parts = np;
-		}
-		bp.lit = lit;
-		bp.lit_len = open ? (size_t)(open - lit) : strlen(lit);
-		maxlen += bp.lit_len;
-		if (bp.kind) {
-			if (bp.count > max || total > max / bp.count) {
-				err = -E2BIG;
-				goto fail;
-			}
-			total *= bp.count;
-			maxlen += alt_maxlen(&bp);
-		}
-		parts[nparts++] = bp;
+		err = parse_push(ps, &bp, lit, open, max);
+		if (err < 0)
+			return err;
 		if (!open)
-			break;
+			return ps->total > max ? -E2BIG : 0;
 		p = lit = close + 1;
 	}
-	if (total > max) {
-		err = -E2BIG;
-		goto fail;
-	}
-	err = -ENOMEM;
-	v = calloc((size_t)total, sizeof(*v));
-	idx = calloc(nparts, sizeof(*idx));
-	buf = malloc(maxlen + 1);
+}
+
+/* Every name of the parse, in order (the rightmost brace varies fastest),
+ * into a new array at *out. 0 or -ENOMEM. */
+static int brace_names(const struct brace_parse *ps, char ***out)
+{
+	const struct brace_part *parts = ps->parts;
+	size_t nparts = ps->nparts;
+	char **v = calloc((size_t)ps->total, sizeof(*v));
+	uint64_t *idx = calloc(nparts, sizeof(*idx));
+	char *buf = malloc(ps->maxlen + 1);
+	int err = -ENOMEM;
+
 	if (!v || !idx || !buf)
 		goto fail;
-	for (uint64_t t = 0; t < total; t++) {
+	for (uint64_t t = 0; t < ps->total; t++) {
 		size_t len = 0;
 
 		for (size_t i = 0; i < nparts; i++) {
@@ -230,13 +249,27 @@ int backend__brace_expand(const char *pattern, size_t max, char ***out, size_t *
 		}
 	}
 	*out = v;
-	*n = (size_t)total;
-	err = 0;
 	v = NULL;
+	err = 0;
 fail:
 	free(v);
 	free(idx);
 	free(buf);
-	free(parts);
+	return err;
+}
+
+int backend__brace_expand(const char *pattern, size_t max, char ***out, size_t *n)
+{
+	struct brace_parse ps;
+	int err;
+
+	*out = NULL;
+	*n = 0;
+	err = brace_parse(pattern, max, &ps);
+	if (err == 0)
+		err = brace_names(&ps, out);
+	if (err == 0)
+		*n = (size_t)ps.total;
+	free(ps.parts);
 	return err;
 }

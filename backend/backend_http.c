@@ -780,11 +780,97 @@ static int obj_cmp(const void *a, const void *b)
 	return strcmp(x->key, y->key);
 }
 
+/* The pattern's URL number i, on the server of the first (u0: the same
+ * origin and userinfo), taken into h->objs[i] with its decoded path as
+ * the key for now (urls[i] moves there). 0, -EINVAL (said) or -ENOMEM. */
+static int pattern_take(struct http *h, const char *source, const struct backend_url *u0,
+			char **urls, size_t i)
+{
+	struct backend_url u;
+	char *path;
+	ssize_t pl;
+	size_t len;
+	int err = backend__url_parse(&u, urls[i]);
+
+	if (err == -ENOMEM)
+		return err;
+	if (err < 0 || !u.origin || strcmp(u.origin, u0->origin) != 0 ||
+	    u.userinfo != u0->userinfo) {
+		backend__url_free(&u);
+		backend__set_error(NULL, "%s: every name must be on the same server", source);
+		return -EINVAL;
+	}
+	len = strlen(u.path);
+	path = malloc(len + 1);
+	if (!path) {
+		backend__url_free(&u);
+		return -ENOMEM;
+	}
+	pl = backend__pct_decode(u.path, len, path, len + 1);
+	backend__url_free(&u);
+	if (pl < 0) {
+		free(path);
+		backend__set_error(NULL, "%s: bad percent escape", source);
+		return -EINVAL;
+	}
+	h->objs[i].key = path; /* the decoded path for now */
+	h->objs[i].url = urls[i];
+	urls[i] = NULL;
+	h->nobjs = i + 1;
+	return 0;
+}
+
+/* The keys: each decoded path less the paths' longest common prefix cut
+ * after a '/' (their common directory), each a usable object name. 0 or
+ * -EINVAL (said). */
+static int pattern_keys(struct http *h, const char *source)
+{
+	size_t n = h->nobjs, common = strlen(h->objs[0].key);
+
+	for (size_t i = 1; i < n; i++) {
+		size_t k = 0;
+
+		while (k < common && h->objs[i].key[k] == h->objs[0].key[k])
+			k++;
+		common = k;
+	}
+	while (common > 0 && h->objs[0].key[common - 1] != '/')
+		common--;
+	for (size_t i = 0; i < n; i++) {
+		char *k = h->objs[i].key;
+
+		memmove(k, k + common, strlen(k + common) + 1);
+		if (backend__key_check(k) < 0) {
+			backend__set_error(NULL, "%s: '%s' is not a usable object name", source, k);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* The objects sorted by key; the same name twice: keep one. */
+static void pattern_sort_unique(struct http *h)
+{
+	size_t n = h->nobjs, w = 0;
+
+	if (n > 1)
+		qsort(h->objs, n, sizeof(*h->objs), obj_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (w > 0 && strcmp(h->objs[w - 1].key, h->objs[i].key) == 0) {
+			free(h->objs[i].key);
+			free(h->objs[i].url);
+			continue;
+		}
+		h->objs[w++] = h->objs[i];
+	}
+	h->nobjs = w;
+}
+
 /* Pattern form: expand, split, find the common directory, make keys. */
 static int http_open_pattern(struct http *h, const char *source)
 {
 	char **urls = NULL;
-	size_t n = 0, common = 0;
+	size_t n = 0;
 	struct backend_url u0 = {0};
 	int err;
 
@@ -809,80 +895,14 @@ static int http_open_pattern(struct http *h, const char *source)
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
-		struct backend_url u;
-		char *path;
-		ssize_t pl;
-		size_t len;
-
-		err = backend__url_parse(&u, urls[i]);
-		if (err == -ENOMEM)
+		err = pattern_take(h, source, &u0, urls, i);
+		if (err < 0)
 			goto out;
-		if (err < 0 || !u.origin || strcmp(u.origin, u0.origin) != 0 ||
-		    u.userinfo != u0.userinfo) {
-			backend__url_free(&u);
-			backend__set_error(NULL, "%s: every name must be on the same server",
-					   source);
-			err = -EINVAL;
-			goto out;
-		}
-		len = strlen(u.path);
-		path = malloc(len + 1);
-		if (!path) {
-			backend__url_free(&u);
-			err = -ENOMEM;
-			goto out;
-		}
-		pl = backend__pct_decode(u.path, len, path, len + 1);
-		backend__url_free(&u);
-		if (pl < 0) {
-			free(path);
-			backend__set_error(NULL, "%s: bad percent escape", source);
-			err = -EINVAL;
-			goto out;
-		}
-		h->objs[i].key = path; /* the decoded path for now */
-		h->objs[i].url = urls[i];
-		urls[i] = NULL;
-		h->nobjs = i + 1;
 	}
-	/* longest common prefix of the decoded paths, cut after a '/' */
-	common = strlen(h->objs[0].key);
-	for (size_t i = 1; i < n; i++) {
-		size_t k = 0;
-
-		while (k < common && h->objs[i].key[k] == h->objs[0].key[k])
-			k++;
-		common = k;
-	}
-	while (common > 0 && h->objs[0].key[common - 1] != '/')
-		common--;
-	for (size_t i = 0; i < n; i++) {
-		char *k = h->objs[i].key;
-
-		memmove(k, k + common, strlen(k + common) + 1);
-		if (backend__key_check(k) < 0) {
-			backend__set_error(NULL, "%s: '%s' is not a usable object name", source, k);
-			err = -EINVAL;
-			goto out;
-		}
-	}
-	if (n > 1)
-		qsort(h->objs, n, sizeof(*h->objs), obj_cmp);
-	/* the same name twice: keep one */
-	{
-		size_t w = 0;
-
-		for (size_t i = 0; i < n; i++) {
-			if (w > 0 && strcmp(h->objs[w - 1].key, h->objs[i].key) == 0) {
-				free(h->objs[i].key);
-				free(h->objs[i].url);
-				continue;
-			}
-			h->objs[w++] = h->objs[i];
-		}
-		h->nobjs = w;
-	}
-	err = 0;
+	err = pattern_keys(h, source);
+	if (err < 0)
+		goto out;
+	pattern_sort_unique(h);
 out:
 	backend__url_free(&u0);
 	backend__strv_free(urls, n);

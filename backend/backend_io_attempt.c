@@ -300,6 +300,102 @@ static int headers_complete(struct xfer *x)
 	return 0;
 }
 
+/* ETag: the value as sent; one too long for x->etag is taken as absent. */
+static void hdr_etag(struct xfer *x, const char *s, const char *end)
+{
+	size_t l = (size_t)(end - s);
+
+	if (l >= sizeof(x->etag))
+		l = 0; /* absurd: treat as absent */
+	memcpy(x->etag, s, l);
+	x->etag[l] = '\0';
+}
+
+/* Content-Range: "bytes A-B/T" or "bytes STAR/T" (416); an unknown total
+ * (or anything else) is no Content-Range. */
+static void hdr_content_range(struct xfer *x, const char *s, const char *end)
+{
+	const char *stop;
+
+	if ((size_t)(end - s) <= 6 || strncasecmp(s, "bytes ", 6) != 0)
+		return;
+	s = skip_ws(s + 6, end);
+	if (s < end && *s == '*') {
+		if (s + 1 < end && s[1] == '/' && parse_u64(s + 2, end, &x->cr_total, &stop) == 0 &&
+		    stop == end)
+			x->crange_star = x->have_crange = 1;
+	} else if (parse_u64(s, end, &x->cr_start, &stop) == 0 && stop < end && *stop == '-' &&
+		   parse_u64(stop + 1, end, &x->cr_end, &stop) == 0 && stop < end && *stop == '/' &&
+		   parse_u64(stop + 1, end, &x->cr_total, &stop) == 0 && stop == end) {
+		x->have_crange = 1;
+	}
+}
+
+/* Content-Encoding: kept (cut to x->encoding) unless empty or identity. */
+static void hdr_content_encoding(struct xfer *x, const char *s, const char *end)
+{
+	size_t l = (size_t)(end - s);
+
+	while (l > 0 && (s[l - 1] == ' ' || s[l - 1] == '\t'))
+		l--;
+	if (!(l == 8 && strncasecmp(s, "identity", 8) == 0) && l > 0) {
+		if (l >= sizeof(x->encoding))
+			l = sizeof(x->encoding) - 1;
+		memcpy(x->encoding, s, l);
+		x->encoding[l] = '\0';
+	}
+}
+
+/* Last-Modified: the object's mtime where curl reads the date. */
+static void hdr_last_modified(struct xfer *x, const char *s, const char *end)
+{
+	char tmp[64];
+	size_t l = (size_t)(end - s);
+	time_t t;
+
+	if (l < sizeof(tmp)) {
+		memcpy(tmp, s, l);
+		tmp[l] = '\0';
+		t = curl_getdate(tmp, NULL);
+		if (t > 0)
+			x->mtime = (int64_t)t;
+	}
+}
+
+/* One header line, "Name: value" (v: its colon), of the names that
+ * matter: each told by its length and first letter before it is
+ * compared. */
+static void header_field(struct xfer *x, const char *buf, const char *v, const char *end)
+{
+	const char *s = skip_ws(v + 1, end);
+	const char *stop;
+
+#define HDR(name)                                                                                  \
+	((size_t)(v - buf) == sizeof(name) - 1 && (buf[0] | 0x20) == name[0] &&                    \
+	 strncasecmp(buf, name, sizeof(name) - 1) == 0)
+	if (HDR("etag")) {
+		hdr_etag(x, s, end);
+	} else if (HDR("content-length")) {
+		if (!x->coded && parse_u64(s, end, &x->clen, &stop) == 0 &&
+		    skip_ws(stop, end) == end)
+			x->have_clen = 1;
+	} else if (HDR("transfer-encoding")) {
+		/* the coding frames the body (curl decodes chunked): a
+		 * Content-Length beside it, before or after, is not the body's
+		 * length and not the object's size (RFC 9112 6.3) */
+		x->coded = 1;
+		x->have_clen = 0;
+		x->clen = 0;
+	} else if (HDR("content-range")) {
+		hdr_content_range(x, s, end);
+	} else if (HDR("content-encoding")) {
+		hdr_content_encoding(x, s, end);
+	} else if (x->want_mtime && HDR("last-modified")) { /* HEADs, whole GETs */
+		hdr_last_modified(x, s, end);
+	}
+#undef HDR
+}
+
 int backend__io_header_line(struct xfer *x, const char *buf, size_t len)
 {
 	const char *end = buf + len, *v;
@@ -330,81 +426,10 @@ int backend__io_header_line(struct xfer *x, const char *buf, size_t len)
 		}
 		return 0;
 	}
-	/* only the names below matter: each is told by its length and first
-	 * letter before it is compared */
+	/* only the names header_field knows matter, none longer than 17 */
 	v = memchr(buf, ':', (size_t)(end - buf) < 18 ? (size_t)(end - buf) : 18);
-	if (!v)
-		return 0;
-#define HDR(name)                                                                                  \
-	((size_t)(v - buf) == sizeof(name) - 1 && (buf[0] | 0x20) == name[0] &&                    \
-	 strncasecmp(buf, name, sizeof(name) - 1) == 0)
-	if (HDR("etag")) {
-		const char *s = skip_ws(v + 1, end);
-		size_t l = (size_t)(end - s);
-
-		if (l >= sizeof(x->etag))
-			l = 0; /* absurd: treat as absent */
-		memcpy(x->etag, s, l);
-		x->etag[l] = '\0';
-	} else if (HDR("content-length")) {
-		const char *s = skip_ws(v + 1, end);
-
-		if (!x->coded && parse_u64(s, end, &x->clen, &stop) == 0 &&
-		    skip_ws(stop, end) == end)
-			x->have_clen = 1;
-	} else if (HDR("transfer-encoding")) {
-		/* the coding frames the body (curl decodes chunked): a
-		 * Content-Length beside it, before or after, is not the body's
-		 * length and not the object's size (RFC 9112 6.3) */
-		x->coded = 1;
-		x->have_clen = 0;
-		x->clen = 0;
-	} else if (HDR("content-range")) {
-		const char *s = skip_ws(v + 1, end);
-
-		/* "bytes A-B/T" or "bytes STAR/T" (416); an unknown total is refused */
-		if ((size_t)(end - s) > 6 && strncasecmp(s, "bytes ", 6) == 0) {
-			s = skip_ws(s + 6, end);
-			if (s < end && *s == '*') {
-				if (s + 1 < end && s[1] == '/' &&
-				    parse_u64(s + 2, end, &x->cr_total, &stop) == 0 && stop == end)
-					x->crange_star = x->have_crange = 1;
-			} else if (parse_u64(s, end, &x->cr_start, &stop) == 0 && stop < end &&
-				   *stop == '-' &&
-				   parse_u64(stop + 1, end, &x->cr_end, &stop) == 0 && stop < end &&
-				   *stop == '/' &&
-				   parse_u64(stop + 1, end, &x->cr_total, &stop) == 0 &&
-				   stop == end) {
-				x->have_crange = 1;
-			}
-		}
-	} else if (HDR("content-encoding")) {
-		const char *s = skip_ws(v + 1, end);
-		size_t l = (size_t)(end - s);
-
-		while (l > 0 && (s[l - 1] == ' ' || s[l - 1] == '\t'))
-			l--;
-		if (!(l == 8 && strncasecmp(s, "identity", 8) == 0) && l > 0) {
-			if (l >= sizeof(x->encoding))
-				l = sizeof(x->encoding) - 1;
-			memcpy(x->encoding, s, l);
-			x->encoding[l] = '\0';
-		}
-	} else if (x->want_mtime && HDR("last-modified")) { /* HEADs, whole GETs */
-		char tmp[64];
-		const char *s = skip_ws(v + 1, end);
-		size_t l = (size_t)(end - s);
-		time_t t;
-
-		if (l < sizeof(tmp)) {
-			memcpy(tmp, s, l);
-			tmp[l] = '\0';
-			t = curl_getdate(tmp, NULL);
-			if (t > 0)
-				x->mtime = (int64_t)t;
-		}
-	}
-#undef HDR
+	if (v)
+		header_field(x, buf, v, end);
 	return 0;
 }
 

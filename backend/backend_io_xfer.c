@@ -314,18 +314,12 @@ static void xfer_retry(struct xfer *x, int err)
 	uv_timer_start(&x->backoff, backoff_cb, (uint64_t)delay, 0);
 }
 
-/* Start one attempt: a new easy handle in the multi handle. Returns 0 or a
- * negative errno (the caller finishes the xfer with it). */
-static int xfer_start(struct xfer *x)
+/* An attempt's own state set afresh, and the range it asks for in
+ * x->range ("A-B", "A-" to resume a whole-object GET, "" for none). */
+static void attempt_prepare(struct xfer *x, int head)
 {
 	struct backend_io *io = x->io;
 	struct backend_req *r = x->r;
-	int head = r->method[0] == 'H';
-	unsigned want = (head ? EASY_HEAD : 0) | (r->body ? EASY_BODY : 0);
-	struct io_easy *es;
-	const char *pin;
-	CURL *e;
-	int err;
 
 	if (!x->t0_ns)
 		x->t0_ns = uv_hrtime();
@@ -351,7 +345,16 @@ static int xfer_start(struct xfer *x)
 		else
 			snprintf(x->range, sizeof(x->range), "%" PRIu64 "-", x->want_start);
 	}
-	pin = pin_etag(x);
+}
+
+/* The attempt's own headers in x->hdrs: If-Match on a pinned ETag, then
+ * the sign callback's (only while the target is the submitted host). 0 or
+ * the sign callback's negative errno. */
+static int attempt_headers(struct xfer *x)
+{
+	struct backend_req *r = x->r;
+	const char *pin = pin_etag(x);
+
 	x->ifmatch[0] = '\0';
 	if (pin)
 		snprintf(x->ifmatch, sizeof(x->ifmatch), "If-Match: %s", pin);
@@ -360,33 +363,29 @@ static int xfer_start(struct xfer *x)
 		x->ifm_node.next = NULL;
 		x->hdrs = &x->ifm_node;
 	}
-	if (r->sign && x->signable) {
-		err = r->sign(r->sign_arg, r, &x->hdrs);
-		if (err < 0)
-			return err;
-	}
-	/* the lean engine: not for signed requests (their headers hold secrets
-	 * that only curl's wiping, undumped allocations may carry: backend_creds_secret.c) */
-	if (io->lean && r->object && !x->no_lean && !head && !r->body &&
-	    !(r->sign && x->signable)) {
-		err = backend__io_lean_start(x, x->range);
-		if (err <= 0) {
-			if (err == 0) {
-				x->state = X_RUN;
-				io->running++;
-				if (!r->small)
-					io->running_large++;
-			}
-			return err;
-		}
-	}
-	es = backend__io_easy_get(io);
-	if (!es)
-		return -ENOMEM;
-	es->x = x;
-	es->errbuf[0] = '\0';
-	x->easy = es;
-	e = es->e;
+	if (r->sign && x->signable)
+		return r->sign(r->sign_arg, r, &x->hdrs);
+	return 0;
+}
+
+/* The xfer holds a slot of its class now. */
+static void xfer_running(struct xfer *x)
+{
+	x->state = X_RUN;
+	x->io->running++;
+	if (!x->r->small)
+		x->io->running_large++;
+}
+
+/* A reused easy handle told this attempt's URL, method, headers, body and
+ * range; options the handle's last request set and this one does not want
+ * are undone (es->set says which). 0 or -ENOMEM. */
+static int easy_setup(struct xfer *x, struct io_easy *es, int head)
+{
+	struct backend_req *r = x->r;
+	unsigned want = (head ? EASY_HEAD : 0) | (r->body ? EASY_BODY : 0);
+	CURL *e = es->e;
+
 	curl_easy_setopt(e, CURLOPT_URL, x->url);
 	/* the method: back to a plain GET from another, then this one's */
 	if ((es->set & (EASY_HEAD | EASY_BODY)) != want) {
@@ -416,12 +415,47 @@ static int xfer_start(struct xfer *x)
 	if (x->range[0] || (es->set & EASY_RANGE))
 		curl_easy_setopt(e, CURLOPT_RANGE, x->range[0] ? x->range : NULL);
 	es->set = x->range[0] ? es->set | EASY_RANGE : es->set & ~EASY_RANGE;
-	if (curl_multi_add_handle(io->multi, e) != CURLM_OK)
+	return 0;
+}
+
+/* Start one attempt: on the lean engine where it may take it, else a
+ * reused easy handle in the multi handle. Returns 0 or a negative errno
+ * (the caller finishes the xfer with it). */
+static int xfer_start(struct xfer *x)
+{
+	struct backend_io *io = x->io;
+	struct backend_req *r = x->r;
+	int head = r->method[0] == 'H';
+	struct io_easy *es;
+	int err;
+
+	attempt_prepare(x, head);
+	err = attempt_headers(x);
+	if (err < 0)
+		return err;
+	/* the lean engine: not for signed requests (their headers hold secrets
+	 * that only curl's wiping, undumped allocations may carry: backend_creds_secret.c) */
+	if (io->lean && r->object && !x->no_lean && !head && !r->body &&
+	    !(r->sign && x->signable)) {
+		err = backend__io_lean_start(x, x->range);
+		if (err <= 0) {
+			if (err == 0)
+				xfer_running(x);
+			return err;
+		}
+	}
+	es = backend__io_easy_get(io);
+	if (!es)
 		return -ENOMEM;
-	x->state = X_RUN;
-	io->running++;
-	if (!r->small)
-		io->running_large++;
+	es->x = x;
+	es->errbuf[0] = '\0';
+	x->easy = es;
+	err = easy_setup(x, es, head);
+	if (err < 0)
+		return err;
+	if (curl_multi_add_handle(io->multi, es->e) != CURLM_OK)
+		return -ENOMEM;
+	xfer_running(x);
 	return 0;
 }
 
@@ -507,15 +541,12 @@ static void short_body(struct xfer *x, const char *why)
 		 r->delivered - x->delivered0, want, why);
 }
 
-/* One attempt ended (curl says done with result c). */
-void backend__io_xfer_done(struct xfer *x, CURLcode c)
+/* What the answer's head said of the object (size, ETag, mtime) goes to
+ * the request, from a 2xx head only. */
+static void note_answer(struct xfer *x)
 {
 	struct backend_req *r = x->r;
-	int retry = 0;
-	int err;
 
-	if (x->range_ignored)
-		log_range_ignored(x);
 	r->status = x->status;
 	if (x->hdr_done && x->status >= 200 && x->status < 300) {
 		if (x->have_crange && !x->crange_star)
@@ -527,24 +558,35 @@ void backend__io_xfer_done(struct xfer *x, CURLcode c)
 		if (x->mtime)
 			r->mtime = x->mtime;
 	}
+}
+
+/* An attempt that did not end with a whole answer's head and curl's OK: a
+ * sink's abort or stop, a stall, a cut body or head, curl's own error.
+ * 1: the xfer was finished or retried here; 0: its status decides. */
+static int done_cut(struct xfer *x, CURLcode c)
+{
+	struct backend_req *r = x->r;
+	int retry = 0;
+	int err;
+
 	if (x->abort_err) {
 		backend__io_xfer_finish(x, x->abort_err);
-		return;
+		return 1;
 	}
 	if (x->stop_ok) {
 		backend__io_xfer_finish(x, 0);
-		return;
+		return 1;
 	}
 	if (x->stalled) {
 		snprintf(r->error, sizeof(r->error), "the transfer stalled (no bytes for %ld s)",
 			 x->io->stall_s);
 		xfer_retry(x, -EIO);
-		return;
+		return 1;
 	}
 	if (c == CURLE_PARTIAL_FILE && x->accept_body) {
 		short_body(x, " (the connection closed)");
 		xfer_retry(x, -EIO);
-		return;
+		return 1;
 	}
 	if (x->status && !x->hdr_done && (c == CURLE_OK || c == CURLE_PARTIAL_FILE)) {
 		/* closed after the status line, inside the head (curl ends one cut
@@ -553,7 +595,7 @@ void backend__io_xfer_done(struct xfer *x, CURLcode c)
 		snprintf(r->error, sizeof(r->error),
 			 "HTTP %ld: the connection closed inside the answer's headers", x->status);
 		xfer_retry(x, -EIO);
-		return;
+		return 1;
 	}
 	if (c != CURLE_OK) {
 		backend__io_curl_describe(c, x->url, x->easy ? x->easy->errbuf : x->lerr, r);
@@ -562,62 +604,95 @@ void backend__io_xfer_done(struct xfer *x, CURLcode c)
 			xfer_retry(x, err);
 		else
 			backend__io_xfer_finish(x, err);
+		return 1;
+	}
+	return 0;
+}
+
+/* A 3xx: the next hop queued first (to the target curl names, or the lean
+ * engine's), signed and with its userinfo only on the submitted URL's
+ * origin; more than IO_MAX_REDIRECTS hops, no target or one not http(s):
+ * -EIO. */
+static void follow_redirect(struct xfer *x)
+{
+	struct backend_req *r = x->r;
+	char *loc = NULL, *next, *origin, *first;
+
+	if (x->easy)
+		curl_easy_getinfo(x->easy->e, CURLINFO_REDIRECT_URL, &loc);
+	else /* the lean engine's, as curl says it (backend__url_join) */
+		loc = x->lean_loc;
+	if (!loc || ++x->hops > IO_MAX_REDIRECTS ||
+	    (strncasecmp(loc, "http://", 7) != 0 && strncasecmp(loc, "https://", 8) != 0)) {
+		backend__io_xfer_finish(x, -EIO);
 		return;
 	}
-	if (is_redirect(x->status)) {
-		char *loc = NULL, *next, *origin, *first;
-
-		if (x->easy)
-			curl_easy_getinfo(x->easy->e, CURLINFO_REDIRECT_URL, &loc);
-		else /* the lean engine's, as curl says it (backend__url_join) */
-			loc = x->lean_loc;
-		if (!loc || ++x->hops > IO_MAX_REDIRECTS ||
-		    (strncasecmp(loc, "http://", 7) != 0 && strncasecmp(loc, "https://", 8) != 0)) {
-			backend__io_xfer_finish(x, -EIO);
-			return;
-		}
-		r->dir_redirect |= redirect_to_dir(x->url, loc);
-		origin = backend__url_origin(loc);
-		if (!origin) {
-			backend__io_xfer_finish(x, -EIO);
-			return;
-		}
-		first = backend__url_origin(r->url);
-		x->signable = first && strcmp(origin, first) == 0;
-		free(origin);
-		free(first);
-		next = x->signable ? strdup(loc) : backend__url_without_userinfo(loc);
-		if (!next) {
-			backend__io_xfer_finish(x, -ENOMEM);
-			return;
-		}
-		free(x->url_own);
-		x->url = x->url_own = next;
-		xfer_detach_easy(x);
-		r->attempts--; /* a hop is not a retry */
-		wait_push(x->io, x, 1);
+	r->dir_redirect |= redirect_to_dir(x->url, loc);
+	origin = backend__url_origin(loc);
+	if (!origin) {
+		backend__io_xfer_finish(x, -EIO);
 		return;
 	}
-	if (x->status >= 200 && x->status < 300) {
-		if (strcmp(r->method, "HEAD") == 0) {
-			backend__io_xfer_finish(x, 0);
-			return;
-		}
-		if (r->range_len) {
-			/* short: neither all of it nor the object's end */
-			uint64_t end = r->range_off + r->delivered;
+	first = backend__url_origin(r->url);
+	x->signable = first && strcmp(origin, first) == 0;
+	free(origin);
+	free(first);
+	next = x->signable ? strdup(loc) : backend__url_without_userinfo(loc);
+	if (!next) {
+		backend__io_xfer_finish(x, -ENOMEM);
+		return;
+	}
+	free(x->url_own);
+	x->url = x->url_own = next;
+	xfer_detach_easy(x);
+	r->attempts--; /* a hop is not a retry */
+	wait_push(x->io, x, 1);
+}
 
-			if (r->delivered < r->range_len && !(r->size && end >= r->size)) {
-				short_body(x, "");
-				xfer_retry(x, -EIO);
-				return;
-			}
-		} else if (r->size && r->delivered < r->size) {
+/* A 2xx: done, unless the body is short (neither all that was asked nor
+ * the object's end): then retried. */
+static void done_2xx(struct xfer *x)
+{
+	struct backend_req *r = x->r;
+
+	if (strcmp(r->method, "HEAD") == 0) {
+		backend__io_xfer_finish(x, 0);
+		return;
+	}
+	if (r->range_len) {
+		/* short: neither all of it nor the object's end */
+		uint64_t end = r->range_off + r->delivered;
+
+		if (r->delivered < r->range_len && !(r->size && end >= r->size)) {
 			short_body(x, "");
 			xfer_retry(x, -EIO);
 			return;
 		}
-		backend__io_xfer_finish(x, 0);
+	} else if (r->size && r->delivered < r->size) {
+		short_body(x, "");
+		xfer_retry(x, -EIO);
+		return;
+	}
+	backend__io_xfer_finish(x, 0);
+}
+
+/* One attempt ended (curl says done with result c): finished, retried or
+ * sent on to a redirect's target, by what ended it, then by its status. */
+void backend__io_xfer_done(struct xfer *x, CURLcode c)
+{
+	struct backend_req *r = x->r;
+
+	if (x->range_ignored)
+		log_range_ignored(x);
+	note_answer(x);
+	if (done_cut(x, c))
+		return;
+	if (is_redirect(x->status)) {
+		follow_redirect(x);
+		return;
+	}
+	if (x->status >= 200 && x->status < 300) {
+		done_2xx(x);
 		return;
 	}
 	if (x->status == 416 && x->crange_star && x->want_start >= x->cr_total &&

@@ -730,22 +730,27 @@ static void plan_say_refused(const char *mnt, const char *name, const char *abs,
 				       : "");
 }
 
-int fs_plan_main(int argc, char **argv)
+static const char plan_synopsis[] = "plan MOUNTPOINT FILE [--name NAME]\n"
+				    "       shardfs plan MOUNTPOINT --clear [--name NAME]";
+
+struct plan_args {
+	const char *mnt, *file, *name;
+	int clear;
+};
+
+/* shardfs plan's arguments into a; --help said. -1: go on; else the exit
+ * status (0 after --help, 2 after a usage error, said). */
+static int plan_args(int argc, char **argv, struct plan_args *a)
 {
-	static const char synopsis[] = "plan MOUNTPOINT FILE [--name NAME]\n"
-				       "       shardfs plan MOUNTPOINT --clear [--name NAME]";
-	const char *mnt = NULL, *file = NULL, *name = "default";
-	struct fs_mnt m;
-	char path[PATH_MAX + 32], esc[4 * PATH_MAX], *abs = NULL;
-	char line[4 * PATH_MAX + FS_PLAN_NAME_MAX + 16];
-	int clear = 0, fd, err, n, dashes = 0;
+	int dashes = 0;
 
+	*a = (struct plan_args){.name = "default"};
 	for (int i = 0; i < argc; i++) {
-		const char *a = argv[i];
+		const char *s = argv[i];
 
-		if (!dashes && strcmp(a, "--") == 0) {
+		if (!dashes && strcmp(s, "--") == 0) {
 			dashes = 1; /* MOUNTPOINT and FILE only after it */
-		} else if (!dashes && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
+		} else if (!dashes && (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0)) {
 			printf(
 			    "usage: shardfs %s\n\n"
 			    "Publish a reading plan to a running mount: FILE holds mount-relative\n"
@@ -760,79 +765,108 @@ int fs_plan_main(int argc, char **argv)
 			    "reads it with the rights of the user who sends the plan (its\n"
 			    "daemon's user must be able to reach it too). Exit status: 0 done,\n"
 			    "1 refused (says why), 2 usage.\n",
-			    synopsis);
+			    plan_synopsis);
 			return 0;
-		} else if (!dashes && strcmp(a, "--clear") == 0) {
-			clear = 1;
-		} else if (!dashes && strcmp(a, "--name") == 0 && i + 1 < argc) {
-			name = argv[++i];
-		} else if (!dashes && strncmp(a, "--name=", 7) == 0) {
-			name = a + 7;
-		} else if (!dashes && a[0] == '-' && a[1]) {
-			fprintf(stderr, "shardfs plan: unknown option %s\nusage: shardfs %s\n", a,
-				synopsis);
+		} else if (!dashes && strcmp(s, "--clear") == 0) {
+			a->clear = 1;
+		} else if (!dashes && strcmp(s, "--name") == 0 && i + 1 < argc) {
+			a->name = argv[++i];
+		} else if (!dashes && strncmp(s, "--name=", 7) == 0) {
+			a->name = s + 7;
+		} else if (!dashes && s[0] == '-' && s[1]) {
+			fprintf(stderr, "shardfs plan: unknown option %s\nusage: shardfs %s\n", s,
+				plan_synopsis);
 			return 2;
-		} else if (!mnt) {
-			mnt = a;
-		} else if (!file) {
-			file = a;
+		} else if (!a->mnt) {
+			a->mnt = s;
+		} else if (!a->file) {
+			a->file = s;
 		} else {
-			fprintf(stderr, "usage: shardfs %s\n", synopsis);
+			fprintf(stderr, "usage: shardfs %s\n", plan_synopsis);
 			return 2;
 		}
 	}
-	if (!mnt || !clear == !file) {
-		fprintf(stderr, "usage: shardfs %s\n", synopsis);
+	if (!a->mnt || !a->clear == !a->file) {
+		fprintf(stderr, "usage: shardfs %s\n", plan_synopsis);
 		return 2;
 	}
-	if (strlen(name) == 0 || strlen(name) > FS_PLAN_NAME_MAX ||
-	    strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") !=
-		strlen(name)) {
+	if (strlen(a->name) == 0 || strlen(a->name) > FS_PLAN_NAME_MAX ||
+	    strspn(a->name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") !=
+		strlen(a->name)) {
 		fprintf(stderr, "shardfs plan: bad name '%s': 1 to %d of A-Z a-z 0-9 . _ : -\n",
-			name, FS_PLAN_NAME_MAX);
+			a->name, FS_PLAN_NAME_MAX);
 		return 2;
 	}
+	return -1;
+}
+
+/* The control line of a's command into line[size] ("plan NAME PATH" with
+ * FILE's absolute path, which goes to *abs for the caller to free, or
+ * "plan-clear NAME"). 0, or 1 after saying why not. */
+static int plan_line(const struct plan_args *a, char *line, size_t size, char **abs)
+{
+	char esc[4 * PATH_MAX];
+	int n;
+
+	*abs = NULL;
+	if (a->file) {
+		/* the daemon reads FILE: it needs the absolute path */
+		*abs = realpath(a->file, NULL);
+		if (!*abs) {
+			fprintf(stderr, "shardfs plan: cannot read the plan file %s: %s\n", a->file,
+				strerror(errno));
+			return 1;
+		}
+	}
+	n = *abs && ctl_escape(*abs, esc, sizeof(esc)) < 0 ? -1
+	    : a->clear ? snprintf(line, size, "plan-clear %s\n", a->name)
+		       : snprintf(line, size, "plan %s %s\n", a->name, esc);
+	if (n < 0 || (size_t)n >= size) {
+		fprintf(stderr, "shardfs plan: the plan file's path is too long\n");
+		free(*abs);
+		*abs = NULL;
+		return 1;
+	}
+	return 0;
+}
+
+int fs_plan_main(int argc, char **argv)
+{
+	struct plan_args a;
+	struct fs_mnt m;
+	char path[PATH_MAX + 32], *abs = NULL;
+	char line[4 * PATH_MAX + FS_PLAN_NAME_MAX + 16];
+	int fd, err;
+
+	err = plan_args(argc, argv, &a);
+	if (err >= 0)
+		return err;
 	/* the mount first: a FILE is only worth a word once there is a mount */
-	if (client_mount(mnt, &m))
+	if (client_mount(a.mnt, &m))
 		return 1;
 	snprintf(path, sizeof(path), "%s/.shardfs/control", m.dir);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		say_not_usable(mnt, &m, errno);
+		say_not_usable(a.mnt, &m, errno);
 		return 1;
 	}
-	if (file) {
-		/* the daemon reads FILE: it needs the absolute path */
-		abs = realpath(file, NULL);
-		if (!abs) {
-			fprintf(stderr, "shardfs plan: cannot read the plan file %s: %s\n", file,
-				strerror(errno));
-			close(fd);
-			return 1;
-		}
-	}
-	n = abs && ctl_escape(abs, esc, sizeof(esc)) < 0 ? -1
-	    : clear ? snprintf(line, sizeof(line), "plan-clear %s\n", name)
-		    : snprintf(line, sizeof(line), "plan %s %s\n", name, esc);
-	if (n < 0 || (size_t)n >= sizeof(line)) {
-		fprintf(stderr, "shardfs plan: the plan file's path is too long\n");
+	if (plan_line(&a, line, sizeof(line), &abs)) {
 		close(fd);
-		free(abs);
 		return 1;
 	}
 	err = ctl_send(fd, line);
 	close(fd);
 	if (err < 0) {
-		plan_say_refused(mnt, name, abs, err);
+		plan_say_refused(a.mnt, a.name, abs, err);
 		free(abs);
 		return 1;
 	}
 	free(abs);
-	if (clear) {
-		printf("plan '%s' cleared\n", name);
+	if (a.clear) {
+		printf("plan '%s' cleared\n", a.name);
 		return 0;
 	}
-	if (plan_say(m.dir, name) < 0)
-		printf("plan '%s' published (replaced since by another plan)\n", name);
+	if (plan_say(m.dir, a.name) < 0)
+		printf("plan '%s' published (replaced since by another plan)\n", a.name);
 	return 0;
 }
