@@ -1,5 +1,7 @@
-/* linkemu.h: what the link emulator's two files share (linkemu.c: the server, its connections,
- * root and S3 mode; linkemu_ais.c: AIS mode, --ais). One thread: nothing here is locked. */
+/* linkemu.h: what the link emulator's files share (linkemu.c: the server, its loop and
+ * connections; linkemu_http.c: requests and responses, root mode's files; linkemu_s3.c: the
+ * JSON autoindex and S3 mode; linkemu_stats.c: the counters and GET /__stats; linkemu_ais.c:
+ * AIS mode, --ais). One thread: nothing here is locked. */
 #ifndef LINKEMU_H
 #define LINKEMU_H
 
@@ -51,7 +53,7 @@ extern struct cfg cfg;
 
 /* ---- connections ------------------------------------------------------------------------ */
 
-struct ofile; /* linkemu.c: a file of root mode kept open between requests */
+struct ofile; /* linkemu_http.c: a file of root mode kept open between requests */
 
 enum { C_READ, C_BODY, C_WAIT, C_SEND };
 enum { K_OTHER, K_HEAD, K_MOSS };
@@ -102,8 +104,38 @@ struct conn {
 };
 
 uint64_t now_ns(void);
+/* a response's file bytes sent or dropped: its fd closed or its open file let go (linkemu_http.c)
+ */
+void body_done(struct conn *c);
 
-/* ---- responses (linkemu.c) -------------------------------------------------------------- */
+/* ---- counters (linkemu_stats.c) --------------------------------------------------------- */
+
+struct linkemu_stats {
+	uint64_t requests, bytes_sent, connections;
+	uint64_t list_requests, list_bytes, heads, gets, other;
+};
+
+extern struct linkemu_stats counts;
+
+/* GET /__stats: the counters as a JSON object, at once */
+void serve_stats(struct conn *c);
+
+/* ---- requests (linkemu_http.c) ---------------------------------------------------------- */
+
+/* Parse the head in in[0..req_len) in place. 0: a request; -1: malformed */
+int parse_request(struct conn *c);
+/* the response to the parsed request, after its delay */
+void respond(struct conn *c);
+/* percent-decode s[0..n) into out[cap] (plus: '+' is a blank); 0 or -1 */
+int pct_decode(const char *s, size_t n, char *out, size_t cap, int plus);
+/* whether If-Match (when given) lets etag through: "*" or one of its comma-separated tags */
+int if_match_ok(const char *im, const char *etag);
+
+/* parse_range's verdicts on a Range header */
+enum { RG_NONE, RG_ONE, RG_SUFFIX, RG_BAD };
+int parse_range(const char *r, uint64_t *a, uint64_t *b);
+
+/* ---- responses (linkemu_http.c) ---------------------------------------------------------- */
 
 void http_date(time_t t, char out[64]);
 void resp_head(struct conn *c, int code, const char *extra, uint64_t length);
@@ -124,6 +156,13 @@ struct query {
 
 int parse_query(const char *qs, struct query *q);
 void query_free(struct query *q);
+
+/* ---- listings (linkemu_s3.c) ---------------------------------------------------------- */
+
+/* root mode's JSON autoindex of directory path */
+void serve_listing(struct conn *c, const char *path);
+/* S3 mode's answer to path?qs */
+void serve_s3(struct conn *c, const char *path, const char *qs);
 
 /* ---- AIS mode (linkemu_ais.c) ----------------------------------------------------------- */
 
