@@ -407,7 +407,11 @@ int fs_member_read(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_
 }
 
 /* A symlink target handed to the FUSE reply (one per thread: the reply is
- * made on the thread that asked, before it asks again). */
+ * made on the thread that asked, before it asks again). A target of 4,096
+ * bytes or more (PATH_MAX with its NUL; a tar's PAX linkpath can be any
+ * length, no symlink(2) makes one) is ENAMETOOLONG: the kernel refuses a
+ * reply longer than a 4 KiB page less its NUL, and its reader would get
+ * EIO. Its lstat size stays the target's true length. */
 static __thread char link_copy[4096];
 
 static int member_readlink(struct fs *fs, uint64_t ino, const char **target)
@@ -420,16 +424,16 @@ static int member_readlink(struct fs *fs, uint64_t ino, const char **target)
 	err = member_entry(fs, ino, -EINVAL, 0, SHARDIDX_SYMLINK, -EINVAL, &ix, NULL, &e);
 	if (err < 0)
 		return err;
-	*target = e.link;
 	/* copied out of the mapped index before it is checked, so the reply
-	 * carries the bytes the check covered (a target no symlink(2) could
-	 * make, PATH_MAX or longer, is answered from the index) */
+	 * carries the bytes the check covered */
 	tl = strnlen(e.link, (size_t)e.size); /* the file may change under it: never past size */
-	if (tl < sizeof(link_copy)) {
-		memcpy(link_copy, e.link, tl);
-		link_copy[tl] = 0;
-		*target = link_copy;
+	if (tl >= sizeof(link_copy)) {
+		err = fs_shard_index_unchanged(fs, fs_ino_a(ino));
+		return err < 0 ? err : -ENAMETOOLONG;
 	}
+	memcpy(link_copy, e.link, tl);
+	link_copy[tl] = 0;
+	*target = link_copy;
 	return fs_shard_index_unchanged(fs, fs_ino_a(ino)); /* as lookup_in */
 }
 
