@@ -432,6 +432,11 @@ void fs_count_op_error(struct fs *fs)
 	fs->c.op_errors++;
 }
 
+void fs_count_forgets(struct fs *fs, uint64_t n)
+{
+	fs->c.forgets += n;
+}
+
 int fs_mount_lookup(const char *abs, long *owner, int *allow_other)
 {
 	struct mntent ent;

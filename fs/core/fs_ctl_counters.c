@@ -65,6 +65,8 @@ const struct ctl_counter fs_ctl_counters[] = {
     {"readdirs", "readdir requests", C, FS(readdirs)},
     {"listed_names_only", "listed entries given by name and type only (--listing-attrs)", C,
      FS(listed_names_only)},
+    {"forgets", "inodes the kernel forgot (its next path to one is a lookup again)", C,
+     FS(forgets)},
     {"reads", "read requests", C, FS(reads)},
     {"read_bytes", "bytes returned by reads", C, FS(read_bytes)},
     {"read_errors", "reads answered with an error", C, FS(read_errors)},

@@ -328,6 +328,9 @@ struct fs_counters {
 	atomic_ullong brace_learned, brace_missing, brace_waits;
 	/* listings (fs_op_readdir): entries given as a name and type only */
 	atomic_ullong listed_names_only;
+	/* inodes the kernel forgot (FUSE FORGET, fs_count_forgets): the next
+	 * path to one of them costs a LOOKUP again */
+	atomic_ullong forgets;
 };
 
 /* fs_thread.c: a background thread of the core (the warm fill, the plan

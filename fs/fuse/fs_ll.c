@@ -175,13 +175,14 @@ static void ll_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
 	(void)ino;
 	(void)nlookup;
-	fuse_reply_none(req); /* computed inodes: nothing to release */
+	fs_count_forgets(ll_fs(req), 1); /* computed inodes: nothing to release */
+	fuse_reply_none(req);
 }
 
 static void ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
-	(void)count;
 	(void)forgets;
+	fs_count_forgets(ll_fs(req), count);
 	fuse_reply_none(req);
 }
 

@@ -113,6 +113,9 @@ int fs_no_opendir(const struct fs *fs);
 void fs_count_getattr(struct fs *fs);
 void fs_count_read_error(struct fs *fs);
 void fs_count_op_error(struct fs *fs);
+/* Count n inodes the kernel forgot (forgets: one a FORGET, each of a
+ * BATCH_FORGET's). */
+void fs_count_forgets(struct fs *fs, uint64_t n);
 
 /* ---- the notifier (fs_notify.c) ------------------------------------------ */
 /* How the notifier sends an invalidation to the kernel (given by the FUSE
