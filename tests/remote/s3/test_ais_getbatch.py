@@ -221,11 +221,13 @@ def diff(a, b, keys):
     return {k: a.get(k, 0) - b.get(k, 0) for k in keys}
 
 
-def settled(m, key, want):
-    """Wait until stats[key] >= want and no fill is in flight; the stats then."""
+def settled(m, key, want, more=None):
+    """Wait until stats[key] >= want (and stats[k] >= v for each k, v of `more`) and no fill is
+    in flight; the stats then (ml.poll's bound: a count never reached is the checks' failure)."""
     def done():
         st = m.stats()
-        return (st[key] >= want and st['fills_inflight'] == 0 and st) or None
+        return (st[key] >= want and st['fills_inflight'] == 0 and
+                all(st[k] >= v for k, v in (more or {}).items()) and st) or None
     return ml.poll(done) or m.stats()
 
 
@@ -238,7 +240,10 @@ def case_epoch(env, ck, c):
             c.world.ais.stats.pop('head_inflight_max', None)
             c.world.ais.head_barrier = 2
         st0, a0 = c.publish(ck, m, 'epoch')
-        st = settled(m, 'plan_batch_requests', 1)
+        # the planner counts a window's paths as handed over when its GetBatch call returns,
+        # after the request is counted: wait for both
+        st = settled(m, 'plan_batch_requests', 1,
+                     {'plan_fetch_paths': st0['plan_fetch_paths'] + len(c.plan)})
         a1 = c.ais()
         log('epoch: stats %s; stand-in %s' % (
             diff(st, st0, ('plan_batch_requests', 'plan_batch_items', 'plan_batch_bytes',
