@@ -638,7 +638,7 @@ def moss_concurrent(env, ck, root, a):
     """3 GetBatch answers at once, each 7 x a.tar (490 KB: the socket's buffer takes it
     whole at once on loopback) on its own connection, paced at 0.2 MB/s (about 2.4 s each on
     the link): all 3 are in flight together (moss_inflight_max 3) and each is timed to its
-    last byte on the link, not to its hand-over to the kernel (moss_ms: at least 2 s each).
+    last byte on the link, not to its hand-over to the kernel (moss_ms: at least 1 s each).
     Counted at the hand-over both were wrong: 1 at once, a few ms each. The pacing is slow so
     that the three overlap unless the emulator starts them more than 2 s apart: a margin no
     busy machine comes near (at 1 MB/s it was 0.45 s)."""
@@ -664,8 +664,11 @@ def moss_concurrent(env, ck, root, a):
         st = emu.stats()
         ck.eq('3 answers at once: requests, in flight at most', (
             st.get('moss_requests'), st.get('moss_inflight_max')), (3, 3))
-        ck.ok(st.get('moss_ms', 0) >= 3 * 2000,
-              '3 answers at once: timed to their last byte on the link (%r ms, want >= 6000)'
+        # each answer takes about 2.4 s at the pacing rate; the kernel's pacing may send a
+        # first burst faster (5,743 ms for the three once at load 19): 1 s each is far above
+        # what a count at the hand-over gives (a few ms each) and below what pacing allows
+        ck.ok(st.get('moss_ms', 0) >= 3 * 1000,
+              '3 answers at once: timed to their last byte on the link (%r ms, want >= 3000)'
               % st.get('moss_ms'))
     finally:
         emu.stop()
