@@ -229,7 +229,7 @@ static int scan_sources(struct cachetier *ct, int count, int decoded, uint64_t *
 			dfd = ct->datafd;
 			decfd = ct->decfd;
 		} else {
-			snprintf(path, sizeof(path), "%s/data", de->d_name);
+			snprintf(path, sizeof(path), "%.16s/data", de->d_name);
 			if (fstatat(ct->v1fd, path, &b, 0) < 0)
 				continue; /* not a source directory (or not yet) */
 			for (unsigned i = 0; i + 1 < ct->nsrcfds && dfd < 0; i += 2) {
@@ -250,7 +250,7 @@ static int scan_sources(struct cachetier *ct, int count, int decoded, uint64_t *
 				}
 				ct->srcfds = nfds;
 				dfd = openat(ct->v1fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-				snprintf(path, sizeof(path), "%s/decoded", de->d_name);
+				snprintf(path, sizeof(path), "%.16s/decoded", de->d_name);
 				decfd = openat(ct->v1fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 				if (dfd < 0 || decfd < 0) {
 					if (dfd >= 0)

@@ -1962,7 +1962,7 @@ static void test_crash(uint64_t seed)
 
 			if (strlen(de->d_name) != 20 || strcmp(de->d_name + 16, ".map") != 0)
 				continue;
-			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+			snprintf(path, sizeof(path), "%s/%.20s", dir, de->d_name);
 			fd = open(path, O_RDWR);
 			if (fd >= 0 && pread(fd, &b, 1, 45) == 1) {
 				b ^= 0x40;

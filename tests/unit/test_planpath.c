@@ -97,7 +97,10 @@ static void build(struct tree *t, const char *root, int round)
 	if (mkdir(t->dirs[0], 0755) < 0)
 		FAIL("mkdir %s: %s", t->dirs[0], strerror(errno));
 	for (int i = 1; i <= NDIRS; i++) {
-		snprintf(t->dirs[i], PATH_MAX, "%.3000s/d%d", t->dirs[rnd((uint32_t)i)], i);
+		const char *up = t->dirs[rnd((uint32_t)i)]; /* an earlier one: never dirs[i] */
+
+		snprintf(linkdir[0], PATH_MAX, "%.3000s/d%d", up, i); /* (a scratch row here) */
+		memcpy(t->dirs[i], linkdir[0], strlen(linkdir[0]) + 1);
 		if (mkdir(t->dirs[i], 0755) < 0)
 			FAIL("mkdir %s: %s", t->dirs[i], strerror(errno));
 	}
