@@ -81,7 +81,7 @@
 
 #define S3_MAXN 1000000 /* keys are "%06d": sorted as numbers only below this */
 
-void die(const char *fmt, ...)
+_Noreturn void die(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);

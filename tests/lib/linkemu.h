@@ -15,7 +15,7 @@
 #define HDR_CAP 2048
 #define CHUNKED UINT64_MAX /* resp_head's length of a chunked answer */
 
-void die(const char *fmt, ...);
+_Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void *xmalloc(size_t n);
 
 /* ---- a growable string (NUL-terminated; buf_fmt's pieces at most 511 bytes) ------------- */
