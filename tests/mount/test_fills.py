@@ -26,71 +26,25 @@ Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 import sys
 sys.dont_write_bytecode = True
 
-import io  # noqa: E402
 import os  # noqa: E402
-import random  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
-import tarfile  # noqa: E402
 import threading  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import planread  # noqa: E402
 from shardfs_test import web  # noqa: E402
+from shardfs_test.planread import hold, read, ref, tar_gets  # noqa: E402
 
 SHARDS = 4
 
 
-ctl = ml.control_errno  # one command line: None, or the errno the mount answered
-
-
 def make_source(env, ck):
-    """4 shards of 60 members of 60-140 KB with sidecar indexes: [(shard, path, off, size)]
-    of the members (not the first 2 and last 3: the sidecar's check reads the shard's ends)."""
-    src = env.path('src')
-    os.makedirs(src)
-    rng = random.Random(25)
-    members = []
-    for s in range(SHARDS):
-        name = 'shard-%06d.tar' % s
-        with tarfile.open(os.path.join(src, name), 'w', format=tarfile.GNU_FORMAT) as tf:
-            for k in range(60):
-                data = rng.randbytes(rng.randrange(60000, 140000))
-                ti = tarfile.TarInfo('k%d_%02d.bin' % (s, k))
-                ti.size = len(data)
-                tf.addfile(ti, io.BytesIO(data))
-        with tarfile.open(os.path.join(src, name)) as tf:
-            ms = tf.getmembers()
-        for ti in ms[2:-3]:
-            members.append((name, 'shard-%06d/%s' % (s, ti.name), ti.offset_data, ti.size))
-    r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('icache'), src])
-    ck.eq('shardfs index --sidecar rc', r.returncode, 0)
-    rng.shuffle(members)
+    """4 shards of 60 members of 60-140 KB with sidecar indexes: src and [(shard, path, off,
+    size)] of the members (planread.sidecar_source)."""
+    src, members, _ = planread.sidecar_source(env, ck, 25, 60, SHARDS)
     return src, members
-
-
-def ref(src, x):
-    with open(os.path.join(src, x[0]), 'rb') as f:
-        f.seek(x[2])
-        return f.read(x[3])
-
-
-def read(path):
-    with open(path, 'rb') as f:
-        return f.read()
-
-
-def tar_gets(px):
-    with px.lock:
-        return [dict(r) for r in px.gets if r['path'].endswith('.tar')]
-
-
-def hold(px):
-    """Hold every ranged GET of a shard after its first byte, from now on."""
-    px.released.clear()
-    px.hold_bytes = 1
-    px.hold_paths = lambda p: p.endswith('.tar')
-    px.reset()
 
 
 def mount_opts(env):
@@ -107,10 +61,7 @@ def listed(m):
 
 
 def plan(env, ck, m, name, members):
-    pf = env.path('plan-' + name)
-    with open(pf, 'w') as f:
-        f.write(''.join(x[1] + '\n' for x in members))
-    ck.eq('plan %s rc' % name, ctl(m.mnt, 'plan %s %s' % (name, pf)), None)
+    planread.publish(ck, m.mnt, name, env.path('plan-' + name), [x[1] for x in members])
 
 
 def group_inflight(env, ck):

@@ -109,6 +109,35 @@ def check_members(ck, label, d, ref):
     ck.ok(True, label)
 
 
+def planned_epoch(env, shards, hi):
+    """The gapzero and smalldisk groups' epoch: `shards` shards s-K.tar in env's src/ of 40
+    members of 60000..hi seeded bytes, and a plan file of all their paths, shuffled. Returns
+    (src, {path: bytes}, their total bytes, the paths in plan order, the plan file)."""
+    src = env.path('src')
+    os.makedirs(src)
+    ref = {}
+    for k in range(shards):
+        for n, data in make_shard(env.rng, os.path.join(src, 's-%d.tar' % k), 40, 60000,
+                                  hi).items():
+            ref['s-%d/%s' % (k, n)] = data
+    total = sum(len(v) for v in ref.values())
+    paths = sorted(ref)
+    env.rng.shuffle(paths)
+    pf = env.path('plan.txt')
+    with open(pf, 'w') as f:
+        f.write(''.join(p + '\n' for p in paths))
+    return src, ref, total, paths, pf
+
+
+def read_planned(ck, mnt, paths, ref):
+    """Read each of paths in the mount mnt in order: none may differ from ref."""
+    bad = 0
+    for p in paths:
+        with open(os.path.join(mnt, p), 'rb') as f:
+            bad += f.read() != ref[p]
+    ck.eq('planned paths read wrong', bad, 0)
+
+
 def group_fullopen(env, ck):
     from shardfs_test import linkemu
     src = env.path('src')
@@ -202,19 +231,7 @@ def group_crash(env, ck):
 
 def group_gapzero(env, ck):
     from shardfs_test import linkemu
-    src = env.path('src')
-    os.makedirs(src)
-    ref = {}
-    for k in range(6):
-        for n, data in make_shard(env.rng, os.path.join(src, 's-%d.tar' % k), 40, 60000,
-                                  100000).items():
-            ref['s-%d/%s' % (k, n)] = data
-    total = sum(len(v) for v in ref.values())
-    paths = sorted(ref)
-    env.rng.shuffle(paths)
-    pf = env.path('plan.txt')
-    with open(pf, 'w') as f:
-        f.write(''.join(p + '\n' for p in paths))
+    src, ref, total, paths, pf = planned_epoch(env, 6, 100000)
     cache = 6 << 20
     emu = linkemu.Emu(src, 5, 60, env.tmp, 'gapzero', shardfs=env.shardfs)
     try:
@@ -223,11 +240,7 @@ def group_gapzero(env, ck):
         with ml.Mount(env, emu.url(''), cache_dir=env.path('cache'), extra=opts) as m:
             r = env.run([env.shardfs, 'plan', m.mnt, pf])
             ck.eq('plan: exit', r.returncode, 0)
-            bad = 0
-            for p in paths:
-                with open(os.path.join(m.mnt, p), 'rb') as f:
-                    bad += f.read() != ref[p]
-            ck.eq('planned paths read wrong', bad, 0)
+            read_planned(ck, m.mnt, paths, ref)
             st = m.stats()
             log('%d planned bytes: lookahead %d, fetched %d, fills %d, hits %d, miss waits %d ms'
                 % (total, st['plan_lookahead_bytes'], st['bytes_fetched'], st['fills'],
@@ -244,19 +257,7 @@ def group_gapzero(env, ck):
 
 def group_smalldisk(env, ck):
     from shardfs_test import linkemu
-    src = env.path('src')
-    os.makedirs(src)
-    ref = {}
-    for k in range(4):
-        for n, data in make_shard(env.rng, os.path.join(src, 's-%d.tar' % k), 40, 60000,
-                                  140000).items():
-            ref['s-%d/%s' % (k, n)] = data
-    total = sum(len(v) for v in ref.values())
-    paths = sorted(ref)
-    env.rng.shuffle(paths)
-    pf = env.path('plan.txt')
-    with open(pf, 'w') as f:
-        f.write(''.join(p + '\n' for p in paths))
+    src, ref, total, paths, pf = planned_epoch(env, 4, 140000)
     disk = tmpfs(env, 'tmpfs', '6m')
     emu = linkemu.Emu(src, 5, 60, env.tmp, 'smalldisk', shardfs=env.shardfs)
     try:
@@ -275,11 +276,7 @@ def group_smalldisk(env, ck):
                   room)
             r = env.run([env.shardfs, 'plan', m.mnt, pf])
             ck.eq('plan: exit', r.returncode, 0)
-            bad = 0
-            for p in paths:
-                with open(os.path.join(m.mnt, p), 'rb') as f:
-                    bad += f.read() != ref[p]
-            ck.eq('planned paths read wrong', bad, 0)
+            read_planned(ck, m.mnt, paths, ref)
             st = m.stats()
             got = st['bytes_received'] - st0['bytes_received']
             log('%d planned bytes over a %d-byte disk: received %d (%.1fx), fetched %d, '

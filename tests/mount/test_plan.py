@@ -84,6 +84,7 @@ import tarfile  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import planread  # noqa: E402
 from shardfs_test import web  # noqa: E402
 from shardfs_test.mount import log  # noqa: E402
 
@@ -493,26 +494,9 @@ def group_ahead(env, ck):
     extents within it to the cache tier, which fetches exactly their units; each read in plan
     order moves it on; every read of a planned path is then a hit with exact bytes; a second
     plan halves each plan's share."""
-    src = env.path('src')
-    os.makedirs(src)
-    rng = random.Random(11)
-    members, shard_size = [], {}
-    for s in range(4):
-        name = 'shard-%06d.tar' % s
-        with tarfile.open(os.path.join(src, name), 'w', format=tarfile.GNU_FORMAT) as tf:
-            # 80 members of ~100 KB: a shard is one chunk (8 MiB) and does not fit in the
-            # cache, so a read fills the units it reads, not the whole shard
-            for k in range(80):
-                add(tf, 'k%d_%02d.bin' % (s, k), rng.randbytes(rng.randrange(60000, 140000)))
-        shard_size[name] = os.path.getsize(os.path.join(src, name))
-        with tarfile.open(os.path.join(src, name)) as tf:
-            ms = tf.getmembers()
-        # not the first 2 and last 3 members: the sidecar's check reads the shard's ends
-        for ti in ms[2:-3]:
-            members.append((name, 'shard-%06d/%s' % (s, ti.name), ti.offset_data, ti.size))
-    r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('icache'), src])
-    ck.eq('shardfs index --sidecar rc', r.returncode, 0)
-    rng.shuffle(members)
+    # 4 shards of 80 members of ~100 KB: a shard is one chunk (8 MiB) and does not fit in the
+    # cache, so a read fills the units it reads, not the whole shard
+    src, members, shard_size = planread.sidecar_source(env, ck, 11, 80, mtime=1700000000)
     plan_a, plan_b = members[:70], members[70:100]
     ng = web.Nginx(env.path('nginx'), src).start()
     try:
@@ -537,10 +521,8 @@ def group_ahead(env, ck):
                 st = ml.poll(done) or m.stats()
                 return st, want
 
-            pf = env.path('plan-a')
-            with open(pf, 'w') as f:
-                f.write(''.join(x[1] + '\n' for x in plan_a))
-            ck.eq('plan rc', ctl(m.mnt, 'plan a ' + pf), None)
+            planread.publish(ck, m.mnt, 'a', env.path('plan-a'), [x[1] for x in plan_a],
+                             what='plan rc')
             paths, nbytes, units = a.handed(0)
             st, want = settled(paths, nbytes, units)
             ck.ok(0 < paths < len(plan_a), 'the lookahead (%d) holds part of the plan: %d of %d'
@@ -549,12 +531,7 @@ def group_ahead(env, ck):
                   (st['plan_fetch_paths'], st['plan_fetch_bytes']), (paths, nbytes))
             ck.eq('fetched at publish: exactly their units', st['bytes_fetched'], want)
             for i, x in enumerate(plan_a):
-                with open(os.path.join(m.mnt, x[1]), 'rb') as f:
-                    got = f.read()
-                with open(os.path.join(src, x[0]), 'rb') as f:
-                    f.seek(x[2])
-                    ref = f.read(x[3])
-                if got != ref:
+                if read(os.path.join(m.mnt, x[1])) != planread.ref(src, x):
                     ck.fail('bytes of %s (plan index %d)' % (x[1], i))
                 p2, b2, u2 = a.handed(i + 1)
                 units |= u2
@@ -579,10 +556,7 @@ def group_ahead(env, ck):
             # two plans: each gets half of the lookahead
             st1 = st
             b = Ahead([(x[0], x[2], x[3]) for x in plan_b], share // 2, shard_size)
-            pfb = env.path('plan-b')
-            with open(pfb, 'w') as f:
-                f.write(''.join(x[1] + '\n' for x in plan_b))
-            ck.eq('plan b rc', ctl(m.mnt, 'plan b ' + pfb), None)
+            planread.publish(ck, m.mnt, 'b', env.path('plan-b'), [x[1] for x in plan_b])
             pb, bb, _ = b.handed(0)
 
             def b_handed():
@@ -682,9 +656,8 @@ def group_coalesce(env, ck):
             ck.eq('no rate measured before publishing', st0['link_rate_bytes'], 0)
 
             pf = env.path('plan-c')
-            with open(pf, 'w') as f:
-                f.write(''.join('%s/%s\n' % (s, n) for s, n, _ in planned))
-            ck.eq('plan rc', ctl(m.mnt, 'plan c ' + pf), None)
+            planread.publish(ck, m.mnt, 'c', pf, ['%s/%s' % (s, n) for s, n, _ in planned],
+                             what='plan rc')
             want = st0['bytes_fetched'] + units_of(spans)
             st = ml.poll(lambda: (lambda s: s['plan_fetch_paths'] == len(planned) and
                                   s['fills'] - st0['fills'] >= 3 and s['fills_inflight'] == 0 and
@@ -712,10 +685,8 @@ def group_coalesce(env, ck):
             ck.eq('plan_hits', st['plan_hits'], len(planned))
             # the bytes between were cached: a plan of the members there costs nothing
             between = [n for n in sorted(off0) if n.startswith('up')]
-            pf2 = env.path('plan-d')
-            with open(pf2, 'w') as f:
-                f.write(''.join('shard-000000/%s\n' % n for n in between))
-            ck.eq('plan d rc', ctl(m.mnt, 'plan d ' + pf2), None)
+            planread.publish(ck, m.mnt, 'd', env.path('plan-d'),
+                             ['shard-000000/%s' % n for n in between])
             st = ml.poll(lambda: (lambda s: s['plan_fetch_paths'] >= len(planned) + len(between)
                                   and s['fills_inflight'] == 0 and s)(m.stats())) or m.stats()
             for n in between:
@@ -746,10 +717,9 @@ def group_coalesce(env, ck):
             other = planned[:]
             random.Random(6).shuffle(other)
             pf3 = env.path('plan-e')
-            with open(pf3, 'w') as f:
-                f.write(''.join('%s/%s\n' % (s, n) for s, n, _ in other))
-            ck.eq('plan c rc (second mount)', ctl(m.mnt, 'plan c ' + pf), None)
-            ck.eq('plan e rc', ctl(m.mnt, 'plan e ' + pf3), None)
+            planread.write_plan(pf3, ['%s/%s' % (s, n) for s, n, _ in other])
+            planread.publish(ck, m.mnt, 'c', pf, what='plan c rc (second mount)')
+            planread.publish(ck, m.mnt, 'e', pf3)
             st = ml.poll(lambda: (lambda s: s['plan_fetch_paths'] == 2 * len(planned) and
                                   s['fills'] - st0['fills'] >= 3 and s['fills_inflight'] == 0
                                   and s)(m.stats())) or m.stats()
@@ -895,10 +865,8 @@ def group_lookahead(env, ck):
                         emu.stats()['requests'] - g0, st['bytes_fetched'] - st0['bytes_fetched'],
                         st['plan_fetch_gap_bytes'], st['cache_misses'])
 
-            pf = env.path('plan')
-            with open(pf, 'w') as f:
-                f.write(''.join('%s/%s\n' % (sh, mb) for sh, mb, _ in planned))
-            ck.eq('plan rc', ctl(m.mnt, 'plan big ' + pf), None)
+            planread.publish(ck, m.mnt, 'big', env.path('plan'),
+                             ['%s/%s' % (sh, mb) for sh, mb, _ in planned], what='plan rc')
             st, want = settled(0)
             ck.eq('the plan is bigger than the cache', st['plan_bytes'] > cache, True)
             ck.eq('the lookahead: half the cache, a path costing its bytes and a unit',
@@ -951,10 +919,8 @@ def group_lookahead(env, ck):
                                           '--min-free', '0', '--chunk-size', '8M']) as m:
             for k in range(shard_no):
                 os.listdir(os.path.join(m.mnt, 'shard-%06d' % k))
-            pf = env.path('plan-skip')
-            with open(pf, 'w') as f:
-                f.write(''.join('%s/%s\n' % (sh, mb) for sh, mb, _ in planned[:16]))
-            ck.eq('plan skip rc', ctl(m.mnt, 'plan skip ' + pf), None)
+            planread.publish(ck, m.mnt, 'skip', env.path('plan-skip'),
+                             ['%s/%s' % (sh, mb) for sh, mb, _ in planned[:16]])
 
             def handed(paths):
                 st = ml.poll(lambda: (lambda s: s['plan_fetch_paths'] >= paths and
@@ -1195,11 +1161,8 @@ def group_nextuse(env, ck):
                              '--plan-lookahead', '0', '--warm', 'off', '--min-free', '0',
                              '--prefetch-shards', '0']) as m:
             for k, p in enumerate(plans):
-                pf = env.path('plan-%s-%d' % (tag, k))
-                with open(pf, 'w') as f:
-                    f.write(''.join(n + '.bin\n' for n in p))
-                ck.eq('%s: plan %d rc' % (tag, k), ctl(m.mnt, 'plan %s%d %s' % (tag, k, pf)),
-                      None)
+                planread.publish(ck, m.mnt, '%s%d' % (tag, k), env.path('plan-%s-%d' % (tag, k)),
+                                 [n + '.bin' for n in p], what='%s: plan %d rc' % (tag, k))
             st0 = m.stats()
             ck.eq('%s: nothing fetched before the reads' % tag, st0['bytes_fetched'], 0)
             for n in reads:
@@ -1294,10 +1257,8 @@ def group_partread(env, ck):
             sh = os.path.join(m.mnt, 'shard-000000')
             os.listdir(sh)
             planned = ['b-a.bin'] + qs[:nq]
-            pf = env.path('plan-%d' % nq)
-            with open(pf, 'w') as f:
-                f.write(''.join('shard-000000/%s\n' % n for n in planned))
-            ck.eq('%d: plan rc' % nq, ctl(m.mnt, 'plan part ' + pf), None)
+            planread.publish(ck, m.mnt, 'part', env.path('plan-%d' % nq),
+                             ['shard-000000/%s' % n for n in planned], what='%d: plan rc' % nq)
             st0 = m.stats()
             ck.eq('%d: the sidecar\'s check read 2 units' % nq, st0['bytes_fetched'], 2 * U)
             for n in planned:

@@ -21,17 +21,15 @@ Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 import sys
 sys.dont_write_bytecode = True
 
-import io  # noqa: E402
 import os  # noqa: E402
-import random  # noqa: E402
-import tarfile  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
+from shardfs_test import planread  # noqa: E402
 from shardfs_test import web  # noqa: E402
 from shardfs_test.mount import log  # noqa: E402
+from shardfs_test.planread import hold, read, ref, tar_gets  # noqa: E402
 
-ctl = ml.control_errno
 SHARDS, PER_SHARD, PLANNED, DEFAULT = 4, 100, 300, 256
 # fills of small planned ranges at once: the default less the slot the fill rules keep for a
 # reader's miss (fetch/fetch_rules.c, rules_pf_max)
@@ -39,52 +37,14 @@ WANT = DEFAULT - 1
 
 
 def make_source(env, ck):
-    """SHARDS shards of PER_SHARD members of 60-140 KB with sidecar indexes: [(shard, path, off,
-    size)] of the members (not the first 2 and last 3: the sidecar's check reads the shard's
-    ends), shuffled."""
-    src = env.path('src')
-    os.makedirs(src)
-    rng = random.Random(37)
-    members = []
-    for s in range(SHARDS):
-        name = 'shard-%06d.tar' % s
-        with tarfile.open(os.path.join(src, name), 'w', format=tarfile.GNU_FORMAT) as tf:
-            for k in range(PER_SHARD):
-                data = rng.randbytes(rng.randrange(60000, 140000))
-                ti = tarfile.TarInfo('k%d_%03d.bin' % (s, k))
-                ti.size = len(data)
-                tf.addfile(ti, io.BytesIO(data))
-        with tarfile.open(os.path.join(src, name)) as tf:
-            ms = tf.getmembers()
-        for ti in ms[2:-3]:
-            members.append((name, 'shard-%06d/%s' % (s, ti.name), ti.offset_data, ti.size))
-    r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('icache'), src])
-    ck.eq('shardfs index --sidecar rc', r.returncode, 0)
-    rng.shuffle(members)
+    """SHARDS shards of PER_SHARD members of 60-140 KB with sidecar indexes: src and [(shard,
+    path, off, size)] of the members, shuffled (planread.sidecar_source)."""
+    src, members, _ = planread.sidecar_source(env, ck, 37, PER_SHARD, SHARDS, width=3)
     return src, members
 
 
-def ref(src, x):
-    with open(os.path.join(src, x[0]), 'rb') as f:
-        f.seek(x[2])
-        return f.read(x[3])
-
-
-def read(path):
-    with open(path, 'rb') as f:
-        return f.read()
-
-
-def tar_gets(px):
-    with px.lock:
-        return [dict(r) for r in px.gets if r['path'].endswith('.tar')]
-
-
 def publish(env, ck, m, members):
-    pf = env.path('plan')
-    with open(pf, 'w') as f:
-        f.write(''.join(x[1] + '\n' for x in members))
-    ck.eq('plan rc', ctl(m.mnt, 'plan p ' + pf), None)
+    planread.publish(ck, m.mnt, 'p', env.path('plan'), [x[1] for x in members], what='plan rc')
 
 
 def group_default(env, ck):
@@ -107,10 +67,7 @@ def group_default(env, ck):
             ml.poll(lambda: (lambda st: st['plan_fetch_paths'] == len(warm) and
                              st['fills_inflight'] == 0)(m.stats()), what='first plan fetched')
             st0 = m.stats()
-            px.released.clear()
-            px.hold_bytes = 1
-            px.hold_paths = lambda p: p.endswith('.tar')
-            px.reset()
+            hold(px)
             planned = members[:PLANNED]
             publish(env, ck, m, planned)
 

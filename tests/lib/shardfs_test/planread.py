@@ -1,0 +1,85 @@
+"""Planned reads over sidecar-indexed shards, shared by the mount tests of fills and plans
+(tests/mount/test_fills.py, test_plan_conns.py, test_plan.py): the shards and their members'
+extents, the members' reference bytes, the GETs a SlowProxy saw and its hold, and publishing a
+plan file on a mount's control file.
+
+A member is a tuple (shard file name, path in the mount, offset of its data in the shard, size).
+"""
+
+import io
+import os
+import random
+import tarfile
+
+from . import mount as ml
+
+
+def sidecar_source(env, ck, seed, per_shard, shards=4, width=2, mtime=0):
+    """`shards` shards shard-NNNNNN.tar in env's src/ of `per_shard` members k<s>_<k>.bin (k
+    written with `width` digits, tar mtime `mtime`) of 60-140 KB of random.Random(seed)'s bytes,
+    indexed with 'shardfs index --sidecar' (its rc checked). Returns (src, members, shard_size):
+    the members but the first 2 and the last 3 of each shard (the sidecar's check reads the
+    shard's ends), shuffled by the same generator; shard_size {shard file name: bytes}."""
+    src = env.path('src')
+    os.makedirs(src)
+    rng = random.Random(seed)
+    members, shard_size = [], {}
+    for s in range(shards):
+        name = 'shard-%06d.tar' % s
+        path = os.path.join(src, name)
+        with tarfile.open(path, 'w', format=tarfile.GNU_FORMAT) as tf:
+            for k in range(per_shard):
+                data = rng.randbytes(rng.randrange(60000, 140000))
+                ti = tarfile.TarInfo('k%d_%0*d.bin' % (s, width, k))
+                ti.size = len(data)
+                ti.mtime = mtime
+                tf.addfile(ti, io.BytesIO(data))
+        shard_size[name] = os.path.getsize(path)
+        with tarfile.open(path) as tf:
+            ms = tf.getmembers()
+        for ti in ms[2:-3]:
+            members.append((name, 'shard-%06d/%s' % (s, ti.name), ti.offset_data, ti.size))
+    r = env.run([env.shardfs, 'index', '--sidecar', '--cache-dir', env.path('icache'), src])
+    ck.eq('shardfs index --sidecar rc', r.returncode, 0)
+    rng.shuffle(members)
+    return src, members, shard_size
+
+
+def ref(src, x):
+    """Member x's bytes, read from its shard in src."""
+    with open(os.path.join(src, x[0]), 'rb') as f:
+        f.seek(x[2])
+        return f.read(x[3])
+
+
+def read(path):
+    with open(path, 'rb') as f:
+        return f.read()
+
+
+def tar_gets(px):
+    """The GETs of shards px (a web.SlowProxy) saw, copied under its lock."""
+    with px.lock:
+        return [dict(r) for r in px.gets if r['path'].endswith('.tar')]
+
+
+def hold(px):
+    """Hold every ranged GET of a shard at px after its first byte, from now on."""
+    px.released.clear()
+    px.hold_bytes = 1
+    px.hold_paths = lambda p: p.endswith('.tar')
+    px.reset()
+
+
+def write_plan(pf, paths):
+    """Write the plan file pf: one mount path a line."""
+    with open(pf, 'w') as f:
+        f.write(''.join(p + '\n' for p in paths))
+
+
+def publish(ck, mnt, name, pf, paths=None, what=None):
+    """'plan NAME PF' on mnt's control file, pf written first from paths unless None; checks
+    that the mount took it (the check named `what`, by default 'plan NAME rc')."""
+    if paths is not None:
+        write_plan(pf, paths)
+    ck.eq(what or 'plan %s rc' % name, ml.control_errno(mnt, 'plan %s %s' % (name, pf)), None)
