@@ -84,40 +84,12 @@ static struct backend *store(const char *query)
  * string is fixed so that two stores share one directory. */
 static struct cachetier *tier(struct backend *be, const char *name)
 {
-	struct cachetier_config cc;
-	char dir[600];
-
-	snprintf(dir, sizeof(dir), "%s/%s", tmpdir, name);
-	tier_config(&cc, dir, 1ull << 30, 2, CHUNK);
-	cc.readahead_max_bytes = CHUNK;
-	cc.small_fills = 1; /* slots: 3 */
-	return tier_open(&cc, be);
+	return tier_small(tmpdir, name, be, 1ull << 30, CHUNK);
 }
 
 static struct cachetier_obj *obj(struct cachetier *ct, struct backend *be, int i)
 {
 	return obj_open(ct, be, keys[i]);
-}
-
-enum what { FILLS_INFLIGHT, BUFS_QUEUED, UNIT_WAITERS };
-
-/* Wait (up to 60 s) until the count named by w is want. */
-static void reach(struct cachetier *ct, enum what w, uint64_t want, const char *name)
-{
-	struct cachetier_stats st;
-	uint64_t v = 0;
-
-	for (int i = 0; i < 6000; i++) {
-		stats(ct, &st);
-		v = w == FILLS_INFLIGHT ? st.fills_inflight
-		    : w == BUFS_QUEUED	? st.fill_bufs_queued
-					: st.unit_waiters;
-		if (v == want)
-			return;
-		usleep(10000);
-	}
-	CHECK(0, "%s: %llu after 60 s, want %llu", name, (unsigned long long)v,
-	      (unsigned long long)want);
 }
 
 /* Bytes [off, off + len) of object i read through o are exact. */
@@ -152,7 +124,8 @@ static void fills_held(const char *name, int nfill)
 	cachetier_wake_hold(ct, 0);
 	/* each run's last (half) buffer is pushed with its end: once every
 	 * buffer is queued, every item of the fills is */
-	reach(ct, BUFS_QUEUED, 4u * (unsigned)nfill, "buffers queued while the writer is held");
+	count_reach(ct, TC_BUFS_QUEUED, 4u * (unsigned)nfill,
+		    "buffers queued while the writer is held");
 	stats(ct, &st);
 	CHECK(st.fill_writes == 0 && st.fill_publishes == 0 && st.fills == 0 &&
 		  st.fills_inflight == (uint64_t)nfill,
@@ -164,7 +137,7 @@ static void fills_held(const char *name, int nfill)
 		      "%s: object %d: %llu bytes valid before any was written", name, i,
 		      (unsigned long long)cachetier_obj_cached_bytes(o[i]));
 	cachetier_write_hold(ct, 0);
-	reach(ct, FILLS_INFLIGHT, 0, "fills ended after the hold");
+	count_reach(ct, TC_FILLS_INFLIGHT, 0, "fills ended after the hold");
 	stats(ct, &st);
 	printf("%s: %d fills of 7 units: writes %llu, passes making units valid %llu, the "
 	       "writer's lock takes %llu, lock fcntls under it %llu, fills %llu\n",
@@ -244,12 +217,12 @@ static void test_long(void)
 	CHECK(cachetier_obj_prefetch_range(o, 0, LONG_UNITS * UNIT, CACHETIER_PF_FIT) == 0, "%s",
 	      "long: range");
 	cachetier_wake_hold(ct, 0);
-	reach(ct, BUFS_QUEUED, 7, "long: buffers queued while the writer is held");
+	count_reach(ct, TC_BUFS_QUEUED, 7, "long: buffers queued while the writer is held");
 	stats(ct, &st);
 	CHECK(st.fill_writes == 0, "long: %llu writes while held",
 	      (unsigned long long)st.fill_writes);
 	cachetier_write_hold(ct, 0);
-	reach(ct, FILLS_INFLIGHT, 0, "long: the fill ended after the hold");
+	count_reach(ct, TC_FILLS_INFLIGHT, 0, "long: the fill ended after the hold");
 	stats(ct, &st);
 	printf("long: a fill of %u units, 7 buffers in one batch: writes %llu, passes %llu, the "
 	       "writer's lock takes %llu\n",
@@ -310,7 +283,7 @@ static void test_kept(void)
 		for (uint64_t off = 0; off < 6 * UNIT; off += 3 * UNIT, n++) {
 			CHECK(cachetier_obj_prefetch_range(o, off, 3 * UNIT, CACHETIER_PF_FIT) == 0,
 			      "kept: range %d", n);
-			reach(ct, FILLS_INFLIGHT, 0, "kept: the fill ended");
+			count_reach(ct, TC_FILLS_INFLIGHT, 0, "kept: the fill ended");
 			CHECK(exact(o, i, off, 3 * UNIT), "kept: object %d at %llu exact", i,
 			      (unsigned long long)off);
 		}
@@ -378,21 +351,21 @@ static void test_wakes(void)
 	      "wakes: range B");
 	cachetier_wake_hold(ct, 0);
 	/* A's 2 buffers before the hold and B's 1: both fills claimed their units */
-	reach(ct, BUFS_QUEUED, 3, "wakes: buffers queued while the writer is held");
+	count_reach(ct, TC_BUFS_QUEUED, 3, "wakes: buffers queued while the writer is held");
 	r[0] = (struct reader){.o = o[0], .i = 0, .off = 5 * UNIT + 100};
 	r[1] = (struct reader){.o = o[1], .i = 1, .off = UNIT + 100};
 	for (int i = 0; i < NOBJ; i++)
 		CHECK(pthread_create(&r[i].t, NULL, reader_main, &r[i]) == 0, "wakes: reader %d",
 		      i);
-	reach(ct, UNIT_WAITERS, 2, "wakes: both readers wait");
+	count_reach(ct, TC_UNIT_WAITERS, 2, "wakes: both readers wait");
 	stats(ct, &st);
 	CHECK(st.unit_waiter_wakes == 0, "wakes: %llu wake-ups before any unit landed",
 	      (unsigned long long)st.unit_waiter_wakes);
 	cachetier_write_hold(ct, 0);
-	reach(ct, FILLS_INFLIGHT, 1, "wakes: B's fill ended");
+	count_reach(ct, TC_FILLS_INFLIGHT, 1, "wakes: B's fill ended");
 	pthread_join(r[1].t, NULL);
 	CHECK(r[1].ok, "wakes: B's unit 1 exact");
-	reach(ct, UNIT_WAITERS, 1, "wakes: A's reader waits on");
+	count_reach(ct, TC_UNIT_WAITERS, 1, "wakes: A's reader waits on");
 	stats(ct, &st);
 	printf("wakes: A's units 0-3 and B's landed with A's reader waiting for unit 5: wake-ups "
 	       "%llu, readers waiting %llu\n",
@@ -406,7 +379,7 @@ static void test_wakes(void)
 	flag_file(gate, 0);
 	pthread_join(r[0].t, NULL);
 	CHECK(r[0].ok, "wakes: A's unit 5 exact");
-	reach(ct, FILLS_INFLIGHT, 0, "wakes: A's fill ended");
+	count_reach(ct, TC_FILLS_INFLIGHT, 0, "wakes: A's fill ended");
 	stats(ct, &st);
 	printf("wakes: after A's unit 5 landed: wake-ups %llu, readers waiting %llu\n",
 	       (unsigned long long)st.unit_waiter_wakes, (unsigned long long)st.unit_waiters);

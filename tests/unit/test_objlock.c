@@ -94,39 +94,10 @@ static size_t sizes[NOBJ];
 static char keys[NOBJ][32];
 
 /* A tier in tmpdir/<name>: a cache of size bytes, chunks of CHUNK, 2 fill
- * threads, no rules. */
+ * threads, no rules (slots: 3). */
 static struct cachetier *tier(struct backend *be, const char *name, uint64_t size)
 {
-	struct cachetier_config cc;
-	char dir[600];
-
-	snprintf(dir, sizeof(dir), "%s/%s", tmpdir, name);
-	tier_config(&cc, dir, size, 2, CHUNK);
-	cc.readahead_max_bytes = CHUNK;
-	cc.small_fills = 1; /* slots: 3 */
-	return tier_open(&cc, be);
-}
-
-enum what { FILLS_INFLIGHT, BUFS_QUEUED, UNIT_WAITERS, WRITER_LOCKS };
-
-/* Wait (up to 60 s) until the count named by w is want. */
-static void reach(struct cachetier *ct, enum what w, uint64_t want, const char *name)
-{
-	struct cachetier_stats st;
-	uint64_t v = 0;
-
-	for (int i = 0; i < 6000; i++) {
-		stats(ct, &st);
-		v = w == FILLS_INFLIGHT ? st.fills_inflight
-		    : w == BUFS_QUEUED	? st.fill_bufs_queued
-		    : w == WRITER_LOCKS ? st.fill_writer_locks
-					: st.unit_waiters;
-		if (v == want)
-			return;
-		usleep(10000);
-	}
-	CHECK(0, "%s: %llu after 60 s, want %llu", name, (unsigned long long)v,
-	      (unsigned long long)want);
+	return tier_small(tmpdir, name, be, size, CHUNK);
 }
 
 /* A probe of 1,000 bytes of object i at off on a thread of its own (no
@@ -170,10 +141,10 @@ static void test_land_wake(void)
 	o = obj_open(ct, be, keys[0]);
 	cachetier_write_hold(ct, 1);
 	CHECK(cachetier_obj_prefetch_range(o, 0, RUN, CACHETIER_PF_FIT) == 0, "land: range");
-	reach(ct, BUFS_QUEUED, 2, "land: the 2 buffers before the hold queued");
+	count_reach(ct, TC_BUFS_QUEUED, 2, "land: the 2 buffers before the hold queued");
 	p = (struct probe){.o = o, .i = 0, .off = 2 * UNIT + 100};
 	CHECK(pthread_create(&p.t, NULL, probe_main, &p) == 0, "land: reader");
-	reach(ct, UNIT_WAITERS, 1, "land: the reader waits for unit 2");
+	count_reach(ct, TC_UNIT_WAITERS, 1, "land: the reader waits for unit 2");
 	stats(ct, &st0);
 	wl0 = st0.fill_writer_locks;
 	cachetier_write_hold(ct, 0);
@@ -202,7 +173,7 @@ static void test_land_wake(void)
 	      "land: %llu bytes valid in the state file, want the 4 units landed",
 	      (unsigned long long)cachetier_obj_cached_bytes(o));
 	flag_file(gate, 0);
-	reach(ct, FILLS_INFLIGHT, 0, "land: the fill ended");
+	count_reach(ct, TC_FILLS_INFLIGHT, 0, "land: the fill ended");
 	stats(ct, &st);
 	printf("land: the run's end: the fill writer took ct->lock %llu times for the run (2 "
 	       "batches), fills %llu, errors %llu\n",
@@ -242,10 +213,10 @@ static void test_quiet_wake(void)
 	a = obj_open(ct, be, keys[0]);
 	b = obj_open(ct, be, keys[1]);
 	CHECK(cachetier_obj_prefetch_range(a, 0, RUN, CACHETIER_PF_FIT) == 0, "quiet: A's range");
-	reach(ct, FILLS_INFLIGHT, 1, "quiet: A's fill in flight");
+	count_reach(ct, TC_FILLS_INFLIGHT, 1, "quiet: A's fill in flight");
 	p = (struct probe){.o = a, .i = 0, .off = 5 * UNIT + 100};
 	CHECK(pthread_create(&p.t, NULL, probe_main, &p) == 0, "quiet: reader");
-	reach(ct, UNIT_WAITERS, 1, "quiet: the reader waits for unit 5");
+	count_reach(ct, TC_UNIT_WAITERS, 1, "quiet: the reader waits for unit 5");
 	/* B's chunks, one at a time, each unfit (A's run reserved, 12 units
 	 * of room): each given back wakes every waiting reader. Repeated until
 	 * a wake-up reached the reader (one that came while it looked again
@@ -263,7 +234,7 @@ static void test_quiet_wake(void)
 		}
 		CHECK(st.unfit_bytes == unfit0 + CHUNK, "quiet: B's chunk %llu unfit: %llu bytes",
 		      (unsigned long long)c, (unsigned long long)(st.unfit_bytes - unfit0));
-		reach(ct, UNIT_WAITERS, 1, "quiet: the reader waits on");
+		count_reach(ct, TC_UNIT_WAITERS, 1, "quiet: the reader waits on");
 		stats(ct, &st);
 		quiet = st.unit_waits_quiet;
 		wakes = st.unit_waiter_wakes;
@@ -291,7 +262,7 @@ static void test_quiet_wake(void)
 	      "quiet: the landing: %llu wake-ups more, %llu quiet more, want 1 and 0",
 	      (unsigned long long)(st.unit_waiter_wakes - wakes),
 	      (unsigned long long)(st.unit_waits_quiet - quiet));
-	reach(ct, FILLS_INFLIGHT, 0, "quiet: A's fill ended");
+	count_reach(ct, TC_FILLS_INFLIGHT, 0, "quiet: A's fill ended");
 	cachetier_obj_unref(b);
 	cachetier_obj_unref(a);
 	cachetier_close(ct);
@@ -326,7 +297,7 @@ static void test_commit_nolock(void)
 	CHECK(probe_exact(o, 1, 7 * UNIT + 100), "commit: unit 7 exact");
 	fills_idle(ct);
 	/* its fill's end: the writer's 1 take of ct->lock (counted after its batch) */
-	reach(ct, WRITER_LOCKS, 1, "commit: unit 7's fill ended on the writer");
+	count_reach(ct, TC_WRITER_LOCKS, 1, "commit: unit 7's fill ended on the writer");
 	stats(ct, &st0);
 	fan = st0.watch_own == 1;
 	t0 = cachetier_lock_takes();
@@ -379,8 +350,8 @@ static void test_commit_nolock(void)
 		      (unsigned long long)takes, (unsigned long long)(st.read_locks - rl0),
 		      (unsigned long long)(st.hits - hits0));
 	flag_file(gate, 0);
-	reach(ct, FILLS_INFLIGHT, 0, "commit: the run ended");
-	reach(ct, WRITER_LOCKS, wl0 + 1, "commit: the run's end on the writer");
+	count_reach(ct, TC_FILLS_INFLIGHT, 0, "commit: the run ended");
+	count_reach(ct, TC_WRITER_LOCKS, wl0 + 1, "commit: the run's end on the writer");
 	stats(ct, &st);
 	CHECK(st.fill_writer_locks - wl0 == 1,
 	      "commit: the fill writer took ct->lock %llu times for the run, want 1 (its end)",

@@ -71,44 +71,7 @@ static const char *keys[2] = {"a.tar", "b.tar"};
  * threads and a slot for a small fill (3 fills at once), no rules. */
 static struct cachetier *tier(struct backend *be, const char *name, uint64_t size)
 {
-	struct cachetier_config cc;
-	char dir[600];
-
-	snprintf(dir, sizeof(dir), "%s/%s", tmpdir, name);
-	tier_config(&cc, dir, size, 2, CHUNK);
-	cc.readahead_max_bytes = CHUNK;
-	cc.small_fills = 1;
-	return tier_open(&cc, be);
-}
-
-/* Wait (up to 60 s) until o's bytes valid in the state file are want. */
-static void reach_cached(struct cachetier_obj *o, uint64_t want, const char *name)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < 6000; i++) {
-		v = cachetier_obj_cached_bytes(o);
-		if (v == want)
-			return;
-		usleep(10000);
-	}
-	CHECK(0, "%s: %llu bytes valid after 60 s, want %llu", name, (unsigned long long)v,
-	      (unsigned long long)want);
-}
-
-/* Wait (up to 60 s) until the tier has want fills in flight. */
-static void reach_inflight(struct cachetier *ct, uint64_t want, const char *name)
-{
-	struct cachetier_stats st;
-
-	for (int i = 0; i < 6000; i++) {
-		stats(ct, &st);
-		if (st.fills_inflight == want)
-			return;
-		usleep(10000);
-	}
-	CHECK(0, "%s: %llu fills in flight after 60 s, want %llu", name,
-	      (unsigned long long)st.fills_inflight, (unsigned long long)want);
+	return tier_small(tmpdir, name, be, size, CHUNK);
 }
 
 static void test_land_room(void)
@@ -128,8 +91,8 @@ static void test_land_room(void)
 	a = obj_open(ct, be, keys[0]);
 	b = obj_open(ct, be, keys[1]);
 	CHECK(cachetier_obj_prefetch_range(a, 0, RUN, CACHETIER_PF_FIT) == 0, "land: A's range");
-	reach_cached(a, 4 * UNIT, "land: A's units 0-3 landed");
-	reach_inflight(ct, 1, "land: A's run held in flight");
+	cached_wait(a, 4 * UNIT, "land: A's units 0-3 landed");
+	count_reach(ct, TC_FILLS_INFLIGHT, 1, "land: A's run held in flight");
 	room = cachetier_room(ct);
 	stats(ct, &st);
 	printf("land: A's 4 of 7 units landed, its run in flight: room %llu bytes, used %llu\n",
@@ -145,7 +108,7 @@ static void test_land_room(void)
 	      "land: B's range");
 	ended = prefetch_ended(b);
 	(void)cachetier_obj_prefetch_state(b, &unfit);
-	reach_inflight(ct, 1, "land: B's fill ended");
+	count_reach(ct, TC_FILLS_INFLIGHT, 1, "land: B's fill ended");
 	stats(ct, &st);
 	room = cachetier_room(ct);
 	printf("land: B's range of 4 units: %llu bytes fetched, %llu unfit, evictions %llu, room "
@@ -162,7 +125,7 @@ static void test_land_room(void)
 	      (unsigned long long)st.evictions, (unsigned long long)room);
 
 	flag_file(gate, 0);
-	reach_inflight(ct, 0, "land: A's fill ended");
+	count_reach(ct, TC_FILLS_INFLIGHT, 0, "land: A's fill ended");
 	stats(ct, &st);
 	room = cachetier_room(ct);
 	CHECK(st.bytes_used == 11 * (uint64_t)UNIT && room == 0,

@@ -1,12 +1,13 @@
 /*
  * test_util.h — helpers the unit tests of the cache tier share
- * (test_chunkstore.c, test_fillwake.c, test_rules.c): the seeded
- * generator of their data (test_rng.h), a source file written whole, a test tier's
- * config and open, an object opened and its bytes compared, the tier's
- * counters, the fault store's flag files (DIR.hold: a read held while it
- * exists) and its log (DIR.log: one line a read). One test program is
- * one translation unit: every helper is static inline (a program uses
- * the ones it needs). Include after check.h, backend.h and cachetier.h.
+ * (test_chunkstore.c, test_fillwake.c, test_rules.c, test_roomacct.c,
+ * test_objlock.c, test_fillwrite.c, ...): the seeded generator of their data
+ * (test_rng.h), a source file written whole, a test tier's config and open
+ * (a small one: tier_small), an object opened and its bytes compared, the
+ * tier's counters and the waits for one to reach a value, the fault store's flag files (DIR.hold: a
+ * read held while it exists) and its log (DIR.log: one line a read). One test program is one
+ * translation unit: every helper is static inline (a program uses the ones it needs). Include after
+ * check.h, backend.h and cachetier.h.
  */
 #ifndef SHARDFS_TEST_UTIL_H
 #define SHARDFS_TEST_UTIL_H
@@ -108,6 +109,77 @@ static inline void stats(struct cachetier *ct, struct cachetier_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	cachetier_get_stats(ct, st);
+}
+
+/* A small test tier in dir/name over be: a cache of size bytes, chunks of
+ * chunk bytes, 2 fill threads, readahead of a chunk, a slot for a small
+ * fill (3 fills at once), no rules. */
+static inline struct cachetier *tier_small(const char *dir, const char *name, struct backend *be,
+					   uint64_t size, uint32_t chunk)
+{
+	struct cachetier_config cc;
+	char path[600];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	tier_config(&cc, path, size, 2, chunk);
+	cc.readahead_max_bytes = chunk;
+	cc.small_fills = 1;
+	return tier_open(&cc, be);
+}
+
+/* The tier's counters a test waits for (count_reach, cached_wait). */
+enum tier_count { TC_FILLS_INFLIGHT, TC_BUFS_QUEUED, TC_UNIT_WAITERS, TC_WRITER_LOCKS };
+
+static inline uint64_t tier_count_of(const struct cachetier_stats *st, enum tier_count w)
+{
+	switch (w) {
+	case TC_FILLS_INFLIGHT:
+		return st->fills_inflight;
+	case TC_BUFS_QUEUED:
+		return st->fill_bufs_queued;
+	case TC_UNIT_WAITERS:
+		return st->unit_waiters;
+	case TC_WRITER_LOCKS:
+		return st->fill_writer_locks;
+	}
+	return 0;
+}
+
+/* Wait (up to 60 s: the bound only against a hang) until the tier's
+ * count w is want; a failed check says name otherwise. */
+static inline void count_reach(struct cachetier *ct, enum tier_count w, uint64_t want,
+			       const char *name)
+{
+	static const char *const what[] = {"fills in flight", "buffers queued", "unit waiters",
+					   "writer's takes of ct->lock"};
+	struct cachetier_stats st;
+	uint64_t v = 0;
+
+	for (int i = 0; i < 6000; i++) {
+		stats(ct, &st);
+		v = tier_count_of(&st, w);
+		if (v == want)
+			return;
+		usleep(10000);
+	}
+	CHECK(0, "%s: %llu %s after 60 s, want %llu", name, (unsigned long long)v, what[w],
+	      (unsigned long long)want);
+}
+
+/* Wait (up to 60 s: the bound only against a hang) until o's bytes valid
+ * in its state file are want; a failed check says name otherwise. */
+static inline void cached_wait(struct cachetier_obj *o, uint64_t want, const char *name)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 6000; i++) {
+		v = cachetier_obj_cached_bytes(o);
+		if (v == want)
+			return;
+		usleep(10000);
+	}
+	CHECK(0, "%s: %llu bytes valid after 60 s, want %llu", name, (unsigned long long)v,
+	      (unsigned long long)want);
 }
 
 /* Wait (up to 60 s: the bound only against a hang) until no fill runs
