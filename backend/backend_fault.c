@@ -46,6 +46,11 @@
  *                above (fail_every fails it with no bytes, cut_every hands
  *                over its first half, then fails it); without it the store
  *                refuses the batch read (-EOPNOTSUPP) as S3 would
+ * weak_etag=1    a stat answers the ETag as weak (W/"..."), as a store whose
+ *                ETag stays the same through a rewrite of the same size
+ *                does: the cache tier then probes its anchor unit
+ *                (cachetier_weak.c); reads ignore the ETag, so a test that
+ *                rewrites a file under a tier meets the weak ETag's case
  * async=1        reads asked with backend_read_version_async run on a
  *                thread of their own each, not in the caller (as a remote
  *                store's I/O thread runs them: backend_reads_async says 1,
@@ -81,7 +86,7 @@
 struct fault {
 	struct backend inner; /* the local store doing the work */
 	unsigned long long fail_every, delay_ms, fail_after_bytes, fail_list, cut_every, names_only;
-	unsigned long long piece, batch, hold_at, heads, batch_hold, log, async;
+	unsigned long long piece, batch, hold_at, heads, batch_hold, log, async, weak_etag;
 	char *hold_path;  /* hold_at: DIR.hold */
 	char *bhold_path; /* batch_hold: DIR.bhold */
 	char *log_path;	  /* log: DIR.log */
@@ -176,7 +181,13 @@ static int fault_stat(struct backend *be, const char *key, struct backend_objinf
 {
 	struct fault *f = be->impl;
 	int err = f->inner.ops->stat(&f->inner, key, info);
+	size_t n = err == 0 ? strlen(info->etag) : 0;
 
+	if (err == 0 && f->weak_etag && n + 5 <= sizeof(info->etag)) { /* W/"ETAG" */
+		memmove(info->etag + 3, info->etag, n);
+		memcpy(info->etag, "W/\"", 3);
+		memcpy(info->etag + 3 + n, "\"", 2);
+	}
 	return f->heads ? fault_head(f, key, err) : err;
 }
 
@@ -580,6 +591,8 @@ int backend__fault_open(struct backend *be, const char *source, const struct bac
 		f->bhold_path = NULL;
 		err = -ENOMEM;
 	}
+	if (err == 0 && q && parse_param(q + 1, "weak_etag", &f->weak_etag) < 0)
+		err = -EINVAL;
 	if (err == 0)
 		err = backend__local_open(&f->inner, dir);
 	free(dir);

@@ -765,6 +765,7 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 		 c1 = len ? (uint32_t)((off + len - 1) / unit_bytes + 1) : c0;
 	uint8_t reqbuf[64], *req = reqbuf; /* per unit: this read saw it queued or filling */
 	int err = 0, waited = 0, whole, repairs = 0;
+	uint32_t vgen;
 	int64_t wait_from = 0;
 	uint64_t takes = cachetier__lock_takes, waits = 0; /* read_locks */
 
@@ -784,6 +785,10 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 
 	cachetier__lock(ct);
 	cachetier__lazy_check(ct); /* other processes' release requests */
+	/* the object's version as this read begins: a change found while it
+	 * waits (weak_drop) ends it with ESTALE, whatever its units' states
+	 * then (dropped, refilled, still filling): never EIO, never a mix */
+	vgen = f->vgen;
 	disk_mutex_lock(&f->lock);
 	for (uint32_t c = c0; c < c1; c++) {
 		if (f->pins[c]++ == 0 && f->held[c])
@@ -810,6 +815,10 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 		int ready = 1;
 		uint64_t gen;
 
+		if (f->vgen != vgen) {
+			err = -ESTALE; /* the store's bytes changed while this read waited */
+			break;
+		}
 		disk_mutex_lock(&f->lock);
 		gen = f->ugen; /* a wake-up of f's readers from now on: look again */
 		/* (the fill writer commits units as they land: none to commit here) */
@@ -820,8 +829,16 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 			case UNIT_VALID:
 				break;
 			case UNIT_EMPTY:
-				if (req[c - c0]) { /* the fill this read waited for failed */
-					err = f->uerr[c] < 0 ? f->uerr[c] : -EIO;
+				if (req[c - c0] && f->uerr[c] < 0) {
+					/* the fill this read waited for failed (its error
+					 * cleared when a fill claims the unit again) */
+					err = f->uerr[c];
+					break;
+				}
+				if (req[c - c0] && ++repairs > 2) {
+					/* landed and dropped again (found damaged by
+					 * another read) as fast as it is fetched */
+					err = -EIO;
 					break;
 				}
 				err = whole ? cachetier__queue_run(ct, f, c, 0, f->nunits, 0)
@@ -865,6 +882,8 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 				continue;
 			}
 		}
+		if (err == 0 && f->vgen != vgen)
+			err = -ESTALE; /* changed while a check dropped ct->lock */
 		if (err < 0 || ready)
 			break;
 		if (!waited)

@@ -269,6 +269,7 @@ void cachetier__run_claim(struct cachetier *ct, struct ct_file *f, uint32_t c, u
 	for (uint32_t u = c; u < c + n; u++) {
 		assert(f->ust[u] == UNIT_EMPTY || f->ust[u] == UNIT_QUEUED);
 		cachetier__unit_set(f, u, UNIT_FILLING);
+		f->uerr[u] = 0; /* a new fill: an earlier one's error is not its */
 	}
 	disk_mutex_unlock(&f->lock);
 }

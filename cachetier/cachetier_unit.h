@@ -168,6 +168,9 @@ struct ct_file {
 	int anchor_set;		 /* anchor and anchor_crc hold the first unit served here */
 	uint32_t anchor;	 /* that unit */
 	uint32_t anchor_crc;	 /* its CRC32C then */
+	uint32_t vgen;		 /* bumped when the store's bytes are found changed under
+				  * the ETag (weak_drop; ct->lock): a read begun before
+				  * ends with ESTALE (cachetier__file_read_begin) */
 	/* the batch fills' shared version HEADs (cachetier_batchv.c;
 	 * ct->lock): HEADs of it started (numbered 1, 2, ... in the order
 	 * sent), the highest number of those that ended and its outcome, how

@@ -80,6 +80,7 @@ static void weak_drop(struct cachetier *ct, struct ct_file *f, uint32_t a)
 		}
 	}
 	f->wgen++;
+	f->vgen++; /* reads waiting meanwhile end with ESTALE, not their units' state */
 	f->anchor_set = 0;
 	f->probed = f->ufills;
 	ct->weak_changed++;
