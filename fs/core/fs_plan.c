@@ -488,6 +488,7 @@ int fs_plan_publish(struct fs *fs, const char *name, pid_t pid, const char *file
 	}
 	memcpy(p->name, nm, sizeof(nm));
 	p->pid = pid;
+	p->fs = fs;
 	atomic_init(&p->refs, 1);
 	r->fs = fs;
 	r->p = p;
@@ -657,12 +658,35 @@ size_t fs_plan_list(struct fs *fs, struct fs_plan **out, size_t max)
 	return n;
 }
 
+/* Extents of p whose object the source removed (FS_OBJ_GONE: a refresh,
+ * or a lookup that found it gone): a path of the plan that names nothing
+ * any more is missing, as one that named nothing at publish is. Counted
+ * again only when an object was marked stale or gone since the last count
+ * (fs_obj_mark_stale moves fs->c.stale_noticed after the object's state),
+ * so a read of the counters costs one load while nothing changes, and a
+ * count that raced a mark is made again at the next read. Any thread. */
+static uint32_t plan_gone(const struct fs_plan *p)
+{
+	atomic_ullong *cache = (atomic_ullong *)&p->gone; /* a cache, not the plan */
+	uint64_t g = atomic_load(&p->fs->c.stale_noticed), tag = (uint64_t)(uint32_t)(g + 1) << 32,
+		 v = atomic_load_explicit(cache, memory_order_acquire);
+	uint32_t n = 0;
+
+	if (tag && (v & ~(uint64_t)UINT32_MAX) == tag)
+		return (uint32_t)v;
+	for (uint32_t k = 0; k < p->n; k++)
+		n += atomic_load_explicit(&fs_obj(p->fs, p->ext[k].obj)->state,
+					  memory_order_acquire) == FS_OBJ_GONE;
+	atomic_store_explicit(cache, tag | n, memory_order_release);
+	return n;
+}
+
 void fs_plan_get_info(const struct fs_plan *p, struct fs_plan_info *i)
 {
 	i->name = p->name;
 	i->pid = p->pid;
 	i->paths = p->n;
-	i->missing = p->missing;
+	i->missing = p->missing + plan_gone(p);
 	i->read = atomic_load_explicit(&p->nread, memory_order_relaxed);
 	i->position = atomic_load_explicit(&p->position, memory_order_relaxed);
 	i->bytes = p->bytes;

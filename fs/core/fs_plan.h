@@ -65,7 +65,8 @@ struct fs_plan_info {
 	pid_t pid;	   /* who sent it: the thread id of the request (its process's
 			    * pid for a single-threaded sender) */
 	uint32_t paths;	   /* extents (paths found), in reading order */
-	uint32_t missing;  /* paths of the file that were skipped */
+	uint32_t missing;  /* paths of the file that were skipped, and planned paths
+			    * whose object the source removed since (a refresh) */
 	uint32_t read;	   /* extents marked read */
 	uint32_t position; /* 1 + index of the furthest extent read (0: none read) */
 	uint64_t bytes;	   /* sum of the extents' len */

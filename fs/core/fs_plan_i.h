@@ -48,6 +48,7 @@ struct fs_plans {
 
 struct fs_plan {
 	atomic_uint refs;
+	struct fs *fs; /* the mount it was published on (plans go before it closes) */
 	char name[FS_PLAN_NAME_MAX + 1];
 	pid_t pid;
 	uint64_t seq; /* publish order: when the array is full the lowest goes */
@@ -64,6 +65,10 @@ struct fs_plan {
 	atomic_uint wake_at; /* fs_plan_wake_at: reads below it call no listener */
 	uint64_t base;	     /* the plan clock at publish: extent i is read at base + cum[i] */
 	uint32_t *byoff;     /* extent indices by (object, offset): who shares a unit */
+	/* extents whose object the source removed since (fs_plan_get_info's
+	 * missing): (1 + the low 32 bits of fs->c.stale_noticed when counted)
+	 * << 32 | the count, in one word (0: not counted yet) */
+	atomic_ullong gone;
 };
 
 /* fs_plan_use.c: next use (see there). Index p's extents by (object,
