@@ -456,103 +456,132 @@ static int tsv_shard(struct fs *fs, uint32_t s, const struct shardidx *ix, struc
 	return err;
 }
 
-static int lx_build(struct fs *fs, const uint64_t key[3], struct fs_lidx_doc **out)
+/* Index the live shards of fs into b (b->shards, sorted by key after) on
+ * IDX_THREADS workers (lx_worker, or this thread if none starts): 0, or the
+ * first error. */
+static int lx_index_shards(struct fs *fs, struct lx_build *b)
 {
-	struct lx_build b = {.fs = fs};
-	struct lx_out tsv = {0}, wids = {0}, scratch = {0};
-	uint32_t nshards = fs->nshards, nwids = 0;
-	uint64_t skipped_shards = 0, skipped_members = 0;
+	uint32_t nshards = fs->nshards;
 	pthread_t th[IDX_THREADS];
 	unsigned started = 0;
-	struct fs_lidx_doc *d = calloc(1, sizeof(*d));
-	int err = 0;
+	int err;
 
-	b.shards = malloc((nshards ? nshards : 1) * sizeof(*b.shards));
-	if (!d || !b.shards) {
-		err = -ENOMEM;
-		goto out;
-	}
+	b->shards = malloc((nshards ? nshards : 1) * sizeof(*b->shards));
+	if (!b->shards)
+		return -ENOMEM;
 	for (uint32_t s = 0; s < nshards; s++)
 		if (fs_obj_live(fs_obj(fs, fs_shard(fs, s)->obj)))
-			b.shards[b.n++] = s;
+			b->shards[b->n++] = s;
 	fs_learn_all(fs); /* a brace pattern's sizes, many at once */
-	fs_log(FS_LOG_INFO, "loader indexes: indexing %u shards", b.n);
-	for (unsigned i = 0; i < IDX_THREADS && i < b.n; i++) {
-		if (pthread_create(&th[i], NULL, lx_worker, &b) != 0)
+	fs_log(FS_LOG_INFO, "loader indexes: indexing %u shards", b->n);
+	for (unsigned i = 0; i < IDX_THREADS && i < b->n; i++) {
+		if (pthread_create(&th[i], NULL, lx_worker, b) != 0)
 			break;
 		started++;
 	}
 	if (started == 0)
-		lx_worker(&b);
+		lx_worker(b);
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
-	err = atomic_load(&b.err);
-	if (err < 0)
-		goto out;
-	qsort_r(b.shards, b.n, sizeof(*b.shards), shard_key_cmp, fs);
-	out_str(&tsv, "path\tshard\toffset\tsize\tkey\n");
-	out_str(&wids, "{\n  \"__kind__\": \"wids-shard-index-v1\",\n  \"wids_version\": 1,\n"
-		       "  \"shardlist\": [");
-	for (uint32_t i = 0; i < b.n && err == 0; i++) {
-		uint32_t s = b.shards[i];
+	err = atomic_load(&b->err);
+	if (err == 0)
+		qsort_r(b->shards, b->n, sizeof(*b->shards), shard_key_cmp, fs);
+	return err;
+}
+
+/* The documents of a build (lx_docs): samples.tsv, wids.json, the shards
+ * listed in wids.json and what both left out. */
+struct lx_docs {
+	struct lx_out tsv, wids;
+	uint32_t nwids;
+	uint64_t skipped_shards, skipped_members;
+};
+
+/* samples.tsv and wids.json of b's indexed shards, in their order, into x;
+ * d->mtime the newest shard's: 0, or the first error. */
+static int lx_docs(struct fs *fs, const struct lx_build *b, struct fs_lidx_doc *d,
+		   struct lx_docs *x)
+{
+	struct lx_out scratch = {0};
+	int err = 0;
+
+	out_str(&x->tsv, "path\tshard\toffset\tsize\tkey\n");
+	out_str(&x->wids, "{\n  \"__kind__\": \"wids-shard-index-v1\",\n  \"wids_version\": 1,\n"
+			  "  \"shardlist\": [");
+	for (uint32_t i = 0; i < b->n && err == 0; i++) {
+		uint32_t s = b->shards[i];
 		const struct fs_obj *o = fs_obj(fs, fs_shard(fs, s)->obj);
 		uint64_t nsamples, skipped;
 		struct shardidx *ix;
 
 		if (fs_shard_index(fs, s, &ix, NULL) < 0) {
-			skipped_shards++; /* logged by fs_shard_index */
+			x->skipped_shards++; /* logged by fs_shard_index */
 			continue;
 		}
 		d->mtime = o->info.mtime > d->mtime ? o->info.mtime : d->mtime;
 		if (shard_dir_shown(fs, s))
-			err = tsv_shard(fs, s, ix, &tsv);
+			err = tsv_shard(fs, s, ix, &x->tsv);
 		if (err < 0)
 			break;
 		if (fs_shard(fs, s)->codec != CACHETIER_RAW || !utf8_ok(o->key)) {
-			skipped_shards++; /* DALI and wids read the raw file as a tar */
+			x->skipped_shards++; /* DALI and wids read the raw file as a tar */
 			continue;
 		}
 		/* what the DALI file leaves out (also names with white space) */
 		err = lx_samples(ix, &scratch, &nsamples, &skipped);
 		scratch.n = 0;
-		skipped_members += skipped;
+		x->skipped_members += skipped;
 		/* wids reads names with white space */
 		if (err == 0)
 			err = lx_samples(ix, NULL, &nsamples, &skipped);
 		if (err < 0)
 			break;
-		out_str(&wids, nwids++ ? ",\n    {\"url\": \"../" : "\n    {\"url\": \"../");
-		out_json(&wids, o->key);
-		out_str(&wids, "\", \"nsamples\": ");
-		out_u64(&wids, nsamples);
-		out_str(&wids, "}");
+		out_str(&x->wids, x->nwids++ ? ",\n    {\"url\": \"../" : "\n    {\"url\": \"../");
+		out_json(&x->wids, o->key);
+		out_str(&x->wids, "\", \"nsamples\": ");
+		out_u64(&x->wids, nsamples);
+		out_str(&x->wids, "}");
 	}
-	out_str(&wids, nwids ? "\n  ]\n}\n" : "]\n}\n");
+	out_str(&x->wids, x->nwids ? "\n  ]\n}\n" : "]\n}\n");
+	free(scratch.p);
 	if (err == 0)
-		err = tsv.err ? tsv.err : wids.err;
+		err = x->tsv.err ? x->tsv.err : x->wids.err;
+	return err;
+}
+
+/* The loader indexes' document of fs's live shards (key its namespace's):
+ * 0 and *out, or the error, logged. */
+static int lx_build(struct fs *fs, const uint64_t key[3], struct fs_lidx_doc **out)
+{
+	struct lx_build b = {.fs = fs};
+	struct lx_docs x = {0};
+	struct fs_lidx_doc *d = calloc(1, sizeof(*d));
+	int err = d ? lx_index_shards(fs, &b) : -ENOMEM;
+
+	if (err == 0)
+		err = lx_docs(fs, &b, d, &x);
 	if (err < 0)
 		goto out;
-	d->tsv = tsv.p;
-	d->tsv_len = tsv.n;
-	d->wids = wids.p;
-	d->wids_len = wids.n;
-	tsv.p = wids.p = NULL;
+	d->tsv = x.tsv.p;
+	d->tsv_len = x.tsv.n;
+	d->wids = x.wids.p;
+	d->wids_len = x.wids.n;
+	x.tsv.p = x.wids.p = NULL;
 	memcpy(d->key, key, sizeof(d->key));
 	fs->c.lidx_builds++;
-	atomic_store(&fs->c.lidx_shards_skipped, skipped_shards);
-	atomic_store(&fs->c.lidx_members_skipped, skipped_members);
+	atomic_store(&fs->c.lidx_shards_skipped, x.skipped_shards);
+	atomic_store(&fs->c.lidx_members_skipped, x.skipped_members);
 	fs_log(FS_LOG_INFO,
 	       "loader indexes: %zu bytes of samples.tsv, %u shards in wids.json, %" PRIu64
 	       " shards and %" PRIu64 " members left out of DALI and wids indexes",
-	       d->tsv_len, nwids, skipped_shards, skipped_members);
+	       d->tsv_len, x.nwids, x.skipped_shards, x.skipped_members);
 	*out = d;
 	d = NULL;
 out:
 	if (err < 0)
 		fs_log(FS_LOG_ERR, "loader indexes: cannot build samples.tsv: %s", strerror(-err));
-	free(tsv.p);
-	free(wids.p);
-	free(scratch.p);
+	free(x.tsv.p);
+	free(x.wids.p);
 	free(b.shards);
 	free(d);
 	return err;
