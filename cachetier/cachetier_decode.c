@@ -746,22 +746,63 @@ static void dec_adopt(struct cachetier *ct, struct cachetier_obj *o, struct dec 
 	o->damage_off = d->damage_off;
 }
 
-int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
-		      enum cachetier_codec codec, const char *name, struct cachetier_obj *o,
-		      uint64_t *size)
+/* Before o's copy is decoded again: the unit checks of a copy closed
+ * before go (no read uses them), and its watch. */
+static void dec_forget(struct cachetier *ct, struct cachetier_obj *o)
 {
-	char tmp[96], recname[40];
-	struct dec_rec rec;
-	struct dec d;
-	int err;
-
-	/* the unit checks of a copy closed before (no read uses them) */
 	free(o->dcrc);
 	free((void *)o->dchecked);
 	o->dcrc = NULL;
 	o->dchecked = NULL;
 	o->dunits = 0;
 	dec_unwatch(ct, o);
+}
+
+/* The record recname of a decode refused by a bound (-EFBIG, d->refused):
+ * the next open refuses it without decoding. If it cannot be saved, the
+ * next open decodes again. */
+static void dec_save_refusal(struct cachetier *ct, const struct dec *d, const char *recname)
+{
+	struct dec_rec rec;
+
+	memset(&rec, 0, sizeof(rec));
+	rec.size = d->refused_at;
+	rec.damage = -EFBIG;
+	rec.damage_off = d->refused_in;
+	rec.bound = d->refused;
+	rec.max_ratio = ct->cfg.max_decode_ratio;
+	rec.max_bytes = ct->cfg.max_decoded_bytes;
+	rec_save(ct, recname, &rec, NULL, 0);
+}
+
+/* The record recname of a decoded copy committed: its size, damage and
+ * unit CRCs (the last unit's added); bytes cut off a corrupt member, which
+ * were counted when written, are taken off decoded_used first. 0 or the
+ * error of rec_save. */
+static int dec_save_copy(struct cachetier *ct, struct dec *d, const char *recname)
+{
+	struct dec_rec rec;
+
+	if (d->counted > d->out_total)
+		dec_uncount(ct, d->counted - d->out_total);
+	if (d->out_total % CT_DEC_UNIT)
+		d->crcs[d->ncrc++] = d->crc; /* the last unit's (dec_write made room) */
+	memset(&rec, 0, sizeof(rec));
+	rec.size = d->out_total;
+	rec.damage = d->damage;
+	rec.damage_off = d->damage_off;
+	return rec_save(ct, recname, &rec, d->crcs, d->ncrc);
+}
+
+int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
+		      enum cachetier_codec codec, const char *name, struct cachetier_obj *o,
+		      uint64_t *size)
+{
+	char tmp[96], recname[40];
+	struct dec d;
+	int err;
+
+	dec_forget(ct, o);
 	snprintf(recname, sizeof(recname), "%s.rec", name);
 	err = decode_reuse(ct, name, recname, o, size);
 	if (err == 0) {
@@ -797,16 +838,8 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 	}
 	/* d.disk_limit = d.next_check = 0: the first write looks at the disk */
 	err = codec == CACHETIER_GZIP ? decode_gzip(&d) : decode_zstd(&d);
-	if (err == -EFBIG) {
-		memset(&rec, 0, sizeof(rec));
-		rec.size = d.refused_at;
-		rec.damage = -EFBIG;
-		rec.damage_off = d.refused_in;
-		rec.bound = d.refused;
-		rec.max_ratio = ct->cfg.max_decode_ratio;
-		rec.max_bytes = ct->cfg.max_decoded_bytes;
-		rec_save(ct, recname, &rec, NULL, 0); /* if it fails, the next open decodes again */
-	}
+	if (err == -EFBIG)
+		dec_save_refusal(ct, &d, recname);
 	if (err < 0)
 		goto out_unlink;
 	if (ftruncate(d.outfd, (off_t)d.out_total) < 0) {
@@ -816,16 +849,7 @@ int cachetier__decode(struct cachetier *ct, const struct backend_objinfo *info,
 	err = disk_commit(ct->decfd, d.outfd, tmp, name);
 	if (err < 0)
 		goto out_unlink;
-	/* bytes cut off a corrupt member were counted when written */
-	if (d.counted > d.out_total)
-		dec_uncount(ct, d.counted - d.out_total);
-	if (d.out_total % CT_DEC_UNIT)
-		d.crcs[d.ncrc++] = d.crc; /* the last unit's (dec_write made room) */
-	memset(&rec, 0, sizeof(rec));
-	rec.size = d.out_total;
-	rec.damage = d.damage;
-	rec.damage_off = d.damage_off;
-	err = rec_save(ct, recname, &rec, d.crcs, d.ncrc);
+	err = dec_save_copy(ct, &d, recname);
 	if (err < 0)
 		goto out; /* the copy stays, counted; without a record it is decoded again */
 	dec_adopt(ct, o, &d);
