@@ -403,69 +403,104 @@ static int imds_get(struct backend_credsrc *s, const char *path, const char *tok
 	return err;
 }
 
-int backend__creds_fetch_imds(struct backend_credsrc *s, struct backend_creds *out, int64_t *exp,
-			      char *why, size_t whycap)
+/* IMDSv2's session token of s (a PUT): 0 and *token (NULL from a service
+ * that is IMDSv1 only: 403, 404 or 405, as botocore takes them), or the
+ * error, said in why. */
+static int imds_token(struct backend_credsrc *s, char **token, char *why, size_t whycap)
 {
 	struct http_call c = {0};
-	struct curl_slist *h = NULL;
-	char url[1024], path[512];
-	char *token = NULL;
-	int err = 0;
+	struct curl_slist *h;
+	char url[1024];
+	int err;
 
-	memset(out, 0, sizeof(*out));
-	/* IMDSv2: a session token first (PUT); 403/404/405 mean an IMDSv1-only
-	 * service, as botocore takes them */
+	*token = NULL;
 	snprintf(url, sizeof(url), "%s/latest/api/token", s->url);
 	h = curl_slist_append(NULL, "X-aws-ec2-metadata-token-ttl-seconds: 21600");
 	if (!h)
 		return -ENOMEM;
 	err = meta_call(s, &c, "PUT", url, h, 0, 1, why, whycap);
 	curl_slist_free_all(h);
-	if (err < 0)
-		goto out;
-	if (c.status == 200) {
-		token = c.resp;
-		c.resp = NULL;
-		if (!token[0] || !backend__creds_header_safe(token)) {
+	if (err == 0 && c.status == 200) {
+		if (!c.resp[0] || !backend__creds_header_safe(c.resp)) {
 			backend__creds_why(why, whycap,
 					   "%s: the session token is empty or malformed", url);
 			err = -EBADMSG;
-			goto out;
-		}
-	} else if (c.status != 403 && c.status != 404 && c.status != 405) {
-		backend__creds_why(why, whycap, "%s answered HTTP %ld", url, c.status);
-		err = -EIO;
-		goto out;
-	}
-	backend__creds_secret_free(c.resp);
-	c.resp = NULL;
-	/* the role name (once; looked up again when it is gone) */
-	for (int pass = 0; pass < 2; pass++) {
-		if (!s->role[0]) {
-			const char *r, *re;
-
-			err = imds_get(s, "/latest/meta-data/iam/security-credentials/", token, &c,
-				       why, whycap);
-			if (err < 0)
-				goto out;
-			r = c.resp;
-			re = strchr(r, '\n');
-			re = re ? re : r + c.resplen;
-			backend__creds_trim(&r, &re);
-			if (re == r || (size_t)(re - r) >= sizeof(s->role) ||
-			    memchr(r, '/', (size_t)(re - r)) ||
-			    !backend__creds_header_safe(c.resp)) {
-				backend__creds_why(why, whycap,
-						   "%s: no IAM role in the instance metadata",
-						   s->url);
-				err = -ENOENT;
-				goto out;
-			}
-			memcpy(s->role, r, (size_t)(re - r));
-			s->role[re - r] = '\0';
-			backend__creds_secret_free(c.resp);
+		} else {
+			*token = c.resp;
 			c.resp = NULL;
 		}
+	} else if (err == 0 && c.status != 403 && c.status != 404 && c.status != 405) {
+		backend__creds_why(why, whycap, "%s answered HTTP %ld", url, c.status);
+		err = -EIO;
+	}
+	backend__creds_secret_free(c.resp);
+	return err;
+}
+
+/* The instance's IAM role into s->role, unless known: 0, or the error,
+ * said in why (c holds the answer, the caller frees it). */
+static int imds_role(struct backend_credsrc *s, const char *token, struct http_call *c, char *why,
+		     size_t whycap)
+{
+	const char *r, *re;
+	int err;
+
+	if (s->role[0])
+		return 0;
+	err = imds_get(s, "/latest/meta-data/iam/security-credentials/", token, c, why, whycap);
+	if (err < 0)
+		return err;
+	r = c->resp;
+	re = strchr(r, '\n');
+	re = re ? re : r + c->resplen;
+	backend__creds_trim(&r, &re);
+	if (re == r || (size_t)(re - r) >= sizeof(s->role) || memchr(r, '/', (size_t)(re - r)) ||
+	    !backend__creds_header_safe(c->resp)) {
+		backend__creds_why(why, whycap, "%s: no IAM role in the instance metadata", s->url);
+		return -ENOENT;
+	}
+	memcpy(s->role, r, (size_t)(re - r));
+	s->role[re - r] = '\0';
+	backend__creds_secret_free(c->resp);
+	c->resp = NULL;
+	return 0;
+}
+
+/* The role's credentials document in c (from path): -EIO, said in why,
+ * when its Code is not Success; else 0. */
+static int imds_code_ok(const struct backend_credsrc *s, const char *path,
+			const struct http_call *c, char *why, size_t whycap)
+{
+	char *code = NULL;
+	int err = 0;
+
+	if (backend__creds_json_field(c->resp, c->resplen, "Code", &code) == 0 &&
+	    strcmp(code, "Success") != 0) {
+		backend__creds_why(why, whycap, "%s%s: Code is %.64s", s->url, path,
+				   backend__creds_header_safe(code) ? code : "?");
+		err = -EIO;
+	}
+	backend__creds_secret_free(code);
+	return err;
+}
+
+int backend__creds_fetch_imds(struct backend_credsrc *s, struct backend_creds *out, int64_t *exp,
+			      char *why, size_t whycap)
+{
+	struct http_call c = {0};
+	char path[512];
+	char *token = NULL;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	err = imds_token(s, &token, why, whycap);
+	if (err < 0)
+		goto out;
+	/* the role name (once; looked up again when it is gone) */
+	for (int pass = 0; pass < 2; pass++) {
+		err = imds_role(s, token, &c, why, whycap);
+		if (err < 0)
+			goto out;
 		snprintf(path, sizeof(path), "/latest/meta-data/iam/security-credentials/%s",
 			 s->role);
 		err = imds_get(s, path, token, &c, why, whycap);
@@ -479,19 +514,9 @@ int backend__creds_fetch_imds(struct backend_credsrc *s, struct backend_creds *o
 	}
 	if (err < 0)
 		goto out;
-	{
-		char *code = NULL;
-
-		if (backend__creds_json_field(c.resp, c.resplen, "Code", &code) == 0 &&
-		    strcmp(code, "Success") != 0) {
-			backend__creds_why(why, whycap, "%s%s: Code is %.64s", s->url, path,
-					   backend__creds_header_safe(code) ? code : "?");
-			backend__creds_secret_free(code);
-			err = -EIO;
-			goto out;
-		}
-		backend__creds_secret_free(code);
-	}
+	err = imds_code_ok(s, path, &c, why, whycap);
+	if (err < 0)
+		goto out;
 	err = backend__creds_from_json(c.resp, c.resplen, "Token", out, exp, why, whycap);
 	if (err < 0) {
 		char tmp[256];
