@@ -356,8 +356,10 @@ def held_early(env, ck, cut):
             st = ml.poll(lambda: (lambda s: s['plan_stage_mem_bytes'] == 0 and s)(m.stats())) \
                 or m.stats()
             d = delta(st0, st, KEYS)
-            # after the counts: whether the kernel still has A's pages (a page cache dropped
-            # meanwhile, as the benches do, sends it to the mount: a fill) is not the stage's
+            gets = [r['range'] for r in px.gets[g0:]]
+            # after the counts and the GETs: whether the kernel still has A's pages (a page
+            # cache dropped meanwhile, as the benches do, sends it to the mount: a fill, its GETs)
+            # is not the stage's
             again = read_or_errno(os.path.join(m.mnt, a))
             ck.eq('%s: A again exact' % tag, again == want['p0.bin'], True)
             log('%s: %s; proxy GETs %s' % (tag, d, [(r['range'], r['sent'], r['done'])
@@ -367,7 +369,7 @@ def held_early(env, ck, cut):
             ck.eq('%s: read_errors' % tag, d['read_errors'], 0)
             ck.eq('%s: every staged byte freed' % tag, st['plan_stage_mem_bytes'], 0)
             if not cut:
-                ck.eq('early: one GET, the span\'s', [r['range'] for r in px.gets[g0:]],
+                ck.eq('early: one GET, the span\'s', gets,
                       [(span_off, span_off + 2 * (512 + EARLY) - 1)])
                 ck.eq('early: nothing failed, no fallback, no fill',
                       (d['plan_stage_failed'], d['plan_stage_fallbacks'], d['fills']),
