@@ -332,6 +332,39 @@ static const char *shard_ext(const struct pk *p)
 					   : ".tar";
 }
 
+/* The files of sample sm into the archive a, each followed by its class
+ * member (KEY.cls) when it has a class: 0, or the first error (a file that
+ * cannot be opened is said on stderr). */
+static int add_sample(const struct pk *p, struct archive *a, const struct fs_pack_sample *sm)
+{
+	int err = 0;
+
+	for (size_t i = sm->first; i < sm->first + sm->n && !err; i++) {
+		const struct fs_pack_file *f = &p->plan.files[i];
+		char full[PATH_MAX];
+		int fd;
+
+		snprintf(full, sizeof(full), "%s/%s", p->in, f->rel);
+		fd = open(full, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0) {
+			err = -errno;
+			fprintf(stderr, "shardfs: pack: %s: %s\n", full, strerror(errno));
+			break;
+		}
+		err = add_member(a, f->member, f->size, f->mtime, f->mode, fd, NULL);
+		close(fd);
+		if (!err && f->cls >= 0) {
+			char name[PATH_MAX], num[16];
+			size_t kl = fs_pack_keylen(f->member);
+			int nl = snprintf(num, sizeof(num), "%d", f->cls);
+
+			snprintf(name, sizeof(name), "%.*s.cls", (int)kl, f->member);
+			err = add_member(a, name, (uint64_t)nl, f->mtime, 0644, -1, num);
+		}
+	}
+	return err;
+}
+
 static int write_shard(struct pk *p, unsigned no, size_t first, size_t n)
 {
 	char path[PATH_MAX], tmp[PATH_MAX + 32], raw[PATH_MAX + 32], idx[PATH_MAX + 8];
@@ -361,33 +394,8 @@ static int write_shard(struct pk *p, unsigned no, size_t first, size_t n)
 		err = -EIO;
 		goto out;
 	}
-	for (size_t s = first; s < first + n && !err; s++) {
-		const struct fs_pack_sample *sm = &p->plan.samples[s];
-
-		for (size_t i = sm->first; i < sm->first + sm->n && !err; i++) {
-			const struct fs_pack_file *f = &p->plan.files[i];
-			char full[PATH_MAX];
-			int fd;
-
-			snprintf(full, sizeof(full), "%s/%s", p->in, f->rel);
-			fd = open(full, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-			if (fd < 0) {
-				err = -errno;
-				fprintf(stderr, "shardfs: pack: %s: %s\n", full, strerror(errno));
-				break;
-			}
-			err = add_member(a, f->member, f->size, f->mtime, f->mode, fd, NULL);
-			close(fd);
-			if (!err && f->cls >= 0) {
-				char name[PATH_MAX], num[16];
-				size_t kl = fs_pack_keylen(f->member);
-				int nl = snprintf(num, sizeof(num), "%d", f->cls);
-
-				snprintf(name, sizeof(name), "%.*s.cls", (int)kl, f->member);
-				err = add_member(a, name, (uint64_t)nl, f->mtime, 0644, -1, num);
-			}
-		}
-	}
+	for (size_t s = first; s < first + n && !err; s++)
+		err = add_sample(p, a, &p->plan.samples[s]);
 	if (archive_write_close(a) != ARCHIVE_OK && !err)
 		err = o.err ? o.err : -EIO;
 	if (!err && o.err)
