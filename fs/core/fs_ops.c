@@ -363,6 +363,51 @@ int fs_op_opendir(struct fs *fs, uint64_t ino)
 	return v->opendir ? v->opendir(fs, ino) : 0;
 }
 
+/* The attributes a listing gives entry eino of l (type: what the listing
+ * said of it, or 0), into e: its own (with its name, or a getattr), its name
+ * and type only (e->ino 0: the kernel makes no entry), or none (a getattr
+ * failed: its error, and the entry is left out). */
+static int list_attrs(struct fs *fs, const struct fs_listing *l, uint64_t eino, int attrs,
+		      mode_t type, struct fs_entry *e)
+{
+	int aerr;
+
+	if (e->attr.st_ino) {
+		/* its attributes came with its name, from what the
+		 * listing read (a shard's index): list_check covers
+		 * them as it covers the names */
+		e->ino = e->attr.st_ino;
+		e->timeout = fs_op_timeout(fs, eino);
+		aerr = 0;
+	} else if (!attrs && ((type && !S_ISDIR(type)) || fs_view_of(fs, eino)->list_type_only)) {
+		/* its name and type, no getattr (find of an imagefolder view,
+		 * or of a shard's members: the type came with the name) */
+		memset(e, 0, sizeof(*e));
+		e->attr.st_ino = eino;
+		e->attr.st_mode = type ? type : S_IFREG;
+		aerr = 1;
+	} else {
+		/* a brace pattern's name that list_prepare could not learn
+		 * (the store is down): its name only, a lookup asks again */
+		aerr = fs_ino_unlearned(fs, eino) ? -EAGAIN : entry_of(fs, eino, e);
+	}
+	if (aerr == 1) {
+		/* listed as it is */
+	} else if ((aerr == -ESTALE && l->stale_names) || aerr == -EAGAIN) {
+		/* a file that changed and was not looked up since: list its
+		 * name without attributes (ino 0: the kernel makes no entry),
+		 * so a lookup gets the new version */
+		memset(e, 0, sizeof(*e));
+		e->attr.st_ino = eino;
+		e->attr.st_mode = fs_view_of(fs, eino)->read ? S_IFREG : S_IFDIR;
+	} else if (aerr < 0) {
+		return aerr;
+	} else if (!attrs && !S_ISDIR(e->attr.st_mode)) {
+		e->ino = 0; /* its name and type (e->attr's st_ino, S_IFMT) */
+	}
+	return 0;
+}
+
 int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, void *ctx)
 {
 	const struct fs_view *v = fs_view_of(fs, ino);
@@ -399,7 +444,6 @@ int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, vo
 	for (uint64_t pos = off; pos < (uint64_t)l.n + 2; pos++) {
 		const char *name;
 		uint64_t eino;
-		int aerr;
 
 		if (pos < 2) {
 			/* no inode: the kernel makes no entry for these */
@@ -415,40 +459,8 @@ int fs_op_readdir(struct fs *fs, uint64_t ino, uint64_t off, fs_dirent_fn fn, vo
 		name = v->list_entry(&l, (uint32_t)(pos - 2), &eino);
 		if (!name)
 			break;
-		if (e.attr.st_ino) {
-			/* its attributes came with its name, from what the
-			 * listing read (a shard's index): list_check covers
-			 * them as it covers the names */
-			e.ino = e.attr.st_ino;
-			e.timeout = fs_op_timeout(fs, eino);
-			aerr = 0;
-		} else if (!attrs &&
-			   ((type && !S_ISDIR(type)) || fs_view_of(fs, eino)->list_type_only)) {
-			/* its name and type, no getattr (find of an imagefolder view,
-			 * or of a shard's members: the type came with the name) */
-			memset(&e, 0, sizeof(e));
-			e.attr.st_ino = eino;
-			e.attr.st_mode = type ? type : S_IFREG;
-			aerr = 1;
-		} else {
-			/* a brace pattern's name that list_prepare could not learn
-			 * (the store is down): its name only, a lookup asks again */
-			aerr = fs_ino_unlearned(fs, eino) ? -EAGAIN : entry_of(fs, eino, &e);
-		}
-		if (aerr == 1) {
-			/* listed as it is */
-		} else if ((aerr == -ESTALE && l.stale_names) || aerr == -EAGAIN) {
-			/* a file that changed and was not looked up since: list its
-			 * name without attributes (ino 0: the kernel makes no entry),
-			 * so a lookup gets the new version */
-			memset(&e, 0, sizeof(e));
-			e.attr.st_ino = eino;
-			e.attr.st_mode = fs_view_of(fs, eino)->read ? S_IFREG : S_IFDIR;
-		} else if (aerr < 0) {
+		if (list_attrs(fs, &l, eino, attrs, type, &e) < 0)
 			continue;
-		} else if (!attrs && !S_ISDIR(e.attr.st_mode)) {
-			e.ino = 0; /* its name and type (e.attr's st_ino, S_IFMT) */
-		}
 		if (fn(ctx, name, &e, pos + 1))
 			break;
 		if (e.ino == 0)
