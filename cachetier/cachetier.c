@@ -317,6 +317,38 @@ const char *cachetier_dir(const struct cachetier *ct)
 	return ct->dir;
 }
 
+/* The reserved bytes of this process's fills in flight but own's, and of
+ * them those the free-space estimate does not have (used: the bytes made
+ * room for since its statvfs, which it subtracted: fills begun since). */
+static uint64_t disk_pending(struct cachetier *ct, uint64_t own, uint64_t used)
+{
+	uint64_t resv = atomic_load(&ct->reserved);
+
+	resv = resv > own ? resv - own : 0;
+	return resv > used ? resv - used : 0;
+}
+
+uint64_t cachetier__disk_free(struct cachetier *ct, uint64_t len, uint64_t own)
+{
+	uint64_t calls = ct->free_calls, used, pend, avail;
+
+	/* what the estimate would lack now: its decision whether a statvfs
+	 * is due is made with each byte counted once too (a fill begun since
+	 * the last statvfs is in used, not again in reserved) */
+	used = ct->free_known ? ct->room_bytes - ct->free_base : 0;
+	pend = disk_pending(ct, own, used);
+	avail = cachetier__disk_avail(ct, ct->cfg.min_free_bytes + len + pend);
+	if (avail == UINT64_MAX)
+		return avail;
+	/* a statvfs made now has none of the reserved bytes written (a unit
+	 * leaves reserved as it lands; bytes written before it lands are
+	 * counted twice: at most a unit a run); the estimate has those begun
+	 * since its statvfs */
+	used = ct->free_calls != calls ? 0 : ct->room_bytes - ct->free_base;
+	pend = disk_pending(ct, own, used);
+	return avail > pend ? avail - pend : 0;
+}
+
 int cachetier_disk(struct cachetier *ct, uint64_t *avail_bytes, uint64_t *reserve_bytes)
 {
 	struct statvfs sv;

@@ -609,13 +609,16 @@ static uint64_t evict_dec(struct cachetier *ct, struct ct_dec *d)
 	return freed;
 }
 
+static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near,
+			  uint64_t own, int64_t *cpu0);
+static int make_room_timed(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near,
+			   uint64_t own);
+
+/* (a caller that reserved nothing: a decoded copy's write, a squeeze) */
 int cachetier__make_room(struct cachetier *ct, uint64_t len, int spare_ahead)
 {
-	return cachetier__make_room_near(ct, len, spare_ahead, CT_NEAR_NONE);
+	return make_room_timed(ct, len, spare_ahead, CT_NEAR_NONE, 0);
 }
-
-static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near,
-			  int64_t *cpu0);
 
 /* evict_cpu_ns counts the CPU of the calls that must evict, from the
  * moment they find it (before the prefetch's share check and the first
@@ -626,8 +629,14 @@ static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, i
  * its evictions. */
 int cachetier__make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near)
 {
+	return make_room_timed(ct, len, spare_ahead, near, len); /* a fill: len reserved */
+}
+
+static int make_room_timed(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near,
+			   uint64_t own)
+{
 	int64_t cpu0 = -1, w0 = cachetier__mono_ns();
-	int err = make_room_near(ct, len, spare_ahead, near, &cpu0);
+	int err = make_room_near(ct, len, spare_ahead, near, own, &cpu0);
 
 	if (cpu0 >= 0)
 		atomic_fetch_add(&ct->evict_cpu_ns,
@@ -695,14 +704,16 @@ uint64_t cachetier__disk_avail(struct cachetier *ct, uint64_t need)
 }
 
 static int make_room_near(struct cachetier *ct, uint64_t len, int spare_ahead, int64_t near,
-			  int64_t *cpu0)
+			  uint64_t own, int64_t *cpu0)
 {
 	struct ev_ctx x = {0, spare_ahead, near, ct, 0};
 	uint64_t want_free = 0, avail;
 	int rescanned = 0, waited = 0;
 
 	CT_OFF_LOOP();
-	avail = cachetier__disk_avail(ct, ct->cfg.min_free_bytes + len);
+	/* the other fills in flight count too, each byte once (own: this
+	 * fill's bytes, reserved by its caller: cachetier__disk_free) */
+	avail = cachetier__disk_free(ct, len, own);
 	if (avail < ct->cfg.min_free_bytes + len)
 		want_free = ct->cfg.min_free_bytes + len - avail;
 	ct->room_bytes += len;

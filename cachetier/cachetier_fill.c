@@ -41,14 +41,16 @@
  * statvfs (cachetier__disk_avail). */
 static int pf_fits(struct cachetier *ct, struct ct_file *f, uint64_t len)
 {
-	uint64_t avail = cachetier__disk_avail(ct, ct->cfg.min_free_bytes + ct->reserved + len);
+	/* the disk after the other fills in flight, each byte once (not in
+	 * the estimate and again in reserved: cachetier__disk_free) */
+	uint64_t avail = cachetier__disk_free(ct, len, 0);
 	struct ct_room r;
 
 	/* each byte in one of the three (landed units are in the usage, out
 	 * of reserved: cachetier__acct_get) */
 	cachetier__acct_get(ct, &r);
 	if (r.usage + r.reserved + r.evicting + len <= ct->cfg.cache_size_bytes &&
-	    avail >= ct->cfg.min_free_bytes + r.reserved + len) {
+	    avail >= ct->cfg.min_free_bytes + len) {
 		ct->room_bytes += len; /* to be written: the next free-space check's */
 		return 1;
 	}

@@ -894,6 +894,15 @@ int64_t cachetier__cpu_ns(void);
  * need by that bound (cachetier_evict.c; README.md, "Free space").
  * UINT64_MAX when statvfs fails. ct->lock held; dropped around statvfs. */
 uint64_t cachetier__disk_avail(struct cachetier *ct, uint64_t need);
+/* The data disk's free bytes for a fill of len bytes once this process's
+ * other fills in flight have written theirs, each of their bytes counted
+ * once (cachetier.c): the estimate above (which has the fills begun since
+ * its statvfs in it) less the reserved bytes it does not have (all of
+ * them after a statvfs made now; else those past the bytes made room for
+ * since). own: the asking fill's bytes already in ct->reserved (0 for a
+ * caller that reserves nothing). UINT64_MAX when statvfs fails. ct->lock
+ * held; dropped around statvfs. */
+uint64_t cachetier__disk_free(struct cachetier *ct, uint64_t len, uint64_t own);
 
 /* A temp file ".tmp.PID.N" (disk_tmp_open's name for a name without a
  * directory part) in dirfd of a process that no longer runs: unlinked.

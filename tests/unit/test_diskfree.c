@@ -1,0 +1,161 @@
+/*
+ * test_diskfree.c — the free-space check counts each byte of this
+ * process's fills in flight once (cachetier.c, cachetier__disk_free): the
+ * last statvfs's estimate has the fills begun since in it; the reserved
+ * bytes it does not have (fills begun before it, not landed) are taken
+ * off it. On a tmpfs of 8 MiB mounted by the test (root; else skipped,
+ * 77), against the fault:// test store with async=1 and hold_at= (a fill
+ * held in flight while a file exists): the disk's free bytes are set by a
+ * filler file, not timed.
+ *
+ * test_pending: --min-free 256 KiB (bound: statvfs at every check once a
+ * unit was made room for since). Object C's 4 units cached. A PF_EVICT
+ * prefetch of A's 2 units (128 KiB) held before its first byte: reserved,
+ * nothing written. A filler file leaves the disk S = the reserve + 512 KiB
+ * + slack free (0 <= slack < 64 KiB). A reader of B's second chunk (8
+ * units, 512 KiB) asks for room: the disk holds it only without A's 128
+ * KiB still to come, so it evicts (C's 4 units, one batch; before the mend the check
+ * ignored A's reserved bytes, evicted nothing, and once A's hold went the
+ * disk kept slack - 128 KiB less than the reserve: 2 of 6 checks failed).
+ * At the end, every fill ended, the disk keeps its reserve, every byte
+ * read exact.
+ *
+ * Every wait for a state is a poll of the tier's counters bounded at 60 s
+ * (a failed check, never a sleep that decides a count).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "cachetier.h"
+#include "check.h"
+#include "test_util.h"
+
+#define UNIT	(64u * 1024)
+#define CHUNK	(8 * UNIT) /* units of 64 KiB */
+#define RESERVE (256u * 1024)
+
+static char tmpdir[256], disk[300];
+
+static uint64_t free_bytes(const char *path)
+{
+	struct statvfs sv;
+
+	if (statvfs(path, &sv) != 0)
+		FAIL("statvfs %s", path);
+	return (uint64_t)sv.f_bavail * sv.f_frsize;
+}
+
+static void test_pending(uint64_t *s)
+{
+	unsigned char *a = src_object(tmpdir, "a.tar", 2 * UNIT, s),
+		      *b = src_object(tmpdir, "b.tar", 2 * CHUNK, s),
+		      *c = src_object(tmpdir, "c.tar", 4 * UNIT, s), *fill;
+	struct cachetier_config cc;
+	struct cachetier_stats st0, st;
+	struct cachetier_obj *oa, *ob, *oc;
+	struct backend *be;
+	struct cachetier *ct;
+	char dir[400], hold[300], filler[400];
+	uint64_t S0, S, F, slack, end;
+	int fd;
+
+	be = fault_store(tmpdir, "async=1&hold_at=0");
+	snprintf(dir, sizeof(dir), "%s/c", disk);
+	snprintf(hold, sizeof(hold), "%s/src.hold", tmpdir);
+	tier_config(&cc, dir, 1ull << 30, 2, CHUNK);
+	cc.readahead_max_bytes = CHUNK;
+	cc.min_free_bytes = RESERVE;
+	ct = tier_open(&cc, be);
+	oa = obj_open(ct, be, "a.tar");
+	ob = obj_open(ct, be, "b.tar");
+	oc = obj_open(ct, be, "c.tar");
+
+	/* C cached (a read from offset 0 before the hold exists) */
+	CHECK(obj_exact(oc, c, 0, 4 * UNIT), "C read exact");
+	fills_idle(ct);
+
+	/* A's fill held before its first byte: 128 KiB reserved, none written */
+	flag_file(hold, 1);
+	CHECK(cachetier_obj_prefetch_range(oa, 0, 2 * UNIT, CACHETIER_PF_EVICT) == 0,
+	      "A's prefetch range");
+	count_reach(ct, TC_FILLS_INFLIGHT, 1, "A's fill in flight");
+
+	/* the disk: the reserve, B's chunk and slack < 64 KiB free */
+	S0 = free_bytes(disk);
+	F = (S0 - RESERVE - CHUNK - UNIT / 2) & ~(uint64_t)4095;
+	snprintf(filler, sizeof(filler), "%s/filler", disk);
+	fill = calloc(1, F);
+	fd = open(filler, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (!fill || fd < 0 || write(fd, fill, F) != (ssize_t)F || close(fd) != 0)
+		FAIL("filler of %llu bytes", (unsigned long long)F);
+	free(fill);
+	S = free_bytes(disk);
+	slack = S - RESERVE - CHUNK;
+	printf("pending: free %llu after a filler of %llu: reserve + chunk + %llu\n",
+	       (unsigned long long)S, (unsigned long long)F, (unsigned long long)slack);
+	CHECK(S >= RESERVE + CHUNK && slack < UNIT, "the slack %lld is in [0, 65536)",
+	      (long long)(S - RESERVE - CHUNK));
+
+	/* B's second chunk: room for it and A's 128 KiB still to come */
+	stats(ct, &st0);
+	CHECK(obj_exact(ob, b, CHUNK, CHUNK), "B's chunk 1 read exact");
+	stats(ct, &st);
+	printf("pending: B's read evicted %llu units\n",
+	       (unsigned long long)(st.evict_units - st0.evict_units));
+	CHECK(st.evict_units - st0.evict_units == 4,
+	      "B's read evicted %llu units, want 4 (C's, one batch: A's pending 131072 bytes "
+	      "less the slack %llu are 2 units; 0 before the mend)",
+	      (unsigned long long)(st.evict_units - st0.evict_units), (unsigned long long)slack);
+
+	/* A's hold goes: its bytes land; the disk keeps its reserve */
+	flag_file(hold, 0);
+	CHECK(prefetch_ended(oa), "A's prefetch ended");
+	fills_idle(ct);
+	end = free_bytes(disk);
+	CHECK(end >= RESERVE,
+	      "free at the end %llu, want the reserve %u or more (before the mend: "
+	      "the reserve less 131072 - slack)",
+	      (unsigned long long)end, RESERVE);
+	CHECK(obj_exact(oa, a, 0, 2 * UNIT), "A exact");
+	unlink(filler);
+	cachetier_obj_unref(oa);
+	cachetier_obj_unref(ob);
+	cachetier_obj_unref(oc);
+	cachetier_close(ct);
+	backend_close(be);
+	free(a);
+	free(b);
+	free(c);
+}
+
+int main(void)
+{
+	uint64_t seed = test_start(tmpdir, sizeof(tmpdir), "df", 20261201u);
+	uint64_t s = seed * 2654435761u + 1;
+	int err;
+
+	snprintf(disk, sizeof(disk), "%s/disk", tmpdir);
+	if (mkdir(disk, 0700) != 0)
+		FAIL("mkdir %s", disk);
+	if (mount("tmpfs", disk, "tmpfs", MS_NOSUID | MS_NODEV, "size=8m,mode=0700") != 0) {
+		err = errno;
+		printf("SKIP: a tmpfs cannot be mounted here (%s: root is needed)\n",
+		       strerror(err));
+		rmdir(disk);
+		test_end("diskfree", tmpdir, seed);
+		return 77;
+	}
+	test_pending(&s);
+	if (umount2(disk, MNT_DETACH) != 0)
+		CHECK(0, "umount %s: %s", disk, strerror(errno));
+	return test_end("diskfree", tmpdir, seed);
+}
