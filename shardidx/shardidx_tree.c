@@ -364,29 +364,75 @@ static int dobj_new(struct shardidx__tree *t, const struct shardidx__member *m, 
 	return 0;
 }
 
+/* The node a hardlink member m names (its link, normalized): 0 and a copy
+ * of it in *target, 1 with *why when the name is no earlier file or symlink
+ * of the archive (the member is skipped), or a negative errno. A copy: the
+ * member's own node may be added after, which can move t->nodes. */
+static int hardlink_target(struct shardidx__tree *t, const struct shardidx__member *m,
+			   const char **why, struct node *target)
+{
+	uint32_t tp, tid, th;
+	int64_t len = normalize(t, m->link, m->link_len, why);
+	int r;
+
+	if (len <= 0)
+		return len < 0 ? (int)len : 1;
+	r = resolve(t, t->scratch, (size_t)len, 0, 0, &tp, &tid, &th);
+	if (r < 0)
+		return r;
+	if (r > 0 || tid == NONE || t->nodes[tid].type == SHARDIDX_DIR) {
+		*why = "hardlink to a name not earlier in the archive";
+		return 1;
+	}
+	*target = t->nodes[tid];
+	return 0;
+}
+
+/* Node n as member m of kind kind stores it: a directory, a symlink (its
+ * target's link and attributes when it is a hardlink to one, target), or a
+ * file of data object data. */
+static void node_set(struct node *n, const struct shardidx__member *m, int kind,
+		     const struct node *target, uint64_t link_off, uint32_t data)
+{
+	n->flags = 0;
+	n->mode = m->mode & 07777;
+	n->mtime = m->mtime;
+	n->data = NONE;
+	switch (kind) {
+	case SHARDIDX__K_DIR:
+		n->type = SHARDIDX_DIR;
+		break;
+	case SHARDIDX__K_SYMLINK:
+		n->type = SHARDIDX_SYMLINK;
+		n->link_off = link_off;
+		n->link_len = target ? target->link_len : (uint32_t)m->link_len;
+		if (target) {
+			n->mode = target->mode;
+			n->mtime = target->mtime;
+		}
+		break;
+	default: /* REG or HARDLINK to a REG */
+		n->type = SHARDIDX_REG;
+		n->data = data;
+		break;
+	}
+}
+
 int shardidx__tree_add(struct shardidx__tree *t, const struct shardidx__member *m, const char **why)
 {
 	uint32_t parent, id, hash, data = NONE, hidden;
 	const struct node *target = NULL;
+	struct node linked; /* a hardlink's target (hardlink_target) */
 	uint64_t link_off = 0;
 	int64_t len;
 	int r, kind = m->kind;
 
 	/* A hardlink resolves its target now: later copies of it do not matter. */
 	if (kind == SHARDIDX__K_HARDLINK) {
-		uint32_t tp, tid, th;
-
-		len = normalize(t, m->link, m->link_len, why);
-		if (len <= 0)
-			return len < 0 ? (int)len : 1;
-		r = resolve(t, t->scratch, (size_t)len, 0, 0, &tp, &tid, &th);
-		if (r < 0)
+		r = hardlink_target(t, m, why, &linked);
+		if (r)
 			return r;
-		if (r > 0 || tid == NONE || t->nodes[tid].type == SHARDIDX_DIR) {
-			*why = "hardlink to a name not earlier in the archive";
-			return 1;
-		}
-		target = &t->nodes[tid];
+		target = &linked;
 		if (target->type == SHARDIDX_SYMLINK) {
 			/* A hardlink to a symlink is another symlink to the same target. */
 			kind = SHARDIDX__K_SYMLINK;
@@ -436,30 +482,7 @@ int shardidx__tree_add(struct shardidx__tree *t, const struct shardidx__member *
 			return r;
 	}
 
-	struct node *n = &t->nodes[id];
-
-	n->flags = 0;
-	n->mode = m->mode & 07777;
-	n->mtime = m->mtime;
-	n->data = NONE;
-	switch (kind) {
-	case SHARDIDX__K_DIR:
-		n->type = SHARDIDX_DIR;
-		break;
-	case SHARDIDX__K_SYMLINK:
-		n->type = SHARDIDX_SYMLINK;
-		n->link_off = link_off;
-		n->link_len = target ? target->link_len : (uint32_t)m->link_len;
-		if (target) {
-			n->mode = target->mode;
-			n->mtime = target->mtime;
-		}
-		break;
-	default: /* REG or HARDLINK to a REG */
-		n->type = SHARDIDX_REG;
-		n->data = data;
-		break;
-	}
+	node_set(&t->nodes[id], m, kind, target, link_off, data);
 	return t->hidden != hidden ? 2 : 0;
 }
 
