@@ -41,7 +41,9 @@
  * process's user + system seconds, getrusage), cpu_user_s, cpu_sys_s, and in S3 mode
  * list_requests, list_bytes, heads, gets, other; with --ais AisStandIn's counters moss_requests,
  * moss_redirects, moss_items, moss_missing, moss_refused, moss_ms (GetBatch answers' time from
- * their start after the delay to their last byte, summed), moss_inflight_max, redirects,
+ * their start after the delay to their last byte on the link, summed), moss_inflight (now:
+ * started, not all sent; linkemu_ais.c), moss_draining (of those, handed to the kernel with
+ * bytes still queued), moss_inflight_max, redirects,
  * s3_head, s3_get, s3_head_ms, unsupported.
  *
  * Prints "port N" on stdout (and writes N to --port-file, by rename) once it listens; runs until
@@ -179,7 +181,7 @@ static void parts_free(struct conn *c)
 
 static void conn_close(struct conn *c)
 {
-	ais_answer_done(c);
+	ais_conn_close(c);
 	close(c->fd);
 	body_done(c);
 	free(c->mem_owned);
@@ -219,6 +221,7 @@ again:
 		if (n < 0)
 			return errno == EAGAIN ? S_AGAIN : S_ERR;
 		c->hdr_off += (size_t)n;
+		c->wrote += (uint64_t)n;
 	}
 	while (c->file_left) {
 		size_t want = c->file_left < (1u << 30) ? (size_t)c->file_left : 1u << 30;
@@ -228,6 +231,7 @@ again:
 		if (n == 0)
 			return S_ERR; /* the file got shorter */
 		c->file_left -= (uint64_t)n;
+		c->wrote += (uint64_t)n;
 		counts.bytes_sent += (uint64_t)n;
 	}
 	while (c->mem_left) {
@@ -237,6 +241,7 @@ again:
 			return errno == EAGAIN ? S_AGAIN : S_ERR;
 		c->mem += n;
 		c->mem_left -= (size_t)n;
+		c->wrote += (uint64_t)n;
 		if (!cfg.root && c->mem_owned == NULL)
 			counts.bytes_sent += (uint64_t)n; /* an S3 object's zeros */
 	}
@@ -538,8 +543,11 @@ int main(int argc, char **argv)
 	struct epoll_event evs[256];
 	for (;;) {
 		int timeout = -1;
-		if (heap_len) {
-			uint64_t t = now_ns(), d = heap[0]->deadline;
+		uint64_t d = ais_next_look(); /* AIS mode's answers draining */
+		if (heap_len && heap[0]->deadline < d)
+			d = heap[0]->deadline;
+		if (d != UINT64_MAX) {
+			uint64_t t = now_ns();
 			timeout = d <= t ? 0 : (int)((d - t + 999999) / 1000000);
 		}
 		int n = epoll_wait(ep, evs, 256, timeout);
@@ -557,6 +565,7 @@ int main(int argc, char **argv)
 			}
 		}
 		uint64_t t = now_ns();
+		ais_look(t);
 		while (heap_len && heap[0]->deadline <= t) {
 			struct conn *c = heap_pop();
 			respond(c);

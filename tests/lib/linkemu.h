@@ -98,6 +98,7 @@ struct conn {
 	size_t mem_left;
 	uint64_t deadline;
 	uint64_t seq;
+	uint64_t wrote; /* bytes handed to the kernel on this connection (AIS mode's drains) */
 	/* the buffers last: a new connection zeroes what is above them */
 	char hdr[HDR_CAP];
 	char in[IN_CAP];
@@ -168,8 +169,13 @@ void serve_s3(struct conn *c, const char *path, const char *qs);
 
 /* AIS mode's paths (/s3/, /v1/); 0 when path is none of them (a file) */
 int serve_ais(struct conn *c, const char *path, const char *qs, const char *raw);
-/* the end of a timed answer (sent, or its connection closed) */
+/* the end of a timed answer: sent (a GetBatch answer with bytes still queued is draining
+ * until they left: ais_look); its connection closing ends it and c's drains */
 void ais_answer_done(struct conn *c);
+void ais_conn_close(struct conn *c);
+/* when a draining answer is looked at next (UINT64_MAX: none); the looks due at now */
+uint64_t ais_next_look(void);
+void ais_look(uint64_t now);
 /* AIS mode's counters into GET /__stats's JSON object (after a field, before the '}') */
 void ais_stats(struct buf *b);
 

@@ -35,24 +35,105 @@ static struct {
 	uint64_t s3_head_ns, unsupported;
 } st;
 
-/* A GetBatch answer ends when its last byte leaves for the client, not when it was handed to
+/* A GetBatch answer ends when its last byte has left for the client, not when it was handed to
  * the kernel: the socket's buffer takes a whole answer of a few MB at once, and the pacing
- * (--rate-mb) sends it after. So an answer handed over with q bytes still queued (SIOCOUTQ:
- * not sent or not acknowledged) ends q / rate later; these ends, while ahead, count in
- * flight (moss_inflight_max) and in moss_ms. (Counted at the hand-over, every answer ended at
- * once: at most 1 in flight for 8 at once, about 1 ms each for 1.3 MB at 60 MB/s.) */
-static uint64_t *drain_end;
+ * (--rate-mb) sends it after. So an answer handed over with bytes still queued (SIOCOUTQ: not
+ * sent or not acknowledged) is kept here as draining: its connection's bytes written up to its
+ * end (conn.wrote then), looked at again when the queue, at the pacing rate, should have sent
+ * it (at least 1 ms, at most DRAIN_LOOK_MAX_NS later), and ended at the first look that finds
+ * the queue holds no byte of it, or when its connection closes. It counts in flight
+ * (moss_inflight, moss_inflight_max) and in moss_ms until then. Observed, not estimated: an
+ * answer whose client does not read stays in flight until it does, however long, so a test
+ * can hold answers on the link and count them exactly (lib-linkemu-ais). (Counted at the
+ * hand-over, every answer ended at once: at most 1 in flight for 8 at once, about 1 ms each
+ * for 1.3 MB at 60 MB/s; estimated from the queue at the hand-over, the count depended on
+ * when the emulator ran.) */
+#define DRAIN_LOOK_MAX_NS 50000000u
+struct drain {
+	struct conn *c;
+	uint64_t end;  /* c->wrote at the answer's end */
+	uint64_t t0;   /* the answer's start */
+	uint64_t next; /* the next look */
+};
+static struct drain *drains;
 static size_t ndrain, drain_cap;
 
-/* answers in flight at now: not all handed over, or handed over and still draining */
-static uint64_t moss_live(uint64_t now)
+/* the next look at an answer with left bytes still queued before its end */
+static uint64_t drain_next(uint64_t now, uint64_t left)
 {
-	size_t k = 0;
+	uint64_t d = cfg.rate_bps ? left * 1000000000u / cfg.rate_bps : 0;
+	if (d < 1000000u)
+		d = 1000000u;
+	if (d > DRAIN_LOOK_MAX_NS)
+		d = DRAIN_LOOK_MAX_NS;
+	return now + d;
+}
+
+static void drain_end(size_t i, uint64_t now)
+{
+	st.moss_ns += now - drains[i].t0;
+	st.moss_inflight--;
+	drains[i] = drains[--ndrain];
+}
+
+/* the bytes of c's queue at or before end, 0 when none (or the queue cannot be read) */
+static uint64_t drain_left(struct conn *c, uint64_t end)
+{
+	int q = 0;
+	if (ioctl(c->fd, SIOCOUTQ, &q) || q <= 0)
+		return 0;
+	uint64_t after = c->wrote - end; /* bytes of later answers on c, queued after it */
+	return (uint64_t)q > after ? (uint64_t)q - after : 0;
+}
+
+uint64_t ais_next_look(void)
+{
+	uint64_t t = UINT64_MAX;
 	for (size_t i = 0; i < ndrain; i++)
-		if (drain_end[i] > now)
-			drain_end[k++] = drain_end[i];
-	ndrain = k;
-	return st.moss_inflight + ndrain;
+		if (drains[i].next < t)
+			t = drains[i].next;
+	return t;
+}
+
+void ais_look(uint64_t now)
+{
+	for (size_t i = 0; i < ndrain;) {
+		struct drain *d = &drains[i];
+		if (d->next > now) {
+			i++;
+			continue;
+		}
+		uint64_t left = drain_left(d->c, d->end);
+		if (!left) {
+			drain_end(i, now); /* the last one moved here: looked at next */
+			continue;
+		}
+		d->next = drain_next(now, left);
+		i++;
+	}
+}
+
+/* the time of an answer that ends now: GetBatch's, a HEAD's */
+static void answer_end(struct conn *c, uint64_t now)
+{
+	if (c->kind == K_MOSS) {
+		st.moss_ns += now - c->t0;
+		st.moss_inflight--;
+	} else if (c->kind == K_HEAD) {
+		st.s3_head_ns += now - c->t0;
+	}
+	c->kind = K_OTHER;
+}
+
+void ais_conn_close(struct conn *c)
+{
+	uint64_t now = now_ns();
+	answer_end(c, now); /* cut, or handed over just before the close */
+	for (size_t i = 0; i < ndrain;)
+		if (drains[i].c == c)
+			drain_end(i, now);
+		else
+			i++;
 }
 
 struct jp {
@@ -865,10 +946,9 @@ int serve_ais(struct conn *c, const char *path, const char *qs, const char *raw)
 		st.moss_requests++;
 		c->kind = K_MOSS;
 		c->t0 = now_ns();
-		st.moss_inflight++;
-		uint64_t live = moss_live(c->t0);
-		if (live > st.moss_inflight_max)
-			st.moss_inflight_max = live;
+		st.moss_inflight++; /* ended by ais_answer_done or, draining, ais_look */
+		if (st.moss_inflight > st.moss_inflight_max)
+			st.moss_inflight_max = st.moss_inflight;
 		moss_answer(c, bucket);
 		return 1;
 	}
@@ -879,28 +959,20 @@ int serve_ais(struct conn *c, const char *path, const char *qs, const char *raw)
 
 void ais_answer_done(struct conn *c)
 {
-	uint64_t now = now_ns(), ns = now - c->t0;
-	if (c->kind == K_MOSS) {
-		int q = 0;
-		uint64_t end = now;
-		if (cfg.rate_bps && ioctl(c->fd, SIOCOUTQ, &q) == 0 && q > 0)
-			end += (uint64_t)q * 1000000000u / cfg.rate_bps;
-		st.moss_ns += end - c->t0;
-		st.moss_inflight--;
-		moss_live(now);
-		if (end > now) {
-			if (ndrain == drain_cap) {
-				drain_cap = drain_cap ? 2 * drain_cap : 16;
-				drain_end = realloc(drain_end, drain_cap * sizeof *drain_end);
-				if (!drain_end)
-					die("out of memory");
-			}
-			drain_end[ndrain++] = end;
+	uint64_t now = now_ns(), left = c->kind == K_MOSS ? drain_left(c, c->wrote) : 0;
+	if (left) { /* handed over, bytes of it still queued: draining */
+		if (ndrain == drain_cap) {
+			drain_cap = drain_cap ? 2 * drain_cap : 16;
+			drains = realloc(drains, drain_cap * sizeof *drains);
+			if (!drains)
+				die("out of memory");
 		}
-	} else if (c->kind == K_HEAD) {
-		st.s3_head_ns += ns;
+		drains[ndrain++] = (struct drain){
+		    .c = c, .end = c->wrote, .t0 = c->t0, .next = drain_next(now, left)};
+		c->kind = K_OTHER;
+		return;
 	}
-	c->kind = K_OTHER;
+	answer_end(c, now);
 }
 
 void ais_stats(struct buf *b)
@@ -909,10 +981,12 @@ void ais_stats(struct buf *b)
 		", \"moss_requests\": %" PRIu64 ", \"moss_redirects\": %" PRIu64
 		", \"moss_items\": %" PRIu64 ", \"moss_missing\": %" PRIu64
 		", \"moss_refused\": %" PRIu64 ", \"moss_ms\": %" PRIu64
+		", \"moss_inflight\": %" PRIu64 ", \"moss_draining\": %zu"
 		", \"moss_inflight_max\": %" PRIu64 ", \"redirects\": %" PRIu64
 		", \"s3_head\": %" PRIu64 ", \"s3_get\": %" PRIu64 ", \"s3_head_ms\": %.3f"
 		", \"unsupported\": %" PRIu64,
 		st.moss_requests, st.moss_redirects, st.moss_items, st.moss_missing,
-		st.moss_refused, st.moss_ns / 1000000, st.moss_inflight_max, st.redirects,
-		st.s3_head, st.s3_get, (double)st.s3_head_ns / 1e6, st.unsupported);
+		st.moss_refused, st.moss_ns / 1000000, st.moss_inflight, ndrain,
+		st.moss_inflight_max, st.redirects, st.s3_head, st.s3_get,
+		(double)st.s3_head_ns / 1e6, st.unsupported);
 }

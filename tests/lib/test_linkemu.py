@@ -28,7 +28,8 @@ usage: test_linkemu.py SHARDFS GROUP
         prefix; 416 for ranges past the end; 400 for what the stand-in refuses), requests
         pipelined in one write and each with its body in a write of its own; HEAD and the
         listing as AisStandIn's; object GETs redirected here, or to --ais-objects-port; the
-        moss_* counters exact
+        moss_* counters exact; 3 answers held on the link by clients that do not read (a
+        handshake: exact in-flight counts, then lower bounds of the pacing only)
   aisgen  generated GetBatch requests (seeded: 400 a run, SHARDFS_TEST_SEED replays one), each
         sent to the C stand-in and to AisStandIn: the same status, and the same TAR bytes when
         200. Entries of the files, of missing, odd and hostile names ('..', '/', '', a NUL,
@@ -39,7 +40,8 @@ usage: test_linkemu.py SHARDFS GROUP
         one cut the name there) or a lone surrogate (AisStandIn's thread died on it): seed
         20240611: 12 of 400 answered apart, seed 2: 8; seeds 1 and 3: AisStandIn died
 File contents and the requests' ranges come from a seed (SHARDFS_TEST_SEED, printed). The delay is
-30 ms and the rate 60 MB/s (the benches' link) but nothing here is timed.
+30 ms and the rate 60 MB/s (the benches' link) but nothing here is timed against an upper
+bound (ais's held answers check lower bounds of the pacing, which load only makes longer).
 LINKEMU_IMPL=python runs the same checks on linkemu.py's own server (the reference), apart from
 those of answers it never gave (a malformed or oversized head, a bad range, CPU in the stats)."""
 
@@ -50,6 +52,7 @@ import json
 import os
 import socket
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from shardfs_test import linkemu  # noqa: E402
@@ -635,43 +638,91 @@ def group_ais(env, ck):
 
 
 def moss_concurrent(env, ck, root, a):
-    """3 GetBatch answers at once, each 7 x a.tar (490 KB: the socket's buffer takes it
-    whole at once on loopback) on its own connection, paced at 0.2 MB/s (about 2.4 s each on
-    the link): all 3 are in flight together (moss_inflight_max 3) and each is timed to its
-    last byte on the link, not to its hand-over to the kernel (moss_ms: at least 1 s each).
-    Counted at the hand-over both were wrong: 1 at once, a few ms each. The pacing is slow so
-    that the three overlap unless the emulator starts them more than 2 s apart: a margin no
-    busy machine comes near (at 1 MB/s it was 0.45 s)."""
-    emu = linkemu.Emu(root, 30, 0.2, env.tmp, 'ais-inflight', shardfs=env.shardfs, impl=IMPL,
-                      etag='store', ais=True)
+    """3 GetBatch answers at once, each MOSS_COPIES x a.tar (1.4 MB) on its own connection,
+    paced at MOSS_RATE_MB: a handshake, no timing window. The clients read nothing at first
+    and their receive buffers are small, so each answer, handed whole to the kernel, stays
+    queued at the emulator for as long as the test holds it: all 3 in flight, all 3 draining,
+    none ended (moss_ms 0), exactly, however busy the machine. Then the test reads them one by
+    one, and after each the count falls by exactly one (the emulator looks at a draining
+    answer's queue again within 50 ms; ml.poll's bound). Each answer is timed to its last byte
+    on the link: moss_ms at least the time the test held them (its own clock, from seeing all
+    3 handed over to each read's start; a lower bound, which load only makes longer). Each
+    read takes at least what the pacing allows for the bytes still queued at its start (all
+    but MOSS_EARLY: the small receive buffer and the kernel's first segments), also a lower
+    bound. Counted at the hand-over (the first version): 0 draining, 1 at once, a few ms
+    each; estimated from the queue at the hand-over (the version before this one): ended
+    after a time whether or not the client read, so its counts depended on when the test
+    looked; with no pacing each read took a few ms."""
+    emu = linkemu.Emu(root, 30, MOSS_RATE_MB, env.tmp, 'ais-inflight', shardfs=env.shardfs,
+                      impl=IMPL, etag='store', ais=True)
     try:
-        body = json.dumps({'mime': '.tar', 'in': [{'objname': 'a.tar'}] * 7, 'coer': True,
-                           'onob': True, 'strm': True}).encode()
+        body = json.dumps({'mime': '.tar', 'in': [{'objname': 'a.tar'}] * MOSS_COPIES,
+                           'coer': True, 'onob': True, 'strm': True}).encode()
         head = ('GET /v1/ml/moss/bench?provider=ais&dt=t1 HTTP/1.1\r\nHost: x\r\n'
                 'Content-Type: application/json\r\nContent-Length: %d\r\n\r\n'
                 % len(body)).encode()
-        socks = [socket.create_connection(('127.0.0.1', emu.port), timeout=60)
-                 for _ in range(3)]
+        want = MOSS_COPIES * (512 + (len(a) + 511) // 512 * 512) + 1024
+        socks = []
         try:
-            for s in socks:
+            for _ in range(3):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                socks.append(s)
+                # before connect: the window it offers stays small
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                s.settimeout(60)
+                s.connect(('127.0.0.1', emu.port))
                 s.sendall(head + body)
-            got = [raw_answer(s.makefile('rb')) for s in socks]
+            keys = ('moss_requests', 'moss_inflight', 'moss_draining', 'moss_inflight_max',
+                    'moss_ms')
+            # all 3 started and none mid-way through its hand-over to the kernel (then the
+            # exact counts: a version that does not hold them fails at once, not at the bound)
+            st = ml.poll(lambda: (lambda d: d if d.get('moss_requests') == 3 and d.get(
+                'moss_inflight') == d.get('moss_draining') else None)(emu.stats())) or \
+                emu.stats()
+            held = time.monotonic()
+            ck.eq('3 answers handed over, none read: requests, in flight, draining, at most, '
+                  'ms', [st.get(k) for k in keys], [3, 3, 3, 3, 0])
+            st = emu.stats()
+            ck.eq('held: still 3 in flight, 3 draining, none ended',
+                  [st.get(k) for k in keys], [3, 3, 3, 3, 0])
+            lower, got = 0.0, []
+            for i, s in enumerate(socks):
+                t0 = time.monotonic()
+                g = raw_answer(s.makefile('rb'))
+                took = time.monotonic() - t0
+                lower += t0 - held
+                got.append((g[0], len(dechunk(g[2]))))
+                least = (want - MOSS_EARLY) / (MOSS_RATE_MB * 1e6)
+                ck.ok(took >= least, 'answer %d: read at the pacing rate at most (%.3f s, want '
+                      '>= %.3f)' % (i, took, least))
+                lower += least
+                ml.log('moss_concurrent: answer %d read in %.3f s (at least %.3f), %.3f s after '
+                       'all were handed over' % (i, took, least, t0 - held))
+                left = 2 - i
+                st = ml.poll(lambda: (lambda d: d if d.get('moss_inflight', -1) <= left else
+                                      None)(emu.stats())) or emu.stats()
+                ck.eq('answer %d read: in flight, draining' % i,
+                      [st.get('moss_inflight'), st.get('moss_draining')], [left, left])
         finally:
             for s in socks:
                 s.close()
-        ck.eq('3 answers at once: status, bytes', [(g[0], len(dechunk(g[2]))) for g in got],
-              [(200, 7 * (512 + (len(a) + 511) // 512 * 512) + 1024)] * 3)
+        ck.eq('3 answers: status, bytes', got, [(200, want)] * 3)
         st = emu.stats()
-        ck.eq('3 answers at once: requests, in flight at most', (
-            st.get('moss_requests'), st.get('moss_inflight_max')), (3, 3))
-        # each answer takes about 2.4 s at the pacing rate; the kernel's pacing may send a
-        # first burst faster (5,743 ms for the three once at load 19): 1 s each is far above
-        # what a count at the hand-over gives (a few ms each) and below what pacing allows
-        ck.ok(st.get('moss_ms', 0) >= 3 * 1000,
-              '3 answers at once: timed to their last byte on the link (%r ms, want >= 3000)'
-              % st.get('moss_ms'))
+        ck.eq('3 answers: requests, in flight, draining, at most',
+              [st.get(k) for k in keys[:4]], [3, 0, 0, 3])
+        ml.log('moss_concurrent: moss_ms %r, at least %d' % (st.get('moss_ms'), lower * 1000))
+        ck.ok(st.get('moss_ms', 0) >= int(lower * 1000) - 3,
+              '3 answers: timed to their last byte on the link (%r ms, want >= %d: held and '
+              'paced)' % (st.get('moss_ms'), int(lower * 1000) - 3))
     finally:
         emu.stop()
+
+
+# moss_concurrent's answers: 20 x a.tar (70 KB) at 2 MB/s, of which at most MOSS_EARLY bytes
+# leave before their reader starts (the reader's buffer, 4 KB asked, and the kernel's first
+# pacing segments, 64 KB each on loopback: 512 KB is far above both)
+MOSS_COPIES, MOSS_RATE_MB, MOSS_EARLY = 20, 2.0, 512 * 1024
+
 
 def moss_gen(rng, files):
     """One generated GetBatch request body (bytes) over files (names in the root)."""
