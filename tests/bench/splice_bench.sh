@@ -1,8 +1,9 @@
 #!/bin/bash
 # The socket-to-file path of a fill's bytes, recv + pwrite against splice (socket -> pipe ->
-# file) + a pread for the CRC, two threads as the daemon's (tests/bench/splice_bench.c says
-# what each does), over the C link emulator on loopback (no delay, no rate cap), the modes
-# alternated run by run in one invocation, the file's page cache written back between runs.
+# file) + a pread for the CRC, and splicemap (the CRC from a mapping), two threads as the
+# daemon's (tests/bench/splice_bench.c says what each does), over the C link emulator on
+# loopback (no delay, no rate cap), the modes alternated run by run in one invocation, the
+# file's page cache written back between runs.
 #
 #   bash tests/bench/splice_bench.sh [--build build-bench] [--runs 6] [--data DIR]
 #
@@ -39,8 +40,8 @@ for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
 names=$(cd "$data" && ls)
 cat "$data"/* >/dev/null # the emulator's files warm in the page cache
 for r in $(seq "$runs"); do
-	modes="recv splice"
-	[ $((r % 2)) -eq 0 ] && modes="splice recv"
+	modes="recv splice splicemap"
+	[ $((r % 2)) -eq 0 ] && modes="splicemap splice recv"
 	for m in $modes; do
 		sync
 		# shellcheck disable=SC2086
