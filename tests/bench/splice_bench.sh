@@ -25,8 +25,11 @@ done
 [ -d "$data" ] || { echo "$0: no $data" >&2; exit 2; }
 tmp=$(mktemp -d /var/tmp/shardfs-splice-bench.XXXXXX)
 emu=
-cleanup() {
-	[ -n "$emu" ] && kill "$emu" 2>/dev/null && wait "$emu" 2>/dev/null
+cleanup() { # the emulator's status (killed) is not the script's
+	if [ -n "$emu" ]; then
+		kill "$emu" 2>/dev/null || true
+		wait "$emu" 2>/dev/null || true
+	fi
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
