@@ -18,6 +18,8 @@ Modules (import the ones you need; none is imported here):
   dl          image trees and torchvision ImageFolder helpers
   tarref      what tarfile says of shards (members, offsets, sizes), as samples.tsv should
   stagedata   the stage tests' data: 2 shards of planned samples and filler, sidecars, a plan
+  kcache      what the kernel caches of a mount held still: Delta of the request counters between
+              steps, Pins (held paths) against another process's drop_caches
   planread    planned reads over sidecar-indexed shards: the shards and members' extents, their
               bytes, a SlowProxy's shard GETs and hold, a plan file written and published
   linkemu     the link emulator of tests/bench and the link tests: Emu starts the C one
