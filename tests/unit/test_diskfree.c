@@ -16,9 +16,11 @@
  * units, 512 KiB) asks for room: the disk holds it only without A's 128
  * KiB still to come, so it evicts (C's 4 units, one batch; before the mend the check
  * ignored A's reserved bytes, evicted nothing, and once A's hold went the
- * disk kept slack - 128 KiB less than the reserve: 2 of 6 checks failed).
+ * disk kept slack - 128 KiB less than the reserve: 2 checks failed).
  * At the end, every fill ended, the disk keeps its reserve, every byte
  * read exact.
+ *
+ * test_since: below. Before the mend 3 of the 16 checks failed.
  *
  * Every wait for a state is a poll of the tier's counters bounded at 60 s
  * (a failed check, never a sleep that decides a count).
@@ -137,6 +139,76 @@ static void test_pending(uint64_t *s)
 	free(c);
 }
 
+/* test_since: --min-free 256 KiB again (bound 64 KiB). X (one unit of
+ * 4 KiB) prefetched with PF_FIT and held before its first byte: its check
+ * makes the first statvfs, the disk then the reserve + 132 KiB free (a
+ * filler file), and 4 KiB are made room for since. Y's PF_FIT prefetch of
+ * 64 KiB: the estimate (132 KiB less X's 4 KiB) clears Y and the bound
+ * exactly with X counted once, so no statvfs is made (room_statfs 1);
+ * before the mend X's 4 KiB were counted in the estimate and again in
+ * reserved, and the check made a statvfs more (room_statfs 2: 1 check
+ * failed). Y fits either way (0 unfit), X and Y exact. */
+static void test_since(uint64_t *s)
+{
+	unsigned char *x = src_object(tmpdir, "x.tar", 4096, s),
+		      *y = src_object(tmpdir, "y.tar", UNIT, s), *fill;
+	struct cachetier_config cc;
+	struct cachetier_stats st;
+	struct cachetier_obj *ox, *oy;
+	struct backend *be;
+	struct cachetier *ct;
+	char dir[400], hold[300], filler[400];
+	uint64_t S0, F, S;
+	int fd;
+
+	be = fault_store(tmpdir, "async=1&hold_at=0");
+	snprintf(dir, sizeof(dir), "%s/c2", disk);
+	snprintf(hold, sizeof(hold), "%s/src.hold", tmpdir);
+	tier_config(&cc, dir, 1ull << 30, 2, CHUNK);
+	cc.readahead_max_bytes = CHUNK;
+	cc.small_fills = 1; /* 3 slots: X and Y held at once */
+	cc.min_free_bytes = RESERVE;
+	ct = tier_open(&cc, be);
+	ox = obj_open(ct, be, "x.tar");
+	oy = obj_open(ct, be, "y.tar");
+
+	/* the disk: the reserve + 132 KiB free when X's check looks */
+	S0 = free_bytes(disk);
+	F = S0 - RESERVE - 132 * 1024;
+	snprintf(filler, sizeof(filler), "%s/filler2", disk);
+	fill = calloc(1, F);
+	fd = open(filler, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (!fill || fd < 0 || write(fd, fill, F) != (ssize_t)F || close(fd) != 0)
+		FAIL("filler of %llu bytes", (unsigned long long)F);
+	free(fill);
+	S = free_bytes(disk);
+	CHECK(S == RESERVE + 132 * 1024, "since: free %llu, want the reserve + 135168",
+	      (unsigned long long)S);
+
+	flag_file(hold, 1);
+	CHECK(cachetier_obj_prefetch_range(ox, 0, 4096, CACHETIER_PF_FIT) == 0, "X's range");
+	count_reach(ct, TC_FILLS_INFLIGHT, 1, "since: X's fill held");
+	CHECK(cachetier_obj_prefetch_range(oy, 0, UNIT, CACHETIER_PF_FIT) == 0, "Y's range");
+	count_reach(ct, TC_FILLS_INFLIGHT, 2, "since: Y's fill held");
+	stats(ct, &st);
+	printf("since: statvfs calls %llu, unfit %llu\n", (unsigned long long)st.room_statfs,
+	       (unsigned long long)st.unfit_bytes);
+	CHECK(st.room_statfs == 1 && st.unfit_bytes == 0,
+	      "since: statvfs calls %llu (want 1: X's; 2 before the mend), unfit %llu (want 0)",
+	      (unsigned long long)st.room_statfs, (unsigned long long)st.unfit_bytes);
+	flag_file(hold, 0);
+	CHECK(prefetch_ended(ox) && prefetch_ended(oy), "since: the prefetches ended");
+	fills_idle(ct);
+	CHECK(obj_exact(ox, x, 0, 4096) && obj_exact(oy, y, 0, UNIT), "since: X and Y exact");
+	unlink(filler);
+	cachetier_obj_unref(ox);
+	cachetier_obj_unref(oy);
+	cachetier_close(ct);
+	backend_close(be);
+	free(x);
+	free(y);
+}
+
 int main(void)
 {
 	uint64_t seed = test_start(tmpdir, sizeof(tmpdir), "df", 20261201u);
@@ -155,6 +227,7 @@ int main(void)
 		return 77;
 	}
 	test_pending(&s);
+	test_since(&s);
 	if (umount2(disk, MNT_DETACH) != 0)
 		CHECK(0, "umount %s: %s", disk, strerror(errno));
 	return test_end("diskfree", tmpdir, seed);
