@@ -511,6 +511,35 @@ size_t backend__io_on_body(char *buf, size_t size, size_t n, void *arg)
 	return backend__io_body(((struct io_easy *)arg)->x, buf, size * n);
 }
 
+/* A trickle is a stall too: a server that sends a byte now and then (a
+ * slowloris answer, header lines without end, 1xx answers without end) is
+ * never silent, and a reader would wait for its range at that rate (a
+ * 64 KiB unit at a byte a second: 18 hours; a FUSE read that waits cannot be
+ * killed). From the attempt's first arrival on, each window of the stall
+ * bound must bring IO_TRICKLE_RATE body bytes a second on average; one that
+ * does not stops the attempt (retried within the budget as a stall). */
+static int io_trickle(struct xfer *x, uint64_t now)
+{
+	uint64_t got;
+
+	if (!x->win_ns || x->paused) { /* the first arrival; a sink's pause is no trickle */
+		x->win_ns = now;
+		x->win_rx = x->rx;
+		return 0;
+	}
+	if (now - x->win_ns <= x->io->stall_ns)
+		return 0;
+	got = x->rx >= x->win_rx ? x->rx - x->win_rx : 0;
+	if ((double)got * 1e9 < (double)IO_TRICKLE_RATE * (double)(now - x->win_ns)) {
+		x->stalled = 2;
+		x->trickled = got;
+		return 1;
+	}
+	x->win_ns = now;
+	x->win_rx = x->rx;
+	return 0;
+}
+
 /* Stall detection. curl's LOW_SPEED_TIME averages the speed over about five
  * seconds, so a few bytes followed by silence are noticed up to five seconds
  * late; this is exact to curl's once-a-second progress calls (which the
@@ -525,7 +554,7 @@ int backend__io_progress(struct xfer *x)
 		 * the silence is timed from its end as before) */
 		x->seen = x->arrivals;
 		x->progress_ns = uv_hrtime();
-		return 0;
+		return io_trickle(x, x->progress_ns);
 	}
 	if (x->r->on_poll) {
 		int err = x->r->on_poll(x->r->arg);
@@ -536,8 +565,10 @@ int backend__io_progress(struct xfer *x)
 		}
 	}
 	now = uv_hrtime();
-	if (x->paused) /* held back by its sink, not by the store */
+	if (x->paused) { /* held back by its sink, not by the store */
 		x->progress_ns = now;
+		x->win_ns = 0;
+	}
 	if (now - x->progress_ns > x->io->stall_ns) {
 		x->stalled = 1;
 		return 1;

@@ -82,6 +82,12 @@ struct curl_slist;
 
 /* Most bytes of an error answer's body kept with its request. */
 #define BACKEND_ERRBODY_MAX 1024
+/* A running attempt whose body brings fewer bytes a second than this over
+ * a window of the stall bound (--stall-timeout) trickles: it is retried as a
+ * stall is (backend_io_attempt.c, io_trickle). A store's connection brings
+ * megabytes a second; a byte a second (a slowloris answer) would hold a
+ * 64 KiB unit's reader for 18 hours. */
+#define IO_TRICKLE_RATE 256
 
 /* Return 0 to go on, a negative errno to abort the transfer (it completes
  * with that error, no retry). Runs on the I/O thread: must not block (a
@@ -381,7 +387,7 @@ struct xfer {
 	int range_ignored;    /* a 200 to a ranged GET: the whole object comes */
 	int abort_err;	      /* set by a callback: finish with it, no retry */
 	int stop_ok;	      /* we stopped the body ourselves: success */
-	int stalled;	      /* on_progress aborted a silent transfer */
+	int stalled;	      /* on_progress aborted a silent (1) or trickling (2) transfer */
 	int paused;	      /* on_data answered BACKEND_SINK_FULL: a backend_sink_ready (or
 			       * io->pause_timer, the bound) resumes it */
 	uint64_t paused_ns;   /* ... since when */
@@ -390,6 +396,9 @@ struct xfer {
 	uint64_t arrivals;    /* header lines and body pieces curl handed over */
 	uint64_t seen;	      /* ... as the last progress call found them */
 	uint64_t rx;	      /* body bytes curl handed over (counted at the attempt's end) */
+	uint64_t win_ns;      /* the trickle check's window began (0: at the next arrival) */
+	uint64_t win_rx;      /* ... with rx this */
+	uint64_t trickled;    /* stalled 2: the body bytes of the window that stopped it */
 
 	/* ---- the lean engine (backend_io_lean.c) ---- */
 	struct lconn *lc; /* the connection the running attempt uses, or NULL (curl's) */

@@ -332,6 +332,7 @@ static void attempt_prepare(struct xfer *x, int head)
 	x->want_mtime = head || !r->range_len;
 	x->delivered0 = r->delivered;
 	x->progress_ns = uv_hrtime();
+	x->win_ns = 0;
 	x->lerr[0] = '\0';
 	free(x->lean_loc);
 	x->lean_loc = NULL;
@@ -577,6 +578,15 @@ static int done_cut(struct xfer *x, CURLcode c)
 		backend__io_xfer_finish(x, 0);
 		return 1;
 	}
+	if (x->stalled == 2) {
+		snprintf(r->error, sizeof(r->error),
+			 "the transfer trickled (%" PRIu64
+			 " body bytes in more than %ld s, under %d "
+			 "a second: taken as stalled)",
+			 x->trickled, x->io->stall_s, IO_TRICKLE_RATE);
+		xfer_retry(x, -EIO);
+		return 1;
+	}
 	if (x->stalled) {
 		snprintf(r->error, sizeof(r->error), "the transfer stalled (no bytes for %ld s)",
 			 x->io->stall_s);
@@ -613,6 +623,15 @@ static int done_cut(struct xfer *x, CURLcode c)
  * engine's), signed and with its userinfo only on the submitted URL's
  * origin; more than IO_MAX_REDIRECTS hops, no target or one not http(s):
  * -EIO. */
+/* The length of url's scheme (letters, digits, "+-.", at most 16, before a
+ * ':'), or 0. */
+static int scheme_len(const char *url)
+{
+	size_t n = strspn(url, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.");
+
+	return n > 0 && n <= 16 && url[n] == ':' ? (int)n : 0;
+}
+
 static void follow_redirect(struct xfer *x)
 {
 	struct backend_req *r = x->r;
@@ -624,6 +643,24 @@ static void follow_redirect(struct xfer *x)
 		loc = x->lean_loc;
 	if (!loc || ++x->hops > IO_MAX_REDIRECTS ||
 	    (strncasecmp(loc, "http://", 7) != 0 && strncasecmp(loc, "https://", 8) != 0)) {
+		/* the log says which: a loop, no Location, another scheme */
+		char shown[160];
+
+		backend__url_display(loc ? loc : "", shown, sizeof(shown));
+		if (!loc)
+			snprintf(r->error, sizeof(r->error), "HTTP %ld without a Location",
+				 x->status);
+		else if (x->hops > IO_MAX_REDIRECTS)
+			snprintf(
+			    r->error, sizeof(r->error),
+			    "HTTP %ld: more than %d redirects in a row (a loop?), the last to %s",
+			    x->status, IO_MAX_REDIRECTS, shown);
+		else /* its scheme only, when it is one (the server's bytes) */
+			snprintf(
+			    r->error, sizeof(r->error),
+			    "HTTP %ld: a redirect to a URL of another scheme (%.*s), not http(s)",
+			    x->status, scheme_len(loc) ? scheme_len(loc) : 1,
+			    scheme_len(loc) ? loc : "?");
 		backend__io_xfer_finish(x, -EIO);
 		return;
 	}

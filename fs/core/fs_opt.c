@@ -291,9 +291,12 @@ static const struct fs_opt store_opts[] = {
     {"retry-budget", 0, FS_OPT_SECONDS, CFG(be.retry_budget_s), 0, "30", 0, 0, "SECONDS",
      "give up retrying a remote request after this long, then EIO (0: no retries)"},
     /* a transfer that has received nothing for this long is stuck (a
-     * dead peer, a lost route): retry it on a new connection */
+     * dead peer, a lost route): retry it on a new connection; one that
+     * trickles (under 256 body bytes a second over this long: a slowloris
+     * answer) is stuck too (backend_io_i.h, IO_TRICKLE_RATE) */
     {"stall-timeout", 0, FS_OPT_SECONDS, CFG(be.stall_timeout_s), 0, "20", 1, 0, "SECONDS",
-     "retry a remote transfer that received nothing for this long"},
+     "retry a remote transfer that received nothing for this long, or under 256 body bytes a "
+     "second over this long"},
     /* TCP and TLS handshakes to a reachable store take milliseconds;
      * 10 s covers a loaded one and still fails fast when it is gone */
     {"connect-timeout", 0, FS_OPT_SECONDS, CFG(be.connect_timeout_s), 0, "10", 1, 0, "SECONDS",
