@@ -344,7 +344,8 @@ struct fs_thread {
 	struct disk_mutex lock; /* DISK_LOCK_THREAD: protects stop and wake */
 	pthread_cond_t cond;	/* stop or wake was set (CLOCK_MONOTONIC) */
 	int stop, wake;
-	int run; /* started and not joined; the owner's thread only */
+	int run;    /* started and not joined; the owner's thread only */
+	int join_s; /* fs_thread_stop's bound: FS_THREAD_JOIN_S (a test may lower it) */
 	pthread_t thread;
 };
 void fs_thread_init(struct fs_thread *t, const char *name, const char *comm);
@@ -360,7 +361,7 @@ int fs_thread_stopping(struct fs_thread *t);
 /* For the thread's body: wait until wake or stop is set, at most timeout_ns
  * (<= 0: no bound but those); clears wake; 1 when stopping. */
 int fs_thread_wait(struct fs_thread *t, long timeout_ns);
-/* fs_thread_cancel, then join within FS_THREAD_JOIN_S: 0 (joined, or never
+/* fs_thread_cancel, then join within join_s: 0 (joined, or never
  * started), or -ETIMEDOUT (logged; the thread still runs and may use what
  * it was given: the caller must not free it). Owner's thread only. */
 int fs_thread_stop(struct fs_thread *t);

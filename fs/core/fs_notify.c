@@ -79,6 +79,11 @@ int fs_notify_running(const struct fs *fs)
 	return fs->notify->thread.run;
 }
 
+void fs_notify_join_bound(struct fs *fs, int seconds)
+{
+	fs->notify->thread.join_s = seconds;
+}
+
 static void nq_push(struct fs *fs, int kind, uint64_t ino, uint32_t cnt, const char *name,
 		    size_t len)
 {

@@ -36,5 +36,9 @@ void fs_notify_shard(struct fs *fs, uint32_t shard, uint32_t n);
 void fs_notify_drain(struct fs *fs, double timeout_s);
 /* 1 while the notifier thread was started and not joined (for tests). */
 int fs_notify_running(const struct fs *fs);
+/* Tests: fs_notify_stop's bound on the join, in seconds (FS_THREAD_JOIN_S
+ * until set; 0: the stop joins only a thread that has already ended).
+ * Owner's thread, not during a stop. */
+void fs_notify_join_bound(struct fs *fs, int seconds);
 
 #endif

@@ -9,7 +9,8 @@
  * timeout. A stop never interrupts a step: each body keeps its steps short
  * (no step waits on the network for longer than the backend's cancel lets
  * it, fs_cancel), so a join takes milliseconds in practice.
- * fs_thread_stop gives up after FS_THREAD_JOIN_S and says so: the caller
+ * fs_thread_stop gives up after FS_THREAD_JOIN_S (the thread's join_s) and
+ * says so: the caller
  * then keeps everything the thread may still touch (fs_close does).
  *
  * Threads: fs_thread_wake, fs_thread_cancel and fs_thread_stopping from any
@@ -29,6 +30,7 @@ void fs_thread_init(struct fs_thread *t, const char *name, const char *comm)
 	memset(t, 0, sizeof(*t));
 	t->name = name;
 	t->comm = comm;
+	t->join_s = FS_THREAD_JOIN_S;
 	disk_mutex_init(&t->lock, DISK_LOCK_THREAD);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -109,11 +111,11 @@ int fs_thread_stop(struct fs_thread *t)
 		return 0;
 	fs_thread_cancel(t);
 	clock_gettime(CLOCK_REALTIME, &ts); /* pthread_timedjoin_np's clock */
-	ts.tv_sec += FS_THREAD_JOIN_S;
+	ts.tv_sec += t->join_s;
 	err = pthread_timedjoin_np(t->thread, NULL, &ts);
 	if (err) {
 		fs_log(FS_LOG_ERR, "%s: its thread did not end within %d s of the stop: %s",
-		       t->name, FS_THREAD_JOIN_S, strerror(err));
+		       t->name, t->join_s, strerror(err));
 		return -ETIMEDOUT;
 	}
 	t->run = 0;
