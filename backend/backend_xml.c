@@ -60,6 +60,59 @@ static int is_name_char(unsigned char c)
 	return c > ' ' && c != '<' && c != '>' && c != '/' && c != '=' && c != '"' && c != '\'';
 }
 
+/* An end tag at x->p ("</name>", white space before '>'): t, 0 or -EBADMSG. */
+static int xml_end_tag(struct xml_scan *x, struct xml_tok *t)
+{
+	const char *end = x->end, *s = x->p + 2, *q = s;
+
+	while (q < end && is_name_char((unsigned char)*q))
+		q++;
+	if (q == s)
+		return -EBADMSG;
+	t->s = s;
+	t->n = (size_t)(q - s);
+	while (q < end && (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\n'))
+		q++;
+	if (q >= end || *q != '>')
+		return -EBADMSG;
+	t->kind = XML_END;
+	x->p = q + 1;
+	return 0;
+}
+
+/* A start tag at x->p: its name, attributes (quoted values may hold '>'),
+ * '>' or '/>' (an empty element): t, 0 or -EBADMSG. */
+static int xml_start_tag(struct xml_scan *x, struct xml_tok *t)
+{
+	const char *p = x->p, *end = x->end, *q = p + 1;
+
+	while (q < end && is_name_char((unsigned char)*q))
+		q++;
+	if (q == p + 1)
+		return -EBADMSG;
+	t->s = p + 1;
+	t->n = (size_t)(q - (p + 1));
+	while (q < end) {
+		if (*q == '"' || *q == '\'') {
+			const char *c = memchr(q + 1, *q, (size_t)(end - q - 1));
+
+			if (!c)
+				return -EBADMSG;
+			q = c + 1;
+			continue;
+		}
+		if (*q == '<')
+			return -EBADMSG;
+		if (*q == '>') {
+			t->kind = (q[-1] == '/' && q - 1 >= p + 1 + t->n) ? XML_EMPTY : XML_START;
+			x->p = q + 1;
+			return 0;
+		}
+		q++;
+	}
+	return -EBADMSG;
+}
+
 /* Next token. Returns 0, or -EBADMSG for malformed markup. */
 static int xml_next(struct xml_scan *x, struct xml_tok *t)
 {
@@ -109,51 +162,9 @@ static int xml_next(struct xml_scan *x, struct xml_tok *t)
 	}
 	if (end - p >= 2 && p[1] == '!')
 		return -EBADMSG; /* DOCTYPE and friends: never in an S3 answer */
-	if (end - p >= 2 && p[1] == '/') {
-		const char *s = p + 2;
-
-		q = s;
-		while (q < end && is_name_char((unsigned char)*q))
-			q++;
-		if (q == s)
-			return -EBADMSG;
-		t->s = s;
-		t->n = (size_t)(q - s);
-		while (q < end && (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\n'))
-			q++;
-		if (q >= end || *q != '>')
-			return -EBADMSG;
-		t->kind = XML_END;
-		x->p = q + 1;
-		return 0;
-	}
-	/* start tag: name, attributes (quoted values may hold '>'), '>' or '/>' */
-	q = p + 1;
-	while (q < end && is_name_char((unsigned char)*q))
-		q++;
-	if (q == p + 1)
-		return -EBADMSG;
-	t->s = p + 1;
-	t->n = (size_t)(q - (p + 1));
-	while (q < end) {
-		if (*q == '"' || *q == '\'') {
-			const char *c = memchr(q + 1, *q, (size_t)(end - q - 1));
-
-			if (!c)
-				return -EBADMSG;
-			q = c + 1;
-			continue;
-		}
-		if (*q == '<')
-			return -EBADMSG;
-		if (*q == '>') {
-			t->kind = (q[-1] == '/' && q - 1 >= p + 1 + t->n) ? XML_EMPTY : XML_START;
-			x->p = q + 1;
-			return 0;
-		}
-		q++;
-	}
-	return -EBADMSG;
+	if (end - p >= 2 && p[1] == '/')
+		return xml_end_tag(x, t);
+	return xml_start_tag(x, t);
 }
 
 /* Local part of a (possibly prefixed) element name equals want. */
