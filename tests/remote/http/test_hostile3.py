@@ -156,7 +156,7 @@ def read_child(env, ck, label, m, path):
 
 def group_trickle(env, ck, data):
     for e in ENGINES:
-        for how, words in (('body', 'the transfer trickled'), ('head', 'the transfer')):
+        for how, words in (('body', 'the transfer trickled'), ('head', 'the transfer trickled')):
             label = '%s trickle %s' % (e, how)
             srv = Trickle(data)
             srv.mode = how
