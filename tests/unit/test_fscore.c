@@ -191,8 +191,10 @@ static void fs_close_core(struct fs *fs)
 /* ---- driving it -------------------------------------------------------------- */
 
 /* The inode at path (relative to the root, '/'-separated): 0 when a
- * component is a negative entry, or a negative errno. */
-static int64_t walk(struct fs *fs, const char *path)
+ * component is a negative entry, or a negative errno. checked: each entry's
+ * inode is checked against its attributes' (a CHECK); else a mismatch is
+ * -EPROTO (for a thread that checks what it read once at its end). */
+static int64_t walk_by(struct fs *fs, const char *path, int checked)
 {
 	char buf[4096], *save = NULL;
 	uint64_t ino = 1;
@@ -206,34 +208,19 @@ static int64_t walk(struct fs *fs, const char *path)
 			return err;
 		if (e.ino == 0)
 			return 0;
-		CHECK(e.attr.st_ino == e.ino, "%s: entry ino %" PRIu64 " attr ino %" PRIu64, path,
-		      e.ino, (uint64_t)e.attr.st_ino);
+		if (checked)
+			CHECK(e.attr.st_ino == e.ino, "%s: entry ino %" PRIu64 " attr ino %" PRIu64,
+			      path, e.ino, (uint64_t)e.attr.st_ino);
+		else if (e.attr.st_ino != e.ino)
+			return -EPROTO;
 		ino = e.ino;
 	}
 	return (int64_t)ino;
 }
 
-/* walk, for a thread that checks what it read once at its end: -EPROTO
- * when an entry's inode is not its attributes'. */
-static int64_t walk_unchecked(struct fs *fs, const char *path)
+static int64_t walk(struct fs *fs, const char *path)
 {
-	char buf[4096], *save = NULL;
-	uint64_t ino = 1;
-
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (char *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
-		struct fs_entry e;
-		int err = fs_op_lookup(fs, ino, c, &e);
-
-		if (err < 0)
-			return err;
-		if (e.ino == 0)
-			return 0;
-		if (e.attr.st_ino != e.ino)
-			return -EPROTO;
-		ino = e.ino;
-	}
-	return (int64_t)ino;
+	return walk_by(fs, path, 1);
 }
 
 struct names {
@@ -1284,7 +1271,7 @@ static void *remap_reader(void *arg)
 			int err;
 
 			snprintf(path, sizeof(path), "remap/keep/%s", m[i].name);
-			ino = walk_unchecked(fs, path);
+			ino = walk_by(fs, path, 0);
 			err = ino > 0 ? read_all(fs, (uint64_t)ino, 7, got, 4096, &len) : (int)ino;
 			reads++;
 			if (err == 0 && len == strlen(m[i].data) && !memcmp(got, m[i].data, len))
