@@ -543,6 +543,30 @@ static void class_rec(struct ifv_out *o, uint64_t name_off, uint32_t first, uint
 	out_put(o, r, sizeof(r));
 }
 
+/* A file's name of nlen bytes into the names section on (*npos: its size
+ * so far): a block's first (block_first) whole, its offset into the blocks
+ * section ob (*blk: their count), the others after what they share with
+ * prev, the name before. */
+static void name_rec(struct ifv_out *ob, struct ifv_out *on, uint64_t *npos, uint32_t *blk,
+		     const char *prev, const char *name, size_t nlen, int block_first)
+{
+	unsigned char hdr[2], w[8];
+	unsigned shared = 0;
+
+	if (block_first) {
+		disk_le64_put(w, *npos);
+		out_put(ob, w, 8);
+		(*blk)++;
+	} else {
+		shared = ifv_lcp(prev, name);
+	}
+	hdr[0] = (unsigned char)shared;
+	hdr[1] = (unsigned char)(nlen - shared);
+	out_put(on, hdr, 2);
+	out_put(on, name + shared, hdr[1]);
+	*npos += 2u + hdr[1];
+}
+
 /* The classes, files, blocks, names and class names sections from the
  * files in order (the class spool beside them). */
 static int ifv_write_files(struct if_pass *p, const struct ifv_layout *l, struct ifv_sink *k)
@@ -568,8 +592,7 @@ static int ifv_write_files(struct if_pass *p, const struct ifv_layout *l, struct
 	while (err == 0 && (got = fs_sort_next(it, &v, &len)) > 0) {
 		const unsigned char *r = v;
 		const char *name = (const char *)r + FR_HDR;
-		unsigned char rec[IFV_FILE_REC], hdr[2], w[8];
-		unsigned shared = 0;
+		unsigned char rec[IFV_FILE_REC];
 
 		if (get32(r) != ci) {
 			const void *c;
@@ -606,20 +629,8 @@ static int ifv_write_files(struct if_pass *p, const struct ifv_layout *l, struct
 		disk_le32_put(rec, get32(r + 4));
 		disk_le32_put(rec + 4, get32(r + 8) | get32(r + 40) << IFV_KIND_SHIFT);
 		out_put(&of, rec, IFV_FILE_REC);
-		/* the name: a block's first whole, the others after what they
-		 * share with the name before */
-		if ((fi - first) % IFV_BLOCK == 0) {
-			disk_le64_put(w, npos);
-			out_put(&ob, w, 8);
-			blk++;
-		} else {
-			shared = ifv_lcp((const char *)prev.p, name);
-		}
-		hdr[0] = (unsigned char)shared;
-		hdr[1] = (unsigned char)(len - FR_HDR - 1 - shared);
-		out_put(&on, hdr, 2);
-		out_put(&on, name + shared, hdr[1]);
-		npos += 2u + hdr[1];
+		name_rec(&ob, &on, &npos, &blk, (const char *)prev.p, name, len - FR_HDR - 1,
+			 (fi - first) % IFV_BLOCK == 0);
 		fi++;
 		err = fs__if_prev_keep(&prev, name, len - FR_HDR);
 	}
