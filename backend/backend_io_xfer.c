@@ -588,7 +588,9 @@ static int done_cut(struct xfer *x, CURLcode c)
 		return 1;
 	}
 	if (x->stalled) {
-		snprintf(r->error, sizeof(r->error), "the transfer stalled (no bytes for %ld s)",
+		/* a head trickled a byte at a time is silence until a line ends */
+		snprintf(r->error, sizeof(r->error),
+			 "the transfer stalled (no whole header line nor body byte for %ld s)",
 			 x->io->stall_s);
 		xfer_retry(x, -EIO);
 		return 1;

@@ -5,7 +5,7 @@ lean one, --http-engine auto), through a mount:
     test_hostile3.py SHARDFS GROUP
 
 The object is 300,000 seeded random bytes (SHARDFS_TEST_SEED), mounted as a.tar of the brace
-pattern {a,b}.tar (--warm off); a read is 4096 bytes at 0 of a.tar, made by a child process
+pattern {a,b}.tar (--warm off); a read is 4096 bytes at 196,608 of a.tar (past the first units), made by a child process
 (a FUSE read that waits cannot be killed: the child is waited for at most 60 s, then the
 mount is detached with 'shardfs umount --force', and the wait counts as a failure).
 
@@ -17,7 +17,11 @@ Groups:
             second, 64 KiB = 1.8 hours, and could not be killed), the log names the trickle
             ("the transfer trickled"), the mount answers a listing, and once the server
             answers whole again a read gives the exact bytes. Then header lines without end
-            (a 206 status line, then one 60-byte header line every 0.1 s): the same.
+            (a 206 status line, then one 60-byte header line every 0.1 s): the same (curl's
+            words a trickle, the lean engine's no whole header line: it has none until the
+            head ends). The mount's own requests are answered whole. Then the
+            head itself a byte every 0.1 s: a stall, whose words say what was missed ("no
+            whole header line nor body byte for 1 s"; before: "no bytes for 1 s", untrue).
   redirects GETs answered with a 302 that goes nowhere: a loop (each Location another query
             of the same path), a 302 without a Location, a 302 to an ftp:// URL. Each read
             fails with EIO and the daemon's log line says which (before: only "HTTP 302").
@@ -41,12 +45,13 @@ from shardfs_test.rawhttp import Answer, Scripted  # noqa: E402
 
 ENGINES = ('curl', 'auto')
 READ_WAIT = 60  # seconds a read child is waited for (expected: a few)
+OFF = 3 * 65536  # where a read is: past the unit the mount's own first GET may have cached
 
 READER = r'''
 import os, sys
 try:
     fd = os.open(sys.argv[1], os.O_RDONLY)
-    b = os.pread(fd, 4096, 0)
+    b = os.pread(fd, 4096, int(sys.argv[2]))
     sys.stdout.buffer.write(b)
 except OSError as e:
     sys.stderr.write('errno %d\n' % e.errno)
@@ -56,7 +61,8 @@ except OSError as e:
 
 class Trickle:
     """HEAD: the object's head. GET: per mode: 'body' a 206 head then a body byte every
-    0.1 s; 'head' a 206 status line then a header line every 0.1 s; 'whole' the correct 206."""
+    0.1 s; 'head' a 206 status line then a header line every 0.1 s; 'slowhead' the 206's head a
+    byte every 0.1 s, then its body; 'whole' the correct 206."""
 
     def __init__(self, data):
         self.data, self.mode, self.gets = data, 'body', 0
@@ -115,6 +121,12 @@ class Trickle:
                         if self.stop.wait(0.1):
                             return
                         c.sendall(ans.raw[i:i + 1])
+                elif mode == 'slowhead':
+                    for i in range(hl):
+                        if self.stop.wait(0.1):
+                            return
+                        c.sendall(ans.raw[i:i + 1])
+                    c.sendall(ans.raw[hl:])
                 else:
                     c.sendall(b'HTTP/1.1 206 Partial Content\r\n')
                     i = 0
@@ -138,7 +150,7 @@ class Trickle:
 def read_child(env, ck, label, m, path):
     """(returncode, stdout bytes, stderr text) of READER on path; None, after detaching the
     mount, when it did not end within READ_WAIT."""
-    p = subprocess.Popen([sys.executable, '-c', READER, path], stdout=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, '-c', READER, path, str(OFF)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, env=env.env)
     try:
         out, err = p.communicate(timeout=READ_WAIT)
@@ -156,10 +168,15 @@ def read_child(env, ck, label, m, path):
 
 def group_trickle(env, ck, data):
     for e in ENGINES:
-        for how, words in (('body', 'the transfer trickled'), ('head', 'the transfer trickled')):
+        # the words: a trickle; header lines without end are a trickle to curl (each line
+        # arrives) and silence to the lean engine (no line until the head ends)
+        for how, words in (('body', ('the transfer trickled',)),
+                           ('head', ('the transfer trickled',
+                                     'no whole header line nor body byte for 1 s')),
+                           ('slowhead', ('no whole header line nor body byte for 1 s',))):
             label = '%s trickle %s' % (e, how)
             srv = Trickle(data)
-            srv.mode = how
+            srv.mode = 'whole'  # the mount's own requests answered; the reads' not
             logf = env.path('log-trickle-%s-%s' % (e, how))
             try:
                 m = ml.Mount(env, srv.url('{a,b}.tar'), cache_dir=env.path('c-%s-%s' % (e, how)),
@@ -167,6 +184,8 @@ def group_trickle(env, ck, data):
                                     '--retry-budget', '3', '--log-file', logf])
                 with m:
                     path = os.path.join(m.mnt, 'a.tar')
+                    with srv.lock:
+                        srv.mode = how
                     r = read_child(env, ck, label, m, path)
                     if r is None:
                         continue
@@ -175,9 +194,10 @@ def group_trickle(env, ck, data):
                     ck.eq('%s: the read fails with EIO' % label, (rc, err.strip()),
                           (3, 'errno 5'))
                     text = open(logf, errors='replace').read() if os.path.exists(logf) else ''
-                    ck.ok(words in text and 'a.tar' in text,
-                          '%s: no log line naming a.tar and "%s": %s' % (
-                              label, words, ml.short(text[-600:], 600)))
+                    ck.ok(any(w in text for w in words) and 'a.tar' in text,
+                          '%s: no log line naming a.tar and %s: %s' % (
+                              label, ' or '.join('"%s"' % w for w in words),
+                              ml.short(text[-600:], 600)))
                     ck.ok('a.tar' in os.listdir(m.mnt), '%s: the mount does not list a.tar'
                           % label)
                     with srv.lock:
@@ -187,7 +207,7 @@ def group_trickle(env, ck, data):
                         rr = read_child(env, ck, label + ' again', m, path)
                         return (-1, b'', 'hung') if rr is None else rr if rr[0] == 0 else None
                     rr = ml.poll(good, what='%s: a read after the server mends' % label)
-                    ck.ok(rr is not None and rr[1] == data[:4096],
+                    ck.ok(rr is not None and rr[1] == data[OFF:OFF + 4096],
                           '%s: the read after the server mends is not the exact bytes' % label)
             finally:
                 srv.close()
@@ -238,7 +258,7 @@ def group_fdlimit(env, ck, data):
                   '--max-connections 256' in m.stderr,
                   'fdlimit: no warning of the limit at mount: %r' % m.stderr)
             r = read_child(env, ck, 'fdlimit', m, os.path.join(m.mnt, 'a.tar'))
-            ck.ok(r is not None and r[0] == 0 and r[1] == data[:4096],
+            ck.ok(r is not None and r[0] == 0 and r[1] == data[OFF:OFF + 4096],
                   'fdlimit: the read is not the exact bytes: %r' % (r and (r[0], r[2]),))
     finally:
         srv.close()
