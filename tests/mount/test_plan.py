@@ -85,6 +85,7 @@ import tarfile  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
 from shardfs_test import planread  # noqa: E402
+from shardfs_test.planread import plans  # noqa: E402
 from shardfs_test import web  # noqa: E402
 from shardfs_test.mount import log  # noqa: E402
 
@@ -105,23 +106,6 @@ def fnv(lines):
         for c in ln.encode() + b'\n':
             h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
     return h
-
-
-def plans(mnt):
-    """{name: dict} of .shardfs/plans."""
-    with open(os.path.join(mnt, '.shardfs', 'plans'), 'rb') as f:
-        lines = f.read().decode().split('\n')
-    head = lines[0].split('\t')
-    out = {}
-    for ln in lines[1:]:
-        f = ln.split('\t')
-        if len(f) == len(head):
-            d = dict(zip(head, f))
-            for k in head[1:7]:
-                d[k] = int(d[k])
-            d['fnv'] = int(d['fnv'], 16)
-            out[d['name']] = d
-    return out
 
 
 def human(b):

@@ -27,22 +27,7 @@ import tarfile  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 from shardfs_test import mount as ml  # noqa: E402
-
-
-def plans(mnt):
-    """{name: dict} of .shardfs/plans (the numeric fields as ints)."""
-    with open(os.path.join(mnt, '.shardfs', 'plans'), 'rb') as f:
-        lines = f.read().decode().split('\n')
-    head = lines[0].split('\t')
-    out = {}
-    for ln in lines[1:]:
-        f = ln.split('\t')
-        if len(f) == len(head):
-            d = dict(zip(head, f))
-            for k in head[1:7]:
-                d[k] = int(d[k])
-            out[d['name']] = d
-    return out
+from shardfs_test.planread import plans  # noqa: E402
 
 
 def make_source(src, rng):

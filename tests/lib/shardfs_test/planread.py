@@ -83,3 +83,21 @@ def publish(ck, mnt, name, pf, paths=None, what=None):
     if paths is not None:
         write_plan(pf, paths)
     ck.eq(what or 'plan %s rc' % name, ml.control_errno(mnt, 'plan %s %s' % (name, pf)), None)
+
+
+def plans(mnt):
+    """{name: dict} of mnt's .shardfs/plans: the numeric fields as ints, fnv (hex) as an int."""
+    with open(os.path.join(mnt, '.shardfs', 'plans'), 'rb') as f:
+        lines = f.read().decode().split('\n')
+    head = lines[0].split('\t')
+    out = {}
+    for ln in lines[1:]:
+        f = ln.split('\t')
+        if len(f) == len(head):
+            d = dict(zip(head, f))
+            for k in head[1:7]:
+                d[k] = int(d[k])
+            if 'fnv' in d:
+                d['fnv'] = int(d['fnv'], 16)
+            out[d['name']] = d
+    return out
