@@ -383,6 +383,8 @@ static void resume_paused(struct backend_io *io, int backstop)
 		if (!x)
 			break;
 		x->progress_ns = uv_hrtime();
+		/* a pause is no trickle: a new window at the next arrival */
+		x->win_ns = 0;
 		if (x->r->on_poll) { /* still full: left paused, nothing copied again */
 			int err = x->r->on_poll(x->r->arg);
 
