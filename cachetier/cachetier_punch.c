@@ -45,6 +45,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "cachetier_i.h"
 
@@ -265,6 +266,41 @@ static void *puncher_main(void *arg)
 	disk_mutex_unlock(&pu->lock);
 	atomic_store(&pu->cpu_ns, (unsigned long long)cachetier__cpu_ns());
 	return NULL;
+}
+
+int cachetier__writev_units(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t off,
+			    const struct iovec *iov, int n)
+{
+	size_t skip = 0; /* bytes of iov[i] written */
+	int i = 0;
+
+	while (i < n) {
+		/* the slices of iov that fill the rest of off's unit: at most
+		 * n of them, each within one buffer */
+		struct iovec v[CT_WRITEV_MAX];
+		uint64_t at = off, room = f->unit_bytes - off % f->unit_bytes;
+		int m = 0, err;
+
+		while (i < n && room) {
+			size_t l = iov[i].iov_len - skip;
+
+			l = l < room ? l : (size_t)room;
+			if (l) /* an empty buffer adds no slice */
+				v[m++] = (struct iovec){.iov_base = (char *)iov[i].iov_base + skip,
+							.iov_len = l};
+			room -= l;
+			off += l;
+			skip += l;
+			if (skip == iov[i].iov_len) {
+				i++;
+				skip = 0;
+			}
+		}
+		err = m ? cachetier__run_writev(f, c0, crc, at, v, m) : 0;
+		if (err)
+			return err;
+	}
+	return 0;
 }
 
 int cachetier__punch_start(struct cachetier *ct)
