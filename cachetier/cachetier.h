@@ -175,8 +175,10 @@ struct cachetier_stats {
 	uint64_t work_wakes;	     /* fill workers woken to start jobs (one per batch of pushes
 				      * at most while one woken has not run) */
 	uint64_t workers_waiting;    /* fill workers waiting for work, none woken (now) */
-	uint64_t fill_writes;	     /* the fill writer's pwrite(v) calls of fills' bytes (one
-				      * per run of a fill's buffers it took together) */
+	uint64_t fill_writes;	     /* the fill writer's writes of fills' bytes (one per run
+				      * of a fill's buffers it took together: one pwritev, or
+				      * for a fill of less than a chunk one a unit,
+				      * cachetier_punch.h) */
 	uint64_t fill_publishes;     /* the fill writer's passes making a fill's units readable
 				      * as they land (each a lock fcntl, then its object's
 				      * lock alone) */
