@@ -55,21 +55,6 @@ static void accounts(struct cachetier *ct, uint64_t usage, uint64_t reserved, ui
 	      (unsigned long long)reserved, (unsigned long long)evicting);
 }
 
-/* Wait (up to 60 s) until no eviction's punch is queued or running. */
-static void punched(struct cachetier *ct, const char *name)
-{
-	struct cachetier_stats st;
-
-	for (int i = 0; i < 6000; i++) {
-		stats(ct, &st);
-		if (st.punches_pending == 0)
-			return;
-		usleep(10000);
-	}
-	CHECK(0, "%s: %llu punches pending after 60 s", name,
-	      (unsigned long long)st.punches_pending);
-}
-
 static void test_landed_evicted(uint64_t *s)
 {
 	unsigned char *a = src_object(tmpdir, "a.tar", 8 * UNIT, s),
@@ -96,7 +81,7 @@ static void test_landed_evicted(uint64_t *s)
 
 	/* B's reader evicts A's landed units: the only valid ones */
 	CHECK(obj_exact(ob, b, 0, 4 * UNIT), "B read exact while A's run is held");
-	punched(ct, "B's eviction");
+	count_reach(ct, TC_PUNCHES_PENDING, 0, "B's eviction");
 	stats(ct, &st);
 	CHECK(st.evict_units == 4 && st.evicted_bytes == 4 * UNIT,
 	      "B's read evicted %llu units (%llu bytes), want 4 (262144)",

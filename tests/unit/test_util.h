@@ -128,7 +128,13 @@ static inline struct cachetier *tier_small(const char *dir, const char *name, st
 }
 
 /* The tier's counters a test waits for (count_reach, cached_wait). */
-enum tier_count { TC_FILLS_INFLIGHT, TC_BUFS_QUEUED, TC_UNIT_WAITERS, TC_WRITER_LOCKS };
+enum tier_count {
+	TC_FILLS_INFLIGHT,
+	TC_BUFS_QUEUED,
+	TC_UNIT_WAITERS,
+	TC_WRITER_LOCKS,
+	TC_PUNCHES_PENDING
+};
 
 static inline uint64_t tier_count_of(const struct cachetier_stats *st, enum tier_count w)
 {
@@ -141,6 +147,8 @@ static inline uint64_t tier_count_of(const struct cachetier_stats *st, enum tier
 		return st->unit_waiters;
 	case TC_WRITER_LOCKS:
 		return st->fill_writer_locks;
+	case TC_PUNCHES_PENDING:
+		return st->punches_pending;
 	}
 	return 0;
 }
@@ -151,7 +159,7 @@ static inline void count_reach(struct cachetier *ct, enum tier_count w, uint64_t
 			       const char *name)
 {
 	static const char *const what[] = {"fills in flight", "buffers queued", "unit waiters",
-					   "writer's takes of ct->lock"};
+					   "writer's takes of ct->lock", "punches pending"};
 	struct cachetier_stats st;
 	uint64_t v = 0;
 

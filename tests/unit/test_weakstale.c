@@ -59,21 +59,6 @@ static void *reader_main(void *arg)
 	return NULL;
 }
 
-/* Wait (up to 60 s) until o has want bytes cached. */
-static void cached(struct cachetier_obj *o, uint64_t want, const char *name)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < 6000; i++) {
-		v = cachetier_obj_cached_bytes(o);
-		if (v == want)
-			return;
-		usleep(10000);
-	}
-	CHECK(0, "%s: %llu bytes cached after 60 s, want %llu", name, (unsigned long long)v,
-	      (unsigned long long)want);
-}
-
 static void test_waiter(uint64_t *s)
 {
 	unsigned char *old = src_object(tmpdir, "w.tar", SIZE, s), *now = malloc(SIZE), buf[100];
@@ -104,7 +89,7 @@ static void test_waiter(uint64_t *s)
 	CHECK(n == (ssize_t)sizeof(buf) && memcmp(buf, old, sizeof(buf)) == 0,
 	      "waiter: unit 0 exact (%zd)", n);
 	fills_idle(ct);
-	cached(o, UNIT, "waiter: unit 0");
+	cached_wait(o, UNIT, "waiter: unit 0");
 
 	/* B waits for units 4-5: 4 lands, 5 is held */
 	flag_file(hold, 1);
@@ -114,7 +99,7 @@ static void test_waiter(uint64_t *s)
 	b.buf = malloc(b.len);
 	if (!b.buf || pthread_create(&t, NULL, reader_main, &b) != 0)
 		FAIL("reader thread");
-	cached(o, 2 * UNIT, "waiter: unit 4 landed, 5 held");
+	cached_wait(o, 2 * UNIT, "waiter: unit 4 landed, 5 held");
 
 	/* the store's bytes rewritten in place, same size (the weak ETag stays) */
 	for (size_t k = 0; k < SIZE; k++)
