@@ -328,6 +328,7 @@ void fs_cancel(struct fs *fs)
 	cachetier_cancel(fs->ct);
 	fs_warm_cancel(fs);
 	fs_thread_cancel(&fs->pfx);
+	fs_notify_cancel(fs); /* a refresh's wait for the notifier (fs_ctl.c) */
 }
 
 void fs_close(struct fs *fs)

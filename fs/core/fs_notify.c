@@ -47,6 +47,7 @@ struct fs_notify {
 	struct nq_item *head, **tail;
 	int busy;		 /* the thread is sending an item */
 	int open;		 /* items are taken: from fs_notify_start to fs_notify_stop */
+	int cancelled;		 /* fs_cancel: drains do not wait */
 	struct fs_thread thread; /* woken by every item queued */
 };
 
@@ -135,10 +136,22 @@ void fs_notify_drain(struct fs *fs, double timeout_s)
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += (time_t)timeout_s;
 	disk_mutex_lock(&n->lock);
-	while (n->open && (n->head || n->busy)) {
+	while (n->open && !n->cancelled && (n->head || n->busy)) {
 		if (disk_cond_timedwait(&n->idle, &n->lock, &until) == ETIMEDOUT)
 			break;
 	}
+	disk_mutex_unlock(&n->lock);
+}
+
+void fs_notify_cancel(struct fs *fs)
+{
+	struct fs_notify *n = fs->notify;
+
+	if (!n)
+		return;
+	disk_mutex_lock(&n->lock);
+	n->cancelled = 1;
+	pthread_cond_broadcast(&n->idle);
 	disk_mutex_unlock(&n->lock);
 }
 

@@ -34,6 +34,10 @@ void fs_notify_shard(struct fs *fs, uint32_t shard, uint32_t n);
 /* Wait until everything queued so far is sent (at most timeout_s; returns
  * at once without a running notifier). Any thread but the notifier's. */
 void fs_notify_drain(struct fs *fs, double timeout_s);
+
+/* fs_cancel: every fs_notify_drain returns now and later ones at once (a
+ * stop does not wait for a refresh's invalidations; the queue stays). */
+void fs_notify_cancel(struct fs *fs);
 /* 1 while the notifier thread was started and not joined (for tests). */
 int fs_notify_running(const struct fs *fs);
 /* Tests: fs_notify_stop's bound on the join, in seconds (FS_THREAD_JOIN_S

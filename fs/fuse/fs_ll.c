@@ -798,7 +798,7 @@ int fs_ll_run(struct fs *fs, int ready_fd)
 	fs_ll__stop_finish(&stop); /* no wake signal interrupts the unmount */
 	stopping = 0;
 out_unmount:
-	fs_notify_stop(fs);
+	fs_ll__notify_stop(fs, fuse_session_fd(se)); /* answers what the kernel asks meanwhile */
 	fuse_loop_cfg_destroy(lc);
 	fuse_session_unmount(se);
 out_stop:

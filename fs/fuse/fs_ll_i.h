@@ -38,4 +38,9 @@ int fs_ll__stop_start(struct ll_stop *st, struct fs *fs, struct fuse_session *se
  * cancelling), restore the handlers. */
 void fs_ll__stop_finish(struct ll_stop *st);
 
+/* Stop fs's notifier (fs_notify_stop) while answering, ENOTCONN, the
+ * requests the kernel still sends on the session's device fd (after the
+ * session loop no one else reads it). Returns what fs_notify_stop did. */
+int fs_ll__notify_stop(struct fs *fs, int fd);
+
 #endif

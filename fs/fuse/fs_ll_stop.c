@@ -4,7 +4,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fuse.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,14 +18,15 @@
  * kernel ends the connection and libfuse marks the session exited) stop the
  * daemon at once, whatever is in flight. fuse_session_loop_mt only returns
  * once every worker finished its request, and a request may wait for the
- * store; so the stop thread first cancels the core (fs_cancel: running
- * transfers end with -ECANCELED, waiting readers get -ECANCELED, the
- * core's threads are told to stop), then marks the session exited and wakes the main thread out
+ * store; so the stop thread marks the session exited, cancels the core
+ * (fs_cancel: running transfers end with -ECANCELED, waiting readers get
+ * -ECANCELED, the core's threads are told to stop), and wakes the main thread out
  * of the loop's sem_wait with STOP_WAKE_SIG (the loop looks at the exit flag
  * only when a worker ends or a signal interrupts it; it is sent again until
  * the loop returned, as it may arrive just before sem_wait). The signal
- * handlers only write the signal number to a pipe. Unmounting follows in
- * fs_ll_run, then fs_close (fs_mount.c) closes the core.
+ * handlers only write the signal number to a pipe. The notifier's stop
+ * (fs_ll__notify_stop, below) and unmounting follow in fs_ll_run, then
+ * fs_close (fs_mount.c) closes the core.
  */
 #define STOP_WAKE_SIG SIGRTMIN
 #define STOP_POLL_MS  250 /* how soon the end of the session is noticed */
@@ -80,8 +83,10 @@ static void *stop_main(void *arg)
 		       stop_sig_name(sig));
 	else
 		fs_log(FS_LOG_INFO, "the session ended: requests in flight are cancelled");
-	fs_cancel(fs);
+	/* exited first: a worker whose request the cancel ends takes no other
+	 * (one left to the kernel is answered at the notifier's stop, below) */
 	fuse_session_exit(st->se);
+	fs_cancel(fs);
 	disk_mutex_lock(&st->lock);
 	while (!st->loop_done) {
 		struct timespec ts;
@@ -162,4 +167,96 @@ void fs_ll__stop_finish(struct ll_stop *st)
 	}
 	pthread_join(st->thread, NULL);
 	stop_release(st);
+}
+
+/* ---- the notifier's stop ------------------------------------------------------
+ * After the session loop no worker reads the device, yet the kernel may
+ * still hold an invalidation the notifier sends (fs_notify.c) until a
+ * request it queued is answered: invalidating an inode waits for the pages
+ * a read locked, an entry for its directory's lock a lookup holds. Nothing
+ * would answer them before the unmount, which comes after the notifier's
+ * stop: the stop would wait its whole bound (FS_THREAD_JOIN_S) and fs_close
+ * free nothing. So while fs_notify_stop joins the notifier a drain thread
+ * reads the device and answers each request ENOTCONN (what the unmount's
+ * end of the connection gives them); forgets, interrupts and notify replies
+ * get no answer. */
+#define DRAIN_BUF ((1u << 20) + 8192) /* a request with libfuse's largest max_write */
+
+struct ll_drain {
+	int fd;	     /* the session's device */
+	int stop[2]; /* closed by fs_ll__notify_stop: the drain ends */
+	unsigned answered;
+};
+
+static void drain_answer(struct ll_drain *d, const struct fuse_in_header *in)
+{
+	struct fuse_out_header out = {.len = sizeof(out), .error = -ENOTCONN, .unique = in->unique};
+
+	switch (in->opcode) {
+	case FUSE_FORGET:
+	case FUSE_BATCH_FORGET:
+	case FUSE_INTERRUPT:
+	case FUSE_NOTIFY_REPLY:
+		return; /* no answer wanted */
+	default:
+		break;
+	}
+	if (write(d->fd, &out, sizeof(out)) == (ssize_t)sizeof(out))
+		d->answered++;
+}
+
+static void *drain_main(void *arg)
+{
+	struct ll_drain *d = arg;
+	char *buf = malloc(DRAIN_BUF);
+	struct pollfd p[2] = {{.fd = d->stop[0], .events = POLLIN},
+			      {.fd = d->fd, .events = POLLIN}};
+	nfds_t n = buf ? 2 : 1;
+
+	for (;;) {
+		ssize_t got;
+
+		if (poll(p, n, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[0].revents)
+			break; /* the notifier stopped */
+		if (n < 2 || !p[1].revents)
+			continue;
+		got = read(d->fd, buf, DRAIN_BUF);
+		if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == ENOENT))
+			continue;
+		if (got < (ssize_t)sizeof(struct fuse_in_header))
+			n = 1; /* the connection ended: only the stop is left to wait for */
+		else
+			drain_answer(d, (const struct fuse_in_header *)buf);
+	}
+	free(buf);
+	return NULL;
+}
+
+int fs_ll__notify_stop(struct fs *fs, int fd)
+{
+	struct ll_drain d = {.fd = fd, .stop = {-1, -1}};
+	pthread_t t;
+	int err;
+
+	if (pipe2(d.stop, O_CLOEXEC) < 0)
+		return fs_notify_stop(fs);
+	if (pthread_create(&t, NULL, drain_main, &d) != 0) {
+		close(d.stop[0]);
+		close(d.stop[1]);
+		return fs_notify_stop(fs);
+	}
+	err = fs_notify_stop(fs);
+	close(d.stop[1]); /* POLLHUP for the drain */
+	pthread_join(t, NULL);
+	close(d.stop[0]);
+	if (d.answered)
+		fs_log(FS_LOG_INFO,
+		       "the notifier's stop answered %u request(s) the session left: ENOTCONN",
+		       d.answered);
+	return err;
 }
