@@ -177,7 +177,7 @@ struct cachetier_stats {
 	uint64_t workers_waiting;    /* fill workers waiting for work, none woken (now) */
 	uint64_t fill_writes;	     /* the fill writer's writes of fills' bytes (one per run
 				      * of a fill's buffers it took together: one pwritev, or
-				      * for a fill of less than a chunk one a unit,
+				      * for a fill shorter than 512 KiB one a unit,
 				      * cachetier_punch.h) */
 	uint64_t fill_publishes;     /* the fill writer's passes making a fill's units readable
 				      * as they land (each a lock fcntl, then its object's

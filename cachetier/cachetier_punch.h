@@ -63,13 +63,15 @@ void cachetier__punch_submit(struct cachetier *ct, struct ct_punch *p, int here)
 
 /* A fill's buffers iov[0..n) (at most CT_WRITEV_MAX, following each other
  * from off) written as cachetier__run_writev writes them, but one pwritev
- * a unit: for a fill smaller than a chunk (cachetier_write.c, fill_write),
- * whose units an eviction may take apart. The page cache makes a folio as
+ * a unit: for a fill shorter than one pwritev's most, 512 KiB
+ * (cachetier_write.c, fill_write: a random read's, whose units an eviction
+ * may take apart). The page cache makes a folio as
  * long as a write at an aligned offset (up to 512 KiB here), and a punch
  * of some units of a folio zeroes their part and splits it, the dearest
  * part of a shuffled epoch's punches; a folio a unit is punched whole
- * (tests/bench/README.md, "Unit folios"). A fill of a whole chunk keeps its
- * long writes: its evictions take whole chunks. 0 or -errno; not on the
+ * (tests/bench/README.md, "Unit folios"). A longer fill (a sequential
+ * reader's, a chunk's) keeps its long writes: its evictions take whole
+ * chunks, whose long folios go whole. 0 or -errno; not on the
  * I/O thread. */
 struct iovec;
 int cachetier__writev_units(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t off,

@@ -156,9 +156,9 @@ static struct fill_buf *fill_write(struct cachetier *ct, struct fill_buf *b)
 	}
 	if (fl->werr == 0) {
 		fl->wtop = end;
-		/* a fill of less than a chunk a unit a pwritev: folios a punch
-		 * takes whole (cachetier_punch.h) */
-		fl->werr = slot->n < slot->f->group
+		/* a fill shorter than one pwritev's most (a random read's) a
+		 * unit a pwritev: folios a punch takes whole (cachetier_punch.h) */
+		fl->werr = (uint64_t)slot->n * slot->f->unit_bytes < CT_WRITEV_MAX * FILL_BUF_BYTES
 			       ? cachetier__writev_units(slot->f, slot->c, fl->crc, b->off, iov, n)
 			       : cachetier__run_writev(slot->f, slot->c, fl->crc, b->off, iov, n);
 		atomic_fetch_add_explicit(&ct->wr.fill_writes, 1, memory_order_relaxed);
