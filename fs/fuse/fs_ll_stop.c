@@ -180,7 +180,8 @@ void fs_ll__stop_finish(struct ll_stop *st)
  * reads the device and answers each request ENOTCONN (what the unmount's
  * end of the connection gives them); forgets, interrupts and notify replies
  * get no answer. */
-#define DRAIN_BUF ((1u << 20) + 8192) /* a request with libfuse's largest max_write */
+/* a request with libfuse's largest max_write (256 pages) and its headers */
+#define DRAIN_BUF ((size_t)sysconf(_SC_PAGESIZE) * 256 + 8192)
 
 struct ll_drain {
 	int fd;	     /* the session's device */
@@ -208,7 +209,8 @@ static void drain_answer(struct ll_drain *d, const struct fuse_in_header *in)
 static void *drain_main(void *arg)
 {
 	struct ll_drain *d = arg;
-	char *buf = malloc(DRAIN_BUF);
+	size_t cap = DRAIN_BUF;
+	char *buf = malloc(cap);
 	struct pollfd p[2] = {{.fd = d->stop[0], .events = POLLIN},
 			      {.fd = d->fd, .events = POLLIN}};
 	nfds_t n = buf ? 2 : 1;
@@ -225,7 +227,7 @@ static void *drain_main(void *arg)
 			break; /* the notifier stopped */
 		if (n < 2 || !p[1].revents)
 			continue;
-		got = read(d->fd, buf, DRAIN_BUF);
+		got = read(d->fd, buf, cap);
 		if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == ENOENT))
 			continue;
 		if (got < (ssize_t)sizeof(struct fuse_in_header))

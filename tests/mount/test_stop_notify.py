@@ -18,6 +18,10 @@ answer and the unmount's end of the connection answered it). Before the drain: t
 (FS_THREAD_JOIN_S, 10 s) twice (the adapter's stop, then fs_close's), logs "notifier: its
 thread did not end within 10 s of the stop" and "a thread of the core did not stop". Exit: 0
 pass, 1 fail, 77 skip (no usable /dev/fuse).
+
+libfuse may start a spare worker beyond --threads now and then: it answers B (ESTALE) before
+the signal and the scenario is not reached; the test then tries again on a mount of its own
+(at most 5 tries; 2 of about 40 runs needed a second).
 """
 
 import sys
@@ -73,15 +77,16 @@ class Reader(threading.Thread):
             self.result = e.errno
 
 
-def run(env, ck):
-    src = env.path('src')
+def attempt(env, k):
+    """One try of the scenario on a mount of its own: what it saw (a dict)."""
+    src = env.path('src-%d' % k)
     os.makedirs(src)
     m0 = bytes(env.rng.getrandbits(8) for _ in range(4096)) * (16 * MIB // 4096)
     m1 = bytes(env.rng.getrandbits(8) for _ in range(4096)) * (2 * MIB // 4096)
     shard = os.path.join(src, 's0.tar')
     ml.write_file(shard, ml.tar_bytes([('m0.bin', m0), ('m1.bin', m1)]))
     hold = src + '.hold'
-    cache = env.path('cache')
+    cache = env.path('cache-%d' % k)
     m = ml.Mount(env, 'fault://' + src + '?hold_at=%d&log=1' % HOLD_AT, cache_dir=cache,
                  extra=['--threads', '2', '--warm', 'off', '--chunk-size', '1M',
                         '--readahead', '1M'])
@@ -89,11 +94,11 @@ def run(env, ck):
     pid = m.stats()['pid']
     fa = os.open(os.path.join(m.mnt, 's0', 'm0.bin'), os.O_RDONLY)
     fb = os.open(os.path.join(m.mnt, 's0', 'm1.bin'), os.O_RDONLY)
-    ntid = notifier_tid(pid)
-    ck.ok(ntid is not None, 'the daemon has a thread shardfs-notify')
-    if ntid is None:
+    seen = {'notifier': notifier_tid(pid)}
+    if seen['notifier'] is None:
         m.umount()
-        return
+        return seen
+    ntid = seen['notifier']
     ml.write_file(hold, b'')
     a = Reader(fa, HOLD_AT + 4096)
     a.start()
@@ -111,34 +116,51 @@ def run(env, ck):
     b.started_ev.wait()
     ml.poll(lambda: state(os.getpid(), b.tid) == 'D', what='B\'s read waiting in the kernel')
     # no worker is free: A's waits for the store, the refresh's for the notifier
-    ck.ok(refresh.poll() is None and state(pid, ntid) == 'D',
-          'before the signal: the refresh waits (%r) and the notifier is held (%r)'
-          % (refresh.poll(), state(pid, ntid)))
+    seen['before'] = (refresh.poll(), state(pid, ntid))
     t0 = time.monotonic()
     ml.kill_daemon(env, pid, signal.SIGTERM)
     os.unlink(hold)
     ml.poll(lambda: not ml.pid_alive(pid), timeout=60, what='the daemon\'s exit')
-    took = time.monotonic() - t0
-    log('the daemon exited %.2f s after SIGTERM' % took)
-    # generous: a prompt exit takes well under a second; without the answers or the cancel
-    # the exit waits a whole bound (the notifier's 10 s twice, the refresh's 30 s)
-    ck.ok(took < 15, 'the daemon exited %.2f s after SIGTERM, want under 15 s' % took)
+    seen['took'] = time.monotonic() - t0
+    log('the daemon exited %.2f s after SIGTERM' % seen['took'])
     a.join(60)
     b.join(60)
     refresh.wait(60)
-    ck.ok(b.result in (errno.ENOTCONN, errno.ECONNABORTED),
-          'B\'s read failed with ENOTCONN (the stop\'s answer) or ECONNABORTED (the end of the '
-          'connection, for the read the kernel tried again): %r' % (b.result,))
+    seen['b'] = b.result
     os.close(fa)
     os.close(fb)
     m.umount(quiet=True)
     text = ml.logs_under(cache)
-    bad = [ln for ln in text.splitlines()
-           if 'did not end within' in ln or 'did not stop' in ln]
-    ck.eq('log lines of threads left running at the stop', bad, [])
-    said = [ln for ln in text.splitlines() if 'the notifier\'s stop answered' in ln]
-    log('the stop said: %r' % said)
-    ck.ok(len(said) == 1, 'one line that the stop answered the requests left: %r' % said)
+    seen['bad'] = [ln for ln in text.splitlines()
+                   if 'did not end within' in ln or 'did not stop' in ln]
+    seen['said'] = [ln for ln in text.splitlines() if 'the notifier\'s stop answered' in ln]
+    log('the stop said: %r' % seen['said'])
+    return seen
+
+
+def run(env, ck):
+    for k in range(5):
+        seen = attempt(env, k)
+        # ESTALE: a spare worker libfuse started answered B before the signal (the changed
+        # shard's member); the scenario was not reached: again, on a mount of its own
+        if seen.get('b') != errno.ESTALE:
+            break
+        log('attempt %d: B was answered before the stop (ESTALE): again' % k)
+    ck.ok(seen['notifier'] is not None, 'the daemon has a thread shardfs-notify')
+    if seen['notifier'] is None:
+        return
+    ck.eq('before the signal: the refresh waits, the notifier is held', seen['before'],
+          (None, 'D'))
+    # generous: a prompt exit takes well under a second; without the answers or the cancel
+    # the exit waits a whole bound (the notifier's 10 s twice, the refresh's 30 s)
+    ck.ok(seen['took'] < 15,
+          'the daemon exited %.2f s after SIGTERM, want under 15 s' % seen['took'])
+    ck.ok(seen['b'] in (errno.ENOTCONN, errno.ECONNABORTED),
+          'B\'s read failed with ENOTCONN (the stop\'s answer) or ECONNABORTED (the end of the '
+          'connection, for the read the kernel tried again): %r' % (seen['b'],))
+    ck.eq('log lines of threads left running at the stop', seen['bad'], [])
+    ck.ok(len(seen['said']) == 1,
+          'one line that the stop answered the requests left: %r' % seen['said'])
 
 
 if __name__ == '__main__':
