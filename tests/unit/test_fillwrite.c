@@ -138,6 +138,8 @@ static void fills_held(const char *name, int nfill)
 		      (unsigned long long)cachetier_obj_cached_bytes(o[i]));
 	cachetier_write_hold(ct, 0);
 	count_reach(ct, TC_FILLS_INFLIGHT, 0, "fills ended after the hold");
+	/* the writer stores its lock takes after the batch that ended the fills */
+	count_reach(ct, TC_WRITER_LOCKS, 1, "the writer's batch counted");
 	stats(ct, &st);
 	printf("%s: %d fills of 7 units: writes %llu, passes making units valid %llu, the "
 	       "writer's lock takes %llu, lock fcntls under it %llu, fills %llu\n",
@@ -223,6 +225,7 @@ static void test_long(void)
 	      (unsigned long long)st.fill_writes);
 	cachetier_write_hold(ct, 0);
 	count_reach(ct, TC_FILLS_INFLIGHT, 0, "long: the fill ended after the hold");
+	count_reach(ct, TC_WRITER_LOCKS, 1, "long: the writer's batch counted");
 	stats(ct, &st);
 	printf("long: a fill of %u units, 7 buffers in one batch: writes %llu, passes %llu, the "
 	       "writer's lock takes %llu\n",
@@ -289,6 +292,7 @@ static void test_kept(void)
 		}
 		cachetier_obj_unref(o);
 	}
+	count_reach(ct, TC_WRITER_LOCKS, (uint64_t)n, "kept: the writer's batches counted");
 	stats(ct, &st);
 	printf("kept: %d fills of 3 units: writes %llu, passes %llu, the writer's lock takes "
 	       "%llu, fills %llu\n",
