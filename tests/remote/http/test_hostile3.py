@@ -35,13 +35,13 @@ import re
 import socket
 import subprocess
 import sys
-import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib'))
 
 from shardfs_test import mount as ml  # noqa: E402
 from shardfs_test.mount import log  # noqa: E402
 from shardfs_test.rawhttp import Answer, Scripted  # noqa: E402
+from shardfs_test.web import LoopbackProxy  # noqa: E402
 
 ENGINES = ('curl', 'auto')
 READ_WAIT = 60  # seconds a read child is waited for (expected: a few)
@@ -59,38 +59,20 @@ except OSError as e:
 '''
 
 
-class Trickle:
+class Trickle(LoopbackProxy):
     """HEAD: the object's head. GET: per mode: 'body' a 206 head then a body byte every
     0.1 s; 'head' a 206 status line then a header line every 0.1 s; 'slowhead' the 206's head a
     byte every 0.1 s, then its body; 'whole' the correct 206."""
 
     def __init__(self, data):
         self.data, self.mode, self.gets = data, 'body', 0
-        self.stop = threading.Event()
-        self.lock = threading.Lock()
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(('127.0.0.1', 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def url(self, path):
-        return 'http://127.0.0.1:%d/%s' % (self.port, path)
-
-    def _accept(self):
-        while not self.stop.is_set():
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+        super().__init__(None)  # no upstream: every answer is made here
 
     def _serve(self, c):
         buf = b''
         try:
             c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            while not self.stop.is_set():
+            while not self.stop_ev.is_set():
                 while b'\r\n\r\n' not in buf:
                     d = c.recv(65536)
                     if not d:
@@ -118,19 +100,19 @@ class Trickle:
                 if mode == 'body':
                     c.sendall(ans.raw[:hl])
                     for i in range(hl, len(ans.raw)):
-                        if self.stop.wait(0.1):
+                        if self.stop_ev.wait(0.1):
                             return
                         c.sendall(ans.raw[i:i + 1])
                 elif mode == 'slowhead':
                     for i in range(hl):
-                        if self.stop.wait(0.1):
+                        if self.stop_ev.wait(0.1):
                             return
                         c.sendall(ans.raw[i:i + 1])
                     c.sendall(ans.raw[hl:])
                 else:
                     c.sendall(b'HTTP/1.1 206 Partial Content\r\n')
                     i = 0
-                    while not self.stop.wait(0.1):
+                    while not self.stop_ev.wait(0.1):
                         c.sendall(b'X-Pad-%06d: %s\r\n' % (i, b'p' * 44))
                         i += 1
                 return
@@ -138,13 +120,6 @@ class Trickle:
             return
         finally:
             c.close()
-
-    def close(self):
-        self.stop.set()
-        try:
-            self.sock.close()
-        except OSError:
-            pass
 
 
 def read_child(env, ck, label, m, path):
