@@ -56,27 +56,49 @@ static uint64_t free_bytes(const char *path)
 	return (uint64_t)sv.f_bavail * sv.f_frsize;
 }
 
+/* A tier in disk/SUB over the fault:// store (async, held while hold
+ * exists), readahead a chunk, the reserve RESERVE; small_fills: 3 slots. */
+static struct cachetier *df_tier(const char *sub, int small_fills, struct backend **be, char *hold,
+				 size_t holdsz)
+{
+	struct cachetier_config cc;
+	char dir[400];
+
+	*be = fault_store(tmpdir, "async=1&hold_at=0");
+	snprintf(dir, sizeof(dir), "%s/%s", disk, sub);
+	snprintf(hold, holdsz, "%s/src.hold", tmpdir);
+	tier_config(&cc, dir, 1ull << 30, 2, CHUNK);
+	cc.readahead_max_bytes = CHUNK;
+	cc.small_fills = small_fills;
+	cc.min_free_bytes = RESERVE;
+	return tier_open(&cc, *be);
+}
+
+/* A file disk/NAME of n bytes (the disk's free bytes set, not timed). */
+static void filler_write(char *path, size_t pathsz, const char *name, uint64_t n)
+{
+	unsigned char *fill = calloc(1, n);
+	int fd;
+
+	snprintf(path, pathsz, "%s/%s", disk, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (!fill || fd < 0 || write(fd, fill, n) != (ssize_t)n || close(fd) != 0)
+		FAIL("filler of %llu bytes", (unsigned long long)n);
+	free(fill);
+}
+
 static void test_pending(uint64_t *s)
 {
 	unsigned char *a = src_object(tmpdir, "a.tar", 2 * UNIT, s),
 		      *b = src_object(tmpdir, "b.tar", 2 * CHUNK, s),
-		      *c = src_object(tmpdir, "c.tar", 4 * UNIT, s), *fill;
-	struct cachetier_config cc;
+		      *c = src_object(tmpdir, "c.tar", 4 * UNIT, s);
 	struct cachetier_stats st0, st;
 	struct cachetier_obj *oa, *ob, *oc;
 	struct backend *be;
-	struct cachetier *ct;
-	char dir[400], hold[300], filler[400];
+	char hold[300], filler[400];
+	struct cachetier *ct = df_tier("c", 0, &be, hold, sizeof(hold));
 	uint64_t S0, S, F, slack, end;
-	int fd;
 
-	be = fault_store(tmpdir, "async=1&hold_at=0");
-	snprintf(dir, sizeof(dir), "%s/c", disk);
-	snprintf(hold, sizeof(hold), "%s/src.hold", tmpdir);
-	tier_config(&cc, dir, 1ull << 30, 2, CHUNK);
-	cc.readahead_max_bytes = CHUNK;
-	cc.min_free_bytes = RESERVE;
-	ct = tier_open(&cc, be);
 	oa = obj_open(ct, be, "a.tar");
 	ob = obj_open(ct, be, "b.tar");
 	oc = obj_open(ct, be, "c.tar");
@@ -94,12 +116,7 @@ static void test_pending(uint64_t *s)
 	/* the disk: the reserve, B's chunk and slack < 64 KiB free */
 	S0 = free_bytes(disk);
 	F = (S0 - RESERVE - CHUNK - UNIT / 2) & ~(uint64_t)4095;
-	snprintf(filler, sizeof(filler), "%s/filler", disk);
-	fill = calloc(1, F);
-	fd = open(filler, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (!fill || fd < 0 || write(fd, fill, F) != (ssize_t)F || close(fd) != 0)
-		FAIL("filler of %llu bytes", (unsigned long long)F);
-	free(fill);
+	filler_write(filler, sizeof(filler), "filler", F);
 	S = free_bytes(disk);
 	slack = S - RESERVE - CHUNK;
 	printf("pending: free %llu after a filler of %llu: reserve + chunk + %llu\n",
@@ -151,36 +168,21 @@ static void test_pending(uint64_t *s)
 static void test_since(uint64_t *s)
 {
 	unsigned char *x = src_object(tmpdir, "x.tar", 4096, s),
-		      *y = src_object(tmpdir, "y.tar", UNIT, s), *fill;
-	struct cachetier_config cc;
+		      *y = src_object(tmpdir, "y.tar", UNIT, s);
 	struct cachetier_stats st;
 	struct cachetier_obj *ox, *oy;
 	struct backend *be;
-	struct cachetier *ct;
-	char dir[400], hold[300], filler[400];
+	char hold[300], filler[400];
+	struct cachetier *ct = df_tier("c2", 1, &be, hold, sizeof(hold)); /* X and Y held at once */
 	uint64_t S0, F, S;
-	int fd;
 
-	be = fault_store(tmpdir, "async=1&hold_at=0");
-	snprintf(dir, sizeof(dir), "%s/c2", disk);
-	snprintf(hold, sizeof(hold), "%s/src.hold", tmpdir);
-	tier_config(&cc, dir, 1ull << 30, 2, CHUNK);
-	cc.readahead_max_bytes = CHUNK;
-	cc.small_fills = 1; /* 3 slots: X and Y held at once */
-	cc.min_free_bytes = RESERVE;
-	ct = tier_open(&cc, be);
 	ox = obj_open(ct, be, "x.tar");
 	oy = obj_open(ct, be, "y.tar");
 
 	/* the disk: the reserve + 132 KiB free when X's check looks */
 	S0 = free_bytes(disk);
 	F = S0 - RESERVE - 132 * 1024;
-	snprintf(filler, sizeof(filler), "%s/filler2", disk);
-	fill = calloc(1, F);
-	fd = open(filler, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (!fill || fd < 0 || write(fd, fill, F) != (ssize_t)F || close(fd) != 0)
-		FAIL("filler of %llu bytes", (unsigned long long)F);
-	free(fill);
+	filler_write(filler, sizeof(filler), "filler2", F);
 	S = free_bytes(disk);
 	CHECK(S == RESERVE + 132 * 1024, "since: free %llu, want the reserve + 135168",
 	      (unsigned long long)S);
