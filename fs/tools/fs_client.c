@@ -45,6 +45,13 @@ static int client_usage(int *argcp, char ***argvp, const char *synopsis, const c
 		printf("usage: shardfs %s\n\n%s", synopsis, about);
 		return 0;
 	}
+	if (!dashes && argc >= 1 && argv[0][0] == '-' && argv[0][1] && strcmp(argv[0], "-h") != 0 &&
+	    strcmp(argv[0], "--help") != 0) {
+		/* the command's name: the synopsis's first word */
+		fprintf(stderr, "shardfs %.*s: unknown option %s\nusage: shardfs %s\n",
+			(int)strcspn(synopsis, " "), synopsis, argv[0], synopsis);
+		return 2;
+	}
 	if (argc < 1 || (!more && argc != 1) || (!dashes && argv[0][0] == '-')) {
 		fprintf(stderr, "usage: shardfs %s\n", synopsis);
 		return 2;
@@ -769,7 +776,14 @@ static int plan_args(int argc, char **argv, struct plan_args *a)
 			return 0;
 		} else if (!dashes && strcmp(s, "--clear") == 0) {
 			a->clear = 1;
-		} else if (!dashes && strcmp(s, "--name") == 0 && i + 1 < argc) {
+		} else if (!dashes && strcmp(s, "--name") == 0) {
+			if (i + 1 == argc) {
+				fprintf(stderr,
+					"shardfs plan: option '--name' needs NAME\nusage: "
+					"shardfs %s\n",
+					plan_synopsis);
+				return 2;
+			}
 			a->name = argv[++i];
 		} else if (!dashes && strncmp(s, "--name=", 7) == 0) {
 			a->name = s + 7;

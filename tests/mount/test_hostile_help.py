@@ -18,6 +18,12 @@ GROUP:
             and the value and gives an upper bound (main before: the sizes without a bound of
             their own, --cache-size and 5 more, and pack's --max-count and --shuffle, said only
             'at least 1' of '16777216T').
+  option-values  for every command 'shardfs --help' lists, every option that takes a value (a
+            SIZE, N, NAME, a|b choice ... after it in CMD --help's usage lines or option list),
+            given with its value left out, at the end of a seeded command line: exit 2 and a
+            message that names the option and says it needs a value, never 'unknown option';
+            and every option with a seeded typo (a letter dropped, doubled or swapped): exit 2
+            naming the typo (main before: 'plan M F --name' said 'unknown option --name').
 """
 import os
 import re
@@ -153,7 +159,80 @@ def group_option_bounds(env, ck):
                   '%s --%s %s: the message gives no upper bound: %r' % (cmd, name, big, err))
 
 
-GROUPS = {'synopsis': (group_synopsis, 60), 'option-bounds': (group_option_bounds, 60)}
+def value_options(exe, cmd):
+    """(options of CMD that take a value, every option of CMD, the most positional arguments
+    before an option) from CMD --help: its usage lines and option list (not its prose); an
+    option takes a value when an upper-case word or an a|b choice follows it."""
+    rc, out, _ = run(exe, cmd, '--help')
+    vals, every, npos = set(), set(), 0
+    for line in out.splitlines():
+        usage = re.match(r'^(?:usage:|      ) shardfs %s (.*)$' % cmd, line)
+        if not usage and not re.match(r'^\s+(?:-\w, )?--[a-z]', line):
+            continue
+        if usage:
+            npos = max(npos, len(re.findall(r'(?<![\w\[-])[A-Z][A-Z_]+\b(?![\]])',
+                                            re.sub(r'\[[^]]*\]', '', usage.group(1)))))
+        else:
+            line = line.split('  ', 2)[1] if line.startswith('  -') else line.strip()
+        for m in re.finditer(r'(?<![\w-])(--[a-z][a-z-]*)(?:[ =]([A-Z][A-Z_,.\[\]]*|'
+                             r'[a-z]+(?:\|[a-z-]+)+)\b)?', line):
+            every.add(m.group(1))
+            if m.group(2):
+                vals.add(m.group(1))
+    return vals, every - {'--help'}, npos
+
+
+def typos(rng, opt):
+    """A seeded misspelling of --opt: a letter dropped, doubled or two swapped."""
+    w = opt[2:]
+    i = rng.randrange(len(w) - 1)
+    how = rng.choice(['drop', 'double', 'swap'])
+    if how == 'drop':
+        t = w[:i] + w[i + 1:]
+    elif how == 'double':
+        t = w[:i] + w[i] + w[i:]
+    else:
+        t = w[:i] + w[i + 1] + w[i] + w[i + 2:]
+    return '--' + t
+
+
+def group_option_values(env, ck):
+    """An option given without its value says so, naming the option; a misspelt option is
+    named as unknown (seeded command lines: the positional arguments before, in a random
+    number; the option last, so nothing can be taken as its value)."""
+    exe = env.shardfs
+    rng = env.rng
+    nowhere = env.path('nowhere')
+    _, cmds = overview(exe)
+    total = 0
+    for cmd in sorted(cmds):
+        vals, every, npos = value_options(exe, cmd)
+        log('%s: options with a value %r; all %r; %d positional' % (cmd, sorted(vals),
+                                                                  sorted(every), npos))
+        for opt in sorted(vals):
+            pos = [nowhere] * rng.randint(0, npos)
+            rc, out, err = run(exe, cmd, *pos, opt)
+            log('%s %s %s: rc=%r %s' % (cmd, ' '.join(pos), opt, rc, err.strip()))
+            ck.eq('%s ... %s (no value): exit' % (cmd, opt), rc, 2)
+            ck.ok(opt in err and 'unknown' not in err and re.search(r'needs|wants|value', err),
+                  '%s ... %s (no value): the message does not say the option needs a value: '
+                  '%r' % (cmd, opt, err))
+            total += 1
+        for opt in sorted(every) or ['--force', '--name', '--json']:
+            bad = typos(rng, opt)
+            if bad in every:
+                continue
+            rc, out, err = run(exe, cmd, bad, *[nowhere] * npos)
+            log('%s %s: rc=%r %s' % (cmd, bad, rc, err.strip()))
+            ck.eq('%s %s (a typo of %s): exit' % (cmd, bad, opt), rc, 2)
+            ck.ok(bad in err and 'unknown' in err,
+                  '%s %s (a typo of %s): the message does not name it as unknown: %r'
+                  % (cmd, bad, opt, err))
+    ck.ok(total >= 30, '%d options with a value found: the --help pages were not read' % total)
+
+
+GROUPS = {'synopsis': (group_synopsis, 60), 'option-bounds': (group_option_bounds, 60),
+          'option-values': (group_option_values, 120)}
 
 
 if __name__ == '__main__':
