@@ -282,18 +282,38 @@ struct plan_reader {
 	gid_t gid;
 };
 
+/* The length of the mount point (as resolved at mount) that the line
+ * path[0..len) begins with, followed by '/': an absolute path into the
+ * mount, as a reader opens it ('shardfs prefetch' and the Python module
+ * take those too); 0 for any other line, and under a mount at '/'. */
+static size_t mount_prefix(const struct fs *fs, const char *path, size_t len)
+{
+	const char *mp = fs->cfg.mountpoint;
+	size_t ml = mp ? strlen(mp) : 0;
+
+	if (ml < 2 || len <= ml + 1 || memcmp(path, mp, ml) != 0 || path[ml] != '/')
+		return 0;
+	return ml + 1;
+}
+
 /* The line just read: resolve its path into the next extent, or count it
- * missing (its number kept for the log, never its text). */
+ * missing (its number kept for the log, never its text). A line that
+ * begins with the mount point is the path below it (else, if that names
+ * nothing, the line as it is: a path of the source that repeats it). */
 static int plan_line(struct plan_reader *r)
 {
 	struct fs_plan *p = r->p;
 	struct fs_plan_extent x;
+	size_t skip;
 
 	/* a line is a path as it is: a '\r' at its end is part of it (a
 	 * member's name may end in one); an empty line is no path */
 	if (r->ll == 0 && !r->overlong)
 		return 0;
-	if (r->overlong || resolve(r->fs, r->line, r->ll, &x) < 0) {
+	skip = r->overlong ? 0 : mount_prefix(r->fs, r->line, r->ll);
+	if (skip && resolve(r->fs, r->line + skip, r->ll - skip, &x) < 0)
+		skip = 0;
+	if (r->overlong || (!skip && resolve(r->fs, r->line, r->ll, &x) < 0)) {
 		if (p->missing < PLAN_LOG_LINES)
 			r->lines[p->missing] = r->lineno;
 		p->missing++;
@@ -312,7 +332,7 @@ static int plan_line(struct plan_reader *r)
 	}
 	p->ext[p->n++] = x;
 	p->bytes += x.len;
-	p->fnv = disk_fnv64_update(p->fnv, r->line, r->ll);
+	p->fnv = disk_fnv64_update(p->fnv, r->line + skip, r->ll - skip);
 	p->fnv = disk_fnv64_update(p->fnv, "\n", 1);
 	return 0;
 }

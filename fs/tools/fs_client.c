@@ -761,9 +761,10 @@ static int plan_args(int argc, char **argv, struct plan_args *a)
 			printf(
 			    "usage: shardfs %s\n\n"
 			    "Publish a reading plan to a running mount: FILE holds mount-relative\n"
-			    "paths, one per line, in the order they will be read. The mount\n"
-			    "resolves each to the bytes behind it and keeps them in that order\n"
-			    "under NAME (default: 'default'); a later plan with the same NAME\n"
+			    "paths (or absolute ones below MOUNTPOINT), one per line, in the\n"
+			    "order they will be read. The mount resolves each to the bytes\n"
+			    "behind it and keeps them in that order under\n"
+			    "NAME (default: 'default'); a later plan with the same NAME\n"
 			    "replaces it, other names are kept (several readers, several jobs).\n"
 			    "Paths not in the mount are skipped and counted. Reads of planned\n"
 			    "paths advance the plan (stats: plans, plan_paths, plan_missing,\n"
