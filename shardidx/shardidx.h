@@ -126,6 +126,13 @@ int shardidx_builder_finish(struct shardidx_builder *b, uint64_t stream_size,
 /* Last human-readable message about damage or skipped members, or "". */
 const char *shardidx_builder_message(const struct shardidx_builder *b);
 
+/* The first member left out (counted in shardidx_info.skipped): its
+ * name as stored (its first 200 bytes and "..." when longer) and why, e.g. "'../a.jpg': member
+ * at offset 1536 left out: name with a '..' component"; "" when none was.
+ * *count (if not NULL): the members left out so far. Valid until the
+ * builder is freed. */
+const char *shardidx_builder_skipped(const struct shardidx_builder *b, uint32_t *count);
+
 /* The first note about a field the parser read past as GNU tar does (a
  * pax mtime with no digits: ignored, the header's mtime used; one with
  * stray bytes after its number: read up to them), naming the member and

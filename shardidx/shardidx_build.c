@@ -121,6 +121,12 @@ int shardidx__member_done(struct shardidx_builder *b, uint64_t data_start)
 				 why);
 		}
 	}
+	/* the member that made the count nonzero (here, or by its type in
+	 * member_kind): named with b->msg's reason */
+	if (b->skipped && !b->skip[0])
+		snprintf(b->skip, sizeof(b->skip), "'%.*s%s': %s",
+			 (int)(m.path_len < 200 ? m.path_len : 200), m.path,
+			 m.path_len > 200 ? "..." : "", b->msg);
 	member_reset(b);
 	b->pos = next;
 	b->end_off = next;
@@ -298,6 +304,13 @@ uint64_t shardidx_builder_want(const struct shardidx_builder *b)
 const char *shardidx_builder_message(const struct shardidx_builder *b)
 {
 	return b->msg;
+}
+
+const char *shardidx_builder_skipped(const struct shardidx_builder *b, uint32_t *count)
+{
+	if (count)
+		*count = b->skipped;
+	return b->skip;
 }
 
 const char *shardidx_builder_note(const struct shardidx_builder *b, uint32_t *count)

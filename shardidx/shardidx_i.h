@@ -378,6 +378,8 @@ struct shardidx_builder {
 	struct shardidx__tree *tree;
 	uint32_t skipped;
 	char msg[160];
+	/* The first member left out, as shardidx_builder_skipped says it */
+	char skip[400];
 	/* Fields read past (a malformed pax mtime): how many; the first one
 	 * as shardidx_builder_note says it; the current member's first one,
 	 * until shardidx__member_done names the member in note. */

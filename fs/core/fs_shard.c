@@ -76,12 +76,17 @@ static int shard_ident(const struct fs_obj *o, int codec, char *buf, size_t size
 /* Fields of the shard's tar headers the parser read past as GNU tar does
  * (a malformed pax mtime): one log line for the shard, when its index is
  * built (a saved index is not logged again), naming the first such member
- * and what was ignored. Not damage: the members' bytes are not in doubt. */
+ * and what was ignored. Not damage: the members' bytes are not in doubt.
+ * Members left out: the first one named with why (their count is logged
+ * with the index's counts by shard_account, at every load). */
 static void shard_build_note(const struct fs_obj *o, const struct shardidx_builder *b)
 {
 	uint32_t n;
+	const char *skip = shardidx_builder_skipped(b, NULL);
 	const char *note = shardidx_builder_note(b, &n);
 
+	if (skip[0])
+		fs_log(FS_LOG_WARN, "shard %s: the first member left out: %s", o->key, skip);
 	if (!note[0])
 		return;
 	if (n > 1)

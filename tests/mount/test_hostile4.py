@@ -14,6 +14,12 @@ GROUP:
             taken as mount-relative ('tmp/.../mnt/s0/...'): 'shardfs plan' said the paths were
             'not in the mount (skipped)', though 'shardfs prefetch' and the Python module take
             absolute paths into the mount.
+  left-out  seeded shards of ordinary members and members a mount leaves out (a '..'
+            component, a name component over 255 bytes, a character or block device, a FIFO),
+            indexed by a listing: each shard with any says which it left out first, by its name
+            as stored and why ("shard S: the first member left out: 'NAME': ... left out:
+            REASON"), and how many; a shard without any says neither. Before the mend the log
+            gave only the count, so a user could not find the members in a shard.
 
 Seeded (SHARDFS_TEST_SEED). Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -123,7 +129,78 @@ def group_plan_abs(env, ck):
                            capture_output=True, timeout=60)
 
 
-GROUPS = {'plan-abs': (group_plan_abs, 120)}
+def hostile_member(rng, k):
+    """A seeded member a mount leaves out: (TarInfo, its reason's words in the log)."""
+    import tarfile
+    kind = rng.choice(['dotdot', 'long', 'chr', 'blk', 'fifo'])
+    if kind == 'dotdot':
+        ti = tarfile.TarInfo(rng.choice(['../up%d.bin' % k, 'a/../../up%d.bin' % k,
+                                         'd%d/../..' % k]))
+        why = "name with a '..' component"
+    elif kind == 'long':
+        ti = tarfile.TarInfo('d%d/' % k + 'L' * rng.randint(256, 290) + '.bin')
+        why = 'name component longer than 255 bytes'
+    else:
+        ti = tarfile.TarInfo('dev/n%d' % k)
+        ti.type = {'chr': tarfile.CHRTYPE, 'blk': tarfile.BLKTYPE, 'fifo': tarfile.FIFOTYPE}[kind]
+        why = 'device or fifo'
+    ti.mtime = 1700000000
+    return ti, why
+
+
+def group_left_out(env, ck):
+    import io
+    import tarfile
+    rng = env.rng
+    src = env.path('src')
+    os.makedirs(src)
+    want = {}  # shard: (members left out, the first one's name, its reason)
+    for s in range(8):
+        bio = io.BytesIO()
+        n_out, first = 0, None
+        with tarfile.open(fileobj=bio, mode='w', format=tarfile.GNU_FORMAT) as tf:
+            for k in range(rng.randint(2, 12)):
+                if s > 0 and rng.random() < 0.3:
+                    ti, why = hostile_member(rng, k)
+                    tf.addfile(ti)
+                    n_out += 1
+                    if first is None:
+                        first = (ti.name, why)
+                else:
+                    data = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 700)))
+                    ti = tarfile.TarInfo('k%02d.bin' % k)
+                    ti.size = len(data)
+                    ti.mtime = 1700000000
+                    tf.addfile(ti, io.BytesIO(data))
+        ml.write_file(os.path.join(src, 's%d.tar' % s), bio.getvalue())
+        want['s%d.tar' % s] = (n_out,) + (first or (None, None))
+    logf = env.path('daemon.log')
+    with ml.Mount(env, src, cache_dir=env.path('cache'), extra=['--log-file', logf]) as m:
+        for s in sorted(want):
+            os.listdir(os.path.join(m.mnt, s[:-4]))
+        st = m.stats()
+        ck.eq('skipped_members', st['skipped_members'], sum(w[0] for w in want.values()))
+    with open(logf, errors='replace') as f:
+        text = f.read()
+    for s, (n_out, name, why) in sorted(want.items()):
+        firsts = [ln for ln in text.splitlines()
+                  if ('shard %s: the first member left out: ' % s) in ln]
+        counts = [ln for ln in text.splitlines() if ('shard %s: ' % s) in ln and
+                  ' members left out (' in ln]
+        log('%s: %d left out, the first %r (%s); log: %r %r' % (s, n_out, name, why, firsts,
+                                                             counts))
+        if not n_out:
+            ck.eq('%s: lines about members left out' % s, firsts + counts, [])
+            continue
+        ck.eq('%s: lines naming the first member left out' % s, len(firsts), 1)
+        said = name if len(name) <= 200 else name[:200] + '...'
+        ck.ok(firsts and ("'%s': " % said) in firsts[0] and why in firsts[0],
+              '%s: the line does not name %r (%s): %r' % (s, said, why, firsts))
+        ck.ok(len(counts) == 1 and (': %d members left out' % n_out) in counts[0],
+              '%s: the count of %d is not said once: %r' % (s, n_out, counts))
+
+
+GROUPS = {'plan-abs': (group_plan_abs, 120), 'left-out': (group_left_out, 120)}
 
 
 if __name__ == '__main__':
