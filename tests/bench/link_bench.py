@@ -69,7 +69,11 @@ baseline<TAB>unit<TAB>ratio<TAB>goal<TAB>goal_ge"; lib_bench.py puts them in the
              the default) or the Python AisStandIn in this process (python); c,python and
              --ais-rounds N alternate them, N rounds, each row labelled. `--only
              getbatch` (or `--only plan --plan-loaders ''`) runs L9 alone; with plan in
-             --only it runs once, after the plan rows.
+             --only it runs once, after the plan rows. Each side's notes give the daemon's
+             peak resident set (VmHWM) and the stage's peak (--plan-memory's cost).
+  readers64  (only with --only) L8k: 64 readers on one mount, each with a plan of its own
+             (a shuffled 64th of the --layout imagefolder samples), a cold pass: MB/s, the
+             daemon's CPU and peak resident set, the stage's peak, the waits (report)
   scaling    `shardfs prefetch` with --connections 8, 16, 32, 64 on an emulator at
              --scale-rate-mb per connection: MB/s vs C x rate (goal >= 0.9), with the CPU use
              of the daemon, the emulator and the machine (what limits it)
@@ -166,6 +170,20 @@ def children_cpu():
 
 
 # ---------------------------------------------------------------------------------------------
+
+def proc_rss(pid):
+    """(VmHWM, VmRSS) of process pid in bytes; (-1, -1) when /proc cannot say."""
+    v = {}
+    try:
+        with open('/proc/%d/status' % pid) as f:
+            for line in f:
+                k, _, rest = line.partition(':')
+                if k in ('VmHWM', 'VmRSS'):
+                    v[k] = int(rest.split()[0]) * 1024
+    except OSError:
+        pass
+    return v.get('VmHWM', -1), v.get('VmRSS', -1)
+
 
 class Mount:
     def __init__(self, a, src, extra=()):
@@ -659,6 +677,87 @@ def w_readers4(a, emu):
     s, c = a.total / 1e6 / med(sf), a.total / 1e6 / med(cu)
     emit('L3. 4 readers of whole random shards (%d each), fresh mount, vs 4 curl' % (
         len(a.names) // 4), 'defaults', s, c, 'MB/s', s / c, '>= 1.0', 1.0)
+
+
+READER64 = r"""
+import os, sys, time
+mnt, paths = sys.argv[1], sys.stdin.readline().split()
+print('ready', flush=True)
+if not sys.stdin.readline():  # go: its plan is published
+    sys.exit(1)
+t = time.monotonic()
+n = 0
+for p in paths:
+    with open(os.path.join(mnt, p), 'rb') as f:
+        n += len(f.read())
+print('%d %.4f' % (n, time.monotonic() - t), flush=True)
+"""
+
+
+def w_readers64(a, emu):
+    """L8k: 64 readers on one mount, each with a plan of its own: a cold planned pass over
+    every sample of the --layout imagefolder tree (--cache-size a quarter of the data),
+    shuffled and dealt to 64 processes; each share is published as a plan (shardfs.plan, a
+    name each, all 64 at the start of the timing) and read in order by its process, all at
+    once. The stage (--plan-memory) is the mount's, split over its plans: the row gives the
+    pass's time and the daemon's memory (VmHWM, the stage's peak), what a larger
+    --plan-memory costs and buys with many readers."""
+    import random
+    size = '%dM' % (a.total // 4 // 1048576)
+    settle()
+    drop_caches()
+    m = Mount(a, emu.url(a.brace), ('--layout', 'imagefolder', '--cache-size', size))
+    ps = []
+    try:
+        paths = []
+        for d, _, fs in os.walk(m.mnt):
+            if '.shardfs' in d:
+                continue
+            paths += [os.path.relpath(os.path.join(d, f), m.mnt) for f in fs]
+        random.Random(64).shuffle(paths)
+        sys.path.insert(0, os.path.join(ROOT, 'python'))
+        import shardfs  # (its PlanSampler imports torch: here, once, not in each reader)
+        ps += [subprocess.Popen([PY, '-c', READER64, m.mnt], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True) for k in range(64)]
+        for k, p in enumerate(ps):
+            p.stdin.write(' '.join(paths[k::64]) + '\n')
+            p.stdin.flush()
+        for p in ps:  # the readers' start is not timed: each is ready before the plans
+            p.stdout.readline()
+        c0 = proc_cpu(m.pid)
+        t = time.monotonic()
+        for k in range(64):  # as 64 DataLoaders' iter() would, then every reader goes
+            shardfs.plan(m.mnt, paths[k::64], name='r%02d' % k)
+        for p in ps:
+            p.stdin.write('go\n')
+            p.stdin.close()
+        got = [p.stdout.read().split() for p in ps]
+        for p in ps:
+            p.wait()
+        secs = time.monotonic() - t
+        cpu = proc_cpu(m.pid) - c0
+        read = sum(int(x[0]) for x in got)
+        rss = proc_rss(m.pid)
+        st = {k: int(m.stat_or(k, -1)) for k in (
+            'plan_stage_peak_bytes', 'plan_stage_waits', 'plan_stage_wait_ms', 'cache_misses',
+            'cache_miss_wait_ms', 'bytes_fetched', 'plan_stage_full')}
+    finally:
+        for p in ps:  # (a reader left by an error: ended before the unmount)
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        m.umount()
+    note('64 readers: %d paths, %d bytes read in %.2f s (slowest reader %.2f s); daemon %.2f '
+         'CPU s, peak resident %.1f MB (VmHWM; %.1f MB at the end), the stage\'s peak %.1f MB; '
+         'staged reads that waited %d, %d ms; misses %d, %d ms; %d bytes written to the cache; '
+         'stage full %d' % (
+             len(paths), read, secs, max(float(x[1]) for x in got), cpu, rss[0] / 1e6,
+             rss[1] / 1e6, st['plan_stage_peak_bytes'] / 1e6, st['plan_stage_waits'],
+             st['plan_stage_wait_ms'], st['cache_misses'], st['cache_miss_wait_ms'],
+             st['bytes_fetched'], st['plan_stage_full']))
+    emit('L8k. 64 readers on one mount, a plan each (a shuffled 64th of the samples): cold '
+         'pass, MB/s', '--layout imagefolder --cache-size ' + size, read / 1e6 / secs, None,
+         'MB/s', read / 1e6 / secs, 'report')
 
 
 EPOCH = r'''
@@ -1266,6 +1365,10 @@ def plan_ais_getbatch(a, emu, impl, label):
                                                r0.ru_stime) if cemu is None else \
                     res[side].emu_cpu
                 counts[side]['emu_cpu'] = e1 - e0  # the main emulator's: the object GETs
+                # the daemon's memory (--plan-memory's cost): its peak and current resident
+                # set (/proc's VmHWM, VmRSS: since the mount) and the stage's peak
+                counts[side]['rss'] = proc_rss(m.pid)
+                counts[side]['stage_peak'] = int(m.stat_or('plan_stage_peak_bytes', -1))
                 a1 = cemu.stats() if cemu is not None else dict(ais.stats)
             finally:
                 try:
@@ -1300,6 +1403,9 @@ def plan_ais_getbatch(a, emu, impl, label):
                  e.c['cache_miss_wait_ms'] / max(e.c['cache_misses'], 1), e.daemon_cpu,
                  e.loader_cpu, c['standin_cpu'], c['emu_cpu'],
                  ' (the C stand-in with --ais)' if impl == 'c' else '', e.ctxsw))
+        note('ais plan%s, %s: daemon memory: peak resident %.1f MB, resident %.1f MB at the '
+             'epoch\'s end (VmHWM, VmRSS); the stage\'s peak %.1f MB (plan_stage_peak_bytes)' % (
+                 label, side, c['rss'][0] / 1e6, c['rss'][1] / 1e6, c['stage_peak'] / 1e6))
         # where the epoch's bytes went: the stage's memory (spans, bytes, reads that waited
         # for one) or the cache (bytes written, evictions); -1: a counter the binary lacks
         note('ais plan%s, %s: the epoch staged %d spans, %d bytes (reads that waited for one '
@@ -1639,7 +1745,8 @@ def main():
                          ('prefetch', w_prefetch),
                          ('cat', w_cat), ('readers4', w_readers4),
                          ('imagefolder', w_imagefolder), ('smallcache', w_smallcache),
-                         ('plan', w_plan), ('getbatch', w_plan_ais_getbatch)):
+                         ('plan', w_plan), ('getbatch', w_plan_ais_getbatch),
+                         ('readers64', w_readers64)):
             if name in only and not (name == 'getbatch' and 'plan' in only):
                 log(name)
                 s0 = emu.stats()
