@@ -58,6 +58,18 @@ static uint64_t dir_hash(uint32_t parent, const char *name, size_t len)
 	return disk_fnv64_update(DISK_FNV64_INIT ^ parent, name, len);
 }
 
+/* What a listed entry e is, for a name conflict's log line: a directory
+ * of the source, the object KEY, or the members of shard KEY. */
+static void dirent_what(struct fs *fs, const struct fs_dirent *e, char *buf, size_t n)
+{
+	if (e->kind == FS_K_DIR)
+		snprintf(buf, n, "a directory of the source");
+	else if (e->kind == FS_K_OBJ)
+		snprintf(buf, n, "the file %s", fs_obj(fs, e->idx)->key);
+	else
+		snprintf(buf, n, "the members of %s", fs_obj(fs, fs_shard(fs, e->idx)->obj)->key);
+}
+
 /* (parent, name) -> directory index: open addressing, slots hold index+1. */
 struct dir_table {
 	uint32_t *slot;
@@ -260,9 +272,18 @@ int fs__ns_ap_entries(struct apply *ap)
 
 			if ((w > 0 && strcmp(d->ents[w - 1].name, e->name) == 0) ||
 			    (i == 0 && strcmp(e->name, ".shardfs") == 0)) {
-				fs_log(FS_LOG_WARN,
-				       "name conflict: '%s' in directory '%s' is hidden", e->name,
-				       ap_dir_name(ap, i));
+				char hid[320], won[320];
+
+				dirent_what(fs, e, hid, sizeof(hid));
+				if (w > 0 && strcmp(d->ents[w - 1].name, e->name) == 0)
+					dirent_what(fs, &d->ents[w - 1], won, sizeof(won));
+				else
+					snprintf(won, sizeof(won), "the mount's control directory");
+				fs_log(
+				    FS_LOG_WARN,
+				    "name conflict: '%s' in directory '%s' is hidden: %s, behind "
+				    "%s",
+				    e->name, ap_dir_name(ap, i), hid, won);
 				ap->hidden++;
 				continue;
 			}

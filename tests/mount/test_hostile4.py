@@ -20,6 +20,14 @@ GROUP:
             as stored and why ("shard S: the first member left out: 'NAME': ... left out:
             REASON"), and how many; a shard without any says neither. Before the mend the log
             gave only the count, so a user could not find the members in a shard.
+  conflicts seeded source trees where names meet in one directory of the mount (the root and
+            a subdirectory): a directory or a plain file N, shards N.tar, N.tar.gz, N.tgz (each
+            shows as N/) and N.tar.tar (its N.tar/ meets the raw N.tar): the entry that sorts
+            first wins (a directory, then a file, then the shard whose key sorts first) and is
+            what N shows; every other is one log line that says what it was and what hid it
+            ("name conflict: 'N' in directory 'D' is hidden: the members of D/N.tgz, behind a
+            directory of the source"), hidden_names counts them. Before the mend the line said
+            only "'N' in directory 'D' is hidden": not which shard's members, nor by what.
 
 Seeded (SHARDFS_TEST_SEED). Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -200,7 +208,72 @@ def group_left_out(env, ck):
               '%s: the count of %d is not said once: %r' % (s, n_out, counts))
 
 
-GROUPS = {'plan-abs': (group_plan_abs, 120), 'left-out': (group_left_out, 120)}
+def group_conflicts(env, ck):
+    import gzip
+    rng = env.rng
+    src = env.path('src')
+    os.makedirs(os.path.join(src, 'sub'))
+    groups = {}  # (directory's name, N): [(kind, key, what its log words are)]
+    for d in ('', 'sub'):
+        for i in range(rng.randint(4, 8)):
+            n = 'n%d' % i
+            rel = (d + '/' if d else '') + n
+            ents = []
+            base = rng.choice(['dir', 'file', 'none'])
+            if base == 'dir':
+                os.makedirs(os.path.join(src, rel))
+                ml.write_file(os.path.join(src, rel, 'in-dir.txt'), b'dir\n')
+                ents.append((1, rel, 'a directory of the source'))
+            elif base == 'file':
+                ml.write_file(os.path.join(src, rel), b'file\n')
+                ents.append((2, rel, 'the file ' + rel))
+            sfx = [x for x in ('.tar', '.tar.gz', '.tgz') if rng.random() < 0.6] or ['.tar']
+            for x in sfx:
+                tar = ml.tar_bytes([('m%s.txt' % x.replace('.', '-'), rel.encode() + x.encode())])
+                data = gzip.compress(tar, mtime=0) if x != '.tar' else tar
+                ml.write_file(os.path.join(src, rel + x), data)
+                ents.append((3, rel + x, 'the members of ' + rel + x))
+            groups[(d, n)] = ents
+            if '.tar' in sfx and rng.random() < 0.5:
+                # N.tar.tar's member directory N.tar meets the raw file N.tar
+                ml.write_file(os.path.join(src, rel + '.tar.tar'),
+                              ml.tar_bytes([('tt.txt', b'tt')]))
+                groups[(d, n + '.tar')] = [(2, rel + '.tar', 'the file ' + rel + '.tar'),
+                                           (3, rel + '.tar.tar',
+                                            'the members of ' + rel + '.tar.tar')]
+    logf = env.path('daemon.log')
+    with ml.Mount(env, src, cache_dir=env.path('cache'), extra=['--log-file', logf]) as m:
+        hidden = 0
+        for (d, n), ents in sorted(groups.items()):
+            ents.sort(key=lambda e: (e[0], e[1]))
+            hidden += len(ents) - 1
+            path = os.path.join(m.mnt, d, n)
+            kind, key, _ = ents[0]
+            if kind == 1:
+                got = sorted(os.listdir(path))
+                ck.eq('%s: the source directory' % key, got, ['in-dir.txt'])
+            elif kind == 2:
+                with open(path, 'rb') as f:
+                    ck.eq('%s: the file' % key, f.read(), open(os.path.join(src, key),
+                                                               'rb').read())
+            else:
+                got = sorted(os.listdir(path))
+                want = ['tt.txt'] if key.endswith('.tar.tar') else \
+                    ['m%s.txt' % key[len(key.split('.')[0]):].replace('.', '-')]
+                ck.eq('%s: its members' % key, got, want)
+        ck.eq('hidden_names', m.stats()['hidden_names'], hidden)
+    with open(logf, errors='replace') as f:
+        lines = [ln for ln in f.read().splitlines() if 'name conflict: ' in ln]
+    ck.eq('name conflict lines', len(lines), hidden)
+    for (d, n), ents in sorted(groups.items()):
+        for kind, key, what in ents[1:]:
+            want = ("name conflict: '%s' in directory '%s' is hidden: %s, behind %s"
+                    % (n, d, what, ents[0][2]))
+            ck.ok(any(ln.endswith(want) for ln in lines), 'no line %r in %r' % (want, lines))
+
+
+GROUPS = {'plan-abs': (group_plan_abs, 120), 'left-out': (group_left_out, 120),
+          'conflicts': (group_conflicts, 120)}
 
 
 if __name__ == '__main__':
