@@ -42,6 +42,9 @@ static const char *source_error(int err)
 		return "access denied (check the credentials in the environment)";
 	case -ETIMEDOUT:
 		return "timed out";
+	case -ENOTDIR: /* a local path that is a file: a shard, a device, a FIFO */
+		return "not a directory: a local source is the directory that holds the shards (to "
+		       "mount one shard, mount its directory)";
 	case -ELOOP: /* fs_ns_list.c; also a loop of symbolic links */
 		return "the source is the mount point, lies inside it, or holds it: its listing "
 		       "would read the mount itself (a mount point outside the source, a source "

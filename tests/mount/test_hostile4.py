@@ -28,6 +28,12 @@ GROUP:
             ("name conflict: 'N' in directory 'D' is hidden: the members of D/N.tgz, behind a
             directory of the source"), hidden_names counts them. Before the mend the line said
             only "'N' in directory 'D' is hidden": not which shard's members, nor by what.
+  source-kind  'shardfs mount' and 'shardfs index' of a local source that is no directory, in
+            a seeded order: a shard file (.tar, .tar.gz), another file, a symlink to a shard,
+            a FIFO, /dev/null, a shard as a file:// URL: exit 1, and the message names the
+            source and says a local source is the directory that holds the shards. Before the
+            mend: 'source shard.tar: Not a directory', though an http:// URL of one shard
+            mounts.
 
 Seeded (SHARDFS_TEST_SEED). Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -272,8 +278,37 @@ def group_conflicts(env, ck):
             ck.ok(any(ln.endswith(want) for ln in lines), 'no line %r in %r' % (want, lines))
 
 
+def group_source_kind(env, ck):
+    rng = env.rng
+    d = env.path('d')
+    os.makedirs(d)
+    shard = os.path.join(d, 'one.tar')
+    ml.write_file(shard, ml.tar_bytes([('a.txt', b'a')]))
+    ml.write_file(os.path.join(d, 'one.tar.gz'), b'\x1f\x8b' + b'\0' * 30)
+    ml.write_file(os.path.join(d, 'notes.txt'), b'notes\n')
+    os.symlink(shard, os.path.join(d, 'link.tar'))
+    os.mkfifo(os.path.join(d, 'fifo'))
+    sources = [shard, os.path.join(d, 'one.tar.gz'), os.path.join(d, 'notes.txt'),
+               os.path.join(d, 'link.tar'), os.path.join(d, 'fifo'), '/dev/null',
+               'file://' + shard]
+    rng.shuffle(sources)
+    mnt = env.path('mnt')
+    os.makedirs(mnt)
+    for src in sources:
+        for cmd in (['mount', '--cache-dir', env.path('cache'), src, mnt],
+                    ['index', '--cache-dir', env.path('cache'), src]):
+            r = env.run([env.shardfs] + cmd, timeout=30)
+            err = r.stderr.decode(errors='replace')
+            log('%s %s: rc=%r %s' % (cmd[0], src, r.returncode, err.strip()))
+            ck.eq('%s %s: exit' % (cmd[0], src), r.returncode, 1)
+            ck.ok(src in err and 'a local source is the directory that holds the shards' in err,
+                  '%s %s: the message does not say what a local source is: %r'
+                  % (cmd[0], src, err))
+        ck.ok(not ml.is_mounted(mnt), '%s: %s is mounted' % (src, mnt))
+
+
 GROUPS = {'plan-abs': (group_plan_abs, 120), 'left-out': (group_left_out, 120),
-          'conflicts': (group_conflicts, 120)}
+          'conflicts': (group_conflicts, 120), 'source-kind': (group_source_kind, 120)}
 
 
 if __name__ == '__main__':
