@@ -336,6 +336,12 @@ const struct ctl_counter fs_ctl_counters[] = {
      "sum over the plans now of their position (1 + the furthest planned path read)", G,
      SNAP(plan.position)},
     {"plan_hits", "reads that landed on a planned path not read yet", C, FS(plan_hits)},
+    {"plan_index_wanted",
+     "shards a published plan names whose index was not loaded: built ahead of its paths, "
+     "several at once",
+     C, FS(plan_index_wanted)},
+    {"plan_index_done", "of those, index builds that ended (loaded or failed)", C,
+     FS(plan_index_done)},
     {"plan_fetch_paths", "planned paths handed to the cache tier to fetch ahead of their reader", C,
      FS(pf.paths)},
     {"plan_fetch_bytes", "bytes of the planned paths handed to the cache tier to fetch ahead", C,

@@ -298,6 +298,9 @@ struct fs_counters {
 	/* checks that a mapped index's file is unchanged (fs_shard_index_unchanged) */
 	atomic_ullong index_checks;
 	atomic_ullong index_unsaved; /* indexes served from memory: the cache disk is full */
+	/* shards a plan's publish found not indexed and built ahead of its
+	 * paths (fs_plan_index.c), and of them the builds that ended */
+	atomic_ullong plan_index_wanted, plan_index_done;
 	/* saved indexes found unusable at load (damaged, cut, another version): built again */
 	atomic_ullong index_saved_rejected;
 	atomic_ullong if_view_loaded, if_view_saved, if_view_rejected, if_view_mapped;

@@ -365,6 +365,11 @@ static int plan_read(struct plan_reader *r, const char *path)
 		err = -EFBIG;
 		goto out;
 	}
+	/* the shards the lines name indexed several at once first: the
+	 * lines below then find their indexes loaded */
+	err = fs_plan__index_ahead(r->fs, fd, r->stop);
+	if (err < 0)
+		goto out;
 	buf = malloc(PLAN_CHUNK);
 	if (!buf) {
 		err = -ENOMEM;

@@ -1,7 +1,8 @@
 /*
- * fs_plan_i.h — what fs_plan.c (plans: publish, resolve, read marks) and
- * fs_plan_use.c (next use: the marks eviction orders planned units by)
- * share: the published plans' state and a plan's fields. Nothing else in
+ * fs_plan_i.h — what fs_plan.c (plans: publish, resolve, read marks),
+ * fs_plan_use.c (next use: the marks eviction orders planned units by) and
+ * fs_plan_index.c (a plan's shards indexed several at once) share: the
+ * published plans' state and a plan's fields. Nothing else in
  * the core includes it (fs_plan.h is the subsystem's interface).
  */
 #ifndef FS_PLAN_I_H
@@ -70,6 +71,11 @@ struct fs_plan {
 	 * << 32 | the count, in one word (0: not counted yet) */
 	atomic_ullong gone;
 };
+
+/* fs_plan_index.c: the shards plan file fd names, their indexes built
+ * several at once (see there); fd is read from its start and left there.
+ * 0, -EINTR (stop asked), or lseek's error. */
+int fs_plan__index_ahead(struct fs *fs, int fd, const struct fs_op_stop *stop);
 
 /* fs_plan_use.c: next use (see there). Index p's extents by (object,
  * offset) at publish: 0 or -ENOMEM. */

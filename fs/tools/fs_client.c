@@ -771,8 +771,13 @@ static int plan_args(int argc, char **argv, struct plan_args *a)
 			    "plan_hits; MOUNTPOINT/.shardfs/plans). --clear drops plan NAME.\n"
 			    "A relative FILE is taken from the current directory; the mount\n"
 			    "reads it with the rights of the user who sends the plan (its\n"
-			    "daemon's user must be able to reach it too). Exit status: 0 done,\n"
-			    "1 refused (says why), 2 usage.\n",
+			    "daemon's user must be able to reach it too). The shards the\n"
+			    "paths name whose index is not loaded yet are indexed first, several\n"
+			    "at once (over a slow link: minutes); the wait shows its progress on\n"
+			    "stderr and gives up after no progress for 2 minutes (no index build\n"
+			    "ended, no shard byte read; nothing is published). Ctrl-C: nothing is\n"
+			    "published either. Exit status: 0 done, 1 refused or given up (says\n"
+			    "why), 2 usage.\n",
 			    plan_synopsis);
 			return 0;
 		} else if (!dashes && strcmp(s, "--clear") == 0) {
@@ -845,6 +850,118 @@ static int plan_line(const struct plan_args *a, char *line, size_t size, char **
 	return 0;
 }
 
+/* The plan command gives up once the mount's index builds for it made no
+ * progress (no build ended, no byte of a shard read) for this long. */
+#define PLAN_IDLE_S 120
+
+/* The counters the plan command's progress follows. */
+struct plan_progress {
+	uint64_t wanted, done, scanned;
+};
+
+static int plan_progress_read(const char *mnt, struct plan_progress *p)
+{
+	struct fs_stats_doc stats;
+	int err = fs_mnt_read_stats(mnt, &stats);
+
+	if (err == 0)
+		err = fs_stats_u64(&stats, "plan_index_wanted", &p->wanted);
+	if (err == 0)
+		err = fs_stats_u64(&stats, "plan_index_done", &p->done);
+	if (err == 0)
+		err = fs_stats_u64(&stats, "index_bytes_scanned", &p->scanned);
+	fs_stats_doc_free(&stats);
+	return err;
+}
+
+static volatile sig_atomic_t plan_sig;
+
+static void plan_on_signal(int sig)
+{
+	plan_sig = sig;
+}
+
+/* Send line on the control file fd from a child process, and follow the
+ * mount's index builds for it meanwhile: a line to stderr every 5 s (a
+ * terminal: one line rewritten every second), none for a wait shorter
+ * than that. Gives up after PLAN_IDLE_S s without progress (the child's
+ * request is interrupted: the mount stops publishing between two shards'
+ * builds); a mount without these counters (an older shardfs) is waited
+ * for as before, without progress and without that bound.
+ * Returns what ctl_send returned, -ETIMEDOUT after giving up, or -EINTR
+ * after SIGINT or SIGTERM. */
+static int plan_send(int fd, const char *mnt, const char *line)
+{
+	struct sigaction sa = {.sa_handler = plan_on_signal}, old_int, old_term;
+	struct plan_progress p0 = {0}, p = {0}, last = {0};
+	int tty = isatty(2), have0, status, err = 0, shown = 0;
+	double t0 = now_s(), last_print = t0, last_move = t0;
+	pid_t pid;
+
+	have0 = plan_progress_read(mnt, &p0) == 0;
+	last = p0;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+	pid = fork();
+	if (pid < 0) {
+		err = -errno;
+		goto out;
+	}
+	if (pid == 0) {
+		/* the handlers stay: a signal interrupts the request, and the
+		 * mount's answer (-EINTR) ends it */
+		err = ctl_send(fd, line);
+		_exit(err < 0 ? (-err < 255 ? -err : 255) : 0);
+	}
+	for (;;) {
+		struct timespec ts = {0, 100 * 1000 * 1000};
+		pid_t w = waitpid(pid, &status, WNOHANG);
+		double t = now_s();
+
+		if (w == pid)
+			break;
+		if (w < 0 && errno != EINTR) {
+			err = -errno;
+			break;
+		}
+		if (plan_sig || (have0 && t - last_move > PLAN_IDLE_S)) {
+			if (!err)
+				err = plan_sig ? -EINTR : -ETIMEDOUT;
+			kill(pid, SIGTERM);
+			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+				;
+			goto said;
+		}
+		if (t - last_print >= (tty ? 1 : 5) && have0 && plan_progress_read(mnt, &p) == 0) {
+			char b[32];
+
+			if (p.done != last.done || p.scanned != last.scanned ||
+			    p.wanted != last.wanted)
+				last_move = t;
+			last = p;
+			fs_human_bytes(p.scanned - p0.scanned, b, sizeof(b));
+			fprintf(stderr,
+				"%sshardfs plan: indexing the plan's shards: %" PRIu64
+				" of %" PRIu64 " done, %s read (%.0f s)%s",
+				tty ? "\r" : "", p.done - p0.done, p.wanted - p0.wanted, b, t - t0,
+				tty ? "" : "\n");
+			shown = 1;
+			last_print = t;
+		}
+		nanosleep(&ts, NULL);
+	}
+said:
+	if (shown && tty)
+		fprintf(stderr, "\n");
+	if (!err)
+		err = WIFEXITED(status) ? -WEXITSTATUS(status) : -EINTR;
+out:
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	return err;
+}
+
 int fs_plan_main(int argc, char **argv)
 {
 	struct plan_args a;
@@ -869,8 +986,17 @@ int fs_plan_main(int argc, char **argv)
 		close(fd);
 		return 1;
 	}
-	err = ctl_send(fd, line);
+	err = a.clear ? ctl_send(fd, line) : plan_send(fd, m.dir, line);
 	close(fd);
+	if (err == -ETIMEDOUT || err == -EINTR) {
+		fprintf(stderr, "shardfs plan: %s; the plan '%s' was not published\n",
+			err == -EINTR ? "interrupted"
+				      : "the mount's index builds made no progress for "
+					"2 minutes: gave up (see the mount's log)",
+			a.name);
+		free(abs);
+		return 1;
+	}
 	if (err < 0) {
 		plan_say_refused(a.mnt, a.name, abs, err);
 		free(abs);

@@ -62,6 +62,9 @@ GROUP:
              the mount's directory), through '..' or through a bind mount of the mount is
              refused with EINVAL at once (never read through the mount, which would wait for
              its one handler forever); a symlink to a file outside is taken
+  indexahead a fresh mount of shards without indexes on a 1 MB/s link: publishing builds the
+             indexes of exactly the shards the plan names, several at once, with exactly 2 GETs
+             and the bytes of each; the CLI's exact stdout and exit status, progress on stderr
   interrupt  a plan file of 8 M lines whose sender gets SIGINT while the daemon reads it: the
              daemon stops reading (the request interrupted), answers EINTR, publishes nothing
 
@@ -224,11 +227,12 @@ def group_semantics(env, ck):
         rc, out, err = cli(mnt, p1, '--name', 'job1')
         ck.eq('shardfs plan rc (%s)' % err.strip(), rc, 0)
         # the daemon resolves the plan's 12 paths itself: `lookups` counts the kernel's
-        # LOOKUP requests only: 8, those of the CLI's accesses to .shardfs files and of this
-        # second stats read (their entries have timeout 0: a LOOKUP each; .shardfs itself is
-        # cached since the listing above); main before 2026-11-30 counted the 12 paths'
+        # LOOKUP requests only: 10, those of the CLI's accesses to .shardfs files (its
+        # progress's first stats read included: 2; a publish this short prints none) and of
+        # this second stats read (their entries have timeout 0: a LOOKUP each; .shardfs itself
+        # is cached since the listing above); main before 2026-11-30 counted the 12 paths'
         # components too (35)
-        ck.eq('a plan\'s paths are no lookup requests', m.stats()['lookups'] - lookups, 8)
+        ck.eq('a plan\'s paths are no lookup requests', m.stats()['lookups'] - lookups, 10)
         want_bytes = (sizes['a/shard-000000/k0.jpg'] + sizes['a/shard-000000/k1.cls'] + tar1 +
                       gz + 1000 * 6 + sizes['a/shard-000000/k0.jpg'] +
                       sizes['a/shard-000000/k1.jpg'])
@@ -1439,10 +1443,82 @@ def group_interrupt(env, ck):
         ck.eq('  its paths', plans(m.mnt).get('small', {}).get('paths'), 1)
 
 
+def group_indexahead(env, ck):
+    """`shardfs plan` on a fresh mount of shards without indexes, on the link emulator (30 ms
+    to first byte, 1 MB/s per connection, nginx's ETag with --weak-etag trust so no probe
+    request is counted): the plan names 6 of 8 shards (each of 10 members of 60-120 KB,
+    seeded) and 2 paths that are not in the mount. Publishing builds exactly the 6 shards'
+    indexes ahead of the paths (plan_index_wanted, plan_index_done, index_built 6), several at
+    once: the emulator sees exactly 2 GETs per shard (the first unit's, then the readahead's
+    rest: 12) and exactly the 6 shards' bytes, the 2 unnamed shards none; the CLI's exit status
+    0, its stdout the exact summary line, its stderr nothing but progress lines. A second plan
+    of the same paths: no request, nothing indexed. `shardfs plan --help` says the bound of its
+    wait. Before (one shard after another as the paths were resolved, no counters): the
+    counters' 3 checks fail."""
+    import re
+    from shardfs_test import linkemu
+    src = env.path('src')
+    os.makedirs(src)
+    sizes, named = {}, []
+    for s in range(8):
+        members = [('m%02d.bin' % i, env.rng.randint(60000, 120000)) for i in range(10)]
+        layout_shard(os.path.join(src, 'shard-%06d.tar' % s), members)
+        sizes[s] = os.path.getsize(os.path.join(src, 'shard-%06d.tar' % s))
+        if s not in (2, 5):
+            named += ['shard-%06d/%s' % (s, n) for n, _ in members]
+    env.rng.shuffle(named)
+    planned = sum(os.path.getsize(os.path.join(src, 'shard-%06d.tar' % s))
+                  for s in sizes if s not in (2, 5))
+    member_bytes = 0
+    for p in named:
+        s = int(p[6:12])
+        with tarfile.open(os.path.join(src, 'shard-%06d.tar' % s)) as tf:
+            member_bytes += tf.getmember(p.split('/')[1]).size
+    pf = env.path('plan.txt')
+    with open(pf, 'w') as f:
+        f.write(''.join(p + '\n' for p in named[:30] + ['nope/x.bin'] + named[30:] +
+                        ['shard-000000/nope.bin']))
+    r = env.run([env.shardfs, 'plan', '--help'])
+    ck.eq('plan --help rc', r.returncode, 0)
+    ck.ok(b'no progress for 2 minutes' in r.stdout, 'plan --help says its bound: %r' % r.stdout)
+    emu = linkemu.Emu(src, 30, 1, env.tmp, 'indexahead', shardfs=env.shardfs)
+    try:
+        with ml.Mount(env, emu.url(''), cache_dir=env.path('cache'),
+                      extra=WEAK_TRUST + ['--warm', 'off']) as m:
+            st0, e0 = m.stats(), emu.stats()
+            r = env.run([env.shardfs, 'plan', m.mnt, pf])
+            st, e1 = m.stats(), emu.stats()
+            ck.eq('plan rc', r.returncode, 0)
+            ck.eq('plan stdout', r.stdout.decode(), "plan 'default': %d paths, %s; 2 paths not in the "
+                  "mount (skipped)\n" % (len(named), human(member_bytes)))
+            bad = [ln for ln in r.stderr.decode().splitlines() if not re.fullmatch(
+                r"shardfs plan: indexing the plan's shards: \d+ of \d+ done, [0-9.]+ \S+ "
+                r"read \(\d+ s\)", ln)]
+            ck.eq('plan stderr: progress lines only', bad, [])
+            log('plan: %s; emulator %d requests, %d bytes, %d connections' % (
+                r.stderr.decode().strip().replace('\n', ' | '), e1['requests'] - e0['requests'],
+                e1['bytes_sent'] - e0['bytes_sent'], e1['connections'] - e0['connections']))
+            ck.eq('plan_index_wanted', st.get('plan_index_wanted'), 6)
+            ck.eq('plan_index_done', st.get('plan_index_done'), 6)
+            ck.eq('index_built', st['index_built'] - st0['index_built'], 6)
+            ck.eq('GETs: 2 per named shard', e1['requests'] - e0['requests'], 12)
+            ck.eq('bytes: the named shards\' exactly', e1['bytes_sent'] - e0['bytes_sent'],
+                  planned)
+            ck.eq('fills', st['fills'] - st0['fills'], 12)
+            ck.eq('plan_paths', st['plan_paths'], len(named))
+            ck.eq('plan_missing', st['plan_missing'], 2)
+            r = env.run([env.shardfs, 'plan', m.mnt, pf])
+            ck.eq('again: rc', r.returncode, 0)
+            ck.eq('again: no request', emu.stats()['requests'], e1['requests'])
+            ck.eq('again: nothing indexed', m.stats().get('plan_index_wanted'), 6)
+    finally:
+        emu.stop()
+
+
 GROUPS = {'file': group_file, 'semantics': group_semantics, 'bigger': group_bigger,
           'ahead': group_ahead, 'coalesce': group_coalesce, 'nextuse': group_nextuse,
           'lookahead': group_lookahead, 'pieces': group_pieces, 'partread': group_partread,
-          'inside': group_inside, 'interrupt': group_interrupt}
+          'inside': group_inside, 'interrupt': group_interrupt, 'indexahead': group_indexahead}
 
 
 def main():
