@@ -170,6 +170,7 @@ int cachetier_open(struct cachetier **out, const struct cachetier_config *cfg, s
 	ct->pf_tail = &ct->pf;
 	ct->pr_tail = &ct->pr;
 	ct->cfg = *cfg;
+	ct->wr.dio.on = cfg->direct_fills != 0; /* prefetch fills (cachetier_direct.c) */
 	config_clamp(ct);
 	if (!ct->cfg.local_fds_max)
 		ct->cfg.local_fds_max = local_fds_default();
@@ -422,6 +423,8 @@ void cachetier_get_stats(struct cachetier *ct, struct cachetier_stats *st)
 	st->fill_writes = atomic_load(&ct->wr.fill_writes);
 	st->fill_publishes = ct->wr.fill_publishes;
 	st->fill_locked_calls = ct->wr.wlocked_calls;
+	st->direct_bytes = atomic_load(&ct->wr.dio.bytes);
+	st->direct_fallbacks = atomic_load(&ct->wr.dio.fallbacks);
 	st->fill_bufs_queued = atomic_load(&ct->wr.wq_bufs);
 	st->fill_writer_locks = atomic_load(&ct->wr.wlock_takes);
 	st->fill_writer_busy = atomic_load(&ct->wr.wlock_busy);

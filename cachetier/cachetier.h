@@ -82,6 +82,8 @@ struct cachetier_config {
 				       * max_connections (below fill_threads - 1: fill_threads - 1) */
 	unsigned local_fds_max;	      /* most fds of local source files kept open at once
 				       * (0: RLIMIT_NOFILE's soft limit less a reserve) */
+	int direct_fills;	      /* 1: prefetch fills' whole blocks written with O_DIRECT
+				       * (cachetier_direct.c; 0: every fill buffered) */
 	int weak_etag_trust;	      /* 1: an object whose ETag is weak or mtime-derived is
 				       * not compared with the store before units filled
 				       * since are served (0: it is; cachetier_read.c) */
@@ -182,6 +184,10 @@ struct cachetier_stats {
 	uint64_t fill_publishes;     /* the fill writer's passes making a fill's units readable
 				      * as they land (each a lock fcntl, then its object's
 				      * lock alone) */
+	uint64_t direct_bytes;	     /* fills' bytes written with O_DIRECT (prefetch fills:
+				      * cachetier_direct.c) */
+	uint64_t direct_fallbacks;   /* the data directory's file system refused O_DIRECT
+				      * (tmpfs): 1, and every fill is buffered since */
 	uint64_t fill_bufs_queued;   /* buffers of fills' bytes waiting for the fill writer
 				      * (now) */
 	uint64_t fill_writer_locks;  /* the fill writer's takes of the tier's lock (as of its

@@ -79,6 +79,7 @@
 #include "disk.h"
 #include "disk_lock.h"
 #include "cachetier_fillbuf.h"
+#include "cachetier_direct.h" /* O_DIRECT fills (cachetier_direct.c) */
 #include "cachetier_evheap.h"
 
 /* Debug builds (the test suite's: assert on) check that code which calls
@@ -192,6 +193,7 @@ struct ct_writer {
 	struct disk_mutex bpool_lock;  /* a leaf: the pool of free sink buffers */
 	struct fill_buf *bpool;	       /* ... (cachetier__buf_get), under bpool_lock */
 	unsigned bpool_n;	       /* ... how many (at most FILL_POOL_MAX) */
+	struct ct_dio dio;	       /* prefetch fills' O_DIRECT writes (cachetier_direct.h) */
 	atomic_int wstop;	       /* the writer leaves once wq is empty */
 	atomic_uint wq_bufs;	       /* fills' buffers of bytes pushed, not yet written: at
 					* FILL_WQ_MAX the sinks pause their transfers */

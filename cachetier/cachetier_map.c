@@ -341,6 +341,7 @@ static void file_unload(struct ct_file *f)
 	f->wrec = NULL;
 	f->wfail = 0;
 	f->wown = 0;
+	cachetier__dio_close(f);
 	if (f->datafd >= 0)
 		close(f->datafd);
 	f->datafd = -1;
@@ -686,7 +687,7 @@ int cachetier__file_open(struct cachetier *ct, const struct backend_objinfo *inf
 		}
 		memcpy(f->hash, hash, sizeof(hash));
 		f->dirfd = ct->datafd;
-		f->datafd = f->stfd = f->auxfd = -1;
+		f->datafd = f->dfd = f->stfd = f->auxfd = -1;
 		disk_mutex_init(&f->maplock, DISK_LOCK_CT_MAP);
 		disk_mutex_init(&f->lock, DISK_LOCK_CT_FILE);
 		f->next = ct->files;

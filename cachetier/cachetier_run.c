@@ -286,10 +286,8 @@ void cachetier__run_lock(struct cachetier *ct, struct ct_file *f, uint32_t c, ui
 	fill_claim_run(ct, f, c, n, claim, waited);
 }
 
-/* Each unit's CRC32C over len bytes at object offset off (unit c0 + k's
- * into crc[k]). */
-static void run_crc(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t off, const char *p,
-		    size_t len)
+void cachetier__run_crc(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t off, const char *p,
+			size_t len)
 {
 	for (size_t at = 0; at < len;) {
 		uint64_t o = off + at;
@@ -310,7 +308,7 @@ int cachetier__run_write(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t
 	CT_OFF_LOOP();
 	err = disk_pwrite_all(f->datafd, buf, len, off);
 	if (err == 0) /* after the write, as cachetier__run_writev's */
-		run_crc(f, c0, crc, off, buf, len);
+		cachetier__run_crc(f, c0, crc, off, buf, len);
 	return err;
 }
 
@@ -346,7 +344,7 @@ int cachetier__run_writev(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_
 	 * (the sink wrote them on another core; read first by the CRC, they
 	 * were read from there twice when the copy found them evicted) */
 	for (int k = 0; k < n; k++) {
-		run_crc(f, c0, crc, off, iov[k].iov_base, iov[k].iov_len);
+		cachetier__run_crc(f, c0, crc, off, iov[k].iov_base, iov[k].iov_len);
 		off += iov[k].iov_len;
 	}
 	return 0;

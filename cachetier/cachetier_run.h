@@ -81,6 +81,10 @@ int cachetier__run_write(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t
 struct iovec;
 int cachetier__run_writev(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t off,
 			  const struct iovec *iov, int n);
+/* Each unit's CRC32C over len bytes at object offset off (unit c0 + k's
+ * into crc[k]), updated in the order of the bytes. */
+void cachetier__run_crc(struct ct_file *f, uint32_t c0, uint32_t *crc, uint64_t off, const char *p,
+			size_t len);
 void cachetier__run_discard(struct ct_file *f, uint64_t off, uint64_t len);
 /* commit: claimed units [c, c + n), whose bytes are written and whose
  * OFD write locks this process holds, are valid (crc[k]: unit c + k's

@@ -98,7 +98,7 @@ static int scan_map(struct cachetier *ct, int dirfd, const char *hash, int forei
 	memcpy(f->hash, hash, 17);
 	f->dirfd = dirfd;
 	f->foreign = foreign;
-	f->datafd = f->stfd = f->auxfd = -1;
+	f->datafd = f->dfd = f->stfd = f->auxfd = -1;
 	f->bytes = cachetier__map_bytes(&m);
 	f->atime_ns = (int64_t)mst.st_mtim.tv_sec * 1000000000LL + mst.st_mtim.tv_nsec;
 	disk_mutex_init(&f->maplock, DISK_LOCK_CT_MAP);

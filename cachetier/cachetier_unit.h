@@ -80,6 +80,9 @@ struct ct_file {
 	uint32_t nunits;     /* units */
 	uint32_t group;	     /* units per chunk (a sequential fill's request) */
 	int datafd;	     /* data/<hash>, O_RDWR */
+	int dfd;	     /* data/<hash>, O_RDWR | O_DIRECT: opened by the fill writer at
+			      * its first direct write of f (-1: not yet; the writer's
+			      * until f closes, cachetier_direct.c) */
 	int stfd;	     /* data/<hash>.st: presence and this process's unit locks */
 	int auxfd;	     /* the same file opened again: eviction's unit locks */
 	unsigned char *st;   /* data/<hash>.st mapped shared (cachetier_share.c) */

@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,30 @@ void cachetier__wq_push(struct cachetier *ct, struct fill_buf *b)
  * walked. */
 #define FILL_POOL_MAX 64u
 
+/* A sink buffer's bytes start at a CT_DIO_ALIGN boundary, so a prefetch
+ * fill's writes go through O_DIRECT as they are (cachetier_direct.c): its
+ * header lies in the block before them (BUF_HEAD bytes allocated for it,
+ * at least the header's). */
+#define BUF_HEAD CT_DIO_ALIGN
+_Static_assert(offsetof(struct fill_buf, data) <= BUF_HEAD &&
+		   offsetof(struct fill_buf, data) % _Alignof(struct fill_buf) == 0,
+	       "a sink buffer's header fits in the block before its bytes");
+
+static struct fill_buf *buf_new(void)
+{
+	void *m;
+
+	if (posix_memalign(&m, CT_DIO_ALIGN, BUF_HEAD + FILL_BUF_BYTES) != 0)
+		return NULL;
+	return (struct fill_buf *)((char *)m + BUF_HEAD - offsetof(struct fill_buf, data));
+}
+
+static void buf_free(struct fill_buf *b)
+{
+	if (b)
+		free(b->data - BUF_HEAD);
+}
+
 struct fill_buf *cachetier__buf_get(struct cachetier *ct)
 {
 	struct fill_buf *b;
@@ -87,7 +112,7 @@ struct fill_buf *cachetier__buf_get(struct cachetier *ct)
 		ct->wr.bpool_n--;
 	}
 	disk_mutex_unlock(&ct->wr.bpool_lock);
-	return b ? b : malloc(sizeof(*b) + FILL_BUF_BYTES);
+	return b ? b : buf_new();
 }
 
 void cachetier__buf_put(struct cachetier *ct, struct fill_buf *b)
@@ -102,7 +127,7 @@ void cachetier__buf_put(struct cachetier *ct, struct fill_buf *b)
 		b = NULL;
 	}
 	disk_mutex_unlock(&ct->wr.bpool_lock);
-	free(b);
+	buf_free(b);
 }
 
 void cachetier__buf_pool_free(struct cachetier *ct)
@@ -112,7 +137,7 @@ void cachetier__buf_pool_free(struct cachetier *ct)
 		struct fill_buf *b = ct->wr.bpool;
 
 		ct->wr.bpool = b->next;
-		free(b);
+		buf_free(b);
 	}
 	ct->wr.bpool_n = 0;
 	disk_mutex_unlock(&ct->wr.bpool_lock);
@@ -156,11 +181,20 @@ static struct fill_buf *fill_write(struct cachetier *ct, struct fill_buf *b)
 	}
 	if (fl->werr == 0) {
 		fl->wtop = end;
-		/* a fill shorter than one pwritev's most (a random read's) a
-		 * unit a pwritev: folios a punch takes whole (cachetier_punch.h) */
-		fl->werr = (uint64_t)slot->n * slot->f->unit_bytes < CT_WRITEV_MAX * FILL_BUF_BYTES
-			       ? cachetier__writev_units(slot->f, slot->c, fl->crc, b->off, iov, n)
-			       : cachetier__run_writev(slot->f, slot->c, fl->crc, b->off, iov, n);
+		/* a prefetch's (no reader waits on it: cachetier_direct.c) through
+		 * O_DIRECT, its whole blocks, while the file system takes it (no
+		 * folio then); else a fill shorter than one pwritev's most (a
+		 * random read's) a unit a pwritev: folios a punch takes whole
+		 * (cachetier_punch.h) */
+		if (slot->pf && ct->wr.dio.on &&
+		    !atomic_load_explicit(&ct->wr.dio.refused, memory_order_relaxed))
+			fl->werr = cachetier__dio_writev(&ct->wr.dio, slot->f, slot->c, fl->crc,
+							 b->off, iov, n);
+		else if ((uint64_t)slot->n * slot->f->unit_bytes < CT_WRITEV_MAX * FILL_BUF_BYTES)
+			fl->werr =
+			    cachetier__writev_units(slot->f, slot->c, fl->crc, b->off, iov, n);
+		else
+			fl->werr = cachetier__run_writev(slot->f, slot->c, fl->crc, b->off, iov, n);
 		atomic_fetch_add_explicit(&ct->wr.fill_writes, 1, memory_order_relaxed);
 		if (fl->werr == 0)
 			fl->wnext = end;

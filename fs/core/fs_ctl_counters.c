@@ -120,6 +120,11 @@ const struct ctl_counter fs_ctl_counters[] = {
      "objects found changed under a weak or mtime-derived ETag: their cached units dropped, "
      "ESTALE for the old version",
      C, SNAP(cs.weak_changed)},
+    {"cache_direct_bytes", "prefetch fills' bytes written with O_DIRECT (--direct-fills)", C,
+     SNAP(cs.direct_bytes)},
+    {"cache_direct_fallbacks",
+     "1 once the cache's file system refused O_DIRECT (tmpfs): every fill buffered since", C,
+     SNAP(cs.direct_fallbacks)},
     {"cache_peer_waits", "fills that waited for another process filling the same unit", C,
      SNAP(cs.peer_waits)},
     {"cache_work_wakes",

@@ -222,6 +222,15 @@ static const struct fs_opt cache_opts[] = {
      "is fetched again and compared before units filled since are served (one request per "
      "fill; a change gives ESTALE, then the new version); trust: not compared (a same-size "
      "rewrite that keeps the mtime can then mix two versions)"},
+    /* a prefetch's bytes (`shardfs prefetch`, the warm, a plan's lookahead)
+     * are read later if at all: through the page cache they cost a copy,
+     * their dirty writeback and, at eviction, the punch's folio work, which
+     * O_DIRECT saves (cachetier/README.md, "Direct fills"); off keeps
+     * every fill buffered */
+    {"direct-fills", 0, FS_OPT_ENUM, CFG(ct.direct_fills), 0, "auto", 0, 0, "off|auto",
+     "auto: prefetch, warm and plan-lookahead fills, which no reader waits on, are written "
+     "with O_DIRECT, bypassing the page cache (buffered where the cache's file system refuses "
+     "it, as tmpfs); off: every fill through the page cache"},
     /* the kernel's own writeback takes dirty pages after 30 s
      * (vm.dirty_expire_centisecs), so a unit that old costs the sync little;
      * a unit evicted younger (a planned epoch with a cache a quarter of the

@@ -1,0 +1,378 @@
+/*
+ * test_directfill.c — a prefetch fill's bytes written with O_DIRECT
+ * (cachetier__dio_writev, cachetier_direct.h).
+ *
+ * test_seeded (seeded, TEST_SEED): 300 writes of 1 to CT_WRITEV_MAX
+ * buffers at 4 KiB-aligned addresses, as the sinks' pool gives them, of
+ * seeded lengths (whole blocks up to 128 KiB, or a partial block: a
+ * shard's last unit, a buffer sent part-full; an eighth of all but the
+ * first empty) from a seeded unit offset (an eighth not block-aligned) of
+ * a file of 64 units of 16 KiB, each written twice, direct and buffered
+ * (cachetier__run_writev), over a file of zeros: the file's bytes exact
+ * and each unit's CRC32C the one of its bytes written, both ways; the
+ * bytes written direct exactly the write's whole blocks from an aligned
+ * offset (ct_dio.bytes), and none of those blocks' pages in the page cache
+ * afterwards (mincore over a mapping of the file, read before any read of
+ * it), while the buffered write's are (the check can see pages).
+ * test_tmpfs: the same writes into a file on /dev/shm (tmpfs, which has no
+ * direct I/O to give: statx without STATX_DIOALIGN) are buffered, the
+ * right bytes and CRCs, the fallback counted once (fallbacks 1 after 20
+ * writes, no direct byte, no O_DIRECT fd kept). test_off: with the option
+ * off (ct_dio.on 0) nothing goes direct. test_tier: through a tier (the
+ * fill writer, cachetier_write.c): a prefetch fill direct but for a
+ * shard's last partial block, a demand read's fills buffered, the bytes
+ * and stored CRCs exact; on tmpfs every fill buffered, counted once.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "cachetier.h"
+#include "cachetier_i.h"
+#include "check.h"
+#include "disk.h"
+#include "test_rng.h"
+#include "test_util.h"
+
+#define UNIT	 16384u
+#define NUNITS	 64u
+#define FILE_LEN ((size_t)NUNITS * UNIT)
+#define BUFMAX	 (128u * 1024u)
+#define WRITES	 300
+
+static char tmpdir[256];
+static unsigned char *bufs[CT_WRITEV_MAX];
+static unsigned char *want, *got;
+
+/* Pages of [off, off + len) of fd in the page cache (mincore); -1 when
+ * it cannot be told. */
+static long resident(int fd, uint64_t off, uint64_t len)
+{
+	long page = sysconf(_SC_PAGESIZE), n = 0;
+	uint64_t a = off - off % (uint64_t)page;
+	size_t mlen = (size_t)(off + len - a);
+	size_t np = (mlen + (size_t)page - 1) / (size_t)page;
+	unsigned char *vec;
+	void *m;
+
+	if (!len)
+		return 0;
+	vec = malloc(np);
+	m = mmap(NULL, mlen, PROT_READ, MAP_SHARED, fd, (off_t)a);
+	if (m == MAP_FAILED || !vec || mincore(m, mlen, vec) < 0) {
+		if (m != MAP_FAILED)
+			munmap(m, mlen);
+		free(vec);
+		return -1;
+	}
+	for (size_t i = 0; i < np; i++)
+		n += vec[i] & 1;
+	munmap(m, mlen);
+	free(vec);
+	return n;
+}
+
+/* A file of zeros, its pages out of the page cache. */
+static void zero_file(struct ct_file *f, const char *what, int i)
+{
+	CHECK(ftruncate(f->datafd, 0) == 0 && ftruncate(f->datafd, (off_t)FILE_LEN) == 0 &&
+		  posix_fadvise(f->datafd, 0, 0, POSIX_FADV_DONTNEED) == 0,
+	      "%s write %d: truncate", what, i);
+}
+
+/* The bytes of the write's whole blocks from off, as cachetier__dio_writev
+ * takes them (aligned buffers: each buffer's whole blocks while they are
+ * whole, the first partial one's whole blocks last). */
+static uint64_t direct_part(const struct iovec *iov, int n, uint64_t off)
+{
+	uint64_t d = 0;
+
+	if (off % CT_DIO_ALIGN)
+		return 0;
+	for (int k = 0; k < n; k++) {
+		d += iov[k].iov_len - iov[k].iov_len % CT_DIO_ALIGN;
+		if (iov[k].iov_len % CT_DIO_ALIGN)
+			break;
+	}
+	return d;
+}
+
+/* One seeded write, direct (mode 1) then buffered (0), each over a file
+ * of zeros: bytes, CRCs, direct bytes and page cache checked. */
+static void one(struct ct_dio *d, struct ct_file *f, uint64_t *s, int i, const char *what,
+		uint64_t expect_direct_ok)
+{
+	struct iovec iov[CT_WRITEV_MAX];
+	int n = 1 + (int)(rnd(s) % CT_WRITEV_MAX);
+	size_t len = 0;
+	uint64_t off, dpart;
+	uint32_t c0, c1;
+
+	for (int k = 0; k < n; k++) {
+		size_t l;
+
+		if (k && rnd(s) % 8 == 0)
+			l = 0;
+		else if (rnd(s) % 4 == 0) /* a partial block */
+			l = 1 + (size_t)(rnd(s) % BUFMAX);
+		else /* whole blocks */
+			l = CT_DIO_ALIGN * (1 + (size_t)(rnd(s) % (BUFMAX / CT_DIO_ALIGN)));
+		for (size_t j = 0; j < l; j++)
+			bufs[k][j] = (unsigned char)rnd(s);
+		iov[k] = (struct iovec){.iov_base = bufs[k], .iov_len = l};
+		len += l;
+	}
+	off = (uint64_t)UNIT * (rnd(s) % (NUNITS - (len + UNIT - 1) / UNIT + 1));
+	if (rnd(s) % 8 == 0 && off + len + 512 <= FILE_LEN)
+		off += 512; /* not aligned: all buffered */
+	c0 = (uint32_t)(off / UNIT);
+	c1 = (uint32_t)((off + len - 1) / UNIT) + 1;
+	memset(want, 0, FILE_LEN);
+	for (int k = 0, at = 0; k < n; k++) {
+		memcpy(want + off + (size_t)at, bufs[k], iov[k].iov_len);
+		at += (int)iov[k].iov_len;
+	}
+	dpart = expect_direct_ok ? direct_part(iov, n, off) : 0;
+	for (int mode = 1; mode >= 0; mode--) {
+		uint32_t crc[NUNITS] = {0};
+		uint64_t before = atomic_load(&d->bytes);
+		long res;
+		int err;
+
+		zero_file(f, what, i);
+		err = mode ? cachetier__dio_writev(d, f, c0, crc, off, iov, n)
+			   : cachetier__run_writev(f, c0, crc, off, iov, n);
+		CHECK(err == 0, "%s write %d (direct %d): error %d", what, i, mode, err);
+		/* before any read of the file: what the write left cached */
+		res = resident(f->datafd, off, mode ? dpart : len);
+		if (mode)
+			CHECK(atomic_load(&d->bytes) - before == dpart,
+			      "%s write %d: %llu bytes direct, want %llu (%d buffers, %zu bytes at "
+			      "%llu)",
+			      what, i, (unsigned long long)(atomic_load(&d->bytes) - before),
+			      (unsigned long long)dpart, n, len, (unsigned long long)off);
+		if (res >= 0 && mode)
+			CHECK(res == 0,
+			      "%s write %d: %ld pages of the %llu bytes written direct in the page "
+			      "cache, want 0",
+			      what, i, res, (unsigned long long)dpart);
+		else if (res >= 0 && len >= CT_DIO_ALIGN)
+			CHECK(res > 0, "%s write %d: no page of a buffered write in the page cache",
+			      what, i);
+		CHECK(pread(f->datafd, got, FILE_LEN, 0) == (ssize_t)FILE_LEN &&
+			  memcmp(got, want, FILE_LEN) == 0,
+		      "%s write %d (direct %d): %d buffers, %zu bytes at %llu: the file's bytes "
+		      "differ",
+		      what, i, mode, n, len, (unsigned long long)off);
+		for (uint32_t c = c0; c < c1; c++) {
+			uint64_t a = (uint64_t)c * UNIT > off ? (uint64_t)c * UNIT : off;
+			uint64_t b = (uint64_t)(c + 1) * UNIT < off + len ? (uint64_t)(c + 1) * UNIT
+									  : off + len;
+			uint32_t w = disk_crc32c_sw(0, want + a, (size_t)(b - a));
+
+			CHECK(crc[c - c0] == w,
+			      "%s write %d (direct %d): unit %u's CRC %08x, want %08x", what, i,
+			      mode, c, crc[c - c0], w);
+		}
+	}
+}
+
+/* f: data file NAME in directory dir. */
+static void file_open(struct ct_file *f, const char *dir)
+{
+	memset(f, 0, sizeof(*f));
+	f->unit_bytes = UNIT;
+	f->nunits = NUNITS;
+	memcpy(f->hash, "0123456789abcdef", 17);
+	f->dfd = -1;
+	f->dirfd = open(dir, O_RDONLY | O_DIRECTORY);
+	f->datafd =
+	    f->dirfd >= 0 ? openat(f->dirfd, f->hash, O_RDWR | O_CREAT | O_TRUNC, 0644) : -1;
+	if (f->datafd < 0)
+		FAIL("open %s/%s: %s", dir, f->hash, strerror(errno));
+}
+
+static void file_close(struct ct_file *f)
+{
+	cachetier__dio_close(f);
+	unlinkat(f->dirfd, f->hash, 0);
+	close(f->datafd);
+	close(f->dirfd);
+}
+
+static void test_seeded(uint64_t seed)
+{
+	struct ct_dio d = {.on = 1};
+	struct ct_file f;
+	uint64_t s = seed * 2654435761u + 11;
+
+	file_open(&f, tmpdir);
+	for (int i = 0; i < WRITES; i++)
+		one(&d, &f, &s, i, "disk", 1);
+	printf("disk: %d writes, %llu bytes direct, fallbacks %llu\n", WRITES,
+	       (unsigned long long)atomic_load(&d.bytes),
+	       (unsigned long long)atomic_load(&d.fallbacks));
+	CHECK(atomic_load(&d.fallbacks) == 0 && !atomic_load(&d.refused),
+	      "disk: O_DIRECT refused on %s (fallbacks %llu)", tmpdir,
+	      (unsigned long long)atomic_load(&d.fallbacks));
+	CHECK(f.dfd >= 0, "disk: no O_DIRECT fd kept");
+	file_close(&f);
+}
+
+static void test_tmpfs(uint64_t seed)
+{
+	struct ct_dio d = {.on = 1};
+	struct ct_file f;
+	uint64_t s = seed * 2654435761u + 13;
+	char dir[] = "/dev/shm/shardfs-df-XXXXXX";
+
+	if (!mkdtemp(dir)) {
+		printf("no /dev/shm: the fallback is not checked\n");
+		return;
+	}
+	file_open(&f, dir);
+	for (int i = 0; i < 20; i++)
+		one(&d, &f, &s, i, "tmpfs", 0);
+	CHECK(atomic_load(&d.fallbacks) == 1 && atomic_load(&d.refused) == 1,
+	      "tmpfs: fallbacks %llu, want 1 (counted once)",
+	      (unsigned long long)atomic_load(&d.fallbacks));
+	CHECK(atomic_load(&d.bytes) == 0, "tmpfs: %llu bytes direct, want 0",
+	      (unsigned long long)atomic_load(&d.bytes));
+	CHECK(f.dfd == -1, "tmpfs: an O_DIRECT fd kept");
+	file_close(&f);
+	rmdir(dir);
+}
+
+static void test_off(uint64_t seed)
+{
+	struct ct_dio d = {.on = 0};
+	struct ct_file f;
+	uint64_t s = seed * 2654435761u + 17;
+
+	file_open(&f, tmpdir);
+	for (int i = 0; i < 10; i++)
+		one(&d, &f, &s, i, "off", 0);
+	CHECK(atomic_load(&d.bytes) == 0 && atomic_load(&d.fallbacks) == 0 && f.dfd == -1,
+	      "off: %llu bytes direct, fallbacks %llu", (unsigned long long)atomic_load(&d.bytes),
+	      (unsigned long long)atomic_load(&d.fallbacks));
+	file_close(&f);
+}
+
+/* A tier over the fault store (its reads on threads of their own), the
+ * option on, in dir/name: a prefetch range of a whole object of 20 units
+ * of 64 KiB and 5 bytes goes direct but its last 5 bytes (exactly 20
+ * units' bytes: the sinks' buffers end at units or hold a whole 128 KiB,
+ * so every buffer is whole blocks but the last), a demand read of another
+ * object none; both exact, and exact again from a tier opened over a store
+ * that fails every read (the CRC32Cs stored check). On tmpfs (shm): no
+ * byte direct, the fallback counted once, the bytes exact. */
+#define T_UNIT	(64u * 1024)
+#define T_CHUNK (8u * T_UNIT)
+#define T_SIZE	(20u * T_UNIT + 5)
+
+static void tier_run(const char *dir, const char *name, const unsigned char *pf,
+		     const unsigned char *rd, int shm)
+{
+	struct backend *be = fault_store(tmpdir, "async=1");
+	struct cachetier_config cc;
+	struct cachetier *ct;
+	struct cachetier_obj *o, *r;
+	struct cachetier_stats st;
+	char path[600];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	tier_config(&cc, path, 1ull << 30, 2, T_CHUNK);
+	cc.readahead_max_bytes = T_CHUNK;
+	cc.small_fills = 1;
+	cc.direct_fills = 1;
+	ct = tier_open(&cc, be);
+	o = obj_open(ct, be, "pf.tar");
+	CHECK(cachetier_obj_prefetch_range(o, 0, T_SIZE, CACHETIER_PF_FIT) == 0,
+	      "%s: prefetch range", name);
+	cached_wait(o, T_SIZE, name);
+	CHECK(prefetch_ended(o), "%s: prefetch did not end", name);
+	fills_idle(ct);
+	stats(ct, &st);
+	printf("%s: prefetch of %u bytes: %llu direct, fallbacks %llu\n", name, T_SIZE,
+	       (unsigned long long)st.direct_bytes, (unsigned long long)st.direct_fallbacks);
+	CHECK(st.direct_bytes == (shm ? 0 : 20u * T_UNIT) && st.direct_fallbacks == (uint64_t)shm,
+	      "%s: prefetch: %llu bytes direct, fallbacks %llu; want %u, %d", name,
+	      (unsigned long long)st.direct_bytes, (unsigned long long)st.direct_fallbacks,
+	      shm ? 0 : 20u * T_UNIT, shm);
+	CHECK(obj_exact(o, pf, 0, T_SIZE), "%s: the prefetched object's bytes", name);
+	r = obj_open(ct, be, "rd.tar");
+	CHECK(obj_exact(r, rd, 0, T_SIZE), "%s: the read object's bytes", name);
+	fills_idle(ct);
+	stats(ct, &st);
+	CHECK(st.direct_bytes == (shm ? 0 : 20u * T_UNIT) && st.direct_fallbacks == (uint64_t)shm,
+	      "%s: after a demand read: %llu bytes direct, fallbacks %llu (its fills buffered)",
+	      name, (unsigned long long)st.direct_bytes, (unsigned long long)st.direct_fallbacks);
+	CHECK(st.fill_errors == 0 && st.units_corrupt == 0, "%s: %llu fill errors, %llu corrupt",
+	      name, (unsigned long long)st.fill_errors, (unsigned long long)st.units_corrupt);
+	cachetier_obj_unref(o);
+	cachetier_obj_unref(r);
+	cachetier_close(ct);
+	backend_close(be);
+
+	be = fault_store(tmpdir, "fail_every=1&fail_after_bytes=1");
+	ct = tier_open(&cc, be);
+	o = obj_open(ct, be, "pf.tar");
+	r = obj_open(ct, be, "rd.tar");
+	CHECK(obj_exact(o, pf, 0, T_SIZE) && obj_exact(r, rd, 0, T_SIZE),
+	      "%s, reopened: the objects' bytes", name);
+	stats(ct, &st);
+	CHECK(st.bytes_fetched == 0 && st.units_corrupt == 0,
+	      "%s, reopened: %llu bytes fetched, %llu units corrupt", name,
+	      (unsigned long long)st.bytes_fetched, (unsigned long long)st.units_corrupt);
+	cachetier_obj_unref(o);
+	cachetier_obj_unref(r);
+	cachetier_close(ct);
+	backend_close(be);
+}
+
+static void test_tier(uint64_t seed)
+{
+	uint64_t s = seed * 2654435761u + 19;
+	unsigned char *pf = src_object(tmpdir, "pf.tar", T_SIZE, &s);
+	unsigned char *rd = src_object(tmpdir, "rd.tar", T_SIZE, &s);
+	char shm[] = "/dev/shm/shardfs-dt-XXXXXX", cmd[100];
+
+	tier_run(tmpdir, "disk", pf, rd, 0);
+	if (mkdtemp(shm)) {
+		tier_run(shm, "shm", pf, rd, 1);
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", shm);
+		if (system(cmd) != 0)
+			fprintf(stderr, "warning: could not remove %s\n", shm);
+	}
+	free(pf);
+	free(rd);
+}
+
+int main(void)
+{
+	uint64_t seed = test_start(tmpdir, sizeof(tmpdir), "df", 20261201u);
+
+	want = malloc(FILE_LEN);
+	got = malloc(FILE_LEN);
+	for (int k = 0; k < CT_WRITEV_MAX; k++)
+		if (posix_memalign((void **)&bufs[k], CT_DIO_ALIGN, BUFMAX) != 0)
+			FAIL("posix_memalign");
+	if (!want || !got)
+		FAIL("malloc");
+	test_seeded(seed);
+	test_tmpfs(seed);
+	test_off(seed);
+	test_tier(seed);
+	for (int k = 0; k < CT_WRITEV_MAX; k++)
+		free(bufs[k]);
+	free(want);
+	free(got);
+	return test_end("directfill", tmpdir, seed);
+}
