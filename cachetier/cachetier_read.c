@@ -756,160 +756,216 @@ int cachetier__unit_landed_idle(struct cachetier *ct, struct ct_file *f, uint32_
 	return 1;
 }
 
-int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len,
-			       int probe, uint64_t ahead, int queue, uint32_t *pc0, uint32_t *pc1,
-			       int *fast)
+/* A read's state across its looks at its units (cachetier__file_read_begin
+ * and its steps below; the reader's thread alone). */
+struct rd_begin {
+	uint32_t c0, c1; /* its units */
+	uint8_t *req;	 /* per unit: this read saw it queued or filling */
+	uint32_t vgen;	 /* f->vgen as the read began */
+	int whole;	 /* a miss fills the rest of f (the rules), else its units */
+	int repairs;	 /* its units fetched again: failed, or damaged */
+	int waited;	 /* it waited for a unit (a miss) */
+};
+
+/* The read's first step: its units pinned (an idle one is idle no more),
+ * their times of use and eviction's order set, f's prefetch cursor moved
+ * and its readahead queued as the rules say, and how much a miss fills.
+ * ct->lock held; f->lock taken for the pins. */
+static void read_pin(struct cachetier *ct, struct ct_file *f, struct rd_begin *rb, uint64_t end,
+		     int probe, uint64_t ahead, int queue)
 {
-	uint64_t unit_bytes = f->unit_bytes;
-	uint32_t c0 = (uint32_t)(off / unit_bytes),
-		 c1 = len ? (uint32_t)((off + len - 1) / unit_bytes + 1) : c0;
-	uint8_t reqbuf[64], *req = reqbuf; /* per unit: this read saw it queued or filling */
-	int err = 0, waited = 0, whole, repairs = 0;
-	uint32_t vgen;
-	int64_t wait_from = 0;
-	uint64_t takes = cachetier__lock_takes, waits = 0; /* read_locks */
-
-	*pc0 = c0;
-	*pc1 = c1;
-	/* a window with nothing to queue (no step) needs no ct->lock, nor a
-	 * probe (no window: it asks nothing more of a hit) */
-	*fast = (probe || !ahead || !queue) && c1 - c0 <= FP_COUNT && fast_begin(ct, f, c0, c1);
-	if (*fast)
-		return 0;
-	if (c1 - c0 > sizeof(reqbuf))
-		req = calloc(c1 - c0, 1);
-	else
-		memset(reqbuf, 0, sizeof(reqbuf));
-	if (!req)
-		return -ENOMEM;
-
-	cachetier__lock(ct);
-	cachetier__lazy_check(ct); /* other processes' release requests */
 	/* the object's version as this read begins: a change found while it
 	 * waits (weak_drop) ends it with ESTALE, whatever its units' states
 	 * then (dropped, refilled, still filling): never EIO, never a mix */
-	vgen = f->vgen;
+	rb->vgen = f->vgen;
 	disk_mutex_lock(&f->lock);
-	for (uint32_t c = c0; c < c1; c++) {
+	for (uint32_t c = rb->c0; c < rb->c1; c++) {
 		if (f->pins[c]++ == 0 && f->held[c])
 			ct->idle_units--; /* idle no more */
 	}
 	disk_mutex_unlock(&f->lock);
 	f->atime_ns = cachetier__now_ns();
 	cachetier__st_touch(f, f->atime_ns);
-	for (uint32_t c = c0; c < c1; c++) { /* unit LRU (cachetier_evict.c) */
+	for (uint32_t c = rb->c0; c < rb->c1; c++) { /* unit LRU (cachetier_evict.c) */
 		cachetier__ua_set(f, c, f->atime_ns);
 		cachetier__unread_set(f, c, 0);
 		f->gap[c] = 0;
 	}
-	cachetier__ev_mark_units(ct, f, c0, c1); /* eviction's order (cachetier_evheap.c) */
+	cachetier__ev_mark_units(ct, f, rb->c0, rb->c1); /* eviction's order (cachetier_evheap.c) */
 	/* its prefetch cursor moves as the rules say (what readers touch first) */
 	cachetier__queue_read(ct, f);
 	/* a probe says nothing of what comes next: no readahead, and a miss
 	 * fills only the units it reads */
 	if (!probe)
-		ra_queue(ct, f, off + len, ahead, queue);
+		ra_queue(ct, f, end, ahead, queue);
 	/* how much a miss fills: the scheduler's rules (a probe: the units it reads) */
-	whole = !probe && cachetier__miss_whole(ct, f, ahead);
-	for (;;) {
-		int ready = 1;
-		uint64_t gen;
+	rb->whole = !probe && cachetier__miss_whole(ct, f, ahead);
+}
 
-		if (f->vgen != vgen) {
-			err = -ESTALE; /* the store's bytes changed while this read waited */
+/* One look at the read's units: an empty one queued (or its fill's error
+ * taken), each one not valid yet noted in rb->req. Returns 0 or a negative
+ * errno (-ESTALE: f's bytes changed since the read began; the failed
+ * fill's error; -EIO: fetched again too often; -ECANCELED: the tier
+ * stops); *ready 1 when every unit is valid, *gen the f->ugen a wait from
+ * here waits past. ct->lock held; f->lock taken. */
+static int read_look(struct cachetier *ct, struct ct_file *f, struct rd_begin *rb, uint64_t *gen,
+		     int *ready)
+{
+	int err = 0;
+
+	*ready = 1;
+	if (f->vgen != rb->vgen)
+		return -ESTALE; /* the store's bytes changed while this read waited */
+	disk_mutex_lock(&f->lock);
+	*gen = f->ugen; /* a wake-up of f's readers from now on: look again */
+	/* (the fill writer commits units as they land: none to commit here) */
+	units_hold(ct, f, rb->c0, rb->c1, rb->req);
+	disk_mutex_unlock(&f->lock);
+	for (uint32_t c = rb->c0; c < rb->c1 && err == 0; c++) {
+		uint8_t *req = &rb->req[c - rb->c0];
+
+		switch (f->ust[c]) {
+		case UNIT_VALID:
 			break;
-		}
-		disk_mutex_lock(&f->lock);
-		gen = f->ugen; /* a wake-up of f's readers from now on: look again */
-		/* (the fill writer commits units as they land: none to commit here) */
-		units_hold(ct, f, c0, c1, req);
-		disk_mutex_unlock(&f->lock);
-		for (uint32_t c = c0; c < c1 && err == 0; c++) {
-			switch (f->ust[c]) {
-			case UNIT_VALID:
-				break;
-			case UNIT_EMPTY:
-				if (req[c - c0] && f->uerr[c] < 0) {
-					/* the fill this read waited for failed (its error
-					 * cleared when a fill claims the unit again) */
-					err = f->uerr[c];
-					break;
-				}
-				if (req[c - c0] && ++repairs > 2) {
-					/* landed and dropped again (found damaged by
-					 * another read) as fast as it is fetched */
-					err = -EIO;
-					break;
-				}
-				err = whole ? cachetier__queue_run(ct, f, c, 0, f->nunits, 0)
-					    : cachetier__queue_run(ct, f, c, c, c1, 0);
-				req[c - c0] = 1;
-				ready = 0;
-				break;
-			case UNIT_QUEUED:
-				if (!req[c - c0])
-					cachetier__queue_wait(ct, f, c);
-				req[c - c0] = 1;
-				ready = 0;
-				break;
-			case UNIT_FILLING:
-				req[c - c0] = 1;
-				ready = 0;
-				break;
-			default: /* UNIT_EVICTING: empty soon, then queued */
-				ct->evicting_waits += !waited && ready;
-				ready = 0;
+		case UNIT_EMPTY:
+			if (*req && f->uerr[c] < 0) {
+				/* the fill this read waited for failed (its error
+				 * cleared when a fill claims the unit again) */
+				err = f->uerr[c];
 				break;
 			}
-		}
-		if (err == 0 && !ready && ct->stopping)
-			err = -ECANCELED;
-		if (err == 0 && ready) {
-			int bad = cachetier__weak_check(ct, f, c0, c1);
-
-			if (bad == 0)
-				bad = units_check(ct, f, c0, c1);
-
-			if (bad > 0 && ++repairs > 2)
-				bad = -EIO; /* damaged again as fast as it is fetched */
-			if (bad < 0)
-				err = bad;
-			if (bad > 0) { /* fetch the damaged units again */
-				for (uint32_t c = c0; c < c1; c++) {
-					if (f->ust[c] == UNIT_EMPTY)
-						req[c - c0] = 0;
-				}
-				continue;
+			if (*req && ++rb->repairs > 2) {
+				/* landed and dropped again (found damaged by
+				 * another read) as fast as it is fetched */
+				err = -EIO;
+				break;
 			}
-		}
-		if (err == 0 && f->vgen != vgen)
-			err = -ESTALE; /* changed while a check dropped ct->lock */
-		if (err < 0 || ready)
+			err = rb->whole ? cachetier__queue_run(ct, f, c, 0, f->nunits, 0)
+					: cachetier__queue_run(ct, f, c, c, rb->c1, 0);
+			*req = 1;
+			*ready = 0;
 			break;
-		if (!waited)
-			wait_from = cachetier__mono_ns();
-		waited = 1;
-		/* on f's lock alone: woken by its units' publish (which takes no
-		 * ct->lock), or by units_wake; the lock taken again (counted) */
-		waits += (uint64_t)cachetier__units_wait(ct, f, c0, c1, UNITS_WAIT_BOUND_S, gen);
+		case UNIT_QUEUED:
+			if (!*req)
+				cachetier__queue_wait(ct, f, c);
+			*req = 1;
+			*ready = 0;
+			break;
+		case UNIT_FILLING:
+			*req = 1;
+			*ready = 0;
+			break;
+		default: /* UNIT_EVICTING: empty soon, then queued */
+			ct->evicting_waits += !rb->waited && *ready;
+			*ready = 0;
+			break;
+		}
 	}
+	if (err == 0 && !*ready && ct->stopping)
+		err = -ECANCELED;
+	return err;
+}
+
+/* The read's units all valid: checked (a weak ETag's probe, then each
+ * unit's first read here). 0: served as they are; 1: units found damaged
+ * were dropped to be fetched again (look again); a negative errno (-EIO:
+ * damaged again as fast as they are fetched). ct->lock held (the checks
+ * may drop it). */
+static int read_verify(struct cachetier *ct, struct ct_file *f, struct rd_begin *rb)
+{
+	int bad = cachetier__weak_check(ct, f, rb->c0, rb->c1);
+
+	if (bad == 0)
+		bad = units_check(ct, f, rb->c0, rb->c1);
+	if (bad > 0 && ++rb->repairs > 2)
+		bad = -EIO; /* damaged again as fast as it is fetched */
+	if (bad <= 0)
+		return bad;
+	for (uint32_t c = rb->c0; c < rb->c1; c++) { /* fetch the damaged units again */
+		if (f->ust[c] == UNIT_EMPTY)
+			rb->req[c - rb->c0] = 0;
+	}
+	return 1;
+}
+
+/* The read's last step: its units unpinned when it failed (err < 0), else
+ * armed for reads without ct->lock; counted a miss (it waited, since
+ * wait_from) or a hit. ct->lock held; f->lock taken. */
+static void read_done(struct cachetier *ct, struct ct_file *f, const struct rd_begin *rb, int err,
+		      int64_t wait_from)
+{
 	disk_mutex_lock(&f->lock);
 	if (err < 0)
-		read_unpin(ct, f, c0, c1);
+		read_unpin(ct, f, rb->c0, rb->c1);
 	else
-		units_arm(ct, f, c0, c1);
+		units_arm(ct, f, rb->c0, rb->c1);
 	disk_mutex_unlock(&f->lock);
-	if (err == 0 && waited) {
+	if (err == 0 && rb->waited) {
 		ct->misses++;
 		ct->miss_wait_ns += (uint64_t)(cachetier__mono_ns() - wait_from);
 	} else if (err == 0) {
 		ct->hits++;
 	}
+}
+
+int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t off, uint64_t len,
+			       int probe, uint64_t ahead, int queue, uint32_t *pc0, uint32_t *pc1,
+			       int *fast)
+{
+	uint64_t unit_bytes = f->unit_bytes;
+	uint8_t reqbuf[64];
+	struct rd_begin rb = {.c0 = (uint32_t)(off / unit_bytes), .req = reqbuf};
+	int err = 0;
+	int64_t wait_from = 0;
+	uint64_t takes = cachetier__lock_takes, waits = 0; /* read_locks */
+
+	rb.c1 = len ? (uint32_t)((off + len - 1) / unit_bytes + 1) : rb.c0;
+	*pc0 = rb.c0;
+	*pc1 = rb.c1;
+	/* a window with nothing to queue (no step) needs no ct->lock, nor a
+	 * probe (no window: it asks nothing more of a hit) */
+	*fast = (probe || !ahead || !queue) && rb.c1 - rb.c0 <= FP_COUNT &&
+		fast_begin(ct, f, rb.c0, rb.c1);
+	if (*fast)
+		return 0;
+	if (rb.c1 - rb.c0 > sizeof(reqbuf))
+		rb.req = calloc(rb.c1 - rb.c0, 1);
+	else
+		memset(reqbuf, 0, sizeof(reqbuf));
+	if (!rb.req)
+		return -ENOMEM;
+
+	cachetier__lock(ct);
+	cachetier__lazy_check(ct); /* other processes' release requests */
+	read_pin(ct, f, &rb, off + len, probe, ahead, queue);
+	for (;;) {
+		uint64_t gen = 0;
+		int ready;
+
+		err = read_look(ct, f, &rb, &gen, &ready);
+		if (err == 0 && ready) {
+			err = read_verify(ct, f, &rb);
+			if (err > 0)
+				continue; /* the damaged units: fetched again */
+		}
+		if (err == 0 && f->vgen != rb.vgen)
+			err = -ESTALE; /* changed while a check dropped ct->lock */
+		if (err < 0 || ready)
+			break;
+		if (!rb.waited)
+			wait_from = cachetier__mono_ns();
+		rb.waited = 1;
+		/* on f's lock alone: woken by its units' publish (which takes no
+		 * ct->lock), or by units_wake; the lock taken again (counted) */
+		waits +=
+		    (uint64_t)cachetier__units_wait(ct, f, rb.c0, rb.c1, UNITS_WAIT_BOUND_S, gen);
+	}
+	read_done(ct, f, &rb, err, wait_from);
 	disk_mutex_unlock(&ct->lock);
 	atomic_fetch_add_explicit(&ct->read_locks, cachetier__lock_takes - takes + waits,
 				  memory_order_relaxed);
-	if (req != reqbuf)
-		free(req);
+	if (rb.req != reqbuf)
+		free(rb.req);
 	return err;
 }
 
