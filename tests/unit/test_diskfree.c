@@ -146,11 +146,7 @@ static void test_pending(uint64_t *s)
 	      (unsigned long long)end, RESERVE);
 	CHECK(obj_exact(oa, a, 0, 2 * UNIT), "A exact");
 	unlink(filler);
-	cachetier_obj_unref(oa);
-	cachetier_obj_unref(ob);
-	cachetier_obj_unref(oc);
-	cachetier_close(ct);
-	backend_close(be);
+	tier_end(ct, be, oa, ob, oc, NULL);
 	free(a);
 	free(b);
 	free(c);
@@ -203,10 +199,7 @@ static void test_since(uint64_t *s)
 	fills_idle(ct);
 	CHECK(obj_exact(ox, x, 0, 4096) && obj_exact(oy, y, 0, UNIT), "since: X and Y exact");
 	unlink(filler);
-	cachetier_obj_unref(ox);
-	cachetier_obj_unref(oy);
-	cachetier_close(ct);
-	backend_close(be);
+	tier_end(ct, be, ox, oy, NULL);
 	free(x);
 	free(y);
 }

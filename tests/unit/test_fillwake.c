@@ -155,8 +155,7 @@ static void test_batch_wake(void)
 		CHECK(exact(o[i], i, 0, CHUNK), "batch: object %d's chunk 0 exact", i);
 		cachetier_obj_unref(o[i]);
 	}
-	cachetier_close(ct);
-	backend_close(be);
+	tier_end(ct, be, NULL);
 }
 
 int main(void)

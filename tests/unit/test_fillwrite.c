@@ -172,8 +172,7 @@ static void fills_held(const char *name, int nfill)
 	stats(ct, &st);
 	CHECK(st.bytes_fetched == (uint64_t)nfill * RUN, "%s: %llu bytes fetched", name,
 	      (unsigned long long)st.bytes_fetched);
-	cachetier_close(ct);
-	backend_close(be);
+	tier_end(ct, be, NULL);
 
 	/* again, over a store that fails every read: the units and their
 	 * CRC32Cs came from the bytes written */
@@ -188,8 +187,7 @@ static void fills_held(const char *name, int nfill)
 	CHECK(st.bytes_fetched == 0 && st.units_corrupt == 0,
 	      "%s, reopened: %llu bytes fetched, %llu units corrupt", name,
 	      (unsigned long long)st.bytes_fetched, (unsigned long long)st.units_corrupt);
-	cachetier_close(ct);
-	backend_close(be);
+	tier_end(ct, be, NULL);
 }
 
 #define LONG_UNITS 13u /* test_long's range: 6 full buffers and a half one */
@@ -244,9 +242,7 @@ static void test_long(void)
 	CHECK(buf && cachetier_obj_pread(o, buf, LONG_UNITS * UNIT, 0) == LONG_UNITS * UNIT &&
 		  memcmp(buf, d, LONG_UNITS * UNIT) == 0,
 	      "%s", "long: the 13 units exact");
-	cachetier_obj_unref(o);
-	cachetier_close(ct);
-	backend_close(be);
+	tier_end(ct, be, o, NULL);
 
 	be = store("fail_every=1&fail_after_bytes=1");
 	ct = tier_open(&cc, be);
@@ -260,9 +256,7 @@ static void test_long(void)
 	CHECK(st.bytes_fetched == 0 && st.units_corrupt == 0,
 	      "long, reopened: %llu bytes fetched, %llu units corrupt",
 	      (unsigned long long)st.bytes_fetched, (unsigned long long)st.units_corrupt);
-	cachetier_obj_unref(o);
-	cachetier_close(ct);
-	backend_close(be);
+	tier_end(ct, be, o, NULL);
 	free(buf);
 	free(d);
 }
@@ -308,8 +302,7 @@ static void test_kept(void)
 	      (unsigned long long)st.fill_writes, (unsigned long long)st.fill_publishes,
 	      (unsigned long long)st.fill_writer_locks, n,
 	      (unsigned long long)st.fill_locked_calls);
-	cachetier_close(ct);
-	backend_close(be);
+	tier_end(ct, be, NULL);
 }
 
 /* A read of 1,000 bytes of one unit on a thread of its own: a probe (no
@@ -392,8 +385,7 @@ static void test_wakes(void)
 	      (unsigned long long)st.unit_waiter_wakes, (unsigned long long)st.unit_waiters);
 	for (int i = 0; i < NOBJ; i++)
 		cachetier_obj_unref(o[i]);
-	cachetier_close(ct);
-	backend_close(be);
+	tier_end(ct, be, NULL);
 }
 
 int main(void)

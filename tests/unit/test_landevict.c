@@ -120,10 +120,7 @@ static void test_landed_evicted(uint64_t *s)
 	    cachetier_obj_cached_bytes(oa) + cachetier_obj_cached_bytes(ob) <= 8 * UNIT,
 	    "within the cache: %llu",
 	    (unsigned long long)(cachetier_obj_cached_bytes(oa) + cachetier_obj_cached_bytes(ob)));
-	cachetier_obj_unref(oa);
-	cachetier_obj_unref(ob);
-	cachetier_close(ct);
-	backend_close(be);
+	tier_end(ct, be, oa, ob, NULL);
 	free(a);
 	free(b);
 }

@@ -186,9 +186,7 @@ static void test_land_wake(void)
 	CHECK(st.fills == 1 && st.fill_errors == 0, "land: fills %llu, errors %llu",
 	      (unsigned long long)st.fills, (unsigned long long)st.fill_errors);
 	CHECK(obj_exact(o, data[0], 0, RUN), "land: the 7 units exact");
-	cachetier_obj_unref(o);
-	cachetier_close(ct);
-	backend_close(be);
+	tier_end(ct, be, o, NULL);
 }
 
 /* A reader waiting for a unit being filled, woken by what changed none of
@@ -263,10 +261,7 @@ static void test_quiet_wake(void)
 	      (unsigned long long)(st.unit_waiter_wakes - wakes),
 	      (unsigned long long)(st.unit_waits_quiet - quiet));
 	count_reach(ct, TC_FILLS_INFLIGHT, 0, "quiet: A's fill ended");
-	cachetier_obj_unref(b);
-	cachetier_obj_unref(a);
-	cachetier_close(ct);
-	backend_close(be);
+	tier_end(ct, be, b, a, NULL);
 }
 
 /* Probe 1,000 bytes of object i at off in this thread: exact? */
@@ -357,9 +352,7 @@ static void test_commit_nolock(void)
 	      "commit: the fill writer took ct->lock %llu times for the run, want 1 (its end)",
 	      (unsigned long long)(st.fill_writer_locks - wl0));
 	CHECK(obj_exact(o, data[1], 0, 8 * UNIT), "commit: units 0-7 exact");
-	cachetier_obj_unref(o);
-	cachetier_close(ct);
-	backend_close(be);
+	tier_end(ct, be, o, NULL);
 }
 
 struct worker {
@@ -490,8 +483,7 @@ static void test_threads(uint64_t seed)
 		      "threads: object %d's first chunk exact after the run", i);
 		cachetier_obj_unref(o[i]);
 	}
-	cachetier_close(ct); /* debug builds: cachetier__run_check */
-	backend_close(be);
+	tier_end(ct, be, NULL); /* debug builds: cachetier__run_check */
 }
 
 int main(void)

@@ -133,10 +133,8 @@ static void test_land_room(void)
 	      (unsigned long long)st.bytes_used, (unsigned long long)room, 11 * UNIT);
 	CHECK(obj_exact(a, data[0], 0, RUN) && obj_exact(b, data[1], 0, 4 * UNIT),
 	      "land: A's 7 units and B's 4 exact");
-	cachetier_obj_unref(b);
-	cachetier_obj_unref(a);
-	cachetier_close(ct); /* debug builds: no byte left reserved (cachetier__run_check) */
-	backend_close(be);
+	/* debug builds: no byte left reserved (cachetier__run_check) */
+	tier_end(ct, be, b, a, NULL);
 }
 
 /* ---- test_steps ---- */
@@ -362,9 +360,8 @@ static void test_steps(uint64_t seed)
 	      "steps: too few steps of a kind (%u begun, %u landings, %u evictions)", done[0],
 	      done[1] + done[2], done[4]);
 	cachetier_punch_hold(m.ct, 0);
-	cachetier_obj_unref(m.o);
-	cachetier_close(m.ct); /* debug builds: no byte left reserved (cachetier__run_check) */
-	backend_close(be);
+	/* debug builds: no byte left reserved (cachetier__run_check) */
+	tier_end(m.ct, be, m.o, NULL);
 }
 
 int main(void)

@@ -196,9 +196,8 @@ static void test_room(struct backend *be, int held)
 	      "%s: 4 spans staged (%llu), peak %llu within the stage, %llu left", what,
 	      (unsigned long long)st.pieces, (unsigned long long)st.peak,
 	      (unsigned long long)st.now);
-	cachetier_obj_unref(o);
 	fetch_free(s);
-	cachetier_close(ct);
+	tier_end(ct, NULL, o, NULL); /* the store is main's */
 }
 
 int main(void)

@@ -267,9 +267,7 @@ static void test_states(uint64_t seed)
 	      "states: reading the valid units made %llu fills and %llu misses, want 0",
 	      (unsigned long long)(st2.fills - st.fills),
 	      (unsigned long long)(st2.misses - st.misses));
-	cachetier_obj_unref(o);
-	cachetier_close(ct); /* debug builds: cachetier__run_check */
-	backend_close(be);
+	tier_end(ct, be, o, NULL); /* debug builds: cachetier__run_check */
 }
 
 int main(void)

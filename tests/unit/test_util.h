@@ -3,16 +3,18 @@
  * (test_chunkstore.c, test_fillwake.c, test_rules.c, test_roomacct.c,
  * test_objlock.c, test_fillwrite.c, ...): the seeded generator of their data
  * (test_rng.h), a source file written whole, a test tier's config and open
- * (a small one: tier_small), an object opened and its bytes compared, the
- * tier's counters and the waits for one to reach a value, the fault store's flag files (DIR.hold: a
- * read held while it exists) and its log (DIR.log: one line a read). One test program is one
- * translation unit: every helper is static inline (a program uses the ones it needs). Include after
- * check.h, backend.h and cachetier.h.
+ * (a small one: tier_small) and its end (tier_end), an object opened and its
+ * bytes compared, the tier's counters and the waits for one to reach a
+ * value, the fault store's flag files (DIR.hold: a read held while it
+ * exists) and its log (DIR.log: one line a read). One test program is one
+ * translation unit: every helper is static inline (a program uses the ones
+ * it needs). Include after check.h, backend.h and cachetier.h.
  */
 #ifndef SHARDFS_TEST_UTIL_H
 #define SHARDFS_TEST_UTIL_H
 
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +127,24 @@ static inline struct cachetier *tier_small(const char *dir, const char *name, st
 	cc.readahead_max_bytes = chunk;
 	cc.small_fills = 1;
 	return tier_open(&cc, be);
+}
+
+/* The end of a tier a test opened: the objects given (the list ends with
+ * NULL) unreferenced in that order, the tier closed (debug builds: no
+ * unit left filling or queued, no byte left reserved:
+ * cachetier__run_check), then its store be (NULL: one the caller keeps). */
+__attribute__((sentinel)) static inline void tier_end(struct cachetier *ct, struct backend *be, ...)
+{
+	struct cachetier_obj *o;
+	va_list ap;
+
+	va_start(ap, be);
+	while ((o = va_arg(ap, struct cachetier_obj *)) != NULL)
+		cachetier_obj_unref(o);
+	va_end(ap);
+	cachetier_close(ct);
+	if (be)
+		backend_close(be);
 }
 
 /* The tier's counters a test waits for (count_reach, cached_wait). */

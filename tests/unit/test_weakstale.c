@@ -139,8 +139,7 @@ static void test_waiter(uint64_t *s)
 	cachetier_obj_unref(o2);
 	cachetier_obj_unref(o);
 	fills_idle(ct);
-	cachetier_close(ct);
-	backend_close(be);
+	tier_end(ct, be, NULL);
 	free(b.buf);
 	free(old);
 	free(now);
