@@ -190,18 +190,21 @@ void cachetier_obj_ref(struct cachetier_obj *o)
 
 uint64_t cachetier_room(struct cachetier *ct)
 {
-	uint64_t used, room, reserved, avail, keep;
+	uint64_t used, room, avail, keep;
+	int disk = cachetier_disk(ct, &avail, &keep);
 	struct ct_room r;
 
+	/* the accounts after the disk's free space: a unit that lands between
+	 * the two is in the usage and on the disk, out of reserved (read
+	 * before, it was in reserved and on the disk: counted twice) */
 	cachetier__acct_get(ct, &r); /* each byte in one of the three */
 	used = r.usage + r.reserved + r.evicting;
 	room = used < ct->cfg.cache_size_bytes ? ct->cfg.cache_size_bytes - used : 0;
-	reserved = r.reserved;
 	/* the disk, when it is the smaller limit (a small tmpfs or container
 	 * disk under the default --cache-size): its free space above the
 	 * reserve the cache leaves, less what fills in flight will write */
-	if (cachetier_disk(ct, &avail, &keep) == 0) {
-		keep += reserved;
+	if (disk == 0) {
+		keep += r.reserved;
 		avail = avail > keep ? avail - keep : 0;
 		if (avail < room)
 			room = avail;

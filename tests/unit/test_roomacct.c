@@ -41,15 +41,29 @@
  * first land step and every look after it (112 of 300 steps, seed
  * 20261201), and the close's assertion.
  *
+ * test_disk_room: cachetier_room on a disk smaller than the cache (a
+ * filesystem the test models: fstatvfs interposed below, its free space
+ * DISK, 32 units, less the directory's usage, which is what a filesystem
+ * shows of landed units), A's range of 7 units held after 4 as in
+ * test_land_room. The room is the disk's free space less the reserve (a
+ * unit) and A's 3 units still to come: 24 units. Then the call's
+ * free-space check itself lets A's 3 units land (the hold removed, the
+ * accounts awaited) before it answers: the room stays 24 units, A's units
+ * each counted once (on the disk and in the usage, out of reserved). The
+ * store before read the accounts first: A's 3 units in reserved and on
+ * the disk, a room of 21 units (1 of 135 checks fails).
+ *
  * Every wait for a state is a poll of the tier's counters bounded at 60 s
  * (a failed check, never a sleep that decides a count).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -364,6 +378,113 @@ static void test_steps(uint64_t seed)
 	tier_end(m.ct, be, m.o, NULL);
 }
 
+/* ---- test_disk_room ---- */
+
+#define DISK (32u * UNIT) /* the modelled filesystem */
+
+static struct cachetier *md_ct; /* the tier whose disk is modelled (NULL: the real call) */
+static pthread_t md_thread;	/* its next call here lets A's run land first (md_armed) */
+static int md_armed, md_landed;
+static char md_gate[sizeof(tmpdir) + 16];
+
+/* Wait (up to 60 s: the bound only against a hang) until the accounts say
+ * usage bytes landed and none reserved: 1 when they do. */
+static int md_accounts(uint64_t usage)
+{
+	struct ct_room r = {0};
+
+	for (int i = 0; i < 6000; i++) {
+		cachetier__acct_get(md_ct, &r);
+		if (r.usage == usage && r.reserved == 0)
+			return 1;
+		usleep(10000);
+	}
+	fprintf(stderr, "disk: usage %llu, reserved %llu after 60 s\n", (unsigned long long)r.usage,
+		(unsigned long long)r.reserved);
+	return 0;
+}
+
+/* fstatvfs of this program (the tier's calls come here; with
+ * _FILE_OFFSET_BITS=64 the symbol is fstatvfs64): the real one, or the
+ * modelled disk: DISK bytes, free those the directory's usage leaves.
+ * Armed, the test thread's call first lets A's held run land. */
+int fstatvfs(int fd, struct statvfs *sv)
+{
+	static int (*real)(int, struct statvfs *);
+	struct cachetier *ct = __atomic_load_n(&md_ct, __ATOMIC_ACQUIRE);
+	uint64_t used;
+
+	if (!ct) {
+		if (!real)
+			*(void **)&real =
+			    dlsym(RTLD_NEXT, sizeof(off_t) == 8 ? "fstatvfs64" : "fstatvfs");
+		return real ? real(fd, sv) : -1;
+	}
+	if (md_armed && pthread_equal(pthread_self(), md_thread)) {
+		md_armed = 0;
+		flag_file(md_gate, 0);
+		md_landed = md_accounts(7 * (uint64_t)UNIT);
+	}
+	used = cachetier__usage_get(ct);
+	memset(sv, 0, sizeof(*sv));
+	sv->f_bsize = sv->f_frsize = 4096;
+	sv->f_blocks = DISK / 4096;
+	sv->f_bfree = sv->f_bavail = used < DISK ? (DISK - used) / 4096 : 0;
+	return 0;
+}
+
+static void test_disk_room(void)
+{
+	struct cachetier_config cc;
+	char dir[sizeof(tmpdir) + 16];
+	struct backend *be;
+	struct cachetier *ct;
+	struct cachetier_obj *a;
+	uint64_t room, want, avail, keep;
+
+	snprintf(md_gate, sizeof(md_gate), "%s/src.hold", tmpdir);
+	flag_file(md_gate, 1);
+	be = fault_store(tmpdir, "async=1&hold_at=262144"); /* 4 units: 2 full buffers */
+	snprintf(dir, sizeof(dir), "%s/c-disk", tmpdir);
+	tier_config(&cc, dir, 1ull << 30, 2, CHUNK); /* the disk is the smaller limit */
+	cc.readahead_max_bytes = CHUNK;
+	cc.small_fills = 1;
+	cc.min_free_bytes = UNIT;
+	ct = tier_open(&cc, be);
+	a = obj_open(ct, be, keys[0]);
+	md_thread = pthread_self();
+	__atomic_store_n(&md_ct, ct, __ATOMIC_RELEASE);
+	CHECK(cachetier_disk(ct, &avail, &keep) == 0 && avail == DISK && keep == UNIT,
+	      "disk: the modelled disk %llu bytes free, reserve %llu, want %u and %u",
+	      (unsigned long long)avail, (unsigned long long)keep, DISK, UNIT);
+	CHECK(cachetier_obj_prefetch_range(a, 0, RUN, CACHETIER_PF_FIT) == 0, "disk: A's range");
+	cached_wait(a, 4 * UNIT, "disk: A's units 0-3 landed");
+	count_reach(ct, TC_FILLS_INFLIGHT, 1, "disk: A's run held in flight");
+	room = cachetier_room(ct);
+	want = DISK - 4 * UNIT - UNIT - 3 * UNIT; /* A's landed, the reserve, A's to come */
+	printf("disk: A's 4 of 7 units landed, its run in flight: room %llu bytes\n",
+	       (unsigned long long)room);
+	CHECK(room == want, "disk: room %llu bytes, want %llu", (unsigned long long)room,
+	      (unsigned long long)want);
+
+	/* A's last 3 units land within the room's call, at its free-space check */
+	md_armed = 1;
+	room = cachetier_room(ct);
+	want = DISK - 7 * UNIT - UNIT; /* A's 7 units once each, the reserve */
+	printf("disk: A's last 3 units landed during the call: room %llu bytes\n",
+	       (unsigned long long)room);
+	CHECK(md_landed, "disk: A's last 3 units landed within the call");
+	CHECK(room == want,
+	      "disk: room %llu bytes, want %llu (A's 7 units counted once: on the disk, not "
+	      "in reserved too)",
+	      (unsigned long long)room, (unsigned long long)want);
+	count_reach(ct, TC_FILLS_INFLIGHT, 0, "disk: A's fill ended");
+	__atomic_store_n(&md_ct, NULL, __ATOMIC_RELEASE);
+	CHECK(obj_exact(a, data[0], 0, RUN), "disk: A's 7 units exact");
+	/* debug builds: no byte left reserved (cachetier__run_check) */
+	tier_end(ct, be, a, NULL);
+}
+
 int main(void)
 {
 	uint64_t seed = test_start(tmpdir, sizeof(tmpdir), "ra", 20261201u);
@@ -374,6 +495,7 @@ int main(void)
 
 	test_land_room();
 	test_steps(seed);
+	test_disk_room();
 
 	for (int i = 0; i < 2; i++)
 		free(data[i]);
