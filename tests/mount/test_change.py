@@ -594,10 +594,7 @@ def group_fulldisk(env, ck):
         mem = [('k0.bin', bytes([65 + i]))] + members_of(env, 'f%d' % i, [3000, 5000])[1:]
         shards['s%d.tar' % i] = mem
         write_file(os.path.join(src, 's%d.tar' % i), ml.tar_bytes(mem))
-    tmpfs = env.path('tmpfs')
-    os.makedirs(tmpfs)
-    subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=%d,mode=0700' % (4 << 20), 'tmpfs', tmpfs],
-                   check=True, timeout=60)
+    tmpfs = ml.tmpfs(env.path('tmpfs'), 4 << 20)
     try:
         logf = env.path('daemon.log')  # not on the full disk
         with ml.Mount(env, src, cache_dir=os.path.join(tmpfs, 'cache'),
@@ -623,8 +620,7 @@ def group_fulldisk(env, ck):
             text = f.read()
         ck.eq('full disk: one log line for the unsaved indexes', text.count('index not saved'), 1)
     finally:
-        if subprocess.run(['umount', tmpfs], timeout=60).returncode != 0:
-            subprocess.run(['umount', '-l', tmpfs], timeout=60)
+        ml.untmpfs(tmpfs)
 
 
 def tar_model(data):

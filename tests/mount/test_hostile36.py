@@ -44,7 +44,6 @@ sys.dont_write_bytecode = True
 
 import errno  # noqa: E402
 import os  # noqa: E402
-import subprocess  # noqa: E402
 import tarfile  # noqa: E402
 import io  # noqa: E402
 import time  # noqa: E402
@@ -65,21 +64,6 @@ def make_shard(rng, path, members, lo, hi):
             ref['%04d.bin' % m] = data
     ml.write_file(path, buf.getvalue())
     return ref
-
-
-def tmpfs(env, name, size):
-    disk = env.path(name)
-    os.makedirs(disk)
-    r = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=%s,mode=0700' % size, 'tmpfs', disk],
-                       capture_output=True, text=True, timeout=60)
-    if r.returncode != 0:
-        raise ml.Skip('cannot mount a tmpfs (%s)' % r.stderr.strip(), kind='host')
-    return disk
-
-
-def untmpfs(disk):
-    if subprocess.run(['umount', disk], timeout=60).returncode != 0:
-        subprocess.run(['umount', '-l', disk], timeout=60)
 
 
 def fill_disk(ck, disk):
@@ -145,7 +129,7 @@ def group_fullopen(env, ck):
     refs = {k: make_shard(env.rng, os.path.join(src, '%s.tar' % k), 12, 60000, 100000)
             for k in ('a', 'b')}
     raw = {k: open(os.path.join(src, '%s.tar' % k), 'rb').read() for k in refs}
-    disk = tmpfs(env, 'tmpfs', '4m')
+    disk = ml.tmpfs(env.path('tmpfs'), '4m', skip=True)
     emu = linkemu.Emu(src, 1, 200, env.tmp, 'fullopen', shardfs=env.shardfs)
     try:
         logf = env.path('daemon.log')
@@ -181,7 +165,7 @@ def group_fullopen(env, ck):
         ck.eq('full disk: "cannot open" log lines', text.count('cannot open'), 0)
     finally:
         emu.stop()
-        untmpfs(disk)
+        ml.untmpfs(disk)
 
 
 def group_crash(env, ck):
@@ -258,7 +242,7 @@ def group_gapzero(env, ck):
 def group_smalldisk(env, ck):
     from shardfs_test import linkemu
     src, ref, total, paths, pf = planned_epoch(env, 4, 140000)
-    disk = tmpfs(env, 'tmpfs', '6m')
+    disk = ml.tmpfs(env.path('tmpfs'), '6m', skip=True)
     emu = linkemu.Emu(src, 5, 60, env.tmp, 'smalldisk', shardfs=env.shardfs)
     try:
         st = os.statvfs(disk)
@@ -288,7 +272,7 @@ def group_smalldisk(env, ck):
             m.umount()
     finally:
         emu.stop()
-        untmpfs(disk)
+        ml.untmpfs(disk)
 
 
 GROUPS = {'fullopen': group_fullopen, 'crash': group_crash, 'gapzero': group_gapzero,

@@ -952,14 +952,11 @@ def group_full(env, ck):
     for n, members in shards.items():
         write_shard(src, n, members)
     want = expected(shards)
-    os.makedirs(fs)
-    subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=16M,mode=0700', 'tmpfs', fs], check=True,
-                   timeout=60)
+    ml.tmpfs(fs, '16M')
     try:
         full_checks(env, ck, src, fs, want)
     finally:
-        if subprocess.run(['umount', fs], timeout=60).returncode != 0:
-            subprocess.run(['umount', '-l', fs], timeout=60)
+        ml.untmpfs(fs)
 
 
 def full_checks(env, ck, src, fs, want):

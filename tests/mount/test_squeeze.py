@@ -135,26 +135,6 @@ def check_raw(ck, label, mnt, name, data):
               label, name, len(data), got[0] if got[0] == 'err' else '%d bytes' % len(got[1])))
 
 
-class Tmpfs:
-    """A tmpfs of the given size at path (root only), unmounted on exit in any case."""
-
-    def __init__(self, path, size):
-        self.path = path
-        self.size = size
-
-    def __enter__(self):
-        os.makedirs(self.path, exist_ok=True)
-        subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=%d,mode=0700' % self.size, 'tmpfs',
-                        self.path], check=True, timeout=60)
-        log('tmpfs of %d MiB at %s' % (self.size >> 20, self.path))
-        return self
-
-    def __exit__(self, *exc):
-        if subprocess.run(['umount', self.path], timeout=60).returncode != 0:
-            subprocess.run(['umount', '-l', self.path], timeout=60)
-        return False
-
-
 # ---------------------------------------------------------------------------------------------
 
 def group_cache(env, ck):
@@ -197,7 +177,7 @@ def group_disk(env, ck):
     small = [('s%03d.txt' % i, rng.randbytes(rng.randrange(1, 40000))) for i in range(50)]
     big_raw = write_shard(os.path.join(src, 'big.tar.zst'), big, 'zst')
     write_shard(os.path.join(src, 'small.tar.gz'), small, 'gz')
-    fs = Tmpfs(env.path('tmpfs'), 64 << 20)
+    fs = ml.Tmpfs(env.path('tmpfs'), 64 << 20)
     with fs:
         cache = os.path.join(fs.path, 'cache')
         m = ml.Mount(env, src, cache_dir=cache)
@@ -299,7 +279,7 @@ def group_warn(env, ck):
     for size, extra, warns in ((16 << 20, [], True), (64 << 20, [], True),
                                (64 << 20, ['--connections', '2'], False)):
         label = 'warn %d MiB %s' % (size >> 20, ' '.join(extra) or 'defaults')
-        with Tmpfs(env.path('tmpfs'), size) as fs:
+        with ml.Tmpfs(env.path('tmpfs'), size) as fs:
             m = ml.Mount(env, src, cache_dir=os.path.join(fs.path, 'cache'), extra=extra)
             with m:
                 log('%s: stderr: %r' % (label, m.stderr))
@@ -345,7 +325,7 @@ def group_evict(env, ck):
     b_raw = write_shard(os.path.join(src, 'b.tar.zst'), b, 'zst')
     ng = web.Nginx(env.path('nginx'), src).start()
     try:
-        with Tmpfs(env.path('tmpfs'), 64 << 20) as fs:
+        with ml.Tmpfs(env.path('tmpfs'), 64 << 20) as fs:
             cache = os.path.join(fs.path, 'cache')
             m = ml.Mount(env, ng.url('json/'), cache_dir=cache,
                          extra=['--chunk-size', '1M', '--prefetch-shards', '0', '--warm', 'off'])

@@ -70,7 +70,6 @@ import errno  # noqa: E402
 import io  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
-import subprocess  # noqa: E402
 import tarfile  # noqa: E402
 import threading  # noqa: E402
 
@@ -462,10 +461,7 @@ def group_gone(env, ck):
 def group_disk(env, ck):
     src, plan, want = make_source(env, random.Random(seed()))
     ng = web.Nginx(env.path('nginx'), src).start()
-    cache = env.path('cache')
-    os.makedirs(cache)
-    subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=%d,mode=0700' % (8 << 20), 'tmpfs',
-                    cache], check=True, timeout=60)
+    cache = ml.tmpfs(env.path('cache'), 8 << 20)
     try:
         # no --cache-size (20G): the 8 MiB disk is the limit, and the 14.4 MB plan does not fit
         extra = [x for i, x in enumerate(BASE) if x != '--cache-size' and
@@ -488,8 +484,7 @@ def group_disk(env, ck):
             ck.eq('disk: read_errors', d['read_errors'], 0)
     finally:
         ng.stop()
-        if subprocess.run(['umount', cache], timeout=60).returncode != 0:
-            subprocess.run(['umount', '-l', cache], timeout=60)
+        ml.untmpfs(cache)
 
 
 def group_early(env, ck):

@@ -396,6 +396,45 @@ def is_mounted(path):
     return os.path.realpath(path) in mounted_paths()
 
 
+def tmpfs(path, size, skip=False):
+    """A tmpfs of size (bytes, or a string such as '8m') mounted at path (made if missing;
+    mode 0700; root only): a test's small or full cache disk. Returns path. A mount that fails
+    raises CalledProcessError, or with skip Skip (kind 'host'). untmpfs ends it."""
+    os.makedirs(path, exist_ok=True)
+    cmd = ['mount', '-t', 'tmpfs', '-o', 'size=%s,mode=0700' % size, 'tmpfs', path]
+    if not skip:
+        subprocess.run(cmd, check=True, timeout=60)
+        return path
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise Skip('cannot mount a tmpfs (%s)' % r.stderr.strip(), kind='host')
+    return path
+
+
+def untmpfs(path):
+    """Unmount the tmpfs at path (tmpfs's), lazily (umount -l) when it is still busy."""
+    if subprocess.run(['umount', path], timeout=60).returncode != 0:
+        subprocess.run(['umount', '-l', path], timeout=60)
+
+
+class Tmpfs:
+    """tmpfs(path, size) as a context: mounted on entry (logged), unmounted on exit in any
+    case (untmpfs)."""
+
+    def __init__(self, path, size):
+        self.path = path
+        self.size = size
+
+    def __enter__(self):
+        tmpfs(self.path, self.size)
+        log('tmpfs of %d MiB at %s' % (self.size >> 20, self.path))
+        return self
+
+    def __exit__(self, *exc):
+        untmpfs(self.path)
+        return False
+
+
 def pid_alive(pid):
     try:
         with open('/proc/%d/stat' % pid) as f:

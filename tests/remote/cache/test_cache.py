@@ -1975,10 +1975,7 @@ def group_fulldisk(env, ck, ng):
     with open(os.path.join(src, 'shard.tar'), 'rb') as f:
         want = f.read()
     ng.start()
-    disk = env.path('tmpfs')
-    os.makedirs(disk)
-    subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=16m,mode=0700', 'tmpfs', disk],
-                   check=True, timeout=60)
+    disk = ml.tmpfs(env.path('tmpfs'), '16m')
     try:
         cache = os.path.join(disk, 'cache')
         logf = env.path('daemon.log')
@@ -2018,8 +2015,7 @@ def group_fulldisk(env, ck, ng):
         text = log_text(logf)
         ck.eq('full disk: bypass log lines', text.count('without caching them'), 1)
     finally:
-        if subprocess.run(['umount', disk], timeout=60).returncode != 0:
-            subprocess.run(['umount', '-l', disk], timeout=60)
+        ml.untmpfs(disk)
 
 
 GROUPS = {'offline': group_offline, 'capacity': group_capacity, 'crash': group_crash,

@@ -81,10 +81,7 @@ def run(env, ck):
     with open(os.path.join(src, 'b.tar'), 'rb') as f:
         want = f.read()
     ng = web.Nginx(env.path('nginx'), src).start()
-    disk = env.path('tmpfs')
-    os.makedirs(disk)
-    subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=8m,mode=0700', 'tmpfs', disk],
-                   check=True, timeout=60)
+    disk = ml.tmpfs(env.path('tmpfs'), '8m')
     try:
         cache = os.path.join(disk, 'cache')
         opts = ['--chunk-size', '1M', '--warm', 'off', '--prefetch-shards', '0',
@@ -118,8 +115,7 @@ def run(env, ck):
             check_counted(ck, 'with room', m, cache)
     finally:
         ng.stop()
-        if subprocess.run(['umount', disk], timeout=60).returncode != 0:
-            subprocess.run(['umount', '-l', disk], timeout=60)
+        ml.untmpfs(disk)
 
 
 def main():
