@@ -225,9 +225,13 @@ static const struct fs_opt cache_opts[] = {
     /* a prefetch's bytes (`shardfs prefetch`, the warm, a plan's lookahead)
      * are read later if at all: through the page cache they cost a copy,
      * their dirty writeback and, at eviction, the punch's folio work, which
-     * O_DIRECT saves (cachetier/README.md, "Direct fills"); off keeps
-     * every fill buffered */
-    {"direct-fills", 0, FS_OPT_ENUM, CFG(ct.direct_fills), 0, "auto", 0, 0, "off|auto",
+     * O_DIRECT saves (cachetier/README.md, "Direct fills"); off by default:
+     * in the one A/B made (L4, load 21) the daemon's CPU per GB did not
+     * fall (1.154 -> 1.160), the fill writer's rose (0.434 -> 0.513: each
+     * direct pwritev waits for the disk, the sinks paused 20 times as often)
+     * and the prefetch took 12 % longer (tests/bench/README.md, "L4: direct
+     * fills") */
+    {"direct-fills", 0, FS_OPT_ENUM, CFG(ct.direct_fills), 0, "off", 0, 0, "off|auto",
      "auto: prefetch, warm and plan-lookahead fills, which no reader waits on, are written "
      "with O_DIRECT, bypassing the page cache (buffered where the cache's file system refuses "
      "it, as tmpfs); off: every fill through the page cache"},
