@@ -25,6 +25,7 @@
 #include <dirent.h>
 #include <signal.h>
 #include <stddef.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -276,10 +277,34 @@ static int mount_fuse_opts(char **fuse_opts, int *nonempty)
  * life: 'shardfs umount' knows the daemon of a mount by it in
  * /proc/PID/fd (fs/tools/fs_mountid.c), whatever its working directory
  * and command line. 0, or -errno after saying why. */
-static int mount_point_ready(const char *mp, int nonempty)
+static int mount_point_ready(const char *mp, int nonempty, int *lockfd)
 {
 	struct stat st;
 
+	/* 'shardfs mount' of this mount point under way in another process
+	 * (between its checks and its mount): it holds the directory locked
+	 * (below). Without the lock both mounted, the second stacked over the
+	 * first, whose daemon went on unseen. Not waited for: refused. A lock
+	 * taken after the other mounted is the mount's root's, which the check
+	 * after it finds mounted. */
+	*lockfd = -1;
+	if (!fs_mount_lookup(mp, NULL, NULL)) {
+		*lockfd = open(mp, O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
+		if (*lockfd >= 0 && flock(*lockfd, LOCK_EX | LOCK_NB) < 0) {
+			int err = errno == EWOULDBLOCK ? -EBUSY : -errno;
+
+			if (err == -EBUSY)
+				fprintf(stderr,
+					"shardfs: another 'shardfs mount' at %s is under way (this "
+					"one would be stacked over it)\n",
+					mp);
+			else
+				fprintf(stderr, "shardfs: mountpoint %s: %s\n", mp, strerror(-err));
+			close(*lockfd);
+			*lockfd = -1;
+			return err;
+		}
+	}
 	if (fs_mount_lookup(mp, NULL, NULL)) {
 		struct statfs sf;
 
@@ -322,7 +347,7 @@ static int mount_point_ready(const char *mp, int nonempty)
  * exit status (0 or 1) in *status; the daemon (a session of its own, ended
  * with its parent until it is mounted) returns with *status -1 and
  * pfd[1] its end. 0, or -errno. */
-static int mount_daemonize(const char *mp, int pfd[2], int *status)
+static int mount_daemonize(const char *mp, int pfd[2], int lockfd, int *status)
 {
 	pid_t pid, parent = getpid();
 
@@ -351,6 +376,9 @@ static int mount_daemonize(const char *mp, int pfd[2], int *status)
 		return 0;
 	}
 	close(pfd[0]);
+	/* the parent holds the mount point's lock until the mount is ready */
+	if (lockfd >= 0)
+		close(lockfd);
 	setsid();
 	fs_exit_on_signals();
 	/* the parent may have died before prctl: then it is not ours */
@@ -364,7 +392,7 @@ int fs_fuse_mount_main(int argc, char **argv)
 	struct fs_config *cfg;
 	struct fs_mount_args a;
 	struct fs *fs;
-	int pfd[2] = {-1, -1}, err, nonempty = 0, r;
+	int pfd[2] = {-1, -1}, err, nonempty = 0, r, lockfd = -1;
 
 	if (fs_config_new(&cfg) < 0)
 		return 1;
@@ -382,14 +410,16 @@ int fs_fuse_mount_main(int argc, char **argv)
 		fs_config_free(cfg);
 		return r;
 	}
-	err = mount_point_ready(a.mountpoint, nonempty);
+	err = mount_point_ready(a.mountpoint, nonempty, &lockfd);
 	if (err < 0)
 		goto out;
 	if (!a.foreground) {
-		err = mount_daemonize(a.mountpoint, pfd, &r);
+		err = mount_daemonize(a.mountpoint, pfd, lockfd, &r);
 		if (err < 0)
 			goto out;
-		if (r >= 0) { /* the parent */
+		if (r >= 0) { /* the parent: the mount is ready, or failed */
+			if (lockfd >= 0)
+				close(lockfd);
 			fs_config_free(cfg);
 			return r;
 		}

@@ -34,6 +34,12 @@ GROUP:
             source and says a local source is the directory that holds the shards. Before the
             mend: 'source shard.tar: Not a directory', though an http:// URL of one shard
             mounts.
+  mount-race  'shardfs mount' of a mount point another 'shardfs mount' holds (between its
+            checks and its mount: the test holds the directory's lock as it would): exit 1,
+            'under way', nothing mounted; then seeded rounds of 2 to 4 'shardfs mount' of one
+            mount point at once: exactly one exits 0, the others 1 saying why, and
+            /proc/mounts has exactly one mount there. Before the mend both mounted, the second
+            stacked over the first (two lines in /proc/mounts; the first daemon unseen).
 
 Seeded (SHARDFS_TEST_SEED). Exit: 0 pass, 1 fail, 77 skip (no usable /dev/fuse).
 """
@@ -307,8 +313,61 @@ def group_source_kind(env, ck):
         ck.ok(not ml.is_mounted(mnt), '%s: %s is mounted' % (src, mnt))
 
 
+def mounts_at(mnt):
+    """How many lines of /proc/mounts are mounts at mnt."""
+    with open('/proc/mounts') as f:
+        return sum(1 for ln in f if ln.split()[1] == mnt)
+
+
+def group_mount_race(env, ck):
+    import fcntl
+    rng = env.rng
+    src = env.path('src')
+    os.makedirs(src)
+    ml.write_file(os.path.join(src, 's.tar'), ml.tar_bytes([('a.txt', b'a')]))
+    mnt = os.path.realpath(env.path('mnt'))
+    os.makedirs(mnt)
+    cmd = [env.shardfs, 'mount', '--cache-dir', env.path('cache'), src, mnt]
+    # another mount under way: it holds the mount point's lock until it is mounted
+    fd = os.open(mnt, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        r = env.run(cmd, timeout=60, files=True)
+        err = r.stderr.decode(errors='replace')
+        log('held: rc=%r %s' % (r.returncode, err.strip()))
+        ck.eq('a mount under way: exit', r.returncode, 1)
+        ck.ok('under way' in err and mnt in err, 'a mount under way: not said: %r' % err)
+        ck.eq('a mount under way: mounts at the mount point', mounts_at(mnt), 0)
+    finally:
+        os.close(fd)
+    for rnd in range(3):
+        k = rng.randint(2, 4)
+        procs = [subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE) for _ in range(k)]
+        res = []
+        for p in procs:
+            try:
+                _, e = p.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                _, e = p.communicate()
+            res.append((p.returncode, e.decode(errors='replace').strip()))
+        log('round %d: %d at once: %r' % (rnd, k, res))
+        ck.eq('round %d: exits of %d mounts at once' % (rnd, k), sorted(r[0] for r in res),
+              [0] + [1] * (k - 1))
+        ck.ok(all('under way' in e or 'already a shardfs mount' in e for rc, e in res if rc),
+              'round %d: a refused mount does not say why: %r' % (rnd, res))
+        ck.eq('round %d: mounts at the mount point' % rnd, mounts_at(mnt), 1)
+        for _ in range(k):
+            if not mounts_at(mnt):
+                break
+            env.run([env.shardfs, 'umount', mnt], timeout=60)
+        ck.eq('round %d: mounts after one umount' % rnd, mounts_at(mnt), 0)
+
+
 GROUPS = {'plan-abs': (group_plan_abs, 120), 'left-out': (group_left_out, 120),
-          'conflicts': (group_conflicts, 120), 'source-kind': (group_source_kind, 120)}
+          'conflicts': (group_conflicts, 120), 'source-kind': (group_source_kind, 120),
+          'mount-race': (group_mount_race, 180)}
 
 
 if __name__ == '__main__':
