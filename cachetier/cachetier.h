@@ -933,5 +933,28 @@ int cachetier_scratch_open(struct cachetier *ct);
  * its queued events at the first check of the request on this thread, not
  * at every check. A thread that never calls it reads them at every check. */
 void cachetier_request_begin(void);
+/* The calling thread's request may be given up by its sender (a FUSE
+ * request the kernel interrupted: a signal, the sender killed): asked(arg)
+ * says so, and is polled by the request's waits for the store on this
+ * thread (a read's wait for its units' fill; fetch/'s wait for a staged
+ * span): each ends with -EINTR within CACHETIER_STOP_TICK_MS of it. The
+ * fill, shared with other readers, goes on; what the read pinned is
+ * released. stop NULL: never (cachetier_request_begin clears it). Returns
+ * the stop it replaces (to put back: an index build, which the request's
+ * waiters share, is not given up). stop must live until replaced. */
+struct cachetier_stop {
+	int (*asked)(void *arg);
+	void *arg;
+};
+const struct cachetier_stop *cachetier_request_stop(const struct cachetier_stop *stop);
+/* Has the calling thread's request been given up (its stop asked)? Has
+ * it a stop at all (its waits then look every CACHETIER_STOP_TICK_MS)? */
+int cachetier_request_stopped(void);
+int cachetier_request_stoppable(void);
+/* How often a wait of a request with a stop looks at it: the most an
+ * interrupted reader waits past its interrupt (libfuse reads FUSE_INTERRUPT
+ * on another thread and only sets a flag; a tick costs a wake-up of a
+ * waiting thread, no lock of the tier). */
+#define CACHETIER_STOP_TICK_MS 100
 
 #endif

@@ -952,6 +952,12 @@ int cachetier__file_read_begin(struct cachetier *ct, struct ct_file *f, uint64_t
 			err = -ESTALE; /* changed while a check dropped ct->lock */
 		if (err < 0 || ready)
 			break;
+		if (cachetier_request_stopped()) {
+			/* its sender gave up (cachetier_request_stop): the fills
+			 * it asked for go on for whoever reads them next */
+			err = -EINTR;
+			break;
+		}
 		if (!rb.waited)
 			wait_from = cachetier__mono_ns();
 		rb.waited = 1;

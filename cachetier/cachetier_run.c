@@ -464,11 +464,28 @@ static int units_still(const struct cachetier *ct, const struct ct_file *f, uint
 	return pending;
 }
 
+/* *t: the next tick of a stop (CACHETIER_STOP_TICK_MS from now, as
+ * CLOCK_REALTIME), when it comes before *t. */
+static void stop_tick(struct timespec *t)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	now.tv_nsec += (long)CACHETIER_STOP_TICK_MS * 1000000;
+	if (now.tv_nsec >= 1000000000) {
+		now.tv_sec++;
+		now.tv_nsec -= 1000000000;
+	}
+	if (now.tv_sec < t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec < t->tv_nsec))
+		*t = now;
+}
+
 int cachetier__units_wait(struct cachetier *ct, struct ct_file *f, uint32_t c0, uint32_t c1,
 			  unsigned secs, uint64_t gen)
 {
 	struct ct_uwait w = {.c0 = c0, .c1 = c1};
 	struct timespec until;
+	int stoppable = cachetier_request_stoppable();
 
 	disk_mutex_lock(&f->lock);
 	if (f->ugen != gen) { /* a wake-up of f's readers since the caller looked */
@@ -491,11 +508,22 @@ int cachetier__units_wait(struct cachetier *ct, struct ct_file *f, uint32_t c0, 
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += secs;
 	for (;;) {
-		int r = disk_cond_timedwait(&w.cond, &f->lock, &until);
+		struct timespec t = until;
+		int r;
 
-		if (!w.woken && r != ETIMEDOUT)
+		/* a request with a stop looks at it every tick, listed all along
+		 * (cachetier_request_stop): given up, it leaves as at the bound */
+		if (stoppable)
+			stop_tick(&t);
+		r = disk_cond_timedwait(&w.cond, &f->lock, &t);
+		if (!w.woken && r == ETIMEDOUT &&
+		    (t.tv_sec != until.tv_sec || t.tv_nsec != until.tv_nsec)) {
+			if (!cachetier_request_stopped())
+				continue; /* a tick, not given up: still listed */
+		} else if (!w.woken && r != ETIMEDOUT) {
 			continue; /* a spurious wake-up: still listed */
-		if (!w.woken) {	  /* timed out: still listed */
+		}
+		if (!w.woken) { /* timed out: still listed */
 			struct ct_uwait **pp = &f->uwaits;
 
 			while (*pp != &w)

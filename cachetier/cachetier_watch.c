@@ -120,9 +120,31 @@ static _Thread_local struct {
 	uint64_t id, stamp[2];
 } req_read;
 
+/* The calling thread's request's stop (cachetier_request_stop), or NULL. */
+static _Thread_local const struct cachetier_stop *req_stop;
+
 void cachetier_request_begin(void)
 {
 	req_stamp++;
+	req_stop = NULL;
+}
+
+const struct cachetier_stop *cachetier_request_stop(const struct cachetier_stop *stop)
+{
+	const struct cachetier_stop *old = req_stop;
+
+	req_stop = stop;
+	return old;
+}
+
+int cachetier_request_stoppable(void)
+{
+	return req_stop != NULL;
+}
+
+int cachetier_request_stopped(void)
+{
+	return req_stop && req_stop->asked(req_stop->arg);
 }
 
 struct cachetier__watch *cachetier__watch_new(void)

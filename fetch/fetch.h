@@ -71,11 +71,14 @@ ssize_t fetch_pread(struct fetch *s, uint32_t reader, struct cachetier_obj *o, v
  * range, or its span failed (an error, a cut or short answer, a changed
  * version: counted as a fallback; bytes served before it failed were the
  * listed version's); never part of a range, never a failed span's bytes.
+ * -EINTR: the calling thread's request was given up while it waited for
+ * the span (cachetier_request_stop; the span goes on for its other reads).
  * fetch_pread tries it first. */
 int fetch_stage_read(struct fetch *s, struct cachetier_obj *o, void *dst, size_t len, uint64_t off);
 /* fetch_stage_read without a copy: *ptr points at the staged bytes, which
  * stay (the span is not freed) until fetch_stage_release(*ref); a reply
- * is made from them. 1, or 0 (*ptr and *ref NULL) as fetch_stage_read. */
+ * is made from them. 1, or 0 or -EINTR (*ptr and *ref NULL) as
+ * fetch_stage_read. */
 int fetch_stage_hold(struct fetch *s, struct cachetier_obj *o, size_t len, uint64_t off, char **ptr,
 		     void **ref);
 void fetch_stage_release(void *ref); /* accepts NULL; any thread */

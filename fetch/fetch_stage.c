@@ -691,10 +691,26 @@ static struct stage_piece *stage_pick(struct fetch_stage *st, const struct cache
 	return best;
 }
 
+/* A wait on cond (lock held) of a request with a stop: at most
+ * CACHETIER_STOP_TICK_MS, then the caller looks at its stop again. */
+static void stop_wait(pthread_cond_t *cond, struct disk_mutex *lock)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	t.tv_nsec += (long)CACHETIER_STOP_TICK_MS * 1000000;
+	if (t.tv_nsec >= 1000000000) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000;
+	}
+	disk_cond_timedwait(cond, lock, &t);
+}
+
 /* The piece of o that holds [off, off + len) (stage_pick), held (readers), once its
  * bytes are in or its read ended (bounded by the store's read: its retry
  * budget and stall bound); NULL when none. *ok: 1 when they may be served
- * (stage_ok), else the read goes the ordinary way. */
+ * (stage_ok); -EINTR when the calling request was given up while it waited
+ * (cachetier_request_stop); else 0, the read goes the ordinary way. */
 static struct stage_piece *stage_find(struct fetch_stage *st, struct cachetier_obj *o, uint64_t off,
 				      size_t len, int *ok)
 {
@@ -728,10 +744,21 @@ static struct stage_piece *stage_find(struct fetch_stage *st, struct cachetier_o
 			p->waiters = &w;
 			if (end < atomic_load(&p->need))
 				atomic_store(&p->need, end);
-			/* need stored before have is loaded (stage_progress) */
+			/* need stored before have is loaded (stage_progress); a
+			 * request with a stop looks at it every tick and, given
+			 * up, leaves the span to its other readers (-EINTR) */
 			while (!w.woken && p->state == STAGE_INFLIGHT &&
-			       atomic_load(&p->have) < end)
-				disk_cond_wait(&w.cond, &st->lock);
+			       atomic_load(&p->have) < end) {
+				if (!cachetier_request_stoppable()) {
+					disk_cond_wait(&w.cond, &st->lock);
+					continue;
+				}
+				if (cachetier_request_stopped()) {
+					*ok = -EINTR;
+					break;
+				}
+				stop_wait(&w.cond, &st->lock);
+			}
 			if (!w.woken) { /* not woken by stage_progress or stage_done */
 				for (struct stage_waiter **pw = &p->waiters; *pw;
 				     pw = &(*pw)->next) {
@@ -747,7 +774,8 @@ static struct stage_piece *stage_find(struct fetch_stage *st, struct cachetier_o
 			st->c.wait_ms_ns += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL +
 						       (t1.tv_nsec - t0.tv_nsec));
 		}
-		*ok = stage_ok(p, end);
+		if (*ok == 0)
+			*ok = stage_ok(p, end);
 	}
 	disk_mutex_unlock(&st->lock);
 	return p;
@@ -795,9 +823,9 @@ int fetch_stage_read(struct fetch *s, struct cachetier_obj *o, void *dst, size_t
 	p = stage_find(st, o, off, len, &ok);
 	if (!p)
 		return 0;
-	if (ok)
+	if (ok > 0)
 		memcpy(dst, p->buf + (off - p->off), len);
-	stage_end(st, p, off, len, ok, 0);
+	stage_end(st, p, off, len, ok > 0, 0);
 	return ok;
 }
 
@@ -816,11 +844,11 @@ int fetch_stage_hold(struct fetch *s, struct cachetier_obj *o, size_t len, uint6
 	p = stage_find(st, o, off, len, &ok);
 	if (!p)
 		return 0;
-	if (ok) {
+	if (ok > 0) {
 		*ptr = (char *)p->buf + (off - p->off);
 		*ref = p;
 	}
-	stage_end(st, p, off, len, ok, ok);
+	stage_end(st, p, off, len, ok > 0, ok > 0);
 	return ok;
 }
 

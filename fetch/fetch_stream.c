@@ -181,10 +181,12 @@ int fetch_read_begin(struct fetch *s, uint32_t reader, struct cachetier_obj *o, 
 ssize_t fetch_pread(struct fetch *s, uint32_t reader, struct cachetier_obj *o, void *buf,
 		    size_t len, uint64_t off)
 {
-	int queue;
+	int queue, got = fetch_stage_read(s, o, buf, len, off);
 	uint64_t ahead;
 
-	if (fetch_stage_read(s, o, buf, len, off))
+	if (got < 0)
+		return got;
+	if (got)
 		return (ssize_t)len;
 	ahead = ahead_of(s, reader, o, off, len, &queue);
 	return cachetier_obj_pread_win(o, buf, len, off, ahead, queue);

@@ -70,6 +70,10 @@ const struct ctl_counter fs_ctl_counters[] = {
     {"reads", "read requests", C, FS(reads)},
     {"read_bytes", "bytes returned by reads", C, FS(read_bytes)},
     {"read_errors", "reads answered with an error", C, FS(read_errors)},
+    {"reads_interrupted",
+     "reads whose sender gave up (interrupted, killed) while they waited for the store: "
+     "answered EINTR, not counted in read_errors",
+     C, FS(reads_interrupted)},
     {"reads_inflight",
      "reads of files being answered now (until their reply is sent and the cache units "
      "they read are released; reads of .shardfs files not counted)",

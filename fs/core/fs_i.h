@@ -278,8 +278,9 @@ struct fs_shard {
  * fs_ctl.c reads it to render stats and metrics (fs_ctl.h). */
 struct fs_counters {
 	atomic_ullong lookups, getattrs, readdirs, reads, read_bytes, read_errors;
-	atomic_ullong reads_inflight; /* fs_op_read to fs_op_read_done */
-	atomic_ullong op_errors;      /* requests but reads that failed (fs_ll.c's reply helper) */
+	atomic_ullong reads_interrupted; /* of reads, ended by fs_op_stop_on's stop */
+	atomic_ullong reads_inflight;	 /* fs_op_read to fs_op_read_done */
+	atomic_ullong op_errors; /* requests but reads that failed (fs_ll.c's reply helper) */
 	atomic_ullong index_built, index_loaded, index_errors, index_bytes_scanned;
 	atomic_ullong index_save_errors, members, damaged_shards, skipped_members;
 	atomic_ullong index_removed; /* older versions' index blobs this mount removed */

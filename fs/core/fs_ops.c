@@ -117,6 +117,16 @@ void fs_op_begin(void)
 	fs_shard_request_begin();
 }
 
+/* fs_op_stop_on's stop, as the cache tier takes it */
+static _Thread_local struct cachetier_stop op_stop;
+
+void fs_op_stop_on(const struct fs_op_stop *stop)
+{
+	op_stop.asked = stop->asked;
+	op_stop.arg = stop->arg;
+	cachetier_request_stop(&op_stop);
+}
+
 int fs_op_getattr(struct fs *fs, uint64_t ino, struct stat *st)
 {
 	const struct fs_view *v = fs_view_of(fs, ino);
@@ -281,11 +291,13 @@ int fs_op_ioctl(struct fs *fs, uint64_t ino, unsigned cmd, uid_t uid, gid_t gid,
 int fs_read_fd_range(struct fs *fs, struct cachetier_obj *o, uint64_t off, size_t size,
 		     struct fs_read *r)
 {
-	int err;
+	int err = fetch_stage_hold(fs->fetch, o, size, off, &r->buf, &r->stage);
 
+	if (err < 0)
+		return err; /* given up while the span came (fs_op_stop_on) */
 	/* a planned read of staged bytes: answered from the stage's memory, held
 	 * until the reply is sent (fs_op_read_done) */
-	if (fetch_stage_hold(fs->fetch, o, size, off, &r->buf, &r->stage)) {
+	if (err) {
 		r->len = size;
 		fs->c.read_bytes += size;
 		return 0;
@@ -322,6 +334,8 @@ int fs_op_read_by(struct fs *fs, uint64_t ino, uint64_t fh, uint64_t off, size_t
 	if (!v->volatile_attrs) {
 		if (err < 0) {
 			fs->c.reads_inflight--;
+			if (err == -EINTR) /* its sender gave up (fs_op_stop_on) */
+				fs->c.reads_interrupted++;
 		} else {
 			r->fs = fs; /* counted until fs_op_read_done */
 			r->plan_wake = fs_plan_note_read(fs, v->member_of ? v->member_of(ino) : ino,

@@ -575,10 +575,16 @@ int fs_shard_index(struct fs *fs, uint32_t shard, struct shardidx **ix,
 		err = atomic_load_explicit(&s->err, memory_order_acquire);
 		if (err < 0)
 			return err;
+		const struct cachetier_stop *stop;
+
 		disk_mutex_lock(&s->lock);
 		err = atomic_load_explicit(&s->err, memory_order_acquire);
+		/* the build is not given up with its request (fs_op_stop_on):
+		 * other requests wait on s->lock for it */
+		stop = cachetier_request_stop(NULL);
 		if (err == 0 && !atomic_load_explicit(&s->ix, memory_order_acquire))
 			err = shard_load(fs, s);
+		cachetier_request_stop(stop);
 		disk_mutex_unlock(&s->lock);
 		if (err < 0)
 			return err;

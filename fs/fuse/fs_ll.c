@@ -114,8 +114,10 @@ static void reply_fail(fuse_req_t req, struct fs *fs, enum ll_op op, fuse_ino_t 
 	/* counted before the reply: a caller that sees the error and then
 	 * reads the stats finds it counted */
 	if (op == OP_READ) {
-		if (!fs_op_is_data(fs, ino)) {
-			fuse_reply_err(req, err); /* a directory, or a control file's late read */
+		/* a directory, a control file's late read, or a read whose
+		 * sender gave up (fs_op_stop_on: nobody reads the answer) */
+		if (!fs_op_is_data(fs, ino) || err == EINTR) {
+			fuse_reply_err(req, err);
 			return;
 		}
 		fs_count_read_error(fs);
@@ -260,13 +262,19 @@ static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
+static int ll_interrupted(void *req);
+
 static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct fs *fs = ll_fs(req);
+	struct fs_op_stop stop = {ll_interrupted, req};
 	struct fs_read r;
 	int err;
 
+	/* its waits for the store end once the kernel interrupts it (the
+	 * sender killed): -EINTR, answered to nobody */
+	fs_op_stop_on(&stop);
 	/* the sender's pid: its readahead stream (fs_op_read_by) */
 	err = fs_op_read_by(fs, ino, fi ? fi->fh : 0, (uint64_t)off, size,
 			    (uint32_t)fuse_req_ctx(req)->pid, &r);
@@ -560,6 +568,13 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn)
 	 * O_TRUNC the kernel leaves truncation to OPEN, and without OPEN
 	 * requests it would just zero its own view of the file. */
 	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
+	/* An O_DIRECT read is one READ request at a time that the kernel can
+	 * interrupt: with async direct I/O its requests go in the background,
+	 * where no FUSE_INTERRUPT reaches a read, and its killed sender waits
+	 * in the kernel (state D) until the store answers; so a sender gone
+	 * ends its read's wait (fs_op_stop_on). (A page cache reader waits on
+	 * a page lock, killable: its readahead request runs on.) */
+	conn->want &= ~(unsigned)FUSE_CAP_ASYNC_DIO;
 	/* immutable data: splice replies, readdirplus, parallel lookups */
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;

@@ -16,6 +16,14 @@ GROUP:
              thread, its units are valid (the next read has the exact bytes and fetches
              nothing: one GET in all), fills_inflight 0, fill_errors 0; the blocked read
              counts in reads_inflight, and the interrupted one is counted out (0).
+  killed     a reader blocked on a member whose fill the proxy holds, reading with O_DIRECT (one
+             READ request the kernel interrupts; a page cache reader waits on a page lock
+             and is killable anyway), in the kernel's request_wait_answer, is SIGKILLed: it
+             is gone (waitpid) while the server still holds the answer (the fill in flight,
+             the GET not done); reads_interrupted 1, read_errors 0, the mount lists; released,
+             the held fill lands (one GET in all, fill_errors 0), the member's bytes are exact
+             without another GET, and every member of the shard is exact (before the read's
+             stop: the killed reader stayed in state D until the release).
   stop       'shardfs umount' while 6 planned fills are held at the server: the daemon exits
              with status 0 (no hang: the fills in flight end with ECANCELED and the cache tier
              waits for them; no leak under ASan).
@@ -176,6 +184,77 @@ def group_interrupt(env, ck):
         ng.stop()
 
 
+DIRECT_READER = r'''
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+buf = mmap.mmap(-1, 1 << 20)  # page-aligned, as O_DIRECT wants
+os.preadv(fd, [buf], 0)
+'''
+
+
+def wchan(pid):
+    try:
+        with open('/proc/%d/wchan' % pid) as f:
+            return f.read()
+    except OSError:
+        return ''
+
+
+def group_killed(env, ck):
+    src, members = make_source(env, ck)
+    ng = web.Nginx(env.path('nginx'), src).start()
+    px = web.SlowProxy(ng.port)
+    rd = None
+    try:
+        with ml.Mount(env, px.url('json/'), cache_dir=env.path('cache'),
+                      extra=mount_opts(env)) as m:
+            listed(m)
+            st0 = m.stats()
+            hold(px)
+            x = members[0]
+            path = os.path.join(m.mnt, x[1])
+            rd = subprocess.Popen([sys.executable, '-c', DIRECT_READER, path])
+            ml.poll(lambda: any(r['held'] for r in tar_gets(px)), what='the fill held')
+            ml.poll(lambda: m.stats()['fills_inflight'] == 1, what='one fill in flight')
+            # the reader waits in the kernel for the daemon's answer to its READ
+            ml.poll(lambda: wchan(rd.pid) == 'request_wait_answer',
+                    what='the reader in request_wait_answer (now %r)' % wchan(rd.pid))
+            ck.ok(m.stats()['reads_inflight'] >= 1, 'the reader\'s read in flight')
+            rd.send_signal(signal.SIGKILL)
+            try:
+                rc = rd.wait(30)  # a guard against a hang only: expected at once
+            except subprocess.TimeoutExpired:
+                rc = 'still there after 30 s, in %s' % wchan(rd.pid)
+            ck.eq('the killed reader is gone while the server holds the answer', rc,
+                  -signal.SIGKILL)
+            gets = tar_gets(px)
+            ck.eq('... the GET still held, not done', [(r['held'], r['done']) for r in gets],
+                  [(True, False)])
+            st = ml.poll(lambda: (lambda st: st['reads_inflight'] == 0 and st)(m.stats()),
+                         what='the interrupted read answered')
+            ck.eq('... the fill still in flight', st['fills_inflight'], 1)
+            ck.eq('reads_interrupted', st['reads_interrupted'] - st0['reads_interrupted'], 1)
+            ck.eq('read_errors', st['read_errors'] - st0['read_errors'], 0)
+            ck.ok(len(os.listdir(os.path.dirname(path))) > 0, 'the mount lists meanwhile')
+            px.release()
+            st = ml.poll(lambda: (lambda st: st['fills_inflight'] == 0 and st)(m.stats()),
+                         what='the held fill ended')
+            ck.eq('fill_errors', st['fill_errors'] - st0['fill_errors'], 0)
+            ck.eq('the member after the interrupted read: exact bytes', read(path), ref(src, x))
+            ck.eq('... one GET in all (the held fill landed)', len(tar_gets(px)), 1)
+            same = [y for y in members if y[0] == x[0]]
+            bad = [y[1] for y in same if read(os.path.join(m.mnt, y[1])) != ref(src, y)]
+            ck.eq('every member of the shard exact (%d)' % len(same), bad, [])
+            ck.eq('read_errors at the end', m.stats()['read_errors'], 0)
+    finally:
+        px.release()
+        if rd is not None and rd.poll() is None:
+            rd.kill()
+            rd.wait(60)
+        px.close()
+        ng.stop()
+
+
 def group_stop(env, ck):
     src, members = make_source(env, ck)
     ng = web.Nginx(env.path('nginx'), src).start()
@@ -198,7 +277,8 @@ def group_stop(env, ck):
         ng.stop()
 
 
-GROUPS = {'inflight': group_inflight, 'interrupt': group_interrupt, 'stop': group_stop}
+GROUPS = {'inflight': group_inflight, 'interrupt': group_interrupt, 'killed': group_killed,
+          'stop': group_stop}
 
 
 def main():
